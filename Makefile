@@ -1,0 +1,70 @@
+# Co-simulation of a systolic-array GEMM accelerator. `make help` lists targets and variables.
+# Every target that runs Python first creates .venv and installs the pinned packages (once).
+
+PYTHON  ?= python3
+VENV    ?= .venv
+MODEL   ?= resnet
+CONFIG  ?= default
+BACKEND ?= rtl
+SEED    ?= 0
+JOBS    ?= auto
+PYTEST_ARGS ?=
+
+PY    := $(VENV)/bin/python
+STAMP := $(VENV)/.cosim-installed
+
+.DEFAULT_GOAL := help
+.PHONY: help venv toolchain test test-fast sim lint format lock clean distclean
+
+help: ## List targets and variables
+	@echo "Targets:"
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-12s %s\n", $$1, $$2}'
+	@echo "Variables (current value):"
+	@echo "  MODEL=$(MODEL)      model for 'sim': resnet|resnet18|resnet34|resnet50|cnn|mlp|path/to/model.onnx"
+	@echo "  CONFIG=$(CONFIG)    accelerator config: preset name (tiny, default) or a .json file"
+	@echo "  BACKEND=$(BACKEND)      'sim' backend: rtl (Verilator + cocotb) or isa (numpy ISA simulator)"
+	@echo "  SEED=$(SEED)          seed for generated inputs and weights"
+	@echo "  JOBS=$(JOBS)       pytest-xdist workers for 'test'"
+	@echo "  PYTEST_ARGS=...  extra pytest arguments, e.g. PYTEST_ARGS='-k dot_product'"
+	@echo "  PYTHON=$(PYTHON)   interpreter used to create $(VENV) (Python >= 3.10)"
+
+$(STAMP): pyproject.toml requirements.lock
+	@$(PYTHON) -c 'import sys; v = sys.version_info; sys.exit(0 if v >= (3, 10) else f"error: Python >= 3.10 needed, $(PYTHON) is {v.major}.{v.minor}; set PYTHON=python3.11")'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "error: cannot create $(VENV): apt-get install -y python3-venv"; exit 1; }
+	@echo "installing pinned packages into $(VENV) (first run only)..."
+	@$(PY) -m pip install -q --disable-pip-version-check -c requirements.lock -e '.[dev]'
+	@touch $@
+
+venv: $(STAMP) ## Create .venv with the pinned packages (other targets do this by themselves)
+
+toolchain: $(STAMP) ## Check g++/make/perl and Verilator; print what will be used
+	@$(PY) -m sim.toolchain
+
+test: $(STAMP) ## Run the whole regression (unit, block, instruction, network) - what CI runs
+	@$(PY) -m sim.toolchain --quiet
+	$(PY) -m pytest -n $(JOBS) $(PYTEST_ARGS)
+
+test-fast: $(STAMP) ## Run only the tests that need no simulator
+	$(PY) -m pytest -n $(JOBS) -m "not simulator" $(PYTEST_ARGS)
+
+sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact check and report
+	@$(PY) -m sim.cli --model '$(MODEL)' --config '$(CONFIG)' --backend '$(BACKEND)' --seed '$(SEED)'
+
+lint: $(STAMP) ## ruff, ruff format --check, mypy (compiler/ and sim/)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+
+format: $(STAMP) ## Apply ruff's fixes and formatting
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+lock: $(STAMP) ## Regenerate requirements.lock from the current .venv
+	@{ echo '# Transitive pins (pip constraints) for a reproducible .venv; regenerate with `make lock`.'; \
+	   $(PY) -m pip freeze --exclude-editable | grep -v '^systolic-cosim'; } > requirements.lock
+
+clean: ## Remove build outputs (Verilator builds, runs, dumps)
+	rm -rf build waves/*.fst waves/*.vcd waves/*.gtkw
+
+distclean: clean ## Also remove .venv
+	rm -rf $(VENV)

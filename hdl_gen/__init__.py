@@ -1,0 +1,1 @@
+"""Amaranth hardware generators for the systolic GEMM accelerator, plus its config and ISA."""

@@ -1,0 +1,514 @@
+"""The instruction set, defined once as data.
+
+Opcodes and other enumerations are Amaranth :class:`~amaranth.lib.enum.Enum` types with a shape;
+each instruction format, the DMA descriptor, the post-processing parameter entry and the
+performance record are :class:`~amaranth.lib.data.StructLayout` built from :class:`Field` lists
+that also carry the documentation. The RTL decoder uses these layouts (``Signal(layout)``), the
+compiler encodes with :func:`encode`, the ISA simulator decodes with :func:`decode`, and
+``docs/isa.md`` is generated from them (:mod:`hdl_gen.isa_doc`).
+
+Adding an instruction: add an :class:`Opcode` member, add its :class:`Format` to :data:`FORMATS`
+(fields with docs), then implement it in the ISA simulator and the RTL; the encoder, decoder,
+assembler, disassembler and docs follow from the format.
+
+Program model (VTA-style decoupled access/execute): instructions are fetched from DRAM in order
+and dispatched to three queues - LOAD, COMPUTE, STORE - that run concurrently. Ordering between
+queues comes only from dependency tokens: each instruction may pop a token from its neighbour
+queues before it starts and push one when it is done. LOAD's neighbour is COMPUTE ("next");
+COMPUTE's are LOAD ("prev") and STORE ("next"); STORE's is COMPUTE ("prev").
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from amaranth import Shape, signed, unsigned
+from amaranth.lib import data, enum
+
+INSN_BITS = 128
+INSN_BYTES = INSN_BITS // 8
+DESC_BITS = 512
+DESC_BYTES = DESC_BITS // 8
+PARAM_ENTRY_BYTES = 16
+DESC_LOOPS = 4
+
+
+class IsaError(ValueError):
+    """An instruction, descriptor or field value cannot be encoded or decoded."""
+
+
+class Opcode(enum.Enum, shape=4):
+    """Instruction opcodes. 0 and 9..15 are illegal (an all-zero word is never a program)."""
+
+    LOAD = 1
+    STORE = 2
+    GEMM = 3
+    ACCUM = 4
+    POOL = 5
+    SYNC = 6
+    PERF = 7
+    END = 8
+
+
+class Queue(enum.Enum, shape=2):
+    """The three execution queues."""
+
+    LOAD = 0
+    COMPUTE = 1
+    STORE = 2
+
+
+class Mem(enum.Enum, shape=2):
+    """Local memories a DMA descriptor can address."""
+
+    ACT = 0
+    WGT = 1
+    PARAM = 2
+    ACC = 3
+
+
+class PoolMode(enum.Enum, shape=1):
+    MAX = 0
+    SUM = 1
+
+
+class ErrorCode(enum.Enum, shape=4):
+    """Values of the status register's error field (also raised by the ISA simulator)."""
+
+    NONE = 0
+    ILLEGAL_OPCODE = 1
+    BAD_DESCRIPTOR = 2  # descriptor index beyond the table
+    DRAM_RANGE = 3  # DRAM address outside the DRAM, or misaligned
+    LOCAL_RANGE = 4  # scratchpad / accumulator / parameter address outside its memory
+    DEADLOCK = 5  # every queue waits for a token that can never come
+    WATCHDOG = 6  # no progress for config.watchdog_cycles cycles
+    BAD_FIELD = 7  # a field value the hardware cannot execute (e.g. zero count, bad memory)
+
+
+ENUMS: tuple[type[enum.Enum], ...] = (Opcode, Queue, Mem, PoolMode, ErrorCode)
+
+
+@dataclass(frozen=True)
+class Field:
+    """One named field of a format: its Amaranth shape (or enum, or nested layout) and meaning."""
+
+    name: str
+    shape: Any
+    doc: str
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """A flattened scalar field: dotted path, bit offset, width, signedness, enum type."""
+
+    path: str
+    offset: int
+    width: int
+    signed: bool
+    enum: type[enum.Enum] | None
+    doc: str
+
+    @property
+    def lo(self) -> int:
+        return -(1 << (self.width - 1)) if self.signed else 0
+
+    @property
+    def hi(self) -> int:
+        return (1 << (self.width - 1)) - 1 if self.signed else (1 << self.width) - 1
+
+
+@dataclass(frozen=True)
+class Format:
+    """A fixed-size record: instruction format, descriptor, parameter entry or perf record."""
+
+    name: str
+    doc: str
+    fields: tuple[Field, ...]
+    bits: int
+    opcode: Opcode | None = None
+    queue: Queue | None = None
+
+    @functools.cached_property
+    def layout(self) -> data.StructLayout:
+        layout = data.StructLayout({f.name: _layout_shape(f.shape) for f in self.fields})
+        if layout.size > self.bits:
+            raise AssertionError(f"{self.name} needs {layout.size} bits, has {self.bits}")
+        return layout
+
+    @functools.cached_property
+    def leaves(self) -> tuple[Leaf, ...]:
+        return tuple(_flatten(self, "", 0))
+
+    @functools.cached_property
+    def leaf_by_path(self) -> dict[str, Leaf]:
+        return {leaf.path: leaf for leaf in self.leaves}
+
+    @property
+    def nbytes(self) -> int:
+        return self.bits // 8
+
+
+def _layout_shape(shape: Any) -> Any:
+    if isinstance(shape, Format):
+        return shape.layout
+    if isinstance(shape, tuple):  # (Format, count): an array of records
+        return data.ArrayLayout(_layout_shape(shape[0]), shape[1])
+    return shape
+
+
+def _flatten(fmt: Format, prefix: str, base: int) -> list[Leaf]:
+    """Scalar leaves of ``fmt`` with dotted paths (``deps.pop_prev``, ``loops[3].count``)."""
+    leaves: list[Leaf] = []
+    for f in fmt.fields:
+        offset = base + fmt.layout[f.name].offset
+        path = prefix + f.name
+        if isinstance(f.shape, Format):
+            leaves += _flatten(f.shape, path + ".", offset)
+        elif isinstance(f.shape, tuple):
+            sub, count = f.shape
+            for i in range(count):
+                leaves += _flatten(sub, f"{path}[{i}].", offset + i * sub.layout.size)
+        else:
+            is_enum = isinstance(f.shape, type) and issubclass(f.shape, enum.Enum)
+            cast = Shape.cast(f.shape)
+            leaves.append(
+                Leaf(path, offset, cast.width, cast.signed, f.shape if is_enum else None, f.doc)
+            )
+    return leaves
+
+
+# --- records -------------------------------------------------------------------------------------
+
+DEPS = Format(
+    "deps",
+    "Dependency-token flags, present in every instruction.",
+    (
+        Field("pop_prev", unsigned(1), "wait for and take a token from the previous queue first"),
+        Field("pop_next", unsigned(1), "wait for and take a token from the next queue first"),
+        Field("push_prev", unsigned(1), "give a token to the previous queue when done"),
+        Field("push_next", unsigned(1), "give a token to the next queue when done"),
+    ),
+    bits=4,
+)
+
+DEP_FLAGS = tuple(f.name for f in DEPS.fields)
+DEPS_PATHS = frozenset(f"deps.{flag}" for flag in DEP_FLAGS)
+
+_HEADER = (
+    Field("opcode", Opcode, "instruction kind"),
+    Field("deps", DEPS, "dependency tokens (pop before, push after)"),
+)
+
+
+def _insn(opcode: Opcode, queue: Queue | None, doc: str, *fields: Field) -> Format:
+    return Format(opcode.name.lower(), doc, (*_HEADER, *fields), INSN_BITS, opcode, queue)
+
+
+LOOP = Format(
+    "loop",
+    "One level of a descriptor's loop nest.",
+    (
+        Field("count", unsigned(16), "iterations of this level (>= 1)"),
+        Field("dram_stride", signed(32), "bytes added to the DRAM address per iteration"),
+        Field("local_stride", signed(24), "lines added to the local address per iteration"),
+        Field("ystep", signed(8), "added to the y coordinate per iteration (padding checks)"),
+        Field("xstep", signed(8), "added to the x coordinate per iteration (padding checks)"),
+    ),
+    bits=88,
+)
+
+DESCRIPTOR = Format(
+    "descriptor",
+    "A DMA transfer: a 4-level loop nest moving one local line per innermost iteration. "
+    "Line i0..i3 lives at DRAM `dram_base + sum(i_l * dram_stride_l)` and local "
+    "`local_base + sum(i_l * local_stride_l)`; its coordinates are `y = y0 + sum(i_l * ystep_l)`, "
+    "`x = x0 + sum(i_l * xstep_l)`. A load writes `pad_value` instead of reading DRAM when y is "
+    "outside [0, height) or x outside [0, width) (a zero bound disables that check); a store "
+    "skips such lines. loops[0] is outermost.",
+    (
+        Field("mem", Mem, "local memory: ACT/WGT/PARAM for loads, ACC for stores"),
+        Field("local_base", unsigned(16), "first local line"),
+        Field("dram_base", unsigned(32), "DRAM byte address of line (0,0,0,0)"),
+        Field("pad_value", signed(8), "value of padding elements (loads into ACT only)"),
+        Field("y0", signed(16), "y coordinate of line (0,0,0,0)"),
+        Field("x0", signed(16), "x coordinate of line (0,0,0,0)"),
+        Field("height", unsigned(16), "valid y range [0, height); 0 = no check"),
+        Field("width", unsigned(16), "valid x range [0, width); 0 = no check"),
+        Field("loops", (LOOP, DESC_LOOPS), "loop nest, outermost first"),
+    ),
+    bits=DESC_BITS,
+)
+
+PARAM_ENTRY = Format(
+    "param_entry",
+    "Per-output-channel post-processing parameters; a PARAM line holds `cols` entries.",
+    (
+        Field("bias", signed(32), "added by ACCUM when use_bias=1"),
+        Field("mult", signed(32), "STORE requantization multiplier"),
+        Field("res_mult", signed(32), "ACCUM residual requantization multiplier"),
+        Field("shift", unsigned(8), "STORE requantization shift (0..62)"),
+        Field("res_shift", unsigned(8), "ACCUM residual requantization shift (0..62)"),
+    ),
+    bits=PARAM_ENTRY_BYTES * 8,
+)
+
+PERF_COUNTERS = (
+    ("cycles", "cycles since start"),
+    ("insns_retired", "instructions completed (all queues)"),
+    ("load_busy", "cycles the load unit executed an instruction"),
+    ("compute_busy", "cycles the compute unit executed an instruction"),
+    ("store_busy", "cycles the store unit executed an instruction"),
+    ("array_active", "cycles an activation row entered the systolic array"),
+    ("weight_load", "cycles spent loading weight tiles into the array"),
+    ("load_token_wait", "cycles the load unit waited for a token"),
+    ("compute_token_wait", "cycles the compute unit waited for a token"),
+    ("store_token_wait", "cycles the store unit waited for a token"),
+    ("dram_read_bytes", "bytes read from DRAM (fetch, descriptors, loads)"),
+    ("dram_write_bytes", "bytes written to DRAM (stores, perf records)"),
+    ("dram_stall", "cycles a DMA waited for DRAM data"),
+    ("macs", "multiply-accumulates performed by the array"),
+    ("fetch_stall", "cycles dispatch waited because a queue was full"),
+)
+
+PERF_RECORD = Format(
+    "perf_record",
+    "Performance-counter snapshot written to DRAM by PERF.",
+    (
+        Field("tag", unsigned(32), "the PERF instruction's tag"),
+        Field("reserved", unsigned(32), "zero"),
+        *(Field(name, unsigned(64), doc) for name, doc in PERF_COUNTERS),
+    ),
+    bits=128 * 8,
+)
+
+LOAD = _insn(
+    Opcode.LOAD,
+    Queue.LOAD,
+    "DMA from DRAM into ACT, WGT or PARAM as described by a descriptor.",
+    Field("desc", unsigned(24), "descriptor index"),
+)
+STORE = _insn(
+    Opcode.STORE,
+    Queue.STORE,
+    "Post-process accumulator lines and DMA them to DRAM: per column c of the line, "
+    "`out = clamp(requant(acc, mult[c], shift[c]), clamp_lo, clamp_hi)` as int8, where the "
+    "parameter line is `param_addr + i[param_loop]` (i = the descriptor's loop index).",
+    Field("desc", unsigned(24), "descriptor index (its mem must be ACC)"),
+    Field("param_addr", unsigned(16), "first PARAM line"),
+    Field("param_loop", unsigned(2), "descriptor loop whose index advances the PARAM line"),
+    Field("clamp_lo", signed(8), "lower saturation bound (0 = ReLU)"),
+    Field("clamp_hi", signed(8), "upper saturation bound (ReLU6: the quantized 6.0)"),
+)
+GEMM = _insn(
+    Opcode.GEMM,
+    Queue.COMPUTE,
+    "Weight-stationary matrix multiply over k_iter x n_iter weight tiles: for k, for j, for i < m: "
+    "`acc[acc_addr + j*acc_n_stride + i] (+)= act[act_addr + k*act_k_stride + i] @ "
+    "W[wgt_addr + (k*n_iter + j)*rows]`. With accumulate=0 the k=0 tile overwrites.",
+    Field("wgt_addr", unsigned(16), "WGT line of the first tile (tiles are `rows` lines)"),
+    Field("act_addr", unsigned(16), "ACT line of row 0 of the first k block"),
+    Field("acc_addr", unsigned(16), "ACC line of row 0 of the first n block"),
+    Field("m", unsigned(12), "rows streamed through the array per tile (>= 1)"),
+    Field("k_iter", unsigned(10), "k blocks (>= 1)"),
+    Field("n_iter", unsigned(10), "n blocks (>= 1)"),
+    Field("act_k_stride", unsigned(16), "ACT lines between k blocks"),
+    Field("acc_n_stride", unsigned(16), "ACC lines between n blocks"),
+    Field("accumulate", unsigned(1), "1: add to ACC; 0: the first k tile overwrites"),
+)
+ACCUM = _insn(
+    Opcode.ACCUM,
+    Queue.COMPUTE,
+    "Initialise or add into accumulators: for j < n_iter, i < m, per column c: "
+    "`acc[a] = (acc[a] if accumulate else 0) + (bias[c] if use_bias) + "
+    "(requant(act[act_addr + j*act_n_stride + i][c], res_mult[c], res_shift[c]) if use_res)` "
+    "with `a = acc_addr + j*acc_n_stride + i` and PARAM line `param_addr + j`.",
+    Field("acc_addr", unsigned(16), "first ACC line"),
+    Field("act_addr", unsigned(16), "first ACT line of the residual (use_res)"),
+    Field("param_addr", unsigned(16), "PARAM line of n block 0"),
+    Field("m", unsigned(12), "lines per n block (>= 1)"),
+    Field("n_iter", unsigned(10), "n blocks (>= 1)"),
+    Field("acc_n_stride", unsigned(16), "ACC lines between n blocks"),
+    Field("act_n_stride", unsigned(16), "ACT lines between n blocks"),
+    Field("use_bias", unsigned(1), "add the PARAM bias"),
+    Field("use_res", unsigned(1), "add the requantized ACT line"),
+    Field("accumulate", unsigned(1), "1: add to ACC; 0: overwrite"),
+)
+POOL = _insn(
+    Opcode.POOL,
+    Queue.COMPUTE,
+    "Reduce windows of ACT lines into ACC lines: for j < n_iter, i < m: "
+    "`acc[acc_addr + j*acc_n_stride + i] (max|+)= reduce(act[act_addr + j*act_n_stride + "
+    "i*window + w] for w < window)`.",
+    Field("act_addr", unsigned(16), "first ACT line"),
+    Field("acc_addr", unsigned(16), "first ACC line"),
+    Field("m", unsigned(12), "outputs per n block (>= 1)"),
+    Field("window", unsigned(8), "ACT lines reduced into one output (>= 1)"),
+    Field("n_iter", unsigned(10), "n blocks (>= 1)"),
+    Field("act_n_stride", unsigned(16), "ACT lines between n blocks"),
+    Field("acc_n_stride", unsigned(16), "ACC lines between n blocks"),
+    Field("mode", PoolMode, "MAX or SUM"),
+    Field("accumulate", unsigned(1), "1: combine with the ACC line's value; 0: overwrite"),
+)
+SYNC = _insn(
+    Opcode.SYNC,
+    None,
+    "No operation in `queue`: carries dependency tokens only.",
+    Field("queue", Queue, "queue that executes it"),
+)
+PERF = _insn(
+    Opcode.PERF,
+    Queue.STORE,
+    "Write a performance-counter snapshot (perf_record) to DRAM, in store-queue order.",
+    Field("tag", unsigned(32), "copied into the record (the compiler uses the layer index)"),
+    Field("dram_addr", unsigned(32), "DRAM byte address of the record (128-byte aligned)"),
+)
+END = _insn(
+    Opcode.END,
+    None,
+    "End of program: fetch stops; `done` rises when every queue has drained.",
+)
+
+FORMATS: dict[Opcode, Format] = {
+    f.opcode: f for f in (LOAD, STORE, GEMM, ACCUM, POOL, SYNC, PERF, END) if f.opcode
+}
+RECORDS: tuple[Format, ...] = (DESCRIPTOR, LOOP, PARAM_ENTRY, PERF_RECORD)
+INSTRUCTION = data.UnionLayout({f.name: f.layout for f in FORMATS.values()})
+"""Union of all instruction formats: the RTL decoder's view of a fetched word."""
+
+
+def format_of(name: str) -> Format:
+    for fmt in (*FORMATS.values(), *RECORDS):
+        if fmt.name == name:
+            return fmt
+    raise IsaError(
+        f"unknown mnemonic {name!r}; known: {', '.join(f.name for f in FORMATS.values())}"
+    )
+
+
+def queue_of(opcode: Opcode, fields: dict[str, Any]) -> Queue | None:
+    """The queue an instruction executes in (None for END, which the dispatcher handles)."""
+    fmt = FORMATS[opcode]
+    return fields["queue"] if fmt.queue is None and opcode is Opcode.SYNC else fmt.queue
+
+
+# --- encode / decode -----------------------------------------------------------------------------
+
+
+def encode_record(fmt: Format, values: dict[str, Any]) -> int:
+    """Pack ``values`` (flattened paths -> int or enum member) into an integer of ``fmt.bits``.
+
+    Missing fields are 0. Raises :class:`IsaError` naming the field for unknown names, values out
+    of range and non-members of an enum field.
+    """
+    unknown = set(values) - set(fmt.leaf_by_path)
+    if unknown:
+        raise IsaError(
+            f"{fmt.name}: unknown field(s) {sorted(unknown)}; fields: {', '.join(fmt.leaf_by_path)}"
+        )
+    word = 0
+    for leaf in fmt.leaves:
+        value = values.get(leaf.path, 0)
+        if leaf.enum is not None:
+            if isinstance(value, str):
+                try:
+                    value = leaf.enum[value]
+                except KeyError:
+                    raise IsaError(_enum_error(fmt, leaf, value)) from None
+            if not isinstance(value, leaf.enum):
+                try:
+                    value = leaf.enum(value)
+                except ValueError:
+                    raise IsaError(_enum_error(fmt, leaf, value)) from None
+            value = value.value
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise IsaError(f"{fmt.name}.{leaf.path} must be an integer, not {value!r}")
+        if not leaf.lo <= value <= leaf.hi:
+            raise IsaError(
+                f"{fmt.name}.{leaf.path} = {value} is out of range {leaf.lo}..{leaf.hi} "
+                f"({'signed' if leaf.signed else 'unsigned'} {leaf.width} bits)"
+            )
+        word |= (value & ((1 << leaf.width) - 1)) << leaf.offset
+    return word
+
+
+def _enum_error(fmt: Format, leaf: Leaf, value: object) -> str:
+    assert leaf.enum is not None
+    names = ", ".join(m.name for m in leaf.enum)
+    return f"{fmt.name}.{leaf.path} = {value!r} is not one of {names}"
+
+
+def decode_record(fmt: Format, word: int) -> dict[str, Any]:
+    """Unpack an integer into flattened field values (enum fields as members)."""
+    values: dict[str, Any] = {}
+    for leaf in fmt.leaves:
+        raw = (word >> leaf.offset) & ((1 << leaf.width) - 1)
+        if leaf.signed and raw >> (leaf.width - 1):
+            raw -= 1 << leaf.width
+        if leaf.enum is not None:
+            try:
+                values[leaf.path] = leaf.enum(raw)
+            except ValueError:
+                raise IsaError(_enum_error(fmt, leaf, raw)) from None
+        else:
+            values[leaf.path] = raw
+    return values
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """A decoded instruction: its opcode and flattened field values (``deps.*`` included)."""
+
+    opcode: Opcode
+    fields: dict[str, Any]
+
+    @property
+    def format(self) -> Format:
+        return FORMATS[self.opcode]
+
+    @property
+    def queue(self) -> Queue | None:
+        return queue_of(self.opcode, self.fields)
+
+    def __getitem__(self, path: str) -> Any:
+        return self.fields[path]
+
+    def encode(self) -> int:
+        return encode_record(self.format, {**self.fields, "opcode": self.opcode})
+
+
+def make(opcode: Opcode | str, deps: str | tuple[str, ...] = (), **fields: Any) -> Instruction:
+    """Build and validate an instruction, e.g. ``make("gemm", m=49, k_iter=1, n_iter=4)``.
+
+    ``deps`` lists token flags: ``("pop_prev", "push_next")`` or ``"pop_prev,push_next"``.
+    """
+    op = Opcode[opcode.upper()] if isinstance(opcode, str) else opcode
+    flags = deps.split(",") if isinstance(deps, str) else list(deps)
+    values = {f"deps.{flag.strip()}": 1 for flag in flags if flag.strip()}
+    values.update(fields)
+    return decode_insn(encode_record(FORMATS[op], {**values, "opcode": op}))
+
+
+def decode_insn(word: int, index: int | None = None) -> Instruction:
+    """Decode one 128-bit instruction word; :class:`IsaError` names an illegal opcode."""
+    raw = word & ((1 << Shape.cast(Opcode).width) - 1)
+    try:
+        opcode = Opcode(raw)
+    except ValueError:
+        where = f"instruction {index}: " if index is not None else ""
+        raise IsaError(f"{where}illegal opcode {raw} (word 0x{word:032x})") from None
+    fields = decode_record(FORMATS[opcode], word)
+    del fields["opcode"]
+    return Instruction(opcode, fields)
+
+
+def words_to_bytes(words: list[int], nbytes: int) -> bytes:
+    """Little-endian concatenation of fixed-size words."""
+    return b"".join(w.to_bytes(nbytes, "little") for w in words)
+
+
+def bytes_to_words(blob: bytes, nbytes: int) -> list[int]:
+    if len(blob) % nbytes:
+        raise IsaError(f"{len(blob)} bytes is not a whole number of {nbytes}-byte words")
+    return [int.from_bytes(blob[i : i + nbytes], "little") for i in range(0, len(blob), nbytes)]

@@ -1,0 +1,1 @@
+"""Simulation: toolchain, Verilator build layer, backends (ISA simulator, RTL via cocotb)."""
