@@ -1,0 +1,573 @@
+"""The ISA simulator: the living definition of every instruction, in numpy.
+
+It executes a program and its descriptor table against a DRAM image for one
+:class:`~hdl_gen.config.AccelConfig`, with the exact integer arithmetic the RTL does, and stops
+with an :class:`IsaSimError` carrying the same :class:`~hdl_gen.isa.ErrorCode` the RTL reports
+(illegal opcode, descriptor or address out of range, token deadlock...) and naming the
+instruction index and field.
+
+Queues run in dataflow order: the LOAD, COMPUTE and STORE queues each execute in program order,
+and an instruction runs only when the tokens it pops are available. Alongside the results the
+simulator keeps an ideal timing model (each queue busy for its instructions' ideal durations,
+tokens carrying completion times), which gives the ideal-cycle estimate reports show next to the
+RTL's counters.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hdl_gen import isa
+from hdl_gen.config import AccelConfig
+from hdl_gen.isa import ErrorCode, Mem, Opcode, Queue
+
+MAX_SHIFT = 62  # requantization shifts above this are BAD_FIELD (64-bit arithmetic)
+_PREV = {Queue.COMPUTE: Queue.LOAD, Queue.STORE: Queue.COMPUTE}
+_NEXT = {Queue.LOAD: Queue.COMPUTE, Queue.COMPUTE: Queue.STORE}
+
+
+class IsaSimError(RuntimeError):
+    """The program cannot run; ``code`` is what the RTL's status register would say."""
+
+    def __init__(self, code: ErrorCode, message: str, insn_index: int | None = None) -> None:
+        where = f"instruction {insn_index}: " if insn_index is not None else ""
+        super().__init__(f"{code.name}: {where}{message}")
+        self.code = code
+        self.insn_index = insn_index
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Where the program and descriptor table are in DRAM (the accelerator's start registers)."""
+
+    insn_base: int
+    desc_base: int
+    desc_count: int
+
+
+@dataclass
+class Stats:
+    """What ran: instruction counts, DRAM traffic per memory, operation counts, ideal cycles."""
+
+    insns: Counter = field(default_factory=Counter)  # mnemonic -> count
+    load_bytes: Counter = field(default_factory=Counter)  # Mem name -> DRAM bytes read
+    pad_lines: int = 0  # lines a load filled with padding instead of DRAM data
+    store_bytes: int = 0
+    fetch_bytes: int = 0  # instruction words read
+    desc_bytes: int = 0  # descriptors read
+    macs: int = 0  # multiply-accumulates (GEMM)
+    alu_ops: int = 0  # element operations of ACCUM, POOL and STORE post-processing
+    busy: Counter = field(default_factory=Counter)  # Queue name -> ideal busy cycles
+    ideal_cycles: int = 0
+
+    @property
+    def dram_read_bytes(self) -> int:
+        return sum(self.load_bytes.values()) + self.fetch_bytes + self.desc_bytes
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "insns": dict(self.insns),
+            "load_bytes": dict(self.load_bytes),
+            "pad_lines": self.pad_lines,
+            "store_bytes": self.store_bytes,
+            "fetch_bytes": self.fetch_bytes,
+            "desc_bytes": self.desc_bytes,
+            "dram_read_bytes": self.dram_read_bytes,
+            "macs": self.macs,
+            "alu_ops": self.alu_ops,
+            "busy": dict(self.busy),
+            "ideal_cycles": self.ideal_cycles,
+        }
+
+
+def requantize(x: np.ndarray, mult: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """``(x * mult + 2**(shift-1)) >> shift`` (arithmetic shift: round half up); int64."""
+    x, mult, shift = (np.asarray(v, dtype=np.int64) for v in (x, mult, shift))
+    rounding = np.where(shift > 0, np.left_shift(np.int64(1), np.maximum(shift - 1, 0)), 0)
+    return np.right_shift(x * mult + rounding, shift)
+
+
+def wrap32(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, dtype=np.int64).astype(np.int32)
+
+
+class Machine:
+    """Architectural state (DRAM and local memories) of one accelerator instance."""
+
+    def __init__(self, config: AccelConfig, dram: np.ndarray | None = None) -> None:
+        self.config = c = config
+        if dram is None:
+            dram = np.zeros(c.dram_bytes, dtype=np.uint8)
+        if dram.dtype != np.uint8 or dram.ndim != 1:
+            raise ValueError(f"DRAM must be a 1-D uint8 array, not {dram.dtype} {dram.shape}")
+        self.dram = dram
+        self.act = np.zeros((c.act_lines, c.rows), dtype=np.int8)
+        self.wgt = np.zeros((c.wgt_lines, c.cols), dtype=np.int8)
+        self.acc = np.zeros((c.acc_lines, c.cols), dtype=np.int32)
+        self.param = {
+            leaf.path: np.zeros((c.param_lines, c.cols), dtype=np.int64)
+            for leaf in isa.PARAM_ENTRY.leaves
+        }
+        self.stats = Stats()
+        self.counters: dict[str, int] = {}  # ideal-model counters for PERF, set by the scheduler
+
+    # ---- running -------------------------------------------------------------------------------
+    def run(self, launch: Launch) -> Stats:
+        """Fetch from ``launch.insn_base`` up to END and execute; return the statistics."""
+        program = self.fetch(launch)
+        descs = self._descriptors(launch)
+        _Scheduler(self, program, descs).run()
+        return self.stats
+
+    def fetch(self, launch: Launch) -> list[isa.Instruction]:
+        program: list[isa.Instruction] = []
+        address = launch.insn_base
+        if address % isa.INSN_BYTES:
+            raise IsaSimError(ErrorCode.DRAM_RANGE, f"insn_base 0x{address:x} not 16-byte aligned")
+        while True:
+            if address + isa.INSN_BYTES > self.dram.size:
+                raise IsaSimError(
+                    ErrorCode.DRAM_RANGE,
+                    "program runs off the end of DRAM without END",
+                    len(program),
+                )
+            word = int.from_bytes(self.dram[address : address + isa.INSN_BYTES].tobytes(), "little")
+            try:
+                insn = isa.decode_insn(word, len(program))
+            except isa.IsaError as exc:
+                code = ErrorCode.ILLEGAL_OPCODE if "opcode" in str(exc) else ErrorCode.BAD_FIELD
+                raise IsaSimError(
+                    code, str(exc).removeprefix(f"instruction {len(program)}: "), len(program)
+                ) from None
+            program.append(insn)
+            self.stats.fetch_bytes += isa.INSN_BYTES
+            address += isa.INSN_BYTES
+            if insn.opcode is Opcode.END:
+                return program
+
+    def _descriptors(self, launch: Launch) -> list[bytes]:
+        end = launch.desc_base + launch.desc_count * isa.DESC_BYTES
+        if launch.desc_base % isa.DESC_BYTES or end > self.dram.size:
+            raise IsaSimError(
+                ErrorCode.DRAM_RANGE,
+                f"descriptor table 0x{launch.desc_base:x}+{launch.desc_count}x64 bytes is "
+                f"misaligned or outside DRAM ({self.dram.size} bytes)",
+            )
+        return [
+            self.dram[a : a + isa.DESC_BYTES].tobytes()
+            for a in range(launch.desc_base, end, isa.DESC_BYTES)
+        ]
+
+    # ---- instruction semantics -----------------------------------------------------------------
+    def execute(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
+        """Execute one instruction; return its ideal duration in cycles."""
+        self.stats.insns[insn.format.name] += 1
+        handler = getattr(self, f"_exec_{insn.format.name}")
+        return int(handler(index, insn, descs))
+
+    def _descriptor(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> dict[str, Any]:
+        number = insn["desc"]
+        if number >= len(descs):
+            raise IsaSimError(
+                ErrorCode.BAD_DESCRIPTOR,
+                f"{insn.format.name}.desc = {number} but the table has {len(descs)} descriptors",
+                index,
+            )
+        self.stats.desc_bytes += isa.DESC_BYTES
+        desc = isa.decode_record(isa.DESCRIPTOR, int.from_bytes(descs[number], "little"))
+        return desc
+
+    def _walk(self, index: int, desc: dict[str, Any], lines_in_mem: int, line_bytes: int) -> _Walk:
+        """Addresses, coordinates and validity of every line of a descriptor, in loop order."""
+        counts = [desc[f"loops[{lv}].count"] for lv in range(isa.DESC_LOOPS)]
+        for lv, count in enumerate(counts):
+            if count < 1:
+                raise IsaSimError(ErrorCode.BAD_FIELD, f"descriptor loops[{lv}].count is 0", index)
+        grids = np.indices(counts, dtype=np.int64).reshape(isa.DESC_LOOPS, -1)
+
+        def combine(base: int, key: str) -> np.ndarray:
+            steps = np.array([desc[f"loops[{lv}].{key}"] for lv in range(isa.DESC_LOOPS)])
+            return base + steps @ grids
+
+        local = combine(desc["local_base"], "local_stride")
+        dram = combine(desc["dram_base"], "dram_stride")
+        y, x = combine(desc["y0"], "ystep"), combine(desc["x0"], "xstep")
+        valid = np.ones(local.shape, dtype=bool)
+        if desc["height"]:
+            valid &= (y >= 0) & (y < desc["height"])
+        if desc["width"]:
+            valid &= (x >= 0) & (x < desc["width"])
+        bad = np.flatnonzero((local < 0) | (local >= lines_in_mem))
+        if bad.size:
+            raise IsaSimError(
+                ErrorCode.LOCAL_RANGE,
+                f"descriptor line {bad[0]} addresses {desc['mem'].name} line {local[bad[0]]}, "
+                f"memory has {lines_in_mem} lines",
+                index,
+            )
+        align = min(line_bytes, self.config.dram_bytes_per_cycle)
+        in_dram = (dram >= 0) & (dram + line_bytes <= self.dram.size) & (dram % align == 0)
+        bad = np.flatnonzero(valid & ~in_dram)
+        if bad.size:
+            raise IsaSimError(
+                ErrorCode.DRAM_RANGE,
+                f"descriptor line {bad[0]} at DRAM 0x{int(dram[bad[0]]):x} is outside DRAM "
+                f"({self.dram.size} bytes) or not {align}-byte aligned",
+                index,
+            )
+        return _Walk(grids, local, dram, valid)
+
+    def _line_bytes(self, mem: Mem) -> int:
+        c = self.config
+        return {
+            Mem.ACT: c.act_line_bytes,
+            Mem.WGT: c.wgt_line_bytes,
+            Mem.PARAM: c.cols * isa.PARAM_ENTRY_BYTES,
+            Mem.ACC: c.out_line_bytes,
+        }[mem]
+
+    def _beats(self, nbytes: int) -> int:
+        return max(1, math.ceil(nbytes / self.config.dram_bytes_per_cycle))
+
+    def _exec_load(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
+        desc = self._descriptor(index, insn, descs)
+        mem = desc["mem"]
+        if mem is Mem.ACC:
+            raise IsaSimError(
+                ErrorCode.BAD_FIELD, "load descriptor targets ACC (stores only)", index
+            )
+        line_bytes = self._line_bytes(mem)
+        lines = {Mem.ACT: self.config.act_lines, Mem.WGT: self.config.wgt_lines}.get(
+            mem, self.config.param_lines
+        )
+        walk = self._walk(index, desc, lines, line_bytes)
+        raw = np.full((walk.local.size, line_bytes), desc["pad_value"] & 0xFF, dtype=np.uint8)
+        addresses = walk.dram[walk.valid]
+        raw[walk.valid] = self.dram[addresses[:, None] + np.arange(line_bytes)]
+        if mem is Mem.ACT:
+            self.act[walk.local] = raw.view(np.int8)
+        elif mem is Mem.WGT:
+            self.wgt[walk.local] = raw.view(np.int8)
+        else:
+            entries = raw.reshape(-1, self.config.cols, isa.PARAM_ENTRY_BYTES)
+            for leaf in isa.PARAM_ENTRY.leaves:
+                lo, n = leaf.offset // 8, leaf.width // 8
+                field_bytes = np.ascontiguousarray(entries[:, :, lo : lo + n])
+                dtype = f"<{'i' if leaf.signed else 'u'}{n}"
+                values = field_bytes.view(dtype).reshape(-1, self.config.cols)
+                self.param[leaf.path][walk.local] = values
+        nvalid = int(walk.valid.sum())
+        self.stats.load_bytes[mem.name] += nvalid * line_bytes
+        self.stats.pad_lines += walk.local.size - nvalid
+        return (
+            self.config.dram_latency + nvalid * self._beats(line_bytes) + (walk.local.size - nvalid)
+        )
+
+    def _param(self, index: int, name: str, lines: np.ndarray) -> np.ndarray:
+        bad = np.flatnonzero((lines < 0) | (lines >= self.config.param_lines))
+        if bad.size:
+            raise IsaSimError(
+                ErrorCode.LOCAL_RANGE,
+                f"PARAM line {lines[bad[0]]} is outside PARAM ({self.config.param_lines} lines)",
+                index,
+            )
+        values = self.param[name][lines]
+        if name.endswith("shift") and (values > MAX_SHIFT).any():
+            raise IsaSimError(
+                ErrorCode.BAD_FIELD,
+                f"PARAM {name} = {int(values.max())} exceeds {MAX_SHIFT} (line {lines[0]}...)",
+                index,
+            )
+        return values
+
+    def _exec_store(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
+        desc = self._descriptor(index, insn, descs)
+        if desc["mem"] is not Mem.ACC:
+            raise IsaSimError(
+                ErrorCode.BAD_FIELD,
+                f"store descriptor mem is {desc['mem'].name}, must be ACC",
+                index,
+            )
+        lo, hi = insn["clamp_lo"], insn["clamp_hi"]
+        if lo > hi:
+            raise IsaSimError(ErrorCode.BAD_FIELD, f"store clamp_lo {lo} > clamp_hi {hi}", index)
+        line_bytes = self.config.out_line_bytes
+        walk = self._walk(index, desc, self.config.acc_lines, line_bytes)
+        params = insn["param_addr"] + walk.grids[insn["param_loop"]][walk.valid]
+        acc = self.acc[walk.local[walk.valid]]
+        scaled = requantize(
+            acc, self._param(index, "mult", params), self._param(index, "shift", params)
+        )
+        out = np.clip(scaled, lo, hi).astype(np.int8)
+        addresses = walk.dram[walk.valid]
+        self.dram[addresses[:, None] + np.arange(line_bytes)] = out.view(np.uint8)
+        self.stats.store_bytes += out.size
+        self.stats.alu_ops += out.size
+        return self.config.dram_latency + walk.local.size * self._beats(line_bytes)
+
+    def _check_lines(self, index: int, what: str, start: int, count: int, limit: int) -> None:
+        if start < 0 or start + count > limit:
+            raise IsaSimError(
+                ErrorCode.LOCAL_RANGE,
+                f"{what} lines {start}..{start + count - 1} are outside the memory ({limit} lines)",
+                index,
+            )
+
+    def _require_positive(self, index: int, insn: isa.Instruction, *names: str) -> None:
+        for name in names:
+            if insn[name] < 1:
+                raise IsaSimError(ErrorCode.BAD_FIELD, f"{insn.format.name}.{name} is 0", index)
+
+    def _exec_gemm(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
+        c = self.config
+        self._require_positive(index, insn, "m", "k_iter", "n_iter")
+        m, k_iter, n_iter = insn["m"], insn["k_iter"], insn["n_iter"]
+        if n_iter > 1 and insn["acc_n_stride"] < m:
+            raise IsaSimError(
+                ErrorCode.BAD_FIELD,
+                f"gemm.acc_n_stride {insn['acc_n_stride']} < m {m}: accumulator blocks overlap",
+                index,
+            )
+        act_rows = np.add.outer(
+            insn["act_addr"] + insn["act_k_stride"] * np.arange(k_iter), np.arange(m)
+        )
+        self._check_lines(index, "ACT", int(act_rows.min()), 1, c.act_lines)
+        self._check_lines(index, "ACT", int(act_rows.max()), 1, c.act_lines)
+        tiles = k_iter * n_iter
+        self._check_lines(index, "WGT", insn["wgt_addr"], tiles * c.rows, c.wgt_lines)
+        acc_last = insn["acc_addr"] + (n_iter - 1) * insn["acc_n_stride"] + m
+        self._check_lines(index, "ACC", insn["acc_addr"], acc_last - insn["acc_addr"], c.acc_lines)
+        # A: (m, k_iter*rows) - the k blocks side by side; W: (k_iter*rows, n_iter*cols).
+        a = self.act[act_rows].transpose(1, 0, 2).reshape(m, k_iter * c.rows)
+        w = self.wgt[insn["wgt_addr"] : insn["wgt_addr"] + tiles * c.rows]
+        w = w.reshape(k_iter, n_iter, c.rows, c.cols).transpose(0, 2, 1, 3)
+        w = w.reshape(k_iter * c.rows, n_iter * c.cols)
+        # float64 products of int8 are exact while |sum| < 2**53, far beyond any k_iter here.
+        product = (a.astype(np.float64) @ w.astype(np.float64)).astype(np.int64)
+        for j in range(n_iter):
+            rows = slice(insn["acc_addr"] + j * insn["acc_n_stride"], None)
+            rows = slice(rows.start, rows.start + m)
+            block = product[:, j * c.cols : (j + 1) * c.cols]
+            base = self.acc[rows].astype(np.int64) if insn["accumulate"] else 0
+            self.acc[rows] = wrap32(base + block)
+        self.stats.macs += tiles * m * c.rows * c.cols
+        # Each tile streams m rows; loading the next tile's weights takes `rows` cycles and
+        # overlaps the current tile, so a tile costs max(m, rows); plus one fill/drain.
+        return tiles * max(m, c.rows) + c.rows + c.cols
+
+    def _exec_accum(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
+        c = self.config
+        self._require_positive(index, insn, "m", "n_iter")
+        m, n_iter = insn["m"], insn["n_iter"]
+        for j in range(n_iter):
+            acc_start = insn["acc_addr"] + j * insn["acc_n_stride"]
+            self._check_lines(index, "ACC", acc_start, m, c.acc_lines)
+            rows = slice(acc_start, acc_start + m)
+            value = (
+                self.acc[rows].astype(np.int64)
+                if insn["accumulate"]
+                else np.zeros((m, c.cols), np.int64)
+            )
+            line = np.array([insn["param_addr"] + j])
+            if insn["use_bias"]:
+                value = value + self._param(index, "bias", line)
+            if insn["use_res"]:
+                act_start = insn["act_addr"] + j * insn["act_n_stride"]
+                self._check_lines(index, "ACT", act_start, m, c.act_lines)
+                residual = self.act[act_start : act_start + m]
+                mult = self._param(index, "res_mult", line)
+                shift = self._param(index, "res_shift", line)
+                value = value + requantize(residual, mult, shift)
+            self.acc[rows] = wrap32(value)
+        self.stats.alu_ops += m * n_iter * c.cols
+        return m * n_iter
+
+    def _exec_pool(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
+        c = self.config
+        self._require_positive(index, insn, "m", "window", "n_iter")
+        m, window, n_iter = insn["m"], insn["window"], insn["n_iter"]
+        for j in range(n_iter):
+            act_start = insn["act_addr"] + j * insn["act_n_stride"]
+            self._check_lines(index, "ACT", act_start, m * window, c.act_lines)
+            acc_start = insn["acc_addr"] + j * insn["acc_n_stride"]
+            self._check_lines(index, "ACC", acc_start, m, c.acc_lines)
+            lines = self.act[act_start : act_start + m * window].reshape(m, window, c.rows)
+            rows = slice(acc_start, acc_start + m)
+            if insn["mode"] is isa.PoolMode.MAX:
+                value = lines.max(axis=1).astype(np.int64)
+                if insn["accumulate"]:
+                    value = np.maximum(value, self.acc[rows])
+            else:
+                value = lines.astype(np.int64).sum(axis=1)
+                if insn["accumulate"]:
+                    value = value + self.acc[rows]
+            self.acc[rows] = wrap32(value)
+        self.stats.alu_ops += m * window * n_iter * c.rows
+        return m * window * n_iter
+
+    def _exec_sync(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
+        return 1
+
+    def _exec_perf(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
+        address = insn["dram_addr"]
+        size = isa.PERF_RECORD.nbytes
+        if address % size or address + size > self.dram.size:
+            raise IsaSimError(
+                ErrorCode.DRAM_RANGE,
+                f"perf.dram_addr 0x{address:x} is not {size}-byte aligned or outside DRAM",
+                index,
+            )
+        self.perf_snapshot(index, insn["tag"], address)
+        return self._beats(size)
+
+    def perf_snapshot(self, index: int, tag: int, address: int) -> None:
+        """Write the ideal-model counters into a perf_record (filled in by the scheduler)."""
+        values = {"tag": tag, **self.counters}
+        word = isa.encode_record(isa.PERF_RECORD, values)
+        self.dram[address : address + isa.PERF_RECORD.nbytes] = np.frombuffer(
+            word.to_bytes(isa.PERF_RECORD.nbytes, "little"), dtype=np.uint8
+        )
+        self.stats.store_bytes += isa.PERF_RECORD.nbytes
+
+    def _exec_end(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
+        return 0
+
+
+@dataclass
+class _Walk:
+    grids: np.ndarray  # (4, lines): loop indices of every line
+    local: np.ndarray
+    dram: np.ndarray
+    valid: np.ndarray
+
+
+class _Scheduler:
+    """Runs the three queues in dataflow order with dependency tokens and ideal timing."""
+
+    def __init__(
+        self, machine: Machine, program: list[isa.Instruction], descs: list[bytes]
+    ) -> None:
+        self.machine = machine
+        self.descs = descs
+        self.queues: dict[Queue, deque[tuple[int, isa.Instruction]]] = {q: deque() for q in Queue}
+        for index, insn in enumerate(program):
+            queue = insn.queue
+            if queue is None:
+                continue  # END: the dispatcher stops fetching
+            self._check_deps(index, insn, queue)
+            self.queues[queue].append((index, insn))
+        # tokens[(src, dst)]: completion times of pushed, not yet popped tokens
+        self.tokens: dict[tuple[Queue, Queue], deque[int]] = {
+            pair: deque() for q, n in _NEXT.items() for pair in ((q, n), (n, q))
+        }
+        self.clock = dict.fromkeys(Queue, 0)
+        self.retired = 0
+
+    @staticmethod
+    def _check_deps(index: int, insn: isa.Instruction, queue: Queue) -> None:
+        for flag, table in (("prev", _PREV), ("next", _NEXT)):
+            for action in ("pop", "push"):
+                if insn[f"deps.{action}_{flag}"] and queue not in table:
+                    raise IsaSimError(
+                        ErrorCode.BAD_FIELD,
+                        f"{insn.format.name} in the {queue.name} queue has {action}_{flag} set, "
+                        f"but that queue has no {flag} queue",
+                        index,
+                    )
+
+    def _channels(self, insn: isa.Instruction, queue: Queue) -> tuple[list, list]:
+        pops, pushes = [], []
+        for flag, table in (("prev", _PREV), ("next", _NEXT)):
+            if insn[f"deps.pop_{flag}"]:
+                pops.append((table[queue], queue))
+            if insn[f"deps.push_{flag}"]:
+                pushes.append((queue, table[queue]))
+        return pops, pushes
+
+    def _ready(self, queue: Queue) -> bool:
+        _, insn = self.queues[queue][0]
+        pops, pushes = self._channels(insn, queue)
+        depth = self.machine.config.token_depth
+        return all(self.tokens[p] for p in pops) and all(
+            len(self.tokens[p]) < depth for p in pushes
+        )
+
+    def run(self) -> None:
+        while any(self.queues.values()):
+            progressed = False
+            for queue in Queue:
+                while self.queues[queue] and self._ready(queue):
+                    self._step(queue)
+                    progressed = True
+            if not progressed:
+                raise self._deadlock()
+        stats = self.machine.stats
+        stats.ideal_cycles = max(self.clock.values())
+
+    def _step(self, queue: Queue) -> None:
+        index, insn = self.queues[queue].popleft()
+        pops, pushes = self._channels(insn, queue)
+        start = max([self.clock[queue], *(self.tokens[p].popleft() for p in pops)])
+        self.machine.counters = {
+            "cycles": start,
+            "insns_retired": self.retired,
+            "dram_read_bytes": self.machine.stats.dram_read_bytes,
+            "dram_write_bytes": self.machine.stats.store_bytes,
+            "macs": self.machine.stats.macs,
+        }
+        duration = self.machine.execute(index, insn, self.descs)
+        self.clock[queue] = start + duration
+        self.machine.stats.busy[queue.name] += duration
+        self.retired += 1
+        for p in pushes:
+            self.tokens[p].append(self.clock[queue])
+
+    def _deadlock(self) -> IsaSimError:
+        waits = []
+        first = None
+        for queue, pending in self.queues.items():
+            if not pending:
+                continue
+            index, insn = pending[0]
+            first = index if first is None else min(first, index)
+            pops, pushes = self._channels(insn, queue)
+            need = [f"a token from {src.name}" for src, _ in pops if not self.tokens[(src, queue)]]
+            depth = self.machine.config.token_depth
+            full = [
+                f"room to push to {dst.name}"
+                for p, dst in ((p, p[1]) for p in pushes)
+                if len(self.tokens[p]) >= depth
+            ]
+            reason = ", ".join(need) or ", ".join(full)
+            waits.append(
+                f"{queue.name} waits at instruction {index} ({insn.format.name}) for {reason}"
+            )
+        return IsaSimError(ErrorCode.DEADLOCK, "token deadlock: " + "; ".join(waits), first)
+
+
+def run_program(
+    config: AccelConfig,
+    program: Any,
+    dram: np.ndarray | None = None,
+    *,
+    insn_base: int = 0,
+    desc_base: int | None = None,
+) -> Machine:
+    """Place an :class:`hdl_gen.asm.Program` in DRAM and run it; return the machine.
+
+    The program goes at ``insn_base`` and the descriptors right after it (64-byte aligned)
+    unless ``desc_base`` is given.
+    """
+    machine = Machine(config, dram)
+    insns, descs = program.insn_bytes(), program.desc_bytes()
+    if desc_base is None:
+        desc_base = -(-(insn_base + len(insns)) // isa.DESC_BYTES) * isa.DESC_BYTES
+    for base, blob in ((insn_base, insns), (desc_base, descs)):
+        machine.dram[base : base + len(blob)] = np.frombuffer(blob, dtype=np.uint8)
+    machine.run(Launch(insn_base, desc_base, len(program.descs)))
+    return machine
