@@ -4,8 +4,9 @@ Opcodes and other enumerations are Amaranth :class:`~amaranth.lib.enum.Enum` typ
 each instruction format, the DMA descriptor, the post-processing parameter entry and the
 performance record are :class:`~amaranth.lib.data.StructLayout` built from :class:`Field` lists
 that also carry the documentation. The RTL decoder uses these layouts (``Signal(layout)``), the
-compiler encodes with :func:`encode`, the ISA simulator decodes with :func:`decode`, and
-``docs/isa.md`` is generated from them (:mod:`hdl_gen.isa_doc`).
+compiler encodes with :func:`make` / :func:`encode_record`, the ISA simulator decodes with
+:func:`decode_insn` / :func:`decode_record`, and ``docs/isa.md`` is generated from them
+(:mod:`hdl_gen.isa_doc`).
 
 Adding an instruction: add an :class:`Opcode` member, add its :class:`Format` to :data:`FORMATS`
 (fields with docs), then implement it in the ISA simulator and the RTL; the encoder, decoder,
@@ -33,6 +34,26 @@ DESC_BITS = 512
 DESC_BYTES = DESC_BITS // 8
 PARAM_ENTRY_BYTES = 16
 DESC_LOOPS = 4
+
+
+ARITHMETIC = """\
+Integer arithmetic (what the ISA simulator and the RTL compute, bit for bit):
+
+- Activations and weights are signed 8-bit, accumulators signed 32-bit. GEMM, ACCUM and POOL
+  results wrap modulo 2**32 (two's complement), like the hardware adders.
+- `requant(x, mult, shift) = (x * mult + 2**(shift - 1)) >> shift` for shift >= 1 and
+  `x * mult` for shift = 0, computed exactly in 64 bits with an arithmetic right shift: rounding is
+  half up (towards +infinity: 2.5 -> 3, -2.5 -> -2). `mult` is a signed 32-bit value and `shift`
+  must be in 0..62 (larger shifts stop the program with BAD_FIELD).
+- STORE saturates `requant(acc)` to [clamp_lo, clamp_hi] and writes int8; ReLU is clamp_lo = 0,
+  ReLU6 is clamp_hi = the quantized 6.0.
+- POOL with mode MAX takes the element-wise maximum of the window's int8 lines (padding lines hold
+  the descriptor's pad_value, -128 for max pooling); mode SUM adds them.
+- DRAM address arithmetic in descriptors is modulo 2**32 (a padded load may start "before" its
+  tensor); only lines actually read or written must lie inside DRAM.
+- DMA lines are `rows` bytes (ACT), `cols` bytes (WGT, stored outputs) or `cols` x 16 bytes
+  (PARAM); every line's DRAM address must be aligned to min(line bytes, DRAM bus bytes).
+"""
 
 
 class IsaError(ValueError):
@@ -407,6 +428,11 @@ def encode_record(fmt: Format, values: dict[str, Any]) -> int:
         raise IsaError(
             f"{fmt.name}: unknown field(s) {sorted(unknown)}; fields: {', '.join(fmt.leaf_by_path)}"
         )
+    if fmt.opcode is not None:
+        given = values.get("opcode", fmt.opcode)
+        if given not in (fmt.opcode, fmt.opcode.value, fmt.opcode.name):
+            raise IsaError(f"{fmt.name}.opcode = {given!r}, but the format is {fmt.opcode.name}")
+        values = {**values, "opcode": fmt.opcode}
     word = 0
     for leaf in fmt.leaves:
         value = values.get(leaf.path, 0)
@@ -501,6 +527,42 @@ def decode_insn(word: int, index: int | None = None) -> Instruction:
     fields = decode_record(FORMATS[opcode], word)
     del fields["opcode"]
     return Instruction(opcode, fields)
+
+
+def descriptor(
+    mem: Mem | str,
+    local_base: int,
+    dram_base: int,
+    loops: list[tuple[int, ...]],
+    *,
+    y0: int = 0,
+    x0: int = 0,
+    height: int = 0,
+    width: int = 0,
+    pad_value: int = 0,
+) -> dict[str, Any]:
+    """Descriptor fields for a loop nest given innermost-last as ``(count, dram_stride,
+    local_stride[, ystep, xstep])`` tuples; unused outer levels get count 1. ``dram_base`` may be
+    negative or beyond 2**32 (it is taken modulo 2**32)."""
+    if len(loops) > DESC_LOOPS:
+        raise IsaError(f"a descriptor has {DESC_LOOPS} loop levels, {len(loops)} were given")
+    padded = [(1, 0, 0)] * (DESC_LOOPS - len(loops)) + list(loops)
+    values: dict[str, Any] = {
+        "mem": Mem[mem] if isinstance(mem, str) else mem,
+        "local_base": local_base,
+        "dram_base": dram_base % (1 << 32),
+        "y0": y0,
+        "x0": x0,
+        "height": height,
+        "width": width,
+        "pad_value": pad_value,
+    }
+    keys = ("count", "dram_stride", "local_stride", "ystep", "xstep")
+    for level, loop in enumerate(padded):
+        for key, value in zip(keys, loop, strict=False):
+            values[f"loops[{level}].{key}"] = value
+    encode_record(DESCRIPTOR, values)  # validate now, naming the field
+    return values
 
 
 def words_to_bytes(words: list[int], nbytes: int) -> bytes:
