@@ -21,7 +21,9 @@ def _type(leaf: isa.Leaf) -> str:
 def _format_table(fmt: isa.Format) -> list[str]:
     lines = ["| bits | field | type | meaning |", "|---|---|---|---|"]
     for leaf in fmt.leaves:
-        bits = f"{leaf.offset + leaf.width - 1}:{leaf.offset}" if leaf.width > 1 else str(leaf.offset)
+        bits = (
+            f"{leaf.offset + leaf.width - 1}:{leaf.offset}" if leaf.width > 1 else str(leaf.offset)
+        )
         lines.append(f"| {bits} | `{leaf.path}` | {_type(leaf)} | {leaf.doc} |")
     return lines
 
@@ -56,7 +58,9 @@ def render() -> str:
     ]
     for opcode, fmt in isa.FORMATS.items():
         queue = fmt.queue.name if fmt.queue else ("field `queue`" if fmt.name == "sync" else "-")
-        out.append(f"| {opcode.value} | `{fmt.name}` | {queue} | {fmt.doc.split(':')[0].split('. ')[0]} |")
+        out.append(
+            f"| {opcode.value} | `{fmt.name}` | {queue} | {fmt.doc.split(':')[0].split('. ')[0]} |"
+        )
     out += ["", "## Instruction formats", ""]
     for fmt in isa.FORMATS.values():
         out += [f"### `{fmt.name}`", "", fmt.doc, "", *_format_table(fmt), ""]

@@ -195,7 +195,7 @@ class Machine:
             return base + steps @ grids
 
         local = combine(desc["local_base"], "local_stride")
-        dram = combine(desc["dram_base"], "dram_stride")
+        dram = combine(desc["dram_base"], "dram_stride") % (1 << 32)  # 32-bit address arithmetic
         y, x = combine(desc["y0"], "ystep"), combine(desc["x0"], "xstep")
         valid = np.ones(local.shape, dtype=bool)
         if desc["height"]:

@@ -34,7 +34,9 @@ def test_default_is_16x16_int8_int32():
     latency=st.integers(1, 200),
 )
 def test_name_is_unique_and_stable(dim, act, bus, latency):
-    config = AccelConfig(rows=dim, cols=dim, act_kib=act, dram_bytes_per_cycle=bus, dram_latency=latency)
+    config = AccelConfig(
+        rows=dim, cols=dim, act_kib=act, dram_bytes_per_cycle=bus, dram_latency=latency
+    )
     again = AccelConfig.from_json(config.to_json())
     assert again.name == config.name
     changed = dataclasses.replace(config, dram_latency=latency + 1)

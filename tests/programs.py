@@ -1,0 +1,265 @@
+"""Hand-written accelerator programs for tests: place tensors in DRAM, emit descriptors and
+instructions, and read results back. Expected values are computed by the tests themselves with
+the integer reference ops, never by the code under test.
+
+Tensors live in DRAM channels-last with channels padded to whole lines, so one DMA line holds
+``rows`` consecutive channels of one pixel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hdl_gen import asm, isa
+from hdl_gen.config import AccelConfig
+from sim.isa_sim import Launch, Machine
+
+PROGRAM_BASE = 0x1000
+PROGRAM_SPACE = 0xF000  # program + descriptors live below 0x10000
+
+
+@dataclass
+class Tensor:
+    """An int8 NHWC tensor in DRAM: ``h`` x ``w`` pixels of ``c`` channels (c a multiple of dim)."""
+
+    addr: int
+    h: int
+    w: int
+    c: int
+
+    @property
+    def row_bytes(self) -> int:
+        return self.w * self.c
+
+
+@dataclass
+class Builder:
+    config: AccelConfig
+    dram: np.ndarray = field(init=False)
+    program: asm.Program = field(default_factory=asm.Program)
+    top: int = 0x10000
+
+    def __post_init__(self) -> None:
+        self.dram = np.zeros(self.config.dram_bytes, dtype=np.uint8)
+
+    @property
+    def dim(self) -> int:
+        return self.config.rows
+
+    # ---- DRAM ----------------------------------------------------------------------------------
+    def alloc(self, nbytes: int, align: int = 64) -> int:
+        addr = -(-self.top // align) * align
+        self.top = addr + nbytes
+        return addr
+
+    def put(self, blob: np.ndarray) -> int:
+        raw = np.ascontiguousarray(blob).view(np.uint8).ravel()
+        addr = self.alloc(raw.size)
+        self.dram[addr : addr + raw.size] = raw
+        return addr
+
+    def put_nchw(self, x: np.ndarray) -> Tensor:
+        """Store an int8 (C, H, W) tensor channels-last."""
+        c, h, w = x.shape
+        assert c % self.dim == 0, "pad channels to whole lines in the test"
+        return Tensor(self.put(x.transpose(1, 2, 0).astype(np.int8)), h, w, c)
+
+    def empty(self, h: int, w: int, c: int) -> Tensor:
+        return Tensor(self.alloc(h * w * c), h, w, c)
+
+    def read_nchw(self, t: Tensor) -> np.ndarray:
+        raw = self.dram[t.addr : t.addr + t.h * t.w * t.c].view(np.int8)
+        return raw.reshape(t.h, t.w, t.c).transpose(2, 0, 1)
+
+    def put_params(self, **columns: np.ndarray) -> int:
+        """PARAM lines for per-channel arrays (bias, mult, shift, res_mult, res_shift)."""
+        n = len(next(iter(columns.values())))
+        assert n % self.dim == 0
+        entries = np.zeros((n, isa.PARAM_ENTRY_BYTES), dtype=np.uint8)
+        for ch in range(n):
+            word = isa.encode_record(isa.PARAM_ENTRY, {k: int(v[ch]) for k, v in columns.items()})
+            entries[ch] = np.frombuffer(word.to_bytes(isa.PARAM_ENTRY_BYTES, "little"), np.uint8)
+        return self.put(entries)
+
+    # ---- program -------------------------------------------------------------------------------
+    def desc(self, *args: Any, **kwargs: Any) -> int:
+        self.program.descs.append(isa.descriptor(*args, **kwargs))
+        return len(self.program.descs) - 1
+
+    def emit(self, opcode: str, deps: str = "", **fields: Any) -> isa.Instruction:
+        insn = isa.make(opcode, deps, **fields)
+        self.program.insns.append(insn)
+        return insn
+
+    def load_lines(
+        self, mem: str, local: int, dram: int, lines: int, line_bytes: int, deps: str = ""
+    ) -> None:
+        """LOAD ``lines`` contiguous DRAM lines into consecutive local lines."""
+        d = self.desc(mem, local, dram, [(lines, line_bytes, 1)])
+        self.emit("load", deps, desc=d)
+
+    def load_params(self, addr: int, lines: int, local: int = 0, deps: str = "") -> None:
+        line_bytes = self.dim * isa.PARAM_ENTRY_BYTES
+        self.load_lines("PARAM", local, addr, lines, line_bytes, deps)
+
+    def barrier(self) -> None:
+        """Everything before (including stores to DRAM) completes before anything after starts."""
+        self.emit("sync", "push_prev", queue="STORE")
+        self.emit("sync", "pop_next,push_prev", queue="COMPUTE")
+        self.emit("sync", "pop_next", queue="LOAD")
+
+    def finish(self) -> Launch:
+        self.program.insns.append(isa.make("end"))
+        insns, descs = self.program.insn_bytes(), self.program.desc_bytes()
+        desc_base = -(-(PROGRAM_BASE + len(insns)) // isa.DESC_BYTES) * isa.DESC_BYTES
+        assert desc_base + len(descs) <= PROGRAM_BASE + PROGRAM_SPACE, "program too large"
+        for base, blob in ((PROGRAM_BASE, insns), (desc_base, descs)):
+            self.dram[base : base + len(blob)] = np.frombuffer(blob, dtype=np.uint8)
+        return Launch(PROGRAM_BASE, desc_base, len(self.program.descs))
+
+    def run_isa(self) -> Machine:
+        launch = self.finish()
+        machine = Machine(self.config, self.dram)
+        machine.run(launch)
+        return machine
+
+
+# ---- kernels: one layer each, all compute-queue ordering through tokens --------------------------
+
+
+def conv2d(
+    b: Builder,
+    x: Tensor,
+    w: np.ndarray,
+    params: int,
+    *,
+    stride: int,
+    pad: int,
+    clamp: tuple[int, int] = (-128, 127),
+    residual: Tensor | None = None,
+) -> Tensor:
+    """Conv (O, C, KH, KW) int8 weights over ``x`` via DMA im2col; bias (+ residual) by ACCUM,
+    requantize and clamp by STORE. Everything fits on chip at once (small test shapes)."""
+    d = b.dim
+    o, c, kh, kw = w.shape
+    oh, ow = (x.h + 2 * pad - kh) // stride + 1, (x.w + 2 * pad - kw) // stride + 1
+    m, cb, ob = oh * ow, c // d, o // d
+    chunks = kh * kw * cb
+    # Weight tiles ordered (k chunk, n block), each `rows` lines of `cols` weights.
+    tiles = np.zeros((chunks, ob, d, d), dtype=np.int8)
+    for ky in range(kh):
+        for kx in range(kw):
+            for ci in range(cb):
+                k = (ky * kw + kx) * cb + ci
+                for j in range(ob):
+                    tiles[k, j] = w[j * d : (j + 1) * d, ci * d : (ci + 1) * d, ky, kx].T
+    w_addr = b.put(tiles)
+    out = b.empty(oh, ow, o)
+    b.load_params(params, ob)
+    b.load_lines("WGT", 0, w_addr, chunks * ob * d, d)
+    for ky in range(kh):
+        for kx in range(kw):
+            for ci in range(cb):
+                k = (ky * kw + kx) * cb + ci
+                base = x.addr + ((ky - pad) * x.w + (kx - pad)) * x.c + ci * d
+                loops = [
+                    (oh, stride * x.row_bytes, ow, stride, 0),
+                    (ow, stride * x.c, 1, 0, stride),
+                ]
+                desc = b.desc(
+                    "ACT", k * m, base, loops, y0=ky - pad, x0=kx - pad, height=x.h, width=x.w
+                )
+                b.emit("load", desc=desc)
+    res_base = chunks * m
+    if residual is not None:
+        loops = [(ob, d, m), (m, residual.c, 1)]
+        b.emit("load", desc=b.desc("ACT", res_base, residual.addr, loops))
+    b.emit("sync", "push_next", queue="LOAD")
+    b.emit(
+        "accum",
+        "pop_prev",
+        acc_addr=0,
+        act_addr=res_base,
+        param_addr=0,
+        m=m,
+        n_iter=ob,
+        acc_n_stride=m,
+        act_n_stride=m,
+        use_bias=1,
+        use_res=int(residual is not None),
+    )
+    b.emit(
+        "gemm",
+        "push_next",
+        wgt_addr=0,
+        act_addr=0,
+        acc_addr=0,
+        m=m,
+        k_iter=chunks,
+        n_iter=ob,
+        act_k_stride=m,
+        acc_n_stride=m,
+        accumulate=1,
+    )
+    store = b.desc("ACC", 0, out.addr, [(ob, d, m), (m, out.c, 1)])
+    b.emit(
+        "store",
+        "pop_prev",
+        desc=store,
+        param_addr=0,
+        param_loop=2,
+        clamp_lo=clamp[0],
+        clamp_hi=clamp[1],
+    )
+    return out
+
+
+def pool2d(
+    b: Builder, x: Tensor, params: int, *, kernel: int, stride: int, pad: int, mode: str
+) -> Tensor:
+    """Max or sum pooling: DMA gathers each window (padding -128 for max), POOL reduces it,
+    STORE requantizes (identity for max, 1/area-ish for average)."""
+    d = b.dim
+    oh, ow = (x.h + 2 * pad - kernel) // stride + 1, (x.w + 2 * pad - kernel) // stride + 1
+    m, window, cb = oh * ow, kernel * kernel, x.c // d
+    out = b.empty(oh, ow, x.c)
+    pad_value = -128 if mode == "MAX" else 0
+    b.load_params(params, cb)
+    for ci in range(cb):
+        base = x.addr + (-pad * x.w - pad) * x.c + ci * d
+        loops = [
+            (oh, stride * x.row_bytes, ow * window, stride, 0),
+            (ow, stride * x.c, window, 0, stride),
+            (kernel, x.row_bytes, kernel, 1, 0),
+            (kernel, x.c, 1, 0, 1),
+        ]
+        desc = b.desc(
+            "ACT",
+            ci * m * window,
+            base,
+            loops,
+            y0=-pad,
+            x0=-pad,
+            height=x.h,
+            width=x.w,
+            pad_value=pad_value,
+        )
+        b.emit("load", "push_next" if ci == cb - 1 else "", desc=desc)
+    b.emit(
+        "pool",
+        "pop_prev,push_next",
+        act_addr=0,
+        acc_addr=0,
+        m=m,
+        window=window,
+        n_iter=cb,
+        act_n_stride=m * window,
+        acc_n_stride=m,
+        mode=mode,
+    )
+    store = b.desc("ACC", 0, out.addr, [(cb, d, m), (m, out.c, 1)])
+    b.emit("store", "pop_prev", desc=store, param_addr=0, param_loop=2, clamp_lo=-128, clamp_hi=127)
+    return out

@@ -1,0 +1,302 @@
+"""ISA simulator against the integer reference ops: hand-written programs, several configs."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hdl_gen import isa
+from hdl_gen.config import PRESETS, AccelConfig
+from hdl_gen.isa import ErrorCode
+from sim import reference_ops as ref
+from sim.isa_sim import IsaSimError, Launch, Machine
+from tests.programs import Builder, conv2d, pool2d
+
+CONFIGS = {
+    "tiny": PRESETS["tiny"],
+    "default": PRESETS["default"],
+    "8x8": AccelConfig(rows=8, cols=8),
+}
+
+
+def random_requant(rng, channels, lo_shift=14, hi_shift=20):
+    mult = rng.integers(1 << 30, 1 << 31, channels)
+    shift = rng.integers(lo_shift + 16, hi_shift + 16, channels)
+    return mult, shift
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    config=st.sampled_from(list(CONFIGS)),
+    cin_blocks=st.integers(1, 2),
+    cout_blocks=st.integers(1, 2),
+    size=st.integers(3, 7),
+    kernel=st.sampled_from([1, 3]),
+    stride=st.sampled_from([1, 2]),
+    relu=st.booleans(),
+    seed=st.integers(0, 2**31),
+)
+def test_conv2d_matches_reference(
+    config, cin_blocks, cout_blocks, size, kernel, stride, relu, seed
+):
+    cfg = CONFIGS[config]
+    d, rng = cfg.rows, np.random.default_rng(seed)
+    c, o, pad = cin_blocks * d, cout_blocks * d, kernel // 2
+    x = rng.integers(-128, 128, (c, size, size), dtype=np.int8)
+    w = rng.integers(-128, 128, (o, c, kernel, kernel), dtype=np.int8)
+    bias = rng.integers(-5000, 5000, o)
+    mult, shift = random_requant(rng, o, 6, 10)
+    b = Builder(cfg)
+    params = b.put_params(bias=bias, mult=mult, shift=shift)
+    out = conv2d(
+        b, b.put_nchw(x), w, params, stride=stride, pad=pad, clamp=(0 if relu else -128, 127)
+    )
+    machine = b.run_isa()
+
+    acc = ref.conv2d(x[None], w, stride=stride, padding=(pad,) * 4)[0] + bias[:, None, None]
+    expected = ref.to_int8(ref.requantize(acc, mult, shift, axis=0), lo=0 if relu else -128)
+    np.testing.assert_array_equal(b.read_nchw(out), expected)
+    assert machine.stats.macs == acc.size * c * kernel * kernel
+
+
+@settings(max_examples=15, deadline=None)
+@given(config=st.sampled_from(list(CONFIGS)), size=st.integers(2, 9), seed=st.integers(0, 2**31))
+def test_conv_with_residual_matches_reference(config, size, seed):
+    cfg = CONFIGS[config]
+    d, rng = cfg.rows, np.random.default_rng(seed)
+    x = rng.integers(-128, 128, (d, size, size), dtype=np.int8)
+    res = rng.integers(-128, 128, (2 * d, size, size), dtype=np.int8)
+    w = rng.integers(-128, 128, (2 * d, d, 3, 3), dtype=np.int8)
+    bias = rng.integers(-3000, 3000, 2 * d)
+    mult, shift = random_requant(rng, 2 * d, 6, 9)
+    res_mult, res_shift = rng.integers(1 << 30, 1 << 31, 2 * d), rng.integers(20, 26, 2 * d)
+    b = Builder(cfg)
+    params = b.put_params(bias=bias, mult=mult, shift=shift, res_mult=res_mult, res_shift=res_shift)
+    out = conv2d(
+        b, b.put_nchw(x), w, params, stride=1, pad=1, clamp=(0, 127), residual=b.put_nchw(res)
+    )
+    b.run_isa()
+
+    acc = ref.conv2d(x[None], w, padding=(1, 1, 1, 1))[0] + bias[:, None, None]
+    acc = ref.add_wrap32(acc, ref.requantize(res, res_mult, res_shift, axis=0))
+    expected = ref.to_int8(ref.requantize(acc, mult, shift, axis=0), lo=0)
+    np.testing.assert_array_equal(b.read_nchw(out), expected)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    config=st.sampled_from(list(CONFIGS)),
+    size=st.integers(3, 10),
+    kernel_stride_pad=st.sampled_from([(3, 2, 1), (2, 2, 0), (3, 1, 1), (3, 1, 0)]),
+    seed=st.integers(0, 2**31),
+)
+def test_max_pool_matches_reference(config, size, kernel_stride_pad, seed):
+    cfg = CONFIGS[config]
+    kernel, stride, pad = kernel_stride_pad
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-128, 128, (2 * cfg.rows, size, size), dtype=np.int8)
+    b = Builder(cfg)
+    ones = np.ones(2 * cfg.rows, dtype=np.int64)
+    params = b.put_params(mult=ones, shift=0 * ones)
+    out = pool2d(b, b.put_nchw(x), params, kernel=kernel, stride=stride, pad=pad, mode="MAX")
+    b.run_isa()
+    expected = ref.max_pool2d(x[None], kernel, stride=stride, padding=(pad,) * 4)[0]
+    np.testing.assert_array_equal(b.read_nchw(out), expected)
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_global_average_pool_matches_reference(config):
+    cfg, rng = CONFIGS[config], np.random.default_rng(7)
+    x = rng.integers(-128, 128, (2 * cfg.rows, 7, 7), dtype=np.int8)
+    mult, shift = ref.quantize_multiplier(1 / 49)
+    b = Builder(cfg)
+    params = b.put_params(mult=np.full(2 * cfg.rows, mult), shift=np.full(2 * cfg.rows, shift))
+    out = pool2d(b, b.put_nchw(x), params, kernel=7, stride=7, pad=0, mode="SUM")
+    b.run_isa()
+    expected = ref.to_int8(ref.requantize(ref.global_sum_pool(x[None])[0], mult, shift))
+    np.testing.assert_array_equal(b.read_nchw(out), expected)
+
+
+def test_two_layers_with_barrier_match_reference():
+    cfg, rng = CONFIGS["tiny"], np.random.default_rng(3)
+    x = rng.integers(-128, 128, (4, 6, 6), dtype=np.int8)
+    w1, w2 = (rng.integers(-128, 128, (4, 4, 3, 3), dtype=np.int8) for _ in range(2))
+    mult, shift = random_requant(rng, 4, 7, 9)
+    zero = np.zeros(4, dtype=np.int64)
+    b = Builder(cfg)
+    params = b.put_params(bias=zero, mult=mult, shift=shift)
+    mid = conv2d(b, b.put_nchw(x), w1, params, stride=1, pad=1, clamp=(0, 127))
+    b.barrier()
+    out = conv2d(b, mid, w2, params, stride=2, pad=1, clamp=(0, 127))
+    b.run_isa()
+    first = ref.to_int8(
+        ref.requantize(ref.conv2d(x[None], w1, padding=(1,) * 4)[0], mult, shift, axis=0), lo=0
+    )
+    second = ref.conv2d(first[None], w2, stride=2, padding=(1,) * 4)[0]
+    np.testing.assert_array_equal(
+        b.read_nchw(out), ref.to_int8(ref.requantize(second, mult, shift, axis=0), lo=0)
+    )
+
+
+def test_without_barrier_the_second_layer_races_and_is_wrong():
+    """The dataflow order lets loads run ahead: a missing barrier is visible, not hidden."""
+    cfg, rng = CONFIGS["tiny"], np.random.default_rng(3)
+    x = rng.integers(-128, 128, (4, 6, 6), dtype=np.int8)
+    w1, w2 = (rng.integers(-128, 128, (4, 4, 3, 3), dtype=np.int8) for _ in range(2))
+    mult, shift = random_requant(rng, 4, 7, 9)
+    b = Builder(cfg)
+    params = b.put_params(bias=np.zeros(4, dtype=np.int64), mult=mult, shift=shift)
+    mid = conv2d(b, b.put_nchw(x), w1, params, stride=1, pad=1, clamp=(0, 127))
+    out = conv2d(b, mid, w2, params, stride=2, pad=1, clamp=(0, 127))
+    b.run_isa()
+    first = ref.to_int8(
+        ref.requantize(ref.conv2d(x[None], w1, padding=(1,) * 4)[0], mult, shift, axis=0), lo=0
+    )
+    second = ref.to_int8(
+        ref.requantize(
+            ref.conv2d(first[None], w2, stride=2, padding=(1,) * 4)[0], mult, shift, axis=0
+        ),
+        lo=0,
+    )
+    assert not np.array_equal(b.read_nchw(out), second)
+
+
+def test_stats_and_ideal_cycles():
+    cfg, rng = CONFIGS["default"], np.random.default_rng(5)
+    x = rng.integers(-128, 128, (16, 8, 8), dtype=np.int8)
+    w = rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8)
+    b = Builder(cfg)
+    params = b.put_params(
+        bias=np.zeros(32, np.int64), mult=np.ones(32, np.int64), shift=np.zeros(32, np.int64)
+    )
+    conv2d(b, b.put_nchw(x), w, params, stride=1, pad=1)
+    stats = b.run_isa().stats
+    assert stats.macs == 8 * 8 * 32 * 16 * 9
+    assert stats.load_bytes["WGT"] == w.size
+    assert stats.load_bytes["PARAM"] == 32 * isa.PARAM_ENTRY_BYTES
+    assert stats.store_bytes == 8 * 8 * 32
+    # 9 chunks x 8x8 pixels minus the padded border positions
+    valid_taps = sum(
+        1
+        for ky in range(3)
+        for kx in range(3)
+        for y in range(8)
+        for xx in range(8)
+        if 0 <= y + ky - 1 < 8 and 0 <= xx + kx - 1 < 8
+    )
+    assert stats.load_bytes["ACT"] == valid_taps * 16
+    assert stats.pad_lines == 9 * 64 - valid_taps
+    tiles = 9 * 2
+    assert stats.ideal_cycles >= tiles * 64  # at least the array's streaming time
+    assert stats.insns["gemm"] == 1 and stats.insns["load"] == 2 + 9
+
+
+# ---- error paths ------------------------------------------------------------------------------
+
+
+def run_text(
+    source: str, config: AccelConfig = CONFIGS["tiny"], dram: np.ndarray | None = None
+) -> Machine:
+    from hdl_gen import asm
+    from sim.isa_sim import run_program
+
+    return run_program(config, asm.assemble(source), dram)
+
+
+@pytest.mark.parametrize(
+    ("source", "code", "index", "words"),
+    [
+        ("load desc=5\nend", ErrorCode.BAD_DESCRIPTOR, 0, ["load.desc = 5", "0 descriptors"]),
+        (
+            ".desc mem=ACT dram_base=0x7FFFFFF0 loops[3].count=4\nload desc=0\nend",
+            ErrorCode.BAD_FIELD,
+            0,
+            ["descriptor loops[0].count is 0"],
+        ),
+        (
+            ".desc mem=ACT dram_base=0x7FFFFFF0 loops[0].count=1 loops[1].count=1 loops[2].count=1 "
+            "loops[3].count=4 loops[3].dram_stride=4\nload desc=0\nend",
+            ErrorCode.DRAM_RANGE,
+            0,
+            ["0x7ffffff0", "outside DRAM"],
+        ),
+        (
+            ".desc mem=ACT dram_base=0x100 loops[0].count=1 loops[1].count=1 loops[2].count=1 "
+            "loops[3].count=4 loops[3].dram_stride=4 loops[3].local_stride=1 local_base=2046\n"
+            "load desc=0\nend",
+            ErrorCode.LOCAL_RANGE,
+            0,
+            ["ACT line 2048", "2048 lines"],
+        ),
+        (
+            ".desc mem=ACT dram_base=0x102 loops[0].count=1 loops[1].count=1 loops[2].count=1 "
+            "loops[3].count=1\nload desc=0\nend",
+            ErrorCode.DRAM_RANGE,
+            0,
+            ["4-byte aligned"],
+        ),
+        ("gemm m=0 k_iter=1 n_iter=1\nend", ErrorCode.BAD_FIELD, 0, ["gemm.m is 0"]),
+        (
+            "gemm m=8 k_iter=1 n_iter=1 wgt_addr=1022\nend",
+            ErrorCode.LOCAL_RANGE,
+            0,
+            ["WGT lines 1022..1025"],
+        ),
+        (
+            "sync queue=LOAD\npool m=1 window=1 n_iter=1 acc_addr=1024\nend",
+            ErrorCode.LOCAL_RANGE,
+            1,
+            ["ACC lines 1024"],
+        ),
+        ("load desc=0 +pop_prev\nend", ErrorCode.BAD_FIELD, 0, ["pop_prev", "no prev queue"]),
+        (
+            "sync queue=LOAD\ngemm m=1 k_iter=1 n_iter=1 +pop_prev\nend",
+            ErrorCode.DEADLOCK,
+            1,
+            ["COMPUTE waits at instruction 1 (gemm) for a token from LOAD"],
+        ),
+        (
+            "sync queue=COMPUTE +pop_next\nsync queue=STORE +pop_prev\nend",
+            ErrorCode.DEADLOCK,
+            0,
+            ["COMPUTE waits at instruction 0", "STORE waits at instruction 1"],
+        ),
+    ],
+)
+def test_bad_programs_raise_the_right_code(source, code, index, words):
+    with pytest.raises(IsaSimError) as info:
+        run_text(source)
+    assert info.value.code is code
+    assert info.value.insn_index == index
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_illegal_opcode_and_missing_end():
+    cfg = CONFIGS["tiny"]
+    dram = np.zeros(4096, dtype=np.uint8)
+    sync = isa.make("sync", queue="LOAD").encode().to_bytes(16, "little")
+    dram[:48] = np.frombuffer(sync * 3, np.uint8)
+    dram[48] = 0x0B  # opcode 11
+    with pytest.raises(IsaSimError) as info:
+        Machine(cfg, dram).run(Launch(0, 0, 0))
+    assert info.value.code is ErrorCode.ILLEGAL_OPCODE and info.value.insn_index == 3
+    assert "illegal opcode 11" in str(info.value)
+
+    dram[:] = np.frombuffer(sync * (4096 // 16), np.uint8)
+    with pytest.raises(IsaSimError, match="runs off the end of DRAM without END") as info:
+        Machine(cfg, dram).run(Launch(0, 0, 0))
+    assert info.value.code is ErrorCode.DRAM_RANGE
+
+
+def test_shift_beyond_62_is_bad_field():
+    cfg = CONFIGS["tiny"]
+    b = Builder(cfg)
+    params = b.put_params(mult=np.ones(4, np.int64), shift=np.full(4, 63))
+    b.load_params(params, 1, deps="push_next")
+    b.emit("sync", "pop_prev,push_next", queue="COMPUTE")
+    store = b.desc("ACC", 0, b.alloc(64), [(1, 4, 1)])
+    b.emit("store", "pop_prev", desc=store, clamp_lo=-128, clamp_hi=127)
+    with pytest.raises(IsaSimError, match="shift = 63 exceeds 62") as info:
+        b.run_isa()
+    assert info.value.code is ErrorCode.BAD_FIELD
