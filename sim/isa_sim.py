@@ -454,19 +454,31 @@ class _Scheduler:
     ) -> None:
         self.machine = machine
         self.descs = descs
+        self.program = program
+        self.fetched = 0  # instructions dispatched so far (in program order)
         self.queues: dict[Queue, deque[tuple[int, isa.Instruction]]] = {q: deque() for q in Queue}
-        for index, insn in enumerate(program):
-            queue = insn.queue
-            if queue is None:
-                continue  # END: the dispatcher stops fetching
-            self._check_deps(index, insn, queue)
-            self.queues[queue].append((index, insn))
         # tokens[(src, dst)]: completion times of pushed, not yet popped tokens
         self.tokens: dict[tuple[Queue, Queue], deque[int]] = {
             pair: deque() for q, n in _NEXT.items() for pair in ((q, n), (n, q))
         }
         self.clock = dict.fromkeys(Queue, 0)
         self.retired = 0
+
+    def _dispatch(self) -> bool:
+        """Move instructions into their queues in program order while the target queue has room
+        (config.queue_depth instructions not yet started, as in the RTL)."""
+        moved = False
+        while self.fetched < len(self.program):
+            index, insn = self.fetched, self.program[self.fetched]
+            queue = insn.queue
+            if queue is not None:
+                if len(self.queues[queue]) >= self.machine.config.queue_depth:
+                    break
+                self._check_deps(index, insn, queue)
+                self.queues[queue].append((index, insn))
+            self.fetched += 1
+            moved = True
+        return moved
 
     @staticmethod
     def _check_deps(index: int, insn: isa.Instruction, queue: Queue) -> None:
@@ -498,13 +510,13 @@ class _Scheduler:
         )
 
     def run(self) -> None:
-        while any(self.queues.values()):
+        while self._dispatch() or any(self.queues.values()):
             progressed = False
             for queue in Queue:
                 while self.queues[queue] and self._ready(queue):
                     self._step(queue)
                     progressed = True
-            if not progressed:
+            if not progressed and not self._dispatch():
                 raise self._deadlock()
         stats = self.machine.stats
         stats.ideal_cycles = max(self.clock.values())
@@ -547,6 +559,13 @@ class _Scheduler:
             waits.append(
                 f"{queue.name} waits at instruction {index} ({insn.format.name}) for {reason}"
             )
+        if self.fetched < len(self.program):
+            blocked = self.program[self.fetched]
+            waits.append(
+                f"dispatch waits at instruction {self.fetched} ({blocked.format.name}): "
+                f"the {blocked.queue.name} queue is full ({self.machine.config.queue_depth})"
+            )
+            first = self.fetched if first is None else min(first, self.fetched)
         return IsaSimError(ErrorCode.DEADLOCK, "token deadlock: " + "; ".join(waits), first)
 
 

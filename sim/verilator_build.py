@@ -71,6 +71,9 @@ class BuildSpec:
         Build with ``--timing`` (needed when the HDL generates its own clock with delays).
     extra_args : tuple of str
         More Verilator arguments.
+    cpp_sources : tuple of Path
+        C++ files compiled into the model (e.g. DPI implementations); their symbols are exported
+        (``-rdynamic``) so Python can reach them with ``ctypes.CDLL(None)``.
     """
 
     design: str
@@ -81,11 +84,12 @@ class BuildSpec:
     waves: str | None = None
     timing: bool = False
     extra_args: tuple[str, ...] = ()
+    cpp_sources: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         if self.waves not in (None, "fst", "vcd"):
             raise ValueError(f"waves must be None, 'fst' or 'vcd', not {self.waves!r}")
-        for src in self.sources:
+        for src in (*self.sources, *self.cpp_sources):
             if not Path(src).is_file():
                 raise FileNotFoundError(f"Verilog source {src} does not exist (run `make rtl`?)")
 
@@ -117,6 +121,8 @@ def _vlt_text(spec: BuildSpec) -> str:
 def _verilator_args(spec: BuildSpec) -> list[str]:
     tc = find_toolchain()
     args = [*VERILATOR_FLAGS, *tc.verilator_args, *spec.extra_args]
+    if spec.cpp_sources:
+        args += ["-LDFLAGS", "-rdynamic", *(str(src) for src in spec.cpp_sources)]
     if spec.timing:
         args.append("--timing")
     if spec.waves == "fst":
@@ -132,13 +138,13 @@ def cache_key(spec: BuildSpec) -> str:
     """Hash of everything that changes the built simulator."""
     tc = find_toolchain()
     h = hashlib.sha256()
-    for src in spec.sources:
+    for src in (*spec.sources, *spec.cpp_sources):
         h.update(Path(src).name.encode() + b"\0" + Path(src).read_bytes() + b"\0")
     if WAIVERS.exists():
         h.update(WAIVERS.read_bytes())
     harness = cocotb_tools.config.share_dir / "lib" / "verilator" / "verilator.cpp"
     parts = {
-        "spec": {k: v for k, v in asdict(spec).items() if k != "sources"},
+        "spec": {k: v for k, v in asdict(spec).items() if k not in ("sources", "cpp_sources")},
         "vlt": _vlt_text(spec),
         "args": _verilator_args(spec),
         "make": [*MAKE_FLAGS, *tc.make_args],

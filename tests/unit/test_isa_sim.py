@@ -272,6 +272,19 @@ def test_bad_programs_raise_the_right_code(source, code, index, words):
         assert word in str(info.value)
 
 
+def test_full_queue_deadlocks_like_the_rtl():
+    """In-order dispatch into finite queues: tokens produced behind a full queue never come."""
+    depth = CONFIGS["tiny"].queue_depth
+    waiting = "sync queue=LOAD +pop_next\n" * (depth + 1)
+    producing = "sync queue=COMPUTE +push_prev\n" * (depth + 1)
+    with pytest.raises(IsaSimError) as info:
+        run_text(waiting + producing + "end")
+    assert info.value.code is ErrorCode.DEADLOCK
+    assert f"dispatch waits at instruction {depth}" in str(info.value)
+    # The same work interleaved runs fine.
+    run_text("sync queue=COMPUTE +push_prev\nsync queue=LOAD +pop_next\n" * (depth + 1) + "end")
+
+
 def test_illegal_opcode_and_missing_end():
     cfg = CONFIGS["tiny"]
     dram = np.zeros(4096, dtype=np.uint8)
