@@ -1,0 +1,77 @@
+"""Model zoo: ONNX models built by code, with seeded random weights, for the compiler to eat.
+
+Nothing is downloaded. :func:`build` resolves the names in :data:`MODELS`;
+``python -m compiler.zoo NAME -o model.onnx`` writes one to disk. Every model is float32,
+opset 17, IR version 9, has one input ``"input"`` (batch 1) and one output ``"logits"``, and is
+byte-identical for the same arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import onnx
+
+from .resnets import RESIDUAL_GAMMA_SCALE, RESNET_SPECS, ResNetSpec, resnet
+from .small import mlp, small_cnn
+
+__all__ = [
+    "DEFAULT_IMAGE_SIZES",
+    "MODELS",
+    "RESIDUAL_GAMMA_SCALE",
+    "RESNET_SPECS",
+    "ResNetSpec",
+    "build",
+    "mlp",
+    "resnet",
+    "small_cnn",
+]
+
+#: Names :func:`build` knows; ``"resnet"`` is ResNet-18.
+MODELS: tuple[str, ...] = ("resnet", "resnet18", "resnet34", "resnet50", "cnn", "mlp")
+
+#: Input height/width :func:`build` uses when ``image_size`` is None (the MLP takes no image).
+DEFAULT_IMAGE_SIZES: dict[str, int] = {
+    "resnet": 224,
+    "resnet18": 224,
+    "resnet34": 224,
+    "resnet50": 224,
+    "cnn": 32,
+}
+
+_IMAGE_BUILDERS: dict[str, Callable[[int, int], onnx.ModelProto]] = {
+    "resnet": lambda size, seed: resnet(18, image_size=size, seed=seed),
+    "resnet18": lambda size, seed: resnet(18, image_size=size, seed=seed),
+    "resnet34": lambda size, seed: resnet(34, image_size=size, seed=seed),
+    "resnet50": lambda size, seed: resnet(50, image_size=size, seed=seed),
+    "cnn": lambda size, seed: small_cnn(image_size=size, seed=seed),
+}
+
+
+def build(name: str, *, image_size: int | None = None, seed: int = 0) -> onnx.ModelProto:
+    """Build the zoo model ``name`` with its default number of classes.
+
+    Parameters
+    ----------
+    name
+        One of :data:`MODELS`.
+    image_size
+        Input height and width; None for the model's default (:data:`DEFAULT_IMAGE_SIZES`).
+        Must be None for ``"mlp"``.
+    seed
+        Seed of the random weights.
+
+    Raises
+    ------
+    ValueError
+        On an unknown name (the message lists the known ones), an ``image_size`` given for the
+        MLP, an ``image_size`` the model cannot take, or a negative seed.
+    """
+    if name == "mlp":
+        if image_size is not None:
+            raise ValueError(f"model 'mlp' takes no image size, got image_size={image_size!r}")
+        return mlp(seed=seed)
+    if name not in _IMAGE_BUILDERS:
+        raise ValueError(f"unknown model {name!r}; known models: {', '.join(MODELS)}")
+    size = DEFAULT_IMAGE_SIZES[name] if image_size is None else image_size
+    return _IMAGE_BUILDERS[name](size, seed)
