@@ -254,7 +254,7 @@ def _failures(results_xml: Path) -> list[str]:
     for case in ElementTree.parse(results_xml).getroot().iter("testcase"):
         for bad in (*case.findall("failure"), *case.findall("error")):
             message = (bad.get("message") or bad.text or "").strip().splitlines()
-            failed.append(f"{case.get('name')}: {message[-1] if message else 'failed'}")
+            failed.append(f"{case.get('name')}: {message[0] if message else 'failed'}")
     return failed
 
 

@@ -3,29 +3,12 @@
 import pytest
 
 from hdl_gen.dot_product import DotProduct
-from hdl_gen.emit import write_verilog
-from sim.verilator_build import BUILD_ROOT, BuildSpec, build, run_cocotb
-
-PORTS = (
-    "clk",
-    "rst",
-    "operands__valid",
-    "operands__ready",
-    "operands__payload",
-    "result__valid",
-    "result__ready",
-    "result__payload",
-)
+from sim.verilator_build import run_cocotb
+from tests.block.harness import build_block
 
 
 def build_dot_product(lanes: int, in_bits: int):
-    name = f"dot_product_l{lanes}_b{in_bits}"
-    verilog = write_verilog(
-        DotProduct(lanes, in_bits), "dot_product", BUILD_ROOT / "gen" / f"{name}.v"
-    )
-    public = tuple(f'public_flat_rw -module "dot_product" -var "{port}"' for port in PORTS)
-    spec = BuildSpec("dot_product", f"l{lanes}b{in_bits}", (verilog,), "dot_product", public)
-    return build(spec)
+    return build_block(DotProduct(lanes, in_bits), "dot_product")
 
 
 @pytest.mark.simulator

@@ -1,0 +1,62 @@
+"""Processing element of the weight-stationary systolic array."""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+
+class ProcessingElement(wiring.Component):
+    """Holds two weights (banks 0 and 1) and computes ``psum_out = psum_in + a_in * w[bank_in]``.
+
+    The activation and its bank bit move one PE to the right per cycle, the partial sum one PE
+    down. Two weight banks let the next tile's weights load while the current tile streams; the
+    bank bit travels with each activation so every PE switches exactly when the new tile reaches it.
+
+    Parameters
+    ----------
+    in_bits, w_bits, acc_bits : int
+        Signed widths of activations, weights and partial sums (partial sums wrap).
+
+    Attributes
+    ----------
+    a_in, bank_in, psum_in : In
+        Activation and its bank from the left, partial sum from above.
+    a_out, bank_out, psum_out : Out
+        Registered, to the right and below.
+    w_en, w_bank, w_data : In
+        Write ``w_data`` into weight bank ``w_bank``.
+    """
+
+    def __init__(self, in_bits: int = 8, w_bits: int = 8, acc_bits: int = 32) -> None:
+        self.w_bits = w_bits
+        super().__init__(
+            {
+                "a_in": In(signed(in_bits)),
+                "bank_in": In(1),
+                "psum_in": In(signed(acc_bits)),
+                "a_out": Out(signed(in_bits)),
+                "bank_out": Out(1),
+                "psum_out": Out(signed(acc_bits)),
+                "w_en": In(1),
+                "w_bank": In(1),
+                "w_data": In(signed(w_bits)),
+            }
+        )
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        weights = [Signal(signed(self.w_bits), name=f"w{bank}") for bank in range(2)]
+        with m.If(self.w_en):
+            with m.If(self.w_bank):
+                m.d.sync += weights[1].eq(self.w_data)
+            with m.Else():
+                m.d.sync += weights[0].eq(self.w_data)
+        weight = Mux(self.bank_in, weights[1], weights[0])
+        m.d.sync += [
+            self.a_out.eq(self.a_in),
+            self.bank_out.eq(self.bank_in),
+            self.psum_out.eq(self.psum_in + self.a_in * weight),
+        ]
+        return m

@@ -1,0 +1,89 @@
+"""Weight-stationary systolic array with input skew and output deskew."""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl_gen.config import AccelConfig
+from hdl_gen.pe import ProcessingElement
+
+
+class SystolicArray(wiring.Component):
+    """``rows`` x ``cols`` PEs computing ``out[c] = sum_r a[r] * W[r][c]`` for one activation
+    vector per cycle, a fixed :attr:`latency` cycles later, as a full (deskewed) line.
+
+    Row r of the input is delayed r cycles before entering PE(r, 0); column c of the result is
+    delayed ``cols - 1 - c`` cycles after leaving PE(rows - 1, c), so whole vectors go in and whole
+    lines come out. The array has no valid signal: a caller tracks which outputs matter with a
+    delay line of :attr:`latency` (idle inputs should be zero, but any value only affects
+    outputs nobody reads).
+
+    Attributes
+    ----------
+    a : In(array of rows signed activations)
+    bank : In(1)
+        Weight bank the vector ``a`` multiplies with.
+    out : Out(array of cols signed accumulators)
+    w_en, w_row, w_bank, w_data : In
+        Write weight row ``w_row`` (cols weights) of bank ``w_bank``.
+    """
+
+    def __init__(self, config: AccelConfig) -> None:
+        self.config = c = config
+        self.latency = c.rows + c.cols  # input register + rows down + (cols - 1) deskew
+        super().__init__(
+            {
+                "a": In(data.ArrayLayout(signed(c.in_bits), c.rows)),
+                "bank": In(1),
+                "out": Out(data.ArrayLayout(signed(c.acc_bits), c.cols)),
+                "w_en": In(1),
+                "w_row": In(range(c.rows)),
+                "w_bank": In(1),
+                "w_data": In(data.ArrayLayout(signed(c.w_bits), c.cols)),
+            }
+        )
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        c = self.config
+        pes = [
+            [ProcessingElement(c.in_bits, c.w_bits, c.acc_bits) for _ in range(c.cols)]
+            for _ in range(c.rows)
+        ]
+        for r, row in enumerate(pes):
+            for col, pe in enumerate(row):
+                m.submodules[f"pe_{r}_{col}"] = pe
+                m.d.comb += [
+                    pe.w_en.eq(self.w_en & (self.w_row == r)),
+                    pe.w_bank.eq(self.w_bank),
+                    pe.w_data.eq(self.w_data[col]),
+                ]
+                if col > 0:
+                    m.d.comb += [
+                        pe.a_in.eq(row[col - 1].a_out),
+                        pe.bank_in.eq(row[col - 1].bank_out),
+                    ]
+                if r > 0:
+                    m.d.comb += pe.psum_in.eq(pes[r - 1][col].psum_out)
+
+        # Input skew: row r waits 1 + r cycles (the first register is the input register).
+        for r in range(c.rows):
+            a, bank = self.a[r], self.bank
+            for stage in range(r + 1):
+                a_next = Signal(signed(c.in_bits), name=f"skew_{r}_{stage}")
+                bank_next = Signal(name=f"skew_bank_{r}_{stage}")
+                m.d.sync += [a_next.eq(a), bank_next.eq(bank)]
+                a, bank = a_next, bank_next
+            m.d.comb += [pes[r][0].a_in.eq(a), pes[r][0].bank_in.eq(bank)]
+
+        # Output deskew: column c waits cols - 1 - c cycles.
+        for col in range(c.cols):
+            value = pes[c.rows - 1][col].psum_out
+            for stage in range(c.cols - 1 - col):
+                delayed = Signal(signed(c.acc_bits), name=f"deskew_{col}_{stage}")
+                m.d.sync += delayed.eq(value)
+                value = delayed
+            m.d.comb += self.out[col].eq(value)
+        return m
