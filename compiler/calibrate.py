@@ -1,0 +1,109 @@
+"""Calibration: run the original model on onnxruntime (fp32) and measure tensor ranges."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+from .errors import CompileError
+from .ir import Graph
+
+__all__ = ["default_calibration", "max_abs", "run_onnx"]
+
+
+def default_calibration(
+    graph_or_model: Graph | onnx.ModelProto, count: int = 4, seed: int = 0
+) -> list[np.ndarray]:
+    """``count`` seeded standard-normal float32 inputs shaped like the (single) graph input.
+
+    A symbolic batch dimension of an ONNX model counts as 1.
+    """
+    if isinstance(graph_or_model, Graph):
+        shape = graph_or_model.tensors[graph_or_model.inputs[0]].shape
+    else:
+        shape = _input_shape(graph_or_model)
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(shape).astype(np.float32) for _ in range(count)]
+
+
+def _input_shape(model: onnx.ModelProto) -> tuple[int, ...]:
+    inits = {t.name for t in model.graph.initializer}
+    (x,) = [i for i in model.graph.input if i.name not in inits]
+    dims = x.type.tensor_type.shape.dim
+    shape = tuple(1 if axis == 0 else int(d.dim_value) for axis, d in enumerate(dims))
+    if any(d < 1 for d in shape):
+        raise CompileError(x.name, "graph input", f"shape {shape} is not static", "static shapes")
+    return shape
+
+
+def _session(model: onnx.ModelProto | str | Path, extra: Sequence[str]) -> ort.InferenceSession:
+    proto = onnx.load(str(model)) if isinstance(model, str | Path) else model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    known = {vi.name: vi for vi in copy.graph.value_info}
+    outputs = {o.name for o in copy.graph.output} | {i.name for i in copy.graph.input}
+    for name in extra:
+        if name not in outputs:
+            vi = known.get(name) or helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
+            copy.graph.output.append(vi)
+            outputs.add(name)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    # Basic level only: the extended level fuses QDQ groups of already-quantized models into
+    # int8 kernels, which are not the model's reference semantics (x86 u8s8 saturation).
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    try:
+        return ort.InferenceSession(
+            copy.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CompileError(None, "onnxruntime", f"cannot load the model: {first}") from None
+
+
+def _run(
+    session: ort.InferenceSession, names: Sequence[str], x: np.ndarray
+) -> dict[str, np.ndarray]:
+    feed_name = session.get_inputs()[0].name
+    wanted = [n for n in names if n != feed_name]
+    try:
+        values = session.run(wanted, {feed_name: np.asarray(x, np.float32)})
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CompileError(None, "onnxruntime", f"cannot run the model: {first}") from None
+    out = {n: np.asarray(v) for n, v in zip(wanted, values, strict=True)}
+    if feed_name in names:
+        out[feed_name] = np.asarray(x, np.float32)
+    return out
+
+
+def run_onnx(
+    model: onnx.ModelProto | str | Path, x: np.ndarray, names: Sequence[str] = ()
+) -> dict[str, np.ndarray]:
+    """Run ``model`` on onnxruntime's CPU with input ``x``: its graph outputs plus the tensors
+    ``names`` (exposed as extra outputs), by name."""
+    session = _session(model, names)
+    wanted = [o.name for o in session.get_outputs()]
+    return _run(session, list(dict.fromkeys([*wanted, *names])), x)
+
+
+def max_abs(
+    model: onnx.ModelProto, names: Sequence[str], inputs: Sequence[np.ndarray]
+) -> dict[str, float]:
+    """Max |value| of each tensor ``names`` of ``model`` over all ``inputs`` (fp32 run)."""
+    session = _session(model, names)
+    ranges = dict.fromkeys(names, 0.0)
+    for x in inputs:
+        for name, value in _run(session, names, x).items():
+            if value.dtype.kind != "f":
+                raise CompileError(
+                    name, "calibration", f"tensor is {value.dtype} in the ONNX model, not float"
+                )
+            if value.size:
+                ranges[name] = max(ranges[name], float(np.max(np.abs(value))))
+    return ranges

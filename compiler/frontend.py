@@ -1,0 +1,46 @@
+"""The compiler front end in one call: ONNX model -> verified, quantized IR graph."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from .calibrate import default_calibration
+from .ir import Graph
+from .onnx_import import load_onnx
+from .passes import run_front
+from .reference import dequantize, quantize_input
+
+__all__ = ["compile_front", "dequantize", "quantize_input"]
+
+
+def compile_front(
+    model: str | Path | onnx.ModelProto,
+    *,
+    calibration: Sequence[np.ndarray] | None = None,
+    seed: int = 0,
+) -> Graph:
+    """Import ``model`` and run the front-end passes (canonicalize, quantize).
+
+    Parameters
+    ----------
+    model
+        ONNX file path or proto (not modified).
+    calibration
+        Float inputs for calibration; default :func:`compiler.calibrate.default_calibration`
+        with ``seed``.
+    seed
+        Seed of the default calibration inputs.
+
+    Raises
+    ------
+    CompileError
+        Anything unsupported or malformed, in one line naming the node, op and reason.
+    """
+    graph = load_onnx(model)
+    if calibration is None:
+        calibration = default_calibration(graph, seed=seed)
+    return run_front(graph, calibration)

@@ -1,0 +1,1130 @@
+"""ONNX -> fp32-stage IR: one handler per ONNX op, shapes fixed to batch 1 and checked.
+
+The imported graph keeps ONNX-level ops that canonicalize folds (``batchnorm``, ``relu``,
+``relu6``, ``matmul``, ``bias_add``, ``sum``, ``identity``, ``reshape``; see
+:data:`compiler.ir.IMPORT_OPS`). Every IR tensor is named after the ONNX tensor that holds its
+real (fp32) value in the original model, so calibration can read it from onnxruntime.
+
+Already-quantized models: QuantizeLinear/DequantizeLinear on activations are not nodes but
+record ``Tensor.scale``; a DequantizeLinear of an int8/int32 initializer gives the float value
+plus ``weight_q``/``weight_scale`` (``bias_q``) params; QLinearConv/QLinearMatMul become
+conv/matmul with those params and a scaled output; ConvInteger/MatMulInteger must be followed by
+``Cast(to=FLOAT)`` and ``Mul`` by the (input x weight) scale, which sets the weight scale.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from .errors import CompileError
+from .ir import Graph, Node, Tensor, conv_output_shape
+
+__all__ = ["MAX_OPSET", "MIN_OPSET", "SUPPORTED_OPS", "load_onnx"]
+
+#: The ONNX ops the front end accepts (default domain).
+SUPPORTED_OPS: tuple[str, ...] = (
+    "Add",
+    "AveragePool",
+    "BatchNormalization",
+    "Cast",
+    "Clip",
+    "Constant",
+    "ConstantOfShape",
+    "Conv",
+    "ConvInteger",
+    "DequantizeLinear",
+    "Dropout",
+    "Flatten",
+    "Gemm",
+    "GlobalAveragePool",
+    "Identity",
+    "MatMul",
+    "MatMulInteger",
+    "MaxPool",
+    "Mul",
+    "QLinearConv",
+    "QLinearMatMul",
+    "QuantizeLinear",
+    "Relu",
+    "Reshape",
+    "Softmax",
+    "Sum",
+)
+#: Opsets of the default domain the handlers are written for; older models are converted.
+MIN_OPSET, MAX_OPSET = 9, 21
+
+_SUPPORTED = ", ".join(SUPPORTED_OPS)
+_FLOAT_MAX = float(np.finfo(np.float32).max)
+
+
+def load_onnx(model: str | Path | onnx.ModelProto) -> Graph:
+    """Import an ONNX model (file path or proto, not modified) as a verified fp32-stage graph.
+
+    Raises
+    ------
+    CompileError
+        For a missing or unreadable file, an unsupported op, attribute, shape or dtype (naming
+        the node, the op, the reason and what is supported).
+    """
+    proto, inference_error = _prepare(_read(model))
+    graph = _Importer(proto).run()
+    if inference_error is not None:  # the handlers found nothing more specific to complain about
+        raise inference_error
+    graph.verify()
+    return graph
+
+
+# --------------------------------------------------------------------------- model preparation
+
+
+def _read(model: str | Path | onnx.ModelProto) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        proto = onnx.ModelProto()
+        proto.CopyFrom(model)
+        return proto
+    if not isinstance(model, str | Path):
+        raise CompileError(
+            None, None, f"expected an ONNX file path or onnx.ModelProto, got {type(model).__name__}"
+        )
+    path = Path(model)
+    if not path.is_file():
+        raise CompileError(None, None, f"cannot read ONNX model '{path}': no such file")
+    try:
+        proto = onnx.load(str(path))
+    except Exception as exc:  # protobuf DecodeError, external data errors, ...
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CompileError(None, None, f"'{path}' is not an ONNX model ({first})") from None
+    if not proto.graph.node:
+        raise CompileError(None, None, f"'{path}' is not an ONNX model with a graph (no nodes)")
+    return proto
+
+
+def _opset(proto: onnx.ModelProto) -> int:
+    for entry in proto.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            return int(entry.version)
+    raise CompileError(None, "model", "imports no ai.onnx opset")
+
+
+def _prepare(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, CompileError | None]:
+    """Check ops and opset, fix the batch to 1, infer shapes.
+
+    A strict shape-inference failure is returned rather than raised, so that the op handlers
+    (which name the node and say what is supported) get the first word.
+    """
+    graph = proto.graph
+    if not graph.node:
+        raise CompileError(None, "graph", "has no nodes")
+    for index, node in enumerate(graph.node):
+        if node.domain not in ("", "ai.onnx") or node.op_type not in SUPPORTED_OPS:
+            op = f"{node.domain}.{node.op_type}" if node.domain else node.op_type
+            raise CompileError(
+                node.name or f"{node.op_type}_{index}", op, "op is not supported", _SUPPORTED
+            )
+    opset = _opset(proto)
+    if opset < MIN_OPSET:
+        try:
+            proto = onnx.version_converter.convert_version(proto, 11)
+        except Exception:
+            raise CompileError(
+                None,
+                "model",
+                f"opset {opset} is not supported and cannot be converted",
+                f"opsets {MIN_OPSET}..{MAX_OPSET}",
+            ) from None
+        graph = proto.graph
+    inits = {t.name for t in graph.initializer}
+    inputs = [i for i in graph.input if i.name not in inits]
+    if len(inputs) != 1:
+        raise CompileError(None, "graph", f"has {len(inputs)} inputs", "exactly 1 input")
+    _fix_batch(inputs[0], is_input=True)
+    for out in graph.output:
+        _fix_batch(out, is_input=False)
+    del graph.value_info[:]
+    try:
+        return onnx.shape_inference.infer_shapes(proto, strict_mode=True), None
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        error = CompileError(None, "model", f"ONNX shape inference failed: {first}")
+    try:
+        return onnx.shape_inference.infer_shapes(proto), error
+    except Exception:
+        raise error from None
+
+
+def _fix_batch(value: onnx.ValueInfoProto, *, is_input: bool) -> None:
+    """Set a symbolic batch dimension to 1; reject other dynamic dims and batch != 1."""
+    kind = "graph input" if is_input else "graph output"
+    ttype = value.type.tensor_type
+    if is_input and ttype.elem_type != TensorProto.FLOAT:
+        dtype = TensorProto.DataType.Name(ttype.elem_type)
+        raise CompileError(value.name, kind, f"dtype {dtype} is not supported", "FLOAT (fp32)")
+    if not ttype.HasField("shape"):
+        if is_input:
+            raise CompileError(value.name, kind, "has no shape", "static shapes, batch 1")
+        return
+    for axis, dim in enumerate(ttype.shape.dim):
+        if dim.HasField("dim_value") and dim.dim_value > 0:
+            if axis == 0 and dim.dim_value != 1:
+                raise CompileError(
+                    value.name, kind, f"batch {dim.dim_value} is not supported", "batch 1"
+                )
+            continue
+        if axis == 0:
+            dim.Clear()
+            dim.dim_value = 1
+        elif is_input:
+            what = f"'{dim.dim_param}'" if dim.dim_param else "unknown"
+            raise CompileError(
+                value.name,
+                kind,
+                f"dimension {axis} is dynamic ({what}) and cannot be fixed",
+                "static shapes; only the batch may be symbolic (it is set to 1)",
+            )
+        else:
+            dim.Clear()  # let shape inference fill it in
+
+
+# --------------------------------------------------------------------------- the importer
+
+
+@dataclass
+class _QConst:
+    """An integer initializer behind a DequantizeLinear: ``real = q * scale`` (along axis)."""
+
+    q: np.ndarray
+    scale: np.ndarray  # float32, size 1 or the length of ``axis``
+    axis: int | None  # None: per tensor
+
+
+@dataclass
+class _Pending:
+    """A ConvInteger/MatMulInteger accumulator waiting for its Cast and scale Mul."""
+
+    node: Node
+    x_scale: float
+    cast: bool = False
+
+
+class _Importer:
+    def __init__(self, proto: onnx.ModelProto) -> None:
+        self.proto = proto
+        self.opset = _opset(proto)
+        self.consts: dict[str, np.ndarray] = {
+            t.name: numpy_helper.to_array(t) for t in proto.graph.initializer
+        }
+        self.qconst: dict[str, _QConst] = {}
+        self.alias: dict[str, str] = {}  # ONNX value -> IR tensor holding its real value
+        self.qview: set[str] = set()  # ONNX values that hold int8 codes of an IR tensor
+        self.pending: dict[str, _Pending] = {}
+        self.nodes: list[Node] = []
+        self.tensors: dict[str, Tensor] = {}
+        self.inferred: dict[str, tuple[int, ...]] = {}
+        for vi in [*proto.graph.value_info, *proto.graph.output]:
+            dims = vi.type.tensor_type.shape.dim
+            if vi.type.tensor_type.HasField("shape") and all(d.dim_value > 0 for d in dims):
+                self.inferred[vi.name] = tuple(int(d.dim_value) for d in dims)
+        self.names: set[str] = set()
+        self.handlers: dict[str, Callable[[onnx.NodeProto, str], None]] = {
+            op: getattr(self, f"_op_{op}") for op in SUPPORTED_OPS
+        }
+
+    # -- driver ----------------------------------------------------------------------------
+
+    def run(self) -> Graph:
+        graph = self.proto.graph
+        (x,) = [i for i in graph.input if i.name not in self.consts]
+        shape = tuple(int(d.dim_value) for d in x.type.tensor_type.shape.dim)
+        # Ranks other than 2 and 4 are left to the op handlers (which name the node) and to
+        # Graph.verify.
+        self.tensors[x.name] = Tensor(x.name, shape)
+        self.alias[x.name] = x.name
+        for index, node in enumerate(graph.node):
+            name = self._unique(node.name or f"{node.op_type}_{index}")
+            self.handlers[node.op_type](node, name)
+        for p in self.pending.values():
+            raise CompileError(
+                p.node.name,
+                "ConvInteger" if p.node.op == "conv" else "MatMulInteger",
+                "the int32 output is never scaled",
+                "ConvInteger/MatMulInteger -> Cast(to=FLOAT) -> Mul(scale)",
+            )
+        outputs = []
+        for out in graph.output:
+            if out.name not in self.alias:
+                raise CompileError(
+                    out.name, "graph output", "is not computed from the input (a constant?)"
+                )
+            outputs.append(self.alias[out.name])
+        return Graph(
+            self.nodes, self.tensors, [x.name], outputs, quantized=False, source=self.proto
+        )
+
+    def _unique(self, name: str) -> str:
+        base, k = name, 1
+        while name in self.names:
+            name, k = f"{base}_{k}", k + 1
+        self.names.add(name)
+        return name
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
+        out = {}
+        for a in node.attribute:
+            value = helper.get_attribute_value(a)
+            out[a.name] = value.decode() if isinstance(value, bytes) else value
+        return out
+
+    @staticmethod
+    def _has(node: onnx.NodeProto, i: int) -> bool:
+        return len(node.input) > i and node.input[i] != ""
+
+    def _act(self, node: onnx.NodeProto, name: str, i: int, *, int8: bool | None = False) -> str:
+        """IR tensor of activation input ``i``; ``int8``: it must (True), must not (False) or
+        may (None) hold int8 codes."""
+        op = node.op_type
+        if not self._has(node, i):
+            raise CompileError(name, op, f"input {i} is missing")
+        value = node.input[i]
+        if value in self.pending:
+            raise CompileError(
+                name,
+                op,
+                f"input '{value}' is an unscaled ConvInteger/MatMulInteger accumulator",
+                "ConvInteger/MatMulInteger -> Cast(to=FLOAT) -> Mul(scale)",
+            )
+        if value in self.consts:
+            raise CompileError(
+                name, op, f"input {i} ('{value}') must be an activation, not a constant"
+            )
+        if value not in self.alias:
+            raise CompileError(name, op, f"input '{value}' is not produced by an earlier node")
+        if int8 and value not in self.qview:
+            raise CompileError(
+                name, op, f"input '{value}' must be int8 (from QuantizeLinear or a QLinear op)"
+            )
+        if int8 is False and value in self.qview:
+            raise CompileError(
+                name, op, f"input '{value}' holds int8 codes; it needs a DequantizeLinear first"
+            )
+        return self.alias[value]
+
+    def _const(self, node: onnx.NodeProto, name: str, i: int, what: str) -> np.ndarray:
+        if not self._has(node, i):
+            raise CompileError(name, node.op_type, f"{what} (input {i}) is missing")
+        value = node.input[i]
+        if value not in self.consts:
+            raise CompileError(
+                name, node.op_type, f"{what} '{value}' must be a constant (initializer or Constant)"
+            )
+        return self.consts[value]
+
+    def _opt_const(self, node: onnx.NodeProto, name: str, i: int, what: str) -> np.ndarray | None:
+        return self._const(node, name, i, what) if self._has(node, i) else None
+
+    def _shape(self, ir_name: str) -> tuple[int, ...]:
+        return self.tensors[ir_name].shape
+
+    def _emit(
+        self,
+        node: onnx.NodeProto,
+        name: str,
+        op: str,
+        inputs: list[str],
+        shape: tuple[int, ...],
+        attrs: dict[str, Any] | None = None,
+        params: dict[str, np.ndarray] | None = None,
+    ) -> Node:
+        out = node.output[0]
+        inferred = self.inferred.get(out)
+        if inferred is not None and inferred != shape:
+            raise CompileError(
+                name,
+                node.op_type,
+                f"output shape {shape} disagrees with ONNX shape inference {inferred}",
+            )
+        ir = Node(name, op, inputs, out, attrs or {}, params or {}, [name])
+        self.nodes.append(ir)
+        self.tensors[out] = Tensor(out, shape)
+        self.alias[out] = out
+        if op in ("maxpool", "flatten", "reshape", "identity") and node.input[0] in self.qview:
+            self.qview.add(out)  # int8 codes in, int8 codes out, same scale
+            self.tensors[out].scale = self.tensors[inputs[0]].scale
+        return ir
+
+    def _set_scale(self, node: onnx.NodeProto, name: str, ir_name: str, scale: np.ndarray) -> None:
+        """Record a per-tensor activation scale on an IR tensor (must agree if already set)."""
+        if scale.size != 1:
+            raise CompileError(
+                name,
+                node.op_type,
+                f"per-axis activation scale (shape {scale.shape}) is not supported",
+                "per-tensor activation scales",
+            )
+        s = float(scale.reshape(()))
+        if not (math.isfinite(s) and s > 0):
+            raise CompileError(name, node.op_type, f"scale {s} is not supported", "scales > 0")
+        t = self.tensors[ir_name]
+        if t.scale is not None and not math.isclose(t.scale, s, rel_tol=1e-6):
+            raise CompileError(
+                name,
+                node.op_type,
+                f"tensor '{ir_name}' already has scale {t.scale:.6g}, this gives {s:.6g}",
+                "one scale per tensor",
+            )
+        t.scale = s
+
+    def _zero_point(
+        self, node: onnx.NodeProto, name: str, i: int, what: str, allow_int32: bool = False
+    ) -> None:
+        """A zero-point input must be absent-with-int8-output or an int8 (int32) array of 0s."""
+        if not self._has(node, i):
+            if node.op_type == "QuantizeLinear":
+                dtype = self._attrs(node).get("output_dtype", 0)
+                if dtype != TensorProto.INT8:
+                    raise CompileError(
+                        name,
+                        node.op_type,
+                        f"{what} is absent, so the output is uint8; uint8 is not supported",
+                        "int8 symmetric (zero point 0 of type int8)",
+                    )
+            return
+        zp = self._const(node, name, i, what)
+        allowed = (np.int8, np.int32) if allow_int32 else (np.int8,)
+        if zp.dtype not in allowed:
+            raise CompileError(
+                name,
+                node.op_type,
+                f"{what} of type {zp.dtype} is not supported",
+                "int8 symmetric (zero point 0 of type int8)",
+            )
+        if np.any(zp != 0):
+            raise CompileError(
+                name,
+                node.op_type,
+                f"{what} {int(zp.flat[np.flatnonzero(zp)[0]])} is not "
+                "supported (asymmetric quantization)",
+                "zero point 0",
+            )
+
+    def _scale_const(self, node: onnx.NodeProto, name: str, i: int, what: str) -> np.ndarray:
+        s = self._const(node, name, i, what).astype(np.float32)
+        if s.size == 0 or not np.all(np.isfinite(s)) or np.any(s <= 0):
+            raise CompileError(name, node.op_type, f"{what} must be finite and > 0")
+        return s
+
+    def _weight(
+        self, node: onnx.NodeProto, name: str, i: int, ndim: int
+    ) -> tuple[np.ndarray, _QConst | None]:
+        w = self._const(node, name, i, "weight")
+        if w.ndim != ndim:
+            raise CompileError(
+                name, node.op_type, f"weight has shape {w.shape}", f"a {ndim}-D constant weight"
+            )
+        if w.dtype.kind != "f":
+            raise CompileError(
+                name,
+                node.op_type,
+                f"weight of type {w.dtype} is not supported here",
+                "float weights or DequantizeLinear of int8 weights",
+            )
+        q = self.qconst.get(node.input[i])
+        if q is not None and q.q.dtype != np.int8:
+            raise CompileError(
+                name, node.op_type, f"quantized weight of type {q.q.dtype} is not supported", "int8"
+            )
+        return w.astype(np.float32), q
+
+    @staticmethod
+    def _channel_scale(name: str, op: str, q: _QConst, axis: int, channels: int) -> np.ndarray:
+        """The scale of a quantized weight as one value per output channel (axis ``axis``)."""
+        if q.scale.size == 1:
+            return np.full(channels, float(q.scale.reshape(-1)[0]), np.float32)
+        if q.axis != axis or q.scale.size != channels:
+            raise CompileError(
+                name,
+                op,
+                f"weight scale along axis {q.axis} is not supported",
+                "per-tensor or per-output-channel weight scales",
+            )
+        return q.scale.reshape(channels).astype(np.float32)
+
+    def _bias(
+        self, node: onnx.NodeProto, name: str, i: int, channels: int
+    ) -> dict[str, np.ndarray]:
+        b = self._opt_const(node, name, i, "bias")
+        if b is None:
+            return {"bias": np.zeros(channels, np.float32)}
+        try:
+            bias = np.broadcast_to(b.astype(np.float32).reshape(-1), (channels,))
+        except ValueError:
+            raise CompileError(
+                name, node.op_type, f"bias of shape {b.shape} does not fit {channels} channels"
+            ) from None
+        params = {"bias": np.array(bias, np.float32)}
+        q = self.qconst.get(node.input[i])
+        if q is not None and q.q.dtype == np.int32 and q.q.size == channels:
+            params["bias_q"] = q.q.reshape(channels).astype(np.int32)
+        return params
+
+    def _window(
+        self, node: onnx.NodeProto, name: str, x: tuple[int, ...], kernel: tuple[int, ...]
+    ) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int, int, int]]:
+        """Kernel, stride and explicit (top, left, bottom, right) pads of a 2-D window op."""
+        op, attrs = node.op_type, self._attrs(node)
+        if len(kernel) != 2:
+            raise CompileError(name, op, f"{len(kernel)}-D kernel is not supported", "2-D")
+        if "kernel_shape" in attrs and tuple(attrs["kernel_shape"]) != tuple(kernel):
+            raise CompileError(
+                name,
+                op,
+                f"kernel_shape {attrs['kernel_shape']} does not match the weight {tuple(kernel)}",
+            )
+        k = (int(kernel[0]), int(kernel[1]))
+        strides = tuple(attrs.get("strides", (1, 1)))
+        dilations = tuple(attrs.get("dilations", (1, 1)))
+        if len(strides) != 2 or min(strides) < 1:
+            raise CompileError(name, op, f"strides {strides} are not supported", "2 positive ints")
+        if dilations != (1, 1):
+            d = dilations[0] if len(set(dilations)) == 1 else dilations
+            raise CompileError(name, op, f"dilation {d} is not supported", "1")
+        if attrs.get("ceil_mode", 0):
+            raise CompileError(name, op, "ceil_mode=1 is not supported", "ceil_mode=0")
+        s = (int(strides[0]), int(strides[1]))
+        auto_pad = attrs.get("auto_pad", "NOTSET")
+        if auto_pad == "NOTSET":
+            pads = tuple(int(p) for p in attrs.get("pads", (0, 0, 0, 0)))
+            if len(pads) != 4 or min(pads) < 0:
+                raise CompileError(name, op, f"pads {pads} are not supported", "4 ints >= 0")
+        elif auto_pad == "VALID":
+            pads = (0, 0, 0, 0)
+        elif auto_pad == "SAME_UPPER":
+            total = [max(0, (-(-x[2 + a] // s[a]) - 1) * s[a] + k[a] - x[2 + a]) for a in range(2)]
+            pads = (
+                total[0] // 2,
+                total[1] // 2,
+                total[0] - total[0] // 2,
+                total[1] - total[1] // 2,
+            )
+        else:
+            raise CompileError(
+                name, op, f"auto_pad {auto_pad} is not supported", "NOTSET, VALID, SAME_UPPER"
+            )
+        return k, s, (pads[0], pads[1], pads[2], pads[3])
+
+    def _need_4d(self, node: onnx.NodeProto, name: str, x: str) -> tuple[int, ...]:
+        shape = self._shape(x)
+        if len(shape) != 4:
+            raise CompileError(
+                name, node.op_type, f"input '{x}' has shape {shape}", "4-D input (1, C, H, W)"
+            )
+        return shape
+
+    def _need_2d(self, node: onnx.NodeProto, name: str, x: str) -> tuple[int, ...]:
+        shape = self._shape(x)
+        if len(shape) != 2:
+            raise CompileError(
+                name, node.op_type, f"input '{x}' has shape {shape}", "2-D input (1, K)"
+            )
+        return shape
+
+    def _no_extra_outputs(self, node: onnx.NodeProto, name: str, what: str) -> None:
+        if any(o for o in node.output[1:]):
+            raise CompileError(name, node.op_type, f"{what} output is not supported", "1 output")
+
+    # -- convolution and fully connected ---------------------------------------------------
+
+    def _conv_node(
+        self,
+        node: onnx.NodeProto,
+        name: str,
+        x: str,
+        w: np.ndarray,
+        params: dict[str, np.ndarray],
+    ) -> Node:
+        xs = self._need_4d(node, name, x)
+        group = int(self._attrs(node).get("group", 1))
+        if group != 1:
+            depthwise = " (depthwise convolution is not supported yet)" if group == xs[1] else ""
+            raise CompileError(
+                name, node.op_type, f"group {group} is not supported{depthwise}", "group 1"
+            )
+        if w.shape[1] != xs[1]:
+            raise CompileError(
+                name, node.op_type, f"weight {w.shape} does not fit input channels {xs[1]}"
+            )
+        k, s, pads = self._window(node, name, xs, w.shape[2:])
+        try:
+            out = conv_output_shape(xs, int(w.shape[0]), k, s, pads)
+        except ValueError as exc:
+            raise CompileError(name, node.op_type, str(exc)) from None
+        attrs = {
+            "kernel": k,
+            "stride": s,
+            "pads": pads,
+            "dilation": (1, 1),
+            "group": 1,
+            "act": None,
+        }
+        return self._emit(node, name, "conv", [x], out, attrs, params)
+
+    def _op_Conv(self, node: onnx.NodeProto, name: str) -> None:
+        x = self._act(node, name, 0)
+        self._need_4d(node, name, x)
+        w, q = self._weight(node, name, 1, 4)
+        o = int(w.shape[0])
+        params = {"weight": w, **self._bias(node, name, 2, o)}
+        if q is not None:
+            params["weight_q"] = q.q.astype(np.int8)
+            params["weight_scale"] = self._channel_scale(name, node.op_type, q, 0, o)
+        self._conv_node(node, name, x, w, params)
+
+    def _op_QLinearConv(self, node: onnx.NodeProto, name: str) -> None:
+        x = self._act(node, name, 0, int8=True)
+        self._set_scale(node, name, x, self._scale_const(node, name, 1, "x_scale"))
+        self._zero_point(node, name, 2, "x_zero_point")
+        wq = self._const(node, name, 3, "weight")
+        if wq.dtype != np.int8 or wq.ndim != 4:
+            raise CompileError(
+                name,
+                node.op_type,
+                f"weight of type {wq.dtype}, shape {wq.shape} is not supported",
+                "int8 4-D weight",
+            )
+        o = int(wq.shape[0])
+        ws = self._scale_const(node, name, 4, "w_scale")
+        self._zero_point(node, name, 5, "w_zero_point")
+        ys = self._scale_const(node, name, 6, "y_scale")
+        self._zero_point(node, name, 7, "y_zero_point")
+        wscale = self._channel_scale(name, node.op_type, _QConst(wq, ws, 0), 0, o)
+        w = (wq.astype(np.float32) * wscale[:, None, None, None]).astype(np.float32)
+        params = {"weight": w, "weight_q": wq, "weight_scale": wscale}
+        params |= self._int_bias(node, name, 8, o, wscale * np.float32(self.tensors[x].scale or 1))
+        ir = self._conv_node(node, name, x, w, params)
+        self._set_scale(node, name, ir.output, ys)
+        self.qview.add(ir.output)
+
+    def _int_bias(
+        self, node: onnx.NodeProto, name: str, i: int, channels: int, scale: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """An int32 bias input of a QLinear op (scale x_scale * w_scale) as bias and bias_q."""
+        b = self._opt_const(node, name, i, "bias")
+        if b is None:
+            return {"bias": np.zeros(channels, np.float32)}
+        if b.dtype != np.int32 or b.shape != (channels,):
+            raise CompileError(
+                name,
+                node.op_type,
+                f"bias of type {b.dtype}, shape {b.shape} is not supported",
+                f"int32 ({channels},)",
+            )
+        real = (b.astype(np.float64) * scale.astype(np.float64)).astype(np.float32)
+        return {"bias": real, "bias_q": b.astype(np.int32)}
+
+    def _op_ConvInteger(self, node: onnx.NodeProto, name: str) -> None:
+        x = self._act(node, name, 0, int8=True)
+        self._zero_point(node, name, 2, "x_zero_point")
+        self._zero_point(node, name, 3, "w_zero_point")
+        wq = self._const(node, name, 1, "weight")
+        if wq.dtype != np.int8 or wq.ndim != 4:
+            raise CompileError(
+                name,
+                node.op_type,
+                f"weight of type {wq.dtype}, shape {wq.shape} is not supported",
+                "int8 4-D weight",
+            )
+        o = int(wq.shape[0])
+        params = {
+            "weight": wq.astype(np.float32),
+            "bias": np.zeros(o, np.float32),
+            "weight_q": wq,
+            "weight_scale": np.ones(o, np.float32),
+        }
+        ir = self._conv_node(node, name, x, wq.astype(np.float32), params)
+        self._start_pending(node, name, ir, x)
+
+    def _start_pending(self, node: onnx.NodeProto, name: str, ir: Node, x: str) -> None:
+        scale = self.tensors[x].scale
+        if scale is None:
+            raise CompileError(name, node.op_type, f"input '{x}' has no known scale")
+        del self.alias[ir.output]
+        self.pending[ir.output] = _Pending(ir, scale)
+
+    def _op_Gemm(self, node: onnx.NodeProto, name: str) -> None:
+        attrs = self._attrs(node)
+        op = node.op_type
+        if attrs.get("transA", 0):
+            raise CompileError(name, op, "transA=1 is not supported", "transA=0")
+        if attrs.get("alpha", 1.0) != 1.0:
+            raise CompileError(name, op, f"alpha {attrs['alpha']} is not supported", "alpha 1")
+        if self._has(node, 2) and attrs.get("beta", 1.0) != 1.0:
+            raise CompileError(name, op, f"beta {attrs['beta']} is not supported", "beta 1")
+        x = self._act(node, name, 0)
+        k = self._need_2d(node, name, x)[1]
+        b, q = self._weight(node, name, 1, 2)
+        trans_b = int(attrs.get("transB", 0))
+        w = b if trans_b else b.T
+        if w.shape[1] != k:
+            raise CompileError(name, op, f"weight {b.shape} (transB={trans_b}) does not fit K={k}")
+        n = int(w.shape[0])
+        params = {"weight": np.ascontiguousarray(w, np.float32), **self._bias(node, name, 2, n)}
+        if q is not None:
+            params["weight_q"] = np.ascontiguousarray(q.q if trans_b else q.q.T).astype(np.int8)
+            params["weight_scale"] = self._channel_scale(name, op, q, 0 if trans_b else 1, n)
+        self._emit(node, name, "gemm", [x], (1, n), {"act": None}, params)
+
+    def _matmul_node(
+        self, node: onnx.NodeProto, name: str, x: str, b: np.ndarray, params: dict[str, np.ndarray]
+    ) -> Node:
+        k = self._need_2d(node, name, x)[1]
+        if b.ndim != 2 or b.shape[0] != k:
+            raise CompileError(
+                name,
+                node.op_type,
+                f"weight of shape {b.shape} does not fit K={k}",
+                "a 2-D constant weight (K, N)",
+            )
+        return self._emit(node, name, "matmul", [x], (1, int(b.shape[1])), {}, params)
+
+    def _op_MatMul(self, node: onnx.NodeProto, name: str) -> None:
+        x = self._act(node, name, 0)
+        b, q = self._weight(node, name, 1, 2)
+        params = {"weight": np.ascontiguousarray(b.T, np.float32)}
+        if q is not None:
+            params["weight_q"] = np.ascontiguousarray(q.q.T).astype(np.int8)
+            params["weight_scale"] = self._channel_scale(name, node.op_type, q, 1, b.shape[1])
+        self._matmul_node(node, name, x, b, params)
+
+    def _op_QLinearMatMul(self, node: onnx.NodeProto, name: str) -> None:
+        x = self._act(node, name, 0, int8=True)
+        self._set_scale(node, name, x, self._scale_const(node, name, 1, "a_scale"))
+        self._zero_point(node, name, 2, "a_zero_point")
+        bq = self._const(node, name, 3, "weight")
+        if bq.dtype != np.int8 or bq.ndim != 2:
+            raise CompileError(
+                name,
+                node.op_type,
+                f"weight of type {bq.dtype}, shape {bq.shape} is not supported",
+                "int8 2-D weight (K, N)",
+            )
+        bs = self._scale_const(node, name, 4, "b_scale")
+        self._zero_point(node, name, 5, "b_zero_point")
+        ys = self._scale_const(node, name, 6, "y_scale")
+        self._zero_point(node, name, 7, "y_zero_point")
+        n = int(bq.shape[1])
+        wscale = self._channel_scale(name, node.op_type, _QConst(bq, bs, 1), 1, n)
+        params = {
+            "weight": (bq.T.astype(np.float32) * wscale[:, None]).astype(np.float32),
+            "weight_q": np.ascontiguousarray(bq.T),
+            "weight_scale": wscale,
+        }
+        ir = self._matmul_node(node, name, x, bq, params)
+        self._set_scale(node, name, ir.output, ys)
+        self.qview.add(ir.output)
+
+    def _op_MatMulInteger(self, node: onnx.NodeProto, name: str) -> None:
+        x = self._act(node, name, 0, int8=True)
+        self._zero_point(node, name, 2, "a_zero_point")
+        self._zero_point(node, name, 3, "b_zero_point")
+        bq = self._const(node, name, 1, "weight")
+        if bq.dtype != np.int8 or bq.ndim != 2:
+            raise CompileError(
+                name,
+                node.op_type,
+                f"weight of type {bq.dtype}, shape {bq.shape} is not supported",
+                "int8 2-D weight (K, N)",
+            )
+        n = int(bq.shape[1])
+        params = {
+            "weight": np.ascontiguousarray(bq.T).astype(np.float32),
+            "weight_q": np.ascontiguousarray(bq.T),
+            "weight_scale": np.ones(n, np.float32),
+        }
+        ir = self._matmul_node(node, name, x, bq, params)
+        self._start_pending(node, name, ir, x)
+
+    def _op_Cast(self, node: onnx.NodeProto, name: str) -> None:
+        to = int(self._attrs(node).get("to", 0))
+        src, out = node.input[0], node.output[0]
+        if src in self.consts:
+            dtype = helper.tensor_dtype_to_np_dtype(to)
+            self.consts[out] = self.consts[src].astype(dtype)
+            return
+        if to != TensorProto.FLOAT:
+            raise CompileError(
+                name,
+                node.op_type,
+                f"cast to {TensorProto.DataType.Name(to)} is not supported",
+                "Cast(to=FLOAT) after ConvInteger/MatMulInteger, or of a constant",
+            )
+        if src in self.pending:
+            p = self.pending.pop(src)
+            p.cast = True
+            self.pending[out] = p
+            return
+        x = self._act(node, name, 0)
+        self.alias[out] = x  # a float -> float cast changes nothing
+
+    def _op_Mul(self, node: onnx.NodeProto, name: str) -> None:
+        ins = list(node.input)
+        idx = next((i for i, v in enumerate(ins[:2]) if v in self.pending), None)
+        if idx is None or ins[1 - idx] not in self.consts:
+            raise CompileError(
+                name,
+                node.op_type,
+                "Mul is only supported as the scale of a ConvInteger/MatMulInteger output",
+                "ConvInteger/MatMulInteger -> Cast(to=FLOAT) -> Mul(scale)",
+            )
+        p = self.pending.pop(ins[idx])
+        if not p.cast:
+            raise CompileError(name, node.op_type, "the int32 accumulator needs Cast(to=FLOAT)")
+        ir = p.node
+        out_shape = self.tensors[ir.output].shape
+        o = out_shape[1]
+        c = self.consts[ins[1 - idx]].astype(np.float64)
+        vec = _per_channel_vector(c, out_shape)
+        if vec is None or np.any(vec <= 0):
+            raise CompileError(
+                name,
+                node.op_type,
+                f"scale of shape {c.shape} is not a positive per-channel "
+                f"scale for output {out_shape}",
+                "scalar or per-output-channel scales > 0",
+            )
+        wscale = (vec / p.x_scale).astype(np.float32)
+        wq = ir.params["weight_q"]
+        bshape = (o,) + (1,) * (wq.ndim - 1)
+        ir.params["weight_scale"] = wscale
+        ir.params["weight"] = (wq.astype(np.float32) * wscale.reshape(bshape)).astype(np.float32)
+        del self.tensors[ir.output]
+        ir.output = node.output[0]
+        ir.onnx_nodes.append(name)
+        self.tensors[ir.output] = Tensor(ir.output, out_shape)
+        self.alias[ir.output] = ir.output
+
+    # -- normalization, activations, elementwise -------------------------------------------
+
+    def _op_BatchNormalization(self, node: onnx.NodeProto, name: str) -> None:
+        attrs = self._attrs(node)
+        if attrs.get("training_mode", 0):
+            raise CompileError(name, node.op_type, "training_mode=1 is not supported", "inference")
+        self._no_extra_outputs(node, name, "a training (mean/var)")
+        x = self._act(node, name, 0)
+        shape = self._shape(x)
+        c = shape[1]
+        params = {}
+        for i, key in enumerate(("gamma", "beta", "mean", "var"), start=1):
+            v = self._const(node, name, i, key)
+            if v.size != c:
+                raise CompileError(
+                    name, node.op_type, f"{key} has {v.size} values for {c} channels"
+                )
+            params[key] = v.reshape(c).astype(np.float32)
+        eps = float(attrs.get("epsilon", 1e-5))
+        self._emit(node, name, "batchnorm", [x], shape, {"epsilon": eps}, params)
+
+    def _op_Relu(self, node: onnx.NodeProto, name: str) -> None:
+        x = self._act(node, name, 0)
+        self._emit(node, name, "relu", [x], self._shape(x))
+
+    def _op_Clip(self, node: onnx.NodeProto, name: str) -> None:
+        x = self._act(node, name, 0)
+        if self.opset < 11:
+            attrs = self._attrs(node)
+            lo, hi = attrs.get("min"), attrs.get("max")
+        else:
+            lo_a = self._opt_const(node, name, 1, "min")
+            hi_a = self._opt_const(node, name, 2, "max")
+            lo = None if lo_a is None else float(lo_a.reshape(-1)[0])
+            hi = None if hi_a is None else float(hi_a.reshape(-1)[0])
+        lo = None if lo is None or lo <= -_FLOAT_MAX else float(lo)
+        hi = None if hi is None or hi >= _FLOAT_MAX else float(hi)
+        if lo == 0.0 and hi == 6.0:
+            op = "relu6"
+        elif lo == 0.0 and hi is None:
+            op = "relu"
+        else:
+            raise CompileError(
+                name,
+                node.op_type,
+                f"Clip(min={lo}, max={hi}) is not supported",
+                "Clip(0, 6) (ReLU6) and Clip(0, inf) (ReLU)",
+            )
+        self._emit(node, name, op, [x], self._shape(x))
+
+    def _op_Add(self, node: onnx.NodeProto, name: str) -> None:
+        a, b = node.input[0], node.input[1]
+        if a in self.consts and b in self.consts:
+            raise CompileError(name, node.op_type, "Add of two constants is not supported")
+        if a in self.consts or b in self.consts:
+            i = 1 if a in self.consts else 0
+            x = self._act(node, name, i)
+            shape = self._shape(x)
+            c = self.consts[node.input[1 - i]].astype(np.float32)
+            vec = _per_channel_vector(c, shape)
+            if vec is None:
+                raise CompileError(
+                    name,
+                    node.op_type,
+                    f"Add of a constant of shape {c.shape} to {shape} is not supported",
+                    "a per-channel bias",
+                )
+            self._emit(node, name, "bias_add", [x], shape, {}, {"bias": vec.astype(np.float32)})
+            return
+        self._binary(node, name, "add", {"act": None})
+
+    def _op_Sum(self, node: onnx.NodeProto, name: str) -> None:
+        if len(node.input) != 2:
+            raise CompileError(
+                name, node.op_type, f"Sum of {len(node.input)} inputs is not supported", "2 inputs"
+            )
+        self._binary(node, name, "sum", {})
+
+    def _binary(self, node: onnx.NodeProto, name: str, op: str, attrs: dict[str, Any]) -> None:
+        x, y = self._act(node, name, 0), self._act(node, name, 1)
+        if self._shape(x) != self._shape(y):
+            raise CompileError(
+                name,
+                node.op_type,
+                f"broadcasting {self._shape(x)} with {self._shape(y)} is not supported",
+                "two inputs of the same shape",
+            )
+        self._emit(node, name, op, [x, y], self._shape(x), attrs)
+
+    # -- pooling and reshaping -------------------------------------------------------------
+
+    def _op_MaxPool(self, node: onnx.NodeProto, name: str) -> None:
+        self._no_extra_outputs(node, name, "an Indices")
+        self._pool(node, name, "maxpool")
+
+    def _op_AveragePool(self, node: onnx.NodeProto, name: str) -> None:
+        self._pool(node, name, "avgpool")
+
+    def _pool(self, node: onnx.NodeProto, name: str, op: str) -> None:
+        x = self._act(node, name, 0, int8=None if op == "maxpool" else False)
+        xs = self._need_4d(node, name, x)
+        attrs = self._attrs(node)
+        if "kernel_shape" not in attrs:
+            raise CompileError(name, node.op_type, "kernel_shape is missing")
+        k, s, pads = self._window(node, name, xs, tuple(attrs["kernel_shape"]))
+        ir_attrs: dict[str, Any] = {"kernel": k, "stride": s, "pads": pads}
+        if op == "maxpool" and (max(pads[0], pads[2]) >= k[0] or max(pads[1], pads[3]) >= k[1]):
+            raise CompileError(
+                name, node.op_type, f"pads {pads} must be smaller than the kernel {k}"
+            )
+        if op == "avgpool":
+            include = int(attrs.get("count_include_pad", 0))
+            if any(pads) and not include:
+                raise CompileError(
+                    name,
+                    node.op_type,
+                    f"pads {pads} with count_include_pad=0 are not supported",
+                    "pads 0, or count_include_pad=1",
+                )
+            ir_attrs["count_include_pad"] = include
+        try:
+            out = conv_output_shape(xs, xs[1], k, s, pads)
+        except ValueError as exc:
+            raise CompileError(name, node.op_type, str(exc)) from None
+        self._emit(node, name, op, [x], out, ir_attrs)
+
+    def _op_GlobalAveragePool(self, node: onnx.NodeProto, name: str) -> None:
+        x = self._act(node, name, 0)
+        xs = self._need_4d(node, name, x)
+        self._emit(node, name, "global_avgpool", [x], (1, xs[1], 1, 1))
+
+    def _op_Flatten(self, node: onnx.NodeProto, name: str) -> None:
+        x = self._act(node, name, 0, int8=None)
+        shape = self._shape(x)
+        axis = int(self._attrs(node).get("axis", 1))
+        if axis < 0:
+            axis += len(shape)
+        if axis != 1:
+            raise CompileError(name, node.op_type, f"axis {axis} is not supported", "axis 1")
+        if len(shape) == 2:
+            self._emit(node, name, "identity", [x], shape)
+        else:
+            self._emit(node, name, "flatten", [x], (1, int(np.prod(shape[1:]))))
+
+    def _op_Reshape(self, node: onnx.NodeProto, name: str) -> None:
+        x = self._act(node, name, 0, int8=None)
+        shape = self._shape(x)
+        target = [int(v) for v in self._const(node, name, 1, "shape").reshape(-1)]
+        if not self._attrs(node).get("allowzero", 0):
+            target = [shape[i] if v == 0 and i < len(shape) else v for i, v in enumerate(target)]
+        size = int(np.prod(shape))
+        if target.count(-1) == 1:
+            rest = int(np.prod([v for v in target if v != -1]))
+            target[target.index(-1)] = size // rest if rest and size % rest == 0 else -1
+        flat = (1, size)
+        if tuple(target) == shape:
+            self._emit(node, name, "identity", [x], shape)
+        elif len(shape) == 4 and tuple(target) == flat:
+            self._emit(node, name, "reshape", [x], flat, {"shape": flat})
+        else:
+            raise CompileError(
+                name,
+                node.op_type,
+                f"Reshape of {shape} to {tuple(target)} is not supported",
+                "flatten of a (1, C, H, W) tensor to (1, C*H*W)",
+            )
+
+    def _op_Softmax(self, node: onnx.NodeProto, name: str) -> None:
+        x = self._act(node, name, 0)
+        shape = self._shape(x)
+        axis = int(self._attrs(node).get("axis", 1 if self.opset < 13 else -1))
+        if len(shape) != 2 or axis not in (1, -1):
+            raise CompileError(
+                name,
+                node.op_type,
+                f"Softmax over axis {axis} of {shape} is not supported",
+                "the last axis of a (1, N) tensor",
+            )
+        self._emit(node, name, "softmax", [x], shape)
+
+    # -- constants and no-ops --------------------------------------------------------------
+
+    def _op_Constant(self, node: onnx.NodeProto, name: str) -> None:
+        attrs = self._attrs(node)
+        out = node.output[0]
+        if "value" in attrs:
+            self.consts[out] = numpy_helper.to_array(attrs["value"])
+        elif "value_float" in attrs:
+            self.consts[out] = np.array(attrs["value_float"], np.float32)
+        elif "value_floats" in attrs:
+            self.consts[out] = np.array(attrs["value_floats"], np.float32)
+        elif "value_int" in attrs:
+            self.consts[out] = np.array(attrs["value_int"], np.int64)
+        elif "value_ints" in attrs:
+            self.consts[out] = np.array(attrs["value_ints"], np.int64)
+        else:
+            raise CompileError(
+                name,
+                node.op_type,
+                f"attributes {sorted(attrs)} are not supported",
+                "value, value_float(s), value_int(s)",
+            )
+
+    def _op_ConstantOfShape(self, node: onnx.NodeProto, name: str) -> None:
+        shape = self._const(node, name, 0, "shape").astype(np.int64).reshape(-1)
+        value = self._attrs(node).get("value")
+        fill = (
+            numpy_helper.to_array(value).reshape(-1)
+            if value is not None
+            else np.zeros(1, np.float32)
+        )
+        self.consts[node.output[0]] = np.full(tuple(shape), fill[0], dtype=fill.dtype)
+
+    def _op_Identity(self, node: onnx.NodeProto, name: str) -> None:
+        src, out = node.input[0], node.output[0]
+        if src in self.consts:
+            self.consts[out] = self.consts[src]
+            if src in self.qconst:
+                self.qconst[out] = self.qconst[src]
+        elif src in self.qview:
+            self.alias[out] = self.alias[src]
+            self.qview.add(out)
+        else:
+            x = self._act(node, name, 0)
+            self._emit(node, name, "identity", [x], self._shape(x))
+
+    def _op_Dropout(self, node: onnx.NodeProto, name: str) -> None:
+        self._no_extra_outputs(node, name, "a mask")
+        if self._has(node, 2):
+            training = self._const(node, name, 2, "training_mode")
+            if bool(training.reshape(-1)[0]):
+                raise CompileError(name, node.op_type, "training_mode=True is not supported")
+        self._op_Identity(node, name)
+
+    # -- quantization ----------------------------------------------------------------------
+
+    def _op_QuantizeLinear(self, node: onnx.NodeProto, name: str) -> None:
+        attrs = self._attrs(node)
+        if attrs.get("block_size", 0):
+            raise CompileError(name, node.op_type, "blocked quantization is not supported")
+        self._zero_point(node, name, 2, "y_zero_point")
+        s = self._scale_const(node, name, 1, "y_scale")
+        src, out = node.input[0], node.output[0]
+        if src in self.consts:  # a float weight quantized in the graph
+            x = self.consts[src].astype(np.float64)
+            axis = int(attrs.get("axis", 1))
+            sb = s.astype(np.float64)
+            if s.size > 1:
+                if not -x.ndim <= axis < x.ndim:
+                    raise CompileError(
+                        name, node.op_type, f"axis {axis} is out of range for a {x.ndim}-D input"
+                    )
+                axis %= x.ndim
+                shape = [1] * x.ndim
+                shape[axis] = s.size
+                sb = sb.reshape(shape)
+            self.consts[out] = np.clip(np.rint(x / sb), -128, 127).astype(np.int8)
+            return
+        x_ir = self._act(node, name, 0)
+        self._set_scale(node, name, x_ir, s)
+        self.alias[out] = x_ir
+        self.qview.add(out)
+
+    def _op_DequantizeLinear(self, node: onnx.NodeProto, name: str) -> None:
+        attrs = self._attrs(node)
+        if attrs.get("block_size", 0):
+            raise CompileError(name, node.op_type, "blocked quantization is not supported")
+        src, out = node.input[0], node.output[0]
+        s = self._scale_const(node, name, 1, "x_scale")
+        if src in self.consts:
+            q = self.consts[src]
+            if q.dtype not in (np.int8, np.int32):
+                raise CompileError(
+                    name,
+                    node.op_type,
+                    f"quantized constant of type {q.dtype} is not supported",
+                    "int8 (weights), int32 (biases)",
+                )
+            self._zero_point(node, name, 2, "x_zero_point", allow_int32=True)
+            axis: int | None = None
+            sb = s.astype(np.float64).reshape(-1)[:1].reshape(())
+            if s.size > 1:
+                axis = int(attrs.get("axis", 1))
+                if not -q.ndim <= axis < q.ndim:
+                    raise CompileError(
+                        name, node.op_type, f"axis {axis} is out of range for a {q.ndim}-D input"
+                    )
+                axis %= q.ndim
+                shape = [1] * q.ndim
+                shape[axis] = s.size
+                sb = s.astype(np.float64).reshape(shape)
+            self.consts[out] = (q.astype(np.float64) * sb).astype(np.float32)
+            self.qconst[out] = _QConst(q, s.reshape(-1), axis)
+            return
+        if src not in self.qview:
+            self._act(node, name, 0, int8=True)  # raises with the reason
+        self._zero_point(node, name, 2, "x_zero_point")
+        x = self.alias[src]
+        self._set_scale(node, name, x, s)
+        self.alias[out] = x
+
+
+def _per_channel_vector(c: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``c`` as one value per channel (axis 1) of a ``shape`` tensor, or None if it is not."""
+    if c.ndim > len(shape):
+        return None
+    try:
+        full = np.broadcast_to(c, shape)
+    except ValueError:
+        return None
+    index = (0, slice(None)) + (0,) * (len(shape) - 2)
+    vec = np.array(full[index])
+    expect = vec.reshape((1, -1) + (1,) * (len(shape) - 2))
+    if not np.array_equal(np.broadcast_to(expect, shape), full):
+        return None
+    return vec

@@ -1,0 +1,187 @@
+"""canonicalize: fold the ONNX-level import ops into the accelerator's ops (fp32 stage).
+
+In order: drop Identity/Dropout; Sum -> add, Reshape-as-flatten -> flatten, MatMul -> gemm; fold
+bias Adds and BatchNormalization into the preceding conv/gemm; fuse Relu/ReLU6 into the
+producer's ``act``; fuse an Add into a conv/gemm producer as its residual (the Add's act moves
+along). A fused node keeps the producer's name and takes the consumer's output tensor, so
+graph output names and tensor scales recorded on later tensors survive. Anything that cannot
+be folded is a :class:`CompileError`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import CompileError
+from ..ir import IMPORT_OPS, Graph, Node
+
+__all__ = ["run"]
+
+#: The ONNX op an import-only IR op came from, for messages.
+_ONNX_OP = {
+    "batchnorm": "BatchNormalization",
+    "relu": "Relu",
+    "relu6": "Clip",
+    "bias_add": "Add",
+    "identity": "Identity",
+}
+_WEIGHTED = ("conv", "gemm")
+
+
+def run(graph: Graph) -> Graph:
+    """Return the canonical form of an fp32-stage ``graph`` (which is not modified)."""
+    g = graph.copy()
+    _drop_identities(g)
+    _rename_ops(g)
+    _fold_into_weighted(g)
+    _fuse_activations(g)
+    _fuse_residuals(g)
+    for node in g.nodes:
+        if node.op in IMPORT_OPS:  # every handler above folds or raises; guard the contract
+            raise CompileError(node.name, node.op, "was not canonicalized")
+    return g
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _sole_consumer(g: Graph, name: str) -> Node | None:
+    """The one node reading ``name``, if exactly one does and it is not a graph output."""
+    users = g.consumers(name)
+    return users[0] if len(users) == 1 and name not in g.outputs else None
+
+
+def _where(g: Graph, name: str) -> str:
+    prod = g.producer(name)
+    return "the graph input" if prod is None else f"'{prod.name}' ({prod.op})"
+
+
+def _absorb(g: Graph, producer: Node, consumer: Node) -> None:
+    """Fold ``consumer`` into ``producer``: the producer takes over the consumer's output."""
+    del g.tensors[producer.output]
+    producer.output = consumer.output
+    producer.onnx_nodes.extend(consumer.onnx_nodes)
+    g.nodes.remove(consumer)
+
+
+def _foldable(g: Graph, node: Node) -> Node | None:
+    """The conv/gemm producing ``node``'s input if ``node`` can fold into it, else None."""
+    prod = g.producer(node.inputs[0])
+    if (
+        prod is not None
+        and prod.op in _WEIGHTED
+        and len(prod.inputs) == 1
+        and prod.attrs["act"] is None
+        and _sole_consumer(g, prod.output) is node
+    ):
+        return prod
+    return None
+
+
+# --------------------------------------------------------------------------- steps
+
+
+def _drop_identities(g: Graph) -> None:
+    for node in [n for n in g.nodes if n.op == "identity"]:
+        x, y = node.inputs[0], node.output
+        scale = g.tensors[y].scale if g.tensors[y].scale is not None else g.tensors[x].scale
+        prod = g.producer(x)
+        if prod is not None and _sole_consumer(g, x) is node:
+            _absorb(g, prod, node)  # the producer now writes y directly
+            g.tensors[y].scale = scale
+            continue
+        for user in g.consumers(y):
+            user.inputs = [x if i == y else i for i in user.inputs]
+        g.outputs = [x if o == y else o for o in g.outputs]
+        del g.tensors[y]
+        g.tensors[x].scale = scale
+        g.nodes.remove(node)
+
+
+def _rename_ops(g: Graph) -> None:
+    for node in g.nodes:
+        if node.op == "sum":
+            node.op, node.attrs = "add", {"act": None}
+        elif node.op == "reshape":
+            node.op, node.attrs = "flatten", {}
+        elif node.op == "matmul":
+            node.op, node.attrs = "gemm", {"act": None}
+            n = node.params["weight"].shape[0]
+            node.params["bias"] = np.zeros(n, np.float32)
+
+
+def _fold_into_weighted(g: Graph) -> None:
+    """Bias Adds and BatchNormalization into the conv/gemm before them, in graph order."""
+    for node in [n for n in g.nodes if n.op in ("bias_add", "batchnorm")]:
+        prod = _foldable(g, node)
+        if prod is None:
+            raise CompileError(
+                node.name,
+                _ONNX_OP[node.op],
+                f"follows {_where(g, node.inputs[0])} and cannot be folded into it",
+                "right after a Conv, Gemm or MatMul that has no other consumer",
+            )
+        p = prod.params
+        if node.op == "bias_add":
+            p["bias"] = (p["bias"].astype(np.float64) + node.params["bias"]).astype(np.float32)
+            p.pop("bias_q", None)
+        else:
+            bn = {k: v.astype(np.float64) for k, v in node.params.items()}
+            k = bn["gamma"] / np.sqrt(bn["var"] + node.attrs["epsilon"])
+            w = p["weight"].astype(np.float64)
+            p["weight"] = (w * k.reshape((-1,) + (1,) * (w.ndim - 1))).astype(np.float32)
+            p["bias"] = ((p["bias"] - bn["mean"]) * k + bn["beta"]).astype(np.float32)
+            for key in ("weight_q", "weight_scale", "bias_q"):  # given quantization is void
+                p.pop(key, None)
+        _absorb(g, prod, node)
+
+
+def _compose(inner: str | None, outer: str) -> str:
+    """``outer(inner(x))`` for acts: relu and relu6 in any order give relu6."""
+    return "relu6" if "relu6" in (inner, outer) else "relu"
+
+
+def _fuse_activations(g: Graph) -> None:
+    for node in [n for n in g.nodes if n.op in ("relu", "relu6")]:
+        prod = g.producer(node.inputs[0])
+        if (
+            prod is None
+            or prod.op not in (*_WEIGHTED, "add")
+            or _sole_consumer(g, prod.output) is not node
+        ):
+            onnx_op = _ONNX_OP[node.op]
+            raise CompileError(
+                node.name,
+                onnx_op,
+                f"standalone {onnx_op} after {_where(g, node.inputs[0])} is not supported",
+                "Relu / Clip(0, 6) right after a Conv, Gemm or Add that has no other consumer",
+            )
+        prod.attrs["act"] = _compose(prod.attrs["act"], node.op)
+        _absorb(g, prod, node)
+
+
+def _fuse_residuals(g: Graph) -> None:
+    """Fuse each add into the conv/gemm producing one of its inputs (the first that can)."""
+    for node in [n for n in g.nodes if n.op == "add"]:
+        for i in (0, 1):
+            main, other = node.inputs[i], node.inputs[1 - i]
+            prod = g.producer(main)
+            if (
+                main == other
+                or prod is None
+                or prod.op not in _WEIGHTED
+                or len(prod.inputs) != 1
+                or prod.attrs["act"] is not None
+                or _sole_consumer(g, main) is not node
+            ):
+                continue
+            prod.inputs.append(other)
+            prod.attrs["act"] = node.attrs["act"]
+            # The residual may be computed after the producer: run the fused node where the
+            # add was (its inputs are all ready there).
+            g.nodes.remove(prod)
+            g.nodes[g.nodes.index(node)] = prod
+            del g.tensors[prod.output]
+            prod.output = node.output
+            prod.onnx_nodes.extend(node.onnx_nodes)
+            break

@@ -1,0 +1,220 @@
+"""quantize: fp32 canonical graph -> int8 graph (post-training, symmetric, per-channel weights).
+
+Activation scales are ``max|x| / 127`` over the calibration inputs, measured on the original
+ONNX model (:mod:`compiler.calibrate`); scales given by an already-quantized model are kept, as
+are its int8 weights (``weight_q``/``weight_scale``) and int32 biases (``bias_q``, when their
+scale is ``s_in * s_w``). Fixed-point rescales come from
+:func:`sim.reference_ops.quantize_multipliers`; :mod:`compiler.reference` defines the integer
+semantics they feed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from sim.reference_ops import quantize_multipliers
+
+from .. import calibrate
+from ..errors import CompileError
+from ..ir import Graph, Node
+
+__all__ = ["ADD_EXTRA_BITS", "run"]
+
+#: add: the accumulator scale is ``s_out / 2**ADD_EXTRA_BITS`` (extra fraction bits).
+ADD_EXTRA_BITS = 8
+_CALIBRATED = ("conv", "gemm", "avgpool", "global_avgpool", "add")
+_SAME_SCALE = ("maxpool", "flatten")
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+def run(graph: Graph, calibration_inputs: Sequence[np.ndarray]) -> Graph:
+    """Return the quantized form of a canonical fp32 ``graph`` (which is not modified).
+
+    Raises
+    ------
+    CompileError
+        On an already-quantized or non-canonical graph, bad calibration inputs, a rescale out of
+        the fixed-point range or a bias that does not fit int32 (naming the node).
+    """
+    if graph.quantized:
+        raise CompileError(None, "quantize", "the graph is already quantized")
+    g = graph.copy()
+    _propagate_given_scales(g)
+    _calibrate(g, calibration_inputs)
+    for node in g.nodes:
+        _QUANTIZERS[node.op](g, node)
+    g.quantized = True
+    return g
+
+
+# --------------------------------------------------------------------------- scales
+
+
+def _propagate_given_scales(g: Graph) -> None:
+    """Scale-preserving ops (maxpool, flatten): a given output scale also serves the input."""
+    for node in reversed(g.nodes):
+        if node.op in _SAME_SCALE:
+            x, y = g.tensors[node.inputs[0]], g.tensors[node.output]
+            if x.scale is None and y.scale is not None:
+                x.scale = y.scale
+
+
+def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
+    """Give every tensor its scale: measured, given, or its input's (maxpool, flatten)."""
+    need = [n for n in g.inputs if g.tensors[n].scale is None]
+    need += [n.output for n in g.nodes if n.op in _CALIBRATED and g.tensors[n.output].scale is None]
+    if need:
+        if g.source is None:
+            raise CompileError(
+                None,
+                "quantize",
+                f"{len(need)} tensors need calibration but the graph has no source ONNX model",
+            )
+        ranges = calibrate.max_abs(g.source, need, _check_inputs(g, inputs))
+        for name, m in ranges.items():
+            g.tensors[name].scale = m / 127.0 if m > 0 else 1.0
+    for node in g.nodes:
+        out = g.tensors[node.output]
+        if node.op in _SAME_SCALE:
+            out.scale = g.tensors[node.inputs[0]].scale
+        elif node.op == "softmax":
+            out.scale = None
+
+
+def _check_inputs(g: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    shape = g.tensors[g.inputs[0]].shape
+    if isinstance(inputs, np.ndarray) or len(inputs) == 0:
+        raise CompileError(
+            None, "calibration", "expected a non-empty list of input arrays", f"arrays of {shape}"
+        )
+    checked = []
+    for i, x in enumerate(inputs):
+        arr = np.asarray(x)
+        if arr.shape == shape[1:]:
+            arr = arr[None]
+        if arr.shape != shape or arr.dtype.kind != "f":
+            raise CompileError(
+                None,
+                "calibration",
+                f"input {i} is {arr.dtype} {arr.shape}",
+                f"float arrays of shape {shape}",
+            )
+        checked.append(arr.astype(np.float32))
+    return checked
+
+
+def _rescale(node: Node, scales: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """int64 ``(mult, shift)`` for real rescales ``scales``; CompileError naming the node."""
+    try:
+        mult, shift = quantize_multipliers(np.asarray(scales, np.float64).reshape(-1))
+    except ValueError:
+        arr = np.asarray(scales, np.float64).reshape(-1)
+        raise CompileError(
+            node.name,
+            node.op,
+            f"{what} rescale {arr.min():.3g}..{arr.max():.3g} is out of "
+            "range for a fixed-point multiplier",
+            "rescales of about 2**-32 .. 2**31",
+        ) from None
+    return mult.astype(np.int64), shift.astype(np.int64)
+
+
+def _clamp(act: str | None, s_out: float) -> np.ndarray:
+    if act is None:
+        return np.array([-128, 127], np.int64)
+    if act == "relu":
+        return np.array([0, 127], np.int64)
+    return np.array([0, min(127, int(np.floor(6.0 / s_out + 0.5)))], np.int64)
+
+
+def _scale(g: Graph, name: str) -> float:
+    s = g.tensors[name].scale
+    assert s is not None, name  # _calibrate scaled every tensor
+    return s
+
+
+# --------------------------------------------------------------------------- per op
+
+
+def _weighted(g: Graph, node: Node) -> None:
+    """conv / gemm: int8 per-channel weights, int32 bias, rescale, clamp, residual rescale."""
+    p = node.params
+    s_in, s_out = _scale(g, node.inputs[0]), _scale(g, node.output)
+    w = p["weight"].astype(np.float64)
+    if "weight_q" in p:
+        wq, sw = p["weight_q"], p["weight_scale"].astype(np.float64)
+    else:
+        m = np.abs(w).max(axis=tuple(range(1, w.ndim)))
+        sw = np.where(m > 0, m / 127.0, 1.0)
+        sw_b = sw.reshape((-1,) + (1,) * (w.ndim - 1))
+        wq = np.clip(np.rint(w / sw_b), -127, 127).astype(np.int8)
+    acc = s_in * sw  # the accumulator scale per output channel
+    b = p["bias"].astype(np.float64)
+    given = p.get("bias_q")
+    if given is not None and np.allclose(given * acc, b, rtol=1e-5, atol=1e-3 * acc.max()):
+        bias = given.astype(np.int64)
+    else:
+        bias = np.rint(b / acc)
+    if bias.size and (bias.min() < _INT32_MIN or bias.max() > _INT32_MAX):
+        raise CompileError(
+            node.name,
+            node.op,
+            f"bias {b[np.argmax(np.abs(bias))]:.4g} does not fit int32 at "
+            f"accumulator scale {acc.min():.3g}",
+            "|bias / (s_in * s_w)| < 2**31",
+        )
+    mult, shift = _rescale(node, acc / s_out, "output")
+    params: dict[str, np.ndarray] = {
+        "weight": wq.astype(np.int8),
+        "bias": bias.astype(np.int32),
+        "mult": mult,
+        "shift": shift,
+        "clamp": _clamp(node.attrs["act"], s_out),
+    }
+    if len(node.inputs) == 2:
+        res_mult, res_shift = _rescale(node, _scale(g, node.inputs[1]) / acc, "residual")
+        params |= {"res_mult": res_mult, "res_shift": res_shift}
+    node.params = params
+
+
+def _avgpool(g: Graph, node: Node) -> None:
+    kh, kw = node.attrs["kernel"]
+    ratio = _scale(g, node.inputs[0]) / (_scale(g, node.output) * kh * kw)
+    mult, shift = _rescale(node, np.array([ratio]), "output")
+    node.params = {"mult": mult, "shift": shift}
+
+
+def _global_avgpool(g: Graph, node: Node) -> None:
+    _, _, h, w = g.tensors[node.inputs[0]].shape
+    ratio = _scale(g, node.inputs[0]) / (_scale(g, node.output) * h * w)
+    mult, shift = _rescale(node, np.array([ratio]), "output")
+    node.params = {"mult": mult, "shift": shift}
+
+
+def _add(g: Graph, node: Node) -> None:
+    s_out = _scale(g, node.output)
+    s_acc = s_out / 2.0**ADD_EXTRA_BITS
+    params: dict[str, np.ndarray] = {}
+    for prefix, name in (("a_", node.inputs[0]), ("b_", node.inputs[1])):
+        m, s = _rescale(node, np.array([_scale(g, name) / s_acc]), f"input '{name}'")
+        params |= {f"{prefix}mult": m, f"{prefix}shift": s}
+    m, s = _rescale(node, np.array([s_acc / s_out]), "output")
+    node.params = params | {"mult": m, "shift": s, "clamp": _clamp(node.attrs["act"], s_out)}
+
+
+def _no_params(g: Graph, node: Node) -> None:
+    node.params = {}
+
+
+_QUANTIZERS = {
+    "conv": _weighted,
+    "gemm": _weighted,
+    "maxpool": _no_params,
+    "avgpool": _avgpool,
+    "global_avgpool": _global_avgpool,
+    "add": _add,
+    "flatten": _no_params,
+    "softmax": _no_params,
+}

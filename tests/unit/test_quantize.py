@@ -1,0 +1,338 @@
+"""quantize: scales, int8 weights, int32 biases and rescales against independent numpy math.
+
+Activation ranges come from a separate onnxruntime run in the test; integer results are checked
+against plain Python integers (``floor(x * m / 2**s + 1/2)``), not against sim.reference_ops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.calibrate import default_calibration
+from compiler.errors import CompileError
+from compiler.frontend import compile_front, dequantize, quantize_input
+from compiler.ir import Graph
+from compiler.onnx_import import load_onnx
+from compiler.passes import canonicalize, quantize, run_front
+from compiler.reference import evaluate
+
+F = TensorProto.FLOAT
+
+
+def make(
+    nodes: Sequence[onnx.NodeProto],
+    x_shape: Sequence[int],
+    inits: dict[str, Any],
+    outputs: Sequence[str] = ("y",),
+) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        list(nodes),
+        "g",
+        [helper.make_tensor_value_info("x", F, list(x_shape))],
+        [helper.make_tensor_value_info(o, F, None) for o in outputs],
+        initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=10)
+
+
+def ranges(model: onnx.ModelProto, names: Sequence[str], xs: Sequence[np.ndarray]) -> list[float]:
+    """max |tensor| over ``xs`` for each of ``names``, by onnxruntime."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for n in names:
+        if n not in [o.name for o in m.graph.output]:
+            m.graph.output.append(helper.make_tensor_value_info(n, F, None))
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    sess = ort.InferenceSession(m.SerializeToString(), options)
+    outs = [sess.run(list(names), {"x": x}) for x in xs]
+    return [max(float(np.abs(o[i]).max()) for o in outs) for i in range(len(names))]
+
+
+def rescale(x: int, mult: int, shift: int) -> int:
+    """The stated fixed-point rule in Python integers: floor(x * mult / 2**shift + 1/2)."""
+    return (x * mult + (1 << shift >> 1)) >> shift
+
+
+def real(mult: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    return mult.astype(np.float64) / 2.0 ** shift.astype(np.float64)
+
+
+def cal(shape: Sequence[int], count: int = 3, seed: int = 99) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(tuple(shape)).astype(np.float32) for _ in range(count)]
+
+
+# --------------------------------------------------------------------------- fp32 models
+
+
+def test_conv_per_channel_weights_bias_and_rescale() -> None:
+    rng = np.random.default_rng(31)
+    w = rng.normal(0, 0.2, (6, 3, 3, 3)).astype(np.float32)
+    w[2] *= 10  # channels with very different ranges
+    w[4] *= 0.05
+    b = rng.normal(0, 0.3, 6).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["y"], name="relu"),
+    ]
+    model = make(nodes, [1, 3, 8, 8], {"w": w, "b": b})
+    xs = cal((1, 3, 8, 8))
+    g = run_front(load_onnx(model), xs)
+    (conv,) = g.nodes
+    p = conv.params
+    s_in = max(float(np.abs(x).max()) for x in xs) / 127
+    (y_max,) = ranges(model, ["y"], xs)
+    s_out = y_max / 127
+    s_w = np.abs(w.astype(np.float64)).reshape(6, -1).max(axis=1) / 127
+    assert g.tensors["x"].scale == pytest.approx(s_in, rel=1e-12)
+    assert g.tensors["y"].scale == pytest.approx(s_out, rel=1e-6)
+    np.testing.assert_array_equal(p["weight"], np.rint(w / s_w[:, None, None, None]))
+    assert np.all(np.abs(p["weight"]).reshape(6, -1).max(axis=1) == 127)
+    np.testing.assert_array_equal(p["bias"], np.rint(b / (s_in * s_w)))
+    s_y = g.tensors["y"].scale
+    assert s_y is not None
+    np.testing.assert_allclose(real(p["mult"], p["shift"]), s_in * s_w / s_y, rtol=1e-8)
+    assert p["mult"].dtype == np.int64 and np.all(p["mult"] < 2**31)
+    np.testing.assert_array_equal(p["clamp"], [0, 127])
+
+
+def _residual_mlp(rng: np.random.Generator) -> onnx.ModelProto:
+    inits = {
+        "w1": rng.normal(0, 0.5, (8, 8)).astype(np.float32),
+        "b1": rng.normal(0, 0.1, 8).astype(np.float32),
+        "w2": rng.normal(0, 0.5, (8, 8)).astype(np.float32),
+        "b2": rng.normal(0, 0.1, 8).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["g1"], name="fc1", transB=1),
+        helper.make_node("Relu", ["g1"], ["r1"], name="relu1"),
+        helper.make_node("Gemm", ["r1", "w2", "b2"], ["g2"], name="fc2", transB=1),
+        helper.make_node("Add", ["g2", "r1"], ["y"], name="add"),
+    ]
+    return make(nodes, [1, 8], inits)
+
+
+def test_gemm_residual_is_bit_exact_with_python_ints() -> None:
+    model = _residual_mlp(np.random.default_rng(32))
+    xs = cal((1, 8))
+    g = run_front(load_onnx(model), xs)
+    fc1, fc2 = g.nodes
+    assert fc2.inputs == ["r1", "r1"] and fc2.output == "y" and fc2.attrs["act"] is None
+    s_r = g.tensors["r1"].scale
+    assert s_r is not None
+    w2 = numpy_helper.to_array(model.graph.initializer[2]).astype(np.float64)
+    s_w = np.abs(w2).max(axis=1) / 127
+    p = fc2.params
+    np.testing.assert_allclose(real(p["res_mult"], p["res_shift"]), s_r / (s_r * s_w), rtol=1e-8)
+    np.testing.assert_array_equal(p["clamp"], [-128, 127])
+
+    x = xs[0] * 0.7
+    values = evaluate(g, quantize_input(x, g.tensors["x"].scale or 0))
+    r = [int(v) for v in values["r1"][0]]
+    expected = []
+    for o in range(8):
+        acc = sum(r[k] * int(p["weight"][o, k]) for k in range(8)) + int(p["bias"][o])
+        acc += rescale(r[o], int(p["res_mult"][o]), int(p["res_shift"][o]))
+        expected.append(min(127, max(-128, rescale(acc, int(p["mult"][o]), int(p["shift"][o])))))
+    assert values["y"].dtype == np.int8
+    np.testing.assert_array_equal(values["y"][0], expected)
+
+
+def test_add_and_pool_rescales() -> None:
+    rng = np.random.default_rng(33)
+    inits = {f"w{i}": rng.normal(0, 0.4, (4, 3, 1, 1)).astype(np.float32) for i in (1, 2)}
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1"),
+        helper.make_node("Relu", ["c1"], ["a"], name="relu1"),
+        helper.make_node("Conv", ["x", "w2"], ["c2"], name="conv2"),
+        helper.make_node("Relu", ["c2"], ["b"], name="relu2"),
+        helper.make_node("Add", ["a", "b"], ["s"], name="add"),
+        helper.make_node("MaxPool", ["s"], ["m"], name="max", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("AveragePool", ["m"], ["p"], name="avg", kernel_shape=[3, 3]),
+        helper.make_node("GlobalAveragePool", ["p"], ["y"], name="gap"),
+    ]
+    model = make(nodes, [1, 3, 12, 12], inits)
+    xs = cal((1, 3, 12, 12))
+    g = run_front(load_onnx(model), xs)
+    scale = {k: t.scale for k, t in g.tensors.items()}
+    a_max, b_max, s_max, p_max, y_max = ranges(model, ["a", "b", "s", "p", "y"], xs)
+    assert scale["a"] == pytest.approx(a_max / 127, rel=1e-6)
+    assert scale["s"] == pytest.approx(s_max / 127, rel=1e-6)
+    assert scale["m"] == scale["s"]  # max pool keeps the scale
+    add, avg, gap = g.node("add").params, g.node("avg").params, g.node("gap").params
+    s_acc = s_max / 127 / 256
+    assert real(add["a_mult"], add["a_shift"])[0] == pytest.approx(a_max / 127 / s_acc, rel=1e-6)
+    assert real(add["b_mult"], add["b_shift"])[0] == pytest.approx(b_max / 127 / s_acc, rel=1e-6)
+    assert (int(add["mult"][0]), int(add["shift"][0])) == (2**30, 38)  # exactly 2**-8
+    np.testing.assert_array_equal(add["clamp"], [-128, 127])
+    assert real(avg["mult"], avg["shift"])[0] == pytest.approx(s_max / (p_max * 9), rel=1e-6)
+    assert real(gap["mult"], gap["shift"])[0] == pytest.approx(p_max / (y_max * 16), rel=1e-6)
+
+    values = evaluate(g, quantize_input(xs[1], scale["x"] or 0))
+    qa, qb = values["a"].astype(np.int64), values["b"].astype(np.int64)
+    m = (
+        int(add["a_mult"][0]),
+        int(add["a_shift"][0]),
+        int(add["b_mult"][0]),
+        int(add["b_shift"][0]),
+    )
+    flat = [
+        max(
+            -128,
+            min(127, rescale(rescale(int(u), m[0], m[1]) + rescale(int(v), m[2], m[3]), 2**30, 38)),
+        )
+        for u, v in zip(qa.ravel(), qb.ravel(), strict=True)
+    ]
+    np.testing.assert_array_equal(values["s"].ravel(), flat)
+    y = dequantize(values["y"], scale["y"] or 0)
+    fp32 = ranges(model, ["y"], [xs[1]])[0]
+    assert np.abs(y).max() == pytest.approx(fp32, rel=0.1)
+
+
+# --------------------------------------------------------------------------- given quantization
+
+
+def qdq_model(out_scale: float = 0.1) -> tuple[onnx.ModelProto, dict[str, Any]]:
+    """x -Q/DQ(0.03)-> Conv(DQ int8 per-channel weights, DQ int32 bias) -Q/DQ-> Clip(0, 6)
+    -Q/DQ-> y, all scales given."""
+    rng = np.random.default_rng(34)
+    s_x = np.float32(0.03)
+    ws = rng.uniform(0.002, 0.02, 5).astype(np.float32)
+    inits = {
+        "s_x": s_x,
+        "s_c": np.float32(out_scale),
+        "z": np.array(0, np.int8),
+        "wq": rng.integers(-127, 128, (5, 3, 3, 3)).astype(np.int8),
+        "ws": ws,
+        "wz": np.zeros(5, np.int8),
+        "bq": rng.integers(-2000, 2000, 5).astype(np.int32),
+        "bs": (s_x * ws).astype(np.float32),
+        "bz": np.zeros(5, np.int32),
+        "lo": np.array(0, np.float32),
+        "hi": np.array(6, np.float32),
+    }
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s_x", "z"], ["xq"], name="q_x"),
+        helper.make_node("DequantizeLinear", ["xq", "s_x", "z"], ["xd"], name="dq_x"),
+        helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], name="dq_w", axis=0),
+        helper.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["b"], name="dq_b", axis=0),
+        helper.make_node("Conv", ["xd", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("QuantizeLinear", ["c", "s_c", "z"], ["cq"], name="q_c"),
+        helper.make_node("DequantizeLinear", ["cq", "s_c", "z"], ["cd"], name="dq_c"),
+        helper.make_node("Clip", ["cd", "lo", "hi"], ["r"], name="relu6"),
+        helper.make_node("QuantizeLinear", ["r", "s_c", "z"], ["rq"], name="q_r"),
+        helper.make_node("DequantizeLinear", ["rq", "s_c", "z"], ["y"], name="dq_r"),
+    ]
+    return make(nodes, [1, 3, 6, 6], inits), inits
+
+
+def test_qdq_model_keeps_given_scales_and_weights() -> None:
+    model, inits = qdq_model()
+    g = compile_front(model)
+    (conv,) = g.nodes
+    assert conv.attrs["act"] == "relu6" and conv.output == "r"
+    assert g.tensors["x"].scale == pytest.approx(0.03) and g.tensors["r"].scale == pytest.approx(
+        0.1
+    )
+    p = conv.params
+    np.testing.assert_array_equal(p["weight"], inits["wq"])
+    np.testing.assert_array_equal(p["bias"], inits["bq"])
+    np.testing.assert_allclose(real(p["mult"], p["shift"]), 0.03 * inits["ws"] / 0.1, rtol=1e-6)
+    np.testing.assert_array_equal(p["clamp"], [0, 60])  # round(6 / 0.1)
+
+    x = cal((1, 3, 6, 6), 1, seed=5)[0]
+    ours = evaluate(g, quantize_input(x, 0.03))["r"].astype(np.int32)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    # The model's own semantics: ORT's extended level fuses the QDQ group into an int8 kernel
+    # that saturates intermediate sums on some x86 CPUs and is off by several LSBs.
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    theirs = ort.InferenceSession(model.SerializeToString(), options).run(["y"], {"x": x})[0]
+    theirs_q = np.rint(theirs / 0.1).astype(np.int32)
+    assert np.abs(ours - theirs_q).max() <= 1 and np.mean(ours == theirs_q) > 0.99
+    assert theirs_q.max() > 30
+
+
+def test_out_of_range_multiplier_names_the_node() -> None:
+    model, _ = qdq_model(out_scale=1e-30)
+    with pytest.raises(CompileError) as info:
+        compile_front(model)
+    err = info.value
+    assert (err.node, err.op) == ("conv", "conv") and "out of range" in err.reason
+
+
+def test_bias_that_does_not_fit_int32() -> None:
+    w = np.full((2, 3, 1, 1), 1e-4, np.float32) * np.array([1, -1, 1], np.float32)[:, None, None]
+    b = np.array([1e9, -1e9], np.float32)
+    model = make(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv")],
+        [1, 3, 2, 2],
+        {"w": w, "b": b},
+    )
+    with pytest.raises(CompileError, match=r"node 'conv' \(conv\): bias .* does not fit int32"):
+        compile_front(model)
+
+
+# --------------------------------------------------------------------------- pass hygiene
+
+
+def _canonical(seed: int = 35) -> Graph:
+    return canonicalize.run(load_onnx(_residual_mlp(np.random.default_rng(seed))))
+
+
+def test_quantize_does_not_modify_its_input() -> None:
+    g = _canonical()
+    before = g.summary()
+    weights = {n.name: n.params["weight"].copy() for n in g.nodes}
+    q = quantize.run(g, cal((1, 8)))
+    assert q.quantized and not g.quantized and g.summary() == before
+    assert all(t.scale is None for t in g.tensors.values())
+    for n in g.nodes:
+        assert n.params["weight"].dtype == np.float32
+        np.testing.assert_array_equal(n.params["weight"], weights[n.name])
+    with pytest.raises(CompileError, match="already quantized"):
+        quantize.run(q, cal((1, 8)))
+
+
+@pytest.mark.parametrize(
+    "inputs", [[], [np.zeros((1, 9), np.float32)], [np.zeros((1, 8), np.int64)]]
+)
+def test_bad_calibration_inputs(inputs: list[np.ndarray]) -> None:
+    with pytest.raises(CompileError) as info:
+        quantize.run(_canonical(), inputs)
+    assert info.value.op == "calibration" and "(1, 8)" in str(info.value)
+
+
+def test_calibration_without_batch_axis_is_accepted() -> None:
+    xs = cal((1, 8))
+    a = quantize.run(_canonical(), xs)
+    b = quantize.run(_canonical(), [x[0] for x in xs])
+    assert a.summary() == b.summary()
+
+
+def test_default_calibration_is_seeded() -> None:
+    g = load_onnx(_residual_mlp(np.random.default_rng(0)))
+    a, b, c = (
+        default_calibration(g, seed=1),
+        default_calibration(g, seed=1),
+        default_calibration(g, seed=2),
+    )
+    assert len(a) == 4 and all(x.shape == (1, 8) and x.dtype == np.float32 for x in a)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert not np.array_equal(a[0], c[0]) and not np.array_equal(a[0], a[1])
+
+
+def test_quantize_input_rounds_half_away_from_zero() -> None:
+    x = np.array([0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49, 200.0, -200.0, 1e9], np.float32) * 0.25
+    q = quantize_input(x, 0.25)
+    np.testing.assert_array_equal(q, [1, -1, 2, -2, 3, -3, 0, 127, -128, 127])
+    assert q.dtype == np.int8
+    np.testing.assert_array_equal(dequantize(q, 0.25), q.astype(np.float32) * 0.25)
