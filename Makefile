@@ -9,12 +9,13 @@ BACKEND ?= rtl
 SEED    ?= 0
 JOBS    ?= auto
 PYTEST_ARGS ?=
+CONFIGS ?=
 
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.cosim-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-fast sim lint format lock clean distclean
+.PHONY: help venv toolchain test test-fast sim rtl lint format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -26,6 +27,7 @@ help: ## List targets and variables
 	@echo "  SEED=$(SEED)          seed for generated inputs and weights"
 	@echo "  JOBS=$(JOBS)       pytest-xdist workers for 'test'"
 	@echo "  PYTEST_ARGS=...  extra pytest arguments, e.g. PYTEST_ARGS='-k dot_product'"
+	@echo "  CONFIGS=...      presets 'rtl' regenerates (default: all)"
 	@echo "  PYTHON=$(PYTHON)   interpreter used to create $(VENV) (Python >= 3.10)"
 
 $(STAMP): pyproject.toml requirements.lock
@@ -49,6 +51,9 @@ test-fast: $(STAMP) ## Run only the tests that need no simulator
 
 sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact check and report
 	@$(PY) -m sim.cli --model '$(MODEL)' --config '$(CONFIG)' --backend '$(BACKEND)' --seed '$(SEED)'
+
+rtl: $(STAMP) ## Regenerate rtl/<config>/sim_top.v for the named configs (CONFIGS=tiny default)
+	$(PY) -m hdl_gen.generate $(CONFIGS)
 
 lint: $(STAMP) ## ruff, ruff format --check, mypy (compiler/ and sim/)
 	$(PY) -m ruff check .

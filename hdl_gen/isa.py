@@ -271,6 +271,7 @@ PARAM_ENTRY = Format(
         Field("res_mult", signed(32), "ACCUM residual requantization multiplier"),
         Field("shift", unsigned(8), "STORE requantization shift (0..62)"),
         Field("res_shift", unsigned(8), "ACCUM residual requantization shift (0..62)"),
+        Field("reserved", unsigned(16), "zero"),
     ),
     bits=PARAM_ENTRY_BYTES * 8,
 )
@@ -395,7 +396,9 @@ FORMATS: dict[Opcode, Format] = {
     f.opcode: f for f in (LOAD, STORE, GEMM, ACCUM, POOL, SYNC, PERF, END) if f.opcode
 }
 RECORDS: tuple[Format, ...] = (DESCRIPTOR, LOOP, PARAM_ENTRY, PERF_RECORD)
-INSTRUCTION = data.UnionLayout({f.name: f.layout for f in FORMATS.values()})
+INSTRUCTION = data.UnionLayout(
+    {"raw": unsigned(INSN_BITS), **{f.name: f.layout for f in FORMATS.values()}}
+)
 """Union of all instruction formats: the RTL decoder's view of a fetched word."""
 
 

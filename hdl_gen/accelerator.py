@@ -1,0 +1,270 @@
+"""The accelerator: fetch, three decoupled units joined by dependency tokens, local memories,
+DRAM arbitration, status and performance counters."""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.lib import fifo, memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl_gen import isa
+from hdl_gen.compute_unit import ComputeUnit
+from hdl_gen.config import AccelConfig
+from hdl_gen.dram_arbiter import ReadArbiter
+from hdl_gen.dram_bus import read_request, read_response, write_signature
+from hdl_gen.fetch import Fetch
+from hdl_gen.load_unit import LoadUnit, param_line_bits
+from hdl_gen.store_unit import StoreUnit
+from hdl_gen.tokens import QUEUE_ENTRY, TokenCounter
+
+DEADLOCK_CYCLES = 8  # every queue blocked on tokens this long = deadlock
+
+
+class Accelerator(wiring.Component):
+    """The systolic GEMM accelerator for one :class:`~hdl_gen.config.AccelConfig`.
+
+    Attributes
+    ----------
+    start : In(1)
+        Pulse to run the program at ``insn_base`` with ``desc_count`` descriptors at ``desc_base``.
+    done : Out(1)
+        Held high once END was dispatched and every queue has drained.
+    error : Out(1), error_code : Out(ErrorCode), error_index : Out(32)
+        The first error and the index of the instruction that raised it; the accelerator stops.
+    perf : Out(perf_record layout)
+        Live performance counters (see docs/isa.md, perf_record).
+    dram_req, dram_resp, dram_wr : the DRAM links.
+    """
+
+    def __init__(self, config: AccelConfig) -> None:
+        self.config = config
+        bus = config.dram_bytes_per_cycle
+        self.read_clients = 4  # fetch, load descriptors, load data, store descriptors
+        self.tag_bits = max(1, (self.read_clients - 1).bit_length())
+        super().__init__(
+            {
+                "start": In(1),
+                "insn_base": In(32),
+                "desc_base": In(32),
+                "desc_count": In(32),
+                "running": Out(1),
+                "done": Out(1),
+                "error": Out(1),
+                "error_code": Out(isa.ErrorCode),
+                "error_index": Out(32),
+                "perf": Out(isa.PERF_RECORD.layout),
+                "dram_req": Out(read_request(self.tag_bits)),
+                "dram_resp": In(read_response(bus, self.tag_bits)),
+                "dram_wr": Out(write_signature(bus)),
+            }
+        )
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        c = self.config
+        bus = c.dram_bytes_per_cycle
+        m.submodules.fetch = fetch = Fetch(c)
+        m.submodules.load = load = LoadUnit(c)
+        m.submodules.compute = compute = ComputeUnit(c)
+        m.submodules.store = store = StoreUnit(c)
+        units = (load, compute, store)
+        halt = Signal()
+
+        # Instruction queues between fetch and the units.
+        for name, source, unit in (
+            ("load", fetch.load_q, load),
+            ("compute", fetch.compute_q, compute),
+            ("store", fetch.store_q, store),
+        ):
+            queue = fifo.SyncFIFOBuffered(width=QUEUE_ENTRY.size, depth=c.queue_depth)
+            m.submodules[f"{name}_queue"] = queue
+            m.d.comb += [
+                queue.w_en.eq(source.valid),
+                queue.w_data.eq(source.payload),
+                source.ready.eq(queue.w_rdy),
+                unit.queue.valid.eq(queue.r_rdy),
+                unit.queue.payload.eq(queue.r_data),
+                queue.r_en.eq(unit.queue.ready),
+            ]
+
+        # Dependency tokens: load->compute, compute->load, compute->store, store->compute.
+        counters = {}
+        for name in ("l2c", "c2l", "c2s", "s2c"):
+            counters[name] = m.submodules[f"tokens_{name}"] = TokenCounter(c.token_depth)
+        links = [
+            (
+                load.deps.push_next,
+                load.deps.pop_next,
+                counters["l2c"],
+                counters["c2l"],
+                "next",
+                load,
+            ),
+            (
+                compute.deps.push_prev,
+                compute.deps.pop_prev,
+                counters["c2l"],
+                counters["l2c"],
+                "prev",
+                compute,
+            ),
+            (
+                compute.deps.push_next,
+                compute.deps.pop_next,
+                counters["c2s"],
+                counters["s2c"],
+                "next",
+                compute,
+            ),
+            (
+                store.deps.push_prev,
+                store.deps.pop_prev,
+                counters["s2c"],
+                counters["c2s"],
+                "prev",
+                store,
+            ),
+        ]
+        for push, pop, outgoing, incoming, side, unit in links:
+            m.d.comb += [
+                outgoing.push.eq(push),
+                incoming.pop.eq(pop),
+                getattr(unit.deps, f"has_{side}").eq(incoming.has),
+                getattr(unit.deps, f"room_{side}").eq(outgoing.room),
+            ]
+
+        # DRAM: reads arbitrated among fetch, load (descriptors, data) and store (descriptors).
+        m.submodules.arbiter = arbiter = ReadArbiter(self.read_clients, bus)
+        for index, link in enumerate((fetch.bus, load.desc_bus, load.data_bus, store.desc_bus)):
+            wiring.connect(m, link, arbiter.client(index))
+        wiring.connect(m, wiring.flipped(self.dram_req), arbiter.dram_req)
+        wiring.connect(m, wiring.flipped(self.dram_resp), arbiter.dram_resp)
+        wiring.connect(m, wiring.flipped(self.dram_wr), store.wr)
+
+        # Local memories.
+        m.submodules.act_mem = act_mem = memory.Memory(
+            shape=c.act_line_bytes * 8, depth=c.act_lines, init=[]
+        )
+        m.submodules.wgt_mem = wgt_mem = memory.Memory(
+            shape=c.wgt_line_bytes * 8, depth=c.wgt_lines, init=[]
+        )
+        m.submodules.param_mem = param_mem = memory.Memory(
+            shape=param_line_bits(c), depth=c.param_lines, init=[]
+        )
+        m.submodules.acc_mem = acc_mem = memory.Memory(
+            shape=c.acc_line_bytes * 8, depth=c.acc_lines, init=[]
+        )
+
+        def connect_write(mem, port):
+            w = mem.write_port()
+            m.d.comb += [w.addr.eq(port.addr), w.data.eq(port.data), w.en.eq(port.en)]
+            return w
+
+        def connect_read(mem, port, transparent_for=()):
+            r = mem.read_port(transparent_for=transparent_for)
+            m.d.comb += [r.addr.eq(port.addr), r.en.eq(port.en), port.data.eq(r.data)]
+
+        connect_write(act_mem, load.act)
+        connect_read(act_mem, compute.act)
+        connect_write(wgt_mem, load.wgt)
+        connect_read(wgt_mem, compute.wgt)
+        connect_write(param_mem, load.param)
+        connect_read(param_mem, compute.param)
+        connect_read(param_mem, store.param)
+        acc_write = connect_write(acc_mem, compute.acc_wr)
+        connect_read(acc_mem, compute.acc_rd, transparent_for=(acc_write,))
+        connect_read(acc_mem, store.acc)
+
+        for unit in (load, store):
+            m.d.comb += [unit.desc_base.eq(self.desc_base), unit.desc_count.eq(self.desc_count)]
+        m.d.comb += [fetch.start.eq(self.start & ~self.running), fetch.insn_base.eq(self.insn_base)]
+
+        # Status: running -> done, or the first error (which halts everything).
+        with m.If(self.start & ~self.running & ~self.done):
+            m.d.sync += self.running.eq(1)
+        drained = fetch.ended & load.idle & compute.idle & store.idle
+        with m.If(self.running & drained & ~self.error):
+            m.d.sync += [self.done.eq(1), self.running.eq(0)]
+        m.d.comb += halt.eq(self.error)
+        m.d.comb += fetch.halt.eq(halt)
+        for unit in units:
+            m.d.comb += unit.halt.eq(halt)
+
+        def fail(condition, code, index):
+            with m.If(condition & ~self.error):
+                m.d.sync += [
+                    self.error.eq(1),
+                    self.error_code.eq(code),
+                    self.error_index.eq(index),
+                    self.running.eq(0),
+                ]
+
+        # Later calls win in Amaranth, so the first source listed has priority.
+        watchdog = Signal(range(c.watchdog_cycles + 1))
+        blocked_for = Signal(range(DEADLOCK_CYCLES + 1))
+        progress = (
+            load.retired
+            | compute.retired
+            | store.retired
+            | fetch.load_q.ready
+            | fetch.compute_q.ready
+            | fetch.store_q.ready
+            | self.dram_resp.valid
+            | self.dram_wr.valid
+            | compute.array_active
+            | compute.acc_wr.en
+        )
+        with m.If(~self.running | progress):
+            m.d.sync += watchdog.eq(0)
+        with m.Elif(watchdog < c.watchdog_cycles):
+            m.d.sync += watchdog.eq(watchdog + 1)
+        fail(watchdog == c.watchdog_cycles, isa.ErrorCode.WATCHDOG, fetch.pc)
+        # Deadlock: fetch cannot move and every unit is idle or waiting for a token.
+        fetch_blocked = fetch.ended | fetch.stalled
+        units_blocked = (
+            (load.idle | load.token_wait)
+            & (compute.idle | compute.token_wait)
+            & (store.idle | store.token_wait)
+        )
+        waiting = load.token_wait | compute.token_wait | store.token_wait | fetch.stalled
+        with m.If(self.running & fetch_blocked & units_blocked & waiting):
+            with m.If(blocked_for < DEADLOCK_CYCLES):
+                m.d.sync += blocked_for.eq(blocked_for + 1)
+        with m.Else():
+            m.d.sync += blocked_for.eq(0)
+        waiting_index = Signal(32)
+        m.d.comb += waiting_index.eq(fetch.pc)
+        for unit in reversed(units):
+            with m.If(unit.token_wait):
+                m.d.comb += waiting_index.eq(unit.index)
+        fail(blocked_for == DEADLOCK_CYCLES, isa.ErrorCode.DEADLOCK, waiting_index)
+        for unit in reversed(units):
+            fail(unit.error, unit.error_code, unit.index)
+        fail(fetch.error, fetch.error_code, fetch.pc)
+
+        # Performance counters (the PERF instruction snapshots them).
+        perf = self.perf
+        events = {
+            "cycles": self.running,
+            "insns_retired": load.retired + compute.retired + store.retired,
+            "load_busy": load.busy,
+            "compute_busy": compute.busy,
+            "store_busy": store.busy,
+            "array_active": compute.array_active,
+            "weight_load": compute.weight_load,
+            "load_token_wait": load.token_wait,
+            "compute_token_wait": compute.token_wait,
+            "store_token_wait": store.token_wait,
+            "dram_read_bytes": self.dram_resp.valid * bus,
+            "dram_write_bytes": self.dram_wr.valid
+            * sum(self.dram_wr.payload.strb[i] for i in range(bus)),
+            "dram_stall": load.dram_wait,
+            "macs": compute.array_active * (c.rows * c.cols),
+            "fetch_stall": fetch.stalled,
+        }
+        for name, amount in events.items():
+            counter = getattr(perf, name)
+            with m.If(self.running):
+                m.d.sync += counter.eq(counter + amount)
+        m.d.comb += store.perf.eq(perf)
+        return m

@@ -1,0 +1,89 @@
+"""Reads one 64-byte DMA descriptor from the descriptor table in DRAM."""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl_gen import isa
+
+
+class DescriptorFetcher(wiring.Component):
+    """On ``start``, checks ``index < desc_count`` (else BAD_DESCRIPTOR) and reads descriptor
+    ``index`` from ``desc_base`` through its read port; ``desc`` is valid when ``done`` pulses.
+
+    Attributes
+    ----------
+    addr : Out(stream of byte addresses), data : In(stream of beats)
+        The read port it uses (a :class:`~hdl_gen.read_port.ReadPort`).
+    """
+
+    def __init__(self, bus_bytes: int) -> None:
+        self.bus_bytes = bus_bytes
+        super().__init__(
+            {
+                "start": In(1),
+                "index": In(24),
+                "desc_base": In(32),
+                "desc_count": In(32),
+                "addr": Out(stream.Signature(32)),
+                "data": In(stream.Signature(bus_bytes * 8)),
+                "desc": Out(isa.DESCRIPTOR.layout),
+                "done": Out(1),
+                "error": Out(1),
+                "error_code": Out(isa.ErrorCode),
+            }
+        )
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        bus_bits = self.bus_bytes * 8
+        beats = max(1, isa.DESC_BYTES // self.bus_bytes)
+        address = Signal(32)
+        requested = Signal(range(beats + 1))
+        received = Signal(range(beats + 1))
+        word = Signal(isa.DESC_BITS)
+        m.d.comb += self.desc.as_value().eq(word)
+
+        with m.FSM(name="fetch"):
+            with m.State("IDLE"), m.If(self.start):
+                with m.If(self.index >= self.desc_count):
+                    m.d.sync += [
+                        self.error.eq(1),
+                        self.error_code.eq(isa.ErrorCode.BAD_DESCRIPTOR),
+                    ]
+                    m.next = "STOPPED"
+                with m.Else():
+                    m.d.sync += [
+                        address.eq(self.desc_base + self.index * isa.DESC_BYTES),
+                        requested.eq(0),
+                        received.eq(0),
+                    ]
+                    m.next = "READ"
+            with m.State("READ"):
+                m.d.comb += [
+                    self.addr.valid.eq(requested < beats),
+                    self.addr.payload.eq(address + requested * self.bus_bytes),
+                    self.data.ready.eq(1),
+                ]
+                with m.If(self.addr.valid & self.addr.ready):
+                    m.d.sync += requested.eq(requested + 1)
+                with m.If(self.data.valid):
+                    if self.bus_bytes >= isa.DESC_BYTES:
+                        # One beat holds the whole descriptor (and maybe its neighbours).
+                        offset = address & (self.bus_bytes - 1)
+                        m.d.sync += word.eq(self.data.payload >> (offset * 8))
+                    else:
+                        m.d.sync += word.eq(
+                            (word >> bus_bits) | (self.data.payload << (isa.DESC_BITS - bus_bits))
+                        )
+                    m.d.sync += received.eq(received + 1)
+                    with m.If(received == beats - 1):
+                        m.next = "DONE"
+            with m.State("DONE"):
+                m.d.comb += self.done.eq(1)
+                m.next = "IDLE"
+            with m.State("STOPPED"):
+                pass
+        return m

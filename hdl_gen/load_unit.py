@@ -1,0 +1,201 @@
+"""Load unit: executes LOAD - DMA from DRAM into the ACT, WGT or PARAM memory."""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import data, fifo, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl_gen import isa
+from hdl_gen.addrgen import AddressGenerator
+from hdl_gen.config import AccelConfig
+from hdl_gen.desc_fetch import DescriptorFetcher
+from hdl_gen.dram_bus import read_signature
+from hdl_gen.read_port import ReadPort
+from hdl_gen.tokens import ErrorLatch, UnitFrame, unit_signature
+
+
+def write_port(addr_bits: int, data_bits: int) -> wiring.Signature:
+    """A unit's side of a local-memory write port."""
+    return wiring.Signature({"addr": Out(addr_bits), "data": Out(data_bits), "en": Out(1)})
+
+
+def param_line_bits(config: AccelConfig) -> int:
+    return config.cols * isa.PARAM_ENTRY_BYTES * 8
+
+
+class LoadUnit(wiring.Component):
+    """Fetches the descriptor, walks it, reads DRAM with up to ``inflight`` beats outstanding
+    and writes one local line per beat (lines wider than the bus take several beats; padding
+    lines are written without reading DRAM).
+
+    Attributes
+    ----------
+    desc_bus, data_bus : Out(read link)
+    act, wgt, param : Out(write port)
+    dram_wait : Out(1)
+        A line is due but its data has not arrived.
+    """
+
+    def __init__(self, config: AccelConfig, inflight: int = 64) -> None:
+        self.config = c = config
+        self.inflight = inflight
+        bus = c.dram_bytes_per_cycle
+        super().__init__(
+            unit_signature(
+                {
+                    "desc_base": In(32),
+                    "desc_count": In(32),
+                    "desc_bus": Out(read_signature(bus)),
+                    "data_bus": Out(read_signature(bus)),
+                    "act": Out(write_port(16, c.act_line_bytes * 8)),
+                    "wgt": Out(write_port(16, c.wgt_line_bytes * 8)),
+                    "param": Out(write_port(16, param_line_bits(c))),
+                    "dram_wait": Out(1),
+                }
+            )
+        )
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        c = self.config
+        bus = c.dram_bytes_per_cycle
+        frame = UnitFrame(self, m)
+        errors = ErrorLatch(self, m)
+        m.submodules.desc_port = desc_port = ReadPort(bus, max(4, isa.DESC_BYTES // bus))
+        m.submodules.data_port = data_port = ReadPort(bus, self.inflight)
+        m.submodules.fetcher = fetcher = DescriptorFetcher(bus)
+        m.submodules.addrgen = addrgen = AddressGenerator(c.dram_bytes)
+        wiring.connect(m, wiring.flipped(self.desc_bus), desc_port.bus)
+        wiring.connect(m, wiring.flipped(self.data_bus), data_port.bus)
+        wiring.connect(m, fetcher.addr, desc_port.addr)
+        wiring.connect(m, desc_port.data, fetcher.data)
+        m.d.comb += [
+            fetcher.index.eq(frame.insn.load.desc),
+            fetcher.desc_base.eq(self.desc_base),
+            fetcher.desc_count.eq(self.desc_count),
+            addrgen.desc.eq(fetcher.desc),
+        ]
+        desc = fetcher.desc
+        errors.raise_(fetcher.error, isa.ErrorCode.BAD_DESCRIPTOR)
+        errors.raise_(addrgen.error, addrgen.error_code)
+
+        # Per-memory line geometry, selected by the descriptor's `mem`.
+        geometry = {
+            isa.Mem.ACT: (c.act_line_bytes, c.act_lines),
+            isa.Mem.WGT: (c.wgt_line_bytes, c.wgt_lines),
+            isa.Mem.PARAM: (c.cols * isa.PARAM_ENTRY_BYTES, c.param_lines),
+        }
+        line_bytes, lines_in_mem, beats = Signal(16), Signal(17), Signal(16)
+        with m.Switch(desc.mem):
+            for mem, (nbytes, nlines) in geometry.items():
+                with m.Case(mem):
+                    m.d.comb += [
+                        line_bytes.eq(nbytes),
+                        lines_in_mem.eq(nlines),
+                        beats.eq(max(1, nbytes // bus)),
+                    ]
+        m.d.comb += [
+            addrgen.line_bytes.eq(line_bytes),
+            addrgen.lines_in_mem.eq(lines_in_mem),
+            addrgen.align.eq(Mux(line_bytes < bus, line_bytes, bus)),
+        ]
+
+        # Lines whose data is on the way, in order: local address, padding flag, byte offset.
+        entry = data.StructLayout({"local": 16, "valid": 1, "offset": range(bus)})
+        m.submodules.pending = pending = fifo.SyncFIFOBuffered(
+            width=entry.size, depth=self.inflight
+        )
+        walking = Signal()
+
+        with m.FSM(name="load"):
+            with m.State("IDLE"), m.If(frame.start):
+                m.next = "BEGIN"
+            with m.State("BEGIN"):
+                m.d.comb += fetcher.start.eq(1)
+                m.next = "DESCRIPTOR"
+            with m.State("DESCRIPTOR"), m.If(fetcher.done):
+                with m.If(desc.mem == isa.Mem.ACC):
+                    errors.raise_(1, isa.ErrorCode.BAD_FIELD)
+                    m.next = "STOPPED"
+                with m.Else():
+                    m.d.comb += addrgen.start.eq(1)
+                    m.d.sync += walking.eq(1)
+                    m.next = "MOVE"
+            with m.State("MOVE"), m.If(~walking & ~pending.r_rdy & ~addrgen.busy):
+                m.d.comb += frame.done.eq(1)
+                m.next = "IDLE"
+            with m.State("STOPPED"):
+                pass
+
+        # Issue: one request per beat of each in-bounds line, then queue the line.
+        issued = Signal(16)
+        line = addrgen.lines.payload
+        aligned = line.dram & ~(bus - 1)
+        with m.If(addrgen.lines.valid & pending.w_rdy & ~self.halt):
+            with m.If(line.valid):
+                m.d.comb += [
+                    data_port.addr.valid.eq(1),
+                    data_port.addr.payload.eq(aligned + issued * bus),
+                ]
+                with m.If(data_port.addr.ready):
+                    with m.If(issued == beats - 1):
+                        m.d.sync += issued.eq(0)
+                        m.d.comb += [addrgen.lines.ready.eq(1), pending.w_en.eq(1)]
+                    with m.Else():
+                        m.d.sync += issued.eq(issued + 1)
+            with m.Else():
+                m.d.comb += [addrgen.lines.ready.eq(1), pending.w_en.eq(1)]
+        m.d.comb += pending.w_data.eq(
+            Cat(line.local, line.valid, line.dram[: (bus - 1).bit_length()])
+        )
+        with m.If(addrgen.lines.valid & addrgen.lines.ready & line.last):
+            m.d.sync += walking.eq(0)
+
+        # Write: padding lines at once, data lines when their beats are in.
+        head = data.View(entry, pending.r_data)
+        widest = max(nbytes for nbytes, _ in geometry.values()) * 8
+        assembled = Signal(max(widest, bus * 8))
+        received = Signal(16)
+        line_data = Signal(widest)
+        write = Signal()
+        pad = desc.pad_value.as_unsigned()
+        with m.If(pending.r_rdy & ~self.halt):
+            with m.If(~head.valid):
+                m.d.comb += [
+                    line_data.eq(Cat(*[pad] * (widest // 8))),
+                    write.eq(1),
+                    pending.r_en.eq(1),
+                ]
+            with m.Else():
+                m.d.comb += [data_port.data.ready.eq(1), self.dram_wait.eq(~data_port.data.valid)]
+                with m.If(data_port.data.valid):
+                    with m.If(beats == 1):
+                        # The whole line is in this beat (possibly a part of it).
+                        m.d.comb += [
+                            line_data.eq(data_port.data.payload >> (head.offset * 8)),
+                            write.eq(1),
+                            pending.r_en.eq(1),
+                        ]
+                    with m.Elif(received == beats - 1):
+                        whole = Signal.like(assembled)
+                        m.d.comb += whole.eq(assembled)
+                        m.d.comb += whole.word_select(received, bus * 8).eq(data_port.data.payload)
+                        m.d.comb += [line_data.eq(whole), write.eq(1), pending.r_en.eq(1)]
+                        m.d.sync += received.eq(0)
+                    with m.Else():
+                        m.d.sync += [
+                            assembled.word_select(received, bus * 8).eq(data_port.data.payload),
+                            received.eq(received + 1),
+                        ]
+        for port, mem in (
+            (self.act, isa.Mem.ACT),
+            (self.wgt, isa.Mem.WGT),
+            (self.param, isa.Mem.PARAM),
+        ):
+            m.d.comb += [
+                port.addr.eq(head.local),
+                port.data.eq(line_data),
+                port.en.eq(write & (desc.mem == mem)),
+            ]
+        return m

@@ -1,0 +1,216 @@
+"""Store unit: executes STORE (post-process accumulators, DMA to DRAM), PERF and SYNC."""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Signal, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from hdl_gen import isa
+from hdl_gen.addrgen import AddressGenerator
+from hdl_gen.config import AccelConfig
+from hdl_gen.desc_fetch import DescriptorFetcher
+from hdl_gen.dram_bus import read_signature, write_signature
+from hdl_gen.load_unit import param_line_bits
+from hdl_gen.read_port import ReadPort
+from hdl_gen.requant import MAX_SHIFT, clamp, requantize
+from hdl_gen.tokens import ErrorLatch, UnitFrame, unit_signature
+
+
+def read_port(addr_bits: int, data_bits: int) -> wiring.Signature:
+    """A unit's side of a synchronous local-memory read port (data the cycle after ``en``)."""
+    return wiring.Signature({"addr": Out(addr_bits), "en": Out(1), "data": In(data_bits)})
+
+
+def param_view(line: object, config: AccelConfig) -> data.View:
+    """A PARAM line as an array of ``cols`` parameter entries."""
+    layout = data.ArrayLayout(isa.PARAM_ENTRY.layout, config.cols)
+    return data.View(layout, line)
+
+
+class StoreUnit(wiring.Component):
+    """Walks a STORE's descriptor; for each in-bounds line reads the accumulator line and its
+    PARAM line, requantizes and clamps every column to int8 and writes the line to DRAM (one
+    line per cycle when a line fits a bus beat). PERF writes a counter snapshot.
+
+    Attributes
+    ----------
+    acc, param : Out(read port)
+    wr : Out(stream of DRAM writes)
+    perf : In(perf_record layout)
+        Live counter values (the tag field is ignored).
+    """
+
+    def __init__(self, config: AccelConfig) -> None:
+        self.config = c = config
+        bus = c.dram_bytes_per_cycle
+        super().__init__(
+            unit_signature(
+                {
+                    "desc_base": In(32),
+                    "desc_count": In(32),
+                    "desc_bus": Out(read_signature(bus)),
+                    "acc": Out(read_port(16, c.acc_line_bytes * 8)),
+                    "param": Out(read_port(16, param_line_bits(c))),
+                    "wr": Out(write_signature(bus)),
+                    "perf": In(isa.PERF_RECORD.layout),
+                }
+            )
+        )
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        c = self.config
+        bus = c.dram_bytes_per_cycle
+        out_bytes = c.out_line_bytes
+        beats = max(1, out_bytes // bus)
+        frame = UnitFrame(self, m)
+        errors = ErrorLatch(self, m)
+        insn = frame.insn.store
+        m.submodules.desc_port = desc_port = ReadPort(bus, max(4, isa.DESC_BYTES // bus))
+        m.submodules.fetcher = fetcher = DescriptorFetcher(bus)
+        m.submodules.addrgen = addrgen = AddressGenerator(c.dram_bytes)
+        wiring.connect(m, wiring.flipped(self.desc_bus), desc_port.bus)
+        wiring.connect(m, fetcher.addr, desc_port.addr)
+        wiring.connect(m, desc_port.data, fetcher.data)
+        m.d.comb += [
+            fetcher.index.eq(insn.desc),
+            fetcher.desc_base.eq(self.desc_base),
+            fetcher.desc_count.eq(self.desc_count),
+            addrgen.desc.eq(fetcher.desc),
+            addrgen.line_bytes.eq(out_bytes),
+            addrgen.lines_in_mem.eq(c.acc_lines),
+            addrgen.align.eq(min(out_bytes, bus)),
+        ]
+        errors.raise_(fetcher.error, isa.ErrorCode.BAD_DESCRIPTOR)
+        errors.raise_(addrgen.error, addrgen.error_code)
+
+        # Pipeline: A accepts a line and reads ACC/PARAM; B requantizes; C writes DRAM beats.
+        b_valid, b_dram = Signal(), Signal(32)
+        c_valid, c_dram, c_line = Signal(), Signal(32), Signal(out_bytes * 8)
+        c_beat = Signal(range(beats + 1))
+        walking = Signal()
+        line = addrgen.lines.payload
+
+        c_last_beat = c_valid & self.wr.ready & (c_beat == beats - 1)
+        c_free = ~c_valid | c_last_beat
+        b_moves = b_valid & c_free
+        a_moves = addrgen.lines.valid & (~b_valid | b_moves) & ~self.halt
+        m.d.comb += addrgen.lines.ready.eq(a_moves)
+
+        index = Signal(16)
+        with m.Switch(insn.param_loop):
+            for level in range(isa.DESC_LOOPS):
+                with m.Case(level):
+                    m.d.comb += index.eq(line.index[level])
+        m.d.comb += [
+            self.acc.addr.eq(line.local),
+            self.acc.en.eq(a_moves),
+            self.param.addr.eq(insn.param_addr + index),
+            self.param.en.eq(a_moves),
+        ]
+        with m.If(a_moves):
+            m.d.sync += [b_valid.eq(line.valid), b_dram.eq(line.dram)]
+            with m.If(line.last):
+                m.d.sync += walking.eq(0)
+        with m.Elif(b_moves):
+            m.d.sync += b_valid.eq(0)
+
+        accs = data.View(data.ArrayLayout(signed(c.acc_bits), c.cols), self.acc.data)
+        params = param_view(self.param.data, c)
+        lanes = []
+        bad_shift = Signal()
+        for col in range(c.cols):
+            entry = params[col]
+            scaled = requantize(accs[col], entry.mult, entry.shift)
+            lanes.append(clamp(scaled, insn.clamp_lo, insn.clamp_hi)[:8])
+            bad_shift = bad_shift | (entry.shift > MAX_SHIFT)
+        errors.raise_(b_valid & bad_shift, isa.ErrorCode.BAD_FIELD)
+        with m.If(b_moves):
+            m.d.sync += [c_valid.eq(1), c_dram.eq(b_dram), c_line.eq(Cat(*lanes)), c_beat.eq(0)]
+        with m.Elif(c_last_beat):
+            m.d.sync += c_valid.eq(0)
+        with m.If(c_valid & self.wr.ready & ~c_last_beat):
+            m.d.sync += c_beat.eq(c_beat + 1)
+
+        # DRAM write beats for STORE lines (or PERF records, below).
+        perf_beats = isa.PERF_RECORD.nbytes // bus
+        record = Signal(isa.PERF_RECORD.bits)
+        perf_beat = Signal(range(perf_beats + 1))
+        perf_addr = Signal(32)
+        writing_perf = Signal()
+        offset = c_dram[: (bus - 1).bit_length()]  # a narrow shift amount keeps widths small
+        with m.If(writing_perf):
+            m.d.comb += [
+                self.wr.valid.eq(1),
+                self.wr.payload.addr.eq(perf_addr + perf_beat * bus),
+                self.wr.payload.data.eq(record.word_select(perf_beat, bus * 8)),
+                self.wr.payload.strb.eq((1 << bus) - 1),
+            ]
+        with m.Elif(c_valid):
+            m.d.comb += self.wr.valid.eq(1)
+            if out_bytes >= bus:
+                m.d.comb += [
+                    self.wr.payload.addr.eq(c_dram + c_beat * bus),
+                    self.wr.payload.data.eq(c_line.word_select(c_beat, bus * 8)),
+                    self.wr.payload.strb.eq((1 << bus) - 1),
+                ]
+            else:
+                m.d.comb += [
+                    self.wr.payload.addr.eq(c_dram),
+                    self.wr.payload.data.eq(c_line << (offset * 8)),
+                    self.wr.payload.strb.eq(Const((1 << out_bytes) - 1, bus) << offset),
+                ]
+
+        record_view = data.View(isa.PERF_RECORD.layout, record)
+        with m.FSM(name="store"):
+            with m.State("IDLE"), m.If(frame.start):
+                m.next = "BEGIN"
+            with m.State("BEGIN"):
+                opcode = frame.insn.load.opcode
+                with m.If(opcode == isa.Opcode.STORE):
+                    m.d.comb += fetcher.start.eq(1)
+                    m.next = "DESCRIPTOR"
+                with m.Elif(opcode == isa.Opcode.PERF):
+                    address = frame.insn.perf.dram_addr
+                    in_dram = (address & (isa.PERF_RECORD.nbytes - 1) == 0) & (
+                        address + isa.PERF_RECORD.nbytes <= c.dram_bytes
+                    )
+                    with m.If(~in_dram):
+                        errors.raise_(1, isa.ErrorCode.DRAM_RANGE)
+                        m.next = "STOPPED"
+                    with m.Else():
+                        m.d.sync += [
+                            record.eq(self.perf.as_value()),
+                            record_view.tag.eq(frame.insn.perf.tag),
+                            perf_addr.eq(address),
+                            perf_beat.eq(0),
+                            writing_perf.eq(1),
+                        ]
+                        m.next = "PERF"
+                with m.Else():  # SYNC: tokens only
+                    m.d.comb += frame.done.eq(1)
+                    m.next = "IDLE"
+            with m.State("DESCRIPTOR"), m.If(fetcher.done):
+                bad = (fetcher.desc.mem != isa.Mem.ACC) | (
+                    insn.clamp_lo.as_signed() > insn.clamp_hi.as_signed()
+                )
+                with m.If(bad):
+                    errors.raise_(1, isa.ErrorCode.BAD_FIELD)
+                    m.next = "STOPPED"
+                with m.Else():
+                    m.d.comb += addrgen.start.eq(1)
+                    m.d.sync += walking.eq(1)
+                    m.next = "MOVE"
+            with m.State("MOVE"), m.If(~walking & ~addrgen.busy & ~b_valid & ~c_valid):
+                m.d.comb += frame.done.eq(1)
+                m.next = "IDLE"
+            with m.State("PERF"), m.If(self.wr.ready):
+                m.d.sync += perf_beat.eq(perf_beat + 1)
+                with m.If(perf_beat == perf_beats - 1):
+                    m.d.sync += writing_perf.eq(0)
+                    m.d.comb += frame.done.eq(1)
+                    m.next = "IDLE"
+            with m.State("STOPPED"):
+                pass
+        return m
