@@ -11,6 +11,7 @@ import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -103,7 +104,7 @@ def run_programs(
     model = model or build_accelerator(config)
     workdir = Path(workdir or tempfile.mkdtemp(prefix="cosim-rtl-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    entries = []
+    entries: list[dict[str, Any]] = []
     for n, run in enumerate(runs):
         image_path = workdir / f"image{n}.bin"
         np.ascontiguousarray(run.image, dtype=np.uint8).tofile(image_path)

@@ -48,5 +48,6 @@ def assert_same_dram(outcome: Outcome) -> None:
         first = int(diff[0])
         raise AssertionError(
             f"{outcome.name}: {diff.size} DRAM bytes differ; first at 0x{first:x}: "
-            f"expected {int(expected[first])} (ISA simulator), got {int(outcome.rtl.dram[first])} (RTL)"
+            f"expected {int(expected[first])} (ISA simulator), "
+            f"got {int(outcome.rtl.dram[first])} (RTL)"
         )
