@@ -1,4 +1,4 @@
-"""The front-end passes, in order, and the one place that runs them (verifying after each)."""
+"""The compiler passes, in order, and the one place that runs them (verifying after each)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from ..ir import Graph
-from . import canonicalize, quantize
+from hdl_gen.config import AccelConfig
 
-__all__ = ["FRONT_PASSES", "run_front"]
+from ..ir import Graph
+from ..plan import Plan
+from . import allocate, canonicalize, emit, layout, partition, quantize, schedule, tile
+
+__all__ = ["BACK_PASSES", "FRONT_PASSES", "run_back", "run_front"]
 
 FRONT_PASSES: list[tuple[str, Callable[..., Graph]]] = [
     # fold Identity/BN/bias Adds, fuse Relu/ReLU6 and residual Adds into conv/gemm (fp32)
@@ -28,3 +31,28 @@ def run_front(graph: Graph, calibration: Sequence[np.ndarray]) -> Graph:
         graph = pass_(graph, *extra.get(name, ()))
         graph.verify()
     return graph
+
+
+BACK_PASSES: list[tuple[str, Callable[[Plan], Plan]]] = [
+    # every conv/pool/add/FC on the accelerator, a final Softmax on the host
+    ("partition", partition.run),
+    # NHWC tensors with channels padded to lines; host im2col for an RGB first conv
+    ("layout", layout.run),
+    # m tile x n group x k group per layer, to fit the double-buffered memories
+    ("tile", tile.run),
+    # loads / computes / stores per step with dependency tokens; a barrier per layer
+    ("schedule", schedule.run),
+    # DRAM map: program, descriptors, perf records, weights, params, activations
+    ("allocate", allocate.run),
+    # instructions, descriptor table and DRAM image
+    ("emit", emit.run),
+]
+
+
+def run_back(graph: Graph, config: AccelConfig) -> Plan:
+    """Run :data:`BACK_PASSES` on a quantized graph; ``plan.verify(stage)`` after each pass."""
+    plan = Plan(config, graph)
+    for name, pass_ in BACK_PASSES:
+        plan = pass_(plan)
+        plan.verify(name)
+    return plan

@@ -1,0 +1,94 @@
+"""The constant DRAM contents of a layer: weight tiles and PARAM lines, in the order the
+schedule loads them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.plan import Layer, Plan
+from hdl_gen import isa
+
+
+def weight_bytes(layer: Layer, dim: int) -> np.ndarray:
+    """Weight tiles of every block in ``layer.weight_blocks``: tile (k, j) of a block is
+    ``dim`` lines where line r holds ``W[o = (n0 + j)*dim + c, k = (k0 + k)*dim + r]`` over c."""
+    matrix = layer.weights
+    assert matrix is not None
+    parts = []
+    for n0, nbc, k0, kc, _offset in layer.weight_blocks:
+        block = matrix[n0 * dim : (n0 + nbc) * dim, k0 * dim : (k0 + kc) * dim]
+        # (nbc*dim o, kc*dim k) -> (kc, nbc, dim r=k, dim c=o)
+        tiles = block.reshape(nbc, dim, kc, dim).transpose(2, 0, 3, 1)
+        parts.append(np.ascontiguousarray(tiles).reshape(-1))
+    return np.concatenate(parts).view(np.uint8) if parts else np.zeros(0, np.uint8)
+
+
+def weight_size(layer: Layer, dim: int) -> int:
+    return sum(kc * nbc * dim * dim for _n0, nbc, _k0, kc, _o in layer.weight_blocks)
+
+
+def _broadcast(value: np.ndarray | None, channels: int, pad_to: int) -> np.ndarray:
+    out = np.zeros(pad_to, dtype=np.int64)
+    if value is not None:
+        out[:channels] = np.broadcast_to(np.asarray(value, dtype=np.int64), (channels,))
+    return out
+
+
+def param_lines(plan: Plan, layer: Layer) -> np.ndarray:
+    """PARAM lines of a layer as bytes: one entry per (padded) output channel; ``add`` layers
+    have a second set for their b input after the first."""
+    node = layer.node
+    out = plan.tensors[layer.output]
+    padded, channels = out.channels, out.logical_channels
+    p = node.params
+    if layer.kind == "gemm":
+        sets = [
+            {
+                "bias": p["bias"],
+                "mult": p["mult"],
+                "shift": p["shift"],
+                "res_mult": p.get("res_mult"),
+                "res_shift": p.get("res_shift"),
+            }
+        ]
+    elif layer.kind == "pool":
+        if node.op == "maxpool":
+            sets = [{"mult": np.array([1]), "shift": np.array([0])}]
+        else:
+            sets = [{"mult": p["mult"], "shift": p["shift"]}]
+    else:  # add: a-set carries the output rescale, b-set only b's
+        sets = [
+            {
+                "res_mult": p["a_mult"],
+                "res_shift": p["a_shift"],
+                "mult": p["mult"],
+                "shift": p["shift"],
+            },
+            {"res_mult": p["b_mult"], "res_shift": p["b_shift"]},
+        ]
+    entries = []
+    for columns in sets:
+        values = {
+            name: _broadcast(v, channels, padded) for name, v in columns.items() if v is not None
+        }
+        entries.append(_entries(values, padded))
+    return np.concatenate(entries)
+
+
+def _entries(values: dict[str, np.ndarray], count: int) -> np.ndarray:
+    out = np.zeros((count, isa.PARAM_ENTRY_BYTES), dtype=np.uint8)
+    for leaf in isa.PARAM_ENTRY.leaves:
+        if leaf.path not in values:
+            continue
+        nbytes = leaf.width // 8
+        dtype = f"<{'i' if leaf.signed else 'u'}{nbytes}"
+        column = values[leaf.path].astype(dtype)
+        out[:, leaf.offset // 8 : leaf.offset // 8 + nbytes] = column.view(np.uint8).reshape(
+            count, nbytes
+        )
+    return out.reshape(-1)
+
+
+def param_size(plan: Plan, layer: Layer) -> int:
+    sets = 2 if layer.kind == "add" else 1
+    return sets * plan.tensors[layer.output].channels * isa.PARAM_ENTRY_BYTES

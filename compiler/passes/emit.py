@@ -1,0 +1,72 @@
+"""emit: encode the program and descriptor table and build the DRAM image."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.constants import param_lines, weight_bytes
+from compiler.errors import CompileError
+from compiler.passes.schedule import param_symbol, weight_symbol
+from compiler.plan import Op, Plan
+from hdl_gen import isa
+from hdl_gen.asm import Program
+
+
+def _descriptor(plan: Plan, op: Op) -> dict:
+    spec = op.desc
+    assert spec is not None
+    base = plan.symbols[spec.symbol] + spec.offset
+    return isa.descriptor(
+        spec.mem,
+        spec.local_base,
+        base,
+        spec.loops,
+        y0=spec.y0,
+        x0=spec.x0,
+        height=spec.height,
+        width=spec.width,
+        pad_value=spec.pad_value,
+    )
+
+
+def run(plan: Plan) -> Plan:
+    program = Program()
+    for layer in plan.accel_layers():
+        start = len(program.insns)
+        for op in layer.ops:
+            fields = dict(op.fields)
+            if op.desc is not None:
+                program.descs.append(_descriptor(plan, op))
+                fields["desc"] = len(program.descs) - 1
+            if op.dram is not None:
+                fields["dram_addr"] = plan.symbols[op.dram[0]] + op.dram[1]
+            try:
+                program.insns.append(isa.make(op.opcode, op.deps, **fields))
+            except isa.IsaError as exc:
+                raise CompileError(
+                    layer.name, layer.node.op, f"cannot encode {op.opcode}: {exc}"
+                ) from None
+        layer.insn_range = (start, len(program.insns))
+        plan.notes[start] = layer.name
+    program.insns.append(isa.make("end"))
+    plan.program = program
+
+    image = np.zeros(plan.launch["image_bytes"], dtype=np.uint8)
+
+    def place(symbol: str, blob: np.ndarray) -> None:
+        addr = plan.symbols[symbol]
+        image[addr : addr + blob.size] = blob
+
+    place("program", np.frombuffer(program.insn_bytes(), dtype=np.uint8))
+    place("descriptors", np.frombuffer(program.desc_bytes(), dtype=np.uint8))
+    for layer in plan.accel_layers():
+        if layer.kind == "gemm":
+            place(weight_symbol(layer), weight_bytes(layer, plan.dim))
+        place(param_symbol(layer), param_lines(plan, layer))
+    plan.image = image
+    plan.launch.update(
+        insn_base=plan.symbols["program"],
+        desc_base=plan.symbols["descriptors"],
+        desc_count=len(program.descs),
+    )
+    return plan

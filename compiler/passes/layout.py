@@ -1,0 +1,122 @@
+"""layout: choose each tensor's DRAM layout and express conv-like layers as GEMMs.
+
+Activations are NHWC with channels padded to lines of ``dim``, so a DMA line is ``dim``
+channels of one pixel and an output line of one layer is an input line of the next (no layout
+conversions anywhere). The network input of a first convolution whose channel count is not a
+multiple of ``dim`` (an RGB image) is written by the host already im2col'ed - one row of
+``kh*kw*C`` values, padded to lines, per output pixel - so that layer becomes a plain GEMM
+instead of wasting 13 of 16 lanes on every tap.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.errors import CompileError
+from compiler.plan import DramTensor, GemmShape, Layer, Plan, round_up
+
+
+def _tensor_dims(shape: tuple[int, ...]) -> tuple[int, int, int]:
+    if len(shape) == 4:
+        return shape[1], shape[2], shape[3]
+    if len(shape) == 2:
+        return shape[1], 1, 1
+    raise CompileError(None, None, f"tensor shape {shape} is neither (1,C,H,W) nor (1,F)")
+
+
+def _plain(plan: Plan, name: str) -> DramTensor:
+    t = plan.graph.tensors[name]
+    c, h, w = _tensor_dims(t.shape)
+    return DramTensor(name, h, w, round_up(c, plan.dim), c, float(t.scale or 1.0))
+
+
+def _wants_im2col(plan: Plan, layer: Layer) -> bool:
+    node = layer.node
+    graph_input = plan.graph.inputs[0]
+    if node.op != "conv" or node.inputs[0] != graph_input:
+        return False
+    c, _, _ = _tensor_dims(plan.graph.tensors[graph_input].shape)
+    consumers = plan.graph.consumers(graph_input)
+    return c % plan.dim != 0 and node.attrs["kernel"] != (1, 1) and len(consumers) == 1
+
+
+def _conv_matrix(weight: np.ndarray, in_channels: int, im2col: bool, dim: int) -> np.ndarray:
+    """(O, C, kh, kw) -> (O_pad, K) with K in chunk order (ky, kx, c) and padding as laid out."""
+    o, c, kh, kw = weight.shape
+    if im2col:
+        k = weight.transpose(0, 2, 3, 1).reshape(o, kh * kw * c)
+        k = np.pad(k, ((0, 0), (0, round_up(k.shape[1], dim) - k.shape[1])))
+    else:
+        k = np.zeros((o, kh, kw, in_channels), dtype=np.int8)
+        k[:, :, :, :c] = weight.transpose(0, 2, 3, 1)
+        k = k.reshape(o, kh * kw * in_channels)
+    return np.pad(k, ((0, round_up(o, dim) - o), (0, 0))).astype(np.int8)
+
+
+def run(plan: Plan) -> Plan:
+    dim = plan.dim
+    for layer in plan.layers:
+        if layer.target != "accel":
+            continue
+        node = layer.node
+        for name in layer.inputs:
+            if name not in plan.tensors:
+                if name == plan.graph.inputs[0] and _wants_im2col(plan, layer):
+                    kh, kw = node.attrs["kernel"]
+                    oc, oh, ow = _tensor_dims(plan.graph.tensors[node.output].shape)
+                    c, _, _ = _tensor_dims(plan.graph.tensors[name].shape)
+                    scale = float(plan.graph.tensors[name].scale or 1.0)
+                    plan.tensors[name] = DramTensor(
+                        name, oh, ow, round_up(kh * kw * c, dim), c, scale, layout="im2col"
+                    )
+                else:
+                    plan.tensors[name] = _plain(plan, name)
+        out = _plain(plan, layer.output)
+        if layer.kind == "alias":
+            src = plan.tensor(layer.inputs[0])
+            out = DramTensor(
+                layer.output, src.h, src.w, src.channels, src.logical_channels, src.scale
+            )
+            out.alias_of = src.name
+        plan.tensors[layer.output] = out
+        if layer.kind == "gemm":
+            _gemm_shape(plan, layer)
+    return plan
+
+
+def _gemm_shape(plan: Plan, layer: Layer) -> None:
+    node, dim = layer.node, plan.dim
+    src = plan.tensor(layer.inputs[0])
+    out = plan.tensors[layer.output]
+    weight = node.params["weight"]
+    if node.op == "conv":
+        if src.layout == "im2col":
+            shape = GemmShape(
+                src.h, src.w, src.channels, (1, 1), (1, 1), (0, 0, 0, 0), out.h, out.w, out.channels
+            )
+        else:
+            shape = GemmShape(
+                src.h,
+                src.w,
+                src.channels,
+                node.attrs["kernel"],
+                node.attrs["stride"],
+                node.attrs["pads"],
+                out.h,
+                out.w,
+                out.channels,
+            )
+        matrix = _conv_matrix(weight, src.channels, src.layout == "im2col", dim)
+    else:
+        # FC: a convolution whose kernel covers the (flattened, NCHW-ordered) input image.
+        if src.h * src.w * src.logical_channels != weight.shape[1]:
+            raise CompileError(
+                node.name, node.op, f"input {src.name} does not flatten to K={weight.shape[1]}"
+            )
+        as_conv = weight.reshape(weight.shape[0], src.logical_channels, src.h, src.w)
+        shape = GemmShape(
+            src.h, src.w, src.channels, (src.h, src.w), (1, 1), (0, 0, 0, 0), 1, 1, out.channels
+        )
+        matrix = _conv_matrix(as_conv, src.channels, False, dim)
+    layer.gemm = shape
+    layer.weights = matrix  # (O_pad, K) in chunk order; emit cuts it into tiles

@@ -1,0 +1,370 @@
+"""schedule: order each layer's loads, computes and stores, with dependency tokens.
+
+A layer is a list of *steps*; a step is the loads one compute phase needs plus that phase's
+compute instructions, and the last step of an m tile is followed by its store. Buffers:
+
+- ACT, WGT: two halves, by step parity. The load of step s waits (pop_next) for the compute of
+  step s-2 to release its half (push_prev).
+- ACC: two halves, by tile parity. A tile's first compute waits (pop_next) for the store of tile
+  t-2 to release its half (push_prev); the tile's last compute hands it to the store (push_next).
+- PARAM: four slots, by tile. A tile's parameters are loaded in its first step; the load for
+  tile t+4 can only start once tile t's store has finished (via the ACC tokens of tile t+2),
+  so a slot is never overwritten while a store still reads it.
+
+Token pushes and pops balance within a layer; a barrier (store -> compute -> load) and a PERF
+record end each layer, so the next layer reads what this one stored.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from compiler.errors import CompileError
+from compiler.passes.tile import PARAM_SLOTS
+from compiler.plan import DescSpec, Layer, Op, Plan
+from hdl_gen import isa
+
+
+@dataclass
+class Step:
+    loads: list[Op] = field(default_factory=list)
+    compute: list[Op] = field(default_factory=list)
+    tile: int = 0
+    first_of_tile: bool = False
+    store: list[Op] = field(default_factory=list)
+
+
+def weight_symbol(layer: Layer) -> str:
+    return f"{layer.name}#weights"
+
+
+def param_symbol(layer: Layer) -> str:
+    return f"{layer.name}#params"
+
+
+def groups(total: int, size: int) -> list[tuple[int, int]]:
+    """(start, count) pieces of ``range(total)`` of at most ``size``."""
+    return [(start, min(size, total - start)) for start in range(0, total, size)]
+
+
+class _Halves:
+    def __init__(self, plan: Plan) -> None:
+        c = plan.config
+        self.act, self.wgt, self.acc = c.act_lines // 2, c.wgt_lines // 2, c.acc_lines // 2
+        self.param = c.param_lines // PARAM_SLOTS
+        self.param_line_bytes = c.cols * isa.PARAM_ENTRY_BYTES
+
+
+def _clamp(layer: Layer) -> tuple[int, int]:
+    clamp = layer.node.params.get("clamp")
+    return (int(clamp[0]), int(clamp[1])) if clamp is not None else (-128, 127)
+
+
+def _store(
+    plan: Plan, layer: Layer, acc_base: int, slot: int, oy0: int, mt: int, nb0: int, nbc: int
+) -> Op:
+    out = plan.tensor(layer.output)
+    dim = plan.dim
+    desc = DescSpec(
+        "ACC",
+        acc_base,
+        out.name,
+        oy0 * out.w * out.channels + nb0 * dim,
+        [(nbc, dim, mt), (mt, out.channels, 1)],
+    )
+    lo, hi = _clamp(layer)
+    fields = {"param_addr": slot, "param_loop": isa.DESC_LOOPS - 2, "clamp_lo": lo, "clamp_hi": hi}
+    return Op("store", fields=fields, desc=desc)
+
+
+def _param_load(plan: Plan, layer: Layer, slot: int, first_line: int, lines: int) -> Op:
+    line_bytes = plan.dim * isa.PARAM_ENTRY_BYTES
+    desc = DescSpec(
+        "PARAM", slot, param_symbol(layer), first_line * line_bytes, [(lines, line_bytes, 1)]
+    )
+    return Op("load", desc=desc)
+
+
+def _tile_lines(plan: Plan, name: str, local: int, oy0: int, mt: int, nb0: int, nbc: int) -> Op:
+    """Load an (mt pixels x nbc channel blocks) tile of an activation tensor, block-major."""
+    t = plan.tensor(name)
+    desc = DescSpec(
+        "ACT",
+        local,
+        t.name,
+        oy0 * t.w * t.channels + nb0 * plan.dim,
+        [(nbc, plan.dim, mt), (mt, t.channels, 1)],
+    )
+    return Op("load", desc=desc)
+
+
+def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
+    shape, tiling = layer.gemm, layer.tiling
+    assert shape is not None and tiling is not None
+    dim = plan.dim
+    src = plan.tensor(layer.inputs[0])
+    kh, kw = shape.kernel
+    sh, sw = shape.stride
+    pt, pl = shape.pads[0], shape.pads[1]
+    cb_total = shape.in_channels // dim
+    chunks, blocks = shape.chunks(dim), shape.out_channels // dim
+    residual = layer.inputs[1] if len(layer.inputs) > 1 else None
+    n_groups = groups(blocks, tiling.n_blocks)
+    k_groups = groups(chunks, tiling.k_group)
+    m_tiles = groups(shape.out_h, tiling.rows_per_tile)
+    # Weight blocks in DRAM, in the order the steps load them: (n group, k group).
+    offset, blocks_at = 0, {}
+    for (nb0, nbc), (k0, kc) in itertools.product(n_groups, k_groups):
+        blocks_at[(nb0, k0)] = offset
+        offset += kc * nbc * dim * dim
+    layer.weight_blocks = [
+        (nb0, nbc, k0, kc, blocks_at[(nb0, k0)])
+        for (nb0, nbc), (k0, kc) in itertools.product(n_groups, k_groups)
+    ]
+
+    steps: list[Step] = []
+    tile = 0
+    for (nb0, nbc), (oy0, rows) in itertools.product(n_groups, m_tiles):
+        mt = rows * shape.out_w
+        acc_base = (tile % 2) * halves.acc
+        slot = (tile % PARAM_SLOTS) * halves.param
+        for gi, (k0, kc) in enumerate(k_groups):
+            half = len(steps) % 2
+            act_base, wgt_base = half * halves.act, half * halves.wgt
+            step = Step(tile=tile, first_of_tile=gi == 0)
+            if gi == 0:
+                step.loads.append(_param_load(plan, layer, slot, nb0, nbc))
+                if residual is not None:
+                    step.loads.append(
+                        _tile_lines(plan, residual, act_base + kc * mt, oy0, mt, nb0, nbc)
+                    )
+            # Activations: one descriptor per run of chunks sharing a kernel tap (ky, kx).
+            for k, run in itertools.groupby(range(k0, k0 + kc), key=lambda k: k // cb_total):
+                first = next(iter(run))
+                count = 1 + sum(1 for _ in run)
+                ky, kx, cb = k // kw, k % kw, first % cb_total
+                y0, x0 = oy0 * sh + ky - pt, kx - pl
+                desc = DescSpec(
+                    "ACT",
+                    act_base + (first - k0) * mt,
+                    src.name,
+                    (y0 * src.w + x0) * src.channels + cb * dim,
+                    [
+                        (count, dim, mt, 0, 0),
+                        (rows, sh * src.w * src.channels, shape.out_w, sh, 0),
+                        (shape.out_w, sw * src.channels, 1, 0, sw),
+                    ],
+                    y0=y0,
+                    x0=x0,
+                    height=src.h,
+                    width=src.w,
+                )
+                step.loads.append(Op("load", desc=desc))
+            step.loads.append(
+                Op(
+                    "load",
+                    desc=DescSpec(
+                        "WGT",
+                        wgt_base,
+                        weight_symbol(layer),
+                        blocks_at[(nb0, k0)],
+                        [(kc * nbc * dim, dim, 1)],
+                    ),
+                )
+            )
+            if gi == 0:
+                step.compute.append(
+                    Op(
+                        "accum",
+                        fields={
+                            "acc_addr": acc_base,
+                            "act_addr": act_base + kc * mt,
+                            "param_addr": slot,
+                            "m": mt,
+                            "n_iter": nbc,
+                            "acc_n_stride": mt,
+                            "act_n_stride": mt,
+                            "use_bias": 1,
+                            "use_res": int(residual is not None),
+                            "accumulate": 0,
+                        },
+                    )
+                )
+            step.compute.append(
+                Op(
+                    "gemm",
+                    fields={
+                        "wgt_addr": wgt_base,
+                        "act_addr": act_base,
+                        "acc_addr": acc_base,
+                        "m": mt,
+                        "k_iter": kc,
+                        "n_iter": nbc,
+                        "act_k_stride": mt,
+                        "acc_n_stride": mt,
+                        "accumulate": 1,
+                    },
+                )
+            )
+            if gi == len(k_groups) - 1:
+                step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, nb0, nbc))
+            steps.append(step)
+        tile += 1
+    return steps
+
+
+def _pool_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
+    node, tiling = layer.node, layer.tiling
+    assert tiling is not None
+    dim = plan.dim
+    src, out = plan.tensor(layer.inputs[0]), plan.tensors[layer.output]
+    kh, kw = node.attrs.get("kernel", (src.h, src.w))
+    sh, sw = node.attrs.get("stride", (1, 1))
+    pt, pl = node.attrs.get("pads", (0, 0, 0, 0))[:2]
+    window = kh * kw
+    mode = "MAX" if node.op == "maxpool" else "SUM"
+    steps: list[Step] = []
+    for tile, ((nb0, nbc), (oy0, rows)) in enumerate(
+        itertools.product(
+            groups(out.channels // dim, tiling.n_blocks), groups(out.h, tiling.rows_per_tile)
+        )
+    ):
+        mt = rows * out.w
+        half = len(steps) % 2
+        act_base, acc_base = half * halves.act, (tile % 2) * halves.acc
+        slot = (tile % PARAM_SLOTS) * halves.param
+        step = Step(tile=tile, first_of_tile=True)
+        step.loads.append(_param_load(plan, layer, slot, nb0, nbc))
+        y0 = oy0 * sh - pt
+        for j in range(nbc):
+            desc = DescSpec(
+                "ACT",
+                act_base + j * mt * window,
+                src.name,
+                (y0 * src.w - pl) * src.channels + (nb0 + j) * dim,
+                [
+                    (rows, sh * src.w * src.channels, out.w * window, sh, 0),
+                    (out.w, sw * src.channels, window, 0, sw),
+                    (kh, src.w * src.channels, kw, 1, 0),
+                    (kw, src.channels, 1, 0, 1),
+                ],
+                y0=y0,
+                x0=-pl,
+                height=src.h,
+                width=src.w,
+                pad_value=-128 if mode == "MAX" else 0,
+            )
+            step.loads.append(Op("load", desc=desc))
+        step.compute.append(
+            Op(
+                "pool",
+                fields={
+                    "act_addr": act_base,
+                    "acc_addr": acc_base,
+                    "m": mt,
+                    "window": window,
+                    "n_iter": nbc,
+                    "act_n_stride": mt * window,
+                    "acc_n_stride": mt,
+                    "mode": mode,
+                    "accumulate": 0,
+                },
+            )
+        )
+        step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, nb0, nbc))
+        steps.append(step)
+    return steps
+
+
+def _add_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
+    tiling = layer.tiling
+    assert tiling is not None
+    out = plan.tensors[layer.output]
+    blocks = out.channels // plan.dim
+    steps: list[Step] = []
+    for tile, ((nb0, nbc), (oy0, rows)) in enumerate(
+        itertools.product(groups(blocks, tiling.n_blocks), groups(out.h, tiling.rows_per_tile))
+    ):
+        mt = rows * out.w
+        half = len(steps) % 2
+        act_base, acc_base = half * halves.act, (tile % 2) * halves.acc
+        slot = (tile % PARAM_SLOTS) * halves.param
+        step = Step(tile=tile, first_of_tile=True)
+        step.loads.append(_param_load(plan, layer, slot, nb0, nbc))  # a-set (and output) params
+        step.loads.append(_param_load(plan, layer, slot + nbc, blocks + nb0, nbc))  # b-set
+        for which, name in enumerate(layer.inputs):
+            step.loads.append(
+                _tile_lines(plan, name, act_base + which * nbc * mt, oy0, mt, nb0, nbc)
+            )
+        for which in range(2):
+            step.compute.append(
+                Op(
+                    "accum",
+                    fields={
+                        "acc_addr": acc_base,
+                        "act_addr": act_base + which * nbc * mt,
+                        "param_addr": slot + which * nbc,
+                        "m": mt,
+                        "n_iter": nbc,
+                        "acc_n_stride": mt,
+                        "act_n_stride": mt,
+                        "use_bias": 0,
+                        "use_res": 1,
+                        "accumulate": which,
+                    },
+                )
+            )
+        step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, nb0, nbc))
+        steps.append(step)
+    return steps
+
+
+def _with_tokens(steps: list[Step]) -> list[Op]:
+    """Set the dependency flags (see the module docstring) and flatten in program order."""
+    total_steps = len(steps)
+    total_tiles = 1 + max(step.tile for step in steps)
+    ops: list[Op] = []
+
+    def add(op: Op, *flags: str) -> None:
+        op.deps = tuple(dict.fromkeys((*op.deps, *flags)))
+
+    for s, step in enumerate(steps):
+        if not step.loads or not step.compute:
+            raise CompileError(None, None, f"schedule step {s} has no loads or no compute")
+        if s >= 2:
+            add(step.loads[0], "pop_next")
+        add(step.loads[-1], "push_next")
+        add(step.compute[0], "pop_prev")
+        if step.first_of_tile and step.tile >= 2:
+            add(step.compute[0], "pop_next")
+        if s + 2 < total_steps:
+            add(step.compute[-1], "push_prev")
+        if step.store:
+            add(step.compute[-1], "push_next")
+            add(step.store[0], "pop_prev")
+            if step.tile + 2 < total_tiles:
+                add(step.store[-1], "push_prev")
+        ops += step.loads + step.compute + step.store
+    return ops
+
+
+def run(plan: Plan) -> Plan:
+    halves = _Halves(plan)
+    builders = {"gemm": _gemm_steps, "pool": _pool_steps, "add": _add_steps}
+    accel = plan.accel_layers()
+    for number, layer in enumerate(accel):
+        steps = builders[layer.kind](plan, layer, halves)
+        ops = _with_tokens(steps)
+        # Layer end: a counter snapshot, then a barrier so the next layer sees this one's output.
+        layer.perf_index = number
+        ops += [
+            Op("perf", fields={"tag": layer.index}, dram=("perf", number * isa.PERF_RECORD.nbytes)),
+            Op("sync", ("push_prev",), {"queue": "STORE"}),
+            Op("sync", ("pop_next", "push_prev"), {"queue": "COMPUTE"}),
+            Op("sync", ("pop_next",), {"queue": "LOAD"}),
+        ]
+        for op in ops:
+            op.layer = layer.index
+        layer.ops = ops
+    return plan

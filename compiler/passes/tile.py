@@ -1,0 +1,123 @@
+"""tile: choose how each accelerator layer is cut to fit the on-chip memories.
+
+A GEMM layer is walked as n groups (``n_blocks`` output-channel blocks) x m tiles
+(``rows_per_tile`` output rows) x k groups (``k_group`` chunks of ``dim`` reduction values).
+Every resource is double-buffered - ACT, WGT by schedule step, ACC by m tile - and PARAM has four
+slots (see schedule), so loads of the next step and the store of the previous tile run under the
+current GEMM. Among the tilings that fit, the one with the smallest estimated cycle count wins.
+"""
+
+from __future__ import annotations
+
+from compiler.errors import CompileError
+from compiler.plan import Layer, Plan, Tiling, ceil_div
+
+MAX_M = (1 << 12) - 1  # GEMM/ACCUM/POOL `m` field
+MAX_ITER = (1 << 10) - 1  # k_iter / n_iter fields
+MAX_WINDOW = (1 << 8) - 1  # POOL `window` field
+GEMM_OVERHEAD = 40  # cycles to start and drain one GEMM instruction
+PARAM_SLOTS = 4
+
+
+class Budget:
+    def __init__(self, plan: Plan) -> None:
+        c = plan.config
+        self.dim = c.rows
+        self.act = c.act_lines // 2
+        self.wgt_tiles = c.wgt_lines // 2 // c.rows
+        self.acc = c.acc_lines // 2
+        self.param = c.param_lines // PARAM_SLOTS
+        self.lines_per_cycle = c.dram_bytes_per_cycle / c.act_line_bytes
+        self.latency = c.dram_latency
+
+
+def _gemm_tiling(layer: Layer, budget: Budget) -> Tiling:
+    shape = layer.gemm
+    assert shape is not None
+    dim = budget.dim
+    chunks, blocks = shape.chunks(dim), shape.out_channels // dim
+    residual = len(layer.inputs) > 1
+    best: Tiling | None = None
+    for rows in range(1, shape.out_h + 1):
+        mt = rows * shape.out_w
+        if mt > MAX_M or mt > budget.acc:
+            break
+        m_tiles = ceil_div(shape.out_h, rows)
+        for nb in range(1, min(blocks, budget.param, budget.acc // mt, MAX_ITER) + 1):
+            res_lines = nb * mt if residual else 0
+            kg = min(chunks, budget.wgt_tiles // nb, (budget.act - res_lines) // mt, MAX_ITER)
+            if kg < 1:
+                continue
+            groups = ceil_div(chunks, kg)
+            kg = ceil_div(chunks, groups)
+            n_groups = ceil_div(blocks, nb)
+            compute = kg * nb * max(mt, 2 * dim + 1) + GEMM_OVERHEAD
+            load = (kg * mt + kg * nb * dim) / budget.lines_per_cycle + budget.latency
+            step = max(compute, load)
+            accum = mt * nb
+            total = n_groups * m_tiles * (groups * step + accum) + load + mt * nb
+            if best is None or total < best.estimate:
+                best = Tiling(rows, nb, kg, int(total))
+    if best is None:
+        raise CompileError(
+            layer.name,
+            layer.node.op,
+            f"no tiling fits: one output row is {shape.out_w} pixels, ACC half holds {budget.acc} "
+            f"lines, ACT half {budget.act}",
+        )
+    return best
+
+
+def _pool_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
+    node = layer.node
+    src, out = plan.tensor(layer.inputs[0]), plan.tensors[layer.output]
+    kernel = node.attrs.get("kernel", (src.h, src.w))
+    window = kernel[0] * kernel[1]
+    if window > MAX_WINDOW:
+        raise CompileError(node.name, node.op, f"window of {window} pixels exceeds {MAX_WINDOW}")
+    blocks = out.channels // budget.dim
+    best: Tiling | None = None
+    for rows in range(1, out.h + 1):
+        mt = rows * out.w
+        if mt > MAX_M or mt * window > budget.act or mt > budget.acc:
+            break
+        kg = min(blocks, budget.act // (mt * window), budget.acc // mt, budget.param, MAX_ITER)
+        steps = ceil_div(out.h, rows) * ceil_div(blocks, kg)
+        total = steps * max(
+            mt * window * kg, mt * window * kg / budget.lines_per_cycle + budget.latency
+        )
+        if best is None or total < best.estimate:
+            best = Tiling(rows, kg, kg, int(total))
+    if best is None:
+        raise CompileError(node.name, node.op, "no tiling fits the ACT/ACC memories")
+    return best
+
+
+def _add_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
+    out = plan.tensors[layer.output]
+    blocks = out.channels // budget.dim
+    best: Tiling | None = None
+    for rows in range(1, out.h + 1):
+        mt = rows * out.w
+        if mt > MAX_M or 2 * mt > budget.act or mt > budget.acc:
+            break
+        kg = min(blocks, budget.act // (2 * mt), budget.acc // mt, budget.param // 2, MAX_ITER)
+        steps = ceil_div(out.h, rows) * ceil_div(blocks, kg)
+        total = steps * (2 * mt * kg + budget.latency)
+        if best is None or total < best.estimate:
+            best = Tiling(rows, kg, kg, int(total))
+    if best is None:
+        raise CompileError(layer.name, layer.node.op, "no tiling fits the ACT/ACC memories")
+    return best
+
+
+def run(plan: Plan) -> Plan:
+    budget = Budget(plan)
+    for layer in plan.accel_layers():
+        if layer.kind == "gemm":
+            layer.tiling = _gemm_tiling(layer, budget)
+        elif layer.kind == "pool":
+            layer.tiling = _pool_tiling(layer, plan, budget)
+        else:
+            layer.tiling = _add_tiling(layer, plan, budget)
+    return plan

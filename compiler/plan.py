@@ -1,0 +1,202 @@
+"""The back end's plan: what the partition, layout, tile, schedule, allocate and emit passes
+decide, filled in one pass at a time, with a verifier run between passes.
+
+Every accelerator layer is one of three kinds:
+
+- ``gemm``: a convolution read as a GEMM through DMA im2col (conv, and FC layers, which are
+  convolutions over a 1x1 image, or with a kernel covering the whole image after a flatten);
+- ``pool``: max / sum pooling (maxpool, avgpool, global_avgpool);
+- ``add``: a standalone residual add.
+
+Tensors live in DRAM channels-last (NHWC) with channels padded to whole lines of ``dim``
+channels, except the network input of a first convolution with few channels, which the host
+writes already im2col'ed (one row of ``kh*kw*C`` values, padded, per output pixel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import CompileError
+from compiler.ir import Graph, Node
+from hdl_gen.asm import Program
+from hdl_gen.config import AccelConfig
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def round_up(a: int, b: int) -> int:
+    return ceil_div(a, b) * b
+
+
+@dataclass
+class DramTensor:
+    """An int8 activation tensor in DRAM: ``h`` x ``w`` pixels of ``channels`` (padded) values."""
+
+    name: str
+    h: int
+    w: int
+    channels: int  # padded to a multiple of dim
+    logical_channels: int
+    scale: float
+    layout: str = "nhwc"  # or "im2col" (network input only)
+    alias_of: str | None = None  # flatten outputs share their input's bytes
+    addr: int = -1
+
+    @property
+    def nbytes(self) -> int:
+        return self.h * self.w * self.channels
+
+
+@dataclass
+class GemmShape:
+    """A conv-like layer as a GEMM over im2col rows."""
+
+    in_h: int
+    in_w: int
+    in_channels: int  # padded
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pads: tuple[int, int, int, int]  # top, left, bottom, right
+    out_h: int
+    out_w: int
+    out_channels: int  # padded
+
+    def chunks(self, dim: int) -> int:
+        return self.kernel[0] * self.kernel[1] * self.in_channels // dim
+
+
+@dataclass
+class Tiling:
+    rows_per_tile: int  # output rows per m tile (m_tile = rows_per_tile * out_w)
+    n_blocks: int  # output channel blocks per n group
+    k_group: int  # K chunks per GEMM instruction (pool: channel blocks per step)
+    estimate: int = 0  # estimated cycles
+
+
+@dataclass
+class DescSpec:
+    """A descriptor whose DRAM base is symbolic until allocate: ``(symbol, offset)``."""
+
+    mem: str
+    local_base: int
+    symbol: str
+    offset: int
+    loops: list[tuple[int, ...]]
+    y0: int = 0
+    x0: int = 0
+    height: int = 0
+    width: int = 0
+    pad_value: int = 0
+
+
+@dataclass
+class Op:
+    """One instruction of the schedule; ``desc`` and ``dram`` are resolved by emit."""
+
+    opcode: str
+    deps: tuple[str, ...] = ()
+    fields: dict[str, Any] = field(default_factory=dict)
+    desc: DescSpec | None = None
+    dram: tuple[str, int] | None = None  # PERF record address
+    layer: int = -1
+
+
+@dataclass
+class Layer:
+    """One node of the graph, placed on the accelerator or the host."""
+
+    index: int
+    node: Node
+    target: str  # "accel" or "host"
+    kind: str  # gemm | pool | add | alias | host
+    inputs: list[str]
+    output: str
+    macs: int = 0
+    gemm: GemmShape | None = None
+    tiling: Tiling | None = None
+    weights: np.ndarray | None = None  # (O_pad, K) int8 weight matrix, K in chunk order
+    weight_blocks: list[tuple[int, int, int, int, int]] = field(default_factory=list)
+    # schedule: (first n block, n blocks, first k chunk, k chunks, byte offset) per weight block
+    ops: list[Op] = field(default_factory=list)
+    insn_range: tuple[int, int] = (0, 0)
+    perf_index: int = -1
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+@dataclass
+class Plan:
+    config: AccelConfig
+    graph: Graph
+    layers: list[Layer] = field(default_factory=list)
+    tensors: dict[str, DramTensor] = field(default_factory=dict)
+    symbols: dict[str, int] = field(default_factory=dict)  # allocate: symbol -> DRAM address
+    regions: list[tuple[str, int, int]] = field(default_factory=list)  # (name, addr, bytes)
+    program: Program | None = None
+    image: np.ndarray | None = None  # the DRAM image (constants + program)
+    launch: dict[str, int] = field(default_factory=dict)
+    notes: dict[int, str] = field(default_factory=dict)  # instruction index -> layer name
+
+    @property
+    def dim(self) -> int:
+        return self.config.rows
+
+    def accel_layers(self) -> list[Layer]:
+        return [layer for layer in self.layers if layer.target == "accel" and layer.kind != "alias"]
+
+    def tensor(self, name: str) -> DramTensor:
+        tensor = self.tensors[name]
+        return self.tensors[tensor.alias_of] if tensor.alias_of else tensor
+
+    def verify(self, stage: str) -> None:
+        """Check the invariants every pass up to ``stage`` promises."""
+        stages = ["partition", "layout", "tile", "schedule", "allocate", "emit"]
+        reached = stages.index(stage)
+        for layer in self.layers:
+            if layer.target not in ("accel", "host"):
+                raise CompileError(layer.name, layer.node.op, f"bad target {layer.target!r}")
+            if reached >= 1 and layer.target == "accel":
+                for name in (*layer.inputs, layer.output):
+                    if name not in self.tensors:
+                        raise CompileError(
+                            layer.name, layer.node.op, f"tensor {name!r} has no layout"
+                        )
+                    if self.tensor(name).channels % self.dim:
+                        raise CompileError(
+                            layer.name, layer.node.op, f"tensor {name!r} not padded to lines"
+                        )
+            if reached >= 2 and layer in self.accel_layers() and layer.tiling is None:
+                raise CompileError(layer.name, layer.node.op, "no tiling chosen")
+            if reached >= 3 and layer in self.accel_layers() and not layer.ops:
+                raise CompileError(layer.name, layer.node.op, "no instructions scheduled")
+        if reached >= 4:
+            for layer in self.accel_layers():
+                for op in layer.ops:
+                    for symbol in ([op.desc.symbol] if op.desc else []) + (
+                        [op.dram[0]] if op.dram else []
+                    ):
+                        if symbol not in self.symbols:
+                            raise CompileError(
+                                layer.name, layer.node.op, f"symbol {symbol!r} unallocated"
+                            )
+            spans = sorted((addr, addr + size, name) for name, addr, size in self.regions)
+            for (a0, a1, n0), (b0, _b1, n1) in zip(spans, spans[1:], strict=False):
+                if b0 < a1:
+                    raise CompileError(None, None, f"DRAM regions {n0!r} and {n1!r} overlap")
+            if spans and spans[-1][1] > self.config.dram_bytes:
+                raise CompileError(
+                    None,
+                    None,
+                    f"the model needs {spans[-1][1] >> 20} MiB of DRAM, config has "
+                    f"{self.config.dram_mib} MiB",
+                )
+        if reached >= 5 and (self.program is None or self.image is None):
+            raise CompileError(None, None, "emit produced no program")
