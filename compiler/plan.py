@@ -188,7 +188,7 @@ class Plan:
                                 layer.name, layer.node.op, f"symbol {symbol!r} unallocated"
                             )
             spans = sorted((addr, addr + size, name) for name, addr, size in self.regions)
-            for (a0, a1, n0), (b0, _b1, n1) in zip(spans, spans[1:], strict=False):
+            for (_a0, a1, n0), (b0, _b1, n1) in zip(spans, spans[1:], strict=False):
                 if b0 < a1:
                     raise CompileError(None, None, f"DRAM regions {n0!r} and {n1!r} overlap")
             if spans and spans[-1][1] > self.config.dram_bytes:

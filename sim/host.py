@@ -32,10 +32,7 @@ def input_bytes(plan: Plan, x: np.ndarray) -> tuple[DramTensor, np.ndarray]:
     name = plan.graph.inputs[0]
     tensor = plan.tensors[name]
     q = quantize_input(x, tensor.scale)
-    if q.ndim == 2:
-        q = q.reshape(q.shape[1], 1, 1)
-    else:
-        q = q[0]
+    q = q.reshape(q.shape[1], 1, 1) if q.ndim == 2 else q[0]
     if tensor.layout == "im2col":
         node = next(layer.node for layer in plan.layers if name in layer.inputs)
         rows = _im2col(

@@ -124,8 +124,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     ]
 
     steps: list[Step] = []
-    tile = 0
-    for (nb0, nbc), (oy0, rows) in itertools.product(n_groups, m_tiles):
+    for tile, ((nb0, nbc), (oy0, rows)) in enumerate(itertools.product(n_groups, m_tiles)):
         mt = rows * shape.out_w
         acc_base = (tile % 2) * halves.acc
         slot = (tile % PARAM_SLOTS) * halves.param
@@ -140,10 +139,10 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                         _tile_lines(plan, residual, act_base + kc * mt, oy0, mt, nb0, nbc)
                     )
             # Activations: one descriptor per run of chunks sharing a kernel tap (ky, kx).
-            for k, run in itertools.groupby(range(k0, k0 + kc), key=lambda k: k // cb_total):
-                first = next(iter(run))
-                count = 1 + sum(1 for _ in run)
-                ky, kx, cb = k // kw, k % kw, first % cb_total
+            for tap, run in itertools.groupby(range(k0, k0 + kc), key=lambda k: k // cb_total):
+                chunk_list = list(run)
+                first, count = chunk_list[0], len(chunk_list)
+                ky, kx, cb = tap // kw, tap % kw, first % cb_total
                 y0, x0 = oy0 * sh + ky - pt, kx - pl
                 desc = DescSpec(
                     "ACT",
@@ -210,7 +209,6 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
             if gi == len(k_groups) - 1:
                 step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, nb0, nbc))
             steps.append(step)
-        tile += 1
     return steps
 
 

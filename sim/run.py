@@ -1,0 +1,194 @@
+"""Run a compiled model on a backend and check it layer by layer.
+
+:func:`run` writes the quantized input into the DRAM image, runs the program on the ISA
+simulator or the RTL, reads every layer's output back from DRAM and compares it bit for bit with
+the integer reference, and reads the per-layer PERF records the program wrote.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.ir import Graph
+from compiler.plan import Plan
+from compiler.reference import dequantize, evaluate, quantize_input
+from hdl_gen import isa
+from sim.host import input_bytes, read_tensor
+from sim.isa_sim import IsaSimError, Launch, Machine
+
+BACKENDS = ("isa", "rtl")
+
+
+class RunError(RuntimeError):
+    """The accelerator stopped with an error, timed out, or a backend is unknown."""
+
+
+@dataclass
+class LayerResult:
+    name: str
+    op: str
+    macs: int
+    cycles: int
+    cycle_window: tuple[int, int]
+    dram_read_bytes: int
+    dram_write_bytes: int
+    bit_exact: bool
+    mismatch: str | None = None
+    insn_range: tuple[int, int] = (0, 0)
+    tiling: str = ""
+
+    def utilization(self, macs_per_cycle: int) -> float:
+        return self.macs / (macs_per_cycle * self.cycles) if self.cycles else 0.0
+
+
+@dataclass
+class RunResult:
+    backend: str
+    layers: list[LayerResult]
+    cycles: int
+    sim_wall_s: float
+    outputs: dict[str, np.ndarray]  # dequantized graph outputs (fp32)
+    counters: dict[str, int] = field(default_factory=dict)
+    ideal_cycles: int | None = None
+
+    @property
+    def bit_exact(self) -> bool:
+        return all(layer.bit_exact for layer in self.layers)
+
+    @property
+    def first_mismatch(self) -> LayerResult | None:
+        return next((layer for layer in self.layers if not layer.bit_exact), None)
+
+
+def dram_image(plan: Plan, x: np.ndarray) -> np.ndarray:
+    """The DRAM image with the quantized input in place, up to the end of the memory map."""
+    end = max(addr + size for _name, addr, size in plan.regions)
+    image = np.zeros(end, dtype=np.uint8)
+    assert plan.image is not None
+    image[: plan.image.size] = plan.image
+    tensor, blob = input_bytes(plan, x)
+    image[tensor.addr : tensor.addr + blob.size] = blob
+    return image
+
+
+def launch_of(plan: Plan) -> Launch:
+    return Launch(plan.launch["insn_base"], plan.launch["desc_base"], plan.launch["desc_count"])
+
+
+def _perf_records(plan: Plan, dram: np.ndarray) -> list[dict[str, int]]:
+    base, size = plan.symbols["perf"], isa.PERF_RECORD.nbytes
+    records = []
+    for layer in plan.accel_layers():
+        at = base + layer.perf_index * size
+        word = int.from_bytes(dram[at : at + size].tobytes(), "little")
+        records.append(isa.decode_record(isa.PERF_RECORD, word))
+    return records
+
+
+def _compare(name: str, got: np.ndarray, expected: np.ndarray) -> str | None:
+    if got.shape == expected.shape and np.array_equal(got, expected):
+        return None
+    if got.shape != expected.shape:
+        return f"{name}: shape {got.shape}, expected {expected.shape}"
+    bad = np.argwhere(got != expected)
+    where = tuple(int(i) for i in bad[0])
+    return (
+        f"{name}: {len(bad)} of {got.size} values differ; first at index {where}: "
+        f"expected {int(expected[where])}, got {int(got[where])}"
+    )
+
+
+def run(
+    plan: Plan,
+    x: np.ndarray,
+    backend: str = "isa",
+    *,
+    workdir: Path | None = None,
+    max_cycles: int = 400_000_000,
+) -> RunResult:
+    """Run ``plan`` on ``backend`` with fp32 input ``x`` and check every layer."""
+    if backend not in BACKENDS:
+        raise RunError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    graph: Graph = plan.graph
+    config = plan.config
+    image = dram_image(plan, x)
+    launch = launch_of(plan)
+    ideal = None
+    start = time.perf_counter()
+    if backend == "isa":
+        dram = np.zeros(config.dram_bytes, dtype=np.uint8)
+        dram[: image.size] = image
+        machine = Machine(config, dram)
+        try:
+            stats = machine.run(launch)
+        except IsaSimError as exc:
+            raise RunError(f"ISA simulator stopped: {exc}") from None
+        dram, ideal, counters = machine.dram, stats.ideal_cycles, stats.as_dict()
+        cycles = stats.ideal_cycles
+        wall = time.perf_counter() - start
+    else:
+        from sim.rtl_backend import RtlRun, run_programs
+
+        [result] = run_programs(config, [RtlRun(image, launch, max_cycles=max_cycles)], workdir)
+        if result.error or result.timeout:
+            where = _layer_of(plan, result.error_index)
+            what = "timed out" if result.timeout else f"stopped with {result.error_code}"
+            raise RunError(
+                f"RTL {what} at instruction {result.error_index} ({where}) after "
+                f"{result.perf['cycles']} cycles"
+            )
+        dram, counters, cycles, wall = result.dram, result.perf, result.perf["cycles"], result.sim_seconds
+    return _check(plan, graph, x, dram, backend, cycles, wall, counters, ideal)
+
+
+def _layer_of(plan: Plan, index: int) -> str:
+    for layer in plan.accel_layers():
+        if layer.insn_range[0] <= index < layer.insn_range[1]:
+            return f"layer {layer.name}"
+    return "outside any layer"
+
+
+def _check(
+    plan: Plan, graph: Graph, x: np.ndarray, dram: np.ndarray, backend: str, cycles: int,
+    wall: float, counters: dict[str, Any], ideal: int | None,
+) -> RunResult:
+    scale = graph.tensors[graph.inputs[0]].scale or 1.0
+    reference = evaluate(graph, quantize_input(x, scale))
+    records = _perf_records(plan, dram)
+    layers, previous = [], {"cycles": 0, "dram_read_bytes": 0, "dram_write_bytes": 0}
+    for layer, record in zip(plan.accel_layers(), records, strict=True):
+        shape = graph.tensors[layer.output].shape
+        got = read_tensor(plan, dram, layer.output, shape)
+        mismatch = _compare(layer.output, got, reference[layer.output])
+        tiling = layer.tiling
+        layers.append(LayerResult(
+            name=layer.name,
+            op=layer.node.op,
+            macs=layer.macs,
+            cycles=record["cycles"] - previous["cycles"],
+            cycle_window=(previous["cycles"], record["cycles"]),
+            dram_read_bytes=record["dram_read_bytes"] - previous["dram_read_bytes"],
+            dram_write_bytes=record["dram_write_bytes"] - previous["dram_write_bytes"],
+            bit_exact=mismatch is None,
+            mismatch=mismatch,
+            insn_range=layer.insn_range,
+            tiling=f"rows={tiling.rows_per_tile} n={tiling.n_blocks} k={tiling.k_group}" if tiling else "",
+        ))
+        previous = record
+    outputs = {}
+    for name in graph.outputs:
+        producer = graph.producer(name)
+        if producer is not None and producer.op == "softmax":
+            q = read_tensor(plan, dram, producer.inputs[0], graph.tensors[producer.inputs[0]].shape)
+            logits = dequantize(q, graph.tensors[producer.inputs[0]].scale or 1.0)
+            e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+            outputs[name] = e / e.sum(axis=-1, keepdims=True)
+        else:
+            q = read_tensor(plan, dram, name, graph.tensors[name].shape)
+            outputs[name] = dequantize(q, graph.tensors[name].scale or 1.0)
+    return RunResult(backend, layers, cycles, wall, outputs, dict(counters), ideal)
