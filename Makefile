@@ -25,6 +25,8 @@ help: ## List targets and variables
 	@echo "  CONFIG=$(CONFIG)    accelerator config: preset name (tiny, default) or a .json file"
 	@echo "  BACKEND=$(BACKEND)      'sim' backend: rtl (Verilator + cocotb) or isa (numpy ISA simulator)"
 	@echo "  SEED=$(SEED)          seed for generated inputs and weights"
+	@echo "  IMAGE=...        input for 'sim': .npy (input-shaped) or .png (RGB); default seeded noise"
+	@echo "  IMAGE_SIZE=...   input height/width of zoo CNNs for 'sim' (default 224)"
 	@echo "  JOBS=$(JOBS)       pytest-xdist workers for 'test'"
 	@echo "  PYTEST_ARGS=...  extra pytest arguments, e.g. PYTEST_ARGS='-k dot_product'"
 	@echo "  CONFIGS=...      presets 'rtl' regenerates (default: all)"
@@ -50,7 +52,8 @@ test-fast: $(STAMP) ## Run only the tests that need no simulator
 	$(PY) -m pytest -n $(JOBS) -m "not simulator" $(PYTEST_ARGS)
 
 sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact check and report
-	@$(PY) -m sim.cli --model '$(MODEL)' --config '$(CONFIG)' --backend '$(BACKEND)' --seed '$(SEED)'
+	@$(PY) -m sim.cli --model '$(MODEL)' --config '$(CONFIG)' --backend '$(BACKEND)' --seed '$(SEED)' \
+		$(if $(IMAGE),--image '$(IMAGE)') $(if $(IMAGE_SIZE),--image-size '$(IMAGE_SIZE)')
 
 rtl: $(STAMP) ## Regenerate rtl/<config>/sim_top.v for the named configs (CONFIGS=tiny default)
 	$(PY) -m hdl_gen.generate $(CONFIGS)

@@ -21,6 +21,24 @@ from hdl_gen import isa
 from sim.dram import DpiDram
 
 CLOCK_NS = 10
+PROGRESS_CYCLES = 500_000  # how often a long run reports its progress
+
+
+async def report_progress(dut, dram: DpiDram, run: dict, started: float) -> None:
+    """Every PROGRESS_CYCLES cycles write {cycles, layers_done, wall_s} for the CLI to show.
+    A layer is done when its PERF record (written at its end) has a non-zero cycle count."""
+    path, base, count = Path(run["progress"]), run["perf_base"], run["perf_count"]
+    size = isa.PERF_RECORD.nbytes
+    cycles_offset = (
+        next(leaf.offset for leaf in isa.PERF_RECORD.leaves if leaf.path == "cycles") // 8
+    )
+    while True:
+        await Timer(PROGRESS_CYCLES * CLOCK_NS, unit="ns")
+        records = dram.array[base : base + count * size].reshape(count, size)
+        done = int(np.count_nonzero(records[:, cycles_offset : cycles_offset + 8].any(axis=1)))
+        cycles = isa.decode_record(isa.PERF_RECORD, int(dut.perf.value))["cycles"]
+        state = {"cycles": cycles, "layers_done": done, "wall_s": time.perf_counter() - started}
+        path.write_text(json.dumps(state))
 
 
 @cocotb.test()
@@ -44,7 +62,14 @@ async def run_job(dut):
         dut.start.value = 0
         wall = time.perf_counter()
         timeout = Timer(run["max_cycles"] * CLOCK_NS, unit="ns")
+        reporter = (
+            cocotb.start_soon(report_progress(dut, dram, run, wall))
+            if run.get("progress")
+            else None
+        )
         await First(RisingEdge(dut.done), RisingEdge(dut.error), timeout)
+        if reporter is not None:
+            reporter.cancel()
         await ReadOnly()
         wall = time.perf_counter() - wall
         perf = isa.decode_record(isa.PERF_RECORD, int(dut.perf.value))

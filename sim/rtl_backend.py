@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import tempfile
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,7 @@ class RtlRun:
     launch: Launch
     max_cycles: int = 50_000_000
     dump_size: int | None = None  # bytes of DRAM to read back (default: the image size)
+    perf_records: tuple[int, int] | None = None  # (address, count) of PERF records: progress
 
 
 @dataclass
@@ -99,8 +102,11 @@ def run_programs(
     runs: list[RtlRun],
     workdir: Path | None = None,
     model: BuiltModel | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[RtlResult]:
-    """Run each program on the RTL (one simulator process for the batch)."""
+    """Run each program on the RTL (one simulator process for the batch). ``progress`` is
+    called about every half second with ``{cycles, layers_done, wall_s}`` of a run that has
+    ``perf_records``."""
     model = model or build_accelerator(config)
     workdir = Path(workdir or tempfile.mkdtemp(prefix="cosim-rtl-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -120,12 +126,53 @@ def run_programs(
                 "result": str(workdir / f"result{n}.json"),
             }
         )
+        if run.perf_records is not None:
+            entries[-1].update(
+                progress=str(workdir / "progress.json"),
+                perf_base=run.perf_records[0],
+                perf_count=run.perf_records[1],
+            )
     job = workdir / "job.json"
     job.write_text(json.dumps({"dram_bytes": config.dram_bytes, "runs": entries}, indent=1))
-    run_cocotb(model, "sim.cocotb_job", workdir, extra_env={"COSIM_JOB": str(job)})
+    with _ProgressWatcher(workdir / "progress.json", progress):
+        run_cocotb(model, "sim.cocotb_job", workdir, extra_env={"COSIM_JOB": str(job)})
     results = []
     for entry in entries:
         status = json.loads(Path(entry["result"]).read_text())
         dram = np.fromfile(entry["dump"], dtype=np.uint8)
         results.append(RtlResult(dram=dram, **status))
     return results
+
+
+class _ProgressWatcher:
+    """Polls the progress file the simulator writes and hands each new state to a callback."""
+
+    def __init__(self, path: Path, callback: Callable[[dict[str, Any]], None] | None) -> None:
+        self.path, self.callback = path, callback
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        last = None
+        while not self.stop.wait(0.5):
+            try:
+                text = self.path.read_text()
+            except OSError:
+                continue
+            if text and text != last and self.callback is not None:
+                last = text
+                try:
+                    self.callback(json.loads(text))
+                except json.JSONDecodeError:
+                    continue
+
+    def __enter__(self) -> _ProgressWatcher:
+        self.path.unlink(missing_ok=True)
+        if self.callback is not None:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        if self.callback is not None:
+            self.thread.join()

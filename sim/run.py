@@ -8,6 +8,7 @@ the integer reference, and reads the per-layer PERF records the program wrote.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ class LayerResult:
     mismatch: str | None = None
     insn_range: tuple[int, int] = (0, 0)
     tiling: str = ""
+    counters: dict[str, int] = field(default_factory=dict)  # counter deltas over the layer
 
     def utilization(self, macs_per_cycle: int) -> float:
         return self.macs / (macs_per_cycle * self.cycles) if self.cycles else 0.0
@@ -110,8 +112,10 @@ def run(
     *,
     workdir: Path | None = None,
     max_cycles: int = 400_000_000,
+    progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunResult:
-    """Run ``plan`` on ``backend`` with fp32 input ``x`` and check every layer."""
+    """Run ``plan`` on ``backend`` with fp32 input ``x`` and check every layer; ``progress``
+    receives ``{cycles, layers_done, wall_s}`` during RTL runs."""
     if backend not in BACKENDS:
         raise RunError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     graph: Graph = plan.graph
@@ -134,7 +138,9 @@ def run(
     else:
         from sim.rtl_backend import RtlRun, run_programs
 
-        [result] = run_programs(config, [RtlRun(image, launch, max_cycles=max_cycles)], workdir)
+        records = (plan.symbols["perf"], len(plan.accel_layers()))
+        rtl_run = RtlRun(image, launch, max_cycles=max_cycles, perf_records=records)
+        [result] = run_programs(config, [rtl_run], workdir, progress=progress)
         if result.error or result.timeout:
             where = _layer_of(plan, result.error_index)
             what = "timed out" if result.timeout else f"stopped with {result.error_code}"
@@ -142,7 +148,12 @@ def run(
                 f"RTL {what} at instruction {result.error_index} ({where}) after "
                 f"{result.perf['cycles']} cycles"
             )
-        dram, counters, cycles, wall = result.dram, result.perf, result.perf["cycles"], result.sim_seconds
+        dram, counters, cycles, wall = (
+            result.dram,
+            result.perf,
+            result.perf["cycles"],
+            result.sim_seconds,
+        )
     return _check(plan, graph, x, dram, backend, cycles, wall, counters, ideal)
 
 
@@ -154,31 +165,46 @@ def _layer_of(plan: Plan, index: int) -> str:
 
 
 def _check(
-    plan: Plan, graph: Graph, x: np.ndarray, dram: np.ndarray, backend: str, cycles: int,
-    wall: float, counters: dict[str, Any], ideal: int | None,
+    plan: Plan,
+    graph: Graph,
+    x: np.ndarray,
+    dram: np.ndarray,
+    backend: str,
+    cycles: int,
+    wall: float,
+    counters: dict[str, Any],
+    ideal: int | None,
 ) -> RunResult:
     scale = graph.tensors[graph.inputs[0]].scale or 1.0
     reference = evaluate(graph, quantize_input(x, scale))
     records = _perf_records(plan, dram)
-    layers, previous = [], {"cycles": 0, "dram_read_bytes": 0, "dram_write_bytes": 0}
+    layers: list[LayerResult] = []
+    previous: dict[str, int] = dict.fromkeys(records[0], 0) if records else {}
     for layer, record in zip(plan.accel_layers(), records, strict=True):
         shape = graph.tensors[layer.output].shape
         got = read_tensor(plan, dram, layer.output, shape)
         mismatch = _compare(layer.output, got, reference[layer.output])
         tiling = layer.tiling
-        layers.append(LayerResult(
-            name=layer.name,
-            op=layer.node.op,
-            macs=layer.macs,
-            cycles=record["cycles"] - previous["cycles"],
-            cycle_window=(previous["cycles"], record["cycles"]),
-            dram_read_bytes=record["dram_read_bytes"] - previous["dram_read_bytes"],
-            dram_write_bytes=record["dram_write_bytes"] - previous["dram_write_bytes"],
-            bit_exact=mismatch is None,
-            mismatch=mismatch,
-            insn_range=layer.insn_range,
-            tiling=f"rows={tiling.rows_per_tile} n={tiling.n_blocks} k={tiling.k_group}" if tiling else "",
-        ))
+        layers.append(
+            LayerResult(
+                name=layer.name,
+                op=layer.node.op,
+                macs=layer.macs,
+                cycles=record["cycles"] - previous["cycles"],
+                cycle_window=(previous["cycles"], record["cycles"]),
+                dram_read_bytes=record["dram_read_bytes"] - previous["dram_read_bytes"],
+                dram_write_bytes=record["dram_write_bytes"] - previous["dram_write_bytes"],
+                bit_exact=mismatch is None,
+                mismatch=mismatch,
+                insn_range=layer.insn_range,
+                tiling=f"rows={tiling.rows_per_tile} n={tiling.n_blocks} k={tiling.k_group}"
+                if tiling
+                else "",
+                counters={
+                    k: v - previous[k] for k, v in record.items() if k not in ("tag", "reserved")
+                },
+            )
+        )
         previous = record
     outputs = {}
     for name in graph.outputs:

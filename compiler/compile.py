@@ -1,0 +1,47 @@
+"""The whole compiler in one call: a model name or ONNX file -> a compiled plan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+
+from compiler import zoo
+from compiler.errors import CompileError
+from compiler.frontend import compile_front
+from compiler.passes import run_back
+from compiler.plan import Plan
+from hdl_gen.config import AccelConfig
+
+
+def resolve_model(
+    model: str | Path, image_size: int | None = None, seed: int = 0
+) -> tuple[str, onnx.ModelProto | Path]:
+    """A zoo name (built with ``image_size`` and ``seed``) or a path to an .onnx file."""
+    text = str(model)
+    if text in zoo.MODELS:
+        kwargs = {} if image_size is None else {"image_size": image_size}
+        return text, zoo.build(text, seed=seed, **kwargs)
+    path = Path(text)
+    if path.suffix == ".onnx" or path.exists():
+        if not path.exists():
+            raise CompileError(None, None, f"model file {path} does not exist")
+        if image_size is not None:
+            raise CompileError(
+                None, None, "IMAGE_SIZE applies to zoo models only, not to an ONNX file"
+            )
+        return path.stem, path
+    raise CompileError(
+        None,
+        None,
+        f"unknown model {text!r}; use one of {', '.join(zoo.MODELS)} or a path to an .onnx file",
+    )
+
+
+def compile_model(
+    model: str | Path, config: AccelConfig, *, image_size: int | None = None, seed: int = 0
+) -> tuple[str, Plan]:
+    """Front end (import, canonicalize, quantize) then back end (partition ... emit)."""
+    name, proto = resolve_model(model, image_size, seed)
+    graph = compile_front(proto, seed=seed)
+    return name, run_back(graph, config)

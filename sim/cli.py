@@ -1,0 +1,201 @@
+"""``python -m sim.cli`` (what ``make sim`` runs): compile a model, run it on a backend, check every
+layer bit for bit, and write a report.
+
+Exit codes: 0 bit-exact; 1 a layer mismatched; 2 bad arguments or the model cannot be compiled;
+3 the simulator could not be built or the accelerator stopped with an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler import listing
+from compiler.accuracy import compare_fp32
+from compiler.bundle import save_bundle
+from compiler.compile import compile_model
+from compiler.errors import CompileError
+from compiler.plan import Plan
+from hdl_gen.config import PRESETS, ConfigError, load_config
+from sim import report as reports
+from sim.run import BACKENDS, RunError, RunResult, run
+from sim.toolchain import ToolchainError
+from sim.verilator_build import REPO_ROOT, BuildError, SimulationFailed
+
+RUNS_ROOT = REPO_ROOT / "build" / "runs"
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
+IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+
+
+class UsageError(ValueError):
+    """A bad argument (file, image); exit code 2."""
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m sim.cli",
+        description="Compile a model for the accelerator, run it on the ISA simulator or the RTL "
+        "(Verilator + cocotb), check every layer bit for bit against the integer reference, and "
+        "write build/runs/<run>/ (report.json, report.csv, utilization.png, listing, bundle).",
+    )
+    parser.add_argument(
+        "--model",
+        default="resnet",
+        help="resnet (= resnet18), resnet18, resnet34, resnet50, cnn, mlp, or an .onnx file",
+    )
+    parser.add_argument(
+        "--config", default="default", help="preset (tiny, default) or a config .json"
+    )
+    parser.add_argument("--backend", default="rtl", choices=BACKENDS, help="rtl (default) or isa")
+    parser.add_argument(
+        "--image", help=".npy (input-shaped float32) or .png (RGB) input; default: seeded noise"
+    )
+    parser.add_argument(
+        "--image-size", type=int, help="input height/width of zoo CNNs (default 224)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of weights, calibration and input"
+    )
+    parser.add_argument(
+        "--out", type=Path, help="run directory (default build/runs/<model>-<config>-<time>)"
+    )
+    parser.add_argument("--max-cycles", type=int, default=400_000_000, help="RTL cycle limit")
+    parser.add_argument(
+        "--no-ideal", action="store_true", help="skip the ISA simulator's ideal cycles"
+    )
+    return parser.parse_args(argv)
+
+
+def load_input(args: argparse.Namespace, shape: tuple[int, ...]) -> np.ndarray:
+    if args.image is None:
+        return np.random.default_rng(args.seed).standard_normal(shape).astype(np.float32)
+    path = Path(args.image)
+    if not path.is_file():
+        raise UsageError(f"image {path} does not exist")
+    if path.suffix == ".npy":
+        x = np.load(path).astype(np.float32)
+        if x.size != int(np.prod(shape)):
+            raise UsageError(f"image {path} has shape {x.shape}; the model takes {shape}")
+        return x.reshape(shape)
+    if path.suffix == ".png":
+        import matplotlib.image
+
+        rgb = matplotlib.image.imread(str(path))[..., :3].astype(np.float32)
+        if len(shape) != 4 or rgb.shape[:2] != shape[2:]:
+            raise UsageError(
+                f"image {path} is {rgb.shape[1]}x{rgb.shape[0]}; the model takes {shape}"
+            )
+        return ((rgb - IMAGENET_MEAN) / IMAGENET_STD).transpose(2, 0, 1)[None].astype(np.float32)
+    raise UsageError(f"image {path}: use a .npy or .png file")
+
+
+class Progress:
+    """One status line: layer i/N with its name, cycles so far, simulated cycles per second."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.names = [layer.name for layer in plan.accel_layers()]
+
+    def __call__(self, state: dict[str, Any]) -> None:
+        done = state["layers_done"]
+        current = self.names[min(done, len(self.names) - 1)]
+        rate = state["cycles"] / state["wall_s"] if state["wall_s"] else 0
+        print(
+            f"\r  layer {min(done + 1, len(self.names))}/{len(self.names)} {current:<28} "
+            f"{state['cycles']:>12,} cycles  {rate:>10,.0f} cycles/s",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def layer_counters(result: RunResult) -> list[dict[str, int]]:
+    return [layer.counters for layer in result.layers]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    try:
+        config = load_config(args.config)
+        started = time.perf_counter()
+        model_name, plan = compile_model(
+            args.model, config, image_size=args.image_size, seed=args.seed
+        )
+        compile_s = time.perf_counter() - started
+        graph = plan.graph
+        x = load_input(args, graph.tensors[graph.inputs[0]].shape)
+    except (ConfigError, CompileError, UsageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    config_tag = args.config if args.config in PRESETS else config.name
+    out = args.out or RUNS_ROOT / f"{model_name}-{config_tag}-{args.backend}-{stamp}"
+    out.mkdir(parents=True, exist_ok=True)
+    save_bundle(plan, out / "model.bundle", model_name)
+    (out / "listing.txt").write_text(listing.render(plan, model_name))
+    assert plan.program is not None
+    insns, layers = len(plan.program.insns), len(plan.accel_layers())
+    print(f"{model_name}: {layers} layers, {insns:,} instructions, compiled in {compile_s:.1f} s")
+    print(f"run directory: {out}")
+
+    try:
+        ideal = None
+        if args.backend == "rtl" and not args.no_ideal:
+            ideal = [layer.cycles for layer in run(plan, x, "isa").layers]
+        result = run(
+            plan,
+            x,
+            args.backend,
+            workdir=out / "sim",
+            max_cycles=args.max_cycles,
+            progress=Progress(plan) if args.backend == "rtl" else None,
+        )
+        if args.backend == "rtl":
+            print(file=sys.stderr)
+    except (ToolchainError, BuildError) as exc:
+        print(f"\nerror: cannot build the simulator: {exc}", file=sys.stderr)
+        return 3
+    except (RunError, SimulationFailed) as exc:
+        print(
+            f"\nerror: {exc}\n  listing: {out / 'listing.txt'}  log: {out / 'sim' / 'sim.log'}",
+            file=sys.stderr,
+        )
+        return 3
+
+    accuracy = compare_fp32(graph.source, graph, x) if graph.source is not None else {}
+    accuracy = {k: v for k, v in accuracy.items() if k in ("top1_agree_fp32", "cosine_vs_fp32")}
+    data = reports.build(model_name, config, result, accuracy, None, layer_counters(result), ideal)
+    paths = reports.write(data, out)
+    from rich.console import Console
+
+    Console().print(reports.summary_table(data))
+    print(
+        f"accuracy vs fp32 onnxruntime: cosine {accuracy.get('cosine_vs_fp32', float('nan')):.5f}, "
+        f"top-1 {'agrees' if accuracy.get('top1_agree_fp32') else 'differs'}"
+    )
+    print(f"report: {paths['json']}  plot: {paths['png']}  listing: {out / 'listing.txt'}")
+    latest = RUNS_ROOT / "latest"
+    if latest.is_symlink() or not latest.exists():
+        latest.unlink(missing_ok=True)
+        latest.symlink_to(out.resolve())
+    bad = result.first_mismatch
+    if bad is not None:
+        start, end = bad.cycle_window
+        print(
+            f"error: layer {bad.name} ({bad.op}) is not bit-exact: {bad.mismatch}; its cycles "
+            f"{start}..{end} (instructions {bad.insn_range[0]}..{bad.insn_range[1] - 1})",
+            file=sys.stderr,
+        )
+        return 1
+    json.dumps(data)  # the report is plain JSON
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,189 @@
+"""Run reports: report.json (the contract in the design brief), report.csv, utilization.png,
+and the summary table printed on the terminal."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from hdl_gen.config import AccelConfig
+from sim.run import LayerResult, RunResult
+
+
+def limiter(layer: LayerResult, deltas: dict[str, int], macs_per_cycle: int) -> str:
+    """Where a layer's cycles went, from its counter deltas (RTL) or the kind of layer."""
+    if layer.macs == 0:
+        return "no MACs (pool)"
+    cycles = max(layer.cycles, 1)
+    active = deltas.get("array_active", 0)
+    if not active:
+        return "-"
+    waiting = deltas.get("compute_token_wait", 0)
+    if waiting > 0.1 * cycles:
+        return f"DMA-bound ({waiting / cycles:.0%} waiting for loads/stores)"
+    rows_ideal = layer.macs / macs_per_cycle
+    if active > 1.05 * rows_ideal:
+        return f"padding/partial tiles ({active / rows_ideal - 1:.0%} extra rows)"
+    busy = deltas.get("compute_busy", 0)
+    if busy - active > 0.1 * cycles:
+        return f"fill/drain + post-processing ({(busy - active) / cycles:.0%})"
+    return "compute-bound"
+
+
+def build(
+    model: str,
+    config: AccelConfig,
+    result: RunResult,
+    accuracy: dict[str, Any],
+    waves: str | None,
+    layer_counters: list[dict[str, int]],
+    ideal: list[int] | None = None,
+) -> dict[str, Any]:
+    per_cycle = config.rows * config.cols
+    layers = []
+    for index, layer in enumerate(result.layers):
+        deltas = layer_counters[index] if index < len(layer_counters) else {}
+        entry = {
+            "name": layer.name,
+            "op": layer.op,
+            "macs": layer.macs,
+            "cycles": layer.cycles,
+            "utilization": round(layer.utilization(per_cycle), 4),
+            "dram_read_bytes": layer.dram_read_bytes,
+            "dram_write_bytes": layer.dram_write_bytes,
+            "bit_exact": layer.bit_exact,
+            "cycle_window": list(layer.cycle_window),
+            "instructions": list(layer.insn_range),
+            "tiling": layer.tiling,
+            "limiter": limiter(layer, deltas, per_cycle),
+            "counters": deltas,
+        }
+        if ideal is not None:
+            entry["ideal_cycles"] = ideal[index]
+        if layer.mismatch:
+            entry["mismatch"] = layer.mismatch
+        layers.append(entry)
+    macs = sum(layer.macs for layer in result.layers)
+    total = {
+        "macs": macs,
+        "cycles": result.cycles,
+        "utilization": round(macs / (per_cycle * result.cycles), 4) if result.cycles else 0.0,
+        "bit_exact": result.bit_exact,
+        "sim_wall_s": round(result.sim_wall_s, 3),
+        "sim_cycles_per_s": round(result.cycles / result.sim_wall_s) if result.sim_wall_s else 0,
+    }
+    if ideal is not None:
+        total["ideal_cycles"] = sum(ideal)
+    return {
+        "model": model,
+        "config": {"name": config.name, **config.to_dict()},
+        "backend": result.backend,
+        "layers": layers,
+        "total": total,
+        "accuracy": accuracy,
+        "waves": waves,
+    }
+
+
+def write(report: dict[str, Any], directory: Path) -> dict[str, Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "json": directory / "report.json",
+        "csv": directory / "report.csv",
+        "png": directory / "utilization.png",
+    }
+    paths["json"].write_text(json.dumps(report, indent=1) + "\n")
+    columns = [
+        "name",
+        "op",
+        "macs",
+        "cycles",
+        "utilization",
+        "dram_read_bytes",
+        "dram_write_bytes",
+        "bit_exact",
+        "ideal_cycles",
+        "limiter",
+        "tiling",
+    ]
+    with open(paths["csv"], "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(report["layers"])
+    _plot(report, paths["png"])
+    return paths
+
+
+def _plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    layers = report["layers"]
+    names = [layer["name"] for layer in layers]
+    cycles = [layer["cycles"] for layer in layers]
+    utilization = [layer["utilization"] for layer in layers]
+    fig, ax = plt.subplots(figsize=(max(8, 0.35 * len(layers)), 5))
+    ax.bar(range(len(layers)), cycles, color="#4c72b0", label="cycles (RTL counters)")
+    if layers and "ideal_cycles" in layers[0]:
+        ax.plot(
+            range(len(layers)),
+            [layer["ideal_cycles"] for layer in layers],
+            "k_",
+            markersize=12,
+            label="ideal (ISA simulator)",
+        )
+    ax.set_ylabel("cycles")
+    ax.set_xticks(range(len(layers)))
+    ax.set_xticklabels(names, rotation=90, fontsize=7)
+    twin = ax.twinx()
+    twin.plot(range(len(layers)), utilization, "o-", color="#dd8452", label="utilization")
+    twin.set_ylim(0, 1.05)
+    twin.set_ylabel("utilization = macs / (rows*cols*cycles)")
+    total = report["total"]
+    ax.set_title(
+        f"{report['model']} on {report['config']['name']} ({report['backend']}): "
+        f"{total['cycles']:,} cycles, utilization {total['utilization']:.3f}"
+    )
+    ax.legend(loc="upper left", fontsize=8)
+    twin.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def summary_table(report: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"{report['model']} on {report['config']['name']} ({report['backend']})")
+    for column in ("layer", "op", "MACs", "cycles", "ideal", "util", "exact", "limited by"):
+        table.add_column(
+            column, justify="right" if column in ("MACs", "cycles", "ideal", "util") else "left"
+        )
+    for layer in report["layers"]:
+        table.add_row(
+            layer["name"],
+            layer["op"],
+            f"{layer['macs']:,}",
+            f"{layer['cycles']:,}",
+            f"{layer.get('ideal_cycles', 0):,}" if "ideal_cycles" in layer else "-",
+            f"{layer['utilization']:.3f}",
+            "yes" if layer["bit_exact"] else "[red]NO[/red]",
+            layer["limiter"],
+        )
+    total = report["total"]
+    table.add_section()
+    table.add_row(
+        "total",
+        "",
+        f"{total['macs']:,}",
+        f"{total['cycles']:,}",
+        f"{total.get('ideal_cycles', 0):,}" if "ideal_cycles" in total else "-",
+        f"{total['utilization']:.3f}",
+        "yes" if total["bit_exact"] else "[red]NO[/red]",
+        f"{total['sim_wall_s']:.1f} s, {total['sim_cycles_per_s']:,} cycles/s",
+    )
+    return table
