@@ -1,0 +1,689 @@
+"""The back-end passes one at a time (partition, layout, tile, schedule, allocate, emit) on small
+ONNX graphs, each checked against facts computed here: numpy im2col products against
+``sim.reference_ops.conv2d``, memory budgets from the config, token counts from the decoded
+program, DRAM footprints from walking the descriptors, and layer outputs against
+``compiler.reference.evaluate``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler import zoo
+from compiler.errors import CompileError
+from compiler.frontend import compile_front
+from compiler.ir import Graph, Node, Tensor
+from compiler.passes import BACK_PASSES
+from compiler.plan import Plan, round_up
+from compiler.reference import dequantize, evaluate, quantize_input
+from hdl_gen import isa
+from hdl_gen.asm import Program
+from hdl_gen.config import PRESETS, AccelConfig
+from hdl_gen.isa import Mem, Opcode, Queue
+from sim import reference_ops as ro
+from sim.isa_sim import Launch, Machine
+from sim.run import dram_image, launch_of, run
+
+F = TensorProto.FLOAT
+TINY = PRESETS["tiny"]
+SMALL = AccelConfig(
+    rows=4, cols=4, act_kib=2, wgt_kib=1, acc_kib=4, param_lines=16, dram_bytes_per_cycle=8,
+    dram_mib=16,
+)  # fmt: skip
+CONFIGS = {"tiny": TINY, "default": PRESETS["default"], "8x8": AccelConfig(rows=8, cols=8)}
+CONFIGS["small"] = SMALL
+STAGES = [name for name, _ in BACK_PASSES]
+
+
+# --------------------------------------------------------------------------- graph building
+
+
+class Onnx:
+    """A few ONNX nodes with seeded float32 initializers."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: dict[str, np.ndarray] = {}
+
+    def node(self, op: str, inputs: Sequence[str], name: str, **attrs: Any) -> str:
+        out = f"{name}.out"
+        self.nodes.append(helper.make_node(op, list(inputs), [out], name=name, **attrs))
+        return out
+
+    def conv(self, name: str, x: str, cin: int, cout: int, k: int, stride: int = 1) -> str:
+        w = self.rng.normal(0, math.sqrt(2 / (cin * k * k)), (cout, cin, k, k))
+        b = self.rng.normal(0, 0.1, cout)
+        self.inits[f"{name}.w"], self.inits[f"{name}.b"] = w, b
+        pad = k // 2
+        return self.node(
+            "Conv", [x, f"{name}.w", f"{name}.b"], name, kernel_shape=[k, k],
+            strides=[stride, stride], pads=[pad] * 4,
+        )  # fmt: skip
+
+    def bn(self, name: str, x: str, c: int) -> str:
+        values = {
+            "gamma": self.rng.uniform(0.5, 1.5, c),
+            "beta": self.rng.normal(0, 0.2, c),
+            "mean": self.rng.normal(0, 0.2, c),
+            "var": self.rng.uniform(0.5, 2.0, c),
+        }
+        for key, value in values.items():
+            self.inits[f"{name}.{key}"] = value
+        names = [x, *(f"{name}.{key}" for key in values)]
+        return self.node("BatchNormalization", names, name, epsilon=1e-5)
+
+    def gemm(self, name: str, x: str, fin: int, fout: int) -> str:
+        self.inits[f"{name}.w"] = self.rng.normal(0, math.sqrt(2 / fin), (fout, fin))
+        self.inits[f"{name}.b"] = self.rng.normal(0, 0.1, fout)
+        return self.node("Gemm", [x, f"{name}.w", f"{name}.b"], name, transB=1)
+
+    def model(self, x_shape: Sequence[int], output: str) -> onnx.ModelProto:
+        graph = helper.make_graph(
+            self.nodes,
+            "g",
+            [helper.make_tensor_value_info("x", F, list(x_shape))],
+            [helper.make_tensor_value_info(output, F, None)],
+            initializer=[
+                numpy_helper.from_array(v.astype(np.float32), k) for k, v in self.inits.items()
+            ],
+        )
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def rgb_net() -> onnx.ModelProto:
+    """RGB 3x3 conv+BN+relu, maxpool, conv+BN with a residual Add, two relu branches joined by a
+    standalone Add, a stride-2 conv, avgpool, GlobalAveragePool+Flatten+Gemm, Softmax."""
+    g = Onnx(seed=11)
+    a = g.node("Relu", [g.bn("bn1", g.conv("conv1", "x", 3, 6, 3), 6)], "relu1")
+    p = g.node("MaxPool", [a], "maxpool", kernel_shape=[2, 2], strides=[2, 2])
+    r = g.bn("bn2", g.conv("conv2", p, 6, 6, 3), 6)
+    r = g.node("Relu", [g.node("Add", [r, p], "res_add")], "relu2")
+    ba = g.node("Relu", [g.conv("branch_a", r, 6, 6, 1)], "relu_a")
+    bb = g.node("Relu", [g.conv("branch_b", r, 6, 6, 3)], "relu_b")
+    s = g.node("Relu", [g.node("Add", [ba, bb], "join")], "relu_join")
+    s = g.node("Relu", [g.conv("down", s, 6, 8, 3, stride=2)], "relu_down")
+    s = g.node("AveragePool", [s], "avgpool", kernel_shape=[2, 2], strides=[2, 2])
+    s = g.node("Flatten", [g.node("GlobalAveragePool", [s], "gap")], "flatten")
+    logits = g.gemm("fc", s, 8, 10)
+    g.node("Softmax", [logits], "softmax", axis=1)
+    return g.model([1, 3, 16, 16], "softmax.out")
+
+
+def c16_net() -> onnx.ModelProto:
+    """A 16-channel input: 3x3 conv+relu, Flatten of the 6x8x8 map, Gemm, Softmax."""
+    g = Onnx(seed=12)
+    c = g.node("Relu", [g.conv("conv", "x", 16, 6, 3)], "relu")
+    logits = g.gemm("fc", g.node("Flatten", [c], "flatten"), 6 * 8 * 8, 10)
+    g.node("Softmax", [logits], "softmax", axis=1)
+    return g.model([1, 16, 8, 8], "softmax.out")
+
+
+def wide_conv_net(width: int) -> onnx.ModelProto:
+    g = Onnx(seed=13)
+    g.node("Relu", [g.conv("wide_conv", "x", 4, 4, 3)], "relu")
+    return g.model([1, 4, 4, width], "relu.out")
+
+
+def gap_net(size: int) -> onnx.ModelProto:
+    g = Onnx(seed=14)
+    g.node("Flatten", [g.node("GlobalAveragePool", ["x"], "big_gap")], "flatten")
+    return g.model([1, 4, size, size], "flatten.out")
+
+
+@pytest.fixture(scope="module")
+def graphs() -> dict[str, Graph]:
+    return {
+        "rgb": compile_front(rgb_net(), seed=1),
+        "c16": compile_front(c16_net(), seed=2),
+        "mlp": compile_front(zoo.build("mlp", seed=3), seed=3),
+        "cnn": compile_front(zoo.build("cnn", image_size=16, seed=4), seed=4),
+    }
+
+
+def passes(graph: Graph, config: AccelConfig, upto: str = "emit") -> Plan:
+    """Run the back-end passes up to and including ``upto``, verifying after each."""
+    plan = Plan(config, graph.copy())
+    for name, pass_ in BACK_PASSES:
+        plan = pass_(plan)
+        plan.verify(name)
+        if name == upto:
+            break
+    return plan
+
+
+def in_shape(graph: Graph) -> tuple[int, ...]:
+    return graph.tensors[graph.inputs[0]].shape
+
+
+# --------------------------------------------------------------------------- partition
+
+
+def test_partition_places_every_layer(graphs: dict[str, Graph]) -> None:
+    plan = passes(graphs["rgb"], TINY, "partition")
+    kinds = {layer.node.op: (layer.target, layer.kind) for layer in plan.layers}
+    assert kinds == {
+        "conv": ("accel", "gemm"),
+        "maxpool": ("accel", "pool"),
+        "avgpool": ("accel", "pool"),
+        "global_avgpool": ("accel", "pool"),
+        "add": ("accel", "add"),
+        "flatten": ("accel", "alias"),
+        "gemm": ("accel", "gemm"),
+        "softmax": ("host", "host"),
+    }
+    # one layer per node, in graph order, with the node's tensors
+    assert [layer.node.name for layer in plan.layers] == [n.name for n in plan.graph.nodes]
+    for layer in plan.layers:
+        assert (layer.inputs, layer.output) == (layer.node.inputs, layer.node.output)
+        if layer.kind == "gemm":  # MACs from the shapes, computed here
+            w = layer.node.params["weight"]
+            out = plan.graph.tensors[layer.output].shape
+            assert layer.macs == math.prod(out) * math.prod(w.shape[1:]) > 0
+    # the fused residual conv reads two tensors; the standalone Add survived as an add layer
+    conv2 = next(layer for layer in plan.layers if layer.name == "conv2")
+    assert len(conv2.inputs) == 2
+    assert [layer.name for layer in plan.layers if layer.kind == "add"] == ["join"]
+
+
+def test_partition_rejects_a_softmax_that_feeds_a_layer(graphs: dict[str, Graph]) -> None:
+    graph = graphs["mlp"].copy()
+    plan = passes(graph, TINY, "partition")  # fine as it is: no softmax at all
+    assert all(layer.target == "accel" for layer in plan.layers)
+
+    graph = graphs["rgb"].copy()
+    softmax = next(n for n in graph.nodes if n.op == "softmax")
+    graph.nodes.append(Node("after_softmax", "flatten", [softmax.output], "after.out"))
+    graph.tensors["after.out"] = Tensor("after.out", graph.tensors[softmax.output].shape, 1.0)
+    graph.outputs = ["after.out"]
+    with pytest.raises(CompileError, match="only a final Softmax") as info:
+        passes(graph, TINY, "partition")
+    assert info.value.node == softmax.name == "softmax"
+    assert "'softmax'" in str(info.value)
+
+
+# --------------------------------------------------------------------------- layout
+
+
+def im2col(x: np.ndarray, kernel, stride, pads) -> np.ndarray:
+    """(C, H, W) -> (OH*OW, kh*kw*C) in (ky, kx, c) order, zero padded; written independently."""
+    c, h, w = x.shape
+    kh, kw = kernel
+    xp = np.zeros((c, h + pads[0] + pads[2], w + pads[1] + pads[3]), np.int64)
+    xp[:, pads[0] : pads[0] + h, pads[1] : pads[1] + w] = x
+    oh = (h + pads[0] + pads[2] - kh) // stride[0] + 1
+    ow = (w + pads[1] + pads[3] - kw) // stride[1] + 1
+    rows = np.zeros((oh * ow, kh * kw * c), np.int64)
+    for oy in range(oh):
+        for ox in range(ow):
+            patch = xp[
+                :, oy * stride[0] : oy * stride[0] + kh, ox * stride[1] : ox * stride[1] + kw
+            ]
+            rows[oy * ow + ox] = patch.transpose(1, 2, 0).reshape(-1)
+    return rows
+
+
+@pytest.mark.parametrize("config", ["tiny", "default"])
+def test_layout_pads_channels_and_picks_im2col(graphs: dict[str, Graph], config: str) -> None:
+    cfg = CONFIGS[config]
+    dim = cfg.rows
+    plan = passes(graphs["rgb"], cfg, "layout")
+    for layer in plan.accel_layers():
+        for name in (*layer.inputs, layer.output):
+            t = plan.tensor(name)
+            shape = plan.graph.tensors[t.name].shape
+            assert t.channels % dim == 0
+            if t.layout == "nhwc":
+                c, h, w = (shape[1], shape[2], shape[3]) if len(shape) == 4 else (shape[1], 1, 1)
+                assert (t.logical_channels, t.h, t.w) == (c, h, w)
+                assert t.channels == round_up(c, dim) and t.nbytes == h * w * t.channels
+    x = plan.tensors["x"]
+    assert x.layout == "im2col"
+    assert x.channels == round_up(3 * 3 * 3, dim) == {4: 28, 16: 32}[dim]
+    assert (x.h, x.w, x.logical_channels) == (16, 16, 3)  # one row per output pixel
+    assert plan.tensors["relu1.out"].channels == round_up(6, dim)  # 6 channels padded
+    # flatten shares its input's bytes
+    flat = plan.tensors["flatten.out"]
+    assert flat.alias_of == "gap.out" and plan.tensor("flatten.out") is plan.tensors["gap.out"]
+
+    plan16 = passes(graphs["c16"], cfg, "layout")
+    assert plan16.tensors["x"].layout == "nhwc"
+    assert plan16.tensors["x"].channels == 16
+
+
+@pytest.mark.parametrize("config", ["tiny", "default"])
+def test_layout_weight_matrices_compute_the_convolutions(
+    graphs: dict[str, Graph], config: str
+) -> None:
+    """weights @ im2col(input) == conv2d(input) for every conv-like layer, with garbage in all
+    padding lanes (the matrix must ignore them) and zeros in the padded output channels."""
+    cfg = CONFIGS[config]
+    rng = np.random.default_rng(5)
+    checked = 0
+    for key in ("rgb", "c16", "mlp"):
+        plan = passes(graphs[key], cfg, "layout")
+        for layer in plan.accel_layers():
+            if layer.kind != "gemm":
+                continue
+            node, src = layer.node, plan.tensor(layer.inputs[0])
+            shape = plan.graph.tensors[layer.inputs[0]].shape  # (1, F) for FCs after a flatten
+            weight = node.params["weight"]
+            o = weight.shape[0]
+            matrix = layer.weights.astype(np.int64)
+            assert layer.weights.dtype == np.int8
+            assert matrix.shape[0] == round_up(o, cfg.rows)
+            assert matrix.shape[1] % cfg.rows == 0
+            assert matrix.shape[1] == layer.gemm.chunks(cfg.rows) * cfg.rows
+            x = rng.integers(-128, 128, shape, dtype=np.int8)
+            if node.op == "conv":
+                a = node.attrs
+                expected = ro.conv2d(x, weight, stride=a["stride"], padding=a["pads"])[0]
+                expected = expected.reshape(o, -1).T  # (pixels, O)
+                if src.layout == "im2col":
+                    rows = im2col(x[0], a["kernel"], a["stride"], a["pads"])
+                    junk = rng.integers(-128, 128, (rows.shape[0], src.channels - rows.shape[1]))
+                    rows = np.concatenate([rows, junk], axis=1)
+                else:
+                    xp = rng.integers(-128, 128, (src.channels, *shape[2:]))
+                    xp[: shape[1]] = x[0]
+                    rows = im2col(xp, a["kernel"], a["stride"], a["pads"])
+            else:  # FC: a conv whose kernel is the whole (NCHW-flattened) input image
+                expected = ro.matmul(x, weight.T)
+                chw = x.reshape(src.logical_channels, src.h, src.w)
+                xp = rng.integers(-128, 128, (src.channels, src.h, src.w))
+                xp[: src.logical_channels] = chw
+                rows = xp.transpose(1, 2, 0).reshape(1, -1)
+            got = rows @ matrix.T
+            np.testing.assert_array_equal(got[:, :o], expected, err_msg=f"{key}/{layer.name}")
+            assert not got[:, o:].any(), f"{layer.name}: padded output channels not zero"
+            checked += 1
+    assert checked == 6 + 2 + 3  # rgb: 5 convs + fc; c16: conv + fc; mlp: 3 FCs
+
+
+# --------------------------------------------------------------------------- tile
+
+
+def check_tiling(plan: Plan) -> int:
+    """Every tiling against the memory budgets derived from the config; returns layers checked."""
+    c = plan.config
+    dim = c.rows
+    act, acc = c.act_lines // 2, c.acc_lines // 2
+    wgt_tiles, param = c.wgt_lines // 2 // dim, c.param_lines // 4
+    for layer in plan.accel_layers():
+        t = layer.tiling
+        assert t is not None
+        out = plan.tensors[layer.output]
+        assert 1 <= t.rows_per_tile <= out.h, layer.name
+        mt = t.rows_per_tile * out.w
+        assert mt <= 4095, layer.name
+        blocks = out.channels // dim
+        if layer.kind == "gemm":
+            g = layer.gemm
+            residual = len(layer.inputs) > 1
+            assert 1 <= t.n_blocks <= min(blocks, param, 1023)
+            assert 1 <= t.k_group <= min(g.chunks(dim), 1023)
+            assert t.n_blocks * mt <= acc, f"{layer.name}: ACC half"
+            assert t.k_group * t.n_blocks <= wgt_tiles, f"{layer.name}: WGT half"
+            assert t.k_group * mt + (t.n_blocks * mt if residual else 0) <= act, layer.name
+        elif layer.kind == "pool":
+            src = plan.tensor(layer.inputs[0])
+            kh, kw = layer.node.attrs.get("kernel", (src.h, src.w))
+            window = kh * kw
+            assert window <= 255
+            assert 1 <= t.n_blocks <= min(blocks, param)
+            assert mt * window * t.n_blocks <= act, f"{layer.name}: ACT half"
+            assert mt * t.n_blocks <= acc, f"{layer.name}: ACC half"
+        else:
+            assert layer.kind == "add"
+            assert 1 <= t.n_blocks <= blocks and 2 * t.n_blocks <= param
+            assert 2 * mt * t.n_blocks <= act and mt * t.n_blocks <= acc, layer.name
+    return len(plan.accel_layers())
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_tilings_fit_the_memories(graphs: dict[str, Graph], config: str) -> None:
+    layers = sum(check_tiling(passes(g, CONFIGS[config], "tile")) for g in graphs.values())
+    assert layers == 10 + 2 + 3 + 6  # rgb, c16, mlp, cnn (flattens are aliases)
+
+
+def test_small_memories_force_smaller_tiles_and_still_run(graphs: dict[str, Graph]) -> None:
+    big, small = passes(graphs["cnn"], TINY, "tile"), passes(graphs["cnn"], SMALL, "emit")
+    check_tiling(small)
+    sizes = [
+        (a.tiling.rows_per_tile * a.tiling.n_blocks * a.tiling.k_group)
+        - (b.tiling.rows_per_tile * b.tiling.n_blocks * b.tiling.k_group)
+        for a, b in zip(big.accel_layers(), small.accel_layers(), strict=True)
+    ]
+    assert min(sizes) >= 0 and max(sizes) > 0  # SMALL tiles are never larger, some smaller
+    x = np.random.default_rng(6).standard_normal(in_shape(small.graph)).astype(np.float32)
+    assert run(small, x, "isa").bit_exact
+
+
+def test_impossible_tiling_names_the_numbers() -> None:
+    cramped = AccelConfig(
+        rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=1, param_lines=4, dram_bytes_per_cycle=8,
+        dram_mib=16,
+    )  # fmt: skip
+    assert cramped.acc_lines // 2 == 32
+    graph = compile_front(wide_conv_net(40))
+    with pytest.raises(CompileError) as info:
+        passes(graph, cramped, "tile")
+    assert info.value.node == "wide_conv"
+    text = str(info.value)
+    assert "40 pixels" in text and "32 lines" in text and "128" in text, text
+    passes(compile_front(wide_conv_net(32)), cramped, "tile")  # one row that fits is fine
+
+    graph = compile_front(gap_net(16))  # a 16x16 window is 256 pixels, the field holds 255
+    with pytest.raises(CompileError, match="256") as info:
+        passes(graph, TINY, "tile")
+    assert info.value.node == "big_gap" and "255" in str(info.value)
+    check_tiling(passes(compile_front(gap_net(15)), TINY, "tile"))
+
+
+# --------------------------------------------------------------------------- schedule
+
+CHANNELS = {  # (queue, flag) -> channel it pops from / pushes to
+    (Queue.LOAD, "push_next"): "l2c",
+    (Queue.COMPUTE, "pop_prev"): "l2c",
+    (Queue.COMPUTE, "push_prev"): "c2l",
+    (Queue.LOAD, "pop_next"): "c2l",
+    (Queue.COMPUTE, "push_next"): "c2s",
+    (Queue.STORE, "pop_prev"): "c2s",
+    (Queue.STORE, "push_prev"): "s2c",
+    (Queue.COMPUTE, "pop_next"): "s2c",
+}
+QUEUE_OF = {
+    Opcode.LOAD: Queue.LOAD,
+    Opcode.GEMM: Queue.COMPUTE,
+    Opcode.ACCUM: Queue.COMPUTE,
+    Opcode.POOL: Queue.COMPUTE,
+    Opcode.STORE: Queue.STORE,
+    Opcode.PERF: Queue.STORE,
+}
+
+
+def token_flow(plan: Plan) -> None:
+    """Pops and pushes per channel in program order: executing the program serially is a valid
+    order (no pop before its push, never more than token_depth tokens waiting), so no deadlock;
+    every channel is empty again at each layer end."""
+    insns = plan.program.insns
+    tokens = dict.fromkeys(("l2c", "c2l", "c2s", "s2c"), 0)
+    ends = {layer.insn_range[1] for layer in plan.accel_layers()}
+    for index, insn in enumerate(insns):
+        if insn.opcode is Opcode.END:
+            assert index == len(insns) - 1
+            continue
+        queue = insn["queue"] if insn.opcode is Opcode.SYNC else QUEUE_OF[insn.opcode]
+        for flag in ("pop_prev", "pop_next"):
+            if insn[f"deps.{flag}"]:
+                channel = CHANNELS[(queue, flag)]  # KeyError: a flag the queue cannot have
+                tokens[channel] -= 1
+                assert tokens[channel] >= 0, f"instruction {index} pops {channel} before a push"
+        for flag in ("push_prev", "push_next"):
+            if insn[f"deps.{flag}"]:
+                channel = CHANNELS[(queue, flag)]
+                tokens[channel] += 1
+                assert tokens[channel] <= plan.config.token_depth, f"{index}: {channel} full"
+        if index + 1 in ends:
+            assert tokens == dict.fromkeys(tokens, 0), f"unbalanced at layer end {index}: {tokens}"
+
+
+@pytest.mark.parametrize("config", ["tiny", "small", "default"])
+@pytest.mark.parametrize("key", ["rgb", "c16", "cnn"])
+def test_schedule_tokens_balance_and_layers_end_with_a_barrier(
+    graphs: dict[str, Graph], key: str, config: str
+) -> None:
+    plan = passes(graphs[key], CONFIGS[config])
+    token_flow(plan)
+    for number, layer in enumerate(plan.accel_layers()):
+        start, end = layer.insn_range
+        body = plan.program.insns[start:end]
+        assert end - start == len(layer.ops) > 4
+        perf, store_sync, compute_sync, load_sync = body[-4:]
+        assert perf.opcode is Opcode.PERF and perf["tag"] == layer.index
+        assert perf["dram_addr"] == plan.symbols["perf"] + number * isa.PERF_RECORD.nbytes
+        flags = [
+            (s.opcode, s["queue"], tuple(f for f in isa.DEP_FLAGS if s[f"deps.{f}"]))
+            for s in (store_sync, compute_sync, load_sync)
+        ]
+        assert flags == [
+            (Opcode.SYNC, Queue.STORE, ("push_prev",)),
+            (Opcode.SYNC, Queue.COMPUTE, ("pop_next", "push_prev")),
+            (Opcode.SYNC, Queue.LOAD, ("pop_next",)),
+        ]
+        # no other SYNC/PERF inside the layer; it loads, computes and stores something
+        ops = {insn.opcode for insn in body[:-4]}
+        assert Opcode.SYNC not in ops and Opcode.PERF not in ops
+        assert {Opcode.LOAD, Opcode.STORE} <= ops
+        assert ops & {Opcode.GEMM, Opcode.POOL, Opcode.ACCUM}
+    # and the ISA simulator (queue depths, token depths, local ranges) runs it to the end
+    x = np.random.default_rng(7).standard_normal(in_shape(plan.graph)).astype(np.float32)
+    machine = Machine(plan.config, _dram(plan, x))
+    stats = machine.run(launch_of(plan))
+    assert stats.insns["perf"] == len(plan.accel_layers())
+    assert stats.macs >= sum(layer.macs for layer in plan.accel_layers())
+
+
+def test_token_check_catches_a_missing_push(graphs: dict[str, Graph]) -> None:
+    plan = passes(graphs["mlp"], TINY)
+    index = next(i for i, insn in enumerate(plan.program.insns) if insn["deps.push_next"])
+    insn = plan.program.insns[index]
+    plan.program.insns[index] = isa.make(
+        insn.opcode, (), **{k: v for k, v in insn.fields.items() if not k.startswith("deps.")}
+    )
+    with pytest.raises(AssertionError, match="pops l2c before a push"):
+        token_flow(plan)
+
+
+# --------------------------------------------------------------------------- allocate
+
+
+def _dram(plan: Plan, x: np.ndarray) -> np.ndarray:
+    dram = np.zeros(plan.config.dram_bytes, dtype=np.uint8)
+    image = dram_image(plan, x)
+    dram[: image.size] = image
+    return dram
+
+
+def walk(desc: dict[str, Any], line_bytes: int, bus: int) -> np.ndarray:
+    """DRAM addresses of the lines a descriptor really transfers (padding lines skipped)."""
+    levels = range(isa.DESC_LOOPS)
+    counts = [desc[f"loops[{lv}].count"] for lv in levels]
+    idx = np.indices(counts).reshape(isa.DESC_LOOPS, -1)
+
+    def along(key: str, base: int) -> np.ndarray:
+        return base + sum(desc[f"loops[{lv}].{key}"] * idx[lv] for lv in levels)
+
+    addr = along("dram_stride", desc["dram_base"]) % (1 << 32)
+    y, x = along("ystep", desc["y0"]), along("xstep", desc["x0"])
+    valid = np.ones(addr.shape, bool)
+    if desc["height"]:
+        valid &= (y >= 0) & (y < desc["height"])
+    if desc["width"]:
+        valid &= (x >= 0) & (x < desc["width"])
+    assert (addr[valid] % min(line_bytes, bus) == 0).all()
+    return addr[valid]
+
+
+@pytest.mark.parametrize("config", ["tiny", "default"])
+@pytest.mark.parametrize("key", ["rgb", "cnn"])
+def test_allocate_regions_are_disjoint_and_descriptors_stay_inside(
+    graphs: dict[str, Graph], key: str, config: str
+) -> None:
+    plan = passes(graphs[key], CONFIGS[config])
+    c = plan.config
+    regions = {name: (addr, size) for name, addr, size in plan.regions}
+    assert len(regions) == len(plan.regions)
+    spans = sorted((addr, addr + size, name) for name, addr, size in plan.regions)
+    assert spans[0][0] >= 0x1000 and spans[-1][1] <= c.dram_bytes
+    for (_, end, a), (start, _, b) in zip(spans, spans[1:], strict=False):
+        assert end <= start, f"{a} overlaps {b}"
+    for name, (addr, size) in regions.items():
+        assert addr % 64 == 0 and size >= 0, name
+        if name.endswith("#weights") or name in plan.tensors:
+            assert addr % 4096 == 0, name
+    assert regions["perf"][0] % isa.PERF_RECORD.nbytes == 0
+    assert regions["perf"][1] == len(plan.accel_layers()) * isa.PERF_RECORD.nbytes
+    assert regions["program"][1] == len(plan.program.insns) * isa.INSN_BYTES
+    assert regions["descriptors"][1] == len(plan.program.descs) * isa.DESC_BYTES
+    for name, t in plan.tensors.items():
+        if t.alias_of is None:
+            assert regions[name] == (t.addr, t.nbytes)
+        else:
+            assert name not in regions
+    # the constants end where the activations begin
+    assert plan.launch["image_bytes"] <= min(plan.tensor(n).addr for n in plan.tensors)
+
+    def inside(addrs: np.ndarray, line: int, allowed: list[str], what: str) -> None:
+        ok = np.zeros(addrs.shape, bool)
+        for name in allowed:
+            lo, size = regions[name]
+            ok |= (addrs >= lo) & (addrs + line <= lo + size)
+        assert ok.all(), f"{what}: line at 0x{int(addrs[~ok][0]):x} outside {allowed}"
+
+    line_bytes = {Mem.ACT: c.rows, Mem.WGT: c.cols, Mem.PARAM: c.cols * 16, Mem.ACC: c.cols}
+    program = decoded(plan)  # as the hardware reads it from the DRAM image
+    for layer in plan.accel_layers():
+        start, end = layer.insn_range
+        stored = []
+        for index in range(start, end):
+            insn = program.insns[index]
+            if insn.opcode not in (Opcode.LOAD, Opcode.STORE):
+                continue
+            desc = program.descs[insn["desc"]]
+            mem, lb = desc["mem"], line_bytes[desc["mem"]]
+            addrs = walk(desc, lb, c.dram_bytes_per_cycle)
+            what = f"{layer.name} insn {index} ({mem.name})"
+            if insn.opcode is Opcode.STORE:
+                assert mem is Mem.ACC
+                inside(addrs, lb, [plan.tensor(layer.output).name], what)
+                stored.append(addrs)
+            elif mem is Mem.ACT:
+                inside(addrs, lb, [plan.tensor(n).name for n in layer.inputs], what)
+            elif mem is Mem.WGT:
+                inside(addrs, lb, [f"{layer.name}#weights"], what)
+            else:
+                inside(addrs, lb, [f"{layer.name}#params"], what)
+        # the stores cover the whole output tensor, each line exactly once
+        out = plan.tensor(layer.output)
+        lines = np.sort(np.concatenate(stored))
+        np.testing.assert_array_equal(lines, out.addr + c.cols * np.arange(out.nbytes // c.cols))
+
+    # run it: nothing outside the activation and perf regions changes
+    x = np.random.default_rng(8).standard_normal(in_shape(plan.graph)).astype(np.float32)
+    before = _dram(plan, x)
+    machine = Machine(c, before.copy())
+    machine.run(launch_of(plan))
+    changed = np.flatnonzero(machine.dram != before)
+    assert changed.size
+    writable = [regions["perf"]] + [regions[n] for n in plan.tensors if n in regions]
+    ok = np.zeros(changed.shape, bool)
+    for lo, size in writable:
+        ok |= (changed >= lo) & (changed < lo + size)
+    assert ok.all(), f"DRAM byte 0x{int(changed[~ok][0]):x} changed outside the writable regions"
+    assert not np.isin(changed, np.arange(*_span(regions, plan.graph.inputs[0]))).any()
+
+
+def _span(regions: dict[str, tuple[int, int]], name: str) -> tuple[int, int]:
+    addr, size = regions[name]
+    return addr, addr + size
+
+
+# --------------------------------------------------------------------------- emit
+
+
+def decoded(plan: Plan) -> Program:
+    """The program and descriptor table decoded from the DRAM image at the launch addresses."""
+    launch, image = plan.launch, plan.image
+    n, d = len(plan.program.insns), launch["desc_count"]
+    return Program.from_bytes(
+        image[launch["insn_base"] : launch["insn_base"] + n * isa.INSN_BYTES].tobytes(),
+        image[launch["desc_base"] : launch["desc_base"] + d * isa.DESC_BYTES].tobytes(),
+    )
+
+
+@pytest.mark.parametrize("key", ["rgb", "cnn"])
+def test_emit_image_decodes_to_the_program(graphs: dict[str, Graph], key: str) -> None:
+    plan = passes(graphs[key], TINY)
+    image = plan.image
+    n, d = len(plan.program.insns), plan.launch["desc_count"]
+    assert (
+        d
+        == len(plan.program.descs)
+        == sum(1 for insn in plan.program.insns if insn.opcode in (Opcode.LOAD, Opcode.STORE))
+    )
+    decoded_program = decoded(plan)
+    assert decoded_program.insns == plan.program.insns
+    assert decoded_program.insns[-1].opcode is Opcode.END
+    assert [isa.encode_record(isa.DESCRIPTOR, x) for x in decoded_program.descs] == [
+        isa.encode_record(isa.DESCRIPTOR, x) for x in plan.program.descs
+    ]
+    # each load/store names its own descriptor, in order
+    numbers = [i["desc"] for i in decoded_program.insns if i.opcode in (Opcode.LOAD, Opcode.STORE)]
+    assert numbers == list(range(d))
+    # layer instruction ranges tile the program up to END
+    ranges = [layer.insn_range for layer in plan.accel_layers()]
+    assert ranges[0][0] == 0 and ranges[-1][1] == n - 1
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+    # the weight region holds exactly the layer's int8 weights, rearranged (same multiset)
+    for layer in plan.accel_layers():
+        if layer.kind == "gemm":
+            addr, size = next((a, s) for nm, a, s in plan.regions if nm == f"{layer.name}#weights")
+            blob = image[addr : addr + size].view(np.int8)
+            assert size == layer.weights.size
+            np.testing.assert_array_equal(np.sort(blob), np.sort(layer.weights.reshape(-1)))
+
+
+def write_input(plan: Plan, x: np.ndarray, dram: np.ndarray) -> None:
+    """The host's job, done here independently: quantize, im2col or NHWC, pad, place."""
+    name = plan.graph.inputs[0]
+    t = plan.tensors[name]
+    q = quantize_input(x, t.scale)
+    chw = q[0] if q.ndim == 4 else q.reshape(-1, 1, 1)
+    if t.layout == "im2col":
+        node = plan.graph.consumers(name)[0]
+        rows = im2col(chw, node.attrs["kernel"], node.attrs["stride"], node.attrs["pads"])
+    else:
+        rows = chw.transpose(1, 2, 0).reshape(t.h * t.w, -1)
+    blob = np.zeros((t.h * t.w, t.channels), np.int8)
+    blob[:, : rows.shape[1]] = rows
+    dram[t.addr : t.addr + blob.size] = blob.reshape(-1).view(np.uint8)
+
+
+@pytest.mark.parametrize("config", ["tiny", "small"])
+@pytest.mark.parametrize("key", ["rgb", "c16", "cnn", "mlp"])
+def test_emitted_plan_is_bit_exact(graphs: dict[str, Graph], key: str, config: str) -> None:
+    plan = passes(graphs[key], CONFIGS[config])
+    graph = plan.graph
+    softmax = next((n for n in graph.nodes if n.op == "softmax"), None)
+    logits = softmax.inputs[0] if softmax else graph.outputs[0]
+    for seed in (0, 1, 2):
+        x = np.random.default_rng(100 + seed).standard_normal(in_shape(graph)).astype(np.float32)
+        result = run(plan, x, "isa")
+        assert result.bit_exact, result.first_mismatch
+        assert [r.name for r in result.layers] == [la.name for la in plan.accel_layers()]
+
+        # independently: own DRAM image and input layout, the ISA simulator, own read-back
+        expected = evaluate(graph, quantize_input(x, graph.tensors[graph.inputs[0]].scale))
+        dram = np.zeros(plan.config.dram_bytes, np.uint8)
+        dram[: plan.image.size] = plan.image
+        write_input(plan, x, dram)
+        machine = Machine(plan.config, dram)
+        machine.run(
+            Launch(plan.launch["insn_base"], plan.symbols["descriptors"], len(plan.program.descs))
+        )
+        t = plan.tensor(logits)
+        raw = machine.dram[t.addr : t.addr + t.nbytes].view(np.int8).reshape(t.h, t.w, -1)
+        got = raw[:, :, : t.logical_channels].transpose(2, 0, 1).reshape(expected[logits].shape)
+        np.testing.assert_array_equal(got, expected[logits])
+        assert np.unique(got).size > 2  # a real signal, not a saturated or constant output
+        if softmax is not None:
+            z = dequantize(expected[logits], graph.tensors[logits].scale).astype(np.float64)
+            p = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+            np.testing.assert_allclose(result.outputs[softmax.output], p, rtol=1e-5, atol=1e-7)
