@@ -76,18 +76,29 @@ def load_bundle(path: Path, config: AccelConfig | None = None) -> tuple[Plan, di
     try:
         with zipfile.ZipFile(path) as archive:
             info = json.loads(archive.read("manifest.json"))
+            if not isinstance(info, dict):
+                raise BundleError(f"{path}: manifest.json is not a JSON object")
             if info.get("format_version") != FORMAT_VERSION:
                 raise BundleError(
                     f"{path}: bundle format {info.get('format_version')}, "
                     f"this tool reads {FORMAT_VERSION}"
                 )
             plan = pickle.loads(archive.read("plan.pkl"))
+            if not isinstance(plan, Plan):
+                raise BundleError(f"{path}: plan.pkl holds a {type(plan).__name__}, not a plan")
             plan.image = np.frombuffer(archive.read("dram_image.bin"), dtype=np.uint8).copy()
+    except BundleError:
+        raise
     except (
         OSError,
         KeyError,
+        EOFError,
+        ValueError,  # includes JSON and UTF-8 decoding errors
+        AttributeError,  # a pickle naming classes or attributes that do not exist
+        ImportError,
+        IndexError,
+        TypeError,
         zipfile.BadZipFile,
-        json.JSONDecodeError,
         pickle.UnpicklingError,
     ) as exc:
         raise BundleError(f"{path} is not a readable bundle: {exc}") from None

@@ -21,7 +21,11 @@ def resolve_model(
     text = str(model)
     if text in zoo.MODELS:
         kwargs = {} if image_size is None else {"image_size": image_size}
-        return text, zoo.build(text, seed=seed, **kwargs)
+        try:
+            return text, zoo.build(text, seed=seed, **kwargs)
+        except ValueError as exc:  # e.g. an image size the model cannot take
+            reason = str(exc) if repr(text) in str(exc) else f"model {text!r}: {exc}"
+            raise CompileError(None, None, reason) from None
     path = Path(text)
     if path.suffix == ".onnx" or path.exists():
         if not path.exists():

@@ -217,5 +217,9 @@ def load_config(spec: str | Path) -> AccelConfig:
     if path.suffix == ".json":
         if not path.is_file():
             raise ConfigError(f"config file {path} does not exist")
-        return AccelConfig.from_json(path.read_text())
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"config file {path} cannot be read as text: {exc}") from None
+        return AccelConfig.from_json(text)
     raise ConfigError(f"unknown config {text!r}; use one of {sorted(PRESETS)} or a .json file")

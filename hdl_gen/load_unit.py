@@ -107,6 +107,10 @@ class LoadUnit(wiring.Component):
             width=entry.size, depth=self.inflight
         )
         walking = Signal()
+        # Lines queued and not yet written. (The FIFO's r_rdy lags w_en, so it cannot tell when
+        # the last line has landed.)
+        in_flight = Signal(range(self.inflight + 2))
+        m.d.sync += in_flight.eq(in_flight + pending.w_en - pending.r_en)
 
         with m.FSM(name="load"):
             with m.State("IDLE"), m.If(frame.start):
@@ -122,7 +126,7 @@ class LoadUnit(wiring.Component):
                     m.d.comb += addrgen.start.eq(1)
                     m.d.sync += walking.eq(1)
                     m.next = "MOVE"
-            with m.State("MOVE"), m.If(~walking & ~pending.r_rdy & ~addrgen.busy):
+            with m.State("MOVE"), m.If(~walking & (in_flight == 0) & ~addrgen.busy):
                 m.d.comb += frame.done.eq(1)
                 m.next = "IDLE"
             with m.State("STOPPED"):

@@ -80,14 +80,20 @@ def load_input(args: argparse.Namespace, shape: tuple[int, ...]) -> np.ndarray:
     if not path.is_file():
         raise UsageError(f"image {path} does not exist")
     if path.suffix == ".npy":
-        x = np.load(path).astype(np.float32)
+        try:
+            x = np.load(path).astype(np.float32)
+        except (OSError, ValueError, TypeError, EOFError) as exc:
+            raise UsageError(f"image {path} is not a readable .npy array: {exc}") from None
         if x.size != int(np.prod(shape)):
             raise UsageError(f"image {path} has shape {x.shape}; the model takes {shape}")
         return x.reshape(shape)
     if path.suffix == ".png":
         import matplotlib.image
 
-        rgb = matplotlib.image.imread(str(path))[..., :3].astype(np.float32)
+        try:
+            rgb = matplotlib.image.imread(str(path))[..., :3].astype(np.float32)
+        except Exception as exc:  # Pillow raises OSError, SyntaxError, ValueError...
+            raise UsageError(f"image {path} is not a readable PNG: {exc}") from None
         if len(shape) != 4 or rgb.shape[:2] != shape[2:]:
             raise UsageError(
                 f"image {path} is {rgb.shape[1]}x{rgb.shape[0]}; the model takes {shape}"
@@ -122,6 +128,8 @@ def layer_counters(result: RunResult) -> list[dict[str, int]]:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
+        if args.seed < 0:
+            raise UsageError(f"--seed must be a non-negative integer, not {args.seed}")
         config = load_config(args.config)
         started = time.perf_counter()
         model_name, plan = compile_model(

@@ -138,14 +138,14 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .halt(error),
     .insn_base(insn_base),
     .perf(perf),
-    .\port$9937$0 (\$2 ),
+    .\port$9941$0 (\$2 ),
     .rst(rst),
     .running(running),
     .\start$191 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$9937$0 (\$2 ),
+    .\port$9941$0 (\$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -226,7 +226,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__payload, running, done, halt, error_code, error_index, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$9937$0 , dram_resp__valid, \start$191 );
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__payload, running, done, halt, error_code, error_index, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$9941$0 , dram_resp__valid, \start$191 );
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -588,8 +588,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$9937$0 ;
-  wire [1:0] \port$9937$0 ;
+  input [1:0] \port$9941$0 ;
+  wire [1:0] \port$9941$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -882,7 +882,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$9937$0 (\port$9937$0 ),
+    .\port$9941$0 (\port$9941$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -982,11 +982,11 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .desc_bus__req__valid(client1__req__valid),
     .desc_count(desc_count),
     .dram_wait(dram_wait),
-    .\error$107 (\error$231 ),
+    .\error$108 (\error$231 ),
     .error_code(\error_code$232 ),
     .halt(halt),
     .idle(idle),
-    .\index$105 (\index$208 ),
+    .\index$106 (\index$208 ),
     .line_data(\w__data$150 ),
     .param__en(\w__en$152 ),
     .queue__payload(queue__payload),
@@ -1325,8 +1325,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$9937$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$9937$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$9941$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$9941$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -1394,9 +1394,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$9937$0 ;
+  assign \dram_resp__payload.tag  = \port$9941$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$9937$0 ;
+  assign \dram_resp__payload$115.tag  = \port$9941$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[159:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[175:160];
@@ -1440,7 +1440,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$9937$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$9941$0 
 , dram_resp__valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \$1 ;
@@ -1596,8 +1596,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$9937$0 ;
-  wire [1:0] \port$9937$0 ;
+  input [1:0] \port$9941$0 ;
+  wire [1:0] \port$9941$0 ;
   input rst;
   wire rst;
   assign \$1  = ~ client1__req__valid;
@@ -1648,13 +1648,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \$46  = \$44  & \$45 ;
   assign \$47  = ~ client2__req__valid;
   assign \$48  = \$46  & \$47 ;
-  assign \$49  = ! \port$9937$0 ;
+  assign \$49  = ! \port$9941$0 ;
   assign client0__resp__valid = dram_resp__valid & \$49 ;
-  assign \$50  = \port$9937$0  == 1'h1;
+  assign \$50  = \port$9941$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \$50 ;
-  assign \$51  = \port$9937$0  == 2'h2;
+  assign \$51  = \port$9941$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \$51 ;
-  assign \$52  = \port$9937$0  == 2'h3;
+  assign \$52  = \port$9941$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \$52 ;
   assign \$53  = ~ client1__req__valid;
   assign \$54  = client2__req__valid & \$53 ;
@@ -2019,14 +2019,14 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$9937$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$9941$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$9937$0 ;
+  assign \dram_resp__payload.tag  = \port$9941$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -44223,7 +44223,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, desc_bus__req__valid, data_bus__req__valid, act__addr, queue__payload, deps__room_next, deps__has_next, bus__resp__valid, \bus__resp__valid$38 , bus__resp__payload, halt, idle, token_wait, deps__pop_next, queue__ready, busy
-, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, \index$105 , \error$107 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$32 , desc_base);
+, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, \index$106 , \error$108 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$32 , desc_base);
   reg \$auto$verilog_backend.cc:2355:dump_module$265  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -44231,20 +44231,23 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \$101 ;
   wire \$102 ;
   wire \$103 ;
-  wire [16:0] \$104 ;
+  wire \$104 ;
   wire \$105 ;
   wire [16:0] \$106 ;
-  reg [1:0] \$107 ;
-  reg [127:0] \$108 ;
-  reg [31:0] \$109 ;
+  wire \$107 ;
+  wire [16:0] \$108 ;
+  reg [1:0] \$109 ;
   wire \$11 ;
-  reg \$110 ;
-  reg [3:0] \$111 ;
-  reg [2:0] \$112 ;
-  reg \$113 ;
-  reg [15:0] \$114 ;
-  reg [15:0] \$115 ;
-  reg [2047:0] \$116 ;
+  reg [127:0] \$110 ;
+  reg [31:0] \$111 ;
+  reg \$112 ;
+  reg [3:0] \$113 ;
+  reg [6:0] \$114 ;
+  reg [2:0] \$115 ;
+  reg \$116 ;
+  reg [15:0] \$117 ;
+  reg [15:0] \$118 ;
+  reg [2047:0] \$119 ;
   wire \$12 ;
   wire \$13 ;
   wire \$14 ;
@@ -44324,8 +44327,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \$81 ;
   wire \$82 ;
   wire \$83 ;
-  wire \$84 ;
-  wire \$85 ;
+  wire [7:0] \$84 ;
+  wire [8:0] \$85 ;
   wire \$86 ;
   wire \$87 ;
   wire \$88 ;
@@ -44336,11 +44339,11 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \$92 ;
   wire \$93 ;
   wire \$94 ;
-  wire [16:0] \$95 ;
+  wire \$95 ;
   wire \$96 ;
   wire [16:0] \$97 ;
   wire \$98 ;
-  wire \$99 ;
+  wire [16:0] \$99 ;
   reg [15:0] \$signal ;
   reg [16:0] \$signal$60 ;
   output [15:0] act__addr;
@@ -44382,13 +44385,13 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire clk;
   wire [127:0] data__payload;
   wire [127:0] \data__payload$47 ;
-  wire [127:0] \data__payload$91 ;
+  wire [127:0] \data__payload$92 ;
   wire data__ready;
   wire \data__ready$49 ;
-  reg \data__ready$87 ;
+  reg \data__ready$88 ;
   wire data__valid;
   wire \data__valid$51 ;
-  wire \data__valid$89 ;
+  wire \data__valid$90 ;
   output [31:0] data_bus__req__payload;
   reg [31:0] data_bus__req__payload;
   wire data_bus__req__ready;
@@ -44504,9 +44507,9 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   output dram_wait;
   reg dram_wait;
   wire error;
-  output \error$107 ;
-  reg \error$107  = 1'h0;
-  wire \error$109 ;
+  output \error$108 ;
+  reg \error$108  = 1'h0;
+  wire \error$110 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -44527,15 +44530,16 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$110 ;
+  wire [3:0] \error_code$111 ;
   reg [1:0] frame_state = 2'h0;
   input halt;
   wire halt;
   output idle;
   reg idle;
+  reg [6:0] in_flight = 7'h00;
   wire [23:0] index;
-  output [31:0] \index$105 ;
-  reg [31:0] \index$105  = 32'd0;
+  output [31:0] \index$106 ;
+  reg [31:0] \index$106  = 32'd0;
   reg [15:0] issued = 16'h0000;
   wire [15:0] line_bytes;
   output [2047:0] line_data;
@@ -44618,7 +44622,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign align = \$28  ? \$signal  : 16'h0010;
   assign \$29  = desc[1:0] == 2'h3;
   assign \$30  = ~ walking;
-  assign \$31  = ~ r_rdy;
+  assign \$31  = ! in_flight;
   assign \$32  = \$30  & \$31 ;
   assign \$33  = ~ \busy$71 ;
   assign \$34  = \$32  & \$33 ;
@@ -44632,12 +44636,12 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \$43  = ~ halt;
   assign \$44  = r_rdy & \$43 ;
   assign \$45  = ~ r_data[16];
-  assign \$46  = ~ \data__valid$89 ;
+  assign \$46  = ~ \data__valid$90 ;
   assign \$47  = beats == 1'h1;
   assign \$48  = beats - 1'h1;
   assign \$49  = received == \$48 ;
   assign \$50  = r_data[20:17] * 4'h8;
-  assign \$51  = \data__payload$91  >> \$50 ;
+  assign \$51  = \data__payload$92  >> \$50 ;
   assign \$52  = ! desc[1:0];
   assign act__en = write & \$52 ;
   assign \$53  = desc[1:0] == 1'h1;
@@ -44667,59 +44671,63 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \$77  = \$74  & \$76 ;
   assign \$78  = ~ halt;
   assign \$79  = \$77  & \$78 ;
-  assign \$80  = ~ \error$107 ;
+  assign \$80  = ~ \error$108 ;
   assign \$81  = error & \$80 ;
-  assign \$82  = ~ \error$107 ;
-  assign \$83  = \error$109  & \$82 ;
-  assign \$84  = desc[1:0] == 2'h3;
-  assign \$85  = ~ \error$107 ;
-  assign \$87  = ~ walking;
-  assign \$88  = ~ r_rdy;
-  assign \$89  = \$87  & \$88 ;
-  assign \$90  = ~ \busy$71 ;
+  assign \$82  = ~ \error$108 ;
+  assign \$83  = \error$110  & \$82 ;
+  assign \$84  = in_flight + w_en;
+  assign \$85  = \$84  - r_en;
+  assign \$86  = desc[1:0] == 2'h3;
+  assign \$87  = ~ \error$108 ;
+  assign \$89  = ~ walking;
+  assign \$90  = ! in_flight;
   assign \$91  = \$89  & \$90 ;
-  assign \$92  = lines__valid & w_rdy;
-  assign \$93  = ~ halt;
-  assign \$94  = \$92  & \$93 ;
-  assign \$95  = beats - 1'h1;
-  assign \$96  = issued == \$95 ;
-  assign \$97  = issued + 1'h1;
-  assign \$98  = lines__valid & lines__ready;
-  assign \$99  = \$98  & lines__payload[113];
-  assign \$100  = ~ halt;
-  assign \$101  = r_rdy & \$100 ;
-  assign \$102  = ~ r_data[16];
-  assign \$103  = beats == 1'h1;
-  assign \$104  = beats - 1'h1;
-  assign \$105  = received == \$104 ;
-  assign \$106  = received + 1'h1;
+  assign \$92  = ~ \busy$71 ;
+  assign \$93  = \$91  & \$92 ;
+  assign \$94  = lines__valid & w_rdy;
+  assign \$95  = ~ halt;
+  assign \$96  = \$94  & \$95 ;
+  assign \$97  = beats - 1'h1;
+  assign \$98  = issued == \$97 ;
+  assign \$99  = issued + 1'h1;
+  assign \$100  = lines__valid & lines__ready;
+  assign \$101  = \$100  & lines__payload[113];
+  assign \$102  = ~ halt;
+  assign \$103  = r_rdy & \$102 ;
+  assign \$104  = ~ r_data[16];
+  assign \$105  = beats == 1'h1;
+  assign \$106  = beats - 1'h1;
+  assign \$107  = received == \$106 ;
+  assign \$108  = received + 1'h1;
   always @(posedge clk)
-    frame_state <= \$107 ;
+    frame_state <= \$109 ;
   always @(posedge clk)
-    word <= \$108 ;
+    word <= \$110 ;
   always @(posedge clk)
-    \index$105  <= \$109 ;
+    \index$106  <= \$111 ;
   always @(posedge clk)
-    \error$107  <= \$110 ;
+    \error$108  <= \$112 ;
   always @(posedge clk)
-    error_code <= \$111 ;
+    error_code <= \$113 ;
   always @(posedge clk)
-    load_state <= \$112 ;
+    in_flight <= \$114 ;
   always @(posedge clk)
-    walking <= \$113 ;
+    load_state <= \$115 ;
   always @(posedge clk)
-    issued <= \$114 ;
+    walking <= \$116 ;
   always @(posedge clk)
-    received <= \$115 ;
+    issued <= \$117 ;
   always @(posedge clk)
-    assembled <= \$116 ;
+    received <= \$118 ;
+  always @(posedge clk)
+    assembled <= \$119 ;
   \sim_top.accel.load.addrgen  addrgen (
     .align(align),
     .busy(\busy$71 ),
     .clk(clk),
     .desc(desc),
-    .error(\error$109 ),
-    .error_code(\error_code$110 ),
+    .error(\error$110 ),
+    .error_code(\error_code$111 ),
     .line_bytes(\$signal ),
     .lines__payload(lines__payload),
     .lines__ready(lines__ready),
@@ -44735,9 +44743,9 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .bus__req__ready(\bus__req__ready$32 ),
     .bus__req__valid(data_bus__req__valid),
     .clk(clk),
-    .data__payload(\data__payload$91 ),
-    .data__valid(\data__valid$89 ),
-    .r_en(\data__ready$87 ),
+    .data__payload(\data__payload$92 ),
+    .data__valid(\data__valid$90 ),
+    .r_en(\data__ready$88 ),
     .rst(rst),
     .w_data(bus__resp__payload),
     .w_en(\bus__resp__valid$38 )
@@ -44775,8 +44783,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   );
   \sim_top.accel.load.pending  pending (
     .clk(clk),
-    .\port$5633$0 (lines__payload[19:0]),
-    .\port$5633$48 (lines__payload[48]),
+    .\port$5637$0 (lines__payload[19:0]),
+    .\port$5637$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -45068,7 +45076,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       if (\$45 ) begin
         line_data = { desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50] };
       end else begin
-        if (\data__valid$89 ) begin
+        if (\data__valid$90 ) begin
           if (\$47 ) begin
             line_data = { 1920'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$51  };
           end else if (\$49 ) begin
@@ -45086,7 +45094,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       if (\$45 ) begin
         write = 1'h1;
       end else begin
-        if (\data__valid$89 ) begin
+        if (\data__valid$90 ) begin
           if (\$47 ) begin
             write = 1'h1;
           end else if (\$49 ) begin
@@ -45104,7 +45112,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       if (\$45 ) begin
         r_en = 1'h1;
       end else begin
-        if (\data__valid$89 ) begin
+        if (\data__valid$90 ) begin
           if (\$47 ) begin
             r_en = 1'h1;
           end else if (\$49 ) begin
@@ -45116,12 +45124,12 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \data__ready$87  = 1'h0;
+    \data__ready$88  = 1'h0;
     if (\$44 ) begin
       (* full_case = 32'd1 *)
       if (\$45 ) begin
       end else begin
-        \data__ready$87  = 1'h1;
+        \data__ready$88  = 1'h1;
       end
     end
   end
@@ -45143,43 +45151,43 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       (* full_case = 32'd1 *)
       if (\$45 ) begin
       end else begin
-        if (\data__valid$89 ) begin
+        if (\data__valid$90 ) begin
           if (\$47 ) begin
           end else if (\$49 ) begin
             whole = assembled;
             casez (received)
               16'h0000:
-                  whole[127:0] = \data__payload$91 ;
+                  whole[127:0] = \data__payload$92 ;
               16'h0001:
-                  whole[255:128] = \data__payload$91 ;
+                  whole[255:128] = \data__payload$92 ;
               16'h0002:
-                  whole[383:256] = \data__payload$91 ;
+                  whole[383:256] = \data__payload$92 ;
               16'h0003:
-                  whole[511:384] = \data__payload$91 ;
+                  whole[511:384] = \data__payload$92 ;
               16'h0004:
-                  whole[639:512] = \data__payload$91 ;
+                  whole[639:512] = \data__payload$92 ;
               16'h0005:
-                  whole[767:640] = \data__payload$91 ;
+                  whole[767:640] = \data__payload$92 ;
               16'h0006:
-                  whole[895:768] = \data__payload$91 ;
+                  whole[895:768] = \data__payload$92 ;
               16'h0007:
-                  whole[1023:896] = \data__payload$91 ;
+                  whole[1023:896] = \data__payload$92 ;
               16'h0008:
-                  whole[1151:1024] = \data__payload$91 ;
+                  whole[1151:1024] = \data__payload$92 ;
               16'h0009:
-                  whole[1279:1152] = \data__payload$91 ;
+                  whole[1279:1152] = \data__payload$92 ;
               16'h000a:
-                  whole[1407:1280] = \data__payload$91 ;
+                  whole[1407:1280] = \data__payload$92 ;
               16'h000b:
-                  whole[1535:1408] = \data__payload$91 ;
+                  whole[1535:1408] = \data__payload$92 ;
               16'h000c:
-                  whole[1663:1536] = \data__payload$91 ;
+                  whole[1663:1536] = \data__payload$92 ;
               16'h000d:
-                  whole[1791:1664] = \data__payload$91 ;
+                  whole[1791:1664] = \data__payload$92 ;
               16'h000e:
-                  whole[1919:1792] = \data__payload$91 ;
+                  whole[1919:1792] = \data__payload$92 ;
               16'h000f:
-                  whole[2047:1920] = \data__payload$91 ;
+                  whole[2047:1920] = \data__payload$92 ;
             endcase
           end
         end
@@ -45188,68 +45196,68 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \$107  = frame_state;
+    \$109  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
           if (\$65 ) begin
-            \$107  = 2'h1;
+            \$109  = 2'h1;
           end
       2'h1:
           if (\$72 ) begin
-            \$107  = 2'h2;
+            \$109  = 2'h2;
           end
       2'h2:
           if (\done$72 ) begin
-            \$107  = 2'h3;
+            \$109  = 2'h3;
           end
       2'h3:
           if (\$79 ) begin
-            \$107  = 2'h0;
+            \$109  = 2'h0;
           end
     endcase
     if (rst) begin
-      \$107  = 2'h0;
+      \$109  = 2'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \$108  = word;
+    \$110  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
           if (\$72 ) begin
-            \$108  = queue__payload[127:0];
+            \$110  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \$108  = 128'h00000000000000000000000000000000;
+      \$110  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \$109  = \index$105 ;
+    \$111  = \index$106 ;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
           if (\$72 ) begin
-            \$109  = queue__payload[159:128];
+            \$111  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \$109  = 32'd0;
+      \$111  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \$110  = \error$107 ;
+    \$112  = \error$108 ;
     if (\$81 ) begin
-      \$110  = 1'h1;
+      \$112  = 1'h1;
     end
     if (\$83 ) begin
-      \$110  = 1'h1;
+      \$112  = 1'h1;
     end
     casez (load_state)
       3'h0:
@@ -45258,25 +45266,25 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
           /* empty */;
       3'h2:
           if (done) begin
-            if (\$84 ) begin
-              if (\$86 ) begin
-                \$110  = 1'h1;
+            if (\$86 ) begin
+              if (\$88 ) begin
+                \$112  = 1'h1;
               end
             end
           end
     endcase
     if (rst) begin
-      \$110  = 1'h0;
+      \$112  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \$111  = error_code;
+    \$113  = error_code;
     if (\$81 ) begin
-      \$111  = 4'h2;
+      \$113  = 4'h2;
     end
     if (\$83 ) begin
-      \$111  = \error_code$110 ;
+      \$113  = \error_code$111 ;
     end
     casez (load_state)
       3'h0:
@@ -45285,48 +45293,55 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
           /* empty */;
       3'h2:
           if (done) begin
-            if (\$84 ) begin
-              if (\$86 ) begin
-                \$111  = 4'h7;
+            if (\$86 ) begin
+              if (\$88 ) begin
+                \$113  = 4'h7;
               end
             end
           end
     endcase
     if (rst) begin
-      \$111  = 4'h0;
+      \$113  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \$112  = load_state;
+    \$114  = \$85 [6:0];
+    if (rst) begin
+      \$114  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    \$115  = load_state;
     casez (load_state)
       3'h0:
           if (start) begin
-            \$112  = 3'h1;
+            \$115  = 3'h1;
           end
       3'h1:
-          \$112  = 3'h2;
+          \$115  = 3'h2;
       3'h2:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$84 ) begin
-              \$112  = 3'h3;
+            if (\$86 ) begin
+              \$115  = 3'h3;
             end else begin
-              \$112  = 3'h4;
+              \$115  = 3'h4;
             end
           end
       3'h4:
-          if (\$91 ) begin
-            \$112  = 3'h0;
+          if (\$93 ) begin
+            \$115  = 3'h0;
           end
     endcase
     if (rst) begin
-      \$112  = 3'h0;
+      \$115  = 3'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \$113  = walking;
+    \$116  = walking;
     casez (load_state)
       3'h0:
           /* empty */;
@@ -45335,112 +45350,112 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       3'h2:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$84 ) begin
+            if (\$86 ) begin
             end else begin
-              \$113  = 1'h1;
+              \$116  = 1'h1;
             end
           end
     endcase
-    if (\$99 ) begin
-      \$113  = 1'h0;
+    if (\$101 ) begin
+      \$116  = 1'h0;
     end
     if (rst) begin
-      \$113  = 1'h0;
+      \$116  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \$114  = issued;
-    if (\$94 ) begin
+    \$117  = issued;
+    if (\$96 ) begin
       if (lines__payload[48]) begin
         if (\addr__ready$79 ) begin
           (* full_case = 32'd1 *)
-          if (\$96 ) begin
-            \$114  = 16'h0000;
+          if (\$98 ) begin
+            \$117  = 16'h0000;
           end else begin
-            \$114  = \$97 [15:0];
+            \$117  = \$99 [15:0];
           end
         end
       end
     end
     if (rst) begin
-      \$114  = 16'h0000;
+      \$117  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \$115  = received;
-    if (\$101 ) begin
+    \$118  = received;
+    if (\$103 ) begin
       (* full_case = 32'd1 *)
-      if (\$102 ) begin
+      if (\$104 ) begin
       end else begin
-        if (\data__valid$89 ) begin
+        if (\data__valid$90 ) begin
           (* full_case = 32'd1 *)
-          if (\$103 ) begin
-          end else if (\$105 ) begin
-            \$115  = 16'h0000;
+          if (\$105 ) begin
+          end else if (\$107 ) begin
+            \$118  = 16'h0000;
           end else begin
-            \$115  = \$106 [15:0];
+            \$118  = \$108 [15:0];
           end
         end
       end
     end
     if (rst) begin
-      \$115  = 16'h0000;
+      \$118  = 16'h0000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \$116  = assembled;
-    if (\$101 ) begin
+    \$119  = assembled;
+    if (\$103 ) begin
       (* full_case = 32'd1 *)
-      if (\$102 ) begin
+      if (\$104 ) begin
       end else begin
-        if (\data__valid$89 ) begin
+        if (\data__valid$90 ) begin
           (* full_case = 32'd1 *)
-          if (\$103 ) begin
-          end else if (\$105 ) begin
+          if (\$105 ) begin
+          end else if (\$107 ) begin
           end else begin
             casez (received)
               16'h0000:
-                  \$116 [127:0] = \data__payload$91 ;
+                  \$119 [127:0] = \data__payload$92 ;
               16'h0001:
-                  \$116 [255:128] = \data__payload$91 ;
+                  \$119 [255:128] = \data__payload$92 ;
               16'h0002:
-                  \$116 [383:256] = \data__payload$91 ;
+                  \$119 [383:256] = \data__payload$92 ;
               16'h0003:
-                  \$116 [511:384] = \data__payload$91 ;
+                  \$119 [511:384] = \data__payload$92 ;
               16'h0004:
-                  \$116 [639:512] = \data__payload$91 ;
+                  \$119 [639:512] = \data__payload$92 ;
               16'h0005:
-                  \$116 [767:640] = \data__payload$91 ;
+                  \$119 [767:640] = \data__payload$92 ;
               16'h0006:
-                  \$116 [895:768] = \data__payload$91 ;
+                  \$119 [895:768] = \data__payload$92 ;
               16'h0007:
-                  \$116 [1023:896] = \data__payload$91 ;
+                  \$119 [1023:896] = \data__payload$92 ;
               16'h0008:
-                  \$116 [1151:1024] = \data__payload$91 ;
+                  \$119 [1151:1024] = \data__payload$92 ;
               16'h0009:
-                  \$116 [1279:1152] = \data__payload$91 ;
+                  \$119 [1279:1152] = \data__payload$92 ;
               16'h000a:
-                  \$116 [1407:1280] = \data__payload$91 ;
+                  \$119 [1407:1280] = \data__payload$92 ;
               16'h000b:
-                  \$116 [1535:1408] = \data__payload$91 ;
+                  \$119 [1535:1408] = \data__payload$92 ;
               16'h000c:
-                  \$116 [1663:1536] = \data__payload$91 ;
+                  \$119 [1663:1536] = \data__payload$92 ;
               16'h000d:
-                  \$116 [1791:1664] = \data__payload$91 ;
+                  \$119 [1791:1664] = \data__payload$92 ;
               16'h000e:
-                  \$116 [1919:1792] = \data__payload$91 ;
+                  \$119 [1919:1792] = \data__payload$92 ;
               16'h000f:
-                  \$116 [2047:1920] = \data__payload$91 ;
+                  \$119 [2047:1920] = \data__payload$92 ;
             endcase
           end
         end
       end
     end
     if (rst) begin
-      \$116  = 2048'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$119  = 2048'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign deps__has_prev = 1'h0;
@@ -45562,7 +45577,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \$38 [32:4] = { 1'h0, lines__payload[47:20] };
   assign \$67  = \$66 ;
   assign \$74  = \$73 ;
-  assign \$86  = \$85 ;
+  assign \$88  = \$87 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -47704,7 +47719,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending (rst, w_rdy, r_data, w_en, r_en, \port$5633$0 , \port$5633$48 , r_rdy, clk);
+module \sim_top.accel.load.pending (rst, w_rdy, r_data, w_en, r_en, \port$5637$0 , \port$5637$48 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$272  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -47746,10 +47761,10 @@ module \sim_top.accel.load.pending (rst, w_rdy, r_data, w_en, r_en, \port$5633$0
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [19:0] \port$5633$0 ;
-  wire [19:0] \port$5633$0 ;
-  input \port$5633$48 ;
-  wire \port$5633$48 ;
+  input [19:0] \port$5637$0 ;
+  wire [19:0] \port$5637$0 ;
+  input \port$5637$48 ;
+  wire \port$5637$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [20:0] r_data;
@@ -47776,7 +47791,7 @@ module \sim_top.accel.load.pending (rst, w_rdy, r_data, w_en, r_en, \port$5633$0
   reg [20:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$5633$0 [19:16], \port$5633$48 , \port$5633$0 [15:0] };
+      storage[w_port__addr] <= { \port$5637$0 [19:16], \port$5637$48 , \port$5637$0 [15:0] };
   end
   reg [20:0] _0_;
   always @(posedge clk) begin
@@ -47875,8 +47890,8 @@ module \sim_top.accel.load.pending (rst, w_rdy, r_data, w_en, r_en, \port$5633$0
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$5633$0 [19:16], \port$5633$48 , \port$5633$0 [15:0] };
-  assign w_data = { \port$5633$0 [19:16], \port$5633$48 , \port$5633$0 [15:0] };
+  assign w_port__data = { \port$5637$0 [19:16], \port$5637$48 , \port$5637$0 [15:0] };
+  assign w_data = { \port$5637$0 [19:16], \port$5637$48 , \port$5637$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -52677,7 +52692,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$9937$0 , rd_resp__valid, clk);
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$9941$0 , rd_resp__valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$284  = 0;
   wire [31:0] \$1 ;
   reg [1:0] \$10 ;
@@ -52780,8 +52795,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$9937$0 ;
-  wire [1:0] \port$9937$0 ;
+  output [1:0] \port$9941$0 ;
+  wire [1:0] \port$9941$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -53769,7 +53784,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \$4 , read_data };
-  assign \port$9937$0  = \$4 ;
+  assign \port$9941$0  = \$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

@@ -1,0 +1,244 @@
+"""``python -m sim.cli`` as a user runs it: every bad input ends with exit code 2 and exactly one
+``error:`` line naming what is wrong (never a traceback), and a good run writes the report the
+design brief promises."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from sim.cli import RUNS_ROOT, main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str, out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sim.cli", "--backend", "isa", "--out", str(out), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
+def save(model: onnx.ModelProto, path: Path) -> Path:
+    onnx.save(model, str(path))
+    return path
+
+
+def one_op_model(op: str, name: str, path: Path) -> Path:
+    node = helper.make_node(op, ["x"], ["y"], name=name)
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])],
+    )
+    return save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def lstm_model(path: Path) -> Path:
+    rng = np.random.default_rng(3)
+    inits = {
+        "W": rng.normal(0, 0.1, (1, 32, 4)).astype(np.float32),
+        "R": rng.normal(0, 0.1, (1, 32, 8)).astype(np.float32),
+    }
+    node = helper.make_node("LSTM", ["x", "W", "R"], ["y"], name="encoder_lstm", hidden_size=8)
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )
+    return save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def assert_usage_error(result: subprocess.CompletedProcess[str], *names: str) -> str:
+    """Exit code 2, one ``error:`` line naming ``names``, no traceback; returns that line."""
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    for name in names:
+        assert name in errors[0], (name, errors[0])
+    return errors[0]
+
+
+def test_unknown_model_name(tmp_path: Path) -> None:
+    line = assert_usage_error(cli("--model", "resnet19", out=tmp_path / "o"), "'resnet19'")
+    assert "mlp" in line  # says what exists
+    assert not (tmp_path / "o").exists()  # nothing written for a failed compile
+
+
+def test_missing_onnx_file(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere" / "model.onnx"
+    line = assert_usage_error(cli("--model", str(path), out=tmp_path / "o"), str(path))
+    assert "does not exist" in line
+
+
+def test_file_that_is_not_onnx(tmp_path: Path) -> None:
+    path = tmp_path / "noise.onnx"
+    path.write_bytes(np.random.default_rng(1).integers(0, 256, 512, dtype=np.uint8).tobytes())
+    line = assert_usage_error(cli("--model", str(path), out=tmp_path / "o"), "noise.onnx")
+    assert "not an ONNX model" in line
+
+
+def test_unsupported_op_names_the_node(tmp_path: Path) -> None:
+    path = one_op_model("Tanh", "squash", tmp_path / "tanh.onnx")
+    line = assert_usage_error(cli("--model", str(path), out=tmp_path / "o"), "'squash'", "Tanh")
+    assert "not supported" in line
+
+
+def test_bad_config_json_names_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps({"rows": 4, "cols": 4, "systolic_magic": 3}))
+    line = assert_usage_error(
+        cli("--model", "mlp", "--config", str(path), out=tmp_path / "o"), "systolic_magic"
+    )
+    assert "unknown config field" in line
+
+
+def test_unknown_preset(tmp_path: Path) -> None:
+    line = assert_usage_error(
+        cli("--model", "mlp", "--config", "huge", out=tmp_path / "o"), "'huge'"
+    )
+    assert "tiny" in line and "default" in line
+
+
+def test_missing_image_file(tmp_path: Path) -> None:
+    path = tmp_path / "cat.npy"
+    line = assert_usage_error(
+        cli("--model", "mlp", "--image", str(path), out=tmp_path / "o"), str(path)
+    )
+    assert "does not exist" in line
+
+
+def test_wrong_shape_image(tmp_path: Path) -> None:
+    path = tmp_path / "img.npy"
+    np.save(path, np.random.default_rng(2).standard_normal((3, 5)).astype(np.float32))
+    line = assert_usage_error(
+        cli("--model", "mlp", "--image", str(path), out=tmp_path / "o"), str(path), "(3, 5)"
+    )
+    assert "(1, 64)" in line  # the shape the model takes
+
+
+def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess:
+    """``sim.cli.main`` in this process (no interpreter start-up): the same contract."""
+    code = main(["--backend", "isa", *args])
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, captured.out, captured.err)
+
+
+def test_more_bad_inputs_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Inputs that once escaped as tracebacks (exit 1), plus config and ONNX variants."""
+    out = str(tmp_path / "o")
+    rng = np.random.default_rng(4)
+    garbage = rng.integers(0, 256, 300, dtype=np.uint8).tobytes()
+    npy, png, cfg = tmp_path / "bad.npy", tmp_path / "bad.png", tmp_path / "bad.json"
+    npy.write_bytes(b"\x93NUMPY" + garbage)
+    png.write_bytes(b"\x89PNG\r\n" + garbage)
+    cfg.write_bytes(b"\xff\xfe" + garbage)
+    cases = [
+        (("--model", "mlp", "--image", str(npy)), (str(npy),)),
+        (("--model", "cnn", "--image-size", "8", "--image", str(png)), (str(png),)),
+        (("--model", "mlp", "--config", str(cfg)), (str(cfg),)),
+        (("--model", "mlp", "--image-size", "8"), ("mlp", "image")),
+        (("--model", "cnn", "--image-size", "2"), ("cnn", "image_size", "2")),
+        (("--model", "mlp", "--seed", "-1"), ("--seed", "-1")),
+        (("--model", "mlp", "--image", str(tmp_path / "x.txt")), ("x.txt",)),
+        (("--model", str(lstm_model(tmp_path / "l.onnx"))), ("'encoder_lstm'", "LSTM")),
+    ]
+    (tmp_path / "x.txt").write_text("1 2 3")
+    cfg3 = tmp_path / "rows3.json"
+    cfg3.write_text(json.dumps({"rows": 3, "cols": 3}))
+    cases.append((("--model", "mlp", "--config", str(cfg3)), ("rows", "3")))
+    for args, names in cases:
+        assert_usage_error(in_process(capsys, *args, "--out", out), *names)
+    assert not (tmp_path / "o").exists()
+
+
+def test_mlp_run_writes_the_report(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    latest = RUNS_ROOT / "latest"
+    before = os.readlink(latest) if latest.is_symlink() else None
+    try:
+        result = cli("--model", "mlp", "--config", "tiny", out=out)
+    finally:  # the CLI points build/runs/latest at the run; do not leave it at a tmp dir
+        if latest.is_symlink() and Path(os.readlink(latest)) == out.resolve():
+            latest.unlink()
+            if before is not None:
+                latest.symlink_to(before)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 0, result.stderr
+    assert not [line for line in result.stderr.splitlines() if line.startswith("error:")]
+
+    report = json.loads((out / "report.json").read_text())
+    assert {"model", "config", "backend", "layers", "total", "accuracy", "waves"} <= set(report)
+    assert (report["model"], report["backend"]) == ("mlp", "isa")
+    assert report["config"]["rows"] == report["config"]["cols"] == 4
+    assert report["waves"] is None or isinstance(report["waves"], str)
+    layer_fields = {
+        "name": str,
+        "op": str,
+        "macs": int,
+        "cycles": int,
+        "utilization": float,
+        "dram_read_bytes": int,
+        "dram_write_bytes": int,
+        "bit_exact": bool,
+    }
+    assert [layer["name"] for layer in report["layers"]] == ["fc1", "fc2.matmul", "fc"]
+    for layer in report["layers"]:
+        for key, kind in layer_fields.items():
+            assert isinstance(layer[key], kind) and not (kind is int and layer[key] is True), key
+        assert layer["op"] == "gemm" and layer["bit_exact"] is True
+        assert (
+            layer["cycles"] > 0 and layer["dram_read_bytes"] > 0 and layer["dram_write_bytes"] > 0
+        )
+        assert layer["utilization"] == pytest.approx(
+            layer["macs"] / (16 * layer["cycles"]), abs=1e-4
+        )
+    assert [layer["macs"] for layer in report["layers"]] == [64 * 128, 128 * 64, 64 * 10]
+
+    total = report["total"]
+    for key, kind in {
+        "macs": int,
+        "cycles": int,
+        "utilization": float,
+        "bit_exact": bool,
+        "sim_wall_s": float,
+        "sim_cycles_per_s": (int, float),
+    }.items():
+        assert isinstance(total[key], kind), key
+    assert total["bit_exact"] is True
+    assert total["macs"] == sum(layer["macs"] for layer in report["layers"])
+    assert total["cycles"] >= max(layer["cycles"] for layer in report["layers"]) > 0
+    assert total["utilization"] == pytest.approx(total["macs"] / (16 * total["cycles"]), abs=1e-4)
+    assert total["sim_wall_s"] >= 0 and total["sim_cycles_per_s"] >= 0
+
+    accuracy = report["accuracy"]
+    assert isinstance(accuracy["top1_agree_fp32"], bool)
+    assert isinstance(accuracy["cosine_vs_fp32"], float)
+    assert 0.99 < accuracy["cosine_vs_fp32"] <= 1.0 + 1e-9
+
+    with open(out / "report.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [row["name"] for row in rows] == [layer["name"] for layer in report["layers"]]
+    assert [int(row["cycles"]) for row in rows] == [layer["cycles"] for layer in report["layers"]]
+    png = (out / "utilization.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 1000
+    listing = (out / "listing.txt").read_text()
+    assert listing.startswith("; model mlp, config 4x4_") and "<- fc1 (gemm)" in listing
+    assert (out / "model.bundle").is_file()
