@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"report: {paths['json']}  plot: {paths['png']}  listing: {out / 'listing.txt'}")
     latest = RUNS_ROOT / "latest"
-    if latest.is_symlink() or not latest.exists():
+    if args.out is None and (latest.is_symlink() or not latest.exists()):
         latest.unlink(missing_ok=True)
         latest.symlink_to(out.resolve())
     bad = result.first_mismatch
