@@ -70,7 +70,9 @@ def _run(
     session: ort.InferenceSession, names: Sequence[str], x: np.ndarray
 ) -> dict[str, np.ndarray]:
     feed_name = session.get_inputs()[0].name
-    wanted = [n for n in names if n != feed_name]
+    wanted = list(dict.fromkeys(n for n in names if n != feed_name))
+    if not wanted:  # (an empty list would make onnxruntime return every output)
+        return {feed_name: np.asarray(x, np.float32)} if feed_name in names else {}
     try:
         values = session.run(wanted, {feed_name: np.asarray(x, np.float32)})
     except Exception as exc:

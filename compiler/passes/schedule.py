@@ -21,7 +21,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from compiler.errors import CompileError
-from compiler.passes.tile import PARAM_SLOTS
+from compiler.passes.tile import MAX_WINDOW, PARAM_SLOTS
 from compiler.plan import DescSpec, Layer, Op, Plan
 from hdl_gen import isa
 
@@ -254,22 +254,22 @@ def _pool_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 pad_value=-128 if mode == "MAX" else 0,
             )
             step.loads.append(Op("load", desc=desc))
-        step.compute.append(
-            Op(
-                "pool",
-                fields={
-                    "act_addr": act_base,
-                    "acc_addr": acc_base,
-                    "m": mt,
-                    "window": window,
-                    "n_iter": nbc,
-                    "act_n_stride": mt * window,
-                    "acc_n_stride": mt,
-                    "mode": mode,
-                    "accumulate": 0,
-                },
-            )
-        )
+        # One POOL per output row tile; a window wider than the 8-bit field (a global pool of a
+        # large map, so mt == 1) is reduced in chunks that accumulate into ACC.
+        chunks = [(0, window)] if mt > 1 else groups(window, MAX_WINDOW)
+        for first, size in chunks:
+            fields = {
+                "act_addr": act_base + first,
+                "acc_addr": acc_base,
+                "m": mt,
+                "window": size,
+                "n_iter": nbc,
+                "act_n_stride": mt * window,
+                "acc_n_stride": mt,
+                "mode": mode,
+                "accumulate": int(first > 0),
+            }
+            step.compute.append(Op("pool", fields=fields))
         step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, nb0, nbc))
         steps.append(step)
     return steps

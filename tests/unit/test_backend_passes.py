@@ -144,6 +144,12 @@ def wide_conv_net(width: int) -> onnx.ModelProto:
     return g.model([1, 4, 4, width], "relu.out")
 
 
+def big_window_net() -> onnx.ModelProto:
+    g = Onnx(seed=15)
+    g.node("MaxPool", ["x"], "big_pool", kernel_shape=[16, 16], strides=[2, 2])
+    return g.model([1, 4, 20, 20], "big_pool.out")
+
+
 def gap_net(size: int) -> onnx.ModelProto:
     g = Onnx(seed=14)
     g.node("Flatten", [g.node("GlobalAveragePool", ["x"], "big_gap")], "flatten")
@@ -370,7 +376,7 @@ def check_tiling(plan: Plan) -> int:
             src = plan.tensor(layer.inputs[0])
             kh, kw = layer.node.attrs.get("kernel", (src.h, src.w))
             window = kh * kw
-            assert window <= 255
+            assert window <= 255 or out.h * out.w == 1  # global pools run in chunks
             assert 1 <= t.n_blocks <= min(blocks, param)
             assert mt * window * t.n_blocks <= act, f"{layer.name}: ACT half"
             assert mt * t.n_blocks <= acc, f"{layer.name}: ACC half"
@@ -422,11 +428,29 @@ def test_impossible_tiling_names_the_numbers() -> None:
     assert "40 pixels" in text and "32 lines" in text and "128" in text, text
     passes(compile_front(wide_conv_net(32)), cramped, "tile")  # one row that fits is fine
 
-    graph = compile_front(gap_net(16))  # a 16x16 window is 256 pixels, the field holds 255
+    # A 7x7 max pool over 16x16 windows would be 256 pixels, more than the 8-bit field holds.
+    graph = compile_front(big_window_net())
     with pytest.raises(CompileError, match="256") as info:
         passes(graph, TINY, "tile")
-    assert info.value.node == "big_gap" and "255" in str(info.value)
+    assert info.value.node == "big_pool" and "255" in str(info.value)
     check_tiling(passes(compile_front(gap_net(15)), TINY, "tile"))
+
+
+@pytest.mark.parametrize("size", [16, 23])
+def test_global_pool_wider_than_the_window_field_runs_in_chunks(size: int) -> None:
+    """A global pool of 256 or 529 pixels is reduced by several accumulating POOLs."""
+    graph = compile_front(gap_net(size))
+    plan = passes(graph, TINY)
+    pools = [op for layer in plan.accel_layers() for op in layer.ops if op.opcode == "pool"]
+    assert sum(op.fields["window"] for op in pools) == size * size
+    assert all(op.fields["window"] <= 255 for op in pools)
+    x = np.random.default_rng(size).standard_normal((1, 4, size, size)).astype(np.float32)
+    result = run(plan, x, "isa")
+    expected = evaluate(graph, quantize_input(x, graph.tensors[graph.inputs[0]].scale))
+    assert result.bit_exact
+    got = result.outputs[graph.outputs[0]]
+    want = dequantize(expected[graph.outputs[0]], graph.tensors[graph.outputs[0]].scale)
+    np.testing.assert_array_equal(got, want)
 
 
 # --------------------------------------------------------------------------- schedule
