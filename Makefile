@@ -15,7 +15,7 @@ PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.cosim-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-fast sim rtl lint format lock clean distclean
+.PHONY: help venv toolchain test test-fast sim rtl synth lint format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -29,7 +29,7 @@ help: ## List targets and variables
 	@echo "  IMAGE_SIZE=...   input height/width of zoo CNNs for 'sim' (default 224)"
 	@echo "  JOBS=$(JOBS)       pytest-xdist workers for 'test'"
 	@echo "  PYTEST_ARGS=...  extra pytest arguments, e.g. PYTEST_ARGS='-k dot_product'"
-	@echo "  CONFIGS=...      presets 'rtl' regenerates (default: all)"
+	@echo "  CONFIGS=...      presets 'rtl' and 'synth' process (default: all)"
 	@echo "  PYTHON=$(PYTHON)   interpreter used to create $(VENV) (Python >= 3.10)"
 
 $(STAMP): pyproject.toml requirements.lock
@@ -57,6 +57,9 @@ sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact c
 
 rtl: $(STAMP) ## Regenerate rtl/<config>/sim_top.v for the named configs (CONFIGS=tiny default)
 	$(PY) -m hdl_gen.generate $(CONFIGS)
+
+synth: $(STAMP) ## Area estimate per component (Yosys cells, FF/memory bits) -> rtl/<config>/area.md
+	$(PY) -m hdl_gen.synth $(CONFIGS)
 
 lint: $(STAMP) ## ruff, ruff format --check, mypy (compiler/ and sim/)
 	$(PY) -m ruff check .
