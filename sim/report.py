@@ -13,22 +13,22 @@ from sim.run import LayerResult, RunResult
 
 
 def limiter(layer: LayerResult, deltas: dict[str, int], macs_per_cycle: int) -> str:
-    """Where a layer's cycles went, from its counter deltas (RTL) or the kind of layer."""
+    """Where a layer's cycles went, from its counter deltas: a short label for the table."""
     if layer.macs == 0:
-        return "no MACs (pool)"
+        return "pool (no MACs)"
     cycles = max(layer.cycles, 1)
     active = deltas.get("array_active", 0)
     if not active:
         return "-"
     waiting = deltas.get("compute_token_wait", 0)
     if waiting > 0.1 * cycles:
-        return f"DMA-bound ({waiting / cycles:.0%} waiting for loads/stores)"
+        return f"DMA-bound {waiting / cycles:.0%}"
     rows_ideal = layer.macs / macs_per_cycle
     if active > 1.05 * rows_ideal:
-        return f"padding/partial tiles ({active / rows_ideal - 1:.0%} extra rows)"
+        return f"padding {active / rows_ideal - 1:.0%}"
     busy = deltas.get("compute_busy", 0)
     if busy - active > 0.1 * cycles:
-        return f"fill/drain + post-processing ({(busy - active) / cycles:.0%})"
+        return f"fill/drain+post {(busy - active) / cycles:.0%}"
     return "compute-bound"
 
 
