@@ -145,8 +145,9 @@ def _plot(report: dict[str, Any], path: Path) -> None:
     twin.set_ylabel("utilization = macs / (rows*cols*cycles)")
     total = report["total"]
     ax.set_title(
-        f"{report['model']} on {report['config']['name']} ({report['backend']}): "
-        f"{total['cycles']:,} cycles, utilization {total['utilization']:.3f}"
+        f"{report['model']} on {report['config']['name']} ({report['backend']})\n"
+        f"{total['cycles']:,} cycles, utilization {total['utilization']:.3f}",
+        fontsize=10,
     )
     ax.legend(loc="upper left", fontsize=8)
     twin.legend(loc="upper right", fontsize=8)
