@@ -10,12 +10,13 @@ SEED    ?= 0
 JOBS    ?= auto
 PYTEST_ARGS ?=
 CONFIGS ?=
+BENCH_FULL ?= 1
 
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.cosim-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-fast sim rtl synth lint format lock clean distclean
+.PHONY: help venv toolchain test test-fast sim bench rtl synth lint format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -30,6 +31,7 @@ help: ## List targets and variables
 	@echo "  JOBS=$(JOBS)       pytest-xdist workers for 'test'"
 	@echo "  PYTEST_ARGS=...  extra pytest arguments, e.g. PYTEST_ARGS='-k dot_product'"
 	@echo "  CONFIGS=...      presets 'rtl' and 'synth' process (default: all)"
+	@echo "  BENCH_FULL=$(BENCH_FULL)    'bench': 1 also runs ResNet-18 and ResNet-50 224x224 end to end, 0 skips them"
 	@echo "  PYTHON=$(PYTHON)   interpreter used to create $(VENV) (Python >= 3.10)"
 
 $(STAMP): pyproject.toml requirements.lock
@@ -54,6 +56,9 @@ test-fast: $(STAMP) ## Run only the tests that need no simulator
 sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact check and report
 	@$(PY) -m sim.cli --model '$(MODEL)' --config '$(CONFIG)' --backend '$(BACKEND)' --seed '$(SEED)' \
 		$(if $(IMAGE),--image '$(IMAGE)') $(if $(IMAGE_SIZE),--image-size '$(IMAGE_SIZE)')
+
+bench: $(STAMP) ## Simulation speed: raw Verilator vs cocotb on the same RTL, builds, ResNet-18/50 -> build/bench/bench.json
+	BENCH_FULL=$(BENCH_FULL) $(PY) -m sim.bench
 
 rtl: $(STAMP) ## Regenerate rtl/<config>/sim_top.v for the named configs (CONFIGS=tiny default)
 	$(PY) -m hdl_gen.generate $(CONFIGS)

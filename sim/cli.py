@@ -12,6 +12,7 @@ import datetime
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{model_name}: {layers} layers, {insns:,} instructions, compiled in {compile_s:.1f} s")
     print(f"run directory: {out}")
 
+    # The fp32 comparison needs no simulator result: it runs on another core during the run.
+    pool = ThreadPoolExecutor(max_workers=1)
+    fp32 = pool.submit(compare_fp32, graph.source, graph, x) if graph.source is not None else None
     try:
         ideal = None
         if args.backend == "rtl" and not args.no_ideal:
@@ -175,8 +179,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 3
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
-    accuracy = compare_fp32(graph.source, graph, x) if graph.source is not None else {}
+    accuracy = fp32.result() if fp32 is not None else {}
     accuracy = {k: v for k, v in accuracy.items() if k in ("top1_agree_fp32", "cosine_vs_fp32")}
     data = reports.build(model_name, config, result, accuracy, None, layer_counters(result), ideal)
     paths = reports.write(data, out)

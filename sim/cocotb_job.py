@@ -3,6 +3,12 @@
 The job file (env ``COSIM_JOB``) lists runs; for each the DRAM image is copied into the DPI
 DRAM, the launch registers are set, ``start`` is pulsed, and the test sleeps until ``done`` or
 ``error`` rises - no Python runs per cycle. Then the DRAM and the status/perf counters are saved.
+
+The simulator normally generates ``clk`` itself (sim/csrc/cocotb_main.cpp; run_cocotb sets
+``COSIM_HARNESS_CLOCK=clk``); a model built without that clock gets a cocotb ``Clock``.
+
+The job file also carries the PERF record layout and the error-code names, so this module needs
+neither numpy nor hdl_gen (amaranth): the simulator process starts in a fraction of a second.
 """
 
 from __future__ import annotations
@@ -13,30 +19,32 @@ import time
 from pathlib import Path
 
 import cocotb
-import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, First, ReadOnly, RisingEdge, Timer
 
-from hdl_gen import isa
 from sim.dram import DpiDram
 
-CLOCK_NS = 10
+CLOCK_NS = int(os.environ.get("COSIM_CLOCK_PERIOD_NS", "10"))
 PROGRESS_CYCLES = 500_000  # how often a long run reports its progress
 
 
-async def report_progress(dut, dram: DpiDram, run: dict, started: float) -> None:
+def decode_perf(word: int, fields: list[list]) -> dict[str, int]:
+    """The PERF record's fields ([name, bit offset, width] each) from its integer value."""
+    return {name: (word >> offset) & ((1 << width) - 1) for name, offset, width in fields}
+
+
+async def report_progress(dut, dram: DpiDram, job: dict, run: dict, started: float) -> None:
     """Every PROGRESS_CYCLES cycles write {cycles, layers_done, wall_s} for the CLI to show.
     A layer is done when its PERF record (written at its end) has a non-zero cycle count."""
     path, base, count = Path(run["progress"]), run["perf_base"], run["perf_count"]
-    size = isa.PERF_RECORD.nbytes
-    cycles_offset = (
-        next(leaf.offset for leaf in isa.PERF_RECORD.leaves if leaf.path == "cycles") // 8
-    )
+    size = job["perf_bytes"]
+    [(offset, width)] = [(o, w) for name, o, w in job["perf_fields"] if name == "cycles"]
+    lo, hi = offset // 8, (offset + width) // 8
     while True:
         await Timer(PROGRESS_CYCLES * CLOCK_NS, unit="ns")
-        records = dram.array[base : base + count * size].reshape(count, size)
-        done = int(np.count_nonzero(records[:, cycles_offset : cycles_offset + 8].any(axis=1)))
-        cycles = isa.decode_record(isa.PERF_RECORD, int(dut.perf.value))["cycles"]
+        records = dram.read_bytes(base, count * size)
+        done = sum(any(records[n * size + lo : n * size + hi]) for n in range(count))
+        cycles = decode_perf(int(dut.perf.value), job["perf_fields"])["cycles"]
         state = {"cycles": cycles, "layers_done": done, "wall_s": time.perf_counter() - started}
         path.write_text(json.dumps(state))
 
@@ -45,10 +53,10 @@ async def report_progress(dut, dram: DpiDram, run: dict, started: float) -> None
 async def run_job(dut):
     job = json.loads(Path(os.environ["COSIM_JOB"]).read_text())
     dram = DpiDram(job["dram_bytes"])
-    Clock(dut.clk, CLOCK_NS, unit="ns").start()
+    if os.environ.get("COSIM_HARNESS_CLOCK") != "clk":
+        Clock(dut.clk, CLOCK_NS, unit="ns").start()
     for run in job["runs"]:
-        image = np.fromfile(run["image"], dtype=np.uint8)
-        dram.load(image)
+        dram.load_file(run["image"])
         dut.start.value = 0
         dut.insn_base.value = run["insn_base"]
         dut.desc_base.value = run["desc_base"]
@@ -60,10 +68,10 @@ async def run_job(dut):
         dut.start.value = 1
         await RisingEdge(dut.clk)
         dut.start.value = 0
-        wall = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         timeout = Timer(run["max_cycles"] * CLOCK_NS, unit="ns")
         reporter = (
-            cocotb.start_soon(report_progress(dut, dram, run, wall))
+            cocotb.start_soon(report_progress(dut, dram, job, run, wall))
             if run.get("progress")
             else None
         )
@@ -71,18 +79,20 @@ async def run_job(dut):
         if reporter is not None:
             reporter.cancel()
         await ReadOnly()
-        wall = time.perf_counter() - wall
-        perf = isa.decode_record(isa.PERF_RECORD, int(dut.perf.value))
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        perf = decode_perf(int(dut.perf.value), job["perf_fields"])
         done, error = bool(int(dut.done.value)), bool(int(dut.error.value))
+        code = int(dut.error_code.value)
         result = {
             "done": done,
             "error": error,
             "timeout": not done and not error,
-            "error_code": isa.ErrorCode(int(dut.error_code.value)).name,
+            "error_code": job["error_codes"].get(str(code), f"UNKNOWN_{code}"),
             "error_index": int(dut.error_index.value),
             "perf": {k: v for k, v in perf.items() if k not in ("tag", "reserved")},
             "sim_seconds": wall,
+            "sim_cpu_seconds": cpu,
         }
-        dram.read(run["dump_size"]).tofile(run["dump"])
+        dram.dump(run["dump"], run["dump_size"])
         Path(run["result"]).write_text(json.dumps(result))
         await RisingEdge(dut.clk)

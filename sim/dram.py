@@ -1,18 +1,19 @@
 """In-process access to the simulated DRAM (the DPI storage in sim/csrc/cosim_dram.cpp).
 
-Only usable inside the simulator process (a cocotb test or the pyverilator backend): the bytes
-are a numpy view of the C++ buffer, so loading an image or reading results is a memcpy.
+Only usable inside the simulator process (a cocotb test or the pyverilator backend). Loading an
+image or reading results is a memcpy through ctypes; :attr:`DpiDram.array` is a numpy view of the
+same bytes. numpy is imported only when that view is used, so the cocotb job starts fast.
 """
 
 from __future__ import annotations
 
 import ctypes
-
-import numpy as np
+from pathlib import Path
+from typing import Any
 
 
 class DpiDram:
-    """The DRAM buffer of the running simulator, as a writable numpy uint8 array."""
+    """The DRAM buffer of the running simulator."""
 
     def __init__(self, size: int) -> None:
         lib = ctypes.CDLL(None)
@@ -22,18 +23,45 @@ class DpiDram:
             raise RuntimeError(
                 "cosim_dram_buffer not found: the model was built without sim/csrc/cosim_dram.cpp"
             ) from None
-        buffer.restype = ctypes.POINTER(ctypes.c_uint8)
+        buffer.restype = ctypes.c_void_p
         buffer.argtypes = [ctypes.c_uint64]
-        self.array = np.ctypeslib.as_array(buffer(size), shape=(size,))
+        self.size = size
+        self.address: int = buffer(size)  # zero-filled on first allocation
+        self._zero = True
 
-    def load(self, image: np.ndarray) -> None:
+    @property
+    def array(self) -> Any:
+        """A writable numpy uint8 view of the whole DRAM."""
+        import numpy as np
+
+        pointer = ctypes.cast(self.address, ctypes.POINTER(ctypes.c_uint8))
+        return np.ctypeslib.as_array(pointer, shape=(self.size,))
+
+    def load_bytes(self, image: bytes | bytearray | memoryview) -> None:
         """Zero the DRAM and copy ``image`` to address 0."""
-        if image.size > self.array.size:
-            raise ValueError(
-                f"DRAM image of {image.size} bytes exceeds the {self.array.size}-byte DRAM"
-            )
-        self.array[:] = 0
-        self.array[: image.size] = image
+        if len(image) > self.size:
+            raise ValueError(f"DRAM image of {len(image)} bytes exceeds the {self.size}-byte DRAM")
+        if not self._zero:
+            ctypes.memset(self.address, 0, self.size)
+        ctypes.memmove(self.address, bytes(image), len(image))
+        self._zero = False
 
-    def read(self, size: int) -> np.ndarray:
+    def load_file(self, path: Path | str) -> None:
+        self.load_bytes(Path(path).read_bytes())
+
+    def load(self, image: Any) -> None:
+        """Zero the DRAM and copy ``image`` (a numpy uint8 array) to address 0."""
+        self.load_bytes(memoryview(image).cast("B"))
+
+    def read_bytes(self, offset: int, size: int) -> bytes:
+        if offset < 0 or offset + size > self.size:
+            raise ValueError(f"read of {size} bytes at {offset} outside the {self.size}-byte DRAM")
+        return ctypes.string_at(self.address + offset, size)
+
+    def dump(self, path: Path | str, size: int) -> None:
+        """Write the first ``size`` bytes to ``path``."""
+        Path(path).write_bytes(self.read_bytes(0, size))
+
+    def read(self, size: int) -> Any:
+        """The first ``size`` bytes as a numpy uint8 array (a copy)."""
         return self.array[:size].copy()

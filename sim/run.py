@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,7 @@ def run(
     image = dram_image(plan, x)
     launch = launch_of(plan)
     ideal = None
+    reference: dict[str, np.ndarray] | None = None
     start = time.perf_counter()
     if backend == "isa":
         dram = np.zeros(config.dram_bytes, dtype=np.uint8)
@@ -140,7 +142,11 @@ def run(
 
         records = (plan.symbols["perf"], len(plan.accel_layers()))
         rtl_run = RtlRun(image, launch, max_cycles=max_cycles, perf_records=records)
-        [result] = run_programs(config, [rtl_run], workdir, progress=progress)
+        # The integer reference is computed while the simulator runs (it uses another core).
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            expected = pool.submit(_reference, graph, x)
+            [result] = run_programs(config, [rtl_run], workdir, progress=progress)
+            reference = expected.result()
         if result.error or result.timeout:
             where = _layer_of(plan, result.error_index)
             what = "timed out" if result.timeout else f"stopped with {result.error_code}"
@@ -154,7 +160,13 @@ def run(
             result.perf["cycles"],
             result.sim_seconds,
         )
-    return _check(plan, graph, x, dram, backend, cycles, wall, counters, ideal)
+    return _check(plan, graph, x, dram, backend, cycles, wall, counters, ideal, reference)
+
+
+def _reference(graph: Graph, x: np.ndarray) -> dict[str, np.ndarray]:
+    """Every tensor of ``graph`` from the integer reference ops, for fp32 input ``x``."""
+    scale = graph.tensors[graph.inputs[0]].scale or 1.0
+    return evaluate(graph, quantize_input(x, scale))
 
 
 def _layer_of(plan: Plan, index: int) -> str:
@@ -174,9 +186,10 @@ def _check(
     wall: float,
     counters: dict[str, Any],
     ideal: int | None,
+    reference: dict[str, np.ndarray] | None = None,
 ) -> RunResult:
-    scale = graph.tensors[graph.inputs[0]].scale or 1.0
-    reference = evaluate(graph, quantize_input(x, scale))
+    if reference is None:
+        reference = _reference(graph, x)
     records = _perf_records(plan, dram)
     layers: list[LayerResult] = []
     previous: dict[str, int] = dict.fromkeys(records[0], 0) if records else {}

@@ -7,6 +7,12 @@ a finished build is reused without running Verilator or make again.
 Unlike cocotb's stock Verilator runner this layer never passes ``--public-flat-rw`` (which makes
 the model 6-15x slower and the C++ compile much longer): only what the testbench touches is made
 public, through a generated ``.vlt`` control file (:attr:`BuildSpec.public`).
+
+A build with :attr:`BuildSpec.clock` uses our harness (sim/csrc/cocotb_main.cpp) instead of
+cocotb's: it toggles the clock in C++ and, while no cocotb trigger is due, clocks the model without
+going through VPI at all, so a cocotb test that awaits ``done`` runs at raw Verilator speed
+(``make bench``, docs/performance.md). The compiled Verilator runtime objects are shared between
+builds (sim/verilator_runtime.py).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -39,6 +46,8 @@ _STAMP = "cosim-build.json"
 VERILATOR_FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast")
 MAKE_FLAGS = ("OPT_FAST=-O2", "OPT_SLOW=-O1", "OPT_GLOBAL=-O2")
 WAIVERS = REPO_ROOT / "rtl" / "waivers.vlt"
+COCOTB_HARNESS = cocotb_tools.config.share_dir / "lib" / "verilator" / "verilator.cpp"
+CLOCKED_HARNESS = REPO_ROOT / "sim" / "csrc" / "cocotb_main.cpp"
 
 
 class BuildError(RuntimeError):
@@ -75,6 +84,17 @@ class BuildSpec:
     cpp_sources : tuple of Path
         C++ files compiled into the model (e.g. DPI implementations); their symbols are exported
         (``-rdynamic``) so Python can reach them with ``ctypes.CDLL(None)``.
+    clock : str or None
+        A top-level input the simulator itself toggles every half ``clock_period_ns``
+        (sim/csrc/cocotb_main.cpp, first rising edge at half a period), so Python never wakes
+        for the clock; the testbench must then not drive it (:func:`run_cocotb` tells it through
+        ``COSIM_HARNESS_CLOCK``). ``None``: the testbench drives the clock (cocotb ``Clock``)
+        and the build uses cocotb's own Verilator harness.
+    clock_period_ns : int
+        Period of ``clock`` in ns.
+    main : Path or None
+        A C++ ``main`` replacing the cocotb harness: a plain Verilator executable that cannot
+        run cocotb tests (e.g. sim/csrc/bench_main.cpp for ``make bench``).
     """
 
     design: str
@@ -86,11 +106,18 @@ class BuildSpec:
     timing: bool = False
     extra_args: tuple[str, ...] = ()
     cpp_sources: tuple[Path, ...] = ()
+    clock: str | None = None
+    clock_period_ns: int = 10
+    main: Path | None = None
 
     def __post_init__(self) -> None:
         if self.waves not in (None, "fst", "vcd"):
             raise ValueError(f"waves must be None, 'fst' or 'vcd', not {self.waves!r}")
-        for src in (*self.sources, *self.cpp_sources):
+        if self.clock is not None and not self.clock.isidentifier():
+            raise ValueError(f"clock must be a top-level port name, not {self.clock!r}")
+        if self.clock_period_ns <= 0:
+            raise ValueError(f"clock_period_ns must be positive, not {self.clock_period_ns}")
+        for src in (*self.sources, *self.cpp_sources, *([self.main] if self.main else [])):
             if not Path(src).is_file():
                 raise FileNotFoundError(f"Verilog source {src} does not exist (run `make rtl`?)")
 
@@ -119,6 +146,17 @@ def _vlt_text(spec: BuildSpec) -> str:
     return "\n".join([*lines, *spec.public]) + "\n"
 
 
+def harness(spec: BuildSpec) -> Path:
+    """The C++ main of the executable: ``spec.main``, our clocked cocotb harness, or cocotb's."""
+    if spec.main is not None:
+        return Path(spec.main)
+    return CLOCKED_HARNESS if spec.clock is not None else COCOTB_HARNESS
+
+
+def uses_cocotb(spec: BuildSpec) -> bool:
+    return spec.main is None
+
+
 def _verilator_args(spec: BuildSpec) -> list[str]:
     tc = find_toolchain()
     args = [*VERILATOR_FLAGS, *tc.verilator_args, *spec.extra_args]
@@ -143,15 +181,20 @@ def cache_key(spec: BuildSpec) -> str:
         h.update(Path(src).name.encode() + b"\0" + Path(src).read_bytes() + b"\0")
     if WAIVERS.exists():
         h.update(WAIVERS.read_bytes())
-    harness = cocotb_tools.config.share_dir / "lib" / "verilator" / "verilator.cpp"
+    # Sources and the C++ main enter by content; the clock fields only when a clock is set, so
+    # the keys of builds without one did not change when the fields were added.
+    skip = {"sources", "cpp_sources", "main"}
+    if spec.clock is None:
+        skip |= {"clock", "clock_period_ns"}
+    spec_fields = {k: v for k, v in asdict(spec).items() if k not in skip}
     parts = {
-        "spec": {k: v for k, v in asdict(spec).items() if k not in ("sources", "cpp_sources")},
+        "spec": spec_fields,
         "vlt": _vlt_text(spec),
         "args": _verilator_args(spec),
         "make": [*MAKE_FLAGS, *tc.make_args],
         "toolchain": tc.fingerprint,
-        "cocotb_libs": str(cocotb_tools.config.libs_dir),
-        "harness": hashlib.sha256(harness.read_bytes()).hexdigest(),
+        "cocotb_libs": str(cocotb_tools.config.libs_dir) if uses_cocotb(spec) else None,
+        "harness": hashlib.sha256(harness(spec).read_bytes()).hexdigest(),
     }
     h.update(json.dumps(parts, sort_keys=True, default=str).encode())
     return h.hexdigest()[:12]
@@ -165,11 +208,27 @@ class _CosimVerilator(_CocotbVerilator):
         self._spec = spec
         self._vlt = vlt
 
+    def _harness_source(self) -> Path:
+        """The C++ main to compile; for a clocked build a file in the build directory that
+        defines the clock and includes sim/csrc/cocotb_main.cpp (defines kept out of -CFLAGS so
+        the Verilator runtime objects compile the same for every design and can be shared)."""
+        spec = self._spec
+        if spec.main is not None or spec.clock is None:
+            return harness(spec)
+        source = Path(self.build_dir) / "cosim_main.cpp"
+        source.write_text(
+            "// generated by sim/verilator_build.py\n"
+            f"#define COSIM_CLOCK {spec.clock}\n"
+            f"#define COSIM_CLOCK_PERIOD_NS {spec.clock_period_ns}\n"
+            f'#include "{CLOCKED_HARNESS}"\n'
+        )
+        return source
+
     def _build_command(self) -> list[list[str]]:
         spec = self._spec
         tc = find_toolchain()
         libs = cocotb_tools.config.libs_dir
-        harness = cocotb_tools.config.share_dir / "lib" / "verilator" / "verilator.cpp"
+        link = ["-LDFLAGS", f"-Wl,-rpath,{libs} -L{libs} -lcocotbvpi_verilator"]
         verilate = [
             str(tc.verilator),
             "-cc",
@@ -183,18 +242,23 @@ class _CosimVerilator(_CocotbVerilator):
             "Vtop",
             "-o",
             spec.toplevel,
-            "-LDFLAGS",
-            f"-Wl,-rpath,{libs} -L{libs} -lcocotbvpi_verilator",
+            *(link if uses_cocotb(spec) else []),
             *_verilator_args(spec),
-            str(harness),
+            str(self._harness_source()),
             *([str(WAIVERS)] if WAIVERS.exists() else []),
             str(self._vlt),
             *[str(s) for s in spec.sources],
         ]
         jobs = str(max(1, os.cpu_count() or 1))
         compile_ = ["make", "-j", jobs, "-C", str(self.build_dir), "-f", "Vtop.mk"]
-        compile_ += [*MAKE_FLAGS, *tc.make_args, f"VM_TRACE={int(spec.waves is not None)}"]
-        return [verilate, compile_]
+        make_args = [*MAKE_FLAGS, *tc.make_args, f"VM_TRACE={int(spec.waves is not None)}"]
+        compile_ += make_args
+        # Reuse the compiled Verilator runtime of an earlier build with the same flags.
+        runtime = [sys.executable, str(REPO_ROOT / "sim" / "verilator_runtime.py")]
+        cache = [str(self.build_dir), str(Path(self.build_dir).parent / ".runtime")]
+        restore = [*runtime, "restore", *cache, *make_args]
+        save = [*runtime, "save", *cache, *make_args]
+        return [verilate, restore, compile_, save]
 
 
 @contextmanager
@@ -272,16 +336,23 @@ def run_cocotb(
     """Run cocotb test module(s) against a built model; raise :class:`SimulationFailed` on failure.
 
     Returns the results XML path. ``trace_file`` turns tracing on (the model must be built with
-    ``waves``).
+    ``waves``). When the model generates its clock (``BuildSpec.clock``), the test sees
+    ``COSIM_HARNESS_CLOCK=<port>`` and ``COSIM_CLOCK_PERIOD_NS`` in its environment and must not
+    drive that port.
     """
     if trace_file is not None and model.spec.waves is None:
         raise ValueError(f"{model.spec.design} was built without waves; build with waves='fst'")
+    if not uses_cocotb(model.spec):
+        raise ValueError(f"{model.spec.design} was built with its own main ({model.spec.main})")
     find_toolchain().apply_to_environ()
     test_dir.mkdir(parents=True, exist_ok=True)
     results = test_dir / "results.xml"
     runner = _CosimVerilator(model.spec, model.build_dir / "public.vlt")
     test_args = ["--trace", "--trace-file", str(trace_file)] if trace_file else []
     env = {"PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", "default"), **(extra_env or {})}
+    if model.spec.clock is not None:
+        env["COSIM_HARNESS_CLOCK"] = model.spec.clock
+        env["COSIM_CLOCK_PERIOD_NS"] = str(model.spec.clock_period_ns)
     saved = os.environ.pop("PYTEST_CURRENT_TEST", None)  # we check the results ourselves
     try:
         runner.test(

@@ -1,0 +1,335 @@
+"""``python -m sim.bench`` (what ``make bench`` runs): how fast the RTL simulation is.
+
+On the default config it builds the accelerator two ways from the same RTL with the same
+Verilator and C++ flags - (a) a plain C++ Verilator harness (sim/csrc/bench_main.cpp: clock loop in
+C++, DRAM image loaded into the same DPI buffer) and (b) the project's cocotb-driven build
+(:func:`sim.rtl_backend.build_accelerator`) - and runs one fixed program (ResNet-18 at a small
+image size) on both, alternating, several times. It checks that both leave the same DRAM and
+counters, and reports the median simulated cycles per second of each and their ratio (cocotb /
+raw: the median of the ratios of back-to-back run pairs). It also times a cold build, a build
+after an RTL change and a cached build, and (unless ``--no-full`` / ``BENCH_FULL=0``) runs
+``python -m sim.cli`` on ResNet-18 and ResNet-50 at 224x224 end to end.
+
+Writes ``build/bench/bench.json`` and prints a table. Rates are measured within one invocation
+(the raw and cocotb runs interleaved) because this kind of machine is often shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compiler.compile import compile_model
+from hdl_gen import isa
+from hdl_gen.config import PRESETS
+from sim.isa_sim import Launch
+from sim.rtl_backend import RtlRun, accelerator_spec, build_accelerator, run_programs
+from sim.run import dram_image, launch_of
+from sim.toolchain import find_toolchain
+from sim.verilator_build import MAKE_FLAGS, REPO_ROOT, VERILATOR_FLAGS, BuildSpec, build
+
+BENCH_ROOT = REPO_ROOT / "build" / "bench"
+BENCH_MAIN = REPO_ROOT / "sim" / "csrc" / "bench_main.cpp"
+FULL_MODELS = (("resnet18", "resnet"), ("resnet50", "resnet50"))
+
+
+def raw_spec(spec: BuildSpec) -> BuildSpec:
+    """The same build as ``spec`` (RTL, flags, DPI DRAM) with the plain C++ main instead of
+    cocotb's harness; the main drives the clock itself."""
+    return dataclasses.replace(spec, design=f"{spec.design}_raw", main=BENCH_MAIN, clock=None)
+
+
+def machine_info() -> dict[str, Any]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    tc = find_toolchain()
+    gxx = subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "verilator": f"{tc.version[0]}.{tc.version[1]:03d} ({tc.source})",
+        "cxx": gxx.splitlines()[0] if gxx else "unknown",
+        "loadavg_start": list(os.getloadavg()),
+    }
+
+
+def run_raw(
+    exe: Path, image: Path, launch: Launch, dram_bytes: int, dump: Path | None = None
+) -> dict[str, Any]:
+    """One run of the plain C++ harness (sim/csrc/bench_main.cpp): rates, perf counters, and
+    the DRAM written to ``dump`` (as many bytes as the image)."""
+    args = [str(exe), "--image", str(image), "--dram-bytes", str(dram_bytes)]
+    args += ["--insn-base", str(launch.insn_base), "--desc-base", str(launch.desc_base)]
+    args += ["--desc-count", str(launch.desc_count)]
+    if dump is not None:
+        args += ["--dump", str(dump)]
+    started = time.perf_counter()
+    out = subprocess.run(args, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if out.returncode not in (0, 1):  # 1: the program ended with an error (reported below)
+        raise RuntimeError(f"{exe.name} failed ({out.returncode}): {out.stderr.strip()[-2000:]}")
+    line = json.loads(out.stdout.strip().splitlines()[-1])
+    perf = isa.decode_record(isa.PERF_RECORD, int(line["perf"], 16))
+    return {
+        "done": line["done"],
+        "error": line["error"],
+        "cycles": perf["cycles"],
+        "loop_cycles": line["cycles"],
+        "loop_s": line["wall_s"],
+        "cpu_s": line.get("cpu_s"),
+        "process_s": wall,
+        "cycles_per_s": line["cycles"] / line["wall_s"] if line["wall_s"] else 0.0,
+        "perf": {k: v for k, v in perf.items() if k not in ("tag", "reserved")},
+    }
+
+
+def _cocotb_run(config: Any, image: np.ndarray, plan: Any, model: Any, workdir: Path) -> dict:
+    started = time.perf_counter()
+    [result] = run_programs(config, [RtlRun(image, launch_of(plan))], workdir, model=model)
+    wall = time.perf_counter() - started
+    if not result.done:
+        raise RuntimeError(f"cocotb run did not finish: {result}")
+    return {
+        "cycles": result.cycles,
+        "loop_s": result.sim_seconds,
+        "process_s": wall,
+        "cpu_s": result.sim_cpu_seconds,
+        "cycles_per_s": result.cycles / result.sim_seconds,
+        "dram": result.dram,
+        "perf": result.perf,
+    }
+
+
+def _median(runs: list[dict], key: str) -> float:
+    return float(statistics.median(run[key] for run in runs))
+
+
+def measure_builds(spec: BuildSpec, cold: bool) -> dict[str, Any]:
+    """``build_cold_s``: a fresh build root, nothing cached; ``build_new_design_s``: the design
+    compiled again in that root, the Verilator runtime objects reused from the first build
+    (what an RTL change costs); ``build_cached_s``: a cache hit in the normal build root."""
+    out: dict[str, Any] = {}
+    if cold:
+        root = Path(tempfile.mkdtemp(prefix="cold-", dir=BENCH_ROOT))
+        try:
+            first = build(spec, root=root)
+            out["build_cold_s"] = round(first.seconds, 2)
+            shutil.rmtree(first.build_dir)
+            out["build_new_design_s"] = round(build(spec, root=root).seconds, 2)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    build(spec)
+    out["build_cached_s"] = round(build(spec).seconds, 3)
+    return out
+
+
+def run_full(label: str, model: str, log_dir: Path) -> dict[str, Any]:
+    """``python -m sim.cli --model MODEL --no-ideal`` end to end, timed; numbers from its report."""
+    out_dir = log_dir / label
+    cmd = [sys.executable, "-m", "sim.cli", "--model", model, "--no-ideal", "--out", str(out_dir)]
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT)
+    wall = time.perf_counter() - started
+    (log_dir / f"{label}.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        return {"wall_s": round(wall, 1), "exit_code": proc.returncode, "log": f"{label}.log"}
+    report = json.loads((out_dir / "report.json").read_text())
+    total = report["total"]
+    match = re.search(r"compiled in ([0-9.]+) s", proc.stdout)
+    compile_s = float(match.group(1)) if match else 0.0
+    return {
+        "command": " ".join(["python", *cmd[1:]]),
+        "wall_s": round(wall, 1),
+        "compile_s": compile_s,
+        "wall_excl_compile_s": round(wall - compile_s, 1),
+        "cycles": total["cycles"],
+        "sim_wall_s": total["sim_wall_s"],
+        "sim_cycles_per_s": total["sim_cycles_per_s"],
+        "bit_exact": total["bit_exact"],
+        "exit_code": 0,
+    }
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m sim.bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=5, help="runs of each harness (median)")
+    parser.add_argument("--image-size", type=int, default=64, help="ResNet-18 input size")
+    full = os.environ.get("BENCH_FULL", "1") not in ("0", "", "no", "false")
+    parser.add_argument(
+        "--full",
+        action=argparse.BooleanOptionalAction,
+        default=full,
+        help="also run ResNet-18 and ResNet-50 224x224 end to end (default: BENCH_FULL, 1)",
+    )
+    parser.add_argument(
+        "--cold",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="time a cold build in a fresh directory (default: yes)",
+    )
+    parser.add_argument("--out", type=Path, default=BENCH_ROOT, help="output directory")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if args.runs < 1:
+        print("error: --runs must be >= 1", file=sys.stderr)
+        return 2
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    config = PRESETS["default"]
+    info = machine_info()
+    spec = accelerator_spec(config)
+
+    print("building (cold build timed in a fresh directory)..." if args.cold else "building...")
+    builds = measure_builds(spec, args.cold)
+    model = build_accelerator(config)
+    raw_model = build(raw_spec(spec))
+    builds["raw_build_s"] = round(raw_model.seconds, 2)
+
+    _, plan = compile_model("resnet18", config, image_size=args.image_size, seed=0)
+    shape = plan.graph.tensors[plan.graph.inputs[0]].shape
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    image = dram_image(plan, x)
+    image_path = out / "image.bin"
+    image.tofile(image_path)
+
+    raw_runs: list[dict] = []
+    cocotb_runs: list[dict] = []
+    same_dram = True
+    raw_dump = out / "raw_dram.bin"
+    for n in range(args.runs):
+        raw = run_raw(
+            raw_model.executable, image_path, launch_of(plan), config.dram_bytes, raw_dump
+        )
+        cocotb = _cocotb_run(config, image, plan, model, out / "cocotb")
+        raw_dram = np.fromfile(raw_dump, dtype=np.uint8)
+        same_dram &= bool(np.array_equal(raw_dram, cocotb.pop("dram")))
+        same_dram &= raw.pop("perf") == cocotb.pop("perf") and raw["done"]
+        raw_runs.append(raw)
+        cocotb_runs.append(cocotb)
+        print(
+            f"  run {n + 1}/{args.runs}: raw {raw['cycles_per_s']:,.0f} cycles/s, "
+            f"cocotb {cocotb['cycles_per_s']:,.0f} cycles/s"
+        )
+    for path in (image_path, raw_dump):
+        path.unlink(missing_ok=True)
+
+    raw_rate = _median(raw_runs, "cycles_per_s")
+    cocotb_rate = _median(cocotb_runs, "cycles_per_s")
+    cycles = raw_runs[0]["cycles"]
+    # Each raw run and the cocotb run right after it saw about the same machine load: the median
+    # of these paired ratios is steadier than the ratio of the two medians.
+    pairs = [
+        c["cycles_per_s"] / r["cycles_per_s"] for r, c in zip(raw_runs, cocotb_runs, strict=True)
+    ]
+    cpu_pairs = [
+        (r["cpu_s"] / r["loop_cycles"]) / (c["cpu_s"] / c["cycles"])
+        for r, c in zip(raw_runs, cocotb_runs, strict=True)
+        if r.get("cpu_s") and c.get("cpu_s")
+    ]
+    data: dict[str, Any] = {
+        "config": config.to_dict(),
+        "config_name": config.name,
+        "program": f"resnet18 {args.image_size}x{args.image_size}, seed 0",
+        "cycles": cycles,
+        "runs": args.runs,
+        "raw_verilator_cycles_per_s": round(raw_rate),
+        "cocotb_cycles_per_s": round(cocotb_rate),
+        "ratio": round(statistics.median(pairs), 3),
+        "ratio_of_medians": round(cocotb_rate / raw_rate, 3),
+        "ratio_cpu_time": round(statistics.median(cpu_pairs), 3) if cpu_pairs else None,
+        "paired_ratios": [round(p, 3) for p in pairs],
+        "raw_end_to_end_cycles_per_s": round(cycles / _median(raw_runs, "process_s")),
+        "cocotb_end_to_end_cycles_per_s": round(cycles / _median(cocotb_runs, "process_s")),
+        "raw_process_s": round(_median(raw_runs, "process_s"), 2),
+        "cocotb_process_s": round(_median(cocotb_runs, "process_s"), 2),
+        "same_dram_and_cycles": same_dram,
+        "raw_runs": raw_runs,
+        "cocotb_runs": cocotb_runs,
+        **builds,
+        "verilator_flags": [*VERILATOR_FLAGS],
+        "make_flags": [*MAKE_FLAGS],
+        "machine": info,
+    }
+    if args.full:
+        for label, name in FULL_MODELS:
+            print(f"running {name} 224x224 end to end (python -m sim.cli --model {name})...")
+            data[label] = run_full(label, name, out)
+    data["machine"]["loadavg_end"] = list(os.getloadavg())
+    (out / "bench.json").write_text(json.dumps(data, indent=2) + "\n")
+    print_table(data)
+    print(f"written: {out / 'bench.json'}")
+    if not same_dram:
+        print("error: the raw and cocotb runs disagree (DRAM or cycles)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def print_table(data: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"make bench: {data['config_name']}, {data['program']}")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("cycles per run", f"{data['cycles']:,}")
+    table.add_row("raw Verilator (C++ main)", f"{data['raw_verilator_cycles_per_s']:,} cycles/s")
+    table.add_row("cocotb (run_programs)", f"{data['cocotb_cycles_per_s']:,} cycles/s")
+    table.add_row(
+        "ratio cocotb / raw (median of paired runs)",
+        f"{data['ratio']:.3f}  ({', '.join(f'{p:.2f}' for p in data['paired_ratios'])})",
+    )
+    table.add_row(
+        "ratio of the medians / of CPU time",
+        f"{data['ratio_of_medians']:.3f} / "
+        f"{data['ratio_cpu_time'] if data['ratio_cpu_time'] is not None else '-'}",
+    )
+    table.add_row(
+        "end to end incl. start-up (raw / cocotb)",
+        f"{data['raw_process_s']:.1f} s / {data['cocotb_process_s']:.1f} s",
+    )
+    table.add_row("same DRAM and cycles", "yes" if data["same_dram_and_cycles"] else "NO")
+    if "build_cold_s" in data:
+        table.add_row("build, cold (nothing cached)", f"{data['build_cold_s']:.1f} s")
+        table.add_row("build, new RTL (runtime cached)", f"{data['build_new_design_s']:.1f} s")
+    table.add_row("build, cached", f"{data['build_cached_s']:.2f} s")
+    for label in ("resnet18", "resnet50"):
+        run = data.get(label)
+        if run is None:
+            continue
+        if run.get("exit_code"):
+            table.add_row(f"{label} 224", f"FAILED (exit {run['exit_code']}, see {run['log']})")
+            continue
+        table.add_row(
+            f"{label} 224 end to end (excl. compile)",
+            f"{run['wall_s']:.1f} s ({run['wall_excl_compile_s']:.1f} s), "
+            f"{run['cycles']:,} cycles, {run['sim_cycles_per_s']:,} cycles/s",
+        )
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,57 @@
+// Testbench top of the accelerator simulation (sim/rtl_backend.py, sim/bench.py): sim_top
+// (rtl/<config>/sim_top.v, unchanged) with one register stage on every input.
+//
+// Why the registers: Amaranth resets synchronously, so every register's next-state logic reads
+// `rst`. While `rst` is a top-level input, Verilator must re-evaluate all of that logic in its
+// input-combinational ("ico") region on every eval() - on both clock edges - in case an input
+// changed. Behind a flop, the inputs reach the design only at a rising edge and the falling-edge
+// eval is nearly free. The testbench drives these inputs synchronously anyway; the design sees
+// them one cycle later, which changes no result or performance counter (they count from start).
+// The clock is a plain input: the simulator toggles it in C++ (sim/csrc/cocotb_main.cpp,
+// sim/csrc/bench_main.cpp) - no --timing, no Python per cycle.
+module tb_top #(
+    parameter ERROR_CODE_BITS = 4,
+    parameter PERF_BITS = 1024
+) (
+    input  wire                       clk,
+    input  wire                       rst,
+    input  wire                       start,
+    input  wire [31:0]                insn_base,
+    input  wire [31:0]                desc_base,
+    input  wire [31:0]                desc_count,
+    output wire                       running,
+    output wire                       done,
+    output wire                       error,
+    output wire [ERROR_CODE_BITS-1:0] error_code,
+    output wire [31:0]                error_index,
+    output wire [PERF_BITS-1:0]       perf
+);
+    reg        rst_q = 1'b1;
+    reg        start_q = 1'b0;
+    reg [31:0] insn_base_q = 32'b0;
+    reg [31:0] desc_base_q = 32'b0;
+    reg [31:0] desc_count_q = 32'b0;
+
+    always @(posedge clk) begin
+        rst_q <= rst;
+        start_q <= start;
+        insn_base_q <= insn_base;
+        desc_base_q <= desc_base;
+        desc_count_q <= desc_count;
+    end
+
+    sim_top dut (
+        .clk(clk),
+        .rst(rst_q),
+        .start(start_q),
+        .insn_base(insn_base_q),
+        .desc_base(desc_base_q),
+        .desc_count(desc_count_q),
+        .running(running),
+        .done(done),
+        .error(error),
+        .error_code(error_code),
+        .error_index(error_index),
+        .perf(perf)
+    );
+endmodule

@@ -1,0 +1,43 @@
+"""The Verilator build layer without running Verilator: what enters the cache key, which C++ main
+a build gets, and how the shared runtime objects are found."""
+
+import dataclasses
+
+import pytest
+
+from hdl_gen.config import PRESETS
+from sim import verilator_build as vb
+from sim.bench import raw_spec
+from sim.rtl_backend import accelerator_spec
+from sim.verilator_runtime import runtime_objects
+
+
+def test_accelerator_build_generates_its_clock_and_the_raw_build_is_the_same_model():
+    spec = accelerator_spec(PRESETS["tiny"])
+    assert spec.clock == "clk" and spec.main is None
+    assert vb.harness(spec) == vb.CLOCKED_HARNESS
+    raw = raw_spec(spec)
+    assert vb.harness(raw).name == "bench_main.cpp" and not vb.uses_cocotb(raw)
+    # Same RTL, public signals, flags and DPI sources: only the main differs.
+    for name in ("sources", "public", "extra_args", "cpp_sources", "waves", "timing"):
+        assert getattr(raw, name) == getattr(spec, name), name
+    keys = {vb.cache_key(s) for s in (spec, raw, dataclasses.replace(spec, clock=None))}
+    assert len(keys) == 3
+
+
+def test_clock_fields_are_checked_and_enter_the_key():
+    spec = accelerator_spec(PRESETS["tiny"])
+    with pytest.raises(ValueError, match="clock"):
+        dataclasses.replace(spec, clock="clk; rm")
+    with pytest.raises(ValueError, match="clock_period_ns"):
+        dataclasses.replace(spec, clock_period_ns=0)
+    assert vb.cache_key(spec) != vb.cache_key(dataclasses.replace(spec, clock_period_ns=8))
+
+
+def test_runtime_objects_are_read_from_the_generated_classes_makefile(tmp_path):
+    (tmp_path / "Vtop_classes.mk").write_text(
+        "VM_SUPPORT_SLOW += \\\n  Vtop__Syms__Slow \\\n\n"
+        "VM_GLOBAL_FAST += \\\n  verilated \\\n  verilated_dpi \\\n  verilated_vpi \\\n\n"
+        "VM_GLOBAL_SLOW += \\\n\n"
+    )
+    assert runtime_objects(tmp_path) == ["verilated.o", "verilated_dpi.o", "verilated_vpi.o"]
