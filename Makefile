@@ -11,12 +11,16 @@ JOBS    ?= auto
 PYTEST_ARGS ?=
 CONFIGS ?=
 BENCH_FULL ?= 1
+WAVES   ?=
+WAVE_LAYER  ?=
+WAVE_INSN   ?=
+WAVE_CYCLES ?=
 
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.cosim-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-fast sim bench rtl synth lint format lock clean distclean
+.PHONY: help venv toolchain test test-fast sim bench waves rtl synth lint format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -32,6 +36,10 @@ help: ## List targets and variables
 	@echo "  PYTEST_ARGS=...  extra pytest arguments, e.g. PYTEST_ARGS='-k dot_product'"
 	@echo "  CONFIGS=...      presets 'rtl' and 'synth' process (default: all)"
 	@echo "  BENCH_FULL=$(BENCH_FULL)    'bench': 1 also runs ResNet-18 and ResNet-50 224x224 end to end, 0 skips them"
+	@echo "  WAVES=...        'sim' waveform format: fst (or 1) or vcd; implied (fst) by a WAVE_* window"
+	@echo "  WAVE_LAYER=...   'sim': trace only this layer (a name from the listing, e.g. layer3.0.conv1)"
+	@echo "  WAVE_INSN=a:b    'sim': trace only instructions a..b-1 (indices from the listing)"
+	@echo "  WAVE_CYCLES=a:b  'sim': trace only accelerator cycles a..b-1 (the report's cycle windows)"
 	@echo "  PYTHON=$(PYTHON)   interpreter used to create $(VENV) (Python >= 3.10)"
 
 $(STAMP): pyproject.toml requirements.lock
@@ -55,7 +63,13 @@ test-fast: $(STAMP) ## Run only the tests that need no simulator
 
 sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact check and report
 	@$(PY) -m sim.cli --model '$(MODEL)' --config '$(CONFIG)' --backend '$(BACKEND)' --seed '$(SEED)' \
-		$(if $(IMAGE),--image '$(IMAGE)') $(if $(IMAGE_SIZE),--image-size '$(IMAGE_SIZE)')
+		$(if $(IMAGE),--image '$(IMAGE)') $(if $(IMAGE_SIZE),--image-size '$(IMAGE_SIZE)') \
+		$(if $(WAVES),--waves '$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES))') \
+		$(if $(WAVE_LAYER),--wave-layer '$(WAVE_LAYER)') $(if $(WAVE_INSN),--wave-insn '$(WAVE_INSN)') \
+		$(if $(WAVE_CYCLES),--wave-cycles '$(WAVE_CYCLES)')
+
+waves: $(STAMP) ## Open the newest dump in waves/ in GTKWave with its save file (.gtkw)
+	@$(PY) -m sim.waves.open
 
 bench: $(STAMP) ## Simulation speed: raw Verilator vs cocotb on the same RTL, builds, ResNet-18/50 -> build/bench/bench.json
 	BENCH_FULL=$(BENCH_FULL) $(PY) -m sim.bench
@@ -80,7 +94,7 @@ lock: $(STAMP) ## Regenerate requirements.lock from the current .venv
 	   $(PY) -m pip freeze --exclude-editable | grep -v '^systolic-cosim'; } > requirements.lock
 
 clean: ## Remove build outputs (Verilator builds, runs, dumps)
-	rm -rf build waves/*.fst waves/*.vcd waves/*.gtkw
+	rm -rf build waves/*.fst waves/*.vcd waves/*.gtkw waves/filters
 
 distclean: clean ## Also remove .venv
 	rm -rf $(VENV)

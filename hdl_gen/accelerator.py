@@ -3,7 +3,7 @@ DRAM arbitration, status and performance counters."""
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -33,6 +33,9 @@ class Accelerator(wiring.Component):
         The first error and the index of the instruction that raised it; the accelerator stops.
     perf : Out(perf_record layout)
         Live performance counters (see docs/isa.md, perf_record).
+    insn_started : Out(32), insn_frontier : Out(32)
+        Program progress, for windowed waveforms: one past the highest instruction index any
+        unit has started, and the lowest index not yet retired (dispatched or not).
     dram_req, dram_resp, dram_wr : the DRAM links.
     """
 
@@ -53,6 +56,8 @@ class Accelerator(wiring.Component):
                 "error_code": Out(isa.ErrorCode),
                 "error_index": Out(32),
                 "perf": Out(isa.PERF_RECORD.layout),
+                "insn_started": Out(32),
+                "insn_frontier": Out(32),
                 "dram_req": Out(read_request(self.tag_bits)),
                 "dram_resp": In(read_response(bus, self.tag_bits)),
                 "dram_wr": Out(write_signature(bus)),
@@ -242,6 +247,8 @@ class Accelerator(wiring.Component):
             fail(unit.error, unit.error_code, unit.index)
         fail(fetch.error, fetch.error_code, fetch.pc)
 
+        self._progress(m, fetch, units)
+
         # Performance counters (the PERF instruction snapshots them).
         perf = self.perf
         events = {
@@ -268,3 +275,23 @@ class Accelerator(wiring.Component):
                 m.d.sync += counter.eq(counter + amount)
         m.d.comb += store.perf.eq(perf)
         return m
+
+    def _progress(self, m: Module, fetch: Fetch, units: tuple) -> None:
+        """Drive ``insn_started`` and ``insn_frontier`` (units run their queues in order)."""
+        highest = self.insn_started
+        for unit in units:
+            begins = unit.queue.valid & unit.queue.ready
+            candidate = Signal(32)
+            m.d.comb += candidate.eq(unit.queue.payload.index + 1)
+            larger = Signal(32)
+            m.d.comb += larger.eq(Mux(begins & (candidate > highest), candidate, highest))
+            highest = larger
+        m.d.sync += self.insn_started.eq(highest)
+        frontier = fetch.pc
+        for unit in units:
+            oldest = Signal(32)
+            m.d.comb += oldest.eq(
+                Mux(unit.pending & (unit.pending_index < frontier), unit.pending_index, frontier)
+            )
+            frontier = oldest
+        m.d.comb += self.insn_frontier.eq(frontier)

@@ -1,4 +1,4 @@
-"""Turn Amaranth components into reproducible Verilog files."""
+"""Turn Amaranth components into reproducible Verilog files, and name their FSM states."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 
 from amaranth.back import verilog
+from amaranth.hdl import Fragment, ValueCastable
+from amaranth.hdl._ir import PortDirection
 from amaranth.lib import wiring
 
 # Amaranth writes an `initial` block setting every memory word to zero. SRAMs have no reset value
@@ -14,9 +16,36 @@ from amaranth.lib import wiring
 _ZERO_MEMORY_INIT = re.compile(r"  initial begin\n(?:    \S+\[\d+\] = \d+'h0+;\n)+  end\n")
 
 
+def convert(component: wiring.Component, name: str) -> tuple[str, dict[str, dict[int, str]]]:
+    """Verilog text of ``component`` with top module ``name`` (no source paths embedded), and
+    its FSM state names: ``{"accel.load.frame_state": {0: "IDLE", ...}}``, paths below the top
+    (for waveform viewers; the Verilog itself carries only the numbers)."""
+    ports = {}
+    for path, member, value in component.signature.flatten(component):
+        if isinstance(value, ValueCastable):
+            value = value.as_value()
+        flow = PortDirection.Input if member.flow == wiring.In else PortDirection.Output
+        ports["__".join(map(str, path))] = (value, flow)
+    fragment = Fragment.get(component, None)
+    text, names = verilog.convert_fragment(fragment, ports, name, emit_src=False)
+    states: dict[str, dict[int, str]] = {}
+    for signal, hierarchy in names.items():
+        # Amaranth names an FSM's state register `<fsm>_state`, decoding n to "<STATE>/n".
+        if signal.decoder is None or not hierarchy[-1].endswith("_state"):
+            continue
+        decoded = {}
+        for value in range(2 ** len(signal)):
+            try:
+                decoded[value] = signal.decoder(value).rsplit("/", 1)[0]
+            except (KeyError, IndexError):
+                continue
+        states[".".join(hierarchy[1:])] = decoded
+    return _ZERO_MEMORY_INIT.sub("", text), dict(sorted(states.items()))
+
+
 def to_verilog(component: wiring.Component, name: str) -> str:
     """Verilog text of ``component`` with top module ``name``; no source paths embedded."""
-    return _ZERO_MEMORY_INIT.sub("", verilog.convert(component, name=name, emit_src=False))
+    return convert(component, name)[0]
 
 
 def write_verilog(component: wiring.Component, name: str, path: Path) -> Path:

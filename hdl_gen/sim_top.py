@@ -33,6 +33,8 @@ class SimTop(wiring.Component):
                 "error_code": Out(isa.ErrorCode),
                 "error_index": Out(32),
                 "perf": Out(isa.PERF_RECORD.layout),
+                "insn_started": Out(32),
+                "insn_frontier": Out(32),
             }
         )
 
@@ -45,6 +47,7 @@ class SimTop(wiring.Component):
         wiring.connect(m, accel.dram_wr, dram.wr)
         for name in ("start", "insn_base", "desc_base", "desc_count"):
             m.d.comb += getattr(accel, name).eq(getattr(self, name))
-        for name in ("running", "done", "error", "error_code", "error_index", "perf"):
+        outputs = ("running", "done", "error", "error_code", "error_index", "perf")
+        for name in (*outputs, "insn_started", "insn_frontier"):
             m.d.comb += getattr(self, name).eq(getattr(accel, name))
         return m

@@ -63,6 +63,8 @@ def unit_signature(extra: dict | None = None) -> dict:
         "token_wait": Out(1),  # waiting to pop or push a token
         "retired": Out(1),  # strobe: an instruction finished
         "index": Out(32),  # program index of the current instruction
+        "pending": Out(1),  # an instruction is taken or waiting at the queue head
+        "pending_index": Out(32),  # its program index (the oldest this unit has not retired)
         "error": Out(1),
         "error_code": Out(isa.ErrorCode),
         **(extra or {}),
@@ -85,9 +87,18 @@ class UnitFrame:
         word = Signal(isa.INSN_BITS)
         self.insn = data.View(isa.INSTRUCTION, word)
         head = data.View(isa.INSTRUCTION, unit.queue.payload.insn)
+        # Named for waveforms: the current instruction's opcode (shown as a name in GTKWave).
+        self.opcode = Signal(isa.Opcode, init=isa.Opcode.END)
+        m.d.comb += self.opcode.eq(self.insn.load.opcode)
         deps = self.insn.load.deps  # every format starts with the same header
         head_deps = head.load.deps
 
+        # The oldest instruction this unit has not retired: the queue head until it starts, then
+        # the current one until it retires (overridden in RUN and RELEASE below).
+        m.d.comb += [
+            unit.pending.eq(unit.queue.valid),
+            unit.pending_index.eq(unit.queue.payload.index),
+        ]
         with m.FSM(name="frame"):
             with m.State("IDLE"):
                 m.d.comb += unit.idle.eq(~unit.queue.valid)
@@ -112,9 +123,11 @@ class UnitFrame:
                     m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += [unit.busy.eq(1), self.running.eq(1)]
+                m.d.comb += [unit.pending.eq(1), unit.pending_index.eq(unit.index)]
                 with m.If(self.done):
                     m.next = "RELEASE"
             with m.State("RELEASE"):
+                m.d.comb += [unit.pending.eq(1), unit.pending_index.eq(unit.index)]
                 room = (~deps.push_prev | unit.deps.room_prev) & (
                     ~deps.push_next | unit.deps.room_next
                 )

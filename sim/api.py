@@ -51,5 +51,5 @@ def run(
         measured = compare_fp32(graph.source, graph, inputs)
         accuracy = {k: measured[k] for k in ("top1_agree_fp32", "cosine_vs_fp32")}
     counters = [layer.counters for layer in result.layers]
-    report = reports.build(model, plan.config, result, accuracy, None, counters)
+    report = reports.build(model, plan.config, result, accuracy, counters)
     return result.outputs, report

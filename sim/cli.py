@@ -29,8 +29,10 @@ from sim import report as reports
 from sim.run import BACKENDS, RunError, RunResult, run
 from sim.toolchain import ToolchainError
 from sim.verilator_build import REPO_ROOT, BuildError, SimulationFailed
+from sim.waves.window import FORMATS, WaveError, WaveRequest, resolve
 
 RUNS_ROOT = REPO_ROOT / "build" / "runs"
+FAILURE_CYCLES = 4000  # traced before an accelerator error
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 
@@ -71,7 +73,29 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--no-ideal", action="store_true", help="skip the ISA simulator's ideal cycles"
     )
+    waves = parser.add_argument_group(
+        "waveforms (rtl backend; dumps and GTKWave save files go to waves/, `make waves` opens)"
+    )
+    waves.add_argument("--waves", choices=FORMATS, help="trace the run (implied by a window)")
+    waves.add_argument("--wave-layer", metavar="NAME", help="trace only this layer")
+    waves.add_argument("--wave-insn", metavar="A:B", help="trace only instructions A..B-1")
+    waves.add_argument("--wave-cycles", metavar="A:B", help="trace only cycles A..B-1")
+    waves.add_argument(
+        "--no-failure-waves",
+        action="store_true",
+        help="on a mismatch or accelerator error, do not re-run the failing window with tracing",
+    )
     return parser.parse_args(argv)
+
+
+def wave_request(args: argparse.Namespace) -> WaveRequest | None:
+    """The waveform request of the command line, or None."""
+    window = (args.wave_layer, args.wave_insn, args.wave_cycles)
+    if args.waves is None and not any(window):
+        return None
+    if args.backend != "rtl":
+        raise UsageError(f"waveforms need --backend rtl, not {args.backend}")
+    return WaveRequest.parse(args.waves, *window)
 
 
 def load_input(args: argparse.Namespace, shape: tuple[int, ...]) -> np.ndarray:
@@ -122,6 +146,55 @@ class Progress:
         )
 
 
+def waves_summary(waves: dict[str, Any]) -> str:
+    if waves.get("file") is None:
+        return f"waveform: {waves['window']['label']}: {waves.get('note', 'no dump')}"
+    first, last = waves["traced_cycles"]
+    return (
+        f"waveform ({waves['window']['label']}, cycles {first}..{last}, "
+        f"{waves['bytes'] / 1e6:.2f} MB): {waves['file']}\n"
+        f"  open: make waves   (or gtkwave {waves['file']} {waves['savefile']})"
+    )
+
+
+def failure_cycles(cycle: int) -> tuple[int, int]:
+    """The cycle window traced when the accelerator stops with an error at ``cycle``."""
+    return max(0, cycle - FAILURE_CYCLES), cycle + 16
+
+
+def failure_dump(
+    args: argparse.Namespace, plan: Plan, x: np.ndarray, out: Path, request: WaveRequest
+) -> None:
+    """Re-run with tracing over the failing window (unless --no-failure-waves) and say where
+    the dump is; otherwise print the command that makes it."""
+    window = resolve(request, plan)
+    option = (
+        f"WAVE_LAYER={request.layer}"
+        if request.layer
+        else f"WAVE_CYCLES={window.start}:{window.stop}"
+    )
+    if args.backend != "rtl" or args.no_failure_waves:
+        print(f"to trace the failing window: make sim ... {option}", file=sys.stderr)
+        return
+    print(f"re-running with tracing over the failing window ({window.label})...", file=sys.stderr)
+    try:
+        result = run(
+            plan,
+            x,
+            "rtl",
+            workdir=out / "sim-waves",
+            max_cycles=args.max_cycles,
+            waves=request,
+            name=out.name,
+        )
+        if result.waves is not None:
+            print(waves_summary(result.waves), file=sys.stderr)
+    except RunError as exc:  # the error again: the dump was written up to it
+        print(f"{exc}\n  open: make waves", file=sys.stderr)
+    except (ToolchainError, BuildError, SimulationFailed) as exc:
+        print(f"could not trace the failing window: {exc}", file=sys.stderr)
+
+
 def layer_counters(result: RunResult) -> list[dict[str, int]]:
     return [layer.counters for layer in result.layers]
 
@@ -139,7 +212,10 @@ def main(argv: list[str] | None = None) -> int:
         compile_s = time.perf_counter() - started
         graph = plan.graph
         x = load_input(args, graph.tensors[graph.inputs[0]].shape)
-    except (ConfigError, CompileError, UsageError) as exc:
+        waves = wave_request(args)
+        if waves is not None:
+            resolve(waves, plan)  # an unknown layer or a bad range fails before the run
+    except (ConfigError, CompileError, UsageError, WaveError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -167,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
             workdir=out / "sim",
             max_cycles=args.max_cycles,
             progress=Progress(plan) if args.backend == "rtl" else None,
+            waves=waves,
+            name=out.name,
         )
         if args.backend == "rtl":
             print(file=sys.stderr)
@@ -178,13 +256,15 @@ def main(argv: list[str] | None = None) -> int:
             f"\nerror: {exc}\n  listing: {out / 'listing.txt'}  log: {out / 'sim' / 'sim.log'}",
             file=sys.stderr,
         )
+        if isinstance(exc, RunError) and exc.cycle is not None and waves is None:
+            failure_dump(args, plan, x, out, WaveRequest(cycles=failure_cycles(exc.cycle)))
         return 3
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
     accuracy = fp32.result() if fp32 is not None else {}
     accuracy = {k: v for k, v in accuracy.items() if k in ("top1_agree_fp32", "cosine_vs_fp32")}
-    data = reports.build(model_name, config, result, accuracy, None, layer_counters(result), ideal)
+    data = reports.build(model_name, config, result, accuracy, layer_counters(result), ideal)
     paths = reports.write(data, out)
     from rich.console import Console
 
@@ -198,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None and (latest.is_symlink() or not latest.exists()):
         latest.unlink(missing_ok=True)
         latest.symlink_to(out.resolve())
+    if result.waves is not None:
+        print(waves_summary(result.waves))
     bad = result.first_mismatch
     if bad is not None:
         start, end = bad.cycle_window
@@ -206,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{start}..{end} (instructions {bad.insn_range[0]}..{bad.insn_range[1] - 1})",
             file=sys.stderr,
         )
+        if waves is None:
+            failure_dump(args, plan, x, out, WaveRequest(layer=bad.name))
         return 1
     json.dumps(data)  # the report is plain JSON
     return 0

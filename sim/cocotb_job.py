@@ -21,6 +21,7 @@ from pathlib import Path
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, First, ReadOnly, RisingEdge, Timer
+from cocotb.utils import get_sim_steps, get_sim_time
 
 from sim.dram import DpiDram
 
@@ -69,6 +70,10 @@ async def run_job(dut):
         await RisingEdge(dut.clk)
         dut.start.value = 0
         wall, cpu = time.perf_counter(), time.process_time()
+        # The cycle counter reads 0 at the edge where `running` rises and counts every edge
+        # after it: the simulation time of a cycle count, for waveform markers.
+        await First(RisingEdge(dut.running), ClockCycles(dut.clk, 4))
+        cycle0 = get_sim_time("step")
         timeout = Timer(run["max_cycles"] * CLOCK_NS, unit="ns")
         reporter = (
             cocotb.start_soon(report_progress(dut, dram, job, run, wall))
@@ -92,6 +97,8 @@ async def run_job(dut):
             "perf": {k: v for k, v in perf.items() if k not in ("tag", "reserved")},
             "sim_seconds": wall,
             "sim_cpu_seconds": cpu,
+            "cycle0_step": cycle0,
+            "cycle_steps": get_sim_steps(CLOCK_NS, "ns"),
         }
         dram.dump(run["dump"], run["dump_size"])
         Path(run["result"]).write_text(json.dumps(result))

@@ -37,7 +37,6 @@ def build(
     config: AccelConfig,
     result: RunResult,
     accuracy: dict[str, Any],
-    waves: str | None,
     layer_counters: list[dict[str, int]],
     ideal: list[int] | None = None,
 ) -> dict[str, Any]:
@@ -83,7 +82,9 @@ def build(
         "layers": layers,
         "total": total,
         "accuracy": accuracy,
-        "waves": waves,
+        # The dump's path (the contract), and its window, save file and size (sim/waves/).
+        "waves": result.waves["file"] if result.waves else None,
+        "wave_window": result.waves,
     }
 
 

@@ -22,12 +22,19 @@ from compiler.reference import dequantize, evaluate, quantize_input
 from hdl_gen import isa
 from sim.host import input_bytes, read_tensor
 from sim.isa_sim import IsaSimError, Launch, Machine
+from sim.waves.capture import start as start_capture
+from sim.waves.window import WaveRequest
 
 BACKENDS = ("isa", "rtl")
 
 
 class RunError(RuntimeError):
-    """The accelerator stopped with an error, timed out, or a backend is unknown."""
+    """The accelerator stopped with an error, timed out, or a backend is unknown.
+    ``cycle`` is the cycle it stopped at (RTL runs), for a failure dump."""
+
+    def __init__(self, message: str, cycle: int | None = None) -> None:
+        super().__init__(message)
+        self.cycle = cycle
 
 
 @dataclass
@@ -58,6 +65,7 @@ class RunResult:
     outputs: dict[str, np.ndarray]  # dequantized graph outputs (fp32)
     counters: dict[str, int] = field(default_factory=dict)
     ideal_cycles: int | None = None
+    waves: dict[str, Any] | None = None  # the traced window and its files (sim/waves/)
 
     @property
     def bit_exact(self) -> bool:
@@ -114,11 +122,17 @@ def run(
     workdir: Path | None = None,
     max_cycles: int = 400_000_000,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    waves: WaveRequest | None = None,
+    name: str = "run",
 ) -> RunResult:
     """Run ``plan`` on ``backend`` with fp32 input ``x`` and check every layer; ``progress``
-    receives ``{cycles, layers_done, wall_s}`` during RTL runs."""
+    receives ``{cycles, layers_done, wall_s}`` during RTL runs. ``waves`` traces a window of an
+    RTL run into ``waves/<name>-...`` with a GTKWave save file (:mod:`sim.waves`)."""
     if backend not in BACKENDS:
         raise RunError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if waves is not None and backend != "rtl":
+        raise RunError(f"waveforms need the rtl backend, not {backend!r}")
+    capture = start_capture(waves, plan, name) if waves is not None else None
     graph: Graph = plan.graph
     config = plan.config
     image = dram_image(plan, x)
@@ -138,21 +152,31 @@ def run(
         cycles = stats.ideal_cycles
         wall = time.perf_counter() - start
     else:
-        from sim.rtl_backend import RtlRun, run_programs
+        from sim.rtl_backend import RtlRun, rtl_source, run_programs
 
         records = (plan.symbols["perf"], len(plan.accel_layers()))
         rtl_run = RtlRun(image, launch, max_cycles=max_cycles, perf_records=records)
         # The integer reference is computed while the simulator runs (it uses another core).
         with ThreadPoolExecutor(max_workers=1) as pool:
             expected = pool.submit(_reference, graph, x)
-            [result] = run_programs(config, [rtl_run], workdir, progress=progress)
+            [result] = run_programs(
+                config,
+                [rtl_run],
+                workdir,
+                progress=progress,
+                trace=capture.trace if capture else None,
+            )
             reference = expected.result()
         if result.error or result.timeout:
             where = _layer_of(plan, result.error_index)
             what = "timed out" if result.timeout else f"stopped with {result.error_code}"
+            dumped = ""
+            if capture is not None and capture.dump.exists():
+                dumped = f"; waveform: {capture.dump}"
             raise RunError(
                 f"RTL {what} at instruction {result.error_index} ({where}) after "
-                f"{result.perf['cycles']} cycles"
+                f"{result.perf['cycles']} cycles{dumped}",
+                cycle=result.perf["cycles"],
             )
         dram, counters, cycles, wall = (
             result.dram,
@@ -160,7 +184,10 @@ def run(
             result.perf["cycles"],
             result.sim_seconds,
         )
-    return _check(plan, graph, x, dram, backend, cycles, wall, counters, ideal, reference)
+    checked = _check(plan, graph, x, dram, backend, cycles, wall, counters, ideal, reference)
+    if capture is not None:
+        checked.waves = capture.finish(result, checked.layers, rtl_source(config).parent)
+    return checked
 
 
 def _reference(graph: Graph, x: np.ndarray) -> dict[str, np.ndarray]:

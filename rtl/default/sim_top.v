@@ -3,20 +3,20 @@
 
 (* top =  1  *)
 (* generator = "Amaranth" *)
-module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error, error_code, error_index, perf, start);
+module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error, error_code, error_index, perf, insn_started, insn_frontier, start);
   wire [127:0] \$1 ;
   wire [1:0] \$2 ;
   input clk;
   wire clk;
   input [31:0] desc_base;
   wire [31:0] desc_base;
-  wire [31:0] \desc_base$30 ;
+  wire [31:0] \desc_base$32 ;
   input [31:0] desc_count;
   wire [31:0] desc_count;
-  wire [31:0] \desc_count$31 ;
+  wire [31:0] \desc_count$33 ;
   output done;
   wire done;
-  wire \done$33 ;
+  wire \done$35 ;
   wire [33:0] dram_req__payload;
   wire [31:0] \dram_req__payload.addr ;
   wire [1:0] \dram_req__payload.tag ;
@@ -34,7 +34,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   wire dram_wr__valid;
   output error;
   wire error;
-  wire \error$34 ;
+  wire \error$36 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -55,33 +55,39 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$35 ;
+  wire [3:0] \error_code$37 ;
   output [31:0] error_index;
   wire [31:0] error_index;
-  wire [31:0] \error_index$36 ;
+  wire [31:0] \error_index$38 ;
   input [31:0] insn_base;
   wire [31:0] insn_base;
-  wire [31:0] \insn_base$29 ;
+  wire [31:0] \insn_base$31 ;
+  output [31:0] insn_frontier;
+  wire [31:0] insn_frontier;
+  wire [31:0] \insn_frontier$41 ;
+  output [31:0] insn_started;
+  wire [31:0] insn_started;
+  wire [31:0] \insn_started$40 ;
   output [1023:0] perf;
   wire [1023:0] perf;
-  wire [1023:0] \perf$37 ;
-  wire [63:0] \perf$37.array_active ;
-  wire [63:0] \perf$37.compute_busy ;
-  wire [63:0] \perf$37.compute_token_wait ;
-  wire [63:0] \perf$37.cycles ;
-  wire [63:0] \perf$37.dram_read_bytes ;
-  wire [63:0] \perf$37.dram_stall ;
-  wire [63:0] \perf$37.dram_write_bytes ;
-  wire [63:0] \perf$37.fetch_stall ;
-  wire [63:0] \perf$37.insns_retired ;
-  wire [63:0] \perf$37.load_busy ;
-  wire [63:0] \perf$37.load_token_wait ;
-  wire [63:0] \perf$37.macs ;
-  wire [31:0] \perf$37.reserved ;
-  wire [63:0] \perf$37.store_busy ;
-  wire [63:0] \perf$37.store_token_wait ;
-  wire [31:0] \perf$37.tag ;
-  wire [63:0] \perf$37.weight_load ;
+  wire [1023:0] \perf$39 ;
+  wire [63:0] \perf$39.array_active ;
+  wire [63:0] \perf$39.compute_busy ;
+  wire [63:0] \perf$39.compute_token_wait ;
+  wire [63:0] \perf$39.cycles ;
+  wire [63:0] \perf$39.dram_read_bytes ;
+  wire [63:0] \perf$39.dram_stall ;
+  wire [63:0] \perf$39.dram_write_bytes ;
+  wire [63:0] \perf$39.fetch_stall ;
+  wire [63:0] \perf$39.insns_retired ;
+  wire [63:0] \perf$39.load_busy ;
+  wire [63:0] \perf$39.load_token_wait ;
+  wire [63:0] \perf$39.macs ;
+  wire [31:0] \perf$39.reserved ;
+  wire [63:0] \perf$39.store_busy ;
+  wire [63:0] \perf$39.store_token_wait ;
+  wire [31:0] \perf$39.tag ;
+  wire [63:0] \perf$39.weight_load ;
   wire [63:0] \perf.array_active ;
   wire [63:0] \perf.compute_busy ;
   wire [63:0] \perf.compute_token_wait ;
@@ -112,10 +118,10 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   wire rst;
   output running;
   wire running;
-  wire \running$32 ;
+  wire \running$34 ;
   input start;
   wire start;
-  wire \start$28 ;
+  wire \start$30 ;
   wire [175:0] wr__payload;
   wire [31:0] \wr__payload.addr ;
   wire [127:0] \wr__payload.data ;
@@ -137,15 +143,17 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .error_index(error_index),
     .halt(error),
     .insn_base(insn_base),
+    .insn_started(insn_started),
+    .\oldest$222 (insn_frontier),
     .perf(perf),
-    .\port$9941$0 (\$2 ),
+    .\port$9973$0 (\$2 ),
     .rst(rst),
     .running(running),
     .\start$191 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$9941$0 (\$2 ),
+    .\port$9973$0 (\$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -165,16 +173,18 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   assign dram_wr__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign dram_wr__valid = wr__valid;
-  assign \start$28  = start;
-  assign \insn_base$29  = insn_base;
-  assign \desc_base$30  = desc_base;
-  assign \desc_count$31  = desc_count;
-  assign \running$32  = running;
-  assign \done$33  = done;
-  assign \error$34  = error;
-  assign \error_code$35  = error_code;
-  assign \error_index$36  = error_index;
-  assign \perf$37  = perf;
+  assign \start$30  = start;
+  assign \insn_base$31  = insn_base;
+  assign \desc_base$32  = desc_base;
+  assign \desc_count$33  = desc_count;
+  assign \running$34  = running;
+  assign \done$35  = done;
+  assign \error$36  = error;
+  assign \error_code$37  = error_code;
+  assign \error_index$38  = error_index;
+  assign \perf$39  = perf;
+  assign \insn_started$40  = insn_started;
+  assign \insn_frontier$41  = insn_frontier;
   assign \perf.tag  = perf[31:0];
   assign \perf.reserved  = perf[63:32];
   assign \perf.cycles  = perf[127:64];
@@ -206,31 +216,48 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   assign \dram_wr__payload.addr  = wr__payload[31:0];
   assign \dram_wr__payload.data  = wr__payload[159:32];
   assign \dram_wr__payload.strb  = wr__payload[175:160];
-  assign \perf$37.tag  = perf[31:0];
-  assign \perf$37.reserved  = perf[63:32];
-  assign \perf$37.cycles  = perf[127:64];
-  assign \perf$37.insns_retired  = perf[191:128];
-  assign \perf$37.load_busy  = perf[255:192];
-  assign \perf$37.compute_busy  = perf[319:256];
-  assign \perf$37.store_busy  = perf[383:320];
-  assign \perf$37.array_active  = perf[447:384];
-  assign \perf$37.weight_load  = perf[511:448];
-  assign \perf$37.load_token_wait  = perf[575:512];
-  assign \perf$37.compute_token_wait  = perf[639:576];
-  assign \perf$37.store_token_wait  = perf[703:640];
-  assign \perf$37.dram_read_bytes  = perf[767:704];
-  assign \perf$37.dram_write_bytes  = perf[831:768];
-  assign \perf$37.dram_stall  = perf[895:832];
-  assign \perf$37.macs  = perf[959:896];
-  assign \perf$37.fetch_stall  = perf[1023:960];
+  assign \perf$39.tag  = perf[31:0];
+  assign \perf$39.reserved  = perf[63:32];
+  assign \perf$39.cycles  = perf[127:64];
+  assign \perf$39.insns_retired  = perf[191:128];
+  assign \perf$39.load_busy  = perf[255:192];
+  assign \perf$39.compute_busy  = perf[319:256];
+  assign \perf$39.store_busy  = perf[383:320];
+  assign \perf$39.array_active  = perf[447:384];
+  assign \perf$39.weight_load  = perf[511:448];
+  assign \perf$39.load_token_wait  = perf[575:512];
+  assign \perf$39.compute_token_wait  = perf[639:576];
+  assign \perf$39.store_token_wait  = perf[703:640];
+  assign \perf$39.dram_read_bytes  = perf[767:704];
+  assign \perf$39.dram_write_bytes  = perf[831:768];
+  assign \perf$39.dram_stall  = perf[895:832];
+  assign \perf$39.macs  = perf[959:896];
+  assign \perf$39.fetch_stall  = perf[1023:960];
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__payload, running, done, halt, error_code, error_index, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$9941$0 , dram_resp__valid, \start$191 );
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$9973$0 , dram_resp__valid, \start$191 
+);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \$1 ;
-  wire \$10 ;
+  wire [32:0] \$10 ;
+  wire [16:0] \$100 ;
+  wire [17:0] \$101 ;
+  wire [64:0] \$102 ;
+  wire [64:0] \$103 ;
+  wire [9:0] \$104 ;
+  wire [64:0] \$105 ;
+  wire [64:0] \$106 ;
+  reg \$107 ;
+  reg \$108 ;
+  reg [20:0] \$109 ;
   wire \$11 ;
+  reg \$110 ;
+  reg [3:0] \$111 ;
+  reg [31:0] \$112 ;
+  reg [3:0] \$113 ;
+  reg [31:0] \$114 ;
+  reg [1023:0] \$115 ;
   wire \$12 ;
   wire \$13 ;
   wire \$14 ;
@@ -239,12 +266,12 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire \$17 ;
   wire \$18 ;
   wire \$19 ;
-  wire \$2 ;
+  wire [32:0] \$2 ;
   wire \$20 ;
   wire \$21 ;
   wire \$22 ;
   wire \$23 ;
-  wire [21:0] \$24 ;
+  wire \$24 ;
   wire \$25 ;
   wire \$26 ;
   wire \$27 ;
@@ -263,8 +290,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire \$39 ;
   wire \$4 ;
   wire \$40 ;
-  wire [4:0] \$41 ;
-  wire \$42 ;
+  wire \$41 ;
+  wire [21:0] \$42 ;
   wire \$43 ;
   wire \$44 ;
   wire \$45 ;
@@ -276,54 +303,57 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
-  wire [64:0] \$53 ;
-  wire [1:0] \$54 ;
-  wire [2:0] \$55 ;
-  wire [64:0] \$56 ;
-  wire [64:0] \$57 ;
-  wire [64:0] \$58 ;
-  wire [64:0] \$59 ;
-  wire \$6 ;
-  wire [64:0] \$60 ;
-  wire [64:0] \$61 ;
-  wire [64:0] \$62 ;
-  wire [64:0] \$63 ;
-  wire [64:0] \$64 ;
-  wire [5:0] \$65 ;
-  wire [64:0] \$66 ;
-  wire [1:0] \$67 ;
-  wire [2:0] \$68 ;
-  wire [3:0] \$69 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire [4:0] \$59 ;
+  wire [32:0] \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
   wire \$7 ;
-  wire [4:0] \$70 ;
-  wire [5:0] \$71 ;
-  wire [6:0] \$72 ;
-  wire [7:0] \$73 ;
-  wire [8:0] \$74 ;
-  wire [9:0] \$75 ;
-  wire [10:0] \$76 ;
-  wire [11:0] \$77 ;
-  wire [12:0] \$78 ;
-  wire [13:0] \$79 ;
+  wire \$70 ;
+  wire [64:0] \$71 ;
+  wire [1:0] \$72 ;
+  wire [2:0] \$73 ;
+  wire [64:0] \$74 ;
+  wire [64:0] \$75 ;
+  wire [64:0] \$76 ;
+  wire [64:0] \$77 ;
+  wire [64:0] \$78 ;
+  wire [64:0] \$79 ;
   wire \$8 ;
-  wire [14:0] \$80 ;
-  wire [15:0] \$81 ;
-  wire [16:0] \$82 ;
-  wire [17:0] \$83 ;
+  wire [64:0] \$80 ;
+  wire [64:0] \$81 ;
+  wire [64:0] \$82 ;
+  wire [5:0] \$83 ;
   wire [64:0] \$84 ;
-  wire [64:0] \$85 ;
-  wire [9:0] \$86 ;
-  wire [64:0] \$87 ;
-  wire [64:0] \$88 ;
-  reg \$89 ;
+  wire [1:0] \$85 ;
+  wire [2:0] \$86 ;
+  wire [3:0] \$87 ;
+  wire [4:0] \$88 ;
+  wire [5:0] \$89 ;
   wire \$9 ;
-  reg \$90 ;
-  reg [20:0] \$91 ;
-  reg \$92 ;
-  reg [3:0] \$93 ;
-  reg [31:0] \$94 ;
-  reg [3:0] \$95 ;
-  reg [1023:0] \$96 ;
+  wire [6:0] \$90 ;
+  wire [7:0] \$91 ;
+  wire [8:0] \$92 ;
+  wire [9:0] \$93 ;
+  wire [10:0] \$94 ;
+  wire [11:0] \$95 ;
+  wire [12:0] \$96 ;
+  wire [13:0] \$97 ;
+  wire [14:0] \$98 ;
+  wire [15:0] \$99 ;
   wire [15:0] acc__addr;
   wire [511:0] acc__data;
   wire acc__en;
@@ -348,8 +378,11 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire [127:0] bus__resp__payload;
   wire bus__resp__valid;
   wire busy;
-  wire \busy$236 ;
-  wire \busy$237 ;
+  wire \busy$253 ;
+  wire \busy$254 ;
+  wire [31:0] candidate;
+  wire [31:0] \candidate$212 ;
+  wire [31:0] \candidate$214 ;
   wire [31:0] client0__req__payload;
   wire client0__req__ready;
   wire client0__req__valid;
@@ -451,10 +484,10 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire ended;
   (* init = 1'h0 *)
   wire error;
-  wire \error$227 ;
-  wire \error$229 ;
-  wire \error$231 ;
-  wire \error$233 ;
+  wire \error$244 ;
+  wire \error$246 ;
+  wire \error$248 ;
+  wire \error$250 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -475,7 +508,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$228 ;
+  wire [3:0] \error_code$245 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -485,7 +518,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$230 ;
+  wire [3:0] \error_code$247 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -495,7 +528,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$232 ;
+  wire [3:0] \error_code$249 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -505,7 +538,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$234 ;
+  wire [3:0] \error_code$251 ;
   output [31:0] error_index;
   reg [31:0] error_index = 32'd0;
   output halt;
@@ -523,19 +556,29 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire \has$57 ;
   wire \has$65 ;
   wire idle;
-  wire \idle$216 ;
-  wire \idle$217 ;
+  wire \idle$233 ;
+  wire \idle$234 ;
   wire [31:0] index;
   wire [31:0] \index$206 ;
   wire [31:0] \index$208 ;
   input [31:0] insn_base;
   wire [31:0] insn_base;
   wire [31:0] \insn_base$194 ;
+  wire [31:0] insn_frontier;
+  output [31:0] insn_started;
+  reg [31:0] insn_started = 32'd0;
+  wire [31:0] larger;
+  wire [31:0] \larger$213 ;
+  wire [31:0] \larger$215 ;
   wire [159:0] load_q__payload;
   wire [31:0] \load_q__payload.index ;
   wire [127:0] \load_q__payload.insn ;
   wire load_q__ready;
   wire load_q__valid;
+  wire [31:0] oldest;
+  wire [31:0] \oldest$219 ;
+  output [31:0] \oldest$222 ;
+  wire [31:0] \oldest$222 ;
   wire [15:0] param__addr;
   wire [15:0] \param__addr$155 ;
   wire [15:0] \param__addr$161 ;
@@ -546,27 +589,33 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire \param__en$157 ;
   wire \param__en$163 ;
   wire [31:0] pc;
+  wire pending;
+  wire \pending$220 ;
+  wire \pending$223 ;
+  wire [31:0] pending_index;
+  wire [31:0] \pending_index$221 ;
+  wire [31:0] \pending_index$224 ;
   output [1023:0] perf;
   reg [1023:0] perf = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   (* init = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
-  wire [1023:0] \perf$210 ;
-  wire [63:0] \perf$210.array_active ;
-  wire [63:0] \perf$210.compute_busy ;
-  wire [63:0] \perf$210.compute_token_wait ;
-  wire [63:0] \perf$210.cycles ;
-  wire [63:0] \perf$210.dram_read_bytes ;
-  wire [63:0] \perf$210.dram_stall ;
-  wire [63:0] \perf$210.dram_write_bytes ;
-  wire [63:0] \perf$210.fetch_stall ;
-  wire [63:0] \perf$210.insns_retired ;
-  wire [63:0] \perf$210.load_busy ;
-  wire [63:0] \perf$210.load_token_wait ;
-  wire [63:0] \perf$210.macs ;
-  wire [31:0] \perf$210.reserved ;
-  wire [63:0] \perf$210.store_busy ;
-  wire [63:0] \perf$210.store_token_wait ;
-  wire [31:0] \perf$210.tag ;
-  wire [63:0] \perf$210.weight_load ;
+  wire [1023:0] \perf$227 ;
+  wire [63:0] \perf$227.array_active ;
+  wire [63:0] \perf$227.compute_busy ;
+  wire [63:0] \perf$227.compute_token_wait ;
+  wire [63:0] \perf$227.cycles ;
+  wire [63:0] \perf$227.dram_read_bytes ;
+  wire [63:0] \perf$227.dram_stall ;
+  wire [63:0] \perf$227.dram_write_bytes ;
+  wire [63:0] \perf$227.fetch_stall ;
+  wire [63:0] \perf$227.insns_retired ;
+  wire [63:0] \perf$227.load_busy ;
+  wire [63:0] \perf$227.load_token_wait ;
+  wire [63:0] \perf$227.macs ;
+  wire [31:0] \perf$227.reserved ;
+  wire [63:0] \perf$227.store_busy ;
+  wire [63:0] \perf$227.store_token_wait ;
+  wire [31:0] \perf$227.tag ;
+  wire [63:0] \perf$227.weight_load ;
   wire [63:0] \perf.array_active ;
   wire [63:0] \perf.compute_busy ;
   wire [63:0] \perf.compute_token_wait ;
@@ -588,8 +637,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$9941$0 ;
-  wire [1:0] \port$9941$0 ;
+  input [1:0] \port$9973$0 ;
+  wire [1:0] \port$9973$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -637,8 +686,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire \r_rdy$19 ;
   wire \r_rdy$31 ;
   wire retired;
-  wire \retired$219 ;
-  wire \retired$220 ;
+  wire \retired$236 ;
+  wire \retired$237 ;
   wire room;
   wire \room$51 ;
   wire \room$59 ;
@@ -755,111 +804,137 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     end
   end
   assign \wgt__data$146  = _5_;
-  assign \$3  = \start$191  & \$2 ;
-  assign \$4  = ~ done;
-  assign \$5  = \$3  & \$4 ;
-  assign \$6  = ended & idle;
-  assign \$7  = \$6  & \idle$216 ;
-  assign \$8  = \$7  & \idle$217 ;
-  assign \$9  = running & \$8 ;
-  assign \$10  = ~ halt;
-  assign \$11  = \$9  & \$10 ;
-  assign \$12  = ~ running;
-  assign \$13  = retired | \retired$219 ;
-  assign \$14  = \$13  | \retired$220 ;
-  assign \$15  = \$14  | load_q__ready;
-  assign \$16  = \$15  | compute_q__ready;
-  assign \$17  = \$16  | store_q__ready;
-  assign \$18  = \$17  | dram_resp__valid;
-  assign \$19  = \$18  | dram_wr__valid;
-  assign \$20  = \$19  | array_active;
-  assign \$21  = \$20  | \w__en$170 ;
-  assign \$22  = \$12  | \$21 ;
-  assign \$23  = watchdog < 21'h100000;
-  assign \$24  = watchdog + 1'h1;
-  assign \$25  = watchdog == 21'h100000;
-  assign \$26  = ~ halt;
-  assign \$27  = \$25  & \$26 ;
-  assign \$28  = ended | stalled;
-  assign \$29  = running & \$28 ;
-  assign \$30  = idle | \token_wait$207 ;
-  assign \$31  = \idle$216  | \token_wait$205 ;
-  assign \$32  = \$30  & \$31 ;
-  assign \$33  = \idle$217  | token_wait;
-  assign \$34  = \$32  & \$33 ;
-  assign \$35  = \$29  & \$34 ;
-  assign \$36  = \token_wait$207  | \token_wait$205 ;
-  assign \$37  = \$36  | token_wait;
-  assign \$38  = \$37  | stalled;
-  assign \$39  = \$35  & \$38 ;
-  assign \$40  = blocked_for < 4'h8;
-  assign \$41  = blocked_for + 1'h1;
-  assign \$42  = blocked_for == 4'h8;
-  assign \$43  = ~ halt;
-  assign \$44  = \$42  & \$43 ;
-  assign \$45  = ~ halt;
-  assign \$46  = \error$227  & \$45 ;
-  assign \$47  = ~ halt;
-  assign \$48  = \error$229  & \$47 ;
-  assign \$49  = ~ halt;
-  assign \$50  = \error$231  & \$49 ;
-  assign \$51  = ~ halt;
-  assign \$52  = \error$233  & \$51 ;
-  assign \$53  = perf[127:64] + running;
-  assign \$54  = retired + \retired$219 ;
-  assign \$55  = \$54  + \retired$220 ;
-  assign \$56  = perf[191:128] + \$55 ;
-  assign \$57  = perf[255:192] + busy;
-  assign \$58  = perf[319:256] + \busy$236 ;
-  assign \$59  = perf[383:320] + \busy$237 ;
-  assign \$60  = perf[447:384] + array_active;
-  assign \$61  = perf[511:448] + weight_load;
-  assign \$62  = perf[575:512] + \token_wait$207 ;
-  assign \$63  = perf[639:576] + \token_wait$205 ;
-  assign \$64  = perf[703:640] + token_wait;
-  assign \$65  = dram_resp__valid * 5'h10;
-  assign \$66  = perf[767:704] + \$65 ;
-  assign \$67  = 1'h0 + dram_wr__payload[160];
-  assign \$68  = \$67  + dram_wr__payload[161];
-  assign \$69  = \$68  + dram_wr__payload[162];
-  assign \$70  = \$69  + dram_wr__payload[163];
-  assign \$71  = \$70  + dram_wr__payload[164];
-  assign \$72  = \$71  + dram_wr__payload[165];
-  assign \$73  = \$72  + dram_wr__payload[166];
-  assign \$74  = \$73  + dram_wr__payload[167];
-  assign \$75  = \$74  + dram_wr__payload[168];
-  assign \$76  = \$75  + dram_wr__payload[169];
-  assign \$77  = \$76  + dram_wr__payload[170];
-  assign \$78  = \$77  + dram_wr__payload[171];
-  assign \$79  = \$78  + dram_wr__payload[172];
-  assign \$80  = \$79  + dram_wr__payload[173];
-  assign \$81  = \$80  + dram_wr__payload[174];
-  assign \$82  = \$81  + dram_wr__payload[175];
-  assign \$83  = dram_wr__valid * \$82 ;
-  assign \$84  = perf[831:768] + \$83 ;
-  assign \$85  = perf[895:832] + dram_wait;
-  assign \$86  = array_active * 9'h100;
-  assign \$87  = perf[959:896] + \$86 ;
-  assign \$88  = perf[1023:960] + stalled;
-  always @(posedge clk)
-    running <= \$89 ;
-  always @(posedge clk)
-    done <= \$90 ;
-  always @(posedge clk)
-    watchdog <= \$91 ;
-  always @(posedge clk)
-    halt <= \$92 ;
-  always @(posedge clk)
-    error_code <= \$93 ;
-  always @(posedge clk)
-    error_index <= \$94 ;
-  always @(posedge clk)
-    blocked_for <= \$95 ;
-  always @(posedge clk)
-    perf <= \$96 ;
   assign \$1  = ~ running;
   assign start = \start$191  & \$1 ;
-  assign \$2  = ~ running;
+  assign \$2  = queue__payload[159:128] + 1'h1;
+  assign \$3  = queue__valid & r_en;
+  assign \$4  = \$2 [31:0] > insn_started;
+  assign \$5  = \$3  & \$4 ;
+  assign larger = \$5  ? \$2 [31:0] : insn_started;
+  assign \$6  = \queue__payload$20 [159:128] + 1'h1;
+  assign \$7  = \queue__valid$18  & \r_en$22 ;
+  assign \$8  = \$6 [31:0] > larger;
+  assign \$9  = \$7  & \$8 ;
+  assign \larger$213  = \$9  ? \$6 [31:0] : larger;
+  assign \$10  = \queue__payload$32 [159:128] + 1'h1;
+  assign \$11  = \queue__valid$30  & \r_en$34 ;
+  assign \$12  = \$10 [31:0] > \larger$213 ;
+  assign \$13  = \$11  & \$12 ;
+  assign \larger$215  = \$13  ? \$10 [31:0] : \larger$213 ;
+  assign \$14  = pending_index < pc;
+  assign \$15  = pending & \$14 ;
+  assign oldest = \$15  ? pending_index : pc;
+  assign \$16  = \pending_index$221  < oldest;
+  assign \$17  = \pending$220  & \$16 ;
+  assign \oldest$219  = \$17  ? \pending_index$221  : oldest;
+  assign \$18  = \pending_index$224  < \oldest$219 ;
+  assign \$19  = \pending$223  & \$18 ;
+  assign \oldest$222  = \$19  ? \pending_index$224  : \oldest$219 ;
+  assign \$20  = ~ running;
+  assign \$21  = \start$191  & \$20 ;
+  assign \$22  = ~ done;
+  assign \$23  = \$21  & \$22 ;
+  assign \$24  = ended & idle;
+  assign \$25  = \$24  & \idle$233 ;
+  assign \$26  = \$25  & \idle$234 ;
+  assign \$27  = running & \$26 ;
+  assign \$28  = ~ halt;
+  assign \$29  = \$27  & \$28 ;
+  assign \$30  = ~ running;
+  assign \$31  = retired | \retired$236 ;
+  assign \$32  = \$31  | \retired$237 ;
+  assign \$33  = \$32  | load_q__ready;
+  assign \$34  = \$33  | compute_q__ready;
+  assign \$35  = \$34  | store_q__ready;
+  assign \$36  = \$35  | dram_resp__valid;
+  assign \$37  = \$36  | dram_wr__valid;
+  assign \$38  = \$37  | array_active;
+  assign \$39  = \$38  | \w__en$170 ;
+  assign \$40  = \$30  | \$39 ;
+  assign \$41  = watchdog < 21'h100000;
+  assign \$42  = watchdog + 1'h1;
+  assign \$43  = watchdog == 21'h100000;
+  assign \$44  = ~ halt;
+  assign \$45  = \$43  & \$44 ;
+  assign \$46  = ended | stalled;
+  assign \$47  = running & \$46 ;
+  assign \$48  = idle | \token_wait$207 ;
+  assign \$49  = \idle$233  | \token_wait$205 ;
+  assign \$50  = \$48  & \$49 ;
+  assign \$51  = \idle$234  | token_wait;
+  assign \$52  = \$50  & \$51 ;
+  assign \$53  = \$47  & \$52 ;
+  assign \$54  = \token_wait$207  | \token_wait$205 ;
+  assign \$55  = \$54  | token_wait;
+  assign \$56  = \$55  | stalled;
+  assign \$57  = \$53  & \$56 ;
+  assign \$58  = blocked_for < 4'h8;
+  assign \$59  = blocked_for + 1'h1;
+  assign \$60  = blocked_for == 4'h8;
+  assign \$61  = ~ halt;
+  assign \$62  = \$60  & \$61 ;
+  assign \$63  = ~ halt;
+  assign \$64  = \error$244  & \$63 ;
+  assign \$65  = ~ halt;
+  assign \$66  = \error$246  & \$65 ;
+  assign \$67  = ~ halt;
+  assign \$68  = \error$248  & \$67 ;
+  assign \$69  = ~ halt;
+  assign \$70  = \error$250  & \$69 ;
+  assign \$71  = perf[127:64] + running;
+  assign \$72  = retired + \retired$236 ;
+  assign \$73  = \$72  + \retired$237 ;
+  assign \$74  = perf[191:128] + \$73 ;
+  assign \$75  = perf[255:192] + busy;
+  assign \$76  = perf[319:256] + \busy$253 ;
+  assign \$77  = perf[383:320] + \busy$254 ;
+  assign \$78  = perf[447:384] + array_active;
+  assign \$79  = perf[511:448] + weight_load;
+  assign \$80  = perf[575:512] + \token_wait$207 ;
+  assign \$81  = perf[639:576] + \token_wait$205 ;
+  assign \$82  = perf[703:640] + token_wait;
+  assign \$83  = dram_resp__valid * 5'h10;
+  assign \$84  = perf[767:704] + \$83 ;
+  assign \$85  = 1'h0 + dram_wr__payload[160];
+  assign \$86  = \$85  + dram_wr__payload[161];
+  assign \$87  = \$86  + dram_wr__payload[162];
+  assign \$88  = \$87  + dram_wr__payload[163];
+  assign \$89  = \$88  + dram_wr__payload[164];
+  assign \$90  = \$89  + dram_wr__payload[165];
+  assign \$91  = \$90  + dram_wr__payload[166];
+  assign \$92  = \$91  + dram_wr__payload[167];
+  assign \$93  = \$92  + dram_wr__payload[168];
+  assign \$94  = \$93  + dram_wr__payload[169];
+  assign \$95  = \$94  + dram_wr__payload[170];
+  assign \$96  = \$95  + dram_wr__payload[171];
+  assign \$97  = \$96  + dram_wr__payload[172];
+  assign \$98  = \$97  + dram_wr__payload[173];
+  assign \$99  = \$98  + dram_wr__payload[174];
+  assign \$100  = \$99  + dram_wr__payload[175];
+  assign \$101  = dram_wr__valid * \$100 ;
+  assign \$102  = perf[831:768] + \$101 ;
+  assign \$103  = perf[895:832] + dram_wait;
+  assign \$104  = array_active * 9'h100;
+  assign \$105  = perf[959:896] + \$104 ;
+  assign \$106  = perf[1023:960] + stalled;
+  always @(posedge clk)
+    running <= \$107 ;
+  always @(posedge clk)
+    done <= \$108 ;
+  always @(posedge clk)
+    watchdog <= \$109 ;
+  always @(posedge clk)
+    halt <= \$110 ;
+  always @(posedge clk)
+    error_code <= \$111 ;
+  always @(posedge clk)
+    error_index <= \$112 ;
+  always @(posedge clk)
+    blocked_for <= \$113 ;
+  always @(posedge clk)
+    insn_started <= \$114 ;
+  always @(posedge clk)
+    perf <= \$115 ;
   \sim_top.accel.arbiter  arbiter (
     .client0__req__payload(client0__req__payload),
     .client0__req__ready(bus__req__ready),
@@ -882,7 +957,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$9941$0 (\port$9941$0 ),
+    .\port$9973$0 (\port$9973$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -896,7 +971,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .act__data(\act__data$134 ),
     .act__en(r__en),
     .array_active(array_active),
-    .busy(\busy$236 ),
+    .busy(\busy$253 ),
     .clk(clk),
     .deps__has_next(\deps__has_next$56 ),
     .deps__has_prev(deps__has_prev),
@@ -906,18 +981,20 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .deps__push_prev(\push$44 ),
     .deps__room_next(\deps__room_next$58 ),
     .deps__room_prev(deps__room_prev),
-    .error(\error$229 ),
-    .error_code(\error_code$230 ),
+    .error(\error$246 ),
+    .error_code(\error_code$247 ),
     .halt(halt),
-    .idle(\idle$216 ),
+    .idle(\idle$233 ),
     .index(\index$206 ),
     .param__addr(\param__addr$155 ),
     .param__data(\param__data$158 ),
     .param__en(\r__en$156 ),
+    .pending(\pending$220 ),
+    .pending_index(\pending_index$221 ),
     .queue__payload(\queue__payload$20 ),
     .queue__ready(\r_en$22 ),
     .queue__valid(\queue__valid$18 ),
-    .retired(\retired$219 ),
+    .retired(\retired$236 ),
     .rst(rst),
     .token_wait(\token_wait$205 ),
     .w_data(\wgt__data$146 ),
@@ -946,8 +1023,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .compute_q__ready(compute_q__ready),
     .compute_q__valid(\w_en$12 ),
     .ended(ended),
-    .error(\error$233 ),
-    .error_code(\error_code$234 ),
+    .error(\error$250 ),
+    .error_code(\error_code$251 ),
     .halt(halt),
     .insn_base(insn_base),
     .load_q__payload(w_data),
@@ -965,10 +1042,10 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .act__addr(act__addr),
     .act__en(w__en),
     .bus__req__ready(desc_bus__req__ready),
-    .\bus__req__ready$32 (data_bus__req__ready),
+    .\bus__req__ready$36 (data_bus__req__ready),
     .bus__resp__payload(bus__resp__payload),
     .bus__resp__valid(desc_bus__resp__valid),
-    .\bus__resp__valid$38 (data_bus__resp__valid),
+    .\bus__resp__valid$42 (data_bus__resp__valid),
     .busy(busy),
     .clk(clk),
     .data_bus__req__payload(client2__req__payload),
@@ -982,13 +1059,15 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .desc_bus__req__valid(client1__req__valid),
     .desc_count(desc_count),
     .dram_wait(dram_wait),
-    .\error$108 (\error$231 ),
-    .error_code(\error_code$232 ),
+    .\error$111 (\error$248 ),
+    .error_code(\error_code$249 ),
     .halt(halt),
     .idle(idle),
-    .\index$106 (\index$208 ),
+    .index(\index$208 ),
     .line_data(\w__data$150 ),
     .param__en(\w__en$152 ),
+    .pending(pending),
+    .pending_index(pending_index),
     .queue__payload(queue__payload),
     .queue__ready(r_en),
     .queue__valid(queue__valid),
@@ -1014,7 +1093,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .bus__req__ready(\desc_bus__req__ready$100 ),
     .bus__resp__payload(bus__resp__payload),
     .bus__resp__valid(\desc_bus__resp__valid$106 ),
-    .busy(\busy$237 ),
+    .busy(\busy$254 ),
     .clk(clk),
     .deps__has_prev(\deps__has_prev$64 ),
     .deps__pop_prev(\pop$62 ),
@@ -1024,19 +1103,21 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .desc_bus__req__payload(client3__req__payload),
     .desc_bus__req__valid(client3__req__valid),
     .desc_count(desc_count),
-    .\error$83 (\error$227 ),
-    .error_code(\error_code$228 ),
+    .\error$86 (\error$244 ),
+    .error_code(\error_code$245 ),
     .halt(halt),
-    .idle(\idle$217 ),
-    .\index$81 (index),
+    .idle(\idle$234 ),
+    .index(index),
     .param__addr(\param__addr$161 ),
     .param__data(\param__data$164 ),
     .param__en(\r__en$162 ),
+    .pending(\pending$223 ),
+    .pending_index(\pending_index$224 ),
     .perf(perf),
     .queue__payload(\queue__payload$32 ),
     .queue__ready(\r_en$34 ),
     .queue__valid(\queue__valid$30 ),
-    .retired(\retired$220 ),
+    .retired(\retired$237 ),
     .rst(rst),
     .token_wait(token_wait),
     .wr__payload(dram_wr__payload),
@@ -1099,169 +1180,176 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$89  = running;
-    if (\$5 ) begin
-      \$89  = 1'h1;
+    \$107  = running;
+    if (\$23 ) begin
+      \$107  = 1'h1;
     end
-    if (\$11 ) begin
-      \$89  = 1'h0;
+    if (\$29 ) begin
+      \$107  = 1'h0;
     end
-    if (\$27 ) begin
-      \$89  = 1'h0;
+    if (\$45 ) begin
+      \$107  = 1'h0;
     end
-    if (\$44 ) begin
-      \$89  = 1'h0;
+    if (\$62 ) begin
+      \$107  = 1'h0;
     end
-    if (\$46 ) begin
-      \$89  = 1'h0;
+    if (\$64 ) begin
+      \$107  = 1'h0;
     end
-    if (\$48 ) begin
-      \$89  = 1'h0;
+    if (\$66 ) begin
+      \$107  = 1'h0;
     end
-    if (\$50 ) begin
-      \$89  = 1'h0;
+    if (\$68 ) begin
+      \$107  = 1'h0;
     end
-    if (\$52 ) begin
-      \$89  = 1'h0;
+    if (\$70 ) begin
+      \$107  = 1'h0;
     end
     if (rst) begin
-      \$89  = 1'h0;
+      \$107  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$90  = done;
-    if (\$11 ) begin
-      \$90  = 1'h1;
+    \$108  = done;
+    if (\$29 ) begin
+      \$108  = 1'h1;
     end
     if (rst) begin
-      \$90  = 1'h0;
+      \$108  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$91  = watchdog;
-    if (\$22 ) begin
-      \$91  = 21'h000000;
-    end else if (\$23 ) begin
-      \$91  = \$24 [20:0];
+    \$109  = watchdog;
+    if (\$40 ) begin
+      \$109  = 21'h000000;
+    end else if (\$41 ) begin
+      \$109  = \$42 [20:0];
     end
     if (rst) begin
-      \$91  = 21'h000000;
+      \$109  = 21'h000000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$92  = halt;
-    if (\$27 ) begin
-      \$92  = 1'h1;
+    \$110  = halt;
+    if (\$45 ) begin
+      \$110  = 1'h1;
     end
-    if (\$44 ) begin
-      \$92  = 1'h1;
+    if (\$62 ) begin
+      \$110  = 1'h1;
     end
-    if (\$46 ) begin
-      \$92  = 1'h1;
+    if (\$64 ) begin
+      \$110  = 1'h1;
     end
-    if (\$48 ) begin
-      \$92  = 1'h1;
+    if (\$66 ) begin
+      \$110  = 1'h1;
     end
-    if (\$50 ) begin
-      \$92  = 1'h1;
+    if (\$68 ) begin
+      \$110  = 1'h1;
     end
-    if (\$52 ) begin
-      \$92  = 1'h1;
+    if (\$70 ) begin
+      \$110  = 1'h1;
     end
     if (rst) begin
-      \$92  = 1'h0;
+      \$110  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$93  = error_code;
-    if (\$27 ) begin
-      \$93  = 4'h6;
+    \$111  = error_code;
+    if (\$45 ) begin
+      \$111  = 4'h6;
     end
-    if (\$44 ) begin
-      \$93  = 4'h5;
+    if (\$62 ) begin
+      \$111  = 4'h5;
     end
-    if (\$46 ) begin
-      \$93  = \error_code$228 ;
+    if (\$64 ) begin
+      \$111  = \error_code$245 ;
     end
-    if (\$48 ) begin
-      \$93  = \error_code$230 ;
+    if (\$66 ) begin
+      \$111  = \error_code$247 ;
     end
-    if (\$50 ) begin
-      \$93  = \error_code$232 ;
+    if (\$68 ) begin
+      \$111  = \error_code$249 ;
     end
-    if (\$52 ) begin
-      \$93  = \error_code$234 ;
+    if (\$70 ) begin
+      \$111  = \error_code$251 ;
     end
     if (rst) begin
-      \$93  = 4'h0;
+      \$111  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$94  = error_index;
-    if (\$27 ) begin
-      \$94  = pc;
+    \$112  = error_index;
+    if (\$45 ) begin
+      \$112  = pc;
     end
-    if (\$44 ) begin
-      \$94  = waiting_index;
+    if (\$62 ) begin
+      \$112  = waiting_index;
     end
-    if (\$46 ) begin
-      \$94  = index;
+    if (\$64 ) begin
+      \$112  = index;
     end
-    if (\$48 ) begin
-      \$94  = \index$206 ;
+    if (\$66 ) begin
+      \$112  = \index$206 ;
     end
-    if (\$50 ) begin
-      \$94  = \index$208 ;
+    if (\$68 ) begin
+      \$112  = \index$208 ;
     end
-    if (\$52 ) begin
-      \$94  = pc;
+    if (\$70 ) begin
+      \$112  = pc;
     end
     if (rst) begin
-      \$94  = 32'd0;
+      \$112  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$95  = blocked_for;
+    \$113  = blocked_for;
     (* full_case = 32'd1 *)
-    if (\$39 ) begin
-      if (\$40 ) begin
-        \$95  = \$41 [3:0];
+    if (\$57 ) begin
+      if (\$58 ) begin
+        \$113  = \$59 [3:0];
       end
     end else begin
-      \$95  = 4'h0;
+      \$113  = 4'h0;
     end
     if (rst) begin
-      \$95  = 4'h0;
+      \$113  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$96  = perf;
+    \$114  = \larger$215 ;
+    if (rst) begin
+      \$114  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$115  = perf;
     if (running) begin
-      \$96 [127:64] = \$53 [63:0];
-      \$96 [191:128] = \$56 [63:0];
-      \$96 [255:192] = \$57 [63:0];
-      \$96 [319:256] = \$58 [63:0];
-      \$96 [383:320] = \$59 [63:0];
-      \$96 [447:384] = \$60 [63:0];
-      \$96 [511:448] = \$61 [63:0];
-      \$96 [575:512] = \$62 [63:0];
-      \$96 [639:576] = \$63 [63:0];
-      \$96 [703:640] = \$64 [63:0];
-      \$96 [767:704] = \$66 [63:0];
-      \$96 [831:768] = \$84 [63:0];
-      \$96 [895:832] = \$85 [63:0];
-      \$96 [959:896] = \$87 [63:0];
-      \$96 [1023:960] = \$88 [63:0];
+      \$115 [127:64] = \$71 [63:0];
+      \$115 [191:128] = \$74 [63:0];
+      \$115 [255:192] = \$75 [63:0];
+      \$115 [319:256] = \$76 [63:0];
+      \$115 [383:320] = \$77 [63:0];
+      \$115 [447:384] = \$78 [63:0];
+      \$115 [511:448] = \$79 [63:0];
+      \$115 [575:512] = \$80 [63:0];
+      \$115 [639:576] = \$81 [63:0];
+      \$115 [703:640] = \$82 [63:0];
+      \$115 [767:704] = \$84 [63:0];
+      \$115 [831:768] = \$102 [63:0];
+      \$115 [895:832] = \$103 [63:0];
+      \$115 [959:896] = \$105 [63:0];
+      \$115 [1023:960] = \$106 [63:0];
     end
     if (rst) begin
-      \$96  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$115  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign load_q__valid = w_en;
@@ -1325,8 +1413,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$9941$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$9941$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$9973$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$9973$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -1376,7 +1464,11 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   assign \halt$198  = halt;
   assign \halt$199  = halt;
   assign \halt$200  = halt;
-  assign \perf$210  = perf;
+  assign candidate = \$2 [31:0];
+  assign \candidate$212  = \$6 [31:0];
+  assign \candidate$214  = \$10 [31:0];
+  assign insn_frontier = \oldest$222 ;
+  assign \perf$227  = perf;
   assign \load_q__payload.insn  = w_data[127:0];
   assign \load_q__payload.index  = w_data[159:128];
   assign \queue__payload.insn  = queue__payload[127:0];
@@ -1394,9 +1486,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$9941$0 ;
+  assign \dram_resp__payload.tag  = \port$9973$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$9941$0 ;
+  assign \dram_resp__payload$115.tag  = \port$9973$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[159:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[175:160];
@@ -1420,27 +1512,27 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   assign \perf.dram_stall  = perf[895:832];
   assign \perf.macs  = perf[959:896];
   assign \perf.fetch_stall  = perf[1023:960];
-  assign \perf$210.tag  = perf[31:0];
-  assign \perf$210.reserved  = perf[63:32];
-  assign \perf$210.cycles  = perf[127:64];
-  assign \perf$210.insns_retired  = perf[191:128];
-  assign \perf$210.load_busy  = perf[255:192];
-  assign \perf$210.compute_busy  = perf[319:256];
-  assign \perf$210.store_busy  = perf[383:320];
-  assign \perf$210.array_active  = perf[447:384];
-  assign \perf$210.weight_load  = perf[511:448];
-  assign \perf$210.load_token_wait  = perf[575:512];
-  assign \perf$210.compute_token_wait  = perf[639:576];
-  assign \perf$210.store_token_wait  = perf[703:640];
-  assign \perf$210.dram_read_bytes  = perf[767:704];
-  assign \perf$210.dram_write_bytes  = perf[831:768];
-  assign \perf$210.dram_stall  = perf[895:832];
-  assign \perf$210.macs  = perf[959:896];
-  assign \perf$210.fetch_stall  = perf[1023:960];
+  assign \perf$227.tag  = perf[31:0];
+  assign \perf$227.reserved  = perf[63:32];
+  assign \perf$227.cycles  = perf[127:64];
+  assign \perf$227.insns_retired  = perf[191:128];
+  assign \perf$227.load_busy  = perf[255:192];
+  assign \perf$227.compute_busy  = perf[319:256];
+  assign \perf$227.store_busy  = perf[383:320];
+  assign \perf$227.array_active  = perf[447:384];
+  assign \perf$227.weight_load  = perf[511:448];
+  assign \perf$227.load_token_wait  = perf[575:512];
+  assign \perf$227.compute_token_wait  = perf[639:576];
+  assign \perf$227.store_token_wait  = perf[703:640];
+  assign \perf$227.dram_read_bytes  = perf[767:704];
+  assign \perf$227.dram_write_bytes  = perf[831:768];
+  assign \perf$227.dram_stall  = perf[895:832];
+  assign \perf$227.macs  = perf[959:896];
+  assign \perf$227.fetch_stall  = perf[1023:960];
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$9941$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$9973$0 
 , dram_resp__valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \$1 ;
@@ -1596,8 +1688,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$9941$0 ;
-  wire [1:0] \port$9941$0 ;
+  input [1:0] \port$9973$0 ;
+  wire [1:0] \port$9973$0 ;
   input rst;
   wire rst;
   assign \$1  = ~ client1__req__valid;
@@ -1648,13 +1740,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \$46  = \$44  & \$45 ;
   assign \$47  = ~ client2__req__valid;
   assign \$48  = \$46  & \$47 ;
-  assign \$49  = ! \port$9941$0 ;
+  assign \$49  = ! \port$9973$0 ;
   assign client0__resp__valid = dram_resp__valid & \$49 ;
-  assign \$50  = \port$9941$0  == 1'h1;
+  assign \$50  = \port$9973$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \$50 ;
-  assign \$51  = \port$9941$0  == 2'h2;
+  assign \$51  = \port$9973$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \$51 ;
-  assign \$52  = \port$9941$0  == 2'h3;
+  assign \$52  = \port$9973$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \$52 ;
   assign \$53  = ~ client1__req__valid;
   assign \$54  = client2__req__valid & \$53 ;
@@ -2019,19 +2111,19 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$9941$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$9973$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$9941$0 ;
+  assign \dram_resp__payload.tag  = \port$9973$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_prev, deps__room_next, deps__has_next, act__data, w_data, param__data, acc_rd__data, halt, idle, token_wait, deps__pop_prev, deps__pop_next, queue__ready, busy, deps__push_prev, deps__push_next, retired, acc_wr__en
-, acc_wr__addr, acc_wr__data, act__addr, act__en, acc_rd__addr, acc_rd__en, param__addr, param__en, wgt__addr, wgt__en, array_active, index, error, error_code, w_en, queue__valid, clk);
+module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_prev, deps__room_next, deps__has_next, act__data, w_data, param__data, acc_rd__data, halt, pending, pending_index, idle, token_wait, deps__pop_prev, deps__pop_next, queue__ready, busy, deps__push_prev, deps__push_next
+, retired, acc_wr__en, acc_wr__addr, acc_wr__data, act__addr, act__en, acc_rd__addr, acc_rd__en, param__addr, param__en, wgt__addr, wgt__en, array_active, index, error, error_code, w_en, queue__valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -2891,31 +2983,31 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [41:0] \$98 ;
   wire [31:0] \$99 ;
   reg \$signal  = 1'h0;
-  reg [3:0] \$signal$122  = 4'h0;
-  reg [19:0] \$signal$123  = 20'h00000;
-  reg [9:0] \$signal$124  = 10'h000;
-  reg [11:0] \$signal$127  = 12'h000;
-  reg [16:0] \$signal$128  = 17'h00000;
-  reg [16:0] \$signal$129  = 17'h00000;
+  reg [3:0] \$signal$125  = 4'h0;
+  reg [19:0] \$signal$126  = 20'h00000;
+  reg [9:0] \$signal$127  = 10'h000;
+  reg [11:0] \$signal$130  = 12'h000;
+  reg [16:0] \$signal$131  = 17'h00000;
+  reg [16:0] \$signal$132  = 17'h00000;
   (* init = 1'h0 *)
-  wire \$signal$28 ;
+  wire \$signal$32 ;
   (* init = 4'h0 *)
-  wire [3:0] \$signal$30 ;
-  reg \$signal$45  = 1'h0;
-  reg \$signal$47  = 1'h0;
-  reg \$signal$48  = 1'h0;
+  wire [3:0] \$signal$34 ;
   reg \$signal$49  = 1'h0;
-  reg [15:0] \$signal$52  = 16'h0000;
-  reg [15:0] \$signal$54  = 16'h0000;
-  reg \$signal$56  = 1'h0;
-  reg \$signal$57  = 1'h0;
-  reg [16:0] \$signal$59  = 17'h00000;
-  reg [16:0] \$signal$60  = 17'h00000;
-  reg [9:0] \$signal$61  = 10'h000;
-  reg \$signal$69  = 1'h0;
-  reg \$signal$76  = 1'h0;
-  reg [16:0] \$signal$77  = 17'h00000;
-  reg [9:0] \$signal$80  = 10'h000;
+  reg \$signal$51  = 1'h0;
+  reg \$signal$52  = 1'h0;
+  reg \$signal$53  = 1'h0;
+  reg [15:0] \$signal$56  = 16'h0000;
+  reg [15:0] \$signal$58  = 16'h0000;
+  reg \$signal$60  = 1'h0;
+  reg \$signal$61  = 1'h0;
+  reg [16:0] \$signal$63  = 17'h00000;
+  reg [16:0] \$signal$64  = 17'h00000;
+  reg [9:0] \$signal$65  = 10'h000;
+  reg \$signal$73  = 1'h0;
+  reg \$signal$80  = 1'h0;
+  reg [16:0] \$signal$81  = 17'h00000;
+  reg [9:0] \$signal$84  = 10'h000;
   wire [127:0] a;
   wire [7:0] \a[0] ;
   wire [7:0] \a[10] ;
@@ -2994,7 +3086,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   input deps__room_prev;
   wire deps__room_prev;
   reg done;
-  wire \done$21 ;
+  wire \done$25 ;
   reg [4:0] drain0 = 5'h00;
   reg [4:0] drain1 = 5'h00;
   output error;
@@ -3175,6 +3267,16 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [15:0] \meta9.acc ;
   wire \meta9.overwrite ;
   wire \meta9.valid ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] opcode;
   wire [511:0] out;
   wire [31:0] \out[0] ;
   wire [31:0] \out[10] ;
@@ -3198,6 +3300,10 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [2047:0] param__data;
   output param__en;
   reg param__en;
+  output pending;
+  reg pending;
+  output [31:0] pending_index;
+  reg [31:0] pending_index;
   wire [511:0] pool_value;
   wire [31:0] \pool_value[0] ;
   wire [31:0] \pool_value[10] ;
@@ -3246,23 +3352,23 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   input rst;
   wire rst;
   reg running;
-  reg [511:0] \running$46  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire [31:0] \running$46[0] ;
-  wire [31:0] \running$46[10] ;
-  wire [31:0] \running$46[11] ;
-  wire [31:0] \running$46[12] ;
-  wire [31:0] \running$46[13] ;
-  wire [31:0] \running$46[14] ;
-  wire [31:0] \running$46[15] ;
-  wire [31:0] \running$46[1] ;
-  wire [31:0] \running$46[2] ;
-  wire [31:0] \running$46[3] ;
-  wire [31:0] \running$46[4] ;
-  wire [31:0] \running$46[5] ;
-  wire [31:0] \running$46[6] ;
-  wire [31:0] \running$46[7] ;
-  wire [31:0] \running$46[8] ;
-  wire [31:0] \running$46[9] ;
+  reg [511:0] \running$50  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [31:0] \running$50[0] ;
+  wire [31:0] \running$50[10] ;
+  wire [31:0] \running$50[11] ;
+  wire [31:0] \running$50[12] ;
+  wire [31:0] \running$50[13] ;
+  wire [31:0] \running$50[14] ;
+  wire [31:0] \running$50[15] ;
+  wire [31:0] \running$50[1] ;
+  wire [31:0] \running$50[2] ;
+  wire [31:0] \running$50[3] ;
+  wire [31:0] \running$50[4] ;
+  wire [31:0] \running$50[5] ;
+  wire [31:0] \running$50[6] ;
+  wire [31:0] \running$50[7] ;
+  wire [31:0] \running$50[8] ;
+  wire [31:0] \running$50[9] ;
   reg [16:0] st_acc_base = 17'h00000;
   reg [11:0] st_i = 12'h000;
   reg [19:0] st_tiles = 20'h00000;
@@ -3273,7 +3379,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   reg [7:0] w = 8'h00;
   reg w_bank = 1'h0;
   (* init = 1'h0 *)
-  wire \w_bank$32 ;
+  wire \w_bank$36 ;
   input [127:0] w_data;
   wire [127:0] w_data;
   wire [7:0] \w_data[0] ;
@@ -3437,11 +3543,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$272  = word[102] ? \$271  : { \$270 [31], \$270  };
   assign \$273  = word[103] ? \$272  : { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] };
   assign \$274  = ! word[102];
-  assign \$275  = $signed(act__data[7:0]) > $signed(\running$46 [31:0]);
-  assign \$276  = \$275  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : \running$46 [31:0];
-  assign \$277  = $signed(\running$46 [31:0]) + $signed(act__data[7:0]);
+  assign \$275  = $signed(act__data[7:0]) > $signed(\running$50 [31:0]);
+  assign \$276  = \$275  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : \running$50 [31:0];
+  assign \$277  = $signed(\running$50 [31:0]) + $signed(act__data[7:0]);
   assign \$278  = word[102] ? \$277  : { \$276 [31], \$276  };
-  assign \$279  = \$signal$45  ? \$273  : \$278 ;
+  assign \$279  = \$signal$49  ? \$273  : \$278 ;
   assign \$280  = ! word[102];
   assign \$281  = $signed(act__data[15:8]) > $signed(acc_rd__data[63:32]);
   assign \$282  = \$281  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : acc_rd__data[63:32];
@@ -3449,11 +3555,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$284  = word[102] ? \$283  : { \$282 [31], \$282  };
   assign \$285  = word[103] ? \$284  : { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] };
   assign \$286  = ! word[102];
-  assign \$287  = $signed(act__data[15:8]) > $signed(\running$46 [63:32]);
-  assign \$288  = \$287  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : \running$46 [63:32];
-  assign \$289  = $signed(\running$46 [63:32]) + $signed(act__data[15:8]);
+  assign \$287  = $signed(act__data[15:8]) > $signed(\running$50 [63:32]);
+  assign \$288  = \$287  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : \running$50 [63:32];
+  assign \$289  = $signed(\running$50 [63:32]) + $signed(act__data[15:8]);
   assign \$290  = word[102] ? \$289  : { \$288 [31], \$288  };
-  assign \$291  = \$signal$45  ? \$285  : \$290 ;
+  assign \$291  = \$signal$49  ? \$285  : \$290 ;
   assign \$292  = ! word[102];
   assign \$293  = $signed(act__data[23:16]) > $signed(acc_rd__data[95:64]);
   assign \$294  = \$293  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : acc_rd__data[95:64];
@@ -3461,11 +3567,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$296  = word[102] ? \$295  : { \$294 [31], \$294  };
   assign \$297  = word[103] ? \$296  : { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] };
   assign \$298  = ! word[102];
-  assign \$299  = $signed(act__data[23:16]) > $signed(\running$46 [95:64]);
-  assign \$300  = \$299  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : \running$46 [95:64];
-  assign \$301  = $signed(\running$46 [95:64]) + $signed(act__data[23:16]);
+  assign \$299  = $signed(act__data[23:16]) > $signed(\running$50 [95:64]);
+  assign \$300  = \$299  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : \running$50 [95:64];
+  assign \$301  = $signed(\running$50 [95:64]) + $signed(act__data[23:16]);
   assign \$302  = word[102] ? \$301  : { \$300 [31], \$300  };
-  assign \$303  = \$signal$45  ? \$297  : \$302 ;
+  assign \$303  = \$signal$49  ? \$297  : \$302 ;
   assign \$304  = ! word[102];
   assign \$305  = $signed(act__data[31:24]) > $signed(acc_rd__data[127:96]);
   assign \$306  = \$305  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : acc_rd__data[127:96];
@@ -3473,11 +3579,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$308  = word[102] ? \$307  : { \$306 [31], \$306  };
   assign \$309  = word[103] ? \$308  : { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] };
   assign \$310  = ! word[102];
-  assign \$311  = $signed(act__data[31:24]) > $signed(\running$46 [127:96]);
-  assign \$312  = \$311  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : \running$46 [127:96];
-  assign \$313  = $signed(\running$46 [127:96]) + $signed(act__data[31:24]);
+  assign \$311  = $signed(act__data[31:24]) > $signed(\running$50 [127:96]);
+  assign \$312  = \$311  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : \running$50 [127:96];
+  assign \$313  = $signed(\running$50 [127:96]) + $signed(act__data[31:24]);
   assign \$314  = word[102] ? \$313  : { \$312 [31], \$312  };
-  assign \$315  = \$signal$45  ? \$309  : \$314 ;
+  assign \$315  = \$signal$49  ? \$309  : \$314 ;
   assign \$316  = ! word[102];
   assign \$317  = $signed(act__data[39:32]) > $signed(acc_rd__data[159:128]);
   assign \$318  = \$317  ? { act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39:32] } : acc_rd__data[159:128];
@@ -3485,11 +3591,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$320  = word[102] ? \$319  : { \$318 [31], \$318  };
   assign \$321  = word[103] ? \$320  : { act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39:32] };
   assign \$322  = ! word[102];
-  assign \$323  = $signed(act__data[39:32]) > $signed(\running$46 [159:128]);
-  assign \$324  = \$323  ? { act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39:32] } : \running$46 [159:128];
-  assign \$325  = $signed(\running$46 [159:128]) + $signed(act__data[39:32]);
+  assign \$323  = $signed(act__data[39:32]) > $signed(\running$50 [159:128]);
+  assign \$324  = \$323  ? { act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39:32] } : \running$50 [159:128];
+  assign \$325  = $signed(\running$50 [159:128]) + $signed(act__data[39:32]);
   assign \$326  = word[102] ? \$325  : { \$324 [31], \$324  };
-  assign \$327  = \$signal$45  ? \$321  : \$326 ;
+  assign \$327  = \$signal$49  ? \$321  : \$326 ;
   assign \$328  = ! word[102];
   assign \$329  = $signed(act__data[47:40]) > $signed(acc_rd__data[191:160]);
   assign \$330  = \$329  ? { act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47:40] } : acc_rd__data[191:160];
@@ -3497,11 +3603,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$332  = word[102] ? \$331  : { \$330 [31], \$330  };
   assign \$333  = word[103] ? \$332  : { act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47:40] };
   assign \$334  = ! word[102];
-  assign \$335  = $signed(act__data[47:40]) > $signed(\running$46 [191:160]);
-  assign \$336  = \$335  ? { act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47:40] } : \running$46 [191:160];
-  assign \$337  = $signed(\running$46 [191:160]) + $signed(act__data[47:40]);
+  assign \$335  = $signed(act__data[47:40]) > $signed(\running$50 [191:160]);
+  assign \$336  = \$335  ? { act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47:40] } : \running$50 [191:160];
+  assign \$337  = $signed(\running$50 [191:160]) + $signed(act__data[47:40]);
   assign \$338  = word[102] ? \$337  : { \$336 [31], \$336  };
-  assign \$339  = \$signal$45  ? \$333  : \$338 ;
+  assign \$339  = \$signal$49  ? \$333  : \$338 ;
   assign \$340  = ! word[102];
   assign \$341  = $signed(act__data[55:48]) > $signed(acc_rd__data[223:192]);
   assign \$342  = \$341  ? { act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55:48] } : acc_rd__data[223:192];
@@ -3509,11 +3615,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$344  = word[102] ? \$343  : { \$342 [31], \$342  };
   assign \$345  = word[103] ? \$344  : { act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55:48] };
   assign \$346  = ! word[102];
-  assign \$347  = $signed(act__data[55:48]) > $signed(\running$46 [223:192]);
-  assign \$348  = \$347  ? { act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55:48] } : \running$46 [223:192];
-  assign \$349  = $signed(\running$46 [223:192]) + $signed(act__data[55:48]);
+  assign \$347  = $signed(act__data[55:48]) > $signed(\running$50 [223:192]);
+  assign \$348  = \$347  ? { act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55:48] } : \running$50 [223:192];
+  assign \$349  = $signed(\running$50 [223:192]) + $signed(act__data[55:48]);
   assign \$350  = word[102] ? \$349  : { \$348 [31], \$348  };
-  assign \$351  = \$signal$45  ? \$345  : \$350 ;
+  assign \$351  = \$signal$49  ? \$345  : \$350 ;
   assign \$352  = ! word[102];
   assign \$353  = $signed(act__data[63:56]) > $signed(acc_rd__data[255:224]);
   assign \$354  = \$353  ? { act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63:56] } : acc_rd__data[255:224];
@@ -3521,11 +3627,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$356  = word[102] ? \$355  : { \$354 [31], \$354  };
   assign \$357  = word[103] ? \$356  : { act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63:56] };
   assign \$358  = ! word[102];
-  assign \$359  = $signed(act__data[63:56]) > $signed(\running$46 [255:224]);
-  assign \$360  = \$359  ? { act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63:56] } : \running$46 [255:224];
-  assign \$361  = $signed(\running$46 [255:224]) + $signed(act__data[63:56]);
+  assign \$359  = $signed(act__data[63:56]) > $signed(\running$50 [255:224]);
+  assign \$360  = \$359  ? { act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63:56] } : \running$50 [255:224];
+  assign \$361  = $signed(\running$50 [255:224]) + $signed(act__data[63:56]);
   assign \$362  = word[102] ? \$361  : { \$360 [31], \$360  };
-  assign \$363  = \$signal$45  ? \$357  : \$362 ;
+  assign \$363  = \$signal$49  ? \$357  : \$362 ;
   assign \$364  = ! word[102];
   assign \$365  = $signed(act__data[71:64]) > $signed(acc_rd__data[287:256]);
   assign \$366  = \$365  ? { act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71:64] } : acc_rd__data[287:256];
@@ -3533,11 +3639,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$368  = word[102] ? \$367  : { \$366 [31], \$366  };
   assign \$369  = word[103] ? \$368  : { act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71:64] };
   assign \$370  = ! word[102];
-  assign \$371  = $signed(act__data[71:64]) > $signed(\running$46 [287:256]);
-  assign \$372  = \$371  ? { act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71:64] } : \running$46 [287:256];
-  assign \$373  = $signed(\running$46 [287:256]) + $signed(act__data[71:64]);
+  assign \$371  = $signed(act__data[71:64]) > $signed(\running$50 [287:256]);
+  assign \$372  = \$371  ? { act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71:64] } : \running$50 [287:256];
+  assign \$373  = $signed(\running$50 [287:256]) + $signed(act__data[71:64]);
   assign \$374  = word[102] ? \$373  : { \$372 [31], \$372  };
-  assign \$375  = \$signal$45  ? \$369  : \$374 ;
+  assign \$375  = \$signal$49  ? \$369  : \$374 ;
   assign \$376  = ! word[102];
   assign \$377  = $signed(act__data[79:72]) > $signed(acc_rd__data[319:288]);
   assign \$378  = \$377  ? { act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79:72] } : acc_rd__data[319:288];
@@ -3545,11 +3651,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$380  = word[102] ? \$379  : { \$378 [31], \$378  };
   assign \$381  = word[103] ? \$380  : { act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79:72] };
   assign \$382  = ! word[102];
-  assign \$383  = $signed(act__data[79:72]) > $signed(\running$46 [319:288]);
-  assign \$384  = \$383  ? { act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79:72] } : \running$46 [319:288];
-  assign \$385  = $signed(\running$46 [319:288]) + $signed(act__data[79:72]);
+  assign \$383  = $signed(act__data[79:72]) > $signed(\running$50 [319:288]);
+  assign \$384  = \$383  ? { act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79:72] } : \running$50 [319:288];
+  assign \$385  = $signed(\running$50 [319:288]) + $signed(act__data[79:72]);
   assign \$386  = word[102] ? \$385  : { \$384 [31], \$384  };
-  assign \$387  = \$signal$45  ? \$381  : \$386 ;
+  assign \$387  = \$signal$49  ? \$381  : \$386 ;
   assign \$388  = ! word[102];
   assign \$389  = $signed(act__data[87:80]) > $signed(acc_rd__data[351:320]);
   assign \$390  = \$389  ? { act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87:80] } : acc_rd__data[351:320];
@@ -3557,11 +3663,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$392  = word[102] ? \$391  : { \$390 [31], \$390  };
   assign \$393  = word[103] ? \$392  : { act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87:80] };
   assign \$394  = ! word[102];
-  assign \$395  = $signed(act__data[87:80]) > $signed(\running$46 [351:320]);
-  assign \$396  = \$395  ? { act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87:80] } : \running$46 [351:320];
-  assign \$397  = $signed(\running$46 [351:320]) + $signed(act__data[87:80]);
+  assign \$395  = $signed(act__data[87:80]) > $signed(\running$50 [351:320]);
+  assign \$396  = \$395  ? { act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87:80] } : \running$50 [351:320];
+  assign \$397  = $signed(\running$50 [351:320]) + $signed(act__data[87:80]);
   assign \$398  = word[102] ? \$397  : { \$396 [31], \$396  };
-  assign \$399  = \$signal$45  ? \$393  : \$398 ;
+  assign \$399  = \$signal$49  ? \$393  : \$398 ;
   assign \$400  = ! word[102];
   assign \$401  = $signed(act__data[95:88]) > $signed(acc_rd__data[383:352]);
   assign \$402  = \$401  ? { act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95:88] } : acc_rd__data[383:352];
@@ -3569,11 +3675,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$404  = word[102] ? \$403  : { \$402 [31], \$402  };
   assign \$405  = word[103] ? \$404  : { act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95:88] };
   assign \$406  = ! word[102];
-  assign \$407  = $signed(act__data[95:88]) > $signed(\running$46 [383:352]);
-  assign \$408  = \$407  ? { act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95:88] } : \running$46 [383:352];
-  assign \$409  = $signed(\running$46 [383:352]) + $signed(act__data[95:88]);
+  assign \$407  = $signed(act__data[95:88]) > $signed(\running$50 [383:352]);
+  assign \$408  = \$407  ? { act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95:88] } : \running$50 [383:352];
+  assign \$409  = $signed(\running$50 [383:352]) + $signed(act__data[95:88]);
   assign \$410  = word[102] ? \$409  : { \$408 [31], \$408  };
-  assign \$411  = \$signal$45  ? \$405  : \$410 ;
+  assign \$411  = \$signal$49  ? \$405  : \$410 ;
   assign \$412  = ! word[102];
   assign \$413  = $signed(act__data[103:96]) > $signed(acc_rd__data[415:384]);
   assign \$414  = \$413  ? { act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103:96] } : acc_rd__data[415:384];
@@ -3581,11 +3687,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$416  = word[102] ? \$415  : { \$414 [31], \$414  };
   assign \$417  = word[103] ? \$416  : { act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103:96] };
   assign \$418  = ! word[102];
-  assign \$419  = $signed(act__data[103:96]) > $signed(\running$46 [415:384]);
-  assign \$420  = \$419  ? { act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103:96] } : \running$46 [415:384];
-  assign \$421  = $signed(\running$46 [415:384]) + $signed(act__data[103:96]);
+  assign \$419  = $signed(act__data[103:96]) > $signed(\running$50 [415:384]);
+  assign \$420  = \$419  ? { act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103:96] } : \running$50 [415:384];
+  assign \$421  = $signed(\running$50 [415:384]) + $signed(act__data[103:96]);
   assign \$422  = word[102] ? \$421  : { \$420 [31], \$420  };
-  assign \$423  = \$signal$45  ? \$417  : \$422 ;
+  assign \$423  = \$signal$49  ? \$417  : \$422 ;
   assign \$424  = ! word[102];
   assign \$425  = $signed(act__data[111:104]) > $signed(acc_rd__data[447:416]);
   assign \$426  = \$425  ? { act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111:104] } : acc_rd__data[447:416];
@@ -3593,11 +3699,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$428  = word[102] ? \$427  : { \$426 [31], \$426  };
   assign \$429  = word[103] ? \$428  : { act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111:104] };
   assign \$430  = ! word[102];
-  assign \$431  = $signed(act__data[111:104]) > $signed(\running$46 [447:416]);
-  assign \$432  = \$431  ? { act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111:104] } : \running$46 [447:416];
-  assign \$433  = $signed(\running$46 [447:416]) + $signed(act__data[111:104]);
+  assign \$431  = $signed(act__data[111:104]) > $signed(\running$50 [447:416]);
+  assign \$432  = \$431  ? { act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111:104] } : \running$50 [447:416];
+  assign \$433  = $signed(\running$50 [447:416]) + $signed(act__data[111:104]);
   assign \$434  = word[102] ? \$433  : { \$432 [31], \$432  };
-  assign \$435  = \$signal$45  ? \$429  : \$434 ;
+  assign \$435  = \$signal$49  ? \$429  : \$434 ;
   assign \$436  = ! word[102];
   assign \$437  = $signed(act__data[119:112]) > $signed(acc_rd__data[479:448]);
   assign \$438  = \$437  ? { act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119:112] } : acc_rd__data[479:448];
@@ -3605,11 +3711,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$440  = word[102] ? \$439  : { \$438 [31], \$438  };
   assign \$441  = word[103] ? \$440  : { act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119:112] };
   assign \$442  = ! word[102];
-  assign \$443  = $signed(act__data[119:112]) > $signed(\running$46 [479:448]);
-  assign \$444  = \$443  ? { act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119:112] } : \running$46 [479:448];
-  assign \$445  = $signed(\running$46 [479:448]) + $signed(act__data[119:112]);
+  assign \$443  = $signed(act__data[119:112]) > $signed(\running$50 [479:448]);
+  assign \$444  = \$443  ? { act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119:112] } : \running$50 [479:448];
+  assign \$445  = $signed(\running$50 [479:448]) + $signed(act__data[119:112]);
   assign \$446  = word[102] ? \$445  : { \$444 [31], \$444  };
-  assign \$447  = \$signal$45  ? \$441  : \$446 ;
+  assign \$447  = \$signal$49  ? \$441  : \$446 ;
   assign \$448  = ! word[102];
   assign \$449  = $signed(act__data[127:120]) > $signed(acc_rd__data[511:480]);
   assign \$450  = \$449  ? { act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127:120] } : acc_rd__data[511:480];
@@ -3617,32 +3723,32 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$452  = word[102] ? \$451  : { \$450 [31], \$450  };
   assign \$453  = word[103] ? \$452  : { act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127:120] };
   assign \$454  = ! word[102];
-  assign \$455  = $signed(act__data[127:120]) > $signed(\running$46 [511:480]);
-  assign \$456  = \$455  ? { act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127:120] } : \running$46 [511:480];
-  assign \$457  = $signed(\running$46 [511:480]) + $signed(act__data[127:120]);
+  assign \$455  = $signed(act__data[127:120]) > $signed(\running$50 [511:480]);
+  assign \$456  = \$455  ? { act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127:120] } : \running$50 [511:480];
+  assign \$457  = $signed(\running$50 [511:480]) + $signed(act__data[127:120]);
   assign \$458  = word[102] ? \$457  : { \$456 [31], \$456  };
-  assign \$459  = \$signal$45  ? \$453  : \$458 ;
+  assign \$459  = \$signal$49  ? \$453  : \$458 ;
   assign \$460  = word[3:0] == 3'h4;
-  assign \$461  = \$signal$48  & \$460 ;
-  assign \$462  = \$signal$48  & \$signal$49 ;
-  assign \$463  = ~ \$signal$56 ;
-  assign \$464  = ~ \$signal$57 ;
+  assign \$461  = \$signal$52  & \$460 ;
+  assign \$462  = \$signal$52  & \$signal$53 ;
+  assign \$463  = ~ \$signal$60 ;
+  assign \$464  = ~ \$signal$61 ;
   assign \$465  = \$463  & \$464 ;
   assign \$466  = ! in_flight;
   assign \$467  = \$465  & \$466 ;
-  assign \$468  = ~ \$signal$47 ;
+  assign \$468  = ~ \$signal$51 ;
   assign \$469  = \$467  & \$468 ;
-  assign \$470  = \$signal$59  >= 12'h800;
-  assign \$471  = \$signal$60  >= 14'h2000;
+  assign \$470  = \$signal$63  >= 12'h800;
+  assign \$471  = \$signal$64  >= 14'h2000;
   assign \$472  = word[111] & \$471 ;
   assign \$473  = \$470  | \$472 ;
-  assign \$474  = word[55:40] + \$signal$61 ;
+  assign \$474  = word[55:40] + \$signal$65 ;
   assign \$475  = \$474  >= 9'h100;
   assign \$476  = \$473  | \$475 ;
   assign \$477  = ~ halt;
-  assign \$478  = word[55:40] + \$signal$61 ;
-  assign \$479  = \$signal$60  >= 14'h2000;
-  assign \$480  = \$signal$59  >= 12'h800;
+  assign \$478  = word[55:40] + \$signal$65 ;
+  assign \$479  = \$signal$64  >= 14'h2000;
+  assign \$480  = \$signal$63  >= 12'h800;
   assign \$481  = \$479  | \$480 ;
   assign \$482  = ~ halt;
   assign \$483  = ! w;
@@ -3652,16 +3758,16 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$487  = ~ loaded[0];
   assign \$488  = ! drain0;
   assign \$489  = \$487  & \$488 ;
-  assign \$490  = \$signal$69  ? \$486  : \$489 ;
-  assign \$491  = \$signal$56  & \$490 ;
+  assign \$490  = \$signal$73  ? \$486  : \$489 ;
+  assign \$491  = \$signal$60  & \$490 ;
   assign \$492  = ~ halt;
   assign \$493  = \$491  & \$492 ;
   assign \$494  = wl_addr >= 13'h1000;
   assign \$495  = ~ \$494 ;
   assign \$496  = \$493  & \$495 ;
-  assign \$497  = \$signal$76  ? loaded[1] : loaded[0];
-  assign \$498  = \$signal$57  & \$497 ;
-  assign \$499  = \$signal$77  + st_i;
+  assign \$497  = \$signal$80  ? loaded[1] : loaded[0];
+  assign \$498  = \$signal$61  & \$497 ;
+  assign \$499  = \$signal$81  + st_i;
   assign \$500  = \$499  >= 14'h2000;
   assign \$501  = st_acc_base + st_i;
   assign \$502  = \$501  >= 12'h800;
@@ -3672,11 +3778,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$507  = \$505  & \$506 ;
   assign \$508  = st_acc_base + st_i;
   assign \$509  = ~ word[120];
-  assign \$510  = ! \$signal$80 ;
+  assign \$510  = ! \$signal$84 ;
   assign \$511  = \$509  & \$510 ;
-  assign \$512  = \$signal$76  ? loaded[1] : loaded[0];
-  assign \$513  = \$signal$57  & \$512 ;
-  assign \$514  = \$signal$77  + st_i;
+  assign \$512  = \$signal$80  ? loaded[1] : loaded[0];
+  assign \$513  = \$signal$61  & \$512 ;
+  assign \$514  = \$signal$81  + st_i;
   assign \$515  = \$514  >= 14'h2000;
   assign \$516  = st_acc_base + st_i;
   assign \$517  = \$516  >= 12'h800;
@@ -3685,7 +3791,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$520  = \$513  & \$519 ;
   assign \$521  = ~ halt;
   assign \$522  = \$520  & \$521 ;
-  assign \$523  = \$signal$77  + st_i;
+  assign \$523  = \$signal$81  + st_i;
   assign \$524  = ! frame_state;
   assign \$525  = frame_state == 1'h1;
   assign \$526  = frame_state == 2'h2;
@@ -3714,7 +3820,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$549  = ~ halt;
   assign \$550  = \$548  & \$549 ;
   assign \$551  = word[3:0] == 3'h4;
-  assign \$552  = \$signal$48  & \$551 ;
+  assign \$552  = \$signal$52  & \$551 ;
   assign \$553  = \$552  & word[111];
   assign \$554  = param__data[111:104] > 6'h3e;
   assign \$556  = param__data[239:232] > 6'h3e;
@@ -3771,59 +3877,59 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$609  = ! word[59:52];
   assign \$610  = \$608  | \$609 ;
   assign \$611  = ~ error;
-  assign \$613  = ~ \$signal$56 ;
-  assign \$614  = ~ \$signal$57 ;
+  assign \$613  = ~ \$signal$60 ;
+  assign \$614  = ~ \$signal$61 ;
   assign \$615  = \$613  & \$614 ;
   assign \$616  = ! in_flight;
   assign \$617  = \$615  & \$616 ;
-  assign \$618  = ~ \$signal$47 ;
+  assign \$618  = ~ \$signal$51 ;
   assign \$619  = \$617  & \$618 ;
-  assign \$620  = \$signal$59  >= 12'h800;
-  assign \$621  = \$signal$60  >= 14'h2000;
+  assign \$620  = \$signal$63  >= 12'h800;
+  assign \$621  = \$signal$64  >= 14'h2000;
   assign \$622  = word[111] & \$621 ;
   assign \$623  = \$620  | \$622 ;
-  assign \$624  = word[55:40] + \$signal$61 ;
+  assign \$624  = word[55:40] + \$signal$65 ;
   assign \$625  = \$624  >= 9'h100;
   assign \$626  = \$623  | \$625 ;
   assign \$627  = ~ halt;
   assign \$628  = ~ error;
   assign \$630  = word[67:56] - 1'h1;
-  assign \$631  = \$signal$127  == \$630 ;
-  assign \$632  = \$signal$61  + 1'h1;
-  assign \$633  = \$signal$128  + word[109:94];
-  assign \$634  = \$signal$129  + word[93:78];
-  assign \$635  = \$signal$128  + word[109:94];
-  assign \$636  = \$signal$129  + word[93:78];
+  assign \$631  = \$signal$130  == \$630 ;
+  assign \$632  = \$signal$65  + 1'h1;
+  assign \$633  = \$signal$131  + word[109:94];
+  assign \$634  = \$signal$132  + word[93:78];
+  assign \$635  = \$signal$131  + word[109:94];
+  assign \$636  = \$signal$132  + word[93:78];
   assign \$637  = word[77:68] - 1'h1;
-  assign \$638  = \$signal$61  == \$637 ;
-  assign \$639  = \$signal$127  + 1'h1;
-  assign \$640  = \$signal$60  + 1'h1;
-  assign \$641  = \$signal$59  + 1'h1;
-  assign \$642  = \$signal$60  >= 14'h2000;
-  assign \$643  = \$signal$59  >= 12'h800;
+  assign \$638  = \$signal$65  == \$637 ;
+  assign \$639  = \$signal$130  + 1'h1;
+  assign \$640  = \$signal$64  + 1'h1;
+  assign \$641  = \$signal$63  + 1'h1;
+  assign \$642  = \$signal$64  >= 14'h2000;
+  assign \$643  = \$signal$63  >= 12'h800;
   assign \$644  = \$642  | \$643 ;
   assign \$645  = ~ halt;
   assign \$646  = ~ error;
   assign \$648  = ! w;
   assign \$649  = word[59:52] - 1'h1;
   assign \$650  = w == \$649 ;
-  assign \$651  = \$signal$60  + 1'h1;
+  assign \$651  = \$signal$64  + 1'h1;
   assign \$652  = word[59:52] - 1'h1;
   assign \$653  = w == \$652 ;
   assign \$654  = ~ \$653 ;
   assign \$655  = word[51:40] - 1'h1;
-  assign \$656  = \$signal$127  == \$655 ;
+  assign \$656  = \$signal$130  == \$655 ;
   assign \$657  = w + 1'h1;
-  assign \$658  = \$signal$61  + 1'h1;
-  assign \$659  = \$signal$128  + word[85:70];
-  assign \$660  = \$signal$129  + word[101:86];
-  assign \$661  = \$signal$128  + word[85:70];
-  assign \$662  = \$signal$129  + word[101:86];
+  assign \$658  = \$signal$65  + 1'h1;
+  assign \$659  = \$signal$131  + word[85:70];
+  assign \$660  = \$signal$132  + word[101:86];
+  assign \$661  = \$signal$131  + word[85:70];
+  assign \$662  = \$signal$132  + word[101:86];
   assign \$663  = word[69:60] - 1'h1;
-  assign \$664  = \$signal$61  == \$663 ;
-  assign \$665  = \$signal$127  + 1'h1;
-  assign \$666  = \$signal$59  + 1'h1;
-  assign \$667  = gemm_running & \$signal$56 ;
+  assign \$664  = \$signal$65  == \$663 ;
+  assign \$665  = \$signal$130  + 1'h1;
+  assign \$666  = \$signal$63  + 1'h1;
+  assign \$667  = gemm_running & \$signal$60 ;
   assign \$668  = wl_addr >= 13'h1000;
   assign \$669  = \$667  & \$668 ;
   assign \$670  = ~ error;
@@ -3833,20 +3939,20 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$675  = ~ loaded[0];
   assign \$676  = ! drain0;
   assign \$677  = \$675  & \$676 ;
-  assign \$678  = \$signal$69  ? \$674  : \$677 ;
-  assign \$679  = \$signal$56  & \$678 ;
+  assign \$678  = \$signal$73  ? \$674  : \$677 ;
+  assign \$679  = \$signal$60  & \$678 ;
   assign \$680  = ~ halt;
   assign \$681  = \$679  & \$680 ;
   assign \$682  = wl_addr >= 13'h1000;
   assign \$683  = ~ \$682 ;
   assign \$684  = \$681  & \$683 ;
   assign \$685  = wl_addr + 1'h1;
-  assign \$686  = \$signal$122  == 4'hf;
-  assign \$687  = ~ \$signal$69 ;
-  assign \$688  = \$signal$123  + 1'h1;
+  assign \$686  = \$signal$125  == 4'hf;
+  assign \$687  = ~ \$signal$73 ;
+  assign \$688  = \$signal$126  + 1'h1;
   assign \$689  = total_tiles - 1'h1;
-  assign \$690  = \$signal$123  == \$689 ;
-  assign \$691  = \$signal$122  + 1'h1;
+  assign \$690  = \$signal$126  == \$689 ;
+  assign \$691  = \$signal$125  + 1'h1;
   assign \$692  = ! w_bank;
   assign \$693  = w_en & \$692 ;
   assign \$694  = w_row == 4'hf;
@@ -3854,19 +3960,19 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$697  = w_en & \$696 ;
   assign \$698  = w_row == 4'hf;
   assign \$699  = \$697  & \$698 ;
-  assign \$700  = gemm_running & \$signal$57 ;
-  assign \$701  = \$signal$76  ? loaded[1] : loaded[0];
+  assign \$700  = gemm_running & \$signal$61 ;
+  assign \$701  = \$signal$80  ? loaded[1] : loaded[0];
   assign \$702  = \$700  & \$701 ;
-  assign \$703  = \$signal$77  + st_i;
+  assign \$703  = \$signal$81  + st_i;
   assign \$704  = \$703  >= 14'h2000;
   assign \$705  = st_acc_base + st_i;
   assign \$706  = \$705  >= 12'h800;
   assign \$707  = \$704  | \$706 ;
   assign \$708  = \$702  & \$707 ;
   assign \$709  = ~ error;
-  assign \$711  = \$signal$76  ? loaded[1] : loaded[0];
-  assign \$712  = \$signal$57  & \$711 ;
-  assign \$713  = \$signal$77  + st_i;
+  assign \$711  = \$signal$80  ? loaded[1] : loaded[0];
+  assign \$712  = \$signal$61  & \$711 ;
+  assign \$713  = \$signal$81  + st_i;
   assign \$714  = \$713  >= 14'h2000;
   assign \$715  = st_acc_base + st_i;
   assign \$716  = \$715  >= 12'h800;
@@ -3877,22 +3983,22 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$721  = \$719  & \$720 ;
   assign \$722  = word[67:56] - 1'h1;
   assign \$723  = st_i == \$722 ;
-  assign \$724  = ! \$signal$76 ;
-  assign \$726  = ~ \$signal$76 ;
+  assign \$724  = ! \$signal$80 ;
+  assign \$726  = ~ \$signal$80 ;
   assign \$727  = st_tiles + 1'h1;
   assign \$728  = word[87:78] - 1'h1;
-  assign \$729  = \$signal$124  == \$728 ;
-  assign \$730  = \$signal$80  + 1'h1;
-  assign \$731  = \$signal$77  + word[103:88];
-  assign \$732  = \$signal$124  + 1'h1;
+  assign \$729  = \$signal$127  == \$728 ;
+  assign \$730  = \$signal$84  + 1'h1;
+  assign \$731  = \$signal$81  + word[103:88];
+  assign \$732  = \$signal$127  + 1'h1;
   assign \$733  = st_acc_base + word[119:104];
   assign \$734  = total_tiles - 1'h1;
   assign \$735  = st_tiles == \$734 ;
   assign \$736  = st_i + 1'h1;
   assign \$737  = | drain0;
-  assign \$738  = \$signal$76  ? loaded[1] : loaded[0];
-  assign \$739  = \$signal$57  & \$738 ;
-  assign \$740  = \$signal$77  + st_i;
+  assign \$738  = \$signal$80  ? loaded[1] : loaded[0];
+  assign \$739  = \$signal$61  & \$738 ;
+  assign \$740  = \$signal$81  + st_i;
   assign \$741  = \$740  >= 14'h2000;
   assign \$742  = st_acc_base + st_i;
   assign \$743  = \$742  >= 12'h800;
@@ -3904,15 +4010,15 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$749  = word[67:56] - 1'h1;
   assign \$750  = st_i == \$749 ;
   assign \$751  = \$748  & \$750 ;
-  assign \$752  = ! \$signal$76 ;
+  assign \$752  = ! \$signal$80 ;
   assign \$753  = \$751  & \$752 ;
   assign \$754  = ~ \$753 ;
   assign \$755  = \$737  & \$754 ;
   assign \$756  = drain0 - 1'h1;
   assign \$757  = | drain1;
-  assign \$758  = \$signal$76  ? loaded[1] : loaded[0];
-  assign \$759  = \$signal$57  & \$758 ;
-  assign \$760  = \$signal$77  + st_i;
+  assign \$758  = \$signal$80  ? loaded[1] : loaded[0];
+  assign \$759  = \$signal$61  & \$758 ;
+  assign \$760  = \$signal$81  + st_i;
   assign \$761  = \$760  >= 14'h2000;
   assign \$762  = st_acc_base + st_i;
   assign \$763  = \$762  >= 12'h800;
@@ -3929,7 +4035,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$775  = \$757  & \$774 ;
   assign \$776  = drain1 - 1'h1;
   assign \$777  = in_flight + issue[0];
-  assign \$778  = \$777  - \$signal$47 ;
+  assign \$778  = \$777  - \$signal$51 ;
   always @(posedge clk)
     frame_state <= \$779 ;
   always @(posedge clk)
@@ -4007,9 +4113,9 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   always @(posedge clk)
     bank <= \$816 ;
   always @(posedge clk)
-    \$signal$47  <= \$817 ;
+    \$signal$51  <= \$817 ;
   always @(posedge clk)
-    \$signal$52  <= \$818 ;
+    \$signal$56  <= \$818 ;
   always @(posedge clk)
     rmw_overwrite <= \$819 ;
   always @(posedge clk)
@@ -4019,61 +4125,61 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   always @(posedge clk)
     error_code <= \$822 ;
   always @(posedge clk)
-    \running$46  <= \$823 ;
+    \running$50  <= \$823 ;
   always @(posedge clk)
     compute_state <= \$824 ;
   always @(posedge clk)
     total_tiles <= \$825 ;
   always @(posedge clk)
-    \$signal$56  <= \$826 ;
+    \$signal$60  <= \$826 ;
   always @(posedge clk)
-    \$signal$69  <= \$827 ;
+    \$signal$73  <= \$827 ;
   always @(posedge clk)
-    \$signal$122  <= \$828 ;
+    \$signal$125  <= \$828 ;
   always @(posedge clk)
-    \$signal$123  <= \$829 ;
+    \$signal$126  <= \$829 ;
   always @(posedge clk)
     wl_addr <= \$830 ;
   always @(posedge clk)
-    \$signal$57  <= \$831 ;
+    \$signal$61  <= \$831 ;
   always @(posedge clk)
-    \$signal$76  <= \$832 ;
+    \$signal$80  <= \$832 ;
   always @(posedge clk)
     st_i <= \$833 ;
   always @(posedge clk)
-    \$signal$80  <= \$834 ;
+    \$signal$84  <= \$834 ;
   always @(posedge clk)
-    \$signal$124  <= \$835 ;
+    \$signal$127  <= \$835 ;
   always @(posedge clk)
     st_tiles <= \$836 ;
   always @(posedge clk)
-    \$signal$77  <= \$837 ;
+    \$signal$81  <= \$837 ;
   always @(posedge clk)
     st_acc_base <= \$838 ;
   always @(posedge clk)
     gemm_running <= \$839 ;
   always @(posedge clk)
-    \$signal$61  <= \$840 ;
+    \$signal$65  <= \$840 ;
   always @(posedge clk)
-    \$signal$127  <= \$841 ;
+    \$signal$130  <= \$841 ;
   always @(posedge clk)
-    \$signal$60  <= \$842 ;
+    \$signal$64  <= \$842 ;
   always @(posedge clk)
-    \$signal$59  <= \$843 ;
+    \$signal$63  <= \$843 ;
   always @(posedge clk)
-    \$signal$128  <= \$844 ;
+    \$signal$131  <= \$844 ;
   always @(posedge clk)
-    \$signal$129  <= \$845 ;
+    \$signal$132  <= \$845 ;
   always @(posedge clk)
     w <= \$846 ;
   always @(posedge clk)
-    \$signal$48  <= \$847 ;
+    \$signal$52  <= \$847 ;
   always @(posedge clk)
-    \$signal$54  <= \$848 ;
+    \$signal$58  <= \$848 ;
   always @(posedge clk)
-    \$signal$45  <= \$849 ;
+    \$signal$49  <= \$849 ;
   always @(posedge clk)
-    \$signal$49  <= \$850 ;
+    \$signal$53  <= \$850 ;
   always @(posedge clk)
     w_en <= \$851 ;
   always @(posedge clk)
@@ -4243,6 +4349,36 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    pending = queue__valid;
+    (* full_case = 32'd1 *)
+    casez (frame_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          pending = 1'h1;
+      2'h3:
+          pending = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    pending_index = queue__payload[159:128];
+    (* full_case = 32'd1 *)
+    casez (frame_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          pending_index = index;
+      2'h3:
+          pending_index = index;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     idle = 1'h0;
     casez (frame_state)
       2'h0:
@@ -4390,7 +4526,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     acc_wr__en = 1'h0;
-    if (\$signal$47 ) begin
+    if (\$signal$51 ) begin
       acc_wr__en = 1'h1;
     end else if (\$461 ) begin
       acc_wr__en = 1'h1;
@@ -4401,18 +4537,18 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     acc_wr__addr = 16'h0000;
-    if (\$signal$47 ) begin
-      acc_wr__addr = \$signal$52 ;
+    if (\$signal$51 ) begin
+      acc_wr__addr = \$signal$56 ;
     end else if (\$461 ) begin
-      acc_wr__addr = \$signal$54 ;
+      acc_wr__addr = \$signal$58 ;
     end else if (\$462 ) begin
-      acc_wr__addr = \$signal$54 ;
+      acc_wr__addr = \$signal$58 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     acc_wr__data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\$signal$47 ) begin
+    if (\$signal$51 ) begin
       acc_wr__data = gemm_sum;
     end else if (\$461 ) begin
       acc_wr__data = accum_value;
@@ -4463,12 +4599,12 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h4:
           if (\$476 ) begin
           end else if (\$477 ) begin
-            act__addr = \$signal$60 [15:0];
+            act__addr = \$signal$64 [15:0];
           end
       3'h5:
           if (\$481 ) begin
           end else if (\$482 ) begin
-            act__addr = \$signal$60 [15:0];
+            act__addr = \$signal$64 [15:0];
           end
     endcase
     if (\$522 ) begin
@@ -4513,12 +4649,12 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h4:
           if (\$476 ) begin
           end else if (\$477 ) begin
-            acc_rd__addr = \$signal$59 [15:0];
+            acc_rd__addr = \$signal$63 [15:0];
           end
       3'h5:
           if (\$481 ) begin
           end else if (\$482 ) begin
-            acc_rd__addr = \$signal$59 [15:0];
+            acc_rd__addr = \$signal$63 [15:0];
           end
     endcase
     if (meta32[0]) begin
@@ -4894,7 +5030,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$816  = \$signal$76 ;
+    \$816  = \$signal$80 ;
     if (rst) begin
       \$816  = 1'h0;
     end
@@ -5047,8 +5183,8 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$823  = \running$46 ;
-    if (\$signal$48 ) begin
+    \$823  = \running$50 ;
+    if (\$signal$52 ) begin
       \$823  = pool_value;
     end
     if (rst) begin
@@ -5144,7 +5280,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$826  = \$signal$56 ;
+    \$826  = \$signal$60 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5171,7 +5307,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$827  = \$signal$69 ;
+    \$827  = \$signal$73 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5196,7 +5332,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$828  = \$signal$122 ;
+    \$828  = \$signal$125 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5224,7 +5360,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$829  = \$signal$123 ;
+    \$829  = \$signal$126 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5272,7 +5408,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$831  = \$signal$57 ;
+    \$831  = \$signal$61 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5299,7 +5435,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$832  = \$signal$76 ;
+    \$832  = \$signal$80 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5352,7 +5488,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$834  = \$signal$80 ;
+    \$834  = \$signal$84 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5379,7 +5515,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$835  = \$signal$124 ;
+    \$835  = \$signal$127 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5434,7 +5570,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$837  = \$signal$77 ;
+    \$837  = \$signal$81 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5515,7 +5651,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$840  = \$signal$61 ;
+    \$840  = \$signal$65 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5560,7 +5696,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$841  = \$signal$127 ;
+    \$841  = \$signal$130 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5611,7 +5747,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$842  = \$signal$60 ;
+    \$842  = \$signal$64 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5660,7 +5796,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$843  = \$signal$59 ;
+    \$843  = \$signal$63 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5711,7 +5847,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$844  = \$signal$128 ;
+    \$844  = \$signal$131 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5756,7 +5892,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$845  = \$signal$129 ;
+    \$845  = \$signal$132 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5841,7 +5977,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$847  = \$signal$48 ;
+    \$847  = \$signal$52 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5874,7 +6010,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$848  = \$signal$54 ;
+    \$848  = \$signal$58 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5885,12 +6021,12 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h4:
           if (\$626 ) begin
           end else if (\$627 ) begin
-            \$848  = \$signal$59 [15:0];
+            \$848  = \$signal$63 [15:0];
           end
       3'h5:
           if (\$644 ) begin
           end else if (\$645 ) begin
-            \$848  = \$signal$59 [15:0];
+            \$848  = \$signal$63 [15:0];
           end
     endcase
     if (rst) begin
@@ -5899,7 +6035,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$849  = \$signal$45 ;
+    \$849  = \$signal$49 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5921,7 +6057,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$850  = \$signal$49 ;
+    \$850  = \$signal$53 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -5957,7 +6093,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     \$852  = w_row;
     if (\$684 ) begin
-      \$852  = \$signal$122 ;
+      \$852  = \$signal$125 ;
     end
     if (rst) begin
       \$852  = 4'h0;
@@ -5967,7 +6103,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     \$853  = w_bank;
     if (\$684 ) begin
-      \$853  = \$signal$69 ;
+      \$853  = \$signal$73 ;
     end
     if (rst) begin
       \$853  = 1'h0;
@@ -6037,11 +6173,12 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       \$857  = 6'h00;
     end
   end
-  assign \done$21  = done;
+  assign opcode = word[3:0];
+  assign \done$25  = done;
   assign feed_bank = bank;
-  assign \$signal$28  = w_en;
-  assign \$signal$30  = w_row;
-  assign \w_bank$32  = w_bank;
+  assign \$signal$32  = w_en;
+  assign \$signal$34  = w_row;
+  assign \w_bank$36  = w_bank;
   assign wgt__data = w_data;
   assign weight_load = w_en;
   assign bad_shift = 1'h0;
@@ -6147,22 +6284,22 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \pool_value[13]  = pool_value[447:416];
   assign \pool_value[14]  = pool_value[479:448];
   assign \pool_value[15]  = pool_value[511:480];
-  assign \running$46[0]  = \running$46 [31:0];
-  assign \running$46[1]  = \running$46 [63:32];
-  assign \running$46[2]  = \running$46 [95:64];
-  assign \running$46[3]  = \running$46 [127:96];
-  assign \running$46[4]  = \running$46 [159:128];
-  assign \running$46[5]  = \running$46 [191:160];
-  assign \running$46[6]  = \running$46 [223:192];
-  assign \running$46[7]  = \running$46 [255:224];
-  assign \running$46[8]  = \running$46 [287:256];
-  assign \running$46[9]  = \running$46 [319:288];
-  assign \running$46[10]  = \running$46 [351:320];
-  assign \running$46[11]  = \running$46 [383:352];
-  assign \running$46[12]  = \running$46 [415:384];
-  assign \running$46[13]  = \running$46 [447:416];
-  assign \running$46[14]  = \running$46 [479:448];
-  assign \running$46[15]  = \running$46 [511:480];
+  assign \running$50[0]  = \running$50 [31:0];
+  assign \running$50[1]  = \running$50 [63:32];
+  assign \running$50[2]  = \running$50 [95:64];
+  assign \running$50[3]  = \running$50 [127:96];
+  assign \running$50[4]  = \running$50 [159:128];
+  assign \running$50[5]  = \running$50 [191:160];
+  assign \running$50[6]  = \running$50 [223:192];
+  assign \running$50[7]  = \running$50 [255:224];
+  assign \running$50[8]  = \running$50 [287:256];
+  assign \running$50[9]  = \running$50 [319:288];
+  assign \running$50[10]  = \running$50 [351:320];
+  assign \running$50[11]  = \running$50 [383:352];
+  assign \running$50[12]  = \running$50 [415:384];
+  assign \running$50[13]  = \running$50 [447:416];
+  assign \running$50[14]  = \running$50 [479:448];
+  assign \running$50[15]  = \running$50 [511:480];
   assign \meta32.valid  = meta32[0];
   assign \meta32.acc  = meta32[16:1];
   assign \meta32.overwrite  = meta32[17];
@@ -6338,8 +6475,8 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$671  = \$670 ;
   assign \$696  = w_bank;
   assign \$710  = \$709 ;
-  assign \$725  = \$signal$76 ;
-  assign \$772  = \$signal$76 ;
+  assign \$725  = \$signal$80 ;
+  assign \$772  = \$signal$80 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -44222,8 +44359,8 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, desc_bus__req__valid, data_bus__req__valid, act__addr, queue__payload, deps__room_next, deps__has_next, bus__resp__valid, \bus__resp__valid$38 , bus__resp__payload, halt, idle, token_wait, deps__pop_next, queue__ready, busy
-, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, \index$106 , \error$108 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$32 , desc_base);
+module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, desc_bus__req__valid, data_bus__req__valid, act__addr, queue__payload, deps__room_next, deps__has_next, bus__resp__valid, \bus__resp__valid$42 , bus__resp__payload, halt, pending, pending_index, idle, token_wait, deps__pop_next
+, queue__ready, busy, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, index, \error$111 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$36 , desc_base);
   reg \$auto$verilog_backend.cc:2355:dump_module$265  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -44345,53 +44482,53 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \$98 ;
   wire [16:0] \$99 ;
   reg [15:0] \$signal ;
-  reg [16:0] \$signal$60 ;
+  reg [16:0] \$signal$64 ;
   output [15:0] act__addr;
   wire [15:0] act__addr;
   wire [127:0] act__data;
   output act__en;
   wire act__en;
   wire [31:0] addr__payload;
-  wire [31:0] \addr__payload$41 ;
-  wire [31:0] \addr__payload$77 ;
+  wire [31:0] \addr__payload$45 ;
+  wire [31:0] \addr__payload$81 ;
   wire addr__ready;
-  wire \addr__ready$43 ;
-  wire \addr__ready$79 ;
+  wire \addr__ready$47 ;
+  wire \addr__ready$83 ;
   wire addr__valid;
-  wire \addr__valid$45 ;
-  reg \addr__valid$76 ;
+  wire \addr__valid$49 ;
+  reg \addr__valid$80 ;
   wire [15:0] align;
   reg [2047:0] assembled = 2048'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [15:0] beats;
   wire [31:0] bus__req__payload;
-  wire [31:0] \bus__req__payload$31 ;
+  wire [31:0] \bus__req__payload$35 ;
   input bus__req__ready;
   wire bus__req__ready;
-  input \bus__req__ready$32 ;
-  wire \bus__req__ready$32 ;
+  input \bus__req__ready$36 ;
+  wire \bus__req__ready$36 ;
   wire bus__req__valid;
-  wire \bus__req__valid$35 ;
+  wire \bus__req__valid$39 ;
   input [127:0] bus__resp__payload;
   wire [127:0] bus__resp__payload;
-  wire [127:0] \bus__resp__payload$36 ;
+  wire [127:0] \bus__resp__payload$40 ;
   input bus__resp__valid;
   wire bus__resp__valid;
-  input \bus__resp__valid$38 ;
-  wire \bus__resp__valid$38 ;
+  input \bus__resp__valid$42 ;
+  wire \bus__resp__valid$42 ;
   output busy;
   reg busy;
-  wire \busy$71 ;
+  wire \busy$75 ;
   input clk;
   wire clk;
   wire [127:0] data__payload;
-  wire [127:0] \data__payload$47 ;
-  wire [127:0] \data__payload$92 ;
+  wire [127:0] \data__payload$51 ;
+  wire [127:0] \data__payload$96 ;
   wire data__ready;
-  wire \data__ready$49 ;
-  reg \data__ready$88 ;
+  wire \data__ready$53 ;
+  reg \data__ready$92 ;
   wire data__valid;
-  wire \data__valid$51 ;
-  wire \data__valid$90 ;
+  wire \data__valid$55 ;
+  wire \data__valid$94 ;
   output [31:0] data_bus__req__payload;
   reg [31:0] data_bus__req__payload;
   wire data_bus__req__ready;
@@ -44412,45 +44549,45 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire deps__room_next;
   wire deps__room_prev;
   wire [473:0] desc;
-  wire [473:0] \desc$58 ;
-  wire [31:0] \desc$58.dram_base ;
-  wire [15:0] \desc$58.height ;
-  wire [15:0] \desc$58.local_base ;
-  wire [351:0] \desc$58.loops ;
-  wire [87:0] \desc$58.loops[0] ;
-  wire [15:0] \desc$58.loops[0].count ;
-  wire [31:0] \desc$58.loops[0].dram_stride ;
-  wire [23:0] \desc$58.loops[0].local_stride ;
-  wire [7:0] \desc$58.loops[0].xstep ;
-  wire [7:0] \desc$58.loops[0].ystep ;
-  wire [87:0] \desc$58.loops[1] ;
-  wire [15:0] \desc$58.loops[1].count ;
-  wire [31:0] \desc$58.loops[1].dram_stride ;
-  wire [23:0] \desc$58.loops[1].local_stride ;
-  wire [7:0] \desc$58.loops[1].xstep ;
-  wire [7:0] \desc$58.loops[1].ystep ;
-  wire [87:0] \desc$58.loops[2] ;
-  wire [15:0] \desc$58.loops[2].count ;
-  wire [31:0] \desc$58.loops[2].dram_stride ;
-  wire [23:0] \desc$58.loops[2].local_stride ;
-  wire [7:0] \desc$58.loops[2].xstep ;
-  wire [7:0] \desc$58.loops[2].ystep ;
-  wire [87:0] \desc$58.loops[3] ;
-  wire [15:0] \desc$58.loops[3].count ;
-  wire [31:0] \desc$58.loops[3].dram_stride ;
-  wire [23:0] \desc$58.loops[3].local_stride ;
-  wire [7:0] \desc$58.loops[3].xstep ;
-  wire [7:0] \desc$58.loops[3].ystep ;
+  wire [473:0] \desc$62 ;
+  wire [31:0] \desc$62.dram_base ;
+  wire [15:0] \desc$62.height ;
+  wire [15:0] \desc$62.local_base ;
+  wire [351:0] \desc$62.loops ;
+  wire [87:0] \desc$62.loops[0] ;
+  wire [15:0] \desc$62.loops[0].count ;
+  wire [31:0] \desc$62.loops[0].dram_stride ;
+  wire [23:0] \desc$62.loops[0].local_stride ;
+  wire [7:0] \desc$62.loops[0].xstep ;
+  wire [7:0] \desc$62.loops[0].ystep ;
+  wire [87:0] \desc$62.loops[1] ;
+  wire [15:0] \desc$62.loops[1].count ;
+  wire [31:0] \desc$62.loops[1].dram_stride ;
+  wire [23:0] \desc$62.loops[1].local_stride ;
+  wire [7:0] \desc$62.loops[1].xstep ;
+  wire [7:0] \desc$62.loops[1].ystep ;
+  wire [87:0] \desc$62.loops[2] ;
+  wire [15:0] \desc$62.loops[2].count ;
+  wire [31:0] \desc$62.loops[2].dram_stride ;
+  wire [23:0] \desc$62.loops[2].local_stride ;
+  wire [7:0] \desc$62.loops[2].xstep ;
+  wire [7:0] \desc$62.loops[2].ystep ;
+  wire [87:0] \desc$62.loops[3] ;
+  wire [15:0] \desc$62.loops[3].count ;
+  wire [31:0] \desc$62.loops[3].dram_stride ;
+  wire [23:0] \desc$62.loops[3].local_stride ;
+  wire [7:0] \desc$62.loops[3].xstep ;
+  wire [7:0] \desc$62.loops[3].ystep ;
   (* enum_base_type = "Mem" *)
   (* enum_value_00 = "ACT" *)
   (* enum_value_01 = "WGT" *)
   (* enum_value_10 = "PARAM" *)
   (* enum_value_11 = "ACC" *)
-  wire [1:0] \desc$58.mem ;
-  wire [7:0] \desc$58.pad_value ;
-  wire [15:0] \desc$58.width ;
-  wire [15:0] \desc$58.x0 ;
-  wire [15:0] \desc$58.y0 ;
+  wire [1:0] \desc$62.mem ;
+  wire [7:0] \desc$62.pad_value ;
+  wire [15:0] \desc$62.width ;
+  wire [15:0] \desc$62.x0 ;
+  wire [15:0] \desc$62.y0 ;
   wire [31:0] \desc.dram_base ;
   wire [15:0] \desc.height ;
   wire [15:0] \desc.local_base ;
@@ -44491,7 +44628,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire [15:0] \desc.y0 ;
   input [31:0] desc_base;
   wire [31:0] desc_base;
-  wire [31:0] \desc_base$54 ;
+  wire [31:0] \desc_base$58 ;
   output [31:0] desc_bus__req__payload;
   wire [31:0] desc_bus__req__payload;
   wire desc_bus__req__ready;
@@ -44501,15 +44638,15 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire desc_bus__resp__valid;
   input [31:0] desc_count;
   wire [31:0] desc_count;
-  wire [31:0] \desc_count$56 ;
+  wire [31:0] \desc_count$60 ;
   wire done;
-  reg \done$72 ;
+  reg \done$76 ;
   output dram_wait;
   reg dram_wait;
   wire error;
-  output \error$108 ;
-  reg \error$108  = 1'h0;
-  wire \error$110 ;
+  output \error$111 ;
+  reg \error$111  = 1'h0;
+  wire \error$113 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -44530,16 +44667,16 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$111 ;
+  wire [3:0] \error_code$114 ;
   reg [1:0] frame_state = 2'h0;
   input halt;
   wire halt;
   output idle;
   reg idle;
   reg [6:0] in_flight = 7'h00;
-  wire [23:0] index;
-  output [31:0] \index$106 ;
-  reg [31:0] \index$106  = 32'd0;
+  output [31:0] index;
+  reg [31:0] index = 32'd0;
+  wire [23:0] \index$56 ;
   reg [15:0] issued = 16'h0000;
   wire [15:0] line_bytes;
   output [2047:0] line_data;
@@ -44558,10 +44695,24 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire lines__valid;
   wire [16:0] lines_in_mem;
   reg [2:0] load_state = 3'h0;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] opcode;
   wire [15:0] param__addr;
   wire [2047:0] param__data;
   output param__en;
   wire param__en;
+  output pending;
+  reg pending;
+  output [31:0] pending_index;
+  reg [31:0] pending_index;
   input [159:0] queue__payload;
   wire [159:0] queue__payload;
   wire [31:0] \queue__payload.index ;
@@ -44580,8 +44731,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire rst;
   reg running;
   reg start;
-  reg \start$66 ;
-  reg \start$68 ;
+  reg \start$70 ;
+  reg \start$72 ;
   output token_wait;
   reg token_wait;
   wire [20:0] w_data;
@@ -44624,7 +44775,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \$30  = ~ walking;
   assign \$31  = ! in_flight;
   assign \$32  = \$30  & \$31 ;
-  assign \$33  = ~ \busy$71 ;
+  assign \$33  = ~ \busy$75 ;
   assign \$34  = \$32  & \$33 ;
   assign \$35  = lines__valid & w_rdy;
   assign \$36  = ~ halt;
@@ -44636,12 +44787,12 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \$43  = ~ halt;
   assign \$44  = r_rdy & \$43 ;
   assign \$45  = ~ r_data[16];
-  assign \$46  = ~ \data__valid$90 ;
+  assign \$46  = ~ \data__valid$94 ;
   assign \$47  = beats == 1'h1;
   assign \$48  = beats - 1'h1;
   assign \$49  = received == \$48 ;
   assign \$50  = r_data[20:17] * 4'h8;
-  assign \$51  = \data__payload$92  >> \$50 ;
+  assign \$51  = \data__payload$96  >> \$50 ;
   assign \$52  = ! desc[1:0];
   assign act__en = write & \$52 ;
   assign \$53  = desc[1:0] == 1'h1;
@@ -44671,18 +44822,18 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \$77  = \$74  & \$76 ;
   assign \$78  = ~ halt;
   assign \$79  = \$77  & \$78 ;
-  assign \$80  = ~ \error$108 ;
+  assign \$80  = ~ \error$111 ;
   assign \$81  = error & \$80 ;
-  assign \$82  = ~ \error$108 ;
-  assign \$83  = \error$110  & \$82 ;
+  assign \$82  = ~ \error$111 ;
+  assign \$83  = \error$113  & \$82 ;
   assign \$84  = in_flight + w_en;
   assign \$85  = \$84  - r_en;
   assign \$86  = desc[1:0] == 2'h3;
-  assign \$87  = ~ \error$108 ;
+  assign \$87  = ~ \error$111 ;
   assign \$89  = ~ walking;
   assign \$90  = ! in_flight;
   assign \$91  = \$89  & \$90 ;
-  assign \$92  = ~ \busy$71 ;
+  assign \$92  = ~ \busy$75 ;
   assign \$93  = \$91  & \$92 ;
   assign \$94  = lines__valid & w_rdy;
   assign \$95  = ~ halt;
@@ -44704,9 +44855,9 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @(posedge clk)
     word <= \$110 ;
   always @(posedge clk)
-    \index$106  <= \$111 ;
+    index <= \$111 ;
   always @(posedge clk)
-    \error$108  <= \$112 ;
+    \error$111  <= \$112 ;
   always @(posedge clk)
     error_code <= \$113 ;
   always @(posedge clk)
@@ -44723,32 +44874,32 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     assembled <= \$119 ;
   \sim_top.accel.load.addrgen  addrgen (
     .align(align),
-    .busy(\busy$71 ),
+    .busy(\busy$75 ),
     .clk(clk),
     .desc(desc),
-    .error(\error$110 ),
-    .error_code(\error_code$111 ),
+    .error(\error$113 ),
+    .error_code(\error_code$114 ),
     .line_bytes(\$signal ),
     .lines__payload(lines__payload),
     .lines__ready(lines__ready),
     .lines__valid(lines__valid),
-    .lines_in_mem(\$signal$60 ),
+    .lines_in_mem(\$signal$64 ),
     .rst(rst),
-    .start(\start$68 )
+    .start(\start$72 )
   );
   \sim_top.accel.load.data_port  data_port (
-    .addr__ready(\addr__ready$79 ),
-    .addr__valid(\addr__valid$76 ),
+    .addr__ready(\addr__ready$83 ),
+    .addr__valid(\addr__valid$80 ),
     .bus__req__payload(data_bus__req__payload),
-    .bus__req__ready(\bus__req__ready$32 ),
+    .bus__req__ready(\bus__req__ready$36 ),
     .bus__req__valid(data_bus__req__valid),
     .clk(clk),
-    .data__payload(\data__payload$92 ),
-    .data__valid(\data__valid$90 ),
-    .r_en(\data__ready$88 ),
+    .data__payload(\data__payload$96 ),
+    .data__valid(\data__valid$94 ),
+    .r_en(\data__ready$92 ),
     .rst(rst),
     .w_data(bus__resp__payload),
-    .w_en(\bus__resp__valid$38 )
+    .w_en(\bus__resp__valid$42 )
   );
   \sim_top.accel.load.desc_port  desc_port (
     .addr__ready(addr__ready),
@@ -44779,12 +44930,12 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .error(error),
     .index(word[31:8]),
     .rst(rst),
-    .start(\start$66 )
+    .start(\start$70 )
   );
-  \sim_top.accel.load.pending  pending (
+  \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$5637$0 (lines__payload[19:0]),
-    .\port$5637$48 (lines__payload[48]),
+    .\port$5665$0 (lines__payload[19:0]),
+    .\port$5665$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -44792,6 +44943,36 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .w_en(w_en),
     .w_rdy(w_rdy)
   );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    pending = queue__valid;
+    (* full_case = 32'd1 *)
+    casez (frame_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          pending = 1'h1;
+      2'h3:
+          pending = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    pending_index = queue__payload[159:128];
+    (* full_case = 32'd1 *)
+    casez (frame_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          pending_index = index;
+      2'h3:
+          pending_index = index;
+    endcase
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     idle = 1'h0;
@@ -44952,14 +45133,14 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \$signal$60  = 17'h00000;
+    \$signal$64  = 17'h00000;
     casez (desc[1:0])
       2'h0:
-          \$signal$60  = 17'h02000;
+          \$signal$64  = 17'h02000;
       2'h1:
-          \$signal$60  = 17'h01000;
+          \$signal$64  = 17'h01000;
       2'h2:
-          \$signal$60  = 17'h00100;
+          \$signal$64  = 17'h00100;
     endcase
   end
   always @* begin
@@ -44976,17 +45157,17 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \start$66  = 1'h0;
+    \start$70  = 1'h0;
     casez (load_state)
       3'h0:
           /* empty */;
       3'h1:
-          \start$66  = 1'h1;
+          \start$70  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \start$68  = 1'h0;
+    \start$72  = 1'h0;
     casez (load_state)
       3'h0:
           /* empty */;
@@ -44997,14 +45178,14 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
             (* full_case = 32'd1 *)
             if (\$29 ) begin
             end else begin
-              \start$68  = 1'h1;
+              \start$72  = 1'h1;
             end
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \done$72  = 1'h0;
+    \done$76  = 1'h0;
     casez (load_state)
       3'h0:
           /* empty */;
@@ -45014,16 +45195,16 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
           /* empty */;
       3'h4:
           if (\$34 ) begin
-            \done$72  = 1'h1;
+            \done$76  = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \addr__valid$76  = 1'h0;
+    \addr__valid$80  = 1'h0;
     if (\$37 ) begin
       if (lines__payload[48]) begin
-        \addr__valid$76  = 1'h1;
+        \addr__valid$80  = 1'h1;
       end
     end
   end
@@ -45042,7 +45223,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     if (\$37 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
-        if (\addr__ready$79 ) begin
+        if (\addr__ready$83 ) begin
           if (\$42 ) begin
             lines__ready = 1'h1;
           end
@@ -45058,7 +45239,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     if (\$37 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
-        if (\addr__ready$79 ) begin
+        if (\addr__ready$83 ) begin
           if (\$42 ) begin
             w_en = 1'h1;
           end
@@ -45076,7 +45257,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       if (\$45 ) begin
         line_data = { desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50] };
       end else begin
-        if (\data__valid$90 ) begin
+        if (\data__valid$94 ) begin
           if (\$47 ) begin
             line_data = { 1920'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$51  };
           end else if (\$49 ) begin
@@ -45094,7 +45275,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       if (\$45 ) begin
         write = 1'h1;
       end else begin
-        if (\data__valid$90 ) begin
+        if (\data__valid$94 ) begin
           if (\$47 ) begin
             write = 1'h1;
           end else if (\$49 ) begin
@@ -45112,7 +45293,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       if (\$45 ) begin
         r_en = 1'h1;
       end else begin
-        if (\data__valid$90 ) begin
+        if (\data__valid$94 ) begin
           if (\$47 ) begin
             r_en = 1'h1;
           end else if (\$49 ) begin
@@ -45124,12 +45305,12 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \data__ready$88  = 1'h0;
+    \data__ready$92  = 1'h0;
     if (\$44 ) begin
       (* full_case = 32'd1 *)
       if (\$45 ) begin
       end else begin
-        \data__ready$88  = 1'h1;
+        \data__ready$92  = 1'h1;
       end
     end
   end
@@ -45151,43 +45332,43 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       (* full_case = 32'd1 *)
       if (\$45 ) begin
       end else begin
-        if (\data__valid$90 ) begin
+        if (\data__valid$94 ) begin
           if (\$47 ) begin
           end else if (\$49 ) begin
             whole = assembled;
             casez (received)
               16'h0000:
-                  whole[127:0] = \data__payload$92 ;
+                  whole[127:0] = \data__payload$96 ;
               16'h0001:
-                  whole[255:128] = \data__payload$92 ;
+                  whole[255:128] = \data__payload$96 ;
               16'h0002:
-                  whole[383:256] = \data__payload$92 ;
+                  whole[383:256] = \data__payload$96 ;
               16'h0003:
-                  whole[511:384] = \data__payload$92 ;
+                  whole[511:384] = \data__payload$96 ;
               16'h0004:
-                  whole[639:512] = \data__payload$92 ;
+                  whole[639:512] = \data__payload$96 ;
               16'h0005:
-                  whole[767:640] = \data__payload$92 ;
+                  whole[767:640] = \data__payload$96 ;
               16'h0006:
-                  whole[895:768] = \data__payload$92 ;
+                  whole[895:768] = \data__payload$96 ;
               16'h0007:
-                  whole[1023:896] = \data__payload$92 ;
+                  whole[1023:896] = \data__payload$96 ;
               16'h0008:
-                  whole[1151:1024] = \data__payload$92 ;
+                  whole[1151:1024] = \data__payload$96 ;
               16'h0009:
-                  whole[1279:1152] = \data__payload$92 ;
+                  whole[1279:1152] = \data__payload$96 ;
               16'h000a:
-                  whole[1407:1280] = \data__payload$92 ;
+                  whole[1407:1280] = \data__payload$96 ;
               16'h000b:
-                  whole[1535:1408] = \data__payload$92 ;
+                  whole[1535:1408] = \data__payload$96 ;
               16'h000c:
-                  whole[1663:1536] = \data__payload$92 ;
+                  whole[1663:1536] = \data__payload$96 ;
               16'h000d:
-                  whole[1791:1664] = \data__payload$92 ;
+                  whole[1791:1664] = \data__payload$96 ;
               16'h000e:
-                  whole[1919:1792] = \data__payload$92 ;
+                  whole[1919:1792] = \data__payload$96 ;
               16'h000f:
-                  whole[2047:1920] = \data__payload$92 ;
+                  whole[2047:1920] = \data__payload$96 ;
             endcase
           end
         end
@@ -45208,7 +45389,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
             \$109  = 2'h2;
           end
       2'h2:
-          if (\done$72 ) begin
+          if (\done$76 ) begin
             \$109  = 2'h3;
           end
       2'h3:
@@ -45237,7 +45418,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \$111  = \index$106 ;
+    \$111  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
@@ -45252,7 +45433,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \$112  = \error$108 ;
+    \$112  = \error$111 ;
     if (\$81 ) begin
       \$112  = 1'h1;
     end
@@ -45284,7 +45465,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       \$113  = 4'h2;
     end
     if (\$83 ) begin
-      \$113  = \error_code$111 ;
+      \$113  = \error_code$114 ;
     end
     casez (load_state)
       3'h0:
@@ -45368,7 +45549,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     \$117  = issued;
     if (\$96 ) begin
       if (lines__payload[48]) begin
-        if (\addr__ready$79 ) begin
+        if (\addr__ready$83 ) begin
           (* full_case = 32'd1 *)
           if (\$98 ) begin
             \$117  = 16'h0000;
@@ -45389,7 +45570,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       (* full_case = 32'd1 *)
       if (\$104 ) begin
       end else begin
-        if (\data__valid$90 ) begin
+        if (\data__valid$94 ) begin
           (* full_case = 32'd1 *)
           if (\$105 ) begin
           end else if (\$107 ) begin
@@ -45411,44 +45592,44 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       (* full_case = 32'd1 *)
       if (\$104 ) begin
       end else begin
-        if (\data__valid$90 ) begin
+        if (\data__valid$94 ) begin
           (* full_case = 32'd1 *)
           if (\$105 ) begin
           end else if (\$107 ) begin
           end else begin
             casez (received)
               16'h0000:
-                  \$119 [127:0] = \data__payload$92 ;
+                  \$119 [127:0] = \data__payload$96 ;
               16'h0001:
-                  \$119 [255:128] = \data__payload$92 ;
+                  \$119 [255:128] = \data__payload$96 ;
               16'h0002:
-                  \$119 [383:256] = \data__payload$92 ;
+                  \$119 [383:256] = \data__payload$96 ;
               16'h0003:
-                  \$119 [511:384] = \data__payload$92 ;
+                  \$119 [511:384] = \data__payload$96 ;
               16'h0004:
-                  \$119 [639:512] = \data__payload$92 ;
+                  \$119 [639:512] = \data__payload$96 ;
               16'h0005:
-                  \$119 [767:640] = \data__payload$92 ;
+                  \$119 [767:640] = \data__payload$96 ;
               16'h0006:
-                  \$119 [895:768] = \data__payload$92 ;
+                  \$119 [895:768] = \data__payload$96 ;
               16'h0007:
-                  \$119 [1023:896] = \data__payload$92 ;
+                  \$119 [1023:896] = \data__payload$96 ;
               16'h0008:
-                  \$119 [1151:1024] = \data__payload$92 ;
+                  \$119 [1151:1024] = \data__payload$96 ;
               16'h0009:
-                  \$119 [1279:1152] = \data__payload$92 ;
+                  \$119 [1279:1152] = \data__payload$96 ;
               16'h000a:
-                  \$119 [1407:1280] = \data__payload$92 ;
+                  \$119 [1407:1280] = \data__payload$96 ;
               16'h000b:
-                  \$119 [1535:1408] = \data__payload$92 ;
+                  \$119 [1535:1408] = \data__payload$96 ;
               16'h000c:
-                  \$119 [1663:1536] = \data__payload$92 ;
+                  \$119 [1663:1536] = \data__payload$96 ;
               16'h000d:
-                  \$119 [1791:1664] = \data__payload$92 ;
+                  \$119 [1791:1664] = \data__payload$96 ;
               16'h000e:
-                  \$119 [1919:1792] = \data__payload$92 ;
+                  \$119 [1919:1792] = \data__payload$96 ;
               16'h000f:
-                  \$119 [2047:1920] = \data__payload$92 ;
+                  \$119 [2047:1920] = \data__payload$96 ;
             endcase
           end
         end
@@ -45458,6 +45639,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       \$119  = 2048'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
+  assign opcode = word[3:0];
   assign deps__has_prev = 1'h0;
   assign deps__room_prev = 1'h0;
   assign bus__req__payload = desc_bus__req__payload;
@@ -45465,26 +45647,26 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign bus__req__valid = desc_bus__req__valid;
   assign desc_bus__resp__payload = bus__resp__payload;
   assign desc_bus__resp__valid = bus__resp__valid;
-  assign \bus__req__payload$31  = data_bus__req__payload;
-  assign data_bus__req__ready = \bus__req__ready$32 ;
-  assign \bus__req__valid$35  = data_bus__req__valid;
-  assign \bus__resp__payload$36  = bus__resp__payload;
+  assign \bus__req__payload$35  = data_bus__req__payload;
+  assign data_bus__req__ready = \bus__req__ready$36 ;
+  assign \bus__req__valid$39  = data_bus__req__valid;
+  assign \bus__resp__payload$40  = bus__resp__payload;
   assign data_bus__resp__payload = bus__resp__payload;
-  assign data_bus__resp__valid = \bus__resp__valid$38 ;
+  assign data_bus__resp__valid = \bus__resp__valid$42 ;
   assign addr__payload = desc_bus__req__payload;
-  assign \addr__payload$41  = desc_bus__req__payload;
-  assign \addr__ready$43  = addr__ready;
-  assign \addr__valid$45  = addr__valid;
-  assign \data__payload$47  = data__payload;
-  assign \data__ready$49  = data__ready;
-  assign \data__valid$51  = data__valid;
-  assign index = word[31:8];
-  assign \desc_base$54  = desc_base;
-  assign \desc_count$56  = desc_count;
-  assign \desc$58  = desc;
+  assign \addr__payload$45  = desc_bus__req__payload;
+  assign \addr__ready$47  = addr__ready;
+  assign \addr__valid$49  = addr__valid;
+  assign \data__payload$51  = data__payload;
+  assign \data__ready$53  = data__ready;
+  assign \data__valid$55  = data__valid;
+  assign \index$56  = word[31:8];
+  assign \desc_base$58  = desc_base;
+  assign \desc_count$60  = desc_count;
+  assign \desc$62  = desc;
   assign line_bytes = \$signal ;
-  assign lines_in_mem = \$signal$60 ;
-  assign \addr__payload$77  = data_bus__req__payload;
+  assign lines_in_mem = \$signal$64 ;
+  assign \addr__payload$81  = data_bus__req__payload;
   assign w_data = { lines__payload[19:16], lines__payload[48], lines__payload[15:0] };
   assign act__data = line_data[127:0];
   assign wgt__addr = r_data[15:0];
@@ -45527,39 +45709,39 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \desc.loops[3].local_stride  = desc[457:434];
   assign \desc.loops[3].ystep  = desc[465:458];
   assign \desc.loops[3].xstep  = desc[473:466];
-  assign \desc$58.mem  = desc[1:0];
-  assign \desc$58.local_base  = desc[17:2];
-  assign \desc$58.dram_base  = desc[49:18];
-  assign \desc$58.pad_value  = desc[57:50];
-  assign \desc$58.y0  = desc[73:58];
-  assign \desc$58.x0  = desc[89:74];
-  assign \desc$58.height  = desc[105:90];
-  assign \desc$58.width  = desc[121:106];
-  assign \desc$58.loops  = desc[473:122];
-  assign \desc$58.loops[0]  = desc[209:122];
-  assign \desc$58.loops[0].count  = desc[137:122];
-  assign \desc$58.loops[0].dram_stride  = desc[169:138];
-  assign \desc$58.loops[0].local_stride  = desc[193:170];
-  assign \desc$58.loops[0].ystep  = desc[201:194];
-  assign \desc$58.loops[0].xstep  = desc[209:202];
-  assign \desc$58.loops[1]  = desc[297:210];
-  assign \desc$58.loops[1].count  = desc[225:210];
-  assign \desc$58.loops[1].dram_stride  = desc[257:226];
-  assign \desc$58.loops[1].local_stride  = desc[281:258];
-  assign \desc$58.loops[1].ystep  = desc[289:282];
-  assign \desc$58.loops[1].xstep  = desc[297:290];
-  assign \desc$58.loops[2]  = desc[385:298];
-  assign \desc$58.loops[2].count  = desc[313:298];
-  assign \desc$58.loops[2].dram_stride  = desc[345:314];
-  assign \desc$58.loops[2].local_stride  = desc[369:346];
-  assign \desc$58.loops[2].ystep  = desc[377:370];
-  assign \desc$58.loops[2].xstep  = desc[385:378];
-  assign \desc$58.loops[3]  = desc[473:386];
-  assign \desc$58.loops[3].count  = desc[401:386];
-  assign \desc$58.loops[3].dram_stride  = desc[433:402];
-  assign \desc$58.loops[3].local_stride  = desc[457:434];
-  assign \desc$58.loops[3].ystep  = desc[465:458];
-  assign \desc$58.loops[3].xstep  = desc[473:466];
+  assign \desc$62.mem  = desc[1:0];
+  assign \desc$62.local_base  = desc[17:2];
+  assign \desc$62.dram_base  = desc[49:18];
+  assign \desc$62.pad_value  = desc[57:50];
+  assign \desc$62.y0  = desc[73:58];
+  assign \desc$62.x0  = desc[89:74];
+  assign \desc$62.height  = desc[105:90];
+  assign \desc$62.width  = desc[121:106];
+  assign \desc$62.loops  = desc[473:122];
+  assign \desc$62.loops[0]  = desc[209:122];
+  assign \desc$62.loops[0].count  = desc[137:122];
+  assign \desc$62.loops[0].dram_stride  = desc[169:138];
+  assign \desc$62.loops[0].local_stride  = desc[193:170];
+  assign \desc$62.loops[0].ystep  = desc[201:194];
+  assign \desc$62.loops[0].xstep  = desc[209:202];
+  assign \desc$62.loops[1]  = desc[297:210];
+  assign \desc$62.loops[1].count  = desc[225:210];
+  assign \desc$62.loops[1].dram_stride  = desc[257:226];
+  assign \desc$62.loops[1].local_stride  = desc[281:258];
+  assign \desc$62.loops[1].ystep  = desc[289:282];
+  assign \desc$62.loops[1].xstep  = desc[297:290];
+  assign \desc$62.loops[2]  = desc[385:298];
+  assign \desc$62.loops[2].count  = desc[313:298];
+  assign \desc$62.loops[2].dram_stride  = desc[345:314];
+  assign \desc$62.loops[2].local_stride  = desc[369:346];
+  assign \desc$62.loops[2].ystep  = desc[377:370];
+  assign \desc$62.loops[2].xstep  = desc[385:378];
+  assign \desc$62.loops[3]  = desc[473:386];
+  assign \desc$62.loops[3].count  = desc[401:386];
+  assign \desc$62.loops[3].dram_stride  = desc[433:402];
+  assign \desc$62.loops[3].local_stride  = desc[457:434];
+  assign \desc$62.loops[3].ystep  = desc[465:458];
+  assign \desc$62.loops[3].xstep  = desc[473:466];
   assign \lines__payload.local  = lines__payload[15:0];
   assign \lines__payload.dram  = lines__payload[47:16];
   assign \lines__payload.valid  = lines__payload[48];
@@ -47719,7 +47901,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending (rst, w_rdy, r_data, w_en, r_en, \port$5637$0 , \port$5637$48 , r_rdy, clk);
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$5665$0 , \port$5665$48 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$272  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -47761,10 +47943,10 @@ module \sim_top.accel.load.pending (rst, w_rdy, r_data, w_en, r_en, \port$5637$0
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [19:0] \port$5637$0 ;
-  wire [19:0] \port$5637$0 ;
-  input \port$5637$48 ;
-  wire \port$5637$48 ;
+  input [19:0] \port$5665$0 ;
+  wire [19:0] \port$5665$0 ;
+  input \port$5665$48 ;
+  wire \port$5665$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [20:0] r_data;
@@ -47791,7 +47973,7 @@ module \sim_top.accel.load.pending (rst, w_rdy, r_data, w_en, r_en, \port$5637$0
   reg [20:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$5637$0 [19:16], \port$5637$48 , \port$5637$0 [15:0] };
+      storage[w_port__addr] <= { \port$5665$0 [19:16], \port$5665$48 , \port$5665$0 [15:0] };
   end
   reg [20:0] _0_;
   always @(posedge clk) begin
@@ -47890,8 +48072,8 @@ module \sim_top.accel.load.pending (rst, w_rdy, r_data, w_en, r_en, \port$5637$0
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$5637$0 [19:16], \port$5637$48 , \port$5637$0 [15:0] };
-  assign w_data = { \port$5637$0 [19:16], \port$5637$48 , \port$5637$0 [15:0] };
+  assign w_port__data = { \port$5665$0 [19:16], \port$5665$48 , \port$5665$0 [15:0] };
+  assign w_data = { \port$5665$0 [19:16], \port$5665$48 , \port$5665$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -48071,8 +48253,8 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, param__data, acc__data, bus__resp__payload, halt, perf, idle, token_wait, deps__pop_prev, queue__ready, busy
-, deps__push_prev, retired, wr__valid, wr__payload, \index$81 , \error$83 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
+module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, param__data, acc__data, bus__resp__payload, halt, perf, pending, pending_index, idle, token_wait, deps__pop_prev
+, queue__ready, busy, deps__push_prev, retired, wr__valid, wr__payload, index, \error$86 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
   reg \$auto$verilog_backend.cc:2355:dump_module$274  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -48741,8 +48923,8 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   wire \$98 ;
   wire \$99 ;
   reg \$signal  = 1'h0;
-  reg \$signal$55  = 1'h0;
-  reg [31:0] \$signal$70  = 32'd0;
+  reg \$signal$59  = 1'h0;
+  reg [31:0] \$signal$74  = 32'd0;
   output [15:0] acc__addr;
   wire [15:0] acc__addr;
   input [511:0] acc__data;
@@ -48750,11 +48932,11 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   output acc__en;
   wire acc__en;
   wire [31:0] addr__payload;
-  wire [31:0] \addr__payload$31 ;
+  wire [31:0] \addr__payload$35 ;
   wire addr__ready;
-  wire \addr__ready$33 ;
+  wire \addr__ready$37 ;
   wire addr__valid;
-  wire \addr__valid$35 ;
+  wire \addr__valid$39 ;
   wire [15:0] align;
   reg [31:0] b_dram = 32'd0;
   wire bad_shift;
@@ -48768,17 +48950,17 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   wire bus__resp__valid;
   output busy;
   reg busy;
-  wire \busy$78 ;
+  wire \busy$82 ;
   reg c_beat = 1'h0;
   reg [127:0] c_line = 128'h00000000000000000000000000000000;
   input clk;
   wire clk;
   wire [127:0] data__payload;
-  wire [127:0] \data__payload$37 ;
+  wire [127:0] \data__payload$41 ;
   wire data__ready;
-  wire \data__ready$39 ;
+  wire \data__ready$43 ;
   wire data__valid;
-  wire \data__valid$41 ;
+  wire \data__valid$45 ;
   wire deps__has_next;
   input deps__has_prev;
   wire deps__has_prev;
@@ -48792,45 +48974,45 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   input deps__room_prev;
   wire deps__room_prev;
   wire [473:0] desc;
-  wire [473:0] \desc$48 ;
-  wire [31:0] \desc$48.dram_base ;
-  wire [15:0] \desc$48.height ;
-  wire [15:0] \desc$48.local_base ;
-  wire [351:0] \desc$48.loops ;
-  wire [87:0] \desc$48.loops[0] ;
-  wire [15:0] \desc$48.loops[0].count ;
-  wire [31:0] \desc$48.loops[0].dram_stride ;
-  wire [23:0] \desc$48.loops[0].local_stride ;
-  wire [7:0] \desc$48.loops[0].xstep ;
-  wire [7:0] \desc$48.loops[0].ystep ;
-  wire [87:0] \desc$48.loops[1] ;
-  wire [15:0] \desc$48.loops[1].count ;
-  wire [31:0] \desc$48.loops[1].dram_stride ;
-  wire [23:0] \desc$48.loops[1].local_stride ;
-  wire [7:0] \desc$48.loops[1].xstep ;
-  wire [7:0] \desc$48.loops[1].ystep ;
-  wire [87:0] \desc$48.loops[2] ;
-  wire [15:0] \desc$48.loops[2].count ;
-  wire [31:0] \desc$48.loops[2].dram_stride ;
-  wire [23:0] \desc$48.loops[2].local_stride ;
-  wire [7:0] \desc$48.loops[2].xstep ;
-  wire [7:0] \desc$48.loops[2].ystep ;
-  wire [87:0] \desc$48.loops[3] ;
-  wire [15:0] \desc$48.loops[3].count ;
-  wire [31:0] \desc$48.loops[3].dram_stride ;
-  wire [23:0] \desc$48.loops[3].local_stride ;
-  wire [7:0] \desc$48.loops[3].xstep ;
-  wire [7:0] \desc$48.loops[3].ystep ;
+  wire [473:0] \desc$52 ;
+  wire [31:0] \desc$52.dram_base ;
+  wire [15:0] \desc$52.height ;
+  wire [15:0] \desc$52.local_base ;
+  wire [351:0] \desc$52.loops ;
+  wire [87:0] \desc$52.loops[0] ;
+  wire [15:0] \desc$52.loops[0].count ;
+  wire [31:0] \desc$52.loops[0].dram_stride ;
+  wire [23:0] \desc$52.loops[0].local_stride ;
+  wire [7:0] \desc$52.loops[0].xstep ;
+  wire [7:0] \desc$52.loops[0].ystep ;
+  wire [87:0] \desc$52.loops[1] ;
+  wire [15:0] \desc$52.loops[1].count ;
+  wire [31:0] \desc$52.loops[1].dram_stride ;
+  wire [23:0] \desc$52.loops[1].local_stride ;
+  wire [7:0] \desc$52.loops[1].xstep ;
+  wire [7:0] \desc$52.loops[1].ystep ;
+  wire [87:0] \desc$52.loops[2] ;
+  wire [15:0] \desc$52.loops[2].count ;
+  wire [31:0] \desc$52.loops[2].dram_stride ;
+  wire [23:0] \desc$52.loops[2].local_stride ;
+  wire [7:0] \desc$52.loops[2].xstep ;
+  wire [7:0] \desc$52.loops[2].ystep ;
+  wire [87:0] \desc$52.loops[3] ;
+  wire [15:0] \desc$52.loops[3].count ;
+  wire [31:0] \desc$52.loops[3].dram_stride ;
+  wire [23:0] \desc$52.loops[3].local_stride ;
+  wire [7:0] \desc$52.loops[3].xstep ;
+  wire [7:0] \desc$52.loops[3].ystep ;
   (* enum_base_type = "Mem" *)
   (* enum_value_00 = "ACT" *)
   (* enum_value_01 = "WGT" *)
   (* enum_value_10 = "PARAM" *)
   (* enum_value_11 = "ACC" *)
-  wire [1:0] \desc$48.mem ;
-  wire [7:0] \desc$48.pad_value ;
-  wire [15:0] \desc$48.width ;
-  wire [15:0] \desc$48.x0 ;
-  wire [15:0] \desc$48.y0 ;
+  wire [1:0] \desc$52.mem ;
+  wire [7:0] \desc$52.pad_value ;
+  wire [15:0] \desc$52.width ;
+  wire [15:0] \desc$52.x0 ;
+  wire [15:0] \desc$52.y0 ;
   wire [31:0] \desc.dram_base ;
   wire [15:0] \desc.height ;
   wire [15:0] \desc.local_base ;
@@ -48871,7 +49053,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   wire [15:0] \desc.y0 ;
   input [31:0] desc_base;
   wire [31:0] desc_base;
-  wire [31:0] \desc_base$44 ;
+  wire [31:0] \desc_base$48 ;
   output [31:0] desc_bus__req__payload;
   wire [31:0] desc_bus__req__payload;
   wire desc_bus__req__ready;
@@ -48881,13 +49063,13 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   wire desc_bus__resp__valid;
   input [31:0] desc_count;
   wire [31:0] desc_count;
-  wire [31:0] \desc_count$46 ;
+  wire [31:0] \desc_count$50 ;
   reg done;
-  wire \done$75 ;
+  wire \done$79 ;
   wire error;
-  output \error$83 ;
-  reg \error$83  = 1'h0;
-  wire \error$85 ;
+  output \error$86 ;
+  reg \error$86  = 1'h0;
+  wire \error$88 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -48908,16 +49090,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$86 ;
+  wire [3:0] \error_code$89 ;
   reg [1:0] frame_state = 2'h0;
   input halt;
   wire halt;
   output idle;
   reg idle;
-  wire [23:0] index;
-  reg [15:0] \index$58 ;
-  output [31:0] \index$81 ;
-  reg [31:0] \index$81  = 32'd0;
+  output [31:0] index;
+  reg [31:0] index = 32'd0;
+  wire [23:0] \index$46 ;
+  reg [15:0] \index$62 ;
   wire [15:0] line_bytes;
   wire [113:0] lines__payload;
   wire [31:0] \lines__payload.dram ;
@@ -48932,12 +49114,26 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   wire lines__ready;
   wire lines__valid;
   wire [16:0] lines_in_mem;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] opcode;
   output [15:0] param__addr;
   wire [15:0] param__addr;
   input [2047:0] param__data;
   wire [2047:0] param__data;
   output param__en;
   wire param__en;
+  output pending;
+  reg pending;
+  output [31:0] pending_index;
+  reg [31:0] pending_index;
   input [1023:0] perf;
   wire [1023:0] perf;
   wire [63:0] \perf.array_active ;
@@ -48974,8 +49170,8 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   wire rst;
   reg running;
   reg start;
-  reg \start$73 ;
-  reg \start$76 ;
+  reg \start$77 ;
+  reg \start$80 ;
   reg [2:0] store_state = 3'h0;
   output token_wait;
   reg token_wait;
@@ -49290,17 +49486,17 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$629  = \$628  <= 29'h10000000;
   assign \$630  = \$627  & \$629 ;
   assign \$631  = ~ \$630 ;
-  assign \$632  = ~ \error$83 ;
+  assign \$632  = ~ \error$86 ;
   assign \$634  = desc[1:0] != 2'h3;
   assign \$635  = $signed(word[57:50]) > $signed(word[65:58]);
   assign \$636  = \$634  | \$635 ;
-  assign \$637  = ~ \error$83 ;
+  assign \$637  = ~ \error$86 ;
   assign \$639  = ~ walking;
-  assign \$640  = ~ \busy$78 ;
+  assign \$640  = ~ \busy$82 ;
   assign \$641  = \$639  & \$640 ;
   assign \$642  = ~ \$signal ;
   assign \$643  = \$641  & \$642 ;
-  assign \$644  = ~ \$signal$55 ;
+  assign \$644  = ~ \$signal$59 ;
   assign \$645  = \$643  & \$644 ;
   assign \$646  = perf_beat + 1'h1;
   assign \$647  = perf_beat == 3'h7;
@@ -49309,9 +49505,9 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   always @(posedge clk)
     word <= \$649 ;
   always @(posedge clk)
-    \index$81  <= \$650 ;
+    index <= \$650 ;
   always @(posedge clk)
-    \error$83  <= \$651 ;
+    \error$86  <= \$651 ;
   always @(posedge clk)
     error_code <= \$652 ;
   always @(posedge clk)
@@ -49321,9 +49517,9 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   always @(posedge clk)
     walking <= \$655 ;
   always @(posedge clk)
-    \$signal$55  <= \$656 ;
+    \$signal$59  <= \$656 ;
   always @(posedge clk)
-    \$signal$70  <= \$657 ;
+    \$signal$74  <= \$657 ;
   always @(posedge clk)
     c_line <= \$658 ;
   always @(posedge clk)
@@ -49362,7 +49558,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$26  = ~ halt;
   assign \$27  = \$25  & \$26 ;
   assign \$28  = ~ \$signal ;
-  assign \$29  = ~ \$signal$55 ;
+  assign \$29  = ~ \$signal$59 ;
   assign \$31  = ! c_beat;
   assign \$32  = \$30  & \$31 ;
   assign \$33  = \$29  | \$32 ;
@@ -49372,7 +49568,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$37  = ~ halt;
   assign lines__ready = \$36  & \$37 ;
   assign \$38  = ~ \$signal ;
-  assign \$39  = ~ \$signal$55 ;
+  assign \$39  = ~ \$signal$59 ;
   assign \$41  = ! c_beat;
   assign \$42  = \$40  & \$41 ;
   assign \$43  = \$39  | \$42 ;
@@ -49381,9 +49577,9 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$46  = lines__valid & \$45 ;
   assign \$47  = ~ halt;
   assign acc__en = \$46  & \$47 ;
-  assign \$48  = word[47:32] + \index$58 ;
+  assign \$48  = word[47:32] + \index$62 ;
   assign \$49  = ~ \$signal ;
-  assign \$50  = ~ \$signal$55 ;
+  assign \$50  = ~ \$signal$59 ;
   assign \$52  = ! c_beat;
   assign \$53  = \$51  & \$52 ;
   assign \$54  = \$50  | \$53 ;
@@ -49397,7 +49593,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$728  = perf_beat * 8'h80;
   assign \$61  = record >> \$728 ;
   assign \$62  = c_beat * 5'h10;
-  assign \$63  = \$signal$70  + \$62 ;
+  assign \$63  = \$signal$74  + \$62 ;
   assign \$733  = c_beat * 8'h80;
   assign \$64  = c_line >> \$733 ;
   assign \$65  = word[3:0] == 2'h2;
@@ -49406,11 +49602,11 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$68  = $signed(word[57:50]) > $signed(word[65:58]);
   assign \$69  = \$67  | \$68 ;
   assign \$70  = ~ walking;
-  assign \$71  = ~ \busy$78 ;
+  assign \$71  = ~ \busy$82 ;
   assign \$72  = \$70  & \$71 ;
   assign \$73  = ~ \$signal ;
   assign \$74  = \$72  & \$73 ;
-  assign \$75  = ~ \$signal$55 ;
+  assign \$75  = ~ \$signal$59 ;
   assign \$76  = \$74  & \$75 ;
   assign \$77  = perf_beat == 3'h7;
   assign \$78  = ! frame_state;
@@ -49437,12 +49633,12 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$101  = \$98  & \$100 ;
   assign \$102  = ~ halt;
   assign \$103  = \$101  & \$102 ;
-  assign \$104  = ~ \error$83 ;
+  assign \$104  = ~ \error$86 ;
   assign \$105  = error & \$104 ;
-  assign \$106  = ~ \error$83 ;
-  assign \$107  = \error$85  & \$106 ;
+  assign \$106  = ~ \error$86 ;
+  assign \$107  = \error$88  & \$106 ;
   assign \$108  = ~ \$signal ;
-  assign \$109  = ~ \$signal$55 ;
+  assign \$109  = ~ \$signal$59 ;
   assign \$111  = ! c_beat;
   assign \$112  = \$110  & \$111 ;
   assign \$113  = \$109  | \$112 ;
@@ -49451,7 +49647,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$116  = lines__valid & \$115 ;
   assign \$117  = ~ halt;
   assign \$118  = \$116  & \$117 ;
-  assign \$119  = ~ \$signal$55 ;
+  assign \$119  = ~ \$signal$59 ;
   assign \$121  = ! c_beat;
   assign \$122  = \$120  & \$121 ;
   assign \$123  = \$119  | \$122 ;
@@ -49488,9 +49684,9 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$155  = param__data[2023:2016] > 6'h3e;
   assign \$156  = \$154  | \$155 ;
   assign \$157  = \$signal  & \$156 ;
-  assign \$158  = ~ \error$83 ;
+  assign \$158  = ~ \error$86 ;
   assign \$159  = \$157  & \$158 ;
-  assign \$160  = ~ \$signal$55 ;
+  assign \$160  = ~ \$signal$59 ;
   assign \$162  = ! c_beat;
   assign \$163  = \$161  & \$162 ;
   assign \$164  = \$160  | \$163 ;
@@ -49658,16 +49854,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$327  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
   assign \$328  = $signed(\$327 ) >>> param__data[743:736];
   \sim_top.accel.store.addrgen  addrgen (
-    .busy(\busy$78 ),
+    .busy(\busy$82 ),
     .clk(clk),
     .desc(desc),
-    .error(\error$85 ),
-    .error_code(\error_code$86 ),
+    .error(\error$88 ),
+    .error_code(\error_code$89 ),
     .lines__payload(lines__payload),
     .lines__ready(lines__ready),
     .lines__valid(lines__valid),
     .rst(rst),
-    .start(\start$76 )
+    .start(\start$80 )
   );
   \sim_top.accel.store.desc_port  desc_port (
     .addr__ready(addr__ready),
@@ -49694,12 +49890,42 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     .desc(desc),
     .desc_base(desc_base),
     .desc_count(desc_count),
-    .done(\done$75 ),
+    .done(\done$79 ),
     .error(error),
     .index(word[31:8]),
     .rst(rst),
-    .start(\start$73 )
+    .start(\start$77 )
   );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    pending = queue__valid;
+    (* full_case = 32'd1 *)
+    casez (frame_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          pending = 1'h1;
+      2'h3:
+          pending = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    pending_index = queue__payload[159:128];
+    (* full_case = 32'd1 *)
+    casez (frame_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          pending_index = index;
+      2'h3:
+          pending_index = index;
+    endcase
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
     idle = 1'h0;
@@ -49851,13 +50077,13 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     (* full_case = 32'd1 *)
     casez (word[49:48])
       2'h0:
-          \index$58  = lines__payload[64:49];
+          \index$62  = lines__payload[64:49];
       2'h1:
-          \index$58  = lines__payload[80:65];
+          \index$62  = lines__payload[80:65];
       2'h2:
-          \index$58  = lines__payload[96:81];
+          \index$62  = lines__payload[96:81];
       2'h3:
-          \index$58  = lines__payload[112:97];
+          \index$62  = lines__payload[112:97];
     endcase
   end
   always @* begin
@@ -49865,7 +50091,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     wr__valid = 1'h0;
     if (writing_perf) begin
       wr__valid = 1'h1;
-    end else if (\$signal$55 ) begin
+    end else if (\$signal$59 ) begin
       wr__valid = 1'h1;
     end
   end
@@ -49876,7 +50102,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       wr__payload[31:0] = \$60 [31:0];
       wr__payload[159:32] = \$61 ;
       wr__payload[175:160] = 16'hffff;
-    end else if (\$signal$55 ) begin
+    end else if (\$signal$59 ) begin
       wr__payload[31:0] = \$63 [31:0];
       wr__payload[159:32] = \$64 ;
       wr__payload[175:160] = 16'hffff;
@@ -49884,13 +50110,13 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
-    \start$73  = 1'h0;
+    \start$77  = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
           if (\$65 ) begin
-            \start$73  = 1'h1;
+            \start$77  = 1'h1;
           end
     endcase
   end
@@ -49921,18 +50147,18 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
-    \start$76  = 1'h0;
+    \start$80  = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$75 ) begin
+          if (\done$79 ) begin
             (* full_case = 32'd1 *)
             if (\$69 ) begin
             end else begin
-              \start$76  = 1'h1;
+              \start$80  = 1'h1;
             end
           end
     endcase
@@ -49980,7 +50206,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
-    \$650  = \index$81 ;
+    \$650  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
@@ -49995,7 +50221,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
-    \$651  = \error$83 ;
+    \$651  = \error$86 ;
     if (\$105 ) begin
       \$651  = 1'h1;
     end
@@ -50018,7 +50244,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
             end
           end
       3'h2:
-          if (\done$75 ) begin
+          if (\done$79 ) begin
             if (\$636 ) begin
               if (\$638 ) begin
                 \$651  = 1'h1;
@@ -50037,7 +50263,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       \$652  = 4'h2;
     end
     if (\$107 ) begin
-      \$652  = \error_code$86 ;
+      \$652  = \error_code$89 ;
     end
     if (\$159 ) begin
       \$652  = 4'h7;
@@ -50055,7 +50281,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
             end
           end
       3'h2:
-          if (\done$75 ) begin
+          if (\done$79 ) begin
             if (\$636 ) begin
               if (\$638 ) begin
                 \$652  = 4'h7;
@@ -50103,7 +50329,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$75 ) begin
+          if (\done$79 ) begin
             (* full_case = 32'd1 *)
             if (\$636 ) begin
             end else begin
@@ -50117,7 +50343,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
-    \$656  = \$signal$55 ;
+    \$656  = \$signal$59 ;
     if (\$165 ) begin
       \$656  = 1'h1;
     end else if (\$168 ) begin
@@ -50129,7 +50355,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
-    \$657  = \$signal$70 ;
+    \$657  = \$signal$74 ;
     if (\$165 ) begin
       \$657  = b_dram;
     end
@@ -50183,7 +50409,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
             \$660  = 3'h0;
           end
       3'h2:
-          if (\done$75 ) begin
+          if (\done$79 ) begin
             (* full_case = 32'd1 *)
             if (\$636 ) begin
               \$660  = 3'h3;
@@ -50299,6 +50525,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       \$664  = 1'h0;
     end
   end
+  assign opcode = word[3:0];
   assign deps__has_next = 1'h0;
   assign deps__room_next = 1'h0;
   assign bus__req__payload = desc_bus__req__payload;
@@ -50307,16 +50534,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign desc_bus__resp__payload = bus__resp__payload;
   assign desc_bus__resp__valid = bus__resp__valid;
   assign addr__payload = desc_bus__req__payload;
-  assign \addr__payload$31  = desc_bus__req__payload;
-  assign \addr__ready$33  = addr__ready;
-  assign \addr__valid$35  = addr__valid;
-  assign \data__payload$37  = data__payload;
-  assign \data__ready$39  = data__ready;
-  assign \data__valid$41  = data__valid;
-  assign index = word[31:8];
-  assign \desc_base$44  = desc_base;
-  assign \desc_count$46  = desc_count;
-  assign \desc$48  = desc;
+  assign \addr__payload$35  = desc_bus__req__payload;
+  assign \addr__ready$37  = addr__ready;
+  assign \addr__valid$39  = addr__valid;
+  assign \data__payload$41  = data__payload;
+  assign \data__ready$43  = data__ready;
+  assign \data__valid$45  = data__valid;
+  assign \index$46  = word[31:8];
+  assign \desc_base$48  = desc_base;
+  assign \desc_count$50  = desc_count;
+  assign \desc$52  = desc;
   assign line_bytes = 16'h0010;
   assign lines_in_mem = 17'h00800;
   assign align = 16'h0010;
@@ -50359,39 +50586,39 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \desc.loops[3].local_stride  = desc[457:434];
   assign \desc.loops[3].ystep  = desc[465:458];
   assign \desc.loops[3].xstep  = desc[473:466];
-  assign \desc$48.mem  = desc[1:0];
-  assign \desc$48.local_base  = desc[17:2];
-  assign \desc$48.dram_base  = desc[49:18];
-  assign \desc$48.pad_value  = desc[57:50];
-  assign \desc$48.y0  = desc[73:58];
-  assign \desc$48.x0  = desc[89:74];
-  assign \desc$48.height  = desc[105:90];
-  assign \desc$48.width  = desc[121:106];
-  assign \desc$48.loops  = desc[473:122];
-  assign \desc$48.loops[0]  = desc[209:122];
-  assign \desc$48.loops[0].count  = desc[137:122];
-  assign \desc$48.loops[0].dram_stride  = desc[169:138];
-  assign \desc$48.loops[0].local_stride  = desc[193:170];
-  assign \desc$48.loops[0].ystep  = desc[201:194];
-  assign \desc$48.loops[0].xstep  = desc[209:202];
-  assign \desc$48.loops[1]  = desc[297:210];
-  assign \desc$48.loops[1].count  = desc[225:210];
-  assign \desc$48.loops[1].dram_stride  = desc[257:226];
-  assign \desc$48.loops[1].local_stride  = desc[281:258];
-  assign \desc$48.loops[1].ystep  = desc[289:282];
-  assign \desc$48.loops[1].xstep  = desc[297:290];
-  assign \desc$48.loops[2]  = desc[385:298];
-  assign \desc$48.loops[2].count  = desc[313:298];
-  assign \desc$48.loops[2].dram_stride  = desc[345:314];
-  assign \desc$48.loops[2].local_stride  = desc[369:346];
-  assign \desc$48.loops[2].ystep  = desc[377:370];
-  assign \desc$48.loops[2].xstep  = desc[385:378];
-  assign \desc$48.loops[3]  = desc[473:386];
-  assign \desc$48.loops[3].count  = desc[401:386];
-  assign \desc$48.loops[3].dram_stride  = desc[433:402];
-  assign \desc$48.loops[3].local_stride  = desc[457:434];
-  assign \desc$48.loops[3].ystep  = desc[465:458];
-  assign \desc$48.loops[3].xstep  = desc[473:466];
+  assign \desc$52.mem  = desc[1:0];
+  assign \desc$52.local_base  = desc[17:2];
+  assign \desc$52.dram_base  = desc[49:18];
+  assign \desc$52.pad_value  = desc[57:50];
+  assign \desc$52.y0  = desc[73:58];
+  assign \desc$52.x0  = desc[89:74];
+  assign \desc$52.height  = desc[105:90];
+  assign \desc$52.width  = desc[121:106];
+  assign \desc$52.loops  = desc[473:122];
+  assign \desc$52.loops[0]  = desc[209:122];
+  assign \desc$52.loops[0].count  = desc[137:122];
+  assign \desc$52.loops[0].dram_stride  = desc[169:138];
+  assign \desc$52.loops[0].local_stride  = desc[193:170];
+  assign \desc$52.loops[0].ystep  = desc[201:194];
+  assign \desc$52.loops[0].xstep  = desc[209:202];
+  assign \desc$52.loops[1]  = desc[297:210];
+  assign \desc$52.loops[1].count  = desc[225:210];
+  assign \desc$52.loops[1].dram_stride  = desc[257:226];
+  assign \desc$52.loops[1].local_stride  = desc[281:258];
+  assign \desc$52.loops[1].ystep  = desc[289:282];
+  assign \desc$52.loops[1].xstep  = desc[297:290];
+  assign \desc$52.loops[2]  = desc[385:298];
+  assign \desc$52.loops[2].count  = desc[313:298];
+  assign \desc$52.loops[2].dram_stride  = desc[345:314];
+  assign \desc$52.loops[2].local_stride  = desc[369:346];
+  assign \desc$52.loops[2].ystep  = desc[377:370];
+  assign \desc$52.loops[2].xstep  = desc[385:378];
+  assign \desc$52.loops[3]  = desc[473:386];
+  assign \desc$52.loops[3].count  = desc[401:386];
+  assign \desc$52.loops[3].dram_stride  = desc[433:402];
+  assign \desc$52.loops[3].local_stride  = desc[457:434];
+  assign \desc$52.loops[3].ystep  = desc[465:458];
+  assign \desc$52.loops[3].xstep  = desc[473:466];
   assign \lines__payload.local  = lines__payload[15:0];
   assign \lines__payload.dram  = lines__payload[47:16];
   assign \lines__payload.valid  = lines__payload[48];
@@ -50425,18 +50652,18 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$11  = \$10 ;
   assign \$18  = \$17 ;
   assign \$24  = \$23 ;
-  assign \$30  = \$signal$55 ;
-  assign \$40  = \$signal$55 ;
-  assign \$51  = \$signal$55 ;
+  assign \$30  = \$signal$59 ;
+  assign \$40  = \$signal$59 ;
+  assign \$51  = \$signal$59 ;
   assign \$93  = \$92 ;
   assign \$100  = \$99 ;
-  assign \$110  = \$signal$55 ;
-  assign \$120  = \$signal$55 ;
+  assign \$110  = \$signal$59 ;
+  assign \$120  = \$signal$59 ;
   assign \$126  = \$125 ;
-  assign \$161  = \$signal$55 ;
-  assign \$166  = \$signal$55 ;
-  assign \$617  = \$signal$55 ;
-  assign \$618  = \$signal$55 ;
+  assign \$161  = \$signal$59 ;
+  assign \$166  = \$signal$59 ;
+  assign \$617  = \$signal$59 ;
+  assign \$618  = \$signal$59 ;
   assign \$626 [31:7] = 25'h0000000;
   assign \$626 [6:0] = word[46:40];
   assign \$633  = \$632 ;
@@ -52692,7 +52919,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$9941$0 , rd_resp__valid, clk);
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$9973$0 , rd_resp__valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$284  = 0;
   wire [31:0] \$1 ;
   reg [1:0] \$10 ;
@@ -52795,8 +53022,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$9941$0 ;
-  wire [1:0] \port$9941$0 ;
+  output [1:0] \port$9973$0 ;
+  wire [1:0] \port$9973$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -53784,7 +54011,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \$4 , read_data };
-  assign \port$9941$0  = \$4 ;
+  assign \port$9973$0  = \$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

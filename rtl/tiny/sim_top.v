@@ -3,20 +3,20 @@
 
 (* top =  1  *)
 (* generator = "Amaranth" *)
-module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error, error_code, error_index, perf, start);
+module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error, error_code, error_index, perf, insn_started, insn_frontier, start);
   wire [63:0] \$1 ;
   wire [1:0] \$2 ;
   input clk;
   wire clk;
   input [31:0] desc_base;
   wire [31:0] desc_base;
-  wire [31:0] \desc_base$30 ;
+  wire [31:0] \desc_base$32 ;
   input [31:0] desc_count;
   wire [31:0] desc_count;
-  wire [31:0] \desc_count$31 ;
+  wire [31:0] \desc_count$33 ;
   output done;
   wire done;
-  wire \done$33 ;
+  wire \done$35 ;
   wire [33:0] dram_req__payload;
   wire [31:0] \dram_req__payload.addr ;
   wire [1:0] \dram_req__payload.tag ;
@@ -34,7 +34,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   wire dram_wr__valid;
   output error;
   wire error;
-  wire \error$34 ;
+  wire \error$36 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -55,33 +55,39 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$35 ;
+  wire [3:0] \error_code$37 ;
   output [31:0] error_index;
   wire [31:0] error_index;
-  wire [31:0] \error_index$36 ;
+  wire [31:0] \error_index$38 ;
   input [31:0] insn_base;
   wire [31:0] insn_base;
-  wire [31:0] \insn_base$29 ;
+  wire [31:0] \insn_base$31 ;
+  output [31:0] insn_frontier;
+  wire [31:0] insn_frontier;
+  wire [31:0] \insn_frontier$41 ;
+  output [31:0] insn_started;
+  wire [31:0] insn_started;
+  wire [31:0] \insn_started$40 ;
   output [1023:0] perf;
   wire [1023:0] perf;
-  wire [1023:0] \perf$37 ;
-  wire [63:0] \perf$37.array_active ;
-  wire [63:0] \perf$37.compute_busy ;
-  wire [63:0] \perf$37.compute_token_wait ;
-  wire [63:0] \perf$37.cycles ;
-  wire [63:0] \perf$37.dram_read_bytes ;
-  wire [63:0] \perf$37.dram_stall ;
-  wire [63:0] \perf$37.dram_write_bytes ;
-  wire [63:0] \perf$37.fetch_stall ;
-  wire [63:0] \perf$37.insns_retired ;
-  wire [63:0] \perf$37.load_busy ;
-  wire [63:0] \perf$37.load_token_wait ;
-  wire [63:0] \perf$37.macs ;
-  wire [31:0] \perf$37.reserved ;
-  wire [63:0] \perf$37.store_busy ;
-  wire [63:0] \perf$37.store_token_wait ;
-  wire [31:0] \perf$37.tag ;
-  wire [63:0] \perf$37.weight_load ;
+  wire [1023:0] \perf$39 ;
+  wire [63:0] \perf$39.array_active ;
+  wire [63:0] \perf$39.compute_busy ;
+  wire [63:0] \perf$39.compute_token_wait ;
+  wire [63:0] \perf$39.cycles ;
+  wire [63:0] \perf$39.dram_read_bytes ;
+  wire [63:0] \perf$39.dram_stall ;
+  wire [63:0] \perf$39.dram_write_bytes ;
+  wire [63:0] \perf$39.fetch_stall ;
+  wire [63:0] \perf$39.insns_retired ;
+  wire [63:0] \perf$39.load_busy ;
+  wire [63:0] \perf$39.load_token_wait ;
+  wire [63:0] \perf$39.macs ;
+  wire [31:0] \perf$39.reserved ;
+  wire [63:0] \perf$39.store_busy ;
+  wire [63:0] \perf$39.store_token_wait ;
+  wire [31:0] \perf$39.tag ;
+  wire [63:0] \perf$39.weight_load ;
   wire [63:0] \perf.array_active ;
   wire [63:0] \perf.compute_busy ;
   wire [63:0] \perf.compute_token_wait ;
@@ -112,10 +118,10 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   wire rst;
   output running;
   wire running;
-  wire \running$32 ;
+  wire \running$34 ;
   input start;
   wire start;
-  wire \start$28 ;
+  wire \start$30 ;
   wire [103:0] wr__payload;
   wire [31:0] \wr__payload.addr ;
   wire [63:0] \wr__payload.data ;
@@ -137,15 +143,17 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .error_index(error_index),
     .halt(error),
     .insn_base(insn_base),
+    .insn_started(insn_started),
+    .\oldest$222 (insn_frontier),
     .perf(perf),
-    .\port$3390$0 (\$2 ),
+    .\port$3422$0 (\$2 ),
     .rst(rst),
     .running(running),
     .\start$191 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$3390$0 (\$2 ),
+    .\port$3422$0 (\$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -165,16 +173,18 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   assign dram_wr__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign dram_wr__valid = wr__valid;
-  assign \start$28  = start;
-  assign \insn_base$29  = insn_base;
-  assign \desc_base$30  = desc_base;
-  assign \desc_count$31  = desc_count;
-  assign \running$32  = running;
-  assign \done$33  = done;
-  assign \error$34  = error;
-  assign \error_code$35  = error_code;
-  assign \error_index$36  = error_index;
-  assign \perf$37  = perf;
+  assign \start$30  = start;
+  assign \insn_base$31  = insn_base;
+  assign \desc_base$32  = desc_base;
+  assign \desc_count$33  = desc_count;
+  assign \running$34  = running;
+  assign \done$35  = done;
+  assign \error$36  = error;
+  assign \error_code$37  = error_code;
+  assign \error_index$38  = error_index;
+  assign \perf$39  = perf;
+  assign \insn_started$40  = insn_started;
+  assign \insn_frontier$41  = insn_frontier;
   assign \perf.tag  = perf[31:0];
   assign \perf.reserved  = perf[63:32];
   assign \perf.cycles  = perf[127:64];
@@ -206,30 +216,39 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   assign \dram_wr__payload.addr  = wr__payload[31:0];
   assign \dram_wr__payload.data  = wr__payload[95:32];
   assign \dram_wr__payload.strb  = wr__payload[103:96];
-  assign \perf$37.tag  = perf[31:0];
-  assign \perf$37.reserved  = perf[63:32];
-  assign \perf$37.cycles  = perf[127:64];
-  assign \perf$37.insns_retired  = perf[191:128];
-  assign \perf$37.load_busy  = perf[255:192];
-  assign \perf$37.compute_busy  = perf[319:256];
-  assign \perf$37.store_busy  = perf[383:320];
-  assign \perf$37.array_active  = perf[447:384];
-  assign \perf$37.weight_load  = perf[511:448];
-  assign \perf$37.load_token_wait  = perf[575:512];
-  assign \perf$37.compute_token_wait  = perf[639:576];
-  assign \perf$37.store_token_wait  = perf[703:640];
-  assign \perf$37.dram_read_bytes  = perf[767:704];
-  assign \perf$37.dram_write_bytes  = perf[831:768];
-  assign \perf$37.dram_stall  = perf[895:832];
-  assign \perf$37.macs  = perf[959:896];
-  assign \perf$37.fetch_stall  = perf[1023:960];
+  assign \perf$39.tag  = perf[31:0];
+  assign \perf$39.reserved  = perf[63:32];
+  assign \perf$39.cycles  = perf[127:64];
+  assign \perf$39.insns_retired  = perf[191:128];
+  assign \perf$39.load_busy  = perf[255:192];
+  assign \perf$39.compute_busy  = perf[319:256];
+  assign \perf$39.store_busy  = perf[383:320];
+  assign \perf$39.array_active  = perf[447:384];
+  assign \perf$39.weight_load  = perf[511:448];
+  assign \perf$39.load_token_wait  = perf[575:512];
+  assign \perf$39.compute_token_wait  = perf[639:576];
+  assign \perf$39.store_token_wait  = perf[703:640];
+  assign \perf$39.dram_read_bytes  = perf[767:704];
+  assign \perf$39.dram_write_bytes  = perf[831:768];
+  assign \perf$39.dram_stall  = perf[895:832];
+  assign \perf$39.macs  = perf[959:896];
+  assign \perf$39.fetch_stall  = perf[1023:960];
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__payload, running, done, halt, error_code, error_index, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$3390$0 , dram_resp__valid, \start$191 );
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$3422$0 , dram_resp__valid, \start$191 
+);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \$1 ;
-  wire \$10 ;
+  wire [32:0] \$10 ;
+  reg \$100 ;
+  reg [16:0] \$101 ;
+  reg \$102 ;
+  reg [3:0] \$103 ;
+  reg [31:0] \$104 ;
+  reg [3:0] \$105 ;
+  reg [31:0] \$106 ;
+  reg [1023:0] \$107 ;
   wire \$11 ;
   wire \$12 ;
   wire \$13 ;
@@ -239,12 +258,12 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire \$17 ;
   wire \$18 ;
   wire \$19 ;
-  wire \$2 ;
+  wire [32:0] \$2 ;
   wire \$20 ;
   wire \$21 ;
   wire \$22 ;
   wire \$23 ;
-  wire [17:0] \$24 ;
+  wire \$24 ;
   wire \$25 ;
   wire \$26 ;
   wire \$27 ;
@@ -263,8 +282,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire \$39 ;
   wire \$4 ;
   wire \$40 ;
-  wire [4:0] \$41 ;
-  wire \$42 ;
+  wire \$41 ;
+  wire [17:0] \$42 ;
   wire \$43 ;
   wire \$44 ;
   wire \$45 ;
@@ -276,46 +295,57 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
-  wire [64:0] \$53 ;
-  wire [1:0] \$54 ;
-  wire [2:0] \$55 ;
-  wire [64:0] \$56 ;
-  wire [64:0] \$57 ;
-  wire [64:0] \$58 ;
-  wire [64:0] \$59 ;
-  wire \$6 ;
-  wire [64:0] \$60 ;
-  wire [64:0] \$61 ;
-  wire [64:0] \$62 ;
-  wire [64:0] \$63 ;
-  wire [64:0] \$64 ;
-  wire [4:0] \$65 ;
-  wire [64:0] \$66 ;
-  wire [1:0] \$67 ;
-  wire [2:0] \$68 ;
-  wire [3:0] \$69 ;
+  wire \$53 ;
+  wire \$54 ;
+  wire \$55 ;
+  wire \$56 ;
+  wire \$57 ;
+  wire \$58 ;
+  wire [4:0] \$59 ;
+  wire [32:0] \$6 ;
+  wire \$60 ;
+  wire \$61 ;
+  wire \$62 ;
+  wire \$63 ;
+  wire \$64 ;
+  wire \$65 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
   wire \$7 ;
-  wire [4:0] \$70 ;
-  wire [5:0] \$71 ;
-  wire [6:0] \$72 ;
-  wire [7:0] \$73 ;
-  wire [8:0] \$74 ;
-  wire [9:0] \$75 ;
+  wire \$70 ;
+  wire [64:0] \$71 ;
+  wire [1:0] \$72 ;
+  wire [2:0] \$73 ;
+  wire [64:0] \$74 ;
+  wire [64:0] \$75 ;
   wire [64:0] \$76 ;
   wire [64:0] \$77 ;
-  wire [5:0] \$78 ;
+  wire [64:0] \$78 ;
   wire [64:0] \$79 ;
   wire \$8 ;
   wire [64:0] \$80 ;
-  reg \$81 ;
-  reg \$82 ;
-  reg [16:0] \$83 ;
-  reg \$84 ;
-  reg [3:0] \$85 ;
-  reg [31:0] \$86 ;
-  reg [3:0] \$87 ;
-  reg [1023:0] \$88 ;
+  wire [64:0] \$81 ;
+  wire [64:0] \$82 ;
+  wire [4:0] \$83 ;
+  wire [64:0] \$84 ;
+  wire [1:0] \$85 ;
+  wire [2:0] \$86 ;
+  wire [3:0] \$87 ;
+  wire [4:0] \$88 ;
+  wire [5:0] \$89 ;
   wire \$9 ;
+  wire [6:0] \$90 ;
+  wire [7:0] \$91 ;
+  wire [8:0] \$92 ;
+  wire [9:0] \$93 ;
+  wire [64:0] \$94 ;
+  wire [64:0] \$95 ;
+  wire [5:0] \$96 ;
+  wire [64:0] \$97 ;
+  wire [64:0] \$98 ;
+  reg \$99 ;
   wire [15:0] acc__addr;
   wire [127:0] acc__data;
   wire acc__en;
@@ -340,8 +370,11 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire [63:0] bus__resp__payload;
   wire bus__resp__valid;
   wire busy;
-  wire \busy$236 ;
-  wire \busy$237 ;
+  wire \busy$253 ;
+  wire \busy$254 ;
+  wire [31:0] candidate;
+  wire [31:0] \candidate$212 ;
+  wire [31:0] \candidate$214 ;
   wire [31:0] client0__req__payload;
   wire client0__req__ready;
   wire client0__req__valid;
@@ -443,10 +476,10 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire ended;
   (* init = 1'h0 *)
   wire error;
-  wire \error$227 ;
-  wire \error$229 ;
-  wire \error$231 ;
-  wire \error$233 ;
+  wire \error$244 ;
+  wire \error$246 ;
+  wire \error$248 ;
+  wire \error$250 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -467,7 +500,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$228 ;
+  wire [3:0] \error_code$245 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -477,7 +510,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$230 ;
+  wire [3:0] \error_code$247 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -487,7 +520,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$232 ;
+  wire [3:0] \error_code$249 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -497,7 +530,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$234 ;
+  wire [3:0] \error_code$251 ;
   output [31:0] error_index;
   reg [31:0] error_index = 32'd0;
   output halt;
@@ -515,19 +548,29 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire \has$57 ;
   wire \has$65 ;
   wire idle;
-  wire \idle$216 ;
-  wire \idle$217 ;
+  wire \idle$233 ;
+  wire \idle$234 ;
   wire [31:0] index;
   wire [31:0] \index$206 ;
   wire [31:0] \index$208 ;
   input [31:0] insn_base;
   wire [31:0] insn_base;
   wire [31:0] \insn_base$194 ;
+  wire [31:0] insn_frontier;
+  output [31:0] insn_started;
+  reg [31:0] insn_started = 32'd0;
+  wire [31:0] larger;
+  wire [31:0] \larger$213 ;
+  wire [31:0] \larger$215 ;
   wire [159:0] load_q__payload;
   wire [31:0] \load_q__payload.index ;
   wire [127:0] \load_q__payload.insn ;
   wire load_q__ready;
   wire load_q__valid;
+  wire [31:0] oldest;
+  wire [31:0] \oldest$219 ;
+  output [31:0] \oldest$222 ;
+  wire [31:0] \oldest$222 ;
   wire [15:0] param__addr;
   wire [15:0] \param__addr$155 ;
   wire [15:0] \param__addr$161 ;
@@ -538,27 +581,33 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire \param__en$157 ;
   wire \param__en$163 ;
   wire [31:0] pc;
+  wire pending;
+  wire \pending$220 ;
+  wire \pending$223 ;
+  wire [31:0] pending_index;
+  wire [31:0] \pending_index$221 ;
+  wire [31:0] \pending_index$224 ;
   output [1023:0] perf;
   reg [1023:0] perf = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   (* init = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
-  wire [1023:0] \perf$210 ;
-  wire [63:0] \perf$210.array_active ;
-  wire [63:0] \perf$210.compute_busy ;
-  wire [63:0] \perf$210.compute_token_wait ;
-  wire [63:0] \perf$210.cycles ;
-  wire [63:0] \perf$210.dram_read_bytes ;
-  wire [63:0] \perf$210.dram_stall ;
-  wire [63:0] \perf$210.dram_write_bytes ;
-  wire [63:0] \perf$210.fetch_stall ;
-  wire [63:0] \perf$210.insns_retired ;
-  wire [63:0] \perf$210.load_busy ;
-  wire [63:0] \perf$210.load_token_wait ;
-  wire [63:0] \perf$210.macs ;
-  wire [31:0] \perf$210.reserved ;
-  wire [63:0] \perf$210.store_busy ;
-  wire [63:0] \perf$210.store_token_wait ;
-  wire [31:0] \perf$210.tag ;
-  wire [63:0] \perf$210.weight_load ;
+  wire [1023:0] \perf$227 ;
+  wire [63:0] \perf$227.array_active ;
+  wire [63:0] \perf$227.compute_busy ;
+  wire [63:0] \perf$227.compute_token_wait ;
+  wire [63:0] \perf$227.cycles ;
+  wire [63:0] \perf$227.dram_read_bytes ;
+  wire [63:0] \perf$227.dram_stall ;
+  wire [63:0] \perf$227.dram_write_bytes ;
+  wire [63:0] \perf$227.fetch_stall ;
+  wire [63:0] \perf$227.insns_retired ;
+  wire [63:0] \perf$227.load_busy ;
+  wire [63:0] \perf$227.load_token_wait ;
+  wire [63:0] \perf$227.macs ;
+  wire [31:0] \perf$227.reserved ;
+  wire [63:0] \perf$227.store_busy ;
+  wire [63:0] \perf$227.store_token_wait ;
+  wire [31:0] \perf$227.tag ;
+  wire [63:0] \perf$227.weight_load ;
   wire [63:0] \perf.array_active ;
   wire [63:0] \perf.compute_busy ;
   wire [63:0] \perf.compute_token_wait ;
@@ -580,8 +629,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$3390$0 ;
-  wire [1:0] \port$3390$0 ;
+  input [1:0] \port$3422$0 ;
+  wire [1:0] \port$3422$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -629,8 +678,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   wire \r_rdy$19 ;
   wire \r_rdy$31 ;
   wire retired;
-  wire \retired$219 ;
-  wire \retired$220 ;
+  wire \retired$236 ;
+  wire \retired$237 ;
   wire room;
   wire \room$51 ;
   wire \room$59 ;
@@ -3823,103 +3872,129 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     end
   end
   assign \wgt__data$146  = _5_;
-  assign \$11  = \$9  & \$10 ;
-  assign \$12  = ~ running;
-  assign \$13  = retired | \retired$219 ;
-  assign \$14  = \$13  | \retired$220 ;
-  assign \$15  = \$14  | load_q__ready;
-  assign \$16  = \$15  | compute_q__ready;
-  assign \$17  = \$16  | store_q__ready;
-  assign \$18  = \$17  | dram_resp__valid;
-  assign \$19  = \$18  | dram_wr__valid;
-  assign \$20  = \$19  | array_active;
-  assign \$21  = \$20  | \w__en$170 ;
-  assign \$22  = \$12  | \$21 ;
-  assign \$23  = watchdog < 17'h10000;
-  assign \$24  = watchdog + 1'h1;
-  assign \$25  = watchdog == 17'h10000;
-  assign \$26  = ~ halt;
-  assign \$27  = \$25  & \$26 ;
-  assign \$28  = ended | stalled;
-  assign \$29  = running & \$28 ;
-  assign \$30  = idle | \token_wait$207 ;
-  assign \$31  = \idle$216  | \token_wait$205 ;
-  assign \$32  = \$30  & \$31 ;
-  assign \$33  = \idle$217  | token_wait;
-  assign \$34  = \$32  & \$33 ;
-  assign \$35  = \$29  & \$34 ;
-  assign \$36  = \token_wait$207  | \token_wait$205 ;
-  assign \$37  = \$36  | token_wait;
-  assign \$38  = \$37  | stalled;
-  assign \$39  = \$35  & \$38 ;
-  assign \$40  = blocked_for < 4'h8;
-  assign \$41  = blocked_for + 1'h1;
-  assign \$42  = blocked_for == 4'h8;
-  assign \$43  = ~ halt;
-  assign \$44  = \$42  & \$43 ;
-  assign \$45  = ~ halt;
-  assign \$46  = \error$227  & \$45 ;
-  assign \$47  = ~ halt;
-  assign \$48  = \error$229  & \$47 ;
-  assign \$49  = ~ halt;
-  assign \$50  = \error$231  & \$49 ;
-  assign \$51  = ~ halt;
-  assign \$52  = \error$233  & \$51 ;
-  assign \$53  = perf[127:64] + running;
-  assign \$54  = retired + \retired$219 ;
-  assign \$55  = \$54  + \retired$220 ;
-  assign \$56  = perf[191:128] + \$55 ;
-  assign \$57  = perf[255:192] + busy;
-  assign \$58  = perf[319:256] + \busy$236 ;
-  assign \$59  = perf[383:320] + \busy$237 ;
-  assign \$60  = perf[447:384] + array_active;
-  assign \$61  = perf[511:448] + weight_load;
-  assign \$62  = perf[575:512] + \token_wait$207 ;
-  assign \$63  = perf[639:576] + \token_wait$205 ;
-  assign \$64  = perf[703:640] + token_wait;
-  assign \$65  = dram_resp__valid * 4'h8;
-  assign \$66  = perf[767:704] + \$65 ;
-  assign \$67  = 1'h0 + dram_wr__payload[96];
-  assign \$68  = \$67  + dram_wr__payload[97];
-  assign \$69  = \$68  + dram_wr__payload[98];
-  assign \$70  = \$69  + dram_wr__payload[99];
-  assign \$71  = \$70  + dram_wr__payload[100];
-  assign \$72  = \$71  + dram_wr__payload[101];
-  assign \$73  = \$72  + dram_wr__payload[102];
-  assign \$74  = \$73  + dram_wr__payload[103];
-  assign \$75  = dram_wr__valid * \$74 ;
-  assign \$76  = perf[831:768] + \$75 ;
-  assign \$77  = perf[895:832] + dram_wait;
-  assign \$78  = array_active * 5'h10;
-  assign \$79  = perf[959:896] + \$78 ;
-  assign \$80  = perf[1023:960] + stalled;
-  always @(posedge clk)
-    running <= \$81 ;
-  always @(posedge clk)
-    done <= \$82 ;
-  always @(posedge clk)
-    watchdog <= \$83 ;
-  always @(posedge clk)
-    halt <= \$84 ;
-  always @(posedge clk)
-    error_code <= \$85 ;
-  always @(posedge clk)
-    error_index <= \$86 ;
-  always @(posedge clk)
-    blocked_for <= \$87 ;
-  always @(posedge clk)
-    perf <= \$88 ;
   assign \$1  = ~ running;
   assign start = \start$191  & \$1 ;
-  assign \$2  = ~ running;
-  assign \$3  = \start$191  & \$2 ;
-  assign \$4  = ~ done;
+  assign \$2  = queue__payload[159:128] + 1'h1;
+  assign \$3  = queue__valid & r_en;
+  assign \$4  = \$2 [31:0] > insn_started;
   assign \$5  = \$3  & \$4 ;
-  assign \$6  = ended & idle;
-  assign \$7  = \$6  & \idle$216 ;
-  assign \$8  = \$7  & \idle$217 ;
-  assign \$9  = running & \$8 ;
-  assign \$10  = ~ halt;
+  assign larger = \$5  ? \$2 [31:0] : insn_started;
+  assign \$6  = \queue__payload$20 [159:128] + 1'h1;
+  assign \$7  = \queue__valid$18  & \r_en$22 ;
+  assign \$8  = \$6 [31:0] > larger;
+  assign \$9  = \$7  & \$8 ;
+  assign \larger$213  = \$9  ? \$6 [31:0] : larger;
+  assign \$10  = \queue__payload$32 [159:128] + 1'h1;
+  assign \$11  = \queue__valid$30  & \r_en$34 ;
+  assign \$12  = \$10 [31:0] > \larger$213 ;
+  assign \$13  = \$11  & \$12 ;
+  assign \larger$215  = \$13  ? \$10 [31:0] : \larger$213 ;
+  assign \$14  = pending_index < pc;
+  assign \$15  = pending & \$14 ;
+  assign oldest = \$15  ? pending_index : pc;
+  assign \$16  = \pending_index$221  < oldest;
+  assign \$17  = \pending$220  & \$16 ;
+  assign \oldest$219  = \$17  ? \pending_index$221  : oldest;
+  assign \$18  = \pending_index$224  < \oldest$219 ;
+  assign \$19  = \pending$223  & \$18 ;
+  assign \oldest$222  = \$19  ? \pending_index$224  : \oldest$219 ;
+  assign \$20  = ~ running;
+  assign \$21  = \start$191  & \$20 ;
+  assign \$22  = ~ done;
+  assign \$23  = \$21  & \$22 ;
+  assign \$24  = ended & idle;
+  assign \$25  = \$24  & \idle$233 ;
+  assign \$26  = \$25  & \idle$234 ;
+  assign \$27  = running & \$26 ;
+  assign \$28  = ~ halt;
+  assign \$29  = \$27  & \$28 ;
+  assign \$30  = ~ running;
+  assign \$31  = retired | \retired$236 ;
+  assign \$32  = \$31  | \retired$237 ;
+  assign \$33  = \$32  | load_q__ready;
+  assign \$34  = \$33  | compute_q__ready;
+  assign \$35  = \$34  | store_q__ready;
+  assign \$36  = \$35  | dram_resp__valid;
+  assign \$37  = \$36  | dram_wr__valid;
+  assign \$38  = \$37  | array_active;
+  assign \$39  = \$38  | \w__en$170 ;
+  assign \$40  = \$30  | \$39 ;
+  assign \$41  = watchdog < 17'h10000;
+  assign \$42  = watchdog + 1'h1;
+  assign \$43  = watchdog == 17'h10000;
+  assign \$44  = ~ halt;
+  assign \$45  = \$43  & \$44 ;
+  assign \$46  = ended | stalled;
+  assign \$47  = running & \$46 ;
+  assign \$48  = idle | \token_wait$207 ;
+  assign \$49  = \idle$233  | \token_wait$205 ;
+  assign \$50  = \$48  & \$49 ;
+  assign \$51  = \idle$234  | token_wait;
+  assign \$52  = \$50  & \$51 ;
+  assign \$53  = \$47  & \$52 ;
+  assign \$54  = \token_wait$207  | \token_wait$205 ;
+  assign \$55  = \$54  | token_wait;
+  assign \$56  = \$55  | stalled;
+  assign \$57  = \$53  & \$56 ;
+  assign \$58  = blocked_for < 4'h8;
+  assign \$59  = blocked_for + 1'h1;
+  assign \$60  = blocked_for == 4'h8;
+  assign \$61  = ~ halt;
+  assign \$62  = \$60  & \$61 ;
+  assign \$63  = ~ halt;
+  assign \$64  = \error$244  & \$63 ;
+  assign \$65  = ~ halt;
+  assign \$66  = \error$246  & \$65 ;
+  assign \$67  = ~ halt;
+  assign \$68  = \error$248  & \$67 ;
+  assign \$69  = ~ halt;
+  assign \$70  = \error$250  & \$69 ;
+  assign \$71  = perf[127:64] + running;
+  assign \$72  = retired + \retired$236 ;
+  assign \$73  = \$72  + \retired$237 ;
+  assign \$74  = perf[191:128] + \$73 ;
+  assign \$75  = perf[255:192] + busy;
+  assign \$76  = perf[319:256] + \busy$253 ;
+  assign \$77  = perf[383:320] + \busy$254 ;
+  assign \$78  = perf[447:384] + array_active;
+  assign \$79  = perf[511:448] + weight_load;
+  assign \$80  = perf[575:512] + \token_wait$207 ;
+  assign \$81  = perf[639:576] + \token_wait$205 ;
+  assign \$82  = perf[703:640] + token_wait;
+  assign \$83  = dram_resp__valid * 4'h8;
+  assign \$84  = perf[767:704] + \$83 ;
+  assign \$85  = 1'h0 + dram_wr__payload[96];
+  assign \$86  = \$85  + dram_wr__payload[97];
+  assign \$87  = \$86  + dram_wr__payload[98];
+  assign \$88  = \$87  + dram_wr__payload[99];
+  assign \$89  = \$88  + dram_wr__payload[100];
+  assign \$90  = \$89  + dram_wr__payload[101];
+  assign \$91  = \$90  + dram_wr__payload[102];
+  assign \$92  = \$91  + dram_wr__payload[103];
+  assign \$93  = dram_wr__valid * \$92 ;
+  assign \$94  = perf[831:768] + \$93 ;
+  assign \$95  = perf[895:832] + dram_wait;
+  assign \$96  = array_active * 5'h10;
+  assign \$97  = perf[959:896] + \$96 ;
+  assign \$98  = perf[1023:960] + stalled;
+  always @(posedge clk)
+    running <= \$99 ;
+  always @(posedge clk)
+    done <= \$100 ;
+  always @(posedge clk)
+    watchdog <= \$101 ;
+  always @(posedge clk)
+    halt <= \$102 ;
+  always @(posedge clk)
+    error_code <= \$103 ;
+  always @(posedge clk)
+    error_index <= \$104 ;
+  always @(posedge clk)
+    blocked_for <= \$105 ;
+  always @(posedge clk)
+    insn_started <= \$106 ;
+  always @(posedge clk)
+    perf <= \$107 ;
   \sim_top.accel.arbiter  arbiter (
     .client0__req__payload(client0__req__payload),
     .client0__req__ready(bus__req__ready),
@@ -3942,7 +4017,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$3390$0 (\port$3390$0 ),
+    .\port$3422$0 (\port$3422$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -3956,7 +4031,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .act__data(\act__data$134 ),
     .act__en(r__en),
     .array_active(array_active),
-    .busy(\busy$236 ),
+    .busy(\busy$253 ),
     .clk(clk),
     .deps__has_next(\deps__has_next$56 ),
     .deps__has_prev(deps__has_prev),
@@ -3966,18 +4041,20 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .deps__push_prev(\push$44 ),
     .deps__room_next(\deps__room_next$58 ),
     .deps__room_prev(deps__room_prev),
-    .error(\error$229 ),
-    .error_code(\error_code$230 ),
+    .error(\error$246 ),
+    .error_code(\error_code$247 ),
     .halt(halt),
-    .idle(\idle$216 ),
+    .idle(\idle$233 ),
     .index(\index$206 ),
     .param__addr(\param__addr$155 ),
     .param__data(\param__data$158 ),
     .param__en(\r__en$156 ),
+    .pending(\pending$220 ),
+    .pending_index(\pending_index$221 ),
     .queue__payload(\queue__payload$20 ),
     .queue__ready(\r_en$22 ),
     .queue__valid(\queue__valid$18 ),
-    .retired(\retired$219 ),
+    .retired(\retired$236 ),
     .rst(rst),
     .token_wait(\token_wait$205 ),
     .w_data(\wgt__data$146 ),
@@ -4006,8 +4083,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .compute_q__ready(compute_q__ready),
     .compute_q__valid(\w_en$12 ),
     .ended(ended),
-    .error(\error$233 ),
-    .error_code(\error_code$234 ),
+    .error(\error$250 ),
+    .error_code(\error_code$251 ),
     .halt(halt),
     .insn_base(insn_base),
     .load_q__payload(w_data),
@@ -4025,10 +4102,10 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .act__addr(act__addr),
     .act__en(w__en),
     .bus__req__ready(desc_bus__req__ready),
-    .\bus__req__ready$32 (data_bus__req__ready),
+    .\bus__req__ready$36 (data_bus__req__ready),
     .bus__resp__payload(bus__resp__payload),
     .bus__resp__valid(desc_bus__resp__valid),
-    .\bus__resp__valid$38 (data_bus__resp__valid),
+    .\bus__resp__valid$42 (data_bus__resp__valid),
     .busy(busy),
     .clk(clk),
     .data_bus__req__payload(client2__req__payload),
@@ -4042,13 +4119,15 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .desc_bus__req__valid(client1__req__valid),
     .desc_count(desc_count),
     .dram_wait(dram_wait),
-    .\error$108 (\error$231 ),
-    .error_code(\error_code$232 ),
+    .\error$111 (\error$248 ),
+    .error_code(\error_code$249 ),
     .halt(halt),
     .idle(idle),
-    .\index$106 (\index$208 ),
+    .index(\index$208 ),
     .line_data(\w__data$150 ),
     .param__en(\w__en$152 ),
+    .pending(pending),
+    .pending_index(pending_index),
     .queue__payload(queue__payload),
     .queue__ready(r_en),
     .queue__valid(queue__valid),
@@ -4074,7 +4153,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .bus__req__ready(\desc_bus__req__ready$100 ),
     .bus__resp__payload(bus__resp__payload),
     .bus__resp__valid(\desc_bus__resp__valid$106 ),
-    .busy(\busy$237 ),
+    .busy(\busy$254 ),
     .clk(clk),
     .deps__has_prev(\deps__has_prev$64 ),
     .deps__pop_prev(\pop$62 ),
@@ -4084,19 +4163,21 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
     .desc_bus__req__payload(client3__req__payload),
     .desc_bus__req__valid(client3__req__valid),
     .desc_count(desc_count),
-    .\error$83 (\error$227 ),
-    .error_code(\error_code$228 ),
+    .\error$86 (\error$244 ),
+    .error_code(\error_code$245 ),
     .halt(halt),
-    .idle(\idle$217 ),
-    .\index$81 (index),
+    .idle(\idle$234 ),
+    .index(index),
     .param__addr(\param__addr$161 ),
     .param__data(\param__data$164 ),
     .param__en(\r__en$162 ),
+    .pending(\pending$223 ),
+    .pending_index(\pending_index$224 ),
     .perf(perf),
     .queue__payload(\queue__payload$32 ),
     .queue__ready(\r_en$34 ),
     .queue__valid(\queue__valid$30 ),
-    .retired(\retired$220 ),
+    .retired(\retired$237 ),
     .rst(rst),
     .token_wait(token_wait),
     .wr__payload(dram_wr__payload),
@@ -4159,169 +4240,176 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$81  = running;
-    if (\$5 ) begin
-      \$81  = 1'h1;
+    \$99  = running;
+    if (\$23 ) begin
+      \$99  = 1'h1;
     end
-    if (\$11 ) begin
-      \$81  = 1'h0;
+    if (\$29 ) begin
+      \$99  = 1'h0;
     end
-    if (\$27 ) begin
-      \$81  = 1'h0;
+    if (\$45 ) begin
+      \$99  = 1'h0;
     end
-    if (\$44 ) begin
-      \$81  = 1'h0;
+    if (\$62 ) begin
+      \$99  = 1'h0;
     end
-    if (\$46 ) begin
-      \$81  = 1'h0;
+    if (\$64 ) begin
+      \$99  = 1'h0;
     end
-    if (\$48 ) begin
-      \$81  = 1'h0;
+    if (\$66 ) begin
+      \$99  = 1'h0;
     end
-    if (\$50 ) begin
-      \$81  = 1'h0;
+    if (\$68 ) begin
+      \$99  = 1'h0;
     end
-    if (\$52 ) begin
-      \$81  = 1'h0;
+    if (\$70 ) begin
+      \$99  = 1'h0;
     end
     if (rst) begin
-      \$81  = 1'h0;
+      \$99  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$82  = done;
-    if (\$11 ) begin
-      \$82  = 1'h1;
+    \$100  = done;
+    if (\$29 ) begin
+      \$100  = 1'h1;
     end
     if (rst) begin
-      \$82  = 1'h0;
+      \$100  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$83  = watchdog;
-    if (\$22 ) begin
-      \$83  = 17'h00000;
-    end else if (\$23 ) begin
-      \$83  = \$24 [16:0];
+    \$101  = watchdog;
+    if (\$40 ) begin
+      \$101  = 17'h00000;
+    end else if (\$41 ) begin
+      \$101  = \$42 [16:0];
     end
     if (rst) begin
-      \$83  = 17'h00000;
+      \$101  = 17'h00000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$84  = halt;
-    if (\$27 ) begin
-      \$84  = 1'h1;
+    \$102  = halt;
+    if (\$45 ) begin
+      \$102  = 1'h1;
     end
-    if (\$44 ) begin
-      \$84  = 1'h1;
+    if (\$62 ) begin
+      \$102  = 1'h1;
     end
-    if (\$46 ) begin
-      \$84  = 1'h1;
+    if (\$64 ) begin
+      \$102  = 1'h1;
     end
-    if (\$48 ) begin
-      \$84  = 1'h1;
+    if (\$66 ) begin
+      \$102  = 1'h1;
     end
-    if (\$50 ) begin
-      \$84  = 1'h1;
+    if (\$68 ) begin
+      \$102  = 1'h1;
     end
-    if (\$52 ) begin
-      \$84  = 1'h1;
+    if (\$70 ) begin
+      \$102  = 1'h1;
     end
     if (rst) begin
-      \$84  = 1'h0;
+      \$102  = 1'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$85  = error_code;
-    if (\$27 ) begin
-      \$85  = 4'h6;
+    \$103  = error_code;
+    if (\$45 ) begin
+      \$103  = 4'h6;
     end
-    if (\$44 ) begin
-      \$85  = 4'h5;
+    if (\$62 ) begin
+      \$103  = 4'h5;
     end
-    if (\$46 ) begin
-      \$85  = \error_code$228 ;
+    if (\$64 ) begin
+      \$103  = \error_code$245 ;
     end
-    if (\$48 ) begin
-      \$85  = \error_code$230 ;
+    if (\$66 ) begin
+      \$103  = \error_code$247 ;
     end
-    if (\$50 ) begin
-      \$85  = \error_code$232 ;
+    if (\$68 ) begin
+      \$103  = \error_code$249 ;
     end
-    if (\$52 ) begin
-      \$85  = \error_code$234 ;
+    if (\$70 ) begin
+      \$103  = \error_code$251 ;
     end
     if (rst) begin
-      \$85  = 4'h0;
+      \$103  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$86  = error_index;
-    if (\$27 ) begin
-      \$86  = pc;
+    \$104  = error_index;
+    if (\$45 ) begin
+      \$104  = pc;
     end
-    if (\$44 ) begin
-      \$86  = waiting_index;
+    if (\$62 ) begin
+      \$104  = waiting_index;
     end
-    if (\$46 ) begin
-      \$86  = index;
+    if (\$64 ) begin
+      \$104  = index;
     end
-    if (\$48 ) begin
-      \$86  = \index$206 ;
+    if (\$66 ) begin
+      \$104  = \index$206 ;
     end
-    if (\$50 ) begin
-      \$86  = \index$208 ;
+    if (\$68 ) begin
+      \$104  = \index$208 ;
     end
-    if (\$52 ) begin
-      \$86  = pc;
+    if (\$70 ) begin
+      \$104  = pc;
     end
     if (rst) begin
-      \$86  = 32'd0;
+      \$104  = 32'd0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$87  = blocked_for;
+    \$105  = blocked_for;
     (* full_case = 32'd1 *)
-    if (\$39 ) begin
-      if (\$40 ) begin
-        \$87  = \$41 [3:0];
+    if (\$57 ) begin
+      if (\$58 ) begin
+        \$105  = \$59 [3:0];
       end
     end else begin
-      \$87  = 4'h0;
+      \$105  = 4'h0;
     end
     if (rst) begin
-      \$87  = 4'h0;
+      \$105  = 4'h0;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$88  = perf;
+    \$106  = \larger$215 ;
+    if (rst) begin
+      \$106  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$107  = perf;
     if (running) begin
-      \$88 [127:64] = \$53 [63:0];
-      \$88 [191:128] = \$56 [63:0];
-      \$88 [255:192] = \$57 [63:0];
-      \$88 [319:256] = \$58 [63:0];
-      \$88 [383:320] = \$59 [63:0];
-      \$88 [447:384] = \$60 [63:0];
-      \$88 [511:448] = \$61 [63:0];
-      \$88 [575:512] = \$62 [63:0];
-      \$88 [639:576] = \$63 [63:0];
-      \$88 [703:640] = \$64 [63:0];
-      \$88 [767:704] = \$66 [63:0];
-      \$88 [831:768] = \$76 [63:0];
-      \$88 [895:832] = \$77 [63:0];
-      \$88 [959:896] = \$79 [63:0];
-      \$88 [1023:960] = \$80 [63:0];
+      \$107 [127:64] = \$71 [63:0];
+      \$107 [191:128] = \$74 [63:0];
+      \$107 [255:192] = \$75 [63:0];
+      \$107 [319:256] = \$76 [63:0];
+      \$107 [383:320] = \$77 [63:0];
+      \$107 [447:384] = \$78 [63:0];
+      \$107 [511:448] = \$79 [63:0];
+      \$107 [575:512] = \$80 [63:0];
+      \$107 [639:576] = \$81 [63:0];
+      \$107 [703:640] = \$82 [63:0];
+      \$107 [767:704] = \$84 [63:0];
+      \$107 [831:768] = \$94 [63:0];
+      \$107 [895:832] = \$95 [63:0];
+      \$107 [959:896] = \$97 [63:0];
+      \$107 [1023:960] = \$98 [63:0];
     end
     if (rst) begin
-      \$88  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \$107  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign load_q__valid = w_en;
@@ -4385,8 +4473,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$3390$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$3390$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$3422$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$3422$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -4436,7 +4524,11 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   assign \halt$198  = halt;
   assign \halt$199  = halt;
   assign \halt$200  = halt;
-  assign \perf$210  = perf;
+  assign candidate = \$2 [31:0];
+  assign \candidate$212  = \$6 [31:0];
+  assign \candidate$214  = \$10 [31:0];
+  assign insn_frontier = \oldest$222 ;
+  assign \perf$227  = perf;
   assign \load_q__payload.insn  = w_data[127:0];
   assign \load_q__payload.index  = w_data[159:128];
   assign \queue__payload.insn  = queue__payload[127:0];
@@ -4454,9 +4546,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$3390$0 ;
+  assign \dram_resp__payload.tag  = \port$3422$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$3390$0 ;
+  assign \dram_resp__payload$115.tag  = \port$3422$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4480,27 +4572,27 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, bus__resp__pa
   assign \perf.dram_stall  = perf[895:832];
   assign \perf.macs  = perf[959:896];
   assign \perf.fetch_stall  = perf[1023:960];
-  assign \perf$210.tag  = perf[31:0];
-  assign \perf$210.reserved  = perf[63:32];
-  assign \perf$210.cycles  = perf[127:64];
-  assign \perf$210.insns_retired  = perf[191:128];
-  assign \perf$210.load_busy  = perf[255:192];
-  assign \perf$210.compute_busy  = perf[319:256];
-  assign \perf$210.store_busy  = perf[383:320];
-  assign \perf$210.array_active  = perf[447:384];
-  assign \perf$210.weight_load  = perf[511:448];
-  assign \perf$210.load_token_wait  = perf[575:512];
-  assign \perf$210.compute_token_wait  = perf[639:576];
-  assign \perf$210.store_token_wait  = perf[703:640];
-  assign \perf$210.dram_read_bytes  = perf[767:704];
-  assign \perf$210.dram_write_bytes  = perf[831:768];
-  assign \perf$210.dram_stall  = perf[895:832];
-  assign \perf$210.macs  = perf[959:896];
-  assign \perf$210.fetch_stall  = perf[1023:960];
+  assign \perf$227.tag  = perf[31:0];
+  assign \perf$227.reserved  = perf[63:32];
+  assign \perf$227.cycles  = perf[127:64];
+  assign \perf$227.insns_retired  = perf[191:128];
+  assign \perf$227.load_busy  = perf[255:192];
+  assign \perf$227.compute_busy  = perf[319:256];
+  assign \perf$227.store_busy  = perf[383:320];
+  assign \perf$227.array_active  = perf[447:384];
+  assign \perf$227.weight_load  = perf[511:448];
+  assign \perf$227.load_token_wait  = perf[575:512];
+  assign \perf$227.compute_token_wait  = perf[639:576];
+  assign \perf$227.store_token_wait  = perf[703:640];
+  assign \perf$227.dram_read_bytes  = perf[767:704];
+  assign \perf$227.dram_write_bytes  = perf[831:768];
+  assign \perf$227.dram_stall  = perf[895:832];
+  assign \perf$227.macs  = perf[959:896];
+  assign \perf$227.fetch_stall  = perf[1023:960];
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$3390$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$3422$0 
 , dram_resp__valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \$1 ;
@@ -4656,8 +4748,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$3390$0 ;
-  wire [1:0] \port$3390$0 ;
+  input [1:0] \port$3422$0 ;
+  wire [1:0] \port$3422$0 ;
   input rst;
   wire rst;
   assign \$1  = ~ client1__req__valid;
@@ -4708,13 +4800,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \$46  = \$44  & \$45 ;
   assign \$47  = ~ client2__req__valid;
   assign \$48  = \$46  & \$47 ;
-  assign \$49  = ! \port$3390$0 ;
+  assign \$49  = ! \port$3422$0 ;
   assign client0__resp__valid = dram_resp__valid & \$49 ;
-  assign \$50  = \port$3390$0  == 1'h1;
+  assign \$50  = \port$3422$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \$50 ;
-  assign \$51  = \port$3390$0  == 2'h2;
+  assign \$51  = \port$3422$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \$51 ;
-  assign \$52  = \port$3390$0  == 2'h3;
+  assign \$52  = \port$3422$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \$52 ;
   assign \$53  = ~ client1__req__valid;
   assign \$54  = client2__req__valid & \$53 ;
@@ -5079,19 +5171,19 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$3390$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$3422$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$3390$0 ;
+  assign \dram_resp__payload.tag  = \port$3422$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_prev, deps__room_next, deps__has_next, act__data, w_data, param__data, acc_rd__data, halt, idle, token_wait, deps__pop_prev, deps__pop_next, queue__ready, busy, deps__push_prev, deps__push_next, retired, acc_wr__en
-, acc_wr__addr, acc_wr__data, act__addr, act__en, acc_rd__addr, acc_rd__en, param__addr, param__en, wgt__addr, wgt__en, array_active, index, error, error_code, w_en, queue__valid, clk);
+module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_prev, deps__room_next, deps__has_next, act__data, w_data, param__data, acc_rd__data, halt, pending, pending_index, idle, token_wait, deps__pop_prev, deps__pop_next, queue__ready, busy, deps__push_prev, deps__push_next
+, retired, acc_wr__en, acc_wr__addr, acc_wr__data, act__addr, act__en, acc_rd__addr, acc_rd__en, param__addr, param__en, wgt__addr, wgt__en, array_active, index, error, error_code, w_en, queue__valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -5579,31 +5671,31 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [32:0] \$98 ;
   wire [32:0] \$99 ;
   reg \$signal  = 1'h0;
-  reg [9:0] \$signal$100  = 10'h000;
-  reg [11:0] \$signal$103  = 12'h000;
-  reg [16:0] \$signal$104  = 17'h00000;
-  reg [16:0] \$signal$105  = 17'h00000;
+  reg [1:0] \$signal$101  = 2'h0;
+  reg [19:0] \$signal$102  = 20'h00000;
+  reg [9:0] \$signal$103  = 10'h000;
+  reg [11:0] \$signal$106  = 12'h000;
+  reg [16:0] \$signal$107  = 17'h00000;
+  reg [16:0] \$signal$108  = 17'h00000;
   (* init = 1'h0 *)
-  wire \$signal$28 ;
+  wire \$signal$32 ;
   (* init = 2'h0 *)
-  wire [1:0] \$signal$30 ;
-  reg \$signal$45  = 1'h0;
-  reg \$signal$47  = 1'h0;
-  reg \$signal$48  = 1'h0;
+  wire [1:0] \$signal$34 ;
   reg \$signal$49  = 1'h0;
-  reg [15:0] \$signal$52  = 16'h0000;
-  reg [15:0] \$signal$54  = 16'h0000;
-  reg \$signal$56  = 1'h0;
-  reg \$signal$57  = 1'h0;
-  reg [16:0] \$signal$59  = 17'h00000;
-  reg [16:0] \$signal$60  = 17'h00000;
-  reg [9:0] \$signal$61  = 10'h000;
-  reg \$signal$69  = 1'h0;
-  reg \$signal$76  = 1'h0;
-  reg [16:0] \$signal$77  = 17'h00000;
-  reg [9:0] \$signal$80  = 10'h000;
-  reg [1:0] \$signal$98  = 2'h0;
-  reg [19:0] \$signal$99  = 20'h00000;
+  reg \$signal$51  = 1'h0;
+  reg \$signal$52  = 1'h0;
+  reg \$signal$53  = 1'h0;
+  reg [15:0] \$signal$56  = 16'h0000;
+  reg [15:0] \$signal$58  = 16'h0000;
+  reg \$signal$60  = 1'h0;
+  reg \$signal$61  = 1'h0;
+  reg [16:0] \$signal$63  = 17'h00000;
+  reg [16:0] \$signal$64  = 17'h00000;
+  reg [9:0] \$signal$65  = 10'h000;
+  reg \$signal$73  = 1'h0;
+  reg \$signal$80  = 1'h0;
+  reg [16:0] \$signal$81  = 17'h00000;
+  reg [9:0] \$signal$84  = 10'h000;
   wire [31:0] a;
   wire [7:0] \a[0] ;
   wire [7:0] \a[1] ;
@@ -5658,7 +5750,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   input deps__room_prev;
   wire deps__room_prev;
   reg done;
-  wire \done$21 ;
+  wire \done$25 ;
   reg [2:0] drain0 = 3'h0;
   reg [2:0] drain1 = 3'h0;
   output error;
@@ -5731,6 +5823,16 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [15:0] \meta8.acc ;
   wire \meta8.overwrite ;
   wire \meta8.valid ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] opcode;
   wire [127:0] out;
   wire [31:0] \out[0] ;
   wire [31:0] \out[1] ;
@@ -5742,6 +5844,10 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [511:0] param__data;
   output param__en;
   reg param__en;
+  output pending;
+  reg pending;
+  output [31:0] pending_index;
+  reg [31:0] pending_index;
   wire [127:0] pool_value;
   wire [31:0] \pool_value[0] ;
   wire [31:0] \pool_value[1] ;
@@ -5766,11 +5872,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   input rst;
   wire rst;
   reg running;
-  reg [127:0] \running$46  = 128'h00000000000000000000000000000000;
-  wire [31:0] \running$46[0] ;
-  wire [31:0] \running$46[1] ;
-  wire [31:0] \running$46[2] ;
-  wire [31:0] \running$46[3] ;
+  reg [127:0] \running$50  = 128'h00000000000000000000000000000000;
+  wire [31:0] \running$50[0] ;
+  wire [31:0] \running$50[1] ;
+  wire [31:0] \running$50[2] ;
+  wire [31:0] \running$50[3] ;
   reg [16:0] st_acc_base = 17'h00000;
   reg [11:0] st_i = 12'h000;
   reg [19:0] st_tiles = 20'h00000;
@@ -5781,7 +5887,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   reg [7:0] w = 8'h00;
   reg w_bank = 1'h0;
   (* init = 1'h0 *)
-  wire \w_bank$32 ;
+  wire \w_bank$36 ;
   input [31:0] w_data;
   wire [31:0] w_data;
   wire [7:0] \w_data[0] ;
@@ -5801,45 +5907,47 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   reg [16:0] wl_addr = 17'h00000;
   reg [127:0] word = 128'h00000000000000000000000000000000;
   always @(posedge clk)
-    \$signal$57  <= \$459 ;
+    wl_addr <= \$458 ;
   always @(posedge clk)
-    \$signal$76  <= \$460 ;
+    \$signal$61  <= \$459 ;
+  always @(posedge clk)
+    \$signal$80  <= \$460 ;
   always @(posedge clk)
     st_i <= \$461 ;
   always @(posedge clk)
-    \$signal$80  <= \$462 ;
+    \$signal$84  <= \$462 ;
   always @(posedge clk)
-    \$signal$100  <= \$463 ;
+    \$signal$103  <= \$463 ;
   always @(posedge clk)
     st_tiles <= \$464 ;
   always @(posedge clk)
-    \$signal$77  <= \$465 ;
+    \$signal$81  <= \$465 ;
   always @(posedge clk)
     st_acc_base <= \$466 ;
   always @(posedge clk)
     gemm_running <= \$467 ;
   always @(posedge clk)
-    \$signal$61  <= \$468 ;
+    \$signal$65  <= \$468 ;
   always @(posedge clk)
-    \$signal$103  <= \$469 ;
+    \$signal$106  <= \$469 ;
   always @(posedge clk)
-    \$signal$60  <= \$470 ;
+    \$signal$64  <= \$470 ;
   always @(posedge clk)
-    \$signal$59  <= \$471 ;
+    \$signal$63  <= \$471 ;
   always @(posedge clk)
-    \$signal$104  <= \$472 ;
+    \$signal$107  <= \$472 ;
   always @(posedge clk)
-    \$signal$105  <= \$473 ;
+    \$signal$108  <= \$473 ;
   always @(posedge clk)
     w <= \$474 ;
   always @(posedge clk)
-    \$signal$48  <= \$475 ;
+    \$signal$52  <= \$475 ;
   always @(posedge clk)
-    \$signal$54  <= \$476 ;
+    \$signal$58  <= \$476 ;
   always @(posedge clk)
-    \$signal$45  <= \$477 ;
+    \$signal$49  <= \$477 ;
   always @(posedge clk)
-    \$signal$49  <= \$478 ;
+    \$signal$53  <= \$478 ;
   always @(posedge clk)
     w_en <= \$479 ;
   always @(posedge clk)
@@ -5949,11 +6057,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$92  = word[102] ? \$91  : { \$90 [31], \$90  };
   assign \$93  = word[103] ? \$92  : { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] };
   assign \$94  = ! word[102];
-  assign \$95  = $signed(act__data[7:0]) > $signed(\running$46 [31:0]);
-  assign \$96  = \$95  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : \running$46 [31:0];
-  assign \$97  = $signed(\running$46 [31:0]) + $signed(act__data[7:0]);
+  assign \$95  = $signed(act__data[7:0]) > $signed(\running$50 [31:0]);
+  assign \$96  = \$95  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : \running$50 [31:0];
+  assign \$97  = $signed(\running$50 [31:0]) + $signed(act__data[7:0]);
   assign \$98  = word[102] ? \$97  : { \$96 [31], \$96  };
-  assign \$99  = \$signal$45  ? \$93  : \$98 ;
+  assign \$99  = \$signal$49  ? \$93  : \$98 ;
   assign \$100  = ! word[102];
   assign \$101  = $signed(act__data[15:8]) > $signed(acc_rd__data[63:32]);
   assign \$102  = \$101  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : acc_rd__data[63:32];
@@ -5961,11 +6069,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$104  = word[102] ? \$103  : { \$102 [31], \$102  };
   assign \$105  = word[103] ? \$104  : { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] };
   assign \$106  = ! word[102];
-  assign \$107  = $signed(act__data[15:8]) > $signed(\running$46 [63:32]);
-  assign \$108  = \$107  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : \running$46 [63:32];
-  assign \$109  = $signed(\running$46 [63:32]) + $signed(act__data[15:8]);
+  assign \$107  = $signed(act__data[15:8]) > $signed(\running$50 [63:32]);
+  assign \$108  = \$107  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : \running$50 [63:32];
+  assign \$109  = $signed(\running$50 [63:32]) + $signed(act__data[15:8]);
   assign \$110  = word[102] ? \$109  : { \$108 [31], \$108  };
-  assign \$111  = \$signal$45  ? \$105  : \$110 ;
+  assign \$111  = \$signal$49  ? \$105  : \$110 ;
   assign \$112  = ! word[102];
   assign \$113  = $signed(act__data[23:16]) > $signed(acc_rd__data[95:64]);
   assign \$114  = \$113  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : acc_rd__data[95:64];
@@ -5973,11 +6081,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$116  = word[102] ? \$115  : { \$114 [31], \$114  };
   assign \$117  = word[103] ? \$116  : { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] };
   assign \$118  = ! word[102];
-  assign \$119  = $signed(act__data[23:16]) > $signed(\running$46 [95:64]);
-  assign \$120  = \$119  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : \running$46 [95:64];
-  assign \$121  = $signed(\running$46 [95:64]) + $signed(act__data[23:16]);
+  assign \$119  = $signed(act__data[23:16]) > $signed(\running$50 [95:64]);
+  assign \$120  = \$119  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : \running$50 [95:64];
+  assign \$121  = $signed(\running$50 [95:64]) + $signed(act__data[23:16]);
   assign \$122  = word[102] ? \$121  : { \$120 [31], \$120  };
-  assign \$123  = \$signal$45  ? \$117  : \$122 ;
+  assign \$123  = \$signal$49  ? \$117  : \$122 ;
   assign \$124  = ! word[102];
   assign \$125  = $signed(act__data[31:24]) > $signed(acc_rd__data[127:96]);
   assign \$126  = \$125  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : acc_rd__data[127:96];
@@ -5985,32 +6093,32 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$128  = word[102] ? \$127  : { \$126 [31], \$126  };
   assign \$129  = word[103] ? \$128  : { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] };
   assign \$130  = ! word[102];
-  assign \$131  = $signed(act__data[31:24]) > $signed(\running$46 [127:96]);
-  assign \$132  = \$131  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : \running$46 [127:96];
-  assign \$133  = $signed(\running$46 [127:96]) + $signed(act__data[31:24]);
+  assign \$131  = $signed(act__data[31:24]) > $signed(\running$50 [127:96]);
+  assign \$132  = \$131  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : \running$50 [127:96];
+  assign \$133  = $signed(\running$50 [127:96]) + $signed(act__data[31:24]);
   assign \$134  = word[102] ? \$133  : { \$132 [31], \$132  };
-  assign \$135  = \$signal$45  ? \$129  : \$134 ;
+  assign \$135  = \$signal$49  ? \$129  : \$134 ;
   assign \$136  = word[3:0] == 3'h4;
-  assign \$137  = \$signal$48  & \$136 ;
-  assign \$138  = \$signal$48  & \$signal$49 ;
-  assign \$139  = ~ \$signal$56 ;
-  assign \$140  = ~ \$signal$57 ;
+  assign \$137  = \$signal$52  & \$136 ;
+  assign \$138  = \$signal$52  & \$signal$53 ;
+  assign \$139  = ~ \$signal$60 ;
+  assign \$140  = ~ \$signal$61 ;
   assign \$141  = \$139  & \$140 ;
   assign \$142  = ! in_flight;
   assign \$143  = \$141  & \$142 ;
-  assign \$144  = ~ \$signal$47 ;
+  assign \$144  = ~ \$signal$51 ;
   assign \$145  = \$143  & \$144 ;
-  assign \$146  = \$signal$59  >= 11'h400;
-  assign \$147  = \$signal$60  >= 12'h800;
+  assign \$146  = \$signal$63  >= 11'h400;
+  assign \$147  = \$signal$64  >= 12'h800;
   assign \$148  = word[111] & \$147 ;
   assign \$149  = \$146  | \$148 ;
-  assign \$150  = word[55:40] + \$signal$61 ;
+  assign \$150  = word[55:40] + \$signal$65 ;
   assign \$151  = \$150  >= 7'h40;
   assign \$152  = \$149  | \$151 ;
   assign \$153  = ~ halt;
-  assign \$154  = word[55:40] + \$signal$61 ;
-  assign \$155  = \$signal$60  >= 12'h800;
-  assign \$156  = \$signal$59  >= 11'h400;
+  assign \$154  = word[55:40] + \$signal$65 ;
+  assign \$155  = \$signal$64  >= 12'h800;
+  assign \$156  = \$signal$63  >= 11'h400;
   assign \$157  = \$155  | \$156 ;
   assign \$158  = ~ halt;
   assign \$159  = ! w;
@@ -6020,16 +6128,16 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$163  = ~ loaded[0];
   assign \$164  = ! drain0;
   assign \$165  = \$163  & \$164 ;
-  assign \$166  = \$signal$69  ? \$162  : \$165 ;
-  assign \$167  = \$signal$56  & \$166 ;
+  assign \$166  = \$signal$73  ? \$162  : \$165 ;
+  assign \$167  = \$signal$60  & \$166 ;
   assign \$168  = ~ halt;
   assign \$169  = \$167  & \$168 ;
   assign \$170  = wl_addr >= 11'h400;
   assign \$171  = ~ \$170 ;
   assign \$172  = \$169  & \$171 ;
-  assign \$173  = \$signal$76  ? loaded[1] : loaded[0];
-  assign \$174  = \$signal$57  & \$173 ;
-  assign \$175  = \$signal$77  + st_i;
+  assign \$173  = \$signal$80  ? loaded[1] : loaded[0];
+  assign \$174  = \$signal$61  & \$173 ;
+  assign \$175  = \$signal$81  + st_i;
   assign \$176  = \$175  >= 12'h800;
   assign \$177  = st_acc_base + st_i;
   assign \$178  = \$177  >= 11'h400;
@@ -6040,11 +6148,11 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$183  = \$181  & \$182 ;
   assign \$184  = st_acc_base + st_i;
   assign \$185  = ~ word[120];
-  assign \$186  = ! \$signal$80 ;
+  assign \$186  = ! \$signal$84 ;
   assign \$187  = \$185  & \$186 ;
-  assign \$188  = \$signal$76  ? loaded[1] : loaded[0];
-  assign \$189  = \$signal$57  & \$188 ;
-  assign \$190  = \$signal$77  + st_i;
+  assign \$188  = \$signal$80  ? loaded[1] : loaded[0];
+  assign \$189  = \$signal$61  & \$188 ;
+  assign \$190  = \$signal$81  + st_i;
   assign \$191  = \$190  >= 12'h800;
   assign \$192  = st_acc_base + st_i;
   assign \$193  = \$192  >= 11'h400;
@@ -6053,7 +6161,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$196  = \$189  & \$195 ;
   assign \$197  = ~ halt;
   assign \$198  = \$196  & \$197 ;
-  assign \$199  = \$signal$77  + st_i;
+  assign \$199  = \$signal$81  + st_i;
   assign \$200  = ! frame_state;
   assign \$201  = frame_state == 1'h1;
   assign \$202  = frame_state == 2'h2;
@@ -6082,7 +6190,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$225  = ~ halt;
   assign \$226  = \$224  & \$225 ;
   assign \$227  = word[3:0] == 3'h4;
-  assign \$228  = \$signal$48  & \$227 ;
+  assign \$228  = \$signal$52  & \$227 ;
   assign \$229  = \$228  & word[111];
   assign \$230  = param__data[111:104] > 6'h3e;
   assign \$232  = param__data[239:232] > 6'h3e;
@@ -6115,59 +6223,59 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$261  = ! word[59:52];
   assign \$262  = \$260  | \$261 ;
   assign \$263  = ~ error;
-  assign \$265  = ~ \$signal$56 ;
-  assign \$266  = ~ \$signal$57 ;
+  assign \$265  = ~ \$signal$60 ;
+  assign \$266  = ~ \$signal$61 ;
   assign \$267  = \$265  & \$266 ;
   assign \$268  = ! in_flight;
   assign \$269  = \$267  & \$268 ;
-  assign \$270  = ~ \$signal$47 ;
+  assign \$270  = ~ \$signal$51 ;
   assign \$271  = \$269  & \$270 ;
-  assign \$272  = \$signal$59  >= 11'h400;
-  assign \$273  = \$signal$60  >= 12'h800;
+  assign \$272  = \$signal$63  >= 11'h400;
+  assign \$273  = \$signal$64  >= 12'h800;
   assign \$274  = word[111] & \$273 ;
   assign \$275  = \$272  | \$274 ;
-  assign \$276  = word[55:40] + \$signal$61 ;
+  assign \$276  = word[55:40] + \$signal$65 ;
   assign \$277  = \$276  >= 7'h40;
   assign \$278  = \$275  | \$277 ;
   assign \$279  = ~ halt;
   assign \$280  = ~ error;
   assign \$282  = word[67:56] - 1'h1;
-  assign \$283  = \$signal$103  == \$282 ;
-  assign \$284  = \$signal$61  + 1'h1;
-  assign \$285  = \$signal$104  + word[109:94];
-  assign \$286  = \$signal$105  + word[93:78];
-  assign \$287  = \$signal$104  + word[109:94];
-  assign \$288  = \$signal$105  + word[93:78];
+  assign \$283  = \$signal$106  == \$282 ;
+  assign \$284  = \$signal$65  + 1'h1;
+  assign \$285  = \$signal$107  + word[109:94];
+  assign \$286  = \$signal$108  + word[93:78];
+  assign \$287  = \$signal$107  + word[109:94];
+  assign \$288  = \$signal$108  + word[93:78];
   assign \$289  = word[77:68] - 1'h1;
-  assign \$290  = \$signal$61  == \$289 ;
-  assign \$291  = \$signal$103  + 1'h1;
-  assign \$292  = \$signal$60  + 1'h1;
-  assign \$293  = \$signal$59  + 1'h1;
-  assign \$294  = \$signal$60  >= 12'h800;
-  assign \$295  = \$signal$59  >= 11'h400;
+  assign \$290  = \$signal$65  == \$289 ;
+  assign \$291  = \$signal$106  + 1'h1;
+  assign \$292  = \$signal$64  + 1'h1;
+  assign \$293  = \$signal$63  + 1'h1;
+  assign \$294  = \$signal$64  >= 12'h800;
+  assign \$295  = \$signal$63  >= 11'h400;
   assign \$296  = \$294  | \$295 ;
   assign \$297  = ~ halt;
   assign \$298  = ~ error;
   assign \$300  = ! w;
   assign \$301  = word[59:52] - 1'h1;
   assign \$302  = w == \$301 ;
-  assign \$303  = \$signal$60  + 1'h1;
+  assign \$303  = \$signal$64  + 1'h1;
   assign \$304  = word[59:52] - 1'h1;
   assign \$305  = w == \$304 ;
   assign \$306  = ~ \$305 ;
   assign \$307  = word[51:40] - 1'h1;
-  assign \$308  = \$signal$103  == \$307 ;
+  assign \$308  = \$signal$106  == \$307 ;
   assign \$309  = w + 1'h1;
-  assign \$310  = \$signal$61  + 1'h1;
-  assign \$311  = \$signal$104  + word[85:70];
-  assign \$312  = \$signal$105  + word[101:86];
-  assign \$313  = \$signal$104  + word[85:70];
-  assign \$314  = \$signal$105  + word[101:86];
+  assign \$310  = \$signal$65  + 1'h1;
+  assign \$311  = \$signal$107  + word[85:70];
+  assign \$312  = \$signal$108  + word[101:86];
+  assign \$313  = \$signal$107  + word[85:70];
+  assign \$314  = \$signal$108  + word[101:86];
   assign \$315  = word[69:60] - 1'h1;
-  assign \$316  = \$signal$61  == \$315 ;
-  assign \$317  = \$signal$103  + 1'h1;
-  assign \$318  = \$signal$59  + 1'h1;
-  assign \$319  = gemm_running & \$signal$56 ;
+  assign \$316  = \$signal$65  == \$315 ;
+  assign \$317  = \$signal$106  + 1'h1;
+  assign \$318  = \$signal$63  + 1'h1;
+  assign \$319  = gemm_running & \$signal$60 ;
   assign \$320  = wl_addr >= 11'h400;
   assign \$321  = \$319  & \$320 ;
   assign \$322  = ~ error;
@@ -6177,20 +6285,20 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$327  = ~ loaded[0];
   assign \$328  = ! drain0;
   assign \$329  = \$327  & \$328 ;
-  assign \$330  = \$signal$69  ? \$326  : \$329 ;
-  assign \$331  = \$signal$56  & \$330 ;
+  assign \$330  = \$signal$73  ? \$326  : \$329 ;
+  assign \$331  = \$signal$60  & \$330 ;
   assign \$332  = ~ halt;
   assign \$333  = \$331  & \$332 ;
   assign \$334  = wl_addr >= 11'h400;
   assign \$335  = ~ \$334 ;
   assign \$336  = \$333  & \$335 ;
   assign \$337  = wl_addr + 1'h1;
-  assign \$338  = \$signal$98  == 2'h3;
-  assign \$339  = ~ \$signal$69 ;
-  assign \$340  = \$signal$99  + 1'h1;
+  assign \$338  = \$signal$101  == 2'h3;
+  assign \$339  = ~ \$signal$73 ;
+  assign \$340  = \$signal$102  + 1'h1;
   assign \$341  = total_tiles - 1'h1;
-  assign \$342  = \$signal$99  == \$341 ;
-  assign \$343  = \$signal$98  + 1'h1;
+  assign \$342  = \$signal$102  == \$341 ;
+  assign \$343  = \$signal$101  + 1'h1;
   assign \$344  = ! w_bank;
   assign \$345  = w_en & \$344 ;
   assign \$346  = w_row == 2'h3;
@@ -6198,19 +6306,19 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$349  = w_en & \$348 ;
   assign \$350  = w_row == 2'h3;
   assign \$351  = \$349  & \$350 ;
-  assign \$352  = gemm_running & \$signal$57 ;
-  assign \$353  = \$signal$76  ? loaded[1] : loaded[0];
+  assign \$352  = gemm_running & \$signal$61 ;
+  assign \$353  = \$signal$80  ? loaded[1] : loaded[0];
   assign \$354  = \$352  & \$353 ;
-  assign \$355  = \$signal$77  + st_i;
+  assign \$355  = \$signal$81  + st_i;
   assign \$356  = \$355  >= 12'h800;
   assign \$357  = st_acc_base + st_i;
   assign \$358  = \$357  >= 11'h400;
   assign \$359  = \$356  | \$358 ;
   assign \$360  = \$354  & \$359 ;
   assign \$361  = ~ error;
-  assign \$363  = \$signal$76  ? loaded[1] : loaded[0];
-  assign \$364  = \$signal$57  & \$363 ;
-  assign \$365  = \$signal$77  + st_i;
+  assign \$363  = \$signal$80  ? loaded[1] : loaded[0];
+  assign \$364  = \$signal$61  & \$363 ;
+  assign \$365  = \$signal$81  + st_i;
   assign \$366  = \$365  >= 12'h800;
   assign \$367  = st_acc_base + st_i;
   assign \$368  = \$367  >= 11'h400;
@@ -6221,22 +6329,22 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$373  = \$371  & \$372 ;
   assign \$374  = word[67:56] - 1'h1;
   assign \$375  = st_i == \$374 ;
-  assign \$376  = ! \$signal$76 ;
-  assign \$378  = ~ \$signal$76 ;
+  assign \$376  = ! \$signal$80 ;
+  assign \$378  = ~ \$signal$80 ;
   assign \$379  = st_tiles + 1'h1;
   assign \$380  = word[87:78] - 1'h1;
-  assign \$381  = \$signal$100  == \$380 ;
-  assign \$382  = \$signal$80  + 1'h1;
-  assign \$383  = \$signal$77  + word[103:88];
-  assign \$384  = \$signal$100  + 1'h1;
+  assign \$381  = \$signal$103  == \$380 ;
+  assign \$382  = \$signal$84  + 1'h1;
+  assign \$383  = \$signal$81  + word[103:88];
+  assign \$384  = \$signal$103  + 1'h1;
   assign \$385  = st_acc_base + word[119:104];
   assign \$386  = total_tiles - 1'h1;
   assign \$387  = st_tiles == \$386 ;
   assign \$388  = st_i + 1'h1;
   assign \$389  = | drain0;
-  assign \$390  = \$signal$76  ? loaded[1] : loaded[0];
-  assign \$391  = \$signal$57  & \$390 ;
-  assign \$392  = \$signal$77  + st_i;
+  assign \$390  = \$signal$80  ? loaded[1] : loaded[0];
+  assign \$391  = \$signal$61  & \$390 ;
+  assign \$392  = \$signal$81  + st_i;
   assign \$393  = \$392  >= 12'h800;
   assign \$394  = st_acc_base + st_i;
   assign \$395  = \$394  >= 11'h400;
@@ -6248,15 +6356,15 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$401  = word[67:56] - 1'h1;
   assign \$402  = st_i == \$401 ;
   assign \$403  = \$400  & \$402 ;
-  assign \$404  = ! \$signal$76 ;
+  assign \$404  = ! \$signal$80 ;
   assign \$405  = \$403  & \$404 ;
   assign \$406  = ~ \$405 ;
   assign \$407  = \$389  & \$406 ;
   assign \$408  = drain0 - 1'h1;
   assign \$409  = | drain1;
-  assign \$410  = \$signal$76  ? loaded[1] : loaded[0];
-  assign \$411  = \$signal$57  & \$410 ;
-  assign \$412  = \$signal$77  + st_i;
+  assign \$410  = \$signal$80  ? loaded[1] : loaded[0];
+  assign \$411  = \$signal$61  & \$410 ;
+  assign \$412  = \$signal$81  + st_i;
   assign \$413  = \$412  >= 12'h800;
   assign \$414  = st_acc_base + st_i;
   assign \$415  = \$414  >= 11'h400;
@@ -6273,7 +6381,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$427  = \$409  & \$426 ;
   assign \$428  = drain1 - 1'h1;
   assign \$429  = in_flight + issue[0];
-  assign \$430  = \$429  - \$signal$47 ;
+  assign \$430  = \$429  - \$signal$51 ;
   always @(posedge clk)
     frame_state <= \$431 ;
   always @(posedge clk)
@@ -6303,9 +6411,9 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   always @(posedge clk)
     bank <= \$444 ;
   always @(posedge clk)
-    \$signal$47  <= \$445 ;
+    \$signal$51  <= \$445 ;
   always @(posedge clk)
-    \$signal$52  <= \$446 ;
+    \$signal$56  <= \$446 ;
   always @(posedge clk)
     rmw_overwrite <= \$447 ;
   always @(posedge clk)
@@ -6315,21 +6423,19 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   always @(posedge clk)
     error_code <= \$450 ;
   always @(posedge clk)
-    \running$46  <= \$451 ;
+    \running$50  <= \$451 ;
   always @(posedge clk)
     compute_state <= \$452 ;
   always @(posedge clk)
     total_tiles <= \$453 ;
   always @(posedge clk)
-    \$signal$56  <= \$454 ;
+    \$signal$60  <= \$454 ;
   always @(posedge clk)
-    \$signal$69  <= \$455 ;
+    \$signal$73  <= \$455 ;
   always @(posedge clk)
-    \$signal$98  <= \$456 ;
+    \$signal$101  <= \$456 ;
   always @(posedge clk)
-    \$signal$99  <= \$457 ;
-  always @(posedge clk)
-    wl_addr <= \$458 ;
+    \$signal$102  <= \$457 ;
   \sim_top.accel.compute.array  array (
     .a(a),
     .bank(bank),
@@ -6343,7 +6449,30 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$459  = \$signal$57 ;
+    \$458  = wl_addr;
+    casez (compute_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          casez (word[3:0])
+            4'h3:
+                (* full_case = 32'd1 *)
+                if (\$249 ) begin
+                end else begin
+                  \$458  = { 1'h0, word[23:8] };
+                end
+          endcase
+    endcase
+    if (\$336 ) begin
+      \$458  = \$337 [16:0];
+    end
+    if (rst) begin
+      \$458  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \$459  = \$signal$61 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6370,7 +6499,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$460  = \$signal$76 ;
+    \$460  = \$signal$80 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6423,7 +6552,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$462  = \$signal$80 ;
+    \$462  = \$signal$84 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6450,7 +6579,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$463  = \$signal$100 ;
+    \$463  = \$signal$103 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6505,7 +6634,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$465  = \$signal$77 ;
+    \$465  = \$signal$81 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6586,7 +6715,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$468  = \$signal$61 ;
+    \$468  = \$signal$65 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6631,7 +6760,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$469  = \$signal$103 ;
+    \$469  = \$signal$106 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6682,7 +6811,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$470  = \$signal$60 ;
+    \$470  = \$signal$64 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6731,7 +6860,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$471  = \$signal$59 ;
+    \$471  = \$signal$63 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6782,7 +6911,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$472  = \$signal$104 ;
+    \$472  = \$signal$107 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6827,7 +6956,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$473  = \$signal$105 ;
+    \$473  = \$signal$108 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6912,7 +7041,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$475  = \$signal$48 ;
+    \$475  = \$signal$52 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6945,7 +7074,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$476  = \$signal$54 ;
+    \$476  = \$signal$58 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6956,12 +7085,12 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h4:
           if (\$278 ) begin
           end else if (\$279 ) begin
-            \$476  = \$signal$59 [15:0];
+            \$476  = \$signal$63 [15:0];
           end
       3'h5:
           if (\$296 ) begin
           end else if (\$297 ) begin
-            \$476  = \$signal$59 [15:0];
+            \$476  = \$signal$63 [15:0];
           end
     endcase
     if (rst) begin
@@ -6970,7 +7099,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$477  = \$signal$45 ;
+    \$477  = \$signal$49 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6992,7 +7121,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$478  = \$signal$49 ;
+    \$478  = \$signal$53 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -7028,7 +7157,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     \$480  = w_row;
     if (\$336 ) begin
-      \$480  = \$signal$98 ;
+      \$480  = \$signal$101 ;
     end
     if (rst) begin
       \$480  = 2'h0;
@@ -7038,7 +7167,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     \$481  = w_bank;
     if (\$336 ) begin
-      \$481  = \$signal$69 ;
+      \$481  = \$signal$73 ;
     end
     if (rst) begin
       \$481  = 1'h0;
@@ -7107,6 +7236,36 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     if (rst) begin
       \$485  = 4'h0;
     end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    pending = queue__valid;
+    (* full_case = 32'd1 *)
+    casez (frame_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          pending = 1'h1;
+      2'h3:
+          pending = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    pending_index = queue__payload[159:128];
+    (* full_case = 32'd1 *)
+    casez (frame_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          pending_index = index;
+      2'h3:
+          pending_index = index;
+    endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
@@ -7257,7 +7416,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     acc_wr__en = 1'h0;
-    if (\$signal$47 ) begin
+    if (\$signal$51 ) begin
       acc_wr__en = 1'h1;
     end else if (\$137 ) begin
       acc_wr__en = 1'h1;
@@ -7268,18 +7427,18 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     acc_wr__addr = 16'h0000;
-    if (\$signal$47 ) begin
-      acc_wr__addr = \$signal$52 ;
+    if (\$signal$51 ) begin
+      acc_wr__addr = \$signal$56 ;
     end else if (\$137 ) begin
-      acc_wr__addr = \$signal$54 ;
+      acc_wr__addr = \$signal$58 ;
     end else if (\$138 ) begin
-      acc_wr__addr = \$signal$54 ;
+      acc_wr__addr = \$signal$58 ;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     acc_wr__data = 128'h00000000000000000000000000000000;
-    if (\$signal$47 ) begin
+    if (\$signal$51 ) begin
       acc_wr__data = gemm_sum;
     end else if (\$137 ) begin
       acc_wr__data = accum_value;
@@ -7330,12 +7489,12 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h4:
           if (\$152 ) begin
           end else if (\$153 ) begin
-            act__addr = \$signal$60 [15:0];
+            act__addr = \$signal$64 [15:0];
           end
       3'h5:
           if (\$157 ) begin
           end else if (\$158 ) begin
-            act__addr = \$signal$60 [15:0];
+            act__addr = \$signal$64 [15:0];
           end
     endcase
     if (\$198 ) begin
@@ -7380,12 +7539,12 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h4:
           if (\$152 ) begin
           end else if (\$153 ) begin
-            acc_rd__addr = \$signal$59 [15:0];
+            acc_rd__addr = \$signal$63 [15:0];
           end
       3'h5:
           if (\$157 ) begin
           end else if (\$158 ) begin
-            acc_rd__addr = \$signal$59 [15:0];
+            acc_rd__addr = \$signal$63 [15:0];
           end
     endcase
     if (meta8[0]) begin
@@ -7593,7 +7752,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$444  = \$signal$76 ;
+    \$444  = \$signal$80 ;
     if (rst) begin
       \$444  = 1'h0;
     end
@@ -7746,8 +7905,8 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$451  = \running$46 ;
-    if (\$signal$48 ) begin
+    \$451  = \running$50 ;
+    if (\$signal$52 ) begin
       \$451  = pool_value;
     end
     if (rst) begin
@@ -7843,7 +8002,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$454  = \$signal$56 ;
+    \$454  = \$signal$60 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -7870,7 +8029,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$455  = \$signal$69 ;
+    \$455  = \$signal$73 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -7895,7 +8054,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$456  = \$signal$98 ;
+    \$456  = \$signal$101 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -7923,7 +8082,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$457  = \$signal$99 ;
+    \$457  = \$signal$102 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -7946,34 +8105,12 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       \$457  = 20'h00000;
     end
   end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$458  = wl_addr;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\$249 ) begin
-                end else begin
-                  \$458  = { 1'h0, word[23:8] };
-                end
-          endcase
-    endcase
-    if (\$336 ) begin
-      \$458  = \$337 [16:0];
-    end
-    if (rst) begin
-      \$458  = 17'h00000;
-    end
-  end
-  assign \done$21  = done;
+  assign opcode = word[3:0];
+  assign \done$25  = done;
   assign feed_bank = bank;
-  assign \$signal$28  = w_en;
-  assign \$signal$30  = w_row;
-  assign \w_bank$32  = w_bank;
+  assign \$signal$32  = w_en;
+  assign \$signal$34  = w_row;
+  assign \w_bank$36  = w_bank;
   assign wgt__data = w_data;
   assign weight_load = w_en;
   assign bad_shift = 1'h0;
@@ -8007,10 +8144,10 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \pool_value[1]  = pool_value[63:32];
   assign \pool_value[2]  = pool_value[95:64];
   assign \pool_value[3]  = pool_value[127:96];
-  assign \running$46[0]  = \running$46 [31:0];
-  assign \running$46[1]  = \running$46 [63:32];
-  assign \running$46[2]  = \running$46 [95:64];
-  assign \running$46[3]  = \running$46 [127:96];
+  assign \running$50[0]  = \running$50 [31:0];
+  assign \running$50[1]  = \running$50 [63:32];
+  assign \running$50[2]  = \running$50 [95:64];
+  assign \running$50[3]  = \running$50 [127:96];
   assign \meta8.valid  = meta8[0];
   assign \meta8.acc  = meta8[16:1];
   assign \meta8.overwrite  = meta8[17];
@@ -8066,8 +8203,8 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \$323  = \$322 ;
   assign \$348  = w_bank;
   assign \$362  = \$361 ;
-  assign \$377  = \$signal$76 ;
-  assign \$424  = \$signal$76 ;
+  assign \$377  = \$signal$80 ;
+  assign \$424  = \$signal$80 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -11445,8 +11582,8 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, desc_bus__req__valid, data_bus__req__valid, act__addr, queue__payload, deps__room_next, deps__has_next, bus__resp__valid, \bus__resp__valid$38 , bus__resp__payload, halt, idle, token_wait, deps__pop_next, queue__ready, busy
-, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, \index$106 , \error$108 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$32 , desc_base);
+module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, desc_bus__req__valid, data_bus__req__valid, act__addr, queue__payload, deps__room_next, deps__has_next, bus__resp__valid, \bus__resp__valid$42 , bus__resp__payload, halt, pending, pending_index, idle, token_wait, deps__pop_next
+, queue__ready, busy, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, index, \error$111 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$36 , desc_base);
   reg \$auto$verilog_backend.cc:2355:dump_module$25  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -11568,53 +11705,53 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \$98 ;
   wire [16:0] \$99 ;
   reg [15:0] \$signal ;
-  reg [16:0] \$signal$60 ;
+  reg [16:0] \$signal$64 ;
   output [15:0] act__addr;
   wire [15:0] act__addr;
   wire [31:0] act__data;
   output act__en;
   wire act__en;
   wire [31:0] addr__payload;
-  wire [31:0] \addr__payload$41 ;
-  wire [31:0] \addr__payload$77 ;
+  wire [31:0] \addr__payload$45 ;
+  wire [31:0] \addr__payload$81 ;
   wire addr__ready;
-  wire \addr__ready$43 ;
-  wire \addr__ready$79 ;
+  wire \addr__ready$47 ;
+  wire \addr__ready$83 ;
   wire addr__valid;
-  wire \addr__valid$45 ;
-  reg \addr__valid$76 ;
+  wire \addr__valid$49 ;
+  reg \addr__valid$80 ;
   wire [15:0] align;
   reg [511:0] assembled = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   reg [15:0] beats;
   wire [31:0] bus__req__payload;
-  wire [31:0] \bus__req__payload$31 ;
+  wire [31:0] \bus__req__payload$35 ;
   input bus__req__ready;
   wire bus__req__ready;
-  input \bus__req__ready$32 ;
-  wire \bus__req__ready$32 ;
+  input \bus__req__ready$36 ;
+  wire \bus__req__ready$36 ;
   wire bus__req__valid;
-  wire \bus__req__valid$35 ;
+  wire \bus__req__valid$39 ;
   input [63:0] bus__resp__payload;
   wire [63:0] bus__resp__payload;
-  wire [63:0] \bus__resp__payload$36 ;
+  wire [63:0] \bus__resp__payload$40 ;
   input bus__resp__valid;
   wire bus__resp__valid;
-  input \bus__resp__valid$38 ;
-  wire \bus__resp__valid$38 ;
+  input \bus__resp__valid$42 ;
+  wire \bus__resp__valid$42 ;
   output busy;
   reg busy;
-  wire \busy$71 ;
+  wire \busy$75 ;
   input clk;
   wire clk;
   wire [63:0] data__payload;
-  wire [63:0] \data__payload$47 ;
-  wire [63:0] \data__payload$92 ;
+  wire [63:0] \data__payload$51 ;
+  wire [63:0] \data__payload$96 ;
   wire data__ready;
-  wire \data__ready$49 ;
-  reg \data__ready$88 ;
+  wire \data__ready$53 ;
+  reg \data__ready$92 ;
   wire data__valid;
-  wire \data__valid$51 ;
-  wire \data__valid$90 ;
+  wire \data__valid$55 ;
+  wire \data__valid$94 ;
   output [31:0] data_bus__req__payload;
   reg [31:0] data_bus__req__payload;
   wire data_bus__req__ready;
@@ -11635,45 +11772,45 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire deps__room_next;
   wire deps__room_prev;
   wire [473:0] desc;
-  wire [473:0] \desc$58 ;
-  wire [31:0] \desc$58.dram_base ;
-  wire [15:0] \desc$58.height ;
-  wire [15:0] \desc$58.local_base ;
-  wire [351:0] \desc$58.loops ;
-  wire [87:0] \desc$58.loops[0] ;
-  wire [15:0] \desc$58.loops[0].count ;
-  wire [31:0] \desc$58.loops[0].dram_stride ;
-  wire [23:0] \desc$58.loops[0].local_stride ;
-  wire [7:0] \desc$58.loops[0].xstep ;
-  wire [7:0] \desc$58.loops[0].ystep ;
-  wire [87:0] \desc$58.loops[1] ;
-  wire [15:0] \desc$58.loops[1].count ;
-  wire [31:0] \desc$58.loops[1].dram_stride ;
-  wire [23:0] \desc$58.loops[1].local_stride ;
-  wire [7:0] \desc$58.loops[1].xstep ;
-  wire [7:0] \desc$58.loops[1].ystep ;
-  wire [87:0] \desc$58.loops[2] ;
-  wire [15:0] \desc$58.loops[2].count ;
-  wire [31:0] \desc$58.loops[2].dram_stride ;
-  wire [23:0] \desc$58.loops[2].local_stride ;
-  wire [7:0] \desc$58.loops[2].xstep ;
-  wire [7:0] \desc$58.loops[2].ystep ;
-  wire [87:0] \desc$58.loops[3] ;
-  wire [15:0] \desc$58.loops[3].count ;
-  wire [31:0] \desc$58.loops[3].dram_stride ;
-  wire [23:0] \desc$58.loops[3].local_stride ;
-  wire [7:0] \desc$58.loops[3].xstep ;
-  wire [7:0] \desc$58.loops[3].ystep ;
+  wire [473:0] \desc$62 ;
+  wire [31:0] \desc$62.dram_base ;
+  wire [15:0] \desc$62.height ;
+  wire [15:0] \desc$62.local_base ;
+  wire [351:0] \desc$62.loops ;
+  wire [87:0] \desc$62.loops[0] ;
+  wire [15:0] \desc$62.loops[0].count ;
+  wire [31:0] \desc$62.loops[0].dram_stride ;
+  wire [23:0] \desc$62.loops[0].local_stride ;
+  wire [7:0] \desc$62.loops[0].xstep ;
+  wire [7:0] \desc$62.loops[0].ystep ;
+  wire [87:0] \desc$62.loops[1] ;
+  wire [15:0] \desc$62.loops[1].count ;
+  wire [31:0] \desc$62.loops[1].dram_stride ;
+  wire [23:0] \desc$62.loops[1].local_stride ;
+  wire [7:0] \desc$62.loops[1].xstep ;
+  wire [7:0] \desc$62.loops[1].ystep ;
+  wire [87:0] \desc$62.loops[2] ;
+  wire [15:0] \desc$62.loops[2].count ;
+  wire [31:0] \desc$62.loops[2].dram_stride ;
+  wire [23:0] \desc$62.loops[2].local_stride ;
+  wire [7:0] \desc$62.loops[2].xstep ;
+  wire [7:0] \desc$62.loops[2].ystep ;
+  wire [87:0] \desc$62.loops[3] ;
+  wire [15:0] \desc$62.loops[3].count ;
+  wire [31:0] \desc$62.loops[3].dram_stride ;
+  wire [23:0] \desc$62.loops[3].local_stride ;
+  wire [7:0] \desc$62.loops[3].xstep ;
+  wire [7:0] \desc$62.loops[3].ystep ;
   (* enum_base_type = "Mem" *)
   (* enum_value_00 = "ACT" *)
   (* enum_value_01 = "WGT" *)
   (* enum_value_10 = "PARAM" *)
   (* enum_value_11 = "ACC" *)
-  wire [1:0] \desc$58.mem ;
-  wire [7:0] \desc$58.pad_value ;
-  wire [15:0] \desc$58.width ;
-  wire [15:0] \desc$58.x0 ;
-  wire [15:0] \desc$58.y0 ;
+  wire [1:0] \desc$62.mem ;
+  wire [7:0] \desc$62.pad_value ;
+  wire [15:0] \desc$62.width ;
+  wire [15:0] \desc$62.x0 ;
+  wire [15:0] \desc$62.y0 ;
   wire [31:0] \desc.dram_base ;
   wire [15:0] \desc.height ;
   wire [15:0] \desc.local_base ;
@@ -11714,7 +11851,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire [15:0] \desc.y0 ;
   input [31:0] desc_base;
   wire [31:0] desc_base;
-  wire [31:0] \desc_base$54 ;
+  wire [31:0] \desc_base$58 ;
   output [31:0] desc_bus__req__payload;
   wire [31:0] desc_bus__req__payload;
   wire desc_bus__req__ready;
@@ -11724,15 +11861,15 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire desc_bus__resp__valid;
   input [31:0] desc_count;
   wire [31:0] desc_count;
-  wire [31:0] \desc_count$56 ;
+  wire [31:0] \desc_count$60 ;
   wire done;
-  reg \done$72 ;
+  reg \done$76 ;
   output dram_wait;
   reg dram_wait;
   wire error;
-  output \error$108 ;
-  reg \error$108  = 1'h0;
-  wire \error$110 ;
+  output \error$111 ;
+  reg \error$111  = 1'h0;
+  wire \error$113 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -11753,16 +11890,16 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$111 ;
+  wire [3:0] \error_code$114 ;
   reg [1:0] frame_state = 2'h0;
   input halt;
   wire halt;
   output idle;
   reg idle;
   reg [6:0] in_flight = 7'h00;
-  wire [23:0] index;
-  output [31:0] \index$106 ;
-  reg [31:0] \index$106  = 32'd0;
+  output [31:0] index;
+  reg [31:0] index = 32'd0;
+  wire [23:0] \index$56 ;
   reg [15:0] issued = 16'h0000;
   wire [15:0] line_bytes;
   output [511:0] line_data;
@@ -11781,10 +11918,24 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire lines__valid;
   wire [16:0] lines_in_mem;
   reg [2:0] load_state = 3'h0;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] opcode;
   wire [15:0] param__addr;
   wire [511:0] param__data;
   output param__en;
   wire param__en;
+  output pending;
+  reg pending;
+  output [31:0] pending_index;
+  reg [31:0] pending_index;
   input [159:0] queue__payload;
   wire [159:0] queue__payload;
   wire [31:0] \queue__payload.index ;
@@ -11803,8 +11954,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire rst;
   reg running;
   reg start;
-  reg \start$66 ;
-  reg \start$68 ;
+  reg \start$70 ;
+  reg \start$72 ;
   output token_wait;
   reg token_wait;
   wire [19:0] w_data;
@@ -11847,7 +11998,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \$30  = ~ walking;
   assign \$31  = ! in_flight;
   assign \$32  = \$30  & \$31 ;
-  assign \$33  = ~ \busy$71 ;
+  assign \$33  = ~ \busy$75 ;
   assign \$34  = \$32  & \$33 ;
   assign \$35  = lines__valid & w_rdy;
   assign \$36  = ~ halt;
@@ -11859,12 +12010,12 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \$43  = ~ halt;
   assign \$44  = r_rdy & \$43 ;
   assign \$45  = ~ r_data[16];
-  assign \$46  = ~ \data__valid$90 ;
+  assign \$46  = ~ \data__valid$94 ;
   assign \$47  = beats == 1'h1;
   assign \$48  = beats - 1'h1;
   assign \$49  = received == \$48 ;
   assign \$50  = r_data[19:17] * 4'h8;
-  assign \$51  = \data__payload$92  >> \$50 ;
+  assign \$51  = \data__payload$96  >> \$50 ;
   assign \$52  = ! desc[1:0];
   assign act__en = write & \$52 ;
   assign \$53  = desc[1:0] == 1'h1;
@@ -11894,18 +12045,18 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \$77  = \$74  & \$76 ;
   assign \$78  = ~ halt;
   assign \$79  = \$77  & \$78 ;
-  assign \$80  = ~ \error$108 ;
+  assign \$80  = ~ \error$111 ;
   assign \$81  = error & \$80 ;
-  assign \$82  = ~ \error$108 ;
-  assign \$83  = \error$110  & \$82 ;
+  assign \$82  = ~ \error$111 ;
+  assign \$83  = \error$113  & \$82 ;
   assign \$84  = in_flight + w_en;
   assign \$85  = \$84  - r_en;
   assign \$86  = desc[1:0] == 2'h3;
-  assign \$87  = ~ \error$108 ;
+  assign \$87  = ~ \error$111 ;
   assign \$89  = ~ walking;
   assign \$90  = ! in_flight;
   assign \$91  = \$89  & \$90 ;
-  assign \$92  = ~ \busy$71 ;
+  assign \$92  = ~ \busy$75 ;
   assign \$93  = \$91  & \$92 ;
   assign \$94  = lines__valid & w_rdy;
   assign \$95  = ~ halt;
@@ -11927,9 +12078,9 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @(posedge clk)
     word <= \$110 ;
   always @(posedge clk)
-    \index$106  <= \$111 ;
+    index <= \$111 ;
   always @(posedge clk)
-    \error$108  <= \$112 ;
+    \error$111  <= \$112 ;
   always @(posedge clk)
     error_code <= \$113 ;
   always @(posedge clk)
@@ -11946,32 +12097,32 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     assembled <= \$119 ;
   \sim_top.accel.load.addrgen  addrgen (
     .align(align),
-    .busy(\busy$71 ),
+    .busy(\busy$75 ),
     .clk(clk),
     .desc(desc),
-    .error(\error$110 ),
-    .error_code(\error_code$111 ),
+    .error(\error$113 ),
+    .error_code(\error_code$114 ),
     .line_bytes(\$signal ),
     .lines__payload(lines__payload),
     .lines__ready(lines__ready),
     .lines__valid(lines__valid),
-    .lines_in_mem(\$signal$60 ),
+    .lines_in_mem(\$signal$64 ),
     .rst(rst),
-    .start(\start$68 )
+    .start(\start$72 )
   );
   \sim_top.accel.load.data_port  data_port (
-    .addr__ready(\addr__ready$79 ),
-    .addr__valid(\addr__valid$76 ),
+    .addr__ready(\addr__ready$83 ),
+    .addr__valid(\addr__valid$80 ),
     .bus__req__payload(data_bus__req__payload),
-    .bus__req__ready(\bus__req__ready$32 ),
+    .bus__req__ready(\bus__req__ready$36 ),
     .bus__req__valid(data_bus__req__valid),
     .clk(clk),
-    .data__payload(\data__payload$92 ),
-    .data__valid(\data__valid$90 ),
-    .r_en(\data__ready$88 ),
+    .data__payload(\data__payload$96 ),
+    .data__valid(\data__valid$94 ),
+    .r_en(\data__ready$92 ),
     .rst(rst),
     .w_data(bus__resp__payload),
-    .w_en(\bus__resp__valid$38 )
+    .w_en(\bus__resp__valid$42 )
   );
   \sim_top.accel.load.desc_port  desc_port (
     .addr__ready(addr__ready),
@@ -12002,12 +12153,12 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .error(error),
     .index(word[31:8]),
     .rst(rst),
-    .start(\start$66 )
+    .start(\start$70 )
   );
-  \sim_top.accel.load.pending  pending (
+  \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$2746$0 (lines__payload[18:0]),
-    .\port$2746$48 (lines__payload[48]),
+    .\port$2774$0 (lines__payload[18:0]),
+    .\port$2774$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -12015,6 +12166,36 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .w_en(w_en),
     .w_rdy(w_rdy)
   );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    pending = queue__valid;
+    (* full_case = 32'd1 *)
+    casez (frame_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          pending = 1'h1;
+      2'h3:
+          pending = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    pending_index = queue__payload[159:128];
+    (* full_case = 32'd1 *)
+    casez (frame_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          pending_index = index;
+      2'h3:
+          pending_index = index;
+    endcase
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     idle = 1'h0;
@@ -12175,14 +12356,14 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$signal$60  = 17'h00000;
+    \$signal$64  = 17'h00000;
     casez (desc[1:0])
       2'h0:
-          \$signal$60  = 17'h00800;
+          \$signal$64  = 17'h00800;
       2'h1:
-          \$signal$60  = 17'h00400;
+          \$signal$64  = 17'h00400;
       2'h2:
-          \$signal$60  = 17'h00040;
+          \$signal$64  = 17'h00040;
     endcase
   end
   always @* begin
@@ -12199,17 +12380,17 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \start$66  = 1'h0;
+    \start$70  = 1'h0;
     casez (load_state)
       3'h0:
           /* empty */;
       3'h1:
-          \start$66  = 1'h1;
+          \start$70  = 1'h1;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \start$68  = 1'h0;
+    \start$72  = 1'h0;
     casez (load_state)
       3'h0:
           /* empty */;
@@ -12220,14 +12401,14 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
             (* full_case = 32'd1 *)
             if (\$29 ) begin
             end else begin
-              \start$68  = 1'h1;
+              \start$72  = 1'h1;
             end
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \done$72  = 1'h0;
+    \done$76  = 1'h0;
     casez (load_state)
       3'h0:
           /* empty */;
@@ -12237,16 +12418,16 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
           /* empty */;
       3'h4:
           if (\$34 ) begin
-            \done$72  = 1'h1;
+            \done$76  = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \addr__valid$76  = 1'h0;
+    \addr__valid$80  = 1'h0;
     if (\$37 ) begin
       if (lines__payload[48]) begin
-        \addr__valid$76  = 1'h1;
+        \addr__valid$80  = 1'h1;
       end
     end
   end
@@ -12265,7 +12446,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     if (\$37 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
-        if (\addr__ready$79 ) begin
+        if (\addr__ready$83 ) begin
           if (\$42 ) begin
             lines__ready = 1'h1;
           end
@@ -12281,7 +12462,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     if (\$37 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
-        if (\addr__ready$79 ) begin
+        if (\addr__ready$83 ) begin
           if (\$42 ) begin
             w_en = 1'h1;
           end
@@ -12299,7 +12480,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       if (\$45 ) begin
         line_data = { desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50] };
       end else begin
-        if (\data__valid$90 ) begin
+        if (\data__valid$94 ) begin
           if (\$47 ) begin
             line_data = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$51  };
           end else if (\$49 ) begin
@@ -12317,7 +12498,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       if (\$45 ) begin
         write = 1'h1;
       end else begin
-        if (\data__valid$90 ) begin
+        if (\data__valid$94 ) begin
           if (\$47 ) begin
             write = 1'h1;
           end else if (\$49 ) begin
@@ -12335,7 +12516,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       if (\$45 ) begin
         r_en = 1'h1;
       end else begin
-        if (\data__valid$90 ) begin
+        if (\data__valid$94 ) begin
           if (\$47 ) begin
             r_en = 1'h1;
           end else if (\$49 ) begin
@@ -12347,12 +12528,12 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \data__ready$88  = 1'h0;
+    \data__ready$92  = 1'h0;
     if (\$44 ) begin
       (* full_case = 32'd1 *)
       if (\$45 ) begin
       end else begin
-        \data__ready$88  = 1'h1;
+        \data__ready$92  = 1'h1;
       end
     end
   end
@@ -12374,27 +12555,27 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       (* full_case = 32'd1 *)
       if (\$45 ) begin
       end else begin
-        if (\data__valid$90 ) begin
+        if (\data__valid$94 ) begin
           if (\$47 ) begin
           end else if (\$49 ) begin
             whole = assembled;
             casez (received)
               16'h0000:
-                  whole[63:0] = \data__payload$92 ;
+                  whole[63:0] = \data__payload$96 ;
               16'h0001:
-                  whole[127:64] = \data__payload$92 ;
+                  whole[127:64] = \data__payload$96 ;
               16'h0002:
-                  whole[191:128] = \data__payload$92 ;
+                  whole[191:128] = \data__payload$96 ;
               16'h0003:
-                  whole[255:192] = \data__payload$92 ;
+                  whole[255:192] = \data__payload$96 ;
               16'h0004:
-                  whole[319:256] = \data__payload$92 ;
+                  whole[319:256] = \data__payload$96 ;
               16'h0005:
-                  whole[383:320] = \data__payload$92 ;
+                  whole[383:320] = \data__payload$96 ;
               16'h0006:
-                  whole[447:384] = \data__payload$92 ;
+                  whole[447:384] = \data__payload$96 ;
               16'h0007:
-                  whole[511:448] = \data__payload$92 ;
+                  whole[511:448] = \data__payload$96 ;
             endcase
           end
         end
@@ -12415,7 +12596,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
             \$109  = 2'h2;
           end
       2'h2:
-          if (\done$72 ) begin
+          if (\done$76 ) begin
             \$109  = 2'h3;
           end
       2'h3:
@@ -12444,7 +12625,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$111  = \index$106 ;
+    \$111  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
@@ -12459,7 +12640,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$112  = \error$108 ;
+    \$112  = \error$111 ;
     if (\$81 ) begin
       \$112  = 1'h1;
     end
@@ -12491,7 +12672,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       \$113  = 4'h2;
     end
     if (\$83 ) begin
-      \$113  = \error_code$111 ;
+      \$113  = \error_code$114 ;
     end
     casez (load_state)
       3'h0:
@@ -12575,7 +12756,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     \$117  = issued;
     if (\$96 ) begin
       if (lines__payload[48]) begin
-        if (\addr__ready$79 ) begin
+        if (\addr__ready$83 ) begin
           (* full_case = 32'd1 *)
           if (\$98 ) begin
             \$117  = 16'h0000;
@@ -12596,7 +12777,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       (* full_case = 32'd1 *)
       if (\$104 ) begin
       end else begin
-        if (\data__valid$90 ) begin
+        if (\data__valid$94 ) begin
           (* full_case = 32'd1 *)
           if (\$105 ) begin
           end else if (\$107 ) begin
@@ -12618,28 +12799,28 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       (* full_case = 32'd1 *)
       if (\$104 ) begin
       end else begin
-        if (\data__valid$90 ) begin
+        if (\data__valid$94 ) begin
           (* full_case = 32'd1 *)
           if (\$105 ) begin
           end else if (\$107 ) begin
           end else begin
             casez (received)
               16'h0000:
-                  \$119 [63:0] = \data__payload$92 ;
+                  \$119 [63:0] = \data__payload$96 ;
               16'h0001:
-                  \$119 [127:64] = \data__payload$92 ;
+                  \$119 [127:64] = \data__payload$96 ;
               16'h0002:
-                  \$119 [191:128] = \data__payload$92 ;
+                  \$119 [191:128] = \data__payload$96 ;
               16'h0003:
-                  \$119 [255:192] = \data__payload$92 ;
+                  \$119 [255:192] = \data__payload$96 ;
               16'h0004:
-                  \$119 [319:256] = \data__payload$92 ;
+                  \$119 [319:256] = \data__payload$96 ;
               16'h0005:
-                  \$119 [383:320] = \data__payload$92 ;
+                  \$119 [383:320] = \data__payload$96 ;
               16'h0006:
-                  \$119 [447:384] = \data__payload$92 ;
+                  \$119 [447:384] = \data__payload$96 ;
               16'h0007:
-                  \$119 [511:448] = \data__payload$92 ;
+                  \$119 [511:448] = \data__payload$96 ;
             endcase
           end
         end
@@ -12649,6 +12830,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       \$119  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
+  assign opcode = word[3:0];
   assign deps__has_prev = 1'h0;
   assign deps__room_prev = 1'h0;
   assign bus__req__payload = desc_bus__req__payload;
@@ -12656,26 +12838,26 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign bus__req__valid = desc_bus__req__valid;
   assign desc_bus__resp__payload = bus__resp__payload;
   assign desc_bus__resp__valid = bus__resp__valid;
-  assign \bus__req__payload$31  = data_bus__req__payload;
-  assign data_bus__req__ready = \bus__req__ready$32 ;
-  assign \bus__req__valid$35  = data_bus__req__valid;
-  assign \bus__resp__payload$36  = bus__resp__payload;
+  assign \bus__req__payload$35  = data_bus__req__payload;
+  assign data_bus__req__ready = \bus__req__ready$36 ;
+  assign \bus__req__valid$39  = data_bus__req__valid;
+  assign \bus__resp__payload$40  = bus__resp__payload;
   assign data_bus__resp__payload = bus__resp__payload;
-  assign data_bus__resp__valid = \bus__resp__valid$38 ;
+  assign data_bus__resp__valid = \bus__resp__valid$42 ;
   assign addr__payload = desc_bus__req__payload;
-  assign \addr__payload$41  = desc_bus__req__payload;
-  assign \addr__ready$43  = addr__ready;
-  assign \addr__valid$45  = addr__valid;
-  assign \data__payload$47  = data__payload;
-  assign \data__ready$49  = data__ready;
-  assign \data__valid$51  = data__valid;
-  assign index = word[31:8];
-  assign \desc_base$54  = desc_base;
-  assign \desc_count$56  = desc_count;
-  assign \desc$58  = desc;
+  assign \addr__payload$45  = desc_bus__req__payload;
+  assign \addr__ready$47  = addr__ready;
+  assign \addr__valid$49  = addr__valid;
+  assign \data__payload$51  = data__payload;
+  assign \data__ready$53  = data__ready;
+  assign \data__valid$55  = data__valid;
+  assign \index$56  = word[31:8];
+  assign \desc_base$58  = desc_base;
+  assign \desc_count$60  = desc_count;
+  assign \desc$62  = desc;
   assign line_bytes = \$signal ;
-  assign lines_in_mem = \$signal$60 ;
-  assign \addr__payload$77  = data_bus__req__payload;
+  assign lines_in_mem = \$signal$64 ;
+  assign \addr__payload$81  = data_bus__req__payload;
   assign w_data = { lines__payload[18:16], lines__payload[48], lines__payload[15:0] };
   assign act__data = line_data[31:0];
   assign wgt__addr = r_data[15:0];
@@ -12718,39 +12900,39 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \desc.loops[3].local_stride  = desc[457:434];
   assign \desc.loops[3].ystep  = desc[465:458];
   assign \desc.loops[3].xstep  = desc[473:466];
-  assign \desc$58.mem  = desc[1:0];
-  assign \desc$58.local_base  = desc[17:2];
-  assign \desc$58.dram_base  = desc[49:18];
-  assign \desc$58.pad_value  = desc[57:50];
-  assign \desc$58.y0  = desc[73:58];
-  assign \desc$58.x0  = desc[89:74];
-  assign \desc$58.height  = desc[105:90];
-  assign \desc$58.width  = desc[121:106];
-  assign \desc$58.loops  = desc[473:122];
-  assign \desc$58.loops[0]  = desc[209:122];
-  assign \desc$58.loops[0].count  = desc[137:122];
-  assign \desc$58.loops[0].dram_stride  = desc[169:138];
-  assign \desc$58.loops[0].local_stride  = desc[193:170];
-  assign \desc$58.loops[0].ystep  = desc[201:194];
-  assign \desc$58.loops[0].xstep  = desc[209:202];
-  assign \desc$58.loops[1]  = desc[297:210];
-  assign \desc$58.loops[1].count  = desc[225:210];
-  assign \desc$58.loops[1].dram_stride  = desc[257:226];
-  assign \desc$58.loops[1].local_stride  = desc[281:258];
-  assign \desc$58.loops[1].ystep  = desc[289:282];
-  assign \desc$58.loops[1].xstep  = desc[297:290];
-  assign \desc$58.loops[2]  = desc[385:298];
-  assign \desc$58.loops[2].count  = desc[313:298];
-  assign \desc$58.loops[2].dram_stride  = desc[345:314];
-  assign \desc$58.loops[2].local_stride  = desc[369:346];
-  assign \desc$58.loops[2].ystep  = desc[377:370];
-  assign \desc$58.loops[2].xstep  = desc[385:378];
-  assign \desc$58.loops[3]  = desc[473:386];
-  assign \desc$58.loops[3].count  = desc[401:386];
-  assign \desc$58.loops[3].dram_stride  = desc[433:402];
-  assign \desc$58.loops[3].local_stride  = desc[457:434];
-  assign \desc$58.loops[3].ystep  = desc[465:458];
-  assign \desc$58.loops[3].xstep  = desc[473:466];
+  assign \desc$62.mem  = desc[1:0];
+  assign \desc$62.local_base  = desc[17:2];
+  assign \desc$62.dram_base  = desc[49:18];
+  assign \desc$62.pad_value  = desc[57:50];
+  assign \desc$62.y0  = desc[73:58];
+  assign \desc$62.x0  = desc[89:74];
+  assign \desc$62.height  = desc[105:90];
+  assign \desc$62.width  = desc[121:106];
+  assign \desc$62.loops  = desc[473:122];
+  assign \desc$62.loops[0]  = desc[209:122];
+  assign \desc$62.loops[0].count  = desc[137:122];
+  assign \desc$62.loops[0].dram_stride  = desc[169:138];
+  assign \desc$62.loops[0].local_stride  = desc[193:170];
+  assign \desc$62.loops[0].ystep  = desc[201:194];
+  assign \desc$62.loops[0].xstep  = desc[209:202];
+  assign \desc$62.loops[1]  = desc[297:210];
+  assign \desc$62.loops[1].count  = desc[225:210];
+  assign \desc$62.loops[1].dram_stride  = desc[257:226];
+  assign \desc$62.loops[1].local_stride  = desc[281:258];
+  assign \desc$62.loops[1].ystep  = desc[289:282];
+  assign \desc$62.loops[1].xstep  = desc[297:290];
+  assign \desc$62.loops[2]  = desc[385:298];
+  assign \desc$62.loops[2].count  = desc[313:298];
+  assign \desc$62.loops[2].dram_stride  = desc[345:314];
+  assign \desc$62.loops[2].local_stride  = desc[369:346];
+  assign \desc$62.loops[2].ystep  = desc[377:370];
+  assign \desc$62.loops[2].xstep  = desc[385:378];
+  assign \desc$62.loops[3]  = desc[473:386];
+  assign \desc$62.loops[3].count  = desc[401:386];
+  assign \desc$62.loops[3].dram_stride  = desc[433:402];
+  assign \desc$62.loops[3].local_stride  = desc[457:434];
+  assign \desc$62.loops[3].ystep  = desc[465:458];
+  assign \desc$62.loops[3].xstep  = desc[473:466];
   assign \lines__payload.local  = lines__payload[15:0];
   assign \lines__payload.dram  = lines__payload[47:16];
   assign \lines__payload.valid  = lines__payload[48];
@@ -14910,7 +15092,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending (rst, w_rdy, r_data, w_en, r_en, \port$2746$0 , \port$2746$48 , r_rdy, clk);
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$2774$0 , \port$2774$48 , r_rdy, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$32  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -14952,10 +15134,10 @@ module \sim_top.accel.load.pending (rst, w_rdy, r_data, w_en, r_en, \port$2746$0
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [18:0] \port$2746$0 ;
-  wire [18:0] \port$2746$0 ;
-  input \port$2746$48 ;
-  wire \port$2746$48 ;
+  input [18:0] \port$2774$0 ;
+  wire [18:0] \port$2774$0 ;
+  input \port$2774$48 ;
+  wire \port$2774$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [19:0] r_data;
@@ -14982,7 +15164,7 @@ module \sim_top.accel.load.pending (rst, w_rdy, r_data, w_en, r_en, \port$2746$0
   reg [19:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$2746$0 [18:16], \port$2746$48 , \port$2746$0 [15:0] };
+      storage[w_port__addr] <= { \port$2774$0 [18:16], \port$2774$48 , \port$2774$0 [15:0] };
   end
   reg [19:0] _0_;
   always @(posedge clk) begin
@@ -15081,8 +15263,8 @@ module \sim_top.accel.load.pending (rst, w_rdy, r_data, w_en, r_en, \port$2746$0
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$2746$0 [18:16], \port$2746$48 , \port$2746$0 [15:0] };
-  assign w_data = { \port$2746$0 [18:16], \port$2746$48 , \port$2746$0 [15:0] };
+  assign w_port__data = { \port$2774$0 [18:16], \port$2774$48 , \port$2774$0 [15:0] };
+  assign w_data = { \port$2774$0 [18:16], \port$2774$48 , \port$2774$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -15262,8 +15444,8 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, param__data, acc__data, bus__resp__payload, halt, perf, idle, token_wait, deps__pop_prev, queue__ready, busy
-, deps__push_prev, retired, wr__valid, wr__payload, \index$81 , \error$83 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
+module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, param__data, acc__data, bus__resp__payload, halt, perf, pending, pending_index, idle, token_wait, deps__pop_prev
+, queue__ready, busy, deps__push_prev, retired, wr__valid, wr__payload, index, \error$86 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
   reg \$auto$verilog_backend.cc:2355:dump_module$34  = 0;
   wire \$1 ;
   wire \$10 ;
@@ -15571,8 +15753,8 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   wire \$98 ;
   wire \$99 ;
   reg \$signal  = 1'h0;
-  reg \$signal$55  = 1'h0;
-  reg [31:0] \$signal$70  = 32'd0;
+  reg \$signal$59  = 1'h0;
+  reg [31:0] \$signal$74  = 32'd0;
   output [15:0] acc__addr;
   wire [15:0] acc__addr;
   input [127:0] acc__data;
@@ -15580,11 +15762,11 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   output acc__en;
   wire acc__en;
   wire [31:0] addr__payload;
-  wire [31:0] \addr__payload$31 ;
+  wire [31:0] \addr__payload$35 ;
   wire addr__ready;
-  wire \addr__ready$33 ;
+  wire \addr__ready$37 ;
   wire addr__valid;
-  wire \addr__valid$35 ;
+  wire \addr__valid$39 ;
   wire [15:0] align;
   reg [31:0] b_dram = 32'd0;
   wire bad_shift;
@@ -15598,17 +15780,17 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   wire bus__resp__valid;
   output busy;
   reg busy;
-  wire \busy$78 ;
+  wire \busy$82 ;
   reg c_beat = 1'h0;
   reg [31:0] c_line = 32'd0;
   input clk;
   wire clk;
   wire [63:0] data__payload;
-  wire [63:0] \data__payload$37 ;
+  wire [63:0] \data__payload$41 ;
   wire data__ready;
-  wire \data__ready$39 ;
+  wire \data__ready$43 ;
   wire data__valid;
-  wire \data__valid$41 ;
+  wire \data__valid$45 ;
   wire deps__has_next;
   input deps__has_prev;
   wire deps__has_prev;
@@ -15622,45 +15804,45 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   input deps__room_prev;
   wire deps__room_prev;
   wire [473:0] desc;
-  wire [473:0] \desc$48 ;
-  wire [31:0] \desc$48.dram_base ;
-  wire [15:0] \desc$48.height ;
-  wire [15:0] \desc$48.local_base ;
-  wire [351:0] \desc$48.loops ;
-  wire [87:0] \desc$48.loops[0] ;
-  wire [15:0] \desc$48.loops[0].count ;
-  wire [31:0] \desc$48.loops[0].dram_stride ;
-  wire [23:0] \desc$48.loops[0].local_stride ;
-  wire [7:0] \desc$48.loops[0].xstep ;
-  wire [7:0] \desc$48.loops[0].ystep ;
-  wire [87:0] \desc$48.loops[1] ;
-  wire [15:0] \desc$48.loops[1].count ;
-  wire [31:0] \desc$48.loops[1].dram_stride ;
-  wire [23:0] \desc$48.loops[1].local_stride ;
-  wire [7:0] \desc$48.loops[1].xstep ;
-  wire [7:0] \desc$48.loops[1].ystep ;
-  wire [87:0] \desc$48.loops[2] ;
-  wire [15:0] \desc$48.loops[2].count ;
-  wire [31:0] \desc$48.loops[2].dram_stride ;
-  wire [23:0] \desc$48.loops[2].local_stride ;
-  wire [7:0] \desc$48.loops[2].xstep ;
-  wire [7:0] \desc$48.loops[2].ystep ;
-  wire [87:0] \desc$48.loops[3] ;
-  wire [15:0] \desc$48.loops[3].count ;
-  wire [31:0] \desc$48.loops[3].dram_stride ;
-  wire [23:0] \desc$48.loops[3].local_stride ;
-  wire [7:0] \desc$48.loops[3].xstep ;
-  wire [7:0] \desc$48.loops[3].ystep ;
+  wire [473:0] \desc$52 ;
+  wire [31:0] \desc$52.dram_base ;
+  wire [15:0] \desc$52.height ;
+  wire [15:0] \desc$52.local_base ;
+  wire [351:0] \desc$52.loops ;
+  wire [87:0] \desc$52.loops[0] ;
+  wire [15:0] \desc$52.loops[0].count ;
+  wire [31:0] \desc$52.loops[0].dram_stride ;
+  wire [23:0] \desc$52.loops[0].local_stride ;
+  wire [7:0] \desc$52.loops[0].xstep ;
+  wire [7:0] \desc$52.loops[0].ystep ;
+  wire [87:0] \desc$52.loops[1] ;
+  wire [15:0] \desc$52.loops[1].count ;
+  wire [31:0] \desc$52.loops[1].dram_stride ;
+  wire [23:0] \desc$52.loops[1].local_stride ;
+  wire [7:0] \desc$52.loops[1].xstep ;
+  wire [7:0] \desc$52.loops[1].ystep ;
+  wire [87:0] \desc$52.loops[2] ;
+  wire [15:0] \desc$52.loops[2].count ;
+  wire [31:0] \desc$52.loops[2].dram_stride ;
+  wire [23:0] \desc$52.loops[2].local_stride ;
+  wire [7:0] \desc$52.loops[2].xstep ;
+  wire [7:0] \desc$52.loops[2].ystep ;
+  wire [87:0] \desc$52.loops[3] ;
+  wire [15:0] \desc$52.loops[3].count ;
+  wire [31:0] \desc$52.loops[3].dram_stride ;
+  wire [23:0] \desc$52.loops[3].local_stride ;
+  wire [7:0] \desc$52.loops[3].xstep ;
+  wire [7:0] \desc$52.loops[3].ystep ;
   (* enum_base_type = "Mem" *)
   (* enum_value_00 = "ACT" *)
   (* enum_value_01 = "WGT" *)
   (* enum_value_10 = "PARAM" *)
   (* enum_value_11 = "ACC" *)
-  wire [1:0] \desc$48.mem ;
-  wire [7:0] \desc$48.pad_value ;
-  wire [15:0] \desc$48.width ;
-  wire [15:0] \desc$48.x0 ;
-  wire [15:0] \desc$48.y0 ;
+  wire [1:0] \desc$52.mem ;
+  wire [7:0] \desc$52.pad_value ;
+  wire [15:0] \desc$52.width ;
+  wire [15:0] \desc$52.x0 ;
+  wire [15:0] \desc$52.y0 ;
   wire [31:0] \desc.dram_base ;
   wire [15:0] \desc.height ;
   wire [15:0] \desc.local_base ;
@@ -15701,7 +15883,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   wire [15:0] \desc.y0 ;
   input [31:0] desc_base;
   wire [31:0] desc_base;
-  wire [31:0] \desc_base$44 ;
+  wire [31:0] \desc_base$48 ;
   output [31:0] desc_bus__req__payload;
   wire [31:0] desc_bus__req__payload;
   wire desc_bus__req__ready;
@@ -15711,13 +15893,13 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   wire desc_bus__resp__valid;
   input [31:0] desc_count;
   wire [31:0] desc_count;
-  wire [31:0] \desc_count$46 ;
+  wire [31:0] \desc_count$50 ;
   reg done;
-  wire \done$75 ;
+  wire \done$79 ;
   wire error;
-  output \error$83 ;
-  reg \error$83  = 1'h0;
-  wire \error$85 ;
+  output \error$86 ;
+  reg \error$86  = 1'h0;
+  wire \error$88 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -15738,16 +15920,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$86 ;
+  wire [3:0] \error_code$89 ;
   reg [1:0] frame_state = 2'h0;
   input halt;
   wire halt;
   output idle;
   reg idle;
-  wire [23:0] index;
-  reg [15:0] \index$58 ;
-  output [31:0] \index$81 ;
-  reg [31:0] \index$81  = 32'd0;
+  output [31:0] index;
+  reg [31:0] index = 32'd0;
+  wire [23:0] \index$46 ;
+  reg [15:0] \index$62 ;
   wire [15:0] line_bytes;
   wire [113:0] lines__payload;
   wire [31:0] \lines__payload.dram ;
@@ -15762,12 +15944,26 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   wire lines__ready;
   wire lines__valid;
   wire [16:0] lines_in_mem;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] opcode;
   output [15:0] param__addr;
   wire [15:0] param__addr;
   input [511:0] param__data;
   wire [511:0] param__data;
   output param__en;
   wire param__en;
+  output pending;
+  reg pending;
+  output [31:0] pending_index;
+  reg [31:0] pending_index;
   input [1023:0] perf;
   wire [1023:0] perf;
   wire [63:0] \perf.array_active ;
@@ -15804,8 +16000,8 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   wire rst;
   reg running;
   reg start;
-  reg \start$73 ;
-  reg \start$76 ;
+  reg \start$77 ;
+  reg \start$80 ;
   reg [2:0] store_state = 3'h0;
   output token_wait;
   reg token_wait;
@@ -15844,7 +16040,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$26  = ~ halt;
   assign \$27  = \$25  & \$26 ;
   assign \$28  = ~ \$signal ;
-  assign \$29  = ~ \$signal$55 ;
+  assign \$29  = ~ \$signal$59 ;
   assign \$31  = ! c_beat;
   assign \$32  = \$30  & \$31 ;
   assign \$33  = \$29  | \$32 ;
@@ -15854,7 +16050,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$37  = ~ halt;
   assign lines__ready = \$36  & \$37 ;
   assign \$38  = ~ \$signal ;
-  assign \$39  = ~ \$signal$55 ;
+  assign \$39  = ~ \$signal$59 ;
   assign \$41  = ! c_beat;
   assign \$42  = \$40  & \$41 ;
   assign \$43  = \$39  | \$42 ;
@@ -15863,9 +16059,9 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$46  = lines__valid & \$45 ;
   assign \$47  = ~ halt;
   assign acc__en = \$46  & \$47 ;
-  assign \$48  = word[47:32] + \index$58 ;
+  assign \$48  = word[47:32] + \index$62 ;
   assign \$49  = ~ \$signal ;
-  assign \$50  = ~ \$signal$55 ;
+  assign \$50  = ~ \$signal$59 ;
   assign \$52  = ! c_beat;
   assign \$53  = \$51  & \$52 ;
   assign \$54  = \$50  | \$53 ;
@@ -15878,20 +16074,20 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$60  = perf_addr + \$59 ;
   assign \$368  = perf_beat * 7'h40;
   assign \$61  = record >> \$368 ;
-  assign \$62  = \$signal$70 [2:0] * 4'h8;
+  assign \$62  = \$signal$74 [2:0] * 4'h8;
   assign \$63  = c_line << \$62 ;
-  assign \$64  = 4'hf << \$signal$70 [2:0];
+  assign \$64  = 4'hf << \$signal$74 [2:0];
   assign \$65  = word[3:0] == 2'h2;
   assign \$66  = word[3:0] == 3'h7;
   assign \$67  = desc[1:0] != 2'h3;
   assign \$68  = $signed(word[57:50]) > $signed(word[65:58]);
   assign \$69  = \$67  | \$68 ;
   assign \$70  = ~ walking;
-  assign \$71  = ~ \busy$78 ;
+  assign \$71  = ~ \busy$82 ;
   assign \$72  = \$70  & \$71 ;
   assign \$73  = ~ \$signal ;
   assign \$74  = \$72  & \$73 ;
-  assign \$75  = ~ \$signal$55 ;
+  assign \$75  = ~ \$signal$59 ;
   assign \$76  = \$74  & \$75 ;
   assign \$77  = perf_beat == 4'hf;
   assign \$78  = ! frame_state;
@@ -15918,12 +16114,12 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$101  = \$98  & \$100 ;
   assign \$102  = ~ halt;
   assign \$103  = \$101  & \$102 ;
-  assign \$104  = ~ \error$83 ;
+  assign \$104  = ~ \error$86 ;
   assign \$105  = error & \$104 ;
-  assign \$106  = ~ \error$83 ;
-  assign \$107  = \error$85  & \$106 ;
+  assign \$106  = ~ \error$86 ;
+  assign \$107  = \error$88  & \$106 ;
   assign \$108  = ~ \$signal ;
-  assign \$109  = ~ \$signal$55 ;
+  assign \$109  = ~ \$signal$59 ;
   assign \$111  = ! c_beat;
   assign \$112  = \$110  & \$111 ;
   assign \$113  = \$109  | \$112 ;
@@ -15932,7 +16128,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$116  = lines__valid & \$115 ;
   assign \$117  = ~ halt;
   assign \$118  = \$116  & \$117 ;
-  assign \$119  = ~ \$signal$55 ;
+  assign \$119  = ~ \$signal$59 ;
   assign \$121  = ! c_beat;
   assign \$122  = \$120  & \$121 ;
   assign \$123  = \$119  | \$122 ;
@@ -15945,9 +16141,9 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$131  = param__data[487:480] > 6'h3e;
   assign \$132  = \$130  | \$131 ;
   assign \$133  = \$signal  & \$132 ;
-  assign \$134  = ~ \error$83 ;
+  assign \$134  = ~ \error$86 ;
   assign \$135  = \$133  & \$134 ;
-  assign \$136  = ~ \$signal$55 ;
+  assign \$136  = ~ \$signal$59 ;
   assign \$138  = ! c_beat;
   assign \$139  = \$137  & \$138 ;
   assign \$140  = \$136  | \$139 ;
@@ -16078,17 +16274,17 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$269  = \$268  <= 27'h4000000;
   assign \$270  = \$267  & \$269 ;
   assign \$271  = ~ \$270 ;
-  assign \$272  = ~ \error$83 ;
+  assign \$272  = ~ \error$86 ;
   assign \$274  = desc[1:0] != 2'h3;
   assign \$275  = $signed(word[57:50]) > $signed(word[65:58]);
   assign \$276  = \$274  | \$275 ;
-  assign \$277  = ~ \error$83 ;
+  assign \$277  = ~ \error$86 ;
   assign \$279  = ~ walking;
-  assign \$280  = ~ \busy$78 ;
+  assign \$280  = ~ \busy$82 ;
   assign \$281  = \$279  & \$280 ;
   assign \$282  = ~ \$signal ;
   assign \$283  = \$281  & \$282 ;
-  assign \$284  = ~ \$signal$55 ;
+  assign \$284  = ~ \$signal$59 ;
   assign \$285  = \$283  & \$284 ;
   assign \$286  = perf_beat + 1'h1;
   assign \$287  = perf_beat == 4'hf;
@@ -16097,9 +16293,9 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   always @(posedge clk)
     word <= \$289 ;
   always @(posedge clk)
-    \index$81  <= \$290 ;
+    index <= \$290 ;
   always @(posedge clk)
-    \error$83  <= \$291 ;
+    \error$86  <= \$291 ;
   always @(posedge clk)
     error_code <= \$292 ;
   always @(posedge clk)
@@ -16109,9 +16305,9 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   always @(posedge clk)
     walking <= \$295 ;
   always @(posedge clk)
-    \$signal$55  <= \$296 ;
+    \$signal$59  <= \$296 ;
   always @(posedge clk)
-    \$signal$70  <= \$297 ;
+    \$signal$74  <= \$297 ;
   always @(posedge clk)
     c_line <= \$298 ;
   always @(posedge clk)
@@ -16127,16 +16323,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   always @(posedge clk)
     writing_perf <= \$304 ;
   \sim_top.accel.store.addrgen  addrgen (
-    .busy(\busy$78 ),
+    .busy(\busy$82 ),
     .clk(clk),
     .desc(desc),
-    .error(\error$85 ),
-    .error_code(\error_code$86 ),
+    .error(\error$88 ),
+    .error_code(\error_code$89 ),
     .lines__payload(lines__payload),
     .lines__ready(lines__ready),
     .lines__valid(lines__valid),
     .rst(rst),
-    .start(\start$76 )
+    .start(\start$80 )
   );
   \sim_top.accel.store.desc_port  desc_port (
     .addr__ready(addr__ready),
@@ -16163,12 +16359,42 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     .desc(desc),
     .desc_base(desc_base),
     .desc_count(desc_count),
-    .done(\done$75 ),
+    .done(\done$79 ),
     .error(error),
     .index(word[31:8]),
     .rst(rst),
-    .start(\start$73 )
+    .start(\start$77 )
   );
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    pending = queue__valid;
+    (* full_case = 32'd1 *)
+    casez (frame_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          pending = 1'h1;
+      2'h3:
+          pending = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    pending_index = queue__payload[159:128];
+    (* full_case = 32'd1 *)
+    casez (frame_state)
+      2'h0:
+          /* empty */;
+      2'h1:
+          /* empty */;
+      2'h2:
+          pending_index = index;
+      2'h3:
+          pending_index = index;
+    endcase
+  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     idle = 1'h0;
@@ -16320,13 +16546,13 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     (* full_case = 32'd1 *)
     casez (word[49:48])
       2'h0:
-          \index$58  = lines__payload[64:49];
+          \index$62  = lines__payload[64:49];
       2'h1:
-          \index$58  = lines__payload[80:65];
+          \index$62  = lines__payload[80:65];
       2'h2:
-          \index$58  = lines__payload[96:81];
+          \index$62  = lines__payload[96:81];
       2'h3:
-          \index$58  = lines__payload[112:97];
+          \index$62  = lines__payload[112:97];
     endcase
   end
   always @* begin
@@ -16334,7 +16560,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     wr__valid = 1'h0;
     if (writing_perf) begin
       wr__valid = 1'h1;
-    end else if (\$signal$55 ) begin
+    end else if (\$signal$59 ) begin
       wr__valid = 1'h1;
     end
   end
@@ -16345,21 +16571,21 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       wr__payload[31:0] = \$60 [31:0];
       wr__payload[95:32] = \$61 ;
       wr__payload[103:96] = 8'hff;
-    end else if (\$signal$55 ) begin
-      wr__payload[31:0] = \$signal$70 ;
+    end else if (\$signal$59 ) begin
+      wr__payload[31:0] = \$signal$74 ;
       wr__payload[95:32] = \$63 [63:0];
       wr__payload[103:96] = \$64 [7:0];
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \start$73  = 1'h0;
+    \start$77  = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
           if (\$65 ) begin
-            \start$73  = 1'h1;
+            \start$77  = 1'h1;
           end
     endcase
   end
@@ -16390,18 +16616,18 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \start$76  = 1'h0;
+    \start$80  = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$75 ) begin
+          if (\done$79 ) begin
             (* full_case = 32'd1 *)
             if (\$69 ) begin
             end else begin
-              \start$76  = 1'h1;
+              \start$80  = 1'h1;
             end
           end
     endcase
@@ -16449,7 +16675,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$290  = \index$81 ;
+    \$290  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
@@ -16464,7 +16690,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$291  = \error$83 ;
+    \$291  = \error$86 ;
     if (\$105 ) begin
       \$291  = 1'h1;
     end
@@ -16487,7 +16713,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
             end
           end
       3'h2:
-          if (\done$75 ) begin
+          if (\done$79 ) begin
             if (\$276 ) begin
               if (\$278 ) begin
                 \$291  = 1'h1;
@@ -16506,7 +16732,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       \$292  = 4'h2;
     end
     if (\$107 ) begin
-      \$292  = \error_code$86 ;
+      \$292  = \error_code$89 ;
     end
     if (\$135 ) begin
       \$292  = 4'h7;
@@ -16524,7 +16750,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
             end
           end
       3'h2:
-          if (\done$75 ) begin
+          if (\done$79 ) begin
             if (\$276 ) begin
               if (\$278 ) begin
                 \$292  = 4'h7;
@@ -16572,7 +16798,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$75 ) begin
+          if (\done$79 ) begin
             (* full_case = 32'd1 *)
             if (\$276 ) begin
             end else begin
@@ -16586,7 +16812,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$296  = \$signal$55 ;
+    \$296  = \$signal$59 ;
     if (\$141 ) begin
       \$296  = 1'h1;
     end else if (\$144 ) begin
@@ -16598,7 +16824,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$297  = \$signal$70 ;
+    \$297  = \$signal$74 ;
     if (\$141 ) begin
       \$297  = b_dram;
     end
@@ -16652,7 +16878,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
             \$300  = 3'h0;
           end
       3'h2:
-          if (\done$75 ) begin
+          if (\done$79 ) begin
             (* full_case = 32'd1 *)
             if (\$276 ) begin
               \$300  = 3'h3;
@@ -16768,6 +16994,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       \$304  = 1'h0;
     end
   end
+  assign opcode = word[3:0];
   assign deps__has_next = 1'h0;
   assign deps__room_next = 1'h0;
   assign bus__req__payload = desc_bus__req__payload;
@@ -16776,16 +17003,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign desc_bus__resp__payload = bus__resp__payload;
   assign desc_bus__resp__valid = bus__resp__valid;
   assign addr__payload = desc_bus__req__payload;
-  assign \addr__payload$31  = desc_bus__req__payload;
-  assign \addr__ready$33  = addr__ready;
-  assign \addr__valid$35  = addr__valid;
-  assign \data__payload$37  = data__payload;
-  assign \data__ready$39  = data__ready;
-  assign \data__valid$41  = data__valid;
-  assign index = word[31:8];
-  assign \desc_base$44  = desc_base;
-  assign \desc_count$46  = desc_count;
-  assign \desc$48  = desc;
+  assign \addr__payload$35  = desc_bus__req__payload;
+  assign \addr__ready$37  = addr__ready;
+  assign \addr__valid$39  = addr__valid;
+  assign \data__payload$41  = data__payload;
+  assign \data__ready$43  = data__ready;
+  assign \data__valid$45  = data__valid;
+  assign \index$46  = word[31:8];
+  assign \desc_base$48  = desc_base;
+  assign \desc_count$50  = desc_count;
+  assign \desc$52  = desc;
   assign line_bytes = 16'h0004;
   assign lines_in_mem = 17'h00400;
   assign align = 16'h0004;
@@ -16828,39 +17055,39 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \desc.loops[3].local_stride  = desc[457:434];
   assign \desc.loops[3].ystep  = desc[465:458];
   assign \desc.loops[3].xstep  = desc[473:466];
-  assign \desc$48.mem  = desc[1:0];
-  assign \desc$48.local_base  = desc[17:2];
-  assign \desc$48.dram_base  = desc[49:18];
-  assign \desc$48.pad_value  = desc[57:50];
-  assign \desc$48.y0  = desc[73:58];
-  assign \desc$48.x0  = desc[89:74];
-  assign \desc$48.height  = desc[105:90];
-  assign \desc$48.width  = desc[121:106];
-  assign \desc$48.loops  = desc[473:122];
-  assign \desc$48.loops[0]  = desc[209:122];
-  assign \desc$48.loops[0].count  = desc[137:122];
-  assign \desc$48.loops[0].dram_stride  = desc[169:138];
-  assign \desc$48.loops[0].local_stride  = desc[193:170];
-  assign \desc$48.loops[0].ystep  = desc[201:194];
-  assign \desc$48.loops[0].xstep  = desc[209:202];
-  assign \desc$48.loops[1]  = desc[297:210];
-  assign \desc$48.loops[1].count  = desc[225:210];
-  assign \desc$48.loops[1].dram_stride  = desc[257:226];
-  assign \desc$48.loops[1].local_stride  = desc[281:258];
-  assign \desc$48.loops[1].ystep  = desc[289:282];
-  assign \desc$48.loops[1].xstep  = desc[297:290];
-  assign \desc$48.loops[2]  = desc[385:298];
-  assign \desc$48.loops[2].count  = desc[313:298];
-  assign \desc$48.loops[2].dram_stride  = desc[345:314];
-  assign \desc$48.loops[2].local_stride  = desc[369:346];
-  assign \desc$48.loops[2].ystep  = desc[377:370];
-  assign \desc$48.loops[2].xstep  = desc[385:378];
-  assign \desc$48.loops[3]  = desc[473:386];
-  assign \desc$48.loops[3].count  = desc[401:386];
-  assign \desc$48.loops[3].dram_stride  = desc[433:402];
-  assign \desc$48.loops[3].local_stride  = desc[457:434];
-  assign \desc$48.loops[3].ystep  = desc[465:458];
-  assign \desc$48.loops[3].xstep  = desc[473:466];
+  assign \desc$52.mem  = desc[1:0];
+  assign \desc$52.local_base  = desc[17:2];
+  assign \desc$52.dram_base  = desc[49:18];
+  assign \desc$52.pad_value  = desc[57:50];
+  assign \desc$52.y0  = desc[73:58];
+  assign \desc$52.x0  = desc[89:74];
+  assign \desc$52.height  = desc[105:90];
+  assign \desc$52.width  = desc[121:106];
+  assign \desc$52.loops  = desc[473:122];
+  assign \desc$52.loops[0]  = desc[209:122];
+  assign \desc$52.loops[0].count  = desc[137:122];
+  assign \desc$52.loops[0].dram_stride  = desc[169:138];
+  assign \desc$52.loops[0].local_stride  = desc[193:170];
+  assign \desc$52.loops[0].ystep  = desc[201:194];
+  assign \desc$52.loops[0].xstep  = desc[209:202];
+  assign \desc$52.loops[1]  = desc[297:210];
+  assign \desc$52.loops[1].count  = desc[225:210];
+  assign \desc$52.loops[1].dram_stride  = desc[257:226];
+  assign \desc$52.loops[1].local_stride  = desc[281:258];
+  assign \desc$52.loops[1].ystep  = desc[289:282];
+  assign \desc$52.loops[1].xstep  = desc[297:290];
+  assign \desc$52.loops[2]  = desc[385:298];
+  assign \desc$52.loops[2].count  = desc[313:298];
+  assign \desc$52.loops[2].dram_stride  = desc[345:314];
+  assign \desc$52.loops[2].local_stride  = desc[369:346];
+  assign \desc$52.loops[2].ystep  = desc[377:370];
+  assign \desc$52.loops[2].xstep  = desc[385:378];
+  assign \desc$52.loops[3]  = desc[473:386];
+  assign \desc$52.loops[3].count  = desc[401:386];
+  assign \desc$52.loops[3].dram_stride  = desc[433:402];
+  assign \desc$52.loops[3].local_stride  = desc[457:434];
+  assign \desc$52.loops[3].ystep  = desc[465:458];
+  assign \desc$52.loops[3].xstep  = desc[473:466];
   assign \lines__payload.local  = lines__payload[15:0];
   assign \lines__payload.dram  = lines__payload[47:16];
   assign \lines__payload.valid  = lines__payload[48];
@@ -16894,18 +17121,18 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \$11  = \$10 ;
   assign \$18  = \$17 ;
   assign \$24  = \$23 ;
-  assign \$30  = \$signal$55 ;
-  assign \$40  = \$signal$55 ;
-  assign \$51  = \$signal$55 ;
+  assign \$30  = \$signal$59 ;
+  assign \$40  = \$signal$59 ;
+  assign \$51  = \$signal$59 ;
   assign \$93  = \$92 ;
   assign \$100  = \$99 ;
-  assign \$110  = \$signal$55 ;
-  assign \$120  = \$signal$55 ;
+  assign \$110  = \$signal$59 ;
+  assign \$120  = \$signal$59 ;
   assign \$126  = \$125 ;
-  assign \$137  = \$signal$55 ;
-  assign \$142  = \$signal$55 ;
-  assign \$257  = \$signal$55 ;
-  assign \$258  = \$signal$55 ;
+  assign \$137  = \$signal$59 ;
+  assign \$142  = \$signal$59 ;
+  assign \$257  = \$signal$59 ;
+  assign \$258  = \$signal$59 ;
   assign \$266 [31:7] = 25'h0000000;
   assign \$266 [6:0] = word[46:40];
   assign \$273  = \$272 ;
@@ -19161,7 +19388,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$3390$0 , rd_resp__valid, clk);
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$3422$0 , rd_resp__valid, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$44  = 0;
   wire [31:0] \$1 ;
   reg [1:0] \$10 ;
@@ -19192,8 +19419,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$3390$0 ;
-  wire [1:0] \port$3390$0 ;
+  output [1:0] \port$3422$0 ;
+  wire [1:0] \port$3422$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -19461,7 +19688,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \$4 , read_data };
-  assign \port$3390$0  = \$4 ;
+  assign \port$3422$0  = \$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

@@ -16,6 +16,9 @@
 //   value-change callback fires (e.g. RisingEdge(dut.done)), that time step is finished through
 //   the full cocotb region sequence and the loop returns to the general path. Event order and
 //   simulation times seen by cocotb are the same as in the general loop.
+// * With -DCOSIM_TRACE_GATE=<port> (and --trace) the trace file is opened when that top-level
+//   output first goes high, written while it stays high, and closed when it falls: one window
+//   of the run, and nothing is traced outside it (sim/waves/, sim/hdl/tb_top.v).
 
 #include <libgen.h>  // basename
 #include <stdio.h>   // stderr, fprintf
@@ -44,6 +47,7 @@ using verilated_trace_t = VerilatedSaifC;
 using verilated_trace_t = VerilatedVcdC;
 #endif
 static verilated_trace_t *tfp;
+static const char *trace_path;
 #endif
 
 #ifndef COSIM_CLOCK_PERIOD_NS
@@ -73,7 +77,7 @@ static inline bool settle_value_callbacks() {
 static void wrap_up() {
     VerilatedVpi::callCbs(cbEndOfSimulation);
 #if VM_TRACE
-    if (tfp) {
+    if (tfp && tfp->isOpen()) {
         tfp->close();
     }
 #endif
@@ -85,9 +89,28 @@ static void wrap_up() {
 #endif
 }
 
+static Vtop *trace_top;
+
 static inline void dump_trace() {
 #if VM_TRACE
-    if (tfp) tfp->dump(main_time);
+    if (!tfp) return;
+#ifdef COSIM_TRACE_GATE
+    enum { BEFORE, OPEN, CLOSED };
+    static int window = BEFORE;
+    const bool on = trace_top->COSIM_TRACE_GATE;
+    if (window == CLOSED || (window == BEFORE && !on)) return;
+    if (window == BEFORE) {
+        tfp->open(trace_path);
+        window = OPEN;
+    }
+    tfp->dump(main_time);  // the sample where the gate falls is the window's last
+    if (!on) {
+        tfp->close();
+        window = CLOSED;
+    }
+#else
+    tfp->dump(main_time);
+#endif
 #endif
 }
 
@@ -115,7 +138,7 @@ static bool eval_regions(Vtop *top, bool evaluated, bool trace_flush) {
     called |= VerilatedVpi::callCbs(cbReadOnlySynch);
     dump_trace();
 #if VM_TRACE
-    if (tfp && trace_flush) tfp->flush();
+    if (tfp && trace_flush && tfp->isOpen()) tfp->flush();
 #else
     (void)trace_flush;
 #endif
@@ -175,6 +198,7 @@ int main(int argc, char **argv) {
     (void)coveragePerInstance;
 #endif
     std::unique_ptr<Vtop> top(new Vtop(""));
+    trace_top = top.get();
     Verilated::fatalOnVpiError(false);  // otherwise it will fail on systemtf
 
 #if VM_TRACE
@@ -182,7 +206,10 @@ int main(int argc, char **argv) {
     if (traceOn) {
         tfp = new verilated_trace_t;
         top->trace(tfp, 99);
+        trace_path = traceFile;
+#ifndef COSIM_TRACE_GATE
         tfp->open(traceFile);
+#endif
     }
 #else
     (void)traceOn;

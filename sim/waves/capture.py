@@ -1,0 +1,85 @@
+"""A traced run: where the dump goes, the plusargs that gate it, and what is written after the
+run (the ``.gtkw`` save file with layer markers, and the report's ``waves`` entry)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from compiler.plan import Plan
+from sim.waves.dump import Dump
+from sim.waves.savefile import write_savefile
+from sim.waves.window import WaveRequest, Window, resolve
+
+
+class _Layer(Protocol):
+    name: str
+    cycle_window: tuple[int, int]
+
+
+class _Timing(Protocol):
+    def cycle_time(self, cycle: int) -> int: ...
+
+
+@dataclass(frozen=True)
+class Capture:
+    """One run's waveform: ``dump`` is ``<directory>/<name>.<fmt>``."""
+
+    request: WaveRequest
+    window: Window
+    dump: Path
+
+    @property
+    def trace(self) -> tuple[Path, list[str]]:
+        """(dump file, plusargs) for :func:`sim.rtl_backend.run_programs`."""
+        return self.dump, self.window.plusargs()
+
+    def finish(self, timing: _Timing, layers: Sequence[_Layer], rtl_dir: Path) -> dict[str, Any]:
+        """After the run: write the save file (markers at the layer boundaries inside the traced
+        span) and return the report entry (files, sizes, window, traced cycles)."""
+        entry: dict[str, Any] = {
+            "format": self.request.fmt,
+            "window": self.window.as_dict(),
+            "file": None,
+            "savefile": None,
+        }
+        if not self.dump.exists():
+            entry["note"] = "the window was never reached: nothing was traced"
+            return entry
+        first, last = Dump(self.dump).span()
+        markers: list[tuple[int, str]] = []
+        for layer in layers:
+            for cycle, edge in zip(layer.cycle_window, ("start", "end"), strict=True):
+                time = timing.cycle_time(cycle)
+                if first <= time <= last and (not markers or markers[-1][0] != time):
+                    markers.append((time, f"{edge} of {layer.name} (cycle {cycle})"))
+        savefile = write_savefile(
+            self.dump, rtl_dir, markers, f"{self.window.label}: {self.dump.name}", first
+        )
+        cycle0 = timing.cycle_time(0)
+        step = max(1, timing.cycle_time(1) - cycle0)
+        entry.update(
+            file=str(self.dump),
+            savefile=str(savefile),
+            bytes=self.dump.stat().st_size,
+            traced_cycles=[(first - cycle0) // step, (last - cycle0) // step],
+            markers=[label for _time, label in markers],
+        )
+        return entry
+
+
+def start(request: WaveRequest, plan: Plan, name: str) -> Capture:
+    """Resolve ``request`` for ``plan``; the dump is named after ``name`` and the window.
+    An older dump of the same name is removed, so a run that never opens the window leaves
+    none behind."""
+    window = resolve(request, plan)
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{name}-{window.by}-{window.start}")
+    if window.by == "all":
+        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+    dump = request.directory / f"{stem}.{request.fmt}"
+    dump.parent.mkdir(parents=True, exist_ok=True)
+    dump.unlink(missing_ok=True)
+    return Capture(request, window, dump)

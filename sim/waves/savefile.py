@@ -1,0 +1,97 @@
+"""GTKWave save files (``.gtkw``) for accelerator dumps, and the translate-filter files that show
+opcodes, error codes and FSM states as names.
+
+The filters come from the definitions, never from hand-kept lists: opcodes and error codes from
+:mod:`hdl_gen.isa`, FSM state names from ``rtl/<config>/fsm_states.json`` (``make rtl``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from vcd.gtkw import GTKWSave, make_translation_filter
+
+from hdl_gen import isa
+from sim.waves.signals import GROUPS, TOP, Trace, full_name
+
+MARKER_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def fsm_state_names(rtl_dir: Path) -> dict[str, dict[int, str]]:
+    """``{"accel.load.frame_state": {0: "IDLE", ...}}`` for the RTL in ``rtl_dir``."""
+    path = rtl_dir / "fsm_states.json"
+    if not path.exists():
+        return {}
+    return {
+        fsm: {int(value): name for value, name in states.items()}
+        for fsm, states in json.loads(path.read_text()).items()
+    }
+
+
+def write_filters(directory: Path, rtl_dir: Path) -> dict[str, Path]:
+    """Write one filter file per named value set; returns ``{key: file}`` where the key is
+    "opcode", "error_code" or the FSM path below the DUT (``accel.load.frame_state``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tables: dict[str, tuple[dict[int, str], int]] = {}
+    for enum in (isa.Opcode, isa.ErrorCode):
+        key = "opcode" if enum is isa.Opcode else "error_code"
+        tables[key] = ({m.value: m.name for m in enum}, enum.as_shape().width)
+    for fsm, states in fsm_state_names(rtl_dir).items():
+        tables[fsm] = (states, max(1, max(states).bit_length()))
+    files = {}
+    for key, (names, width) in tables.items():
+        path = directory / f"{key.replace('.', '_')}.txt"
+        path.write_text(make_translation_filter(sorted(names.items()), "hex", width) + "\n")
+        files[key] = path
+    return files
+
+
+def _filter_key(trace: Trace) -> str | None:
+    if trace.names == "fsm":
+        assert trace.path.startswith("dut.")
+        return trace.path.removeprefix("dut.")
+    return trace.names
+
+
+def write_savefile(
+    dump: Path,
+    rtl_dir: Path,
+    markers: list[tuple[int, str]],
+    title: str,
+    start_time: int = 0,
+) -> Path:
+    """Write ``<dump>.gtkw`` next to ``dump``: the signal groups of :mod:`sim.waves.signals`
+    with names translated, and ``markers`` ((time, label), at most 26, shown as the named
+    markers a-z and listed in the file's comments). Returns its path."""
+    filters = write_filters(dump.parent / "filters", rtl_dir)
+    path = dump.with_suffix(".gtkw")
+    markers = markers[: len(MARKER_LETTERS)]
+    with path.open("w") as fh:
+        save = GTKWSave(fh)
+        save.comment(
+            title,
+            "written by sim/waves/savefile.py; open with `make waves`",
+            *(f"marker {MARKER_LETTERS[n].upper()}: {label}" for n, (_t, label) in enumerate(markers)),
+        )
+        save.dumpfile(str(dump))
+        save.savefile(str(path))
+        save.timestart(start_time)
+        named = {MARKER_LETTERS[n]: time for n, (time, _label) in enumerate(markers)}
+        save.zoom_markers(-10.0, markers[0][0] if markers else -1, **named)  # type: ignore[arg-type]
+        save.signals_width(300)
+        save.sst_expanded(True)
+        save.treeopen(f"{TOP}.")
+        save.treeopen(f"{TOP}.dut.accel.")
+        for group, traces in GROUPS:
+            with save.group(group):
+                for trace in traces:
+                    key = _filter_key(trace)
+                    names = filters.get(key) if key else None
+                    save.trace(
+                        full_name(trace),
+                        alias=trace.alias,
+                        datafmt=trace.fmt if names is None else "hex",
+                        translate_filter_file=str(names) if names else None,
+                    )
+    return path

@@ -1,0 +1,130 @@
+"""What to trace: a waveform request (format and window) and the window it resolves to.
+
+A run traces one window; outside it nothing is written (sim/hdl/tb_top.v gates the dump):
+
+- by layer (``WAVE_LAYER``): that layer's instruction range;
+- by instructions (``WAVE_INSN=a:b``): from the cycle a unit starts an instruction with index
+  ``>= a`` until every instruction below ``b`` has retired;
+- by cycles (``WAVE_CYCLES=a:b``): the accelerator's cycle counter (the report's cycle
+  windows) in ``[a, b)``;
+- none of these: the whole run.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from compiler.plan import Plan
+from sim.verilator_build import REPO_ROOT
+
+WAVES_DIR = REPO_ROOT / "waves"
+FORMATS = ("fst", "vcd")
+
+
+class WaveError(ValueError):
+    """A waveform request that cannot be honoured (bad range, unknown layer, format)."""
+
+
+def parse_range(text: str, what: str) -> tuple[int, int]:
+    """``"a:b"`` (``b`` exclusive, ``a < b``, both non-negative integers) as ``(a, b)``."""
+    match = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", text)
+    if match is None:
+        raise WaveError(f"{what} must look like FROM:TO with integers, e.g. 100:200; got {text!r}")
+    start, stop = int(match[1]), int(match[2])
+    if start >= stop:
+        raise WaveError(f"{what} {text!r} is empty: FROM must be below TO (TO is exclusive)")
+    return start, stop
+
+
+@dataclass(frozen=True)
+class WaveRequest:
+    """Trace a run: ``fmt`` ("fst" or "vcd") and at most one of ``layer``, ``insns``, ``cycles``
+    (none: the whole run). Dumps go to ``directory`` (default ``waves/``)."""
+
+    fmt: str = "fst"
+    layer: str | None = None
+    insns: tuple[int, int] | None = None
+    cycles: tuple[int, int] | None = None
+    directory: Path = WAVES_DIR
+
+    def __post_init__(self) -> None:
+        if self.fmt not in FORMATS:
+            raise WaveError(f"wave format {self.fmt!r} is not supported; choose fst or vcd")
+        chosen = [n for n in ("layer", "insns", "cycles") if getattr(self, n) is not None]
+        if len(chosen) > 1:
+            raise WaveError(
+                f"choose one wave window, not {' and '.join(chosen)} "
+                "(WAVE_LAYER, WAVE_INSN or WAVE_CYCLES)"
+            )
+
+    @classmethod
+    def parse(
+        cls,
+        fmt: str | None = None,
+        layer: str | None = None,
+        insns: str | None = None,
+        cycles: str | None = None,
+        directory: Path | None = None,
+    ) -> WaveRequest:
+        """From the command-line strings (``WAVE_INSN="a:b"``, ...)."""
+        return cls(
+            fmt=(fmt or "fst").lower(),
+            layer=layer or None,
+            insns=parse_range(insns, "WAVE_INSN") if insns else None,
+            cycles=parse_range(cycles, "WAVE_CYCLES") if cycles else None,
+            directory=directory or WAVES_DIR,
+        )
+
+
+@dataclass(frozen=True)
+class Window:
+    """A resolved window: ``by`` is "insn", "cycles" or "all"; ``[start, stop)``."""
+
+    by: str
+    start: int
+    stop: int
+    label: str
+
+    def plusargs(self) -> list[str]:
+        """The plusargs sim/hdl/tb_top.v reads."""
+        if self.by == "all":
+            return []
+        return [f"+wave_by={self.by}", f"+wave_from={self.start}", f"+wave_to={self.stop}"]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def resolve(request: WaveRequest, plan: Plan) -> Window:
+    """The window of ``request`` in ``plan``'s program; unknown layers and ranges outside the
+    program are errors naming what exists."""
+    assert plan.program is not None
+    count = len(plan.program.insns)
+    if request.layer is not None:
+        layers = {layer.name: layer for layer in plan.accel_layers()}
+        if request.layer not in layers:
+            close = difflib.get_close_matches(request.layer, list(layers), n=5, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            names = ", ".join(list(layers)[:8]) + (", ..." if len(layers) > 8 else "")
+            raise WaveError(
+                f"WAVE_LAYER {request.layer!r} is not a layer of this model{hint} "
+                f"(layers: {names}; see the listing)"
+            )
+        start, stop = layers[request.layer].insn_range
+        return Window("insn", start, stop, f"layer {request.layer} (instructions {start}:{stop})")
+    if request.insns is not None:
+        start, stop = request.insns
+        if stop > count:
+            raise WaveError(
+                f"WAVE_INSN {start}:{stop} runs past the program's {count} instructions "
+                f"(valid: 0:{count})"
+            )
+        return Window("insn", start, stop, f"instructions {start}:{stop}")
+    if request.cycles is not None:
+        start, stop = request.cycles
+        return Window("cycles", start, stop, f"cycles {start}:{stop}")
+    return Window("all", 0, 2**64 - 1, "whole run")
