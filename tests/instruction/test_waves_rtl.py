@@ -1,0 +1,174 @@
+"""Windowed waveforms read back from real dumps (pywellen): the traced instructions are the
+program's, the window bounds are where they should be, every signal of the save file exists,
+the layer markers sit where the cycle counter says, and an accelerator error leaves a dump."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compiler.compile import compile_model
+from hdl_gen import isa
+from hdl_gen.config import PRESETS
+from sim.run import RunError, run
+from sim.waves.dump import UNITS, Dump
+from sim.waves.window import WaveRequest
+
+pytestmark = pytest.mark.simulator
+
+UNIT_OF_QUEUE = {isa.Queue.LOAD: "load", isa.Queue.COMPUTE: "compute", isa.Queue.STORE: "store"}
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    _, plan = compile_model("mlp", PRESETS["tiny"], seed=3)
+    shape = plan.graph.tensors[plan.graph.inputs[0]].shape
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    return plan, x
+
+
+def program_from_image(plan) -> list[tuple[str | None, int]]:
+    """(unit, opcode) of every instruction, decoded from the DRAM image the RTL runs."""
+    base, count = plan.launch["insn_base"], len(plan.program.insns)
+    out = []
+    for index in range(count):
+        at = base + index * isa.INSN_BYTES
+        word = int.from_bytes(plan.image[at : at + isa.INSN_BYTES].tobytes(), "little")
+        insn = isa.decode_insn(word, index)
+        queue = isa.queue_of(insn.opcode, insn.fields)
+        out.append((UNIT_OF_QUEUE.get(queue) if queue is not None else None, insn.opcode.value))
+    return out
+
+
+def savefile_signals(path: Path) -> list[str]:
+    """Signal names in a .gtkw file (lines that are neither directives nor comments)."""
+    names = []
+    for line in path.read_text().splitlines():
+        if not line or line[0] in "[*@-^!":
+            continue
+        names.append(re.sub(r"^\+\{[^}]*\} ", "", line))
+    return names
+
+
+@pytest.fixture(scope="module")
+def layer_run(mlp, tmp_path_factory):
+    plan, x = mlp
+    layer = plan.accel_layers()[1]
+    directory = tmp_path_factory.mktemp("waves")
+    result = run(
+        plan,
+        x,
+        "rtl",
+        workdir=directory / "sim",
+        waves=WaveRequest(layer=layer.name, directory=directory),
+        name="mlp",
+    )
+    return plan, layer, result
+
+
+def test_layer_window_traces_exactly_the_layers_instructions(layer_run):
+    plan, layer, result = layer_run
+    assert result.bit_exact
+    dump = Dump(Path(result.waves["file"]))
+    start, stop = layer.insn_range
+    program = program_from_image(plan)
+    traced = dump.instructions()
+    for unit in UNITS:
+        expected = [(i, op) for i, (u, op) in enumerate(program) if u == unit and start <= i < stop]
+        seen = [(i, op) for i, op in traced[unit] if start <= i < stop]
+        assert seen == expected, f"{unit}: traced {seen[:5]}..., program {expected[:5]}..."
+    assert any(traced[unit] for unit in UNITS)
+
+
+def test_layer_window_bounds(layer_run):
+    _plan, layer, result = layer_run
+    start, stop = layer.insn_range
+    dump = Dump(Path(result.waves["file"]))
+    progress = dump.changes(
+        [
+            "tb_top.dut.accel.insn_started",
+            "tb_top.dut.accel.insn_frontier",
+            "tb_top.dut.perf.cycles",
+        ]
+    )
+    started = progress["tb_top.dut.accel.insn_started"]
+    frontier = progress["tb_top.dut.accel.insn_frontier"]
+    # Opens when the first instruction >= start has begun: before it none had.
+    assert started[0][1] > start and started[0][1] - 1 < stop
+    # Closes when every instruction below stop has retired, not earlier.
+    assert frontier[-1][1] >= stop
+    assert all(value < stop for _t, value in frontier[:-1])
+    # The traced cycles lie around the layer's cycle window from the PERF records.
+    first, last = result.waves["traced_cycles"]
+    cycles = progress["tb_top.dut.perf.cycles"]
+    assert (cycles[0][1], cycles[-1][1]) == (first, last)
+    layer_start, layer_end = next(r.cycle_window for r in result.layers if r.name == layer.name)
+    assert layer_start <= first < layer_end < last
+
+
+def test_savefile_signals_exist_and_markers_sit_on_layer_boundaries(layer_run):
+    _plan, layer, result = layer_run
+    dump = Dump(Path(result.waves["file"]))
+    savefile = Path(result.waves["savefile"])
+    names = savefile_signals(savefile)
+    assert len(names) > 50
+    missing = [name for name in names if name not in dump.names()]
+    assert not missing, f"signals in {savefile.name} but not in the dump: {missing}"
+    for line in savefile.read_text().splitlines():
+        if line.startswith("^"):
+            assert Path(line.split(" ", 1)[1]).exists(), line
+    # Marker A is the layer's end; the cycle counter reads that count at the marker's time.
+    text = savefile.read_text()
+    layer_end = next(r.cycle_window[1] for r in result.layers if r.name == layer.name)
+    assert f"marker A: end of {layer.name} (cycle {layer_end})" in text
+    marker_a = int(re.search(r"^\*[-\d.]+ -?\d+ (-?\d+)", text, re.M)[1])
+    cycles = dump.changes(["tb_top.dut.perf.cycles"])["tb_top.dut.perf.cycles"]
+    assert dict(cycles)[marker_a] == layer_end
+
+
+def test_cycle_window_is_exact_and_smaller_than_the_whole_run(mlp, tmp_path):
+    plan, x = mlp
+    window = run(
+        plan,
+        x,
+        "rtl",
+        workdir=tmp_path / "a",
+        waves=WaveRequest(cycles=(1000, 1500), directory=tmp_path),
+        name="cycles",
+    )
+    dump = Dump(Path(window.waves["file"]))
+    cycles = dump.changes(["tb_top.dut.perf.cycles"])["tb_top.dut.perf.cycles"]
+    assert cycles[0][1] == 1000 and cycles[-1][1] == 1500
+    whole = run(
+        plan, x, "rtl", workdir=tmp_path / "b", waves=WaveRequest(directory=tmp_path), name="all"
+    )
+    assert whole.waves["traced_cycles"][1] >= whole.cycles
+    assert window.waves["bytes"] < whole.waves["bytes"] / 3
+    assert window.cycles == whole.cycles  # tracing changes nothing the design does
+
+
+def test_accelerator_error_leaves_a_dump_up_to_the_error(tmp_path):
+    _, plan = compile_model("mlp", PRESETS["tiny"], seed=1)
+    index = plan.accel_layers()[1].insn_range[0] + 1
+    address = plan.launch["insn_base"] + index * isa.INSN_BYTES
+    plan.image[address] = (plan.image[address] & 0xF0) | 13  # an illegal opcode
+    shape = plan.graph.tensors[plan.graph.inputs[0]].shape
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    with pytest.raises(RunError) as info:
+        run(
+            plan,
+            x,
+            "rtl",
+            workdir=tmp_path,
+            waves=WaveRequest(cycles=(0, 10**9), directory=tmp_path),
+        )
+    message = str(info.value)
+    assert "ILLEGAL_OPCODE" in message and "waveform:" in message
+    dump = Dump(Path(message.split("waveform: ")[1].strip()))
+    errors = dump.changes(["tb_top.error", "tb_top.error_index"])
+    assert errors["tb_top.error"][-1][1] == 1
+    assert errors["tb_top.error_index"][-1][1] == index
+    assert info.value.cycle is not None

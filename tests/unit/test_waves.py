@@ -1,0 +1,100 @@
+"""Waveform requests, windows, translate filters and save files (no simulator)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from compiler.compile import compile_model
+from hdl_gen import isa
+from hdl_gen.config import PRESETS
+from hdl_gen.generate import rtl_dir
+from sim import cli
+from sim.waves.savefile import write_filters, write_savefile
+from sim.waves.signals import all_traces, full_name
+from sim.waves.window import WaveError, WaveRequest, parse_range, resolve
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return compile_model("mlp", PRESETS["tiny"], seed=2)[1]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("10", "FROM:TO"),
+        ("a:b", "FROM:TO"),
+        ("5:5", "empty"),
+        ("9:3", "empty"),
+        ("-1:4", "FROM:TO"),
+    ],
+)
+def test_bad_ranges_are_refused(text, message):
+    with pytest.raises(WaveError, match=message):
+        parse_range(text, "WAVE_INSN")
+
+
+def test_ranges_parse():
+    assert parse_range(" 3 : 17 ", "WAVE_CYCLES") == (3, 17)
+
+
+def test_one_window_and_a_known_format():
+    with pytest.raises(WaveError, match="choose one wave window"):
+        WaveRequest(layer="fc1", cycles=(0, 5))
+    with pytest.raises(WaveError, match="fst or vcd"):
+        WaveRequest.parse("ghw")
+
+
+def test_layer_window_is_the_layers_instruction_range(plan):
+    layer = plan.accel_layers()[1]
+    window = resolve(WaveRequest(layer=layer.name), plan)
+    assert (window.by, window.start, window.stop) == ("insn", *layer.insn_range)
+    assert window.plusargs() == [
+        "+wave_by=insn",
+        f"+wave_from={layer.insn_range[0]}",
+        f"+wave_to={layer.insn_range[1]}",
+    ]
+    assert resolve(WaveRequest(), plan).plusargs() == []
+
+
+def test_unknown_layer_names_close_ones(plan):
+    with pytest.raises(WaveError, match=r"'fc3' is not a layer.*did you mean.*fc1"):
+        resolve(WaveRequest(layer="fc3"), plan)
+
+
+def test_instruction_window_past_the_program_is_refused(plan):
+    count = len(plan.program.insns)
+    with pytest.raises(WaveError, match=f"past the program's {count} instructions"):
+        resolve(WaveRequest(insns=(0, count + 1)), plan)
+
+
+def test_filters_translate_every_enum_member_and_fsm_state(tmp_path):
+    files = write_filters(tmp_path, rtl_dir("tiny"))
+    opcode = dict(line.split(" ", 1) for line in files["opcode"].read_text().splitlines())
+    assert opcode == {format(m.value, "x"): m.name for m in isa.Opcode}
+    states = json.loads((rtl_dir("tiny") / "fsm_states.json").read_text())
+    assert {"IDLE", "ACQUIRE", "RUN", "RELEASE"} == set(states["accel.load.frame_state"].values())
+    frame = files["accel.load.frame_state"].read_text().split()
+    assert frame == ["0", "IDLE", "1", "ACQUIRE", "2", "RUN", "3", "RELEASE"]
+
+
+def test_savefile_lists_every_signal_with_markers(tmp_path):
+    dump = tmp_path / "x.fst"
+    path = write_savefile(dump, rtl_dir("tiny"), [(100, "end of fc1"), (900, "end of fc")], "t")
+    text = path.read_text()
+    for trace in all_traces():
+        assert full_name(trace) in text
+    assert "marker A: end of fc1" in text and "marker B: end of fc" in text
+    assert "*-10.000000 100 100 900 " in text
+
+
+def test_cli_refuses_bad_wave_options(capsys):
+    assert cli.main(["--model", "mlp", "--config", "tiny", "--wave-layer", "nope"]) == 2
+    assert "WAVE_LAYER 'nope' is not a layer" in capsys.readouterr().err
+    assert cli.main(["--model", "mlp", "--config", "tiny", "--wave-insn", "7"]) == 2
+    assert "FROM:TO" in capsys.readouterr().err
+    argv = ["--model", "mlp", "--config", "tiny", "--backend", "isa", "--waves", "fst"]
+    assert cli.main(argv) == 2
+    assert "waveforms need --backend rtl" in capsys.readouterr().err
