@@ -56,9 +56,8 @@ class Capture:
                 time = timing.cycle_time(cycle)
                 if first <= time <= last and (not markers or markers[-1][0] != time):
                     markers.append((time, f"{edge} of {layer.name} (cycle {cycle})"))
-        savefile = write_savefile(
-            self.dump, rtl_dir, markers, f"{self.window.label}: {self.dump.name}", first
-        )
+        title = f"{self.window.label}: {self.dump.name}"
+        savefile = write_savefile(self.dump, rtl_dir, markers, title, (first, last))
         cycle0 = timing.cycle_time(0)
         step = max(1, timing.cycle_time(1) - cycle0)
         entry.update(

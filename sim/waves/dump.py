@@ -24,6 +24,10 @@ class Dump:
     def names(self) -> set[str]:
         return set(self.vars)
 
+    def widths(self) -> dict[str, int]:
+        """Signal name -> bits."""
+        return {name: var.bitwidth for name, var in self.vars.items()}
+
     def changes(self, names: Iterable[str]) -> dict[str, list[tuple[int, int]]]:
         """``{name: [(time, value), ...]}``: each signal's first traced value and its changes.
         Values with X or Z bits are skipped."""

@@ -49,7 +49,7 @@ def savefile_signals(path: Path) -> list[str]:
     for line in path.read_text().splitlines():
         if not line or line[0] in "[*@-^!":
             continue
-        names.append(re.sub(r"^\+\{[^}]*\} ", "", line))
+        names.append(re.sub(r"\[\d+:0\]$", "", re.sub(r"^\+\{[^}]*\} ", "", line)))
     return names
 
 
@@ -172,3 +172,27 @@ def test_accelerator_error_leaves_a_dump_up_to_the_error(tmp_path):
     assert errors["tb_top.error"][-1][1] == 1
     assert errors["tb_top.error_index"][-1][1] == index
     assert info.value.cycle is not None
+
+
+def test_cli_failure_dump_traces_the_cycles_before_the_error(tmp_path, capsys, monkeypatch):
+    from types import SimpleNamespace
+
+    from sim import cli
+
+    _, plan = compile_model("mlp", PRESETS["tiny"], seed=1)
+    index = plan.accel_layers()[2].insn_range[0]
+    address = plan.launch["insn_base"] + index * isa.INSN_BYTES
+    plan.image[address] = (plan.image[address] & 0xF0) | 14  # an illegal opcode
+    shape = plan.graph.tensors[plan.graph.inputs[0]].shape
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    with pytest.raises(RunError) as info:
+        run(plan, x, "rtl", workdir=tmp_path / "plain")
+    window = cli.failure_cycles(info.value.cycle)
+    monkeypatch.setattr("sim.waves.window.WAVES_DIR", tmp_path)
+    args = SimpleNamespace(backend="rtl", no_failure_waves=False, max_cycles=10**6)
+    cli.failure_dump(args, plan, x, tmp_path, WaveRequest(cycles=window, directory=tmp_path))
+    err = capsys.readouterr().err
+    assert "re-running with tracing" in err and "ILLEGAL_OPCODE" in err
+    [dump] = tmp_path.glob("*.fst")
+    cycles = Dump(dump).changes(["tb_top.dut.perf.cycles"])["tb_top.dut.perf.cycles"]
+    assert cycles[0][1] == window[0] and cycles[-1][1] == info.value.cycle

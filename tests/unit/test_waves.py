@@ -82,12 +82,18 @@ def test_filters_translate_every_enum_member_and_fsm_state(tmp_path):
 
 def test_savefile_lists_every_signal_with_markers(tmp_path):
     dump = tmp_path / "x.fst"
-    path = write_savefile(dump, rtl_dir("tiny"), [(100, "end of fc1"), (900, "end of fc")], "t")
-    text = path.read_text()
+    markers = [(100, "end of fc1"), (900, "end of fc")]
+    widths = {"tb_top.dut.accel.fetch.pc": 32}
+    path = write_savefile(dump, rtl_dir("tiny"), markers, "t", (0, 1000), widths)
+    lines = path.read_text().splitlines()
     for trace in all_traces():
-        assert full_name(trace) in text
-    assert "marker A: end of fc1" in text and "marker B: end of fc" in text
-    assert "*-10.000000 100 100 900 " in text
+        name = full_name(trace)
+        assert any(line.endswith(name) or line.endswith(f"{name}[31:0]") for line in lines)
+    assert "+{fetch.pc} tb_top.dut.accel.fetch.pc[31:0]" in lines
+    assert "[*] marker A: end of fc1" in lines and "[*] marker B: end of fc" in lines
+    assert any(
+        line.startswith("*") and line.split()[1:4] == ["100", "100", "900"] for line in lines
+    )
 
 
 def test_cli_refuses_bad_wave_options(capsys):
