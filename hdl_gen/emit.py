@@ -14,6 +14,9 @@ from amaranth.lib import wiring
 # (programs write before they read, and the ISA simulator holds them to that), and thousands of
 # zero assignments only slow down Verilator, so they are dropped.
 _ZERO_MEMORY_INIT = re.compile(r"  initial begin\n(?:    \S+\[\d+\] = \d+'h0+;\n)+  end\n")
+# Temporaries the backend names `\$123` / `\$auto$...` get a leading underscore: Verilator leaves
+# `_`-names out of waveforms, which would otherwise carry every wide intermediate value.
+_TEMPORARY = re.compile(r"\\\$")
 
 
 def convert(component: wiring.Component, name: str) -> tuple[str, dict[str, dict[int, str]]]:
@@ -40,7 +43,8 @@ def convert(component: wiring.Component, name: str) -> tuple[str, dict[str, dict
             except (KeyError, IndexError):
                 continue
         states[".".join(hierarchy[1:])] = decoded
-    return _ZERO_MEMORY_INIT.sub("", text), dict(sorted(states.items()))
+    text = _TEMPORARY.sub(r"\\_$", _ZERO_MEMORY_INIT.sub("", text))
+    return text, dict(sorted(states.items()))
 
 
 def to_verilog(component: wiring.Component, name: str) -> str:

@@ -4,8 +4,8 @@
 (* top =  1  *)
 (* generator = "Amaranth" *)
 module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error, error_code, error_index, perf, insn_started, insn_frontier, start);
-  wire [63:0] \$1 ;
-  wire [1:0] \$2 ;
+  wire [63:0] \_$1 ;
+  wire [1:0] \_$2 ;
   input clk;
   wire clk;
   input [31:0] desc_base;
@@ -129,7 +129,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   wire wr__ready;
   wire wr__valid;
   \sim_top.accel  accel (
-    .bus__resp__payload(\$1 ),
+    .bus__resp__payload(\_$1 ),
     .clk(clk),
     .desc_base(desc_base),
     .desc_count(desc_count),
@@ -146,18 +146,18 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$222 (insn_frontier),
     .perf(perf),
-    .\port$3422$0 (\$2 ),
+    .\port$3422$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$191 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$3422$0 (\$2 ),
+    .\port$3422$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
-    .read_data(\$1 ),
+    .read_data(\_$1 ),
     .rst(rst),
     .wr__payload(wr__payload),
     .wr__valid(wr__valid)
@@ -166,8 +166,8 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   assign dram_req__ready = 1'h1;
   assign rd_req__ready = 1'h1;
   assign dram_req__valid = rd_req__valid;
-  assign dram_resp__payload = { \$2 , \$1  };
-  assign rd_resp__payload = { \$2 , \$1  };
+  assign dram_resp__payload = { \_$2 , \_$1  };
+  assign rd_resp__payload = { \_$2 , \_$1  };
   assign rd_resp__valid = dram_resp__valid;
   assign dram_wr__payload = wr__payload;
   assign dram_wr__ready = 1'h1;
@@ -206,10 +206,10 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
   assign \rd_req__payload.tag  = rd_req__payload[33:32];
   assign \dram_req__payload.addr  = rd_req__payload[31:0];
   assign \dram_req__payload.tag  = rd_req__payload[33:32];
-  assign \dram_resp__payload.data  = \$1 ;
-  assign \dram_resp__payload.tag  = \$2 ;
-  assign \rd_resp__payload.data  = \$1 ;
-  assign \rd_resp__payload.tag  = \$2 ;
+  assign \dram_resp__payload.data  = \_$1 ;
+  assign \dram_resp__payload.tag  = \_$2 ;
+  assign \rd_resp__payload.data  = \_$1 ;
+  assign \rd_resp__payload.tag  = \_$2 ;
   assign \wr__payload.addr  = wr__payload[31:0];
   assign \wr__payload.data  = wr__payload[95:32];
   assign \wr__payload.strb  = wr__payload[103:96];
@@ -238,114 +238,114 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$3422$0 , dram_resp__valid, \start$191 
 );
-  reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
-  wire \$1 ;
-  wire [32:0] \$10 ;
-  reg \$100 ;
-  reg [16:0] \$101 ;
-  reg \$102 ;
-  reg [3:0] \$103 ;
-  reg [31:0] \$104 ;
-  reg [3:0] \$105 ;
-  reg [31:0] \$106 ;
-  reg [1023:0] \$107 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire [32:0] \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire [17:0] \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire [4:0] \$59 ;
-  wire [32:0] \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire [64:0] \$71 ;
-  wire [1:0] \$72 ;
-  wire [2:0] \$73 ;
-  wire [64:0] \$74 ;
-  wire [64:0] \$75 ;
-  wire [64:0] \$76 ;
-  wire [64:0] \$77 ;
-  wire [64:0] \$78 ;
-  wire [64:0] \$79 ;
-  wire \$8 ;
-  wire [64:0] \$80 ;
-  wire [64:0] \$81 ;
-  wire [64:0] \$82 ;
-  wire [4:0] \$83 ;
-  wire [64:0] \$84 ;
-  wire [1:0] \$85 ;
-  wire [2:0] \$86 ;
-  wire [3:0] \$87 ;
-  wire [4:0] \$88 ;
-  wire [5:0] \$89 ;
-  wire \$9 ;
-  wire [6:0] \$90 ;
-  wire [7:0] \$91 ;
-  wire [8:0] \$92 ;
-  wire [9:0] \$93 ;
-  wire [64:0] \$94 ;
-  wire [64:0] \$95 ;
-  wire [5:0] \$96 ;
-  wire [64:0] \$97 ;
-  wire [64:0] \$98 ;
-  reg \$99 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
+  wire \_$1 ;
+  wire [32:0] \_$10 ;
+  reg \_$100 ;
+  reg [16:0] \_$101 ;
+  reg \_$102 ;
+  reg [3:0] \_$103 ;
+  reg [31:0] \_$104 ;
+  reg [3:0] \_$105 ;
+  reg [31:0] \_$106 ;
+  reg [1023:0] \_$107 ;
+  wire \_$11 ;
+  wire \_$12 ;
+  wire \_$13 ;
+  wire \_$14 ;
+  wire \_$15 ;
+  wire \_$16 ;
+  wire \_$17 ;
+  wire \_$18 ;
+  wire \_$19 ;
+  wire [32:0] \_$2 ;
+  wire \_$20 ;
+  wire \_$21 ;
+  wire \_$22 ;
+  wire \_$23 ;
+  wire \_$24 ;
+  wire \_$25 ;
+  wire \_$26 ;
+  wire \_$27 ;
+  wire \_$28 ;
+  wire \_$29 ;
+  wire \_$3 ;
+  wire \_$30 ;
+  wire \_$31 ;
+  wire \_$32 ;
+  wire \_$33 ;
+  wire \_$34 ;
+  wire \_$35 ;
+  wire \_$36 ;
+  wire \_$37 ;
+  wire \_$38 ;
+  wire \_$39 ;
+  wire \_$4 ;
+  wire \_$40 ;
+  wire \_$41 ;
+  wire [17:0] \_$42 ;
+  wire \_$43 ;
+  wire \_$44 ;
+  wire \_$45 ;
+  wire \_$46 ;
+  wire \_$47 ;
+  wire \_$48 ;
+  wire \_$49 ;
+  wire \_$5 ;
+  wire \_$50 ;
+  wire \_$51 ;
+  wire \_$52 ;
+  wire \_$53 ;
+  wire \_$54 ;
+  wire \_$55 ;
+  wire \_$56 ;
+  wire \_$57 ;
+  wire \_$58 ;
+  wire [4:0] \_$59 ;
+  wire [32:0] \_$6 ;
+  wire \_$60 ;
+  wire \_$61 ;
+  wire \_$62 ;
+  wire \_$63 ;
+  wire \_$64 ;
+  wire \_$65 ;
+  wire \_$66 ;
+  wire \_$67 ;
+  wire \_$68 ;
+  wire \_$69 ;
+  wire \_$7 ;
+  wire \_$70 ;
+  wire [64:0] \_$71 ;
+  wire [1:0] \_$72 ;
+  wire [2:0] \_$73 ;
+  wire [64:0] \_$74 ;
+  wire [64:0] \_$75 ;
+  wire [64:0] \_$76 ;
+  wire [64:0] \_$77 ;
+  wire [64:0] \_$78 ;
+  wire [64:0] \_$79 ;
+  wire \_$8 ;
+  wire [64:0] \_$80 ;
+  wire [64:0] \_$81 ;
+  wire [64:0] \_$82 ;
+  wire [4:0] \_$83 ;
+  wire [64:0] \_$84 ;
+  wire [1:0] \_$85 ;
+  wire [2:0] \_$86 ;
+  wire [3:0] \_$87 ;
+  wire [4:0] \_$88 ;
+  wire [5:0] \_$89 ;
+  wire \_$9 ;
+  wire [6:0] \_$90 ;
+  wire [7:0] \_$91 ;
+  wire [8:0] \_$92 ;
+  wire [9:0] \_$93 ;
+  wire [64:0] \_$94 ;
+  wire [64:0] \_$95 ;
+  wire [5:0] \_$96 ;
+  wire [64:0] \_$97 ;
+  wire [64:0] \_$98 ;
+  reg \_$99 ;
   wire [15:0] acc__addr;
   wire [127:0] acc__data;
   wire acc__en;
@@ -3872,129 +3872,129 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     end
   end
   assign \wgt__data$146  = _5_;
-  assign \$1  = ~ running;
-  assign start = \start$191  & \$1 ;
-  assign \$2  = queue__payload[159:128] + 1'h1;
-  assign \$3  = queue__valid & r_en;
-  assign \$4  = \$2 [31:0] > insn_started;
-  assign \$5  = \$3  & \$4 ;
-  assign larger = \$5  ? \$2 [31:0] : insn_started;
-  assign \$6  = \queue__payload$20 [159:128] + 1'h1;
-  assign \$7  = \queue__valid$18  & \r_en$22 ;
-  assign \$8  = \$6 [31:0] > larger;
-  assign \$9  = \$7  & \$8 ;
-  assign \larger$213  = \$9  ? \$6 [31:0] : larger;
-  assign \$10  = \queue__payload$32 [159:128] + 1'h1;
-  assign \$11  = \queue__valid$30  & \r_en$34 ;
-  assign \$12  = \$10 [31:0] > \larger$213 ;
-  assign \$13  = \$11  & \$12 ;
-  assign \larger$215  = \$13  ? \$10 [31:0] : \larger$213 ;
-  assign \$14  = pending_index < pc;
-  assign \$15  = pending & \$14 ;
-  assign oldest = \$15  ? pending_index : pc;
-  assign \$16  = \pending_index$221  < oldest;
-  assign \$17  = \pending$220  & \$16 ;
-  assign \oldest$219  = \$17  ? \pending_index$221  : oldest;
-  assign \$18  = \pending_index$224  < \oldest$219 ;
-  assign \$19  = \pending$223  & \$18 ;
-  assign \oldest$222  = \$19  ? \pending_index$224  : \oldest$219 ;
-  assign \$20  = ~ running;
-  assign \$21  = \start$191  & \$20 ;
-  assign \$22  = ~ done;
-  assign \$23  = \$21  & \$22 ;
-  assign \$24  = ended & idle;
-  assign \$25  = \$24  & \idle$233 ;
-  assign \$26  = \$25  & \idle$234 ;
-  assign \$27  = running & \$26 ;
-  assign \$28  = ~ halt;
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = ~ running;
-  assign \$31  = retired | \retired$236 ;
-  assign \$32  = \$31  | \retired$237 ;
-  assign \$33  = \$32  | load_q__ready;
-  assign \$34  = \$33  | compute_q__ready;
-  assign \$35  = \$34  | store_q__ready;
-  assign \$36  = \$35  | dram_resp__valid;
-  assign \$37  = \$36  | dram_wr__valid;
-  assign \$38  = \$37  | array_active;
-  assign \$39  = \$38  | \w__en$170 ;
-  assign \$40  = \$30  | \$39 ;
-  assign \$41  = watchdog < 17'h10000;
-  assign \$42  = watchdog + 1'h1;
-  assign \$43  = watchdog == 17'h10000;
-  assign \$44  = ~ halt;
-  assign \$45  = \$43  & \$44 ;
-  assign \$46  = ended | stalled;
-  assign \$47  = running & \$46 ;
-  assign \$48  = idle | \token_wait$207 ;
-  assign \$49  = \idle$233  | \token_wait$205 ;
-  assign \$50  = \$48  & \$49 ;
-  assign \$51  = \idle$234  | token_wait;
-  assign \$52  = \$50  & \$51 ;
-  assign \$53  = \$47  & \$52 ;
-  assign \$54  = \token_wait$207  | \token_wait$205 ;
-  assign \$55  = \$54  | token_wait;
-  assign \$56  = \$55  | stalled;
-  assign \$57  = \$53  & \$56 ;
-  assign \$58  = blocked_for < 4'h8;
-  assign \$59  = blocked_for + 1'h1;
-  assign \$60  = blocked_for == 4'h8;
-  assign \$61  = ~ halt;
-  assign \$62  = \$60  & \$61 ;
-  assign \$63  = ~ halt;
-  assign \$64  = \error$244  & \$63 ;
-  assign \$65  = ~ halt;
-  assign \$66  = \error$246  & \$65 ;
-  assign \$67  = ~ halt;
-  assign \$68  = \error$248  & \$67 ;
-  assign \$69  = ~ halt;
-  assign \$70  = \error$250  & \$69 ;
-  assign \$71  = perf[127:64] + running;
-  assign \$72  = retired + \retired$236 ;
-  assign \$73  = \$72  + \retired$237 ;
-  assign \$74  = perf[191:128] + \$73 ;
-  assign \$75  = perf[255:192] + busy;
-  assign \$76  = perf[319:256] + \busy$253 ;
-  assign \$77  = perf[383:320] + \busy$254 ;
-  assign \$78  = perf[447:384] + array_active;
-  assign \$79  = perf[511:448] + weight_load;
-  assign \$80  = perf[575:512] + \token_wait$207 ;
-  assign \$81  = perf[639:576] + \token_wait$205 ;
-  assign \$82  = perf[703:640] + token_wait;
-  assign \$83  = dram_resp__valid * 4'h8;
-  assign \$84  = perf[767:704] + \$83 ;
-  assign \$85  = 1'h0 + dram_wr__payload[96];
-  assign \$86  = \$85  + dram_wr__payload[97];
-  assign \$87  = \$86  + dram_wr__payload[98];
-  assign \$88  = \$87  + dram_wr__payload[99];
-  assign \$89  = \$88  + dram_wr__payload[100];
-  assign \$90  = \$89  + dram_wr__payload[101];
-  assign \$91  = \$90  + dram_wr__payload[102];
-  assign \$92  = \$91  + dram_wr__payload[103];
-  assign \$93  = dram_wr__valid * \$92 ;
-  assign \$94  = perf[831:768] + \$93 ;
-  assign \$95  = perf[895:832] + dram_wait;
-  assign \$96  = array_active * 5'h10;
-  assign \$97  = perf[959:896] + \$96 ;
-  assign \$98  = perf[1023:960] + stalled;
+  assign \_$1  = ~ running;
+  assign start = \start$191  & \_$1 ;
+  assign \_$2  = queue__payload[159:128] + 1'h1;
+  assign \_$3  = queue__valid & r_en;
+  assign \_$4  = \_$2 [31:0] > insn_started;
+  assign \_$5  = \_$3  & \_$4 ;
+  assign larger = \_$5  ? \_$2 [31:0] : insn_started;
+  assign \_$6  = \queue__payload$20 [159:128] + 1'h1;
+  assign \_$7  = \queue__valid$18  & \r_en$22 ;
+  assign \_$8  = \_$6 [31:0] > larger;
+  assign \_$9  = \_$7  & \_$8 ;
+  assign \larger$213  = \_$9  ? \_$6 [31:0] : larger;
+  assign \_$10  = \queue__payload$32 [159:128] + 1'h1;
+  assign \_$11  = \queue__valid$30  & \r_en$34 ;
+  assign \_$12  = \_$10 [31:0] > \larger$213 ;
+  assign \_$13  = \_$11  & \_$12 ;
+  assign \larger$215  = \_$13  ? \_$10 [31:0] : \larger$213 ;
+  assign \_$14  = pending_index < pc;
+  assign \_$15  = pending & \_$14 ;
+  assign oldest = \_$15  ? pending_index : pc;
+  assign \_$16  = \pending_index$221  < oldest;
+  assign \_$17  = \pending$220  & \_$16 ;
+  assign \oldest$219  = \_$17  ? \pending_index$221  : oldest;
+  assign \_$18  = \pending_index$224  < \oldest$219 ;
+  assign \_$19  = \pending$223  & \_$18 ;
+  assign \oldest$222  = \_$19  ? \pending_index$224  : \oldest$219 ;
+  assign \_$20  = ~ running;
+  assign \_$21  = \start$191  & \_$20 ;
+  assign \_$22  = ~ done;
+  assign \_$23  = \_$21  & \_$22 ;
+  assign \_$24  = ended & idle;
+  assign \_$25  = \_$24  & \idle$233 ;
+  assign \_$26  = \_$25  & \idle$234 ;
+  assign \_$27  = running & \_$26 ;
+  assign \_$28  = ~ halt;
+  assign \_$29  = \_$27  & \_$28 ;
+  assign \_$30  = ~ running;
+  assign \_$31  = retired | \retired$236 ;
+  assign \_$32  = \_$31  | \retired$237 ;
+  assign \_$33  = \_$32  | load_q__ready;
+  assign \_$34  = \_$33  | compute_q__ready;
+  assign \_$35  = \_$34  | store_q__ready;
+  assign \_$36  = \_$35  | dram_resp__valid;
+  assign \_$37  = \_$36  | dram_wr__valid;
+  assign \_$38  = \_$37  | array_active;
+  assign \_$39  = \_$38  | \w__en$170 ;
+  assign \_$40  = \_$30  | \_$39 ;
+  assign \_$41  = watchdog < 17'h10000;
+  assign \_$42  = watchdog + 1'h1;
+  assign \_$43  = watchdog == 17'h10000;
+  assign \_$44  = ~ halt;
+  assign \_$45  = \_$43  & \_$44 ;
+  assign \_$46  = ended | stalled;
+  assign \_$47  = running & \_$46 ;
+  assign \_$48  = idle | \token_wait$207 ;
+  assign \_$49  = \idle$233  | \token_wait$205 ;
+  assign \_$50  = \_$48  & \_$49 ;
+  assign \_$51  = \idle$234  | token_wait;
+  assign \_$52  = \_$50  & \_$51 ;
+  assign \_$53  = \_$47  & \_$52 ;
+  assign \_$54  = \token_wait$207  | \token_wait$205 ;
+  assign \_$55  = \_$54  | token_wait;
+  assign \_$56  = \_$55  | stalled;
+  assign \_$57  = \_$53  & \_$56 ;
+  assign \_$58  = blocked_for < 4'h8;
+  assign \_$59  = blocked_for + 1'h1;
+  assign \_$60  = blocked_for == 4'h8;
+  assign \_$61  = ~ halt;
+  assign \_$62  = \_$60  & \_$61 ;
+  assign \_$63  = ~ halt;
+  assign \_$64  = \error$244  & \_$63 ;
+  assign \_$65  = ~ halt;
+  assign \_$66  = \error$246  & \_$65 ;
+  assign \_$67  = ~ halt;
+  assign \_$68  = \error$248  & \_$67 ;
+  assign \_$69  = ~ halt;
+  assign \_$70  = \error$250  & \_$69 ;
+  assign \_$71  = perf[127:64] + running;
+  assign \_$72  = retired + \retired$236 ;
+  assign \_$73  = \_$72  + \retired$237 ;
+  assign \_$74  = perf[191:128] + \_$73 ;
+  assign \_$75  = perf[255:192] + busy;
+  assign \_$76  = perf[319:256] + \busy$253 ;
+  assign \_$77  = perf[383:320] + \busy$254 ;
+  assign \_$78  = perf[447:384] + array_active;
+  assign \_$79  = perf[511:448] + weight_load;
+  assign \_$80  = perf[575:512] + \token_wait$207 ;
+  assign \_$81  = perf[639:576] + \token_wait$205 ;
+  assign \_$82  = perf[703:640] + token_wait;
+  assign \_$83  = dram_resp__valid * 4'h8;
+  assign \_$84  = perf[767:704] + \_$83 ;
+  assign \_$85  = 1'h0 + dram_wr__payload[96];
+  assign \_$86  = \_$85  + dram_wr__payload[97];
+  assign \_$87  = \_$86  + dram_wr__payload[98];
+  assign \_$88  = \_$87  + dram_wr__payload[99];
+  assign \_$89  = \_$88  + dram_wr__payload[100];
+  assign \_$90  = \_$89  + dram_wr__payload[101];
+  assign \_$91  = \_$90  + dram_wr__payload[102];
+  assign \_$92  = \_$91  + dram_wr__payload[103];
+  assign \_$93  = dram_wr__valid * \_$92 ;
+  assign \_$94  = perf[831:768] + \_$93 ;
+  assign \_$95  = perf[895:832] + dram_wait;
+  assign \_$96  = array_active * 5'h10;
+  assign \_$97  = perf[959:896] + \_$96 ;
+  assign \_$98  = perf[1023:960] + stalled;
   always @(posedge clk)
-    running <= \$99 ;
+    running <= \_$99 ;
   always @(posedge clk)
-    done <= \$100 ;
+    done <= \_$100 ;
   always @(posedge clk)
-    watchdog <= \$101 ;
+    watchdog <= \_$101 ;
   always @(posedge clk)
-    halt <= \$102 ;
+    halt <= \_$102 ;
   always @(posedge clk)
-    error_code <= \$103 ;
+    error_code <= \_$103 ;
   always @(posedge clk)
-    error_index <= \$104 ;
+    error_index <= \_$104 ;
   always @(posedge clk)
-    blocked_for <= \$105 ;
+    blocked_for <= \_$105 ;
   always @(posedge clk)
-    insn_started <= \$106 ;
+    insn_started <= \_$106 ;
   always @(posedge clk)
-    perf <= \$107 ;
+    perf <= \_$107 ;
   \sim_top.accel.arbiter  arbiter (
     .client0__req__payload(client0__req__payload),
     .client0__req__ready(bus__req__ready),
@@ -4226,7 +4226,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .rst(rst)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     waiting_index = pc;
     if (token_wait) begin
       waiting_index = index;
@@ -4239,177 +4239,177 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$99  = running;
-    if (\$23 ) begin
-      \$99  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$99  = running;
+    if (\_$23 ) begin
+      \_$99  = 1'h1;
     end
-    if (\$29 ) begin
-      \$99  = 1'h0;
+    if (\_$29 ) begin
+      \_$99  = 1'h0;
     end
-    if (\$45 ) begin
-      \$99  = 1'h0;
+    if (\_$45 ) begin
+      \_$99  = 1'h0;
     end
-    if (\$62 ) begin
-      \$99  = 1'h0;
+    if (\_$62 ) begin
+      \_$99  = 1'h0;
     end
-    if (\$64 ) begin
-      \$99  = 1'h0;
+    if (\_$64 ) begin
+      \_$99  = 1'h0;
     end
-    if (\$66 ) begin
-      \$99  = 1'h0;
+    if (\_$66 ) begin
+      \_$99  = 1'h0;
     end
-    if (\$68 ) begin
-      \$99  = 1'h0;
+    if (\_$68 ) begin
+      \_$99  = 1'h0;
     end
-    if (\$70 ) begin
-      \$99  = 1'h0;
+    if (\_$70 ) begin
+      \_$99  = 1'h0;
     end
     if (rst) begin
-      \$99  = 1'h0;
+      \_$99  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$100  = done;
-    if (\$29 ) begin
-      \$100  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$100  = done;
+    if (\_$29 ) begin
+      \_$100  = 1'h1;
     end
     if (rst) begin
-      \$100  = 1'h0;
+      \_$100  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$101  = watchdog;
-    if (\$40 ) begin
-      \$101  = 17'h00000;
-    end else if (\$41 ) begin
-      \$101  = \$42 [16:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$101  = watchdog;
+    if (\_$40 ) begin
+      \_$101  = 17'h00000;
+    end else if (\_$41 ) begin
+      \_$101  = \_$42 [16:0];
     end
     if (rst) begin
-      \$101  = 17'h00000;
+      \_$101  = 17'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$102  = halt;
-    if (\$45 ) begin
-      \$102  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$102  = halt;
+    if (\_$45 ) begin
+      \_$102  = 1'h1;
     end
-    if (\$62 ) begin
-      \$102  = 1'h1;
+    if (\_$62 ) begin
+      \_$102  = 1'h1;
     end
-    if (\$64 ) begin
-      \$102  = 1'h1;
+    if (\_$64 ) begin
+      \_$102  = 1'h1;
     end
-    if (\$66 ) begin
-      \$102  = 1'h1;
+    if (\_$66 ) begin
+      \_$102  = 1'h1;
     end
-    if (\$68 ) begin
-      \$102  = 1'h1;
+    if (\_$68 ) begin
+      \_$102  = 1'h1;
     end
-    if (\$70 ) begin
-      \$102  = 1'h1;
+    if (\_$70 ) begin
+      \_$102  = 1'h1;
     end
     if (rst) begin
-      \$102  = 1'h0;
+      \_$102  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$103  = error_code;
-    if (\$45 ) begin
-      \$103  = 4'h6;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$103  = error_code;
+    if (\_$45 ) begin
+      \_$103  = 4'h6;
     end
-    if (\$62 ) begin
-      \$103  = 4'h5;
+    if (\_$62 ) begin
+      \_$103  = 4'h5;
     end
-    if (\$64 ) begin
-      \$103  = \error_code$245 ;
+    if (\_$64 ) begin
+      \_$103  = \error_code$245 ;
     end
-    if (\$66 ) begin
-      \$103  = \error_code$247 ;
+    if (\_$66 ) begin
+      \_$103  = \error_code$247 ;
     end
-    if (\$68 ) begin
-      \$103  = \error_code$249 ;
+    if (\_$68 ) begin
+      \_$103  = \error_code$249 ;
     end
-    if (\$70 ) begin
-      \$103  = \error_code$251 ;
+    if (\_$70 ) begin
+      \_$103  = \error_code$251 ;
     end
     if (rst) begin
-      \$103  = 4'h0;
+      \_$103  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$104  = error_index;
-    if (\$45 ) begin
-      \$104  = pc;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$104  = error_index;
+    if (\_$45 ) begin
+      \_$104  = pc;
     end
-    if (\$62 ) begin
-      \$104  = waiting_index;
+    if (\_$62 ) begin
+      \_$104  = waiting_index;
     end
-    if (\$64 ) begin
-      \$104  = index;
+    if (\_$64 ) begin
+      \_$104  = index;
     end
-    if (\$66 ) begin
-      \$104  = \index$206 ;
+    if (\_$66 ) begin
+      \_$104  = \index$206 ;
     end
-    if (\$68 ) begin
-      \$104  = \index$208 ;
+    if (\_$68 ) begin
+      \_$104  = \index$208 ;
     end
-    if (\$70 ) begin
-      \$104  = pc;
+    if (\_$70 ) begin
+      \_$104  = pc;
     end
     if (rst) begin
-      \$104  = 32'd0;
+      \_$104  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$105  = blocked_for;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$105  = blocked_for;
     (* full_case = 32'd1 *)
-    if (\$57 ) begin
-      if (\$58 ) begin
-        \$105  = \$59 [3:0];
+    if (\_$57 ) begin
+      if (\_$58 ) begin
+        \_$105  = \_$59 [3:0];
       end
     end else begin
-      \$105  = 4'h0;
+      \_$105  = 4'h0;
     end
     if (rst) begin
-      \$105  = 4'h0;
+      \_$105  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$106  = \larger$215 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$106  = \larger$215 ;
     if (rst) begin
-      \$106  = 32'd0;
+      \_$106  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$107  = perf;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$107  = perf;
     if (running) begin
-      \$107 [127:64] = \$71 [63:0];
-      \$107 [191:128] = \$74 [63:0];
-      \$107 [255:192] = \$75 [63:0];
-      \$107 [319:256] = \$76 [63:0];
-      \$107 [383:320] = \$77 [63:0];
-      \$107 [447:384] = \$78 [63:0];
-      \$107 [511:448] = \$79 [63:0];
-      \$107 [575:512] = \$80 [63:0];
-      \$107 [639:576] = \$81 [63:0];
-      \$107 [703:640] = \$82 [63:0];
-      \$107 [767:704] = \$84 [63:0];
-      \$107 [831:768] = \$94 [63:0];
-      \$107 [895:832] = \$95 [63:0];
-      \$107 [959:896] = \$97 [63:0];
-      \$107 [1023:960] = \$98 [63:0];
+      \_$107 [127:64] = \_$71 [63:0];
+      \_$107 [191:128] = \_$74 [63:0];
+      \_$107 [255:192] = \_$75 [63:0];
+      \_$107 [319:256] = \_$76 [63:0];
+      \_$107 [383:320] = \_$77 [63:0];
+      \_$107 [447:384] = \_$78 [63:0];
+      \_$107 [511:448] = \_$79 [63:0];
+      \_$107 [575:512] = \_$80 [63:0];
+      \_$107 [639:576] = \_$81 [63:0];
+      \_$107 [703:640] = \_$82 [63:0];
+      \_$107 [767:704] = \_$84 [63:0];
+      \_$107 [831:768] = \_$94 [63:0];
+      \_$107 [895:832] = \_$95 [63:0];
+      \_$107 [959:896] = \_$97 [63:0];
+      \_$107 [1023:960] = \_$98 [63:0];
     end
     if (rst) begin
-      \$107  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$107  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign load_q__valid = w_en;
@@ -4524,9 +4524,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign \halt$198  = halt;
   assign \halt$199  = halt;
   assign \halt$200  = halt;
-  assign candidate = \$2 [31:0];
-  assign \candidate$212  = \$6 [31:0];
-  assign \candidate$214  = \$10 [31:0];
+  assign candidate = \_$2 [31:0];
+  assign \candidate$212  = \_$6 [31:0];
+  assign \candidate$214  = \_$10 [31:0];
   assign insn_frontier = \oldest$222 ;
   assign \perf$227  = perf;
   assign \load_q__payload.insn  = w_data[127:0];
@@ -4594,108 +4594,108 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$3422$0 
 , dram_resp__valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  reg [1:0] \$101 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
-  wire \$8 ;
-  wire \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire \_$100 ;
+  reg [1:0] \_$101 ;
+  wire \_$11 ;
+  wire \_$12 ;
+  wire \_$13 ;
+  wire \_$14 ;
+  wire \_$15 ;
+  wire \_$16 ;
+  wire \_$17 ;
+  wire \_$18 ;
+  wire \_$19 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  wire \_$21 ;
+  wire \_$22 ;
+  wire \_$23 ;
+  wire \_$24 ;
+  wire \_$25 ;
+  wire \_$26 ;
+  wire \_$27 ;
+  wire \_$28 ;
+  wire \_$29 ;
+  wire \_$3 ;
+  wire \_$30 ;
+  wire \_$31 ;
+  wire \_$32 ;
+  wire \_$33 ;
+  wire \_$34 ;
+  wire \_$35 ;
+  wire \_$36 ;
+  wire \_$37 ;
+  wire \_$38 ;
+  wire \_$39 ;
+  wire \_$4 ;
+  wire \_$40 ;
+  wire \_$41 ;
+  wire \_$42 ;
+  wire \_$43 ;
+  wire \_$44 ;
+  wire \_$45 ;
+  wire \_$46 ;
+  wire \_$47 ;
+  wire \_$48 ;
+  wire \_$49 ;
+  wire \_$5 ;
+  wire \_$50 ;
+  wire \_$51 ;
+  wire \_$52 ;
+  wire \_$53 ;
+  wire \_$54 ;
+  wire \_$55 ;
+  wire \_$56 ;
+  wire \_$57 ;
+  wire \_$58 ;
+  wire \_$59 ;
+  wire \_$6 ;
+  wire \_$60 ;
+  wire \_$61 ;
+  wire \_$62 ;
+  wire \_$63 ;
+  wire \_$64 ;
+  wire \_$65 ;
+  wire \_$66 ;
+  wire \_$67 ;
+  wire \_$68 ;
+  wire \_$69 ;
+  wire \_$7 ;
+  wire \_$70 ;
+  wire \_$71 ;
+  wire \_$72 ;
+  wire \_$73 ;
+  wire \_$74 ;
+  wire \_$75 ;
+  wire \_$76 ;
+  wire \_$77 ;
+  wire \_$78 ;
+  wire \_$79 ;
+  wire \_$8 ;
+  wire \_$80 ;
+  wire \_$81 ;
+  wire \_$82 ;
+  wire \_$83 ;
+  wire \_$84 ;
+  wire \_$85 ;
+  wire \_$86 ;
+  wire \_$87 ;
+  wire \_$88 ;
+  wire \_$89 ;
+  wire \_$9 ;
+  wire \_$90 ;
+  wire \_$91 ;
+  wire \_$92 ;
+  wire \_$93 ;
+  wire \_$94 ;
+  wire \_$95 ;
+  wire \_$96 ;
+  wire \_$97 ;
+  wire \_$98 ;
+  wire \_$99 ;
   input [31:0] client0__req__payload;
   wire [31:0] client0__req__payload;
   output client0__req__ready;
@@ -4752,114 +4752,114 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   wire [1:0] \port$3422$0 ;
   input rst;
   wire rst;
-  assign \$1  = ~ client1__req__valid;
-  assign \$2  = client2__req__valid & \$1 ;
-  assign \$3  = ~ client1__req__valid;
-  assign \$4  = client3__req__valid & \$3 ;
-  assign \$5  = ~ client2__req__valid;
-  assign \$6  = \$4  & \$5 ;
-  assign \$7  = ~ client1__req__valid;
-  assign \$8  = client0__req__valid & \$7 ;
-  assign \$9  = ~ client2__req__valid;
-  assign \$10  = \$8  & \$9 ;
-  assign \$11  = ~ client3__req__valid;
-  assign \$12  = \$10  & \$11 ;
-  assign \$13  = ~ client2__req__valid;
-  assign \$14  = client3__req__valid & \$13 ;
-  assign \$15  = ~ client2__req__valid;
-  assign \$16  = client0__req__valid & \$15 ;
-  assign \$17  = ~ client3__req__valid;
-  assign \$18  = \$16  & \$17 ;
-  assign \$19  = ~ client2__req__valid;
-  assign \$20  = client1__req__valid & \$19 ;
-  assign \$21  = ~ client3__req__valid;
-  assign \$22  = \$20  & \$21 ;
-  assign \$23  = ~ client0__req__valid;
-  assign \$24  = \$22  & \$23 ;
-  assign \$25  = ~ client3__req__valid;
-  assign \$26  = client0__req__valid & \$25 ;
-  assign \$27  = ~ client3__req__valid;
-  assign \$28  = client1__req__valid & \$27 ;
-  assign \$29  = ~ client0__req__valid;
-  assign \$30  = \$28  & \$29 ;
-  assign \$31  = ~ client3__req__valid;
-  assign \$32  = client2__req__valid & \$31 ;
-  assign \$33  = ~ client0__req__valid;
-  assign \$34  = \$32  & \$33 ;
-  assign \$35  = ~ client1__req__valid;
-  assign \$36  = \$34  & \$35 ;
-  assign \$37  = ~ client0__req__valid;
-  assign \$38  = client1__req__valid & \$37 ;
-  assign \$39  = ~ client0__req__valid;
-  assign \$40  = client2__req__valid & \$39 ;
-  assign \$41  = ~ client1__req__valid;
-  assign \$42  = \$40  & \$41 ;
-  assign \$43  = ~ client0__req__valid;
-  assign \$44  = client3__req__valid & \$43 ;
-  assign \$45  = ~ client1__req__valid;
-  assign \$46  = \$44  & \$45 ;
-  assign \$47  = ~ client2__req__valid;
-  assign \$48  = \$46  & \$47 ;
-  assign \$49  = ! \port$3422$0 ;
-  assign client0__resp__valid = dram_resp__valid & \$49 ;
-  assign \$50  = \port$3422$0  == 1'h1;
-  assign client1__resp__valid = dram_resp__valid & \$50 ;
-  assign \$51  = \port$3422$0  == 2'h2;
-  assign client2__resp__valid = dram_resp__valid & \$51 ;
-  assign \$52  = \port$3422$0  == 2'h3;
-  assign client3__resp__valid = dram_resp__valid & \$52 ;
-  assign \$53  = ~ client1__req__valid;
-  assign \$54  = client2__req__valid & \$53 ;
-  assign \$55  = ~ client1__req__valid;
-  assign \$56  = client3__req__valid & \$55 ;
-  assign \$57  = ~ client2__req__valid;
-  assign \$58  = \$56  & \$57 ;
-  assign \$59  = ~ client1__req__valid;
-  assign \$60  = client0__req__valid & \$59 ;
-  assign \$61  = ~ client2__req__valid;
-  assign \$62  = \$60  & \$61 ;
-  assign \$63  = ~ client3__req__valid;
-  assign \$64  = \$62  & \$63 ;
-  assign \$65  = ~ client2__req__valid;
-  assign \$66  = client3__req__valid & \$65 ;
-  assign \$67  = ~ client2__req__valid;
-  assign \$68  = client0__req__valid & \$67 ;
-  assign \$69  = ~ client3__req__valid;
-  assign \$70  = \$68  & \$69 ;
-  assign \$71  = ~ client2__req__valid;
-  assign \$72  = client1__req__valid & \$71 ;
-  assign \$73  = ~ client3__req__valid;
-  assign \$74  = \$72  & \$73 ;
-  assign \$75  = ~ client0__req__valid;
-  assign \$76  = \$74  & \$75 ;
-  assign \$77  = ~ client3__req__valid;
-  assign \$78  = client0__req__valid & \$77 ;
-  assign \$79  = ~ client3__req__valid;
-  assign \$80  = client1__req__valid & \$79 ;
-  assign \$81  = ~ client0__req__valid;
-  assign \$82  = \$80  & \$81 ;
-  assign \$83  = ~ client3__req__valid;
-  assign \$84  = client2__req__valid & \$83 ;
-  assign \$85  = ~ client0__req__valid;
-  assign \$86  = \$84  & \$85 ;
-  assign \$87  = ~ client1__req__valid;
-  assign \$88  = \$86  & \$87 ;
-  assign \$89  = ~ client0__req__valid;
-  assign \$90  = client1__req__valid & \$89 ;
-  assign \$91  = ~ client0__req__valid;
-  assign \$92  = client2__req__valid & \$91 ;
-  assign \$93  = ~ client1__req__valid;
-  assign \$94  = \$92  & \$93 ;
-  assign \$95  = ~ client0__req__valid;
-  assign \$96  = client3__req__valid & \$95 ;
-  assign \$97  = ~ client1__req__valid;
-  assign \$98  = \$96  & \$97 ;
-  assign \$99  = ~ client2__req__valid;
-  assign \$100  = \$98  & \$99 ;
+  assign \_$1  = ~ client1__req__valid;
+  assign \_$2  = client2__req__valid & \_$1 ;
+  assign \_$3  = ~ client1__req__valid;
+  assign \_$4  = client3__req__valid & \_$3 ;
+  assign \_$5  = ~ client2__req__valid;
+  assign \_$6  = \_$4  & \_$5 ;
+  assign \_$7  = ~ client1__req__valid;
+  assign \_$8  = client0__req__valid & \_$7 ;
+  assign \_$9  = ~ client2__req__valid;
+  assign \_$10  = \_$8  & \_$9 ;
+  assign \_$11  = ~ client3__req__valid;
+  assign \_$12  = \_$10  & \_$11 ;
+  assign \_$13  = ~ client2__req__valid;
+  assign \_$14  = client3__req__valid & \_$13 ;
+  assign \_$15  = ~ client2__req__valid;
+  assign \_$16  = client0__req__valid & \_$15 ;
+  assign \_$17  = ~ client3__req__valid;
+  assign \_$18  = \_$16  & \_$17 ;
+  assign \_$19  = ~ client2__req__valid;
+  assign \_$20  = client1__req__valid & \_$19 ;
+  assign \_$21  = ~ client3__req__valid;
+  assign \_$22  = \_$20  & \_$21 ;
+  assign \_$23  = ~ client0__req__valid;
+  assign \_$24  = \_$22  & \_$23 ;
+  assign \_$25  = ~ client3__req__valid;
+  assign \_$26  = client0__req__valid & \_$25 ;
+  assign \_$27  = ~ client3__req__valid;
+  assign \_$28  = client1__req__valid & \_$27 ;
+  assign \_$29  = ~ client0__req__valid;
+  assign \_$30  = \_$28  & \_$29 ;
+  assign \_$31  = ~ client3__req__valid;
+  assign \_$32  = client2__req__valid & \_$31 ;
+  assign \_$33  = ~ client0__req__valid;
+  assign \_$34  = \_$32  & \_$33 ;
+  assign \_$35  = ~ client1__req__valid;
+  assign \_$36  = \_$34  & \_$35 ;
+  assign \_$37  = ~ client0__req__valid;
+  assign \_$38  = client1__req__valid & \_$37 ;
+  assign \_$39  = ~ client0__req__valid;
+  assign \_$40  = client2__req__valid & \_$39 ;
+  assign \_$41  = ~ client1__req__valid;
+  assign \_$42  = \_$40  & \_$41 ;
+  assign \_$43  = ~ client0__req__valid;
+  assign \_$44  = client3__req__valid & \_$43 ;
+  assign \_$45  = ~ client1__req__valid;
+  assign \_$46  = \_$44  & \_$45 ;
+  assign \_$47  = ~ client2__req__valid;
+  assign \_$48  = \_$46  & \_$47 ;
+  assign \_$49  = ! \port$3422$0 ;
+  assign client0__resp__valid = dram_resp__valid & \_$49 ;
+  assign \_$50  = \port$3422$0  == 1'h1;
+  assign client1__resp__valid = dram_resp__valid & \_$50 ;
+  assign \_$51  = \port$3422$0  == 2'h2;
+  assign client2__resp__valid = dram_resp__valid & \_$51 ;
+  assign \_$52  = \port$3422$0  == 2'h3;
+  assign client3__resp__valid = dram_resp__valid & \_$52 ;
+  assign \_$53  = ~ client1__req__valid;
+  assign \_$54  = client2__req__valid & \_$53 ;
+  assign \_$55  = ~ client1__req__valid;
+  assign \_$56  = client3__req__valid & \_$55 ;
+  assign \_$57  = ~ client2__req__valid;
+  assign \_$58  = \_$56  & \_$57 ;
+  assign \_$59  = ~ client1__req__valid;
+  assign \_$60  = client0__req__valid & \_$59 ;
+  assign \_$61  = ~ client2__req__valid;
+  assign \_$62  = \_$60  & \_$61 ;
+  assign \_$63  = ~ client3__req__valid;
+  assign \_$64  = \_$62  & \_$63 ;
+  assign \_$65  = ~ client2__req__valid;
+  assign \_$66  = client3__req__valid & \_$65 ;
+  assign \_$67  = ~ client2__req__valid;
+  assign \_$68  = client0__req__valid & \_$67 ;
+  assign \_$69  = ~ client3__req__valid;
+  assign \_$70  = \_$68  & \_$69 ;
+  assign \_$71  = ~ client2__req__valid;
+  assign \_$72  = client1__req__valid & \_$71 ;
+  assign \_$73  = ~ client3__req__valid;
+  assign \_$74  = \_$72  & \_$73 ;
+  assign \_$75  = ~ client0__req__valid;
+  assign \_$76  = \_$74  & \_$75 ;
+  assign \_$77  = ~ client3__req__valid;
+  assign \_$78  = client0__req__valid & \_$77 ;
+  assign \_$79  = ~ client3__req__valid;
+  assign \_$80  = client1__req__valid & \_$79 ;
+  assign \_$81  = ~ client0__req__valid;
+  assign \_$82  = \_$80  & \_$81 ;
+  assign \_$83  = ~ client3__req__valid;
+  assign \_$84  = client2__req__valid & \_$83 ;
+  assign \_$85  = ~ client0__req__valid;
+  assign \_$86  = \_$84  & \_$85 ;
+  assign \_$87  = ~ client1__req__valid;
+  assign \_$88  = \_$86  & \_$87 ;
+  assign \_$89  = ~ client0__req__valid;
+  assign \_$90  = client1__req__valid & \_$89 ;
+  assign \_$91  = ~ client0__req__valid;
+  assign \_$92  = client2__req__valid & \_$91 ;
+  assign \_$93  = ~ client1__req__valid;
+  assign \_$94  = \_$92  & \_$93 ;
+  assign \_$95  = ~ client0__req__valid;
+  assign \_$96  = client3__req__valid & \_$95 ;
+  assign \_$97  = ~ client1__req__valid;
+  assign \_$98  = \_$96  & \_$97 ;
+  assign \_$99  = ~ client2__req__valid;
+  assign \_$100  = \_$98  & \_$99 ;
   always @(posedge clk)
-    last <= \$101 ;
+    last <= \_$101 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
     dram_req__valid = 1'h0;
     (* full_case = 32'd1 *)
     casez (last)
@@ -4868,13 +4868,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
           if (client1__req__valid) begin
             dram_req__valid = 1'h1;
           end
-          if (\$2 ) begin
+          if (\_$2 ) begin
             dram_req__valid = 1'h1;
           end
-          if (\$6 ) begin
+          if (\_$6 ) begin
             dram_req__valid = 1'h1;
           end
-          if (\$12 ) begin
+          if (\_$12 ) begin
             dram_req__valid = 1'h1;
           end
         end
@@ -4883,13 +4883,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
           if (client2__req__valid) begin
             dram_req__valid = 1'h1;
           end
-          if (\$14 ) begin
+          if (\_$14 ) begin
             dram_req__valid = 1'h1;
           end
-          if (\$18 ) begin
+          if (\_$18 ) begin
             dram_req__valid = 1'h1;
           end
-          if (\$24 ) begin
+          if (\_$24 ) begin
             dram_req__valid = 1'h1;
           end
         end
@@ -4898,13 +4898,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
           if (client3__req__valid) begin
             dram_req__valid = 1'h1;
           end
-          if (\$26 ) begin
+          if (\_$26 ) begin
             dram_req__valid = 1'h1;
           end
-          if (\$30 ) begin
+          if (\_$30 ) begin
             dram_req__valid = 1'h1;
           end
-          if (\$36 ) begin
+          if (\_$36 ) begin
             dram_req__valid = 1'h1;
           end
         end
@@ -4913,20 +4913,20 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
           if (client0__req__valid) begin
             dram_req__valid = 1'h1;
           end
-          if (\$38 ) begin
+          if (\_$38 ) begin
             dram_req__valid = 1'h1;
           end
-          if (\$42 ) begin
+          if (\_$42 ) begin
             dram_req__valid = 1'h1;
           end
-          if (\$48 ) begin
+          if (\_$48 ) begin
             dram_req__valid = 1'h1;
           end
         end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
     dram_req__payload = 34'h000000000;
     (* full_case = 32'd1 *)
     casez (last)
@@ -4936,15 +4936,15 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
             dram_req__payload[31:0] = client1__req__payload;
             dram_req__payload[33:32] = 2'h1;
           end
-          if (\$2 ) begin
+          if (\_$2 ) begin
             dram_req__payload[31:0] = client2__req__payload;
             dram_req__payload[33:32] = 2'h2;
           end
-          if (\$6 ) begin
+          if (\_$6 ) begin
             dram_req__payload[31:0] = client3__req__payload;
             dram_req__payload[33:32] = 2'h3;
           end
-          if (\$12 ) begin
+          if (\_$12 ) begin
             dram_req__payload[31:0] = client0__req__payload;
             dram_req__payload[33:32] = 2'h0;
           end
@@ -4955,15 +4955,15 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
             dram_req__payload[31:0] = client2__req__payload;
             dram_req__payload[33:32] = 2'h2;
           end
-          if (\$14 ) begin
+          if (\_$14 ) begin
             dram_req__payload[31:0] = client3__req__payload;
             dram_req__payload[33:32] = 2'h3;
           end
-          if (\$18 ) begin
+          if (\_$18 ) begin
             dram_req__payload[31:0] = client0__req__payload;
             dram_req__payload[33:32] = 2'h0;
           end
-          if (\$24 ) begin
+          if (\_$24 ) begin
             dram_req__payload[31:0] = client1__req__payload;
             dram_req__payload[33:32] = 2'h1;
           end
@@ -4974,15 +4974,15 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
             dram_req__payload[31:0] = client3__req__payload;
             dram_req__payload[33:32] = 2'h3;
           end
-          if (\$26 ) begin
+          if (\_$26 ) begin
             dram_req__payload[31:0] = client0__req__payload;
             dram_req__payload[33:32] = 2'h0;
           end
-          if (\$30 ) begin
+          if (\_$30 ) begin
             dram_req__payload[31:0] = client1__req__payload;
             dram_req__payload[33:32] = 2'h1;
           end
-          if (\$36 ) begin
+          if (\_$36 ) begin
             dram_req__payload[31:0] = client2__req__payload;
             dram_req__payload[33:32] = 2'h2;
           end
@@ -4993,15 +4993,15 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
             dram_req__payload[31:0] = client0__req__payload;
             dram_req__payload[33:32] = 2'h0;
           end
-          if (\$38 ) begin
+          if (\_$38 ) begin
             dram_req__payload[31:0] = client1__req__payload;
             dram_req__payload[33:32] = 2'h1;
           end
-          if (\$42 ) begin
+          if (\_$42 ) begin
             dram_req__payload[31:0] = client2__req__payload;
             dram_req__payload[33:32] = 2'h2;
           end
-          if (\$48 ) begin
+          if (\_$48 ) begin
             dram_req__payload[31:0] = client3__req__payload;
             dram_req__payload[33:32] = 2'h3;
           end
@@ -5009,7 +5009,7 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
     client1__req__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (last)
@@ -5018,26 +5018,26 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
             client1__req__ready = 1'h1;
           end
       2'h1:
-          if (\$24 ) begin
+          if (\_$24 ) begin
             client1__req__ready = 1'h1;
           end
       2'h2:
-          if (\$30 ) begin
+          if (\_$30 ) begin
             client1__req__ready = 1'h1;
           end
       2'h3:
-          if (\$38 ) begin
+          if (\_$38 ) begin
             client1__req__ready = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
     client2__req__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (last)
       2'h0:
-          if (\$2 ) begin
+          if (\_$2 ) begin
             client2__req__ready = 1'h1;
           end
       2'h1:
@@ -5045,26 +5045,26 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
             client2__req__ready = 1'h1;
           end
       2'h2:
-          if (\$36 ) begin
+          if (\_$36 ) begin
             client2__req__ready = 1'h1;
           end
       2'h3:
-          if (\$42 ) begin
+          if (\_$42 ) begin
             client2__req__ready = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
     client3__req__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (last)
       2'h0:
-          if (\$6 ) begin
+          if (\_$6 ) begin
             client3__req__ready = 1'h1;
           end
       2'h1:
-          if (\$14 ) begin
+          if (\_$14 ) begin
             client3__req__ready = 1'h1;
           end
       2'h2:
@@ -5072,26 +5072,26 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
             client3__req__ready = 1'h1;
           end
       2'h3:
-          if (\$48 ) begin
+          if (\_$48 ) begin
             client3__req__ready = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
     client0__req__ready = 1'h0;
     (* full_case = 32'd1 *)
     casez (last)
       2'h0:
-          if (\$12 ) begin
+          if (\_$12 ) begin
             client0__req__ready = 1'h1;
           end
       2'h1:
-          if (\$18 ) begin
+          if (\_$18 ) begin
             client0__req__ready = 1'h1;
           end
       2'h2:
-          if (\$26 ) begin
+          if (\_$26 ) begin
             client0__req__ready = 1'h1;
           end
       2'h3:
@@ -5101,73 +5101,73 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
-    \$101  = last;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
+    \_$101  = last;
     (* full_case = 32'd1 *)
     casez (last)
       2'h0:
         begin
           if (client1__req__valid) begin
-            \$101  = 2'h1;
+            \_$101  = 2'h1;
           end
-          if (\$54 ) begin
-            \$101  = 2'h2;
+          if (\_$54 ) begin
+            \_$101  = 2'h2;
           end
-          if (\$58 ) begin
-            \$101  = 2'h3;
+          if (\_$58 ) begin
+            \_$101  = 2'h3;
           end
-          if (\$64 ) begin
-            \$101  = 2'h0;
+          if (\_$64 ) begin
+            \_$101  = 2'h0;
           end
         end
       2'h1:
         begin
           if (client2__req__valid) begin
-            \$101  = 2'h2;
+            \_$101  = 2'h2;
           end
-          if (\$66 ) begin
-            \$101  = 2'h3;
+          if (\_$66 ) begin
+            \_$101  = 2'h3;
           end
-          if (\$70 ) begin
-            \$101  = 2'h0;
+          if (\_$70 ) begin
+            \_$101  = 2'h0;
           end
-          if (\$76 ) begin
-            \$101  = 2'h1;
+          if (\_$76 ) begin
+            \_$101  = 2'h1;
           end
         end
       2'h2:
         begin
           if (client3__req__valid) begin
-            \$101  = 2'h3;
+            \_$101  = 2'h3;
           end
-          if (\$78 ) begin
-            \$101  = 2'h0;
+          if (\_$78 ) begin
+            \_$101  = 2'h0;
           end
-          if (\$82 ) begin
-            \$101  = 2'h1;
+          if (\_$82 ) begin
+            \_$101  = 2'h1;
           end
-          if (\$88 ) begin
-            \$101  = 2'h2;
+          if (\_$88 ) begin
+            \_$101  = 2'h2;
           end
         end
       2'h3:
         begin
           if (client0__req__valid) begin
-            \$101  = 2'h0;
+            \_$101  = 2'h0;
           end
-          if (\$90 ) begin
-            \$101  = 2'h1;
+          if (\_$90 ) begin
+            \_$101  = 2'h1;
           end
-          if (\$94 ) begin
-            \$101  = 2'h2;
+          if (\_$94 ) begin
+            \_$101  = 2'h2;
           end
-          if (\$100 ) begin
-            \$101  = 2'h3;
+          if (\_$100 ) begin
+            \_$101  = 2'h3;
           end
         end
     endcase
     if (rst) begin
-      \$101  = 2'h3;
+      \_$101  = 2'h3;
     end
   end
   assign dram_req__ready = 1'h1;
@@ -5184,518 +5184,518 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_prev, deps__room_next, deps__has_next, act__data, w_data, param__data, acc_rd__data, halt, pending, pending_index, idle, token_wait, deps__pop_prev, deps__pop_next, queue__ready, busy, deps__push_prev, deps__push_next
 , retired, acc_wr__en, acc_wr__addr, acc_wr__data, act__addr, act__en, acc_rd__addr, acc_rd__en, param__addr, param__en, wgt__addr, wgt__en, array_active, index, error, error_code, w_en, queue__valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire [31:0] \$102 ;
-  wire [32:0] \$103 ;
-  wire [32:0] \$104 ;
-  wire [32:0] \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire [31:0] \$108 ;
-  wire [32:0] \$109 ;
-  wire \$11 ;
-  wire [32:0] \$110 ;
-  wire [32:0] \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire [31:0] \$114 ;
-  wire [32:0] \$115 ;
-  wire [32:0] \$116 ;
-  wire [32:0] \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire [31:0] \$120 ;
-  wire [32:0] \$121 ;
-  wire [32:0] \$122 ;
-  wire [32:0] \$123 ;
-  wire \$124 ;
-  wire \$125 ;
-  wire [31:0] \$126 ;
-  wire [32:0] \$127 ;
-  wire [32:0] \$128 ;
-  wire [32:0] \$129 ;
-  wire \$13 ;
-  wire \$130 ;
-  wire \$131 ;
-  wire [31:0] \$132 ;
-  wire [32:0] \$133 ;
-  wire [32:0] \$134 ;
-  wire [32:0] \$135 ;
-  wire \$136 ;
-  wire \$137 ;
-  wire \$138 ;
-  wire \$139 ;
-  wire \$14 ;
-  wire \$140 ;
-  wire \$141 ;
-  wire \$142 ;
-  wire \$143 ;
-  wire \$144 ;
-  wire \$145 ;
-  wire \$146 ;
-  wire \$147 ;
-  wire \$148 ;
-  wire \$149 ;
-  wire \$15 ;
-  wire [16:0] \$150 ;
-  wire \$151 ;
-  wire \$152 ;
-  wire \$153 ;
-  wire [16:0] \$154 ;
-  wire \$155 ;
-  wire \$156 ;
-  wire \$157 ;
-  wire \$158 ;
-  wire \$159 ;
-  wire \$16 ;
-  wire \$160 ;
-  wire \$161 ;
-  wire \$162 ;
-  wire \$163 ;
-  wire \$164 ;
-  wire \$165 ;
-  wire \$166 ;
-  wire \$167 ;
-  wire \$168 ;
-  wire \$169 ;
-  wire \$17 ;
-  wire \$170 ;
-  wire \$171 ;
-  wire \$172 ;
-  wire \$173 ;
-  wire \$174 ;
-  wire [17:0] \$175 ;
-  wire \$176 ;
-  wire [17:0] \$177 ;
-  wire \$178 ;
-  wire \$179 ;
-  wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
-  wire \$182 ;
-  wire \$183 ;
-  wire [17:0] \$184 ;
-  wire \$185 ;
-  wire \$186 ;
-  wire \$187 ;
-  wire \$188 ;
-  wire \$189 ;
-  wire \$19 ;
-  wire [17:0] \$190 ;
-  wire \$191 ;
-  wire [17:0] \$192 ;
-  wire \$193 ;
-  wire \$194 ;
-  wire \$195 ;
-  wire \$196 ;
-  wire \$197 ;
-  wire \$198 ;
-  wire [17:0] \$199 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$200 ;
-  wire \$201 ;
-  wire \$202 ;
-  wire \$203 ;
-  wire \$204 ;
-  wire \$205 ;
-  wire \$206 ;
-  wire \$207 ;
-  wire \$208 ;
-  wire \$209 ;
-  wire \$21 ;
-  wire \$210 ;
-  wire \$211 ;
-  wire \$212 ;
-  wire \$213 ;
-  wire \$214 ;
-  wire \$215 ;
-  wire \$216 ;
-  wire \$217 ;
-  wire \$218 ;
-  wire \$219 ;
-  wire \$22 ;
-  wire \$220 ;
-  wire \$221 ;
-  wire \$222 ;
-  wire \$223 ;
-  wire \$224 ;
-  wire \$225 ;
-  wire \$226 ;
-  wire \$227 ;
-  wire \$228 ;
-  wire \$229 ;
-  wire \$23 ;
-  wire \$230 ;
-  wire \$231 ;
-  wire \$232 ;
-  wire \$233 ;
-  wire \$234 ;
-  wire \$235 ;
-  wire \$236 ;
-  wire \$237 ;
-  wire \$238 ;
-  wire \$239 ;
-  wire \$24 ;
-  wire \$240 ;
-  wire \$241 ;
-  wire \$242 ;
-  wire \$243 ;
-  wire \$244 ;
-  wire \$245 ;
-  wire \$246 ;
-  wire \$247 ;
-  wire \$248 ;
-  wire \$249 ;
-  wire \$25 ;
-  wire \$250 ;
-  wire \$251 ;
-  wire [19:0] \$252 ;
-  wire \$253 ;
-  wire \$254 ;
-  wire \$255 ;
-  wire \$256 ;
-  wire \$257 ;
-  wire \$258 ;
-  wire \$259 ;
-  wire \$26 ;
-  wire \$260 ;
-  wire \$261 ;
-  wire \$262 ;
-  wire \$263 ;
-  wire \$264 ;
-  wire \$265 ;
-  wire \$266 ;
-  wire \$267 ;
-  wire \$268 ;
-  wire \$269 ;
-  wire \$27 ;
-  wire \$270 ;
-  wire \$271 ;
-  wire \$272 ;
-  wire \$273 ;
-  wire \$274 ;
-  wire \$275 ;
-  wire [16:0] \$276 ;
-  wire \$277 ;
-  wire \$278 ;
-  wire \$279 ;
-  wire [31:0] \$28 ;
-  wire \$280 ;
-  wire \$281 ;
-  wire [12:0] \$282 ;
-  wire \$283 ;
-  wire [10:0] \$284 ;
-  wire [17:0] \$285 ;
-  wire [17:0] \$286 ;
-  wire [17:0] \$287 ;
-  wire [17:0] \$288 ;
-  wire [10:0] \$289 ;
-  wire [32:0] \$29 ;
-  wire \$290 ;
-  wire [12:0] \$291 ;
-  wire [17:0] \$292 ;
-  wire [17:0] \$293 ;
-  wire \$294 ;
-  wire \$295 ;
-  wire \$296 ;
-  wire \$297 ;
-  wire \$298 ;
-  wire \$299 ;
-  wire \$3 ;
-  wire [31:0] \$30 ;
-  wire \$300 ;
-  wire [8:0] \$301 ;
-  wire \$302 ;
-  wire [17:0] \$303 ;
-  wire [8:0] \$304 ;
-  wire \$305 ;
-  wire \$306 ;
-  wire [12:0] \$307 ;
-  wire \$308 ;
-  wire [8:0] \$309 ;
-  wire [32:0] \$31 ;
-  wire [10:0] \$310 ;
-  wire [17:0] \$311 ;
-  wire [17:0] \$312 ;
-  wire [17:0] \$313 ;
-  wire [17:0] \$314 ;
-  wire [10:0] \$315 ;
-  wire \$316 ;
-  wire [12:0] \$317 ;
-  wire [17:0] \$318 ;
-  wire \$319 ;
-  wire [31:0] \$32 ;
-  wire \$320 ;
-  wire \$321 ;
-  wire \$322 ;
-  wire \$323 ;
-  wire \$324 ;
-  wire \$325 ;
-  wire \$326 ;
-  wire \$327 ;
-  wire \$328 ;
-  wire \$329 ;
-  wire [32:0] \$33 ;
-  wire \$330 ;
-  wire \$331 ;
-  wire \$332 ;
-  wire \$333 ;
-  wire \$334 ;
-  wire \$335 ;
-  wire \$336 ;
-  wire [17:0] \$337 ;
-  wire \$338 ;
-  wire \$339 ;
-  wire [31:0] \$34 ;
-  wire [20:0] \$340 ;
-  wire [20:0] \$341 ;
-  wire \$342 ;
-  wire [2:0] \$343 ;
-  wire \$344 ;
-  wire \$345 ;
-  wire \$346 ;
-  wire \$347 ;
-  wire \$348 ;
-  wire \$349 ;
-  wire [32:0] \$35 ;
-  wire \$350 ;
-  wire \$351 ;
-  wire \$352 ;
-  wire \$353 ;
-  wire \$354 ;
-  wire [17:0] \$355 ;
-  wire \$356 ;
-  wire [17:0] \$357 ;
-  wire \$358 ;
-  wire \$359 ;
-  wire [31:0] \$36 ;
-  wire \$360 ;
-  wire \$361 ;
-  wire \$362 ;
-  wire \$363 ;
-  wire \$364 ;
-  wire [17:0] \$365 ;
-  wire \$366 ;
-  wire [17:0] \$367 ;
-  wire \$368 ;
-  wire \$369 ;
-  wire [31:0] \$37 ;
-  wire \$370 ;
-  wire \$371 ;
-  wire \$372 ;
-  wire \$373 ;
-  wire [12:0] \$374 ;
-  wire \$375 ;
-  wire \$376 ;
-  wire \$377 ;
-  wire \$378 ;
-  wire [20:0] \$379 ;
-  wire [32:0] \$38 ;
-  wire [10:0] \$380 ;
-  wire \$381 ;
-  wire [10:0] \$382 ;
-  wire [17:0] \$383 ;
-  wire [10:0] \$384 ;
-  wire [17:0] \$385 ;
-  wire [20:0] \$386 ;
-  wire \$387 ;
-  wire [12:0] \$388 ;
-  wire \$389 ;
-  wire [39:0] \$39 ;
-  wire \$390 ;
-  wire \$391 ;
-  wire [17:0] \$392 ;
-  wire \$393 ;
-  wire [17:0] \$394 ;
-  wire \$395 ;
-  wire \$396 ;
-  wire \$397 ;
-  wire \$398 ;
-  wire \$399 ;
-  wire \$4 ;
-  wire [39:0] \$40 ;
-  wire \$400 ;
-  wire [12:0] \$401 ;
-  wire \$402 ;
-  wire \$403 ;
-  wire \$404 ;
-  wire \$405 ;
-  wire \$406 ;
-  wire \$407 ;
-  wire [3:0] \$408 ;
-  wire \$409 ;
-  wire \$41 ;
-  wire \$410 ;
-  wire \$411 ;
-  wire [17:0] \$412 ;
-  wire \$413 ;
-  wire [17:0] \$414 ;
-  wire \$415 ;
-  wire \$416 ;
-  wire \$417 ;
-  wire \$418 ;
-  wire \$419 ;
-  wire [39:0] \$42 ;
-  wire \$420 ;
-  wire [12:0] \$421 ;
-  wire \$422 ;
-  wire \$423 ;
-  wire \$424 ;
-  wire \$425 ;
-  wire \$426 ;
-  wire \$427 ;
-  wire [3:0] \$428 ;
-  wire [4:0] \$429 ;
-  wire [8:0] \$43 ;
-  wire [5:0] \$430 ;
-  reg [1:0] \$431 ;
-  reg [127:0] \$432 ;
-  reg [31:0] \$433 ;
-  reg [17:0] \$434 ;
-  reg [17:0] \$435 ;
-  reg [17:0] \$436 ;
-  reg [17:0] \$437 ;
-  reg [17:0] \$438 ;
-  reg [17:0] \$439 ;
-  wire [39:0] \$44 ;
-  reg [17:0] \$440 ;
-  reg [17:0] \$441 ;
-  reg [17:0] \$442 ;
-  reg \$443 ;
-  reg \$444 ;
-  reg \$445 ;
-  reg [15:0] \$446 ;
-  reg \$447 ;
-  reg [127:0] \$448 ;
-  reg \$449 ;
-  wire \$45 ;
-  reg [3:0] \$450 ;
-  reg [127:0] \$451 ;
-  reg [2:0] \$452 ;
-  reg [19:0] \$453 ;
-  reg \$454 ;
-  reg \$455 ;
-  reg [1:0] \$456 ;
-  reg [19:0] \$457 ;
-  reg [16:0] \$458 ;
-  reg \$459 ;
-  wire [40:0] \$46 ;
-  reg \$460 ;
-  reg [11:0] \$461 ;
-  reg [9:0] \$462 ;
-  reg [9:0] \$463 ;
-  reg [19:0] \$464 ;
-  reg [16:0] \$465 ;
-  reg [16:0] \$466 ;
-  reg \$467 ;
-  reg [9:0] \$468 ;
-  reg [11:0] \$469 ;
-  wire [40:0] \$47 ;
-  reg [16:0] \$470 ;
-  reg [16:0] \$471 ;
-  reg [16:0] \$472 ;
-  reg [16:0] \$473 ;
-  reg [7:0] \$474 ;
-  reg \$475 ;
-  reg [15:0] \$476 ;
-  reg \$477 ;
-  reg \$478 ;
-  reg \$479 ;
-  wire [41:0] \$48 ;
-  reg [1:0] \$480 ;
-  reg \$481 ;
-  reg [1:0] \$482 ;
-  reg [2:0] \$483 ;
-  reg [2:0] \$484 ;
-  reg [3:0] \$485 ;
-  wire [31:0] \$49 ;
-  wire \$5 ;
-  wire [31:0] \$50 ;
-  wire [32:0] \$51 ;
-  wire [39:0] \$52 ;
-  wire [39:0] \$53 ;
-  wire \$54 ;
-  wire [39:0] \$55 ;
-  wire [8:0] \$56 ;
-  wire [39:0] \$57 ;
-  wire \$58 ;
-  wire [40:0] \$59 ;
-  wire \$6 ;
-  wire [40:0] \$60 ;
-  wire [41:0] \$61 ;
-  wire [31:0] \$62 ;
-  wire [31:0] \$63 ;
-  wire [32:0] \$64 ;
-  wire [39:0] \$65 ;
-  wire [39:0] \$66 ;
-  wire \$67 ;
-  wire [39:0] \$68 ;
-  wire [8:0] \$69 ;
-  wire \$7 ;
-  wire [39:0] \$70 ;
-  wire \$71 ;
-  wire [40:0] \$72 ;
-  wire [40:0] \$73 ;
-  wire [41:0] \$74 ;
-  wire [31:0] \$75 ;
-  wire [31:0] \$76 ;
-  wire [32:0] \$77 ;
-  wire [39:0] \$78 ;
-  wire [39:0] \$79 ;
-  wire \$8 ;
-  wire \$80 ;
-  wire [39:0] \$81 ;
-  wire [8:0] \$82 ;
-  wire [39:0] \$83 ;
-  wire \$84 ;
-  wire [40:0] \$85 ;
-  wire [40:0] \$86 ;
-  wire [41:0] \$87 ;
-  wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire [31:0] \$90 ;
-  wire [32:0] \$91 ;
-  wire [32:0] \$92 ;
-  wire [32:0] \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire [31:0] \$96 ;
-  wire [32:0] \$97 ;
-  wire [32:0] \$98 ;
-  wire [32:0] \$99 ;
-  reg \$signal  = 1'h0;
-  reg [1:0] \$signal$101  = 2'h0;
-  reg [19:0] \$signal$102  = 20'h00000;
-  reg [9:0] \$signal$103  = 10'h000;
-  reg [11:0] \$signal$106  = 12'h000;
-  reg [16:0] \$signal$107  = 17'h00000;
-  reg [16:0] \$signal$108  = 17'h00000;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$3  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire \_$100 ;
+  wire \_$101 ;
+  wire [31:0] \_$102 ;
+  wire [32:0] \_$103 ;
+  wire [32:0] \_$104 ;
+  wire [32:0] \_$105 ;
+  wire \_$106 ;
+  wire \_$107 ;
+  wire [31:0] \_$108 ;
+  wire [32:0] \_$109 ;
+  wire \_$11 ;
+  wire [32:0] \_$110 ;
+  wire [32:0] \_$111 ;
+  wire \_$112 ;
+  wire \_$113 ;
+  wire [31:0] \_$114 ;
+  wire [32:0] \_$115 ;
+  wire [32:0] \_$116 ;
+  wire [32:0] \_$117 ;
+  wire \_$118 ;
+  wire \_$119 ;
+  wire \_$12 ;
+  wire [31:0] \_$120 ;
+  wire [32:0] \_$121 ;
+  wire [32:0] \_$122 ;
+  wire [32:0] \_$123 ;
+  wire \_$124 ;
+  wire \_$125 ;
+  wire [31:0] \_$126 ;
+  wire [32:0] \_$127 ;
+  wire [32:0] \_$128 ;
+  wire [32:0] \_$129 ;
+  wire \_$13 ;
+  wire \_$130 ;
+  wire \_$131 ;
+  wire [31:0] \_$132 ;
+  wire [32:0] \_$133 ;
+  wire [32:0] \_$134 ;
+  wire [32:0] \_$135 ;
+  wire \_$136 ;
+  wire \_$137 ;
+  wire \_$138 ;
+  wire \_$139 ;
+  wire \_$14 ;
+  wire \_$140 ;
+  wire \_$141 ;
+  wire \_$142 ;
+  wire \_$143 ;
+  wire \_$144 ;
+  wire \_$145 ;
+  wire \_$146 ;
+  wire \_$147 ;
+  wire \_$148 ;
+  wire \_$149 ;
+  wire \_$15 ;
+  wire [16:0] \_$150 ;
+  wire \_$151 ;
+  wire \_$152 ;
+  wire \_$153 ;
+  wire [16:0] \_$154 ;
+  wire \_$155 ;
+  wire \_$156 ;
+  wire \_$157 ;
+  wire \_$158 ;
+  wire \_$159 ;
+  wire \_$16 ;
+  wire \_$160 ;
+  wire \_$161 ;
+  wire \_$162 ;
+  wire \_$163 ;
+  wire \_$164 ;
+  wire \_$165 ;
+  wire \_$166 ;
+  wire \_$167 ;
+  wire \_$168 ;
+  wire \_$169 ;
+  wire \_$17 ;
+  wire \_$170 ;
+  wire \_$171 ;
+  wire \_$172 ;
+  wire \_$173 ;
+  wire \_$174 ;
+  wire [17:0] \_$175 ;
+  wire \_$176 ;
+  wire [17:0] \_$177 ;
+  wire \_$178 ;
+  wire \_$179 ;
+  wire \_$18 ;
+  wire \_$180 ;
+  wire \_$181 ;
+  wire \_$182 ;
+  wire \_$183 ;
+  wire [17:0] \_$184 ;
+  wire \_$185 ;
+  wire \_$186 ;
+  wire \_$187 ;
+  wire \_$188 ;
+  wire \_$189 ;
+  wire \_$19 ;
+  wire [17:0] \_$190 ;
+  wire \_$191 ;
+  wire [17:0] \_$192 ;
+  wire \_$193 ;
+  wire \_$194 ;
+  wire \_$195 ;
+  wire \_$196 ;
+  wire \_$197 ;
+  wire \_$198 ;
+  wire [17:0] \_$199 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  wire \_$200 ;
+  wire \_$201 ;
+  wire \_$202 ;
+  wire \_$203 ;
+  wire \_$204 ;
+  wire \_$205 ;
+  wire \_$206 ;
+  wire \_$207 ;
+  wire \_$208 ;
+  wire \_$209 ;
+  wire \_$21 ;
+  wire \_$210 ;
+  wire \_$211 ;
+  wire \_$212 ;
+  wire \_$213 ;
+  wire \_$214 ;
+  wire \_$215 ;
+  wire \_$216 ;
+  wire \_$217 ;
+  wire \_$218 ;
+  wire \_$219 ;
+  wire \_$22 ;
+  wire \_$220 ;
+  wire \_$221 ;
+  wire \_$222 ;
+  wire \_$223 ;
+  wire \_$224 ;
+  wire \_$225 ;
+  wire \_$226 ;
+  wire \_$227 ;
+  wire \_$228 ;
+  wire \_$229 ;
+  wire \_$23 ;
+  wire \_$230 ;
+  wire \_$231 ;
+  wire \_$232 ;
+  wire \_$233 ;
+  wire \_$234 ;
+  wire \_$235 ;
+  wire \_$236 ;
+  wire \_$237 ;
+  wire \_$238 ;
+  wire \_$239 ;
+  wire \_$24 ;
+  wire \_$240 ;
+  wire \_$241 ;
+  wire \_$242 ;
+  wire \_$243 ;
+  wire \_$244 ;
+  wire \_$245 ;
+  wire \_$246 ;
+  wire \_$247 ;
+  wire \_$248 ;
+  wire \_$249 ;
+  wire \_$25 ;
+  wire \_$250 ;
+  wire \_$251 ;
+  wire [19:0] \_$252 ;
+  wire \_$253 ;
+  wire \_$254 ;
+  wire \_$255 ;
+  wire \_$256 ;
+  wire \_$257 ;
+  wire \_$258 ;
+  wire \_$259 ;
+  wire \_$26 ;
+  wire \_$260 ;
+  wire \_$261 ;
+  wire \_$262 ;
+  wire \_$263 ;
+  wire \_$264 ;
+  wire \_$265 ;
+  wire \_$266 ;
+  wire \_$267 ;
+  wire \_$268 ;
+  wire \_$269 ;
+  wire \_$27 ;
+  wire \_$270 ;
+  wire \_$271 ;
+  wire \_$272 ;
+  wire \_$273 ;
+  wire \_$274 ;
+  wire \_$275 ;
+  wire [16:0] \_$276 ;
+  wire \_$277 ;
+  wire \_$278 ;
+  wire \_$279 ;
+  wire [31:0] \_$28 ;
+  wire \_$280 ;
+  wire \_$281 ;
+  wire [12:0] \_$282 ;
+  wire \_$283 ;
+  wire [10:0] \_$284 ;
+  wire [17:0] \_$285 ;
+  wire [17:0] \_$286 ;
+  wire [17:0] \_$287 ;
+  wire [17:0] \_$288 ;
+  wire [10:0] \_$289 ;
+  wire [32:0] \_$29 ;
+  wire \_$290 ;
+  wire [12:0] \_$291 ;
+  wire [17:0] \_$292 ;
+  wire [17:0] \_$293 ;
+  wire \_$294 ;
+  wire \_$295 ;
+  wire \_$296 ;
+  wire \_$297 ;
+  wire \_$298 ;
+  wire \_$299 ;
+  wire \_$3 ;
+  wire [31:0] \_$30 ;
+  wire \_$300 ;
+  wire [8:0] \_$301 ;
+  wire \_$302 ;
+  wire [17:0] \_$303 ;
+  wire [8:0] \_$304 ;
+  wire \_$305 ;
+  wire \_$306 ;
+  wire [12:0] \_$307 ;
+  wire \_$308 ;
+  wire [8:0] \_$309 ;
+  wire [32:0] \_$31 ;
+  wire [10:0] \_$310 ;
+  wire [17:0] \_$311 ;
+  wire [17:0] \_$312 ;
+  wire [17:0] \_$313 ;
+  wire [17:0] \_$314 ;
+  wire [10:0] \_$315 ;
+  wire \_$316 ;
+  wire [12:0] \_$317 ;
+  wire [17:0] \_$318 ;
+  wire \_$319 ;
+  wire [31:0] \_$32 ;
+  wire \_$320 ;
+  wire \_$321 ;
+  wire \_$322 ;
+  wire \_$323 ;
+  wire \_$324 ;
+  wire \_$325 ;
+  wire \_$326 ;
+  wire \_$327 ;
+  wire \_$328 ;
+  wire \_$329 ;
+  wire [32:0] \_$33 ;
+  wire \_$330 ;
+  wire \_$331 ;
+  wire \_$332 ;
+  wire \_$333 ;
+  wire \_$334 ;
+  wire \_$335 ;
+  wire \_$336 ;
+  wire [17:0] \_$337 ;
+  wire \_$338 ;
+  wire \_$339 ;
+  wire [31:0] \_$34 ;
+  wire [20:0] \_$340 ;
+  wire [20:0] \_$341 ;
+  wire \_$342 ;
+  wire [2:0] \_$343 ;
+  wire \_$344 ;
+  wire \_$345 ;
+  wire \_$346 ;
+  wire \_$347 ;
+  wire \_$348 ;
+  wire \_$349 ;
+  wire [32:0] \_$35 ;
+  wire \_$350 ;
+  wire \_$351 ;
+  wire \_$352 ;
+  wire \_$353 ;
+  wire \_$354 ;
+  wire [17:0] \_$355 ;
+  wire \_$356 ;
+  wire [17:0] \_$357 ;
+  wire \_$358 ;
+  wire \_$359 ;
+  wire [31:0] \_$36 ;
+  wire \_$360 ;
+  wire \_$361 ;
+  wire \_$362 ;
+  wire \_$363 ;
+  wire \_$364 ;
+  wire [17:0] \_$365 ;
+  wire \_$366 ;
+  wire [17:0] \_$367 ;
+  wire \_$368 ;
+  wire \_$369 ;
+  wire [31:0] \_$37 ;
+  wire \_$370 ;
+  wire \_$371 ;
+  wire \_$372 ;
+  wire \_$373 ;
+  wire [12:0] \_$374 ;
+  wire \_$375 ;
+  wire \_$376 ;
+  wire \_$377 ;
+  wire \_$378 ;
+  wire [20:0] \_$379 ;
+  wire [32:0] \_$38 ;
+  wire [10:0] \_$380 ;
+  wire \_$381 ;
+  wire [10:0] \_$382 ;
+  wire [17:0] \_$383 ;
+  wire [10:0] \_$384 ;
+  wire [17:0] \_$385 ;
+  wire [20:0] \_$386 ;
+  wire \_$387 ;
+  wire [12:0] \_$388 ;
+  wire \_$389 ;
+  wire [39:0] \_$39 ;
+  wire \_$390 ;
+  wire \_$391 ;
+  wire [17:0] \_$392 ;
+  wire \_$393 ;
+  wire [17:0] \_$394 ;
+  wire \_$395 ;
+  wire \_$396 ;
+  wire \_$397 ;
+  wire \_$398 ;
+  wire \_$399 ;
+  wire \_$4 ;
+  wire [39:0] \_$40 ;
+  wire \_$400 ;
+  wire [12:0] \_$401 ;
+  wire \_$402 ;
+  wire \_$403 ;
+  wire \_$404 ;
+  wire \_$405 ;
+  wire \_$406 ;
+  wire \_$407 ;
+  wire [3:0] \_$408 ;
+  wire \_$409 ;
+  wire \_$41 ;
+  wire \_$410 ;
+  wire \_$411 ;
+  wire [17:0] \_$412 ;
+  wire \_$413 ;
+  wire [17:0] \_$414 ;
+  wire \_$415 ;
+  wire \_$416 ;
+  wire \_$417 ;
+  wire \_$418 ;
+  wire \_$419 ;
+  wire [39:0] \_$42 ;
+  wire \_$420 ;
+  wire [12:0] \_$421 ;
+  wire \_$422 ;
+  wire \_$423 ;
+  wire \_$424 ;
+  wire \_$425 ;
+  wire \_$426 ;
+  wire \_$427 ;
+  wire [3:0] \_$428 ;
+  wire [4:0] \_$429 ;
+  wire [8:0] \_$43 ;
+  wire [5:0] \_$430 ;
+  reg [1:0] \_$431 ;
+  reg [127:0] \_$432 ;
+  reg [31:0] \_$433 ;
+  reg [17:0] \_$434 ;
+  reg [17:0] \_$435 ;
+  reg [17:0] \_$436 ;
+  reg [17:0] \_$437 ;
+  reg [17:0] \_$438 ;
+  reg [17:0] \_$439 ;
+  wire [39:0] \_$44 ;
+  reg [17:0] \_$440 ;
+  reg [17:0] \_$441 ;
+  reg [17:0] \_$442 ;
+  reg \_$443 ;
+  reg \_$444 ;
+  reg \_$445 ;
+  reg [15:0] \_$446 ;
+  reg \_$447 ;
+  reg [127:0] \_$448 ;
+  reg \_$449 ;
+  wire \_$45 ;
+  reg [3:0] \_$450 ;
+  reg [127:0] \_$451 ;
+  reg [2:0] \_$452 ;
+  reg [19:0] \_$453 ;
+  reg \_$454 ;
+  reg \_$455 ;
+  reg [1:0] \_$456 ;
+  reg [19:0] \_$457 ;
+  reg [16:0] \_$458 ;
+  reg \_$459 ;
+  wire [40:0] \_$46 ;
+  reg \_$460 ;
+  reg [11:0] \_$461 ;
+  reg [9:0] \_$462 ;
+  reg [9:0] \_$463 ;
+  reg [19:0] \_$464 ;
+  reg [16:0] \_$465 ;
+  reg [16:0] \_$466 ;
+  reg \_$467 ;
+  reg [9:0] \_$468 ;
+  reg [11:0] \_$469 ;
+  wire [40:0] \_$47 ;
+  reg [16:0] \_$470 ;
+  reg [16:0] \_$471 ;
+  reg [16:0] \_$472 ;
+  reg [16:0] \_$473 ;
+  reg [7:0] \_$474 ;
+  reg \_$475 ;
+  reg [15:0] \_$476 ;
+  reg \_$477 ;
+  reg \_$478 ;
+  reg \_$479 ;
+  wire [41:0] \_$48 ;
+  reg [1:0] \_$480 ;
+  reg \_$481 ;
+  reg [1:0] \_$482 ;
+  reg [2:0] \_$483 ;
+  reg [2:0] \_$484 ;
+  reg [3:0] \_$485 ;
+  wire [31:0] \_$49 ;
+  wire \_$5 ;
+  wire [31:0] \_$50 ;
+  wire [32:0] \_$51 ;
+  wire [39:0] \_$52 ;
+  wire [39:0] \_$53 ;
+  wire \_$54 ;
+  wire [39:0] \_$55 ;
+  wire [8:0] \_$56 ;
+  wire [39:0] \_$57 ;
+  wire \_$58 ;
+  wire [40:0] \_$59 ;
+  wire \_$6 ;
+  wire [40:0] \_$60 ;
+  wire [41:0] \_$61 ;
+  wire [31:0] \_$62 ;
+  wire [31:0] \_$63 ;
+  wire [32:0] \_$64 ;
+  wire [39:0] \_$65 ;
+  wire [39:0] \_$66 ;
+  wire \_$67 ;
+  wire [39:0] \_$68 ;
+  wire [8:0] \_$69 ;
+  wire \_$7 ;
+  wire [39:0] \_$70 ;
+  wire \_$71 ;
+  wire [40:0] \_$72 ;
+  wire [40:0] \_$73 ;
+  wire [41:0] \_$74 ;
+  wire [31:0] \_$75 ;
+  wire [31:0] \_$76 ;
+  wire [32:0] \_$77 ;
+  wire [39:0] \_$78 ;
+  wire [39:0] \_$79 ;
+  wire \_$8 ;
+  wire \_$80 ;
+  wire [39:0] \_$81 ;
+  wire [8:0] \_$82 ;
+  wire [39:0] \_$83 ;
+  wire \_$84 ;
+  wire [40:0] \_$85 ;
+  wire [40:0] \_$86 ;
+  wire [41:0] \_$87 ;
+  wire \_$88 ;
+  wire \_$89 ;
+  wire \_$9 ;
+  wire [31:0] \_$90 ;
+  wire [32:0] \_$91 ;
+  wire [32:0] \_$92 ;
+  wire [32:0] \_$93 ;
+  wire \_$94 ;
+  wire \_$95 ;
+  wire [31:0] \_$96 ;
+  wire [32:0] \_$97 ;
+  wire [32:0] \_$98 ;
+  wire [32:0] \_$99 ;
+  reg \_$signal  = 1'h0;
+  reg [1:0] \_$signal$101  = 2'h0;
+  reg [19:0] \_$signal$102  = 20'h00000;
+  reg [9:0] \_$signal$103  = 10'h000;
+  reg [11:0] \_$signal$106  = 12'h000;
+  reg [16:0] \_$signal$107  = 17'h00000;
+  reg [16:0] \_$signal$108  = 17'h00000;
   (* init = 1'h0 *)
-  wire \$signal$32 ;
+  wire \_$signal$32 ;
   (* init = 2'h0 *)
-  wire [1:0] \$signal$34 ;
-  reg \$signal$49  = 1'h0;
-  reg \$signal$51  = 1'h0;
-  reg \$signal$52  = 1'h0;
-  reg \$signal$53  = 1'h0;
-  reg [15:0] \$signal$56  = 16'h0000;
-  reg [15:0] \$signal$58  = 16'h0000;
-  reg \$signal$60  = 1'h0;
-  reg \$signal$61  = 1'h0;
-  reg [16:0] \$signal$63  = 17'h00000;
-  reg [16:0] \$signal$64  = 17'h00000;
-  reg [9:0] \$signal$65  = 10'h000;
-  reg \$signal$73  = 1'h0;
-  reg \$signal$80  = 1'h0;
-  reg [16:0] \$signal$81  = 17'h00000;
-  reg [9:0] \$signal$84  = 10'h000;
+  wire [1:0] \_$signal$34 ;
+  reg \_$signal$49  = 1'h0;
+  reg \_$signal$51  = 1'h0;
+  reg \_$signal$52  = 1'h0;
+  reg \_$signal$53  = 1'h0;
+  reg [15:0] \_$signal$56  = 16'h0000;
+  reg [15:0] \_$signal$58  = 16'h0000;
+  reg \_$signal$60  = 1'h0;
+  reg \_$signal$61  = 1'h0;
+  reg [16:0] \_$signal$63  = 17'h00000;
+  reg [16:0] \_$signal$64  = 17'h00000;
+  reg [9:0] \_$signal$65  = 10'h000;
+  reg \_$signal$73  = 1'h0;
+  reg \_$signal$80  = 1'h0;
+  reg [16:0] \_$signal$81  = 17'h00000;
+  reg [9:0] \_$signal$84  = 10'h000;
   wire [31:0] a;
   wire [7:0] \a[0] ;
   wire [7:0] \a[1] ;
@@ -5907,535 +5907,535 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   reg [16:0] wl_addr = 17'h00000;
   reg [127:0] word = 128'h00000000000000000000000000000000;
   always @(posedge clk)
-    wl_addr <= \$458 ;
+    wl_addr <= \_$458 ;
   always @(posedge clk)
-    \$signal$61  <= \$459 ;
+    \_$signal$61  <= \_$459 ;
   always @(posedge clk)
-    \$signal$80  <= \$460 ;
+    \_$signal$80  <= \_$460 ;
   always @(posedge clk)
-    st_i <= \$461 ;
+    st_i <= \_$461 ;
   always @(posedge clk)
-    \$signal$84  <= \$462 ;
+    \_$signal$84  <= \_$462 ;
   always @(posedge clk)
-    \$signal$103  <= \$463 ;
+    \_$signal$103  <= \_$463 ;
   always @(posedge clk)
-    st_tiles <= \$464 ;
+    st_tiles <= \_$464 ;
   always @(posedge clk)
-    \$signal$81  <= \$465 ;
+    \_$signal$81  <= \_$465 ;
   always @(posedge clk)
-    st_acc_base <= \$466 ;
+    st_acc_base <= \_$466 ;
   always @(posedge clk)
-    gemm_running <= \$467 ;
+    gemm_running <= \_$467 ;
   always @(posedge clk)
-    \$signal$65  <= \$468 ;
+    \_$signal$65  <= \_$468 ;
   always @(posedge clk)
-    \$signal$106  <= \$469 ;
+    \_$signal$106  <= \_$469 ;
   always @(posedge clk)
-    \$signal$64  <= \$470 ;
+    \_$signal$64  <= \_$470 ;
   always @(posedge clk)
-    \$signal$63  <= \$471 ;
+    \_$signal$63  <= \_$471 ;
   always @(posedge clk)
-    \$signal$107  <= \$472 ;
+    \_$signal$107  <= \_$472 ;
   always @(posedge clk)
-    \$signal$108  <= \$473 ;
+    \_$signal$108  <= \_$473 ;
   always @(posedge clk)
-    w <= \$474 ;
+    w <= \_$474 ;
   always @(posedge clk)
-    \$signal$52  <= \$475 ;
+    \_$signal$52  <= \_$475 ;
   always @(posedge clk)
-    \$signal$58  <= \$476 ;
+    \_$signal$58  <= \_$476 ;
   always @(posedge clk)
-    \$signal$49  <= \$477 ;
+    \_$signal$49  <= \_$477 ;
   always @(posedge clk)
-    \$signal$53  <= \$478 ;
+    \_$signal$53  <= \_$478 ;
   always @(posedge clk)
-    w_en <= \$479 ;
+    w_en <= \_$479 ;
   always @(posedge clk)
-    w_row <= \$480 ;
+    w_row <= \_$480 ;
   always @(posedge clk)
-    w_bank <= \$481 ;
+    w_bank <= \_$481 ;
   always @(posedge clk)
-    loaded <= \$482 ;
+    loaded <= \_$482 ;
   always @(posedge clk)
-    drain0 <= \$483 ;
+    drain0 <= \_$483 ;
   always @(posedge clk)
-    drain1 <= \$484 ;
+    drain1 <= \_$484 ;
   always @(posedge clk)
-    in_flight <= \$485 ;
-  assign \$1  = ~ queue__valid;
-  assign \$2  = ~ queue__payload[4];
-  assign \$3  = \$2  | deps__has_prev;
-  assign \$4  = ~ queue__payload[5];
-  assign \$5  = \$4  | deps__has_next;
-  assign \$6  = \$3  & \$5 ;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = ~ queue__payload[4];
-  assign \$9  = \$8  | deps__has_prev;
-  assign \$10  = ~ queue__payload[5];
-  assign \$11  = \$10  | deps__has_next;
-  assign \$12  = \$9  & \$11 ;
-  assign \$13  = ~ halt;
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ word[6];
-  assign \$16  = \$15  | deps__room_prev;
-  assign \$17  = ~ word[7];
-  assign \$18  = \$17  | deps__room_next;
-  assign \$19  = \$16  & \$18 ;
-  assign \$20  = ~ \$19 ;
-  assign \$21  = ~ word[6];
-  assign \$22  = \$21  | deps__room_prev;
-  assign \$23  = ~ word[7];
-  assign \$24  = \$23  | deps__room_next;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = ~ halt;
-  assign \$27  = \$25  & \$26 ;
-  assign a = \$signal  ? act__data : 32'd0;
-  assign \$28  = rmw_overwrite ? 32'd0 : acc_rd__data[31:0];
-  assign \$29  = $signed(\$28 ) + $signed(rmw_out[31:0]);
-  assign \$30  = rmw_overwrite ? 32'd0 : acc_rd__data[63:32];
-  assign \$31  = $signed(\$30 ) + $signed(rmw_out[63:32]);
-  assign \$32  = rmw_overwrite ? 32'd0 : acc_rd__data[95:64];
-  assign \$33  = $signed(\$32 ) + $signed(rmw_out[95:64]);
-  assign \$34  = rmw_overwrite ? 32'd0 : acc_rd__data[127:96];
-  assign \$35  = $signed(\$34 ) + $signed(rmw_out[127:96]);
-  assign \$36  = word[112] ? acc_rd__data[31:0] : 32'd0;
-  assign \$37  = word[110] ? param__data[31:0] : 32'd0;
-  assign \$38  = $signed(\$36 ) + $signed(\$37 );
-  assign \$39  = $signed(act__data[7:0]) * $signed(param__data[95:64]);
-  assign \$40  = $signed(\$39 ) >>> param__data[111:104];
-  assign \$41  = ! param__data[111:104];
-  assign \$42  = $signed(act__data[7:0]) * $signed(param__data[95:64]);
-  assign \$43  = param__data[111:104] - 1'h1;
-  assign \$44  = $signed(\$42 ) >>> \$43 [7:0];
-  assign \$45  = \$41  ? 1'h0 : \$44 [0];
-  assign \$46  = $signed(\$40 ) + $signed({ 1'h0, \$45  });
-  assign \$47  = word[111] ? \$46  : 41'h00000000000;
-  assign \$48  = $signed(\$38 ) + $signed(\$47 );
-  assign \$49  = word[112] ? acc_rd__data[63:32] : 32'd0;
-  assign \$50  = word[110] ? param__data[159:128] : 32'd0;
-  assign \$51  = $signed(\$49 ) + $signed(\$50 );
-  assign \$52  = $signed(act__data[15:8]) * $signed(param__data[223:192]);
-  assign \$53  = $signed(\$52 ) >>> param__data[239:232];
-  assign \$54  = ! param__data[239:232];
-  assign \$55  = $signed(act__data[15:8]) * $signed(param__data[223:192]);
-  assign \$56  = param__data[239:232] - 1'h1;
-  assign \$57  = $signed(\$55 ) >>> \$56 [7:0];
-  assign \$58  = \$54  ? 1'h0 : \$57 [0];
-  assign \$59  = $signed(\$53 ) + $signed({ 1'h0, \$58  });
-  assign \$60  = word[111] ? \$59  : 41'h00000000000;
-  assign \$61  = $signed(\$51 ) + $signed(\$60 );
-  assign \$62  = word[112] ? acc_rd__data[95:64] : 32'd0;
-  assign \$63  = word[110] ? param__data[287:256] : 32'd0;
-  assign \$64  = $signed(\$62 ) + $signed(\$63 );
-  assign \$65  = $signed(act__data[23:16]) * $signed(param__data[351:320]);
-  assign \$66  = $signed(\$65 ) >>> param__data[367:360];
-  assign \$67  = ! param__data[367:360];
-  assign \$68  = $signed(act__data[23:16]) * $signed(param__data[351:320]);
-  assign \$69  = param__data[367:360] - 1'h1;
-  assign \$70  = $signed(\$68 ) >>> \$69 [7:0];
-  assign \$71  = \$67  ? 1'h0 : \$70 [0];
-  assign \$72  = $signed(\$66 ) + $signed({ 1'h0, \$71  });
-  assign \$73  = word[111] ? \$72  : 41'h00000000000;
-  assign \$74  = $signed(\$64 ) + $signed(\$73 );
-  assign \$75  = word[112] ? acc_rd__data[127:96] : 32'd0;
-  assign \$76  = word[110] ? param__data[415:384] : 32'd0;
-  assign \$77  = $signed(\$75 ) + $signed(\$76 );
-  assign \$78  = $signed(act__data[31:24]) * $signed(param__data[479:448]);
-  assign \$79  = $signed(\$78 ) >>> param__data[495:488];
-  assign \$80  = ! param__data[495:488];
-  assign \$81  = $signed(act__data[31:24]) * $signed(param__data[479:448]);
-  assign \$82  = param__data[495:488] - 1'h1;
-  assign \$83  = $signed(\$81 ) >>> \$82 [7:0];
-  assign \$84  = \$80  ? 1'h0 : \$83 [0];
-  assign \$85  = $signed(\$79 ) + $signed({ 1'h0, \$84  });
-  assign \$86  = word[111] ? \$85  : 41'h00000000000;
-  assign \$87  = $signed(\$77 ) + $signed(\$86 );
-  assign \$88  = ! word[102];
-  assign \$89  = $signed(act__data[7:0]) > $signed(acc_rd__data[31:0]);
-  assign \$90  = \$89  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : acc_rd__data[31:0];
-  assign \$91  = $signed(acc_rd__data[31:0]) + $signed(act__data[7:0]);
-  assign \$92  = word[102] ? \$91  : { \$90 [31], \$90  };
-  assign \$93  = word[103] ? \$92  : { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] };
-  assign \$94  = ! word[102];
-  assign \$95  = $signed(act__data[7:0]) > $signed(\running$50 [31:0]);
-  assign \$96  = \$95  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : \running$50 [31:0];
-  assign \$97  = $signed(\running$50 [31:0]) + $signed(act__data[7:0]);
-  assign \$98  = word[102] ? \$97  : { \$96 [31], \$96  };
-  assign \$99  = \$signal$49  ? \$93  : \$98 ;
-  assign \$100  = ! word[102];
-  assign \$101  = $signed(act__data[15:8]) > $signed(acc_rd__data[63:32]);
-  assign \$102  = \$101  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : acc_rd__data[63:32];
-  assign \$103  = $signed(acc_rd__data[63:32]) + $signed(act__data[15:8]);
-  assign \$104  = word[102] ? \$103  : { \$102 [31], \$102  };
-  assign \$105  = word[103] ? \$104  : { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] };
-  assign \$106  = ! word[102];
-  assign \$107  = $signed(act__data[15:8]) > $signed(\running$50 [63:32]);
-  assign \$108  = \$107  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : \running$50 [63:32];
-  assign \$109  = $signed(\running$50 [63:32]) + $signed(act__data[15:8]);
-  assign \$110  = word[102] ? \$109  : { \$108 [31], \$108  };
-  assign \$111  = \$signal$49  ? \$105  : \$110 ;
-  assign \$112  = ! word[102];
-  assign \$113  = $signed(act__data[23:16]) > $signed(acc_rd__data[95:64]);
-  assign \$114  = \$113  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : acc_rd__data[95:64];
-  assign \$115  = $signed(acc_rd__data[95:64]) + $signed(act__data[23:16]);
-  assign \$116  = word[102] ? \$115  : { \$114 [31], \$114  };
-  assign \$117  = word[103] ? \$116  : { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] };
-  assign \$118  = ! word[102];
-  assign \$119  = $signed(act__data[23:16]) > $signed(\running$50 [95:64]);
-  assign \$120  = \$119  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : \running$50 [95:64];
-  assign \$121  = $signed(\running$50 [95:64]) + $signed(act__data[23:16]);
-  assign \$122  = word[102] ? \$121  : { \$120 [31], \$120  };
-  assign \$123  = \$signal$49  ? \$117  : \$122 ;
-  assign \$124  = ! word[102];
-  assign \$125  = $signed(act__data[31:24]) > $signed(acc_rd__data[127:96]);
-  assign \$126  = \$125  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : acc_rd__data[127:96];
-  assign \$127  = $signed(acc_rd__data[127:96]) + $signed(act__data[31:24]);
-  assign \$128  = word[102] ? \$127  : { \$126 [31], \$126  };
-  assign \$129  = word[103] ? \$128  : { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] };
-  assign \$130  = ! word[102];
-  assign \$131  = $signed(act__data[31:24]) > $signed(\running$50 [127:96]);
-  assign \$132  = \$131  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : \running$50 [127:96];
-  assign \$133  = $signed(\running$50 [127:96]) + $signed(act__data[31:24]);
-  assign \$134  = word[102] ? \$133  : { \$132 [31], \$132  };
-  assign \$135  = \$signal$49  ? \$129  : \$134 ;
-  assign \$136  = word[3:0] == 3'h4;
-  assign \$137  = \$signal$52  & \$136 ;
-  assign \$138  = \$signal$52  & \$signal$53 ;
-  assign \$139  = ~ \$signal$60 ;
-  assign \$140  = ~ \$signal$61 ;
-  assign \$141  = \$139  & \$140 ;
-  assign \$142  = ! in_flight;
-  assign \$143  = \$141  & \$142 ;
-  assign \$144  = ~ \$signal$51 ;
-  assign \$145  = \$143  & \$144 ;
-  assign \$146  = \$signal$63  >= 11'h400;
-  assign \$147  = \$signal$64  >= 12'h800;
-  assign \$148  = word[111] & \$147 ;
-  assign \$149  = \$146  | \$148 ;
-  assign \$150  = word[55:40] + \$signal$65 ;
-  assign \$151  = \$150  >= 7'h40;
-  assign \$152  = \$149  | \$151 ;
-  assign \$153  = ~ halt;
-  assign \$154  = word[55:40] + \$signal$65 ;
-  assign \$155  = \$signal$64  >= 12'h800;
-  assign \$156  = \$signal$63  >= 11'h400;
-  assign \$157  = \$155  | \$156 ;
-  assign \$158  = ~ halt;
-  assign \$159  = ! w;
-  assign \$160  = ~ loaded[1];
-  assign \$161  = ! drain1;
-  assign \$162  = \$160  & \$161 ;
-  assign \$163  = ~ loaded[0];
-  assign \$164  = ! drain0;
-  assign \$165  = \$163  & \$164 ;
-  assign \$166  = \$signal$73  ? \$162  : \$165 ;
-  assign \$167  = \$signal$60  & \$166 ;
-  assign \$168  = ~ halt;
-  assign \$169  = \$167  & \$168 ;
-  assign \$170  = wl_addr >= 11'h400;
-  assign \$171  = ~ \$170 ;
-  assign \$172  = \$169  & \$171 ;
-  assign \$173  = \$signal$80  ? loaded[1] : loaded[0];
-  assign \$174  = \$signal$61  & \$173 ;
-  assign \$175  = \$signal$81  + st_i;
-  assign \$176  = \$175  >= 12'h800;
-  assign \$177  = st_acc_base + st_i;
-  assign \$178  = \$177  >= 11'h400;
-  assign \$179  = \$176  | \$178 ;
-  assign \$180  = ~ \$179 ;
-  assign \$181  = \$174  & \$180 ;
-  assign \$182  = ~ halt;
-  assign \$183  = \$181  & \$182 ;
-  assign \$184  = st_acc_base + st_i;
-  assign \$185  = ~ word[120];
-  assign \$186  = ! \$signal$84 ;
-  assign \$187  = \$185  & \$186 ;
-  assign \$188  = \$signal$80  ? loaded[1] : loaded[0];
-  assign \$189  = \$signal$61  & \$188 ;
-  assign \$190  = \$signal$81  + st_i;
-  assign \$191  = \$190  >= 12'h800;
-  assign \$192  = st_acc_base + st_i;
-  assign \$193  = \$192  >= 11'h400;
-  assign \$194  = \$191  | \$193 ;
-  assign \$195  = ~ \$194 ;
-  assign \$196  = \$189  & \$195 ;
-  assign \$197  = ~ halt;
-  assign \$198  = \$196  & \$197 ;
-  assign \$199  = \$signal$81  + st_i;
-  assign \$200  = ! frame_state;
-  assign \$201  = frame_state == 1'h1;
-  assign \$202  = frame_state == 2'h2;
-  assign \$203  = frame_state == 2'h3;
-  assign \$204  = ! compute_state;
-  assign \$205  = compute_state == 1'h1;
-  assign \$206  = compute_state == 2'h2;
-  assign \$207  = compute_state == 2'h3;
-  assign \$208  = compute_state == 3'h4;
-  assign \$209  = compute_state == 3'h5;
-  assign \$210  = compute_state == 3'h6;
-  assign \$211  = ~ halt;
-  assign \$212  = queue__valid & \$211 ;
-  assign \$213  = ~ queue__payload[4];
-  assign \$214  = \$213  | deps__has_prev;
-  assign \$215  = ~ queue__payload[5];
-  assign \$216  = \$215  | deps__has_next;
-  assign \$217  = \$214  & \$216 ;
-  assign \$218  = ~ halt;
-  assign \$219  = \$217  & \$218 ;
-  assign \$220  = ~ word[6];
-  assign \$221  = \$220  | deps__room_prev;
-  assign \$222  = ~ word[7];
-  assign \$223  = \$222  | deps__room_next;
-  assign \$224  = \$221  & \$223 ;
-  assign \$225  = ~ halt;
-  assign \$226  = \$224  & \$225 ;
-  assign \$227  = word[3:0] == 3'h4;
-  assign \$228  = \$signal$52  & \$227 ;
-  assign \$229  = \$228  & word[111];
-  assign \$230  = param__data[111:104] > 6'h3e;
-  assign \$232  = param__data[239:232] > 6'h3e;
-  assign \$233  = \$231  | \$232 ;
-  assign \$234  = param__data[367:360] > 6'h3e;
-  assign \$235  = \$233  | \$234 ;
-  assign \$236  = param__data[495:488] > 6'h3e;
-  assign \$237  = \$235  | \$236 ;
-  assign \$238  = \$229  & \$237 ;
-  assign \$239  = ~ error;
-  assign \$240  = \$238  & \$239 ;
-  assign \$241  = ! word[67:56];
-  assign \$242  = ! word[77:68];
-  assign \$243  = \$241  | \$242 ;
-  assign \$244  = ! word[87:78];
-  assign \$245  = \$243  | \$244 ;
-  assign \$246  = word[87:78] > 1'h1;
-  assign \$247  = word[119:104] < word[67:56];
-  assign \$248  = \$246  & \$247 ;
-  assign \$249  = \$245  | \$248 ;
-  assign \$250  = ~ error;
-  assign \$252  = word[77:68] * word[87:78];
-  assign \$253  = ! word[67:56];
-  assign \$254  = ! word[77:68];
-  assign \$255  = \$253  | \$254 ;
-  assign \$256  = ~ error;
-  assign \$258  = ! word[51:40];
-  assign \$259  = ! word[69:60];
-  assign \$260  = \$258  | \$259 ;
-  assign \$261  = ! word[59:52];
-  assign \$262  = \$260  | \$261 ;
-  assign \$263  = ~ error;
-  assign \$265  = ~ \$signal$60 ;
-  assign \$266  = ~ \$signal$61 ;
-  assign \$267  = \$265  & \$266 ;
-  assign \$268  = ! in_flight;
-  assign \$269  = \$267  & \$268 ;
-  assign \$270  = ~ \$signal$51 ;
-  assign \$271  = \$269  & \$270 ;
-  assign \$272  = \$signal$63  >= 11'h400;
-  assign \$273  = \$signal$64  >= 12'h800;
-  assign \$274  = word[111] & \$273 ;
-  assign \$275  = \$272  | \$274 ;
-  assign \$276  = word[55:40] + \$signal$65 ;
-  assign \$277  = \$276  >= 7'h40;
-  assign \$278  = \$275  | \$277 ;
-  assign \$279  = ~ halt;
-  assign \$280  = ~ error;
-  assign \$282  = word[67:56] - 1'h1;
-  assign \$283  = \$signal$106  == \$282 ;
-  assign \$284  = \$signal$65  + 1'h1;
-  assign \$285  = \$signal$107  + word[109:94];
-  assign \$286  = \$signal$108  + word[93:78];
-  assign \$287  = \$signal$107  + word[109:94];
-  assign \$288  = \$signal$108  + word[93:78];
-  assign \$289  = word[77:68] - 1'h1;
-  assign \$290  = \$signal$65  == \$289 ;
-  assign \$291  = \$signal$106  + 1'h1;
-  assign \$292  = \$signal$64  + 1'h1;
-  assign \$293  = \$signal$63  + 1'h1;
-  assign \$294  = \$signal$64  >= 12'h800;
-  assign \$295  = \$signal$63  >= 11'h400;
-  assign \$296  = \$294  | \$295 ;
-  assign \$297  = ~ halt;
-  assign \$298  = ~ error;
-  assign \$300  = ! w;
-  assign \$301  = word[59:52] - 1'h1;
-  assign \$302  = w == \$301 ;
-  assign \$303  = \$signal$64  + 1'h1;
-  assign \$304  = word[59:52] - 1'h1;
-  assign \$305  = w == \$304 ;
-  assign \$306  = ~ \$305 ;
-  assign \$307  = word[51:40] - 1'h1;
-  assign \$308  = \$signal$106  == \$307 ;
-  assign \$309  = w + 1'h1;
-  assign \$310  = \$signal$65  + 1'h1;
-  assign \$311  = \$signal$107  + word[85:70];
-  assign \$312  = \$signal$108  + word[101:86];
-  assign \$313  = \$signal$107  + word[85:70];
-  assign \$314  = \$signal$108  + word[101:86];
-  assign \$315  = word[69:60] - 1'h1;
-  assign \$316  = \$signal$65  == \$315 ;
-  assign \$317  = \$signal$106  + 1'h1;
-  assign \$318  = \$signal$63  + 1'h1;
-  assign \$319  = gemm_running & \$signal$60 ;
-  assign \$320  = wl_addr >= 11'h400;
-  assign \$321  = \$319  & \$320 ;
-  assign \$322  = ~ error;
-  assign \$324  = ~ loaded[1];
-  assign \$325  = ! drain1;
-  assign \$326  = \$324  & \$325 ;
-  assign \$327  = ~ loaded[0];
-  assign \$328  = ! drain0;
-  assign \$329  = \$327  & \$328 ;
-  assign \$330  = \$signal$73  ? \$326  : \$329 ;
-  assign \$331  = \$signal$60  & \$330 ;
-  assign \$332  = ~ halt;
-  assign \$333  = \$331  & \$332 ;
-  assign \$334  = wl_addr >= 11'h400;
-  assign \$335  = ~ \$334 ;
-  assign \$336  = \$333  & \$335 ;
-  assign \$337  = wl_addr + 1'h1;
-  assign \$338  = \$signal$101  == 2'h3;
-  assign \$339  = ~ \$signal$73 ;
-  assign \$340  = \$signal$102  + 1'h1;
-  assign \$341  = total_tiles - 1'h1;
-  assign \$342  = \$signal$102  == \$341 ;
-  assign \$343  = \$signal$101  + 1'h1;
-  assign \$344  = ! w_bank;
-  assign \$345  = w_en & \$344 ;
-  assign \$346  = w_row == 2'h3;
-  assign \$347  = \$345  & \$346 ;
-  assign \$349  = w_en & \$348 ;
-  assign \$350  = w_row == 2'h3;
-  assign \$351  = \$349  & \$350 ;
-  assign \$352  = gemm_running & \$signal$61 ;
-  assign \$353  = \$signal$80  ? loaded[1] : loaded[0];
-  assign \$354  = \$352  & \$353 ;
-  assign \$355  = \$signal$81  + st_i;
-  assign \$356  = \$355  >= 12'h800;
-  assign \$357  = st_acc_base + st_i;
-  assign \$358  = \$357  >= 11'h400;
-  assign \$359  = \$356  | \$358 ;
-  assign \$360  = \$354  & \$359 ;
-  assign \$361  = ~ error;
-  assign \$363  = \$signal$80  ? loaded[1] : loaded[0];
-  assign \$364  = \$signal$61  & \$363 ;
-  assign \$365  = \$signal$81  + st_i;
-  assign \$366  = \$365  >= 12'h800;
-  assign \$367  = st_acc_base + st_i;
-  assign \$368  = \$367  >= 11'h400;
-  assign \$369  = \$366  | \$368 ;
-  assign \$370  = ~ \$369 ;
-  assign \$371  = \$364  & \$370 ;
-  assign \$372  = ~ halt;
-  assign \$373  = \$371  & \$372 ;
-  assign \$374  = word[67:56] - 1'h1;
-  assign \$375  = st_i == \$374 ;
-  assign \$376  = ! \$signal$80 ;
-  assign \$378  = ~ \$signal$80 ;
-  assign \$379  = st_tiles + 1'h1;
-  assign \$380  = word[87:78] - 1'h1;
-  assign \$381  = \$signal$103  == \$380 ;
-  assign \$382  = \$signal$84  + 1'h1;
-  assign \$383  = \$signal$81  + word[103:88];
-  assign \$384  = \$signal$103  + 1'h1;
-  assign \$385  = st_acc_base + word[119:104];
-  assign \$386  = total_tiles - 1'h1;
-  assign \$387  = st_tiles == \$386 ;
-  assign \$388  = st_i + 1'h1;
-  assign \$389  = | drain0;
-  assign \$390  = \$signal$80  ? loaded[1] : loaded[0];
-  assign \$391  = \$signal$61  & \$390 ;
-  assign \$392  = \$signal$81  + st_i;
-  assign \$393  = \$392  >= 12'h800;
-  assign \$394  = st_acc_base + st_i;
-  assign \$395  = \$394  >= 11'h400;
-  assign \$396  = \$393  | \$395 ;
-  assign \$397  = ~ \$396 ;
-  assign \$398  = \$391  & \$397 ;
-  assign \$399  = ~ halt;
-  assign \$400  = \$398  & \$399 ;
-  assign \$401  = word[67:56] - 1'h1;
-  assign \$402  = st_i == \$401 ;
-  assign \$403  = \$400  & \$402 ;
-  assign \$404  = ! \$signal$80 ;
-  assign \$405  = \$403  & \$404 ;
-  assign \$406  = ~ \$405 ;
-  assign \$407  = \$389  & \$406 ;
-  assign \$408  = drain0 - 1'h1;
-  assign \$409  = | drain1;
-  assign \$410  = \$signal$80  ? loaded[1] : loaded[0];
-  assign \$411  = \$signal$61  & \$410 ;
-  assign \$412  = \$signal$81  + st_i;
-  assign \$413  = \$412  >= 12'h800;
-  assign \$414  = st_acc_base + st_i;
-  assign \$415  = \$414  >= 11'h400;
-  assign \$416  = \$413  | \$415 ;
-  assign \$417  = ~ \$416 ;
-  assign \$418  = \$411  & \$417 ;
-  assign \$419  = ~ halt;
-  assign \$420  = \$418  & \$419 ;
-  assign \$421  = word[67:56] - 1'h1;
-  assign \$422  = st_i == \$421 ;
-  assign \$423  = \$420  & \$422 ;
-  assign \$425  = \$423  & \$424 ;
-  assign \$426  = ~ \$425 ;
-  assign \$427  = \$409  & \$426 ;
-  assign \$428  = drain1 - 1'h1;
-  assign \$429  = in_flight + issue[0];
-  assign \$430  = \$429  - \$signal$51 ;
+    in_flight <= \_$485 ;
+  assign \_$1  = ~ queue__valid;
+  assign \_$2  = ~ queue__payload[4];
+  assign \_$3  = \_$2  | deps__has_prev;
+  assign \_$4  = ~ queue__payload[5];
+  assign \_$5  = \_$4  | deps__has_next;
+  assign \_$6  = \_$3  & \_$5 ;
+  assign \_$7  = ~ \_$6 ;
+  assign \_$8  = ~ queue__payload[4];
+  assign \_$9  = \_$8  | deps__has_prev;
+  assign \_$10  = ~ queue__payload[5];
+  assign \_$11  = \_$10  | deps__has_next;
+  assign \_$12  = \_$9  & \_$11 ;
+  assign \_$13  = ~ halt;
+  assign \_$14  = \_$12  & \_$13 ;
+  assign \_$15  = ~ word[6];
+  assign \_$16  = \_$15  | deps__room_prev;
+  assign \_$17  = ~ word[7];
+  assign \_$18  = \_$17  | deps__room_next;
+  assign \_$19  = \_$16  & \_$18 ;
+  assign \_$20  = ~ \_$19 ;
+  assign \_$21  = ~ word[6];
+  assign \_$22  = \_$21  | deps__room_prev;
+  assign \_$23  = ~ word[7];
+  assign \_$24  = \_$23  | deps__room_next;
+  assign \_$25  = \_$22  & \_$24 ;
+  assign \_$26  = ~ halt;
+  assign \_$27  = \_$25  & \_$26 ;
+  assign a = \_$signal  ? act__data : 32'd0;
+  assign \_$28  = rmw_overwrite ? 32'd0 : acc_rd__data[31:0];
+  assign \_$29  = $signed(\_$28 ) + $signed(rmw_out[31:0]);
+  assign \_$30  = rmw_overwrite ? 32'd0 : acc_rd__data[63:32];
+  assign \_$31  = $signed(\_$30 ) + $signed(rmw_out[63:32]);
+  assign \_$32  = rmw_overwrite ? 32'd0 : acc_rd__data[95:64];
+  assign \_$33  = $signed(\_$32 ) + $signed(rmw_out[95:64]);
+  assign \_$34  = rmw_overwrite ? 32'd0 : acc_rd__data[127:96];
+  assign \_$35  = $signed(\_$34 ) + $signed(rmw_out[127:96]);
+  assign \_$36  = word[112] ? acc_rd__data[31:0] : 32'd0;
+  assign \_$37  = word[110] ? param__data[31:0] : 32'd0;
+  assign \_$38  = $signed(\_$36 ) + $signed(\_$37 );
+  assign \_$39  = $signed(act__data[7:0]) * $signed(param__data[95:64]);
+  assign \_$40  = $signed(\_$39 ) >>> param__data[111:104];
+  assign \_$41  = ! param__data[111:104];
+  assign \_$42  = $signed(act__data[7:0]) * $signed(param__data[95:64]);
+  assign \_$43  = param__data[111:104] - 1'h1;
+  assign \_$44  = $signed(\_$42 ) >>> \_$43 [7:0];
+  assign \_$45  = \_$41  ? 1'h0 : \_$44 [0];
+  assign \_$46  = $signed(\_$40 ) + $signed({ 1'h0, \_$45  });
+  assign \_$47  = word[111] ? \_$46  : 41'h00000000000;
+  assign \_$48  = $signed(\_$38 ) + $signed(\_$47 );
+  assign \_$49  = word[112] ? acc_rd__data[63:32] : 32'd0;
+  assign \_$50  = word[110] ? param__data[159:128] : 32'd0;
+  assign \_$51  = $signed(\_$49 ) + $signed(\_$50 );
+  assign \_$52  = $signed(act__data[15:8]) * $signed(param__data[223:192]);
+  assign \_$53  = $signed(\_$52 ) >>> param__data[239:232];
+  assign \_$54  = ! param__data[239:232];
+  assign \_$55  = $signed(act__data[15:8]) * $signed(param__data[223:192]);
+  assign \_$56  = param__data[239:232] - 1'h1;
+  assign \_$57  = $signed(\_$55 ) >>> \_$56 [7:0];
+  assign \_$58  = \_$54  ? 1'h0 : \_$57 [0];
+  assign \_$59  = $signed(\_$53 ) + $signed({ 1'h0, \_$58  });
+  assign \_$60  = word[111] ? \_$59  : 41'h00000000000;
+  assign \_$61  = $signed(\_$51 ) + $signed(\_$60 );
+  assign \_$62  = word[112] ? acc_rd__data[95:64] : 32'd0;
+  assign \_$63  = word[110] ? param__data[287:256] : 32'd0;
+  assign \_$64  = $signed(\_$62 ) + $signed(\_$63 );
+  assign \_$65  = $signed(act__data[23:16]) * $signed(param__data[351:320]);
+  assign \_$66  = $signed(\_$65 ) >>> param__data[367:360];
+  assign \_$67  = ! param__data[367:360];
+  assign \_$68  = $signed(act__data[23:16]) * $signed(param__data[351:320]);
+  assign \_$69  = param__data[367:360] - 1'h1;
+  assign \_$70  = $signed(\_$68 ) >>> \_$69 [7:0];
+  assign \_$71  = \_$67  ? 1'h0 : \_$70 [0];
+  assign \_$72  = $signed(\_$66 ) + $signed({ 1'h0, \_$71  });
+  assign \_$73  = word[111] ? \_$72  : 41'h00000000000;
+  assign \_$74  = $signed(\_$64 ) + $signed(\_$73 );
+  assign \_$75  = word[112] ? acc_rd__data[127:96] : 32'd0;
+  assign \_$76  = word[110] ? param__data[415:384] : 32'd0;
+  assign \_$77  = $signed(\_$75 ) + $signed(\_$76 );
+  assign \_$78  = $signed(act__data[31:24]) * $signed(param__data[479:448]);
+  assign \_$79  = $signed(\_$78 ) >>> param__data[495:488];
+  assign \_$80  = ! param__data[495:488];
+  assign \_$81  = $signed(act__data[31:24]) * $signed(param__data[479:448]);
+  assign \_$82  = param__data[495:488] - 1'h1;
+  assign \_$83  = $signed(\_$81 ) >>> \_$82 [7:0];
+  assign \_$84  = \_$80  ? 1'h0 : \_$83 [0];
+  assign \_$85  = $signed(\_$79 ) + $signed({ 1'h0, \_$84  });
+  assign \_$86  = word[111] ? \_$85  : 41'h00000000000;
+  assign \_$87  = $signed(\_$77 ) + $signed(\_$86 );
+  assign \_$88  = ! word[102];
+  assign \_$89  = $signed(act__data[7:0]) > $signed(acc_rd__data[31:0]);
+  assign \_$90  = \_$89  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : acc_rd__data[31:0];
+  assign \_$91  = $signed(acc_rd__data[31:0]) + $signed(act__data[7:0]);
+  assign \_$92  = word[102] ? \_$91  : { \_$90 [31], \_$90  };
+  assign \_$93  = word[103] ? \_$92  : { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] };
+  assign \_$94  = ! word[102];
+  assign \_$95  = $signed(act__data[7:0]) > $signed(\running$50 [31:0]);
+  assign \_$96  = \_$95  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : \running$50 [31:0];
+  assign \_$97  = $signed(\running$50 [31:0]) + $signed(act__data[7:0]);
+  assign \_$98  = word[102] ? \_$97  : { \_$96 [31], \_$96  };
+  assign \_$99  = \_$signal$49  ? \_$93  : \_$98 ;
+  assign \_$100  = ! word[102];
+  assign \_$101  = $signed(act__data[15:8]) > $signed(acc_rd__data[63:32]);
+  assign \_$102  = \_$101  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : acc_rd__data[63:32];
+  assign \_$103  = $signed(acc_rd__data[63:32]) + $signed(act__data[15:8]);
+  assign \_$104  = word[102] ? \_$103  : { \_$102 [31], \_$102  };
+  assign \_$105  = word[103] ? \_$104  : { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] };
+  assign \_$106  = ! word[102];
+  assign \_$107  = $signed(act__data[15:8]) > $signed(\running$50 [63:32]);
+  assign \_$108  = \_$107  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : \running$50 [63:32];
+  assign \_$109  = $signed(\running$50 [63:32]) + $signed(act__data[15:8]);
+  assign \_$110  = word[102] ? \_$109  : { \_$108 [31], \_$108  };
+  assign \_$111  = \_$signal$49  ? \_$105  : \_$110 ;
+  assign \_$112  = ! word[102];
+  assign \_$113  = $signed(act__data[23:16]) > $signed(acc_rd__data[95:64]);
+  assign \_$114  = \_$113  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : acc_rd__data[95:64];
+  assign \_$115  = $signed(acc_rd__data[95:64]) + $signed(act__data[23:16]);
+  assign \_$116  = word[102] ? \_$115  : { \_$114 [31], \_$114  };
+  assign \_$117  = word[103] ? \_$116  : { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] };
+  assign \_$118  = ! word[102];
+  assign \_$119  = $signed(act__data[23:16]) > $signed(\running$50 [95:64]);
+  assign \_$120  = \_$119  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : \running$50 [95:64];
+  assign \_$121  = $signed(\running$50 [95:64]) + $signed(act__data[23:16]);
+  assign \_$122  = word[102] ? \_$121  : { \_$120 [31], \_$120  };
+  assign \_$123  = \_$signal$49  ? \_$117  : \_$122 ;
+  assign \_$124  = ! word[102];
+  assign \_$125  = $signed(act__data[31:24]) > $signed(acc_rd__data[127:96]);
+  assign \_$126  = \_$125  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : acc_rd__data[127:96];
+  assign \_$127  = $signed(acc_rd__data[127:96]) + $signed(act__data[31:24]);
+  assign \_$128  = word[102] ? \_$127  : { \_$126 [31], \_$126  };
+  assign \_$129  = word[103] ? \_$128  : { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] };
+  assign \_$130  = ! word[102];
+  assign \_$131  = $signed(act__data[31:24]) > $signed(\running$50 [127:96]);
+  assign \_$132  = \_$131  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : \running$50 [127:96];
+  assign \_$133  = $signed(\running$50 [127:96]) + $signed(act__data[31:24]);
+  assign \_$134  = word[102] ? \_$133  : { \_$132 [31], \_$132  };
+  assign \_$135  = \_$signal$49  ? \_$129  : \_$134 ;
+  assign \_$136  = word[3:0] == 3'h4;
+  assign \_$137  = \_$signal$52  & \_$136 ;
+  assign \_$138  = \_$signal$52  & \_$signal$53 ;
+  assign \_$139  = ~ \_$signal$60 ;
+  assign \_$140  = ~ \_$signal$61 ;
+  assign \_$141  = \_$139  & \_$140 ;
+  assign \_$142  = ! in_flight;
+  assign \_$143  = \_$141  & \_$142 ;
+  assign \_$144  = ~ \_$signal$51 ;
+  assign \_$145  = \_$143  & \_$144 ;
+  assign \_$146  = \_$signal$63  >= 11'h400;
+  assign \_$147  = \_$signal$64  >= 12'h800;
+  assign \_$148  = word[111] & \_$147 ;
+  assign \_$149  = \_$146  | \_$148 ;
+  assign \_$150  = word[55:40] + \_$signal$65 ;
+  assign \_$151  = \_$150  >= 7'h40;
+  assign \_$152  = \_$149  | \_$151 ;
+  assign \_$153  = ~ halt;
+  assign \_$154  = word[55:40] + \_$signal$65 ;
+  assign \_$155  = \_$signal$64  >= 12'h800;
+  assign \_$156  = \_$signal$63  >= 11'h400;
+  assign \_$157  = \_$155  | \_$156 ;
+  assign \_$158  = ~ halt;
+  assign \_$159  = ! w;
+  assign \_$160  = ~ loaded[1];
+  assign \_$161  = ! drain1;
+  assign \_$162  = \_$160  & \_$161 ;
+  assign \_$163  = ~ loaded[0];
+  assign \_$164  = ! drain0;
+  assign \_$165  = \_$163  & \_$164 ;
+  assign \_$166  = \_$signal$73  ? \_$162  : \_$165 ;
+  assign \_$167  = \_$signal$60  & \_$166 ;
+  assign \_$168  = ~ halt;
+  assign \_$169  = \_$167  & \_$168 ;
+  assign \_$170  = wl_addr >= 11'h400;
+  assign \_$171  = ~ \_$170 ;
+  assign \_$172  = \_$169  & \_$171 ;
+  assign \_$173  = \_$signal$80  ? loaded[1] : loaded[0];
+  assign \_$174  = \_$signal$61  & \_$173 ;
+  assign \_$175  = \_$signal$81  + st_i;
+  assign \_$176  = \_$175  >= 12'h800;
+  assign \_$177  = st_acc_base + st_i;
+  assign \_$178  = \_$177  >= 11'h400;
+  assign \_$179  = \_$176  | \_$178 ;
+  assign \_$180  = ~ \_$179 ;
+  assign \_$181  = \_$174  & \_$180 ;
+  assign \_$182  = ~ halt;
+  assign \_$183  = \_$181  & \_$182 ;
+  assign \_$184  = st_acc_base + st_i;
+  assign \_$185  = ~ word[120];
+  assign \_$186  = ! \_$signal$84 ;
+  assign \_$187  = \_$185  & \_$186 ;
+  assign \_$188  = \_$signal$80  ? loaded[1] : loaded[0];
+  assign \_$189  = \_$signal$61  & \_$188 ;
+  assign \_$190  = \_$signal$81  + st_i;
+  assign \_$191  = \_$190  >= 12'h800;
+  assign \_$192  = st_acc_base + st_i;
+  assign \_$193  = \_$192  >= 11'h400;
+  assign \_$194  = \_$191  | \_$193 ;
+  assign \_$195  = ~ \_$194 ;
+  assign \_$196  = \_$189  & \_$195 ;
+  assign \_$197  = ~ halt;
+  assign \_$198  = \_$196  & \_$197 ;
+  assign \_$199  = \_$signal$81  + st_i;
+  assign \_$200  = ! frame_state;
+  assign \_$201  = frame_state == 1'h1;
+  assign \_$202  = frame_state == 2'h2;
+  assign \_$203  = frame_state == 2'h3;
+  assign \_$204  = ! compute_state;
+  assign \_$205  = compute_state == 1'h1;
+  assign \_$206  = compute_state == 2'h2;
+  assign \_$207  = compute_state == 2'h3;
+  assign \_$208  = compute_state == 3'h4;
+  assign \_$209  = compute_state == 3'h5;
+  assign \_$210  = compute_state == 3'h6;
+  assign \_$211  = ~ halt;
+  assign \_$212  = queue__valid & \_$211 ;
+  assign \_$213  = ~ queue__payload[4];
+  assign \_$214  = \_$213  | deps__has_prev;
+  assign \_$215  = ~ queue__payload[5];
+  assign \_$216  = \_$215  | deps__has_next;
+  assign \_$217  = \_$214  & \_$216 ;
+  assign \_$218  = ~ halt;
+  assign \_$219  = \_$217  & \_$218 ;
+  assign \_$220  = ~ word[6];
+  assign \_$221  = \_$220  | deps__room_prev;
+  assign \_$222  = ~ word[7];
+  assign \_$223  = \_$222  | deps__room_next;
+  assign \_$224  = \_$221  & \_$223 ;
+  assign \_$225  = ~ halt;
+  assign \_$226  = \_$224  & \_$225 ;
+  assign \_$227  = word[3:0] == 3'h4;
+  assign \_$228  = \_$signal$52  & \_$227 ;
+  assign \_$229  = \_$228  & word[111];
+  assign \_$230  = param__data[111:104] > 6'h3e;
+  assign \_$232  = param__data[239:232] > 6'h3e;
+  assign \_$233  = \_$231  | \_$232 ;
+  assign \_$234  = param__data[367:360] > 6'h3e;
+  assign \_$235  = \_$233  | \_$234 ;
+  assign \_$236  = param__data[495:488] > 6'h3e;
+  assign \_$237  = \_$235  | \_$236 ;
+  assign \_$238  = \_$229  & \_$237 ;
+  assign \_$239  = ~ error;
+  assign \_$240  = \_$238  & \_$239 ;
+  assign \_$241  = ! word[67:56];
+  assign \_$242  = ! word[77:68];
+  assign \_$243  = \_$241  | \_$242 ;
+  assign \_$244  = ! word[87:78];
+  assign \_$245  = \_$243  | \_$244 ;
+  assign \_$246  = word[87:78] > 1'h1;
+  assign \_$247  = word[119:104] < word[67:56];
+  assign \_$248  = \_$246  & \_$247 ;
+  assign \_$249  = \_$245  | \_$248 ;
+  assign \_$250  = ~ error;
+  assign \_$252  = word[77:68] * word[87:78];
+  assign \_$253  = ! word[67:56];
+  assign \_$254  = ! word[77:68];
+  assign \_$255  = \_$253  | \_$254 ;
+  assign \_$256  = ~ error;
+  assign \_$258  = ! word[51:40];
+  assign \_$259  = ! word[69:60];
+  assign \_$260  = \_$258  | \_$259 ;
+  assign \_$261  = ! word[59:52];
+  assign \_$262  = \_$260  | \_$261 ;
+  assign \_$263  = ~ error;
+  assign \_$265  = ~ \_$signal$60 ;
+  assign \_$266  = ~ \_$signal$61 ;
+  assign \_$267  = \_$265  & \_$266 ;
+  assign \_$268  = ! in_flight;
+  assign \_$269  = \_$267  & \_$268 ;
+  assign \_$270  = ~ \_$signal$51 ;
+  assign \_$271  = \_$269  & \_$270 ;
+  assign \_$272  = \_$signal$63  >= 11'h400;
+  assign \_$273  = \_$signal$64  >= 12'h800;
+  assign \_$274  = word[111] & \_$273 ;
+  assign \_$275  = \_$272  | \_$274 ;
+  assign \_$276  = word[55:40] + \_$signal$65 ;
+  assign \_$277  = \_$276  >= 7'h40;
+  assign \_$278  = \_$275  | \_$277 ;
+  assign \_$279  = ~ halt;
+  assign \_$280  = ~ error;
+  assign \_$282  = word[67:56] - 1'h1;
+  assign \_$283  = \_$signal$106  == \_$282 ;
+  assign \_$284  = \_$signal$65  + 1'h1;
+  assign \_$285  = \_$signal$107  + word[109:94];
+  assign \_$286  = \_$signal$108  + word[93:78];
+  assign \_$287  = \_$signal$107  + word[109:94];
+  assign \_$288  = \_$signal$108  + word[93:78];
+  assign \_$289  = word[77:68] - 1'h1;
+  assign \_$290  = \_$signal$65  == \_$289 ;
+  assign \_$291  = \_$signal$106  + 1'h1;
+  assign \_$292  = \_$signal$64  + 1'h1;
+  assign \_$293  = \_$signal$63  + 1'h1;
+  assign \_$294  = \_$signal$64  >= 12'h800;
+  assign \_$295  = \_$signal$63  >= 11'h400;
+  assign \_$296  = \_$294  | \_$295 ;
+  assign \_$297  = ~ halt;
+  assign \_$298  = ~ error;
+  assign \_$300  = ! w;
+  assign \_$301  = word[59:52] - 1'h1;
+  assign \_$302  = w == \_$301 ;
+  assign \_$303  = \_$signal$64  + 1'h1;
+  assign \_$304  = word[59:52] - 1'h1;
+  assign \_$305  = w == \_$304 ;
+  assign \_$306  = ~ \_$305 ;
+  assign \_$307  = word[51:40] - 1'h1;
+  assign \_$308  = \_$signal$106  == \_$307 ;
+  assign \_$309  = w + 1'h1;
+  assign \_$310  = \_$signal$65  + 1'h1;
+  assign \_$311  = \_$signal$107  + word[85:70];
+  assign \_$312  = \_$signal$108  + word[101:86];
+  assign \_$313  = \_$signal$107  + word[85:70];
+  assign \_$314  = \_$signal$108  + word[101:86];
+  assign \_$315  = word[69:60] - 1'h1;
+  assign \_$316  = \_$signal$65  == \_$315 ;
+  assign \_$317  = \_$signal$106  + 1'h1;
+  assign \_$318  = \_$signal$63  + 1'h1;
+  assign \_$319  = gemm_running & \_$signal$60 ;
+  assign \_$320  = wl_addr >= 11'h400;
+  assign \_$321  = \_$319  & \_$320 ;
+  assign \_$322  = ~ error;
+  assign \_$324  = ~ loaded[1];
+  assign \_$325  = ! drain1;
+  assign \_$326  = \_$324  & \_$325 ;
+  assign \_$327  = ~ loaded[0];
+  assign \_$328  = ! drain0;
+  assign \_$329  = \_$327  & \_$328 ;
+  assign \_$330  = \_$signal$73  ? \_$326  : \_$329 ;
+  assign \_$331  = \_$signal$60  & \_$330 ;
+  assign \_$332  = ~ halt;
+  assign \_$333  = \_$331  & \_$332 ;
+  assign \_$334  = wl_addr >= 11'h400;
+  assign \_$335  = ~ \_$334 ;
+  assign \_$336  = \_$333  & \_$335 ;
+  assign \_$337  = wl_addr + 1'h1;
+  assign \_$338  = \_$signal$101  == 2'h3;
+  assign \_$339  = ~ \_$signal$73 ;
+  assign \_$340  = \_$signal$102  + 1'h1;
+  assign \_$341  = total_tiles - 1'h1;
+  assign \_$342  = \_$signal$102  == \_$341 ;
+  assign \_$343  = \_$signal$101  + 1'h1;
+  assign \_$344  = ! w_bank;
+  assign \_$345  = w_en & \_$344 ;
+  assign \_$346  = w_row == 2'h3;
+  assign \_$347  = \_$345  & \_$346 ;
+  assign \_$349  = w_en & \_$348 ;
+  assign \_$350  = w_row == 2'h3;
+  assign \_$351  = \_$349  & \_$350 ;
+  assign \_$352  = gemm_running & \_$signal$61 ;
+  assign \_$353  = \_$signal$80  ? loaded[1] : loaded[0];
+  assign \_$354  = \_$352  & \_$353 ;
+  assign \_$355  = \_$signal$81  + st_i;
+  assign \_$356  = \_$355  >= 12'h800;
+  assign \_$357  = st_acc_base + st_i;
+  assign \_$358  = \_$357  >= 11'h400;
+  assign \_$359  = \_$356  | \_$358 ;
+  assign \_$360  = \_$354  & \_$359 ;
+  assign \_$361  = ~ error;
+  assign \_$363  = \_$signal$80  ? loaded[1] : loaded[0];
+  assign \_$364  = \_$signal$61  & \_$363 ;
+  assign \_$365  = \_$signal$81  + st_i;
+  assign \_$366  = \_$365  >= 12'h800;
+  assign \_$367  = st_acc_base + st_i;
+  assign \_$368  = \_$367  >= 11'h400;
+  assign \_$369  = \_$366  | \_$368 ;
+  assign \_$370  = ~ \_$369 ;
+  assign \_$371  = \_$364  & \_$370 ;
+  assign \_$372  = ~ halt;
+  assign \_$373  = \_$371  & \_$372 ;
+  assign \_$374  = word[67:56] - 1'h1;
+  assign \_$375  = st_i == \_$374 ;
+  assign \_$376  = ! \_$signal$80 ;
+  assign \_$378  = ~ \_$signal$80 ;
+  assign \_$379  = st_tiles + 1'h1;
+  assign \_$380  = word[87:78] - 1'h1;
+  assign \_$381  = \_$signal$103  == \_$380 ;
+  assign \_$382  = \_$signal$84  + 1'h1;
+  assign \_$383  = \_$signal$81  + word[103:88];
+  assign \_$384  = \_$signal$103  + 1'h1;
+  assign \_$385  = st_acc_base + word[119:104];
+  assign \_$386  = total_tiles - 1'h1;
+  assign \_$387  = st_tiles == \_$386 ;
+  assign \_$388  = st_i + 1'h1;
+  assign \_$389  = | drain0;
+  assign \_$390  = \_$signal$80  ? loaded[1] : loaded[0];
+  assign \_$391  = \_$signal$61  & \_$390 ;
+  assign \_$392  = \_$signal$81  + st_i;
+  assign \_$393  = \_$392  >= 12'h800;
+  assign \_$394  = st_acc_base + st_i;
+  assign \_$395  = \_$394  >= 11'h400;
+  assign \_$396  = \_$393  | \_$395 ;
+  assign \_$397  = ~ \_$396 ;
+  assign \_$398  = \_$391  & \_$397 ;
+  assign \_$399  = ~ halt;
+  assign \_$400  = \_$398  & \_$399 ;
+  assign \_$401  = word[67:56] - 1'h1;
+  assign \_$402  = st_i == \_$401 ;
+  assign \_$403  = \_$400  & \_$402 ;
+  assign \_$404  = ! \_$signal$80 ;
+  assign \_$405  = \_$403  & \_$404 ;
+  assign \_$406  = ~ \_$405 ;
+  assign \_$407  = \_$389  & \_$406 ;
+  assign \_$408  = drain0 - 1'h1;
+  assign \_$409  = | drain1;
+  assign \_$410  = \_$signal$80  ? loaded[1] : loaded[0];
+  assign \_$411  = \_$signal$61  & \_$410 ;
+  assign \_$412  = \_$signal$81  + st_i;
+  assign \_$413  = \_$412  >= 12'h800;
+  assign \_$414  = st_acc_base + st_i;
+  assign \_$415  = \_$414  >= 11'h400;
+  assign \_$416  = \_$413  | \_$415 ;
+  assign \_$417  = ~ \_$416 ;
+  assign \_$418  = \_$411  & \_$417 ;
+  assign \_$419  = ~ halt;
+  assign \_$420  = \_$418  & \_$419 ;
+  assign \_$421  = word[67:56] - 1'h1;
+  assign \_$422  = st_i == \_$421 ;
+  assign \_$423  = \_$420  & \_$422 ;
+  assign \_$425  = \_$423  & \_$424 ;
+  assign \_$426  = ~ \_$425 ;
+  assign \_$427  = \_$409  & \_$426 ;
+  assign \_$428  = drain1 - 1'h1;
+  assign \_$429  = in_flight + issue[0];
+  assign \_$430  = \_$429  - \_$signal$51 ;
   always @(posedge clk)
-    frame_state <= \$431 ;
+    frame_state <= \_$431 ;
   always @(posedge clk)
-    word <= \$432 ;
+    word <= \_$432 ;
   always @(posedge clk)
-    index <= \$433 ;
+    index <= \_$433 ;
   always @(posedge clk)
-    meta0 <= \$434 ;
+    meta0 <= \_$434 ;
   always @(posedge clk)
-    meta1 <= \$435 ;
+    meta1 <= \_$435 ;
   always @(posedge clk)
-    meta2 <= \$436 ;
+    meta2 <= \_$436 ;
   always @(posedge clk)
-    meta3 <= \$437 ;
+    meta3 <= \_$437 ;
   always @(posedge clk)
-    meta4 <= \$438 ;
+    meta4 <= \_$438 ;
   always @(posedge clk)
-    meta5 <= \$439 ;
+    meta5 <= \_$439 ;
   always @(posedge clk)
-    meta6 <= \$440 ;
+    meta6 <= \_$440 ;
   always @(posedge clk)
-    meta7 <= \$441 ;
+    meta7 <= \_$441 ;
   always @(posedge clk)
-    meta8 <= \$442 ;
+    meta8 <= \_$442 ;
   always @(posedge clk)
-    \$signal  <= \$443 ;
+    \_$signal  <= \_$443 ;
   always @(posedge clk)
-    bank <= \$444 ;
+    bank <= \_$444 ;
   always @(posedge clk)
-    \$signal$51  <= \$445 ;
+    \_$signal$51  <= \_$445 ;
   always @(posedge clk)
-    \$signal$56  <= \$446 ;
+    \_$signal$56  <= \_$446 ;
   always @(posedge clk)
-    rmw_overwrite <= \$447 ;
+    rmw_overwrite <= \_$447 ;
   always @(posedge clk)
-    rmw_out <= \$448 ;
+    rmw_out <= \_$448 ;
   always @(posedge clk)
-    error <= \$449 ;
+    error <= \_$449 ;
   always @(posedge clk)
-    error_code <= \$450 ;
+    error_code <= \_$450 ;
   always @(posedge clk)
-    \running$50  <= \$451 ;
+    \running$50  <= \_$451 ;
   always @(posedge clk)
-    compute_state <= \$452 ;
+    compute_state <= \_$452 ;
   always @(posedge clk)
-    total_tiles <= \$453 ;
+    total_tiles <= \_$453 ;
   always @(posedge clk)
-    \$signal$60  <= \$454 ;
+    \_$signal$60  <= \_$454 ;
   always @(posedge clk)
-    \$signal$73  <= \$455 ;
+    \_$signal$73  <= \_$455 ;
   always @(posedge clk)
-    \$signal$101  <= \$456 ;
+    \_$signal$101  <= \_$456 ;
   always @(posedge clk)
-    \$signal$102  <= \$457 ;
+    \_$signal$102  <= \_$457 ;
   \sim_top.accel.compute.array  array (
     .a(a),
     .bank(bank),
@@ -6448,8 +6448,8 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     .w_row(w_row)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$458  = wl_addr;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$458  = wl_addr;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6457,22 +6457,22 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\$249 ) begin
+                if (\_$249 ) begin
                 end else begin
-                  \$458  = { 1'h0, word[23:8] };
+                  \_$458  = { 1'h0, word[23:8] };
                 end
           endcase
     endcase
-    if (\$336 ) begin
-      \$458  = \$337 [16:0];
+    if (\_$336 ) begin
+      \_$458  = \_$337 [16:0];
     end
     if (rst) begin
-      \$458  = 17'h00000;
+      \_$458  = 17'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$459  = \$signal$61 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$459  = \_$signal$61 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6480,26 +6480,26 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\$249 ) begin
+                if (\_$249 ) begin
                 end else begin
-                  \$459  = 1'h1;
+                  \_$459  = 1'h1;
                 end
           endcase
     endcase
-    if (\$373 ) begin
-      if (\$375 ) begin
-        if (\$387 ) begin
-          \$459  = 1'h0;
+    if (\_$373 ) begin
+      if (\_$375 ) begin
+        if (\_$387 ) begin
+          \_$459  = 1'h0;
         end
       end
     end
     if (rst) begin
-      \$459  = 1'h0;
+      \_$459  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$460  = \$signal$80 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$460  = \_$signal$80 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6507,24 +6507,24 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\$249 ) begin
+                if (\_$249 ) begin
                 end else begin
-                  \$460  = 1'h0;
+                  \_$460  = 1'h0;
                 end
           endcase
     endcase
-    if (\$373 ) begin
-      if (\$375 ) begin
-        \$460  = \$378 ;
+    if (\_$373 ) begin
+      if (\_$375 ) begin
+        \_$460  = \_$378 ;
       end
     end
     if (rst) begin
-      \$460  = 1'h0;
+      \_$460  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$461  = st_i;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$461  = st_i;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6532,27 +6532,27 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\$249 ) begin
+                if (\_$249 ) begin
                 end else begin
-                  \$461  = 12'h000;
+                  \_$461  = 12'h000;
                 end
           endcase
     endcase
-    if (\$373 ) begin
+    if (\_$373 ) begin
       (* full_case = 32'd1 *)
-      if (\$375 ) begin
-        \$461  = 12'h000;
+      if (\_$375 ) begin
+        \_$461  = 12'h000;
       end else begin
-        \$461  = \$388 [11:0];
+        \_$461  = \_$388 [11:0];
       end
     end
     if (rst) begin
-      \$461  = 12'h000;
+      \_$461  = 12'h000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$462  = \$signal$84 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$462  = \_$signal$84 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6560,26 +6560,26 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\$249 ) begin
+                if (\_$249 ) begin
                 end else begin
-                  \$462  = 10'h000;
+                  \_$462  = 10'h000;
                 end
           endcase
     endcase
-    if (\$373 ) begin
-      if (\$375 ) begin
-        if (\$381 ) begin
-          \$462  = \$382 [9:0];
+    if (\_$373 ) begin
+      if (\_$375 ) begin
+        if (\_$381 ) begin
+          \_$462  = \_$382 [9:0];
         end
       end
     end
     if (rst) begin
-      \$462  = 10'h000;
+      \_$462  = 10'h000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$463  = \$signal$103 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$463  = \_$signal$103 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6587,29 +6587,29 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\$249 ) begin
+                if (\_$249 ) begin
                 end else begin
-                  \$463  = 10'h000;
+                  \_$463  = 10'h000;
                 end
           endcase
     endcase
-    if (\$373 ) begin
-      if (\$375 ) begin
+    if (\_$373 ) begin
+      if (\_$375 ) begin
         (* full_case = 32'd1 *)
-        if (\$381 ) begin
-          \$463  = 10'h000;
+        if (\_$381 ) begin
+          \_$463  = 10'h000;
         end else begin
-          \$463  = \$384 [9:0];
+          \_$463  = \_$384 [9:0];
         end
       end
     end
     if (rst) begin
-      \$463  = 10'h000;
+      \_$463  = 10'h000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$464  = st_tiles;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$464  = st_tiles;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6617,24 +6617,24 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\$249 ) begin
+                if (\_$249 ) begin
                 end else begin
-                  \$464  = 20'h00000;
+                  \_$464  = 20'h00000;
                 end
           endcase
     endcase
-    if (\$373 ) begin
-      if (\$375 ) begin
-        \$464  = \$379 [19:0];
+    if (\_$373 ) begin
+      if (\_$375 ) begin
+        \_$464  = \_$379 [19:0];
       end
     end
     if (rst) begin
-      \$464  = 20'h00000;
+      \_$464  = 20'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$465  = \$signal$81 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$465  = \_$signal$81 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6642,26 +6642,26 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\$249 ) begin
+                if (\_$249 ) begin
                 end else begin
-                  \$465  = { 1'h0, word[39:24] };
+                  \_$465  = { 1'h0, word[39:24] };
                 end
           endcase
     endcase
-    if (\$373 ) begin
-      if (\$375 ) begin
-        if (\$381 ) begin
-          \$465  = \$383 [16:0];
+    if (\_$373 ) begin
+      if (\_$375 ) begin
+        if (\_$381 ) begin
+          \_$465  = \_$383 [16:0];
         end
       end
     end
     if (rst) begin
-      \$465  = 17'h00000;
+      \_$465  = 17'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$466  = st_acc_base;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$466  = st_acc_base;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6669,29 +6669,29 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\$249 ) begin
+                if (\_$249 ) begin
                 end else begin
-                  \$466  = { 1'h0, word[55:40] };
+                  \_$466  = { 1'h0, word[55:40] };
                 end
           endcase
     endcase
-    if (\$373 ) begin
-      if (\$375 ) begin
+    if (\_$373 ) begin
+      if (\_$375 ) begin
         (* full_case = 32'd1 *)
-        if (\$381 ) begin
-          \$466  = { 1'h0, word[55:40] };
+        if (\_$381 ) begin
+          \_$466  = { 1'h0, word[55:40] };
         end else begin
-          \$466  = \$385 [16:0];
+          \_$466  = \_$385 [16:0];
         end
       end
     end
     if (rst) begin
-      \$466  = 17'h00000;
+      \_$466  = 17'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$467  = gemm_running;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$467  = gemm_running;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6699,23 +6699,23 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\$249 ) begin
+                if (\_$249 ) begin
                 end else begin
-                  \$467  = 1'h1;
+                  \_$467  = 1'h1;
                 end
           endcase
       3'h3:
-          if (\$271 ) begin
-            \$467  = 1'h0;
+          if (\_$271 ) begin
+            \_$467  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$467  = 1'h0;
+      \_$467  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$468  = \$signal$65 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$468  = \_$signal$65 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6725,42 +6725,42 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 /* empty */;
             4'h4:
                 (* full_case = 32'd1 *)
-                if (\$255 ) begin
+                if (\_$255 ) begin
                 end else begin
-                  \$468  = 10'h000;
+                  \_$468  = 10'h000;
                 end
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\$262 ) begin
+                if (\_$262 ) begin
                 end else begin
-                  \$468  = 10'h000;
+                  \_$468  = 10'h000;
                 end
           endcase
       3'h3:
           /* empty */;
       3'h4:
-          if (\$278 ) begin
-          end else if (\$279 ) begin
-            if (\$283 ) begin
-              \$468  = \$284 [9:0];
+          if (\_$278 ) begin
+          end else if (\_$279 ) begin
+            if (\_$283 ) begin
+              \_$468  = \_$284 [9:0];
             end
           end
       3'h5:
-          if (\$296 ) begin
-          end else if (\$297 ) begin
-            if (\$306 ) begin
-            end else if (\$308 ) begin
-              \$468  = \$310 [9:0];
+          if (\_$296 ) begin
+          end else if (\_$297 ) begin
+            if (\_$306 ) begin
+            end else if (\_$308 ) begin
+              \_$468  = \_$310 [9:0];
             end
           end
     endcase
     if (rst) begin
-      \$468  = 10'h000;
+      \_$468  = 10'h000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$469  = \$signal$106 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$469  = \_$signal$106 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6770,48 +6770,48 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 /* empty */;
             4'h4:
                 (* full_case = 32'd1 *)
-                if (\$255 ) begin
+                if (\_$255 ) begin
                 end else begin
-                  \$469  = 12'h000;
+                  \_$469  = 12'h000;
                 end
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\$262 ) begin
+                if (\_$262 ) begin
                 end else begin
-                  \$469  = 12'h000;
+                  \_$469  = 12'h000;
                 end
           endcase
       3'h3:
           /* empty */;
       3'h4:
-          if (\$278 ) begin
-          end else if (\$279 ) begin
+          if (\_$278 ) begin
+          end else if (\_$279 ) begin
             (* full_case = 32'd1 *)
-            if (\$283 ) begin
-              \$469  = 12'h000;
+            if (\_$283 ) begin
+              \_$469  = 12'h000;
             end else begin
-              \$469  = \$291 [11:0];
+              \_$469  = \_$291 [11:0];
             end
           end
       3'h5:
-          if (\$296 ) begin
-          end else if (\$297 ) begin
+          if (\_$296 ) begin
+          end else if (\_$297 ) begin
             (* full_case = 32'd1 *)
-            if (\$306 ) begin
-            end else if (\$308 ) begin
-              \$469  = 12'h000;
+            if (\_$306 ) begin
+            end else if (\_$308 ) begin
+              \_$469  = 12'h000;
             end else begin
-              \$469  = \$317 [11:0];
+              \_$469  = \_$317 [11:0];
             end
           end
     endcase
     if (rst) begin
-      \$469  = 12'h000;
+      \_$469  = 12'h000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$470  = \$signal$64 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$470  = \_$signal$64 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6821,46 +6821,46 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 /* empty */;
             4'h4:
                 (* full_case = 32'd1 *)
-                if (\$255 ) begin
+                if (\_$255 ) begin
                 end else begin
-                  \$470  = { 1'h0, word[39:24] };
+                  \_$470  = { 1'h0, word[39:24] };
                 end
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\$262 ) begin
+                if (\_$262 ) begin
                 end else begin
-                  \$470  = { 1'h0, word[23:8] };
+                  \_$470  = { 1'h0, word[23:8] };
                 end
           endcase
       3'h3:
           /* empty */;
       3'h4:
-          if (\$278 ) begin
-          end else if (\$279 ) begin
+          if (\_$278 ) begin
+          end else if (\_$279 ) begin
             (* full_case = 32'd1 *)
-            if (\$283 ) begin
-              \$470  = \$287 [16:0];
+            if (\_$283 ) begin
+              \_$470  = \_$287 [16:0];
             end else begin
-              \$470  = \$292 [16:0];
+              \_$470  = \_$292 [16:0];
             end
           end
       3'h5:
-          if (\$296 ) begin
-          end else if (\$297 ) begin
-            \$470  = \$303 [16:0];
-            if (\$306 ) begin
-            end else if (\$308 ) begin
-              \$470  = \$313 [16:0];
+          if (\_$296 ) begin
+          end else if (\_$297 ) begin
+            \_$470  = \_$303 [16:0];
+            if (\_$306 ) begin
+            end else if (\_$308 ) begin
+              \_$470  = \_$313 [16:0];
             end
           end
     endcase
     if (rst) begin
-      \$470  = 17'h00000;
+      \_$470  = 17'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$471  = \$signal$63 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$471  = \_$signal$63 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6870,48 +6870,48 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 /* empty */;
             4'h4:
                 (* full_case = 32'd1 *)
-                if (\$255 ) begin
+                if (\_$255 ) begin
                 end else begin
-                  \$471  = { 1'h0, word[23:8] };
+                  \_$471  = { 1'h0, word[23:8] };
                 end
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\$262 ) begin
+                if (\_$262 ) begin
                 end else begin
-                  \$471  = { 1'h0, word[39:24] };
+                  \_$471  = { 1'h0, word[39:24] };
                 end
           endcase
       3'h3:
           /* empty */;
       3'h4:
-          if (\$278 ) begin
-          end else if (\$279 ) begin
+          if (\_$278 ) begin
+          end else if (\_$279 ) begin
             (* full_case = 32'd1 *)
-            if (\$283 ) begin
-              \$471  = \$288 [16:0];
+            if (\_$283 ) begin
+              \_$471  = \_$288 [16:0];
             end else begin
-              \$471  = \$293 [16:0];
+              \_$471  = \_$293 [16:0];
             end
           end
       3'h5:
-          if (\$296 ) begin
-          end else if (\$297 ) begin
+          if (\_$296 ) begin
+          end else if (\_$297 ) begin
             (* full_case = 32'd1 *)
-            if (\$306 ) begin
-            end else if (\$308 ) begin
-              \$471  = \$314 [16:0];
+            if (\_$306 ) begin
+            end else if (\_$308 ) begin
+              \_$471  = \_$314 [16:0];
             end else begin
-              \$471  = \$318 [16:0];
+              \_$471  = \_$318 [16:0];
             end
           end
     endcase
     if (rst) begin
-      \$471  = 17'h00000;
+      \_$471  = 17'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$472  = \$signal$107 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$472  = \_$signal$107 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6921,42 +6921,42 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 /* empty */;
             4'h4:
                 (* full_case = 32'd1 *)
-                if (\$255 ) begin
+                if (\_$255 ) begin
                 end else begin
-                  \$472  = { 1'h0, word[39:24] };
+                  \_$472  = { 1'h0, word[39:24] };
                 end
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\$262 ) begin
+                if (\_$262 ) begin
                 end else begin
-                  \$472  = { 1'h0, word[23:8] };
+                  \_$472  = { 1'h0, word[23:8] };
                 end
           endcase
       3'h3:
           /* empty */;
       3'h4:
-          if (\$278 ) begin
-          end else if (\$279 ) begin
-            if (\$283 ) begin
-              \$472  = \$285 [16:0];
+          if (\_$278 ) begin
+          end else if (\_$279 ) begin
+            if (\_$283 ) begin
+              \_$472  = \_$285 [16:0];
             end
           end
       3'h5:
-          if (\$296 ) begin
-          end else if (\$297 ) begin
-            if (\$306 ) begin
-            end else if (\$308 ) begin
-              \$472  = \$311 [16:0];
+          if (\_$296 ) begin
+          end else if (\_$297 ) begin
+            if (\_$306 ) begin
+            end else if (\_$308 ) begin
+              \_$472  = \_$311 [16:0];
             end
           end
     endcase
     if (rst) begin
-      \$472  = 17'h00000;
+      \_$472  = 17'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$473  = \$signal$108 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$473  = \_$signal$108 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6966,42 +6966,42 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 /* empty */;
             4'h4:
                 (* full_case = 32'd1 *)
-                if (\$255 ) begin
+                if (\_$255 ) begin
                 end else begin
-                  \$473  = { 1'h0, word[23:8] };
+                  \_$473  = { 1'h0, word[23:8] };
                 end
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\$262 ) begin
+                if (\_$262 ) begin
                 end else begin
-                  \$473  = { 1'h0, word[39:24] };
+                  \_$473  = { 1'h0, word[39:24] };
                 end
           endcase
       3'h3:
           /* empty */;
       3'h4:
-          if (\$278 ) begin
-          end else if (\$279 ) begin
-            if (\$283 ) begin
-              \$473  = \$286 [16:0];
+          if (\_$278 ) begin
+          end else if (\_$279 ) begin
+            if (\_$283 ) begin
+              \_$473  = \_$286 [16:0];
             end
           end
       3'h5:
-          if (\$296 ) begin
-          end else if (\$297 ) begin
-            if (\$306 ) begin
-            end else if (\$308 ) begin
-              \$473  = \$312 [16:0];
+          if (\_$296 ) begin
+          end else if (\_$297 ) begin
+            if (\_$306 ) begin
+            end else if (\_$308 ) begin
+              \_$473  = \_$312 [16:0];
             end
           end
     endcase
     if (rst) begin
-      \$473  = 17'h00000;
+      \_$473  = 17'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$474  = w;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$474  = w;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -7013,9 +7013,9 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 /* empty */;
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\$262 ) begin
+                if (\_$262 ) begin
                 end else begin
-                  \$474  = 8'h00;
+                  \_$474  = 8'h00;
                 end
           endcase
       3'h3:
@@ -7023,25 +7023,25 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h4:
           /* empty */;
       3'h5:
-          if (\$296 ) begin
-          end else if (\$297 ) begin
+          if (\_$296 ) begin
+          end else if (\_$297 ) begin
             (* full_case = 32'd1 *)
-            if (\$306 ) begin
-              \$474  = \$309 [7:0];
-            end else if (\$308 ) begin
-              \$474  = 8'h00;
+            if (\_$306 ) begin
+              \_$474  = \_$309 [7:0];
+            end else if (\_$308 ) begin
+              \_$474  = 8'h00;
             end else begin
-              \$474  = 8'h00;
+              \_$474  = 8'h00;
             end
           end
     endcase
     if (rst) begin
-      \$474  = 8'h00;
+      \_$474  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$475  = \$signal$52 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$475  = \_$signal$52 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -7051,30 +7051,30 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           /* empty */;
       3'h4:
         begin
-          \$475  = 1'h0;
-          if (\$278 ) begin
-          end else if (\$279 ) begin
-            \$475  = 1'h1;
+          \_$475  = 1'h0;
+          if (\_$278 ) begin
+          end else if (\_$279 ) begin
+            \_$475  = 1'h1;
           end
         end
       3'h5:
         begin
-          \$475  = 1'h0;
-          if (\$296 ) begin
-          end else if (\$297 ) begin
-            \$475  = 1'h1;
+          \_$475  = 1'h0;
+          if (\_$296 ) begin
+          end else if (\_$297 ) begin
+            \_$475  = 1'h1;
           end
         end
       3'h6:
-          \$475  = 1'h0;
+          \_$475  = 1'h0;
     endcase
     if (rst) begin
-      \$475  = 1'h0;
+      \_$475  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$476  = \$signal$58 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$476  = \_$signal$58 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -7083,45 +7083,23 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h3:
           /* empty */;
       3'h4:
-          if (\$278 ) begin
-          end else if (\$279 ) begin
-            \$476  = \$signal$63 [15:0];
+          if (\_$278 ) begin
+          end else if (\_$279 ) begin
+            \_$476  = \_$signal$63 [15:0];
           end
       3'h5:
-          if (\$296 ) begin
-          end else if (\$297 ) begin
-            \$476  = \$signal$63 [15:0];
+          if (\_$296 ) begin
+          end else if (\_$297 ) begin
+            \_$476  = \_$signal$63 [15:0];
           end
     endcase
     if (rst) begin
-      \$476  = 16'h0000;
+      \_$476  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$477  = \$signal$49 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          /* empty */;
-      3'h5:
-          if (\$296 ) begin
-          end else if (\$297 ) begin
-            \$477  = \$300 ;
-          end
-    endcase
-    if (rst) begin
-      \$477  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$478  = \$signal$53 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$477  = \_$signal$49 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -7132,113 +7110,135 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h4:
           /* empty */;
       3'h5:
-          if (\$296 ) begin
-          end else if (\$297 ) begin
-            \$478  = \$302 ;
+          if (\_$296 ) begin
+          end else if (\_$297 ) begin
+            \_$477  = \_$300 ;
+          end
+    endcase
+    if (rst) begin
+      \_$477  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$478  = \_$signal$53 ;
+    casez (compute_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          /* empty */;
+      3'h4:
+          /* empty */;
+      3'h5:
+          if (\_$296 ) begin
+          end else if (\_$297 ) begin
+            \_$478  = \_$302 ;
           end
       3'h6:
-          \$478  = 1'h0;
+          \_$478  = 1'h0;
     endcase
     if (rst) begin
-      \$478  = 1'h0;
+      \_$478  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$479  = 1'h0;
-    if (\$336 ) begin
-      \$479  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$479  = 1'h0;
+    if (\_$336 ) begin
+      \_$479  = 1'h1;
     end
     if (rst) begin
-      \$479  = 1'h0;
+      \_$479  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$480  = w_row;
-    if (\$336 ) begin
-      \$480  = \$signal$101 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$480  = w_row;
+    if (\_$336 ) begin
+      \_$480  = \_$signal$101 ;
     end
     if (rst) begin
-      \$480  = 2'h0;
+      \_$480  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$481  = w_bank;
-    if (\$336 ) begin
-      \$481  = \$signal$73 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$481  = w_bank;
+    if (\_$336 ) begin
+      \_$481  = \_$signal$73 ;
     end
     if (rst) begin
-      \$481  = 1'h0;
+      \_$481  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$482  = loaded;
-    if (\$347 ) begin
-      \$482 [0] = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$482  = loaded;
+    if (\_$347 ) begin
+      \_$482 [0] = 1'h1;
     end
-    if (\$351 ) begin
-      \$482 [1] = 1'h1;
+    if (\_$351 ) begin
+      \_$482 [1] = 1'h1;
     end
-    if (\$373 ) begin
-      if (\$375 ) begin
-        if (\$376 ) begin
-          \$482 [0] = 1'h0;
+    if (\_$373 ) begin
+      if (\_$375 ) begin
+        if (\_$376 ) begin
+          \_$482 [0] = 1'h0;
         end
-        if (\$377 ) begin
-          \$482 [1] = 1'h0;
-        end
-      end
-    end
-    if (rst) begin
-      \$482  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$483  = drain0;
-    if (\$373 ) begin
-      if (\$375 ) begin
-        if (\$376 ) begin
-          \$483  = 3'h5;
+        if (\_$377 ) begin
+          \_$482 [1] = 1'h0;
         end
       end
     end
-    if (\$407 ) begin
-      \$483  = \$408 [2:0];
-    end
     if (rst) begin
-      \$483  = 3'h0;
+      \_$482  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$484  = drain1;
-    if (\$373 ) begin
-      if (\$375 ) begin
-        if (\$377 ) begin
-          \$484  = 3'h5;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$483  = drain0;
+    if (\_$373 ) begin
+      if (\_$375 ) begin
+        if (\_$376 ) begin
+          \_$483  = 3'h5;
         end
       end
     end
-    if (\$427 ) begin
-      \$484  = \$428 [2:0];
+    if (\_$407 ) begin
+      \_$483  = \_$408 [2:0];
     end
     if (rst) begin
-      \$484  = 3'h0;
+      \_$483  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$485  = \$430 [3:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$484  = drain1;
+    if (\_$373 ) begin
+      if (\_$375 ) begin
+        if (\_$377 ) begin
+          \_$484  = 3'h5;
+        end
+      end
+    end
+    if (\_$427 ) begin
+      \_$484  = \_$428 [2:0];
+    end
     if (rst) begin
-      \$485  = 4'h0;
+      \_$484  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$485  = \_$430 [3:0];
+    if (rst) begin
+      \_$485  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     pending = queue__valid;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -7253,7 +7253,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     pending_index = queue__payload[159:128];
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -7268,78 +7268,78 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     idle = 1'h0;
     casez (frame_state)
       2'h0:
-          idle = \$1 ;
+          idle = \_$1 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     token_wait = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          token_wait = \$7 ;
+          token_wait = \_$7 ;
       2'h2:
           /* empty */;
       2'h3:
-          token_wait = \$20 ;
+          token_wait = \_$20 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     deps__pop_prev = 1'h0;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$14 ) begin
+          if (\_$14 ) begin
             deps__pop_prev = queue__payload[4];
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     deps__pop_next = 1'h0;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$14 ) begin
+          if (\_$14 ) begin
             deps__pop_next = queue__payload[5];
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     queue__ready = 1'h0;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$14 ) begin
+          if (\_$14 ) begin
             queue__ready = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     start = 1'h0;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$14 ) begin
+          if (\_$14 ) begin
             start = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     busy = 1'h0;
     casez (frame_state)
       2'h0:
@@ -7351,7 +7351,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     running = 1'h0;
     casez (frame_state)
       2'h0:
@@ -7363,7 +7363,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     deps__push_prev = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -7374,13 +7374,13 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       2'h2:
           /* empty */;
       2'h3:
-          if (\$27 ) begin
+          if (\_$27 ) begin
             deps__push_prev = word[6];
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     deps__push_next = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -7391,13 +7391,13 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       2'h2:
           /* empty */;
       2'h3:
-          if (\$27 ) begin
+          if (\_$27 ) begin
             deps__push_next = word[7];
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     retired = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -7408,46 +7408,46 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       2'h2:
           /* empty */;
       2'h3:
-          if (\$27 ) begin
+          if (\_$27 ) begin
             retired = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     acc_wr__en = 1'h0;
-    if (\$signal$51 ) begin
+    if (\_$signal$51 ) begin
       acc_wr__en = 1'h1;
-    end else if (\$137 ) begin
+    end else if (\_$137 ) begin
       acc_wr__en = 1'h1;
-    end else if (\$138 ) begin
+    end else if (\_$138 ) begin
       acc_wr__en = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     acc_wr__addr = 16'h0000;
-    if (\$signal$51 ) begin
-      acc_wr__addr = \$signal$56 ;
-    end else if (\$137 ) begin
-      acc_wr__addr = \$signal$58 ;
-    end else if (\$138 ) begin
-      acc_wr__addr = \$signal$58 ;
+    if (\_$signal$51 ) begin
+      acc_wr__addr = \_$signal$56 ;
+    end else if (\_$137 ) begin
+      acc_wr__addr = \_$signal$58 ;
+    end else if (\_$138 ) begin
+      acc_wr__addr = \_$signal$58 ;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     acc_wr__data = 128'h00000000000000000000000000000000;
-    if (\$signal$51 ) begin
+    if (\_$signal$51 ) begin
       acc_wr__data = gemm_sum;
-    end else if (\$137 ) begin
+    end else if (\_$137 ) begin
       acc_wr__data = accum_value;
-    end else if (\$138 ) begin
+    end else if (\_$138 ) begin
       acc_wr__data = pool_value;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     done = 1'h0;
     casez (compute_state)
       3'h0:
@@ -7465,7 +7465,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 done = 1'h1;
           endcase
       3'h3:
-          if (\$145 ) begin
+          if (\_$145 ) begin
             done = 1'h1;
           end
       3'h4:
@@ -7477,7 +7477,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     act__addr = 16'h0000;
     casez (compute_state)
       3'h0:
@@ -7487,22 +7487,22 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h3:
           /* empty */;
       3'h4:
-          if (\$152 ) begin
-          end else if (\$153 ) begin
-            act__addr = \$signal$64 [15:0];
+          if (\_$152 ) begin
+          end else if (\_$153 ) begin
+            act__addr = \_$signal$64 [15:0];
           end
       3'h5:
-          if (\$157 ) begin
-          end else if (\$158 ) begin
-            act__addr = \$signal$64 [15:0];
+          if (\_$157 ) begin
+          end else if (\_$158 ) begin
+            act__addr = \_$signal$64 [15:0];
           end
     endcase
-    if (\$198 ) begin
-      act__addr = \$199 [15:0];
+    if (\_$198 ) begin
+      act__addr = \_$199 [15:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     act__en = 1'h0;
     casez (compute_state)
       3'h0:
@@ -7512,22 +7512,22 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h3:
           /* empty */;
       3'h4:
-          if (\$152 ) begin
-          end else if (\$153 ) begin
+          if (\_$152 ) begin
+          end else if (\_$153 ) begin
             act__en = 1'h1;
           end
       3'h5:
-          if (\$157 ) begin
-          end else if (\$158 ) begin
+          if (\_$157 ) begin
+          end else if (\_$158 ) begin
             act__en = 1'h1;
           end
     endcase
-    if (\$198 ) begin
+    if (\_$198 ) begin
       act__en = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     acc_rd__addr = 16'h0000;
     casez (compute_state)
       3'h0:
@@ -7537,14 +7537,14 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h3:
           /* empty */;
       3'h4:
-          if (\$152 ) begin
-          end else if (\$153 ) begin
-            acc_rd__addr = \$signal$63 [15:0];
+          if (\_$152 ) begin
+          end else if (\_$153 ) begin
+            acc_rd__addr = \_$signal$63 [15:0];
           end
       3'h5:
-          if (\$157 ) begin
-          end else if (\$158 ) begin
-            acc_rd__addr = \$signal$63 [15:0];
+          if (\_$157 ) begin
+          end else if (\_$158 ) begin
+            acc_rd__addr = \_$signal$63 [15:0];
           end
     endcase
     if (meta8[0]) begin
@@ -7552,7 +7552,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     acc_rd__en = 1'h0;
     casez (compute_state)
       3'h0:
@@ -7562,14 +7562,14 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h3:
           /* empty */;
       3'h4:
-          if (\$152 ) begin
-          end else if (\$153 ) begin
+          if (\_$152 ) begin
+          end else if (\_$153 ) begin
             acc_rd__en = 1'h1;
           end
       3'h5:
-          if (\$157 ) begin
-          end else if (\$158 ) begin
-            acc_rd__en = \$159 ;
+          if (\_$157 ) begin
+          end else if (\_$158 ) begin
+            acc_rd__en = \_$159 ;
           end
     endcase
     if (meta8[0]) begin
@@ -7577,7 +7577,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     param__addr = 16'h0000;
     casez (compute_state)
       3'h0:
@@ -7587,14 +7587,14 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h3:
           /* empty */;
       3'h4:
-          if (\$152 ) begin
-          end else if (\$153 ) begin
-            param__addr = \$154 [15:0];
+          if (\_$152 ) begin
+          end else if (\_$153 ) begin
+            param__addr = \_$154 [15:0];
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     param__en = 1'h0;
     casez (compute_state)
       3'h0:
@@ -7604,192 +7604,192 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h3:
           /* empty */;
       3'h4:
-          if (\$152 ) begin
-          end else if (\$153 ) begin
+          if (\_$152 ) begin
+          end else if (\_$153 ) begin
             param__en = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     wgt__addr = 16'h0000;
-    if (\$172 ) begin
+    if (\_$172 ) begin
       wgt__addr = wl_addr[15:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     wgt__en = 1'h0;
-    if (\$172 ) begin
+    if (\_$172 ) begin
       wgt__en = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$431  = frame_state;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$431  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\$212 ) begin
-            \$431  = 2'h1;
+          if (\_$212 ) begin
+            \_$431  = 2'h1;
           end
       2'h1:
-          if (\$219 ) begin
-            \$431  = 2'h2;
+          if (\_$219 ) begin
+            \_$431  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \$431  = 2'h3;
+            \_$431  = 2'h3;
           end
       2'h3:
-          if (\$226 ) begin
-            \$431  = 2'h0;
+          if (\_$226 ) begin
+            \_$431  = 2'h0;
           end
     endcase
     if (rst) begin
-      \$431  = 2'h0;
+      \_$431  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$432  = word;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$432  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$219 ) begin
-            \$432  = queue__payload[127:0];
+          if (\_$219 ) begin
+            \_$432  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \$432  = 128'h00000000000000000000000000000000;
+      \_$432  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$433  = index;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$433  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$219 ) begin
-            \$433  = queue__payload[159:128];
+          if (\_$219 ) begin
+            \_$433  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \$433  = 32'd0;
+      \_$433  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$434  = issue;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$434  = issue;
     if (rst) begin
-      \$434  = 18'h00000;
+      \_$434  = 18'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$435  = meta0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$435  = meta0;
     if (rst) begin
-      \$435  = 18'h00000;
+      \_$435  = 18'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$436  = meta1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$436  = meta1;
     if (rst) begin
-      \$436  = 18'h00000;
+      \_$436  = 18'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$437  = meta2;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$437  = meta2;
     if (rst) begin
-      \$437  = 18'h00000;
+      \_$437  = 18'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$438  = meta3;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$438  = meta3;
     if (rst) begin
-      \$438  = 18'h00000;
+      \_$438  = 18'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$439  = meta4;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$439  = meta4;
     if (rst) begin
-      \$439  = 18'h00000;
+      \_$439  = 18'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$440  = meta5;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$440  = meta5;
     if (rst) begin
-      \$440  = 18'h00000;
+      \_$440  = 18'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$441  = meta6;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$441  = meta6;
     if (rst) begin
-      \$441  = 18'h00000;
+      \_$441  = 18'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$442  = meta7;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$442  = meta7;
     if (rst) begin
-      \$442  = 18'h00000;
+      \_$442  = 18'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$443  = issue[0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$443  = issue[0];
     if (rst) begin
-      \$443  = 1'h0;
+      \_$443  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$444  = \$signal$80 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$444  = \_$signal$80 ;
     if (rst) begin
-      \$444  = 1'h0;
+      \_$444  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$445  = meta8[0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$445  = meta8[0];
     if (rst) begin
-      \$445  = 1'h0;
+      \_$445  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$446  = meta8[16:1];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$446  = meta8[16:1];
     if (rst) begin
-      \$446  = 16'h0000;
+      \_$446  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$447  = meta8[17];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$447  = meta8[17];
     if (rst) begin
-      \$447  = 1'h0;
+      \_$447  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$448  = out;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$448  = out;
     if (rst) begin
-      \$448  = 128'h00000000000000000000000000000000;
+      \_$448  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$449  = error;
-    if (\$240 ) begin
-      \$449  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$449  = error;
+    if (\_$240 ) begin
+      \_$449  = 1'h1;
     end
     casez (compute_state)
       3'h0:
@@ -7797,58 +7797,58 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h1:
           casez (word[3:0])
             4'h3:
-                if (\$249 ) begin
-                  if (\$251 ) begin
-                    \$449  = 1'h1;
+                if (\_$249 ) begin
+                  if (\_$251 ) begin
+                    \_$449  = 1'h1;
                   end
                 end
             4'h4:
-                if (\$255 ) begin
-                  if (\$257 ) begin
-                    \$449  = 1'h1;
+                if (\_$255 ) begin
+                  if (\_$257 ) begin
+                    \_$449  = 1'h1;
                   end
                 end
             4'h5:
-                if (\$262 ) begin
-                  if (\$264 ) begin
-                    \$449  = 1'h1;
+                if (\_$262 ) begin
+                  if (\_$264 ) begin
+                    \_$449  = 1'h1;
                   end
                 end
           endcase
       3'h3:
           /* empty */;
       3'h4:
-          if (\$278 ) begin
-            if (\$281 ) begin
-              \$449  = 1'h1;
+          if (\_$278 ) begin
+            if (\_$281 ) begin
+              \_$449  = 1'h1;
             end
           end
       3'h5:
-          if (\$296 ) begin
-            if (\$299 ) begin
-              \$449  = 1'h1;
+          if (\_$296 ) begin
+            if (\_$299 ) begin
+              \_$449  = 1'h1;
             end
           end
     endcase
-    if (\$321 ) begin
-      if (\$323 ) begin
-        \$449  = 1'h1;
+    if (\_$321 ) begin
+      if (\_$323 ) begin
+        \_$449  = 1'h1;
       end
     end
-    if (\$360 ) begin
-      if (\$362 ) begin
-        \$449  = 1'h1;
+    if (\_$360 ) begin
+      if (\_$362 ) begin
+        \_$449  = 1'h1;
       end
     end
     if (rst) begin
-      \$449  = 1'h0;
+      \_$449  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$450  = error_code;
-    if (\$240 ) begin
-      \$450  = 4'h7;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$450  = error_code;
+    if (\_$240 ) begin
+      \_$450  = 4'h7;
     end
     casez (compute_state)
       3'h0:
@@ -7856,133 +7856,133 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h1:
           casez (word[3:0])
             4'h3:
-                if (\$249 ) begin
-                  if (\$251 ) begin
-                    \$450  = 4'h7;
+                if (\_$249 ) begin
+                  if (\_$251 ) begin
+                    \_$450  = 4'h7;
                   end
                 end
             4'h4:
-                if (\$255 ) begin
-                  if (\$257 ) begin
-                    \$450  = 4'h7;
+                if (\_$255 ) begin
+                  if (\_$257 ) begin
+                    \_$450  = 4'h7;
                   end
                 end
             4'h5:
-                if (\$262 ) begin
-                  if (\$264 ) begin
-                    \$450  = 4'h7;
+                if (\_$262 ) begin
+                  if (\_$264 ) begin
+                    \_$450  = 4'h7;
                   end
                 end
           endcase
       3'h3:
           /* empty */;
       3'h4:
-          if (\$278 ) begin
-            if (\$281 ) begin
-              \$450  = 4'h4;
+          if (\_$278 ) begin
+            if (\_$281 ) begin
+              \_$450  = 4'h4;
             end
           end
       3'h5:
-          if (\$296 ) begin
-            if (\$299 ) begin
-              \$450  = 4'h4;
+          if (\_$296 ) begin
+            if (\_$299 ) begin
+              \_$450  = 4'h4;
             end
           end
     endcase
-    if (\$321 ) begin
-      if (\$323 ) begin
-        \$450  = 4'h4;
+    if (\_$321 ) begin
+      if (\_$323 ) begin
+        \_$450  = 4'h4;
       end
     end
-    if (\$360 ) begin
-      if (\$362 ) begin
-        \$450  = 4'h4;
+    if (\_$360 ) begin
+      if (\_$362 ) begin
+        \_$450  = 4'h4;
       end
     end
     if (rst) begin
-      \$450  = 4'h0;
+      \_$450  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$451  = \running$50 ;
-    if (\$signal$52 ) begin
-      \$451  = pool_value;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$451  = \running$50 ;
+    if (\_$signal$52 ) begin
+      \_$451  = pool_value;
     end
     if (rst) begin
-      \$451  = 128'h00000000000000000000000000000000;
+      \_$451  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$452  = compute_state;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$452  = compute_state;
     casez (compute_state)
       3'h0:
           if (start) begin
-            \$452  = 3'h1;
+            \_$452  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\$249 ) begin
-                  \$452  = 3'h2;
+                if (\_$249 ) begin
+                  \_$452  = 3'h2;
                 end else begin
-                  \$452  = 3'h3;
+                  \_$452  = 3'h3;
                 end
             4'h4:
                 (* full_case = 32'd1 *)
-                if (\$255 ) begin
-                  \$452  = 3'h2;
+                if (\_$255 ) begin
+                  \_$452  = 3'h2;
                 end else begin
-                  \$452  = 3'h4;
+                  \_$452  = 3'h4;
                 end
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\$262 ) begin
-                  \$452  = 3'h2;
+                if (\_$262 ) begin
+                  \_$452  = 3'h2;
                 end else begin
-                  \$452  = 3'h5;
+                  \_$452  = 3'h5;
                 end
             default:
-                \$452  = 3'h0;
+                \_$452  = 3'h0;
           endcase
       3'h3:
-          if (\$271 ) begin
-            \$452  = 3'h0;
+          if (\_$271 ) begin
+            \_$452  = 3'h0;
           end
       3'h4:
-          if (\$278 ) begin
-            \$452  = 3'h2;
-          end else if (\$279 ) begin
-            if (\$283 ) begin
-              if (\$290 ) begin
-                \$452  = 3'h6;
+          if (\_$278 ) begin
+            \_$452  = 3'h2;
+          end else if (\_$279 ) begin
+            if (\_$283 ) begin
+              if (\_$290 ) begin
+                \_$452  = 3'h6;
               end
             end
           end
       3'h5:
-          if (\$296 ) begin
-            \$452  = 3'h2;
-          end else if (\$297 ) begin
-            if (\$306 ) begin
-            end else if (\$308 ) begin
-              if (\$316 ) begin
-                \$452  = 3'h6;
+          if (\_$296 ) begin
+            \_$452  = 3'h2;
+          end else if (\_$297 ) begin
+            if (\_$306 ) begin
+            end else if (\_$308 ) begin
+              if (\_$316 ) begin
+                \_$452  = 3'h6;
               end
             end
           end
       3'h6:
-          \$452  = 3'h0;
+          \_$452  = 3'h0;
     endcase
     if (rst) begin
-      \$452  = 3'h0;
+      \_$452  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$453  = total_tiles;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$453  = total_tiles;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -7990,19 +7990,19 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\$249 ) begin
+                if (\_$249 ) begin
                 end else begin
-                  \$453  = \$252 ;
+                  \_$453  = \_$252 ;
                 end
           endcase
     endcase
     if (rst) begin
-      \$453  = 20'h00000;
+      \_$453  = 20'h00000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$454  = \$signal$60 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$454  = \_$signal$60 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -8010,26 +8010,26 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\$249 ) begin
+                if (\_$249 ) begin
                 end else begin
-                  \$454  = 1'h1;
+                  \_$454  = 1'h1;
                 end
           endcase
     endcase
-    if (\$336 ) begin
-      if (\$338 ) begin
-        if (\$342 ) begin
-          \$454  = 1'h0;
+    if (\_$336 ) begin
+      if (\_$338 ) begin
+        if (\_$342 ) begin
+          \_$454  = 1'h0;
         end
       end
     end
     if (rst) begin
-      \$454  = 1'h0;
+      \_$454  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$455  = \$signal$73 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$455  = \_$signal$73 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -8037,24 +8037,24 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\$249 ) begin
+                if (\_$249 ) begin
                 end else begin
-                  \$455  = 1'h0;
+                  \_$455  = 1'h0;
                 end
           endcase
     endcase
-    if (\$336 ) begin
-      if (\$338 ) begin
-        \$455  = \$339 ;
+    if (\_$336 ) begin
+      if (\_$338 ) begin
+        \_$455  = \_$339 ;
       end
     end
     if (rst) begin
-      \$455  = 1'h0;
+      \_$455  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$456  = \$signal$101 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$456  = \_$signal$101 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -8062,27 +8062,27 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\$249 ) begin
+                if (\_$249 ) begin
                 end else begin
-                  \$456  = 2'h0;
+                  \_$456  = 2'h0;
                 end
           endcase
     endcase
-    if (\$336 ) begin
+    if (\_$336 ) begin
       (* full_case = 32'd1 *)
-      if (\$338 ) begin
-        \$456  = 2'h0;
+      if (\_$338 ) begin
+        \_$456  = 2'h0;
       end else begin
-        \$456  = \$343 [1:0];
+        \_$456  = \_$343 [1:0];
       end
     end
     if (rst) begin
-      \$456  = 2'h0;
+      \_$456  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \$457  = \$signal$102 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \_$457  = \_$signal$102 ;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -8090,26 +8090,26 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\$249 ) begin
+                if (\_$249 ) begin
                 end else begin
-                  \$457  = 20'h00000;
+                  \_$457  = 20'h00000;
                 end
           endcase
     endcase
-    if (\$336 ) begin
-      if (\$338 ) begin
-        \$457  = \$340 [19:0];
+    if (\_$336 ) begin
+      if (\_$338 ) begin
+        \_$457  = \_$340 [19:0];
       end
     end
     if (rst) begin
-      \$457  = 20'h00000;
+      \_$457  = 20'h00000;
     end
   end
   assign opcode = word[3:0];
   assign \done$25  = done;
   assign feed_bank = bank;
-  assign \$signal$32  = w_en;
-  assign \$signal$34  = w_row;
+  assign \_$signal$32  = w_en;
+  assign \_$signal$34  = w_row;
   assign \w_bank$36  = w_bank;
   assign wgt__data = w_data;
   assign weight_load = w_en;
@@ -8179,79 +8179,79 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \out[1]  = out[63:32];
   assign \out[2]  = out[95:64];
   assign \out[3]  = out[127:96];
-  assign issue[17] = \$187 ;
-  assign issue[16:1] = \$184 [15:0];
-  assign issue[0] = \$183 ;
-  assign pool_value[127:96] = \$135 [31:0];
-  assign pool_value[95:64] = \$123 [31:0];
-  assign pool_value[63:32] = \$111 [31:0];
-  assign pool_value[31:0] = \$99 [31:0];
-  assign accum_value[127:96] = \$87 [31:0];
-  assign accum_value[95:64] = \$74 [31:0];
-  assign accum_value[63:32] = \$61 [31:0];
-  assign accum_value[31:0] = \$48 [31:0];
-  assign gemm_sum[127:96] = \$35 [31:0];
-  assign gemm_sum[95:64] = \$33 [31:0];
-  assign gemm_sum[63:32] = \$31 [31:0];
-  assign gemm_sum[31:0] = \$29 [31:0];
-  assign \$231  = \$230 ;
-  assign \$251  = \$250 ;
-  assign \$257  = \$256 ;
-  assign \$264  = \$263 ;
-  assign \$281  = \$280 ;
-  assign \$299  = \$298 ;
-  assign \$323  = \$322 ;
-  assign \$348  = w_bank;
-  assign \$362  = \$361 ;
-  assign \$377  = \$signal$80 ;
-  assign \$424  = \$signal$80 ;
+  assign issue[17] = \_$187 ;
+  assign issue[16:1] = \_$184 [15:0];
+  assign issue[0] = \_$183 ;
+  assign pool_value[127:96] = \_$135 [31:0];
+  assign pool_value[95:64] = \_$123 [31:0];
+  assign pool_value[63:32] = \_$111 [31:0];
+  assign pool_value[31:0] = \_$99 [31:0];
+  assign accum_value[127:96] = \_$87 [31:0];
+  assign accum_value[95:64] = \_$74 [31:0];
+  assign accum_value[63:32] = \_$61 [31:0];
+  assign accum_value[31:0] = \_$48 [31:0];
+  assign gemm_sum[127:96] = \_$35 [31:0];
+  assign gemm_sum[95:64] = \_$33 [31:0];
+  assign gemm_sum[63:32] = \_$31 [31:0];
+  assign gemm_sum[31:0] = \_$29 [31:0];
+  assign \_$231  = \_$230 ;
+  assign \_$251  = \_$250 ;
+  assign \_$257  = \_$256 ;
+  assign \_$264  = \_$263 ;
+  assign \_$281  = \_$280 ;
+  assign \_$299  = \_$298 ;
+  assign \_$323  = \_$322 ;
+  assign \_$348  = w_bank;
+  assign \_$362  = \_$361 ;
+  assign \_$377  = \_$signal$80 ;
+  assign \_$424  = \_$signal$80 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.array (rst, a, \w_data$6 , bank, \w_en$1 , w_row, w_bank, out, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  reg [7:0] \$17 ;
-  reg \$18 ;
-  reg [7:0] \$19 ;
-  wire \$2 ;
-  reg \$20 ;
-  reg [7:0] \$21 ;
-  reg \$22 ;
-  reg [7:0] \$23 ;
-  reg \$24 ;
-  reg [7:0] \$25 ;
-  reg \$26 ;
-  reg [7:0] \$27 ;
-  reg \$28 ;
-  reg [7:0] \$29 ;
-  wire \$3 ;
-  reg \$30 ;
-  reg [7:0] \$31 ;
-  reg \$32 ;
-  reg [7:0] \$33 ;
-  reg \$34 ;
-  reg [7:0] \$35 ;
-  reg \$36 ;
-  reg [31:0] \$37 ;
-  reg [31:0] \$38 ;
-  reg [31:0] \$39 ;
-  wire \$4 ;
-  reg [31:0] \$40 ;
-  reg [31:0] \$41 ;
-  reg [31:0] \$42 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$4  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire \_$11 ;
+  wire \_$12 ;
+  wire \_$13 ;
+  wire \_$14 ;
+  wire \_$15 ;
+  wire \_$16 ;
+  reg [7:0] \_$17 ;
+  reg \_$18 ;
+  reg [7:0] \_$19 ;
+  wire \_$2 ;
+  reg \_$20 ;
+  reg [7:0] \_$21 ;
+  reg \_$22 ;
+  reg [7:0] \_$23 ;
+  reg \_$24 ;
+  reg [7:0] \_$25 ;
+  reg \_$26 ;
+  reg [7:0] \_$27 ;
+  reg \_$28 ;
+  reg [7:0] \_$29 ;
+  wire \_$3 ;
+  reg \_$30 ;
+  reg [7:0] \_$31 ;
+  reg \_$32 ;
+  reg [7:0] \_$33 ;
+  reg \_$34 ;
+  reg [7:0] \_$35 ;
+  reg \_$36 ;
+  reg [31:0] \_$37 ;
+  reg [31:0] \_$38 ;
+  reg [31:0] \_$39 ;
+  wire \_$4 ;
+  reg [31:0] \_$40 ;
+  reg [31:0] \_$41 ;
+  reg [31:0] \_$42 ;
+  wire \_$5 ;
+  wire \_$6 ;
+  wire \_$7 ;
+  wire \_$8 ;
+  wire \_$9 ;
   input [31:0] a;
   wire [31:0] a;
   wire [7:0] \a[0] ;
@@ -8449,89 +8449,89 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , bank, \w_en$1 , w_row, 
   input [1:0] w_row;
   wire [1:0] w_row;
   always @(posedge clk)
-    skew_3_0 <= \$29 ;
+    skew_3_0 <= \_$29 ;
   always @(posedge clk)
-    skew_bank_3_0 <= \$30 ;
+    skew_bank_3_0 <= \_$30 ;
   always @(posedge clk)
-    skew_3_1 <= \$31 ;
+    skew_3_1 <= \_$31 ;
   always @(posedge clk)
-    skew_bank_3_1 <= \$32 ;
+    skew_bank_3_1 <= \_$32 ;
   always @(posedge clk)
-    skew_3_2 <= \$33 ;
+    skew_3_2 <= \_$33 ;
   always @(posedge clk)
-    skew_bank_3_2 <= \$34 ;
+    skew_bank_3_2 <= \_$34 ;
   always @(posedge clk)
-    \a_in$136  <= \$35 ;
+    \a_in$136  <= \_$35 ;
   always @(posedge clk)
-    \bank_in$138  <= \$36 ;
+    \bank_in$138  <= \_$36 ;
   always @(posedge clk)
-    deskew_0_0 <= \$37 ;
+    deskew_0_0 <= \_$37 ;
   always @(posedge clk)
-    deskew_0_1 <= \$38 ;
+    deskew_0_1 <= \_$38 ;
   always @(posedge clk)
-    deskew_0_2 <= \$39 ;
+    deskew_0_2 <= \_$39 ;
   always @(posedge clk)
-    deskew_1_0 <= \$40 ;
+    deskew_1_0 <= \_$40 ;
   always @(posedge clk)
-    deskew_1_1 <= \$41 ;
+    deskew_1_1 <= \_$41 ;
   always @(posedge clk)
-    deskew_2_0 <= \$42 ;
-  assign \$1  = ! w_row;
-  assign w_en = \w_en$1  & \$1 ;
-  assign \$2  = ! w_row;
-  assign \w_en$7  = \w_en$1  & \$2 ;
-  assign \$3  = ! w_row;
-  assign \w_en$14  = \w_en$1  & \$3 ;
-  assign \$4  = ! w_row;
-  assign \w_en$21  = \w_en$1  & \$4 ;
-  assign \$5  = w_row == 1'h1;
-  assign \w_en$28  = \w_en$1  & \$5 ;
-  assign \$6  = w_row == 1'h1;
-  assign \w_en$33  = \w_en$1  & \$6 ;
-  assign \$7  = w_row == 1'h1;
-  assign \w_en$42  = \w_en$1  & \$7 ;
-  assign \$8  = w_row == 1'h1;
-  assign \w_en$51  = \w_en$1  & \$8 ;
-  assign \$9  = w_row == 2'h2;
-  assign \w_en$60  = \w_en$1  & \$9 ;
-  assign \$10  = w_row == 2'h2;
-  assign \w_en$65  = \w_en$1  & \$10 ;
-  assign \$11  = w_row == 2'h2;
-  assign \w_en$74  = \w_en$1  & \$11 ;
-  assign \$12  = w_row == 2'h2;
-  assign \w_en$83  = \w_en$1  & \$12 ;
-  assign \$13  = w_row == 2'h3;
-  assign \w_en$92  = \w_en$1  & \$13 ;
-  assign \$14  = w_row == 2'h3;
-  assign \w_en$97  = \w_en$1  & \$14 ;
-  assign \$15  = w_row == 2'h3;
-  assign \w_en$106  = \w_en$1  & \$15 ;
-  assign \$16  = w_row == 2'h3;
-  assign \w_en$115  = \w_en$1  & \$16 ;
+    deskew_2_0 <= \_$42 ;
+  assign \_$1  = ! w_row;
+  assign w_en = \w_en$1  & \_$1 ;
+  assign \_$2  = ! w_row;
+  assign \w_en$7  = \w_en$1  & \_$2 ;
+  assign \_$3  = ! w_row;
+  assign \w_en$14  = \w_en$1  & \_$3 ;
+  assign \_$4  = ! w_row;
+  assign \w_en$21  = \w_en$1  & \_$4 ;
+  assign \_$5  = w_row == 1'h1;
+  assign \w_en$28  = \w_en$1  & \_$5 ;
+  assign \_$6  = w_row == 1'h1;
+  assign \w_en$33  = \w_en$1  & \_$6 ;
+  assign \_$7  = w_row == 1'h1;
+  assign \w_en$42  = \w_en$1  & \_$7 ;
+  assign \_$8  = w_row == 1'h1;
+  assign \w_en$51  = \w_en$1  & \_$8 ;
+  assign \_$9  = w_row == 2'h2;
+  assign \w_en$60  = \w_en$1  & \_$9 ;
+  assign \_$10  = w_row == 2'h2;
+  assign \w_en$65  = \w_en$1  & \_$10 ;
+  assign \_$11  = w_row == 2'h2;
+  assign \w_en$74  = \w_en$1  & \_$11 ;
+  assign \_$12  = w_row == 2'h2;
+  assign \w_en$83  = \w_en$1  & \_$12 ;
+  assign \_$13  = w_row == 2'h3;
+  assign \w_en$92  = \w_en$1  & \_$13 ;
+  assign \_$14  = w_row == 2'h3;
+  assign \w_en$97  = \w_en$1  & \_$14 ;
+  assign \_$15  = w_row == 2'h3;
+  assign \w_en$106  = \w_en$1  & \_$15 ;
+  assign \_$16  = w_row == 2'h3;
+  assign \w_en$115  = \w_en$1  & \_$16 ;
   always @(posedge clk)
-    \a_in$124  <= \$17 ;
+    \a_in$124  <= \_$17 ;
   always @(posedge clk)
-    \bank_in$126  <= \$18 ;
+    \bank_in$126  <= \_$18 ;
   always @(posedge clk)
-    skew_1_0 <= \$19 ;
+    skew_1_0 <= \_$19 ;
   always @(posedge clk)
-    skew_bank_1_0 <= \$20 ;
+    skew_bank_1_0 <= \_$20 ;
   always @(posedge clk)
-    \a_in$128  <= \$21 ;
+    \a_in$128  <= \_$21 ;
   always @(posedge clk)
-    \bank_in$130  <= \$22 ;
+    \bank_in$130  <= \_$22 ;
   always @(posedge clk)
-    skew_2_0 <= \$23 ;
+    skew_2_0 <= \_$23 ;
   always @(posedge clk)
-    skew_bank_2_0 <= \$24 ;
+    skew_bank_2_0 <= \_$24 ;
   always @(posedge clk)
-    skew_2_1 <= \$25 ;
+    skew_2_1 <= \_$25 ;
   always @(posedge clk)
-    skew_bank_2_1 <= \$26 ;
+    skew_bank_2_1 <= \_$26 ;
   always @(posedge clk)
-    \a_in$132  <= \$27 ;
+    \a_in$132  <= \_$27 ;
   always @(posedge clk)
-    \bank_in$134  <= \$28 ;
+    \bank_in$134  <= \_$28 ;
   \sim_top.accel.compute.array.pe_0_0  pe_0_0 (
     .a_in(\a_in$124 ),
     .a_out(a_in),
@@ -8729,185 +8729,185 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , bank, \w_en$1 , w_row, 
     .w_en(\w_en$115 )
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$29  = a[31:24];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$29  = a[31:24];
     if (rst) begin
-      \$29  = 8'h00;
+      \_$29  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$30  = bank;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$30  = bank;
     if (rst) begin
-      \$30  = 1'h0;
+      \_$30  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$31  = skew_3_0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$31  = skew_3_0;
     if (rst) begin
-      \$31  = 8'h00;
+      \_$31  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$32  = skew_bank_3_0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$32  = skew_bank_3_0;
     if (rst) begin
-      \$32  = 1'h0;
+      \_$32  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$33  = skew_3_1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$33  = skew_3_1;
     if (rst) begin
-      \$33  = 8'h00;
+      \_$33  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$34  = skew_bank_3_1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$34  = skew_bank_3_1;
     if (rst) begin
-      \$34  = 1'h0;
+      \_$34  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$35  = skew_3_2;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$35  = skew_3_2;
     if (rst) begin
-      \$35  = 8'h00;
+      \_$35  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$36  = skew_bank_3_2;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$36  = skew_bank_3_2;
     if (rst) begin
-      \$36  = 1'h0;
+      \_$36  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$37  = \psum_out$162 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$37  = \psum_out$162 ;
     if (rst) begin
-      \$37  = 32'd0;
+      \_$37  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$38  = deskew_0_0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$38  = deskew_0_0;
     if (rst) begin
-      \$38  = 32'd0;
+      \_$38  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$39  = deskew_0_1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$39  = deskew_0_1;
     if (rst) begin
-      \$39  = 32'd0;
+      \_$39  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$40  = \psum_out$165 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$40  = \psum_out$165 ;
     if (rst) begin
-      \$40  = 32'd0;
+      \_$40  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$41  = deskew_1_0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$41  = deskew_1_0;
     if (rst) begin
-      \$41  = 32'd0;
+      \_$41  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$42  = \psum_out$166 ;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$42  = \psum_out$166 ;
     if (rst) begin
-      \$42  = 32'd0;
+      \_$42  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$17  = a[7:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$17  = a[7:0];
     if (rst) begin
-      \$17  = 8'h00;
+      \_$17  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$18  = bank;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$18  = bank;
     if (rst) begin
-      \$18  = 1'h0;
+      \_$18  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$19  = a[15:8];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$19  = a[15:8];
     if (rst) begin
-      \$19  = 8'h00;
+      \_$19  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$20  = bank;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$20  = bank;
     if (rst) begin
-      \$20  = 1'h0;
+      \_$20  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$21  = skew_1_0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$21  = skew_1_0;
     if (rst) begin
-      \$21  = 8'h00;
+      \_$21  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$22  = skew_bank_1_0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$22  = skew_bank_1_0;
     if (rst) begin
-      \$22  = 1'h0;
+      \_$22  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$23  = a[23:16];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$23  = a[23:16];
     if (rst) begin
-      \$23  = 8'h00;
+      \_$23  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$24  = bank;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$24  = bank;
     if (rst) begin
-      \$24  = 1'h0;
+      \_$24  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$25  = skew_2_0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$25  = skew_2_0;
     if (rst) begin
-      \$25  = 8'h00;
+      \_$25  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$26  = skew_bank_2_0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$26  = skew_bank_2_0;
     if (rst) begin
-      \$26  = 1'h0;
+      \_$26  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$27  = skew_2_1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$27  = skew_2_1;
     if (rst) begin
-      \$27  = 8'h00;
+      \_$27  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \$28  = skew_bank_2_1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$28  = skew_bank_2_1;
     if (rst) begin
-      \$28  = 1'h0;
+      \_$28  = 1'h0;
     end
   end
   assign \w_bank$4  = w_bank;
@@ -9006,15 +9006,15 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.array.pe_0_0 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
-  wire [7:0] \$1 ;
-  wire [15:0] \$2 ;
-  wire [32:0] \$3 ;
-  reg [7:0] \$4 ;
-  reg [7:0] \$5 ;
-  reg [7:0] \$6 ;
-  reg \$7 ;
-  reg [31:0] \$8 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$5  = 0;
+  wire [7:0] \_$1 ;
+  wire [15:0] \_$2 ;
+  wire [32:0] \_$3 ;
+  reg [7:0] \_$4 ;
+  reg [7:0] \_$5 ;
+  reg [7:0] \_$6 ;
+  reg \_$7 ;
+  reg [31:0] \_$8 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
@@ -9038,64 +9038,64 @@ module \sim_top.accel.compute.array.pe_0_0 (rst, w_en, w_data, w_bank, a_in, ban
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \$2  = $signed(a_in) * $signed(\$1 );
-  assign \$3  = $signed(1'h0) + $signed(\$2 );
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
+  assign \_$3  = $signed(1'h0) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \$4 ;
+    w1 <= \_$4 ;
   always @(posedge clk)
-    w0 <= \$5 ;
+    w0 <= \_$5 ;
   always @(posedge clk)
-    a_out <= \$6 ;
+    a_out <= \_$6 ;
   always @(posedge clk)
-    bank_out <= \$7 ;
+    bank_out <= \_$7 ;
   always @(posedge clk)
-    psum_out <= \$8 ;
-  assign \$1  = bank_in ? w1 : w0;
+    psum_out <= \_$8 ;
+  assign \_$1  = bank_in ? w1 : w0;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$4  = w1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \_$4  = w1;
     if (w_en) begin
       if (w_bank) begin
-        \$4  = w_data;
+        \_$4  = w_data;
       end
     end
     if (rst) begin
-      \$4  = 8'h00;
+      \_$4  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$5  = w0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \_$5  = w0;
     if (w_en) begin
       (* full_case = 32'd1 *)
       if (w_bank) begin
       end else begin
-        \$5  = w_data;
+        \_$5  = w_data;
       end
     end
     if (rst) begin
-      \$5  = 8'h00;
+      \_$5  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$6  = a_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \_$6  = a_in;
     if (rst) begin
-      \$6  = 8'h00;
+      \_$6  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$7  = bank_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \_$7  = bank_in;
     if (rst) begin
-      \$7  = 1'h0;
+      \_$7  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$8  = \$3 [31:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \_$8  = \_$3 [31:0];
     if (rst) begin
-      \$8  = 32'd0;
+      \_$8  = 32'd0;
     end
   end
   assign psum_in = 32'd0;
@@ -9103,15 +9103,15 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.array.pe_0_1 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$6  = 0;
-  wire [7:0] \$1 ;
-  wire [15:0] \$2 ;
-  wire [32:0] \$3 ;
-  reg [7:0] \$4 ;
-  reg [7:0] \$5 ;
-  reg [7:0] \$6 ;
-  reg \$7 ;
-  reg [31:0] \$8 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$6  = 0;
+  wire [7:0] \_$1 ;
+  wire [15:0] \_$2 ;
+  wire [32:0] \_$3 ;
+  reg [7:0] \_$4 ;
+  reg [7:0] \_$5 ;
+  reg [7:0] \_$6 ;
+  reg \_$7 ;
+  reg [31:0] \_$8 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
@@ -9135,64 +9135,64 @@ module \sim_top.accel.compute.array.pe_0_1 (rst, w_en, w_data, w_bank, a_in, ban
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \$2  = $signed(a_in) * $signed(\$1 );
-  assign \$3  = $signed(1'h0) + $signed(\$2 );
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
+  assign \_$3  = $signed(1'h0) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \$4 ;
+    w1 <= \_$4 ;
   always @(posedge clk)
-    w0 <= \$5 ;
+    w0 <= \_$5 ;
   always @(posedge clk)
-    a_out <= \$6 ;
+    a_out <= \_$6 ;
   always @(posedge clk)
-    bank_out <= \$7 ;
+    bank_out <= \_$7 ;
   always @(posedge clk)
-    psum_out <= \$8 ;
-  assign \$1  = bank_in ? w1 : w0;
+    psum_out <= \_$8 ;
+  assign \_$1  = bank_in ? w1 : w0;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$4  = w1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \_$4  = w1;
     if (w_en) begin
       if (w_bank) begin
-        \$4  = w_data;
+        \_$4  = w_data;
       end
     end
     if (rst) begin
-      \$4  = 8'h00;
+      \_$4  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$5  = w0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \_$5  = w0;
     if (w_en) begin
       (* full_case = 32'd1 *)
       if (w_bank) begin
       end else begin
-        \$5  = w_data;
+        \_$5  = w_data;
       end
     end
     if (rst) begin
-      \$5  = 8'h00;
+      \_$5  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$6  = a_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \_$6  = a_in;
     if (rst) begin
-      \$6  = 8'h00;
+      \_$6  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$7  = bank_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \_$7  = bank_in;
     if (rst) begin
-      \$7  = 1'h0;
+      \_$7  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \$8  = \$3 [31:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \_$8  = \_$3 [31:0];
     if (rst) begin
-      \$8  = 32'd0;
+      \_$8  = 32'd0;
     end
   end
   assign psum_in = 32'd0;
@@ -9200,15 +9200,15 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.array.pe_0_2 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
-  wire [7:0] \$1 ;
-  wire [15:0] \$2 ;
-  wire [32:0] \$3 ;
-  reg [7:0] \$4 ;
-  reg [7:0] \$5 ;
-  reg [7:0] \$6 ;
-  reg \$7 ;
-  reg [31:0] \$8 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$7  = 0;
+  wire [7:0] \_$1 ;
+  wire [15:0] \_$2 ;
+  wire [32:0] \_$3 ;
+  reg [7:0] \_$4 ;
+  reg [7:0] \_$5 ;
+  reg [7:0] \_$6 ;
+  reg \_$7 ;
+  reg [31:0] \_$8 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
@@ -9232,64 +9232,64 @@ module \sim_top.accel.compute.array.pe_0_2 (rst, w_en, w_data, w_bank, a_in, ban
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \$2  = $signed(a_in) * $signed(\$1 );
-  assign \$3  = $signed(1'h0) + $signed(\$2 );
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
+  assign \_$3  = $signed(1'h0) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \$4 ;
+    w1 <= \_$4 ;
   always @(posedge clk)
-    w0 <= \$5 ;
+    w0 <= \_$5 ;
   always @(posedge clk)
-    a_out <= \$6 ;
+    a_out <= \_$6 ;
   always @(posedge clk)
-    bank_out <= \$7 ;
+    bank_out <= \_$7 ;
   always @(posedge clk)
-    psum_out <= \$8 ;
-  assign \$1  = bank_in ? w1 : w0;
+    psum_out <= \_$8 ;
+  assign \_$1  = bank_in ? w1 : w0;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$4  = w1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \_$4  = w1;
     if (w_en) begin
       if (w_bank) begin
-        \$4  = w_data;
+        \_$4  = w_data;
       end
     end
     if (rst) begin
-      \$4  = 8'h00;
+      \_$4  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$5  = w0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \_$5  = w0;
     if (w_en) begin
       (* full_case = 32'd1 *)
       if (w_bank) begin
       end else begin
-        \$5  = w_data;
+        \_$5  = w_data;
       end
     end
     if (rst) begin
-      \$5  = 8'h00;
+      \_$5  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$6  = a_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \_$6  = a_in;
     if (rst) begin
-      \$6  = 8'h00;
+      \_$6  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$7  = bank_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \_$7  = bank_in;
     if (rst) begin
-      \$7  = 1'h0;
+      \_$7  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \$8  = \$3 [31:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \_$8  = \_$3 [31:0];
     if (rst) begin
-      \$8  = 32'd0;
+      \_$8  = 32'd0;
     end
   end
   assign psum_in = 32'd0;
@@ -9297,15 +9297,15 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.array.pe_0_3 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_out, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
-  wire [7:0] \$1 ;
-  wire [15:0] \$2 ;
-  wire [32:0] \$3 ;
-  reg [7:0] \$4 ;
-  reg [7:0] \$5 ;
-  reg [7:0] \$6 ;
-  reg \$7 ;
-  reg [31:0] \$8 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$8  = 0;
+  wire [7:0] \_$1 ;
+  wire [15:0] \_$2 ;
+  wire [32:0] \_$3 ;
+  reg [7:0] \_$4 ;
+  reg [7:0] \_$5 ;
+  reg [7:0] \_$6 ;
+  reg \_$7 ;
+  reg [31:0] \_$8 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   reg [7:0] a_out = 8'h00;
@@ -9327,64 +9327,64 @@ module \sim_top.accel.compute.array.pe_0_3 (rst, w_en, w_data, w_bank, a_in, ban
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \$2  = $signed(a_in) * $signed(\$1 );
-  assign \$3  = $signed(1'h0) + $signed(\$2 );
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
+  assign \_$3  = $signed(1'h0) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \$4 ;
+    w1 <= \_$4 ;
   always @(posedge clk)
-    w0 <= \$5 ;
+    w0 <= \_$5 ;
   always @(posedge clk)
-    a_out <= \$6 ;
+    a_out <= \_$6 ;
   always @(posedge clk)
-    bank_out <= \$7 ;
+    bank_out <= \_$7 ;
   always @(posedge clk)
-    psum_out <= \$8 ;
-  assign \$1  = bank_in ? w1 : w0;
+    psum_out <= \_$8 ;
+  assign \_$1  = bank_in ? w1 : w0;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$4  = w1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \_$4  = w1;
     if (w_en) begin
       if (w_bank) begin
-        \$4  = w_data;
+        \_$4  = w_data;
       end
     end
     if (rst) begin
-      \$4  = 8'h00;
+      \_$4  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$5  = w0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \_$5  = w0;
     if (w_en) begin
       (* full_case = 32'd1 *)
       if (w_bank) begin
       end else begin
-        \$5  = w_data;
+        \_$5  = w_data;
       end
     end
     if (rst) begin
-      \$5  = 8'h00;
+      \_$5  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$6  = a_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \_$6  = a_in;
     if (rst) begin
-      \$6  = 8'h00;
+      \_$6  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$7  = bank_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \_$7  = bank_in;
     if (rst) begin
-      \$7  = 1'h0;
+      \_$7  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$8  = \$3 [31:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \_$8  = \_$3 [31:0];
     if (rst) begin
-      \$8  = 32'd0;
+      \_$8  = 32'd0;
     end
   end
   assign psum_in = 32'd0;
@@ -9392,15 +9392,15 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.array.pe_1_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$9  = 0;
-  wire [7:0] \$1 ;
-  wire [15:0] \$2 ;
-  wire [32:0] \$3 ;
-  reg [7:0] \$4 ;
-  reg [7:0] \$5 ;
-  reg [7:0] \$6 ;
-  reg \$7 ;
-  reg [31:0] \$8 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$9  = 0;
+  wire [7:0] \_$1 ;
+  wire [15:0] \_$2 ;
+  wire [32:0] \_$3 ;
+  reg [7:0] \_$4 ;
+  reg [7:0] \_$5 ;
+  reg [7:0] \_$6 ;
+  reg \_$7 ;
+  reg [31:0] \_$8 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
@@ -9425,79 +9425,79 @@ module \sim_top.accel.compute.array.pe_1_0 (rst, w_en, w_data, w_bank, a_in, ban
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \$2  = $signed(a_in) * $signed(\$1 );
-  assign \$3  = $signed(psum_in) + $signed(\$2 );
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
+  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \$4 ;
+    w1 <= \_$4 ;
   always @(posedge clk)
-    w0 <= \$5 ;
+    w0 <= \_$5 ;
   always @(posedge clk)
-    a_out <= \$6 ;
+    a_out <= \_$6 ;
   always @(posedge clk)
-    bank_out <= \$7 ;
+    bank_out <= \_$7 ;
   always @(posedge clk)
-    psum_out <= \$8 ;
-  assign \$1  = bank_in ? w1 : w0;
+    psum_out <= \_$8 ;
+  assign \_$1  = bank_in ? w1 : w0;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$4  = w1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \_$4  = w1;
     if (w_en) begin
       if (w_bank) begin
-        \$4  = w_data;
+        \_$4  = w_data;
       end
     end
     if (rst) begin
-      \$4  = 8'h00;
+      \_$4  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$5  = w0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \_$5  = w0;
     if (w_en) begin
       (* full_case = 32'd1 *)
       if (w_bank) begin
       end else begin
-        \$5  = w_data;
+        \_$5  = w_data;
       end
     end
     if (rst) begin
-      \$5  = 8'h00;
+      \_$5  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$6  = a_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \_$6  = a_in;
     if (rst) begin
-      \$6  = 8'h00;
+      \_$6  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$7  = bank_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \_$7  = bank_in;
     if (rst) begin
-      \$7  = 1'h0;
+      \_$7  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \$8  = \$3 [31:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
+    \_$8  = \_$3 [31:0];
     if (rst) begin
-      \$8  = 32'd0;
+      \_$8  = 32'd0;
     end
   end
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.array.pe_1_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
-  wire [7:0] \$1 ;
-  wire [15:0] \$2 ;
-  wire [32:0] \$3 ;
-  reg [7:0] \$4 ;
-  reg [7:0] \$5 ;
-  reg [7:0] \$6 ;
-  reg \$7 ;
-  reg [31:0] \$8 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$10  = 0;
+  wire [7:0] \_$1 ;
+  wire [15:0] \_$2 ;
+  wire [32:0] \_$3 ;
+  reg [7:0] \_$4 ;
+  reg [7:0] \_$5 ;
+  reg [7:0] \_$6 ;
+  reg \_$7 ;
+  reg [31:0] \_$8 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
@@ -9522,79 +9522,79 @@ module \sim_top.accel.compute.array.pe_1_1 (rst, w_en, w_data, w_bank, psum_in, 
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \$2  = $signed(a_in) * $signed(\$1 );
-  assign \$3  = $signed(psum_in) + $signed(\$2 );
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
+  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \$4 ;
+    w1 <= \_$4 ;
   always @(posedge clk)
-    w0 <= \$5 ;
+    w0 <= \_$5 ;
   always @(posedge clk)
-    a_out <= \$6 ;
+    a_out <= \_$6 ;
   always @(posedge clk)
-    bank_out <= \$7 ;
+    bank_out <= \_$7 ;
   always @(posedge clk)
-    psum_out <= \$8 ;
-  assign \$1  = bank_in ? w1 : w0;
+    psum_out <= \_$8 ;
+  assign \_$1  = bank_in ? w1 : w0;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$4  = w1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \_$4  = w1;
     if (w_en) begin
       if (w_bank) begin
-        \$4  = w_data;
+        \_$4  = w_data;
       end
     end
     if (rst) begin
-      \$4  = 8'h00;
+      \_$4  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$5  = w0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \_$5  = w0;
     if (w_en) begin
       (* full_case = 32'd1 *)
       if (w_bank) begin
       end else begin
-        \$5  = w_data;
+        \_$5  = w_data;
       end
     end
     if (rst) begin
-      \$5  = 8'h00;
+      \_$5  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$6  = a_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \_$6  = a_in;
     if (rst) begin
-      \$6  = 8'h00;
+      \_$6  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$7  = bank_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \_$7  = bank_in;
     if (rst) begin
-      \$7  = 1'h0;
+      \_$7  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \$8  = \$3 [31:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
+    \_$8  = \_$3 [31:0];
     if (rst) begin
-      \$8  = 32'd0;
+      \_$8  = 32'd0;
     end
   end
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.array.pe_1_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
-  wire [7:0] \$1 ;
-  wire [15:0] \$2 ;
-  wire [32:0] \$3 ;
-  reg [7:0] \$4 ;
-  reg [7:0] \$5 ;
-  reg [7:0] \$6 ;
-  reg \$7 ;
-  reg [31:0] \$8 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$11  = 0;
+  wire [7:0] \_$1 ;
+  wire [15:0] \_$2 ;
+  wire [32:0] \_$3 ;
+  reg [7:0] \_$4 ;
+  reg [7:0] \_$5 ;
+  reg [7:0] \_$6 ;
+  reg \_$7 ;
+  reg [31:0] \_$8 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
@@ -9619,79 +9619,79 @@ module \sim_top.accel.compute.array.pe_1_2 (rst, w_en, w_data, w_bank, psum_in, 
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \$2  = $signed(a_in) * $signed(\$1 );
-  assign \$3  = $signed(psum_in) + $signed(\$2 );
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
+  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \$4 ;
+    w1 <= \_$4 ;
   always @(posedge clk)
-    w0 <= \$5 ;
+    w0 <= \_$5 ;
   always @(posedge clk)
-    a_out <= \$6 ;
+    a_out <= \_$6 ;
   always @(posedge clk)
-    bank_out <= \$7 ;
+    bank_out <= \_$7 ;
   always @(posedge clk)
-    psum_out <= \$8 ;
-  assign \$1  = bank_in ? w1 : w0;
+    psum_out <= \_$8 ;
+  assign \_$1  = bank_in ? w1 : w0;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$4  = w1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \_$4  = w1;
     if (w_en) begin
       if (w_bank) begin
-        \$4  = w_data;
+        \_$4  = w_data;
       end
     end
     if (rst) begin
-      \$4  = 8'h00;
+      \_$4  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$5  = w0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \_$5  = w0;
     if (w_en) begin
       (* full_case = 32'd1 *)
       if (w_bank) begin
       end else begin
-        \$5  = w_data;
+        \_$5  = w_data;
       end
     end
     if (rst) begin
-      \$5  = 8'h00;
+      \_$5  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$6  = a_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \_$6  = a_in;
     if (rst) begin
-      \$6  = 8'h00;
+      \_$6  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$7  = bank_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \_$7  = bank_in;
     if (rst) begin
-      \$7  = 1'h0;
+      \_$7  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$8  = \$3 [31:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
+    \_$8  = \_$3 [31:0];
     if (rst) begin
-      \$8  = 32'd0;
+      \_$8  = 32'd0;
     end
   end
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.array.pe_1_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$12  = 0;
-  wire [7:0] \$1 ;
-  wire [15:0] \$2 ;
-  wire [32:0] \$3 ;
-  reg [7:0] \$4 ;
-  reg [7:0] \$5 ;
-  reg [7:0] \$6 ;
-  reg \$7 ;
-  reg [31:0] \$8 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$12  = 0;
+  wire [7:0] \_$1 ;
+  wire [15:0] \_$2 ;
+  wire [32:0] \_$3 ;
+  reg [7:0] \_$4 ;
+  reg [7:0] \_$5 ;
+  reg [7:0] \_$6 ;
+  reg \_$7 ;
+  reg [31:0] \_$8 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   reg [7:0] a_out = 8'h00;
@@ -9714,79 +9714,79 @@ module \sim_top.accel.compute.array.pe_1_3 (rst, w_en, w_data, w_bank, psum_in, 
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \$2  = $signed(a_in) * $signed(\$1 );
-  assign \$3  = $signed(psum_in) + $signed(\$2 );
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
+  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \$4 ;
+    w1 <= \_$4 ;
   always @(posedge clk)
-    w0 <= \$5 ;
+    w0 <= \_$5 ;
   always @(posedge clk)
-    a_out <= \$6 ;
+    a_out <= \_$6 ;
   always @(posedge clk)
-    bank_out <= \$7 ;
+    bank_out <= \_$7 ;
   always @(posedge clk)
-    psum_out <= \$8 ;
-  assign \$1  = bank_in ? w1 : w0;
+    psum_out <= \_$8 ;
+  assign \_$1  = bank_in ? w1 : w0;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$4  = w1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \_$4  = w1;
     if (w_en) begin
       if (w_bank) begin
-        \$4  = w_data;
+        \_$4  = w_data;
       end
     end
     if (rst) begin
-      \$4  = 8'h00;
+      \_$4  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$5  = w0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \_$5  = w0;
     if (w_en) begin
       (* full_case = 32'd1 *)
       if (w_bank) begin
       end else begin
-        \$5  = w_data;
+        \_$5  = w_data;
       end
     end
     if (rst) begin
-      \$5  = 8'h00;
+      \_$5  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$6  = a_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \_$6  = a_in;
     if (rst) begin
-      \$6  = 8'h00;
+      \_$6  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$7  = bank_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \_$7  = bank_in;
     if (rst) begin
-      \$7  = 1'h0;
+      \_$7  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \$8  = \$3 [31:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
+    \_$8  = \_$3 [31:0];
     if (rst) begin
-      \$8  = 32'd0;
+      \_$8  = 32'd0;
     end
   end
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.array.pe_2_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
-  wire [7:0] \$1 ;
-  wire [15:0] \$2 ;
-  wire [32:0] \$3 ;
-  reg [7:0] \$4 ;
-  reg [7:0] \$5 ;
-  reg [7:0] \$6 ;
-  reg \$7 ;
-  reg [31:0] \$8 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$13  = 0;
+  wire [7:0] \_$1 ;
+  wire [15:0] \_$2 ;
+  wire [32:0] \_$3 ;
+  reg [7:0] \_$4 ;
+  reg [7:0] \_$5 ;
+  reg [7:0] \_$6 ;
+  reg \_$7 ;
+  reg [31:0] \_$8 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
@@ -9811,79 +9811,79 @@ module \sim_top.accel.compute.array.pe_2_0 (rst, w_en, w_data, w_bank, a_in, ban
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \$2  = $signed(a_in) * $signed(\$1 );
-  assign \$3  = $signed(psum_in) + $signed(\$2 );
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
+  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \$4 ;
+    w1 <= \_$4 ;
   always @(posedge clk)
-    w0 <= \$5 ;
+    w0 <= \_$5 ;
   always @(posedge clk)
-    a_out <= \$6 ;
+    a_out <= \_$6 ;
   always @(posedge clk)
-    bank_out <= \$7 ;
+    bank_out <= \_$7 ;
   always @(posedge clk)
-    psum_out <= \$8 ;
-  assign \$1  = bank_in ? w1 : w0;
+    psum_out <= \_$8 ;
+  assign \_$1  = bank_in ? w1 : w0;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$4  = w1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \_$4  = w1;
     if (w_en) begin
       if (w_bank) begin
-        \$4  = w_data;
+        \_$4  = w_data;
       end
     end
     if (rst) begin
-      \$4  = 8'h00;
+      \_$4  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$5  = w0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \_$5  = w0;
     if (w_en) begin
       (* full_case = 32'd1 *)
       if (w_bank) begin
       end else begin
-        \$5  = w_data;
+        \_$5  = w_data;
       end
     end
     if (rst) begin
-      \$5  = 8'h00;
+      \_$5  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$6  = a_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \_$6  = a_in;
     if (rst) begin
-      \$6  = 8'h00;
+      \_$6  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$7  = bank_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \_$7  = bank_in;
     if (rst) begin
-      \$7  = 1'h0;
+      \_$7  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \$8  = \$3 [31:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
+    \_$8  = \_$3 [31:0];
     if (rst) begin
-      \$8  = 32'd0;
+      \_$8  = 32'd0;
     end
   end
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.array.pe_2_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
-  wire [7:0] \$1 ;
-  wire [15:0] \$2 ;
-  wire [32:0] \$3 ;
-  reg [7:0] \$4 ;
-  reg [7:0] \$5 ;
-  reg [7:0] \$6 ;
-  reg \$7 ;
-  reg [31:0] \$8 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$14  = 0;
+  wire [7:0] \_$1 ;
+  wire [15:0] \_$2 ;
+  wire [32:0] \_$3 ;
+  reg [7:0] \_$4 ;
+  reg [7:0] \_$5 ;
+  reg [7:0] \_$6 ;
+  reg \_$7 ;
+  reg [31:0] \_$8 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
@@ -9908,79 +9908,79 @@ module \sim_top.accel.compute.array.pe_2_1 (rst, w_en, w_data, w_bank, psum_in, 
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \$2  = $signed(a_in) * $signed(\$1 );
-  assign \$3  = $signed(psum_in) + $signed(\$2 );
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
+  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \$4 ;
+    w1 <= \_$4 ;
   always @(posedge clk)
-    w0 <= \$5 ;
+    w0 <= \_$5 ;
   always @(posedge clk)
-    a_out <= \$6 ;
+    a_out <= \_$6 ;
   always @(posedge clk)
-    bank_out <= \$7 ;
+    bank_out <= \_$7 ;
   always @(posedge clk)
-    psum_out <= \$8 ;
-  assign \$1  = bank_in ? w1 : w0;
+    psum_out <= \_$8 ;
+  assign \_$1  = bank_in ? w1 : w0;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$4  = w1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \_$4  = w1;
     if (w_en) begin
       if (w_bank) begin
-        \$4  = w_data;
+        \_$4  = w_data;
       end
     end
     if (rst) begin
-      \$4  = 8'h00;
+      \_$4  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$5  = w0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \_$5  = w0;
     if (w_en) begin
       (* full_case = 32'd1 *)
       if (w_bank) begin
       end else begin
-        \$5  = w_data;
+        \_$5  = w_data;
       end
     end
     if (rst) begin
-      \$5  = 8'h00;
+      \_$5  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$6  = a_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \_$6  = a_in;
     if (rst) begin
-      \$6  = 8'h00;
+      \_$6  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$7  = bank_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \_$7  = bank_in;
     if (rst) begin
-      \$7  = 1'h0;
+      \_$7  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$8  = \$3 [31:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
+    \_$8  = \_$3 [31:0];
     if (rst) begin
-      \$8  = 32'd0;
+      \_$8  = 32'd0;
     end
   end
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.array.pe_2_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$15  = 0;
-  wire [7:0] \$1 ;
-  wire [15:0] \$2 ;
-  wire [32:0] \$3 ;
-  reg [7:0] \$4 ;
-  reg [7:0] \$5 ;
-  reg [7:0] \$6 ;
-  reg \$7 ;
-  reg [31:0] \$8 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$15  = 0;
+  wire [7:0] \_$1 ;
+  wire [15:0] \_$2 ;
+  wire [32:0] \_$3 ;
+  reg [7:0] \_$4 ;
+  reg [7:0] \_$5 ;
+  reg [7:0] \_$6 ;
+  reg \_$7 ;
+  reg [31:0] \_$8 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
@@ -10005,79 +10005,79 @@ module \sim_top.accel.compute.array.pe_2_2 (rst, w_en, w_data, w_bank, psum_in, 
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \$2  = $signed(a_in) * $signed(\$1 );
-  assign \$3  = $signed(psum_in) + $signed(\$2 );
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
+  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \$4 ;
+    w1 <= \_$4 ;
   always @(posedge clk)
-    w0 <= \$5 ;
+    w0 <= \_$5 ;
   always @(posedge clk)
-    a_out <= \$6 ;
+    a_out <= \_$6 ;
   always @(posedge clk)
-    bank_out <= \$7 ;
+    bank_out <= \_$7 ;
   always @(posedge clk)
-    psum_out <= \$8 ;
-  assign \$1  = bank_in ? w1 : w0;
+    psum_out <= \_$8 ;
+  assign \_$1  = bank_in ? w1 : w0;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$4  = w1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \_$4  = w1;
     if (w_en) begin
       if (w_bank) begin
-        \$4  = w_data;
+        \_$4  = w_data;
       end
     end
     if (rst) begin
-      \$4  = 8'h00;
+      \_$4  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$5  = w0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \_$5  = w0;
     if (w_en) begin
       (* full_case = 32'd1 *)
       if (w_bank) begin
       end else begin
-        \$5  = w_data;
+        \_$5  = w_data;
       end
     end
     if (rst) begin
-      \$5  = 8'h00;
+      \_$5  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$6  = a_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \_$6  = a_in;
     if (rst) begin
-      \$6  = 8'h00;
+      \_$6  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$7  = bank_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \_$7  = bank_in;
     if (rst) begin
-      \$7  = 1'h0;
+      \_$7  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \$8  = \$3 [31:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
+    \_$8  = \_$3 [31:0];
     if (rst) begin
-      \$8  = 32'd0;
+      \_$8  = 32'd0;
     end
   end
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.array.pe_2_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$16  = 0;
-  wire [7:0] \$1 ;
-  wire [15:0] \$2 ;
-  wire [32:0] \$3 ;
-  reg [7:0] \$4 ;
-  reg [7:0] \$5 ;
-  reg [7:0] \$6 ;
-  reg \$7 ;
-  reg [31:0] \$8 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$16  = 0;
+  wire [7:0] \_$1 ;
+  wire [15:0] \_$2 ;
+  wire [32:0] \_$3 ;
+  reg [7:0] \_$4 ;
+  reg [7:0] \_$5 ;
+  reg [7:0] \_$6 ;
+  reg \_$7 ;
+  reg [31:0] \_$8 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   reg [7:0] a_out = 8'h00;
@@ -10100,79 +10100,79 @@ module \sim_top.accel.compute.array.pe_2_3 (rst, w_en, w_data, w_bank, psum_in, 
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \$2  = $signed(a_in) * $signed(\$1 );
-  assign \$3  = $signed(psum_in) + $signed(\$2 );
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
+  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \$4 ;
+    w1 <= \_$4 ;
   always @(posedge clk)
-    w0 <= \$5 ;
+    w0 <= \_$5 ;
   always @(posedge clk)
-    a_out <= \$6 ;
+    a_out <= \_$6 ;
   always @(posedge clk)
-    bank_out <= \$7 ;
+    bank_out <= \_$7 ;
   always @(posedge clk)
-    psum_out <= \$8 ;
-  assign \$1  = bank_in ? w1 : w0;
+    psum_out <= \_$8 ;
+  assign \_$1  = bank_in ? w1 : w0;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$4  = w1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \_$4  = w1;
     if (w_en) begin
       if (w_bank) begin
-        \$4  = w_data;
+        \_$4  = w_data;
       end
     end
     if (rst) begin
-      \$4  = 8'h00;
+      \_$4  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$5  = w0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \_$5  = w0;
     if (w_en) begin
       (* full_case = 32'd1 *)
       if (w_bank) begin
       end else begin
-        \$5  = w_data;
+        \_$5  = w_data;
       end
     end
     if (rst) begin
-      \$5  = 8'h00;
+      \_$5  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$6  = a_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \_$6  = a_in;
     if (rst) begin
-      \$6  = 8'h00;
+      \_$6  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$7  = bank_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \_$7  = bank_in;
     if (rst) begin
-      \$7  = 1'h0;
+      \_$7  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \$8  = \$3 [31:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
+    \_$8  = \_$3 [31:0];
     if (rst) begin
-      \$8  = 32'd0;
+      \_$8  = 32'd0;
     end
   end
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.array.pe_3_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$17  = 0;
-  wire [7:0] \$1 ;
-  wire [15:0] \$2 ;
-  wire [32:0] \$3 ;
-  reg [7:0] \$4 ;
-  reg [7:0] \$5 ;
-  reg [7:0] \$6 ;
-  reg \$7 ;
-  reg [31:0] \$8 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$17  = 0;
+  wire [7:0] \_$1 ;
+  wire [15:0] \_$2 ;
+  wire [32:0] \_$3 ;
+  reg [7:0] \_$4 ;
+  reg [7:0] \_$5 ;
+  reg [7:0] \_$6 ;
+  reg \_$7 ;
+  reg [31:0] \_$8 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
@@ -10197,79 +10197,79 @@ module \sim_top.accel.compute.array.pe_3_0 (rst, w_en, w_data, w_bank, a_in, ban
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \$2  = $signed(a_in) * $signed(\$1 );
-  assign \$3  = $signed(psum_in) + $signed(\$2 );
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
+  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \$4 ;
+    w1 <= \_$4 ;
   always @(posedge clk)
-    w0 <= \$5 ;
+    w0 <= \_$5 ;
   always @(posedge clk)
-    a_out <= \$6 ;
+    a_out <= \_$6 ;
   always @(posedge clk)
-    bank_out <= \$7 ;
+    bank_out <= \_$7 ;
   always @(posedge clk)
-    psum_out <= \$8 ;
-  assign \$1  = bank_in ? w1 : w0;
+    psum_out <= \_$8 ;
+  assign \_$1  = bank_in ? w1 : w0;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$4  = w1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \_$4  = w1;
     if (w_en) begin
       if (w_bank) begin
-        \$4  = w_data;
+        \_$4  = w_data;
       end
     end
     if (rst) begin
-      \$4  = 8'h00;
+      \_$4  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$5  = w0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \_$5  = w0;
     if (w_en) begin
       (* full_case = 32'd1 *)
       if (w_bank) begin
       end else begin
-        \$5  = w_data;
+        \_$5  = w_data;
       end
     end
     if (rst) begin
-      \$5  = 8'h00;
+      \_$5  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$6  = a_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \_$6  = a_in;
     if (rst) begin
-      \$6  = 8'h00;
+      \_$6  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$7  = bank_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \_$7  = bank_in;
     if (rst) begin
-      \$7  = 1'h0;
+      \_$7  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$8  = \$3 [31:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
+    \_$8  = \_$3 [31:0];
     if (rst) begin
-      \$8  = 32'd0;
+      \_$8  = 32'd0;
     end
   end
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.array.pe_3_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$18  = 0;
-  wire [7:0] \$1 ;
-  wire [15:0] \$2 ;
-  wire [32:0] \$3 ;
-  reg [7:0] \$4 ;
-  reg [7:0] \$5 ;
-  reg [7:0] \$6 ;
-  reg \$7 ;
-  reg [31:0] \$8 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$18  = 0;
+  wire [7:0] \_$1 ;
+  wire [15:0] \_$2 ;
+  wire [32:0] \_$3 ;
+  reg [7:0] \_$4 ;
+  reg [7:0] \_$5 ;
+  reg [7:0] \_$6 ;
+  reg \_$7 ;
+  reg [31:0] \_$8 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
@@ -10294,79 +10294,79 @@ module \sim_top.accel.compute.array.pe_3_1 (rst, w_en, w_data, w_bank, psum_in, 
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \$2  = $signed(a_in) * $signed(\$1 );
-  assign \$3  = $signed(psum_in) + $signed(\$2 );
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
+  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \$4 ;
+    w1 <= \_$4 ;
   always @(posedge clk)
-    w0 <= \$5 ;
+    w0 <= \_$5 ;
   always @(posedge clk)
-    a_out <= \$6 ;
+    a_out <= \_$6 ;
   always @(posedge clk)
-    bank_out <= \$7 ;
+    bank_out <= \_$7 ;
   always @(posedge clk)
-    psum_out <= \$8 ;
-  assign \$1  = bank_in ? w1 : w0;
+    psum_out <= \_$8 ;
+  assign \_$1  = bank_in ? w1 : w0;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$4  = w1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    \_$4  = w1;
     if (w_en) begin
       if (w_bank) begin
-        \$4  = w_data;
+        \_$4  = w_data;
       end
     end
     if (rst) begin
-      \$4  = 8'h00;
+      \_$4  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$5  = w0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    \_$5  = w0;
     if (w_en) begin
       (* full_case = 32'd1 *)
       if (w_bank) begin
       end else begin
-        \$5  = w_data;
+        \_$5  = w_data;
       end
     end
     if (rst) begin
-      \$5  = 8'h00;
+      \_$5  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$6  = a_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    \_$6  = a_in;
     if (rst) begin
-      \$6  = 8'h00;
+      \_$6  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$7  = bank_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    \_$7  = bank_in;
     if (rst) begin
-      \$7  = 1'h0;
+      \_$7  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \$8  = \$3 [31:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
+    \_$8  = \_$3 [31:0];
     if (rst) begin
-      \$8  = 32'd0;
+      \_$8  = 32'd0;
     end
   end
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.array.pe_3_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$19  = 0;
-  wire [7:0] \$1 ;
-  wire [15:0] \$2 ;
-  wire [32:0] \$3 ;
-  reg [7:0] \$4 ;
-  reg [7:0] \$5 ;
-  reg [7:0] \$6 ;
-  reg \$7 ;
-  reg [31:0] \$8 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$19  = 0;
+  wire [7:0] \_$1 ;
+  wire [15:0] \_$2 ;
+  wire [32:0] \_$3 ;
+  reg [7:0] \_$4 ;
+  reg [7:0] \_$5 ;
+  reg [7:0] \_$6 ;
+  reg \_$7 ;
+  reg [31:0] \_$8 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
@@ -10391,79 +10391,79 @@ module \sim_top.accel.compute.array.pe_3_2 (rst, w_en, w_data, w_bank, psum_in, 
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \$2  = $signed(a_in) * $signed(\$1 );
-  assign \$3  = $signed(psum_in) + $signed(\$2 );
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
+  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \$4 ;
+    w1 <= \_$4 ;
   always @(posedge clk)
-    w0 <= \$5 ;
+    w0 <= \_$5 ;
   always @(posedge clk)
-    a_out <= \$6 ;
+    a_out <= \_$6 ;
   always @(posedge clk)
-    bank_out <= \$7 ;
+    bank_out <= \_$7 ;
   always @(posedge clk)
-    psum_out <= \$8 ;
-  assign \$1  = bank_in ? w1 : w0;
+    psum_out <= \_$8 ;
+  assign \_$1  = bank_in ? w1 : w0;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$4  = w1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \_$4  = w1;
     if (w_en) begin
       if (w_bank) begin
-        \$4  = w_data;
+        \_$4  = w_data;
       end
     end
     if (rst) begin
-      \$4  = 8'h00;
+      \_$4  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$5  = w0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \_$5  = w0;
     if (w_en) begin
       (* full_case = 32'd1 *)
       if (w_bank) begin
       end else begin
-        \$5  = w_data;
+        \_$5  = w_data;
       end
     end
     if (rst) begin
-      \$5  = 8'h00;
+      \_$5  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$6  = a_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \_$6  = a_in;
     if (rst) begin
-      \$6  = 8'h00;
+      \_$6  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$7  = bank_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \_$7  = bank_in;
     if (rst) begin
-      \$7  = 1'h0;
+      \_$7  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \$8  = \$3 [31:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
+    \_$8  = \_$3 [31:0];
     if (rst) begin
-      \$8  = 32'd0;
+      \_$8  = 32'd0;
     end
   end
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.array.pe_3_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$20  = 0;
-  wire [7:0] \$1 ;
-  wire [15:0] \$2 ;
-  wire [32:0] \$3 ;
-  reg [7:0] \$4 ;
-  reg [7:0] \$5 ;
-  reg [7:0] \$6 ;
-  reg \$7 ;
-  reg [31:0] \$8 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$20  = 0;
+  wire [7:0] \_$1 ;
+  wire [15:0] \_$2 ;
+  wire [32:0] \_$3 ;
+  reg [7:0] \_$4 ;
+  reg [7:0] \_$5 ;
+  reg [7:0] \_$6 ;
+  reg \_$7 ;
+  reg [31:0] \_$8 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   reg [7:0] a_out = 8'h00;
@@ -10486,104 +10486,104 @@ module \sim_top.accel.compute.array.pe_3_3 (rst, w_en, w_data, w_bank, psum_in, 
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \$2  = $signed(a_in) * $signed(\$1 );
-  assign \$3  = $signed(psum_in) + $signed(\$2 );
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
+  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \$4 ;
+    w1 <= \_$4 ;
   always @(posedge clk)
-    w0 <= \$5 ;
+    w0 <= \_$5 ;
   always @(posedge clk)
-    a_out <= \$6 ;
+    a_out <= \_$6 ;
   always @(posedge clk)
-    bank_out <= \$7 ;
+    bank_out <= \_$7 ;
   always @(posedge clk)
-    psum_out <= \$8 ;
-  assign \$1  = bank_in ? w1 : w0;
+    psum_out <= \_$8 ;
+  assign \_$1  = bank_in ? w1 : w0;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$4  = w1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    \_$4  = w1;
     if (w_en) begin
       if (w_bank) begin
-        \$4  = w_data;
+        \_$4  = w_data;
       end
     end
     if (rst) begin
-      \$4  = 8'h00;
+      \_$4  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$5  = w0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    \_$5  = w0;
     if (w_en) begin
       (* full_case = 32'd1 *)
       if (w_bank) begin
       end else begin
-        \$5  = w_data;
+        \_$5  = w_data;
       end
     end
     if (rst) begin
-      \$5  = 8'h00;
+      \_$5  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$6  = a_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    \_$6  = a_in;
     if (rst) begin
-      \$6  = 8'h00;
+      \_$6  = 8'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$7  = bank_in;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    \_$7  = bank_in;
     if (rst) begin
-      \$7  = 1'h0;
+      \_$7  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$8  = \$3 [31:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    \_$8  = \_$3 [31:0];
     if (rst) begin
-      \$8  = 32'd0;
+      \_$8  = 32'd0;
     end
   end
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$21  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire [3:0] \$11 ;
-  wire [3:0] \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire [3:0] \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire [3:0] \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  reg [2:0] \$30 ;
-  reg [2:0] \$31 ;
-  reg [2:0] \$32 ;
-  reg \$33 ;
-  wire \$4 ;
-  wire [3:0] \$5 ;
-  wire [3:0] \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$21  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire [3:0] \_$11 ;
+  wire [3:0] \_$12 ;
+  wire \_$13 ;
+  wire \_$14 ;
+  wire \_$15 ;
+  wire \_$16 ;
+  wire \_$17 ;
+  wire \_$18 ;
+  wire [3:0] \_$19 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  wire \_$21 ;
+  wire \_$22 ;
+  wire \_$23 ;
+  wire \_$24 ;
+  wire \_$25 ;
+  wire [3:0] \_$26 ;
+  wire \_$27 ;
+  wire \_$28 ;
+  wire \_$29 ;
+  wire \_$3 ;
+  reg [2:0] \_$30 ;
+  reg [2:0] \_$31 ;
+  reg [2:0] \_$32 ;
+  reg \_$33 ;
+  wire \_$4 ;
+  wire [3:0] \_$5 ;
+  wire [3:0] \_$6 ;
+  wire \_$7 ;
+  wire \_$8 ;
+  wire \_$9 ;
   input clk;
   wire clk;
   (* init = 3'h0 *)
@@ -10630,88 +10630,88 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
   assign w_rdy = inner_level != 3'h7;
   assign inner_r_rdy = | inner_level;
   assign w_port__en = w_rdy & w_en;
-  assign \$1  = ~ r_rdy;
-  assign \$2  = \$1  | r_en;
-  assign r_port__en = inner_r_rdy & \$2 ;
+  assign \_$1  = ~ r_rdy;
+  assign \_$2  = \_$1  | r_en;
+  assign r_port__en = inner_r_rdy & \_$2 ;
   assign w_level = inner_level + r_rdy;
-  assign \$3  = w_rdy & w_en;
-  assign \$4  = w_port__addr == 3'h6;
-  assign \$5  = w_port__addr + 1'h1;
-  assign \$6  = \$4  ? 4'h0 : \$5 ;
-  assign \$7  = ~ r_rdy;
-  assign \$8  = \$7  | r_en;
-  assign \$9  = inner_r_rdy & \$8 ;
-  assign \$10  = r_port__addr == 3'h6;
-  assign \$11  = r_port__addr + 1'h1;
-  assign \$12  = \$10  ? 4'h0 : \$11 ;
-  assign \$13  = w_rdy & w_en;
-  assign \$14  = ~ r_rdy;
-  assign \$15  = \$14  | r_en;
-  assign \$16  = inner_r_rdy & \$15 ;
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \$13  & \$17 ;
-  assign \$19  = inner_level + 1'h1;
-  assign \$20  = ~ r_rdy;
-  assign \$21  = \$20  | r_en;
-  assign \$22  = inner_r_rdy & \$21 ;
-  assign \$23  = w_rdy & w_en;
-  assign \$24  = ~ \$23 ;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = inner_level - 1'h1;
-  assign \$27  = ~ r_rdy;
-  assign \$28  = \$27  | r_en;
-  assign \$29  = inner_r_rdy & \$28 ;
+  assign \_$3  = w_rdy & w_en;
+  assign \_$4  = w_port__addr == 3'h6;
+  assign \_$5  = w_port__addr + 1'h1;
+  assign \_$6  = \_$4  ? 4'h0 : \_$5 ;
+  assign \_$7  = ~ r_rdy;
+  assign \_$8  = \_$7  | r_en;
+  assign \_$9  = inner_r_rdy & \_$8 ;
+  assign \_$10  = r_port__addr == 3'h6;
+  assign \_$11  = r_port__addr + 1'h1;
+  assign \_$12  = \_$10  ? 4'h0 : \_$11 ;
+  assign \_$13  = w_rdy & w_en;
+  assign \_$14  = ~ r_rdy;
+  assign \_$15  = \_$14  | r_en;
+  assign \_$16  = inner_r_rdy & \_$15 ;
+  assign \_$17  = ~ \_$16 ;
+  assign \_$18  = \_$13  & \_$17 ;
+  assign \_$19  = inner_level + 1'h1;
+  assign \_$20  = ~ r_rdy;
+  assign \_$21  = \_$20  | r_en;
+  assign \_$22  = inner_r_rdy & \_$21 ;
+  assign \_$23  = w_rdy & w_en;
+  assign \_$24  = ~ \_$23 ;
+  assign \_$25  = \_$22  & \_$24 ;
+  assign \_$26  = inner_level - 1'h1;
+  assign \_$27  = ~ r_rdy;
+  assign \_$28  = \_$27  | r_en;
+  assign \_$29  = inner_r_rdy & \_$28 ;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \_$30 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \_$31 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \_$32 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \_$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$30  = w_port__addr;
+    if (\_$3 ) begin
+      \_$30  = \_$6 [2:0];
     end
     if (rst) begin
-      \$30  = 3'h0;
+      \_$30  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$31  = r_port__addr;
+    if (\_$9 ) begin
+      \_$31  = \_$12 [2:0];
     end
     if (rst) begin
-      \$31  = 3'h0;
+      \_$31  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$32  = inner_level;
+    if (\_$18 ) begin
+      \_$32  = \_$19 [2:0];
     end
-    if (\$25 ) begin
-      \$32  = \$26 [2:0];
+    if (\_$25 ) begin
+      \_$32  = \_$26 [2:0];
     end
     if (rst) begin
-      \$32  = 3'h0;
+      \_$32  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$33  = r_rdy;
+    if (\_$29 ) begin
+      \_$33  = 1'h1;
     end else if (r_en) begin
-      \$33  = 1'h0;
+      \_$33  = 1'h0;
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \_$33  = 1'h0;
     end
   end
   assign level = w_level;
@@ -10725,96 +10725,96 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, compute_q__ready, store_q__ready, bus__resp__valid, bus__resp__payload, halt, load_q__payload, compute_q__payload, store_q__payload, load_q__valid, compute_q__valid, store_q__valid, stalled, bus__req__payload, error, error_code, ended
 , pc, bus__req__ready, insn_base);
-  reg \$auto$verilog_backend.cc:2355:dump_module$22  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$11 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire [33:0] \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire [33:0] \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire \$4 ;
-  wire \$40 ;
-  wire [127:0] \$41 ;
-  wire [190:0] \$42 ;
-  wire [190:0] \$43 ;
-  wire [2:0] \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire [32:0] \$64 ;
-  wire [32:0] \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire [33:0] \$71 ;
-  wire \$72 ;
-  wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  reg \$79 ;
-  wire \$8 ;
-  reg [32:0] \$80 ;
-  reg [31:0] \$81 ;
-  reg [1:0] \$82 ;
-  reg [127:0] \$83 ;
-  reg \$84 ;
-  reg [3:0] \$85 ;
-  reg \$86 ;
-  reg [31:0] \$87 ;
-  wire \$9 ;
-  reg \$signal ;
-  reg \$signal$22 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$22  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire \_$11 ;
+  wire \_$12 ;
+  wire \_$13 ;
+  wire \_$14 ;
+  wire \_$15 ;
+  wire \_$16 ;
+  wire \_$17 ;
+  wire \_$18 ;
+  wire \_$19 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  wire \_$21 ;
+  wire \_$22 ;
+  wire \_$23 ;
+  wire \_$24 ;
+  wire \_$25 ;
+  wire \_$26 ;
+  wire \_$27 ;
+  wire \_$28 ;
+  wire \_$29 ;
+  wire [33:0] \_$3 ;
+  wire \_$30 ;
+  wire \_$31 ;
+  wire \_$32 ;
+  wire \_$33 ;
+  wire \_$34 ;
+  wire \_$35 ;
+  wire \_$36 ;
+  wire [33:0] \_$37 ;
+  wire \_$38 ;
+  wire \_$39 ;
+  wire \_$4 ;
+  wire \_$40 ;
+  wire [127:0] \_$41 ;
+  wire [190:0] \_$42 ;
+  wire [190:0] \_$43 ;
+  wire [2:0] \_$44 ;
+  wire \_$45 ;
+  wire \_$46 ;
+  wire \_$47 ;
+  wire \_$48 ;
+  wire \_$49 ;
+  wire \_$5 ;
+  wire \_$50 ;
+  wire \_$51 ;
+  wire \_$52 ;
+  wire \_$53 ;
+  wire \_$54 ;
+  wire \_$55 ;
+  wire \_$56 ;
+  wire \_$57 ;
+  wire \_$58 ;
+  wire \_$59 ;
+  wire \_$6 ;
+  wire \_$60 ;
+  wire \_$61 ;
+  wire \_$62 ;
+  wire \_$63 ;
+  wire [32:0] \_$64 ;
+  wire [32:0] \_$65 ;
+  wire \_$66 ;
+  wire \_$67 ;
+  wire \_$68 ;
+  wire \_$69 ;
+  wire \_$7 ;
+  wire \_$70 ;
+  wire [33:0] \_$71 ;
+  wire \_$72 ;
+  wire \_$73 ;
+  wire \_$74 ;
+  wire \_$75 ;
+  wire \_$76 ;
+  wire \_$77 ;
+  wire \_$78 ;
+  reg \_$79 ;
+  wire \_$8 ;
+  reg [32:0] \_$80 ;
+  reg [31:0] \_$81 ;
+  reg [1:0] \_$82 ;
+  reg [127:0] \_$83 ;
+  reg \_$84 ;
+  reg [3:0] \_$85 ;
+  reg \_$86 ;
+  reg [31:0] \_$87 ;
+  wire \_$9 ;
+  reg \_$signal ;
+  reg \_$signal$22 ;
   wire [31:0] addr__payload;
   wire addr__ready;
   wire addr__valid;
@@ -10902,102 +10902,102 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
   (* enum_value_10 = "STORE" *)
   reg [1:0] target;
   reg [127:0] word = 128'h00000000000000000000000000000000;
-  assign data__ready = \$11  | ended;
-  assign \$12  = word[9:8] == 2'h3;
-  assign \$13  = have == 2'h2;
-  assign \$14  = running & \$13 ;
-  assign \$15  = ~ ended;
-  assign \$16  = \$14  & \$15 ;
-  assign \$17  = ~ halt;
-  assign \$18  = \$16  & \$17 ;
-  assign \$19  = ~ error;
-  assign \$20  = \$18  & \$19 ;
-  assign \$21  = ~ \$signal ;
-  assign \$22  = ~ is_end;
-  assign \$23  = ! target;
-  assign \$24  = word[4] | word[6];
-  assign \$25  = \$23  & \$24 ;
-  assign \$26  = target == 2'h2;
-  assign \$27  = word[5] | word[7];
-  assign \$28  = \$26  & \$27 ;
-  assign \$29  = \$25  | \$28 ;
-  assign \$30  = \$22  & \$29 ;
-  assign \$31  = \$signal$22  | \$30 ;
-  assign \$32  = ! target;
-  assign \$33  = target == 1'h1;
-  assign \$34  = target == 2'h2;
-  assign \$35  = ~ room;
-  assign \$36  = addr__valid & addr__ready;
-  assign \$37  = next_addr + 4'h8;
-  assign \$38  = data__valid & data__ready;
-  assign \$39  = ~ ended;
-  assign \$40  = \$38  & \$39 ;
-  assign \$43  = { 63'h0000000000000000, \$41  } | \$42 ;
-  assign \$44  = have + 1'h1;
-  assign \$45  = have == 2'h2;
-  assign \$46  = running & \$45 ;
-  assign \$47  = ~ ended;
-  assign \$48  = \$46  & \$47 ;
-  assign \$49  = ~ halt;
-  assign \$50  = \$48  & \$49 ;
-  assign \$51  = ~ error;
-  assign \$52  = \$50  & \$51 ;
-  assign \$53  = ~ \$signal ;
-  assign \$54  = ~ is_end;
-  assign \$55  = ! target;
-  assign \$56  = word[4] | word[6];
-  assign \$57  = \$55  & \$56 ;
-  assign \$58  = target == 2'h2;
-  assign \$59  = word[5] | word[7];
-  assign \$60  = \$58  & \$59 ;
-  assign \$61  = \$57  | \$60 ;
-  assign \$62  = \$54  & \$61 ;
-  assign \$63  = \$signal$22  | \$62 ;
-  assign \$64  = pc + 1'h1;
-  assign \$65  = insn_addr + 5'h10;
-  assign \$66  = have == 2'h2;
-  assign \$67  = ~ \$66 ;
-  assign \$68  = running & \$67 ;
-  assign \$69  = ~ ended;
-  assign \$70  = \$68  & \$69 ;
-  assign \$71  = next_addr + 4'h8;
-  assign \$72  = \$71  > 27'h4000000;
-  assign \$73  = \$70  & \$72 ;
-  assign \$74  = \$73  & empty;
-  assign \$75  = ~ data__valid;
-  assign \$76  = \$74  & \$75 ;
-  assign \$77  = ~ error;
-  assign \$78  = \$76  & \$77 ;
+  assign data__ready = \_$11  | ended;
+  assign \_$12  = word[9:8] == 2'h3;
+  assign \_$13  = have == 2'h2;
+  assign \_$14  = running & \_$13 ;
+  assign \_$15  = ~ ended;
+  assign \_$16  = \_$14  & \_$15 ;
+  assign \_$17  = ~ halt;
+  assign \_$18  = \_$16  & \_$17 ;
+  assign \_$19  = ~ error;
+  assign \_$20  = \_$18  & \_$19 ;
+  assign \_$21  = ~ \_$signal ;
+  assign \_$22  = ~ is_end;
+  assign \_$23  = ! target;
+  assign \_$24  = word[4] | word[6];
+  assign \_$25  = \_$23  & \_$24 ;
+  assign \_$26  = target == 2'h2;
+  assign \_$27  = word[5] | word[7];
+  assign \_$28  = \_$26  & \_$27 ;
+  assign \_$29  = \_$25  | \_$28 ;
+  assign \_$30  = \_$22  & \_$29 ;
+  assign \_$31  = \_$signal$22  | \_$30 ;
+  assign \_$32  = ! target;
+  assign \_$33  = target == 1'h1;
+  assign \_$34  = target == 2'h2;
+  assign \_$35  = ~ room;
+  assign \_$36  = addr__valid & addr__ready;
+  assign \_$37  = next_addr + 4'h8;
+  assign \_$38  = data__valid & data__ready;
+  assign \_$39  = ~ ended;
+  assign \_$40  = \_$38  & \_$39 ;
+  assign \_$43  = { 63'h0000000000000000, \_$41  } | \_$42 ;
+  assign \_$44  = have + 1'h1;
+  assign \_$45  = have == 2'h2;
+  assign \_$46  = running & \_$45 ;
+  assign \_$47  = ~ ended;
+  assign \_$48  = \_$46  & \_$47 ;
+  assign \_$49  = ~ halt;
+  assign \_$50  = \_$48  & \_$49 ;
+  assign \_$51  = ~ error;
+  assign \_$52  = \_$50  & \_$51 ;
+  assign \_$53  = ~ \_$signal ;
+  assign \_$54  = ~ is_end;
+  assign \_$55  = ! target;
+  assign \_$56  = word[4] | word[6];
+  assign \_$57  = \_$55  & \_$56 ;
+  assign \_$58  = target == 2'h2;
+  assign \_$59  = word[5] | word[7];
+  assign \_$60  = \_$58  & \_$59 ;
+  assign \_$61  = \_$57  | \_$60 ;
+  assign \_$62  = \_$54  & \_$61 ;
+  assign \_$63  = \_$signal$22  | \_$62 ;
+  assign \_$64  = pc + 1'h1;
+  assign \_$65  = insn_addr + 5'h10;
+  assign \_$66  = have == 2'h2;
+  assign \_$67  = ~ \_$66 ;
+  assign \_$68  = running & \_$67 ;
+  assign \_$69  = ~ ended;
+  assign \_$70  = \_$68  & \_$69 ;
+  assign \_$71  = next_addr + 4'h8;
+  assign \_$72  = \_$71  > 27'h4000000;
+  assign \_$73  = \_$70  & \_$72 ;
+  assign \_$74  = \_$73  & empty;
+  assign \_$75  = ~ data__valid;
+  assign \_$76  = \_$74  & \_$75 ;
+  assign \_$77  = ~ error;
+  assign \_$78  = \_$76  & \_$77 ;
   always @(posedge clk)
-    running <= \$79 ;
+    running <= \_$79 ;
   always @(posedge clk)
-    next_addr <= \$80 ;
+    next_addr <= \_$80 ;
   always @(posedge clk)
-    insn_addr <= \$81 ;
+    insn_addr <= \_$81 ;
   always @(posedge clk)
-    have <= \$82 ;
+    have <= \_$82 ;
   always @(posedge clk)
-    word <= \$83 ;
+    word <= \_$83 ;
   always @(posedge clk)
-    error <= \$84 ;
+    error <= \_$84 ;
   always @(posedge clk)
-    error_code <= \$85 ;
+    error_code <= \_$85 ;
   always @(posedge clk)
-    ended <= \$86 ;
+    ended <= \_$86 ;
   always @(posedge clk)
-    pc <= \$87 ;
-  assign \$1  = ~ ended;
-  assign \$2  = running & \$1 ;
-  assign \$3  = next_addr + 4'h8;
-  assign \$4  = \$3  > 27'h4000000;
-  assign \$5  = ~ \$4 ;
-  assign \$6  = \$2  & \$5 ;
-  assign \$7  = ~ halt;
-  assign \$8  = \$6  & \$7 ;
-  assign \$9  = ~ error;
-  assign addr__valid = \$8  & \$9 ;
-  assign \$10  = have == 2'h2;
-  assign \$11  = ~ \$10 ;
+    pc <= \_$87 ;
+  assign \_$1  = ~ ended;
+  assign \_$2  = running & \_$1 ;
+  assign \_$3  = next_addr + 4'h8;
+  assign \_$4  = \_$3  > 27'h4000000;
+  assign \_$5  = ~ \_$4 ;
+  assign \_$6  = \_$2  & \_$5 ;
+  assign \_$7  = ~ halt;
+  assign \_$8  = \_$6  & \_$7 ;
+  assign \_$9  = ~ error;
+  assign addr__valid = \_$8  & \_$9 ;
+  assign \_$10  = have == 2'h2;
+  assign \_$11  = ~ \_$10 ;
   \sim_top.accel.fetch.port  port (
     .addr__ready(addr__ready),
     .addr__valid(addr__valid),
@@ -11014,29 +11014,29 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     .w_en(bus__resp__valid)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$signal  = 1'h0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$signal  = 1'h0;
     casez (word[3:0])
       4'h1:
-          \$signal  = 1'h1;
+          \_$signal  = 1'h1;
       4'h2:
-          \$signal  = 1'h1;
+          \_$signal  = 1'h1;
       4'h3:
-          \$signal  = 1'h1;
+          \_$signal  = 1'h1;
       4'h4:
-          \$signal  = 1'h1;
+          \_$signal  = 1'h1;
       4'h5:
-          \$signal  = 1'h1;
+          \_$signal  = 1'h1;
       4'h6:
-          \$signal  = 1'h1;
+          \_$signal  = 1'h1;
       4'h7:
-          \$signal  = 1'h1;
+          \_$signal  = 1'h1;
       4'h8:
-          \$signal  = 1'h1;
+          \_$signal  = 1'h1;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     target = 2'h0;
     casez (word[3:0])
       4'h1:
@@ -11056,8 +11056,8 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$signal$22  = 1'h0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$signal$22  = 1'h0;
     casez (word[3:0])
       4'h1:
           /* empty */;
@@ -11070,11 +11070,11 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
       4'h5:
           /* empty */;
       4'h6:
-          \$signal$22  = \$12 ;
+          \_$signal$22  = \_$12 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     is_end = 1'h0;
     casez (word[3:0])
       4'h1:
@@ -11096,7 +11096,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     room = 1'h0;
     casez (target)
       2'h0:
@@ -11108,199 +11108,199 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     load_q__valid = 1'h0;
-    if (\$20 ) begin
+    if (\_$20 ) begin
       (* full_case = 32'd1 *)
-      if (\$21 ) begin
-      end else if (\$31 ) begin
+      if (\_$21 ) begin
+      end else if (\_$31 ) begin
       end else if (is_end) begin
       end else begin
-        load_q__valid = \$32 ;
+        load_q__valid = \_$32 ;
       end
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     compute_q__valid = 1'h0;
-    if (\$20 ) begin
+    if (\_$20 ) begin
       (* full_case = 32'd1 *)
-      if (\$21 ) begin
-      end else if (\$31 ) begin
+      if (\_$21 ) begin
+      end else if (\_$31 ) begin
       end else if (is_end) begin
       end else begin
-        compute_q__valid = \$33 ;
+        compute_q__valid = \_$33 ;
       end
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     store_q__valid = 1'h0;
-    if (\$20 ) begin
+    if (\_$20 ) begin
       (* full_case = 32'd1 *)
-      if (\$21 ) begin
-      end else if (\$31 ) begin
+      if (\_$21 ) begin
+      end else if (\_$31 ) begin
       end else if (is_end) begin
       end else begin
-        store_q__valid = \$34 ;
+        store_q__valid = \_$34 ;
       end
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     stalled = 1'h0;
-    if (\$20 ) begin
+    if (\_$20 ) begin
       (* full_case = 32'd1 *)
-      if (\$21 ) begin
-      end else if (\$31 ) begin
+      if (\_$21 ) begin
+      end else if (\_$31 ) begin
       end else if (is_end) begin
       end else begin
-        stalled = \$35 ;
+        stalled = \_$35 ;
       end
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$79  = running;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$79  = running;
     if (start) begin
-      \$79  = 1'h1;
+      \_$79  = 1'h1;
     end
     if (rst) begin
-      \$79  = 1'h0;
+      \_$79  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$80  = next_addr;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$80  = next_addr;
     if (start) begin
-      \$80  = { 1'h0, insn_base };
+      \_$80  = { 1'h0, insn_base };
     end
-    if (\$36 ) begin
-      \$80  = \$37 [32:0];
+    if (\_$36 ) begin
+      \_$80  = \_$37 [32:0];
     end
     if (rst) begin
-      \$80  = 33'h000000000;
+      \_$80  = 33'h000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$81  = insn_addr;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$81  = insn_addr;
     if (start) begin
-      \$81  = insn_base;
+      \_$81  = insn_base;
     end
-    if (\$52 ) begin
+    if (\_$52 ) begin
       (* full_case = 32'd1 *)
-      if (\$53 ) begin
-      end else if (\$63 ) begin
+      if (\_$53 ) begin
+      end else if (\_$63 ) begin
       end else if (is_end) begin
       end else begin
         if (room) begin
-          \$81  = \$65 [31:0];
+          \_$81  = \_$65 [31:0];
         end
       end
     end
     if (rst) begin
-      \$81  = 32'd0;
+      \_$81  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$82  = have;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$82  = have;
     if (start) begin
-      \$82  = 2'h0;
+      \_$82  = 2'h0;
     end
-    if (\$40 ) begin
-      \$82  = \$44 [1:0];
+    if (\_$40 ) begin
+      \_$82  = \_$44 [1:0];
     end
-    if (\$52 ) begin
+    if (\_$52 ) begin
       (* full_case = 32'd1 *)
-      if (\$53 ) begin
-      end else if (\$63 ) begin
+      if (\_$53 ) begin
+      end else if (\_$63 ) begin
       end else if (is_end) begin
       end else begin
         if (room) begin
-          \$82  = 2'h0;
+          \_$82  = 2'h0;
         end
       end
     end
     if (rst) begin
-      \$82  = 2'h0;
+      \_$82  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$83  = word;
-    if (\$40 ) begin
-      \$83  = \$43 [127:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$83  = word;
+    if (\_$40 ) begin
+      \_$83  = \_$43 [127:0];
     end
     if (rst) begin
-      \$83  = 128'h00000000000000000000000000000000;
+      \_$83  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$84  = error;
-    if (\$52 ) begin
-      if (\$53 ) begin
-        \$84  = 1'h1;
-      end else if (\$63 ) begin
-        \$84  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$84  = error;
+    if (\_$52 ) begin
+      if (\_$53 ) begin
+        \_$84  = 1'h1;
+      end else if (\_$63 ) begin
+        \_$84  = 1'h1;
       end
     end
-    if (\$78 ) begin
-      \$84  = 1'h1;
+    if (\_$78 ) begin
+      \_$84  = 1'h1;
     end
     if (rst) begin
-      \$84  = 1'h0;
+      \_$84  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$85  = error_code;
-    if (\$52 ) begin
-      if (\$53 ) begin
-        \$85  = 4'h1;
-      end else if (\$63 ) begin
-        \$85  = 4'h7;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$85  = error_code;
+    if (\_$52 ) begin
+      if (\_$53 ) begin
+        \_$85  = 4'h1;
+      end else if (\_$63 ) begin
+        \_$85  = 4'h7;
       end
     end
-    if (\$78 ) begin
-      \$85  = 4'h3;
+    if (\_$78 ) begin
+      \_$85  = 4'h3;
     end
     if (rst) begin
-      \$85  = 4'h0;
+      \_$85  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$86  = ended;
-    if (\$52 ) begin
-      if (\$53 ) begin
-      end else if (\$63 ) begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$86  = ended;
+    if (\_$52 ) begin
+      if (\_$53 ) begin
+      end else if (\_$63 ) begin
       end else if (is_end) begin
-        \$86  = 1'h1;
+        \_$86  = 1'h1;
       end
     end
     if (rst) begin
-      \$86  = 1'h0;
+      \_$86  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \$87  = pc;
-    if (\$52 ) begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$87  = pc;
+    if (\_$52 ) begin
       (* full_case = 32'd1 *)
-      if (\$53 ) begin
-      end else if (\$63 ) begin
+      if (\_$53 ) begin
+      end else if (\_$63 ) begin
       end else if (is_end) begin
       end else begin
         if (room) begin
-          \$87  = \$64 [31:0];
+          \_$87  = \_$64 [31:0];
         end
       end
     end
     if (rst) begin
-      \$87  = 32'd0;
+      \_$87  = 32'd0;
     end
   end
   assign \bus__req__payload$1  = next_addr[31:0];
@@ -11322,22 +11322,22 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
   assign compute_q__payload[127:0] = word;
   assign load_q__payload[159:128] = pc;
   assign load_q__payload[127:0] = word;
-  assign \$41  = { 64'h0000000000000000, word[127:64] };
-  assign \$42  = { 63'h0000000000000000, data__payload, 64'h0000000000000000 };
+  assign \_$41  = { 64'h0000000000000000, word[127:64] };
+  assign \_$42  = { 63'h0000000000000000, data__payload, 64'h0000000000000000 };
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch.port (rst, addr__valid, r_en, bus__req__valid, addr__ready, empty, data__payload, w_en, w_data, bus__req__payload, data__valid, bus__req__ready, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$23  = 0;
-  wire \$1 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire [5:0] \$6 ;
-  wire \$7 ;
-  wire [6:0] \$8 ;
-  reg [4:0] \$9 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$23  = 0;
+  wire \_$1 ;
+  wire \_$2 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire \_$5 ;
+  wire [5:0] \_$6 ;
+  wire \_$7 ;
+  wire [6:0] \_$8 ;
+  reg [4:0] \_$9 ;
   wire [31:0] addr__payload;
   output addr__ready;
   wire addr__ready;
@@ -11371,19 +11371,19 @@ module \sim_top.accel.fetch.port (rst, addr__valid, r_en, bus__req__valid, addr_
   wire [63:0] w_data;
   input w_en;
   wire w_en;
-  assign \$1  = in_use < 5'h10;
-  assign bus__req__valid = addr__valid & \$1 ;
-  assign \$2  = in_use < 5'h10;
-  assign addr__ready = bus__req__ready & \$2 ;
+  assign \_$1  = in_use < 5'h10;
+  assign bus__req__valid = addr__valid & \_$1 ;
+  assign \_$2  = in_use < 5'h10;
+  assign addr__ready = bus__req__ready & \_$2 ;
   assign empty = ! in_use;
-  assign \$3  = addr__valid & bus__req__ready;
-  assign \$4  = in_use < 5'h10;
-  assign \$5  = \$3  & \$4 ;
-  assign \$6  = in_use + \$5 ;
-  assign \$7  = data__valid & r_en;
-  assign \$8  = \$6  - \$7 ;
+  assign \_$3  = addr__valid & bus__req__ready;
+  assign \_$4  = in_use < 5'h10;
+  assign \_$5  = \_$3  & \_$4 ;
+  assign \_$6  = in_use + \_$5 ;
+  assign \_$7  = data__valid & r_en;
+  assign \_$8  = \_$6  - \_$7 ;
   always @(posedge clk)
-    in_use <= \$9 ;
+    in_use <= \_$9 ;
   \sim_top.accel.fetch.port.buffer  buffer (
     .clk(clk),
     .r_data(data__payload),
@@ -11394,10 +11394,10 @@ module \sim_top.accel.fetch.port (rst, addr__valid, r_en, bus__req__valid, addr_
     .w_port__data(w_data)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$9  = \$8 [4:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$9  = \_$8 [4:0];
     if (rst) begin
-      \$9  = 5'h00;
+      \_$9  = 5'h00;
     end
   end
   assign addr__payload = bus__req__payload;
@@ -11410,40 +11410,40 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, r_rdy, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$24  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire [4:0] \$11 ;
-  wire [4:0] \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire [4:0] \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire [4:0] \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  reg [3:0] \$30 ;
-  reg [3:0] \$31 ;
-  reg [3:0] \$32 ;
-  reg \$33 ;
-  wire \$4 ;
-  wire [4:0] \$5 ;
-  wire [4:0] \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$24  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire [4:0] \_$11 ;
+  wire [4:0] \_$12 ;
+  wire \_$13 ;
+  wire \_$14 ;
+  wire \_$15 ;
+  wire \_$16 ;
+  wire \_$17 ;
+  wire \_$18 ;
+  wire [4:0] \_$19 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  wire \_$21 ;
+  wire \_$22 ;
+  wire \_$23 ;
+  wire \_$24 ;
+  wire \_$25 ;
+  wire [4:0] \_$26 ;
+  wire \_$27 ;
+  wire \_$28 ;
+  wire \_$29 ;
+  wire \_$3 ;
+  reg [3:0] \_$30 ;
+  reg [3:0] \_$31 ;
+  reg [3:0] \_$32 ;
+  reg \_$33 ;
+  wire \_$4 ;
+  wire [4:0] \_$5 ;
+  wire [4:0] \_$6 ;
+  wire \_$7 ;
+  wire \_$8 ;
+  wire \_$9 ;
   input clk;
   wire clk;
   (* init = 4'h0 *)
@@ -11489,88 +11489,88 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
   assign w_rdy = inner_level != 4'hf;
   assign inner_r_rdy = | inner_level;
   assign w_port__en = w_rdy & w_en;
-  assign \$1  = ~ r_rdy;
-  assign \$2  = \$1  | r_en;
-  assign r_port__en = inner_r_rdy & \$2 ;
+  assign \_$1  = ~ r_rdy;
+  assign \_$2  = \_$1  | r_en;
+  assign r_port__en = inner_r_rdy & \_$2 ;
   assign w_level = inner_level + r_rdy;
-  assign \$3  = w_rdy & w_en;
-  assign \$4  = w_port__addr == 4'he;
-  assign \$5  = w_port__addr + 1'h1;
-  assign \$6  = \$4  ? 5'h00 : \$5 ;
-  assign \$7  = ~ r_rdy;
-  assign \$8  = \$7  | r_en;
-  assign \$9  = inner_r_rdy & \$8 ;
-  assign \$10  = r_port__addr == 4'he;
-  assign \$11  = r_port__addr + 1'h1;
-  assign \$12  = \$10  ? 5'h00 : \$11 ;
-  assign \$13  = w_rdy & w_en;
-  assign \$14  = ~ r_rdy;
-  assign \$15  = \$14  | r_en;
-  assign \$16  = inner_r_rdy & \$15 ;
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \$13  & \$17 ;
-  assign \$19  = inner_level + 1'h1;
-  assign \$20  = ~ r_rdy;
-  assign \$21  = \$20  | r_en;
-  assign \$22  = inner_r_rdy & \$21 ;
-  assign \$23  = w_rdy & w_en;
-  assign \$24  = ~ \$23 ;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = inner_level - 1'h1;
-  assign \$27  = ~ r_rdy;
-  assign \$28  = \$27  | r_en;
-  assign \$29  = inner_r_rdy & \$28 ;
+  assign \_$3  = w_rdy & w_en;
+  assign \_$4  = w_port__addr == 4'he;
+  assign \_$5  = w_port__addr + 1'h1;
+  assign \_$6  = \_$4  ? 5'h00 : \_$5 ;
+  assign \_$7  = ~ r_rdy;
+  assign \_$8  = \_$7  | r_en;
+  assign \_$9  = inner_r_rdy & \_$8 ;
+  assign \_$10  = r_port__addr == 4'he;
+  assign \_$11  = r_port__addr + 1'h1;
+  assign \_$12  = \_$10  ? 5'h00 : \_$11 ;
+  assign \_$13  = w_rdy & w_en;
+  assign \_$14  = ~ r_rdy;
+  assign \_$15  = \_$14  | r_en;
+  assign \_$16  = inner_r_rdy & \_$15 ;
+  assign \_$17  = ~ \_$16 ;
+  assign \_$18  = \_$13  & \_$17 ;
+  assign \_$19  = inner_level + 1'h1;
+  assign \_$20  = ~ r_rdy;
+  assign \_$21  = \_$20  | r_en;
+  assign \_$22  = inner_r_rdy & \_$21 ;
+  assign \_$23  = w_rdy & w_en;
+  assign \_$24  = ~ \_$23 ;
+  assign \_$25  = \_$22  & \_$24 ;
+  assign \_$26  = inner_level - 1'h1;
+  assign \_$27  = ~ r_rdy;
+  assign \_$28  = \_$27  | r_en;
+  assign \_$29  = inner_r_rdy & \_$28 ;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \_$30 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \_$31 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \_$32 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \_$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [3:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \_$30  = w_port__addr;
+    if (\_$3 ) begin
+      \_$30  = \_$6 [3:0];
     end
     if (rst) begin
-      \$30  = 4'h0;
+      \_$30  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [3:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \_$31  = r_port__addr;
+    if (\_$9 ) begin
+      \_$31  = \_$12 [3:0];
     end
     if (rst) begin
-      \$31  = 4'h0;
+      \_$31  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [3:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \_$32  = inner_level;
+    if (\_$18 ) begin
+      \_$32  = \_$19 [3:0];
     end
-    if (\$25 ) begin
-      \$32  = \$26 [3:0];
+    if (\_$25 ) begin
+      \_$32  = \_$26 [3:0];
     end
     if (rst) begin
-      \$32  = 4'h0;
+      \_$32  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    \_$33  = r_rdy;
+    if (\_$29 ) begin
+      \_$33  = 1'h1;
     end else if (r_en) begin
-      \$33  = 1'h0;
+      \_$33  = 1'h0;
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \_$33  = 1'h0;
     end
   end
   assign level = w_level;
@@ -11584,128 +11584,128 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, desc_bus__req__valid, data_bus__req__valid, act__addr, queue__payload, deps__room_next, deps__has_next, bus__resp__valid, \bus__resp__valid$42 , bus__resp__payload, halt, pending, pending_index, idle, token_wait, deps__pop_next
 , queue__ready, busy, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, index, \error$111 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$36 , desc_base);
-  reg \$auto$verilog_backend.cc:2355:dump_module$25  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire [16:0] \$106 ;
-  wire \$107 ;
-  wire [16:0] \$108 ;
-  reg [1:0] \$109 ;
-  wire \$11 ;
-  reg [127:0] \$110 ;
-  reg [31:0] \$111 ;
-  reg \$112 ;
-  reg [3:0] \$113 ;
-  reg [6:0] \$114 ;
-  reg [2:0] \$115 ;
-  reg \$116 ;
-  reg [15:0] \$117 ;
-  reg [15:0] \$118 ;
-  reg [511:0] \$119 ;
-  wire \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire \$37 ;
-  wire [32:0] \$38 ;
-  wire [19:0] \$39 ;
-  wire \$4 ;
-  wire [33:0] \$40 ;
-  wire [16:0] \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire [16:0] \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire [6:0] \$50 ;
-  wire [63:0] \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
-  wire \$8 ;
-  wire \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire \$83 ;
-  wire [7:0] \$84 ;
-  wire [8:0] \$85 ;
-  wire \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire [16:0] \$97 ;
-  wire \$98 ;
-  wire [16:0] \$99 ;
-  reg [15:0] \$signal ;
-  reg [16:0] \$signal$64 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$25  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire \_$100 ;
+  wire \_$101 ;
+  wire \_$102 ;
+  wire \_$103 ;
+  wire \_$104 ;
+  wire \_$105 ;
+  wire [16:0] \_$106 ;
+  wire \_$107 ;
+  wire [16:0] \_$108 ;
+  reg [1:0] \_$109 ;
+  wire \_$11 ;
+  reg [127:0] \_$110 ;
+  reg [31:0] \_$111 ;
+  reg \_$112 ;
+  reg [3:0] \_$113 ;
+  reg [6:0] \_$114 ;
+  reg [2:0] \_$115 ;
+  reg \_$116 ;
+  reg [15:0] \_$117 ;
+  reg [15:0] \_$118 ;
+  reg [511:0] \_$119 ;
+  wire \_$12 ;
+  wire \_$13 ;
+  wire \_$14 ;
+  wire \_$15 ;
+  wire \_$16 ;
+  wire \_$17 ;
+  wire \_$18 ;
+  wire \_$19 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  wire \_$21 ;
+  wire \_$22 ;
+  wire \_$23 ;
+  wire \_$24 ;
+  wire \_$25 ;
+  wire \_$26 ;
+  wire \_$27 ;
+  wire \_$28 ;
+  wire \_$29 ;
+  wire \_$3 ;
+  wire \_$30 ;
+  wire \_$31 ;
+  wire \_$32 ;
+  wire \_$33 ;
+  wire \_$34 ;
+  wire \_$35 ;
+  wire \_$36 ;
+  wire \_$37 ;
+  wire [32:0] \_$38 ;
+  wire [19:0] \_$39 ;
+  wire \_$4 ;
+  wire [33:0] \_$40 ;
+  wire [16:0] \_$41 ;
+  wire \_$42 ;
+  wire \_$43 ;
+  wire \_$44 ;
+  wire \_$45 ;
+  wire \_$46 ;
+  wire \_$47 ;
+  wire [16:0] \_$48 ;
+  wire \_$49 ;
+  wire \_$5 ;
+  wire [6:0] \_$50 ;
+  wire [63:0] \_$51 ;
+  wire \_$52 ;
+  wire \_$53 ;
+  wire \_$54 ;
+  wire \_$55 ;
+  wire \_$56 ;
+  wire \_$57 ;
+  wire \_$58 ;
+  wire \_$59 ;
+  wire \_$6 ;
+  wire \_$60 ;
+  wire \_$61 ;
+  wire \_$62 ;
+  wire \_$63 ;
+  wire \_$64 ;
+  wire \_$65 ;
+  wire \_$66 ;
+  wire \_$67 ;
+  wire \_$68 ;
+  wire \_$69 ;
+  wire \_$7 ;
+  wire \_$70 ;
+  wire \_$71 ;
+  wire \_$72 ;
+  wire \_$73 ;
+  wire \_$74 ;
+  wire \_$75 ;
+  wire \_$76 ;
+  wire \_$77 ;
+  wire \_$78 ;
+  wire \_$79 ;
+  wire \_$8 ;
+  wire \_$80 ;
+  wire \_$81 ;
+  wire \_$82 ;
+  wire \_$83 ;
+  wire [7:0] \_$84 ;
+  wire [8:0] \_$85 ;
+  wire \_$86 ;
+  wire \_$87 ;
+  wire \_$88 ;
+  wire \_$89 ;
+  wire \_$9 ;
+  wire \_$90 ;
+  wire \_$91 ;
+  wire \_$92 ;
+  wire \_$93 ;
+  wire \_$94 ;
+  wire \_$95 ;
+  wire \_$96 ;
+  wire [16:0] \_$97 ;
+  wire \_$98 ;
+  wire [16:0] \_$99 ;
+  reg [15:0] \_$signal ;
+  reg [16:0] \_$signal$64 ;
   output [15:0] act__addr;
   wire [15:0] act__addr;
   wire [31:0] act__data;
@@ -11969,132 +11969,132 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   reg [511:0] whole;
   reg [127:0] word = 128'h00000000000000000000000000000000;
   reg write;
-  assign \$1  = ~ queue__valid;
-  assign \$2  = ~ queue__payload[4];
-  assign \$4  = ~ queue__payload[5];
-  assign \$5  = \$4  | deps__has_next;
-  assign \$6  = \$3  & \$5 ;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = ~ queue__payload[4];
-  assign \$10  = ~ queue__payload[5];
-  assign \$11  = \$10  | deps__has_next;
-  assign \$12  = \$9  & \$11 ;
-  assign \$13  = ~ halt;
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ word[6];
-  assign \$17  = ~ word[7];
-  assign \$18  = \$17  | deps__room_next;
-  assign \$19  = \$16  & \$18 ;
-  assign \$20  = ~ \$19 ;
-  assign \$21  = ~ word[6];
-  assign \$23  = ~ word[7];
-  assign \$24  = \$23  | deps__room_next;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = ~ halt;
-  assign \$27  = \$25  & \$26 ;
-  assign \$28  = \$signal  < 4'h8;
-  assign align = \$28  ? \$signal  : 16'h0008;
-  assign \$29  = desc[1:0] == 2'h3;
-  assign \$30  = ~ walking;
-  assign \$31  = ! in_flight;
-  assign \$32  = \$30  & \$31 ;
-  assign \$33  = ~ \busy$75 ;
-  assign \$34  = \$32  & \$33 ;
-  assign \$35  = lines__valid & w_rdy;
-  assign \$36  = ~ halt;
-  assign \$37  = \$35  & \$36 ;
-  assign \$39  = issued * 4'h8;
-  assign \$40  = $signed(\$38 ) + $signed({ 1'h0, \$39  });
-  assign \$41  = beats - 1'h1;
-  assign \$42  = issued == \$41 ;
-  assign \$43  = ~ halt;
-  assign \$44  = r_rdy & \$43 ;
-  assign \$45  = ~ r_data[16];
-  assign \$46  = ~ \data__valid$94 ;
-  assign \$47  = beats == 1'h1;
-  assign \$48  = beats - 1'h1;
-  assign \$49  = received == \$48 ;
-  assign \$50  = r_data[19:17] * 4'h8;
-  assign \$51  = \data__payload$96  >> \$50 ;
-  assign \$52  = ! desc[1:0];
-  assign act__en = write & \$52 ;
-  assign \$53  = desc[1:0] == 1'h1;
-  assign wgt__en = write & \$53 ;
-  assign \$54  = desc[1:0] == 2'h2;
-  assign param__en = write & \$54 ;
-  assign \$55  = ! frame_state;
-  assign \$56  = frame_state == 1'h1;
-  assign \$57  = frame_state == 2'h2;
-  assign \$58  = frame_state == 2'h3;
-  assign \$59  = ! load_state;
-  assign \$60  = load_state == 1'h1;
-  assign \$61  = load_state == 2'h2;
-  assign \$62  = load_state == 2'h3;
-  assign \$63  = load_state == 3'h4;
-  assign \$64  = ~ halt;
-  assign \$65  = queue__valid & \$64 ;
-  assign \$66  = ~ queue__payload[4];
-  assign \$68  = ~ queue__payload[5];
-  assign \$69  = \$68  | deps__has_next;
-  assign \$70  = \$67  & \$69 ;
-  assign \$71  = ~ halt;
-  assign \$72  = \$70  & \$71 ;
-  assign \$73  = ~ word[6];
-  assign \$75  = ~ word[7];
-  assign \$76  = \$75  | deps__room_next;
-  assign \$77  = \$74  & \$76 ;
-  assign \$78  = ~ halt;
-  assign \$79  = \$77  & \$78 ;
-  assign \$80  = ~ \error$111 ;
-  assign \$81  = error & \$80 ;
-  assign \$82  = ~ \error$111 ;
-  assign \$83  = \error$113  & \$82 ;
-  assign \$84  = in_flight + w_en;
-  assign \$85  = \$84  - r_en;
-  assign \$86  = desc[1:0] == 2'h3;
-  assign \$87  = ~ \error$111 ;
-  assign \$89  = ~ walking;
-  assign \$90  = ! in_flight;
-  assign \$91  = \$89  & \$90 ;
-  assign \$92  = ~ \busy$75 ;
-  assign \$93  = \$91  & \$92 ;
-  assign \$94  = lines__valid & w_rdy;
-  assign \$95  = ~ halt;
-  assign \$96  = \$94  & \$95 ;
-  assign \$97  = beats - 1'h1;
-  assign \$98  = issued == \$97 ;
-  assign \$99  = issued + 1'h1;
-  assign \$100  = lines__valid & lines__ready;
-  assign \$101  = \$100  & lines__payload[113];
-  assign \$102  = ~ halt;
-  assign \$103  = r_rdy & \$102 ;
-  assign \$104  = ~ r_data[16];
-  assign \$105  = beats == 1'h1;
-  assign \$106  = beats - 1'h1;
-  assign \$107  = received == \$106 ;
-  assign \$108  = received + 1'h1;
+  assign \_$1  = ~ queue__valid;
+  assign \_$2  = ~ queue__payload[4];
+  assign \_$4  = ~ queue__payload[5];
+  assign \_$5  = \_$4  | deps__has_next;
+  assign \_$6  = \_$3  & \_$5 ;
+  assign \_$7  = ~ \_$6 ;
+  assign \_$8  = ~ queue__payload[4];
+  assign \_$10  = ~ queue__payload[5];
+  assign \_$11  = \_$10  | deps__has_next;
+  assign \_$12  = \_$9  & \_$11 ;
+  assign \_$13  = ~ halt;
+  assign \_$14  = \_$12  & \_$13 ;
+  assign \_$15  = ~ word[6];
+  assign \_$17  = ~ word[7];
+  assign \_$18  = \_$17  | deps__room_next;
+  assign \_$19  = \_$16  & \_$18 ;
+  assign \_$20  = ~ \_$19 ;
+  assign \_$21  = ~ word[6];
+  assign \_$23  = ~ word[7];
+  assign \_$24  = \_$23  | deps__room_next;
+  assign \_$25  = \_$22  & \_$24 ;
+  assign \_$26  = ~ halt;
+  assign \_$27  = \_$25  & \_$26 ;
+  assign \_$28  = \_$signal  < 4'h8;
+  assign align = \_$28  ? \_$signal  : 16'h0008;
+  assign \_$29  = desc[1:0] == 2'h3;
+  assign \_$30  = ~ walking;
+  assign \_$31  = ! in_flight;
+  assign \_$32  = \_$30  & \_$31 ;
+  assign \_$33  = ~ \busy$75 ;
+  assign \_$34  = \_$32  & \_$33 ;
+  assign \_$35  = lines__valid & w_rdy;
+  assign \_$36  = ~ halt;
+  assign \_$37  = \_$35  & \_$36 ;
+  assign \_$39  = issued * 4'h8;
+  assign \_$40  = $signed(\_$38 ) + $signed({ 1'h0, \_$39  });
+  assign \_$41  = beats - 1'h1;
+  assign \_$42  = issued == \_$41 ;
+  assign \_$43  = ~ halt;
+  assign \_$44  = r_rdy & \_$43 ;
+  assign \_$45  = ~ r_data[16];
+  assign \_$46  = ~ \data__valid$94 ;
+  assign \_$47  = beats == 1'h1;
+  assign \_$48  = beats - 1'h1;
+  assign \_$49  = received == \_$48 ;
+  assign \_$50  = r_data[19:17] * 4'h8;
+  assign \_$51  = \data__payload$96  >> \_$50 ;
+  assign \_$52  = ! desc[1:0];
+  assign act__en = write & \_$52 ;
+  assign \_$53  = desc[1:0] == 1'h1;
+  assign wgt__en = write & \_$53 ;
+  assign \_$54  = desc[1:0] == 2'h2;
+  assign param__en = write & \_$54 ;
+  assign \_$55  = ! frame_state;
+  assign \_$56  = frame_state == 1'h1;
+  assign \_$57  = frame_state == 2'h2;
+  assign \_$58  = frame_state == 2'h3;
+  assign \_$59  = ! load_state;
+  assign \_$60  = load_state == 1'h1;
+  assign \_$61  = load_state == 2'h2;
+  assign \_$62  = load_state == 2'h3;
+  assign \_$63  = load_state == 3'h4;
+  assign \_$64  = ~ halt;
+  assign \_$65  = queue__valid & \_$64 ;
+  assign \_$66  = ~ queue__payload[4];
+  assign \_$68  = ~ queue__payload[5];
+  assign \_$69  = \_$68  | deps__has_next;
+  assign \_$70  = \_$67  & \_$69 ;
+  assign \_$71  = ~ halt;
+  assign \_$72  = \_$70  & \_$71 ;
+  assign \_$73  = ~ word[6];
+  assign \_$75  = ~ word[7];
+  assign \_$76  = \_$75  | deps__room_next;
+  assign \_$77  = \_$74  & \_$76 ;
+  assign \_$78  = ~ halt;
+  assign \_$79  = \_$77  & \_$78 ;
+  assign \_$80  = ~ \error$111 ;
+  assign \_$81  = error & \_$80 ;
+  assign \_$82  = ~ \error$111 ;
+  assign \_$83  = \error$113  & \_$82 ;
+  assign \_$84  = in_flight + w_en;
+  assign \_$85  = \_$84  - r_en;
+  assign \_$86  = desc[1:0] == 2'h3;
+  assign \_$87  = ~ \error$111 ;
+  assign \_$89  = ~ walking;
+  assign \_$90  = ! in_flight;
+  assign \_$91  = \_$89  & \_$90 ;
+  assign \_$92  = ~ \busy$75 ;
+  assign \_$93  = \_$91  & \_$92 ;
+  assign \_$94  = lines__valid & w_rdy;
+  assign \_$95  = ~ halt;
+  assign \_$96  = \_$94  & \_$95 ;
+  assign \_$97  = beats - 1'h1;
+  assign \_$98  = issued == \_$97 ;
+  assign \_$99  = issued + 1'h1;
+  assign \_$100  = lines__valid & lines__ready;
+  assign \_$101  = \_$100  & lines__payload[113];
+  assign \_$102  = ~ halt;
+  assign \_$103  = r_rdy & \_$102 ;
+  assign \_$104  = ~ r_data[16];
+  assign \_$105  = beats == 1'h1;
+  assign \_$106  = beats - 1'h1;
+  assign \_$107  = received == \_$106 ;
+  assign \_$108  = received + 1'h1;
   always @(posedge clk)
-    frame_state <= \$109 ;
+    frame_state <= \_$109 ;
   always @(posedge clk)
-    word <= \$110 ;
+    word <= \_$110 ;
   always @(posedge clk)
-    index <= \$111 ;
+    index <= \_$111 ;
   always @(posedge clk)
-    \error$111  <= \$112 ;
+    \error$111  <= \_$112 ;
   always @(posedge clk)
-    error_code <= \$113 ;
+    error_code <= \_$113 ;
   always @(posedge clk)
-    in_flight <= \$114 ;
+    in_flight <= \_$114 ;
   always @(posedge clk)
-    load_state <= \$115 ;
+    load_state <= \_$115 ;
   always @(posedge clk)
-    walking <= \$116 ;
+    walking <= \_$116 ;
   always @(posedge clk)
-    issued <= \$117 ;
+    issued <= \_$117 ;
   always @(posedge clk)
-    received <= \$118 ;
+    received <= \_$118 ;
   always @(posedge clk)
-    assembled <= \$119 ;
+    assembled <= \_$119 ;
   \sim_top.accel.load.addrgen  addrgen (
     .align(align),
     .busy(\busy$75 ),
@@ -12102,11 +12102,11 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .desc(desc),
     .error(\error$113 ),
     .error_code(\error_code$114 ),
-    .line_bytes(\$signal ),
+    .line_bytes(\_$signal ),
     .lines__payload(lines__payload),
     .lines__ready(lines__ready),
     .lines__valid(lines__valid),
-    .lines_in_mem(\$signal$64 ),
+    .lines_in_mem(\_$signal$64 ),
     .rst(rst),
     .start(\start$72 )
   );
@@ -12167,7 +12167,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .w_rdy(w_rdy)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     pending = queue__valid;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -12182,7 +12182,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     pending_index = queue__payload[159:128];
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -12197,78 +12197,78 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     idle = 1'h0;
     casez (frame_state)
       2'h0:
-          idle = \$1 ;
+          idle = \_$1 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     token_wait = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          token_wait = \$7 ;
+          token_wait = \_$7 ;
       2'h2:
           /* empty */;
       2'h3:
-          token_wait = \$20 ;
+          token_wait = \_$20 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     deps__pop_prev = 1'h0;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$14 ) begin
+          if (\_$14 ) begin
             deps__pop_prev = queue__payload[4];
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     deps__pop_next = 1'h0;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$14 ) begin
+          if (\_$14 ) begin
             deps__pop_next = queue__payload[5];
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     queue__ready = 1'h0;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$14 ) begin
+          if (\_$14 ) begin
             queue__ready = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     start = 1'h0;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$14 ) begin
+          if (\_$14 ) begin
             start = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     busy = 1'h0;
     casez (frame_state)
       2'h0:
@@ -12280,7 +12280,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     running = 1'h0;
     casez (frame_state)
       2'h0:
@@ -12292,7 +12292,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     deps__push_prev = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -12303,13 +12303,13 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       2'h2:
           /* empty */;
       2'h3:
-          if (\$27 ) begin
+          if (\_$27 ) begin
             deps__push_prev = word[6];
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     deps__push_next = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -12320,13 +12320,13 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       2'h2:
           /* empty */;
       2'h3:
-          if (\$27 ) begin
+          if (\_$27 ) begin
             deps__push_next = word[7];
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     retired = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -12337,37 +12337,37 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       2'h2:
           /* empty */;
       2'h3:
-          if (\$27 ) begin
+          if (\_$27 ) begin
             retired = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$signal  = 16'h0000;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \_$signal  = 16'h0000;
     casez (desc[1:0])
       2'h0:
-          \$signal  = 16'h0004;
+          \_$signal  = 16'h0004;
       2'h1:
-          \$signal  = 16'h0004;
+          \_$signal  = 16'h0004;
       2'h2:
-          \$signal  = 16'h0040;
+          \_$signal  = 16'h0040;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$signal$64  = 17'h00000;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \_$signal$64  = 17'h00000;
     casez (desc[1:0])
       2'h0:
-          \$signal$64  = 17'h00800;
+          \_$signal$64  = 17'h00800;
       2'h1:
-          \$signal$64  = 17'h00400;
+          \_$signal$64  = 17'h00400;
       2'h2:
-          \$signal$64  = 17'h00040;
+          \_$signal$64  = 17'h00040;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     beats = 16'h0000;
     casez (desc[1:0])
       2'h0:
@@ -12379,7 +12379,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \start$70  = 1'h0;
     casez (load_state)
       3'h0:
@@ -12389,7 +12389,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \start$72  = 1'h0;
     casez (load_state)
       3'h0:
@@ -12399,7 +12399,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       3'h2:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$29 ) begin
+            if (\_$29 ) begin
             end else begin
               \start$72  = 1'h1;
             end
@@ -12407,7 +12407,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \done$76  = 1'h0;
     casez (load_state)
       3'h0:
@@ -12417,37 +12417,37 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       3'h2:
           /* empty */;
       3'h4:
-          if (\$34 ) begin
+          if (\_$34 ) begin
             \done$76  = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \addr__valid$80  = 1'h0;
-    if (\$37 ) begin
+    if (\_$37 ) begin
       if (lines__payload[48]) begin
         \addr__valid$80  = 1'h1;
       end
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     data_bus__req__payload = 32'd0;
-    if (\$37 ) begin
+    if (\_$37 ) begin
       if (lines__payload[48]) begin
-        data_bus__req__payload = \$40 [31:0];
+        data_bus__req__payload = \_$40 [31:0];
       end
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     lines__ready = 1'h0;
-    if (\$37 ) begin
+    if (\_$37 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
         if (\addr__ready$83 ) begin
-          if (\$42 ) begin
+          if (\_$42 ) begin
             lines__ready = 1'h1;
           end
         end
@@ -12457,13 +12457,13 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     w_en = 1'h0;
-    if (\$37 ) begin
+    if (\_$37 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
         if (\addr__ready$83 ) begin
-          if (\$42 ) begin
+          if (\_$42 ) begin
             w_en = 1'h1;
           end
         end
@@ -12473,17 +12473,17 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     line_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\$44 ) begin
+    if (\_$44 ) begin
       (* full_case = 32'd1 *)
-      if (\$45 ) begin
+      if (\_$45 ) begin
         line_data = { desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50] };
       end else begin
         if (\data__valid$94 ) begin
-          if (\$47 ) begin
-            line_data = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \$51  };
-          end else if (\$49 ) begin
+          if (\_$47 ) begin
+            line_data = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \_$51  };
+          end else if (\_$49 ) begin
             line_data = whole;
           end
         end
@@ -12491,17 +12491,17 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     write = 1'h0;
-    if (\$44 ) begin
+    if (\_$44 ) begin
       (* full_case = 32'd1 *)
-      if (\$45 ) begin
+      if (\_$45 ) begin
         write = 1'h1;
       end else begin
         if (\data__valid$94 ) begin
-          if (\$47 ) begin
+          if (\_$47 ) begin
             write = 1'h1;
-          end else if (\$49 ) begin
+          end else if (\_$49 ) begin
             write = 1'h1;
           end
         end
@@ -12509,17 +12509,17 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     r_en = 1'h0;
-    if (\$44 ) begin
+    if (\_$44 ) begin
       (* full_case = 32'd1 *)
-      if (\$45 ) begin
+      if (\_$45 ) begin
         r_en = 1'h1;
       end else begin
         if (\data__valid$94 ) begin
-          if (\$47 ) begin
+          if (\_$47 ) begin
             r_en = 1'h1;
-          end else if (\$49 ) begin
+          end else if (\_$49 ) begin
             r_en = 1'h1;
           end
         end
@@ -12527,37 +12527,37 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \data__ready$92  = 1'h0;
-    if (\$44 ) begin
+    if (\_$44 ) begin
       (* full_case = 32'd1 *)
-      if (\$45 ) begin
+      if (\_$45 ) begin
       end else begin
         \data__ready$92  = 1'h1;
       end
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     dram_wait = 1'h0;
-    if (\$44 ) begin
+    if (\_$44 ) begin
       (* full_case = 32'd1 *)
-      if (\$45 ) begin
+      if (\_$45 ) begin
       end else begin
-        dram_wait = \$46 ;
+        dram_wait = \_$46 ;
       end
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     whole = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\$44 ) begin
+    if (\_$44 ) begin
       (* full_case = 32'd1 *)
-      if (\$45 ) begin
+      if (\_$45 ) begin
       end else begin
         if (\data__valid$94 ) begin
-          if (\$47 ) begin
-          end else if (\$49 ) begin
+          if (\_$47 ) begin
+          end else if (\_$49 ) begin
             whole = assembled;
             casez (received)
               16'h0000:
@@ -12583,69 +12583,69 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$109  = frame_state;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \_$109  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\$65 ) begin
-            \$109  = 2'h1;
+          if (\_$65 ) begin
+            \_$109  = 2'h1;
           end
       2'h1:
-          if (\$72 ) begin
-            \$109  = 2'h2;
+          if (\_$72 ) begin
+            \_$109  = 2'h2;
           end
       2'h2:
           if (\done$76 ) begin
-            \$109  = 2'h3;
+            \_$109  = 2'h3;
           end
       2'h3:
-          if (\$79 ) begin
-            \$109  = 2'h0;
+          if (\_$79 ) begin
+            \_$109  = 2'h0;
           end
     endcase
     if (rst) begin
-      \$109  = 2'h0;
+      \_$109  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$110  = word;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \_$110  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$72 ) begin
-            \$110  = queue__payload[127:0];
+          if (\_$72 ) begin
+            \_$110  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \$110  = 128'h00000000000000000000000000000000;
+      \_$110  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$111  = index;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \_$111  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$72 ) begin
-            \$111  = queue__payload[159:128];
+          if (\_$72 ) begin
+            \_$111  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \$111  = 32'd0;
+      \_$111  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$112  = \error$111 ;
-    if (\$81 ) begin
-      \$112  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \_$112  = \error$111 ;
+    if (\_$81 ) begin
+      \_$112  = 1'h1;
     end
-    if (\$83 ) begin
-      \$112  = 1'h1;
+    if (\_$83 ) begin
+      \_$112  = 1'h1;
     end
     casez (load_state)
       3'h0:
@@ -12654,25 +12654,25 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
           /* empty */;
       3'h2:
           if (done) begin
-            if (\$86 ) begin
-              if (\$88 ) begin
-                \$112  = 1'h1;
+            if (\_$86 ) begin
+              if (\_$88 ) begin
+                \_$112  = 1'h1;
               end
             end
           end
     endcase
     if (rst) begin
-      \$112  = 1'h0;
+      \_$112  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$113  = error_code;
-    if (\$81 ) begin
-      \$113  = 4'h2;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \_$113  = error_code;
+    if (\_$81 ) begin
+      \_$113  = 4'h2;
     end
-    if (\$83 ) begin
-      \$113  = \error_code$114 ;
+    if (\_$83 ) begin
+      \_$113  = \error_code$114 ;
     end
     casez (load_state)
       3'h0:
@@ -12681,55 +12681,55 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
           /* empty */;
       3'h2:
           if (done) begin
-            if (\$86 ) begin
-              if (\$88 ) begin
-                \$113  = 4'h7;
+            if (\_$86 ) begin
+              if (\_$88 ) begin
+                \_$113  = 4'h7;
               end
             end
           end
     endcase
     if (rst) begin
-      \$113  = 4'h0;
+      \_$113  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$114  = \$85 [6:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \_$114  = \_$85 [6:0];
     if (rst) begin
-      \$114  = 7'h00;
+      \_$114  = 7'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$115  = load_state;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \_$115  = load_state;
     casez (load_state)
       3'h0:
           if (start) begin
-            \$115  = 3'h1;
+            \_$115  = 3'h1;
           end
       3'h1:
-          \$115  = 3'h2;
+          \_$115  = 3'h2;
       3'h2:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$86 ) begin
-              \$115  = 3'h3;
+            if (\_$86 ) begin
+              \_$115  = 3'h3;
             end else begin
-              \$115  = 3'h4;
+              \_$115  = 3'h4;
             end
           end
       3'h4:
-          if (\$93 ) begin
-            \$115  = 3'h0;
+          if (\_$93 ) begin
+            \_$115  = 3'h0;
           end
     endcase
     if (rst) begin
-      \$115  = 3'h0;
+      \_$115  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$116  = walking;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \_$116  = walking;
     casez (load_state)
       3'h0:
           /* empty */;
@@ -12738,96 +12738,96 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       3'h2:
           if (done) begin
             (* full_case = 32'd1 *)
-            if (\$86 ) begin
+            if (\_$86 ) begin
             end else begin
-              \$116  = 1'h1;
+              \_$116  = 1'h1;
             end
           end
     endcase
-    if (\$101 ) begin
-      \$116  = 1'h0;
+    if (\_$101 ) begin
+      \_$116  = 1'h0;
     end
     if (rst) begin
-      \$116  = 1'h0;
+      \_$116  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$117  = issued;
-    if (\$96 ) begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \_$117  = issued;
+    if (\_$96 ) begin
       if (lines__payload[48]) begin
         if (\addr__ready$83 ) begin
           (* full_case = 32'd1 *)
-          if (\$98 ) begin
-            \$117  = 16'h0000;
+          if (\_$98 ) begin
+            \_$117  = 16'h0000;
           end else begin
-            \$117  = \$99 [15:0];
+            \_$117  = \_$99 [15:0];
           end
         end
       end
     end
     if (rst) begin
-      \$117  = 16'h0000;
+      \_$117  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$118  = received;
-    if (\$103 ) begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \_$118  = received;
+    if (\_$103 ) begin
       (* full_case = 32'd1 *)
-      if (\$104 ) begin
+      if (\_$104 ) begin
       end else begin
         if (\data__valid$94 ) begin
           (* full_case = 32'd1 *)
-          if (\$105 ) begin
-          end else if (\$107 ) begin
-            \$118  = 16'h0000;
+          if (\_$105 ) begin
+          end else if (\_$107 ) begin
+            \_$118  = 16'h0000;
           end else begin
-            \$118  = \$108 [15:0];
+            \_$118  = \_$108 [15:0];
           end
         end
       end
     end
     if (rst) begin
-      \$118  = 16'h0000;
+      \_$118  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \$119  = assembled;
-    if (\$103 ) begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    \_$119  = assembled;
+    if (\_$103 ) begin
       (* full_case = 32'd1 *)
-      if (\$104 ) begin
+      if (\_$104 ) begin
       end else begin
         if (\data__valid$94 ) begin
           (* full_case = 32'd1 *)
-          if (\$105 ) begin
-          end else if (\$107 ) begin
+          if (\_$105 ) begin
+          end else if (\_$107 ) begin
           end else begin
             casez (received)
               16'h0000:
-                  \$119 [63:0] = \data__payload$96 ;
+                  \_$119 [63:0] = \data__payload$96 ;
               16'h0001:
-                  \$119 [127:64] = \data__payload$96 ;
+                  \_$119 [127:64] = \data__payload$96 ;
               16'h0002:
-                  \$119 [191:128] = \data__payload$96 ;
+                  \_$119 [191:128] = \data__payload$96 ;
               16'h0003:
-                  \$119 [255:192] = \data__payload$96 ;
+                  \_$119 [255:192] = \data__payload$96 ;
               16'h0004:
-                  \$119 [319:256] = \data__payload$96 ;
+                  \_$119 [319:256] = \data__payload$96 ;
               16'h0005:
-                  \$119 [383:320] = \data__payload$96 ;
+                  \_$119 [383:320] = \data__payload$96 ;
               16'h0006:
-                  \$119 [447:384] = \data__payload$96 ;
+                  \_$119 [447:384] = \data__payload$96 ;
               16'h0007:
-                  \$119 [511:448] = \data__payload$96 ;
+                  \_$119 [511:448] = \data__payload$96 ;
             endcase
           end
         end
       end
     end
     if (rst) begin
-      \$119  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$119  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign opcode = word[3:0];
@@ -12855,8 +12855,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \desc_base$58  = desc_base;
   assign \desc_count$60  = desc_count;
   assign \desc$62  = desc;
-  assign line_bytes = \$signal ;
-  assign lines_in_mem = \$signal$64 ;
+  assign line_bytes = \_$signal ;
+  assign lines_in_mem = \_$signal$64 ;
   assign \addr__payload$81  = data_bus__req__payload;
   assign w_data = { lines__payload[18:16], lines__payload[48], lines__payload[15:0] };
   assign act__data = line_data[31:0];
@@ -12942,194 +12942,194 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \lines__payload.index[2]  = lines__payload[96:81];
   assign \lines__payload.index[3]  = lines__payload[112:97];
   assign \lines__payload.last  = lines__payload[113];
-  assign \$3  = \$2 ;
-  assign \$9  = \$8 ;
-  assign \$16  = \$15 ;
-  assign \$22  = \$21 ;
-  assign \$38 [2:0] = 3'h0;
-  assign \$38 [32:3] = { 1'h0, lines__payload[47:19] };
-  assign \$67  = \$66 ;
-  assign \$74  = \$73 ;
-  assign \$88  = \$87 ;
+  assign \_$3  = \_$2 ;
+  assign \_$9  = \_$8 ;
+  assign \_$16  = \_$15 ;
+  assign \_$22  = \_$21 ;
+  assign \_$38 [2:0] = 3'h0;
+  assign \_$38 [32:3] = { 1'h0, lines__payload[47:19] };
+  assign \_$67  = \_$66 ;
+  assign \_$74  = \_$73 ;
+  assign \_$88  = \_$87 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start, lines__ready, desc, lines__payload, busy, lines__valid, error, error_code, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$26  = 0;
-  wire [16:0] \$1 ;
-  wire \$10 ;
-  wire [32:0] \$100 ;
-  wire [16:0] \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire [16:0] \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire [16:0] \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire [16:0] \$110 ;
-  wire [32:0] \$111 ;
-  wire [32:0] \$112 ;
-  wire [32:0] \$113 ;
-  wire [33:0] \$114 ;
-  wire [33:0] \$115 ;
-  wire [33:0] \$116 ;
-  wire [32:0] \$117 ;
-  wire [32:0] \$118 ;
-  wire [32:0] \$119 ;
-  wire \$12 ;
-  wire [32:0] \$120 ;
-  wire [32:0] \$121 ;
-  wire [32:0] \$122 ;
-  wire [16:0] \$123 ;
-  wire \$124 ;
-  wire \$125 ;
-  wire [16:0] \$126 ;
-  wire \$127 ;
-  wire \$128 ;
-  wire [16:0] \$129 ;
-  wire \$13 ;
-  wire \$130 ;
-  wire \$131 ;
-  wire [16:0] \$132 ;
-  wire \$133 ;
-  wire \$134 ;
-  wire [16:0] \$135 ;
-  wire [32:0] \$136 ;
-  wire [32:0] \$137 ;
-  wire [32:0] \$138 ;
-  wire [32:0] \$139 ;
-  wire \$14 ;
-  wire [33:0] \$140 ;
-  wire [33:0] \$141 ;
-  wire [33:0] \$142 ;
-  wire [33:0] \$143 ;
-  wire [32:0] \$144 ;
-  wire [32:0] \$145 ;
-  wire [32:0] \$146 ;
-  wire [32:0] \$147 ;
-  wire [32:0] \$148 ;
-  wire [32:0] \$149 ;
-  wire \$15 ;
-  wire [32:0] \$150 ;
-  wire [32:0] \$151 ;
-  reg \$152 ;
-  reg [3:0] \$153 ;
-  reg [1:0] \$154 ;
-  reg [31:0] \$155 ;
-  reg [31:0] \$156 ;
-  reg [31:0] \$157 ;
-  reg [31:0] \$158 ;
-  reg [31:0] \$159 ;
-  wire \$16 ;
-  reg [31:0] \$160 ;
-  reg [31:0] \$161 ;
-  reg [31:0] \$162 ;
-  reg [31:0] \$163 ;
-  reg [31:0] \$164 ;
-  reg [31:0] \$165 ;
-  reg [31:0] \$166 ;
-  reg [31:0] \$167 ;
-  reg [31:0] \$168 ;
-  reg [31:0] \$169 ;
-  wire \$17 ;
-  reg [31:0] \$170 ;
-  reg [15:0] \$171 ;
-  reg [15:0] \$172 ;
-  reg [15:0] \$173 ;
-  reg [15:0] \$174 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire [16:0] \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire [32:0] \$37 ;
-  wire \$38 ;
-  wire [16:0] \$39 ;
-  wire \$4 ;
-  wire [32:0] \$40 ;
-  wire \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire [16:0] \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire [32:0] \$70 ;
-  wire \$71 ;
-  wire [16:0] \$72 ;
-  wire [32:0] \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire [16:0] \$78 ;
-  wire \$79 ;
-  wire \$8 ;
-  wire \$80 ;
-  wire [16:0] \$81 ;
-  wire [32:0] \$82 ;
-  wire [33:0] \$83 ;
-  wire [32:0] \$84 ;
-  wire [32:0] \$85 ;
-  wire [16:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire [16:0] \$89 ;
-  wire [16:0] \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire [16:0] \$92 ;
-  wire [32:0] \$93 ;
-  wire [32:0] \$94 ;
-  wire [33:0] \$95 ;
-  wire [33:0] \$96 ;
-  wire [32:0] \$97 ;
-  wire [32:0] \$98 ;
-  wire [32:0] \$99 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$26  = 0;
+  wire [16:0] \_$1 ;
+  wire \_$10 ;
+  wire [32:0] \_$100 ;
+  wire [16:0] \_$101 ;
+  wire \_$102 ;
+  wire \_$103 ;
+  wire [16:0] \_$104 ;
+  wire \_$105 ;
+  wire \_$106 ;
+  wire [16:0] \_$107 ;
+  wire \_$108 ;
+  wire \_$109 ;
+  wire \_$11 ;
+  wire [16:0] \_$110 ;
+  wire [32:0] \_$111 ;
+  wire [32:0] \_$112 ;
+  wire [32:0] \_$113 ;
+  wire [33:0] \_$114 ;
+  wire [33:0] \_$115 ;
+  wire [33:0] \_$116 ;
+  wire [32:0] \_$117 ;
+  wire [32:0] \_$118 ;
+  wire [32:0] \_$119 ;
+  wire \_$12 ;
+  wire [32:0] \_$120 ;
+  wire [32:0] \_$121 ;
+  wire [32:0] \_$122 ;
+  wire [16:0] \_$123 ;
+  wire \_$124 ;
+  wire \_$125 ;
+  wire [16:0] \_$126 ;
+  wire \_$127 ;
+  wire \_$128 ;
+  wire [16:0] \_$129 ;
+  wire \_$13 ;
+  wire \_$130 ;
+  wire \_$131 ;
+  wire [16:0] \_$132 ;
+  wire \_$133 ;
+  wire \_$134 ;
+  wire [16:0] \_$135 ;
+  wire [32:0] \_$136 ;
+  wire [32:0] \_$137 ;
+  wire [32:0] \_$138 ;
+  wire [32:0] \_$139 ;
+  wire \_$14 ;
+  wire [33:0] \_$140 ;
+  wire [33:0] \_$141 ;
+  wire [33:0] \_$142 ;
+  wire [33:0] \_$143 ;
+  wire [32:0] \_$144 ;
+  wire [32:0] \_$145 ;
+  wire [32:0] \_$146 ;
+  wire [32:0] \_$147 ;
+  wire [32:0] \_$148 ;
+  wire [32:0] \_$149 ;
+  wire \_$15 ;
+  wire [32:0] \_$150 ;
+  wire [32:0] \_$151 ;
+  reg \_$152 ;
+  reg [3:0] \_$153 ;
+  reg [1:0] \_$154 ;
+  reg [31:0] \_$155 ;
+  reg [31:0] \_$156 ;
+  reg [31:0] \_$157 ;
+  reg [31:0] \_$158 ;
+  reg [31:0] \_$159 ;
+  wire \_$16 ;
+  reg [31:0] \_$160 ;
+  reg [31:0] \_$161 ;
+  reg [31:0] \_$162 ;
+  reg [31:0] \_$163 ;
+  reg [31:0] \_$164 ;
+  reg [31:0] \_$165 ;
+  reg [31:0] \_$166 ;
+  reg [31:0] \_$167 ;
+  reg [31:0] \_$168 ;
+  reg [31:0] \_$169 ;
+  wire \_$17 ;
+  reg [31:0] \_$170 ;
+  reg [15:0] \_$171 ;
+  reg [15:0] \_$172 ;
+  reg [15:0] \_$173 ;
+  reg [15:0] \_$174 ;
+  wire \_$18 ;
+  wire \_$19 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  wire \_$21 ;
+  wire \_$22 ;
+  wire \_$23 ;
+  wire \_$24 ;
+  wire \_$25 ;
+  wire \_$26 ;
+  wire \_$27 ;
+  wire \_$28 ;
+  wire \_$29 ;
+  wire [16:0] \_$3 ;
+  wire \_$30 ;
+  wire \_$31 ;
+  wire \_$32 ;
+  wire \_$33 ;
+  wire \_$34 ;
+  wire \_$35 ;
+  wire \_$36 ;
+  wire [32:0] \_$37 ;
+  wire \_$38 ;
+  wire [16:0] \_$39 ;
+  wire \_$4 ;
+  wire [32:0] \_$40 ;
+  wire \_$41 ;
+  wire \_$42 ;
+  wire \_$43 ;
+  wire \_$44 ;
+  wire \_$45 ;
+  wire \_$46 ;
+  wire \_$47 ;
+  wire \_$48 ;
+  wire \_$49 ;
+  wire \_$5 ;
+  wire \_$50 ;
+  wire \_$51 ;
+  wire \_$52 ;
+  wire \_$53 ;
+  wire \_$54 ;
+  wire \_$55 ;
+  wire \_$56 ;
+  wire \_$57 ;
+  wire \_$58 ;
+  wire \_$59 ;
+  wire [16:0] \_$6 ;
+  wire \_$60 ;
+  wire \_$61 ;
+  wire \_$62 ;
+  wire \_$63 ;
+  wire \_$64 ;
+  wire \_$65 ;
+  wire \_$66 ;
+  wire \_$67 ;
+  wire \_$68 ;
+  wire \_$69 ;
+  wire \_$7 ;
+  wire [32:0] \_$70 ;
+  wire \_$71 ;
+  wire [16:0] \_$72 ;
+  wire [32:0] \_$73 ;
+  wire \_$74 ;
+  wire \_$75 ;
+  wire \_$76 ;
+  wire \_$77 ;
+  wire [16:0] \_$78 ;
+  wire \_$79 ;
+  wire \_$8 ;
+  wire \_$80 ;
+  wire [16:0] \_$81 ;
+  wire [32:0] \_$82 ;
+  wire [33:0] \_$83 ;
+  wire [32:0] \_$84 ;
+  wire [32:0] \_$85 ;
+  wire [16:0] \_$86 ;
+  wire \_$87 ;
+  wire \_$88 ;
+  wire [16:0] \_$89 ;
+  wire [16:0] \_$9 ;
+  wire \_$90 ;
+  wire \_$91 ;
+  wire [16:0] \_$92 ;
+  wire [32:0] \_$93 ;
+  wire [32:0] \_$94 ;
+  wire [33:0] \_$95 ;
+  wire [33:0] \_$96 ;
+  wire [32:0] \_$97 ;
+  wire [32:0] \_$98 ;
+  wire [32:0] \_$99 ;
   input [15:0] align;
   wire [15:0] align;
   output busy;
@@ -13234,206 +13234,206 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   reg [31:0] y1 = 32'd0;
   reg [31:0] y2 = 32'd0;
   reg [31:0] y3 = 32'd0;
-  assign \$1  = desc[137:122] - 1'h1;
-  assign \$2  = i0 == \$1 ;
-  assign \$3  = desc[225:210] - 1'h1;
-  assign \$4  = i1 == \$3 ;
-  assign \$5  = \$2  & \$4 ;
-  assign \$6  = desc[313:298] - 1'h1;
-  assign \$7  = i2 == \$6 ;
-  assign \$8  = \$5  & \$7 ;
-  assign \$9  = desc[401:386] - 1'h1;
-  assign \$10  = i3 == \$9 ;
-  assign last = \$8  & \$10 ;
-  assign \$11  = ! desc[105:90];
-  assign \$12  = $signed(y3) >= $signed(1'h0);
-  assign \$13  = $signed(y3) < $signed({ 1'h0, desc[105:90] });
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = \$11  | \$14 ;
-  assign \$16  = ! desc[121:106];
-  assign \$17  = $signed(x3) >= $signed(1'h0);
-  assign \$18  = $signed(x3) < $signed({ 1'h0, desc[121:106] });
-  assign \$19  = \$17  & \$18 ;
-  assign \$20  = \$16  | \$19 ;
-  assign \$21  = \$15  & \$20 ;
-  assign \$22  = $signed(local3) >= $signed(1'h0);
-  assign \$23  = $signed(local3) < $signed({ 1'h0, lines_in_mem });
-  assign \$24  = \$22  & \$23 ;
-  assign \$25  = ~ \$24 ;
-  assign \$26  = ! desc[105:90];
-  assign \$27  = $signed(y3) >= $signed(1'h0);
-  assign \$28  = $signed(y3) < $signed({ 1'h0, desc[105:90] });
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = \$26  | \$29 ;
-  assign \$31  = ! desc[121:106];
-  assign \$32  = $signed(x3) >= $signed(1'h0);
-  assign \$33  = $signed(x3) < $signed({ 1'h0, desc[121:106] });
-  assign \$34  = \$32  & \$33 ;
-  assign \$35  = \$31  | \$34 ;
-  assign \$36  = \$30  & \$35 ;
-  assign \$37  = dram3 + line_bytes;
-  assign \$38  = \$37  <= 27'h4000000;
-  assign \$39  = align - 1'h1;
-  assign \$40  = { 1'h0, dram3 } & { \$39 [16], \$39 [16], \$39 [16], \$39 [16], \$39 [16], \$39 [16], \$39 [16], \$39 [16], \$39 [16], \$39 [16], \$39 [16], \$39 [16], \$39 [16], \$39 [16], \$39 [16], \$39 [16], \$39  };
-  assign \$41  = ! \$40 ;
-  assign \$42  = \$38  & \$41 ;
-  assign \$43  = ~ \$42 ;
-  assign \$44  = \$36  & \$43 ;
-  assign \$45  = ! walk_state;
-  assign \$46  = walk_state == 1'h1;
-  assign \$47  = walk_state == 2'h2;
-  assign \$48  = ! desc[137:122];
-  assign \$49  = ! desc[225:210];
-  assign \$50  = \$48  | \$49 ;
-  assign \$51  = ! desc[313:298];
-  assign \$52  = \$50  | \$51 ;
-  assign \$53  = ! desc[401:386];
-  assign \$54  = \$52  | \$53 ;
-  assign \$55  = $signed(local3) >= $signed(1'h0);
-  assign \$56  = $signed(local3) < $signed({ 1'h0, lines_in_mem });
-  assign \$57  = \$55  & \$56 ;
-  assign \$58  = ~ \$57 ;
-  assign \$59  = ! desc[105:90];
-  assign \$60  = $signed(y3) >= $signed(1'h0);
-  assign \$61  = $signed(y3) < $signed({ 1'h0, desc[105:90] });
-  assign \$62  = \$60  & \$61 ;
-  assign \$63  = \$59  | \$62 ;
-  assign \$64  = ! desc[121:106];
-  assign \$65  = $signed(x3) >= $signed(1'h0);
-  assign \$66  = $signed(x3) < $signed({ 1'h0, desc[121:106] });
-  assign \$67  = \$65  & \$66 ;
-  assign \$68  = \$64  | \$67 ;
-  assign \$69  = \$63  & \$68 ;
-  assign \$70  = dram3 + line_bytes;
-  assign \$71  = \$70  <= 27'h4000000;
-  assign \$72  = align - 1'h1;
-  assign \$73  = { 1'h0, dram3 } & { \$72 [16], \$72 [16], \$72 [16], \$72 [16], \$72 [16], \$72 [16], \$72 [16], \$72 [16], \$72 [16], \$72 [16], \$72 [16], \$72 [16], \$72 [16], \$72 [16], \$72 [16], \$72 [16], \$72  };
-  assign \$74  = ! \$73 ;
-  assign \$75  = \$71  & \$74 ;
-  assign \$76  = ~ \$75 ;
-  assign \$77  = \$69  & \$76 ;
-  assign \$78  = desc[401:386] - 1'h1;
-  assign \$79  = i3 == \$78 ;
-  assign \$80  = ~ \$79 ;
-  assign \$81  = i3 + 1'h1;
-  assign \$82  = $signed(local3) + $signed(desc[457:434]);
-  assign \$83  = $signed({ 1'h0, dram3 }) + $signed(desc[433:402]);
-  assign \$84  = $signed(y3) + $signed(desc[465:458]);
-  assign \$85  = $signed(x3) + $signed(desc[473:466]);
-  assign \$86  = desc[313:298] - 1'h1;
-  assign \$87  = i2 == \$86 ;
-  assign \$88  = ~ \$87 ;
-  assign \$89  = desc[401:386] - 1'h1;
-  assign \$90  = i3 == \$89 ;
-  assign \$91  = \$88  & \$90 ;
-  assign \$92  = i2 + 1'h1;
-  assign \$93  = $signed(local2) + $signed(desc[369:346]);
-  assign \$94  = $signed(local2) + $signed(desc[369:346]);
-  assign \$95  = $signed({ 1'h0, dram2 }) + $signed(desc[345:314]);
-  assign \$96  = $signed({ 1'h0, dram2 }) + $signed(desc[345:314]);
-  assign \$97  = $signed(y2) + $signed(desc[377:370]);
-  assign \$98  = $signed(y2) + $signed(desc[377:370]);
-  assign \$99  = $signed(x2) + $signed(desc[385:378]);
-  assign \$100  = $signed(x2) + $signed(desc[385:378]);
-  assign \$101  = desc[225:210] - 1'h1;
-  assign \$102  = i1 == \$101 ;
-  assign \$103  = ~ \$102 ;
-  assign \$104  = desc[313:298] - 1'h1;
-  assign \$105  = i2 == \$104 ;
-  assign \$106  = \$103  & \$105 ;
-  assign \$107  = desc[401:386] - 1'h1;
-  assign \$108  = i3 == \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = i1 + 1'h1;
-  assign \$111  = $signed(local1) + $signed(desc[281:258]);
-  assign \$112  = $signed(local1) + $signed(desc[281:258]);
-  assign \$113  = $signed(local1) + $signed(desc[281:258]);
-  assign \$114  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
-  assign \$115  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
-  assign \$116  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
-  assign \$117  = $signed(y1) + $signed(desc[289:282]);
-  assign \$118  = $signed(y1) + $signed(desc[289:282]);
-  assign \$119  = $signed(y1) + $signed(desc[289:282]);
-  assign \$120  = $signed(x1) + $signed(desc[297:290]);
-  assign \$121  = $signed(x1) + $signed(desc[297:290]);
-  assign \$122  = $signed(x1) + $signed(desc[297:290]);
-  assign \$123  = desc[137:122] - 1'h1;
-  assign \$124  = i0 == \$123 ;
-  assign \$125  = ~ \$124 ;
-  assign \$126  = desc[225:210] - 1'h1;
-  assign \$127  = i1 == \$126 ;
-  assign \$128  = \$125  & \$127 ;
-  assign \$129  = desc[313:298] - 1'h1;
-  assign \$130  = i2 == \$129 ;
-  assign \$131  = \$128  & \$130 ;
-  assign \$132  = desc[401:386] - 1'h1;
-  assign \$133  = i3 == \$132 ;
-  assign \$134  = \$131  & \$133 ;
-  assign \$135  = i0 + 1'h1;
-  assign \$136  = $signed(local0) + $signed(desc[193:170]);
-  assign \$137  = $signed(local0) + $signed(desc[193:170]);
-  assign \$138  = $signed(local0) + $signed(desc[193:170]);
-  assign \$139  = $signed(local0) + $signed(desc[193:170]);
-  assign \$140  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
-  assign \$141  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
-  assign \$142  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
-  assign \$143  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
-  assign \$144  = $signed(y0) + $signed(desc[201:194]);
-  assign \$145  = $signed(y0) + $signed(desc[201:194]);
-  assign \$146  = $signed(y0) + $signed(desc[201:194]);
-  assign \$147  = $signed(y0) + $signed(desc[201:194]);
-  assign \$148  = $signed(x0) + $signed(desc[209:202]);
-  assign \$149  = $signed(x0) + $signed(desc[209:202]);
-  assign \$150  = $signed(x0) + $signed(desc[209:202]);
-  assign \$151  = $signed(x0) + $signed(desc[209:202]);
+  assign \_$1  = desc[137:122] - 1'h1;
+  assign \_$2  = i0 == \_$1 ;
+  assign \_$3  = desc[225:210] - 1'h1;
+  assign \_$4  = i1 == \_$3 ;
+  assign \_$5  = \_$2  & \_$4 ;
+  assign \_$6  = desc[313:298] - 1'h1;
+  assign \_$7  = i2 == \_$6 ;
+  assign \_$8  = \_$5  & \_$7 ;
+  assign \_$9  = desc[401:386] - 1'h1;
+  assign \_$10  = i3 == \_$9 ;
+  assign last = \_$8  & \_$10 ;
+  assign \_$11  = ! desc[105:90];
+  assign \_$12  = $signed(y3) >= $signed(1'h0);
+  assign \_$13  = $signed(y3) < $signed({ 1'h0, desc[105:90] });
+  assign \_$14  = \_$12  & \_$13 ;
+  assign \_$15  = \_$11  | \_$14 ;
+  assign \_$16  = ! desc[121:106];
+  assign \_$17  = $signed(x3) >= $signed(1'h0);
+  assign \_$18  = $signed(x3) < $signed({ 1'h0, desc[121:106] });
+  assign \_$19  = \_$17  & \_$18 ;
+  assign \_$20  = \_$16  | \_$19 ;
+  assign \_$21  = \_$15  & \_$20 ;
+  assign \_$22  = $signed(local3) >= $signed(1'h0);
+  assign \_$23  = $signed(local3) < $signed({ 1'h0, lines_in_mem });
+  assign \_$24  = \_$22  & \_$23 ;
+  assign \_$25  = ~ \_$24 ;
+  assign \_$26  = ! desc[105:90];
+  assign \_$27  = $signed(y3) >= $signed(1'h0);
+  assign \_$28  = $signed(y3) < $signed({ 1'h0, desc[105:90] });
+  assign \_$29  = \_$27  & \_$28 ;
+  assign \_$30  = \_$26  | \_$29 ;
+  assign \_$31  = ! desc[121:106];
+  assign \_$32  = $signed(x3) >= $signed(1'h0);
+  assign \_$33  = $signed(x3) < $signed({ 1'h0, desc[121:106] });
+  assign \_$34  = \_$32  & \_$33 ;
+  assign \_$35  = \_$31  | \_$34 ;
+  assign \_$36  = \_$30  & \_$35 ;
+  assign \_$37  = dram3 + line_bytes;
+  assign \_$38  = \_$37  <= 27'h4000000;
+  assign \_$39  = align - 1'h1;
+  assign \_$40  = { 1'h0, dram3 } & { \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39  };
+  assign \_$41  = ! \_$40 ;
+  assign \_$42  = \_$38  & \_$41 ;
+  assign \_$43  = ~ \_$42 ;
+  assign \_$44  = \_$36  & \_$43 ;
+  assign \_$45  = ! walk_state;
+  assign \_$46  = walk_state == 1'h1;
+  assign \_$47  = walk_state == 2'h2;
+  assign \_$48  = ! desc[137:122];
+  assign \_$49  = ! desc[225:210];
+  assign \_$50  = \_$48  | \_$49 ;
+  assign \_$51  = ! desc[313:298];
+  assign \_$52  = \_$50  | \_$51 ;
+  assign \_$53  = ! desc[401:386];
+  assign \_$54  = \_$52  | \_$53 ;
+  assign \_$55  = $signed(local3) >= $signed(1'h0);
+  assign \_$56  = $signed(local3) < $signed({ 1'h0, lines_in_mem });
+  assign \_$57  = \_$55  & \_$56 ;
+  assign \_$58  = ~ \_$57 ;
+  assign \_$59  = ! desc[105:90];
+  assign \_$60  = $signed(y3) >= $signed(1'h0);
+  assign \_$61  = $signed(y3) < $signed({ 1'h0, desc[105:90] });
+  assign \_$62  = \_$60  & \_$61 ;
+  assign \_$63  = \_$59  | \_$62 ;
+  assign \_$64  = ! desc[121:106];
+  assign \_$65  = $signed(x3) >= $signed(1'h0);
+  assign \_$66  = $signed(x3) < $signed({ 1'h0, desc[121:106] });
+  assign \_$67  = \_$65  & \_$66 ;
+  assign \_$68  = \_$64  | \_$67 ;
+  assign \_$69  = \_$63  & \_$68 ;
+  assign \_$70  = dram3 + line_bytes;
+  assign \_$71  = \_$70  <= 27'h4000000;
+  assign \_$72  = align - 1'h1;
+  assign \_$73  = { 1'h0, dram3 } & { \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72  };
+  assign \_$74  = ! \_$73 ;
+  assign \_$75  = \_$71  & \_$74 ;
+  assign \_$76  = ~ \_$75 ;
+  assign \_$77  = \_$69  & \_$76 ;
+  assign \_$78  = desc[401:386] - 1'h1;
+  assign \_$79  = i3 == \_$78 ;
+  assign \_$80  = ~ \_$79 ;
+  assign \_$81  = i3 + 1'h1;
+  assign \_$82  = $signed(local3) + $signed(desc[457:434]);
+  assign \_$83  = $signed({ 1'h0, dram3 }) + $signed(desc[433:402]);
+  assign \_$84  = $signed(y3) + $signed(desc[465:458]);
+  assign \_$85  = $signed(x3) + $signed(desc[473:466]);
+  assign \_$86  = desc[313:298] - 1'h1;
+  assign \_$87  = i2 == \_$86 ;
+  assign \_$88  = ~ \_$87 ;
+  assign \_$89  = desc[401:386] - 1'h1;
+  assign \_$90  = i3 == \_$89 ;
+  assign \_$91  = \_$88  & \_$90 ;
+  assign \_$92  = i2 + 1'h1;
+  assign \_$93  = $signed(local2) + $signed(desc[369:346]);
+  assign \_$94  = $signed(local2) + $signed(desc[369:346]);
+  assign \_$95  = $signed({ 1'h0, dram2 }) + $signed(desc[345:314]);
+  assign \_$96  = $signed({ 1'h0, dram2 }) + $signed(desc[345:314]);
+  assign \_$97  = $signed(y2) + $signed(desc[377:370]);
+  assign \_$98  = $signed(y2) + $signed(desc[377:370]);
+  assign \_$99  = $signed(x2) + $signed(desc[385:378]);
+  assign \_$100  = $signed(x2) + $signed(desc[385:378]);
+  assign \_$101  = desc[225:210] - 1'h1;
+  assign \_$102  = i1 == \_$101 ;
+  assign \_$103  = ~ \_$102 ;
+  assign \_$104  = desc[313:298] - 1'h1;
+  assign \_$105  = i2 == \_$104 ;
+  assign \_$106  = \_$103  & \_$105 ;
+  assign \_$107  = desc[401:386] - 1'h1;
+  assign \_$108  = i3 == \_$107 ;
+  assign \_$109  = \_$106  & \_$108 ;
+  assign \_$110  = i1 + 1'h1;
+  assign \_$111  = $signed(local1) + $signed(desc[281:258]);
+  assign \_$112  = $signed(local1) + $signed(desc[281:258]);
+  assign \_$113  = $signed(local1) + $signed(desc[281:258]);
+  assign \_$114  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
+  assign \_$115  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
+  assign \_$116  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
+  assign \_$117  = $signed(y1) + $signed(desc[289:282]);
+  assign \_$118  = $signed(y1) + $signed(desc[289:282]);
+  assign \_$119  = $signed(y1) + $signed(desc[289:282]);
+  assign \_$120  = $signed(x1) + $signed(desc[297:290]);
+  assign \_$121  = $signed(x1) + $signed(desc[297:290]);
+  assign \_$122  = $signed(x1) + $signed(desc[297:290]);
+  assign \_$123  = desc[137:122] - 1'h1;
+  assign \_$124  = i0 == \_$123 ;
+  assign \_$125  = ~ \_$124 ;
+  assign \_$126  = desc[225:210] - 1'h1;
+  assign \_$127  = i1 == \_$126 ;
+  assign \_$128  = \_$125  & \_$127 ;
+  assign \_$129  = desc[313:298] - 1'h1;
+  assign \_$130  = i2 == \_$129 ;
+  assign \_$131  = \_$128  & \_$130 ;
+  assign \_$132  = desc[401:386] - 1'h1;
+  assign \_$133  = i3 == \_$132 ;
+  assign \_$134  = \_$131  & \_$133 ;
+  assign \_$135  = i0 + 1'h1;
+  assign \_$136  = $signed(local0) + $signed(desc[193:170]);
+  assign \_$137  = $signed(local0) + $signed(desc[193:170]);
+  assign \_$138  = $signed(local0) + $signed(desc[193:170]);
+  assign \_$139  = $signed(local0) + $signed(desc[193:170]);
+  assign \_$140  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
+  assign \_$141  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
+  assign \_$142  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
+  assign \_$143  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
+  assign \_$144  = $signed(y0) + $signed(desc[201:194]);
+  assign \_$145  = $signed(y0) + $signed(desc[201:194]);
+  assign \_$146  = $signed(y0) + $signed(desc[201:194]);
+  assign \_$147  = $signed(y0) + $signed(desc[201:194]);
+  assign \_$148  = $signed(x0) + $signed(desc[209:202]);
+  assign \_$149  = $signed(x0) + $signed(desc[209:202]);
+  assign \_$150  = $signed(x0) + $signed(desc[209:202]);
+  assign \_$151  = $signed(x0) + $signed(desc[209:202]);
   always @(posedge clk)
-    error <= \$152 ;
+    error <= \_$152 ;
   always @(posedge clk)
-    error_code <= \$153 ;
+    error_code <= \_$153 ;
   always @(posedge clk)
-    walk_state <= \$154 ;
+    walk_state <= \_$154 ;
   always @(posedge clk)
-    local0 <= \$155 ;
+    local0 <= \_$155 ;
   always @(posedge clk)
-    local1 <= \$156 ;
+    local1 <= \_$156 ;
   always @(posedge clk)
-    local2 <= \$157 ;
+    local2 <= \_$157 ;
   always @(posedge clk)
-    local3 <= \$158 ;
+    local3 <= \_$158 ;
   always @(posedge clk)
-    dram0 <= \$159 ;
+    dram0 <= \_$159 ;
   always @(posedge clk)
-    dram1 <= \$160 ;
+    dram1 <= \_$160 ;
   always @(posedge clk)
-    dram2 <= \$161 ;
+    dram2 <= \_$161 ;
   always @(posedge clk)
-    dram3 <= \$162 ;
+    dram3 <= \_$162 ;
   always @(posedge clk)
-    y0 <= \$163 ;
+    y0 <= \_$163 ;
   always @(posedge clk)
-    y1 <= \$164 ;
+    y1 <= \_$164 ;
   always @(posedge clk)
-    y2 <= \$165 ;
+    y2 <= \_$165 ;
   always @(posedge clk)
-    y3 <= \$166 ;
+    y3 <= \_$166 ;
   always @(posedge clk)
-    x0 <= \$167 ;
+    x0 <= \_$167 ;
   always @(posedge clk)
-    x1 <= \$168 ;
+    x1 <= \_$168 ;
   always @(posedge clk)
-    x2 <= \$169 ;
+    x2 <= \_$169 ;
   always @(posedge clk)
-    x3 <= \$170 ;
+    x3 <= \_$170 ;
   always @(posedge clk)
-    i0 <= \$171 ;
+    i0 <= \_$171 ;
   always @(posedge clk)
-    i1 <= \$172 ;
+    i1 <= \_$172 ;
   always @(posedge clk)
-    i2 <= \$173 ;
+    i2 <= \_$173 ;
   always @(posedge clk)
-    i3 <= \$174 ;
+    i3 <= \_$174 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
     busy = 1'h0;
     casez (walk_state)
       2'h0:
@@ -13445,741 +13445,741 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
     lines__valid = 1'h0;
     casez (walk_state)
       2'h0:
           /* empty */;
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$25 ) begin
-          end else if (\$44 ) begin
+          if (\_$25 ) begin
+          end else if (\_$44 ) begin
           end else begin
             lines__valid = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$152  = error;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$152  = error;
     casez (walk_state)
       2'h0:
           if (start) begin
-            if (\$54 ) begin
-              \$152  = 1'h1;
+            if (\_$54 ) begin
+              \_$152  = 1'h1;
             end
           end
       2'h2:
-          if (\$58 ) begin
-            \$152  = 1'h1;
-          end else if (\$77 ) begin
-            \$152  = 1'h1;
+          if (\_$58 ) begin
+            \_$152  = 1'h1;
+          end else if (\_$77 ) begin
+            \_$152  = 1'h1;
           end
     endcase
     if (rst) begin
-      \$152  = 1'h0;
+      \_$152  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$153  = error_code;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$153  = error_code;
     casez (walk_state)
       2'h0:
           if (start) begin
-            if (\$54 ) begin
-              \$153  = 4'h7;
+            if (\_$54 ) begin
+              \_$153  = 4'h7;
             end
           end
       2'h2:
-          if (\$58 ) begin
-            \$153  = 4'h4;
-          end else if (\$77 ) begin
-            \$153  = 4'h3;
+          if (\_$58 ) begin
+            \_$153  = 4'h4;
+          end else if (\_$77 ) begin
+            \_$153  = 4'h3;
           end
     endcase
     if (rst) begin
-      \$153  = 4'h0;
+      \_$153  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$154  = walk_state;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$154  = walk_state;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
-              \$154  = 2'h1;
+            if (\_$54 ) begin
+              \_$154  = 2'h1;
             end else begin
-              \$154  = 2'h2;
+              \_$154  = 2'h2;
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-            \$154  = 2'h1;
-          end else if (\$77 ) begin
-            \$154  = 2'h1;
+          if (\_$58 ) begin
+            \_$154  = 2'h1;
+          end else if (\_$77 ) begin
+            \_$154  = 2'h1;
           end else begin
             if (lines__ready) begin
               if (last) begin
-                \$154  = 2'h0;
+                \_$154  = 2'h0;
               end
             end
           end
     endcase
     if (rst) begin
-      \$154  = 2'h0;
+      \_$154  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$155  = local0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$155  = local0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$155  = { 16'h0000, desc[17:2] };
+              \_$155  = { 16'h0000, desc[17:2] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$134 ) begin
-                \$155  = \$136 [31:0];
+              if (\_$134 ) begin
+                \_$155  = \_$136 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$155  = 32'd0;
+      \_$155  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$156  = local1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$156  = local1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$156  = { 16'h0000, desc[17:2] };
+              \_$156  = { 16'h0000, desc[17:2] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$109 ) begin
-                \$156  = \$111 [31:0];
+              if (\_$109 ) begin
+                \_$156  = \_$111 [31:0];
               end
-              if (\$134 ) begin
-                \$156  = \$137 [31:0];
+              if (\_$134 ) begin
+                \_$156  = \_$137 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$156  = 32'd0;
+      \_$156  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$157  = local2;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$157  = local2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$157  = { 16'h0000, desc[17:2] };
+              \_$157  = { 16'h0000, desc[17:2] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$91 ) begin
-                \$157  = \$93 [31:0];
+              if (\_$91 ) begin
+                \_$157  = \_$93 [31:0];
               end
-              if (\$109 ) begin
-                \$157  = \$112 [31:0];
+              if (\_$109 ) begin
+                \_$157  = \_$112 [31:0];
               end
-              if (\$134 ) begin
-                \$157  = \$138 [31:0];
+              if (\_$134 ) begin
+                \_$157  = \_$138 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$157  = 32'd0;
+      \_$157  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$158  = local3;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$158  = local3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$158  = { 16'h0000, desc[17:2] };
+              \_$158  = { 16'h0000, desc[17:2] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$80 ) begin
-                \$158  = \$82 [31:0];
+              if (\_$80 ) begin
+                \_$158  = \_$82 [31:0];
               end
-              if (\$91 ) begin
-                \$158  = \$94 [31:0];
+              if (\_$91 ) begin
+                \_$158  = \_$94 [31:0];
               end
-              if (\$109 ) begin
-                \$158  = \$113 [31:0];
+              if (\_$109 ) begin
+                \_$158  = \_$113 [31:0];
               end
-              if (\$134 ) begin
-                \$158  = \$139 [31:0];
+              if (\_$134 ) begin
+                \_$158  = \_$139 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$158  = 32'd0;
+      \_$158  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$159  = dram0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$159  = dram0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$159  = desc[49:18];
+              \_$159  = desc[49:18];
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$134 ) begin
-                \$159  = \$140 [31:0];
+              if (\_$134 ) begin
+                \_$159  = \_$140 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$159  = 32'd0;
+      \_$159  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$160  = dram1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$160  = dram1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$160  = desc[49:18];
+              \_$160  = desc[49:18];
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$109 ) begin
-                \$160  = \$114 [31:0];
+              if (\_$109 ) begin
+                \_$160  = \_$114 [31:0];
               end
-              if (\$134 ) begin
-                \$160  = \$141 [31:0];
+              if (\_$134 ) begin
+                \_$160  = \_$141 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$160  = 32'd0;
+      \_$160  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$161  = dram2;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$161  = dram2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$161  = desc[49:18];
+              \_$161  = desc[49:18];
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$91 ) begin
-                \$161  = \$95 [31:0];
+              if (\_$91 ) begin
+                \_$161  = \_$95 [31:0];
               end
-              if (\$109 ) begin
-                \$161  = \$115 [31:0];
+              if (\_$109 ) begin
+                \_$161  = \_$115 [31:0];
               end
-              if (\$134 ) begin
-                \$161  = \$142 [31:0];
+              if (\_$134 ) begin
+                \_$161  = \_$142 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$161  = 32'd0;
+      \_$161  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$162  = dram3;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$162  = dram3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$162  = desc[49:18];
+              \_$162  = desc[49:18];
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$80 ) begin
-                \$162  = \$83 [31:0];
+              if (\_$80 ) begin
+                \_$162  = \_$83 [31:0];
               end
-              if (\$91 ) begin
-                \$162  = \$96 [31:0];
+              if (\_$91 ) begin
+                \_$162  = \_$96 [31:0];
               end
-              if (\$109 ) begin
-                \$162  = \$116 [31:0];
+              if (\_$109 ) begin
+                \_$162  = \_$116 [31:0];
               end
-              if (\$134 ) begin
-                \$162  = \$143 [31:0];
+              if (\_$134 ) begin
+                \_$162  = \_$143 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$162  = 32'd0;
+      \_$162  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$163  = y0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$163  = y0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$163  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
+              \_$163  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$134 ) begin
-                \$163  = \$144 [31:0];
+              if (\_$134 ) begin
+                \_$163  = \_$144 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$163  = 32'd0;
+      \_$163  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$164  = y1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$164  = y1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$164  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
+              \_$164  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$109 ) begin
-                \$164  = \$117 [31:0];
+              if (\_$109 ) begin
+                \_$164  = \_$117 [31:0];
               end
-              if (\$134 ) begin
-                \$164  = \$145 [31:0];
+              if (\_$134 ) begin
+                \_$164  = \_$145 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$164  = 32'd0;
+      \_$164  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$165  = y2;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$165  = y2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$165  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
+              \_$165  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$91 ) begin
-                \$165  = \$97 [31:0];
+              if (\_$91 ) begin
+                \_$165  = \_$97 [31:0];
               end
-              if (\$109 ) begin
-                \$165  = \$118 [31:0];
+              if (\_$109 ) begin
+                \_$165  = \_$118 [31:0];
               end
-              if (\$134 ) begin
-                \$165  = \$146 [31:0];
+              if (\_$134 ) begin
+                \_$165  = \_$146 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$165  = 32'd0;
+      \_$165  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$166  = y3;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$166  = y3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$166  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
+              \_$166  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$80 ) begin
-                \$166  = \$84 [31:0];
+              if (\_$80 ) begin
+                \_$166  = \_$84 [31:0];
               end
-              if (\$91 ) begin
-                \$166  = \$98 [31:0];
+              if (\_$91 ) begin
+                \_$166  = \_$98 [31:0];
               end
-              if (\$109 ) begin
-                \$166  = \$119 [31:0];
+              if (\_$109 ) begin
+                \_$166  = \_$119 [31:0];
               end
-              if (\$134 ) begin
-                \$166  = \$147 [31:0];
+              if (\_$134 ) begin
+                \_$166  = \_$147 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$166  = 32'd0;
+      \_$166  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$167  = x0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$167  = x0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$167  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
+              \_$167  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$134 ) begin
-                \$167  = \$148 [31:0];
+              if (\_$134 ) begin
+                \_$167  = \_$148 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$167  = 32'd0;
+      \_$167  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$168  = x1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$168  = x1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$168  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
+              \_$168  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$109 ) begin
-                \$168  = \$120 [31:0];
+              if (\_$109 ) begin
+                \_$168  = \_$120 [31:0];
               end
-              if (\$134 ) begin
-                \$168  = \$149 [31:0];
+              if (\_$134 ) begin
+                \_$168  = \_$149 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$168  = 32'd0;
+      \_$168  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$169  = x2;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$169  = x2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$169  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
+              \_$169  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$91 ) begin
-                \$169  = \$99 [31:0];
+              if (\_$91 ) begin
+                \_$169  = \_$99 [31:0];
               end
-              if (\$109 ) begin
-                \$169  = \$121 [31:0];
+              if (\_$109 ) begin
+                \_$169  = \_$121 [31:0];
               end
-              if (\$134 ) begin
-                \$169  = \$150 [31:0];
+              if (\_$134 ) begin
+                \_$169  = \_$150 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$169  = 32'd0;
+      \_$169  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$170  = x3;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$170  = x3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$170  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
+              \_$170  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$80 ) begin
-                \$170  = \$85 [31:0];
+              if (\_$80 ) begin
+                \_$170  = \_$85 [31:0];
               end
-              if (\$91 ) begin
-                \$170  = \$100 [31:0];
+              if (\_$91 ) begin
+                \_$170  = \_$100 [31:0];
               end
-              if (\$109 ) begin
-                \$170  = \$122 [31:0];
+              if (\_$109 ) begin
+                \_$170  = \_$122 [31:0];
               end
-              if (\$134 ) begin
-                \$170  = \$151 [31:0];
+              if (\_$134 ) begin
+                \_$170  = \_$151 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$170  = 32'd0;
+      \_$170  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$171  = i0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$171  = i0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$171  = 16'h0000;
+              \_$171  = 16'h0000;
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$134 ) begin
-                \$171  = \$135 [15:0];
+              if (\_$134 ) begin
+                \_$171  = \_$135 [15:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$171  = 16'h0000;
+      \_$171  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$172  = i1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$172  = i1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$172  = 16'h0000;
+              \_$172  = 16'h0000;
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$109 ) begin
-                \$172  = \$110 [15:0];
+              if (\_$109 ) begin
+                \_$172  = \_$110 [15:0];
               end
-              if (\$134 ) begin
-                \$172  = 16'h0000;
+              if (\_$134 ) begin
+                \_$172  = 16'h0000;
               end
             end
           end
     endcase
     if (rst) begin
-      \$172  = 16'h0000;
+      \_$172  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$173  = i2;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$173  = i2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$173  = 16'h0000;
+              \_$173  = 16'h0000;
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$91 ) begin
-                \$173  = \$92 [15:0];
+              if (\_$91 ) begin
+                \_$173  = \_$92 [15:0];
               end
-              if (\$109 ) begin
-                \$173  = 16'h0000;
+              if (\_$109 ) begin
+                \_$173  = 16'h0000;
               end
-              if (\$134 ) begin
-                \$173  = 16'h0000;
+              if (\_$134 ) begin
+                \_$173  = 16'h0000;
               end
             end
           end
     endcase
     if (rst) begin
-      \$173  = 16'h0000;
+      \_$173  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$174  = i3;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    \_$174  = i3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$174  = 16'h0000;
+              \_$174  = 16'h0000;
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$80 ) begin
-                \$174  = \$81 [15:0];
+              if (\_$80 ) begin
+                \_$174  = \_$81 [15:0];
               end
-              if (\$91 ) begin
-                \$174  = 16'h0000;
+              if (\_$91 ) begin
+                \_$174  = 16'h0000;
               end
-              if (\$109 ) begin
-                \$174  = 16'h0000;
+              if (\_$109 ) begin
+                \_$174  = 16'h0000;
               end
-              if (\$134 ) begin
-                \$174  = 16'h0000;
+              if (\_$134 ) begin
+                \_$174  = 16'h0000;
               end
             end
           end
     endcase
     if (rst) begin
-      \$174  = 16'h0000;
+      \_$174  = 16'h0000;
     end
   end
   assign \desc.mem  = desc[1:0];
@@ -14229,23 +14229,23 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   assign lines__payload[80:65] = i1;
   assign lines__payload[64:49] = i0;
   assign lines__payload[113] = last;
-  assign lines__payload[48] = \$21 ;
+  assign lines__payload[48] = \_$21 ;
   assign lines__payload[47:16] = dram3;
   assign lines__payload[15:0] = local3[15:0];
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.data_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, addr__valid, bus__req__payload, r_en, data__valid, bus__req__ready, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$27  = 0;
-  wire \$1 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire [7:0] \$6 ;
-  wire \$7 ;
-  wire [8:0] \$8 ;
-  reg [6:0] \$9 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$27  = 0;
+  wire \_$1 ;
+  wire \_$2 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire \_$5 ;
+  wire [7:0] \_$6 ;
+  wire \_$7 ;
+  wire [8:0] \_$8 ;
+  reg [6:0] \_$9 ;
   wire [31:0] addr__payload;
   output addr__ready;
   wire addr__ready;
@@ -14278,19 +14278,19 @@ module \sim_top.accel.load.data_port (rst, bus__req__valid, addr__ready, data__p
   wire [63:0] w_data;
   input w_en;
   wire w_en;
-  assign \$1  = in_use < 7'h40;
-  assign bus__req__valid = addr__valid & \$1 ;
-  assign \$2  = in_use < 7'h40;
-  assign addr__ready = bus__req__ready & \$2 ;
+  assign \_$1  = in_use < 7'h40;
+  assign bus__req__valid = addr__valid & \_$1 ;
+  assign \_$2  = in_use < 7'h40;
+  assign addr__ready = bus__req__ready & \_$2 ;
   assign empty = ! in_use;
-  assign \$3  = addr__valid & bus__req__ready;
-  assign \$4  = in_use < 7'h40;
-  assign \$5  = \$3  & \$4 ;
-  assign \$6  = in_use + \$5 ;
-  assign \$7  = data__valid & r_en;
-  assign \$8  = \$6  - \$7 ;
+  assign \_$3  = addr__valid & bus__req__ready;
+  assign \_$4  = in_use < 7'h40;
+  assign \_$5  = \_$3  & \_$4 ;
+  assign \_$6  = in_use + \_$5 ;
+  assign \_$7  = data__valid & r_en;
+  assign \_$8  = \_$6  - \_$7 ;
   always @(posedge clk)
-    in_use <= \$9 ;
+    in_use <= \_$9 ;
   \sim_top.accel.load.data_port.buffer  buffer (
     .clk(clk),
     .r_data(data__payload),
@@ -14301,10 +14301,10 @@ module \sim_top.accel.load.data_port (rst, bus__req__valid, addr__ready, data__p
     .w_port__data(w_data)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \$9  = \$8 [6:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \_$9  = \_$8 [6:0];
     if (rst) begin
-      \$9  = 7'h00;
+      \_$9  = 7'h00;
     end
   end
   assign addr__payload = bus__req__payload;
@@ -14317,40 +14317,40 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_en, r_rdy, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$28  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire [6:0] \$11 ;
-  wire [6:0] \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire [6:0] \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire [6:0] \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  reg [5:0] \$30 ;
-  reg [5:0] \$31 ;
-  reg [5:0] \$32 ;
-  reg \$33 ;
-  wire \$4 ;
-  wire [6:0] \$5 ;
-  wire [6:0] \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$28  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire [6:0] \_$11 ;
+  wire [6:0] \_$12 ;
+  wire \_$13 ;
+  wire \_$14 ;
+  wire \_$15 ;
+  wire \_$16 ;
+  wire \_$17 ;
+  wire \_$18 ;
+  wire [6:0] \_$19 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  wire \_$21 ;
+  wire \_$22 ;
+  wire \_$23 ;
+  wire \_$24 ;
+  wire \_$25 ;
+  wire [6:0] \_$26 ;
+  wire \_$27 ;
+  wire \_$28 ;
+  wire \_$29 ;
+  wire \_$3 ;
+  reg [5:0] \_$30 ;
+  reg [5:0] \_$31 ;
+  reg [5:0] \_$32 ;
+  reg \_$33 ;
+  wire \_$4 ;
+  wire [6:0] \_$5 ;
+  wire [6:0] \_$6 ;
+  wire \_$7 ;
+  wire \_$8 ;
+  wire \_$9 ;
   input clk;
   wire clk;
   (* init = 6'h00 *)
@@ -14396,88 +14396,88 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
   assign w_rdy = inner_level != 6'h3f;
   assign inner_r_rdy = | inner_level;
   assign w_port__en = w_rdy & w_en;
-  assign \$1  = ~ r_rdy;
-  assign \$2  = \$1  | r_en;
-  assign r_port__en = inner_r_rdy & \$2 ;
+  assign \_$1  = ~ r_rdy;
+  assign \_$2  = \_$1  | r_en;
+  assign r_port__en = inner_r_rdy & \_$2 ;
   assign w_level = inner_level + r_rdy;
-  assign \$3  = w_rdy & w_en;
-  assign \$4  = w_port__addr == 6'h3e;
-  assign \$5  = w_port__addr + 1'h1;
-  assign \$6  = \$4  ? 7'h00 : \$5 ;
-  assign \$7  = ~ r_rdy;
-  assign \$8  = \$7  | r_en;
-  assign \$9  = inner_r_rdy & \$8 ;
-  assign \$10  = r_port__addr == 6'h3e;
-  assign \$11  = r_port__addr + 1'h1;
-  assign \$12  = \$10  ? 7'h00 : \$11 ;
-  assign \$13  = w_rdy & w_en;
-  assign \$14  = ~ r_rdy;
-  assign \$15  = \$14  | r_en;
-  assign \$16  = inner_r_rdy & \$15 ;
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \$13  & \$17 ;
-  assign \$19  = inner_level + 1'h1;
-  assign \$20  = ~ r_rdy;
-  assign \$21  = \$20  | r_en;
-  assign \$22  = inner_r_rdy & \$21 ;
-  assign \$23  = w_rdy & w_en;
-  assign \$24  = ~ \$23 ;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = inner_level - 1'h1;
-  assign \$27  = ~ r_rdy;
-  assign \$28  = \$27  | r_en;
-  assign \$29  = inner_r_rdy & \$28 ;
+  assign \_$3  = w_rdy & w_en;
+  assign \_$4  = w_port__addr == 6'h3e;
+  assign \_$5  = w_port__addr + 1'h1;
+  assign \_$6  = \_$4  ? 7'h00 : \_$5 ;
+  assign \_$7  = ~ r_rdy;
+  assign \_$8  = \_$7  | r_en;
+  assign \_$9  = inner_r_rdy & \_$8 ;
+  assign \_$10  = r_port__addr == 6'h3e;
+  assign \_$11  = r_port__addr + 1'h1;
+  assign \_$12  = \_$10  ? 7'h00 : \_$11 ;
+  assign \_$13  = w_rdy & w_en;
+  assign \_$14  = ~ r_rdy;
+  assign \_$15  = \_$14  | r_en;
+  assign \_$16  = inner_r_rdy & \_$15 ;
+  assign \_$17  = ~ \_$16 ;
+  assign \_$18  = \_$13  & \_$17 ;
+  assign \_$19  = inner_level + 1'h1;
+  assign \_$20  = ~ r_rdy;
+  assign \_$21  = \_$20  | r_en;
+  assign \_$22  = inner_r_rdy & \_$21 ;
+  assign \_$23  = w_rdy & w_en;
+  assign \_$24  = ~ \_$23 ;
+  assign \_$25  = \_$22  & \_$24 ;
+  assign \_$26  = inner_level - 1'h1;
+  assign \_$27  = ~ r_rdy;
+  assign \_$28  = \_$27  | r_en;
+  assign \_$29  = inner_r_rdy & \_$28 ;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \_$30 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \_$31 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \_$32 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \_$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [5:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    \_$30  = w_port__addr;
+    if (\_$3 ) begin
+      \_$30  = \_$6 [5:0];
     end
     if (rst) begin
-      \$30  = 6'h00;
+      \_$30  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [5:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    \_$31  = r_port__addr;
+    if (\_$9 ) begin
+      \_$31  = \_$12 [5:0];
     end
     if (rst) begin
-      \$31  = 6'h00;
+      \_$31  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [5:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    \_$32  = inner_level;
+    if (\_$18 ) begin
+      \_$32  = \_$19 [5:0];
     end
-    if (\$25 ) begin
-      \$32  = \$26 [5:0];
+    if (\_$25 ) begin
+      \_$32  = \_$26 [5:0];
     end
     if (rst) begin
-      \$32  = 6'h00;
+      \_$32  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    \_$33  = r_rdy;
+    if (\_$29 ) begin
+      \_$33  = 1'h1;
     end else if (r_en) begin
-      \$33  = 1'h0;
+      \_$33  = 1'h0;
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \_$33  = 1'h0;
     end
   end
   assign level = w_level;
@@ -14490,16 +14490,16 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.desc_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, data__valid, addr__valid, bus__req__payload, r_en, bus__req__ready, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$29  = 0;
-  wire \$1 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire [4:0] \$6 ;
-  wire \$7 ;
-  wire [5:0] \$8 ;
-  reg [3:0] \$9 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$29  = 0;
+  wire \_$1 ;
+  wire \_$2 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire \_$5 ;
+  wire [4:0] \_$6 ;
+  wire \_$7 ;
+  wire [5:0] \_$8 ;
+  reg [3:0] \_$9 ;
   wire [31:0] addr__payload;
   output addr__ready;
   wire addr__ready;
@@ -14532,19 +14532,19 @@ module \sim_top.accel.load.desc_port (rst, bus__req__valid, addr__ready, data__p
   wire [63:0] w_data;
   input w_en;
   wire w_en;
-  assign \$1  = in_use < 4'h8;
-  assign bus__req__valid = addr__valid & \$1 ;
-  assign \$2  = in_use < 4'h8;
-  assign addr__ready = bus__req__ready & \$2 ;
+  assign \_$1  = in_use < 4'h8;
+  assign bus__req__valid = addr__valid & \_$1 ;
+  assign \_$2  = in_use < 4'h8;
+  assign addr__ready = bus__req__ready & \_$2 ;
   assign empty = ! in_use;
-  assign \$3  = addr__valid & bus__req__ready;
-  assign \$4  = in_use < 4'h8;
-  assign \$5  = \$3  & \$4 ;
-  assign \$6  = in_use + \$5 ;
-  assign \$7  = data__valid & r_en;
-  assign \$8  = \$6  - \$7 ;
+  assign \_$3  = addr__valid & bus__req__ready;
+  assign \_$4  = in_use < 4'h8;
+  assign \_$5  = \_$3  & \_$4 ;
+  assign \_$6  = in_use + \_$5 ;
+  assign \_$7  = data__valid & r_en;
+  assign \_$8  = \_$6  - \_$7 ;
   always @(posedge clk)
-    in_use <= \$9 ;
+    in_use <= \_$9 ;
   \sim_top.accel.load.desc_port.buffer  buffer (
     .clk(clk),
     .r_data(data__payload),
@@ -14555,10 +14555,10 @@ module \sim_top.accel.load.desc_port (rst, bus__req__valid, addr__ready, data__p
     .w_port__data(w_data)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$9  = \$8 [3:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \_$9  = \_$8 [3:0];
     if (rst) begin
-      \$9  = 4'h0;
+      \_$9  = 4'h0;
     end
   end
   assign addr__payload = bus__req__payload;
@@ -14571,40 +14571,40 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$30  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire [3:0] \$11 ;
-  wire [3:0] \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire [3:0] \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire [3:0] \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  reg [2:0] \$30 ;
-  reg [2:0] \$31 ;
-  reg [2:0] \$32 ;
-  reg \$33 ;
-  wire \$4 ;
-  wire [3:0] \$5 ;
-  wire [3:0] \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$30  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire [3:0] \_$11 ;
+  wire [3:0] \_$12 ;
+  wire \_$13 ;
+  wire \_$14 ;
+  wire \_$15 ;
+  wire \_$16 ;
+  wire \_$17 ;
+  wire \_$18 ;
+  wire [3:0] \_$19 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  wire \_$21 ;
+  wire \_$22 ;
+  wire \_$23 ;
+  wire \_$24 ;
+  wire \_$25 ;
+  wire [3:0] \_$26 ;
+  wire \_$27 ;
+  wire \_$28 ;
+  wire \_$29 ;
+  wire \_$3 ;
+  reg [2:0] \_$30 ;
+  reg [2:0] \_$31 ;
+  reg [2:0] \_$32 ;
+  reg \_$33 ;
+  wire \_$4 ;
+  wire [3:0] \_$5 ;
+  wire [3:0] \_$6 ;
+  wire \_$7 ;
+  wire \_$8 ;
+  wire \_$9 ;
   input clk;
   wire clk;
   (* init = 3'h0 *)
@@ -14650,88 +14650,88 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
   assign w_rdy = inner_level != 3'h7;
   assign inner_r_rdy = | inner_level;
   assign w_port__en = w_rdy & w_en;
-  assign \$1  = ~ r_rdy;
-  assign \$2  = \$1  | r_en;
-  assign r_port__en = inner_r_rdy & \$2 ;
+  assign \_$1  = ~ r_rdy;
+  assign \_$2  = \_$1  | r_en;
+  assign r_port__en = inner_r_rdy & \_$2 ;
   assign w_level = inner_level + r_rdy;
-  assign \$3  = w_rdy & w_en;
-  assign \$4  = w_port__addr == 3'h6;
-  assign \$5  = w_port__addr + 1'h1;
-  assign \$6  = \$4  ? 4'h0 : \$5 ;
-  assign \$7  = ~ r_rdy;
-  assign \$8  = \$7  | r_en;
-  assign \$9  = inner_r_rdy & \$8 ;
-  assign \$10  = r_port__addr == 3'h6;
-  assign \$11  = r_port__addr + 1'h1;
-  assign \$12  = \$10  ? 4'h0 : \$11 ;
-  assign \$13  = w_rdy & w_en;
-  assign \$14  = ~ r_rdy;
-  assign \$15  = \$14  | r_en;
-  assign \$16  = inner_r_rdy & \$15 ;
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \$13  & \$17 ;
-  assign \$19  = inner_level + 1'h1;
-  assign \$20  = ~ r_rdy;
-  assign \$21  = \$20  | r_en;
-  assign \$22  = inner_r_rdy & \$21 ;
-  assign \$23  = w_rdy & w_en;
-  assign \$24  = ~ \$23 ;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = inner_level - 1'h1;
-  assign \$27  = ~ r_rdy;
-  assign \$28  = \$27  | r_en;
-  assign \$29  = inner_r_rdy & \$28 ;
+  assign \_$3  = w_rdy & w_en;
+  assign \_$4  = w_port__addr == 3'h6;
+  assign \_$5  = w_port__addr + 1'h1;
+  assign \_$6  = \_$4  ? 4'h0 : \_$5 ;
+  assign \_$7  = ~ r_rdy;
+  assign \_$8  = \_$7  | r_en;
+  assign \_$9  = inner_r_rdy & \_$8 ;
+  assign \_$10  = r_port__addr == 3'h6;
+  assign \_$11  = r_port__addr + 1'h1;
+  assign \_$12  = \_$10  ? 4'h0 : \_$11 ;
+  assign \_$13  = w_rdy & w_en;
+  assign \_$14  = ~ r_rdy;
+  assign \_$15  = \_$14  | r_en;
+  assign \_$16  = inner_r_rdy & \_$15 ;
+  assign \_$17  = ~ \_$16 ;
+  assign \_$18  = \_$13  & \_$17 ;
+  assign \_$19  = inner_level + 1'h1;
+  assign \_$20  = ~ r_rdy;
+  assign \_$21  = \_$20  | r_en;
+  assign \_$22  = inner_r_rdy & \_$21 ;
+  assign \_$23  = w_rdy & w_en;
+  assign \_$24  = ~ \_$23 ;
+  assign \_$25  = \_$22  & \_$24 ;
+  assign \_$26  = inner_level - 1'h1;
+  assign \_$27  = ~ r_rdy;
+  assign \_$28  = \_$27  | r_en;
+  assign \_$29  = inner_r_rdy & \_$28 ;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \_$30 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \_$31 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \_$32 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \_$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    \_$30  = w_port__addr;
+    if (\_$3 ) begin
+      \_$30  = \_$6 [2:0];
     end
     if (rst) begin
-      \$30  = 3'h0;
+      \_$30  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    \_$31  = r_port__addr;
+    if (\_$9 ) begin
+      \_$31  = \_$12 [2:0];
     end
     if (rst) begin
-      \$31  = 3'h0;
+      \_$31  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    \_$32  = inner_level;
+    if (\_$18 ) begin
+      \_$32  = \_$19 [2:0];
     end
-    if (\$25 ) begin
-      \$32  = \$26 [2:0];
+    if (\_$25 ) begin
+      \_$32  = \_$26 [2:0];
     end
     if (rst) begin
-      \$32  = 3'h0;
+      \_$32  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    \_$33  = r_rdy;
+    if (\_$29 ) begin
+      \_$33  = 1'h1;
     end else if (r_en) begin
-      \$33  = 1'h0;
+      \_$33  = 1'h0;
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \_$33  = 1'h0;
     end
   end
   assign level = w_level;
@@ -14744,31 +14744,31 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__payload, start, index, data__valid, addr__valid, addr__payload, data__ready, done, error, desc, desc_base);
-  reg \$auto$verilog_backend.cc:2355:dump_module$31  = 0;
-  wire \$1 ;
-  wire [32:0] \$10 ;
-  wire \$11 ;
-  wire [4:0] \$12 ;
-  wire [511:0] \$13 ;
-  wire [574:0] \$14 ;
-  wire [574:0] \$15 ;
-  wire [4:0] \$16 ;
-  wire \$17 ;
-  reg \$18 ;
-  reg [3:0] \$19 ;
-  wire [7:0] \$2 ;
-  reg [1:0] \$20 ;
-  reg [31:0] \$21 ;
-  reg [3:0] \$22 ;
-  reg [3:0] \$23 ;
-  reg [511:0] \$24 ;
-  wire [32:0] \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire [30:0] \$9 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$31  = 0;
+  wire \_$1 ;
+  wire [32:0] \_$10 ;
+  wire \_$11 ;
+  wire [4:0] \_$12 ;
+  wire [511:0] \_$13 ;
+  wire [574:0] \_$14 ;
+  wire [574:0] \_$15 ;
+  wire [4:0] \_$16 ;
+  wire \_$17 ;
+  reg \_$18 ;
+  reg [3:0] \_$19 ;
+  wire [7:0] \_$2 ;
+  reg [1:0] \_$20 ;
+  reg [31:0] \_$21 ;
+  reg [3:0] \_$22 ;
+  reg [3:0] \_$23 ;
+  reg [511:0] \_$24 ;
+  wire [32:0] \_$3 ;
+  wire \_$4 ;
+  wire \_$5 ;
+  wire \_$6 ;
+  wire \_$7 ;
+  wire \_$8 ;
+  wire [30:0] \_$9 ;
   output [31:0] addr__payload;
   reg [31:0] addr__payload;
   input addr__ready;
@@ -14852,57 +14852,57 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
   input start;
   wire start;
   reg [511:0] word = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  assign \$1  = requested < 4'h8;
-  assign \$2  = requested * 4'h8;
-  assign \$3  = address + \$2 ;
-  assign \$4  = ! fetch_state;
-  assign \$5  = fetch_state == 1'h1;
-  assign \$6  = fetch_state == 2'h2;
-  assign \$7  = fetch_state == 2'h3;
-  assign \$8  = index >= desc_count;
-  assign \$9  = index * 7'h40;
-  assign \$10  = desc_base + \$9 ;
-  assign \$11  = addr__valid & addr__ready;
-  assign \$12  = requested + 1'h1;
-  assign \$15  = { 63'h0000000000000000, \$13  } | \$14 ;
-  assign \$16  = received + 1'h1;
-  assign \$17  = received == 3'h7;
+  assign \_$1  = requested < 4'h8;
+  assign \_$2  = requested * 4'h8;
+  assign \_$3  = address + \_$2 ;
+  assign \_$4  = ! fetch_state;
+  assign \_$5  = fetch_state == 1'h1;
+  assign \_$6  = fetch_state == 2'h2;
+  assign \_$7  = fetch_state == 2'h3;
+  assign \_$8  = index >= desc_count;
+  assign \_$9  = index * 7'h40;
+  assign \_$10  = desc_base + \_$9 ;
+  assign \_$11  = addr__valid & addr__ready;
+  assign \_$12  = requested + 1'h1;
+  assign \_$15  = { 63'h0000000000000000, \_$13  } | \_$14 ;
+  assign \_$16  = received + 1'h1;
+  assign \_$17  = received == 3'h7;
   always @(posedge clk)
-    error <= \$18 ;
+    error <= \_$18 ;
   always @(posedge clk)
-    error_code <= \$19 ;
+    error_code <= \_$19 ;
   always @(posedge clk)
-    fetch_state <= \$20 ;
+    fetch_state <= \_$20 ;
   always @(posedge clk)
-    address <= \$21 ;
+    address <= \_$21 ;
   always @(posedge clk)
-    requested <= \$22 ;
+    requested <= \_$22 ;
   always @(posedge clk)
-    received <= \$23 ;
+    received <= \_$23 ;
   always @(posedge clk)
-    word <= \$24 ;
+    word <= \_$24 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
     addr__valid = 1'h0;
     casez (fetch_state)
       2'h0:
           /* empty */;
       2'h2:
-          addr__valid = \$1 ;
+          addr__valid = \_$1 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
     addr__payload = 32'd0;
     casez (fetch_state)
       2'h0:
           /* empty */;
       2'h2:
-          addr__payload = \$3 [31:0];
+          addr__payload = \_$3 [31:0];
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
     data__ready = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -14912,7 +14912,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
     done = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -14924,133 +14924,133 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$18  = error;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    \_$18  = error;
     casez (fetch_state)
       2'h0:
           if (start) begin
-            if (\$8 ) begin
-              \$18  = 1'h1;
+            if (\_$8 ) begin
+              \_$18  = 1'h1;
             end
           end
     endcase
     if (rst) begin
-      \$18  = 1'h0;
+      \_$18  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$19  = error_code;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    \_$19  = error_code;
     casez (fetch_state)
       2'h0:
           if (start) begin
-            if (\$8 ) begin
-              \$19  = 4'h2;
+            if (\_$8 ) begin
+              \_$19  = 4'h2;
             end
           end
     endcase
     if (rst) begin
-      \$19  = 4'h0;
+      \_$19  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$20  = fetch_state;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    \_$20  = fetch_state;
     casez (fetch_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$8 ) begin
-              \$20  = 2'h1;
+            if (\_$8 ) begin
+              \_$20  = 2'h1;
             end else begin
-              \$20  = 2'h2;
+              \_$20  = 2'h2;
             end
           end
       2'h2:
           if (data__valid) begin
-            if (\$17 ) begin
-              \$20  = 2'h3;
+            if (\_$17 ) begin
+              \_$20  = 2'h3;
             end
           end
       2'h3:
-          \$20  = 2'h0;
+          \_$20  = 2'h0;
     endcase
     if (rst) begin
-      \$20  = 2'h0;
+      \_$20  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$21  = address;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    \_$21  = address;
     casez (fetch_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$8 ) begin
+            if (\_$8 ) begin
             end else begin
-              \$21  = \$10 [31:0];
+              \_$21  = \_$10 [31:0];
             end
           end
     endcase
     if (rst) begin
-      \$21  = 32'd0;
+      \_$21  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$22  = requested;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    \_$22  = requested;
     casez (fetch_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$8 ) begin
+            if (\_$8 ) begin
             end else begin
-              \$22  = 4'h0;
+              \_$22  = 4'h0;
             end
           end
       2'h2:
-          if (\$11 ) begin
-            \$22  = \$12 [3:0];
+          if (\_$11 ) begin
+            \_$22  = \_$12 [3:0];
           end
     endcase
     if (rst) begin
-      \$22  = 4'h0;
+      \_$22  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$23  = received;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    \_$23  = received;
     casez (fetch_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$8 ) begin
+            if (\_$8 ) begin
             end else begin
-              \$23  = 4'h0;
+              \_$23  = 4'h0;
             end
           end
       2'h2:
           if (data__valid) begin
-            \$23  = \$16 [3:0];
+            \_$23  = \_$16 [3:0];
           end
     endcase
     if (rst) begin
-      \$23  = 4'h0;
+      \_$23  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
-    \$24  = word;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    \_$24  = word;
     casez (fetch_state)
       2'h0:
           /* empty */;
       2'h2:
           if (data__valid) begin
-            \$24  = \$15 [511:0];
+            \_$24  = \_$15 [511:0];
           end
     endcase
     if (rst) begin
-      \$24  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$24  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign desc = word[473:0];
@@ -15087,46 +15087,46 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
   assign \desc.loops[3].local_stride  = word[457:434];
   assign \desc.loops[3].ystep  = word[465:458];
   assign \desc.loops[3].xstep  = word[473:466];
-  assign \$13  = { 64'h0000000000000000, word[511:64] };
-  assign \$14  = { 63'h0000000000000000, data__payload, 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+  assign \_$13  = { 64'h0000000000000000, word[511:64] };
+  assign \_$14  = { 63'h0000000000000000, data__payload, 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$2774$0 , \port$2774$48 , r_rdy, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$32  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire [6:0] \$11 ;
-  wire [6:0] \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire [6:0] \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire [6:0] \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  reg [5:0] \$30 ;
-  reg [5:0] \$31 ;
-  reg [5:0] \$32 ;
-  reg \$33 ;
-  wire \$4 ;
-  wire [6:0] \$5 ;
-  wire [6:0] \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$32  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire [6:0] \_$11 ;
+  wire [6:0] \_$12 ;
+  wire \_$13 ;
+  wire \_$14 ;
+  wire \_$15 ;
+  wire \_$16 ;
+  wire \_$17 ;
+  wire \_$18 ;
+  wire [6:0] \_$19 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  wire \_$21 ;
+  wire \_$22 ;
+  wire \_$23 ;
+  wire \_$24 ;
+  wire \_$25 ;
+  wire [6:0] \_$26 ;
+  wire \_$27 ;
+  wire \_$28 ;
+  wire \_$29 ;
+  wire \_$3 ;
+  reg [5:0] \_$30 ;
+  reg [5:0] \_$31 ;
+  reg [5:0] \_$32 ;
+  reg \_$33 ;
+  wire \_$4 ;
+  wire [6:0] \_$5 ;
+  wire [6:0] \_$6 ;
+  wire \_$7 ;
+  wire \_$8 ;
+  wire \_$9 ;
   input clk;
   wire clk;
   (* init = 6'h00 *)
@@ -15176,88 +15176,88 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$27
   assign w_rdy = inner_level != 6'h3f;
   assign inner_r_rdy = | inner_level;
   assign w_port__en = w_rdy & w_en;
-  assign \$1  = ~ r_rdy;
-  assign \$2  = \$1  | r_en;
-  assign r_port__en = inner_r_rdy & \$2 ;
+  assign \_$1  = ~ r_rdy;
+  assign \_$2  = \_$1  | r_en;
+  assign r_port__en = inner_r_rdy & \_$2 ;
   assign w_level = inner_level + r_rdy;
-  assign \$3  = w_rdy & w_en;
-  assign \$4  = w_port__addr == 6'h3e;
-  assign \$5  = w_port__addr + 1'h1;
-  assign \$6  = \$4  ? 7'h00 : \$5 ;
-  assign \$7  = ~ r_rdy;
-  assign \$8  = \$7  | r_en;
-  assign \$9  = inner_r_rdy & \$8 ;
-  assign \$10  = r_port__addr == 6'h3e;
-  assign \$11  = r_port__addr + 1'h1;
-  assign \$12  = \$10  ? 7'h00 : \$11 ;
-  assign \$13  = w_rdy & w_en;
-  assign \$14  = ~ r_rdy;
-  assign \$15  = \$14  | r_en;
-  assign \$16  = inner_r_rdy & \$15 ;
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \$13  & \$17 ;
-  assign \$19  = inner_level + 1'h1;
-  assign \$20  = ~ r_rdy;
-  assign \$21  = \$20  | r_en;
-  assign \$22  = inner_r_rdy & \$21 ;
-  assign \$23  = w_rdy & w_en;
-  assign \$24  = ~ \$23 ;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = inner_level - 1'h1;
-  assign \$27  = ~ r_rdy;
-  assign \$28  = \$27  | r_en;
-  assign \$29  = inner_r_rdy & \$28 ;
+  assign \_$3  = w_rdy & w_en;
+  assign \_$4  = w_port__addr == 6'h3e;
+  assign \_$5  = w_port__addr + 1'h1;
+  assign \_$6  = \_$4  ? 7'h00 : \_$5 ;
+  assign \_$7  = ~ r_rdy;
+  assign \_$8  = \_$7  | r_en;
+  assign \_$9  = inner_r_rdy & \_$8 ;
+  assign \_$10  = r_port__addr == 6'h3e;
+  assign \_$11  = r_port__addr + 1'h1;
+  assign \_$12  = \_$10  ? 7'h00 : \_$11 ;
+  assign \_$13  = w_rdy & w_en;
+  assign \_$14  = ~ r_rdy;
+  assign \_$15  = \_$14  | r_en;
+  assign \_$16  = inner_r_rdy & \_$15 ;
+  assign \_$17  = ~ \_$16 ;
+  assign \_$18  = \_$13  & \_$17 ;
+  assign \_$19  = inner_level + 1'h1;
+  assign \_$20  = ~ r_rdy;
+  assign \_$21  = \_$20  | r_en;
+  assign \_$22  = inner_r_rdy & \_$21 ;
+  assign \_$23  = w_rdy & w_en;
+  assign \_$24  = ~ \_$23 ;
+  assign \_$25  = \_$22  & \_$24 ;
+  assign \_$26  = inner_level - 1'h1;
+  assign \_$27  = ~ r_rdy;
+  assign \_$28  = \_$27  | r_en;
+  assign \_$29  = inner_r_rdy & \_$28 ;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \_$30 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \_$31 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \_$32 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \_$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [5:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    \_$30  = w_port__addr;
+    if (\_$3 ) begin
+      \_$30  = \_$6 [5:0];
     end
     if (rst) begin
-      \$30  = 6'h00;
+      \_$30  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [5:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    \_$31  = r_port__addr;
+    if (\_$9 ) begin
+      \_$31  = \_$12 [5:0];
     end
     if (rst) begin
-      \$31  = 6'h00;
+      \_$31  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [5:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    \_$32  = inner_level;
+    if (\_$18 ) begin
+      \_$32  = \_$19 [5:0];
     end
-    if (\$25 ) begin
-      \$32  = \$26 [5:0];
+    if (\_$25 ) begin
+      \_$32  = \_$26 [5:0];
     end
     if (rst) begin
-      \$32  = 6'h00;
+      \_$32  = 6'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    \_$33  = r_rdy;
+    if (\_$29 ) begin
+      \_$33  = 1'h1;
     end else if (r_en) begin
-      \$33  = 1'h0;
+      \_$33  = 1'h0;
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \_$33  = 1'h0;
     end
   end
   assign level = w_level;
@@ -15271,40 +15271,40 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$33  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire [3:0] \$11 ;
-  wire [3:0] \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire [3:0] \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire [3:0] \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  reg [2:0] \$30 ;
-  reg [2:0] \$31 ;
-  reg [2:0] \$32 ;
-  reg \$33 ;
-  wire \$4 ;
-  wire [3:0] \$5 ;
-  wire [3:0] \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$33  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire [3:0] \_$11 ;
+  wire [3:0] \_$12 ;
+  wire \_$13 ;
+  wire \_$14 ;
+  wire \_$15 ;
+  wire \_$16 ;
+  wire \_$17 ;
+  wire \_$18 ;
+  wire [3:0] \_$19 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  wire \_$21 ;
+  wire \_$22 ;
+  wire \_$23 ;
+  wire \_$24 ;
+  wire \_$25 ;
+  wire [3:0] \_$26 ;
+  wire \_$27 ;
+  wire \_$28 ;
+  wire \_$29 ;
+  wire \_$3 ;
+  reg [2:0] \_$30 ;
+  reg [2:0] \_$31 ;
+  reg [2:0] \_$32 ;
+  reg \_$33 ;
+  wire \_$4 ;
+  wire [3:0] \_$5 ;
+  wire [3:0] \_$6 ;
+  wire \_$7 ;
+  wire \_$8 ;
+  wire \_$9 ;
   input clk;
   wire clk;
   (* init = 3'h0 *)
@@ -15351,88 +15351,88 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
   assign w_rdy = inner_level != 3'h7;
   assign inner_r_rdy = | inner_level;
   assign w_port__en = w_rdy & w_en;
-  assign \$1  = ~ r_rdy;
-  assign \$2  = \$1  | r_en;
-  assign r_port__en = inner_r_rdy & \$2 ;
+  assign \_$1  = ~ r_rdy;
+  assign \_$2  = \_$1  | r_en;
+  assign r_port__en = inner_r_rdy & \_$2 ;
   assign w_level = inner_level + r_rdy;
-  assign \$3  = w_rdy & w_en;
-  assign \$4  = w_port__addr == 3'h6;
-  assign \$5  = w_port__addr + 1'h1;
-  assign \$6  = \$4  ? 4'h0 : \$5 ;
-  assign \$7  = ~ r_rdy;
-  assign \$8  = \$7  | r_en;
-  assign \$9  = inner_r_rdy & \$8 ;
-  assign \$10  = r_port__addr == 3'h6;
-  assign \$11  = r_port__addr + 1'h1;
-  assign \$12  = \$10  ? 4'h0 : \$11 ;
-  assign \$13  = w_rdy & w_en;
-  assign \$14  = ~ r_rdy;
-  assign \$15  = \$14  | r_en;
-  assign \$16  = inner_r_rdy & \$15 ;
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \$13  & \$17 ;
-  assign \$19  = inner_level + 1'h1;
-  assign \$20  = ~ r_rdy;
-  assign \$21  = \$20  | r_en;
-  assign \$22  = inner_r_rdy & \$21 ;
-  assign \$23  = w_rdy & w_en;
-  assign \$24  = ~ \$23 ;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = inner_level - 1'h1;
-  assign \$27  = ~ r_rdy;
-  assign \$28  = \$27  | r_en;
-  assign \$29  = inner_r_rdy & \$28 ;
+  assign \_$3  = w_rdy & w_en;
+  assign \_$4  = w_port__addr == 3'h6;
+  assign \_$5  = w_port__addr + 1'h1;
+  assign \_$6  = \_$4  ? 4'h0 : \_$5 ;
+  assign \_$7  = ~ r_rdy;
+  assign \_$8  = \_$7  | r_en;
+  assign \_$9  = inner_r_rdy & \_$8 ;
+  assign \_$10  = r_port__addr == 3'h6;
+  assign \_$11  = r_port__addr + 1'h1;
+  assign \_$12  = \_$10  ? 4'h0 : \_$11 ;
+  assign \_$13  = w_rdy & w_en;
+  assign \_$14  = ~ r_rdy;
+  assign \_$15  = \_$14  | r_en;
+  assign \_$16  = inner_r_rdy & \_$15 ;
+  assign \_$17  = ~ \_$16 ;
+  assign \_$18  = \_$13  & \_$17 ;
+  assign \_$19  = inner_level + 1'h1;
+  assign \_$20  = ~ r_rdy;
+  assign \_$21  = \_$20  | r_en;
+  assign \_$22  = inner_r_rdy & \_$21 ;
+  assign \_$23  = w_rdy & w_en;
+  assign \_$24  = ~ \_$23 ;
+  assign \_$25  = \_$22  & \_$24 ;
+  assign \_$26  = inner_level - 1'h1;
+  assign \_$27  = ~ r_rdy;
+  assign \_$28  = \_$27  | r_en;
+  assign \_$29  = inner_r_rdy & \_$28 ;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \_$30 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \_$31 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \_$32 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \_$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    \_$30  = w_port__addr;
+    if (\_$3 ) begin
+      \_$30  = \_$6 [2:0];
     end
     if (rst) begin
-      \$30  = 3'h0;
+      \_$30  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    \_$31  = r_port__addr;
+    if (\_$9 ) begin
+      \_$31  = \_$12 [2:0];
     end
     if (rst) begin
-      \$31  = 3'h0;
+      \_$31  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    \_$32  = inner_level;
+    if (\_$18 ) begin
+      \_$32  = \_$19 [2:0];
     end
-    if (\$25 ) begin
-      \$32  = \$26 [2:0];
+    if (\_$25 ) begin
+      \_$32  = \_$26 [2:0];
     end
     if (rst) begin
-      \$32  = 3'h0;
+      \_$32  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    \_$33  = r_rdy;
+    if (\_$29 ) begin
+      \_$33  = 1'h1;
     end else if (r_en) begin
-      \$33  = 1'h0;
+      \_$33  = 1'h0;
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \_$33  = 1'h0;
     end
   end
   assign level = w_level;
@@ -15446,315 +15446,315 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, param__data, acc__data, bus__resp__payload, halt, perf, pending, pending_index, idle, token_wait, deps__pop_prev
 , queue__ready, busy, deps__push_prev, retired, wr__valid, wr__payload, index, \error$86 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
-  reg \$auto$verilog_backend.cc:2355:dump_module$34  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire \$100 ;
-  wire \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire \$110 ;
-  wire \$111 ;
-  wire \$112 ;
-  wire \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire \$119 ;
-  wire \$12 ;
-  wire \$120 ;
-  wire \$121 ;
-  wire \$122 ;
-  wire \$123 ;
-  wire \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire \$127 ;
-  wire \$128 ;
-  wire \$129 ;
-  wire \$13 ;
-  wire \$130 ;
-  wire \$131 ;
-  wire \$132 ;
-  wire \$133 ;
-  wire \$134 ;
-  wire \$135 ;
-  wire \$136 ;
-  wire \$137 ;
-  wire \$138 ;
-  wire \$139 ;
-  wire \$14 ;
-  wire \$140 ;
-  wire \$141 ;
-  wire \$142 ;
-  wire \$143 ;
-  wire \$144 ;
-  wire [63:0] \$145 ;
-  wire [63:0] \$146 ;
-  wire \$147 ;
-  wire [63:0] \$148 ;
-  wire [8:0] \$149 ;
-  wire \$15 ;
-  wire [63:0] \$150 ;
-  wire \$151 ;
-  wire [64:0] \$152 ;
-  wire \$153 ;
-  wire [63:0] \$154 ;
-  wire [63:0] \$155 ;
-  wire \$156 ;
-  wire [63:0] \$157 ;
-  wire [8:0] \$158 ;
-  wire [63:0] \$159 ;
-  wire \$16 ;
-  wire \$160 ;
-  wire [64:0] \$161 ;
-  wire \$162 ;
-  wire [63:0] \$163 ;
-  wire [63:0] \$164 ;
-  wire \$165 ;
-  wire [63:0] \$166 ;
-  wire [8:0] \$167 ;
-  wire [63:0] \$168 ;
-  wire \$169 ;
-  wire \$17 ;
-  wire [64:0] \$170 ;
-  wire [64:0] \$171 ;
-  wire [64:0] \$172 ;
-  wire [63:0] \$173 ;
-  wire [63:0] \$174 ;
-  wire \$175 ;
-  wire [63:0] \$176 ;
-  wire [8:0] \$177 ;
-  wire [63:0] \$178 ;
-  wire \$179 ;
-  wire \$18 ;
-  wire [64:0] \$180 ;
-  wire \$181 ;
-  wire [63:0] \$182 ;
-  wire [63:0] \$183 ;
-  wire \$184 ;
-  wire [63:0] \$185 ;
-  wire [8:0] \$186 ;
-  wire [63:0] \$187 ;
-  wire \$188 ;
-  wire [64:0] \$189 ;
-  wire \$19 ;
-  wire \$190 ;
-  wire [63:0] \$191 ;
-  wire [63:0] \$192 ;
-  wire \$193 ;
-  wire [63:0] \$194 ;
-  wire [8:0] \$195 ;
-  wire [63:0] \$196 ;
-  wire \$197 ;
-  wire [64:0] \$198 ;
-  wire [64:0] \$199 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire [64:0] \$200 ;
-  wire [63:0] \$201 ;
-  wire [63:0] \$202 ;
-  wire \$203 ;
-  wire [63:0] \$204 ;
-  wire [8:0] \$205 ;
-  wire [63:0] \$206 ;
-  wire \$207 ;
-  wire [64:0] \$208 ;
-  wire \$209 ;
-  wire \$21 ;
-  wire [63:0] \$210 ;
-  wire [63:0] \$211 ;
-  wire \$212 ;
-  wire [63:0] \$213 ;
-  wire [8:0] \$214 ;
-  wire [63:0] \$215 ;
-  wire \$216 ;
-  wire [64:0] \$217 ;
-  wire \$218 ;
-  wire [63:0] \$219 ;
-  wire \$22 ;
-  wire [63:0] \$220 ;
-  wire \$221 ;
-  wire [63:0] \$222 ;
-  wire [8:0] \$223 ;
-  wire [63:0] \$224 ;
-  wire \$225 ;
-  wire [64:0] \$226 ;
-  wire [64:0] \$227 ;
-  wire [64:0] \$228 ;
-  wire [63:0] \$229 ;
-  wire \$23 ;
-  wire [63:0] \$230 ;
-  wire \$231 ;
-  wire [63:0] \$232 ;
-  wire [8:0] \$233 ;
-  wire [63:0] \$234 ;
-  wire \$235 ;
-  wire [64:0] \$236 ;
-  wire \$237 ;
-  wire [63:0] \$238 ;
-  wire [63:0] \$239 ;
-  wire \$24 ;
-  wire \$240 ;
-  wire [63:0] \$241 ;
-  wire [8:0] \$242 ;
-  wire [63:0] \$243 ;
-  wire \$244 ;
-  wire [64:0] \$245 ;
-  wire \$246 ;
-  wire [63:0] \$247 ;
-  wire [63:0] \$248 ;
-  wire \$249 ;
-  wire \$25 ;
-  wire [63:0] \$250 ;
-  wire [8:0] \$251 ;
-  wire [63:0] \$252 ;
-  wire \$253 ;
-  wire [64:0] \$254 ;
-  wire [64:0] \$255 ;
-  wire [64:0] \$256 ;
-  wire \$257 ;
-  wire \$258 ;
-  wire \$259 ;
-  wire \$26 ;
-  wire \$260 ;
-  wire \$261 ;
-  wire \$262 ;
-  wire [1:0] \$263 ;
-  wire \$264 ;
-  wire \$265 ;
-  wire [31:0] \$266 ;
-  wire \$267 ;
-  wire [32:0] \$268 ;
-  wire \$269 ;
-  wire \$27 ;
-  wire \$270 ;
-  wire \$271 ;
-  wire \$272 ;
-  wire \$273 ;
-  wire \$274 ;
-  wire \$275 ;
-  wire \$276 ;
-  wire \$277 ;
-  wire \$278 ;
-  wire \$279 ;
-  wire \$28 ;
-  wire \$280 ;
-  wire \$281 ;
-  wire \$282 ;
-  wire \$283 ;
-  wire \$284 ;
-  wire \$285 ;
-  wire [5:0] \$286 ;
-  wire \$287 ;
-  reg [1:0] \$288 ;
-  reg [127:0] \$289 ;
-  wire \$29 ;
-  reg [31:0] \$290 ;
-  reg \$291 ;
-  reg [3:0] \$292 ;
-  reg \$293 ;
-  reg [31:0] \$294 ;
-  reg \$295 ;
-  reg \$296 ;
-  reg [31:0] \$297 ;
-  reg [31:0] \$298 ;
-  reg \$299 ;
-  wire \$3 ;
-  wire \$30 ;
-  reg [2:0] \$300 ;
-  reg [1023:0] \$301 ;
-  reg [31:0] \$302 ;
-  reg [4:0] \$303 ;
-  reg \$304 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire [11:0] \$368 ;
-  wire \$37 ;
-  wire \$38 ;
-  wire \$39 ;
-  wire \$4 ;
-  wire \$40 ;
-  wire \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire [16:0] \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire [8:0] \$59 ;
-  wire \$6 ;
-  wire [32:0] \$60 ;
-  wire [63:0] \$61 ;
-  wire [6:0] \$62 ;
-  wire [158:0] \$63 ;
-  wire [14:0] \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire \$70 ;
-  wire \$71 ;
-  wire \$72 ;
-  wire \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
-  wire \$8 ;
-  wire \$80 ;
-  wire \$81 ;
-  wire \$82 ;
-  wire \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire \$89 ;
-  wire \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire \$94 ;
-  wire \$95 ;
-  wire \$96 ;
-  wire \$97 ;
-  wire \$98 ;
-  wire \$99 ;
-  reg \$signal  = 1'h0;
-  reg \$signal$59  = 1'h0;
-  reg [31:0] \$signal$74  = 32'd0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$34  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire \_$100 ;
+  wire \_$101 ;
+  wire \_$102 ;
+  wire \_$103 ;
+  wire \_$104 ;
+  wire \_$105 ;
+  wire \_$106 ;
+  wire \_$107 ;
+  wire \_$108 ;
+  wire \_$109 ;
+  wire \_$11 ;
+  wire \_$110 ;
+  wire \_$111 ;
+  wire \_$112 ;
+  wire \_$113 ;
+  wire \_$114 ;
+  wire \_$115 ;
+  wire \_$116 ;
+  wire \_$117 ;
+  wire \_$118 ;
+  wire \_$119 ;
+  wire \_$12 ;
+  wire \_$120 ;
+  wire \_$121 ;
+  wire \_$122 ;
+  wire \_$123 ;
+  wire \_$124 ;
+  wire \_$125 ;
+  wire \_$126 ;
+  wire \_$127 ;
+  wire \_$128 ;
+  wire \_$129 ;
+  wire \_$13 ;
+  wire \_$130 ;
+  wire \_$131 ;
+  wire \_$132 ;
+  wire \_$133 ;
+  wire \_$134 ;
+  wire \_$135 ;
+  wire \_$136 ;
+  wire \_$137 ;
+  wire \_$138 ;
+  wire \_$139 ;
+  wire \_$14 ;
+  wire \_$140 ;
+  wire \_$141 ;
+  wire \_$142 ;
+  wire \_$143 ;
+  wire \_$144 ;
+  wire [63:0] \_$145 ;
+  wire [63:0] \_$146 ;
+  wire \_$147 ;
+  wire [63:0] \_$148 ;
+  wire [8:0] \_$149 ;
+  wire \_$15 ;
+  wire [63:0] \_$150 ;
+  wire \_$151 ;
+  wire [64:0] \_$152 ;
+  wire \_$153 ;
+  wire [63:0] \_$154 ;
+  wire [63:0] \_$155 ;
+  wire \_$156 ;
+  wire [63:0] \_$157 ;
+  wire [8:0] \_$158 ;
+  wire [63:0] \_$159 ;
+  wire \_$16 ;
+  wire \_$160 ;
+  wire [64:0] \_$161 ;
+  wire \_$162 ;
+  wire [63:0] \_$163 ;
+  wire [63:0] \_$164 ;
+  wire \_$165 ;
+  wire [63:0] \_$166 ;
+  wire [8:0] \_$167 ;
+  wire [63:0] \_$168 ;
+  wire \_$169 ;
+  wire \_$17 ;
+  wire [64:0] \_$170 ;
+  wire [64:0] \_$171 ;
+  wire [64:0] \_$172 ;
+  wire [63:0] \_$173 ;
+  wire [63:0] \_$174 ;
+  wire \_$175 ;
+  wire [63:0] \_$176 ;
+  wire [8:0] \_$177 ;
+  wire [63:0] \_$178 ;
+  wire \_$179 ;
+  wire \_$18 ;
+  wire [64:0] \_$180 ;
+  wire \_$181 ;
+  wire [63:0] \_$182 ;
+  wire [63:0] \_$183 ;
+  wire \_$184 ;
+  wire [63:0] \_$185 ;
+  wire [8:0] \_$186 ;
+  wire [63:0] \_$187 ;
+  wire \_$188 ;
+  wire [64:0] \_$189 ;
+  wire \_$19 ;
+  wire \_$190 ;
+  wire [63:0] \_$191 ;
+  wire [63:0] \_$192 ;
+  wire \_$193 ;
+  wire [63:0] \_$194 ;
+  wire [8:0] \_$195 ;
+  wire [63:0] \_$196 ;
+  wire \_$197 ;
+  wire [64:0] \_$198 ;
+  wire [64:0] \_$199 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  wire [64:0] \_$200 ;
+  wire [63:0] \_$201 ;
+  wire [63:0] \_$202 ;
+  wire \_$203 ;
+  wire [63:0] \_$204 ;
+  wire [8:0] \_$205 ;
+  wire [63:0] \_$206 ;
+  wire \_$207 ;
+  wire [64:0] \_$208 ;
+  wire \_$209 ;
+  wire \_$21 ;
+  wire [63:0] \_$210 ;
+  wire [63:0] \_$211 ;
+  wire \_$212 ;
+  wire [63:0] \_$213 ;
+  wire [8:0] \_$214 ;
+  wire [63:0] \_$215 ;
+  wire \_$216 ;
+  wire [64:0] \_$217 ;
+  wire \_$218 ;
+  wire [63:0] \_$219 ;
+  wire \_$22 ;
+  wire [63:0] \_$220 ;
+  wire \_$221 ;
+  wire [63:0] \_$222 ;
+  wire [8:0] \_$223 ;
+  wire [63:0] \_$224 ;
+  wire \_$225 ;
+  wire [64:0] \_$226 ;
+  wire [64:0] \_$227 ;
+  wire [64:0] \_$228 ;
+  wire [63:0] \_$229 ;
+  wire \_$23 ;
+  wire [63:0] \_$230 ;
+  wire \_$231 ;
+  wire [63:0] \_$232 ;
+  wire [8:0] \_$233 ;
+  wire [63:0] \_$234 ;
+  wire \_$235 ;
+  wire [64:0] \_$236 ;
+  wire \_$237 ;
+  wire [63:0] \_$238 ;
+  wire [63:0] \_$239 ;
+  wire \_$24 ;
+  wire \_$240 ;
+  wire [63:0] \_$241 ;
+  wire [8:0] \_$242 ;
+  wire [63:0] \_$243 ;
+  wire \_$244 ;
+  wire [64:0] \_$245 ;
+  wire \_$246 ;
+  wire [63:0] \_$247 ;
+  wire [63:0] \_$248 ;
+  wire \_$249 ;
+  wire \_$25 ;
+  wire [63:0] \_$250 ;
+  wire [8:0] \_$251 ;
+  wire [63:0] \_$252 ;
+  wire \_$253 ;
+  wire [64:0] \_$254 ;
+  wire [64:0] \_$255 ;
+  wire [64:0] \_$256 ;
+  wire \_$257 ;
+  wire \_$258 ;
+  wire \_$259 ;
+  wire \_$26 ;
+  wire \_$260 ;
+  wire \_$261 ;
+  wire \_$262 ;
+  wire [1:0] \_$263 ;
+  wire \_$264 ;
+  wire \_$265 ;
+  wire [31:0] \_$266 ;
+  wire \_$267 ;
+  wire [32:0] \_$268 ;
+  wire \_$269 ;
+  wire \_$27 ;
+  wire \_$270 ;
+  wire \_$271 ;
+  wire \_$272 ;
+  wire \_$273 ;
+  wire \_$274 ;
+  wire \_$275 ;
+  wire \_$276 ;
+  wire \_$277 ;
+  wire \_$278 ;
+  wire \_$279 ;
+  wire \_$28 ;
+  wire \_$280 ;
+  wire \_$281 ;
+  wire \_$282 ;
+  wire \_$283 ;
+  wire \_$284 ;
+  wire \_$285 ;
+  wire [5:0] \_$286 ;
+  wire \_$287 ;
+  reg [1:0] \_$288 ;
+  reg [127:0] \_$289 ;
+  wire \_$29 ;
+  reg [31:0] \_$290 ;
+  reg \_$291 ;
+  reg [3:0] \_$292 ;
+  reg \_$293 ;
+  reg [31:0] \_$294 ;
+  reg \_$295 ;
+  reg \_$296 ;
+  reg [31:0] \_$297 ;
+  reg [31:0] \_$298 ;
+  reg \_$299 ;
+  wire \_$3 ;
+  wire \_$30 ;
+  reg [2:0] \_$300 ;
+  reg [1023:0] \_$301 ;
+  reg [31:0] \_$302 ;
+  reg [4:0] \_$303 ;
+  reg \_$304 ;
+  wire \_$31 ;
+  wire \_$32 ;
+  wire \_$33 ;
+  wire \_$34 ;
+  wire \_$35 ;
+  wire \_$36 ;
+  wire [11:0] \_$368 ;
+  wire \_$37 ;
+  wire \_$38 ;
+  wire \_$39 ;
+  wire \_$4 ;
+  wire \_$40 ;
+  wire \_$41 ;
+  wire \_$42 ;
+  wire \_$43 ;
+  wire \_$44 ;
+  wire \_$45 ;
+  wire \_$46 ;
+  wire \_$47 ;
+  wire [16:0] \_$48 ;
+  wire \_$49 ;
+  wire \_$5 ;
+  wire \_$50 ;
+  wire \_$51 ;
+  wire \_$52 ;
+  wire \_$53 ;
+  wire \_$54 ;
+  wire \_$55 ;
+  wire \_$56 ;
+  wire \_$57 ;
+  wire \_$58 ;
+  wire [8:0] \_$59 ;
+  wire \_$6 ;
+  wire [32:0] \_$60 ;
+  wire [63:0] \_$61 ;
+  wire [6:0] \_$62 ;
+  wire [158:0] \_$63 ;
+  wire [14:0] \_$64 ;
+  wire \_$65 ;
+  wire \_$66 ;
+  wire \_$67 ;
+  wire \_$68 ;
+  wire \_$69 ;
+  wire \_$7 ;
+  wire \_$70 ;
+  wire \_$71 ;
+  wire \_$72 ;
+  wire \_$73 ;
+  wire \_$74 ;
+  wire \_$75 ;
+  wire \_$76 ;
+  wire \_$77 ;
+  wire \_$78 ;
+  wire \_$79 ;
+  wire \_$8 ;
+  wire \_$80 ;
+  wire \_$81 ;
+  wire \_$82 ;
+  wire \_$83 ;
+  wire \_$84 ;
+  wire \_$85 ;
+  wire \_$86 ;
+  wire \_$87 ;
+  wire \_$88 ;
+  wire \_$89 ;
+  wire \_$9 ;
+  wire \_$90 ;
+  wire \_$91 ;
+  wire \_$92 ;
+  wire \_$93 ;
+  wire \_$94 ;
+  wire \_$95 ;
+  wire \_$96 ;
+  wire \_$97 ;
+  wire \_$98 ;
+  wire \_$99 ;
+  reg \_$signal  = 1'h0;
+  reg \_$signal$59  = 1'h0;
+  reg [31:0] \_$signal$74  = 32'd0;
   output [15:0] acc__addr;
   wire [15:0] acc__addr;
   input [127:0] acc__data;
@@ -16016,312 +16016,312 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   output wr__valid;
   reg wr__valid;
   reg writing_perf = 1'h0;
-  assign \$1  = ~ queue__valid;
-  assign \$2  = ~ queue__payload[4];
-  assign \$3  = \$2  | deps__has_prev;
-  assign \$4  = ~ queue__payload[5];
-  assign \$6  = \$3  & \$5 ;
-  assign \$7  = ~ \$6 ;
-  assign \$8  = ~ queue__payload[4];
-  assign \$9  = \$8  | deps__has_prev;
-  assign \$10  = ~ queue__payload[5];
-  assign \$12  = \$9  & \$11 ;
-  assign \$13  = ~ halt;
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = ~ word[6];
-  assign \$16  = \$15  | deps__room_prev;
-  assign \$17  = ~ word[7];
-  assign \$19  = \$16  & \$18 ;
-  assign \$20  = ~ \$19 ;
-  assign \$21  = ~ word[6];
-  assign \$22  = \$21  | deps__room_prev;
-  assign \$23  = ~ word[7];
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = ~ halt;
-  assign \$27  = \$25  & \$26 ;
-  assign \$28  = ~ \$signal ;
-  assign \$29  = ~ \$signal$59 ;
-  assign \$31  = ! c_beat;
-  assign \$32  = \$30  & \$31 ;
-  assign \$33  = \$29  | \$32 ;
-  assign \$34  = \$signal  & \$33 ;
-  assign \$35  = \$28  | \$34 ;
-  assign \$36  = lines__valid & \$35 ;
-  assign \$37  = ~ halt;
-  assign lines__ready = \$36  & \$37 ;
-  assign \$38  = ~ \$signal ;
-  assign \$39  = ~ \$signal$59 ;
-  assign \$41  = ! c_beat;
-  assign \$42  = \$40  & \$41 ;
-  assign \$43  = \$39  | \$42 ;
-  assign \$44  = \$signal  & \$43 ;
-  assign \$45  = \$38  | \$44 ;
-  assign \$46  = lines__valid & \$45 ;
-  assign \$47  = ~ halt;
-  assign acc__en = \$46  & \$47 ;
-  assign \$48  = word[47:32] + \index$62 ;
-  assign \$49  = ~ \$signal ;
-  assign \$50  = ~ \$signal$59 ;
-  assign \$52  = ! c_beat;
-  assign \$53  = \$51  & \$52 ;
-  assign \$54  = \$50  | \$53 ;
-  assign \$55  = \$signal  & \$54 ;
-  assign \$56  = \$49  | \$55 ;
-  assign \$57  = lines__valid & \$56 ;
-  assign \$58  = ~ halt;
-  assign param__en = \$57  & \$58 ;
-  assign \$59  = perf_beat * 4'h8;
-  assign \$60  = perf_addr + \$59 ;
-  assign \$368  = perf_beat * 7'h40;
-  assign \$61  = record >> \$368 ;
-  assign \$62  = \$signal$74 [2:0] * 4'h8;
-  assign \$63  = c_line << \$62 ;
-  assign \$64  = 4'hf << \$signal$74 [2:0];
-  assign \$65  = word[3:0] == 2'h2;
-  assign \$66  = word[3:0] == 3'h7;
-  assign \$67  = desc[1:0] != 2'h3;
-  assign \$68  = $signed(word[57:50]) > $signed(word[65:58]);
-  assign \$69  = \$67  | \$68 ;
-  assign \$70  = ~ walking;
-  assign \$71  = ~ \busy$82 ;
-  assign \$72  = \$70  & \$71 ;
-  assign \$73  = ~ \$signal ;
-  assign \$74  = \$72  & \$73 ;
-  assign \$75  = ~ \$signal$59 ;
-  assign \$76  = \$74  & \$75 ;
-  assign \$77  = perf_beat == 4'hf;
-  assign \$78  = ! frame_state;
-  assign \$79  = frame_state == 1'h1;
-  assign \$80  = frame_state == 2'h2;
-  assign \$81  = frame_state == 2'h3;
-  assign \$82  = ! store_state;
-  assign \$83  = store_state == 1'h1;
-  assign \$84  = store_state == 2'h2;
-  assign \$85  = store_state == 2'h3;
-  assign \$86  = store_state == 3'h4;
-  assign \$87  = store_state == 3'h5;
-  assign \$88  = ~ halt;
-  assign \$89  = queue__valid & \$88 ;
-  assign \$90  = ~ queue__payload[4];
-  assign \$91  = \$90  | deps__has_prev;
-  assign \$92  = ~ queue__payload[5];
-  assign \$94  = \$91  & \$93 ;
-  assign \$95  = ~ halt;
-  assign \$96  = \$94  & \$95 ;
-  assign \$97  = ~ word[6];
-  assign \$98  = \$97  | deps__room_prev;
-  assign \$99  = ~ word[7];
-  assign \$101  = \$98  & \$100 ;
-  assign \$102  = ~ halt;
-  assign \$103  = \$101  & \$102 ;
-  assign \$104  = ~ \error$86 ;
-  assign \$105  = error & \$104 ;
-  assign \$106  = ~ \error$86 ;
-  assign \$107  = \error$88  & \$106 ;
-  assign \$108  = ~ \$signal ;
-  assign \$109  = ~ \$signal$59 ;
-  assign \$111  = ! c_beat;
-  assign \$112  = \$110  & \$111 ;
-  assign \$113  = \$109  | \$112 ;
-  assign \$114  = \$signal  & \$113 ;
-  assign \$115  = \$108  | \$114 ;
-  assign \$116  = lines__valid & \$115 ;
-  assign \$117  = ~ halt;
-  assign \$118  = \$116  & \$117 ;
-  assign \$119  = ~ \$signal$59 ;
-  assign \$121  = ! c_beat;
-  assign \$122  = \$120  & \$121 ;
-  assign \$123  = \$119  | \$122 ;
-  assign \$124  = \$signal  & \$123 ;
-  assign \$125  = param__data[103:96] > 6'h3e;
-  assign \$127  = param__data[231:224] > 6'h3e;
-  assign \$128  = \$126  | \$127 ;
-  assign \$129  = param__data[359:352] > 6'h3e;
-  assign \$130  = \$128  | \$129 ;
-  assign \$131  = param__data[487:480] > 6'h3e;
-  assign \$132  = \$130  | \$131 ;
-  assign \$133  = \$signal  & \$132 ;
-  assign \$134  = ~ \error$86 ;
-  assign \$135  = \$133  & \$134 ;
-  assign \$136  = ~ \$signal$59 ;
-  assign \$138  = ! c_beat;
-  assign \$139  = \$137  & \$138 ;
-  assign \$140  = \$136  | \$139 ;
-  assign \$141  = \$signal  & \$140 ;
-  assign \$143  = ! c_beat;
-  assign \$144  = \$142  & \$143 ;
-  assign \$145  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \$146  = $signed(\$145 ) >>> param__data[103:96];
-  assign \$147  = ! param__data[103:96];
-  assign \$148  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \$149  = param__data[103:96] - 1'h1;
-  assign \$150  = $signed(\$148 ) >>> \$149 [7:0];
-  assign \$151  = \$147  ? 1'h0 : \$150 [0];
-  assign \$152  = $signed(\$146 ) + $signed({ 1'h0, \$151  });
-  assign \$153  = $signed(\$152 ) < $signed(word[57:50]);
-  assign \$154  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \$155  = $signed(\$154 ) >>> param__data[103:96];
-  assign \$156  = ! param__data[103:96];
-  assign \$157  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \$158  = param__data[103:96] - 1'h1;
-  assign \$159  = $signed(\$157 ) >>> \$158 [7:0];
-  assign \$160  = \$156  ? 1'h0 : \$159 [0];
-  assign \$161  = $signed(\$155 ) + $signed({ 1'h0, \$160  });
-  assign \$162  = $signed(\$161 ) > $signed(word[65:58]);
-  assign \$163  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \$164  = $signed(\$163 ) >>> param__data[103:96];
-  assign \$165  = ! param__data[103:96];
-  assign \$166  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \$167  = param__data[103:96] - 1'h1;
-  assign \$168  = $signed(\$166 ) >>> \$167 [7:0];
-  assign \$169  = \$165  ? 1'h0 : \$168 [0];
-  assign \$170  = $signed(\$164 ) + $signed({ 1'h0, \$169  });
-  assign \$171  = \$162  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \$170 ;
-  assign \$172  = \$153  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \$171 ;
-  assign \$173  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \$174  = $signed(\$173 ) >>> param__data[231:224];
-  assign \$175  = ! param__data[231:224];
-  assign \$176  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \$177  = param__data[231:224] - 1'h1;
-  assign \$178  = $signed(\$176 ) >>> \$177 [7:0];
-  assign \$179  = \$175  ? 1'h0 : \$178 [0];
-  assign \$180  = $signed(\$174 ) + $signed({ 1'h0, \$179  });
-  assign \$181  = $signed(\$180 ) < $signed(word[57:50]);
-  assign \$182  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \$183  = $signed(\$182 ) >>> param__data[231:224];
-  assign \$184  = ! param__data[231:224];
-  assign \$185  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \$186  = param__data[231:224] - 1'h1;
-  assign \$187  = $signed(\$185 ) >>> \$186 [7:0];
-  assign \$188  = \$184  ? 1'h0 : \$187 [0];
-  assign \$189  = $signed(\$183 ) + $signed({ 1'h0, \$188  });
-  assign \$190  = $signed(\$189 ) > $signed(word[65:58]);
-  assign \$191  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \$192  = $signed(\$191 ) >>> param__data[231:224];
-  assign \$193  = ! param__data[231:224];
-  assign \$194  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \$195  = param__data[231:224] - 1'h1;
-  assign \$196  = $signed(\$194 ) >>> \$195 [7:0];
-  assign \$197  = \$193  ? 1'h0 : \$196 [0];
-  assign \$198  = $signed(\$192 ) + $signed({ 1'h0, \$197  });
-  assign \$199  = \$190  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \$198 ;
-  assign \$200  = \$181  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \$199 ;
-  assign \$201  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \$202  = $signed(\$201 ) >>> param__data[359:352];
-  assign \$203  = ! param__data[359:352];
-  assign \$204  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \$205  = param__data[359:352] - 1'h1;
-  assign \$206  = $signed(\$204 ) >>> \$205 [7:0];
-  assign \$207  = \$203  ? 1'h0 : \$206 [0];
-  assign \$208  = $signed(\$202 ) + $signed({ 1'h0, \$207  });
-  assign \$209  = $signed(\$208 ) < $signed(word[57:50]);
-  assign \$210  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \$211  = $signed(\$210 ) >>> param__data[359:352];
-  assign \$212  = ! param__data[359:352];
-  assign \$213  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \$214  = param__data[359:352] - 1'h1;
-  assign \$215  = $signed(\$213 ) >>> \$214 [7:0];
-  assign \$216  = \$212  ? 1'h0 : \$215 [0];
-  assign \$217  = $signed(\$211 ) + $signed({ 1'h0, \$216  });
-  assign \$218  = $signed(\$217 ) > $signed(word[65:58]);
-  assign \$219  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \$220  = $signed(\$219 ) >>> param__data[359:352];
-  assign \$221  = ! param__data[359:352];
-  assign \$222  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \$223  = param__data[359:352] - 1'h1;
-  assign \$224  = $signed(\$222 ) >>> \$223 [7:0];
-  assign \$225  = \$221  ? 1'h0 : \$224 [0];
-  assign \$226  = $signed(\$220 ) + $signed({ 1'h0, \$225  });
-  assign \$227  = \$218  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \$226 ;
-  assign \$228  = \$209  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \$227 ;
-  assign \$229  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \$230  = $signed(\$229 ) >>> param__data[487:480];
-  assign \$231  = ! param__data[487:480];
-  assign \$232  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \$233  = param__data[487:480] - 1'h1;
-  assign \$234  = $signed(\$232 ) >>> \$233 [7:0];
-  assign \$235  = \$231  ? 1'h0 : \$234 [0];
-  assign \$236  = $signed(\$230 ) + $signed({ 1'h0, \$235  });
-  assign \$237  = $signed(\$236 ) < $signed(word[57:50]);
-  assign \$238  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \$239  = $signed(\$238 ) >>> param__data[487:480];
-  assign \$240  = ! param__data[487:480];
-  assign \$241  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \$242  = param__data[487:480] - 1'h1;
-  assign \$243  = $signed(\$241 ) >>> \$242 [7:0];
-  assign \$244  = \$240  ? 1'h0 : \$243 [0];
-  assign \$245  = $signed(\$239 ) + $signed({ 1'h0, \$244  });
-  assign \$246  = $signed(\$245 ) > $signed(word[65:58]);
-  assign \$247  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \$248  = $signed(\$247 ) >>> param__data[487:480];
-  assign \$249  = ! param__data[487:480];
-  assign \$250  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \$251  = param__data[487:480] - 1'h1;
-  assign \$252  = $signed(\$250 ) >>> \$251 [7:0];
-  assign \$253  = \$249  ? 1'h0 : \$252 [0];
-  assign \$254  = $signed(\$248 ) + $signed({ 1'h0, \$253  });
-  assign \$255  = \$246  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \$254 ;
-  assign \$256  = \$237  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \$255 ;
-  assign \$259  = ! c_beat;
-  assign \$260  = \$258  & \$259 ;
-  assign \$261  = ~ \$260 ;
-  assign \$262  = \$257  & \$261 ;
-  assign \$263  = c_beat + 1'h1;
-  assign \$264  = word[3:0] == 2'h2;
-  assign \$265  = word[3:0] == 3'h7;
-  assign \$267  = ! \$266 ;
-  assign \$268  = word[71:40] + 8'h80;
-  assign \$269  = \$268  <= 27'h4000000;
-  assign \$270  = \$267  & \$269 ;
-  assign \$271  = ~ \$270 ;
-  assign \$272  = ~ \error$86 ;
-  assign \$274  = desc[1:0] != 2'h3;
-  assign \$275  = $signed(word[57:50]) > $signed(word[65:58]);
-  assign \$276  = \$274  | \$275 ;
-  assign \$277  = ~ \error$86 ;
-  assign \$279  = ~ walking;
-  assign \$280  = ~ \busy$82 ;
-  assign \$281  = \$279  & \$280 ;
-  assign \$282  = ~ \$signal ;
-  assign \$283  = \$281  & \$282 ;
-  assign \$284  = ~ \$signal$59 ;
-  assign \$285  = \$283  & \$284 ;
-  assign \$286  = perf_beat + 1'h1;
-  assign \$287  = perf_beat == 4'hf;
+  assign \_$1  = ~ queue__valid;
+  assign \_$2  = ~ queue__payload[4];
+  assign \_$3  = \_$2  | deps__has_prev;
+  assign \_$4  = ~ queue__payload[5];
+  assign \_$6  = \_$3  & \_$5 ;
+  assign \_$7  = ~ \_$6 ;
+  assign \_$8  = ~ queue__payload[4];
+  assign \_$9  = \_$8  | deps__has_prev;
+  assign \_$10  = ~ queue__payload[5];
+  assign \_$12  = \_$9  & \_$11 ;
+  assign \_$13  = ~ halt;
+  assign \_$14  = \_$12  & \_$13 ;
+  assign \_$15  = ~ word[6];
+  assign \_$16  = \_$15  | deps__room_prev;
+  assign \_$17  = ~ word[7];
+  assign \_$19  = \_$16  & \_$18 ;
+  assign \_$20  = ~ \_$19 ;
+  assign \_$21  = ~ word[6];
+  assign \_$22  = \_$21  | deps__room_prev;
+  assign \_$23  = ~ word[7];
+  assign \_$25  = \_$22  & \_$24 ;
+  assign \_$26  = ~ halt;
+  assign \_$27  = \_$25  & \_$26 ;
+  assign \_$28  = ~ \_$signal ;
+  assign \_$29  = ~ \_$signal$59 ;
+  assign \_$31  = ! c_beat;
+  assign \_$32  = \_$30  & \_$31 ;
+  assign \_$33  = \_$29  | \_$32 ;
+  assign \_$34  = \_$signal  & \_$33 ;
+  assign \_$35  = \_$28  | \_$34 ;
+  assign \_$36  = lines__valid & \_$35 ;
+  assign \_$37  = ~ halt;
+  assign lines__ready = \_$36  & \_$37 ;
+  assign \_$38  = ~ \_$signal ;
+  assign \_$39  = ~ \_$signal$59 ;
+  assign \_$41  = ! c_beat;
+  assign \_$42  = \_$40  & \_$41 ;
+  assign \_$43  = \_$39  | \_$42 ;
+  assign \_$44  = \_$signal  & \_$43 ;
+  assign \_$45  = \_$38  | \_$44 ;
+  assign \_$46  = lines__valid & \_$45 ;
+  assign \_$47  = ~ halt;
+  assign acc__en = \_$46  & \_$47 ;
+  assign \_$48  = word[47:32] + \index$62 ;
+  assign \_$49  = ~ \_$signal ;
+  assign \_$50  = ~ \_$signal$59 ;
+  assign \_$52  = ! c_beat;
+  assign \_$53  = \_$51  & \_$52 ;
+  assign \_$54  = \_$50  | \_$53 ;
+  assign \_$55  = \_$signal  & \_$54 ;
+  assign \_$56  = \_$49  | \_$55 ;
+  assign \_$57  = lines__valid & \_$56 ;
+  assign \_$58  = ~ halt;
+  assign param__en = \_$57  & \_$58 ;
+  assign \_$59  = perf_beat * 4'h8;
+  assign \_$60  = perf_addr + \_$59 ;
+  assign \_$368  = perf_beat * 7'h40;
+  assign \_$61  = record >> \_$368 ;
+  assign \_$62  = \_$signal$74 [2:0] * 4'h8;
+  assign \_$63  = c_line << \_$62 ;
+  assign \_$64  = 4'hf << \_$signal$74 [2:0];
+  assign \_$65  = word[3:0] == 2'h2;
+  assign \_$66  = word[3:0] == 3'h7;
+  assign \_$67  = desc[1:0] != 2'h3;
+  assign \_$68  = $signed(word[57:50]) > $signed(word[65:58]);
+  assign \_$69  = \_$67  | \_$68 ;
+  assign \_$70  = ~ walking;
+  assign \_$71  = ~ \busy$82 ;
+  assign \_$72  = \_$70  & \_$71 ;
+  assign \_$73  = ~ \_$signal ;
+  assign \_$74  = \_$72  & \_$73 ;
+  assign \_$75  = ~ \_$signal$59 ;
+  assign \_$76  = \_$74  & \_$75 ;
+  assign \_$77  = perf_beat == 4'hf;
+  assign \_$78  = ! frame_state;
+  assign \_$79  = frame_state == 1'h1;
+  assign \_$80  = frame_state == 2'h2;
+  assign \_$81  = frame_state == 2'h3;
+  assign \_$82  = ! store_state;
+  assign \_$83  = store_state == 1'h1;
+  assign \_$84  = store_state == 2'h2;
+  assign \_$85  = store_state == 2'h3;
+  assign \_$86  = store_state == 3'h4;
+  assign \_$87  = store_state == 3'h5;
+  assign \_$88  = ~ halt;
+  assign \_$89  = queue__valid & \_$88 ;
+  assign \_$90  = ~ queue__payload[4];
+  assign \_$91  = \_$90  | deps__has_prev;
+  assign \_$92  = ~ queue__payload[5];
+  assign \_$94  = \_$91  & \_$93 ;
+  assign \_$95  = ~ halt;
+  assign \_$96  = \_$94  & \_$95 ;
+  assign \_$97  = ~ word[6];
+  assign \_$98  = \_$97  | deps__room_prev;
+  assign \_$99  = ~ word[7];
+  assign \_$101  = \_$98  & \_$100 ;
+  assign \_$102  = ~ halt;
+  assign \_$103  = \_$101  & \_$102 ;
+  assign \_$104  = ~ \error$86 ;
+  assign \_$105  = error & \_$104 ;
+  assign \_$106  = ~ \error$86 ;
+  assign \_$107  = \error$88  & \_$106 ;
+  assign \_$108  = ~ \_$signal ;
+  assign \_$109  = ~ \_$signal$59 ;
+  assign \_$111  = ! c_beat;
+  assign \_$112  = \_$110  & \_$111 ;
+  assign \_$113  = \_$109  | \_$112 ;
+  assign \_$114  = \_$signal  & \_$113 ;
+  assign \_$115  = \_$108  | \_$114 ;
+  assign \_$116  = lines__valid & \_$115 ;
+  assign \_$117  = ~ halt;
+  assign \_$118  = \_$116  & \_$117 ;
+  assign \_$119  = ~ \_$signal$59 ;
+  assign \_$121  = ! c_beat;
+  assign \_$122  = \_$120  & \_$121 ;
+  assign \_$123  = \_$119  | \_$122 ;
+  assign \_$124  = \_$signal  & \_$123 ;
+  assign \_$125  = param__data[103:96] > 6'h3e;
+  assign \_$127  = param__data[231:224] > 6'h3e;
+  assign \_$128  = \_$126  | \_$127 ;
+  assign \_$129  = param__data[359:352] > 6'h3e;
+  assign \_$130  = \_$128  | \_$129 ;
+  assign \_$131  = param__data[487:480] > 6'h3e;
+  assign \_$132  = \_$130  | \_$131 ;
+  assign \_$133  = \_$signal  & \_$132 ;
+  assign \_$134  = ~ \error$86 ;
+  assign \_$135  = \_$133  & \_$134 ;
+  assign \_$136  = ~ \_$signal$59 ;
+  assign \_$138  = ! c_beat;
+  assign \_$139  = \_$137  & \_$138 ;
+  assign \_$140  = \_$136  | \_$139 ;
+  assign \_$141  = \_$signal  & \_$140 ;
+  assign \_$143  = ! c_beat;
+  assign \_$144  = \_$142  & \_$143 ;
+  assign \_$145  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$146  = $signed(\_$145 ) >>> param__data[103:96];
+  assign \_$147  = ! param__data[103:96];
+  assign \_$148  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$149  = param__data[103:96] - 1'h1;
+  assign \_$150  = $signed(\_$148 ) >>> \_$149 [7:0];
+  assign \_$151  = \_$147  ? 1'h0 : \_$150 [0];
+  assign \_$152  = $signed(\_$146 ) + $signed({ 1'h0, \_$151  });
+  assign \_$153  = $signed(\_$152 ) < $signed(word[57:50]);
+  assign \_$154  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$155  = $signed(\_$154 ) >>> param__data[103:96];
+  assign \_$156  = ! param__data[103:96];
+  assign \_$157  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$158  = param__data[103:96] - 1'h1;
+  assign \_$159  = $signed(\_$157 ) >>> \_$158 [7:0];
+  assign \_$160  = \_$156  ? 1'h0 : \_$159 [0];
+  assign \_$161  = $signed(\_$155 ) + $signed({ 1'h0, \_$160  });
+  assign \_$162  = $signed(\_$161 ) > $signed(word[65:58]);
+  assign \_$163  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$164  = $signed(\_$163 ) >>> param__data[103:96];
+  assign \_$165  = ! param__data[103:96];
+  assign \_$166  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$167  = param__data[103:96] - 1'h1;
+  assign \_$168  = $signed(\_$166 ) >>> \_$167 [7:0];
+  assign \_$169  = \_$165  ? 1'h0 : \_$168 [0];
+  assign \_$170  = $signed(\_$164 ) + $signed({ 1'h0, \_$169  });
+  assign \_$171  = \_$162  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$170 ;
+  assign \_$172  = \_$153  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$171 ;
+  assign \_$173  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$174  = $signed(\_$173 ) >>> param__data[231:224];
+  assign \_$175  = ! param__data[231:224];
+  assign \_$176  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$177  = param__data[231:224] - 1'h1;
+  assign \_$178  = $signed(\_$176 ) >>> \_$177 [7:0];
+  assign \_$179  = \_$175  ? 1'h0 : \_$178 [0];
+  assign \_$180  = $signed(\_$174 ) + $signed({ 1'h0, \_$179  });
+  assign \_$181  = $signed(\_$180 ) < $signed(word[57:50]);
+  assign \_$182  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$183  = $signed(\_$182 ) >>> param__data[231:224];
+  assign \_$184  = ! param__data[231:224];
+  assign \_$185  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$186  = param__data[231:224] - 1'h1;
+  assign \_$187  = $signed(\_$185 ) >>> \_$186 [7:0];
+  assign \_$188  = \_$184  ? 1'h0 : \_$187 [0];
+  assign \_$189  = $signed(\_$183 ) + $signed({ 1'h0, \_$188  });
+  assign \_$190  = $signed(\_$189 ) > $signed(word[65:58]);
+  assign \_$191  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$192  = $signed(\_$191 ) >>> param__data[231:224];
+  assign \_$193  = ! param__data[231:224];
+  assign \_$194  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$195  = param__data[231:224] - 1'h1;
+  assign \_$196  = $signed(\_$194 ) >>> \_$195 [7:0];
+  assign \_$197  = \_$193  ? 1'h0 : \_$196 [0];
+  assign \_$198  = $signed(\_$192 ) + $signed({ 1'h0, \_$197  });
+  assign \_$199  = \_$190  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$198 ;
+  assign \_$200  = \_$181  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$199 ;
+  assign \_$201  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$202  = $signed(\_$201 ) >>> param__data[359:352];
+  assign \_$203  = ! param__data[359:352];
+  assign \_$204  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$205  = param__data[359:352] - 1'h1;
+  assign \_$206  = $signed(\_$204 ) >>> \_$205 [7:0];
+  assign \_$207  = \_$203  ? 1'h0 : \_$206 [0];
+  assign \_$208  = $signed(\_$202 ) + $signed({ 1'h0, \_$207  });
+  assign \_$209  = $signed(\_$208 ) < $signed(word[57:50]);
+  assign \_$210  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$211  = $signed(\_$210 ) >>> param__data[359:352];
+  assign \_$212  = ! param__data[359:352];
+  assign \_$213  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$214  = param__data[359:352] - 1'h1;
+  assign \_$215  = $signed(\_$213 ) >>> \_$214 [7:0];
+  assign \_$216  = \_$212  ? 1'h0 : \_$215 [0];
+  assign \_$217  = $signed(\_$211 ) + $signed({ 1'h0, \_$216  });
+  assign \_$218  = $signed(\_$217 ) > $signed(word[65:58]);
+  assign \_$219  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$220  = $signed(\_$219 ) >>> param__data[359:352];
+  assign \_$221  = ! param__data[359:352];
+  assign \_$222  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$223  = param__data[359:352] - 1'h1;
+  assign \_$224  = $signed(\_$222 ) >>> \_$223 [7:0];
+  assign \_$225  = \_$221  ? 1'h0 : \_$224 [0];
+  assign \_$226  = $signed(\_$220 ) + $signed({ 1'h0, \_$225  });
+  assign \_$227  = \_$218  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$226 ;
+  assign \_$228  = \_$209  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$227 ;
+  assign \_$229  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$230  = $signed(\_$229 ) >>> param__data[487:480];
+  assign \_$231  = ! param__data[487:480];
+  assign \_$232  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$233  = param__data[487:480] - 1'h1;
+  assign \_$234  = $signed(\_$232 ) >>> \_$233 [7:0];
+  assign \_$235  = \_$231  ? 1'h0 : \_$234 [0];
+  assign \_$236  = $signed(\_$230 ) + $signed({ 1'h0, \_$235  });
+  assign \_$237  = $signed(\_$236 ) < $signed(word[57:50]);
+  assign \_$238  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$239  = $signed(\_$238 ) >>> param__data[487:480];
+  assign \_$240  = ! param__data[487:480];
+  assign \_$241  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$242  = param__data[487:480] - 1'h1;
+  assign \_$243  = $signed(\_$241 ) >>> \_$242 [7:0];
+  assign \_$244  = \_$240  ? 1'h0 : \_$243 [0];
+  assign \_$245  = $signed(\_$239 ) + $signed({ 1'h0, \_$244  });
+  assign \_$246  = $signed(\_$245 ) > $signed(word[65:58]);
+  assign \_$247  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$248  = $signed(\_$247 ) >>> param__data[487:480];
+  assign \_$249  = ! param__data[487:480];
+  assign \_$250  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$251  = param__data[487:480] - 1'h1;
+  assign \_$252  = $signed(\_$250 ) >>> \_$251 [7:0];
+  assign \_$253  = \_$249  ? 1'h0 : \_$252 [0];
+  assign \_$254  = $signed(\_$248 ) + $signed({ 1'h0, \_$253  });
+  assign \_$255  = \_$246  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$254 ;
+  assign \_$256  = \_$237  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$255 ;
+  assign \_$259  = ! c_beat;
+  assign \_$260  = \_$258  & \_$259 ;
+  assign \_$261  = ~ \_$260 ;
+  assign \_$262  = \_$257  & \_$261 ;
+  assign \_$263  = c_beat + 1'h1;
+  assign \_$264  = word[3:0] == 2'h2;
+  assign \_$265  = word[3:0] == 3'h7;
+  assign \_$267  = ! \_$266 ;
+  assign \_$268  = word[71:40] + 8'h80;
+  assign \_$269  = \_$268  <= 27'h4000000;
+  assign \_$270  = \_$267  & \_$269 ;
+  assign \_$271  = ~ \_$270 ;
+  assign \_$272  = ~ \error$86 ;
+  assign \_$274  = desc[1:0] != 2'h3;
+  assign \_$275  = $signed(word[57:50]) > $signed(word[65:58]);
+  assign \_$276  = \_$274  | \_$275 ;
+  assign \_$277  = ~ \error$86 ;
+  assign \_$279  = ~ walking;
+  assign \_$280  = ~ \busy$82 ;
+  assign \_$281  = \_$279  & \_$280 ;
+  assign \_$282  = ~ \_$signal ;
+  assign \_$283  = \_$281  & \_$282 ;
+  assign \_$284  = ~ \_$signal$59 ;
+  assign \_$285  = \_$283  & \_$284 ;
+  assign \_$286  = perf_beat + 1'h1;
+  assign \_$287  = perf_beat == 4'hf;
   always @(posedge clk)
-    frame_state <= \$288 ;
+    frame_state <= \_$288 ;
   always @(posedge clk)
-    word <= \$289 ;
+    word <= \_$289 ;
   always @(posedge clk)
-    index <= \$290 ;
+    index <= \_$290 ;
   always @(posedge clk)
-    \error$86  <= \$291 ;
+    \error$86  <= \_$291 ;
   always @(posedge clk)
-    error_code <= \$292 ;
+    error_code <= \_$292 ;
   always @(posedge clk)
-    \$signal  <= \$293 ;
+    \_$signal  <= \_$293 ;
   always @(posedge clk)
-    b_dram <= \$294 ;
+    b_dram <= \_$294 ;
   always @(posedge clk)
-    walking <= \$295 ;
+    walking <= \_$295 ;
   always @(posedge clk)
-    \$signal$59  <= \$296 ;
+    \_$signal$59  <= \_$296 ;
   always @(posedge clk)
-    \$signal$74  <= \$297 ;
+    \_$signal$74  <= \_$297 ;
   always @(posedge clk)
-    c_line <= \$298 ;
+    c_line <= \_$298 ;
   always @(posedge clk)
-    c_beat <= \$299 ;
+    c_beat <= \_$299 ;
   always @(posedge clk)
-    store_state <= \$300 ;
+    store_state <= \_$300 ;
   always @(posedge clk)
-    record <= \$301 ;
+    record <= \_$301 ;
   always @(posedge clk)
-    perf_addr <= \$302 ;
+    perf_addr <= \_$302 ;
   always @(posedge clk)
-    perf_beat <= \$303 ;
+    perf_beat <= \_$303 ;
   always @(posedge clk)
-    writing_perf <= \$304 ;
+    writing_perf <= \_$304 ;
   \sim_top.accel.store.addrgen  addrgen (
     .busy(\busy$82 ),
     .clk(clk),
@@ -16366,7 +16366,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     .start(\start$77 )
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     pending = queue__valid;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -16381,7 +16381,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     pending_index = queue__payload[159:128];
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -16396,78 +16396,78 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     idle = 1'h0;
     casez (frame_state)
       2'h0:
-          idle = \$1 ;
+          idle = \_$1 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     token_wait = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          token_wait = \$7 ;
+          token_wait = \_$7 ;
       2'h2:
           /* empty */;
       2'h3:
-          token_wait = \$20 ;
+          token_wait = \_$20 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     deps__pop_prev = 1'h0;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$14 ) begin
+          if (\_$14 ) begin
             deps__pop_prev = queue__payload[4];
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     deps__pop_next = 1'h0;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$14 ) begin
+          if (\_$14 ) begin
             deps__pop_next = queue__payload[5];
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     queue__ready = 1'h0;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$14 ) begin
+          if (\_$14 ) begin
             queue__ready = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     start = 1'h0;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$14 ) begin
+          if (\_$14 ) begin
             start = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     busy = 1'h0;
     casez (frame_state)
       2'h0:
@@ -16479,7 +16479,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     running = 1'h0;
     casez (frame_state)
       2'h0:
@@ -16491,7 +16491,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     deps__push_prev = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -16502,13 +16502,13 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       2'h2:
           /* empty */;
       2'h3:
-          if (\$27 ) begin
+          if (\_$27 ) begin
             deps__push_prev = word[6];
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     deps__push_next = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -16519,13 +16519,13 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       2'h2:
           /* empty */;
       2'h3:
-          if (\$27 ) begin
+          if (\_$27 ) begin
             deps__push_next = word[7];
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     retired = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -16536,13 +16536,13 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       2'h2:
           /* empty */;
       2'h3:
-          if (\$27 ) begin
+          if (\_$27 ) begin
             retired = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     (* full_case = 32'd1 *)
     casez (word[49:48])
       2'h0:
@@ -16556,66 +16556,66 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     wr__valid = 1'h0;
     if (writing_perf) begin
       wr__valid = 1'h1;
-    end else if (\$signal$59 ) begin
+    end else if (\_$signal$59 ) begin
       wr__valid = 1'h1;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     wr__payload = 104'h00000000000000000000000000;
     if (writing_perf) begin
-      wr__payload[31:0] = \$60 [31:0];
-      wr__payload[95:32] = \$61 ;
+      wr__payload[31:0] = \_$60 [31:0];
+      wr__payload[95:32] = \_$61 ;
       wr__payload[103:96] = 8'hff;
-    end else if (\$signal$59 ) begin
-      wr__payload[31:0] = \$signal$74 ;
-      wr__payload[95:32] = \$63 [63:0];
-      wr__payload[103:96] = \$64 [7:0];
+    end else if (\_$signal$59 ) begin
+      wr__payload[31:0] = \_$signal$74 ;
+      wr__payload[95:32] = \_$63 [63:0];
+      wr__payload[103:96] = \_$64 [7:0];
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     \start$77  = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\$65 ) begin
+          if (\_$65 ) begin
             \start$77  = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     done = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$65 ) begin
-          end else if (\$66 ) begin
+          if (\_$65 ) begin
+          end else if (\_$66 ) begin
           end else begin
             done = 1'h1;
           end
       3'h2:
           /* empty */;
       3'h5:
-          if (\$76 ) begin
+          if (\_$76 ) begin
             done = 1'h1;
           end
       3'h4:
-          if (\$77 ) begin
+          if (\_$77 ) begin
             done = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     \start$80  = 1'h0;
     casez (store_state)
       3'h0:
@@ -16625,7 +16625,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       3'h2:
           if (\done$79 ) begin
             (* full_case = 32'd1 *)
-            if (\$69 ) begin
+            if (\_$69 ) begin
             end else begin
               \start$80  = 1'h1;
             end
@@ -16633,163 +16633,163 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$288  = frame_state;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    \_$288  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\$89 ) begin
-            \$288  = 2'h1;
+          if (\_$89 ) begin
+            \_$288  = 2'h1;
           end
       2'h1:
-          if (\$96 ) begin
-            \$288  = 2'h2;
+          if (\_$96 ) begin
+            \_$288  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \$288  = 2'h3;
+            \_$288  = 2'h3;
           end
       2'h3:
-          if (\$103 ) begin
-            \$288  = 2'h0;
+          if (\_$103 ) begin
+            \_$288  = 2'h0;
           end
     endcase
     if (rst) begin
-      \$288  = 2'h0;
+      \_$288  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$289  = word;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    \_$289  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$96 ) begin
-            \$289  = queue__payload[127:0];
+          if (\_$96 ) begin
+            \_$289  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \$289  = 128'h00000000000000000000000000000000;
+      \_$289  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$290  = index;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    \_$290  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\$96 ) begin
-            \$290  = queue__payload[159:128];
+          if (\_$96 ) begin
+            \_$290  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \$290  = 32'd0;
+      \_$290  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$291  = \error$86 ;
-    if (\$105 ) begin
-      \$291  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    \_$291  = \error$86 ;
+    if (\_$105 ) begin
+      \_$291  = 1'h1;
     end
-    if (\$107 ) begin
-      \$291  = 1'h1;
+    if (\_$107 ) begin
+      \_$291  = 1'h1;
     end
-    if (\$135 ) begin
-      \$291  = 1'h1;
+    if (\_$135 ) begin
+      \_$291  = 1'h1;
     end
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\$264 ) begin
-          end else if (\$265 ) begin
-            if (\$271 ) begin
-              if (\$273 ) begin
-                \$291  = 1'h1;
+          if (\_$264 ) begin
+          end else if (\_$265 ) begin
+            if (\_$271 ) begin
+              if (\_$273 ) begin
+                \_$291  = 1'h1;
               end
             end
           end
       3'h2:
           if (\done$79 ) begin
-            if (\$276 ) begin
-              if (\$278 ) begin
-                \$291  = 1'h1;
+            if (\_$276 ) begin
+              if (\_$278 ) begin
+                \_$291  = 1'h1;
               end
             end
           end
     endcase
     if (rst) begin
-      \$291  = 1'h0;
+      \_$291  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$292  = error_code;
-    if (\$105 ) begin
-      \$292  = 4'h2;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    \_$292  = error_code;
+    if (\_$105 ) begin
+      \_$292  = 4'h2;
     end
-    if (\$107 ) begin
-      \$292  = \error_code$89 ;
+    if (\_$107 ) begin
+      \_$292  = \error_code$89 ;
     end
-    if (\$135 ) begin
-      \$292  = 4'h7;
+    if (\_$135 ) begin
+      \_$292  = 4'h7;
     end
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\$264 ) begin
-          end else if (\$265 ) begin
-            if (\$271 ) begin
-              if (\$273 ) begin
-                \$292  = 4'h3;
+          if (\_$264 ) begin
+          end else if (\_$265 ) begin
+            if (\_$271 ) begin
+              if (\_$273 ) begin
+                \_$292  = 4'h3;
               end
             end
           end
       3'h2:
           if (\done$79 ) begin
-            if (\$276 ) begin
-              if (\$278 ) begin
-                \$292  = 4'h7;
+            if (\_$276 ) begin
+              if (\_$278 ) begin
+                \_$292  = 4'h7;
               end
             end
           end
     endcase
     if (rst) begin
-      \$292  = 4'h0;
+      \_$292  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$293  = \$signal ;
-    if (\$118 ) begin
-      \$293  = lines__payload[48];
-    end else if (\$124 ) begin
-      \$293  = 1'h0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    \_$293  = \_$signal ;
+    if (\_$118 ) begin
+      \_$293  = lines__payload[48];
+    end else if (\_$124 ) begin
+      \_$293  = 1'h0;
     end
     if (rst) begin
-      \$293  = 1'h0;
+      \_$293  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$294  = b_dram;
-    if (\$118 ) begin
-      \$294  = lines__payload[47:16];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    \_$294  = b_dram;
+    if (\_$118 ) begin
+      \_$294  = lines__payload[47:16];
     end
     if (rst) begin
-      \$294  = 32'd0;
+      \_$294  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$295  = walking;
-    if (\$118 ) begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    \_$295  = walking;
+    if (\_$118 ) begin
       if (lines__payload[113]) begin
-        \$295  = 1'h0;
+        \_$295  = 1'h0;
       end
     end
     casez (store_state)
@@ -16800,159 +16800,159 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       3'h2:
           if (\done$79 ) begin
             (* full_case = 32'd1 *)
-            if (\$276 ) begin
+            if (\_$276 ) begin
             end else begin
-              \$295  = 1'h1;
+              \_$295  = 1'h1;
             end
           end
     endcase
     if (rst) begin
-      \$295  = 1'h0;
+      \_$295  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$296  = \$signal$59 ;
-    if (\$141 ) begin
-      \$296  = 1'h1;
-    end else if (\$144 ) begin
-      \$296  = 1'h0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    \_$296  = \_$signal$59 ;
+    if (\_$141 ) begin
+      \_$296  = 1'h1;
+    end else if (\_$144 ) begin
+      \_$296  = 1'h0;
     end
     if (rst) begin
-      \$296  = 1'h0;
+      \_$296  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$297  = \$signal$74 ;
-    if (\$141 ) begin
-      \$297  = b_dram;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    \_$297  = \_$signal$74 ;
+    if (\_$141 ) begin
+      \_$297  = b_dram;
     end
     if (rst) begin
-      \$297  = 32'd0;
+      \_$297  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$298  = c_line;
-    if (\$141 ) begin
-      \$298  = { \$256 [7:0], \$228 [7:0], \$200 [7:0], \$172 [7:0] };
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    \_$298  = c_line;
+    if (\_$141 ) begin
+      \_$298  = { \_$256 [7:0], \_$228 [7:0], \_$200 [7:0], \_$172 [7:0] };
     end
     if (rst) begin
-      \$298  = 32'd0;
+      \_$298  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$299  = c_beat;
-    if (\$141 ) begin
-      \$299  = 1'h0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    \_$299  = c_beat;
+    if (\_$141 ) begin
+      \_$299  = 1'h0;
     end
-    if (\$262 ) begin
-      \$299  = \$263 [0];
+    if (\_$262 ) begin
+      \_$299  = \_$263 [0];
     end
     if (rst) begin
-      \$299  = 1'h0;
+      \_$299  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$300  = store_state;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    \_$300  = store_state;
     casez (store_state)
       3'h0:
           if (start) begin
-            \$300  = 3'h1;
+            \_$300  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
-          if (\$264 ) begin
-            \$300  = 3'h2;
-          end else if (\$265 ) begin
+          if (\_$264 ) begin
+            \_$300  = 3'h2;
+          end else if (\_$265 ) begin
             (* full_case = 32'd1 *)
-            if (\$271 ) begin
-              \$300  = 3'h3;
+            if (\_$271 ) begin
+              \_$300  = 3'h3;
             end else begin
-              \$300  = 3'h4;
+              \_$300  = 3'h4;
             end
           end else begin
-            \$300  = 3'h0;
+            \_$300  = 3'h0;
           end
       3'h2:
           if (\done$79 ) begin
             (* full_case = 32'd1 *)
-            if (\$276 ) begin
-              \$300  = 3'h3;
+            if (\_$276 ) begin
+              \_$300  = 3'h3;
             end else begin
-              \$300  = 3'h5;
+              \_$300  = 3'h5;
             end
           end
       3'h5:
-          if (\$285 ) begin
-            \$300  = 3'h0;
+          if (\_$285 ) begin
+            \_$300  = 3'h0;
           end
       3'h4:
-          if (\$287 ) begin
-            \$300  = 3'h0;
+          if (\_$287 ) begin
+            \_$300  = 3'h0;
           end
     endcase
     if (rst) begin
-      \$300  = 3'h0;
+      \_$300  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$301  = record;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    \_$301  = record;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\$264 ) begin
-          end else if (\$265 ) begin
+          if (\_$264 ) begin
+          end else if (\_$265 ) begin
             (* full_case = 32'd1 *)
-            if (\$271 ) begin
+            if (\_$271 ) begin
             end else begin
-              \$301 [1023:32] = perf[1023:32];
-              \$301 [31:0] = word[39:8];
+              \_$301 [1023:32] = perf[1023:32];
+              \_$301 [31:0] = word[39:8];
             end
           end
     endcase
     if (rst) begin
-      \$301  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$301  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$302  = perf_addr;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    \_$302  = perf_addr;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\$264 ) begin
-          end else if (\$265 ) begin
+          if (\_$264 ) begin
+          end else if (\_$265 ) begin
             (* full_case = 32'd1 *)
-            if (\$271 ) begin
+            if (\_$271 ) begin
             end else begin
-              \$302  = word[71:40];
+              \_$302  = word[71:40];
             end
           end
     endcase
     if (rst) begin
-      \$302  = 32'd0;
+      \_$302  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$303  = perf_beat;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    \_$303  = perf_beat;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\$264 ) begin
-          end else if (\$265 ) begin
+          if (\_$264 ) begin
+          end else if (\_$265 ) begin
             (* full_case = 32'd1 *)
-            if (\$271 ) begin
+            if (\_$271 ) begin
             end else begin
-              \$303  = 5'h00;
+              \_$303  = 5'h00;
             end
           end
       3'h2:
@@ -16960,25 +16960,25 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       3'h5:
           /* empty */;
       3'h4:
-          \$303  = \$286 [4:0];
+          \_$303  = \_$286 [4:0];
     endcase
     if (rst) begin
-      \$303  = 5'h00;
+      \_$303  = 5'h00;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
-    \$304  = writing_perf;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    \_$304  = writing_perf;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\$264 ) begin
-          end else if (\$265 ) begin
+          if (\_$264 ) begin
+          end else if (\_$265 ) begin
             (* full_case = 32'd1 *)
-            if (\$271 ) begin
+            if (\_$271 ) begin
             end else begin
-              \$304  = 1'h1;
+              \_$304  = 1'h1;
             end
           end
       3'h2:
@@ -16986,12 +16986,12 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       3'h5:
           /* empty */;
       3'h4:
-          if (\$287 ) begin
-            \$304  = 1'h0;
+          if (\_$287 ) begin
+            \_$304  = 1'h0;
           end
     endcase
     if (rst) begin
-      \$304  = 1'h0;
+      \_$304  = 1'h0;
     end
   end
   assign opcode = word[3:0];
@@ -17018,7 +17018,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign align = 16'h0004;
   assign wr__ready = 1'h1;
   assign bad_shift = 1'h0;
-  assign param__addr = \$48 [15:0];
+  assign param__addr = \_$48 [15:0];
   assign acc__addr = lines__payload[15:0];
   assign \queue__payload.insn  = queue__payload[127:0];
   assign \queue__payload.index  = queue__payload[159:128];
@@ -17117,205 +17117,205 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \perf.dram_stall  = perf[895:832];
   assign \perf.macs  = perf[959:896];
   assign \perf.fetch_stall  = perf[1023:960];
-  assign \$5  = \$4 ;
-  assign \$11  = \$10 ;
-  assign \$18  = \$17 ;
-  assign \$24  = \$23 ;
-  assign \$30  = \$signal$59 ;
-  assign \$40  = \$signal$59 ;
-  assign \$51  = \$signal$59 ;
-  assign \$93  = \$92 ;
-  assign \$100  = \$99 ;
-  assign \$110  = \$signal$59 ;
-  assign \$120  = \$signal$59 ;
-  assign \$126  = \$125 ;
-  assign \$137  = \$signal$59 ;
-  assign \$142  = \$signal$59 ;
-  assign \$257  = \$signal$59 ;
-  assign \$258  = \$signal$59 ;
-  assign \$266 [31:7] = 25'h0000000;
-  assign \$266 [6:0] = word[46:40];
-  assign \$273  = \$272 ;
-  assign \$278  = \$277 ;
+  assign \_$5  = \_$4 ;
+  assign \_$11  = \_$10 ;
+  assign \_$18  = \_$17 ;
+  assign \_$24  = \_$23 ;
+  assign \_$30  = \_$signal$59 ;
+  assign \_$40  = \_$signal$59 ;
+  assign \_$51  = \_$signal$59 ;
+  assign \_$93  = \_$92 ;
+  assign \_$100  = \_$99 ;
+  assign \_$110  = \_$signal$59 ;
+  assign \_$120  = \_$signal$59 ;
+  assign \_$126  = \_$125 ;
+  assign \_$137  = \_$signal$59 ;
+  assign \_$142  = \_$signal$59 ;
+  assign \_$257  = \_$signal$59 ;
+  assign \_$258  = \_$signal$59 ;
+  assign \_$266 [31:7] = 25'h0000000;
+  assign \_$266 [6:0] = word[46:40];
+  assign \_$273  = \_$272 ;
+  assign \_$278  = \_$277 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payload, busy, lines__valid, error, error_code, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$35  = 0;
-  wire [16:0] \$1 ;
-  wire \$10 ;
-  wire [32:0] \$100 ;
-  wire [16:0] \$101 ;
-  wire \$102 ;
-  wire \$103 ;
-  wire [16:0] \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire [16:0] \$107 ;
-  wire \$108 ;
-  wire \$109 ;
-  wire \$11 ;
-  wire [16:0] \$110 ;
-  wire [32:0] \$111 ;
-  wire [32:0] \$112 ;
-  wire [32:0] \$113 ;
-  wire [33:0] \$114 ;
-  wire [33:0] \$115 ;
-  wire [33:0] \$116 ;
-  wire [32:0] \$117 ;
-  wire [32:0] \$118 ;
-  wire [32:0] \$119 ;
-  wire \$12 ;
-  wire [32:0] \$120 ;
-  wire [32:0] \$121 ;
-  wire [32:0] \$122 ;
-  wire [16:0] \$123 ;
-  wire \$124 ;
-  wire \$125 ;
-  wire [16:0] \$126 ;
-  wire \$127 ;
-  wire \$128 ;
-  wire [16:0] \$129 ;
-  wire \$13 ;
-  wire \$130 ;
-  wire \$131 ;
-  wire [16:0] \$132 ;
-  wire \$133 ;
-  wire \$134 ;
-  wire [16:0] \$135 ;
-  wire [32:0] \$136 ;
-  wire [32:0] \$137 ;
-  wire [32:0] \$138 ;
-  wire [32:0] \$139 ;
-  wire \$14 ;
-  wire [33:0] \$140 ;
-  wire [33:0] \$141 ;
-  wire [33:0] \$142 ;
-  wire [33:0] \$143 ;
-  wire [32:0] \$144 ;
-  wire [32:0] \$145 ;
-  wire [32:0] \$146 ;
-  wire [32:0] \$147 ;
-  wire [32:0] \$148 ;
-  wire [32:0] \$149 ;
-  wire \$15 ;
-  wire [32:0] \$150 ;
-  wire [32:0] \$151 ;
-  reg \$152 ;
-  reg [3:0] \$153 ;
-  reg [1:0] \$154 ;
-  reg [31:0] \$155 ;
-  reg [31:0] \$156 ;
-  reg [31:0] \$157 ;
-  reg [31:0] \$158 ;
-  reg [31:0] \$159 ;
-  wire \$16 ;
-  reg [31:0] \$160 ;
-  reg [31:0] \$161 ;
-  reg [31:0] \$162 ;
-  reg [31:0] \$163 ;
-  reg [31:0] \$164 ;
-  reg [31:0] \$165 ;
-  reg [31:0] \$166 ;
-  reg [31:0] \$167 ;
-  reg [31:0] \$168 ;
-  reg [31:0] \$169 ;
-  wire \$17 ;
-  reg [31:0] \$170 ;
-  reg [15:0] \$171 ;
-  reg [15:0] \$172 ;
-  reg [15:0] \$173 ;
-  reg [15:0] \$174 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire [16:0] \$3 ;
-  wire \$30 ;
-  wire \$31 ;
-  wire \$32 ;
-  wire \$33 ;
-  wire \$34 ;
-  wire \$35 ;
-  wire \$36 ;
-  wire [32:0] \$37 ;
-  wire \$38 ;
-  wire [16:0] \$39 ;
-  wire \$4 ;
-  wire [32:0] \$40 ;
-  wire \$41 ;
-  wire \$42 ;
-  wire \$43 ;
-  wire \$44 ;
-  wire \$45 ;
-  wire \$46 ;
-  wire \$47 ;
-  wire \$48 ;
-  wire \$49 ;
-  wire \$5 ;
-  wire \$50 ;
-  wire \$51 ;
-  wire \$52 ;
-  wire \$53 ;
-  wire \$54 ;
-  wire \$55 ;
-  wire \$56 ;
-  wire \$57 ;
-  wire \$58 ;
-  wire \$59 ;
-  wire [16:0] \$6 ;
-  wire \$60 ;
-  wire \$61 ;
-  wire \$62 ;
-  wire \$63 ;
-  wire \$64 ;
-  wire \$65 ;
-  wire \$66 ;
-  wire \$67 ;
-  wire \$68 ;
-  wire \$69 ;
-  wire \$7 ;
-  wire [32:0] \$70 ;
-  wire \$71 ;
-  wire [16:0] \$72 ;
-  wire [32:0] \$73 ;
-  wire \$74 ;
-  wire \$75 ;
-  wire \$76 ;
-  wire \$77 ;
-  wire [16:0] \$78 ;
-  wire \$79 ;
-  wire \$8 ;
-  wire \$80 ;
-  wire [16:0] \$81 ;
-  wire [32:0] \$82 ;
-  wire [33:0] \$83 ;
-  wire [32:0] \$84 ;
-  wire [32:0] \$85 ;
-  wire [16:0] \$86 ;
-  wire \$87 ;
-  wire \$88 ;
-  wire [16:0] \$89 ;
-  wire [16:0] \$9 ;
-  wire \$90 ;
-  wire \$91 ;
-  wire [16:0] \$92 ;
-  wire [32:0] \$93 ;
-  wire [32:0] \$94 ;
-  wire [33:0] \$95 ;
-  wire [33:0] \$96 ;
-  wire [32:0] \$97 ;
-  wire [32:0] \$98 ;
-  wire [32:0] \$99 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$35  = 0;
+  wire [16:0] \_$1 ;
+  wire \_$10 ;
+  wire [32:0] \_$100 ;
+  wire [16:0] \_$101 ;
+  wire \_$102 ;
+  wire \_$103 ;
+  wire [16:0] \_$104 ;
+  wire \_$105 ;
+  wire \_$106 ;
+  wire [16:0] \_$107 ;
+  wire \_$108 ;
+  wire \_$109 ;
+  wire \_$11 ;
+  wire [16:0] \_$110 ;
+  wire [32:0] \_$111 ;
+  wire [32:0] \_$112 ;
+  wire [32:0] \_$113 ;
+  wire [33:0] \_$114 ;
+  wire [33:0] \_$115 ;
+  wire [33:0] \_$116 ;
+  wire [32:0] \_$117 ;
+  wire [32:0] \_$118 ;
+  wire [32:0] \_$119 ;
+  wire \_$12 ;
+  wire [32:0] \_$120 ;
+  wire [32:0] \_$121 ;
+  wire [32:0] \_$122 ;
+  wire [16:0] \_$123 ;
+  wire \_$124 ;
+  wire \_$125 ;
+  wire [16:0] \_$126 ;
+  wire \_$127 ;
+  wire \_$128 ;
+  wire [16:0] \_$129 ;
+  wire \_$13 ;
+  wire \_$130 ;
+  wire \_$131 ;
+  wire [16:0] \_$132 ;
+  wire \_$133 ;
+  wire \_$134 ;
+  wire [16:0] \_$135 ;
+  wire [32:0] \_$136 ;
+  wire [32:0] \_$137 ;
+  wire [32:0] \_$138 ;
+  wire [32:0] \_$139 ;
+  wire \_$14 ;
+  wire [33:0] \_$140 ;
+  wire [33:0] \_$141 ;
+  wire [33:0] \_$142 ;
+  wire [33:0] \_$143 ;
+  wire [32:0] \_$144 ;
+  wire [32:0] \_$145 ;
+  wire [32:0] \_$146 ;
+  wire [32:0] \_$147 ;
+  wire [32:0] \_$148 ;
+  wire [32:0] \_$149 ;
+  wire \_$15 ;
+  wire [32:0] \_$150 ;
+  wire [32:0] \_$151 ;
+  reg \_$152 ;
+  reg [3:0] \_$153 ;
+  reg [1:0] \_$154 ;
+  reg [31:0] \_$155 ;
+  reg [31:0] \_$156 ;
+  reg [31:0] \_$157 ;
+  reg [31:0] \_$158 ;
+  reg [31:0] \_$159 ;
+  wire \_$16 ;
+  reg [31:0] \_$160 ;
+  reg [31:0] \_$161 ;
+  reg [31:0] \_$162 ;
+  reg [31:0] \_$163 ;
+  reg [31:0] \_$164 ;
+  reg [31:0] \_$165 ;
+  reg [31:0] \_$166 ;
+  reg [31:0] \_$167 ;
+  reg [31:0] \_$168 ;
+  reg [31:0] \_$169 ;
+  wire \_$17 ;
+  reg [31:0] \_$170 ;
+  reg [15:0] \_$171 ;
+  reg [15:0] \_$172 ;
+  reg [15:0] \_$173 ;
+  reg [15:0] \_$174 ;
+  wire \_$18 ;
+  wire \_$19 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  wire \_$21 ;
+  wire \_$22 ;
+  wire \_$23 ;
+  wire \_$24 ;
+  wire \_$25 ;
+  wire \_$26 ;
+  wire \_$27 ;
+  wire \_$28 ;
+  wire \_$29 ;
+  wire [16:0] \_$3 ;
+  wire \_$30 ;
+  wire \_$31 ;
+  wire \_$32 ;
+  wire \_$33 ;
+  wire \_$34 ;
+  wire \_$35 ;
+  wire \_$36 ;
+  wire [32:0] \_$37 ;
+  wire \_$38 ;
+  wire [16:0] \_$39 ;
+  wire \_$4 ;
+  wire [32:0] \_$40 ;
+  wire \_$41 ;
+  wire \_$42 ;
+  wire \_$43 ;
+  wire \_$44 ;
+  wire \_$45 ;
+  wire \_$46 ;
+  wire \_$47 ;
+  wire \_$48 ;
+  wire \_$49 ;
+  wire \_$5 ;
+  wire \_$50 ;
+  wire \_$51 ;
+  wire \_$52 ;
+  wire \_$53 ;
+  wire \_$54 ;
+  wire \_$55 ;
+  wire \_$56 ;
+  wire \_$57 ;
+  wire \_$58 ;
+  wire \_$59 ;
+  wire [16:0] \_$6 ;
+  wire \_$60 ;
+  wire \_$61 ;
+  wire \_$62 ;
+  wire \_$63 ;
+  wire \_$64 ;
+  wire \_$65 ;
+  wire \_$66 ;
+  wire \_$67 ;
+  wire \_$68 ;
+  wire \_$69 ;
+  wire \_$7 ;
+  wire [32:0] \_$70 ;
+  wire \_$71 ;
+  wire [16:0] \_$72 ;
+  wire [32:0] \_$73 ;
+  wire \_$74 ;
+  wire \_$75 ;
+  wire \_$76 ;
+  wire \_$77 ;
+  wire [16:0] \_$78 ;
+  wire \_$79 ;
+  wire \_$8 ;
+  wire \_$80 ;
+  wire [16:0] \_$81 ;
+  wire [32:0] \_$82 ;
+  wire [33:0] \_$83 ;
+  wire [32:0] \_$84 ;
+  wire [32:0] \_$85 ;
+  wire [16:0] \_$86 ;
+  wire \_$87 ;
+  wire \_$88 ;
+  wire [16:0] \_$89 ;
+  wire [16:0] \_$9 ;
+  wire \_$90 ;
+  wire \_$91 ;
+  wire [16:0] \_$92 ;
+  wire [32:0] \_$93 ;
+  wire [32:0] \_$94 ;
+  wire [33:0] \_$95 ;
+  wire [33:0] \_$96 ;
+  wire [32:0] \_$97 ;
+  wire [32:0] \_$98 ;
+  wire [32:0] \_$99 ;
   wire [15:0] align;
   output busy;
   reg busy;
@@ -17417,202 +17417,202 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   reg [31:0] y1 = 32'd0;
   reg [31:0] y2 = 32'd0;
   reg [31:0] y3 = 32'd0;
-  assign \$1  = desc[137:122] - 1'h1;
-  assign \$2  = i0 == \$1 ;
-  assign \$3  = desc[225:210] - 1'h1;
-  assign \$4  = i1 == \$3 ;
-  assign \$5  = \$2  & \$4 ;
-  assign \$6  = desc[313:298] - 1'h1;
-  assign \$7  = i2 == \$6 ;
-  assign \$8  = \$5  & \$7 ;
-  assign \$9  = desc[401:386] - 1'h1;
-  assign \$10  = i3 == \$9 ;
-  assign last = \$8  & \$10 ;
-  assign \$11  = ! desc[105:90];
-  assign \$12  = $signed(y3) >= $signed(1'h0);
-  assign \$13  = $signed(y3) < $signed({ 1'h0, desc[105:90] });
-  assign \$14  = \$12  & \$13 ;
-  assign \$15  = \$11  | \$14 ;
-  assign \$16  = ! desc[121:106];
-  assign \$17  = $signed(x3) >= $signed(1'h0);
-  assign \$18  = $signed(x3) < $signed({ 1'h0, desc[121:106] });
-  assign \$19  = \$17  & \$18 ;
-  assign \$20  = \$16  | \$19 ;
-  assign \$21  = \$15  & \$20 ;
-  assign \$22  = $signed(local3) >= $signed(1'h0);
-  assign \$23  = $signed(local3) < $signed(12'h400);
-  assign \$24  = \$22  & \$23 ;
-  assign \$25  = ~ \$24 ;
-  assign \$26  = ! desc[105:90];
-  assign \$27  = $signed(y3) >= $signed(1'h0);
-  assign \$28  = $signed(y3) < $signed({ 1'h0, desc[105:90] });
-  assign \$29  = \$27  & \$28 ;
-  assign \$30  = \$26  | \$29 ;
-  assign \$31  = ! desc[121:106];
-  assign \$32  = $signed(x3) >= $signed(1'h0);
-  assign \$33  = $signed(x3) < $signed({ 1'h0, desc[121:106] });
-  assign \$34  = \$32  & \$33 ;
-  assign \$35  = \$31  | \$34 ;
-  assign \$36  = \$30  & \$35 ;
-  assign \$37  = dram3 + 3'h4;
-  assign \$38  = \$37  <= 27'h4000000;
-  assign \$41  = ! \$40 ;
-  assign \$42  = \$38  & \$41 ;
-  assign \$43  = ~ \$42 ;
-  assign \$44  = \$36  & \$43 ;
-  assign \$45  = ! walk_state;
-  assign \$46  = walk_state == 1'h1;
-  assign \$47  = walk_state == 2'h2;
-  assign \$48  = ! desc[137:122];
-  assign \$49  = ! desc[225:210];
-  assign \$50  = \$48  | \$49 ;
-  assign \$51  = ! desc[313:298];
-  assign \$52  = \$50  | \$51 ;
-  assign \$53  = ! desc[401:386];
-  assign \$54  = \$52  | \$53 ;
-  assign \$55  = $signed(local3) >= $signed(1'h0);
-  assign \$56  = $signed(local3) < $signed(12'h400);
-  assign \$57  = \$55  & \$56 ;
-  assign \$58  = ~ \$57 ;
-  assign \$59  = ! desc[105:90];
-  assign \$60  = $signed(y3) >= $signed(1'h0);
-  assign \$61  = $signed(y3) < $signed({ 1'h0, desc[105:90] });
-  assign \$62  = \$60  & \$61 ;
-  assign \$63  = \$59  | \$62 ;
-  assign \$64  = ! desc[121:106];
-  assign \$65  = $signed(x3) >= $signed(1'h0);
-  assign \$66  = $signed(x3) < $signed({ 1'h0, desc[121:106] });
-  assign \$67  = \$65  & \$66 ;
-  assign \$68  = \$64  | \$67 ;
-  assign \$69  = \$63  & \$68 ;
-  assign \$70  = dram3 + 3'h4;
-  assign \$71  = \$70  <= 27'h4000000;
-  assign \$74  = ! \$73 ;
-  assign \$75  = \$71  & \$74 ;
-  assign \$76  = ~ \$75 ;
-  assign \$77  = \$69  & \$76 ;
-  assign \$78  = desc[401:386] - 1'h1;
-  assign \$79  = i3 == \$78 ;
-  assign \$80  = ~ \$79 ;
-  assign \$81  = i3 + 1'h1;
-  assign \$82  = $signed(local3) + $signed(desc[457:434]);
-  assign \$83  = $signed({ 1'h0, dram3 }) + $signed(desc[433:402]);
-  assign \$84  = $signed(y3) + $signed(desc[465:458]);
-  assign \$85  = $signed(x3) + $signed(desc[473:466]);
-  assign \$86  = desc[313:298] - 1'h1;
-  assign \$87  = i2 == \$86 ;
-  assign \$88  = ~ \$87 ;
-  assign \$89  = desc[401:386] - 1'h1;
-  assign \$90  = i3 == \$89 ;
-  assign \$91  = \$88  & \$90 ;
-  assign \$92  = i2 + 1'h1;
-  assign \$93  = $signed(local2) + $signed(desc[369:346]);
-  assign \$94  = $signed(local2) + $signed(desc[369:346]);
-  assign \$95  = $signed({ 1'h0, dram2 }) + $signed(desc[345:314]);
-  assign \$96  = $signed({ 1'h0, dram2 }) + $signed(desc[345:314]);
-  assign \$97  = $signed(y2) + $signed(desc[377:370]);
-  assign \$98  = $signed(y2) + $signed(desc[377:370]);
-  assign \$99  = $signed(x2) + $signed(desc[385:378]);
-  assign \$100  = $signed(x2) + $signed(desc[385:378]);
-  assign \$101  = desc[225:210] - 1'h1;
-  assign \$102  = i1 == \$101 ;
-  assign \$103  = ~ \$102 ;
-  assign \$104  = desc[313:298] - 1'h1;
-  assign \$105  = i2 == \$104 ;
-  assign \$106  = \$103  & \$105 ;
-  assign \$107  = desc[401:386] - 1'h1;
-  assign \$108  = i3 == \$107 ;
-  assign \$109  = \$106  & \$108 ;
-  assign \$110  = i1 + 1'h1;
-  assign \$111  = $signed(local1) + $signed(desc[281:258]);
-  assign \$112  = $signed(local1) + $signed(desc[281:258]);
-  assign \$113  = $signed(local1) + $signed(desc[281:258]);
-  assign \$114  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
-  assign \$115  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
-  assign \$116  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
-  assign \$117  = $signed(y1) + $signed(desc[289:282]);
-  assign \$118  = $signed(y1) + $signed(desc[289:282]);
-  assign \$119  = $signed(y1) + $signed(desc[289:282]);
-  assign \$120  = $signed(x1) + $signed(desc[297:290]);
-  assign \$121  = $signed(x1) + $signed(desc[297:290]);
-  assign \$122  = $signed(x1) + $signed(desc[297:290]);
-  assign \$123  = desc[137:122] - 1'h1;
-  assign \$124  = i0 == \$123 ;
-  assign \$125  = ~ \$124 ;
-  assign \$126  = desc[225:210] - 1'h1;
-  assign \$127  = i1 == \$126 ;
-  assign \$128  = \$125  & \$127 ;
-  assign \$129  = desc[313:298] - 1'h1;
-  assign \$130  = i2 == \$129 ;
-  assign \$131  = \$128  & \$130 ;
-  assign \$132  = desc[401:386] - 1'h1;
-  assign \$133  = i3 == \$132 ;
-  assign \$134  = \$131  & \$133 ;
-  assign \$135  = i0 + 1'h1;
-  assign \$136  = $signed(local0) + $signed(desc[193:170]);
-  assign \$137  = $signed(local0) + $signed(desc[193:170]);
-  assign \$138  = $signed(local0) + $signed(desc[193:170]);
-  assign \$139  = $signed(local0) + $signed(desc[193:170]);
-  assign \$140  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
-  assign \$141  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
-  assign \$142  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
-  assign \$143  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
-  assign \$144  = $signed(y0) + $signed(desc[201:194]);
-  assign \$145  = $signed(y0) + $signed(desc[201:194]);
-  assign \$146  = $signed(y0) + $signed(desc[201:194]);
-  assign \$147  = $signed(y0) + $signed(desc[201:194]);
-  assign \$148  = $signed(x0) + $signed(desc[209:202]);
-  assign \$149  = $signed(x0) + $signed(desc[209:202]);
-  assign \$150  = $signed(x0) + $signed(desc[209:202]);
-  assign \$151  = $signed(x0) + $signed(desc[209:202]);
+  assign \_$1  = desc[137:122] - 1'h1;
+  assign \_$2  = i0 == \_$1 ;
+  assign \_$3  = desc[225:210] - 1'h1;
+  assign \_$4  = i1 == \_$3 ;
+  assign \_$5  = \_$2  & \_$4 ;
+  assign \_$6  = desc[313:298] - 1'h1;
+  assign \_$7  = i2 == \_$6 ;
+  assign \_$8  = \_$5  & \_$7 ;
+  assign \_$9  = desc[401:386] - 1'h1;
+  assign \_$10  = i3 == \_$9 ;
+  assign last = \_$8  & \_$10 ;
+  assign \_$11  = ! desc[105:90];
+  assign \_$12  = $signed(y3) >= $signed(1'h0);
+  assign \_$13  = $signed(y3) < $signed({ 1'h0, desc[105:90] });
+  assign \_$14  = \_$12  & \_$13 ;
+  assign \_$15  = \_$11  | \_$14 ;
+  assign \_$16  = ! desc[121:106];
+  assign \_$17  = $signed(x3) >= $signed(1'h0);
+  assign \_$18  = $signed(x3) < $signed({ 1'h0, desc[121:106] });
+  assign \_$19  = \_$17  & \_$18 ;
+  assign \_$20  = \_$16  | \_$19 ;
+  assign \_$21  = \_$15  & \_$20 ;
+  assign \_$22  = $signed(local3) >= $signed(1'h0);
+  assign \_$23  = $signed(local3) < $signed(12'h400);
+  assign \_$24  = \_$22  & \_$23 ;
+  assign \_$25  = ~ \_$24 ;
+  assign \_$26  = ! desc[105:90];
+  assign \_$27  = $signed(y3) >= $signed(1'h0);
+  assign \_$28  = $signed(y3) < $signed({ 1'h0, desc[105:90] });
+  assign \_$29  = \_$27  & \_$28 ;
+  assign \_$30  = \_$26  | \_$29 ;
+  assign \_$31  = ! desc[121:106];
+  assign \_$32  = $signed(x3) >= $signed(1'h0);
+  assign \_$33  = $signed(x3) < $signed({ 1'h0, desc[121:106] });
+  assign \_$34  = \_$32  & \_$33 ;
+  assign \_$35  = \_$31  | \_$34 ;
+  assign \_$36  = \_$30  & \_$35 ;
+  assign \_$37  = dram3 + 3'h4;
+  assign \_$38  = \_$37  <= 27'h4000000;
+  assign \_$41  = ! \_$40 ;
+  assign \_$42  = \_$38  & \_$41 ;
+  assign \_$43  = ~ \_$42 ;
+  assign \_$44  = \_$36  & \_$43 ;
+  assign \_$45  = ! walk_state;
+  assign \_$46  = walk_state == 1'h1;
+  assign \_$47  = walk_state == 2'h2;
+  assign \_$48  = ! desc[137:122];
+  assign \_$49  = ! desc[225:210];
+  assign \_$50  = \_$48  | \_$49 ;
+  assign \_$51  = ! desc[313:298];
+  assign \_$52  = \_$50  | \_$51 ;
+  assign \_$53  = ! desc[401:386];
+  assign \_$54  = \_$52  | \_$53 ;
+  assign \_$55  = $signed(local3) >= $signed(1'h0);
+  assign \_$56  = $signed(local3) < $signed(12'h400);
+  assign \_$57  = \_$55  & \_$56 ;
+  assign \_$58  = ~ \_$57 ;
+  assign \_$59  = ! desc[105:90];
+  assign \_$60  = $signed(y3) >= $signed(1'h0);
+  assign \_$61  = $signed(y3) < $signed({ 1'h0, desc[105:90] });
+  assign \_$62  = \_$60  & \_$61 ;
+  assign \_$63  = \_$59  | \_$62 ;
+  assign \_$64  = ! desc[121:106];
+  assign \_$65  = $signed(x3) >= $signed(1'h0);
+  assign \_$66  = $signed(x3) < $signed({ 1'h0, desc[121:106] });
+  assign \_$67  = \_$65  & \_$66 ;
+  assign \_$68  = \_$64  | \_$67 ;
+  assign \_$69  = \_$63  & \_$68 ;
+  assign \_$70  = dram3 + 3'h4;
+  assign \_$71  = \_$70  <= 27'h4000000;
+  assign \_$74  = ! \_$73 ;
+  assign \_$75  = \_$71  & \_$74 ;
+  assign \_$76  = ~ \_$75 ;
+  assign \_$77  = \_$69  & \_$76 ;
+  assign \_$78  = desc[401:386] - 1'h1;
+  assign \_$79  = i3 == \_$78 ;
+  assign \_$80  = ~ \_$79 ;
+  assign \_$81  = i3 + 1'h1;
+  assign \_$82  = $signed(local3) + $signed(desc[457:434]);
+  assign \_$83  = $signed({ 1'h0, dram3 }) + $signed(desc[433:402]);
+  assign \_$84  = $signed(y3) + $signed(desc[465:458]);
+  assign \_$85  = $signed(x3) + $signed(desc[473:466]);
+  assign \_$86  = desc[313:298] - 1'h1;
+  assign \_$87  = i2 == \_$86 ;
+  assign \_$88  = ~ \_$87 ;
+  assign \_$89  = desc[401:386] - 1'h1;
+  assign \_$90  = i3 == \_$89 ;
+  assign \_$91  = \_$88  & \_$90 ;
+  assign \_$92  = i2 + 1'h1;
+  assign \_$93  = $signed(local2) + $signed(desc[369:346]);
+  assign \_$94  = $signed(local2) + $signed(desc[369:346]);
+  assign \_$95  = $signed({ 1'h0, dram2 }) + $signed(desc[345:314]);
+  assign \_$96  = $signed({ 1'h0, dram2 }) + $signed(desc[345:314]);
+  assign \_$97  = $signed(y2) + $signed(desc[377:370]);
+  assign \_$98  = $signed(y2) + $signed(desc[377:370]);
+  assign \_$99  = $signed(x2) + $signed(desc[385:378]);
+  assign \_$100  = $signed(x2) + $signed(desc[385:378]);
+  assign \_$101  = desc[225:210] - 1'h1;
+  assign \_$102  = i1 == \_$101 ;
+  assign \_$103  = ~ \_$102 ;
+  assign \_$104  = desc[313:298] - 1'h1;
+  assign \_$105  = i2 == \_$104 ;
+  assign \_$106  = \_$103  & \_$105 ;
+  assign \_$107  = desc[401:386] - 1'h1;
+  assign \_$108  = i3 == \_$107 ;
+  assign \_$109  = \_$106  & \_$108 ;
+  assign \_$110  = i1 + 1'h1;
+  assign \_$111  = $signed(local1) + $signed(desc[281:258]);
+  assign \_$112  = $signed(local1) + $signed(desc[281:258]);
+  assign \_$113  = $signed(local1) + $signed(desc[281:258]);
+  assign \_$114  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
+  assign \_$115  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
+  assign \_$116  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
+  assign \_$117  = $signed(y1) + $signed(desc[289:282]);
+  assign \_$118  = $signed(y1) + $signed(desc[289:282]);
+  assign \_$119  = $signed(y1) + $signed(desc[289:282]);
+  assign \_$120  = $signed(x1) + $signed(desc[297:290]);
+  assign \_$121  = $signed(x1) + $signed(desc[297:290]);
+  assign \_$122  = $signed(x1) + $signed(desc[297:290]);
+  assign \_$123  = desc[137:122] - 1'h1;
+  assign \_$124  = i0 == \_$123 ;
+  assign \_$125  = ~ \_$124 ;
+  assign \_$126  = desc[225:210] - 1'h1;
+  assign \_$127  = i1 == \_$126 ;
+  assign \_$128  = \_$125  & \_$127 ;
+  assign \_$129  = desc[313:298] - 1'h1;
+  assign \_$130  = i2 == \_$129 ;
+  assign \_$131  = \_$128  & \_$130 ;
+  assign \_$132  = desc[401:386] - 1'h1;
+  assign \_$133  = i3 == \_$132 ;
+  assign \_$134  = \_$131  & \_$133 ;
+  assign \_$135  = i0 + 1'h1;
+  assign \_$136  = $signed(local0) + $signed(desc[193:170]);
+  assign \_$137  = $signed(local0) + $signed(desc[193:170]);
+  assign \_$138  = $signed(local0) + $signed(desc[193:170]);
+  assign \_$139  = $signed(local0) + $signed(desc[193:170]);
+  assign \_$140  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
+  assign \_$141  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
+  assign \_$142  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
+  assign \_$143  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
+  assign \_$144  = $signed(y0) + $signed(desc[201:194]);
+  assign \_$145  = $signed(y0) + $signed(desc[201:194]);
+  assign \_$146  = $signed(y0) + $signed(desc[201:194]);
+  assign \_$147  = $signed(y0) + $signed(desc[201:194]);
+  assign \_$148  = $signed(x0) + $signed(desc[209:202]);
+  assign \_$149  = $signed(x0) + $signed(desc[209:202]);
+  assign \_$150  = $signed(x0) + $signed(desc[209:202]);
+  assign \_$151  = $signed(x0) + $signed(desc[209:202]);
   always @(posedge clk)
-    error <= \$152 ;
+    error <= \_$152 ;
   always @(posedge clk)
-    error_code <= \$153 ;
+    error_code <= \_$153 ;
   always @(posedge clk)
-    walk_state <= \$154 ;
+    walk_state <= \_$154 ;
   always @(posedge clk)
-    local0 <= \$155 ;
+    local0 <= \_$155 ;
   always @(posedge clk)
-    local1 <= \$156 ;
+    local1 <= \_$156 ;
   always @(posedge clk)
-    local2 <= \$157 ;
+    local2 <= \_$157 ;
   always @(posedge clk)
-    local3 <= \$158 ;
+    local3 <= \_$158 ;
   always @(posedge clk)
-    dram0 <= \$159 ;
+    dram0 <= \_$159 ;
   always @(posedge clk)
-    dram1 <= \$160 ;
+    dram1 <= \_$160 ;
   always @(posedge clk)
-    dram2 <= \$161 ;
+    dram2 <= \_$161 ;
   always @(posedge clk)
-    dram3 <= \$162 ;
+    dram3 <= \_$162 ;
   always @(posedge clk)
-    y0 <= \$163 ;
+    y0 <= \_$163 ;
   always @(posedge clk)
-    y1 <= \$164 ;
+    y1 <= \_$164 ;
   always @(posedge clk)
-    y2 <= \$165 ;
+    y2 <= \_$165 ;
   always @(posedge clk)
-    y3 <= \$166 ;
+    y3 <= \_$166 ;
   always @(posedge clk)
-    x0 <= \$167 ;
+    x0 <= \_$167 ;
   always @(posedge clk)
-    x1 <= \$168 ;
+    x1 <= \_$168 ;
   always @(posedge clk)
-    x2 <= \$169 ;
+    x2 <= \_$169 ;
   always @(posedge clk)
-    x3 <= \$170 ;
+    x3 <= \_$170 ;
   always @(posedge clk)
-    i0 <= \$171 ;
+    i0 <= \_$171 ;
   always @(posedge clk)
-    i1 <= \$172 ;
+    i1 <= \_$172 ;
   always @(posedge clk)
-    i2 <= \$173 ;
+    i2 <= \_$173 ;
   always @(posedge clk)
-    i3 <= \$174 ;
+    i3 <= \_$174 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
     busy = 1'h0;
     casez (walk_state)
       2'h0:
@@ -17624,741 +17624,741 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
     lines__valid = 1'h0;
     casez (walk_state)
       2'h0:
           /* empty */;
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$25 ) begin
-          end else if (\$44 ) begin
+          if (\_$25 ) begin
+          end else if (\_$44 ) begin
           end else begin
             lines__valid = 1'h1;
           end
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$152  = error;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$152  = error;
     casez (walk_state)
       2'h0:
           if (start) begin
-            if (\$54 ) begin
-              \$152  = 1'h1;
+            if (\_$54 ) begin
+              \_$152  = 1'h1;
             end
           end
       2'h2:
-          if (\$58 ) begin
-            \$152  = 1'h1;
-          end else if (\$77 ) begin
-            \$152  = 1'h1;
+          if (\_$58 ) begin
+            \_$152  = 1'h1;
+          end else if (\_$77 ) begin
+            \_$152  = 1'h1;
           end
     endcase
     if (rst) begin
-      \$152  = 1'h0;
+      \_$152  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$153  = error_code;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$153  = error_code;
     casez (walk_state)
       2'h0:
           if (start) begin
-            if (\$54 ) begin
-              \$153  = 4'h7;
+            if (\_$54 ) begin
+              \_$153  = 4'h7;
             end
           end
       2'h2:
-          if (\$58 ) begin
-            \$153  = 4'h4;
-          end else if (\$77 ) begin
-            \$153  = 4'h3;
+          if (\_$58 ) begin
+            \_$153  = 4'h4;
+          end else if (\_$77 ) begin
+            \_$153  = 4'h3;
           end
     endcase
     if (rst) begin
-      \$153  = 4'h0;
+      \_$153  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$154  = walk_state;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$154  = walk_state;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
-              \$154  = 2'h1;
+            if (\_$54 ) begin
+              \_$154  = 2'h1;
             end else begin
-              \$154  = 2'h2;
+              \_$154  = 2'h2;
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-            \$154  = 2'h1;
-          end else if (\$77 ) begin
-            \$154  = 2'h1;
+          if (\_$58 ) begin
+            \_$154  = 2'h1;
+          end else if (\_$77 ) begin
+            \_$154  = 2'h1;
           end else begin
             if (lines__ready) begin
               if (last) begin
-                \$154  = 2'h0;
+                \_$154  = 2'h0;
               end
             end
           end
     endcase
     if (rst) begin
-      \$154  = 2'h0;
+      \_$154  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$155  = local0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$155  = local0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$155  = { 16'h0000, desc[17:2] };
+              \_$155  = { 16'h0000, desc[17:2] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$134 ) begin
-                \$155  = \$136 [31:0];
+              if (\_$134 ) begin
+                \_$155  = \_$136 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$155  = 32'd0;
+      \_$155  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$156  = local1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$156  = local1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$156  = { 16'h0000, desc[17:2] };
+              \_$156  = { 16'h0000, desc[17:2] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$109 ) begin
-                \$156  = \$111 [31:0];
+              if (\_$109 ) begin
+                \_$156  = \_$111 [31:0];
               end
-              if (\$134 ) begin
-                \$156  = \$137 [31:0];
+              if (\_$134 ) begin
+                \_$156  = \_$137 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$156  = 32'd0;
+      \_$156  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$157  = local2;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$157  = local2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$157  = { 16'h0000, desc[17:2] };
+              \_$157  = { 16'h0000, desc[17:2] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$91 ) begin
-                \$157  = \$93 [31:0];
+              if (\_$91 ) begin
+                \_$157  = \_$93 [31:0];
               end
-              if (\$109 ) begin
-                \$157  = \$112 [31:0];
+              if (\_$109 ) begin
+                \_$157  = \_$112 [31:0];
               end
-              if (\$134 ) begin
-                \$157  = \$138 [31:0];
+              if (\_$134 ) begin
+                \_$157  = \_$138 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$157  = 32'd0;
+      \_$157  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$158  = local3;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$158  = local3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$158  = { 16'h0000, desc[17:2] };
+              \_$158  = { 16'h0000, desc[17:2] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$80 ) begin
-                \$158  = \$82 [31:0];
+              if (\_$80 ) begin
+                \_$158  = \_$82 [31:0];
               end
-              if (\$91 ) begin
-                \$158  = \$94 [31:0];
+              if (\_$91 ) begin
+                \_$158  = \_$94 [31:0];
               end
-              if (\$109 ) begin
-                \$158  = \$113 [31:0];
+              if (\_$109 ) begin
+                \_$158  = \_$113 [31:0];
               end
-              if (\$134 ) begin
-                \$158  = \$139 [31:0];
+              if (\_$134 ) begin
+                \_$158  = \_$139 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$158  = 32'd0;
+      \_$158  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$159  = dram0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$159  = dram0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$159  = desc[49:18];
+              \_$159  = desc[49:18];
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$134 ) begin
-                \$159  = \$140 [31:0];
+              if (\_$134 ) begin
+                \_$159  = \_$140 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$159  = 32'd0;
+      \_$159  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$160  = dram1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$160  = dram1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$160  = desc[49:18];
+              \_$160  = desc[49:18];
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$109 ) begin
-                \$160  = \$114 [31:0];
+              if (\_$109 ) begin
+                \_$160  = \_$114 [31:0];
               end
-              if (\$134 ) begin
-                \$160  = \$141 [31:0];
+              if (\_$134 ) begin
+                \_$160  = \_$141 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$160  = 32'd0;
+      \_$160  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$161  = dram2;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$161  = dram2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$161  = desc[49:18];
+              \_$161  = desc[49:18];
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$91 ) begin
-                \$161  = \$95 [31:0];
+              if (\_$91 ) begin
+                \_$161  = \_$95 [31:0];
               end
-              if (\$109 ) begin
-                \$161  = \$115 [31:0];
+              if (\_$109 ) begin
+                \_$161  = \_$115 [31:0];
               end
-              if (\$134 ) begin
-                \$161  = \$142 [31:0];
+              if (\_$134 ) begin
+                \_$161  = \_$142 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$161  = 32'd0;
+      \_$161  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$162  = dram3;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$162  = dram3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$162  = desc[49:18];
+              \_$162  = desc[49:18];
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$80 ) begin
-                \$162  = \$83 [31:0];
+              if (\_$80 ) begin
+                \_$162  = \_$83 [31:0];
               end
-              if (\$91 ) begin
-                \$162  = \$96 [31:0];
+              if (\_$91 ) begin
+                \_$162  = \_$96 [31:0];
               end
-              if (\$109 ) begin
-                \$162  = \$116 [31:0];
+              if (\_$109 ) begin
+                \_$162  = \_$116 [31:0];
               end
-              if (\$134 ) begin
-                \$162  = \$143 [31:0];
+              if (\_$134 ) begin
+                \_$162  = \_$143 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$162  = 32'd0;
+      \_$162  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$163  = y0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$163  = y0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$163  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
+              \_$163  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$134 ) begin
-                \$163  = \$144 [31:0];
+              if (\_$134 ) begin
+                \_$163  = \_$144 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$163  = 32'd0;
+      \_$163  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$164  = y1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$164  = y1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$164  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
+              \_$164  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$109 ) begin
-                \$164  = \$117 [31:0];
+              if (\_$109 ) begin
+                \_$164  = \_$117 [31:0];
               end
-              if (\$134 ) begin
-                \$164  = \$145 [31:0];
+              if (\_$134 ) begin
+                \_$164  = \_$145 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$164  = 32'd0;
+      \_$164  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$165  = y2;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$165  = y2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$165  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
+              \_$165  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$91 ) begin
-                \$165  = \$97 [31:0];
+              if (\_$91 ) begin
+                \_$165  = \_$97 [31:0];
               end
-              if (\$109 ) begin
-                \$165  = \$118 [31:0];
+              if (\_$109 ) begin
+                \_$165  = \_$118 [31:0];
               end
-              if (\$134 ) begin
-                \$165  = \$146 [31:0];
+              if (\_$134 ) begin
+                \_$165  = \_$146 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$165  = 32'd0;
+      \_$165  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$166  = y3;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$166  = y3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$166  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
+              \_$166  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$80 ) begin
-                \$166  = \$84 [31:0];
+              if (\_$80 ) begin
+                \_$166  = \_$84 [31:0];
               end
-              if (\$91 ) begin
-                \$166  = \$98 [31:0];
+              if (\_$91 ) begin
+                \_$166  = \_$98 [31:0];
               end
-              if (\$109 ) begin
-                \$166  = \$119 [31:0];
+              if (\_$109 ) begin
+                \_$166  = \_$119 [31:0];
               end
-              if (\$134 ) begin
-                \$166  = \$147 [31:0];
+              if (\_$134 ) begin
+                \_$166  = \_$147 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$166  = 32'd0;
+      \_$166  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$167  = x0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$167  = x0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$167  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
+              \_$167  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$134 ) begin
-                \$167  = \$148 [31:0];
+              if (\_$134 ) begin
+                \_$167  = \_$148 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$167  = 32'd0;
+      \_$167  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$168  = x1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$168  = x1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$168  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
+              \_$168  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$109 ) begin
-                \$168  = \$120 [31:0];
+              if (\_$109 ) begin
+                \_$168  = \_$120 [31:0];
               end
-              if (\$134 ) begin
-                \$168  = \$149 [31:0];
+              if (\_$134 ) begin
+                \_$168  = \_$149 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$168  = 32'd0;
+      \_$168  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$169  = x2;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$169  = x2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$169  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
+              \_$169  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$91 ) begin
-                \$169  = \$99 [31:0];
+              if (\_$91 ) begin
+                \_$169  = \_$99 [31:0];
               end
-              if (\$109 ) begin
-                \$169  = \$121 [31:0];
+              if (\_$109 ) begin
+                \_$169  = \_$121 [31:0];
               end
-              if (\$134 ) begin
-                \$169  = \$150 [31:0];
+              if (\_$134 ) begin
+                \_$169  = \_$150 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$169  = 32'd0;
+      \_$169  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$170  = x3;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$170  = x3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$170  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
+              \_$170  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$80 ) begin
-                \$170  = \$85 [31:0];
+              if (\_$80 ) begin
+                \_$170  = \_$85 [31:0];
               end
-              if (\$91 ) begin
-                \$170  = \$100 [31:0];
+              if (\_$91 ) begin
+                \_$170  = \_$100 [31:0];
               end
-              if (\$109 ) begin
-                \$170  = \$122 [31:0];
+              if (\_$109 ) begin
+                \_$170  = \_$122 [31:0];
               end
-              if (\$134 ) begin
-                \$170  = \$151 [31:0];
+              if (\_$134 ) begin
+                \_$170  = \_$151 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$170  = 32'd0;
+      \_$170  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$171  = i0;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$171  = i0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$171  = 16'h0000;
+              \_$171  = 16'h0000;
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$134 ) begin
-                \$171  = \$135 [15:0];
+              if (\_$134 ) begin
+                \_$171  = \_$135 [15:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \$171  = 16'h0000;
+      \_$171  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$172  = i1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$172  = i1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$172  = 16'h0000;
+              \_$172  = 16'h0000;
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$109 ) begin
-                \$172  = \$110 [15:0];
+              if (\_$109 ) begin
+                \_$172  = \_$110 [15:0];
               end
-              if (\$134 ) begin
-                \$172  = 16'h0000;
+              if (\_$134 ) begin
+                \_$172  = 16'h0000;
               end
             end
           end
     endcase
     if (rst) begin
-      \$172  = 16'h0000;
+      \_$172  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$173  = i2;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$173  = i2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$173  = 16'h0000;
+              \_$173  = 16'h0000;
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$91 ) begin
-                \$173  = \$92 [15:0];
+              if (\_$91 ) begin
+                \_$173  = \_$92 [15:0];
               end
-              if (\$109 ) begin
-                \$173  = 16'h0000;
+              if (\_$109 ) begin
+                \_$173  = 16'h0000;
               end
-              if (\$134 ) begin
-                \$173  = 16'h0000;
+              if (\_$134 ) begin
+                \_$173  = 16'h0000;
               end
             end
           end
     endcase
     if (rst) begin
-      \$173  = 16'h0000;
+      \_$173  = 16'h0000;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$174  = i3;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    \_$174  = i3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$54 ) begin
+            if (\_$54 ) begin
             end else begin
-              \$174  = 16'h0000;
+              \_$174  = 16'h0000;
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\$58 ) begin
-          end else if (\$77 ) begin
+          if (\_$58 ) begin
+          end else if (\_$77 ) begin
           end else begin
             if (lines__ready) begin
-              if (\$80 ) begin
-                \$174  = \$81 [15:0];
+              if (\_$80 ) begin
+                \_$174  = \_$81 [15:0];
               end
-              if (\$91 ) begin
-                \$174  = 16'h0000;
+              if (\_$91 ) begin
+                \_$174  = 16'h0000;
               end
-              if (\$109 ) begin
-                \$174  = 16'h0000;
+              if (\_$109 ) begin
+                \_$174  = 16'h0000;
               end
-              if (\$134 ) begin
-                \$174  = 16'h0000;
+              if (\_$134 ) begin
+                \_$174  = 16'h0000;
               end
             end
           end
     endcase
     if (rst) begin
-      \$174  = 16'h0000;
+      \_$174  = 16'h0000;
     end
   end
   assign lines_in_mem = 17'h00400;
@@ -18411,29 +18411,29 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   assign lines__payload[80:65] = i1;
   assign lines__payload[64:49] = i0;
   assign lines__payload[113] = last;
-  assign lines__payload[48] = \$21 ;
+  assign lines__payload[48] = \_$21 ;
   assign lines__payload[47:16] = dram3;
   assign lines__payload[15:0] = local3[15:0];
-  assign \$39  = 17'h00003;
-  assign \$40 [32:2] = 31'h00000000;
-  assign \$40 [1:0] = dram3[1:0];
-  assign \$72  = 17'h00003;
-  assign \$73 [32:2] = 31'h00000000;
-  assign \$73 [1:0] = dram3[1:0];
+  assign \_$39  = 17'h00003;
+  assign \_$40 [32:2] = 31'h00000000;
+  assign \_$40 [1:0] = dram3[1:0];
+  assign \_$72  = 17'h00003;
+  assign \_$73 [32:2] = 31'h00000000;
+  assign \_$73 [1:0] = dram3[1:0];
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.desc_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, data__valid, addr__valid, bus__req__payload, r_en, bus__req__ready, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$36  = 0;
-  wire \$1 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire [4:0] \$6 ;
-  wire \$7 ;
-  wire [5:0] \$8 ;
-  reg [3:0] \$9 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$36  = 0;
+  wire \_$1 ;
+  wire \_$2 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire \_$5 ;
+  wire [4:0] \_$6 ;
+  wire \_$7 ;
+  wire [5:0] \_$8 ;
+  reg [3:0] \_$9 ;
   wire [31:0] addr__payload;
   output addr__ready;
   wire addr__ready;
@@ -18466,19 +18466,19 @@ module \sim_top.accel.store.desc_port (rst, bus__req__valid, addr__ready, data__
   wire [63:0] w_data;
   input w_en;
   wire w_en;
-  assign \$1  = in_use < 4'h8;
-  assign bus__req__valid = addr__valid & \$1 ;
-  assign \$2  = in_use < 4'h8;
-  assign addr__ready = bus__req__ready & \$2 ;
+  assign \_$1  = in_use < 4'h8;
+  assign bus__req__valid = addr__valid & \_$1 ;
+  assign \_$2  = in_use < 4'h8;
+  assign addr__ready = bus__req__ready & \_$2 ;
   assign empty = ! in_use;
-  assign \$3  = addr__valid & bus__req__ready;
-  assign \$4  = in_use < 4'h8;
-  assign \$5  = \$3  & \$4 ;
-  assign \$6  = in_use + \$5 ;
-  assign \$7  = data__valid & r_en;
-  assign \$8  = \$6  - \$7 ;
+  assign \_$3  = addr__valid & bus__req__ready;
+  assign \_$4  = in_use < 4'h8;
+  assign \_$5  = \_$3  & \_$4 ;
+  assign \_$6  = in_use + \_$5 ;
+  assign \_$7  = data__valid & r_en;
+  assign \_$8  = \_$6  - \_$7 ;
   always @(posedge clk)
-    in_use <= \$9 ;
+    in_use <= \_$9 ;
   \sim_top.accel.store.desc_port.buffer  buffer (
     .clk(clk),
     .r_data(data__payload),
@@ -18489,10 +18489,10 @@ module \sim_top.accel.store.desc_port (rst, bus__req__valid, addr__ready, data__
     .w_port__data(w_data)
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \$9  = \$8 [3:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$9  = \_$8 [3:0];
     if (rst) begin
-      \$9  = 4'h0;
+      \_$9  = 4'h0;
     end
   end
   assign addr__payload = bus__req__payload;
@@ -18505,40 +18505,40 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$37  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire [3:0] \$11 ;
-  wire [3:0] \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire [3:0] \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire [3:0] \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  reg [2:0] \$30 ;
-  reg [2:0] \$31 ;
-  reg [2:0] \$32 ;
-  reg \$33 ;
-  wire \$4 ;
-  wire [3:0] \$5 ;
-  wire [3:0] \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$37  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire [3:0] \_$11 ;
+  wire [3:0] \_$12 ;
+  wire \_$13 ;
+  wire \_$14 ;
+  wire \_$15 ;
+  wire \_$16 ;
+  wire \_$17 ;
+  wire \_$18 ;
+  wire [3:0] \_$19 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  wire \_$21 ;
+  wire \_$22 ;
+  wire \_$23 ;
+  wire \_$24 ;
+  wire \_$25 ;
+  wire [3:0] \_$26 ;
+  wire \_$27 ;
+  wire \_$28 ;
+  wire \_$29 ;
+  wire \_$3 ;
+  reg [2:0] \_$30 ;
+  reg [2:0] \_$31 ;
+  reg [2:0] \_$32 ;
+  reg \_$33 ;
+  wire \_$4 ;
+  wire [3:0] \_$5 ;
+  wire [3:0] \_$6 ;
+  wire \_$7 ;
+  wire \_$8 ;
+  wire \_$9 ;
   input clk;
   wire clk;
   (* init = 3'h0 *)
@@ -18584,88 +18584,88 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
   assign w_rdy = inner_level != 3'h7;
   assign inner_r_rdy = | inner_level;
   assign w_port__en = w_rdy & w_en;
-  assign \$1  = ~ r_rdy;
-  assign \$2  = \$1  | r_en;
-  assign r_port__en = inner_r_rdy & \$2 ;
+  assign \_$1  = ~ r_rdy;
+  assign \_$2  = \_$1  | r_en;
+  assign r_port__en = inner_r_rdy & \_$2 ;
   assign w_level = inner_level + r_rdy;
-  assign \$3  = w_rdy & w_en;
-  assign \$4  = w_port__addr == 3'h6;
-  assign \$5  = w_port__addr + 1'h1;
-  assign \$6  = \$4  ? 4'h0 : \$5 ;
-  assign \$7  = ~ r_rdy;
-  assign \$8  = \$7  | r_en;
-  assign \$9  = inner_r_rdy & \$8 ;
-  assign \$10  = r_port__addr == 3'h6;
-  assign \$11  = r_port__addr + 1'h1;
-  assign \$12  = \$10  ? 4'h0 : \$11 ;
-  assign \$13  = w_rdy & w_en;
-  assign \$14  = ~ r_rdy;
-  assign \$15  = \$14  | r_en;
-  assign \$16  = inner_r_rdy & \$15 ;
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \$13  & \$17 ;
-  assign \$19  = inner_level + 1'h1;
-  assign \$20  = ~ r_rdy;
-  assign \$21  = \$20  | r_en;
-  assign \$22  = inner_r_rdy & \$21 ;
-  assign \$23  = w_rdy & w_en;
-  assign \$24  = ~ \$23 ;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = inner_level - 1'h1;
-  assign \$27  = ~ r_rdy;
-  assign \$28  = \$27  | r_en;
-  assign \$29  = inner_r_rdy & \$28 ;
+  assign \_$3  = w_rdy & w_en;
+  assign \_$4  = w_port__addr == 3'h6;
+  assign \_$5  = w_port__addr + 1'h1;
+  assign \_$6  = \_$4  ? 4'h0 : \_$5 ;
+  assign \_$7  = ~ r_rdy;
+  assign \_$8  = \_$7  | r_en;
+  assign \_$9  = inner_r_rdy & \_$8 ;
+  assign \_$10  = r_port__addr == 3'h6;
+  assign \_$11  = r_port__addr + 1'h1;
+  assign \_$12  = \_$10  ? 4'h0 : \_$11 ;
+  assign \_$13  = w_rdy & w_en;
+  assign \_$14  = ~ r_rdy;
+  assign \_$15  = \_$14  | r_en;
+  assign \_$16  = inner_r_rdy & \_$15 ;
+  assign \_$17  = ~ \_$16 ;
+  assign \_$18  = \_$13  & \_$17 ;
+  assign \_$19  = inner_level + 1'h1;
+  assign \_$20  = ~ r_rdy;
+  assign \_$21  = \_$20  | r_en;
+  assign \_$22  = inner_r_rdy & \_$21 ;
+  assign \_$23  = w_rdy & w_en;
+  assign \_$24  = ~ \_$23 ;
+  assign \_$25  = \_$22  & \_$24 ;
+  assign \_$26  = inner_level - 1'h1;
+  assign \_$27  = ~ r_rdy;
+  assign \_$28  = \_$27  | r_en;
+  assign \_$29  = inner_r_rdy & \_$28 ;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \_$30 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \_$31 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \_$32 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \_$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$30  = w_port__addr;
+    if (\_$3 ) begin
+      \_$30  = \_$6 [2:0];
     end
     if (rst) begin
-      \$30  = 3'h0;
+      \_$30  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$31  = r_port__addr;
+    if (\_$9 ) begin
+      \_$31  = \_$12 [2:0];
     end
     if (rst) begin
-      \$31  = 3'h0;
+      \_$31  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$32  = inner_level;
+    if (\_$18 ) begin
+      \_$32  = \_$19 [2:0];
     end
-    if (\$25 ) begin
-      \$32  = \$26 [2:0];
+    if (\_$25 ) begin
+      \_$32  = \_$26 [2:0];
     end
     if (rst) begin
-      \$32  = 3'h0;
+      \_$32  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$33  = r_rdy;
+    if (\_$29 ) begin
+      \_$33  = 1'h1;
     end else if (r_en) begin
-      \$33  = 1'h0;
+      \_$33  = 1'h0;
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \_$33  = 1'h0;
     end
   end
   assign level = w_level;
@@ -18678,31 +18678,31 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__payload, start, index, data__valid, addr__valid, addr__payload, data__ready, done, error, desc, desc_base);
-  reg \$auto$verilog_backend.cc:2355:dump_module$38  = 0;
-  wire \$1 ;
-  wire [32:0] \$10 ;
-  wire \$11 ;
-  wire [4:0] \$12 ;
-  wire [511:0] \$13 ;
-  wire [574:0] \$14 ;
-  wire [574:0] \$15 ;
-  wire [4:0] \$16 ;
-  wire \$17 ;
-  reg \$18 ;
-  reg [3:0] \$19 ;
-  wire [7:0] \$2 ;
-  reg [1:0] \$20 ;
-  reg [31:0] \$21 ;
-  reg [3:0] \$22 ;
-  reg [3:0] \$23 ;
-  reg [511:0] \$24 ;
-  wire [32:0] \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire [30:0] \$9 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$38  = 0;
+  wire \_$1 ;
+  wire [32:0] \_$10 ;
+  wire \_$11 ;
+  wire [4:0] \_$12 ;
+  wire [511:0] \_$13 ;
+  wire [574:0] \_$14 ;
+  wire [574:0] \_$15 ;
+  wire [4:0] \_$16 ;
+  wire \_$17 ;
+  reg \_$18 ;
+  reg [3:0] \_$19 ;
+  wire [7:0] \_$2 ;
+  reg [1:0] \_$20 ;
+  reg [31:0] \_$21 ;
+  reg [3:0] \_$22 ;
+  reg [3:0] \_$23 ;
+  reg [511:0] \_$24 ;
+  wire [32:0] \_$3 ;
+  wire \_$4 ;
+  wire \_$5 ;
+  wire \_$6 ;
+  wire \_$7 ;
+  wire \_$8 ;
+  wire [30:0] \_$9 ;
   output [31:0] addr__payload;
   reg [31:0] addr__payload;
   input addr__ready;
@@ -18786,57 +18786,57 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
   input start;
   wire start;
   reg [511:0] word = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  assign \$1  = requested < 4'h8;
-  assign \$2  = requested * 4'h8;
-  assign \$3  = address + \$2 ;
-  assign \$4  = ! fetch_state;
-  assign \$5  = fetch_state == 1'h1;
-  assign \$6  = fetch_state == 2'h2;
-  assign \$7  = fetch_state == 2'h3;
-  assign \$8  = index >= desc_count;
-  assign \$9  = index * 7'h40;
-  assign \$10  = desc_base + \$9 ;
-  assign \$11  = addr__valid & addr__ready;
-  assign \$12  = requested + 1'h1;
-  assign \$15  = { 63'h0000000000000000, \$13  } | \$14 ;
-  assign \$16  = received + 1'h1;
-  assign \$17  = received == 3'h7;
+  assign \_$1  = requested < 4'h8;
+  assign \_$2  = requested * 4'h8;
+  assign \_$3  = address + \_$2 ;
+  assign \_$4  = ! fetch_state;
+  assign \_$5  = fetch_state == 1'h1;
+  assign \_$6  = fetch_state == 2'h2;
+  assign \_$7  = fetch_state == 2'h3;
+  assign \_$8  = index >= desc_count;
+  assign \_$9  = index * 7'h40;
+  assign \_$10  = desc_base + \_$9 ;
+  assign \_$11  = addr__valid & addr__ready;
+  assign \_$12  = requested + 1'h1;
+  assign \_$15  = { 63'h0000000000000000, \_$13  } | \_$14 ;
+  assign \_$16  = received + 1'h1;
+  assign \_$17  = received == 3'h7;
   always @(posedge clk)
-    error <= \$18 ;
+    error <= \_$18 ;
   always @(posedge clk)
-    error_code <= \$19 ;
+    error_code <= \_$19 ;
   always @(posedge clk)
-    fetch_state <= \$20 ;
+    fetch_state <= \_$20 ;
   always @(posedge clk)
-    address <= \$21 ;
+    address <= \_$21 ;
   always @(posedge clk)
-    requested <= \$22 ;
+    requested <= \_$22 ;
   always @(posedge clk)
-    received <= \$23 ;
+    received <= \_$23 ;
   always @(posedge clk)
-    word <= \$24 ;
+    word <= \_$24 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     addr__valid = 1'h0;
     casez (fetch_state)
       2'h0:
           /* empty */;
       2'h2:
-          addr__valid = \$1 ;
+          addr__valid = \_$1 ;
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     addr__payload = 32'd0;
     casez (fetch_state)
       2'h0:
           /* empty */;
       2'h2:
-          addr__payload = \$3 [31:0];
+          addr__payload = \_$3 [31:0];
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     data__ready = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -18846,7 +18846,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     done = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -18858,133 +18858,133 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$18  = error;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    \_$18  = error;
     casez (fetch_state)
       2'h0:
           if (start) begin
-            if (\$8 ) begin
-              \$18  = 1'h1;
+            if (\_$8 ) begin
+              \_$18  = 1'h1;
             end
           end
     endcase
     if (rst) begin
-      \$18  = 1'h0;
+      \_$18  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$19  = error_code;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    \_$19  = error_code;
     casez (fetch_state)
       2'h0:
           if (start) begin
-            if (\$8 ) begin
-              \$19  = 4'h2;
+            if (\_$8 ) begin
+              \_$19  = 4'h2;
             end
           end
     endcase
     if (rst) begin
-      \$19  = 4'h0;
+      \_$19  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$20  = fetch_state;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    \_$20  = fetch_state;
     casez (fetch_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$8 ) begin
-              \$20  = 2'h1;
+            if (\_$8 ) begin
+              \_$20  = 2'h1;
             end else begin
-              \$20  = 2'h2;
+              \_$20  = 2'h2;
             end
           end
       2'h2:
           if (data__valid) begin
-            if (\$17 ) begin
-              \$20  = 2'h3;
+            if (\_$17 ) begin
+              \_$20  = 2'h3;
             end
           end
       2'h3:
-          \$20  = 2'h0;
+          \_$20  = 2'h0;
     endcase
     if (rst) begin
-      \$20  = 2'h0;
+      \_$20  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$21  = address;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    \_$21  = address;
     casez (fetch_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$8 ) begin
+            if (\_$8 ) begin
             end else begin
-              \$21  = \$10 [31:0];
+              \_$21  = \_$10 [31:0];
             end
           end
     endcase
     if (rst) begin
-      \$21  = 32'd0;
+      \_$21  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$22  = requested;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    \_$22  = requested;
     casez (fetch_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$8 ) begin
+            if (\_$8 ) begin
             end else begin
-              \$22  = 4'h0;
+              \_$22  = 4'h0;
             end
           end
       2'h2:
-          if (\$11 ) begin
-            \$22  = \$12 [3:0];
+          if (\_$11 ) begin
+            \_$22  = \_$12 [3:0];
           end
     endcase
     if (rst) begin
-      \$22  = 4'h0;
+      \_$22  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$23  = received;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    \_$23  = received;
     casez (fetch_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\$8 ) begin
+            if (\_$8 ) begin
             end else begin
-              \$23  = 4'h0;
+              \_$23  = 4'h0;
             end
           end
       2'h2:
           if (data__valid) begin
-            \$23  = \$16 [3:0];
+            \_$23  = \_$16 [3:0];
           end
     endcase
     if (rst) begin
-      \$23  = 4'h0;
+      \_$23  = 4'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$24  = word;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    \_$24  = word;
     casez (fetch_state)
       2'h0:
           /* empty */;
       2'h2:
           if (data__valid) begin
-            \$24  = \$15 [511:0];
+            \_$24  = \_$15 [511:0];
           end
     endcase
     if (rst) begin
-      \$24  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$24  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign desc = word[473:0];
@@ -19021,46 +19021,46 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
   assign \desc.loops[3].local_stride  = word[457:434];
   assign \desc.loops[3].ystep  = word[465:458];
   assign \desc.loops[3].xstep  = word[473:466];
-  assign \$13  = { 64'h0000000000000000, word[511:64] };
-  assign \$14  = { 63'h0000000000000000, data__payload, 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
+  assign \_$13  = { 64'h0000000000000000, word[511:64] };
+  assign \_$14  = { 63'h0000000000000000, data__payload, 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 };
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$39  = 0;
-  wire \$1 ;
-  wire \$10 ;
-  wire [3:0] \$11 ;
-  wire [3:0] \$12 ;
-  wire \$13 ;
-  wire \$14 ;
-  wire \$15 ;
-  wire \$16 ;
-  wire \$17 ;
-  wire \$18 ;
-  wire [3:0] \$19 ;
-  wire \$2 ;
-  wire \$20 ;
-  wire \$21 ;
-  wire \$22 ;
-  wire \$23 ;
-  wire \$24 ;
-  wire \$25 ;
-  wire [3:0] \$26 ;
-  wire \$27 ;
-  wire \$28 ;
-  wire \$29 ;
-  wire \$3 ;
-  reg [2:0] \$30 ;
-  reg [2:0] \$31 ;
-  reg [2:0] \$32 ;
-  reg \$33 ;
-  wire \$4 ;
-  wire [3:0] \$5 ;
-  wire [3:0] \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$39  = 0;
+  wire \_$1 ;
+  wire \_$10 ;
+  wire [3:0] \_$11 ;
+  wire [3:0] \_$12 ;
+  wire \_$13 ;
+  wire \_$14 ;
+  wire \_$15 ;
+  wire \_$16 ;
+  wire \_$17 ;
+  wire \_$18 ;
+  wire [3:0] \_$19 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  wire \_$21 ;
+  wire \_$22 ;
+  wire \_$23 ;
+  wire \_$24 ;
+  wire \_$25 ;
+  wire [3:0] \_$26 ;
+  wire \_$27 ;
+  wire \_$28 ;
+  wire \_$29 ;
+  wire \_$3 ;
+  reg [2:0] \_$30 ;
+  reg [2:0] \_$31 ;
+  reg [2:0] \_$32 ;
+  reg \_$33 ;
+  wire \_$4 ;
+  wire [3:0] \_$5 ;
+  wire [3:0] \_$6 ;
+  wire \_$7 ;
+  wire \_$8 ;
+  wire \_$9 ;
   input clk;
   wire clk;
   (* init = 3'h0 *)
@@ -19107,88 +19107,88 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
   assign w_rdy = inner_level != 3'h7;
   assign inner_r_rdy = | inner_level;
   assign w_port__en = w_rdy & w_en;
-  assign \$1  = ~ r_rdy;
-  assign \$2  = \$1  | r_en;
-  assign r_port__en = inner_r_rdy & \$2 ;
+  assign \_$1  = ~ r_rdy;
+  assign \_$2  = \_$1  | r_en;
+  assign r_port__en = inner_r_rdy & \_$2 ;
   assign w_level = inner_level + r_rdy;
-  assign \$3  = w_rdy & w_en;
-  assign \$4  = w_port__addr == 3'h6;
-  assign \$5  = w_port__addr + 1'h1;
-  assign \$6  = \$4  ? 4'h0 : \$5 ;
-  assign \$7  = ~ r_rdy;
-  assign \$8  = \$7  | r_en;
-  assign \$9  = inner_r_rdy & \$8 ;
-  assign \$10  = r_port__addr == 3'h6;
-  assign \$11  = r_port__addr + 1'h1;
-  assign \$12  = \$10  ? 4'h0 : \$11 ;
-  assign \$13  = w_rdy & w_en;
-  assign \$14  = ~ r_rdy;
-  assign \$15  = \$14  | r_en;
-  assign \$16  = inner_r_rdy & \$15 ;
-  assign \$17  = ~ \$16 ;
-  assign \$18  = \$13  & \$17 ;
-  assign \$19  = inner_level + 1'h1;
-  assign \$20  = ~ r_rdy;
-  assign \$21  = \$20  | r_en;
-  assign \$22  = inner_r_rdy & \$21 ;
-  assign \$23  = w_rdy & w_en;
-  assign \$24  = ~ \$23 ;
-  assign \$25  = \$22  & \$24 ;
-  assign \$26  = inner_level - 1'h1;
-  assign \$27  = ~ r_rdy;
-  assign \$28  = \$27  | r_en;
-  assign \$29  = inner_r_rdy & \$28 ;
+  assign \_$3  = w_rdy & w_en;
+  assign \_$4  = w_port__addr == 3'h6;
+  assign \_$5  = w_port__addr + 1'h1;
+  assign \_$6  = \_$4  ? 4'h0 : \_$5 ;
+  assign \_$7  = ~ r_rdy;
+  assign \_$8  = \_$7  | r_en;
+  assign \_$9  = inner_r_rdy & \_$8 ;
+  assign \_$10  = r_port__addr == 3'h6;
+  assign \_$11  = r_port__addr + 1'h1;
+  assign \_$12  = \_$10  ? 4'h0 : \_$11 ;
+  assign \_$13  = w_rdy & w_en;
+  assign \_$14  = ~ r_rdy;
+  assign \_$15  = \_$14  | r_en;
+  assign \_$16  = inner_r_rdy & \_$15 ;
+  assign \_$17  = ~ \_$16 ;
+  assign \_$18  = \_$13  & \_$17 ;
+  assign \_$19  = inner_level + 1'h1;
+  assign \_$20  = ~ r_rdy;
+  assign \_$21  = \_$20  | r_en;
+  assign \_$22  = inner_r_rdy & \_$21 ;
+  assign \_$23  = w_rdy & w_en;
+  assign \_$24  = ~ \_$23 ;
+  assign \_$25  = \_$22  & \_$24 ;
+  assign \_$26  = inner_level - 1'h1;
+  assign \_$27  = ~ r_rdy;
+  assign \_$28  = \_$27  | r_en;
+  assign \_$29  = inner_r_rdy & \_$28 ;
   always @(posedge clk)
-    w_port__addr <= \$30 ;
+    w_port__addr <= \_$30 ;
   always @(posedge clk)
-    r_port__addr <= \$31 ;
+    r_port__addr <= \_$31 ;
   always @(posedge clk)
-    inner_level <= \$32 ;
+    inner_level <= \_$32 ;
   always @(posedge clk)
-    r_rdy <= \$33 ;
+    r_rdy <= \_$33 ;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$30  = w_port__addr;
-    if (\$3 ) begin
-      \$30  = \$6 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \_$30  = w_port__addr;
+    if (\_$3 ) begin
+      \_$30  = \_$6 [2:0];
     end
     if (rst) begin
-      \$30  = 3'h0;
+      \_$30  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$31  = r_port__addr;
-    if (\$9 ) begin
-      \$31  = \$12 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \_$31  = r_port__addr;
+    if (\_$9 ) begin
+      \_$31  = \_$12 [2:0];
     end
     if (rst) begin
-      \$31  = 3'h0;
+      \_$31  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$32  = inner_level;
-    if (\$18 ) begin
-      \$32  = \$19 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \_$32  = inner_level;
+    if (\_$18 ) begin
+      \_$32  = \_$19 [2:0];
     end
-    if (\$25 ) begin
-      \$32  = \$26 [2:0];
+    if (\_$25 ) begin
+      \_$32  = \_$26 [2:0];
     end
     if (rst) begin
-      \$32  = 3'h0;
+      \_$32  = 3'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
-    \$33  = r_rdy;
-    if (\$29 ) begin
-      \$33  = 1'h1;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    \_$33  = r_rdy;
+    if (\_$29 ) begin
+      \_$33  = 1'h1;
     end else if (r_en) begin
-      \$33  = 1'h0;
+      \_$33  = 1'h0;
     end
     if (rst) begin
-      \$33  = 1'h0;
+      \_$33  = 1'h0;
     end
   end
   assign level = w_level;
@@ -19201,14 +19201,14 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.tokens_c2l (rst, has, room, pop, push, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$40  = 0;
-  wire \$1 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire [3:0] \$5 ;
-  wire [3:0] \$6 ;
-  reg [2:0] \$7 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$40  = 0;
+  wire \_$1 ;
+  wire \_$2 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire [3:0] \_$5 ;
+  wire [3:0] \_$6 ;
+  reg [2:0] \_$7 ;
   input clk;
   wire clk;
   reg [2:0] count = 3'h0;
@@ -19222,40 +19222,40 @@ module \sim_top.accel.tokens_c2l (rst, has, room, pop, push, clk);
   wire room;
   input rst;
   wire rst;
-  assign \$1  = ~ pop;
-  assign \$2  = push & \$1 ;
-  assign \$3  = ~ push;
-  assign \$4  = pop & \$3 ;
-  assign \$5  = count + 1'h1;
-  assign \$6  = count - 1'h1;
+  assign \_$1  = ~ pop;
+  assign \_$2  = push & \_$1 ;
+  assign \_$3  = ~ push;
+  assign \_$4  = pop & \_$3 ;
+  assign \_$5  = count + 1'h1;
+  assign \_$6  = count - 1'h1;
   always @(posedge clk)
-    count <= \$7 ;
+    count <= \_$7 ;
   assign has = count > 1'h0;
   assign room = count < 3'h4;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \$7  = count;
-    if (\$2 ) begin
-      \$7  = \$5 [2:0];
-    end else if (\$4 ) begin
-      \$7  = \$6 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    \_$7  = count;
+    if (\_$2 ) begin
+      \_$7  = \_$5 [2:0];
+    end else if (\_$4 ) begin
+      \_$7  = \_$6 [2:0];
     end
     if (rst) begin
-      \$7  = 3'h0;
+      \_$7  = 3'h0;
     end
   end
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$41  = 0;
-  wire \$1 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire [3:0] \$5 ;
-  wire [3:0] \$6 ;
-  reg [2:0] \$7 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$41  = 0;
+  wire \_$1 ;
+  wire \_$2 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire [3:0] \_$5 ;
+  wire [3:0] \_$6 ;
+  reg [2:0] \_$7 ;
   input clk;
   wire clk;
   reg [2:0] count = 3'h0;
@@ -19269,40 +19269,40 @@ module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
   wire room;
   input rst;
   wire rst;
-  assign \$1  = ~ pop;
-  assign \$2  = push & \$1 ;
-  assign \$3  = ~ push;
-  assign \$4  = pop & \$3 ;
-  assign \$5  = count + 1'h1;
-  assign \$6  = count - 1'h1;
+  assign \_$1  = ~ pop;
+  assign \_$2  = push & \_$1 ;
+  assign \_$3  = ~ push;
+  assign \_$4  = pop & \_$3 ;
+  assign \_$5  = count + 1'h1;
+  assign \_$6  = count - 1'h1;
   always @(posedge clk)
-    count <= \$7 ;
+    count <= \_$7 ;
   assign has = count > 1'h0;
   assign room = count < 3'h4;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$7  = count;
-    if (\$2 ) begin
-      \$7  = \$5 [2:0];
-    end else if (\$4 ) begin
-      \$7  = \$6 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
+    \_$7  = count;
+    if (\_$2 ) begin
+      \_$7  = \_$5 [2:0];
+    end else if (\_$4 ) begin
+      \_$7  = \_$6 [2:0];
     end
     if (rst) begin
-      \$7  = 3'h0;
+      \_$7  = 3'h0;
     end
   end
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$42  = 0;
-  wire \$1 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire [3:0] \$5 ;
-  wire [3:0] \$6 ;
-  reg [2:0] \$7 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$42  = 0;
+  wire \_$1 ;
+  wire \_$2 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire [3:0] \_$5 ;
+  wire [3:0] \_$6 ;
+  reg [2:0] \_$7 ;
   input clk;
   wire clk;
   reg [2:0] count = 3'h0;
@@ -19316,40 +19316,40 @@ module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
   wire room;
   input rst;
   wire rst;
-  assign \$1  = ~ pop;
-  assign \$2  = push & \$1 ;
-  assign \$3  = ~ push;
-  assign \$4  = pop & \$3 ;
-  assign \$5  = count + 1'h1;
-  assign \$6  = count - 1'h1;
+  assign \_$1  = ~ pop;
+  assign \_$2  = push & \_$1 ;
+  assign \_$3  = ~ push;
+  assign \_$4  = pop & \_$3 ;
+  assign \_$5  = count + 1'h1;
+  assign \_$6  = count - 1'h1;
   always @(posedge clk)
-    count <= \$7 ;
+    count <= \_$7 ;
   assign has = count > 1'h0;
   assign room = count < 3'h4;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \$7  = count;
-    if (\$2 ) begin
-      \$7  = \$5 [2:0];
-    end else if (\$4 ) begin
-      \$7  = \$6 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
+    \_$7  = count;
+    if (\_$2 ) begin
+      \_$7  = \_$5 [2:0];
+    end else if (\_$4 ) begin
+      \_$7  = \_$6 [2:0];
     end
     if (rst) begin
-      \$7  = 3'h0;
+      \_$7  = 3'h0;
     end
   end
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$43  = 0;
-  wire \$1 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire [3:0] \$5 ;
-  wire [3:0] \$6 ;
-  reg [2:0] \$7 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$43  = 0;
+  wire \_$1 ;
+  wire \_$2 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire [3:0] \_$5 ;
+  wire [3:0] \_$6 ;
+  reg [2:0] \_$7 ;
   input clk;
   wire clk;
   reg [2:0] count = 3'h0;
@@ -19363,59 +19363,59 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
   wire room;
   input rst;
   wire rst;
-  assign \$1  = ~ pop;
-  assign \$2  = push & \$1 ;
-  assign \$3  = ~ push;
-  assign \$4  = pop & \$3 ;
-  assign \$5  = count + 1'h1;
-  assign \$6  = count - 1'h1;
+  assign \_$1  = ~ pop;
+  assign \_$2  = push & \_$1 ;
+  assign \_$3  = ~ push;
+  assign \_$4  = pop & \_$3 ;
+  assign \_$5  = count + 1'h1;
+  assign \_$6  = count - 1'h1;
   always @(posedge clk)
-    count <= \$7 ;
+    count <= \_$7 ;
   assign has = count > 1'h0;
   assign room = count < 3'h4;
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
-    \$7  = count;
-    if (\$2 ) begin
-      \$7  = \$5 [2:0];
-    end else if (\$4 ) begin
-      \$7  = \$6 [2:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
+    \_$7  = count;
+    if (\_$2 ) begin
+      \_$7  = \_$5 [2:0];
+    end else if (\_$4 ) begin
+      \_$7  = \_$6 [2:0];
     end
     if (rst) begin
-      \$7  = 3'h0;
+      \_$7  = 3'h0;
     end
   end
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$3422$0 , rd_resp__valid, clk);
-  reg \$auto$verilog_backend.cc:2355:dump_module$44  = 0;
-  wire [31:0] \$1 ;
-  reg [1:0] \$10 ;
-  reg \$11 ;
-  reg [31:0] \$12 ;
-  reg [1:0] \$13 ;
-  reg \$14 ;
-  reg [31:0] \$15 ;
-  reg [1:0] \$16 ;
-  reg \$17 ;
-  reg [31:0] \$18 ;
-  reg [1:0] \$19 ;
-  wire [31:0] \$2 ;
-  reg \$20 ;
-  reg [31:0] \$21 ;
-  reg [1:0] \$22 ;
-  reg \$23 ;
-  reg [31:0] \$24 ;
-  reg [1:0] \$25 ;
-  reg \$26 ;
-  reg [1:0] \$3 ;
-  reg [1:0] \$4  = 2'h0;
-  reg \$5 ;
-  reg [31:0] \$6 ;
-  reg [1:0] \$7 ;
-  reg \$8 ;
-  reg [31:0] \$9 ;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$44  = 0;
+  wire [31:0] \_$1 ;
+  reg [1:0] \_$10 ;
+  reg \_$11 ;
+  reg [31:0] \_$12 ;
+  reg [1:0] \_$13 ;
+  reg \_$14 ;
+  reg [31:0] \_$15 ;
+  reg [1:0] \_$16 ;
+  reg \_$17 ;
+  reg [31:0] \_$18 ;
+  reg [1:0] \_$19 ;
+  wire [31:0] \_$2 ;
+  reg \_$20 ;
+  reg [31:0] \_$21 ;
+  reg [1:0] \_$22 ;
+  reg \_$23 ;
+  reg [31:0] \_$24 ;
+  reg [1:0] \_$25 ;
+  reg \_$26 ;
+  reg [1:0] \_$3 ;
+  reg [1:0] \_$4  = 2'h0;
+  reg \_$5 ;
+  reg [31:0] \_$6 ;
+  reg [1:0] \_$7 ;
+  reg \_$8 ;
+  reg [31:0] \_$9 ;
   input clk;
   wire clk;
   (* init = 2'h0 *)
@@ -19467,237 +19467,237 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input wr__valid;
   wire wr__valid;
   always @(posedge clk)
-    \$4  <= \$3 ;
+    \_$4  <= \_$3 ;
   always @(posedge clk)
-    stage0_valid <= \$5 ;
+    stage0_valid <= \_$5 ;
   always @(posedge clk)
-    stage0_addr <= \$6 ;
+    stage0_addr <= \_$6 ;
   always @(posedge clk)
-    stage0_tag <= \$7 ;
+    stage0_tag <= \_$7 ;
   always @(posedge clk)
-    stage1_valid <= \$8 ;
+    stage1_valid <= \_$8 ;
   always @(posedge clk)
-    stage1_addr <= \$9 ;
+    stage1_addr <= \_$9 ;
   always @(posedge clk)
-    stage1_tag <= \$10 ;
+    stage1_tag <= \_$10 ;
   always @(posedge clk)
-    stage2_valid <= \$11 ;
+    stage2_valid <= \_$11 ;
   always @(posedge clk)
-    stage2_addr <= \$12 ;
+    stage2_addr <= \_$12 ;
   always @(posedge clk)
-    stage2_tag <= \$13 ;
+    stage2_tag <= \_$13 ;
   always @(posedge clk)
-    stage3_valid <= \$14 ;
+    stage3_valid <= \_$14 ;
   always @(posedge clk)
-    stage3_addr <= \$15 ;
+    stage3_addr <= \_$15 ;
   always @(posedge clk)
-    stage3_tag <= \$16 ;
+    stage3_tag <= \_$16 ;
   always @(posedge clk)
-    stage4_valid <= \$17 ;
+    stage4_valid <= \_$17 ;
   always @(posedge clk)
-    stage4_addr <= \$18 ;
+    stage4_addr <= \_$18 ;
   always @(posedge clk)
-    stage4_tag <= \$19 ;
+    stage4_tag <= \_$19 ;
   always @(posedge clk)
-    stage5_valid <= \$20 ;
+    stage5_valid <= \_$20 ;
   always @(posedge clk)
-    stage5_addr <= \$21 ;
+    stage5_addr <= \_$21 ;
   always @(posedge clk)
-    stage5_tag <= \$22 ;
+    stage5_tag <= \_$22 ;
   always @(posedge clk)
-    stage6_valid <= \$23 ;
+    stage6_valid <= \_$23 ;
   always @(posedge clk)
-    stage6_addr <= \$24 ;
+    stage6_addr <= \_$24 ;
   always @(posedge clk)
-    stage6_tag <= \$25 ;
+    stage6_tag <= \_$25 ;
   always @(posedge clk)
-    rd_resp__valid <= \$26 ;
+    rd_resp__valid <= \_$26 ;
   cosim_dram_storage #(
     .BUS_BYTES(32'd8)
   ) storage (
     .clk(clk),
-    .rd_addr(\$1 ),
+    .rd_addr(\_$1 ),
     .rd_data(read_data),
     .rd_en(stage6_valid),
-    .wr_addr(\$2 ),
+    .wr_addr(\_$2 ),
     .wr_data(wr__payload[95:32]),
     .wr_en(wr__valid),
     .wr_strb(wr__payload[103:96])
   );
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$3  = stage6_tag;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$3  = stage6_tag;
     if (rst) begin
-      \$3  = 2'h0;
+      \_$3  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$5  = rd_req__valid;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$5  = rd_req__valid;
     if (rst) begin
-      \$5  = 1'h0;
+      \_$5  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$6  = rd_req__payload[31:0];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$6  = rd_req__payload[31:0];
     if (rst) begin
-      \$6  = 32'd0;
+      \_$6  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$7  = rd_req__payload[33:32];
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$7  = rd_req__payload[33:32];
     if (rst) begin
-      \$7  = 2'h0;
+      \_$7  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$8  = stage0_valid;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$8  = stage0_valid;
     if (rst) begin
-      \$8  = 1'h0;
+      \_$8  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$9  = stage0_addr;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$9  = stage0_addr;
     if (rst) begin
-      \$9  = 32'd0;
+      \_$9  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$10  = stage0_tag;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$10  = stage0_tag;
     if (rst) begin
-      \$10  = 2'h0;
+      \_$10  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$11  = stage1_valid;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$11  = stage1_valid;
     if (rst) begin
-      \$11  = 1'h0;
+      \_$11  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$12  = stage1_addr;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$12  = stage1_addr;
     if (rst) begin
-      \$12  = 32'd0;
+      \_$12  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$13  = stage1_tag;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$13  = stage1_tag;
     if (rst) begin
-      \$13  = 2'h0;
+      \_$13  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$14  = stage2_valid;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$14  = stage2_valid;
     if (rst) begin
-      \$14  = 1'h0;
+      \_$14  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$15  = stage2_addr;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$15  = stage2_addr;
     if (rst) begin
-      \$15  = 32'd0;
+      \_$15  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$16  = stage2_tag;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$16  = stage2_tag;
     if (rst) begin
-      \$16  = 2'h0;
+      \_$16  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$17  = stage3_valid;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$17  = stage3_valid;
     if (rst) begin
-      \$17  = 1'h0;
+      \_$17  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$18  = stage3_addr;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$18  = stage3_addr;
     if (rst) begin
-      \$18  = 32'd0;
+      \_$18  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$19  = stage3_tag;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$19  = stage3_tag;
     if (rst) begin
-      \$19  = 2'h0;
+      \_$19  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$20  = stage4_valid;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$20  = stage4_valid;
     if (rst) begin
-      \$20  = 1'h0;
+      \_$20  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$21  = stage4_addr;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$21  = stage4_addr;
     if (rst) begin
-      \$21  = 32'd0;
+      \_$21  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$22  = stage4_tag;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$22  = stage4_tag;
     if (rst) begin
-      \$22  = 2'h0;
+      \_$22  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$23  = stage5_valid;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$23  = stage5_valid;
     if (rst) begin
-      \$23  = 1'h0;
+      \_$23  = 1'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$24  = stage5_addr;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$24  = stage5_addr;
     if (rst) begin
-      \$24  = 32'd0;
+      \_$24  = 32'd0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$25  = stage5_tag;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$25  = stage5_tag;
     if (rst) begin
-      \$25  = 2'h0;
+      \_$25  = 2'h0;
     end
   end
   always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$26  = stage6_valid;
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$26  = stage6_valid;
     if (rst) begin
-      \$26  = 1'h0;
+      \_$26  = 1'h0;
     end
   end
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
-  assign rd_resp__payload = { \$4 , read_data };
-  assign \port$3422$0  = \$4 ;
+  assign rd_resp__payload = { \_$4 , read_data };
+  assign \port$3422$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
-  assign \rd_resp__payload.tag  = \$4 ;
+  assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];
   assign \rd_req__payload.tag  = rd_req__payload[33:32];
   assign \wr__payload.addr  = wr__payload[31:0];
   assign \wr__payload.data  = wr__payload[95:32];
   assign \wr__payload.strb  = wr__payload[103:96];
-  assign \$1 [2:0] = 3'h0;
-  assign \$1 [31:3] = stage6_addr[31:3];
-  assign \$2 [2:0] = 3'h0;
-  assign \$2 [31:3] = wr__payload[31:3];
+  assign \_$1 [2:0] = 3'h0;
+  assign \_$1 [31:3] = stage6_addr[31:3];
+  assign \_$2 [2:0] = 3'h0;
+  assign \_$2 [31:3] = wr__payload[31:3];
 endmodule

@@ -31,7 +31,10 @@ module tb_top #(
     output wire                       error,
     output wire [ERROR_CODE_BITS-1:0] error_code,
     output wire [31:0]                error_index,
+    // The whole counter record changes every cycle; waveforms show its fields (dut.perf.*).
+    /*verilator tracing_off*/
     output wire [PERF_BITS-1:0]       perf
+    /*verilator tracing_on*/
 `ifdef COSIM_WAVES
     ,
     output wire                       wave_on
@@ -80,7 +83,9 @@ module tb_top #(
         if (!$value$plusargs("wave_from=%d", wave_from)) wave_from = 64'd0;
         if (!$value$plusargs("wave_to=%d", wave_to)) wave_to = ~64'd0;
     end
+    /*verilator tracing_off*/
     wire [63:0] cycles = perf[CYCLES_LSB +: 64];
+    /*verilator tracing_on*/
     wire in_window = wave_by_insn
         ? ({32'd0, insn_started} > wave_from) && ({32'd0, insn_frontier} < wave_to)
         : (cycles >= wave_from) && (cycles < wave_to);
