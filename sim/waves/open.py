@@ -14,19 +14,19 @@ from pathlib import Path
 from sim.waves.window import FORMATS, WAVES_DIR
 
 
-def newest_dump(directory: Path = WAVES_DIR) -> Path | None:
+def newest_dump(directory: Path) -> Path | None:
     dumps = [p for fmt in FORMATS for p in directory.glob(f"*.{fmt}")]
     return max(dumps, key=lambda p: p.stat().st_mtime) if dumps else None
 
 
 def main(argv: list[str]) -> int:
-    dump = Path(argv[0]) if argv else newest_dump()
+    dump = Path(argv[0]) if argv else newest_dump(WAVES_DIR)
     if dump is not None and dump.suffix == ".gtkw":
         found = [dump.with_suffix(f".{fmt}") for fmt in FORMATS]
         dump = next((p for p in found if p.exists()), dump.with_suffix(".fst"))
     if dump is None or not dump.exists():
         print(
-            f"error: no waveform dump {'at ' + str(dump) if dump else 'in ' + str(WAVES_DIR)}; "
+            f"error: no waveform dump {f'at {dump}' if dump else f'in {WAVES_DIR}'}; "
             "make one with e.g. `make sim MODEL=resnet WAVE_LAYER=layer3.0.conv1`",
             file=sys.stderr,
         )

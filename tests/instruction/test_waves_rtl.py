@@ -196,3 +196,20 @@ def test_cli_failure_dump_traces_the_cycles_before_the_error(tmp_path, capsys, m
     [dump] = tmp_path.glob("*.fst")
     cycles = Dump(dump).changes(["tb_top.dut.perf.cycles"])["tb_top.dut.perf.cycles"]
     assert cycles[0][1] == window[0] and cycles[-1][1] == info.value.cycle
+
+
+def test_vcd_on_request(mlp, tmp_path):
+    plan, x = mlp
+    result = run(
+        plan,
+        x,
+        "rtl",
+        workdir=tmp_path,
+        waves=WaveRequest(fmt="vcd", cycles=(2000, 2300), directory=tmp_path),
+        name="v",
+    )
+    path = Path(result.waves["file"])
+    assert path.suffix == ".vcd" and path.read_text(errors="replace").startswith("$")
+    cycles = Dump(path).changes(["tb_top.dut.perf.cycles"])["tb_top.dut.perf.cycles"]
+    assert (cycles[0][1], cycles[-1][1]) == (2000, 2300)
+    assert Path(result.waves["savefile"]).exists()

@@ -104,3 +104,18 @@ def test_cli_refuses_bad_wave_options(capsys):
     argv = ["--model", "mlp", "--config", "tiny", "--backend", "isa", "--waves", "fst"]
     assert cli.main(argv) == 2
     assert "waveforms need --backend rtl" in capsys.readouterr().err
+
+
+def test_make_waves_without_a_dump_or_gtkwave_says_what_to_do(tmp_path, monkeypatch, capsys):
+    from sim.waves import open as open_waves
+
+    monkeypatch.setattr(open_waves, "WAVES_DIR", tmp_path)
+    assert open_waves.main([]) == 2
+    assert "no waveform dump in" in capsys.readouterr().err
+    (tmp_path / "old.fst").write_bytes(b"x")
+    newest = tmp_path / "new.vcd"
+    newest.write_bytes(b"x")
+    assert open_waves.newest_dump(tmp_path) in (newest, tmp_path / "old.fst")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no gtkwave here
+    assert open_waves.main([str(newest)]) == 2
+    assert "apt-get install -y gtkwave" in capsys.readouterr().err
