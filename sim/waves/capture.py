@@ -75,9 +75,8 @@ def start(request: WaveRequest, plan: Plan, name: str) -> Capture:
     An older dump of the same name is removed, so a run that never opens the window leaves
     none behind."""
     window = resolve(request, plan)
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{name}-{window.by}-{window.start}")
-    if window.by == "all":
-        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+    label = name if window.by == "all" else f"{name}-{window.by}-{window.start}"
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
     dump = request.directory / f"{stem}.{request.fmt}"
     dump.parent.mkdir(parents=True, exist_ok=True)
     dump.unlink(missing_ok=True)
