@@ -68,7 +68,7 @@ GROUPS: tuple[tuple[str, tuple[Trace, ...]], ...] = (
             Trace("dut.accel.store_q__valid", "bin"),
             Trace("dut.accel.store_q__ready", "bin"),
             *(
-                Trace(f"dut.accel.{unit}.deps__{strobe}", "bin")
+                Trace(f"dut.accel.{unit}.deps__{strobe}", "bin", alias=f"{unit}.{strobe}")
                 for unit in ("load", "compute", "store")
                 for strobe in ("pop_prev", "pop_next", "push_prev", "push_next")
             ),
