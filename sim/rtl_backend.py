@@ -63,7 +63,7 @@ def accelerator_spec(config: AccelConfig, waves: str | None = None) -> BuildSpec
         *(f'public_flat_rd -module "{TB_TOP}" -var "{port}"' for port in TOP_OUTPUTS),
         # Waveforms show the array's edge (compute.a/out/w_*), not its inside: the links
         # between the PEs and their registers would be half of every dump.
-        *((f'tracing_off -scope "{TB_TOP}.dut.accel.compute.array*"',) if waves else ()),
+        *((f'tracing_off -scope "{TB_TOP}.dut.accel.compute.array.*"',) if waves else ()),
     )
     [cycles_lsb] = [leaf.offset for leaf in isa.PERF_RECORD.leaves if leaf.path == "cycles"]
     widths = (
