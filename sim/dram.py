@@ -15,8 +15,10 @@ from typing import Any
 class DpiDram:
     """The DRAM buffer of the running simulator."""
 
-    def __init__(self, size: int) -> None:
-        lib = ctypes.CDLL(None)
+    def __init__(self, size: int, lib: ctypes.CDLL | None = None) -> None:
+        """``lib``: the library holding the model (a pyverilator model is a shared object loaded
+        with ctypes); by default the symbols of this process (the cocotb simulator executable)."""
+        lib = ctypes.CDLL(None) if lib is None else lib
         try:
             buffer = lib.cosim_dram_buffer
         except AttributeError:
