@@ -140,7 +140,8 @@ class Block:
         self._set_clock = self._function(f"set_{self._signals[self._clock.name].verilator_name}")
         self._stops: dict[tuple[str, ...], Any] = {}
         self.lib.cosim_time_precision.restype = ctypes.c_int
-        precision = self.lib.cosim_time_precision()  # e.g. -12: trace times are in ps
+        self.lib.cosim_time_precision.argtypes = [ctypes.c_void_p]
+        precision = self.lib.cosim_time_precision(self.sim.model)  # -12: trace times in ps
         period = self.model.spec.clock_period_ns * 10 ** max(0, -9 - precision)
         self._half = ctypes.c_uint64(max(1, period // 2))
         self._time = ctypes.c_uint64(0)

@@ -23,7 +23,8 @@ from hdl_gen import isa
 from sim.host import input_bytes, read_tensor
 from sim.isa_sim import IsaSimError, Launch, Machine
 
-BACKENDS = ("isa", "rtl")
+# isa: numpy ISA simulator; rtl: Verilator + cocotb; pyverilator: the same RTL in this process.
+BACKENDS = ("isa", "rtl", "pyverilator")
 
 
 class RunError(RuntimeError):
@@ -115,8 +116,8 @@ def run(
     max_cycles: int = 400_000_000,
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunResult:
-    """Run ``plan`` on ``backend`` with fp32 input ``x`` and check every layer; ``progress``
-    receives ``{cycles, layers_done, wall_s}`` during RTL runs."""
+    """Run ``plan`` on ``backend`` (one of :data:`BACKENDS`) with fp32 input ``x`` and check
+    every layer; ``progress`` receives ``{cycles, layers_done, wall_s}`` during RTL runs."""
     if backend not in BACKENDS:
         raise RunError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     graph: Graph = plan.graph
@@ -138,20 +139,27 @@ def run(
         cycles = stats.ideal_cycles
         wall = time.perf_counter() - start
     else:
-        from sim.rtl_backend import RtlRun, run_programs
+        from sim.rtl_backend import RtlRun
 
         records = (plan.symbols["perf"], len(plan.accel_layers()))
         rtl_run = RtlRun(image, launch, max_cycles=max_cycles, perf_records=records)
         # The integer reference is computed while the simulator runs (it uses another core).
         with ThreadPoolExecutor(max_workers=1) as pool:
             expected = pool.submit(_reference, graph, x)
-            [result] = run_programs(config, [rtl_run], workdir, progress=progress)
+            if backend == "rtl":
+                from sim.rtl_backend import run_programs
+
+                [result] = run_programs(config, [rtl_run], workdir, progress=progress)
+            else:
+                from sim import pyverilator_backend
+
+                [result] = pyverilator_backend.run_programs(config, [rtl_run], progress=progress)
             reference = expected.result()
         if result.error or result.timeout:
             where = _layer_of(plan, result.error_index)
             what = "timed out" if result.timeout else f"stopped with {result.error_code}"
             raise RunError(
-                f"RTL {what} at instruction {result.error_index} ({where}) after "
+                f"RTL ({backend} backend) {what} at instruction {result.error_index} ({where}) after "
                 f"{result.perf['cycles']} cycles"
             )
         dram, counters, cycles, wall = (

@@ -45,7 +45,7 @@ uint64_t cosim_clock(Vtop* top, cosim_set_fn set_clock, const cosim_get_fn* stop
 }
 
 // The simulation time precision as a power of ten (-12: 1 ps), the unit of trace times.
-int cosim_time_precision() { return Verilated::threadContextp()->timeprecision(); }
+int cosim_time_precision(Vtop* top) { return top->contextp()->timeprecision(); }
 
 // Dump the current state at `time` (e.g. once more before closing a trace).
 void cosim_dump(void* trace, uint64_t time) {
