@@ -31,6 +31,7 @@ from sim.toolchain import ToolchainError
 from sim.verilator_build import REPO_ROOT, BuildError, SimulationFailed
 
 RUNS_ROOT = REPO_ROOT / "build" / "runs"
+RTL_BACKENDS = ("rtl", "pyverilator")
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 
@@ -43,7 +44,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m sim.cli",
         description="Compile a model for the accelerator, run it on the ISA simulator or the RTL "
-        "(Verilator + cocotb), check every layer bit for bit against the integer reference, and "
+        "(Verilator driven by cocotb, or by pyverilator in this process), check every layer bit "
+        "for bit against the integer reference, and "
         "write build/runs/<run>/ (report.json, report.csv, utilization.png, listing, bundle).",
     )
     parser.add_argument(
@@ -54,7 +56,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--config", default="default", help="preset (tiny, default) or a config .json"
     )
-    parser.add_argument("--backend", default="rtl", choices=BACKENDS, help="rtl (default) or isa")
+    parser.add_argument(
+        "--backend",
+        default="rtl",
+        choices=BACKENDS,
+        help="rtl (Verilator + cocotb, default), pyverilator (the same RTL driven in-process by "
+        "pyverilator) or isa (numpy ISA simulator)",
+    )
     parser.add_argument(
         "--image", help=".npy (input-shaped float32) or .png (RGB) input; default: seeded noise"
     )
@@ -158,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     fp32 = pool.submit(compare_fp32, graph.source, graph, x) if graph.source is not None else None
     try:
         ideal = None
-        if args.backend == "rtl" and not args.no_ideal:
+        if args.backend in RTL_BACKENDS and not args.no_ideal:
             ideal = [layer.cycles for layer in run(plan, x, "isa").layers]
         result = run(
             plan,
@@ -166,9 +174,9 @@ def main(argv: list[str] | None = None) -> int:
             args.backend,
             workdir=out / "sim",
             max_cycles=args.max_cycles,
-            progress=Progress(plan) if args.backend == "rtl" else None,
+            progress=Progress(plan) if args.backend in RTL_BACKENDS else None,
         )
-        if args.backend == "rtl":
+        if args.backend in RTL_BACKENDS:
             print(file=sys.stderr)
     except (ToolchainError, BuildError) as exc:
         print(f"\nerror: cannot build the simulator: {exc}", file=sys.stderr)

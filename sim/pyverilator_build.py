@@ -37,7 +37,9 @@ def pyverilator_spec(spec: BuildSpec, clock: str = "clk") -> BuildSpec:
     model class. The wrapper's fingerprint (pyverilator-mm version, compat code) enters the cache
     key as an (unused) Verilog define."""
     if spec.main is not None:
-        raise ValueError(f"{spec.design} has its own C++ main ({spec.main}); pyverilator needs none")
+        raise ValueError(
+            f"{spec.design} has its own C++ main ({spec.main}); pyverilator needs none"
+        )
     return dataclasses.replace(
         spec,
         design=f"{spec.design}_pyv",

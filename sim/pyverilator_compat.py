@@ -96,7 +96,6 @@ def write_wrapper(build_dir: Path) -> Path:
     """Write ``BUILD_DIR/pyverilator_wrapper.cpp`` for the verilated model ``Vtop`` in it."""
     import pyverilator.pyverilator as pv_module
     import pyverilator.verilatorcpp as pv_cpp
-
     from pyverilator import PyVerilator
 
     with (

@@ -159,8 +159,8 @@ def run(
             where = _layer_of(plan, result.error_index)
             what = "timed out" if result.timeout else f"stopped with {result.error_code}"
             raise RunError(
-                f"RTL ({backend} backend) {what} at instruction {result.error_index} ({where}) after "
-                f"{result.perf['cycles']} cycles"
+                f"RTL ({backend} backend) {what} at instruction {result.error_index} ({where}) "
+                f"after {result.perf['cycles']} cycles"
             )
         dram, counters, cycles, wall = (
             result.dram,
