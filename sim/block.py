@@ -77,7 +77,7 @@ class Block:
             for name, sig in self._signals.items()
         }
         self._clock = self._port(clock, "input")
-        self._reset = reset if reset in self.ports else None
+        self._reset, self._reset_name = (reset if reset in self.ports else None), reset
         self.cycle = 0  # cycles stepped since the model was opened
         self._setup_clock_loop()
         self._trace: int | None = None
@@ -176,7 +176,10 @@ class Block:
     def reset(self, cycles: int = 2) -> None:
         """Hold the reset input high for ``cycles`` cycles, then release it."""
         if self._reset is None:
-            raise SignalError(f"{self.name} has no reset input named 'rst'; drive it by hand")
+            raise SignalError(
+                f"{self.name} has no reset input {self._reset_name!r}; open it with reset=<name> "
+                "or drive the reset by hand"
+            )
         self[self._reset] = 1
         self.step(cycles)
         self[self._reset] = 0
@@ -223,6 +226,10 @@ class Block:
 
     def __enter__(self) -> Block:
         return self
+
+    def __del__(self) -> None:  # a forgotten close() must not leave a truncated trace
+        if getattr(self, "_trace", None) is not None:
+            self.stop_trace()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
