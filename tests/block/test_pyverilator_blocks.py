@@ -1,6 +1,10 @@
 """Block level through the pyverilator block API (sim/block.py), beside the cocotb block tests:
 the processing element and the dot product against independent Python/numpy models with seeded
-random stimulus, a VCD trace read back with pywellen, and the errors a user can run into."""
+random stimulus, a VCD trace read back with pywellen, and the errors a user can run into.
+
+Both blocks are built with VCD tracing, so their builds share one set of Verilator runtime
+objects; the accelerator (no tracing) is the pyverilator backend's build, also used by
+tests/instruction/test_pyverilator_vs_cocotb.py."""
 
 from __future__ import annotations
 
@@ -8,8 +12,11 @@ import numpy as np
 import pytest
 import pywellen
 
+from hdl_gen import isa
+from hdl_gen.config import PRESETS
 from hdl_gen.dot_product import DotProduct
 from hdl_gen.pe import ProcessingElement
+from sim import pyverilator_backend
 from sim.block import Block, SignalError, open_component, open_verilog
 from sim.verilator_build import BuildError
 from tests.block.cocotb_util import pack
@@ -25,7 +32,7 @@ def pe():
 
 @pytest.fixture(scope="module")
 def dot():
-    with open_component(DotProduct(16, 8), "dot_product") as dut:
+    with open_component(DotProduct(16, 8), "dot_product", waves="vcd") as dut:
         yield dut
 
 
@@ -140,9 +147,12 @@ def test_outputs_cannot_be_driven_and_values_must_fit(pe: Block) -> None:
     assert pe["a_in"] == 0x80 and pe.signed("a_in") == -128
 
 
-def test_trace_needs_a_build_with_waves(dot: Block) -> None:
-    with pytest.raises(RuntimeError, match="built without waves; open it with waves='vcd'"):
-        dot.trace()
+def test_accelerator_ports_and_a_trace_needs_a_build_with_waves() -> None:
+    with Block(pyverilator_backend.build_accelerator(PRESETS["tiny"])) as accel:
+        assert accel.ports["perf"].width == isa.PERF_RECORD.nbytes * 8
+        assert accel.ports["done"].direction == "output" and accel["done"] == 0
+        with pytest.raises(RuntimeError, match="built without waves; open it with waves='vcd'"):
+            accel.trace()
 
 
 def test_build_failure_names_the_log(tmp_path) -> None:
