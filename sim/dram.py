@@ -27,9 +27,13 @@ class DpiDram:
             ) from None
         buffer.restype = ctypes.c_void_p
         buffer.argtypes = [ctypes.c_uint64]
+        lib.cosim_dram_size.restype = ctypes.c_uint64
+        # A new buffer is zero-filled; one of this size may be left over from an earlier model of
+        # the same library in this process (pyverilator), with its contents.
+        reused = lib.cosim_dram_size() == size
         self.size = size
-        self.address: int = buffer(size)  # zero-filled on first allocation
-        self._zero = True
+        self.address: int = buffer(size)
+        self._zero = not reused
 
     @property
     def array(self) -> Any:

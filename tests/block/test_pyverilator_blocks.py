@@ -18,6 +18,7 @@ from hdl_gen.dot_product import DotProduct
 from hdl_gen.pe import ProcessingElement
 from sim import pyverilator_backend
 from sim.block import Block, SignalError, open_component, open_verilog
+from sim.dram import DpiDram
 from sim.verilator_build import BuildError
 from tests.block.cocotb_util import pack
 
@@ -148,11 +149,19 @@ def test_outputs_cannot_be_driven_and_values_must_fit(pe: Block) -> None:
 
 
 def test_accelerator_ports_and_a_trace_needs_a_build_with_waves() -> None:
-    with Block(pyverilator_backend.build_accelerator(PRESETS["tiny"])) as accel:
+    config = PRESETS["tiny"]
+    model = pyverilator_backend.build_accelerator(config)
+    with Block(model) as accel:
         assert accel.ports["perf"].width == isa.PERF_RECORD.nbytes * 8
         assert accel.ports["done"].direction == "output" and accel["done"] == 0
         with pytest.raises(RuntimeError, match="built without waves; open it with waves='vcd'"):
             accel.trace()
+        DpiDram(config.dram_bytes, lib=accel.lib).load(np.full(1000, 7, np.uint8))
+    # The next model of the same library finds the DRAM buffer still there, and must clear it.
+    with Block(model) as accel:
+        dram = DpiDram(config.dram_bytes, lib=accel.lib)
+        dram.load(np.ones(10, np.uint8))
+        assert dram.read(1000).tolist() == [1] * 10 + [0] * 990
 
 
 def test_build_failure_names_the_log(tmp_path) -> None:
