@@ -28,7 +28,7 @@ help: ## List targets and variables
 	@echo "Variables (current value):"
 	@echo "  MODEL=$(MODEL)      model for 'sim': resnet|resnet18|resnet34|resnet50|cnn|mlp|path/to/model.onnx"
 	@echo "  CONFIG=$(CONFIG)    accelerator config: preset name (tiny, default) or a .json file"
-	@echo "  BACKEND=$(BACKEND)      'sim' backend: rtl (Verilator + cocotb) or isa (numpy ISA simulator)"
+	@echo "  BACKEND=$(BACKEND)      'sim' backend: rtl (Verilator + cocotb), pyverilator (same RTL, in-process) or isa (numpy ISA simulator)"
 	@echo "  SEED=$(SEED)          seed for generated inputs and weights"
 	@echo "  IMAGE=...        input for 'sim': .npy (input-shaped) or .png (RGB); default seeded noise"
 	@echo "  IMAGE_SIZE=...   input height/width of zoo CNNs for 'sim' (default 224)"

@@ -5,6 +5,7 @@
 >>> from sim import api
 >>> name, plan = compile_model("mlp", PRESETS["tiny"])
 >>> outputs, report = api.run(plan, x, backend="isa")   # or a bundle file written by make sim
+>>> outputs, report = api.run(plan, x, backend="pyverilator")   # the RTL, in this process
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def run(
     workdir: Path | None = None,
     model: str = "model",
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Run ``bundle`` (a ``.bundle`` file or a compiled plan) on ``backend`` ("isa" or "rtl").
+    """Run ``bundle`` (a ``.bundle`` file or a compiled plan) on ``backend`` ("isa", "rtl" or
+    "pyverilator").
 
     Returns the dequantized graph outputs and the report (the ``report.json`` contract); every
     layer is checked bit for bit against the integer reference. With ``config``, a bundle

@@ -4,14 +4,16 @@ On the default config it builds the accelerator two ways from the same RTL with 
 Verilator and C++ flags - (a) a plain C++ Verilator harness (sim/csrc/bench_main.cpp: clock loop in
 C++, DRAM image loaded into the same DPI buffer) and (b) the project's cocotb-driven build
 (:func:`sim.rtl_backend.build_accelerator`) - and runs one fixed program (ResNet-18 at a small
-image size) on both, alternating, several times. It checks that both leave the same DRAM and
-counters, and reports the median simulated cycles per second of each and their ratio (cocotb /
-raw: the median of the ratios of back-to-back run pairs). It also times a cold build, a build
-after an RTL change and a cached build, and (unless ``--no-full`` / ``BENCH_FULL=0``) runs
-``python -m sim.cli`` on ResNet-18 and ResNet-50 at 224x224 end to end.
+image size) on both, alternating, several times, together with (c) the pyverilator backend
+(sim/pyverilator_backend.py: the same model as a shared object, clocked in C++ chunks). It checks
+that all leave the same DRAM and counters, and reports the median simulated cycles per second of
+each and their ratios to raw (the median of the ratios of back-to-back run pairs); pyverilator
+ticking the clock from Python is timed on the program's first cycles. It also times a cold
+build, a build after an RTL change and a cached build, and (unless ``--no-full`` /
+``BENCH_FULL=0``) runs ``python -m sim.cli`` on ResNet-18 and ResNet-50 at 224x224 end to end.
 
 Writes ``build/bench/bench.json`` and prints a table. Rates are measured within one invocation
-(the raw and cocotb runs interleaved) because this kind of machine is often shared.
+(the raw, cocotb and pyverilator runs interleaved) because this kind of machine is often shared.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ import numpy as np
 from compiler.compile import compile_model
 from hdl_gen import isa
 from hdl_gen.config import PRESETS
+from sim import pyverilator_backend
 from sim.isa_sim import Launch
+from sim.pyverilator_build import build_pyverilator
 from sim.rtl_backend import RtlRun, accelerator_spec, build_accelerator, run_programs
 from sim.run import dram_image, launch_of
 from sim.toolchain import find_toolchain
@@ -45,6 +49,7 @@ from sim.verilator_build import MAKE_FLAGS, REPO_ROOT, VERILATOR_FLAGS, BuildSpe
 BENCH_ROOT = REPO_ROOT / "build" / "bench"
 BENCH_MAIN = REPO_ROOT / "sim" / "csrc" / "bench_main.cpp"
 FULL_MODELS = (("resnet18", "resnet"), ("resnet50", "resnet50"))
+TICK_CYCLES = 100_000  # pyverilator ticked from Python: rate over this many cycles
 
 
 def raw_spec(spec: BuildSpec) -> BuildSpec:
@@ -121,6 +126,27 @@ def _cocotb_run(config: Any, image: np.ndarray, plan: Any, model: Any, workdir: 
     }
 
 
+def _pyverilator_run(
+    config: Any, image: np.ndarray, plan: Any, model: Any, stepping: str = "chunk", **run: Any
+) -> dict:
+    started = time.perf_counter()
+    [result] = pyverilator_backend.run_programs(
+        config, [RtlRun(image, launch_of(plan), **run)], model=model, stepping=stepping
+    )
+    wall = time.perf_counter() - started
+    if not (result.done or (result.timeout and "max_cycles" in run)):
+        raise RuntimeError(f"pyverilator run did not finish: {result}")
+    return {
+        "cycles": result.cycles,
+        "loop_s": result.sim_seconds,
+        "process_s": wall,
+        "cpu_s": result.sim_cpu_seconds,
+        "cycles_per_s": result.cycles / result.sim_seconds,
+        "dram": result.dram,
+        "perf": result.perf,
+    }
+
+
 def _median(runs: list[dict], key: str) -> float:
     return float(statistics.median(run[key] for run in runs))
 
@@ -128,7 +154,9 @@ def _median(runs: list[dict], key: str) -> float:
 def measure_builds(spec: BuildSpec, cold: bool) -> dict[str, Any]:
     """``build_cold_s``: a fresh build root, nothing cached; ``build_new_design_s``: the design
     compiled again in that root, the Verilator runtime objects reused from the first build
-    (what an RTL change costs); ``build_cached_s``: a cache hit in the normal build root."""
+    (what an RTL change costs); ``pyverilator_build_cold_s``: the pyverilator build in that root
+    (its runtime objects are compiled position-independent: not shared with the cocotb build);
+    ``build_cached_s``: a cache hit in the normal build root."""
     out: dict[str, Any] = {}
     if cold:
         root = Path(tempfile.mkdtemp(prefix="cold-", dir=BENCH_ROOT))
@@ -137,6 +165,8 @@ def measure_builds(spec: BuildSpec, cold: bool) -> dict[str, Any]:
             out["build_cold_s"] = round(first.seconds, 2)
             shutil.rmtree(first.build_dir)
             out["build_new_design_s"] = round(build(spec, root=root).seconds, 2)
+            pyv = build_pyverilator(spec, root=root)
+            out["pyverilator_build_cold_s"] = round(pyv.seconds, 2)
         finally:
             shutil.rmtree(root, ignore_errors=True)
     build(spec)
@@ -208,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     model = build_accelerator(config)
     raw_model = build(raw_spec(spec))
     builds["raw_build_s"] = round(raw_model.seconds, 2)
+    pyv_model = build_pyverilator(spec)
 
     _, plan = compile_model("resnet18", config, image_size=args.image_size, seed=0)
     shape = plan.graph.tensors[plan.graph.inputs[0]].shape
@@ -218,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
 
     raw_runs: list[dict] = []
     cocotb_runs: list[dict] = []
+    pyv_runs: list[dict] = []
     same_dram = True
     raw_dump = out / "raw_dram.bin"
     for n in range(args.runs):
@@ -225,15 +257,28 @@ def main(argv: list[str] | None = None) -> int:
             raw_model.executable, image_path, launch_of(plan), config.dram_bytes, raw_dump
         )
         cocotb = _cocotb_run(config, image, plan, model, out / "cocotb")
+        pyv = _pyverilator_run(config, image, plan, pyv_model)
         raw_dram = np.fromfile(raw_dump, dtype=np.uint8)
         same_dram &= bool(np.array_equal(raw_dram, cocotb.pop("dram")))
-        same_dram &= raw.pop("perf") == cocotb.pop("perf") and raw["done"]
+        same_dram &= bool(np.array_equal(raw_dram, pyv.pop("dram")))
+        raw_perf = raw.pop("perf")
+        same_dram &= raw_perf == cocotb.pop("perf") == pyv.pop("perf") and raw["done"]
         raw_runs.append(raw)
         cocotb_runs.append(cocotb)
+        pyv_runs.append(pyv)
         print(
             f"  run {n + 1}/{args.runs}: raw {raw['cycles_per_s']:,.0f} cycles/s, "
-            f"cocotb {cocotb['cycles_per_s']:,.0f} cycles/s"
+            f"cocotb {cocotb['cycles_per_s']:,.0f} cycles/s, "
+            f"pyverilator {pyv['cycles_per_s']:,.0f} cycles/s"
         )
+    tick_runs = []
+    for n in range(min(args.runs, 3)):
+        tick = _pyverilator_run(
+            config, image, plan, pyv_model, stepping="tick", max_cycles=TICK_CYCLES
+        )
+        del tick["dram"], tick["perf"]
+        tick_runs.append(tick)
+        print(f"  pyverilator ticked from Python {n + 1}: {tick['cycles_per_s']:,.0f} cycles/s")
     for path in (image_path, raw_dump):
         path.unlink(missing_ok=True)
 
@@ -244,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     # of these paired ratios is steadier than the ratio of the two medians.
     pairs = [
         c["cycles_per_s"] / r["cycles_per_s"] for r, c in zip(raw_runs, cocotb_runs, strict=True)
+    ]
+    pyv_pairs = [
+        p["cycles_per_s"] / r["cycles_per_s"] for r, p in zip(raw_runs, pyv_runs, strict=True)
     ]
     cpu_pairs = [
         (r["cpu_s"] / r["loop_cycles"]) / (c["cpu_s"] / c["cycles"])
@@ -267,8 +315,17 @@ def main(argv: list[str] | None = None) -> int:
         "raw_process_s": round(_median(raw_runs, "process_s"), 2),
         "cocotb_process_s": round(_median(cocotb_runs, "process_s"), 2),
         "same_dram_and_cycles": same_dram,
+        "pyverilator_cycles_per_s": round(_median(pyv_runs, "cycles_per_s")),
+        "pyverilator_ratio": round(statistics.median(pyv_pairs), 3),
+        "pyverilator_paired_ratios": [round(p, 3) for p in pyv_pairs],
+        "pyverilator_process_s": round(_median(pyv_runs, "process_s"), 2),
+        "pyverilator_tick_cycles_per_s": round(_median(tick_runs, "cycles_per_s")),
+        "pyverilator_tick_cycles": TICK_CYCLES,
+        "pyverilator_build_s": round(pyv_model.seconds, 2),
         "raw_runs": raw_runs,
         "cocotb_runs": cocotb_runs,
+        "pyverilator_runs": pyv_runs,
+        "pyverilator_tick_runs": tick_runs,
         **builds,
         "verilator_flags": [*VERILATOR_FLAGS],
         "make_flags": [*MAKE_FLAGS],
@@ -283,7 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     print_table(data)
     print(f"written: {out / 'bench.json'}")
     if not same_dram:
-        print("error: the raw and cocotb runs disagree (DRAM or cycles)", file=sys.stderr)
+        print(
+            "error: the raw, cocotb and pyverilator runs disagree (DRAM or cycles)", file=sys.stderr
+        )
         return 1
     return 0
 
@@ -308,13 +367,25 @@ def print_table(data: dict[str, Any]) -> None:
         f"{data['ratio_cpu_time'] if data['ratio_cpu_time'] is not None else '-'}",
     )
     table.add_row(
-        "end to end incl. start-up (raw / cocotb)",
-        f"{data['raw_process_s']:.1f} s / {data['cocotb_process_s']:.1f} s",
+        "pyverilator, C++ clock chunks (ratio to raw)",
+        f"{data['pyverilator_cycles_per_s']:,} cycles/s ({data['pyverilator_ratio']:.3f})",
+    )
+    table.add_row(
+        f"pyverilator, ticked from Python (first {data['pyverilator_tick_cycles']:,} cycles)",
+        f"{data['pyverilator_tick_cycles_per_s']:,} cycles/s",
+    )
+    table.add_row(
+        "end to end incl. start-up (raw / cocotb / pyverilator)",
+        f"{data['raw_process_s']:.1f} s / {data['cocotb_process_s']:.1f} s / "
+        f"{data['pyverilator_process_s']:.1f} s",
     )
     table.add_row("same DRAM and cycles", "yes" if data["same_dram_and_cycles"] else "NO")
     if "build_cold_s" in data:
         table.add_row("build, cold (nothing cached)", f"{data['build_cold_s']:.1f} s")
         table.add_row("build, new RTL (runtime cached)", f"{data['build_new_design_s']:.1f} s")
+        table.add_row(
+            "build, pyverilator (own runtime)", f"{data['pyverilator_build_cold_s']:.1f} s"
+        )
     table.add_row("build, cached", f"{data['build_cached_s']:.2f} s")
     for label in ("resnet18", "resnet50"):
         run = data.get(label)

@@ -33,6 +33,7 @@ from sim.waves.window import FORMATS, WaveError, WaveRequest, resolve
 
 RUNS_ROOT = REPO_ROOT / "build" / "runs"
 FAILURE_CYCLES = 4000  # traced before an accelerator error
+RTL_BACKENDS = ("rtl", "pyverilator")
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 
@@ -45,7 +46,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m sim.cli",
         description="Compile a model for the accelerator, run it on the ISA simulator or the RTL "
-        "(Verilator + cocotb), check every layer bit for bit against the integer reference, and "
+        "(Verilator driven by cocotb, or by pyverilator in this process), check every layer bit "
+        "for bit against the integer reference, and "
         "write build/runs/<run>/ (report.json, report.csv, utilization.png, listing, bundle).",
     )
     parser.add_argument(
@@ -56,7 +58,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--config", default="default", help="preset (tiny, default) or a config .json"
     )
-    parser.add_argument("--backend", default="rtl", choices=BACKENDS, help="rtl (default) or isa")
+    parser.add_argument(
+        "--backend",
+        default="rtl",
+        choices=BACKENDS,
+        help="rtl (Verilator + cocotb, default), pyverilator (the same RTL driven in-process by "
+        "pyverilator) or isa (numpy ISA simulator)",
+    )
     parser.add_argument(
         "--image", help=".npy (input-shaped float32) or .png (RGB) input; default: seeded noise"
     )
@@ -174,7 +182,7 @@ def failure_dump(
         else f"WAVE_CYCLES={window.start}:{window.stop}"
     )
     if args.backend != "rtl" or args.no_failure_waves:
-        print(f"to trace the failing window: make sim ... {option}", file=sys.stderr)
+        print(f"to trace the failing window: make sim ... BACKEND=rtl {option}", file=sys.stderr)
         return
     print(f"re-running with tracing over the failing window ({window.label})...", file=sys.stderr)
     try:
@@ -234,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     fp32 = pool.submit(compare_fp32, graph.source, graph, x) if graph.source is not None else None
     try:
         ideal = None
-        if args.backend == "rtl" and not args.no_ideal:
+        if args.backend in RTL_BACKENDS and not args.no_ideal:
             ideal = [layer.cycles for layer in run(plan, x, "isa").layers]
         result = run(
             plan,
@@ -242,18 +250,19 @@ def main(argv: list[str] | None = None) -> int:
             args.backend,
             workdir=out / "sim",
             max_cycles=args.max_cycles,
-            progress=Progress(plan) if args.backend == "rtl" else None,
+            progress=Progress(plan) if args.backend in RTL_BACKENDS else None,
             waves=waves,
             name=out.name,
         )
-        if args.backend == "rtl":
+        if args.backend in RTL_BACKENDS:
             print(file=sys.stderr)
     except (ToolchainError, BuildError) as exc:
         print(f"\nerror: cannot build the simulator: {exc}", file=sys.stderr)
         return 3
     except (RunError, SimulationFailed) as exc:
         print(
-            f"\nerror: {exc}\n  listing: {out / 'listing.txt'}  log: {out / 'sim' / 'sim.log'}",
+            f"\nerror: {exc}\n  listing: {out / 'listing.txt'}"
+            + (f"  log: {out / 'sim' / 'sim.log'}" if args.backend == "rtl" else ""),
             file=sys.stderr,
         )
         if isinstance(exc, RunError) and exc.cycle is not None and waves is None:

@@ -15,8 +15,10 @@ from typing import Any
 class DpiDram:
     """The DRAM buffer of the running simulator."""
 
-    def __init__(self, size: int) -> None:
-        lib = ctypes.CDLL(None)
+    def __init__(self, size: int, lib: ctypes.CDLL | None = None) -> None:
+        """``lib``: the library holding the model (a pyverilator model is a shared object loaded
+        with ctypes); by default the symbols of this process (the cocotb simulator executable)."""
+        lib = ctypes.CDLL(None) if lib is None else lib
         try:
             buffer = lib.cosim_dram_buffer
         except AttributeError:
@@ -25,9 +27,13 @@ class DpiDram:
             ) from None
         buffer.restype = ctypes.c_void_p
         buffer.argtypes = [ctypes.c_uint64]
+        lib.cosim_dram_size.restype = ctypes.c_uint64
+        # A new buffer is zero-filled; one of this size may be left over from an earlier model of
+        # the same library in this process (pyverilator), with its contents.
+        reused = lib.cosim_dram_size() == size
         self.size = size
-        self.address: int = buffer(size)  # zero-filled on first allocation
-        self._zero = True
+        self.address: int = buffer(size)
+        self._zero = not reused
 
     @property
     def array(self) -> Any:

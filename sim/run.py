@@ -25,7 +25,8 @@ from sim.isa_sim import IsaSimError, Launch, Machine
 from sim.waves.capture import start as start_capture
 from sim.waves.window import WaveRequest
 
-BACKENDS = ("isa", "rtl")
+# isa: numpy ISA simulator; rtl: Verilator + cocotb; pyverilator: the same RTL in this process.
+BACKENDS = ("isa", "rtl", "pyverilator")
 
 
 class RunError(RuntimeError):
@@ -125,9 +126,10 @@ def run(
     waves: WaveRequest | None = None,
     name: str = "run",
 ) -> RunResult:
-    """Run ``plan`` on ``backend`` with fp32 input ``x`` and check every layer; ``progress``
-    receives ``{cycles, layers_done, wall_s}`` during RTL runs. ``waves`` traces a window of an
-    RTL run into ``waves/<name>-...`` with a GTKWave save file (:mod:`sim.waves`)."""
+    """Run ``plan`` on ``backend`` (one of :data:`BACKENDS`) with fp32 input ``x`` and check
+    every layer; ``progress`` receives ``{cycles, layers_done, wall_s}`` during RTL runs.
+    ``waves`` traces a window of an rtl run into ``waves/<name>-...`` with a GTKWave save file
+    (:mod:`sim.waves`)."""
     if backend not in BACKENDS:
         raise RunError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if waves is not None and backend != "rtl":
@@ -152,20 +154,27 @@ def run(
         cycles = stats.ideal_cycles
         wall = time.perf_counter() - start
     else:
-        from sim.rtl_backend import RtlRun, rtl_source, run_programs
+        from sim.rtl_backend import RtlRun, rtl_source
 
         records = (plan.symbols["perf"], len(plan.accel_layers()))
         rtl_run = RtlRun(image, launch, max_cycles=max_cycles, perf_records=records)
         # The integer reference is computed while the simulator runs (it uses another core).
         with ThreadPoolExecutor(max_workers=1) as pool:
             expected = pool.submit(_reference, graph, x)
-            [result] = run_programs(
-                config,
-                [rtl_run],
-                workdir,
-                progress=progress,
-                trace=capture.trace if capture else None,
-            )
+            if backend == "rtl":
+                from sim.rtl_backend import run_programs
+
+                [result] = run_programs(
+                    config,
+                    [rtl_run],
+                    workdir,
+                    progress=progress,
+                    trace=capture.trace if capture else None,
+                )
+            else:
+                from sim import pyverilator_backend
+
+                [result] = pyverilator_backend.run_programs(config, [rtl_run], progress=progress)
             reference = expected.result()
         if result.error or result.timeout:
             where = _layer_of(plan, result.error_index)
@@ -174,8 +183,8 @@ def run(
             if capture is not None and capture.dump.exists():
                 dumped = f"; waveform: {capture.dump}"
             raise RunError(
-                f"RTL {what} at instruction {result.error_index} ({where}) after "
-                f"{result.perf['cycles']} cycles{dumped}",
+                f"RTL ({backend} backend) {what} at instruction {result.error_index} ({where}) "
+                f"after {result.perf['cycles']} cycles{dumped}",
                 cycle=result.perf["cycles"],
             )
         dram, counters, cycles, wall = (

@@ -282,8 +282,15 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def build(spec: BuildSpec, root: Path = BUILD_ROOT) -> BuiltModel:
-    """Build ``spec`` with Verilator, or reuse the cached build with the same content key."""
+def build(
+    spec: BuildSpec,
+    root: Path = BUILD_ROOT,
+    runner_class: type[_CosimVerilator] = _CosimVerilator,
+) -> BuiltModel:
+    """Build ``spec`` with Verilator, or reuse the cached build with the same content key.
+
+    ``runner_class`` may add build steps (sim/pyverilator_build.py); what it builds must differ
+    in ``spec`` (hence in the key) from a plain build."""
     start = time.perf_counter()
     tc = find_toolchain()
     tc.apply_to_environ()
@@ -299,7 +306,7 @@ def build(spec: BuildSpec, root: Path = BUILD_ROOT) -> BuiltModel:
         build_dir.mkdir(parents=True, exist_ok=True)
         vlt = build_dir / "public.vlt"
         vlt.write_text(_vlt_text(spec))
-        runner = _CosimVerilator(spec, vlt)
+        runner = runner_class(spec, vlt)
         build_log = build_dir / "build.log"
         log.info("verilator build: %s (log: %s)", build_dir.name, build_log)
         try:

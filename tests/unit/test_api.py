@@ -8,6 +8,7 @@ from compiler.compile import compile_model
 from compiler.reference import dequantize, evaluate, quantize_input
 from hdl_gen.config import PRESETS
 from sim import api
+from sim.run import RunError
 
 
 def test_run_bundle_file_returns_outputs_and_report(tmp_path):
@@ -35,3 +36,11 @@ def test_bundle_for_another_config_is_refused(tmp_path):
     path = save_bundle(plan, tmp_path / "mlp.bundle", name)
     with pytest.raises(BundleError, match="compiled for config"):
         api.run(path, np.zeros((1, 64), np.float32), "isa", config=PRESETS["default"])
+
+
+def test_unknown_backend_lists_the_backends():
+    _, plan = compile_model("mlp", PRESETS["tiny"], seed=4)
+    with pytest.raises(
+        RunError, match="unknown backend 'pyverilater'; choose one of isa, rtl, pyverilator"
+    ):
+        api.run(plan, np.zeros((1, 64), np.float32), "pyverilater")
