@@ -50,6 +50,13 @@ async def report_progress(dut, dram: DpiDram, job: dict, run: dict, started: flo
         path.write_text(json.dumps(state))
 
 
+async def time_of_rise(signal) -> int:
+    """The simulation time (steps) at which ``signal`` rises. For ``running``: the cycle
+    counter reads 0 at that edge and counts every edge after it (waveform markers)."""
+    await RisingEdge(signal)
+    return get_sim_time("step")
+
+
 @cocotb.test()
 async def run_job(dut):
     job = json.loads(Path(os.environ["COSIM_JOB"]).read_text())
@@ -70,10 +77,7 @@ async def run_job(dut):
         await RisingEdge(dut.clk)
         dut.start.value = 0
         wall, cpu = time.perf_counter(), time.process_time()
-        # The cycle counter reads 0 at the edge where `running` rises and counts every edge
-        # after it: the simulation time of a cycle count, for waveform markers.
-        await First(RisingEdge(dut.running), ClockCycles(dut.clk, 4))
-        cycle0 = get_sim_time("step")
+        cycle0 = cocotb.start_soon(time_of_rise(dut.running))
         timeout = Timer(run["max_cycles"] * CLOCK_NS, unit="ns")
         reporter = (
             cocotb.start_soon(report_progress(dut, dram, job, run, wall))
@@ -81,6 +85,9 @@ async def run_job(dut):
             else None
         )
         await First(RisingEdge(dut.done), RisingEdge(dut.error), timeout)
+        cycle0_step = cycle0.result() if cycle0.done() else 0
+        if not cycle0.done():
+            cycle0.cancel()
         if reporter is not None:
             reporter.cancel()
         await ReadOnly()
@@ -97,7 +104,7 @@ async def run_job(dut):
             "perf": {k: v for k, v in perf.items() if k not in ("tag", "reserved")},
             "sim_seconds": wall,
             "sim_cpu_seconds": cpu,
-            "cycle0_step": cycle0,
+            "cycle0_step": cycle0_step,
             "cycle_steps": get_sim_steps(CLOCK_NS, "ns"),
         }
         dram.dump(run["dump"], run["dump_size"])
