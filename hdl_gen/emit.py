@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -50,6 +51,18 @@ def convert(component: wiring.Component, name: str) -> tuple[str, dict[str, dict
 def to_verilog(component: wiring.Component, name: str) -> str:
     """Verilog text of ``component`` with top module ``name``; no source paths embedded."""
     return convert(component, name)[0]
+
+
+def write_by_content(component: wiring.Component, name: str, directory: Path) -> tuple[Path, str]:
+    """Write the Verilog of ``component`` to ``directory/<name>-<digest>.v`` (named by its
+    content, so builds of the same design share it); returns the path and the digest."""
+    text = to_verilog(component, name)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+    path = directory / f"{name}-{digest}.v"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return path, digest
 
 
 def write_verilog(component: wiring.Component, name: str, path: Path) -> Path:

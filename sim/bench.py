@@ -41,7 +41,7 @@ from hdl_gen.config import PRESETS
 from sim import pyverilator_backend
 from sim.isa_sim import Launch
 from sim.pyverilator_build import build_pyverilator
-from sim.rtl_backend import RtlRun, accelerator_spec, build_accelerator, run_programs
+from sim.rtl_backend import RtlResult, RtlRun, accelerator_spec, build_accelerator, run_programs
 from sim.run import dram_image, launch_of
 from sim.toolchain import find_toolchain
 from sim.verilator_build import MAKE_FLAGS, REPO_ROOT, VERILATOR_FLAGS, BuildSpec, build
@@ -115,15 +115,7 @@ def _cocotb_run(config: Any, image: np.ndarray, plan: Any, model: Any, workdir: 
     wall = time.perf_counter() - started
     if not result.done:
         raise RuntimeError(f"cocotb run did not finish: {result}")
-    return {
-        "cycles": result.cycles,
-        "loop_s": result.sim_seconds,
-        "process_s": wall,
-        "cpu_s": result.sim_cpu_seconds,
-        "cycles_per_s": result.cycles / result.sim_seconds,
-        "dram": result.dram,
-        "perf": result.perf,
-    }
+    return _measured(result, wall)
 
 
 def _pyverilator_run(
@@ -136,6 +128,11 @@ def _pyverilator_run(
     wall = time.perf_counter() - started
     if not (result.done or (result.timeout and "max_cycles" in run)):
         raise RuntimeError(f"pyverilator run did not finish: {result}")
+    return _measured(result, wall)
+
+
+def _measured(result: RtlResult, wall: float) -> dict:
+    """One backend run's numbers: cycles, loop/process/CPU time, rate, DRAM and counters."""
     return {
         "cycles": result.cycles,
         "loop_s": result.sim_seconds,

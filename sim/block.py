@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ctypes
 import difflib
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,12 +255,7 @@ def open_verilog(
 
 def open_component(component: Any, name: str, *, waves: str | None = None) -> Block:
     """Generate Verilog for an Amaranth component (top module ``name``), build it and open it."""
-    from hdl_gen.emit import to_verilog
+    from hdl_gen.emit import write_by_content
 
-    text = to_verilog(component, name)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
-    path = BUILD_ROOT / "gen" / f"{name}-{digest}.v"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+    path, digest = write_by_content(component, name, BUILD_ROOT / "gen")
     return open_verilog([path], name, waves=waves, tag=digest)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from amaranth.lib import wiring
 
-from hdl_gen.emit import to_verilog
+from hdl_gen.emit import write_by_content
 from sim.verilator_build import BUILD_ROOT, BuildSpec, BuiltModel, build
 
 
@@ -20,12 +18,7 @@ def port_names(component: wiring.Component) -> list[str]:
 
 def build_block(component: wiring.Component, name: str) -> BuiltModel:
     """Generate Verilog (named by content) and build it with only the ports public."""
-    text = to_verilog(component, name)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
-    path = BUILD_ROOT / "gen" / f"{name}-{digest}.v"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+    path, digest = write_by_content(component, name, BUILD_ROOT / "gen")
     public = tuple(
         f'public_flat_rw -module "{name}" -var "{port}"' for port in port_names(component)
     )
