@@ -52,10 +52,10 @@ $(STAMP): pyproject.toml requirements.lock
 venv: $(STAMP) ## Create .venv with the pinned packages (other targets do this by themselves)
 
 toolchain: $(STAMP) ## Check g++/make/perl and Verilator; print what will be used
-	@$(PY) -m sim.toolchain
+	@$(PY) -m sim.verilate.toolchain
 
 test: $(STAMP) ## Run the whole regression (unit, block, instruction, network) - what CI runs
-	@$(PY) -m sim.toolchain --quiet
+	@$(PY) -m sim.verilate.toolchain --quiet
 	$(PY) -m pytest -n $(JOBS) $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## Run only the tests that need no simulator

@@ -8,10 +8,11 @@ from typing import Any
 import numpy as np
 import onnx
 
+from arch.reference import dequantize, evaluate, quantize_input
+
 from .calibrate import run_onnx
 from .errors import CompileError
 from .ir import Graph
-from .reference import dequantize, evaluate, quantize_input
 
 __all__ = ["compare_fp32"]
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from arch.config import AccelConfig
 from compiler.errors import CompileError
 from compiler.plan import Plan
-from hdl_gen.config import AccelConfig
 
 FORMAT_VERSION = 1
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import onnx
 
+from arch.config import AccelConfig
 from compiler import zoo
 from compiler.errors import CompileError
 from compiler.frontend import compile_front
 from compiler.passes import run_back
 from compiler.plan import Plan
-from hdl_gen.config import AccelConfig
 
 
 def resolve_model(

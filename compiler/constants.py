@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from arch import isa
 from compiler.plan import Layer, Plan
-from hdl_gen import isa
 
 
 def weight_bytes(layer: Layer, dim: int) -> np.ndarray:

@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from arch.reference import dequantize, quantize_input
+
 from .calibrate import default_calibration
 from .ir import Graph
 from .onnx_import import load_onnx
 from .passes import run_front
-from .reference import dequantize, quantize_input
 
 __all__ = ["compile_front", "dequantize", "quantize_input"]
 

@@ -4,7 +4,7 @@ A :class:`Graph` is a list of :class:`Node` in topological order over named :cla
 stages share it. *fp32* (``quantized=False``, after import and canonicalize): float32 params.
 *Quantized* (``quantized=True``, after quantize): int8 weights, int32 biases, fixed-point
 ``mult``/``shift`` rescales and int8 ``clamp`` bounds, every tensor with a scale
-(``real = scale * q``), computed as :mod:`compiler.reference` defines.
+(``real = scale * q``), computed as :mod:`arch.reference` defines.
 
 Ops (:data:`OPS`) and their attrs; ``act`` is None, ``"relu"`` or ``"relu6"``:
 
@@ -35,6 +35,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from arch.isa import INT32_MAX, INT32_MIN, MAX_SHIFT
 
 from .errors import VerifyError
 
@@ -97,8 +99,6 @@ _ATTRS: dict[str, frozenset[str]] = {
 }
 _ARITY: dict[str, tuple[int, int]] = {"conv": (1, 2), "gemm": (1, 2), "add": (2, 2), "sum": (2, 2)}
 
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-MAX_SHIFT = 62
 
 Shape = tuple[int, ...]
 

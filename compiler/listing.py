@@ -3,8 +3,8 @@ disassembly annotated with layer names, and the descriptor table."""
 
 from __future__ import annotations
 
+from arch import asm
 from compiler.plan import Plan
-from hdl_gen import asm
 
 
 def render(plan: Plan, model_name: str) -> str:

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from arch.asm import Program
+from arch.config import AccelConfig
 from compiler.errors import CompileError
 from compiler.ir import Graph, Node
-from hdl_gen.asm import Program
-from hdl_gen.config import AccelConfig
 
 
 def ceil_div(a: int, b: int) -> int:

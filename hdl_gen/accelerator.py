@@ -7,9 +7,9 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl_gen import isa
+from arch import isa
+from arch.config import AccelConfig
 from hdl_gen.compute_unit import ComputeUnit
-from hdl_gen.config import AccelConfig
 from hdl_gen.dram_arbiter import ReadArbiter
 from hdl_gen.dram_bus import read_request, read_response, write_signature
 from hdl_gen.fetch import Fetch
@@ -21,7 +21,7 @@ DEADLOCK_CYCLES = 8  # every queue blocked on tokens this long = deadlock
 
 
 class Accelerator(wiring.Component):
-    """The systolic GEMM accelerator for one :class:`~hdl_gen.config.AccelConfig`.
+    """The systolic GEMM accelerator for one :class:`~arch.config.AccelConfig`.
 
     Attributes
     ----------

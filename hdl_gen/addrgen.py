@@ -6,7 +6,7 @@ from amaranth import Module, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl_gen import isa
+from arch import isa
 
 LINE = data.StructLayout(
     {

@@ -6,10 +6,11 @@ from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import Out
 
-from hdl_gen import isa
-from hdl_gen.config import AccelConfig
+from arch import isa
+from arch.config import AccelConfig
+from arch.isa import MAX_SHIFT
 from hdl_gen.load_unit import param_line_bits, write_port
-from hdl_gen.requant import MAX_SHIFT, requantize
+from hdl_gen.requant import requantize
 from hdl_gen.store_unit import param_view, read_port
 from hdl_gen.systolic_array import SystolicArray
 from hdl_gen.tokens import ErrorLatch, UnitFrame, unit_signature

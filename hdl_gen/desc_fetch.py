@@ -6,7 +6,7 @@ from amaranth import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl_gen import isa
+from arch import isa
 
 
 class DescriptorFetcher(wiring.Component):

@@ -6,7 +6,7 @@ from amaranth import ClockSignal, Instance, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl_gen.config import AccelConfig
+from arch.config import AccelConfig
 from hdl_gen.dram_bus import read_request, read_response, write_signature
 
 

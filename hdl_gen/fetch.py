@@ -7,8 +7,8 @@ from amaranth import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl_gen import isa
-from hdl_gen.config import AccelConfig
+from arch import isa
+from arch.config import AccelConfig
 from hdl_gen.dram_bus import read_signature
 from hdl_gen.read_port import ReadPort
 from hdl_gen.tokens import QUEUE_ENTRY

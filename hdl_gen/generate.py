@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from hdl_gen.config import PRESETS, AccelConfig
+from arch.config import PRESETS, AccelConfig
 from hdl_gen.emit import convert
 from hdl_gen.sim_top import TOP_NAME, SimTop
 

@@ -6,9 +6,9 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl_gen import isa
+from arch import isa
+from arch.config import AccelConfig
 from hdl_gen.addrgen import AddressGenerator
-from hdl_gen.config import AccelConfig
 from hdl_gen.desc_fetch import DescriptorFetcher
 from hdl_gen.dram_bus import read_signature
 from hdl_gen.read_port import ReadPort

@@ -5,8 +5,6 @@ from __future__ import annotations
 from amaranth import Mux, Value
 from amaranth.hdl import ValueCastable
 
-MAX_SHIFT = 62
-
 
 def requantize(value: Value | ValueCastable, mult: Value, shift: Value) -> Value:
     """``(value * mult + 2**(shift-1)) >> shift`` (round half up), exactly, as a signed value.

@@ -6,9 +6,9 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl_gen import isa
+from arch import isa
+from arch.config import AccelConfig
 from hdl_gen.accelerator import Accelerator
-from hdl_gen.config import AccelConfig
 from hdl_gen.dram_model import DramModel
 
 TOP_NAME = "sim_top"

@@ -6,14 +6,15 @@ from amaranth import Cat, Const, Module, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl_gen import isa
+from arch import isa
+from arch.config import AccelConfig
+from arch.isa import MAX_SHIFT
 from hdl_gen.addrgen import AddressGenerator
-from hdl_gen.config import AccelConfig
 from hdl_gen.desc_fetch import DescriptorFetcher
 from hdl_gen.dram_bus import read_signature, write_signature
 from hdl_gen.load_unit import param_line_bits
 from hdl_gen.read_port import ReadPort
-from hdl_gen.requant import MAX_SHIFT, clamp, requantize
+from hdl_gen.requant import clamp, requantize
 from hdl_gen.tokens import ErrorLatch, UnitFrame, unit_signature
 
 

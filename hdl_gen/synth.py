@@ -41,8 +41,8 @@ from amaranth._toolchain.yosys import find_yosys
 from amaranth.back import rtlil
 from amaranth.lib import wiring
 
+from arch.config import PRESETS, AccelConfig
 from hdl_gen.accelerator import Accelerator
-from hdl_gen.config import PRESETS, AccelConfig
 from hdl_gen.pe import ProcessingElement
 
 RTL_ROOT = Path(__file__).resolve().parent.parent / "rtl"

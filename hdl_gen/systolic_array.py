@@ -6,7 +6,7 @@ from amaranth import Module, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl_gen.config import AccelConfig
+from arch.config import AccelConfig
 from hdl_gen.pe import ProcessingElement
 
 

@@ -7,7 +7,7 @@ from amaranth import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hdl_gen import isa
+from arch import isa
 
 QUEUE_ENTRY = data.StructLayout({"insn": isa.INSN_BITS, "index": 32})
 """An instruction in a queue, with its program index (for errors, counters and waveforms)."""

@@ -1,7 +1,7 @@
 """The Python API: compile a model, and run a compiled bundle on a backend.
 
 >>> from compiler.compile import compile_model
->>> from hdl_gen.config import PRESETS
+>>> from arch.config import PRESETS
 >>> from sim import api
 >>> name, plan = compile_model("mlp", PRESETS["tiny"])
 >>> outputs, report = api.run(plan, x, backend="isa")   # or a bundle file written by make sim
@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from arch.config import AccelConfig
 from compiler.accuracy import compare_fp32
 from compiler.bundle import load_bundle
 from compiler.plan import Plan
-from hdl_gen.config import AccelConfig
 from sim import report as reports
 from sim.run import run as run_plan
 

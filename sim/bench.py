@@ -3,9 +3,9 @@
 On the default config it builds the accelerator two ways from the same RTL with the same
 Verilator and C++ flags - (a) a plain C++ Verilator harness (sim/csrc/bench_main.cpp: clock loop in
 C++, DRAM image loaded into the same DPI buffer) and (b) the project's cocotb-driven build
-(:func:`sim.rtl_backend.build_accelerator`) - and runs one fixed program (ResNet-18 at a small
+(:func:`sim.backends.rtl.build_accelerator`) - and runs one fixed program (ResNet-18 at a small
 image size) on both, alternating, several times, together with (c) the pyverilator backend
-(sim/pyverilator_backend.py: the same model as a shared object, clocked in C++ chunks). It checks
+(sim/backends/pyverilator.py: the same model as a shared object, clocked in C++ chunks). It checks
 that all leave the same DRAM and counters, and reports the median simulated cycles per second of
 each and their ratios to raw (the median of the ratios of back-to-back run pairs); pyverilator
 ticking the clock from Python is timed on the program's first cycles. It also times a cold
@@ -35,16 +35,16 @@ from typing import Any
 
 import numpy as np
 
+from arch import isa
+from arch.config import PRESETS
+from arch.isa import Launch
 from compiler.compile import compile_model
-from hdl_gen import isa
-from hdl_gen.config import PRESETS
-from sim import pyverilator_backend
-from sim.isa_sim import Launch
-from sim.pyverilator_build import build_pyverilator
-from sim.rtl_backend import RtlResult, RtlRun, accelerator_spec, build_accelerator, run_programs
+from sim.backends import pyverilator as pyverilator_backend
+from sim.backends.rtl import RtlResult, RtlRun, accelerator_spec, build_accelerator, run_programs
 from sim.run import dram_image, launch_of
-from sim.toolchain import find_toolchain
-from sim.verilator_build import MAKE_FLAGS, REPO_ROOT, VERILATOR_FLAGS, BuildSpec, build
+from sim.verilate.build import MAKE_FLAGS, REPO_ROOT, VERILATOR_FLAGS, BuildSpec, build
+from sim.verilate.pyverilator_build import build_pyverilator
+from sim.verilate.toolchain import find_toolchain
 
 BENCH_ROOT = REPO_ROOT / "build" / "bench"
 BENCH_MAIN = REPO_ROOT / "sim" / "csrc" / "bench_main.cpp"

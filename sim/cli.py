@@ -18,17 +18,17 @@ from typing import Any
 
 import numpy as np
 
+from arch.config import PRESETS, ConfigError, load_config
 from compiler import listing
 from compiler.accuracy import compare_fp32
 from compiler.bundle import save_bundle
 from compiler.compile import compile_model
 from compiler.errors import CompileError
 from compiler.plan import Plan
-from hdl_gen.config import PRESETS, ConfigError, load_config
 from sim import report as reports
 from sim.run import BACKENDS, RunError, RunResult, run
-from sim.toolchain import ToolchainError
-from sim.verilator_build import REPO_ROOT, BuildError, SimulationFailed
+from sim.verilate.build import REPO_ROOT, BuildError, SimulationFailed
+from sim.verilate.toolchain import ToolchainError
 from sim.waves.window import FORMATS, WaveError, WaveRequest, resolve
 
 RUNS_ROOT = REPO_ROOT / "build" / "runs"

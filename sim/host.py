@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from arch.reference import quantize_input
 from compiler.plan import DramTensor, Plan
-from compiler.reference import quantize_input
 
 
 def _im2col(

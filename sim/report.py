@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hdl_gen.config import AccelConfig
+from arch.config import AccelConfig
 from sim.run import LayerResult, RunResult
 
 

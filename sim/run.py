@@ -16,12 +16,13 @@ from typing import Any
 
 import numpy as np
 
+from arch import isa
+from arch.isa import Launch
+from arch.reference import dequantize, evaluate, quantize_input
 from compiler.ir import Graph
 from compiler.plan import Plan
-from compiler.reference import dequantize, evaluate, quantize_input
-from hdl_gen import isa
+from sim.backends.isa_machine import IsaSimError, Machine
 from sim.host import input_bytes, read_tensor
-from sim.isa_sim import IsaSimError, Launch, Machine
 from sim.waves.capture import start as start_capture
 from sim.waves.window import WaveRequest
 
@@ -154,7 +155,7 @@ def run(
         cycles = stats.ideal_cycles
         wall = time.perf_counter() - start
     else:
-        from sim.rtl_backend import RtlRun, rtl_source
+        from sim.backends.rtl import RtlRun, rtl_source
 
         records = (plan.symbols["perf"], len(plan.accel_layers()))
         rtl_run = RtlRun(image, launch, max_cycles=max_cycles, perf_records=records)
@@ -162,7 +163,7 @@ def run(
         with ThreadPoolExecutor(max_workers=1) as pool:
             expected = pool.submit(_reference, graph, x)
             if backend == "rtl":
-                from sim.rtl_backend import run_programs
+                from sim.backends.rtl import run_programs
 
                 [result] = run_programs(
                     config,
@@ -172,7 +173,7 @@ def run(
                     trace=capture.trace if capture else None,
                 )
             else:
-                from sim import pyverilator_backend
+                from sim.backends import pyverilator as pyverilator_backend
 
                 [result] = pyverilator_backend.run_programs(config, [rtl_run], progress=progress)
             reference = expected.result()

@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from hdl_gen import asm, isa
-from hdl_gen.config import AccelConfig
-from sim.isa_sim import Launch, Machine
+from arch import asm, isa
+from arch.config import AccelConfig
+from arch.isa import Launch
+from sim.backends.isa_machine import Machine
 
 PROGRAM_BASE = 0x1000
 PROGRAM_SPACE = 0xF000  # program + descriptors live below 0x10000

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from hdl_gen.config import AccelConfig
+from arch.config import AccelConfig
 
 from ..ir import Graph
 from ..plan import Plan

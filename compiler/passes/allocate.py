@@ -8,10 +8,10 @@ Regions are 64-byte aligned (4 KiB for the big ones).
 
 from __future__ import annotations
 
+from arch import isa
 from compiler.constants import param_size, weight_size
 from compiler.passes.schedule import param_symbol, weight_symbol
 from compiler.plan import Plan, round_up
-from hdl_gen import isa
 
 PROGRAM_BASE = 0x1000
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from arch import isa
+from arch.asm import Program
 from compiler.constants import param_lines, weight_bytes
 from compiler.errors import CompileError
 from compiler.passes.schedule import param_symbol, weight_symbol
 from compiler.plan import Op, Plan
-from hdl_gen import isa
-from hdl_gen.asm import Program
 
 
 def _descriptor(plan: Plan, op: Op) -> dict:

@@ -4,7 +4,7 @@ Activation scales are ``max|x| / 127`` over the calibration inputs, measured on 
 ONNX model (:mod:`compiler.calibrate`); scales given by an already-quantized model are kept, as
 are its int8 weights (``weight_q``/``weight_scale``) and int32 biases (``bias_q``, when their
 scale is ``s_in * s_w``). Fixed-point rescales come from
-:func:`sim.reference_ops.quantize_multipliers`; :mod:`compiler.reference` defines the integer
+:func:`arch.reference_ops.quantize_multipliers`; :mod:`arch.reference` defines the integer
 semantics they feed.
 """
 
@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sim.reference_ops import quantize_multipliers
+from arch.isa import INT32_MAX, INT32_MIN
+from arch.reference_ops import quantize_multipliers
 
 from .. import calibrate
 from ..errors import CompileError
@@ -26,7 +27,6 @@ __all__ = ["ADD_EXTRA_BITS", "run"]
 ADD_EXTRA_BITS = 8
 _CALIBRATED = ("conv", "gemm", "avgpool", "global_avgpool", "add")
 _SAME_SCALE = ("maxpool", "flatten")
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
 def run(graph: Graph, calibration_inputs: Sequence[np.ndarray]) -> Graph:
@@ -157,7 +157,7 @@ def _weighted(g: Graph, node: Node) -> None:
         bias = given.astype(np.int64)
     else:
         bias = np.rint(b / acc)
-    if bias.size and (bias.min() < _INT32_MIN or bias.max() > _INT32_MAX):
+    if bias.size and (bias.min() < INT32_MIN or bias.max() > INT32_MAX):
         raise CompileError(
             node.name,
             node.op,

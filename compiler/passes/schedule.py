@@ -20,10 +20,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+from arch import isa
 from compiler.errors import CompileError
 from compiler.passes.tile import MAX_WINDOW, PARAM_SLOTS
 from compiler.plan import DescSpec, Layer, Op, Plan
-from hdl_gen import isa
 
 
 @dataclass

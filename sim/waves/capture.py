@@ -34,7 +34,7 @@ class Capture:
 
     @property
     def trace(self) -> tuple[Path, list[str]]:
-        """(dump file, plusargs) for :func:`sim.rtl_backend.run_programs`."""
+        """(dump file, plusargs) for :func:`sim.backends.rtl.run_programs`."""
         return self.dump, self.window.plusargs()
 
     def finish(self, timing: _Timing, layers: Sequence[_Layer], rtl_dir: Path) -> dict[str, Any]:

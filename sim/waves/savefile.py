@@ -2,7 +2,7 @@
 opcodes, error codes and FSM states as names.
 
 The filters come from the definitions, never from hand-kept lists: opcodes and error codes from
-:mod:`hdl_gen.isa`, FSM state names from ``rtl/<config>/fsm_states.json`` (``make rtl``).
+:mod:`arch.isa`, FSM state names from ``rtl/<config>/fsm_states.json`` (``make rtl``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from vcd.gtkw import GTKWSave, make_translation_filter
 
-from hdl_gen import isa
+from arch import isa
 from sim.waves.dump import Dump
 from sim.waves.signals import GROUPS, TOP, Trace, full_name
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.plan import Plan
-from sim.verilator_build import REPO_ROOT
+from sim.verilate.build import REPO_ROOT
 
 WAVES_DIR = REPO_ROOT / "waves"
 FORMATS = ("fst", "vcd")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from amaranth.lib import wiring
 
 from hdl_gen.emit import write_by_content
-from sim.verilator_build import BUILD_ROOT, BuildSpec, BuiltModel, build
+from sim.verilate.build import BUILD_ROOT, BuildSpec, BuiltModel, build
 
 
 def port_names(component: wiring.Component) -> list[str]:

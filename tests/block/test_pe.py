@@ -3,7 +3,7 @@
 import pytest
 
 from hdl_gen.pe import ProcessingElement
-from sim.verilator_build import run_cocotb
+from sim.verilate.build import run_cocotb
 from tests.block.harness import build_block
 
 

@@ -1,6 +1,6 @@
-"""Block level through the pyverilator block API (sim/block.py), beside the cocotb block tests:
-the processing element and the dot product against independent Python/numpy models with seeded
-random stimulus, a VCD trace read back with pywellen, and the errors a user can run into.
+"""Block level through the pyverilator block API (sim/verilate/block.py), beside the cocotb block
+tests: the processing element and the dot product against independent Python/numpy models with
+seeded random stimulus, a VCD trace read back with pywellen, and the errors a user can run into.
 
 Both blocks are built with VCD tracing, so their builds share one set of Verilator runtime
 objects; the accelerator (no tracing) is the pyverilator backend's build, also used by
@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 import pywellen
 
-from hdl_gen import isa
-from hdl_gen.config import PRESETS
+from arch import isa
+from arch.config import PRESETS
 from hdl_gen.dot_product import DotProduct
 from hdl_gen.pe import ProcessingElement
-from sim import pyverilator_backend
-from sim.block import Block, SignalError, open_component, open_verilog
-from sim.dram import DpiDram
-from sim.verilator_build import BuildError
+from sim.backends import pyverilator as pyverilator_backend
+from sim.backends.dram import DpiDram
+from sim.verilate.block import Block, SignalError, open_component, open_verilog
+from sim.verilate.build import BuildError
 from tests.block.cocotb_util import pack
 
 pytestmark = pytest.mark.simulator

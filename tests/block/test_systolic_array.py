@@ -2,9 +2,9 @@
 
 import pytest
 
-from hdl_gen.config import PRESETS, AccelConfig
+from arch.config import PRESETS, AccelConfig
 from hdl_gen.systolic_array import SystolicArray
-from sim.verilator_build import run_cocotb
+from sim.verilate.build import run_cocotb
 from tests.block.harness import build_block
 
 CONFIGS = {

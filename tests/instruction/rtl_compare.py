@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hdl_gen.config import AccelConfig
-from sim.isa_sim import IsaSimError, Machine
-from sim.rtl_backend import RtlResult, RtlRun, run_programs
+from arch.config import AccelConfig
+from sim.backends.isa_machine import IsaSimError, Machine
+from sim.backends.rtl import RtlResult, RtlRun, run_programs
 from tests.programs import Builder
 
 

@@ -8,7 +8,7 @@ on all of DRAM.
 
 Post-processing: random accumulators (via ACCUM residuals with large multipliers) go through
 STORE with random per-channel multipliers, shifts and clamps; expected values come from
-``sim.reference_ops``, not from the simulator.
+``arch.reference_ops``, not from the simulator.
 """
 
 import dataclasses
@@ -16,8 +16,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from hdl_gen.config import PRESETS
-from sim import reference_ops as ref
+from arch import reference_ops as ref
+from arch.config import PRESETS
 from tests.instruction.rtl_compare import assert_same_dram, run_both
 from tests.programs import Builder
 

@@ -9,11 +9,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from hdl_gen.config import PRESETS
+from arch.config import PRESETS
+from sim.backends.isa_machine import Machine
+from sim.backends.rtl import RtlRun, accelerator_spec, build_accelerator, run_programs
 from sim.bench import raw_spec, run_raw
-from sim.isa_sim import Machine
-from sim.rtl_backend import RtlRun, accelerator_spec, build_accelerator, run_programs
-from sim.verilator_build import build
+from sim.verilate.build import build
 from tests.instruction.test_rtl_vs_isa import kernel_programs
 
 

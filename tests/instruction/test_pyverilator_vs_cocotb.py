@@ -7,10 +7,10 @@ Python (pyverilator's own API) gives the same results as the C++ clock loop."""
 import numpy as np
 import pytest
 
-from hdl_gen.config import PRESETS
-from sim import pyverilator_backend
-from sim.isa_sim import Machine
-from sim.rtl_backend import RtlResult, RtlRun, run_programs
+from arch.config import PRESETS
+from sim.backends import pyverilator as pyverilator_backend
+from sim.backends.isa_machine import Machine
+from sim.backends.rtl import RtlResult, RtlRun, run_programs
 from tests.instruction.test_rtl_vs_isa import (
     EXPECTED_CODES,
     bad_programs,

@@ -4,8 +4,8 @@ with the ISA simulator (and, for the GEMM, with numpy); bad programs stop with t
 import numpy as np
 import pytest
 
-from hdl_gen.config import PRESETS
-from sim import reference_ops as ref
+from arch import reference_ops as ref
+from arch.config import PRESETS
 from tests.instruction.rtl_compare import assert_same_dram, run_both
 from tests.programs import Builder, conv2d, pool2d
 

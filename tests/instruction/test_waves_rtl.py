@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from arch import isa
+from arch.config import PRESETS
 from compiler.compile import compile_model
-from hdl_gen import isa
-from hdl_gen.config import PRESETS
 from sim.run import RunError, run
 from sim.waves.dump import UNITS, Dump
 from sim.waves.window import WaveRequest

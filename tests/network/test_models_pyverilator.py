@@ -5,9 +5,9 @@ the integer reference; the Python API and its report name the backend."""
 import numpy as np
 import pytest
 
+from arch.config import PRESETS
+from arch.reference import dequantize, evaluate, quantize_input
 from compiler.compile import compile_model
-from compiler.reference import dequantize, evaluate, quantize_input
-from hdl_gen.config import PRESETS
 from sim import api
 from sim.run import run
 from tests.network.test_models_rtl import seeded_input

@@ -5,9 +5,9 @@ reference; the accelerator's own counters give cycles and utilization."""
 import numpy as np
 import pytest
 
+from arch import isa
+from arch.config import PRESETS
 from compiler.compile import compile_model
-from hdl_gen import isa
-from hdl_gen.config import PRESETS
 from sim.run import RunError, run
 
 

@@ -1,12 +1,12 @@
 """Network level on the ISA simulator: whole zoo models compiled and run, every layer bit-exact
-against the integer reference ops (compiler.reference), and close to fp32 onnxruntime."""
+against the integer reference ops (arch.reference), and close to fp32 onnxruntime."""
 
 import numpy as np
 import pytest
 
+from arch.config import PRESETS
 from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
-from hdl_gen.config import PRESETS
 from sim.run import run
 
 CASES = [

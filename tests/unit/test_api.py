@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
+from arch.config import PRESETS
+from arch.reference import dequantize, evaluate, quantize_input
 from compiler.bundle import BundleError, save_bundle
 from compiler.compile import compile_model
-from compiler.reference import dequantize, evaluate, quantize_input
-from hdl_gen.config import PRESETS
 from sim import api
 from sim.run import RunError
 

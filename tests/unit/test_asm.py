@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hdl_gen import asm, isa
+from arch import asm, isa
 from tests.unit.test_isa_encoding import leaf_values
 
 

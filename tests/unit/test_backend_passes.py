@@ -1,8 +1,8 @@
 """The back-end passes one at a time (partition, layout, tile, schedule, allocate, emit) on small
 ONNX graphs, each checked against facts computed here: numpy im2col products against
-``sim.reference_ops.conv2d``, memory budgets from the config, token counts from the decoded
+``arch.reference_ops.conv2d``, memory budgets from the config, token counts from the decoded
 program, DRAM footprints from walking the descriptors, and layer outputs against
-``compiler.reference.evaluate``."""
+``arch.reference.evaluate``."""
 
 from __future__ import annotations
 
@@ -15,19 +15,19 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from arch import isa
+from arch import reference_ops as ro
+from arch.asm import Program
+from arch.config import PRESETS, AccelConfig
+from arch.isa import Launch, Mem, Opcode, Queue
+from arch.reference import dequantize, evaluate, quantize_input
 from compiler import zoo
 from compiler.errors import CompileError
 from compiler.frontend import compile_front
 from compiler.ir import Graph, Node, Tensor
 from compiler.passes import BACK_PASSES
 from compiler.plan import Plan, round_up
-from compiler.reference import dequantize, evaluate, quantize_input
-from hdl_gen import isa
-from hdl_gen.asm import Program
-from hdl_gen.config import PRESETS, AccelConfig
-from hdl_gen.isa import Mem, Opcode, Queue
-from sim import reference_ops as ro
-from sim.isa_sim import Launch, Machine
+from sim.backends.isa_machine import Machine
 from sim.run import dram_image, launch_of, run
 
 F = TensorProto.FLOAT

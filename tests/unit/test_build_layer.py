@@ -5,11 +5,11 @@ import dataclasses
 
 import pytest
 
-from hdl_gen.config import PRESETS
-from sim import verilator_build as vb
+from arch.config import PRESETS
+from sim.backends.rtl import accelerator_spec
 from sim.bench import raw_spec
-from sim.rtl_backend import accelerator_spec
-from sim.verilator_runtime import runtime_objects
+from sim.verilate import build as vb
+from sim.verilate.runtime import runtime_objects
 
 
 def test_accelerator_build_generates_its_clock_and_the_raw_build_is_the_same_model():

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from arch.config import PRESETS, AccelConfig
+from arch.reference import evaluate, quantize_input
 from compiler import zoo
 from compiler.bundle import FORMAT_VERSION, BundleError, load_bundle, save_bundle
 from compiler.frontend import compile_front
 from compiler.passes import run_back
 from compiler.plan import Plan
-from compiler.reference import evaluate, quantize_input
-from hdl_gen.config import PRESETS, AccelConfig
 from sim.run import run
 
 TINY = PRESETS["tiny"]

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hdl_gen.config import PRESETS, AccelConfig, ConfigError, load_config
+from arch.config import PRESETS, AccelConfig, ConfigError, load_config
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

@@ -15,6 +15,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from arch.reference import evaluate
 from compiler import zoo
 from compiler.accuracy import compare_fp32
 from compiler.errors import CompileError
@@ -22,7 +23,6 @@ from compiler.frontend import compile_front, dequantize, quantize_input
 from compiler.ir import Graph
 from compiler.onnx_import import load_onnx
 from compiler.passes import canonicalize
-from compiler.reference import evaluate
 
 #: torchvision ResNets: block type, blocks per stage.
 ARCH: dict[str, tuple[str, tuple[int, int, int, int]]] = {

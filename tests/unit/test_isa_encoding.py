@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hdl_gen import isa, isa_doc
+from arch import isa, isa_doc
 
 ALL_FORMATS = [*isa.FORMATS.values(), *isa.RECORDS]
 
@@ -110,4 +110,4 @@ def test_make_sets_dependency_flags():
 
 
 def test_docs_are_current():
-    assert isa_doc.DOC_PATH.read_text() == isa_doc.render(), "run `python -m hdl_gen.isa_doc`"
+    assert isa_doc.DOC_PATH.read_text() == isa_doc.render(), "run `python -m arch.isa_doc`"

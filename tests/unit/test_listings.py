@@ -20,10 +20,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from arch.config import PRESETS
 from compiler import listing, zoo
 from compiler.frontend import compile_front
 from compiler.passes import run_back
-from hdl_gen.config import PRESETS
 
 LISTINGS = Path(__file__).resolve().parent.parent / "listings"
 UPDATE = os.environ.get("UPDATE_LISTINGS") == "1"

@@ -575,8 +575,8 @@ def _qlinear_conv_model(rng: np.random.Generator) -> tuple[onnx.ModelProto, np.n
 
 
 def test_qlinear_conv_matches_onnxruntime() -> None:
+    from arch.reference import evaluate, quantize_input
     from compiler.frontend import compile_front
-    from compiler.reference import evaluate, quantize_input
 
     rng = np.random.default_rng(11)
     model, wq = _qlinear_conv_model(rng)
@@ -663,8 +663,8 @@ def test_qlinear_matmul_and_matmul_integer() -> None:
 
 
 def test_int8_maxpool_between_qlinear_convs_matches_onnxruntime() -> None:
+    from arch.reference import evaluate, quantize_input
     from compiler.frontend import compile_front
-    from compiler.reference import evaluate, quantize_input
 
     rng = np.random.default_rng(14)
     z = np.array(0, np.int8)

@@ -1,17 +1,18 @@
 """The pyverilator build without running Verilator: how it differs from the cocotb build of the
-same design, and the wrapper sim/pyverilator_compat.py makes from pyverilator-mm's template."""
+same design, and the wrapper sim/verilate/pyverilator_compat.py makes from pyverilator-mm's
+template."""
 
 import dataclasses
 
 import pytest
 
-from hdl_gen.config import PRESETS
-from sim import pyverilator_compat
-from sim import verilator_build as vb
+from arch.config import PRESETS
+from sim.backends.rtl import accelerator_spec
 from sim.bench import raw_spec
-from sim.pyverilator_build import PYVERILATOR_MAIN, pyverilator_spec
-from sim.rtl_backend import accelerator_spec
-from sim.toolchain import find_toolchain
+from sim.verilate import build as vb
+from sim.verilate import pyverilator_compat
+from sim.verilate.pyverilator_build import PYVERILATOR_MAIN, pyverilator_spec
+from sim.verilate.toolchain import find_toolchain
 
 
 def test_pyverilator_build_is_the_same_model_as_a_shared_object():

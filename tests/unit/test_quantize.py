@@ -1,7 +1,7 @@
 """quantize: scales, int8 weights, int32 biases and rescales against independent numpy math.
 
 Activation ranges come from a separate onnxruntime run in the test; integer results are checked
-against plain Python integers (``floor(x * m / 2**s + 1/2)``), not against sim.reference_ops.
+against plain Python integers (``floor(x * m / 2**s + 1/2)``), not against arch.reference_ops.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from arch.reference import evaluate
 from compiler.calibrate import default_calibration
 from compiler.errors import CompileError
 from compiler.frontend import compile_front, dequantize, quantize_input
 from compiler.ir import Graph
 from compiler.onnx_import import load_onnx
 from compiler.passes import canonicalize, quantize, run_front
-from compiler.reference import evaluate
 
 F = TensorProto.FLOAT
 

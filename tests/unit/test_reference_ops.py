@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
-from sim import reference_ops as ro
+from arch import reference_ops as ro
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT32 = st.integers(INT32_MIN, INT32_MAX)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hdl_gen.config import PRESETS
+from arch.config import PRESETS
 from hdl_gen.generate import render, rtl_dir
 
 

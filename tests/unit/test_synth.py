@@ -11,8 +11,9 @@ import json
 
 import pytest
 
-from hdl_gen import isa, synth
-from hdl_gen.config import PRESETS, AccelConfig
+from arch import isa
+from arch.config import PRESETS, AccelConfig
+from hdl_gen import synth
 from hdl_gen.fetch import Fetch
 from hdl_gen.load_unit import LoadUnit
 from hdl_gen.pe import ProcessingElement

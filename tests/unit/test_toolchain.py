@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from sim import toolchain
+from sim.verilate import toolchain
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def _path_without(tmp_path, missing: str) -> str:
 def test_missing_gxx_is_one_actionable_line(tmp_path):
     env = {**os.environ, "PATH": _path_without(tmp_path, "g++")}
     out = subprocess.run(
-        [sys.executable, "-m", "sim.toolchain"], capture_output=True, text=True, env=env
+        [sys.executable, "-m", "sim.verilate.toolchain"], capture_output=True, text=True, env=env
     )
     assert out.returncode == 1
     lines = out.stderr.strip().splitlines()

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from arch import isa
+from arch.config import PRESETS
 from compiler.compile import compile_model
-from hdl_gen import isa
-from hdl_gen.config import PRESETS
 from hdl_gen.generate import rtl_dir
 from sim import cli
 from sim.waves.savefile import write_filters, write_savefile

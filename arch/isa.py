@@ -6,7 +6,7 @@ performance record are :class:`~amaranth.lib.data.StructLayout` built from :clas
 that also carry the documentation. The RTL decoder uses these layouts (``Signal(layout)``), the
 compiler encodes with :func:`make` / :func:`encode_record`, the ISA simulator decodes with
 :func:`decode_insn` / :func:`decode_record`, and ``docs/isa.md`` is generated from them
-(:mod:`hdl_gen.isa_doc`).
+(:mod:`arch.isa_doc`).
 
 Adding an instruction: add an :class:`Opcode` member, add its :class:`Format` to :data:`FORMATS`
 (fields with docs), then implement it in the ISA simulator and the RTL; the encoder, decoder,
@@ -35,8 +35,15 @@ DESC_BYTES = DESC_BITS // 8
 PARAM_ENTRY_BYTES = 16
 DESC_LOOPS = 4
 
+DRAM_ADDR_BITS = 32  # DRAM byte addresses: launch registers, descriptors, PERF records
+LAUNCH_BITS = 32  # width of each launch register (insn_base, desc_base, desc_count)
+LOCAL_ADDR_BITS = 16  # line addresses of the local memories (ACT, WGT, PARAM, ACC)
+DESC_INDEX_BITS = 24  # descriptor indices of LOAD/STORE
+MAX_SHIFT = 62  # requantization shifts above this are BAD_FIELD (exact in 64-bit arithmetic)
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # accumulators, biases and multipliers
 
-ARITHMETIC = """\
+
+ARITHMETIC = f"""\
 Integer arithmetic (what the ISA simulator and the RTL compute, bit for bit):
 
 - Activations and weights are signed 8-bit, accumulators signed 32-bit. GEMM, ACCUM and POOL
@@ -44,7 +51,7 @@ Integer arithmetic (what the ISA simulator and the RTL compute, bit for bit):
 - `requant(x, mult, shift) = (x * mult + 2**(shift - 1)) >> shift` for shift >= 1 and
   `x * mult` for shift = 0, computed exactly in 64 bits with an arithmetic right shift: rounding is
   half up (towards +infinity: 2.5 -> 3, -2.5 -> -2). `mult` is a signed 32-bit value and `shift`
-  must be in 0..62 (larger shifts stop the program with BAD_FIELD).
+  must be in 0..{MAX_SHIFT} (larger shifts stop the program with BAD_FIELD).
 - STORE saturates `requant(acc)` to [clamp_lo, clamp_hi] and writes int8; ReLU is clamp_lo = 0,
   ReLU6 is clamp_hi = the quantized 6.0.
 - POOL with mode MAX takes the element-wise maximum of the window's int8 lines (padding lines hold
@@ -58,6 +65,30 @@ Integer arithmetic (what the ISA simulator and the RTL compute, bit for bit):
 
 class IsaError(ValueError):
     """An instruction, descriptor or field value cannot be encoded or decoded."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The accelerator's start registers: where the program and the descriptor table are."""
+
+    insn_base: int  # DRAM byte address of the first instruction
+    desc_base: int  # DRAM byte address of descriptor 0
+    desc_count: int  # descriptors in the table (LOAD/STORE of a larger index: BAD_DESCRIPTOR)
+
+    def __post_init__(self) -> None:
+        for name in ("insn_base", "desc_base", "desc_count"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or not 0 <= value < 1 << LAUNCH_BITS:
+                raise IsaError(
+                    f"launch register {name} must be in 0..2**{LAUNCH_BITS}-1, not {value!r}"
+                )
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "insn_base": self.insn_base,
+            "desc_base": self.desc_base,
+            "desc_count": self.desc_count,
+        }
 
 
 class Opcode(enum.Enum, shape=4):
@@ -250,8 +281,8 @@ DESCRIPTOR = Format(
     "skips such lines. loops[0] is outermost.",
     (
         Field("mem", Mem, "local memory: ACT/WGT/PARAM for loads, ACC for stores"),
-        Field("local_base", unsigned(16), "first local line"),
-        Field("dram_base", unsigned(32), "DRAM byte address of line (0,0,0,0)"),
+        Field("local_base", unsigned(LOCAL_ADDR_BITS), "first local line"),
+        Field("dram_base", unsigned(DRAM_ADDR_BITS), "DRAM byte address of line (0,0,0,0)"),
         Field("pad_value", signed(8), "value of padding elements (loads into ACT only)"),
         Field("y0", signed(16), "y coordinate of line (0,0,0,0)"),
         Field("x0", signed(16), "x coordinate of line (0,0,0,0)"),
@@ -269,8 +300,8 @@ PARAM_ENTRY = Format(
         Field("bias", signed(32), "added by ACCUM when use_bias=1"),
         Field("mult", signed(32), "STORE requantization multiplier"),
         Field("res_mult", signed(32), "ACCUM residual requantization multiplier"),
-        Field("shift", unsigned(8), "STORE requantization shift (0..62)"),
-        Field("res_shift", unsigned(8), "ACCUM residual requantization shift (0..62)"),
+        Field("shift", unsigned(8), f"STORE requantization shift (0..{MAX_SHIFT})"),
+        Field("res_shift", unsigned(8), f"ACCUM residual requantization shift (0..{MAX_SHIFT})"),
         Field("reserved", unsigned(16), "zero"),
     ),
     bits=PARAM_ENTRY_BYTES * 8,
@@ -309,7 +340,7 @@ LOAD = _insn(
     Opcode.LOAD,
     Queue.LOAD,
     "DMA from DRAM into ACT, WGT or PARAM as described by a descriptor.",
-    Field("desc", unsigned(24), "descriptor index"),
+    Field("desc", unsigned(DESC_INDEX_BITS), "descriptor index"),
 )
 STORE = _insn(
     Opcode.STORE,
@@ -317,8 +348,8 @@ STORE = _insn(
     "Post-process accumulator lines and DMA them to DRAM: per column c of the line, "
     "`out = clamp(requant(acc, mult[c], shift[c]), clamp_lo, clamp_hi)` as int8, where the "
     "parameter line is `param_addr + i[param_loop]` (i = the descriptor's loop index).",
-    Field("desc", unsigned(24), "descriptor index (its mem must be ACC)"),
-    Field("param_addr", unsigned(16), "first PARAM line"),
+    Field("desc", unsigned(DESC_INDEX_BITS), "descriptor index (its mem must be ACC)"),
+    Field("param_addr", unsigned(LOCAL_ADDR_BITS), "first PARAM line"),
     Field("param_loop", unsigned(2), "descriptor loop whose index advances the PARAM line"),
     Field("clamp_lo", signed(8), "lower saturation bound (0 = ReLU)"),
     Field("clamp_hi", signed(8), "upper saturation bound (ReLU6: the quantized 6.0)"),
@@ -329,9 +360,11 @@ GEMM = _insn(
     "Weight-stationary matrix multiply over k_iter x n_iter weight tiles: for k, for j, for i < m: "
     "`acc[acc_addr + j*acc_n_stride + i] (+)= act[act_addr + k*act_k_stride + i] @ "
     "W[wgt_addr + (k*n_iter + j)*rows]`. With accumulate=0 the k=0 tile overwrites.",
-    Field("wgt_addr", unsigned(16), "WGT line of the first tile (tiles are `rows` lines)"),
-    Field("act_addr", unsigned(16), "ACT line of row 0 of the first k block"),
-    Field("acc_addr", unsigned(16), "ACC line of row 0 of the first n block"),
+    Field(
+        "wgt_addr", unsigned(LOCAL_ADDR_BITS), "WGT line of the first tile (tiles are `rows` lines)"
+    ),
+    Field("act_addr", unsigned(LOCAL_ADDR_BITS), "ACT line of row 0 of the first k block"),
+    Field("acc_addr", unsigned(LOCAL_ADDR_BITS), "ACC line of row 0 of the first n block"),
     Field("m", unsigned(12), "rows streamed through the array per tile (>= 1)"),
     Field("k_iter", unsigned(10), "k blocks (>= 1)"),
     Field("n_iter", unsigned(10), "n blocks (>= 1)"),
@@ -346,9 +379,9 @@ ACCUM = _insn(
     "`acc[a] = (acc[a] if accumulate else 0) + (bias[c] if use_bias) + "
     "(requant(act[act_addr + j*act_n_stride + i][c], res_mult[c], res_shift[c]) if use_res)` "
     "with `a = acc_addr + j*acc_n_stride + i` and PARAM line `param_addr + j`.",
-    Field("acc_addr", unsigned(16), "first ACC line"),
-    Field("act_addr", unsigned(16), "first ACT line of the residual (use_res)"),
-    Field("param_addr", unsigned(16), "PARAM line of n block 0"),
+    Field("acc_addr", unsigned(LOCAL_ADDR_BITS), "first ACC line"),
+    Field("act_addr", unsigned(LOCAL_ADDR_BITS), "first ACT line of the residual (use_res)"),
+    Field("param_addr", unsigned(LOCAL_ADDR_BITS), "PARAM line of n block 0"),
     Field("m", unsigned(12), "lines per n block (>= 1)"),
     Field("n_iter", unsigned(10), "n blocks (>= 1)"),
     Field("acc_n_stride", unsigned(16), "ACC lines between n blocks"),
@@ -363,8 +396,8 @@ POOL = _insn(
     "Reduce windows of ACT lines into ACC lines: for j < n_iter, i < m: "
     "`acc[acc_addr + j*acc_n_stride + i] (max|+)= reduce(act[act_addr + j*act_n_stride + "
     "i*window + w] for w < window)`.",
-    Field("act_addr", unsigned(16), "first ACT line"),
-    Field("acc_addr", unsigned(16), "first ACC line"),
+    Field("act_addr", unsigned(LOCAL_ADDR_BITS), "first ACT line"),
+    Field("acc_addr", unsigned(LOCAL_ADDR_BITS), "first ACC line"),
     Field("m", unsigned(12), "outputs per n block (>= 1)"),
     Field("window", unsigned(8), "ACT lines reduced into one output (>= 1)"),
     Field("n_iter", unsigned(10), "n blocks (>= 1)"),
@@ -384,7 +417,9 @@ PERF = _insn(
     Queue.STORE,
     "Write a performance-counter snapshot (perf_record) to DRAM, in store-queue order.",
     Field("tag", unsigned(32), "copied into the record (the compiler uses the layer index)"),
-    Field("dram_addr", unsigned(32), "DRAM byte address of the record (128-byte aligned)"),
+    Field(
+        "dram_addr", unsigned(DRAM_ADDR_BITS), "DRAM byte address of the record (128-byte aligned)"
+    ),
 )
 END = _insn(
     Opcode.END,
@@ -400,15 +435,6 @@ INSTRUCTION = data.UnionLayout(
     {"raw": unsigned(INSN_BITS), **{f.name: f.layout for f in FORMATS.values()}}
 )
 """Union of all instruction formats: the RTL decoder's view of a fetched word."""
-
-
-def format_of(name: str) -> Format:
-    for fmt in (*FORMATS.values(), *RECORDS):
-        if fmt.name == name:
-            return fmt
-    raise IsaError(
-        f"unknown mnemonic {name!r}; known: {', '.join(f.name for f in FORMATS.values())}"
-    )
 
 
 def queue_of(opcode: Opcode, fields: dict[str, Any]) -> Queue | None:

@@ -1,4 +1,8 @@
-"""Integer reference evaluation of a quantized graph, with :mod:`sim.reference_ops` only.
+"""Integer reference evaluation of a quantized graph, with :mod:`arch.reference_ops` only.
+
+The graph is anything shaped like one (:class:`RefGraph`): the compiler's quantized IR, or the
+reference graph an executable carries (:mod:`arch.executable`), so the compiler and the
+simulators hold the accelerator to one definition.
 
 This is what the accelerator must reproduce bit for bit, node by node:
 
@@ -17,15 +21,44 @@ The host quantizes the graph input with :func:`quantize_input`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
 import numpy as np
 import numpy.typing as npt
 
-from sim import reference_ops as ro
+from arch import reference_ops as ro
 
-from .errors import CompileError
-from .ir import Graph, Node
+__all__ = ["REFERENCE_OPS", "ReferenceError", "dequantize", "evaluate", "quantize_input"]
 
-__all__ = ["dequantize", "evaluate", "quantize_input"]
+
+class ReferenceError(ValueError):
+    """The graph or its input cannot be evaluated."""
+
+
+class RefTensor(Protocol):
+    shape: tuple[int, ...]
+    scale: float | None
+
+
+class RefNode(Protocol):
+    name: str
+    op: str
+    inputs: list[str]
+    output: str
+    attrs: dict[str, Any]
+    params: dict[str, np.ndarray]
+
+
+class RefGraph(Protocol):
+    @property
+    def nodes(self) -> Sequence[RefNode]: ...
+    @property
+    def tensors(self) -> Mapping[str, RefTensor]: ...
+    @property
+    def inputs(self) -> Sequence[str]: ...
+    @property
+    def quantized(self) -> bool: ...
 
 
 def quantize_input(x: npt.ArrayLike, scale: float) -> npt.NDArray[np.int8]:
@@ -40,21 +73,19 @@ def dequantize(q: npt.ArrayLike, scale: float) -> npt.NDArray[np.float32]:
     return (np.asarray(q, np.float64) * float(scale)).astype(np.float32)
 
 
-def evaluate(graph: Graph, input_q: npt.ArrayLike) -> dict[str, np.ndarray]:
+def evaluate(graph: RefGraph, input_q: npt.ArrayLike) -> dict[str, np.ndarray]:
     """Run a quantized graph on the int8 input; int8 output of every node (softmax: float32).
 
     The result also holds the input under its tensor name.
     """
     if not graph.quantized:
-        raise CompileError(None, "evaluate", "the graph is not quantized", "quantized graphs")
+        raise ReferenceError("the reference evaluates quantized graphs only")
     name = graph.inputs[0]
     x = np.asarray(input_q)
     if x.dtype != np.int8 or x.shape != graph.tensors[name].shape:
-        raise CompileError(
-            name,
-            "graph input",
-            f"input is {x.dtype} {x.shape}",
-            f"int8 {graph.tensors[name].shape} (see quantize_input)",
+        raise ReferenceError(
+            f"graph input {name!r} is {x.dtype} {x.shape}; "
+            f"expected int8 {graph.tensors[name].shape} (see quantize_input)"
         )
     values: dict[str, np.ndarray] = {name: x}
     for node in graph.nodes:
@@ -62,13 +93,13 @@ def evaluate(graph: Graph, input_q: npt.ArrayLike) -> dict[str, np.ndarray]:
     return values
 
 
-def _clamp_int8(node: Node, acc: np.ndarray, axis: int) -> np.ndarray:
+def _clamp_int8(node: RefNode, acc: np.ndarray, axis: int) -> np.ndarray:
     p = node.params
     lo, hi = (int(v) for v in p["clamp"])
     return ro.to_int8(ro.clamp(ro.requantize(acc, p["mult"], p["shift"], axis=axis), lo, hi))
 
 
-def _conv(graph: Graph, node: Node, xs: list[np.ndarray]) -> np.ndarray:
+def _conv(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     p, a = node.params, node.attrs
     acc = ro.conv2d(
         xs[0],
@@ -84,7 +115,7 @@ def _conv(graph: Graph, node: Node, xs: list[np.ndarray]) -> np.ndarray:
     return _clamp_int8(node, acc, axis=1)
 
 
-def _gemm(graph: Graph, node: Node, xs: list[np.ndarray]) -> np.ndarray:
+def _gemm(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     p = node.params
     acc = ro.add_wrap32(ro.matmul(xs[0], p["weight"].T), p["bias"][None, :])
     if len(xs) == 2:
@@ -92,23 +123,23 @@ def _gemm(graph: Graph, node: Node, xs: list[np.ndarray]) -> np.ndarray:
     return _clamp_int8(node, acc, axis=1)
 
 
-def _maxpool(graph: Graph, node: Node, xs: list[np.ndarray]) -> np.ndarray:
+def _maxpool(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     a = node.attrs
     return ro.max_pool2d(xs[0], a["kernel"], stride=a["stride"], padding=a["pads"])
 
 
-def _avgpool(graph: Graph, node: Node, xs: list[np.ndarray]) -> np.ndarray:
+def _avgpool(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     a, p = node.attrs, node.params
     acc = ro.sum_pool2d(xs[0], a["kernel"], stride=a["stride"], padding=a["pads"])
     return ro.to_int8(ro.requantize(acc, p["mult"], p["shift"]))
 
 
-def _global_avgpool(graph: Graph, node: Node, xs: list[np.ndarray]) -> np.ndarray:
+def _global_avgpool(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     p = node.params
     return ro.to_int8(ro.requantize(ro.global_sum_pool(xs[0]), p["mult"], p["shift"]))
 
 
-def _add(graph: Graph, node: Node, xs: list[np.ndarray]) -> np.ndarray:
+def _add(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     p = node.params
     acc = ro.add_wrap32(
         ro.requantize(xs[0], p["a_mult"], p["a_shift"]),
@@ -117,11 +148,11 @@ def _add(graph: Graph, node: Node, xs: list[np.ndarray]) -> np.ndarray:
     return _clamp_int8(node, acc, axis=1)
 
 
-def _flatten(graph: Graph, node: Node, xs: list[np.ndarray]) -> np.ndarray:
+def _flatten(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     return xs[0].reshape(graph.tensors[node.output].shape)
 
 
-def _softmax(graph: Graph, node: Node, xs: list[np.ndarray]) -> np.ndarray:
+def _softmax(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     scale = graph.tensors[node.inputs[0]].scale
     assert scale is not None  # verified
     x = dequantize(xs[0], scale)
@@ -129,7 +160,7 @@ def _softmax(graph: Graph, node: Node, xs: list[np.ndarray]) -> np.ndarray:
     return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
 
 
-_EVAL = {
+_EVAL: dict[str, Any] = {
     "conv": _conv,
     "gemm": _gemm,
     "maxpool": _maxpool,
@@ -139,3 +170,6 @@ _EVAL = {
     "flatten": _flatten,
     "softmax": _softmax,
 }
+
+#: The ops the integer reference defines.
+REFERENCE_OPS: tuple[str, ...] = tuple(_EVAL)

@@ -1,4 +1,4 @@
-"""Assembler (text -> binary) and disassembler (binary -> text) built on :mod:`hdl_gen.isa`.
+"""Assembler (text -> binary) and disassembler (binary -> text) built on :mod:`arch.isa`.
 
 Text form, one item per line (``;`` starts a comment)::
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hdl_gen import isa
+from arch import isa
 
 
 @dataclass

@@ -5,11 +5,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hdl_gen import isa
-from hdl_gen.config import PRESETS, AccelConfig
-from hdl_gen.isa import ErrorCode
-from sim import reference_ops as ref
-from sim.isa_sim import IsaSimError, Launch, Machine
+from arch import isa
+from arch import reference_ops as ref
+from arch.config import PRESETS, AccelConfig
+from arch.isa import ErrorCode, Launch
+from sim.backends.isa_machine import IsaSimError, Machine
 from tests.programs import Builder, conv2d, pool2d
 
 CONFIGS = {
@@ -197,8 +197,8 @@ def test_stats_and_ideal_cycles():
 def run_text(
     source: str, config: AccelConfig = CONFIGS["tiny"], dram: np.ndarray | None = None
 ) -> Machine:
-    from hdl_gen import asm
-    from sim.isa_sim import run_program
+    from arch import asm
+    from sim.backends.isa_machine import run_program
 
     return run_program(config, asm.assemble(source), dram)
 

@@ -1,13 +1,13 @@
 """Verilator models that pyverilator loads: the same build layer, a shared object instead of a
 cocotb executable.
 
-A pyverilator build is the :class:`~sim.verilator_build.BuildSpec` of the cocotb path with a
+A pyverilator build is the :class:`~sim.verilate.build.BuildSpec` of the cocotb path with a
 different "main" (sim/csrc/pyverilator_clock.cpp, which includes pyverilator-mm's generated
 wrapper), compiled position-independent and linked ``-shared``. It goes through
-:func:`sim.verilator_build.build`: same toolchain, flags and waivers, same content-hash cache
+:func:`sim.verilate.build.build`: same toolchain, flags and waivers, same content-hash cache
 under ``build/verilator/`` (directory ``<design>_pyv-<config>-<key>``), same shared runtime
 objects. The wrapper is generated between the Verilator and the make steps
-(sim/pyverilator_compat.py, which holds every pyverilator-mm workaround).
+(sim/verilate/pyverilator_compat.py, which holds every pyverilator-mm workaround).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from sim import pyverilator_compat
-from sim.verilator_build import (
+from sim.verilate import pyverilator_compat
+from sim.verilate.build import (
     BUILD_ROOT,
     REPO_ROOT,
     BuildSpec,
@@ -27,7 +27,7 @@ from sim.verilator_build import (
 )
 
 PYVERILATOR_MAIN = REPO_ROOT / "sim" / "csrc" / "pyverilator_clock.cpp"
-COMPAT_SCRIPT = REPO_ROOT / "sim" / "pyverilator_compat.py"
+COMPAT_SCRIPT = Path(pyverilator_compat.__file__)
 
 
 def pyverilator_spec(spec: BuildSpec, clock: str = "clk") -> BuildSpec:
@@ -69,5 +69,5 @@ class _PyverilatorRunner(_CosimVerilator):
 def build_pyverilator(spec: BuildSpec, clock: str = "clk", root: Path = BUILD_ROOT) -> BuiltModel:
     """Build (or reuse) ``spec`` as a pyverilator model; its ``executable`` is the shared object.
 
-    Raises :class:`sim.verilator_build.BuildError` (naming the build log) when the build fails."""
+    Raises :class:`sim.verilate.build.BuildError` (naming the build log) when the build fails."""
     return build(pyverilator_spec(spec, clock), root, runner_class=_PyverilatorRunner)

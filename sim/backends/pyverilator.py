@@ -1,11 +1,11 @@
 """Run accelerator programs on the Verilator RTL in this process, through pyverilator.
 
-The same model as the cocotb backend (sim/rtl_backend.py: sim/hdl/tb_top.v around the config's
-sim_top, the DPI DRAM of sim/csrc/cosim_dram.cpp), built as a shared object
-(sim/pyverilator_build.py) and driven with :class:`sim.block.Block`. Each run repeats the cocotb
-job's sequence (sim/cocotb_job.py): load the DRAM image, reset for 4 cycles, one cycle, pulse
-``start`` for one cycle, then clock until ``done`` or ``error`` - so DRAM, status and every
-performance counter are the same as on the cocotb backend.
+The same model as the cocotb backend (sim/backends/rtl.py: sim/hdl/tb_top.v around the
+config's sim_top, the DPI DRAM of sim/csrc/cosim_dram.cpp), built as a shared object
+(sim/verilate/pyverilator_build.py) and driven with :class:`sim.verilate.block.Block`. Each run
+repeats the cocotb job's sequence (sim/backends/cocotb_job.py): load the DRAM image, reset for 4
+cycles, one cycle, pulse ``start`` for one cycle, then clock until ``done`` or ``error``
+- so DRAM, status and every performance counter are the same as on the cocotb backend.
 
 ``stepping="chunk"`` (default) runs the clock in C++, many cycles per ctypes call;
 ``stepping="tick"`` ticks the clock from Python with pyverilator's own API (``sim.clock.tick()``)
@@ -18,23 +18,23 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hdl_gen import isa
-from hdl_gen.config import AccelConfig
-from sim.block import Block
-from sim.dram import DpiDram
-from sim.pyverilator_build import build_pyverilator
-from sim.rtl_backend import RtlResult, RtlRun, accelerator_spec
-from sim.verilator_build import BuiltModel
+from arch import isa
+from arch.config import AccelConfig
+from sim.backends.dram import DpiDram
+from sim.backends.rtl import RtlResult, RtlRun, accelerator_spec
+from sim.verilate.block import Block
+from sim.verilate.build import BuiltModel
+from sim.verilate.pyverilator_build import build_pyverilator
 
 STEPPINGS = ("chunk", "tick")
 CHUNK_CYCLES = 100_000  # cycles per C++ call: Ctrl-C and progress are seen between chunks
 PROGRESS_SECONDS = 0.5
-RESET_CYCLES = 4  # as sim/cocotb_job.py
+RESET_CYCLES = 4  # as sim/backends/cocotb_job.py
 _CYCLES_FIELD = next(leaf for leaf in isa.PERF_RECORD.leaves if leaf.path == "cycles")
 
 
 def build_accelerator(config: AccelConfig, waves: str | None = None) -> BuiltModel:
-    """The accelerator of the cocotb backend (:func:`sim.rtl_backend.accelerator_spec`) as a
+    """The accelerator of the cocotb backend (:func:`sim.backends.rtl.accelerator_spec`) as a
     pyverilator model."""
     return build_pyverilator(accelerator_spec(config, waves))
 
@@ -89,7 +89,7 @@ def run_programs(
     stepping: str = "chunk",
 ) -> list[RtlResult]:
     """Run each program on the RTL in this process (one model for the batch, reset between
-    runs), like :func:`sim.rtl_backend.run_programs`. ``progress`` is called about every half
+    runs), like :func:`sim.backends.rtl.run_programs`. ``progress`` is called about every half
     second with ``{cycles, layers_done, wall_s}`` for a run with ``perf_records`` (chunked
     stepping only)."""
     if stepping not in STEPPINGS:

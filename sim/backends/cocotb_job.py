@@ -1,4 +1,4 @@
-"""cocotb test module that runs accelerator programs on the RTL (loaded by sim/rtl_backend.py).
+"""cocotb test module that runs accelerator programs on the RTL (loaded by sim/backends/rtl.py).
 
 The job file (env ``COSIM_JOB``) lists runs; for each the DRAM image is copied into the DPI
 DRAM, the launch registers are set, ``start`` is pulsed, and the test sleeps until ``done`` or
@@ -23,7 +23,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, First, ReadOnly, RisingEdge, Timer
 from cocotb.utils import get_sim_steps, get_sim_time
 
-from sim.dram import DpiDram
+from sim.backends.dram import DpiDram
 
 CLOCK_NS = int(os.environ.get("COSIM_CLOCK_PERIOD_NS", "10"))
 PROGRESS_CYCLES = 500_000  # how often a long run reports its progress

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from hdl_gen import isa
-from hdl_gen.config import PRESETS, AccelConfig
+from arch import isa
+from arch.config import PRESETS, AccelConfig
+from arch.isa import Launch
 from hdl_gen.sim_top import TOP_NAME
-from sim.isa_sim import Launch
-from sim.verilator_build import BUILD_ROOT, REPO_ROOT, BuildSpec, BuiltModel, build, run_cocotb
+from sim.verilate.build import BUILD_ROOT, REPO_ROOT, BuildSpec, BuiltModel, build, run_cocotb
 
 RTL_ROOT = REPO_ROOT / "rtl"
 DRAM_STORAGE_V = REPO_ROOT / "sim" / "hdl" / "cosim_dram_storage.v"
@@ -90,7 +90,7 @@ def build_accelerator(config: AccelConfig, waves: str | None = None) -> BuiltMod
     return build(accelerator_spec(config, waves))
 
 
-# What sim/cocotb_job.py needs to decode the status ports without importing hdl_gen.
+# What sim/backends/cocotb_job.py needs to decode the status ports without importing hdl_gen.
 assert not any(leaf.signed or leaf.enum for leaf in isa.PERF_RECORD.leaves)
 _JOB_FORMATS = {
     "perf_bytes": isa.PERF_RECORD.nbytes,
@@ -179,7 +179,7 @@ def run_programs(
     with _ProgressWatcher(workdir / "progress.json", progress):
         run_cocotb(
             model,
-            "sim.cocotb_job",
+            "sim.backends.cocotb_job",
             workdir,
             extra_env={"COSIM_JOB": str(job)},
             trace_file=trace[0] if trace else None,

@@ -1,7 +1,7 @@
 """Drive a Verilated design directly from Python (pyverilator): unit tests, notebooks, debugging.
 
 >>> from hdl_gen.pe import ProcessingElement
->>> from sim.block import open_component
+>>> from sim.verilate.block import open_component
 >>> with open_component(ProcessingElement(), "pe") as dut:
 ...     dut.reset()
 ...     dut["a_in"], dut["w_en"], dut["w_data"] = -3, 1, 7
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim.pyverilator_build import PYVERILATOR_MAIN, build_pyverilator
-from sim.verilator_build import BUILD_ROOT, REPO_ROOT, BuildSpec, BuiltModel
+from sim.verilate.build import BUILD_ROOT, REPO_ROOT, BuildSpec, BuiltModel
+from sim.verilate.pyverilator_build import PYVERILATOR_MAIN, build_pyverilator
 
 WAVES_ROOT = REPO_ROOT / "waves"
 
@@ -53,8 +53,8 @@ class Block:
     Parameters
     ----------
     model : BuiltModel
-        A build from :func:`sim.pyverilator_build.build_pyverilator` (or :func:`open_verilog`,
-        :func:`open_component`, which build and open).
+        A build from :func:`sim.verilate.pyverilator_build.build_pyverilator` (or
+        :func:`open_verilog`, :func:`open_component`, which build and open).
     clock, reset : str
         Names of the clock and (active-high, synchronous) reset inputs; ``reset`` may be absent.
     """

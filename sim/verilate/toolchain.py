@@ -175,8 +175,8 @@ def fst_missing_message() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m sim.toolchain [--quiet]``: print the toolchain, or say in one line what is
-    missing."""
+    """``python -m sim.verilate.toolchain [--quiet]``: print the toolchain, or say in one line
+    what is missing."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv

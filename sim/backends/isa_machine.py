@@ -1,8 +1,8 @@
 """The ISA simulator: the living definition of every instruction, in numpy.
 
 It executes a program and its descriptor table against a DRAM image for one
-:class:`~hdl_gen.config.AccelConfig`, with the exact integer arithmetic the RTL does, and stops
-with an :class:`IsaSimError` carrying the same :class:`~hdl_gen.isa.ErrorCode` the RTL reports
+:class:`~arch.config.AccelConfig`, with the exact integer arithmetic the RTL does, and stops
+with an :class:`IsaSimError` carrying the same :class:`~arch.isa.ErrorCode` the RTL reports
 (illegal opcode, descriptor or address out of range, token deadlock...) and naming the
 instruction index and field.
 
@@ -22,11 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from hdl_gen import isa
-from hdl_gen.config import AccelConfig
-from hdl_gen.isa import ErrorCode, Mem, Opcode, Queue
+from arch import isa
+from arch.config import AccelConfig
+from arch.isa import MAX_SHIFT, ErrorCode, Launch, Mem, Opcode, Queue
 
-MAX_SHIFT = 62  # requantization shifts above this are BAD_FIELD (64-bit arithmetic)
 _PREV = {Queue.COMPUTE: Queue.LOAD, Queue.STORE: Queue.COMPUTE}
 _NEXT = {Queue.LOAD: Queue.COMPUTE, Queue.COMPUTE: Queue.STORE}
 
@@ -39,15 +38,6 @@ class IsaSimError(RuntimeError):
         super().__init__(f"{code.name}: {where}{message}")
         self.code = code
         self.insn_index = insn_index
-
-
-@dataclass(frozen=True)
-class Launch:
-    """Where the program and descriptor table are in DRAM (the accelerator's start registers)."""
-
-    insn_base: int
-    desc_base: int
-    desc_count: int
 
 
 @dataclass
@@ -577,7 +567,7 @@ def run_program(
     insn_base: int = 0,
     desc_base: int | None = None,
 ) -> Machine:
-    """Place an :class:`hdl_gen.asm.Program` in DRAM and run it; return the machine.
+    """Place an :class:`arch.asm.Program` in DRAM and run it; return the machine.
 
     The program goes at ``insn_base`` and the descriptors right after it (64-byte aligned)
     unless ``desc_base`` is given.

@@ -2,11 +2,11 @@
 
 Every Verilator build compiles the same runtime library sources next to the design; for the
 accelerator that is about half of the C++ compile time (~50 CPU-seconds of ~100). These objects
-depend only on the toolchain and the compile flags, so :mod:`sim.verilator_build` runs
+depend only on the toolchain and the compile flags, so :mod:`sim.verilate.build` runs
 
-    python sim/verilator_runtime.py restore BUILD_DIR CACHE_DIR MAKE_ARGS...   (after verilator)
+    python sim/verilate/runtime.py restore BUILD_DIR CACHE_DIR MAKE_ARGS...   (after verilator)
     make ...
-    python sim/verilator_runtime.py save BUILD_DIR CACHE_DIR MAKE_ARGS...      (after make)
+    python sim/verilate/runtime.py save BUILD_DIR CACHE_DIR MAKE_ARGS...      (after make)
 
 (standard library only, run as a script).
 

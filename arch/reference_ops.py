@@ -29,6 +29,8 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 
+from arch.isa import INT32_MAX, INT32_MIN, MAX_SHIFT
+
 __all__ = [
     "add_rescale",
     "add_wrap32",
@@ -44,9 +46,6 @@ __all__ = [
     "to_int8",
 ]
 
-INT32_MIN = -(2**31)
-INT32_MAX = 2**31 - 1
-MAX_SHIFT = 62
 
 IntPair = int | tuple[int, int]
 Padding = int | Sequence[int]

@@ -1,0 +1,2 @@
+"""The build layer: the toolchain check, cached Verilator builds (cocotb and pyverilator), the
+shared Verilator runtime objects and the pyverilator block handle."""
