@@ -37,8 +37,10 @@ class ReferenceError(ValueError):
 
 
 class RefTensor(Protocol):
-    shape: tuple[int, ...]
-    scale: float | None
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def scale(self) -> float | None: ...
 
 
 class RefNode(Protocol):
@@ -57,6 +59,8 @@ class RefGraph(Protocol):
     def tensors(self) -> Mapping[str, RefTensor]: ...
     @property
     def inputs(self) -> Sequence[str]: ...
+    @property
+    def outputs(self) -> Sequence[str]: ...
     @property
     def quantized(self) -> bool: ...
 

@@ -8,19 +8,19 @@ from typing import Any
 import numpy as np
 import onnx
 
-from arch.reference import dequantize, evaluate, quantize_input
+from arch.reference import RefGraph, dequantize, evaluate, quantize_input
 
 from .calibrate import run_onnx
 from .errors import CompileError
-from .ir import Graph
 
 __all__ = ["compare_fp32"]
 
 
 def compare_fp32(
-    onnx_model: onnx.ModelProto | str | Path, graph: Graph, x_fp32: np.ndarray
+    onnx_model: onnx.ModelProto | str | Path, graph: RefGraph, x_fp32: np.ndarray
 ) -> dict[str, Any]:
-    """Compare the quantized ``graph`` with fp32 onnxruntime on ``onnx_model`` for input ``x``.
+    """Compare the quantized ``graph`` (the compiler's IR or an executable's reference graph)
+    with fp32 onnxruntime on ``onnx_model`` for input ``x``.
 
     The first graph output is compared; if a host softmax produces it, its input (the logits)
     is compared instead. Tensors are matched by name; if ``onnx_model`` has no tensor of that
@@ -38,7 +38,7 @@ def compare_fp32(
         raise CompileError(None, "accuracy", "the graph is not quantized", "quantized graphs")
     proto = onnx.load(str(onnx_model)) if isinstance(onnx_model, str | Path) else onnx_model
     name = graph.outputs[0]
-    producer = graph.producer(name)
+    producer = next((node for node in graph.nodes if node.output == name), None)
     if producer is not None and producer.op == "softmax":
         name = producer.inputs[0]
     x = np.asarray(x_fp32, np.float32)
@@ -64,7 +64,7 @@ def compare_fp32(
     }
 
 
-def _scale(graph: Graph, name: str) -> float:
+def _scale(graph: RefGraph, name: str) -> float:
     scale = graph.tensors[name].scale
     assert scale is not None  # verified: every tensor but softmax outputs has a scale
     return scale

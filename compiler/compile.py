@@ -1,17 +1,30 @@
-"""The whole compiler in one call: a model name or ONNX file -> a compiled plan."""
+"""The whole compiler in one call: a model name or ONNX file -> an executable."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx
 
 from arch.config import AccelConfig
+from arch.executable import Executable
 from compiler import zoo
 from compiler.errors import CompileError
+from compiler.export import to_executable
 from compiler.frontend import compile_front
 from compiler.passes import run_back
 from compiler.plan import Plan
+
+
+@dataclass
+class Compiled:
+    """What :func:`compile_model` gives the user: the executable, and the fp32 ONNX model it was
+    compiled from (what its accuracy is measured against)."""
+
+    name: str
+    executable: Executable
+    source: onnx.ModelProto | None = field(default=None, repr=False)
 
 
 def resolve_model(
@@ -42,10 +55,19 @@ def resolve_model(
     )
 
 
-def compile_model(
+def compile_plan(
     model: str | Path, config: AccelConfig, *, image_size: int | None = None, seed: int = 0
 ) -> tuple[str, Plan]:
-    """Front end (import, canonicalize, quantize) then back end (partition ... emit)."""
+    """Front end (import, canonicalize, quantize) then back end (partition ... emit): the
+    compiler's working plan, for its own tests and tools."""
     name, proto = resolve_model(model, image_size, seed)
     graph = compile_front(proto, seed=seed)
     return name, run_back(graph, config)
+
+
+def compile_model(
+    model: str | Path, config: AccelConfig, *, image_size: int | None = None, seed: int = 0
+) -> Compiled:
+    """Compile ``model`` (a zoo name or an .onnx file) for ``config`` into an executable."""
+    name, plan = compile_plan(model, config, image_size=image_size, seed=seed)
+    return Compiled(name, to_executable(plan, name), plan.graph.source)

@@ -1,11 +1,11 @@
-"""The Python API: compile a model, and run a compiled bundle on a backend.
+"""The Python API: run an executable (compiled in this process, or a saved file) on a backend.
 
 >>> from compiler.compile import compile_model
 >>> from arch.config import PRESETS
 >>> from sim import api
->>> name, plan = compile_model("mlp", PRESETS["tiny"])
->>> outputs, report = api.run(plan, x, backend="isa")   # or a bundle file written by make sim
->>> outputs, report = api.run(plan, x, backend="pyverilator")   # the RTL, in this process
+>>> compiled = compile_model("mlp", PRESETS["tiny"])
+>>> outputs, report = api.run(compiled.executable, x, backend="isa")
+>>> outputs, report = api.run("build/runs/latest/mlp.cosim", x, backend="pyverilator")
 """
 
 from __future__ import annotations
@@ -14,44 +14,46 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
+from arch import executable
 from arch.config import AccelConfig
+from arch.executable import Executable
 from compiler.accuracy import compare_fp32
-from compiler.bundle import load_bundle
-from compiler.plan import Plan
 from sim import report as reports
-from sim.run import run as run_plan
+from sim.run import run as run_executable
 
 
 def run(
-    bundle: str | Path | Plan,
+    exe: str | Path | Executable,
     inputs: np.ndarray,
     backend: str = "isa",
     *,
     config: AccelConfig | None = None,
     workdir: Path | None = None,
-    model: str = "model",
+    fp32_model: onnx.ModelProto | str | Path | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Run ``bundle`` (a ``.bundle`` file or a compiled plan) on ``backend`` ("isa", "rtl" or
-    "pyverilator").
+    """Run ``exe`` (an executable or its file) on ``backend`` ("isa", "rtl" or "pyverilator").
 
-    Returns the dequantized graph outputs and the report (the ``report.json`` contract); every
-    layer is checked bit for bit against the integer reference. With ``config``, a bundle
-    compiled for another config is refused (:class:`compiler.bundle.BundleError`).
+    Returns the graph outputs (fp32) and the report (the ``report.json`` contract); every layer
+    is checked bit for bit against the integer reference. With ``config``, an executable
+    compiled for another config is refused (:class:`arch.executable.ExecutableError`). With
+    ``fp32_model`` (the ONNX model it was compiled from), the report has the accuracy vs fp32.
     """
-    if isinstance(bundle, Plan):
-        plan = bundle
-        if config is not None and config != plan.config:
-            raise ValueError(f"plan was compiled for {plan.config.name}, not {config.name}")
-    else:
-        plan, manifest = load_bundle(Path(bundle), config)
-        model = manifest.get("model", model)
-    result = run_plan(plan, np.asarray(inputs, dtype=np.float32), backend, workdir=workdir)
-    graph = plan.graph
+    path = None
+    if not isinstance(exe, Executable):
+        path = Path(exe)
+        exe = executable.load(path, config)
+    elif config is not None and config != exe.config:
+        raise executable.ExecutableError(
+            f"executable was compiled for {exe.config.name}, not {config.name}"
+        )
+    x = np.asarray(inputs, dtype=np.float32)
+    result = run_executable(exe, x, backend, workdir=workdir)
     accuracy: dict[str, Any] = {}
-    if graph.source is not None:
-        measured = compare_fp32(graph.source, graph, inputs)
+    if fp32_model is not None:
+        measured = compare_fp32(fp32_model, exe.reference, x)
         accuracy = {k: measured[k] for k in ("top1_agree_fp32", "cosine_vs_fp32")}
     counters = [layer.counters for layer in result.layers]
-    report = reports.build(model, plan.config, result, accuracy, counters)
+    report = reports.build(exe.model, exe.config, result, accuracy, counters, executable=path)
     return result.outputs, report

@@ -38,10 +38,13 @@ import numpy as np
 from arch import isa
 from arch.config import PRESETS
 from arch.isa import Launch
+from arch.reference import quantize_input
 from compiler.compile import compile_model
 from sim.backends import pyverilator as pyverilator_backend
-from sim.backends.rtl import RtlResult, RtlRun, accelerator_spec, build_accelerator, run_programs
-from sim.run import dram_image, launch_of
+from sim.backends.accelerator import accelerator_spec, build_accelerator
+from sim.backends.base import DeviceResult, DeviceRun
+from sim.backends.rtl import run_programs
+from sim.host import device_image
 from sim.verilate.build import MAKE_FLAGS, REPO_ROOT, VERILATOR_FLAGS, BuildSpec, build
 from sim.verilate.pyverilator_build import build_pyverilator
 from sim.verilate.toolchain import find_toolchain
@@ -109,9 +112,9 @@ def run_raw(
     }
 
 
-def _cocotb_run(config: Any, image: np.ndarray, plan: Any, model: Any, workdir: Path) -> dict:
+def _cocotb_run(config: Any, image: np.ndarray, launch: Launch, model: Any, workdir: Path) -> dict:
     started = time.perf_counter()
-    [result] = run_programs(config, [RtlRun(image, launch_of(plan))], workdir, model=model)
+    [result] = run_programs(config, [DeviceRun(image, launch)], workdir, model=model)
     wall = time.perf_counter() - started
     if not result.done:
         raise RuntimeError(f"cocotb run did not finish: {result}")
@@ -119,11 +122,11 @@ def _cocotb_run(config: Any, image: np.ndarray, plan: Any, model: Any, workdir: 
 
 
 def _pyverilator_run(
-    config: Any, image: np.ndarray, plan: Any, model: Any, stepping: str = "chunk", **run: Any
+    config: Any, image: np.ndarray, launch: Launch, model: Any, stepping: str = "chunk", **run: Any
 ) -> dict:
     started = time.perf_counter()
     [result] = pyverilator_backend.run_programs(
-        config, [RtlRun(image, launch_of(plan), **run)], model=model, stepping=stepping
+        config, [DeviceRun(image, launch, **run)], model=model, stepping=stepping
     )
     wall = time.perf_counter() - started
     if not (result.done or (result.timeout and "max_cycles" in run)):
@@ -131,7 +134,7 @@ def _pyverilator_run(
     return _measured(result, wall)
 
 
-def _measured(result: RtlResult, wall: float) -> dict:
+def _measured(result: DeviceResult, wall: float) -> dict:
     """One backend run's numbers: cycles, loop/process/CPU time, rate, DRAM and counters."""
     return {
         "cycles": result.cycles,
@@ -237,10 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     builds["raw_build_s"] = round(raw_model.seconds, 2)
     pyv_model = build_pyverilator(spec)
 
-    _, plan = compile_model("resnet18", config, image_size=args.image_size, seed=0)
-    shape = plan.graph.tensors[plan.graph.inputs[0]].shape
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    image = dram_image(plan, x)
+    exe = compile_model("resnet18", config, image_size=args.image_size, seed=0).executable
+    [program] = exe.programs
+    launch = program.launch
+    x = np.random.default_rng(0).standard_normal(exe.input.shape).astype(np.float32)
+    image = device_image(program, {exe.input.name: quantize_input(x, exe.input.scale or 1.0)})
     image_path = out / "image.bin"
     image.tofile(image_path)
 
@@ -250,11 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     same_dram = True
     raw_dump = out / "raw_dram.bin"
     for n in range(args.runs):
-        raw = run_raw(
-            raw_model.executable, image_path, launch_of(plan), config.dram_bytes, raw_dump
-        )
-        cocotb = _cocotb_run(config, image, plan, model, out / "cocotb")
-        pyv = _pyverilator_run(config, image, plan, pyv_model)
+        raw = run_raw(raw_model.executable, image_path, launch, config.dram_bytes, raw_dump)
+        cocotb = _cocotb_run(config, image, launch, model, out / "cocotb")
+        pyv = _pyverilator_run(config, image, launch, pyv_model)
         raw_dram = np.fromfile(raw_dump, dtype=np.uint8)
         same_dram &= bool(np.array_equal(raw_dram, cocotb.pop("dram")))
         same_dram &= bool(np.array_equal(raw_dram, pyv.pop("dram")))
@@ -271,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     tick_runs = []
     for n in range(min(args.runs, 3)):
         tick = _pyverilator_run(
-            config, image, plan, pyv_model, stepping="tick", max_cycles=TICK_CYCLES
+            config, image, launch, pyv_model, stepping="tick", max_cycles=TICK_CYCLES
         )
         del tick["dram"], tick["perf"]
         tick_runs.append(tick)

@@ -1,5 +1,5 @@
-"""``python -m sim.cli`` (what ``make sim`` runs): compile a model, run it on a backend, check every
-layer bit for bit, and write a report.
+"""``python -m sim.cli`` (what ``make sim`` runs; installed as ``cosim sim``): compile a model - or
+load a saved executable - run it on a backend, check every layer bit for bit, and write a report.
 
 Exit codes: 0 bit-exact; 1 a layer mismatched; 2 bad arguments or the model cannot be compiled;
 3 the simulator could not be built or the accelerator stopped with an error.
@@ -17,16 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 
-from arch.config import PRESETS, ConfigError, load_config
-from compiler import listing
+from arch import executable, listing
+from arch.config import PRESETS, AccelConfig, ConfigError, load_config
+from arch.executable import Executable, ExecutableError
 from compiler.accuracy import compare_fp32
-from compiler.bundle import save_bundle
 from compiler.compile import compile_model
 from compiler.errors import CompileError
-from compiler.plan import Plan
 from sim import report as reports
-from sim.run import BACKENDS, RunError, RunResult, run
+from sim.backends.registry import BACKENDS
+from sim.run import RunError, RunResult, run
 from sim.verilate.build import REPO_ROOT, BuildError, SimulationFailed
 from sim.verilate.toolchain import ToolchainError
 from sim.waves.window import FORMATS, WaveError, WaveRequest, resolve
@@ -48,22 +49,33 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         description="Compile a model for the accelerator, run it on the ISA simulator or the RTL "
         "(Verilator driven by cocotb, or by pyverilator in this process), check every layer bit "
         "for bit against the integer reference, and "
-        "write build/runs/<run>/ (report.json, report.csv, utilization.png, listing, bundle).",
+        "write build/runs/<run>/ (report.json, report.csv, utilization.png, listing, and the "
+        "executable, which --bundle runs again). Exit codes: 0 bit-exact, 1 a layer mismatched, "
+        "2 bad input (arguments, model, executable), 3 simulator build failure or accelerator "
+        "error.",
     )
-    parser.add_argument(
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
         "--model",
-        default="resnet",
-        help="resnet (= resnet18), resnet18, resnet34, resnet50, cnn, mlp, or an .onnx file",
+        help="resnet (= resnet18, the default), resnet18, resnet34, resnet50, cnn, mlp, "
+        "or an .onnx file",
+    )
+    source.add_argument(
+        "--bundle",
+        type=Path,
+        help=f"run a saved executable (a {executable.SUFFIX} file from an earlier run) "
+        "instead of compiling a model",
     )
     parser.add_argument(
-        "--config", default="default", help="preset (tiny, default) or a config .json"
+        "--config",
+        help="preset (tiny, default) or a config .json (default: default; with --bundle, the "
+        "executable's own config, and a different one is an error)",
     )
     parser.add_argument(
         "--backend",
         default="rtl",
-        choices=BACKENDS,
-        help="rtl (Verilator + cocotb, default), pyverilator (the same RTL driven in-process by "
-        "pyverilator) or isa (numpy ISA simulator)",
+        choices=list(BACKENDS),
+        help="; ".join(f"{name}: {doc}" for name, (_m, _c, doc) in BACKENDS.items()),
     )
     parser.add_argument(
         "--image", help=".npy (input-shaped float32) or .png (RGB) input; default: seeded noise"
@@ -138,8 +150,8 @@ def load_input(args: argparse.Namespace, shape: tuple[int, ...]) -> np.ndarray:
 class Progress:
     """One status line: layer i/N with its name, cycles so far, simulated cycles per second."""
 
-    def __init__(self, plan: Plan) -> None:
-        self.names = [layer.name for layer in plan.accel_layers()]
+    def __init__(self, exe: Executable) -> None:
+        self.names = [layer.name for layer in exe.layers]
 
     def __call__(self, state: dict[str, Any]) -> None:
         done = state["layers_done"]
@@ -171,11 +183,11 @@ def failure_cycles(cycle: int) -> tuple[int, int]:
 
 
 def failure_dump(
-    args: argparse.Namespace, plan: Plan, x: np.ndarray, out: Path, request: WaveRequest
+    args: argparse.Namespace, exe: Executable, x: np.ndarray, out: Path, request: WaveRequest
 ) -> None:
     """Re-run with tracing over the failing window (unless --no-failure-waves) and say where
     the dump is; otherwise print the command that makes it."""
-    window = resolve(request, plan)
+    window = resolve(request, exe.programs)
     option = (
         f"WAVE_LAYER={request.layer}"
         if request.layer
@@ -187,7 +199,7 @@ def failure_dump(
     print(f"re-running with tracing over the failing window ({window.label})...", file=sys.stderr)
     try:
         result = run(
-            plan,
+            exe,
             x,
             "rtl",
             workdir=out / "sim-waves",
@@ -207,50 +219,64 @@ def layer_counters(result: RunResult) -> list[dict[str, int]]:
     return [layer.counters for layer in result.layers]
 
 
+def load_executable(
+    args: argparse.Namespace,
+) -> tuple[Executable, AccelConfig, onnx.ModelProto | None, float]:
+    """The executable to run: compiled from ``--model`` or read from ``--bundle``; the config;
+    the fp32 model to measure accuracy against (none for a bundle); the compile time."""
+    started = time.perf_counter()
+    if args.bundle is not None:
+        if args.image_size is not None:
+            raise UsageError("--image-size applies when compiling a zoo model, not to --bundle")
+        wanted = load_config(args.config) if args.config else None
+        exe = executable.load(args.bundle, wanted)
+        return exe, exe.config, None, 0.0
+    config = load_config(args.config or "default")
+    compiled = compile_model(
+        args.model or "resnet", config, image_size=args.image_size, seed=args.seed
+    )
+    return compiled.executable, config, compiled.source, time.perf_counter() - started
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
         if args.seed < 0:
             raise UsageError(f"--seed must be a non-negative integer, not {args.seed}")
-        config = load_config(args.config)
-        started = time.perf_counter()
-        model_name, plan = compile_model(
-            args.model, config, image_size=args.image_size, seed=args.seed
-        )
-        compile_s = time.perf_counter() - started
-        graph = plan.graph
-        x = load_input(args, graph.tensors[graph.inputs[0]].shape)
+        exe, config, source, compile_s = load_executable(args)
+        x = load_input(args, exe.input.shape)
         waves = wave_request(args)
         if waves is not None:
-            resolve(waves, plan)  # an unknown layer or a bad range fails before the run
-    except (ConfigError, CompileError, UsageError, WaveError) as exc:
+            resolve(waves, exe.programs)  # an unknown layer or a bad range fails before the run
+    except (ConfigError, CompileError, ExecutableError, UsageError, WaveError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     config_tag = args.config if args.config in PRESETS else config.name
-    out = args.out or RUNS_ROOT / f"{model_name}-{config_tag}-{args.backend}-{stamp}"
+    out = args.out or RUNS_ROOT / f"{exe.model}-{config_tag}-{args.backend}-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
-    save_bundle(plan, out / "model.bundle", model_name)
-    (out / "listing.txt").write_text(listing.render(plan, model_name))
-    assert plan.program is not None
-    insns, layers = len(plan.program.insns), len(plan.accel_layers())
-    print(f"{model_name}: {layers} layers, {insns:,} instructions, compiled in {compile_s:.1f} s")
+    exe_path = args.bundle or executable.save(exe, out / f"{exe.model}{executable.SUFFIX}")
+    (out / "listing.txt").write_text(listing.render(exe))
+    insns = sum(program.instructions for program in exe.programs)
+    how = "loaded" if args.bundle else f"compiled in {compile_s:.1f} s"
+    print(f"{exe.model}: {len(exe.layers)} layers, {insns:,} instructions, {how}")
+    print(f"executable: {exe_path}")
     print(f"run directory: {out}")
 
     # The fp32 comparison needs no simulator result: it runs on another core during the run.
     pool = ThreadPoolExecutor(max_workers=1)
-    fp32 = pool.submit(compare_fp32, graph.source, graph, x) if graph.source is not None else None
+    fp32 = pool.submit(compare_fp32, source, exe.reference, x) if source is not None else None
     try:
         ideal = None
         if args.backend in RTL_BACKENDS and not args.no_ideal:
-            ideal = [layer.cycles for layer in run(plan, x, "isa").layers]
+            ideal = [layer.cycles for layer in run(exe, x, "isa").layers]
         result = run(
-            plan,
+            exe,
             x,
             args.backend,
             workdir=out / "sim",
             max_cycles=args.max_cycles,
-            progress=Progress(plan) if args.backend in RTL_BACKENDS else None,
+            progress=Progress(exe) if args.backend in RTL_BACKENDS else None,
             waves=waves,
             name=out.name,
         )
@@ -266,22 +292,27 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         if isinstance(exc, RunError) and exc.cycle is not None and waves is None:
-            failure_dump(args, plan, x, out, WaveRequest(cycles=failure_cycles(exc.cycle)))
+            failure_dump(args, exe, x, out, WaveRequest(cycles=failure_cycles(exc.cycle)))
         return 3
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
     accuracy = fp32.result() if fp32 is not None else {}
     accuracy = {k: v for k, v in accuracy.items() if k in ("top1_agree_fp32", "cosine_vs_fp32")}
-    data = reports.build(model_name, config, result, accuracy, layer_counters(result), ideal)
+    data = reports.build(
+        exe.model, config, result, accuracy, layer_counters(result), ideal, executable=exe_path
+    )
     paths = reports.write(data, out)
     from rich.console import Console
 
     Console().print(reports.summary_table(data))
-    print(
-        f"accuracy vs fp32 onnxruntime: cosine {accuracy.get('cosine_vs_fp32', float('nan')):.5f}, "
-        f"top-1 {'agrees' if accuracy.get('top1_agree_fp32') else 'differs'}"
-    )
+    if accuracy:
+        print(
+            f"accuracy vs fp32 onnxruntime: cosine {accuracy['cosine_vs_fp32']:.5f}, "
+            f"top-1 {'agrees' if accuracy['top1_agree_fp32'] else 'differs'}"
+        )
+    else:
+        print("accuracy vs fp32: not measured (an executable holds no fp32 model; use --model)")
     print(f"report: {paths['json']}  plot: {paths['png']}  listing: {out / 'listing.txt'}")
     latest = RUNS_ROOT / "latest"
     if args.out is None and (latest.is_symlink() or not latest.exists()):
@@ -298,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         if waves is None:
-            failure_dump(args, plan, x, out, WaveRequest(layer=bad.name))
+            failure_dump(args, exe, x, out, WaveRequest(layer=bad.name))
         return 1
     json.dumps(data)  # the report is plain JSON
     return 0

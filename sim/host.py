@@ -1,22 +1,23 @@
-"""The host side of a run: write the quantized input in the layout the first layer wants, and
-read tensors back from DRAM as NCHW arrays."""
+"""The host side of a run: quantize the input, write tensors into a device program's DRAM in the
+layout its first layer wants, read tensors back as NCHW arrays, and run the host steps."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-from arch.reference import quantize_input
-from compiler.plan import DramTensor, Plan
+from arch.executable import DeviceProgram, DramTensor, HostStep, TensorSpec
+from arch.reference import dequantize
 
 
-def _im2col(
-    q: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int], pads, out_hw
-) -> np.ndarray:
+def _im2col(q: np.ndarray, tensor: DramTensor) -> np.ndarray:
     """(C, H, W) int8 -> (OH*OW, kh*kw*C) rows in (ky, kx, c) order, zero padded."""
-    c, h, w = q.shape
-    kh, kw = kernel
+    assert tensor.kernel and tensor.stride and tensor.pads  # checked when loaded
+    c = q.shape[0]
+    (kh, kw), stride, pads = tensor.kernel, tensor.stride, tensor.pads
     padded = np.pad(q, ((0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
-    oh, ow = out_hw
+    oh, ow = tensor.h, tensor.w
     rows = np.empty((oh, ow, kh, kw, c), dtype=np.int8)
     for ky in range(kh):
         for kx in range(kw):
@@ -27,32 +28,56 @@ def _im2col(
     return rows.reshape(oh * ow, kh * kw * c)
 
 
-def input_bytes(plan: Plan, x: np.ndarray) -> tuple[DramTensor, np.ndarray]:
-    """Quantize the fp32 network input and lay it out as the first layer reads it."""
-    name = plan.graph.inputs[0]
-    tensor = plan.tensors[name]
-    q = quantize_input(x, tensor.scale)
+def tensor_bytes(tensor: DramTensor, q: np.ndarray) -> np.ndarray:
+    """An int8 tensor ((1,C,H,W) or (1,F)) laid out as ``tensor`` says, as DRAM bytes."""
     q = q.reshape(q.shape[1], 1, 1) if q.ndim == 2 else q[0]
-    if tensor.layout == "im2col":
-        node = next(layer.node for layer in plan.layers if name in layer.inputs)
-        rows = _im2col(
-            q, node.attrs["kernel"], node.attrs["stride"], node.attrs["pads"], (tensor.h, tensor.w)
-        )
-    else:
-        rows = q.transpose(1, 2, 0).reshape(tensor.h * tensor.w, -1)
+    rows = _im2col(q, tensor) if tensor.layout == "im2col" else q.transpose(1, 2, 0)
+    rows = rows.reshape(tensor.h * tensor.w, -1)
     out = np.zeros((tensor.h * tensor.w, tensor.channels), dtype=np.int8)
     out[:, : rows.shape[1]] = rows
-    return tensor, out.reshape(-1).view(np.uint8)
+    return out.reshape(-1).view(np.uint8)
 
 
-def read_tensor(plan: Plan, dram: np.ndarray, name: str, shape: tuple[int, ...]) -> np.ndarray:
+def device_image(program: DeviceProgram, values: dict[str, np.ndarray]) -> np.ndarray:
+    """The program's DRAM image with its input tensors in place, up to the end of its map."""
+    image = np.zeros(program.dram_end, dtype=np.uint8)
+    image[: program.image.size] = program.image
+    for name in program.inputs:
+        tensor = program.tensors[name]
+        blob = tensor_bytes(tensor, values[name])
+        image[tensor.addr : tensor.addr + blob.size] = blob
+    return image
+
+
+def read_tensor(tensor: DramTensor, dram: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """A tensor from DRAM, in the graph's logical shape ((1,C,H,W) or (1,F))."""
-    tensor = plan.tensor(name)
     raw = dram[tensor.addr : tensor.addr + tensor.nbytes].view(np.int8)
     pixels = raw.reshape(tensor.h, tensor.w, tensor.channels)
     if len(shape) == 4:
-        c = shape[1]
-        return pixels[:, :, :c].transpose(2, 0, 1)[None].copy()
+        return pixels[:, :, : shape[1]].transpose(2, 0, 1)[None].copy()
     # (1, F): flatten in NCHW order
     c = tensor.logical_channels
     return pixels[:, :, :c].transpose(2, 0, 1).reshape(1, -1).copy()
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
+
+
+#: Host ops (arch.executable.HOST_OPS): fp32 in, fp32 out.
+HOST_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"softmax": _softmax}
+
+
+def run_host_step(
+    step: HostStep, values: dict[str, np.ndarray], tensors: dict[str, TensorSpec]
+) -> None:
+    """Run ``step`` on the dequantized values of its inputs; its outputs join ``values`` (fp32)."""
+    inputs = [
+        dequantize(values[name], tensors[name].scale or 1.0)
+        if values[name].dtype == np.int8
+        else values[name]
+        for name in step.inputs
+    ]
+    [output] = step.outputs
+    values[output] = HOST_FUNCTIONS[step.op](*inputs)

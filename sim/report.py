@@ -39,6 +39,7 @@ def build(
     accuracy: dict[str, Any],
     layer_counters: list[dict[str, int]],
     ideal: list[int] | None = None,
+    executable: str | Path | None = None,
 ) -> dict[str, Any]:
     per_cycle = config.rows * config.cols
     layers = []
@@ -79,6 +80,7 @@ def build(
         "model": model,
         "config": {"name": config.name, **config.to_dict()},
         "backend": result.backend,
+        "executable": str(executable) if executable is not None else None,
         "layers": layers,
         "total": total,
         "accuracy": accuracy,

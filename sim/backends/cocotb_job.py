@@ -1,8 +1,9 @@
 """cocotb test module that runs accelerator programs on the RTL (loaded by sim/backends/rtl.py).
 
 The job file (env ``COSIM_JOB``) lists runs; for each the DRAM image is copied into the DPI
-DRAM, the launch registers are set, ``start`` is pulsed, and the test sleeps until ``done`` or
-``error`` rises - no Python runs per cycle. Then the DRAM and the status/perf counters are saved.
+DRAM, the start sequence of sim/backends/harness.py runs (launch registers, reset, ``start``
+pulse), and the test sleeps until ``done`` or ``error`` rises - no Python runs per cycle. Then
+the DRAM and the status/perf counters are saved.
 
 The simulator normally generates ``clk`` itself (sim/csrc/cocotb_main.cpp; run_cocotb sets
 ``COSIM_HARNESS_CLOCK=clk``); a model built without that clock gets a cocotb ``Clock``.
@@ -24,6 +25,7 @@ from cocotb.triggers import ClockCycles, First, ReadOnly, RisingEdge, Timer
 from cocotb.utils import get_sim_steps, get_sim_time
 
 from sim.backends.dram import DpiDram
+from sim.backends.harness import LAUNCH_PORTS, START_SEQUENCE, layers_done
 
 CLOCK_NS = int(os.environ.get("COSIM_CLOCK_PERIOD_NS", "10"))
 PROGRESS_CYCLES = 500_000  # how often a long run reports its progress
@@ -39,12 +41,10 @@ async def report_progress(dut, dram: DpiDram, job: dict, run: dict, started: flo
     A layer is done when its PERF record (written at its end) has a non-zero cycle count."""
     path, base, count = Path(run["progress"]), run["perf_base"], run["perf_count"]
     size = job["perf_bytes"]
-    [(offset, width)] = [(o, w) for name, o, w in job["perf_fields"] if name == "cycles"]
-    lo, hi = offset // 8, (offset + width) // 8
     while True:
         await Timer(PROGRESS_CYCLES * CLOCK_NS, unit="ns")
         records = dram.read_bytes(base, count * size)
-        done = sum(any(records[n * size + lo : n * size + hi]) for n in range(count))
+        done = layers_done(records, count, size, tuple(job["cycles_field"]))
         cycles = decode_perf(int(dut.perf.value), job["perf_fields"])["cycles"]
         state = {"cycles": cycles, "layers_done": done, "wall_s": time.perf_counter() - started}
         path.write_text(json.dumps(state))
@@ -57,6 +57,18 @@ async def time_of_rise(signal) -> int:
     return get_sim_time("step")
 
 
+async def start(dut, run: dict) -> None:
+    """The harness's start sequence (sim/backends/harness.py) on the cocotb handles."""
+    for action, *args in START_SEQUENCE:
+        if action == "set":
+            getattr(dut, args[0]).value = args[1]
+        elif action == "launch":
+            for port in LAUNCH_PORTS:
+                getattr(dut, port).value = run[port]
+        else:
+            await ClockCycles(dut.clk, args[0])
+
+
 @cocotb.test()
 async def run_job(dut):
     job = json.loads(Path(os.environ["COSIM_JOB"]).read_text())
@@ -65,17 +77,7 @@ async def run_job(dut):
         Clock(dut.clk, CLOCK_NS, unit="ns").start()
     for run in job["runs"]:
         dram.load_file(run["image"])
-        dut.start.value = 0
-        dut.insn_base.value = run["insn_base"]
-        dut.desc_base.value = run["desc_base"]
-        dut.desc_count.value = run["desc_count"]
-        dut.rst.value = 1
-        await ClockCycles(dut.clk, 4)
-        dut.rst.value = 0
-        await RisingEdge(dut.clk)
-        dut.start.value = 1
-        await RisingEdge(dut.clk)
-        dut.start.value = 0
+        await start(dut, run)
         wall, cpu = time.perf_counter(), time.process_time()
         cycle0 = cocotb.start_soon(time_of_rise(dut.running))
         timeout = Timer(run["max_cycles"] * CLOCK_NS, unit="ns")

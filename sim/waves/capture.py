@@ -9,7 +9,7 @@ from pathlib import Path
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from compiler.plan import Plan
+from arch.executable import DeviceProgram
 from sim.waves.dump import Dump
 from sim.waves.savefile import write_savefile
 from sim.waves.window import WaveRequest, Window, resolve
@@ -31,6 +31,7 @@ class Capture:
     request: WaveRequest
     window: Window
     dump: Path
+    program: DeviceProgram  # the traced device program
 
     @property
     def trace(self) -> tuple[Path, list[str]]:
@@ -70,14 +71,14 @@ class Capture:
         return entry
 
 
-def start(request: WaveRequest, plan: Plan, name: str) -> Capture:
-    """Resolve ``request`` for ``plan``; the dump is named after ``name`` and the window.
+def start(request: WaveRequest, programs: list[DeviceProgram], name: str) -> Capture:
+    """Resolve ``request`` for an executable's device ``programs``; the dump is named after ``name`` and the window.
     An older dump of the same name is removed, so a run that never opens the window leaves
     none behind."""
-    window = resolve(request, plan)
+    window = resolve(request, programs)
     label = name if window.by == "all" else f"{name}-{window.by}-{window.start}"
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
     dump = request.directory / f"{stem}.{request.fmt}"
     dump.parent.mkdir(parents=True, exist_ok=True)
     dump.unlink(missing_ok=True)
-    return Capture(request, window, dump)
+    return Capture(request, window, dump, programs[window.program])

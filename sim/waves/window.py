@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from compiler.plan import Plan
+from arch.executable import DeviceProgram
 from sim.verilate.build import REPO_ROOT
 
 WAVES_DIR = REPO_ROOT / "waves"
@@ -88,6 +88,7 @@ class Window:
     start: int
     stop: int
     label: str
+    program: int = 0  # index of the traced device program among the executable's
 
     def plusargs(self) -> list[str]:
         """The plusargs sim/hdl/tb_top.v reads."""
@@ -96,28 +97,38 @@ class Window:
         return [f"+wave_by={self.by}", f"+wave_from={self.start}", f"+wave_to={self.stop}"]
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        entry = asdict(self)
+        del entry["program"]
+        return entry
 
 
-def resolve(request: WaveRequest, plan: Plan) -> Window:
-    """The window of ``request`` in ``plan``'s program; unknown layers and ranges outside the
-    program are errors naming what exists."""
-    assert plan.program is not None
-    count = len(plan.program.insns)
+def resolve(request: WaveRequest, programs: list[DeviceProgram]) -> Window:
+    """The window of ``request`` among the executable's device programs (a layer's window is in
+    its program; instruction and cycle windows are in the first); unknown layers and ranges
+    outside the program are errors naming what exists."""
     if request.layer is not None:
-        layers = {layer.name: layer for layer in plan.accel_layers()}
-        if request.layer not in layers:
-            close = difflib.get_close_matches(request.layer, list(layers), n=5, cutoff=0.5)
+        found = [
+            (index, layer)
+            for index, program in enumerate(programs)
+            for layer in program.layers
+            if layer.name == request.layer
+        ]
+        if not found:
+            names = [layer.name for program in programs for layer in program.layers]
+            close = difflib.get_close_matches(request.layer, names, n=5, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
-            names = ", ".join(list(layers)[:8]) + (", ..." if len(layers) > 8 else "")
+            listed = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
             raise WaveError(
                 f"WAVE_LAYER {request.layer!r} is not a layer of this model{hint} "
-                f"(layers: {names}; see the listing)"
+                f"(layers: {listed}; see the listing)"
             )
-        start, stop = layers[request.layer].insn_range
-        return Window("insn", start, stop, f"layer {request.layer} (instructions {start}:{stop})")
+        index, layer = found[0]
+        start, stop = layer.insn_range
+        label = f"layer {request.layer} (instructions {start}:{stop})"
+        return Window("insn", start, stop, label, index)
     if request.insns is not None:
         start, stop = request.insns
+        count = programs[0].instructions
         if stop > count:
             raise WaveError(
                 f"WAVE_INSN {start}:{stop} runs past the program's {count} instructions "

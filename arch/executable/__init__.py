@@ -1,0 +1,34 @@
+"""The executable: what the compiler writes and the simulators run (:mod:`.format`), and its
+file, a zip of a JSON manifest and ``.npy`` arrays (:mod:`.archive`)."""
+
+from arch.executable.archive import FORMAT_VERSION, SUFFIX, ExecutableError, load, save
+from arch.executable.format import (
+    HOST_OPS,
+    DeviceProgram,
+    DramTensor,
+    Executable,
+    HostStep,
+    LayerEntry,
+    ReferenceGraph,
+    RefNode,
+    Region,
+    TensorSpec,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "HOST_OPS",
+    "SUFFIX",
+    "DeviceProgram",
+    "DramTensor",
+    "Executable",
+    "ExecutableError",
+    "HostStep",
+    "LayerEntry",
+    "RefNode",
+    "ReferenceGraph",
+    "Region",
+    "TensorSpec",
+    "load",
+    "save",
+]

@@ -1,0 +1,184 @@
+"""What an executable holds: device programs with host steps between them, and the reference.
+
+An :class:`Executable` is the compiler's whole output for one model and one config - the
+product's NEFF. Its steps run in order over named tensors:
+
+- a :class:`DeviceProgram` is one accelerator run: a DRAM image (program, descriptor table,
+  weights, parameters) placed at address 0, the launch registers, and where each tensor it reads
+  or writes lives in DRAM (:class:`DramTensor`); the host writes its ``inputs`` before the start
+  and reads its ``outputs`` after ``done``;
+- a :class:`HostStep` runs on the host (an op of :data:`HOST_OPS`) on dequantized tensors.
+
+The :class:`ReferenceGraph` is the quantized graph the integer reference evaluates
+(:func:`arch.reference.evaluate`): every layer output of every device program is checked
+against it, bit for bit. Everything here is plain data - ints, strings, lists and numpy arrays -
+so an executable is saved as JSON plus ``.npy`` arrays (:mod:`arch.executable.archive`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from arch.config import AccelConfig
+from arch.isa import Launch
+
+#: Ops a host step can run (fp32, on dequantized inputs).
+HOST_OPS: tuple[str, ...] = ("softmax",)
+#: Layouts of a tensor in DRAM: channels-last lines, or rows the host im2col'ed for a first conv.
+LAYOUTS: tuple[str, ...] = ("nhwc", "im2col")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A tensor of the graph: logical shape (NCHW or (1, F)) and int8 scale (None: fp32)."""
+
+    name: str
+    shape: tuple[int, ...]
+    scale: float | None
+
+
+@dataclass
+class RefNode:
+    """One node of the reference graph (ops and params as :mod:`arch.reference` defines)."""
+
+    name: str
+    op: str
+    inputs: list[str]
+    output: str
+    attrs: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass
+class ReferenceGraph:
+    """The quantized graph: nodes in topological order over named tensors."""
+
+    nodes: list[RefNode]
+    tensors: dict[str, TensorSpec]
+    inputs: list[str]
+    outputs: list[str]
+
+    @property
+    def quantized(self) -> bool:
+        return True
+
+    def producer(self, tensor: str) -> RefNode | None:
+        return next((node for node in self.nodes if node.output == tensor), None)
+
+
+@dataclass(frozen=True)
+class DramTensor:
+    """An int8 tensor in a device program's DRAM: ``h`` x ``w`` pixels of ``channels`` values
+    (padded to whole lines; ``logical_channels`` of them are the tensor's). ``layout`` "im2col":
+    one row of ``kernel[0] * kernel[1] * C`` values per output pixel of the first convolution,
+    which the host writes with ``kernel``, ``stride`` and ``pads`` (top, left, bottom, right)."""
+
+    name: str
+    addr: int
+    h: int
+    w: int
+    channels: int
+    logical_channels: int
+    layout: str = "nhwc"
+    kernel: tuple[int, ...] | None = None  # (kh, kw)
+    stride: tuple[int, ...] | None = None  # (sy, sx)
+    pads: tuple[int, ...] | None = None  # (top, left, bottom, right)
+
+    @property
+    def nbytes(self) -> int:
+        return self.h * self.w * self.channels
+
+
+@dataclass(frozen=True)
+class LayerEntry:
+    """A layer of a device program: its instructions ``[start, end)``, its PERF record (written
+    at its end) and the tensor it writes."""
+
+    name: str
+    op: str
+    kind: str  # gemm | pool | add
+    macs: int
+    output: str
+    insn_range: tuple[int, int]
+    perf_index: int
+    tiling: dict[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class Region:
+    """A named span of the DRAM map."""
+
+    name: str
+    addr: int
+    nbytes: int
+
+
+@dataclass
+class DeviceProgram:
+    """One accelerator run (see the module docstring)."""
+
+    name: str
+    image: np.ndarray  # uint8, placed at DRAM address 0
+    launch: Launch
+    regions: list[Region]
+    perf_base: int  # DRAM address of PERF record 0
+    layers: list[LayerEntry]
+    tensors: dict[str, DramTensor]
+    inputs: list[str]
+    outputs: list[str]
+    instructions: int  # words from launch.insn_base, END included
+
+    @property
+    def dram_end(self) -> int:
+        """One past the last byte the program uses (image, tensors, records)."""
+        return max([self.image.size, *(r.addr + r.nbytes for r in self.regions)])
+
+    def layer_of(self, insn_index: int) -> LayerEntry | None:
+        return next(
+            (
+                layer
+                for layer in self.layers
+                if layer.insn_range[0] <= insn_index < layer.insn_range[1]
+            ),
+            None,
+        )
+
+
+@dataclass(frozen=True)
+class HostStep:
+    """An op run on the host between device programs (fp32, on dequantized tensors)."""
+
+    name: str
+    op: str  # one of HOST_OPS
+    inputs: list[str]
+    outputs: list[str]
+
+
+Step = DeviceProgram | HostStep
+
+
+@dataclass
+class Executable:
+    """A compiled model for one accelerator config (see the module docstring)."""
+
+    model: str
+    config: AccelConfig
+    steps: list[Step]
+    reference: ReferenceGraph
+
+    @property
+    def programs(self) -> list[DeviceProgram]:
+        return [step for step in self.steps if isinstance(step, DeviceProgram)]
+
+    @property
+    def input(self) -> TensorSpec:
+        """The graph input the user gives (fp32, quantized by the host)."""
+        return self.reference.tensors[self.reference.inputs[0]]
+
+    @property
+    def layers(self) -> list[LayerEntry]:
+        """Every device layer, in execution order."""
+        return [layer for program in self.programs for layer in program.layers]

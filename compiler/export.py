@@ -1,0 +1,101 @@
+"""The back end's last step: a compiled plan as an :class:`arch.executable.Executable`.
+
+The accelerator layers become one device program (its DRAM image, launch registers, layer table
+and the DRAM place of every tensor it reads or writes); a host layer (a final Softmax) becomes a
+host step after it; the quantized graph becomes the reference the run is checked against.
+"""
+
+from __future__ import annotations
+
+from arch.executable import (
+    DeviceProgram,
+    DramTensor,
+    Executable,
+    HostStep,
+    LayerEntry,
+    ReferenceGraph,
+    RefNode,
+    Region,
+    TensorSpec,
+)
+from arch.isa import Launch
+from compiler.errors import CompileError
+from compiler.ir import Graph
+from compiler.plan import Plan
+
+
+def reference_graph(graph: Graph) -> ReferenceGraph:
+    """The quantized graph as plain data."""
+    return ReferenceGraph(
+        nodes=[
+            RefNode(n.name, n.op, list(n.inputs), n.output, dict(n.attrs), dict(n.params))
+            for n in graph.nodes
+        ],
+        tensors={name: TensorSpec(name, t.shape, t.scale) for name, t in graph.tensors.items()},
+        inputs=list(graph.inputs),
+        outputs=list(graph.outputs),
+    )
+
+
+def _dram_tensor(plan: Plan, name: str) -> DramTensor:
+    placed = plan.tensor(name)  # a flatten output shares its input's bytes
+    im2col = {}
+    if placed.layout == "im2col":
+        node = next(layer.node for layer in plan.layers if name in layer.inputs)
+        im2col = {k: tuple(node.attrs[k]) for k in ("kernel", "stride", "pads")}
+    return DramTensor(
+        name,
+        placed.addr,
+        placed.h,
+        placed.w,
+        placed.channels,
+        placed.logical_channels,
+        placed.layout,
+        **im2col,
+    )
+
+
+def device_program(plan: Plan, name: str = "device0") -> DeviceProgram:
+    """The plan's accelerator layers as one device program."""
+    if plan.image is None or plan.program is None:
+        raise CompileError(None, None, "the plan has not been emitted")
+    accel = plan.accel_layers()
+    produced = {layer.output for layer in plan.layers if layer.target == "accel"}
+    consumed_on_host = {t for layer in plan.layers if layer.target == "host" for t in layer.inputs}
+    graph = plan.graph
+    inputs = [t for t in graph.inputs if t in plan.tensors]
+    outputs = [t for t in produced if t in consumed_on_host or t in graph.outputs]
+    names = dict.fromkeys([*inputs, *(layer.output for layer in accel), *sorted(outputs)])
+    return DeviceProgram(
+        name=name,
+        image=plan.image,
+        launch=Launch(**{k: plan.launch[k] for k in ("insn_base", "desc_base", "desc_count")}),
+        regions=[Region(n, addr, size) for n, addr, size in plan.regions],
+        perf_base=plan.symbols["perf"],
+        layers=[
+            LayerEntry(
+                layer.name,
+                layer.node.op,
+                layer.kind,
+                layer.macs,
+                layer.output,
+                layer.insn_range,
+                layer.perf_index,
+                vars(layer.tiling).copy() if layer.tiling else None,
+            )
+            for layer in accel
+        ],
+        tensors={t: _dram_tensor(plan, t) for t in names},
+        inputs=inputs,
+        outputs=sorted(outputs),
+        instructions=len(plan.program.insns),
+    )
+
+
+def to_executable(plan: Plan, model: str) -> Executable:
+    """The executable of an emitted plan: the device program, then the host layers in order."""
+    steps: list[DeviceProgram | HostStep] = [device_program(plan)]
+    for layer in plan.layers:
+        if layer.target == "host":
+            steps.append(HostStep(layer.name, layer.node.op, list(layer.inputs), [layer.output]))
+    return Executable(model, plan.config, steps, reference_graph(plan.graph))

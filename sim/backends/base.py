@@ -1,0 +1,87 @@
+"""The backend interface: what a backend is given (:class:`DeviceRun`, :class:`RunOptions`) and
+what it returns (:class:`DeviceResult`) for each device program of an executable.
+
+A backend runs a batch of device programs on one accelerator config - DRAM image in, DRAM image,
+status and performance counters out - and knows nothing of models, layers or references; the
+checking is :mod:`sim.run`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from arch.config import AccelConfig
+from arch.isa import Launch
+
+
+@dataclass
+class DeviceRun:
+    """One program: a DRAM image (placed at address 0) and where the program is in it."""
+
+    image: np.ndarray
+    launch: Launch
+    max_cycles: int = 50_000_000
+    dump_size: int | None = None  # bytes of DRAM to read back (default: the image size)
+    perf_records: tuple[int, int] | None = None  # (address, count) of PERF records: progress
+
+
+@dataclass
+class DeviceResult:
+    """How a program ended: ``done``, or an ``error`` with its code and instruction, or a
+    ``timeout``; the performance counters (``perf``) and the DRAM read back."""
+
+    done: bool
+    error: bool
+    timeout: bool
+    error_code: str
+    error_index: int
+    perf: dict[str, Any]
+    sim_seconds: float  # wall time from start to done/error
+    dram: np.ndarray = field(repr=False)
+    sim_cpu_seconds: float = 0.0  # the simulator process's CPU time over the same span
+    cycle0_step: int = 0  # simulation time (steps) where the cycle counter reads 0
+    cycle_steps: int = 0  # simulation time steps per clock cycle
+    message: str = ""  # the backend's own words on an error (ISA simulator)
+
+    def cycle_time(self, cycle: int) -> int:
+        """The simulation time (in the dump's time steps) at which the cycle counter reads
+        ``cycle``."""
+        return self.cycle0_step + cycle * self.cycle_steps
+
+    @property
+    def cycles(self) -> int:
+        return int(self.perf["cycles"])
+
+
+@dataclass
+class RunOptions:
+    """How to run: ``workdir`` for a simulator's files, ``progress`` called about every half
+    second with ``{cycles, layers_done, wall_s}`` of a run with ``perf_records``, ``trace`` =
+    (dump file, window plusargs) to trace a batch of one run (rtl only)."""
+
+    workdir: Path | None = None
+    progress: Callable[[dict[str, Any]], None] | None = None
+    trace: tuple[Path, list[str]] | None = None
+
+
+class Backend(Protocol):
+    """Runs device programs on one config; see the module docstring."""
+
+    name: str
+    #: What the cycle counts are: "rtl" (counted by the RTL) or "ideal" (a model's estimate).
+    cycles_are: str
+    #: Whether ``RunOptions.trace`` is honoured (waveforms).
+    traces: bool
+
+    def run(
+        self, config: AccelConfig, runs: Sequence[DeviceRun], options: RunOptions
+    ) -> list[DeviceResult]: ...
+
+    def rtl_dir(self, config: AccelConfig) -> Path | None:
+        """Where the RTL of ``config`` is (fsm_states.json for waveform save files), if any."""
+        ...

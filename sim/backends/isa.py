@@ -1,0 +1,59 @@
+"""The isa backend: device programs on the numpy ISA simulator (the golden model, fast).
+
+Its cycle counts are the ideal-overlap estimate of :class:`sim.backends.isa_machine.Stats`; its
+counters are the simulator's statistics.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from arch.config import AccelConfig
+from sim.backends.base import DeviceResult, DeviceRun, RunOptions
+from sim.backends.isa_machine import IsaSimError, Machine
+
+
+class IsaBackend:
+    """One :class:`Machine` per program, DRAM the size of the config's."""
+
+    name = "isa"
+    cycles_are = "ideal"
+    traces = False
+
+    def run(
+        self, config: AccelConfig, runs: Sequence[DeviceRun], options: RunOptions
+    ) -> list[DeviceResult]:
+        return [self._run(config, run) for run in runs]
+
+    def rtl_dir(self, config: AccelConfig) -> Path | None:
+        return None
+
+    def _run(self, config: AccelConfig, run: DeviceRun) -> DeviceResult:
+        dram = np.zeros(config.dram_bytes, dtype=np.uint8)
+        dram[: run.image.size] = run.image
+        machine = Machine(config, dram)
+        started = time.perf_counter()
+        code, index, message = "NONE", None, ""
+        try:
+            stats = machine.run(run.launch)
+        except IsaSimError as exc:
+            code, index, message = exc.code.name, exc.insn_index, str(exc)
+            stats = machine.stats
+        wall = time.perf_counter() - started
+        failed = code != "NONE"
+        return DeviceResult(
+            done=not failed,
+            error=failed,
+            timeout=False,
+            error_code=code,
+            error_index=-1 if index is None else index,
+            perf={**stats.as_dict(), "cycles": stats.ideal_cycles},
+            sim_seconds=wall,
+            dram=machine.dram[: run.dump_size or config.dram_bytes],
+            sim_cpu_seconds=wall,
+            message=message,
+        )
