@@ -7,15 +7,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from arch.config import AccelConfig
+from sim.backends.base import DeviceResult, DeviceRun
 from sim.backends.isa_machine import IsaSimError, Machine
-from sim.backends.rtl import RtlResult, RtlRun, run_programs
+from sim.backends.rtl import run_programs
 from tests.programs import Builder
 
 
 @dataclass
 class Outcome:
     name: str
-    rtl: RtlResult
+    rtl: DeviceResult
     isa: Machine | None
     isa_error: IsaSimError | None
     image_size: int
@@ -28,7 +29,7 @@ def run_both(
     for name, builder in programs.items():
         launch = builder.finish()
         launches[name] = launch
-        runs.append(RtlRun(builder.dram[: builder.top].copy(), launch, max_cycles=max_cycles))
+        runs.append(DeviceRun(builder.dram[: builder.top].copy(), launch, max_cycles=max_cycles))
     results = run_programs(config, runs, tmp_path)
     outcomes = []
     for (name, builder), rtl in zip(programs.items(), results, strict=True):

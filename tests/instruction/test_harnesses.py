@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from arch.config import PRESETS
+from sim.backends.accelerator import accelerator_spec, build_accelerator
+from sim.backends.base import DeviceRun
 from sim.backends.isa_machine import Machine
-from sim.backends.rtl import RtlRun, accelerator_spec, build_accelerator, run_programs
+from sim.backends.rtl import run_programs
 from sim.bench import raw_spec, run_raw
 from sim.verilate.build import build
 from tests.instruction.test_rtl_vs_isa import kernel_programs
@@ -27,7 +29,7 @@ def test_clocked_fallback_and_raw_harnesses_agree(tmp_path):
         builder = programs[name]
         launch = builder.finish()
         image = builder.dram[: builder.top].copy()
-        runs.append(RtlRun(image, launch))
+        runs.append(DeviceRun(image, launch))
         machine = Machine(config, builder.dram.copy())
         machine.run(launch)
         expected.append(machine.dram[: builder.top])

@@ -9,8 +9,9 @@ import pytest
 
 from arch.config import PRESETS
 from sim.backends import pyverilator as pyverilator_backend
+from sim.backends.base import DeviceResult, DeviceRun
 from sim.backends.isa_machine import Machine
-from sim.backends.rtl import RtlResult, RtlRun, run_programs
+from sim.backends.rtl import run_programs
 from tests.instruction.test_rtl_vs_isa import (
     EXPECTED_CODES,
     bad_programs,
@@ -24,31 +25,31 @@ STATUS = ("done", "error", "timeout", "error_code", "error_index", "perf")
 
 
 def programs():
-    """(name, RtlRun, expected DRAM or None) for kernels, random, bad and timed-out programs."""
+    """(name, DeviceRun, expected DRAM or None) for kernels, random, bad and timed-out programs."""
     valid = {**kernel_programs(CONFIG, seed=29), **random_programs(CONFIG, seed=5, count=4)}
     out = []
     for name, builder in valid.items():
         launch = builder.finish()
         machine = Machine(CONFIG, builder.dram.copy())
         machine.run(launch)
-        run = RtlRun(builder.dram[: builder.top].copy(), launch, max_cycles=200_000)
+        run = DeviceRun(builder.dram[: builder.top].copy(), launch, max_cycles=200_000)
         out.append((name, run, machine.dram[: builder.top]))
     bad = bad_programs(CONFIG)
     builder = bad.pop("illegal_opcode")
     launch = builder.finish()
     second = launch.insn_base + 16
     builder.dram[second] = (builder.dram[second] & 0xF0) | 13  # as test_rtl_vs_isa does
-    out.append(("illegal_opcode", RtlRun(builder.dram[: builder.top].copy(), launch), None))
+    out.append(("illegal_opcode", DeviceRun(builder.dram[: builder.top].copy(), launch), None))
     for name, builder in bad.items():
         launch = builder.finish()  # writes the program into builder.dram
-        run = RtlRun(builder.dram[: builder.top].copy(), launch, max_cycles=200_000)
+        run = DeviceRun(builder.dram[: builder.top].copy(), launch, max_cycles=200_000)
         out.append((name, run, None))
     first = out[0][1]
-    out.append(("timeout", RtlRun(first.image, first.launch, max_cycles=300), None))
+    out.append(("timeout", DeviceRun(first.image, first.launch, max_cycles=300), None))
     return out
 
 
-def assert_same(name: str, got: RtlResult, want: RtlResult) -> None:
+def assert_same(name: str, got: DeviceResult, want: DeviceResult) -> None:
     for field in STATUS:
         assert getattr(got, field) == getattr(want, field), (
             f"{name}: {field} {getattr(got, field)} (pyverilator) != "

@@ -24,19 +24,20 @@ UNIT_OF_QUEUE = {isa.Queue.LOAD: "load", isa.Queue.COMPUTE: "compute", isa.Queue
 
 @pytest.fixture(scope="module")
 def mlp():
-    _, plan = compile_model("mlp", PRESETS["tiny"], seed=3)
-    shape = plan.graph.tensors[plan.graph.inputs[0]].shape
+    exe = compile_model("mlp", PRESETS["tiny"], seed=3).executable
+    shape = exe.input.shape
     x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
-    return plan, x
+    return exe, x
 
 
-def program_from_image(plan) -> list[tuple[str | None, int]]:
+def program_from_image(exe) -> list[tuple[str | None, int]]:
     """(unit, opcode) of every instruction, decoded from the DRAM image the RTL runs."""
-    base, count = plan.launch["insn_base"], len(plan.program.insns)
+    [program] = exe.programs
+    base, count = program.launch.insn_base, program.instructions
     out = []
     for index in range(count):
         at = base + index * isa.INSN_BYTES
-        word = int.from_bytes(plan.image[at : at + isa.INSN_BYTES].tobytes(), "little")
+        word = int.from_bytes(program.image[at : at + isa.INSN_BYTES].tobytes(), "little")
         insn = isa.decode_insn(word, index)
         queue = isa.queue_of(insn.opcode, insn.fields)
         out.append((UNIT_OF_QUEUE.get(queue) if queue is not None else None, insn.opcode.value))
@@ -55,26 +56,26 @@ def savefile_signals(path: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def layer_run(mlp, tmp_path_factory):
-    plan, x = mlp
-    layer = plan.accel_layers()[1]
+    exe, x = mlp
+    layer = exe.layers[1]
     directory = tmp_path_factory.mktemp("waves")
     result = run(
-        plan,
+        exe,
         x,
         "rtl",
         workdir=directory / "sim",
         waves=WaveRequest(layer=layer.name, directory=directory),
         name="mlp",
     )
-    return plan, layer, result
+    return exe, layer, result
 
 
 def test_layer_window_traces_exactly_the_layers_instructions(layer_run):
-    plan, layer, result = layer_run
+    exe, layer, result = layer_run
     assert result.bit_exact
     dump = Dump(Path(result.waves["file"]))
     start, stop = layer.insn_range
-    program = program_from_image(plan)
+    program = program_from_image(exe)
     traced = dump.instructions()
     for unit in UNITS:
         expected = [(i, op) for i, (u, op) in enumerate(program) if u == unit and start <= i < stop]
@@ -84,7 +85,7 @@ def test_layer_window_traces_exactly_the_layers_instructions(layer_run):
 
 
 def test_layer_window_bounds(layer_run):
-    _plan, layer, result = layer_run
+    _exe, layer, result = layer_run
     start, stop = layer.insn_range
     dump = Dump(Path(result.waves["file"]))
     progress = dump.changes(
@@ -110,7 +111,7 @@ def test_layer_window_bounds(layer_run):
 
 
 def test_savefile_signals_exist_and_markers_sit_on_layer_boundaries(layer_run):
-    _plan, layer, result = layer_run
+    _exe, layer, result = layer_run
     dump = Dump(Path(result.waves["file"]))
     savefile = Path(result.waves["savefile"])
     names = savefile_signals(savefile)
@@ -130,9 +131,9 @@ def test_savefile_signals_exist_and_markers_sit_on_layer_boundaries(layer_run):
 
 
 def test_cycle_window_is_exact_and_smaller_than_the_whole_run(mlp, tmp_path):
-    plan, x = mlp
+    exe, x = mlp
     window = run(
-        plan,
+        exe,
         x,
         "rtl",
         workdir=tmp_path / "a",
@@ -143,7 +144,7 @@ def test_cycle_window_is_exact_and_smaller_than_the_whole_run(mlp, tmp_path):
     cycles = dump.changes(["tb_top.dut.perf.cycles"])["tb_top.dut.perf.cycles"]
     assert cycles[0][1] == 1000 and cycles[-1][1] == 1500
     whole = run(
-        plan, x, "rtl", workdir=tmp_path / "b", waves=WaveRequest(directory=tmp_path), name="all"
+        exe, x, "rtl", workdir=tmp_path / "b", waves=WaveRequest(directory=tmp_path), name="all"
     )
     assert whole.waves["traced_cycles"][1] >= whole.cycles
     assert window.waves["bytes"] < whole.waves["bytes"] / 3
@@ -151,15 +152,16 @@ def test_cycle_window_is_exact_and_smaller_than_the_whole_run(mlp, tmp_path):
 
 
 def test_accelerator_error_leaves_a_dump_up_to_the_error(tmp_path):
-    _, plan = compile_model("mlp", PRESETS["tiny"], seed=1)
-    index = plan.accel_layers()[1].insn_range[0] + 1
-    address = plan.launch["insn_base"] + index * isa.INSN_BYTES
-    plan.image[address] = (plan.image[address] & 0xF0) | 13  # an illegal opcode
-    shape = plan.graph.tensors[plan.graph.inputs[0]].shape
+    exe = compile_model("mlp", PRESETS["tiny"], seed=1).executable
+    [program] = exe.programs
+    index = exe.layers[1].insn_range[0] + 1
+    address = program.launch.insn_base + index * isa.INSN_BYTES
+    program.image[address] = (program.image[address] & 0xF0) | 13  # an illegal opcode
+    shape = exe.input.shape
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     with pytest.raises(RunError) as info:
         run(
-            plan,
+            exe,
             x,
             "rtl",
             workdir=tmp_path,
@@ -179,18 +181,19 @@ def test_cli_failure_dump_traces_the_cycles_before_the_error(tmp_path, capsys, m
 
     from sim import cli
 
-    _, plan = compile_model("mlp", PRESETS["tiny"], seed=1)
-    index = plan.accel_layers()[2].insn_range[0]
-    address = plan.launch["insn_base"] + index * isa.INSN_BYTES
-    plan.image[address] = (plan.image[address] & 0xF0) | 14  # an illegal opcode
-    shape = plan.graph.tensors[plan.graph.inputs[0]].shape
+    exe = compile_model("mlp", PRESETS["tiny"], seed=1).executable
+    [program] = exe.programs
+    index = exe.layers[2].insn_range[0]
+    address = program.launch.insn_base + index * isa.INSN_BYTES
+    program.image[address] = (program.image[address] & 0xF0) | 14  # an illegal opcode
+    shape = exe.input.shape
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     with pytest.raises(RunError) as info:
-        run(plan, x, "rtl", workdir=tmp_path / "plain")
+        run(exe, x, "rtl", workdir=tmp_path / "plain")
     window = cli.failure_cycles(info.value.cycle)
     monkeypatch.setattr("sim.waves.window.WAVES_DIR", tmp_path)
     args = SimpleNamespace(backend="rtl", no_failure_waves=False, max_cycles=10**6)
-    cli.failure_dump(args, plan, x, tmp_path, WaveRequest(cycles=window, directory=tmp_path))
+    cli.failure_dump(args, exe, x, tmp_path, WaveRequest(cycles=window, directory=tmp_path))
     err = capsys.readouterr().err
     assert "re-running with tracing" in err and "ILLEGAL_OPCODE" in err
     [dump] = tmp_path.glob("*.fst")
@@ -199,9 +202,9 @@ def test_cli_failure_dump_traces_the_cycles_before_the_error(tmp_path, capsys, m
 
 
 def test_vcd_on_request(mlp, tmp_path):
-    plan, x = mlp
+    exe, x = mlp
     result = run(
-        plan,
+        exe,
         x,
         "rtl",
         workdir=tmp_path,

@@ -17,12 +17,12 @@ pytestmark = pytest.mark.simulator
 
 @pytest.mark.parametrize("model", ["mlp", "cnn"])
 def test_small_models_match_the_cocotb_backend(model, tmp_path):
-    _, plan = compile_model(
+    exe = compile_model(
         model, PRESETS["tiny"], image_size=16 if model == "cnn" else None, seed=2
-    )
-    x = seeded_input(plan, seed=5)
-    cocotb = run(plan, x, "rtl", workdir=tmp_path)
-    pyv = run(plan, x, "pyverilator")
+    ).executable
+    x = seeded_input(exe, seed=5)
+    cocotb = run(exe, x, "rtl", workdir=tmp_path)
+    pyv = run(exe, x, "pyverilator")
     assert pyv.backend == "pyverilator" and pyv.bit_exact, pyv.first_mismatch
     assert pyv.cycles == cocotb.cycles and pyv.counters == cocotb.counters
     for got, want in zip(pyv.layers, cocotb.layers, strict=True):
@@ -35,12 +35,12 @@ def test_small_models_match_the_cocotb_backend(model, tmp_path):
         np.testing.assert_array_equal(pyv.outputs[name], value)
 
 
-def test_api_runs_a_plan_on_pyverilator():
-    _, plan = compile_model("mlp", PRESETS["tiny"], seed=3)
-    graph, x = plan.graph, seeded_input(plan, seed=1)
-    outputs, report = api.run(plan, x, backend="pyverilator")
+def test_api_runs_an_executable_on_pyverilator():
+    exe = compile_model("mlp", PRESETS["tiny"], seed=3).executable
+    graph, x = exe.reference, seeded_input(exe, seed=1)
+    outputs, report = api.run(exe, x, backend="pyverilator")
     assert report["backend"] == "pyverilator" and report["total"]["bit_exact"]
-    assert report["total"]["cycles"] > 0 and len(report["layers"]) == len(plan.accel_layers())
+    assert report["total"]["cycles"] > 0 and len(report["layers"]) == len(exe.layers)
     reference = evaluate(graph, quantize_input(x, graph.tensors[graph.inputs[0]].scale))
     out = graph.outputs[0]
     np.testing.assert_array_equal(

@@ -11,8 +11,8 @@ from compiler.compile import compile_model
 from sim.run import RunError, run
 
 
-def seeded_input(plan, seed=11):
-    shape = plan.graph.tensors[plan.graph.inputs[0]].shape
+def seeded_input(exe, seed=11):
+    shape = exe.input.shape
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
@@ -20,10 +20,10 @@ def seeded_input(plan, seed=11):
 @pytest.mark.parametrize("config", ["tiny", "default"])
 @pytest.mark.parametrize("model", ["cnn", "mlp"])
 def test_small_models_are_bit_exact_on_rtl(model, config, tmp_path):
-    _, plan = compile_model(
+    exe = compile_model(
         model, PRESETS[config], image_size=16 if model == "cnn" else None, seed=1
-    )
-    result = run(plan, seeded_input(plan), "rtl", workdir=tmp_path)
+    ).executable
+    result = run(exe, seeded_input(exe), "rtl", workdir=tmp_path)
     bad = result.first_mismatch
     assert bad is None, bad.mismatch
     assert result.counters["macs"] >= sum(layer.macs for layer in result.layers)  # + padding
@@ -33,11 +33,11 @@ def test_small_models_are_bit_exact_on_rtl(model, config, tmp_path):
 @pytest.mark.simulator
 def test_resnet18_224_on_16x16_rtl(tmp_path):
     """The CI regression's real network: ResNet-18, 224x224, batch 1, default config."""
-    _, plan = compile_model("resnet18", PRESETS["default"], seed=0)
-    result = run(plan, seeded_input(plan), "rtl", workdir=tmp_path)
+    exe = compile_model("resnet18", PRESETS["default"], seed=0).executable
+    result = run(exe, seeded_input(exe), "rtl", workdir=tmp_path)
     bad = result.first_mismatch
     assert bad is None, bad.mismatch
-    config = plan.config
+    config = exe.config
     macs = sum(layer.macs for layer in result.layers)
     utilization = macs / (config.rows * config.cols * result.cycles)
     print(
@@ -50,13 +50,14 @@ def test_resnet18_224_on_16x16_rtl(tmp_path):
 
 @pytest.mark.simulator
 def test_corrupted_program_stops_with_an_error_naming_the_layer(tmp_path):
-    _, plan = compile_model("mlp", PRESETS["tiny"], seed=1)
-    second_layer = plan.accel_layers()[1]
+    exe = compile_model("mlp", PRESETS["tiny"], seed=1).executable
+    [program] = exe.programs
+    second_layer = program.layers[1]
     index = second_layer.insn_range[0] + 1
-    address = plan.launch["insn_base"] + index * isa.INSN_BYTES
-    plan.image[address] = (plan.image[address] & 0xF0) | 13  # an illegal opcode
+    address = program.launch.insn_base + index * isa.INSN_BYTES
+    program.image[address] = (program.image[address] & 0xF0) | 13  # an illegal opcode
     with pytest.raises(RunError) as info:
-        run(plan, seeded_input(plan), "rtl", workdir=tmp_path)
+        run(exe, seeded_input(exe), "rtl", workdir=tmp_path)
     message = str(info.value)
     assert "ILLEGAL_OPCODE" in message and f"instruction {index}" in message
     assert second_layer.name in message

@@ -24,18 +24,14 @@ CASES = [
     ("model", "size", "config"), CASES, ids=[f"{m}-{s}-{c}" for m, s, c in CASES]
 )
 def test_zoo_model_is_bit_exact_on_isa_simulator(model, size, config):
-    name, plan = compile_model(model, PRESETS[config], image_size=size, seed=3)
-    graph = plan.graph
-    x = (
-        np.random.default_rng(7)
-        .standard_normal(graph.tensors[graph.inputs[0]].shape)
-        .astype(np.float32)
-    )
-    result = run(plan, x, "isa")
+    compiled = compile_model(model, PRESETS[config], image_size=size, seed=3)
+    name, exe = compiled.name, compiled.executable
+    x = np.random.default_rng(7).standard_normal(exe.input.shape).astype(np.float32)
+    result = run(exe, x, "isa")
     bad = result.first_mismatch
     assert bad is None, f"{name}: {bad.mismatch}"
-    assert len(result.layers) == len(plan.accel_layers())
+    assert len(result.layers) == len(exe.layers)
     # The array also multiplies the zero padding of channels that are not whole lines.
     assert result.counters["macs"] >= sum(layer.macs for layer in result.layers)
-    accuracy = compare_fp32(graph.source, graph, x)
+    accuracy = compare_fp32(compiled.source, exe.reference, x)
     assert accuracy["cosine_vs_fp32"] > 0.99, accuracy

@@ -23,12 +23,14 @@ from arch.isa import Launch, Mem, Opcode, Queue
 from arch.reference import dequantize, evaluate, quantize_input
 from compiler import zoo
 from compiler.errors import CompileError
+from compiler.export import device_program, to_executable
 from compiler.frontend import compile_front
 from compiler.ir import Graph, Node, Tensor
 from compiler.passes import BACK_PASSES
 from compiler.plan import Plan, round_up
 from sim.backends.isa_machine import Machine
-from sim.run import dram_image, launch_of, run
+from sim.host import device_image
+from sim.run import run as run_executable
 
 F = TensorProto.FLOAT
 TINY = PRESETS["tiny"]
@@ -48,6 +50,21 @@ CONFIGS = {
     "8x8": AccelConfig(rows=8, cols=8),
     "small": SMALL,
 }
+
+
+def launch_of(plan: Plan) -> isa.Launch:
+    return device_program(plan).launch
+
+
+def dram_image(plan: Plan, x: np.ndarray) -> np.ndarray:
+    """The image the run would start from: the executable's, with the quantized input."""
+    exe = to_executable(plan, "test")
+    scale = exe.input.scale or 1.0
+    return device_image(exe.programs[0], {exe.input.name: quantize_input(x, scale)})
+
+
+def run(plan: Plan, x: np.ndarray):
+    return run_executable(to_executable(plan, "test"), x, "isa")
 
 
 # --------------------------------------------------------------------------- graph building
@@ -405,7 +422,7 @@ def test_small_memories_force_smaller_tiles_and_still_run(graphs: dict[str, Grap
 
     assert shape(big) != shape(small)  # the small memories change some tiling
     x = np.random.default_rng(6).standard_normal(in_shape(small.graph)).astype(np.float32)
-    assert run(small, x, "isa").bit_exact
+    assert run(small, x).bit_exact
 
 
 def test_impossible_tiling_names_the_numbers() -> None:
@@ -445,7 +462,7 @@ def test_global_pool_wider_than_the_window_field_runs_in_chunks(size: int) -> No
     assert sum(op.fields["window"] for op in pools) == size * size
     assert all(op.fields["window"] <= 255 for op in pools)
     x = np.random.default_rng(size).standard_normal((1, 4, size, size)).astype(np.float32)
-    result = run(plan, x, "isa")
+    result = run(plan, x)
     expected = evaluate(graph, quantize_input(x, graph.tensors[graph.inputs[0]].scale))
     assert result.bit_exact
     got = result.outputs[graph.outputs[0]]
@@ -732,7 +749,7 @@ def test_emitted_plan_is_bit_exact(graphs: dict[str, Graph], key: str, config: s
     logits = softmax.inputs[0] if softmax else graph.outputs[0]
     for seed in (0, 1, 2):
         x = np.random.default_rng(100 + seed).standard_normal(in_shape(graph)).astype(np.float32)
-        result = run(plan, x, "isa")
+        result = run(plan, x)
         assert result.bit_exact, result.first_mismatch
         assert [r.name for r in result.layers] == [la.name for la in plan.accel_layers()]
 

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from arch.config import PRESETS
-from sim.backends.rtl import accelerator_spec
+from sim.backends.accelerator import accelerator_spec
 from sim.bench import raw_spec
 from sim.verilate import build as vb
 from sim.verilate.runtime import runtime_objects

@@ -247,4 +247,35 @@ def test_mlp_run_writes_the_report(tmp_path: Path) -> None:
     assert png.startswith(b"\x89PNG") and len(png) > 1000
     listing = (out / "listing.txt").read_text()
     assert listing.startswith("; model mlp, config 4x4_") and "<- fc1 (gemm)" in listing
-    assert (out / "model.bundle").is_file()
+    assert report["executable"] == str(out / "mlp.cosim") and (out / "mlp.cosim").is_file()
+
+    # the saved executable runs again without the model: same layers, cycles and listing
+    again = cli("--bundle", str(out / "mlp.cosim"), "--config", "tiny", out=tmp_path / "again")
+    assert again.returncode == 0, again.stderr
+    rerun = json.loads((tmp_path / "again" / "report.json").read_text())
+    assert rerun["executable"] == report["executable"] and rerun["total"]["bit_exact"]
+    assert [(la["name"], la["cycles"]) for la in rerun["layers"]] == [
+        (la["name"], la["cycles"]) for la in report["layers"]
+    ]
+    assert (tmp_path / "again" / "listing.txt").read_text() == listing
+    assert rerun["accuracy"] == {}  # an executable holds no fp32 model
+    assert "accuracy vs fp32: not measured" in again.stdout
+
+
+def test_bad_executables_exit_2_naming_what_is_wrong(tmp_path: Path) -> None:
+    first = cli("--model", "mlp", "--config", "tiny", out=tmp_path / "first")
+    assert first.returncode == 0, first.stderr
+    saved = tmp_path / "first" / "mlp.cosim"
+    broken = tmp_path / "broken.cosim"
+    broken.write_bytes(saved.read_bytes()[:1000])
+    cases = [
+        (["--bundle", str(saved), "--config", "default"], "was compiled for config 4x4_"),
+        (["--bundle", str(broken)], "broken.cosim"),
+        (["--bundle", str(tmp_path / "none.cosim")], "no such executable file"),
+        (["--bundle", str(saved), "--image-size", "32"], "--image-size applies"),
+        (["--bundle", str(saved), "--model", "mlp"], "not allowed with argument"),
+    ]
+    for args, message in cases:
+        result = cli(*args, out=tmp_path / "out")
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr and "Traceback" not in result.stderr, result.stderr

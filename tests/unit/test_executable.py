@@ -1,19 +1,25 @@
-"""The executable bundle: save/load round trip, config and version checks, unreadable files."""
+"""The executable file: save/load round trip (the loaded executable runs exactly like the
+original), config and version checks, unreadable files, and files made to attack the reader
+(paths outside the archive, oversized or wrongly typed arrays, altered data, inconsistent
+addresses) - each refused with a clear error, never run."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
-import pickle
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from arch import executable, listing
 from arch.config import PRESETS, AccelConfig
-from arch.reference import evaluate, quantize_input
+from arch.executable import ExecutableError, HostStep
 from compiler import zoo
-from compiler.bundle import FORMAT_VERSION, BundleError, load_bundle, save_bundle
+from compiler.errors import CompileError
+from compiler.export import device_program, to_executable
 from compiler.frontend import compile_front
 from compiler.passes import run_back
 from compiler.plan import Plan
@@ -28,155 +34,329 @@ def plan() -> Plan:
     return run_back(graph, TINY)
 
 
+@pytest.fixture(scope="module")
+def exe(plan: Plan) -> executable.Executable:
+    return to_executable(plan, "cnn")
+
+
 @pytest.fixture
-def bundle(plan: Plan, tmp_path: Path) -> Path:
-    return save_bundle(plan, tmp_path / "sub" / "cnn.bundle", "cnn")
+def saved(exe: executable.Executable, tmp_path: Path) -> Path:
+    return executable.save(exe, tmp_path / "sub" / "cnn.cosim")
 
 
-def rewrite(src: Path, dst: Path, **members: bytes | None) -> Path:
-    """A copy of the bundle with some members replaced (bytes) or left out (None)."""
+def manifest_of(path: Path) -> dict:
+    with zipfile.ZipFile(path) as archive:
+        return json.loads(archive.read("manifest.json"))
+
+
+def rewrite(src: Path, dst: Path, members: dict[str, bytes | None]) -> Path:
+    """A copy of the archive with some members replaced or added (bytes) or left out (None)."""
     with zipfile.ZipFile(src) as old, zipfile.ZipFile(dst, "w") as new:
-        for name in old.namelist():
+        names = old.namelist()
+        for name in names:
             data = members.get(name, old.read(name))
             if data is not None:
+                new.writestr(name, data)
+        for name, data in members.items():
+            if name not in names and data is not None:
                 new.writestr(name, data)
     return dst
 
 
-def test_round_trip_keeps_program_image_launch_and_manifest(plan: Plan, bundle: Path) -> None:
-    assert bundle.is_file() and zipfile.is_zipfile(bundle)
-    with zipfile.ZipFile(bundle) as archive:
-        assert sorted(archive.namelist()) == ["dram_image.bin", "manifest.json", "plan.pkl"]
-        assert archive.read("dram_image.bin") == plan.image.tobytes()
-    loaded, info = load_bundle(bundle, TINY)
-    assert loaded is not plan
-    assert loaded.program.insn_bytes() == plan.program.insn_bytes()
-    assert loaded.program.desc_bytes() == plan.program.desc_bytes()
-    np.testing.assert_array_equal(loaded.image, plan.image)
-    assert loaded.image.dtype == np.uint8 and loaded.image.flags.writeable
-    assert loaded.launch == plan.launch and loaded.regions == plan.regions
-    assert loaded.config == TINY
+def with_manifest(src: Path, dst: Path, change) -> Path:
+    info = manifest_of(src)
+    change(info)
+    return rewrite(src, dst, {"manifest.json": json.dumps(info).encode()})
 
-    assert info["format_version"] == FORMAT_VERSION == 1
-    assert info["model"] == "cnn"
-    assert AccelConfig.from_dict(info["config"]) == TINY
-    assert info["config_name"] == TINY.name
-    assert info["launch"] == plan.launch
-    assert info["memory_map"] == [{"name": n, "addr": a, "bytes": s} for n, a, s in plan.regions]
-    assert info["input"] == {
-        "name": "input",
-        "scale": plan.graph.tensors["input"].scale,
-        "layout": "im2col",
-    }
-    assert [o["name"] for o in info["outputs"]] == plan.graph.outputs
-    assert info["instructions"] == len(plan.program.insns)
-    assert info["descriptors"] == len(plan.program.descs)
-    layers = plan.accel_layers()
-    assert [(x["name"], x["op"], x["kind"], x["macs"]) for x in info["layers"]] == [
-        (la.name, la.node.op, la.kind, la.macs) for la in layers
+
+def npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=True)
+    return buffer.getvalue()
+
+
+def image_member(path: Path) -> str:
+    return manifest_of(path)["steps"][0]["image"]
+
+
+def test_archive_holds_only_json_and_plain_arrays(exe, saved: Path) -> None:
+    with zipfile.ZipFile(saved) as archive:
+        names = archive.namelist()
+        assert names[0] == "manifest.json"
+        assert all(n.startswith("arrays/") and n.endswith(".npy") for n in names[1:])
+        assert all(i.compress_type == zipfile.ZIP_DEFLATED for i in archive.infolist())
+        for name in names[1:]:  # every array loads without pickle
+            np.load(io.BytesIO(archive.read(name)), allow_pickle=False)
+    info = manifest_of(saved)
+    assert info["format"] == "cosim-executable" and info["format_version"] == 1
+    assert info["model"] == "cnn" and AccelConfig.from_dict(info["config"]) == TINY
+    assert [s["kind"] for s in info["steps"]] == ["device"] + ["host"] * (len(exe.steps) - 1)
+    assert len(info["reference"]["nodes"]) == len(exe.reference.nodes)
+    assert set(info["arrays"]) == set(names[1:])
+
+
+def test_round_trip_keeps_everything(exe, saved: Path) -> None:
+    loaded = executable.load(saved, TINY)
+    assert loaded is not exe and loaded.model == "cnn" and loaded.config == TINY
+    [program], [original] = loaded.programs, exe.programs
+    np.testing.assert_array_equal(program.image, original.image)
+    assert program.image.dtype == np.uint8
+    assert (program.launch, program.regions, program.layers, program.tensors) == (
+        original.launch,
+        original.regions,
+        original.layers,
+        original.tensors,
+    )
+    assert (program.inputs, program.outputs, program.perf_base) == (
+        original.inputs,
+        original.outputs,
+        original.perf_base,
+    )
+    assert [s for s in loaded.steps if isinstance(s, HostStep)] == [
+        s for s in exe.steps if isinstance(s, HostStep)
     ]
-    assert [tuple(x["insn_range"]) for x in info["layers"]] == [la.insn_range for la in layers]
-    assert info["layers"][0]["tiling"]["rows_per_tile"] == layers[0].tiling.rows_per_tile
-    assert [x["name"] for x in info["layers"]] == [
-        "conv1",
-        "conv2",
-        "maxpool",
-        "conv3",
-        "avgpool",
-        "fc",
-    ]
-    # without a config the bundle loads too
-    again, _ = load_bundle(bundle)
-    assert again.config == TINY
-
-
-def test_loaded_plan_runs_bit_exact(bundle: Path) -> None:
-    loaded, _ = load_bundle(bundle, TINY)
-    graph = loaded.graph
-    for seed in (1, 2):
-        x = np.random.default_rng(seed).standard_normal((1, 3, 16, 16)).astype(np.float32)
-        result = run(loaded, x, "isa")
-        assert result.bit_exact, result.first_mismatch
-        assert len(result.layers) == 6
-        reference = evaluate(graph, quantize_input(x, graph.tensors["input"].scale))
-        logits = reference["logits"].astype(np.float64) * graph.tensors["logits"].scale
-        np.testing.assert_allclose(result.outputs["logits"], logits, rtol=1e-6)
-
-
-def test_a_different_config_is_refused_naming_both(bundle: Path) -> None:
-    other = PRESETS["default"]
-    with pytest.raises(BundleError) as info:
-        load_bundle(bundle, other)
-    text = str(info.value)
-    assert TINY.name in text and other.name in text and str(bundle) in text
-    near = AccelConfig(**{**TINY.to_dict(), "dram_latency": TINY.dram_latency + 1})
-    with pytest.raises(BundleError, match=near.name):  # any field differs: refused
-        load_bundle(bundle, near)
-
-
-def test_wrong_format_version_is_refused(bundle: Path, tmp_path: Path) -> None:
-    with zipfile.ZipFile(bundle) as archive:
-        info = json.loads(archive.read("manifest.json"))
-    for version in (FORMAT_VERSION + 1, 0, None):
-        info["format_version"] = version
-        path = rewrite(
-            bundle, tmp_path / f"v{version}.bundle", **{"manifest.json": json.dumps(info).encode()}
+    assert loaded.reference.tensors == exe.reference.tensors
+    for got, want in zip(loaded.reference.nodes, exe.reference.nodes, strict=True):
+        assert (got.name, got.op, got.inputs, got.output) == (
+            want.name,
+            want.op,
+            want.inputs,
+            want.output,
         )
-        with pytest.raises(BundleError, match=f"bundle format {version}"):
-            load_bundle(path, TINY)
+        assert got.attrs == {
+            k: tuple(v) if isinstance(v, list) else v for k, v in want.attrs.items()
+        }
+        assert got.params.keys() == want.params.keys()
+        for key, value in want.params.items():
+            assert got.params[key].dtype == value.dtype
+            np.testing.assert_array_equal(got.params[key], value)
+    assert listing.render(loaded) == listing.render(exe)
 
 
-def test_unreadable_files_raise_bundle_error(bundle: Path, tmp_path: Path) -> None:
+def test_loaded_executable_runs_exactly_like_the_original(exe, saved: Path) -> None:
+    loaded = executable.load(saved)
+    for seed in (0, 1):
+        x = np.random.default_rng(seed).standard_normal(exe.input.shape).astype(np.float32)
+        want, got = run(exe, x, "isa"), run(loaded, x, "isa")
+        assert got.bit_exact and want.bit_exact
+        assert got.cycles == want.cycles and got.counters == want.counters
+        assert [(la.name, la.cycles, la.counters) for la in got.layers] == [
+            (la.name, la.cycles, la.counters) for la in want.layers
+        ]
+        for name, value in want.outputs.items():
+            np.testing.assert_array_equal(got.outputs[name], value)
+
+
+def test_a_wrong_reference_is_caught(exe, saved: Path, tmp_path: Path) -> None:
+    """The reference in the file is what the run is checked against: a changed weight there
+    makes the run fail its check (the check reads the file's reference, not the compiler's)."""
+    info = manifest_of(saved)
+    node = next(n for n in info["reference"]["nodes"] if "weight" in n["params"])
+    member = node["params"]["weight"]
+    with zipfile.ZipFile(saved) as archive:
+        weight = np.load(io.BytesIO(archive.read(member)))
+    weight = weight.copy()
+    weight.flat[0] = np.int8(weight.flat[0] ^ 0x40)
+    info["arrays"][member]["sha256"] = hashlib.sha256(weight.tobytes()).hexdigest()
+    path = rewrite(
+        saved,
+        tmp_path / "wrong.cosim",
+        {"manifest.json": json.dumps(info).encode(), member: npy(weight)},
+    )
+    x = np.random.default_rng(0).standard_normal(exe.input.shape).astype(np.float32)
+    result = run(executable.load(path), x, "isa")
+    assert not result.bit_exact and result.first_mismatch.name == node["name"]
+
+
+def test_a_different_config_is_refused_naming_both(saved: Path) -> None:
+    other = PRESETS["default"]
+    with pytest.raises(ExecutableError) as info:
+        executable.load(saved, other)
+    text = str(info.value)
+    assert TINY.name in text and other.name in text and str(saved) in text
+    near = AccelConfig(**{**TINY.to_dict(), "dram_latency": TINY.dram_latency + 1})
+    with pytest.raises(ExecutableError, match=near.name):  # any field differs: refused
+        executable.load(saved, near)
+
+
+def test_wrong_format_or_version_is_refused(saved: Path, tmp_path: Path) -> None:
+    for version in (2, 0, None, "1"):
+        path = with_manifest(
+            saved, tmp_path / f"v{version}.cosim", lambda i, v=version: i.update(format_version=v)
+        )
+        with pytest.raises(ExecutableError, match=f"format version {version!r}"):
+            executable.load(path)
+    path = with_manifest(saved, tmp_path / "fmt.cosim", lambda i: i.update(format="neff"))
+    with pytest.raises(ExecutableError, match="is not a cosim-executable file"):
+        executable.load(path)
+
+
+def test_unreadable_files_are_refused(saved: Path, tmp_path: Path) -> None:
     rng = np.random.default_rng(4)
-    data = bundle.read_bytes()
+    data = saved.read_bytes()
     cases = {
         "garbage": rng.integers(0, 256, 4096, dtype=np.uint8).tobytes(),
         "empty": b"",
         "truncated": data[: len(data) // 2],
-        "text": b"not a bundle\n",
+        "text": b"not an executable\n",
     }
     for name, blob in cases.items():
-        path = tmp_path / f"{name}.bundle"
+        path = tmp_path / f"{name}.cosim"
         path.write_bytes(blob)
-        with pytest.raises(BundleError, match="not a readable bundle"):
-            load_bundle(path, TINY)
-    with pytest.raises(BundleError, match="not a readable bundle"):
-        load_bundle(tmp_path / "missing.bundle", TINY)
-    with pytest.raises(BundleError):
-        load_bundle(tmp_path, TINY)  # a directory
-
-    # a zip whose members are damaged or missing
-    plan_pkl = zipfile.ZipFile(bundle).read("plan.pkl")
+        with pytest.raises(ExecutableError, match=str(path)):
+            executable.load(path)
+    with pytest.raises(ExecutableError, match="no such executable"):
+        executable.load(tmp_path / "missing.cosim")
+    with pytest.raises(ExecutableError, match="no such executable"):
+        executable.load(tmp_path)  # a directory
+    image = image_member(saved)
     members = {
-        "no_plan": {"plan.pkl": None},
-        "no_manifest": {"manifest.json": None},
-        "no_image": {"dram_image.bin": None},
-        "plan_garbage": {"plan.pkl": b"garbage"},
-        "plan_truncated": {"plan.pkl": plan_pkl[: len(plan_pkl) // 3]},
-        "plan_not_a_plan": {"plan.pkl": pickle.dumps({"config": TINY})},
-        "manifest_garbage": {"manifest.json": b"{not json"},
-        "manifest_binary": {"manifest.json": b"\xff\xfe\x00\xd8garbage"},
-        "manifest_list": {"manifest.json": b"[1, 2]"},
+        "no_manifest": ({"manifest.json": None}, "no manifest.json"),
+        "no_image": ({image: None}, "missing from the archive"),
+        "manifest_garbage": ({"manifest.json": b"{not json"}, "not valid JSON"),
+        "manifest_binary": ({"manifest.json": b"\xff\xfe\x00\xd8garbage"}, "not valid JSON"),
+        "manifest_list": ({"manifest.json": b"[1, 2]"}, "not a cosim-executable"),
+        "image_garbage": ({image: b"garbage"}, "not a readable .npy"),
     }
-    for name, changes in members.items():
-        path = rewrite(bundle, tmp_path / f"{name}.bundle", **changes)
-        with pytest.raises(BundleError, match=str(path)):
-            load_bundle(path, TINY)
+    for name, (changes, message) in members.items():
+        path = rewrite(saved, tmp_path / f"{name}.cosim", changes)
+        with pytest.raises(ExecutableError, match=message):
+            executable.load(path)
 
-    # a flipped byte inside the stored plan: the zip CRC catches it
+    # a flipped byte inside a compressed member: the zip CRC (or inflate) catches it
+    with zipfile.ZipFile(saved) as archive:
+        info = archive.getinfo(image)
+        start = info.header_offset + 30 + len(info.filename) + len(info.extra)
     damaged = bytearray(data)
-    at = data.index(plan_pkl[:64]) + len(plan_pkl) // 2
-    damaged[at] ^= 0xFF
-    path = tmp_path / "crc.bundle"
+    damaged[start + info.compress_size // 2] ^= 0xFF
+    path = tmp_path / "crc.cosim"
     path.write_bytes(bytes(damaged))
-    with pytest.raises(BundleError, match="not a readable bundle"):
-        load_bundle(path, TINY)
+    with pytest.raises(ExecutableError, match=str(path)):
+        executable.load(path)
 
 
-def test_save_refuses_an_unemitted_plan(plan: Plan, tmp_path: Path) -> None:
-    from compiler.errors import CompileError
+@pytest.mark.parametrize(
+    "member",
+    ["../../etc/passwd", "/etc/passwd", "arrays/../manifest.json", "manifest.json", "arrays/x.npy"],
+)
+def test_manifest_pointing_outside_the_archive_is_refused(saved, tmp_path, member) -> None:
+    def change(info: dict) -> None:
+        info["steps"][0]["image"] = member
+        info["arrays"][member] = {"dtype": "uint8", "shape": [4], "sha256": "0"}
 
-    bare = Plan(plan.config, plan.graph)
+    path = with_manifest(saved, tmp_path / "outside.cosim", change)
+    with pytest.raises(ExecutableError, match="not an array member of the archive"):
+        executable.load(path)
+
+
+def test_undeclared_member_is_refused(saved: Path, tmp_path: Path) -> None:
+    image = image_member(saved)
+    path = with_manifest(saved, tmp_path / "undeclared.cosim", lambda i: i["arrays"].pop(image))
+    with pytest.raises(ExecutableError, match="does not declare"):
+        executable.load(path)
+
+
+def test_oversized_arrays_are_refused(saved: Path, tmp_path: Path) -> None:
+    image = image_member(saved)
+    # a member that inflates far beyond its declared shape (a zip bomb) is not read
+    bomb = np.zeros(64 << 20, np.uint8)
+    path = rewrite(saved, tmp_path / "bomb.cosim", {image: npy(bomb)})
+    with pytest.raises(ExecutableError, match="expands to .* more than its declared"):
+        executable.load(path)
+    # a declared and stored image larger than the config's DRAM
+    big = np.zeros(TINY.dram_bytes + 1, np.uint8)
+
+    def declare(info: dict) -> None:
+        info["arrays"][image].update(
+            shape=[big.size], sha256=hashlib.sha256(big.tobytes()).hexdigest()
+        )
+
+    path = with_manifest(saved, tmp_path / "big0.cosim", declare)
+    path = rewrite(path, tmp_path / "big.cosim", {image: npy(big)})
+    with pytest.raises(ExecutableError, match="fit the config's DRAM"):
+        executable.load(path)
+
+
+def test_wrong_dtypes_are_refused(saved: Path, tmp_path: Path) -> None:
+    image = image_member(saved)
+    # declared as another dtype than the image must have
+    path = with_manifest(
+        saved, tmp_path / "d1.cosim", lambda i: i["arrays"][image].update(dtype="float32")
+    )
+    with pytest.raises(ExecutableError, match="dtype 'float32'; expected one of uint8"):
+        executable.load(path)
+    # a dtype outside the allowed set (objects would need pickle)
+    path = with_manifest(
+        saved, tmp_path / "d2.cosim", lambda i: i["arrays"][image].update(dtype="object")
+    )
+    with pytest.raises(ExecutableError, match="dtype 'object'"):
+        executable.load(path)
+    # the stored array is not what the manifest declares
+    path = rewrite(saved, tmp_path / "d3.cosim", {image: npy(np.zeros(8, np.int16))})
+    with pytest.raises(ExecutableError, match="the manifest declares uint8"):
+        executable.load(path)
+    # a pickled object array is never unpickled
+    path = rewrite(saved, tmp_path / "d4.cosim", {image: npy(np.array([{"a": 1}], dtype=object))})
+    with pytest.raises(ExecutableError, match="not a readable .npy array"):
+        executable.load(path)
+
+
+def test_altered_array_is_refused(saved: Path, tmp_path: Path) -> None:
+    image = image_member(saved)
+    with zipfile.ZipFile(saved) as archive:
+        data = np.load(io.BytesIO(archive.read(image))).copy()
+    data[len(data) // 2] ^= 1
+    path = rewrite(saved, tmp_path / "altered.cosim", {image: npy(data)})
+    with pytest.raises(ExecutableError, match="SHA-256: the file was altered"):
+        executable.load(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda i: i["steps"][0]["tensors"][i["steps"][0]["inputs"][0]].update(addr=-16),
+         "outside the config's DRAM"),
+        (lambda i: i["steps"][0]["regions"].append(["evil", 2**40, 16]),
+         "outside the config's DRAM"),
+        (lambda i: i["steps"][0]["layers"][0].update(insn_range=[0, 10**6]),
+         "instructions .* outside"),
+        (lambda i: i["steps"][0]["layers"][0].update(perf_index=10**9),
+         "PERF record of layer 0 .* outside"),
+        (lambda i: i["steps"][0]["launch"].update(insn_base=-1), "launch register insn_base"),
+        (lambda i: i["steps"][0].update(instructions=10**9), "overrun the image"),
+        (lambda i: i["steps"][0]["layers"][0].update(output="nowhere"), "has no place in DRAM"),
+        (lambda i: i["steps"][0]["tensors"][i["steps"][0]["inputs"][0]].update(layout="nchw"),
+         "layout 'nchw'"),
+        (lambda i: i["steps"].append({"kind": "host", "name": "h", "op": "exec", "inputs": [],
+                                      "outputs": []}), "host op 'exec'"),
+        (lambda i: i["steps"].append({"kind": "shell"}), "kind 'shell'"),
+        (lambda i: i["reference"]["nodes"][0].update(op="eval"), "op 'eval' is not one of"),
+        (lambda i: i["reference"]["nodes"][0].update(inputs=["ghost"]), "'ghost' is not in"),
+        (lambda i: i["reference"]["nodes"].reverse(), "is not produced before it"),
+        (lambda i: i["steps"][0].update(outputs=[]), "is produced by no step"),
+        (lambda i: i.pop("config"), "field 'config' is missing"),
+        (lambda i: i["config"].update(rows=3), "config it was compiled for is invalid"),
+        (lambda i: i["steps"][0].update(name=7), "field 'name' must be str"),
+    ],
+)  # fmt: skip
+def test_inconsistent_manifest_is_refused(saved, tmp_path, change, message) -> None:
+    path = with_manifest(saved, tmp_path / "bad.cosim", change)
+    with pytest.raises(ExecutableError, match=message):
+        executable.load(path)
+
+
+def test_export_refuses_an_unemitted_plan(plan: Plan) -> None:
     with pytest.raises(CompileError, match="not been emitted"):
-        save_bundle(bare, tmp_path / "x.bundle", "cnn")
-    assert not (tmp_path / "x.bundle").exists()
+        device_program(Plan(plan.config, plan.graph))
+
+
+def test_no_pickle_in_the_project() -> None:
+    """Nothing pickles or unpickles: the compiler, simulators and hardware never name it, and
+    the executable reader loads arrays with ``allow_pickle=False`` only."""
+    root = Path(__file__).resolve().parents[2]
+    for folder in ("compiler", "sim", "hdl_gen"):
+        for path in (root / folder).rglob("*.py"):
+            assert "pickle" not in path.read_text(), path
+    for path in (root / "arch").rglob("*.py"):
+        text = path.read_text()
+        assert "import pickle" not in text and "allow_pickle=True" not in text, path

@@ -1,5 +1,5 @@
 """Golden listings: three small graphs compiled for the "tiny" config with fixed seeds, rendered
-with :func:`compiler.listing.render` and compared with the committed ``tests/listings/<name>.txt``.
+with :func:`arch.listing.render` and compared with the committed ``tests/listings/<name>.txt``.
 
 A change that alters a listing says so: any difference in the memory map, layer table, program
 or descriptor table fails with a unified diff. If the change is intended, regenerate the files
@@ -20,8 +20,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from arch import listing
 from arch.config import PRESETS
-from compiler import listing, zoo
+from compiler import zoo
+from compiler.export import to_executable
 from compiler.frontend import compile_front
 from compiler.passes import run_back
 
@@ -106,7 +108,7 @@ GRAPHS: dict[str, Callable[[], onnx.ModelProto]] = {
 
 def render(name: str) -> str:
     graph = compile_front(GRAPHS[name](), seed=0)
-    return listing.render(run_back(graph, PRESETS["tiny"]), name)
+    return listing.render(to_executable(run_back(graph, PRESETS["tiny"]), name))
 
 
 @pytest.mark.parametrize("name", list(GRAPHS))
@@ -144,6 +146,6 @@ def test_listing_is_deterministic_and_reflects_the_graph() -> None:
     graph = compile_front(conv_relu(), seed=0)
     graph.nodes[0].attrs["act"] = None  # relu -> no clamp at 0: the stores change
     graph.nodes[0].params["clamp"] = np.array([-128, 127])
-    other = listing.render(run_back(graph, PRESETS["tiny"]), "conv_relu")
+    other = listing.render(to_executable(run_back(graph, PRESETS["tiny"]), "conv_relu"))
     assert other != text
     assert "clamp_lo=-128" in other and "clamp_lo=-128" not in text

@@ -17,8 +17,8 @@ from sim.waves.window import WaveError, WaveRequest, parse_range, resolve
 
 
 @pytest.fixture(scope="module")
-def plan():
-    return compile_model("mlp", PRESETS["tiny"], seed=2)[1]
+def programs():
+    return compile_model("mlp", PRESETS["tiny"], seed=2).executable.programs
 
 
 @pytest.mark.parametrize(
@@ -47,27 +47,27 @@ def test_one_window_and_a_known_format():
         WaveRequest.parse("ghw")
 
 
-def test_layer_window_is_the_layers_instruction_range(plan):
-    layer = plan.accel_layers()[1]
-    window = resolve(WaveRequest(layer=layer.name), plan)
+def test_layer_window_is_the_layers_instruction_range(programs):
+    layer = programs[0].layers[1]
+    window = resolve(WaveRequest(layer=layer.name), programs)
     assert (window.by, window.start, window.stop) == ("insn", *layer.insn_range)
     assert window.plusargs() == [
         "+wave_by=insn",
         f"+wave_from={layer.insn_range[0]}",
         f"+wave_to={layer.insn_range[1]}",
     ]
-    assert resolve(WaveRequest(), plan).plusargs() == []
+    assert resolve(WaveRequest(), programs).plusargs() == []
 
 
-def test_unknown_layer_names_close_ones(plan):
+def test_unknown_layer_names_close_ones(programs):
     with pytest.raises(WaveError, match=r"'fc3' is not a layer.*did you mean.*fc1"):
-        resolve(WaveRequest(layer="fc3"), plan)
+        resolve(WaveRequest(layer="fc3"), programs)
 
 
-def test_instruction_window_past_the_program_is_refused(plan):
-    count = len(plan.program.insns)
+def test_instruction_window_past_the_program_is_refused(programs):
+    count = programs[0].instructions
     with pytest.raises(WaveError, match=f"past the program's {count} instructions"):
-        resolve(WaveRequest(insns=(0, count + 1)), plan)
+        resolve(WaveRequest(insns=(0, count + 1)), programs)
 
 
 def test_filters_translate_every_enum_member_and_fsm_state(tmp_path):
