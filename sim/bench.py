@@ -45,12 +45,20 @@ from sim.backends.accelerator import accelerator_spec, build_accelerator
 from sim.backends.base import DeviceResult, DeviceRun
 from sim.backends.rtl import run_programs
 from sim.host import device_image
-from sim.verilate.build import MAKE_FLAGS, REPO_ROOT, VERILATOR_FLAGS, BuildSpec, build
+from sim.verilate.build import (
+    MAKE_FLAGS,
+    REPO_ROOT,
+    SIM_ROOT,
+    VERILATOR_FLAGS,
+    WORK_ROOT,
+    BuildSpec,
+    build,
+)
 from sim.verilate.pyverilator_build import build_pyverilator
 from sim.verilate.toolchain import find_toolchain
 
-BENCH_ROOT = REPO_ROOT / "build" / "bench"
-BENCH_MAIN = REPO_ROOT / "sim" / "csrc" / "bench_main.cpp"
+BENCH_ROOT = WORK_ROOT / "build" / "bench"
+BENCH_MAIN = SIM_ROOT / "csrc" / "bench_main.cpp"
 FULL_MODELS = (("resnet18", "resnet"), ("resnet50", "resnet50"))
 TICK_CYCLES = 100_000  # pyverilator ticked from Python: rate over this many cycles
 

@@ -28,11 +28,11 @@ from compiler.errors import CompileError
 from sim import report as reports
 from sim.backends.registry import BACKENDS
 from sim.run import RunError, RunResult, run
-from sim.verilate.build import REPO_ROOT, BuildError, SimulationFailed
+from sim.verilate.build import WORK_ROOT, BuildError, SimulationFailed
 from sim.verilate.toolchain import ToolchainError
 from sim.waves.window import FORMATS, WaveError, WaveRequest, resolve
 
-RUNS_ROOT = REPO_ROOT / "build" / "runs"
+RUNS_ROOT = WORK_ROOT / "build" / "runs"
 FAILURE_CYCLES = 4000  # traced before an accelerator error
 RTL_BACKENDS = ("rtl", "pyverilator")
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
@@ -43,9 +43,9 @@ class UsageError(ValueError):
     """A bad argument (file, image); exit code 2."""
 
 
-def parse(argv: list[str] | None) -> argparse.Namespace:
+def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m sim.cli",
+        prog=prog,
         description="Compile a model for the accelerator, run it on the ISA simulator or the RTL "
         "(Verilator driven by cocotb, or by pyverilator in this process), check every layer bit "
         "for bit against the integer reference, and "
@@ -238,8 +238,8 @@ def load_executable(
     return compiled.executable, config, compiled.source, time.perf_counter() - started
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m sim.cli") -> int:
+    args = parse(argv, prog)
     try:
         if args.seed < 0:
             raise UsageError(f"--seed must be a non-negative integer, not {args.seed}")

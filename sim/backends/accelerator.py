@@ -11,10 +11,9 @@ from arch import isa
 from arch.config import PRESETS, AccelConfig
 from hdl_gen.sim_top import TOP_NAME
 from sim.backends.harness import TOP_INPUTS, TOP_OUTPUTS
-from sim.verilate.build import BUILD_ROOT, REPO_ROOT, BuildSpec, BuiltModel, build
+from sim.verilate.build import BUILD_ROOT, REPO_ROOT, SIM_ROOT, BuildSpec, BuiltModel, build
 
 RTL_ROOT = REPO_ROOT / "rtl"
-SIM_ROOT = Path(__file__).resolve().parents[1]
 DRAM_STORAGE_V = SIM_ROOT / "hdl" / "cosim_dram_storage.v"
 TB_TOP_V = SIM_ROOT / "hdl" / "tb_top.v"
 TB_TOP = "tb_top"

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim.verilate.build import BUILD_ROOT, REPO_ROOT, BuildSpec, BuiltModel
+from sim.verilate.build import BUILD_ROOT, WORK_ROOT, BuildSpec, BuiltModel
 from sim.verilate.pyverilator_build import PYVERILATOR_MAIN, build_pyverilator
 
-WAVES_ROOT = REPO_ROOT / "waves"
+WAVES_ROOT = WORK_ROOT / "waves"
 
 
 class SignalError(LookupError):

@@ -37,19 +37,33 @@ from sim.verilate.toolchain import ToolchainError, find_toolchain, fst_missing_m
 
 log = logging.getLogger("cosim.build")
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-BUILD_ROOT = REPO_ROOT / "build" / "verilator"
+REPO_ROOT = Path(__file__).resolve().parents[2]  # the checkout (or site-packages, installed)
+SIM_ROOT = REPO_ROOT / "sim"  # its testbench and C++ harness sources (sim/hdl, sim/csrc)
+
+
+def _work_root() -> Path:
+    """Where outputs go (build/, waves/): ``$COSIM_HOME``; else the checkout when running from
+    one; else, for an installed package, the current directory."""
+    if os.environ.get("COSIM_HOME"):
+        return Path(os.environ["COSIM_HOME"]).resolve()
+    if (REPO_ROOT / "pyproject.toml").is_file():
+        return REPO_ROOT
+    return Path.cwd()
+
+
+WORK_ROOT = _work_root()
+BUILD_ROOT = WORK_ROOT / "build" / "verilator"
 _STAMP = "cosim-build.json"
 
 # Flags every build gets: optimised verilated code, fast X handling, C++ split into files of
 # ~3000 statements (both cores compile the model in parallel: cold default build 60-66 s ->
 # 51-52 s, simulation speed unchanged; docs/performance.md); lint warnings are fatal except the
-# waivers in rtl/waivers.vlt.
+# waivers in sim/hdl/waivers.vlt.
 VERILATOR_FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "--output-split", "3000")
 MAKE_FLAGS = ("OPT_FAST=-O2", "OPT_SLOW=-O1", "OPT_GLOBAL=-O2")
-WAIVERS = REPO_ROOT / "rtl" / "waivers.vlt"
+WAIVERS = SIM_ROOT / "hdl" / "waivers.vlt"
 COCOTB_HARNESS = cocotb_tools.config.share_dir / "lib" / "verilator" / "verilator.cpp"
-CLOCKED_HARNESS = REPO_ROOT / "sim" / "csrc" / "cocotb_main.cpp"
+CLOCKED_HARNESS = SIM_ROOT / "csrc" / "cocotb_main.cpp"
 
 
 class BuildError(RuntimeError):

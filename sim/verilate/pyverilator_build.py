@@ -19,14 +19,14 @@ from pathlib import Path
 from sim.verilate import pyverilator_compat
 from sim.verilate.build import (
     BUILD_ROOT,
-    REPO_ROOT,
+    SIM_ROOT,
     BuildSpec,
     BuiltModel,
     _CosimVerilator,
     build,
 )
 
-PYVERILATOR_MAIN = REPO_ROOT / "sim" / "csrc" / "pyverilator_clock.cpp"
+PYVERILATOR_MAIN = SIM_ROOT / "csrc" / "pyverilator_clock.cpp"
 COMPAT_SCRIPT = Path(pyverilator_compat.__file__)
 
 

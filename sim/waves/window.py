@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from arch.executable import DeviceProgram
-from sim.verilate.build import REPO_ROOT
+from sim.verilate.build import WORK_ROOT
 
-WAVES_DIR = REPO_ROOT / "waves"
+WAVES_DIR = WORK_ROOT / "waves"
 FORMATS = ("fst", "vcd")
 
 
