@@ -17,6 +17,8 @@ WAVE_INSN   ?=
 WAVE_CYCLES ?=
 
 PY    := $(VENV)/bin/python
+# With BUNDLE, a config is passed only when the user set one (the executable carries its own).
+SIM_CONFIG = $(if $(filter-out file,$(origin CONFIG)),--config '$(CONFIG)')
 STAMP := $(VENV)/.cosim-installed
 
 .DEFAULT_GOAL := help
@@ -27,7 +29,8 @@ help: ## List targets and variables
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-12s %s\n", $$1, $$2}'
 	@echo "Variables (current value):"
 	@echo "  MODEL=$(MODEL)      model for 'sim': resnet|resnet18|resnet34|resnet50|cnn|mlp|path/to/model.onnx"
-	@echo "  CONFIG=$(CONFIG)    accelerator config: preset name (tiny, default) or a .json file"
+	@echo "  BUNDLE=...       'sim': run a saved executable (build/runs/<run>/<model>.cosim) instead of MODEL"
+	@echo "  CONFIG=$(CONFIG)    accelerator config: preset name (tiny, default) or a .json file (BUNDLE: its own)"
 	@echo "  BACKEND=$(BACKEND)      'sim' backend: rtl (Verilator + cocotb), pyverilator (same RTL, in-process) or isa (numpy ISA simulator)"
 	@echo "  SEED=$(SEED)          seed for generated inputs and weights"
 	@echo "  IMAGE=...        input for 'sim': .npy (input-shaped) or .png (RGB); default seeded noise"
@@ -62,7 +65,8 @@ test-fast: $(STAMP) ## Run only the tests that need no simulator
 	$(PY) -m pytest -n $(JOBS) -m "not simulator" $(PYTEST_ARGS)
 
 sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact check and report
-	@$(PY) -m sim.cli --model '$(MODEL)' --config '$(CONFIG)' --backend '$(BACKEND)' --seed '$(SEED)' \
+	@$(PY) -m sim.cli $(if $(BUNDLE),--bundle '$(BUNDLE)' $(SIM_CONFIG),--model '$(MODEL)' --config '$(CONFIG)') \
+		--backend '$(BACKEND)' --seed '$(SEED)' \
 		$(if $(IMAGE),--image '$(IMAGE)') $(if $(IMAGE_SIZE),--image-size '$(IMAGE_SIZE)') \
 		$(if $(WAVES),--waves '$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES))') \
 		$(if $(WAVE_LAYER),--wave-layer '$(WAVE_LAYER)') $(if $(WAVE_INSN),--wave-insn '$(WAVE_INSN)') \
