@@ -13,7 +13,8 @@ from hdl_gen.compute_unit import ComputeUnit
 from hdl_gen.dram_arbiter import ReadArbiter
 from hdl_gen.dram_bus import read_request, read_response, write_signature
 from hdl_gen.fetch import Fetch
-from hdl_gen.load_unit import LoadUnit, param_line_bits
+from hdl_gen.load_unit import LoadUnit
+from hdl_gen.local_ports import param_line_bits
 from hdl_gen.store_unit import StoreUnit
 from hdl_gen.tokens import QUEUE_ENTRY, TokenCounter
 

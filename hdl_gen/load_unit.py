@@ -11,17 +11,9 @@ from arch.config import AccelConfig
 from hdl_gen.addrgen import AddressGenerator
 from hdl_gen.desc_fetch import DescriptorFetcher
 from hdl_gen.dram_bus import read_signature
+from hdl_gen.local_ports import param_line_bits, write_port
 from hdl_gen.read_port import ReadPort
 from hdl_gen.tokens import ErrorLatch, UnitFrame, unit_signature
-
-
-def write_port(addr_bits: int, data_bits: int) -> wiring.Signature:
-    """A unit's side of a local-memory write port."""
-    return wiring.Signature({"addr": Out(addr_bits), "data": Out(data_bits), "en": Out(1)})
-
-
-def param_line_bits(config: AccelConfig) -> int:
-    return config.cols * isa.PARAM_ENTRY_BYTES * 8
 
 
 class LoadUnit(wiring.Component):

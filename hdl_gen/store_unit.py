@@ -12,21 +12,10 @@ from arch.isa import MAX_SHIFT
 from hdl_gen.addrgen import AddressGenerator
 from hdl_gen.desc_fetch import DescriptorFetcher
 from hdl_gen.dram_bus import read_signature, write_signature
-from hdl_gen.load_unit import param_line_bits
+from hdl_gen.local_ports import param_line_bits, param_view, read_port
 from hdl_gen.read_port import ReadPort
 from hdl_gen.requant import clamp, requantize
 from hdl_gen.tokens import ErrorLatch, UnitFrame, unit_signature
-
-
-def read_port(addr_bits: int, data_bits: int) -> wiring.Signature:
-    """A unit's side of a synchronous local-memory read port (data the cycle after ``en``)."""
-    return wiring.Signature({"addr": Out(addr_bits), "en": Out(1), "data": In(data_bits)})
-
-
-def param_view(line: object, config: AccelConfig) -> data.View:
-    """A PARAM line as an array of ``cols`` parameter entries."""
-    layout = data.ArrayLayout(isa.PARAM_ENTRY.layout, config.cols)
-    return data.View(layout, line)
 
 
 class StoreUnit(wiring.Component):
