@@ -31,15 +31,14 @@ class ComputeUnit(wiring.Component):
 
     def __init__(self, config: AccelConfig) -> None:
         self.config = c = config
-        addr = isa.LOCAL_ADDR_BITS
         super().__init__(
             unit_signature(
                 {
-                    "act": Out(read_port(addr, c.act_line_bytes * 8)),
-                    "wgt": Out(read_port(addr, c.wgt_line_bytes * 8)),
-                    "param": Out(read_port(addr, param_line_bits(c))),
-                    "acc_rd": Out(read_port(addr, c.acc_line_bytes * 8)),
-                    "acc_wr": Out(write_port(addr, c.acc_line_bytes * 8)),
+                    "act": Out(read_port(c.act_line_bytes * 8)),
+                    "wgt": Out(read_port(c.wgt_line_bytes * 8)),
+                    "param": Out(read_port(param_line_bits(c))),
+                    "acc_rd": Out(read_port(c.acc_line_bytes * 8)),
+                    "acc_wr": Out(write_port(c.acc_line_bytes * 8)),
                     "array_active": Out(1),
                     "weight_load": Out(1),
                 }

@@ -51,7 +51,6 @@ class GemmEngine(wiring.Component):
 
     def __init__(self, config: AccelConfig) -> None:
         self.config = c = config
-        addr = isa.LOCAL_ADDR_BITS
         super().__init__(
             {
                 "insn": In(isa.GEMM.layout),
@@ -60,10 +59,10 @@ class GemmEngine(wiring.Component):
                 "done": Out(1),
                 "halt": In(1),
                 "error": Out(1),
-                "act": Out(read_port(addr, c.act_line_bytes * 8)),
-                "wgt": Out(read_port(addr, c.wgt_line_bytes * 8)),
-                "acc_rd": Out(read_port(addr, c.acc_line_bytes * 8)),
-                "acc_wr": Out(write_port(addr, c.acc_line_bytes * 8)),
+                "act": Out(read_port(c.act_line_bytes * 8)),
+                "wgt": Out(read_port(c.wgt_line_bytes * 8)),
+                "acc_rd": Out(read_port(c.acc_line_bytes * 8)),
+                "acc_wr": Out(write_port(c.acc_line_bytes * 8)),
                 "array": Out(array_signature(c).flip()),
                 "array_active": Out(1),
                 "weight_load": Out(1),

@@ -48,7 +48,6 @@ class LineEngine(wiring.Component):
 
     def __init__(self, config: AccelConfig) -> None:
         self.config = c = config
-        addr = isa.LOCAL_ADDR_BITS
         super().__init__(
             {
                 "insn": In(isa.INSTRUCTION),
@@ -58,10 +57,10 @@ class LineEngine(wiring.Component):
                 "halt": In(1),
                 "error": Out(1),
                 "error_code": Out(isa.ErrorCode),
-                "act": Out(read_port(addr, c.act_line_bytes * 8)),
-                "acc_rd": Out(read_port(addr, c.acc_line_bytes * 8)),
-                "param": Out(read_port(addr, param_line_bits(c))),
-                "acc_wr": Out(write_port(addr, c.acc_line_bytes * 8)),
+                "act": Out(read_port(c.act_line_bytes * 8)),
+                "acc_rd": Out(read_port(c.acc_line_bytes * 8)),
+                "param": Out(read_port(param_line_bits(c))),
+                "acc_wr": Out(write_port(c.acc_line_bytes * 8)),
             }
         )
 

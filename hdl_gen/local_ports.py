@@ -13,14 +13,16 @@ from arch.config import AccelConfig
 POINTER_BITS = isa.LOCAL_ADDR_BITS + 1
 
 
-def read_port(addr_bits: int, data_bits: int) -> wiring.Signature:
+def read_port(data_bits: int) -> wiring.Signature:
     """A unit's side of a synchronous local-memory read port (data the cycle after ``en``)."""
-    return wiring.Signature({"addr": Out(addr_bits), "en": Out(1), "data": In(data_bits)})
+    addr = isa.LOCAL_ADDR_BITS
+    return wiring.Signature({"addr": Out(addr), "en": Out(1), "data": In(data_bits)})
 
 
-def write_port(addr_bits: int, data_bits: int) -> wiring.Signature:
+def write_port(data_bits: int) -> wiring.Signature:
     """A unit's side of a local-memory write port."""
-    return wiring.Signature({"addr": Out(addr_bits), "data": Out(data_bits), "en": Out(1)})
+    addr = isa.LOCAL_ADDR_BITS
+    return wiring.Signature({"addr": Out(addr), "data": Out(data_bits), "en": Out(1)})
 
 
 def param_line_bits(config: AccelConfig) -> int:
