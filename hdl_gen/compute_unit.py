@@ -23,6 +23,8 @@ class ComputeUnit(wiring.Component):
 
     Attributes
     ----------
+    queue, deps, halt, idle, busy, ...
+        What every unit has (:func:`~hdl_gen.tokens.unit_signature`).
     act, wgt, param : Out(read port)
     acc_rd : Out(read port), acc_wr : Out(write port)
     array_active, weight_load : Out(1)

@@ -11,10 +11,11 @@ from arch.config import AccelConfig
 from hdl_gen.local_ports import POINTER_BITS, read_port, write_port
 from hdl_gen.systolic_array import array_latency, array_signature
 
-FIELD = isa.GEMM.leaf_by_path
-M_BITS = FIELD["m"].width
-K_BITS, N_BITS = FIELD["k_iter"].width, FIELD["n_iter"].width
-TILE_BITS = K_BITS + N_BITS  # tile counters count to k_iter * n_iter
+# Counters as wide as the GEMM fields they count to: rows (m), k blocks, n blocks, and tiles
+# (k_iter * n_iter: k_iter width + n_iter width).
+_FIELD = isa.GEMM.leaf_by_path
+I_BITS, K_BITS, J_BITS = (_FIELD[name].width for name in ("m", "k_iter", "n_iter"))
+TILE_BITS = K_BITS + J_BITS
 
 
 class GemmEngine(wiring.Component):
@@ -88,8 +89,8 @@ class GemmEngine(wiring.Component):
         free = [~loaded[b] & (drain[b] == 0) for b in range(2)]
         wl_active, wl_bank, wl_row = Signal(), Signal(), Signal(range(c.rows))
         wl_tiles, wl_addr = Signal(TILE_BITS), Signal(POINTER_BITS)
-        st_active, st_bank, st_i = Signal(), Signal(), Signal(M_BITS)
-        st_k, st_j, st_tiles = Signal(K_BITS), Signal(N_BITS), Signal(TILE_BITS)
+        st_active, st_bank, st_i = Signal(), Signal(), Signal(I_BITS)
+        st_k, st_j, st_tiles = Signal(K_BITS), Signal(J_BITS), Signal(TILE_BITS)
         st_act_base, st_acc_base = Signal(POINTER_BITS), Signal(POINTER_BITS)
         total_tiles = Signal(TILE_BITS)
         w_write, w_row, w_bank = Signal(), Signal(range(c.rows)), Signal()
