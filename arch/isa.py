@@ -39,6 +39,9 @@ DRAM_ADDR_BITS = 32  # DRAM byte addresses: launch registers, descriptors, PERF 
 LAUNCH_BITS = 32  # width of each launch register (insn_base, desc_base, desc_count)
 LOCAL_ADDR_BITS = 16  # line addresses of the local memories (ACT, WGT, PARAM, ACC)
 DESC_INDEX_BITS = 24  # descriptor indices of LOAD/STORE
+M_BITS = 12  # GEMM/ACCUM/POOL `m`: rows (lines, outputs) per block
+ITER_BITS = 10  # GEMM `k_iter`, GEMM/ACCUM/POOL `n_iter`: blocks
+INSN_INDEX_BITS = 32  # program index of an instruction (error_index, progress, queue entries)
 MAX_SHIFT = 62  # requantization shifts above this are BAD_FIELD (exact in 64-bit arithmetic)
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # accumulators, biases and multipliers
 
@@ -365,11 +368,11 @@ GEMM = _insn(
     ),
     Field("act_addr", unsigned(LOCAL_ADDR_BITS), "ACT line of row 0 of the first k block"),
     Field("acc_addr", unsigned(LOCAL_ADDR_BITS), "ACC line of row 0 of the first n block"),
-    Field("m", unsigned(12), "rows streamed through the array per tile (>= 1)"),
-    Field("k_iter", unsigned(10), "k blocks (>= 1)"),
-    Field("n_iter", unsigned(10), "n blocks (>= 1)"),
-    Field("act_k_stride", unsigned(16), "ACT lines between k blocks"),
-    Field("acc_n_stride", unsigned(16), "ACC lines between n blocks"),
+    Field("m", unsigned(M_BITS), "rows streamed through the array per tile (>= 1)"),
+    Field("k_iter", unsigned(ITER_BITS), "k blocks (>= 1)"),
+    Field("n_iter", unsigned(ITER_BITS), "n blocks (>= 1)"),
+    Field("act_k_stride", unsigned(LOCAL_ADDR_BITS), "ACT lines between k blocks"),
+    Field("acc_n_stride", unsigned(LOCAL_ADDR_BITS), "ACC lines between n blocks"),
     Field("accumulate", unsigned(1), "1: add to ACC; 0: the first k tile overwrites"),
 )
 ACCUM = _insn(
@@ -382,10 +385,10 @@ ACCUM = _insn(
     Field("acc_addr", unsigned(LOCAL_ADDR_BITS), "first ACC line"),
     Field("act_addr", unsigned(LOCAL_ADDR_BITS), "first ACT line of the residual (use_res)"),
     Field("param_addr", unsigned(LOCAL_ADDR_BITS), "PARAM line of n block 0"),
-    Field("m", unsigned(12), "lines per n block (>= 1)"),
-    Field("n_iter", unsigned(10), "n blocks (>= 1)"),
-    Field("acc_n_stride", unsigned(16), "ACC lines between n blocks"),
-    Field("act_n_stride", unsigned(16), "ACT lines between n blocks"),
+    Field("m", unsigned(M_BITS), "lines per n block (>= 1)"),
+    Field("n_iter", unsigned(ITER_BITS), "n blocks (>= 1)"),
+    Field("acc_n_stride", unsigned(LOCAL_ADDR_BITS), "ACC lines between n blocks"),
+    Field("act_n_stride", unsigned(LOCAL_ADDR_BITS), "ACT lines between n blocks"),
     Field("use_bias", unsigned(1), "add the PARAM bias"),
     Field("use_res", unsigned(1), "add the requantized ACT line"),
     Field("accumulate", unsigned(1), "1: add to ACC; 0: overwrite"),
@@ -398,11 +401,11 @@ POOL = _insn(
     "i*window + w] for w < window)`.",
     Field("act_addr", unsigned(LOCAL_ADDR_BITS), "first ACT line"),
     Field("acc_addr", unsigned(LOCAL_ADDR_BITS), "first ACC line"),
-    Field("m", unsigned(12), "outputs per n block (>= 1)"),
+    Field("m", unsigned(M_BITS), "outputs per n block (>= 1)"),
     Field("window", unsigned(8), "ACT lines reduced into one output (>= 1)"),
-    Field("n_iter", unsigned(10), "n blocks (>= 1)"),
-    Field("act_n_stride", unsigned(16), "ACT lines between n blocks"),
-    Field("acc_n_stride", unsigned(16), "ACC lines between n blocks"),
+    Field("n_iter", unsigned(ITER_BITS), "n blocks (>= 1)"),
+    Field("act_n_stride", unsigned(LOCAL_ADDR_BITS), "ACT lines between n blocks"),
+    Field("acc_n_stride", unsigned(LOCAL_ADDR_BITS), "ACC lines between n blocks"),
     Field("mode", PoolMode, "MAX or SUM"),
     Field("accumulate", unsigned(1), "1: combine with the ACC line's value; 0: overwrite"),
 )

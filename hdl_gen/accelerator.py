@@ -13,7 +13,8 @@ from hdl_gen.compute_unit import ComputeUnit
 from hdl_gen.dram_arbiter import ReadArbiter
 from hdl_gen.dram_bus import read_request, read_response, write_signature
 from hdl_gen.fetch import Fetch
-from hdl_gen.load_unit import LoadUnit, param_line_bits
+from hdl_gen.load_unit import LoadUnit
+from hdl_gen.local_ports import param_line_bits
 from hdl_gen.store_unit import StoreUnit
 from hdl_gen.tokens import QUEUE_ENTRY, TokenCounter
 
@@ -29,11 +30,11 @@ class Accelerator(wiring.Component):
         Pulse to run the program at ``insn_base`` with ``desc_count`` descriptors at ``desc_base``.
     done : Out(1)
         Held high once END was dispatched and every queue has drained.
-    error : Out(1), error_code : Out(ErrorCode), error_index : Out(32)
+    error : Out(1), error_code : Out(ErrorCode), error_index : Out(INSN_INDEX_BITS)
         The first error and the index of the instruction that raised it; the accelerator stops.
     perf : Out(perf_record layout)
         Live performance counters (see docs/isa.md, perf_record).
-    insn_started : Out(32), insn_frontier : Out(32)
+    insn_started, insn_frontier : Out(INSN_INDEX_BITS)
         Program progress, for windowed waveforms: one past the highest instruction index any
         unit has started, and the lowest index not yet retired (dispatched or not).
     dram_req, dram_resp, dram_wr : the DRAM links.
@@ -47,17 +48,17 @@ class Accelerator(wiring.Component):
         super().__init__(
             {
                 "start": In(1),
-                "insn_base": In(32),
-                "desc_base": In(32),
-                "desc_count": In(32),
+                "insn_base": In(isa.LAUNCH_BITS),
+                "desc_base": In(isa.LAUNCH_BITS),
+                "desc_count": In(isa.LAUNCH_BITS),
                 "running": Out(1),
                 "done": Out(1),
                 "error": Out(1),
                 "error_code": Out(isa.ErrorCode),
-                "error_index": Out(32),
+                "error_index": Out(isa.INSN_INDEX_BITS),
                 "perf": Out(isa.PERF_RECORD.layout),
-                "insn_started": Out(32),
-                "insn_frontier": Out(32),
+                "insn_started": Out(isa.INSN_INDEX_BITS),
+                "insn_frontier": Out(isa.INSN_INDEX_BITS),
                 "dram_req": Out(read_request(self.tag_bits)),
                 "dram_resp": In(read_response(bus, self.tag_bits)),
                 "dram_wr": Out(write_signature(bus)),
@@ -237,7 +238,7 @@ class Accelerator(wiring.Component):
                 m.d.sync += blocked_for.eq(blocked_for + 1)
         with m.Else():
             m.d.sync += blocked_for.eq(0)
-        waiting_index = Signal(32)
+        waiting_index = Signal(isa.INSN_INDEX_BITS)
         m.d.comb += waiting_index.eq(fetch.pc)
         for unit in reversed(units):
             with m.If(unit.token_wait):
@@ -281,15 +282,15 @@ class Accelerator(wiring.Component):
         highest = self.insn_started
         for unit in units:
             begins = unit.queue.valid & unit.queue.ready
-            candidate = Signal(32)
+            candidate = Signal(isa.INSN_INDEX_BITS)
             m.d.comb += candidate.eq(unit.queue.payload.index + 1)
-            larger = Signal(32)
+            larger = Signal(isa.INSN_INDEX_BITS)
             m.d.comb += larger.eq(Mux(begins & (candidate > highest), candidate, highest))
             highest = larger
         m.d.sync += self.insn_started.eq(highest)
         frontier = fetch.pc
         for unit in units:
-            oldest = Signal(32)
+            oldest = Signal(isa.INSN_INDEX_BITS)
             m.d.comb += oldest.eq(
                 Mux(unit.pending & (unit.pending_index < frontier), unit.pending_index, frontier)
             )

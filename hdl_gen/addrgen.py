@@ -7,13 +7,16 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from arch import isa
+from hdl_gen.local_ports import POINTER_BITS
+
+LOOP_COUNT_BITS = isa.LOOP.leaf_by_path["count"].width  # a loop index counts below its count
 
 LINE = data.StructLayout(
     {
-        "local": unsigned(16),
-        "dram": unsigned(32),
+        "local": unsigned(isa.LOCAL_ADDR_BITS),
+        "dram": unsigned(isa.DRAM_ADDR_BITS),
         "valid": unsigned(1),  # inside the height/width bounds (else padding / skipped)
-        "index": data.ArrayLayout(unsigned(16), isa.DESC_LOOPS),
+        "index": data.ArrayLayout(unsigned(LOOP_COUNT_BITS), isa.DESC_LOOPS),
         "last": unsigned(1),
     }
 )
@@ -45,7 +48,7 @@ class AddressGenerator(wiring.Component):
                 "desc": In(isa.DESCRIPTOR.layout),
                 "start": In(1),
                 "line_bytes": In(16),
-                "lines_in_mem": In(17),
+                "lines_in_mem": In(POINTER_BITS),
                 "align": In(16),
                 "lines": Out(stream.Signature(LINE)),
                 "busy": Out(1),
@@ -58,9 +61,16 @@ class AddressGenerator(wiring.Component):
         m = Module()
         desc, levels = self.desc, isa.DESC_LOOPS
         loops = [desc.loops[level] for level in range(levels)]
-        count = [Signal(16, name=f"i{level}") for level in range(levels)]
+        count = [Signal(LOOP_COUNT_BITS, name=f"i{level}") for level in range(levels)]
         # acc[q][l]: quantity q at the start of the current iteration of level l.
-        quantities = {"local": signed(32), "dram": unsigned(32), "y": signed(32), "x": signed(32)}
+        # DRAM addresses wrap modulo 2**DRAM_ADDR_BITS, as the ISA says; the local address (checked
+        # against the memory size) and the y/x coordinates are kept in 32 signed bits.
+        quantities = {
+            "local": signed(32),
+            "dram": unsigned(isa.DRAM_ADDR_BITS),
+            "y": signed(32),
+            "x": signed(32),
+        }
         acc = {
             q: [Signal(shape, name=f"{q}{lv}") for lv in range(levels)]
             for q, shape in quantities.items()
@@ -82,7 +92,7 @@ class AddressGenerator(wiring.Component):
         inside_x = (desc.width == 0) | ((x >= 0) & (x < desc.width))
         valid = inside_y & inside_x
         local_ok = (inner["local"] >= 0) & (inner["local"] < self.lines_in_mem)
-        dram_end = inner["dram"] + self.line_bytes  # 33 bits: no wrap
+        dram_end = inner["dram"] + self.line_bytes  # a bit wider than an address: no wrap
         dram_ok = (dram_end <= self.dram_bytes) & ((inner["dram"] & (self.align - 1)) == 0)
 
         m.d.comb += [

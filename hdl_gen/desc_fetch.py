@@ -24,10 +24,10 @@ class DescriptorFetcher(wiring.Component):
         super().__init__(
             {
                 "start": In(1),
-                "index": In(24),
-                "desc_base": In(32),
-                "desc_count": In(32),
-                "addr": Out(stream.Signature(32)),
+                "index": In(isa.DESC_INDEX_BITS),
+                "desc_base": In(isa.LAUNCH_BITS),
+                "desc_count": In(isa.LAUNCH_BITS),
+                "addr": Out(stream.Signature(isa.DRAM_ADDR_BITS)),
                 "data": In(stream.Signature(bus_bytes * 8)),
                 "desc": Out(isa.DESCRIPTOR.layout),
                 "done": Out(1),
@@ -40,7 +40,7 @@ class DescriptorFetcher(wiring.Component):
         m = Module()
         bus_bits = self.bus_bytes * 8
         beats = max(1, isa.DESC_BYTES // self.bus_bytes)
-        address = Signal(32)
+        address = Signal(isa.DRAM_ADDR_BITS)
         requested = Signal(range(beats + 1))
         received = Signal(range(beats + 1))
         word = Signal(isa.DESC_BITS)

@@ -6,13 +6,13 @@ from __future__ import annotations
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-ADDR_BITS = 32
+from arch.isa import DRAM_ADDR_BITS
 
 
 def read_request(tag_bits: int = 0) -> stream.Signature:
     if tag_bits:
-        return stream.Signature(data.StructLayout({"addr": ADDR_BITS, "tag": tag_bits}))
-    return stream.Signature(ADDR_BITS)
+        return stream.Signature(data.StructLayout({"addr": DRAM_ADDR_BITS, "tag": tag_bits}))
+    return stream.Signature(DRAM_ADDR_BITS)
 
 
 def read_response(bus_bytes: int, tag_bits: int = 0) -> stream.Signature:
@@ -31,5 +31,5 @@ def read_signature(bus_bytes: int, tag_bits: int = 0) -> wiring.Signature:
 
 
 def write_signature(bus_bytes: int) -> stream.Signature:
-    layout = data.StructLayout({"addr": ADDR_BITS, "data": bus_bytes * 8, "strb": bus_bytes})
+    layout = data.StructLayout({"addr": DRAM_ADDR_BITS, "data": bus_bytes * 8, "strb": bus_bytes})
     return stream.Signature(layout)

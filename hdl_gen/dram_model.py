@@ -7,6 +7,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from arch.config import AccelConfig
+from arch.isa import DRAM_ADDR_BITS
 from hdl_gen.dram_bus import read_request, read_response, write_signature
 
 
@@ -39,14 +40,14 @@ class DramModel(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         bus = self.config.dram_bytes_per_cycle
-        align = ~(bus - 1) & 0xFFFF_FFFF
+        align = ~(bus - 1) & ((1 << DRAM_ADDR_BITS) - 1)
         m.d.comb += [self.rd_req.ready.eq(1), self.wr.ready.eq(1)]
 
         # Delay line: a request spends latency-1 cycles here, then one in the storage read.
         valid, addr, tag = self.rd_req.valid, self.rd_req.payload.addr, self.rd_req.payload.tag
         for stage in range(self.config.dram_latency - 1):
             next_valid = Signal(name=f"stage{stage}_valid")
-            next_addr = Signal(32, name=f"stage{stage}_addr")
+            next_addr = Signal.like(addr, name=f"stage{stage}_addr")
             next_tag = Signal.like(tag, name=f"stage{stage}_tag")
             m.d.sync += [next_valid.eq(valid), next_addr.eq(addr), next_tag.eq(tag)]
             valid, addr, tag = next_valid, next_addr, next_tag

@@ -48,27 +48,13 @@ def convert(component: wiring.Component, name: str) -> tuple[str, dict[str, dict
     return text, dict(sorted(states.items()))
 
 
-def to_verilog(component: wiring.Component, name: str) -> str:
-    """Verilog text of ``component`` with top module ``name``; no source paths embedded."""
-    return convert(component, name)[0]
-
-
 def write_by_content(component: wiring.Component, name: str, directory: Path) -> tuple[Path, str]:
     """Write the Verilog of ``component`` to ``directory/<name>-<digest>.v`` (named by its
     content, so builds of the same design share it); returns the path and the digest."""
-    text = to_verilog(component, name)
+    text = convert(component, name)[0]
     digest = hashlib.sha256(text.encode()).hexdigest()[:10]
     path = directory / f"{name}-{digest}.v"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return path, digest
-
-
-def write_verilog(component: wiring.Component, name: str, path: Path) -> Path:
-    """Write the Verilog of ``component`` to ``path``; leave the file untouched if unchanged."""
-    text = to_verilog(component, name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
-    return path

@@ -3,7 +3,7 @@ the load, compute or store queue, in program order."""
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Module, Shape, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -25,14 +25,14 @@ class Fetch(wiring.Component):
     Attributes
     ----------
     start : In(1)
-    insn_base : In(32)
+    insn_base : In(LAUNCH_BITS)
     bus : Out(read link)
     load_q, compute_q, store_q : Out(stream of QUEUE_ENTRY)
     ended : Out(1)
         END was dispatched.
     stalled : Out(1)
         An instruction waits for room in its queue.
-    pc : Out(32)
+    pc : Out(INSN_INDEX_BITS)
         Index of the next instruction to dispatch.
     """
 
@@ -44,7 +44,7 @@ class Fetch(wiring.Component):
         super().__init__(
             {
                 "start": In(1),
-                "insn_base": In(32),
+                "insn_base": In(isa.LAUNCH_BITS),
                 "halt": In(1),
                 "bus": Out(read_signature(bus)),
                 "load_q": Out(entry),
@@ -52,7 +52,7 @@ class Fetch(wiring.Component):
                 "store_q": Out(entry),
                 "ended": Out(1),
                 "stalled": Out(1),
-                "pc": Out(32),
+                "pc": Out(isa.INSN_INDEX_BITS),
                 "error": Out(1),
                 "error_code": Out(isa.ErrorCode),
             }
@@ -71,7 +71,7 @@ class Fetch(wiring.Component):
             m.d.sync += running.eq(1)
 
         # Issue side: consecutive addresses until END or the end of DRAM.
-        next_addr = Signal(33)
+        next_addr = Signal(isa.DRAM_ADDR_BITS + 1)  # a carry bit: the end of a full DRAM
         out_of_dram = next_addr + step > self.config.dram_bytes
         with m.If(self.start):
             m.d.sync += next_addr.eq(self.insn_base)
@@ -85,7 +85,7 @@ class Fetch(wiring.Component):
         # Assemble instructions from beats.
         word = Signal(isa.INSN_BITS)
         have = Signal(range(beats + 1))
-        insn_addr = Signal(32)  # DRAM address of the instruction being assembled
+        insn_addr = Signal(isa.DRAM_ADDR_BITS)  # DRAM address of the instruction being assembled
         with m.If(self.start):
             m.d.sync += [insn_addr.eq(self.insn_base), have.eq(0)]
         complete = have == beats
@@ -100,7 +100,7 @@ class Fetch(wiring.Component):
 
         # Dispatch.
         insn = data.View(isa.INSTRUCTION, word)
-        opcode_raw = word[:4]
+        opcode_raw = word[: Shape.cast(isa.Opcode).width]
         deps = insn.load.deps
         queues = {
             isa.Queue.LOAD: self.load_q,

@@ -11,17 +11,9 @@ from arch.config import AccelConfig
 from hdl_gen.addrgen import AddressGenerator
 from hdl_gen.desc_fetch import DescriptorFetcher
 from hdl_gen.dram_bus import read_signature
+from hdl_gen.local_ports import POINTER_BITS, param_line_bits, write_port
 from hdl_gen.read_port import ReadPort
 from hdl_gen.tokens import ErrorLatch, UnitFrame, unit_signature
-
-
-def write_port(addr_bits: int, data_bits: int) -> wiring.Signature:
-    """A unit's side of a local-memory write port."""
-    return wiring.Signature({"addr": Out(addr_bits), "data": Out(data_bits), "en": Out(1)})
-
-
-def param_line_bits(config: AccelConfig) -> int:
-    return config.cols * isa.PARAM_ENTRY_BYTES * 8
 
 
 class LoadUnit(wiring.Component):
@@ -44,13 +36,13 @@ class LoadUnit(wiring.Component):
         super().__init__(
             unit_signature(
                 {
-                    "desc_base": In(32),
-                    "desc_count": In(32),
+                    "desc_base": In(isa.LAUNCH_BITS),
+                    "desc_count": In(isa.LAUNCH_BITS),
                     "desc_bus": Out(read_signature(bus)),
                     "data_bus": Out(read_signature(bus)),
-                    "act": Out(write_port(16, c.act_line_bytes * 8)),
-                    "wgt": Out(write_port(16, c.wgt_line_bytes * 8)),
-                    "param": Out(write_port(16, param_line_bits(c))),
+                    "act": Out(write_port(c.act_line_bytes * 8)),
+                    "wgt": Out(write_port(c.wgt_line_bytes * 8)),
+                    "param": Out(write_port(param_line_bits(c))),
                     "dram_wait": Out(1),
                 }
             )
@@ -86,7 +78,8 @@ class LoadUnit(wiring.Component):
             isa.Mem.WGT: (c.wgt_line_bytes, c.wgt_lines),
             isa.Mem.PARAM: (c.cols * isa.PARAM_ENTRY_BYTES, c.param_lines),
         }
-        line_bytes, lines_in_mem, beats = Signal(16), Signal(17), Signal(16)
+        # (Bytes and bus beats of a line are config sizes, far below 2**16.)
+        line_bytes, lines_in_mem, beats = Signal(16), Signal(POINTER_BITS), Signal(16)
         with m.Switch(desc.mem):
             for mem, (nbytes, nlines) in geometry.items():
                 with m.Case(mem):
@@ -102,7 +95,7 @@ class LoadUnit(wiring.Component):
         ]
 
         # Lines whose data is on the way, in order: local address, padding flag, byte offset.
-        entry = data.StructLayout({"local": 16, "valid": 1, "offset": range(bus)})
+        entry = data.StructLayout({"local": isa.LOCAL_ADDR_BITS, "valid": 1, "offset": range(bus)})
         m.submodules.pending = pending = fifo.SyncFIFOBuffered(
             width=entry.size, depth=self.inflight
         )

@@ -6,6 +6,7 @@ from amaranth import Module, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from arch.isa import DRAM_ADDR_BITS
 from hdl_gen.dram_bus import read_signature
 
 
@@ -15,7 +16,7 @@ class ReadPort(wiring.Component):
 
     Attributes
     ----------
-    addr : In(stream of 32-bit byte addresses)
+    addr : In(stream of DRAM byte addresses)
         One request per accepted address.
     data : Out(stream of beats)
         The responses, in request order.
@@ -29,7 +30,7 @@ class ReadPort(wiring.Component):
         self.bus_bytes, self.depth = bus_bytes, depth
         super().__init__(
             {
-                "addr": In(stream.Signature(32)),
+                "addr": In(stream.Signature(DRAM_ADDR_BITS)),
                 "data": Out(stream.Signature(bus_bytes * 8)),
                 "bus": Out(read_signature(bus_bytes)),
                 "empty": Out(1),

@@ -14,7 +14,7 @@ def requantize(value: Value | ValueCastable, mult: Value, shift: Value) -> Value
     """
     product = (Value.cast(value).as_signed() * mult.as_signed()).as_signed()
     truncated = product >> shift
-    half = (product >> (shift - 1).as_unsigned()[:8])[0]
+    half = (product >> (shift - 1).as_unsigned()[: len(shift)])[0]
     return (truncated + Mux(shift == 0, 0, half)).as_signed()
 
 

@@ -24,17 +24,17 @@ class SimTop(wiring.Component):
         super().__init__(
             {
                 "start": In(1),
-                "insn_base": In(32),
-                "desc_base": In(32),
-                "desc_count": In(32),
+                "insn_base": In(isa.LAUNCH_BITS),
+                "desc_base": In(isa.LAUNCH_BITS),
+                "desc_count": In(isa.LAUNCH_BITS),
                 "running": Out(1),
                 "done": Out(1),
                 "error": Out(1),
                 "error_code": Out(isa.ErrorCode),
-                "error_index": Out(32),
+                "error_index": Out(isa.INSN_INDEX_BITS),
                 "perf": Out(isa.PERF_RECORD.layout),
-                "insn_started": Out(32),
-                "insn_frontier": Out(32),
+                "insn_started": Out(isa.INSN_INDEX_BITS),
+                "insn_frontier": Out(isa.INSN_INDEX_BITS),
             }
         )
 

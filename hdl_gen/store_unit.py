@@ -9,24 +9,13 @@ from amaranth.lib.wiring import In, Out
 from arch import isa
 from arch.config import AccelConfig
 from arch.isa import MAX_SHIFT
-from hdl_gen.addrgen import AddressGenerator
+from hdl_gen.addrgen import LOOP_COUNT_BITS, AddressGenerator
 from hdl_gen.desc_fetch import DescriptorFetcher
 from hdl_gen.dram_bus import read_signature, write_signature
-from hdl_gen.load_unit import param_line_bits
+from hdl_gen.local_ports import param_line_bits, param_view, read_port
 from hdl_gen.read_port import ReadPort
 from hdl_gen.requant import clamp, requantize
 from hdl_gen.tokens import ErrorLatch, UnitFrame, unit_signature
-
-
-def read_port(addr_bits: int, data_bits: int) -> wiring.Signature:
-    """A unit's side of a synchronous local-memory read port (data the cycle after ``en``)."""
-    return wiring.Signature({"addr": Out(addr_bits), "en": Out(1), "data": In(data_bits)})
-
-
-def param_view(line: object, config: AccelConfig) -> data.View:
-    """A PARAM line as an array of ``cols`` parameter entries."""
-    layout = data.ArrayLayout(isa.PARAM_ENTRY.layout, config.cols)
-    return data.View(layout, line)
 
 
 class StoreUnit(wiring.Component):
@@ -48,11 +37,11 @@ class StoreUnit(wiring.Component):
         super().__init__(
             unit_signature(
                 {
-                    "desc_base": In(32),
-                    "desc_count": In(32),
+                    "desc_base": In(isa.LAUNCH_BITS),
+                    "desc_count": In(isa.LAUNCH_BITS),
                     "desc_bus": Out(read_signature(bus)),
-                    "acc": Out(read_port(16, c.acc_line_bytes * 8)),
-                    "param": Out(read_port(16, param_line_bits(c))),
+                    "acc": Out(read_port(c.acc_line_bytes * 8)),
+                    "param": Out(read_port(param_line_bits(c))),
                     "wr": Out(write_signature(bus)),
                     "perf": In(isa.PERF_RECORD.layout),
                 }
@@ -87,8 +76,8 @@ class StoreUnit(wiring.Component):
         errors.raise_(addrgen.error, addrgen.error_code)
 
         # Pipeline: A accepts a line and reads ACC/PARAM; B requantizes; C writes DRAM beats.
-        b_valid, b_dram = Signal(), Signal(32)
-        c_valid, c_dram, c_line = Signal(), Signal(32), Signal(out_bytes * 8)
+        b_valid, b_dram = Signal(), Signal(isa.DRAM_ADDR_BITS)
+        c_valid, c_dram, c_line = Signal(), Signal(isa.DRAM_ADDR_BITS), Signal(out_bytes * 8)
         c_beat = Signal(range(beats + 1))
         walking = Signal()
         line = addrgen.lines.payload
@@ -99,7 +88,7 @@ class StoreUnit(wiring.Component):
         a_moves = addrgen.lines.valid & (~b_valid | b_moves) & ~self.halt
         m.d.comb += addrgen.lines.ready.eq(a_moves)
 
-        index = Signal(16)
+        index = Signal(LOOP_COUNT_BITS)
         with m.Switch(insn.param_loop):
             for level in range(isa.DESC_LOOPS):
                 with m.Case(level):
@@ -124,7 +113,7 @@ class StoreUnit(wiring.Component):
         for col in range(c.cols):
             entry = params[col]
             scaled = requantize(accs[col], entry.mult, entry.shift)
-            lanes.append(clamp(scaled, insn.clamp_lo, insn.clamp_hi)[:8])
+            lanes.append(clamp(scaled, insn.clamp_lo, insn.clamp_hi)[: c.in_bits])  # outputs: int8
             bad_shift = bad_shift | (entry.shift > MAX_SHIFT)
         errors.raise_(b_valid & bad_shift, isa.ErrorCode.BAD_FIELD)
         with m.If(b_moves):
@@ -138,7 +127,7 @@ class StoreUnit(wiring.Component):
         perf_beats = isa.PERF_RECORD.nbytes // bus
         record = Signal(isa.PERF_RECORD.bits)
         perf_beat = Signal(range(perf_beats + 1))
-        perf_addr = Signal(32)
+        perf_addr = Signal(isa.DRAM_ADDR_BITS)
         writing_perf = Signal()
         offset = c_dram[: (bus - 1).bit_length()]  # a narrow shift amount keeps widths small
         with m.If(writing_perf):

@@ -69,6 +69,8 @@ COMPONENTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("LoadUnit", "LoadUnit", ("load",)),
     ("ComputeUnit", "ComputeUnit", ("compute",)),
     ("SystolicArray", "- SystolicArray (in ComputeUnit)", ("compute.array",)),
+    ("GemmEngine", "- GemmEngine (in ComputeUnit)", ("compute.gemm",)),
+    ("LineEngine", "- LineEngine (in ComputeUnit)", ("compute.line",)),
     ("StoreUnit", "StoreUnit", ("store",)),
     ("ReadArbiter", "ReadArbiter", ("arbiter",)),
     ("TokenCounter", "TokenCounter x 4", ("tokens_l2c", "tokens_c2l", "tokens_c2s", "tokens_s2c")),

@@ -10,6 +10,28 @@ from arch.config import AccelConfig
 from hdl_gen.pe import ProcessingElement
 
 
+def array_signature(config: AccelConfig) -> wiring.Signature:
+    """The array's ports, seen from the array (its driver uses the flipped signature)."""
+    c = config
+    return wiring.Signature(
+        {
+            "a": In(data.ArrayLayout(signed(c.in_bits), c.rows)),
+            "bank": In(1),
+            "out": Out(data.ArrayLayout(signed(c.acc_bits), c.cols)),
+            "w_en": In(1),
+            "w_row": In(range(c.rows)),
+            "w_bank": In(1),
+            "w_data": In(data.ArrayLayout(signed(c.w_bits), c.cols)),
+        }
+    )
+
+
+def array_latency(config: AccelConfig) -> int:
+    """Cycles from a vector at ``a`` to its line at ``out``: the input register, ``rows`` PEs
+    down and ``cols - 1`` deskew stages."""
+    return config.rows + config.cols
+
+
 class SystolicArray(wiring.Component):
     """``rows`` x ``cols`` PEs computing ``out[c] = sum_r a[r] * W[r][c]`` for one activation
     vector per cycle, a fixed :attr:`latency` cycles later, as a full (deskewed) line.
@@ -31,19 +53,9 @@ class SystolicArray(wiring.Component):
     """
 
     def __init__(self, config: AccelConfig) -> None:
-        self.config = c = config
-        self.latency = c.rows + c.cols  # input register + rows down + (cols - 1) deskew
-        super().__init__(
-            {
-                "a": In(data.ArrayLayout(signed(c.in_bits), c.rows)),
-                "bank": In(1),
-                "out": Out(data.ArrayLayout(signed(c.acc_bits), c.cols)),
-                "w_en": In(1),
-                "w_row": In(range(c.rows)),
-                "w_bank": In(1),
-                "w_data": In(data.ArrayLayout(signed(c.w_bits), c.cols)),
-            }
-        )
+        self.config = config
+        self.latency = array_latency(config)
+        super().__init__(array_signature(config))
 
     def elaborate(self, platform: object) -> Module:
         m = Module()

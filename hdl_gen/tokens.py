@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from arch import isa
 
-QUEUE_ENTRY = data.StructLayout({"insn": isa.INSN_BITS, "index": 32})
+QUEUE_ENTRY = data.StructLayout({"insn": isa.INSN_BITS, "index": isa.INSN_INDEX_BITS})
 """An instruction in a queue, with its program index (for errors, counters and waveforms)."""
 
 DEPS = wiring.Signature(
@@ -62,9 +62,10 @@ def unit_signature(extra: dict | None = None) -> dict:
         "busy": Out(1),  # executing an instruction
         "token_wait": Out(1),  # waiting to pop or push a token
         "retired": Out(1),  # strobe: an instruction finished
-        "index": Out(32),  # program index of the current instruction
+        "index": Out(isa.INSN_INDEX_BITS),  # program index of the current instruction
         "pending": Out(1),  # an instruction is taken or waiting at the queue head
-        "pending_index": Out(32),  # its program index (the oldest this unit has not retired)
+        # The pending instruction's program index (the oldest this unit has not retired).
+        "pending_index": Out(isa.INSN_INDEX_BITS),
         "error": Out(1),
         "error_code": Out(isa.ErrorCode),
         **(extra or {}),

@@ -146,14 +146,14 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$222 (insn_frontier),
     .perf(perf),
-    .\port$9973$0 (\_$2 ),
+    .\port$10005$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$191 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$9973$0 (\_$2 ),
+    .\port$10005$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,7 +236,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$9973$0 , dram_resp__valid, \start$191 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$10005$0 , dram_resp__valid, \start$191 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
@@ -637,8 +637,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$9973$0 ;
-  wire [1:0] \port$9973$0 ;
+  input [1:0] \port$10005$0 ;
+  wire [1:0] \port$10005$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -957,19 +957,19 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$9973$0 (\port$9973$0 ),
+    .\port$10005$0 (\port$10005$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
     .acc_rd__addr(acc_rd__addr),
     .acc_rd__data(acc_rd__data),
-    .acc_rd__en(\r__en$174 ),
+    .\acc_rd__en$70 (\r__en$174 ),
     .acc_wr__addr(acc_wr__addr),
     .acc_wr__data(\w__data$168 ),
-    .acc_wr__en(\w__en$170 ),
+    .\acc_wr__en$81 (\w__en$170 ),
     .act__addr(\act__addr$131 ),
     .act__data(\act__data$134 ),
-    .act__en(r__en),
+    .\act__en$61 (r__en),
     .array_active(array_active),
     .busy(\busy$253 ),
     .clk(clk),
@@ -1413,8 +1413,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$9973$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$9973$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$10005$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$10005$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -1486,9 +1486,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$9973$0 ;
+  assign \dram_resp__payload.tag  = \port$10005$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$9973$0 ;
+  assign \dram_resp__payload$115.tag  = \port$10005$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[159:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[175:160];
@@ -1532,7 +1532,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$9973$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$10005$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -1688,8 +1688,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$9973$0 ;
-  wire [1:0] \port$9973$0 ;
+  input [1:0] \port$10005$0 ;
+  wire [1:0] \port$10005$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -1740,13 +1740,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$9973$0 ;
+  assign \_$49  = ! \port$10005$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$9973$0  == 1'h1;
+  assign \_$50  = \port$10005$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$9973$0  == 2'h2;
+  assign \_$51  = \port$10005$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$9973$0  == 2'h3;
+  assign \_$52  = \port$10005$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -2111,903 +2111,88 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$9973$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$10005$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$9973$0 ;
+  assign \dram_resp__payload.tag  = \port$10005$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_prev, deps__room_next, deps__has_next, act__data, w_data, param__data, acc_rd__data, halt, pending, pending_index, idle, token_wait, deps__pop_prev, deps__pop_next, queue__ready, busy, deps__push_prev, deps__push_next
-, retired, acc_wr__en, acc_wr__addr, acc_wr__data, act__addr, act__en, acc_rd__addr, acc_rd__en, param__addr, param__en, wgt__addr, wgt__en, array_active, index, error, error_code, w_en, queue__valid, clk);
+, retired, act__addr, \act__en$61 , acc_rd__addr, \acc_rd__en$70 , acc_wr__addr, acc_wr__data, \acc_wr__en$81 , index, error, error_code, wgt__addr, wgt__en, array_active, w_en, param__addr, param__en, queue__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \_$1 ;
   wire \_$10 ;
-  wire [31:0] \_$100 ;
-  wire [32:0] \_$101 ;
-  wire [39:0] \_$102 ;
-  wire [39:0] \_$103 ;
-  wire \_$104 ;
-  wire [39:0] \_$105 ;
-  wire [8:0] \_$106 ;
-  wire [39:0] \_$107 ;
-  wire \_$108 ;
-  wire [40:0] \_$109 ;
   wire \_$11 ;
-  wire [40:0] \_$110 ;
-  wire [41:0] \_$111 ;
-  wire [31:0] \_$112 ;
-  wire [31:0] \_$113 ;
-  wire [32:0] \_$114 ;
-  wire [39:0] \_$115 ;
-  wire [39:0] \_$116 ;
-  wire \_$117 ;
-  wire [39:0] \_$118 ;
-  wire [8:0] \_$119 ;
   wire \_$12 ;
-  wire [39:0] \_$120 ;
-  wire \_$121 ;
-  wire [40:0] \_$122 ;
-  wire [40:0] \_$123 ;
-  wire [41:0] \_$124 ;
-  wire [31:0] \_$125 ;
-  wire [31:0] \_$126 ;
-  wire [32:0] \_$127 ;
-  wire [39:0] \_$128 ;
-  wire [39:0] \_$129 ;
   wire \_$13 ;
-  wire \_$130 ;
-  wire [39:0] \_$131 ;
-  wire [8:0] \_$132 ;
-  wire [39:0] \_$133 ;
-  wire \_$134 ;
-  wire [40:0] \_$135 ;
-  wire [40:0] \_$136 ;
-  wire [41:0] \_$137 ;
-  wire [31:0] \_$138 ;
-  wire [31:0] \_$139 ;
   wire \_$14 ;
-  wire [32:0] \_$140 ;
-  wire [39:0] \_$141 ;
-  wire [39:0] \_$142 ;
-  wire \_$143 ;
-  wire [39:0] \_$144 ;
-  wire [8:0] \_$145 ;
-  wire [39:0] \_$146 ;
-  wire \_$147 ;
-  wire [40:0] \_$148 ;
-  wire [40:0] \_$149 ;
   wire \_$15 ;
-  wire [41:0] \_$150 ;
-  wire [31:0] \_$151 ;
-  wire [31:0] \_$152 ;
-  wire [32:0] \_$153 ;
-  wire [39:0] \_$154 ;
-  wire [39:0] \_$155 ;
-  wire \_$156 ;
-  wire [39:0] \_$157 ;
-  wire [8:0] \_$158 ;
-  wire [39:0] \_$159 ;
   wire \_$16 ;
-  wire \_$160 ;
-  wire [40:0] \_$161 ;
-  wire [40:0] \_$162 ;
-  wire [41:0] \_$163 ;
-  wire [31:0] \_$164 ;
-  wire [31:0] \_$165 ;
-  wire [32:0] \_$166 ;
-  wire [39:0] \_$167 ;
-  wire [39:0] \_$168 ;
-  wire \_$169 ;
   wire \_$17 ;
-  wire [39:0] \_$170 ;
-  wire [8:0] \_$171 ;
-  wire [39:0] \_$172 ;
-  wire \_$173 ;
-  wire [40:0] \_$174 ;
-  wire [40:0] \_$175 ;
-  wire [41:0] \_$176 ;
-  wire [31:0] \_$177 ;
-  wire [31:0] \_$178 ;
-  wire [32:0] \_$179 ;
   wire \_$18 ;
-  wire [39:0] \_$180 ;
-  wire [39:0] \_$181 ;
-  wire \_$182 ;
-  wire [39:0] \_$183 ;
-  wire [8:0] \_$184 ;
-  wire [39:0] \_$185 ;
-  wire \_$186 ;
-  wire [40:0] \_$187 ;
-  wire [40:0] \_$188 ;
-  wire [41:0] \_$189 ;
   wire \_$19 ;
-  wire [31:0] \_$190 ;
-  wire [31:0] \_$191 ;
-  wire [32:0] \_$192 ;
-  wire [39:0] \_$193 ;
-  wire [39:0] \_$194 ;
-  wire \_$195 ;
-  wire [39:0] \_$196 ;
-  wire [8:0] \_$197 ;
-  wire [39:0] \_$198 ;
-  wire \_$199 ;
   wire \_$2 ;
   wire \_$20 ;
-  wire [40:0] \_$200 ;
-  wire [40:0] \_$201 ;
-  wire [41:0] \_$202 ;
-  wire [31:0] \_$203 ;
-  wire [31:0] \_$204 ;
-  wire [32:0] \_$205 ;
-  wire [39:0] \_$206 ;
-  wire [39:0] \_$207 ;
-  wire \_$208 ;
-  wire [39:0] \_$209 ;
   wire \_$21 ;
-  wire [8:0] \_$210 ;
-  wire [39:0] \_$211 ;
-  wire \_$212 ;
-  wire [40:0] \_$213 ;
-  wire [40:0] \_$214 ;
-  wire [41:0] \_$215 ;
-  wire [31:0] \_$216 ;
-  wire [31:0] \_$217 ;
-  wire [32:0] \_$218 ;
-  wire [39:0] \_$219 ;
   wire \_$22 ;
-  wire [39:0] \_$220 ;
-  wire \_$221 ;
-  wire [39:0] \_$222 ;
-  wire [8:0] \_$223 ;
-  wire [39:0] \_$224 ;
-  wire \_$225 ;
-  wire [40:0] \_$226 ;
-  wire [40:0] \_$227 ;
-  wire [41:0] \_$228 ;
-  wire [31:0] \_$229 ;
   wire \_$23 ;
-  wire [31:0] \_$230 ;
-  wire [32:0] \_$231 ;
-  wire [39:0] \_$232 ;
-  wire [39:0] \_$233 ;
-  wire \_$234 ;
-  wire [39:0] \_$235 ;
-  wire [8:0] \_$236 ;
-  wire [39:0] \_$237 ;
-  wire \_$238 ;
-  wire [40:0] \_$239 ;
   wire \_$24 ;
-  wire [40:0] \_$240 ;
-  wire [41:0] \_$241 ;
-  wire [31:0] \_$242 ;
-  wire [31:0] \_$243 ;
-  wire [32:0] \_$244 ;
-  wire [39:0] \_$245 ;
-  wire [39:0] \_$246 ;
-  wire \_$247 ;
-  wire [39:0] \_$248 ;
-  wire [8:0] \_$249 ;
   wire \_$25 ;
-  wire [39:0] \_$250 ;
-  wire \_$251 ;
-  wire [40:0] \_$252 ;
-  wire [40:0] \_$253 ;
-  wire [41:0] \_$254 ;
-  wire [31:0] \_$255 ;
-  wire [31:0] \_$256 ;
-  wire [32:0] \_$257 ;
-  wire [39:0] \_$258 ;
-  wire [39:0] \_$259 ;
   wire \_$26 ;
-  wire \_$260 ;
-  wire [39:0] \_$261 ;
-  wire [8:0] \_$262 ;
-  wire [39:0] \_$263 ;
-  wire \_$264 ;
-  wire [40:0] \_$265 ;
-  wire [40:0] \_$266 ;
-  wire [41:0] \_$267 ;
-  wire \_$268 ;
-  wire \_$269 ;
   wire \_$27 ;
-  wire [31:0] \_$270 ;
-  wire [32:0] \_$271 ;
-  wire [32:0] \_$272 ;
-  wire [32:0] \_$273 ;
-  wire \_$274 ;
-  wire \_$275 ;
-  wire [31:0] \_$276 ;
-  wire [32:0] \_$277 ;
-  wire [32:0] \_$278 ;
-  wire [32:0] \_$279 ;
-  wire [31:0] \_$28 ;
-  wire \_$280 ;
-  wire \_$281 ;
-  wire [31:0] \_$282 ;
-  wire [32:0] \_$283 ;
-  wire [32:0] \_$284 ;
-  wire [32:0] \_$285 ;
-  wire \_$286 ;
-  wire \_$287 ;
-  wire [31:0] \_$288 ;
-  wire [32:0] \_$289 ;
-  wire [32:0] \_$29 ;
-  wire [32:0] \_$290 ;
-  wire [32:0] \_$291 ;
-  wire \_$292 ;
-  wire \_$293 ;
-  wire [31:0] \_$294 ;
-  wire [32:0] \_$295 ;
-  wire [32:0] \_$296 ;
-  wire [32:0] \_$297 ;
-  wire \_$298 ;
-  wire \_$299 ;
+  wire \_$28 ;
+  wire \_$29 ;
   wire \_$3 ;
-  wire [31:0] \_$30 ;
-  wire [31:0] \_$300 ;
-  wire [32:0] \_$301 ;
-  wire [32:0] \_$302 ;
-  wire [32:0] \_$303 ;
-  wire \_$304 ;
-  wire \_$305 ;
-  wire [31:0] \_$306 ;
-  wire [32:0] \_$307 ;
-  wire [32:0] \_$308 ;
-  wire [32:0] \_$309 ;
-  wire [32:0] \_$31 ;
-  wire \_$310 ;
-  wire \_$311 ;
-  wire [31:0] \_$312 ;
-  wire [32:0] \_$313 ;
-  wire [32:0] \_$314 ;
-  wire [32:0] \_$315 ;
-  wire \_$316 ;
-  wire \_$317 ;
-  wire [31:0] \_$318 ;
-  wire [32:0] \_$319 ;
-  wire [31:0] \_$32 ;
-  wire [32:0] \_$320 ;
-  wire [32:0] \_$321 ;
-  wire \_$322 ;
-  wire \_$323 ;
-  wire [31:0] \_$324 ;
-  wire [32:0] \_$325 ;
-  wire [32:0] \_$326 ;
-  wire [32:0] \_$327 ;
-  wire \_$328 ;
-  wire \_$329 ;
-  wire [32:0] \_$33 ;
-  wire [31:0] \_$330 ;
-  wire [32:0] \_$331 ;
-  wire [32:0] \_$332 ;
-  wire [32:0] \_$333 ;
-  wire \_$334 ;
-  wire \_$335 ;
-  wire [31:0] \_$336 ;
-  wire [32:0] \_$337 ;
-  wire [32:0] \_$338 ;
-  wire [32:0] \_$339 ;
-  wire [31:0] \_$34 ;
-  wire \_$340 ;
-  wire \_$341 ;
-  wire [31:0] \_$342 ;
-  wire [32:0] \_$343 ;
-  wire [32:0] \_$344 ;
-  wire [32:0] \_$345 ;
-  wire \_$346 ;
-  wire \_$347 ;
-  wire [31:0] \_$348 ;
-  wire [32:0] \_$349 ;
-  wire [32:0] \_$35 ;
-  wire [32:0] \_$350 ;
-  wire [32:0] \_$351 ;
-  wire \_$352 ;
-  wire \_$353 ;
-  wire [31:0] \_$354 ;
-  wire [32:0] \_$355 ;
-  wire [32:0] \_$356 ;
-  wire [32:0] \_$357 ;
-  wire \_$358 ;
-  wire \_$359 ;
-  wire [31:0] \_$36 ;
-  wire [31:0] \_$360 ;
-  wire [32:0] \_$361 ;
-  wire [32:0] \_$362 ;
-  wire [32:0] \_$363 ;
-  wire \_$364 ;
-  wire \_$365 ;
-  wire [31:0] \_$366 ;
-  wire [32:0] \_$367 ;
-  wire [32:0] \_$368 ;
-  wire [32:0] \_$369 ;
-  wire [32:0] \_$37 ;
-  wire \_$370 ;
-  wire \_$371 ;
-  wire [31:0] \_$372 ;
-  wire [32:0] \_$373 ;
-  wire [32:0] \_$374 ;
-  wire [32:0] \_$375 ;
-  wire \_$376 ;
-  wire \_$377 ;
-  wire [31:0] \_$378 ;
-  wire [32:0] \_$379 ;
-  wire [31:0] \_$38 ;
-  wire [32:0] \_$380 ;
-  wire [32:0] \_$381 ;
-  wire \_$382 ;
-  wire \_$383 ;
-  wire [31:0] \_$384 ;
-  wire [32:0] \_$385 ;
-  wire [32:0] \_$386 ;
-  wire [32:0] \_$387 ;
-  wire \_$388 ;
-  wire \_$389 ;
-  wire [32:0] \_$39 ;
-  wire [31:0] \_$390 ;
-  wire [32:0] \_$391 ;
-  wire [32:0] \_$392 ;
-  wire [32:0] \_$393 ;
-  wire \_$394 ;
-  wire \_$395 ;
-  wire [31:0] \_$396 ;
-  wire [32:0] \_$397 ;
-  wire [32:0] \_$398 ;
-  wire [32:0] \_$399 ;
+  wire \_$30 ;
+  wire \_$31 ;
+  wire \_$32 ;
+  wire \_$33 ;
+  wire \_$34 ;
+  wire \_$35 ;
+  wire \_$36 ;
+  wire \_$37 ;
+  wire \_$38 ;
+  wire \_$39 ;
   wire \_$4 ;
-  wire [31:0] \_$40 ;
-  wire \_$400 ;
-  wire \_$401 ;
-  wire [31:0] \_$402 ;
-  wire [32:0] \_$403 ;
-  wire [32:0] \_$404 ;
-  wire [32:0] \_$405 ;
-  wire \_$406 ;
-  wire \_$407 ;
-  wire [31:0] \_$408 ;
-  wire [32:0] \_$409 ;
-  wire [32:0] \_$41 ;
-  wire [32:0] \_$410 ;
-  wire [32:0] \_$411 ;
-  wire \_$412 ;
-  wire \_$413 ;
-  wire [31:0] \_$414 ;
-  wire [32:0] \_$415 ;
-  wire [32:0] \_$416 ;
-  wire [32:0] \_$417 ;
-  wire \_$418 ;
-  wire \_$419 ;
-  wire [31:0] \_$42 ;
-  wire [31:0] \_$420 ;
-  wire [32:0] \_$421 ;
-  wire [32:0] \_$422 ;
-  wire [32:0] \_$423 ;
-  wire \_$424 ;
-  wire \_$425 ;
-  wire [31:0] \_$426 ;
-  wire [32:0] \_$427 ;
-  wire [32:0] \_$428 ;
-  wire [32:0] \_$429 ;
-  wire [32:0] \_$43 ;
-  wire \_$430 ;
-  wire \_$431 ;
-  wire [31:0] \_$432 ;
-  wire [32:0] \_$433 ;
-  wire [32:0] \_$434 ;
-  wire [32:0] \_$435 ;
-  wire \_$436 ;
-  wire \_$437 ;
-  wire [31:0] \_$438 ;
-  wire [32:0] \_$439 ;
-  wire [31:0] \_$44 ;
-  wire [32:0] \_$440 ;
-  wire [32:0] \_$441 ;
-  wire \_$442 ;
-  wire \_$443 ;
-  wire [31:0] \_$444 ;
-  wire [32:0] \_$445 ;
-  wire [32:0] \_$446 ;
-  wire [32:0] \_$447 ;
-  wire \_$448 ;
-  wire \_$449 ;
-  wire [32:0] \_$45 ;
-  wire [31:0] \_$450 ;
-  wire [32:0] \_$451 ;
-  wire [32:0] \_$452 ;
-  wire [32:0] \_$453 ;
-  wire \_$454 ;
-  wire \_$455 ;
-  wire [31:0] \_$456 ;
-  wire [32:0] \_$457 ;
-  wire [32:0] \_$458 ;
-  wire [32:0] \_$459 ;
-  wire [31:0] \_$46 ;
-  wire \_$460 ;
-  wire \_$461 ;
-  wire \_$462 ;
-  wire \_$463 ;
-  wire \_$464 ;
-  wire \_$465 ;
-  wire \_$466 ;
-  wire \_$467 ;
-  wire \_$468 ;
-  wire \_$469 ;
-  wire [32:0] \_$47 ;
-  wire \_$470 ;
-  wire \_$471 ;
-  wire \_$472 ;
-  wire \_$473 ;
-  wire [16:0] \_$474 ;
-  wire \_$475 ;
-  wire \_$476 ;
-  wire \_$477 ;
-  wire [16:0] \_$478 ;
-  wire \_$479 ;
-  wire [31:0] \_$48 ;
-  wire \_$480 ;
-  wire \_$481 ;
-  wire \_$482 ;
-  wire \_$483 ;
-  wire \_$484 ;
-  wire \_$485 ;
-  wire \_$486 ;
-  wire \_$487 ;
-  wire \_$488 ;
-  wire \_$489 ;
-  wire [32:0] \_$49 ;
-  wire \_$490 ;
-  wire \_$491 ;
-  wire \_$492 ;
-  wire \_$493 ;
-  wire \_$494 ;
-  wire \_$495 ;
-  wire \_$496 ;
-  wire \_$497 ;
-  wire \_$498 ;
-  wire [17:0] \_$499 ;
+  wire \_$40 ;
+  wire \_$41 ;
+  wire \_$42 ;
+  wire \_$43 ;
+  wire \_$44 ;
+  wire \_$45 ;
+  wire \_$46 ;
+  wire \_$47 ;
+  wire \_$48 ;
+  wire \_$49 ;
   wire \_$5 ;
-  wire [31:0] \_$50 ;
-  wire \_$500 ;
-  wire [17:0] \_$501 ;
-  wire \_$502 ;
-  wire \_$503 ;
-  wire \_$504 ;
-  wire \_$505 ;
-  wire \_$506 ;
-  wire \_$507 ;
-  wire [17:0] \_$508 ;
-  wire \_$509 ;
-  wire [32:0] \_$51 ;
-  wire \_$510 ;
-  wire \_$511 ;
-  wire \_$512 ;
-  wire \_$513 ;
-  wire [17:0] \_$514 ;
-  wire \_$515 ;
-  wire [17:0] \_$516 ;
-  wire \_$517 ;
-  wire \_$518 ;
-  wire \_$519 ;
-  wire [31:0] \_$52 ;
-  wire \_$520 ;
-  wire \_$521 ;
-  wire \_$522 ;
-  wire [17:0] \_$523 ;
-  wire \_$524 ;
-  wire \_$525 ;
-  wire \_$526 ;
-  wire \_$527 ;
-  wire \_$528 ;
-  wire \_$529 ;
-  wire [32:0] \_$53 ;
-  wire \_$530 ;
-  wire \_$531 ;
-  wire \_$532 ;
-  wire \_$533 ;
-  wire \_$534 ;
-  wire \_$535 ;
-  wire \_$536 ;
-  wire \_$537 ;
-  wire \_$538 ;
-  wire \_$539 ;
-  wire [31:0] \_$54 ;
-  wire \_$540 ;
-  wire \_$541 ;
-  wire \_$542 ;
-  wire \_$543 ;
-  wire \_$544 ;
-  wire \_$545 ;
-  wire \_$546 ;
-  wire \_$547 ;
-  wire \_$548 ;
-  wire \_$549 ;
-  wire [32:0] \_$55 ;
-  wire \_$550 ;
-  wire \_$551 ;
-  wire \_$552 ;
-  wire \_$553 ;
-  wire \_$554 ;
-  wire \_$555 ;
-  wire \_$556 ;
-  wire \_$557 ;
-  wire \_$558 ;
-  wire \_$559 ;
-  wire [31:0] \_$56 ;
-  wire \_$560 ;
-  wire \_$561 ;
-  wire \_$562 ;
-  wire \_$563 ;
-  wire \_$564 ;
-  wire \_$565 ;
-  wire \_$566 ;
-  wire \_$567 ;
-  wire \_$568 ;
-  wire \_$569 ;
-  wire [32:0] \_$57 ;
-  wire \_$570 ;
-  wire \_$571 ;
-  wire \_$572 ;
-  wire \_$573 ;
-  wire \_$574 ;
-  wire \_$575 ;
-  wire \_$576 ;
-  wire \_$577 ;
-  wire \_$578 ;
-  wire \_$579 ;
-  wire [31:0] \_$58 ;
-  wire \_$580 ;
-  wire \_$581 ;
-  wire \_$582 ;
-  wire \_$583 ;
-  wire \_$584 ;
-  wire \_$585 ;
-  wire \_$586 ;
-  wire \_$587 ;
-  wire \_$588 ;
-  wire \_$589 ;
-  wire [32:0] \_$59 ;
-  wire \_$590 ;
-  wire \_$591 ;
-  wire \_$592 ;
-  wire \_$593 ;
-  wire \_$594 ;
-  wire \_$595 ;
-  wire \_$596 ;
-  wire \_$597 ;
-  wire \_$598 ;
-  wire \_$599 ;
+  wire \_$50 ;
+  wire \_$51 ;
+  wire \_$52 ;
+  wire \_$53 ;
+  wire \_$54 ;
+  wire \_$55 ;
+  wire \_$56 ;
+  wire \_$57 ;
+  wire \_$58 ;
+  wire \_$59 ;
   wire \_$6 ;
-  wire [31:0] \_$60 ;
-  wire [19:0] \_$600 ;
-  wire \_$601 ;
-  wire \_$602 ;
-  wire \_$603 ;
-  wire \_$604 ;
-  wire \_$605 ;
-  wire \_$606 ;
-  wire \_$607 ;
-  wire \_$608 ;
-  wire \_$609 ;
-  wire [31:0] \_$61 ;
-  wire \_$610 ;
-  wire \_$611 ;
-  wire \_$612 ;
-  wire \_$613 ;
-  wire \_$614 ;
-  wire \_$615 ;
-  wire \_$616 ;
-  wire \_$617 ;
-  wire \_$618 ;
-  wire \_$619 ;
-  wire [32:0] \_$62 ;
-  wire \_$620 ;
-  wire \_$621 ;
-  wire \_$622 ;
-  wire \_$623 ;
-  wire [16:0] \_$624 ;
-  wire \_$625 ;
-  wire \_$626 ;
-  wire \_$627 ;
-  wire \_$628 ;
-  wire \_$629 ;
-  wire [39:0] \_$63 ;
-  wire [12:0] \_$630 ;
-  wire \_$631 ;
-  wire [10:0] \_$632 ;
-  wire [17:0] \_$633 ;
-  wire [17:0] \_$634 ;
-  wire [17:0] \_$635 ;
-  wire [17:0] \_$636 ;
-  wire [10:0] \_$637 ;
-  wire \_$638 ;
-  wire [12:0] \_$639 ;
-  wire [39:0] \_$64 ;
-  wire [17:0] \_$640 ;
-  wire [17:0] \_$641 ;
-  wire \_$642 ;
-  wire \_$643 ;
-  wire \_$644 ;
-  wire \_$645 ;
-  wire \_$646 ;
-  wire \_$647 ;
-  wire \_$648 ;
-  wire [8:0] \_$649 ;
-  wire \_$65 ;
-  wire \_$650 ;
-  wire [17:0] \_$651 ;
-  wire [8:0] \_$652 ;
-  wire \_$653 ;
-  wire \_$654 ;
-  wire [12:0] \_$655 ;
-  wire \_$656 ;
-  wire [8:0] \_$657 ;
-  wire [10:0] \_$658 ;
-  wire [17:0] \_$659 ;
-  wire [39:0] \_$66 ;
-  wire [17:0] \_$660 ;
-  wire [17:0] \_$661 ;
-  wire [17:0] \_$662 ;
-  wire [10:0] \_$663 ;
-  wire \_$664 ;
-  wire [12:0] \_$665 ;
-  wire [17:0] \_$666 ;
-  wire \_$667 ;
-  wire \_$668 ;
-  wire \_$669 ;
-  wire [8:0] \_$67 ;
-  wire \_$670 ;
-  wire \_$671 ;
-  wire \_$672 ;
-  wire \_$673 ;
-  wire \_$674 ;
-  wire \_$675 ;
-  wire \_$676 ;
-  wire \_$677 ;
-  wire \_$678 ;
-  wire \_$679 ;
-  wire [39:0] \_$68 ;
-  wire \_$680 ;
-  wire \_$681 ;
-  wire \_$682 ;
-  wire \_$683 ;
-  wire \_$684 ;
-  wire [17:0] \_$685 ;
-  wire \_$686 ;
-  wire \_$687 ;
-  wire [20:0] \_$688 ;
-  wire [20:0] \_$689 ;
-  wire \_$69 ;
-  wire \_$690 ;
-  wire [4:0] \_$691 ;
-  wire \_$692 ;
-  wire \_$693 ;
-  wire \_$694 ;
-  wire \_$695 ;
-  wire \_$696 ;
-  wire \_$697 ;
-  wire \_$698 ;
-  wire \_$699 ;
+  wire \_$60 ;
+  wire \_$61 ;
+  wire \_$62 ;
+  reg [1:0] \_$63 ;
+  reg [127:0] \_$64 ;
+  reg [31:0] \_$65 ;
+  reg [2:0] \_$66 ;
+  reg \_$67 ;
+  reg [3:0] \_$68 ;
   wire \_$7 ;
-  wire [40:0] \_$70 ;
-  wire \_$700 ;
-  wire \_$701 ;
-  wire \_$702 ;
-  wire [17:0] \_$703 ;
-  wire \_$704 ;
-  wire [17:0] \_$705 ;
-  wire \_$706 ;
-  wire \_$707 ;
-  wire \_$708 ;
-  wire \_$709 ;
-  wire [40:0] \_$71 ;
-  wire \_$710 ;
-  wire \_$711 ;
-  wire \_$712 ;
-  wire [17:0] \_$713 ;
-  wire \_$714 ;
-  wire [17:0] \_$715 ;
-  wire \_$716 ;
-  wire \_$717 ;
-  wire \_$718 ;
-  wire \_$719 ;
-  wire [41:0] \_$72 ;
-  wire \_$720 ;
-  wire \_$721 ;
-  wire [12:0] \_$722 ;
-  wire \_$723 ;
-  wire \_$724 ;
-  wire \_$725 ;
-  wire \_$726 ;
-  wire [20:0] \_$727 ;
-  wire [10:0] \_$728 ;
-  wire \_$729 ;
-  wire [31:0] \_$73 ;
-  wire [10:0] \_$730 ;
-  wire [17:0] \_$731 ;
-  wire [10:0] \_$732 ;
-  wire [17:0] \_$733 ;
-  wire [20:0] \_$734 ;
-  wire \_$735 ;
-  wire [12:0] \_$736 ;
-  wire \_$737 ;
-  wire \_$738 ;
-  wire \_$739 ;
-  wire [31:0] \_$74 ;
-  wire [17:0] \_$740 ;
-  wire \_$741 ;
-  wire [17:0] \_$742 ;
-  wire \_$743 ;
-  wire \_$744 ;
-  wire \_$745 ;
-  wire \_$746 ;
-  wire \_$747 ;
-  wire \_$748 ;
-  wire [12:0] \_$749 ;
-  wire [32:0] \_$75 ;
-  wire \_$750 ;
-  wire \_$751 ;
-  wire \_$752 ;
-  wire \_$753 ;
-  wire \_$754 ;
-  wire \_$755 ;
-  wire [5:0] \_$756 ;
-  wire \_$757 ;
-  wire \_$758 ;
-  wire \_$759 ;
-  wire [39:0] \_$76 ;
-  wire [17:0] \_$760 ;
-  wire \_$761 ;
-  wire [17:0] \_$762 ;
-  wire \_$763 ;
-  wire \_$764 ;
-  wire \_$765 ;
-  wire \_$766 ;
-  wire \_$767 ;
-  wire \_$768 ;
-  wire [12:0] \_$769 ;
-  wire [39:0] \_$77 ;
-  wire \_$770 ;
-  wire \_$771 ;
-  wire \_$772 ;
-  wire \_$773 ;
-  wire \_$774 ;
-  wire \_$775 ;
-  wire [5:0] \_$776 ;
-  wire [6:0] \_$777 ;
-  wire [7:0] \_$778 ;
-  reg [1:0] \_$779 ;
-  wire \_$78 ;
-  reg [127:0] \_$780 ;
-  reg [31:0] \_$781 ;
-  reg [17:0] \_$782 ;
-  reg [17:0] \_$783 ;
-  reg [17:0] \_$784 ;
-  reg [17:0] \_$785 ;
-  reg [17:0] \_$786 ;
-  reg [17:0] \_$787 ;
-  reg [17:0] \_$788 ;
-  reg [17:0] \_$789 ;
-  wire [39:0] \_$79 ;
-  reg [17:0] \_$790 ;
-  reg [17:0] \_$791 ;
-  reg [17:0] \_$792 ;
-  reg [17:0] \_$793 ;
-  reg [17:0] \_$794 ;
-  reg [17:0] \_$795 ;
-  reg [17:0] \_$796 ;
-  reg [17:0] \_$797 ;
-  reg [17:0] \_$798 ;
-  reg [17:0] \_$799 ;
   wire \_$8 ;
-  wire [8:0] \_$80 ;
-  reg [17:0] \_$800 ;
-  reg [17:0] \_$801 ;
-  reg [17:0] \_$802 ;
-  reg [17:0] \_$803 ;
-  reg [17:0] \_$804 ;
-  reg [17:0] \_$805 ;
-  reg [17:0] \_$806 ;
-  reg [17:0] \_$807 ;
-  reg [17:0] \_$808 ;
-  reg [17:0] \_$809 ;
-  wire [39:0] \_$81 ;
-  reg [17:0] \_$810 ;
-  reg [17:0] \_$811 ;
-  reg [17:0] \_$812 ;
-  reg [17:0] \_$813 ;
-  reg [17:0] \_$814 ;
-  reg \_$815 ;
-  reg \_$816 ;
-  reg \_$817 ;
-  reg [15:0] \_$818 ;
-  reg \_$819 ;
-  wire \_$82 ;
-  reg [511:0] \_$820 ;
-  reg \_$821 ;
-  reg [3:0] \_$822 ;
-  reg [511:0] \_$823 ;
-  reg [2:0] \_$824 ;
-  reg [19:0] \_$825 ;
-  reg \_$826 ;
-  reg \_$827 ;
-  reg [3:0] \_$828 ;
-  reg [19:0] \_$829 ;
-  wire [40:0] \_$83 ;
-  reg [16:0] \_$830 ;
-  reg \_$831 ;
-  reg \_$832 ;
-  reg [11:0] \_$833 ;
-  reg [9:0] \_$834 ;
-  reg [9:0] \_$835 ;
-  reg [19:0] \_$836 ;
-  reg [16:0] \_$837 ;
-  reg [16:0] \_$838 ;
-  reg \_$839 ;
-  wire [40:0] \_$84 ;
-  reg [9:0] \_$840 ;
-  reg [11:0] \_$841 ;
-  reg [16:0] \_$842 ;
-  reg [16:0] \_$843 ;
-  reg [16:0] \_$844 ;
-  reg [16:0] \_$845 ;
-  reg [7:0] \_$846 ;
-  reg \_$847 ;
-  reg [15:0] \_$848 ;
-  reg \_$849 ;
-  wire [41:0] \_$85 ;
-  reg \_$850 ;
-  reg \_$851 ;
-  reg [3:0] \_$852 ;
-  reg \_$853 ;
-  reg [1:0] \_$854 ;
-  reg [4:0] \_$855 ;
-  reg [4:0] \_$856 ;
-  reg [5:0] \_$857 ;
-  wire [31:0] \_$86 ;
-  wire [31:0] \_$87 ;
-  wire [32:0] \_$88 ;
-  wire [39:0] \_$89 ;
   wire \_$9 ;
-  wire [39:0] \_$90 ;
-  wire \_$91 ;
-  wire [39:0] \_$92 ;
-  wire [8:0] \_$93 ;
-  wire [39:0] \_$94 ;
-  wire \_$95 ;
-  wire [40:0] \_$96 ;
-  wire [40:0] \_$97 ;
-  wire [41:0] \_$98 ;
-  wire [31:0] \_$99 ;
-  reg \_$signal  = 1'h0;
-  reg [3:0] \_$signal$125  = 4'h0;
-  reg [19:0] \_$signal$126  = 20'h00000;
-  reg [9:0] \_$signal$127  = 10'h000;
-  reg [11:0] \_$signal$130  = 12'h000;
-  reg [16:0] \_$signal$131  = 17'h00000;
-  reg [16:0] \_$signal$132  = 17'h00000;
-  (* init = 1'h0 *)
-  wire \_$signal$32 ;
-  (* init = 4'h0 *)
-  wire [3:0] \_$signal$34 ;
-  reg \_$signal$49  = 1'h0;
-  reg \_$signal$51  = 1'h0;
-  reg \_$signal$52  = 1'h0;
-  reg \_$signal$53  = 1'h0;
-  reg [15:0] \_$signal$56  = 16'h0000;
-  reg [15:0] \_$signal$58  = 16'h0000;
-  reg \_$signal$60  = 1'h0;
-  reg \_$signal$61  = 1'h0;
-  reg [16:0] \_$signal$63  = 17'h00000;
-  reg [16:0] \_$signal$64  = 17'h00000;
-  reg [9:0] \_$signal$65  = 10'h000;
-  reg \_$signal$73  = 1'h0;
-  reg \_$signal$80  = 1'h0;
-  reg [16:0] \_$signal$81  = 17'h00000;
-  reg [9:0] \_$signal$84  = 10'h000;
   wire [127:0] a;
   wire [7:0] \a[0] ;
   wire [7:0] \a[10] ;
@@ -3027,43 +2212,101 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [7:0] \a[9] ;
   output [15:0] acc_rd__addr;
   reg [15:0] acc_rd__addr;
+  wire [15:0] \acc_rd__addr$69 ;
+  wire [15:0] \acc_rd__addr$71 ;
   input [511:0] acc_rd__data;
   wire [511:0] acc_rd__data;
-  output acc_rd__en;
-  reg acc_rd__en;
+  wire [511:0] \acc_rd__data$74 ;
+  wire [511:0] \acc_rd__data$75 ;
+  wire acc_rd__en;
+  output \acc_rd__en$70 ;
+  reg \acc_rd__en$70 ;
+  wire \acc_rd__en$72 ;
   output [15:0] acc_wr__addr;
   reg [15:0] acc_wr__addr;
+  wire [15:0] \acc_wr__addr$78 ;
+  wire [15:0] \acc_wr__addr$82 ;
   output [511:0] acc_wr__data;
   reg [511:0] acc_wr__data;
-  output acc_wr__en;
-  reg acc_wr__en;
-  wire [511:0] accum_value;
-  wire [31:0] \accum_value[0] ;
-  wire [31:0] \accum_value[10] ;
-  wire [31:0] \accum_value[11] ;
-  wire [31:0] \accum_value[12] ;
-  wire [31:0] \accum_value[13] ;
-  wire [31:0] \accum_value[14] ;
-  wire [31:0] \accum_value[15] ;
-  wire [31:0] \accum_value[1] ;
-  wire [31:0] \accum_value[2] ;
-  wire [31:0] \accum_value[3] ;
-  wire [31:0] \accum_value[4] ;
-  wire [31:0] \accum_value[5] ;
-  wire [31:0] \accum_value[6] ;
-  wire [31:0] \accum_value[7] ;
-  wire [31:0] \accum_value[8] ;
-  wire [31:0] \accum_value[9] ;
+  wire [511:0] \acc_wr__data$80 ;
+  wire [511:0] \acc_wr__data$83 ;
+  wire acc_wr__en;
+  output \acc_wr__en$81 ;
+  reg \acc_wr__en$81 ;
+  wire \acc_wr__en$84 ;
   output [15:0] act__addr;
   reg [15:0] act__addr;
+  wire [15:0] \act__addr$60 ;
+  wire [15:0] \act__addr$62 ;
   input [127:0] act__data;
   wire [127:0] act__data;
-  output act__en;
-  reg act__en;
+  wire [127:0] \act__data$65 ;
+  wire [127:0] \act__data$66 ;
+  wire act__en;
+  output \act__en$61 ;
+  reg \act__en$61 ;
+  wire \act__en$63 ;
+  wire [127:0] array__a;
+  wire [7:0] \array__a[0] ;
+  wire [7:0] \array__a[10] ;
+  wire [7:0] \array__a[11] ;
+  wire [7:0] \array__a[12] ;
+  wire [7:0] \array__a[13] ;
+  wire [7:0] \array__a[14] ;
+  wire [7:0] \array__a[15] ;
+  wire [7:0] \array__a[1] ;
+  wire [7:0] \array__a[2] ;
+  wire [7:0] \array__a[3] ;
+  wire [7:0] \array__a[4] ;
+  wire [7:0] \array__a[5] ;
+  wire [7:0] \array__a[6] ;
+  wire [7:0] \array__a[7] ;
+  wire [7:0] \array__a[8] ;
+  wire [7:0] \array__a[9] ;
+  wire array__bank;
+  wire [511:0] array__out;
+  wire [31:0] \array__out[0] ;
+  wire [31:0] \array__out[10] ;
+  wire [31:0] \array__out[11] ;
+  wire [31:0] \array__out[12] ;
+  wire [31:0] \array__out[13] ;
+  wire [31:0] \array__out[14] ;
+  wire [31:0] \array__out[15] ;
+  wire [31:0] \array__out[1] ;
+  wire [31:0] \array__out[2] ;
+  wire [31:0] \array__out[3] ;
+  wire [31:0] \array__out[4] ;
+  wire [31:0] \array__out[5] ;
+  wire [31:0] \array__out[6] ;
+  wire [31:0] \array__out[7] ;
+  wire [31:0] \array__out[8] ;
+  wire [31:0] \array__out[9] ;
+  wire array__w_bank;
+  wire [127:0] array__w_data;
+  wire [7:0] \array__w_data[0] ;
+  wire [7:0] \array__w_data[10] ;
+  wire [7:0] \array__w_data[11] ;
+  wire [7:0] \array__w_data[12] ;
+  wire [7:0] \array__w_data[13] ;
+  wire [7:0] \array__w_data[14] ;
+  wire [7:0] \array__w_data[15] ;
+  wire [7:0] \array__w_data[1] ;
+  wire [7:0] \array__w_data[2] ;
+  wire [7:0] \array__w_data[3] ;
+  wire [7:0] \array__w_data[4] ;
+  wire [7:0] \array__w_data[5] ;
+  wire [7:0] \array__w_data[6] ;
+  wire [7:0] \array__w_data[7] ;
+  wire [7:0] \array__w_data[8] ;
+  wire [7:0] \array__w_data[9] ;
+  wire array__w_en;
+  wire [3:0] array__w_row;
   output array_active;
   wire array_active;
-  wire bad_shift;
-  reg bank = 1'h0;
+  wire \array_active$55 ;
+  wire bad_fields;
+  wire \bad_fields$88 ;
+  wire bank;
   output busy;
   reg busy;
   input clk;
@@ -3086,11 +2329,12 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   input deps__room_prev;
   wire deps__room_prev;
   reg done;
-  wire \done$25 ;
-  reg [4:0] drain0 = 5'h00;
-  reg [4:0] drain1 = 5'h00;
+  wire \done$91 ;
+  wire \done$92 ;
   output error;
   reg error = 1'h0;
+  wire \error$97 ;
+  wire \error$99 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -3102,171 +2346,225 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0111 = "BAD_FIELD" *)
   output [3:0] error_code;
   reg [3:0] error_code = 4'h0;
-  (* init = 1'h0 *)
-  wire feed_bank;
+  (* enum_base_type = "ErrorCode" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "ILLEGAL_OPCODE" *)
+  (* enum_value_0010 = "BAD_DESCRIPTOR" *)
+  (* enum_value_0011 = "DRAM_RANGE" *)
+  (* enum_value_0100 = "LOCAL_RANGE" *)
+  (* enum_value_0101 = "DEADLOCK" *)
+  (* enum_value_0110 = "WATCHDOG" *)
+  (* enum_value_0111 = "BAD_FIELD" *)
+  wire [3:0] \error_code$98 ;
   reg [1:0] frame_state = 2'h0;
-  reg gemm_running = 1'h0;
-  wire [511:0] gemm_sum;
-  wire [31:0] \gemm_sum[0] ;
-  wire [31:0] \gemm_sum[10] ;
-  wire [31:0] \gemm_sum[11] ;
-  wire [31:0] \gemm_sum[12] ;
-  wire [31:0] \gemm_sum[13] ;
-  wire [31:0] \gemm_sum[14] ;
-  wire [31:0] \gemm_sum[15] ;
-  wire [31:0] \gemm_sum[1] ;
-  wire [31:0] \gemm_sum[2] ;
-  wire [31:0] \gemm_sum[3] ;
-  wire [31:0] \gemm_sum[4] ;
-  wire [31:0] \gemm_sum[5] ;
-  wire [31:0] \gemm_sum[6] ;
-  wire [31:0] \gemm_sum[7] ;
-  wire [31:0] \gemm_sum[8] ;
-  wire [31:0] \gemm_sum[9] ;
   input halt;
   wire halt;
+  wire \halt$52 ;
+  wire \halt$53 ;
   output idle;
   reg idle;
-  reg [5:0] in_flight = 6'h00;
   output [31:0] index;
   reg [31:0] index = 32'd0;
-  wire [17:0] issue;
-  wire [15:0] \issue.acc ;
-  wire \issue.overwrite ;
-  wire \issue.valid ;
-  reg [1:0] loaded = 2'h0;
-  reg [17:0] meta0 = 18'h00000;
-  wire [15:0] \meta0.acc ;
-  wire \meta0.overwrite ;
-  wire \meta0.valid ;
-  reg [17:0] meta1 = 18'h00000;
-  wire [15:0] \meta1.acc ;
-  wire \meta1.overwrite ;
-  wire \meta1.valid ;
-  reg [17:0] meta10 = 18'h00000;
-  wire [15:0] \meta10.acc ;
-  wire \meta10.overwrite ;
-  wire \meta10.valid ;
-  reg [17:0] meta11 = 18'h00000;
-  wire [15:0] \meta11.acc ;
-  wire \meta11.overwrite ;
-  wire \meta11.valid ;
-  reg [17:0] meta12 = 18'h00000;
-  wire [15:0] \meta12.acc ;
-  wire \meta12.overwrite ;
-  wire \meta12.valid ;
-  reg [17:0] meta13 = 18'h00000;
-  wire [15:0] \meta13.acc ;
-  wire \meta13.overwrite ;
-  wire \meta13.valid ;
-  reg [17:0] meta14 = 18'h00000;
-  wire [15:0] \meta14.acc ;
-  wire \meta14.overwrite ;
-  wire \meta14.valid ;
-  reg [17:0] meta15 = 18'h00000;
-  wire [15:0] \meta15.acc ;
-  wire \meta15.overwrite ;
-  wire \meta15.valid ;
-  reg [17:0] meta16 = 18'h00000;
-  wire [15:0] \meta16.acc ;
-  wire \meta16.overwrite ;
-  wire \meta16.valid ;
-  reg [17:0] meta17 = 18'h00000;
-  wire [15:0] \meta17.acc ;
-  wire \meta17.overwrite ;
-  wire \meta17.valid ;
-  reg [17:0] meta18 = 18'h00000;
-  wire [15:0] \meta18.acc ;
-  wire \meta18.overwrite ;
-  wire \meta18.valid ;
-  reg [17:0] meta19 = 18'h00000;
-  wire [15:0] \meta19.acc ;
-  wire \meta19.overwrite ;
-  wire \meta19.valid ;
-  reg [17:0] meta2 = 18'h00000;
-  wire [15:0] \meta2.acc ;
-  wire \meta2.overwrite ;
-  wire \meta2.valid ;
-  reg [17:0] meta20 = 18'h00000;
-  wire [15:0] \meta20.acc ;
-  wire \meta20.overwrite ;
-  wire \meta20.valid ;
-  reg [17:0] meta21 = 18'h00000;
-  wire [15:0] \meta21.acc ;
-  wire \meta21.overwrite ;
-  wire \meta21.valid ;
-  reg [17:0] meta22 = 18'h00000;
-  wire [15:0] \meta22.acc ;
-  wire \meta22.overwrite ;
-  wire \meta22.valid ;
-  reg [17:0] meta23 = 18'h00000;
-  wire [15:0] \meta23.acc ;
-  wire \meta23.overwrite ;
-  wire \meta23.valid ;
-  reg [17:0] meta24 = 18'h00000;
-  wire [15:0] \meta24.acc ;
-  wire \meta24.overwrite ;
-  wire \meta24.valid ;
-  reg [17:0] meta25 = 18'h00000;
-  wire [15:0] \meta25.acc ;
-  wire \meta25.overwrite ;
-  wire \meta25.valid ;
-  reg [17:0] meta26 = 18'h00000;
-  wire [15:0] \meta26.acc ;
-  wire \meta26.overwrite ;
-  wire \meta26.valid ;
-  reg [17:0] meta27 = 18'h00000;
-  wire [15:0] \meta27.acc ;
-  wire \meta27.overwrite ;
-  wire \meta27.valid ;
-  reg [17:0] meta28 = 18'h00000;
-  wire [15:0] \meta28.acc ;
-  wire \meta28.overwrite ;
-  wire \meta28.valid ;
-  reg [17:0] meta29 = 18'h00000;
-  wire [15:0] \meta29.acc ;
-  wire \meta29.overwrite ;
-  wire \meta29.valid ;
-  reg [17:0] meta3 = 18'h00000;
-  wire [15:0] \meta3.acc ;
-  wire \meta3.overwrite ;
-  wire \meta3.valid ;
-  reg [17:0] meta30 = 18'h00000;
-  wire [15:0] \meta30.acc ;
-  wire \meta30.overwrite ;
-  wire \meta30.valid ;
-  reg [17:0] meta31 = 18'h00000;
-  wire [15:0] \meta31.acc ;
-  wire \meta31.overwrite ;
-  wire \meta31.valid ;
-  reg [17:0] meta32 = 18'h00000;
-  wire [15:0] \meta32.acc ;
-  wire \meta32.overwrite ;
-  wire \meta32.valid ;
-  reg [17:0] meta4 = 18'h00000;
-  wire [15:0] \meta4.acc ;
-  wire \meta4.overwrite ;
-  wire \meta4.valid ;
-  reg [17:0] meta5 = 18'h00000;
-  wire [15:0] \meta5.acc ;
-  wire \meta5.overwrite ;
-  wire \meta5.valid ;
-  reg [17:0] meta6 = 18'h00000;
-  wire [15:0] \meta6.acc ;
-  wire \meta6.overwrite ;
-  wire \meta6.valid ;
-  reg [17:0] meta7 = 18'h00000;
-  wire [15:0] \meta7.acc ;
-  wire \meta7.overwrite ;
-  wire \meta7.valid ;
-  reg [17:0] meta8 = 18'h00000;
-  wire [15:0] \meta8.acc ;
-  wire \meta8.overwrite ;
-  wire \meta8.valid ;
-  reg [17:0] meta9 = 18'h00000;
-  wire [15:0] \meta9.acc ;
-  wire \meta9.overwrite ;
-  wire \meta9.valid ;
+  wire [120:0] insn;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] \insn$51 ;
+  wire [112:0] \insn$51.accum ;
+  wire [15:0] \insn$51.accum.acc_addr ;
+  wire [15:0] \insn$51.accum.acc_n_stride ;
+  wire \insn$51.accum.accumulate ;
+  wire [15:0] \insn$51.accum.act_addr ;
+  wire [15:0] \insn$51.accum.act_n_stride ;
+  wire [3:0] \insn$51.accum.deps ;
+  wire \insn$51.accum.deps.pop_next ;
+  wire \insn$51.accum.deps.pop_prev ;
+  wire \insn$51.accum.deps.push_next ;
+  wire \insn$51.accum.deps.push_prev ;
+  wire [11:0] \insn$51.accum.m ;
+  wire [9:0] \insn$51.accum.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn$51.accum.opcode ;
+  wire [15:0] \insn$51.accum.param_addr ;
+  wire \insn$51.accum.use_bias ;
+  wire \insn$51.accum.use_res ;
+  wire [7:0] \insn$51.end ;
+  wire [3:0] \insn$51.end.deps ;
+  wire \insn$51.end.deps.pop_next ;
+  wire \insn$51.end.deps.pop_prev ;
+  wire \insn$51.end.deps.push_next ;
+  wire \insn$51.end.deps.push_prev ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn$51.end.opcode ;
+  wire [120:0] \insn$51.gemm ;
+  wire [15:0] \insn$51.gemm.acc_addr ;
+  wire [15:0] \insn$51.gemm.acc_n_stride ;
+  wire \insn$51.gemm.accumulate ;
+  wire [15:0] \insn$51.gemm.act_addr ;
+  wire [15:0] \insn$51.gemm.act_k_stride ;
+  wire [3:0] \insn$51.gemm.deps ;
+  wire \insn$51.gemm.deps.pop_next ;
+  wire \insn$51.gemm.deps.pop_prev ;
+  wire \insn$51.gemm.deps.push_next ;
+  wire \insn$51.gemm.deps.push_prev ;
+  wire [9:0] \insn$51.gemm.k_iter ;
+  wire [11:0] \insn$51.gemm.m ;
+  wire [9:0] \insn$51.gemm.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn$51.gemm.opcode ;
+  wire [15:0] \insn$51.gemm.wgt_addr ;
+  wire [31:0] \insn$51.load ;
+  wire [3:0] \insn$51.load.deps ;
+  wire \insn$51.load.deps.pop_next ;
+  wire \insn$51.load.deps.pop_prev ;
+  wire \insn$51.load.deps.push_next ;
+  wire \insn$51.load.deps.push_prev ;
+  wire [23:0] \insn$51.load.desc ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn$51.load.opcode ;
+  wire [71:0] \insn$51.perf ;
+  wire [3:0] \insn$51.perf.deps ;
+  wire \insn$51.perf.deps.pop_next ;
+  wire \insn$51.perf.deps.pop_prev ;
+  wire \insn$51.perf.deps.push_next ;
+  wire \insn$51.perf.deps.push_prev ;
+  wire [31:0] \insn$51.perf.dram_addr ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn$51.perf.opcode ;
+  wire [31:0] \insn$51.perf.tag ;
+  wire [103:0] \insn$51.pool ;
+  wire [15:0] \insn$51.pool.acc_addr ;
+  wire [15:0] \insn$51.pool.acc_n_stride ;
+  wire \insn$51.pool.accumulate ;
+  wire [15:0] \insn$51.pool.act_addr ;
+  wire [15:0] \insn$51.pool.act_n_stride ;
+  wire [3:0] \insn$51.pool.deps ;
+  wire \insn$51.pool.deps.pop_next ;
+  wire \insn$51.pool.deps.pop_prev ;
+  wire \insn$51.pool.deps.push_next ;
+  wire \insn$51.pool.deps.push_prev ;
+  wire [11:0] \insn$51.pool.m ;
+  (* enum_base_type = "PoolMode" *)
+  (* enum_value_0 = "MAX" *)
+  (* enum_value_1 = "SUM" *)
+  wire \insn$51.pool.mode ;
+  wire [9:0] \insn$51.pool.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn$51.pool.opcode ;
+  wire [7:0] \insn$51.pool.window ;
+  wire [127:0] \insn$51.raw ;
+  wire [65:0] \insn$51.store ;
+  wire [7:0] \insn$51.store.clamp_hi ;
+  wire [7:0] \insn$51.store.clamp_lo ;
+  wire [3:0] \insn$51.store.deps ;
+  wire \insn$51.store.deps.pop_next ;
+  wire \insn$51.store.deps.pop_prev ;
+  wire \insn$51.store.deps.push_next ;
+  wire \insn$51.store.deps.push_prev ;
+  wire [23:0] \insn$51.store.desc ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn$51.store.opcode ;
+  wire [15:0] \insn$51.store.param_addr ;
+  wire [1:0] \insn$51.store.param_loop ;
+  wire [9:0] \insn$51.sync ;
+  wire [3:0] \insn$51.sync.deps ;
+  wire \insn$51.sync.deps.pop_next ;
+  wire \insn$51.sync.deps.pop_prev ;
+  wire \insn$51.sync.deps.push_next ;
+  wire \insn$51.sync.deps.push_prev ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn$51.sync.opcode ;
+  (* enum_base_type = "Queue" *)
+  (* enum_value_00 = "LOAD" *)
+  (* enum_value_01 = "COMPUTE" *)
+  (* enum_value_10 = "STORE" *)
+  wire [1:0] \insn$51.sync.queue ;
+  wire [15:0] \insn.acc_addr ;
+  wire [15:0] \insn.acc_n_stride ;
+  wire \insn.accumulate ;
+  wire [15:0] \insn.act_addr ;
+  wire [15:0] \insn.act_k_stride ;
+  wire [3:0] \insn.deps ;
+  wire \insn.deps.pop_next ;
+  wire \insn.deps.pop_prev ;
+  wire \insn.deps.push_next ;
+  wire \insn.deps.push_prev ;
+  wire [9:0] \insn.k_iter ;
+  wire [11:0] \insn.m ;
+  wire [9:0] \insn.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.opcode ;
+  wire [15:0] \insn.wgt_addr ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -3295,32 +2593,18 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [31:0] \out[8] ;
   wire [31:0] \out[9] ;
   output [15:0] param__addr;
-  reg [15:0] param__addr;
+  wire [15:0] param__addr;
+  wire [15:0] \param__addr$45 ;
   input [2047:0] param__data;
   wire [2047:0] param__data;
+  wire [2047:0] \param__data$47 ;
   output param__en;
-  reg param__en;
+  wire param__en;
+  wire \param__en$49 ;
   output pending;
   reg pending;
   output [31:0] pending_index;
   reg [31:0] pending_index;
-  wire [511:0] pool_value;
-  wire [31:0] \pool_value[0] ;
-  wire [31:0] \pool_value[10] ;
-  wire [31:0] \pool_value[11] ;
-  wire [31:0] \pool_value[12] ;
-  wire [31:0] \pool_value[13] ;
-  wire [31:0] \pool_value[14] ;
-  wire [31:0] \pool_value[15] ;
-  wire [31:0] \pool_value[1] ;
-  wire [31:0] \pool_value[2] ;
-  wire [31:0] \pool_value[3] ;
-  wire [31:0] \pool_value[4] ;
-  wire [31:0] \pool_value[5] ;
-  wire [31:0] \pool_value[6] ;
-  wire [31:0] \pool_value[7] ;
-  wire [31:0] \pool_value[8] ;
-  wire [31:0] \pool_value[9] ;
   input [159:0] queue__payload;
   wire [159:0] queue__payload;
   wire [31:0] \queue__payload.index ;
@@ -3331,55 +2615,15 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire queue__valid;
   output retired;
   reg retired;
-  reg [511:0] rmw_out = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire [31:0] \rmw_out[0] ;
-  wire [31:0] \rmw_out[10] ;
-  wire [31:0] \rmw_out[11] ;
-  wire [31:0] \rmw_out[12] ;
-  wire [31:0] \rmw_out[13] ;
-  wire [31:0] \rmw_out[14] ;
-  wire [31:0] \rmw_out[15] ;
-  wire [31:0] \rmw_out[1] ;
-  wire [31:0] \rmw_out[2] ;
-  wire [31:0] \rmw_out[3] ;
-  wire [31:0] \rmw_out[4] ;
-  wire [31:0] \rmw_out[5] ;
-  wire [31:0] \rmw_out[6] ;
-  wire [31:0] \rmw_out[7] ;
-  wire [31:0] \rmw_out[8] ;
-  wire [31:0] \rmw_out[9] ;
-  reg rmw_overwrite = 1'h0;
   input rst;
   wire rst;
   reg running;
-  reg [511:0] \running$50  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-  wire [31:0] \running$50[0] ;
-  wire [31:0] \running$50[10] ;
-  wire [31:0] \running$50[11] ;
-  wire [31:0] \running$50[12] ;
-  wire [31:0] \running$50[13] ;
-  wire [31:0] \running$50[14] ;
-  wire [31:0] \running$50[15] ;
-  wire [31:0] \running$50[1] ;
-  wire [31:0] \running$50[2] ;
-  wire [31:0] \running$50[3] ;
-  wire [31:0] \running$50[4] ;
-  wire [31:0] \running$50[5] ;
-  wire [31:0] \running$50[6] ;
-  wire [31:0] \running$50[7] ;
-  wire [31:0] \running$50[8] ;
-  wire [31:0] \running$50[9] ;
-  reg [16:0] st_acc_base = 17'h00000;
-  reg [11:0] st_i = 12'h000;
-  reg [19:0] st_tiles = 20'h00000;
   reg start;
+  reg \start$87 ;
+  reg \start$89 ;
   output token_wait;
   reg token_wait;
-  reg [19:0] total_tiles = 20'h00000;
-  reg [7:0] w = 8'h00;
-  reg w_bank = 1'h0;
-  (* init = 1'h0 *)
-  wire \w_bank$36 ;
+  wire w_bank;
   input [127:0] w_data;
   wire [127:0] w_data;
   wire [7:0] \w_data[0] ;
@@ -3399,801 +2643,59 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [7:0] \w_data[8] ;
   wire [7:0] \w_data[9] ;
   output w_en;
-  reg w_en = 1'h0;
-  reg [3:0] w_row = 4'h0;
-  (* init = 1'h0 *)
+  wire w_en;
+  wire [3:0] w_row;
   wire weight_load;
+  wire \weight_load$57 ;
   output [15:0] wgt__addr;
-  reg [15:0] wgt__addr;
+  wire [15:0] wgt__addr;
+  wire [15:0] \wgt__addr$39 ;
   wire [127:0] wgt__data;
+  wire [127:0] \wgt__data$41 ;
   output wgt__en;
-  reg wgt__en;
-  reg [16:0] wl_addr = 17'h00000;
+  wire wgt__en;
+  wire \wgt__en$43 ;
   reg [127:0] word = 128'h00000000000000000000000000000000;
-  assign \_$142  = $signed(\_$141 ) >>> param__data[879:872];
-  assign \_$143  = ! param__data[879:872];
-  assign \_$144  = $signed(act__data[55:48]) * $signed(param__data[863:832]);
-  assign \_$145  = param__data[879:872] - 1'h1;
-  assign \_$146  = $signed(\_$144 ) >>> \_$145 [7:0];
-  assign \_$147  = \_$143  ? 1'h0 : \_$146 [0];
-  assign \_$148  = $signed(\_$142 ) + $signed({ 1'h0, \_$147  });
-  assign \_$149  = word[111] ? \_$148  : 41'h00000000000;
-  assign \_$150  = $signed(\_$140 ) + $signed(\_$149 );
-  assign \_$151  = word[112] ? acc_rd__data[255:224] : 32'd0;
-  assign \_$152  = word[110] ? param__data[927:896] : 32'd0;
-  assign \_$153  = $signed(\_$151 ) + $signed(\_$152 );
-  assign \_$154  = $signed(act__data[63:56]) * $signed(param__data[991:960]);
-  assign \_$155  = $signed(\_$154 ) >>> param__data[1007:1000];
-  assign \_$156  = ! param__data[1007:1000];
-  assign \_$157  = $signed(act__data[63:56]) * $signed(param__data[991:960]);
-  assign \_$158  = param__data[1007:1000] - 1'h1;
-  assign \_$159  = $signed(\_$157 ) >>> \_$158 [7:0];
-  assign \_$160  = \_$156  ? 1'h0 : \_$159 [0];
-  assign \_$161  = $signed(\_$155 ) + $signed({ 1'h0, \_$160  });
-  assign \_$162  = word[111] ? \_$161  : 41'h00000000000;
-  assign \_$163  = $signed(\_$153 ) + $signed(\_$162 );
-  assign \_$164  = word[112] ? acc_rd__data[287:256] : 32'd0;
-  assign \_$165  = word[110] ? param__data[1055:1024] : 32'd0;
-  assign \_$166  = $signed(\_$164 ) + $signed(\_$165 );
-  assign \_$167  = $signed(act__data[71:64]) * $signed(param__data[1119:1088]);
-  assign \_$168  = $signed(\_$167 ) >>> param__data[1135:1128];
-  assign \_$169  = ! param__data[1135:1128];
-  assign \_$170  = $signed(act__data[71:64]) * $signed(param__data[1119:1088]);
-  assign \_$171  = param__data[1135:1128] - 1'h1;
-  assign \_$172  = $signed(\_$170 ) >>> \_$171 [7:0];
-  assign \_$173  = \_$169  ? 1'h0 : \_$172 [0];
-  assign \_$174  = $signed(\_$168 ) + $signed({ 1'h0, \_$173  });
-  assign \_$175  = word[111] ? \_$174  : 41'h00000000000;
-  assign \_$176  = $signed(\_$166 ) + $signed(\_$175 );
-  assign \_$177  = word[112] ? acc_rd__data[319:288] : 32'd0;
-  assign \_$178  = word[110] ? param__data[1183:1152] : 32'd0;
-  assign \_$179  = $signed(\_$177 ) + $signed(\_$178 );
-  assign \_$180  = $signed(act__data[79:72]) * $signed(param__data[1247:1216]);
-  assign \_$181  = $signed(\_$180 ) >>> param__data[1263:1256];
-  assign \_$182  = ! param__data[1263:1256];
-  assign \_$183  = $signed(act__data[79:72]) * $signed(param__data[1247:1216]);
-  assign \_$184  = param__data[1263:1256] - 1'h1;
-  assign \_$185  = $signed(\_$183 ) >>> \_$184 [7:0];
-  assign \_$186  = \_$182  ? 1'h0 : \_$185 [0];
-  assign \_$187  = $signed(\_$181 ) + $signed({ 1'h0, \_$186  });
-  assign \_$188  = word[111] ? \_$187  : 41'h00000000000;
-  assign \_$189  = $signed(\_$179 ) + $signed(\_$188 );
-  assign \_$190  = word[112] ? acc_rd__data[351:320] : 32'd0;
-  assign \_$191  = word[110] ? param__data[1311:1280] : 32'd0;
-  assign \_$192  = $signed(\_$190 ) + $signed(\_$191 );
-  assign \_$193  = $signed(act__data[87:80]) * $signed(param__data[1375:1344]);
-  assign \_$194  = $signed(\_$193 ) >>> param__data[1391:1384];
-  assign \_$195  = ! param__data[1391:1384];
-  assign \_$196  = $signed(act__data[87:80]) * $signed(param__data[1375:1344]);
-  assign \_$197  = param__data[1391:1384] - 1'h1;
-  assign \_$198  = $signed(\_$196 ) >>> \_$197 [7:0];
-  assign \_$199  = \_$195  ? 1'h0 : \_$198 [0];
-  assign \_$200  = $signed(\_$194 ) + $signed({ 1'h0, \_$199  });
-  assign \_$201  = word[111] ? \_$200  : 41'h00000000000;
-  assign \_$202  = $signed(\_$192 ) + $signed(\_$201 );
-  assign \_$203  = word[112] ? acc_rd__data[383:352] : 32'd0;
-  assign \_$204  = word[110] ? param__data[1439:1408] : 32'd0;
-  assign \_$205  = $signed(\_$203 ) + $signed(\_$204 );
-  assign \_$206  = $signed(act__data[95:88]) * $signed(param__data[1503:1472]);
-  assign \_$207  = $signed(\_$206 ) >>> param__data[1519:1512];
-  assign \_$208  = ! param__data[1519:1512];
-  assign \_$209  = $signed(act__data[95:88]) * $signed(param__data[1503:1472]);
-  assign \_$210  = param__data[1519:1512] - 1'h1;
-  assign \_$211  = $signed(\_$209 ) >>> \_$210 [7:0];
-  assign \_$212  = \_$208  ? 1'h0 : \_$211 [0];
-  assign \_$213  = $signed(\_$207 ) + $signed({ 1'h0, \_$212  });
-  assign \_$214  = word[111] ? \_$213  : 41'h00000000000;
-  assign \_$215  = $signed(\_$205 ) + $signed(\_$214 );
-  assign \_$216  = word[112] ? acc_rd__data[415:384] : 32'd0;
-  assign \_$217  = word[110] ? param__data[1567:1536] : 32'd0;
-  assign \_$218  = $signed(\_$216 ) + $signed(\_$217 );
-  assign \_$219  = $signed(act__data[103:96]) * $signed(param__data[1631:1600]);
-  assign \_$220  = $signed(\_$219 ) >>> param__data[1647:1640];
-  assign \_$221  = ! param__data[1647:1640];
-  assign \_$222  = $signed(act__data[103:96]) * $signed(param__data[1631:1600]);
-  assign \_$223  = param__data[1647:1640] - 1'h1;
-  assign \_$224  = $signed(\_$222 ) >>> \_$223 [7:0];
-  assign \_$225  = \_$221  ? 1'h0 : \_$224 [0];
-  assign \_$226  = $signed(\_$220 ) + $signed({ 1'h0, \_$225  });
-  assign \_$227  = word[111] ? \_$226  : 41'h00000000000;
-  assign \_$228  = $signed(\_$218 ) + $signed(\_$227 );
-  assign \_$229  = word[112] ? acc_rd__data[447:416] : 32'd0;
-  assign \_$230  = word[110] ? param__data[1695:1664] : 32'd0;
-  assign \_$231  = $signed(\_$229 ) + $signed(\_$230 );
-  assign \_$232  = $signed(act__data[111:104]) * $signed(param__data[1759:1728]);
-  assign \_$233  = $signed(\_$232 ) >>> param__data[1775:1768];
-  assign \_$234  = ! param__data[1775:1768];
-  assign \_$235  = $signed(act__data[111:104]) * $signed(param__data[1759:1728]);
-  assign \_$236  = param__data[1775:1768] - 1'h1;
-  assign \_$237  = $signed(\_$235 ) >>> \_$236 [7:0];
-  assign \_$238  = \_$234  ? 1'h0 : \_$237 [0];
-  assign \_$239  = $signed(\_$233 ) + $signed({ 1'h0, \_$238  });
-  assign \_$240  = word[111] ? \_$239  : 41'h00000000000;
-  assign \_$241  = $signed(\_$231 ) + $signed(\_$240 );
-  assign \_$242  = word[112] ? acc_rd__data[479:448] : 32'd0;
-  assign \_$243  = word[110] ? param__data[1823:1792] : 32'd0;
-  assign \_$244  = $signed(\_$242 ) + $signed(\_$243 );
-  assign \_$245  = $signed(act__data[119:112]) * $signed(param__data[1887:1856]);
-  assign \_$246  = $signed(\_$245 ) >>> param__data[1903:1896];
-  assign \_$247  = ! param__data[1903:1896];
-  assign \_$248  = $signed(act__data[119:112]) * $signed(param__data[1887:1856]);
-  assign \_$249  = param__data[1903:1896] - 1'h1;
-  assign \_$250  = $signed(\_$248 ) >>> \_$249 [7:0];
-  assign \_$251  = \_$247  ? 1'h0 : \_$250 [0];
-  assign \_$252  = $signed(\_$246 ) + $signed({ 1'h0, \_$251  });
-  assign \_$253  = word[111] ? \_$252  : 41'h00000000000;
-  assign \_$254  = $signed(\_$244 ) + $signed(\_$253 );
-  assign \_$255  = word[112] ? acc_rd__data[511:480] : 32'd0;
-  assign \_$256  = word[110] ? param__data[1951:1920] : 32'd0;
-  assign \_$257  = $signed(\_$255 ) + $signed(\_$256 );
-  assign \_$258  = $signed(act__data[127:120]) * $signed(param__data[2015:1984]);
-  assign \_$259  = $signed(\_$258 ) >>> param__data[2031:2024];
-  assign \_$260  = ! param__data[2031:2024];
-  assign \_$261  = $signed(act__data[127:120]) * $signed(param__data[2015:1984]);
-  assign \_$262  = param__data[2031:2024] - 1'h1;
-  assign \_$263  = $signed(\_$261 ) >>> \_$262 [7:0];
-  assign \_$264  = \_$260  ? 1'h0 : \_$263 [0];
-  assign \_$265  = $signed(\_$259 ) + $signed({ 1'h0, \_$264  });
-  assign \_$266  = word[111] ? \_$265  : 41'h00000000000;
-  assign \_$267  = $signed(\_$257 ) + $signed(\_$266 );
-  assign \_$268  = ! word[102];
-  assign \_$269  = $signed(act__data[7:0]) > $signed(acc_rd__data[31:0]);
-  assign \_$270  = \_$269  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : acc_rd__data[31:0];
-  assign \_$271  = $signed(acc_rd__data[31:0]) + $signed(act__data[7:0]);
-  assign \_$272  = word[102] ? \_$271  : { \_$270 [31], \_$270  };
-  assign \_$273  = word[103] ? \_$272  : { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] };
-  assign \_$274  = ! word[102];
-  assign \_$275  = $signed(act__data[7:0]) > $signed(\running$50 [31:0]);
-  assign \_$276  = \_$275  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : \running$50 [31:0];
-  assign \_$277  = $signed(\running$50 [31:0]) + $signed(act__data[7:0]);
-  assign \_$278  = word[102] ? \_$277  : { \_$276 [31], \_$276  };
-  assign \_$279  = \_$signal$49  ? \_$273  : \_$278 ;
-  assign \_$280  = ! word[102];
-  assign \_$281  = $signed(act__data[15:8]) > $signed(acc_rd__data[63:32]);
-  assign \_$282  = \_$281  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : acc_rd__data[63:32];
-  assign \_$283  = $signed(acc_rd__data[63:32]) + $signed(act__data[15:8]);
-  assign \_$284  = word[102] ? \_$283  : { \_$282 [31], \_$282  };
-  assign \_$285  = word[103] ? \_$284  : { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] };
-  assign \_$286  = ! word[102];
-  assign \_$287  = $signed(act__data[15:8]) > $signed(\running$50 [63:32]);
-  assign \_$288  = \_$287  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : \running$50 [63:32];
-  assign \_$289  = $signed(\running$50 [63:32]) + $signed(act__data[15:8]);
-  assign \_$290  = word[102] ? \_$289  : { \_$288 [31], \_$288  };
-  assign \_$291  = \_$signal$49  ? \_$285  : \_$290 ;
-  assign \_$292  = ! word[102];
-  assign \_$293  = $signed(act__data[23:16]) > $signed(acc_rd__data[95:64]);
-  assign \_$294  = \_$293  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : acc_rd__data[95:64];
-  assign \_$295  = $signed(acc_rd__data[95:64]) + $signed(act__data[23:16]);
-  assign \_$296  = word[102] ? \_$295  : { \_$294 [31], \_$294  };
-  assign \_$297  = word[103] ? \_$296  : { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] };
-  assign \_$298  = ! word[102];
-  assign \_$299  = $signed(act__data[23:16]) > $signed(\running$50 [95:64]);
-  assign \_$300  = \_$299  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : \running$50 [95:64];
-  assign \_$301  = $signed(\running$50 [95:64]) + $signed(act__data[23:16]);
-  assign \_$302  = word[102] ? \_$301  : { \_$300 [31], \_$300  };
-  assign \_$303  = \_$signal$49  ? \_$297  : \_$302 ;
-  assign \_$304  = ! word[102];
-  assign \_$305  = $signed(act__data[31:24]) > $signed(acc_rd__data[127:96]);
-  assign \_$306  = \_$305  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : acc_rd__data[127:96];
-  assign \_$307  = $signed(acc_rd__data[127:96]) + $signed(act__data[31:24]);
-  assign \_$308  = word[102] ? \_$307  : { \_$306 [31], \_$306  };
-  assign \_$309  = word[103] ? \_$308  : { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] };
-  assign \_$310  = ! word[102];
-  assign \_$311  = $signed(act__data[31:24]) > $signed(\running$50 [127:96]);
-  assign \_$312  = \_$311  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : \running$50 [127:96];
-  assign \_$313  = $signed(\running$50 [127:96]) + $signed(act__data[31:24]);
-  assign \_$314  = word[102] ? \_$313  : { \_$312 [31], \_$312  };
-  assign \_$315  = \_$signal$49  ? \_$309  : \_$314 ;
-  assign \_$316  = ! word[102];
-  assign \_$317  = $signed(act__data[39:32]) > $signed(acc_rd__data[159:128]);
-  assign \_$318  = \_$317  ? { act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39:32] } : acc_rd__data[159:128];
-  assign \_$319  = $signed(acc_rd__data[159:128]) + $signed(act__data[39:32]);
-  assign \_$320  = word[102] ? \_$319  : { \_$318 [31], \_$318  };
-  assign \_$321  = word[103] ? \_$320  : { act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39:32] };
-  assign \_$322  = ! word[102];
-  assign \_$323  = $signed(act__data[39:32]) > $signed(\running$50 [159:128]);
-  assign \_$324  = \_$323  ? { act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39:32] } : \running$50 [159:128];
-  assign \_$325  = $signed(\running$50 [159:128]) + $signed(act__data[39:32]);
-  assign \_$326  = word[102] ? \_$325  : { \_$324 [31], \_$324  };
-  assign \_$327  = \_$signal$49  ? \_$321  : \_$326 ;
-  assign \_$328  = ! word[102];
-  assign \_$329  = $signed(act__data[47:40]) > $signed(acc_rd__data[191:160]);
-  assign \_$330  = \_$329  ? { act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47:40] } : acc_rd__data[191:160];
-  assign \_$331  = $signed(acc_rd__data[191:160]) + $signed(act__data[47:40]);
-  assign \_$332  = word[102] ? \_$331  : { \_$330 [31], \_$330  };
-  assign \_$333  = word[103] ? \_$332  : { act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47:40] };
-  assign \_$334  = ! word[102];
-  assign \_$335  = $signed(act__data[47:40]) > $signed(\running$50 [191:160]);
-  assign \_$336  = \_$335  ? { act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47:40] } : \running$50 [191:160];
-  assign \_$337  = $signed(\running$50 [191:160]) + $signed(act__data[47:40]);
-  assign \_$338  = word[102] ? \_$337  : { \_$336 [31], \_$336  };
-  assign \_$339  = \_$signal$49  ? \_$333  : \_$338 ;
-  assign \_$340  = ! word[102];
-  assign \_$341  = $signed(act__data[55:48]) > $signed(acc_rd__data[223:192]);
-  assign \_$342  = \_$341  ? { act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55:48] } : acc_rd__data[223:192];
-  assign \_$343  = $signed(acc_rd__data[223:192]) + $signed(act__data[55:48]);
-  assign \_$344  = word[102] ? \_$343  : { \_$342 [31], \_$342  };
-  assign \_$345  = word[103] ? \_$344  : { act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55:48] };
-  assign \_$346  = ! word[102];
-  assign \_$347  = $signed(act__data[55:48]) > $signed(\running$50 [223:192]);
-  assign \_$348  = \_$347  ? { act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55:48] } : \running$50 [223:192];
-  assign \_$349  = $signed(\running$50 [223:192]) + $signed(act__data[55:48]);
-  assign \_$350  = word[102] ? \_$349  : { \_$348 [31], \_$348  };
-  assign \_$351  = \_$signal$49  ? \_$345  : \_$350 ;
-  assign \_$352  = ! word[102];
-  assign \_$353  = $signed(act__data[63:56]) > $signed(acc_rd__data[255:224]);
-  assign \_$354  = \_$353  ? { act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63:56] } : acc_rd__data[255:224];
-  assign \_$355  = $signed(acc_rd__data[255:224]) + $signed(act__data[63:56]);
-  assign \_$356  = word[102] ? \_$355  : { \_$354 [31], \_$354  };
-  assign \_$357  = word[103] ? \_$356  : { act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63:56] };
-  assign \_$358  = ! word[102];
-  assign \_$359  = $signed(act__data[63:56]) > $signed(\running$50 [255:224]);
-  assign \_$360  = \_$359  ? { act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63:56] } : \running$50 [255:224];
-  assign \_$361  = $signed(\running$50 [255:224]) + $signed(act__data[63:56]);
-  assign \_$362  = word[102] ? \_$361  : { \_$360 [31], \_$360  };
-  assign \_$363  = \_$signal$49  ? \_$357  : \_$362 ;
-  assign \_$364  = ! word[102];
-  assign \_$365  = $signed(act__data[71:64]) > $signed(acc_rd__data[287:256]);
-  assign \_$366  = \_$365  ? { act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71:64] } : acc_rd__data[287:256];
-  assign \_$367  = $signed(acc_rd__data[287:256]) + $signed(act__data[71:64]);
-  assign \_$368  = word[102] ? \_$367  : { \_$366 [31], \_$366  };
-  assign \_$369  = word[103] ? \_$368  : { act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71:64] };
-  assign \_$370  = ! word[102];
-  assign \_$371  = $signed(act__data[71:64]) > $signed(\running$50 [287:256]);
-  assign \_$372  = \_$371  ? { act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71:64] } : \running$50 [287:256];
-  assign \_$373  = $signed(\running$50 [287:256]) + $signed(act__data[71:64]);
-  assign \_$374  = word[102] ? \_$373  : { \_$372 [31], \_$372  };
-  assign \_$375  = \_$signal$49  ? \_$369  : \_$374 ;
-  assign \_$376  = ! word[102];
-  assign \_$377  = $signed(act__data[79:72]) > $signed(acc_rd__data[319:288]);
-  assign \_$378  = \_$377  ? { act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79:72] } : acc_rd__data[319:288];
-  assign \_$379  = $signed(acc_rd__data[319:288]) + $signed(act__data[79:72]);
-  assign \_$380  = word[102] ? \_$379  : { \_$378 [31], \_$378  };
-  assign \_$381  = word[103] ? \_$380  : { act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79:72] };
-  assign \_$382  = ! word[102];
-  assign \_$383  = $signed(act__data[79:72]) > $signed(\running$50 [319:288]);
-  assign \_$384  = \_$383  ? { act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79:72] } : \running$50 [319:288];
-  assign \_$385  = $signed(\running$50 [319:288]) + $signed(act__data[79:72]);
-  assign \_$386  = word[102] ? \_$385  : { \_$384 [31], \_$384  };
-  assign \_$387  = \_$signal$49  ? \_$381  : \_$386 ;
-  assign \_$388  = ! word[102];
-  assign \_$389  = $signed(act__data[87:80]) > $signed(acc_rd__data[351:320]);
-  assign \_$390  = \_$389  ? { act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87:80] } : acc_rd__data[351:320];
-  assign \_$391  = $signed(acc_rd__data[351:320]) + $signed(act__data[87:80]);
-  assign \_$392  = word[102] ? \_$391  : { \_$390 [31], \_$390  };
-  assign \_$393  = word[103] ? \_$392  : { act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87:80] };
-  assign \_$394  = ! word[102];
-  assign \_$395  = $signed(act__data[87:80]) > $signed(\running$50 [351:320]);
-  assign \_$396  = \_$395  ? { act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87:80] } : \running$50 [351:320];
-  assign \_$397  = $signed(\running$50 [351:320]) + $signed(act__data[87:80]);
-  assign \_$398  = word[102] ? \_$397  : { \_$396 [31], \_$396  };
-  assign \_$399  = \_$signal$49  ? \_$393  : \_$398 ;
-  assign \_$400  = ! word[102];
-  assign \_$401  = $signed(act__data[95:88]) > $signed(acc_rd__data[383:352]);
-  assign \_$402  = \_$401  ? { act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95:88] } : acc_rd__data[383:352];
-  assign \_$403  = $signed(acc_rd__data[383:352]) + $signed(act__data[95:88]);
-  assign \_$404  = word[102] ? \_$403  : { \_$402 [31], \_$402  };
-  assign \_$405  = word[103] ? \_$404  : { act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95:88] };
-  assign \_$406  = ! word[102];
-  assign \_$407  = $signed(act__data[95:88]) > $signed(\running$50 [383:352]);
-  assign \_$408  = \_$407  ? { act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95:88] } : \running$50 [383:352];
-  assign \_$409  = $signed(\running$50 [383:352]) + $signed(act__data[95:88]);
-  assign \_$410  = word[102] ? \_$409  : { \_$408 [31], \_$408  };
-  assign \_$411  = \_$signal$49  ? \_$405  : \_$410 ;
-  assign \_$412  = ! word[102];
-  assign \_$413  = $signed(act__data[103:96]) > $signed(acc_rd__data[415:384]);
-  assign \_$414  = \_$413  ? { act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103:96] } : acc_rd__data[415:384];
-  assign \_$415  = $signed(acc_rd__data[415:384]) + $signed(act__data[103:96]);
-  assign \_$416  = word[102] ? \_$415  : { \_$414 [31], \_$414  };
-  assign \_$417  = word[103] ? \_$416  : { act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103:96] };
-  assign \_$418  = ! word[102];
-  assign \_$419  = $signed(act__data[103:96]) > $signed(\running$50 [415:384]);
-  assign \_$420  = \_$419  ? { act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103:96] } : \running$50 [415:384];
-  assign \_$421  = $signed(\running$50 [415:384]) + $signed(act__data[103:96]);
-  assign \_$422  = word[102] ? \_$421  : { \_$420 [31], \_$420  };
-  assign \_$423  = \_$signal$49  ? \_$417  : \_$422 ;
-  assign \_$424  = ! word[102];
-  assign \_$425  = $signed(act__data[111:104]) > $signed(acc_rd__data[447:416]);
-  assign \_$426  = \_$425  ? { act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111:104] } : acc_rd__data[447:416];
-  assign \_$427  = $signed(acc_rd__data[447:416]) + $signed(act__data[111:104]);
-  assign \_$428  = word[102] ? \_$427  : { \_$426 [31], \_$426  };
-  assign \_$429  = word[103] ? \_$428  : { act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111:104] };
-  assign \_$430  = ! word[102];
-  assign \_$431  = $signed(act__data[111:104]) > $signed(\running$50 [447:416]);
-  assign \_$432  = \_$431  ? { act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111:104] } : \running$50 [447:416];
-  assign \_$433  = $signed(\running$50 [447:416]) + $signed(act__data[111:104]);
-  assign \_$434  = word[102] ? \_$433  : { \_$432 [31], \_$432  };
-  assign \_$435  = \_$signal$49  ? \_$429  : \_$434 ;
-  assign \_$436  = ! word[102];
-  assign \_$437  = $signed(act__data[119:112]) > $signed(acc_rd__data[479:448]);
-  assign \_$438  = \_$437  ? { act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119:112] } : acc_rd__data[479:448];
-  assign \_$439  = $signed(acc_rd__data[479:448]) + $signed(act__data[119:112]);
-  assign \_$440  = word[102] ? \_$439  : { \_$438 [31], \_$438  };
-  assign \_$441  = word[103] ? \_$440  : { act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119:112] };
-  assign \_$442  = ! word[102];
-  assign \_$443  = $signed(act__data[119:112]) > $signed(\running$50 [479:448]);
-  assign \_$444  = \_$443  ? { act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119:112] } : \running$50 [479:448];
-  assign \_$445  = $signed(\running$50 [479:448]) + $signed(act__data[119:112]);
-  assign \_$446  = word[102] ? \_$445  : { \_$444 [31], \_$444  };
-  assign \_$447  = \_$signal$49  ? \_$441  : \_$446 ;
-  assign \_$448  = ! word[102];
-  assign \_$449  = $signed(act__data[127:120]) > $signed(acc_rd__data[511:480]);
-  assign \_$450  = \_$449  ? { act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127:120] } : acc_rd__data[511:480];
-  assign \_$451  = $signed(acc_rd__data[511:480]) + $signed(act__data[127:120]);
-  assign \_$452  = word[102] ? \_$451  : { \_$450 [31], \_$450  };
-  assign \_$453  = word[103] ? \_$452  : { act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127:120] };
-  assign \_$454  = ! word[102];
-  assign \_$455  = $signed(act__data[127:120]) > $signed(\running$50 [511:480]);
-  assign \_$456  = \_$455  ? { act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127:120] } : \running$50 [511:480];
-  assign \_$457  = $signed(\running$50 [511:480]) + $signed(act__data[127:120]);
-  assign \_$458  = word[102] ? \_$457  : { \_$456 [31], \_$456  };
-  assign \_$459  = \_$signal$49  ? \_$453  : \_$458 ;
-  assign \_$460  = word[3:0] == 3'h4;
-  assign \_$461  = \_$signal$52  & \_$460 ;
-  assign \_$462  = \_$signal$52  & \_$signal$53 ;
-  assign \_$463  = ~ \_$signal$60 ;
-  assign \_$464  = ~ \_$signal$61 ;
-  assign \_$465  = \_$463  & \_$464 ;
-  assign \_$466  = ! in_flight;
-  assign \_$467  = \_$465  & \_$466 ;
-  assign \_$468  = ~ \_$signal$51 ;
-  assign \_$469  = \_$467  & \_$468 ;
-  assign \_$470  = \_$signal$63  >= 12'h800;
-  assign \_$471  = \_$signal$64  >= 14'h2000;
-  assign \_$472  = word[111] & \_$471 ;
-  assign \_$473  = \_$470  | \_$472 ;
-  assign \_$474  = word[55:40] + \_$signal$65 ;
-  assign \_$475  = \_$474  >= 9'h100;
-  assign \_$476  = \_$473  | \_$475 ;
-  assign \_$477  = ~ halt;
-  assign \_$478  = word[55:40] + \_$signal$65 ;
-  assign \_$479  = \_$signal$64  >= 14'h2000;
-  assign \_$480  = \_$signal$63  >= 12'h800;
-  assign \_$481  = \_$479  | \_$480 ;
-  assign \_$482  = ~ halt;
-  assign \_$483  = ! w;
-  assign \_$484  = ~ loaded[1];
-  assign \_$485  = ! drain1;
-  assign \_$486  = \_$484  & \_$485 ;
-  assign \_$487  = ~ loaded[0];
-  assign \_$488  = ! drain0;
-  assign \_$489  = \_$487  & \_$488 ;
-  assign \_$490  = \_$signal$73  ? \_$486  : \_$489 ;
-  assign \_$491  = \_$signal$60  & \_$490 ;
-  assign \_$492  = ~ halt;
-  assign \_$493  = \_$491  & \_$492 ;
-  assign \_$494  = wl_addr >= 13'h1000;
-  assign \_$495  = ~ \_$494 ;
-  assign \_$496  = \_$493  & \_$495 ;
-  assign \_$497  = \_$signal$80  ? loaded[1] : loaded[0];
-  assign \_$498  = \_$signal$61  & \_$497 ;
-  assign \_$499  = \_$signal$81  + st_i;
-  assign \_$500  = \_$499  >= 14'h2000;
-  assign \_$501  = st_acc_base + st_i;
-  assign \_$502  = \_$501  >= 12'h800;
-  assign \_$503  = \_$500  | \_$502 ;
-  assign \_$504  = ~ \_$503 ;
-  assign \_$505  = \_$498  & \_$504 ;
-  assign \_$506  = ~ halt;
-  assign \_$507  = \_$505  & \_$506 ;
-  assign \_$508  = st_acc_base + st_i;
-  assign \_$509  = ~ word[120];
-  assign \_$510  = ! \_$signal$84 ;
-  assign \_$511  = \_$509  & \_$510 ;
-  assign \_$512  = \_$signal$80  ? loaded[1] : loaded[0];
-  assign \_$513  = \_$signal$61  & \_$512 ;
-  assign \_$514  = \_$signal$81  + st_i;
-  assign \_$515  = \_$514  >= 14'h2000;
-  assign \_$516  = st_acc_base + st_i;
-  assign \_$517  = \_$516  >= 12'h800;
-  assign \_$518  = \_$515  | \_$517 ;
-  assign \_$519  = ~ \_$518 ;
-  assign \_$520  = \_$513  & \_$519 ;
-  assign \_$521  = ~ halt;
-  assign \_$522  = \_$520  & \_$521 ;
-  assign \_$523  = \_$signal$81  + st_i;
-  assign \_$524  = ! frame_state;
-  assign \_$525  = frame_state == 1'h1;
-  assign \_$526  = frame_state == 2'h2;
-  assign \_$527  = frame_state == 2'h3;
-  assign \_$528  = ! compute_state;
-  assign \_$529  = compute_state == 1'h1;
-  assign \_$530  = compute_state == 2'h2;
-  assign \_$531  = compute_state == 2'h3;
-  assign \_$532  = compute_state == 3'h4;
-  assign \_$533  = compute_state == 3'h5;
-  assign \_$534  = compute_state == 3'h6;
-  assign \_$535  = ~ halt;
-  assign \_$536  = queue__valid & \_$535 ;
-  assign \_$537  = ~ queue__payload[4];
-  assign \_$538  = \_$537  | deps__has_prev;
-  assign \_$539  = ~ queue__payload[5];
-  assign \_$540  = \_$539  | deps__has_next;
-  assign \_$541  = \_$538  & \_$540 ;
-  assign \_$542  = ~ halt;
-  assign \_$543  = \_$541  & \_$542 ;
-  assign \_$544  = ~ word[6];
-  assign \_$545  = \_$544  | deps__room_prev;
-  assign \_$546  = ~ word[7];
-  assign \_$547  = \_$546  | deps__room_next;
-  assign \_$548  = \_$545  & \_$547 ;
-  assign \_$549  = ~ halt;
-  assign \_$550  = \_$548  & \_$549 ;
-  assign \_$551  = word[3:0] == 3'h4;
-  assign \_$552  = \_$signal$52  & \_$551 ;
-  assign \_$553  = \_$552  & word[111];
-  assign \_$554  = param__data[111:104] > 6'h3e;
-  assign \_$556  = param__data[239:232] > 6'h3e;
-  assign \_$557  = \_$555  | \_$556 ;
-  assign \_$558  = param__data[367:360] > 6'h3e;
-  assign \_$559  = \_$557  | \_$558 ;
-  assign \_$560  = param__data[495:488] > 6'h3e;
-  assign \_$561  = \_$559  | \_$560 ;
-  assign \_$562  = param__data[623:616] > 6'h3e;
-  assign \_$563  = \_$561  | \_$562 ;
-  assign \_$564  = param__data[751:744] > 6'h3e;
-  assign \_$565  = \_$563  | \_$564 ;
-  assign \_$566  = param__data[879:872] > 6'h3e;
-  assign \_$567  = \_$565  | \_$566 ;
-  assign \_$568  = param__data[1007:1000] > 6'h3e;
-  assign \_$569  = \_$567  | \_$568 ;
-  assign \_$570  = param__data[1135:1128] > 6'h3e;
-  assign \_$571  = \_$569  | \_$570 ;
-  assign \_$572  = param__data[1263:1256] > 6'h3e;
-  assign \_$573  = \_$571  | \_$572 ;
-  assign \_$574  = param__data[1391:1384] > 6'h3e;
-  assign \_$575  = \_$573  | \_$574 ;
-  assign \_$576  = param__data[1519:1512] > 6'h3e;
-  assign \_$577  = \_$575  | \_$576 ;
-  assign \_$578  = param__data[1647:1640] > 6'h3e;
-  assign \_$579  = \_$577  | \_$578 ;
-  assign \_$580  = param__data[1775:1768] > 6'h3e;
-  assign \_$581  = \_$579  | \_$580 ;
-  assign \_$582  = param__data[1903:1896] > 6'h3e;
-  assign \_$583  = \_$581  | \_$582 ;
-  assign \_$584  = param__data[2031:2024] > 6'h3e;
-  assign \_$585  = \_$583  | \_$584 ;
-  assign \_$586  = \_$553  & \_$585 ;
-  assign \_$587  = ~ error;
-  assign \_$588  = \_$586  & \_$587 ;
-  assign \_$589  = ! word[67:56];
-  assign \_$590  = ! word[77:68];
-  assign \_$591  = \_$589  | \_$590 ;
-  assign \_$592  = ! word[87:78];
-  assign \_$593  = \_$591  | \_$592 ;
-  assign \_$594  = word[87:78] > 1'h1;
-  assign \_$595  = word[119:104] < word[67:56];
-  assign \_$596  = \_$594  & \_$595 ;
-  assign \_$597  = \_$593  | \_$596 ;
-  assign \_$598  = ~ error;
-  assign \_$600  = word[77:68] * word[87:78];
-  assign \_$601  = ! word[67:56];
-  assign \_$602  = ! word[77:68];
-  assign \_$603  = \_$601  | \_$602 ;
-  assign \_$604  = ~ error;
-  assign \_$606  = ! word[51:40];
-  assign \_$607  = ! word[69:60];
-  assign \_$608  = \_$606  | \_$607 ;
-  assign \_$609  = ! word[59:52];
-  assign \_$610  = \_$608  | \_$609 ;
-  assign \_$611  = ~ error;
-  assign \_$613  = ~ \_$signal$60 ;
-  assign \_$614  = ~ \_$signal$61 ;
-  assign \_$615  = \_$613  & \_$614 ;
-  assign \_$616  = ! in_flight;
-  assign \_$617  = \_$615  & \_$616 ;
-  assign \_$618  = ~ \_$signal$51 ;
-  assign \_$619  = \_$617  & \_$618 ;
-  assign \_$620  = \_$signal$63  >= 12'h800;
-  assign \_$621  = \_$signal$64  >= 14'h2000;
-  assign \_$622  = word[111] & \_$621 ;
-  assign \_$623  = \_$620  | \_$622 ;
-  assign \_$624  = word[55:40] + \_$signal$65 ;
-  assign \_$625  = \_$624  >= 9'h100;
-  assign \_$626  = \_$623  | \_$625 ;
-  assign \_$627  = ~ halt;
-  assign \_$628  = ~ error;
-  assign \_$630  = word[67:56] - 1'h1;
-  assign \_$631  = \_$signal$130  == \_$630 ;
-  assign \_$632  = \_$signal$65  + 1'h1;
-  assign \_$633  = \_$signal$131  + word[109:94];
-  assign \_$634  = \_$signal$132  + word[93:78];
-  assign \_$635  = \_$signal$131  + word[109:94];
-  assign \_$636  = \_$signal$132  + word[93:78];
-  assign \_$637  = word[77:68] - 1'h1;
-  assign \_$638  = \_$signal$65  == \_$637 ;
-  assign \_$639  = \_$signal$130  + 1'h1;
-  assign \_$640  = \_$signal$64  + 1'h1;
-  assign \_$641  = \_$signal$63  + 1'h1;
-  assign \_$642  = \_$signal$64  >= 14'h2000;
-  assign \_$643  = \_$signal$63  >= 12'h800;
-  assign \_$644  = \_$642  | \_$643 ;
-  assign \_$645  = ~ halt;
-  assign \_$646  = ~ error;
-  assign \_$648  = ! w;
-  assign \_$649  = word[59:52] - 1'h1;
-  assign \_$650  = w == \_$649 ;
-  assign \_$651  = \_$signal$64  + 1'h1;
-  assign \_$652  = word[59:52] - 1'h1;
-  assign \_$653  = w == \_$652 ;
-  assign \_$654  = ~ \_$653 ;
-  assign \_$655  = word[51:40] - 1'h1;
-  assign \_$656  = \_$signal$130  == \_$655 ;
-  assign \_$657  = w + 1'h1;
-  assign \_$658  = \_$signal$65  + 1'h1;
-  assign \_$659  = \_$signal$131  + word[85:70];
-  assign \_$660  = \_$signal$132  + word[101:86];
-  assign \_$661  = \_$signal$131  + word[85:70];
-  assign \_$662  = \_$signal$132  + word[101:86];
-  assign \_$663  = word[69:60] - 1'h1;
-  assign \_$664  = \_$signal$65  == \_$663 ;
-  assign \_$665  = \_$signal$130  + 1'h1;
-  assign \_$666  = \_$signal$63  + 1'h1;
-  assign \_$667  = gemm_running & \_$signal$60 ;
-  assign \_$668  = wl_addr >= 13'h1000;
-  assign \_$669  = \_$667  & \_$668 ;
-  assign \_$670  = ~ error;
-  assign \_$672  = ~ loaded[1];
-  assign \_$673  = ! drain1;
-  assign \_$674  = \_$672  & \_$673 ;
-  assign \_$675  = ~ loaded[0];
-  assign \_$676  = ! drain0;
-  assign \_$677  = \_$675  & \_$676 ;
-  assign \_$678  = \_$signal$73  ? \_$674  : \_$677 ;
-  assign \_$679  = \_$signal$60  & \_$678 ;
-  assign \_$680  = ~ halt;
-  assign \_$681  = \_$679  & \_$680 ;
-  assign \_$682  = wl_addr >= 13'h1000;
-  assign \_$683  = ~ \_$682 ;
-  assign \_$684  = \_$681  & \_$683 ;
-  assign \_$685  = wl_addr + 1'h1;
-  assign \_$686  = \_$signal$125  == 4'hf;
-  assign \_$687  = ~ \_$signal$73 ;
-  assign \_$688  = \_$signal$126  + 1'h1;
-  assign \_$689  = total_tiles - 1'h1;
-  assign \_$690  = \_$signal$126  == \_$689 ;
-  assign \_$691  = \_$signal$125  + 1'h1;
-  assign \_$692  = ! w_bank;
-  assign \_$693  = w_en & \_$692 ;
-  assign \_$694  = w_row == 4'hf;
-  assign \_$695  = \_$693  & \_$694 ;
-  assign \_$697  = w_en & \_$696 ;
-  assign \_$698  = w_row == 4'hf;
-  assign \_$699  = \_$697  & \_$698 ;
-  assign \_$700  = gemm_running & \_$signal$61 ;
-  assign \_$701  = \_$signal$80  ? loaded[1] : loaded[0];
-  assign \_$702  = \_$700  & \_$701 ;
-  assign \_$703  = \_$signal$81  + st_i;
-  assign \_$704  = \_$703  >= 14'h2000;
-  assign \_$705  = st_acc_base + st_i;
-  assign \_$706  = \_$705  >= 12'h800;
-  assign \_$707  = \_$704  | \_$706 ;
-  assign \_$708  = \_$702  & \_$707 ;
-  assign \_$709  = ~ error;
-  assign \_$711  = \_$signal$80  ? loaded[1] : loaded[0];
-  assign \_$712  = \_$signal$61  & \_$711 ;
-  assign \_$713  = \_$signal$81  + st_i;
-  assign \_$714  = \_$713  >= 14'h2000;
-  assign \_$715  = st_acc_base + st_i;
-  assign \_$716  = \_$715  >= 12'h800;
-  assign \_$717  = \_$714  | \_$716 ;
-  assign \_$718  = ~ \_$717 ;
-  assign \_$719  = \_$712  & \_$718 ;
-  assign \_$720  = ~ halt;
-  assign \_$721  = \_$719  & \_$720 ;
-  assign \_$722  = word[67:56] - 1'h1;
-  assign \_$723  = st_i == \_$722 ;
-  assign \_$724  = ! \_$signal$80 ;
-  assign \_$726  = ~ \_$signal$80 ;
-  assign \_$727  = st_tiles + 1'h1;
-  assign \_$728  = word[87:78] - 1'h1;
-  assign \_$729  = \_$signal$127  == \_$728 ;
-  assign \_$730  = \_$signal$84  + 1'h1;
-  assign \_$731  = \_$signal$81  + word[103:88];
-  assign \_$732  = \_$signal$127  + 1'h1;
-  assign \_$733  = st_acc_base + word[119:104];
-  assign \_$734  = total_tiles - 1'h1;
-  assign \_$735  = st_tiles == \_$734 ;
-  assign \_$736  = st_i + 1'h1;
-  assign \_$737  = | drain0;
-  assign \_$738  = \_$signal$80  ? loaded[1] : loaded[0];
-  assign \_$739  = \_$signal$61  & \_$738 ;
-  assign \_$740  = \_$signal$81  + st_i;
-  assign \_$741  = \_$740  >= 14'h2000;
-  assign \_$742  = st_acc_base + st_i;
-  assign \_$743  = \_$742  >= 12'h800;
-  assign \_$744  = \_$741  | \_$743 ;
-  assign \_$745  = ~ \_$744 ;
-  assign \_$746  = \_$739  & \_$745 ;
-  assign \_$747  = ~ halt;
-  assign \_$748  = \_$746  & \_$747 ;
-  assign \_$749  = word[67:56] - 1'h1;
-  assign \_$750  = st_i == \_$749 ;
-  assign \_$751  = \_$748  & \_$750 ;
-  assign \_$752  = ! \_$signal$80 ;
-  assign \_$753  = \_$751  & \_$752 ;
-  assign \_$754  = ~ \_$753 ;
-  assign \_$755  = \_$737  & \_$754 ;
-  assign \_$756  = drain0 - 1'h1;
-  assign \_$757  = | drain1;
-  assign \_$758  = \_$signal$80  ? loaded[1] : loaded[0];
-  assign \_$759  = \_$signal$61  & \_$758 ;
-  assign \_$760  = \_$signal$81  + st_i;
-  assign \_$761  = \_$760  >= 14'h2000;
-  assign \_$762  = st_acc_base + st_i;
-  assign \_$763  = \_$762  >= 12'h800;
-  assign \_$764  = \_$761  | \_$763 ;
-  assign \_$765  = ~ \_$764 ;
-  assign \_$766  = \_$759  & \_$765 ;
-  assign \_$767  = ~ halt;
-  assign \_$768  = \_$766  & \_$767 ;
-  assign \_$769  = word[67:56] - 1'h1;
-  assign \_$770  = st_i == \_$769 ;
-  assign \_$771  = \_$768  & \_$770 ;
-  assign \_$773  = \_$771  & \_$772 ;
-  assign \_$774  = ~ \_$773 ;
-  assign \_$775  = \_$757  & \_$774 ;
-  assign \_$776  = drain1 - 1'h1;
-  assign \_$777  = in_flight + issue[0];
-  assign \_$778  = \_$777  - \_$signal$51 ;
-  always @(posedge clk)
-    frame_state <= \_$779 ;
-  always @(posedge clk)
-    word <= \_$780 ;
-  always @(posedge clk)
-    index <= \_$781 ;
-  always @(posedge clk)
-    meta0 <= \_$782 ;
-  always @(posedge clk)
-    meta1 <= \_$783 ;
-  always @(posedge clk)
-    meta2 <= \_$784 ;
-  always @(posedge clk)
-    meta3 <= \_$785 ;
-  always @(posedge clk)
-    meta4 <= \_$786 ;
-  always @(posedge clk)
-    meta5 <= \_$787 ;
-  always @(posedge clk)
-    meta6 <= \_$788 ;
-  always @(posedge clk)
-    meta7 <= \_$789 ;
-  always @(posedge clk)
-    meta8 <= \_$790 ;
-  always @(posedge clk)
-    meta9 <= \_$791 ;
-  always @(posedge clk)
-    meta10 <= \_$792 ;
-  always @(posedge clk)
-    meta11 <= \_$793 ;
-  always @(posedge clk)
-    meta12 <= \_$794 ;
-  always @(posedge clk)
-    meta13 <= \_$795 ;
-  always @(posedge clk)
-    meta14 <= \_$796 ;
-  always @(posedge clk)
-    meta15 <= \_$797 ;
-  always @(posedge clk)
-    meta16 <= \_$798 ;
-  always @(posedge clk)
-    meta17 <= \_$799 ;
-  always @(posedge clk)
-    meta18 <= \_$800 ;
-  always @(posedge clk)
-    meta19 <= \_$801 ;
-  always @(posedge clk)
-    meta20 <= \_$802 ;
-  always @(posedge clk)
-    meta21 <= \_$803 ;
-  always @(posedge clk)
-    meta22 <= \_$804 ;
-  always @(posedge clk)
-    meta23 <= \_$805 ;
-  always @(posedge clk)
-    meta24 <= \_$806 ;
-  always @(posedge clk)
-    meta25 <= \_$807 ;
-  always @(posedge clk)
-    meta26 <= \_$808 ;
-  always @(posedge clk)
-    meta27 <= \_$809 ;
-  always @(posedge clk)
-    meta28 <= \_$810 ;
-  always @(posedge clk)
-    meta29 <= \_$811 ;
-  always @(posedge clk)
-    meta30 <= \_$812 ;
-  always @(posedge clk)
-    meta31 <= \_$813 ;
-  always @(posedge clk)
-    meta32 <= \_$814 ;
-  always @(posedge clk)
-    \_$signal  <= \_$815 ;
-  always @(posedge clk)
-    bank <= \_$816 ;
-  always @(posedge clk)
-    \_$signal$51  <= \_$817 ;
-  always @(posedge clk)
-    \_$signal$56  <= \_$818 ;
-  always @(posedge clk)
-    rmw_overwrite <= \_$819 ;
-  always @(posedge clk)
-    rmw_out <= \_$820 ;
-  always @(posedge clk)
-    error <= \_$821 ;
-  always @(posedge clk)
-    error_code <= \_$822 ;
-  always @(posedge clk)
-    \running$50  <= \_$823 ;
-  always @(posedge clk)
-    compute_state <= \_$824 ;
-  always @(posedge clk)
-    total_tiles <= \_$825 ;
-  always @(posedge clk)
-    \_$signal$60  <= \_$826 ;
-  always @(posedge clk)
-    \_$signal$73  <= \_$827 ;
-  always @(posedge clk)
-    \_$signal$125  <= \_$828 ;
-  always @(posedge clk)
-    \_$signal$126  <= \_$829 ;
-  always @(posedge clk)
-    wl_addr <= \_$830 ;
-  always @(posedge clk)
-    \_$signal$61  <= \_$831 ;
-  always @(posedge clk)
-    \_$signal$80  <= \_$832 ;
-  always @(posedge clk)
-    st_i <= \_$833 ;
-  always @(posedge clk)
-    \_$signal$84  <= \_$834 ;
-  always @(posedge clk)
-    \_$signal$127  <= \_$835 ;
-  always @(posedge clk)
-    st_tiles <= \_$836 ;
-  always @(posedge clk)
-    \_$signal$81  <= \_$837 ;
-  always @(posedge clk)
-    st_acc_base <= \_$838 ;
-  always @(posedge clk)
-    gemm_running <= \_$839 ;
-  always @(posedge clk)
-    \_$signal$65  <= \_$840 ;
-  always @(posedge clk)
-    \_$signal$130  <= \_$841 ;
-  always @(posedge clk)
-    \_$signal$64  <= \_$842 ;
-  always @(posedge clk)
-    \_$signal$63  <= \_$843 ;
-  always @(posedge clk)
-    \_$signal$131  <= \_$844 ;
-  always @(posedge clk)
-    \_$signal$132  <= \_$845 ;
-  always @(posedge clk)
-    w <= \_$846 ;
-  always @(posedge clk)
-    \_$signal$52  <= \_$847 ;
-  always @(posedge clk)
-    \_$signal$58  <= \_$848 ;
-  always @(posedge clk)
-    \_$signal$49  <= \_$849 ;
-  always @(posedge clk)
-    \_$signal$53  <= \_$850 ;
-  always @(posedge clk)
-    w_en <= \_$851 ;
-  always @(posedge clk)
-    w_row <= \_$852 ;
-  always @(posedge clk)
-    w_bank <= \_$853 ;
-  always @(posedge clk)
-    loaded <= \_$854 ;
-  always @(posedge clk)
-    drain0 <= \_$855 ;
-  always @(posedge clk)
-    drain1 <= \_$856 ;
-  always @(posedge clk)
-    in_flight <= \_$857 ;
+  assign \_$32  = ! compute_state;
+  assign \_$33  = compute_state == 1'h1;
+  assign \_$34  = compute_state == 2'h2;
+  assign \_$35  = compute_state == 2'h3;
+  assign \_$36  = compute_state == 3'h4;
+  assign \_$37  = ~ halt;
+  assign \_$38  = queue__valid & \_$37 ;
+  assign \_$39  = ~ queue__payload[4];
+  assign \_$40  = \_$39  | deps__has_prev;
+  assign \_$41  = ~ queue__payload[5];
+  assign \_$42  = \_$41  | deps__has_next;
+  assign \_$43  = \_$40  & \_$42 ;
+  assign \_$44  = ~ halt;
+  assign \_$45  = \_$43  & \_$44 ;
+  assign \_$46  = ~ word[6];
+  assign \_$47  = \_$46  | deps__room_prev;
+  assign \_$48  = ~ word[7];
+  assign \_$49  = \_$48  | deps__room_next;
+  assign \_$50  = \_$47  & \_$49 ;
+  assign \_$51  = ~ halt;
+  assign \_$52  = \_$50  & \_$51 ;
+  assign \_$53  = ~ error;
+  assign \_$55  = ~ error;
+  assign \_$57  = ~ error;
+  assign \_$59  = ~ error;
+  assign \_$60  = \error$97  & \_$59 ;
+  assign \_$61  = ~ error;
+  assign \_$62  = \error$99  & \_$61 ;
+  always @(posedge clk)
+    frame_state <= \_$63 ;
+  always @(posedge clk)
+    word <= \_$64 ;
+  always @(posedge clk)
+    index <= \_$65 ;
+  always @(posedge clk)
+    compute_state <= \_$66 ;
+  always @(posedge clk)
+    error <= \_$67 ;
+  always @(posedge clk)
+    error_code <= \_$68 ;
   assign \_$1  = ~ queue__valid;
   assign \_$2  = ~ queue__payload[4];
   assign \_$3  = \_$2  | deps__has_prev;
@@ -4221,131 +2723,72 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \_$25  = \_$22  & \_$24 ;
   assign \_$26  = ~ halt;
   assign \_$27  = \_$25  & \_$26 ;
-  assign a = \_$signal  ? act__data : 128'h00000000000000000000000000000000;
-  assign \_$28  = rmw_overwrite ? 32'd0 : acc_rd__data[31:0];
-  assign \_$29  = $signed(\_$28 ) + $signed(rmw_out[31:0]);
-  assign \_$30  = rmw_overwrite ? 32'd0 : acc_rd__data[63:32];
-  assign \_$31  = $signed(\_$30 ) + $signed(rmw_out[63:32]);
-  assign \_$32  = rmw_overwrite ? 32'd0 : acc_rd__data[95:64];
-  assign \_$33  = $signed(\_$32 ) + $signed(rmw_out[95:64]);
-  assign \_$34  = rmw_overwrite ? 32'd0 : acc_rd__data[127:96];
-  assign \_$35  = $signed(\_$34 ) + $signed(rmw_out[127:96]);
-  assign \_$36  = rmw_overwrite ? 32'd0 : acc_rd__data[159:128];
-  assign \_$37  = $signed(\_$36 ) + $signed(rmw_out[159:128]);
-  assign \_$38  = rmw_overwrite ? 32'd0 : acc_rd__data[191:160];
-  assign \_$39  = $signed(\_$38 ) + $signed(rmw_out[191:160]);
-  assign \_$40  = rmw_overwrite ? 32'd0 : acc_rd__data[223:192];
-  assign \_$41  = $signed(\_$40 ) + $signed(rmw_out[223:192]);
-  assign \_$42  = rmw_overwrite ? 32'd0 : acc_rd__data[255:224];
-  assign \_$43  = $signed(\_$42 ) + $signed(rmw_out[255:224]);
-  assign \_$44  = rmw_overwrite ? 32'd0 : acc_rd__data[287:256];
-  assign \_$45  = $signed(\_$44 ) + $signed(rmw_out[287:256]);
-  assign \_$46  = rmw_overwrite ? 32'd0 : acc_rd__data[319:288];
-  assign \_$47  = $signed(\_$46 ) + $signed(rmw_out[319:288]);
-  assign \_$48  = rmw_overwrite ? 32'd0 : acc_rd__data[351:320];
-  assign \_$49  = $signed(\_$48 ) + $signed(rmw_out[351:320]);
-  assign \_$50  = rmw_overwrite ? 32'd0 : acc_rd__data[383:352];
-  assign \_$51  = $signed(\_$50 ) + $signed(rmw_out[383:352]);
-  assign \_$52  = rmw_overwrite ? 32'd0 : acc_rd__data[415:384];
-  assign \_$53  = $signed(\_$52 ) + $signed(rmw_out[415:384]);
-  assign \_$54  = rmw_overwrite ? 32'd0 : acc_rd__data[447:416];
-  assign \_$55  = $signed(\_$54 ) + $signed(rmw_out[447:416]);
-  assign \_$56  = rmw_overwrite ? 32'd0 : acc_rd__data[479:448];
-  assign \_$57  = $signed(\_$56 ) + $signed(rmw_out[479:448]);
-  assign \_$58  = rmw_overwrite ? 32'd0 : acc_rd__data[511:480];
-  assign \_$59  = $signed(\_$58 ) + $signed(rmw_out[511:480]);
-  assign \_$60  = word[112] ? acc_rd__data[31:0] : 32'd0;
-  assign \_$61  = word[110] ? param__data[31:0] : 32'd0;
-  assign \_$62  = $signed(\_$60 ) + $signed(\_$61 );
-  assign \_$63  = $signed(act__data[7:0]) * $signed(param__data[95:64]);
-  assign \_$64  = $signed(\_$63 ) >>> param__data[111:104];
-  assign \_$65  = ! param__data[111:104];
-  assign \_$66  = $signed(act__data[7:0]) * $signed(param__data[95:64]);
-  assign \_$67  = param__data[111:104] - 1'h1;
-  assign \_$68  = $signed(\_$66 ) >>> \_$67 [7:0];
-  assign \_$69  = \_$65  ? 1'h0 : \_$68 [0];
-  assign \_$70  = $signed(\_$64 ) + $signed({ 1'h0, \_$69  });
-  assign \_$71  = word[111] ? \_$70  : 41'h00000000000;
-  assign \_$72  = $signed(\_$62 ) + $signed(\_$71 );
-  assign \_$73  = word[112] ? acc_rd__data[63:32] : 32'd0;
-  assign \_$74  = word[110] ? param__data[159:128] : 32'd0;
-  assign \_$75  = $signed(\_$73 ) + $signed(\_$74 );
-  assign \_$76  = $signed(act__data[15:8]) * $signed(param__data[223:192]);
-  assign \_$77  = $signed(\_$76 ) >>> param__data[239:232];
-  assign \_$78  = ! param__data[239:232];
-  assign \_$79  = $signed(act__data[15:8]) * $signed(param__data[223:192]);
-  assign \_$80  = param__data[239:232] - 1'h1;
-  assign \_$81  = $signed(\_$79 ) >>> \_$80 [7:0];
-  assign \_$82  = \_$78  ? 1'h0 : \_$81 [0];
-  assign \_$83  = $signed(\_$77 ) + $signed({ 1'h0, \_$82  });
-  assign \_$84  = word[111] ? \_$83  : 41'h00000000000;
-  assign \_$85  = $signed(\_$75 ) + $signed(\_$84 );
-  assign \_$86  = word[112] ? acc_rd__data[95:64] : 32'd0;
-  assign \_$87  = word[110] ? param__data[287:256] : 32'd0;
-  assign \_$88  = $signed(\_$86 ) + $signed(\_$87 );
-  assign \_$89  = $signed(act__data[23:16]) * $signed(param__data[351:320]);
-  assign \_$90  = $signed(\_$89 ) >>> param__data[367:360];
-  assign \_$91  = ! param__data[367:360];
-  assign \_$92  = $signed(act__data[23:16]) * $signed(param__data[351:320]);
-  assign \_$93  = param__data[367:360] - 1'h1;
-  assign \_$94  = $signed(\_$92 ) >>> \_$93 [7:0];
-  assign \_$95  = \_$91  ? 1'h0 : \_$94 [0];
-  assign \_$96  = $signed(\_$90 ) + $signed({ 1'h0, \_$95  });
-  assign \_$97  = word[111] ? \_$96  : 41'h00000000000;
-  assign \_$98  = $signed(\_$88 ) + $signed(\_$97 );
-  assign \_$99  = word[112] ? acc_rd__data[127:96] : 32'd0;
-  assign \_$100  = word[110] ? param__data[415:384] : 32'd0;
-  assign \_$101  = $signed(\_$99 ) + $signed(\_$100 );
-  assign \_$102  = $signed(act__data[31:24]) * $signed(param__data[479:448]);
-  assign \_$103  = $signed(\_$102 ) >>> param__data[495:488];
-  assign \_$104  = ! param__data[495:488];
-  assign \_$105  = $signed(act__data[31:24]) * $signed(param__data[479:448]);
-  assign \_$106  = param__data[495:488] - 1'h1;
-  assign \_$107  = $signed(\_$105 ) >>> \_$106 [7:0];
-  assign \_$108  = \_$104  ? 1'h0 : \_$107 [0];
-  assign \_$109  = $signed(\_$103 ) + $signed({ 1'h0, \_$108  });
-  assign \_$110  = word[111] ? \_$109  : 41'h00000000000;
-  assign \_$111  = $signed(\_$101 ) + $signed(\_$110 );
-  assign \_$112  = word[112] ? acc_rd__data[159:128] : 32'd0;
-  assign \_$113  = word[110] ? param__data[543:512] : 32'd0;
-  assign \_$114  = $signed(\_$112 ) + $signed(\_$113 );
-  assign \_$115  = $signed(act__data[39:32]) * $signed(param__data[607:576]);
-  assign \_$116  = $signed(\_$115 ) >>> param__data[623:616];
-  assign \_$117  = ! param__data[623:616];
-  assign \_$118  = $signed(act__data[39:32]) * $signed(param__data[607:576]);
-  assign \_$119  = param__data[623:616] - 1'h1;
-  assign \_$120  = $signed(\_$118 ) >>> \_$119 [7:0];
-  assign \_$121  = \_$117  ? 1'h0 : \_$120 [0];
-  assign \_$122  = $signed(\_$116 ) + $signed({ 1'h0, \_$121  });
-  assign \_$123  = word[111] ? \_$122  : 41'h00000000000;
-  assign \_$124  = $signed(\_$114 ) + $signed(\_$123 );
-  assign \_$125  = word[112] ? acc_rd__data[191:160] : 32'd0;
-  assign \_$126  = word[110] ? param__data[671:640] : 32'd0;
-  assign \_$127  = $signed(\_$125 ) + $signed(\_$126 );
-  assign \_$128  = $signed(act__data[47:40]) * $signed(param__data[735:704]);
-  assign \_$129  = $signed(\_$128 ) >>> param__data[751:744];
-  assign \_$130  = ! param__data[751:744];
-  assign \_$131  = $signed(act__data[47:40]) * $signed(param__data[735:704]);
-  assign \_$132  = param__data[751:744] - 1'h1;
-  assign \_$133  = $signed(\_$131 ) >>> \_$132 [7:0];
-  assign \_$134  = \_$130  ? 1'h0 : \_$133 [0];
-  assign \_$135  = $signed(\_$129 ) + $signed({ 1'h0, \_$134  });
-  assign \_$136  = word[111] ? \_$135  : 41'h00000000000;
-  assign \_$137  = $signed(\_$127 ) + $signed(\_$136 );
-  assign \_$138  = word[112] ? acc_rd__data[223:192] : 32'd0;
-  assign \_$139  = word[110] ? param__data[799:768] : 32'd0;
-  assign \_$140  = $signed(\_$138 ) + $signed(\_$139 );
-  assign \_$141  = $signed(act__data[55:48]) * $signed(param__data[863:832]);
+  assign \_$28  = ! frame_state;
+  assign \_$29  = frame_state == 1'h1;
+  assign \_$30  = frame_state == 2'h2;
+  assign \_$31  = frame_state == 2'h3;
   \sim_top.accel.compute.array  array (
     .a(a),
     .bank(bank),
     .clk(clk),
-    .out(out),
+    .out(array__out),
     .rst(rst),
     .w_bank(w_bank),
     .\w_data$6 (w_data),
     .\w_en$1 (w_en),
     .w_row(w_row)
+  );
+  \sim_top.accel.compute.gemm  gemm (
+    .acc_rd__addr(\acc_rd__addr$69 ),
+    .acc_rd__data(acc_rd__data),
+    .acc_rd__en(acc_rd__en),
+    .acc_wr__addr(\acc_wr__addr$78 ),
+    .acc_wr__data(\acc_wr__data$80 ),
+    .acc_wr__en(acc_wr__en),
+    .act__addr(\act__addr$60 ),
+    .act__data(act__data),
+    .act__en(act__en),
+    .array__a(a),
+    .array__bank(bank),
+    .array__out(array__out),
+    .array__w_bank(w_bank),
+    .array__w_data(w_data),
+    .array__w_en(w_en),
+    .array__w_row(w_row),
+    .array_active(array_active),
+    .bad_fields(bad_fields),
+    .clk(clk),
+    .done(\done$91 ),
+    .error(\error$99 ),
+    .halt(halt),
+    .insn(word[120:0]),
+    .rst(rst),
+    .start(\start$87 ),
+    .wgt__addr(wgt__addr),
+    .wgt__en(wgt__en)
+  );
+  \sim_top.accel.compute.line  line (
+    .acc_rd__addr(\acc_rd__addr$71 ),
+    .acc_rd__data(acc_rd__data),
+    .acc_rd__en(\acc_rd__en$72 ),
+    .acc_wr__addr(\acc_wr__addr$82 ),
+    .acc_wr__data(\acc_wr__data$83 ),
+    .acc_wr__en(\acc_wr__en$84 ),
+    .act__addr(\act__addr$62 ),
+    .act__data(act__data),
+    .act__en(\act__en$63 ),
+    .bad_fields(\bad_fields$88 ),
+    .clk(clk),
+    .done(\done$92 ),
+    .error(\error$97 ),
+    .error_code(\error_code$98 ),
+    .halt(halt),
+    .insn(word),
+    .param__addr(param__addr),
+    .param__data(param__data),
+    .param__en(param__en),
+    .rst(rst),
+    .start(\start$89 )
   );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
@@ -4525,36 +2968,108 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    acc_wr__en = 1'h0;
-    if (\_$signal$51 ) begin
-      acc_wr__en = 1'h1;
-    end else if (\_$461 ) begin
-      acc_wr__en = 1'h1;
-    end else if (\_$462 ) begin
-      acc_wr__en = 1'h1;
+    (* full_case = 32'd1 *)
+    if (act__en) begin
+      act__addr = \act__addr$60 ;
+    end else begin
+      act__addr = \act__addr$62 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    acc_wr__addr = 16'h0000;
-    if (\_$signal$51 ) begin
-      acc_wr__addr = \_$signal$56 ;
-    end else if (\_$461 ) begin
-      acc_wr__addr = \_$signal$58 ;
-    end else if (\_$462 ) begin
-      acc_wr__addr = \_$signal$58 ;
+    (* full_case = 32'd1 *)
+    if (act__en) begin
+      \act__en$61  = act__en;
+    end else begin
+      \act__en$61  = \act__en$63 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    acc_wr__data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\_$signal$51 ) begin
-      acc_wr__data = gemm_sum;
-    end else if (\_$461 ) begin
-      acc_wr__data = accum_value;
-    end else if (\_$462 ) begin
-      acc_wr__data = pool_value;
+    (* full_case = 32'd1 *)
+    if (acc_rd__en) begin
+      acc_rd__addr = \acc_rd__addr$69 ;
+    end else begin
+      acc_rd__addr = \acc_rd__addr$71 ;
     end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    (* full_case = 32'd1 *)
+    if (acc_rd__en) begin
+      \acc_rd__en$70  = acc_rd__en;
+    end else begin
+      \acc_rd__en$70  = \acc_rd__en$72 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    (* full_case = 32'd1 *)
+    if (acc_wr__en) begin
+      acc_wr__addr = \acc_wr__addr$78 ;
+    end else begin
+      acc_wr__addr = \acc_wr__addr$82 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    (* full_case = 32'd1 *)
+    if (acc_wr__en) begin
+      acc_wr__data = \acc_wr__data$80 ;
+    end else begin
+      acc_wr__data = \acc_wr__data$83 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    (* full_case = 32'd1 *)
+    if (acc_wr__en) begin
+      \acc_wr__en$81  = acc_wr__en;
+    end else begin
+      \acc_wr__en$81  = \acc_wr__en$84 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \start$87  = 1'h0;
+    casez (compute_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          casez (word[3:0])
+            4'h3:
+                (* full_case = 32'd1 *)
+                if (bad_fields) begin
+                end else begin
+                  \start$87  = 1'h1;
+                end
+          endcase
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \start$89  = 1'h0;
+    casez (compute_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          casez (word[3:0])
+            4'h3:
+                /* empty */;
+            4'h4:
+                (* full_case = 32'd1 *)
+                if (\bad_fields$88 ) begin
+                end else begin
+                  \start$89  = 1'h1;
+                end
+            4'h5:
+                (* full_case = 32'd1 *)
+                if (\bad_fields$88 ) begin
+                end else begin
+                  \start$89  = 1'h1;
+                end
+          endcase
+    endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
@@ -4575,1614 +3090,221 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 done = 1'h1;
           endcase
       3'h3:
-          if (\_$469 ) begin
+          if (\done$91 ) begin
             done = 1'h1;
           end
       3'h4:
-          /* empty */;
-      3'h5:
-          /* empty */;
-      3'h6:
-          done = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    act__addr = 16'h0000;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$476 ) begin
-          end else if (\_$477 ) begin
-            act__addr = \_$signal$64 [15:0];
-          end
-      3'h5:
-          if (\_$481 ) begin
-          end else if (\_$482 ) begin
-            act__addr = \_$signal$64 [15:0];
-          end
-    endcase
-    if (\_$522 ) begin
-      act__addr = \_$523 [15:0];
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    act__en = 1'h0;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$476 ) begin
-          end else if (\_$477 ) begin
-            act__en = 1'h1;
-          end
-      3'h5:
-          if (\_$481 ) begin
-          end else if (\_$482 ) begin
-            act__en = 1'h1;
-          end
-    endcase
-    if (\_$522 ) begin
-      act__en = 1'h1;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    acc_rd__addr = 16'h0000;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$476 ) begin
-          end else if (\_$477 ) begin
-            acc_rd__addr = \_$signal$63 [15:0];
-          end
-      3'h5:
-          if (\_$481 ) begin
-          end else if (\_$482 ) begin
-            acc_rd__addr = \_$signal$63 [15:0];
-          end
-    endcase
-    if (meta32[0]) begin
-      acc_rd__addr = meta32[16:1];
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    acc_rd__en = 1'h0;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$476 ) begin
-          end else if (\_$477 ) begin
-            acc_rd__en = 1'h1;
-          end
-      3'h5:
-          if (\_$481 ) begin
-          end else if (\_$482 ) begin
-            acc_rd__en = \_$483 ;
-          end
-    endcase
-    if (meta32[0]) begin
-      acc_rd__en = 1'h1;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    param__addr = 16'h0000;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$476 ) begin
-          end else if (\_$477 ) begin
-            param__addr = \_$478 [15:0];
+          if (\done$92 ) begin
+            done = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    param__en = 1'h0;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$476 ) begin
-          end else if (\_$477 ) begin
-            param__en = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    wgt__addr = 16'h0000;
-    if (\_$496 ) begin
-      wgt__addr = wl_addr[15:0];
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    wgt__en = 1'h0;
-    if (\_$496 ) begin
-      wgt__en = 1'h1;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$779  = frame_state;
+    \_$63  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$536 ) begin
-            \_$779  = 2'h1;
+          if (\_$38 ) begin
+            \_$63  = 2'h1;
           end
       2'h1:
-          if (\_$543 ) begin
-            \_$779  = 2'h2;
+          if (\_$45 ) begin
+            \_$63  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$779  = 2'h3;
+            \_$63  = 2'h3;
           end
       2'h3:
-          if (\_$550 ) begin
-            \_$779  = 2'h0;
+          if (\_$52 ) begin
+            \_$63  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$779  = 2'h0;
+      \_$63  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$780  = word;
+    \_$64  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$543 ) begin
-            \_$780  = queue__payload[127:0];
+          if (\_$45 ) begin
+            \_$64  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$780  = 128'h00000000000000000000000000000000;
+      \_$64  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$781  = index;
+    \_$65  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$543 ) begin
-            \_$781  = queue__payload[159:128];
+          if (\_$45 ) begin
+            \_$65  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$781  = 32'd0;
+      \_$65  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$782  = issue;
-    if (rst) begin
-      \_$782  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$783  = meta0;
-    if (rst) begin
-      \_$783  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$784  = meta1;
-    if (rst) begin
-      \_$784  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$785  = meta2;
-    if (rst) begin
-      \_$785  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$786  = meta3;
-    if (rst) begin
-      \_$786  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$787  = meta4;
-    if (rst) begin
-      \_$787  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$788  = meta5;
-    if (rst) begin
-      \_$788  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$789  = meta6;
-    if (rst) begin
-      \_$789  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$790  = meta7;
-    if (rst) begin
-      \_$790  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$791  = meta8;
-    if (rst) begin
-      \_$791  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$792  = meta9;
-    if (rst) begin
-      \_$792  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$793  = meta10;
-    if (rst) begin
-      \_$793  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$794  = meta11;
-    if (rst) begin
-      \_$794  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$795  = meta12;
-    if (rst) begin
-      \_$795  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$796  = meta13;
-    if (rst) begin
-      \_$796  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$797  = meta14;
-    if (rst) begin
-      \_$797  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$798  = meta15;
-    if (rst) begin
-      \_$798  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$799  = meta16;
-    if (rst) begin
-      \_$799  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$800  = meta17;
-    if (rst) begin
-      \_$800  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$801  = meta18;
-    if (rst) begin
-      \_$801  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$802  = meta19;
-    if (rst) begin
-      \_$802  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$803  = meta20;
-    if (rst) begin
-      \_$803  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$804  = meta21;
-    if (rst) begin
-      \_$804  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$805  = meta22;
-    if (rst) begin
-      \_$805  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$806  = meta23;
-    if (rst) begin
-      \_$806  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$807  = meta24;
-    if (rst) begin
-      \_$807  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$808  = meta25;
-    if (rst) begin
-      \_$808  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$809  = meta26;
-    if (rst) begin
-      \_$809  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$810  = meta27;
-    if (rst) begin
-      \_$810  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$811  = meta28;
-    if (rst) begin
-      \_$811  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$812  = meta29;
-    if (rst) begin
-      \_$812  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$813  = meta30;
-    if (rst) begin
-      \_$813  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$814  = meta31;
-    if (rst) begin
-      \_$814  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$815  = issue[0];
-    if (rst) begin
-      \_$815  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$816  = \_$signal$80 ;
-    if (rst) begin
-      \_$816  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$817  = meta32[0];
-    if (rst) begin
-      \_$817  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$818  = meta32[16:1];
-    if (rst) begin
-      \_$818  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$819  = meta32[17];
-    if (rst) begin
-      \_$819  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$820  = out;
-    if (rst) begin
-      \_$820  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$821  = error;
-    if (\_$588 ) begin
-      \_$821  = 1'h1;
-    end
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                if (\_$597 ) begin
-                  if (\_$599 ) begin
-                    \_$821  = 1'h1;
-                  end
-                end
-            4'h4:
-                if (\_$603 ) begin
-                  if (\_$605 ) begin
-                    \_$821  = 1'h1;
-                  end
-                end
-            4'h5:
-                if (\_$610 ) begin
-                  if (\_$612 ) begin
-                    \_$821  = 1'h1;
-                  end
-                end
-          endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$626 ) begin
-            if (\_$629 ) begin
-              \_$821  = 1'h1;
-            end
-          end
-      3'h5:
-          if (\_$644 ) begin
-            if (\_$647 ) begin
-              \_$821  = 1'h1;
-            end
-          end
-    endcase
-    if (\_$669 ) begin
-      if (\_$671 ) begin
-        \_$821  = 1'h1;
-      end
-    end
-    if (\_$708 ) begin
-      if (\_$710 ) begin
-        \_$821  = 1'h1;
-      end
-    end
-    if (rst) begin
-      \_$821  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$822  = error_code;
-    if (\_$588 ) begin
-      \_$822  = 4'h7;
-    end
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                if (\_$597 ) begin
-                  if (\_$599 ) begin
-                    \_$822  = 4'h7;
-                  end
-                end
-            4'h4:
-                if (\_$603 ) begin
-                  if (\_$605 ) begin
-                    \_$822  = 4'h7;
-                  end
-                end
-            4'h5:
-                if (\_$610 ) begin
-                  if (\_$612 ) begin
-                    \_$822  = 4'h7;
-                  end
-                end
-          endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$626 ) begin
-            if (\_$629 ) begin
-              \_$822  = 4'h4;
-            end
-          end
-      3'h5:
-          if (\_$644 ) begin
-            if (\_$647 ) begin
-              \_$822  = 4'h4;
-            end
-          end
-    endcase
-    if (\_$669 ) begin
-      if (\_$671 ) begin
-        \_$822  = 4'h4;
-      end
-    end
-    if (\_$708 ) begin
-      if (\_$710 ) begin
-        \_$822  = 4'h4;
-      end
-    end
-    if (rst) begin
-      \_$822  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$823  = \running$50 ;
-    if (\_$signal$52 ) begin
-      \_$823  = pool_value;
-    end
-    if (rst) begin
-      \_$823  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$824  = compute_state;
+    \_$66  = compute_state;
     casez (compute_state)
       3'h0:
           if (start) begin
-            \_$824  = 3'h1;
+            \_$66  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\_$597 ) begin
-                  \_$824  = 3'h2;
+                if (bad_fields) begin
+                  \_$66  = 3'h2;
                 end else begin
-                  \_$824  = 3'h3;
+                  \_$66  = 3'h3;
                 end
             4'h4:
                 (* full_case = 32'd1 *)
-                if (\_$603 ) begin
-                  \_$824  = 3'h2;
+                if (\bad_fields$88 ) begin
+                  \_$66  = 3'h2;
                 end else begin
-                  \_$824  = 3'h4;
+                  \_$66  = 3'h4;
                 end
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\_$610 ) begin
-                  \_$824  = 3'h2;
+                if (\bad_fields$88 ) begin
+                  \_$66  = 3'h2;
                 end else begin
-                  \_$824  = 3'h5;
+                  \_$66  = 3'h4;
                 end
             default:
-                \_$824  = 3'h0;
+                \_$66  = 3'h0;
           endcase
       3'h3:
-          if (\_$619 ) begin
-            \_$824  = 3'h0;
+          if (\done$91 ) begin
+            \_$66  = 3'h0;
           end
       3'h4:
-          if (\_$626 ) begin
-            \_$824  = 3'h2;
-          end else if (\_$627 ) begin
-            if (\_$631 ) begin
-              if (\_$638 ) begin
-                \_$824  = 3'h6;
-              end
-            end
-          end
-      3'h5:
-          if (\_$644 ) begin
-            \_$824  = 3'h2;
-          end else if (\_$645 ) begin
-            if (\_$654 ) begin
-            end else if (\_$656 ) begin
-              if (\_$664 ) begin
-                \_$824  = 3'h6;
-              end
-            end
-          end
-      3'h6:
-          \_$824  = 3'h0;
-    endcase
-    if (rst) begin
-      \_$824  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$825  = total_tiles;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$597 ) begin
-                end else begin
-                  \_$825  = \_$600 ;
-                end
-          endcase
-    endcase
-    if (rst) begin
-      \_$825  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$826  = \_$signal$60 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$597 ) begin
-                end else begin
-                  \_$826  = 1'h1;
-                end
-          endcase
-    endcase
-    if (\_$684 ) begin
-      if (\_$686 ) begin
-        if (\_$690 ) begin
-          \_$826  = 1'h0;
-        end
-      end
-    end
-    if (rst) begin
-      \_$826  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$827  = \_$signal$73 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$597 ) begin
-                end else begin
-                  \_$827  = 1'h0;
-                end
-          endcase
-    endcase
-    if (\_$684 ) begin
-      if (\_$686 ) begin
-        \_$827  = \_$687 ;
-      end
-    end
-    if (rst) begin
-      \_$827  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$828  = \_$signal$125 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$597 ) begin
-                end else begin
-                  \_$828  = 4'h0;
-                end
-          endcase
-    endcase
-    if (\_$684 ) begin
-      (* full_case = 32'd1 *)
-      if (\_$686 ) begin
-        \_$828  = 4'h0;
-      end else begin
-        \_$828  = \_$691 [3:0];
-      end
-    end
-    if (rst) begin
-      \_$828  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$829  = \_$signal$126 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$597 ) begin
-                end else begin
-                  \_$829  = 20'h00000;
-                end
-          endcase
-    endcase
-    if (\_$684 ) begin
-      if (\_$686 ) begin
-        \_$829  = \_$688 [19:0];
-      end
-    end
-    if (rst) begin
-      \_$829  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$830  = wl_addr;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$597 ) begin
-                end else begin
-                  \_$830  = { 1'h0, word[23:8] };
-                end
-          endcase
-    endcase
-    if (\_$684 ) begin
-      \_$830  = \_$685 [16:0];
-    end
-    if (rst) begin
-      \_$830  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$831  = \_$signal$61 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$597 ) begin
-                end else begin
-                  \_$831  = 1'h1;
-                end
-          endcase
-    endcase
-    if (\_$721 ) begin
-      if (\_$723 ) begin
-        if (\_$735 ) begin
-          \_$831  = 1'h0;
-        end
-      end
-    end
-    if (rst) begin
-      \_$831  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$832  = \_$signal$80 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$597 ) begin
-                end else begin
-                  \_$832  = 1'h0;
-                end
-          endcase
-    endcase
-    if (\_$721 ) begin
-      if (\_$723 ) begin
-        \_$832  = \_$726 ;
-      end
-    end
-    if (rst) begin
-      \_$832  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$833  = st_i;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$597 ) begin
-                end else begin
-                  \_$833  = 12'h000;
-                end
-          endcase
-    endcase
-    if (\_$721 ) begin
-      (* full_case = 32'd1 *)
-      if (\_$723 ) begin
-        \_$833  = 12'h000;
-      end else begin
-        \_$833  = \_$736 [11:0];
-      end
-    end
-    if (rst) begin
-      \_$833  = 12'h000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$834  = \_$signal$84 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$597 ) begin
-                end else begin
-                  \_$834  = 10'h000;
-                end
-          endcase
-    endcase
-    if (\_$721 ) begin
-      if (\_$723 ) begin
-        if (\_$729 ) begin
-          \_$834  = \_$730 [9:0];
-        end
-      end
-    end
-    if (rst) begin
-      \_$834  = 10'h000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$835  = \_$signal$127 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$597 ) begin
-                end else begin
-                  \_$835  = 10'h000;
-                end
-          endcase
-    endcase
-    if (\_$721 ) begin
-      if (\_$723 ) begin
-        (* full_case = 32'd1 *)
-        if (\_$729 ) begin
-          \_$835  = 10'h000;
-        end else begin
-          \_$835  = \_$732 [9:0];
-        end
-      end
-    end
-    if (rst) begin
-      \_$835  = 10'h000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$836  = st_tiles;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$597 ) begin
-                end else begin
-                  \_$836  = 20'h00000;
-                end
-          endcase
-    endcase
-    if (\_$721 ) begin
-      if (\_$723 ) begin
-        \_$836  = \_$727 [19:0];
-      end
-    end
-    if (rst) begin
-      \_$836  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$837  = \_$signal$81 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$597 ) begin
-                end else begin
-                  \_$837  = { 1'h0, word[39:24] };
-                end
-          endcase
-    endcase
-    if (\_$721 ) begin
-      if (\_$723 ) begin
-        if (\_$729 ) begin
-          \_$837  = \_$731 [16:0];
-        end
-      end
-    end
-    if (rst) begin
-      \_$837  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$838  = st_acc_base;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$597 ) begin
-                end else begin
-                  \_$838  = { 1'h0, word[55:40] };
-                end
-          endcase
-    endcase
-    if (\_$721 ) begin
-      if (\_$723 ) begin
-        (* full_case = 32'd1 *)
-        if (\_$729 ) begin
-          \_$838  = { 1'h0, word[55:40] };
-        end else begin
-          \_$838  = \_$733 [16:0];
-        end
-      end
-    end
-    if (rst) begin
-      \_$838  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$839  = gemm_running;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$597 ) begin
-                end else begin
-                  \_$839  = 1'h1;
-                end
-          endcase
-      3'h3:
-          if (\_$619 ) begin
-            \_$839  = 1'h0;
+          if (\done$92 ) begin
+            \_$66  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$839  = 1'h0;
+      \_$66  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$840  = \_$signal$65 ;
+    \_$67  = error;
     casez (compute_state)
       3'h0:
           /* empty */;
       3'h1:
           casez (word[3:0])
             4'h3:
-                /* empty */;
+                if (bad_fields) begin
+                  if (\_$54 ) begin
+                    \_$67  = 1'h1;
+                  end
+                end
             4'h4:
-                (* full_case = 32'd1 *)
-                if (\_$603 ) begin
-                end else begin
-                  \_$840  = 10'h000;
+                if (\bad_fields$88 ) begin
+                  if (\_$56 ) begin
+                    \_$67  = 1'h1;
+                  end
                 end
             4'h5:
-                (* full_case = 32'd1 *)
-                if (\_$610 ) begin
-                end else begin
-                  \_$840  = 10'h000;
+                if (\bad_fields$88 ) begin
+                  if (\_$58 ) begin
+                    \_$67  = 1'h1;
+                  end
                 end
           endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$626 ) begin
-          end else if (\_$627 ) begin
-            if (\_$631 ) begin
-              \_$840  = \_$632 [9:0];
-            end
-          end
-      3'h5:
-          if (\_$644 ) begin
-          end else if (\_$645 ) begin
-            if (\_$654 ) begin
-            end else if (\_$656 ) begin
-              \_$840  = \_$658 [9:0];
-            end
-          end
     endcase
+    if (\_$60 ) begin
+      \_$67  = 1'h1;
+    end
+    if (\_$62 ) begin
+      \_$67  = 1'h1;
+    end
     if (rst) begin
-      \_$840  = 10'h000;
+      \_$67  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$841  = \_$signal$130 ;
+    \_$68  = error_code;
     casez (compute_state)
       3'h0:
           /* empty */;
       3'h1:
           casez (word[3:0])
             4'h3:
-                /* empty */;
+                if (bad_fields) begin
+                  if (\_$54 ) begin
+                    \_$68  = 4'h7;
+                  end
+                end
             4'h4:
-                (* full_case = 32'd1 *)
-                if (\_$603 ) begin
-                end else begin
-                  \_$841  = 12'h000;
+                if (\bad_fields$88 ) begin
+                  if (\_$56 ) begin
+                    \_$68  = 4'h7;
+                  end
                 end
             4'h5:
-                (* full_case = 32'd1 *)
-                if (\_$610 ) begin
-                end else begin
-                  \_$841  = 12'h000;
+                if (\bad_fields$88 ) begin
+                  if (\_$58 ) begin
+                    \_$68  = 4'h7;
+                  end
                 end
           endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$626 ) begin
-          end else if (\_$627 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$631 ) begin
-              \_$841  = 12'h000;
-            end else begin
-              \_$841  = \_$639 [11:0];
-            end
-          end
-      3'h5:
-          if (\_$644 ) begin
-          end else if (\_$645 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$654 ) begin
-            end else if (\_$656 ) begin
-              \_$841  = 12'h000;
-            end else begin
-              \_$841  = \_$665 [11:0];
-            end
-          end
     endcase
-    if (rst) begin
-      \_$841  = 12'h000;
+    if (\_$60 ) begin
+      \_$68  = \error_code$98 ;
     end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$842  = \_$signal$64 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                /* empty */;
-            4'h4:
-                (* full_case = 32'd1 *)
-                if (\_$603 ) begin
-                end else begin
-                  \_$842  = { 1'h0, word[39:24] };
-                end
-            4'h5:
-                (* full_case = 32'd1 *)
-                if (\_$610 ) begin
-                end else begin
-                  \_$842  = { 1'h0, word[23:8] };
-                end
-          endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$626 ) begin
-          end else if (\_$627 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$631 ) begin
-              \_$842  = \_$635 [16:0];
-            end else begin
-              \_$842  = \_$640 [16:0];
-            end
-          end
-      3'h5:
-          if (\_$644 ) begin
-          end else if (\_$645 ) begin
-            \_$842  = \_$651 [16:0];
-            if (\_$654 ) begin
-            end else if (\_$656 ) begin
-              \_$842  = \_$661 [16:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$842  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$843  = \_$signal$63 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                /* empty */;
-            4'h4:
-                (* full_case = 32'd1 *)
-                if (\_$603 ) begin
-                end else begin
-                  \_$843  = { 1'h0, word[23:8] };
-                end
-            4'h5:
-                (* full_case = 32'd1 *)
-                if (\_$610 ) begin
-                end else begin
-                  \_$843  = { 1'h0, word[39:24] };
-                end
-          endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$626 ) begin
-          end else if (\_$627 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$631 ) begin
-              \_$843  = \_$636 [16:0];
-            end else begin
-              \_$843  = \_$641 [16:0];
-            end
-          end
-      3'h5:
-          if (\_$644 ) begin
-          end else if (\_$645 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$654 ) begin
-            end else if (\_$656 ) begin
-              \_$843  = \_$662 [16:0];
-            end else begin
-              \_$843  = \_$666 [16:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$843  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$844  = \_$signal$131 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                /* empty */;
-            4'h4:
-                (* full_case = 32'd1 *)
-                if (\_$603 ) begin
-                end else begin
-                  \_$844  = { 1'h0, word[39:24] };
-                end
-            4'h5:
-                (* full_case = 32'd1 *)
-                if (\_$610 ) begin
-                end else begin
-                  \_$844  = { 1'h0, word[23:8] };
-                end
-          endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$626 ) begin
-          end else if (\_$627 ) begin
-            if (\_$631 ) begin
-              \_$844  = \_$633 [16:0];
-            end
-          end
-      3'h5:
-          if (\_$644 ) begin
-          end else if (\_$645 ) begin
-            if (\_$654 ) begin
-            end else if (\_$656 ) begin
-              \_$844  = \_$659 [16:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$844  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$845  = \_$signal$132 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                /* empty */;
-            4'h4:
-                (* full_case = 32'd1 *)
-                if (\_$603 ) begin
-                end else begin
-                  \_$845  = { 1'h0, word[23:8] };
-                end
-            4'h5:
-                (* full_case = 32'd1 *)
-                if (\_$610 ) begin
-                end else begin
-                  \_$845  = { 1'h0, word[39:24] };
-                end
-          endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$626 ) begin
-          end else if (\_$627 ) begin
-            if (\_$631 ) begin
-              \_$845  = \_$634 [16:0];
-            end
-          end
-      3'h5:
-          if (\_$644 ) begin
-          end else if (\_$645 ) begin
-            if (\_$654 ) begin
-            end else if (\_$656 ) begin
-              \_$845  = \_$660 [16:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$845  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$846  = w;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                /* empty */;
-            4'h4:
-                /* empty */;
-            4'h5:
-                (* full_case = 32'd1 *)
-                if (\_$610 ) begin
-                end else begin
-                  \_$846  = 8'h00;
-                end
-          endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          /* empty */;
-      3'h5:
-          if (\_$644 ) begin
-          end else if (\_$645 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$654 ) begin
-              \_$846  = \_$657 [7:0];
-            end else if (\_$656 ) begin
-              \_$846  = 8'h00;
-            end else begin
-              \_$846  = 8'h00;
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$846  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$847  = \_$signal$52 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-        begin
-          \_$847  = 1'h0;
-          if (\_$626 ) begin
-          end else if (\_$627 ) begin
-            \_$847  = 1'h1;
-          end
-        end
-      3'h5:
-        begin
-          \_$847  = 1'h0;
-          if (\_$644 ) begin
-          end else if (\_$645 ) begin
-            \_$847  = 1'h1;
-          end
-        end
-      3'h6:
-          \_$847  = 1'h0;
-    endcase
-    if (rst) begin
-      \_$847  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$848  = \_$signal$58 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$626 ) begin
-          end else if (\_$627 ) begin
-            \_$848  = \_$signal$63 [15:0];
-          end
-      3'h5:
-          if (\_$644 ) begin
-          end else if (\_$645 ) begin
-            \_$848  = \_$signal$63 [15:0];
-          end
-    endcase
-    if (rst) begin
-      \_$848  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$849  = \_$signal$49 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          /* empty */;
-      3'h5:
-          if (\_$644 ) begin
-          end else if (\_$645 ) begin
-            \_$849  = \_$648 ;
-          end
-    endcase
-    if (rst) begin
-      \_$849  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$850  = \_$signal$53 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          /* empty */;
-      3'h5:
-          if (\_$644 ) begin
-          end else if (\_$645 ) begin
-            \_$850  = \_$650 ;
-          end
-      3'h6:
-          \_$850  = 1'h0;
-    endcase
-    if (rst) begin
-      \_$850  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$851  = 1'h0;
-    if (\_$684 ) begin
-      \_$851  = 1'h1;
+    if (\_$62 ) begin
+      \_$68  = 4'h4;
     end
     if (rst) begin
-      \_$851  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$852  = w_row;
-    if (\_$684 ) begin
-      \_$852  = \_$signal$125 ;
-    end
-    if (rst) begin
-      \_$852  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$853  = w_bank;
-    if (\_$684 ) begin
-      \_$853  = \_$signal$73 ;
-    end
-    if (rst) begin
-      \_$853  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$854  = loaded;
-    if (\_$695 ) begin
-      \_$854 [0] = 1'h1;
-    end
-    if (\_$699 ) begin
-      \_$854 [1] = 1'h1;
-    end
-    if (\_$721 ) begin
-      if (\_$723 ) begin
-        if (\_$724 ) begin
-          \_$854 [0] = 1'h0;
-        end
-        if (\_$725 ) begin
-          \_$854 [1] = 1'h0;
-        end
-      end
-    end
-    if (rst) begin
-      \_$854  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$855  = drain0;
-    if (\_$721 ) begin
-      if (\_$723 ) begin
-        if (\_$724 ) begin
-          \_$855  = 5'h11;
-        end
-      end
-    end
-    if (\_$755 ) begin
-      \_$855  = \_$756 [4:0];
-    end
-    if (rst) begin
-      \_$855  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$856  = drain1;
-    if (\_$721 ) begin
-      if (\_$723 ) begin
-        if (\_$725 ) begin
-          \_$856  = 5'h11;
-        end
-      end
-    end
-    if (\_$775 ) begin
-      \_$856  = \_$776 [4:0];
-    end
-    if (rst) begin
-      \_$856  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$857  = \_$778 [5:0];
-    if (rst) begin
-      \_$857  = 6'h00;
+      \_$68  = 4'h0;
     end
   end
   assign opcode = word[3:0];
-  assign \done$25  = done;
-  assign feed_bank = bank;
-  assign \_$signal$32  = w_en;
-  assign \_$signal$34  = w_row;
-  assign \w_bank$36  = w_bank;
+  assign array__a = a;
+  assign array__bank = bank;
+  assign out = array__out;
+  assign array__w_bank = w_bank;
+  assign array__w_data = w_data;
+  assign array__w_en = w_en;
+  assign array__w_row = w_row;
+  assign \wgt__addr$39  = wgt__addr;
   assign wgt__data = w_data;
+  assign \wgt__data$41  = w_data;
+  assign \wgt__en$43  = wgt__en;
+  assign \param__addr$45  = param__addr;
+  assign \param__data$47  = param__data;
+  assign \param__en$49  = param__en;
+  assign insn = word[120:0];
+  assign \insn$51  = word;
+  assign \halt$52  = halt;
+  assign \halt$53  = halt;
+  assign \array_active$55  = array_active;
   assign weight_load = w_en;
-  assign bad_shift = 1'h0;
-  assign array_active = issue[0];
+  assign \weight_load$57  = w_en;
+  assign \act__data$65  = act__data;
+  assign \act__data$66  = act__data;
+  assign \acc_rd__data$74  = acc_rd__data;
+  assign \acc_rd__data$75  = acc_rd__data;
   assign \queue__payload.insn  = queue__payload[127:0];
   assign \queue__payload.index  = queue__payload[159:128];
   assign \a[0]  = a[7:0];
@@ -6201,6 +3323,54 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \a[13]  = a[111:104];
   assign \a[14]  = a[119:112];
   assign \a[15]  = a[127:120];
+  assign \array__a[0]  = a[7:0];
+  assign \array__a[1]  = a[15:8];
+  assign \array__a[2]  = a[23:16];
+  assign \array__a[3]  = a[31:24];
+  assign \array__a[4]  = a[39:32];
+  assign \array__a[5]  = a[47:40];
+  assign \array__a[6]  = a[55:48];
+  assign \array__a[7]  = a[63:56];
+  assign \array__a[8]  = a[71:64];
+  assign \array__a[9]  = a[79:72];
+  assign \array__a[10]  = a[87:80];
+  assign \array__a[11]  = a[95:88];
+  assign \array__a[12]  = a[103:96];
+  assign \array__a[13]  = a[111:104];
+  assign \array__a[14]  = a[119:112];
+  assign \array__a[15]  = a[127:120];
+  assign \array__out[0]  = array__out[31:0];
+  assign \array__out[1]  = array__out[63:32];
+  assign \array__out[2]  = array__out[95:64];
+  assign \array__out[3]  = array__out[127:96];
+  assign \array__out[4]  = array__out[159:128];
+  assign \array__out[5]  = array__out[191:160];
+  assign \array__out[6]  = array__out[223:192];
+  assign \array__out[7]  = array__out[255:224];
+  assign \array__out[8]  = array__out[287:256];
+  assign \array__out[9]  = array__out[319:288];
+  assign \array__out[10]  = array__out[351:320];
+  assign \array__out[11]  = array__out[383:352];
+  assign \array__out[12]  = array__out[415:384];
+  assign \array__out[13]  = array__out[447:416];
+  assign \array__out[14]  = array__out[479:448];
+  assign \array__out[15]  = array__out[511:480];
+  assign \out[0]  = array__out[31:0];
+  assign \out[1]  = array__out[63:32];
+  assign \out[2]  = array__out[95:64];
+  assign \out[3]  = array__out[127:96];
+  assign \out[4]  = array__out[159:128];
+  assign \out[5]  = array__out[191:160];
+  assign \out[6]  = array__out[223:192];
+  assign \out[7]  = array__out[255:224];
+  assign \out[8]  = array__out[287:256];
+  assign \out[9]  = array__out[319:288];
+  assign \out[10]  = array__out[351:320];
+  assign \out[11]  = array__out[383:352];
+  assign \out[12]  = array__out[415:384];
+  assign \out[13]  = array__out[447:416];
+  assign \out[14]  = array__out[479:448];
+  assign \out[15]  = array__out[511:480];
   assign \w_data[0]  = w_data[7:0];
   assign \w_data[1]  = w_data[15:8];
   assign \w_data[2]  = w_data[23:16];
@@ -6217,270 +3387,138 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \w_data[13]  = w_data[111:104];
   assign \w_data[14]  = w_data[119:112];
   assign \w_data[15]  = w_data[127:120];
-  assign \issue.valid  = issue[0];
-  assign \issue.acc  = issue[16:1];
-  assign \issue.overwrite  = issue[17];
-  assign \gemm_sum[0]  = gemm_sum[31:0];
-  assign \gemm_sum[1]  = gemm_sum[63:32];
-  assign \gemm_sum[2]  = gemm_sum[95:64];
-  assign \gemm_sum[3]  = gemm_sum[127:96];
-  assign \gemm_sum[4]  = gemm_sum[159:128];
-  assign \gemm_sum[5]  = gemm_sum[191:160];
-  assign \gemm_sum[6]  = gemm_sum[223:192];
-  assign \gemm_sum[7]  = gemm_sum[255:224];
-  assign \gemm_sum[8]  = gemm_sum[287:256];
-  assign \gemm_sum[9]  = gemm_sum[319:288];
-  assign \gemm_sum[10]  = gemm_sum[351:320];
-  assign \gemm_sum[11]  = gemm_sum[383:352];
-  assign \gemm_sum[12]  = gemm_sum[415:384];
-  assign \gemm_sum[13]  = gemm_sum[447:416];
-  assign \gemm_sum[14]  = gemm_sum[479:448];
-  assign \gemm_sum[15]  = gemm_sum[511:480];
-  assign \rmw_out[0]  = rmw_out[31:0];
-  assign \rmw_out[1]  = rmw_out[63:32];
-  assign \rmw_out[2]  = rmw_out[95:64];
-  assign \rmw_out[3]  = rmw_out[127:96];
-  assign \rmw_out[4]  = rmw_out[159:128];
-  assign \rmw_out[5]  = rmw_out[191:160];
-  assign \rmw_out[6]  = rmw_out[223:192];
-  assign \rmw_out[7]  = rmw_out[255:224];
-  assign \rmw_out[8]  = rmw_out[287:256];
-  assign \rmw_out[9]  = rmw_out[319:288];
-  assign \rmw_out[10]  = rmw_out[351:320];
-  assign \rmw_out[11]  = rmw_out[383:352];
-  assign \rmw_out[12]  = rmw_out[415:384];
-  assign \rmw_out[13]  = rmw_out[447:416];
-  assign \rmw_out[14]  = rmw_out[479:448];
-  assign \rmw_out[15]  = rmw_out[511:480];
-  assign \accum_value[0]  = accum_value[31:0];
-  assign \accum_value[1]  = accum_value[63:32];
-  assign \accum_value[2]  = accum_value[95:64];
-  assign \accum_value[3]  = accum_value[127:96];
-  assign \accum_value[4]  = accum_value[159:128];
-  assign \accum_value[5]  = accum_value[191:160];
-  assign \accum_value[6]  = accum_value[223:192];
-  assign \accum_value[7]  = accum_value[255:224];
-  assign \accum_value[8]  = accum_value[287:256];
-  assign \accum_value[9]  = accum_value[319:288];
-  assign \accum_value[10]  = accum_value[351:320];
-  assign \accum_value[11]  = accum_value[383:352];
-  assign \accum_value[12]  = accum_value[415:384];
-  assign \accum_value[13]  = accum_value[447:416];
-  assign \accum_value[14]  = accum_value[479:448];
-  assign \accum_value[15]  = accum_value[511:480];
-  assign \pool_value[0]  = pool_value[31:0];
-  assign \pool_value[1]  = pool_value[63:32];
-  assign \pool_value[2]  = pool_value[95:64];
-  assign \pool_value[3]  = pool_value[127:96];
-  assign \pool_value[4]  = pool_value[159:128];
-  assign \pool_value[5]  = pool_value[191:160];
-  assign \pool_value[6]  = pool_value[223:192];
-  assign \pool_value[7]  = pool_value[255:224];
-  assign \pool_value[8]  = pool_value[287:256];
-  assign \pool_value[9]  = pool_value[319:288];
-  assign \pool_value[10]  = pool_value[351:320];
-  assign \pool_value[11]  = pool_value[383:352];
-  assign \pool_value[12]  = pool_value[415:384];
-  assign \pool_value[13]  = pool_value[447:416];
-  assign \pool_value[14]  = pool_value[479:448];
-  assign \pool_value[15]  = pool_value[511:480];
-  assign \running$50[0]  = \running$50 [31:0];
-  assign \running$50[1]  = \running$50 [63:32];
-  assign \running$50[2]  = \running$50 [95:64];
-  assign \running$50[3]  = \running$50 [127:96];
-  assign \running$50[4]  = \running$50 [159:128];
-  assign \running$50[5]  = \running$50 [191:160];
-  assign \running$50[6]  = \running$50 [223:192];
-  assign \running$50[7]  = \running$50 [255:224];
-  assign \running$50[8]  = \running$50 [287:256];
-  assign \running$50[9]  = \running$50 [319:288];
-  assign \running$50[10]  = \running$50 [351:320];
-  assign \running$50[11]  = \running$50 [383:352];
-  assign \running$50[12]  = \running$50 [415:384];
-  assign \running$50[13]  = \running$50 [447:416];
-  assign \running$50[14]  = \running$50 [479:448];
-  assign \running$50[15]  = \running$50 [511:480];
-  assign \meta32.valid  = meta32[0];
-  assign \meta32.acc  = meta32[16:1];
-  assign \meta32.overwrite  = meta32[17];
-  assign \meta0.valid  = meta0[0];
-  assign \meta0.acc  = meta0[16:1];
-  assign \meta0.overwrite  = meta0[17];
-  assign \meta1.valid  = meta1[0];
-  assign \meta1.acc  = meta1[16:1];
-  assign \meta1.overwrite  = meta1[17];
-  assign \meta2.valid  = meta2[0];
-  assign \meta2.acc  = meta2[16:1];
-  assign \meta2.overwrite  = meta2[17];
-  assign \meta3.valid  = meta3[0];
-  assign \meta3.acc  = meta3[16:1];
-  assign \meta3.overwrite  = meta3[17];
-  assign \meta4.valid  = meta4[0];
-  assign \meta4.acc  = meta4[16:1];
-  assign \meta4.overwrite  = meta4[17];
-  assign \meta5.valid  = meta5[0];
-  assign \meta5.acc  = meta5[16:1];
-  assign \meta5.overwrite  = meta5[17];
-  assign \meta6.valid  = meta6[0];
-  assign \meta6.acc  = meta6[16:1];
-  assign \meta6.overwrite  = meta6[17];
-  assign \meta7.valid  = meta7[0];
-  assign \meta7.acc  = meta7[16:1];
-  assign \meta7.overwrite  = meta7[17];
-  assign \meta8.valid  = meta8[0];
-  assign \meta8.acc  = meta8[16:1];
-  assign \meta8.overwrite  = meta8[17];
-  assign \meta9.valid  = meta9[0];
-  assign \meta9.acc  = meta9[16:1];
-  assign \meta9.overwrite  = meta9[17];
-  assign \meta10.valid  = meta10[0];
-  assign \meta10.acc  = meta10[16:1];
-  assign \meta10.overwrite  = meta10[17];
-  assign \meta11.valid  = meta11[0];
-  assign \meta11.acc  = meta11[16:1];
-  assign \meta11.overwrite  = meta11[17];
-  assign \meta12.valid  = meta12[0];
-  assign \meta12.acc  = meta12[16:1];
-  assign \meta12.overwrite  = meta12[17];
-  assign \meta13.valid  = meta13[0];
-  assign \meta13.acc  = meta13[16:1];
-  assign \meta13.overwrite  = meta13[17];
-  assign \meta14.valid  = meta14[0];
-  assign \meta14.acc  = meta14[16:1];
-  assign \meta14.overwrite  = meta14[17];
-  assign \meta15.valid  = meta15[0];
-  assign \meta15.acc  = meta15[16:1];
-  assign \meta15.overwrite  = meta15[17];
-  assign \meta16.valid  = meta16[0];
-  assign \meta16.acc  = meta16[16:1];
-  assign \meta16.overwrite  = meta16[17];
-  assign \meta17.valid  = meta17[0];
-  assign \meta17.acc  = meta17[16:1];
-  assign \meta17.overwrite  = meta17[17];
-  assign \meta18.valid  = meta18[0];
-  assign \meta18.acc  = meta18[16:1];
-  assign \meta18.overwrite  = meta18[17];
-  assign \meta19.valid  = meta19[0];
-  assign \meta19.acc  = meta19[16:1];
-  assign \meta19.overwrite  = meta19[17];
-  assign \meta20.valid  = meta20[0];
-  assign \meta20.acc  = meta20[16:1];
-  assign \meta20.overwrite  = meta20[17];
-  assign \meta21.valid  = meta21[0];
-  assign \meta21.acc  = meta21[16:1];
-  assign \meta21.overwrite  = meta21[17];
-  assign \meta22.valid  = meta22[0];
-  assign \meta22.acc  = meta22[16:1];
-  assign \meta22.overwrite  = meta22[17];
-  assign \meta23.valid  = meta23[0];
-  assign \meta23.acc  = meta23[16:1];
-  assign \meta23.overwrite  = meta23[17];
-  assign \meta24.valid  = meta24[0];
-  assign \meta24.acc  = meta24[16:1];
-  assign \meta24.overwrite  = meta24[17];
-  assign \meta25.valid  = meta25[0];
-  assign \meta25.acc  = meta25[16:1];
-  assign \meta25.overwrite  = meta25[17];
-  assign \meta26.valid  = meta26[0];
-  assign \meta26.acc  = meta26[16:1];
-  assign \meta26.overwrite  = meta26[17];
-  assign \meta27.valid  = meta27[0];
-  assign \meta27.acc  = meta27[16:1];
-  assign \meta27.overwrite  = meta27[17];
-  assign \meta28.valid  = meta28[0];
-  assign \meta28.acc  = meta28[16:1];
-  assign \meta28.overwrite  = meta28[17];
-  assign \meta29.valid  = meta29[0];
-  assign \meta29.acc  = meta29[16:1];
-  assign \meta29.overwrite  = meta29[17];
-  assign \meta30.valid  = meta30[0];
-  assign \meta30.acc  = meta30[16:1];
-  assign \meta30.overwrite  = meta30[17];
-  assign \meta31.valid  = meta31[0];
-  assign \meta31.acc  = meta31[16:1];
-  assign \meta31.overwrite  = meta31[17];
-  assign \out[0]  = out[31:0];
-  assign \out[1]  = out[63:32];
-  assign \out[2]  = out[95:64];
-  assign \out[3]  = out[127:96];
-  assign \out[4]  = out[159:128];
-  assign \out[5]  = out[191:160];
-  assign \out[6]  = out[223:192];
-  assign \out[7]  = out[255:224];
-  assign \out[8]  = out[287:256];
-  assign \out[9]  = out[319:288];
-  assign \out[10]  = out[351:320];
-  assign \out[11]  = out[383:352];
-  assign \out[12]  = out[415:384];
-  assign \out[13]  = out[447:416];
-  assign \out[14]  = out[479:448];
-  assign \out[15]  = out[511:480];
-  assign issue[17] = \_$511 ;
-  assign issue[16:1] = \_$508 [15:0];
-  assign issue[0] = \_$507 ;
-  assign pool_value[511:480] = \_$459 [31:0];
-  assign pool_value[479:448] = \_$447 [31:0];
-  assign pool_value[447:416] = \_$435 [31:0];
-  assign pool_value[415:384] = \_$423 [31:0];
-  assign pool_value[383:352] = \_$411 [31:0];
-  assign pool_value[351:320] = \_$399 [31:0];
-  assign pool_value[319:288] = \_$387 [31:0];
-  assign pool_value[287:256] = \_$375 [31:0];
-  assign pool_value[255:224] = \_$363 [31:0];
-  assign pool_value[223:192] = \_$351 [31:0];
-  assign pool_value[191:160] = \_$339 [31:0];
-  assign pool_value[159:128] = \_$327 [31:0];
-  assign pool_value[127:96] = \_$315 [31:0];
-  assign pool_value[95:64] = \_$303 [31:0];
-  assign pool_value[63:32] = \_$291 [31:0];
-  assign pool_value[31:0] = \_$279 [31:0];
-  assign accum_value[511:480] = \_$267 [31:0];
-  assign accum_value[479:448] = \_$254 [31:0];
-  assign accum_value[447:416] = \_$241 [31:0];
-  assign accum_value[415:384] = \_$228 [31:0];
-  assign accum_value[383:352] = \_$215 [31:0];
-  assign accum_value[351:320] = \_$202 [31:0];
-  assign accum_value[319:288] = \_$189 [31:0];
-  assign accum_value[287:256] = \_$176 [31:0];
-  assign accum_value[255:224] = \_$163 [31:0];
-  assign accum_value[223:192] = \_$150 [31:0];
-  assign accum_value[191:160] = \_$137 [31:0];
-  assign accum_value[159:128] = \_$124 [31:0];
-  assign accum_value[127:96] = \_$111 [31:0];
-  assign accum_value[95:64] = \_$98 [31:0];
-  assign accum_value[63:32] = \_$85 [31:0];
-  assign accum_value[31:0] = \_$72 [31:0];
-  assign gemm_sum[511:480] = \_$59 [31:0];
-  assign gemm_sum[479:448] = \_$57 [31:0];
-  assign gemm_sum[447:416] = \_$55 [31:0];
-  assign gemm_sum[415:384] = \_$53 [31:0];
-  assign gemm_sum[383:352] = \_$51 [31:0];
-  assign gemm_sum[351:320] = \_$49 [31:0];
-  assign gemm_sum[319:288] = \_$47 [31:0];
-  assign gemm_sum[287:256] = \_$45 [31:0];
-  assign gemm_sum[255:224] = \_$43 [31:0];
-  assign gemm_sum[223:192] = \_$41 [31:0];
-  assign gemm_sum[191:160] = \_$39 [31:0];
-  assign gemm_sum[159:128] = \_$37 [31:0];
-  assign gemm_sum[127:96] = \_$35 [31:0];
-  assign gemm_sum[95:64] = \_$33 [31:0];
-  assign gemm_sum[63:32] = \_$31 [31:0];
-  assign gemm_sum[31:0] = \_$29 [31:0];
-  assign \_$555  = \_$554 ;
-  assign \_$599  = \_$598 ;
-  assign \_$605  = \_$604 ;
-  assign \_$612  = \_$611 ;
-  assign \_$629  = \_$628 ;
-  assign \_$647  = \_$646 ;
-  assign \_$671  = \_$670 ;
-  assign \_$696  = w_bank;
-  assign \_$710  = \_$709 ;
-  assign \_$725  = \_$signal$80 ;
-  assign \_$772  = \_$signal$80 ;
+  assign \array__w_data[0]  = w_data[7:0];
+  assign \array__w_data[1]  = w_data[15:8];
+  assign \array__w_data[2]  = w_data[23:16];
+  assign \array__w_data[3]  = w_data[31:24];
+  assign \array__w_data[4]  = w_data[39:32];
+  assign \array__w_data[5]  = w_data[47:40];
+  assign \array__w_data[6]  = w_data[55:48];
+  assign \array__w_data[7]  = w_data[63:56];
+  assign \array__w_data[8]  = w_data[71:64];
+  assign \array__w_data[9]  = w_data[79:72];
+  assign \array__w_data[10]  = w_data[87:80];
+  assign \array__w_data[11]  = w_data[95:88];
+  assign \array__w_data[12]  = w_data[103:96];
+  assign \array__w_data[13]  = w_data[111:104];
+  assign \array__w_data[14]  = w_data[119:112];
+  assign \array__w_data[15]  = w_data[127:120];
+  assign \insn.opcode  = word[3:0];
+  assign \insn.deps  = word[7:4];
+  assign \insn.deps.pop_prev  = word[4];
+  assign \insn.deps.pop_next  = word[5];
+  assign \insn.deps.push_prev  = word[6];
+  assign \insn.deps.push_next  = word[7];
+  assign \insn.wgt_addr  = word[23:8];
+  assign \insn.act_addr  = word[39:24];
+  assign \insn.acc_addr  = word[55:40];
+  assign \insn.m  = word[67:56];
+  assign \insn.k_iter  = word[77:68];
+  assign \insn.n_iter  = word[87:78];
+  assign \insn.act_k_stride  = word[103:88];
+  assign \insn.acc_n_stride  = word[119:104];
+  assign \insn.accumulate  = word[120];
+  assign \insn$51.raw  = word;
+  assign \insn$51.load  = word[31:0];
+  assign \insn$51.load.opcode  = word[3:0];
+  assign \insn$51.load.deps  = word[7:4];
+  assign \insn$51.load.deps.pop_prev  = word[4];
+  assign \insn$51.load.deps.pop_next  = word[5];
+  assign \insn$51.load.deps.push_prev  = word[6];
+  assign \insn$51.load.deps.push_next  = word[7];
+  assign \insn$51.load.desc  = word[31:8];
+  assign \insn$51.store  = word[65:0];
+  assign \insn$51.store.opcode  = word[3:0];
+  assign \insn$51.store.deps  = word[7:4];
+  assign \insn$51.store.deps.pop_prev  = word[4];
+  assign \insn$51.store.deps.pop_next  = word[5];
+  assign \insn$51.store.deps.push_prev  = word[6];
+  assign \insn$51.store.deps.push_next  = word[7];
+  assign \insn$51.store.desc  = word[31:8];
+  assign \insn$51.store.param_addr  = word[47:32];
+  assign \insn$51.store.param_loop  = word[49:48];
+  assign \insn$51.store.clamp_lo  = word[57:50];
+  assign \insn$51.store.clamp_hi  = word[65:58];
+  assign \insn$51.gemm  = word[120:0];
+  assign \insn$51.gemm.opcode  = word[3:0];
+  assign \insn$51.gemm.deps  = word[7:4];
+  assign \insn$51.gemm.deps.pop_prev  = word[4];
+  assign \insn$51.gemm.deps.pop_next  = word[5];
+  assign \insn$51.gemm.deps.push_prev  = word[6];
+  assign \insn$51.gemm.deps.push_next  = word[7];
+  assign \insn$51.gemm.wgt_addr  = word[23:8];
+  assign \insn$51.gemm.act_addr  = word[39:24];
+  assign \insn$51.gemm.acc_addr  = word[55:40];
+  assign \insn$51.gemm.m  = word[67:56];
+  assign \insn$51.gemm.k_iter  = word[77:68];
+  assign \insn$51.gemm.n_iter  = word[87:78];
+  assign \insn$51.gemm.act_k_stride  = word[103:88];
+  assign \insn$51.gemm.acc_n_stride  = word[119:104];
+  assign \insn$51.gemm.accumulate  = word[120];
+  assign \insn$51.accum  = word[112:0];
+  assign \insn$51.accum.opcode  = word[3:0];
+  assign \insn$51.accum.deps  = word[7:4];
+  assign \insn$51.accum.deps.pop_prev  = word[4];
+  assign \insn$51.accum.deps.pop_next  = word[5];
+  assign \insn$51.accum.deps.push_prev  = word[6];
+  assign \insn$51.accum.deps.push_next  = word[7];
+  assign \insn$51.accum.acc_addr  = word[23:8];
+  assign \insn$51.accum.act_addr  = word[39:24];
+  assign \insn$51.accum.param_addr  = word[55:40];
+  assign \insn$51.accum.m  = word[67:56];
+  assign \insn$51.accum.n_iter  = word[77:68];
+  assign \insn$51.accum.acc_n_stride  = word[93:78];
+  assign \insn$51.accum.act_n_stride  = word[109:94];
+  assign \insn$51.accum.use_bias  = word[110];
+  assign \insn$51.accum.use_res  = word[111];
+  assign \insn$51.accum.accumulate  = word[112];
+  assign \insn$51.pool  = word[103:0];
+  assign \insn$51.pool.opcode  = word[3:0];
+  assign \insn$51.pool.deps  = word[7:4];
+  assign \insn$51.pool.deps.pop_prev  = word[4];
+  assign \insn$51.pool.deps.pop_next  = word[5];
+  assign \insn$51.pool.deps.push_prev  = word[6];
+  assign \insn$51.pool.deps.push_next  = word[7];
+  assign \insn$51.pool.act_addr  = word[23:8];
+  assign \insn$51.pool.acc_addr  = word[39:24];
+  assign \insn$51.pool.m  = word[51:40];
+  assign \insn$51.pool.window  = word[59:52];
+  assign \insn$51.pool.n_iter  = word[69:60];
+  assign \insn$51.pool.act_n_stride  = word[85:70];
+  assign \insn$51.pool.acc_n_stride  = word[101:86];
+  assign \insn$51.pool.mode  = word[102];
+  assign \insn$51.pool.accumulate  = word[103];
+  assign \insn$51.sync  = word[9:0];
+  assign \insn$51.sync.opcode  = word[3:0];
+  assign \insn$51.sync.deps  = word[7:4];
+  assign \insn$51.sync.deps.pop_prev  = word[4];
+  assign \insn$51.sync.deps.pop_next  = word[5];
+  assign \insn$51.sync.deps.push_prev  = word[6];
+  assign \insn$51.sync.deps.push_next  = word[7];
+  assign \insn$51.sync.queue  = word[9:8];
+  assign \insn$51.perf  = word[71:0];
+  assign \insn$51.perf.opcode  = word[3:0];
+  assign \insn$51.perf.deps  = word[7:4];
+  assign \insn$51.perf.deps.pop_prev  = word[4];
+  assign \insn$51.perf.deps.pop_next  = word[5];
+  assign \insn$51.perf.deps.push_prev  = word[6];
+  assign \insn$51.perf.deps.push_next  = word[7];
+  assign \insn$51.perf.tag  = word[39:8];
+  assign \insn$51.perf.dram_addr  = word[71:40];
+  assign \insn$51.end  = word[7:0];
+  assign \insn$51.end.opcode  = word[3:0];
+  assign \insn$51.end.deps  = word[7:4];
+  assign \insn$51.end.deps.pop_prev  = word[4];
+  assign \insn$51.end.deps.pop_next  = word[5];
+  assign \insn$51.end.deps.push_prev  = word[6];
+  assign \insn$51.end.deps.push_next  = word[7];
+  assign \_$54  = \_$53 ;
+  assign \_$56  = \_$55 ;
+  assign \_$58  = \_$57 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array (rst, a, \w_data$6 , bank, \w_en$1 , w_row, w_bank, out, clk);
+module \sim_top.accel.compute.array (rst, a, \w_data$6 , out, bank, \w_en$1 , w_row, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -18527,7 +15565,7 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , bank, \w_en$1 , w_row, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_0 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_0 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -18624,7 +15662,7 @@ module \sim_top.accel.compute.array.pe_0_0 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_1 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_1 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -18721,7 +15759,7 @@ module \sim_top.accel.compute.array.pe_0_1 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_10 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_10 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$7  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -18818,7 +15856,7 @@ module \sim_top.accel.compute.array.pe_0_10 (rst, w_en, w_data, w_bank, a_in, ba
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_11 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_11 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$8  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -18915,7 +15953,7 @@ module \sim_top.accel.compute.array.pe_0_11 (rst, w_en, w_data, w_bank, a_in, ba
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_12 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_12 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$9  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -19012,7 +16050,7 @@ module \sim_top.accel.compute.array.pe_0_12 (rst, w_en, w_data, w_bank, a_in, ba
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_13 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_13 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$10  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -19109,7 +16147,7 @@ module \sim_top.accel.compute.array.pe_0_13 (rst, w_en, w_data, w_bank, a_in, ba
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_14 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_14 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -19206,7 +16244,7 @@ module \sim_top.accel.compute.array.pe_0_14 (rst, w_en, w_data, w_bank, a_in, ba
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_15 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_15 (rst, w_en, w_data, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -19301,7 +16339,7 @@ module \sim_top.accel.compute.array.pe_0_15 (rst, w_en, w_data, w_bank, a_in, ba
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_2 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_2 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$13  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -19398,7 +16436,7 @@ module \sim_top.accel.compute.array.pe_0_2 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_3 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_3 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$14  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -19495,7 +16533,7 @@ module \sim_top.accel.compute.array.pe_0_3 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_4 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_4 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$15  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -19592,7 +16630,7 @@ module \sim_top.accel.compute.array.pe_0_4 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_5 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_5 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$16  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -19689,7 +16727,7 @@ module \sim_top.accel.compute.array.pe_0_5 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_6 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_6 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$17  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -19786,7 +16824,7 @@ module \sim_top.accel.compute.array.pe_0_6 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_7 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_7 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$18  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -19883,7 +16921,7 @@ module \sim_top.accel.compute.array.pe_0_7 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_8 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_8 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$19  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -19980,7 +17018,7 @@ module \sim_top.accel.compute.array.pe_0_8 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_9 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_9 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$20  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -20077,7 +17115,7 @@ module \sim_top.accel.compute.array.pe_0_9 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_10_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_10_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$21  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -20174,7 +17212,7 @@ module \sim_top.accel.compute.array.pe_10_0 (rst, w_en, w_data, w_bank, a_in, ba
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_10_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_10_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$22  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -20271,7 +17309,7 @@ module \sim_top.accel.compute.array.pe_10_1 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_10_10 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_10_10 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$23  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -20368,7 +17406,7 @@ module \sim_top.accel.compute.array.pe_10_10 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_10_11 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_10_11 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$24  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -20465,7 +17503,7 @@ module \sim_top.accel.compute.array.pe_10_11 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_10_12 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_10_12 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$25  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -20562,7 +17600,7 @@ module \sim_top.accel.compute.array.pe_10_12 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_10_13 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_10_13 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$26  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -20659,7 +17697,7 @@ module \sim_top.accel.compute.array.pe_10_13 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_10_14 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_10_14 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$27  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -20756,7 +17794,7 @@ module \sim_top.accel.compute.array.pe_10_14 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_10_15 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_10_15 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$28  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -20851,7 +17889,7 @@ module \sim_top.accel.compute.array.pe_10_15 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_10_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_10_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$29  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -20948,7 +17986,7 @@ module \sim_top.accel.compute.array.pe_10_2 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_10_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_10_3 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$30  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -21045,7 +18083,7 @@ module \sim_top.accel.compute.array.pe_10_3 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_10_4 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_10_4 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$31  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -21142,7 +18180,7 @@ module \sim_top.accel.compute.array.pe_10_4 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_10_5 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_10_5 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$32  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -21239,7 +18277,7 @@ module \sim_top.accel.compute.array.pe_10_5 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_10_6 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_10_6 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$33  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -21336,7 +18374,7 @@ module \sim_top.accel.compute.array.pe_10_6 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_10_7 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_10_7 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$34  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -21433,7 +18471,7 @@ module \sim_top.accel.compute.array.pe_10_7 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_10_8 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_10_8 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$35  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -21530,7 +18568,7 @@ module \sim_top.accel.compute.array.pe_10_8 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_10_9 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_10_9 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$36  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -21627,7 +18665,7 @@ module \sim_top.accel.compute.array.pe_10_9 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_11_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_11_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$37  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -21724,7 +18762,7 @@ module \sim_top.accel.compute.array.pe_11_0 (rst, w_en, w_data, w_bank, a_in, ba
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_11_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_11_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$38  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -21821,7 +18859,7 @@ module \sim_top.accel.compute.array.pe_11_1 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_11_10 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_11_10 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$39  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -21918,7 +18956,7 @@ module \sim_top.accel.compute.array.pe_11_10 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_11_11 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_11_11 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$40  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -22015,7 +19053,7 @@ module \sim_top.accel.compute.array.pe_11_11 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_11_12 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_11_12 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$41  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -22112,7 +19150,7 @@ module \sim_top.accel.compute.array.pe_11_12 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_11_13 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_11_13 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$42  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -22209,7 +19247,7 @@ module \sim_top.accel.compute.array.pe_11_13 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_11_14 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_11_14 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$43  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -22306,7 +19344,7 @@ module \sim_top.accel.compute.array.pe_11_14 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_11_15 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_11_15 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$44  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -22401,7 +19439,7 @@ module \sim_top.accel.compute.array.pe_11_15 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_11_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_11_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$45  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -22498,7 +19536,7 @@ module \sim_top.accel.compute.array.pe_11_2 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_11_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_11_3 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$46  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -22595,7 +19633,7 @@ module \sim_top.accel.compute.array.pe_11_3 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_11_4 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_11_4 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$47  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -22692,7 +19730,7 @@ module \sim_top.accel.compute.array.pe_11_4 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_11_5 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_11_5 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$48  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -22789,7 +19827,7 @@ module \sim_top.accel.compute.array.pe_11_5 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_11_6 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_11_6 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$49  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -22886,7 +19924,7 @@ module \sim_top.accel.compute.array.pe_11_6 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_11_7 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_11_7 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$50  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -22983,7 +20021,7 @@ module \sim_top.accel.compute.array.pe_11_7 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_11_8 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_11_8 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$51  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -23080,7 +20118,7 @@ module \sim_top.accel.compute.array.pe_11_8 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_11_9 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_11_9 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$52  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -23177,7 +20215,7 @@ module \sim_top.accel.compute.array.pe_11_9 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_12_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_12_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$53  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -23274,7 +20312,7 @@ module \sim_top.accel.compute.array.pe_12_0 (rst, w_en, w_data, w_bank, a_in, ba
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_12_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_12_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$54  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -23371,7 +20409,7 @@ module \sim_top.accel.compute.array.pe_12_1 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_12_10 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_12_10 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$55  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -23468,7 +20506,7 @@ module \sim_top.accel.compute.array.pe_12_10 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_12_11 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_12_11 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$56  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -23565,7 +20603,7 @@ module \sim_top.accel.compute.array.pe_12_11 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_12_12 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_12_12 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$57  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -23662,7 +20700,7 @@ module \sim_top.accel.compute.array.pe_12_12 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_12_13 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_12_13 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$58  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -23759,7 +20797,7 @@ module \sim_top.accel.compute.array.pe_12_13 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_12_14 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_12_14 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$59  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -23856,7 +20894,7 @@ module \sim_top.accel.compute.array.pe_12_14 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_12_15 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_12_15 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$60  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -23951,7 +20989,7 @@ module \sim_top.accel.compute.array.pe_12_15 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_12_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_12_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$61  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -24048,7 +21086,7 @@ module \sim_top.accel.compute.array.pe_12_2 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_12_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_12_3 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$62  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -24145,7 +21183,7 @@ module \sim_top.accel.compute.array.pe_12_3 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_12_4 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_12_4 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$63  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -24242,7 +21280,7 @@ module \sim_top.accel.compute.array.pe_12_4 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_12_5 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_12_5 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$64  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -24339,7 +21377,7 @@ module \sim_top.accel.compute.array.pe_12_5 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_12_6 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_12_6 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$65  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -24436,7 +21474,7 @@ module \sim_top.accel.compute.array.pe_12_6 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_12_7 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_12_7 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$66  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -24533,7 +21571,7 @@ module \sim_top.accel.compute.array.pe_12_7 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_12_8 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_12_8 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$67  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -24630,7 +21668,7 @@ module \sim_top.accel.compute.array.pe_12_8 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_12_9 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_12_9 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$68  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -24727,7 +21765,7 @@ module \sim_top.accel.compute.array.pe_12_9 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_13_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_13_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$69  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -24824,7 +21862,7 @@ module \sim_top.accel.compute.array.pe_13_0 (rst, w_en, w_data, w_bank, a_in, ba
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_13_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_13_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$70  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -24921,7 +21959,7 @@ module \sim_top.accel.compute.array.pe_13_1 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_13_10 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_13_10 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$71  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -25018,7 +22056,7 @@ module \sim_top.accel.compute.array.pe_13_10 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_13_11 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_13_11 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$72  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -25115,7 +22153,7 @@ module \sim_top.accel.compute.array.pe_13_11 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_13_12 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_13_12 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$73  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -25212,7 +22250,7 @@ module \sim_top.accel.compute.array.pe_13_12 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_13_13 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_13_13 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$74  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -25309,7 +22347,7 @@ module \sim_top.accel.compute.array.pe_13_13 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_13_14 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_13_14 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$75  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -25406,7 +22444,7 @@ module \sim_top.accel.compute.array.pe_13_14 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_13_15 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_13_15 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$76  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -25501,7 +22539,7 @@ module \sim_top.accel.compute.array.pe_13_15 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_13_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_13_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$77  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -25598,7 +22636,7 @@ module \sim_top.accel.compute.array.pe_13_2 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_13_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_13_3 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$78  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -25695,7 +22733,7 @@ module \sim_top.accel.compute.array.pe_13_3 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_13_4 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_13_4 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$79  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -25792,7 +22830,7 @@ module \sim_top.accel.compute.array.pe_13_4 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_13_5 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_13_5 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$80  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -25889,7 +22927,7 @@ module \sim_top.accel.compute.array.pe_13_5 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_13_6 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_13_6 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$81  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -25986,7 +23024,7 @@ module \sim_top.accel.compute.array.pe_13_6 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_13_7 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_13_7 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$82  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -26083,7 +23121,7 @@ module \sim_top.accel.compute.array.pe_13_7 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_13_8 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_13_8 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$83  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -26180,7 +23218,7 @@ module \sim_top.accel.compute.array.pe_13_8 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_13_9 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_13_9 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$84  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -26277,7 +23315,7 @@ module \sim_top.accel.compute.array.pe_13_9 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_14_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_14_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$85  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -26374,7 +23412,7 @@ module \sim_top.accel.compute.array.pe_14_0 (rst, w_en, w_data, w_bank, a_in, ba
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_14_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_14_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$86  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -26471,7 +23509,7 @@ module \sim_top.accel.compute.array.pe_14_1 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_14_10 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_14_10 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$87  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -26568,7 +23606,7 @@ module \sim_top.accel.compute.array.pe_14_10 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_14_11 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_14_11 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$88  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -26665,7 +23703,7 @@ module \sim_top.accel.compute.array.pe_14_11 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_14_12 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_14_12 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$89  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -26762,7 +23800,7 @@ module \sim_top.accel.compute.array.pe_14_12 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_14_13 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_14_13 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$90  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -26859,7 +23897,7 @@ module \sim_top.accel.compute.array.pe_14_13 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_14_14 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_14_14 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$91  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -26956,7 +23994,7 @@ module \sim_top.accel.compute.array.pe_14_14 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_14_15 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_14_15 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$92  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -27051,7 +24089,7 @@ module \sim_top.accel.compute.array.pe_14_15 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_14_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_14_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$93  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -27148,7 +24186,7 @@ module \sim_top.accel.compute.array.pe_14_2 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_14_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_14_3 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$94  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -27245,7 +24283,7 @@ module \sim_top.accel.compute.array.pe_14_3 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_14_4 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_14_4 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$95  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -27342,7 +24380,7 @@ module \sim_top.accel.compute.array.pe_14_4 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_14_5 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_14_5 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$96  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -27439,7 +24477,7 @@ module \sim_top.accel.compute.array.pe_14_5 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_14_6 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_14_6 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$97  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -27536,7 +24574,7 @@ module \sim_top.accel.compute.array.pe_14_6 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_14_7 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_14_7 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$98  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -27633,7 +24671,7 @@ module \sim_top.accel.compute.array.pe_14_7 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_14_8 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_14_8 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$99  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -27730,7 +24768,7 @@ module \sim_top.accel.compute.array.pe_14_8 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_14_9 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_14_9 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$100  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -27827,7 +24865,7 @@ module \sim_top.accel.compute.array.pe_14_9 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_15_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_15_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$101  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -27924,7 +24962,7 @@ module \sim_top.accel.compute.array.pe_15_0 (rst, w_en, w_data, w_bank, a_in, ba
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_15_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_15_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$102  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -28021,7 +25059,7 @@ module \sim_top.accel.compute.array.pe_15_1 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_15_10 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_15_10 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$103  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -28118,7 +25156,7 @@ module \sim_top.accel.compute.array.pe_15_10 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_15_11 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_15_11 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$104  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -28215,7 +25253,7 @@ module \sim_top.accel.compute.array.pe_15_11 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_15_12 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_15_12 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$105  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -28312,7 +25350,7 @@ module \sim_top.accel.compute.array.pe_15_12 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_15_13 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_15_13 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$106  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -28409,7 +25447,7 @@ module \sim_top.accel.compute.array.pe_15_13 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_15_14 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_15_14 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$107  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -28506,7 +25544,7 @@ module \sim_top.accel.compute.array.pe_15_14 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_15_15 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_15_15 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$108  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -28601,7 +25639,7 @@ module \sim_top.accel.compute.array.pe_15_15 (rst, w_en, w_data, w_bank, psum_in
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_15_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_15_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$109  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -28698,7 +25736,7 @@ module \sim_top.accel.compute.array.pe_15_2 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_15_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_15_3 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$110  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -28795,7 +25833,7 @@ module \sim_top.accel.compute.array.pe_15_3 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_15_4 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_15_4 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$111  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -28892,7 +25930,7 @@ module \sim_top.accel.compute.array.pe_15_4 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_15_5 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_15_5 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$112  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -28989,7 +26027,7 @@ module \sim_top.accel.compute.array.pe_15_5 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_15_6 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_15_6 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$113  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -29086,7 +26124,7 @@ module \sim_top.accel.compute.array.pe_15_6 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_15_7 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_15_7 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$114  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -29183,7 +26221,7 @@ module \sim_top.accel.compute.array.pe_15_7 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_15_8 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_15_8 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$115  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -29280,7 +26318,7 @@ module \sim_top.accel.compute.array.pe_15_8 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_15_9 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_15_9 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$116  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -29377,7 +26415,7 @@ module \sim_top.accel.compute.array.pe_15_9 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$117  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -29474,7 +26512,7 @@ module \sim_top.accel.compute.array.pe_1_0 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$118  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -29571,7 +26609,7 @@ module \sim_top.accel.compute.array.pe_1_1 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_10 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_10 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$119  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -29668,7 +26706,7 @@ module \sim_top.accel.compute.array.pe_1_10 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_11 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_11 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$120  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -29765,7 +26803,7 @@ module \sim_top.accel.compute.array.pe_1_11 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_12 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_12 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$121  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -29862,7 +26900,7 @@ module \sim_top.accel.compute.array.pe_1_12 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_13 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_13 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$122  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -29959,7 +26997,7 @@ module \sim_top.accel.compute.array.pe_1_13 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_14 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_14 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$123  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -30056,7 +27094,7 @@ module \sim_top.accel.compute.array.pe_1_14 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_15 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_15 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$124  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -30151,7 +27189,7 @@ module \sim_top.accel.compute.array.pe_1_15 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$125  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -30248,7 +27286,7 @@ module \sim_top.accel.compute.array.pe_1_2 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_3 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$126  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -30345,7 +27383,7 @@ module \sim_top.accel.compute.array.pe_1_3 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_4 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_4 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$127  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -30442,7 +27480,7 @@ module \sim_top.accel.compute.array.pe_1_4 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_5 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_5 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$128  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -30539,7 +27577,7 @@ module \sim_top.accel.compute.array.pe_1_5 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_6 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_6 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$129  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -30636,7 +27674,7 @@ module \sim_top.accel.compute.array.pe_1_6 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_7 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_7 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$130  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -30733,7 +27771,7 @@ module \sim_top.accel.compute.array.pe_1_7 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_8 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_8 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$131  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -30830,7 +27868,7 @@ module \sim_top.accel.compute.array.pe_1_8 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_9 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_9 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$132  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -30927,7 +27965,7 @@ module \sim_top.accel.compute.array.pe_1_9 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$133  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -31024,7 +28062,7 @@ module \sim_top.accel.compute.array.pe_2_0 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$134  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -31121,7 +28159,7 @@ module \sim_top.accel.compute.array.pe_2_1 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_10 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_10 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$135  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -31218,7 +28256,7 @@ module \sim_top.accel.compute.array.pe_2_10 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_11 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_11 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$136  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -31315,7 +28353,7 @@ module \sim_top.accel.compute.array.pe_2_11 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_12 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_12 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$137  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -31412,7 +28450,7 @@ module \sim_top.accel.compute.array.pe_2_12 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_13 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_13 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$138  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -31509,7 +28547,7 @@ module \sim_top.accel.compute.array.pe_2_13 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_14 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_14 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$139  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -31606,7 +28644,7 @@ module \sim_top.accel.compute.array.pe_2_14 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_15 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_15 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$140  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -31701,7 +28739,7 @@ module \sim_top.accel.compute.array.pe_2_15 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$141  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -31798,7 +28836,7 @@ module \sim_top.accel.compute.array.pe_2_2 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_3 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$142  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -31895,7 +28933,7 @@ module \sim_top.accel.compute.array.pe_2_3 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_4 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_4 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$143  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -31992,7 +29030,7 @@ module \sim_top.accel.compute.array.pe_2_4 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_5 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_5 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$144  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -32089,7 +29127,7 @@ module \sim_top.accel.compute.array.pe_2_5 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_6 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_6 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$145  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -32186,7 +29224,7 @@ module \sim_top.accel.compute.array.pe_2_6 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_7 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_7 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$146  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -32283,7 +29321,7 @@ module \sim_top.accel.compute.array.pe_2_7 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_8 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_8 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$147  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -32380,7 +29418,7 @@ module \sim_top.accel.compute.array.pe_2_8 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_9 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_9 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$148  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -32477,7 +29515,7 @@ module \sim_top.accel.compute.array.pe_2_9 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$149  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -32574,7 +29612,7 @@ module \sim_top.accel.compute.array.pe_3_0 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$150  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -32671,7 +29709,7 @@ module \sim_top.accel.compute.array.pe_3_1 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_10 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_10 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$151  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -32768,7 +29806,7 @@ module \sim_top.accel.compute.array.pe_3_10 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_11 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_11 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$152  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -32865,7 +29903,7 @@ module \sim_top.accel.compute.array.pe_3_11 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_12 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_12 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$153  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -32962,7 +30000,7 @@ module \sim_top.accel.compute.array.pe_3_12 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_13 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_13 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$154  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -33059,7 +30097,7 @@ module \sim_top.accel.compute.array.pe_3_13 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_14 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_14 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$155  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -33156,7 +30194,7 @@ module \sim_top.accel.compute.array.pe_3_14 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_15 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_15 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$156  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -33251,7 +30289,7 @@ module \sim_top.accel.compute.array.pe_3_15 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$157  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -33348,7 +30386,7 @@ module \sim_top.accel.compute.array.pe_3_2 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_3 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$158  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -33445,7 +30483,7 @@ module \sim_top.accel.compute.array.pe_3_3 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_4 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_4 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$159  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -33542,7 +30580,7 @@ module \sim_top.accel.compute.array.pe_3_4 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_5 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_5 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$160  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -33639,7 +30677,7 @@ module \sim_top.accel.compute.array.pe_3_5 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_6 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_6 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$161  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -33736,7 +30774,7 @@ module \sim_top.accel.compute.array.pe_3_6 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_7 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_7 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$162  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -33833,7 +30871,7 @@ module \sim_top.accel.compute.array.pe_3_7 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_8 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_8 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$163  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -33930,7 +30968,7 @@ module \sim_top.accel.compute.array.pe_3_8 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_9 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_9 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$164  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -34027,7 +31065,7 @@ module \sim_top.accel.compute.array.pe_3_9 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_4_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_4_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$165  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -34124,7 +31162,7 @@ module \sim_top.accel.compute.array.pe_4_0 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_4_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_4_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$166  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -34221,7 +31259,7 @@ module \sim_top.accel.compute.array.pe_4_1 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_4_10 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_4_10 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$167  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -34318,7 +31356,7 @@ module \sim_top.accel.compute.array.pe_4_10 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_4_11 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_4_11 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$168  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -34415,7 +31453,7 @@ module \sim_top.accel.compute.array.pe_4_11 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_4_12 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_4_12 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$169  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -34512,7 +31550,7 @@ module \sim_top.accel.compute.array.pe_4_12 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_4_13 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_4_13 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$170  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -34609,7 +31647,7 @@ module \sim_top.accel.compute.array.pe_4_13 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_4_14 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_4_14 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$171  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -34706,7 +31744,7 @@ module \sim_top.accel.compute.array.pe_4_14 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_4_15 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_4_15 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$172  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -34801,7 +31839,7 @@ module \sim_top.accel.compute.array.pe_4_15 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_4_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_4_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$173  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -34898,7 +31936,7 @@ module \sim_top.accel.compute.array.pe_4_2 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_4_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_4_3 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$174  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -34995,7 +32033,7 @@ module \sim_top.accel.compute.array.pe_4_3 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_4_4 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_4_4 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$175  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -35092,7 +32130,7 @@ module \sim_top.accel.compute.array.pe_4_4 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_4_5 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_4_5 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$176  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -35189,7 +32227,7 @@ module \sim_top.accel.compute.array.pe_4_5 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_4_6 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_4_6 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$177  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -35286,7 +32324,7 @@ module \sim_top.accel.compute.array.pe_4_6 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_4_7 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_4_7 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$178  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -35383,7 +32421,7 @@ module \sim_top.accel.compute.array.pe_4_7 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_4_8 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_4_8 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$179  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -35480,7 +32518,7 @@ module \sim_top.accel.compute.array.pe_4_8 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_4_9 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_4_9 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$180  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -35577,7 +32615,7 @@ module \sim_top.accel.compute.array.pe_4_9 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_5_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_5_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$181  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -35674,7 +32712,7 @@ module \sim_top.accel.compute.array.pe_5_0 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_5_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_5_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$182  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -35771,7 +32809,7 @@ module \sim_top.accel.compute.array.pe_5_1 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_5_10 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_5_10 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$183  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -35868,7 +32906,7 @@ module \sim_top.accel.compute.array.pe_5_10 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_5_11 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_5_11 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$184  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -35965,7 +33003,7 @@ module \sim_top.accel.compute.array.pe_5_11 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_5_12 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_5_12 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$185  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -36062,7 +33100,7 @@ module \sim_top.accel.compute.array.pe_5_12 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_5_13 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_5_13 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$186  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -36159,7 +33197,7 @@ module \sim_top.accel.compute.array.pe_5_13 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_5_14 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_5_14 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$187  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -36256,7 +33294,7 @@ module \sim_top.accel.compute.array.pe_5_14 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_5_15 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_5_15 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$188  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -36351,7 +33389,7 @@ module \sim_top.accel.compute.array.pe_5_15 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_5_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_5_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$189  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -36448,7 +33486,7 @@ module \sim_top.accel.compute.array.pe_5_2 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_5_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_5_3 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$190  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -36545,7 +33583,7 @@ module \sim_top.accel.compute.array.pe_5_3 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_5_4 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_5_4 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$191  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -36642,7 +33680,7 @@ module \sim_top.accel.compute.array.pe_5_4 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_5_5 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_5_5 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$192  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -36739,7 +33777,7 @@ module \sim_top.accel.compute.array.pe_5_5 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_5_6 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_5_6 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$193  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -36836,7 +33874,7 @@ module \sim_top.accel.compute.array.pe_5_6 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_5_7 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_5_7 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$194  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -36933,7 +33971,7 @@ module \sim_top.accel.compute.array.pe_5_7 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_5_8 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_5_8 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$195  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -37030,7 +34068,7 @@ module \sim_top.accel.compute.array.pe_5_8 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_5_9 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_5_9 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$196  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -37127,7 +34165,7 @@ module \sim_top.accel.compute.array.pe_5_9 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_6_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_6_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$197  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -37224,7 +34262,7 @@ module \sim_top.accel.compute.array.pe_6_0 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_6_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_6_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$198  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -37321,7 +34359,7 @@ module \sim_top.accel.compute.array.pe_6_1 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_6_10 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_6_10 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$199  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -37418,7 +34456,7 @@ module \sim_top.accel.compute.array.pe_6_10 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_6_11 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_6_11 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$200  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -37515,7 +34553,7 @@ module \sim_top.accel.compute.array.pe_6_11 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_6_12 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_6_12 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$201  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -37612,7 +34650,7 @@ module \sim_top.accel.compute.array.pe_6_12 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_6_13 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_6_13 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$202  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -37709,7 +34747,7 @@ module \sim_top.accel.compute.array.pe_6_13 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_6_14 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_6_14 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$203  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -37806,7 +34844,7 @@ module \sim_top.accel.compute.array.pe_6_14 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_6_15 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_6_15 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$204  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -37901,7 +34939,7 @@ module \sim_top.accel.compute.array.pe_6_15 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_6_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_6_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$205  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -37998,7 +35036,7 @@ module \sim_top.accel.compute.array.pe_6_2 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_6_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_6_3 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$206  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -38095,7 +35133,7 @@ module \sim_top.accel.compute.array.pe_6_3 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_6_4 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_6_4 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$207  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -38192,7 +35230,7 @@ module \sim_top.accel.compute.array.pe_6_4 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_6_5 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_6_5 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$208  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -38289,7 +35327,7 @@ module \sim_top.accel.compute.array.pe_6_5 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_6_6 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_6_6 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$209  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -38386,7 +35424,7 @@ module \sim_top.accel.compute.array.pe_6_6 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_6_7 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_6_7 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$210  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -38483,7 +35521,7 @@ module \sim_top.accel.compute.array.pe_6_7 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_6_8 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_6_8 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$211  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -38580,7 +35618,7 @@ module \sim_top.accel.compute.array.pe_6_8 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_6_9 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_6_9 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$212  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -38677,7 +35715,7 @@ module \sim_top.accel.compute.array.pe_6_9 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_7_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_7_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$213  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -38774,7 +35812,7 @@ module \sim_top.accel.compute.array.pe_7_0 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_7_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_7_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$214  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -38871,7 +35909,7 @@ module \sim_top.accel.compute.array.pe_7_1 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_7_10 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_7_10 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$215  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -38968,7 +36006,7 @@ module \sim_top.accel.compute.array.pe_7_10 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_7_11 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_7_11 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$216  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -39065,7 +36103,7 @@ module \sim_top.accel.compute.array.pe_7_11 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_7_12 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_7_12 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$217  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -39162,7 +36200,7 @@ module \sim_top.accel.compute.array.pe_7_12 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_7_13 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_7_13 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$218  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -39259,7 +36297,7 @@ module \sim_top.accel.compute.array.pe_7_13 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_7_14 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_7_14 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$219  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -39356,7 +36394,7 @@ module \sim_top.accel.compute.array.pe_7_14 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_7_15 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_7_15 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$220  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -39451,7 +36489,7 @@ module \sim_top.accel.compute.array.pe_7_15 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_7_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_7_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$221  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -39548,7 +36586,7 @@ module \sim_top.accel.compute.array.pe_7_2 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_7_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_7_3 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$222  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -39645,7 +36683,7 @@ module \sim_top.accel.compute.array.pe_7_3 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_7_4 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_7_4 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$223  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -39742,7 +36780,7 @@ module \sim_top.accel.compute.array.pe_7_4 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_7_5 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_7_5 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$224  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -39839,7 +36877,7 @@ module \sim_top.accel.compute.array.pe_7_5 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_7_6 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_7_6 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$225  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -39936,7 +36974,7 @@ module \sim_top.accel.compute.array.pe_7_6 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_7_7 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_7_7 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$226  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -40033,7 +37071,7 @@ module \sim_top.accel.compute.array.pe_7_7 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_7_8 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_7_8 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$227  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -40130,7 +37168,7 @@ module \sim_top.accel.compute.array.pe_7_8 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_7_9 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_7_9 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$228  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -40227,7 +37265,7 @@ module \sim_top.accel.compute.array.pe_7_9 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_8_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_8_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$229  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -40324,7 +37362,7 @@ module \sim_top.accel.compute.array.pe_8_0 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_8_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_8_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$230  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -40421,7 +37459,7 @@ module \sim_top.accel.compute.array.pe_8_1 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_8_10 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_8_10 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$231  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -40518,7 +37556,7 @@ module \sim_top.accel.compute.array.pe_8_10 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_8_11 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_8_11 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$232  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -40615,7 +37653,7 @@ module \sim_top.accel.compute.array.pe_8_11 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_8_12 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_8_12 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$233  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -40712,7 +37750,7 @@ module \sim_top.accel.compute.array.pe_8_12 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_8_13 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_8_13 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$234  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -40809,7 +37847,7 @@ module \sim_top.accel.compute.array.pe_8_13 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_8_14 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_8_14 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$235  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -40906,7 +37944,7 @@ module \sim_top.accel.compute.array.pe_8_14 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_8_15 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_8_15 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$236  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -41001,7 +38039,7 @@ module \sim_top.accel.compute.array.pe_8_15 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_8_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_8_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$237  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -41098,7 +38136,7 @@ module \sim_top.accel.compute.array.pe_8_2 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_8_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_8_3 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$238  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -41195,7 +38233,7 @@ module \sim_top.accel.compute.array.pe_8_3 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_8_4 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_8_4 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$239  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -41292,7 +38330,7 @@ module \sim_top.accel.compute.array.pe_8_4 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_8_5 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_8_5 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$240  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -41389,7 +38427,7 @@ module \sim_top.accel.compute.array.pe_8_5 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_8_6 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_8_6 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$241  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -41486,7 +38524,7 @@ module \sim_top.accel.compute.array.pe_8_6 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_8_7 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_8_7 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$242  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -41583,7 +38621,7 @@ module \sim_top.accel.compute.array.pe_8_7 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_8_8 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_8_8 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$243  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -41680,7 +38718,7 @@ module \sim_top.accel.compute.array.pe_8_8 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_8_9 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_8_9 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$244  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -41777,7 +38815,7 @@ module \sim_top.accel.compute.array.pe_8_9 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_9_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_9_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$245  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -41874,7 +38912,7 @@ module \sim_top.accel.compute.array.pe_9_0 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_9_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_9_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$246  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -41971,7 +39009,7 @@ module \sim_top.accel.compute.array.pe_9_1 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_9_10 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_9_10 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$247  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -42068,7 +39106,7 @@ module \sim_top.accel.compute.array.pe_9_10 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_9_11 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_9_11 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$248  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -42165,7 +39203,7 @@ module \sim_top.accel.compute.array.pe_9_11 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_9_12 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_9_12 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$249  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -42262,7 +39300,7 @@ module \sim_top.accel.compute.array.pe_9_12 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_9_13 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_9_13 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$250  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -42359,7 +39397,7 @@ module \sim_top.accel.compute.array.pe_9_13 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_9_14 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_9_14 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$251  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -42456,7 +39494,7 @@ module \sim_top.accel.compute.array.pe_9_14 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_9_15 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_9_15 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$252  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -42551,7 +39589,7 @@ module \sim_top.accel.compute.array.pe_9_15 (rst, w_en, w_data, w_bank, psum_in,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_9_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_9_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$253  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -42648,7 +39686,7 @@ module \sim_top.accel.compute.array.pe_9_2 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_9_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_9_3 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$254  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -42745,7 +39783,7 @@ module \sim_top.accel.compute.array.pe_9_3 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_9_4 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_9_4 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$255  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -42842,7 +39880,7 @@ module \sim_top.accel.compute.array.pe_9_4 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_9_5 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_9_5 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$256  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -42939,7 +39977,7 @@ module \sim_top.accel.compute.array.pe_9_5 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_9_6 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_9_6 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$257  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -43036,7 +40074,7 @@ module \sim_top.accel.compute.array.pe_9_6 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_9_7 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_9_7 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$258  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -43133,7 +40171,7 @@ module \sim_top.accel.compute.array.pe_9_7 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_9_8 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_9_8 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$259  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -43230,7 +40268,7 @@ module \sim_top.accel.compute.array.pe_9_8 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_9_9 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_9_9 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$260  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -43327,8 +40365,3916 @@ module \sim_top.accel.compute.array.pe_9_9 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
+module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act__data, array__w_data, acc_rd__data, halt, start, insn, array__out, acc_wr__en, acc_wr__addr, acc_wr__data, wgt__addr, wgt__en, array_active, act__addr, act__en, acc_rd__addr
+, acc_rd__en, array__bank, array__w_en, array__w_row, array__w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$261  = 0;
+  wire \_$1 ;
+  wire [32:0] \_$10 ;
+  wire [19:0] \_$100 ;
+  wire \_$101 ;
+  wire \_$102 ;
+  wire \_$103 ;
+  wire \_$104 ;
+  wire \_$105 ;
+  wire \_$106 ;
+  wire \_$107 ;
+  wire \_$108 ;
+  wire \_$109 ;
+  wire [31:0] \_$11 ;
+  wire \_$110 ;
+  wire \_$111 ;
+  wire \_$112 ;
+  wire \_$113 ;
+  wire [17:0] \_$114 ;
+  wire \_$115 ;
+  wire \_$116 ;
+  wire [20:0] \_$117 ;
+  wire [20:0] \_$118 ;
+  wire \_$119 ;
+  wire [32:0] \_$12 ;
+  wire [4:0] \_$120 ;
+  wire \_$121 ;
+  wire \_$122 ;
+  wire \_$123 ;
+  wire \_$124 ;
+  wire \_$125 ;
+  wire \_$126 ;
+  wire \_$127 ;
+  wire \_$128 ;
+  wire \_$129 ;
+  wire [31:0] \_$13 ;
+  wire \_$130 ;
+  wire [17:0] \_$131 ;
+  wire \_$132 ;
+  wire [17:0] \_$133 ;
+  wire \_$134 ;
+  wire \_$135 ;
+  wire \_$136 ;
+  wire \_$137 ;
+  wire \_$138 ;
+  wire \_$139 ;
+  wire [32:0] \_$14 ;
+  wire [12:0] \_$140 ;
+  wire \_$141 ;
+  wire \_$142 ;
+  wire \_$143 ;
+  wire \_$144 ;
+  wire [20:0] \_$145 ;
+  wire [10:0] \_$146 ;
+  wire \_$147 ;
+  wire [10:0] \_$148 ;
+  wire [17:0] \_$149 ;
+  wire [31:0] \_$15 ;
+  wire [10:0] \_$150 ;
+  wire [17:0] \_$151 ;
+  wire [20:0] \_$152 ;
+  wire \_$153 ;
+  wire [12:0] \_$154 ;
+  wire \_$155 ;
+  wire \_$156 ;
+  wire \_$157 ;
+  wire [17:0] \_$158 ;
+  wire \_$159 ;
+  wire [32:0] \_$16 ;
+  wire [17:0] \_$160 ;
+  wire \_$161 ;
+  wire \_$162 ;
+  wire \_$163 ;
+  wire \_$164 ;
+  wire \_$165 ;
+  wire \_$166 ;
+  wire [12:0] \_$167 ;
+  wire \_$168 ;
+  wire \_$169 ;
+  wire [31:0] \_$17 ;
+  wire \_$170 ;
+  wire \_$171 ;
+  wire \_$172 ;
+  wire \_$173 ;
+  wire [5:0] \_$174 ;
+  wire \_$175 ;
+  wire \_$176 ;
+  wire \_$177 ;
+  wire [17:0] \_$178 ;
+  wire \_$179 ;
+  wire [32:0] \_$18 ;
+  wire [17:0] \_$180 ;
+  wire \_$181 ;
+  wire \_$182 ;
+  wire \_$183 ;
+  wire \_$184 ;
+  wire \_$185 ;
+  wire \_$186 ;
+  wire [12:0] \_$187 ;
+  wire \_$188 ;
+  wire \_$189 ;
+  wire [31:0] \_$19 ;
+  wire \_$190 ;
+  wire \_$191 ;
+  wire \_$192 ;
+  wire \_$193 ;
+  wire [5:0] \_$194 ;
+  wire [6:0] \_$195 ;
+  wire [7:0] \_$196 ;
+  reg [17:0] \_$197 ;
+  reg [17:0] \_$198 ;
+  reg [17:0] \_$199 ;
+  wire \_$2 ;
+  wire [32:0] \_$20 ;
+  reg [17:0] \_$200 ;
+  reg [17:0] \_$201 ;
+  reg [17:0] \_$202 ;
+  reg [17:0] \_$203 ;
+  reg [17:0] \_$204 ;
+  reg [17:0] \_$205 ;
+  reg [17:0] \_$206 ;
+  reg [17:0] \_$207 ;
+  reg [17:0] \_$208 ;
+  reg [17:0] \_$209 ;
+  wire [31:0] \_$21 ;
+  reg [17:0] \_$210 ;
+  reg [17:0] \_$211 ;
+  reg [17:0] \_$212 ;
+  reg [17:0] \_$213 ;
+  reg [17:0] \_$214 ;
+  reg [17:0] \_$215 ;
+  reg [17:0] \_$216 ;
+  reg [17:0] \_$217 ;
+  reg [17:0] \_$218 ;
+  reg [17:0] \_$219 ;
+  wire [32:0] \_$22 ;
+  reg [17:0] \_$220 ;
+  reg [17:0] \_$221 ;
+  reg [17:0] \_$222 ;
+  reg [17:0] \_$223 ;
+  reg [17:0] \_$224 ;
+  reg [17:0] \_$225 ;
+  reg [17:0] \_$226 ;
+  reg [17:0] \_$227 ;
+  reg [17:0] \_$228 ;
+  reg [17:0] \_$229 ;
+  wire [31:0] \_$23 ;
+  reg \_$230 ;
+  reg \_$231 ;
+  reg \_$232 ;
+  reg [15:0] \_$233 ;
+  reg \_$234 ;
+  reg [511:0] \_$235 ;
+  reg [19:0] \_$236 ;
+  reg \_$237 ;
+  reg \_$238 ;
+  reg [3:0] \_$239 ;
+  wire [32:0] \_$24 ;
+  reg [19:0] \_$240 ;
+  reg [16:0] \_$241 ;
+  reg \_$242 ;
+  reg \_$243 ;
+  reg [11:0] \_$244 ;
+  reg [9:0] \_$245 ;
+  reg [9:0] \_$246 ;
+  reg [19:0] \_$247 ;
+  reg [16:0] \_$248 ;
+  reg [16:0] \_$249 ;
+  wire [31:0] \_$25 ;
+  reg \_$250 ;
+  reg \_$251 ;
+  reg [3:0] \_$252 ;
+  reg \_$253 ;
+  reg [1:0] \_$254 ;
+  reg [4:0] \_$255 ;
+  reg [4:0] \_$256 ;
+  reg [5:0] \_$257 ;
+  wire [32:0] \_$26 ;
+  wire [31:0] \_$27 ;
+  wire [32:0] \_$28 ;
+  wire [31:0] \_$29 ;
+  wire \_$3 ;
+  wire [32:0] \_$30 ;
+  wire [31:0] \_$31 ;
+  wire [32:0] \_$32 ;
+  wire [31:0] \_$33 ;
+  wire [32:0] \_$34 ;
+  wire [31:0] \_$35 ;
+  wire [32:0] \_$36 ;
+  wire [31:0] \_$37 ;
+  wire [32:0] \_$38 ;
+  wire [31:0] \_$39 ;
+  wire \_$4 ;
+  wire [32:0] \_$40 ;
+  wire \_$41 ;
+  wire \_$42 ;
+  wire \_$43 ;
+  wire \_$44 ;
+  wire \_$45 ;
+  wire \_$46 ;
+  wire \_$47 ;
+  wire \_$48 ;
+  wire \_$49 ;
+  wire \_$5 ;
+  wire \_$50 ;
+  wire \_$51 ;
+  wire \_$52 ;
+  wire \_$53 ;
+  wire \_$54 ;
+  wire \_$55 ;
+  wire \_$56 ;
+  wire \_$57 ;
+  wire \_$58 ;
+  wire \_$59 ;
+  wire \_$6 ;
+  wire \_$60 ;
+  wire \_$61 ;
+  wire \_$62 ;
+  wire \_$63 ;
+  wire \_$64 ;
+  wire \_$65 ;
+  wire \_$66 ;
+  wire [17:0] \_$67 ;
+  wire \_$68 ;
+  wire [17:0] \_$69 ;
+  wire \_$7 ;
+  wire \_$70 ;
+  wire \_$71 ;
+  wire \_$72 ;
+  wire \_$73 ;
+  wire \_$74 ;
+  wire [17:0] \_$75 ;
+  wire \_$76 ;
+  wire [17:0] \_$77 ;
+  wire \_$78 ;
+  wire \_$79 ;
+  wire \_$8 ;
+  wire \_$80 ;
+  wire \_$81 ;
+  wire \_$82 ;
+  wire \_$83 ;
+  wire [17:0] \_$84 ;
+  wire \_$85 ;
+  wire \_$86 ;
+  wire \_$87 ;
+  wire \_$88 ;
+  wire \_$89 ;
+  wire [31:0] \_$9 ;
+  wire [17:0] \_$90 ;
+  wire \_$91 ;
+  wire [17:0] \_$92 ;
+  wire \_$93 ;
+  wire \_$94 ;
+  wire \_$95 ;
+  wire \_$96 ;
+  wire \_$97 ;
+  wire \_$98 ;
+  wire [17:0] \_$99 ;
+  reg \_$signal  = 1'h0;
+  (* init = 4'h0 *)
+  wire [3:0] \_$signal$10 ;
+  reg \_$signal$22  = 1'h0;
+  reg [15:0] \_$signal$25  = 16'h0000;
+  reg \_$signal$29  = 1'h0;
+  reg \_$signal$30  = 1'h0;
+  reg \_$signal$32  = 1'h0;
+  reg \_$signal$41  = 1'h0;
+  reg [16:0] \_$signal$42  = 17'h00000;
+  reg [9:0] \_$signal$45  = 10'h000;
+  (* init = 1'h0 *)
+  wire \_$signal$8 ;
+  reg [19:0] \_$signal$89  = 20'h00000;
+  reg [9:0] \_$signal$90  = 10'h000;
+  output [15:0] acc_rd__addr;
+  reg [15:0] acc_rd__addr;
+  input [511:0] acc_rd__data;
+  wire [511:0] acc_rd__data;
+  output acc_rd__en;
+  reg acc_rd__en;
+  output [15:0] acc_wr__addr;
+  reg [15:0] acc_wr__addr;
+  output [511:0] acc_wr__data;
+  reg [511:0] acc_wr__data;
+  output acc_wr__en;
+  reg acc_wr__en;
+  output [15:0] act__addr;
+  reg [15:0] act__addr;
+  input [127:0] act__data;
+  wire [127:0] act__data;
+  output act__en;
+  reg act__en;
+  output [127:0] array__a;
+  wire [127:0] array__a;
+  wire [7:0] \array__a[0] ;
+  wire [7:0] \array__a[10] ;
+  wire [7:0] \array__a[11] ;
+  wire [7:0] \array__a[12] ;
+  wire [7:0] \array__a[13] ;
+  wire [7:0] \array__a[14] ;
+  wire [7:0] \array__a[15] ;
+  wire [7:0] \array__a[1] ;
+  wire [7:0] \array__a[2] ;
+  wire [7:0] \array__a[3] ;
+  wire [7:0] \array__a[4] ;
+  wire [7:0] \array__a[5] ;
+  wire [7:0] \array__a[6] ;
+  wire [7:0] \array__a[7] ;
+  wire [7:0] \array__a[8] ;
+  wire [7:0] \array__a[9] ;
+  output array__bank;
+  reg array__bank = 1'h0;
+  input [511:0] array__out;
+  wire [511:0] array__out;
+  wire [31:0] \array__out[0] ;
+  wire [31:0] \array__out[10] ;
+  wire [31:0] \array__out[11] ;
+  wire [31:0] \array__out[12] ;
+  wire [31:0] \array__out[13] ;
+  wire [31:0] \array__out[14] ;
+  wire [31:0] \array__out[15] ;
+  wire [31:0] \array__out[1] ;
+  wire [31:0] \array__out[2] ;
+  wire [31:0] \array__out[3] ;
+  wire [31:0] \array__out[4] ;
+  wire [31:0] \array__out[5] ;
+  wire [31:0] \array__out[6] ;
+  wire [31:0] \array__out[7] ;
+  wire [31:0] \array__out[8] ;
+  wire [31:0] \array__out[9] ;
+  output array__w_bank;
+  reg array__w_bank = 1'h0;
+  input [127:0] array__w_data;
+  wire [127:0] array__w_data;
+  wire [7:0] \array__w_data[0] ;
+  wire [7:0] \array__w_data[10] ;
+  wire [7:0] \array__w_data[11] ;
+  wire [7:0] \array__w_data[12] ;
+  wire [7:0] \array__w_data[13] ;
+  wire [7:0] \array__w_data[14] ;
+  wire [7:0] \array__w_data[15] ;
+  wire [7:0] \array__w_data[1] ;
+  wire [7:0] \array__w_data[2] ;
+  wire [7:0] \array__w_data[3] ;
+  wire [7:0] \array__w_data[4] ;
+  wire [7:0] \array__w_data[5] ;
+  wire [7:0] \array__w_data[6] ;
+  wire [7:0] \array__w_data[7] ;
+  wire [7:0] \array__w_data[8] ;
+  wire [7:0] \array__w_data[9] ;
+  output array__w_en;
+  reg array__w_en = 1'h0;
+  output [3:0] array__w_row;
+  reg [3:0] array__w_row = 4'h0;
+  output array_active;
+  wire array_active;
+  output bad_fields;
+  wire bad_fields;
+  input clk;
+  wire clk;
+  output done;
+  wire done;
+  reg [4:0] drain0 = 5'h00;
+  reg [4:0] drain1 = 5'h00;
+  output error;
+  wire error;
+  (* init = 1'h0 *)
+  wire feed_bank;
+  wire [511:0] gemm_sum;
+  wire [31:0] \gemm_sum[0] ;
+  wire [31:0] \gemm_sum[10] ;
+  wire [31:0] \gemm_sum[11] ;
+  wire [31:0] \gemm_sum[12] ;
+  wire [31:0] \gemm_sum[13] ;
+  wire [31:0] \gemm_sum[14] ;
+  wire [31:0] \gemm_sum[15] ;
+  wire [31:0] \gemm_sum[1] ;
+  wire [31:0] \gemm_sum[2] ;
+  wire [31:0] \gemm_sum[3] ;
+  wire [31:0] \gemm_sum[4] ;
+  wire [31:0] \gemm_sum[5] ;
+  wire [31:0] \gemm_sum[6] ;
+  wire [31:0] \gemm_sum[7] ;
+  wire [31:0] \gemm_sum[8] ;
+  wire [31:0] \gemm_sum[9] ;
+  input halt;
+  wire halt;
+  reg [5:0] in_flight = 6'h00;
+  input [120:0] insn;
+  wire [120:0] insn;
+  wire [15:0] \insn.acc_addr ;
+  wire [15:0] \insn.acc_n_stride ;
+  wire \insn.accumulate ;
+  wire [15:0] \insn.act_addr ;
+  wire [15:0] \insn.act_k_stride ;
+  wire [3:0] \insn.deps ;
+  wire \insn.deps.pop_next ;
+  wire \insn.deps.pop_prev ;
+  wire \insn.deps.push_next ;
+  wire \insn.deps.push_prev ;
+  wire [9:0] \insn.k_iter ;
+  wire [11:0] \insn.m ;
+  wire [9:0] \insn.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.opcode ;
+  wire [15:0] \insn.wgt_addr ;
+  wire [17:0] issue;
+  wire [15:0] \issue.acc ;
+  wire \issue.overwrite ;
+  wire \issue.valid ;
+  reg [1:0] loaded = 2'h0;
+  reg [17:0] meta0 = 18'h00000;
+  wire [15:0] \meta0.acc ;
+  wire \meta0.overwrite ;
+  wire \meta0.valid ;
+  reg [17:0] meta1 = 18'h00000;
+  wire [15:0] \meta1.acc ;
+  wire \meta1.overwrite ;
+  wire \meta1.valid ;
+  reg [17:0] meta10 = 18'h00000;
+  wire [15:0] \meta10.acc ;
+  wire \meta10.overwrite ;
+  wire \meta10.valid ;
+  reg [17:0] meta11 = 18'h00000;
+  wire [15:0] \meta11.acc ;
+  wire \meta11.overwrite ;
+  wire \meta11.valid ;
+  reg [17:0] meta12 = 18'h00000;
+  wire [15:0] \meta12.acc ;
+  wire \meta12.overwrite ;
+  wire \meta12.valid ;
+  reg [17:0] meta13 = 18'h00000;
+  wire [15:0] \meta13.acc ;
+  wire \meta13.overwrite ;
+  wire \meta13.valid ;
+  reg [17:0] meta14 = 18'h00000;
+  wire [15:0] \meta14.acc ;
+  wire \meta14.overwrite ;
+  wire \meta14.valid ;
+  reg [17:0] meta15 = 18'h00000;
+  wire [15:0] \meta15.acc ;
+  wire \meta15.overwrite ;
+  wire \meta15.valid ;
+  reg [17:0] meta16 = 18'h00000;
+  wire [15:0] \meta16.acc ;
+  wire \meta16.overwrite ;
+  wire \meta16.valid ;
+  reg [17:0] meta17 = 18'h00000;
+  wire [15:0] \meta17.acc ;
+  wire \meta17.overwrite ;
+  wire \meta17.valid ;
+  reg [17:0] meta18 = 18'h00000;
+  wire [15:0] \meta18.acc ;
+  wire \meta18.overwrite ;
+  wire \meta18.valid ;
+  reg [17:0] meta19 = 18'h00000;
+  wire [15:0] \meta19.acc ;
+  wire \meta19.overwrite ;
+  wire \meta19.valid ;
+  reg [17:0] meta2 = 18'h00000;
+  wire [15:0] \meta2.acc ;
+  wire \meta2.overwrite ;
+  wire \meta2.valid ;
+  reg [17:0] meta20 = 18'h00000;
+  wire [15:0] \meta20.acc ;
+  wire \meta20.overwrite ;
+  wire \meta20.valid ;
+  reg [17:0] meta21 = 18'h00000;
+  wire [15:0] \meta21.acc ;
+  wire \meta21.overwrite ;
+  wire \meta21.valid ;
+  reg [17:0] meta22 = 18'h00000;
+  wire [15:0] \meta22.acc ;
+  wire \meta22.overwrite ;
+  wire \meta22.valid ;
+  reg [17:0] meta23 = 18'h00000;
+  wire [15:0] \meta23.acc ;
+  wire \meta23.overwrite ;
+  wire \meta23.valid ;
+  reg [17:0] meta24 = 18'h00000;
+  wire [15:0] \meta24.acc ;
+  wire \meta24.overwrite ;
+  wire \meta24.valid ;
+  reg [17:0] meta25 = 18'h00000;
+  wire [15:0] \meta25.acc ;
+  wire \meta25.overwrite ;
+  wire \meta25.valid ;
+  reg [17:0] meta26 = 18'h00000;
+  wire [15:0] \meta26.acc ;
+  wire \meta26.overwrite ;
+  wire \meta26.valid ;
+  reg [17:0] meta27 = 18'h00000;
+  wire [15:0] \meta27.acc ;
+  wire \meta27.overwrite ;
+  wire \meta27.valid ;
+  reg [17:0] meta28 = 18'h00000;
+  wire [15:0] \meta28.acc ;
+  wire \meta28.overwrite ;
+  wire \meta28.valid ;
+  reg [17:0] meta29 = 18'h00000;
+  wire [15:0] \meta29.acc ;
+  wire \meta29.overwrite ;
+  wire \meta29.valid ;
+  reg [17:0] meta3 = 18'h00000;
+  wire [15:0] \meta3.acc ;
+  wire \meta3.overwrite ;
+  wire \meta3.valid ;
+  reg [17:0] meta30 = 18'h00000;
+  wire [15:0] \meta30.acc ;
+  wire \meta30.overwrite ;
+  wire \meta30.valid ;
+  reg [17:0] meta31 = 18'h00000;
+  wire [15:0] \meta31.acc ;
+  wire \meta31.overwrite ;
+  wire \meta31.valid ;
+  reg [17:0] meta32 = 18'h00000;
+  wire [15:0] \meta32.acc ;
+  wire \meta32.overwrite ;
+  wire \meta32.valid ;
+  reg [17:0] meta4 = 18'h00000;
+  wire [15:0] \meta4.acc ;
+  wire \meta4.overwrite ;
+  wire \meta4.valid ;
+  reg [17:0] meta5 = 18'h00000;
+  wire [15:0] \meta5.acc ;
+  wire \meta5.overwrite ;
+  wire \meta5.valid ;
+  reg [17:0] meta6 = 18'h00000;
+  wire [15:0] \meta6.acc ;
+  wire \meta6.overwrite ;
+  wire \meta6.valid ;
+  reg [17:0] meta7 = 18'h00000;
+  wire [15:0] \meta7.acc ;
+  wire \meta7.overwrite ;
+  wire \meta7.valid ;
+  reg [17:0] meta8 = 18'h00000;
+  wire [15:0] \meta8.acc ;
+  wire \meta8.overwrite ;
+  wire \meta8.valid ;
+  reg [17:0] meta9 = 18'h00000;
+  wire [15:0] \meta9.acc ;
+  wire \meta9.overwrite ;
+  wire \meta9.valid ;
+  reg [511:0] rmw_out = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [31:0] \rmw_out[0] ;
+  wire [31:0] \rmw_out[10] ;
+  wire [31:0] \rmw_out[11] ;
+  wire [31:0] \rmw_out[12] ;
+  wire [31:0] \rmw_out[13] ;
+  wire [31:0] \rmw_out[14] ;
+  wire [31:0] \rmw_out[15] ;
+  wire [31:0] \rmw_out[1] ;
+  wire [31:0] \rmw_out[2] ;
+  wire [31:0] \rmw_out[3] ;
+  wire [31:0] \rmw_out[4] ;
+  wire [31:0] \rmw_out[5] ;
+  wire [31:0] \rmw_out[6] ;
+  wire [31:0] \rmw_out[7] ;
+  wire [31:0] \rmw_out[8] ;
+  wire [31:0] \rmw_out[9] ;
+  reg rmw_overwrite = 1'h0;
+  input rst;
+  wire rst;
+  reg running = 1'h0;
+  reg [16:0] st_acc_base = 17'h00000;
+  reg [11:0] st_i = 12'h000;
+  reg [19:0] st_tiles = 20'h00000;
+  input start;
+  wire start;
+  reg [19:0] total_tiles = 20'h00000;
+  (* init = 1'h0 *)
+  wire w_bank;
+  (* init = 1'h0 *)
+  wire weight_load;
+  output [15:0] wgt__addr;
+  reg [15:0] wgt__addr;
+  wire [127:0] wgt__data;
+  output wgt__en;
+  reg wgt__en;
+  reg [16:0] wl_addr = 17'h00000;
+  reg [3:0] wl_row = 4'h0;
+  assign \_$1  = ! insn[67:56];
+  assign \_$2  = ! insn[77:68];
+  assign \_$3  = \_$1  | \_$2 ;
+  assign \_$4  = ! insn[87:78];
+  assign \_$5  = \_$3  | \_$4 ;
+  assign \_$6  = insn[87:78] > 1'h1;
+  assign \_$7  = insn[119:104] < insn[67:56];
+  assign \_$8  = \_$6  & \_$7 ;
+  assign bad_fields = \_$5  | \_$8 ;
+  assign array__a = \_$signal  ? act__data : 128'h00000000000000000000000000000000;
+  assign \_$9  = rmw_overwrite ? 32'd0 : acc_rd__data[31:0];
+  assign \_$10  = $signed(\_$9 ) + $signed(rmw_out[31:0]);
+  assign \_$11  = rmw_overwrite ? 32'd0 : acc_rd__data[63:32];
+  assign \_$12  = $signed(\_$11 ) + $signed(rmw_out[63:32]);
+  assign \_$13  = rmw_overwrite ? 32'd0 : acc_rd__data[95:64];
+  assign \_$14  = $signed(\_$13 ) + $signed(rmw_out[95:64]);
+  assign \_$15  = rmw_overwrite ? 32'd0 : acc_rd__data[127:96];
+  assign \_$16  = $signed(\_$15 ) + $signed(rmw_out[127:96]);
+  assign \_$17  = rmw_overwrite ? 32'd0 : acc_rd__data[159:128];
+  assign \_$18  = $signed(\_$17 ) + $signed(rmw_out[159:128]);
+  assign \_$19  = rmw_overwrite ? 32'd0 : acc_rd__data[191:160];
+  assign \_$20  = $signed(\_$19 ) + $signed(rmw_out[191:160]);
+  assign \_$21  = rmw_overwrite ? 32'd0 : acc_rd__data[223:192];
+  assign \_$22  = $signed(\_$21 ) + $signed(rmw_out[223:192]);
+  assign \_$23  = rmw_overwrite ? 32'd0 : acc_rd__data[255:224];
+  assign \_$24  = $signed(\_$23 ) + $signed(rmw_out[255:224]);
+  assign \_$25  = rmw_overwrite ? 32'd0 : acc_rd__data[287:256];
+  assign \_$26  = $signed(\_$25 ) + $signed(rmw_out[287:256]);
+  assign \_$27  = rmw_overwrite ? 32'd0 : acc_rd__data[319:288];
+  assign \_$28  = $signed(\_$27 ) + $signed(rmw_out[319:288]);
+  assign \_$29  = rmw_overwrite ? 32'd0 : acc_rd__data[351:320];
+  assign \_$30  = $signed(\_$29 ) + $signed(rmw_out[351:320]);
+  assign \_$31  = rmw_overwrite ? 32'd0 : acc_rd__data[383:352];
+  assign \_$32  = $signed(\_$31 ) + $signed(rmw_out[383:352]);
+  assign \_$33  = rmw_overwrite ? 32'd0 : acc_rd__data[415:384];
+  assign \_$34  = $signed(\_$33 ) + $signed(rmw_out[415:384]);
+  assign \_$35  = rmw_overwrite ? 32'd0 : acc_rd__data[447:416];
+  assign \_$36  = $signed(\_$35 ) + $signed(rmw_out[447:416]);
+  assign \_$37  = rmw_overwrite ? 32'd0 : acc_rd__data[479:448];
+  assign \_$38  = $signed(\_$37 ) + $signed(rmw_out[479:448]);
+  assign \_$39  = rmw_overwrite ? 32'd0 : acc_rd__data[511:480];
+  assign \_$40  = $signed(\_$39 ) + $signed(rmw_out[511:480]);
+  assign \_$41  = ~ \_$signal$29 ;
+  assign \_$42  = ~ \_$signal$30 ;
+  assign \_$43  = \_$41  & \_$42 ;
+  assign \_$44  = ! in_flight;
+  assign \_$45  = \_$43  & \_$44 ;
+  assign \_$46  = ~ \_$signal$22 ;
+  assign \_$47  = \_$45  & \_$46 ;
+  assign done = running & \_$47 ;
+  assign \_$48  = ~ loaded[1];
+  assign \_$49  = ! drain1;
+  assign \_$50  = \_$48  & \_$49 ;
+  assign \_$51  = ~ loaded[0];
+  assign \_$52  = ! drain0;
+  assign \_$53  = \_$51  & \_$52 ;
+  assign \_$54  = \_$signal$32  ? \_$50  : \_$53 ;
+  assign \_$55  = \_$signal$29  & \_$54 ;
+  assign \_$56  = ~ halt;
+  assign \_$57  = \_$55  & \_$56 ;
+  assign \_$58  = wl_addr >= 13'h1000;
+  assign \_$59  = ~ \_$58 ;
+  assign \_$60  = \_$57  & \_$59 ;
+  assign \_$61  = running & \_$signal$29 ;
+  assign \_$62  = wl_addr >= 13'h1000;
+  assign \_$63  = \_$61  & \_$62 ;
+  assign \_$64  = running & \_$signal$30 ;
+  assign \_$65  = \_$signal$41  ? loaded[1] : loaded[0];
+  assign \_$66  = \_$64  & \_$65 ;
+  assign \_$67  = \_$signal$42  + st_i;
+  assign \_$68  = \_$67  >= 14'h2000;
+  assign \_$69  = st_acc_base + st_i;
+  assign \_$70  = \_$69  >= 12'h800;
+  assign \_$71  = \_$68  | \_$70 ;
+  assign \_$72  = \_$66  & \_$71 ;
+  assign error = \_$63  | \_$72 ;
+  assign \_$73  = \_$signal$41  ? loaded[1] : loaded[0];
+  assign \_$74  = \_$signal$30  & \_$73 ;
+  assign \_$75  = \_$signal$42  + st_i;
+  assign \_$76  = \_$75  >= 14'h2000;
+  assign \_$77  = st_acc_base + st_i;
+  assign \_$78  = \_$77  >= 12'h800;
+  assign \_$79  = \_$76  | \_$78 ;
+  assign \_$80  = ~ \_$79 ;
+  assign \_$81  = \_$74  & \_$80 ;
+  assign \_$82  = ~ halt;
+  assign \_$83  = \_$81  & \_$82 ;
+  assign \_$84  = st_acc_base + st_i;
+  assign \_$85  = ~ insn[120];
+  assign \_$86  = ! \_$signal$45 ;
+  assign \_$87  = \_$85  & \_$86 ;
+  assign \_$88  = \_$signal$41  ? loaded[1] : loaded[0];
+  assign \_$89  = \_$signal$30  & \_$88 ;
+  assign \_$90  = \_$signal$42  + st_i;
+  assign \_$91  = \_$90  >= 14'h2000;
+  assign \_$92  = st_acc_base + st_i;
+  assign \_$93  = \_$92  >= 12'h800;
+  assign \_$94  = \_$91  | \_$93 ;
+  assign \_$95  = ~ \_$94 ;
+  assign \_$96  = \_$89  & \_$95 ;
+  assign \_$97  = ~ halt;
+  assign \_$98  = \_$96  & \_$97 ;
+  assign \_$99  = \_$signal$42  + st_i;
+  assign \_$100  = insn[77:68] * insn[87:78];
+  assign \_$101  = ~ loaded[1];
+  assign \_$102  = ! drain1;
+  assign \_$103  = \_$101  & \_$102 ;
+  assign \_$104  = ~ loaded[0];
+  assign \_$105  = ! drain0;
+  assign \_$106  = \_$104  & \_$105 ;
+  assign \_$107  = \_$signal$32  ? \_$103  : \_$106 ;
+  assign \_$108  = \_$signal$29  & \_$107 ;
+  assign \_$109  = ~ halt;
+  assign \_$110  = \_$108  & \_$109 ;
+  assign \_$111  = wl_addr >= 13'h1000;
+  assign \_$112  = ~ \_$111 ;
+  assign \_$113  = \_$110  & \_$112 ;
+  assign \_$114  = wl_addr + 1'h1;
+  assign \_$115  = wl_row == 4'hf;
+  assign \_$116  = ~ \_$signal$32 ;
+  assign \_$117  = \_$signal$89  + 1'h1;
+  assign \_$118  = total_tiles - 1'h1;
+  assign \_$119  = \_$signal$89  == \_$118 ;
+  assign \_$120  = wl_row + 1'h1;
+  assign \_$121  = ! array__w_bank;
+  assign \_$122  = array__w_en & \_$121 ;
+  assign \_$123  = array__w_row == 4'hf;
+  assign \_$124  = \_$122  & \_$123 ;
+  assign \_$126  = array__w_en & \_$125 ;
+  assign \_$127  = array__w_row == 4'hf;
+  assign \_$128  = \_$126  & \_$127 ;
+  assign \_$129  = \_$signal$41  ? loaded[1] : loaded[0];
+  assign \_$130  = \_$signal$30  & \_$129 ;
+  assign \_$131  = \_$signal$42  + st_i;
+  assign \_$132  = \_$131  >= 14'h2000;
+  assign \_$133  = st_acc_base + st_i;
+  assign \_$134  = \_$133  >= 12'h800;
+  assign \_$135  = \_$132  | \_$134 ;
+  assign \_$136  = ~ \_$135 ;
+  assign \_$137  = \_$130  & \_$136 ;
+  assign \_$138  = ~ halt;
+  assign \_$139  = \_$137  & \_$138 ;
+  assign \_$140  = insn[67:56] - 1'h1;
+  assign \_$141  = st_i == \_$140 ;
+  assign \_$142  = ! \_$signal$41 ;
+  assign \_$144  = ~ \_$signal$41 ;
+  assign \_$145  = st_tiles + 1'h1;
+  assign \_$146  = insn[87:78] - 1'h1;
+  assign \_$147  = \_$signal$90  == \_$146 ;
+  assign \_$148  = \_$signal$45  + 1'h1;
+  assign \_$149  = \_$signal$42  + insn[103:88];
+  assign \_$150  = \_$signal$90  + 1'h1;
+  assign \_$151  = st_acc_base + insn[119:104];
+  assign \_$152  = total_tiles - 1'h1;
+  assign \_$153  = st_tiles == \_$152 ;
+  assign \_$154  = st_i + 1'h1;
+  assign \_$155  = | drain0;
+  assign \_$156  = \_$signal$41  ? loaded[1] : loaded[0];
+  assign \_$157  = \_$signal$30  & \_$156 ;
+  assign \_$158  = \_$signal$42  + st_i;
+  assign \_$159  = \_$158  >= 14'h2000;
+  assign \_$160  = st_acc_base + st_i;
+  assign \_$161  = \_$160  >= 12'h800;
+  assign \_$162  = \_$159  | \_$161 ;
+  assign \_$163  = ~ \_$162 ;
+  assign \_$164  = \_$157  & \_$163 ;
+  assign \_$165  = ~ halt;
+  assign \_$166  = \_$164  & \_$165 ;
+  assign \_$167  = insn[67:56] - 1'h1;
+  assign \_$168  = st_i == \_$167 ;
+  assign \_$169  = \_$166  & \_$168 ;
+  assign \_$170  = ! \_$signal$41 ;
+  assign \_$171  = \_$169  & \_$170 ;
+  assign \_$172  = ~ \_$171 ;
+  assign \_$173  = \_$155  & \_$172 ;
+  assign \_$174  = drain0 - 1'h1;
+  assign \_$175  = | drain1;
+  assign \_$176  = \_$signal$41  ? loaded[1] : loaded[0];
+  assign \_$177  = \_$signal$30  & \_$176 ;
+  assign \_$178  = \_$signal$42  + st_i;
+  assign \_$179  = \_$178  >= 14'h2000;
+  assign \_$180  = st_acc_base + st_i;
+  assign \_$181  = \_$180  >= 12'h800;
+  assign \_$182  = \_$179  | \_$181 ;
+  assign \_$183  = ~ \_$182 ;
+  assign \_$184  = \_$177  & \_$183 ;
+  assign \_$185  = ~ halt;
+  assign \_$186  = \_$184  & \_$185 ;
+  assign \_$187  = insn[67:56] - 1'h1;
+  assign \_$188  = st_i == \_$187 ;
+  assign \_$189  = \_$186  & \_$188 ;
+  assign \_$191  = \_$189  & \_$190 ;
+  assign \_$192  = ~ \_$191 ;
+  assign \_$193  = \_$175  & \_$192 ;
+  assign \_$194  = drain1 - 1'h1;
+  assign \_$195  = in_flight + issue[0];
+  assign \_$196  = \_$195  - \_$signal$22 ;
+  always @(posedge clk)
+    meta0 <= \_$197 ;
+  always @(posedge clk)
+    meta1 <= \_$198 ;
+  always @(posedge clk)
+    meta2 <= \_$199 ;
+  always @(posedge clk)
+    meta3 <= \_$200 ;
+  always @(posedge clk)
+    meta4 <= \_$201 ;
+  always @(posedge clk)
+    meta5 <= \_$202 ;
+  always @(posedge clk)
+    meta6 <= \_$203 ;
+  always @(posedge clk)
+    meta7 <= \_$204 ;
+  always @(posedge clk)
+    meta8 <= \_$205 ;
+  always @(posedge clk)
+    meta9 <= \_$206 ;
+  always @(posedge clk)
+    meta10 <= \_$207 ;
+  always @(posedge clk)
+    meta11 <= \_$208 ;
+  always @(posedge clk)
+    meta12 <= \_$209 ;
+  always @(posedge clk)
+    meta13 <= \_$210 ;
+  always @(posedge clk)
+    meta14 <= \_$211 ;
+  always @(posedge clk)
+    meta15 <= \_$212 ;
+  always @(posedge clk)
+    meta16 <= \_$213 ;
+  always @(posedge clk)
+    meta17 <= \_$214 ;
+  always @(posedge clk)
+    meta18 <= \_$215 ;
+  always @(posedge clk)
+    meta19 <= \_$216 ;
+  always @(posedge clk)
+    meta20 <= \_$217 ;
+  always @(posedge clk)
+    meta21 <= \_$218 ;
+  always @(posedge clk)
+    meta22 <= \_$219 ;
+  always @(posedge clk)
+    meta23 <= \_$220 ;
+  always @(posedge clk)
+    meta24 <= \_$221 ;
+  always @(posedge clk)
+    meta25 <= \_$222 ;
+  always @(posedge clk)
+    meta26 <= \_$223 ;
+  always @(posedge clk)
+    meta27 <= \_$224 ;
+  always @(posedge clk)
+    meta28 <= \_$225 ;
+  always @(posedge clk)
+    meta29 <= \_$226 ;
+  always @(posedge clk)
+    meta30 <= \_$227 ;
+  always @(posedge clk)
+    meta31 <= \_$228 ;
+  always @(posedge clk)
+    meta32 <= \_$229 ;
+  always @(posedge clk)
+    \_$signal  <= \_$230 ;
+  always @(posedge clk)
+    array__bank <= \_$231 ;
+  always @(posedge clk)
+    \_$signal$22  <= \_$232 ;
+  always @(posedge clk)
+    \_$signal$25  <= \_$233 ;
+  always @(posedge clk)
+    rmw_overwrite <= \_$234 ;
+  always @(posedge clk)
+    rmw_out <= \_$235 ;
+  always @(posedge clk)
+    total_tiles <= \_$236 ;
+  always @(posedge clk)
+    \_$signal$29  <= \_$237 ;
+  always @(posedge clk)
+    \_$signal$32  <= \_$238 ;
+  always @(posedge clk)
+    wl_row <= \_$239 ;
+  always @(posedge clk)
+    \_$signal$89  <= \_$240 ;
+  always @(posedge clk)
+    wl_addr <= \_$241 ;
+  always @(posedge clk)
+    \_$signal$30  <= \_$242 ;
+  always @(posedge clk)
+    \_$signal$41  <= \_$243 ;
+  always @(posedge clk)
+    st_i <= \_$244 ;
+  always @(posedge clk)
+    \_$signal$45  <= \_$245 ;
+  always @(posedge clk)
+    \_$signal$90  <= \_$246 ;
+  always @(posedge clk)
+    st_tiles <= \_$247 ;
+  always @(posedge clk)
+    \_$signal$42  <= \_$248 ;
+  always @(posedge clk)
+    st_acc_base <= \_$249 ;
+  always @(posedge clk)
+    running <= \_$250 ;
+  always @(posedge clk)
+    array__w_en <= \_$251 ;
+  always @(posedge clk)
+    array__w_row <= \_$252 ;
+  always @(posedge clk)
+    array__w_bank <= \_$253 ;
+  always @(posedge clk)
+    loaded <= \_$254 ;
+  always @(posedge clk)
+    drain0 <= \_$255 ;
+  always @(posedge clk)
+    drain1 <= \_$256 ;
+  always @(posedge clk)
+    in_flight <= \_$257 ;
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    acc_wr__en = 1'h0;
+    if (\_$signal$22 ) begin
+      acc_wr__en = 1'h1;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    acc_wr__addr = 16'h0000;
+    if (\_$signal$22 ) begin
+      acc_wr__addr = \_$signal$25 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    acc_wr__data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    if (\_$signal$22 ) begin
+      acc_wr__data = gemm_sum;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    wgt__addr = 16'h0000;
+    if (\_$60 ) begin
+      wgt__addr = wl_addr[15:0];
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    wgt__en = 1'h0;
+    if (\_$60 ) begin
+      wgt__en = 1'h1;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    act__addr = 16'h0000;
+    if (\_$98 ) begin
+      act__addr = \_$99 [15:0];
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    act__en = 1'h0;
+    if (\_$98 ) begin
+      act__en = 1'h1;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    acc_rd__addr = 16'h0000;
+    if (meta32[0]) begin
+      acc_rd__addr = meta32[16:1];
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    acc_rd__en = 1'h0;
+    if (meta32[0]) begin
+      acc_rd__en = 1'h1;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$197  = issue;
+    if (rst) begin
+      \_$197  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$198  = meta0;
+    if (rst) begin
+      \_$198  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$199  = meta1;
+    if (rst) begin
+      \_$199  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$200  = meta2;
+    if (rst) begin
+      \_$200  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$201  = meta3;
+    if (rst) begin
+      \_$201  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$202  = meta4;
+    if (rst) begin
+      \_$202  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$203  = meta5;
+    if (rst) begin
+      \_$203  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$204  = meta6;
+    if (rst) begin
+      \_$204  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$205  = meta7;
+    if (rst) begin
+      \_$205  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$206  = meta8;
+    if (rst) begin
+      \_$206  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$207  = meta9;
+    if (rst) begin
+      \_$207  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$208  = meta10;
+    if (rst) begin
+      \_$208  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$209  = meta11;
+    if (rst) begin
+      \_$209  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$210  = meta12;
+    if (rst) begin
+      \_$210  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$211  = meta13;
+    if (rst) begin
+      \_$211  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$212  = meta14;
+    if (rst) begin
+      \_$212  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$213  = meta15;
+    if (rst) begin
+      \_$213  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$214  = meta16;
+    if (rst) begin
+      \_$214  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$215  = meta17;
+    if (rst) begin
+      \_$215  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$216  = meta18;
+    if (rst) begin
+      \_$216  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$217  = meta19;
+    if (rst) begin
+      \_$217  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$218  = meta20;
+    if (rst) begin
+      \_$218  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$219  = meta21;
+    if (rst) begin
+      \_$219  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$220  = meta22;
+    if (rst) begin
+      \_$220  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$221  = meta23;
+    if (rst) begin
+      \_$221  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$222  = meta24;
+    if (rst) begin
+      \_$222  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$223  = meta25;
+    if (rst) begin
+      \_$223  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$224  = meta26;
+    if (rst) begin
+      \_$224  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$225  = meta27;
+    if (rst) begin
+      \_$225  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$226  = meta28;
+    if (rst) begin
+      \_$226  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$227  = meta29;
+    if (rst) begin
+      \_$227  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$228  = meta30;
+    if (rst) begin
+      \_$228  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$229  = meta31;
+    if (rst) begin
+      \_$229  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$230  = issue[0];
+    if (rst) begin
+      \_$230  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$231  = \_$signal$41 ;
+    if (rst) begin
+      \_$231  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$232  = meta32[0];
+    if (rst) begin
+      \_$232  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$233  = meta32[16:1];
+    if (rst) begin
+      \_$233  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$234  = meta32[17];
+    if (rst) begin
+      \_$234  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$235  = array__out;
+    if (rst) begin
+      \_$235  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$236  = total_tiles;
+    if (start) begin
+      \_$236  = \_$100 ;
+    end
+    if (rst) begin
+      \_$236  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$237  = \_$signal$29 ;
+    if (start) begin
+      \_$237  = 1'h1;
+    end
+    if (\_$113 ) begin
+      if (\_$115 ) begin
+        if (\_$119 ) begin
+          \_$237  = 1'h0;
+        end
+      end
+    end
+    if (rst) begin
+      \_$237  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$238  = \_$signal$32 ;
+    if (start) begin
+      \_$238  = 1'h0;
+    end
+    if (\_$113 ) begin
+      if (\_$115 ) begin
+        \_$238  = \_$116 ;
+      end
+    end
+    if (rst) begin
+      \_$238  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$239  = wl_row;
+    if (start) begin
+      \_$239  = 4'h0;
+    end
+    if (\_$113 ) begin
+      (* full_case = 32'd1 *)
+      if (\_$115 ) begin
+        \_$239  = 4'h0;
+      end else begin
+        \_$239  = \_$120 [3:0];
+      end
+    end
+    if (rst) begin
+      \_$239  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$240  = \_$signal$89 ;
+    if (start) begin
+      \_$240  = 20'h00000;
+    end
+    if (\_$113 ) begin
+      if (\_$115 ) begin
+        \_$240  = \_$117 [19:0];
+      end
+    end
+    if (rst) begin
+      \_$240  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$241  = wl_addr;
+    if (start) begin
+      \_$241  = { 1'h0, insn[23:8] };
+    end
+    if (\_$113 ) begin
+      \_$241  = \_$114 [16:0];
+    end
+    if (rst) begin
+      \_$241  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$242  = \_$signal$30 ;
+    if (start) begin
+      \_$242  = 1'h1;
+    end
+    if (\_$139 ) begin
+      if (\_$141 ) begin
+        if (\_$153 ) begin
+          \_$242  = 1'h0;
+        end
+      end
+    end
+    if (rst) begin
+      \_$242  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$243  = \_$signal$41 ;
+    if (start) begin
+      \_$243  = 1'h0;
+    end
+    if (\_$139 ) begin
+      if (\_$141 ) begin
+        \_$243  = \_$144 ;
+      end
+    end
+    if (rst) begin
+      \_$243  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$244  = st_i;
+    if (start) begin
+      \_$244  = 12'h000;
+    end
+    if (\_$139 ) begin
+      (* full_case = 32'd1 *)
+      if (\_$141 ) begin
+        \_$244  = 12'h000;
+      end else begin
+        \_$244  = \_$154 [11:0];
+      end
+    end
+    if (rst) begin
+      \_$244  = 12'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$245  = \_$signal$45 ;
+    if (start) begin
+      \_$245  = 10'h000;
+    end
+    if (\_$139 ) begin
+      if (\_$141 ) begin
+        if (\_$147 ) begin
+          \_$245  = \_$148 [9:0];
+        end
+      end
+    end
+    if (rst) begin
+      \_$245  = 10'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$246  = \_$signal$90 ;
+    if (start) begin
+      \_$246  = 10'h000;
+    end
+    if (\_$139 ) begin
+      if (\_$141 ) begin
+        (* full_case = 32'd1 *)
+        if (\_$147 ) begin
+          \_$246  = 10'h000;
+        end else begin
+          \_$246  = \_$150 [9:0];
+        end
+      end
+    end
+    if (rst) begin
+      \_$246  = 10'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$247  = st_tiles;
+    if (start) begin
+      \_$247  = 20'h00000;
+    end
+    if (\_$139 ) begin
+      if (\_$141 ) begin
+        \_$247  = \_$145 [19:0];
+      end
+    end
+    if (rst) begin
+      \_$247  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$248  = \_$signal$42 ;
+    if (start) begin
+      \_$248  = { 1'h0, insn[39:24] };
+    end
+    if (\_$139 ) begin
+      if (\_$141 ) begin
+        if (\_$147 ) begin
+          \_$248  = \_$149 [16:0];
+        end
+      end
+    end
+    if (rst) begin
+      \_$248  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$249  = st_acc_base;
+    if (start) begin
+      \_$249  = { 1'h0, insn[55:40] };
+    end
+    if (\_$139 ) begin
+      if (\_$141 ) begin
+        (* full_case = 32'd1 *)
+        if (\_$147 ) begin
+          \_$249  = { 1'h0, insn[55:40] };
+        end else begin
+          \_$249  = \_$151 [16:0];
+        end
+      end
+    end
+    if (rst) begin
+      \_$249  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$250  = running;
+    if (start) begin
+      \_$250  = 1'h1;
+    end
+    if (done) begin
+      \_$250  = 1'h0;
+    end
+    if (rst) begin
+      \_$250  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$251  = 1'h0;
+    if (\_$113 ) begin
+      \_$251  = 1'h1;
+    end
+    if (rst) begin
+      \_$251  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$252  = array__w_row;
+    if (\_$113 ) begin
+      \_$252  = wl_row;
+    end
+    if (rst) begin
+      \_$252  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$253  = array__w_bank;
+    if (\_$113 ) begin
+      \_$253  = \_$signal$32 ;
+    end
+    if (rst) begin
+      \_$253  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$254  = loaded;
+    if (\_$124 ) begin
+      \_$254 [0] = 1'h1;
+    end
+    if (\_$128 ) begin
+      \_$254 [1] = 1'h1;
+    end
+    if (\_$139 ) begin
+      if (\_$141 ) begin
+        if (\_$142 ) begin
+          \_$254 [0] = 1'h0;
+        end
+        if (\_$143 ) begin
+          \_$254 [1] = 1'h0;
+        end
+      end
+    end
+    if (rst) begin
+      \_$254  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$255  = drain0;
+    if (\_$139 ) begin
+      if (\_$141 ) begin
+        if (\_$142 ) begin
+          \_$255  = 5'h11;
+        end
+      end
+    end
+    if (\_$173 ) begin
+      \_$255  = \_$174 [4:0];
+    end
+    if (rst) begin
+      \_$255  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$256  = drain1;
+    if (\_$139 ) begin
+      if (\_$141 ) begin
+        if (\_$143 ) begin
+          \_$256  = 5'h11;
+        end
+      end
+    end
+    if (\_$193 ) begin
+      \_$256  = \_$194 [4:0];
+    end
+    if (rst) begin
+      \_$256  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    \_$257  = \_$196 [5:0];
+    if (rst) begin
+      \_$257  = 6'h00;
+    end
+  end
+  assign feed_bank = array__bank;
+  assign \_$signal$8  = array__w_en;
+  assign \_$signal$10  = array__w_row;
+  assign w_bank = array__w_bank;
+  assign wgt__data = array__w_data;
+  assign weight_load = array__w_en;
+  assign array_active = issue[0];
+  assign \insn.opcode  = insn[3:0];
+  assign \insn.deps  = insn[7:4];
+  assign \insn.deps.pop_prev  = insn[4];
+  assign \insn.deps.pop_next  = insn[5];
+  assign \insn.deps.push_prev  = insn[6];
+  assign \insn.deps.push_next  = insn[7];
+  assign \insn.wgt_addr  = insn[23:8];
+  assign \insn.act_addr  = insn[39:24];
+  assign \insn.acc_addr  = insn[55:40];
+  assign \insn.m  = insn[67:56];
+  assign \insn.k_iter  = insn[77:68];
+  assign \insn.n_iter  = insn[87:78];
+  assign \insn.act_k_stride  = insn[103:88];
+  assign \insn.acc_n_stride  = insn[119:104];
+  assign \insn.accumulate  = insn[120];
+  assign \array__a[0]  = array__a[7:0];
+  assign \array__a[1]  = array__a[15:8];
+  assign \array__a[2]  = array__a[23:16];
+  assign \array__a[3]  = array__a[31:24];
+  assign \array__a[4]  = array__a[39:32];
+  assign \array__a[5]  = array__a[47:40];
+  assign \array__a[6]  = array__a[55:48];
+  assign \array__a[7]  = array__a[63:56];
+  assign \array__a[8]  = array__a[71:64];
+  assign \array__a[9]  = array__a[79:72];
+  assign \array__a[10]  = array__a[87:80];
+  assign \array__a[11]  = array__a[95:88];
+  assign \array__a[12]  = array__a[103:96];
+  assign \array__a[13]  = array__a[111:104];
+  assign \array__a[14]  = array__a[119:112];
+  assign \array__a[15]  = array__a[127:120];
+  assign \array__w_data[0]  = array__w_data[7:0];
+  assign \array__w_data[1]  = array__w_data[15:8];
+  assign \array__w_data[2]  = array__w_data[23:16];
+  assign \array__w_data[3]  = array__w_data[31:24];
+  assign \array__w_data[4]  = array__w_data[39:32];
+  assign \array__w_data[5]  = array__w_data[47:40];
+  assign \array__w_data[6]  = array__w_data[55:48];
+  assign \array__w_data[7]  = array__w_data[63:56];
+  assign \array__w_data[8]  = array__w_data[71:64];
+  assign \array__w_data[9]  = array__w_data[79:72];
+  assign \array__w_data[10]  = array__w_data[87:80];
+  assign \array__w_data[11]  = array__w_data[95:88];
+  assign \array__w_data[12]  = array__w_data[103:96];
+  assign \array__w_data[13]  = array__w_data[111:104];
+  assign \array__w_data[14]  = array__w_data[119:112];
+  assign \array__w_data[15]  = array__w_data[127:120];
+  assign \issue.valid  = issue[0];
+  assign \issue.acc  = issue[16:1];
+  assign \issue.overwrite  = issue[17];
+  assign \gemm_sum[0]  = gemm_sum[31:0];
+  assign \gemm_sum[1]  = gemm_sum[63:32];
+  assign \gemm_sum[2]  = gemm_sum[95:64];
+  assign \gemm_sum[3]  = gemm_sum[127:96];
+  assign \gemm_sum[4]  = gemm_sum[159:128];
+  assign \gemm_sum[5]  = gemm_sum[191:160];
+  assign \gemm_sum[6]  = gemm_sum[223:192];
+  assign \gemm_sum[7]  = gemm_sum[255:224];
+  assign \gemm_sum[8]  = gemm_sum[287:256];
+  assign \gemm_sum[9]  = gemm_sum[319:288];
+  assign \gemm_sum[10]  = gemm_sum[351:320];
+  assign \gemm_sum[11]  = gemm_sum[383:352];
+  assign \gemm_sum[12]  = gemm_sum[415:384];
+  assign \gemm_sum[13]  = gemm_sum[447:416];
+  assign \gemm_sum[14]  = gemm_sum[479:448];
+  assign \gemm_sum[15]  = gemm_sum[511:480];
+  assign \rmw_out[0]  = rmw_out[31:0];
+  assign \rmw_out[1]  = rmw_out[63:32];
+  assign \rmw_out[2]  = rmw_out[95:64];
+  assign \rmw_out[3]  = rmw_out[127:96];
+  assign \rmw_out[4]  = rmw_out[159:128];
+  assign \rmw_out[5]  = rmw_out[191:160];
+  assign \rmw_out[6]  = rmw_out[223:192];
+  assign \rmw_out[7]  = rmw_out[255:224];
+  assign \rmw_out[8]  = rmw_out[287:256];
+  assign \rmw_out[9]  = rmw_out[319:288];
+  assign \rmw_out[10]  = rmw_out[351:320];
+  assign \rmw_out[11]  = rmw_out[383:352];
+  assign \rmw_out[12]  = rmw_out[415:384];
+  assign \rmw_out[13]  = rmw_out[447:416];
+  assign \rmw_out[14]  = rmw_out[479:448];
+  assign \rmw_out[15]  = rmw_out[511:480];
+  assign \meta32.valid  = meta32[0];
+  assign \meta32.acc  = meta32[16:1];
+  assign \meta32.overwrite  = meta32[17];
+  assign \meta0.valid  = meta0[0];
+  assign \meta0.acc  = meta0[16:1];
+  assign \meta0.overwrite  = meta0[17];
+  assign \meta1.valid  = meta1[0];
+  assign \meta1.acc  = meta1[16:1];
+  assign \meta1.overwrite  = meta1[17];
+  assign \meta2.valid  = meta2[0];
+  assign \meta2.acc  = meta2[16:1];
+  assign \meta2.overwrite  = meta2[17];
+  assign \meta3.valid  = meta3[0];
+  assign \meta3.acc  = meta3[16:1];
+  assign \meta3.overwrite  = meta3[17];
+  assign \meta4.valid  = meta4[0];
+  assign \meta4.acc  = meta4[16:1];
+  assign \meta4.overwrite  = meta4[17];
+  assign \meta5.valid  = meta5[0];
+  assign \meta5.acc  = meta5[16:1];
+  assign \meta5.overwrite  = meta5[17];
+  assign \meta6.valid  = meta6[0];
+  assign \meta6.acc  = meta6[16:1];
+  assign \meta6.overwrite  = meta6[17];
+  assign \meta7.valid  = meta7[0];
+  assign \meta7.acc  = meta7[16:1];
+  assign \meta7.overwrite  = meta7[17];
+  assign \meta8.valid  = meta8[0];
+  assign \meta8.acc  = meta8[16:1];
+  assign \meta8.overwrite  = meta8[17];
+  assign \meta9.valid  = meta9[0];
+  assign \meta9.acc  = meta9[16:1];
+  assign \meta9.overwrite  = meta9[17];
+  assign \meta10.valid  = meta10[0];
+  assign \meta10.acc  = meta10[16:1];
+  assign \meta10.overwrite  = meta10[17];
+  assign \meta11.valid  = meta11[0];
+  assign \meta11.acc  = meta11[16:1];
+  assign \meta11.overwrite  = meta11[17];
+  assign \meta12.valid  = meta12[0];
+  assign \meta12.acc  = meta12[16:1];
+  assign \meta12.overwrite  = meta12[17];
+  assign \meta13.valid  = meta13[0];
+  assign \meta13.acc  = meta13[16:1];
+  assign \meta13.overwrite  = meta13[17];
+  assign \meta14.valid  = meta14[0];
+  assign \meta14.acc  = meta14[16:1];
+  assign \meta14.overwrite  = meta14[17];
+  assign \meta15.valid  = meta15[0];
+  assign \meta15.acc  = meta15[16:1];
+  assign \meta15.overwrite  = meta15[17];
+  assign \meta16.valid  = meta16[0];
+  assign \meta16.acc  = meta16[16:1];
+  assign \meta16.overwrite  = meta16[17];
+  assign \meta17.valid  = meta17[0];
+  assign \meta17.acc  = meta17[16:1];
+  assign \meta17.overwrite  = meta17[17];
+  assign \meta18.valid  = meta18[0];
+  assign \meta18.acc  = meta18[16:1];
+  assign \meta18.overwrite  = meta18[17];
+  assign \meta19.valid  = meta19[0];
+  assign \meta19.acc  = meta19[16:1];
+  assign \meta19.overwrite  = meta19[17];
+  assign \meta20.valid  = meta20[0];
+  assign \meta20.acc  = meta20[16:1];
+  assign \meta20.overwrite  = meta20[17];
+  assign \meta21.valid  = meta21[0];
+  assign \meta21.acc  = meta21[16:1];
+  assign \meta21.overwrite  = meta21[17];
+  assign \meta22.valid  = meta22[0];
+  assign \meta22.acc  = meta22[16:1];
+  assign \meta22.overwrite  = meta22[17];
+  assign \meta23.valid  = meta23[0];
+  assign \meta23.acc  = meta23[16:1];
+  assign \meta23.overwrite  = meta23[17];
+  assign \meta24.valid  = meta24[0];
+  assign \meta24.acc  = meta24[16:1];
+  assign \meta24.overwrite  = meta24[17];
+  assign \meta25.valid  = meta25[0];
+  assign \meta25.acc  = meta25[16:1];
+  assign \meta25.overwrite  = meta25[17];
+  assign \meta26.valid  = meta26[0];
+  assign \meta26.acc  = meta26[16:1];
+  assign \meta26.overwrite  = meta26[17];
+  assign \meta27.valid  = meta27[0];
+  assign \meta27.acc  = meta27[16:1];
+  assign \meta27.overwrite  = meta27[17];
+  assign \meta28.valid  = meta28[0];
+  assign \meta28.acc  = meta28[16:1];
+  assign \meta28.overwrite  = meta28[17];
+  assign \meta29.valid  = meta29[0];
+  assign \meta29.acc  = meta29[16:1];
+  assign \meta29.overwrite  = meta29[17];
+  assign \meta30.valid  = meta30[0];
+  assign \meta30.acc  = meta30[16:1];
+  assign \meta30.overwrite  = meta30[17];
+  assign \meta31.valid  = meta31[0];
+  assign \meta31.acc  = meta31[16:1];
+  assign \meta31.overwrite  = meta31[17];
+  assign \array__out[0]  = array__out[31:0];
+  assign \array__out[1]  = array__out[63:32];
+  assign \array__out[2]  = array__out[95:64];
+  assign \array__out[3]  = array__out[127:96];
+  assign \array__out[4]  = array__out[159:128];
+  assign \array__out[5]  = array__out[191:160];
+  assign \array__out[6]  = array__out[223:192];
+  assign \array__out[7]  = array__out[255:224];
+  assign \array__out[8]  = array__out[287:256];
+  assign \array__out[9]  = array__out[319:288];
+  assign \array__out[10]  = array__out[351:320];
+  assign \array__out[11]  = array__out[383:352];
+  assign \array__out[12]  = array__out[415:384];
+  assign \array__out[13]  = array__out[447:416];
+  assign \array__out[14]  = array__out[479:448];
+  assign \array__out[15]  = array__out[511:480];
+  assign issue[17] = \_$87 ;
+  assign issue[16:1] = \_$84 [15:0];
+  assign issue[0] = \_$83 ;
+  assign gemm_sum[511:480] = \_$40 [31:0];
+  assign gemm_sum[479:448] = \_$38 [31:0];
+  assign gemm_sum[447:416] = \_$36 [31:0];
+  assign gemm_sum[415:384] = \_$34 [31:0];
+  assign gemm_sum[383:352] = \_$32 [31:0];
+  assign gemm_sum[351:320] = \_$30 [31:0];
+  assign gemm_sum[319:288] = \_$28 [31:0];
+  assign gemm_sum[287:256] = \_$26 [31:0];
+  assign gemm_sum[255:224] = \_$24 [31:0];
+  assign gemm_sum[223:192] = \_$22 [31:0];
+  assign gemm_sum[191:160] = \_$20 [31:0];
+  assign gemm_sum[159:128] = \_$18 [31:0];
+  assign gemm_sum[127:96] = \_$16 [31:0];
+  assign gemm_sum[95:64] = \_$14 [31:0];
+  assign gemm_sum[63:32] = \_$12 [31:0];
+  assign gemm_sum[31:0] = \_$10 [31:0];
+  assign \_$125  = array__w_bank;
+  assign \_$143  = \_$signal$41 ;
+  assign \_$190  = \_$signal$41 ;
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, halt, start, insn, bad_fields, error, error_code, acc_wr__en, acc_wr__addr, acc_wr__data, act__addr, act__en, acc_rd__addr, acc_rd__en, param__addr, param__en, done, clk
+);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$262  = 0;
+  wire \_$1 ;
+  wire [31:0] \_$10 ;
+  wire [41:0] \_$100 ;
+  wire [31:0] \_$101 ;
+  wire [31:0] \_$102 ;
+  wire [32:0] \_$103 ;
+  wire [39:0] \_$104 ;
+  wire [39:0] \_$105 ;
+  wire \_$106 ;
+  wire [39:0] \_$107 ;
+  wire [8:0] \_$108 ;
+  wire [39:0] \_$109 ;
+  wire [31:0] \_$11 ;
+  wire \_$110 ;
+  wire [40:0] \_$111 ;
+  wire [40:0] \_$112 ;
+  wire [41:0] \_$113 ;
+  wire [31:0] \_$114 ;
+  wire [31:0] \_$115 ;
+  wire [32:0] \_$116 ;
+  wire [39:0] \_$117 ;
+  wire [39:0] \_$118 ;
+  wire \_$119 ;
+  wire [32:0] \_$12 ;
+  wire [39:0] \_$120 ;
+  wire [8:0] \_$121 ;
+  wire [39:0] \_$122 ;
+  wire \_$123 ;
+  wire [40:0] \_$124 ;
+  wire [40:0] \_$125 ;
+  wire [41:0] \_$126 ;
+  wire [31:0] \_$127 ;
+  wire [31:0] \_$128 ;
+  wire [32:0] \_$129 ;
+  wire [39:0] \_$13 ;
+  wire [39:0] \_$130 ;
+  wire [39:0] \_$131 ;
+  wire \_$132 ;
+  wire [39:0] \_$133 ;
+  wire [8:0] \_$134 ;
+  wire [39:0] \_$135 ;
+  wire \_$136 ;
+  wire [40:0] \_$137 ;
+  wire [40:0] \_$138 ;
+  wire [41:0] \_$139 ;
+  wire [39:0] \_$14 ;
+  wire [31:0] \_$140 ;
+  wire [31:0] \_$141 ;
+  wire [32:0] \_$142 ;
+  wire [39:0] \_$143 ;
+  wire [39:0] \_$144 ;
+  wire \_$145 ;
+  wire [39:0] \_$146 ;
+  wire [8:0] \_$147 ;
+  wire [39:0] \_$148 ;
+  wire \_$149 ;
+  wire \_$15 ;
+  wire [40:0] \_$150 ;
+  wire [40:0] \_$151 ;
+  wire [41:0] \_$152 ;
+  wire [31:0] \_$153 ;
+  wire [31:0] \_$154 ;
+  wire [32:0] \_$155 ;
+  wire [39:0] \_$156 ;
+  wire [39:0] \_$157 ;
+  wire \_$158 ;
+  wire [39:0] \_$159 ;
+  wire [39:0] \_$16 ;
+  wire [8:0] \_$160 ;
+  wire [39:0] \_$161 ;
+  wire \_$162 ;
+  wire [40:0] \_$163 ;
+  wire [40:0] \_$164 ;
+  wire [41:0] \_$165 ;
+  wire [31:0] \_$166 ;
+  wire [31:0] \_$167 ;
+  wire [32:0] \_$168 ;
+  wire [39:0] \_$169 ;
+  wire [8:0] \_$17 ;
+  wire [39:0] \_$170 ;
+  wire \_$171 ;
+  wire [39:0] \_$172 ;
+  wire [8:0] \_$173 ;
+  wire [39:0] \_$174 ;
+  wire \_$175 ;
+  wire [40:0] \_$176 ;
+  wire [40:0] \_$177 ;
+  wire [41:0] \_$178 ;
+  wire [31:0] \_$179 ;
+  wire [39:0] \_$18 ;
+  wire [31:0] \_$180 ;
+  wire [32:0] \_$181 ;
+  wire [39:0] \_$182 ;
+  wire [39:0] \_$183 ;
+  wire \_$184 ;
+  wire [39:0] \_$185 ;
+  wire [8:0] \_$186 ;
+  wire [39:0] \_$187 ;
+  wire \_$188 ;
+  wire [40:0] \_$189 ;
+  wire \_$19 ;
+  wire [40:0] \_$190 ;
+  wire [41:0] \_$191 ;
+  wire [31:0] \_$192 ;
+  wire [31:0] \_$193 ;
+  wire [32:0] \_$194 ;
+  wire [39:0] \_$195 ;
+  wire [39:0] \_$196 ;
+  wire \_$197 ;
+  wire [39:0] \_$198 ;
+  wire [8:0] \_$199 ;
+  wire \_$2 ;
+  wire [40:0] \_$20 ;
+  wire [39:0] \_$200 ;
+  wire \_$201 ;
+  wire [40:0] \_$202 ;
+  wire [40:0] \_$203 ;
+  wire [41:0] \_$204 ;
+  wire [31:0] \_$205 ;
+  wire [31:0] \_$206 ;
+  wire [32:0] \_$207 ;
+  wire [39:0] \_$208 ;
+  wire [39:0] \_$209 ;
+  wire [40:0] \_$21 ;
+  wire \_$210 ;
+  wire [39:0] \_$211 ;
+  wire [8:0] \_$212 ;
+  wire [39:0] \_$213 ;
+  wire \_$214 ;
+  wire [40:0] \_$215 ;
+  wire [40:0] \_$216 ;
+  wire [41:0] \_$217 ;
+  wire \_$218 ;
+  wire \_$219 ;
+  wire [41:0] \_$22 ;
+  wire \_$220 ;
+  wire \_$221 ;
+  wire \_$222 ;
+  wire \_$223 ;
+  wire \_$224 ;
+  wire \_$225 ;
+  wire \_$226 ;
+  wire \_$227 ;
+  wire \_$228 ;
+  wire \_$229 ;
+  wire [31:0] \_$23 ;
+  wire \_$230 ;
+  wire \_$231 ;
+  wire \_$232 ;
+  wire \_$233 ;
+  wire \_$234 ;
+  wire \_$235 ;
+  wire \_$236 ;
+  wire \_$237 ;
+  wire \_$238 ;
+  wire \_$239 ;
+  wire [31:0] \_$24 ;
+  wire \_$240 ;
+  wire \_$241 ;
+  wire \_$242 ;
+  wire \_$243 ;
+  wire \_$244 ;
+  wire \_$245 ;
+  wire \_$246 ;
+  wire \_$247 ;
+  wire \_$248 ;
+  wire \_$249 ;
+  wire [32:0] \_$25 ;
+  wire \_$250 ;
+  wire \_$251 ;
+  wire \_$252 ;
+  wire \_$253 ;
+  wire \_$254 ;
+  wire \_$255 ;
+  wire [31:0] \_$256 ;
+  wire [32:0] \_$257 ;
+  wire [32:0] \_$258 ;
+  wire [32:0] \_$259 ;
+  wire [39:0] \_$26 ;
+  wire \_$260 ;
+  wire \_$261 ;
+  wire [31:0] \_$262 ;
+  wire [32:0] \_$263 ;
+  wire [32:0] \_$264 ;
+  wire [32:0] \_$265 ;
+  wire \_$266 ;
+  wire \_$267 ;
+  wire [31:0] \_$268 ;
+  wire [32:0] \_$269 ;
+  wire [39:0] \_$27 ;
+  wire [32:0] \_$270 ;
+  wire [32:0] \_$271 ;
+  wire \_$272 ;
+  wire \_$273 ;
+  wire [31:0] \_$274 ;
+  wire [32:0] \_$275 ;
+  wire [32:0] \_$276 ;
+  wire [32:0] \_$277 ;
+  wire \_$278 ;
+  wire \_$279 ;
+  wire \_$28 ;
+  wire [31:0] \_$280 ;
+  wire [32:0] \_$281 ;
+  wire [32:0] \_$282 ;
+  wire [32:0] \_$283 ;
+  wire \_$284 ;
+  wire \_$285 ;
+  wire [31:0] \_$286 ;
+  wire [32:0] \_$287 ;
+  wire [32:0] \_$288 ;
+  wire [32:0] \_$289 ;
+  wire [39:0] \_$29 ;
+  wire \_$290 ;
+  wire \_$291 ;
+  wire [31:0] \_$292 ;
+  wire [32:0] \_$293 ;
+  wire [32:0] \_$294 ;
+  wire [32:0] \_$295 ;
+  wire \_$296 ;
+  wire \_$297 ;
+  wire [31:0] \_$298 ;
+  wire [32:0] \_$299 ;
+  wire \_$3 ;
+  wire [8:0] \_$30 ;
+  wire [32:0] \_$300 ;
+  wire [32:0] \_$301 ;
+  wire \_$302 ;
+  wire \_$303 ;
+  wire [31:0] \_$304 ;
+  wire [32:0] \_$305 ;
+  wire [32:0] \_$306 ;
+  wire [32:0] \_$307 ;
+  wire \_$308 ;
+  wire \_$309 ;
+  wire [39:0] \_$31 ;
+  wire [31:0] \_$310 ;
+  wire [32:0] \_$311 ;
+  wire [32:0] \_$312 ;
+  wire [32:0] \_$313 ;
+  wire \_$314 ;
+  wire \_$315 ;
+  wire [31:0] \_$316 ;
+  wire [32:0] \_$317 ;
+  wire [32:0] \_$318 ;
+  wire [32:0] \_$319 ;
+  wire \_$32 ;
+  wire \_$320 ;
+  wire \_$321 ;
+  wire [31:0] \_$322 ;
+  wire [32:0] \_$323 ;
+  wire [32:0] \_$324 ;
+  wire [32:0] \_$325 ;
+  wire \_$326 ;
+  wire \_$327 ;
+  wire [31:0] \_$328 ;
+  wire [32:0] \_$329 ;
+  wire [40:0] \_$33 ;
+  wire [32:0] \_$330 ;
+  wire [32:0] \_$331 ;
+  wire \_$332 ;
+  wire \_$333 ;
+  wire [31:0] \_$334 ;
+  wire [32:0] \_$335 ;
+  wire [32:0] \_$336 ;
+  wire [32:0] \_$337 ;
+  wire \_$338 ;
+  wire \_$339 ;
+  wire [40:0] \_$34 ;
+  wire [31:0] \_$340 ;
+  wire [32:0] \_$341 ;
+  wire [32:0] \_$342 ;
+  wire [32:0] \_$343 ;
+  wire \_$344 ;
+  wire \_$345 ;
+  wire [31:0] \_$346 ;
+  wire [32:0] \_$347 ;
+  wire [32:0] \_$348 ;
+  wire [32:0] \_$349 ;
+  wire [41:0] \_$35 ;
+  wire \_$350 ;
+  wire \_$351 ;
+  wire [31:0] \_$352 ;
+  wire [32:0] \_$353 ;
+  wire [32:0] \_$354 ;
+  wire [32:0] \_$355 ;
+  wire \_$356 ;
+  wire \_$357 ;
+  wire [31:0] \_$358 ;
+  wire [32:0] \_$359 ;
+  wire [31:0] \_$36 ;
+  wire [32:0] \_$360 ;
+  wire [32:0] \_$361 ;
+  wire \_$362 ;
+  wire \_$363 ;
+  wire [31:0] \_$364 ;
+  wire [32:0] \_$365 ;
+  wire [32:0] \_$366 ;
+  wire [32:0] \_$367 ;
+  wire \_$368 ;
+  wire \_$369 ;
+  wire [31:0] \_$37 ;
+  wire [31:0] \_$370 ;
+  wire [32:0] \_$371 ;
+  wire [32:0] \_$372 ;
+  wire [32:0] \_$373 ;
+  wire \_$374 ;
+  wire \_$375 ;
+  wire [31:0] \_$376 ;
+  wire [32:0] \_$377 ;
+  wire [32:0] \_$378 ;
+  wire [32:0] \_$379 ;
+  wire [32:0] \_$38 ;
+  wire \_$380 ;
+  wire \_$381 ;
+  wire [31:0] \_$382 ;
+  wire [32:0] \_$383 ;
+  wire [32:0] \_$384 ;
+  wire [32:0] \_$385 ;
+  wire \_$386 ;
+  wire \_$387 ;
+  wire [31:0] \_$388 ;
+  wire [32:0] \_$389 ;
+  wire [39:0] \_$39 ;
+  wire [32:0] \_$390 ;
+  wire [32:0] \_$391 ;
+  wire \_$392 ;
+  wire \_$393 ;
+  wire [31:0] \_$394 ;
+  wire [32:0] \_$395 ;
+  wire [32:0] \_$396 ;
+  wire [32:0] \_$397 ;
+  wire \_$398 ;
+  wire \_$399 ;
+  wire \_$4 ;
+  wire [39:0] \_$40 ;
+  wire [31:0] \_$400 ;
+  wire [32:0] \_$401 ;
+  wire [32:0] \_$402 ;
+  wire [32:0] \_$403 ;
+  wire \_$404 ;
+  wire \_$405 ;
+  wire [31:0] \_$406 ;
+  wire [32:0] \_$407 ;
+  wire [32:0] \_$408 ;
+  wire [32:0] \_$409 ;
+  wire \_$41 ;
+  wire \_$410 ;
+  wire \_$411 ;
+  wire [31:0] \_$412 ;
+  wire [32:0] \_$413 ;
+  wire [32:0] \_$414 ;
+  wire [32:0] \_$415 ;
+  wire \_$416 ;
+  wire \_$417 ;
+  wire [31:0] \_$418 ;
+  wire [32:0] \_$419 ;
+  wire [39:0] \_$42 ;
+  wire [32:0] \_$420 ;
+  wire [32:0] \_$421 ;
+  wire \_$422 ;
+  wire \_$423 ;
+  wire [31:0] \_$424 ;
+  wire [32:0] \_$425 ;
+  wire [32:0] \_$426 ;
+  wire [32:0] \_$427 ;
+  wire \_$428 ;
+  wire \_$429 ;
+  wire [8:0] \_$43 ;
+  wire [31:0] \_$430 ;
+  wire [32:0] \_$431 ;
+  wire [32:0] \_$432 ;
+  wire [32:0] \_$433 ;
+  wire \_$434 ;
+  wire \_$435 ;
+  wire [31:0] \_$436 ;
+  wire [32:0] \_$437 ;
+  wire [32:0] \_$438 ;
+  wire [32:0] \_$439 ;
+  wire [39:0] \_$44 ;
+  wire \_$440 ;
+  wire \_$441 ;
+  wire [31:0] \_$442 ;
+  wire [32:0] \_$443 ;
+  wire [32:0] \_$444 ;
+  wire [32:0] \_$445 ;
+  wire \_$446 ;
+  wire \_$447 ;
+  wire \_$448 ;
+  wire \_$449 ;
+  wire \_$45 ;
+  wire \_$450 ;
+  wire \_$451 ;
+  wire \_$452 ;
+  wire [16:0] \_$453 ;
+  wire \_$454 ;
+  wire \_$455 ;
+  wire \_$456 ;
+  wire [16:0] \_$457 ;
+  wire \_$458 ;
+  wire \_$459 ;
+  wire [40:0] \_$46 ;
+  wire \_$460 ;
+  wire \_$461 ;
+  wire \_$462 ;
+  wire \_$463 ;
+  wire \_$464 ;
+  wire \_$465 ;
+  wire \_$466 ;
+  wire \_$467 ;
+  wire \_$468 ;
+  wire \_$469 ;
+  wire [40:0] \_$47 ;
+  wire \_$470 ;
+  wire \_$471 ;
+  wire \_$472 ;
+  wire [16:0] \_$473 ;
+  wire \_$474 ;
+  wire \_$475 ;
+  wire \_$476 ;
+  wire [12:0] \_$477 ;
+  wire \_$478 ;
+  wire [10:0] \_$479 ;
+  wire [41:0] \_$48 ;
+  wire [17:0] \_$480 ;
+  wire [17:0] \_$481 ;
+  wire [17:0] \_$482 ;
+  wire [17:0] \_$483 ;
+  wire [10:0] \_$484 ;
+  wire \_$485 ;
+  wire [12:0] \_$486 ;
+  wire [17:0] \_$487 ;
+  wire [17:0] \_$488 ;
+  wire \_$489 ;
+  wire [31:0] \_$49 ;
+  wire \_$490 ;
+  wire \_$491 ;
+  wire \_$492 ;
+  wire \_$493 ;
+  wire [8:0] \_$494 ;
+  wire \_$495 ;
+  wire [17:0] \_$496 ;
+  wire [8:0] \_$497 ;
+  wire \_$498 ;
+  wire \_$499 ;
+  wire \_$5 ;
+  wire [31:0] \_$50 ;
+  wire [12:0] \_$500 ;
+  wire \_$501 ;
+  wire [8:0] \_$502 ;
+  wire [10:0] \_$503 ;
+  wire [17:0] \_$504 ;
+  wire [17:0] \_$505 ;
+  wire [17:0] \_$506 ;
+  wire [17:0] \_$507 ;
+  wire [10:0] \_$508 ;
+  wire \_$509 ;
+  wire [32:0] \_$51 ;
+  wire [12:0] \_$510 ;
+  wire [17:0] \_$511 ;
+  reg [511:0] \_$512 ;
+  reg [9:0] \_$513 ;
+  reg [11:0] \_$514 ;
+  reg [16:0] \_$515 ;
+  reg [16:0] \_$516 ;
+  reg [16:0] \_$517 ;
+  reg [16:0] \_$518 ;
+  reg [2:0] \_$519 ;
+  wire [39:0] \_$52 ;
+  reg [7:0] \_$520 ;
+  reg \_$521 ;
+  reg [15:0] \_$522 ;
+  reg \_$523 ;
+  reg \_$524 ;
+  wire [39:0] \_$53 ;
+  wire \_$54 ;
+  wire [39:0] \_$55 ;
+  wire [8:0] \_$56 ;
+  wire [39:0] \_$57 ;
+  wire \_$58 ;
+  wire [40:0] \_$59 ;
+  wire \_$6 ;
+  wire [40:0] \_$60 ;
+  wire [41:0] \_$61 ;
+  wire [31:0] \_$62 ;
+  wire [31:0] \_$63 ;
+  wire [32:0] \_$64 ;
+  wire [39:0] \_$65 ;
+  wire [39:0] \_$66 ;
+  wire \_$67 ;
+  wire [39:0] \_$68 ;
+  wire [8:0] \_$69 ;
+  wire \_$7 ;
+  wire [39:0] \_$70 ;
+  wire \_$71 ;
+  wire [40:0] \_$72 ;
+  wire [40:0] \_$73 ;
+  wire [41:0] \_$74 ;
+  wire [31:0] \_$75 ;
+  wire [31:0] \_$76 ;
+  wire [32:0] \_$77 ;
+  wire [39:0] \_$78 ;
+  wire [39:0] \_$79 ;
+  wire \_$8 ;
+  wire \_$80 ;
+  wire [39:0] \_$81 ;
+  wire [8:0] \_$82 ;
+  wire [39:0] \_$83 ;
+  wire \_$84 ;
+  wire [40:0] \_$85 ;
+  wire [40:0] \_$86 ;
+  wire [41:0] \_$87 ;
+  wire [31:0] \_$88 ;
+  wire [31:0] \_$89 ;
+  wire \_$9 ;
+  wire [32:0] \_$90 ;
+  wire [39:0] \_$91 ;
+  wire [39:0] \_$92 ;
+  wire \_$93 ;
+  wire [39:0] \_$94 ;
+  wire [8:0] \_$95 ;
+  wire [39:0] \_$96 ;
+  wire \_$97 ;
+  wire [40:0] \_$98 ;
+  wire [40:0] \_$99 ;
+  reg \_$signal  = 1'h0;
+  reg \_$signal$13  = 1'h0;
+  reg [16:0] \_$signal$20  = 17'h00000;
+  reg [9:0] \_$signal$21  = 10'h000;
+  reg [11:0] \_$signal$34  = 12'h000;
+  reg [16:0] \_$signal$35  = 17'h00000;
+  reg [16:0] acc_base = 17'h00000;
+  reg [16:0] acc_ptr = 17'h00000;
+  output [15:0] acc_rd__addr;
+  reg [15:0] acc_rd__addr;
+  input [511:0] acc_rd__data;
+  wire [511:0] acc_rd__data;
+  output acc_rd__en;
+  reg acc_rd__en;
+  output [15:0] acc_wr__addr;
+  reg [15:0] acc_wr__addr;
+  output [511:0] acc_wr__data;
+  reg [511:0] acc_wr__data;
+  output acc_wr__en;
+  reg acc_wr__en;
+  wire [511:0] accum_value;
+  wire [31:0] \accum_value[0] ;
+  wire [31:0] \accum_value[10] ;
+  wire [31:0] \accum_value[11] ;
+  wire [31:0] \accum_value[12] ;
+  wire [31:0] \accum_value[13] ;
+  wire [31:0] \accum_value[14] ;
+  wire [31:0] \accum_value[15] ;
+  wire [31:0] \accum_value[1] ;
+  wire [31:0] \accum_value[2] ;
+  wire [31:0] \accum_value[3] ;
+  wire [31:0] \accum_value[4] ;
+  wire [31:0] \accum_value[5] ;
+  wire [31:0] \accum_value[6] ;
+  wire [31:0] \accum_value[7] ;
+  wire [31:0] \accum_value[8] ;
+  wire [31:0] \accum_value[9] ;
+  output [15:0] act__addr;
+  reg [15:0] act__addr;
+  input [127:0] act__data;
+  wire [127:0] act__data;
+  output act__en;
+  reg act__en;
+  output bad_fields;
+  reg bad_fields;
+  wire bad_shift;
+  input clk;
+  wire clk;
+  output done;
+  reg done;
+  output error;
+  reg error;
+  (* enum_base_type = "ErrorCode" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "ILLEGAL_OPCODE" *)
+  (* enum_value_0010 = "BAD_DESCRIPTOR" *)
+  (* enum_value_0011 = "DRAM_RANGE" *)
+  (* enum_value_0100 = "LOCAL_RANGE" *)
+  (* enum_value_0101 = "DEADLOCK" *)
+  (* enum_value_0110 = "WATCHDOG" *)
+  (* enum_value_0111 = "BAD_FIELD" *)
+  output [3:0] error_code;
+  reg [3:0] error_code;
+  input halt;
+  wire halt;
+  input [127:0] insn;
+  wire [127:0] insn;
+  wire [112:0] \insn.accum ;
+  wire [15:0] \insn.accum.acc_addr ;
+  wire [15:0] \insn.accum.acc_n_stride ;
+  wire \insn.accum.accumulate ;
+  wire [15:0] \insn.accum.act_addr ;
+  wire [15:0] \insn.accum.act_n_stride ;
+  wire [3:0] \insn.accum.deps ;
+  wire \insn.accum.deps.pop_next ;
+  wire \insn.accum.deps.pop_prev ;
+  wire \insn.accum.deps.push_next ;
+  wire \insn.accum.deps.push_prev ;
+  wire [11:0] \insn.accum.m ;
+  wire [9:0] \insn.accum.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.accum.opcode ;
+  wire [15:0] \insn.accum.param_addr ;
+  wire \insn.accum.use_bias ;
+  wire \insn.accum.use_res ;
+  wire [7:0] \insn.end ;
+  wire [3:0] \insn.end.deps ;
+  wire \insn.end.deps.pop_next ;
+  wire \insn.end.deps.pop_prev ;
+  wire \insn.end.deps.push_next ;
+  wire \insn.end.deps.push_prev ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.end.opcode ;
+  wire [120:0] \insn.gemm ;
+  wire [15:0] \insn.gemm.acc_addr ;
+  wire [15:0] \insn.gemm.acc_n_stride ;
+  wire \insn.gemm.accumulate ;
+  wire [15:0] \insn.gemm.act_addr ;
+  wire [15:0] \insn.gemm.act_k_stride ;
+  wire [3:0] \insn.gemm.deps ;
+  wire \insn.gemm.deps.pop_next ;
+  wire \insn.gemm.deps.pop_prev ;
+  wire \insn.gemm.deps.push_next ;
+  wire \insn.gemm.deps.push_prev ;
+  wire [9:0] \insn.gemm.k_iter ;
+  wire [11:0] \insn.gemm.m ;
+  wire [9:0] \insn.gemm.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.gemm.opcode ;
+  wire [15:0] \insn.gemm.wgt_addr ;
+  wire [31:0] \insn.load ;
+  wire [3:0] \insn.load.deps ;
+  wire \insn.load.deps.pop_next ;
+  wire \insn.load.deps.pop_prev ;
+  wire \insn.load.deps.push_next ;
+  wire \insn.load.deps.push_prev ;
+  wire [23:0] \insn.load.desc ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.load.opcode ;
+  wire [71:0] \insn.perf ;
+  wire [3:0] \insn.perf.deps ;
+  wire \insn.perf.deps.pop_next ;
+  wire \insn.perf.deps.pop_prev ;
+  wire \insn.perf.deps.push_next ;
+  wire \insn.perf.deps.push_prev ;
+  wire [31:0] \insn.perf.dram_addr ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.perf.opcode ;
+  wire [31:0] \insn.perf.tag ;
+  wire [103:0] \insn.pool ;
+  wire [15:0] \insn.pool.acc_addr ;
+  wire [15:0] \insn.pool.acc_n_stride ;
+  wire \insn.pool.accumulate ;
+  wire [15:0] \insn.pool.act_addr ;
+  wire [15:0] \insn.pool.act_n_stride ;
+  wire [3:0] \insn.pool.deps ;
+  wire \insn.pool.deps.pop_next ;
+  wire \insn.pool.deps.pop_prev ;
+  wire \insn.pool.deps.push_next ;
+  wire \insn.pool.deps.push_prev ;
+  wire [11:0] \insn.pool.m ;
+  (* enum_base_type = "PoolMode" *)
+  (* enum_value_0 = "MAX" *)
+  (* enum_value_1 = "SUM" *)
+  wire \insn.pool.mode ;
+  wire [9:0] \insn.pool.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.pool.opcode ;
+  wire [7:0] \insn.pool.window ;
+  wire [127:0] \insn.raw ;
+  wire [65:0] \insn.store ;
+  wire [7:0] \insn.store.clamp_hi ;
+  wire [7:0] \insn.store.clamp_lo ;
+  wire [3:0] \insn.store.deps ;
+  wire \insn.store.deps.pop_next ;
+  wire \insn.store.deps.pop_prev ;
+  wire \insn.store.deps.push_next ;
+  wire \insn.store.deps.push_prev ;
+  wire [23:0] \insn.store.desc ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.store.opcode ;
+  wire [15:0] \insn.store.param_addr ;
+  wire [1:0] \insn.store.param_loop ;
+  wire [9:0] \insn.sync ;
+  wire [3:0] \insn.sync.deps ;
+  wire \insn.sync.deps.pop_next ;
+  wire \insn.sync.deps.pop_prev ;
+  wire \insn.sync.deps.push_next ;
+  wire \insn.sync.deps.push_prev ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.sync.opcode ;
+  (* enum_base_type = "Queue" *)
+  (* enum_value_00 = "LOAD" *)
+  (* enum_value_01 = "COMPUTE" *)
+  (* enum_value_10 = "STORE" *)
+  wire [1:0] \insn.sync.queue ;
+  reg [2:0] line_state = 3'h0;
+  reg [15:0] ln_acc = 16'h0000;
+  reg ln_first = 1'h0;
+  output [15:0] param__addr;
+  reg [15:0] param__addr;
+  input [2047:0] param__data;
+  wire [2047:0] param__data;
+  output param__en;
+  reg param__en;
+  wire [511:0] pool_value;
+  wire [31:0] \pool_value[0] ;
+  wire [31:0] \pool_value[10] ;
+  wire [31:0] \pool_value[11] ;
+  wire [31:0] \pool_value[12] ;
+  wire [31:0] \pool_value[13] ;
+  wire [31:0] \pool_value[14] ;
+  wire [31:0] \pool_value[15] ;
+  wire [31:0] \pool_value[1] ;
+  wire [31:0] \pool_value[2] ;
+  wire [31:0] \pool_value[3] ;
+  wire [31:0] \pool_value[4] ;
+  wire [31:0] \pool_value[5] ;
+  wire [31:0] \pool_value[6] ;
+  wire [31:0] \pool_value[7] ;
+  wire [31:0] \pool_value[8] ;
+  wire [31:0] \pool_value[9] ;
+  input rst;
+  wire rst;
+  reg [511:0] running = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [31:0] \running[0] ;
+  wire [31:0] \running[10] ;
+  wire [31:0] \running[11] ;
+  wire [31:0] \running[12] ;
+  wire [31:0] \running[13] ;
+  wire [31:0] \running[14] ;
+  wire [31:0] \running[15] ;
+  wire [31:0] \running[1] ;
+  wire [31:0] \running[2] ;
+  wire [31:0] \running[3] ;
+  wire [31:0] \running[4] ;
+  wire [31:0] \running[5] ;
+  wire [31:0] \running[6] ;
+  wire [31:0] \running[7] ;
+  wire [31:0] \running[8] ;
+  wire [31:0] \running[9] ;
+  input start;
+  wire start;
+  reg [7:0] w = 8'h00;
+  assign \_$476  = ~ halt;
+  assign \_$477  = insn[67:56] - 1'h1;
+  assign \_$478  = \_$signal$34  == \_$477 ;
+  assign \_$479  = \_$signal$21  + 1'h1;
+  assign \_$480  = \_$signal$35  + insn[109:94];
+  assign \_$481  = acc_base + insn[93:78];
+  assign \_$482  = \_$signal$35  + insn[109:94];
+  assign \_$483  = acc_base + insn[93:78];
+  assign \_$484  = insn[77:68] - 1'h1;
+  assign \_$485  = \_$signal$21  == \_$484 ;
+  assign \_$486  = \_$signal$34  + 1'h1;
+  assign \_$487  = \_$signal$20  + 1'h1;
+  assign \_$488  = acc_ptr + 1'h1;
+  assign \_$489  = \_$signal$20  >= 14'h2000;
+  assign \_$490  = acc_ptr >= 12'h800;
+  assign \_$491  = \_$489  | \_$490 ;
+  assign \_$492  = ~ halt;
+  assign \_$493  = ! w;
+  assign \_$494  = insn[59:52] - 1'h1;
+  assign \_$495  = w == \_$494 ;
+  assign \_$496  = \_$signal$20  + 1'h1;
+  assign \_$497  = insn[59:52] - 1'h1;
+  assign \_$498  = w == \_$497 ;
+  assign \_$499  = ~ \_$498 ;
+  assign \_$500  = insn[51:40] - 1'h1;
+  assign \_$501  = \_$signal$34  == \_$500 ;
+  assign \_$502  = w + 1'h1;
+  assign \_$503  = \_$signal$21  + 1'h1;
+  assign \_$504  = \_$signal$35  + insn[85:70];
+  assign \_$505  = acc_base + insn[101:86];
+  assign \_$506  = \_$signal$35  + insn[85:70];
+  assign \_$507  = acc_base + insn[101:86];
+  assign \_$508  = insn[69:60] - 1'h1;
+  assign \_$509  = \_$signal$21  == \_$508 ;
+  assign \_$510  = \_$signal$34  + 1'h1;
+  assign \_$511  = acc_ptr + 1'h1;
+  always @(posedge clk)
+    running <= \_$512 ;
+  always @(posedge clk)
+    \_$signal$21  <= \_$513 ;
+  always @(posedge clk)
+    \_$signal$34  <= \_$514 ;
+  always @(posedge clk)
+    \_$signal$20  <= \_$515 ;
+  always @(posedge clk)
+    acc_ptr <= \_$516 ;
+  always @(posedge clk)
+    \_$signal$35  <= \_$517 ;
+  always @(posedge clk)
+    acc_base <= \_$518 ;
+  always @(posedge clk)
+    line_state <= \_$519 ;
+  always @(posedge clk)
+    w <= \_$520 ;
+  always @(posedge clk)
+    \_$signal  <= \_$521 ;
+  always @(posedge clk)
+    ln_acc <= \_$522 ;
+  always @(posedge clk)
+    ln_first <= \_$523 ;
+  always @(posedge clk)
+    \_$signal$13  <= \_$524 ;
+  assign \_$1  = insn[3:0] == 3'h4;
+  assign \_$2  = ! insn[67:56];
+  assign \_$3  = ! insn[77:68];
+  assign \_$4  = \_$2  | \_$3 ;
+  assign \_$5  = ! insn[51:40];
+  assign \_$6  = ! insn[69:60];
+  assign \_$7  = \_$5  | \_$6 ;
+  assign \_$8  = ! insn[59:52];
+  assign \_$9  = \_$7  | \_$8 ;
+  assign \_$10  = insn[112] ? acc_rd__data[31:0] : 32'd0;
+  assign \_$11  = insn[110] ? param__data[31:0] : 32'd0;
+  assign \_$12  = $signed(\_$10 ) + $signed(\_$11 );
+  assign \_$13  = $signed(act__data[7:0]) * $signed(param__data[95:64]);
+  assign \_$14  = $signed(\_$13 ) >>> param__data[111:104];
+  assign \_$15  = ! param__data[111:104];
+  assign \_$16  = $signed(act__data[7:0]) * $signed(param__data[95:64]);
+  assign \_$17  = param__data[111:104] - 1'h1;
+  assign \_$18  = $signed(\_$16 ) >>> \_$17 [7:0];
+  assign \_$19  = \_$15  ? 1'h0 : \_$18 [0];
+  assign \_$20  = $signed(\_$14 ) + $signed({ 1'h0, \_$19  });
+  assign \_$21  = insn[111] ? \_$20  : 41'h00000000000;
+  assign \_$22  = $signed(\_$12 ) + $signed(\_$21 );
+  assign \_$23  = insn[112] ? acc_rd__data[63:32] : 32'd0;
+  assign \_$24  = insn[110] ? param__data[159:128] : 32'd0;
+  assign \_$25  = $signed(\_$23 ) + $signed(\_$24 );
+  assign \_$26  = $signed(act__data[15:8]) * $signed(param__data[223:192]);
+  assign \_$27  = $signed(\_$26 ) >>> param__data[239:232];
+  assign \_$28  = ! param__data[239:232];
+  assign \_$29  = $signed(act__data[15:8]) * $signed(param__data[223:192]);
+  assign \_$30  = param__data[239:232] - 1'h1;
+  assign \_$31  = $signed(\_$29 ) >>> \_$30 [7:0];
+  assign \_$32  = \_$28  ? 1'h0 : \_$31 [0];
+  assign \_$33  = $signed(\_$27 ) + $signed({ 1'h0, \_$32  });
+  assign \_$34  = insn[111] ? \_$33  : 41'h00000000000;
+  assign \_$35  = $signed(\_$25 ) + $signed(\_$34 );
+  assign \_$36  = insn[112] ? acc_rd__data[95:64] : 32'd0;
+  assign \_$37  = insn[110] ? param__data[287:256] : 32'd0;
+  assign \_$38  = $signed(\_$36 ) + $signed(\_$37 );
+  assign \_$39  = $signed(act__data[23:16]) * $signed(param__data[351:320]);
+  assign \_$40  = $signed(\_$39 ) >>> param__data[367:360];
+  assign \_$41  = ! param__data[367:360];
+  assign \_$42  = $signed(act__data[23:16]) * $signed(param__data[351:320]);
+  assign \_$43  = param__data[367:360] - 1'h1;
+  assign \_$44  = $signed(\_$42 ) >>> \_$43 [7:0];
+  assign \_$45  = \_$41  ? 1'h0 : \_$44 [0];
+  assign \_$46  = $signed(\_$40 ) + $signed({ 1'h0, \_$45  });
+  assign \_$47  = insn[111] ? \_$46  : 41'h00000000000;
+  assign \_$48  = $signed(\_$38 ) + $signed(\_$47 );
+  assign \_$49  = insn[112] ? acc_rd__data[127:96] : 32'd0;
+  assign \_$50  = insn[110] ? param__data[415:384] : 32'd0;
+  assign \_$51  = $signed(\_$49 ) + $signed(\_$50 );
+  assign \_$52  = $signed(act__data[31:24]) * $signed(param__data[479:448]);
+  assign \_$53  = $signed(\_$52 ) >>> param__data[495:488];
+  assign \_$54  = ! param__data[495:488];
+  assign \_$55  = $signed(act__data[31:24]) * $signed(param__data[479:448]);
+  assign \_$56  = param__data[495:488] - 1'h1;
+  assign \_$57  = $signed(\_$55 ) >>> \_$56 [7:0];
+  assign \_$58  = \_$54  ? 1'h0 : \_$57 [0];
+  assign \_$59  = $signed(\_$53 ) + $signed({ 1'h0, \_$58  });
+  assign \_$60  = insn[111] ? \_$59  : 41'h00000000000;
+  assign \_$61  = $signed(\_$51 ) + $signed(\_$60 );
+  assign \_$62  = insn[112] ? acc_rd__data[159:128] : 32'd0;
+  assign \_$63  = insn[110] ? param__data[543:512] : 32'd0;
+  assign \_$64  = $signed(\_$62 ) + $signed(\_$63 );
+  assign \_$65  = $signed(act__data[39:32]) * $signed(param__data[607:576]);
+  assign \_$66  = $signed(\_$65 ) >>> param__data[623:616];
+  assign \_$67  = ! param__data[623:616];
+  assign \_$68  = $signed(act__data[39:32]) * $signed(param__data[607:576]);
+  assign \_$69  = param__data[623:616] - 1'h1;
+  assign \_$70  = $signed(\_$68 ) >>> \_$69 [7:0];
+  assign \_$71  = \_$67  ? 1'h0 : \_$70 [0];
+  assign \_$72  = $signed(\_$66 ) + $signed({ 1'h0, \_$71  });
+  assign \_$73  = insn[111] ? \_$72  : 41'h00000000000;
+  assign \_$74  = $signed(\_$64 ) + $signed(\_$73 );
+  assign \_$75  = insn[112] ? acc_rd__data[191:160] : 32'd0;
+  assign \_$76  = insn[110] ? param__data[671:640] : 32'd0;
+  assign \_$77  = $signed(\_$75 ) + $signed(\_$76 );
+  assign \_$78  = $signed(act__data[47:40]) * $signed(param__data[735:704]);
+  assign \_$79  = $signed(\_$78 ) >>> param__data[751:744];
+  assign \_$80  = ! param__data[751:744];
+  assign \_$81  = $signed(act__data[47:40]) * $signed(param__data[735:704]);
+  assign \_$82  = param__data[751:744] - 1'h1;
+  assign \_$83  = $signed(\_$81 ) >>> \_$82 [7:0];
+  assign \_$84  = \_$80  ? 1'h0 : \_$83 [0];
+  assign \_$85  = $signed(\_$79 ) + $signed({ 1'h0, \_$84  });
+  assign \_$86  = insn[111] ? \_$85  : 41'h00000000000;
+  assign \_$87  = $signed(\_$77 ) + $signed(\_$86 );
+  assign \_$88  = insn[112] ? acc_rd__data[223:192] : 32'd0;
+  assign \_$89  = insn[110] ? param__data[799:768] : 32'd0;
+  assign \_$90  = $signed(\_$88 ) + $signed(\_$89 );
+  assign \_$91  = $signed(act__data[55:48]) * $signed(param__data[863:832]);
+  assign \_$92  = $signed(\_$91 ) >>> param__data[879:872];
+  assign \_$93  = ! param__data[879:872];
+  assign \_$94  = $signed(act__data[55:48]) * $signed(param__data[863:832]);
+  assign \_$95  = param__data[879:872] - 1'h1;
+  assign \_$96  = $signed(\_$94 ) >>> \_$95 [7:0];
+  assign \_$97  = \_$93  ? 1'h0 : \_$96 [0];
+  assign \_$98  = $signed(\_$92 ) + $signed({ 1'h0, \_$97  });
+  assign \_$99  = insn[111] ? \_$98  : 41'h00000000000;
+  assign \_$100  = $signed(\_$90 ) + $signed(\_$99 );
+  assign \_$101  = insn[112] ? acc_rd__data[255:224] : 32'd0;
+  assign \_$102  = insn[110] ? param__data[927:896] : 32'd0;
+  assign \_$103  = $signed(\_$101 ) + $signed(\_$102 );
+  assign \_$104  = $signed(act__data[63:56]) * $signed(param__data[991:960]);
+  assign \_$105  = $signed(\_$104 ) >>> param__data[1007:1000];
+  assign \_$106  = ! param__data[1007:1000];
+  assign \_$107  = $signed(act__data[63:56]) * $signed(param__data[991:960]);
+  assign \_$108  = param__data[1007:1000] - 1'h1;
+  assign \_$109  = $signed(\_$107 ) >>> \_$108 [7:0];
+  assign \_$110  = \_$106  ? 1'h0 : \_$109 [0];
+  assign \_$111  = $signed(\_$105 ) + $signed({ 1'h0, \_$110  });
+  assign \_$112  = insn[111] ? \_$111  : 41'h00000000000;
+  assign \_$113  = $signed(\_$103 ) + $signed(\_$112 );
+  assign \_$114  = insn[112] ? acc_rd__data[287:256] : 32'd0;
+  assign \_$115  = insn[110] ? param__data[1055:1024] : 32'd0;
+  assign \_$116  = $signed(\_$114 ) + $signed(\_$115 );
+  assign \_$117  = $signed(act__data[71:64]) * $signed(param__data[1119:1088]);
+  assign \_$118  = $signed(\_$117 ) >>> param__data[1135:1128];
+  assign \_$119  = ! param__data[1135:1128];
+  assign \_$120  = $signed(act__data[71:64]) * $signed(param__data[1119:1088]);
+  assign \_$121  = param__data[1135:1128] - 1'h1;
+  assign \_$122  = $signed(\_$120 ) >>> \_$121 [7:0];
+  assign \_$123  = \_$119  ? 1'h0 : \_$122 [0];
+  assign \_$124  = $signed(\_$118 ) + $signed({ 1'h0, \_$123  });
+  assign \_$125  = insn[111] ? \_$124  : 41'h00000000000;
+  assign \_$126  = $signed(\_$116 ) + $signed(\_$125 );
+  assign \_$127  = insn[112] ? acc_rd__data[319:288] : 32'd0;
+  assign \_$128  = insn[110] ? param__data[1183:1152] : 32'd0;
+  assign \_$129  = $signed(\_$127 ) + $signed(\_$128 );
+  assign \_$130  = $signed(act__data[79:72]) * $signed(param__data[1247:1216]);
+  assign \_$131  = $signed(\_$130 ) >>> param__data[1263:1256];
+  assign \_$132  = ! param__data[1263:1256];
+  assign \_$133  = $signed(act__data[79:72]) * $signed(param__data[1247:1216]);
+  assign \_$134  = param__data[1263:1256] - 1'h1;
+  assign \_$135  = $signed(\_$133 ) >>> \_$134 [7:0];
+  assign \_$136  = \_$132  ? 1'h0 : \_$135 [0];
+  assign \_$137  = $signed(\_$131 ) + $signed({ 1'h0, \_$136  });
+  assign \_$138  = insn[111] ? \_$137  : 41'h00000000000;
+  assign \_$139  = $signed(\_$129 ) + $signed(\_$138 );
+  assign \_$140  = insn[112] ? acc_rd__data[351:320] : 32'd0;
+  assign \_$141  = insn[110] ? param__data[1311:1280] : 32'd0;
+  assign \_$142  = $signed(\_$140 ) + $signed(\_$141 );
+  assign \_$143  = $signed(act__data[87:80]) * $signed(param__data[1375:1344]);
+  assign \_$144  = $signed(\_$143 ) >>> param__data[1391:1384];
+  assign \_$145  = ! param__data[1391:1384];
+  assign \_$146  = $signed(act__data[87:80]) * $signed(param__data[1375:1344]);
+  assign \_$147  = param__data[1391:1384] - 1'h1;
+  assign \_$148  = $signed(\_$146 ) >>> \_$147 [7:0];
+  assign \_$149  = \_$145  ? 1'h0 : \_$148 [0];
+  assign \_$150  = $signed(\_$144 ) + $signed({ 1'h0, \_$149  });
+  assign \_$151  = insn[111] ? \_$150  : 41'h00000000000;
+  assign \_$152  = $signed(\_$142 ) + $signed(\_$151 );
+  assign \_$153  = insn[112] ? acc_rd__data[383:352] : 32'd0;
+  assign \_$154  = insn[110] ? param__data[1439:1408] : 32'd0;
+  assign \_$155  = $signed(\_$153 ) + $signed(\_$154 );
+  assign \_$156  = $signed(act__data[95:88]) * $signed(param__data[1503:1472]);
+  assign \_$157  = $signed(\_$156 ) >>> param__data[1519:1512];
+  assign \_$158  = ! param__data[1519:1512];
+  assign \_$159  = $signed(act__data[95:88]) * $signed(param__data[1503:1472]);
+  assign \_$160  = param__data[1519:1512] - 1'h1;
+  assign \_$161  = $signed(\_$159 ) >>> \_$160 [7:0];
+  assign \_$162  = \_$158  ? 1'h0 : \_$161 [0];
+  assign \_$163  = $signed(\_$157 ) + $signed({ 1'h0, \_$162  });
+  assign \_$164  = insn[111] ? \_$163  : 41'h00000000000;
+  assign \_$165  = $signed(\_$155 ) + $signed(\_$164 );
+  assign \_$166  = insn[112] ? acc_rd__data[415:384] : 32'd0;
+  assign \_$167  = insn[110] ? param__data[1567:1536] : 32'd0;
+  assign \_$168  = $signed(\_$166 ) + $signed(\_$167 );
+  assign \_$169  = $signed(act__data[103:96]) * $signed(param__data[1631:1600]);
+  assign \_$170  = $signed(\_$169 ) >>> param__data[1647:1640];
+  assign \_$171  = ! param__data[1647:1640];
+  assign \_$172  = $signed(act__data[103:96]) * $signed(param__data[1631:1600]);
+  assign \_$173  = param__data[1647:1640] - 1'h1;
+  assign \_$174  = $signed(\_$172 ) >>> \_$173 [7:0];
+  assign \_$175  = \_$171  ? 1'h0 : \_$174 [0];
+  assign \_$176  = $signed(\_$170 ) + $signed({ 1'h0, \_$175  });
+  assign \_$177  = insn[111] ? \_$176  : 41'h00000000000;
+  assign \_$178  = $signed(\_$168 ) + $signed(\_$177 );
+  assign \_$179  = insn[112] ? acc_rd__data[447:416] : 32'd0;
+  assign \_$180  = insn[110] ? param__data[1695:1664] : 32'd0;
+  assign \_$181  = $signed(\_$179 ) + $signed(\_$180 );
+  assign \_$182  = $signed(act__data[111:104]) * $signed(param__data[1759:1728]);
+  assign \_$183  = $signed(\_$182 ) >>> param__data[1775:1768];
+  assign \_$184  = ! param__data[1775:1768];
+  assign \_$185  = $signed(act__data[111:104]) * $signed(param__data[1759:1728]);
+  assign \_$186  = param__data[1775:1768] - 1'h1;
+  assign \_$187  = $signed(\_$185 ) >>> \_$186 [7:0];
+  assign \_$188  = \_$184  ? 1'h0 : \_$187 [0];
+  assign \_$189  = $signed(\_$183 ) + $signed({ 1'h0, \_$188  });
+  assign \_$190  = insn[111] ? \_$189  : 41'h00000000000;
+  assign \_$191  = $signed(\_$181 ) + $signed(\_$190 );
+  assign \_$192  = insn[112] ? acc_rd__data[479:448] : 32'd0;
+  assign \_$193  = insn[110] ? param__data[1823:1792] : 32'd0;
+  assign \_$194  = $signed(\_$192 ) + $signed(\_$193 );
+  assign \_$195  = $signed(act__data[119:112]) * $signed(param__data[1887:1856]);
+  assign \_$196  = $signed(\_$195 ) >>> param__data[1903:1896];
+  assign \_$197  = ! param__data[1903:1896];
+  assign \_$198  = $signed(act__data[119:112]) * $signed(param__data[1887:1856]);
+  assign \_$199  = param__data[1903:1896] - 1'h1;
+  assign \_$200  = $signed(\_$198 ) >>> \_$199 [7:0];
+  assign \_$201  = \_$197  ? 1'h0 : \_$200 [0];
+  assign \_$202  = $signed(\_$196 ) + $signed({ 1'h0, \_$201  });
+  assign \_$203  = insn[111] ? \_$202  : 41'h00000000000;
+  assign \_$204  = $signed(\_$194 ) + $signed(\_$203 );
+  assign \_$205  = insn[112] ? acc_rd__data[511:480] : 32'd0;
+  assign \_$206  = insn[110] ? param__data[1951:1920] : 32'd0;
+  assign \_$207  = $signed(\_$205 ) + $signed(\_$206 );
+  assign \_$208  = $signed(act__data[127:120]) * $signed(param__data[2015:1984]);
+  assign \_$209  = $signed(\_$208 ) >>> param__data[2031:2024];
+  assign \_$210  = ! param__data[2031:2024];
+  assign \_$211  = $signed(act__data[127:120]) * $signed(param__data[2015:1984]);
+  assign \_$212  = param__data[2031:2024] - 1'h1;
+  assign \_$213  = $signed(\_$211 ) >>> \_$212 [7:0];
+  assign \_$214  = \_$210  ? 1'h0 : \_$213 [0];
+  assign \_$215  = $signed(\_$209 ) + $signed({ 1'h0, \_$214  });
+  assign \_$216  = insn[111] ? \_$215  : 41'h00000000000;
+  assign \_$217  = $signed(\_$207 ) + $signed(\_$216 );
+  assign \_$218  = insn[3:0] == 3'h4;
+  assign \_$219  = \_$signal  & \_$218 ;
+  assign \_$220  = \_$219  & insn[111];
+  assign \_$221  = param__data[111:104] > 6'h3e;
+  assign \_$223  = param__data[239:232] > 6'h3e;
+  assign \_$224  = \_$222  | \_$223 ;
+  assign \_$225  = param__data[367:360] > 6'h3e;
+  assign \_$226  = \_$224  | \_$225 ;
+  assign \_$227  = param__data[495:488] > 6'h3e;
+  assign \_$228  = \_$226  | \_$227 ;
+  assign \_$229  = param__data[623:616] > 6'h3e;
+  assign \_$230  = \_$228  | \_$229 ;
+  assign \_$231  = param__data[751:744] > 6'h3e;
+  assign \_$232  = \_$230  | \_$231 ;
+  assign \_$233  = param__data[879:872] > 6'h3e;
+  assign \_$234  = \_$232  | \_$233 ;
+  assign \_$235  = param__data[1007:1000] > 6'h3e;
+  assign \_$236  = \_$234  | \_$235 ;
+  assign \_$237  = param__data[1135:1128] > 6'h3e;
+  assign \_$238  = \_$236  | \_$237 ;
+  assign \_$239  = param__data[1263:1256] > 6'h3e;
+  assign \_$240  = \_$238  | \_$239 ;
+  assign \_$241  = param__data[1391:1384] > 6'h3e;
+  assign \_$242  = \_$240  | \_$241 ;
+  assign \_$243  = param__data[1519:1512] > 6'h3e;
+  assign \_$244  = \_$242  | \_$243 ;
+  assign \_$245  = param__data[1647:1640] > 6'h3e;
+  assign \_$246  = \_$244  | \_$245 ;
+  assign \_$247  = param__data[1775:1768] > 6'h3e;
+  assign \_$248  = \_$246  | \_$247 ;
+  assign \_$249  = param__data[1903:1896] > 6'h3e;
+  assign \_$250  = \_$248  | \_$249 ;
+  assign \_$251  = param__data[2031:2024] > 6'h3e;
+  assign \_$252  = \_$250  | \_$251 ;
+  assign \_$253  = \_$220  & \_$252 ;
+  assign \_$254  = ! insn[102];
+  assign \_$255  = $signed(act__data[7:0]) > $signed(acc_rd__data[31:0]);
+  assign \_$256  = \_$255  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : acc_rd__data[31:0];
+  assign \_$257  = $signed(acc_rd__data[31:0]) + $signed(act__data[7:0]);
+  assign \_$258  = insn[102] ? \_$257  : { \_$256 [31], \_$256  };
+  assign \_$259  = insn[103] ? \_$258  : { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] };
+  assign \_$260  = ! insn[102];
+  assign \_$261  = $signed(act__data[7:0]) > $signed(running[31:0]);
+  assign \_$262  = \_$261  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : running[31:0];
+  assign \_$263  = $signed(running[31:0]) + $signed(act__data[7:0]);
+  assign \_$264  = insn[102] ? \_$263  : { \_$262 [31], \_$262  };
+  assign \_$265  = ln_first ? \_$259  : \_$264 ;
+  assign \_$266  = ! insn[102];
+  assign \_$267  = $signed(act__data[15:8]) > $signed(acc_rd__data[63:32]);
+  assign \_$268  = \_$267  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : acc_rd__data[63:32];
+  assign \_$269  = $signed(acc_rd__data[63:32]) + $signed(act__data[15:8]);
+  assign \_$270  = insn[102] ? \_$269  : { \_$268 [31], \_$268  };
+  assign \_$271  = insn[103] ? \_$270  : { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] };
+  assign \_$272  = ! insn[102];
+  assign \_$273  = $signed(act__data[15:8]) > $signed(running[63:32]);
+  assign \_$274  = \_$273  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : running[63:32];
+  assign \_$275  = $signed(running[63:32]) + $signed(act__data[15:8]);
+  assign \_$276  = insn[102] ? \_$275  : { \_$274 [31], \_$274  };
+  assign \_$277  = ln_first ? \_$271  : \_$276 ;
+  assign \_$278  = ! insn[102];
+  assign \_$279  = $signed(act__data[23:16]) > $signed(acc_rd__data[95:64]);
+  assign \_$280  = \_$279  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : acc_rd__data[95:64];
+  assign \_$281  = $signed(acc_rd__data[95:64]) + $signed(act__data[23:16]);
+  assign \_$282  = insn[102] ? \_$281  : { \_$280 [31], \_$280  };
+  assign \_$283  = insn[103] ? \_$282  : { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] };
+  assign \_$284  = ! insn[102];
+  assign \_$285  = $signed(act__data[23:16]) > $signed(running[95:64]);
+  assign \_$286  = \_$285  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : running[95:64];
+  assign \_$287  = $signed(running[95:64]) + $signed(act__data[23:16]);
+  assign \_$288  = insn[102] ? \_$287  : { \_$286 [31], \_$286  };
+  assign \_$289  = ln_first ? \_$283  : \_$288 ;
+  assign \_$290  = ! insn[102];
+  assign \_$291  = $signed(act__data[31:24]) > $signed(acc_rd__data[127:96]);
+  assign \_$292  = \_$291  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : acc_rd__data[127:96];
+  assign \_$293  = $signed(acc_rd__data[127:96]) + $signed(act__data[31:24]);
+  assign \_$294  = insn[102] ? \_$293  : { \_$292 [31], \_$292  };
+  assign \_$295  = insn[103] ? \_$294  : { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] };
+  assign \_$296  = ! insn[102];
+  assign \_$297  = $signed(act__data[31:24]) > $signed(running[127:96]);
+  assign \_$298  = \_$297  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : running[127:96];
+  assign \_$299  = $signed(running[127:96]) + $signed(act__data[31:24]);
+  assign \_$300  = insn[102] ? \_$299  : { \_$298 [31], \_$298  };
+  assign \_$301  = ln_first ? \_$295  : \_$300 ;
+  assign \_$302  = ! insn[102];
+  assign \_$303  = $signed(act__data[39:32]) > $signed(acc_rd__data[159:128]);
+  assign \_$304  = \_$303  ? { act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39:32] } : acc_rd__data[159:128];
+  assign \_$305  = $signed(acc_rd__data[159:128]) + $signed(act__data[39:32]);
+  assign \_$306  = insn[102] ? \_$305  : { \_$304 [31], \_$304  };
+  assign \_$307  = insn[103] ? \_$306  : { act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39:32] };
+  assign \_$308  = ! insn[102];
+  assign \_$309  = $signed(act__data[39:32]) > $signed(running[159:128]);
+  assign \_$310  = \_$309  ? { act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39:32] } : running[159:128];
+  assign \_$311  = $signed(running[159:128]) + $signed(act__data[39:32]);
+  assign \_$312  = insn[102] ? \_$311  : { \_$310 [31], \_$310  };
+  assign \_$313  = ln_first ? \_$307  : \_$312 ;
+  assign \_$314  = ! insn[102];
+  assign \_$315  = $signed(act__data[47:40]) > $signed(acc_rd__data[191:160]);
+  assign \_$316  = \_$315  ? { act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47:40] } : acc_rd__data[191:160];
+  assign \_$317  = $signed(acc_rd__data[191:160]) + $signed(act__data[47:40]);
+  assign \_$318  = insn[102] ? \_$317  : { \_$316 [31], \_$316  };
+  assign \_$319  = insn[103] ? \_$318  : { act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47:40] };
+  assign \_$320  = ! insn[102];
+  assign \_$321  = $signed(act__data[47:40]) > $signed(running[191:160]);
+  assign \_$322  = \_$321  ? { act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47:40] } : running[191:160];
+  assign \_$323  = $signed(running[191:160]) + $signed(act__data[47:40]);
+  assign \_$324  = insn[102] ? \_$323  : { \_$322 [31], \_$322  };
+  assign \_$325  = ln_first ? \_$319  : \_$324 ;
+  assign \_$326  = ! insn[102];
+  assign \_$327  = $signed(act__data[55:48]) > $signed(acc_rd__data[223:192]);
+  assign \_$328  = \_$327  ? { act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55:48] } : acc_rd__data[223:192];
+  assign \_$329  = $signed(acc_rd__data[223:192]) + $signed(act__data[55:48]);
+  assign \_$330  = insn[102] ? \_$329  : { \_$328 [31], \_$328  };
+  assign \_$331  = insn[103] ? \_$330  : { act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55:48] };
+  assign \_$332  = ! insn[102];
+  assign \_$333  = $signed(act__data[55:48]) > $signed(running[223:192]);
+  assign \_$334  = \_$333  ? { act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55:48] } : running[223:192];
+  assign \_$335  = $signed(running[223:192]) + $signed(act__data[55:48]);
+  assign \_$336  = insn[102] ? \_$335  : { \_$334 [31], \_$334  };
+  assign \_$337  = ln_first ? \_$331  : \_$336 ;
+  assign \_$338  = ! insn[102];
+  assign \_$339  = $signed(act__data[63:56]) > $signed(acc_rd__data[255:224]);
+  assign \_$340  = \_$339  ? { act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63:56] } : acc_rd__data[255:224];
+  assign \_$341  = $signed(acc_rd__data[255:224]) + $signed(act__data[63:56]);
+  assign \_$342  = insn[102] ? \_$341  : { \_$340 [31], \_$340  };
+  assign \_$343  = insn[103] ? \_$342  : { act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63:56] };
+  assign \_$344  = ! insn[102];
+  assign \_$345  = $signed(act__data[63:56]) > $signed(running[255:224]);
+  assign \_$346  = \_$345  ? { act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63:56] } : running[255:224];
+  assign \_$347  = $signed(running[255:224]) + $signed(act__data[63:56]);
+  assign \_$348  = insn[102] ? \_$347  : { \_$346 [31], \_$346  };
+  assign \_$349  = ln_first ? \_$343  : \_$348 ;
+  assign \_$350  = ! insn[102];
+  assign \_$351  = $signed(act__data[71:64]) > $signed(acc_rd__data[287:256]);
+  assign \_$352  = \_$351  ? { act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71:64] } : acc_rd__data[287:256];
+  assign \_$353  = $signed(acc_rd__data[287:256]) + $signed(act__data[71:64]);
+  assign \_$354  = insn[102] ? \_$353  : { \_$352 [31], \_$352  };
+  assign \_$355  = insn[103] ? \_$354  : { act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71:64] };
+  assign \_$356  = ! insn[102];
+  assign \_$357  = $signed(act__data[71:64]) > $signed(running[287:256]);
+  assign \_$358  = \_$357  ? { act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71:64] } : running[287:256];
+  assign \_$359  = $signed(running[287:256]) + $signed(act__data[71:64]);
+  assign \_$360  = insn[102] ? \_$359  : { \_$358 [31], \_$358  };
+  assign \_$361  = ln_first ? \_$355  : \_$360 ;
+  assign \_$362  = ! insn[102];
+  assign \_$363  = $signed(act__data[79:72]) > $signed(acc_rd__data[319:288]);
+  assign \_$364  = \_$363  ? { act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79:72] } : acc_rd__data[319:288];
+  assign \_$365  = $signed(acc_rd__data[319:288]) + $signed(act__data[79:72]);
+  assign \_$366  = insn[102] ? \_$365  : { \_$364 [31], \_$364  };
+  assign \_$367  = insn[103] ? \_$366  : { act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79:72] };
+  assign \_$368  = ! insn[102];
+  assign \_$369  = $signed(act__data[79:72]) > $signed(running[319:288]);
+  assign \_$370  = \_$369  ? { act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79:72] } : running[319:288];
+  assign \_$371  = $signed(running[319:288]) + $signed(act__data[79:72]);
+  assign \_$372  = insn[102] ? \_$371  : { \_$370 [31], \_$370  };
+  assign \_$373  = ln_first ? \_$367  : \_$372 ;
+  assign \_$374  = ! insn[102];
+  assign \_$375  = $signed(act__data[87:80]) > $signed(acc_rd__data[351:320]);
+  assign \_$376  = \_$375  ? { act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87:80] } : acc_rd__data[351:320];
+  assign \_$377  = $signed(acc_rd__data[351:320]) + $signed(act__data[87:80]);
+  assign \_$378  = insn[102] ? \_$377  : { \_$376 [31], \_$376  };
+  assign \_$379  = insn[103] ? \_$378  : { act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87:80] };
+  assign \_$380  = ! insn[102];
+  assign \_$381  = $signed(act__data[87:80]) > $signed(running[351:320]);
+  assign \_$382  = \_$381  ? { act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87:80] } : running[351:320];
+  assign \_$383  = $signed(running[351:320]) + $signed(act__data[87:80]);
+  assign \_$384  = insn[102] ? \_$383  : { \_$382 [31], \_$382  };
+  assign \_$385  = ln_first ? \_$379  : \_$384 ;
+  assign \_$386  = ! insn[102];
+  assign \_$387  = $signed(act__data[95:88]) > $signed(acc_rd__data[383:352]);
+  assign \_$388  = \_$387  ? { act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95:88] } : acc_rd__data[383:352];
+  assign \_$389  = $signed(acc_rd__data[383:352]) + $signed(act__data[95:88]);
+  assign \_$390  = insn[102] ? \_$389  : { \_$388 [31], \_$388  };
+  assign \_$391  = insn[103] ? \_$390  : { act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95:88] };
+  assign \_$392  = ! insn[102];
+  assign \_$393  = $signed(act__data[95:88]) > $signed(running[383:352]);
+  assign \_$394  = \_$393  ? { act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95:88] } : running[383:352];
+  assign \_$395  = $signed(running[383:352]) + $signed(act__data[95:88]);
+  assign \_$396  = insn[102] ? \_$395  : { \_$394 [31], \_$394  };
+  assign \_$397  = ln_first ? \_$391  : \_$396 ;
+  assign \_$398  = ! insn[102];
+  assign \_$399  = $signed(act__data[103:96]) > $signed(acc_rd__data[415:384]);
+  assign \_$400  = \_$399  ? { act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103:96] } : acc_rd__data[415:384];
+  assign \_$401  = $signed(acc_rd__data[415:384]) + $signed(act__data[103:96]);
+  assign \_$402  = insn[102] ? \_$401  : { \_$400 [31], \_$400  };
+  assign \_$403  = insn[103] ? \_$402  : { act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103:96] };
+  assign \_$404  = ! insn[102];
+  assign \_$405  = $signed(act__data[103:96]) > $signed(running[415:384]);
+  assign \_$406  = \_$405  ? { act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103:96] } : running[415:384];
+  assign \_$407  = $signed(running[415:384]) + $signed(act__data[103:96]);
+  assign \_$408  = insn[102] ? \_$407  : { \_$406 [31], \_$406  };
+  assign \_$409  = ln_first ? \_$403  : \_$408 ;
+  assign \_$410  = ! insn[102];
+  assign \_$411  = $signed(act__data[111:104]) > $signed(acc_rd__data[447:416]);
+  assign \_$412  = \_$411  ? { act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111:104] } : acc_rd__data[447:416];
+  assign \_$413  = $signed(acc_rd__data[447:416]) + $signed(act__data[111:104]);
+  assign \_$414  = insn[102] ? \_$413  : { \_$412 [31], \_$412  };
+  assign \_$415  = insn[103] ? \_$414  : { act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111:104] };
+  assign \_$416  = ! insn[102];
+  assign \_$417  = $signed(act__data[111:104]) > $signed(running[447:416]);
+  assign \_$418  = \_$417  ? { act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111:104] } : running[447:416];
+  assign \_$419  = $signed(running[447:416]) + $signed(act__data[111:104]);
+  assign \_$420  = insn[102] ? \_$419  : { \_$418 [31], \_$418  };
+  assign \_$421  = ln_first ? \_$415  : \_$420 ;
+  assign \_$422  = ! insn[102];
+  assign \_$423  = $signed(act__data[119:112]) > $signed(acc_rd__data[479:448]);
+  assign \_$424  = \_$423  ? { act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119:112] } : acc_rd__data[479:448];
+  assign \_$425  = $signed(acc_rd__data[479:448]) + $signed(act__data[119:112]);
+  assign \_$426  = insn[102] ? \_$425  : { \_$424 [31], \_$424  };
+  assign \_$427  = insn[103] ? \_$426  : { act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119:112] };
+  assign \_$428  = ! insn[102];
+  assign \_$429  = $signed(act__data[119:112]) > $signed(running[479:448]);
+  assign \_$430  = \_$429  ? { act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119:112] } : running[479:448];
+  assign \_$431  = $signed(running[479:448]) + $signed(act__data[119:112]);
+  assign \_$432  = insn[102] ? \_$431  : { \_$430 [31], \_$430  };
+  assign \_$433  = ln_first ? \_$427  : \_$432 ;
+  assign \_$434  = ! insn[102];
+  assign \_$435  = $signed(act__data[127:120]) > $signed(acc_rd__data[511:480]);
+  assign \_$436  = \_$435  ? { act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127:120] } : acc_rd__data[511:480];
+  assign \_$437  = $signed(acc_rd__data[511:480]) + $signed(act__data[127:120]);
+  assign \_$438  = insn[102] ? \_$437  : { \_$436 [31], \_$436  };
+  assign \_$439  = insn[103] ? \_$438  : { act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127:120] };
+  assign \_$440  = ! insn[102];
+  assign \_$441  = $signed(act__data[127:120]) > $signed(running[511:480]);
+  assign \_$442  = \_$441  ? { act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127:120] } : running[511:480];
+  assign \_$443  = $signed(running[511:480]) + $signed(act__data[127:120]);
+  assign \_$444  = insn[102] ? \_$443  : { \_$442 [31], \_$442  };
+  assign \_$445  = ln_first ? \_$439  : \_$444 ;
+  assign \_$446  = insn[3:0] == 3'h4;
+  assign \_$447  = \_$signal  & \_$446 ;
+  assign \_$448  = \_$signal  & \_$signal$13 ;
+  assign \_$449  = acc_ptr >= 12'h800;
+  assign \_$450  = \_$signal$20  >= 14'h2000;
+  assign \_$451  = insn[111] & \_$450 ;
+  assign \_$452  = \_$449  | \_$451 ;
+  assign \_$453  = insn[55:40] + \_$signal$21 ;
+  assign \_$454  = \_$453  >= 9'h100;
+  assign \_$455  = \_$452  | \_$454 ;
+  assign \_$456  = ~ halt;
+  assign \_$457  = insn[55:40] + \_$signal$21 ;
+  assign \_$458  = \_$signal$20  >= 14'h2000;
+  assign \_$459  = acc_ptr >= 12'h800;
+  assign \_$460  = \_$458  | \_$459 ;
+  assign \_$461  = ~ halt;
+  assign \_$462  = ! w;
+  assign \_$463  = ! line_state;
+  assign \_$464  = line_state == 1'h1;
+  assign \_$465  = line_state == 2'h2;
+  assign \_$466  = line_state == 2'h3;
+  assign \_$467  = line_state == 3'h4;
+  assign \_$468  = insn[3:0] == 3'h4;
+  assign \_$469  = acc_ptr >= 12'h800;
+  assign \_$470  = \_$signal$20  >= 14'h2000;
+  assign \_$471  = insn[111] & \_$470 ;
+  assign \_$472  = \_$469  | \_$471 ;
+  assign \_$473  = insn[55:40] + \_$signal$21 ;
+  assign \_$474  = \_$473  >= 9'h100;
+  assign \_$475  = \_$472  | \_$474 ;
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    (* full_case = 32'd1 *)
+    if (\_$1 ) begin
+      bad_fields = \_$4 ;
+    end else begin
+      bad_fields = \_$9 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    error = 1'h0;
+    if (\_$253 ) begin
+      error = 1'h1;
+    end
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$455 ) begin
+            error = 1'h1;
+          end
+      3'h2:
+          if (\_$460 ) begin
+            error = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    error_code = 4'h0;
+    if (\_$253 ) begin
+      error_code = 4'h7;
+    end
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$455 ) begin
+            error_code = 4'h4;
+          end
+      3'h2:
+          if (\_$460 ) begin
+            error_code = 4'h4;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    acc_wr__en = 1'h0;
+    if (\_$447 ) begin
+      acc_wr__en = 1'h1;
+    end else if (\_$448 ) begin
+      acc_wr__en = 1'h1;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    acc_wr__addr = 16'h0000;
+    if (\_$447 ) begin
+      acc_wr__addr = ln_acc;
+    end else if (\_$448 ) begin
+      acc_wr__addr = ln_acc;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    acc_wr__data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    if (\_$447 ) begin
+      acc_wr__data = accum_value;
+    end else if (\_$448 ) begin
+      acc_wr__data = pool_value;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    act__addr = 16'h0000;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$455 ) begin
+          end else if (\_$456 ) begin
+            act__addr = \_$signal$20 [15:0];
+          end
+      3'h2:
+          if (\_$460 ) begin
+          end else if (\_$461 ) begin
+            act__addr = \_$signal$20 [15:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    act__en = 1'h0;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$455 ) begin
+          end else if (\_$456 ) begin
+            act__en = 1'h1;
+          end
+      3'h2:
+          if (\_$460 ) begin
+          end else if (\_$461 ) begin
+            act__en = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    acc_rd__addr = 16'h0000;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$455 ) begin
+          end else if (\_$456 ) begin
+            acc_rd__addr = acc_ptr[15:0];
+          end
+      3'h2:
+          if (\_$460 ) begin
+          end else if (\_$461 ) begin
+            acc_rd__addr = acc_ptr[15:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    acc_rd__en = 1'h0;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$455 ) begin
+          end else if (\_$456 ) begin
+            acc_rd__en = 1'h1;
+          end
+      3'h2:
+          if (\_$460 ) begin
+          end else if (\_$461 ) begin
+            acc_rd__en = \_$462 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    param__addr = 16'h0000;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$455 ) begin
+          end else if (\_$456 ) begin
+            param__addr = \_$457 [15:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    param__en = 1'h0;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$455 ) begin
+          end else if (\_$456 ) begin
+            param__en = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    done = 1'h0;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h4:
+          done = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    \_$512  = running;
+    if (\_$signal ) begin
+      \_$512  = pool_value;
+    end
+    if (rst) begin
+      \_$512  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    \_$513  = \_$signal$21 ;
+    casez (line_state)
+      3'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$468 ) begin
+              \_$513  = 10'h000;
+            end else begin
+              \_$513  = 10'h000;
+            end
+          end
+      3'h1:
+          if (\_$475 ) begin
+          end else if (\_$476 ) begin
+            if (\_$478 ) begin
+              \_$513  = \_$479 [9:0];
+            end
+          end
+      3'h2:
+          if (\_$491 ) begin
+          end else if (\_$492 ) begin
+            if (\_$499 ) begin
+            end else if (\_$501 ) begin
+              \_$513  = \_$503 [9:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$513  = 10'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    \_$514  = \_$signal$34 ;
+    casez (line_state)
+      3'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$468 ) begin
+              \_$514  = 12'h000;
+            end else begin
+              \_$514  = 12'h000;
+            end
+          end
+      3'h1:
+          if (\_$475 ) begin
+          end else if (\_$476 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$478 ) begin
+              \_$514  = 12'h000;
+            end else begin
+              \_$514  = \_$486 [11:0];
+            end
+          end
+      3'h2:
+          if (\_$491 ) begin
+          end else if (\_$492 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$499 ) begin
+            end else if (\_$501 ) begin
+              \_$514  = 12'h000;
+            end else begin
+              \_$514  = \_$510 [11:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$514  = 12'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    \_$515  = \_$signal$20 ;
+    casez (line_state)
+      3'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$468 ) begin
+              \_$515  = { 1'h0, insn[39:24] };
+            end else begin
+              \_$515  = { 1'h0, insn[23:8] };
+            end
+          end
+      3'h1:
+          if (\_$475 ) begin
+          end else if (\_$476 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$478 ) begin
+              \_$515  = \_$482 [16:0];
+            end else begin
+              \_$515  = \_$487 [16:0];
+            end
+          end
+      3'h2:
+          if (\_$491 ) begin
+          end else if (\_$492 ) begin
+            \_$515  = \_$496 [16:0];
+            if (\_$499 ) begin
+            end else if (\_$501 ) begin
+              \_$515  = \_$506 [16:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$515  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    \_$516  = acc_ptr;
+    casez (line_state)
+      3'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$468 ) begin
+              \_$516  = { 1'h0, insn[23:8] };
+            end else begin
+              \_$516  = { 1'h0, insn[39:24] };
+            end
+          end
+      3'h1:
+          if (\_$475 ) begin
+          end else if (\_$476 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$478 ) begin
+              \_$516  = \_$483 [16:0];
+            end else begin
+              \_$516  = \_$488 [16:0];
+            end
+          end
+      3'h2:
+          if (\_$491 ) begin
+          end else if (\_$492 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$499 ) begin
+            end else if (\_$501 ) begin
+              \_$516  = \_$507 [16:0];
+            end else begin
+              \_$516  = \_$511 [16:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$516  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    \_$517  = \_$signal$35 ;
+    casez (line_state)
+      3'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$468 ) begin
+              \_$517  = { 1'h0, insn[39:24] };
+            end else begin
+              \_$517  = { 1'h0, insn[23:8] };
+            end
+          end
+      3'h1:
+          if (\_$475 ) begin
+          end else if (\_$476 ) begin
+            if (\_$478 ) begin
+              \_$517  = \_$480 [16:0];
+            end
+          end
+      3'h2:
+          if (\_$491 ) begin
+          end else if (\_$492 ) begin
+            if (\_$499 ) begin
+            end else if (\_$501 ) begin
+              \_$517  = \_$504 [16:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$517  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    \_$518  = acc_base;
+    casez (line_state)
+      3'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$468 ) begin
+              \_$518  = { 1'h0, insn[23:8] };
+            end else begin
+              \_$518  = { 1'h0, insn[39:24] };
+            end
+          end
+      3'h1:
+          if (\_$475 ) begin
+          end else if (\_$476 ) begin
+            if (\_$478 ) begin
+              \_$518  = \_$481 [16:0];
+            end
+          end
+      3'h2:
+          if (\_$491 ) begin
+          end else if (\_$492 ) begin
+            if (\_$499 ) begin
+            end else if (\_$501 ) begin
+              \_$518  = \_$505 [16:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$518  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    \_$519  = line_state;
+    casez (line_state)
+      3'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$468 ) begin
+              \_$519  = 3'h1;
+            end else begin
+              \_$519  = 3'h2;
+            end
+          end
+      3'h1:
+          if (\_$475 ) begin
+            \_$519  = 3'h3;
+          end else if (\_$476 ) begin
+            if (\_$478 ) begin
+              if (\_$485 ) begin
+                \_$519  = 3'h4;
+              end
+            end
+          end
+      3'h2:
+          if (\_$491 ) begin
+            \_$519  = 3'h3;
+          end else if (\_$492 ) begin
+            if (\_$499 ) begin
+            end else if (\_$501 ) begin
+              if (\_$509 ) begin
+                \_$519  = 3'h4;
+              end
+            end
+          end
+      3'h4:
+          \_$519  = 3'h0;
+    endcase
+    if (rst) begin
+      \_$519  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    \_$520  = w;
+    casez (line_state)
+      3'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$468 ) begin
+            end else begin
+              \_$520  = 8'h00;
+            end
+          end
+      3'h1:
+          /* empty */;
+      3'h2:
+          if (\_$491 ) begin
+          end else if (\_$492 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$499 ) begin
+              \_$520  = \_$502 [7:0];
+            end else if (\_$501 ) begin
+              \_$520  = 8'h00;
+            end else begin
+              \_$520  = 8'h00;
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$520  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    \_$521  = \_$signal ;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+        begin
+          \_$521  = 1'h0;
+          if (\_$475 ) begin
+          end else if (\_$476 ) begin
+            \_$521  = 1'h1;
+          end
+        end
+      3'h2:
+        begin
+          \_$521  = 1'h0;
+          if (\_$491 ) begin
+          end else if (\_$492 ) begin
+            \_$521  = 1'h1;
+          end
+        end
+      3'h4:
+          \_$521  = 1'h0;
+    endcase
+    if (rst) begin
+      \_$521  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    \_$522  = ln_acc;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$475 ) begin
+          end else if (\_$476 ) begin
+            \_$522  = acc_ptr[15:0];
+          end
+      3'h2:
+          if (\_$491 ) begin
+          end else if (\_$492 ) begin
+            \_$522  = acc_ptr[15:0];
+          end
+    endcase
+    if (rst) begin
+      \_$522  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    \_$523  = ln_first;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          if (\_$491 ) begin
+          end else if (\_$492 ) begin
+            \_$523  = \_$493 ;
+          end
+    endcase
+    if (rst) begin
+      \_$523  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    \_$524  = \_$signal$13 ;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          if (\_$491 ) begin
+          end else if (\_$492 ) begin
+            \_$524  = \_$495 ;
+          end
+      3'h4:
+          \_$524  = 1'h0;
+    endcase
+    if (rst) begin
+      \_$524  = 1'h0;
+    end
+  end
+  assign bad_shift = 1'h0;
+  assign \insn.raw  = insn;
+  assign \insn.load  = insn[31:0];
+  assign \insn.load.opcode  = insn[3:0];
+  assign \insn.load.deps  = insn[7:4];
+  assign \insn.load.deps.pop_prev  = insn[4];
+  assign \insn.load.deps.pop_next  = insn[5];
+  assign \insn.load.deps.push_prev  = insn[6];
+  assign \insn.load.deps.push_next  = insn[7];
+  assign \insn.load.desc  = insn[31:8];
+  assign \insn.store  = insn[65:0];
+  assign \insn.store.opcode  = insn[3:0];
+  assign \insn.store.deps  = insn[7:4];
+  assign \insn.store.deps.pop_prev  = insn[4];
+  assign \insn.store.deps.pop_next  = insn[5];
+  assign \insn.store.deps.push_prev  = insn[6];
+  assign \insn.store.deps.push_next  = insn[7];
+  assign \insn.store.desc  = insn[31:8];
+  assign \insn.store.param_addr  = insn[47:32];
+  assign \insn.store.param_loop  = insn[49:48];
+  assign \insn.store.clamp_lo  = insn[57:50];
+  assign \insn.store.clamp_hi  = insn[65:58];
+  assign \insn.gemm  = insn[120:0];
+  assign \insn.gemm.opcode  = insn[3:0];
+  assign \insn.gemm.deps  = insn[7:4];
+  assign \insn.gemm.deps.pop_prev  = insn[4];
+  assign \insn.gemm.deps.pop_next  = insn[5];
+  assign \insn.gemm.deps.push_prev  = insn[6];
+  assign \insn.gemm.deps.push_next  = insn[7];
+  assign \insn.gemm.wgt_addr  = insn[23:8];
+  assign \insn.gemm.act_addr  = insn[39:24];
+  assign \insn.gemm.acc_addr  = insn[55:40];
+  assign \insn.gemm.m  = insn[67:56];
+  assign \insn.gemm.k_iter  = insn[77:68];
+  assign \insn.gemm.n_iter  = insn[87:78];
+  assign \insn.gemm.act_k_stride  = insn[103:88];
+  assign \insn.gemm.acc_n_stride  = insn[119:104];
+  assign \insn.gemm.accumulate  = insn[120];
+  assign \insn.accum  = insn[112:0];
+  assign \insn.accum.opcode  = insn[3:0];
+  assign \insn.accum.deps  = insn[7:4];
+  assign \insn.accum.deps.pop_prev  = insn[4];
+  assign \insn.accum.deps.pop_next  = insn[5];
+  assign \insn.accum.deps.push_prev  = insn[6];
+  assign \insn.accum.deps.push_next  = insn[7];
+  assign \insn.accum.acc_addr  = insn[23:8];
+  assign \insn.accum.act_addr  = insn[39:24];
+  assign \insn.accum.param_addr  = insn[55:40];
+  assign \insn.accum.m  = insn[67:56];
+  assign \insn.accum.n_iter  = insn[77:68];
+  assign \insn.accum.acc_n_stride  = insn[93:78];
+  assign \insn.accum.act_n_stride  = insn[109:94];
+  assign \insn.accum.use_bias  = insn[110];
+  assign \insn.accum.use_res  = insn[111];
+  assign \insn.accum.accumulate  = insn[112];
+  assign \insn.pool  = insn[103:0];
+  assign \insn.pool.opcode  = insn[3:0];
+  assign \insn.pool.deps  = insn[7:4];
+  assign \insn.pool.deps.pop_prev  = insn[4];
+  assign \insn.pool.deps.pop_next  = insn[5];
+  assign \insn.pool.deps.push_prev  = insn[6];
+  assign \insn.pool.deps.push_next  = insn[7];
+  assign \insn.pool.act_addr  = insn[23:8];
+  assign \insn.pool.acc_addr  = insn[39:24];
+  assign \insn.pool.m  = insn[51:40];
+  assign \insn.pool.window  = insn[59:52];
+  assign \insn.pool.n_iter  = insn[69:60];
+  assign \insn.pool.act_n_stride  = insn[85:70];
+  assign \insn.pool.acc_n_stride  = insn[101:86];
+  assign \insn.pool.mode  = insn[102];
+  assign \insn.pool.accumulate  = insn[103];
+  assign \insn.sync  = insn[9:0];
+  assign \insn.sync.opcode  = insn[3:0];
+  assign \insn.sync.deps  = insn[7:4];
+  assign \insn.sync.deps.pop_prev  = insn[4];
+  assign \insn.sync.deps.pop_next  = insn[5];
+  assign \insn.sync.deps.push_prev  = insn[6];
+  assign \insn.sync.deps.push_next  = insn[7];
+  assign \insn.sync.queue  = insn[9:8];
+  assign \insn.perf  = insn[71:0];
+  assign \insn.perf.opcode  = insn[3:0];
+  assign \insn.perf.deps  = insn[7:4];
+  assign \insn.perf.deps.pop_prev  = insn[4];
+  assign \insn.perf.deps.pop_next  = insn[5];
+  assign \insn.perf.deps.push_prev  = insn[6];
+  assign \insn.perf.deps.push_next  = insn[7];
+  assign \insn.perf.tag  = insn[39:8];
+  assign \insn.perf.dram_addr  = insn[71:40];
+  assign \insn.end  = insn[7:0];
+  assign \insn.end.opcode  = insn[3:0];
+  assign \insn.end.deps  = insn[7:4];
+  assign \insn.end.deps.pop_prev  = insn[4];
+  assign \insn.end.deps.pop_next  = insn[5];
+  assign \insn.end.deps.push_prev  = insn[6];
+  assign \insn.end.deps.push_next  = insn[7];
+  assign \accum_value[0]  = accum_value[31:0];
+  assign \accum_value[1]  = accum_value[63:32];
+  assign \accum_value[2]  = accum_value[95:64];
+  assign \accum_value[3]  = accum_value[127:96];
+  assign \accum_value[4]  = accum_value[159:128];
+  assign \accum_value[5]  = accum_value[191:160];
+  assign \accum_value[6]  = accum_value[223:192];
+  assign \accum_value[7]  = accum_value[255:224];
+  assign \accum_value[8]  = accum_value[287:256];
+  assign \accum_value[9]  = accum_value[319:288];
+  assign \accum_value[10]  = accum_value[351:320];
+  assign \accum_value[11]  = accum_value[383:352];
+  assign \accum_value[12]  = accum_value[415:384];
+  assign \accum_value[13]  = accum_value[447:416];
+  assign \accum_value[14]  = accum_value[479:448];
+  assign \accum_value[15]  = accum_value[511:480];
+  assign \pool_value[0]  = pool_value[31:0];
+  assign \pool_value[1]  = pool_value[63:32];
+  assign \pool_value[2]  = pool_value[95:64];
+  assign \pool_value[3]  = pool_value[127:96];
+  assign \pool_value[4]  = pool_value[159:128];
+  assign \pool_value[5]  = pool_value[191:160];
+  assign \pool_value[6]  = pool_value[223:192];
+  assign \pool_value[7]  = pool_value[255:224];
+  assign \pool_value[8]  = pool_value[287:256];
+  assign \pool_value[9]  = pool_value[319:288];
+  assign \pool_value[10]  = pool_value[351:320];
+  assign \pool_value[11]  = pool_value[383:352];
+  assign \pool_value[12]  = pool_value[415:384];
+  assign \pool_value[13]  = pool_value[447:416];
+  assign \pool_value[14]  = pool_value[479:448];
+  assign \pool_value[15]  = pool_value[511:480];
+  assign \running[0]  = running[31:0];
+  assign \running[1]  = running[63:32];
+  assign \running[2]  = running[95:64];
+  assign \running[3]  = running[127:96];
+  assign \running[4]  = running[159:128];
+  assign \running[5]  = running[191:160];
+  assign \running[6]  = running[223:192];
+  assign \running[7]  = running[255:224];
+  assign \running[8]  = running[287:256];
+  assign \running[9]  = running[319:288];
+  assign \running[10]  = running[351:320];
+  assign \running[11]  = running[383:352];
+  assign \running[12]  = running[415:384];
+  assign \running[13]  = running[447:416];
+  assign \running[14]  = running[479:448];
+  assign \running[15]  = running[511:480];
+  assign pool_value[511:480] = \_$445 [31:0];
+  assign pool_value[479:448] = \_$433 [31:0];
+  assign pool_value[447:416] = \_$421 [31:0];
+  assign pool_value[415:384] = \_$409 [31:0];
+  assign pool_value[383:352] = \_$397 [31:0];
+  assign pool_value[351:320] = \_$385 [31:0];
+  assign pool_value[319:288] = \_$373 [31:0];
+  assign pool_value[287:256] = \_$361 [31:0];
+  assign pool_value[255:224] = \_$349 [31:0];
+  assign pool_value[223:192] = \_$337 [31:0];
+  assign pool_value[191:160] = \_$325 [31:0];
+  assign pool_value[159:128] = \_$313 [31:0];
+  assign pool_value[127:96] = \_$301 [31:0];
+  assign pool_value[95:64] = \_$289 [31:0];
+  assign pool_value[63:32] = \_$277 [31:0];
+  assign pool_value[31:0] = \_$265 [31:0];
+  assign accum_value[511:480] = \_$217 [31:0];
+  assign accum_value[479:448] = \_$204 [31:0];
+  assign accum_value[447:416] = \_$191 [31:0];
+  assign accum_value[415:384] = \_$178 [31:0];
+  assign accum_value[383:352] = \_$165 [31:0];
+  assign accum_value[351:320] = \_$152 [31:0];
+  assign accum_value[319:288] = \_$139 [31:0];
+  assign accum_value[287:256] = \_$126 [31:0];
+  assign accum_value[255:224] = \_$113 [31:0];
+  assign accum_value[223:192] = \_$100 [31:0];
+  assign accum_value[191:160] = \_$87 [31:0];
+  assign accum_value[159:128] = \_$74 [31:0];
+  assign accum_value[127:96] = \_$61 [31:0];
+  assign accum_value[95:64] = \_$48 [31:0];
+  assign accum_value[63:32] = \_$35 [31:0];
+  assign accum_value[31:0] = \_$22 [31:0];
+  assign \_$222  = \_$221 ;
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$263  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [4:0] \_$11 ;
@@ -43448,7 +44394,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [3:0];
@@ -43458,7 +44404,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [3:0];
@@ -43468,7 +44414,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [3:0];
@@ -43481,7 +44427,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$261 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -43503,7 +44449,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, compute_q__ready, store_q__ready, bus__resp__valid, bus__resp__payload, halt, load_q__payload, compute_q__payload, store_q__payload, load_q__valid, compute_q__valid, store_q__valid, stalled, bus__req__payload, error, error_code, ended
 , pc, bus__req__ready, insn_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$262  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$264  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$11 ;
@@ -43787,7 +44733,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     .w_en(bus__resp__valid)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     \_$signal  = 1'h0;
     casez (word[3:0])
       4'h1:
@@ -43809,7 +44755,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     target = 2'h0;
     casez (word[3:0])
       4'h1:
@@ -43829,7 +44775,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     \_$signal$22  = 1'h0;
     casez (word[3:0])
       4'h1:
@@ -43847,7 +44793,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     is_end = 1'h0;
     casez (word[3:0])
       4'h1:
@@ -43869,7 +44815,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     room = 1'h0;
     casez (target)
       2'h0:
@@ -43881,7 +44827,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     load_q__valid = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -43894,7 +44840,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     compute_q__valid = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -43907,7 +44853,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     store_q__valid = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -43920,7 +44866,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     stalled = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -43933,7 +44879,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     \_$78  = running;
     if (start) begin
       \_$78  = 1'h1;
@@ -43943,7 +44889,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     \_$79  = next_addr;
     if (start) begin
       \_$79  = { 1'h0, insn_base };
@@ -43956,7 +44902,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     \_$80  = insn_addr;
     if (start) begin
       \_$80  = insn_base;
@@ -43977,7 +44923,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     \_$81  = have;
     if (start) begin
       \_$81  = 1'h0;
@@ -44001,7 +44947,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     \_$82  = word;
     if (\_$40 ) begin
       \_$82  = \_$43 ;
@@ -44011,7 +44957,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     \_$83  = error;
     if (\_$51 ) begin
       if (\_$52 ) begin
@@ -44028,7 +44974,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     \_$84  = error_code;
     if (\_$51 ) begin
       if (\_$52 ) begin
@@ -44045,7 +44991,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     \_$85  = ended;
     if (\_$51 ) begin
       if (\_$52 ) begin
@@ -44059,7 +45005,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     \_$86  = pc;
     if (\_$51 ) begin
       (* full_case = 32'd1 *)
@@ -44105,7 +45051,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch.port (rst, addr__valid, r_en, bus__req__valid, addr__ready, empty, data__payload, w_en, w_data, bus__req__payload, data__valid, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$263  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$265  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -44171,7 +45117,7 @@ module \sim_top.accel.fetch.port (rst, addr__valid, r_en, bus__req__valid, addr_
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     \_$9  = \_$8 [4:0];
     if (rst) begin
       \_$9  = 5'h00;
@@ -44187,7 +45133,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$264  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$266  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [4:0] \_$11 ;
@@ -44306,7 +45252,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [3:0];
@@ -44316,7 +45262,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [3:0];
@@ -44326,7 +45272,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [3:0];
@@ -44339,7 +45285,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -44361,7 +45307,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, desc_bus__req__valid, data_bus__req__valid, act__addr, queue__payload, deps__room_next, deps__has_next, bus__resp__valid, \bus__resp__valid$42 , bus__resp__payload, halt, pending, pending_index, idle, token_wait, deps__pop_next
 , queue__ready, busy, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, index, \error$111 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$36 , desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$265  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$267  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
@@ -44934,8 +45880,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$5665$0 (lines__payload[19:0]),
-    .\port$5665$48 (lines__payload[48]),
+    .\port$5671$0 (lines__payload[19:0]),
+    .\port$5671$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -44944,7 +45890,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .w_rdy(w_rdy)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     pending = queue__valid;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -44959,7 +45905,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     pending_index = queue__payload[159:128];
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -44974,7 +45920,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     idle = 1'h0;
     casez (frame_state)
       2'h0:
@@ -44982,7 +45928,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     token_wait = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -44997,7 +45943,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     deps__pop_prev = 1'h0;
     casez (frame_state)
       2'h0:
@@ -45009,7 +45955,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     deps__pop_next = 1'h0;
     casez (frame_state)
       2'h0:
@@ -45021,7 +45967,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     queue__ready = 1'h0;
     casez (frame_state)
       2'h0:
@@ -45033,7 +45979,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     start = 1'h0;
     casez (frame_state)
       2'h0:
@@ -45045,7 +45991,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     busy = 1'h0;
     casez (frame_state)
       2'h0:
@@ -45057,7 +46003,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     running = 1'h0;
     casez (frame_state)
       2'h0:
@@ -45069,7 +46015,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     deps__push_prev = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -45086,7 +46032,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     deps__push_next = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -45103,7 +46049,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     retired = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -45120,7 +46066,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \_$signal  = 16'h0000;
     casez (desc[1:0])
       2'h0:
@@ -45132,7 +46078,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \_$signal$64  = 17'h00000;
     casez (desc[1:0])
       2'h0:
@@ -45144,7 +46090,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     beats = 16'h0000;
     casez (desc[1:0])
       2'h0:
@@ -45156,7 +46102,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \start$70  = 1'h0;
     casez (load_state)
       3'h0:
@@ -45166,7 +46112,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \start$72  = 1'h0;
     casez (load_state)
       3'h0:
@@ -45184,7 +46130,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \done$76  = 1'h0;
     casez (load_state)
       3'h0:
@@ -45200,7 +46146,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \addr__valid$80  = 1'h0;
     if (\_$37 ) begin
       if (lines__payload[48]) begin
@@ -45209,7 +46155,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     data_bus__req__payload = 32'd0;
     if (\_$37 ) begin
       if (lines__payload[48]) begin
@@ -45218,7 +46164,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     lines__ready = 1'h0;
     if (\_$37 ) begin
       (* full_case = 32'd1 *)
@@ -45234,7 +46180,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     w_en = 1'h0;
     if (\_$37 ) begin
       (* full_case = 32'd1 *)
@@ -45250,7 +46196,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     line_data = 2048'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     if (\_$44 ) begin
       (* full_case = 32'd1 *)
@@ -45268,7 +46214,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     write = 1'h0;
     if (\_$44 ) begin
       (* full_case = 32'd1 *)
@@ -45286,7 +46232,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     r_en = 1'h0;
     if (\_$44 ) begin
       (* full_case = 32'd1 *)
@@ -45304,7 +46250,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \data__ready$92  = 1'h0;
     if (\_$44 ) begin
       (* full_case = 32'd1 *)
@@ -45315,7 +46261,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     dram_wait = 1'h0;
     if (\_$44 ) begin
       (* full_case = 32'd1 *)
@@ -45326,7 +46272,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     whole = 2048'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     if (\_$44 ) begin
       (* full_case = 32'd1 *)
@@ -45376,7 +46322,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \_$109  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -45402,7 +46348,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \_$110  = word;
     casez (frame_state)
       2'h0:
@@ -45417,7 +46363,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \_$111  = index;
     casez (frame_state)
       2'h0:
@@ -45432,7 +46378,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \_$112  = \error$111 ;
     if (\_$81 ) begin
       \_$112  = 1'h1;
@@ -45459,7 +46405,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \_$113  = error_code;
     if (\_$81 ) begin
       \_$113  = 4'h2;
@@ -45486,14 +46432,14 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \_$114  = \_$85 [6:0];
     if (rst) begin
       \_$114  = 7'h00;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \_$115  = load_state;
     casez (load_state)
       3'h0:
@@ -45521,7 +46467,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \_$116  = walking;
     casez (load_state)
       3'h0:
@@ -45545,7 +46491,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \_$117  = issued;
     if (\_$96 ) begin
       if (lines__payload[48]) begin
@@ -45564,7 +46510,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \_$118  = received;
     if (\_$103 ) begin
       (* full_case = 32'd1 *)
@@ -45586,7 +46532,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \_$119  = assembled;
     if (\_$103 ) begin
       (* full_case = 32'd1 *)
@@ -45764,7 +46710,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start, lines__ready, desc, lines__payload, busy, lines__valid, error, error_code, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$266  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$268  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
   wire [32:0] \_$100 ;
@@ -46242,7 +47188,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   always @(posedge clk)
     i3 <= \_$174 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     busy = 1'h0;
     casez (walk_state)
       2'h0:
@@ -46254,7 +47200,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     lines__valid = 1'h0;
     casez (walk_state)
       2'h0:
@@ -46269,7 +47215,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$152  = error;
     casez (walk_state)
       2'h0:
@@ -46290,7 +47236,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$153  = error_code;
     casez (walk_state)
       2'h0:
@@ -46311,7 +47257,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$154  = walk_state;
     casez (walk_state)
       2'h0:
@@ -46342,7 +47288,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$155  = local0;
     casez (walk_state)
       2'h0:
@@ -46370,7 +47316,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$156  = local1;
     casez (walk_state)
       2'h0:
@@ -46401,7 +47347,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$157  = local2;
     casez (walk_state)
       2'h0:
@@ -46435,7 +47381,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$158  = local3;
     casez (walk_state)
       2'h0:
@@ -46472,7 +47418,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$159  = dram0;
     casez (walk_state)
       2'h0:
@@ -46500,7 +47446,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$160  = dram1;
     casez (walk_state)
       2'h0:
@@ -46531,7 +47477,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$161  = dram2;
     casez (walk_state)
       2'h0:
@@ -46565,7 +47511,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$162  = dram3;
     casez (walk_state)
       2'h0:
@@ -46602,7 +47548,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$163  = y0;
     casez (walk_state)
       2'h0:
@@ -46630,7 +47576,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$164  = y1;
     casez (walk_state)
       2'h0:
@@ -46661,7 +47607,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$165  = y2;
     casez (walk_state)
       2'h0:
@@ -46695,7 +47641,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$166  = y3;
     casez (walk_state)
       2'h0:
@@ -46732,7 +47678,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$167  = x0;
     casez (walk_state)
       2'h0:
@@ -46760,7 +47706,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$168  = x1;
     casez (walk_state)
       2'h0:
@@ -46791,7 +47737,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$169  = x2;
     casez (walk_state)
       2'h0:
@@ -46825,7 +47771,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$170  = x3;
     casez (walk_state)
       2'h0:
@@ -46862,7 +47808,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$171  = i0;
     casez (walk_state)
       2'h0:
@@ -46890,7 +47836,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$172  = i1;
     casez (walk_state)
       2'h0:
@@ -46921,7 +47867,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$173  = i2;
     casez (walk_state)
       2'h0:
@@ -46955,7 +47901,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$174  = i3;
     casez (walk_state)
       2'h0:
@@ -47045,7 +47991,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.data_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, addr__valid, bus__req__payload, r_en, data__valid, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$267  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$269  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -47110,7 +48056,7 @@ module \sim_top.accel.load.data_port (rst, bus__req__valid, addr__ready, data__p
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$9  = \_$8 [6:0];
     if (rst) begin
       \_$9  = 7'h00;
@@ -47126,7 +48072,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$268  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$270  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [6:0] \_$11 ;
@@ -47245,7 +48191,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$270 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [5:0];
@@ -47255,7 +48201,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$270 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [5:0];
@@ -47265,7 +48211,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$270 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [5:0];
@@ -47278,7 +48224,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$270 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -47299,7 +48245,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.desc_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, data__valid, addr__valid, bus__req__payload, r_en, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$269  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$271  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -47364,7 +48310,7 @@ module \sim_top.accel.load.desc_port (rst, bus__req__valid, addr__ready, data__p
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$271 ) begin end
     \_$9  = \_$8 [2:0];
     if (rst) begin
       \_$9  = 3'h0;
@@ -47380,7 +48326,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$270  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$272  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [2:0] \_$11 ;
@@ -47499,7 +48445,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$270 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$272 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [1:0];
@@ -47509,7 +48455,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$270 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$272 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [1:0];
@@ -47519,7 +48465,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$270 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$272 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [1:0];
@@ -47532,7 +48478,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$270 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$272 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -47553,7 +48499,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__payload, start, index, data__valid, addr__valid, addr__payload, data__ready, done, error, desc, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$271  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$273  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
   wire \_$11 ;
@@ -47691,7 +48637,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
   always @(posedge clk)
     word <= \_$24 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$271 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
     addr__valid = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -47701,7 +48647,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$271 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
     addr__payload = 32'd0;
     casez (fetch_state)
       2'h0:
@@ -47711,7 +48657,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$271 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
     data__ready = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -47721,7 +48667,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$271 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
     done = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -47733,7 +48679,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$271 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
     \_$18  = error;
     casez (fetch_state)
       2'h0:
@@ -47748,7 +48694,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$271 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
     \_$19  = error_code;
     casez (fetch_state)
       2'h0:
@@ -47763,7 +48709,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$271 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
     \_$20  = fetch_state;
     casez (fetch_state)
       2'h0:
@@ -47789,7 +48735,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$271 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
     \_$21  = address;
     casez (fetch_state)
       2'h0:
@@ -47806,7 +48752,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$271 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
     \_$22  = requested;
     casez (fetch_state)
       2'h0:
@@ -47827,7 +48773,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$271 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
     \_$23  = received;
     casez (fetch_state)
       2'h0:
@@ -47848,7 +48794,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$271 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
     \_$24  = word;
     casez (fetch_state)
       2'h0:
@@ -47901,8 +48847,8 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$5665$0 , \port$5665$48 , r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$272  = 0;
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$5671$0 , \port$5671$48 , r_rdy, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$274  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [6:0] \_$11 ;
@@ -47943,10 +48889,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$56
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [19:0] \port$5665$0 ;
-  wire [19:0] \port$5665$0 ;
-  input \port$5665$48 ;
-  wire \port$5665$48 ;
+  input [19:0] \port$5671$0 ;
+  wire [19:0] \port$5671$0 ;
+  input \port$5671$48 ;
+  wire \port$5671$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [20:0] r_data;
@@ -47973,7 +48919,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$56
   reg [20:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$5665$0 [19:16], \port$5665$48 , \port$5665$0 [15:0] };
+      storage[w_port__addr] <= { \port$5671$0 [19:16], \port$5671$48 , \port$5671$0 [15:0] };
   end
   reg [20:0] _0_;
   always @(posedge clk) begin
@@ -48025,7 +48971,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$56
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$272 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [5:0];
@@ -48035,7 +48981,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$56
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$272 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [5:0];
@@ -48045,7 +48991,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$56
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$272 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [5:0];
@@ -48058,7 +49004,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$56
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$272 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -48072,15 +49018,15 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$56
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$5665$0 [19:16], \port$5665$48 , \port$5665$0 [15:0] };
-  assign w_data = { \port$5665$0 [19:16], \port$5665$48 , \port$5665$0 [15:0] };
+  assign w_port__data = { \port$5671$0 [19:16], \port$5671$48 , \port$5671$0 [15:0] };
+  assign w_data = { \port$5671$0 [19:16], \port$5671$48 , \port$5671$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$273  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$275  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [4:0] \_$11 ;
@@ -48200,7 +49146,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [3:0];
@@ -48210,7 +49156,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [3:0];
@@ -48220,7 +49166,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [3:0];
@@ -48233,7 +49179,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -48255,7 +49201,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, param__data, acc__data, bus__resp__payload, halt, perf, pending, pending_index, idle, token_wait, deps__pop_prev
 , queue__ready, busy, deps__push_prev, retired, wr__valid, wr__payload, index, \error$86 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$274  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$276  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
@@ -49897,7 +50843,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     .start(\start$77 )
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     pending = queue__valid;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -49912,7 +50858,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     pending_index = queue__payload[159:128];
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -49927,7 +50873,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     idle = 1'h0;
     casez (frame_state)
       2'h0:
@@ -49935,7 +50881,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     token_wait = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -49950,7 +50896,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     deps__pop_prev = 1'h0;
     casez (frame_state)
       2'h0:
@@ -49962,7 +50908,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     deps__pop_next = 1'h0;
     casez (frame_state)
       2'h0:
@@ -49974,7 +50920,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     queue__ready = 1'h0;
     casez (frame_state)
       2'h0:
@@ -49986,7 +50932,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     start = 1'h0;
     casez (frame_state)
       2'h0:
@@ -49998,7 +50944,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     busy = 1'h0;
     casez (frame_state)
       2'h0:
@@ -50010,7 +50956,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     running = 1'h0;
     casez (frame_state)
       2'h0:
@@ -50022,7 +50968,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     deps__push_prev = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -50039,7 +50985,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     deps__push_next = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -50056,7 +51002,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     retired = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -50073,7 +51019,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     (* full_case = 32'd1 *)
     casez (word[49:48])
       2'h0:
@@ -50087,7 +51033,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     wr__valid = 1'h0;
     if (writing_perf) begin
       wr__valid = 1'h1;
@@ -50096,7 +51042,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     wr__payload = 176'h00000000000000000000000000000000000000000000;
     if (writing_perf) begin
       wr__payload[31:0] = \_$60 [31:0];
@@ -50109,7 +51055,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \start$77  = 1'h0;
     casez (store_state)
       3'h0:
@@ -50121,7 +51067,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     done = 1'h0;
     casez (store_state)
       3'h0:
@@ -50146,7 +51092,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \start$80  = 1'h0;
     casez (store_state)
       3'h0:
@@ -50164,7 +51110,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$648  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -50190,7 +51136,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$649  = word;
     casez (frame_state)
       2'h0:
@@ -50205,7 +51151,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$650  = index;
     casez (frame_state)
       2'h0:
@@ -50220,7 +51166,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$651  = \error$86 ;
     if (\_$105 ) begin
       \_$651  = 1'h1;
@@ -50257,7 +51203,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$652  = error_code;
     if (\_$105 ) begin
       \_$652  = 4'h2;
@@ -50294,7 +51240,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$653  = \_$signal ;
     if (\_$118 ) begin
       \_$653  = lines__payload[48];
@@ -50306,7 +51252,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$654  = b_dram;
     if (\_$118 ) begin
       \_$654  = lines__payload[47:16];
@@ -50316,7 +51262,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$655  = walking;
     if (\_$118 ) begin
       if (lines__payload[113]) begin
@@ -50342,7 +51288,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$656  = \_$signal$59 ;
     if (\_$165 ) begin
       \_$656  = 1'h1;
@@ -50354,7 +51300,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$657  = \_$signal$74 ;
     if (\_$165 ) begin
       \_$657  = b_dram;
@@ -50364,7 +51310,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$658  = c_line;
     if (\_$165 ) begin
       \_$658  = { \_$616 [7:0], \_$588 [7:0], \_$560 [7:0], \_$532 [7:0], \_$504 [7:0], \_$476 [7:0], \_$448 [7:0], \_$420 [7:0], \_$392 [7:0], \_$364 [7:0], \_$336 [7:0], \_$308 [7:0], \_$280 [7:0], \_$252 [7:0], \_$224 [7:0], \_$196 [7:0] };
@@ -50374,7 +51320,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$659  = c_beat;
     if (\_$165 ) begin
       \_$659  = 1'h0;
@@ -50387,7 +51333,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$660  = store_state;
     casez (store_state)
       3'h0:
@@ -50431,7 +51377,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$661  = record;
     casez (store_state)
       3'h0:
@@ -50452,7 +51398,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$662  = perf_addr;
     casez (store_state)
       3'h0:
@@ -50472,7 +51418,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$663  = perf_beat;
     casez (store_state)
       3'h0:
@@ -50498,7 +51444,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$664  = writing_perf;
     casez (store_state)
       3'h0:
@@ -50672,7 +51618,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payload, busy, lines__valid, error, error_code, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$275  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$277  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
   wire [32:0] \_$100 ;
@@ -51143,7 +52089,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   always @(posedge clk)
     i3 <= \_$174 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     busy = 1'h0;
     casez (walk_state)
       2'h0:
@@ -51155,7 +52101,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     lines__valid = 1'h0;
     casez (walk_state)
       2'h0:
@@ -51170,7 +52116,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$152  = error;
     casez (walk_state)
       2'h0:
@@ -51191,7 +52137,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$153  = error_code;
     casez (walk_state)
       2'h0:
@@ -51212,7 +52158,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$154  = walk_state;
     casez (walk_state)
       2'h0:
@@ -51243,7 +52189,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$155  = local0;
     casez (walk_state)
       2'h0:
@@ -51271,7 +52217,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$156  = local1;
     casez (walk_state)
       2'h0:
@@ -51302,7 +52248,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$157  = local2;
     casez (walk_state)
       2'h0:
@@ -51336,7 +52282,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$158  = local3;
     casez (walk_state)
       2'h0:
@@ -51373,7 +52319,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$159  = dram0;
     casez (walk_state)
       2'h0:
@@ -51401,7 +52347,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$160  = dram1;
     casez (walk_state)
       2'h0:
@@ -51432,7 +52378,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$161  = dram2;
     casez (walk_state)
       2'h0:
@@ -51466,7 +52412,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$162  = dram3;
     casez (walk_state)
       2'h0:
@@ -51503,7 +52449,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$163  = y0;
     casez (walk_state)
       2'h0:
@@ -51531,7 +52477,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$164  = y1;
     casez (walk_state)
       2'h0:
@@ -51562,7 +52508,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$165  = y2;
     casez (walk_state)
       2'h0:
@@ -51596,7 +52542,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$166  = y3;
     casez (walk_state)
       2'h0:
@@ -51633,7 +52579,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$167  = x0;
     casez (walk_state)
       2'h0:
@@ -51661,7 +52607,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$168  = x1;
     casez (walk_state)
       2'h0:
@@ -51692,7 +52638,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$169  = x2;
     casez (walk_state)
       2'h0:
@@ -51726,7 +52672,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$170  = x3;
     casez (walk_state)
       2'h0:
@@ -51763,7 +52709,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$171  = i0;
     casez (walk_state)
       2'h0:
@@ -51791,7 +52737,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$172  = i1;
     casez (walk_state)
       2'h0:
@@ -51822,7 +52768,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$173  = i2;
     casez (walk_state)
       2'h0:
@@ -51856,7 +52802,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$174  = i3;
     casez (walk_state)
       2'h0:
@@ -51955,7 +52901,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.desc_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, data__valid, addr__valid, bus__req__payload, r_en, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$276  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$278  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -52020,7 +52966,7 @@ module \sim_top.accel.store.desc_port (rst, bus__req__valid, addr__ready, data__
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$9  = \_$8 [2:0];
     if (rst) begin
       \_$9  = 3'h0;
@@ -52036,7 +52982,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$277  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$279  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [2:0] \_$11 ;
@@ -52155,7 +53101,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$279 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [1:0];
@@ -52165,7 +53111,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$279 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [1:0];
@@ -52175,7 +53121,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$279 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [1:0];
@@ -52188,7 +53134,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$279 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -52209,7 +53155,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__payload, start, index, data__valid, addr__valid, addr__payload, data__ready, done, error, desc, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$278  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$280  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
   wire \_$11 ;
@@ -52347,7 +53293,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
   always @(posedge clk)
     word <= \_$24 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
     addr__valid = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -52357,7 +53303,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
     addr__payload = 32'd0;
     casez (fetch_state)
       2'h0:
@@ -52367,7 +53313,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
     data__ready = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -52377,7 +53323,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
     done = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -52389,7 +53335,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
     \_$18  = error;
     casez (fetch_state)
       2'h0:
@@ -52404,7 +53350,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
     \_$19  = error_code;
     casez (fetch_state)
       2'h0:
@@ -52419,7 +53365,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
     \_$20  = fetch_state;
     casez (fetch_state)
       2'h0:
@@ -52445,7 +53391,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
     \_$21  = address;
     casez (fetch_state)
       2'h0:
@@ -52462,7 +53408,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
     \_$22  = requested;
     casez (fetch_state)
       2'h0:
@@ -52483,7 +53429,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
     \_$23  = received;
     casez (fetch_state)
       2'h0:
@@ -52504,7 +53450,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
     \_$24  = word;
     casez (fetch_state)
       2'h0:
@@ -52558,7 +53504,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$279  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$281  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [4:0] \_$11 ;
@@ -52678,7 +53624,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$279 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [3:0];
@@ -52688,7 +53634,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$279 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [3:0];
@@ -52698,7 +53644,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$279 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [3:0];
@@ -52711,7 +53657,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$279 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -52732,100 +53678,6 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.tokens_c2l (rst, has, room, pop, push, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$280  = 0;
-  wire \_$1 ;
-  wire \_$2 ;
-  wire \_$3 ;
-  wire \_$4 ;
-  wire [4:0] \_$5 ;
-  wire [4:0] \_$6 ;
-  reg [3:0] \_$7 ;
-  input clk;
-  wire clk;
-  reg [3:0] count = 4'h0;
-  output has;
-  wire has;
-  input pop;
-  wire pop;
-  input push;
-  wire push;
-  output room;
-  wire room;
-  input rst;
-  wire rst;
-  assign \_$1  = ~ pop;
-  assign \_$2  = push & \_$1 ;
-  assign \_$3  = ~ push;
-  assign \_$4  = pop & \_$3 ;
-  assign \_$5  = count + 1'h1;
-  assign \_$6  = count - 1'h1;
-  always @(posedge clk)
-    count <= \_$7 ;
-  assign has = count > 1'h0;
-  assign room = count < 4'h8;
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
-    \_$7  = count;
-    if (\_$2 ) begin
-      \_$7  = \_$5 [3:0];
-    end else if (\_$4 ) begin
-      \_$7  = \_$6 [3:0];
-    end
-    if (rst) begin
-      \_$7  = 4'h0;
-    end
-  end
-endmodule
-
-(* generator = "Amaranth" *)
-module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$281  = 0;
-  wire \_$1 ;
-  wire \_$2 ;
-  wire \_$3 ;
-  wire \_$4 ;
-  wire [4:0] \_$5 ;
-  wire [4:0] \_$6 ;
-  reg [3:0] \_$7 ;
-  input clk;
-  wire clk;
-  reg [3:0] count = 4'h0;
-  output has;
-  wire has;
-  input pop;
-  wire pop;
-  input push;
-  wire push;
-  output room;
-  wire room;
-  input rst;
-  wire rst;
-  assign \_$1  = ~ pop;
-  assign \_$2  = push & \_$1 ;
-  assign \_$3  = ~ push;
-  assign \_$4  = pop & \_$3 ;
-  assign \_$5  = count + 1'h1;
-  assign \_$6  = count - 1'h1;
-  always @(posedge clk)
-    count <= \_$7 ;
-  assign has = count > 1'h0;
-  assign room = count < 4'h8;
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
-    \_$7  = count;
-    if (\_$2 ) begin
-      \_$7  = \_$5 [3:0];
-    end else if (\_$4 ) begin
-      \_$7  = \_$6 [3:0];
-    end
-    if (rst) begin
-      \_$7  = 4'h0;
-    end
-  end
-endmodule
-
-(* generator = "Amaranth" *)
-module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$282  = 0;
   wire \_$1 ;
   wire \_$2 ;
@@ -52872,7 +53724,7 @@ module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
+module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$283  = 0;
   wire \_$1 ;
   wire \_$2 ;
@@ -52919,8 +53771,102 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$9973$0 , rd_resp__valid, clk);
+module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$284  = 0;
+  wire \_$1 ;
+  wire \_$2 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire [4:0] \_$5 ;
+  wire [4:0] \_$6 ;
+  reg [3:0] \_$7 ;
+  input clk;
+  wire clk;
+  reg [3:0] count = 4'h0;
+  output has;
+  wire has;
+  input pop;
+  wire pop;
+  input push;
+  wire push;
+  output room;
+  wire room;
+  input rst;
+  wire rst;
+  assign \_$1  = ~ pop;
+  assign \_$2  = push & \_$1 ;
+  assign \_$3  = ~ push;
+  assign \_$4  = pop & \_$3 ;
+  assign \_$5  = count + 1'h1;
+  assign \_$6  = count - 1'h1;
+  always @(posedge clk)
+    count <= \_$7 ;
+  assign has = count > 1'h0;
+  assign room = count < 4'h8;
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    \_$7  = count;
+    if (\_$2 ) begin
+      \_$7  = \_$5 [3:0];
+    end else if (\_$4 ) begin
+      \_$7  = \_$6 [3:0];
+    end
+    if (rst) begin
+      \_$7  = 4'h0;
+    end
+  end
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$285  = 0;
+  wire \_$1 ;
+  wire \_$2 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire [4:0] \_$5 ;
+  wire [4:0] \_$6 ;
+  reg [3:0] \_$7 ;
+  input clk;
+  wire clk;
+  reg [3:0] count = 4'h0;
+  output has;
+  wire has;
+  input pop;
+  wire pop;
+  input push;
+  wire push;
+  output room;
+  wire room;
+  input rst;
+  wire rst;
+  assign \_$1  = ~ pop;
+  assign \_$2  = push & \_$1 ;
+  assign \_$3  = ~ push;
+  assign \_$4  = pop & \_$3 ;
+  assign \_$5  = count + 1'h1;
+  assign \_$6  = count - 1'h1;
+  always @(posedge clk)
+    count <= \_$7 ;
+  assign has = count > 1'h0;
+  assign room = count < 4'h8;
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$285 ) begin end
+    \_$7  = count;
+    if (\_$2 ) begin
+      \_$7  = \_$5 [3:0];
+    end else if (\_$4 ) begin
+      \_$7  = \_$6 [3:0];
+    end
+    if (rst) begin
+      \_$7  = 4'h0;
+    end
+  end
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$10005$0 , rd_resp__valid, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$286  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
   reg \_$11 ;
@@ -53022,8 +53968,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$9973$0 ;
-  wire [1:0] \port$9973$0 ;
+  output [1:0] \port$10005$0 ;
+  wire [1:0] \port$10005$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -53344,665 +54290,665 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
     .wr_strb(wr__payload[175:160])
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$3  = stage30_tag;
     if (rst) begin
       \_$3  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$5  = rd_req__valid;
     if (rst) begin
       \_$5  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$6  = rd_req__payload[31:0];
     if (rst) begin
       \_$6  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$7  = rd_req__payload[33:32];
     if (rst) begin
       \_$7  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$8  = stage0_valid;
     if (rst) begin
       \_$8  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$9  = stage0_addr;
     if (rst) begin
       \_$9  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$10  = stage0_tag;
     if (rst) begin
       \_$10  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$11  = stage1_valid;
     if (rst) begin
       \_$11  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$12  = stage1_addr;
     if (rst) begin
       \_$12  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$13  = stage1_tag;
     if (rst) begin
       \_$13  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$14  = stage2_valid;
     if (rst) begin
       \_$14  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$15  = stage2_addr;
     if (rst) begin
       \_$15  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$16  = stage2_tag;
     if (rst) begin
       \_$16  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$17  = stage3_valid;
     if (rst) begin
       \_$17  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$18  = stage3_addr;
     if (rst) begin
       \_$18  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$19  = stage3_tag;
     if (rst) begin
       \_$19  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$20  = stage4_valid;
     if (rst) begin
       \_$20  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$21  = stage4_addr;
     if (rst) begin
       \_$21  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$22  = stage4_tag;
     if (rst) begin
       \_$22  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$23  = stage5_valid;
     if (rst) begin
       \_$23  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$24  = stage5_addr;
     if (rst) begin
       \_$24  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$25  = stage5_tag;
     if (rst) begin
       \_$25  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$26  = stage6_valid;
     if (rst) begin
       \_$26  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$27  = stage6_addr;
     if (rst) begin
       \_$27  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$28  = stage6_tag;
     if (rst) begin
       \_$28  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$29  = stage7_valid;
     if (rst) begin
       \_$29  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$30  = stage7_addr;
     if (rst) begin
       \_$30  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$31  = stage7_tag;
     if (rst) begin
       \_$31  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$32  = stage8_valid;
     if (rst) begin
       \_$32  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$33  = stage8_addr;
     if (rst) begin
       \_$33  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$34  = stage8_tag;
     if (rst) begin
       \_$34  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$35  = stage9_valid;
     if (rst) begin
       \_$35  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$36  = stage9_addr;
     if (rst) begin
       \_$36  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$37  = stage9_tag;
     if (rst) begin
       \_$37  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$38  = stage10_valid;
     if (rst) begin
       \_$38  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$39  = stage10_addr;
     if (rst) begin
       \_$39  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$40  = stage10_tag;
     if (rst) begin
       \_$40  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$41  = stage11_valid;
     if (rst) begin
       \_$41  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$42  = stage11_addr;
     if (rst) begin
       \_$42  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$43  = stage11_tag;
     if (rst) begin
       \_$43  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$44  = stage12_valid;
     if (rst) begin
       \_$44  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$45  = stage12_addr;
     if (rst) begin
       \_$45  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$46  = stage12_tag;
     if (rst) begin
       \_$46  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$47  = stage13_valid;
     if (rst) begin
       \_$47  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$48  = stage13_addr;
     if (rst) begin
       \_$48  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$49  = stage13_tag;
     if (rst) begin
       \_$49  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$50  = stage14_valid;
     if (rst) begin
       \_$50  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$51  = stage14_addr;
     if (rst) begin
       \_$51  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$52  = stage14_tag;
     if (rst) begin
       \_$52  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$53  = stage15_valid;
     if (rst) begin
       \_$53  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$54  = stage15_addr;
     if (rst) begin
       \_$54  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$55  = stage15_tag;
     if (rst) begin
       \_$55  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$56  = stage16_valid;
     if (rst) begin
       \_$56  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$57  = stage16_addr;
     if (rst) begin
       \_$57  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$58  = stage16_tag;
     if (rst) begin
       \_$58  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$59  = stage17_valid;
     if (rst) begin
       \_$59  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$60  = stage17_addr;
     if (rst) begin
       \_$60  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$61  = stage17_tag;
     if (rst) begin
       \_$61  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$62  = stage18_valid;
     if (rst) begin
       \_$62  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$63  = stage18_addr;
     if (rst) begin
       \_$63  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$64  = stage18_tag;
     if (rst) begin
       \_$64  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$65  = stage19_valid;
     if (rst) begin
       \_$65  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$66  = stage19_addr;
     if (rst) begin
       \_$66  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$67  = stage19_tag;
     if (rst) begin
       \_$67  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$68  = stage20_valid;
     if (rst) begin
       \_$68  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$69  = stage20_addr;
     if (rst) begin
       \_$69  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$70  = stage20_tag;
     if (rst) begin
       \_$70  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$71  = stage21_valid;
     if (rst) begin
       \_$71  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$72  = stage21_addr;
     if (rst) begin
       \_$72  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$73  = stage21_tag;
     if (rst) begin
       \_$73  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$74  = stage22_valid;
     if (rst) begin
       \_$74  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$75  = stage22_addr;
     if (rst) begin
       \_$75  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$76  = stage22_tag;
     if (rst) begin
       \_$76  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$77  = stage23_valid;
     if (rst) begin
       \_$77  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$78  = stage23_addr;
     if (rst) begin
       \_$78  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$79  = stage23_tag;
     if (rst) begin
       \_$79  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$80  = stage24_valid;
     if (rst) begin
       \_$80  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$81  = stage24_addr;
     if (rst) begin
       \_$81  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$82  = stage24_tag;
     if (rst) begin
       \_$82  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$83  = stage25_valid;
     if (rst) begin
       \_$83  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$84  = stage25_addr;
     if (rst) begin
       \_$84  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$85  = stage25_tag;
     if (rst) begin
       \_$85  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$86  = stage26_valid;
     if (rst) begin
       \_$86  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$87  = stage26_addr;
     if (rst) begin
       \_$87  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$88  = stage26_tag;
     if (rst) begin
       \_$88  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$89  = stage27_valid;
     if (rst) begin
       \_$89  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$90  = stage27_addr;
     if (rst) begin
       \_$90  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$91  = stage27_tag;
     if (rst) begin
       \_$91  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$92  = stage28_valid;
     if (rst) begin
       \_$92  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$93  = stage28_addr;
     if (rst) begin
       \_$93  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$94  = stage28_tag;
     if (rst) begin
       \_$94  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$95  = stage29_valid;
     if (rst) begin
       \_$95  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$96  = stage29_addr;
     if (rst) begin
       \_$96  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$97  = stage29_tag;
     if (rst) begin
       \_$97  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$284 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
     \_$98  = stage30_valid;
     if (rst) begin
       \_$98  = 1'h0;
@@ -54011,7 +54957,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$9973$0  = \_$4 ;
+  assign \port$10005$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

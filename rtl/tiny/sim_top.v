@@ -146,14 +146,14 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$222 (insn_frontier),
     .perf(perf),
-    .\port$3422$0 (\_$2 ),
+    .\port$3454$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$191 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$3422$0 (\_$2 ),
+    .\port$3454$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,7 +236,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$3422$0 , dram_resp__valid, \start$191 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$3454$0 , dram_resp__valid, \start$191 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
@@ -629,8 +629,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$3422$0 ;
-  wire [1:0] \port$3422$0 ;
+  input [1:0] \port$3454$0 ;
+  wire [1:0] \port$3454$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -4017,19 +4017,19 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$3422$0 (\port$3422$0 ),
+    .\port$3454$0 (\port$3454$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
     .acc_rd__addr(acc_rd__addr),
     .acc_rd__data(acc_rd__data),
-    .acc_rd__en(\r__en$174 ),
+    .\acc_rd__en$70 (\r__en$174 ),
     .acc_wr__addr(acc_wr__addr),
     .acc_wr__data(\w__data$168 ),
-    .acc_wr__en(\w__en$170 ),
+    .\acc_wr__en$81 (\w__en$170 ),
     .act__addr(\act__addr$131 ),
     .act__data(\act__data$134 ),
-    .act__en(r__en),
+    .\act__en$61 (r__en),
     .array_active(array_active),
     .busy(\busy$253 ),
     .clk(clk),
@@ -4473,8 +4473,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$3422$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$3422$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$3454$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$3454$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -4546,9 +4546,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$3422$0 ;
+  assign \dram_resp__payload.tag  = \port$3454$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$3422$0 ;
+  assign \dram_resp__payload$115.tag  = \port$3454$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4592,7 +4592,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$3422$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$3454$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -4748,8 +4748,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$3422$0 ;
-  wire [1:0] \port$3422$0 ;
+  input [1:0] \port$3454$0 ;
+  wire [1:0] \port$3454$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4800,13 +4800,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$3422$0 ;
+  assign \_$49  = ! \port$3454$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$3422$0  == 1'h1;
+  assign \_$50  = \port$3454$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$3422$0  == 2'h2;
+  assign \_$51  = \port$3454$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$3422$0  == 2'h3;
+  assign \_$52  = \port$3454$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5171,531 +5171,88 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$3422$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$3454$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$3422$0 ;
+  assign \dram_resp__payload.tag  = \port$3454$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_prev, deps__room_next, deps__has_next, act__data, w_data, param__data, acc_rd__data, halt, pending, pending_index, idle, token_wait, deps__pop_prev, deps__pop_next, queue__ready, busy, deps__push_prev, deps__push_next
-, retired, acc_wr__en, acc_wr__addr, acc_wr__data, act__addr, act__en, acc_rd__addr, acc_rd__en, param__addr, param__en, wgt__addr, wgt__en, array_active, index, error, error_code, w_en, queue__valid, clk);
+, retired, act__addr, \act__en$61 , acc_rd__addr, \acc_rd__en$70 , acc_wr__addr, acc_wr__data, \acc_wr__en$81 , index, error, error_code, wgt__addr, wgt__en, array_active, w_en, param__addr, param__en, queue__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \_$1 ;
   wire \_$10 ;
-  wire \_$100 ;
-  wire \_$101 ;
-  wire [31:0] \_$102 ;
-  wire [32:0] \_$103 ;
-  wire [32:0] \_$104 ;
-  wire [32:0] \_$105 ;
-  wire \_$106 ;
-  wire \_$107 ;
-  wire [31:0] \_$108 ;
-  wire [32:0] \_$109 ;
   wire \_$11 ;
-  wire [32:0] \_$110 ;
-  wire [32:0] \_$111 ;
-  wire \_$112 ;
-  wire \_$113 ;
-  wire [31:0] \_$114 ;
-  wire [32:0] \_$115 ;
-  wire [32:0] \_$116 ;
-  wire [32:0] \_$117 ;
-  wire \_$118 ;
-  wire \_$119 ;
   wire \_$12 ;
-  wire [31:0] \_$120 ;
-  wire [32:0] \_$121 ;
-  wire [32:0] \_$122 ;
-  wire [32:0] \_$123 ;
-  wire \_$124 ;
-  wire \_$125 ;
-  wire [31:0] \_$126 ;
-  wire [32:0] \_$127 ;
-  wire [32:0] \_$128 ;
-  wire [32:0] \_$129 ;
   wire \_$13 ;
-  wire \_$130 ;
-  wire \_$131 ;
-  wire [31:0] \_$132 ;
-  wire [32:0] \_$133 ;
-  wire [32:0] \_$134 ;
-  wire [32:0] \_$135 ;
-  wire \_$136 ;
-  wire \_$137 ;
-  wire \_$138 ;
-  wire \_$139 ;
   wire \_$14 ;
-  wire \_$140 ;
-  wire \_$141 ;
-  wire \_$142 ;
-  wire \_$143 ;
-  wire \_$144 ;
-  wire \_$145 ;
-  wire \_$146 ;
-  wire \_$147 ;
-  wire \_$148 ;
-  wire \_$149 ;
   wire \_$15 ;
-  wire [16:0] \_$150 ;
-  wire \_$151 ;
-  wire \_$152 ;
-  wire \_$153 ;
-  wire [16:0] \_$154 ;
-  wire \_$155 ;
-  wire \_$156 ;
-  wire \_$157 ;
-  wire \_$158 ;
-  wire \_$159 ;
   wire \_$16 ;
-  wire \_$160 ;
-  wire \_$161 ;
-  wire \_$162 ;
-  wire \_$163 ;
-  wire \_$164 ;
-  wire \_$165 ;
-  wire \_$166 ;
-  wire \_$167 ;
-  wire \_$168 ;
-  wire \_$169 ;
   wire \_$17 ;
-  wire \_$170 ;
-  wire \_$171 ;
-  wire \_$172 ;
-  wire \_$173 ;
-  wire \_$174 ;
-  wire [17:0] \_$175 ;
-  wire \_$176 ;
-  wire [17:0] \_$177 ;
-  wire \_$178 ;
-  wire \_$179 ;
   wire \_$18 ;
-  wire \_$180 ;
-  wire \_$181 ;
-  wire \_$182 ;
-  wire \_$183 ;
-  wire [17:0] \_$184 ;
-  wire \_$185 ;
-  wire \_$186 ;
-  wire \_$187 ;
-  wire \_$188 ;
-  wire \_$189 ;
   wire \_$19 ;
-  wire [17:0] \_$190 ;
-  wire \_$191 ;
-  wire [17:0] \_$192 ;
-  wire \_$193 ;
-  wire \_$194 ;
-  wire \_$195 ;
-  wire \_$196 ;
-  wire \_$197 ;
-  wire \_$198 ;
-  wire [17:0] \_$199 ;
   wire \_$2 ;
   wire \_$20 ;
-  wire \_$200 ;
-  wire \_$201 ;
-  wire \_$202 ;
-  wire \_$203 ;
-  wire \_$204 ;
-  wire \_$205 ;
-  wire \_$206 ;
-  wire \_$207 ;
-  wire \_$208 ;
-  wire \_$209 ;
   wire \_$21 ;
-  wire \_$210 ;
-  wire \_$211 ;
-  wire \_$212 ;
-  wire \_$213 ;
-  wire \_$214 ;
-  wire \_$215 ;
-  wire \_$216 ;
-  wire \_$217 ;
-  wire \_$218 ;
-  wire \_$219 ;
   wire \_$22 ;
-  wire \_$220 ;
-  wire \_$221 ;
-  wire \_$222 ;
-  wire \_$223 ;
-  wire \_$224 ;
-  wire \_$225 ;
-  wire \_$226 ;
-  wire \_$227 ;
-  wire \_$228 ;
-  wire \_$229 ;
   wire \_$23 ;
-  wire \_$230 ;
-  wire \_$231 ;
-  wire \_$232 ;
-  wire \_$233 ;
-  wire \_$234 ;
-  wire \_$235 ;
-  wire \_$236 ;
-  wire \_$237 ;
-  wire \_$238 ;
-  wire \_$239 ;
   wire \_$24 ;
-  wire \_$240 ;
-  wire \_$241 ;
-  wire \_$242 ;
-  wire \_$243 ;
-  wire \_$244 ;
-  wire \_$245 ;
-  wire \_$246 ;
-  wire \_$247 ;
-  wire \_$248 ;
-  wire \_$249 ;
   wire \_$25 ;
-  wire \_$250 ;
-  wire \_$251 ;
-  wire [19:0] \_$252 ;
-  wire \_$253 ;
-  wire \_$254 ;
-  wire \_$255 ;
-  wire \_$256 ;
-  wire \_$257 ;
-  wire \_$258 ;
-  wire \_$259 ;
   wire \_$26 ;
-  wire \_$260 ;
-  wire \_$261 ;
-  wire \_$262 ;
-  wire \_$263 ;
-  wire \_$264 ;
-  wire \_$265 ;
-  wire \_$266 ;
-  wire \_$267 ;
-  wire \_$268 ;
-  wire \_$269 ;
   wire \_$27 ;
-  wire \_$270 ;
-  wire \_$271 ;
-  wire \_$272 ;
-  wire \_$273 ;
-  wire \_$274 ;
-  wire \_$275 ;
-  wire [16:0] \_$276 ;
-  wire \_$277 ;
-  wire \_$278 ;
-  wire \_$279 ;
-  wire [31:0] \_$28 ;
-  wire \_$280 ;
-  wire \_$281 ;
-  wire [12:0] \_$282 ;
-  wire \_$283 ;
-  wire [10:0] \_$284 ;
-  wire [17:0] \_$285 ;
-  wire [17:0] \_$286 ;
-  wire [17:0] \_$287 ;
-  wire [17:0] \_$288 ;
-  wire [10:0] \_$289 ;
-  wire [32:0] \_$29 ;
-  wire \_$290 ;
-  wire [12:0] \_$291 ;
-  wire [17:0] \_$292 ;
-  wire [17:0] \_$293 ;
-  wire \_$294 ;
-  wire \_$295 ;
-  wire \_$296 ;
-  wire \_$297 ;
-  wire \_$298 ;
-  wire \_$299 ;
+  wire \_$28 ;
+  wire \_$29 ;
   wire \_$3 ;
-  wire [31:0] \_$30 ;
-  wire \_$300 ;
-  wire [8:0] \_$301 ;
-  wire \_$302 ;
-  wire [17:0] \_$303 ;
-  wire [8:0] \_$304 ;
-  wire \_$305 ;
-  wire \_$306 ;
-  wire [12:0] \_$307 ;
-  wire \_$308 ;
-  wire [8:0] \_$309 ;
-  wire [32:0] \_$31 ;
-  wire [10:0] \_$310 ;
-  wire [17:0] \_$311 ;
-  wire [17:0] \_$312 ;
-  wire [17:0] \_$313 ;
-  wire [17:0] \_$314 ;
-  wire [10:0] \_$315 ;
-  wire \_$316 ;
-  wire [12:0] \_$317 ;
-  wire [17:0] \_$318 ;
-  wire \_$319 ;
-  wire [31:0] \_$32 ;
-  wire \_$320 ;
-  wire \_$321 ;
-  wire \_$322 ;
-  wire \_$323 ;
-  wire \_$324 ;
-  wire \_$325 ;
-  wire \_$326 ;
-  wire \_$327 ;
-  wire \_$328 ;
-  wire \_$329 ;
-  wire [32:0] \_$33 ;
-  wire \_$330 ;
-  wire \_$331 ;
-  wire \_$332 ;
-  wire \_$333 ;
-  wire \_$334 ;
-  wire \_$335 ;
-  wire \_$336 ;
-  wire [17:0] \_$337 ;
-  wire \_$338 ;
-  wire \_$339 ;
-  wire [31:0] \_$34 ;
-  wire [20:0] \_$340 ;
-  wire [20:0] \_$341 ;
-  wire \_$342 ;
-  wire [2:0] \_$343 ;
-  wire \_$344 ;
-  wire \_$345 ;
-  wire \_$346 ;
-  wire \_$347 ;
-  wire \_$348 ;
-  wire \_$349 ;
-  wire [32:0] \_$35 ;
-  wire \_$350 ;
-  wire \_$351 ;
-  wire \_$352 ;
-  wire \_$353 ;
-  wire \_$354 ;
-  wire [17:0] \_$355 ;
-  wire \_$356 ;
-  wire [17:0] \_$357 ;
-  wire \_$358 ;
-  wire \_$359 ;
-  wire [31:0] \_$36 ;
-  wire \_$360 ;
-  wire \_$361 ;
-  wire \_$362 ;
-  wire \_$363 ;
-  wire \_$364 ;
-  wire [17:0] \_$365 ;
-  wire \_$366 ;
-  wire [17:0] \_$367 ;
-  wire \_$368 ;
-  wire \_$369 ;
-  wire [31:0] \_$37 ;
-  wire \_$370 ;
-  wire \_$371 ;
-  wire \_$372 ;
-  wire \_$373 ;
-  wire [12:0] \_$374 ;
-  wire \_$375 ;
-  wire \_$376 ;
-  wire \_$377 ;
-  wire \_$378 ;
-  wire [20:0] \_$379 ;
-  wire [32:0] \_$38 ;
-  wire [10:0] \_$380 ;
-  wire \_$381 ;
-  wire [10:0] \_$382 ;
-  wire [17:0] \_$383 ;
-  wire [10:0] \_$384 ;
-  wire [17:0] \_$385 ;
-  wire [20:0] \_$386 ;
-  wire \_$387 ;
-  wire [12:0] \_$388 ;
-  wire \_$389 ;
-  wire [39:0] \_$39 ;
-  wire \_$390 ;
-  wire \_$391 ;
-  wire [17:0] \_$392 ;
-  wire \_$393 ;
-  wire [17:0] \_$394 ;
-  wire \_$395 ;
-  wire \_$396 ;
-  wire \_$397 ;
-  wire \_$398 ;
-  wire \_$399 ;
+  wire \_$30 ;
+  wire \_$31 ;
+  wire \_$32 ;
+  wire \_$33 ;
+  wire \_$34 ;
+  wire \_$35 ;
+  wire \_$36 ;
+  wire \_$37 ;
+  wire \_$38 ;
+  wire \_$39 ;
   wire \_$4 ;
-  wire [39:0] \_$40 ;
-  wire \_$400 ;
-  wire [12:0] \_$401 ;
-  wire \_$402 ;
-  wire \_$403 ;
-  wire \_$404 ;
-  wire \_$405 ;
-  wire \_$406 ;
-  wire \_$407 ;
-  wire [3:0] \_$408 ;
-  wire \_$409 ;
+  wire \_$40 ;
   wire \_$41 ;
-  wire \_$410 ;
-  wire \_$411 ;
-  wire [17:0] \_$412 ;
-  wire \_$413 ;
-  wire [17:0] \_$414 ;
-  wire \_$415 ;
-  wire \_$416 ;
-  wire \_$417 ;
-  wire \_$418 ;
-  wire \_$419 ;
-  wire [39:0] \_$42 ;
-  wire \_$420 ;
-  wire [12:0] \_$421 ;
-  wire \_$422 ;
-  wire \_$423 ;
-  wire \_$424 ;
-  wire \_$425 ;
-  wire \_$426 ;
-  wire \_$427 ;
-  wire [3:0] \_$428 ;
-  wire [4:0] \_$429 ;
-  wire [8:0] \_$43 ;
-  wire [5:0] \_$430 ;
-  reg [1:0] \_$431 ;
-  reg [127:0] \_$432 ;
-  reg [31:0] \_$433 ;
-  reg [17:0] \_$434 ;
-  reg [17:0] \_$435 ;
-  reg [17:0] \_$436 ;
-  reg [17:0] \_$437 ;
-  reg [17:0] \_$438 ;
-  reg [17:0] \_$439 ;
-  wire [39:0] \_$44 ;
-  reg [17:0] \_$440 ;
-  reg [17:0] \_$441 ;
-  reg [17:0] \_$442 ;
-  reg \_$443 ;
-  reg \_$444 ;
-  reg \_$445 ;
-  reg [15:0] \_$446 ;
-  reg \_$447 ;
-  reg [127:0] \_$448 ;
-  reg \_$449 ;
+  wire \_$42 ;
+  wire \_$43 ;
+  wire \_$44 ;
   wire \_$45 ;
-  reg [3:0] \_$450 ;
-  reg [127:0] \_$451 ;
-  reg [2:0] \_$452 ;
-  reg [19:0] \_$453 ;
-  reg \_$454 ;
-  reg \_$455 ;
-  reg [1:0] \_$456 ;
-  reg [19:0] \_$457 ;
-  reg [16:0] \_$458 ;
-  reg \_$459 ;
-  wire [40:0] \_$46 ;
-  reg \_$460 ;
-  reg [11:0] \_$461 ;
-  reg [9:0] \_$462 ;
-  reg [9:0] \_$463 ;
-  reg [19:0] \_$464 ;
-  reg [16:0] \_$465 ;
-  reg [16:0] \_$466 ;
-  reg \_$467 ;
-  reg [9:0] \_$468 ;
-  reg [11:0] \_$469 ;
-  wire [40:0] \_$47 ;
-  reg [16:0] \_$470 ;
-  reg [16:0] \_$471 ;
-  reg [16:0] \_$472 ;
-  reg [16:0] \_$473 ;
-  reg [7:0] \_$474 ;
-  reg \_$475 ;
-  reg [15:0] \_$476 ;
-  reg \_$477 ;
-  reg \_$478 ;
-  reg \_$479 ;
-  wire [41:0] \_$48 ;
-  reg [1:0] \_$480 ;
-  reg \_$481 ;
-  reg [1:0] \_$482 ;
-  reg [2:0] \_$483 ;
-  reg [2:0] \_$484 ;
-  reg [3:0] \_$485 ;
-  wire [31:0] \_$49 ;
+  wire \_$46 ;
+  wire \_$47 ;
+  wire \_$48 ;
+  wire \_$49 ;
   wire \_$5 ;
-  wire [31:0] \_$50 ;
-  wire [32:0] \_$51 ;
-  wire [39:0] \_$52 ;
-  wire [39:0] \_$53 ;
+  wire \_$50 ;
+  wire \_$51 ;
+  wire \_$52 ;
+  wire \_$53 ;
   wire \_$54 ;
-  wire [39:0] \_$55 ;
-  wire [8:0] \_$56 ;
-  wire [39:0] \_$57 ;
+  wire \_$55 ;
+  wire \_$56 ;
+  wire \_$57 ;
   wire \_$58 ;
-  wire [40:0] \_$59 ;
+  wire \_$59 ;
   wire \_$6 ;
-  wire [40:0] \_$60 ;
-  wire [41:0] \_$61 ;
-  wire [31:0] \_$62 ;
-  wire [31:0] \_$63 ;
-  wire [32:0] \_$64 ;
-  wire [39:0] \_$65 ;
-  wire [39:0] \_$66 ;
-  wire \_$67 ;
-  wire [39:0] \_$68 ;
-  wire [8:0] \_$69 ;
+  wire \_$60 ;
+  wire \_$61 ;
+  wire \_$62 ;
+  reg [1:0] \_$63 ;
+  reg [127:0] \_$64 ;
+  reg [31:0] \_$65 ;
+  reg [2:0] \_$66 ;
+  reg \_$67 ;
+  reg [3:0] \_$68 ;
   wire \_$7 ;
-  wire [39:0] \_$70 ;
-  wire \_$71 ;
-  wire [40:0] \_$72 ;
-  wire [40:0] \_$73 ;
-  wire [41:0] \_$74 ;
-  wire [31:0] \_$75 ;
-  wire [31:0] \_$76 ;
-  wire [32:0] \_$77 ;
-  wire [39:0] \_$78 ;
-  wire [39:0] \_$79 ;
   wire \_$8 ;
-  wire \_$80 ;
-  wire [39:0] \_$81 ;
-  wire [8:0] \_$82 ;
-  wire [39:0] \_$83 ;
-  wire \_$84 ;
-  wire [40:0] \_$85 ;
-  wire [40:0] \_$86 ;
-  wire [41:0] \_$87 ;
-  wire \_$88 ;
-  wire \_$89 ;
   wire \_$9 ;
-  wire [31:0] \_$90 ;
-  wire [32:0] \_$91 ;
-  wire [32:0] \_$92 ;
-  wire [32:0] \_$93 ;
-  wire \_$94 ;
-  wire \_$95 ;
-  wire [31:0] \_$96 ;
-  wire [32:0] \_$97 ;
-  wire [32:0] \_$98 ;
-  wire [32:0] \_$99 ;
-  reg \_$signal  = 1'h0;
-  reg [1:0] \_$signal$101  = 2'h0;
-  reg [19:0] \_$signal$102  = 20'h00000;
-  reg [9:0] \_$signal$103  = 10'h000;
-  reg [11:0] \_$signal$106  = 12'h000;
-  reg [16:0] \_$signal$107  = 17'h00000;
-  reg [16:0] \_$signal$108  = 17'h00000;
-  (* init = 1'h0 *)
-  wire \_$signal$32 ;
-  (* init = 2'h0 *)
-  wire [1:0] \_$signal$34 ;
-  reg \_$signal$49  = 1'h0;
-  reg \_$signal$51  = 1'h0;
-  reg \_$signal$52  = 1'h0;
-  reg \_$signal$53  = 1'h0;
-  reg [15:0] \_$signal$56  = 16'h0000;
-  reg [15:0] \_$signal$58  = 16'h0000;
-  reg \_$signal$60  = 1'h0;
-  reg \_$signal$61  = 1'h0;
-  reg [16:0] \_$signal$63  = 17'h00000;
-  reg [16:0] \_$signal$64  = 17'h00000;
-  reg [9:0] \_$signal$65  = 10'h000;
-  reg \_$signal$73  = 1'h0;
-  reg \_$signal$80  = 1'h0;
-  reg [16:0] \_$signal$81  = 17'h00000;
-  reg [9:0] \_$signal$84  = 10'h000;
   wire [31:0] a;
   wire [7:0] \a[0] ;
   wire [7:0] \a[1] ;
@@ -5703,31 +5260,65 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [7:0] \a[3] ;
   output [15:0] acc_rd__addr;
   reg [15:0] acc_rd__addr;
+  wire [15:0] \acc_rd__addr$69 ;
+  wire [15:0] \acc_rd__addr$71 ;
   input [127:0] acc_rd__data;
   wire [127:0] acc_rd__data;
-  output acc_rd__en;
-  reg acc_rd__en;
+  wire [127:0] \acc_rd__data$74 ;
+  wire [127:0] \acc_rd__data$75 ;
+  wire acc_rd__en;
+  output \acc_rd__en$70 ;
+  reg \acc_rd__en$70 ;
+  wire \acc_rd__en$72 ;
   output [15:0] acc_wr__addr;
   reg [15:0] acc_wr__addr;
+  wire [15:0] \acc_wr__addr$78 ;
+  wire [15:0] \acc_wr__addr$82 ;
   output [127:0] acc_wr__data;
   reg [127:0] acc_wr__data;
-  output acc_wr__en;
-  reg acc_wr__en;
-  wire [127:0] accum_value;
-  wire [31:0] \accum_value[0] ;
-  wire [31:0] \accum_value[1] ;
-  wire [31:0] \accum_value[2] ;
-  wire [31:0] \accum_value[3] ;
+  wire [127:0] \acc_wr__data$80 ;
+  wire [127:0] \acc_wr__data$83 ;
+  wire acc_wr__en;
+  output \acc_wr__en$81 ;
+  reg \acc_wr__en$81 ;
+  wire \acc_wr__en$84 ;
   output [15:0] act__addr;
   reg [15:0] act__addr;
+  wire [15:0] \act__addr$60 ;
+  wire [15:0] \act__addr$62 ;
   input [31:0] act__data;
   wire [31:0] act__data;
-  output act__en;
-  reg act__en;
+  wire [31:0] \act__data$65 ;
+  wire [31:0] \act__data$66 ;
+  wire act__en;
+  output \act__en$61 ;
+  reg \act__en$61 ;
+  wire \act__en$63 ;
+  wire [31:0] array__a;
+  wire [7:0] \array__a[0] ;
+  wire [7:0] \array__a[1] ;
+  wire [7:0] \array__a[2] ;
+  wire [7:0] \array__a[3] ;
+  wire array__bank;
+  wire [127:0] array__out;
+  wire [31:0] \array__out[0] ;
+  wire [31:0] \array__out[1] ;
+  wire [31:0] \array__out[2] ;
+  wire [31:0] \array__out[3] ;
+  wire array__w_bank;
+  wire [31:0] array__w_data;
+  wire [7:0] \array__w_data[0] ;
+  wire [7:0] \array__w_data[1] ;
+  wire [7:0] \array__w_data[2] ;
+  wire [7:0] \array__w_data[3] ;
+  wire array__w_en;
+  wire [1:0] array__w_row;
   output array_active;
   wire array_active;
-  wire bad_shift;
-  reg bank = 1'h0;
+  wire \array_active$55 ;
+  wire bad_fields;
+  wire \bad_fields$88 ;
+  wire bank;
   output busy;
   reg busy;
   input clk;
@@ -5750,11 +5341,12 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   input deps__room_prev;
   wire deps__room_prev;
   reg done;
-  wire \done$25 ;
-  reg [2:0] drain0 = 3'h0;
-  reg [2:0] drain1 = 3'h0;
+  wire \done$91 ;
+  wire \done$92 ;
   output error;
   reg error = 1'h0;
+  wire \error$97 ;
+  wire \error$99 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -5766,63 +5358,225 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0111 = "BAD_FIELD" *)
   output [3:0] error_code;
   reg [3:0] error_code = 4'h0;
-  (* init = 1'h0 *)
-  wire feed_bank;
+  (* enum_base_type = "ErrorCode" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "ILLEGAL_OPCODE" *)
+  (* enum_value_0010 = "BAD_DESCRIPTOR" *)
+  (* enum_value_0011 = "DRAM_RANGE" *)
+  (* enum_value_0100 = "LOCAL_RANGE" *)
+  (* enum_value_0101 = "DEADLOCK" *)
+  (* enum_value_0110 = "WATCHDOG" *)
+  (* enum_value_0111 = "BAD_FIELD" *)
+  wire [3:0] \error_code$98 ;
   reg [1:0] frame_state = 2'h0;
-  reg gemm_running = 1'h0;
-  wire [127:0] gemm_sum;
-  wire [31:0] \gemm_sum[0] ;
-  wire [31:0] \gemm_sum[1] ;
-  wire [31:0] \gemm_sum[2] ;
-  wire [31:0] \gemm_sum[3] ;
   input halt;
   wire halt;
+  wire \halt$52 ;
+  wire \halt$53 ;
   output idle;
   reg idle;
-  reg [3:0] in_flight = 4'h0;
   output [31:0] index;
   reg [31:0] index = 32'd0;
-  wire [17:0] issue;
-  wire [15:0] \issue.acc ;
-  wire \issue.overwrite ;
-  wire \issue.valid ;
-  reg [1:0] loaded = 2'h0;
-  reg [17:0] meta0 = 18'h00000;
-  wire [15:0] \meta0.acc ;
-  wire \meta0.overwrite ;
-  wire \meta0.valid ;
-  reg [17:0] meta1 = 18'h00000;
-  wire [15:0] \meta1.acc ;
-  wire \meta1.overwrite ;
-  wire \meta1.valid ;
-  reg [17:0] meta2 = 18'h00000;
-  wire [15:0] \meta2.acc ;
-  wire \meta2.overwrite ;
-  wire \meta2.valid ;
-  reg [17:0] meta3 = 18'h00000;
-  wire [15:0] \meta3.acc ;
-  wire \meta3.overwrite ;
-  wire \meta3.valid ;
-  reg [17:0] meta4 = 18'h00000;
-  wire [15:0] \meta4.acc ;
-  wire \meta4.overwrite ;
-  wire \meta4.valid ;
-  reg [17:0] meta5 = 18'h00000;
-  wire [15:0] \meta5.acc ;
-  wire \meta5.overwrite ;
-  wire \meta5.valid ;
-  reg [17:0] meta6 = 18'h00000;
-  wire [15:0] \meta6.acc ;
-  wire \meta6.overwrite ;
-  wire \meta6.valid ;
-  reg [17:0] meta7 = 18'h00000;
-  wire [15:0] \meta7.acc ;
-  wire \meta7.overwrite ;
-  wire \meta7.valid ;
-  reg [17:0] meta8 = 18'h00000;
-  wire [15:0] \meta8.acc ;
-  wire \meta8.overwrite ;
-  wire \meta8.valid ;
+  wire [120:0] insn;
+  (* init = 128'h00000000000000000000000000000000 *)
+  wire [127:0] \insn$51 ;
+  wire [112:0] \insn$51.accum ;
+  wire [15:0] \insn$51.accum.acc_addr ;
+  wire [15:0] \insn$51.accum.acc_n_stride ;
+  wire \insn$51.accum.accumulate ;
+  wire [15:0] \insn$51.accum.act_addr ;
+  wire [15:0] \insn$51.accum.act_n_stride ;
+  wire [3:0] \insn$51.accum.deps ;
+  wire \insn$51.accum.deps.pop_next ;
+  wire \insn$51.accum.deps.pop_prev ;
+  wire \insn$51.accum.deps.push_next ;
+  wire \insn$51.accum.deps.push_prev ;
+  wire [11:0] \insn$51.accum.m ;
+  wire [9:0] \insn$51.accum.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn$51.accum.opcode ;
+  wire [15:0] \insn$51.accum.param_addr ;
+  wire \insn$51.accum.use_bias ;
+  wire \insn$51.accum.use_res ;
+  wire [7:0] \insn$51.end ;
+  wire [3:0] \insn$51.end.deps ;
+  wire \insn$51.end.deps.pop_next ;
+  wire \insn$51.end.deps.pop_prev ;
+  wire \insn$51.end.deps.push_next ;
+  wire \insn$51.end.deps.push_prev ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn$51.end.opcode ;
+  wire [120:0] \insn$51.gemm ;
+  wire [15:0] \insn$51.gemm.acc_addr ;
+  wire [15:0] \insn$51.gemm.acc_n_stride ;
+  wire \insn$51.gemm.accumulate ;
+  wire [15:0] \insn$51.gemm.act_addr ;
+  wire [15:0] \insn$51.gemm.act_k_stride ;
+  wire [3:0] \insn$51.gemm.deps ;
+  wire \insn$51.gemm.deps.pop_next ;
+  wire \insn$51.gemm.deps.pop_prev ;
+  wire \insn$51.gemm.deps.push_next ;
+  wire \insn$51.gemm.deps.push_prev ;
+  wire [9:0] \insn$51.gemm.k_iter ;
+  wire [11:0] \insn$51.gemm.m ;
+  wire [9:0] \insn$51.gemm.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn$51.gemm.opcode ;
+  wire [15:0] \insn$51.gemm.wgt_addr ;
+  wire [31:0] \insn$51.load ;
+  wire [3:0] \insn$51.load.deps ;
+  wire \insn$51.load.deps.pop_next ;
+  wire \insn$51.load.deps.pop_prev ;
+  wire \insn$51.load.deps.push_next ;
+  wire \insn$51.load.deps.push_prev ;
+  wire [23:0] \insn$51.load.desc ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn$51.load.opcode ;
+  wire [71:0] \insn$51.perf ;
+  wire [3:0] \insn$51.perf.deps ;
+  wire \insn$51.perf.deps.pop_next ;
+  wire \insn$51.perf.deps.pop_prev ;
+  wire \insn$51.perf.deps.push_next ;
+  wire \insn$51.perf.deps.push_prev ;
+  wire [31:0] \insn$51.perf.dram_addr ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn$51.perf.opcode ;
+  wire [31:0] \insn$51.perf.tag ;
+  wire [103:0] \insn$51.pool ;
+  wire [15:0] \insn$51.pool.acc_addr ;
+  wire [15:0] \insn$51.pool.acc_n_stride ;
+  wire \insn$51.pool.accumulate ;
+  wire [15:0] \insn$51.pool.act_addr ;
+  wire [15:0] \insn$51.pool.act_n_stride ;
+  wire [3:0] \insn$51.pool.deps ;
+  wire \insn$51.pool.deps.pop_next ;
+  wire \insn$51.pool.deps.pop_prev ;
+  wire \insn$51.pool.deps.push_next ;
+  wire \insn$51.pool.deps.push_prev ;
+  wire [11:0] \insn$51.pool.m ;
+  (* enum_base_type = "PoolMode" *)
+  (* enum_value_0 = "MAX" *)
+  (* enum_value_1 = "SUM" *)
+  wire \insn$51.pool.mode ;
+  wire [9:0] \insn$51.pool.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn$51.pool.opcode ;
+  wire [7:0] \insn$51.pool.window ;
+  wire [127:0] \insn$51.raw ;
+  wire [65:0] \insn$51.store ;
+  wire [7:0] \insn$51.store.clamp_hi ;
+  wire [7:0] \insn$51.store.clamp_lo ;
+  wire [3:0] \insn$51.store.deps ;
+  wire \insn$51.store.deps.pop_next ;
+  wire \insn$51.store.deps.pop_prev ;
+  wire \insn$51.store.deps.push_next ;
+  wire \insn$51.store.deps.push_prev ;
+  wire [23:0] \insn$51.store.desc ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn$51.store.opcode ;
+  wire [15:0] \insn$51.store.param_addr ;
+  wire [1:0] \insn$51.store.param_loop ;
+  wire [9:0] \insn$51.sync ;
+  wire [3:0] \insn$51.sync.deps ;
+  wire \insn$51.sync.deps.pop_next ;
+  wire \insn$51.sync.deps.pop_prev ;
+  wire \insn$51.sync.deps.push_next ;
+  wire \insn$51.sync.deps.push_prev ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn$51.sync.opcode ;
+  (* enum_base_type = "Queue" *)
+  (* enum_value_00 = "LOAD" *)
+  (* enum_value_01 = "COMPUTE" *)
+  (* enum_value_10 = "STORE" *)
+  wire [1:0] \insn$51.sync.queue ;
+  wire [15:0] \insn.acc_addr ;
+  wire [15:0] \insn.acc_n_stride ;
+  wire \insn.accumulate ;
+  wire [15:0] \insn.act_addr ;
+  wire [15:0] \insn.act_k_stride ;
+  wire [3:0] \insn.deps ;
+  wire \insn.deps.pop_next ;
+  wire \insn.deps.pop_prev ;
+  wire \insn.deps.push_next ;
+  wire \insn.deps.push_prev ;
+  wire [9:0] \insn.k_iter ;
+  wire [11:0] \insn.m ;
+  wire [9:0] \insn.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.opcode ;
+  wire [15:0] \insn.wgt_addr ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5839,20 +5593,18 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [31:0] \out[2] ;
   wire [31:0] \out[3] ;
   output [15:0] param__addr;
-  reg [15:0] param__addr;
+  wire [15:0] param__addr;
+  wire [15:0] \param__addr$45 ;
   input [511:0] param__data;
   wire [511:0] param__data;
+  wire [511:0] \param__data$47 ;
   output param__en;
-  reg param__en;
+  wire param__en;
+  wire \param__en$49 ;
   output pending;
   reg pending;
   output [31:0] pending_index;
   reg [31:0] pending_index;
-  wire [127:0] pool_value;
-  wire [31:0] \pool_value[0] ;
-  wire [31:0] \pool_value[1] ;
-  wire [31:0] \pool_value[2] ;
-  wire [31:0] \pool_value[3] ;
   input [159:0] queue__payload;
   wire [159:0] queue__payload;
   wire [31:0] \queue__payload.index ;
@@ -5863,31 +5615,15 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire queue__valid;
   output retired;
   reg retired;
-  reg [127:0] rmw_out = 128'h00000000000000000000000000000000;
-  wire [31:0] \rmw_out[0] ;
-  wire [31:0] \rmw_out[1] ;
-  wire [31:0] \rmw_out[2] ;
-  wire [31:0] \rmw_out[3] ;
-  reg rmw_overwrite = 1'h0;
   input rst;
   wire rst;
   reg running;
-  reg [127:0] \running$50  = 128'h00000000000000000000000000000000;
-  wire [31:0] \running$50[0] ;
-  wire [31:0] \running$50[1] ;
-  wire [31:0] \running$50[2] ;
-  wire [31:0] \running$50[3] ;
-  reg [16:0] st_acc_base = 17'h00000;
-  reg [11:0] st_i = 12'h000;
-  reg [19:0] st_tiles = 20'h00000;
   reg start;
+  reg \start$87 ;
+  reg \start$89 ;
   output token_wait;
   reg token_wait;
-  reg [19:0] total_tiles = 20'h00000;
-  reg [7:0] w = 8'h00;
-  reg w_bank = 1'h0;
-  (* init = 1'h0 *)
-  wire \w_bank$36 ;
+  wire w_bank;
   input [31:0] w_data;
   wire [31:0] w_data;
   wire [7:0] \w_data[0] ;
@@ -5895,73 +5631,59 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [7:0] \w_data[2] ;
   wire [7:0] \w_data[3] ;
   output w_en;
-  reg w_en = 1'h0;
-  reg [1:0] w_row = 2'h0;
-  (* init = 1'h0 *)
+  wire w_en;
+  wire [1:0] w_row;
   wire weight_load;
+  wire \weight_load$57 ;
   output [15:0] wgt__addr;
-  reg [15:0] wgt__addr;
+  wire [15:0] wgt__addr;
+  wire [15:0] \wgt__addr$39 ;
   wire [31:0] wgt__data;
+  wire [31:0] \wgt__data$41 ;
   output wgt__en;
-  reg wgt__en;
-  reg [16:0] wl_addr = 17'h00000;
+  wire wgt__en;
+  wire \wgt__en$43 ;
   reg [127:0] word = 128'h00000000000000000000000000000000;
+  assign \_$32  = ! compute_state;
+  assign \_$33  = compute_state == 1'h1;
+  assign \_$34  = compute_state == 2'h2;
+  assign \_$35  = compute_state == 2'h3;
+  assign \_$36  = compute_state == 3'h4;
+  assign \_$37  = ~ halt;
+  assign \_$38  = queue__valid & \_$37 ;
+  assign \_$39  = ~ queue__payload[4];
+  assign \_$40  = \_$39  | deps__has_prev;
+  assign \_$41  = ~ queue__payload[5];
+  assign \_$42  = \_$41  | deps__has_next;
+  assign \_$43  = \_$40  & \_$42 ;
+  assign \_$44  = ~ halt;
+  assign \_$45  = \_$43  & \_$44 ;
+  assign \_$46  = ~ word[6];
+  assign \_$47  = \_$46  | deps__room_prev;
+  assign \_$48  = ~ word[7];
+  assign \_$49  = \_$48  | deps__room_next;
+  assign \_$50  = \_$47  & \_$49 ;
+  assign \_$51  = ~ halt;
+  assign \_$52  = \_$50  & \_$51 ;
+  assign \_$53  = ~ error;
+  assign \_$55  = ~ error;
+  assign \_$57  = ~ error;
+  assign \_$59  = ~ error;
+  assign \_$60  = \error$97  & \_$59 ;
+  assign \_$61  = ~ error;
+  assign \_$62  = \error$99  & \_$61 ;
   always @(posedge clk)
-    wl_addr <= \_$458 ;
+    frame_state <= \_$63 ;
   always @(posedge clk)
-    \_$signal$61  <= \_$459 ;
+    word <= \_$64 ;
   always @(posedge clk)
-    \_$signal$80  <= \_$460 ;
+    index <= \_$65 ;
   always @(posedge clk)
-    st_i <= \_$461 ;
+    compute_state <= \_$66 ;
   always @(posedge clk)
-    \_$signal$84  <= \_$462 ;
+    error <= \_$67 ;
   always @(posedge clk)
-    \_$signal$103  <= \_$463 ;
-  always @(posedge clk)
-    st_tiles <= \_$464 ;
-  always @(posedge clk)
-    \_$signal$81  <= \_$465 ;
-  always @(posedge clk)
-    st_acc_base <= \_$466 ;
-  always @(posedge clk)
-    gemm_running <= \_$467 ;
-  always @(posedge clk)
-    \_$signal$65  <= \_$468 ;
-  always @(posedge clk)
-    \_$signal$106  <= \_$469 ;
-  always @(posedge clk)
-    \_$signal$64  <= \_$470 ;
-  always @(posedge clk)
-    \_$signal$63  <= \_$471 ;
-  always @(posedge clk)
-    \_$signal$107  <= \_$472 ;
-  always @(posedge clk)
-    \_$signal$108  <= \_$473 ;
-  always @(posedge clk)
-    w <= \_$474 ;
-  always @(posedge clk)
-    \_$signal$52  <= \_$475 ;
-  always @(posedge clk)
-    \_$signal$58  <= \_$476 ;
-  always @(posedge clk)
-    \_$signal$49  <= \_$477 ;
-  always @(posedge clk)
-    \_$signal$53  <= \_$478 ;
-  always @(posedge clk)
-    w_en <= \_$479 ;
-  always @(posedge clk)
-    w_row <= \_$480 ;
-  always @(posedge clk)
-    w_bank <= \_$481 ;
-  always @(posedge clk)
-    loaded <= \_$482 ;
-  always @(posedge clk)
-    drain0 <= \_$483 ;
-  always @(posedge clk)
-    drain1 <= \_$484 ;
-  always @(posedge clk)
-    in_flight <= \_$485 ;
+    error_code <= \_$68 ;
   assign \_$1  = ~ queue__valid;
   assign \_$2  = ~ queue__payload[4];
   assign \_$3  = \_$2  | deps__has_prev;
@@ -5989,1254 +5711,73 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \_$25  = \_$22  & \_$24 ;
   assign \_$26  = ~ halt;
   assign \_$27  = \_$25  & \_$26 ;
-  assign a = \_$signal  ? act__data : 32'd0;
-  assign \_$28  = rmw_overwrite ? 32'd0 : acc_rd__data[31:0];
-  assign \_$29  = $signed(\_$28 ) + $signed(rmw_out[31:0]);
-  assign \_$30  = rmw_overwrite ? 32'd0 : acc_rd__data[63:32];
-  assign \_$31  = $signed(\_$30 ) + $signed(rmw_out[63:32]);
-  assign \_$32  = rmw_overwrite ? 32'd0 : acc_rd__data[95:64];
-  assign \_$33  = $signed(\_$32 ) + $signed(rmw_out[95:64]);
-  assign \_$34  = rmw_overwrite ? 32'd0 : acc_rd__data[127:96];
-  assign \_$35  = $signed(\_$34 ) + $signed(rmw_out[127:96]);
-  assign \_$36  = word[112] ? acc_rd__data[31:0] : 32'd0;
-  assign \_$37  = word[110] ? param__data[31:0] : 32'd0;
-  assign \_$38  = $signed(\_$36 ) + $signed(\_$37 );
-  assign \_$39  = $signed(act__data[7:0]) * $signed(param__data[95:64]);
-  assign \_$40  = $signed(\_$39 ) >>> param__data[111:104];
-  assign \_$41  = ! param__data[111:104];
-  assign \_$42  = $signed(act__data[7:0]) * $signed(param__data[95:64]);
-  assign \_$43  = param__data[111:104] - 1'h1;
-  assign \_$44  = $signed(\_$42 ) >>> \_$43 [7:0];
-  assign \_$45  = \_$41  ? 1'h0 : \_$44 [0];
-  assign \_$46  = $signed(\_$40 ) + $signed({ 1'h0, \_$45  });
-  assign \_$47  = word[111] ? \_$46  : 41'h00000000000;
-  assign \_$48  = $signed(\_$38 ) + $signed(\_$47 );
-  assign \_$49  = word[112] ? acc_rd__data[63:32] : 32'd0;
-  assign \_$50  = word[110] ? param__data[159:128] : 32'd0;
-  assign \_$51  = $signed(\_$49 ) + $signed(\_$50 );
-  assign \_$52  = $signed(act__data[15:8]) * $signed(param__data[223:192]);
-  assign \_$53  = $signed(\_$52 ) >>> param__data[239:232];
-  assign \_$54  = ! param__data[239:232];
-  assign \_$55  = $signed(act__data[15:8]) * $signed(param__data[223:192]);
-  assign \_$56  = param__data[239:232] - 1'h1;
-  assign \_$57  = $signed(\_$55 ) >>> \_$56 [7:0];
-  assign \_$58  = \_$54  ? 1'h0 : \_$57 [0];
-  assign \_$59  = $signed(\_$53 ) + $signed({ 1'h0, \_$58  });
-  assign \_$60  = word[111] ? \_$59  : 41'h00000000000;
-  assign \_$61  = $signed(\_$51 ) + $signed(\_$60 );
-  assign \_$62  = word[112] ? acc_rd__data[95:64] : 32'd0;
-  assign \_$63  = word[110] ? param__data[287:256] : 32'd0;
-  assign \_$64  = $signed(\_$62 ) + $signed(\_$63 );
-  assign \_$65  = $signed(act__data[23:16]) * $signed(param__data[351:320]);
-  assign \_$66  = $signed(\_$65 ) >>> param__data[367:360];
-  assign \_$67  = ! param__data[367:360];
-  assign \_$68  = $signed(act__data[23:16]) * $signed(param__data[351:320]);
-  assign \_$69  = param__data[367:360] - 1'h1;
-  assign \_$70  = $signed(\_$68 ) >>> \_$69 [7:0];
-  assign \_$71  = \_$67  ? 1'h0 : \_$70 [0];
-  assign \_$72  = $signed(\_$66 ) + $signed({ 1'h0, \_$71  });
-  assign \_$73  = word[111] ? \_$72  : 41'h00000000000;
-  assign \_$74  = $signed(\_$64 ) + $signed(\_$73 );
-  assign \_$75  = word[112] ? acc_rd__data[127:96] : 32'd0;
-  assign \_$76  = word[110] ? param__data[415:384] : 32'd0;
-  assign \_$77  = $signed(\_$75 ) + $signed(\_$76 );
-  assign \_$78  = $signed(act__data[31:24]) * $signed(param__data[479:448]);
-  assign \_$79  = $signed(\_$78 ) >>> param__data[495:488];
-  assign \_$80  = ! param__data[495:488];
-  assign \_$81  = $signed(act__data[31:24]) * $signed(param__data[479:448]);
-  assign \_$82  = param__data[495:488] - 1'h1;
-  assign \_$83  = $signed(\_$81 ) >>> \_$82 [7:0];
-  assign \_$84  = \_$80  ? 1'h0 : \_$83 [0];
-  assign \_$85  = $signed(\_$79 ) + $signed({ 1'h0, \_$84  });
-  assign \_$86  = word[111] ? \_$85  : 41'h00000000000;
-  assign \_$87  = $signed(\_$77 ) + $signed(\_$86 );
-  assign \_$88  = ! word[102];
-  assign \_$89  = $signed(act__data[7:0]) > $signed(acc_rd__data[31:0]);
-  assign \_$90  = \_$89  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : acc_rd__data[31:0];
-  assign \_$91  = $signed(acc_rd__data[31:0]) + $signed(act__data[7:0]);
-  assign \_$92  = word[102] ? \_$91  : { \_$90 [31], \_$90  };
-  assign \_$93  = word[103] ? \_$92  : { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] };
-  assign \_$94  = ! word[102];
-  assign \_$95  = $signed(act__data[7:0]) > $signed(\running$50 [31:0]);
-  assign \_$96  = \_$95  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : \running$50 [31:0];
-  assign \_$97  = $signed(\running$50 [31:0]) + $signed(act__data[7:0]);
-  assign \_$98  = word[102] ? \_$97  : { \_$96 [31], \_$96  };
-  assign \_$99  = \_$signal$49  ? \_$93  : \_$98 ;
-  assign \_$100  = ! word[102];
-  assign \_$101  = $signed(act__data[15:8]) > $signed(acc_rd__data[63:32]);
-  assign \_$102  = \_$101  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : acc_rd__data[63:32];
-  assign \_$103  = $signed(acc_rd__data[63:32]) + $signed(act__data[15:8]);
-  assign \_$104  = word[102] ? \_$103  : { \_$102 [31], \_$102  };
-  assign \_$105  = word[103] ? \_$104  : { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] };
-  assign \_$106  = ! word[102];
-  assign \_$107  = $signed(act__data[15:8]) > $signed(\running$50 [63:32]);
-  assign \_$108  = \_$107  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : \running$50 [63:32];
-  assign \_$109  = $signed(\running$50 [63:32]) + $signed(act__data[15:8]);
-  assign \_$110  = word[102] ? \_$109  : { \_$108 [31], \_$108  };
-  assign \_$111  = \_$signal$49  ? \_$105  : \_$110 ;
-  assign \_$112  = ! word[102];
-  assign \_$113  = $signed(act__data[23:16]) > $signed(acc_rd__data[95:64]);
-  assign \_$114  = \_$113  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : acc_rd__data[95:64];
-  assign \_$115  = $signed(acc_rd__data[95:64]) + $signed(act__data[23:16]);
-  assign \_$116  = word[102] ? \_$115  : { \_$114 [31], \_$114  };
-  assign \_$117  = word[103] ? \_$116  : { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] };
-  assign \_$118  = ! word[102];
-  assign \_$119  = $signed(act__data[23:16]) > $signed(\running$50 [95:64]);
-  assign \_$120  = \_$119  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : \running$50 [95:64];
-  assign \_$121  = $signed(\running$50 [95:64]) + $signed(act__data[23:16]);
-  assign \_$122  = word[102] ? \_$121  : { \_$120 [31], \_$120  };
-  assign \_$123  = \_$signal$49  ? \_$117  : \_$122 ;
-  assign \_$124  = ! word[102];
-  assign \_$125  = $signed(act__data[31:24]) > $signed(acc_rd__data[127:96]);
-  assign \_$126  = \_$125  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : acc_rd__data[127:96];
-  assign \_$127  = $signed(acc_rd__data[127:96]) + $signed(act__data[31:24]);
-  assign \_$128  = word[102] ? \_$127  : { \_$126 [31], \_$126  };
-  assign \_$129  = word[103] ? \_$128  : { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] };
-  assign \_$130  = ! word[102];
-  assign \_$131  = $signed(act__data[31:24]) > $signed(\running$50 [127:96]);
-  assign \_$132  = \_$131  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : \running$50 [127:96];
-  assign \_$133  = $signed(\running$50 [127:96]) + $signed(act__data[31:24]);
-  assign \_$134  = word[102] ? \_$133  : { \_$132 [31], \_$132  };
-  assign \_$135  = \_$signal$49  ? \_$129  : \_$134 ;
-  assign \_$136  = word[3:0] == 3'h4;
-  assign \_$137  = \_$signal$52  & \_$136 ;
-  assign \_$138  = \_$signal$52  & \_$signal$53 ;
-  assign \_$139  = ~ \_$signal$60 ;
-  assign \_$140  = ~ \_$signal$61 ;
-  assign \_$141  = \_$139  & \_$140 ;
-  assign \_$142  = ! in_flight;
-  assign \_$143  = \_$141  & \_$142 ;
-  assign \_$144  = ~ \_$signal$51 ;
-  assign \_$145  = \_$143  & \_$144 ;
-  assign \_$146  = \_$signal$63  >= 11'h400;
-  assign \_$147  = \_$signal$64  >= 12'h800;
-  assign \_$148  = word[111] & \_$147 ;
-  assign \_$149  = \_$146  | \_$148 ;
-  assign \_$150  = word[55:40] + \_$signal$65 ;
-  assign \_$151  = \_$150  >= 7'h40;
-  assign \_$152  = \_$149  | \_$151 ;
-  assign \_$153  = ~ halt;
-  assign \_$154  = word[55:40] + \_$signal$65 ;
-  assign \_$155  = \_$signal$64  >= 12'h800;
-  assign \_$156  = \_$signal$63  >= 11'h400;
-  assign \_$157  = \_$155  | \_$156 ;
-  assign \_$158  = ~ halt;
-  assign \_$159  = ! w;
-  assign \_$160  = ~ loaded[1];
-  assign \_$161  = ! drain1;
-  assign \_$162  = \_$160  & \_$161 ;
-  assign \_$163  = ~ loaded[0];
-  assign \_$164  = ! drain0;
-  assign \_$165  = \_$163  & \_$164 ;
-  assign \_$166  = \_$signal$73  ? \_$162  : \_$165 ;
-  assign \_$167  = \_$signal$60  & \_$166 ;
-  assign \_$168  = ~ halt;
-  assign \_$169  = \_$167  & \_$168 ;
-  assign \_$170  = wl_addr >= 11'h400;
-  assign \_$171  = ~ \_$170 ;
-  assign \_$172  = \_$169  & \_$171 ;
-  assign \_$173  = \_$signal$80  ? loaded[1] : loaded[0];
-  assign \_$174  = \_$signal$61  & \_$173 ;
-  assign \_$175  = \_$signal$81  + st_i;
-  assign \_$176  = \_$175  >= 12'h800;
-  assign \_$177  = st_acc_base + st_i;
-  assign \_$178  = \_$177  >= 11'h400;
-  assign \_$179  = \_$176  | \_$178 ;
-  assign \_$180  = ~ \_$179 ;
-  assign \_$181  = \_$174  & \_$180 ;
-  assign \_$182  = ~ halt;
-  assign \_$183  = \_$181  & \_$182 ;
-  assign \_$184  = st_acc_base + st_i;
-  assign \_$185  = ~ word[120];
-  assign \_$186  = ! \_$signal$84 ;
-  assign \_$187  = \_$185  & \_$186 ;
-  assign \_$188  = \_$signal$80  ? loaded[1] : loaded[0];
-  assign \_$189  = \_$signal$61  & \_$188 ;
-  assign \_$190  = \_$signal$81  + st_i;
-  assign \_$191  = \_$190  >= 12'h800;
-  assign \_$192  = st_acc_base + st_i;
-  assign \_$193  = \_$192  >= 11'h400;
-  assign \_$194  = \_$191  | \_$193 ;
-  assign \_$195  = ~ \_$194 ;
-  assign \_$196  = \_$189  & \_$195 ;
-  assign \_$197  = ~ halt;
-  assign \_$198  = \_$196  & \_$197 ;
-  assign \_$199  = \_$signal$81  + st_i;
-  assign \_$200  = ! frame_state;
-  assign \_$201  = frame_state == 1'h1;
-  assign \_$202  = frame_state == 2'h2;
-  assign \_$203  = frame_state == 2'h3;
-  assign \_$204  = ! compute_state;
-  assign \_$205  = compute_state == 1'h1;
-  assign \_$206  = compute_state == 2'h2;
-  assign \_$207  = compute_state == 2'h3;
-  assign \_$208  = compute_state == 3'h4;
-  assign \_$209  = compute_state == 3'h5;
-  assign \_$210  = compute_state == 3'h6;
-  assign \_$211  = ~ halt;
-  assign \_$212  = queue__valid & \_$211 ;
-  assign \_$213  = ~ queue__payload[4];
-  assign \_$214  = \_$213  | deps__has_prev;
-  assign \_$215  = ~ queue__payload[5];
-  assign \_$216  = \_$215  | deps__has_next;
-  assign \_$217  = \_$214  & \_$216 ;
-  assign \_$218  = ~ halt;
-  assign \_$219  = \_$217  & \_$218 ;
-  assign \_$220  = ~ word[6];
-  assign \_$221  = \_$220  | deps__room_prev;
-  assign \_$222  = ~ word[7];
-  assign \_$223  = \_$222  | deps__room_next;
-  assign \_$224  = \_$221  & \_$223 ;
-  assign \_$225  = ~ halt;
-  assign \_$226  = \_$224  & \_$225 ;
-  assign \_$227  = word[3:0] == 3'h4;
-  assign \_$228  = \_$signal$52  & \_$227 ;
-  assign \_$229  = \_$228  & word[111];
-  assign \_$230  = param__data[111:104] > 6'h3e;
-  assign \_$232  = param__data[239:232] > 6'h3e;
-  assign \_$233  = \_$231  | \_$232 ;
-  assign \_$234  = param__data[367:360] > 6'h3e;
-  assign \_$235  = \_$233  | \_$234 ;
-  assign \_$236  = param__data[495:488] > 6'h3e;
-  assign \_$237  = \_$235  | \_$236 ;
-  assign \_$238  = \_$229  & \_$237 ;
-  assign \_$239  = ~ error;
-  assign \_$240  = \_$238  & \_$239 ;
-  assign \_$241  = ! word[67:56];
-  assign \_$242  = ! word[77:68];
-  assign \_$243  = \_$241  | \_$242 ;
-  assign \_$244  = ! word[87:78];
-  assign \_$245  = \_$243  | \_$244 ;
-  assign \_$246  = word[87:78] > 1'h1;
-  assign \_$247  = word[119:104] < word[67:56];
-  assign \_$248  = \_$246  & \_$247 ;
-  assign \_$249  = \_$245  | \_$248 ;
-  assign \_$250  = ~ error;
-  assign \_$252  = word[77:68] * word[87:78];
-  assign \_$253  = ! word[67:56];
-  assign \_$254  = ! word[77:68];
-  assign \_$255  = \_$253  | \_$254 ;
-  assign \_$256  = ~ error;
-  assign \_$258  = ! word[51:40];
-  assign \_$259  = ! word[69:60];
-  assign \_$260  = \_$258  | \_$259 ;
-  assign \_$261  = ! word[59:52];
-  assign \_$262  = \_$260  | \_$261 ;
-  assign \_$263  = ~ error;
-  assign \_$265  = ~ \_$signal$60 ;
-  assign \_$266  = ~ \_$signal$61 ;
-  assign \_$267  = \_$265  & \_$266 ;
-  assign \_$268  = ! in_flight;
-  assign \_$269  = \_$267  & \_$268 ;
-  assign \_$270  = ~ \_$signal$51 ;
-  assign \_$271  = \_$269  & \_$270 ;
-  assign \_$272  = \_$signal$63  >= 11'h400;
-  assign \_$273  = \_$signal$64  >= 12'h800;
-  assign \_$274  = word[111] & \_$273 ;
-  assign \_$275  = \_$272  | \_$274 ;
-  assign \_$276  = word[55:40] + \_$signal$65 ;
-  assign \_$277  = \_$276  >= 7'h40;
-  assign \_$278  = \_$275  | \_$277 ;
-  assign \_$279  = ~ halt;
-  assign \_$280  = ~ error;
-  assign \_$282  = word[67:56] - 1'h1;
-  assign \_$283  = \_$signal$106  == \_$282 ;
-  assign \_$284  = \_$signal$65  + 1'h1;
-  assign \_$285  = \_$signal$107  + word[109:94];
-  assign \_$286  = \_$signal$108  + word[93:78];
-  assign \_$287  = \_$signal$107  + word[109:94];
-  assign \_$288  = \_$signal$108  + word[93:78];
-  assign \_$289  = word[77:68] - 1'h1;
-  assign \_$290  = \_$signal$65  == \_$289 ;
-  assign \_$291  = \_$signal$106  + 1'h1;
-  assign \_$292  = \_$signal$64  + 1'h1;
-  assign \_$293  = \_$signal$63  + 1'h1;
-  assign \_$294  = \_$signal$64  >= 12'h800;
-  assign \_$295  = \_$signal$63  >= 11'h400;
-  assign \_$296  = \_$294  | \_$295 ;
-  assign \_$297  = ~ halt;
-  assign \_$298  = ~ error;
-  assign \_$300  = ! w;
-  assign \_$301  = word[59:52] - 1'h1;
-  assign \_$302  = w == \_$301 ;
-  assign \_$303  = \_$signal$64  + 1'h1;
-  assign \_$304  = word[59:52] - 1'h1;
-  assign \_$305  = w == \_$304 ;
-  assign \_$306  = ~ \_$305 ;
-  assign \_$307  = word[51:40] - 1'h1;
-  assign \_$308  = \_$signal$106  == \_$307 ;
-  assign \_$309  = w + 1'h1;
-  assign \_$310  = \_$signal$65  + 1'h1;
-  assign \_$311  = \_$signal$107  + word[85:70];
-  assign \_$312  = \_$signal$108  + word[101:86];
-  assign \_$313  = \_$signal$107  + word[85:70];
-  assign \_$314  = \_$signal$108  + word[101:86];
-  assign \_$315  = word[69:60] - 1'h1;
-  assign \_$316  = \_$signal$65  == \_$315 ;
-  assign \_$317  = \_$signal$106  + 1'h1;
-  assign \_$318  = \_$signal$63  + 1'h1;
-  assign \_$319  = gemm_running & \_$signal$60 ;
-  assign \_$320  = wl_addr >= 11'h400;
-  assign \_$321  = \_$319  & \_$320 ;
-  assign \_$322  = ~ error;
-  assign \_$324  = ~ loaded[1];
-  assign \_$325  = ! drain1;
-  assign \_$326  = \_$324  & \_$325 ;
-  assign \_$327  = ~ loaded[0];
-  assign \_$328  = ! drain0;
-  assign \_$329  = \_$327  & \_$328 ;
-  assign \_$330  = \_$signal$73  ? \_$326  : \_$329 ;
-  assign \_$331  = \_$signal$60  & \_$330 ;
-  assign \_$332  = ~ halt;
-  assign \_$333  = \_$331  & \_$332 ;
-  assign \_$334  = wl_addr >= 11'h400;
-  assign \_$335  = ~ \_$334 ;
-  assign \_$336  = \_$333  & \_$335 ;
-  assign \_$337  = wl_addr + 1'h1;
-  assign \_$338  = \_$signal$101  == 2'h3;
-  assign \_$339  = ~ \_$signal$73 ;
-  assign \_$340  = \_$signal$102  + 1'h1;
-  assign \_$341  = total_tiles - 1'h1;
-  assign \_$342  = \_$signal$102  == \_$341 ;
-  assign \_$343  = \_$signal$101  + 1'h1;
-  assign \_$344  = ! w_bank;
-  assign \_$345  = w_en & \_$344 ;
-  assign \_$346  = w_row == 2'h3;
-  assign \_$347  = \_$345  & \_$346 ;
-  assign \_$349  = w_en & \_$348 ;
-  assign \_$350  = w_row == 2'h3;
-  assign \_$351  = \_$349  & \_$350 ;
-  assign \_$352  = gemm_running & \_$signal$61 ;
-  assign \_$353  = \_$signal$80  ? loaded[1] : loaded[0];
-  assign \_$354  = \_$352  & \_$353 ;
-  assign \_$355  = \_$signal$81  + st_i;
-  assign \_$356  = \_$355  >= 12'h800;
-  assign \_$357  = st_acc_base + st_i;
-  assign \_$358  = \_$357  >= 11'h400;
-  assign \_$359  = \_$356  | \_$358 ;
-  assign \_$360  = \_$354  & \_$359 ;
-  assign \_$361  = ~ error;
-  assign \_$363  = \_$signal$80  ? loaded[1] : loaded[0];
-  assign \_$364  = \_$signal$61  & \_$363 ;
-  assign \_$365  = \_$signal$81  + st_i;
-  assign \_$366  = \_$365  >= 12'h800;
-  assign \_$367  = st_acc_base + st_i;
-  assign \_$368  = \_$367  >= 11'h400;
-  assign \_$369  = \_$366  | \_$368 ;
-  assign \_$370  = ~ \_$369 ;
-  assign \_$371  = \_$364  & \_$370 ;
-  assign \_$372  = ~ halt;
-  assign \_$373  = \_$371  & \_$372 ;
-  assign \_$374  = word[67:56] - 1'h1;
-  assign \_$375  = st_i == \_$374 ;
-  assign \_$376  = ! \_$signal$80 ;
-  assign \_$378  = ~ \_$signal$80 ;
-  assign \_$379  = st_tiles + 1'h1;
-  assign \_$380  = word[87:78] - 1'h1;
-  assign \_$381  = \_$signal$103  == \_$380 ;
-  assign \_$382  = \_$signal$84  + 1'h1;
-  assign \_$383  = \_$signal$81  + word[103:88];
-  assign \_$384  = \_$signal$103  + 1'h1;
-  assign \_$385  = st_acc_base + word[119:104];
-  assign \_$386  = total_tiles - 1'h1;
-  assign \_$387  = st_tiles == \_$386 ;
-  assign \_$388  = st_i + 1'h1;
-  assign \_$389  = | drain0;
-  assign \_$390  = \_$signal$80  ? loaded[1] : loaded[0];
-  assign \_$391  = \_$signal$61  & \_$390 ;
-  assign \_$392  = \_$signal$81  + st_i;
-  assign \_$393  = \_$392  >= 12'h800;
-  assign \_$394  = st_acc_base + st_i;
-  assign \_$395  = \_$394  >= 11'h400;
-  assign \_$396  = \_$393  | \_$395 ;
-  assign \_$397  = ~ \_$396 ;
-  assign \_$398  = \_$391  & \_$397 ;
-  assign \_$399  = ~ halt;
-  assign \_$400  = \_$398  & \_$399 ;
-  assign \_$401  = word[67:56] - 1'h1;
-  assign \_$402  = st_i == \_$401 ;
-  assign \_$403  = \_$400  & \_$402 ;
-  assign \_$404  = ! \_$signal$80 ;
-  assign \_$405  = \_$403  & \_$404 ;
-  assign \_$406  = ~ \_$405 ;
-  assign \_$407  = \_$389  & \_$406 ;
-  assign \_$408  = drain0 - 1'h1;
-  assign \_$409  = | drain1;
-  assign \_$410  = \_$signal$80  ? loaded[1] : loaded[0];
-  assign \_$411  = \_$signal$61  & \_$410 ;
-  assign \_$412  = \_$signal$81  + st_i;
-  assign \_$413  = \_$412  >= 12'h800;
-  assign \_$414  = st_acc_base + st_i;
-  assign \_$415  = \_$414  >= 11'h400;
-  assign \_$416  = \_$413  | \_$415 ;
-  assign \_$417  = ~ \_$416 ;
-  assign \_$418  = \_$411  & \_$417 ;
-  assign \_$419  = ~ halt;
-  assign \_$420  = \_$418  & \_$419 ;
-  assign \_$421  = word[67:56] - 1'h1;
-  assign \_$422  = st_i == \_$421 ;
-  assign \_$423  = \_$420  & \_$422 ;
-  assign \_$425  = \_$423  & \_$424 ;
-  assign \_$426  = ~ \_$425 ;
-  assign \_$427  = \_$409  & \_$426 ;
-  assign \_$428  = drain1 - 1'h1;
-  assign \_$429  = in_flight + issue[0];
-  assign \_$430  = \_$429  - \_$signal$51 ;
-  always @(posedge clk)
-    frame_state <= \_$431 ;
-  always @(posedge clk)
-    word <= \_$432 ;
-  always @(posedge clk)
-    index <= \_$433 ;
-  always @(posedge clk)
-    meta0 <= \_$434 ;
-  always @(posedge clk)
-    meta1 <= \_$435 ;
-  always @(posedge clk)
-    meta2 <= \_$436 ;
-  always @(posedge clk)
-    meta3 <= \_$437 ;
-  always @(posedge clk)
-    meta4 <= \_$438 ;
-  always @(posedge clk)
-    meta5 <= \_$439 ;
-  always @(posedge clk)
-    meta6 <= \_$440 ;
-  always @(posedge clk)
-    meta7 <= \_$441 ;
-  always @(posedge clk)
-    meta8 <= \_$442 ;
-  always @(posedge clk)
-    \_$signal  <= \_$443 ;
-  always @(posedge clk)
-    bank <= \_$444 ;
-  always @(posedge clk)
-    \_$signal$51  <= \_$445 ;
-  always @(posedge clk)
-    \_$signal$56  <= \_$446 ;
-  always @(posedge clk)
-    rmw_overwrite <= \_$447 ;
-  always @(posedge clk)
-    rmw_out <= \_$448 ;
-  always @(posedge clk)
-    error <= \_$449 ;
-  always @(posedge clk)
-    error_code <= \_$450 ;
-  always @(posedge clk)
-    \running$50  <= \_$451 ;
-  always @(posedge clk)
-    compute_state <= \_$452 ;
-  always @(posedge clk)
-    total_tiles <= \_$453 ;
-  always @(posedge clk)
-    \_$signal$60  <= \_$454 ;
-  always @(posedge clk)
-    \_$signal$73  <= \_$455 ;
-  always @(posedge clk)
-    \_$signal$101  <= \_$456 ;
-  always @(posedge clk)
-    \_$signal$102  <= \_$457 ;
+  assign \_$28  = ! frame_state;
+  assign \_$29  = frame_state == 1'h1;
+  assign \_$30  = frame_state == 2'h2;
+  assign \_$31  = frame_state == 2'h3;
   \sim_top.accel.compute.array  array (
     .a(a),
     .bank(bank),
     .clk(clk),
-    .out(out),
+    .out(array__out),
     .rst(rst),
     .w_bank(w_bank),
     .\w_data$6 (w_data),
     .\w_en$1 (w_en),
     .w_row(w_row)
   );
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$458  = wl_addr;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$249 ) begin
-                end else begin
-                  \_$458  = { 1'h0, word[23:8] };
-                end
-          endcase
-    endcase
-    if (\_$336 ) begin
-      \_$458  = \_$337 [16:0];
-    end
-    if (rst) begin
-      \_$458  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$459  = \_$signal$61 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$249 ) begin
-                end else begin
-                  \_$459  = 1'h1;
-                end
-          endcase
-    endcase
-    if (\_$373 ) begin
-      if (\_$375 ) begin
-        if (\_$387 ) begin
-          \_$459  = 1'h0;
-        end
-      end
-    end
-    if (rst) begin
-      \_$459  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$460  = \_$signal$80 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$249 ) begin
-                end else begin
-                  \_$460  = 1'h0;
-                end
-          endcase
-    endcase
-    if (\_$373 ) begin
-      if (\_$375 ) begin
-        \_$460  = \_$378 ;
-      end
-    end
-    if (rst) begin
-      \_$460  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$461  = st_i;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$249 ) begin
-                end else begin
-                  \_$461  = 12'h000;
-                end
-          endcase
-    endcase
-    if (\_$373 ) begin
-      (* full_case = 32'd1 *)
-      if (\_$375 ) begin
-        \_$461  = 12'h000;
-      end else begin
-        \_$461  = \_$388 [11:0];
-      end
-    end
-    if (rst) begin
-      \_$461  = 12'h000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$462  = \_$signal$84 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$249 ) begin
-                end else begin
-                  \_$462  = 10'h000;
-                end
-          endcase
-    endcase
-    if (\_$373 ) begin
-      if (\_$375 ) begin
-        if (\_$381 ) begin
-          \_$462  = \_$382 [9:0];
-        end
-      end
-    end
-    if (rst) begin
-      \_$462  = 10'h000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$463  = \_$signal$103 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$249 ) begin
-                end else begin
-                  \_$463  = 10'h000;
-                end
-          endcase
-    endcase
-    if (\_$373 ) begin
-      if (\_$375 ) begin
-        (* full_case = 32'd1 *)
-        if (\_$381 ) begin
-          \_$463  = 10'h000;
-        end else begin
-          \_$463  = \_$384 [9:0];
-        end
-      end
-    end
-    if (rst) begin
-      \_$463  = 10'h000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$464  = st_tiles;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$249 ) begin
-                end else begin
-                  \_$464  = 20'h00000;
-                end
-          endcase
-    endcase
-    if (\_$373 ) begin
-      if (\_$375 ) begin
-        \_$464  = \_$379 [19:0];
-      end
-    end
-    if (rst) begin
-      \_$464  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$465  = \_$signal$81 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$249 ) begin
-                end else begin
-                  \_$465  = { 1'h0, word[39:24] };
-                end
-          endcase
-    endcase
-    if (\_$373 ) begin
-      if (\_$375 ) begin
-        if (\_$381 ) begin
-          \_$465  = \_$383 [16:0];
-        end
-      end
-    end
-    if (rst) begin
-      \_$465  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$466  = st_acc_base;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$249 ) begin
-                end else begin
-                  \_$466  = { 1'h0, word[55:40] };
-                end
-          endcase
-    endcase
-    if (\_$373 ) begin
-      if (\_$375 ) begin
-        (* full_case = 32'd1 *)
-        if (\_$381 ) begin
-          \_$466  = { 1'h0, word[55:40] };
-        end else begin
-          \_$466  = \_$385 [16:0];
-        end
-      end
-    end
-    if (rst) begin
-      \_$466  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$467  = gemm_running;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$249 ) begin
-                end else begin
-                  \_$467  = 1'h1;
-                end
-          endcase
-      3'h3:
-          if (\_$271 ) begin
-            \_$467  = 1'h0;
-          end
-    endcase
-    if (rst) begin
-      \_$467  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$468  = \_$signal$65 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                /* empty */;
-            4'h4:
-                (* full_case = 32'd1 *)
-                if (\_$255 ) begin
-                end else begin
-                  \_$468  = 10'h000;
-                end
-            4'h5:
-                (* full_case = 32'd1 *)
-                if (\_$262 ) begin
-                end else begin
-                  \_$468  = 10'h000;
-                end
-          endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$278 ) begin
-          end else if (\_$279 ) begin
-            if (\_$283 ) begin
-              \_$468  = \_$284 [9:0];
-            end
-          end
-      3'h5:
-          if (\_$296 ) begin
-          end else if (\_$297 ) begin
-            if (\_$306 ) begin
-            end else if (\_$308 ) begin
-              \_$468  = \_$310 [9:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$468  = 10'h000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$469  = \_$signal$106 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                /* empty */;
-            4'h4:
-                (* full_case = 32'd1 *)
-                if (\_$255 ) begin
-                end else begin
-                  \_$469  = 12'h000;
-                end
-            4'h5:
-                (* full_case = 32'd1 *)
-                if (\_$262 ) begin
-                end else begin
-                  \_$469  = 12'h000;
-                end
-          endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$278 ) begin
-          end else if (\_$279 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$283 ) begin
-              \_$469  = 12'h000;
-            end else begin
-              \_$469  = \_$291 [11:0];
-            end
-          end
-      3'h5:
-          if (\_$296 ) begin
-          end else if (\_$297 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$306 ) begin
-            end else if (\_$308 ) begin
-              \_$469  = 12'h000;
-            end else begin
-              \_$469  = \_$317 [11:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$469  = 12'h000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$470  = \_$signal$64 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                /* empty */;
-            4'h4:
-                (* full_case = 32'd1 *)
-                if (\_$255 ) begin
-                end else begin
-                  \_$470  = { 1'h0, word[39:24] };
-                end
-            4'h5:
-                (* full_case = 32'd1 *)
-                if (\_$262 ) begin
-                end else begin
-                  \_$470  = { 1'h0, word[23:8] };
-                end
-          endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$278 ) begin
-          end else if (\_$279 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$283 ) begin
-              \_$470  = \_$287 [16:0];
-            end else begin
-              \_$470  = \_$292 [16:0];
-            end
-          end
-      3'h5:
-          if (\_$296 ) begin
-          end else if (\_$297 ) begin
-            \_$470  = \_$303 [16:0];
-            if (\_$306 ) begin
-            end else if (\_$308 ) begin
-              \_$470  = \_$313 [16:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$470  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$471  = \_$signal$63 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                /* empty */;
-            4'h4:
-                (* full_case = 32'd1 *)
-                if (\_$255 ) begin
-                end else begin
-                  \_$471  = { 1'h0, word[23:8] };
-                end
-            4'h5:
-                (* full_case = 32'd1 *)
-                if (\_$262 ) begin
-                end else begin
-                  \_$471  = { 1'h0, word[39:24] };
-                end
-          endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$278 ) begin
-          end else if (\_$279 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$283 ) begin
-              \_$471  = \_$288 [16:0];
-            end else begin
-              \_$471  = \_$293 [16:0];
-            end
-          end
-      3'h5:
-          if (\_$296 ) begin
-          end else if (\_$297 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$306 ) begin
-            end else if (\_$308 ) begin
-              \_$471  = \_$314 [16:0];
-            end else begin
-              \_$471  = \_$318 [16:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$471  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$472  = \_$signal$107 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                /* empty */;
-            4'h4:
-                (* full_case = 32'd1 *)
-                if (\_$255 ) begin
-                end else begin
-                  \_$472  = { 1'h0, word[39:24] };
-                end
-            4'h5:
-                (* full_case = 32'd1 *)
-                if (\_$262 ) begin
-                end else begin
-                  \_$472  = { 1'h0, word[23:8] };
-                end
-          endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$278 ) begin
-          end else if (\_$279 ) begin
-            if (\_$283 ) begin
-              \_$472  = \_$285 [16:0];
-            end
-          end
-      3'h5:
-          if (\_$296 ) begin
-          end else if (\_$297 ) begin
-            if (\_$306 ) begin
-            end else if (\_$308 ) begin
-              \_$472  = \_$311 [16:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$472  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$473  = \_$signal$108 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                /* empty */;
-            4'h4:
-                (* full_case = 32'd1 *)
-                if (\_$255 ) begin
-                end else begin
-                  \_$473  = { 1'h0, word[23:8] };
-                end
-            4'h5:
-                (* full_case = 32'd1 *)
-                if (\_$262 ) begin
-                end else begin
-                  \_$473  = { 1'h0, word[39:24] };
-                end
-          endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$278 ) begin
-          end else if (\_$279 ) begin
-            if (\_$283 ) begin
-              \_$473  = \_$286 [16:0];
-            end
-          end
-      3'h5:
-          if (\_$296 ) begin
-          end else if (\_$297 ) begin
-            if (\_$306 ) begin
-            end else if (\_$308 ) begin
-              \_$473  = \_$312 [16:0];
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$473  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$474  = w;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                /* empty */;
-            4'h4:
-                /* empty */;
-            4'h5:
-                (* full_case = 32'd1 *)
-                if (\_$262 ) begin
-                end else begin
-                  \_$474  = 8'h00;
-                end
-          endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          /* empty */;
-      3'h5:
-          if (\_$296 ) begin
-          end else if (\_$297 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$306 ) begin
-              \_$474  = \_$309 [7:0];
-            end else if (\_$308 ) begin
-              \_$474  = 8'h00;
-            end else begin
-              \_$474  = 8'h00;
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$474  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$475  = \_$signal$52 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-        begin
-          \_$475  = 1'h0;
-          if (\_$278 ) begin
-          end else if (\_$279 ) begin
-            \_$475  = 1'h1;
-          end
-        end
-      3'h5:
-        begin
-          \_$475  = 1'h0;
-          if (\_$296 ) begin
-          end else if (\_$297 ) begin
-            \_$475  = 1'h1;
-          end
-        end
-      3'h6:
-          \_$475  = 1'h0;
-    endcase
-    if (rst) begin
-      \_$475  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$476  = \_$signal$58 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$278 ) begin
-          end else if (\_$279 ) begin
-            \_$476  = \_$signal$63 [15:0];
-          end
-      3'h5:
-          if (\_$296 ) begin
-          end else if (\_$297 ) begin
-            \_$476  = \_$signal$63 [15:0];
-          end
-    endcase
-    if (rst) begin
-      \_$476  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$477  = \_$signal$49 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          /* empty */;
-      3'h5:
-          if (\_$296 ) begin
-          end else if (\_$297 ) begin
-            \_$477  = \_$300 ;
-          end
-    endcase
-    if (rst) begin
-      \_$477  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$478  = \_$signal$53 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          /* empty */;
-      3'h5:
-          if (\_$296 ) begin
-          end else if (\_$297 ) begin
-            \_$478  = \_$302 ;
-          end
-      3'h6:
-          \_$478  = 1'h0;
-    endcase
-    if (rst) begin
-      \_$478  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$479  = 1'h0;
-    if (\_$336 ) begin
-      \_$479  = 1'h1;
-    end
-    if (rst) begin
-      \_$479  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$480  = w_row;
-    if (\_$336 ) begin
-      \_$480  = \_$signal$101 ;
-    end
-    if (rst) begin
-      \_$480  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$481  = w_bank;
-    if (\_$336 ) begin
-      \_$481  = \_$signal$73 ;
-    end
-    if (rst) begin
-      \_$481  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$482  = loaded;
-    if (\_$347 ) begin
-      \_$482 [0] = 1'h1;
-    end
-    if (\_$351 ) begin
-      \_$482 [1] = 1'h1;
-    end
-    if (\_$373 ) begin
-      if (\_$375 ) begin
-        if (\_$376 ) begin
-          \_$482 [0] = 1'h0;
-        end
-        if (\_$377 ) begin
-          \_$482 [1] = 1'h0;
-        end
-      end
-    end
-    if (rst) begin
-      \_$482  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$483  = drain0;
-    if (\_$373 ) begin
-      if (\_$375 ) begin
-        if (\_$376 ) begin
-          \_$483  = 3'h5;
-        end
-      end
-    end
-    if (\_$407 ) begin
-      \_$483  = \_$408 [2:0];
-    end
-    if (rst) begin
-      \_$483  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$484  = drain1;
-    if (\_$373 ) begin
-      if (\_$375 ) begin
-        if (\_$377 ) begin
-          \_$484  = 3'h5;
-        end
-      end
-    end
-    if (\_$427 ) begin
-      \_$484  = \_$428 [2:0];
-    end
-    if (rst) begin
-      \_$484  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$485  = \_$430 [3:0];
-    if (rst) begin
-      \_$485  = 4'h0;
-    end
-  end
+  \sim_top.accel.compute.gemm  gemm (
+    .acc_rd__addr(\acc_rd__addr$69 ),
+    .acc_rd__data(acc_rd__data),
+    .acc_rd__en(acc_rd__en),
+    .acc_wr__addr(\acc_wr__addr$78 ),
+    .acc_wr__data(\acc_wr__data$80 ),
+    .acc_wr__en(acc_wr__en),
+    .act__addr(\act__addr$60 ),
+    .act__data(act__data),
+    .act__en(act__en),
+    .array__a(a),
+    .array__bank(bank),
+    .array__out(array__out),
+    .array__w_bank(w_bank),
+    .array__w_data(w_data),
+    .array__w_en(w_en),
+    .array__w_row(w_row),
+    .array_active(array_active),
+    .bad_fields(bad_fields),
+    .clk(clk),
+    .done(\done$91 ),
+    .error(\error$99 ),
+    .halt(halt),
+    .insn(word[120:0]),
+    .rst(rst),
+    .start(\start$87 ),
+    .wgt__addr(wgt__addr),
+    .wgt__en(wgt__en)
+  );
+  \sim_top.accel.compute.line  line (
+    .acc_rd__addr(\acc_rd__addr$71 ),
+    .acc_rd__data(acc_rd__data),
+    .acc_rd__en(\acc_rd__en$72 ),
+    .acc_wr__addr(\acc_wr__addr$82 ),
+    .acc_wr__data(\acc_wr__data$83 ),
+    .acc_wr__en(\acc_wr__en$84 ),
+    .act__addr(\act__addr$62 ),
+    .act__data(act__data),
+    .act__en(\act__en$63 ),
+    .bad_fields(\bad_fields$88 ),
+    .clk(clk),
+    .done(\done$92 ),
+    .error(\error$97 ),
+    .error_code(\error_code$98 ),
+    .halt(halt),
+    .insn(word),
+    .param__addr(param__addr),
+    .param__data(param__data),
+    .param__en(param__en),
+    .rst(rst),
+    .start(\start$89 )
+  );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     pending = queue__valid;
@@ -7415,36 +5956,108 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    acc_wr__en = 1'h0;
-    if (\_$signal$51 ) begin
-      acc_wr__en = 1'h1;
-    end else if (\_$137 ) begin
-      acc_wr__en = 1'h1;
-    end else if (\_$138 ) begin
-      acc_wr__en = 1'h1;
+    (* full_case = 32'd1 *)
+    if (act__en) begin
+      act__addr = \act__addr$60 ;
+    end else begin
+      act__addr = \act__addr$62 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    acc_wr__addr = 16'h0000;
-    if (\_$signal$51 ) begin
-      acc_wr__addr = \_$signal$56 ;
-    end else if (\_$137 ) begin
-      acc_wr__addr = \_$signal$58 ;
-    end else if (\_$138 ) begin
-      acc_wr__addr = \_$signal$58 ;
+    (* full_case = 32'd1 *)
+    if (act__en) begin
+      \act__en$61  = act__en;
+    end else begin
+      \act__en$61  = \act__en$63 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    acc_wr__data = 128'h00000000000000000000000000000000;
-    if (\_$signal$51 ) begin
-      acc_wr__data = gemm_sum;
-    end else if (\_$137 ) begin
-      acc_wr__data = accum_value;
-    end else if (\_$138 ) begin
-      acc_wr__data = pool_value;
+    (* full_case = 32'd1 *)
+    if (acc_rd__en) begin
+      acc_rd__addr = \acc_rd__addr$69 ;
+    end else begin
+      acc_rd__addr = \acc_rd__addr$71 ;
     end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    (* full_case = 32'd1 *)
+    if (acc_rd__en) begin
+      \acc_rd__en$70  = acc_rd__en;
+    end else begin
+      \acc_rd__en$70  = \acc_rd__en$72 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    (* full_case = 32'd1 *)
+    if (acc_wr__en) begin
+      acc_wr__addr = \acc_wr__addr$78 ;
+    end else begin
+      acc_wr__addr = \acc_wr__addr$82 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    (* full_case = 32'd1 *)
+    if (acc_wr__en) begin
+      acc_wr__data = \acc_wr__data$80 ;
+    end else begin
+      acc_wr__data = \acc_wr__data$83 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    (* full_case = 32'd1 *)
+    if (acc_wr__en) begin
+      \acc_wr__en$81  = acc_wr__en;
+    end else begin
+      \acc_wr__en$81  = \acc_wr__en$84 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \start$87  = 1'h0;
+    casez (compute_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          casez (word[3:0])
+            4'h3:
+                (* full_case = 32'd1 *)
+                if (bad_fields) begin
+                end else begin
+                  \start$87  = 1'h1;
+                end
+          endcase
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \start$89  = 1'h0;
+    casez (compute_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          casez (word[3:0])
+            4'h3:
+                /* empty */;
+            4'h4:
+                (* full_case = 32'd1 *)
+                if (\bad_fields$88 ) begin
+                end else begin
+                  \start$89  = 1'h1;
+                end
+            4'h5:
+                (* full_case = 32'd1 *)
+                if (\bad_fields$88 ) begin
+                end else begin
+                  \start$89  = 1'h1;
+                end
+          endcase
+    endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
@@ -7465,750 +6078,363 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 done = 1'h1;
           endcase
       3'h3:
-          if (\_$145 ) begin
+          if (\done$91 ) begin
             done = 1'h1;
           end
       3'h4:
-          /* empty */;
-      3'h5:
-          /* empty */;
-      3'h6:
-          done = 1'h1;
-    endcase
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    act__addr = 16'h0000;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$152 ) begin
-          end else if (\_$153 ) begin
-            act__addr = \_$signal$64 [15:0];
-          end
-      3'h5:
-          if (\_$157 ) begin
-          end else if (\_$158 ) begin
-            act__addr = \_$signal$64 [15:0];
-          end
-    endcase
-    if (\_$198 ) begin
-      act__addr = \_$199 [15:0];
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    act__en = 1'h0;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$152 ) begin
-          end else if (\_$153 ) begin
-            act__en = 1'h1;
-          end
-      3'h5:
-          if (\_$157 ) begin
-          end else if (\_$158 ) begin
-            act__en = 1'h1;
-          end
-    endcase
-    if (\_$198 ) begin
-      act__en = 1'h1;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    acc_rd__addr = 16'h0000;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$152 ) begin
-          end else if (\_$153 ) begin
-            acc_rd__addr = \_$signal$63 [15:0];
-          end
-      3'h5:
-          if (\_$157 ) begin
-          end else if (\_$158 ) begin
-            acc_rd__addr = \_$signal$63 [15:0];
-          end
-    endcase
-    if (meta8[0]) begin
-      acc_rd__addr = meta8[16:1];
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    acc_rd__en = 1'h0;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$152 ) begin
-          end else if (\_$153 ) begin
-            acc_rd__en = 1'h1;
-          end
-      3'h5:
-          if (\_$157 ) begin
-          end else if (\_$158 ) begin
-            acc_rd__en = \_$159 ;
-          end
-    endcase
-    if (meta8[0]) begin
-      acc_rd__en = 1'h1;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    param__addr = 16'h0000;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$152 ) begin
-          end else if (\_$153 ) begin
-            param__addr = \_$154 [15:0];
+          if (\done$92 ) begin
+            done = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    param__en = 1'h0;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$152 ) begin
-          end else if (\_$153 ) begin
-            param__en = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    wgt__addr = 16'h0000;
-    if (\_$172 ) begin
-      wgt__addr = wl_addr[15:0];
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    wgt__en = 1'h0;
-    if (\_$172 ) begin
-      wgt__en = 1'h1;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$431  = frame_state;
+    \_$63  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$212 ) begin
-            \_$431  = 2'h1;
+          if (\_$38 ) begin
+            \_$63  = 2'h1;
           end
       2'h1:
-          if (\_$219 ) begin
-            \_$431  = 2'h2;
+          if (\_$45 ) begin
+            \_$63  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$431  = 2'h3;
+            \_$63  = 2'h3;
           end
       2'h3:
-          if (\_$226 ) begin
-            \_$431  = 2'h0;
+          if (\_$52 ) begin
+            \_$63  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$431  = 2'h0;
+      \_$63  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$432  = word;
+    \_$64  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$219 ) begin
-            \_$432  = queue__payload[127:0];
+          if (\_$45 ) begin
+            \_$64  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$432  = 128'h00000000000000000000000000000000;
+      \_$64  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$433  = index;
+    \_$65  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$219 ) begin
-            \_$433  = queue__payload[159:128];
+          if (\_$45 ) begin
+            \_$65  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$433  = 32'd0;
+      \_$65  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$434  = issue;
-    if (rst) begin
-      \_$434  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$435  = meta0;
-    if (rst) begin
-      \_$435  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$436  = meta1;
-    if (rst) begin
-      \_$436  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$437  = meta2;
-    if (rst) begin
-      \_$437  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$438  = meta3;
-    if (rst) begin
-      \_$438  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$439  = meta4;
-    if (rst) begin
-      \_$439  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$440  = meta5;
-    if (rst) begin
-      \_$440  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$441  = meta6;
-    if (rst) begin
-      \_$441  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$442  = meta7;
-    if (rst) begin
-      \_$442  = 18'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$443  = issue[0];
-    if (rst) begin
-      \_$443  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$444  = \_$signal$80 ;
-    if (rst) begin
-      \_$444  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$445  = meta8[0];
-    if (rst) begin
-      \_$445  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$446  = meta8[16:1];
-    if (rst) begin
-      \_$446  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$447  = meta8[17];
-    if (rst) begin
-      \_$447  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$448  = out;
-    if (rst) begin
-      \_$448  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$449  = error;
-    if (\_$240 ) begin
-      \_$449  = 1'h1;
-    end
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                if (\_$249 ) begin
-                  if (\_$251 ) begin
-                    \_$449  = 1'h1;
-                  end
-                end
-            4'h4:
-                if (\_$255 ) begin
-                  if (\_$257 ) begin
-                    \_$449  = 1'h1;
-                  end
-                end
-            4'h5:
-                if (\_$262 ) begin
-                  if (\_$264 ) begin
-                    \_$449  = 1'h1;
-                  end
-                end
-          endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$278 ) begin
-            if (\_$281 ) begin
-              \_$449  = 1'h1;
-            end
-          end
-      3'h5:
-          if (\_$296 ) begin
-            if (\_$299 ) begin
-              \_$449  = 1'h1;
-            end
-          end
-    endcase
-    if (\_$321 ) begin
-      if (\_$323 ) begin
-        \_$449  = 1'h1;
-      end
-    end
-    if (\_$360 ) begin
-      if (\_$362 ) begin
-        \_$449  = 1'h1;
-      end
-    end
-    if (rst) begin
-      \_$449  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$450  = error_code;
-    if (\_$240 ) begin
-      \_$450  = 4'h7;
-    end
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                if (\_$249 ) begin
-                  if (\_$251 ) begin
-                    \_$450  = 4'h7;
-                  end
-                end
-            4'h4:
-                if (\_$255 ) begin
-                  if (\_$257 ) begin
-                    \_$450  = 4'h7;
-                  end
-                end
-            4'h5:
-                if (\_$262 ) begin
-                  if (\_$264 ) begin
-                    \_$450  = 4'h7;
-                  end
-                end
-          endcase
-      3'h3:
-          /* empty */;
-      3'h4:
-          if (\_$278 ) begin
-            if (\_$281 ) begin
-              \_$450  = 4'h4;
-            end
-          end
-      3'h5:
-          if (\_$296 ) begin
-            if (\_$299 ) begin
-              \_$450  = 4'h4;
-            end
-          end
-    endcase
-    if (\_$321 ) begin
-      if (\_$323 ) begin
-        \_$450  = 4'h4;
-      end
-    end
-    if (\_$360 ) begin
-      if (\_$362 ) begin
-        \_$450  = 4'h4;
-      end
-    end
-    if (rst) begin
-      \_$450  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$451  = \running$50 ;
-    if (\_$signal$52 ) begin
-      \_$451  = pool_value;
-    end
-    if (rst) begin
-      \_$451  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$452  = compute_state;
+    \_$66  = compute_state;
     casez (compute_state)
       3'h0:
           if (start) begin
-            \_$452  = 3'h1;
+            \_$66  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
           casez (word[3:0])
             4'h3:
                 (* full_case = 32'd1 *)
-                if (\_$249 ) begin
-                  \_$452  = 3'h2;
+                if (bad_fields) begin
+                  \_$66  = 3'h2;
                 end else begin
-                  \_$452  = 3'h3;
+                  \_$66  = 3'h3;
                 end
             4'h4:
                 (* full_case = 32'd1 *)
-                if (\_$255 ) begin
-                  \_$452  = 3'h2;
+                if (\bad_fields$88 ) begin
+                  \_$66  = 3'h2;
                 end else begin
-                  \_$452  = 3'h4;
+                  \_$66  = 3'h4;
                 end
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\_$262 ) begin
-                  \_$452  = 3'h2;
+                if (\bad_fields$88 ) begin
+                  \_$66  = 3'h2;
                 end else begin
-                  \_$452  = 3'h5;
+                  \_$66  = 3'h4;
                 end
             default:
-                \_$452  = 3'h0;
+                \_$66  = 3'h0;
           endcase
       3'h3:
-          if (\_$271 ) begin
-            \_$452  = 3'h0;
+          if (\done$91 ) begin
+            \_$66  = 3'h0;
           end
       3'h4:
-          if (\_$278 ) begin
-            \_$452  = 3'h2;
-          end else if (\_$279 ) begin
-            if (\_$283 ) begin
-              if (\_$290 ) begin
-                \_$452  = 3'h6;
-              end
-            end
+          if (\done$92 ) begin
+            \_$66  = 3'h0;
           end
-      3'h5:
-          if (\_$296 ) begin
-            \_$452  = 3'h2;
-          end else if (\_$297 ) begin
-            if (\_$306 ) begin
-            end else if (\_$308 ) begin
-              if (\_$316 ) begin
-                \_$452  = 3'h6;
-              end
-            end
-          end
-      3'h6:
-          \_$452  = 3'h0;
     endcase
     if (rst) begin
-      \_$452  = 3'h0;
+      \_$66  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$453  = total_tiles;
+    \_$67  = error;
     casez (compute_state)
       3'h0:
           /* empty */;
       3'h1:
           casez (word[3:0])
             4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$249 ) begin
-                end else begin
-                  \_$453  = \_$252 ;
+                if (bad_fields) begin
+                  if (\_$54 ) begin
+                    \_$67  = 1'h1;
+                  end
+                end
+            4'h4:
+                if (\bad_fields$88 ) begin
+                  if (\_$56 ) begin
+                    \_$67  = 1'h1;
+                  end
+                end
+            4'h5:
+                if (\bad_fields$88 ) begin
+                  if (\_$58 ) begin
+                    \_$67  = 1'h1;
+                  end
                 end
           endcase
     endcase
+    if (\_$60 ) begin
+      \_$67  = 1'h1;
+    end
+    if (\_$62 ) begin
+      \_$67  = 1'h1;
+    end
     if (rst) begin
-      \_$453  = 20'h00000;
+      \_$67  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$454  = \_$signal$60 ;
+    \_$68  = error_code;
     casez (compute_state)
       3'h0:
           /* empty */;
       3'h1:
           casez (word[3:0])
             4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$249 ) begin
-                end else begin
-                  \_$454  = 1'h1;
+                if (bad_fields) begin
+                  if (\_$54 ) begin
+                    \_$68  = 4'h7;
+                  end
+                end
+            4'h4:
+                if (\bad_fields$88 ) begin
+                  if (\_$56 ) begin
+                    \_$68  = 4'h7;
+                  end
+                end
+            4'h5:
+                if (\bad_fields$88 ) begin
+                  if (\_$58 ) begin
+                    \_$68  = 4'h7;
+                  end
                 end
           endcase
     endcase
-    if (\_$336 ) begin
-      if (\_$338 ) begin
-        if (\_$342 ) begin
-          \_$454  = 1'h0;
-        end
-      end
+    if (\_$60 ) begin
+      \_$68  = \error_code$98 ;
+    end
+    if (\_$62 ) begin
+      \_$68  = 4'h4;
     end
     if (rst) begin
-      \_$454  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$455  = \_$signal$73 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$249 ) begin
-                end else begin
-                  \_$455  = 1'h0;
-                end
-          endcase
-    endcase
-    if (\_$336 ) begin
-      if (\_$338 ) begin
-        \_$455  = \_$339 ;
-      end
-    end
-    if (rst) begin
-      \_$455  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$456  = \_$signal$101 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$249 ) begin
-                end else begin
-                  \_$456  = 2'h0;
-                end
-          endcase
-    endcase
-    if (\_$336 ) begin
-      (* full_case = 32'd1 *)
-      if (\_$338 ) begin
-        \_$456  = 2'h0;
-      end else begin
-        \_$456  = \_$343 [1:0];
-      end
-    end
-    if (rst) begin
-      \_$456  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$457  = \_$signal$102 ;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (\_$249 ) begin
-                end else begin
-                  \_$457  = 20'h00000;
-                end
-          endcase
-    endcase
-    if (\_$336 ) begin
-      if (\_$338 ) begin
-        \_$457  = \_$340 [19:0];
-      end
-    end
-    if (rst) begin
-      \_$457  = 20'h00000;
+      \_$68  = 4'h0;
     end
   end
   assign opcode = word[3:0];
-  assign \done$25  = done;
-  assign feed_bank = bank;
-  assign \_$signal$32  = w_en;
-  assign \_$signal$34  = w_row;
-  assign \w_bank$36  = w_bank;
+  assign array__a = a;
+  assign array__bank = bank;
+  assign out = array__out;
+  assign array__w_bank = w_bank;
+  assign array__w_data = w_data;
+  assign array__w_en = w_en;
+  assign array__w_row = w_row;
+  assign \wgt__addr$39  = wgt__addr;
   assign wgt__data = w_data;
+  assign \wgt__data$41  = w_data;
+  assign \wgt__en$43  = wgt__en;
+  assign \param__addr$45  = param__addr;
+  assign \param__data$47  = param__data;
+  assign \param__en$49  = param__en;
+  assign insn = word[120:0];
+  assign \insn$51  = word;
+  assign \halt$52  = halt;
+  assign \halt$53  = halt;
+  assign \array_active$55  = array_active;
   assign weight_load = w_en;
-  assign bad_shift = 1'h0;
-  assign array_active = issue[0];
+  assign \weight_load$57  = w_en;
+  assign \act__data$65  = act__data;
+  assign \act__data$66  = act__data;
+  assign \acc_rd__data$74  = acc_rd__data;
+  assign \acc_rd__data$75  = acc_rd__data;
   assign \queue__payload.insn  = queue__payload[127:0];
   assign \queue__payload.index  = queue__payload[159:128];
   assign \a[0]  = a[7:0];
   assign \a[1]  = a[15:8];
   assign \a[2]  = a[23:16];
   assign \a[3]  = a[31:24];
+  assign \array__a[0]  = a[7:0];
+  assign \array__a[1]  = a[15:8];
+  assign \array__a[2]  = a[23:16];
+  assign \array__a[3]  = a[31:24];
+  assign \array__out[0]  = array__out[31:0];
+  assign \array__out[1]  = array__out[63:32];
+  assign \array__out[2]  = array__out[95:64];
+  assign \array__out[3]  = array__out[127:96];
+  assign \out[0]  = array__out[31:0];
+  assign \out[1]  = array__out[63:32];
+  assign \out[2]  = array__out[95:64];
+  assign \out[3]  = array__out[127:96];
   assign \w_data[0]  = w_data[7:0];
   assign \w_data[1]  = w_data[15:8];
   assign \w_data[2]  = w_data[23:16];
   assign \w_data[3]  = w_data[31:24];
-  assign \issue.valid  = issue[0];
-  assign \issue.acc  = issue[16:1];
-  assign \issue.overwrite  = issue[17];
-  assign \gemm_sum[0]  = gemm_sum[31:0];
-  assign \gemm_sum[1]  = gemm_sum[63:32];
-  assign \gemm_sum[2]  = gemm_sum[95:64];
-  assign \gemm_sum[3]  = gemm_sum[127:96];
-  assign \rmw_out[0]  = rmw_out[31:0];
-  assign \rmw_out[1]  = rmw_out[63:32];
-  assign \rmw_out[2]  = rmw_out[95:64];
-  assign \rmw_out[3]  = rmw_out[127:96];
-  assign \accum_value[0]  = accum_value[31:0];
-  assign \accum_value[1]  = accum_value[63:32];
-  assign \accum_value[2]  = accum_value[95:64];
-  assign \accum_value[3]  = accum_value[127:96];
-  assign \pool_value[0]  = pool_value[31:0];
-  assign \pool_value[1]  = pool_value[63:32];
-  assign \pool_value[2]  = pool_value[95:64];
-  assign \pool_value[3]  = pool_value[127:96];
-  assign \running$50[0]  = \running$50 [31:0];
-  assign \running$50[1]  = \running$50 [63:32];
-  assign \running$50[2]  = \running$50 [95:64];
-  assign \running$50[3]  = \running$50 [127:96];
-  assign \meta8.valid  = meta8[0];
-  assign \meta8.acc  = meta8[16:1];
-  assign \meta8.overwrite  = meta8[17];
-  assign \meta0.valid  = meta0[0];
-  assign \meta0.acc  = meta0[16:1];
-  assign \meta0.overwrite  = meta0[17];
-  assign \meta1.valid  = meta1[0];
-  assign \meta1.acc  = meta1[16:1];
-  assign \meta1.overwrite  = meta1[17];
-  assign \meta2.valid  = meta2[0];
-  assign \meta2.acc  = meta2[16:1];
-  assign \meta2.overwrite  = meta2[17];
-  assign \meta3.valid  = meta3[0];
-  assign \meta3.acc  = meta3[16:1];
-  assign \meta3.overwrite  = meta3[17];
-  assign \meta4.valid  = meta4[0];
-  assign \meta4.acc  = meta4[16:1];
-  assign \meta4.overwrite  = meta4[17];
-  assign \meta5.valid  = meta5[0];
-  assign \meta5.acc  = meta5[16:1];
-  assign \meta5.overwrite  = meta5[17];
-  assign \meta6.valid  = meta6[0];
-  assign \meta6.acc  = meta6[16:1];
-  assign \meta6.overwrite  = meta6[17];
-  assign \meta7.valid  = meta7[0];
-  assign \meta7.acc  = meta7[16:1];
-  assign \meta7.overwrite  = meta7[17];
-  assign \out[0]  = out[31:0];
-  assign \out[1]  = out[63:32];
-  assign \out[2]  = out[95:64];
-  assign \out[3]  = out[127:96];
-  assign issue[17] = \_$187 ;
-  assign issue[16:1] = \_$184 [15:0];
-  assign issue[0] = \_$183 ;
-  assign pool_value[127:96] = \_$135 [31:0];
-  assign pool_value[95:64] = \_$123 [31:0];
-  assign pool_value[63:32] = \_$111 [31:0];
-  assign pool_value[31:0] = \_$99 [31:0];
-  assign accum_value[127:96] = \_$87 [31:0];
-  assign accum_value[95:64] = \_$74 [31:0];
-  assign accum_value[63:32] = \_$61 [31:0];
-  assign accum_value[31:0] = \_$48 [31:0];
-  assign gemm_sum[127:96] = \_$35 [31:0];
-  assign gemm_sum[95:64] = \_$33 [31:0];
-  assign gemm_sum[63:32] = \_$31 [31:0];
-  assign gemm_sum[31:0] = \_$29 [31:0];
-  assign \_$231  = \_$230 ;
-  assign \_$251  = \_$250 ;
-  assign \_$257  = \_$256 ;
-  assign \_$264  = \_$263 ;
-  assign \_$281  = \_$280 ;
-  assign \_$299  = \_$298 ;
-  assign \_$323  = \_$322 ;
-  assign \_$348  = w_bank;
-  assign \_$362  = \_$361 ;
-  assign \_$377  = \_$signal$80 ;
-  assign \_$424  = \_$signal$80 ;
+  assign \array__w_data[0]  = w_data[7:0];
+  assign \array__w_data[1]  = w_data[15:8];
+  assign \array__w_data[2]  = w_data[23:16];
+  assign \array__w_data[3]  = w_data[31:24];
+  assign \insn.opcode  = word[3:0];
+  assign \insn.deps  = word[7:4];
+  assign \insn.deps.pop_prev  = word[4];
+  assign \insn.deps.pop_next  = word[5];
+  assign \insn.deps.push_prev  = word[6];
+  assign \insn.deps.push_next  = word[7];
+  assign \insn.wgt_addr  = word[23:8];
+  assign \insn.act_addr  = word[39:24];
+  assign \insn.acc_addr  = word[55:40];
+  assign \insn.m  = word[67:56];
+  assign \insn.k_iter  = word[77:68];
+  assign \insn.n_iter  = word[87:78];
+  assign \insn.act_k_stride  = word[103:88];
+  assign \insn.acc_n_stride  = word[119:104];
+  assign \insn.accumulate  = word[120];
+  assign \insn$51.raw  = word;
+  assign \insn$51.load  = word[31:0];
+  assign \insn$51.load.opcode  = word[3:0];
+  assign \insn$51.load.deps  = word[7:4];
+  assign \insn$51.load.deps.pop_prev  = word[4];
+  assign \insn$51.load.deps.pop_next  = word[5];
+  assign \insn$51.load.deps.push_prev  = word[6];
+  assign \insn$51.load.deps.push_next  = word[7];
+  assign \insn$51.load.desc  = word[31:8];
+  assign \insn$51.store  = word[65:0];
+  assign \insn$51.store.opcode  = word[3:0];
+  assign \insn$51.store.deps  = word[7:4];
+  assign \insn$51.store.deps.pop_prev  = word[4];
+  assign \insn$51.store.deps.pop_next  = word[5];
+  assign \insn$51.store.deps.push_prev  = word[6];
+  assign \insn$51.store.deps.push_next  = word[7];
+  assign \insn$51.store.desc  = word[31:8];
+  assign \insn$51.store.param_addr  = word[47:32];
+  assign \insn$51.store.param_loop  = word[49:48];
+  assign \insn$51.store.clamp_lo  = word[57:50];
+  assign \insn$51.store.clamp_hi  = word[65:58];
+  assign \insn$51.gemm  = word[120:0];
+  assign \insn$51.gemm.opcode  = word[3:0];
+  assign \insn$51.gemm.deps  = word[7:4];
+  assign \insn$51.gemm.deps.pop_prev  = word[4];
+  assign \insn$51.gemm.deps.pop_next  = word[5];
+  assign \insn$51.gemm.deps.push_prev  = word[6];
+  assign \insn$51.gemm.deps.push_next  = word[7];
+  assign \insn$51.gemm.wgt_addr  = word[23:8];
+  assign \insn$51.gemm.act_addr  = word[39:24];
+  assign \insn$51.gemm.acc_addr  = word[55:40];
+  assign \insn$51.gemm.m  = word[67:56];
+  assign \insn$51.gemm.k_iter  = word[77:68];
+  assign \insn$51.gemm.n_iter  = word[87:78];
+  assign \insn$51.gemm.act_k_stride  = word[103:88];
+  assign \insn$51.gemm.acc_n_stride  = word[119:104];
+  assign \insn$51.gemm.accumulate  = word[120];
+  assign \insn$51.accum  = word[112:0];
+  assign \insn$51.accum.opcode  = word[3:0];
+  assign \insn$51.accum.deps  = word[7:4];
+  assign \insn$51.accum.deps.pop_prev  = word[4];
+  assign \insn$51.accum.deps.pop_next  = word[5];
+  assign \insn$51.accum.deps.push_prev  = word[6];
+  assign \insn$51.accum.deps.push_next  = word[7];
+  assign \insn$51.accum.acc_addr  = word[23:8];
+  assign \insn$51.accum.act_addr  = word[39:24];
+  assign \insn$51.accum.param_addr  = word[55:40];
+  assign \insn$51.accum.m  = word[67:56];
+  assign \insn$51.accum.n_iter  = word[77:68];
+  assign \insn$51.accum.acc_n_stride  = word[93:78];
+  assign \insn$51.accum.act_n_stride  = word[109:94];
+  assign \insn$51.accum.use_bias  = word[110];
+  assign \insn$51.accum.use_res  = word[111];
+  assign \insn$51.accum.accumulate  = word[112];
+  assign \insn$51.pool  = word[103:0];
+  assign \insn$51.pool.opcode  = word[3:0];
+  assign \insn$51.pool.deps  = word[7:4];
+  assign \insn$51.pool.deps.pop_prev  = word[4];
+  assign \insn$51.pool.deps.pop_next  = word[5];
+  assign \insn$51.pool.deps.push_prev  = word[6];
+  assign \insn$51.pool.deps.push_next  = word[7];
+  assign \insn$51.pool.act_addr  = word[23:8];
+  assign \insn$51.pool.acc_addr  = word[39:24];
+  assign \insn$51.pool.m  = word[51:40];
+  assign \insn$51.pool.window  = word[59:52];
+  assign \insn$51.pool.n_iter  = word[69:60];
+  assign \insn$51.pool.act_n_stride  = word[85:70];
+  assign \insn$51.pool.acc_n_stride  = word[101:86];
+  assign \insn$51.pool.mode  = word[102];
+  assign \insn$51.pool.accumulate  = word[103];
+  assign \insn$51.sync  = word[9:0];
+  assign \insn$51.sync.opcode  = word[3:0];
+  assign \insn$51.sync.deps  = word[7:4];
+  assign \insn$51.sync.deps.pop_prev  = word[4];
+  assign \insn$51.sync.deps.pop_next  = word[5];
+  assign \insn$51.sync.deps.push_prev  = word[6];
+  assign \insn$51.sync.deps.push_next  = word[7];
+  assign \insn$51.sync.queue  = word[9:8];
+  assign \insn$51.perf  = word[71:0];
+  assign \insn$51.perf.opcode  = word[3:0];
+  assign \insn$51.perf.deps  = word[7:4];
+  assign \insn$51.perf.deps.pop_prev  = word[4];
+  assign \insn$51.perf.deps.pop_next  = word[5];
+  assign \insn$51.perf.deps.push_prev  = word[6];
+  assign \insn$51.perf.deps.push_next  = word[7];
+  assign \insn$51.perf.tag  = word[39:8];
+  assign \insn$51.perf.dram_addr  = word[71:40];
+  assign \insn$51.end  = word[7:0];
+  assign \insn$51.end.opcode  = word[3:0];
+  assign \insn$51.end.deps  = word[7:4];
+  assign \insn$51.end.deps.pop_prev  = word[4];
+  assign \insn$51.end.deps.pop_next  = word[5];
+  assign \insn$51.end.deps.push_prev  = word[6];
+  assign \insn$51.end.deps.push_next  = word[7];
+  assign \_$54  = \_$53 ;
+  assign \_$56  = \_$55 ;
+  assign \_$58  = \_$57 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array (rst, a, \w_data$6 , bank, \w_en$1 , w_row, w_bank, out, clk);
+module \sim_top.accel.compute.array (rst, a, \w_data$6 , out, bank, \w_en$1 , w_row, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -9005,7 +7231,7 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , bank, \w_en$1 , w_row, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_0 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_0 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -9102,7 +7328,7 @@ module \sim_top.accel.compute.array.pe_0_0 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_1 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_1 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -9199,7 +7425,7 @@ module \sim_top.accel.compute.array.pe_0_1 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_2 (rst, w_en, w_data, w_bank, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_2 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$7  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -9296,7 +7522,7 @@ module \sim_top.accel.compute.array.pe_0_2 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_3 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_0_3 (rst, w_en, w_data, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$8  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -9391,7 +7617,7 @@ module \sim_top.accel.compute.array.pe_0_3 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$9  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -9488,7 +7714,7 @@ module \sim_top.accel.compute.array.pe_1_0 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$10  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -9585,7 +7811,7 @@ module \sim_top.accel.compute.array.pe_1_1 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -9682,7 +7908,7 @@ module \sim_top.accel.compute.array.pe_1_2 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_1_3 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -9777,7 +8003,7 @@ module \sim_top.accel.compute.array.pe_1_3 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$13  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -9874,7 +8100,7 @@ module \sim_top.accel.compute.array.pe_2_0 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$14  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -9971,7 +8197,7 @@ module \sim_top.accel.compute.array.pe_2_1 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$15  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -10068,7 +8294,7 @@ module \sim_top.accel.compute.array.pe_2_2 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_2_3 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$16  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -10163,7 +8389,7 @@ module \sim_top.accel.compute.array.pe_2_3 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_0 (rst, w_en, w_data, w_bank, a_in, bank_in, psum_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$17  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -10260,7 +8486,7 @@ module \sim_top.accel.compute.array.pe_3_0 (rst, w_en, w_data, w_bank, a_in, ban
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_1 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$18  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -10357,7 +8583,7 @@ module \sim_top.accel.compute.array.pe_3_1 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_2 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, a_out, bank_out, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$19  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -10454,7 +8680,7 @@ module \sim_top.accel.compute.array.pe_3_2 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_3 (rst, w_en, w_data, w_bank, psum_in, a_in, bank_in, psum_out, clk);
+module \sim_top.accel.compute.array.pe_3_3 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$20  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
@@ -10549,8 +8775,2584 @@ module \sim_top.accel.compute.array.pe_3_3 (rst, w_en, w_data, w_bank, psum_in, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
+module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act__data, array__w_data, acc_rd__data, halt, start, insn, array__out, acc_wr__en, acc_wr__addr, acc_wr__data, wgt__addr, wgt__en, array_active, act__addr, act__en, acc_rd__addr
+, acc_rd__en, array__bank, array__w_en, array__w_row, array__w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$21  = 0;
+  wire \_$1 ;
+  wire [32:0] \_$10 ;
+  wire \_$100 ;
+  wire \_$101 ;
+  wire \_$102 ;
+  wire \_$103 ;
+  wire \_$104 ;
+  wire \_$105 ;
+  wire \_$106 ;
+  wire [17:0] \_$107 ;
+  wire \_$108 ;
+  wire [17:0] \_$109 ;
+  wire [31:0] \_$11 ;
+  wire \_$110 ;
+  wire \_$111 ;
+  wire \_$112 ;
+  wire \_$113 ;
+  wire \_$114 ;
+  wire \_$115 ;
+  wire [12:0] \_$116 ;
+  wire \_$117 ;
+  wire \_$118 ;
+  wire \_$119 ;
+  wire [32:0] \_$12 ;
+  wire \_$120 ;
+  wire [20:0] \_$121 ;
+  wire [10:0] \_$122 ;
+  wire \_$123 ;
+  wire [10:0] \_$124 ;
+  wire [17:0] \_$125 ;
+  wire [10:0] \_$126 ;
+  wire [17:0] \_$127 ;
+  wire [20:0] \_$128 ;
+  wire \_$129 ;
+  wire [31:0] \_$13 ;
+  wire [12:0] \_$130 ;
+  wire \_$131 ;
+  wire \_$132 ;
+  wire \_$133 ;
+  wire [17:0] \_$134 ;
+  wire \_$135 ;
+  wire [17:0] \_$136 ;
+  wire \_$137 ;
+  wire \_$138 ;
+  wire \_$139 ;
+  wire [32:0] \_$14 ;
+  wire \_$140 ;
+  wire \_$141 ;
+  wire \_$142 ;
+  wire [12:0] \_$143 ;
+  wire \_$144 ;
+  wire \_$145 ;
+  wire \_$146 ;
+  wire \_$147 ;
+  wire \_$148 ;
+  wire \_$149 ;
+  wire [31:0] \_$15 ;
+  wire [3:0] \_$150 ;
+  wire \_$151 ;
+  wire \_$152 ;
+  wire \_$153 ;
+  wire [17:0] \_$154 ;
+  wire \_$155 ;
+  wire [17:0] \_$156 ;
+  wire \_$157 ;
+  wire \_$158 ;
+  wire \_$159 ;
+  wire [32:0] \_$16 ;
+  wire \_$160 ;
+  wire \_$161 ;
+  wire \_$162 ;
+  wire [12:0] \_$163 ;
+  wire \_$164 ;
+  wire \_$165 ;
+  wire \_$166 ;
+  wire \_$167 ;
+  wire \_$168 ;
+  wire \_$169 ;
+  wire \_$17 ;
+  wire [3:0] \_$170 ;
+  wire [4:0] \_$171 ;
+  wire [5:0] \_$172 ;
+  reg [17:0] \_$173 ;
+  reg [17:0] \_$174 ;
+  reg [17:0] \_$175 ;
+  reg [17:0] \_$176 ;
+  reg [17:0] \_$177 ;
+  reg [17:0] \_$178 ;
+  reg [17:0] \_$179 ;
+  wire \_$18 ;
+  reg [17:0] \_$180 ;
+  reg [17:0] \_$181 ;
+  reg \_$182 ;
+  reg \_$183 ;
+  reg \_$184 ;
+  reg [15:0] \_$185 ;
+  reg \_$186 ;
+  reg [127:0] \_$187 ;
+  reg [19:0] \_$188 ;
+  reg \_$189 ;
+  wire \_$19 ;
+  reg \_$190 ;
+  reg [1:0] \_$191 ;
+  reg [19:0] \_$192 ;
+  reg [16:0] \_$193 ;
+  reg \_$194 ;
+  reg \_$195 ;
+  reg [11:0] \_$196 ;
+  reg [9:0] \_$197 ;
+  reg [9:0] \_$198 ;
+  reg [19:0] \_$199 ;
+  wire \_$2 ;
+  wire \_$20 ;
+  reg [16:0] \_$200 ;
+  reg [16:0] \_$201 ;
+  reg \_$202 ;
+  reg \_$203 ;
+  reg [1:0] \_$204 ;
+  reg \_$205 ;
+  reg [1:0] \_$206 ;
+  reg [2:0] \_$207 ;
+  reg [2:0] \_$208 ;
+  reg [3:0] \_$209 ;
+  wire \_$21 ;
+  wire \_$22 ;
+  wire \_$23 ;
+  wire \_$24 ;
+  wire \_$25 ;
+  wire \_$26 ;
+  wire \_$27 ;
+  wire \_$28 ;
+  wire \_$29 ;
+  wire \_$3 ;
+  wire \_$30 ;
+  wire \_$31 ;
+  wire \_$32 ;
+  wire \_$33 ;
+  wire \_$34 ;
+  wire \_$35 ;
+  wire \_$36 ;
+  wire \_$37 ;
+  wire \_$38 ;
+  wire \_$39 ;
+  wire \_$4 ;
+  wire \_$40 ;
+  wire \_$41 ;
+  wire \_$42 ;
+  wire [17:0] \_$43 ;
+  wire \_$44 ;
+  wire [17:0] \_$45 ;
+  wire \_$46 ;
+  wire \_$47 ;
+  wire \_$48 ;
+  wire \_$49 ;
+  wire \_$5 ;
+  wire \_$50 ;
+  wire [17:0] \_$51 ;
+  wire \_$52 ;
+  wire [17:0] \_$53 ;
+  wire \_$54 ;
+  wire \_$55 ;
+  wire \_$56 ;
+  wire \_$57 ;
+  wire \_$58 ;
+  wire \_$59 ;
+  wire \_$6 ;
+  wire [17:0] \_$60 ;
+  wire \_$61 ;
+  wire \_$62 ;
+  wire \_$63 ;
+  wire \_$64 ;
+  wire \_$65 ;
+  wire [17:0] \_$66 ;
+  wire \_$67 ;
+  wire [17:0] \_$68 ;
+  wire \_$69 ;
+  wire \_$7 ;
+  wire \_$70 ;
+  wire \_$71 ;
+  wire \_$72 ;
+  wire \_$73 ;
+  wire \_$74 ;
+  wire [17:0] \_$75 ;
+  wire [19:0] \_$76 ;
+  wire \_$77 ;
+  wire \_$78 ;
+  wire \_$79 ;
+  wire \_$8 ;
+  wire \_$80 ;
+  wire \_$81 ;
+  wire \_$82 ;
+  wire \_$83 ;
+  wire \_$84 ;
+  wire \_$85 ;
+  wire \_$86 ;
+  wire \_$87 ;
+  wire \_$88 ;
+  wire \_$89 ;
+  wire [31:0] \_$9 ;
+  wire [17:0] \_$90 ;
+  wire \_$91 ;
+  wire \_$92 ;
+  wire [20:0] \_$93 ;
+  wire [20:0] \_$94 ;
+  wire \_$95 ;
+  wire [2:0] \_$96 ;
+  wire \_$97 ;
+  wire \_$98 ;
+  wire \_$99 ;
+  reg \_$signal  = 1'h0;
+  (* init = 2'h0 *)
+  wire [1:0] \_$signal$10 ;
+  reg \_$signal$22  = 1'h0;
+  reg [15:0] \_$signal$25  = 16'h0000;
+  reg \_$signal$29  = 1'h0;
+  reg \_$signal$30  = 1'h0;
+  reg \_$signal$32  = 1'h0;
+  reg \_$signal$41  = 1'h0;
+  reg [16:0] \_$signal$42  = 17'h00000;
+  reg [9:0] \_$signal$45  = 10'h000;
+  reg [19:0] \_$signal$65  = 20'h00000;
+  reg [9:0] \_$signal$66  = 10'h000;
+  (* init = 1'h0 *)
+  wire \_$signal$8 ;
+  output [15:0] acc_rd__addr;
+  reg [15:0] acc_rd__addr;
+  input [127:0] acc_rd__data;
+  wire [127:0] acc_rd__data;
+  output acc_rd__en;
+  reg acc_rd__en;
+  output [15:0] acc_wr__addr;
+  reg [15:0] acc_wr__addr;
+  output [127:0] acc_wr__data;
+  reg [127:0] acc_wr__data;
+  output acc_wr__en;
+  reg acc_wr__en;
+  output [15:0] act__addr;
+  reg [15:0] act__addr;
+  input [31:0] act__data;
+  wire [31:0] act__data;
+  output act__en;
+  reg act__en;
+  output [31:0] array__a;
+  wire [31:0] array__a;
+  wire [7:0] \array__a[0] ;
+  wire [7:0] \array__a[1] ;
+  wire [7:0] \array__a[2] ;
+  wire [7:0] \array__a[3] ;
+  output array__bank;
+  reg array__bank = 1'h0;
+  input [127:0] array__out;
+  wire [127:0] array__out;
+  wire [31:0] \array__out[0] ;
+  wire [31:0] \array__out[1] ;
+  wire [31:0] \array__out[2] ;
+  wire [31:0] \array__out[3] ;
+  output array__w_bank;
+  reg array__w_bank = 1'h0;
+  input [31:0] array__w_data;
+  wire [31:0] array__w_data;
+  wire [7:0] \array__w_data[0] ;
+  wire [7:0] \array__w_data[1] ;
+  wire [7:0] \array__w_data[2] ;
+  wire [7:0] \array__w_data[3] ;
+  output array__w_en;
+  reg array__w_en = 1'h0;
+  output [1:0] array__w_row;
+  reg [1:0] array__w_row = 2'h0;
+  output array_active;
+  wire array_active;
+  output bad_fields;
+  wire bad_fields;
+  input clk;
+  wire clk;
+  output done;
+  wire done;
+  reg [2:0] drain0 = 3'h0;
+  reg [2:0] drain1 = 3'h0;
+  output error;
+  wire error;
+  (* init = 1'h0 *)
+  wire feed_bank;
+  wire [127:0] gemm_sum;
+  wire [31:0] \gemm_sum[0] ;
+  wire [31:0] \gemm_sum[1] ;
+  wire [31:0] \gemm_sum[2] ;
+  wire [31:0] \gemm_sum[3] ;
+  input halt;
+  wire halt;
+  reg [3:0] in_flight = 4'h0;
+  input [120:0] insn;
+  wire [120:0] insn;
+  wire [15:0] \insn.acc_addr ;
+  wire [15:0] \insn.acc_n_stride ;
+  wire \insn.accumulate ;
+  wire [15:0] \insn.act_addr ;
+  wire [15:0] \insn.act_k_stride ;
+  wire [3:0] \insn.deps ;
+  wire \insn.deps.pop_next ;
+  wire \insn.deps.pop_prev ;
+  wire \insn.deps.push_next ;
+  wire \insn.deps.push_prev ;
+  wire [9:0] \insn.k_iter ;
+  wire [11:0] \insn.m ;
+  wire [9:0] \insn.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.opcode ;
+  wire [15:0] \insn.wgt_addr ;
+  wire [17:0] issue;
+  wire [15:0] \issue.acc ;
+  wire \issue.overwrite ;
+  wire \issue.valid ;
+  reg [1:0] loaded = 2'h0;
+  reg [17:0] meta0 = 18'h00000;
+  wire [15:0] \meta0.acc ;
+  wire \meta0.overwrite ;
+  wire \meta0.valid ;
+  reg [17:0] meta1 = 18'h00000;
+  wire [15:0] \meta1.acc ;
+  wire \meta1.overwrite ;
+  wire \meta1.valid ;
+  reg [17:0] meta2 = 18'h00000;
+  wire [15:0] \meta2.acc ;
+  wire \meta2.overwrite ;
+  wire \meta2.valid ;
+  reg [17:0] meta3 = 18'h00000;
+  wire [15:0] \meta3.acc ;
+  wire \meta3.overwrite ;
+  wire \meta3.valid ;
+  reg [17:0] meta4 = 18'h00000;
+  wire [15:0] \meta4.acc ;
+  wire \meta4.overwrite ;
+  wire \meta4.valid ;
+  reg [17:0] meta5 = 18'h00000;
+  wire [15:0] \meta5.acc ;
+  wire \meta5.overwrite ;
+  wire \meta5.valid ;
+  reg [17:0] meta6 = 18'h00000;
+  wire [15:0] \meta6.acc ;
+  wire \meta6.overwrite ;
+  wire \meta6.valid ;
+  reg [17:0] meta7 = 18'h00000;
+  wire [15:0] \meta7.acc ;
+  wire \meta7.overwrite ;
+  wire \meta7.valid ;
+  reg [17:0] meta8 = 18'h00000;
+  wire [15:0] \meta8.acc ;
+  wire \meta8.overwrite ;
+  wire \meta8.valid ;
+  reg [127:0] rmw_out = 128'h00000000000000000000000000000000;
+  wire [31:0] \rmw_out[0] ;
+  wire [31:0] \rmw_out[1] ;
+  wire [31:0] \rmw_out[2] ;
+  wire [31:0] \rmw_out[3] ;
+  reg rmw_overwrite = 1'h0;
+  input rst;
+  wire rst;
+  reg running = 1'h0;
+  reg [16:0] st_acc_base = 17'h00000;
+  reg [11:0] st_i = 12'h000;
+  reg [19:0] st_tiles = 20'h00000;
+  input start;
+  wire start;
+  reg [19:0] total_tiles = 20'h00000;
+  (* init = 1'h0 *)
+  wire w_bank;
+  (* init = 1'h0 *)
+  wire weight_load;
+  output [15:0] wgt__addr;
+  reg [15:0] wgt__addr;
+  wire [31:0] wgt__data;
+  output wgt__en;
+  reg wgt__en;
+  reg [16:0] wl_addr = 17'h00000;
+  reg [1:0] wl_row = 2'h0;
+  assign \_$1  = ! insn[67:56];
+  assign \_$2  = ! insn[77:68];
+  assign \_$3  = \_$1  | \_$2 ;
+  assign \_$4  = ! insn[87:78];
+  assign \_$5  = \_$3  | \_$4 ;
+  assign \_$6  = insn[87:78] > 1'h1;
+  assign \_$7  = insn[119:104] < insn[67:56];
+  assign \_$8  = \_$6  & \_$7 ;
+  assign bad_fields = \_$5  | \_$8 ;
+  assign array__a = \_$signal  ? act__data : 32'd0;
+  assign \_$9  = rmw_overwrite ? 32'd0 : acc_rd__data[31:0];
+  assign \_$10  = $signed(\_$9 ) + $signed(rmw_out[31:0]);
+  assign \_$11  = rmw_overwrite ? 32'd0 : acc_rd__data[63:32];
+  assign \_$12  = $signed(\_$11 ) + $signed(rmw_out[63:32]);
+  assign \_$13  = rmw_overwrite ? 32'd0 : acc_rd__data[95:64];
+  assign \_$14  = $signed(\_$13 ) + $signed(rmw_out[95:64]);
+  assign \_$15  = rmw_overwrite ? 32'd0 : acc_rd__data[127:96];
+  assign \_$16  = $signed(\_$15 ) + $signed(rmw_out[127:96]);
+  assign \_$17  = ~ \_$signal$29 ;
+  assign \_$18  = ~ \_$signal$30 ;
+  assign \_$19  = \_$17  & \_$18 ;
+  assign \_$20  = ! in_flight;
+  assign \_$21  = \_$19  & \_$20 ;
+  assign \_$22  = ~ \_$signal$22 ;
+  assign \_$23  = \_$21  & \_$22 ;
+  assign done = running & \_$23 ;
+  assign \_$24  = ~ loaded[1];
+  assign \_$25  = ! drain1;
+  assign \_$26  = \_$24  & \_$25 ;
+  assign \_$27  = ~ loaded[0];
+  assign \_$28  = ! drain0;
+  assign \_$29  = \_$27  & \_$28 ;
+  assign \_$30  = \_$signal$32  ? \_$26  : \_$29 ;
+  assign \_$31  = \_$signal$29  & \_$30 ;
+  assign \_$32  = ~ halt;
+  assign \_$33  = \_$31  & \_$32 ;
+  assign \_$34  = wl_addr >= 11'h400;
+  assign \_$35  = ~ \_$34 ;
+  assign \_$36  = \_$33  & \_$35 ;
+  assign \_$37  = running & \_$signal$29 ;
+  assign \_$38  = wl_addr >= 11'h400;
+  assign \_$39  = \_$37  & \_$38 ;
+  assign \_$40  = running & \_$signal$30 ;
+  assign \_$41  = \_$signal$41  ? loaded[1] : loaded[0];
+  assign \_$42  = \_$40  & \_$41 ;
+  assign \_$43  = \_$signal$42  + st_i;
+  assign \_$44  = \_$43  >= 12'h800;
+  assign \_$45  = st_acc_base + st_i;
+  assign \_$46  = \_$45  >= 11'h400;
+  assign \_$47  = \_$44  | \_$46 ;
+  assign \_$48  = \_$42  & \_$47 ;
+  assign error = \_$39  | \_$48 ;
+  assign \_$49  = \_$signal$41  ? loaded[1] : loaded[0];
+  assign \_$50  = \_$signal$30  & \_$49 ;
+  assign \_$51  = \_$signal$42  + st_i;
+  assign \_$52  = \_$51  >= 12'h800;
+  assign \_$53  = st_acc_base + st_i;
+  assign \_$54  = \_$53  >= 11'h400;
+  assign \_$55  = \_$52  | \_$54 ;
+  assign \_$56  = ~ \_$55 ;
+  assign \_$57  = \_$50  & \_$56 ;
+  assign \_$58  = ~ halt;
+  assign \_$59  = \_$57  & \_$58 ;
+  assign \_$60  = st_acc_base + st_i;
+  assign \_$61  = ~ insn[120];
+  assign \_$62  = ! \_$signal$45 ;
+  assign \_$63  = \_$61  & \_$62 ;
+  assign \_$64  = \_$signal$41  ? loaded[1] : loaded[0];
+  assign \_$65  = \_$signal$30  & \_$64 ;
+  assign \_$66  = \_$signal$42  + st_i;
+  assign \_$67  = \_$66  >= 12'h800;
+  assign \_$68  = st_acc_base + st_i;
+  assign \_$69  = \_$68  >= 11'h400;
+  assign \_$70  = \_$67  | \_$69 ;
+  assign \_$71  = ~ \_$70 ;
+  assign \_$72  = \_$65  & \_$71 ;
+  assign \_$73  = ~ halt;
+  assign \_$74  = \_$72  & \_$73 ;
+  assign \_$75  = \_$signal$42  + st_i;
+  assign \_$76  = insn[77:68] * insn[87:78];
+  assign \_$77  = ~ loaded[1];
+  assign \_$78  = ! drain1;
+  assign \_$79  = \_$77  & \_$78 ;
+  assign \_$80  = ~ loaded[0];
+  assign \_$81  = ! drain0;
+  assign \_$82  = \_$80  & \_$81 ;
+  assign \_$83  = \_$signal$32  ? \_$79  : \_$82 ;
+  assign \_$84  = \_$signal$29  & \_$83 ;
+  assign \_$85  = ~ halt;
+  assign \_$86  = \_$84  & \_$85 ;
+  assign \_$87  = wl_addr >= 11'h400;
+  assign \_$88  = ~ \_$87 ;
+  assign \_$89  = \_$86  & \_$88 ;
+  assign \_$90  = wl_addr + 1'h1;
+  assign \_$91  = wl_row == 2'h3;
+  assign \_$92  = ~ \_$signal$32 ;
+  assign \_$93  = \_$signal$65  + 1'h1;
+  assign \_$94  = total_tiles - 1'h1;
+  assign \_$95  = \_$signal$65  == \_$94 ;
+  assign \_$96  = wl_row + 1'h1;
+  assign \_$97  = ! array__w_bank;
+  assign \_$98  = array__w_en & \_$97 ;
+  assign \_$99  = array__w_row == 2'h3;
+  assign \_$100  = \_$98  & \_$99 ;
+  assign \_$102  = array__w_en & \_$101 ;
+  assign \_$103  = array__w_row == 2'h3;
+  assign \_$104  = \_$102  & \_$103 ;
+  assign \_$105  = \_$signal$41  ? loaded[1] : loaded[0];
+  assign \_$106  = \_$signal$30  & \_$105 ;
+  assign \_$107  = \_$signal$42  + st_i;
+  assign \_$108  = \_$107  >= 12'h800;
+  assign \_$109  = st_acc_base + st_i;
+  assign \_$110  = \_$109  >= 11'h400;
+  assign \_$111  = \_$108  | \_$110 ;
+  assign \_$112  = ~ \_$111 ;
+  assign \_$113  = \_$106  & \_$112 ;
+  assign \_$114  = ~ halt;
+  assign \_$115  = \_$113  & \_$114 ;
+  assign \_$116  = insn[67:56] - 1'h1;
+  assign \_$117  = st_i == \_$116 ;
+  assign \_$118  = ! \_$signal$41 ;
+  assign \_$120  = ~ \_$signal$41 ;
+  assign \_$121  = st_tiles + 1'h1;
+  assign \_$122  = insn[87:78] - 1'h1;
+  assign \_$123  = \_$signal$66  == \_$122 ;
+  assign \_$124  = \_$signal$45  + 1'h1;
+  assign \_$125  = \_$signal$42  + insn[103:88];
+  assign \_$126  = \_$signal$66  + 1'h1;
+  assign \_$127  = st_acc_base + insn[119:104];
+  assign \_$128  = total_tiles - 1'h1;
+  assign \_$129  = st_tiles == \_$128 ;
+  assign \_$130  = st_i + 1'h1;
+  assign \_$131  = | drain0;
+  assign \_$132  = \_$signal$41  ? loaded[1] : loaded[0];
+  assign \_$133  = \_$signal$30  & \_$132 ;
+  assign \_$134  = \_$signal$42  + st_i;
+  assign \_$135  = \_$134  >= 12'h800;
+  assign \_$136  = st_acc_base + st_i;
+  assign \_$137  = \_$136  >= 11'h400;
+  assign \_$138  = \_$135  | \_$137 ;
+  assign \_$139  = ~ \_$138 ;
+  assign \_$140  = \_$133  & \_$139 ;
+  assign \_$141  = ~ halt;
+  assign \_$142  = \_$140  & \_$141 ;
+  assign \_$143  = insn[67:56] - 1'h1;
+  assign \_$144  = st_i == \_$143 ;
+  assign \_$145  = \_$142  & \_$144 ;
+  assign \_$146  = ! \_$signal$41 ;
+  assign \_$147  = \_$145  & \_$146 ;
+  assign \_$148  = ~ \_$147 ;
+  assign \_$149  = \_$131  & \_$148 ;
+  assign \_$150  = drain0 - 1'h1;
+  assign \_$151  = | drain1;
+  assign \_$152  = \_$signal$41  ? loaded[1] : loaded[0];
+  assign \_$153  = \_$signal$30  & \_$152 ;
+  assign \_$154  = \_$signal$42  + st_i;
+  assign \_$155  = \_$154  >= 12'h800;
+  assign \_$156  = st_acc_base + st_i;
+  assign \_$157  = \_$156  >= 11'h400;
+  assign \_$158  = \_$155  | \_$157 ;
+  assign \_$159  = ~ \_$158 ;
+  assign \_$160  = \_$153  & \_$159 ;
+  assign \_$161  = ~ halt;
+  assign \_$162  = \_$160  & \_$161 ;
+  assign \_$163  = insn[67:56] - 1'h1;
+  assign \_$164  = st_i == \_$163 ;
+  assign \_$165  = \_$162  & \_$164 ;
+  assign \_$167  = \_$165  & \_$166 ;
+  assign \_$168  = ~ \_$167 ;
+  assign \_$169  = \_$151  & \_$168 ;
+  assign \_$170  = drain1 - 1'h1;
+  assign \_$171  = in_flight + issue[0];
+  assign \_$172  = \_$171  - \_$signal$22 ;
+  always @(posedge clk)
+    meta0 <= \_$173 ;
+  always @(posedge clk)
+    meta1 <= \_$174 ;
+  always @(posedge clk)
+    meta2 <= \_$175 ;
+  always @(posedge clk)
+    meta3 <= \_$176 ;
+  always @(posedge clk)
+    meta4 <= \_$177 ;
+  always @(posedge clk)
+    meta5 <= \_$178 ;
+  always @(posedge clk)
+    meta6 <= \_$179 ;
+  always @(posedge clk)
+    meta7 <= \_$180 ;
+  always @(posedge clk)
+    meta8 <= \_$181 ;
+  always @(posedge clk)
+    \_$signal  <= \_$182 ;
+  always @(posedge clk)
+    array__bank <= \_$183 ;
+  always @(posedge clk)
+    \_$signal$22  <= \_$184 ;
+  always @(posedge clk)
+    \_$signal$25  <= \_$185 ;
+  always @(posedge clk)
+    rmw_overwrite <= \_$186 ;
+  always @(posedge clk)
+    rmw_out <= \_$187 ;
+  always @(posedge clk)
+    total_tiles <= \_$188 ;
+  always @(posedge clk)
+    \_$signal$29  <= \_$189 ;
+  always @(posedge clk)
+    \_$signal$32  <= \_$190 ;
+  always @(posedge clk)
+    wl_row <= \_$191 ;
+  always @(posedge clk)
+    \_$signal$65  <= \_$192 ;
+  always @(posedge clk)
+    wl_addr <= \_$193 ;
+  always @(posedge clk)
+    \_$signal$30  <= \_$194 ;
+  always @(posedge clk)
+    \_$signal$41  <= \_$195 ;
+  always @(posedge clk)
+    st_i <= \_$196 ;
+  always @(posedge clk)
+    \_$signal$45  <= \_$197 ;
+  always @(posedge clk)
+    \_$signal$66  <= \_$198 ;
+  always @(posedge clk)
+    st_tiles <= \_$199 ;
+  always @(posedge clk)
+    \_$signal$42  <= \_$200 ;
+  always @(posedge clk)
+    st_acc_base <= \_$201 ;
+  always @(posedge clk)
+    running <= \_$202 ;
+  always @(posedge clk)
+    array__w_en <= \_$203 ;
+  always @(posedge clk)
+    array__w_row <= \_$204 ;
+  always @(posedge clk)
+    array__w_bank <= \_$205 ;
+  always @(posedge clk)
+    loaded <= \_$206 ;
+  always @(posedge clk)
+    drain0 <= \_$207 ;
+  always @(posedge clk)
+    drain1 <= \_$208 ;
+  always @(posedge clk)
+    in_flight <= \_$209 ;
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    acc_wr__en = 1'h0;
+    if (\_$signal$22 ) begin
+      acc_wr__en = 1'h1;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    acc_wr__addr = 16'h0000;
+    if (\_$signal$22 ) begin
+      acc_wr__addr = \_$signal$25 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    acc_wr__data = 128'h00000000000000000000000000000000;
+    if (\_$signal$22 ) begin
+      acc_wr__data = gemm_sum;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    wgt__addr = 16'h0000;
+    if (\_$36 ) begin
+      wgt__addr = wl_addr[15:0];
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    wgt__en = 1'h0;
+    if (\_$36 ) begin
+      wgt__en = 1'h1;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    act__addr = 16'h0000;
+    if (\_$74 ) begin
+      act__addr = \_$75 [15:0];
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    act__en = 1'h0;
+    if (\_$74 ) begin
+      act__en = 1'h1;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    acc_rd__addr = 16'h0000;
+    if (meta8[0]) begin
+      acc_rd__addr = meta8[16:1];
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    acc_rd__en = 1'h0;
+    if (meta8[0]) begin
+      acc_rd__en = 1'h1;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$173  = issue;
+    if (rst) begin
+      \_$173  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$174  = meta0;
+    if (rst) begin
+      \_$174  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$175  = meta1;
+    if (rst) begin
+      \_$175  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$176  = meta2;
+    if (rst) begin
+      \_$176  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$177  = meta3;
+    if (rst) begin
+      \_$177  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$178  = meta4;
+    if (rst) begin
+      \_$178  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$179  = meta5;
+    if (rst) begin
+      \_$179  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$180  = meta6;
+    if (rst) begin
+      \_$180  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$181  = meta7;
+    if (rst) begin
+      \_$181  = 18'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$182  = issue[0];
+    if (rst) begin
+      \_$182  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$183  = \_$signal$41 ;
+    if (rst) begin
+      \_$183  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$184  = meta8[0];
+    if (rst) begin
+      \_$184  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$185  = meta8[16:1];
+    if (rst) begin
+      \_$185  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$186  = meta8[17];
+    if (rst) begin
+      \_$186  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$187  = array__out;
+    if (rst) begin
+      \_$187  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$188  = total_tiles;
+    if (start) begin
+      \_$188  = \_$76 ;
+    end
+    if (rst) begin
+      \_$188  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$189  = \_$signal$29 ;
+    if (start) begin
+      \_$189  = 1'h1;
+    end
+    if (\_$89 ) begin
+      if (\_$91 ) begin
+        if (\_$95 ) begin
+          \_$189  = 1'h0;
+        end
+      end
+    end
+    if (rst) begin
+      \_$189  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$190  = \_$signal$32 ;
+    if (start) begin
+      \_$190  = 1'h0;
+    end
+    if (\_$89 ) begin
+      if (\_$91 ) begin
+        \_$190  = \_$92 ;
+      end
+    end
+    if (rst) begin
+      \_$190  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$191  = wl_row;
+    if (start) begin
+      \_$191  = 2'h0;
+    end
+    if (\_$89 ) begin
+      (* full_case = 32'd1 *)
+      if (\_$91 ) begin
+        \_$191  = 2'h0;
+      end else begin
+        \_$191  = \_$96 [1:0];
+      end
+    end
+    if (rst) begin
+      \_$191  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$192  = \_$signal$65 ;
+    if (start) begin
+      \_$192  = 20'h00000;
+    end
+    if (\_$89 ) begin
+      if (\_$91 ) begin
+        \_$192  = \_$93 [19:0];
+      end
+    end
+    if (rst) begin
+      \_$192  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$193  = wl_addr;
+    if (start) begin
+      \_$193  = { 1'h0, insn[23:8] };
+    end
+    if (\_$89 ) begin
+      \_$193  = \_$90 [16:0];
+    end
+    if (rst) begin
+      \_$193  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$194  = \_$signal$30 ;
+    if (start) begin
+      \_$194  = 1'h1;
+    end
+    if (\_$115 ) begin
+      if (\_$117 ) begin
+        if (\_$129 ) begin
+          \_$194  = 1'h0;
+        end
+      end
+    end
+    if (rst) begin
+      \_$194  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$195  = \_$signal$41 ;
+    if (start) begin
+      \_$195  = 1'h0;
+    end
+    if (\_$115 ) begin
+      if (\_$117 ) begin
+        \_$195  = \_$120 ;
+      end
+    end
+    if (rst) begin
+      \_$195  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$196  = st_i;
+    if (start) begin
+      \_$196  = 12'h000;
+    end
+    if (\_$115 ) begin
+      (* full_case = 32'd1 *)
+      if (\_$117 ) begin
+        \_$196  = 12'h000;
+      end else begin
+        \_$196  = \_$130 [11:0];
+      end
+    end
+    if (rst) begin
+      \_$196  = 12'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$197  = \_$signal$45 ;
+    if (start) begin
+      \_$197  = 10'h000;
+    end
+    if (\_$115 ) begin
+      if (\_$117 ) begin
+        if (\_$123 ) begin
+          \_$197  = \_$124 [9:0];
+        end
+      end
+    end
+    if (rst) begin
+      \_$197  = 10'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$198  = \_$signal$66 ;
+    if (start) begin
+      \_$198  = 10'h000;
+    end
+    if (\_$115 ) begin
+      if (\_$117 ) begin
+        (* full_case = 32'd1 *)
+        if (\_$123 ) begin
+          \_$198  = 10'h000;
+        end else begin
+          \_$198  = \_$126 [9:0];
+        end
+      end
+    end
+    if (rst) begin
+      \_$198  = 10'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$199  = st_tiles;
+    if (start) begin
+      \_$199  = 20'h00000;
+    end
+    if (\_$115 ) begin
+      if (\_$117 ) begin
+        \_$199  = \_$121 [19:0];
+      end
+    end
+    if (rst) begin
+      \_$199  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$200  = \_$signal$42 ;
+    if (start) begin
+      \_$200  = { 1'h0, insn[39:24] };
+    end
+    if (\_$115 ) begin
+      if (\_$117 ) begin
+        if (\_$123 ) begin
+          \_$200  = \_$125 [16:0];
+        end
+      end
+    end
+    if (rst) begin
+      \_$200  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$201  = st_acc_base;
+    if (start) begin
+      \_$201  = { 1'h0, insn[55:40] };
+    end
+    if (\_$115 ) begin
+      if (\_$117 ) begin
+        (* full_case = 32'd1 *)
+        if (\_$123 ) begin
+          \_$201  = { 1'h0, insn[55:40] };
+        end else begin
+          \_$201  = \_$127 [16:0];
+        end
+      end
+    end
+    if (rst) begin
+      \_$201  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$202  = running;
+    if (start) begin
+      \_$202  = 1'h1;
+    end
+    if (done) begin
+      \_$202  = 1'h0;
+    end
+    if (rst) begin
+      \_$202  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$203  = 1'h0;
+    if (\_$89 ) begin
+      \_$203  = 1'h1;
+    end
+    if (rst) begin
+      \_$203  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$204  = array__w_row;
+    if (\_$89 ) begin
+      \_$204  = wl_row;
+    end
+    if (rst) begin
+      \_$204  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$205  = array__w_bank;
+    if (\_$89 ) begin
+      \_$205  = \_$signal$32 ;
+    end
+    if (rst) begin
+      \_$205  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$206  = loaded;
+    if (\_$100 ) begin
+      \_$206 [0] = 1'h1;
+    end
+    if (\_$104 ) begin
+      \_$206 [1] = 1'h1;
+    end
+    if (\_$115 ) begin
+      if (\_$117 ) begin
+        if (\_$118 ) begin
+          \_$206 [0] = 1'h0;
+        end
+        if (\_$119 ) begin
+          \_$206 [1] = 1'h0;
+        end
+      end
+    end
+    if (rst) begin
+      \_$206  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$207  = drain0;
+    if (\_$115 ) begin
+      if (\_$117 ) begin
+        if (\_$118 ) begin
+          \_$207  = 3'h5;
+        end
+      end
+    end
+    if (\_$149 ) begin
+      \_$207  = \_$150 [2:0];
+    end
+    if (rst) begin
+      \_$207  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$208  = drain1;
+    if (\_$115 ) begin
+      if (\_$117 ) begin
+        if (\_$119 ) begin
+          \_$208  = 3'h5;
+        end
+      end
+    end
+    if (\_$169 ) begin
+      \_$208  = \_$170 [2:0];
+    end
+    if (rst) begin
+      \_$208  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    \_$209  = \_$172 [3:0];
+    if (rst) begin
+      \_$209  = 4'h0;
+    end
+  end
+  assign feed_bank = array__bank;
+  assign \_$signal$8  = array__w_en;
+  assign \_$signal$10  = array__w_row;
+  assign w_bank = array__w_bank;
+  assign wgt__data = array__w_data;
+  assign weight_load = array__w_en;
+  assign array_active = issue[0];
+  assign \insn.opcode  = insn[3:0];
+  assign \insn.deps  = insn[7:4];
+  assign \insn.deps.pop_prev  = insn[4];
+  assign \insn.deps.pop_next  = insn[5];
+  assign \insn.deps.push_prev  = insn[6];
+  assign \insn.deps.push_next  = insn[7];
+  assign \insn.wgt_addr  = insn[23:8];
+  assign \insn.act_addr  = insn[39:24];
+  assign \insn.acc_addr  = insn[55:40];
+  assign \insn.m  = insn[67:56];
+  assign \insn.k_iter  = insn[77:68];
+  assign \insn.n_iter  = insn[87:78];
+  assign \insn.act_k_stride  = insn[103:88];
+  assign \insn.acc_n_stride  = insn[119:104];
+  assign \insn.accumulate  = insn[120];
+  assign \array__a[0]  = array__a[7:0];
+  assign \array__a[1]  = array__a[15:8];
+  assign \array__a[2]  = array__a[23:16];
+  assign \array__a[3]  = array__a[31:24];
+  assign \array__w_data[0]  = array__w_data[7:0];
+  assign \array__w_data[1]  = array__w_data[15:8];
+  assign \array__w_data[2]  = array__w_data[23:16];
+  assign \array__w_data[3]  = array__w_data[31:24];
+  assign \issue.valid  = issue[0];
+  assign \issue.acc  = issue[16:1];
+  assign \issue.overwrite  = issue[17];
+  assign \gemm_sum[0]  = gemm_sum[31:0];
+  assign \gemm_sum[1]  = gemm_sum[63:32];
+  assign \gemm_sum[2]  = gemm_sum[95:64];
+  assign \gemm_sum[3]  = gemm_sum[127:96];
+  assign \rmw_out[0]  = rmw_out[31:0];
+  assign \rmw_out[1]  = rmw_out[63:32];
+  assign \rmw_out[2]  = rmw_out[95:64];
+  assign \rmw_out[3]  = rmw_out[127:96];
+  assign \meta8.valid  = meta8[0];
+  assign \meta8.acc  = meta8[16:1];
+  assign \meta8.overwrite  = meta8[17];
+  assign \meta0.valid  = meta0[0];
+  assign \meta0.acc  = meta0[16:1];
+  assign \meta0.overwrite  = meta0[17];
+  assign \meta1.valid  = meta1[0];
+  assign \meta1.acc  = meta1[16:1];
+  assign \meta1.overwrite  = meta1[17];
+  assign \meta2.valid  = meta2[0];
+  assign \meta2.acc  = meta2[16:1];
+  assign \meta2.overwrite  = meta2[17];
+  assign \meta3.valid  = meta3[0];
+  assign \meta3.acc  = meta3[16:1];
+  assign \meta3.overwrite  = meta3[17];
+  assign \meta4.valid  = meta4[0];
+  assign \meta4.acc  = meta4[16:1];
+  assign \meta4.overwrite  = meta4[17];
+  assign \meta5.valid  = meta5[0];
+  assign \meta5.acc  = meta5[16:1];
+  assign \meta5.overwrite  = meta5[17];
+  assign \meta6.valid  = meta6[0];
+  assign \meta6.acc  = meta6[16:1];
+  assign \meta6.overwrite  = meta6[17];
+  assign \meta7.valid  = meta7[0];
+  assign \meta7.acc  = meta7[16:1];
+  assign \meta7.overwrite  = meta7[17];
+  assign \array__out[0]  = array__out[31:0];
+  assign \array__out[1]  = array__out[63:32];
+  assign \array__out[2]  = array__out[95:64];
+  assign \array__out[3]  = array__out[127:96];
+  assign issue[17] = \_$63 ;
+  assign issue[16:1] = \_$60 [15:0];
+  assign issue[0] = \_$59 ;
+  assign gemm_sum[127:96] = \_$16 [31:0];
+  assign gemm_sum[95:64] = \_$14 [31:0];
+  assign gemm_sum[63:32] = \_$12 [31:0];
+  assign gemm_sum[31:0] = \_$10 [31:0];
+  assign \_$101  = array__w_bank;
+  assign \_$119  = \_$signal$41 ;
+  assign \_$166  = \_$signal$41 ;
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, halt, start, insn, bad_fields, error, error_code, acc_wr__en, acc_wr__addr, acc_wr__data, act__addr, act__en, acc_rd__addr, acc_rd__en, param__addr, param__en, done, clk
+);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$22  = 0;
+  wire \_$1 ;
+  wire [31:0] \_$10 ;
+  wire [31:0] \_$100 ;
+  wire [32:0] \_$101 ;
+  wire [32:0] \_$102 ;
+  wire [32:0] \_$103 ;
+  wire \_$104 ;
+  wire \_$105 ;
+  wire [31:0] \_$106 ;
+  wire [32:0] \_$107 ;
+  wire [32:0] \_$108 ;
+  wire [32:0] \_$109 ;
+  wire [31:0] \_$11 ;
+  wire \_$110 ;
+  wire \_$111 ;
+  wire [31:0] \_$112 ;
+  wire [32:0] \_$113 ;
+  wire [32:0] \_$114 ;
+  wire [32:0] \_$115 ;
+  wire \_$116 ;
+  wire \_$117 ;
+  wire [31:0] \_$118 ;
+  wire [32:0] \_$119 ;
+  wire [32:0] \_$12 ;
+  wire [32:0] \_$120 ;
+  wire [32:0] \_$121 ;
+  wire \_$122 ;
+  wire \_$123 ;
+  wire \_$124 ;
+  wire \_$125 ;
+  wire \_$126 ;
+  wire \_$127 ;
+  wire \_$128 ;
+  wire [16:0] \_$129 ;
+  wire [39:0] \_$13 ;
+  wire \_$130 ;
+  wire \_$131 ;
+  wire \_$132 ;
+  wire [16:0] \_$133 ;
+  wire \_$134 ;
+  wire \_$135 ;
+  wire \_$136 ;
+  wire \_$137 ;
+  wire \_$138 ;
+  wire \_$139 ;
+  wire [39:0] \_$14 ;
+  wire \_$140 ;
+  wire \_$141 ;
+  wire \_$142 ;
+  wire \_$143 ;
+  wire \_$144 ;
+  wire \_$145 ;
+  wire \_$146 ;
+  wire \_$147 ;
+  wire \_$148 ;
+  wire [16:0] \_$149 ;
+  wire \_$15 ;
+  wire \_$150 ;
+  wire \_$151 ;
+  wire \_$152 ;
+  wire [12:0] \_$153 ;
+  wire \_$154 ;
+  wire [10:0] \_$155 ;
+  wire [17:0] \_$156 ;
+  wire [17:0] \_$157 ;
+  wire [17:0] \_$158 ;
+  wire [17:0] \_$159 ;
+  wire [39:0] \_$16 ;
+  wire [10:0] \_$160 ;
+  wire \_$161 ;
+  wire [12:0] \_$162 ;
+  wire [17:0] \_$163 ;
+  wire [17:0] \_$164 ;
+  wire \_$165 ;
+  wire \_$166 ;
+  wire \_$167 ;
+  wire \_$168 ;
+  wire \_$169 ;
+  wire [8:0] \_$17 ;
+  wire [8:0] \_$170 ;
+  wire \_$171 ;
+  wire [17:0] \_$172 ;
+  wire [8:0] \_$173 ;
+  wire \_$174 ;
+  wire \_$175 ;
+  wire [12:0] \_$176 ;
+  wire \_$177 ;
+  wire [8:0] \_$178 ;
+  wire [10:0] \_$179 ;
+  wire [39:0] \_$18 ;
+  wire [17:0] \_$180 ;
+  wire [17:0] \_$181 ;
+  wire [17:0] \_$182 ;
+  wire [17:0] \_$183 ;
+  wire [10:0] \_$184 ;
+  wire \_$185 ;
+  wire [12:0] \_$186 ;
+  wire [17:0] \_$187 ;
+  reg [127:0] \_$188 ;
+  reg [9:0] \_$189 ;
+  wire \_$19 ;
+  reg [11:0] \_$190 ;
+  reg [16:0] \_$191 ;
+  reg [16:0] \_$192 ;
+  reg [16:0] \_$193 ;
+  reg [16:0] \_$194 ;
+  reg [2:0] \_$195 ;
+  reg [7:0] \_$196 ;
+  reg \_$197 ;
+  reg [15:0] \_$198 ;
+  reg \_$199 ;
+  wire \_$2 ;
+  wire [40:0] \_$20 ;
+  reg \_$200 ;
+  wire [40:0] \_$21 ;
+  wire [41:0] \_$22 ;
+  wire [31:0] \_$23 ;
+  wire [31:0] \_$24 ;
+  wire [32:0] \_$25 ;
+  wire [39:0] \_$26 ;
+  wire [39:0] \_$27 ;
+  wire \_$28 ;
+  wire [39:0] \_$29 ;
+  wire \_$3 ;
+  wire [8:0] \_$30 ;
+  wire [39:0] \_$31 ;
+  wire \_$32 ;
+  wire [40:0] \_$33 ;
+  wire [40:0] \_$34 ;
+  wire [41:0] \_$35 ;
+  wire [31:0] \_$36 ;
+  wire [31:0] \_$37 ;
+  wire [32:0] \_$38 ;
+  wire [39:0] \_$39 ;
+  wire \_$4 ;
+  wire [39:0] \_$40 ;
+  wire \_$41 ;
+  wire [39:0] \_$42 ;
+  wire [8:0] \_$43 ;
+  wire [39:0] \_$44 ;
+  wire \_$45 ;
+  wire [40:0] \_$46 ;
+  wire [40:0] \_$47 ;
+  wire [41:0] \_$48 ;
+  wire [31:0] \_$49 ;
+  wire \_$5 ;
+  wire [31:0] \_$50 ;
+  wire [32:0] \_$51 ;
+  wire [39:0] \_$52 ;
+  wire [39:0] \_$53 ;
+  wire \_$54 ;
+  wire [39:0] \_$55 ;
+  wire [8:0] \_$56 ;
+  wire [39:0] \_$57 ;
+  wire \_$58 ;
+  wire [40:0] \_$59 ;
+  wire \_$6 ;
+  wire [40:0] \_$60 ;
+  wire [41:0] \_$61 ;
+  wire \_$62 ;
+  wire \_$63 ;
+  wire \_$64 ;
+  wire \_$65 ;
+  wire \_$66 ;
+  wire \_$67 ;
+  wire \_$68 ;
+  wire \_$69 ;
+  wire \_$7 ;
+  wire \_$70 ;
+  wire \_$71 ;
+  wire \_$72 ;
+  wire \_$73 ;
+  wire \_$74 ;
+  wire \_$75 ;
+  wire [31:0] \_$76 ;
+  wire [32:0] \_$77 ;
+  wire [32:0] \_$78 ;
+  wire [32:0] \_$79 ;
+  wire \_$8 ;
+  wire \_$80 ;
+  wire \_$81 ;
+  wire [31:0] \_$82 ;
+  wire [32:0] \_$83 ;
+  wire [32:0] \_$84 ;
+  wire [32:0] \_$85 ;
+  wire \_$86 ;
+  wire \_$87 ;
+  wire [31:0] \_$88 ;
+  wire [32:0] \_$89 ;
+  wire \_$9 ;
+  wire [32:0] \_$90 ;
+  wire [32:0] \_$91 ;
+  wire \_$92 ;
+  wire \_$93 ;
+  wire [31:0] \_$94 ;
+  wire [32:0] \_$95 ;
+  wire [32:0] \_$96 ;
+  wire [32:0] \_$97 ;
+  wire \_$98 ;
+  wire \_$99 ;
+  reg \_$signal  = 1'h0;
+  reg \_$signal$13  = 1'h0;
+  reg [16:0] \_$signal$20  = 17'h00000;
+  reg [9:0] \_$signal$21  = 10'h000;
+  reg [11:0] \_$signal$34  = 12'h000;
+  reg [16:0] \_$signal$35  = 17'h00000;
+  reg [16:0] acc_base = 17'h00000;
+  reg [16:0] acc_ptr = 17'h00000;
+  output [15:0] acc_rd__addr;
+  reg [15:0] acc_rd__addr;
+  input [127:0] acc_rd__data;
+  wire [127:0] acc_rd__data;
+  output acc_rd__en;
+  reg acc_rd__en;
+  output [15:0] acc_wr__addr;
+  reg [15:0] acc_wr__addr;
+  output [127:0] acc_wr__data;
+  reg [127:0] acc_wr__data;
+  output acc_wr__en;
+  reg acc_wr__en;
+  wire [127:0] accum_value;
+  wire [31:0] \accum_value[0] ;
+  wire [31:0] \accum_value[1] ;
+  wire [31:0] \accum_value[2] ;
+  wire [31:0] \accum_value[3] ;
+  output [15:0] act__addr;
+  reg [15:0] act__addr;
+  input [31:0] act__data;
+  wire [31:0] act__data;
+  output act__en;
+  reg act__en;
+  output bad_fields;
+  reg bad_fields;
+  wire bad_shift;
+  input clk;
+  wire clk;
+  output done;
+  reg done;
+  output error;
+  reg error;
+  (* enum_base_type = "ErrorCode" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "ILLEGAL_OPCODE" *)
+  (* enum_value_0010 = "BAD_DESCRIPTOR" *)
+  (* enum_value_0011 = "DRAM_RANGE" *)
+  (* enum_value_0100 = "LOCAL_RANGE" *)
+  (* enum_value_0101 = "DEADLOCK" *)
+  (* enum_value_0110 = "WATCHDOG" *)
+  (* enum_value_0111 = "BAD_FIELD" *)
+  output [3:0] error_code;
+  reg [3:0] error_code;
+  input halt;
+  wire halt;
+  input [127:0] insn;
+  wire [127:0] insn;
+  wire [112:0] \insn.accum ;
+  wire [15:0] \insn.accum.acc_addr ;
+  wire [15:0] \insn.accum.acc_n_stride ;
+  wire \insn.accum.accumulate ;
+  wire [15:0] \insn.accum.act_addr ;
+  wire [15:0] \insn.accum.act_n_stride ;
+  wire [3:0] \insn.accum.deps ;
+  wire \insn.accum.deps.pop_next ;
+  wire \insn.accum.deps.pop_prev ;
+  wire \insn.accum.deps.push_next ;
+  wire \insn.accum.deps.push_prev ;
+  wire [11:0] \insn.accum.m ;
+  wire [9:0] \insn.accum.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.accum.opcode ;
+  wire [15:0] \insn.accum.param_addr ;
+  wire \insn.accum.use_bias ;
+  wire \insn.accum.use_res ;
+  wire [7:0] \insn.end ;
+  wire [3:0] \insn.end.deps ;
+  wire \insn.end.deps.pop_next ;
+  wire \insn.end.deps.pop_prev ;
+  wire \insn.end.deps.push_next ;
+  wire \insn.end.deps.push_prev ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.end.opcode ;
+  wire [120:0] \insn.gemm ;
+  wire [15:0] \insn.gemm.acc_addr ;
+  wire [15:0] \insn.gemm.acc_n_stride ;
+  wire \insn.gemm.accumulate ;
+  wire [15:0] \insn.gemm.act_addr ;
+  wire [15:0] \insn.gemm.act_k_stride ;
+  wire [3:0] \insn.gemm.deps ;
+  wire \insn.gemm.deps.pop_next ;
+  wire \insn.gemm.deps.pop_prev ;
+  wire \insn.gemm.deps.push_next ;
+  wire \insn.gemm.deps.push_prev ;
+  wire [9:0] \insn.gemm.k_iter ;
+  wire [11:0] \insn.gemm.m ;
+  wire [9:0] \insn.gemm.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.gemm.opcode ;
+  wire [15:0] \insn.gemm.wgt_addr ;
+  wire [31:0] \insn.load ;
+  wire [3:0] \insn.load.deps ;
+  wire \insn.load.deps.pop_next ;
+  wire \insn.load.deps.pop_prev ;
+  wire \insn.load.deps.push_next ;
+  wire \insn.load.deps.push_prev ;
+  wire [23:0] \insn.load.desc ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.load.opcode ;
+  wire [71:0] \insn.perf ;
+  wire [3:0] \insn.perf.deps ;
+  wire \insn.perf.deps.pop_next ;
+  wire \insn.perf.deps.pop_prev ;
+  wire \insn.perf.deps.push_next ;
+  wire \insn.perf.deps.push_prev ;
+  wire [31:0] \insn.perf.dram_addr ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.perf.opcode ;
+  wire [31:0] \insn.perf.tag ;
+  wire [103:0] \insn.pool ;
+  wire [15:0] \insn.pool.acc_addr ;
+  wire [15:0] \insn.pool.acc_n_stride ;
+  wire \insn.pool.accumulate ;
+  wire [15:0] \insn.pool.act_addr ;
+  wire [15:0] \insn.pool.act_n_stride ;
+  wire [3:0] \insn.pool.deps ;
+  wire \insn.pool.deps.pop_next ;
+  wire \insn.pool.deps.pop_prev ;
+  wire \insn.pool.deps.push_next ;
+  wire \insn.pool.deps.push_prev ;
+  wire [11:0] \insn.pool.m ;
+  (* enum_base_type = "PoolMode" *)
+  (* enum_value_0 = "MAX" *)
+  (* enum_value_1 = "SUM" *)
+  wire \insn.pool.mode ;
+  wire [9:0] \insn.pool.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.pool.opcode ;
+  wire [7:0] \insn.pool.window ;
+  wire [127:0] \insn.raw ;
+  wire [65:0] \insn.store ;
+  wire [7:0] \insn.store.clamp_hi ;
+  wire [7:0] \insn.store.clamp_lo ;
+  wire [3:0] \insn.store.deps ;
+  wire \insn.store.deps.pop_next ;
+  wire \insn.store.deps.pop_prev ;
+  wire \insn.store.deps.push_next ;
+  wire \insn.store.deps.push_prev ;
+  wire [23:0] \insn.store.desc ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.store.opcode ;
+  wire [15:0] \insn.store.param_addr ;
+  wire [1:0] \insn.store.param_loop ;
+  wire [9:0] \insn.sync ;
+  wire [3:0] \insn.sync.deps ;
+  wire \insn.sync.deps.pop_next ;
+  wire \insn.sync.deps.pop_prev ;
+  wire \insn.sync.deps.push_next ;
+  wire \insn.sync.deps.push_prev ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  wire [3:0] \insn.sync.opcode ;
+  (* enum_base_type = "Queue" *)
+  (* enum_value_00 = "LOAD" *)
+  (* enum_value_01 = "COMPUTE" *)
+  (* enum_value_10 = "STORE" *)
+  wire [1:0] \insn.sync.queue ;
+  reg [2:0] line_state = 3'h0;
+  reg [15:0] ln_acc = 16'h0000;
+  reg ln_first = 1'h0;
+  output [15:0] param__addr;
+  reg [15:0] param__addr;
+  input [511:0] param__data;
+  wire [511:0] param__data;
+  output param__en;
+  reg param__en;
+  wire [127:0] pool_value;
+  wire [31:0] \pool_value[0] ;
+  wire [31:0] \pool_value[1] ;
+  wire [31:0] \pool_value[2] ;
+  wire [31:0] \pool_value[3] ;
+  input rst;
+  wire rst;
+  reg [127:0] running = 128'h00000000000000000000000000000000;
+  wire [31:0] \running[0] ;
+  wire [31:0] \running[1] ;
+  wire [31:0] \running[2] ;
+  wire [31:0] \running[3] ;
+  input start;
+  wire start;
+  reg [7:0] w = 8'h00;
+  assign \_$1  = insn[3:0] == 3'h4;
+  assign \_$2  = ! insn[67:56];
+  assign \_$3  = ! insn[77:68];
+  assign \_$4  = \_$2  | \_$3 ;
+  assign \_$5  = ! insn[51:40];
+  assign \_$6  = ! insn[69:60];
+  assign \_$7  = \_$5  | \_$6 ;
+  assign \_$8  = ! insn[59:52];
+  assign \_$9  = \_$7  | \_$8 ;
+  assign \_$10  = insn[112] ? acc_rd__data[31:0] : 32'd0;
+  assign \_$11  = insn[110] ? param__data[31:0] : 32'd0;
+  assign \_$12  = $signed(\_$10 ) + $signed(\_$11 );
+  assign \_$13  = $signed(act__data[7:0]) * $signed(param__data[95:64]);
+  assign \_$14  = $signed(\_$13 ) >>> param__data[111:104];
+  assign \_$15  = ! param__data[111:104];
+  assign \_$16  = $signed(act__data[7:0]) * $signed(param__data[95:64]);
+  assign \_$17  = param__data[111:104] - 1'h1;
+  assign \_$18  = $signed(\_$16 ) >>> \_$17 [7:0];
+  assign \_$19  = \_$15  ? 1'h0 : \_$18 [0];
+  assign \_$20  = $signed(\_$14 ) + $signed({ 1'h0, \_$19  });
+  assign \_$21  = insn[111] ? \_$20  : 41'h00000000000;
+  assign \_$22  = $signed(\_$12 ) + $signed(\_$21 );
+  assign \_$23  = insn[112] ? acc_rd__data[63:32] : 32'd0;
+  assign \_$24  = insn[110] ? param__data[159:128] : 32'd0;
+  assign \_$25  = $signed(\_$23 ) + $signed(\_$24 );
+  assign \_$26  = $signed(act__data[15:8]) * $signed(param__data[223:192]);
+  assign \_$27  = $signed(\_$26 ) >>> param__data[239:232];
+  assign \_$28  = ! param__data[239:232];
+  assign \_$29  = $signed(act__data[15:8]) * $signed(param__data[223:192]);
+  assign \_$30  = param__data[239:232] - 1'h1;
+  assign \_$31  = $signed(\_$29 ) >>> \_$30 [7:0];
+  assign \_$32  = \_$28  ? 1'h0 : \_$31 [0];
+  assign \_$33  = $signed(\_$27 ) + $signed({ 1'h0, \_$32  });
+  assign \_$34  = insn[111] ? \_$33  : 41'h00000000000;
+  assign \_$35  = $signed(\_$25 ) + $signed(\_$34 );
+  assign \_$36  = insn[112] ? acc_rd__data[95:64] : 32'd0;
+  assign \_$37  = insn[110] ? param__data[287:256] : 32'd0;
+  assign \_$38  = $signed(\_$36 ) + $signed(\_$37 );
+  assign \_$39  = $signed(act__data[23:16]) * $signed(param__data[351:320]);
+  assign \_$40  = $signed(\_$39 ) >>> param__data[367:360];
+  assign \_$41  = ! param__data[367:360];
+  assign \_$42  = $signed(act__data[23:16]) * $signed(param__data[351:320]);
+  assign \_$43  = param__data[367:360] - 1'h1;
+  assign \_$44  = $signed(\_$42 ) >>> \_$43 [7:0];
+  assign \_$45  = \_$41  ? 1'h0 : \_$44 [0];
+  assign \_$46  = $signed(\_$40 ) + $signed({ 1'h0, \_$45  });
+  assign \_$47  = insn[111] ? \_$46  : 41'h00000000000;
+  assign \_$48  = $signed(\_$38 ) + $signed(\_$47 );
+  assign \_$49  = insn[112] ? acc_rd__data[127:96] : 32'd0;
+  assign \_$50  = insn[110] ? param__data[415:384] : 32'd0;
+  assign \_$51  = $signed(\_$49 ) + $signed(\_$50 );
+  assign \_$52  = $signed(act__data[31:24]) * $signed(param__data[479:448]);
+  assign \_$53  = $signed(\_$52 ) >>> param__data[495:488];
+  assign \_$54  = ! param__data[495:488];
+  assign \_$55  = $signed(act__data[31:24]) * $signed(param__data[479:448]);
+  assign \_$56  = param__data[495:488] - 1'h1;
+  assign \_$57  = $signed(\_$55 ) >>> \_$56 [7:0];
+  assign \_$58  = \_$54  ? 1'h0 : \_$57 [0];
+  assign \_$59  = $signed(\_$53 ) + $signed({ 1'h0, \_$58  });
+  assign \_$60  = insn[111] ? \_$59  : 41'h00000000000;
+  assign \_$61  = $signed(\_$51 ) + $signed(\_$60 );
+  assign \_$62  = insn[3:0] == 3'h4;
+  assign \_$63  = \_$signal  & \_$62 ;
+  assign \_$64  = \_$63  & insn[111];
+  assign \_$65  = param__data[111:104] > 6'h3e;
+  assign \_$67  = param__data[239:232] > 6'h3e;
+  assign \_$68  = \_$66  | \_$67 ;
+  assign \_$69  = param__data[367:360] > 6'h3e;
+  assign \_$70  = \_$68  | \_$69 ;
+  assign \_$71  = param__data[495:488] > 6'h3e;
+  assign \_$72  = \_$70  | \_$71 ;
+  assign \_$73  = \_$64  & \_$72 ;
+  assign \_$74  = ! insn[102];
+  assign \_$75  = $signed(act__data[7:0]) > $signed(acc_rd__data[31:0]);
+  assign \_$76  = \_$75  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : acc_rd__data[31:0];
+  assign \_$77  = $signed(acc_rd__data[31:0]) + $signed(act__data[7:0]);
+  assign \_$78  = insn[102] ? \_$77  : { \_$76 [31], \_$76  };
+  assign \_$79  = insn[103] ? \_$78  : { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] };
+  assign \_$80  = ! insn[102];
+  assign \_$81  = $signed(act__data[7:0]) > $signed(running[31:0]);
+  assign \_$82  = \_$81  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : running[31:0];
+  assign \_$83  = $signed(running[31:0]) + $signed(act__data[7:0]);
+  assign \_$84  = insn[102] ? \_$83  : { \_$82 [31], \_$82  };
+  assign \_$85  = ln_first ? \_$79  : \_$84 ;
+  assign \_$86  = ! insn[102];
+  assign \_$87  = $signed(act__data[15:8]) > $signed(acc_rd__data[63:32]);
+  assign \_$88  = \_$87  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : acc_rd__data[63:32];
+  assign \_$89  = $signed(acc_rd__data[63:32]) + $signed(act__data[15:8]);
+  assign \_$90  = insn[102] ? \_$89  : { \_$88 [31], \_$88  };
+  assign \_$91  = insn[103] ? \_$90  : { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] };
+  assign \_$92  = ! insn[102];
+  assign \_$93  = $signed(act__data[15:8]) > $signed(running[63:32]);
+  assign \_$94  = \_$93  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : running[63:32];
+  assign \_$95  = $signed(running[63:32]) + $signed(act__data[15:8]);
+  assign \_$96  = insn[102] ? \_$95  : { \_$94 [31], \_$94  };
+  assign \_$97  = ln_first ? \_$91  : \_$96 ;
+  assign \_$98  = ! insn[102];
+  assign \_$99  = $signed(act__data[23:16]) > $signed(acc_rd__data[95:64]);
+  assign \_$100  = \_$99  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : acc_rd__data[95:64];
+  assign \_$101  = $signed(acc_rd__data[95:64]) + $signed(act__data[23:16]);
+  assign \_$102  = insn[102] ? \_$101  : { \_$100 [31], \_$100  };
+  assign \_$103  = insn[103] ? \_$102  : { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] };
+  assign \_$104  = ! insn[102];
+  assign \_$105  = $signed(act__data[23:16]) > $signed(running[95:64]);
+  assign \_$106  = \_$105  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : running[95:64];
+  assign \_$107  = $signed(running[95:64]) + $signed(act__data[23:16]);
+  assign \_$108  = insn[102] ? \_$107  : { \_$106 [31], \_$106  };
+  assign \_$109  = ln_first ? \_$103  : \_$108 ;
+  assign \_$110  = ! insn[102];
+  assign \_$111  = $signed(act__data[31:24]) > $signed(acc_rd__data[127:96]);
+  assign \_$112  = \_$111  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : acc_rd__data[127:96];
+  assign \_$113  = $signed(acc_rd__data[127:96]) + $signed(act__data[31:24]);
+  assign \_$114  = insn[102] ? \_$113  : { \_$112 [31], \_$112  };
+  assign \_$115  = insn[103] ? \_$114  : { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] };
+  assign \_$116  = ! insn[102];
+  assign \_$117  = $signed(act__data[31:24]) > $signed(running[127:96]);
+  assign \_$118  = \_$117  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : running[127:96];
+  assign \_$119  = $signed(running[127:96]) + $signed(act__data[31:24]);
+  assign \_$120  = insn[102] ? \_$119  : { \_$118 [31], \_$118  };
+  assign \_$121  = ln_first ? \_$115  : \_$120 ;
+  assign \_$122  = insn[3:0] == 3'h4;
+  assign \_$123  = \_$signal  & \_$122 ;
+  assign \_$124  = \_$signal  & \_$signal$13 ;
+  assign \_$125  = acc_ptr >= 11'h400;
+  assign \_$126  = \_$signal$20  >= 12'h800;
+  assign \_$127  = insn[111] & \_$126 ;
+  assign \_$128  = \_$125  | \_$127 ;
+  assign \_$129  = insn[55:40] + \_$signal$21 ;
+  assign \_$130  = \_$129  >= 7'h40;
+  assign \_$131  = \_$128  | \_$130 ;
+  assign \_$132  = ~ halt;
+  assign \_$133  = insn[55:40] + \_$signal$21 ;
+  assign \_$134  = \_$signal$20  >= 12'h800;
+  assign \_$135  = acc_ptr >= 11'h400;
+  assign \_$136  = \_$134  | \_$135 ;
+  assign \_$137  = ~ halt;
+  assign \_$138  = ! w;
+  assign \_$139  = ! line_state;
+  assign \_$140  = line_state == 1'h1;
+  assign \_$141  = line_state == 2'h2;
+  assign \_$142  = line_state == 2'h3;
+  assign \_$143  = line_state == 3'h4;
+  assign \_$144  = insn[3:0] == 3'h4;
+  assign \_$145  = acc_ptr >= 11'h400;
+  assign \_$146  = \_$signal$20  >= 12'h800;
+  assign \_$147  = insn[111] & \_$146 ;
+  assign \_$148  = \_$145  | \_$147 ;
+  assign \_$149  = insn[55:40] + \_$signal$21 ;
+  assign \_$150  = \_$149  >= 7'h40;
+  assign \_$151  = \_$148  | \_$150 ;
+  assign \_$152  = ~ halt;
+  assign \_$153  = insn[67:56] - 1'h1;
+  assign \_$154  = \_$signal$34  == \_$153 ;
+  assign \_$155  = \_$signal$21  + 1'h1;
+  assign \_$156  = \_$signal$35  + insn[109:94];
+  assign \_$157  = acc_base + insn[93:78];
+  assign \_$158  = \_$signal$35  + insn[109:94];
+  assign \_$159  = acc_base + insn[93:78];
+  assign \_$160  = insn[77:68] - 1'h1;
+  assign \_$161  = \_$signal$21  == \_$160 ;
+  assign \_$162  = \_$signal$34  + 1'h1;
+  assign \_$163  = \_$signal$20  + 1'h1;
+  assign \_$164  = acc_ptr + 1'h1;
+  assign \_$165  = \_$signal$20  >= 12'h800;
+  assign \_$166  = acc_ptr >= 11'h400;
+  assign \_$167  = \_$165  | \_$166 ;
+  assign \_$168  = ~ halt;
+  assign \_$169  = ! w;
+  assign \_$170  = insn[59:52] - 1'h1;
+  assign \_$171  = w == \_$170 ;
+  assign \_$172  = \_$signal$20  + 1'h1;
+  assign \_$173  = insn[59:52] - 1'h1;
+  assign \_$174  = w == \_$173 ;
+  assign \_$175  = ~ \_$174 ;
+  assign \_$176  = insn[51:40] - 1'h1;
+  assign \_$177  = \_$signal$34  == \_$176 ;
+  assign \_$178  = w + 1'h1;
+  assign \_$179  = \_$signal$21  + 1'h1;
+  assign \_$180  = \_$signal$35  + insn[85:70];
+  assign \_$181  = acc_base + insn[101:86];
+  assign \_$182  = \_$signal$35  + insn[85:70];
+  assign \_$183  = acc_base + insn[101:86];
+  assign \_$184  = insn[69:60] - 1'h1;
+  assign \_$185  = \_$signal$21  == \_$184 ;
+  assign \_$186  = \_$signal$34  + 1'h1;
+  assign \_$187  = acc_ptr + 1'h1;
+  always @(posedge clk)
+    running <= \_$188 ;
+  always @(posedge clk)
+    \_$signal$21  <= \_$189 ;
+  always @(posedge clk)
+    \_$signal$34  <= \_$190 ;
+  always @(posedge clk)
+    \_$signal$20  <= \_$191 ;
+  always @(posedge clk)
+    acc_ptr <= \_$192 ;
+  always @(posedge clk)
+    \_$signal$35  <= \_$193 ;
+  always @(posedge clk)
+    acc_base <= \_$194 ;
+  always @(posedge clk)
+    line_state <= \_$195 ;
+  always @(posedge clk)
+    w <= \_$196 ;
+  always @(posedge clk)
+    \_$signal  <= \_$197 ;
+  always @(posedge clk)
+    ln_acc <= \_$198 ;
+  always @(posedge clk)
+    ln_first <= \_$199 ;
+  always @(posedge clk)
+    \_$signal$13  <= \_$200 ;
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    (* full_case = 32'd1 *)
+    if (\_$1 ) begin
+      bad_fields = \_$4 ;
+    end else begin
+      bad_fields = \_$9 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    error = 1'h0;
+    if (\_$73 ) begin
+      error = 1'h1;
+    end
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$131 ) begin
+            error = 1'h1;
+          end
+      3'h2:
+          if (\_$136 ) begin
+            error = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    error_code = 4'h0;
+    if (\_$73 ) begin
+      error_code = 4'h7;
+    end
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$131 ) begin
+            error_code = 4'h4;
+          end
+      3'h2:
+          if (\_$136 ) begin
+            error_code = 4'h4;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    acc_wr__en = 1'h0;
+    if (\_$123 ) begin
+      acc_wr__en = 1'h1;
+    end else if (\_$124 ) begin
+      acc_wr__en = 1'h1;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    acc_wr__addr = 16'h0000;
+    if (\_$123 ) begin
+      acc_wr__addr = ln_acc;
+    end else if (\_$124 ) begin
+      acc_wr__addr = ln_acc;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    acc_wr__data = 128'h00000000000000000000000000000000;
+    if (\_$123 ) begin
+      acc_wr__data = accum_value;
+    end else if (\_$124 ) begin
+      acc_wr__data = pool_value;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    act__addr = 16'h0000;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$131 ) begin
+          end else if (\_$132 ) begin
+            act__addr = \_$signal$20 [15:0];
+          end
+      3'h2:
+          if (\_$136 ) begin
+          end else if (\_$137 ) begin
+            act__addr = \_$signal$20 [15:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    act__en = 1'h0;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$131 ) begin
+          end else if (\_$132 ) begin
+            act__en = 1'h1;
+          end
+      3'h2:
+          if (\_$136 ) begin
+          end else if (\_$137 ) begin
+            act__en = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    acc_rd__addr = 16'h0000;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$131 ) begin
+          end else if (\_$132 ) begin
+            acc_rd__addr = acc_ptr[15:0];
+          end
+      3'h2:
+          if (\_$136 ) begin
+          end else if (\_$137 ) begin
+            acc_rd__addr = acc_ptr[15:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    acc_rd__en = 1'h0;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$131 ) begin
+          end else if (\_$132 ) begin
+            acc_rd__en = 1'h1;
+          end
+      3'h2:
+          if (\_$136 ) begin
+          end else if (\_$137 ) begin
+            acc_rd__en = \_$138 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    param__addr = 16'h0000;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$131 ) begin
+          end else if (\_$132 ) begin
+            param__addr = \_$133 [15:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    param__en = 1'h0;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$131 ) begin
+          end else if (\_$132 ) begin
+            param__en = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    done = 1'h0;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h4:
+          done = 1'h1;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$188  = running;
+    if (\_$signal ) begin
+      \_$188  = pool_value;
+    end
+    if (rst) begin
+      \_$188  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$189  = \_$signal$21 ;
+    casez (line_state)
+      3'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$144 ) begin
+              \_$189  = 10'h000;
+            end else begin
+              \_$189  = 10'h000;
+            end
+          end
+      3'h1:
+          if (\_$151 ) begin
+          end else if (\_$152 ) begin
+            if (\_$154 ) begin
+              \_$189  = \_$155 [9:0];
+            end
+          end
+      3'h2:
+          if (\_$167 ) begin
+          end else if (\_$168 ) begin
+            if (\_$175 ) begin
+            end else if (\_$177 ) begin
+              \_$189  = \_$179 [9:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$189  = 10'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$190  = \_$signal$34 ;
+    casez (line_state)
+      3'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$144 ) begin
+              \_$190  = 12'h000;
+            end else begin
+              \_$190  = 12'h000;
+            end
+          end
+      3'h1:
+          if (\_$151 ) begin
+          end else if (\_$152 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$154 ) begin
+              \_$190  = 12'h000;
+            end else begin
+              \_$190  = \_$162 [11:0];
+            end
+          end
+      3'h2:
+          if (\_$167 ) begin
+          end else if (\_$168 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$175 ) begin
+            end else if (\_$177 ) begin
+              \_$190  = 12'h000;
+            end else begin
+              \_$190  = \_$186 [11:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$190  = 12'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$191  = \_$signal$20 ;
+    casez (line_state)
+      3'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$144 ) begin
+              \_$191  = { 1'h0, insn[39:24] };
+            end else begin
+              \_$191  = { 1'h0, insn[23:8] };
+            end
+          end
+      3'h1:
+          if (\_$151 ) begin
+          end else if (\_$152 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$154 ) begin
+              \_$191  = \_$158 [16:0];
+            end else begin
+              \_$191  = \_$163 [16:0];
+            end
+          end
+      3'h2:
+          if (\_$167 ) begin
+          end else if (\_$168 ) begin
+            \_$191  = \_$172 [16:0];
+            if (\_$175 ) begin
+            end else if (\_$177 ) begin
+              \_$191  = \_$182 [16:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$191  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$192  = acc_ptr;
+    casez (line_state)
+      3'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$144 ) begin
+              \_$192  = { 1'h0, insn[23:8] };
+            end else begin
+              \_$192  = { 1'h0, insn[39:24] };
+            end
+          end
+      3'h1:
+          if (\_$151 ) begin
+          end else if (\_$152 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$154 ) begin
+              \_$192  = \_$159 [16:0];
+            end else begin
+              \_$192  = \_$164 [16:0];
+            end
+          end
+      3'h2:
+          if (\_$167 ) begin
+          end else if (\_$168 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$175 ) begin
+            end else if (\_$177 ) begin
+              \_$192  = \_$183 [16:0];
+            end else begin
+              \_$192  = \_$187 [16:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$192  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$193  = \_$signal$35 ;
+    casez (line_state)
+      3'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$144 ) begin
+              \_$193  = { 1'h0, insn[39:24] };
+            end else begin
+              \_$193  = { 1'h0, insn[23:8] };
+            end
+          end
+      3'h1:
+          if (\_$151 ) begin
+          end else if (\_$152 ) begin
+            if (\_$154 ) begin
+              \_$193  = \_$156 [16:0];
+            end
+          end
+      3'h2:
+          if (\_$167 ) begin
+          end else if (\_$168 ) begin
+            if (\_$175 ) begin
+            end else if (\_$177 ) begin
+              \_$193  = \_$180 [16:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$193  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$194  = acc_base;
+    casez (line_state)
+      3'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$144 ) begin
+              \_$194  = { 1'h0, insn[23:8] };
+            end else begin
+              \_$194  = { 1'h0, insn[39:24] };
+            end
+          end
+      3'h1:
+          if (\_$151 ) begin
+          end else if (\_$152 ) begin
+            if (\_$154 ) begin
+              \_$194  = \_$157 [16:0];
+            end
+          end
+      3'h2:
+          if (\_$167 ) begin
+          end else if (\_$168 ) begin
+            if (\_$175 ) begin
+            end else if (\_$177 ) begin
+              \_$194  = \_$181 [16:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$194  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$195  = line_state;
+    casez (line_state)
+      3'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$144 ) begin
+              \_$195  = 3'h1;
+            end else begin
+              \_$195  = 3'h2;
+            end
+          end
+      3'h1:
+          if (\_$151 ) begin
+            \_$195  = 3'h3;
+          end else if (\_$152 ) begin
+            if (\_$154 ) begin
+              if (\_$161 ) begin
+                \_$195  = 3'h4;
+              end
+            end
+          end
+      3'h2:
+          if (\_$167 ) begin
+            \_$195  = 3'h3;
+          end else if (\_$168 ) begin
+            if (\_$175 ) begin
+            end else if (\_$177 ) begin
+              if (\_$185 ) begin
+                \_$195  = 3'h4;
+              end
+            end
+          end
+      3'h4:
+          \_$195  = 3'h0;
+    endcase
+    if (rst) begin
+      \_$195  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$196  = w;
+    casez (line_state)
+      3'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$144 ) begin
+            end else begin
+              \_$196  = 8'h00;
+            end
+          end
+      3'h1:
+          /* empty */;
+      3'h2:
+          if (\_$167 ) begin
+          end else if (\_$168 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$175 ) begin
+              \_$196  = \_$178 [7:0];
+            end else if (\_$177 ) begin
+              \_$196  = 8'h00;
+            end else begin
+              \_$196  = 8'h00;
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$196  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$197  = \_$signal ;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+        begin
+          \_$197  = 1'h0;
+          if (\_$151 ) begin
+          end else if (\_$152 ) begin
+            \_$197  = 1'h1;
+          end
+        end
+      3'h2:
+        begin
+          \_$197  = 1'h0;
+          if (\_$167 ) begin
+          end else if (\_$168 ) begin
+            \_$197  = 1'h1;
+          end
+        end
+      3'h4:
+          \_$197  = 1'h0;
+    endcase
+    if (rst) begin
+      \_$197  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$198  = ln_acc;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$151 ) begin
+          end else if (\_$152 ) begin
+            \_$198  = acc_ptr[15:0];
+          end
+      3'h2:
+          if (\_$167 ) begin
+          end else if (\_$168 ) begin
+            \_$198  = acc_ptr[15:0];
+          end
+    endcase
+    if (rst) begin
+      \_$198  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$199  = ln_first;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          if (\_$167 ) begin
+          end else if (\_$168 ) begin
+            \_$199  = \_$169 ;
+          end
+    endcase
+    if (rst) begin
+      \_$199  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$200  = \_$signal$13 ;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          if (\_$167 ) begin
+          end else if (\_$168 ) begin
+            \_$200  = \_$171 ;
+          end
+      3'h4:
+          \_$200  = 1'h0;
+    endcase
+    if (rst) begin
+      \_$200  = 1'h0;
+    end
+  end
+  assign bad_shift = 1'h0;
+  assign \insn.raw  = insn;
+  assign \insn.load  = insn[31:0];
+  assign \insn.load.opcode  = insn[3:0];
+  assign \insn.load.deps  = insn[7:4];
+  assign \insn.load.deps.pop_prev  = insn[4];
+  assign \insn.load.deps.pop_next  = insn[5];
+  assign \insn.load.deps.push_prev  = insn[6];
+  assign \insn.load.deps.push_next  = insn[7];
+  assign \insn.load.desc  = insn[31:8];
+  assign \insn.store  = insn[65:0];
+  assign \insn.store.opcode  = insn[3:0];
+  assign \insn.store.deps  = insn[7:4];
+  assign \insn.store.deps.pop_prev  = insn[4];
+  assign \insn.store.deps.pop_next  = insn[5];
+  assign \insn.store.deps.push_prev  = insn[6];
+  assign \insn.store.deps.push_next  = insn[7];
+  assign \insn.store.desc  = insn[31:8];
+  assign \insn.store.param_addr  = insn[47:32];
+  assign \insn.store.param_loop  = insn[49:48];
+  assign \insn.store.clamp_lo  = insn[57:50];
+  assign \insn.store.clamp_hi  = insn[65:58];
+  assign \insn.gemm  = insn[120:0];
+  assign \insn.gemm.opcode  = insn[3:0];
+  assign \insn.gemm.deps  = insn[7:4];
+  assign \insn.gemm.deps.pop_prev  = insn[4];
+  assign \insn.gemm.deps.pop_next  = insn[5];
+  assign \insn.gemm.deps.push_prev  = insn[6];
+  assign \insn.gemm.deps.push_next  = insn[7];
+  assign \insn.gemm.wgt_addr  = insn[23:8];
+  assign \insn.gemm.act_addr  = insn[39:24];
+  assign \insn.gemm.acc_addr  = insn[55:40];
+  assign \insn.gemm.m  = insn[67:56];
+  assign \insn.gemm.k_iter  = insn[77:68];
+  assign \insn.gemm.n_iter  = insn[87:78];
+  assign \insn.gemm.act_k_stride  = insn[103:88];
+  assign \insn.gemm.acc_n_stride  = insn[119:104];
+  assign \insn.gemm.accumulate  = insn[120];
+  assign \insn.accum  = insn[112:0];
+  assign \insn.accum.opcode  = insn[3:0];
+  assign \insn.accum.deps  = insn[7:4];
+  assign \insn.accum.deps.pop_prev  = insn[4];
+  assign \insn.accum.deps.pop_next  = insn[5];
+  assign \insn.accum.deps.push_prev  = insn[6];
+  assign \insn.accum.deps.push_next  = insn[7];
+  assign \insn.accum.acc_addr  = insn[23:8];
+  assign \insn.accum.act_addr  = insn[39:24];
+  assign \insn.accum.param_addr  = insn[55:40];
+  assign \insn.accum.m  = insn[67:56];
+  assign \insn.accum.n_iter  = insn[77:68];
+  assign \insn.accum.acc_n_stride  = insn[93:78];
+  assign \insn.accum.act_n_stride  = insn[109:94];
+  assign \insn.accum.use_bias  = insn[110];
+  assign \insn.accum.use_res  = insn[111];
+  assign \insn.accum.accumulate  = insn[112];
+  assign \insn.pool  = insn[103:0];
+  assign \insn.pool.opcode  = insn[3:0];
+  assign \insn.pool.deps  = insn[7:4];
+  assign \insn.pool.deps.pop_prev  = insn[4];
+  assign \insn.pool.deps.pop_next  = insn[5];
+  assign \insn.pool.deps.push_prev  = insn[6];
+  assign \insn.pool.deps.push_next  = insn[7];
+  assign \insn.pool.act_addr  = insn[23:8];
+  assign \insn.pool.acc_addr  = insn[39:24];
+  assign \insn.pool.m  = insn[51:40];
+  assign \insn.pool.window  = insn[59:52];
+  assign \insn.pool.n_iter  = insn[69:60];
+  assign \insn.pool.act_n_stride  = insn[85:70];
+  assign \insn.pool.acc_n_stride  = insn[101:86];
+  assign \insn.pool.mode  = insn[102];
+  assign \insn.pool.accumulate  = insn[103];
+  assign \insn.sync  = insn[9:0];
+  assign \insn.sync.opcode  = insn[3:0];
+  assign \insn.sync.deps  = insn[7:4];
+  assign \insn.sync.deps.pop_prev  = insn[4];
+  assign \insn.sync.deps.pop_next  = insn[5];
+  assign \insn.sync.deps.push_prev  = insn[6];
+  assign \insn.sync.deps.push_next  = insn[7];
+  assign \insn.sync.queue  = insn[9:8];
+  assign \insn.perf  = insn[71:0];
+  assign \insn.perf.opcode  = insn[3:0];
+  assign \insn.perf.deps  = insn[7:4];
+  assign \insn.perf.deps.pop_prev  = insn[4];
+  assign \insn.perf.deps.pop_next  = insn[5];
+  assign \insn.perf.deps.push_prev  = insn[6];
+  assign \insn.perf.deps.push_next  = insn[7];
+  assign \insn.perf.tag  = insn[39:8];
+  assign \insn.perf.dram_addr  = insn[71:40];
+  assign \insn.end  = insn[7:0];
+  assign \insn.end.opcode  = insn[3:0];
+  assign \insn.end.deps  = insn[7:4];
+  assign \insn.end.deps.pop_prev  = insn[4];
+  assign \insn.end.deps.pop_next  = insn[5];
+  assign \insn.end.deps.push_prev  = insn[6];
+  assign \insn.end.deps.push_next  = insn[7];
+  assign \accum_value[0]  = accum_value[31:0];
+  assign \accum_value[1]  = accum_value[63:32];
+  assign \accum_value[2]  = accum_value[95:64];
+  assign \accum_value[3]  = accum_value[127:96];
+  assign \pool_value[0]  = pool_value[31:0];
+  assign \pool_value[1]  = pool_value[63:32];
+  assign \pool_value[2]  = pool_value[95:64];
+  assign \pool_value[3]  = pool_value[127:96];
+  assign \running[0]  = running[31:0];
+  assign \running[1]  = running[63:32];
+  assign \running[2]  = running[95:64];
+  assign \running[3]  = running[127:96];
+  assign pool_value[127:96] = \_$121 [31:0];
+  assign pool_value[95:64] = \_$109 [31:0];
+  assign pool_value[63:32] = \_$97 [31:0];
+  assign pool_value[31:0] = \_$85 [31:0];
+  assign accum_value[127:96] = \_$61 [31:0];
+  assign accum_value[95:64] = \_$48 [31:0];
+  assign accum_value[63:32] = \_$35 [31:0];
+  assign accum_value[31:0] = \_$22 [31:0];
+  assign \_$66  = \_$65 ;
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$23  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -10670,7 +11472,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -10680,7 +11482,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -10690,7 +11492,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -10703,7 +11505,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -10725,7 +11527,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, compute_q__ready, store_q__ready, bus__resp__valid, bus__resp__payload, halt, load_q__payload, compute_q__payload, store_q__payload, load_q__valid, compute_q__valid, store_q__valid, stalled, bus__req__payload, error, error_code, ended
 , pc, bus__req__ready, insn_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$22  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$24  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$11 ;
@@ -11014,7 +11816,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     .w_en(bus__resp__valid)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$signal  = 1'h0;
     casez (word[3:0])
       4'h1:
@@ -11036,7 +11838,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     target = 2'h0;
     casez (word[3:0])
       4'h1:
@@ -11056,7 +11858,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$signal$22  = 1'h0;
     casez (word[3:0])
       4'h1:
@@ -11074,7 +11876,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     is_end = 1'h0;
     casez (word[3:0])
       4'h1:
@@ -11096,7 +11898,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     room = 1'h0;
     casez (target)
       2'h0:
@@ -11108,7 +11910,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     load_q__valid = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -11121,7 +11923,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     compute_q__valid = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -11134,7 +11936,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     store_q__valid = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -11147,7 +11949,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     stalled = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -11160,7 +11962,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$79  = running;
     if (start) begin
       \_$79  = 1'h1;
@@ -11170,7 +11972,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$80  = next_addr;
     if (start) begin
       \_$80  = { 1'h0, insn_base };
@@ -11183,7 +11985,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$81  = insn_addr;
     if (start) begin
       \_$81  = insn_base;
@@ -11204,7 +12006,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$82  = have;
     if (start) begin
       \_$82  = 2'h0;
@@ -11228,7 +12030,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$83  = word;
     if (\_$40 ) begin
       \_$83  = \_$43 [127:0];
@@ -11238,7 +12040,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$84  = error;
     if (\_$52 ) begin
       if (\_$53 ) begin
@@ -11255,7 +12057,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$85  = error_code;
     if (\_$52 ) begin
       if (\_$53 ) begin
@@ -11272,7 +12074,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$86  = ended;
     if (\_$52 ) begin
       if (\_$53 ) begin
@@ -11286,7 +12088,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$87  = pc;
     if (\_$52 ) begin
       (* full_case = 32'd1 *)
@@ -11328,7 +12130,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch.port (rst, addr__valid, r_en, bus__req__valid, addr__ready, empty, data__payload, w_en, w_data, bus__req__payload, data__valid, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$23  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$25  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -11394,7 +12196,7 @@ module \sim_top.accel.fetch.port (rst, addr__valid, r_en, bus__req__valid, addr_
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$9  = \_$8 [4:0];
     if (rst) begin
       \_$9  = 5'h00;
@@ -11410,7 +12212,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$24  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$26  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [4:0] \_$11 ;
@@ -11529,7 +12331,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [3:0];
@@ -11539,7 +12341,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [3:0];
@@ -11549,7 +12351,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [3:0];
@@ -11562,7 +12364,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -11584,7 +12386,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, desc_bus__req__valid, data_bus__req__valid, act__addr, queue__payload, deps__room_next, deps__has_next, bus__resp__valid, \bus__resp__valid$42 , bus__resp__payload, halt, pending, pending_index, idle, token_wait, deps__pop_next
 , queue__ready, busy, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, index, \error$111 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$36 , desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$25  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$27  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
@@ -12157,8 +12959,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$2774$0 (lines__payload[18:0]),
-    .\port$2774$48 (lines__payload[48]),
+    .\port$2780$0 (lines__payload[18:0]),
+    .\port$2780$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -12167,7 +12969,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .w_rdy(w_rdy)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     pending = queue__valid;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -12182,7 +12984,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     pending_index = queue__payload[159:128];
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -12197,7 +12999,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     idle = 1'h0;
     casez (frame_state)
       2'h0:
@@ -12205,7 +13007,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     token_wait = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -12220,7 +13022,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     deps__pop_prev = 1'h0;
     casez (frame_state)
       2'h0:
@@ -12232,7 +13034,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     deps__pop_next = 1'h0;
     casez (frame_state)
       2'h0:
@@ -12244,7 +13046,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     queue__ready = 1'h0;
     casez (frame_state)
       2'h0:
@@ -12256,7 +13058,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     start = 1'h0;
     casez (frame_state)
       2'h0:
@@ -12268,7 +13070,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     busy = 1'h0;
     casez (frame_state)
       2'h0:
@@ -12280,7 +13082,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     running = 1'h0;
     casez (frame_state)
       2'h0:
@@ -12292,7 +13094,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     deps__push_prev = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -12309,7 +13111,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     deps__push_next = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -12326,7 +13128,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     retired = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -12343,7 +13145,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$signal  = 16'h0000;
     casez (desc[1:0])
       2'h0:
@@ -12355,7 +13157,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$signal$64  = 17'h00000;
     casez (desc[1:0])
       2'h0:
@@ -12367,7 +13169,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     beats = 16'h0000;
     casez (desc[1:0])
       2'h0:
@@ -12379,7 +13181,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \start$70  = 1'h0;
     casez (load_state)
       3'h0:
@@ -12389,7 +13191,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \start$72  = 1'h0;
     casez (load_state)
       3'h0:
@@ -12407,7 +13209,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \done$76  = 1'h0;
     casez (load_state)
       3'h0:
@@ -12423,7 +13225,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \addr__valid$80  = 1'h0;
     if (\_$37 ) begin
       if (lines__payload[48]) begin
@@ -12432,7 +13234,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     data_bus__req__payload = 32'd0;
     if (\_$37 ) begin
       if (lines__payload[48]) begin
@@ -12441,7 +13243,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     lines__ready = 1'h0;
     if (\_$37 ) begin
       (* full_case = 32'd1 *)
@@ -12457,7 +13259,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     w_en = 1'h0;
     if (\_$37 ) begin
       (* full_case = 32'd1 *)
@@ -12473,7 +13275,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     line_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     if (\_$44 ) begin
       (* full_case = 32'd1 *)
@@ -12491,7 +13293,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     write = 1'h0;
     if (\_$44 ) begin
       (* full_case = 32'd1 *)
@@ -12509,7 +13311,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     r_en = 1'h0;
     if (\_$44 ) begin
       (* full_case = 32'd1 *)
@@ -12527,7 +13329,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \data__ready$92  = 1'h0;
     if (\_$44 ) begin
       (* full_case = 32'd1 *)
@@ -12538,7 +13340,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     dram_wait = 1'h0;
     if (\_$44 ) begin
       (* full_case = 32'd1 *)
@@ -12549,7 +13351,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     whole = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     if (\_$44 ) begin
       (* full_case = 32'd1 *)
@@ -12583,7 +13385,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$109  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -12609,7 +13411,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$110  = word;
     casez (frame_state)
       2'h0:
@@ -12624,7 +13426,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$111  = index;
     casez (frame_state)
       2'h0:
@@ -12639,7 +13441,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$112  = \error$111 ;
     if (\_$81 ) begin
       \_$112  = 1'h1;
@@ -12666,7 +13468,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$113  = error_code;
     if (\_$81 ) begin
       \_$113  = 4'h2;
@@ -12693,14 +13495,14 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$114  = \_$85 [6:0];
     if (rst) begin
       \_$114  = 7'h00;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$115  = load_state;
     casez (load_state)
       3'h0:
@@ -12728,7 +13530,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$116  = walking;
     casez (load_state)
       3'h0:
@@ -12752,7 +13554,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$117  = issued;
     if (\_$96 ) begin
       if (lines__payload[48]) begin
@@ -12771,7 +13573,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$118  = received;
     if (\_$103 ) begin
       (* full_case = 32'd1 *)
@@ -12793,7 +13595,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$119  = assembled;
     if (\_$103 ) begin
       (* full_case = 32'd1 *)
@@ -12955,7 +13757,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start, lines__ready, desc, lines__payload, busy, lines__valid, error, error_code, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$26  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$28  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
   wire [32:0] \_$100 ;
@@ -13433,7 +14235,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   always @(posedge clk)
     i3 <= \_$174 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     busy = 1'h0;
     casez (walk_state)
       2'h0:
@@ -13445,7 +14247,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     lines__valid = 1'h0;
     casez (walk_state)
       2'h0:
@@ -13460,7 +14262,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$152  = error;
     casez (walk_state)
       2'h0:
@@ -13481,7 +14283,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$153  = error_code;
     casez (walk_state)
       2'h0:
@@ -13502,7 +14304,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$154  = walk_state;
     casez (walk_state)
       2'h0:
@@ -13533,7 +14335,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$155  = local0;
     casez (walk_state)
       2'h0:
@@ -13561,7 +14363,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$156  = local1;
     casez (walk_state)
       2'h0:
@@ -13592,7 +14394,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$157  = local2;
     casez (walk_state)
       2'h0:
@@ -13626,7 +14428,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$158  = local3;
     casez (walk_state)
       2'h0:
@@ -13663,7 +14465,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$159  = dram0;
     casez (walk_state)
       2'h0:
@@ -13691,7 +14493,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$160  = dram1;
     casez (walk_state)
       2'h0:
@@ -13722,7 +14524,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$161  = dram2;
     casez (walk_state)
       2'h0:
@@ -13756,7 +14558,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$162  = dram3;
     casez (walk_state)
       2'h0:
@@ -13793,7 +14595,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$163  = y0;
     casez (walk_state)
       2'h0:
@@ -13821,7 +14623,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$164  = y1;
     casez (walk_state)
       2'h0:
@@ -13852,7 +14654,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$165  = y2;
     casez (walk_state)
       2'h0:
@@ -13886,7 +14688,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$166  = y3;
     casez (walk_state)
       2'h0:
@@ -13923,7 +14725,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$167  = x0;
     casez (walk_state)
       2'h0:
@@ -13951,7 +14753,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$168  = x1;
     casez (walk_state)
       2'h0:
@@ -13982,7 +14784,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$169  = x2;
     casez (walk_state)
       2'h0:
@@ -14016,7 +14818,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$170  = x3;
     casez (walk_state)
       2'h0:
@@ -14053,7 +14855,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$171  = i0;
     casez (walk_state)
       2'h0:
@@ -14081,7 +14883,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$172  = i1;
     casez (walk_state)
       2'h0:
@@ -14112,7 +14914,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$173  = i2;
     casez (walk_state)
       2'h0:
@@ -14146,7 +14948,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$174  = i3;
     casez (walk_state)
       2'h0:
@@ -14236,7 +15038,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.data_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, addr__valid, bus__req__payload, r_en, data__valid, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$27  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$29  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -14301,7 +15103,7 @@ module \sim_top.accel.load.data_port (rst, bus__req__valid, addr__ready, data__p
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$9  = \_$8 [6:0];
     if (rst) begin
       \_$9  = 7'h00;
@@ -14317,7 +15119,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$28  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$30  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [6:0] \_$11 ;
@@ -14436,7 +15238,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [5:0];
@@ -14446,7 +15248,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [5:0];
@@ -14456,7 +15258,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [5:0];
@@ -14469,7 +15271,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -14490,7 +15292,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.desc_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, data__valid, addr__valid, bus__req__payload, r_en, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$29  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$31  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -14555,7 +15357,7 @@ module \sim_top.accel.load.desc_port (rst, bus__req__valid, addr__ready, data__p
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
     \_$9  = \_$8 [3:0];
     if (rst) begin
       \_$9  = 4'h0;
@@ -14571,7 +15373,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$30  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$32  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -14690,7 +15492,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -14700,7 +15502,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -14710,7 +15512,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -14723,7 +15525,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -14744,7 +15546,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__payload, start, index, data__valid, addr__valid, addr__payload, data__ready, done, error, desc, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$31  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$33  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
   wire \_$11 ;
@@ -14882,7 +15684,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
   always @(posedge clk)
     word <= \_$24 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     addr__valid = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -14892,7 +15694,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     addr__payload = 32'd0;
     casez (fetch_state)
       2'h0:
@@ -14902,7 +15704,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     data__ready = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -14912,7 +15714,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     done = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -14924,7 +15726,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     \_$18  = error;
     casez (fetch_state)
       2'h0:
@@ -14939,7 +15741,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     \_$19  = error_code;
     casez (fetch_state)
       2'h0:
@@ -14954,7 +15756,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     \_$20  = fetch_state;
     casez (fetch_state)
       2'h0:
@@ -14980,7 +15782,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     \_$21  = address;
     casez (fetch_state)
       2'h0:
@@ -14997,7 +15799,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     \_$22  = requested;
     casez (fetch_state)
       2'h0:
@@ -15018,7 +15820,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     \_$23  = received;
     casez (fetch_state)
       2'h0:
@@ -15039,7 +15841,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     \_$24  = word;
     casez (fetch_state)
       2'h0:
@@ -15092,8 +15894,8 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$2774$0 , \port$2774$48 , r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$32  = 0;
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$2780$0 , \port$2780$48 , r_rdy, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$34  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [6:0] \_$11 ;
@@ -15134,10 +15936,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$27
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [18:0] \port$2774$0 ;
-  wire [18:0] \port$2774$0 ;
-  input \port$2774$48 ;
-  wire \port$2774$48 ;
+  input [18:0] \port$2780$0 ;
+  wire [18:0] \port$2780$0 ;
+  input \port$2780$48 ;
+  wire \port$2780$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [19:0] r_data;
@@ -15164,7 +15966,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$27
   reg [19:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$2774$0 [18:16], \port$2774$48 , \port$2774$0 [15:0] };
+      storage[w_port__addr] <= { \port$2780$0 [18:16], \port$2780$48 , \port$2780$0 [15:0] };
   end
   reg [19:0] _0_;
   always @(posedge clk) begin
@@ -15216,7 +16018,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$27
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [5:0];
@@ -15226,7 +16028,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$27
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [5:0];
@@ -15236,7 +16038,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$27
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [5:0];
@@ -15249,7 +16051,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$27
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -15263,15 +16065,15 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$27
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$2774$0 [18:16], \port$2774$48 , \port$2774$0 [15:0] };
-  assign w_data = { \port$2774$0 [18:16], \port$2774$48 , \port$2774$0 [15:0] };
+  assign w_port__data = { \port$2780$0 [18:16], \port$2780$48 , \port$2780$0 [15:0] };
+  assign w_data = { \port$2780$0 [18:16], \port$2780$48 , \port$2780$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$33  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$35  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -15391,7 +16193,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -15401,7 +16203,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -15411,7 +16213,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -15424,7 +16226,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -15446,7 +16248,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, param__data, acc__data, bus__resp__payload, halt, perf, pending, pending_index, idle, token_wait, deps__pop_prev
 , queue__ready, busy, deps__push_prev, retired, wr__valid, wr__payload, index, \error$86 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$34  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$36  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
@@ -16366,7 +17168,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     .start(\start$77 )
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     pending = queue__valid;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -16381,7 +17183,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     pending_index = queue__payload[159:128];
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -16396,7 +17198,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     idle = 1'h0;
     casez (frame_state)
       2'h0:
@@ -16404,7 +17206,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     token_wait = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -16419,7 +17221,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     deps__pop_prev = 1'h0;
     casez (frame_state)
       2'h0:
@@ -16431,7 +17233,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     deps__pop_next = 1'h0;
     casez (frame_state)
       2'h0:
@@ -16443,7 +17245,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     queue__ready = 1'h0;
     casez (frame_state)
       2'h0:
@@ -16455,7 +17257,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     start = 1'h0;
     casez (frame_state)
       2'h0:
@@ -16467,7 +17269,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     busy = 1'h0;
     casez (frame_state)
       2'h0:
@@ -16479,7 +17281,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     running = 1'h0;
     casez (frame_state)
       2'h0:
@@ -16491,7 +17293,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     deps__push_prev = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -16508,7 +17310,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     deps__push_next = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -16525,7 +17327,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     retired = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -16542,7 +17344,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     (* full_case = 32'd1 *)
     casez (word[49:48])
       2'h0:
@@ -16556,7 +17358,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     wr__valid = 1'h0;
     if (writing_perf) begin
       wr__valid = 1'h1;
@@ -16565,7 +17367,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     wr__payload = 104'h00000000000000000000000000;
     if (writing_perf) begin
       wr__payload[31:0] = \_$60 [31:0];
@@ -16578,7 +17380,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \start$77  = 1'h0;
     casez (store_state)
       3'h0:
@@ -16590,7 +17392,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     done = 1'h0;
     casez (store_state)
       3'h0:
@@ -16615,7 +17417,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \start$80  = 1'h0;
     casez (store_state)
       3'h0:
@@ -16633,7 +17435,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$288  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -16659,7 +17461,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$289  = word;
     casez (frame_state)
       2'h0:
@@ -16674,7 +17476,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$290  = index;
     casez (frame_state)
       2'h0:
@@ -16689,7 +17491,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$291  = \error$86 ;
     if (\_$105 ) begin
       \_$291  = 1'h1;
@@ -16726,7 +17528,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$292  = error_code;
     if (\_$105 ) begin
       \_$292  = 4'h2;
@@ -16763,7 +17565,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$293  = \_$signal ;
     if (\_$118 ) begin
       \_$293  = lines__payload[48];
@@ -16775,7 +17577,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$294  = b_dram;
     if (\_$118 ) begin
       \_$294  = lines__payload[47:16];
@@ -16785,7 +17587,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$295  = walking;
     if (\_$118 ) begin
       if (lines__payload[113]) begin
@@ -16811,7 +17613,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$296  = \_$signal$59 ;
     if (\_$141 ) begin
       \_$296  = 1'h1;
@@ -16823,7 +17625,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$297  = \_$signal$74 ;
     if (\_$141 ) begin
       \_$297  = b_dram;
@@ -16833,7 +17635,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$298  = c_line;
     if (\_$141 ) begin
       \_$298  = { \_$256 [7:0], \_$228 [7:0], \_$200 [7:0], \_$172 [7:0] };
@@ -16843,7 +17645,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$299  = c_beat;
     if (\_$141 ) begin
       \_$299  = 1'h0;
@@ -16856,7 +17658,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$300  = store_state;
     casez (store_state)
       3'h0:
@@ -16900,7 +17702,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$301  = record;
     casez (store_state)
       3'h0:
@@ -16921,7 +17723,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$302  = perf_addr;
     casez (store_state)
       3'h0:
@@ -16941,7 +17743,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$303  = perf_beat;
     casez (store_state)
       3'h0:
@@ -16967,7 +17769,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$304  = writing_perf;
     casez (store_state)
       3'h0:
@@ -17141,7 +17943,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payload, busy, lines__valid, error, error_code, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$35  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$37  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
   wire [32:0] \_$100 ;
@@ -17612,7 +18414,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   always @(posedge clk)
     i3 <= \_$174 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     busy = 1'h0;
     casez (walk_state)
       2'h0:
@@ -17624,7 +18426,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     lines__valid = 1'h0;
     casez (walk_state)
       2'h0:
@@ -17639,7 +18441,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$152  = error;
     casez (walk_state)
       2'h0:
@@ -17660,7 +18462,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$153  = error_code;
     casez (walk_state)
       2'h0:
@@ -17681,7 +18483,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$154  = walk_state;
     casez (walk_state)
       2'h0:
@@ -17712,7 +18514,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$155  = local0;
     casez (walk_state)
       2'h0:
@@ -17740,7 +18542,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$156  = local1;
     casez (walk_state)
       2'h0:
@@ -17771,7 +18573,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$157  = local2;
     casez (walk_state)
       2'h0:
@@ -17805,7 +18607,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$158  = local3;
     casez (walk_state)
       2'h0:
@@ -17842,7 +18644,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$159  = dram0;
     casez (walk_state)
       2'h0:
@@ -17870,7 +18672,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$160  = dram1;
     casez (walk_state)
       2'h0:
@@ -17901,7 +18703,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$161  = dram2;
     casez (walk_state)
       2'h0:
@@ -17935,7 +18737,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$162  = dram3;
     casez (walk_state)
       2'h0:
@@ -17972,7 +18774,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$163  = y0;
     casez (walk_state)
       2'h0:
@@ -18000,7 +18802,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$164  = y1;
     casez (walk_state)
       2'h0:
@@ -18031,7 +18833,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$165  = y2;
     casez (walk_state)
       2'h0:
@@ -18065,7 +18867,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$166  = y3;
     casez (walk_state)
       2'h0:
@@ -18102,7 +18904,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$167  = x0;
     casez (walk_state)
       2'h0:
@@ -18130,7 +18932,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$168  = x1;
     casez (walk_state)
       2'h0:
@@ -18161,7 +18963,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$169  = x2;
     casez (walk_state)
       2'h0:
@@ -18195,7 +18997,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$170  = x3;
     casez (walk_state)
       2'h0:
@@ -18232,7 +19034,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$171  = i0;
     casez (walk_state)
       2'h0:
@@ -18260,7 +19062,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$172  = i1;
     casez (walk_state)
       2'h0:
@@ -18291,7 +19093,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$173  = i2;
     casez (walk_state)
       2'h0:
@@ -18325,7 +19127,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$174  = i3;
     casez (walk_state)
       2'h0:
@@ -18424,7 +19226,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.desc_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, data__valid, addr__valid, bus__req__payload, r_en, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$36  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$38  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -18489,7 +19291,7 @@ module \sim_top.accel.store.desc_port (rst, bus__req__valid, addr__ready, data__
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$9  = \_$8 [3:0];
     if (rst) begin
       \_$9  = 4'h0;
@@ -18505,7 +19307,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$37  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$39  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -18624,7 +19426,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -18634,7 +19436,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -18644,7 +19446,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -18657,7 +19459,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -18678,7 +19480,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__payload, start, index, data__valid, addr__valid, addr__payload, data__ready, done, error, desc, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$38  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$40  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
   wire \_$11 ;
@@ -18816,7 +19618,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
   always @(posedge clk)
     word <= \_$24 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
     addr__valid = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -18826,7 +19628,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
     addr__payload = 32'd0;
     casez (fetch_state)
       2'h0:
@@ -18836,7 +19638,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
     data__ready = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -18846,7 +19648,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
     done = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -18858,7 +19660,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
     \_$18  = error;
     casez (fetch_state)
       2'h0:
@@ -18873,7 +19675,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
     \_$19  = error_code;
     casez (fetch_state)
       2'h0:
@@ -18888,7 +19690,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
     \_$20  = fetch_state;
     casez (fetch_state)
       2'h0:
@@ -18914,7 +19716,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
     \_$21  = address;
     casez (fetch_state)
       2'h0:
@@ -18931,7 +19733,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
     \_$22  = requested;
     casez (fetch_state)
       2'h0:
@@ -18952,7 +19754,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
     \_$23  = received;
     casez (fetch_state)
       2'h0:
@@ -18973,7 +19775,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
     \_$24  = word;
     casez (fetch_state)
       2'h0:
@@ -19027,7 +19829,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$39  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$41  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -19147,7 +19949,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -19157,7 +19959,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -19167,7 +19969,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -19180,7 +19982,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -19201,100 +20003,6 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.tokens_c2l (rst, has, room, pop, push, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$40  = 0;
-  wire \_$1 ;
-  wire \_$2 ;
-  wire \_$3 ;
-  wire \_$4 ;
-  wire [3:0] \_$5 ;
-  wire [3:0] \_$6 ;
-  reg [2:0] \_$7 ;
-  input clk;
-  wire clk;
-  reg [2:0] count = 3'h0;
-  output has;
-  wire has;
-  input pop;
-  wire pop;
-  input push;
-  wire push;
-  output room;
-  wire room;
-  input rst;
-  wire rst;
-  assign \_$1  = ~ pop;
-  assign \_$2  = push & \_$1 ;
-  assign \_$3  = ~ push;
-  assign \_$4  = pop & \_$3 ;
-  assign \_$5  = count + 1'h1;
-  assign \_$6  = count - 1'h1;
-  always @(posedge clk)
-    count <= \_$7 ;
-  assign has = count > 1'h0;
-  assign room = count < 3'h4;
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
-    \_$7  = count;
-    if (\_$2 ) begin
-      \_$7  = \_$5 [2:0];
-    end else if (\_$4 ) begin
-      \_$7  = \_$6 [2:0];
-    end
-    if (rst) begin
-      \_$7  = 3'h0;
-    end
-  end
-endmodule
-
-(* generator = "Amaranth" *)
-module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$41  = 0;
-  wire \_$1 ;
-  wire \_$2 ;
-  wire \_$3 ;
-  wire \_$4 ;
-  wire [3:0] \_$5 ;
-  wire [3:0] \_$6 ;
-  reg [2:0] \_$7 ;
-  input clk;
-  wire clk;
-  reg [2:0] count = 3'h0;
-  output has;
-  wire has;
-  input pop;
-  wire pop;
-  input push;
-  wire push;
-  output room;
-  wire room;
-  input rst;
-  wire rst;
-  assign \_$1  = ~ pop;
-  assign \_$2  = push & \_$1 ;
-  assign \_$3  = ~ push;
-  assign \_$4  = pop & \_$3 ;
-  assign \_$5  = count + 1'h1;
-  assign \_$6  = count - 1'h1;
-  always @(posedge clk)
-    count <= \_$7 ;
-  assign has = count > 1'h0;
-  assign room = count < 3'h4;
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \_$7  = count;
-    if (\_$2 ) begin
-      \_$7  = \_$5 [2:0];
-    end else if (\_$4 ) begin
-      \_$7  = \_$6 [2:0];
-    end
-    if (rst) begin
-      \_$7  = 3'h0;
-    end
-  end
-endmodule
-
-(* generator = "Amaranth" *)
-module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$42  = 0;
   wire \_$1 ;
   wire \_$2 ;
@@ -19341,7 +20049,7 @@ module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
+module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$43  = 0;
   wire \_$1 ;
   wire \_$2 ;
@@ -19388,8 +20096,102 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$3422$0 , rd_resp__valid, clk);
+module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$44  = 0;
+  wire \_$1 ;
+  wire \_$2 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire [3:0] \_$5 ;
+  wire [3:0] \_$6 ;
+  reg [2:0] \_$7 ;
+  input clk;
+  wire clk;
+  reg [2:0] count = 3'h0;
+  output has;
+  wire has;
+  input pop;
+  wire pop;
+  input push;
+  wire push;
+  output room;
+  wire room;
+  input rst;
+  wire rst;
+  assign \_$1  = ~ pop;
+  assign \_$2  = push & \_$1 ;
+  assign \_$3  = ~ push;
+  assign \_$4  = pop & \_$3 ;
+  assign \_$5  = count + 1'h1;
+  assign \_$6  = count - 1'h1;
+  always @(posedge clk)
+    count <= \_$7 ;
+  assign has = count > 1'h0;
+  assign room = count < 3'h4;
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    \_$7  = count;
+    if (\_$2 ) begin
+      \_$7  = \_$5 [2:0];
+    end else if (\_$4 ) begin
+      \_$7  = \_$6 [2:0];
+    end
+    if (rst) begin
+      \_$7  = 3'h0;
+    end
+  end
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$45  = 0;
+  wire \_$1 ;
+  wire \_$2 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire [3:0] \_$5 ;
+  wire [3:0] \_$6 ;
+  reg [2:0] \_$7 ;
+  input clk;
+  wire clk;
+  reg [2:0] count = 3'h0;
+  output has;
+  wire has;
+  input pop;
+  wire pop;
+  input push;
+  wire push;
+  output room;
+  wire room;
+  input rst;
+  wire rst;
+  assign \_$1  = ~ pop;
+  assign \_$2  = push & \_$1 ;
+  assign \_$3  = ~ push;
+  assign \_$4  = pop & \_$3 ;
+  assign \_$5  = count + 1'h1;
+  assign \_$6  = count - 1'h1;
+  always @(posedge clk)
+    count <= \_$7 ;
+  assign has = count > 1'h0;
+  assign room = count < 3'h4;
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
+    \_$7  = count;
+    if (\_$2 ) begin
+      \_$7  = \_$5 [2:0];
+    end else if (\_$4 ) begin
+      \_$7  = \_$6 [2:0];
+    end
+    if (rst) begin
+      \_$7  = 3'h0;
+    end
+  end
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$3454$0 , rd_resp__valid, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$46  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
   reg \_$11 ;
@@ -19419,8 +20221,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$3422$0 ;
-  wire [1:0] \port$3422$0 ;
+  output [1:0] \port$3454$0 ;
+  wire [1:0] \port$3454$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -19525,161 +20327,161 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
     .wr_strb(wr__payload[103:96])
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$3  = stage6_tag;
     if (rst) begin
       \_$3  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$5  = rd_req__valid;
     if (rst) begin
       \_$5  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$6  = rd_req__payload[31:0];
     if (rst) begin
       \_$6  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$7  = rd_req__payload[33:32];
     if (rst) begin
       \_$7  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$8  = stage0_valid;
     if (rst) begin
       \_$8  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$9  = stage0_addr;
     if (rst) begin
       \_$9  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$10  = stage0_tag;
     if (rst) begin
       \_$10  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$11  = stage1_valid;
     if (rst) begin
       \_$11  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$12  = stage1_addr;
     if (rst) begin
       \_$12  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$13  = stage1_tag;
     if (rst) begin
       \_$13  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$14  = stage2_valid;
     if (rst) begin
       \_$14  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$15  = stage2_addr;
     if (rst) begin
       \_$15  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$16  = stage2_tag;
     if (rst) begin
       \_$16  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$17  = stage3_valid;
     if (rst) begin
       \_$17  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$18  = stage3_addr;
     if (rst) begin
       \_$18  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$19  = stage3_tag;
     if (rst) begin
       \_$19  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$20  = stage4_valid;
     if (rst) begin
       \_$20  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$21  = stage4_addr;
     if (rst) begin
       \_$21  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$22  = stage4_tag;
     if (rst) begin
       \_$22  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$23  = stage5_valid;
     if (rst) begin
       \_$23  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$24  = stage5_addr;
     if (rst) begin
       \_$24  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$25  = stage5_tag;
     if (rst) begin
       \_$25  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     \_$26  = stage6_valid;
     if (rst) begin
       \_$26  = 1'h0;
@@ -19688,7 +20490,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$3422$0  = \_$4 ;
+  assign \port$3454$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];
