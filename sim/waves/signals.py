@@ -95,6 +95,7 @@ GROUPS: tuple[tuple[str, tuple[Trace, ...]], ...] = (
         _unit(
             "compute",
             Trace("dut.accel.compute.compute_state", names="fsm", alias="compute.state"),
+            Trace("dut.accel.compute.line.line_state", names="fsm", alias="compute.lines"),
         ),
     ),
     (
