@@ -15,6 +15,9 @@ This is what the accelerator must reproduce bit for bit, node by node:
 * add: ``acc = add_wrap32(requantize(a, a_mult, a_shift), requantize(b, b_mult, b_shift))``,
   ``y = to_int8(clamp(requantize(acc, mult, shift), lo, hi))``.
 * flatten: a reshape (NCHW order); softmax: fp32 on the host, after :func:`dequantize`.
+* host (nodes the accelerator does not run): their ONNX model (param ``model``) in fp32 on
+  onnxruntime (:mod:`arch.host_runtime`), inputs dequantized and fed as ``feeds``, output
+  ``fetch`` quantized back with :func:`quantize_input` and the output scale.
 
 The host quantizes the graph input with :func:`quantize_input`.
 """
@@ -27,9 +30,17 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from arch import host_runtime
 from arch import reference_ops as ro
 
-__all__ = ["REFERENCE_OPS", "ReferenceError", "dequantize", "evaluate", "quantize_input"]
+__all__ = [
+    "REFERENCE_OPS",
+    "ReferenceError",
+    "dequantize",
+    "evaluate",
+    "evaluate_node",
+    "quantize_input",
+]
 
 
 class ReferenceError(ValueError):
@@ -93,8 +104,13 @@ def evaluate(graph: RefGraph, input_q: npt.ArrayLike) -> dict[str, np.ndarray]:
         )
     values: dict[str, np.ndarray] = {name: x}
     for node in graph.nodes:
-        values[node.output] = _EVAL[node.op](graph, node, [values[i] for i in node.inputs])
+        values[node.output] = evaluate_node(graph, node, [values[i] for i in node.inputs])
     return values
+
+
+def evaluate_node(graph: RefGraph, node: RefNode, inputs: list[np.ndarray]) -> np.ndarray:
+    """One node of ``graph`` on its input values (int8, or fp32 after a softmax)."""
+    return _EVAL[node.op](graph, node, inputs)
 
 
 def _clamp_int8(node: RefNode, acc: np.ndarray, axis: int) -> np.ndarray:
@@ -164,6 +180,19 @@ def _softmax(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray
     return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
 
 
+def _host(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    """Nodes the accelerator does not run: their ONNX model in fp32 (onnxruntime) on the
+    dequantized inputs, the output quantized back with its scale like the network input."""
+    feeds = {
+        feed: dequantize(x, graph.tensors[name].scale or 1.0)
+        for feed, name, x in zip(node.attrs["feeds"], node.inputs, xs, strict=True)
+    }
+    model = node.params["model"].tobytes()
+    y = host_runtime.run(model, feeds, node.attrs["fetch"])
+    out = graph.tensors[node.output]
+    return quantize_input(y.reshape(out.shape), out.scale or 1.0)
+
+
 _EVAL: dict[str, Any] = {
     "conv": _conv,
     "gemm": _gemm,
@@ -173,6 +202,7 @@ _EVAL: dict[str, Any] = {
     "add": _add,
     "flatten": _flatten,
     "softmax": _softmax,
+    "host": _host,
 }
 
 #: The ops the integer reference defines.

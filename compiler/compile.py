@@ -11,10 +11,12 @@ from arch.config import AccelConfig
 from arch.executable import Executable
 from compiler import zoo
 from compiler.errors import CompileError
-from compiler.export import to_executable
+from compiler.export import assemble
 from compiler.frontend import compile_front
+from compiler.ir import Graph, Node
 from compiler.passes import run_back
 from compiler.plan import Plan
+from compiler.segments import split
 
 
 @dataclass
@@ -55,19 +57,17 @@ def resolve_model(
     )
 
 
-def compile_plan(
-    model: str | Path, config: AccelConfig, *, image_size: int | None = None, seed: int = 0
-) -> tuple[str, Plan]:
-    """Front end (import, canonicalize, quantize) then back end (partition ... emit): the
-    compiler's working plan, for its own tests and tools."""
-    name, proto = resolve_model(model, image_size, seed)
-    graph = compile_front(proto, seed=seed)
-    return name, run_back(graph, config)
+def compile_graph(graph: Graph, config: AccelConfig) -> list[Plan | Node]:
+    """Back end of a quantized graph: each device segment through the passes (partition ...
+    emit) into a plan; host nodes stay as they are (:mod:`compiler.segments`)."""
+    return [step if isinstance(step, Node) else run_back(step, config) for step in split(graph)]
 
 
 def compile_model(
     model: str | Path, config: AccelConfig, *, image_size: int | None = None, seed: int = 0
 ) -> Compiled:
-    """Compile ``model`` (a zoo name or an .onnx file) for ``config`` into an executable."""
-    name, plan = compile_plan(model, config, image_size=image_size, seed=seed)
-    return Compiled(name, to_executable(plan, name), plan.graph.source)
+    """Compile ``model`` (a zoo name or an .onnx file) for ``config`` into an executable:
+    front end (import, canonicalize, quantize), then the back end of every segment."""
+    name, proto = resolve_model(model, image_size, seed)
+    graph = compile_front(proto, seed=seed)
+    return Compiled(name, assemble(name, graph, compile_graph(graph, config), config), graph.source)

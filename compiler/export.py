@@ -7,6 +7,7 @@ host step after it; the quantized graph becomes the reference the run is checked
 
 from __future__ import annotations
 
+from arch.config import AccelConfig
 from arch.executable import (
     DeviceProgram,
     DramTensor,
@@ -20,7 +21,7 @@ from arch.executable import (
 )
 from arch.isa import Launch
 from compiler.errors import CompileError
-from compiler.ir import Graph
+from compiler.ir import Graph, Node
 from compiler.plan import Plan
 
 
@@ -92,10 +93,27 @@ def device_program(plan: Plan, name: str = "device0") -> DeviceProgram:
     )
 
 
+def host_step(node: Node) -> HostStep:
+    return HostStep(node.name, node.op, list(node.inputs), [node.output])
+
+
+def assemble(model: str, graph: Graph, steps: list[Plan | Node], config: AccelConfig) -> Executable:
+    """The executable of a partitioned graph: each emitted plan a device program, each host
+    node a host step, in order; ``graph`` (the whole quantized graph) is the reference."""
+    out: list[DeviceProgram | HostStep] = []
+    for step in steps:
+        if isinstance(step, Plan):
+            out.append(
+                device_program(
+                    step, f"device{len([s for s in out if isinstance(s, DeviceProgram)])}"
+                )
+            )
+        else:
+            out.append(host_step(step))
+    return Executable(model, config, out, reference_graph(graph))
+
+
 def to_executable(plan: Plan, model: str) -> Executable:
-    """The executable of an emitted plan: the device program, then the host layers in order."""
-    steps: list[DeviceProgram | HostStep] = [device_program(plan)]
-    for layer in plan.layers:
-        if layer.target == "host":
-            steps.append(HostStep(layer.name, layer.node.op, list(layer.inputs), [layer.output]))
-    return Executable(model, plan.config, steps, reference_graph(plan.graph))
+    """The executable of one emitted plan: its device program, then its host layers in order."""
+    hosts = [layer.node for layer in plan.layers if layer.target == "host"]
+    return assemble(model, plan.graph, [plan, *hosts], plan.config)

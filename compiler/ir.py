@@ -21,7 +21,14 @@ add             act                                          a_mult, a_shift, b_
                                                              mult, shift (1,), clamp
 flatten         -                                            none (output scale = input scale)
 softmax         -                                            none (host, fp32 output)
+host            onnx_ops, feeds, fetch, macs                 model (uint8: a serialized ONNX model)
 ==============  ===========================================  =====================================
+
+``host`` is what the accelerator does not run (partitioning, :mod:`compiler.host_regions`): a run
+of ONNX nodes kept as their own ONNX model, executed in fp32 by onnxruntime on the dequantized
+inputs (fed as ``feeds``, one per input) with output ``fetch`` quantized back; ``onnx_ops`` names
+its ONNX ops and ``macs`` counts the multiply-accumulates it does on the host. Its output shape is
+ONNX shape inference's.
 
 Between import and canonicalize the fp32 graph may also hold the ONNX-level :data:`IMPORT_OPS`
 (``batchnorm``, ``relu``, ...), which canonicalize folds away.
@@ -64,6 +71,7 @@ OPS: tuple[str, ...] = (
     "add",
     "flatten",
     "softmax",
+    "host",
 )
 #: ONNX-level ops that only live between import and canonicalize (fp32 stage).
 IMPORT_OPS: tuple[str, ...] = (
@@ -88,6 +96,7 @@ _ATTRS: dict[str, frozenset[str]] = {
     "add": frozenset({"act"}),
     "flatten": frozenset(),
     "softmax": frozenset(),
+    "host": frozenset({"onnx_ops", "feeds", "fetch", "macs"}),
     "batchnorm": frozenset({"epsilon"}),
     "relu": frozenset(),
     "relu6": frozenset(),
@@ -97,7 +106,13 @@ _ATTRS: dict[str, frozenset[str]] = {
     "identity": frozenset(),
     "reshape": frozenset({"shape"}),
 }
-_ARITY: dict[str, tuple[int, int]] = {"conv": (1, 2), "gemm": (1, 2), "add": (2, 2), "sum": (2, 2)}
+_ARITY: dict[str, tuple[int, int]] = {
+    "conv": (1, 2),
+    "gemm": (1, 2),
+    "add": (2, 2),
+    "sum": (2, 2),
+    "host": (1, 1 << 16),
+}
 
 
 Shape = tuple[int, ...]
@@ -137,6 +152,10 @@ class Graph:
     #: The ONNX model the graph was imported from (batch fixed, shapes inferred); calibration
     #: runs it. Not part of the comparison or the repr.
     source: onnx.ModelProto | None = field(default=None, repr=False, compare=False)
+    #: IR node name -> index of the ONNX node it came from (the importer's; for partitioning).
+    origins: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    #: host node name -> why its ONNX nodes are not on the accelerator.
+    host_reasons: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -173,7 +192,14 @@ class Graph:
         ]
         tensors = {k: replace(t) for k, t in self.tensors.items()}
         return Graph(
-            nodes, tensors, list(self.inputs), list(self.outputs), self.quantized, self.source
+            nodes,
+            tensors,
+            list(self.inputs),
+            list(self.outputs),
+            self.quantized,
+            self.source,
+            dict(self.origins),
+            dict(self.host_reasons),
         )
 
     def summary(self) -> str:
@@ -571,6 +597,22 @@ def _softmax(g: Graph, node: Node, x: Shape) -> Shape:
     return x
 
 
+def _host(g: Graph, node: Node, x: Shape) -> Shape:
+    a = node.attrs
+    if not (isinstance(a["feeds"], tuple) and len(a["feeds"]) == len(node.inputs)):
+        raise VerifyError(node.name, node.op, "attr feeds must name one model input per input")
+    if not isinstance(a["fetch"], str) or not isinstance(a["macs"], int) or a["macs"] < 0:
+        raise VerifyError(node.name, node.op, "attr fetch must be a name and macs an int >= 0")
+    model = node.params.get("model")
+    if (
+        set(node.params) != {"model"}
+        or not isinstance(model, np.ndarray)
+        or model.dtype != np.uint8
+    ):
+        raise VerifyError(node.name, node.op, "params must be exactly 'model' (uint8 bytes)")
+    return g.tensors[node.output].shape
+
+
 def _elementwise(g: Graph, node: Node, x: Shape) -> Shape:
     _check_params(node, {})
     return x
@@ -601,6 +643,7 @@ _CHECKS = {
     "add": _add,
     "flatten": _flatten,
     "softmax": _softmax,
+    "host": _host,
     "batchnorm": _per_channel,
     "relu": _elementwise,
     "relu6": _elementwise,

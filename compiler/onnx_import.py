@@ -1,5 +1,11 @@
 """ONNX -> fp32-stage IR: one handler per ONNX op, shapes fixed to batch 1 and checked.
 
+Partitioning starts here: a node without a handler, or one its handler refuses, goes to the host
+(the reason is kept in ``Graph.host_reasons``); consecutive host nodes become one ``host`` IR
+node per value read outside them, holding their ONNX model (:mod:`compiler.host_regions`).
+Nodes whose inputs are all constants, and ``Shape`` of an activation, are folded at compile time.
+Only what onnxruntime cannot run either is refused - every such node named in one error.
+
 The imported graph keeps ONNX-level ops that canonicalize folds (``batchnorm``, ``relu``,
 ``relu6``, ``matmul``, ``bias_add``, ``sum``, ``identity``, ``reshape``; see
 :data:`compiler.ir.IMPORT_OPS`). Every IR tensor is named after the ONNX tensor that holds its
@@ -14,6 +20,7 @@ conv/matmul with those params and a scaled output; ConvInteger/MatMulInteger mus
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +31,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from arch.host_runtime import HostModelError
+
+from . import host_regions
 from .errors import CompileError
 from .ir import Graph, Node, Tensor, conv_output_shape
 
@@ -65,17 +75,32 @@ _SUPPORTED = ", ".join(SUPPORTED_OPS)
 _FLOAT_MAX = float(np.finfo(np.float32).max)
 
 
-def load_onnx(model: str | Path | onnx.ModelProto) -> Graph:
-    """Import an ONNX model (file path or proto, not modified) as a verified fp32-stage graph.
+class _Retry(Exception):
+    """Import again with these ONNX node indices forced to the host."""
+
+    def __init__(self, indices: set[int]) -> None:
+        super().__init__(sorted(indices))
+        self.indices = indices
+
+
+def load_onnx(model: str | Path | onnx.ModelProto, host: frozenset[int] = frozenset()) -> Graph:
+    """Import an ONNX model (file path or proto, not modified) as an fp32-stage graph; the ONNX
+    nodes with indices in ``host`` go to the host whatever their op.
 
     Raises
     ------
     CompileError
-        For a missing or unreadable file, an unsupported op, attribute, shape or dtype (naming
-        the node, the op, the reason and what is supported).
+        For a missing or unreadable file, a graph input that is not a static fp32 tensor, or
+        nodes that neither the accelerator nor onnxruntime can run (all named at once).
     """
     proto, inference_error = _prepare(_read(model))
-    graph = _Importer(proto).run()
+    forced = set(host)
+    while True:
+        try:
+            graph = _Importer(proto, frozenset(forced)).run()
+            break
+        except _Retry as retry:
+            forced |= retry.indices
     if inference_error is not None:  # the handlers found nothing more specific to complain about
         raise inference_error
     graph.verify()
@@ -123,12 +148,8 @@ def _prepare(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, CompileError | No
     graph = proto.graph
     if not graph.node:
         raise CompileError(None, "graph", "has no nodes")
-    for index, node in enumerate(graph.node):
-        if node.domain not in ("", "ai.onnx") or node.op_type not in SUPPORTED_OPS:
-            op = f"{node.domain}.{node.op_type}" if node.domain else node.op_type
-            raise CompileError(
-                node.name or f"{node.op_type}_{index}", op, "op is not supported", _SUPPORTED
-            )
+    # onnxruntime reads IR versions up to what it was built with; the pinned onnx writes newer.
+    proto.ir_version = min(proto.ir_version, host_regions.HOST_IR_VERSION)
     opset = _opset(proto)
     if opset < MIN_OPSET:
         try:
@@ -214,9 +235,24 @@ class _Pending:
     cast: bool = False
 
 
+@dataclass
+class _HostMark:
+    """An ONNX node placed on the host, until the regions are formed."""
+
+    index: int
+    name: str
+    node: onnx.NodeProto
+    reason: str
+
+
 class _Importer:
-    def __init__(self, proto: onnx.ModelProto) -> None:
+    def __init__(self, proto: onnx.ModelProto, forced: frozenset[int] = frozenset()) -> None:
         self.proto = proto
+        self.forced = forced
+        self.origins: dict[str, int] = {}  # IR node name -> ONNX node index
+        self.host_reasons: dict[str, str] = {}
+        self.marks: list[_HostMark] = []
+        self.blockers: list[str] = []  # nodes onnxruntime cannot run either
         self.opset = _opset(proto)
         self.consts: dict[str, np.ndarray] = {
             t.name: numpy_helper.to_array(t) for t in proto.graph.initializer
@@ -228,8 +264,10 @@ class _Importer:
         self.nodes: list[Node] = []
         self.tensors: dict[str, Tensor] = {}
         self.inferred: dict[str, tuple[int, ...]] = {}
-        for vi in [*proto.graph.value_info, *proto.graph.output]:
+        self.elem_types: dict[str, int] = {}
+        for vi in [*proto.graph.value_info, *proto.graph.output, *proto.graph.input]:
             dims = vi.type.tensor_type.shape.dim
+            self.elem_types[vi.name] = vi.type.tensor_type.elem_type
             if vi.type.tensor_type.HasField("shape") and all(d.dim_value > 0 for d in dims):
                 self.inferred[vi.name] = tuple(int(d.dim_value) for d in dims)
         self.names: set[str] = set()
@@ -249,7 +287,22 @@ class _Importer:
         self.alias[x.name] = x.name
         for index, node in enumerate(graph.node):
             name = self._unique(node.name or f"{node.op_type}_{index}")
-            self.handlers[node.op_type](node, name)
+            if self._fold(node, name):
+                continue
+            start = len(self.nodes)
+            reason = self._try_handler(index, node, name)
+            if reason is not None:
+                self._mark_host(index, node, name, reason)
+            for ir in self.nodes[start:]:
+                self.origins.setdefault(ir.name, index)
+        self._form_regions()
+        if self.blockers:
+            raise CompileError(
+                None,
+                "model",
+                f"{len(self.blockers)} node(s) can run neither on the accelerator nor on the host: "
+                + "; ".join(self.blockers),
+            )
         for p in self.pending.values():
             raise CompileError(
                 p.node.name,
@@ -265,8 +318,203 @@ class _Importer:
                 )
             outputs.append(self.alias[out.name])
         return Graph(
-            self.nodes, self.tensors, [x.name], outputs, quantized=False, source=self.proto
+            self.nodes,
+            self.tensors,
+            [x.name],
+            outputs,
+            quantized=False,
+            source=self.proto,
+            origins=self.origins,
+            host_reasons=self.host_reasons,
         )
+
+    # -- partitioning ------------------------------------------------------------------------
+
+    def _try_handler(self, index: int, node: onnx.NodeProto, name: str) -> str | None:
+        """Import ``node`` with its handler; the reason it goes to the host if it does not."""
+        op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else None
+        if op is not None or node.op_type not in self.handlers:
+            return f"op {op or node.op_type} has no accelerator mapping"
+        if index in self.forced:
+            return "cannot be folded into an accelerator layer"
+        saved = (
+            len(self.nodes),
+            {k: dataclasses.replace(t) for k, t in self.tensors.items()},
+            dict(self.alias),
+            set(self.qview),
+            dict(self.qconst),
+            dict(self.pending),
+            dict(self.consts),
+        )
+        try:
+            self.handlers[node.op_type](node, name)
+        except CompileError as exc:
+            count, self.tensors, self.alias, self.qview, self.qconst, self.pending, self.consts = (
+                saved
+            )
+            del self.nodes[count:]
+            return exc.reason + (f" (supported: {exc.supported})" if exc.supported else "")
+        return None
+
+    def _fold(self, node: onnx.NodeProto, name: str) -> bool:
+        """Compute now what needs no input at run time: ``Shape`` of an activation (shapes are
+        static), and a node without a handler whose inputs are all constants."""
+        if node.domain not in ("", "ai.onnx"):
+            return False
+        if node.op_type == "Shape" and node.input[0] in self.alias:
+            shape = np.array(self._shape(self.alias[node.input[0]]), np.int64)
+            attrs = self._attrs(node)
+            self.consts[node.output[0]] = shape[attrs.get("start", 0) : attrs.get("end", None)]
+            return True
+        inputs = [i for i in node.input if i]
+        if node.op_type in self.handlers or not all(i in self.consts for i in inputs):
+            return False
+        try:
+            self.consts.update(host_regions.fold_constants(self.proto, node, self.consts))
+        except HostModelError:
+            return False  # left to the host region, whose check names it
+        return True
+
+    def _mark_host(self, index: int, node: onnx.NodeProto, name: str, reason: str) -> None:
+        """Place ``node`` on the host: its outputs become fp32 tensors of the inferred shapes
+        (its region is formed after the last node)."""
+        self.marks.append(_HostMark(index, name, node, reason))
+        placeholder = Node(name, "host", [], node.output[0], {"mark": len(self.marks) - 1})
+        self.nodes.append(placeholder)
+        for out in node.output:
+            if out and out in self.inferred:
+                self.tensors[out] = Tensor(out, self.inferred[out])
+                self.alias[out] = out
+
+    def _form_regions(self) -> None:
+        """Replace runs of host placeholders by ``host`` nodes, one per value read outside."""
+        result: list[Node] = []
+        run: list[_HostMark] = []
+        for ir in [*self.nodes, None]:
+            if ir is not None and ir.op == "host" and "mark" in ir.attrs:
+                mark = self.marks[ir.attrs["mark"]]
+                produced = {o for m in run for o in m.node.output}
+                fed_inside = any(
+                    i in self.alias and self.alias[i] in produced and i not in produced
+                    for i in mark.node.input
+                )
+                if run and fed_inside:  # reads a region value through an outside node
+                    result += self._region(run)
+                    run = []
+                run.append(mark)
+                continue
+            if run:
+                result += self._region(run)
+                run = []
+            if ir is not None:
+                result.append(ir)
+        self.nodes = result
+
+    def _region(self, marks: list[_HostMark]) -> list[Node]:
+        nodes = [m.node for m in marks]
+        produced = {o for n in nodes for o in n.output if o}
+        feeds: list[str] = []
+        for value in (v for n in nodes for v in n.input):
+            if value and value not in produced and value not in self.consts and value not in feeds:
+                feeds.append(value)
+        read_later = {
+            i
+            for ir in self.nodes
+            if not (ir.op == "host" and "mark" in ir.attrs)
+            for i in ir.inputs
+        }
+        outputs_of_graph = {o.name for o in self.proto.graph.output}
+        later_onnx = {
+            i for n in self.proto.graph.node[max(m.index for m in marks) + 1 :] for i in n.input
+        }
+        fetches = [
+            o
+            for n in nodes
+            for o in n.output
+            if o and (o in read_later or o in outputs_of_graph or o in later_onnx)
+        ]
+        first = marks[0]
+        ops = tuple(dict.fromkeys(n.op_type for n in nodes))
+        for value in feeds:
+            if value not in self.alias:
+                raise CompileError(first.name, first.node.op_type, f"input '{value}' is unknown")
+            if value in self.qview:
+                raise CompileError(
+                    first.name,
+                    first.node.op_type,
+                    f"runs on the host but reads int8 codes '{value}'",
+                    "float inputs for host nodes",
+                )
+        bad_rank = [o for o in fetches if len(self.inferred.get(o, ())) not in (2, 4)]
+        consumers = {
+            self.origins[ir.name]
+            for ir in self.nodes
+            if ir.name in self.origins and any(o in ir.inputs for o in bad_rank)
+        }
+        if consumers - self.forced:
+            raise _Retry(consumers | set(self.forced))
+        model = host_regions.make_model(
+            self.proto,
+            nodes,
+            [(v, self._shape(self.alias[v])) for v in feeds],
+            [(o, self.elem_types.get(o, TensorProto.FLOAT), self.inferred.get(o)) for o in fetches],
+            self.consts,
+        )
+        try:
+            host_regions.check(model)
+        except HostModelError:
+            self.blockers += self._blockers(marks)
+        macs = host_regions.count_macs(nodes, self.inferred, self.consts)
+        out_nodes = []
+        for k, fetch in enumerate(fetches):
+            if fetch not in self.inferred:
+                raise CompileError(
+                    first.name, first.node.op_type, f"output '{fetch}' has no static shape"
+                )
+            name = first.name if k == 0 else self._unique(f"{first.name}:{fetch}")
+            attrs = {
+                "onnx_ops": ops,
+                "feeds": tuple(feeds),
+                "fetch": fetch,
+                "macs": macs if k == 0 else 0,
+            }
+            params = {"model": np.frombuffer(model, np.uint8).copy()}
+            ir = Node(
+                name,
+                "host",
+                [self.alias[v] for v in feeds],
+                fetch,
+                attrs,
+                params,
+                [m.name for m in marks],
+            )
+            out_nodes.append(ir)
+            self.origins[name] = first.index
+            self.host_reasons[name] = "; ".join(
+                f"{m.name} ({m.node.op_type}): {m.reason}" for m in marks
+            )
+        for n in nodes:  # values only the region reads stay out of the IR
+            for o in n.output:
+                if o and o not in fetches:
+                    self.tensors.pop(o, None)
+        return out_nodes
+
+    def _blockers(self, marks: list[_HostMark]) -> list[str]:
+        """The nodes of a region onnxruntime refuses, each tried alone, with its reason."""
+        found = []
+        for mark in marks:
+            node = mark.node
+            feeds = [(v, self.inferred[v]) for v in node.input if v in self.inferred]
+            fetches = [
+                (o, self.elem_types.get(o, 0), self.inferred.get(o)) for o in node.output if o
+            ]
+            model = host_regions.make_model(self.proto, [node], feeds, fetches, self.consts)
+            try:
+                host_regions.check(model)
+            except HostModelError as exc:
+                op = f"{node.domain}.{node.op_type}" if node.domain else node.op_type
+                found.append(f"'{mark.name}' ({op}): {mark.reason}, and {exc}")
+        return found or [f"'{marks[0].name}' ({marks[0].node.op_type}) and the nodes after it"]
 
     def _unique(self, name: str) -> str:
         base, k = name, 1

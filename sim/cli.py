@@ -269,7 +269,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m sim.cli") -> int:
     try:
         ideal = None
         if args.backend in RTL_BACKENDS and not args.no_ideal:
-            ideal = [layer.cycles for layer in run(exe, x, "isa").layers]
+            isa_layers = run(exe, x, "isa").layers
+            ideal = [layer.cycles for layer in isa_layers if layer.device == "accel"]
         result = run(
             exe,
             x,

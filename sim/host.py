@@ -3,12 +3,10 @@ layout its first layer wants, read tensors back as NCHW arrays, and run the host
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
-from arch.executable import DeviceProgram, DramTensor, HostStep, TensorSpec
-from arch.reference import dequantize
+from arch.executable import DeviceProgram, DramTensor, HostStep, ReferenceGraph
+from arch.reference import evaluate_node
 
 
 def _im2col(q: np.ndarray, tensor: DramTensor) -> np.ndarray:
@@ -60,24 +58,10 @@ def read_tensor(tensor: DramTensor, dram: np.ndarray, shape: tuple[int, ...]) ->
     return pixels[:, :, :c].transpose(2, 0, 1).reshape(1, -1).copy()
 
 
-def _softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
-
-
-#: Host ops (arch.executable.HOST_OPS): fp32 in, fp32 out.
-HOST_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"softmax": _softmax}
-
-
-def run_host_step(
-    step: HostStep, values: dict[str, np.ndarray], tensors: dict[str, TensorSpec]
-) -> None:
-    """Run ``step`` on the dequantized values of its inputs; its outputs join ``values`` (fp32)."""
-    inputs = [
-        dequantize(values[name], tensors[name].scale or 1.0)
-        if values[name].dtype == np.int8
-        else values[name]
-        for name in step.inputs
-    ]
+def run_host_step(step: HostStep, values: dict[str, np.ndarray], graph: ReferenceGraph) -> None:
+    """Run ``step``: the reference node producing its output, on the run's values of its
+    inputs (:func:`arch.reference.evaluate_node`); its output joins ``values``."""
     [output] = step.outputs
-    values[output] = HOST_FUNCTIONS[step.op](*inputs)
+    node = graph.producer(output)
+    assert node is not None  # checked when the executable was loaded
+    values[output] = evaluate_node(graph, node, [values[name] for name in node.inputs])

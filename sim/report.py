@@ -14,6 +14,8 @@ from sim.run import LayerResult, RunResult
 
 def limiter(layer: LayerResult, deltas: dict[str, int], macs_per_cycle: int) -> str:
     """Where a layer's cycles went, from its counter deltas: a short label for the table."""
+    if layer.device == "host":
+        return f"host {layer.host_s * 1e3:.1f} ms"
     if layer.macs == 0:
         return "pool (no MACs)"
     cycles = max(layer.cycles, 1)
@@ -42,12 +44,14 @@ def build(
     executable: str | Path | None = None,
 ) -> dict[str, Any]:
     per_cycle = config.rows * config.cols
+    ideal_of_accel = iter(ideal or [])  # the ISA simulator's cycles of each accelerator layer
     layers = []
     for index, layer in enumerate(result.layers):
         deltas = layer_counters[index] if index < len(layer_counters) else {}
         entry = {
             "name": layer.name,
             "op": layer.op,
+            "device": layer.device,
             "macs": layer.macs,
             "cycles": layer.cycles,
             "utilization": round(layer.utilization(per_cycle), 4),
@@ -60,14 +64,17 @@ def build(
             "limiter": limiter(layer, deltas, per_cycle),
             "counters": deltas,
         }
-        if ideal is not None:
-            entry["ideal_cycles"] = ideal[index]
+        if ideal is not None and layer.device == "accel":
+            entry["ideal_cycles"] = next(ideal_of_accel)
         if layer.mismatch:
             entry["mismatch"] = layer.mismatch
         layers.append(entry)
-    macs = sum(layer.macs for layer in result.layers)
+    macs = sum(layer.macs for layer in result.layers if layer.device == "accel")
+    all_macs = sum(layer.macs for layer in result.layers)
     total = {
         "macs": macs,
+        "accel_mac_fraction": round(macs / all_macs, 4) if all_macs else 1.0,
+        "host_s": round(sum(layer.host_s for layer in result.layers), 3),
         "cycles": result.cycles,
         "utilization": round(macs / (per_cycle * result.cycles), 4) if result.cycles else 0.0,
         "bit_exact": result.bit_exact,
@@ -131,10 +138,11 @@ def _plot(report: dict[str, Any], path: Path) -> None:
     utilization = [layer["utilization"] for layer in layers]
     fig, ax = plt.subplots(figsize=(max(8, 0.35 * len(layers)), 5))
     ax.bar(range(len(layers)), cycles, color="#4c72b0", label="cycles (RTL counters)")
-    if layers and "ideal_cycles" in layers[0]:
+    with_ideal = [i for i, layer in enumerate(layers) if "ideal_cycles" in layer]
+    if with_ideal:
         ax.plot(
-            range(len(layers)),
-            [layer["ideal_cycles"] for layer in layers],
+            with_ideal,
+            [layers[i]["ideal_cycles"] for i in with_ideal],
             "k_",
             markersize=12,
             label="ideal (ISA simulator)",

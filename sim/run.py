@@ -8,6 +8,7 @@ on the executable's reference graph, and reads the per-layer PERF records the pr
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from arch import isa
-from arch.executable import DeviceProgram, Executable
+from arch.executable import DeviceProgram, Executable, HostStep
 from arch.reference import dequantize, evaluate, quantize_input
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
 from sim.backends.registry import NAMES, UnknownBackend, get_backend
@@ -51,6 +52,8 @@ class LayerResult:
     insn_range: tuple[int, int] = (0, 0)
     tiling: str = ""
     counters: dict[str, int] = field(default_factory=dict)  # counter deltas over the layer
+    device: str = "accel"  # or "host"
+    host_s: float = 0.0  # wall time of a host step
 
     def utilization(self, macs_per_cycle: int) -> float:
         return self.macs / (macs_per_cycle * self.cycles) if self.cycles else 0.0
@@ -192,7 +195,7 @@ def run(
         expected = pool.submit(reference_values, exe, x)
         for step in exe.steps:
             if not isinstance(step, DeviceProgram):
-                run_host_step(step, values, exe.reference.tensors)
+                layers.append(_host_layer(exe, step, values, expected.result(), cycles))
                 continue
             traced = capture is not None and capture.program is step
             options = RunOptions(
@@ -237,6 +240,38 @@ def run(
     if capture is not None:
         run_result.waves = waves_entry
     return run_result
+
+
+def _host_layer(
+    exe: Executable,
+    step: HostStep,
+    values: dict[str, np.ndarray],
+    reference: dict[str, np.ndarray],
+    cycles: int,
+) -> LayerResult:
+    """Run a host step and check its output against the reference's."""
+    started = time.perf_counter()
+    run_host_step(step, values, exe.reference)
+    seconds = time.perf_counter() - started
+    [output] = step.outputs
+    node = exe.reference.producer(output)
+    assert node is not None
+    got, want = values[output], reference[output]
+    exact = got.shape == want.shape and np.array_equal(got, want, equal_nan=True)
+    ops = node.attrs.get("onnx_ops", (node.op,))
+    return LayerResult(
+        name=step.name,
+        op="host:" + "+".join(ops) if node.op == "host" else node.op,
+        macs=int(node.attrs.get("macs", 0)),
+        cycles=0,
+        cycle_window=(cycles, cycles),
+        dram_read_bytes=0,
+        dram_write_bytes=0,
+        bit_exact=exact,
+        mismatch=None if exact else _compare(output, got, want),
+        device="host",
+        host_s=seconds,
+    )
 
 
 def _offset(layers: list[LayerResult], cycles: int) -> None:

@@ -479,6 +479,13 @@ def _check_tensors(reader: _Reader, exe: Executable) -> None:
         for tensor in step.inputs:
             if tensor not in available:
                 reader.fail(f"step {index} ({step.name}): input {tensor!r} is produced by no step")
+        if isinstance(step, HostStep):
+            node = ref.producer(step.outputs[0]) if len(step.outputs) == 1 else None
+            if node is None or node.op != step.op or node.inputs != step.inputs:
+                reader.fail(
+                    f"step {index} ({step.name}): a host step must be the reference node of its "
+                    "one output, with the same op and inputs"
+                )
         available.update(step.outputs)
     for tensor in ref.outputs:
         if tensor not in available:

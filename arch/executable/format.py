@@ -7,7 +7,9 @@ product's NEFF. Its steps run in order over named tensors:
   weights, parameters) placed at address 0, the launch registers, and where each tensor it reads
   or writes lives in DRAM (:class:`DramTensor`); the host writes its ``inputs`` before the start
   and reads its ``outputs`` after ``done``;
-- a :class:`HostStep` runs on the host (an op of :data:`HOST_OPS`) on dequantized tensors.
+- a :class:`HostStep` runs on the host (an op of :data:`HOST_OPS`) on dequantized tensors: it
+  is the reference graph's node that produces its output, evaluated as the reference does, so
+  what follows it on the device gets exactly the reference's input.
 
 The :class:`ReferenceGraph` is the quantized graph the integer reference evaluates
 (:func:`arch.reference.evaluate`): every layer output of every device program is checked
@@ -25,8 +27,9 @@ import numpy as np
 from arch.config import AccelConfig
 from arch.isa import Launch
 
-#: Ops a host step can run (fp32, on dequantized inputs).
-HOST_OPS: tuple[str, ...] = ("softmax",)
+#: Ops a host step can run: a final Softmax (fp32 out), or a host region (its ONNX model on
+#: onnxruntime, int8 out) - evaluated as the reference graph's node of the same output.
+HOST_OPS: tuple[str, ...] = ("softmax", "host")
 #: Layouts of a tensor in DRAM: channels-last lines, or rows the host im2col'ed for a first conv.
 LAYOUTS: tuple[str, ...] = ("nhwc", "im2col")
 

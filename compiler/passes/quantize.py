@@ -25,7 +25,7 @@ __all__ = ["ADD_EXTRA_BITS", "run"]
 
 #: add: the accumulator scale is ``s_out / 2**ADD_EXTRA_BITS`` (extra fraction bits).
 ADD_EXTRA_BITS = 8
-_CALIBRATED = ("conv", "gemm", "avgpool", "global_avgpool", "add")
+_CALIBRATED = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host")
 _SAME_SCALE = ("maxpool", "flatten")
 
 
@@ -208,6 +208,10 @@ def _no_params(g: Graph, node: Node) -> None:
     node.params = {}
 
 
+def _keep_params(g: Graph, node: Node) -> None:
+    """Host nodes keep their ONNX model; their inputs and output are simply scaled."""
+
+
 _QUANTIZERS = {
     "conv": _weighted,
     "gemm": _weighted,
@@ -217,4 +221,5 @@ _QUANTIZERS = {
     "add": _add,
     "flatten": _no_params,
     "softmax": _no_params,
+    "host": _keep_params,
 }
