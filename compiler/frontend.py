@@ -11,6 +11,7 @@ import onnx
 from arch.reference import dequantize, quantize_input
 
 from .calibrate import default_calibration
+from .errors import CompileError
 from .ir import Graph
 from .onnx_import import load_onnx
 from .passes import run_front
@@ -41,7 +42,17 @@ def compile_front(
     CompileError
         Anything unsupported or malformed, in one line naming the node, op and reason.
     """
-    graph = load_onnx(model)
-    if calibration is None:
-        calibration = default_calibration(graph, seed=seed)
-    return run_front(graph, calibration)
+    forced: set[int] = set()
+    while True:
+        graph = load_onnx(model, host=frozenset(forced))
+        if calibration is None:
+            calibration = default_calibration(graph, seed=seed)
+        try:
+            return run_front(graph, calibration)
+        except CompileError as exc:
+            # A node the front end cannot fold into an accelerator layer (a Relu after a host
+            # node, say) goes to the host too, and the model is imported again.
+            index = graph.origins.get(exc.node) if exc.node is not None else None
+            if index is None or index in forced:
+                raise
+            forced.add(index)

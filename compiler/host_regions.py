@@ -15,8 +15,10 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 from arch import host_runtime
+from arch.host_runtime import HostModelError
 
 #: The IR version of host models: what the pinned onnxruntime reads, whatever the source used.
 HOST_IR_VERSION = 10
@@ -30,7 +32,7 @@ def _value_info(name: str, elem: int, shape: Sequence[int] | None) -> onnx.Value
 def make_model(
     source: onnx.ModelProto,
     nodes: Sequence[onnx.NodeProto],
-    feeds: Sequence[tuple[str, Sequence[int]]],
+    feeds: Sequence[tuple[str, Sequence[int] | None]],
     fetches: Sequence[tuple[str, int, Sequence[int] | None]],
     consts: dict[str, np.ndarray],
 ) -> bytes:
@@ -59,13 +61,21 @@ def check(model: bytes) -> None:
 def fold_constants(
     source: onnx.ModelProto, node: onnx.NodeProto, consts: dict[str, np.ndarray]
 ) -> dict[str, np.ndarray]:
-    """The outputs of a node whose inputs are all constants, computed now by onnxruntime."""
+    """The outputs of a node whose inputs are all constants, computed now by ONNX's own
+    reference evaluator (shape arithmetic: Gather, Unsqueeze, Concat of shapes, ...)."""
     outputs = [o for o in node.output if o]
-    model = make_model(
-        source, [node], [], [(o, TensorProto.UNDEFINED, None) for o in outputs], consts
+    graph = helper.make_graph(
+        [node],
+        "fold",
+        [],
+        [onnx.ValueInfoProto(name=o) for o in outputs],
+        initializer=[numpy_helper.from_array(np.asarray(consts[i]), i) for i in node.input if i],
     )
-    sess = host_runtime.session(model)
-    values = sess.run(outputs, {})
+    model = helper.make_model(graph, opset_imports=list(source.opset_import))
+    try:
+        values = ReferenceEvaluator(model).run(None, {})
+    except Exception as exc:  # the evaluator raises whatever the op's implementation raises
+        raise HostModelError(f"cannot fold: {exc}") from None
     return {name: np.asarray(value) for name, value in zip(outputs, values, strict=True)}
 
 

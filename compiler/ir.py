@@ -120,7 +120,8 @@ Shape = tuple[int, ...]
 
 @dataclass
 class Tensor:
-    """A named activation: NCHW with N=1 such as ``(1, 64, 56, 56)``, or a vector ``(1, F)``."""
+    """A named activation: NCHW with N=1 such as ``(1, 64, 56, 56)``, or a vector ``(1, F)``
+    (other shapes only where host nodes alone read and write them)."""
 
     name: str
     shape: tuple[int, ...]
@@ -331,10 +332,6 @@ def _check_tensor(key: str, t: Tensor) -> None:
         or not all(isinstance(d, int) and d >= 1 for d in t.shape)
     ):
         raise VerifyError(None, "graph", f"tensor '{key}' has a bad shape {t.shape!r}")
-    if t.shape[0] != 1 or len(t.shape) not in (2, 4):
-        raise VerifyError(
-            None, "graph", f"tensor '{key}' has shape {t.shape}; supported: (1, C, H, W), (1, F)"
-        )
     if t.scale is not None and not (
         isinstance(t.scale, float | int) and math.isfinite(t.scale) and t.scale > 0
     ):

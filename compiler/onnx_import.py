@@ -437,7 +437,8 @@ class _Importer:
         ops = tuple(dict.fromkeys(n.op_type for n in nodes))
         for value in feeds:
             if value not in self.alias:
-                raise CompileError(first.name, first.node.op_type, f"input '{value}' is unknown")
+                self.blockers += self._blockers(marks)
+                return []
             if value in self.qview:
                 raise CompileError(
                     first.name,
@@ -457,20 +458,26 @@ class _Importer:
             self.proto,
             nodes,
             [(v, self._shape(self.alias[v])) for v in feeds],
-            [(o, self.elem_types.get(o, TensorProto.FLOAT), self.inferred.get(o)) for o in fetches],
+            [(o, self._elem(o), self.inferred.get(o)) for o in fetches],
             self.consts,
         )
+        model_ok = True
         try:
             host_regions.check(model)
         except HostModelError:
+            model_ok = False
             self.blockers += self._blockers(marks)
         macs = host_regions.count_macs(nodes, self.inferred, self.consts)
         out_nodes = []
-        for k, fetch in enumerate(fetches):
-            if fetch not in self.inferred:
-                raise CompileError(
-                    first.name, first.node.op_type, f"output '{fetch}' has no static shape"
+        unshaped = [f for f in fetches if f not in self.inferred]
+        if unshaped:
+            if model_ok:  # else the region's blockers are named already
+                self.blockers.append(
+                    f"'{first.name}' ({first.node.op_type}): output '{unshaped[0]}' has no "
+                    "static shape"
                 )
+            return []
+        for k, fetch in enumerate(fetches):
             name = first.name if k == 0 else self._unique(f"{first.name}:{fetch}")
             attrs = {
                 "onnx_ops": ops,
@@ -499,15 +506,17 @@ class _Importer:
                     self.tensors.pop(o, None)
         return out_nodes
 
+    def _elem(self, value: str) -> int:
+        """The element type shape inference gave ``value`` (fp32 if it could not tell)."""
+        return self.elem_types.get(value) or TensorProto.FLOAT
+
     def _blockers(self, marks: list[_HostMark]) -> list[str]:
         """The nodes of a region onnxruntime refuses, each tried alone, with its reason."""
         found = []
         for mark in marks:
             node = mark.node
-            feeds = [(v, self.inferred[v]) for v in node.input if v in self.inferred]
-            fetches = [
-                (o, self.elem_types.get(o, 0), self.inferred.get(o)) for o in node.output if o
-            ]
+            feeds = [(v, self.inferred.get(v)) for v in node.input if v and v not in self.consts]
+            fetches = [(o, self._elem(o), self.inferred.get(o)) for o in node.output if o]
             model = host_regions.make_model(self.proto, [node], feeds, fetches, self.consts)
             try:
                 host_regions.check(model)
