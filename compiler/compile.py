@@ -59,8 +59,13 @@ def resolve_model(
 
 def compile_graph(graph: Graph, config: AccelConfig) -> list[Plan | Node]:
     """Back end of a quantized graph: each device segment through the passes (partition ...
-    emit) into a plan; host nodes stay as they are (:mod:`compiler.segments`)."""
-    return [step if isinstance(step, Node) else run_back(step, config) for step in split(graph)]
+    emit) into a plan; host nodes stay as they are (:mod:`compiler.segments`). A graph of which
+    nothing runs on the accelerator is refused, with the reasons."""
+    steps = split(graph)
+    if all(isinstance(step, Node) for step in steps):
+        why = "; ".join(graph.host_reasons.values()) or "no accelerator op"
+        raise CompileError(None, "model", f"no node runs on the accelerator ({why})")
+    return [step if isinstance(step, Node) else run_back(step, config) for step in steps]
 
 
 def compile_model(

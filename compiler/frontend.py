@@ -42,9 +42,9 @@ def compile_front(
     CompileError
         Anything unsupported or malformed, in one line naming the node, op and reason.
     """
-    forced: set[int] = set()
+    forced: dict[int, str] = {}
     while True:
-        graph = load_onnx(model, host=frozenset(forced))
+        graph = load_onnx(model, host=forced)
         if calibration is None:
             calibration = default_calibration(graph, seed=seed)
         try:
@@ -55,4 +55,4 @@ def compile_front(
             index = graph.origins.get(exc.node) if exc.node is not None else None
             if index is None or index in forced:
                 raise
-            forced.add(index)
+            forced[index] = exc.reason + (f" (supported: {exc.supported})" if exc.supported else "")

@@ -469,13 +469,17 @@ def _check_node(g: Graph, node: Node) -> None:
 
 
 def _need_4d(node: Node, x: Shape) -> None:
-    if len(x) != 4:
-        raise VerifyError(node.name, node.op, f"input must be (1, C, H, W), got {x}")
+    if len(x) != 4 or x[0] != 1:
+        raise VerifyError(
+            node.name, node.op, f"input has shape {x}; supported: (1, C, H, W), (1, F)"
+        )
 
 
 def _need_2d(node: Node, x: Shape) -> None:
-    if len(x) != 2:
-        raise VerifyError(node.name, node.op, f"input must be (1, F), got {x}")
+    if len(x) != 2 or x[0] != 1:
+        raise VerifyError(
+            node.name, node.op, f"input has shape {x}; supported: (1, C, H, W), (1, F)"
+        )
 
 
 def _weight(node: Node, ndim: int) -> Shape:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,7 @@ SUPPORTED_OPS: tuple[str, ...] = (
     "QLinearConv",
     "QLinearMatMul",
     "QuantizeLinear",
+    "ReduceMean",
     "Relu",
     "Reshape",
     "Softmax",
@@ -83,9 +84,9 @@ class _Retry(Exception):
         self.indices = indices
 
 
-def load_onnx(model: str | Path | onnx.ModelProto, host: frozenset[int] = frozenset()) -> Graph:
+def load_onnx(model: str | Path | onnx.ModelProto, host: Mapping[int, str] | None = None) -> Graph:
     """Import an ONNX model (file path or proto, not modified) as an fp32-stage graph; the ONNX
-    nodes with indices in ``host`` go to the host whatever their op.
+    nodes with indices in ``host`` go to the host whatever their op (for the reason given).
 
     Raises
     ------
@@ -94,13 +95,14 @@ def load_onnx(model: str | Path | onnx.ModelProto, host: frozenset[int] = frozen
         nodes that neither the accelerator nor onnxruntime can run (all named at once).
     """
     proto, inference_error = _prepare(_read(model))
-    forced = set(host)
+    forced = dict(host or {})
     while True:
         try:
-            graph = _Importer(proto, frozenset(forced)).run()
+            graph = _Importer(proto, forced).run()
             break
         except _Retry as retry:
-            forced |= retry.indices
+            for index in retry.indices:
+                forced.setdefault(index, "reads a host value of a shape the accelerator lacks")
     if inference_error is not None:  # the handlers found nothing more specific to complain about
         raise inference_error
     graph.verify()
@@ -246,7 +248,7 @@ class _HostMark:
 
 
 class _Importer:
-    def __init__(self, proto: onnx.ModelProto, forced: frozenset[int] = frozenset()) -> None:
+    def __init__(self, proto: onnx.ModelProto, forced: Mapping[int, str]) -> None:
         self.proto = proto
         self.forced = forced
         self.origins: dict[str, int] = {}  # IR node name -> ONNX node index
@@ -336,7 +338,7 @@ class _Importer:
         if op is not None or node.op_type not in self.handlers:
             return f"op {op or node.op_type} has no accelerator mapping"
         if index in self.forced:
-            return "cannot be folded into an accelerator layer"
+            return self.forced[index]
         saved = (
             len(self.nodes),
             {k: dataclasses.replace(t) for k, t in self.tensors.items()},
@@ -452,8 +454,8 @@ class _Importer:
             for ir in self.nodes
             if ir.name in self.origins and any(o in ir.inputs for o in bad_rank)
         }
-        if consumers - self.forced:
-            raise _Retry(consumers | set(self.forced))
+        if consumers - set(self.forced):
+            raise _Retry(consumers)
         model = host_regions.make_model(
             self.proto,
             nodes,
@@ -755,8 +757,6 @@ class _Importer:
         if dilations != (1, 1):
             d = dilations[0] if len(set(dilations)) == 1 else dilations
             raise CompileError(name, op, f"dilation {d} is not supported", "1")
-        if attrs.get("ceil_mode", 0):
-            raise CompileError(name, op, "ceil_mode=1 is not supported", "ceil_mode=0")
         s = (int(strides[0]), int(strides[1]))
         auto_pad = attrs.get("auto_pad", "NOTSET")
         if auto_pad == "NOTSET":
@@ -777,6 +777,16 @@ class _Importer:
             raise CompileError(
                 name, op, f"auto_pad {auto_pad} is not supported", "NOTSET, VALID, SAME_UPPER"
             )
+        if attrs.get("ceil_mode", 0):
+            floor = [(x[2 + a] + pads[a] + pads[a + 2] - k[a]) // s[a] + 1 for a in range(2)]
+            ceil = [-(-(x[2 + a] + pads[a] + pads[a + 2] - k[a]) // s[a]) + 1 for a in range(2)]
+            if floor != ceil:  # where both give the same windows, ceil_mode changes nothing
+                raise CompileError(
+                    name,
+                    op,
+                    f"ceil_mode=1 gives {ceil[0]}x{ceil[1]} outputs, not {floor[0]}x{floor[1]}",
+                    "ceil_mode=0, or ceil_mode=1 where it gives the same shape",
+                )
         return k, s, (pads[0], pads[1], pads[2], pads[3])
 
     def _need_4d(self, node: onnx.NodeProto, name: str, x: str) -> tuple[int, ...]:
@@ -1195,6 +1205,32 @@ class _Importer:
             raise CompileError(name, node.op_type, str(exc)) from None
         self._emit(node, name, op, [x], out, ir_attrs)
 
+    def _op_ReduceMean(self, node: onnx.NodeProto, name: str) -> None:
+        """A mean over H and W is a global average pool (how torch exports one)."""
+        x = self._act(node, name, 0)
+        xs = self._need_4d(node, name, x)
+        attrs = self._attrs(node)
+        if self._has(node, 1):
+            axes = [int(a) for a in self._const(node, name, 1, "axes").reshape(-1)]
+        else:
+            axes = [int(a) for a in attrs.get("axes", [])]
+        if sorted(a % 4 for a in axes) != [2, 3]:
+            raise CompileError(name, node.op_type, f"axes {axes} are not supported", "axes [2, 3]")
+        if attrs.get("keepdims", 1):
+            self._emit(node, name, "global_avgpool", [x], (1, xs[1], 1, 1))
+            return
+        # The pool's output keeps the ONNX name (calibration measures it there); a flatten
+        # gives the (1, C) the model's consumers read.
+        out = node.output[0]
+        flat = self._unique(f"{out}#flat")
+        self.nodes.append(Node(name, "global_avgpool", [x], out, {}, {}, [name]))
+        self.tensors[out] = Tensor(out, (1, xs[1], 1, 1))
+        self.nodes.append(
+            Node(self._unique(f"{name}#flatten"), "flatten", [out], flat, {}, {}, [name])
+        )
+        self.tensors[flat] = Tensor(flat, (1, xs[1]))
+        self.alias[out] = flat
+
     def _op_GlobalAveragePool(self, node: onnx.NodeProto, name: str) -> None:
         x = self._act(node, name, 0)
         xs = self._need_4d(node, name, x)
@@ -1295,8 +1331,14 @@ class _Importer:
             x = self._act(node, name, 0)
             self._emit(node, name, "identity", [x], self._shape(x))
 
+    def _used(self, value: str) -> bool:
+        """Whether any node or graph output reads ``value``."""
+        graph = self.proto.graph
+        return any(value in n.input for n in graph.node) or value in {o.name for o in graph.output}
+
     def _op_Dropout(self, node: onnx.NodeProto, name: str) -> None:
-        self._no_extra_outputs(node, name, "a mask")
+        if len(node.output) > 1 and node.output[1] and self._used(node.output[1]):
+            raise CompileError(name, node.op_type, "its mask output is read", "an unused mask")
         if self._has(node, 2):
             training = self._const(node, name, 2, "training_mode")
             if bool(training.reshape(-1)[0]):

@@ -1,0 +1,216 @@
+"""Partitioning: nodes the accelerator does not run go to the host (onnxruntime in fp32 on
+dequantized inputs), the rest form device segments, and the whole runs bit-exact against the
+reference and close to fp32 onnxruntime; plus the ops that keep torch exports on the
+accelerator (ReduceMean as a global pool, Dropout with a mask output, ceil_mode that changes
+nothing)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from arch import executable
+from arch.config import PRESETS
+from arch.executable import DeviceProgram, HostStep
+from compiler import zoo
+from compiler.accuracy import compare_fp32
+from compiler.compile import compile_model
+from compiler.onnx_import import load_onnx
+from sim.host import run_host_step
+from sim.run import run
+
+TINY = PRESETS["tiny"]
+
+
+def model_of(nodes, inits, x_shape, opset=17) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10  # the pinned onnx writes 14, which the pinned onnxruntime cannot read
+    return model
+
+
+def conv(name, x, y, cin, cout, rng, k=3):
+    node = helper.make_node(
+        "Conv", [x, f"{name}.w", f"{name}.b"], [y], name=name, kernel_shape=[k, k],
+        pads=[k // 2] * 4,
+    )  # fmt: skip
+    w = rng.normal(0, (2 / (cin * k * k)) ** 0.5, (cout, cin, k, k)).astype(np.float32)
+    return node, {f"{name}.w": w, f"{name}.b": rng.normal(0, 0.1, cout).astype(np.float32)}
+
+
+def partitioned_model(seed: int = 0) -> onnx.ModelProto:
+    """conv -> LRN (host) -> conv -> SiLU as Sigmoid*Mul (host) -> global pool -> FC."""
+    rng = np.random.default_rng(seed)
+    c1, i1 = conv("c1", "x", "a", 3, 16, rng)
+    c2, i2 = conv("c2", "n", "b", 16, 16, rng)
+    nodes = [
+        c1,
+        helper.make_node("Relu", ["a"], ["ar"], name="r1"),
+        helper.make_node("LRN", ["ar"], ["n"], name="lrn", size=5),
+        c2,
+        helper.make_node("Sigmoid", ["b"], ["s"], name="sig"),
+        helper.make_node("Mul", ["b", "s"], ["silu"], name="silu"),
+        helper.make_node("GlobalAveragePool", ["silu"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flat"),
+        helper.make_node("MatMul", ["f", "fc.w"], ["y"], name="fc"),
+    ]
+    inits = {**i1, **i2, "fc.w": rng.normal(0, 0.25, (16, 10)).astype(np.float32)}
+    return model_of(nodes, inits, [1, 3, 16, 16])
+
+
+def test_partitioned_graph_is_device_host_device(tmp_path) -> None:
+    model = partitioned_model()
+    onnx.save(model, tmp_path / "p.onnx")
+    compiled = compile_model(tmp_path / "p.onnx", TINY)
+    exe = compiled.executable
+    kinds = ["device" if isinstance(s, DeviceProgram) else s.op for s in exe.steps]
+    assert kinds == ["device", "host", "device", "host", "device"]
+    hosts = [s for s in exe.steps if isinstance(s, HostStep)]
+    assert [exe.reference.producer(s.outputs[0]).attrs["onnx_ops"] for s in hosts] == [
+        ("LRN",),
+        ("Sigmoid", "Mul"),
+    ]
+    for seed in (0, 1):
+        x = np.random.default_rng(seed).standard_normal((1, 3, 16, 16)).astype(np.float32)
+        result = run(exe, x, "isa")
+        assert result.bit_exact, result.first_mismatch
+        assert [la.device for la in result.layers] == [
+            "accel", "host", "accel", "host", "accel", "accel",
+        ]  # fmt: skip
+        # the run's output is the fp32 model's, up to int8 quantization
+        fp32 = ort.InferenceSession(model.SerializeToString()).run(["y"], {"x": x})[0]
+        got = result.outputs["y"]
+        cosine = float(np.dot(got.ravel(), fp32.ravel()))
+        cosine /= float(np.linalg.norm(got) * np.linalg.norm(fp32))
+        assert cosine > 0.99
+        assert compare_fp32(compiled.source, exe.reference, x)["cosine_vs_fp32"] > 0.99
+    # a saved executable with host steps runs the same
+    again = run(executable.load(executable.save(exe, tmp_path / "p.cosim")), x, "isa")
+    np.testing.assert_array_equal(again.outputs["y"], result.outputs["y"])
+    assert [la.cycles for la in again.layers] == [la.cycles for la in result.layers]
+
+
+def test_host_step_output_is_checked(tmp_path, monkeypatch) -> None:
+    """A host step whose result differs from the reference's is reported as a mismatch of that
+    host layer (and the device layer after it, which reads it), not passed."""
+    exe = compile_model(_saved(partitioned_model(), tmp_path), TINY).executable
+    x = np.random.default_rng(3).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    real = run_host_step
+
+    def off_by_one(step, values, graph):
+        real(step, values, graph)
+        [out] = step.outputs
+        values[out] = np.clip(values[out].astype(np.int16) + 1, -128, 127).astype(np.int8)
+
+    monkeypatch.setattr("sim.run.run_host_step", off_by_one)
+    result = run(exe, x, "isa")
+    assert not result.bit_exact
+    assert (result.first_mismatch.name, result.first_mismatch.device) == ("lrn", "host")
+    assert not result.layers[2].bit_exact  # c2 computed on the wrong input
+
+
+def test_model_with_the_pinned_onnx_ir_version_compiles(tmp_path) -> None:
+    model = partitioned_model()
+    model.ir_version = onnx.IR_VERSION  # newer than onnxruntime reads
+    exe = compile_model(_saved(model, tmp_path), TINY).executable
+    x = np.random.default_rng(4).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    assert run(exe, x, "isa").bit_exact
+
+
+def _saved(model: onnx.ModelProto, tmp_path) -> str:
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    return str(path)
+
+
+@pytest.mark.parametrize(("opset", "keepdims"), [(13, 1), (13, 0), (18, 1), (18, 0)])
+def test_reduce_mean_over_hw_is_a_global_pool(opset, keepdims, tmp_path) -> None:
+    rng = np.random.default_rng(opset + keepdims)
+    c1, i1 = conv("c1", "x", "a", 3, 16, rng)
+    if opset >= 18:
+        mean = helper.make_node("ReduceMean", ["a", "axes"], ["m"], name="mean", keepdims=keepdims)
+        inits = {**i1, "axes": np.array([2, 3], np.int64)}
+    else:
+        mean = helper.make_node(
+            "ReduceMean", ["a"], ["m"], name="mean", axes=[2, 3], keepdims=keepdims
+        )
+        inits = dict(i1)
+    tail = [] if keepdims == 0 else [helper.make_node("Flatten", ["m"], ["m2"], name="flat")]
+    fc_in = "m" if keepdims == 0 else "m2"
+    nodes = [c1, mean, *tail, helper.make_node("MatMul", [fc_in, "w"], ["y"], name="fc")]
+    inits["w"] = rng.normal(0, 0.3, (16, 10)).astype(np.float32)
+    model = model_of(nodes, inits, [1, 3, 8, 8], opset=opset)
+    graph = load_onnx(model)
+    assert "host" not in [n.op for n in graph.nodes]
+    assert "global_avgpool" in [n.op for n in graph.nodes]
+    compiled = compile_model(_saved(model, tmp_path), TINY)
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    result = run(compiled.executable, x, "isa")
+    assert result.bit_exact and all(la.device == "accel" for la in result.layers)
+    assert compare_fp32(compiled.source, compiled.executable.reference, x)["cosine_vs_fp32"] > 0.99
+
+
+def test_reduce_mean_over_channels_goes_to_the_host() -> None:
+    rng = np.random.default_rng(5)
+    c1, i1 = conv("c1", "x", "a", 3, 8, rng)
+    mean = helper.make_node("ReduceMean", ["a"], ["y"], name="mean", axes=[1], keepdims=1)
+    graph = load_onnx(model_of([c1, mean], i1, [1, 3, 8, 8], opset=13))
+    [host] = [n for n in graph.nodes if n.op == "host"]
+    assert "axes [1] are not supported" in graph.host_reasons[host.name]
+
+
+def test_dropout_mask_output_unused_is_accepted_used_goes_to_host() -> None:
+    rng = np.random.default_rng(6)
+    c1, i1 = conv("c1", "x", "a", 3, 8, rng)
+    drop = helper.make_node("Dropout", ["a"], ["y", "mask"], name="drop")
+    graph = load_onnx(model_of([c1, drop], i1, [1, 3, 8, 8], opset=12))
+    assert [n.op for n in graph.nodes] == ["conv", "identity"]
+    cast = helper.make_node("Cast", ["mask"], ["mf"], name="cast", to=TensorProto.FLOAT)
+    add = helper.make_node("Add", ["y0", "mf"], ["y"], name="add")
+    drop = helper.make_node("Dropout", ["a"], ["y0", "mask"], name="drop")
+    graph = load_onnx(model_of([c1, drop, cast, add], i1, [1, 3, 8, 8], opset=12))
+    hosts = [n for n in graph.nodes if n.op == "host"]
+    assert hosts and "its mask output is read" in graph.host_reasons[hosts[0].name]
+
+
+@pytest.mark.parametrize(("size", "same"), [(8, True), (9, False)])
+def test_ceil_mode_is_accepted_where_it_changes_nothing(size, same) -> None:
+    rng = np.random.default_rng(7)
+    c1, i1 = conv("c1", "x", "a", 3, 8, rng)
+    pool = helper.make_node(
+        "MaxPool", ["a"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1
+    )
+    graph = load_onnx(model_of([c1, pool], i1, [1, 3, size, size], opset=13))
+    assert ("maxpool" in [n.op for n in graph.nodes]) == same
+    if not same:
+        [host] = [n for n in graph.nodes if n.op == "host"]
+        assert "ceil_mode=1 gives 5x5 outputs, not 4x4" in graph.host_reasons[host.name]
+
+
+def test_resnet_with_reduce_mean_has_the_zoo_cycles(tmp_path) -> None:
+    """torch's default exporter writes the global pool as ReduceMean: same program, same
+    cycles as the zoo ResNet-18 (whose pool is GlobalAveragePool)."""
+    model = zoo.build("resnet18", image_size=64, seed=0)
+    [gap] = [n for n in model.graph.node if n.op_type == "GlobalAveragePool"]
+    mean = helper.make_node("ReduceMean", list(gap.input), list(gap.output), name=gap.name)
+    mean.attribute.extend(
+        [helper.make_attribute("axes", [-2, -1]), helper.make_attribute("keepdims", 1)]
+    )
+    gap.CopyFrom(mean)
+    config = PRESETS["default"]
+    zoo_exe = compile_model("resnet18", config, image_size=64, seed=0).executable
+    exe = compile_model(_saved(model, tmp_path), config).executable
+    x = np.random.default_rng(1).standard_normal(exe.input.shape).astype(np.float32)
+    ours, theirs = run(exe, x, "isa"), run(zoo_exe, x, "isa")
+    assert ours.bit_exact and [la.cycles for la in ours.layers] == [
+        la.cycles for la in theirs.layers
+    ]
