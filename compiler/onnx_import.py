@@ -73,6 +73,9 @@ SUPPORTED_OPS: tuple[str, ...] = (
 MIN_OPSET, MAX_OPSET = 9, 21
 
 _SUPPORTED = ", ".join(SUPPORTED_OPS)
+#: IR ops that exist only to be folded into the node before them (canonicalize): after a host
+#: node there is nothing to fold them into, so they join it on the host.
+_FOLDED_INTO_PRODUCER = ("batchnorm", "relu", "relu6", "bias_add")
 _FLOAT_MAX = float(np.finfo(np.float32).max)
 
 
@@ -350,6 +353,10 @@ class _Importer:
         )
         try:
             self.handlers[node.op_type](node, name)
+            host_outputs = {ir.output for ir in self.nodes if ir.op == "host"}
+            for ir in self.nodes[saved[0] :]:
+                if ir.op in _FOLDED_INTO_PRODUCER and ir.inputs[0] in host_outputs:
+                    raise CompileError(name, node.op_type, "follows a host node")
         except CompileError as exc:
             count, self.tensors, self.alias, self.qview, self.qconst, self.pending, self.consts = (
                 saved

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import onnx
 
+from .mobilenet import mobilenetv2
 from .resnets import RESIDUAL_GAMMA_SCALE, RESNET_SPECS, ResNetSpec, resnet
 from .small import mlp, small_cnn
 
@@ -23,12 +24,21 @@ __all__ = [
     "ResNetSpec",
     "build",
     "mlp",
+    "mobilenetv2",
     "resnet",
     "small_cnn",
 ]
 
 #: Names :func:`build` knows; ``"resnet"`` is ResNet-18.
-MODELS: tuple[str, ...] = ("resnet", "resnet18", "resnet34", "resnet50", "cnn", "mlp")
+MODELS: tuple[str, ...] = (
+    "resnet",
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "mobilenetv2",
+    "cnn",
+    "mlp",
+)
 
 #: Input height/width :func:`build` uses when ``image_size`` is None (the MLP takes no image).
 DEFAULT_IMAGE_SIZES: dict[str, int] = {
@@ -36,6 +46,7 @@ DEFAULT_IMAGE_SIZES: dict[str, int] = {
     "resnet18": 224,
     "resnet34": 224,
     "resnet50": 224,
+    "mobilenetv2": 224,
     "cnn": 32,
 }
 
@@ -44,6 +55,7 @@ _IMAGE_BUILDERS: dict[str, Callable[[int, int], onnx.ModelProto]] = {
     "resnet18": lambda size, seed: resnet(18, image_size=size, seed=seed),
     "resnet34": lambda size, seed: resnet(34, image_size=size, seed=seed),
     "resnet50": lambda size, seed: resnet(50, image_size=size, seed=seed),
+    "mobilenetv2": lambda size, seed: mobilenetv2(image_size=size, seed=seed),
     "cnn": lambda size, seed: small_cnn(image_size=size, seed=seed),
 }
 

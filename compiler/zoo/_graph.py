@@ -78,11 +78,22 @@ class GraphBuilder:
         return out
 
     def conv(
-        self, name: str, x: str, cin: int, cout: int, kernel: int, stride: int = 1, pad: int = 0
+        self,
+        name: str,
+        x: str,
+        cin: int,
+        cout: int,
+        kernel: int,
+        stride: int = 1,
+        pad: int = 0,
+        group: int = 1,
     ) -> str:
-        """Square convolution without bias (a BatchNormalization follows)."""
-        fan_in = cin * kernel * kernel
-        weight = self.param(f"{name}.weight", self.he_normal((cout, cin, kernel, kernel), fan_in))
+        """Square convolution without bias (a BatchNormalization follows); ``group`` = ``cin``
+        = ``cout`` is a depthwise convolution."""
+        fan_in = cin // group * kernel * kernel
+        shape = (cout, cin // group, kernel, kernel)
+        weight = self.param(f"{name}.weight", self.he_normal(shape, fan_in))
+        attrs = {"group": group} if group != 1 else {}
         return self.node(
             "Conv",
             name,
@@ -90,6 +101,7 @@ class GraphBuilder:
             kernel_shape=[kernel, kernel],
             strides=[stride, stride],
             pads=[pad, pad, pad, pad],
+            **attrs,
         )
 
     def batch_norm(self, name: str, x: str, channels: int, gamma_scale: float = 1.0) -> str:
