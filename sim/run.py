@@ -228,7 +228,7 @@ def run(
             layers += program_layers
             cycles += result.cycles
             wall += result.sim_seconds
-            counters = result.perf if len(programs) == 1 else {}
+            _accumulate(counters, result.perf)
             if ideal is not None:
                 ideal += result.cycles
     outputs = {}
@@ -272,6 +272,15 @@ def _host_layer(
         device="host",
         host_s=seconds,
     )
+
+
+def _accumulate(total: dict[str, Any], counters: dict[str, Any]) -> None:
+    """Add a program's counters (numbers, or dicts of numbers) into the run's."""
+    for key, value in counters.items():
+        if isinstance(value, dict):
+            _accumulate(total.setdefault(key, {}), value)
+        else:
+            total[key] = total.get(key, 0) + value
 
 
 def _offset(layers: list[LayerResult], cycles: int) -> None:

@@ -17,6 +17,8 @@ CASES = [
     ("resnet18", 64, "default"),
     ("resnet34", 32, "default"),
     ("resnet50", 64, "default"),
+    ("mobilenetv2", 64, "default"),
+    ("mobilenetv2", 32, "tiny"),
 ]
 
 
@@ -30,8 +32,10 @@ def test_zoo_model_is_bit_exact_on_isa_simulator(model, size, config):
     result = run(exe, x, "isa")
     bad = result.first_mismatch
     assert bad is None, f"{name}: {bad.mismatch}"
-    assert len(result.layers) == len(exe.layers)
+    assert [la.name for la in result.layers if la.device == "accel"] == [
+        la.name for la in exe.layers
+    ]
     # The array also multiplies the zero padding of channels that are not whole lines.
-    assert result.counters["macs"] >= sum(layer.macs for layer in result.layers)
+    assert result.counters["macs"] >= sum(la.macs for la in result.layers if la.device == "accel")
     accuracy = compare_fp32(compiled.source, exe.reference, x)
     assert accuracy["cosine_vs_fp32"] > 0.99, accuracy
