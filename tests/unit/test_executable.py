@@ -360,3 +360,30 @@ def test_no_pickle_in_the_project() -> None:
     for path in (root / "arch").rglob("*.py"):
         text = path.read_text()
         assert "import pickle" not in text and "allow_pickle=True" not in text, path
+
+
+# --- the launch registers and the reference graph's op table, as the file format uses them ---
+
+
+def test_launch_registers_are_named_once() -> None:
+    from dataclasses import fields
+
+    from arch.isa import IsaError, Launch
+    from sim.backends.harness import LAUNCH_PORTS
+
+    assert Launch.FIELDS == tuple(f.name for f in fields(Launch)) == LAUNCH_PORTS
+    launch = Launch.from_dict({"insn_base": 16, "desc_base": 64, "desc_count": 3})
+    assert (launch.insn_base, launch.desc_base, launch.desc_count) == (16, 64, 3)
+    assert launch.as_dict() == {"insn_base": 16, "desc_base": 64, "desc_count": 3}
+    good = {"insn_base": 0, "desc_base": 0, "desc_count": 0}
+    for data, message in [
+        ({**good, "desc_count": True}, "desc_count must be an integer"),
+        ({**good, "insn_base": 2**32}, "insn_base must be an integer in 0..2"),
+        ({**good, "extra": 1}, r"must be exactly \['insn_base', 'desc_base', 'desc_count'\]"),
+        ({"insn_base": 0}, "must be exactly"),
+        ([0, 0, 0], "not list"),
+    ]:
+        with pytest.raises(IsaError, match=message):
+            Launch.from_dict(data)
+    with pytest.raises(IsaError, match="insn_base"):
+        Launch(True, 0, 0)
