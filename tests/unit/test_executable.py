@@ -387,3 +387,102 @@ def test_launch_registers_are_named_once() -> None:
             Launch.from_dict(data)
     with pytest.raises(IsaError, match="insn_base"):
         Launch(True, 0, 0)
+
+
+def test_op_table_is_what_the_compiler_verifies_and_writes(exe) -> None:
+    """The reference's table of attrs, params and arity per op agrees with the compiler's
+    verifier (compiler/ir.py) and with the params the compiler writes."""
+    from arch.reference import (
+        ARITY_OF_OP,
+        ATTRS_OF_OP,
+        PARAMS_OF_OP,
+        REFERENCE_OPS,
+        RESIDUAL_PARAMS,
+    )
+    from compiler import ir
+
+    assert set(PARAMS_OF_OP) == set(ATTRS_OF_OP) == set(REFERENCE_OPS) == set(ir.OPS)
+    for op in REFERENCE_OPS:
+        assert ATTRS_OF_OP[op] == ir._ATTRS[op], op
+        assert ARITY_OF_OP.get(op, (1, 1)) == ir._ARITY.get(op, (1, 1)), op
+    for node in exe.reference.nodes:
+        wanted = {**PARAMS_OF_OP[node.op]}
+        if node.op in ("conv", "gemm") and len(node.inputs) == 2:
+            wanted |= RESIDUAL_PARAMS
+        assert {k: v.dtype.name for k, v in node.params.items()} == wanted, node.name
+    assert any(len(node.inputs) == 2 for node in exe.reference.nodes)  # a residual is covered
+
+
+def _mutated(exe, change):
+    import copy
+
+    graph = copy.deepcopy(exe.reference)
+    change(graph, {node.name: node for node in graph.nodes})
+    return graph
+
+
+# What the reference does without the check: "crash" (an exception mid-run), "shape" (values of
+# other shapes than the graph declares, which the run compares or reshapes), "range" (an out of
+# range multiplier or clamp, refused by the reference ops), None (runs, but the node is not what
+# the compiler writes: a kernel attr the weight contradicts, an attr or param too many or few).
+@pytest.mark.parametrize(
+    ("change", "message", "without"),
+    [
+        (lambda g, n: n["conv1"].params.pop("bias"),
+         r"params \['clamp', 'mult', 'shift', 'weight'\] must be exactly", "crash"),
+        (lambda g, n: n["conv3"].params.pop("res_mult"), "must be exactly .*'res_mult'", "crash"),
+        (lambda g, n: n["fc"].params.update(weight=n["fc"].params["weight"].astype(np.int32)),
+         "param 'weight' must be int8, not int32", None),
+        (lambda g, n: n["fc"].params.update(weight=n["fc"].params["weight"].T.copy()),
+         r"param 'weight' has shape \(32, 10\); expected \(N, 32\)", "crash"),
+        (lambda g, n: n["conv2"].params.update(bias=n["conv2"].params["bias"][:-1]),
+         r"param 'bias' has shape \(31,\); expected \(32,\)", "crash"),
+        (lambda g, n: n["conv1"].attrs.update(kernel=(5, 5)), "weight' has shape .* expected",
+         None),
+        (lambda g, n: n["conv1"].attrs.update(stride=(0, 1)),
+         "attr 'stride' must be 2 integers >= 1", "crash"),
+        (lambda g, n: n["conv1"].attrs.update(group=2), "does not fit input", "crash"),
+        (lambda g, n: n["conv1"].attrs.update(group=True), "attr 'group' must be an integer",
+         "crash"),
+        (lambda g, n: n["conv1"].attrs.pop("act"), "attrs .* must be exactly", None),
+        (lambda g, n: n["conv1"].attrs.update(act="tanh"), "attr 'act' 'tanh' is not one of", None),
+        (lambda g, n: n["conv2"].params["shift"].__setitem__(0, 63),
+         "param 'shift' must be in 0..62", "range"),
+        (lambda g, n: n["conv2"].params["mult"].__setitem__(0, 2**31),
+         "param 'mult' must be in the int32", "range"),
+        (lambda g, n: n["fc"].params["clamp"].__setitem__(slice(None), [5, 4]),
+         r"clamp \[5, 4\]", "range"),
+        (lambda g, n: g.tensors.update(logits=executable.TensorSpec("logits", (1, 5), 0.1)),
+         r"output 'logits' has shape \(1, 5\); the op gives \(1, 10\)", "shape"),
+        (lambda g, n: g.tensors.update(
+            **{"relu2.out": executable.TensorSpec("relu2.out", (1, 32, 4, 4), 0.1)}),
+         r"output 'relu2.out' has shape \(1, 32, 4, 4\); the op gives \(1, 32, 8, 8\)", "shape"),
+        (lambda g, n: g.tensors.update(input=executable.TensorSpec("input", (1, 4, 16, 16), 0.1)),
+         "does not fit input", "crash"),
+        (lambda g, n: g.tensors.update(logits=executable.TensorSpec("logits", (1, 10), None)),
+         "output 'logits' has no scale", None),
+        (lambda g, n: n["maxpool"].params.update(mult=np.ones(1, np.int64)),
+         "params .* must be exactly", None),
+        (lambda g, n: n["avgpool"].params.update(shift=np.ones(2, np.int64)),
+         r"'shift' has shape \(2,\)", "crash"),
+    ],
+)  # fmt: skip
+def test_check_graph_refuses_what_evaluate_cannot_run(exe, change, message, without) -> None:
+    from arch.reference import ReferenceError, check_graph, evaluate
+
+    check_graph(exe.reference)  # the compiler's graph passes
+    graph = _mutated(exe, change)
+    with pytest.raises(ReferenceError, match=message):
+        check_graph(graph)
+    # independently: what the reference does on it without the check
+    x = np.random.default_rng(0).integers(-128, 128, graph.tensors["input"].shape, np.int8)
+    try:
+        values = evaluate(graph, x)
+    except ValueError as exc:
+        assert without in ("crash", "range"), exc
+        return
+    except (KeyError, IndexError):
+        assert without == "crash"
+        return
+    shapes_differ = any(values[t].shape != graph.tensors[t].shape for t in values)
+    assert shapes_differ == (without == "shape") and without in (None, "shape")
