@@ -300,7 +300,7 @@ class _Node:
             self.fail(f"{what} {_short(name)} must be {form}, not {shape}")
         return shape
 
-    def param_shapes(self, shapes: dict[str, tuple[int, ...]]) -> None:
+    def param_shapes(self, shapes: Mapping[str, tuple[int, ...]]) -> None:
         for key, shape in shapes.items():
             if self.node.params[key].shape != shape:
                 self.fail(
