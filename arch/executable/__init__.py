@@ -13,6 +13,8 @@ from arch.executable.format import (
     RefNode,
     Region,
     TensorSpec,
+    is_path_name,
+    path_name,
 )
 
 __all__ = [
@@ -29,6 +31,8 @@ __all__ = [
     "ReferenceGraph",
     "Region",
     "TensorSpec",
+    "is_path_name",
     "load",
+    "path_name",
     "save",
 ]
