@@ -344,3 +344,36 @@ def test_bundles_the_run_crashed_on_exit_2(
     line = assert_usage_error(in_process(capsys, "--bundle", str(path), "--out", str(out)), *names)
     assert str(path) in line and not out.exists()
     assert not (tmp_path.parent / "escaped").exists()
+
+
+def test_markup_in_names_is_shown_as_is(
+    mlp_bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Layer names are data: '[/x]' once crashed the summary table (rich markup)."""
+
+    def change(info: dict) -> None:
+        layers = info["steps"][0]["layers"]
+        layers[0]["name"], layers[1]["name"] = "[/x]", "[bold]y"
+
+    path = changed_bundle(mlp_bundle, tmp_path / "markup.cosim", change)
+    result = in_process(capsys, "--bundle", str(path), "--out", str(tmp_path / "o"))
+    assert result.returncode == 0, result.stderr
+    assert "[/x]" in result.stdout and "[bold]y" in result.stdout
+
+
+def test_summary_table_escapes_markup() -> None:
+    from rich.console import Console
+
+    from sim.report import summary_table
+
+    layer = {"name": "[/x]", "op": "[red]op", "macs": 1, "cycles": 2, "utilization": 0.5,
+             "bit_exact": True, "limiter": "[i]l"}  # fmt: skip
+    total = {"macs": 1, "cycles": 2, "utilization": 0.5, "bit_exact": True, "sim_wall_s": 0.1,
+             "sim_cycles_per_s": 20}  # fmt: skip
+    report = {"model": "[m]", "config": {"name": "[/c]"}, "backend": "isa", "layers": [layer],
+              "total": total}  # fmt: skip
+    console = Console(record=True, width=200)
+    console.print(summary_table(report))
+    text = console.export_text()
+    for shown in ("[/x]", "[red]op", "[i]l", "[m] on [/c] (isa)"):
+        assert shown in text, text
