@@ -377,3 +377,44 @@ def test_summary_table_escapes_markup() -> None:
     text = console.export_text()
     for shown in ("[/x]", "[red]op", "[i]l", "[m] on [/c] (isa)"):
         assert shown in text, text
+
+
+def test_internal_errors_exit_4_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An exception nothing expects is a bug: exit 4 (never 1, a mismatch), one line naming it;
+    COSIM_DEBUG=1 adds the traceback."""
+    import sim.cli
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("boom\nsecond line")
+
+    out = str(tmp_path / "o")
+    monkeypatch.delenv("COSIM_DEBUG", raising=False)
+    for target in ("load_executable", "run"):  # before the run, and during it
+        with monkeypatch.context() as patch:
+            patch.setattr(sim.cli, target, broken)
+            result = in_process(capsys, "--model", "mlp", "--config", "tiny", "--out", out)
+        assert result.returncode == 4, (target, result.stderr)
+        assert "Traceback" not in result.stderr
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert errors == [
+            "error: internal error: ZeroDivisionError: boom second line (please report)"
+        ], result.stderr
+    monkeypatch.setenv("COSIM_DEBUG", "1")
+    monkeypatch.setattr(sim.cli, "load_executable", broken)
+    result = in_process(capsys, "--model", "mlp", "--out", out)
+    assert result.returncode == 4 and "Traceback" in result.stderr
+    assert "ZeroDivisionError: boom" in result.stderr
+
+
+def test_exit_codes_are_documented(capsys: pytest.CaptureFixture[str]) -> None:
+    from sim.cli import parse
+
+    with pytest.raises(SystemExit):
+        parse(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "3 simulator build failure or accelerator error, 4 internal error" in text
+    assert "COSIM_DEBUG=1" in text
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "accelerator error (error code and instruction), 4 an internal error" in readme
