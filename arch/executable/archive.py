@@ -64,6 +64,19 @@ class ExecutableError(ValueError):
     """An executable cannot be read, is inconsistent, or does not fit the requested config."""
 
 
+def check_config(
+    exe: Executable, config: AccelConfig | None, source: str | Path | None = None
+) -> None:
+    """Refuse ``exe`` for a ``config`` (if given) other than the one it was compiled for;
+    ``source``: the file it was read from, for the message."""
+    if config is not None and config != exe.config:
+        what = str(source) if source is not None else f"executable {exe.model!r}"
+        raise ExecutableError(
+            f"{what} was compiled for config {exe.config.name}, not {config.name}; "
+            "recompile it for this config (or run it with its own)"
+        )
+
+
 # --- writing -------------------------------------------------------------------------------------
 
 
@@ -646,11 +659,6 @@ def _load(path: Path, archive: zipfile.ZipFile, config: AccelConfig | None) -> E
         built_for = AccelConfig.from_dict(_get(reader, data, "config", dict, "manifest"))
     except (ConfigError, TypeError) as exc:
         reader.fail(f"the config it was compiled for is invalid: {exc}")
-    if config is not None and config != built_for:
-        raise ExecutableError(
-            f"{path} was compiled for config {built_for.name}, not {config.name}; "
-            "recompile it for this config (or run it with its own)"
-        )
     model = _path_name(reader, data, "model", "manifest")
     steps: list[Step] = []
     for index, step in enumerate(_get(reader, data, "steps", list, "manifest")):
@@ -664,6 +672,7 @@ def _load(path: Path, archive: zipfile.ZipFile, config: AccelConfig | None) -> E
     reference = _reference(reader, _get(reader, data, "reference", dict, "manifest"))
     exe = Executable(model, built_for, steps, reference)
     _check_steps(reader, exe)
+    check_config(exe, config, path)
     return exe
 
 
