@@ -24,6 +24,7 @@ The host quantizes the graph input with :func:`quantize_input`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn, Protocol
 
@@ -38,6 +39,8 @@ __all__ = [
     "ACTS",
     "ARITY_OF_OP",
     "ATTRS_OF_OP",
+    "MAX_ELEMENTS",
+    "MAX_MACS",
     "PARAMS_OF_OP",
     "REFERENCE_OPS",
     "RESIDUAL_PARAMS",
@@ -266,6 +269,12 @@ ARITY_OF_OP: dict[str, tuple[int, int]] = {
 }
 #: Values of the ``act`` attr.
 ACTS: tuple[str | None, ...] = (None, "relu", "relu6")
+#: The most elements a tensor the reference evaluates may have, a padded input included
+#: (ResNet-50 at 224x224: 3.2 M at most).
+MAX_ELEMENTS = 1 << 26
+#: The most multiply-accumulates of conv and gemm nodes in a graph the reference evaluates
+#: (ResNet-50 at 224x224: 4.1 G): more would take the reference hours.
+MAX_MACS = 1 << 36
 
 
 def _short(value: Any, limit: int = 80) -> str:
@@ -327,6 +336,9 @@ class _Node:
         eh, ew = (dilation[i] * (kernel[i] - 1) + 1 for i in (0, 1))
         oh = (x[2] + pads[0] + pads[2] - eh) // stride[0] + 1
         ow = (x[3] + pads[1] + pads[3] - ew) // stride[1] + 1
+        padded = x[1] * (x[2] + pads[0] + pads[2]) * (x[3] + pads[1] + pads[3])
+        if padded > MAX_ELEMENTS:
+            self.fail(f"the padded input has {padded} elements, more than {MAX_ELEMENTS}")
         if oh < 1 or ow < 1:
             self.fail(f"kernel {kernel[0]}x{kernel[1]} does not fit the padded input")
         return oh, ow
@@ -440,8 +452,17 @@ def check_graph(graph: RefGraph) -> None:
 
     The graph's structure - tensors named in its table, nodes in topological order, shapes
     ``(1, C, H, W)`` or ``(1, F)`` - is the caller's to check first."""
+    macs = 0
     for node in graph.nodes:
         _check_node(graph, node)
+        if node.op in ("conv", "gemm"):  # output elements x weights per output
+            weight = node.params["weight"]
+            macs += math.prod(graph.tensors[node.output].shape) * (weight.size // weight.shape[0])
+    if macs > MAX_MACS:
+        raise ReferenceError(
+            f"the graph needs {macs} multiply-accumulates, more than the reference evaluates "
+            f"({MAX_MACS})"
+        )
 
 
 def _check_node(graph: RefGraph, node: RefNode) -> None:

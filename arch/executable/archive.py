@@ -50,7 +50,7 @@ from arch.executable.format import (
     is_path_name,
 )
 from arch.isa import IsaError, Launch
-from arch.reference import REFERENCE_OPS, ReferenceError, check_graph
+from arch.reference import MAX_ELEMENTS, REFERENCE_OPS, ReferenceError, check_graph
 
 FORMAT = "cosim-executable"
 FORMAT_VERSION = 1
@@ -198,7 +198,7 @@ MANIFEST_MAX_BYTES = 64 << 20
 #: The most bytes an array other than a device image may hold (an image: the config's DRAM).
 ARRAY_MAX_BYTES = 1 << 30
 #: The most elements a tensor of the reference graph may have.
-TENSOR_MAX_ELEMENTS = 1 << 28
+TENSOR_MAX_ELEMENTS = MAX_ELEMENTS
 _NDIM_MAX = 8
 _NPY_HEADER_MAX = 4096  # bytes of .npy header allowed beyond the data
 _SHA256 = re.compile(r"[0-9a-f]{64}")

@@ -856,3 +856,27 @@ def test_tiling_keys_are_the_compilers() -> None:
     from compiler.plan import Tiling
 
     assert tuple(f.name for f in fields(Tiling)) == TILING_KEYS
+
+
+def test_check_graph_bounds_what_the_reference_computes(exe, monkeypatch) -> None:
+    """A file cannot make the reference allocate or compute without bound: padded inputs are
+    capped at MAX_ELEMENTS, the graph's conv/gemm work at MAX_MACS."""
+    from arch import reference
+    from arch.reference import ReferenceError, check_graph
+
+    # counted here: output elements x weight elements per output channel, over conv and gemm
+    macs = sum(
+        int(np.prod(exe.reference.tensors[n.output].shape))
+        * int(np.prod(n.params["weight"].shape[1:]))
+        for n in exe.reference.nodes
+        if n.op in ("conv", "gemm")
+    )
+    monkeypatch.setattr(reference, "MAX_MACS", macs)
+    check_graph(exe.reference)
+    monkeypatch.setattr(reference, "MAX_MACS", macs - 1)
+    with pytest.raises(ReferenceError, match=f"needs {macs} multiply-accumulates"):
+        check_graph(exe.reference)
+    monkeypatch.undo()
+    graph = _mutated(exe, lambda g, n: n["conv1"].attrs.update(pads=(10**7, 0, 0, 0)))
+    with pytest.raises(ReferenceError, match="padded input has .* elements, more than"):
+        check_graph(graph)
