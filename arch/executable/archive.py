@@ -29,7 +29,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from arch import isa
+from arch import host_runtime, isa
 from arch.config import AccelConfig, ConfigError
 from arch.executable.format import (
     HOST_OPS,
@@ -49,6 +49,7 @@ from arch.executable.format import (
     TensorSpec,
     is_path_name,
 )
+from arch.host_runtime import HostModelError
 from arch.isa import IsaError, Launch
 from arch.reference import MAX_ELEMENTS, REFERENCE_OPS, ReferenceError, check_graph
 
@@ -672,6 +673,7 @@ def _load(path: Path, archive: zipfile.ZipFile, config: AccelConfig | None) -> E
     reference = _reference(reader, _get(reader, data, "reference", dict, "manifest"))
     exe = Executable(model, built_for, steps, reference)
     _check_steps(reader, exe)
+    _check_host_models(reader, reference)
     check_config(exe, config, path)
     return exe
 
@@ -711,6 +713,27 @@ def _check_steps(reader: _Reader, exe: Executable) -> None:
     for tensor in ref.outputs:
         if tensor not in available:
             reader.fail(f"graph output {_short(tensor)} is produced by no step")
+
+
+def _check_host_models(reader: _Reader, ref: ReferenceGraph) -> None:
+    """onnxruntime loads every host node's model, whose inputs are the node's feeds and whose
+    outputs include its fetch."""
+    for node in ref.nodes:
+        if node.op != "host":
+            continue
+        where = f"reference node {_short(node.name)} (host)"
+        try:
+            session = host_runtime.session(node.params["model"].tobytes())
+        except HostModelError as exc:
+            reader.fail(f"{where}: its ONNX model: {exc}")
+        inputs = sorted(i.name for i in session.get_inputs())
+        outputs = [o.name for o in session.get_outputs()]
+        if inputs != sorted(node.attrs["feeds"]) or node.attrs["fetch"] not in outputs:
+            reader.fail(
+                f"{where}: its ONNX model takes {_short(inputs)} and gives {_short(outputs)}; "
+                f"the node feeds {_short(list(node.attrs['feeds']))} and fetches "
+                f"{_short(node.attrs['fetch'])}"
+            )
 
 
 def _check_program(

@@ -880,3 +880,36 @@ def test_check_graph_bounds_what_the_reference_computes(exe, monkeypatch) -> Non
     graph = _mutated(exe, lambda g, n: n["conv1"].attrs.update(pads=(10**7, 0, 0, 0)))
     with pytest.raises(ReferenceError, match="padded input has .* elements, more than"):
         check_graph(graph)
+
+
+def _host_node(info: dict) -> dict:
+    return next(n for n in info["reference"]["nodes"] if n["op"] == "host")
+
+
+@pytest.mark.parametrize(
+    ("change", "model", "message"),
+    [
+        (None, b"not an onnx model", "its ONNX model: onnxruntime cannot run it"),
+        (lambda i: _host_node(i)["attrs"].update(feeds=["nope"]), None,
+         "its ONNX model takes .* the node feeds \\['nope'\\]"),
+        (lambda i: _host_node(i)["attrs"].update(fetch="nope"), None, "fetches 'nope'"),
+    ],
+)  # fmt: skip
+def test_host_models_must_run_as_their_nodes_say(hosted, tmp_path, change, model, message) -> None:
+    """A host node's model is loaded by onnxruntime when the file is (it was first loaded in
+    the middle of the run, and a feed it does not take was a KeyError there)."""
+    info = manifest_of(hosted)
+    members: dict[str, bytes | None] = {}
+    if change is not None:
+        change(info)
+    if model is not None:
+        member = _host_node(info)["params"]["model"]
+        array = np.frombuffer(model, np.uint8)
+        info["arrays"][member].update(
+            shape=[array.size], sha256=hashlib.sha256(array.tobytes()).hexdigest()
+        )
+        members[member] = npy(array)
+    members["manifest.json"] = json.dumps(info).encode()
+    path = rewrite(hosted, tmp_path / "model.cosim", members)
+    with pytest.raises(ExecutableError, match=message):
+        executable.load(path)
