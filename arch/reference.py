@@ -24,18 +24,28 @@ The host quantizes the graph input with :func:`quantize_input`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from arch import host_runtime
 from arch import reference_ops as ro
+from arch.isa import INT32_MAX, INT32_MIN, MAX_SHIFT
 
 __all__ = [
+    "ACTS",
+    "ARITY_OF_OP",
+    "ATTRS_OF_OP",
+    "MAX_ELEMENTS",
+    "MAX_MACS",
+    "PARAMS_OF_OP",
     "REFERENCE_OPS",
+    "RESIDUAL_PARAMS",
     "ReferenceError",
+    "check_graph",
     "dequantize",
     "evaluate",
     "evaluate_node",
@@ -207,3 +217,287 @@ _EVAL: dict[str, Any] = {
 
 #: The ops the integer reference defines.
 REFERENCE_OPS: tuple[str, ...] = tuple(_EVAL)
+
+
+# --- what each op needs ----------------------------------------------------------------------
+
+_WEIGHTED = {"weight": "int8", "bias": "int32", "mult": "int64", "shift": "int64", "clamp": "int64"}
+_RESCALE = {"mult": "int64", "shift": "int64"}
+
+#: The params each op reads (name -> dtype), exactly these: a node of the op has no others.
+#: Their shapes follow from the node's input (see :func:`check_graph`).
+PARAMS_OF_OP: dict[str, dict[str, str]] = {
+    "conv": _WEIGHTED,
+    "gemm": _WEIGHTED,
+    "maxpool": {},
+    "avgpool": _RESCALE,
+    "global_avgpool": _RESCALE,
+    "add": {
+        "a_mult": "int64",
+        "a_shift": "int64",
+        "b_mult": "int64",
+        "b_shift": "int64",
+        "mult": "int64",
+        "shift": "int64",
+        "clamp": "int64",
+    },
+    "flatten": {},
+    "softmax": {},
+    "host": {"model": "uint8"},
+}
+#: The params a conv or gemm with a residual (second) input reads besides its own.
+RESIDUAL_PARAMS: dict[str, str] = {"res_mult": "int64", "res_shift": "int64"}
+#: The attrs of each op's nodes, exactly these (``act`` is informational: ``clamp`` applies it;
+#: ``onnx_ops`` and ``macs`` of a host node are for reports).
+ATTRS_OF_OP: dict[str, frozenset[str]] = {
+    "conv": frozenset({"kernel", "stride", "pads", "dilation", "group", "act"}),
+    "gemm": frozenset({"act"}),
+    "maxpool": frozenset({"kernel", "stride", "pads"}),
+    "avgpool": frozenset({"kernel", "stride", "pads", "count_include_pad"}),
+    "global_avgpool": frozenset(),
+    "add": frozenset({"act"}),
+    "flatten": frozenset(),
+    "softmax": frozenset(),
+    "host": frozenset({"onnx_ops", "feeds", "fetch", "macs"}),
+}
+#: Inputs of each op (lowest, highest); others take one.
+ARITY_OF_OP: dict[str, tuple[int, int]] = {
+    "conv": (1, 2),
+    "gemm": (1, 2),
+    "add": (2, 2),
+    "host": (1, 1 << 16),
+}
+#: Values of the ``act`` attr.
+ACTS: tuple[str | None, ...] = (None, "relu", "relu6")
+#: The most elements a tensor the reference evaluates may have, a padded input included
+#: (ResNet-50 at 224x224: 3.2 M at most).
+MAX_ELEMENTS = 1 << 26
+#: The most multiply-accumulates of conv and gemm nodes in a graph the reference evaluates
+#: (ResNet-50 at 224x224: 4.1 G): more would take the reference hours.
+MAX_MACS = 1 << 36
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _Node:
+    """Checks of one node; every failure names the node."""
+
+    def __init__(self, graph: RefGraph, node: RefNode) -> None:
+        self.graph, self.node = graph, node
+
+    def fail(self, message: str) -> NoReturn:
+        raise ReferenceError(f"node {_short(self.node.name)} ({self.node.op}): {message}")
+
+    def ints(self, key: str, count: int, minimum: int) -> tuple[int, ...]:
+        value = self.node.attrs[key]
+        if (
+            not isinstance(value, tuple)
+            or len(value) != count
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+            or min(value) < minimum
+        ):
+            self.fail(f"attr {key!r} must be {count} integers >= {minimum}, not {_short(value)}")
+        return value
+
+    def shape(self, name: str, ndim: int, what: str) -> tuple[int, ...]:
+        shape = tuple(self.graph.tensors[name].shape)
+        if len(shape) != ndim:
+            form = "(1, C, H, W)" if ndim == 4 else "(1, F)"
+            self.fail(f"{what} {_short(name)} must be {form}, not {shape}")
+        return shape
+
+    def param_shapes(self, shapes: Mapping[str, tuple[int, ...]]) -> None:
+        for key, shape in shapes.items():
+            if self.node.params[key].shape != shape:
+                self.fail(
+                    f"param {key!r} has shape {self.node.params[key].shape}; expected {shape}"
+                )
+
+    def rescale(self, mult: str, shift: str) -> None:
+        m, s = self.node.params[mult], self.node.params[shift]
+        if m.size and (int(m.min()) < INT32_MIN or int(m.max()) > INT32_MAX):
+            self.fail(f"param {mult!r} must be in the int32 range")
+        if s.size and (int(s.min()) < 0 or int(s.max()) > MAX_SHIFT):
+            self.fail(f"param {shift!r} must be in 0..{MAX_SHIFT}")
+
+    def clamp(self) -> None:
+        lo, hi = (int(v) for v in self.node.params["clamp"])
+        if not -128 <= lo <= hi <= 127:
+            self.fail(f"clamp [{lo}, {hi}] must satisfy -128 <= lo <= hi <= 127")
+
+    def window(
+        self, x: tuple[int, ...], kernel: tuple[int, ...], dilation: tuple[int, ...]
+    ) -> tuple[int, int]:
+        """Output height and width of a window op over ``x`` (floor mode)."""
+        stride, pads = self.ints("stride", 2, 1), self.ints("pads", 4, 0)
+        eh, ew = (dilation[i] * (kernel[i] - 1) + 1 for i in (0, 1))
+        oh = (x[2] + pads[0] + pads[2] - eh) // stride[0] + 1
+        ow = (x[3] + pads[1] + pads[3] - ew) // stride[1] + 1
+        padded = x[1] * (x[2] + pads[0] + pads[2]) * (x[3] + pads[1] + pads[3])
+        if padded > MAX_ELEMENTS:
+            self.fail(f"the padded input has {padded} elements, more than {MAX_ELEMENTS}")
+        if oh < 1 or ow < 1:
+            self.fail(f"kernel {kernel[0]}x{kernel[1]} does not fit the padded input")
+        return oh, ow
+
+
+def _weighted(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
+    node = c.node
+    weight = node.params["weight"]
+    if node.op == "conv":
+        x = c.shape(node.inputs[0], 4, "input")
+        kernel, dilation = c.ints("kernel", 2, 1), c.ints("dilation", 2, 1)
+        group = node.attrs["group"]
+        if not isinstance(group, int) or isinstance(group, bool) or group < 1:
+            c.fail(f"attr 'group' must be an integer >= 1, not {_short(group)}")
+        if weight.ndim != 4 or weight.shape[2:] != kernel:
+            c.fail(
+                f"param 'weight' has shape {weight.shape}; expected "
+                f"(O, C/group, {kernel[0]}, {kernel[1]})"
+            )
+        o = weight.shape[0]
+        if weight.shape[1] * group != x[1] or o % group:
+            c.fail(f"param 'weight' {weight.shape} does not fit input {x} with group {group}")
+        out: tuple[int, ...] = (1, o, *c.window(x, kernel, dilation))
+    else:
+        x = c.shape(node.inputs[0], 2, "input")
+        if weight.ndim != 2 or weight.shape[1] != x[1]:
+            c.fail(f"param 'weight' has shape {weight.shape}; expected (N, {x[1]})")
+        o = weight.shape[0]
+        out = (1, o)
+    per_channel = ["bias", "mult", "shift"]
+    if len(node.inputs) == 2:
+        per_channel += list(RESIDUAL_PARAMS)
+        if xs[1] != out:
+            c.fail(f"residual {_short(node.inputs[1])} has shape {xs[1]}; expected {out}")
+        c.rescale("res_mult", "res_shift")
+    c.param_shapes({key: (o,) for key in per_channel} | {"clamp": (2,)})
+    c.rescale("mult", "shift")
+    c.clamp()
+    return out
+
+
+def _pooled(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
+    x = c.shape(c.node.inputs[0], 4, "input")
+    if c.node.op == "global_avgpool":
+        out: tuple[int, ...] = (1, x[1], 1, 1)
+    else:
+        out = (1, x[1], *c.window(x, c.ints("kernel", 2, 1), (1, 1)))
+    if c.node.op != "maxpool":
+        c.param_shapes({"mult": (1,), "shift": (1,)})
+        c.rescale("mult", "shift")
+    return out
+
+
+def _added(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
+    if xs[1] != xs[0]:
+        c.fail(f"inputs have shapes {xs[0]} and {xs[1]}; they must be equal")
+    c.param_shapes({key: (1,) for key in PARAMS_OF_OP["add"] if key != "clamp"} | {"clamp": (2,)})
+    for prefix in ("a_", "b_", ""):
+        c.rescale(f"{prefix}mult", f"{prefix}shift")
+    c.clamp()
+    return xs[0]
+
+
+def _flattened(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
+    x = c.shape(c.node.inputs[0], 4, "input")
+    return (1, x[1] * x[2] * x[3])
+
+
+def _softmaxed(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
+    return c.shape(c.node.inputs[0], 2, "input")
+
+
+def _hosted(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
+    a = c.node.attrs
+    if not (
+        isinstance(a["feeds"], tuple)
+        and len(a["feeds"]) == len(c.node.inputs)
+        and all(isinstance(f, str) for f in a["feeds"])
+    ):
+        c.fail("attr 'feeds' must name one model input per input")
+    if not isinstance(a["fetch"], str):
+        c.fail(f"attr 'fetch' must be a name, not {_short(a['fetch'])}")
+    if not (isinstance(a["onnx_ops"], tuple) and all(isinstance(o, str) for o in a["onnx_ops"])):
+        c.fail(f"attr 'onnx_ops' must be a list of names, not {_short(a['onnx_ops'])}")
+    if not isinstance(a["macs"], int) or isinstance(a["macs"], bool) or a["macs"] < 0:
+        c.fail(f"attr 'macs' must be an integer >= 0, not {_short(a['macs'])}")
+    if c.node.params["model"].ndim != 1:
+        c.fail("param 'model' must be 1-D (the bytes of an ONNX model)")
+    return tuple(c.graph.tensors[c.node.output].shape)  # what the model gives is reshaped
+
+
+_OUTPUT_SHAPE: dict[str, Any] = {
+    "conv": _weighted,
+    "gemm": _weighted,
+    "maxpool": _pooled,
+    "avgpool": _pooled,
+    "global_avgpool": _pooled,
+    "add": _added,
+    "flatten": _flattened,
+    "softmax": _softmaxed,
+    "host": _hosted,
+}
+
+
+def check_graph(graph: RefGraph) -> None:
+    """Raise :class:`ReferenceError` (naming the node) unless :func:`evaluate` can run every
+    node of ``graph`` as this module defines it: a known op with its inputs, exactly the attrs
+    of :data:`ATTRS_OF_OP` and the params of :data:`PARAMS_OF_OP` (dtypes, shapes that fit
+    the input, multipliers, shifts and clamps in range), an output of the shape the op gives,
+    and scales on every int8 tensor (a softmax output, fp32, has none).
+
+    The graph's structure - tensors named in its table, nodes in topological order, shapes
+    ``(1, C, H, W)`` or ``(1, F)`` - is the caller's to check first."""
+    macs = 0
+    for node in graph.nodes:
+        _check_node(graph, node)
+        if node.op in ("conv", "gemm"):  # output elements x weights per output
+            weight = node.params["weight"]
+            macs += math.prod(graph.tensors[node.output].shape) * (weight.size // weight.shape[0])
+    if macs > MAX_MACS:
+        raise ReferenceError(
+            f"the graph needs {macs} multiply-accumulates, more than the reference evaluates "
+            f"({MAX_MACS})"
+        )
+
+
+def _check_node(graph: RefGraph, node: RefNode) -> None:
+    c = _Node(graph, node)
+    if node.op not in _OUTPUT_SHAPE:
+        c.fail(f"op is not one of {', '.join(REFERENCE_OPS)}")
+    lo, hi = ARITY_OF_OP.get(node.op, (1, 1))
+    if not lo <= len(node.inputs) <= hi:
+        c.fail(f"has {len(node.inputs)} inputs; expected {lo}..{hi}")
+    if set(node.attrs) != ATTRS_OF_OP[node.op]:
+        c.fail(f"attrs {_short(sorted(node.attrs))} must be exactly {sorted(ATTRS_OF_OP[node.op])}")
+    if "act" in node.attrs and node.attrs["act"] not in ACTS:
+        c.fail(f"attr 'act' {_short(node.attrs['act'])} is not one of {ACTS}")
+    wanted = dict(PARAMS_OF_OP[node.op])
+    if node.op in ("conv", "gemm") and len(node.inputs) == 2:
+        wanted |= RESIDUAL_PARAMS
+    if set(node.params) != set(wanted):
+        c.fail(f"params {_short(sorted(node.params))} must be exactly {sorted(wanted)}")
+    for key, dtype in wanted.items():
+        if node.params[key].dtype != np.dtype(dtype):
+            c.fail(f"param {key!r} must be {dtype}, not {node.params[key].dtype}")
+    xs = [tuple(graph.tensors[name].shape) for name in node.inputs]
+    out = _OUTPUT_SHAPE[node.op](c, xs)
+    if tuple(graph.tensors[node.output].shape) != out:
+        c.fail(
+            f"output {_short(node.output)} has shape {tuple(graph.tensors[node.output].shape)}; "
+            f"the op gives {out}"
+        )
+    for name in node.inputs:
+        if graph.tensors[name].scale is None:
+            c.fail(f"input {_short(name)} has no scale (an int8 tensor needs one)")
+    scale = graph.tensors[node.output].scale
+    if (node.op == "softmax") != (scale is None):
+        c.fail(
+            "a softmax output is fp32 and has no scale"
+            if node.op == "softmax"
+            else f"output {_short(node.output)} has no scale (an int8 tensor needs one)"
+        )

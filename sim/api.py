@@ -44,10 +44,7 @@ def run(
     if not isinstance(exe, Executable):
         path = Path(exe)
         exe = executable.load(path, config)
-    elif config is not None and config != exe.config:
-        raise executable.ExecutableError(
-            f"executable was compiled for {exe.config.name}, not {config.name}"
-        )
+    executable.check_config(exe, config, path)
     x = np.asarray(inputs, dtype=np.float32)
     result = run_executable(exe, x, backend, workdir=workdir)
     accuracy: dict[str, Any] = {}

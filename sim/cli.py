@@ -2,7 +2,8 @@
 load a saved executable - run it on a backend, check every layer bit for bit, and write a report.
 
 Exit codes: 0 bit-exact; 1 a layer mismatched; 2 bad arguments or the model cannot be compiled;
-3 the simulator could not be built or the accelerator stopped with an error.
+3 the simulator could not be built or the accelerator stopped with an error; 4 an internal error
+(a bug: any other exception, said in one line; ``COSIM_DEBUG=1`` shows its traceback).
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -52,7 +55,9 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.N
         "write build/runs/<run>/ (report.json, report.csv, utilization.png, listing, and the "
         "executable, which --bundle runs again). Exit codes: 0 bit-exact, 1 a layer mismatched, "
         "2 bad input (arguments, model, executable), 3 simulator build failure or accelerator "
-        "error.",
+        "error, 4 internal error (a bug; please report it).",
+        epilog="Environment: COSIM_DEBUG=1 prints the traceback of an internal error (exit code 4) "
+        "after its one-line message.",
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
@@ -238,8 +243,30 @@ def load_executable(
     return compiled.executable, config, compiled.source, time.perf_counter() - started
 
 
+#: Exit code of an unexpected exception: a bug, never to be read as a mismatch (1).
+INTERNAL_ERROR = 4
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m sim.cli") -> int:
+    """The command line (see :func:`parse`); returns the exit code. An exception none of the
+    steps expects is a bug: one ``error: internal error: ...`` line and exit code 4 (with
+    ``COSIM_DEBUG=1`` in the environment, the traceback after it)."""
     args = parse(argv, prog)
+    try:
+        return _main(args)
+    except Exception as exc:  # the backstop: every known failure has its own code above
+        message = " ".join(str(exc).split())
+        message = message if len(message) <= 300 else message[:297] + "..."
+        print(
+            f"\nerror: internal error: {type(exc).__name__}: {message} (please report)",
+            file=sys.stderr,
+        )
+        if os.environ.get("COSIM_DEBUG") == "1":
+            traceback.print_exc()
+        return INTERNAL_ERROR
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         if args.seed < 0:
             raise UsageError(f"--seed must be a non-negative integer, not {args.seed}")

@@ -168,23 +168,26 @@ def _plot(report: dict[str, Any], path: Path) -> None:
 
 
 def summary_table(report: dict[str, Any]) -> Any:
+    """The terminal summary (a rich Table); names are shown as they are, never read as markup."""
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"{report['model']} on {report['config']['name']} ({report['backend']})")
+    title = f"{report['model']} on {report['config']['name']} ({report['backend']})"
+    table = Table(title=escape(title))
     for column in ("layer", "op", "MACs", "cycles", "ideal", "util", "exact", "limited by"):
         table.add_column(
             column, justify="right" if column in ("MACs", "cycles", "ideal", "util") else "left"
         )
     for layer in report["layers"]:
         table.add_row(
-            layer["name"],
-            layer["op"],
+            escape(layer["name"]),
+            escape(layer["op"]),
             f"{layer['macs']:,}",
             f"{layer['cycles']:,}",
             f"{layer.get('ideal_cycles', 0):,}" if "ideal_cycles" in layer else "-",
             f"{layer['utilization']:.3f}",
             "yes" if layer["bit_exact"] else "[red]NO[/red]",
-            layer["limiter"],
+            escape(layer["limiter"]),
         )
     total = report["total"]
     table.add_section()

@@ -1,7 +1,14 @@
 """The executable: what the compiler writes and the simulators run (:mod:`.format`), and its
 file, a zip of a JSON manifest and ``.npy`` arrays (:mod:`.archive`)."""
 
-from arch.executable.archive import FORMAT_VERSION, SUFFIX, ExecutableError, load, save
+from arch.executable.archive import (
+    FORMAT_VERSION,
+    SUFFIX,
+    ExecutableError,
+    check_config,
+    load,
+    save,
+)
 from arch.executable.format import (
     HOST_OPS,
     DeviceProgram,
@@ -13,6 +20,8 @@ from arch.executable.format import (
     RefNode,
     Region,
     TensorSpec,
+    is_path_name,
+    path_name,
 )
 
 __all__ = [
@@ -29,6 +38,9 @@ __all__ = [
     "ReferenceGraph",
     "Region",
     "TensorSpec",
+    "check_config",
+    "is_path_name",
     "load",
+    "path_name",
     "save",
 ]

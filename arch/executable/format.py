@@ -19,6 +19,7 @@ so an executable is saved as JSON plus ``.npy`` arrays (:mod:`arch.executable.ar
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,30 @@ from arch.isa import Launch
 HOST_OPS: tuple[str, ...] = ("softmax", "host")
 #: Layouts of a tensor in DRAM: channels-last lines, or rows the host im2col'ed for a first conv.
 LAYOUTS: tuple[str, ...] = ("nhwc", "im2col")
+#: Kinds of a device layer.
+LAYER_KINDS: tuple[str, ...] = ("gemm", "pool", "add")
+#: Keys of a layer's tiling (the compiler's ``Tiling``: output rows per m tile, output channel
+#: blocks per n group, K chunks per GEMM instruction, estimated cycles).
+TILING_KEYS: tuple[str, ...] = ("rows_per_tile", "n_blocks", "k_group", "estimate")
+#: Names that become parts of file paths (the model's, a device program's): letters, digits and
+#: ``_.#:+-``, not starting with a dot, at most :data:`NAME_MAX` characters.
+NAME_PATTERN = re.compile(r"(?!\.)[A-Za-z0-9_.#:+-]+")
+NAME_MAX = 128
+
+
+def is_path_name(name: object) -> bool:
+    """Whether ``name`` may be part of a file path (:data:`NAME_PATTERN`)."""
+    return (
+        isinstance(name, str) and len(name) <= NAME_MAX and NAME_PATTERN.fullmatch(name) is not None
+    )
+
+
+def path_name(text: str) -> str:
+    """``text`` made a name :func:`is_path_name` accepts: other characters become ``_`` (and a
+    leading dot too), cut to :data:`NAME_MAX` characters; an empty text gives ``"model"``."""
+    name = re.sub(r"[^A-Za-z0-9_.#:+-]", "_", text)[:NAME_MAX]
+    name = "_" + name[1:] if name.startswith(".") else name
+    return name or "model"
 
 
 @dataclass(frozen=True)

@@ -33,10 +33,14 @@ def test_run_executable_file_returns_outputs_and_report(tmp_path):
 def test_executable_for_another_config_is_refused(tmp_path):
     exe = compile_model("mlp", PRESETS["tiny"], seed=4).executable
     path = executable.save(exe, tmp_path / "mlp.cosim")
-    with pytest.raises(executable.ExecutableError, match="compiled for config"):
+    tiny, default = PRESETS["tiny"].name, PRESETS["default"].name
+    said = f"was compiled for config {tiny}, not {default}; recompile it for this config"
+    with pytest.raises(executable.ExecutableError) as info:
         api.run(path, np.zeros((1, 64), np.float32), "isa", config=PRESETS["default"])
-    with pytest.raises(executable.ExecutableError, match="compiled for"):
+    assert str(info.value).startswith(f"{path} {said}")
+    with pytest.raises(executable.ExecutableError) as info:  # the same check, the same words
         api.run(exe, np.zeros((1, 64), np.float32), "isa", config=PRESETS["default"])
+    assert str(info.value).startswith(f"executable 'mlp' {said}")
 
 
 def test_unknown_backend_lists_the_backends():

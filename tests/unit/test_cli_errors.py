@@ -279,3 +279,142 @@ def test_bad_executables_exit_2_naming_what_is_wrong(tmp_path: Path) -> None:
         result = cli(*args, out=tmp_path / "out")
         assert result.returncode == 2, (args, result.stderr)
         assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+# --- saved executables that loaded but crashed the run; internal errors; names with markup ---
+
+
+@pytest.fixture(scope="module")
+def mlp_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from arch import executable
+    from arch.config import PRESETS
+    from compiler.compile import compile_model
+
+    compiled = compile_model("mlp", PRESETS["tiny"])
+    return executable.save(compiled.executable, tmp_path_factory.mktemp("mlp") / "mlp.cosim")
+
+
+def changed_bundle(src: Path, dst: Path, change) -> Path:
+    """A copy of the executable ``src`` with its manifest changed by ``change``."""
+    import zipfile
+
+    with zipfile.ZipFile(src) as old:
+        info = json.loads(old.read("manifest.json"))
+        change(info)
+        with zipfile.ZipFile(dst, "w") as new:
+            for name in old.namelist():
+                data = json.dumps(info).encode() if name == "manifest.json" else old.read(name)
+                new.writestr(name, data)
+    return dst
+
+
+def _ref_tensor(info: dict, name: str) -> dict:
+    return info["reference"]["tensors"][name]
+
+
+def _fc1(info: dict) -> dict:
+    return next(n for n in info["reference"]["nodes"] if n["name"] == "fc1")
+
+
+@pytest.mark.parametrize(
+    ("change", "names"),
+    [
+        # each of these loaded, then stopped the run with a traceback (exit 1, like a mismatch)
+        (lambda i: i["steps"][0]["layers"][0].update(tiling={"a": 1}), ("tiling", "rows_per_tile")),
+        (lambda i: i["steps"][0]["tensors"]["input"].update(channels=16), ("'input'", "channels")),
+        (lambda i: i["steps"][0]["tensors"]["logits"].update(addr=60000), ("'logits'", "60000")),
+        (lambda i: _ref_tensor(i, "input").update(shape=[1, 32]), ("'fc1'", "weight")),
+        (lambda i: _ref_tensor(i, "input").update(shape=[1, 8, 8]), ("'input'", "[1, 8, 8]")),
+        (lambda i: _ref_tensor(i, "input").update(shape=[]), ("'input'", "shape")),
+        (lambda i: _ref_tensor(i, "input").update(shape=[-1, 64]), ("'input'", "[-1, 64]")),
+        (lambda i: _fc1(i)["params"].pop("weight"), ("'fc1'", "weight")),
+        (lambda i: _fc1(i)["params"].update(weight=_fc1(i)["params"]["bias"]), ("'fc1'", "int8")),
+        # ... or ran to a wrong "bit-exact" (the output shape) or wrote outside the run directory
+        (lambda i: _ref_tensor(i, "logits").update(shape=[1, 5]), ("'logits'", "(1, 5)")),
+        (lambda i: i["steps"][0]["layers"][1].update(output="act1.out"), ("act1.out", "twice")),
+        (lambda i: i.update(model="../../escaped"), ("'model'", "../../escaped")),
+        (lambda i: i["steps"][0].update(name="../../evil"), ("'name'", "../../evil")),
+    ],
+)  # fmt: skip
+def test_bundles_the_run_crashed_on_exit_2(
+    mlp_bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], change, names
+) -> None:
+    path = changed_bundle(mlp_bundle, tmp_path / "bad.cosim", change)
+    out = tmp_path / "o"
+    line = assert_usage_error(in_process(capsys, "--bundle", str(path), "--out", str(out)), *names)
+    assert str(path) in line and not out.exists()
+    assert not (tmp_path.parent / "escaped").exists()
+
+
+def test_markup_in_names_is_shown_as_is(
+    mlp_bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Layer names are data: '[/x]' once crashed the summary table (rich markup)."""
+
+    def change(info: dict) -> None:
+        layers = info["steps"][0]["layers"]
+        layers[0]["name"], layers[1]["name"] = "[/x]", "[bold]y"
+
+    path = changed_bundle(mlp_bundle, tmp_path / "markup.cosim", change)
+    result = in_process(capsys, "--bundle", str(path), "--out", str(tmp_path / "o"))
+    assert result.returncode == 0, result.stderr
+    assert "[/x]" in result.stdout and "[bold]y" in result.stdout
+
+
+def test_summary_table_escapes_markup() -> None:
+    from rich.console import Console
+
+    from sim.report import summary_table
+
+    layer = {"name": "[/x]", "op": "[red]op", "macs": 1, "cycles": 2, "utilization": 0.5,
+             "bit_exact": True, "limiter": "[i]l"}  # fmt: skip
+    total = {"macs": 1, "cycles": 2, "utilization": 0.5, "bit_exact": True, "sim_wall_s": 0.1,
+             "sim_cycles_per_s": 20}  # fmt: skip
+    report = {"model": "[m]", "config": {"name": "[/c]"}, "backend": "isa", "layers": [layer],
+              "total": total}  # fmt: skip
+    console = Console(record=True, width=200)
+    console.print(summary_table(report))
+    text = console.export_text()
+    for shown in ("[/x]", "[red]op", "[i]l", "[m] on [/c] (isa)"):
+        assert shown in text, text
+
+
+def test_internal_errors_exit_4_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An exception nothing expects is a bug: exit 4 (never 1, a mismatch), one line naming it;
+    COSIM_DEBUG=1 adds the traceback."""
+    import sim.cli
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("boom\nsecond line")
+
+    out = str(tmp_path / "o")
+    monkeypatch.delenv("COSIM_DEBUG", raising=False)
+    for target in ("load_executable", "run"):  # before the run, and during it
+        with monkeypatch.context() as patch:
+            patch.setattr(sim.cli, target, broken)
+            result = in_process(capsys, "--model", "mlp", "--config", "tiny", "--out", out)
+        assert result.returncode == 4, (target, result.stderr)
+        assert "Traceback" not in result.stderr
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert errors == [
+            "error: internal error: ZeroDivisionError: boom second line (please report)"
+        ], result.stderr
+    monkeypatch.setenv("COSIM_DEBUG", "1")
+    monkeypatch.setattr(sim.cli, "load_executable", broken)
+    result = in_process(capsys, "--model", "mlp", "--out", out)
+    assert result.returncode == 4 and "Traceback" in result.stderr
+    assert "ZeroDivisionError: boom" in result.stderr
+
+
+def test_exit_codes_are_documented(capsys: pytest.CaptureFixture[str]) -> None:
+    from sim.cli import parse
+
+    with pytest.raises(SystemExit):
+        parse(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "3 simulator build failure or accelerator error, 4 internal error" in text
+    assert "COSIM_DEBUG=1" in text
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "accelerator error (error code and instruction), 4 an internal error" in readme
