@@ -9,6 +9,7 @@ import onnx
 
 from arch.config import AccelConfig
 from arch.executable import Executable
+from arch.executable.format import path_name
 from compiler import zoo
 from compiler.errors import CompileError
 from compiler.export import assemble
@@ -49,7 +50,7 @@ def resolve_model(
             raise CompileError(
                 None, None, "IMAGE_SIZE applies to zoo models only, not to an ONNX file"
             )
-        return path.stem, path
+        return path_name(path.stem), path
     raise CompileError(
         None,
         None,

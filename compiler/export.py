@@ -19,6 +19,7 @@ from arch.executable import (
     Region,
     TensorSpec,
 )
+from arch.executable.format import TILING_KEYS
 from arch.isa import Launch
 from compiler.errors import CompileError
 from compiler.ir import Graph, Node
@@ -70,7 +71,7 @@ def device_program(plan: Plan, name: str = "device0") -> DeviceProgram:
     return DeviceProgram(
         name=name,
         image=plan.image,
-        launch=Launch(**{k: plan.launch[k] for k in ("insn_base", "desc_base", "desc_count")}),
+        launch=Launch.from_dict({k: plan.launch[k] for k in Launch.FIELDS}),
         regions=[Region(n, addr, size) for n, addr, size in plan.regions],
         perf_base=plan.symbols["perf"],
         layers=[
@@ -82,7 +83,7 @@ def device_program(plan: Plan, name: str = "device0") -> DeviceProgram:
                 layer.output,
                 layer.insn_range,
                 layer.perf_index,
-                vars(layer.tiling).copy() if layer.tiling else None,
+                {k: getattr(layer.tiling, k) for k in TILING_KEYS} if layer.tiling else None,
             )
             for layer in accel
         ],

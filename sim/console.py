@@ -3,7 +3,7 @@
 ``cosim sim ...`` compiles and runs a model, or runs a saved executable (what ``make sim`` runs:
 :mod:`sim.cli`); ``cosim toolchain`` checks g++/make/perl and Verilator. Exit codes are the
 commands' own (``cosim sim``: 0 bit-exact, 1 mismatch, 2 bad input, 3 simulator/accelerator
-error).
+error, 4 internal error).
 """
 
 from __future__ import annotations

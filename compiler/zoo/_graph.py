@@ -93,7 +93,7 @@ class GraphBuilder:
         fan_in = cin // group * kernel * kernel
         shape = (cout, cin // group, kernel, kernel)
         weight = self.param(f"{name}.weight", self.he_normal(shape, fan_in))
-        attrs = {"group": group} if group != 1 else {}
+        attrs: dict[str, Any] = {"group": group} if group != 1 else {}
         return self.node(
             "Conv",
             name,

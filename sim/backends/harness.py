@@ -8,9 +8,9 @@ from __future__ import annotations
 # Top ports the testbench touches: inputs writable, outputs read-only. (Making an output
 # public_flat_rw tells Verilator it may change outside eval(), so all logic reading it, e.g. the
 # `error` that halts every unit, would be re-evaluated on every eval - a large slowdown.)
-TOP_INPUTS = ("clk", "rst", "start", "insn_base", "desc_base", "desc_count")
+LAUNCH_PORTS = ("insn_base", "desc_base", "desc_count")  # arch.isa.Launch.FIELDS (a test checks)
+TOP_INPUTS = ("clk", "rst", "start", *LAUNCH_PORTS)
 TOP_OUTPUTS = ("running", "done", "error", "error_code", "error_index", "perf")
-LAUNCH_PORTS = ("insn_base", "desc_base", "desc_count")
 RESET_CYCLES = 4
 
 #: Before each run, with the DRAM image loaded: ("set", port, value), ("launch",) = set the

@@ -335,7 +335,7 @@ def test_same_seed_same_bytes_resnet50(built: Builder) -> None:
 
 
 def test_models_and_name_resolution(built: Builder) -> None:
-    assert zoo.MODELS == ("resnet", "resnet18", "resnet34", "resnet50", "cnn", "mlp")
+    assert zoo.MODELS == ("resnet", "resnet18", "resnet34", "resnet50", "mobilenetv2", "cnn", "mlp")
     assert built("resnet").SerializeToString() == built("resnet18").SerializeToString()
     expected = {"resnet18": "resnet18", "resnet34": "resnet34", "resnet50": "resnet50"}
     for name, graph_name in expected.items():
@@ -410,3 +410,28 @@ def test_cli_module_writes_file_and_documents_help(tmp_path: Path) -> None:
     assert help_text.returncode == 0
     assert all(word in help_text.stdout for word in ("NAME", "--image-size", "--seed", "-o"))
     assert all(name in help_text.stdout for name in zoo.MODELS)
+
+
+def test_mobilenetv2_is_torchvisions_architecture() -> None:
+    """torchvision's mobilenet_v2() has 3,504,872 parameters (weights, biases, BN affine) and 52
+    convolutions of which 17 are depthwise; the paper gives about 300M multiply-adds at 224."""
+    model = zoo.build("mobilenetv2")
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    buffers = ("running_mean", "running_var", ".min", ".max")
+    assert sum(v.size for k, v in inits.items() if not k.endswith(buffers)) == 3_504_872
+    convs = [n for n in model.graph.node if n.op_type == "Conv"]
+    depthwise = [n for n in convs if any(a.name == "group" and a.i > 1 for a in n.attribute)]
+    assert (len(convs), len(depthwise)) == (52, 17)
+    assert input_shape(model) == [1, 3, 224, 224] and model.graph.name == "mobilenetv2"
+    inferred = onnx.shape_inference.infer_shapes(model)
+    shapes = {
+        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+        for v in [*inferred.graph.value_info, *inferred.graph.output]
+    }
+    macs = 0
+    for node in convs:
+        w = inits[node.input[1]]
+        macs += int(np.prod(shapes[node.output[0]])) * int(np.prod(w.shape[1:]))
+    macs += 1280 * 1000
+    assert abs(macs / 300e6 - 1) < 0.02, macs
+    assert zoo.build("mobilenetv2", seed=1).SerializeToString() != model.SerializeToString()
