@@ -459,7 +459,9 @@ class _Importer:
         consumers = {
             self.origins[ir.name]
             for ir in self.nodes
-            if ir.name in self.origins and any(o in ir.inputs for o in bad_rank)
+            if ir.name in self.origins
+            and not (ir.op == "host" and "mark" in ir.attrs)
+            and any(o in ir.inputs for o in bad_rank)
         }
         if consumers - set(self.forced):
             raise _Retry(consumers)
@@ -478,6 +480,14 @@ class _Importer:
             self.blockers += self._blockers(marks)
         macs = host_regions.count_macs(nodes, self.inferred, self.consts)
         out_nodes = []
+        not_float = [f for f in fetches if self._elem(f) != TensorProto.FLOAT]
+        if not_float:  # int8 tensors between steps carry real (float) values only
+            kind = TensorProto.DataType.Name(self._elem(not_float[0]))
+            self.blockers.append(
+                f"'{first.name}' ({first.node.op_type}): its {kind} output '{not_float[0]}' is "
+                "read by nodes after an accelerator node (host regions pass float values only)"
+            )
+            return []
         unshaped = [f for f in fetches if f not in self.inferred]
         if unshaped:
             if model_ok:  # else the region's blockers are named already
@@ -1046,6 +1056,9 @@ class _Importer:
             p.cast = True
             self.pending[out] = p
             return
+        if self._elem(src) != TensorProto.FLOAT:
+            kind = TensorProto.DataType.Name(self._elem(src))
+            raise CompileError(name, node.op_type, f"cast of a {kind} value", "float -> float")
         x = self._act(node, name, 0)
         self.alias[out] = x  # a float -> float cast changes nothing
 

@@ -18,6 +18,7 @@ from arch.executable import DeviceProgram, HostStep
 from compiler import zoo
 from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
+from compiler.errors import CompileError
 from compiler.onnx_import import load_onnx
 from sim.host import run_host_step
 from sim.run import run
@@ -214,3 +215,21 @@ def test_resnet_with_reduce_mean_has_the_zoo_cycles(tmp_path) -> None:
     assert ours.bit_exact and [la.cycles for la in ours.layers] == [
         la.cycles for la in theirs.layers
     ]
+
+
+def test_non_float_values_between_steps_are_refused_by_name() -> None:
+    """An int64 index from a host node, read by host nodes after an accelerator node, cannot
+    cross the int8 boundary: one clear error, not a silently quantized index."""
+    rng = np.random.default_rng(9)
+    c1, i1 = conv("c1", "x", "a", 3, 8, rng)
+    c2, i2 = conv("c2", "a", "b", 8, 8, rng)
+    nodes = [
+        c1,
+        helper.make_node("ArgMax", ["a"], ["idx"], name="argmax", axis=1, keepdims=1),
+        c2,
+        helper.make_node("Cast", ["idx"], ["f"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("Add", ["b", "f"], ["y"], name="add"),
+    ]
+    with pytest.raises(CompileError) as info:
+        load_onnx(model_of(nodes, {**i1, **i2}, [1, 3, 8, 8]))
+    assert "'argmax' (ArgMax): its INT64 output 'idx'" in str(info.value)
