@@ -838,12 +838,15 @@ class _Importer:
     ) -> Node:
         xs = self._need_4d(node, name, x)
         group = int(self._attrs(node).get("group", 1))
-        if group != 1:
-            depthwise = " (depthwise convolution is not supported yet)" if group == xs[1] else ""
+        depthwise = group == xs[1] == w.shape[0] and w.shape[1] == 1
+        if group != 1 and not depthwise:
             raise CompileError(
-                name, node.op_type, f"group {group} is not supported{depthwise}", "group 1"
+                name,
+                node.op_type,
+                f"group {group} is not supported",
+                "group 1, or depthwise (group = input channels = output channels)",
             )
-        if w.shape[1] != xs[1]:
+        if w.shape[1] * group != xs[1]:
             raise CompileError(
                 name, node.op_type, f"weight {w.shape} does not fit input channels {xs[1]}"
             )
@@ -857,7 +860,7 @@ class _Importer:
             "stride": s,
             "pads": pads,
             "dilation": (1, 1),
-            "group": 1,
+            "group": group,
             "act": None,
         }
         return self._emit(node, name, "conv", [x], out, attrs, params)

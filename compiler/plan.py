@@ -66,9 +66,13 @@ class GemmShape:
     out_h: int
     out_w: int
     out_channels: int  # padded
+    #: depthwise: output block j reduces only input line j over the taps (one chunk per tap)
+    depthwise: bool = False
 
     def chunks(self, dim: int) -> int:
-        return self.kernel[0] * self.kernel[1] * self.in_channels // dim
+        """K chunks of ``dim`` reduction values (per output block for a depthwise layer)."""
+        taps = self.kernel[0] * self.kernel[1]
+        return taps if self.depthwise else taps * self.in_channels // dim
 
 
 @dataclass

@@ -33,11 +33,23 @@ def _plain(plan: Plan, name: str) -> DramTensor:
 def _wants_im2col(plan: Plan, layer: Layer) -> bool:
     node = layer.node
     graph_input = plan.graph.inputs[0]
-    if node.op != "conv" or node.inputs[0] != graph_input:
+    if node.op != "conv" or node.inputs[0] != graph_input or node.attrs["group"] != 1:
         return False
     c, _, _ = _tensor_dims(plan.graph.tensors[graph_input].shape)
     consumers = plan.graph.consumers(graph_input)
     return c % plan.dim != 0 and node.attrs["kernel"] != (1, 1) and len(consumers) == 1
+
+
+def _depthwise_matrix(weight: np.ndarray, out_channels: int, dim: int) -> np.ndarray:
+    """(C, 1, kh, kw) -> (C_pad, kh*kw*dim): output channel o reduces, per tap, the line of its
+    own block, so its row is ``W[o, tap]`` at column ``tap*dim + o % dim`` and zero elsewhere
+    (each weight tile is diagonal)."""
+    c, _, kh, kw = weight.shape
+    matrix = np.zeros((out_channels, kh * kw * dim), dtype=np.int8)
+    taps = weight.reshape(c, kh * kw)
+    for o in range(c):
+        matrix[o, np.arange(kh * kw) * dim + o % dim] = taps[o]
+    return matrix
 
 
 def _conv_matrix(weight: np.ndarray, in_channels: int, im2col: bool, dim: int) -> np.ndarray:
@@ -89,7 +101,21 @@ def _gemm_shape(plan: Plan, layer: Layer) -> None:
     src = plan.tensor(layer.inputs[0])
     out = plan.tensors[layer.output]
     weight = node.params["weight"]
-    if node.op == "conv":
+    if node.op == "conv" and node.attrs["group"] > 1:  # depthwise
+        shape = GemmShape(
+            src.h,
+            src.w,
+            src.channels,
+            node.attrs["kernel"],
+            node.attrs["stride"],
+            node.attrs["pads"],
+            out.h,
+            out.w,
+            out.channels,
+            depthwise=True,
+        )
+        matrix = _depthwise_matrix(weight, out.channels, dim)
+    elif node.op == "conv":
         if src.layout == "im2col":
             shape = GemmShape(
                 src.h, src.w, src.channels, (1, 1), (1, 1), (0, 0, 0, 0), out.h, out.w, out.channels

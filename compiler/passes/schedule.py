@@ -138,11 +138,17 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                     step.loads.append(
                         _tile_lines(plan, residual, act_base + kc * mt, oy0, mt, nb0, nbc)
                     )
-            # Activations: one descriptor per run of chunks sharing a kernel tap (ky, kx).
-            for tap, run in itertools.groupby(range(k0, k0 + kc), key=lambda k: k // cb_total):
+
+            # Activations: one descriptor per run of chunks sharing a kernel tap (ky, kx); a
+            # depthwise chunk is one tap of the output block's own input line.
+            def tap_of(k: int) -> int:
+                return k if shape.depthwise else k // cb_total
+
+            for tap, run in itertools.groupby(range(k0, k0 + kc), key=tap_of):
                 chunk_list = list(run)
                 first, count = chunk_list[0], len(chunk_list)
-                ky, kx, cb = tap // kw, tap % kw, first % cb_total
+                ky, kx = tap // kw, tap % kw
+                cb = nb0 if shape.depthwise else first % cb_total
                 y0, x0 = oy0 * sh + ky - pt, kx - pl
                 desc = DescSpec(
                     "ACT",
