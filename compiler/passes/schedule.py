@@ -113,6 +113,10 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     n_groups = groups(blocks, tiling.n_blocks)
     k_groups = groups(chunks, tiling.k_group)
     m_tiles = groups(shape.out_h, tiling.rows_per_tile)
+
+    def tap_of(k: int) -> int:
+        return k if shape.depthwise else k // cb_total
+
     # Weight blocks in DRAM, in the order the steps load them: (n group, k group).
     offset, blocks_at = 0, {}
     for (nb0, nbc), (k0, kc) in itertools.product(n_groups, k_groups):
@@ -141,9 +145,6 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
 
             # Activations: one descriptor per run of chunks sharing a kernel tap (ky, kx); a
             # depthwise chunk is one tap of the output block's own input line.
-            def tap_of(k: int) -> int:
-                return k if shape.depthwise else k // cb_total
-
             for tap, run in itertools.groupby(range(k0, k0 + kc), key=tap_of):
                 chunk_list = list(run)
                 first, count = chunk_list[0], len(chunk_list)
