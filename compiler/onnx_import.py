@@ -756,7 +756,17 @@ class _Importer:
     def _window(
         self, node: onnx.NodeProto, name: str, x: tuple[int, ...], kernel: tuple[int, ...]
     ) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int, int, int]]:
-        """Kernel, stride and explicit (top, left, bottom, right) pads of a 2-D window op."""
+        """Kernel, stride and explicit (top, left, bottom, right) pads of a 2-D window op
+        (a pool's; :meth:`_conv_window` also gives a convolution's dilation)."""
+        k, s, pads, d = self._conv_window(node, name, x, kernel)
+        if d != (1, 1):
+            raise CompileError(name, node.op_type, f"dilation {d} is not supported", "1")
+        return k, s, pads
+
+    def _conv_window(
+        self, node: onnx.NodeProto, name: str, x: tuple[int, ...], kernel: tuple[int, ...]
+    ) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int, int, int], tuple[int, int]]:
+        """Kernel, stride, explicit pads and dilation of a 2-D window op."""
         op, attrs = node.op_type, self._attrs(node)
         if len(kernel) != 2:
             raise CompileError(name, op, f"{len(kernel)}-D kernel is not supported", "2-D")
@@ -771,10 +781,11 @@ class _Importer:
         dilations = tuple(attrs.get("dilations", (1, 1)))
         if len(strides) != 2 or min(strides) < 1:
             raise CompileError(name, op, f"strides {strides} are not supported", "2 positive ints")
-        if dilations != (1, 1):
-            d = dilations[0] if len(set(dilations)) == 1 else dilations
-            raise CompileError(name, op, f"dilation {d} is not supported", "1")
+        if len(dilations) != 2 or min(dilations) < 1:
+            raise CompileError(name, op, f"dilations {dilations} are not supported", "2 ints >= 1")
+        d = (int(dilations[0]), int(dilations[1]))
         s = (int(strides[0]), int(strides[1]))
+        span = (d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1)  # the kernel's reach
         auto_pad = attrs.get("auto_pad", "NOTSET")
         if auto_pad == "NOTSET":
             pads = tuple(int(p) for p in attrs.get("pads", (0, 0, 0, 0)))
@@ -783,7 +794,9 @@ class _Importer:
         elif auto_pad == "VALID":
             pads = (0, 0, 0, 0)
         elif auto_pad == "SAME_UPPER":
-            total = [max(0, (-(-x[2 + a] // s[a]) - 1) * s[a] + k[a] - x[2 + a]) for a in range(2)]
+            total = [
+                max(0, (-(-x[2 + a] // s[a]) - 1) * s[a] + span[a] - x[2 + a]) for a in range(2)
+            ]
             pads = (
                 total[0] // 2,
                 total[1] // 2,
@@ -804,7 +817,7 @@ class _Importer:
                     f"ceil_mode=1 gives {ceil[0]}x{ceil[1]} outputs, not {floor[0]}x{floor[1]}",
                     "ceil_mode=0, or ceil_mode=1 where it gives the same shape",
                 )
-        return k, s, (pads[0], pads[1], pads[2], pads[3])
+        return k, s, (pads[0], pads[1], pads[2], pads[3]), d
 
     def _need_4d(self, node: onnx.NodeProto, name: str, x: str) -> tuple[int, ...]:
         shape = self._shape(x)
@@ -850,16 +863,16 @@ class _Importer:
             raise CompileError(
                 name, node.op_type, f"weight {w.shape} does not fit input channels {xs[1]}"
             )
-        k, s, pads = self._window(node, name, xs, w.shape[2:])
+        k, s, pads, dilation = self._conv_window(node, name, xs, w.shape[2:])
         try:
-            out = conv_output_shape(xs, int(w.shape[0]), k, s, pads)
+            out = conv_output_shape(xs, int(w.shape[0]), k, s, pads, dilation)
         except ValueError as exc:
             raise CompileError(name, node.op_type, str(exc)) from None
         attrs = {
             "kernel": k,
             "stride": s,
             "pads": pads,
-            "dilation": (1, 1),
+            "dilation": dilation,
             "group": group,
             "act": None,
         }

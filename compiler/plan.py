@@ -68,6 +68,7 @@ class GemmShape:
     out_channels: int  # padded
     #: depthwise: output block j reduces only input line j over the taps (one chunk per tap)
     depthwise: bool = False
+    dilation: tuple[int, int] = (1, 1)  # tap (ky, kx) reads pixel offset (ky*dy, kx*dx)
 
     def chunks(self, dim: int) -> int:
         """K chunks of ``dim`` reduction values (per output block for a depthwise layer)."""

@@ -33,7 +33,9 @@ def _plain(plan: Plan, name: str) -> DramTensor:
 def _wants_im2col(plan: Plan, layer: Layer) -> bool:
     node = layer.node
     graph_input = plan.graph.inputs[0]
-    if node.op != "conv" or node.inputs[0] != graph_input or node.attrs["group"] != 1:
+    if node.op != "conv" or node.inputs[0] != graph_input:
+        return False
+    if node.attrs["group"] != 1 or node.attrs["dilation"] != (1, 1):
         return False
     c, _, _ = _tensor_dims(plan.graph.tensors[graph_input].shape)
     consumers = plan.graph.consumers(graph_input)
@@ -113,6 +115,7 @@ def _gemm_shape(plan: Plan, layer: Layer) -> None:
             out.w,
             out.channels,
             depthwise=True,
+            dilation=node.attrs["dilation"],
         )
         matrix = _depthwise_matrix(weight, out.channels, dim)
     elif node.op == "conv":
@@ -131,6 +134,7 @@ def _gemm_shape(plan: Plan, layer: Layer) -> None:
                 out.h,
                 out.w,
                 out.channels,
+                dilation=node.attrs["dilation"],
             )
         matrix = _conv_matrix(weight, src.channels, src.layout == "im2col", dim)
     else:

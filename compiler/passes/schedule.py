@@ -150,7 +150,8 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 first, count = chunk_list[0], len(chunk_list)
                 ky, kx = tap // kw, tap % kw
                 cb = nb0 if shape.depthwise else first % cb_total
-                y0, x0 = oy0 * sh + ky - pt, kx - pl
+                dy, dx = shape.dilation
+                y0, x0 = oy0 * sh + ky * dy - pt, kx * dx - pl
                 desc = DescSpec(
                     "ACT",
                     act_base + (first - k0) * mt,

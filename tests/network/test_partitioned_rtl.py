@@ -54,3 +54,16 @@ def test_depthwise_conv_on_rtl(channels, stride, tmp_path):
     assert all(la.device == "accel" for la in rtl.layers)
     for name, value in isa.outputs.items():
         np.testing.assert_array_equal(rtl.outputs[name], value)
+
+
+def test_dilated_conv_on_rtl(tmp_path):
+    from tests.unit.test_partition import dilated_model
+
+    path = tmp_path / "dil.onnx"
+    onnx.save(dilated_model(2, 1, seed=4), path)
+    exe = compile_model(path, PRESETS["tiny"]).executable
+    x = np.random.default_rng(5).standard_normal(exe.input.shape).astype(np.float32)
+    rtl, isa = run(exe, x, "rtl", workdir=tmp_path / "rtl"), run(exe, x, "isa")
+    assert rtl.bit_exact, rtl.first_mismatch
+    for name, value in isa.outputs.items():
+        np.testing.assert_array_equal(rtl.outputs[name], value)

@@ -369,9 +369,17 @@ def _conv(**attrs: Any) -> onnx.ModelProto:
     return make([node], [1, 4, 8, 8], {"w": w})
 
 
-def test_dilation_goes_to_the_host() -> None:
-    reason = hosted(_conv(dilations=[2, 2]), "layer1.0.conv1")
-    assert reason == "layer1.0.conv1 (Conv): dilation 2 is not supported (supported: 1)"
+def test_dilated_conv_is_an_accelerator_conv() -> None:
+    [conv] = load_onnx(_conv(dilations=[2, 3], pads=[2, 3, 2, 3])).nodes
+    assert (conv.op, conv.attrs["dilation"]) == ("conv", (2, 3))
+
+
+def test_dilated_pool_goes_to_the_host() -> None:
+    node = helper.make_node(
+        "MaxPool", ["x"], ["y"], name="pool", kernel_shape=[2, 2], dilations=[2, 2]
+    )
+    reason = hosted(make([node], [1, 4, 8, 8], opset=13), "pool")
+    assert reason == "pool (MaxPool): dilation (2, 2) is not supported (supported: 1)"
 
 
 def test_grouped_conv_goes_to_the_host() -> None:

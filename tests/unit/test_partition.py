@@ -272,3 +272,37 @@ def test_depthwise_conv_runs_on_the_array(channels, stride, config, tmp_path) ->
     out = 12 // stride
     assert dw.macs == channels * 9 * out * out  # the real MACs, not the padded array's
     assert compare_fp32(compiled.source, exe.reference, x)["cosine_vs_fp32"] > 0.99
+
+
+def dilated_model(dilation: int, stride: int, seed: int) -> onnx.ModelProto:
+    """conv 3 -> 16, dilated 3x3 conv 16 -> 24 (padded to keep the size at stride 1), conv
+    1x1. (onnxruntime refuses dilation with SAME_UPPER, so pads are explicit.)"""
+    rng = np.random.default_rng(seed)
+    c1, i1 = conv("c1", "x", "a", 3, 16, rng)
+    pads = {"pads": [dilation] * 4}
+    dil = helper.make_node(
+        "Conv", ["a", "d.w", "d.b"], ["d"], name="dilated", kernel_shape=[3, 3],
+        dilations=[dilation, dilation], strides=[stride, stride], **pads,
+    )  # fmt: skip
+    relu = helper.make_node("Relu", ["d"], ["r"], name="relu")
+    pw, i2 = conv("pw", "r", "y", 24, 8, rng, k=1)
+    inits = {
+        **i1,
+        **i2,
+        "d.w": rng.normal(0, 0.12, (24, 16, 3, 3)).astype(np.float32),
+        "d.b": rng.normal(0, 0.1, 24).astype(np.float32),
+    }
+    return model_of([c1, dil, relu, pw], inits, [1, 3, 13, 13])
+
+
+@pytest.mark.parametrize(("dilation", "stride"), [(2, 1), (3, 2)])
+def test_dilated_conv_runs_on_the_array(dilation, stride, tmp_path) -> None:
+    model = dilated_model(dilation, stride, seed=dilation)
+    compiled = compile_model(_saved(model, tmp_path), TINY)
+    x = np.random.default_rng(stride).standard_normal((1, 3, 13, 13)).astype(np.float32)
+    result = run(compiled.executable, x, "isa")
+    assert result.bit_exact and all(la.device == "accel" for la in result.layers)
+    fp32 = ort.InferenceSession(model.SerializeToString()).run(["y"], {"x": x})[0]
+    assert result.outputs["y"].shape == fp32.shape
+    accuracy = compare_fp32(compiled.source, compiled.executable.reference, x)
+    assert accuracy["cosine_vs_fp32"] > 0.99
