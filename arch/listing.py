@@ -70,4 +70,6 @@ def render(exe: Executable) -> str:
                 f"; ==== step {index}: host {step.op} {step.name}: "
                 f"{', '.join(step.inputs)} -> {', '.join(step.outputs)}"
             )
+            if step.reason:
+                lines.append(f";      on the host because: {step.reason}")
     return "\n".join(lines) + "\n"

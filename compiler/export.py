@@ -25,6 +25,8 @@ from compiler.errors import CompileError
 from compiler.ir import Graph, Node
 from compiler.plan import Plan
 
+REASON_MAX = 1000  # characters of a host step's reason kept in the executable
+
 
 def reference_graph(graph: Graph) -> ReferenceGraph:
     """The quantized graph as plain data."""
@@ -94,8 +96,8 @@ def device_program(plan: Plan, name: str = "device0") -> DeviceProgram:
     )
 
 
-def host_step(node: Node) -> HostStep:
-    return HostStep(node.name, node.op, list(node.inputs), [node.output])
+def host_step(node: Node, reason: str = "") -> HostStep:
+    return HostStep(node.name, node.op, list(node.inputs), [node.output], reason[:REASON_MAX])
 
 
 def assemble(model: str, graph: Graph, steps: list[Plan | Node], config: AccelConfig) -> Executable:
@@ -110,7 +112,7 @@ def assemble(model: str, graph: Graph, steps: list[Plan | Node], config: AccelCo
                 )
             )
         else:
-            out.append(host_step(step))
+            out.append(host_step(step, graph.host_reasons.get(step.name, "")))
     return Executable(model, config, out, reference_graph(graph))
 
 

@@ -68,6 +68,8 @@ def build(
             entry["ideal_cycles"] = next(ideal_of_accel)
         if layer.mismatch:
             entry["mismatch"] = layer.mismatch
+        if layer.note:
+            entry["host_reason"] = layer.note
         layers.append(entry)
     macs = sum(layer.macs for layer in result.layers if layer.device == "accel")
     all_macs = sum(layer.macs for layer in result.layers)

@@ -54,6 +54,7 @@ class LayerResult:
     counters: dict[str, int] = field(default_factory=dict)  # counter deltas over the layer
     device: str = "accel"  # or "host"
     host_s: float = 0.0  # wall time of a host step
+    note: str = ""  # a host step's reason for being there
 
     def utilization(self, macs_per_cycle: int) -> float:
         return self.macs / (macs_per_cycle * self.cycles) if self.cycles else 0.0
@@ -271,6 +272,7 @@ def _host_layer(
         mismatch=None if exact else _compare(output, got, want),
         device="host",
         host_s=seconds,
+        note=step.reason,
     )
 
 

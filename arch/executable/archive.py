@@ -121,7 +121,7 @@ def _tensor_json(t: DramTensor) -> dict[str, Any]:
 def _step_json(step: Step, arrays: _Arrays) -> dict[str, Any]:
     if isinstance(step, HostStep):
         return {"kind": "host", "name": step.name, "op": step.op, "inputs": step.inputs,
-                "outputs": step.outputs}  # fmt: skip
+                "outputs": step.outputs, "reason": step.reason}  # fmt: skip
     return {
         "kind": "device",
         "name": step.name,
@@ -608,6 +608,7 @@ def _host(reader: _Reader, data: dict, index: int) -> HostStep:
         op,
         _names(reader, _get(reader, data, "inputs", list, where), f"{where} inputs"),
         _names(reader, _get(reader, data, "outputs", list, where), f"{where} outputs"),
+        _text(reader, data, "reason", where) if data.get("reason") else "",
     )
 
 

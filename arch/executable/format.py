@@ -183,6 +183,7 @@ class HostStep:
     op: str  # one of HOST_OPS
     inputs: list[str]
     outputs: list[str]
+    reason: str = ""  # why its nodes are not on the accelerator (for listings and reports)
 
 
 Step = DeviceProgram | HostStep

@@ -94,8 +94,12 @@ def test_partitioned_graph_is_device_host_device(tmp_path) -> None:
         cosine /= float(np.linalg.norm(got) * np.linalg.norm(fp32))
         assert cosine > 0.99
         assert compare_fp32(compiled.source, exe.reference, x)["cosine_vs_fp32"] > 0.99
-    # a saved executable with host steps runs the same
-    again = run(executable.load(executable.save(exe, tmp_path / "p.cosim")), x, "isa")
+    assert hosts[0].reason == "lrn (LRN): op LRN has no accelerator mapping"
+    assert "sig (Sigmoid)" in hosts[1].reason and "silu (Mul)" in hosts[1].reason
+    # a saved executable with host steps runs the same, and keeps why they are there
+    loaded = executable.load(executable.save(exe, tmp_path / "p.cosim"))
+    assert [s for s in loaded.steps if isinstance(s, HostStep)] == hosts
+    again = run(loaded, x, "isa")
     np.testing.assert_array_equal(again.outputs["y"], result.outputs["y"])
     assert [la.cycles for la in again.layers] == [la.cycles for la in result.layers]
 
