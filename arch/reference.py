@@ -14,6 +14,7 @@ This is what the accelerator must reproduce bit for bit, node by node:
   global_avgpool likewise with ``global_sum_pool``.
 * add: ``acc = add_wrap32(requantize(a, a_mult, a_shift), requantize(b, b_mult, b_shift))``,
   ``y = to_int8(clamp(requantize(acc, mult, shift), lo, hi))``.
+* concat: the inputs, which share the output's scale, side by side along channels.
 * flatten: a reshape (NCHW order); softmax: fp32 on the host, after :func:`dequantize`.
 * host (nodes the accelerator does not run): their ONNX model (param ``model``) in fp32 on
   onnxruntime (:mod:`arch.host_runtime`), inputs dequantized and fed as ``feeds``, output
@@ -182,6 +183,10 @@ def _flatten(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray
     return xs[0].reshape(graph.tensors[node.output].shape)
 
 
+def _concat(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(xs, axis=1)
+
+
 def _softmax(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     scale = graph.tensors[node.inputs[0]].scale
     assert scale is not None  # verified
@@ -213,6 +218,7 @@ _EVAL: dict[str, Any] = {
     "flatten": _flatten,
     "softmax": _softmax,
     "host": _host,
+    "concat": _concat,
 }
 
 #: The ops the integer reference defines.
@@ -244,6 +250,7 @@ PARAMS_OF_OP: dict[str, dict[str, str]] = {
     "flatten": {},
     "softmax": {},
     "host": {"model": "uint8"},
+    "concat": {},
 }
 #: The params a conv or gemm with a residual (second) input reads besides its own.
 RESIDUAL_PARAMS: dict[str, str] = {"res_mult": "int64", "res_shift": "int64"}
@@ -259,6 +266,7 @@ ATTRS_OF_OP: dict[str, frozenset[str]] = {
     "flatten": frozenset(),
     "softmax": frozenset(),
     "host": frozenset({"onnx_ops", "feeds", "fetch", "macs"}),
+    "concat": frozenset(),
 }
 #: Inputs of each op (lowest, highest); others take one.
 ARITY_OF_OP: dict[str, tuple[int, int]] = {
@@ -266,6 +274,7 @@ ARITY_OF_OP: dict[str, tuple[int, int]] = {
     "gemm": (1, 2),
     "add": (2, 2),
     "host": (1, 1 << 16),
+    "concat": (2, 1 << 10),
 }
 #: Values of the ``act`` attr.
 ACTS: tuple[str | None, ...] = (None, "relu", "relu6")
@@ -411,6 +420,16 @@ def _softmaxed(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
     return c.shape(c.node.inputs[0], 2, "input")
 
 
+def _concatenated(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
+    shapes = [c.shape(name, 4, "input") for name in c.node.inputs]
+    if len({s[2:] for s in shapes}) != 1:
+        c.fail(f"inputs {shapes} differ in height or width")
+    scales = {c.graph.tensors[name].scale for name in (*c.node.inputs, c.node.output)}
+    if len(scales) != 1:
+        c.fail("inputs and output must share one scale (an int8 concat does not rescale)")
+    return (1, sum(s[1] for s in shapes), shapes[0][2], shapes[0][3])
+
+
 def _hosted(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
     a = c.node.attrs
     if not (
@@ -440,6 +459,7 @@ _OUTPUT_SHAPE: dict[str, Any] = {
     "flatten": _flattened,
     "softmax": _softmaxed,
     "host": _hosted,
+    "concat": _concatenated,
 }
 
 

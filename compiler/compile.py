@@ -76,4 +76,22 @@ def compile_model(
     front end (import, canonicalize, quantize), then the back end of every segment."""
     name, proto = resolve_model(model, image_size, seed)
     graph = compile_front(proto, seed=seed)
+    misfits = _concats_that_do_not_fit(graph, config)
+    if misfits:  # compiled again with those concats on the host
+        graph = compile_front(proto, seed=seed, host=misfits)
     return Compiled(name, assemble(name, graph, compile_graph(graph, config), config), graph.source)
+
+
+def _concats_that_do_not_fit(graph: Graph, config: AccelConfig) -> dict[int, str]:
+    """Concats whose inputs (but the last) do not fill whole lines of the array's width: their
+    padding would sit between channels, so they run on the host."""
+    misfits = {}
+    for node in graph.nodes:
+        if node.op == "concat" and node.name in graph.origins:
+            odd = [i for i in node.inputs[:-1] if graph.tensors[i].shape[1] % config.rows]
+            if odd:
+                misfits[graph.origins[node.name]] = (
+                    f"input '{odd[0]}' has {graph.tensors[odd[0]].shape[1]} channels, not whole "
+                    f"lines of {config.rows} (supported: such inputs only last)"
+                )
+    return misfits

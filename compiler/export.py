@@ -56,6 +56,7 @@ def _dram_tensor(plan: Plan, name: str) -> DramTensor:
         placed.logical_channels,
         placed.layout,
         **im2col,
+        pixel_bytes=placed.pixel_bytes if placed.pixel_stride != placed.channels else 0,
     )
 
 

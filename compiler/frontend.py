@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,7 @@ def compile_front(
     *,
     calibration: Sequence[np.ndarray] | None = None,
     seed: int = 0,
+    host: Mapping[int, str] | None = None,
 ) -> Graph:
     """Import ``model`` and run the front-end passes (canonicalize, quantize).
 
@@ -36,13 +37,15 @@ def compile_front(
         with ``seed``.
     seed
         Seed of the default calibration inputs.
+    host
+        ONNX node indices that go to the host whatever their op, with the reason.
 
     Raises
     ------
     CompileError
         Anything unsupported or malformed, in one line naming the node, op and reason.
     """
-    forced: dict[int, str] = {}
+    forced: dict[int, str] = dict(host or {})
     while True:
         graph = load_onnx(model, host=forced)
         if calibration is None:

@@ -21,6 +21,7 @@ add             act                                          a_mult, a_shift, b_
                                                              mult, shift (1,), clamp
 flatten         -                                            none (output scale = input scale)
 softmax         -                                            none (host, fp32 output)
+concat          - (along channels)                           none (every input at the output scale)
 host            onnx_ops, feeds, fetch, macs                 model (uint8: a serialized ONNX model)
 ==============  ===========================================  =====================================
 
@@ -72,6 +73,7 @@ OPS: tuple[str, ...] = (
     "flatten",
     "softmax",
     "host",
+    "concat",
 )
 #: ONNX-level ops that only live between import and canonicalize (fp32 stage).
 IMPORT_OPS: tuple[str, ...] = (
@@ -97,6 +99,7 @@ _ATTRS: dict[str, frozenset[str]] = {
     "flatten": frozenset(),
     "softmax": frozenset(),
     "host": frozenset({"onnx_ops", "feeds", "fetch", "macs"}),
+    "concat": frozenset(),
     "batchnorm": frozenset({"epsilon"}),
     "relu": frozenset(),
     "relu6": frozenset(),
@@ -112,6 +115,7 @@ _ARITY: dict[str, tuple[int, int]] = {
     "add": (2, 2),
     "sum": (2, 2),
     "host": (1, 1 << 16),
+    "concat": (2, 1 << 10),
 }
 
 
@@ -464,8 +468,10 @@ def _check_node(g: Graph, node: Node) -> None:
         for name in node.inputs:
             if g.tensors[name].scale is None:
                 raise VerifyError(node.name, op, f"input '{name}' has no scale")
-        if op in ("maxpool", "flatten") and t.scale != g.tensors[node.inputs[0]].scale:
-            raise VerifyError(node.name, op, "output scale must equal the input scale")
+        if op in ("maxpool", "flatten", "concat") and any(
+            g.tensors[name].scale != t.scale for name in node.inputs
+        ):
+            raise VerifyError(node.name, op, "output scale must equal the input scales")
 
 
 def _need_4d(node: Node, x: Shape) -> None:
@@ -614,6 +620,16 @@ def _host(g: Graph, node: Node, x: Shape) -> Shape:
     return g.tensors[node.output].shape
 
 
+def _concat(g: Graph, node: Node, x: Shape) -> Shape:
+    shapes = [g.tensors[name].shape for name in node.inputs]
+    for shape in shapes:
+        _need_4d(node, shape)
+        if shape[2:] != x[2:]:
+            raise VerifyError(node.name, node.op, f"inputs {shapes} differ in height or width")
+    _check_params(node, {})
+    return (1, sum(s[1] for s in shapes), x[2], x[3])
+
+
 def _elementwise(g: Graph, node: Node, x: Shape) -> Shape:
     _check_params(node, {})
     return x
@@ -645,6 +661,7 @@ _CHECKS = {
     "flatten": _flatten,
     "softmax": _softmax,
     "host": _host,
+    "concat": _concat,
     "batchnorm": _per_channel,
     "relu": _elementwise,
     "relu6": _elementwise,

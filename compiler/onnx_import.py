@@ -46,6 +46,7 @@ SUPPORTED_OPS: tuple[str, ...] = (
     "BatchNormalization",
     "Cast",
     "Clip",
+    "Concat",
     "Constant",
     "ConstantOfShape",
     "Conv",
@@ -1266,6 +1267,20 @@ class _Importer:
         )
         self.tensors[flat] = Tensor(flat, (1, xs[1]))
         self.alias[out] = flat
+
+    def _op_Concat(self, node: onnx.NodeProto, name: str) -> None:
+        """Along channels, of activations of the same height and width."""
+        if len(node.input) < 2:
+            raise CompileError(name, node.op_type, "has fewer than 2 inputs", "2 or more")
+        xs = [self._act(node, name, i) for i in range(len(node.input))]
+        shapes = [self._need_4d(node, name, x) for x in xs]
+        axis = int(self._attrs(node).get("axis", 1))
+        if axis % 4 != 1:
+            raise CompileError(name, node.op_type, f"axis {axis} is not supported", "axis 1")
+        if len({s[2:] for s in shapes}) != 1:
+            raise CompileError(name, node.op_type, f"inputs {shapes} differ in height or width")
+        h, w = shapes[0][2:]
+        self._emit(node, name, "concat", xs, (1, sum(s[1] for s in shapes), h, w))
 
     def _op_GlobalAveragePool(self, node: onnx.NodeProto, name: str) -> None:
         x = self._act(node, name, 0)

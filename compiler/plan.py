@@ -8,6 +8,10 @@ Every accelerator layer is one of three kinds:
 - ``pool``: max / sum pooling (maxpool, avgpool, global_avgpool);
 - ``add``: a standalone residual add.
 
+Flatten and Concat run no instructions (:data:`VIEW_KINDS`): a flatten output is its input's
+bytes, and the inputs of a concat along channels are written straight into channel slices of
+its buffer (views with an ``offset`` and a ``pixel_bytes`` stride), so it costs no copy.
+
 Tensors live in DRAM channels-last (NHWC) with channels padded to whole lines of ``dim``
 channels, except the network input of a first convolution with few channels, which the host
 writes already im2col'ed (one row of ``kh*kw*C`` values, padded, per output pixel).
@@ -15,7 +19,7 @@ writes already im2col'ed (one row of ``kh*kw*C`` values, padded, per output pixe
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -24,6 +28,10 @@ from arch.asm import Program
 from arch.config import AccelConfig
 from compiler.errors import CompileError
 from compiler.ir import Graph, Node
+
+#: Layer kinds that run no instructions: their output is a view of bytes other layers write
+#: (flatten: its input's; concat: its inputs write into slices of it).
+VIEW_KINDS = ("alias", "concat")
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -45,12 +53,21 @@ class DramTensor:
     logical_channels: int
     scale: float
     layout: str = "nhwc"  # or "im2col" (network input only)
-    alias_of: str | None = None  # flatten outputs share their input's bytes
+    #: a view of another tensor's bytes: a flatten output (all of them), or a concat input
+    #: (its channel lines, ``offset`` bytes into each pixel of the concat)
+    alias_of: str | None = None
+    offset: int = 0
+    pixel_bytes: int = 0  # bytes from one pixel to the next; 0: ``channels``
     addr: int = -1
 
     @property
+    def pixel_stride(self) -> int:
+        return self.pixel_bytes or self.channels
+
+    @property
     def nbytes(self) -> int:
-        return self.h * self.w * self.channels
+        """Bytes from the first to one past the last byte of the tensor."""
+        return (self.h * self.w - 1) * self.pixel_stride + self.channels
 
 
 @dataclass
@@ -155,11 +172,27 @@ class Plan:
         return self.config.rows
 
     def accel_layers(self) -> list[Layer]:
-        return [layer for layer in self.layers if layer.target == "accel" and layer.kind != "alias"]
+        return [
+            layer
+            for layer in self.layers
+            if layer.target == "accel" and layer.kind not in VIEW_KINDS
+        ]
 
     def tensor(self, name: str) -> DramTensor:
+        """Where ``name``'s bytes are: a view resolved to the tensor that owns them (its name
+        is the DRAM symbol; ``offset`` and ``pixel_bytes`` say where the view sits in it)."""
         tensor = self.tensors[name]
-        return self.tensors[tensor.alias_of] if tensor.alias_of else tensor
+        if tensor.alias_of is None:
+            return tensor
+        base = self.tensor(tensor.alias_of)
+        return replace(
+            tensor,
+            name=base.name,
+            alias_of=None,
+            offset=base.offset + tensor.offset,
+            pixel_bytes=base.pixel_stride,
+            addr=base.addr + tensor.offset if base.addr >= 0 else -1,
+        )
 
     def verify(self, stage: str) -> None:
         """Check the invariants every pass up to ``stage`` promises."""

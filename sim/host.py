@@ -27,13 +27,14 @@ def _im2col(q: np.ndarray, tensor: DramTensor) -> np.ndarray:
 
 
 def tensor_bytes(tensor: DramTensor, q: np.ndarray) -> np.ndarray:
-    """An int8 tensor ((1,C,H,W) or (1,F)) laid out as ``tensor`` says, as DRAM bytes."""
+    """An int8 tensor ((1,C,H,W) or (1,F)) laid out as ``tensor`` says: its bytes, one row of
+    ``channels`` per pixel."""
     q = q.reshape(q.shape[1], 1, 1) if q.ndim == 2 else q[0]
     rows = _im2col(q, tensor) if tensor.layout == "im2col" else q.transpose(1, 2, 0)
     rows = rows.reshape(tensor.h * tensor.w, -1)
     out = np.zeros((tensor.h * tensor.w, tensor.channels), dtype=np.int8)
     out[:, : rows.shape[1]] = rows
-    return out.reshape(-1).view(np.uint8)
+    return out.view(np.uint8)
 
 
 def device_image(program: DeviceProgram, values: dict[str, np.ndarray]) -> np.ndarray:
@@ -42,15 +43,19 @@ def device_image(program: DeviceProgram, values: dict[str, np.ndarray]) -> np.nd
     image[: program.image.size] = program.image
     for name in program.inputs:
         tensor = program.tensors[name]
-        blob = tensor_bytes(tensor, values[name])
-        image[tensor.addr : tensor.addr + blob.size] = blob
+        image[_pixels(tensor)] = tensor_bytes(tensor, values[name])
     return image
+
+
+def _pixels(tensor: DramTensor) -> np.ndarray:
+    """DRAM addresses of the tensor's bytes, one row of ``channels`` per pixel."""
+    starts = tensor.addr + np.arange(tensor.h * tensor.w) * tensor.pixel_stride
+    return starts[:, None] + np.arange(tensor.channels)[None, :]
 
 
 def read_tensor(tensor: DramTensor, dram: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """A tensor from DRAM, in the graph's logical shape ((1,C,H,W) or (1,F))."""
-    raw = dram[tensor.addr : tensor.addr + tensor.nbytes].view(np.int8)
-    pixels = raw.reshape(tensor.h, tensor.w, tensor.channels)
+    pixels = dram[_pixels(tensor)].view(np.int8).reshape(tensor.h, tensor.w, tensor.channels)
     if len(shape) == 4:
         return pixels[:, :, : shape[1]].transpose(2, 0, 1)[None].copy()
     # (1, F): flatten in NCHW order

@@ -112,6 +112,7 @@ def _tensor_json(t: DramTensor) -> dict[str, Any]:
         "channels": t.channels,
         "logical_channels": t.logical_channels,
         "layout": t.layout,
+        "pixel_bytes": t.pixel_bytes,
     }
     if t.layout == "im2col":
         entry.update(kernel=t.kernel, stride=t.stride, pads=t.pads)
@@ -545,7 +546,15 @@ def _device(reader: _Reader, data: dict, index: int, config: AccelConfig) -> Dev
             kernel=_ints(reader, t.get("kernel"), 2, f"{what} kernel", 1) if im2col else None,
             stride=_ints(reader, t.get("stride"), 2, f"{what} stride", 1) if im2col else None,
             pads=_ints(reader, t.get("pads"), 4, f"{what} pads") if im2col else None,
+            pixel_bytes=_int(reader, t, "pixel_bytes", what, 0, config.dram_bytes)
+            if "pixel_bytes" in t
+            else 0,
         )
+        if tensor.pixel_bytes and (im2col or tensor.pixel_bytes < channels):
+            reader.fail(
+                f"{what}: pixel_bytes {tensor.pixel_bytes} must be 0 or >= channels "
+                f"({channels}), and 0 for an im2col tensor"
+            )
         inside(tensor.addr, tensor.nbytes, f"tensor {_short(tname)}")
         tensors[tname] = tensor
     layers = []

@@ -114,10 +114,18 @@ class DramTensor:
     kernel: tuple[int, ...] | None = None  # (kh, kw)
     stride: tuple[int, ...] | None = None  # (sy, sx)
     pads: tuple[int, ...] | None = None  # (top, left, bottom, right)
+    #: bytes from one pixel to the next; 0: ``channels`` (else the tensor is a channel slice of
+    #: a wider one, e.g. a concat input)
+    pixel_bytes: int = 0
+
+    @property
+    def pixel_stride(self) -> int:
+        return self.pixel_bytes or self.channels
 
     @property
     def nbytes(self) -> int:
-        return self.h * self.w * self.channels
+        """Bytes from the tensor's first byte to one past its last."""
+        return (self.h * self.w - 1) * self.pixel_stride + self.channels
 
 
 @dataclass(frozen=True)

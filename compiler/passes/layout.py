@@ -87,15 +87,39 @@ def run(plan: Plan) -> Plan:
                     plan.tensors[name] = _plain(plan, name)
         out = _plain(plan, layer.output)
         if layer.kind == "alias":
-            src = plan.tensor(layer.inputs[0])
+            src = plan.tensors[layer.inputs[0]]
             out = DramTensor(
                 layer.output, src.h, src.w, src.channels, src.logical_channels, src.scale
             )
             out.alias_of = src.name
+        elif layer.kind == "concat":
+            _slice_inputs(plan, layer, out)
         plan.tensors[layer.output] = out
         if layer.kind == "gemm":
             _gemm_shape(plan, layer)
     return plan
+
+
+def _slice_inputs(plan: Plan, layer: Layer, out: DramTensor) -> None:
+    """Make each input of a concat a view of its channel lines in the concat's buffer, so the
+    producers write there directly. Every input but the last must fill whole lines (else its
+    padding would sit between the concat's channels)."""
+    node, offset = layer.node, 0
+    for index, name in enumerate(layer.inputs):
+        t = plan.tensors[name]
+        if t.alias_of is not None or t.layout != "nhwc":
+            raise CompileError(
+                node.name, node.op, f"input '{name}' is already a view of another tensor"
+            )
+        if index < len(layer.inputs) - 1 and t.logical_channels % plan.dim:
+            raise CompileError(
+                node.name,
+                node.op,
+                f"input '{name}' has {t.logical_channels} channels, not whole lines of {plan.dim}",
+                "inputs of whole lines, but the last",
+            )
+        t.alias_of, t.offset = layer.output, offset
+        offset += t.channels
 
 
 def _gemm_shape(plan: Plan, layer: Layer) -> None:

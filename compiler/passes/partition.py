@@ -21,6 +21,7 @@ KINDS = {
     "global_avgpool": "pool",
     "add": "add",
     "flatten": "alias",
+    "concat": "concat",
 }
 HOST_OPS = {"softmax"}
 

@@ -25,7 +25,9 @@ __all__ = ["ADD_EXTRA_BITS", "run"]
 
 #: add: the accumulator scale is ``s_out / 2**ADD_EXTRA_BITS`` (extra fraction bits).
 ADD_EXTRA_BITS = 8
-_CALIBRATED = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host")
+_CALIBRATED = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host", "concat")
+#: Producers that can requantize their output to any scale (so, to a concat's).
+_RESCALING = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host")
 _SAME_SCALE = ("maxpool", "flatten")
 
 
@@ -75,12 +77,40 @@ def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
         ranges = calibrate.max_abs(g.source, need, _check_inputs(g, inputs))
         for name, m in ranges.items():
             g.tensors[name].scale = m / 127.0 if m > 0 else 1.0
+    _share_concat_scales(g)
     for node in g.nodes:
         out = g.tensors[node.output]
         if node.op in _SAME_SCALE:
             out.scale = g.tensors[node.inputs[0]].scale
         elif node.op == "softmax":
             out.scale = None
+
+
+def _share_concat_scales(g: Graph) -> None:
+    """An int8 concat copies codes, so its inputs take its (calibrated) scale: each input's
+    producer requantizes straight to it. That needs a rescaling producer per input, and each
+    input in one concat only."""
+    taken: dict[str, str] = {}
+    for node in g.nodes:
+        if node.op != "concat":
+            continue
+        scale = g.tensors[node.output].scale
+        for name in node.inputs:
+            producer = g.producer(name)
+            if producer is None or producer.op not in _RESCALING or name in taken:
+                why = (
+                    f"is also read by concat '{taken[name]}'"
+                    if name in taken
+                    else f"comes from {'the graph input' if producer is None else producer.op}"
+                )
+                raise CompileError(
+                    node.name,
+                    "concat",
+                    f"input '{name}' {why} and cannot take the concat's scale",
+                    "inputs made by conv, FC, add, average pool or host nodes, one concat each",
+                )
+            taken[name] = node.name
+            g.tensors[name].scale = scale
 
 
 def _check_inputs(g: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -222,4 +252,5 @@ _QUANTIZERS = {
     "flatten": _no_params,
     "softmax": _no_params,
     "host": _keep_params,
+    "concat": _no_params,
 }

@@ -70,8 +70,8 @@ def _store(
         "ACC",
         acc_base,
         out.name,
-        oy0 * out.w * out.channels + nb0 * dim,
-        [(nbc, dim, mt), (mt, out.channels, 1)],
+        out.offset + oy0 * out.w * out.pixel_stride + nb0 * dim,
+        [(nbc, dim, mt), (mt, out.pixel_stride, 1)],
     )
     lo, hi = _clamp(layer)
     fields = {"param_addr": slot, "param_loop": isa.DESC_LOOPS - 2, "clamp_lo": lo, "clamp_hi": hi}
@@ -93,8 +93,8 @@ def _tile_lines(plan: Plan, name: str, local: int, oy0: int, mt: int, nb0: int, 
         "ACT",
         local,
         t.name,
-        oy0 * t.w * t.channels + nb0 * plan.dim,
-        [(nbc, plan.dim, mt), (mt, t.channels, 1)],
+        t.offset + oy0 * t.w * t.pixel_stride + nb0 * plan.dim,
+        [(nbc, plan.dim, mt), (mt, t.pixel_stride, 1)],
     )
     return Op("load", desc=desc)
 
@@ -156,11 +156,11 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                     "ACT",
                     act_base + (first - k0) * mt,
                     src.name,
-                    (y0 * src.w + x0) * src.channels + cb * dim,
+                    src.offset + (y0 * src.w + x0) * src.pixel_stride + cb * dim,
                     [
                         (count, dim, mt, 0, 0),
-                        (rows, sh * src.w * src.channels, shape.out_w, sh, 0),
-                        (shape.out_w, sw * src.channels, 1, 0, sw),
+                        (rows, sh * src.w * src.pixel_stride, shape.out_w, sh, 0),
+                        (shape.out_w, sw * src.pixel_stride, 1, 0, sw),
                     ],
                     y0=y0,
                     x0=x0,
@@ -248,12 +248,12 @@ def _pool_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 "ACT",
                 act_base + j * mt * window,
                 src.name,
-                (y0 * src.w - pl) * src.channels + (nb0 + j) * dim,
+                src.offset + (y0 * src.w - pl) * src.pixel_stride + (nb0 + j) * dim,
                 [
-                    (rows, sh * src.w * src.channels, out.w * window, sh, 0),
-                    (out.w, sw * src.channels, window, 0, sw),
-                    (kh, src.w * src.channels, kw, 1, 0),
-                    (kw, src.channels, 1, 0, 1),
+                    (rows, sh * src.w * src.pixel_stride, out.w * window, sh, 0),
+                    (out.w, sw * src.pixel_stride, window, 0, sw),
+                    (kh, src.w * src.pixel_stride, kw, 1, 0),
+                    (kw, src.pixel_stride, 1, 0, 1),
                 ],
                 y0=y0,
                 x0=-pl,

@@ -15,6 +15,7 @@ import onnx
 from .mobilenet import mobilenetv2
 from .resnets import RESIDUAL_GAMMA_SCALE, RESNET_SPECS, ResNetSpec, resnet
 from .small import mlp, small_cnn
+from .squeezenet import squeezenet
 
 __all__ = [
     "DEFAULT_IMAGE_SIZES",
@@ -27,6 +28,7 @@ __all__ = [
     "mobilenetv2",
     "resnet",
     "small_cnn",
+    "squeezenet",
 ]
 
 #: Names :func:`build` knows; ``"resnet"`` is ResNet-18.
@@ -36,6 +38,7 @@ MODELS: tuple[str, ...] = (
     "resnet34",
     "resnet50",
     "mobilenetv2",
+    "squeezenet",
     "cnn",
     "mlp",
 )
@@ -47,6 +50,7 @@ DEFAULT_IMAGE_SIZES: dict[str, int] = {
     "resnet34": 224,
     "resnet50": 224,
     "mobilenetv2": 224,
+    "squeezenet": 224,
     "cnn": 32,
 }
 
@@ -56,6 +60,7 @@ _IMAGE_BUILDERS: dict[str, Callable[[int, int], onnx.ModelProto]] = {
     "resnet34": lambda size, seed: resnet(34, image_size=size, seed=seed),
     "resnet50": lambda size, seed: resnet(50, image_size=size, seed=seed),
     "mobilenetv2": lambda size, seed: mobilenetv2(image_size=size, seed=seed),
+    "squeezenet": lambda size, seed: squeezenet(image_size=size, seed=seed),
     "cnn": lambda size, seed: small_cnn(image_size=size, seed=seed),
 }
 

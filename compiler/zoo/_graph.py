@@ -87,17 +87,20 @@ class GraphBuilder:
         stride: int = 1,
         pad: int = 0,
         group: int = 1,
+        bias: bool = False,
     ) -> str:
-        """Square convolution without bias (a BatchNormalization follows); ``group`` = ``cin``
-        = ``cout`` is a depthwise convolution."""
+        """Square convolution, without bias unless ``bias`` (usually a BatchNormalization
+        follows); ``group`` = ``cin`` = ``cout`` is a depthwise convolution."""
         fan_in = cin // group * kernel * kernel
         shape = (cout, cin // group, kernel, kernel)
-        weight = self.param(f"{name}.weight", self.he_normal(shape, fan_in))
+        inputs = [x, self.param(f"{name}.weight", self.he_normal(shape, fan_in))]
+        if bias:
+            inputs.append(self.param(f"{name}.bias", self.fan_in_uniform(cout, fan_in)))
         attrs: dict[str, Any] = {"group": group} if group != 1 else {}
         return self.node(
             "Conv",
             name,
-            [x, weight],
+            inputs,
             kernel_shape=[kernel, kernel],
             strides=[stride, stride],
             pads=[pad, pad, pad, pad],

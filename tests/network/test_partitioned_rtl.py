@@ -67,3 +67,18 @@ def test_dilated_conv_on_rtl(tmp_path):
     assert rtl.bit_exact, rtl.first_mismatch
     for name, value in isa.outputs.items():
         np.testing.assert_array_equal(rtl.outputs[name], value)
+
+
+def test_concat_without_copies_on_rtl(tmp_path):
+    """The expand convs of a fire module store into channel slices of the concat buffer (a
+    DMA with a wider pixel stride); the consumers read it whole."""
+    from tests.unit.test_partition import fire_model
+
+    path = tmp_path / "fire.onnx"
+    onnx.save(fire_model(5), path)
+    exe = compile_model(path, PRESETS["tiny"]).executable
+    x = np.random.default_rng(6).standard_normal(exe.input.shape).astype(np.float32)
+    rtl, isa = run(exe, x, "rtl", workdir=tmp_path / "rtl"), run(exe, x, "isa")
+    assert rtl.bit_exact, rtl.first_mismatch
+    for name, value in isa.outputs.items():
+        np.testing.assert_array_equal(rtl.outputs[name], value)

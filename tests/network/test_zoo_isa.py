@@ -19,6 +19,8 @@ CASES = [
     ("resnet50", 64, "default"),
     ("mobilenetv2", 64, "default"),
     ("mobilenetv2", 32, "tiny"),
+    ("squeezenet", 64, "default"),
+    ("squeezenet", 64, "tiny"),
 ]
 
 

@@ -308,7 +308,9 @@ def test_layout_pads_channels_and_picks_im2col(graphs: dict[str, Graph], config:
     assert plan.tensors["relu1.out"].channels == round_up(6, dim)  # 6 channels padded
     # flatten shares its input's bytes
     flat = plan.tensors["flatten.out"]
-    assert flat.alias_of == "gap.out" and plan.tensor("flatten.out") is plan.tensors["gap.out"]
+    assert flat.alias_of == "gap.out"
+    resolved, gap = plan.tensor("flatten.out"), plan.tensors["gap.out"]
+    assert (resolved.name, resolved.offset, resolved.pixel_stride) == ("gap.out", 0, gap.channels)
 
     plan16 = passes(graphs["c16"], cfg, "layout")
     assert plan16.tensors["x"].layout == "nhwc"

@@ -310,3 +310,72 @@ def test_dilated_conv_runs_on_the_array(dilation, stride, tmp_path) -> None:
     assert result.outputs["y"].shape == fp32.shape
     accuracy = compare_fp32(compiled.source, compiled.executable.reference, x)
     assert accuracy["cosine_vs_fp32"] > 0.99
+
+
+def fire_model(seed: int, expand: tuple[int, int] = (16, 16), cat_input: str | None = None):
+    """SqueezeNet's fire module: squeeze 1x1, expand 1x1 and 3x3, Concat along channels, then
+    a max pool and a 1x1 conv reading the concat. ``cat_input`` adds a third concat input."""
+    rng = np.random.default_rng(seed)
+    c1, i1 = conv("c1", "x", "a", 3, 16, rng)
+    sq, i2 = conv("squeeze", "ar", "s", 16, 8, rng, k=1)
+    e1, i3 = conv("e1", "sr", "p", 8, expand[0], rng, k=1)
+    e3, i4 = conv("e3", "sr", "q", 8, expand[1], rng, k=3)
+    parts = ["pr", "qr", *([cat_input] if cat_input else [])]
+    total = sum(expand) + (3 if cat_input == "x" else 16 if cat_input else 0)
+    f, i5 = conv("final", "mp", "y", total, 10, rng, k=1)
+    nodes = [
+        c1,
+        helper.make_node("Relu", ["a"], ["ar"], name="r0"),
+        sq,
+        helper.make_node("Relu", ["s"], ["sr"], name="r1"),
+        e1,
+        e3,
+        helper.make_node("Relu", ["p"], ["pr"], name="r2"),
+        helper.make_node("Relu", ["q"], ["qr"], name="r3"),
+        helper.make_node("Concat", parts, ["cat"], name="cat", axis=1),
+        helper.make_node(
+            "MaxPool", ["cat"], ["mp"], name="mp", kernel_shape=[2, 2], strides=[2, 2]
+        ),
+        f,
+    ]
+    return model_of(nodes, {**i1, **i2, **i3, **i4, **i5}, [1, 3, 16, 16])
+
+
+@pytest.mark.parametrize("config", ["tiny", "default"])
+def test_concat_costs_no_copy(config, tmp_path) -> None:
+    """The expand convs write straight into their slices of the concat buffer: no concat
+    layer runs, the result is bit-exact and close to fp32, the saved executable the same."""
+    compiled = compile_model(_saved(fire_model(1), tmp_path), PRESETS[config])
+    exe = compiled.executable
+    assert len(exe.steps) == 1 and "cat" not in [la.name for la in exe.layers]
+    [program] = exe.programs
+    cat, pr, qr = (program.tensors.get(n) for n in ("cat", "pr", "qr"))
+    assert cat is None or cat.addr == pr.addr  # (the buffer itself need not be read back)
+    assert qr.addr == pr.addr + pr.channels and pr.pixel_stride == qr.pixel_stride == 32
+    x = np.random.default_rng(2).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    result = run(exe, x, "isa")
+    assert result.bit_exact, result.first_mismatch
+    assert compare_fp32(compiled.source, exe.reference, x)["cosine_vs_fp32"] > 0.99
+    again = run(executable.load(executable.save(exe, tmp_path / "f.cosim")), x, "isa")
+    np.testing.assert_array_equal(again.outputs["y"], result.outputs["y"])
+
+
+@pytest.mark.parametrize(
+    ("expand", "cat_input", "config", "why"),
+    [
+        ((20, 16), None, "default", "input 'pr' has 20 channels, not whole lines of 16"),
+        ((16, 16), "x", "tiny", "input 'x' comes from the graph input"),
+        ((16, 16), "pr", "tiny", "input 'pr' is also read by concat"),
+    ],
+)
+def test_concat_that_cannot_be_a_view_goes_to_the_host(
+    expand, cat_input, config, why, tmp_path
+) -> None:
+    model = fire_model(3, expand, cat_input)
+    compiled = compile_model(_saved(model, tmp_path), PRESETS[config])
+    exe = compiled.executable
+    [host] = [s for s in exe.steps if isinstance(s, HostStep)]
+    assert host.name == "cat" and why in host.reason
+    x = np.random.default_rng(4).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    assert run(exe, x, "isa").bit_exact
+    assert compare_fp32(compiled.source, exe.reference, x)["cosine_vs_fp32"] > 0.99

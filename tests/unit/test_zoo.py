@@ -335,7 +335,16 @@ def test_same_seed_same_bytes_resnet50(built: Builder) -> None:
 
 
 def test_models_and_name_resolution(built: Builder) -> None:
-    assert zoo.MODELS == ("resnet", "resnet18", "resnet34", "resnet50", "mobilenetv2", "cnn", "mlp")
+    assert zoo.MODELS == (
+        "resnet",
+        "resnet18",
+        "resnet34",
+        "resnet50",
+        "mobilenetv2",
+        "squeezenet",
+        "cnn",
+        "mlp",
+    )
     assert built("resnet").SerializeToString() == built("resnet18").SerializeToString()
     expected = {"resnet18": "resnet18", "resnet34": "resnet34", "resnet50": "resnet50"}
     for name, graph_name in expected.items():
@@ -435,3 +444,24 @@ def test_mobilenetv2_is_torchvisions_architecture() -> None:
     macs += 1280 * 1000
     assert abs(macs / 300e6 - 1) < 0.02, macs
     assert zoo.build("mobilenetv2", seed=1).SerializeToString() != model.SerializeToString()
+
+
+def test_squeezenet_is_torchvisions_squeezenet1_1() -> None:
+    """torchvision's squeezenet1_1() has 1,235,496 parameters, 8 fire modules (Concat) and
+    about 349M multiply-adds at 224x224."""
+    model = zoo.build("squeezenet")
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    assert sum(v.size for v in inits.values()) == 1_235_496
+    assert sum(n.op_type == "Concat" for n in model.graph.node) == 8
+    inferred = onnx.shape_inference.infer_shapes(model)
+    shapes = {
+        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+        for v in [*inferred.graph.value_info, *inferred.graph.output]
+    }
+    macs = sum(
+        int(np.prod(shapes[n.output[0]])) * int(np.prod(inits[n.input[1]].shape[1:]))
+        for n in model.graph.node
+        if n.op_type == "Conv"
+    )
+    assert abs(macs / 349e6 - 1) < 0.01, macs
+    assert shapes["logits"] == [1, 1000]
