@@ -15,6 +15,7 @@ This is what the accelerator must reproduce bit for bit, node by node:
 * add: ``acc = add_wrap32(requantize(a, a_mult, a_shift), requantize(b, b_mult, b_shift))``,
   ``y = to_int8(clamp(requantize(acc, mult, shift), lo, hi))``.
 * concat: the inputs, which share the output's scale, side by side along channels.
+* upsample: nearest-neighbour, each pixel repeated ``scale`` = (sh, sw) times.
 * flatten: a reshape (NCHW order); softmax: fp32 on the host, after :func:`dequantize`.
 * host (nodes the accelerator does not run): their ONNX model (param ``model``) in fp32 on
   onnxruntime (:mod:`arch.host_runtime`), inputs dequantized and fed as ``feeds``, output
@@ -187,6 +188,11 @@ def _concat(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(xs, axis=1)
 
 
+def _upsample(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    sh, sw = node.attrs["scale"]
+    return np.repeat(np.repeat(xs[0], sh, axis=2), sw, axis=3)
+
+
 def _softmax(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     scale = graph.tensors[node.inputs[0]].scale
     assert scale is not None  # verified
@@ -219,6 +225,7 @@ _EVAL: dict[str, Any] = {
     "softmax": _softmax,
     "host": _host,
     "concat": _concat,
+    "upsample": _upsample,
 }
 
 #: The ops the integer reference defines.
@@ -251,6 +258,7 @@ PARAMS_OF_OP: dict[str, dict[str, str]] = {
     "softmax": {},
     "host": {"model": "uint8"},
     "concat": {},
+    "upsample": {},
 }
 #: The params a conv or gemm with a residual (second) input reads besides its own.
 RESIDUAL_PARAMS: dict[str, str] = {"res_mult": "int64", "res_shift": "int64"}
@@ -267,6 +275,7 @@ ATTRS_OF_OP: dict[str, frozenset[str]] = {
     "softmax": frozenset(),
     "host": frozenset({"onnx_ops", "feeds", "fetch", "macs"}),
     "concat": frozenset(),
+    "upsample": frozenset({"scale"}),
 }
 #: Inputs of each op (lowest, highest); others take one.
 ARITY_OF_OP: dict[str, tuple[int, int]] = {
@@ -430,6 +439,20 @@ def _concatenated(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
     return (1, sum(s[1] for s in shapes), shapes[0][2], shapes[0][3])
 
 
+def _upsampled(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
+    x = c.shape(c.node.inputs[0], 4, "input")
+    scale = c.node.attrs["scale"]
+    if not (
+        isinstance(scale, tuple)
+        and len(scale) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 64 for v in scale)
+    ):
+        c.fail(f"attr 'scale' must be 2 integers in 1..64, not {_short(scale)}")
+    if c.graph.tensors[c.node.output].scale != c.graph.tensors[c.node.inputs[0]].scale:
+        c.fail("output scale must equal the input scale (nearest upsampling copies codes)")
+    return (1, x[1], x[2] * scale[0], x[3] * scale[1])
+
+
 def _hosted(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
     a = c.node.attrs
     if not (
@@ -460,6 +483,7 @@ _OUTPUT_SHAPE: dict[str, Any] = {
     "softmax": _softmaxed,
     "host": _hosted,
     "concat": _concatenated,
+    "upsample": _upsampled,
 }
 
 

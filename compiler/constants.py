@@ -51,6 +51,9 @@ def param_lines(plan: Plan, layer: Layer) -> np.ndarray:
                 "res_shift": p.get("res_shift"),
             }
         ]
+    elif layer.kind == "upsample":  # ACCUM copies the line in, STORE copies it out
+        one, zero = np.array([1]), np.array([0])
+        sets = [{"res_mult": one, "res_shift": zero, "mult": one, "shift": zero}]
     elif layer.kind == "pool":
         if node.op == "maxpool":
             sets = [{"mult": np.array([1]), "shift": np.array([0])}]

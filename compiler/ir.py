@@ -22,6 +22,7 @@ add             act                                          a_mult, a_shift, b_
 flatten         -                                            none (output scale = input scale)
 softmax         -                                            none (host, fp32 output)
 concat          - (along channels)                           none (every input at the output scale)
+upsample        scale (nearest, integer (sh, sw))            none (output scale = input scale)
 host            onnx_ops, feeds, fetch, macs                 model (uint8: a serialized ONNX model)
 ==============  ===========================================  =====================================
 
@@ -74,6 +75,7 @@ OPS: tuple[str, ...] = (
     "softmax",
     "host",
     "concat",
+    "upsample",
 )
 #: ONNX-level ops that only live between import and canonicalize (fp32 stage).
 IMPORT_OPS: tuple[str, ...] = (
@@ -100,6 +102,7 @@ _ATTRS: dict[str, frozenset[str]] = {
     "softmax": frozenset(),
     "host": frozenset({"onnx_ops", "feeds", "fetch", "macs"}),
     "concat": frozenset(),
+    "upsample": frozenset({"scale"}),
     "batchnorm": frozenset({"epsilon"}),
     "relu": frozenset(),
     "relu6": frozenset(),
@@ -468,7 +471,7 @@ def _check_node(g: Graph, node: Node) -> None:
         for name in node.inputs:
             if g.tensors[name].scale is None:
                 raise VerifyError(node.name, op, f"input '{name}' has no scale")
-        if op in ("maxpool", "flatten", "concat") and any(
+        if op in ("maxpool", "flatten", "concat", "upsample") and any(
             g.tensors[name].scale != t.scale for name in node.inputs
         ):
             raise VerifyError(node.name, op, "output scale must equal the input scales")
@@ -630,6 +633,13 @@ def _concat(g: Graph, node: Node, x: Shape) -> Shape:
     return (1, sum(s[1] for s in shapes), x[2], x[3])
 
 
+def _upsample(g: Graph, node: Node, x: Shape) -> Shape:
+    _need_4d(node, x)
+    sh, sw = _ints(node, "scale", 2, 1)
+    _check_params(node, {})
+    return (1, x[1], x[2] * sh, x[3] * sw)
+
+
 def _elementwise(g: Graph, node: Node, x: Shape) -> Shape:
     _check_params(node, {})
     return x
@@ -662,6 +672,7 @@ _CHECKS = {
     "softmax": _softmax,
     "host": _host,
     "concat": _concat,
+    "upsample": _upsample,
     "batchnorm": _per_channel,
     "relu": _elementwise,
     "relu6": _elementwise,

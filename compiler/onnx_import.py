@@ -67,8 +67,10 @@ SUPPORTED_OPS: tuple[str, ...] = (
     "ReduceMean",
     "Relu",
     "Reshape",
+    "Resize",
     "Softmax",
     "Sum",
+    "Upsample",
 )
 #: Opsets of the default domain the handlers are written for; older models are converted.
 MIN_OPSET, MAX_OPSET = 9, 21
@@ -634,7 +636,10 @@ class _Importer:
         self.nodes.append(ir)
         self.tensors[out] = Tensor(out, shape)
         self.alias[out] = out
-        if op in ("maxpool", "flatten", "reshape", "identity") and node.input[0] in self.qview:
+        if (
+            op in ("maxpool", "flatten", "reshape", "identity", "upsample")
+            and node.input[0] in self.qview
+        ):
             self.qview.add(out)  # int8 codes in, int8 codes out, same scale
             self.tensors[out].scale = self.tensors[inputs[0]].scale
         return ir
@@ -1281,6 +1286,58 @@ class _Importer:
             raise CompileError(name, node.op_type, f"inputs {shapes} differ in height or width")
         h, w = shapes[0][2:]
         self._emit(node, name, "concat", xs, (1, sum(s[1] for s in shapes), h, w))
+
+    def _op_Resize(self, node: onnx.NodeProto, name: str) -> None:
+        """Nearest upsampling by integer factors, in the coordinate modes where it is
+        ``out[y, x] = in[y // sh, x // sw]`` (torch's nn.Upsample and the ONNX defaults)."""
+        x = self._act(node, name, 0, int8=None)
+        xs = self._need_4d(node, name, x)
+        attrs = self._attrs(node)
+        op = node.op_type
+        if attrs.get("mode", "nearest") != "nearest":
+            raise CompileError(name, op, f"mode {attrs.get('mode')!r} is not supported", "nearest")
+        scales: np.ndarray | None
+        sizes: np.ndarray | None = None
+        if node.op_type == "Upsample" or self.opset < 11:
+            scales = self._const(node, name, 1, "scales")
+            coords, rounding = "asymmetric", "floor"
+        else:
+            scales = self._opt_const(node, name, 2, "scales")
+            sizes = self._opt_const(node, name, 3, "sizes")
+            coords = attrs.get("coordinate_transformation_mode", "half_pixel")
+            rounding = attrs.get("nearest_mode", "round_prefer_floor")
+            if attrs.get("antialias", 0) or "axes" in attrs:
+                raise CompileError(name, op, "antialias or axes are not supported")
+        if scales is not None and scales.size:
+            factors = [float(v) for v in scales.reshape(-1)]
+        elif sizes is not None and sizes.size:
+            factors = [int(n) / d for n, d in zip(sizes.reshape(-1), xs, strict=False)]
+        else:
+            raise CompileError(name, op, "has neither scales nor sizes")
+        if (
+            len(factors) != 4
+            or factors[:2] != [1.0, 1.0]
+            or any(f < 1 or f != int(f) for f in factors[2:])
+        ):
+            raise CompileError(
+                name, op, f"scales {factors} are not supported", "[1, 1, sh, sw] integers >= 1"
+            )
+        halves = ("half_pixel", "pytorch_half_pixel")
+        exact = (coords == "asymmetric" and rounding == "floor") or (
+            coords in halves and rounding in ("round_prefer_floor", "round_prefer_ceil")
+        )
+        if not exact:
+            raise CompileError(
+                name,
+                op,
+                f"coordinate mode {coords} with nearest_mode {rounding} is not supported",
+                "asymmetric with floor, or half_pixel with rounding",
+            )
+        sh, sw = int(factors[2]), int(factors[3])
+        out = (1, xs[1], xs[2] * sh, xs[3] * sw)
+        self._emit(node, name, "upsample", [x], out, {"scale": (sh, sw)})
+
+    _op_Upsample = _op_Resize
 
     def _op_GlobalAveragePool(self, node: onnx.NodeProto, name: str) -> None:
         x = self._act(node, name, 0)

@@ -22,6 +22,7 @@ KINDS = {
     "add": "add",
     "flatten": "alias",
     "concat": "concat",
+    "upsample": "upsample",
 }
 HOST_OPS = {"softmax"}
 

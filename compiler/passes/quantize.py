@@ -28,7 +28,7 @@ ADD_EXTRA_BITS = 8
 _CALIBRATED = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host", "concat")
 #: Producers that can requantize their output to any scale (so, to a concat's).
 _RESCALING = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host")
-_SAME_SCALE = ("maxpool", "flatten")
+_SAME_SCALE = ("maxpool", "flatten", "upsample")
 
 
 def run(graph: Graph, calibration_inputs: Sequence[np.ndarray]) -> Graph:
@@ -88,19 +88,23 @@ def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
 
 def _share_concat_scales(g: Graph) -> None:
     """An int8 concat copies codes, so its inputs take its (calibrated) scale: each input's
-    producer requantizes straight to it. That needs a rescaling producer per input, and each
-    input in one concat only."""
+    producer requantizes straight to it - through scale-keeping ops (max pool, upsample,
+    flatten) back to one that rescales. Each such chain may feed one concat only."""
     taken: dict[str, str] = {}
     for node in g.nodes:
         if node.op != "concat":
             continue
         scale = g.tensors[node.output].scale
         for name in node.inputs:
-            producer = g.producer(name)
-            if producer is None or producer.op not in _RESCALING or name in taken:
+            chain, producer = [name], g.producer(name)
+            while producer is not None and producer.op in _SAME_SCALE:
+                chain.append(producer.inputs[0])
+                producer = g.producer(producer.inputs[0])
+            shared = next((t for t in chain if t in taken), None)
+            if producer is None or producer.op not in _RESCALING or shared is not None:
                 why = (
-                    f"is also read by concat '{taken[name]}'"
-                    if name in taken
+                    f"shares '{shared}' with concat '{taken[shared]}'"
+                    if shared is not None
                     else f"comes from {'the graph input' if producer is None else producer.op}"
                 )
                 raise CompileError(
@@ -109,8 +113,9 @@ def _share_concat_scales(g: Graph) -> None:
                     f"input '{name}' {why} and cannot take the concat's scale",
                     "inputs made by conv, FC, add, average pool or host nodes, one concat each",
                 )
-            taken[name] = node.name
-            g.tensors[name].scale = scale
+            for tensor in chain:
+                taken[tensor] = node.name
+                g.tensors[tensor].scale = scale
 
 
 def _check_inputs(g: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -253,4 +258,5 @@ _QUANTIZERS = {
     "softmax": _no_params,
     "host": _keep_params,
     "concat": _no_params,
+    "upsample": _no_params,
 }

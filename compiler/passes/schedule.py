@@ -326,6 +326,60 @@ def _add_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     return steps
 
 
+def _upsample_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
+    """Nearest upsampling by (sh, sw): a tile of input pixels is copied into ACC by ACCUM
+    (requant by 1), then stored sh*sw times, once per position (dy, dx) of each input pixel's
+    copies in the output."""
+    tiling = layer.tiling
+    assert tiling is not None
+    dim = plan.dim
+    src, out = plan.tensors[layer.inputs[0]], plan.tensor(layer.output)
+    sh, sw = layer.node.attrs["scale"]
+    blocks = src.channels // dim
+    steps: list[Step] = []
+    for tile, ((nb0, nbc), (iy0, rows)) in enumerate(
+        itertools.product(groups(blocks, tiling.n_blocks), groups(src.h, tiling.rows_per_tile))
+    ):
+        mt = rows * src.w
+        act_base = (len(steps) % 2) * halves.act
+        acc_base = (tile % 2) * halves.acc
+        slot = (tile % PARAM_SLOTS) * halves.param
+        step = Step(tile=tile, first_of_tile=True)
+        step.loads.append(_param_load(plan, layer, slot, nb0, nbc))
+        step.loads.append(_tile_lines(plan, layer.inputs[0], act_base, iy0, mt, nb0, nbc))
+        fields = {
+            "acc_addr": acc_base,
+            "act_addr": act_base,
+            "param_addr": slot,
+            "m": mt,
+            "n_iter": nbc,
+            "acc_n_stride": mt,
+            "act_n_stride": mt,
+            "use_bias": 0,
+            "use_res": 1,
+            "accumulate": 0,
+        }
+        step.compute.append(Op("accum", fields=fields))
+        pixel = out.pixel_stride
+        for dy, dx in itertools.product(range(sh), range(sw)):
+            first = out.offset + ((iy0 * sh + dy) * out.w + dx) * pixel + nb0 * dim
+            loops: list[tuple[int, ...]] = [
+                (nbc, dim, mt),
+                (rows, sh * out.w * pixel, src.w),
+                (src.w, sw * pixel, 1),
+            ]
+            desc = DescSpec("ACC", acc_base, out.name, first, loops)
+            store = {
+                "param_addr": slot,
+                "param_loop": isa.DESC_LOOPS - len(loops),
+                "clamp_lo": -128,
+                "clamp_hi": 127,
+            }
+            step.store.append(Op("store", fields=store, desc=desc))
+        steps.append(step)
+    return steps
+
+
 def _with_tokens(steps: list[Step]) -> list[Op]:
     """Set the dependency flags (see the module docstring) and flatten in program order."""
     total_steps = len(steps)
@@ -357,7 +411,12 @@ def _with_tokens(steps: list[Step]) -> list[Op]:
 
 def run(plan: Plan) -> Plan:
     halves = _Halves(plan)
-    builders = {"gemm": _gemm_steps, "pool": _pool_steps, "add": _add_steps}
+    builders = {
+        "gemm": _gemm_steps,
+        "pool": _pool_steps,
+        "add": _add_steps,
+        "upsample": _upsample_steps,
+    }
     accel = plan.accel_layers()
     for number, layer in enumerate(accel):
         steps = builders[layer.kind](plan, layer, halves)

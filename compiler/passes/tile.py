@@ -114,6 +114,27 @@ def _add_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
     return best
 
 
+def _upsample_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
+    """Input rows x channel blocks per step: the tile is copied into ACC, then stored once per
+    output position of each input pixel."""
+    src = plan.tensors[layer.inputs[0]]
+    blocks = src.channels // budget.dim
+    sh, sw = layer.node.attrs["scale"]
+    best: Tiling | None = None
+    for rows in range(1, src.h + 1):
+        mt = rows * src.w
+        if mt > MAX_M or mt > budget.act or mt > budget.acc:
+            break
+        kg = min(blocks, budget.act // mt, budget.acc // mt, budget.param, MAX_ITER)
+        steps = ceil_div(src.h, rows) * ceil_div(blocks, kg)
+        total = steps * ((1 + sh * sw) * mt * kg + budget.latency)
+        if best is None or total < best.estimate:
+            best = Tiling(rows, kg, kg, int(total))
+    if best is None:
+        raise CompileError(layer.name, layer.node.op, "no tiling fits the ACT/ACC memories")
+    return best
+
+
 def run(plan: Plan) -> Plan:
     budget = Budget(plan)
     for layer in plan.accel_layers():
@@ -121,6 +142,8 @@ def run(plan: Plan) -> Plan:
             layer.tiling = _gemm_tiling(layer, budget)
         elif layer.kind == "pool":
             layer.tiling = _pool_tiling(layer, plan, budget)
+        elif layer.kind == "upsample":
+            layer.tiling = _upsample_tiling(layer, plan, budget)
         else:
             layer.tiling = _add_tiling(layer, plan, budget)
     return plan

@@ -82,3 +82,19 @@ def test_concat_without_copies_on_rtl(tmp_path):
     assert rtl.bit_exact, rtl.first_mismatch
     for name, value in isa.outputs.items():
         np.testing.assert_array_equal(rtl.outputs[name], value)
+
+
+def test_upsample_and_skip_concat_on_rtl(tmp_path):
+    """U-Net's decoder step: nearest 2x upsample (strided stores from ACC) concatenated with
+    an encoder map (a view), then a conv - bit-exact on the RTL, equal to the ISA simulator."""
+    from tests.unit.test_partition import upsample_model
+
+    path = tmp_path / "unet.onnx"
+    onnx.save(upsample_model("skip", seed=7), path)
+    exe = compile_model(path, PRESETS["tiny"]).executable
+    x = np.random.default_rng(8).standard_normal(exe.input.shape).astype(np.float32)
+    rtl, isa = run(exe, x, "rtl", workdir=tmp_path / "rtl"), run(exe, x, "isa")
+    assert rtl.bit_exact, rtl.first_mismatch
+    assert "up" in [la.name for la in rtl.layers]
+    for name, value in isa.outputs.items():
+        np.testing.assert_array_equal(rtl.outputs[name], value)

@@ -365,7 +365,7 @@ def test_concat_costs_no_copy(config, tmp_path) -> None:
     [
         ((20, 16), None, "default", "input 'pr' has 20 channels, not whole lines of 16"),
         ((16, 16), "x", "tiny", "input 'x' comes from the graph input"),
-        ((16, 16), "pr", "tiny", "input 'pr' is also read by concat"),
+        ((16, 16), "pr", "tiny", "input 'pr' shares 'pr' with concat 'cat'"),
     ],
 )
 def test_concat_that_cannot_be_a_view_goes_to_the_host(
@@ -379,3 +379,60 @@ def test_concat_that_cannot_be_a_view_goes_to_the_host(
     x = np.random.default_rng(4).standard_normal((1, 3, 16, 16)).astype(np.float32)
     assert run(exe, x, "isa").bit_exact
     assert compare_fp32(compiled.source, exe.reference, x)["cosine_vs_fp32"] > 0.99
+
+
+def upsample_model(how: str, seed: int) -> onnx.ModelProto:
+    """conv -> 2x nearest upsample, in several exporters' forms -> conv. ``skip`` is U-Net's
+    pattern: conv, max pool, conv, upsample, Concat with the first conv's map, conv."""
+    rng = np.random.default_rng(seed)
+    c1, i1 = conv("c1", "x", "a", 3, 16, rng)
+    pool = helper.make_node(
+        "MaxPool", ["a"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]
+    )
+    c2, i2 = conv("c2", "p", "b", 16, 16, rng)
+    inits, opset = {**i1, **i2}, 17
+    if how == "upsample9":
+        up = helper.make_node("Upsample", ["b", "sc"], ["u"], name="up", mode="nearest")
+        inits["sc"], opset = np.array([1, 1, 2, 2], np.float32), 9
+    elif how == "sizes":  # ONNX defaults: half_pixel, round_prefer_floor
+        up = helper.make_node("Resize", ["b", "", "", "sz"], ["u"], name="up", mode="nearest")
+        inits["sz"] = np.array([1, 16, 16, 16], np.int64)
+    else:  # torch's nn.Upsample(scale_factor=2): asymmetric + floor
+        up = helper.make_node(
+            "Resize", ["b", "", "sc"], ["u"], name="up", mode="nearest",
+            coordinate_transformation_mode="asymmetric", nearest_mode="floor",
+        )  # fmt: skip
+        inits["sc"] = np.array([1, 1, 2, 2], np.float32)
+    nodes = [c1, pool, c2, up]
+    tail, cin = "u", 16
+    if how == "skip":
+        nodes.append(helper.make_node("Concat", ["u", "a"], ["cat"], name="cat", axis=1))
+        tail, cin = "cat", 32
+    c3, i3 = conv("c3", tail, "y", cin, 8, rng)
+    return model_of([*nodes, c3], {**inits, **i3}, [1, 3, 16, 16], opset=opset)
+
+
+@pytest.mark.parametrize("how", ["torch", "sizes", "upsample9", "skip"])
+def test_nearest_upsample_runs_on_the_array(how, tmp_path) -> None:
+    """Nearest 2x upsampling: a copy into ACC, then one strided store per output position;
+    bit-exact, and equal to onnxruntime's fp32 up to quantization."""
+    model = upsample_model(how, seed=len(how))
+    compiled = compile_model(_saved(model, tmp_path), TINY)
+    exe = compiled.executable
+    assert [s for s in exe.steps if isinstance(s, HostStep)] == []
+    assert "up" in [la.name for la in exe.layers]
+    x = np.random.default_rng(1).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    result = run(exe, x, "isa")
+    assert result.bit_exact, result.first_mismatch
+    assert compare_fp32(compiled.source, exe.reference, x)["cosine_vs_fp32"] > 0.99
+
+
+def test_resize_that_is_not_a_repeat_goes_to_the_host() -> None:
+    rng = np.random.default_rng(3)
+    c1, i1 = conv("c1", "x", "a", 3, 8, rng)
+    up = helper.make_node("Resize", ["a", "", "sc"], ["y"], name="up", mode="linear")
+    graph = load_onnx(
+        model_of([c1, up], {**i1, "sc": np.array([1, 1, 2, 2], np.float32)}, [1, 3, 8, 8])
+    )
+    [host] = [n for n in graph.nodes if n.op == "host"]
+    assert "mode 'linear' is not supported" in graph.host_reasons[host.name]
