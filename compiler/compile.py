@@ -75,23 +75,17 @@ def compile_model(
     """Compile ``model`` (a zoo name or an .onnx file) for ``config`` into an executable:
     front end (import, canonicalize, quantize), then the back end of every segment."""
     name, proto = resolve_model(model, image_size, seed)
-    graph = compile_front(proto, seed=seed)
-    misfits = _concats_that_do_not_fit(graph, config)
-    if misfits:  # compiled again with those concats on the host
-        graph = compile_front(proto, seed=seed, host=misfits)
-    return Compiled(name, assemble(name, graph, compile_graph(graph, config), config), graph.source)
-
-
-def _concats_that_do_not_fit(graph: Graph, config: AccelConfig) -> dict[int, str]:
-    """Concats whose inputs (but the last) do not fill whole lines of the array's width: their
-    padding would sit between channels, so they run on the host."""
-    misfits = {}
-    for node in graph.nodes:
-        if node.op == "concat" and node.name in graph.origins:
-            odd = [i for i in node.inputs[:-1] if graph.tensors[i].shape[1] % config.rows]
-            if odd:
-                misfits[graph.origins[node.name]] = (
-                    f"input '{odd[0]}' has {graph.tensors[odd[0]].shape[1]} channels, not whole "
-                    f"lines of {config.rows} (supported: such inputs only last)"
-                )
-    return misfits
+    forced: dict[int, str] = {}
+    while True:
+        graph = compile_front(proto, seed=seed, host=forced)
+        try:
+            steps = compile_graph(graph, config)
+            break
+        except CompileError as exc:
+            # A node the back end cannot place (no tiling fits the memories, a concat input
+            # that is not whole lines, ...) goes to the host, and the model is compiled again.
+            index = graph.origins.get(exc.node) if exc.node is not None else None
+            if index is None or index in forced:
+                raise
+            forced[index] = exc.reason + (f" (supported: {exc.supported})" if exc.supported else "")
+    return Compiled(name, assemble(name, graph, steps, config), graph.source)
