@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import onnx
 
+from .efficientnet import efficientnet
 from .mobilenet import mobilenetv2
 from .resnets import RESIDUAL_GAMMA_SCALE, RESNET_SPECS, ResNetSpec, resnet
 from .small import mlp, small_cnn
@@ -19,6 +20,7 @@ from .squeezenet import squeezenet
 
 __all__ = [
     "DEFAULT_IMAGE_SIZES",
+    "efficientnet",
     "MODELS",
     "RESIDUAL_GAMMA_SCALE",
     "RESNET_SPECS",
@@ -38,6 +40,7 @@ MODELS: tuple[str, ...] = (
     "resnet34",
     "resnet50",
     "mobilenetv2",
+    "efficientnet",
     "squeezenet",
     "cnn",
     "mlp",
@@ -50,6 +53,7 @@ DEFAULT_IMAGE_SIZES: dict[str, int] = {
     "resnet34": 224,
     "resnet50": 224,
     "mobilenetv2": 224,
+    "efficientnet": 224,
     "squeezenet": 224,
     "cnn": 32,
 }
@@ -60,6 +64,7 @@ _IMAGE_BUILDERS: dict[str, Callable[[int, int], onnx.ModelProto]] = {
     "resnet34": lambda size, seed: resnet(34, image_size=size, seed=seed),
     "resnet50": lambda size, seed: resnet(50, image_size=size, seed=seed),
     "mobilenetv2": lambda size, seed: mobilenetv2(image_size=size, seed=seed),
+    "efficientnet": lambda size, seed: efficientnet(image_size=size, seed=seed),
     "squeezenet": lambda size, seed: squeezenet(image_size=size, seed=seed),
     "cnn": lambda size, seed: small_cnn(image_size=size, seed=seed),
 }

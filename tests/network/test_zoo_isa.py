@@ -19,6 +19,7 @@ CASES = [
     ("resnet50", 64, "default"),
     ("mobilenetv2", 64, "default"),
     ("mobilenetv2", 32, "tiny"),
+    ("efficientnet", 64, "default"),
     ("squeezenet", 64, "default"),
     ("squeezenet", 64, "tiny"),
 ]

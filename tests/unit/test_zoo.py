@@ -341,6 +341,7 @@ def test_models_and_name_resolution(built: Builder) -> None:
         "resnet34",
         "resnet50",
         "mobilenetv2",
+        "efficientnet",
         "squeezenet",
         "cnn",
         "mlp",
@@ -465,3 +466,25 @@ def test_squeezenet_is_torchvisions_squeezenet1_1() -> None:
     )
     assert abs(macs / 349e6 - 1) < 0.01, macs
     assert shapes["logits"] == [1, 1000]
+
+
+def test_efficientnet_is_torchvisions_b0() -> None:
+    """torchvision's efficientnet_b0() has 5,288,548 parameters (weights, biases, BN affine),
+    16 MBConv blocks each with a squeeze-excitation gate, and about 386M multiply-adds."""
+    model = zoo.build("efficientnet")
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    buffers = ("running_mean", "running_var")
+    assert sum(v.size for k, v in inits.items() if not k.endswith(buffers)) == 5_288_548
+    gates = [n for n in model.graph.node if n.name.endswith(".se.scale")]
+    assert len(gates) == 16 and all(n.op_type == "Mul" for n in gates)
+    inferred = onnx.shape_inference.infer_shapes(model)
+    shapes = {
+        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+        for v in [*inferred.graph.value_info, *inferred.graph.output]
+    }
+    macs = sum(
+        int(np.prod(shapes[n.output[0]])) * int(np.prod(inits[n.input[1]].shape[1:]))
+        for n in model.graph.node
+        if n.op_type == "Conv"
+    )
+    assert abs((macs + 1280 * 1000) / 386e6 - 1) < 0.01, macs
