@@ -63,6 +63,10 @@ def compile_graph(graph: Graph, config: AccelConfig) -> list[Plan | Node]:
     emit) into a plan; host nodes stay as they are (:mod:`compiler.segments`). A graph of which
     nothing runs on the accelerator is refused, with the reasons."""
     steps = split(graph)
+    for step in steps:
+        if isinstance(step, Graph) and all(n.op in ("flatten", "concat") for n in step.nodes):
+            first = step.nodes[0]  # (a compile_model retry sends it to the host)
+            raise CompileError(first.name, first.op, "would be a device program of no instruction")
     if all(isinstance(step, Node) for step in steps):
         why = "; ".join(graph.host_reasons.values()) or "no accelerator op"
         raise CompileError(None, "model", f"no node runs on the accelerator ({why})")

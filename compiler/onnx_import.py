@@ -76,6 +76,9 @@ SUPPORTED_OPS: tuple[str, ...] = (
 MIN_OPSET, MAX_OPSET = 9, 21
 
 _SUPPORTED = ", ".join(SUPPORTED_OPS)
+#: Largest nearest-upsampling factor per axis on the accelerator (one store per output
+#: position of an input pixel; the executable format bounds it too).
+MAX_UPSAMPLE = 64
 #: IR ops that exist only to be folded into the node before them (canonicalize): after a host
 #: node there is nothing to fold them into, so they join it on the host.
 _FOLDED_INTO_PRODUCER = ("batchnorm", "relu", "relu6", "bias_add")
@@ -299,7 +302,7 @@ class _Importer:
                 continue
             start = len(self.nodes)
             reason = self._try_handler(index, node, name)
-            if reason is not None:
+            if reason is not None and not self._fold_refused(node):
                 self._mark_host(index, node, name, reason)
             for ir in self.nodes[start:]:
                 self.origins.setdefault(ir.name, index)
@@ -387,6 +390,18 @@ class _Importer:
             return False  # left to the host region, whose check names it
         return True
 
+    def _fold_refused(self, node: onnx.NodeProto) -> bool:
+        """A node its handler refused whose inputs are all constants (a Concat of shapes, an
+        Add of two initializers) is computed now rather than sent to the host."""
+        inputs = [i for i in node.input if i]
+        if not inputs or not all(i in self.consts for i in inputs):
+            return False
+        try:
+            self.consts.update(host_regions.fold_constants(self.proto, node, self.consts))
+        except HostModelError:
+            return False
+        return True
+
     def _mark_host(self, index: int, node: onnx.NodeProto, name: str, reason: str) -> None:
         """Place ``node`` on the host: its outputs become fp32 tensors of the inferred shapes
         (its region is formed after the last node)."""
@@ -435,16 +450,17 @@ class _Importer:
             if not (ir.op == "host" and "mark" in ir.attrs)
             for i in ir.inputs
         }
-        outputs_of_graph = {o.name for o in self.proto.graph.output}
-        later_onnx = {
-            i for n in self.proto.graph.node[max(m.index for m in marks) + 1 :] for i in n.input
-        }
-        fetches = [
-            o
-            for n in nodes
-            for o in n.output
-            if o and (o in read_later or o in outputs_of_graph or o in later_onnx)
-        ]
+        # ONNX values read outside the region (graph outputs included), through aliases: a
+        # Cast or Identity between the region's nodes reads its values too.
+        inside = {m.index for m in marks}
+        outside = {
+            i
+            for k, n in enumerate(self.proto.graph.node)
+            if k > marks[0].index and k not in inside
+            for i in n.input
+        } | {o.name for o in self.proto.graph.output}
+        resolved = {self.alias.get(v, v) for v in outside}
+        fetches = [o for n in nodes for o in n.output if o and (o in read_later or o in resolved)]
         first = marks[0]
         ops = tuple(dict.fromkeys(n.op_type for n in nodes))
         for value in feeds:
@@ -1317,10 +1333,13 @@ class _Importer:
         if (
             len(factors) != 4
             or factors[:2] != [1.0, 1.0]
-            or any(f < 1 or f != int(f) for f in factors[2:])
+            or any(f < 1 or f > MAX_UPSAMPLE or f != int(f) for f in factors[2:])
         ):
             raise CompileError(
-                name, op, f"scales {factors} are not supported", "[1, 1, sh, sw] integers >= 1"
+                name,
+                op,
+                f"scales {factors} are not supported",
+                f"[1, 1, sh, sw], integers 1..{MAX_UPSAMPLE}",
             )
         halves = ("half_pixel", "pytorch_half_pixel")
         exact = (coords == "asymmetric" and rounding == "floor") or (
@@ -1383,6 +1402,8 @@ class _Importer:
     def _op_Softmax(self, node: onnx.NodeProto, name: str) -> None:
         x = self._act(node, name, 0)
         shape = self._shape(x)
+        if any(node.output[0] in n.input for n in self.proto.graph.node):
+            raise CompileError(name, node.op_type, "its output is read by other nodes", "last")
         axis = int(self._attrs(node).get("axis", 1 if self.opset < 13 else -1))
         if len(shape) != 2 or axis not in (1, -1):
             raise CompileError(

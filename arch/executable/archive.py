@@ -54,6 +54,8 @@ from arch.isa import IsaError, Launch
 from arch.reference import MAX_ELEMENTS, REFERENCE_OPS, ReferenceError, check_graph
 
 FORMAT = "cosim-executable"
+#: Reference ops whose output is a view of their inputs' bytes (no layer writes it).
+VIEW_OPS = ("flatten", "concat")
 FORMAT_VERSION = 1
 SUFFIX = ".cosim"
 #: dtypes an array may have.
@@ -411,10 +413,10 @@ def _reference(reader: _Reader, data: Any) -> ReferenceGraph:
     for name, entry in _get(reader, data, "tensors", dict, what).items():
         where = f"reference tensor {_short(name)}"
         shape = _get(reader, entry, "shape", list, where)
-        if len(shape) not in (2, 4):
-            reader.fail(f"{where}: shape {_short(shape)} must be (1, C, H, W) or (1, F)")
+        if not 1 <= len(shape) <= 8:  # device tensors are (1, C, H, W) or (1, F); host ones any
+            reader.fail(f"{where}: shape {_short(shape)} must have 1 to 8 dimensions")
         dims = _ints(reader, shape, len(shape), f"{where} shape", 1, TENSOR_MAX_ELEMENTS)
-        if dims[0] != 1 or math.prod(dims) > TENSOR_MAX_ELEMENTS:
+        if (len(dims) in (2, 4) and dims[0] != 1) or math.prod(dims) > TENSOR_MAX_ELEMENTS:
             reader.fail(
                 f"{where}: shape {dims} must have batch 1 and at most {TENSOR_MAX_ELEMENTS} "
                 "elements"
@@ -759,8 +761,16 @@ def _check_program(
             )
         if layer.output in written[:i]:
             reader.fail(f"{where} layer {i}: output {_short(layer.output)} is written twice")
+
+    def written_here(tensor: str) -> bool:
+        """Written by a layer, or a view (flatten, concat) of tensors that are."""
+        if tensor in written or tensor in program.inputs:
+            return True
+        node = ref.producer(tensor)
+        return node is not None and node.op in VIEW_OPS and all(map(written_here, node.inputs))
+
     for tensor in program.outputs:
-        if tensor not in written:
+        if not written_here(tensor):
             reader.fail(f"{where}: output {_short(tensor)} is written by none of its layers")
     for name, t in program.tensors.items():
         _check_dram_tensor(reader, f"{where} tensor {_short(name)}", t, ref.tensors[name])

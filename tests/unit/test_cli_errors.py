@@ -324,7 +324,7 @@ def _fc1(info: dict) -> dict:
         (lambda i: i["steps"][0]["tensors"]["input"].update(channels=16), ("'input'", "channels")),
         (lambda i: i["steps"][0]["tensors"]["logits"].update(addr=60000), ("'logits'", "60000")),
         (lambda i: _ref_tensor(i, "input").update(shape=[1, 32]), ("'fc1'", "weight")),
-        (lambda i: _ref_tensor(i, "input").update(shape=[1, 8, 8]), ("'input'", "[1, 8, 8]")),
+        (lambda i: _ref_tensor(i, "input").update(shape=[1, 8, 8]), ("'input'", "(1, 8, 8)")),
         (lambda i: _ref_tensor(i, "input").update(shape=[]), ("'input'", "shape")),
         (lambda i: _ref_tensor(i, "input").update(shape=[-1, 64]), ("'input'", "[-1, 64]")),
         (lambda i: _fc1(i)["params"].pop("weight"), ("'fc1'", "weight")),

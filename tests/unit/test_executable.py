@@ -739,7 +739,7 @@ def test_members_lying_about_their_size_are_not_inflated(saved, tmp_path, member
          "only an input the host writes is im2col"),
         # graph tensors
         (lambda i: i["reference"]["tensors"]["input"].update(shape=[1, 3, 16]),
-         "must be \\(1, C, H, W\\) or \\(1, F\\)"),
+         "input 'input' must be \\(1, C, H, W\\), not \\(1, 3, 16\\)"),
         (lambda i: i["reference"]["tensors"]["input"].update(shape=[2, 3, 16, 16]), "batch 1"),
         (lambda i: i["reference"]["tensors"]["logits"].update(shape=[1, 5]),
          "output 'logits' has shape \\(1, 5\\); the op gives \\(1, 10\\)"),

@@ -474,3 +474,111 @@ def test_a_torch_export_runs(config) -> None:
     result = run(exe, x, "isa")
     assert result.bit_exact, result.first_mismatch
     assert compare_fp32(compiled.source, exe.reference, x)["cosine_vs_fp32"] > 0.99
+
+
+def _run_and_reload(model: onnx.ModelProto, tmp_path, x_shape) -> None:
+    """Compiles, runs bit-exact and close to fp32, and a saved copy reloads and runs the same."""
+    compiled = compile_model(_saved(model, tmp_path), TINY)
+    exe = compiled.executable
+    assert all(p.layers for p in exe.programs)  # no device program without a layer
+    x = np.random.default_rng(21).standard_normal(x_shape).astype(np.float32)
+    result = run(exe, x, "isa")
+    assert result.bit_exact, result.first_mismatch
+    assert compare_fp32(compiled.source, exe.reference, x)["cosine_vs_fp32"] > 0.99
+    again = run(executable.load(executable.save(exe, tmp_path / "m.cosim")), x, "isa")
+    for name, value in result.outputs.items():
+        np.testing.assert_array_equal(again.outputs[name], value)
+
+
+def test_flatten_between_host_nodes_is_no_empty_program(tmp_path) -> None:
+    rng = np.random.default_rng(22)
+    c1, i1 = conv("c1", "x", "a", 3, 8, rng)
+    nodes = [
+        c1,
+        helper.make_node("Tanh", ["a"], ["t"], name="tanh"),
+        helper.make_node("Flatten", ["t"], ["f"], name="flat"),
+        helper.make_node("Sigmoid", ["f"], ["s"], name="sig"),
+        helper.make_node("MatMul", ["s", "w"], ["y"], name="fc"),
+    ]
+    inits = {**i1, "w": rng.normal(0, 0.1, (8 * 36, 10)).astype(np.float32)}
+    _run_and_reload(model_of(nodes, inits, [1, 3, 6, 6]), tmp_path, (1, 3, 6, 6))
+
+
+def test_torch_flatten_shape_arithmetic_is_folded(tmp_path) -> None:
+    """torch's x.view(x.size(0), -1): Shape, Gather, Unsqueeze, Concat of constants, Reshape -
+    all folded at compile time, one device program."""
+    rng = np.random.default_rng(23)
+    c1, i1 = conv("c1", "x", "a", 3, 8, rng)
+    nodes = [
+        c1,
+        helper.make_node("Shape", ["a"], ["shape"], name="shape"),
+        helper.make_node("Gather", ["shape", "zero"], ["n"], name="gather", axis=0),
+        helper.make_node("Unsqueeze", ["n", "axes"], ["n1"], name="unsqueeze"),
+        helper.make_node("Concat", ["n1", "minus1"], ["target"], name="cat", axis=0),
+        helper.make_node("Reshape", ["a", "target"], ["f"], name="reshape"),
+        helper.make_node("MatMul", ["f", "w"], ["y"], name="fc"),
+    ]
+    inits = {
+        **i1,
+        "zero": np.array(0, np.int64),
+        "axes": np.array([0], np.int64),
+        "minus1": np.array([-1], np.int64),
+        "w": rng.normal(0, 0.1, (8 * 36, 10)).astype(np.float32),
+    }
+    model = model_of(nodes, inits, [1, 3, 6, 6])
+    exe = compile_model(_saved(model, tmp_path), TINY).executable
+    assert len(exe.steps) == 1
+    _run_and_reload(model, tmp_path, (1, 3, 6, 6))
+
+
+def test_host_value_read_through_a_cast_is_fetched(tmp_path) -> None:
+    """A host region's value that leaves it only through a Cast (an alias) is still fetched."""
+    rng = np.random.default_rng(24)
+    c1, i1 = conv("c1", "x", "a", 3, 8, rng)
+    c2, i2 = conv("c2", "b", "y", 8, 8, rng)
+    nodes = [
+        c1,
+        helper.make_node("Tanh", ["a"], ["t"], name="tanh"),
+        helper.make_node("Cast", ["t"], ["t2"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("Sigmoid", ["a"], ["b"], name="sig"),
+        c2,
+    ]
+    model = model_of(nodes, {**i1, **i2}, [1, 3, 6, 6])
+    model.graph.output.append(helper.make_tensor_value_info("t2", TensorProto.FLOAT, None))
+    _run_and_reload(model, tmp_path, (1, 3, 6, 6))
+
+
+def test_softmax_read_by_other_nodes_runs_on_the_host(tmp_path) -> None:
+    rng = np.random.default_rng(25)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["logits"], name="fc"),
+        helper.make_node("Softmax", ["logits"], ["p"], name="softmax", axis=-1),
+        helper.make_node("Log", ["p"], ["y"], name="log"),
+    ]
+    model = model_of(nodes, {"w": rng.normal(0, 0.3, (16, 10)).astype(np.float32)}, [1, 16])
+    _run_and_reload(model, tmp_path, (1, 16))
+
+
+def test_views_and_host_shapes_round_trip(tmp_path) -> None:
+    """What the compiler writes reloads: a concat as graph output, an upsample layer, and a
+    3-D host tensor as graph output."""
+    rng = np.random.default_rng(26)
+    c1, i1 = conv("c1", "x", "a", 3, 16, rng)
+    c2, i2 = conv("c2", "x", "b", 3, 16, rng)
+    up = helper.make_node(
+        "Resize", ["y0", "", "sc"], ["up"], name="up", mode="nearest",
+        coordinate_transformation_mode="asymmetric", nearest_mode="floor",
+    )  # fmt: skip
+    nodes = [
+        c1,
+        c2,
+        helper.make_node("Concat", ["a", "b"], ["y0"], name="cat", axis=1),
+        up,
+        helper.make_node("Reshape", ["up", "shape"], ["r"], name="reshape"),
+        helper.make_node("Tanh", ["r"], ["y"], name="tanh"),
+    ]
+    inits = {**i1, **i2, "sc": np.array([1, 1, 2, 2], np.float32)}
+    inits["shape"] = np.array([1, 32, 64], np.int64)
+    model = model_of(nodes, inits, [1, 3, 4, 4])
+    model.graph.output.append(helper.make_tensor_value_info("y0", TensorProto.FLOAT, None))
+    _run_and_reload(model, tmp_path, (1, 3, 4, 4))
