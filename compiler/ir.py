@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from arch.isa import INT32_MAX, INT32_MIN, MAX_SHIFT
+from arch.reference import ACTS, ARITY_OF_OP, ATTRS_OF_OP
 
 from .errors import VerifyError
 
@@ -88,21 +89,10 @@ IMPORT_OPS: tuple[str, ...] = (
     "identity",
     "reshape",
 )
-#: Values of the ``act`` attribute.
-ACTS: tuple[str | None, ...] = (None, "relu", "relu6")
-
+# The canonical ops' attrs, arity and ``act`` values are the integer reference's (one table,
+# arch.reference); the import-only ops add theirs.
 _ATTRS: dict[str, frozenset[str]] = {
-    "conv": frozenset({"kernel", "stride", "pads", "dilation", "group", "act"}),
-    "gemm": frozenset({"act"}),
-    "maxpool": frozenset({"kernel", "stride", "pads"}),
-    "avgpool": frozenset({"kernel", "stride", "pads", "count_include_pad"}),
-    "global_avgpool": frozenset(),
-    "add": frozenset({"act"}),
-    "flatten": frozenset(),
-    "softmax": frozenset(),
-    "host": frozenset({"onnx_ops", "feeds", "fetch", "macs"}),
-    "concat": frozenset(),
-    "upsample": frozenset({"scale"}),
+    **ATTRS_OF_OP,
     "batchnorm": frozenset({"epsilon"}),
     "relu": frozenset(),
     "relu6": frozenset(),
@@ -112,14 +102,7 @@ _ATTRS: dict[str, frozenset[str]] = {
     "identity": frozenset(),
     "reshape": frozenset({"shape"}),
 }
-_ARITY: dict[str, tuple[int, int]] = {
-    "conv": (1, 2),
-    "gemm": (1, 2),
-    "add": (2, 2),
-    "sum": (2, 2),
-    "host": (1, 1 << 16),
-    "concat": (2, 1 << 10),
-}
+_ARITY: dict[str, tuple[int, int]] = {**ARITY_OF_OP, "sum": (2, 2)}
 
 
 Shape = tuple[int, ...]

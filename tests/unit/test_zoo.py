@@ -422,6 +422,15 @@ def test_cli_module_writes_file_and_documents_help(tmp_path: Path) -> None:
     assert all(name in help_text.stdout for name in zoo.MODELS)
 
 
+def inferred_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
+    """Every value's shape by ONNX shape inference (an independent count of the MACs)."""
+    inferred = onnx.shape_inference.infer_shapes(model)
+    return {
+        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+        for v in [*inferred.graph.value_info, *inferred.graph.output]
+    }
+
+
 def test_mobilenetv2_is_torchvisions_architecture() -> None:
     """torchvision's mobilenet_v2() has 3,504,872 parameters (weights, biases, BN affine) and 52
     convolutions of which 17 are depthwise; the paper gives about 300M multiply-adds at 224."""
@@ -433,11 +442,7 @@ def test_mobilenetv2_is_torchvisions_architecture() -> None:
     depthwise = [n for n in convs if any(a.name == "group" and a.i > 1 for a in n.attribute)]
     assert (len(convs), len(depthwise)) == (52, 17)
     assert input_shape(model) == [1, 3, 224, 224] and model.graph.name == "mobilenetv2"
-    inferred = onnx.shape_inference.infer_shapes(model)
-    shapes = {
-        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
-        for v in [*inferred.graph.value_info, *inferred.graph.output]
-    }
+    shapes = inferred_shapes(model)
     macs = 0
     for node in convs:
         w = inits[node.input[1]]
@@ -454,11 +459,7 @@ def test_squeezenet_is_torchvisions_squeezenet1_1() -> None:
     inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     assert sum(v.size for v in inits.values()) == 1_235_496
     assert sum(n.op_type == "Concat" for n in model.graph.node) == 8
-    inferred = onnx.shape_inference.infer_shapes(model)
-    shapes = {
-        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
-        for v in [*inferred.graph.value_info, *inferred.graph.output]
-    }
+    shapes = inferred_shapes(model)
     macs = sum(
         int(np.prod(shapes[n.output[0]])) * int(np.prod(inits[n.input[1]].shape[1:]))
         for n in model.graph.node
@@ -477,11 +478,7 @@ def test_efficientnet_is_torchvisions_b0() -> None:
     assert sum(v.size for k, v in inits.items() if not k.endswith(buffers)) == 5_288_548
     gates = [n for n in model.graph.node if n.name.endswith(".se.scale")]
     assert len(gates) == 16 and all(n.op_type == "Mul" for n in gates)
-    inferred = onnx.shape_inference.infer_shapes(model)
-    shapes = {
-        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
-        for v in [*inferred.graph.value_info, *inferred.graph.output]
-    }
+    shapes = inferred_shapes(model)
     macs = sum(
         int(np.prod(shapes[n.output[0]])) * int(np.prod(inits[n.input[1]].shape[1:]))
         for n in model.graph.node
