@@ -127,40 +127,30 @@ def _gemm_shape(plan: Plan, layer: Layer) -> None:
     src = plan.tensor(layer.inputs[0])
     out = plan.tensors[layer.output]
     weight = node.params["weight"]
-    if node.op == "conv" and node.attrs["group"] > 1:  # depthwise
+    if node.op == "conv":
+        im2col, depthwise = src.layout == "im2col", node.attrs["group"] > 1
+        if im2col:  # the host wrote each output pixel's window: a 1x1 GEMM over the rows
+            window = ((1, 1), (1, 1), (0, 0, 0, 0), (1, 1))
+        else:
+            window = tuple(node.attrs[k] for k in ("kernel", "stride", "pads", "dilation"))
+        kernel, stride, pads, dilation = window
         shape = GemmShape(
             src.h,
             src.w,
             src.channels,
-            node.attrs["kernel"],
-            node.attrs["stride"],
-            node.attrs["pads"],
+            kernel,
+            stride,
+            pads,
             out.h,
             out.w,
             out.channels,
-            depthwise=True,
-            dilation=node.attrs["dilation"],
+            depthwise=depthwise,
+            dilation=dilation,
         )
-        matrix = _depthwise_matrix(weight, out.channels, dim)
-    elif node.op == "conv":
-        if src.layout == "im2col":
-            shape = GemmShape(
-                src.h, src.w, src.channels, (1, 1), (1, 1), (0, 0, 0, 0), out.h, out.w, out.channels
-            )
+        if depthwise:
+            matrix = _depthwise_matrix(weight, out.channels, dim)
         else:
-            shape = GemmShape(
-                src.h,
-                src.w,
-                src.channels,
-                node.attrs["kernel"],
-                node.attrs["stride"],
-                node.attrs["pads"],
-                out.h,
-                out.w,
-                out.channels,
-                dilation=node.attrs["dilation"],
-            )
-        matrix = _conv_matrix(weight, src.channels, src.layout == "im2col", dim)
+            matrix = _conv_matrix(weight, src.channels, im2col, dim)
     else:
         # FC: a convolution whose kernel covers the (flattened, NCHW-ordered) input image.
         if src.h * src.w * src.logical_channels != weight.shape[1]:
