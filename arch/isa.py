@@ -43,6 +43,7 @@ M_BITS = 12  # GEMM/ACCUM/POOL `m`: rows (lines, outputs) per block
 ITER_BITS = 10  # GEMM `k_iter`, GEMM/ACCUM/POOL `n_iter`: blocks
 INSN_INDEX_BITS = 32  # program index of an instruction (error_index, progress, queue entries)
 MAX_SHIFT = 62  # requantization shifts above this are BAD_FIELD (exact in 64-bit arithmetic)
+TABLE_ENTRIES = 256  # a STORE lookup table maps every int8 code to an int8 code
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # accumulators, biases and multipliers
 
 
@@ -56,7 +57,11 @@ Integer arithmetic (what the ISA simulator and the RTL compute, bit for bit):
   half up (towards +infinity: 2.5 -> 3, -2.5 -> -2). `mult` is a signed 32-bit value and `shift`
   must be in 0..{MAX_SHIFT} (larger shifts stop the program with BAD_FIELD).
 - STORE saturates `requant(acc)` to [clamp_lo, clamp_hi] and writes int8; ReLU is clamp_lo = 0,
-  ReLU6 is clamp_hi = the quantized 6.0.
+  ReLU6 is clamp_hi = the quantized 6.0. With use_table, the saturated code v is replaced by
+  `table[v + 128]`: any function of one int8 value (Sigmoid, SiLU, GELU, ...) is one table.
+- A table is {TABLE_ENTRIES} int8 bytes held in consecutive PARAM lines from `table_addr`, byte t
+  of the table being byte `t % line` of line `table_addr + t // line` (line = `cols` x 16 bytes,
+  see table_lines); STORE reads it before its first line.
 - POOL with mode MAX takes the element-wise maximum of the window's int8 lines (padding lines hold
   the descriptor's pad_value, -128 for max pooling); mode SUM adds them.
 - DRAM address arithmetic in descriptors is modulo 2**32 (a padded load may start "before" its
@@ -325,6 +330,13 @@ PARAM_ENTRY = Format(
     bits=PARAM_ENTRY_BYTES * 8,
 )
 
+
+def table_lines(cols: int) -> int:
+    """PARAM lines a STORE lookup table occupies on an array of ``cols`` columns."""
+    line = cols * PARAM_ENTRY_BYTES
+    return -(-TABLE_ENTRIES // line)
+
+
 PERF_COUNTERS = (
     ("cycles", "cycles since start"),
     ("insns_retired", "instructions completed (all queues)"),
@@ -365,12 +377,15 @@ STORE = _insn(
     Queue.STORE,
     "Post-process accumulator lines and DMA them to DRAM: per column c of the line, "
     "`out = clamp(requant(acc, mult[c], shift[c]), clamp_lo, clamp_hi)` as int8, where the "
-    "parameter line is `param_addr + i[param_loop]` (i = the descriptor's loop index).",
+    "parameter line is `param_addr + i[param_loop]` (i = the descriptor's loop index); with "
+    "use_table, `out = table[out + 128]` (the table in PARAM lines from table_addr).",
     Field("desc", unsigned(DESC_INDEX_BITS), "descriptor index (its mem must be ACC)"),
     Field("param_addr", unsigned(LOCAL_ADDR_BITS), "first PARAM line"),
     Field("param_loop", unsigned(2), "descriptor loop whose index advances the PARAM line"),
     Field("clamp_lo", signed(8), "lower saturation bound (0 = ReLU)"),
     Field("clamp_hi", signed(8), "upper saturation bound (ReLU6: the quantized 6.0)"),
+    Field("use_table", unsigned(1), "map each saturated code through the lookup table"),
+    Field("table_addr", unsigned(LOCAL_ADDR_BITS), "first PARAM line of the table (use_table)"),
 )
 GEMM = _insn(
     Opcode.GEMM,

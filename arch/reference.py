@@ -35,7 +35,7 @@ import numpy.typing as npt
 
 from arch import host_runtime
 from arch import reference_ops as ro
-from arch.isa import INT32_MAX, INT32_MIN, MAX_SHIFT
+from arch.isa import INT32_MAX, INT32_MIN, MAX_SHIFT, TABLE_ENTRIES
 
 __all__ = [
     "ACTS",
@@ -46,6 +46,7 @@ __all__ = [
     "PARAMS_OF_OP",
     "REFERENCE_OPS",
     "RESIDUAL_PARAMS",
+    "TABLE_PARAMS",
     "ReferenceError",
     "check_graph",
     "dequantize",
@@ -126,9 +127,11 @@ def evaluate_node(graph: RefGraph, node: RefNode, inputs: list[np.ndarray]) -> n
 
 
 def _clamp_int8(node: RefNode, acc: np.ndarray, axis: int) -> np.ndarray:
+    """The STORE post-processing: requantize, saturate, then the table of a ``table`` act."""
     p = node.params
     lo, hi = (int(v) for v in p["clamp"])
-    return ro.to_int8(ro.clamp(ro.requantize(acc, p["mult"], p["shift"], axis=axis), lo, hi))
+    out = ro.to_int8(ro.clamp(ro.requantize(acc, p["mult"], p["shift"], axis=axis), lo, hi))
+    return ro.lookup(out, p["table"]) if node.attrs["act"] == "table" else out
 
 
 def _conv(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
@@ -262,8 +265,12 @@ PARAMS_OF_OP: dict[str, dict[str, str]] = {
 }
 #: The params a conv or gemm with a residual (second) input reads besides its own.
 RESIDUAL_PARAMS: dict[str, str] = {"res_mult": "int64", "res_shift": "int64"}
-#: The attrs of each op's nodes, exactly these (``act`` is informational: ``clamp`` applies it;
-#: ``onnx_ops`` and ``macs`` of a host node are for reports).
+#: The param a conv, gemm or add whose ``act`` is ``"table"`` reads besides its own: the
+#: activation as :data:`arch.isa.TABLE_ENTRIES` int8 outputs, one per saturated int8 code.
+TABLE_PARAMS: dict[str, str] = {"table": "int8"}
+#: The attrs of each op's nodes, exactly these (``act`` None/relu/relu6 is informational:
+#: ``clamp`` applies it; ``"table"`` applies the ``table`` param after the clamp; ``onnx_ops``
+#: and ``macs`` of a host node are for reports).
 ATTRS_OF_OP: dict[str, frozenset[str]] = {
     "conv": frozenset({"kernel", "stride", "pads", "dilation", "group", "act"}),
     "gemm": frozenset({"act"}),
@@ -286,7 +293,7 @@ ARITY_OF_OP: dict[str, tuple[int, int]] = {
     "concat": (2, 1 << 10),
 }
 #: Values of the ``act`` attr.
-ACTS: tuple[str | None, ...] = (None, "relu", "relu6")
+ACTS: tuple[str | None, ...] = (None, "relu", "relu6", "table")
 #: The most elements a tensor the reference evaluates may have, a padded input included
 #: (ResNet-50 at 224x224: 3.2 M at most).
 MAX_ELEMENTS = 1 << 26
@@ -342,9 +349,12 @@ class _Node:
             self.fail(f"param {shift!r} must be in 0..{MAX_SHIFT}")
 
     def clamp(self) -> None:
+        """The STORE post-processing params: clamp bounds, and the table of a table act."""
         lo, hi = (int(v) for v in self.node.params["clamp"])
         if not -128 <= lo <= hi <= 127:
             self.fail(f"clamp [{lo}, {hi}] must satisfy -128 <= lo <= hi <= 127")
+        if self.node.attrs["act"] == "table":
+            self.param_shapes({"table": (TABLE_ENTRIES,)})
 
     def window(
         self, x: tuple[int, ...], kernel: tuple[int, ...], dilation: tuple[int, ...]
@@ -523,6 +533,8 @@ def _check_node(graph: RefGraph, node: RefNode) -> None:
     wanted = dict(PARAMS_OF_OP[node.op])
     if node.op in ("conv", "gemm") and len(node.inputs) == 2:
         wanted |= RESIDUAL_PARAMS
+    if node.attrs.get("act") == "table":
+        wanted |= TABLE_PARAMS
     if set(node.params) != set(wanted):
         c.fail(f"params {_short(sorted(node.params))} must be exactly {sorted(wanted)}")
     for key, dtype in wanted.items():

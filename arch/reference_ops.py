@@ -15,7 +15,8 @@ Every op here is bit-exact and defines what the hardware must compute. Conventio
   ``floor(x * mult / 2**shift + 1/2)``: round half up, towards +infinity (2.5 -> 3, -2.5 -> -2).
   :func:`quantize_multiplier` turns a real scale into such a ``(mult, shift)`` pair.
 * Saturation to int8 (and ReLU/ReLU6, as clamps with ``lo=0``) is explicit: :func:`clamp`,
-  :func:`to_int8`, :func:`add_rescale`.
+  :func:`to_int8`, :func:`add_rescale`. Any other activation is a 256-entry table applied to the
+  saturated int8 code: :func:`lookup`.
 
 Bad arguments raise :class:`ValueError` with a message naming the argument and the bad value.
 """
@@ -29,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 
-from arch.isa import INT32_MAX, INT32_MIN, MAX_SHIFT
+from arch.isa import INT32_MAX, INT32_MIN, MAX_SHIFT, TABLE_ENTRIES
 
 __all__ = [
     "add_rescale",
@@ -37,6 +38,7 @@ __all__ = [
     "clamp",
     "conv2d",
     "global_sum_pool",
+    "lookup",
     "matmul",
     "max_pool2d",
     "quantize_multiplier",
@@ -333,6 +335,25 @@ def to_int8(x: npt.ArrayLike, lo: int = -128, hi: int = 127) -> npt.NDArray[np.i
     if lo > hi:
         raise ValueError(f"lo must be <= hi, got lo={lo}, hi={hi}")
     return np.clip(x, lo, hi).astype(np.int8)
+
+
+def lookup(x: npt.ArrayLike, table: npt.ArrayLike) -> npt.NDArray[np.int8]:
+    """``table[x + 128]`` for int8 codes ``x``: an activation as a 256-entry int8 table.
+
+    Parameters
+    ----------
+    x : array_like of int
+        Codes in -128..127 (saturated outputs).
+    table : 1-D array_like of int
+        256 int8 values; entry ``t`` is the output for code ``t - 128``.
+    """
+    x = _int_array("x", x)
+    _check_range("x", x, -128, 127, "int8 range")
+    t = _int_array("table", table)
+    if t.shape != (TABLE_ENTRIES,):
+        raise ValueError(f"table must have shape ({TABLE_ENTRIES},), got {t.shape}")
+    _check_range("table", t, -128, 127, "int8 range")
+    return t.astype(np.int8)[x.astype(np.int64) + 128]
 
 
 def add_rescale(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Signal, signed
+from amaranth import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -20,8 +20,10 @@ from hdl_gen.tokens import ErrorLatch, UnitFrame, unit_signature
 
 class StoreUnit(wiring.Component):
     """Walks a STORE's descriptor; for each in-bounds line reads the accumulator line and its
-    PARAM line, requantizes and clamps every column to int8 and writes the line to DRAM (one
-    line per cycle when a line fits a bus beat). PERF writes a counter snapshot.
+    PARAM line, requantizes and clamps every column to int8 (then, with use_table, maps it
+    through the lookup table, copied from PARAM into registers before the first line) and
+    writes the line to DRAM (one line per cycle when a line fits a bus beat). PERF writes a
+    counter snapshot.
 
     Attributes
     ----------
@@ -106,6 +108,12 @@ class StoreUnit(wiring.Component):
         with m.Elif(b_moves):
             m.d.sync += b_valid.eq(0)
 
+        # The lookup table: TABLE_ENTRIES int8 registers, filled from PARAM lines (TABLE state).
+        table = Array(Signal(8, name=f"table_{t}") for t in range(isa.TABLE_ENTRIES))
+        table_lines = isa.table_lines(c.cols)
+        table_step = Signal(range(table_lines + 1))
+        line_bytes = param_line_bits(c) // 8
+
         accs = data.View(data.ArrayLayout(signed(c.acc_bits), c.cols), self.acc.data)
         params = param_view(self.param.data, c)
         lanes = []
@@ -113,7 +121,10 @@ class StoreUnit(wiring.Component):
         for col in range(c.cols):
             entry = params[col]
             scaled = requantize(accs[col], entry.mult, entry.shift)
-            lanes.append(clamp(scaled, insn.clamp_lo, insn.clamp_hi)[: c.in_bits])  # outputs: int8
+            code = clamp(scaled, insn.clamp_lo, insn.clamp_hi)[: c.in_bits]  # outputs: int8
+            # Entry t of the table is the output for code t - 128: flip the sign bit.
+            looked_up = table[Cat(code[:7], ~code[7])]
+            lanes.append(Mux(insn.use_table, looked_up, code))
             bad_shift = bad_shift | (entry.shift > MAX_SHIFT)
         errors.raise_(b_valid & bad_shift, isa.ErrorCode.BAD_FIELD)
         with m.If(b_moves):
@@ -185,10 +196,36 @@ class StoreUnit(wiring.Component):
                 bad = (fetcher.desc.mem != isa.Mem.ACC) | (
                     insn.clamp_lo.as_signed() > insn.clamp_hi.as_signed()
                 )
+                table_outside = insn.table_addr + table_lines > c.param_lines
                 with m.If(bad):
                     errors.raise_(1, isa.ErrorCode.BAD_FIELD)
                     m.next = "STOPPED"
+                with m.Elif(insn.use_table & table_outside):
+                    errors.raise_(1, isa.ErrorCode.LOCAL_RANGE)
+                    m.next = "STOPPED"
+                with m.Elif(insn.use_table):
+                    m.d.sync += table_step.eq(0)
+                    m.next = "TABLE"
                 with m.Else():
+                    m.d.comb += addrgen.start.eq(1)
+                    m.d.sync += walking.eq(1)
+                    m.next = "MOVE"
+            with m.State("TABLE"):
+                # Cycle s reads table line s and captures line s - 1 (read data comes a cycle
+                # after the address); the cycle after the last capture starts the walk.
+                m.d.comb += [
+                    self.param.addr.eq(insn.table_addr + table_step),
+                    self.param.en.eq(table_step < table_lines),
+                ]
+                m.d.sync += table_step.eq(table_step + 1)
+                with m.Switch(table_step):
+                    for step in range(1, table_lines + 1):
+                        with m.Case(step):
+                            for b in range(line_bytes):
+                                t = (step - 1) * line_bytes + b
+                                if t < isa.TABLE_ENTRIES:
+                                    m.d.sync += table[t].eq(self.param.data[b * 8 : b * 8 + 8])
+                with m.If(table_step == table_lines):
                     m.d.comb += addrgen.start.eq(1)
                     m.d.sync += walking.eq(1)
                     m.next = "MOVE"

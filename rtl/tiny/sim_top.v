@@ -146,14 +146,14 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$222 (insn_frontier),
     .perf(perf),
-    .\port$3454$0 (\_$2 ),
+    .\port$5264$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$191 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$3454$0 (\_$2 ),
+    .\port$5264$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,7 +236,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$3454$0 , dram_resp__valid, \start$191 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5264$0 , dram_resp__valid, \start$191 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
@@ -629,8 +629,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$3454$0 ;
-  wire [1:0] \port$3454$0 ;
+  input [1:0] \port$5264$0 ;
+  wire [1:0] \port$5264$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -4017,7 +4017,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$3454$0 (\port$3454$0 ),
+    .\port$5264$0 (\port$5264$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -4163,7 +4163,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .desc_bus__req__payload(client3__req__payload),
     .desc_bus__req__valid(client3__req__valid),
     .desc_count(desc_count),
-    .\error$86 (\error$244 ),
+    .\error$87 (\error$244 ),
     .error_code(\error_code$245 ),
     .halt(halt),
     .idle(\idle$234 ),
@@ -4473,8 +4473,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$3454$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$3454$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$5264$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$5264$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -4546,9 +4546,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$3454$0 ;
+  assign \dram_resp__payload.tag  = \port$5264$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$3454$0 ;
+  assign \dram_resp__payload$115.tag  = \port$5264$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4592,7 +4592,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$3454$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5264$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -4748,8 +4748,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$3454$0 ;
-  wire [1:0] \port$3454$0 ;
+  input [1:0] \port$5264$0 ;
+  wire [1:0] \port$5264$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4800,13 +4800,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$3454$0 ;
+  assign \_$49  = ! \port$5264$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$3454$0  == 1'h1;
+  assign \_$50  = \port$5264$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$3454$0  == 2'h2;
+  assign \_$51  = \port$5264$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$3454$0  == 2'h3;
+  assign \_$52  = \port$5264$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5171,14 +5171,14 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$3454$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$5264$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$3454$0 ;
+  assign \dram_resp__payload.tag  = \port$5264$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -5511,7 +5511,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [3:0] \insn$51.pool.opcode ;
   wire [7:0] \insn$51.pool.window ;
   wire [127:0] \insn$51.raw ;
-  wire [65:0] \insn$51.store ;
+  wire [82:0] \insn$51.store ;
   wire [7:0] \insn$51.store.clamp_hi ;
   wire [7:0] \insn$51.store.clamp_lo ;
   wire [3:0] \insn$51.store.deps ;
@@ -5532,6 +5532,8 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [3:0] \insn$51.store.opcode ;
   wire [15:0] \insn$51.store.param_addr ;
   wire [1:0] \insn$51.store.param_loop ;
+  wire [15:0] \insn$51.store.table_addr ;
+  wire \insn$51.store.use_table ;
   wire [9:0] \insn$51.sync ;
   wire [3:0] \insn$51.sync.deps ;
   wire \insn$51.sync.deps.pop_next ;
@@ -6343,7 +6345,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \insn$51.load.deps.push_prev  = word[6];
   assign \insn$51.load.deps.push_next  = word[7];
   assign \insn$51.load.desc  = word[31:8];
-  assign \insn$51.store  = word[65:0];
+  assign \insn$51.store  = word[82:0];
   assign \insn$51.store.opcode  = word[3:0];
   assign \insn$51.store.deps  = word[7:4];
   assign \insn$51.store.deps.pop_prev  = word[4];
@@ -6355,6 +6357,8 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \insn$51.store.param_loop  = word[49:48];
   assign \insn$51.store.clamp_lo  = word[57:50];
   assign \insn$51.store.clamp_hi  = word[65:58];
+  assign \insn$51.store.use_table  = word[66];
+  assign \insn$51.store.table_addr  = word[82:67];
   assign \insn$51.gemm  = word[120:0];
   assign \insn$51.gemm.opcode  = word[3:0];
   assign \insn$51.gemm.deps  = word[7:4];
@@ -10384,7 +10388,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   wire [3:0] \insn.pool.opcode ;
   wire [7:0] \insn.pool.window ;
   wire [127:0] \insn.raw ;
-  wire [65:0] \insn.store ;
+  wire [82:0] \insn.store ;
   wire [7:0] \insn.store.clamp_hi ;
   wire [7:0] \insn.store.clamp_lo ;
   wire [3:0] \insn.store.deps ;
@@ -10405,6 +10409,8 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   wire [3:0] \insn.store.opcode ;
   wire [15:0] \insn.store.param_addr ;
   wire [1:0] \insn.store.param_loop ;
+  wire [15:0] \insn.store.table_addr ;
+  wire \insn.store.use_table ;
   wire [9:0] \insn.sync ;
   wire [3:0] \insn.sync.deps ;
   wire \insn.sync.deps.pop_next ;
@@ -11242,7 +11248,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.load.deps.push_prev  = insn[6];
   assign \insn.load.deps.push_next  = insn[7];
   assign \insn.load.desc  = insn[31:8];
-  assign \insn.store  = insn[65:0];
+  assign \insn.store  = insn[82:0];
   assign \insn.store.opcode  = insn[3:0];
   assign \insn.store.deps  = insn[7:4];
   assign \insn.store.deps.pop_prev  = insn[4];
@@ -11254,6 +11260,8 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.store.param_loop  = insn[49:48];
   assign \insn.store.clamp_lo  = insn[57:50];
   assign \insn.store.clamp_hi  = insn[65:58];
+  assign \insn.store.use_table  = insn[66];
+  assign \insn.store.table_addr  = insn[82:67];
   assign \insn.gemm  = insn[120:0];
   assign \insn.gemm.opcode  = insn[3:0];
   assign \insn.gemm.deps  = insn[7:4];
@@ -12959,8 +12967,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$2780$0 (lines__payload[18:0]),
-    .\port$2780$48 (lines__payload[48]),
+    .\port$4074$0 (lines__payload[18:0]),
+    .\port$4074$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -15894,7 +15902,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$2780$0 , \port$2780$48 , r_rdy, clk);
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4074$0 , \port$4074$48 , r_rdy, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$34  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -15936,10 +15944,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$27
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [18:0] \port$2780$0 ;
-  wire [18:0] \port$2780$0 ;
-  input \port$2780$48 ;
-  wire \port$2780$48 ;
+  input [18:0] \port$4074$0 ;
+  wire [18:0] \port$4074$0 ;
+  input \port$4074$48 ;
+  wire \port$4074$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [19:0] r_data;
@@ -15966,7 +15974,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$27
   reg [19:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$2780$0 [18:16], \port$2780$48 , \port$2780$0 [15:0] };
+      storage[w_port__addr] <= { \port$4074$0 [18:16], \port$4074$48 , \port$4074$0 [15:0] };
   end
   reg [19:0] _0_;
   always @(posedge clk) begin
@@ -16065,8 +16073,8 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$27
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$2780$0 [18:16], \port$2780$48 , \port$2780$0 [15:0] };
-  assign w_data = { \port$2780$0 [18:16], \port$2780$48 , \port$2780$0 [15:0] };
+  assign w_port__data = { \port$4074$0 [18:16], \port$4074$48 , \port$4074$0 [15:0] };
+  assign w_data = { \port$4074$0 [18:16], \port$4074$48 , \port$4074$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -16246,8 +16254,8 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, param__data, acc__data, bus__resp__payload, halt, perf, pending, pending_index, idle, token_wait, deps__pop_prev
-, queue__ready, busy, deps__push_prev, retired, wr__valid, wr__payload, index, \error$86 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
+module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, param__data, acc__data, bus__resp__payload, halt, perf, pending, pending_index, idle, token_wait, deps__pop_prev, queue__ready, busy
+, deps__push_prev, retired, param__addr, param__en, wr__valid, wr__payload, index, \error$87 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
   reg \_$auto$verilog_backend.cc:2355:dump_module$36  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -16300,99 +16308,99 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   wire \_$142 ;
   wire \_$143 ;
   wire \_$144 ;
-  wire [63:0] \_$145 ;
-  wire [63:0] \_$146 ;
+  wire \_$145 ;
+  wire \_$146 ;
   wire \_$147 ;
-  wire [63:0] \_$148 ;
-  wire [8:0] \_$149 ;
+  wire \_$148 ;
+  wire \_$149 ;
   wire \_$15 ;
-  wire [63:0] \_$150 ;
+  wire \_$150 ;
   wire \_$151 ;
-  wire [64:0] \_$152 ;
-  wire \_$153 ;
+  wire \_$152 ;
+  wire [63:0] \_$153 ;
   wire [63:0] \_$154 ;
-  wire [63:0] \_$155 ;
-  wire \_$156 ;
-  wire [63:0] \_$157 ;
-  wire [8:0] \_$158 ;
-  wire [63:0] \_$159 ;
+  wire \_$155 ;
+  wire [63:0] \_$156 ;
+  wire [8:0] \_$157 ;
+  wire [63:0] \_$158 ;
+  wire \_$159 ;
   wire \_$16 ;
-  wire \_$160 ;
-  wire [64:0] \_$161 ;
-  wire \_$162 ;
+  wire [64:0] \_$160 ;
+  wire \_$161 ;
+  wire [63:0] \_$162 ;
   wire [63:0] \_$163 ;
-  wire [63:0] \_$164 ;
-  wire \_$165 ;
-  wire [63:0] \_$166 ;
-  wire [8:0] \_$167 ;
-  wire [63:0] \_$168 ;
-  wire \_$169 ;
+  wire \_$164 ;
+  wire [63:0] \_$165 ;
+  wire [8:0] \_$166 ;
+  wire [63:0] \_$167 ;
+  wire \_$168 ;
+  wire [64:0] \_$169 ;
   wire \_$17 ;
-  wire [64:0] \_$170 ;
-  wire [64:0] \_$171 ;
-  wire [64:0] \_$172 ;
-  wire [63:0] \_$173 ;
+  wire \_$170 ;
+  wire [63:0] \_$171 ;
+  wire [63:0] \_$172 ;
+  wire \_$173 ;
   wire [63:0] \_$174 ;
-  wire \_$175 ;
+  wire [8:0] \_$175 ;
   wire [63:0] \_$176 ;
-  wire [8:0] \_$177 ;
-  wire [63:0] \_$178 ;
-  wire \_$179 ;
+  wire \_$177 ;
+  wire [64:0] \_$178 ;
+  wire [64:0] \_$179 ;
   wire \_$18 ;
   wire [64:0] \_$180 ;
-  wire \_$181 ;
+  wire [63:0] \_$181 ;
   wire [63:0] \_$182 ;
-  wire [63:0] \_$183 ;
-  wire \_$184 ;
-  wire [63:0] \_$185 ;
-  wire [8:0] \_$186 ;
-  wire [63:0] \_$187 ;
-  wire \_$188 ;
-  wire [64:0] \_$189 ;
+  wire \_$183 ;
+  wire [63:0] \_$184 ;
+  wire [8:0] \_$185 ;
+  wire [63:0] \_$186 ;
+  wire \_$187 ;
+  wire [64:0] \_$188 ;
+  wire \_$189 ;
   wire \_$19 ;
-  wire \_$190 ;
+  wire [63:0] \_$190 ;
   wire [63:0] \_$191 ;
-  wire [63:0] \_$192 ;
-  wire \_$193 ;
-  wire [63:0] \_$194 ;
-  wire [8:0] \_$195 ;
-  wire [63:0] \_$196 ;
-  wire \_$197 ;
-  wire [64:0] \_$198 ;
-  wire [64:0] \_$199 ;
+  wire \_$192 ;
+  wire [63:0] \_$193 ;
+  wire [8:0] \_$194 ;
+  wire [63:0] \_$195 ;
+  wire \_$196 ;
+  wire [64:0] \_$197 ;
+  wire \_$198 ;
+  wire [63:0] \_$199 ;
   wire \_$2 ;
   wire \_$20 ;
-  wire [64:0] \_$200 ;
-  wire [63:0] \_$201 ;
+  wire [63:0] \_$200 ;
+  wire \_$201 ;
   wire [63:0] \_$202 ;
-  wire \_$203 ;
+  wire [8:0] \_$203 ;
   wire [63:0] \_$204 ;
-  wire [8:0] \_$205 ;
-  wire [63:0] \_$206 ;
-  wire \_$207 ;
+  wire \_$205 ;
+  wire [64:0] \_$206 ;
+  wire [64:0] \_$207 ;
   wire [64:0] \_$208 ;
   wire \_$209 ;
   wire \_$21 ;
-  wire [63:0] \_$210 ;
+  reg [7:0] \_$210 ;
   wire [63:0] \_$211 ;
-  wire \_$212 ;
-  wire [63:0] \_$213 ;
-  wire [8:0] \_$214 ;
-  wire [63:0] \_$215 ;
-  wire \_$216 ;
-  wire [64:0] \_$217 ;
-  wire \_$218 ;
-  wire [63:0] \_$219 ;
+  wire [63:0] \_$212 ;
+  wire \_$213 ;
+  wire [63:0] \_$214 ;
+  wire [8:0] \_$215 ;
+  wire [63:0] \_$216 ;
+  wire \_$217 ;
+  wire [64:0] \_$218 ;
+  wire \_$219 ;
   wire \_$22 ;
   wire [63:0] \_$220 ;
-  wire \_$221 ;
-  wire [63:0] \_$222 ;
-  wire [8:0] \_$223 ;
-  wire [63:0] \_$224 ;
-  wire \_$225 ;
-  wire [64:0] \_$226 ;
+  wire [63:0] \_$221 ;
+  wire \_$222 ;
+  wire [63:0] \_$223 ;
+  wire [8:0] \_$224 ;
+  wire [63:0] \_$225 ;
+  wire \_$226 ;
   wire [64:0] \_$227 ;
-  wire [64:0] \_$228 ;
+  wire \_$228 ;
   wire [63:0] \_$229 ;
   wire \_$23 ;
   wire [63:0] \_$230 ;
@@ -16402,145 +16410,653 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   wire [63:0] \_$234 ;
   wire \_$235 ;
   wire [64:0] \_$236 ;
-  wire \_$237 ;
-  wire [63:0] \_$238 ;
-  wire [63:0] \_$239 ;
+  wire [64:0] \_$237 ;
+  wire [64:0] \_$238 ;
+  wire [7:0] \_$239 ;
   wire \_$24 ;
-  wire \_$240 ;
+  wire [63:0] \_$240 ;
   wire [63:0] \_$241 ;
-  wire [8:0] \_$242 ;
+  wire \_$242 ;
   wire [63:0] \_$243 ;
-  wire \_$244 ;
-  wire [64:0] \_$245 ;
+  wire [8:0] \_$244 ;
+  wire [63:0] \_$245 ;
   wire \_$246 ;
-  wire [63:0] \_$247 ;
-  wire [63:0] \_$248 ;
-  wire \_$249 ;
+  wire [64:0] \_$247 ;
+  wire \_$248 ;
+  wire [63:0] \_$249 ;
   wire \_$25 ;
   wire [63:0] \_$250 ;
-  wire [8:0] \_$251 ;
+  wire \_$251 ;
   wire [63:0] \_$252 ;
-  wire \_$253 ;
-  wire [64:0] \_$254 ;
-  wire [64:0] \_$255 ;
+  wire [8:0] \_$253 ;
+  wire [63:0] \_$254 ;
+  wire \_$255 ;
   wire [64:0] \_$256 ;
   wire \_$257 ;
-  wire \_$258 ;
-  wire \_$259 ;
+  wire [63:0] \_$258 ;
+  wire [63:0] \_$259 ;
   wire \_$26 ;
   wire \_$260 ;
-  wire \_$261 ;
-  wire \_$262 ;
-  wire [1:0] \_$263 ;
+  wire [63:0] \_$261 ;
+  wire [8:0] \_$262 ;
+  wire [63:0] \_$263 ;
   wire \_$264 ;
-  wire \_$265 ;
-  wire [31:0] \_$266 ;
-  wire \_$267 ;
-  wire [32:0] \_$268 ;
-  wire \_$269 ;
+  wire [64:0] \_$265 ;
+  wire [64:0] \_$266 ;
+  wire [64:0] \_$267 ;
+  wire [63:0] \_$268 ;
+  wire [63:0] \_$269 ;
   wire \_$27 ;
   wire \_$270 ;
-  wire \_$271 ;
-  wire \_$272 ;
-  wire \_$273 ;
+  wire [63:0] \_$271 ;
+  wire [8:0] \_$272 ;
+  wire [63:0] \_$273 ;
   wire \_$274 ;
-  wire \_$275 ;
+  wire [64:0] \_$275 ;
   wire \_$276 ;
-  wire \_$277 ;
-  wire \_$278 ;
+  wire [63:0] \_$277 ;
+  wire [63:0] \_$278 ;
   wire \_$279 ;
   wire \_$28 ;
-  wire \_$280 ;
-  wire \_$281 ;
-  wire \_$282 ;
+  wire [63:0] \_$280 ;
+  wire [8:0] \_$281 ;
+  wire [63:0] \_$282 ;
   wire \_$283 ;
-  wire \_$284 ;
+  wire [64:0] \_$284 ;
   wire \_$285 ;
-  wire [5:0] \_$286 ;
-  wire \_$287 ;
-  reg [1:0] \_$288 ;
-  reg [127:0] \_$289 ;
+  wire [63:0] \_$286 ;
+  wire [63:0] \_$287 ;
+  wire \_$288 ;
+  wire [63:0] \_$289 ;
   wire \_$29 ;
-  reg [31:0] \_$290 ;
-  reg \_$291 ;
-  reg [3:0] \_$292 ;
-  reg \_$293 ;
-  reg [31:0] \_$294 ;
-  reg \_$295 ;
-  reg \_$296 ;
-  reg [31:0] \_$297 ;
-  reg [31:0] \_$298 ;
-  reg \_$299 ;
+  wire [8:0] \_$290 ;
+  wire [63:0] \_$291 ;
+  wire \_$292 ;
+  wire [64:0] \_$293 ;
+  wire [64:0] \_$294 ;
+  wire [64:0] \_$295 ;
+  wire \_$296 ;
+  reg [7:0] \_$297 ;
+  wire [63:0] \_$298 ;
+  wire [63:0] \_$299 ;
   wire \_$3 ;
   wire \_$30 ;
-  reg [2:0] \_$300 ;
-  reg [1023:0] \_$301 ;
-  reg [31:0] \_$302 ;
-  reg [4:0] \_$303 ;
-  reg \_$304 ;
+  wire \_$300 ;
+  wire [63:0] \_$301 ;
+  wire [8:0] \_$302 ;
+  wire [63:0] \_$303 ;
+  wire \_$304 ;
+  wire [64:0] \_$305 ;
+  wire \_$306 ;
+  wire [63:0] \_$307 ;
+  wire [63:0] \_$308 ;
+  wire \_$309 ;
   wire \_$31 ;
+  wire [63:0] \_$310 ;
+  wire [8:0] \_$311 ;
+  wire [63:0] \_$312 ;
+  wire \_$313 ;
+  wire [64:0] \_$314 ;
+  wire \_$315 ;
+  wire [63:0] \_$316 ;
+  wire [63:0] \_$317 ;
+  wire \_$318 ;
+  wire [63:0] \_$319 ;
   wire \_$32 ;
+  wire [8:0] \_$320 ;
+  wire [63:0] \_$321 ;
+  wire \_$322 ;
+  wire [64:0] \_$323 ;
+  wire [64:0] \_$324 ;
+  wire [64:0] \_$325 ;
+  wire [7:0] \_$326 ;
+  wire [63:0] \_$327 ;
+  wire [63:0] \_$328 ;
+  wire \_$329 ;
   wire \_$33 ;
+  wire [63:0] \_$330 ;
+  wire [8:0] \_$331 ;
+  wire [63:0] \_$332 ;
+  wire \_$333 ;
+  wire [64:0] \_$334 ;
+  wire \_$335 ;
+  wire [63:0] \_$336 ;
+  wire [63:0] \_$337 ;
+  wire \_$338 ;
+  wire [63:0] \_$339 ;
   wire \_$34 ;
+  wire [8:0] \_$340 ;
+  wire [63:0] \_$341 ;
+  wire \_$342 ;
+  wire [64:0] \_$343 ;
+  wire \_$344 ;
+  wire [63:0] \_$345 ;
+  wire [63:0] \_$346 ;
+  wire \_$347 ;
+  wire [63:0] \_$348 ;
+  wire [8:0] \_$349 ;
   wire \_$35 ;
+  wire [63:0] \_$350 ;
+  wire \_$351 ;
+  wire [64:0] \_$352 ;
+  wire [64:0] \_$353 ;
+  wire [64:0] \_$354 ;
+  wire [63:0] \_$355 ;
+  wire [63:0] \_$356 ;
+  wire \_$357 ;
+  wire [63:0] \_$358 ;
+  wire [8:0] \_$359 ;
   wire \_$36 ;
-  wire [11:0] \_$368 ;
+  wire [63:0] \_$360 ;
+  wire \_$361 ;
+  wire [64:0] \_$362 ;
+  wire \_$363 ;
+  wire [63:0] \_$364 ;
+  wire [63:0] \_$365 ;
+  wire \_$366 ;
+  wire [63:0] \_$367 ;
+  wire [8:0] \_$368 ;
+  wire [63:0] \_$369 ;
   wire \_$37 ;
+  wire \_$370 ;
+  wire [64:0] \_$371 ;
+  wire \_$372 ;
+  wire [63:0] \_$373 ;
+  wire [63:0] \_$374 ;
+  wire \_$375 ;
+  wire [63:0] \_$376 ;
+  wire [8:0] \_$377 ;
+  wire [63:0] \_$378 ;
+  wire \_$379 ;
   wire \_$38 ;
+  wire [64:0] \_$380 ;
+  wire [64:0] \_$381 ;
+  wire [64:0] \_$382 ;
+  wire \_$383 ;
+  reg [7:0] \_$384 ;
+  wire [63:0] \_$385 ;
+  wire [63:0] \_$386 ;
+  wire \_$387 ;
+  wire [63:0] \_$388 ;
+  wire [8:0] \_$389 ;
   wire \_$39 ;
+  wire [63:0] \_$390 ;
+  wire \_$391 ;
+  wire [64:0] \_$392 ;
+  wire \_$393 ;
+  wire [63:0] \_$394 ;
+  wire [63:0] \_$395 ;
+  wire \_$396 ;
+  wire [63:0] \_$397 ;
+  wire [8:0] \_$398 ;
+  wire [63:0] \_$399 ;
   wire \_$4 ;
   wire \_$40 ;
+  wire \_$400 ;
+  wire [64:0] \_$401 ;
+  wire \_$402 ;
+  wire [63:0] \_$403 ;
+  wire [63:0] \_$404 ;
+  wire \_$405 ;
+  wire [63:0] \_$406 ;
+  wire [8:0] \_$407 ;
+  wire [63:0] \_$408 ;
+  wire \_$409 ;
   wire \_$41 ;
+  wire [64:0] \_$410 ;
+  wire [64:0] \_$411 ;
+  wire [64:0] \_$412 ;
+  wire [7:0] \_$413 ;
+  wire [63:0] \_$414 ;
+  wire [63:0] \_$415 ;
+  wire \_$416 ;
+  wire [63:0] \_$417 ;
+  wire [8:0] \_$418 ;
+  wire [63:0] \_$419 ;
   wire \_$42 ;
+  wire \_$420 ;
+  wire [64:0] \_$421 ;
+  wire \_$422 ;
+  wire [63:0] \_$423 ;
+  wire [63:0] \_$424 ;
+  wire \_$425 ;
+  wire [63:0] \_$426 ;
+  wire [8:0] \_$427 ;
+  wire [63:0] \_$428 ;
+  wire \_$429 ;
   wire \_$43 ;
+  wire [64:0] \_$430 ;
+  wire \_$431 ;
+  wire [63:0] \_$432 ;
+  wire [63:0] \_$433 ;
+  wire \_$434 ;
+  wire [63:0] \_$435 ;
+  wire [8:0] \_$436 ;
+  wire [63:0] \_$437 ;
+  wire \_$438 ;
+  wire [64:0] \_$439 ;
   wire \_$44 ;
+  wire [64:0] \_$440 ;
+  wire [64:0] \_$441 ;
+  wire [63:0] \_$442 ;
+  wire [63:0] \_$443 ;
+  wire \_$444 ;
+  wire [63:0] \_$445 ;
+  wire [8:0] \_$446 ;
+  wire [63:0] \_$447 ;
+  wire \_$448 ;
+  wire [64:0] \_$449 ;
   wire \_$45 ;
+  wire \_$450 ;
+  wire [63:0] \_$451 ;
+  wire [63:0] \_$452 ;
+  wire \_$453 ;
+  wire [63:0] \_$454 ;
+  wire [8:0] \_$455 ;
+  wire [63:0] \_$456 ;
+  wire \_$457 ;
+  wire [64:0] \_$458 ;
+  wire \_$459 ;
   wire \_$46 ;
+  wire [63:0] \_$460 ;
+  wire [63:0] \_$461 ;
+  wire \_$462 ;
+  wire [63:0] \_$463 ;
+  wire [8:0] \_$464 ;
+  wire [63:0] \_$465 ;
+  wire \_$466 ;
+  wire [64:0] \_$467 ;
+  wire [64:0] \_$468 ;
+  wire [64:0] \_$469 ;
   wire \_$47 ;
+  wire \_$470 ;
+  reg [7:0] \_$471 ;
+  wire [63:0] \_$472 ;
+  wire [63:0] \_$473 ;
+  wire \_$474 ;
+  wire [63:0] \_$475 ;
+  wire [8:0] \_$476 ;
+  wire [63:0] \_$477 ;
+  wire \_$478 ;
+  wire [64:0] \_$479 ;
   wire [16:0] \_$48 ;
+  wire \_$480 ;
+  wire [63:0] \_$481 ;
+  wire [63:0] \_$482 ;
+  wire \_$483 ;
+  wire [63:0] \_$484 ;
+  wire [8:0] \_$485 ;
+  wire [63:0] \_$486 ;
+  wire \_$487 ;
+  wire [64:0] \_$488 ;
+  wire \_$489 ;
   wire \_$49 ;
+  wire [63:0] \_$490 ;
+  wire [63:0] \_$491 ;
+  wire \_$492 ;
+  wire [63:0] \_$493 ;
+  wire [8:0] \_$494 ;
+  wire [63:0] \_$495 ;
+  wire \_$496 ;
+  wire [64:0] \_$497 ;
+  wire [64:0] \_$498 ;
+  wire [64:0] \_$499 ;
   wire \_$5 ;
   wire \_$50 ;
+  wire [7:0] \_$500 ;
+  wire \_$501 ;
+  wire \_$502 ;
+  wire \_$503 ;
+  wire \_$504 ;
+  wire \_$505 ;
+  wire \_$506 ;
+  wire [1:0] \_$507 ;
+  wire \_$508 ;
+  wire \_$509 ;
   wire \_$51 ;
+  wire [31:0] \_$510 ;
+  wire \_$511 ;
+  wire [32:0] \_$512 ;
+  wire \_$513 ;
+  wire \_$514 ;
+  wire \_$515 ;
+  wire \_$516 ;
+  wire \_$517 ;
+  wire \_$518 ;
+  wire \_$519 ;
   wire \_$52 ;
+  wire \_$520 ;
+  wire [16:0] \_$521 ;
+  wire \_$522 ;
+  wire \_$523 ;
+  wire \_$524 ;
+  wire \_$525 ;
+  wire \_$526 ;
+  wire \_$527 ;
+  wire [3:0] \_$528 ;
+  wire \_$529 ;
   wire \_$53 ;
+  wire \_$530 ;
+  wire \_$531 ;
+  wire \_$532 ;
+  wire \_$533 ;
+  wire \_$534 ;
+  wire \_$535 ;
+  wire \_$536 ;
+  wire [5:0] \_$537 ;
+  wire \_$538 ;
+  reg [1:0] \_$539 ;
   wire \_$54 ;
+  reg [127:0] \_$540 ;
+  reg [31:0] \_$541 ;
+  reg \_$542 ;
+  reg [3:0] \_$543 ;
+  reg \_$544 ;
+  reg [31:0] \_$545 ;
+  reg \_$546 ;
+  reg \_$547 ;
+  reg [31:0] \_$548 ;
+  reg [31:0] \_$549 ;
   wire \_$55 ;
+  reg \_$550 ;
+  reg [2:0] \_$551 ;
+  reg [1023:0] \_$552 ;
+  reg [31:0] \_$553 ;
+  reg [4:0] \_$554 ;
+  reg \_$555 ;
+  reg [2:0] \_$556 ;
+  reg [7:0] \_$557 ;
+  reg [7:0] \_$558 ;
+  reg [7:0] \_$559 ;
   wire \_$56 ;
+  reg [7:0] \_$560 ;
+  reg [7:0] \_$561 ;
+  reg [7:0] \_$562 ;
+  reg [7:0] \_$563 ;
+  reg [7:0] \_$564 ;
+  reg [7:0] \_$565 ;
+  reg [7:0] \_$566 ;
+  reg [7:0] \_$567 ;
+  reg [7:0] \_$568 ;
+  reg [7:0] \_$569 ;
   wire \_$57 ;
+  reg [7:0] \_$570 ;
+  reg [7:0] \_$571 ;
+  reg [7:0] \_$572 ;
+  reg [7:0] \_$573 ;
+  reg [7:0] \_$574 ;
+  reg [7:0] \_$575 ;
+  reg [7:0] \_$576 ;
+  reg [7:0] \_$577 ;
+  reg [7:0] \_$578 ;
+  reg [7:0] \_$579 ;
   wire \_$58 ;
-  wire [8:0] \_$59 ;
+  reg [7:0] \_$580 ;
+  reg [7:0] \_$581 ;
+  reg [7:0] \_$582 ;
+  reg [7:0] \_$583 ;
+  reg [7:0] \_$584 ;
+  reg [7:0] \_$585 ;
+  reg [7:0] \_$586 ;
+  reg [7:0] \_$587 ;
+  reg [7:0] \_$588 ;
+  reg [7:0] \_$589 ;
+  wire \_$59 ;
+  reg [7:0] \_$590 ;
+  reg [7:0] \_$591 ;
+  reg [7:0] \_$592 ;
+  reg [7:0] \_$593 ;
+  reg [7:0] \_$594 ;
+  reg [7:0] \_$595 ;
+  reg [7:0] \_$596 ;
+  reg [7:0] \_$597 ;
+  reg [7:0] \_$598 ;
+  reg [7:0] \_$599 ;
   wire \_$6 ;
-  wire [32:0] \_$60 ;
-  wire [63:0] \_$61 ;
-  wire [6:0] \_$62 ;
-  wire [158:0] \_$63 ;
-  wire [14:0] \_$64 ;
-  wire \_$65 ;
+  wire [8:0] \_$60 ;
+  reg [7:0] \_$600 ;
+  reg [7:0] \_$601 ;
+  reg [7:0] \_$602 ;
+  reg [7:0] \_$603 ;
+  reg [7:0] \_$604 ;
+  reg [7:0] \_$605 ;
+  reg [7:0] \_$606 ;
+  reg [7:0] \_$607 ;
+  reg [7:0] \_$608 ;
+  reg [7:0] \_$609 ;
+  wire [32:0] \_$61 ;
+  reg [7:0] \_$610 ;
+  reg [7:0] \_$611 ;
+  reg [7:0] \_$612 ;
+  reg [7:0] \_$613 ;
+  reg [7:0] \_$614 ;
+  reg [7:0] \_$615 ;
+  reg [7:0] \_$616 ;
+  reg [7:0] \_$617 ;
+  reg [7:0] \_$618 ;
+  reg [7:0] \_$619 ;
+  wire [63:0] \_$62 ;
+  reg [7:0] \_$620 ;
+  reg [7:0] \_$621 ;
+  reg [7:0] \_$622 ;
+  reg [7:0] \_$623 ;
+  reg [7:0] \_$624 ;
+  reg [7:0] \_$625 ;
+  reg [7:0] \_$626 ;
+  reg [7:0] \_$627 ;
+  reg [7:0] \_$628 ;
+  reg [7:0] \_$629 ;
+  wire [6:0] \_$63 ;
+  reg [7:0] \_$630 ;
+  reg [7:0] \_$631 ;
+  reg [7:0] \_$632 ;
+  reg [7:0] \_$633 ;
+  reg [7:0] \_$634 ;
+  reg [7:0] \_$635 ;
+  reg [7:0] \_$636 ;
+  reg [7:0] \_$637 ;
+  reg [7:0] \_$638 ;
+  reg [7:0] \_$639 ;
+  wire [158:0] \_$64 ;
+  reg [7:0] \_$640 ;
+  reg [7:0] \_$641 ;
+  reg [7:0] \_$642 ;
+  reg [7:0] \_$643 ;
+  reg [7:0] \_$644 ;
+  reg [7:0] \_$645 ;
+  reg [7:0] \_$646 ;
+  reg [7:0] \_$647 ;
+  reg [7:0] \_$648 ;
+  reg [7:0] \_$649 ;
+  wire [14:0] \_$65 ;
+  reg [7:0] \_$650 ;
+  reg [7:0] \_$651 ;
+  reg [7:0] \_$652 ;
+  reg [7:0] \_$653 ;
+  reg [7:0] \_$654 ;
+  reg [7:0] \_$655 ;
+  reg [7:0] \_$656 ;
+  reg [7:0] \_$657 ;
+  reg [7:0] \_$658 ;
+  reg [7:0] \_$659 ;
   wire \_$66 ;
+  reg [7:0] \_$660 ;
+  reg [7:0] \_$661 ;
+  reg [7:0] \_$662 ;
+  reg [7:0] \_$663 ;
+  reg [7:0] \_$664 ;
+  reg [7:0] \_$665 ;
+  reg [7:0] \_$666 ;
+  reg [7:0] \_$667 ;
+  reg [7:0] \_$668 ;
+  reg [7:0] \_$669 ;
   wire \_$67 ;
+  reg [7:0] \_$670 ;
+  reg [7:0] \_$671 ;
+  reg [7:0] \_$672 ;
+  reg [7:0] \_$673 ;
+  reg [7:0] \_$674 ;
+  reg [7:0] \_$675 ;
+  reg [7:0] \_$676 ;
+  reg [7:0] \_$677 ;
+  reg [7:0] \_$678 ;
+  reg [7:0] \_$679 ;
   wire \_$68 ;
+  reg [7:0] \_$680 ;
+  reg [7:0] \_$681 ;
+  reg [7:0] \_$682 ;
+  reg [7:0] \_$683 ;
+  reg [7:0] \_$684 ;
+  reg [7:0] \_$685 ;
+  reg [7:0] \_$686 ;
+  reg [7:0] \_$687 ;
+  reg [7:0] \_$688 ;
+  reg [7:0] \_$689 ;
   wire \_$69 ;
+  reg [7:0] \_$690 ;
+  reg [7:0] \_$691 ;
+  reg [7:0] \_$692 ;
+  reg [7:0] \_$693 ;
+  reg [7:0] \_$694 ;
+  reg [7:0] \_$695 ;
+  reg [7:0] \_$696 ;
+  reg [7:0] \_$697 ;
+  reg [7:0] \_$698 ;
+  reg [7:0] \_$699 ;
   wire \_$7 ;
   wire \_$70 ;
-  wire \_$71 ;
+  reg [7:0] \_$700 ;
+  reg [7:0] \_$701 ;
+  reg [7:0] \_$702 ;
+  reg [7:0] \_$703 ;
+  reg [7:0] \_$704 ;
+  reg [7:0] \_$705 ;
+  reg [7:0] \_$706 ;
+  reg [7:0] \_$707 ;
+  reg [7:0] \_$708 ;
+  reg [7:0] \_$709 ;
+  wire [16:0] \_$71 ;
+  reg [7:0] \_$710 ;
+  reg [7:0] \_$711 ;
+  reg [7:0] \_$712 ;
+  reg [7:0] \_$713 ;
+  reg [7:0] \_$714 ;
+  reg [7:0] \_$715 ;
+  reg [7:0] \_$716 ;
+  reg [7:0] \_$717 ;
+  reg [7:0] \_$718 ;
+  reg [7:0] \_$719 ;
   wire \_$72 ;
+  reg [7:0] \_$720 ;
+  reg [7:0] \_$721 ;
+  reg [7:0] \_$722 ;
+  reg [7:0] \_$723 ;
+  reg [7:0] \_$724 ;
+  reg [7:0] \_$725 ;
+  reg [7:0] \_$726 ;
+  reg [7:0] \_$727 ;
+  reg [7:0] \_$728 ;
+  reg [7:0] \_$729 ;
   wire \_$73 ;
-  wire \_$74 ;
+  reg [7:0] \_$730 ;
+  reg [7:0] \_$731 ;
+  reg [7:0] \_$732 ;
+  reg [7:0] \_$733 ;
+  reg [7:0] \_$734 ;
+  reg [7:0] \_$735 ;
+  reg [7:0] \_$736 ;
+  reg [7:0] \_$737 ;
+  reg [7:0] \_$738 ;
+  reg [7:0] \_$739 ;
+  wire [16:0] \_$74 ;
+  reg [7:0] \_$740 ;
+  reg [7:0] \_$741 ;
+  reg [7:0] \_$742 ;
+  reg [7:0] \_$743 ;
+  reg [7:0] \_$744 ;
+  reg [7:0] \_$745 ;
+  reg [7:0] \_$746 ;
+  reg [7:0] \_$747 ;
+  reg [7:0] \_$748 ;
+  reg [7:0] \_$749 ;
   wire \_$75 ;
+  reg [7:0] \_$750 ;
+  reg [7:0] \_$751 ;
+  reg [7:0] \_$752 ;
+  reg [7:0] \_$753 ;
+  reg [7:0] \_$754 ;
+  reg [7:0] \_$755 ;
+  reg [7:0] \_$756 ;
+  reg [7:0] \_$757 ;
+  reg [7:0] \_$758 ;
+  reg [7:0] \_$759 ;
   wire \_$76 ;
+  reg [7:0] \_$760 ;
+  reg [7:0] \_$761 ;
+  reg [7:0] \_$762 ;
+  reg [7:0] \_$763 ;
+  reg [7:0] \_$764 ;
+  reg [7:0] \_$765 ;
+  reg [7:0] \_$766 ;
+  reg [7:0] \_$767 ;
+  reg [7:0] \_$768 ;
+  reg [7:0] \_$769 ;
   wire \_$77 ;
+  reg [7:0] \_$770 ;
+  reg [7:0] \_$771 ;
+  reg [7:0] \_$772 ;
+  reg [7:0] \_$773 ;
+  reg [7:0] \_$774 ;
+  reg [7:0] \_$775 ;
+  reg [7:0] \_$776 ;
+  reg [7:0] \_$777 ;
+  reg [7:0] \_$778 ;
+  reg [7:0] \_$779 ;
   wire \_$78 ;
+  reg [7:0] \_$780 ;
+  reg [7:0] \_$781 ;
+  reg [7:0] \_$782 ;
+  reg [7:0] \_$783 ;
+  reg [7:0] \_$784 ;
+  reg [7:0] \_$785 ;
+  reg [7:0] \_$786 ;
+  reg [7:0] \_$787 ;
+  reg [7:0] \_$788 ;
+  reg [7:0] \_$789 ;
   wire \_$79 ;
+  reg [7:0] \_$790 ;
+  reg [7:0] \_$791 ;
+  reg [7:0] \_$792 ;
+  reg [7:0] \_$793 ;
+  reg [7:0] \_$794 ;
+  reg [7:0] \_$795 ;
+  reg [7:0] \_$796 ;
+  reg [7:0] \_$797 ;
+  reg [7:0] \_$798 ;
+  reg [7:0] \_$799 ;
   wire \_$8 ;
   wire \_$80 ;
+  reg [7:0] \_$800 ;
+  reg [7:0] \_$801 ;
+  reg [7:0] \_$802 ;
+  reg [7:0] \_$803 ;
+  reg [7:0] \_$804 ;
+  reg [7:0] \_$805 ;
+  reg [7:0] \_$806 ;
+  reg [7:0] \_$807 ;
+  reg [7:0] \_$808 ;
+  reg [7:0] \_$809 ;
   wire \_$81 ;
+  reg [7:0] \_$810 ;
+  reg [7:0] \_$811 ;
+  reg [7:0] \_$812 ;
   wire \_$82 ;
   wire \_$83 ;
   wire \_$84 ;
   wire \_$85 ;
   wire \_$86 ;
   wire \_$87 ;
+  wire [11:0] \_$876 ;
   wire \_$88 ;
   wire \_$89 ;
   wire \_$9 ;
@@ -16582,7 +17098,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   wire bus__resp__valid;
   output busy;
   reg busy;
-  wire \busy$82 ;
+  wire \busy$83 ;
   reg c_beat = 1'h0;
   reg [31:0] c_line = 32'd0;
   input clk;
@@ -16699,9 +17215,9 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   reg done;
   wire \done$79 ;
   wire error;
-  output \error$86 ;
-  reg \error$86  = 1'h0;
-  wire \error$88 ;
+  output \error$87 ;
+  reg \error$87  = 1'h0;
+  wire \error$89 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -16722,7 +17238,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$89 ;
+  wire [3:0] \error_code$90 ;
   reg [1:0] frame_state = 2'h0;
   input halt;
   wire halt;
@@ -16757,11 +17273,11 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   (* enum_value_1000 = "END" *)
   wire [3:0] opcode;
   output [15:0] param__addr;
-  wire [15:0] param__addr;
+  reg [15:0] param__addr;
   input [511:0] param__data;
   wire [511:0] param__data;
   output param__en;
-  wire param__en;
+  reg param__en;
   output pending;
   reg pending;
   output [31:0] pending_index;
@@ -16805,6 +17321,263 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   reg \start$77 ;
   reg \start$80 ;
   reg [2:0] store_state = 3'h0;
+  reg [7:0] table_0 = 8'h00;
+  reg [7:0] table_1 = 8'h00;
+  reg [7:0] table_10 = 8'h00;
+  reg [7:0] table_100 = 8'h00;
+  reg [7:0] table_101 = 8'h00;
+  reg [7:0] table_102 = 8'h00;
+  reg [7:0] table_103 = 8'h00;
+  reg [7:0] table_104 = 8'h00;
+  reg [7:0] table_105 = 8'h00;
+  reg [7:0] table_106 = 8'h00;
+  reg [7:0] table_107 = 8'h00;
+  reg [7:0] table_108 = 8'h00;
+  reg [7:0] table_109 = 8'h00;
+  reg [7:0] table_11 = 8'h00;
+  reg [7:0] table_110 = 8'h00;
+  reg [7:0] table_111 = 8'h00;
+  reg [7:0] table_112 = 8'h00;
+  reg [7:0] table_113 = 8'h00;
+  reg [7:0] table_114 = 8'h00;
+  reg [7:0] table_115 = 8'h00;
+  reg [7:0] table_116 = 8'h00;
+  reg [7:0] table_117 = 8'h00;
+  reg [7:0] table_118 = 8'h00;
+  reg [7:0] table_119 = 8'h00;
+  reg [7:0] table_12 = 8'h00;
+  reg [7:0] table_120 = 8'h00;
+  reg [7:0] table_121 = 8'h00;
+  reg [7:0] table_122 = 8'h00;
+  reg [7:0] table_123 = 8'h00;
+  reg [7:0] table_124 = 8'h00;
+  reg [7:0] table_125 = 8'h00;
+  reg [7:0] table_126 = 8'h00;
+  reg [7:0] table_127 = 8'h00;
+  reg [7:0] table_128 = 8'h00;
+  reg [7:0] table_129 = 8'h00;
+  reg [7:0] table_13 = 8'h00;
+  reg [7:0] table_130 = 8'h00;
+  reg [7:0] table_131 = 8'h00;
+  reg [7:0] table_132 = 8'h00;
+  reg [7:0] table_133 = 8'h00;
+  reg [7:0] table_134 = 8'h00;
+  reg [7:0] table_135 = 8'h00;
+  reg [7:0] table_136 = 8'h00;
+  reg [7:0] table_137 = 8'h00;
+  reg [7:0] table_138 = 8'h00;
+  reg [7:0] table_139 = 8'h00;
+  reg [7:0] table_14 = 8'h00;
+  reg [7:0] table_140 = 8'h00;
+  reg [7:0] table_141 = 8'h00;
+  reg [7:0] table_142 = 8'h00;
+  reg [7:0] table_143 = 8'h00;
+  reg [7:0] table_144 = 8'h00;
+  reg [7:0] table_145 = 8'h00;
+  reg [7:0] table_146 = 8'h00;
+  reg [7:0] table_147 = 8'h00;
+  reg [7:0] table_148 = 8'h00;
+  reg [7:0] table_149 = 8'h00;
+  reg [7:0] table_15 = 8'h00;
+  reg [7:0] table_150 = 8'h00;
+  reg [7:0] table_151 = 8'h00;
+  reg [7:0] table_152 = 8'h00;
+  reg [7:0] table_153 = 8'h00;
+  reg [7:0] table_154 = 8'h00;
+  reg [7:0] table_155 = 8'h00;
+  reg [7:0] table_156 = 8'h00;
+  reg [7:0] table_157 = 8'h00;
+  reg [7:0] table_158 = 8'h00;
+  reg [7:0] table_159 = 8'h00;
+  reg [7:0] table_16 = 8'h00;
+  reg [7:0] table_160 = 8'h00;
+  reg [7:0] table_161 = 8'h00;
+  reg [7:0] table_162 = 8'h00;
+  reg [7:0] table_163 = 8'h00;
+  reg [7:0] table_164 = 8'h00;
+  reg [7:0] table_165 = 8'h00;
+  reg [7:0] table_166 = 8'h00;
+  reg [7:0] table_167 = 8'h00;
+  reg [7:0] table_168 = 8'h00;
+  reg [7:0] table_169 = 8'h00;
+  reg [7:0] table_17 = 8'h00;
+  reg [7:0] table_170 = 8'h00;
+  reg [7:0] table_171 = 8'h00;
+  reg [7:0] table_172 = 8'h00;
+  reg [7:0] table_173 = 8'h00;
+  reg [7:0] table_174 = 8'h00;
+  reg [7:0] table_175 = 8'h00;
+  reg [7:0] table_176 = 8'h00;
+  reg [7:0] table_177 = 8'h00;
+  reg [7:0] table_178 = 8'h00;
+  reg [7:0] table_179 = 8'h00;
+  reg [7:0] table_18 = 8'h00;
+  reg [7:0] table_180 = 8'h00;
+  reg [7:0] table_181 = 8'h00;
+  reg [7:0] table_182 = 8'h00;
+  reg [7:0] table_183 = 8'h00;
+  reg [7:0] table_184 = 8'h00;
+  reg [7:0] table_185 = 8'h00;
+  reg [7:0] table_186 = 8'h00;
+  reg [7:0] table_187 = 8'h00;
+  reg [7:0] table_188 = 8'h00;
+  reg [7:0] table_189 = 8'h00;
+  reg [7:0] table_19 = 8'h00;
+  reg [7:0] table_190 = 8'h00;
+  reg [7:0] table_191 = 8'h00;
+  reg [7:0] table_192 = 8'h00;
+  reg [7:0] table_193 = 8'h00;
+  reg [7:0] table_194 = 8'h00;
+  reg [7:0] table_195 = 8'h00;
+  reg [7:0] table_196 = 8'h00;
+  reg [7:0] table_197 = 8'h00;
+  reg [7:0] table_198 = 8'h00;
+  reg [7:0] table_199 = 8'h00;
+  reg [7:0] table_2 = 8'h00;
+  reg [7:0] table_20 = 8'h00;
+  reg [7:0] table_200 = 8'h00;
+  reg [7:0] table_201 = 8'h00;
+  reg [7:0] table_202 = 8'h00;
+  reg [7:0] table_203 = 8'h00;
+  reg [7:0] table_204 = 8'h00;
+  reg [7:0] table_205 = 8'h00;
+  reg [7:0] table_206 = 8'h00;
+  reg [7:0] table_207 = 8'h00;
+  reg [7:0] table_208 = 8'h00;
+  reg [7:0] table_209 = 8'h00;
+  reg [7:0] table_21 = 8'h00;
+  reg [7:0] table_210 = 8'h00;
+  reg [7:0] table_211 = 8'h00;
+  reg [7:0] table_212 = 8'h00;
+  reg [7:0] table_213 = 8'h00;
+  reg [7:0] table_214 = 8'h00;
+  reg [7:0] table_215 = 8'h00;
+  reg [7:0] table_216 = 8'h00;
+  reg [7:0] table_217 = 8'h00;
+  reg [7:0] table_218 = 8'h00;
+  reg [7:0] table_219 = 8'h00;
+  reg [7:0] table_22 = 8'h00;
+  reg [7:0] table_220 = 8'h00;
+  reg [7:0] table_221 = 8'h00;
+  reg [7:0] table_222 = 8'h00;
+  reg [7:0] table_223 = 8'h00;
+  reg [7:0] table_224 = 8'h00;
+  reg [7:0] table_225 = 8'h00;
+  reg [7:0] table_226 = 8'h00;
+  reg [7:0] table_227 = 8'h00;
+  reg [7:0] table_228 = 8'h00;
+  reg [7:0] table_229 = 8'h00;
+  reg [7:0] table_23 = 8'h00;
+  reg [7:0] table_230 = 8'h00;
+  reg [7:0] table_231 = 8'h00;
+  reg [7:0] table_232 = 8'h00;
+  reg [7:0] table_233 = 8'h00;
+  reg [7:0] table_234 = 8'h00;
+  reg [7:0] table_235 = 8'h00;
+  reg [7:0] table_236 = 8'h00;
+  reg [7:0] table_237 = 8'h00;
+  reg [7:0] table_238 = 8'h00;
+  reg [7:0] table_239 = 8'h00;
+  reg [7:0] table_24 = 8'h00;
+  reg [7:0] table_240 = 8'h00;
+  reg [7:0] table_241 = 8'h00;
+  reg [7:0] table_242 = 8'h00;
+  reg [7:0] table_243 = 8'h00;
+  reg [7:0] table_244 = 8'h00;
+  reg [7:0] table_245 = 8'h00;
+  reg [7:0] table_246 = 8'h00;
+  reg [7:0] table_247 = 8'h00;
+  reg [7:0] table_248 = 8'h00;
+  reg [7:0] table_249 = 8'h00;
+  reg [7:0] table_25 = 8'h00;
+  reg [7:0] table_250 = 8'h00;
+  reg [7:0] table_251 = 8'h00;
+  reg [7:0] table_252 = 8'h00;
+  reg [7:0] table_253 = 8'h00;
+  reg [7:0] table_254 = 8'h00;
+  reg [7:0] table_255 = 8'h00;
+  reg [7:0] table_26 = 8'h00;
+  reg [7:0] table_27 = 8'h00;
+  reg [7:0] table_28 = 8'h00;
+  reg [7:0] table_29 = 8'h00;
+  reg [7:0] table_3 = 8'h00;
+  reg [7:0] table_30 = 8'h00;
+  reg [7:0] table_31 = 8'h00;
+  reg [7:0] table_32 = 8'h00;
+  reg [7:0] table_33 = 8'h00;
+  reg [7:0] table_34 = 8'h00;
+  reg [7:0] table_35 = 8'h00;
+  reg [7:0] table_36 = 8'h00;
+  reg [7:0] table_37 = 8'h00;
+  reg [7:0] table_38 = 8'h00;
+  reg [7:0] table_39 = 8'h00;
+  reg [7:0] table_4 = 8'h00;
+  reg [7:0] table_40 = 8'h00;
+  reg [7:0] table_41 = 8'h00;
+  reg [7:0] table_42 = 8'h00;
+  reg [7:0] table_43 = 8'h00;
+  reg [7:0] table_44 = 8'h00;
+  reg [7:0] table_45 = 8'h00;
+  reg [7:0] table_46 = 8'h00;
+  reg [7:0] table_47 = 8'h00;
+  reg [7:0] table_48 = 8'h00;
+  reg [7:0] table_49 = 8'h00;
+  reg [7:0] table_5 = 8'h00;
+  reg [7:0] table_50 = 8'h00;
+  reg [7:0] table_51 = 8'h00;
+  reg [7:0] table_52 = 8'h00;
+  reg [7:0] table_53 = 8'h00;
+  reg [7:0] table_54 = 8'h00;
+  reg [7:0] table_55 = 8'h00;
+  reg [7:0] table_56 = 8'h00;
+  reg [7:0] table_57 = 8'h00;
+  reg [7:0] table_58 = 8'h00;
+  reg [7:0] table_59 = 8'h00;
+  reg [7:0] table_6 = 8'h00;
+  reg [7:0] table_60 = 8'h00;
+  reg [7:0] table_61 = 8'h00;
+  reg [7:0] table_62 = 8'h00;
+  reg [7:0] table_63 = 8'h00;
+  reg [7:0] table_64 = 8'h00;
+  reg [7:0] table_65 = 8'h00;
+  reg [7:0] table_66 = 8'h00;
+  reg [7:0] table_67 = 8'h00;
+  reg [7:0] table_68 = 8'h00;
+  reg [7:0] table_69 = 8'h00;
+  reg [7:0] table_7 = 8'h00;
+  reg [7:0] table_70 = 8'h00;
+  reg [7:0] table_71 = 8'h00;
+  reg [7:0] table_72 = 8'h00;
+  reg [7:0] table_73 = 8'h00;
+  reg [7:0] table_74 = 8'h00;
+  reg [7:0] table_75 = 8'h00;
+  reg [7:0] table_76 = 8'h00;
+  reg [7:0] table_77 = 8'h00;
+  reg [7:0] table_78 = 8'h00;
+  reg [7:0] table_79 = 8'h00;
+  reg [7:0] table_8 = 8'h00;
+  reg [7:0] table_80 = 8'h00;
+  reg [7:0] table_81 = 8'h00;
+  reg [7:0] table_82 = 8'h00;
+  reg [7:0] table_83 = 8'h00;
+  reg [7:0] table_84 = 8'h00;
+  reg [7:0] table_85 = 8'h00;
+  reg [7:0] table_86 = 8'h00;
+  reg [7:0] table_87 = 8'h00;
+  reg [7:0] table_88 = 8'h00;
+  reg [7:0] table_89 = 8'h00;
+  reg [7:0] table_9 = 8'h00;
+  reg [7:0] table_90 = 8'h00;
+  reg [7:0] table_91 = 8'h00;
+  reg [7:0] table_92 = 8'h00;
+  reg [7:0] table_93 = 8'h00;
+  reg [7:0] table_94 = 8'h00;
+  reg [7:0] table_95 = 8'h00;
+  reg [7:0] table_96 = 8'h00;
+  reg [7:0] table_97 = 8'h00;
+  reg [7:0] table_98 = 8'h00;
+  reg [7:0] table_99 = 8'h00;
+  reg [2:0] table_step = 3'h0;
   output token_wait;
   reg token_wait;
   reg walking = 1'h0;
@@ -16818,6 +17591,899 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   output wr__valid;
   reg wr__valid;
   reg writing_perf = 1'h0;
+  assign \_$184  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$185  = param__data[103:96] - 1'h1;
+  assign \_$186  = $signed(\_$184 ) >>> \_$185 [7:0];
+  assign \_$187  = \_$183  ? 1'h0 : \_$186 [0];
+  assign \_$188  = $signed(\_$182 ) + $signed({ 1'h0, \_$187  });
+  assign \_$189  = $signed(\_$188 ) < $signed(word[57:50]);
+  assign \_$190  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$191  = $signed(\_$190 ) >>> param__data[103:96];
+  assign \_$192  = ! param__data[103:96];
+  assign \_$193  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$194  = param__data[103:96] - 1'h1;
+  assign \_$195  = $signed(\_$193 ) >>> \_$194 [7:0];
+  assign \_$196  = \_$192  ? 1'h0 : \_$195 [0];
+  assign \_$197  = $signed(\_$191 ) + $signed({ 1'h0, \_$196  });
+  assign \_$198  = $signed(\_$197 ) > $signed(word[65:58]);
+  assign \_$199  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$200  = $signed(\_$199 ) >>> param__data[103:96];
+  assign \_$201  = ! param__data[103:96];
+  assign \_$202  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$203  = param__data[103:96] - 1'h1;
+  assign \_$204  = $signed(\_$202 ) >>> \_$203 [7:0];
+  assign \_$205  = \_$201  ? 1'h0 : \_$204 [0];
+  assign \_$206  = $signed(\_$200 ) + $signed({ 1'h0, \_$205  });
+  assign \_$207  = \_$198  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$206 ;
+  assign \_$208  = \_$189  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$207 ;
+  assign \_$209  = ~ \_$208 [7];
+  assign \_$211  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$212  = $signed(\_$211 ) >>> param__data[103:96];
+  assign \_$213  = ! param__data[103:96];
+  assign \_$214  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$215  = param__data[103:96] - 1'h1;
+  assign \_$216  = $signed(\_$214 ) >>> \_$215 [7:0];
+  assign \_$217  = \_$213  ? 1'h0 : \_$216 [0];
+  assign \_$218  = $signed(\_$212 ) + $signed({ 1'h0, \_$217  });
+  assign \_$219  = $signed(\_$218 ) < $signed(word[57:50]);
+  assign \_$220  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$221  = $signed(\_$220 ) >>> param__data[103:96];
+  assign \_$222  = ! param__data[103:96];
+  assign \_$223  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$224  = param__data[103:96] - 1'h1;
+  assign \_$225  = $signed(\_$223 ) >>> \_$224 [7:0];
+  assign \_$226  = \_$222  ? 1'h0 : \_$225 [0];
+  assign \_$227  = $signed(\_$221 ) + $signed({ 1'h0, \_$226  });
+  assign \_$228  = $signed(\_$227 ) > $signed(word[65:58]);
+  assign \_$229  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$230  = $signed(\_$229 ) >>> param__data[103:96];
+  assign \_$231  = ! param__data[103:96];
+  assign \_$232  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$233  = param__data[103:96] - 1'h1;
+  assign \_$234  = $signed(\_$232 ) >>> \_$233 [7:0];
+  assign \_$235  = \_$231  ? 1'h0 : \_$234 [0];
+  assign \_$236  = $signed(\_$230 ) + $signed({ 1'h0, \_$235  });
+  assign \_$237  = \_$228  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$236 ;
+  assign \_$238  = \_$219  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$237 ;
+  assign \_$239  = word[66] ? \_$210  : \_$238 [7:0];
+  assign \_$240  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$241  = $signed(\_$240 ) >>> param__data[231:224];
+  assign \_$242  = ! param__data[231:224];
+  assign \_$243  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$244  = param__data[231:224] - 1'h1;
+  assign \_$245  = $signed(\_$243 ) >>> \_$244 [7:0];
+  assign \_$246  = \_$242  ? 1'h0 : \_$245 [0];
+  assign \_$247  = $signed(\_$241 ) + $signed({ 1'h0, \_$246  });
+  assign \_$248  = $signed(\_$247 ) < $signed(word[57:50]);
+  assign \_$249  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$250  = $signed(\_$249 ) >>> param__data[231:224];
+  assign \_$251  = ! param__data[231:224];
+  assign \_$252  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$253  = param__data[231:224] - 1'h1;
+  assign \_$254  = $signed(\_$252 ) >>> \_$253 [7:0];
+  assign \_$255  = \_$251  ? 1'h0 : \_$254 [0];
+  assign \_$256  = $signed(\_$250 ) + $signed({ 1'h0, \_$255  });
+  assign \_$257  = $signed(\_$256 ) > $signed(word[65:58]);
+  assign \_$258  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$259  = $signed(\_$258 ) >>> param__data[231:224];
+  assign \_$260  = ! param__data[231:224];
+  assign \_$261  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$262  = param__data[231:224] - 1'h1;
+  assign \_$263  = $signed(\_$261 ) >>> \_$262 [7:0];
+  assign \_$264  = \_$260  ? 1'h0 : \_$263 [0];
+  assign \_$265  = $signed(\_$259 ) + $signed({ 1'h0, \_$264  });
+  assign \_$266  = \_$257  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$265 ;
+  assign \_$267  = \_$248  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$266 ;
+  assign \_$268  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$269  = $signed(\_$268 ) >>> param__data[231:224];
+  assign \_$270  = ! param__data[231:224];
+  assign \_$271  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$272  = param__data[231:224] - 1'h1;
+  assign \_$273  = $signed(\_$271 ) >>> \_$272 [7:0];
+  assign \_$274  = \_$270  ? 1'h0 : \_$273 [0];
+  assign \_$275  = $signed(\_$269 ) + $signed({ 1'h0, \_$274  });
+  assign \_$276  = $signed(\_$275 ) < $signed(word[57:50]);
+  assign \_$277  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$278  = $signed(\_$277 ) >>> param__data[231:224];
+  assign \_$279  = ! param__data[231:224];
+  assign \_$280  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$281  = param__data[231:224] - 1'h1;
+  assign \_$282  = $signed(\_$280 ) >>> \_$281 [7:0];
+  assign \_$283  = \_$279  ? 1'h0 : \_$282 [0];
+  assign \_$284  = $signed(\_$278 ) + $signed({ 1'h0, \_$283  });
+  assign \_$285  = $signed(\_$284 ) > $signed(word[65:58]);
+  assign \_$286  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$287  = $signed(\_$286 ) >>> param__data[231:224];
+  assign \_$288  = ! param__data[231:224];
+  assign \_$289  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$290  = param__data[231:224] - 1'h1;
+  assign \_$291  = $signed(\_$289 ) >>> \_$290 [7:0];
+  assign \_$292  = \_$288  ? 1'h0 : \_$291 [0];
+  assign \_$293  = $signed(\_$287 ) + $signed({ 1'h0, \_$292  });
+  assign \_$294  = \_$285  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$293 ;
+  assign \_$295  = \_$276  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$294 ;
+  assign \_$296  = ~ \_$295 [7];
+  assign \_$298  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$299  = $signed(\_$298 ) >>> param__data[231:224];
+  assign \_$300  = ! param__data[231:224];
+  assign \_$301  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$302  = param__data[231:224] - 1'h1;
+  assign \_$303  = $signed(\_$301 ) >>> \_$302 [7:0];
+  assign \_$304  = \_$300  ? 1'h0 : \_$303 [0];
+  assign \_$305  = $signed(\_$299 ) + $signed({ 1'h0, \_$304  });
+  assign \_$306  = $signed(\_$305 ) < $signed(word[57:50]);
+  assign \_$307  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$308  = $signed(\_$307 ) >>> param__data[231:224];
+  assign \_$309  = ! param__data[231:224];
+  assign \_$310  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$311  = param__data[231:224] - 1'h1;
+  assign \_$312  = $signed(\_$310 ) >>> \_$311 [7:0];
+  assign \_$313  = \_$309  ? 1'h0 : \_$312 [0];
+  assign \_$314  = $signed(\_$308 ) + $signed({ 1'h0, \_$313  });
+  assign \_$315  = $signed(\_$314 ) > $signed(word[65:58]);
+  assign \_$316  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$317  = $signed(\_$316 ) >>> param__data[231:224];
+  assign \_$318  = ! param__data[231:224];
+  assign \_$319  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$320  = param__data[231:224] - 1'h1;
+  assign \_$321  = $signed(\_$319 ) >>> \_$320 [7:0];
+  assign \_$322  = \_$318  ? 1'h0 : \_$321 [0];
+  assign \_$323  = $signed(\_$317 ) + $signed({ 1'h0, \_$322  });
+  assign \_$324  = \_$315  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$323 ;
+  assign \_$325  = \_$306  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$324 ;
+  assign \_$326  = word[66] ? \_$297  : \_$325 [7:0];
+  assign \_$327  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$328  = $signed(\_$327 ) >>> param__data[359:352];
+  assign \_$329  = ! param__data[359:352];
+  assign \_$330  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$331  = param__data[359:352] - 1'h1;
+  assign \_$332  = $signed(\_$330 ) >>> \_$331 [7:0];
+  assign \_$333  = \_$329  ? 1'h0 : \_$332 [0];
+  assign \_$334  = $signed(\_$328 ) + $signed({ 1'h0, \_$333  });
+  assign \_$335  = $signed(\_$334 ) < $signed(word[57:50]);
+  assign \_$336  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$337  = $signed(\_$336 ) >>> param__data[359:352];
+  assign \_$338  = ! param__data[359:352];
+  assign \_$339  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$340  = param__data[359:352] - 1'h1;
+  assign \_$341  = $signed(\_$339 ) >>> \_$340 [7:0];
+  assign \_$342  = \_$338  ? 1'h0 : \_$341 [0];
+  assign \_$343  = $signed(\_$337 ) + $signed({ 1'h0, \_$342  });
+  assign \_$344  = $signed(\_$343 ) > $signed(word[65:58]);
+  assign \_$345  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$346  = $signed(\_$345 ) >>> param__data[359:352];
+  assign \_$347  = ! param__data[359:352];
+  assign \_$348  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$349  = param__data[359:352] - 1'h1;
+  assign \_$350  = $signed(\_$348 ) >>> \_$349 [7:0];
+  assign \_$351  = \_$347  ? 1'h0 : \_$350 [0];
+  assign \_$352  = $signed(\_$346 ) + $signed({ 1'h0, \_$351  });
+  assign \_$353  = \_$344  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$352 ;
+  assign \_$354  = \_$335  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$353 ;
+  assign \_$355  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$356  = $signed(\_$355 ) >>> param__data[359:352];
+  assign \_$357  = ! param__data[359:352];
+  assign \_$358  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$359  = param__data[359:352] - 1'h1;
+  assign \_$360  = $signed(\_$358 ) >>> \_$359 [7:0];
+  assign \_$361  = \_$357  ? 1'h0 : \_$360 [0];
+  assign \_$362  = $signed(\_$356 ) + $signed({ 1'h0, \_$361  });
+  assign \_$363  = $signed(\_$362 ) < $signed(word[57:50]);
+  assign \_$364  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$365  = $signed(\_$364 ) >>> param__data[359:352];
+  assign \_$366  = ! param__data[359:352];
+  assign \_$367  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$368  = param__data[359:352] - 1'h1;
+  assign \_$369  = $signed(\_$367 ) >>> \_$368 [7:0];
+  assign \_$370  = \_$366  ? 1'h0 : \_$369 [0];
+  assign \_$371  = $signed(\_$365 ) + $signed({ 1'h0, \_$370  });
+  assign \_$372  = $signed(\_$371 ) > $signed(word[65:58]);
+  assign \_$373  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$374  = $signed(\_$373 ) >>> param__data[359:352];
+  assign \_$375  = ! param__data[359:352];
+  assign \_$376  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$377  = param__data[359:352] - 1'h1;
+  assign \_$378  = $signed(\_$376 ) >>> \_$377 [7:0];
+  assign \_$379  = \_$375  ? 1'h0 : \_$378 [0];
+  assign \_$380  = $signed(\_$374 ) + $signed({ 1'h0, \_$379  });
+  assign \_$381  = \_$372  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$380 ;
+  assign \_$382  = \_$363  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$381 ;
+  assign \_$383  = ~ \_$382 [7];
+  assign \_$385  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$386  = $signed(\_$385 ) >>> param__data[359:352];
+  assign \_$387  = ! param__data[359:352];
+  assign \_$388  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$389  = param__data[359:352] - 1'h1;
+  assign \_$390  = $signed(\_$388 ) >>> \_$389 [7:0];
+  assign \_$391  = \_$387  ? 1'h0 : \_$390 [0];
+  assign \_$392  = $signed(\_$386 ) + $signed({ 1'h0, \_$391  });
+  assign \_$393  = $signed(\_$392 ) < $signed(word[57:50]);
+  assign \_$394  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$395  = $signed(\_$394 ) >>> param__data[359:352];
+  assign \_$396  = ! param__data[359:352];
+  assign \_$397  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$398  = param__data[359:352] - 1'h1;
+  assign \_$399  = $signed(\_$397 ) >>> \_$398 [7:0];
+  assign \_$400  = \_$396  ? 1'h0 : \_$399 [0];
+  assign \_$401  = $signed(\_$395 ) + $signed({ 1'h0, \_$400  });
+  assign \_$402  = $signed(\_$401 ) > $signed(word[65:58]);
+  assign \_$403  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$404  = $signed(\_$403 ) >>> param__data[359:352];
+  assign \_$405  = ! param__data[359:352];
+  assign \_$406  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$407  = param__data[359:352] - 1'h1;
+  assign \_$408  = $signed(\_$406 ) >>> \_$407 [7:0];
+  assign \_$409  = \_$405  ? 1'h0 : \_$408 [0];
+  assign \_$410  = $signed(\_$404 ) + $signed({ 1'h0, \_$409  });
+  assign \_$411  = \_$402  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$410 ;
+  assign \_$412  = \_$393  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$411 ;
+  assign \_$413  = word[66] ? \_$384  : \_$412 [7:0];
+  assign \_$414  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$415  = $signed(\_$414 ) >>> param__data[487:480];
+  assign \_$416  = ! param__data[487:480];
+  assign \_$417  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$418  = param__data[487:480] - 1'h1;
+  assign \_$419  = $signed(\_$417 ) >>> \_$418 [7:0];
+  assign \_$420  = \_$416  ? 1'h0 : \_$419 [0];
+  assign \_$421  = $signed(\_$415 ) + $signed({ 1'h0, \_$420  });
+  assign \_$422  = $signed(\_$421 ) < $signed(word[57:50]);
+  assign \_$423  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$424  = $signed(\_$423 ) >>> param__data[487:480];
+  assign \_$425  = ! param__data[487:480];
+  assign \_$426  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$427  = param__data[487:480] - 1'h1;
+  assign \_$428  = $signed(\_$426 ) >>> \_$427 [7:0];
+  assign \_$429  = \_$425  ? 1'h0 : \_$428 [0];
+  assign \_$430  = $signed(\_$424 ) + $signed({ 1'h0, \_$429  });
+  assign \_$431  = $signed(\_$430 ) > $signed(word[65:58]);
+  assign \_$432  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$433  = $signed(\_$432 ) >>> param__data[487:480];
+  assign \_$434  = ! param__data[487:480];
+  assign \_$435  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$436  = param__data[487:480] - 1'h1;
+  assign \_$437  = $signed(\_$435 ) >>> \_$436 [7:0];
+  assign \_$438  = \_$434  ? 1'h0 : \_$437 [0];
+  assign \_$439  = $signed(\_$433 ) + $signed({ 1'h0, \_$438  });
+  assign \_$440  = \_$431  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$439 ;
+  assign \_$441  = \_$422  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$440 ;
+  assign \_$442  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$443  = $signed(\_$442 ) >>> param__data[487:480];
+  assign \_$444  = ! param__data[487:480];
+  assign \_$445  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$446  = param__data[487:480] - 1'h1;
+  assign \_$447  = $signed(\_$445 ) >>> \_$446 [7:0];
+  assign \_$448  = \_$444  ? 1'h0 : \_$447 [0];
+  assign \_$449  = $signed(\_$443 ) + $signed({ 1'h0, \_$448  });
+  assign \_$450  = $signed(\_$449 ) < $signed(word[57:50]);
+  assign \_$451  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$452  = $signed(\_$451 ) >>> param__data[487:480];
+  assign \_$453  = ! param__data[487:480];
+  assign \_$454  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$455  = param__data[487:480] - 1'h1;
+  assign \_$456  = $signed(\_$454 ) >>> \_$455 [7:0];
+  assign \_$457  = \_$453  ? 1'h0 : \_$456 [0];
+  assign \_$458  = $signed(\_$452 ) + $signed({ 1'h0, \_$457  });
+  assign \_$459  = $signed(\_$458 ) > $signed(word[65:58]);
+  assign \_$460  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$461  = $signed(\_$460 ) >>> param__data[487:480];
+  assign \_$462  = ! param__data[487:480];
+  assign \_$463  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$464  = param__data[487:480] - 1'h1;
+  assign \_$465  = $signed(\_$463 ) >>> \_$464 [7:0];
+  assign \_$466  = \_$462  ? 1'h0 : \_$465 [0];
+  assign \_$467  = $signed(\_$461 ) + $signed({ 1'h0, \_$466  });
+  assign \_$468  = \_$459  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$467 ;
+  assign \_$469  = \_$450  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$468 ;
+  assign \_$470  = ~ \_$469 [7];
+  assign \_$472  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$473  = $signed(\_$472 ) >>> param__data[487:480];
+  assign \_$474  = ! param__data[487:480];
+  assign \_$475  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$476  = param__data[487:480] - 1'h1;
+  assign \_$477  = $signed(\_$475 ) >>> \_$476 [7:0];
+  assign \_$478  = \_$474  ? 1'h0 : \_$477 [0];
+  assign \_$479  = $signed(\_$473 ) + $signed({ 1'h0, \_$478  });
+  assign \_$480  = $signed(\_$479 ) < $signed(word[57:50]);
+  assign \_$481  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$482  = $signed(\_$481 ) >>> param__data[487:480];
+  assign \_$483  = ! param__data[487:480];
+  assign \_$484  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$485  = param__data[487:480] - 1'h1;
+  assign \_$486  = $signed(\_$484 ) >>> \_$485 [7:0];
+  assign \_$487  = \_$483  ? 1'h0 : \_$486 [0];
+  assign \_$488  = $signed(\_$482 ) + $signed({ 1'h0, \_$487  });
+  assign \_$489  = $signed(\_$488 ) > $signed(word[65:58]);
+  assign \_$490  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$491  = $signed(\_$490 ) >>> param__data[487:480];
+  assign \_$492  = ! param__data[487:480];
+  assign \_$493  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$494  = param__data[487:480] - 1'h1;
+  assign \_$495  = $signed(\_$493 ) >>> \_$494 [7:0];
+  assign \_$496  = \_$492  ? 1'h0 : \_$495 [0];
+  assign \_$497  = $signed(\_$491 ) + $signed({ 1'h0, \_$496  });
+  assign \_$498  = \_$489  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$497 ;
+  assign \_$499  = \_$480  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$498 ;
+  assign \_$500  = word[66] ? \_$471  : \_$499 [7:0];
+  assign \_$503  = ! c_beat;
+  assign \_$504  = \_$502  & \_$503 ;
+  assign \_$505  = ~ \_$504 ;
+  assign \_$506  = \_$501  & \_$505 ;
+  assign \_$507  = c_beat + 1'h1;
+  assign \_$508  = word[3:0] == 2'h2;
+  assign \_$509  = word[3:0] == 3'h7;
+  assign \_$511  = ! \_$510 ;
+  assign \_$512  = word[71:40] + 8'h80;
+  assign \_$513  = \_$512  <= 27'h4000000;
+  assign \_$514  = \_$511  & \_$513 ;
+  assign \_$515  = ~ \_$514 ;
+  assign \_$516  = ~ \error$87 ;
+  assign \_$518  = desc[1:0] != 2'h3;
+  assign \_$519  = $signed(word[57:50]) > $signed(word[65:58]);
+  assign \_$520  = \_$518  | \_$519 ;
+  assign \_$521  = word[82:67] + 3'h4;
+  assign \_$522  = \_$521  > 7'h40;
+  assign \_$523  = word[66] & \_$522 ;
+  assign \_$524  = ~ \error$87 ;
+  assign \_$526  = ~ \error$87 ;
+  assign \_$528  = table_step + 1'h1;
+  assign \_$529  = table_step == 3'h4;
+  assign \_$530  = ~ walking;
+  assign \_$531  = ~ \busy$83 ;
+  assign \_$532  = \_$530  & \_$531 ;
+  assign \_$533  = ~ \_$signal ;
+  assign \_$534  = \_$532  & \_$533 ;
+  assign \_$535  = ~ \_$signal$59 ;
+  assign \_$536  = \_$534  & \_$535 ;
+  assign \_$537  = perf_beat + 1'h1;
+  assign \_$538  = perf_beat == 4'hf;
+  always @(posedge clk)
+    frame_state <= \_$539 ;
+  always @(posedge clk)
+    word <= \_$540 ;
+  always @(posedge clk)
+    index <= \_$541 ;
+  always @(posedge clk)
+    \error$87  <= \_$542 ;
+  always @(posedge clk)
+    error_code <= \_$543 ;
+  always @(posedge clk)
+    \_$signal  <= \_$544 ;
+  always @(posedge clk)
+    b_dram <= \_$545 ;
+  always @(posedge clk)
+    walking <= \_$546 ;
+  always @(posedge clk)
+    \_$signal$59  <= \_$547 ;
+  always @(posedge clk)
+    \_$signal$74  <= \_$548 ;
+  always @(posedge clk)
+    c_line <= \_$549 ;
+  always @(posedge clk)
+    c_beat <= \_$550 ;
+  always @(posedge clk)
+    store_state <= \_$551 ;
+  always @(posedge clk)
+    record <= \_$552 ;
+  always @(posedge clk)
+    perf_addr <= \_$553 ;
+  always @(posedge clk)
+    perf_beat <= \_$554 ;
+  always @(posedge clk)
+    writing_perf <= \_$555 ;
+  always @(posedge clk)
+    table_step <= \_$556 ;
+  always @(posedge clk)
+    table_0 <= \_$557 ;
+  always @(posedge clk)
+    table_1 <= \_$558 ;
+  always @(posedge clk)
+    table_2 <= \_$559 ;
+  always @(posedge clk)
+    table_3 <= \_$560 ;
+  always @(posedge clk)
+    table_4 <= \_$561 ;
+  always @(posedge clk)
+    table_5 <= \_$562 ;
+  always @(posedge clk)
+    table_6 <= \_$563 ;
+  always @(posedge clk)
+    table_7 <= \_$564 ;
+  always @(posedge clk)
+    table_8 <= \_$565 ;
+  always @(posedge clk)
+    table_9 <= \_$566 ;
+  always @(posedge clk)
+    table_10 <= \_$567 ;
+  always @(posedge clk)
+    table_11 <= \_$568 ;
+  always @(posedge clk)
+    table_12 <= \_$569 ;
+  always @(posedge clk)
+    table_13 <= \_$570 ;
+  always @(posedge clk)
+    table_14 <= \_$571 ;
+  always @(posedge clk)
+    table_15 <= \_$572 ;
+  always @(posedge clk)
+    table_16 <= \_$573 ;
+  always @(posedge clk)
+    table_17 <= \_$574 ;
+  always @(posedge clk)
+    table_18 <= \_$575 ;
+  always @(posedge clk)
+    table_19 <= \_$576 ;
+  always @(posedge clk)
+    table_20 <= \_$577 ;
+  always @(posedge clk)
+    table_21 <= \_$578 ;
+  always @(posedge clk)
+    table_22 <= \_$579 ;
+  always @(posedge clk)
+    table_23 <= \_$580 ;
+  always @(posedge clk)
+    table_24 <= \_$581 ;
+  always @(posedge clk)
+    table_25 <= \_$582 ;
+  always @(posedge clk)
+    table_26 <= \_$583 ;
+  always @(posedge clk)
+    table_27 <= \_$584 ;
+  always @(posedge clk)
+    table_28 <= \_$585 ;
+  always @(posedge clk)
+    table_29 <= \_$586 ;
+  always @(posedge clk)
+    table_30 <= \_$587 ;
+  always @(posedge clk)
+    table_31 <= \_$588 ;
+  always @(posedge clk)
+    table_32 <= \_$589 ;
+  always @(posedge clk)
+    table_33 <= \_$590 ;
+  always @(posedge clk)
+    table_34 <= \_$591 ;
+  always @(posedge clk)
+    table_35 <= \_$592 ;
+  always @(posedge clk)
+    table_36 <= \_$593 ;
+  always @(posedge clk)
+    table_37 <= \_$594 ;
+  always @(posedge clk)
+    table_38 <= \_$595 ;
+  always @(posedge clk)
+    table_39 <= \_$596 ;
+  always @(posedge clk)
+    table_40 <= \_$597 ;
+  always @(posedge clk)
+    table_41 <= \_$598 ;
+  always @(posedge clk)
+    table_42 <= \_$599 ;
+  always @(posedge clk)
+    table_43 <= \_$600 ;
+  always @(posedge clk)
+    table_44 <= \_$601 ;
+  always @(posedge clk)
+    table_45 <= \_$602 ;
+  always @(posedge clk)
+    table_46 <= \_$603 ;
+  always @(posedge clk)
+    table_47 <= \_$604 ;
+  always @(posedge clk)
+    table_48 <= \_$605 ;
+  always @(posedge clk)
+    table_49 <= \_$606 ;
+  always @(posedge clk)
+    table_50 <= \_$607 ;
+  always @(posedge clk)
+    table_51 <= \_$608 ;
+  always @(posedge clk)
+    table_52 <= \_$609 ;
+  always @(posedge clk)
+    table_53 <= \_$610 ;
+  always @(posedge clk)
+    table_54 <= \_$611 ;
+  always @(posedge clk)
+    table_55 <= \_$612 ;
+  always @(posedge clk)
+    table_56 <= \_$613 ;
+  always @(posedge clk)
+    table_57 <= \_$614 ;
+  always @(posedge clk)
+    table_58 <= \_$615 ;
+  always @(posedge clk)
+    table_59 <= \_$616 ;
+  always @(posedge clk)
+    table_60 <= \_$617 ;
+  always @(posedge clk)
+    table_61 <= \_$618 ;
+  always @(posedge clk)
+    table_62 <= \_$619 ;
+  always @(posedge clk)
+    table_63 <= \_$620 ;
+  always @(posedge clk)
+    table_64 <= \_$621 ;
+  always @(posedge clk)
+    table_65 <= \_$622 ;
+  always @(posedge clk)
+    table_66 <= \_$623 ;
+  always @(posedge clk)
+    table_67 <= \_$624 ;
+  always @(posedge clk)
+    table_68 <= \_$625 ;
+  always @(posedge clk)
+    table_69 <= \_$626 ;
+  always @(posedge clk)
+    table_70 <= \_$627 ;
+  always @(posedge clk)
+    table_71 <= \_$628 ;
+  always @(posedge clk)
+    table_72 <= \_$629 ;
+  always @(posedge clk)
+    table_73 <= \_$630 ;
+  always @(posedge clk)
+    table_74 <= \_$631 ;
+  always @(posedge clk)
+    table_75 <= \_$632 ;
+  always @(posedge clk)
+    table_76 <= \_$633 ;
+  always @(posedge clk)
+    table_77 <= \_$634 ;
+  always @(posedge clk)
+    table_78 <= \_$635 ;
+  always @(posedge clk)
+    table_79 <= \_$636 ;
+  always @(posedge clk)
+    table_80 <= \_$637 ;
+  always @(posedge clk)
+    table_81 <= \_$638 ;
+  always @(posedge clk)
+    table_82 <= \_$639 ;
+  always @(posedge clk)
+    table_83 <= \_$640 ;
+  always @(posedge clk)
+    table_84 <= \_$641 ;
+  always @(posedge clk)
+    table_85 <= \_$642 ;
+  always @(posedge clk)
+    table_86 <= \_$643 ;
+  always @(posedge clk)
+    table_87 <= \_$644 ;
+  always @(posedge clk)
+    table_88 <= \_$645 ;
+  always @(posedge clk)
+    table_89 <= \_$646 ;
+  always @(posedge clk)
+    table_90 <= \_$647 ;
+  always @(posedge clk)
+    table_91 <= \_$648 ;
+  always @(posedge clk)
+    table_92 <= \_$649 ;
+  always @(posedge clk)
+    table_93 <= \_$650 ;
+  always @(posedge clk)
+    table_94 <= \_$651 ;
+  always @(posedge clk)
+    table_95 <= \_$652 ;
+  always @(posedge clk)
+    table_96 <= \_$653 ;
+  always @(posedge clk)
+    table_97 <= \_$654 ;
+  always @(posedge clk)
+    table_98 <= \_$655 ;
+  always @(posedge clk)
+    table_99 <= \_$656 ;
+  always @(posedge clk)
+    table_100 <= \_$657 ;
+  always @(posedge clk)
+    table_101 <= \_$658 ;
+  always @(posedge clk)
+    table_102 <= \_$659 ;
+  always @(posedge clk)
+    table_103 <= \_$660 ;
+  always @(posedge clk)
+    table_104 <= \_$661 ;
+  always @(posedge clk)
+    table_105 <= \_$662 ;
+  always @(posedge clk)
+    table_106 <= \_$663 ;
+  always @(posedge clk)
+    table_107 <= \_$664 ;
+  always @(posedge clk)
+    table_108 <= \_$665 ;
+  always @(posedge clk)
+    table_109 <= \_$666 ;
+  always @(posedge clk)
+    table_110 <= \_$667 ;
+  always @(posedge clk)
+    table_111 <= \_$668 ;
+  always @(posedge clk)
+    table_112 <= \_$669 ;
+  always @(posedge clk)
+    table_113 <= \_$670 ;
+  always @(posedge clk)
+    table_114 <= \_$671 ;
+  always @(posedge clk)
+    table_115 <= \_$672 ;
+  always @(posedge clk)
+    table_116 <= \_$673 ;
+  always @(posedge clk)
+    table_117 <= \_$674 ;
+  always @(posedge clk)
+    table_118 <= \_$675 ;
+  always @(posedge clk)
+    table_119 <= \_$676 ;
+  always @(posedge clk)
+    table_120 <= \_$677 ;
+  always @(posedge clk)
+    table_121 <= \_$678 ;
+  always @(posedge clk)
+    table_122 <= \_$679 ;
+  always @(posedge clk)
+    table_123 <= \_$680 ;
+  always @(posedge clk)
+    table_124 <= \_$681 ;
+  always @(posedge clk)
+    table_125 <= \_$682 ;
+  always @(posedge clk)
+    table_126 <= \_$683 ;
+  always @(posedge clk)
+    table_127 <= \_$684 ;
+  always @(posedge clk)
+    table_128 <= \_$685 ;
+  always @(posedge clk)
+    table_129 <= \_$686 ;
+  always @(posedge clk)
+    table_130 <= \_$687 ;
+  always @(posedge clk)
+    table_131 <= \_$688 ;
+  always @(posedge clk)
+    table_132 <= \_$689 ;
+  always @(posedge clk)
+    table_133 <= \_$690 ;
+  always @(posedge clk)
+    table_134 <= \_$691 ;
+  always @(posedge clk)
+    table_135 <= \_$692 ;
+  always @(posedge clk)
+    table_136 <= \_$693 ;
+  always @(posedge clk)
+    table_137 <= \_$694 ;
+  always @(posedge clk)
+    table_138 <= \_$695 ;
+  always @(posedge clk)
+    table_139 <= \_$696 ;
+  always @(posedge clk)
+    table_140 <= \_$697 ;
+  always @(posedge clk)
+    table_141 <= \_$698 ;
+  always @(posedge clk)
+    table_142 <= \_$699 ;
+  always @(posedge clk)
+    table_143 <= \_$700 ;
+  always @(posedge clk)
+    table_144 <= \_$701 ;
+  always @(posedge clk)
+    table_145 <= \_$702 ;
+  always @(posedge clk)
+    table_146 <= \_$703 ;
+  always @(posedge clk)
+    table_147 <= \_$704 ;
+  always @(posedge clk)
+    table_148 <= \_$705 ;
+  always @(posedge clk)
+    table_149 <= \_$706 ;
+  always @(posedge clk)
+    table_150 <= \_$707 ;
+  always @(posedge clk)
+    table_151 <= \_$708 ;
+  always @(posedge clk)
+    table_152 <= \_$709 ;
+  always @(posedge clk)
+    table_153 <= \_$710 ;
+  always @(posedge clk)
+    table_154 <= \_$711 ;
+  always @(posedge clk)
+    table_155 <= \_$712 ;
+  always @(posedge clk)
+    table_156 <= \_$713 ;
+  always @(posedge clk)
+    table_157 <= \_$714 ;
+  always @(posedge clk)
+    table_158 <= \_$715 ;
+  always @(posedge clk)
+    table_159 <= \_$716 ;
+  always @(posedge clk)
+    table_160 <= \_$717 ;
+  always @(posedge clk)
+    table_161 <= \_$718 ;
+  always @(posedge clk)
+    table_162 <= \_$719 ;
+  always @(posedge clk)
+    table_163 <= \_$720 ;
+  always @(posedge clk)
+    table_164 <= \_$721 ;
+  always @(posedge clk)
+    table_165 <= \_$722 ;
+  always @(posedge clk)
+    table_166 <= \_$723 ;
+  always @(posedge clk)
+    table_167 <= \_$724 ;
+  always @(posedge clk)
+    table_168 <= \_$725 ;
+  always @(posedge clk)
+    table_169 <= \_$726 ;
+  always @(posedge clk)
+    table_170 <= \_$727 ;
+  always @(posedge clk)
+    table_171 <= \_$728 ;
+  always @(posedge clk)
+    table_172 <= \_$729 ;
+  always @(posedge clk)
+    table_173 <= \_$730 ;
+  always @(posedge clk)
+    table_174 <= \_$731 ;
+  always @(posedge clk)
+    table_175 <= \_$732 ;
+  always @(posedge clk)
+    table_176 <= \_$733 ;
+  always @(posedge clk)
+    table_177 <= \_$734 ;
+  always @(posedge clk)
+    table_178 <= \_$735 ;
+  always @(posedge clk)
+    table_179 <= \_$736 ;
+  always @(posedge clk)
+    table_180 <= \_$737 ;
+  always @(posedge clk)
+    table_181 <= \_$738 ;
+  always @(posedge clk)
+    table_182 <= \_$739 ;
+  always @(posedge clk)
+    table_183 <= \_$740 ;
+  always @(posedge clk)
+    table_184 <= \_$741 ;
+  always @(posedge clk)
+    table_185 <= \_$742 ;
+  always @(posedge clk)
+    table_186 <= \_$743 ;
+  always @(posedge clk)
+    table_187 <= \_$744 ;
+  always @(posedge clk)
+    table_188 <= \_$745 ;
+  always @(posedge clk)
+    table_189 <= \_$746 ;
+  always @(posedge clk)
+    table_190 <= \_$747 ;
+  always @(posedge clk)
+    table_191 <= \_$748 ;
+  always @(posedge clk)
+    table_192 <= \_$749 ;
+  always @(posedge clk)
+    table_193 <= \_$750 ;
+  always @(posedge clk)
+    table_194 <= \_$751 ;
+  always @(posedge clk)
+    table_195 <= \_$752 ;
+  always @(posedge clk)
+    table_196 <= \_$753 ;
+  always @(posedge clk)
+    table_197 <= \_$754 ;
+  always @(posedge clk)
+    table_198 <= \_$755 ;
+  always @(posedge clk)
+    table_199 <= \_$756 ;
+  always @(posedge clk)
+    table_200 <= \_$757 ;
+  always @(posedge clk)
+    table_201 <= \_$758 ;
+  always @(posedge clk)
+    table_202 <= \_$759 ;
+  always @(posedge clk)
+    table_203 <= \_$760 ;
+  always @(posedge clk)
+    table_204 <= \_$761 ;
+  always @(posedge clk)
+    table_205 <= \_$762 ;
+  always @(posedge clk)
+    table_206 <= \_$763 ;
+  always @(posedge clk)
+    table_207 <= \_$764 ;
+  always @(posedge clk)
+    table_208 <= \_$765 ;
+  always @(posedge clk)
+    table_209 <= \_$766 ;
+  always @(posedge clk)
+    table_210 <= \_$767 ;
+  always @(posedge clk)
+    table_211 <= \_$768 ;
+  always @(posedge clk)
+    table_212 <= \_$769 ;
+  always @(posedge clk)
+    table_213 <= \_$770 ;
+  always @(posedge clk)
+    table_214 <= \_$771 ;
+  always @(posedge clk)
+    table_215 <= \_$772 ;
+  always @(posedge clk)
+    table_216 <= \_$773 ;
+  always @(posedge clk)
+    table_217 <= \_$774 ;
+  always @(posedge clk)
+    table_218 <= \_$775 ;
+  always @(posedge clk)
+    table_219 <= \_$776 ;
+  always @(posedge clk)
+    table_220 <= \_$777 ;
+  always @(posedge clk)
+    table_221 <= \_$778 ;
+  always @(posedge clk)
+    table_222 <= \_$779 ;
+  always @(posedge clk)
+    table_223 <= \_$780 ;
+  always @(posedge clk)
+    table_224 <= \_$781 ;
+  always @(posedge clk)
+    table_225 <= \_$782 ;
+  always @(posedge clk)
+    table_226 <= \_$783 ;
+  always @(posedge clk)
+    table_227 <= \_$784 ;
+  always @(posedge clk)
+    table_228 <= \_$785 ;
+  always @(posedge clk)
+    table_229 <= \_$786 ;
+  always @(posedge clk)
+    table_230 <= \_$787 ;
+  always @(posedge clk)
+    table_231 <= \_$788 ;
+  always @(posedge clk)
+    table_232 <= \_$789 ;
+  always @(posedge clk)
+    table_233 <= \_$790 ;
+  always @(posedge clk)
+    table_234 <= \_$791 ;
+  always @(posedge clk)
+    table_235 <= \_$792 ;
+  always @(posedge clk)
+    table_236 <= \_$793 ;
+  always @(posedge clk)
+    table_237 <= \_$794 ;
+  always @(posedge clk)
+    table_238 <= \_$795 ;
+  always @(posedge clk)
+    table_239 <= \_$796 ;
+  always @(posedge clk)
+    table_240 <= \_$797 ;
+  always @(posedge clk)
+    table_241 <= \_$798 ;
+  always @(posedge clk)
+    table_242 <= \_$799 ;
+  always @(posedge clk)
+    table_243 <= \_$800 ;
+  always @(posedge clk)
+    table_244 <= \_$801 ;
+  always @(posedge clk)
+    table_245 <= \_$802 ;
+  always @(posedge clk)
+    table_246 <= \_$803 ;
+  always @(posedge clk)
+    table_247 <= \_$804 ;
+  always @(posedge clk)
+    table_248 <= \_$805 ;
+  always @(posedge clk)
+    table_249 <= \_$806 ;
+  always @(posedge clk)
+    table_250 <= \_$807 ;
+  always @(posedge clk)
+    table_251 <= \_$808 ;
+  always @(posedge clk)
+    table_252 <= \_$809 ;
+  always @(posedge clk)
+    table_253 <= \_$810 ;
+  always @(posedge clk)
+    table_254 <= \_$811 ;
+  always @(posedge clk)
+    table_255 <= \_$812 ;
   assign \_$1  = ~ queue__valid;
   assign \_$2  = ~ queue__payload[4];
   assign \_$3  = \_$2  | deps__has_prev;
@@ -16871,265 +18537,131 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \_$56  = \_$49  | \_$55 ;
   assign \_$57  = lines__valid & \_$56 ;
   assign \_$58  = ~ halt;
-  assign param__en = \_$57  & \_$58 ;
-  assign \_$59  = perf_beat * 4'h8;
-  assign \_$60  = perf_addr + \_$59 ;
-  assign \_$368  = perf_beat * 7'h40;
-  assign \_$61  = record >> \_$368 ;
-  assign \_$62  = \_$signal$74 [2:0] * 4'h8;
-  assign \_$63  = c_line << \_$62 ;
-  assign \_$64  = 4'hf << \_$signal$74 [2:0];
-  assign \_$65  = word[3:0] == 2'h2;
-  assign \_$66  = word[3:0] == 3'h7;
-  assign \_$67  = desc[1:0] != 2'h3;
-  assign \_$68  = $signed(word[57:50]) > $signed(word[65:58]);
-  assign \_$69  = \_$67  | \_$68 ;
-  assign \_$70  = ~ walking;
-  assign \_$71  = ~ \busy$82 ;
-  assign \_$72  = \_$70  & \_$71 ;
-  assign \_$73  = ~ \_$signal ;
-  assign \_$74  = \_$72  & \_$73 ;
-  assign \_$75  = ~ \_$signal$59 ;
-  assign \_$76  = \_$74  & \_$75 ;
-  assign \_$77  = perf_beat == 4'hf;
-  assign \_$78  = ! frame_state;
-  assign \_$79  = frame_state == 1'h1;
-  assign \_$80  = frame_state == 2'h2;
-  assign \_$81  = frame_state == 2'h3;
-  assign \_$82  = ! store_state;
-  assign \_$83  = store_state == 1'h1;
-  assign \_$84  = store_state == 2'h2;
-  assign \_$85  = store_state == 2'h3;
-  assign \_$86  = store_state == 3'h4;
-  assign \_$87  = store_state == 3'h5;
-  assign \_$88  = ~ halt;
-  assign \_$89  = queue__valid & \_$88 ;
-  assign \_$90  = ~ queue__payload[4];
-  assign \_$91  = \_$90  | deps__has_prev;
-  assign \_$92  = ~ queue__payload[5];
-  assign \_$94  = \_$91  & \_$93 ;
-  assign \_$95  = ~ halt;
-  assign \_$96  = \_$94  & \_$95 ;
-  assign \_$97  = ~ word[6];
-  assign \_$98  = \_$97  | deps__room_prev;
-  assign \_$99  = ~ word[7];
-  assign \_$101  = \_$98  & \_$100 ;
-  assign \_$102  = ~ halt;
-  assign \_$103  = \_$101  & \_$102 ;
-  assign \_$104  = ~ \error$86 ;
-  assign \_$105  = error & \_$104 ;
-  assign \_$106  = ~ \error$86 ;
-  assign \_$107  = \error$88  & \_$106 ;
-  assign \_$108  = ~ \_$signal ;
-  assign \_$109  = ~ \_$signal$59 ;
-  assign \_$111  = ! c_beat;
-  assign \_$112  = \_$110  & \_$111 ;
-  assign \_$113  = \_$109  | \_$112 ;
-  assign \_$114  = \_$signal  & \_$113 ;
-  assign \_$115  = \_$108  | \_$114 ;
-  assign \_$116  = lines__valid & \_$115 ;
-  assign \_$117  = ~ halt;
-  assign \_$118  = \_$116  & \_$117 ;
-  assign \_$119  = ~ \_$signal$59 ;
-  assign \_$121  = ! c_beat;
-  assign \_$122  = \_$120  & \_$121 ;
-  assign \_$123  = \_$119  | \_$122 ;
-  assign \_$124  = \_$signal  & \_$123 ;
-  assign \_$125  = param__data[103:96] > 6'h3e;
-  assign \_$127  = param__data[231:224] > 6'h3e;
-  assign \_$128  = \_$126  | \_$127 ;
-  assign \_$129  = param__data[359:352] > 6'h3e;
-  assign \_$130  = \_$128  | \_$129 ;
-  assign \_$131  = param__data[487:480] > 6'h3e;
-  assign \_$132  = \_$130  | \_$131 ;
-  assign \_$133  = \_$signal  & \_$132 ;
-  assign \_$134  = ~ \error$86 ;
-  assign \_$135  = \_$133  & \_$134 ;
-  assign \_$136  = ~ \_$signal$59 ;
-  assign \_$138  = ! c_beat;
-  assign \_$139  = \_$137  & \_$138 ;
-  assign \_$140  = \_$136  | \_$139 ;
+  assign \_$59  = \_$57  & \_$58 ;
+  assign \_$60  = perf_beat * 4'h8;
+  assign \_$61  = perf_addr + \_$60 ;
+  assign \_$876  = perf_beat * 7'h40;
+  assign \_$62  = record >> \_$876 ;
+  assign \_$63  = \_$signal$74 [2:0] * 4'h8;
+  assign \_$64  = c_line << \_$63 ;
+  assign \_$65  = 4'hf << \_$signal$74 [2:0];
+  assign \_$66  = word[3:0] == 2'h2;
+  assign \_$67  = word[3:0] == 3'h7;
+  assign \_$68  = desc[1:0] != 2'h3;
+  assign \_$69  = $signed(word[57:50]) > $signed(word[65:58]);
+  assign \_$70  = \_$68  | \_$69 ;
+  assign \_$71  = word[82:67] + 3'h4;
+  assign \_$72  = \_$71  > 7'h40;
+  assign \_$73  = word[66] & \_$72 ;
+  assign \_$74  = word[82:67] + table_step;
+  assign \_$75  = table_step < 3'h4;
+  assign \_$76  = table_step == 3'h4;
+  assign \_$77  = ~ walking;
+  assign \_$78  = ~ \busy$83 ;
+  assign \_$79  = \_$77  & \_$78 ;
+  assign \_$80  = ~ \_$signal ;
+  assign \_$81  = \_$79  & \_$80 ;
+  assign \_$82  = ~ \_$signal$59 ;
+  assign \_$83  = \_$81  & \_$82 ;
+  assign \_$84  = perf_beat == 4'hf;
+  assign \_$85  = ! frame_state;
+  assign \_$86  = frame_state == 1'h1;
+  assign \_$87  = frame_state == 2'h2;
+  assign \_$88  = frame_state == 2'h3;
+  assign \_$89  = ! store_state;
+  assign \_$90  = store_state == 1'h1;
+  assign \_$91  = store_state == 2'h2;
+  assign \_$92  = store_state == 2'h3;
+  assign \_$93  = store_state == 3'h4;
+  assign \_$94  = store_state == 3'h5;
+  assign \_$95  = store_state == 3'h6;
+  assign \_$96  = ~ halt;
+  assign \_$97  = queue__valid & \_$96 ;
+  assign \_$98  = ~ queue__payload[4];
+  assign \_$99  = \_$98  | deps__has_prev;
+  assign \_$100  = ~ queue__payload[5];
+  assign \_$102  = \_$99  & \_$101 ;
+  assign \_$103  = ~ halt;
+  assign \_$104  = \_$102  & \_$103 ;
+  assign \_$105  = ~ word[6];
+  assign \_$106  = \_$105  | deps__room_prev;
+  assign \_$107  = ~ word[7];
+  assign \_$109  = \_$106  & \_$108 ;
+  assign \_$110  = ~ halt;
+  assign \_$111  = \_$109  & \_$110 ;
+  assign \_$112  = ~ \error$87 ;
+  assign \_$113  = error & \_$112 ;
+  assign \_$114  = ~ \error$87 ;
+  assign \_$115  = \error$89  & \_$114 ;
+  assign \_$116  = ~ \_$signal ;
+  assign \_$117  = ~ \_$signal$59 ;
+  assign \_$119  = ! c_beat;
+  assign \_$120  = \_$118  & \_$119 ;
+  assign \_$121  = \_$117  | \_$120 ;
+  assign \_$122  = \_$signal  & \_$121 ;
+  assign \_$123  = \_$116  | \_$122 ;
+  assign \_$124  = lines__valid & \_$123 ;
+  assign \_$125  = ~ halt;
+  assign \_$126  = \_$124  & \_$125 ;
+  assign \_$127  = ~ \_$signal$59 ;
+  assign \_$129  = ! c_beat;
+  assign \_$130  = \_$128  & \_$129 ;
+  assign \_$131  = \_$127  | \_$130 ;
+  assign \_$132  = \_$signal  & \_$131 ;
+  assign \_$133  = param__data[103:96] > 6'h3e;
+  assign \_$135  = param__data[231:224] > 6'h3e;
+  assign \_$136  = \_$134  | \_$135 ;
+  assign \_$137  = param__data[359:352] > 6'h3e;
+  assign \_$138  = \_$136  | \_$137 ;
+  assign \_$139  = param__data[487:480] > 6'h3e;
+  assign \_$140  = \_$138  | \_$139 ;
   assign \_$141  = \_$signal  & \_$140 ;
-  assign \_$143  = ! c_beat;
-  assign \_$144  = \_$142  & \_$143 ;
-  assign \_$145  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$146  = $signed(\_$145 ) >>> param__data[103:96];
-  assign \_$147  = ! param__data[103:96];
-  assign \_$148  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$149  = param__data[103:96] - 1'h1;
-  assign \_$150  = $signed(\_$148 ) >>> \_$149 [7:0];
-  assign \_$151  = \_$147  ? 1'h0 : \_$150 [0];
-  assign \_$152  = $signed(\_$146 ) + $signed({ 1'h0, \_$151  });
-  assign \_$153  = $signed(\_$152 ) < $signed(word[57:50]);
-  assign \_$154  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$155  = $signed(\_$154 ) >>> param__data[103:96];
-  assign \_$156  = ! param__data[103:96];
-  assign \_$157  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$158  = param__data[103:96] - 1'h1;
-  assign \_$159  = $signed(\_$157 ) >>> \_$158 [7:0];
-  assign \_$160  = \_$156  ? 1'h0 : \_$159 [0];
-  assign \_$161  = $signed(\_$155 ) + $signed({ 1'h0, \_$160  });
-  assign \_$162  = $signed(\_$161 ) > $signed(word[65:58]);
-  assign \_$163  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$164  = $signed(\_$163 ) >>> param__data[103:96];
-  assign \_$165  = ! param__data[103:96];
-  assign \_$166  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$167  = param__data[103:96] - 1'h1;
-  assign \_$168  = $signed(\_$166 ) >>> \_$167 [7:0];
-  assign \_$169  = \_$165  ? 1'h0 : \_$168 [0];
-  assign \_$170  = $signed(\_$164 ) + $signed({ 1'h0, \_$169  });
-  assign \_$171  = \_$162  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$170 ;
-  assign \_$172  = \_$153  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$171 ;
-  assign \_$173  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$174  = $signed(\_$173 ) >>> param__data[231:224];
-  assign \_$175  = ! param__data[231:224];
-  assign \_$176  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$177  = param__data[231:224] - 1'h1;
-  assign \_$178  = $signed(\_$176 ) >>> \_$177 [7:0];
-  assign \_$179  = \_$175  ? 1'h0 : \_$178 [0];
-  assign \_$180  = $signed(\_$174 ) + $signed({ 1'h0, \_$179  });
-  assign \_$181  = $signed(\_$180 ) < $signed(word[57:50]);
-  assign \_$182  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$183  = $signed(\_$182 ) >>> param__data[231:224];
-  assign \_$184  = ! param__data[231:224];
-  assign \_$185  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$186  = param__data[231:224] - 1'h1;
-  assign \_$187  = $signed(\_$185 ) >>> \_$186 [7:0];
-  assign \_$188  = \_$184  ? 1'h0 : \_$187 [0];
-  assign \_$189  = $signed(\_$183 ) + $signed({ 1'h0, \_$188  });
-  assign \_$190  = $signed(\_$189 ) > $signed(word[65:58]);
-  assign \_$191  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$192  = $signed(\_$191 ) >>> param__data[231:224];
-  assign \_$193  = ! param__data[231:224];
-  assign \_$194  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$195  = param__data[231:224] - 1'h1;
-  assign \_$196  = $signed(\_$194 ) >>> \_$195 [7:0];
-  assign \_$197  = \_$193  ? 1'h0 : \_$196 [0];
-  assign \_$198  = $signed(\_$192 ) + $signed({ 1'h0, \_$197  });
-  assign \_$199  = \_$190  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$198 ;
-  assign \_$200  = \_$181  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$199 ;
-  assign \_$201  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$202  = $signed(\_$201 ) >>> param__data[359:352];
-  assign \_$203  = ! param__data[359:352];
-  assign \_$204  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$205  = param__data[359:352] - 1'h1;
-  assign \_$206  = $signed(\_$204 ) >>> \_$205 [7:0];
-  assign \_$207  = \_$203  ? 1'h0 : \_$206 [0];
-  assign \_$208  = $signed(\_$202 ) + $signed({ 1'h0, \_$207  });
-  assign \_$209  = $signed(\_$208 ) < $signed(word[57:50]);
-  assign \_$210  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$211  = $signed(\_$210 ) >>> param__data[359:352];
-  assign \_$212  = ! param__data[359:352];
-  assign \_$213  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$214  = param__data[359:352] - 1'h1;
-  assign \_$215  = $signed(\_$213 ) >>> \_$214 [7:0];
-  assign \_$216  = \_$212  ? 1'h0 : \_$215 [0];
-  assign \_$217  = $signed(\_$211 ) + $signed({ 1'h0, \_$216  });
-  assign \_$218  = $signed(\_$217 ) > $signed(word[65:58]);
-  assign \_$219  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$220  = $signed(\_$219 ) >>> param__data[359:352];
-  assign \_$221  = ! param__data[359:352];
-  assign \_$222  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$223  = param__data[359:352] - 1'h1;
-  assign \_$224  = $signed(\_$222 ) >>> \_$223 [7:0];
-  assign \_$225  = \_$221  ? 1'h0 : \_$224 [0];
-  assign \_$226  = $signed(\_$220 ) + $signed({ 1'h0, \_$225  });
-  assign \_$227  = \_$218  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$226 ;
-  assign \_$228  = \_$209  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$227 ;
-  assign \_$229  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$230  = $signed(\_$229 ) >>> param__data[487:480];
-  assign \_$231  = ! param__data[487:480];
-  assign \_$232  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$233  = param__data[487:480] - 1'h1;
-  assign \_$234  = $signed(\_$232 ) >>> \_$233 [7:0];
-  assign \_$235  = \_$231  ? 1'h0 : \_$234 [0];
-  assign \_$236  = $signed(\_$230 ) + $signed({ 1'h0, \_$235  });
-  assign \_$237  = $signed(\_$236 ) < $signed(word[57:50]);
-  assign \_$238  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$239  = $signed(\_$238 ) >>> param__data[487:480];
-  assign \_$240  = ! param__data[487:480];
-  assign \_$241  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$242  = param__data[487:480] - 1'h1;
-  assign \_$243  = $signed(\_$241 ) >>> \_$242 [7:0];
-  assign \_$244  = \_$240  ? 1'h0 : \_$243 [0];
-  assign \_$245  = $signed(\_$239 ) + $signed({ 1'h0, \_$244  });
-  assign \_$246  = $signed(\_$245 ) > $signed(word[65:58]);
-  assign \_$247  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$248  = $signed(\_$247 ) >>> param__data[487:480];
-  assign \_$249  = ! param__data[487:480];
-  assign \_$250  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$251  = param__data[487:480] - 1'h1;
-  assign \_$252  = $signed(\_$250 ) >>> \_$251 [7:0];
-  assign \_$253  = \_$249  ? 1'h0 : \_$252 [0];
-  assign \_$254  = $signed(\_$248 ) + $signed({ 1'h0, \_$253  });
-  assign \_$255  = \_$246  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$254 ;
-  assign \_$256  = \_$237  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$255 ;
-  assign \_$259  = ! c_beat;
-  assign \_$260  = \_$258  & \_$259 ;
-  assign \_$261  = ~ \_$260 ;
-  assign \_$262  = \_$257  & \_$261 ;
-  assign \_$263  = c_beat + 1'h1;
-  assign \_$264  = word[3:0] == 2'h2;
-  assign \_$265  = word[3:0] == 3'h7;
-  assign \_$267  = ! \_$266 ;
-  assign \_$268  = word[71:40] + 8'h80;
-  assign \_$269  = \_$268  <= 27'h4000000;
-  assign \_$270  = \_$267  & \_$269 ;
-  assign \_$271  = ~ \_$270 ;
-  assign \_$272  = ~ \error$86 ;
-  assign \_$274  = desc[1:0] != 2'h3;
-  assign \_$275  = $signed(word[57:50]) > $signed(word[65:58]);
-  assign \_$276  = \_$274  | \_$275 ;
-  assign \_$277  = ~ \error$86 ;
-  assign \_$279  = ~ walking;
-  assign \_$280  = ~ \busy$82 ;
-  assign \_$281  = \_$279  & \_$280 ;
-  assign \_$282  = ~ \_$signal ;
-  assign \_$283  = \_$281  & \_$282 ;
-  assign \_$284  = ~ \_$signal$59 ;
-  assign \_$285  = \_$283  & \_$284 ;
-  assign \_$286  = perf_beat + 1'h1;
-  assign \_$287  = perf_beat == 4'hf;
-  always @(posedge clk)
-    frame_state <= \_$288 ;
-  always @(posedge clk)
-    word <= \_$289 ;
-  always @(posedge clk)
-    index <= \_$290 ;
-  always @(posedge clk)
-    \error$86  <= \_$291 ;
-  always @(posedge clk)
-    error_code <= \_$292 ;
-  always @(posedge clk)
-    \_$signal  <= \_$293 ;
-  always @(posedge clk)
-    b_dram <= \_$294 ;
-  always @(posedge clk)
-    walking <= \_$295 ;
-  always @(posedge clk)
-    \_$signal$59  <= \_$296 ;
-  always @(posedge clk)
-    \_$signal$74  <= \_$297 ;
-  always @(posedge clk)
-    c_line <= \_$298 ;
-  always @(posedge clk)
-    c_beat <= \_$299 ;
-  always @(posedge clk)
-    store_state <= \_$300 ;
-  always @(posedge clk)
-    record <= \_$301 ;
-  always @(posedge clk)
-    perf_addr <= \_$302 ;
-  always @(posedge clk)
-    perf_beat <= \_$303 ;
-  always @(posedge clk)
-    writing_perf <= \_$304 ;
+  assign \_$142  = ~ \error$87 ;
+  assign \_$143  = \_$141  & \_$142 ;
+  assign \_$144  = ~ \_$signal$59 ;
+  assign \_$146  = ! c_beat;
+  assign \_$147  = \_$145  & \_$146 ;
+  assign \_$148  = \_$144  | \_$147 ;
+  assign \_$149  = \_$signal  & \_$148 ;
+  assign \_$151  = ! c_beat;
+  assign \_$152  = \_$150  & \_$151 ;
+  assign \_$153  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$154  = $signed(\_$153 ) >>> param__data[103:96];
+  assign \_$155  = ! param__data[103:96];
+  assign \_$156  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$157  = param__data[103:96] - 1'h1;
+  assign \_$158  = $signed(\_$156 ) >>> \_$157 [7:0];
+  assign \_$159  = \_$155  ? 1'h0 : \_$158 [0];
+  assign \_$160  = $signed(\_$154 ) + $signed({ 1'h0, \_$159  });
+  assign \_$161  = $signed(\_$160 ) < $signed(word[57:50]);
+  assign \_$162  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$163  = $signed(\_$162 ) >>> param__data[103:96];
+  assign \_$164  = ! param__data[103:96];
+  assign \_$165  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$166  = param__data[103:96] - 1'h1;
+  assign \_$167  = $signed(\_$165 ) >>> \_$166 [7:0];
+  assign \_$168  = \_$164  ? 1'h0 : \_$167 [0];
+  assign \_$169  = $signed(\_$163 ) + $signed({ 1'h0, \_$168  });
+  assign \_$170  = $signed(\_$169 ) > $signed(word[65:58]);
+  assign \_$171  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$172  = $signed(\_$171 ) >>> param__data[103:96];
+  assign \_$173  = ! param__data[103:96];
+  assign \_$174  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$175  = param__data[103:96] - 1'h1;
+  assign \_$176  = $signed(\_$174 ) >>> \_$175 [7:0];
+  assign \_$177  = \_$173  ? 1'h0 : \_$176 [0];
+  assign \_$178  = $signed(\_$172 ) + $signed({ 1'h0, \_$177  });
+  assign \_$179  = \_$170  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$178 ;
+  assign \_$180  = \_$161  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$179 ;
+  assign \_$181  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$182  = $signed(\_$181 ) >>> param__data[103:96];
+  assign \_$183  = ! param__data[103:96];
   \sim_top.accel.store.addrgen  addrgen (
-    .busy(\busy$82 ),
+    .busy(\busy$83 ),
     .clk(clk),
     .desc(desc),
-    .error(\error$88 ),
-    .error_code(\error_code$89 ),
+    .error(\error$89 ),
+    .error_code(\error_code$90 ),
     .lines__payload(lines__payload),
     .lines__ready(lines__ready),
     .lines__valid(lines__valid),
@@ -17167,6 +18699,2078 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     .rst(rst),
     .start(\start$77 )
   );
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$209 , \_$180 [6:0] })
+      8'h00:
+          \_$210  = table_0;
+      8'h01:
+          \_$210  = table_1;
+      8'h02:
+          \_$210  = table_2;
+      8'h03:
+          \_$210  = table_3;
+      8'h04:
+          \_$210  = table_4;
+      8'h05:
+          \_$210  = table_5;
+      8'h06:
+          \_$210  = table_6;
+      8'h07:
+          \_$210  = table_7;
+      8'h08:
+          \_$210  = table_8;
+      8'h09:
+          \_$210  = table_9;
+      8'h0a:
+          \_$210  = table_10;
+      8'h0b:
+          \_$210  = table_11;
+      8'h0c:
+          \_$210  = table_12;
+      8'h0d:
+          \_$210  = table_13;
+      8'h0e:
+          \_$210  = table_14;
+      8'h0f:
+          \_$210  = table_15;
+      8'h10:
+          \_$210  = table_16;
+      8'h11:
+          \_$210  = table_17;
+      8'h12:
+          \_$210  = table_18;
+      8'h13:
+          \_$210  = table_19;
+      8'h14:
+          \_$210  = table_20;
+      8'h15:
+          \_$210  = table_21;
+      8'h16:
+          \_$210  = table_22;
+      8'h17:
+          \_$210  = table_23;
+      8'h18:
+          \_$210  = table_24;
+      8'h19:
+          \_$210  = table_25;
+      8'h1a:
+          \_$210  = table_26;
+      8'h1b:
+          \_$210  = table_27;
+      8'h1c:
+          \_$210  = table_28;
+      8'h1d:
+          \_$210  = table_29;
+      8'h1e:
+          \_$210  = table_30;
+      8'h1f:
+          \_$210  = table_31;
+      8'h20:
+          \_$210  = table_32;
+      8'h21:
+          \_$210  = table_33;
+      8'h22:
+          \_$210  = table_34;
+      8'h23:
+          \_$210  = table_35;
+      8'h24:
+          \_$210  = table_36;
+      8'h25:
+          \_$210  = table_37;
+      8'h26:
+          \_$210  = table_38;
+      8'h27:
+          \_$210  = table_39;
+      8'h28:
+          \_$210  = table_40;
+      8'h29:
+          \_$210  = table_41;
+      8'h2a:
+          \_$210  = table_42;
+      8'h2b:
+          \_$210  = table_43;
+      8'h2c:
+          \_$210  = table_44;
+      8'h2d:
+          \_$210  = table_45;
+      8'h2e:
+          \_$210  = table_46;
+      8'h2f:
+          \_$210  = table_47;
+      8'h30:
+          \_$210  = table_48;
+      8'h31:
+          \_$210  = table_49;
+      8'h32:
+          \_$210  = table_50;
+      8'h33:
+          \_$210  = table_51;
+      8'h34:
+          \_$210  = table_52;
+      8'h35:
+          \_$210  = table_53;
+      8'h36:
+          \_$210  = table_54;
+      8'h37:
+          \_$210  = table_55;
+      8'h38:
+          \_$210  = table_56;
+      8'h39:
+          \_$210  = table_57;
+      8'h3a:
+          \_$210  = table_58;
+      8'h3b:
+          \_$210  = table_59;
+      8'h3c:
+          \_$210  = table_60;
+      8'h3d:
+          \_$210  = table_61;
+      8'h3e:
+          \_$210  = table_62;
+      8'h3f:
+          \_$210  = table_63;
+      8'h40:
+          \_$210  = table_64;
+      8'h41:
+          \_$210  = table_65;
+      8'h42:
+          \_$210  = table_66;
+      8'h43:
+          \_$210  = table_67;
+      8'h44:
+          \_$210  = table_68;
+      8'h45:
+          \_$210  = table_69;
+      8'h46:
+          \_$210  = table_70;
+      8'h47:
+          \_$210  = table_71;
+      8'h48:
+          \_$210  = table_72;
+      8'h49:
+          \_$210  = table_73;
+      8'h4a:
+          \_$210  = table_74;
+      8'h4b:
+          \_$210  = table_75;
+      8'h4c:
+          \_$210  = table_76;
+      8'h4d:
+          \_$210  = table_77;
+      8'h4e:
+          \_$210  = table_78;
+      8'h4f:
+          \_$210  = table_79;
+      8'h50:
+          \_$210  = table_80;
+      8'h51:
+          \_$210  = table_81;
+      8'h52:
+          \_$210  = table_82;
+      8'h53:
+          \_$210  = table_83;
+      8'h54:
+          \_$210  = table_84;
+      8'h55:
+          \_$210  = table_85;
+      8'h56:
+          \_$210  = table_86;
+      8'h57:
+          \_$210  = table_87;
+      8'h58:
+          \_$210  = table_88;
+      8'h59:
+          \_$210  = table_89;
+      8'h5a:
+          \_$210  = table_90;
+      8'h5b:
+          \_$210  = table_91;
+      8'h5c:
+          \_$210  = table_92;
+      8'h5d:
+          \_$210  = table_93;
+      8'h5e:
+          \_$210  = table_94;
+      8'h5f:
+          \_$210  = table_95;
+      8'h60:
+          \_$210  = table_96;
+      8'h61:
+          \_$210  = table_97;
+      8'h62:
+          \_$210  = table_98;
+      8'h63:
+          \_$210  = table_99;
+      8'h64:
+          \_$210  = table_100;
+      8'h65:
+          \_$210  = table_101;
+      8'h66:
+          \_$210  = table_102;
+      8'h67:
+          \_$210  = table_103;
+      8'h68:
+          \_$210  = table_104;
+      8'h69:
+          \_$210  = table_105;
+      8'h6a:
+          \_$210  = table_106;
+      8'h6b:
+          \_$210  = table_107;
+      8'h6c:
+          \_$210  = table_108;
+      8'h6d:
+          \_$210  = table_109;
+      8'h6e:
+          \_$210  = table_110;
+      8'h6f:
+          \_$210  = table_111;
+      8'h70:
+          \_$210  = table_112;
+      8'h71:
+          \_$210  = table_113;
+      8'h72:
+          \_$210  = table_114;
+      8'h73:
+          \_$210  = table_115;
+      8'h74:
+          \_$210  = table_116;
+      8'h75:
+          \_$210  = table_117;
+      8'h76:
+          \_$210  = table_118;
+      8'h77:
+          \_$210  = table_119;
+      8'h78:
+          \_$210  = table_120;
+      8'h79:
+          \_$210  = table_121;
+      8'h7a:
+          \_$210  = table_122;
+      8'h7b:
+          \_$210  = table_123;
+      8'h7c:
+          \_$210  = table_124;
+      8'h7d:
+          \_$210  = table_125;
+      8'h7e:
+          \_$210  = table_126;
+      8'h7f:
+          \_$210  = table_127;
+      8'h80:
+          \_$210  = table_128;
+      8'h81:
+          \_$210  = table_129;
+      8'h82:
+          \_$210  = table_130;
+      8'h83:
+          \_$210  = table_131;
+      8'h84:
+          \_$210  = table_132;
+      8'h85:
+          \_$210  = table_133;
+      8'h86:
+          \_$210  = table_134;
+      8'h87:
+          \_$210  = table_135;
+      8'h88:
+          \_$210  = table_136;
+      8'h89:
+          \_$210  = table_137;
+      8'h8a:
+          \_$210  = table_138;
+      8'h8b:
+          \_$210  = table_139;
+      8'h8c:
+          \_$210  = table_140;
+      8'h8d:
+          \_$210  = table_141;
+      8'h8e:
+          \_$210  = table_142;
+      8'h8f:
+          \_$210  = table_143;
+      8'h90:
+          \_$210  = table_144;
+      8'h91:
+          \_$210  = table_145;
+      8'h92:
+          \_$210  = table_146;
+      8'h93:
+          \_$210  = table_147;
+      8'h94:
+          \_$210  = table_148;
+      8'h95:
+          \_$210  = table_149;
+      8'h96:
+          \_$210  = table_150;
+      8'h97:
+          \_$210  = table_151;
+      8'h98:
+          \_$210  = table_152;
+      8'h99:
+          \_$210  = table_153;
+      8'h9a:
+          \_$210  = table_154;
+      8'h9b:
+          \_$210  = table_155;
+      8'h9c:
+          \_$210  = table_156;
+      8'h9d:
+          \_$210  = table_157;
+      8'h9e:
+          \_$210  = table_158;
+      8'h9f:
+          \_$210  = table_159;
+      8'ha0:
+          \_$210  = table_160;
+      8'ha1:
+          \_$210  = table_161;
+      8'ha2:
+          \_$210  = table_162;
+      8'ha3:
+          \_$210  = table_163;
+      8'ha4:
+          \_$210  = table_164;
+      8'ha5:
+          \_$210  = table_165;
+      8'ha6:
+          \_$210  = table_166;
+      8'ha7:
+          \_$210  = table_167;
+      8'ha8:
+          \_$210  = table_168;
+      8'ha9:
+          \_$210  = table_169;
+      8'haa:
+          \_$210  = table_170;
+      8'hab:
+          \_$210  = table_171;
+      8'hac:
+          \_$210  = table_172;
+      8'had:
+          \_$210  = table_173;
+      8'hae:
+          \_$210  = table_174;
+      8'haf:
+          \_$210  = table_175;
+      8'hb0:
+          \_$210  = table_176;
+      8'hb1:
+          \_$210  = table_177;
+      8'hb2:
+          \_$210  = table_178;
+      8'hb3:
+          \_$210  = table_179;
+      8'hb4:
+          \_$210  = table_180;
+      8'hb5:
+          \_$210  = table_181;
+      8'hb6:
+          \_$210  = table_182;
+      8'hb7:
+          \_$210  = table_183;
+      8'hb8:
+          \_$210  = table_184;
+      8'hb9:
+          \_$210  = table_185;
+      8'hba:
+          \_$210  = table_186;
+      8'hbb:
+          \_$210  = table_187;
+      8'hbc:
+          \_$210  = table_188;
+      8'hbd:
+          \_$210  = table_189;
+      8'hbe:
+          \_$210  = table_190;
+      8'hbf:
+          \_$210  = table_191;
+      8'hc0:
+          \_$210  = table_192;
+      8'hc1:
+          \_$210  = table_193;
+      8'hc2:
+          \_$210  = table_194;
+      8'hc3:
+          \_$210  = table_195;
+      8'hc4:
+          \_$210  = table_196;
+      8'hc5:
+          \_$210  = table_197;
+      8'hc6:
+          \_$210  = table_198;
+      8'hc7:
+          \_$210  = table_199;
+      8'hc8:
+          \_$210  = table_200;
+      8'hc9:
+          \_$210  = table_201;
+      8'hca:
+          \_$210  = table_202;
+      8'hcb:
+          \_$210  = table_203;
+      8'hcc:
+          \_$210  = table_204;
+      8'hcd:
+          \_$210  = table_205;
+      8'hce:
+          \_$210  = table_206;
+      8'hcf:
+          \_$210  = table_207;
+      8'hd0:
+          \_$210  = table_208;
+      8'hd1:
+          \_$210  = table_209;
+      8'hd2:
+          \_$210  = table_210;
+      8'hd3:
+          \_$210  = table_211;
+      8'hd4:
+          \_$210  = table_212;
+      8'hd5:
+          \_$210  = table_213;
+      8'hd6:
+          \_$210  = table_214;
+      8'hd7:
+          \_$210  = table_215;
+      8'hd8:
+          \_$210  = table_216;
+      8'hd9:
+          \_$210  = table_217;
+      8'hda:
+          \_$210  = table_218;
+      8'hdb:
+          \_$210  = table_219;
+      8'hdc:
+          \_$210  = table_220;
+      8'hdd:
+          \_$210  = table_221;
+      8'hde:
+          \_$210  = table_222;
+      8'hdf:
+          \_$210  = table_223;
+      8'he0:
+          \_$210  = table_224;
+      8'he1:
+          \_$210  = table_225;
+      8'he2:
+          \_$210  = table_226;
+      8'he3:
+          \_$210  = table_227;
+      8'he4:
+          \_$210  = table_228;
+      8'he5:
+          \_$210  = table_229;
+      8'he6:
+          \_$210  = table_230;
+      8'he7:
+          \_$210  = table_231;
+      8'he8:
+          \_$210  = table_232;
+      8'he9:
+          \_$210  = table_233;
+      8'hea:
+          \_$210  = table_234;
+      8'heb:
+          \_$210  = table_235;
+      8'hec:
+          \_$210  = table_236;
+      8'hed:
+          \_$210  = table_237;
+      8'hee:
+          \_$210  = table_238;
+      8'hef:
+          \_$210  = table_239;
+      8'hf0:
+          \_$210  = table_240;
+      8'hf1:
+          \_$210  = table_241;
+      8'hf2:
+          \_$210  = table_242;
+      8'hf3:
+          \_$210  = table_243;
+      8'hf4:
+          \_$210  = table_244;
+      8'hf5:
+          \_$210  = table_245;
+      8'hf6:
+          \_$210  = table_246;
+      8'hf7:
+          \_$210  = table_247;
+      8'hf8:
+          \_$210  = table_248;
+      8'hf9:
+          \_$210  = table_249;
+      8'hfa:
+          \_$210  = table_250;
+      8'hfb:
+          \_$210  = table_251;
+      8'hfc:
+          \_$210  = table_252;
+      8'hfd:
+          \_$210  = table_253;
+      8'hfe:
+          \_$210  = table_254;
+      8'hff:
+          \_$210  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$296 , \_$267 [6:0] })
+      8'h00:
+          \_$297  = table_0;
+      8'h01:
+          \_$297  = table_1;
+      8'h02:
+          \_$297  = table_2;
+      8'h03:
+          \_$297  = table_3;
+      8'h04:
+          \_$297  = table_4;
+      8'h05:
+          \_$297  = table_5;
+      8'h06:
+          \_$297  = table_6;
+      8'h07:
+          \_$297  = table_7;
+      8'h08:
+          \_$297  = table_8;
+      8'h09:
+          \_$297  = table_9;
+      8'h0a:
+          \_$297  = table_10;
+      8'h0b:
+          \_$297  = table_11;
+      8'h0c:
+          \_$297  = table_12;
+      8'h0d:
+          \_$297  = table_13;
+      8'h0e:
+          \_$297  = table_14;
+      8'h0f:
+          \_$297  = table_15;
+      8'h10:
+          \_$297  = table_16;
+      8'h11:
+          \_$297  = table_17;
+      8'h12:
+          \_$297  = table_18;
+      8'h13:
+          \_$297  = table_19;
+      8'h14:
+          \_$297  = table_20;
+      8'h15:
+          \_$297  = table_21;
+      8'h16:
+          \_$297  = table_22;
+      8'h17:
+          \_$297  = table_23;
+      8'h18:
+          \_$297  = table_24;
+      8'h19:
+          \_$297  = table_25;
+      8'h1a:
+          \_$297  = table_26;
+      8'h1b:
+          \_$297  = table_27;
+      8'h1c:
+          \_$297  = table_28;
+      8'h1d:
+          \_$297  = table_29;
+      8'h1e:
+          \_$297  = table_30;
+      8'h1f:
+          \_$297  = table_31;
+      8'h20:
+          \_$297  = table_32;
+      8'h21:
+          \_$297  = table_33;
+      8'h22:
+          \_$297  = table_34;
+      8'h23:
+          \_$297  = table_35;
+      8'h24:
+          \_$297  = table_36;
+      8'h25:
+          \_$297  = table_37;
+      8'h26:
+          \_$297  = table_38;
+      8'h27:
+          \_$297  = table_39;
+      8'h28:
+          \_$297  = table_40;
+      8'h29:
+          \_$297  = table_41;
+      8'h2a:
+          \_$297  = table_42;
+      8'h2b:
+          \_$297  = table_43;
+      8'h2c:
+          \_$297  = table_44;
+      8'h2d:
+          \_$297  = table_45;
+      8'h2e:
+          \_$297  = table_46;
+      8'h2f:
+          \_$297  = table_47;
+      8'h30:
+          \_$297  = table_48;
+      8'h31:
+          \_$297  = table_49;
+      8'h32:
+          \_$297  = table_50;
+      8'h33:
+          \_$297  = table_51;
+      8'h34:
+          \_$297  = table_52;
+      8'h35:
+          \_$297  = table_53;
+      8'h36:
+          \_$297  = table_54;
+      8'h37:
+          \_$297  = table_55;
+      8'h38:
+          \_$297  = table_56;
+      8'h39:
+          \_$297  = table_57;
+      8'h3a:
+          \_$297  = table_58;
+      8'h3b:
+          \_$297  = table_59;
+      8'h3c:
+          \_$297  = table_60;
+      8'h3d:
+          \_$297  = table_61;
+      8'h3e:
+          \_$297  = table_62;
+      8'h3f:
+          \_$297  = table_63;
+      8'h40:
+          \_$297  = table_64;
+      8'h41:
+          \_$297  = table_65;
+      8'h42:
+          \_$297  = table_66;
+      8'h43:
+          \_$297  = table_67;
+      8'h44:
+          \_$297  = table_68;
+      8'h45:
+          \_$297  = table_69;
+      8'h46:
+          \_$297  = table_70;
+      8'h47:
+          \_$297  = table_71;
+      8'h48:
+          \_$297  = table_72;
+      8'h49:
+          \_$297  = table_73;
+      8'h4a:
+          \_$297  = table_74;
+      8'h4b:
+          \_$297  = table_75;
+      8'h4c:
+          \_$297  = table_76;
+      8'h4d:
+          \_$297  = table_77;
+      8'h4e:
+          \_$297  = table_78;
+      8'h4f:
+          \_$297  = table_79;
+      8'h50:
+          \_$297  = table_80;
+      8'h51:
+          \_$297  = table_81;
+      8'h52:
+          \_$297  = table_82;
+      8'h53:
+          \_$297  = table_83;
+      8'h54:
+          \_$297  = table_84;
+      8'h55:
+          \_$297  = table_85;
+      8'h56:
+          \_$297  = table_86;
+      8'h57:
+          \_$297  = table_87;
+      8'h58:
+          \_$297  = table_88;
+      8'h59:
+          \_$297  = table_89;
+      8'h5a:
+          \_$297  = table_90;
+      8'h5b:
+          \_$297  = table_91;
+      8'h5c:
+          \_$297  = table_92;
+      8'h5d:
+          \_$297  = table_93;
+      8'h5e:
+          \_$297  = table_94;
+      8'h5f:
+          \_$297  = table_95;
+      8'h60:
+          \_$297  = table_96;
+      8'h61:
+          \_$297  = table_97;
+      8'h62:
+          \_$297  = table_98;
+      8'h63:
+          \_$297  = table_99;
+      8'h64:
+          \_$297  = table_100;
+      8'h65:
+          \_$297  = table_101;
+      8'h66:
+          \_$297  = table_102;
+      8'h67:
+          \_$297  = table_103;
+      8'h68:
+          \_$297  = table_104;
+      8'h69:
+          \_$297  = table_105;
+      8'h6a:
+          \_$297  = table_106;
+      8'h6b:
+          \_$297  = table_107;
+      8'h6c:
+          \_$297  = table_108;
+      8'h6d:
+          \_$297  = table_109;
+      8'h6e:
+          \_$297  = table_110;
+      8'h6f:
+          \_$297  = table_111;
+      8'h70:
+          \_$297  = table_112;
+      8'h71:
+          \_$297  = table_113;
+      8'h72:
+          \_$297  = table_114;
+      8'h73:
+          \_$297  = table_115;
+      8'h74:
+          \_$297  = table_116;
+      8'h75:
+          \_$297  = table_117;
+      8'h76:
+          \_$297  = table_118;
+      8'h77:
+          \_$297  = table_119;
+      8'h78:
+          \_$297  = table_120;
+      8'h79:
+          \_$297  = table_121;
+      8'h7a:
+          \_$297  = table_122;
+      8'h7b:
+          \_$297  = table_123;
+      8'h7c:
+          \_$297  = table_124;
+      8'h7d:
+          \_$297  = table_125;
+      8'h7e:
+          \_$297  = table_126;
+      8'h7f:
+          \_$297  = table_127;
+      8'h80:
+          \_$297  = table_128;
+      8'h81:
+          \_$297  = table_129;
+      8'h82:
+          \_$297  = table_130;
+      8'h83:
+          \_$297  = table_131;
+      8'h84:
+          \_$297  = table_132;
+      8'h85:
+          \_$297  = table_133;
+      8'h86:
+          \_$297  = table_134;
+      8'h87:
+          \_$297  = table_135;
+      8'h88:
+          \_$297  = table_136;
+      8'h89:
+          \_$297  = table_137;
+      8'h8a:
+          \_$297  = table_138;
+      8'h8b:
+          \_$297  = table_139;
+      8'h8c:
+          \_$297  = table_140;
+      8'h8d:
+          \_$297  = table_141;
+      8'h8e:
+          \_$297  = table_142;
+      8'h8f:
+          \_$297  = table_143;
+      8'h90:
+          \_$297  = table_144;
+      8'h91:
+          \_$297  = table_145;
+      8'h92:
+          \_$297  = table_146;
+      8'h93:
+          \_$297  = table_147;
+      8'h94:
+          \_$297  = table_148;
+      8'h95:
+          \_$297  = table_149;
+      8'h96:
+          \_$297  = table_150;
+      8'h97:
+          \_$297  = table_151;
+      8'h98:
+          \_$297  = table_152;
+      8'h99:
+          \_$297  = table_153;
+      8'h9a:
+          \_$297  = table_154;
+      8'h9b:
+          \_$297  = table_155;
+      8'h9c:
+          \_$297  = table_156;
+      8'h9d:
+          \_$297  = table_157;
+      8'h9e:
+          \_$297  = table_158;
+      8'h9f:
+          \_$297  = table_159;
+      8'ha0:
+          \_$297  = table_160;
+      8'ha1:
+          \_$297  = table_161;
+      8'ha2:
+          \_$297  = table_162;
+      8'ha3:
+          \_$297  = table_163;
+      8'ha4:
+          \_$297  = table_164;
+      8'ha5:
+          \_$297  = table_165;
+      8'ha6:
+          \_$297  = table_166;
+      8'ha7:
+          \_$297  = table_167;
+      8'ha8:
+          \_$297  = table_168;
+      8'ha9:
+          \_$297  = table_169;
+      8'haa:
+          \_$297  = table_170;
+      8'hab:
+          \_$297  = table_171;
+      8'hac:
+          \_$297  = table_172;
+      8'had:
+          \_$297  = table_173;
+      8'hae:
+          \_$297  = table_174;
+      8'haf:
+          \_$297  = table_175;
+      8'hb0:
+          \_$297  = table_176;
+      8'hb1:
+          \_$297  = table_177;
+      8'hb2:
+          \_$297  = table_178;
+      8'hb3:
+          \_$297  = table_179;
+      8'hb4:
+          \_$297  = table_180;
+      8'hb5:
+          \_$297  = table_181;
+      8'hb6:
+          \_$297  = table_182;
+      8'hb7:
+          \_$297  = table_183;
+      8'hb8:
+          \_$297  = table_184;
+      8'hb9:
+          \_$297  = table_185;
+      8'hba:
+          \_$297  = table_186;
+      8'hbb:
+          \_$297  = table_187;
+      8'hbc:
+          \_$297  = table_188;
+      8'hbd:
+          \_$297  = table_189;
+      8'hbe:
+          \_$297  = table_190;
+      8'hbf:
+          \_$297  = table_191;
+      8'hc0:
+          \_$297  = table_192;
+      8'hc1:
+          \_$297  = table_193;
+      8'hc2:
+          \_$297  = table_194;
+      8'hc3:
+          \_$297  = table_195;
+      8'hc4:
+          \_$297  = table_196;
+      8'hc5:
+          \_$297  = table_197;
+      8'hc6:
+          \_$297  = table_198;
+      8'hc7:
+          \_$297  = table_199;
+      8'hc8:
+          \_$297  = table_200;
+      8'hc9:
+          \_$297  = table_201;
+      8'hca:
+          \_$297  = table_202;
+      8'hcb:
+          \_$297  = table_203;
+      8'hcc:
+          \_$297  = table_204;
+      8'hcd:
+          \_$297  = table_205;
+      8'hce:
+          \_$297  = table_206;
+      8'hcf:
+          \_$297  = table_207;
+      8'hd0:
+          \_$297  = table_208;
+      8'hd1:
+          \_$297  = table_209;
+      8'hd2:
+          \_$297  = table_210;
+      8'hd3:
+          \_$297  = table_211;
+      8'hd4:
+          \_$297  = table_212;
+      8'hd5:
+          \_$297  = table_213;
+      8'hd6:
+          \_$297  = table_214;
+      8'hd7:
+          \_$297  = table_215;
+      8'hd8:
+          \_$297  = table_216;
+      8'hd9:
+          \_$297  = table_217;
+      8'hda:
+          \_$297  = table_218;
+      8'hdb:
+          \_$297  = table_219;
+      8'hdc:
+          \_$297  = table_220;
+      8'hdd:
+          \_$297  = table_221;
+      8'hde:
+          \_$297  = table_222;
+      8'hdf:
+          \_$297  = table_223;
+      8'he0:
+          \_$297  = table_224;
+      8'he1:
+          \_$297  = table_225;
+      8'he2:
+          \_$297  = table_226;
+      8'he3:
+          \_$297  = table_227;
+      8'he4:
+          \_$297  = table_228;
+      8'he5:
+          \_$297  = table_229;
+      8'he6:
+          \_$297  = table_230;
+      8'he7:
+          \_$297  = table_231;
+      8'he8:
+          \_$297  = table_232;
+      8'he9:
+          \_$297  = table_233;
+      8'hea:
+          \_$297  = table_234;
+      8'heb:
+          \_$297  = table_235;
+      8'hec:
+          \_$297  = table_236;
+      8'hed:
+          \_$297  = table_237;
+      8'hee:
+          \_$297  = table_238;
+      8'hef:
+          \_$297  = table_239;
+      8'hf0:
+          \_$297  = table_240;
+      8'hf1:
+          \_$297  = table_241;
+      8'hf2:
+          \_$297  = table_242;
+      8'hf3:
+          \_$297  = table_243;
+      8'hf4:
+          \_$297  = table_244;
+      8'hf5:
+          \_$297  = table_245;
+      8'hf6:
+          \_$297  = table_246;
+      8'hf7:
+          \_$297  = table_247;
+      8'hf8:
+          \_$297  = table_248;
+      8'hf9:
+          \_$297  = table_249;
+      8'hfa:
+          \_$297  = table_250;
+      8'hfb:
+          \_$297  = table_251;
+      8'hfc:
+          \_$297  = table_252;
+      8'hfd:
+          \_$297  = table_253;
+      8'hfe:
+          \_$297  = table_254;
+      8'hff:
+          \_$297  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$383 , \_$354 [6:0] })
+      8'h00:
+          \_$384  = table_0;
+      8'h01:
+          \_$384  = table_1;
+      8'h02:
+          \_$384  = table_2;
+      8'h03:
+          \_$384  = table_3;
+      8'h04:
+          \_$384  = table_4;
+      8'h05:
+          \_$384  = table_5;
+      8'h06:
+          \_$384  = table_6;
+      8'h07:
+          \_$384  = table_7;
+      8'h08:
+          \_$384  = table_8;
+      8'h09:
+          \_$384  = table_9;
+      8'h0a:
+          \_$384  = table_10;
+      8'h0b:
+          \_$384  = table_11;
+      8'h0c:
+          \_$384  = table_12;
+      8'h0d:
+          \_$384  = table_13;
+      8'h0e:
+          \_$384  = table_14;
+      8'h0f:
+          \_$384  = table_15;
+      8'h10:
+          \_$384  = table_16;
+      8'h11:
+          \_$384  = table_17;
+      8'h12:
+          \_$384  = table_18;
+      8'h13:
+          \_$384  = table_19;
+      8'h14:
+          \_$384  = table_20;
+      8'h15:
+          \_$384  = table_21;
+      8'h16:
+          \_$384  = table_22;
+      8'h17:
+          \_$384  = table_23;
+      8'h18:
+          \_$384  = table_24;
+      8'h19:
+          \_$384  = table_25;
+      8'h1a:
+          \_$384  = table_26;
+      8'h1b:
+          \_$384  = table_27;
+      8'h1c:
+          \_$384  = table_28;
+      8'h1d:
+          \_$384  = table_29;
+      8'h1e:
+          \_$384  = table_30;
+      8'h1f:
+          \_$384  = table_31;
+      8'h20:
+          \_$384  = table_32;
+      8'h21:
+          \_$384  = table_33;
+      8'h22:
+          \_$384  = table_34;
+      8'h23:
+          \_$384  = table_35;
+      8'h24:
+          \_$384  = table_36;
+      8'h25:
+          \_$384  = table_37;
+      8'h26:
+          \_$384  = table_38;
+      8'h27:
+          \_$384  = table_39;
+      8'h28:
+          \_$384  = table_40;
+      8'h29:
+          \_$384  = table_41;
+      8'h2a:
+          \_$384  = table_42;
+      8'h2b:
+          \_$384  = table_43;
+      8'h2c:
+          \_$384  = table_44;
+      8'h2d:
+          \_$384  = table_45;
+      8'h2e:
+          \_$384  = table_46;
+      8'h2f:
+          \_$384  = table_47;
+      8'h30:
+          \_$384  = table_48;
+      8'h31:
+          \_$384  = table_49;
+      8'h32:
+          \_$384  = table_50;
+      8'h33:
+          \_$384  = table_51;
+      8'h34:
+          \_$384  = table_52;
+      8'h35:
+          \_$384  = table_53;
+      8'h36:
+          \_$384  = table_54;
+      8'h37:
+          \_$384  = table_55;
+      8'h38:
+          \_$384  = table_56;
+      8'h39:
+          \_$384  = table_57;
+      8'h3a:
+          \_$384  = table_58;
+      8'h3b:
+          \_$384  = table_59;
+      8'h3c:
+          \_$384  = table_60;
+      8'h3d:
+          \_$384  = table_61;
+      8'h3e:
+          \_$384  = table_62;
+      8'h3f:
+          \_$384  = table_63;
+      8'h40:
+          \_$384  = table_64;
+      8'h41:
+          \_$384  = table_65;
+      8'h42:
+          \_$384  = table_66;
+      8'h43:
+          \_$384  = table_67;
+      8'h44:
+          \_$384  = table_68;
+      8'h45:
+          \_$384  = table_69;
+      8'h46:
+          \_$384  = table_70;
+      8'h47:
+          \_$384  = table_71;
+      8'h48:
+          \_$384  = table_72;
+      8'h49:
+          \_$384  = table_73;
+      8'h4a:
+          \_$384  = table_74;
+      8'h4b:
+          \_$384  = table_75;
+      8'h4c:
+          \_$384  = table_76;
+      8'h4d:
+          \_$384  = table_77;
+      8'h4e:
+          \_$384  = table_78;
+      8'h4f:
+          \_$384  = table_79;
+      8'h50:
+          \_$384  = table_80;
+      8'h51:
+          \_$384  = table_81;
+      8'h52:
+          \_$384  = table_82;
+      8'h53:
+          \_$384  = table_83;
+      8'h54:
+          \_$384  = table_84;
+      8'h55:
+          \_$384  = table_85;
+      8'h56:
+          \_$384  = table_86;
+      8'h57:
+          \_$384  = table_87;
+      8'h58:
+          \_$384  = table_88;
+      8'h59:
+          \_$384  = table_89;
+      8'h5a:
+          \_$384  = table_90;
+      8'h5b:
+          \_$384  = table_91;
+      8'h5c:
+          \_$384  = table_92;
+      8'h5d:
+          \_$384  = table_93;
+      8'h5e:
+          \_$384  = table_94;
+      8'h5f:
+          \_$384  = table_95;
+      8'h60:
+          \_$384  = table_96;
+      8'h61:
+          \_$384  = table_97;
+      8'h62:
+          \_$384  = table_98;
+      8'h63:
+          \_$384  = table_99;
+      8'h64:
+          \_$384  = table_100;
+      8'h65:
+          \_$384  = table_101;
+      8'h66:
+          \_$384  = table_102;
+      8'h67:
+          \_$384  = table_103;
+      8'h68:
+          \_$384  = table_104;
+      8'h69:
+          \_$384  = table_105;
+      8'h6a:
+          \_$384  = table_106;
+      8'h6b:
+          \_$384  = table_107;
+      8'h6c:
+          \_$384  = table_108;
+      8'h6d:
+          \_$384  = table_109;
+      8'h6e:
+          \_$384  = table_110;
+      8'h6f:
+          \_$384  = table_111;
+      8'h70:
+          \_$384  = table_112;
+      8'h71:
+          \_$384  = table_113;
+      8'h72:
+          \_$384  = table_114;
+      8'h73:
+          \_$384  = table_115;
+      8'h74:
+          \_$384  = table_116;
+      8'h75:
+          \_$384  = table_117;
+      8'h76:
+          \_$384  = table_118;
+      8'h77:
+          \_$384  = table_119;
+      8'h78:
+          \_$384  = table_120;
+      8'h79:
+          \_$384  = table_121;
+      8'h7a:
+          \_$384  = table_122;
+      8'h7b:
+          \_$384  = table_123;
+      8'h7c:
+          \_$384  = table_124;
+      8'h7d:
+          \_$384  = table_125;
+      8'h7e:
+          \_$384  = table_126;
+      8'h7f:
+          \_$384  = table_127;
+      8'h80:
+          \_$384  = table_128;
+      8'h81:
+          \_$384  = table_129;
+      8'h82:
+          \_$384  = table_130;
+      8'h83:
+          \_$384  = table_131;
+      8'h84:
+          \_$384  = table_132;
+      8'h85:
+          \_$384  = table_133;
+      8'h86:
+          \_$384  = table_134;
+      8'h87:
+          \_$384  = table_135;
+      8'h88:
+          \_$384  = table_136;
+      8'h89:
+          \_$384  = table_137;
+      8'h8a:
+          \_$384  = table_138;
+      8'h8b:
+          \_$384  = table_139;
+      8'h8c:
+          \_$384  = table_140;
+      8'h8d:
+          \_$384  = table_141;
+      8'h8e:
+          \_$384  = table_142;
+      8'h8f:
+          \_$384  = table_143;
+      8'h90:
+          \_$384  = table_144;
+      8'h91:
+          \_$384  = table_145;
+      8'h92:
+          \_$384  = table_146;
+      8'h93:
+          \_$384  = table_147;
+      8'h94:
+          \_$384  = table_148;
+      8'h95:
+          \_$384  = table_149;
+      8'h96:
+          \_$384  = table_150;
+      8'h97:
+          \_$384  = table_151;
+      8'h98:
+          \_$384  = table_152;
+      8'h99:
+          \_$384  = table_153;
+      8'h9a:
+          \_$384  = table_154;
+      8'h9b:
+          \_$384  = table_155;
+      8'h9c:
+          \_$384  = table_156;
+      8'h9d:
+          \_$384  = table_157;
+      8'h9e:
+          \_$384  = table_158;
+      8'h9f:
+          \_$384  = table_159;
+      8'ha0:
+          \_$384  = table_160;
+      8'ha1:
+          \_$384  = table_161;
+      8'ha2:
+          \_$384  = table_162;
+      8'ha3:
+          \_$384  = table_163;
+      8'ha4:
+          \_$384  = table_164;
+      8'ha5:
+          \_$384  = table_165;
+      8'ha6:
+          \_$384  = table_166;
+      8'ha7:
+          \_$384  = table_167;
+      8'ha8:
+          \_$384  = table_168;
+      8'ha9:
+          \_$384  = table_169;
+      8'haa:
+          \_$384  = table_170;
+      8'hab:
+          \_$384  = table_171;
+      8'hac:
+          \_$384  = table_172;
+      8'had:
+          \_$384  = table_173;
+      8'hae:
+          \_$384  = table_174;
+      8'haf:
+          \_$384  = table_175;
+      8'hb0:
+          \_$384  = table_176;
+      8'hb1:
+          \_$384  = table_177;
+      8'hb2:
+          \_$384  = table_178;
+      8'hb3:
+          \_$384  = table_179;
+      8'hb4:
+          \_$384  = table_180;
+      8'hb5:
+          \_$384  = table_181;
+      8'hb6:
+          \_$384  = table_182;
+      8'hb7:
+          \_$384  = table_183;
+      8'hb8:
+          \_$384  = table_184;
+      8'hb9:
+          \_$384  = table_185;
+      8'hba:
+          \_$384  = table_186;
+      8'hbb:
+          \_$384  = table_187;
+      8'hbc:
+          \_$384  = table_188;
+      8'hbd:
+          \_$384  = table_189;
+      8'hbe:
+          \_$384  = table_190;
+      8'hbf:
+          \_$384  = table_191;
+      8'hc0:
+          \_$384  = table_192;
+      8'hc1:
+          \_$384  = table_193;
+      8'hc2:
+          \_$384  = table_194;
+      8'hc3:
+          \_$384  = table_195;
+      8'hc4:
+          \_$384  = table_196;
+      8'hc5:
+          \_$384  = table_197;
+      8'hc6:
+          \_$384  = table_198;
+      8'hc7:
+          \_$384  = table_199;
+      8'hc8:
+          \_$384  = table_200;
+      8'hc9:
+          \_$384  = table_201;
+      8'hca:
+          \_$384  = table_202;
+      8'hcb:
+          \_$384  = table_203;
+      8'hcc:
+          \_$384  = table_204;
+      8'hcd:
+          \_$384  = table_205;
+      8'hce:
+          \_$384  = table_206;
+      8'hcf:
+          \_$384  = table_207;
+      8'hd0:
+          \_$384  = table_208;
+      8'hd1:
+          \_$384  = table_209;
+      8'hd2:
+          \_$384  = table_210;
+      8'hd3:
+          \_$384  = table_211;
+      8'hd4:
+          \_$384  = table_212;
+      8'hd5:
+          \_$384  = table_213;
+      8'hd6:
+          \_$384  = table_214;
+      8'hd7:
+          \_$384  = table_215;
+      8'hd8:
+          \_$384  = table_216;
+      8'hd9:
+          \_$384  = table_217;
+      8'hda:
+          \_$384  = table_218;
+      8'hdb:
+          \_$384  = table_219;
+      8'hdc:
+          \_$384  = table_220;
+      8'hdd:
+          \_$384  = table_221;
+      8'hde:
+          \_$384  = table_222;
+      8'hdf:
+          \_$384  = table_223;
+      8'he0:
+          \_$384  = table_224;
+      8'he1:
+          \_$384  = table_225;
+      8'he2:
+          \_$384  = table_226;
+      8'he3:
+          \_$384  = table_227;
+      8'he4:
+          \_$384  = table_228;
+      8'he5:
+          \_$384  = table_229;
+      8'he6:
+          \_$384  = table_230;
+      8'he7:
+          \_$384  = table_231;
+      8'he8:
+          \_$384  = table_232;
+      8'he9:
+          \_$384  = table_233;
+      8'hea:
+          \_$384  = table_234;
+      8'heb:
+          \_$384  = table_235;
+      8'hec:
+          \_$384  = table_236;
+      8'hed:
+          \_$384  = table_237;
+      8'hee:
+          \_$384  = table_238;
+      8'hef:
+          \_$384  = table_239;
+      8'hf0:
+          \_$384  = table_240;
+      8'hf1:
+          \_$384  = table_241;
+      8'hf2:
+          \_$384  = table_242;
+      8'hf3:
+          \_$384  = table_243;
+      8'hf4:
+          \_$384  = table_244;
+      8'hf5:
+          \_$384  = table_245;
+      8'hf6:
+          \_$384  = table_246;
+      8'hf7:
+          \_$384  = table_247;
+      8'hf8:
+          \_$384  = table_248;
+      8'hf9:
+          \_$384  = table_249;
+      8'hfa:
+          \_$384  = table_250;
+      8'hfb:
+          \_$384  = table_251;
+      8'hfc:
+          \_$384  = table_252;
+      8'hfd:
+          \_$384  = table_253;
+      8'hfe:
+          \_$384  = table_254;
+      8'hff:
+          \_$384  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$470 , \_$441 [6:0] })
+      8'h00:
+          \_$471  = table_0;
+      8'h01:
+          \_$471  = table_1;
+      8'h02:
+          \_$471  = table_2;
+      8'h03:
+          \_$471  = table_3;
+      8'h04:
+          \_$471  = table_4;
+      8'h05:
+          \_$471  = table_5;
+      8'h06:
+          \_$471  = table_6;
+      8'h07:
+          \_$471  = table_7;
+      8'h08:
+          \_$471  = table_8;
+      8'h09:
+          \_$471  = table_9;
+      8'h0a:
+          \_$471  = table_10;
+      8'h0b:
+          \_$471  = table_11;
+      8'h0c:
+          \_$471  = table_12;
+      8'h0d:
+          \_$471  = table_13;
+      8'h0e:
+          \_$471  = table_14;
+      8'h0f:
+          \_$471  = table_15;
+      8'h10:
+          \_$471  = table_16;
+      8'h11:
+          \_$471  = table_17;
+      8'h12:
+          \_$471  = table_18;
+      8'h13:
+          \_$471  = table_19;
+      8'h14:
+          \_$471  = table_20;
+      8'h15:
+          \_$471  = table_21;
+      8'h16:
+          \_$471  = table_22;
+      8'h17:
+          \_$471  = table_23;
+      8'h18:
+          \_$471  = table_24;
+      8'h19:
+          \_$471  = table_25;
+      8'h1a:
+          \_$471  = table_26;
+      8'h1b:
+          \_$471  = table_27;
+      8'h1c:
+          \_$471  = table_28;
+      8'h1d:
+          \_$471  = table_29;
+      8'h1e:
+          \_$471  = table_30;
+      8'h1f:
+          \_$471  = table_31;
+      8'h20:
+          \_$471  = table_32;
+      8'h21:
+          \_$471  = table_33;
+      8'h22:
+          \_$471  = table_34;
+      8'h23:
+          \_$471  = table_35;
+      8'h24:
+          \_$471  = table_36;
+      8'h25:
+          \_$471  = table_37;
+      8'h26:
+          \_$471  = table_38;
+      8'h27:
+          \_$471  = table_39;
+      8'h28:
+          \_$471  = table_40;
+      8'h29:
+          \_$471  = table_41;
+      8'h2a:
+          \_$471  = table_42;
+      8'h2b:
+          \_$471  = table_43;
+      8'h2c:
+          \_$471  = table_44;
+      8'h2d:
+          \_$471  = table_45;
+      8'h2e:
+          \_$471  = table_46;
+      8'h2f:
+          \_$471  = table_47;
+      8'h30:
+          \_$471  = table_48;
+      8'h31:
+          \_$471  = table_49;
+      8'h32:
+          \_$471  = table_50;
+      8'h33:
+          \_$471  = table_51;
+      8'h34:
+          \_$471  = table_52;
+      8'h35:
+          \_$471  = table_53;
+      8'h36:
+          \_$471  = table_54;
+      8'h37:
+          \_$471  = table_55;
+      8'h38:
+          \_$471  = table_56;
+      8'h39:
+          \_$471  = table_57;
+      8'h3a:
+          \_$471  = table_58;
+      8'h3b:
+          \_$471  = table_59;
+      8'h3c:
+          \_$471  = table_60;
+      8'h3d:
+          \_$471  = table_61;
+      8'h3e:
+          \_$471  = table_62;
+      8'h3f:
+          \_$471  = table_63;
+      8'h40:
+          \_$471  = table_64;
+      8'h41:
+          \_$471  = table_65;
+      8'h42:
+          \_$471  = table_66;
+      8'h43:
+          \_$471  = table_67;
+      8'h44:
+          \_$471  = table_68;
+      8'h45:
+          \_$471  = table_69;
+      8'h46:
+          \_$471  = table_70;
+      8'h47:
+          \_$471  = table_71;
+      8'h48:
+          \_$471  = table_72;
+      8'h49:
+          \_$471  = table_73;
+      8'h4a:
+          \_$471  = table_74;
+      8'h4b:
+          \_$471  = table_75;
+      8'h4c:
+          \_$471  = table_76;
+      8'h4d:
+          \_$471  = table_77;
+      8'h4e:
+          \_$471  = table_78;
+      8'h4f:
+          \_$471  = table_79;
+      8'h50:
+          \_$471  = table_80;
+      8'h51:
+          \_$471  = table_81;
+      8'h52:
+          \_$471  = table_82;
+      8'h53:
+          \_$471  = table_83;
+      8'h54:
+          \_$471  = table_84;
+      8'h55:
+          \_$471  = table_85;
+      8'h56:
+          \_$471  = table_86;
+      8'h57:
+          \_$471  = table_87;
+      8'h58:
+          \_$471  = table_88;
+      8'h59:
+          \_$471  = table_89;
+      8'h5a:
+          \_$471  = table_90;
+      8'h5b:
+          \_$471  = table_91;
+      8'h5c:
+          \_$471  = table_92;
+      8'h5d:
+          \_$471  = table_93;
+      8'h5e:
+          \_$471  = table_94;
+      8'h5f:
+          \_$471  = table_95;
+      8'h60:
+          \_$471  = table_96;
+      8'h61:
+          \_$471  = table_97;
+      8'h62:
+          \_$471  = table_98;
+      8'h63:
+          \_$471  = table_99;
+      8'h64:
+          \_$471  = table_100;
+      8'h65:
+          \_$471  = table_101;
+      8'h66:
+          \_$471  = table_102;
+      8'h67:
+          \_$471  = table_103;
+      8'h68:
+          \_$471  = table_104;
+      8'h69:
+          \_$471  = table_105;
+      8'h6a:
+          \_$471  = table_106;
+      8'h6b:
+          \_$471  = table_107;
+      8'h6c:
+          \_$471  = table_108;
+      8'h6d:
+          \_$471  = table_109;
+      8'h6e:
+          \_$471  = table_110;
+      8'h6f:
+          \_$471  = table_111;
+      8'h70:
+          \_$471  = table_112;
+      8'h71:
+          \_$471  = table_113;
+      8'h72:
+          \_$471  = table_114;
+      8'h73:
+          \_$471  = table_115;
+      8'h74:
+          \_$471  = table_116;
+      8'h75:
+          \_$471  = table_117;
+      8'h76:
+          \_$471  = table_118;
+      8'h77:
+          \_$471  = table_119;
+      8'h78:
+          \_$471  = table_120;
+      8'h79:
+          \_$471  = table_121;
+      8'h7a:
+          \_$471  = table_122;
+      8'h7b:
+          \_$471  = table_123;
+      8'h7c:
+          \_$471  = table_124;
+      8'h7d:
+          \_$471  = table_125;
+      8'h7e:
+          \_$471  = table_126;
+      8'h7f:
+          \_$471  = table_127;
+      8'h80:
+          \_$471  = table_128;
+      8'h81:
+          \_$471  = table_129;
+      8'h82:
+          \_$471  = table_130;
+      8'h83:
+          \_$471  = table_131;
+      8'h84:
+          \_$471  = table_132;
+      8'h85:
+          \_$471  = table_133;
+      8'h86:
+          \_$471  = table_134;
+      8'h87:
+          \_$471  = table_135;
+      8'h88:
+          \_$471  = table_136;
+      8'h89:
+          \_$471  = table_137;
+      8'h8a:
+          \_$471  = table_138;
+      8'h8b:
+          \_$471  = table_139;
+      8'h8c:
+          \_$471  = table_140;
+      8'h8d:
+          \_$471  = table_141;
+      8'h8e:
+          \_$471  = table_142;
+      8'h8f:
+          \_$471  = table_143;
+      8'h90:
+          \_$471  = table_144;
+      8'h91:
+          \_$471  = table_145;
+      8'h92:
+          \_$471  = table_146;
+      8'h93:
+          \_$471  = table_147;
+      8'h94:
+          \_$471  = table_148;
+      8'h95:
+          \_$471  = table_149;
+      8'h96:
+          \_$471  = table_150;
+      8'h97:
+          \_$471  = table_151;
+      8'h98:
+          \_$471  = table_152;
+      8'h99:
+          \_$471  = table_153;
+      8'h9a:
+          \_$471  = table_154;
+      8'h9b:
+          \_$471  = table_155;
+      8'h9c:
+          \_$471  = table_156;
+      8'h9d:
+          \_$471  = table_157;
+      8'h9e:
+          \_$471  = table_158;
+      8'h9f:
+          \_$471  = table_159;
+      8'ha0:
+          \_$471  = table_160;
+      8'ha1:
+          \_$471  = table_161;
+      8'ha2:
+          \_$471  = table_162;
+      8'ha3:
+          \_$471  = table_163;
+      8'ha4:
+          \_$471  = table_164;
+      8'ha5:
+          \_$471  = table_165;
+      8'ha6:
+          \_$471  = table_166;
+      8'ha7:
+          \_$471  = table_167;
+      8'ha8:
+          \_$471  = table_168;
+      8'ha9:
+          \_$471  = table_169;
+      8'haa:
+          \_$471  = table_170;
+      8'hab:
+          \_$471  = table_171;
+      8'hac:
+          \_$471  = table_172;
+      8'had:
+          \_$471  = table_173;
+      8'hae:
+          \_$471  = table_174;
+      8'haf:
+          \_$471  = table_175;
+      8'hb0:
+          \_$471  = table_176;
+      8'hb1:
+          \_$471  = table_177;
+      8'hb2:
+          \_$471  = table_178;
+      8'hb3:
+          \_$471  = table_179;
+      8'hb4:
+          \_$471  = table_180;
+      8'hb5:
+          \_$471  = table_181;
+      8'hb6:
+          \_$471  = table_182;
+      8'hb7:
+          \_$471  = table_183;
+      8'hb8:
+          \_$471  = table_184;
+      8'hb9:
+          \_$471  = table_185;
+      8'hba:
+          \_$471  = table_186;
+      8'hbb:
+          \_$471  = table_187;
+      8'hbc:
+          \_$471  = table_188;
+      8'hbd:
+          \_$471  = table_189;
+      8'hbe:
+          \_$471  = table_190;
+      8'hbf:
+          \_$471  = table_191;
+      8'hc0:
+          \_$471  = table_192;
+      8'hc1:
+          \_$471  = table_193;
+      8'hc2:
+          \_$471  = table_194;
+      8'hc3:
+          \_$471  = table_195;
+      8'hc4:
+          \_$471  = table_196;
+      8'hc5:
+          \_$471  = table_197;
+      8'hc6:
+          \_$471  = table_198;
+      8'hc7:
+          \_$471  = table_199;
+      8'hc8:
+          \_$471  = table_200;
+      8'hc9:
+          \_$471  = table_201;
+      8'hca:
+          \_$471  = table_202;
+      8'hcb:
+          \_$471  = table_203;
+      8'hcc:
+          \_$471  = table_204;
+      8'hcd:
+          \_$471  = table_205;
+      8'hce:
+          \_$471  = table_206;
+      8'hcf:
+          \_$471  = table_207;
+      8'hd0:
+          \_$471  = table_208;
+      8'hd1:
+          \_$471  = table_209;
+      8'hd2:
+          \_$471  = table_210;
+      8'hd3:
+          \_$471  = table_211;
+      8'hd4:
+          \_$471  = table_212;
+      8'hd5:
+          \_$471  = table_213;
+      8'hd6:
+          \_$471  = table_214;
+      8'hd7:
+          \_$471  = table_215;
+      8'hd8:
+          \_$471  = table_216;
+      8'hd9:
+          \_$471  = table_217;
+      8'hda:
+          \_$471  = table_218;
+      8'hdb:
+          \_$471  = table_219;
+      8'hdc:
+          \_$471  = table_220;
+      8'hdd:
+          \_$471  = table_221;
+      8'hde:
+          \_$471  = table_222;
+      8'hdf:
+          \_$471  = table_223;
+      8'he0:
+          \_$471  = table_224;
+      8'he1:
+          \_$471  = table_225;
+      8'he2:
+          \_$471  = table_226;
+      8'he3:
+          \_$471  = table_227;
+      8'he4:
+          \_$471  = table_228;
+      8'he5:
+          \_$471  = table_229;
+      8'he6:
+          \_$471  = table_230;
+      8'he7:
+          \_$471  = table_231;
+      8'he8:
+          \_$471  = table_232;
+      8'he9:
+          \_$471  = table_233;
+      8'hea:
+          \_$471  = table_234;
+      8'heb:
+          \_$471  = table_235;
+      8'hec:
+          \_$471  = table_236;
+      8'hed:
+          \_$471  = table_237;
+      8'hee:
+          \_$471  = table_238;
+      8'hef:
+          \_$471  = table_239;
+      8'hf0:
+          \_$471  = table_240;
+      8'hf1:
+          \_$471  = table_241;
+      8'hf2:
+          \_$471  = table_242;
+      8'hf3:
+          \_$471  = table_243;
+      8'hf4:
+          \_$471  = table_244;
+      8'hf5:
+          \_$471  = table_245;
+      8'hf6:
+          \_$471  = table_246;
+      8'hf7:
+          \_$471  = table_247;
+      8'hf8:
+          \_$471  = table_248;
+      8'hf9:
+          \_$471  = table_249;
+      8'hfa:
+          \_$471  = table_250;
+      8'hfb:
+          \_$471  = table_251;
+      8'hfc:
+          \_$471  = table_252;
+      8'hfd:
+          \_$471  = table_253;
+      8'hfe:
+          \_$471  = table_254;
+      8'hff:
+          \_$471  = table_255;
+    endcase
+  end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     pending = queue__valid;
@@ -17359,6 +20963,34 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    param__addr = \_$48 [15:0];
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          param__addr = \_$74 [15:0];
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    param__en = \_$59 ;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          param__en = \_$75 ;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     wr__valid = 1'h0;
     if (writing_perf) begin
       wr__valid = 1'h1;
@@ -17370,13 +21002,13 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     wr__payload = 104'h00000000000000000000000000;
     if (writing_perf) begin
-      wr__payload[31:0] = \_$60 [31:0];
-      wr__payload[95:32] = \_$61 ;
+      wr__payload[31:0] = \_$61 [31:0];
+      wr__payload[95:32] = \_$62 ;
       wr__payload[103:96] = 8'hff;
     end else if (\_$signal$59 ) begin
       wr__payload[31:0] = \_$signal$74 ;
-      wr__payload[95:32] = \_$63 [63:0];
-      wr__payload[103:96] = \_$64 [7:0];
+      wr__payload[95:32] = \_$64 [63:0];
+      wr__payload[103:96] = \_$65 [7:0];
     end
   end
   always @* begin
@@ -17386,7 +21018,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$65 ) begin
+          if (\_$66 ) begin
             \start$77  = 1'h1;
           end
     endcase
@@ -17399,19 +21031,21 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\_$65 ) begin
-          end else if (\_$66 ) begin
+          if (\_$66 ) begin
+          end else if (\_$67 ) begin
           end else begin
             done = 1'h1;
           end
       3'h2:
           /* empty */;
       3'h5:
-          if (\_$76 ) begin
+          /* empty */;
+      3'h6:
+          if (\_$83 ) begin
             done = 1'h1;
           end
       3'h4:
-          if (\_$77 ) begin
+          if (\_$84 ) begin
             done = 1'h1;
           end
     endcase
@@ -17427,171 +21061,185 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       3'h2:
           if (\done$79 ) begin
             (* full_case = 32'd1 *)
-            if (\_$69 ) begin
+            if (\_$70 ) begin
+            end else if (\_$73 ) begin
+            end else if (word[66]) begin
             end else begin
               \start$80  = 1'h1;
             end
           end
+      3'h5:
+          if (\_$76 ) begin
+            \start$80  = 1'h1;
+          end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \_$288  = frame_state;
+    \_$539  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$89 ) begin
-            \_$288  = 2'h1;
+          if (\_$97 ) begin
+            \_$539  = 2'h1;
           end
       2'h1:
-          if (\_$96 ) begin
-            \_$288  = 2'h2;
+          if (\_$104 ) begin
+            \_$539  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$288  = 2'h3;
+            \_$539  = 2'h3;
           end
       2'h3:
-          if (\_$103 ) begin
-            \_$288  = 2'h0;
+          if (\_$111 ) begin
+            \_$539  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$288  = 2'h0;
+      \_$539  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \_$289  = word;
+    \_$540  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$96 ) begin
-            \_$289  = queue__payload[127:0];
+          if (\_$104 ) begin
+            \_$540  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$289  = 128'h00000000000000000000000000000000;
+      \_$540  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \_$290  = index;
+    \_$541  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$96 ) begin
-            \_$290  = queue__payload[159:128];
+          if (\_$104 ) begin
+            \_$541  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$290  = 32'd0;
+      \_$541  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \_$291  = \error$86 ;
-    if (\_$105 ) begin
-      \_$291  = 1'h1;
+    \_$542  = \error$87 ;
+    if (\_$113 ) begin
+      \_$542  = 1'h1;
     end
-    if (\_$107 ) begin
-      \_$291  = 1'h1;
+    if (\_$115 ) begin
+      \_$542  = 1'h1;
     end
-    if (\_$135 ) begin
-      \_$291  = 1'h1;
+    if (\_$143 ) begin
+      \_$542  = 1'h1;
     end
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$264 ) begin
-          end else if (\_$265 ) begin
-            if (\_$271 ) begin
-              if (\_$273 ) begin
-                \_$291  = 1'h1;
+          if (\_$508 ) begin
+          end else if (\_$509 ) begin
+            if (\_$515 ) begin
+              if (\_$517 ) begin
+                \_$542  = 1'h1;
               end
             end
           end
       3'h2:
           if (\done$79 ) begin
-            if (\_$276 ) begin
-              if (\_$278 ) begin
-                \_$291  = 1'h1;
+            if (\_$520 ) begin
+              if (\_$525 ) begin
+                \_$542  = 1'h1;
+              end
+            end else if (\_$523 ) begin
+              if (\_$527 ) begin
+                \_$542  = 1'h1;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$291  = 1'h0;
+      \_$542  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \_$292  = error_code;
-    if (\_$105 ) begin
-      \_$292  = 4'h2;
+    \_$543  = error_code;
+    if (\_$113 ) begin
+      \_$543  = 4'h2;
     end
-    if (\_$107 ) begin
-      \_$292  = \error_code$89 ;
+    if (\_$115 ) begin
+      \_$543  = \error_code$90 ;
     end
-    if (\_$135 ) begin
-      \_$292  = 4'h7;
+    if (\_$143 ) begin
+      \_$543  = 4'h7;
     end
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$264 ) begin
-          end else if (\_$265 ) begin
-            if (\_$271 ) begin
-              if (\_$273 ) begin
-                \_$292  = 4'h3;
+          if (\_$508 ) begin
+          end else if (\_$509 ) begin
+            if (\_$515 ) begin
+              if (\_$517 ) begin
+                \_$543  = 4'h3;
               end
             end
           end
       3'h2:
           if (\done$79 ) begin
-            if (\_$276 ) begin
-              if (\_$278 ) begin
-                \_$292  = 4'h7;
+            if (\_$520 ) begin
+              if (\_$525 ) begin
+                \_$543  = 4'h7;
+              end
+            end else if (\_$523 ) begin
+              if (\_$527 ) begin
+                \_$543  = 4'h4;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$292  = 4'h0;
+      \_$543  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \_$293  = \_$signal ;
-    if (\_$118 ) begin
-      \_$293  = lines__payload[48];
-    end else if (\_$124 ) begin
-      \_$293  = 1'h0;
+    \_$544  = \_$signal ;
+    if (\_$126 ) begin
+      \_$544  = lines__payload[48];
+    end else if (\_$132 ) begin
+      \_$544  = 1'h0;
     end
     if (rst) begin
-      \_$293  = 1'h0;
+      \_$544  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \_$294  = b_dram;
-    if (\_$118 ) begin
-      \_$294  = lines__payload[47:16];
+    \_$545  = b_dram;
+    if (\_$126 ) begin
+      \_$545  = lines__payload[47:16];
     end
     if (rst) begin
-      \_$294  = 32'd0;
+      \_$545  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \_$295  = walking;
-    if (\_$118 ) begin
+    \_$546  = walking;
+    if (\_$126 ) begin
       if (lines__payload[113]) begin
-        \_$295  = 1'h0;
+        \_$546  = 1'h0;
       end
     end
     casez (store_state)
@@ -17602,198 +21250,6127 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
       3'h2:
           if (\done$79 ) begin
             (* full_case = 32'd1 *)
-            if (\_$276 ) begin
+            if (\_$520 ) begin
+            end else if (\_$523 ) begin
+            end else if (word[66]) begin
             end else begin
-              \_$295  = 1'h1;
+              \_$546  = 1'h1;
             end
+          end
+      3'h5:
+          if (\_$529 ) begin
+            \_$546  = 1'h1;
           end
     endcase
     if (rst) begin
-      \_$295  = 1'h0;
+      \_$546  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \_$296  = \_$signal$59 ;
-    if (\_$141 ) begin
-      \_$296  = 1'h1;
-    end else if (\_$144 ) begin
-      \_$296  = 1'h0;
+    \_$547  = \_$signal$59 ;
+    if (\_$149 ) begin
+      \_$547  = 1'h1;
+    end else if (\_$152 ) begin
+      \_$547  = 1'h0;
     end
     if (rst) begin
-      \_$296  = 1'h0;
+      \_$547  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \_$297  = \_$signal$74 ;
-    if (\_$141 ) begin
-      \_$297  = b_dram;
+    \_$548  = \_$signal$74 ;
+    if (\_$149 ) begin
+      \_$548  = b_dram;
     end
     if (rst) begin
-      \_$297  = 32'd0;
+      \_$548  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \_$298  = c_line;
-    if (\_$141 ) begin
-      \_$298  = { \_$256 [7:0], \_$228 [7:0], \_$200 [7:0], \_$172 [7:0] };
+    \_$549  = c_line;
+    if (\_$149 ) begin
+      \_$549  = { \_$500 , \_$413 , \_$326 , \_$239  };
     end
     if (rst) begin
-      \_$298  = 32'd0;
+      \_$549  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \_$299  = c_beat;
-    if (\_$141 ) begin
-      \_$299  = 1'h0;
+    \_$550  = c_beat;
+    if (\_$149 ) begin
+      \_$550  = 1'h0;
     end
-    if (\_$262 ) begin
-      \_$299  = \_$263 [0];
+    if (\_$506 ) begin
+      \_$550  = \_$507 [0];
     end
     if (rst) begin
-      \_$299  = 1'h0;
+      \_$550  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \_$300  = store_state;
+    \_$551  = store_state;
     casez (store_state)
       3'h0:
           if (start) begin
-            \_$300  = 3'h1;
+            \_$551  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
-          if (\_$264 ) begin
-            \_$300  = 3'h2;
-          end else if (\_$265 ) begin
+          if (\_$508 ) begin
+            \_$551  = 3'h2;
+          end else if (\_$509 ) begin
             (* full_case = 32'd1 *)
-            if (\_$271 ) begin
-              \_$300  = 3'h3;
+            if (\_$515 ) begin
+              \_$551  = 3'h3;
             end else begin
-              \_$300  = 3'h4;
+              \_$551  = 3'h4;
             end
           end else begin
-            \_$300  = 3'h0;
+            \_$551  = 3'h0;
           end
       3'h2:
           if (\done$79 ) begin
             (* full_case = 32'd1 *)
-            if (\_$276 ) begin
-              \_$300  = 3'h3;
+            if (\_$520 ) begin
+              \_$551  = 3'h3;
+            end else if (\_$523 ) begin
+              \_$551  = 3'h3;
+            end else if (word[66]) begin
+              \_$551  = 3'h5;
             end else begin
-              \_$300  = 3'h5;
+              \_$551  = 3'h6;
             end
           end
       3'h5:
-          if (\_$285 ) begin
-            \_$300  = 3'h0;
+          if (\_$529 ) begin
+            \_$551  = 3'h6;
+          end
+      3'h6:
+          if (\_$536 ) begin
+            \_$551  = 3'h0;
           end
       3'h4:
-          if (\_$287 ) begin
-            \_$300  = 3'h0;
+          if (\_$538 ) begin
+            \_$551  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$300  = 3'h0;
+      \_$551  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \_$301  = record;
+    \_$552  = record;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$264 ) begin
-          end else if (\_$265 ) begin
+          if (\_$508 ) begin
+          end else if (\_$509 ) begin
             (* full_case = 32'd1 *)
-            if (\_$271 ) begin
+            if (\_$515 ) begin
             end else begin
-              \_$301 [1023:32] = perf[1023:32];
-              \_$301 [31:0] = word[39:8];
+              \_$552 [1023:32] = perf[1023:32];
+              \_$552 [31:0] = word[39:8];
             end
           end
     endcase
     if (rst) begin
-      \_$301  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$552  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \_$302  = perf_addr;
+    \_$553  = perf_addr;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$264 ) begin
-          end else if (\_$265 ) begin
+          if (\_$508 ) begin
+          end else if (\_$509 ) begin
             (* full_case = 32'd1 *)
-            if (\_$271 ) begin
+            if (\_$515 ) begin
             end else begin
-              \_$302  = word[71:40];
+              \_$553  = word[71:40];
             end
           end
     endcase
     if (rst) begin
-      \_$302  = 32'd0;
+      \_$553  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \_$303  = perf_beat;
+    \_$554  = perf_beat;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$264 ) begin
-          end else if (\_$265 ) begin
+          if (\_$508 ) begin
+          end else if (\_$509 ) begin
             (* full_case = 32'd1 *)
-            if (\_$271 ) begin
+            if (\_$515 ) begin
             end else begin
-              \_$303  = 5'h00;
+              \_$554  = 5'h00;
             end
           end
       3'h2:
           /* empty */;
       3'h5:
           /* empty */;
+      3'h6:
+          /* empty */;
       3'h4:
-          \_$303  = \_$286 [4:0];
+          \_$554  = \_$537 [4:0];
     endcase
     if (rst) begin
-      \_$303  = 5'h00;
+      \_$554  = 5'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
-    \_$304  = writing_perf;
+    \_$555  = writing_perf;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$264 ) begin
-          end else if (\_$265 ) begin
+          if (\_$508 ) begin
+          end else if (\_$509 ) begin
             (* full_case = 32'd1 *)
-            if (\_$271 ) begin
+            if (\_$515 ) begin
             end else begin
-              \_$304  = 1'h1;
+              \_$555  = 1'h1;
             end
           end
       3'h2:
           /* empty */;
       3'h5:
           /* empty */;
+      3'h6:
+          /* empty */;
       3'h4:
-          if (\_$287 ) begin
-            \_$304  = 1'h0;
+          if (\_$538 ) begin
+            \_$555  = 1'h0;
           end
     endcase
     if (rst) begin
-      \_$304  = 1'h0;
+      \_$555  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$556  = table_step;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          if (\done$79 ) begin
+            if (\_$520 ) begin
+            end else if (\_$523 ) begin
+            end else if (word[66]) begin
+              \_$556  = 3'h0;
+            end
+          end
+      3'h5:
+          \_$556  = \_$528 [2:0];
+    endcase
+    if (rst) begin
+      \_$556  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$557  = table_0;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$557  = param__data[7:0];
+          endcase
+    endcase
+    if (rst) begin
+      \_$557  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$558  = table_1;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$558  = param__data[15:8];
+          endcase
+    endcase
+    if (rst) begin
+      \_$558  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$559  = table_2;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$559  = param__data[23:16];
+          endcase
+    endcase
+    if (rst) begin
+      \_$559  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$560  = table_3;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$560  = param__data[31:24];
+          endcase
+    endcase
+    if (rst) begin
+      \_$560  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$561  = table_4;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$561  = param__data[39:32];
+          endcase
+    endcase
+    if (rst) begin
+      \_$561  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$562  = table_5;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$562  = param__data[47:40];
+          endcase
+    endcase
+    if (rst) begin
+      \_$562  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$563  = table_6;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$563  = param__data[55:48];
+          endcase
+    endcase
+    if (rst) begin
+      \_$563  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$564  = table_7;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$564  = param__data[63:56];
+          endcase
+    endcase
+    if (rst) begin
+      \_$564  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$565  = table_8;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$565  = param__data[71:64];
+          endcase
+    endcase
+    if (rst) begin
+      \_$565  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$566  = table_9;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$566  = param__data[79:72];
+          endcase
+    endcase
+    if (rst) begin
+      \_$566  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$567  = table_10;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$567  = param__data[87:80];
+          endcase
+    endcase
+    if (rst) begin
+      \_$567  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$568  = table_11;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$568  = param__data[95:88];
+          endcase
+    endcase
+    if (rst) begin
+      \_$568  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$569  = table_12;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$569  = param__data[103:96];
+          endcase
+    endcase
+    if (rst) begin
+      \_$569  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$570  = table_13;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$570  = param__data[111:104];
+          endcase
+    endcase
+    if (rst) begin
+      \_$570  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$571  = table_14;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$571  = param__data[119:112];
+          endcase
+    endcase
+    if (rst) begin
+      \_$571  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$572  = table_15;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$572  = param__data[127:120];
+          endcase
+    endcase
+    if (rst) begin
+      \_$572  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$573  = table_16;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$573  = param__data[135:128];
+          endcase
+    endcase
+    if (rst) begin
+      \_$573  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$574  = table_17;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$574  = param__data[143:136];
+          endcase
+    endcase
+    if (rst) begin
+      \_$574  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$575  = table_18;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$575  = param__data[151:144];
+          endcase
+    endcase
+    if (rst) begin
+      \_$575  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$576  = table_19;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$576  = param__data[159:152];
+          endcase
+    endcase
+    if (rst) begin
+      \_$576  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$577  = table_20;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$577  = param__data[167:160];
+          endcase
+    endcase
+    if (rst) begin
+      \_$577  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$578  = table_21;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$578  = param__data[175:168];
+          endcase
+    endcase
+    if (rst) begin
+      \_$578  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$579  = table_22;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$579  = param__data[183:176];
+          endcase
+    endcase
+    if (rst) begin
+      \_$579  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$580  = table_23;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$580  = param__data[191:184];
+          endcase
+    endcase
+    if (rst) begin
+      \_$580  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$581  = table_24;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$581  = param__data[199:192];
+          endcase
+    endcase
+    if (rst) begin
+      \_$581  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$582  = table_25;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$582  = param__data[207:200];
+          endcase
+    endcase
+    if (rst) begin
+      \_$582  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$583  = table_26;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$583  = param__data[215:208];
+          endcase
+    endcase
+    if (rst) begin
+      \_$583  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$584  = table_27;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$584  = param__data[223:216];
+          endcase
+    endcase
+    if (rst) begin
+      \_$584  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$585  = table_28;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$585  = param__data[231:224];
+          endcase
+    endcase
+    if (rst) begin
+      \_$585  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$586  = table_29;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$586  = param__data[239:232];
+          endcase
+    endcase
+    if (rst) begin
+      \_$586  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$587  = table_30;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$587  = param__data[247:240];
+          endcase
+    endcase
+    if (rst) begin
+      \_$587  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$588  = table_31;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$588  = param__data[255:248];
+          endcase
+    endcase
+    if (rst) begin
+      \_$588  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$589  = table_32;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$589  = param__data[263:256];
+          endcase
+    endcase
+    if (rst) begin
+      \_$589  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$590  = table_33;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$590  = param__data[271:264];
+          endcase
+    endcase
+    if (rst) begin
+      \_$590  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$591  = table_34;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$591  = param__data[279:272];
+          endcase
+    endcase
+    if (rst) begin
+      \_$591  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$592  = table_35;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$592  = param__data[287:280];
+          endcase
+    endcase
+    if (rst) begin
+      \_$592  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$593  = table_36;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$593  = param__data[295:288];
+          endcase
+    endcase
+    if (rst) begin
+      \_$593  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$594  = table_37;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$594  = param__data[303:296];
+          endcase
+    endcase
+    if (rst) begin
+      \_$594  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$595  = table_38;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$595  = param__data[311:304];
+          endcase
+    endcase
+    if (rst) begin
+      \_$595  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$596  = table_39;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$596  = param__data[319:312];
+          endcase
+    endcase
+    if (rst) begin
+      \_$596  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$597  = table_40;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$597  = param__data[327:320];
+          endcase
+    endcase
+    if (rst) begin
+      \_$597  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$598  = table_41;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$598  = param__data[335:328];
+          endcase
+    endcase
+    if (rst) begin
+      \_$598  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$599  = table_42;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$599  = param__data[343:336];
+          endcase
+    endcase
+    if (rst) begin
+      \_$599  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$600  = table_43;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$600  = param__data[351:344];
+          endcase
+    endcase
+    if (rst) begin
+      \_$600  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$601  = table_44;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$601  = param__data[359:352];
+          endcase
+    endcase
+    if (rst) begin
+      \_$601  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$602  = table_45;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$602  = param__data[367:360];
+          endcase
+    endcase
+    if (rst) begin
+      \_$602  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$603  = table_46;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$603  = param__data[375:368];
+          endcase
+    endcase
+    if (rst) begin
+      \_$603  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$604  = table_47;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$604  = param__data[383:376];
+          endcase
+    endcase
+    if (rst) begin
+      \_$604  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$605  = table_48;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$605  = param__data[391:384];
+          endcase
+    endcase
+    if (rst) begin
+      \_$605  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$606  = table_49;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$606  = param__data[399:392];
+          endcase
+    endcase
+    if (rst) begin
+      \_$606  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$607  = table_50;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$607  = param__data[407:400];
+          endcase
+    endcase
+    if (rst) begin
+      \_$607  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$608  = table_51;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$608  = param__data[415:408];
+          endcase
+    endcase
+    if (rst) begin
+      \_$608  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$609  = table_52;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$609  = param__data[423:416];
+          endcase
+    endcase
+    if (rst) begin
+      \_$609  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$610  = table_53;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$610  = param__data[431:424];
+          endcase
+    endcase
+    if (rst) begin
+      \_$610  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$611  = table_54;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$611  = param__data[439:432];
+          endcase
+    endcase
+    if (rst) begin
+      \_$611  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$612  = table_55;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$612  = param__data[447:440];
+          endcase
+    endcase
+    if (rst) begin
+      \_$612  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$613  = table_56;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$613  = param__data[455:448];
+          endcase
+    endcase
+    if (rst) begin
+      \_$613  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$614  = table_57;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$614  = param__data[463:456];
+          endcase
+    endcase
+    if (rst) begin
+      \_$614  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$615  = table_58;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$615  = param__data[471:464];
+          endcase
+    endcase
+    if (rst) begin
+      \_$615  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$616  = table_59;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$616  = param__data[479:472];
+          endcase
+    endcase
+    if (rst) begin
+      \_$616  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$617  = table_60;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$617  = param__data[487:480];
+          endcase
+    endcase
+    if (rst) begin
+      \_$617  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$618  = table_61;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$618  = param__data[495:488];
+          endcase
+    endcase
+    if (rst) begin
+      \_$618  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$619  = table_62;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$619  = param__data[503:496];
+          endcase
+    endcase
+    if (rst) begin
+      \_$619  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$620  = table_63;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                \_$620  = param__data[511:504];
+          endcase
+    endcase
+    if (rst) begin
+      \_$620  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$621  = table_64;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$621  = param__data[7:0];
+          endcase
+    endcase
+    if (rst) begin
+      \_$621  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$622  = table_65;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$622  = param__data[15:8];
+          endcase
+    endcase
+    if (rst) begin
+      \_$622  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$623  = table_66;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$623  = param__data[23:16];
+          endcase
+    endcase
+    if (rst) begin
+      \_$623  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$624  = table_67;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$624  = param__data[31:24];
+          endcase
+    endcase
+    if (rst) begin
+      \_$624  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$625  = table_68;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$625  = param__data[39:32];
+          endcase
+    endcase
+    if (rst) begin
+      \_$625  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$626  = table_69;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$626  = param__data[47:40];
+          endcase
+    endcase
+    if (rst) begin
+      \_$626  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$627  = table_70;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$627  = param__data[55:48];
+          endcase
+    endcase
+    if (rst) begin
+      \_$627  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$628  = table_71;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$628  = param__data[63:56];
+          endcase
+    endcase
+    if (rst) begin
+      \_$628  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$629  = table_72;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$629  = param__data[71:64];
+          endcase
+    endcase
+    if (rst) begin
+      \_$629  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$630  = table_73;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$630  = param__data[79:72];
+          endcase
+    endcase
+    if (rst) begin
+      \_$630  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$631  = table_74;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$631  = param__data[87:80];
+          endcase
+    endcase
+    if (rst) begin
+      \_$631  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$632  = table_75;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$632  = param__data[95:88];
+          endcase
+    endcase
+    if (rst) begin
+      \_$632  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$633  = table_76;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$633  = param__data[103:96];
+          endcase
+    endcase
+    if (rst) begin
+      \_$633  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$634  = table_77;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$634  = param__data[111:104];
+          endcase
+    endcase
+    if (rst) begin
+      \_$634  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$635  = table_78;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$635  = param__data[119:112];
+          endcase
+    endcase
+    if (rst) begin
+      \_$635  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$636  = table_79;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$636  = param__data[127:120];
+          endcase
+    endcase
+    if (rst) begin
+      \_$636  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$637  = table_80;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$637  = param__data[135:128];
+          endcase
+    endcase
+    if (rst) begin
+      \_$637  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$638  = table_81;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$638  = param__data[143:136];
+          endcase
+    endcase
+    if (rst) begin
+      \_$638  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$639  = table_82;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$639  = param__data[151:144];
+          endcase
+    endcase
+    if (rst) begin
+      \_$639  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$640  = table_83;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$640  = param__data[159:152];
+          endcase
+    endcase
+    if (rst) begin
+      \_$640  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$641  = table_84;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$641  = param__data[167:160];
+          endcase
+    endcase
+    if (rst) begin
+      \_$641  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$642  = table_85;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$642  = param__data[175:168];
+          endcase
+    endcase
+    if (rst) begin
+      \_$642  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$643  = table_86;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$643  = param__data[183:176];
+          endcase
+    endcase
+    if (rst) begin
+      \_$643  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$644  = table_87;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$644  = param__data[191:184];
+          endcase
+    endcase
+    if (rst) begin
+      \_$644  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$645  = table_88;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$645  = param__data[199:192];
+          endcase
+    endcase
+    if (rst) begin
+      \_$645  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$646  = table_89;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$646  = param__data[207:200];
+          endcase
+    endcase
+    if (rst) begin
+      \_$646  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$647  = table_90;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$647  = param__data[215:208];
+          endcase
+    endcase
+    if (rst) begin
+      \_$647  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$648  = table_91;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$648  = param__data[223:216];
+          endcase
+    endcase
+    if (rst) begin
+      \_$648  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$649  = table_92;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$649  = param__data[231:224];
+          endcase
+    endcase
+    if (rst) begin
+      \_$649  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$650  = table_93;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$650  = param__data[239:232];
+          endcase
+    endcase
+    if (rst) begin
+      \_$650  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$651  = table_94;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$651  = param__data[247:240];
+          endcase
+    endcase
+    if (rst) begin
+      \_$651  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$652  = table_95;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$652  = param__data[255:248];
+          endcase
+    endcase
+    if (rst) begin
+      \_$652  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$653  = table_96;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$653  = param__data[263:256];
+          endcase
+    endcase
+    if (rst) begin
+      \_$653  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$654  = table_97;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$654  = param__data[271:264];
+          endcase
+    endcase
+    if (rst) begin
+      \_$654  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$655  = table_98;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$655  = param__data[279:272];
+          endcase
+    endcase
+    if (rst) begin
+      \_$655  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$656  = table_99;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$656  = param__data[287:280];
+          endcase
+    endcase
+    if (rst) begin
+      \_$656  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$657  = table_100;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$657  = param__data[295:288];
+          endcase
+    endcase
+    if (rst) begin
+      \_$657  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$658  = table_101;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$658  = param__data[303:296];
+          endcase
+    endcase
+    if (rst) begin
+      \_$658  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$659  = table_102;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$659  = param__data[311:304];
+          endcase
+    endcase
+    if (rst) begin
+      \_$659  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$660  = table_103;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$660  = param__data[319:312];
+          endcase
+    endcase
+    if (rst) begin
+      \_$660  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$661  = table_104;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$661  = param__data[327:320];
+          endcase
+    endcase
+    if (rst) begin
+      \_$661  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$662  = table_105;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$662  = param__data[335:328];
+          endcase
+    endcase
+    if (rst) begin
+      \_$662  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$663  = table_106;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$663  = param__data[343:336];
+          endcase
+    endcase
+    if (rst) begin
+      \_$663  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$664  = table_107;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$664  = param__data[351:344];
+          endcase
+    endcase
+    if (rst) begin
+      \_$664  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$665  = table_108;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$665  = param__data[359:352];
+          endcase
+    endcase
+    if (rst) begin
+      \_$665  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$666  = table_109;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$666  = param__data[367:360];
+          endcase
+    endcase
+    if (rst) begin
+      \_$666  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$667  = table_110;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$667  = param__data[375:368];
+          endcase
+    endcase
+    if (rst) begin
+      \_$667  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$668  = table_111;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$668  = param__data[383:376];
+          endcase
+    endcase
+    if (rst) begin
+      \_$668  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$669  = table_112;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$669  = param__data[391:384];
+          endcase
+    endcase
+    if (rst) begin
+      \_$669  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$670  = table_113;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$670  = param__data[399:392];
+          endcase
+    endcase
+    if (rst) begin
+      \_$670  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$671  = table_114;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$671  = param__data[407:400];
+          endcase
+    endcase
+    if (rst) begin
+      \_$671  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$672  = table_115;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$672  = param__data[415:408];
+          endcase
+    endcase
+    if (rst) begin
+      \_$672  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$673  = table_116;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$673  = param__data[423:416];
+          endcase
+    endcase
+    if (rst) begin
+      \_$673  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$674  = table_117;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$674  = param__data[431:424];
+          endcase
+    endcase
+    if (rst) begin
+      \_$674  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$675  = table_118;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$675  = param__data[439:432];
+          endcase
+    endcase
+    if (rst) begin
+      \_$675  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$676  = table_119;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$676  = param__data[447:440];
+          endcase
+    endcase
+    if (rst) begin
+      \_$676  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$677  = table_120;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$677  = param__data[455:448];
+          endcase
+    endcase
+    if (rst) begin
+      \_$677  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$678  = table_121;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$678  = param__data[463:456];
+          endcase
+    endcase
+    if (rst) begin
+      \_$678  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$679  = table_122;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$679  = param__data[471:464];
+          endcase
+    endcase
+    if (rst) begin
+      \_$679  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$680  = table_123;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$680  = param__data[479:472];
+          endcase
+    endcase
+    if (rst) begin
+      \_$680  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$681  = table_124;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$681  = param__data[487:480];
+          endcase
+    endcase
+    if (rst) begin
+      \_$681  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$682  = table_125;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$682  = param__data[495:488];
+          endcase
+    endcase
+    if (rst) begin
+      \_$682  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$683  = table_126;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$683  = param__data[503:496];
+          endcase
+    endcase
+    if (rst) begin
+      \_$683  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$684  = table_127;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                \_$684  = param__data[511:504];
+          endcase
+    endcase
+    if (rst) begin
+      \_$684  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$685  = table_128;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$685  = param__data[7:0];
+          endcase
+    endcase
+    if (rst) begin
+      \_$685  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$686  = table_129;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$686  = param__data[15:8];
+          endcase
+    endcase
+    if (rst) begin
+      \_$686  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$687  = table_130;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$687  = param__data[23:16];
+          endcase
+    endcase
+    if (rst) begin
+      \_$687  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$688  = table_131;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$688  = param__data[31:24];
+          endcase
+    endcase
+    if (rst) begin
+      \_$688  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$689  = table_132;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$689  = param__data[39:32];
+          endcase
+    endcase
+    if (rst) begin
+      \_$689  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$690  = table_133;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$690  = param__data[47:40];
+          endcase
+    endcase
+    if (rst) begin
+      \_$690  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$691  = table_134;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$691  = param__data[55:48];
+          endcase
+    endcase
+    if (rst) begin
+      \_$691  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$692  = table_135;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$692  = param__data[63:56];
+          endcase
+    endcase
+    if (rst) begin
+      \_$692  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$693  = table_136;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$693  = param__data[71:64];
+          endcase
+    endcase
+    if (rst) begin
+      \_$693  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$694  = table_137;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$694  = param__data[79:72];
+          endcase
+    endcase
+    if (rst) begin
+      \_$694  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$695  = table_138;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$695  = param__data[87:80];
+          endcase
+    endcase
+    if (rst) begin
+      \_$695  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$696  = table_139;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$696  = param__data[95:88];
+          endcase
+    endcase
+    if (rst) begin
+      \_$696  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$697  = table_140;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$697  = param__data[103:96];
+          endcase
+    endcase
+    if (rst) begin
+      \_$697  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$698  = table_141;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$698  = param__data[111:104];
+          endcase
+    endcase
+    if (rst) begin
+      \_$698  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$699  = table_142;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$699  = param__data[119:112];
+          endcase
+    endcase
+    if (rst) begin
+      \_$699  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$700  = table_143;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$700  = param__data[127:120];
+          endcase
+    endcase
+    if (rst) begin
+      \_$700  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$701  = table_144;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$701  = param__data[135:128];
+          endcase
+    endcase
+    if (rst) begin
+      \_$701  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$702  = table_145;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$702  = param__data[143:136];
+          endcase
+    endcase
+    if (rst) begin
+      \_$702  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$703  = table_146;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$703  = param__data[151:144];
+          endcase
+    endcase
+    if (rst) begin
+      \_$703  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$704  = table_147;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$704  = param__data[159:152];
+          endcase
+    endcase
+    if (rst) begin
+      \_$704  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$705  = table_148;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$705  = param__data[167:160];
+          endcase
+    endcase
+    if (rst) begin
+      \_$705  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$706  = table_149;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$706  = param__data[175:168];
+          endcase
+    endcase
+    if (rst) begin
+      \_$706  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$707  = table_150;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$707  = param__data[183:176];
+          endcase
+    endcase
+    if (rst) begin
+      \_$707  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$708  = table_151;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$708  = param__data[191:184];
+          endcase
+    endcase
+    if (rst) begin
+      \_$708  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$709  = table_152;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$709  = param__data[199:192];
+          endcase
+    endcase
+    if (rst) begin
+      \_$709  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$710  = table_153;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$710  = param__data[207:200];
+          endcase
+    endcase
+    if (rst) begin
+      \_$710  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$711  = table_154;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$711  = param__data[215:208];
+          endcase
+    endcase
+    if (rst) begin
+      \_$711  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$712  = table_155;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$712  = param__data[223:216];
+          endcase
+    endcase
+    if (rst) begin
+      \_$712  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$713  = table_156;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$713  = param__data[231:224];
+          endcase
+    endcase
+    if (rst) begin
+      \_$713  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$714  = table_157;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$714  = param__data[239:232];
+          endcase
+    endcase
+    if (rst) begin
+      \_$714  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$715  = table_158;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$715  = param__data[247:240];
+          endcase
+    endcase
+    if (rst) begin
+      \_$715  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$716  = table_159;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$716  = param__data[255:248];
+          endcase
+    endcase
+    if (rst) begin
+      \_$716  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$717  = table_160;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$717  = param__data[263:256];
+          endcase
+    endcase
+    if (rst) begin
+      \_$717  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$718  = table_161;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$718  = param__data[271:264];
+          endcase
+    endcase
+    if (rst) begin
+      \_$718  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$719  = table_162;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$719  = param__data[279:272];
+          endcase
+    endcase
+    if (rst) begin
+      \_$719  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$720  = table_163;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$720  = param__data[287:280];
+          endcase
+    endcase
+    if (rst) begin
+      \_$720  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$721  = table_164;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$721  = param__data[295:288];
+          endcase
+    endcase
+    if (rst) begin
+      \_$721  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$722  = table_165;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$722  = param__data[303:296];
+          endcase
+    endcase
+    if (rst) begin
+      \_$722  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$723  = table_166;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$723  = param__data[311:304];
+          endcase
+    endcase
+    if (rst) begin
+      \_$723  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$724  = table_167;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$724  = param__data[319:312];
+          endcase
+    endcase
+    if (rst) begin
+      \_$724  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$725  = table_168;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$725  = param__data[327:320];
+          endcase
+    endcase
+    if (rst) begin
+      \_$725  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$726  = table_169;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$726  = param__data[335:328];
+          endcase
+    endcase
+    if (rst) begin
+      \_$726  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$727  = table_170;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$727  = param__data[343:336];
+          endcase
+    endcase
+    if (rst) begin
+      \_$727  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$728  = table_171;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$728  = param__data[351:344];
+          endcase
+    endcase
+    if (rst) begin
+      \_$728  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$729  = table_172;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$729  = param__data[359:352];
+          endcase
+    endcase
+    if (rst) begin
+      \_$729  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$730  = table_173;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$730  = param__data[367:360];
+          endcase
+    endcase
+    if (rst) begin
+      \_$730  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$731  = table_174;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$731  = param__data[375:368];
+          endcase
+    endcase
+    if (rst) begin
+      \_$731  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$732  = table_175;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$732  = param__data[383:376];
+          endcase
+    endcase
+    if (rst) begin
+      \_$732  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$733  = table_176;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$733  = param__data[391:384];
+          endcase
+    endcase
+    if (rst) begin
+      \_$733  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$734  = table_177;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$734  = param__data[399:392];
+          endcase
+    endcase
+    if (rst) begin
+      \_$734  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$735  = table_178;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$735  = param__data[407:400];
+          endcase
+    endcase
+    if (rst) begin
+      \_$735  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$736  = table_179;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$736  = param__data[415:408];
+          endcase
+    endcase
+    if (rst) begin
+      \_$736  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$737  = table_180;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$737  = param__data[423:416];
+          endcase
+    endcase
+    if (rst) begin
+      \_$737  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$738  = table_181;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$738  = param__data[431:424];
+          endcase
+    endcase
+    if (rst) begin
+      \_$738  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$739  = table_182;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$739  = param__data[439:432];
+          endcase
+    endcase
+    if (rst) begin
+      \_$739  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$740  = table_183;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$740  = param__data[447:440];
+          endcase
+    endcase
+    if (rst) begin
+      \_$740  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$741  = table_184;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$741  = param__data[455:448];
+          endcase
+    endcase
+    if (rst) begin
+      \_$741  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$742  = table_185;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$742  = param__data[463:456];
+          endcase
+    endcase
+    if (rst) begin
+      \_$742  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$743  = table_186;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$743  = param__data[471:464];
+          endcase
+    endcase
+    if (rst) begin
+      \_$743  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$744  = table_187;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$744  = param__data[479:472];
+          endcase
+    endcase
+    if (rst) begin
+      \_$744  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$745  = table_188;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$745  = param__data[487:480];
+          endcase
+    endcase
+    if (rst) begin
+      \_$745  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$746  = table_189;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$746  = param__data[495:488];
+          endcase
+    endcase
+    if (rst) begin
+      \_$746  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$747  = table_190;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$747  = param__data[503:496];
+          endcase
+    endcase
+    if (rst) begin
+      \_$747  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$748  = table_191;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                \_$748  = param__data[511:504];
+          endcase
+    endcase
+    if (rst) begin
+      \_$748  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$749  = table_192;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$749  = param__data[7:0];
+          endcase
+    endcase
+    if (rst) begin
+      \_$749  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$750  = table_193;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$750  = param__data[15:8];
+          endcase
+    endcase
+    if (rst) begin
+      \_$750  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$751  = table_194;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$751  = param__data[23:16];
+          endcase
+    endcase
+    if (rst) begin
+      \_$751  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$752  = table_195;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$752  = param__data[31:24];
+          endcase
+    endcase
+    if (rst) begin
+      \_$752  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$753  = table_196;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$753  = param__data[39:32];
+          endcase
+    endcase
+    if (rst) begin
+      \_$753  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$754  = table_197;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$754  = param__data[47:40];
+          endcase
+    endcase
+    if (rst) begin
+      \_$754  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$755  = table_198;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$755  = param__data[55:48];
+          endcase
+    endcase
+    if (rst) begin
+      \_$755  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$756  = table_199;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$756  = param__data[63:56];
+          endcase
+    endcase
+    if (rst) begin
+      \_$756  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$757  = table_200;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$757  = param__data[71:64];
+          endcase
+    endcase
+    if (rst) begin
+      \_$757  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$758  = table_201;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$758  = param__data[79:72];
+          endcase
+    endcase
+    if (rst) begin
+      \_$758  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$759  = table_202;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$759  = param__data[87:80];
+          endcase
+    endcase
+    if (rst) begin
+      \_$759  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$760  = table_203;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$760  = param__data[95:88];
+          endcase
+    endcase
+    if (rst) begin
+      \_$760  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$761  = table_204;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$761  = param__data[103:96];
+          endcase
+    endcase
+    if (rst) begin
+      \_$761  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$762  = table_205;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$762  = param__data[111:104];
+          endcase
+    endcase
+    if (rst) begin
+      \_$762  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$763  = table_206;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$763  = param__data[119:112];
+          endcase
+    endcase
+    if (rst) begin
+      \_$763  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$764  = table_207;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$764  = param__data[127:120];
+          endcase
+    endcase
+    if (rst) begin
+      \_$764  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$765  = table_208;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$765  = param__data[135:128];
+          endcase
+    endcase
+    if (rst) begin
+      \_$765  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$766  = table_209;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$766  = param__data[143:136];
+          endcase
+    endcase
+    if (rst) begin
+      \_$766  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$767  = table_210;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$767  = param__data[151:144];
+          endcase
+    endcase
+    if (rst) begin
+      \_$767  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$768  = table_211;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$768  = param__data[159:152];
+          endcase
+    endcase
+    if (rst) begin
+      \_$768  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$769  = table_212;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$769  = param__data[167:160];
+          endcase
+    endcase
+    if (rst) begin
+      \_$769  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$770  = table_213;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$770  = param__data[175:168];
+          endcase
+    endcase
+    if (rst) begin
+      \_$770  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$771  = table_214;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$771  = param__data[183:176];
+          endcase
+    endcase
+    if (rst) begin
+      \_$771  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$772  = table_215;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$772  = param__data[191:184];
+          endcase
+    endcase
+    if (rst) begin
+      \_$772  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$773  = table_216;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$773  = param__data[199:192];
+          endcase
+    endcase
+    if (rst) begin
+      \_$773  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$774  = table_217;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$774  = param__data[207:200];
+          endcase
+    endcase
+    if (rst) begin
+      \_$774  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$775  = table_218;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$775  = param__data[215:208];
+          endcase
+    endcase
+    if (rst) begin
+      \_$775  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$776  = table_219;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$776  = param__data[223:216];
+          endcase
+    endcase
+    if (rst) begin
+      \_$776  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$777  = table_220;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$777  = param__data[231:224];
+          endcase
+    endcase
+    if (rst) begin
+      \_$777  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$778  = table_221;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$778  = param__data[239:232];
+          endcase
+    endcase
+    if (rst) begin
+      \_$778  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$779  = table_222;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$779  = param__data[247:240];
+          endcase
+    endcase
+    if (rst) begin
+      \_$779  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$780  = table_223;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$780  = param__data[255:248];
+          endcase
+    endcase
+    if (rst) begin
+      \_$780  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$781  = table_224;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$781  = param__data[263:256];
+          endcase
+    endcase
+    if (rst) begin
+      \_$781  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$782  = table_225;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$782  = param__data[271:264];
+          endcase
+    endcase
+    if (rst) begin
+      \_$782  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$783  = table_226;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$783  = param__data[279:272];
+          endcase
+    endcase
+    if (rst) begin
+      \_$783  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$784  = table_227;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$784  = param__data[287:280];
+          endcase
+    endcase
+    if (rst) begin
+      \_$784  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$785  = table_228;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$785  = param__data[295:288];
+          endcase
+    endcase
+    if (rst) begin
+      \_$785  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$786  = table_229;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$786  = param__data[303:296];
+          endcase
+    endcase
+    if (rst) begin
+      \_$786  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$787  = table_230;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$787  = param__data[311:304];
+          endcase
+    endcase
+    if (rst) begin
+      \_$787  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$788  = table_231;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$788  = param__data[319:312];
+          endcase
+    endcase
+    if (rst) begin
+      \_$788  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$789  = table_232;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$789  = param__data[327:320];
+          endcase
+    endcase
+    if (rst) begin
+      \_$789  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$790  = table_233;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$790  = param__data[335:328];
+          endcase
+    endcase
+    if (rst) begin
+      \_$790  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$791  = table_234;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$791  = param__data[343:336];
+          endcase
+    endcase
+    if (rst) begin
+      \_$791  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$792  = table_235;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$792  = param__data[351:344];
+          endcase
+    endcase
+    if (rst) begin
+      \_$792  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$793  = table_236;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$793  = param__data[359:352];
+          endcase
+    endcase
+    if (rst) begin
+      \_$793  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$794  = table_237;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$794  = param__data[367:360];
+          endcase
+    endcase
+    if (rst) begin
+      \_$794  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$795  = table_238;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$795  = param__data[375:368];
+          endcase
+    endcase
+    if (rst) begin
+      \_$795  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$796  = table_239;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$796  = param__data[383:376];
+          endcase
+    endcase
+    if (rst) begin
+      \_$796  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$797  = table_240;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$797  = param__data[391:384];
+          endcase
+    endcase
+    if (rst) begin
+      \_$797  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$798  = table_241;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$798  = param__data[399:392];
+          endcase
+    endcase
+    if (rst) begin
+      \_$798  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$799  = table_242;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$799  = param__data[407:400];
+          endcase
+    endcase
+    if (rst) begin
+      \_$799  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$800  = table_243;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$800  = param__data[415:408];
+          endcase
+    endcase
+    if (rst) begin
+      \_$800  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$801  = table_244;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$801  = param__data[423:416];
+          endcase
+    endcase
+    if (rst) begin
+      \_$801  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$802  = table_245;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$802  = param__data[431:424];
+          endcase
+    endcase
+    if (rst) begin
+      \_$802  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$803  = table_246;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$803  = param__data[439:432];
+          endcase
+    endcase
+    if (rst) begin
+      \_$803  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$804  = table_247;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$804  = param__data[447:440];
+          endcase
+    endcase
+    if (rst) begin
+      \_$804  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$805  = table_248;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$805  = param__data[455:448];
+          endcase
+    endcase
+    if (rst) begin
+      \_$805  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$806  = table_249;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$806  = param__data[463:456];
+          endcase
+    endcase
+    if (rst) begin
+      \_$806  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$807  = table_250;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$807  = param__data[471:464];
+          endcase
+    endcase
+    if (rst) begin
+      \_$807  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$808  = table_251;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$808  = param__data[479:472];
+          endcase
+    endcase
+    if (rst) begin
+      \_$808  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$809  = table_252;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$809  = param__data[487:480];
+          endcase
+    endcase
+    if (rst) begin
+      \_$809  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$810  = table_253;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$810  = param__data[495:488];
+          endcase
+    endcase
+    if (rst) begin
+      \_$810  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$811  = table_254;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$811  = param__data[503:496];
+          endcase
+    endcase
+    if (rst) begin
+      \_$811  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    \_$812  = table_255;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$812  = param__data[511:504];
+          endcase
+    endcase
+    if (rst) begin
+      \_$812  = 8'h00;
     end
   end
   assign opcode = word[3:0];
@@ -17820,7 +27397,6 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign align = 16'h0004;
   assign wr__ready = 1'h1;
   assign bad_shift = 1'h0;
-  assign param__addr = \_$48 [15:0];
   assign acc__addr = lines__payload[15:0];
   assign \queue__payload.insn  = queue__payload[127:0];
   assign \queue__payload.index  = queue__payload[159:128];
@@ -17926,19 +27502,20 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, param__addr, param__
   assign \_$30  = \_$signal$59 ;
   assign \_$40  = \_$signal$59 ;
   assign \_$51  = \_$signal$59 ;
-  assign \_$93  = \_$92 ;
-  assign \_$100  = \_$99 ;
-  assign \_$110  = \_$signal$59 ;
-  assign \_$120  = \_$signal$59 ;
-  assign \_$126  = \_$125 ;
-  assign \_$137  = \_$signal$59 ;
-  assign \_$142  = \_$signal$59 ;
-  assign \_$257  = \_$signal$59 ;
-  assign \_$258  = \_$signal$59 ;
-  assign \_$266 [31:7] = 25'h0000000;
-  assign \_$266 [6:0] = word[46:40];
-  assign \_$273  = \_$272 ;
-  assign \_$278  = \_$277 ;
+  assign \_$101  = \_$100 ;
+  assign \_$108  = \_$107 ;
+  assign \_$118  = \_$signal$59 ;
+  assign \_$128  = \_$signal$59 ;
+  assign \_$134  = \_$133 ;
+  assign \_$145  = \_$signal$59 ;
+  assign \_$150  = \_$signal$59 ;
+  assign \_$501  = \_$signal$59 ;
+  assign \_$502  = \_$signal$59 ;
+  assign \_$510 [31:7] = 25'h0000000;
+  assign \_$510 [6:0] = word[46:40];
+  assign \_$517  = \_$516 ;
+  assign \_$525  = \_$524 ;
+  assign \_$527  = \_$526 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -20190,7 +29767,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$3454$0 , rd_resp__valid, clk);
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5264$0 , rd_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$46  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
@@ -20221,8 +29798,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$3454$0 ;
-  wire [1:0] \port$3454$0 ;
+  output [1:0] \port$5264$0 ;
+  wire [1:0] \port$5264$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -20490,7 +30067,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$3454$0  = \_$4 ;
+  assign \port$5264$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

@@ -103,6 +103,7 @@ class Machine:
             leaf.path: np.zeros((c.param_lines, c.cols), dtype=np.int64)
             for leaf in isa.PARAM_ENTRY.leaves
         }
+        self.param_bytes = np.zeros((c.param_lines, c.cols * isa.PARAM_ENTRY_BYTES), np.uint8)
         self.stats = Stats()
         self.counters: dict[str, int] = {}  # ideal-model counters for PERF, set by the scheduler
 
@@ -244,6 +245,7 @@ class Machine:
         elif mem is Mem.WGT:
             self.wgt[walk.local] = raw.view(np.int8)
         else:
+            self.param_bytes[walk.local] = raw
             entries = raw.reshape(-1, self.config.cols, isa.PARAM_ENTRY_BYTES)
             for leaf in isa.PARAM_ENTRY.leaves:
                 lo, n = leaf.offset // 8, leaf.width // 8
@@ -275,6 +277,14 @@ class Machine:
             )
         return values
 
+    def _table(self, index: int, first: int) -> np.ndarray:
+        """The STORE lookup table in PARAM lines ``first``.. (LOCAL_RANGE past PARAM)."""
+        count = isa.table_lines(self.config.cols)
+        self._check_lines(index, "table PARAM", first, count, self.config.param_lines)
+        return (
+            self.param_bytes[first : first + count].reshape(-1)[: isa.TABLE_ENTRIES].view(np.int8)
+        )
+
     def _exec_store(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
         desc = self._descriptor(index, insn, descs)
         if desc["mem"] is not Mem.ACC:
@@ -286,6 +296,7 @@ class Machine:
         lo, hi = insn["clamp_lo"], insn["clamp_hi"]
         if lo > hi:
             raise IsaSimError(ErrorCode.BAD_FIELD, f"store clamp_lo {lo} > clamp_hi {hi}", index)
+        table = self._table(index, insn["table_addr"]) if insn["use_table"] else None
         line_bytes = self.config.out_line_bytes
         walk = self._walk(index, desc, self.config.acc_lines, line_bytes)
         params = insn["param_addr"] + walk.grids[insn["param_loop"]][walk.valid]
@@ -294,11 +305,14 @@ class Machine:
             acc, self._param(index, "mult", params), self._param(index, "shift", params)
         )
         out = np.clip(scaled, lo, hi).astype(np.int8)
+        if table is not None:
+            out = table[out.astype(np.int64) + 128]
         addresses = walk.dram[walk.valid]
         self.dram[addresses[:, None] + np.arange(line_bytes)] = out.view(np.uint8)
         self.stats.store_bytes += out.size
         self.stats.alu_ops += out.size
-        return self.config.dram_latency + walk.local.size * self._beats(line_bytes)
+        table_cycles = 0 if table is None else isa.table_lines(self.config.cols) + 1
+        return self.config.dram_latency + walk.local.size * self._beats(line_bytes) + table_cycles
 
     def _check_lines(self, index: int, what: str, start: int, count: int, limit: int) -> None:
         if start < 0 or start + count > limit:
