@@ -117,13 +117,14 @@ def _format_value(path: str, value: Any) -> str:
 
 
 def format_fields(fmt: isa.Format, values: dict[str, Any], everything: bool = True) -> str:
-    """``name=value`` for the fields after the header (only non-zero ones unless ``everything``)."""
+    """``name=value`` for the fields after the header (only non-zero ones unless ``everything``;
+    quiet fields only when non-zero)."""
     parts = []
     for leaf in fmt.leaves:
         if leaf.path == "opcode" or leaf.path.startswith("deps."):
             continue
         value = values.get(leaf.path, 0)
-        if everything or leaf.enum is not None or value != 0:
+        if (everything and not leaf.quiet) or leaf.enum is not None or value != 0:
             parts.append(f"{leaf.path}={_format_value(leaf.path, value)}")
     return " ".join(parts)
 

@@ -172,6 +172,7 @@ class Field:
     name: str
     shape: Any
     doc: str
+    quiet: bool = False  #: listings omit it when 0 (an optional feature most programs leave off)
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,7 @@ class Leaf:
     signed: bool
     enum: type[enum.Enum] | None
     doc: str
+    quiet: bool = False
 
     @property
     def lo(self) -> int:
@@ -248,9 +250,8 @@ def _flatten(fmt: Format, prefix: str, base: int) -> list[Leaf]:
         else:
             is_enum = isinstance(f.shape, type) and issubclass(f.shape, enum.Enum)
             cast = Shape.cast(f.shape)
-            leaves.append(
-                Leaf(path, offset, cast.width, cast.signed, f.shape if is_enum else None, f.doc)
-            )
+            enum_type = f.shape if is_enum else None
+            leaves.append(Leaf(path, offset, cast.width, cast.signed, enum_type, f.doc, f.quiet))
     return leaves
 
 
@@ -384,8 +385,10 @@ STORE = _insn(
     Field("param_loop", unsigned(2), "descriptor loop whose index advances the PARAM line"),
     Field("clamp_lo", signed(8), "lower saturation bound (0 = ReLU)"),
     Field("clamp_hi", signed(8), "upper saturation bound (ReLU6: the quantized 6.0)"),
-    Field("use_table", unsigned(1), "map each saturated code through the lookup table"),
-    Field("table_addr", unsigned(LOCAL_ADDR_BITS), "first PARAM line of the table (use_table)"),
+    Field("use_table", unsigned(1), "map each saturated code through the lookup table", True),
+    Field(
+        "table_addr", unsigned(LOCAL_ADDR_BITS), "first PARAM line of the table (use_table)", True
+    ),
 )
 GEMM = _insn(
     Opcode.GEMM,

@@ -36,7 +36,8 @@ def _broadcast(value: np.ndarray | None, channels: int, pad_to: int) -> np.ndarr
 
 def param_lines(plan: Plan, layer: Layer) -> np.ndarray:
     """PARAM lines of a layer as bytes: one entry per (padded) output channel; ``add`` layers
-    have a second set for their b input after the first."""
+    have a second set for their b input after the first; a layer with a table ends with it,
+    padded to whole PARAM lines (at :func:`table_offset`)."""
     node = layer.node
     out = plan.tensors[layer.output]
     padded, channels = out.channels, out.logical_channels
@@ -75,6 +76,10 @@ def param_lines(plan: Plan, layer: Layer) -> np.ndarray:
             name: _broadcast(v, channels, padded) for name, v in columns.items() if v is not None
         }
         entries.append(_entries(values, padded))
+    if "table" in p:
+        table = np.zeros(isa.table_lines(plan.dim) * plan.dim * isa.PARAM_ENTRY_BYTES, np.uint8)
+        table[: isa.TABLE_ENTRIES] = p["table"].view(np.uint8)
+        entries.append(table)
     return np.concatenate(entries)
 
 
@@ -92,6 +97,13 @@ def _entries(values: dict[str, np.ndarray], count: int) -> np.ndarray:
     return out.reshape(-1)
 
 
-def param_size(plan: Plan, layer: Layer) -> int:
+def table_offset(plan: Plan, layer: Layer) -> int:
+    """Byte offset of the layer's table in its PARAM data: after the parameter entries."""
     sets = 2 if layer.kind == "add" else 1
     return sets * plan.tensors[layer.output].channels * isa.PARAM_ENTRY_BYTES
+
+
+def param_size(plan: Plan, layer: Layer) -> int:
+    table = "table" in layer.node.params
+    lines = isa.table_lines(plan.dim) if table else 0
+    return table_offset(plan, layer) + lines * plan.dim * isa.PARAM_ENTRY_BYTES

@@ -6,7 +6,7 @@ stages share it. *fp32* (``quantized=False``, after import and canonicalize): fl
 ``mult``/``shift`` rescales and int8 ``clamp`` bounds, every tensor with a scale
 (``real = scale * q``), computed as :mod:`arch.reference` defines.
 
-Ops (:data:`OPS`) and their attrs; ``act`` is None, ``"relu"`` or ``"relu6"``:
+Ops (:data:`OPS`) and their attrs; ``act`` is None, ``"relu"``, ``"relu6"`` or ``"table"``:
 
 ==============  ===========================================  =====================================
 op              attrs                                        params (quantized stage)
@@ -33,7 +33,10 @@ its ONNX ops and ``macs`` counts the multiply-accumulates it does on the host. I
 ONNX shape inference's.
 
 Between import and canonicalize the fp32 graph may also hold the ONNX-level :data:`IMPORT_OPS`
-(``batchnorm``, ``relu``, ...), which canonicalize folds away.
+(``batchnorm``, ``relu``, ...), which canonicalize folds away - except ``table`` (attrs
+``function``, ``args``: an elementwise activation of :mod:`compiler.activations`), which lives
+until quantize turns it into the int8 table of the conv, gemm or add before it (``act`` =
+``"table"``, param ``table``: int8 (256,)).
 """
 
 from __future__ import annotations
@@ -45,9 +48,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from arch.isa import INT32_MAX, INT32_MIN, MAX_SHIFT
+from arch.isa import INT32_MAX, INT32_MIN, MAX_SHIFT, TABLE_ENTRIES
 from arch.reference import ACTS, ARITY_OF_OP, ATTRS_OF_OP
 
+from .activations import FUNCTIONS
 from .errors import VerifyError
 
 if TYPE_CHECKING:
@@ -55,6 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ACTS",
+    "FUSED_BY_QUANTIZE",
     "IMPORT_OPS",
     "OPS",
     "Graph",
@@ -88,7 +93,10 @@ IMPORT_OPS: tuple[str, ...] = (
     "sum",
     "identity",
     "reshape",
+    "table",
 )
+#: Import ops that canonicalize keeps and quantize fuses into their producer.
+FUSED_BY_QUANTIZE: tuple[str, ...] = ("table",)
 # The canonical ops' attrs, arity and ``act`` values are the integer reference's (one table,
 # arch.reference); the import-only ops add theirs.
 _ATTRS: dict[str, frozenset[str]] = {
@@ -101,6 +109,7 @@ _ATTRS: dict[str, frozenset[str]] = {
     "sum": frozenset(),
     "identity": frozenset(),
     "reshape": frozenset({"shape"}),
+    "table": frozenset({"function", "args"}),
 }
 _ARITY: dict[str, tuple[int, int]] = {**ARITY_OF_OP, "sum": (2, 2)}
 
@@ -386,6 +395,15 @@ def _check_rescale(node: Node, mult: str, shift: str) -> None:
         raise VerifyError(node.name, node.op, f"param '{shift}' is outside 0..{MAX_SHIFT}")
 
 
+def _post_params(node: Node) -> dict[str, tuple[type, Shape]]:
+    """The STORE post-processing params of a quantized conv, gemm or add: the clamp, and the
+    table of a ``table`` act."""
+    post: dict[str, tuple[type, Shape]] = {"clamp": (np.int64, (2,))}
+    if node.attrs["act"] == "table":
+        post["table"] = (np.int8, (TABLE_ENTRIES,))
+    return post
+
+
 def _check_clamp(node: Node) -> None:
     lo, hi = (int(v) for v in node.params["clamp"])
     if not -128 <= lo <= hi <= 127:
@@ -403,7 +421,7 @@ def _weighted_params(g: Graph, node: Node, wshape: Shape, out_ch: int) -> None:
             "bias": (np.int32, o),
             "mult": (np.int64, o),
             "shift": (np.int64, o),
-            "clamp": (np.int64, (2,)),
+            **_post_params(node),
         }
         if len(node.inputs) == 2:
             required |= {"res_mult": (np.int64, o), "res_shift": (np.int64, o)}
@@ -565,7 +583,7 @@ def _add(g: Graph, node: Node, x: Shape) -> Shape:
         _check_params(
             node,
             {k: one for k in ("a_mult", "a_shift", "b_mult", "b_shift", "mult", "shift")}
-            | {"clamp": (np.int64, (2,))},
+            | _post_params(node),
         )
         for prefix in ("a_", "b_", ""):
             _check_rescale(node, f"{prefix}mult", f"{prefix}shift")
@@ -628,6 +646,21 @@ def _elementwise(g: Graph, node: Node, x: Shape) -> Shape:
     return x
 
 
+def _table(g: Graph, node: Node, x: Shape) -> Shape:
+    function, args = node.attrs["function"], node.attrs["args"]
+    if function not in FUNCTIONS:
+        raise VerifyError(
+            node.name, node.op, f"function {function!r} is not one of {', '.join(FUNCTIONS)}"
+        )
+    arity = FUNCTIONS[function][1]
+    if not isinstance(args, tuple) or len(args) != arity:
+        raise VerifyError(node.name, node.op, f"{function} takes {arity} args, got {args!r}")
+    if not all(isinstance(a, float) and math.isfinite(a) for a in args):
+        raise VerifyError(node.name, node.op, f"args must be finite floats, got {args!r}")
+    _check_params(node, {})
+    return x
+
+
 def _per_channel(g: Graph, node: Node, x: Shape) -> Shape:
     c = (np.float32, (x[1],))
     if node.op == "batchnorm":
@@ -664,4 +697,5 @@ _CHECKS = {
     "sum": _add,
     "identity": _elementwise,
     "reshape": _flatten,
+    "table": _table,
 }

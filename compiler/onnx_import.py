@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,13 +54,20 @@ SUPPORTED_OPS: tuple[str, ...] = (
     "ConvInteger",
     "DequantizeLinear",
     "Dropout",
+    "Celu",
+    "Elu",
     "Flatten",
     "Gemm",
+    "Gelu",
     "GlobalAveragePool",
+    "HardSigmoid",
+    "HardSwish",
     "Identity",
+    "LeakyRelu",
     "MatMul",
     "MatMulInteger",
     "MaxPool",
+    "Mish",
     "Mul",
     "QLinearConv",
     "QLinearMatMul",
@@ -68,8 +76,13 @@ SUPPORTED_OPS: tuple[str, ...] = (
     "Relu",
     "Reshape",
     "Resize",
+    "Selu",
+    "Sigmoid",
     "Softmax",
+    "Softplus",
+    "Softsign",
     "Sum",
+    "Tanh",
     "Upsample",
 )
 #: Opsets of the default domain the handlers are written for; older models are converted.
@@ -81,7 +94,26 @@ _SUPPORTED = ", ".join(SUPPORTED_OPS)
 MAX_UPSAMPLE = 64
 #: IR ops that exist only to be folded into the node before them (canonicalize): after a host
 #: node there is nothing to fold them into, so they join it on the host.
-_FOLDED_INTO_PRODUCER = ("batchnorm", "relu", "relu6", "bias_add")
+_FOLDED_INTO_PRODUCER = ("batchnorm", "relu", "relu6", "bias_add", "table")
+#: Elementwise ONNX ops that become a lookup table: op -> (function, its attrs with defaults).
+_TABLE_OPS: dict[str, tuple[str, tuple[tuple[str, float], ...]]] = {
+    "Sigmoid": ("sigmoid", ()),
+    "Tanh": ("tanh", ()),
+    "HardSigmoid": ("hardsigmoid", (("alpha", 0.2), ("beta", 0.5))),
+    "HardSwish": ("hardswish", ()),
+    "LeakyRelu": ("leakyrelu", (("alpha", 0.01),)),
+    "Elu": ("elu", (("alpha", 1.0),)),
+    "Selu": ("selu", (("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875))),
+    "Celu": ("celu", (("alpha", 1.0),)),
+    "Softplus": ("softplus", ()),
+    "Softsign": ("softsign", ()),
+    "Mish": ("mish", ()),
+}
+#: ``x * f(x)`` patterns that are one table: f's (function, args) -> the product's function.
+_PRODUCT_TABLES: dict[tuple[str, tuple[float, ...]], str] = {
+    ("sigmoid", ()): "silu",
+    ("hardsigmoid", (1.0 / 6.0, 0.5)): "hardswish",
+}
 _FLOAT_MAX = float(np.finfo(np.float32).max)
 
 
@@ -281,9 +313,12 @@ class _Importer:
             self.elem_types[vi.name] = vi.type.tensor_type.elem_type
             if vi.type.tensor_type.HasField("shape") and all(d.dim_value > 0 for d in dims):
                 self.inferred[vi.name] = tuple(int(d.dim_value) for d in dims)
+        self.uses = Counter(v for n in proto.graph.node for v in n.input if v)
+        self.uses.update(o.name for o in proto.graph.output)
         self.names: set[str] = set()
         self.handlers: dict[str, Callable[[onnx.NodeProto, str], None]] = {
-            op: getattr(self, f"_op_{op}") for op in SUPPORTED_OPS
+            op: self._op_table if op in _TABLE_OPS else getattr(self, f"_op_{op}")
+            for op in SUPPORTED_OPS
         }
 
     # -- driver ----------------------------------------------------------------------------
@@ -1102,6 +1137,8 @@ class _Importer:
 
     def _op_Mul(self, node: onnx.NodeProto, name: str) -> None:
         ins = list(node.input)
+        if self._product_table(node, name):
+            return
         idx = next((i for i, v in enumerate(ins[:2]) if v in self.pending), None)
         if idx is None or ins[1 - idx] not in self.consts:
             raise CompileError(
@@ -1158,6 +1195,53 @@ class _Importer:
         eps = float(attrs.get("epsilon", 1e-5))
         self._emit(node, name, "batchnorm", [x], shape, {"epsilon": eps}, params)
 
+    def _product_table(self, node: onnx.NodeProto, name: str) -> bool:
+        """``x * f(x)`` with f a table of :data:`_PRODUCT_TABLES` (SiLU as Mul(x, Sigmoid(x)),
+        HardSwish as Mul(x, HardSigmoid(x))) becomes one table node; False if not that form."""
+        for i in (0, 1):
+            gate, x = node.input[i], node.input[1 - i]
+            ir = next((n for n in self.nodes if n.output == self.alias.get(gate)), None)
+            if ir is None or ir.op != "table" or x not in self.alias or x in self.qview:
+                continue
+            function = _PRODUCT_TABLES.get((ir.attrs["function"], ir.attrs["args"]))
+            if function is None or ir.inputs[0] != self.alias[x]:
+                continue
+            shape = self._shape(ir.inputs[0])
+            out = node.output[0]
+            if self.uses[gate] > 1:  # the gate is read elsewhere too: a table of its own
+                attrs = {"function": function, "args": ()}
+                self._emit(node, name, "table", [ir.inputs[0]], shape, attrs)
+                return True
+            # The gate is read only here: its node becomes the product (and keeps its name, so
+            # that sending it to the host sends the gate's ONNX node).
+            ir.attrs = {"function": function, "args": ()}
+            del self.tensors[ir.output]
+            ir.output = out
+            ir.onnx_nodes.append(name)
+            self.tensors[out] = Tensor(out, shape)
+            self.alias[out] = out
+            return True
+        return False
+
+    def _table(self, node: onnx.NodeProto, name: str, function: str, args: tuple) -> None:
+        x = self._act(node, name, 0)
+        attrs = {"function": function, "args": tuple(float(a) for a in args)}
+        self._emit(node, name, "table", [x], self._shape(x), attrs)
+
+    def _op_table(self, node: onnx.NodeProto, name: str) -> None:
+        """An op of :data:`_TABLE_OPS`: its function with the node's attrs (or their defaults)."""
+        function, defaults = _TABLE_OPS[node.op_type]
+        attrs = self._attrs(node)
+        self._table(node, name, function, tuple(float(attrs.get(k, d)) for k, d in defaults))
+
+    def _op_Gelu(self, node: onnx.NodeProto, name: str) -> None:
+        approximate = self._attrs(node).get("approximate", "none")
+        if approximate not in ("none", "tanh"):
+            raise CompileError(
+                name, node.op_type, f"approximate={approximate!r}", "'none' or 'tanh'"
+            )
+        self._table(node, name, "gelu" if approximate == "none" else "gelu_tanh", ())
+
     def _op_Relu(self, node: onnx.NodeProto, name: str) -> None:
         x = self._act(node, name, 0)
         self._emit(node, name, "relu", [x], self._shape(x))
@@ -1178,13 +1262,10 @@ class _Importer:
             op = "relu6"
         elif lo == 0.0 and hi is None:
             op = "relu"
-        else:
-            raise CompileError(
-                name,
-                node.op_type,
-                f"Clip(min={lo}, max={hi}) is not supported",
-                "Clip(0, 6) (ReLU6) and Clip(0, inf) (ReLU)",
-            )
+        else:  # any other bounds: a table
+            bounds = (-_FLOAT_MAX if lo is None else lo, _FLOAT_MAX if hi is None else hi)
+            self._table(node, name, "clip", bounds)
+            return
         self._emit(node, name, op, [x], self._shape(x))
 
     def _op_Add(self, node: onnx.NodeProto, name: str) -> None:

@@ -18,6 +18,7 @@ from arch.isa import INT32_MAX, INT32_MIN
 from arch.reference_ops import quantize_multipliers
 
 from .. import calibrate
+from ..activations import make_table
 from ..errors import CompileError
 from ..ir import Graph, Node
 
@@ -25,9 +26,11 @@ __all__ = ["ADD_EXTRA_BITS", "run"]
 
 #: add: the accumulator scale is ``s_out / 2**ADD_EXTRA_BITS`` (extra fraction bits).
 ADD_EXTRA_BITS = 8
-_CALIBRATED = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host", "concat")
+_CALIBRATED = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host", "concat", "table")
 #: Producers that can requantize their output to any scale (so, to a concat's).
-_RESCALING = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host")
+_RESCALING = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host", "table")
+#: Producers whose STORE can apply a table (the table nodes fuse into them).
+_TABLE_PRODUCERS = ("conv", "gemm", "add")
 _SAME_SCALE = ("maxpool", "flatten", "upsample")
 
 
@@ -47,6 +50,7 @@ def run(graph: Graph, calibration_inputs: Sequence[np.ndarray]) -> Graph:
     _calibrate(g, calibration_inputs)
     for node in g.nodes:
         _QUANTIZERS[node.op](g, node)
+    _fuse_tables(g)
     g.quantized = True
     return g
 
@@ -239,6 +243,37 @@ def _add(g: Graph, node: Node) -> None:
     node.params = params | {"mult": m, "shift": s, "clamp": _clamp(node.attrs["act"], s_out)}
 
 
+def _fuse_tables(g: Graph) -> None:
+    """Each table node becomes the ``table`` act of the conv, gemm or add before it: that
+    node's STORE maps its int8 output (at its own calibrated scale) through the function to the
+    table node's output scale. A table whose input has another reader cannot be fused."""
+    for node in [n for n in g.nodes if n.op == "table"]:
+        prod = g.producer(node.inputs[0])
+        users = g.consumers(node.inputs[0])
+        if (
+            prod is None
+            or prod.op not in _TABLE_PRODUCERS
+            or prod.attrs["act"] == "table"
+            or users != [node]
+            or node.inputs[0] in g.outputs
+        ):
+            where = "the graph input" if prod is None else f"'{prod.name}' ({prod.op})"
+            raise CompileError(
+                node.name,
+                node.attrs["function"],
+                f"the activation after {where} cannot be fused into a layer's store",
+                "an activation right after a Conv, Gemm or Add that has no other reader",
+            )
+        s_in, s_out = _scale(g, node.inputs[0]), _scale(g, node.output)
+        table = make_table(node.attrs["function"], node.attrs["args"], s_in, s_out)
+        prod.attrs["act"] = "table"
+        prod.params["table"] = table
+        del g.tensors[prod.output]
+        prod.output = node.output
+        prod.onnx_nodes.extend(node.onnx_nodes)
+        g.nodes.remove(node)
+
+
 def _no_params(g: Graph, node: Node) -> None:
     node.params = {}
 
@@ -259,4 +294,5 @@ _QUANTIZERS = {
     "host": _keep_params,
     "concat": _no_params,
     "upsample": _no_params,
+    "table": _no_params,  # fused afterwards (_fuse_tables)
 }

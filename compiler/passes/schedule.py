@@ -21,8 +21,9 @@ import itertools
 from dataclasses import dataclass, field
 
 from arch import isa
+from compiler.constants import table_offset
 from compiler.errors import CompileError
-from compiler.passes.tile import MAX_WINDOW, PARAM_SLOTS
+from compiler.passes.tile import MAX_WINDOW, PARAM_SLOTS, param_slot_lines, table_line, uses_table
 from compiler.plan import DescSpec, Layer, Op, Plan
 
 
@@ -49,10 +50,10 @@ def groups(total: int, size: int) -> list[tuple[int, int]]:
 
 
 class _Halves:
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, layer: Layer) -> None:
         c = plan.config
         self.act, self.wgt, self.acc = c.act_lines // 2, c.wgt_lines // 2, c.acc_lines // 2
-        self.param = c.param_lines // PARAM_SLOTS
+        self.param = param_slot_lines(c, layer)
         self.param_line_bytes = c.cols * isa.PARAM_ENTRY_BYTES
 
 
@@ -75,7 +76,20 @@ def _store(
     )
     lo, hi = _clamp(layer)
     fields = {"param_addr": slot, "param_loop": isa.DESC_LOOPS - 2, "clamp_lo": lo, "clamp_hi": hi}
+    if uses_table(layer):
+        fields |= {"use_table": 1, "table_addr": table_line(plan.config)}
     return Op("store", fields=fields, desc=desc)
+
+
+def _table_load(plan: Plan, layer: Layer) -> Op:
+    """Load the layer's table into the last PARAM lines (after its parameter entries in DRAM)."""
+    line_bytes = plan.dim * isa.PARAM_ENTRY_BYTES
+    lines = isa.table_lines(plan.dim)
+    offset = table_offset(plan, layer)
+    desc = DescSpec(
+        "PARAM", table_line(plan.config), param_symbol(layer), offset, [(lines, line_bytes, 1)]
+    )
+    return Op("load", desc=desc)
 
 
 def _param_load(plan: Plan, layer: Layer, slot: int, first_line: int, lines: int) -> Op:
@@ -410,7 +424,6 @@ def _with_tokens(steps: list[Step]) -> list[Op]:
 
 
 def run(plan: Plan) -> Plan:
-    halves = _Halves(plan)
     builders = {
         "gemm": _gemm_steps,
         "pool": _pool_steps,
@@ -419,7 +432,9 @@ def run(plan: Plan) -> Plan:
     }
     accel = plan.accel_layers()
     for number, layer in enumerate(accel):
-        steps = builders[layer.kind](plan, layer, halves)
+        steps = builders[layer.kind](plan, layer, _Halves(plan, layer))
+        if uses_table(layer):  # the previous layer's barrier keeps its stores from this load
+            steps[0].loads.insert(0, _table_load(plan, layer))
         ops = _with_tokens(steps)
         # Layer end: a counter snapshot, then a barrier so the next layer sees this one's output.
         layer.perf_index = number

@@ -9,6 +9,8 @@ current GEMM. Among the tilings that fit, the one with the smallest estimated cy
 
 from __future__ import annotations
 
+from arch import isa
+from arch.config import AccelConfig
 from compiler.errors import CompileError
 from compiler.plan import Layer, Plan, Tiling, ceil_div
 
@@ -19,14 +21,30 @@ GEMM_OVERHEAD = 40  # cycles to start and drain one GEMM instruction
 PARAM_SLOTS = 4
 
 
+def uses_table(layer: Layer) -> bool:
+    """Whether the layer's STORE maps its outputs through a lookup table."""
+    return layer.node.attrs.get("act") == "table"
+
+
+def table_line(config: AccelConfig) -> int:
+    """The first PARAM line of a layer's table: the table takes the last lines of PARAM."""
+    return config.param_lines - isa.table_lines(config.cols)
+
+
+def param_slot_lines(config: AccelConfig, layer: Layer) -> int:
+    """PARAM lines of each of the PARAM_SLOTS slots, below the table if the layer has one."""
+    usable = table_line(config) if uses_table(layer) else config.param_lines
+    return usable // PARAM_SLOTS
+
+
 class Budget:
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, layer: Layer) -> None:
         c = plan.config
         self.dim = c.rows
         self.act = c.act_lines // 2
         self.wgt_tiles = c.wgt_lines // 2 // c.rows
         self.acc = c.acc_lines // 2
-        self.param = c.param_lines // PARAM_SLOTS
+        self.param = param_slot_lines(c, layer)
         self.lines_per_cycle = c.dram_bytes_per_cycle / c.act_line_bytes
         self.latency = c.dram_latency
 
@@ -136,8 +154,8 @@ def _upsample_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
 
 
 def run(plan: Plan) -> Plan:
-    budget = Budget(plan)
     for layer in plan.accel_layers():
+        budget = Budget(plan, layer)
         if layer.kind == "gemm":
             layer.tiling = _gemm_tiling(layer, budget)
         elif layer.kind == "pool":

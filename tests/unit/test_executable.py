@@ -446,7 +446,11 @@ def _mutated(exe, change):
         (lambda g, n: n["conv1"].attrs.update(group=2), "does not fit input", "crash"),
         (lambda g, n: n["conv1"].attrs.update(group=True), "attr 'group' must be an integer",
          "crash"),
-        (lambda g, n: n["conv1"].attrs.pop("act"), "attrs .* must be exactly", None),
+        (lambda g, n: n["conv1"].attrs.pop("act"), "attrs .* must be exactly", "crash"),
+        (lambda g, n: n["conv1"].attrs.update(act="table"), "must be exactly .*'table'", "crash"),
+        (lambda g, n: (n["conv1"].attrs.update(act="table"),
+                       n["conv1"].params.update(table=np.zeros(255, np.int8))),
+         r"param 'table' has shape \(255,\); expected \(256,\)", "range"),
         (lambda g, n: n["conv1"].attrs.update(act="tanh"), "attr 'act' 'tanh' is not one of", None),
         (lambda g, n: n["conv2"].params["shift"].__setitem__(0, 63),
          "param 'shift' must be in 0..62", "range"),
@@ -501,7 +505,7 @@ def dram_end_of(step: dict) -> int:
 
 @pytest.fixture(scope="module")
 def hosted(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An executable with a host region (a Sigmoid, named like PyTorch names nodes) between two
+    """An executable with a host region (an LRN, named like PyTorch names nodes) between two
     device programs, and a Softmax host step at the end."""
     from onnx import TensorProto, helper, numpy_helper
 
@@ -515,7 +519,7 @@ def hosted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     }
     nodes = [
         helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
-        helper.make_node("Sigmoid", ["c1"], ["s1"], name="/sig/Sigmoid"),
+        helper.make_node("LRN", ["c1"], ["s1"], name="/lrn/LRN", size=3),
         helper.make_node("Conv", ["s1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
         helper.make_node("Flatten", ["r2"], ["f"], name="flat"),
@@ -542,7 +546,7 @@ def test_hosted_executable_loads_with_its_host_step_names(hosted: Path) -> None:
     kinds = [(type(s).__name__, s.name) for s in loaded.steps]
     assert kinds == [
         ("DeviceProgram", "device0"),
-        ("HostStep", "/sig/Sigmoid"),  # a host step's name is shown, never a path: '/' is fine
+        ("HostStep", "/lrn/LRN"),  # a host step's name is shown, never a path: '/' is fine
         ("DeviceProgram", "device1"),
         ("HostStep", "sm"),
     ]
