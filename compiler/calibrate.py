@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 from .errors import CompileError
 from .ir import Graph
 
-__all__ = ["default_calibration", "max_abs", "run_onnx"]
+__all__ = ["as_shape", "default_calibration", "max_abs", "run_onnx"]
 
 
 def default_calibration(
@@ -69,7 +69,9 @@ def _session(model: onnx.ModelProto | str | Path, extra: Sequence[str]) -> ort.I
 def _run(
     session: ort.InferenceSession, names: Sequence[str], x: np.ndarray
 ) -> dict[str, np.ndarray]:
-    feed_name = session.get_inputs()[0].name
+    feed = session.get_inputs()[0]
+    feed_name = feed.name
+    x = as_shape(x, feed.shape)
     wanted = list(dict.fromkeys(n for n in names if n != feed_name))
     if not wanted:  # (an empty list would make onnxruntime return every output)
         return {feed_name: np.asarray(x, np.float32)} if feed_name in names else {}
@@ -82,6 +84,16 @@ def _run(
     if feed_name in names:
         out[feed_name] = np.asarray(x, np.float32)
     return out
+
+
+def as_shape(x: np.ndarray, shape: Sequence[int | str | None]) -> np.ndarray:
+    """``x`` reshaped to ``shape`` (a symbolic batch taken as x's) when it holds as many
+    values: the IR holds a Conv1d net's (1, C, L) input as (1, C, 1, L)."""
+    x = np.asarray(x)
+    dims = [x.shape[0] if k == 0 and not isinstance(d, int) else d for k, d in enumerate(shape)]
+    if x.ndim and all(isinstance(d, int) and d > 0 for d in dims) and x.size == np.prod(dims):
+        return x.reshape(dims)
+    return x
 
 
 def run_onnx(

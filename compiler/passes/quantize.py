@@ -129,6 +129,8 @@ def _check_inputs(g: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         arr = np.asarray(x)
         if arr.shape == shape[1:]:
             arr = arr[None]
+        elif arr.size == np.prod(shape):  # a Conv1d net's (1, C, L) input, held as (1, C, 1, L)
+            arr = arr.reshape(shape)
         if arr.shape != shape or arr.dtype.kind != "f":
             raise CompileError(
                 None,
