@@ -51,6 +51,7 @@ SUPPORTED_OPS: tuple[str, ...] = (
     "ConstantOfShape",
     "Conv",
     "ConvInteger",
+    "ConvTranspose",
     "DequantizeLinear",
     "Dropout",
     "Flatten",
@@ -986,6 +987,74 @@ class _Importer:
             params["weight_q"] = q.q.astype(np.int8)
             params["weight_scale"] = self._channel_scale(name, node.op_type, q, 0, o)
         self._conv_node(node, name, x, w, params)
+
+    def _op_ConvTranspose(self, node: onnx.NodeProto, name: str) -> None:
+        """Kernel = stride, no padding (U-Net's up-convolution): every input pixel writes its
+        own s*s output block, so it is a 1x1 conv into s*s groups of O channels and a
+        depth_to_space that stores each group at its position. Overlapping windows (kernel !=
+        stride) and groups go to the host."""
+        op = node.op_type
+        if self._rank(node.input[0]) == 3:  # ConvTranspose1d: height 1
+            node = self._lift_1d(node, weight=1)
+        x = self._act(node, name, 0)
+        xs = self._need_4d(node, name, x)
+        w, q = self._weight(node, name, 1, 4)
+        attrs = self._attrs(node)
+        c, o, kh, kw = (int(v) for v in w.shape)
+        k = (kh, kw)
+        s = tuple(int(v) for v in attrs.get("strides", (1, 1)))
+        group = int(attrs.get("group", 1))
+        if group != 1:
+            raise CompileError(name, op, f"group {group} is not supported", "group 1")
+        if c != xs[1]:
+            raise CompileError(name, op, f"weight {w.shape} does not fit input channels {xs[1]}")
+        rest = {
+            "pads": tuple(attrs.get("pads", (0, 0, 0, 0))),
+            "dilations": tuple(attrs.get("dilations", (1, 1))),
+            "output_padding": tuple(attrs.get("output_padding", (0, 0))),
+            "auto_pad": attrs.get("auto_pad", "NOTSET"),
+        }
+        plain = {"pads": (0,) * 4, "dilations": (1, 1), "output_padding": (0, 0)}
+        odd = {key: v for key, v in rest.items() if v != plain.get(key, v)}
+        if rest["auto_pad"] not in ("NOTSET", "VALID"):
+            odd["auto_pad"] = rest["auto_pad"]
+        if s != k or odd:
+            what = f"kernel {k}, strides {s}" + "".join(f", {a} {v}" for a, v in odd.items())
+            raise CompileError(
+                name,
+                op,
+                f"{what}: overlapping or padded windows have no array mapping",
+                "kernel = strides, no pads, dilation 1, no output_padding",
+            )
+        sh, sw = s
+        # out[o, y*sh + a, x*sw + b] = sum_c W[c, o, a, b] x[c, y, x]: group g = a*sw + b of a
+        # 1x1 conv with weight W[:, :, a, b].T, then depth_to_space (DCR order).
+        weight = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(sh * sw * o, c, 1, 1))
+        bias = self._bias(node, name, 2, o)
+        params: dict[str, np.ndarray] = {"weight": weight}
+        params |= {key: np.tile(v, sh * sw) for key, v in bias.items()}
+        if q is not None:
+            wq = q.q.transpose(2, 3, 1, 0).reshape(sh * sw * o, c, 1, 1)
+            params["weight_q"] = np.ascontiguousarray(wq).astype(np.int8)
+            params["weight_scale"] = np.tile(self._channel_scale(name, op, q, 1, o), sh * sw)
+        out = node.output[0]
+        grouped = self._unique(f"{out}#groups")
+        conv_attrs = {
+            "kernel": (1, 1),
+            "stride": (1, 1),
+            "pads": (0, 0, 0, 0),
+            "dilation": (1, 1),
+            "group": 1,
+            "act": None,
+        }
+        self.nodes.append(Node(name, "conv", [x], grouped, conv_attrs, params, [name]))
+        self.tensors[grouped] = Tensor(grouped, (1, sh * sw * o, xs[2], xs[3]))
+        shuffle = self._unique(f"{name}#interleave")
+        ir = self._emit(
+            node, shuffle, "depth_to_space", [grouped], (1, o, xs[2] * sh, xs[3] * sw),
+            {"block": (sh, sw)},
+        )  # fmt: skip
+        ir.onnx_nodes = [name]
 
     def _op_QLinearConv(self, node: onnx.NodeProto, name: str) -> None:
         x = self._act(node, name, 0, int8=True)

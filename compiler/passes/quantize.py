@@ -28,7 +28,7 @@ ADD_EXTRA_BITS = 8
 _CALIBRATED = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host", "concat")
 #: Producers that can requantize their output to any scale (so, to a concat's).
 _RESCALING = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host")
-_SAME_SCALE = ("maxpool", "flatten", "upsample")
+_SAME_SCALE = ("maxpool", "flatten", "upsample", "depth_to_space")
 
 
 def run(graph: Graph, calibration_inputs: Sequence[np.ndarray]) -> Graph:
@@ -66,7 +66,14 @@ def _propagate_given_scales(g: Graph) -> None:
 def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
     """Give every tensor its scale: measured, given, or its input's (maxpool, flatten)."""
     need = [n for n in g.inputs if g.tensors[n].scale is None]
-    need += [n.output for n in g.nodes if n.op in _CALIBRATED and g.tensors[n.output].scale is None]
+    # A ConvTranspose's 1x1 conv writes groups that only its depth_to_space (the ONNX
+    # output) interleaves: measured there.
+    shuffled = {n.inputs[0]: n.output for n in g.nodes if n.op == "depth_to_space"}
+    need += [
+        shuffled.get(n.output, n.output)
+        for n in g.nodes
+        if n.op in _CALIBRATED and g.tensors[n.output].scale is None
+    ]
     if need:
         if g.source is None:
             raise CompileError(
@@ -77,6 +84,9 @@ def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
         ranges = calibrate.max_abs(g.source, need, _check_inputs(g, inputs))
         for name, m in ranges.items():
             g.tensors[name].scale = m / 127.0 if m > 0 else 1.0
+    for groups, out in shuffled.items():
+        if g.tensors[groups].scale is None:
+            g.tensors[groups].scale = g.tensors[out].scale
     _share_concat_scales(g)
     for node in g.nodes:
         out = g.tensors[node.output]
@@ -261,4 +271,5 @@ _QUANTIZERS = {
     "host": _keep_params,
     "concat": _no_params,
     "upsample": _no_params,
+    "depth_to_space": _no_params,
 }
