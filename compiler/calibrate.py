@@ -87,12 +87,13 @@ def _run(
 
 
 def as_shape(x: np.ndarray, shape: Sequence[int | str | None]) -> np.ndarray:
-    """``x`` reshaped to ``shape`` (a symbolic batch taken as x's) when it holds as many
-    values: the IR holds a Conv1d net's (1, C, L) input as (1, C, 1, L)."""
+    """``x`` in the rank of ``shape`` where they differ by the unit height of a Conv1d net's
+    input, which the IR holds as (1, C, 1, L) and ONNX as (1, C, L); else ``x`` unchanged."""
     x = np.asarray(x)
-    dims = [x.shape[0] if k == 0 and not isinstance(d, int) else d for k, d in enumerate(shape)]
-    if x.ndim and all(isinstance(d, int) and d > 0 for d in dims) and x.size == np.prod(dims):
-        return x.reshape(dims)
+    if x.ndim == 4 and len(shape) == 3 and x.shape[2] == 1:
+        return x[:, :, 0, :]
+    if x.ndim == 3 and len(shape) == 4 and shape[2] == 1:
+        return x[:, :, None, :]
     return x
 
 

@@ -177,8 +177,8 @@ def run(
     ``waves`` traces a window of an rtl run into ``waves/<name>-...`` with a GTKWave save file
     (:mod:`sim.waves`)."""
     shape = exe.reference.tensors[exe.reference.inputs[0]].shape
-    if x.size == np.prod(shape):  # a Conv1d net's (1, C, L) input is held as (1, C, 1, L)
-        x = x.reshape(shape)
+    if x.ndim == 3 and len(shape) == 4 and shape[2] == 1:  # a Conv1d net's (1, C, L) input
+        x = x[:, :, None, :]  # is held as (1, C, 1, L)
     try:
         engine = get_backend(backend)
     except UnknownBackend as exc:

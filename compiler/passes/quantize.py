@@ -84,9 +84,9 @@ def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
         ranges = calibrate.max_abs(g.source, need, _check_inputs(g, inputs))
         for name, m in ranges.items():
             g.tensors[name].scale = m / 127.0 if m > 0 else 1.0
-    for groups, out in shuffled.items():
+    for groups, shuffle_out in shuffled.items():
         if g.tensors[groups].scale is None:
-            g.tensors[groups].scale = g.tensors[out].scale
+            g.tensors[groups].scale = g.tensors[shuffle_out].scale
     _share_concat_scales(g)
     for node in g.nodes:
         out = g.tensors[node.output]
@@ -139,8 +139,7 @@ def _check_inputs(g: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         arr = np.asarray(x)
         if arr.shape == shape[1:]:
             arr = arr[None]
-        elif arr.size == np.prod(shape):  # a Conv1d net's (1, C, L) input, held as (1, C, 1, L)
-            arr = arr.reshape(shape)
+        arr = calibrate.as_shape(arr, shape)  # a Conv1d net's (1, C, L), held as (1, C, 1, L)
         if arr.shape != shape or arr.dtype.kind != "f":
             raise CompileError(
                 None,
