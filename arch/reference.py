@@ -16,6 +16,9 @@ This is what the accelerator must reproduce bit for bit, node by node:
   ``y = to_int8(clamp(requantize(acc, mult, shift), lo, hi))``.
 * concat: the inputs, which share the output's scale, side by side along channels.
 * upsample: nearest-neighbour, each pixel repeated ``scale`` = (sh, sw) times.
+* depth_to_space: ``block`` = (sh, sw); ``out[c, y*sh + a, x*sw + b] = in[(a*sw + b)*C + c, y, x]``
+  (ONNX DepthToSpace, DCR order): the channel groups of a 1x1 conv interleaved into pixels - a
+  ConvTranspose whose kernel equals its stride.
 * flatten: a reshape (NCHW order); softmax: fp32 on the host, after :func:`dequantize`.
 * host (nodes the accelerator does not run): their ONNX model (param ``model``) in fp32 on
   onnxruntime (:mod:`arch.host_runtime`), inputs dequantized and fed as ``feeds``, output
@@ -196,6 +199,13 @@ def _upsample(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarra
     return np.repeat(np.repeat(xs[0], sh, axis=2), sw, axis=3)
 
 
+def _depth_to_space(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    sh, sw = node.attrs["block"]
+    n, cs, h, w = xs[0].shape
+    blocks = xs[0].reshape(n, sh, sw, cs // (sh * sw), h, w)
+    return blocks.transpose(0, 3, 4, 1, 5, 2).reshape(n, cs // (sh * sw), h * sh, w * sw)
+
+
 def _softmax(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     scale = graph.tensors[node.inputs[0]].scale
     assert scale is not None  # verified
@@ -229,6 +239,7 @@ _EVAL: dict[str, Any] = {
     "host": _host,
     "concat": _concat,
     "upsample": _upsample,
+    "depth_to_space": _depth_to_space,
 }
 
 #: The ops the integer reference defines.
@@ -262,6 +273,7 @@ PARAMS_OF_OP: dict[str, dict[str, str]] = {
     "host": {"model": "uint8"},
     "concat": {},
     "upsample": {},
+    "depth_to_space": {},
 }
 #: The params a conv or gemm with a residual (second) input reads besides its own.
 RESIDUAL_PARAMS: dict[str, str] = {"res_mult": "int64", "res_shift": "int64"}
@@ -283,6 +295,7 @@ ATTRS_OF_OP: dict[str, frozenset[str]] = {
     "host": frozenset({"onnx_ops", "feeds", "fetch", "macs"}),
     "concat": frozenset(),
     "upsample": frozenset({"scale"}),
+    "depth_to_space": frozenset({"block"}),
 }
 #: Inputs of each op (lowest, highest); others take one.
 ARITY_OF_OP: dict[str, tuple[int, int]] = {
@@ -463,6 +476,16 @@ def _upsampled(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
     return (1, x[1], x[2] * scale[0], x[3] * scale[1])
 
 
+def _unshuffled(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
+    x = c.shape(c.node.inputs[0], 4, "input")
+    sh, sw = c.ints("block", 2, 1)
+    if x[1] % (sh * sw):
+        c.fail(f"input channels {x[1]} are not a multiple of the block {sh}x{sw}")
+    if c.graph.tensors[c.node.output].scale != c.graph.tensors[c.node.inputs[0]].scale:
+        c.fail("output scale must equal the input scale (depth_to_space copies codes)")
+    return (1, x[1] // (sh * sw), x[2] * sh, x[3] * sw)
+
+
 def _hosted(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
     a = c.node.attrs
     if not (
@@ -494,6 +517,7 @@ _OUTPUT_SHAPE: dict[str, Any] = {
     "host": _hosted,
     "concat": _concatenated,
     "upsample": _upsampled,
+    "depth_to_space": _unshuffled,
 }
 
 

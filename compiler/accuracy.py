@@ -10,7 +10,7 @@ import onnx
 
 from arch.reference import RefGraph, dequantize, evaluate, quantize_input
 
-from .calibrate import run_onnx
+from .calibrate import as_shape, run_onnx
 from .errors import CompileError
 
 __all__ = ["compare_fp32"]
@@ -42,7 +42,9 @@ def compare_fp32(
     if producer is not None and producer.op == "softmax":
         name = producer.inputs[0]
     x = np.asarray(x_fp32, np.float32)
-    q = quantize_input(x, _scale(graph, graph.inputs[0]))
+    q = quantize_input(
+        as_shape(x, graph.tensors[graph.inputs[0]].shape), _scale(graph, graph.inputs[0])
+    )
     values = evaluate(graph, q)
     if name in {o for n in proto.graph.node for o in n.output}:
         reference = run_onnx(proto, x, [name])[name]

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 from .errors import CompileError
 from .ir import Graph
 
-__all__ = ["default_calibration", "max_abs", "run_onnx"]
+__all__ = ["as_shape", "default_calibration", "max_abs", "run_onnx"]
 
 
 def default_calibration(
@@ -69,7 +69,9 @@ def _session(model: onnx.ModelProto | str | Path, extra: Sequence[str]) -> ort.I
 def _run(
     session: ort.InferenceSession, names: Sequence[str], x: np.ndarray
 ) -> dict[str, np.ndarray]:
-    feed_name = session.get_inputs()[0].name
+    feed = session.get_inputs()[0]
+    feed_name = feed.name
+    x = as_shape(x, feed.shape)
     wanted = list(dict.fromkeys(n for n in names if n != feed_name))
     if not wanted:  # (an empty list would make onnxruntime return every output)
         return {feed_name: np.asarray(x, np.float32)} if feed_name in names else {}
@@ -82,6 +84,17 @@ def _run(
     if feed_name in names:
         out[feed_name] = np.asarray(x, np.float32)
     return out
+
+
+def as_shape(x: np.ndarray, shape: Sequence[int | str | None]) -> np.ndarray:
+    """``x`` in the rank of ``shape`` where they differ by the unit height of a Conv1d net's
+    input, which the IR holds as (1, C, 1, L) and ONNX as (1, C, L); else ``x`` unchanged."""
+    x = np.asarray(x)
+    if x.ndim == 4 and len(shape) == 3 and x.shape[2] == 1:
+        return x[:, :, 0, :]
+    if x.ndim == 3 and len(shape) == 4 and shape[2] == 1:
+        return x[:, :, None, :]
+    return x
 
 
 def run_onnx(

@@ -23,6 +23,7 @@ flatten         -                                            none (output scale 
 softmax         -                                            none (host, fp32 output)
 concat          - (along channels)                           none (every input at the output scale)
 upsample        scale (nearest, integer (sh, sw))            none (output scale = input scale)
+depth_to_space  block (sh, sw): channel groups to pixels     none (output scale = input scale)
 host            onnx_ops, feeds, fetch, macs                 model (uint8: a serialized ONNX model)
 ==============  ===========================================  =====================================
 
@@ -82,6 +83,7 @@ OPS: tuple[str, ...] = (
     "host",
     "concat",
     "upsample",
+    "depth_to_space",
 )
 #: ONNX-level ops that only live between import and canonicalize (fp32 stage).
 IMPORT_OPS: tuple[str, ...] = (
@@ -472,7 +474,7 @@ def _check_node(g: Graph, node: Node) -> None:
         for name in node.inputs:
             if g.tensors[name].scale is None:
                 raise VerifyError(node.name, op, f"input '{name}' has no scale")
-        if op in ("maxpool", "flatten", "concat", "upsample") and any(
+        if op in ("maxpool", "flatten", "concat", "upsample", "depth_to_space") and any(
             g.tensors[name].scale != t.scale for name in node.inputs
         ):
             raise VerifyError(node.name, op, "output scale must equal the input scales")
@@ -641,6 +643,17 @@ def _upsample(g: Graph, node: Node, x: Shape) -> Shape:
     return (1, x[1], x[2] * sh, x[3] * sw)
 
 
+def _depth_to_space(g: Graph, node: Node, x: Shape) -> Shape:
+    _need_4d(node, x)
+    sh, sw = _ints(node, "block", 2, 1)
+    if x[1] % (sh * sw):
+        raise VerifyError(
+            node.name, node.op, f"input channels {x[1]} are not a multiple of {sh}x{sw}"
+        )
+    _check_params(node, {})
+    return (1, x[1] // (sh * sw), x[2] * sh, x[3] * sw)
+
+
 def _elementwise(g: Graph, node: Node, x: Shape) -> Shape:
     _check_params(node, {})
     return x
@@ -689,6 +702,7 @@ _CHECKS = {
     "host": _host,
     "concat": _concat,
     "upsample": _upsample,
+    "depth_to_space": _depth_to_space,
     "batchnorm": _per_channel,
     "relu": _elementwise,
     "relu6": _elementwise,

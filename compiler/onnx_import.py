@@ -52,6 +52,7 @@ SUPPORTED_OPS: tuple[str, ...] = (
     "ConstantOfShape",
     "Conv",
     "ConvInteger",
+    "ConvTranspose",
     "DequantizeLinear",
     "Dropout",
     "Celu",
@@ -327,9 +328,9 @@ class _Importer:
         graph = self.proto.graph
         (x,) = [i for i in graph.input if i.name not in self.consts]
         shape = tuple(int(d.dim_value) for d in x.type.tensor_type.shape.dim)
-        # Ranks other than 2 and 4 are left to the op handlers (which name the node) and to
+        # Ranks other than 2, 3 and 4 are left to the op handlers (which name the node) and to
         # Graph.verify.
-        self.tensors[x.name] = Tensor(x.name, shape)
+        self.tensors[x.name] = Tensor(x.name, ir_shape(shape))
         self.alias[x.name] = x.name
         for index, node in enumerate(graph.node):
             name = self._unique(node.name or f"{node.op_type}_{index}")
@@ -445,7 +446,7 @@ class _Importer:
         self.nodes.append(placeholder)
         for out in node.output:
             if out and out in self.inferred:
-                self.tensors[out] = Tensor(out, self.inferred[out])
+                self.tensors[out] = Tensor(out, ir_shape(self.inferred[out]))
                 self.alias[out] = out
 
     def _form_regions(self) -> None:
@@ -509,7 +510,7 @@ class _Importer:
                     f"runs on the host but reads int8 codes '{value}'",
                     "float inputs for host nodes",
                 )
-        bad_rank = [o for o in fetches if len(self.inferred.get(o, ())) not in (2, 4)]
+        bad_rank = [o for o in fetches if len(self.inferred.get(o, ())) not in (2, 3, 4)]
         consumers = {
             self.origins[ir.name]
             for ir in self.nodes
@@ -519,12 +520,13 @@ class _Importer:
         }
         if consumers - set(self.forced):
             raise _Retry(consumers)
+        model_feeds, reshapes, consts = self._region_feeds(feeds)
         model = host_regions.make_model(
             self.proto,
-            nodes,
-            [(v, self._shape(self.alias[v])) for v in feeds],
+            reshapes + nodes,
+            model_feeds,
             [(o, self._elem(o), self.inferred.get(o)) for o in fetches],
-            self.consts,
+            consts,
         )
         model_ok = True
         try:
@@ -554,7 +556,7 @@ class _Importer:
             name = first.name if k == 0 else self._unique(f"{first.name}:{fetch}")
             attrs = {
                 "onnx_ops": ops,
-                "feeds": tuple(feeds),
+                "feeds": tuple(f for f, _ in model_feeds),
                 "fetch": fetch,
                 "macs": macs if k == 0 else 0,
             }
@@ -578,6 +580,24 @@ class _Importer:
                 if o and o not in fetches:
                     self.tensors.pop(o, None)
         return out_nodes
+
+    def _region_feeds(
+        self, feeds: list[str]
+    ) -> tuple[list[tuple[str, tuple[int, ...]]], list[onnx.NodeProto], dict[str, np.ndarray]]:
+        """A host model's inputs in the IR's shapes: a (1, C, L) value the IR holds as
+        (1, C, 1, L) enters as ``<name>#ir`` and is reshaped back inside the model."""
+        model_feeds, reshapes, consts = [], [], self.consts
+        for v in feeds:
+            shape, onnx_shape = self._shape(self.alias[v]), self.inferred.get(v)
+            if onnx_shape is None or len(onnx_shape) == len(shape):
+                model_feeds.append((v, shape))
+                continue
+            if consts is self.consts:
+                consts = dict(self.consts)
+            consts[f"{v}#shape"] = np.array(onnx_shape, np.int64)
+            reshapes.append(helper.make_node("Reshape", [f"{v}#ir", f"{v}#shape"], [v]))
+            model_feeds.append((f"{v}#ir", shape))
+        return model_feeds, reshapes, consts
 
     def _elem(self, value: str) -> int:
         """The element type shape inference gave ``value`` (fp32 if it could not tell)."""
@@ -677,7 +697,7 @@ class _Importer:
     ) -> Node:
         out = node.output[0]
         inferred = self.inferred.get(out)
-        if inferred is not None and inferred != shape:
+        if inferred is not None and ir_shape(inferred) != shape:
             raise CompileError(
                 name,
                 node.op_type,
@@ -865,16 +885,71 @@ class _Importer:
                 name, op, f"auto_pad {auto_pad} is not supported", "NOTSET, VALID, SAME_UPPER"
             )
         if attrs.get("ceil_mode", 0):
-            floor = [(x[2 + a] + pads[a] + pads[a + 2] - k[a]) // s[a] + 1 for a in range(2)]
-            ceil = [-(-(x[2 + a] + pads[a] + pads[a + 2] - k[a]) // s[a]) + 1 for a in range(2)]
-            if floor != ceil:  # where both give the same windows, ceil_mode changes nothing
-                raise CompileError(
-                    name,
-                    op,
-                    f"ceil_mode=1 gives {ceil[0]}x{ceil[1]} outputs, not {floor[0]}x{floor[1]}",
-                    "ceil_mode=0, or ceil_mode=1 where it gives the same shape",
-                )
+            pads = self._ceil_pads(node, name, x, k, s, pads)
         return k, s, (pads[0], pads[1], pads[2], pads[3]), d
+
+    def _ceil_pads(
+        self,
+        node: onnx.NodeProto,
+        name: str,
+        x: tuple[int, ...],
+        k: tuple[int, int],
+        s: tuple[int, int],
+        pads: tuple[int, ...],
+    ) -> tuple[int, ...]:
+        """ceil_mode=1 as extra bottom/right padding, where that is exact: a MaxPool's padding
+        never wins (it pads with -infinity; the array with the smallest int8, which no window
+        of at least one real value can lose to). onnxruntime divides an AveragePool's edge
+        windows by their size clipped to the padded input, not by the kernel size as the
+        array's one rescale does, so those go to the host."""
+        size = [x[2 + a] + pads[a] + pads[a + 2] for a in range(2)]
+        floor = [(size[a] - k[a]) // s[a] + 1 for a in range(2)]
+        ceil = [-(-(size[a] - k[a]) // s[a]) + 1 for a in range(2)]
+        if floor == ceil:  # both give the same windows: ceil_mode changes nothing
+            return pads
+        if node.op_type != "MaxPool":
+            raise CompileError(
+                name,
+                node.op_type,
+                f"ceil_mode=1 gives {ceil[0]}x{ceil[1]} outputs, not {floor[0]}x{floor[1]}, and "
+                "its edge windows are averaged over fewer values than the kernel's",
+                "ceil_mode=0, or ceil_mode=1 where it gives the same shape",
+            )
+        for a in range(2):  # the last window must start inside the input or its top/left pad
+            if (ceil[a] - 1) * s[a] >= x[2 + a] + pads[a]:
+                raise CompileError(
+                    name, node.op_type, f"ceil_mode=1 gives a window of padding only (axis {a})"
+                )
+        extra = [(ceil[a] - 1) * s[a] + k[a] - size[a] for a in range(2)]
+        return (pads[0], pads[1], pads[2] + extra[0], pads[3] + extra[1])
+
+    def _rank(self, value: str) -> int:
+        """The ONNX rank of ``value`` (0 if shape inference did not tell)."""
+        return len(self.inferred.get(value, ()))
+
+    def _lift_1d(self, node: onnx.NodeProto, weight: int | None = None) -> onnx.NodeProto:
+        """A 1-D window op (on (1, C, L) tensors) as the 2-D op of height 1 on the IR's
+        (1, C, 1, L): kernel (1, k), stride (1, s), pads (0, begin, 0, end), dilation (1, d);
+        a (O, C, k) weight (input ``weight``) becomes the constant (O, C, 1, k)."""
+        lifted = onnx.NodeProto()
+        lifted.CopyFrom(node)
+        del lifted.attribute[:]
+        for a in node.attribute:
+            value = helper.get_attribute_value(a)
+            if a.name in ("kernel_shape", "strides", "dilations", "output_padding"):
+                value = [1, *value]
+            elif a.name == "pads" and len(value) == 2:
+                value = [0, value[0], 0, value[1]]
+            lifted.attribute.append(helper.make_attribute(a.name, value))
+        if weight is not None and self._has(node, weight) and node.input[weight] in self.consts:
+            w = node.input[weight]
+            if self.consts[w].ndim == 3:
+                lifted.input[weight] = f"{w}#2d"
+                self.consts[lifted.input[weight]] = self.consts[w][:, :, None, :]
+                q = self.qconst.get(w)
+                if q is not None:
+                    self.qconst[lifted.input[weight]] = _QConst(q.q[:, :, None, :], q.scale, q.axis)
+        return lifted
 
     def _need_4d(self, node: onnx.NodeProto, name: str, x: str) -> tuple[int, ...]:
         shape = self._shape(x)
@@ -936,6 +1011,8 @@ class _Importer:
         return self._emit(node, name, "conv", [x], out, attrs, params)
 
     def _op_Conv(self, node: onnx.NodeProto, name: str) -> None:
+        if self._rank(node.input[0]) == 3:  # Conv1d: a 2-D conv of height 1
+            node = self._lift_1d(node, weight=1)
         x = self._act(node, name, 0)
         self._need_4d(node, name, x)
         w, q = self._weight(node, name, 1, 4)
@@ -945,6 +1022,74 @@ class _Importer:
             params["weight_q"] = q.q.astype(np.int8)
             params["weight_scale"] = self._channel_scale(name, node.op_type, q, 0, o)
         self._conv_node(node, name, x, w, params)
+
+    def _op_ConvTranspose(self, node: onnx.NodeProto, name: str) -> None:
+        """Kernel = stride, no padding (U-Net's up-convolution): every input pixel writes its
+        own s*s output block, so it is a 1x1 conv into s*s groups of O channels and a
+        depth_to_space that stores each group at its position. Overlapping windows (kernel !=
+        stride) and groups go to the host."""
+        op = node.op_type
+        if self._rank(node.input[0]) == 3:  # ConvTranspose1d: height 1
+            node = self._lift_1d(node, weight=1)
+        x = self._act(node, name, 0)
+        xs = self._need_4d(node, name, x)
+        w, q = self._weight(node, name, 1, 4)
+        attrs = self._attrs(node)
+        c, o, kh, kw = (int(v) for v in w.shape)
+        k = (kh, kw)
+        s = tuple(int(v) for v in attrs.get("strides", (1, 1)))
+        group = int(attrs.get("group", 1))
+        if group != 1:
+            raise CompileError(name, op, f"group {group} is not supported", "group 1")
+        if c != xs[1]:
+            raise CompileError(name, op, f"weight {w.shape} does not fit input channels {xs[1]}")
+        rest = {
+            "pads": tuple(attrs.get("pads", (0, 0, 0, 0))),
+            "dilations": tuple(attrs.get("dilations", (1, 1))),
+            "output_padding": tuple(attrs.get("output_padding", (0, 0))),
+            "auto_pad": attrs.get("auto_pad", "NOTSET"),
+        }
+        plain = {"pads": (0,) * 4, "dilations": (1, 1), "output_padding": (0, 0)}
+        odd = {key: v for key, v in rest.items() if v != plain.get(key, v)}
+        if rest["auto_pad"] not in ("NOTSET", "VALID"):
+            odd["auto_pad"] = rest["auto_pad"]
+        if s != k or odd:
+            what = f"kernel {k}, strides {s}" + "".join(f", {a} {v}" for a, v in odd.items())
+            raise CompileError(
+                name,
+                op,
+                f"{what}: overlapping or padded windows have no array mapping",
+                "kernel = strides, no pads, dilation 1, no output_padding",
+            )
+        sh, sw = s
+        # out[o, y*sh + a, x*sw + b] = sum_c W[c, o, a, b] x[c, y, x]: group g = a*sw + b of a
+        # 1x1 conv with weight W[:, :, a, b].T, then depth_to_space (DCR order).
+        weight = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(sh * sw * o, c, 1, 1))
+        bias = self._bias(node, name, 2, o)
+        params: dict[str, np.ndarray] = {"weight": weight}
+        params |= {key: np.tile(v, sh * sw) for key, v in bias.items()}
+        if q is not None:
+            wq = q.q.transpose(2, 3, 1, 0).reshape(sh * sw * o, c, 1, 1)
+            params["weight_q"] = np.ascontiguousarray(wq).astype(np.int8)
+            params["weight_scale"] = np.tile(self._channel_scale(name, op, q, 1, o), sh * sw)
+        out = node.output[0]
+        grouped = self._unique(f"{out}#groups")
+        conv_attrs = {
+            "kernel": (1, 1),
+            "stride": (1, 1),
+            "pads": (0, 0, 0, 0),
+            "dilation": (1, 1),
+            "group": 1,
+            "act": None,
+        }
+        self.nodes.append(Node(name, "conv", [x], grouped, conv_attrs, params, [name]))
+        self.tensors[grouped] = Tensor(grouped, (1, sh * sw * o, xs[2], xs[3]))
+        shuffle = self._unique(f"{name}#interleave")
+        ir = self._emit(
+            node, shuffle, "depth_to_space", [grouped], (1, o, xs[2] * sh, xs[3] * sw),
+            {"block": (sh, sw)},
+        )  # fmt: skip
+        ir.onnx_nodes = [name]
 
     def _op_QLinearConv(self, node: onnx.NodeProto, name: str) -> None:
         x = self._act(node, name, 0, int8=True)
@@ -1317,6 +1462,8 @@ class _Importer:
         self._pool(node, name, "avgpool")
 
     def _pool(self, node: onnx.NodeProto, name: str, op: str) -> None:
+        if self._rank(node.input[0]) == 3:  # MaxPool1d / AvgPool1d: height 1
+            node = self._lift_1d(node)
         x = self._act(node, name, 0, int8=None if op == "maxpool" else False)
         xs = self._need_4d(node, name, x)
         attrs = self._attrs(node)
@@ -1377,7 +1524,7 @@ class _Importer:
         xs = [self._act(node, name, i) for i in range(len(node.input))]
         shapes = [self._need_4d(node, name, x) for x in xs]
         axis = int(self._attrs(node).get("axis", 1))
-        if axis % 4 != 1:
+        if axis % (self._rank(node.input[0]) or 4) != 1:
             raise CompileError(name, node.op_type, f"axis {axis} is not supported", "axis 1")
         if len({s[2:] for s in shapes}) != 1:
             raise CompileError(name, node.op_type, f"inputs {shapes} differ in height or width")
@@ -1621,6 +1768,11 @@ class _Importer:
         x = self.alias[src]
         self._set_scale(node, name, x, s)
         self.alias[out] = x
+
+
+def ir_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The IR's shape of an ONNX activation: (1, C, L) (Conv1d's) is held as (1, C, 1, L)."""
+    return (shape[0], shape[1], 1, shape[2]) if len(shape) == 3 else tuple(shape)
 
 
 def _per_channel_vector(c: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:

@@ -63,7 +63,7 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.N
     source.add_argument(
         "--model",
         help="resnet (= resnet18, the default), resnet18, resnet34, resnet50, mobilenetv2, "
-        "efficientnet, squeezenet, cnn, mlp, or an .onnx file",
+        "efficientnet, squeezenet, googlenet, unet, cnn, mlp, or an .onnx file",
     )
     source.add_argument(
         "--bundle",

@@ -176,6 +176,9 @@ def run(
     every layer; ``progress`` receives ``{cycles, layers_done, wall_s}`` during RTL runs.
     ``waves`` traces a window of an rtl run into ``waves/<name>-...`` with a GTKWave save file
     (:mod:`sim.waves`)."""
+    shape = exe.reference.tensors[exe.reference.inputs[0]].shape
+    if x.ndim == 3 and len(shape) == 4 and shape[2] == 1:  # a Conv1d net's (1, C, L) input
+        x = x[:, :, None, :]  # is held as (1, C, 1, L)
     try:
         engine = get_backend(backend)
     except UnknownBackend as exc:

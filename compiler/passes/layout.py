@@ -94,6 +94,14 @@ def run(plan: Plan) -> Plan:
             out.alias_of = src.name
         elif layer.kind == "concat":
             _slice_inputs(plan, layer, out)
+        elif node.op == "depth_to_space" and out.logical_channels % dim:
+            raise CompileError(
+                node.name,
+                node.op,
+                f"{out.logical_channels} output channels are not whole lines of {dim} (each "
+                "channel group is loaded from its own lines)",
+                f"ConvTranspose output channels a multiple of {dim}",
+            )
         plan.tensors[layer.output] = out
         if layer.kind == "gemm":
             _gemm_shape(plan, layer)

@@ -23,6 +23,7 @@ KINDS = {
     "flatten": "alias",
     "concat": "concat",
     "upsample": "upsample",
+    "depth_to_space": "upsample",  # the same copies into ACC and strided stores
 }
 HOST_OPS = {"softmax"}
 

@@ -31,7 +31,7 @@ _CALIBRATED = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host", "conc
 _RESCALING = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host", "table")
 #: Producers whose STORE can apply a table (the table nodes fuse into them).
 _TABLE_PRODUCERS = ("conv", "gemm", "add")
-_SAME_SCALE = ("maxpool", "flatten", "upsample")
+_SAME_SCALE = ("maxpool", "flatten", "upsample", "depth_to_space")
 
 
 def run(graph: Graph, calibration_inputs: Sequence[np.ndarray]) -> Graph:
@@ -70,7 +70,14 @@ def _propagate_given_scales(g: Graph) -> None:
 def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
     """Give every tensor its scale: measured, given, or its input's (maxpool, flatten)."""
     need = [n for n in g.inputs if g.tensors[n].scale is None]
-    need += [n.output for n in g.nodes if n.op in _CALIBRATED and g.tensors[n.output].scale is None]
+    # A ConvTranspose's 1x1 conv writes groups that only its depth_to_space (the ONNX
+    # output) interleaves: measured there.
+    shuffled = {n.inputs[0]: n.output for n in g.nodes if n.op == "depth_to_space"}
+    need += [
+        shuffled.get(n.output, n.output)
+        for n in g.nodes
+        if n.op in _CALIBRATED and g.tensors[n.output].scale is None
+    ]
     if need:
         if g.source is None:
             raise CompileError(
@@ -81,6 +88,9 @@ def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
         ranges = calibrate.max_abs(g.source, need, _check_inputs(g, inputs))
         for name, m in ranges.items():
             g.tensors[name].scale = m / 127.0 if m > 0 else 1.0
+    for groups, shuffle_out in shuffled.items():
+        if g.tensors[groups].scale is None:
+            g.tensors[groups].scale = g.tensors[shuffle_out].scale
     _share_concat_scales(g)
     for node in g.nodes:
         out = g.tensors[node.output]
@@ -133,6 +143,7 @@ def _check_inputs(g: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         arr = np.asarray(x)
         if arr.shape == shape[1:]:
             arr = arr[None]
+        arr = calibrate.as_shape(arr, shape)  # a Conv1d net's (1, C, L), held as (1, C, 1, L)
         if arr.shape != shape or arr.dtype.kind != "f":
             raise CompileError(
                 None,
@@ -295,4 +306,5 @@ _QUANTIZERS = {
     "concat": _no_params,
     "upsample": _no_params,
     "table": _no_params,  # fused afterwards (_fuse_tables)
+    "depth_to_space": _no_params,
 }

@@ -343,24 +343,32 @@ def _add_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
 def _upsample_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     """Nearest upsampling by (sh, sw): a tile of input pixels is copied into ACC by ACCUM
     (requant by 1), then stored sh*sw times, once per position (dy, dx) of each input pixel's
-    copies in the output."""
+    copies in the output. depth_to_space: channel group g = dy*sw + dx of the input tile is
+    copied and stored at position (dy, dx) only (each group starts on a line: layout)."""
     tiling = layer.tiling
     assert tiling is not None
     dim = plan.dim
     src, out = plan.tensors[layer.inputs[0]], plan.tensor(layer.output)
-    sh, sw = layer.node.attrs["scale"]
-    blocks = src.channels // dim
+    node = layer.node
+    shuffle = node.op == "depth_to_space"
+    sh, sw = node.attrs["block"] if shuffle else node.attrs["scale"]
+    positions = list(itertools.product(range(sh), range(sw)))
+    copies = [[p] for p in positions] if shuffle else [positions]
+    blocks = out.channels // dim
     steps: list[Step] = []
-    for tile, ((nb0, nbc), (iy0, rows)) in enumerate(
-        itertools.product(groups(blocks, tiling.n_blocks), groups(src.h, tiling.rows_per_tile))
+    for tile, ((nb0, nbc), (iy0, rows), stored) in enumerate(
+        itertools.product(
+            groups(blocks, tiling.n_blocks), groups(src.h, tiling.rows_per_tile), copies
+        )
     ):
         mt = rows * src.w
         act_base = (len(steps) % 2) * halves.act
         acc_base = (tile % 2) * halves.acc
         slot = (tile % PARAM_SLOTS) * halves.param
+        first = nb0 + (positions.index(stored[0]) * blocks if shuffle else 0)
         step = Step(tile=tile, first_of_tile=True)
         step.loads.append(_param_load(plan, layer, slot, nb0, nbc))
-        step.loads.append(_tile_lines(plan, layer.inputs[0], act_base, iy0, mt, nb0, nbc))
+        step.loads.append(_tile_lines(plan, layer.inputs[0], act_base, iy0, mt, first, nbc))
         fields = {
             "acc_addr": acc_base,
             "act_addr": act_base,
@@ -375,14 +383,14 @@ def _upsample_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
         }
         step.compute.append(Op("accum", fields=fields))
         pixel = out.pixel_stride
-        for dy, dx in itertools.product(range(sh), range(sw)):
-            first = out.offset + ((iy0 * sh + dy) * out.w + dx) * pixel + nb0 * dim
+        for dy, dx in stored:
+            start = out.offset + ((iy0 * sh + dy) * out.w + dx) * pixel + nb0 * dim
             loops: list[tuple[int, ...]] = [
                 (nbc, dim, mt),
                 (rows, sh * out.w * pixel, src.w),
                 (src.w, sw * pixel, 1),
             ]
-            desc = DescSpec("ACC", acc_base, out.name, first, loops)
+            desc = DescSpec("ACC", acc_base, out.name, start, loops)
             store = {
                 "param_addr": slot,
                 "param_loop": isa.DESC_LOOPS - len(loops),

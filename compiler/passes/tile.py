@@ -134,10 +134,13 @@ def _add_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
 
 def _upsample_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
     """Input rows x channel blocks per step: the tile is copied into ACC, then stored once per
-    output position of each input pixel."""
+    output position of each input pixel (depth_to_space: each channel group is copied and
+    stored at its own position)."""
     src = plan.tensors[layer.inputs[0]]
-    blocks = src.channels // budget.dim
-    sh, sw = layer.node.attrs["scale"]
+    blocks = plan.tensors[layer.output].channels // budget.dim
+    node = layer.node
+    sh, sw = node.attrs["block"] if node.op == "depth_to_space" else node.attrs["scale"]
+    copies = sh * sw if node.op == "depth_to_space" else 1
     best: Tiling | None = None
     for rows in range(1, src.h + 1):
         mt = rows * src.w
@@ -145,7 +148,7 @@ def _upsample_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
             break
         kg = min(blocks, budget.act // mt, budget.acc // mt, budget.param, MAX_ITER)
         steps = ceil_div(src.h, rows) * ceil_div(blocks, kg)
-        total = steps * ((1 + sh * sw) * mt * kg + budget.latency)
+        total = copies * steps * ((1 + sh * sw // copies) * mt * kg + budget.latency)
         if best is None or total < best.estimate:
             best = Tiling(rows, kg, kg, int(total))
     if best is None:

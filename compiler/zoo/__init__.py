@@ -13,14 +13,17 @@ from collections.abc import Callable
 import onnx
 
 from .efficientnet import efficientnet
+from .googlenet import googlenet
 from .mobilenet import mobilenetv2
 from .resnets import RESIDUAL_GAMMA_SCALE, RESNET_SPECS, ResNetSpec, resnet
 from .small import mlp, small_cnn
 from .squeezenet import squeezenet
+from .unet import unet
 
 __all__ = [
     "DEFAULT_IMAGE_SIZES",
     "efficientnet",
+    "googlenet",
     "MODELS",
     "RESIDUAL_GAMMA_SCALE",
     "RESNET_SPECS",
@@ -31,6 +34,7 @@ __all__ = [
     "resnet",
     "small_cnn",
     "squeezenet",
+    "unet",
 ]
 
 #: Names :func:`build` knows; ``"resnet"`` is ResNet-18.
@@ -42,6 +46,8 @@ MODELS: tuple[str, ...] = (
     "mobilenetv2",
     "efficientnet",
     "squeezenet",
+    "googlenet",
+    "unet",
     "cnn",
     "mlp",
 )
@@ -55,6 +61,8 @@ DEFAULT_IMAGE_SIZES: dict[str, int] = {
     "mobilenetv2": 224,
     "efficientnet": 224,
     "squeezenet": 224,
+    "googlenet": 224,
+    "unet": 224,
     "cnn": 32,
 }
 
@@ -66,6 +74,8 @@ _IMAGE_BUILDERS: dict[str, Callable[[int, int], onnx.ModelProto]] = {
     "mobilenetv2": lambda size, seed: mobilenetv2(image_size=size, seed=seed),
     "efficientnet": lambda size, seed: efficientnet(image_size=size, seed=seed),
     "squeezenet": lambda size, seed: squeezenet(image_size=size, seed=seed),
+    "googlenet": lambda size, seed: googlenet(image_size=size, seed=seed),
+    "unet": lambda size, seed: unet(image_size=size, seed=seed),
     "cnn": lambda size, seed: small_cnn(image_size=size, seed=seed),
 }
 

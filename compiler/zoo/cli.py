@@ -30,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
         "--image-size",
         type=int,
         metavar="N",
-        help="input height and width (default: 224 for the ResNets, 32 for cnn; mlp takes none)",
+        help="input height and width (default: 224, 32 for cnn; mlp takes none)",
     )
     parser.add_argument(
         "--seed", type=int, default=0, metavar="S", help="weight seed (default: %(default)s)"

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from arch.config import PRESETS
+from arch.executable import HostStep
 from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
 from sim.run import run
@@ -22,6 +23,9 @@ CASES = [
     ("efficientnet", 64, "default"),
     ("squeezenet", 64, "default"),
     ("squeezenet", 64, "tiny"),
+    ("googlenet", 64, "default"),
+    ("unet", 64, "default"),
+    ("unet", 32, "tiny"),
 ]
 
 
@@ -42,3 +46,27 @@ def test_zoo_model_is_bit_exact_on_isa_simulator(model, size, config):
     assert result.counters["macs"] >= sum(la.macs for la in result.layers if la.device == "accel")
     accuracy = compare_fp32(compiled.source, exe.reference, x)
     assert accuracy["cosine_vs_fp32"] > 0.99, accuracy
+
+
+def test_googlenet_lrn_on_the_host_the_macs_on_the_array():
+    """Only the two LRNs run on the host (3 device programs around them); every MAC is the
+    array's (LRN has none)."""
+    exe = compile_model("googlenet", PRESETS["default"], image_size=64, seed=3).executable
+    hosts = [s for s in exe.steps if isinstance(s, HostStep)]
+    assert [h.name for h in hosts] == ["pool1.norm1", "conv2.norm2"]
+    assert all("op LRN has no accelerator mapping" in h.reason for h in hosts)
+    assert len(exe.programs) == 3
+    accel = sum(la.macs for la in exe.layers)
+    host = sum(exe.reference.producer(h.outputs[0]).attrs["macs"] for h in hosts)
+    assert accel / (accel + host) >= 0.95
+
+
+def test_unet_upsamples_on_the_array():
+    """U-Net's ConvTransposes are 1x1 convs + depth_to_space and its Resize an upsample, all on
+    the array, with the skip Concats as views."""
+    exe = compile_model("unet", PRESETS["default"], image_size=64, seed=3).executable
+    assert [s for s in exe.steps if isinstance(s, HostStep)] == []
+    ops = {la.name: la.op for la in exe.layers}
+    assert ops["up3"] == ops["up2"] == "conv"
+    assert ops["up3#interleave"] == ops["up2#interleave"] == "depth_to_space"
+    assert ops["up1.resize"] == "upsample"

@@ -430,19 +430,39 @@ def test_batch_and_dynamic_shapes(shape: list[int | str], message: str) -> None:
     assert message in str(err)
 
 
-def test_non_4d_conv_input_goes_to_the_host() -> None:
-    w = rand(np.random.default_rng(4), 2, 3, 3)
-    model = make([helper.make_node("Conv", ["x", "w"], ["y"], name="c")], [1, 3, 8], {"w": w})
+def test_conv3d_input_goes_to_the_host() -> None:
+    w = rand(np.random.default_rng(4), 2, 3, 3, 3, 3)
+    model = make([helper.make_node("Conv", ["x", "w"], ["y"], name="c")], [1, 3, 4, 8, 8], {"w": w})
     assert "supported: 4-D input" in hosted(model, "c")
 
 
-@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
-def test_ceil_mode_that_changes_the_shape_goes_to_the_host(op: str) -> None:
-    node = helper.make_node(
-        op, ["x"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1
+def test_conv1d_is_a_conv_of_height_1() -> None:
+    w = rand(np.random.default_rng(4), 2, 3, 3)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="c", pads=[1, 1], strides=[2])
+    graph = load_onnx(make([node], [1, 3, 8], {"w": w}))
+    [conv] = graph.nodes
+    assert conv.op == "conv" and graph.tensors["x"].shape == (1, 3, 1, 8)
+    assert (conv.attrs["kernel"], conv.attrs["stride"], conv.attrs["pads"]) == (
+        (1, 3),
+        (1, 2),
+        (0, 1, 0, 1),
     )
-    reason = hosted(make([node], [1, 2, 8, 8], opset=13), "pool")
-    assert "ceil_mode=1" in reason
+    assert conv.params["weight"].shape == (2, 3, 1, 3) and graph.tensors["y"].shape == (1, 2, 1, 4)
+
+
+def test_ceil_mode_that_changes_the_shape() -> None:
+    """MaxPool: extra bottom/right padding (it never wins); AveragePool: the host, whose edge
+    windows onnxruntime divides by fewer values than the kernel's."""
+    nodes = {
+        op: helper.make_node(
+            op, ["x"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1
+        )
+        for op in ("MaxPool", "AveragePool")
+    }
+    graph = load_onnx(make([nodes["MaxPool"]], [1, 2, 8, 8], opset=13))
+    assert graph.nodes[0].op == "maxpool" and graph.nodes[0].attrs["pads"] == (0, 0, 1, 1)
+    reason = hosted(make([nodes["AveragePool"]], [1, 2, 8, 8], opset=13), "pool")
+    assert "ceil_mode=1 gives 4x4 outputs, not 3x3" in reason
 
 
 def test_avgpool_padding_needs_count_include_pad() -> None:

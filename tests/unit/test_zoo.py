@@ -343,6 +343,8 @@ def test_models_and_name_resolution(built: Builder) -> None:
         "mobilenetv2",
         "efficientnet",
         "squeezenet",
+        "googlenet",
+        "unet",
         "cnn",
         "mlp",
     )
@@ -485,3 +487,44 @@ def test_efficientnet_is_torchvisions_b0() -> None:
         if n.op_type == "Conv"
     )
     assert abs((macs + 1280 * 1000) / 386e6 - 1) < 0.01, macs
+
+
+def _conv_macs(model: onnx.ModelProto) -> int:
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    shapes = inferred_shapes(model)
+    return sum(
+        int(np.prod(shapes[n.output[0]])) * int(np.prod(inits[n.input[1]].shape[1:]))
+        for n in model.graph.node
+        if n.op_type == "Conv"
+    )
+
+
+def test_googlenet_is_inception_v1() -> None:
+    """BVLC GoogLeNet without the auxiliary classifiers: 57 convs in the stem and 9 inception
+    modules (Concat of 4 branches), 2 LRNs, max pools in ceil mode (56, 28, 14, 7 at 224),
+    1.58G conv multiply-adds (true 5x5 branches, as BVLC's; the paper says "1.5 billion") and
+    1024 features into the classifier."""
+    model = zoo.build("googlenet")
+    ops = [n.op_type for n in model.graph.node]
+    assert (ops.count("Conv"), ops.count("Concat"), ops.count("LRN")) == (57, 9, 2)
+    shapes = inferred_shapes(model)
+    assert shapes["pool1.3x3_s2.out"] == [1, 64, 56, 56]
+    assert shapes["inception_3b.output.out"] == [1, 480, 28, 28]
+    assert shapes["inception_5b.output.out"] == [1, 1024, 7, 7]
+    assert abs(_conv_macs(model) / 1.58e9 - 1) < 0.01, _conv_macs(model)
+    assert shapes["logits"] == [1, 1000]
+
+
+@pytest.mark.parametrize("size", [32, 128])
+def test_unet_shapes_and_upsampling(size: int) -> None:
+    """Three levels of skip Concats; the decoder upsamples by ConvTranspose 2x2/2 twice and by
+    a nearest Resize once; per-pixel logits of the input size."""
+    model = zoo.build("unet", image_size=size)
+    ops = [n.op_type for n in model.graph.node]
+    assert (ops.count("ConvTranspose"), ops.count("Resize"), ops.count("Concat")) == (2, 1, 3)
+    assert inferred_shapes(model)["logits"] == [1, 2, size, size]
+    x = np.random.default_rng(1).standard_normal((1, 3, size, size)).astype(np.float32)
+    logits = ort.InferenceSession(model.SerializeToString()).run(None, {"input": x})[0]
+    assert np.isfinite(logits).all() and 0.1 < float(logits.std()) < 100.0
+    with pytest.raises(ValueError, match="multiple of 8"):
+        zoo.build("unet", image_size=size + 4)
