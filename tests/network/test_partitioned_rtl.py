@@ -1,6 +1,7 @@
 """A partitioned graph end to end on the RTL: device program -> host LRN (onnxruntime) -> device
-program -> host SiLU -> device program, every accelerator layer bit-exact against the reference,
-the outputs equal to the ISA simulator's."""
+program -> host InstanceNormalization -> device program, every accelerator layer bit-exact
+against the reference, the outputs equal to the ISA simulator's; and the ops that run on the
+array by their own hardware (depthwise, dilated, upsampling, activation tables)."""
 
 from __future__ import annotations
 
@@ -96,5 +97,24 @@ def test_upsample_and_skip_concat_on_rtl(tmp_path):
     rtl, isa = run(exe, x, "rtl", workdir=tmp_path / "rtl"), run(exe, x, "isa")
     assert rtl.bit_exact, rtl.first_mismatch
     assert "up" in [la.name for la in rtl.layers]
+    for name, value in isa.outputs.items():
+        np.testing.assert_array_equal(rtl.outputs[name], value)
+
+
+@pytest.mark.parametrize("op", ["SiLU", "HardSwish"])
+def test_activation_tables_on_rtl(op, tmp_path):
+    """Activations as STORE lookup tables (two convs and an FC, each with its own table): every
+    layer bit-exact on the RTL, outputs equal to the ISA simulator's."""
+    from tests.unit.test_table_ops import act_model
+
+    path = tmp_path / "act.onnx"
+    onnx.save(act_model(op, {}, 17, seed=11), path)
+    exe = compile_model(path, PRESETS["tiny"]).executable
+    assert [n.attrs.get("act") for n in exe.reference.nodes].count("table") == 3
+    x = np.random.default_rng(12).standard_normal(exe.input.shape).astype(np.float32)
+    rtl = run(exe, x, "rtl", workdir=tmp_path / "rtl")
+    isa = run(exe, x, "isa")
+    assert rtl.bit_exact, rtl.first_mismatch
+    assert all(la.device == "accel" for la in rtl.layers)
     for name, value in isa.outputs.items():
         np.testing.assert_array_equal(rtl.outputs[name], value)
