@@ -16,6 +16,10 @@ WAVE_LAYER  ?=
 WAVE_INSN   ?=
 WAVE_CYCLES ?=
 
+# They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
+unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BUNDLE IMAGE
+unexport IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES
+
 PY    := $(VENV)/bin/python
 # With BUNDLE, a config is passed only when the user set one (the executable carries its own).
 SIM_CONFIG = $(if $(filter-out file,$(origin CONFIG)),--config '$(CONFIG)')
