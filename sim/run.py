@@ -23,6 +23,7 @@ from arch.reference import dequantize, evaluate, quantize_input
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
 from sim.backends.registry import NAMES, UnknownBackend, get_backend
 from sim.host import device_image, read_tensor, run_host_step
+from sim.inputs import check_input
 from sim.waves.capture import start as start_capture
 from sim.waves.window import WaveRequest
 
@@ -175,7 +176,9 @@ def run(
     """Run ``exe`` on ``backend`` (one of :data:`BACKENDS`) with fp32 input ``x`` and check
     every layer; ``progress`` receives ``{cycles, layers_done, wall_s}`` during RTL runs.
     ``waves`` traces a window of an rtl run into ``waves/<name>-...`` with a GTKWave save file
-    (:mod:`sim.waves`)."""
+    (:mod:`sim.waves`). An input of another shape, complex or not finite is
+    :class:`sim.inputs.InputError`."""
+    x = check_input(x, exe.input.shape)
     try:
         engine = get_backend(backend)
     except UnknownBackend as exc:
