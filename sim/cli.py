@@ -3,13 +3,13 @@ load a saved executable - run it on a backend, check every layer bit for bit, an
 
 Exit codes: 0 bit-exact; 1 a layer mismatched; 2 bad arguments or the model cannot be compiled;
 3 the simulator could not be built or the accelerator stopped with an error; 4 an internal error
-(a bug: any other exception, said in one line; ``COSIM_DEBUG=1`` shows its traceback).
+(a bug: any other exception, said in one line; ``COSIM_DEBUG=1`` shows its traceback); 130
+interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import math
 import os
 import sys
@@ -32,6 +32,7 @@ from sim import report as reports
 from sim.backends.registry import BACKENDS
 from sim.inputs import InputError, check_input
 from sim.run import RunError, RunResult, run
+from sim.rundir import RunDirError, new_run_dir, point_latest, use_run_dir
 from sim.verilate.build import WORK_ROOT, BuildError, SimulationFailed
 from sim.verilate.toolchain import ToolchainError
 from sim.waves.window import FORMATS, WaveError, WaveRequest, resolve
@@ -56,7 +57,7 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.N
         "write build/runs/<run>/ (report.json, report.csv, utilization.png, listing, and the "
         "executable, which --bundle runs again). Exit codes: 0 bit-exact, 1 a layer mismatched, "
         "2 bad input (arguments, model, executable), 3 simulator build failure or accelerator "
-        "error, 4 internal error (a bug; please report it).",
+        "error, 4 internal error (a bug; please report it), 130 interrupted (Ctrl-C).",
         epilog="Environment: COSIM_DEBUG=1 prints the traceback of an internal error (exit code 4) "
         "after its one-line message.",
     )
@@ -245,15 +246,21 @@ def load_executable(
 
 #: Exit code of an unexpected exception: a bug, never to be read as a mismatch (1).
 INTERNAL_ERROR = 4
+#: Exit code after Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED = 130
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m sim.cli") -> int:
     """The command line (see :func:`parse`); returns the exit code. An exception none of the
     steps expects is a bug: one ``error: internal error: ...`` line and exit code 4 (with
-    ``COSIM_DEBUG=1`` in the environment, the traceback after it)."""
+    ``COSIM_DEBUG=1`` in the environment, the traceback after it). Ctrl-C: ``interrupted``
+    and exit code 130."""
     args = parse(argv, prog)
     try:
         return _main(args)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return INTERRUPTED
     except Exception as exc:  # the backstop: every known failure has its own code above
         message = " ".join(str(exc).split())
         message = message if len(message) <= 300 else message[:297] + "..."
@@ -278,10 +285,15 @@ def _main(args: argparse.Namespace) -> int:
     except (ConfigError, CompileError, ExecutableError, UsageError, WaveError, InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     config_tag = args.config if args.config in PRESETS else config.name
-    out = args.out or RUNS_ROOT / f"{exe.model}-{config_tag}-{args.backend}-{stamp}"
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        if args.out is not None:
+            out = use_run_dir(args.out)
+        else:
+            out = new_run_dir(RUNS_ROOT, f"{exe.model}-{config_tag}-{args.backend}")
+    except RunDirError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     exe_path = args.bundle or executable.save(exe, out / f"{exe.model}{executable.SUFFIX}")
     (out / "listing.txt").write_text(listing.render(exe))
     insns = sum(program.instructions for program in exe.programs)
@@ -344,10 +356,8 @@ def _main(args: argparse.Namespace) -> int:
     else:
         print("accuracy vs fp32: not measured (an executable holds no fp32 model; use --model)")
     print(f"report: {paths['json']}  plot: {paths['png']}  listing: {out / 'listing.txt'}")
-    latest = RUNS_ROOT / "latest"
-    if args.out is None and (latest.is_symlink() or not latest.exists()):
-        latest.unlink(missing_ok=True)
-        latest.symlink_to(out.resolve())
+    if args.out is None:
+        point_latest(RUNS_ROOT / "latest", out)
     if result.waves is not None:
         print(waves_summary(result.waves))
     bad = result.first_mismatch

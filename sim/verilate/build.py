@@ -331,6 +331,12 @@ def build(
     key = cache_key(spec)
     build_dir = root / f"{spec.design}-{spec.config_name}-{key}"
     stamp = build_dir / _STAMP
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        blocker = next((p for p in [root, *root.parents] if p.exists() and not p.is_dir()), None)
+        why = f"{blocker} is a file, not a directory" if blocker else exc.strerror or str(exc)
+        raise BuildError(f"cannot create the build directory {root}: {why}") from None
     with _locked(root / f".{build_dir.name}.lock"):
         if stamp.exists() and (build_dir / spec.toplevel).exists():
             stats = json.loads(stamp.read_text())

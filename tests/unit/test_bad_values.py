@@ -123,7 +123,8 @@ def test_bad_inputs_in_the_api(cnn_input_shape) -> None:
 def test_input_without_its_batch_dimension_is_taken() -> None:
     x = np.random.default_rng(1).standard_normal((3, 4, 4))
     y = check_input(x, (1, 3, 4, 4))
-    assert y.shape == (1, 3, 4, 4) and y.dtype == np.float32 and np.array_equal(y[0], x.astype(np.float32))
+    assert y.shape == (1, 3, 4, 4) and y.dtype == np.float32
+    assert np.array_equal(y[0], x.astype(np.float32))
 
 
 def test_report_json_has_no_bare_nan(tmp_path) -> None:

@@ -56,3 +56,10 @@ def test_generic_cocotb_variables_do_not_reach_the_runner(monkeypatch):
     with cocotb_environ():
         assert not _env.get_bool("WAVES") and "MAKEFLAGS" not in os.environ
     assert os.environ["WAVES"] == "vcd"  # restored for the rest of the process
+
+
+def test_a_file_where_the_build_directory_belongs(tmp_path):
+    blocker = tmp_path / "verilator"
+    blocker.write_text("not a directory")
+    with pytest.raises(vb.BuildError, match=f"{blocker} is a file, not a directory"):
+        vb.build(accelerator_spec(PRESETS["tiny"]), root=blocker)
