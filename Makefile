@@ -38,7 +38,7 @@ help: ## List targets and variables
 	@echo "  BACKEND=$(BACKEND)      'sim' backend: rtl (Verilator + cocotb), pyverilator (same RTL, in-process) or isa (numpy ISA simulator)"
 	@echo "  SEED=$(SEED)          seed for generated inputs and weights"
 	@echo "  IMAGE=...        input for 'sim': .npy (input-shaped) or .png (RGB); default seeded noise"
-	@echo "  IMAGE_SIZE=...   input height/width of zoo CNNs for 'sim' (default 224)"
+	@echo "  IMAGE_SIZE=...   input height/width of zoo CNNs for 'sim' (default 224, at most 1024)"
 	@echo "  JOBS=$(JOBS)       pytest-xdist workers for 'test'"
 	@echo "  PYTEST_ARGS=...  extra pytest arguments, e.g. PYTEST_ARGS='-k dot_product'"
 	@echo "  CONFIGS=...      presets 'rtl' and 'synth' process (default: all)"

@@ -88,7 +88,7 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.N
         "--image", help=".npy (input-shaped float32) or .png (RGB) input; default: seeded noise"
     )
     parser.add_argument(
-        "--image-size", type=int, help="input height/width of zoo CNNs (default 224)"
+        "--image-size", type=int, help="input height/width of zoo CNNs (default 224, at most 1024)"
     )
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of weights, calibration and input"
@@ -284,6 +284,12 @@ def _main(args: argparse.Namespace) -> int:
             resolve(waves, exe.programs)  # an unknown layer or a bad range fails before the run
     except (ConfigError, CompileError, ExecutableError, UsageError, WaveError, InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print(
+            "error: out of memory compiling the model (a smaller --image-size or model?)",
+            file=sys.stderr,
+        )
         return 2
     config_tag = args.config if args.config in PRESETS else config.name
     try:

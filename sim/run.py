@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from arch import isa
-from arch.executable import DeviceProgram, Executable, HostStep
+from arch.executable import DeviceProgram, Executable, HostStep, check_images
 from arch.reference import dequantize, evaluate, quantize_input
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
 from sim.backends.registry import NAMES, UnknownBackend, get_backend
@@ -177,8 +177,10 @@ def run(
     every layer; ``progress`` receives ``{cycles, layers_done, wall_s}`` during RTL runs.
     ``waves`` traces a window of an rtl run into ``waves/<name>-...`` with a GTKWave save file
     (:mod:`sim.waves`). An input of another shape, complex or not finite is
-    :class:`sim.inputs.InputError`."""
+    :class:`sim.inputs.InputError`; an image larger than the config's DRAM
+    :class:`arch.executable.ExecutableError`."""
     x = check_input(x, exe.input.shape)
+    check_images(exe)
     try:
         engine = get_backend(backend)
     except UnknownBackend as exc:

@@ -140,3 +140,38 @@ def test_report_json_has_no_bare_nan(tmp_path) -> None:
 
     data = json.loads(paths["json"].read_text(), parse_constant=refuse)
     assert data["accuracy"]["cosine_vs_fp32"] is None and data["total"]["utilization"] is None
+
+
+def test_image_size_has_an_upper_bound(tmp_path, capsys) -> None:
+    args = ("--model", "resnet", "--image-size", "100000", "--out", str(tmp_path / "o"))
+    line = assert_usage_error(in_process(capsys, *args), "100000", "at most 1024")
+    assert "'resnet'" in line
+
+
+def test_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch) -> None:
+    import sim.cli
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(sim.cli, "load_executable", exhausted)
+    assert_usage_error(in_process(capsys, "--model", "cnn", "--out", str(tmp_path / "o")), "memory")
+
+
+def test_oversized_dram_image_is_a_format_error(tmp_path) -> None:
+    from arch import executable
+    from arch.executable import ExecutableError
+    from sim.run import run
+
+    exe = compile_model("mlp", PRESETS["tiny"], seed=1).executable
+    [program] = exe.programs
+    dram = exe.config.dram_bytes
+    big = np.zeros(dram + 64, np.uint8)
+    big[: program.image.size] = program.image
+    object.__setattr__(program, "image", big)
+    x = np.random.default_rng(1).standard_normal(exe.input.shape).astype(np.float32)
+    with pytest.raises(ExecutableError, match=f"more than the config's DRAM \\({dram}\\)"):
+        run(exe, x, "isa")
+    with pytest.raises(ExecutableError, match="more than the config's DRAM"):
+        executable.save(exe, tmp_path / "big.cosim")
+    assert not (tmp_path / "big.cosim").exists()
