@@ -55,11 +55,11 @@ def check_finite_constants(proto: onnx.ModelProto) -> None:
         if node.op_type not in WEIGHTED_OPS:
             continue
         for name in node.input[1:]:
-            values = floats.get(name)
-            if values is not None and not np.isfinite(values).all():
+            weight = floats.get(name)
+            if weight is not None and not np.isfinite(weight).all():
                 raise CompileError(
                     node.name or node.op_type,
                     node.op_type,
-                    f"input '{name}' is infinite in {_first_bad(values, ~np.isfinite(values))}",
+                    f"input '{name}' is infinite in {_first_bad(weight, ~np.isfinite(weight))}",
                     "finite weights, biases and scales",
                 )

@@ -289,7 +289,7 @@ class _CosimVerilator(_CocotbVerilator):
 #: Variables cocotb reads under generic names (``WAVES`` as a yes/no flag, ``GUI``, ...) and the
 #: outer make's command-line variables (``MAKEFLAGS``): a ``make sim WAVES=vcd`` or a user's shell
 #: must not reach the runner, the Verilator make or the simulator with them.
-FOREIGN_ENV = ("WAVES", "GUI", "RANDOM_SEED", "COVERAGE", "COVERAGE_RCFILE")
+FOREIGN_ENV: tuple[str, ...] = ("WAVES", "GUI", "RANDOM_SEED", "COVERAGE", "COVERAGE_RCFILE")
 FOREIGN_ENV += ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
 
 
