@@ -21,8 +21,10 @@ unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FU
 unexport IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES
 
 PY    := $(VENV)/bin/python
+# A value as one shell word, whatever quotes it holds: q = '...' with each ' written '\''
+q = '$(subst ','\'',$(1))'
 # With BUNDLE, a config is passed only when the user set one (the executable carries its own).
-SIM_CONFIG = $(if $(filter-out file,$(origin CONFIG)),--config '$(CONFIG)')
+SIM_CONFIG = $(if $(filter-out file,$(origin CONFIG)),--config $(call q,$(CONFIG)))
 STAMP := $(VENV)/.cosim-installed
 
 .DEFAULT_GOAL := help
@@ -69,12 +71,12 @@ test-fast: $(STAMP) ## Run only the tests that need no simulator
 	$(PY) -m pytest -n $(JOBS) -m "not simulator" $(PYTEST_ARGS)
 
 sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact check and report
-	@$(PY) -m sim.cli $(if $(BUNDLE),--bundle '$(BUNDLE)' $(SIM_CONFIG),--model '$(MODEL)' --config '$(CONFIG)') \
-		--backend '$(BACKEND)' --seed '$(SEED)' \
-		$(if $(IMAGE),--image '$(IMAGE)') $(if $(IMAGE_SIZE),--image-size '$(IMAGE_SIZE)') \
-		$(if $(WAVES),--waves '$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES))') \
-		$(if $(WAVE_LAYER),--wave-layer '$(WAVE_LAYER)') $(if $(WAVE_INSN),--wave-insn '$(WAVE_INSN)') \
-		$(if $(WAVE_CYCLES),--wave-cycles '$(WAVE_CYCLES)')
+	@$(PY) -m sim.cli $(if $(BUNDLE),--bundle $(call q,$(BUNDLE)) $(SIM_CONFIG),--model $(call q,$(MODEL)) --config $(call q,$(CONFIG))) \
+		--backend $(call q,$(BACKEND)) --seed $(call q,$(SEED)) \
+		$(if $(IMAGE),--image $(call q,$(IMAGE))) $(if $(IMAGE_SIZE),--image-size $(call q,$(IMAGE_SIZE))) \
+		$(if $(WAVES),--waves $(call q,$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES)))) \
+		$(if $(WAVE_LAYER),--wave-layer $(call q,$(WAVE_LAYER))) $(if $(WAVE_INSN),--wave-insn $(call q,$(WAVE_INSN))) \
+		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES)))
 
 waves: $(STAMP) ## Open the newest dump in waves/ in GTKWave with its save file (.gtkw)
 	@$(PY) -m sim.waves.open

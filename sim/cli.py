@@ -129,6 +129,8 @@ def load_input(args: argparse.Namespace, shape: tuple[int, ...]) -> np.ndarray:
     if args.image is None:
         return np.random.default_rng(args.seed).standard_normal(shape).astype(np.float32)
     path = Path(args.image)
+    if path.is_dir():
+        raise UsageError(f"image {path} is a directory; give a .npy or .png file")
     if not path.is_file():
         raise UsageError(f"image {path} does not exist")
     if path.suffix == ".npy":
@@ -141,9 +143,16 @@ def load_input(args: argparse.Namespace, shape: tuple[int, ...]) -> np.ndarray:
         import matplotlib.image
 
         try:
-            rgb = matplotlib.image.imread(str(path))[..., :3].astype(np.float32)
+            pixels = matplotlib.image.imread(str(path))
         except Exception as exc:  # Pillow raises OSError, SyntaxError, ValueError...
             raise UsageError(f"image {path} is not a readable PNG: {exc}") from None
+        if pixels.ndim != 3 or pixels.shape[2] < 3:
+            kind = "grayscale" if pixels.ndim == 2 or pixels.shape[2] <= 2 else "not RGB"
+            raise UsageError(
+                f"image {path} is {kind} ({pixels.shape[1]}x{pixels.shape[0]}); the model takes "
+                "an RGB (or RGBA) PNG"
+            )
+        rgb = pixels[..., :3].astype(np.float32)
         if len(shape) != 4 or rgb.shape[:2] != shape[2:]:
             raise UsageError(
                 f"image {path} is {rgb.shape[1]}x{rgb.shape[0]}; the model takes {shape}"
@@ -277,6 +286,8 @@ def _main(args: argparse.Namespace) -> int:
     try:
         if args.seed < 0:
             raise UsageError(f"--seed must be a non-negative integer, not {args.seed}")
+        if args.max_cycles < 1:
+            raise UsageError(f"--max-cycles must be a positive integer, not {args.max_cycles}")
         exe, config, source, compile_s = load_executable(args)
         x = load_input(args, exe.input.shape)
         waves = wave_request(args)

@@ -683,10 +683,16 @@ def _load(path: Path, archive: zipfile.ZipFile, config: AccelConfig | None) -> E
         ) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ExecutableError(f"{path} is not a {FORMAT} file (no 'format': {FORMAT!r})")
-    if data.get("format_version") != FORMAT_VERSION:
+    version = data.get("format_version")
+    if not _is_int(version):
         raise ExecutableError(
-            f"{path}: executable format version {_short(data.get('format_version'))}; this tool "
-            f"reads version {FORMAT_VERSION} - recompile the model"
+            f"{path}: 'format_version' is {type(version).__name__} {_short(version)}, not an "
+            f"integer; this tool reads version {FORMAT_VERSION}"
+        )
+    if version != FORMAT_VERSION:
+        raise ExecutableError(
+            f"{path}: executable format version {version}; this tool reads version "
+            f"{FORMAT_VERSION} - recompile the model"
         )
     reader = _Reader(path, archive, data.get("arrays"))
     try:

@@ -175,3 +175,21 @@ def test_oversized_dram_image_is_a_format_error(tmp_path) -> None:
     with pytest.raises(ExecutableError, match="more than the config's DRAM"):
         executable.save(exe, tmp_path / "big.cosim")
     assert not (tmp_path / "big.cosim").exists()
+
+
+def test_messages_that_once_misled(tmp_path, capsys) -> None:
+    from PIL import Image
+
+    gray_2d = tmp_path / "gray.png"
+    Image.fromarray((np.random.default_rng(4).random((32, 32)) * 255).astype(np.uint8)).save(
+        gray_2d
+    )
+    out = ("--out", str(tmp_path / "o"))
+    cnn = ("--model", "cnn", "--config", "tiny", "--image-size", "32")
+    line = assert_usage_error(in_process(capsys, *cnn, "--image", str(gray_2d), *out))
+    assert "is grayscale (32x32)" in line and "RGB" in line
+    line = assert_usage_error(in_process(capsys, *cnn, "--image", str(tmp_path), *out))
+    assert "is a directory" in line
+    line = assert_usage_error(in_process(capsys, *cnn, "--max-cycles", "0", *out))
+    assert "--max-cycles must be a positive integer, not 0" in line
+    assert not (tmp_path / "o").exists()

@@ -48,3 +48,16 @@ def test_readme_wave_example_passes_options_not_environment(fake_venv, tmp_path)
     assert "--model mlp --config tiny" in argv
     leaked = sorted(set(call["env"]) & set(VARIABLES))
     assert not leaked, f"make exported {leaked} to the simulator's environment"
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_values_with_quotes_reach_python_whole(fake_venv, tmp_path):
+    model = str(tmp_path / 'it\'s a "model" (v2).onnx')
+    done = subprocess.run(
+        ["make", "-s", "-C", str(REPO), "sim", f"MODEL={model}", f"VENV={fake_venv}"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    argv = json.loads((tmp_path / "call.json").read_text())["argv"]
+    assert argv[argv.index("--model") + 1] == model
