@@ -16,9 +16,15 @@ WAVE_LAYER  ?=
 WAVE_INSN   ?=
 WAVE_CYCLES ?=
 
+# They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
+unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BUNDLE IMAGE
+unexport IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES
+
 PY    := $(VENV)/bin/python
+# A value as one shell word, whatever quotes it holds: q = '...' with each ' written '\''
+q = '$(subst ','\'',$(1))'
 # With BUNDLE, a config is passed only when the user set one (the executable carries its own).
-SIM_CONFIG = $(if $(filter-out file,$(origin CONFIG)),--config '$(CONFIG)')
+SIM_CONFIG = $(if $(filter-out file,$(origin CONFIG)),--config $(call q,$(CONFIG)))
 STAMP := $(VENV)/.cosim-installed
 
 .DEFAULT_GOAL := help
@@ -34,12 +40,12 @@ help: ## List targets and variables
 	@echo "  BACKEND=$(BACKEND)      'sim' backend: rtl (Verilator + cocotb), pyverilator (same RTL, in-process) or isa (numpy ISA simulator)"
 	@echo "  SEED=$(SEED)          seed for generated inputs and weights"
 	@echo "  IMAGE=...        input for 'sim': .npy (input-shaped) or .png (RGB); default seeded noise"
-	@echo "  IMAGE_SIZE=...   input height/width of zoo CNNs for 'sim' (default 224)"
+	@echo "  IMAGE_SIZE=...   input height/width of zoo CNNs for 'sim' (default 224, at most 1024)"
 	@echo "  JOBS=$(JOBS)       pytest-xdist workers for 'test'"
 	@echo "  PYTEST_ARGS=...  extra pytest arguments, e.g. PYTEST_ARGS='-k dot_product'"
 	@echo "  CONFIGS=...      presets 'rtl' and 'synth' process (default: all)"
 	@echo "  BENCH_FULL=$(BENCH_FULL)    'bench': 1 also runs ResNet-18 and ResNet-50 224x224 end to end, 0 skips them"
-	@echo "  WAVES=...        'sim' waveform format: fst (or 1) or vcd; implied (fst) by a WAVE_* window"
+	@echo "  WAVES=...        'sim' waveform format: fst (or 1; VCD without the lz4 headers) or vcd; implied (fst) by a WAVE_* window"
 	@echo "  WAVE_LAYER=...   'sim': trace only this layer (a name from the listing, e.g. layer3.0.conv1)"
 	@echo "  WAVE_INSN=a:b    'sim': trace only instructions a..b-1 (indices from the listing)"
 	@echo "  WAVE_CYCLES=a:b  'sim': trace only accelerator cycles a..b-1 (the report's cycle windows)"
@@ -65,12 +71,12 @@ test-fast: $(STAMP) ## Run only the tests that need no simulator
 	$(PY) -m pytest -n $(JOBS) -m "not simulator" $(PYTEST_ARGS)
 
 sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact check and report
-	@$(PY) -m sim.cli $(if $(BUNDLE),--bundle '$(BUNDLE)' $(SIM_CONFIG),--model '$(MODEL)' --config '$(CONFIG)') \
-		--backend '$(BACKEND)' --seed '$(SEED)' \
-		$(if $(IMAGE),--image '$(IMAGE)') $(if $(IMAGE_SIZE),--image-size '$(IMAGE_SIZE)') \
-		$(if $(WAVES),--waves '$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES))') \
-		$(if $(WAVE_LAYER),--wave-layer '$(WAVE_LAYER)') $(if $(WAVE_INSN),--wave-insn '$(WAVE_INSN)') \
-		$(if $(WAVE_CYCLES),--wave-cycles '$(WAVE_CYCLES)')
+	@$(PY) -m sim.cli $(if $(BUNDLE),--bundle $(call q,$(BUNDLE)) $(SIM_CONFIG),--model $(call q,$(MODEL)) --config $(call q,$(CONFIG))) \
+		--backend $(call q,$(BACKEND)) --seed $(call q,$(SEED)) \
+		$(if $(IMAGE),--image $(call q,$(IMAGE))) $(if $(IMAGE_SIZE),--image-size $(call q,$(IMAGE_SIZE))) \
+		$(if $(WAVES),--waves $(call q,$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES)))) \
+		$(if $(WAVE_LAYER),--wave-layer $(call q,$(WAVE_LAYER))) $(if $(WAVE_INSN),--wave-insn $(call q,$(WAVE_INSN))) \
+		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES)))
 
 waves: $(STAMP) ## Open the newest dump in waves/ in GTKWave with its save file (.gtkw)
 	@$(PY) -m sim.waves.open

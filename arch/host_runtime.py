@@ -11,9 +11,30 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 
+#: The IR version models are handed to onnxruntime with, at most: the pinned onnx saves newer
+#: ones (14) than the pinned onnxruntime reads (13); the opsets, not the IR version, say what
+#: the nodes compute.
+IR_VERSION = 10
+
 _SESSIONS: dict[str, ort.InferenceSession] = {}
+
+
+def readable(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` (changed in place) with its IR version lowered to :data:`IR_VERSION` if newer."""
+    if model.ir_version > IR_VERSION:
+        model.ir_version = IR_VERSION
+    return model
+
+
+def _readable_bytes(model: bytes) -> bytes:
+    try:
+        proto = onnx.ModelProto.FromString(model)
+    except Exception:  # protobuf's DecodeError: let onnxruntime say what is wrong
+        return model
+    return readable(proto).SerializeToString() if proto.ir_version > IR_VERSION else model
 
 
 class HostModelError(ValueError):
@@ -21,7 +42,8 @@ class HostModelError(ValueError):
 
 
 def session(model: bytes) -> ort.InferenceSession:
-    """The onnxruntime session of a serialized ONNX model (cached)."""
+    """The onnxruntime session of a serialized ONNX model (cached); a newer IR version than
+    onnxruntime reads is lowered (:func:`readable`)."""
     key = hashlib.sha256(model).hexdigest()
     if key not in _SESSIONS:
         options = ort.SessionOptions()
@@ -30,7 +52,7 @@ def session(model: bytes) -> ort.InferenceSession:
         options.log_severity_level = 3
         try:
             _SESSIONS[key] = ort.InferenceSession(
-                model, options, providers=["CPUExecutionProvider"]
+                _readable_bytes(model), options, providers=["CPUExecutionProvider"]
             )
         except Exception as exc:  # onnxruntime raises its own exception types
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

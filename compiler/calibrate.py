@@ -10,6 +10,8 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
+from arch import host_runtime
+
 from .errors import CompileError
 from .ir import Graph
 
@@ -45,6 +47,7 @@ def _session(model: onnx.ModelProto | str | Path, extra: Sequence[str]) -> ort.I
     proto = onnx.load(str(model)) if isinstance(model, str | Path) else model
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
+    host_runtime.readable(copy)  # the pinned onnx saves IR versions onnxruntime cannot read
     known = {vi.name: vi for vi in copy.graph.value_info}
     outputs = {o.name for o in copy.graph.output} | {i.name for i in copy.graph.input}
     for name in extra:

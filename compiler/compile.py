@@ -30,12 +30,24 @@ class Compiled:
     source: onnx.ModelProto | None = field(default=None, repr=False)
 
 
+#: The largest input height/width of a zoo CNN: memory grows with its square (IMAGE_SIZE=100000
+#: ran numpy out of memory in calibration instead of saying so).
+MAX_IMAGE_SIZE = 1024
+
+
 def resolve_model(
     model: str | Path, image_size: int | None = None, seed: int = 0
 ) -> tuple[str, onnx.ModelProto | Path]:
     """A zoo name (built with ``image_size`` and ``seed``) or a path to an .onnx file."""
     text = str(model)
     if text in zoo.MODELS:
+        if image_size is not None and image_size > MAX_IMAGE_SIZE:
+            raise CompileError(
+                None,
+                None,
+                f"image size {image_size} of model {text!r} is too large: at most "
+                f"{MAX_IMAGE_SIZE} (fp32 calibration and the DRAM image grow with its square)",
+            )
         kwargs = {} if image_size is None else {"image_size": image_size}
         try:
             return text, zoo.build(text, seed=seed, **kwargs)

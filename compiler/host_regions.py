@@ -21,7 +21,7 @@ from arch import host_runtime
 from arch.host_runtime import HostModelError
 
 #: The IR version of host models: what the pinned onnxruntime reads, whatever the source used.
-HOST_IR_VERSION = 10
+HOST_IR_VERSION = host_runtime.IR_VERSION
 _MAC_OPS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "ConvInteger", "MatMulInteger"}
 
 

@@ -36,6 +36,7 @@ from arch.host_runtime import HostModelError
 
 from . import host_regions
 from .errors import CompileError
+from .finite import check_finite_constants
 from .ir import Graph, Node, Tensor, conv_output_shape
 
 __all__ = ["MAX_OPSET", "MIN_OPSET", "SUPPORTED_OPS", "load_onnx"]
@@ -136,7 +137,9 @@ def load_onnx(model: str | Path | onnx.ModelProto, host: Mapping[int, str] | Non
         For a missing or unreadable file, a graph input that is not a static fp32 tensor, or
         nodes that neither the accelerator nor onnxruntime can run (all named at once).
     """
-    proto, inference_error = _prepare(_read(model))
+    proto = _read(model)
+    check_finite_constants(proto)
+    proto, inference_error = _prepare(proto)
     forced = dict(host or {})
     while True:
         try:

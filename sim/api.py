@@ -21,6 +21,7 @@ from arch.config import AccelConfig
 from arch.executable import Executable
 from compiler.accuracy import compare_fp32
 from sim import report as reports
+from sim.inputs import check_input
 from sim.run import run as run_executable
 
 
@@ -37,7 +38,8 @@ def run(
 
     Returns the graph outputs (fp32) and the report (the ``report.json`` contract); every layer
     is checked bit for bit against the integer reference. With ``config``, an executable
-    compiled for another config is refused (:class:`arch.executable.ExecutableError`). With
+    compiled for another config is refused (:class:`arch.executable.ExecutableError`), an input
+    of another shape, complex or not finite too (:class:`sim.inputs.InputError`). With
     ``fp32_model`` (the ONNX model it was compiled from), the report has the accuracy vs fp32.
     """
     path = None
@@ -45,7 +47,7 @@ def run(
         path = Path(exe)
         exe = executable.load(path, config)
     executable.check_config(exe, config, path)
-    x = np.asarray(inputs, dtype=np.float32)
+    x = check_input(inputs, exe.input.shape)
     result = run_executable(exe, x, backend, workdir=workdir)
     accuracy: dict[str, Any] = {}
     if fp32_model is not None:

@@ -3,14 +3,14 @@ load a saved executable - run it on a backend, check every layer bit for bit, an
 
 Exit codes: 0 bit-exact; 1 a layer mismatched; 2 bad arguments or the model cannot be compiled;
 3 the simulator could not be built or the accelerator stopped with an error; 4 an internal error
-(a bug: any other exception, said in one line; ``COSIM_DEBUG=1`` shows its traceback).
+(a bug: any other exception, said in one line; ``COSIM_DEBUG=1`` shows its traceback); 130
+interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
+import math
 import os
 import sys
 import time
@@ -30,7 +30,9 @@ from compiler.compile import compile_model
 from compiler.errors import CompileError
 from sim import report as reports
 from sim.backends.registry import BACKENDS
+from sim.inputs import InputError, check_input
 from sim.run import RunError, RunResult, run
+from sim.rundir import RunDirError, new_run_dir, point_latest, use_run_dir
 from sim.verilate.build import WORK_ROOT, BuildError, SimulationFailed
 from sim.verilate.toolchain import ToolchainError
 from sim.waves.window import FORMATS, WaveError, WaveRequest, resolve
@@ -55,7 +57,7 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.N
         "write build/runs/<run>/ (report.json, report.csv, utilization.png, listing, and the "
         "executable, which --bundle runs again). Exit codes: 0 bit-exact, 1 a layer mismatched, "
         "2 bad input (arguments, model, executable), 3 simulator build failure or accelerator "
-        "error, 4 internal error (a bug; please report it).",
+        "error, 4 internal error (a bug; please report it), 130 interrupted (Ctrl-C).",
         epilog="Environment: COSIM_DEBUG=1 prints the traceback of an internal error (exit code 4) "
         "after its one-line message.",
     )
@@ -86,7 +88,7 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.N
         "--image", help=".npy (input-shaped float32) or .png (RGB) input; default: seeded noise"
     )
     parser.add_argument(
-        "--image-size", type=int, help="input height/width of zoo CNNs (default 224)"
+        "--image-size", type=int, help="input height/width of zoo CNNs (default 224, at most 1024)"
     )
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of weights, calibration and input"
@@ -127,28 +129,36 @@ def load_input(args: argparse.Namespace, shape: tuple[int, ...]) -> np.ndarray:
     if args.image is None:
         return np.random.default_rng(args.seed).standard_normal(shape).astype(np.float32)
     path = Path(args.image)
+    if path.is_dir():
+        raise UsageError(f"image {path} is a directory; give a .npy or .png file")
     if not path.is_file():
         raise UsageError(f"image {path} does not exist")
     if path.suffix == ".npy":
         try:
-            x = np.load(path).astype(np.float32)
+            x = np.load(path)
         except (OSError, ValueError, TypeError, EOFError) as exc:
             raise UsageError(f"image {path} is not a readable .npy array: {exc}") from None
-        if x.size != int(np.prod(shape)):
-            raise UsageError(f"image {path} has shape {x.shape}; the model takes {shape}")
-        return x.reshape(shape)
+        return check_input(x, shape, f"image {path}")
     if path.suffix == ".png":
         import matplotlib.image
 
         try:
-            rgb = matplotlib.image.imread(str(path))[..., :3].astype(np.float32)
+            pixels = matplotlib.image.imread(str(path))
         except Exception as exc:  # Pillow raises OSError, SyntaxError, ValueError...
             raise UsageError(f"image {path} is not a readable PNG: {exc}") from None
+        if pixels.ndim != 3 or pixels.shape[2] < 3:
+            kind = "grayscale" if pixels.ndim == 2 or pixels.shape[2] <= 2 else "not RGB"
+            raise UsageError(
+                f"image {path} is {kind} ({pixels.shape[1]}x{pixels.shape[0]}); the model takes "
+                "an RGB (or RGBA) PNG"
+            )
+        rgb = pixels[..., :3].astype(np.float32)
         if len(shape) != 4 or rgb.shape[:2] != shape[2:]:
             raise UsageError(
                 f"image {path} is {rgb.shape[1]}x{rgb.shape[0]}; the model takes {shape}"
             )
-        return ((rgb - IMAGENET_MEAN) / IMAGENET_STD).transpose(2, 0, 1)[None].astype(np.float32)
+        x = ((rgb - IMAGENET_MEAN) / IMAGENET_STD).transpose(2, 0, 1)[None]
+        return check_input(x, shape, f"image {path}")
     raise UsageError(f"image {path}: use a .npy or .png file")
 
 
@@ -245,15 +255,21 @@ def load_executable(
 
 #: Exit code of an unexpected exception: a bug, never to be read as a mismatch (1).
 INTERNAL_ERROR = 4
+#: Exit code after Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED = 130
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m sim.cli") -> int:
     """The command line (see :func:`parse`); returns the exit code. An exception none of the
     steps expects is a bug: one ``error: internal error: ...`` line and exit code 4 (with
-    ``COSIM_DEBUG=1`` in the environment, the traceback after it)."""
+    ``COSIM_DEBUG=1`` in the environment, the traceback after it). Ctrl-C: ``interrupted``
+    and exit code 130."""
     args = parse(argv, prog)
     try:
         return _main(args)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return INTERRUPTED
     except Exception as exc:  # the backstop: every known failure has its own code above
         message = " ".join(str(exc).split())
         message = message if len(message) <= 300 else message[:297] + "..."
@@ -270,18 +286,31 @@ def _main(args: argparse.Namespace) -> int:
     try:
         if args.seed < 0:
             raise UsageError(f"--seed must be a non-negative integer, not {args.seed}")
+        if args.max_cycles < 1:
+            raise UsageError(f"--max-cycles must be a positive integer, not {args.max_cycles}")
         exe, config, source, compile_s = load_executable(args)
         x = load_input(args, exe.input.shape)
         waves = wave_request(args)
         if waves is not None:
             resolve(waves, exe.programs)  # an unknown layer or a bad range fails before the run
-    except (ConfigError, CompileError, ExecutableError, UsageError, WaveError) as exc:
+    except (ConfigError, CompileError, ExecutableError, UsageError, WaveError, InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    except MemoryError:
+        print(
+            "error: out of memory compiling the model (a smaller --image-size or model?)",
+            file=sys.stderr,
+        )
+        return 2
     config_tag = args.config if args.config in PRESETS else config.name
-    out = args.out or RUNS_ROOT / f"{exe.model}-{config_tag}-{args.backend}-{stamp}"
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        if args.out is not None:
+            out = use_run_dir(args.out)
+        else:
+            out = new_run_dir(RUNS_ROOT, f"{exe.model}-{config_tag}-{args.backend}")
+    except RunDirError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     exe_path = args.bundle or executable.save(exe, out / f"{exe.model}{executable.SUFFIX}")
     (out / "listing.txt").write_text(listing.render(exe))
     insns = sum(program.instructions for program in exe.programs)
@@ -335,17 +364,17 @@ def _main(args: argparse.Namespace) -> int:
 
     Console().print(reports.summary_table(data))
     if accuracy:
+        cosine = accuracy["cosine_vs_fp32"]
+        cosine_text = f"{cosine:.5f}" if math.isfinite(cosine) else "undefined (a zero output)"
         print(
-            f"accuracy vs fp32 onnxruntime: cosine {accuracy['cosine_vs_fp32']:.5f}, "
+            f"accuracy vs fp32 onnxruntime: cosine {cosine_text}, "
             f"top-1 {'agrees' if accuracy['top1_agree_fp32'] else 'differs'}"
         )
     else:
         print("accuracy vs fp32: not measured (an executable holds no fp32 model; use --model)")
     print(f"report: {paths['json']}  plot: {paths['png']}  listing: {out / 'listing.txt'}")
-    latest = RUNS_ROOT / "latest"
-    if args.out is None and (latest.is_symlink() or not latest.exists()):
-        latest.unlink(missing_ok=True)
-        latest.symlink_to(out.resolve())
+    if args.out is None:
+        point_latest(RUNS_ROOT / "latest", out)
     if result.waves is not None:
         print(waves_summary(result.waves))
     bad = result.first_mismatch
@@ -359,7 +388,6 @@ def _main(args: argparse.Namespace) -> int:
         if waves is None:
             failure_dump(args, exe, x, out, WaveRequest(layer=bad.name))
         return 1
-    json.dumps(data)  # the report is plain JSON
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,17 @@ def build(
     }
 
 
+def plain_json(value: Any) -> Any:
+    """``value`` with every NaN or infinite float as ``None`` (JSON has no NaN: ``null``)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: plain_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_json(v) for v in value]
+    return value
+
+
 def write(report: dict[str, Any], directory: Path) -> dict[str, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     paths = {
@@ -106,7 +118,7 @@ def write(report: dict[str, Any], directory: Path) -> dict[str, Path]:
         "csv": directory / "report.csv",
         "png": directory / "utilization.png",
     }
-    paths["json"].write_text(json.dumps(report, indent=1) + "\n")
+    paths["json"].write_text(json.dumps(plain_json(report), indent=1, allow_nan=False) + "\n")
     columns = [
         "name",
         "op",

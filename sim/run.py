@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 
 from arch import isa
-from arch.executable import DeviceProgram, Executable, HostStep
+from arch.executable import DeviceProgram, Executable, HostStep, check_images
 from arch.reference import dequantize, evaluate, quantize_input
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
 from sim.backends.registry import NAMES, UnknownBackend, get_backend
 from sim.host import device_image, read_tensor, run_host_step
+from sim.inputs import check_input
 from sim.waves.capture import start as start_capture
 from sim.waves.window import WaveRequest
 
@@ -175,10 +176,14 @@ def run(
     """Run ``exe`` on ``backend`` (one of :data:`BACKENDS`) with fp32 input ``x`` and check
     every layer; ``progress`` receives ``{cycles, layers_done, wall_s}`` during RTL runs.
     ``waves`` traces a window of an rtl run into ``waves/<name>-...`` with a GTKWave save file
-    (:mod:`sim.waves`)."""
+    (:mod:`sim.waves`). An input of another shape, complex or not finite is
+    :class:`sim.inputs.InputError`; an image larger than the config's DRAM
+    :class:`arch.executable.ExecutableError`."""
     shape = exe.reference.tensors[exe.reference.inputs[0]].shape
-    if x.ndim == 3 and len(shape) == 4 and shape[2] == 1:  # a Conv1d net's (1, C, L) input
-        x = x[:, :, None, :]  # is held as (1, C, 1, L)
+    if getattr(x, "ndim", 0) == 3 and len(shape) == 4 and shape[2] == 1:  # a Conv1d net's
+        x = np.asarray(x)[:, :, None, :]  # (1, C, L) input is held as (1, C, 1, L)
+    x = check_input(x, exe.input.shape)
+    check_images(exe)
     try:
         engine = get_backend(backend)
     except UnknownBackend as exc:

@@ -6,6 +6,7 @@ from arch.executable.archive import (
     SUFFIX,
     ExecutableError,
     check_config,
+    check_images,
     load,
     save,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "Region",
     "TensorSpec",
     "check_config",
+    "check_images",
     "is_path_name",
     "load",
     "path_name",

@@ -182,8 +182,29 @@ def manifest(exe: Executable, arrays: _Arrays) -> dict[str, Any]:
     }
 
 
+def check_images(exe: Executable) -> None:
+    """Raise :class:`ExecutableError` if a device program's DRAM image is not 1-D uint8 or does
+    not fit, with its regions, in the config's DRAM (what :func:`load` checks of a file, for an
+    executable made or changed in memory)."""
+    dram = exe.config.dram_bytes
+    for index, step in enumerate(exe.steps):
+        if not isinstance(step, DeviceProgram):
+            continue
+        image = step.image
+        if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim != 1:
+            what = f"{image.dtype} {image.shape}" if isinstance(image, np.ndarray) else "no array"
+            raise ExecutableError(f"step {index} image is {what}; it must be 1-D uint8")
+        if step.dram_end > dram:
+            raise ExecutableError(
+                f"step {index} ({step.name}) needs {step.dram_end} bytes of DRAM (its image is "
+                f"{image.size}): more than the config's DRAM ({dram})"
+            )
+
+
 def save(exe: Executable, path: str | Path) -> Path:
-    """Write ``exe`` to ``path`` (a zip; compressed)."""
+    """Write ``exe`` to ``path`` (a zip; compressed); an image that does not fit the config's
+    DRAM is refused (:func:`check_images`)."""
+    check_images(exe)
     path = Path(path)
     arrays = _Arrays()
     text = json.dumps({**manifest(exe, arrays), "arrays": arrays.table}, indent=1)
@@ -662,10 +683,16 @@ def _load(path: Path, archive: zipfile.ZipFile, config: AccelConfig | None) -> E
         ) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ExecutableError(f"{path} is not a {FORMAT} file (no 'format': {FORMAT!r})")
-    if data.get("format_version") != FORMAT_VERSION:
+    version = data.get("format_version")
+    if not _is_int(version):
         raise ExecutableError(
-            f"{path}: executable format version {_short(data.get('format_version'))}; this tool "
-            f"reads version {FORMAT_VERSION} - recompile the model"
+            f"{path}: 'format_version' is {type(version).__name__} {_short(version)}, not an "
+            f"integer; this tool reads version {FORMAT_VERSION}"
+        )
+    if version != FORMAT_VERSION:
+        raise ExecutableError(
+            f"{path}: executable format version {version}; this tool reads version "
+            f"{FORMAT_VERSION} - recompile the model"
         )
     reader = _Reader(path, archive, data.get("arrays"))
     try:

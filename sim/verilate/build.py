@@ -286,6 +286,24 @@ class _CosimVerilator(_CocotbVerilator):
         return [verilate, restore, compile_, save]
 
 
+#: Variables cocotb reads under generic names (``WAVES`` as a yes/no flag, ``GUI``, ...) and the
+#: outer make's command-line variables (``MAKEFLAGS``): a ``make sim WAVES=vcd`` or a user's shell
+#: must not reach the runner, the Verilator make or the simulator with them.
+FOREIGN_ENV: tuple[str, ...] = ("WAVES", "GUI", "RANDOM_SEED", "COVERAGE", "COVERAGE_RCFILE")
+FOREIGN_ENV += ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+
+
+@contextmanager
+def cocotb_environ() -> Iterator[None]:
+    """Hide :data:`FOREIGN_ENV` from this process's environment while cocotb's runner builds or
+    runs (it copies ``os.environ`` into the simulator's); restore them after."""
+    saved = {name: os.environ.pop(name) for name in FOREIGN_ENV if name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """Serialise builds of one directory across processes (pytest-xdist workers)."""
@@ -313,6 +331,12 @@ def build(
     key = cache_key(spec)
     build_dir = root / f"{spec.design}-{spec.config_name}-{key}"
     stamp = build_dir / _STAMP
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        blocker = next((p for p in [root, *root.parents] if p.exists() and not p.is_dir()), None)
+        why = f"{blocker} is a file, not a directory" if blocker else exc.strerror or str(exc)
+        raise BuildError(f"cannot create the build directory {root}: {why}") from None
     with _locked(root / f".{build_dir.name}.lock"):
         if stamp.exists() and (build_dir / spec.toplevel).exists():
             stats = json.loads(stamp.read_text())
@@ -326,13 +350,14 @@ def build(
         build_log = build_dir / "build.log"
         log.info("verilator build: %s (log: %s)", build_dir.name, build_log)
         try:
-            runner.build(
-                sources=[*spec.sources],
-                hdl_toplevel=spec.toplevel,
-                build_dir=build_dir,
-                log_file=build_log,
-                waves=spec.waves is not None,
-            )
+            with cocotb_environ():
+                runner.build(
+                    sources=[*spec.sources],
+                    hdl_toplevel=spec.toplevel,
+                    build_dir=build_dir,
+                    log_file=build_log,
+                    waves=spec.waves is not None,
+                )
         except (RuntimeError, SystemExit) as exc:
             tail = "\n".join(build_log.read_text(errors="replace").splitlines()[-25:])
             raise BuildError(
@@ -388,20 +413,21 @@ def run_cocotb(
         env["COSIM_CLOCK_PERIOD_NS"] = str(model.spec.clock_period_ns)
     saved = os.environ.pop("PYTEST_CURRENT_TEST", None)  # we check the results ourselves
     try:
-        runner.test(
-            test_module=test_module,
-            hdl_toplevel=model.spec.toplevel,
-            hdl_toplevel_lang="verilog",
-            build_dir=model.build_dir,
-            test_dir=test_dir,
-            testcase=testcase,
-            extra_env=env,
-            test_args=test_args,
-            plusargs=list(plusargs),
-            results_xml=str(results),
-            seed=seed,
-            log_file=test_dir / "sim.log",
-        )
+        with cocotb_environ():
+            runner.test(
+                test_module=test_module,
+                hdl_toplevel=model.spec.toplevel,
+                hdl_toplevel_lang="verilog",
+                build_dir=model.build_dir,
+                test_dir=test_dir,
+                testcase=testcase,
+                extra_env=env,
+                test_args=test_args,
+                plusargs=list(plusargs),
+                results_xml=str(results),
+                seed=seed,
+                log_file=test_dir / "sim.log",
+            )
     except SystemExit as exc:
         problems = _failures(results) if results.exists() else []
         raise SimulationFailed(_describe_failure(test_dir, problems, exc.code)) from None

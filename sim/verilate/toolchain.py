@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,7 +43,8 @@ class Toolchain:
     make_args : tuple[str, ...]
         Extra make variables for the verilated makefile.
     fst_ok : bool
-        Whether FST tracing can be linked (needs lz4 and zlib headers).
+        Whether FST tracing can be linked (needs the lz4 and zlib headers and libraries);
+        without, waveforms are written as VCD (:func:`sim.waves.capture.start`).
     """
 
     verilator: Path
@@ -96,8 +98,28 @@ def _version_output(verilator: Path, env: dict[str, str]) -> str | None:
     return out.stdout + out.stderr if out.returncode == 0 else None
 
 
-def _header_exists(name: str) -> bool:
-    return any(Path(d, name).exists() for d in ("/usr/include", "/usr/local/include"))
+_FST_PROBE = """#include <lz4.h>
+#include <zlib.h>
+int main() { return LZ4_compressBound(1) > 0 && zlibVersion() ? 0 : 1; }
+"""
+
+
+def _fst_links() -> bool:
+    """Whether a program using lz4 and zlib compiles and links here (what FST tracing needs):
+    asks the C++ compiler, so headers and libraries are found wherever it looks for them."""
+    cxx = os.environ.get("CXX", "c++")
+    with tempfile.TemporaryDirectory(prefix="cosim-fst-") as tmp:
+        source = Path(tmp, "probe.cpp")
+        source.write_text(_FST_PROBE)
+        try:
+            done = subprocess.run(
+                [cxx, str(source), "-o", str(Path(tmp, "probe")), "-llz4", "-lz"],
+                capture_output=True,
+                timeout=120,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    return done.returncode == 0
 
 
 def _wheel_version() -> tuple[int, int]:
@@ -126,7 +148,7 @@ def find_toolchain() -> Toolchain:
         When g++/make/perl are missing, or no usable Verilator is found.
     """
     _require_host_tools()
-    fst_ok = _header_exists("lz4.h") and _header_exists("zlib.h")
+    fst_ok = _fst_links()
 
     system = shutil.which("verilator")
     too_old = None
@@ -168,9 +190,10 @@ def find_toolchain() -> Toolchain:
 
 
 def fst_missing_message() -> str:
+    """Why FST tracing is off and what turns it on."""
     return (
         "FST tracing needs the lz4 and zlib headers: apt-get install -y liblz4-dev zlib1g-dev "
-        "(or ask for VCD: WAVE_FORMAT=vcd)"
+        "(or ask for VCD: WAVES=vcd with make, waves='vcd' in Python)"
     )
 
 
@@ -186,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if "--quiet" not in args:
-        fst = "yes" if tc.fst_ok else f"no ({fst_missing_message()})"
+        fst = "yes" if tc.fst_ok else f"no, waveforms are written as VCD ({fst_missing_message()})"
         print(f"verilator {tc.version[0]}.{tc.version[1]:03d} ({tc.source}) at {tc.verilator}")
         print(f"FST tracing: {fst}")
     return 0

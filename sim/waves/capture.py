@@ -3,13 +3,16 @@ run (the ``.gtkw`` save file with layer markers, and the report's ``waves`` entr
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any, Protocol
 
 from arch.executable import DeviceProgram
+from sim.verilate.toolchain import find_toolchain
 from sim.waves.dump import Dump
 from sim.waves.savefile import write_savefile
 from sim.waves.window import WaveRequest, Window, resolve
@@ -72,13 +75,27 @@ class Capture:
 
 
 def start(request: WaveRequest, programs: list[DeviceProgram], name: str) -> Capture:
-    """Resolve ``request`` for an executable's device ``programs``; the dump is named after ``name`` and the window.
-    An older dump of the same name is removed, so a run that never opens the window leaves
-    none behind."""
+    """Resolve ``request`` for an executable's device ``programs``; the dump is named after
+    ``name`` and the window. An older dump of the same name is removed, so a run that never
+    opens the window leaves none behind. Where FST cannot be linked (no lz4 headers), the dump
+    is VCD, said in one line on stderr."""
     window = resolve(request, programs)
+    request = fst_or_vcd(request)
     label = name if window.by == "all" else f"{name}-{window.by}-{window.start}"
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)
     dump = request.directory / f"{stem}.{request.fmt}"
     dump.parent.mkdir(parents=True, exist_ok=True)
     dump.unlink(missing_ok=True)
     return Capture(request, window, dump, programs[window.program])
+
+
+def fst_or_vcd(request: WaveRequest) -> WaveRequest:
+    """``request``, in VCD if it asks for FST and FST tracing cannot be linked here."""
+    if request.fmt != "fst" or find_toolchain().fst_ok:
+        return request
+    print(
+        "waveform: writing VCD, not FST: FST tracing needs the lz4 and zlib headers "
+        "(apt-get install -y liblz4-dev zlib1g-dev)",
+        file=sys.stderr,
+    )
+    return dataclasses.replace(request, fmt="vcd")

@@ -2,6 +2,7 @@
 a build gets, and how the shared runtime objects are found."""
 
 import dataclasses
+import os
 
 import pytest
 
@@ -41,3 +42,24 @@ def test_runtime_objects_are_read_from_the_generated_classes_makefile(tmp_path):
         "VM_GLOBAL_SLOW += \\\n\n"
     )
     assert runtime_objects(tmp_path) == ["verilated.o", "verilated_dpi.o", "verilated_vpi.o"]
+
+
+def test_generic_cocotb_variables_do_not_reach_the_runner(monkeypatch):
+    from cocotb_tools import _env
+
+    from sim.verilate.build import cocotb_environ
+
+    monkeypatch.setenv("WAVES", "vcd")  # what `make sim WAVES=vcd` exported
+    monkeypatch.setenv("MAKEFLAGS", " -- WAVES=vcd CONFIG=tiny")
+    with pytest.raises(ValueError, match="WAVES"):
+        _env.get_bool("WAVES")
+    with cocotb_environ():
+        assert not _env.get_bool("WAVES") and "MAKEFLAGS" not in os.environ
+    assert os.environ["WAVES"] == "vcd"  # restored for the rest of the process
+
+
+def test_a_file_where_the_build_directory_belongs(tmp_path):
+    blocker = tmp_path / "verilator"
+    blocker.write_text("not a directory")
+    with pytest.raises(vb.BuildError, match=f"{blocker} is a file, not a directory"):
+        vb.build(accelerator_spec(PRESETS["tiny"]), root=blocker)

@@ -182,11 +182,18 @@ def test_a_different_config_is_refused_naming_both(saved: Path) -> None:
 
 
 def test_wrong_format_or_version_is_refused(saved: Path, tmp_path: Path) -> None:
-    for version in (2, 0, None, "1"):
+    for version in (2, 0):
         path = with_manifest(
             saved, tmp_path / f"v{version}.cosim", lambda i, v=version: i.update(format_version=v)
         )
-        with pytest.raises(ExecutableError, match=f"format version {version!r}"):
+        with pytest.raises(ExecutableError, match=f"format version {version}; this tool reads"):
+            executable.load(path)
+    # Not "format 1, this tool reads 1": the type is named; true (== 1 in Python) is no integer.
+    for version, said in ((None, "NoneType None"), ("1", "str '1'"), (True, "bool True")):
+        path = with_manifest(
+            saved, tmp_path / f"t{version}.cosim", lambda i, v=version: i.update(format_version=v)
+        )
+        with pytest.raises(ExecutableError, match=f"'format_version' is {said}, not an integer"):
             executable.load(path)
     path = with_manifest(saved, tmp_path / "fmt.cosim", lambda i: i.update(format="neff"))
     with pytest.raises(ExecutableError, match="is not a cosim-executable file"):
