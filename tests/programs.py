@@ -20,6 +20,7 @@ from sim.backends.isa_machine import Machine
 
 PROGRAM_BASE = 0x1000
 PROGRAM_SPACE = 0xF000  # program + descriptors live below 0x10000
+GAP = 64  # free bytes before every allocation: guard bands for the runs (sim/guard.py)
 
 
 @dataclass
@@ -42,6 +43,8 @@ class Builder:
     dram: np.ndarray = field(init=False)
     program: asm.Program = field(default_factory=asm.Program)
     top: int = 0x10000
+    #: (name, address, bytes) of everything placed in DRAM; the rest is free for guard bands
+    regions: list[tuple[str, int, int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.dram = np.zeros(self.config.dram_bytes, dtype=np.uint8)
@@ -51,14 +54,15 @@ class Builder:
         return self.config.rows
 
     # ---- DRAM ----------------------------------------------------------------------------------
-    def alloc(self, nbytes: int, align: int = 64) -> int:
-        addr = -(-self.top // align) * align
+    def alloc(self, nbytes: int, align: int = 64, name: str = "buffer") -> int:
+        addr = -(-(self.top + GAP) // align) * align
         self.top = addr + nbytes
+        self.regions.append((f"{name}{len(self.regions)}", addr, nbytes))
         return addr
 
     def put(self, blob: np.ndarray) -> int:
         raw = np.ascontiguousarray(blob).view(np.uint8).ravel()
-        addr = self.alloc(raw.size)
+        addr = self.alloc(raw.size, name="input")
         self.dram[addr : addr + raw.size] = raw
         return addr
 
@@ -69,7 +73,7 @@ class Builder:
         return Tensor(self.put(x.transpose(1, 2, 0).astype(np.int8)), h, w, c)
 
     def empty(self, h: int, w: int, c: int) -> Tensor:
-        return Tensor(self.alloc(h * w * c), h, w, c)
+        return Tensor(self.alloc(h * w * c, name="output"), h, w, c)
 
     def read_nchw(self, t: Tensor) -> np.ndarray:
         raw = self.dram[t.addr : t.addr + t.h * t.w * t.c].view(np.int8)
@@ -119,6 +123,12 @@ class Builder:
         assert desc_base + len(descs) <= PROGRAM_BASE + PROGRAM_SPACE, "program too large"
         for base, blob in ((PROGRAM_BASE, insns), (desc_base, descs)):
             self.dram[base : base + len(blob)] = np.frombuffer(blob, dtype=np.uint8)
+        placed = [r for r in self.regions if r[0] not in ("program", "descriptors")]
+        self.regions = [
+            ("program", PROGRAM_BASE, len(insns)),
+            ("descriptors", desc_base, len(descs)),
+            *placed,
+        ]
         return Launch(PROGRAM_BASE, desc_base, len(self.program.descs))
 
     def run_isa(self) -> Machine:
