@@ -29,6 +29,7 @@ def test_make_test_fails_when_no_test_is_selected():
     argv = [
         "make",
         "--no-print-directory",
+        f"--old-file={venv / '.cosim-installed'}",  # never reinstall the venv from a test
         "test",
         f"VENV={venv}",
         "JOBS=0",
