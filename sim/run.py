@@ -22,6 +22,7 @@ from arch.executable import DeviceProgram, Executable, HostStep, check_images
 from arch.reference import dequantize, evaluate, quantize_input
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
 from sim.backends.registry import NAMES, UnknownBackend, get_backend
+from sim.guard import guard_image
 from sim.host import device_image, read_tensor, run_host_step
 from sim.inputs import check_input
 from sim.waves.capture import start as start_capture
@@ -212,11 +213,14 @@ def run(
                 progress=progress,
                 trace=capture.trace if traced and capture else None,
             )
+            # Canaries between the regions of the memory map and after it (sim/guard.py).
+            regions = [(r.name, r.addr, r.nbytes) for r in step.regions]
+            image, guard = guard_image(device_image(step, values), regions)
             device_run = DeviceRun(
-                device_image(step, values),
+                image,
                 step.launch,
                 max_cycles=max_cycles,
-                dump_size=step.dram_end,
+                dump_size=guard.size,
                 perf_records=(step.perf_base, len(step.layers)),
             )
             [result] = engine.run(exe.config, [device_run], options)
@@ -225,6 +229,9 @@ def run(
                 if traced and capture is not None and capture.dump.exists():
                     dumped = f"; waveform: {capture.dump}"
                 raise _stopped(step, result, backend, dumped)
+            outside = guard.check(result.dram)
+            if outside is not None:
+                raise RunError(f"{backend}: {step.name} wrote outside its memory map: {outside}")
             program_layers = check_layers(exe, step, result.dram, expected.result())
             for name_ in step.outputs:
                 shape = exe.reference.tensors[name_].shape

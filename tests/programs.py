@@ -20,6 +20,7 @@ from sim.backends.isa_machine import Machine
 
 PROGRAM_BASE = 0x1000
 PROGRAM_SPACE = 0xF000  # program + descriptors live below 0x10000
+GAP = 64  # free bytes before every allocation: guard bands for the runs (sim/guard.py)
 
 
 @dataclass
@@ -42,6 +43,8 @@ class Builder:
     dram: np.ndarray = field(init=False)
     program: asm.Program = field(default_factory=asm.Program)
     top: int = 0x10000
+    #: (name, address, bytes) of everything placed in DRAM; the rest is free for guard bands
+    regions: list[tuple[str, int, int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.dram = np.zeros(self.config.dram_bytes, dtype=np.uint8)
@@ -51,14 +54,15 @@ class Builder:
         return self.config.rows
 
     # ---- DRAM ----------------------------------------------------------------------------------
-    def alloc(self, nbytes: int, align: int = 64) -> int:
-        addr = -(-self.top // align) * align
+    def alloc(self, nbytes: int, align: int = 64, name: str = "buffer") -> int:
+        addr = -(-(self.top + GAP) // align) * align
         self.top = addr + nbytes
+        self.regions.append((f"{name}{len(self.regions)}", addr, nbytes))
         return addr
 
     def put(self, blob: np.ndarray) -> int:
         raw = np.ascontiguousarray(blob).view(np.uint8).ravel()
-        addr = self.alloc(raw.size)
+        addr = self.alloc(raw.size, name="input")
         self.dram[addr : addr + raw.size] = raw
         return addr
 
@@ -69,7 +73,7 @@ class Builder:
         return Tensor(self.put(x.transpose(1, 2, 0).astype(np.int8)), h, w, c)
 
     def empty(self, h: int, w: int, c: int) -> Tensor:
-        return Tensor(self.alloc(h * w * c), h, w, c)
+        return Tensor(self.alloc(h * w * c, name="output"), h, w, c)
 
     def read_nchw(self, t: Tensor) -> np.ndarray:
         raw = self.dram[t.addr : t.addr + t.h * t.w * t.c].view(np.int8)
@@ -119,6 +123,12 @@ class Builder:
         assert desc_base + len(descs) <= PROGRAM_BASE + PROGRAM_SPACE, "program too large"
         for base, blob in ((PROGRAM_BASE, insns), (desc_base, descs)):
             self.dram[base : base + len(blob)] = np.frombuffer(blob, dtype=np.uint8)
+        placed = [r for r in self.regions if r[0] not in ("program", "descriptors")]
+        self.regions = [
+            ("program", PROGRAM_BASE, len(insns)),
+            ("descriptors", desc_base, len(descs)),
+            *placed,
+        ]
         return Launch(PROGRAM_BASE, desc_base, len(self.program.descs))
 
     def run_isa(self) -> Machine:
@@ -141,9 +151,14 @@ def conv2d(
     pad: int,
     clamp: tuple[int, int] = (-128, 127),
     residual: Tensor | None = None,
+    bias_last: bool = False,
+    token_on_load: bool = False,
 ) -> Tensor:
     """Conv (O, C, KH, KW) int8 weights over ``x`` via DMA im2col; bias (+ residual) by ACCUM,
-    requantize and clamp by STORE. Everything fits on chip at once (small test shapes)."""
+    requantize and clamp by STORE. Everything fits on chip at once (small test shapes).
+    ``bias_last``: GEMM overwrites ACC first and ACCUM adds to it (both accumulate modes).
+    ``token_on_load``: the last LOAD hands the token to COMPUTE (as the compiler emits), not a
+    SYNC after it (see test_sync_token_rtl.py)."""
     d = b.dim
     o, c, kh, kw = w.shape
     oh, ow = (x.h + 2 * pad - kh) // stride + 1, (x.w + 2 * pad - kw) // stride + 1
@@ -173,38 +188,43 @@ def conv2d(
                 desc = b.desc(
                     "ACT", k * m, base, loops, y0=ky - pad, x0=kx - pad, height=x.h, width=x.w
                 )
-                b.emit("load", desc=desc)
+                last = b.emit("load", desc=desc)
     res_base = chunks * m
     if residual is not None:
         loops = [(ob, d, m), (m, residual.c, 1)]
-        b.emit("load", desc=b.desc("ACT", res_base, residual.addr, loops))
-    b.emit("sync", "push_next", queue="LOAD")
-    b.emit(
-        "accum",
-        "pop_prev",
-        acc_addr=0,
-        act_addr=res_base,
-        param_addr=0,
-        m=m,
-        n_iter=ob,
-        acc_n_stride=m,
-        act_n_stride=m,
-        use_bias=1,
-        use_res=int(residual is not None),
+        last = b.emit("load", desc=b.desc("ACT", res_base, residual.addr, loops))
+    if token_on_load:
+        last.fields["deps.push_next"] = 1
+    else:
+        b.emit("sync", "push_next", queue="LOAD")
+    accum = {
+        "acc_addr": 0,
+        "act_addr": res_base,
+        "param_addr": 0,
+        "m": m,
+        "n_iter": ob,
+        "acc_n_stride": m,
+        "act_n_stride": m,
+        "use_bias": 1,
+        "use_res": int(residual is not None),
+        "accumulate": int(bias_last),
+    }
+    gemm = {
+        "wgt_addr": 0,
+        "act_addr": 0,
+        "acc_addr": 0,
+        "m": m,
+        "k_iter": chunks,
+        "n_iter": ob,
+        "act_k_stride": m,
+        "acc_n_stride": m,
+        "accumulate": int(not bias_last),
+    }
+    first, second = (
+        (("gemm", gemm), ("accum", accum)) if bias_last else (("accum", accum), ("gemm", gemm))
     )
-    b.emit(
-        "gemm",
-        "push_next",
-        wgt_addr=0,
-        act_addr=0,
-        acc_addr=0,
-        m=m,
-        k_iter=chunks,
-        n_iter=ob,
-        act_k_stride=m,
-        acc_n_stride=m,
-        accumulate=1,
-    )
+    b.emit(first[0], "pop_prev", **first[1])
+    b.emit(second[0], "push_next", **second[1])
     store = b.desc("ACC", 0, out.addr, [(ob, d, m), (m, out.c, 1)])
     b.emit(
         "store",
@@ -219,48 +239,77 @@ def conv2d(
 
 
 def pool2d(
-    b: Builder, x: Tensor, params: int, *, kernel: int, stride: int, pad: int, mode: str
+    b: Builder,
+    x: Tensor,
+    params: int,
+    *,
+    kernel: int,
+    stride: int,
+    pad: int,
+    mode: str,
+    clamp: tuple[int, int] = (-128, 127),
+    split: bool = False,
 ) -> Tensor:
     """Max or sum pooling: DMA gathers each window (padding -128 for max), POOL reduces it,
-    STORE requantizes (identity for max, 1/area-ish for average)."""
+    STORE requantizes (identity for max, 1/area-ish for average) and clamps. ``split``: the
+    window's first kernel row and the rest are gathered apart and reduced by two POOLs, the
+    second accumulating into the first's result."""
     d = b.dim
     oh, ow = (x.h + 2 * pad - kernel) // stride + 1, (x.w + 2 * pad - kernel) // stride + 1
-    m, window, cb = oh * ow, kernel * kernel, x.c // d
+    m, cb = oh * ow, x.c // d
     out = b.empty(oh, ow, x.c)
     pad_value = -128 if mode == "MAX" else 0
+    parts = [(0, 1), (1, kernel)] if split and kernel > 1 else [(0, kernel)]
     b.load_params(params, cb)
-    for ci in range(cb):
-        base = x.addr + (-pad * x.w - pad) * x.c + ci * d
-        loops = [
-            (oh, stride * x.row_bytes, ow * window, stride, 0),
-            (ow, stride * x.c, window, 0, stride),
-            (kernel, x.row_bytes, kernel, 1, 0),
-            (kernel, x.c, 1, 0, 1),
-        ]
-        desc = b.desc(
-            "ACT",
-            ci * m * window,
-            base,
-            loops,
-            y0=-pad,
-            x0=-pad,
-            height=x.h,
-            width=x.w,
-            pad_value=pad_value,
+    offset, pools = 0, []
+    for n, (r0, r1) in enumerate(parts):
+        window = (r1 - r0) * kernel
+        for ci in range(cb):
+            base = x.addr + ((r0 - pad) * x.w - pad) * x.c + ci * d
+            loops = [
+                (oh, stride * x.row_bytes, ow * window, stride, 0),
+                (ow, stride * x.c, window, 0, stride),
+                (r1 - r0, x.row_bytes, kernel, 1, 0),
+                (kernel, x.c, 1, 0, 1),
+            ]
+            desc = b.desc(
+                "ACT",
+                offset + ci * m * window,
+                base,
+                loops,
+                y0=r0 - pad,
+                x0=-pad,
+                height=x.h,
+                width=x.w,
+                pad_value=pad_value,
+            )
+            last = n == len(parts) - 1 and ci == cb - 1
+            b.emit("load", "push_next" if last else "", desc=desc)
+        pools.append({"act_addr": offset, "window": window, "act_n_stride": m * window})
+        offset += cb * m * window
+    for n, pool in enumerate(pools):
+        deps = ",".join(
+            (["pop_prev"] if n == 0 else []) + (["push_next"] if n == len(pools) - 1 else [])
         )
-        b.emit("load", "push_next" if ci == cb - 1 else "", desc=desc)
-    b.emit(
-        "pool",
-        "pop_prev,push_next",
-        act_addr=0,
-        acc_addr=0,
-        m=m,
-        window=window,
-        n_iter=cb,
-        act_n_stride=m * window,
-        acc_n_stride=m,
-        mode=mode,
-    )
+        b.emit(
+            "pool",
+            deps,
+            acc_addr=0,
+            m=m,
+            n_iter=cb,
+            acc_n_stride=m,
+            mode=mode,
+            accumulate=int(n > 0),
+            **pool,
+        )
     store = b.desc("ACC", 0, out.addr, [(cb, d, m), (m, out.c, 1)])
-    b.emit("store", "pop_prev", desc=store, param_addr=0, param_loop=2, clamp_lo=-128, clamp_hi=127)
+    b.emit(
+        "store",
+        "pop_prev",
+        desc=store,
+        param_addr=0,
+        param_loop=2,
+        clamp_lo=clamp[0],
+        clamp_hi=clamp[1],
+    )
     return out

@@ -372,8 +372,16 @@ def build(
 
 
 def _failures(results_xml: Path) -> list[str]:
+    """One line per failed or erroring test case; a file with no test case at all is a failure
+    too (a renamed or undecorated cocotb test must not turn a regression green)."""
     failed = []
-    for case in ElementTree.parse(results_xml).getroot().iter("testcase"):
+    cases = list(ElementTree.parse(results_xml).getroot().iter("testcase"))
+    if all(case.find("skipped") is not None for case in cases):
+        return [
+            f"no cocotb test ran ({len(cases)} test cases in {results_xml}, all skipped): "
+            "is the test decorated with @cocotb.test?"
+        ]
+    for case in cases:
         for bad in (*case.findall("failure"), *case.findall("error")):
             message = (bad.get("message") or bad.text or "").strip().splitlines()
             failed.append(f"{case.get('name')}: {message[0] if message else 'failed'}")
@@ -434,7 +442,11 @@ def run_cocotb(
     finally:
         if saved is not None:
             os.environ["PYTEST_CURRENT_TEST"] = saved
-    problems = _failures(results) if results.exists() else ["no results file written"]
+    problems = (
+        _failures(results)
+        if results.exists()
+        else [f"no cocotb test ran: no results file written (does {test_module} define one?)"]
+    )
     if problems:
         raise SimulationFailed(_describe_failure(test_dir, problems, 0))
     return results

@@ -1,4 +1,5 @@
-"""Run programs on the RTL and on the ISA simulator and compare DRAM bit for bit."""
+"""Run programs on the RTL and on the ISA simulator and compare DRAM bit for bit, with guard
+bands (sim/guard.py) between the builder's regions and after the image checked on both."""
 
 from __future__ import annotations
 
@@ -10,7 +11,19 @@ from arch.config import AccelConfig
 from sim.backends.base import DeviceResult, DeviceRun
 from sim.backends.isa_machine import IsaSimError, Machine
 from sim.backends.rtl import run_programs
+from sim.guard import Guard, guard_image
 from tests.programs import Builder
+
+
+@dataclass
+class Prepared:
+    """A builder's program with canaries in its image, already run on the ISA simulator."""
+
+    name: str
+    run: DeviceRun
+    guard: Guard
+    isa: Machine
+    isa_error: IsaSimError | None
 
 
 @dataclass
@@ -20,29 +33,48 @@ class Outcome:
     isa: Machine | None
     isa_error: IsaSimError | None
     image_size: int
+    guard: Guard
+
+
+def prepare(
+    config: AccelConfig, name: str, builder: Builder, max_cycles: int = 2_000_000
+) -> Prepared:
+    launch = builder.finish()
+    image, guard = guard_image(builder.dram[: builder.top], builder.regions)
+    dram = builder.dram.copy()
+    dram[: image.size] = image
+    machine, error = Machine(config, dram), None
+    try:
+        machine.run(launch)
+    except IsaSimError as exc:
+        error = exc
+    run = DeviceRun(image, launch, max_cycles=max_cycles, dump_size=guard.size)
+    return Prepared(name, run, guard, machine, error)
 
 
 def run_both(
     config: AccelConfig, programs: dict[str, Builder], tmp_path, max_cycles: int = 2_000_000
 ) -> list[Outcome]:
-    runs, launches = [], {}
-    for name, builder in programs.items():
-        launch = builder.finish()
-        launches[name] = launch
-        runs.append(DeviceRun(builder.dram[: builder.top].copy(), launch, max_cycles=max_cycles))
-    results = run_programs(config, runs, tmp_path)
-    outcomes = []
-    for (name, builder), rtl in zip(programs.items(), results, strict=True):
-        machine, error = Machine(config, builder.dram.copy()), None
-        try:
-            machine.run(launches[name])
-        except IsaSimError as exc:
-            error = exc
-        outcomes.append(Outcome(name, rtl, machine, error, builder.top))
-    return outcomes
+    prepared = [prepare(config, n, b, max_cycles) for n, b in programs.items()]
+    results = run_programs(config, [p.run for p in prepared], tmp_path)
+    return [
+        Outcome(p.name, rtl, p.isa, p.isa_error, p.guard.size, p.guard)
+        for p, rtl in zip(prepared, results, strict=True)
+    ]
+
+
+def assert_guards(name: str, guard: Guard, **drams: np.ndarray) -> None:
+    """Every canary intact in each named DRAM (e.g. ``rtl=..., isa=...``)."""
+    for who, dram in drams.items():
+        problem = guard.check(dram)
+        if problem is not None:
+            raise AssertionError(f"{name}: {who} wrote outside the program's regions: {problem}")
 
 
 def assert_same_dram(outcome: Outcome) -> None:
+    """Guard bands intact on both sides, then every byte equal (the tail included)."""
+    assert outcome.isa is not None
+    assert_guards(outcome.name, outcome.guard, rtl=outcome.rtl.dram, isa=outcome.isa.dram)
     expected = outcome.isa.dram[: outcome.image_size]
     diff = np.flatnonzero(expected != outcome.rtl.dram)
     if diff.size:

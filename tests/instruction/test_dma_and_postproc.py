@@ -37,7 +37,7 @@ def dma_case(config, rng, lines, offset_lines, stride_lines, pad):
     b = Builder(config)
     source = rng.integers(-128, 128, ((offset_lines + lines * stride_lines + 4), d), dtype=np.int8)
     src = b.put(source)
-    out = b.alloc((lines + 2) * d * 2)
+    out = b.alloc((lines + 2) * d * 2, name="output")
     b.dram[out : out + (lines + 2) * d * 2] = GUARD
     ones = np.ones(d, dtype=np.int64)
     params = b.put_params(mult=ones, shift=0 * ones)
@@ -138,7 +138,7 @@ def test_postprocessing_matches_reference_ops(config_name, tmp_path):
             use_bias=1,
             use_res=1,
         )
-        out = b.alloc(m * d)
+        out = b.alloc(m * d, name="output")
         b.emit(
             "store",
             "pop_prev",

@@ -11,11 +11,10 @@ import pytest
 
 from arch.config import PRESETS
 from sim.backends.accelerator import accelerator_spec, build_accelerator
-from sim.backends.base import DeviceRun
-from sim.backends.isa_machine import Machine
 from sim.backends.rtl import run_programs
 from sim.bench import raw_spec, run_raw
 from sim.verilate.build import build
+from tests.instruction.rtl_compare import assert_guards, prepare
 from tests.instruction.test_rtl_vs_isa import kernel_programs
 
 
@@ -24,15 +23,9 @@ def test_clocked_fallback_and_raw_harnesses_agree(tmp_path):
     config = PRESETS["tiny"]
     programs = kernel_programs(config, seed=23)
     names = ["conv3x3_s2", "maxpool3x3_s2"]
-    runs, expected = [], []
-    for name in names:
-        builder = programs[name]
-        launch = builder.finish()
-        image = builder.dram[: builder.top].copy()
-        runs.append(DeviceRun(image, launch))
-        machine = Machine(config, builder.dram.copy())
-        machine.run(launch)
-        expected.append(machine.dram[: builder.top])
+    prepared = [prepare(config, name, programs[name]) for name in names]
+    runs = [p.run for p in prepared]
+    expected = [p.isa.dram[: p.guard.size] for p in prepared]
 
     spec = accelerator_spec(config)
     assert spec.clock == "clk"
@@ -47,6 +40,7 @@ def test_clocked_fallback_and_raw_harnesses_agree(tmp_path):
         raw = run_raw(raw_model.executable, image_path, runs[n].launch, config.dram_bytes, dump)
         raw_dram = np.fromfile(dump, dtype=np.uint8)
         assert clocked[n].done and fallback[n].done and raw["done"], name
+        assert_guards(name, prepared[n].guard, clocked=clocked[n].dram, raw=raw_dram)
         assert np.array_equal(clocked[n].dram, expected[n]), f"{name}: clocked run != ISA sim"
         assert np.array_equal(fallback[n].dram, clocked[n].dram), f"{name}: fallback != clocked"
         assert np.array_equal(raw_dram, clocked[n].dram), f"{name}: raw harness != clocked"

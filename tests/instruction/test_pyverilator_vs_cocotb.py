@@ -10,14 +10,10 @@ import pytest
 from arch.config import PRESETS
 from sim.backends import pyverilator as pyverilator_backend
 from sim.backends.base import DeviceResult, DeviceRun
-from sim.backends.isa_machine import Machine
 from sim.backends.rtl import run_programs
-from tests.instruction.test_rtl_vs_isa import (
-    EXPECTED_CODES,
-    bad_programs,
-    kernel_programs,
-    random_programs,
-)
+from tests.instruction.rtl_compare import assert_guards, prepare
+from tests.instruction.test_rtl_vs_isa import EXPECTED_CODES, bad_programs, kernel_programs
+from tests.random_programs import program_seeds, random_programs
 
 pytestmark = pytest.mark.simulator
 CONFIG = PRESETS["tiny"]
@@ -25,27 +21,27 @@ STATUS = ("done", "error", "timeout", "error_code", "error_index", "perf")
 
 
 def programs():
-    """(name, DeviceRun, expected DRAM or None) for kernels, random, bad and timed-out programs."""
-    valid = {**kernel_programs(CONFIG, seed=29), **random_programs(CONFIG, seed=5, count=4)}
+    """(name, DeviceRun, guard, expected DRAM or None) for kernels, random, bad and timed-out
+    programs; every image has guard bands (sim/guard.py)."""
+    random = random_programs(CONFIG, program_seeds(3, base=5))
+    valid = {**kernel_programs(CONFIG, seed=29), **random}
     out = []
     for name, builder in valid.items():
-        launch = builder.finish()
-        machine = Machine(CONFIG, builder.dram.copy())
-        machine.run(launch)
-        run = DeviceRun(builder.dram[: builder.top].copy(), launch, max_cycles=200_000)
-        out.append((name, run, machine.dram[: builder.top]))
+        p = prepare(CONFIG, name, builder, max_cycles=200_000)
+        assert p.isa_error is None, f"{name}: {p.isa_error}"
+        out.append((name, p.run, p.guard, p.isa.dram[: p.guard.size]))
     bad = bad_programs(CONFIG)
-    builder = bad.pop("illegal_opcode")
+    builder = bad["illegal_opcode"]
     launch = builder.finish()
     second = launch.insn_base + 16
     builder.dram[second] = (builder.dram[second] & 0xF0) | 13  # as test_rtl_vs_isa does
-    out.append(("illegal_opcode", DeviceRun(builder.dram[: builder.top].copy(), launch), None))
+    builder.finish = lambda: launch  # already placed
     for name, builder in bad.items():
-        launch = builder.finish()  # writes the program into builder.dram
-        run = DeviceRun(builder.dram[: builder.top].copy(), launch, max_cycles=200_000)
-        out.append((name, run, None))
-    first = out[0][1]
-    out.append(("timeout", DeviceRun(first.image, first.launch, max_cycles=300), None))
+        p = prepare(CONFIG, name, builder, max_cycles=200_000)
+        out.append((name, p.run, p.guard, None))
+    first = out[0]
+    timeout = DeviceRun(first[1].image, first[1].launch, max_cycles=300, dump_size=first[2].size)
+    out.append(("timeout", timeout, first[2], None))
     return out
 
 
@@ -63,15 +59,17 @@ def assert_same(name: str, got: DeviceResult, want: DeviceResult) -> None:
 
 def test_programs_match_the_cocotb_backend(tmp_path):
     cases = programs()
-    runs = [run for _, run, _ in cases]
+    runs = [run for _, run, _, _ in cases]
     cocotb = run_programs(CONFIG, runs, tmp_path)
     pyv = pyverilator_backend.run_programs(CONFIG, runs)
-    for (name, _run, expected), got, want in zip(cases, pyv, cocotb, strict=True):
+    for (name, _run, guard, expected), got, want in zip(cases, pyv, cocotb, strict=True):
+        assert_guards(name, guard, pyverilator=got.dram, cocotb=want.dram)
         assert_same(name, got, want)
         if expected is not None:
-            assert got.done, f"{name}: ended with {got.error_code}"
-            assert np.array_equal(got.dram, expected), f"{name}: DRAM != ISA simulator"
-    outcomes = {name: result.error_code for (name, _, _), result in zip(cases, pyv, strict=True)}
+            assert got.done and want.done, f"{name}: ended with {got.error_code}"
+            assert np.array_equal(got.dram, expected), f"{name}: pyverilator DRAM != ISA simulator"
+            assert np.array_equal(want.dram, expected), f"{name}: cocotb DRAM != ISA simulator"
+    outcomes = {case[0]: result.error_code for case, result in zip(cases, pyv, strict=True)}
     for name, code in EXPECTED_CODES.items():
         assert outcomes[name] == code, f"{name}: {outcomes[name]}"
     timeout = pyv[-1]
@@ -80,10 +78,10 @@ def test_programs_match_the_cocotb_backend(tmp_path):
 
 def test_python_ticks_match_the_cpp_clock_loop():
     cases = [case for case in programs() if case[0] in ("conv3x3_s2", "descriptor_out_of_range")]
-    runs = [run for _, run, _ in cases]
+    runs = [run for _, run, _, _ in cases]
     ticked = pyverilator_backend.run_programs(CONFIG, runs, stepping="tick")
     chunked = pyverilator_backend.run_programs(CONFIG, runs, stepping="chunk")
-    for (name, _, _), got, want in zip(cases, ticked, chunked, strict=True):
+    for (name, _, _, _), got, want in zip(cases, ticked, chunked, strict=True):
         assert_same(name, got, want)
     assert ticked[0].done and ticked[1].error_code == "BAD_DESCRIPTOR"
     with pytest.raises(ValueError, match="unknown stepping 'ticks'; choose one of chunk, tick"):

@@ -1,13 +1,15 @@
-"""Instruction level: kernel programs and random valid programs on the RTL, compared bit for bit
-with the ISA simulator (and, for the GEMM, with numpy); bad programs stop with the right code."""
+"""Instruction level: kernel programs and random valid programs (tests/random_programs.py) on the
+RTL, compared bit for bit with the ISA simulator (and, for the GEMM, with numpy), guard bands
+intact; bad programs stop with the right code."""
 
 import numpy as np
 import pytest
 
 from arch import reference_ops as ref
 from arch.config import PRESETS
-from tests.instruction.rtl_compare import assert_same_dram, run_both
+from tests.instruction.rtl_compare import assert_guards, assert_same_dram, run_both
 from tests.programs import Builder, conv2d, pool2d
+from tests.random_programs import program_seeds, random_programs
 
 CONFIGS = ["tiny", "default"]
 
@@ -104,48 +106,12 @@ def test_multi_tile_gemm_matches_numpy_on_16x16(tmp_path):
     assert outcome.rtl.perf["macs"] == m * k * n
 
 
-def random_programs(config, seed, count):
-    """Random sequences of kernels with random shapes, separated by barriers."""
-    rng = np.random.default_rng(seed)
-    programs = {}
-    for index in range(count):
-        d = config.rows
-        kind = rng.choice(["conv", "pool"])
-        if kind == "conv":
-            kernel = int(rng.choice([1, 3]))
-            b = conv_program(
-                config,
-                rng,
-                cin=d * int(rng.integers(1, 3)),
-                cout=d * int(rng.integers(1, 3)),
-                size=int(rng.integers(3, 8)),
-                kernel=kernel,
-                stride=int(rng.integers(1, 3)),
-                relu=bool(rng.integers(0, 2)),
-                residual=bool(rng.integers(0, 2)) and kernel == 1,
-            )
-        else:
-            b = pool_program(
-                config,
-                rng,
-                channels=d * int(rng.integers(1, 3)),
-                size=int(rng.integers(4, 9)),
-                kernel=3,
-                stride=int(rng.integers(1, 3)),
-                pad=1,
-                mode="MAX",
-            )
-        programs[f"random{index}_{kind}"] = b
-    return programs
-
-
 @pytest.mark.simulator
 @pytest.mark.parametrize("config_name", CONFIGS)
 def test_random_programs_match_isa_simulator(config_name, tmp_path):
     config = PRESETS[config_name]
-    for outcome in run_both(
-        config, random_programs(config, seed=100 + len(config_name), count=8), tmp_path
-    ):
+    seeds = program_seeds(6, base=100 + len(config_name))
+    for outcome in run_both(config, random_programs(config, seeds), tmp_path):
         assert outcome.isa_error is None, f"{outcome.name}: {outcome.isa_error}"
         assert outcome.rtl.done, f"{outcome.name}: RTL ended with {outcome.rtl.error_code}"
         assert_same_dram(outcome)
@@ -208,3 +174,4 @@ def test_bad_programs_stop_with_the_right_code(config_name, tmp_path):
         assert outcome.rtl.perf["cycles"] < 1000, (
             f"{outcome.name}: took {outcome.rtl.perf['cycles']} cycles"
         )
+        assert_guards(outcome.name, outcome.guard, rtl=outcome.rtl.dram, isa=outcome.isa.dram)

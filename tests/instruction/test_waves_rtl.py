@@ -140,15 +140,19 @@ def test_cycle_window_is_exact_and_smaller_than_the_whole_run(mlp, tmp_path):
         waves=WaveRequest(cycles=(1000, 1500), directory=tmp_path),
         name="cycles",
     )
+    assert window.bit_exact, window.first_mismatch
     dump = Dump(Path(window.waves["file"]))
     cycles = dump.changes(["tb_top.dut.perf.cycles"])["tb_top.dut.perf.cycles"]
     assert cycles[0][1] == 1000 and cycles[-1][1] == 1500
     whole = run(
         exe, x, "rtl", workdir=tmp_path / "b", waves=WaveRequest(directory=tmp_path), name="all"
     )
+    assert whole.bit_exact, whole.first_mismatch
     assert whole.waves["traced_cycles"][1] >= whole.cycles
     assert window.waves["bytes"] < whole.waves["bytes"] / 3
     assert window.cycles == whole.cycles  # tracing changes nothing the design does
+    for name, value in whole.outputs.items():
+        np.testing.assert_array_equal(window.outputs[name], value)
 
 
 def test_accelerator_error_leaves_a_dump_up_to_the_error(tmp_path):
@@ -213,6 +217,7 @@ def test_vcd_on_request(mlp, tmp_path, monkeypatch):
         waves=WaveRequest(fmt="vcd", cycles=(2000, 2300), directory=tmp_path),
         name="v",
     )
+    assert result.bit_exact, result.first_mismatch
     path = Path(result.waves["file"])
     assert path.suffix == ".vcd" and path.read_text(errors="replace").startswith("$")
     cycles = Dump(path).changes(["tb_top.dut.perf.cycles"])["tb_top.dut.perf.cycles"]

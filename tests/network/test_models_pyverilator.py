@@ -23,6 +23,7 @@ def test_small_models_match_the_cocotb_backend(model, tmp_path):
     x = seeded_input(exe, seed=5)
     cocotb = run(exe, x, "rtl", workdir=tmp_path)
     pyv = run(exe, x, "pyverilator")
+    assert cocotb.bit_exact, cocotb.first_mismatch
     assert pyv.backend == "pyverilator" and pyv.bit_exact, pyv.first_mismatch
     assert pyv.cycles == cocotb.cycles and pyv.counters == cocotb.counters
     for got, want in zip(pyv.layers, cocotb.layers, strict=True):

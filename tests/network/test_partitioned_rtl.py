@@ -27,6 +27,7 @@ def test_device_host_device_on_rtl(tmp_path):
     rtl = run(exe, x, "rtl", workdir=tmp_path / "rtl")
     isa = run(exe, x, "isa")
     assert rtl.bit_exact, rtl.first_mismatch
+    assert isa.bit_exact, isa.first_mismatch
     assert [(la.name, la.device) for la in rtl.layers] == [
         (la.name, la.device) for la in isa.layers
     ]
@@ -52,6 +53,7 @@ def test_depthwise_conv_on_rtl(channels, stride, tmp_path):
     rtl = run(exe, x, "rtl", workdir=tmp_path / "rtl")
     isa = run(exe, x, "isa")
     assert rtl.bit_exact, rtl.first_mismatch
+    assert isa.bit_exact, isa.first_mismatch
     assert all(la.device == "accel" for la in rtl.layers)
     for name, value in isa.outputs.items():
         np.testing.assert_array_equal(rtl.outputs[name], value)
@@ -66,6 +68,7 @@ def test_dilated_conv_on_rtl(tmp_path):
     x = np.random.default_rng(5).standard_normal(exe.input.shape).astype(np.float32)
     rtl, isa = run(exe, x, "rtl", workdir=tmp_path / "rtl"), run(exe, x, "isa")
     assert rtl.bit_exact, rtl.first_mismatch
+    assert isa.bit_exact, isa.first_mismatch
     for name, value in isa.outputs.items():
         np.testing.assert_array_equal(rtl.outputs[name], value)
 
@@ -81,6 +84,7 @@ def test_concat_without_copies_on_rtl(tmp_path):
     x = np.random.default_rng(6).standard_normal(exe.input.shape).astype(np.float32)
     rtl, isa = run(exe, x, "rtl", workdir=tmp_path / "rtl"), run(exe, x, "isa")
     assert rtl.bit_exact, rtl.first_mismatch
+    assert isa.bit_exact, isa.first_mismatch
     for name, value in isa.outputs.items():
         np.testing.assert_array_equal(rtl.outputs[name], value)
 
@@ -96,6 +100,7 @@ def test_upsample_and_skip_concat_on_rtl(tmp_path):
     x = np.random.default_rng(8).standard_normal(exe.input.shape).astype(np.float32)
     rtl, isa = run(exe, x, "rtl", workdir=tmp_path / "rtl"), run(exe, x, "isa")
     assert rtl.bit_exact, rtl.first_mismatch
+    assert isa.bit_exact, isa.first_mismatch
     assert "up" in [la.name for la in rtl.layers]
     for name, value in isa.outputs.items():
         np.testing.assert_array_equal(rtl.outputs[name], value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -112,10 +113,11 @@ def test_make_waves_without_a_dump_or_gtkwave_says_what_to_do(tmp_path, monkeypa
     monkeypatch.setattr(open_waves, "WAVES_DIR", tmp_path)
     assert open_waves.main([]) == 2
     assert "no waveform dump in" in capsys.readouterr().err
-    (tmp_path / "old.fst").write_bytes(b"x")
-    newest = tmp_path / "new.vcd"
-    newest.write_bytes(b"x")
-    assert open_waves.newest_dump(tmp_path) in (newest, tmp_path / "old.fst")
+    old, newest = tmp_path / "old.fst", tmp_path / "new.vcd"
+    for age, path in ((100, old), (0, newest)):
+        path.write_bytes(b"x")
+        os.utime(path, (1_700_000_000 - age, 1_700_000_000 - age))  # apart, whatever the clock
+    assert open_waves.newest_dump(tmp_path) == newest
     monkeypatch.setenv("PATH", str(tmp_path))  # no gtkwave here
     assert open_waves.main([str(newest)]) == 2
     assert "apt-get install -y gtkwave" in capsys.readouterr().err

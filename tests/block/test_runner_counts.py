@@ -1,0 +1,42 @@
+"""Zero executed tests is a failure wherever a runner reports counts: a cocotb module with no
+test, or only skipped ones, raises SimulationFailed; `make test` that selects no test fails."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sim.verilate.build import SimulationFailed, run_cocotb
+from tests.block.test_dot_product import build_dot_product
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.simulator
+@pytest.mark.parametrize("module", ["cocotb_no_tests", "cocotb_all_skipped"])
+def test_cocotb_run_that_executes_no_test_fails(module, tmp_path):
+    model = build_dot_product(4, 8)
+    with pytest.raises(SimulationFailed, match="no cocotb test ran"):
+        run_cocotb(model, f"tests.block.{module}", tmp_path)
+
+
+def test_make_test_fails_when_no_test_is_selected():
+    venv = Path(sys.prefix)
+    if not (venv / ".cosim-installed").exists():
+        pytest.skip(f"{venv} is not a venv made by the Makefile")
+    argv = [
+        "make",
+        "--no-print-directory",
+        f"--old-file={venv / '.cosim-installed'}",  # never reinstall the venv from a test
+        "test",
+        f"VENV={venv}",
+        "JOBS=0",
+        "PYTEST_ARGS=-p no:cacheprovider tests/unit/test_config.py -k no_such_test",
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    out = done.stdout + done.stderr
+    # pytest exits 5 when it runs no test; make must pass that on (and .ci/run stops on it).
+    assert done.returncode != 0 and "test] Error 5" in out, out
