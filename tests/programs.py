@@ -110,6 +110,23 @@ class Builder:
         line_bytes = self.dim * isa.PARAM_ENTRY_BYTES
         self.load_lines("PARAM", local, addr, lines, line_bytes, deps)
 
+    def accumulate_lines(self, src: int, m: int) -> None:
+        """LOAD ``m`` ACT lines from ``src`` and ACCUM them into ACC lines 0..m-1 as
+        ``bias + requant(line, res_mult, res_shift)`` with PARAM line 0 (loaded before); the
+        ACCUM hands its token to the store queue."""
+        self.load_lines("ACT", 0, src, m, self.dim, deps="push_next")
+        self.emit(
+            "accum",
+            "pop_prev,push_next",
+            acc_addr=0,
+            act_addr=0,
+            param_addr=0,
+            m=m,
+            n_iter=1,
+            use_bias=1,
+            use_res=1,
+        )
+
     def barrier(self) -> None:
         """Everything before (including stores to DRAM) completes before anything after starts."""
         self.emit("sync", "push_prev", queue="STORE")

@@ -126,18 +126,7 @@ def test_postprocessing_matches_reference_ops(config_name, tmp_path):
             bias=bias, mult=mult, shift=shift, res_mult=res_mult, res_shift=res_shift
         )
         b.load_params(params, 1)
-        b.load_lines("ACT", 0, src, m, d, deps="push_next")
-        b.emit(
-            "accum",
-            "pop_prev,push_next",
-            acc_addr=0,
-            act_addr=0,
-            param_addr=0,
-            m=m,
-            n_iter=1,
-            use_bias=1,
-            use_res=1,
-        )
+        b.accumulate_lines(src, m)
         out = b.alloc(m * d, name="output")
         b.emit(
             "store",

@@ -51,18 +51,7 @@ def _table_case(config, rng):
     b.load_params(params, 1)
     for table, addr in zip(tables, table_addrs, strict=True):
         b.load_params(_put_table(b, table), n_lines, local=addr)
-    b.load_lines("ACT", 0, src, m, d, deps="push_next")
-    b.emit(
-        "accum",
-        "pop_prev,push_next",
-        acc_addr=0,
-        act_addr=0,
-        param_addr=0,
-        m=m,
-        n_iter=1,
-        use_bias=1,
-        use_res=1,
-    )
+    b.accumulate_lines(src, m)
     acc = ref.add_wrap32(
         np.broadcast_to(bias, (m, d)), ref.requantize(x, res_mult, res_shift, axis=1)
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,7 +33,6 @@ def fake_venv(tmp_path) -> Path:
     return venv
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_readme_wave_example_passes_options_not_environment(fake_venv, tmp_path):
     args = ["MODEL=mlp", "CONFIG=tiny", "WAVE_CYCLES=1000:3000", "WAVES=vcd", f"VENV={fake_venv}"]
     env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
@@ -50,7 +48,6 @@ def test_readme_wave_example_passes_options_not_environment(fake_venv, tmp_path)
     assert not leaked, f"make exported {leaked} to the simulator's environment"
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_values_with_quotes_reach_python_whole(fake_venv, tmp_path):
     model = str(tmp_path / 'it\'s a "model" (v2).onnx')
     done = subprocess.run(
