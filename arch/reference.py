@@ -14,6 +14,10 @@ This is what the accelerator must reproduce bit for bit, node by node:
   global_avgpool likewise with ``global_sum_pool``.
 * add: ``acc = add_wrap32(requantize(a, a_mult, a_shift), requantize(b, b_mult, b_shift))``,
   ``y = to_int8(clamp(requantize(acc, mult, shift), lo, hi))``.
+* scale: ``acc = x`` (times the per-channel ``gate``, a (1, C, 1, 1) second input, if given),
+  ``y = to_int8(clamp(requantize(acc, mult, shift), lo, hi))``: a channel-wise product (the
+  squeeze-excitation gate), or with one input a requantize-clamp-table of its own (an activation
+  no conv, gemm or add can take).
 * concat: the inputs, which share the output's scale, side by side along channels.
 * upsample: nearest-neighbour, each pixel repeated ``scale`` = (sh, sw) times.
 * depth_to_space: ``block`` = (sh, sw); ``out[c, y*sh + a, x*sw + b] = in[(a*sw + b)*C + c, y, x]``
@@ -186,6 +190,13 @@ def _add(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     return _clamp_int8(node, acc, axis=1)
 
 
+def _scale(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    acc = xs[0].astype(np.int64)
+    if len(xs) == 2:
+        acc = acc * xs[1].astype(np.int64)
+    return _clamp_int8(node, acc, axis=1)
+
+
 def _flatten(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     return xs[0].reshape(graph.tensors[node.output].shape)
 
@@ -234,6 +245,7 @@ _EVAL: dict[str, Any] = {
     "avgpool": _avgpool,
     "global_avgpool": _global_avgpool,
     "add": _add,
+    "scale": _scale,
     "flatten": _flatten,
     "softmax": _softmax,
     "host": _host,
@@ -268,6 +280,7 @@ PARAMS_OF_OP: dict[str, dict[str, str]] = {
         "shift": "int64",
         "clamp": "int64",
     },
+    "scale": {"mult": "int64", "shift": "int64", "clamp": "int64"},
     "flatten": {},
     "softmax": {},
     "host": {"model": "uint8"},
@@ -277,7 +290,7 @@ PARAMS_OF_OP: dict[str, dict[str, str]] = {
 }
 #: The params a conv or gemm with a residual (second) input reads besides its own.
 RESIDUAL_PARAMS: dict[str, str] = {"res_mult": "int64", "res_shift": "int64"}
-#: The param a conv, gemm or add whose ``act`` is ``"table"`` reads besides its own: the
+#: The param a conv, gemm, add or scale whose ``act`` is ``"table"`` reads besides its own: the
 #: activation as :data:`arch.isa.TABLE_ENTRIES` int8 outputs, one per saturated int8 code.
 TABLE_PARAMS: dict[str, str] = {"table": "int8"}
 #: The attrs of each op's nodes, exactly these (``act`` None/relu/relu6 is informational:
@@ -290,6 +303,7 @@ ATTRS_OF_OP: dict[str, frozenset[str]] = {
     "avgpool": frozenset({"kernel", "stride", "pads", "count_include_pad"}),
     "global_avgpool": frozenset(),
     "add": frozenset({"act"}),
+    "scale": frozenset({"act"}),
     "flatten": frozenset(),
     "softmax": frozenset(),
     "host": frozenset({"onnx_ops", "feeds", "fetch", "macs"}),
@@ -302,6 +316,7 @@ ARITY_OF_OP: dict[str, tuple[int, int]] = {
     "conv": (1, 2),
     "gemm": (1, 2),
     "add": (2, 2),
+    "scale": (1, 2),
     "host": (1, 1 << 16),
     "concat": (2, 1 << 10),
 }
@@ -443,6 +458,16 @@ def _added(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
     return xs[0]
 
 
+def _scaled(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
+    x = c.shape(c.node.inputs[0], 4, "input")
+    if len(xs) == 2 and xs[1] != (1, x[1], 1, 1):
+        c.fail(f"gate {_short(c.node.inputs[1])} has shape {xs[1]}; expected {(1, x[1], 1, 1)}")
+    c.param_shapes({"mult": (1,), "shift": (1,), "clamp": (2,)})
+    c.rescale("mult", "shift")
+    c.clamp()
+    return x
+
+
 def _flattened(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
     x = c.shape(c.node.inputs[0], 4, "input")
     return (1, x[1] * x[2] * x[3])
@@ -512,6 +537,7 @@ _OUTPUT_SHAPE: dict[str, Any] = {
     "avgpool": _pooled,
     "global_avgpool": _pooled,
     "add": _added,
+    "scale": _scaled,
     "flatten": _flattened,
     "softmax": _softmaxed,
     "host": _hosted,

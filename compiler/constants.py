@@ -60,6 +60,9 @@ def param_lines(plan: Plan, layer: Layer) -> np.ndarray:
             sets = [{"mult": np.array([1]), "shift": np.array([0])}]
         else:
             sets = [{"mult": p["mult"], "shift": p["shift"]}]
+    elif layer.kind == "scale":  # ACCUM copies x (times the gate), STORE rescales
+        one, zero = np.array([1]), np.array([0])
+        sets = [{"res_mult": one, "res_shift": zero, "mult": p["mult"], "shift": p["shift"]}]
     else:  # add: a-set carries the output rescale, b-set only b's
         sets = [
             {

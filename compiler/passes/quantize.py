@@ -26,11 +26,21 @@ __all__ = ["ADD_EXTRA_BITS", "run"]
 
 #: add: the accumulator scale is ``s_out / 2**ADD_EXTRA_BITS`` (extra fraction bits).
 ADD_EXTRA_BITS = 8
-_CALIBRATED = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host", "concat", "table")
+_CALIBRATED = (
+    "conv",
+    "gemm",
+    "avgpool",
+    "global_avgpool",
+    "add",
+    "scale",
+    "host",
+    "concat",
+    "table",
+)
 #: Producers that can requantize their output to any scale (so, to a concat's).
-_RESCALING = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host", "table")
+_RESCALING = ("conv", "gemm", "avgpool", "global_avgpool", "add", "scale", "host", "table")
 #: Producers whose STORE can apply a table (the table nodes fuse into them).
-_TABLE_PRODUCERS = ("conv", "gemm", "add")
+_TABLE_PRODUCERS = ("conv", "gemm", "add", "scale")
 _SAME_SCALE = ("maxpool", "flatten", "upsample", "depth_to_space")
 
 
@@ -254,13 +264,25 @@ def _add(g: Graph, node: Node) -> None:
     node.params = params | {"mult": m, "shift": s, "clamp": _clamp(node.attrs["act"], s_out)}
 
 
+def _scale_q(g: Graph, node: Node) -> None:
+    """scale: ``x [* gate]`` requantized from ``s_x [* s_gate]`` to the output scale."""
+    ratio = np.prod([_scale(g, name) for name in node.inputs]) / _scale(g, node.output)
+    mult, shift = _rescale(node, np.array([ratio]), "output")
+    clamp = _clamp(node.attrs["act"], _scale(g, node.output))
+    node.params = {"mult": mult, "shift": shift, "clamp": clamp}
+
+
 def _fuse_tables(g: Graph) -> None:
-    """Each table node becomes the ``table`` act of the conv, gemm or add before it: that
-    node's STORE maps its int8 output (at its own calibrated scale) through the function to the
-    table node's output scale. A table whose input has another reader cannot be fused."""
+    """Each table node becomes the ``table`` act of the conv, gemm, add or scale before it:
+    that node's STORE maps its int8 output (at its own calibrated scale) through the function
+    to the table node's output scale. A table that cannot be fused (its input has another
+    reader, or comes from a pool, a concat or the graph input) becomes a one-input ``scale``
+    of its own: an identity requantization, then the table."""
     for node in [n for n in g.nodes if n.op == "table"]:
         prod = g.producer(node.inputs[0])
         users = g.consumers(node.inputs[0])
+        s_in, s_out = _scale(g, node.inputs[0]), _scale(g, node.output)
+        table = make_table(node.attrs["function"], node.attrs["args"], s_in, s_out)
         if (
             prod is None
             or prod.op not in _TABLE_PRODUCERS
@@ -268,15 +290,11 @@ def _fuse_tables(g: Graph) -> None:
             or users != [node]
             or node.inputs[0] in g.outputs
         ):
-            where = "the graph input" if prod is None else f"'{prod.name}' ({prod.op})"
-            raise CompileError(
-                node.name,
-                node.attrs["function"],
-                f"the activation after {where} cannot be fused into a layer's store",
-                "an activation right after a Conv, Gemm or Add that has no other reader",
-            )
-        s_in, s_out = _scale(g, node.inputs[0]), _scale(g, node.output)
-        table = make_table(node.attrs["function"], node.attrs["args"], s_in, s_out)
+            one, zero = np.array([1], np.int64), np.array([0], np.int64)
+            node.op, node.attrs = "scale", {"act": "table"}
+            node.params = {"mult": one, "shift": zero, "clamp": _clamp(None, s_out)}
+            node.params["table"] = table
+            continue
         prod.attrs["act"] = "table"
         prod.params["table"] = table
         del g.tensors[prod.output]
@@ -300,6 +318,7 @@ _QUANTIZERS = {
     "avgpool": _avgpool,
     "global_avgpool": _global_avgpool,
     "add": _add,
+    "scale": _scale_q,
     "flatten": _no_params,
     "softmax": _no_params,
     "host": _keep_params,

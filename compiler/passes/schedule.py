@@ -297,11 +297,17 @@ def _pool_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     return steps
 
 
-def _add_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
+def _eltwise_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
+    """add: two ACCUMs requantize both inputs' tiles into ACC (PARAM sets a and b); scale: one
+    ACCUM copies x's tile, times the gate's line of each channel block (use_gate) if it has a
+    gate. Then one STORE requantizes (and applies the layer's table)."""
     tiling = layer.tiling
     assert tiling is not None
     out = plan.tensors[layer.output]
     blocks = out.channels // plan.dim
+    add = layer.kind == "add"
+    streams = layer.inputs if add else layer.inputs[:1]
+    gate = layer.inputs[1] if not add and len(layer.inputs) == 2 else None
     steps: list[Step] = []
     for tile, ((nb0, nbc), (oy0, rows)) in enumerate(
         itertools.product(groups(blocks, tiling.n_blocks), groups(out.h, tiling.rows_per_tile))
@@ -312,29 +318,39 @@ def _add_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
         slot = (tile % PARAM_SLOTS) * halves.param
         step = Step(tile=tile, first_of_tile=True)
         step.loads.append(_param_load(plan, layer, slot, nb0, nbc))  # a-set (and output) params
-        step.loads.append(_param_load(plan, layer, slot + nbc, blocks + nb0, nbc))  # b-set
-        for which, name in enumerate(layer.inputs):
+        if add:
+            step.loads.append(_param_load(plan, layer, slot + nbc, blocks + nb0, nbc))  # b-set
+        for which, name in enumerate(streams):
             step.loads.append(
                 _tile_lines(plan, name, act_base + which * nbc * mt, oy0, mt, nb0, nbc)
             )
-        for which in range(2):
-            step.compute.append(
-                Op(
-                    "accum",
-                    fields={
-                        "acc_addr": acc_base,
-                        "act_addr": act_base + which * nbc * mt,
-                        "param_addr": slot + which * nbc,
-                        "m": mt,
-                        "n_iter": nbc,
-                        "acc_n_stride": mt,
-                        "act_n_stride": mt,
-                        "use_bias": 0,
-                        "use_res": 1,
-                        "accumulate": which,
-                    },
+        gating: dict[str, int] = {}
+        if gate is not None:
+            gate_addr = act_base + nbc * mt
+            if gate_addr + nbc > 1 << isa.GATE_ADDR_BITS:
+                raise CompileError(
+                    layer.name,
+                    layer.node.op,
+                    f"gate lines {gate_addr}..{gate_addr + nbc - 1} are past the ACT lines a "
+                    f"gate_addr reaches ({1 << isa.GATE_ADDR_BITS})",
+                    f"an ACT half of at most {(1 << isa.GATE_ADDR_BITS) // 2} lines",
                 )
-            )
+            step.loads.append(_tile_lines(plan, gate, gate_addr, 0, 1, nb0, nbc))
+            gating = {"use_gate": 1, "gate_addr": gate_addr}
+        for which in range(len(streams)):
+            fields = {
+                "acc_addr": acc_base,
+                "act_addr": act_base + which * nbc * mt,
+                "param_addr": slot + which * nbc,
+                "m": mt,
+                "n_iter": nbc,
+                "acc_n_stride": mt,
+                "act_n_stride": mt,
+                "use_bias": 0,
+                "use_res": 1,
+                "accumulate": which,
+            }
+            step.compute.append(Op("accum", fields=fields | gating))
         step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, nb0, nbc))
         steps.append(step)
     return steps
@@ -435,7 +451,8 @@ def run(plan: Plan) -> Plan:
     builders = {
         "gemm": _gemm_steps,
         "pool": _pool_steps,
-        "add": _add_steps,
+        "add": _eltwise_steps,
+        "scale": _eltwise_steps,
         "upsample": _upsample_steps,
     }
     accel = plan.accel_layers()

@@ -114,17 +114,24 @@ def _pool_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
     return best
 
 
-def _add_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
+def _eltwise_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
+    """add: both inputs' tiles (and two PARAM sets); scale: x's tile plus, with a gate, one
+    gate line per channel block."""
     out = plan.tensors[layer.output]
     blocks = out.channels // budget.dim
+    streams = 2 if layer.kind == "add" else 1
+    gated = layer.kind == "scale" and len(layer.inputs) == 2
     best: Tiling | None = None
     for rows in range(1, out.h + 1):
         mt = rows * out.w
-        if mt > MAX_M or 2 * mt > budget.act or mt > budget.acc:
+        act_lines = streams * mt + gated  # per channel block
+        if mt > MAX_M or act_lines > budget.act or mt > budget.acc:
             break
-        kg = min(blocks, budget.act // (2 * mt), budget.acc // mt, budget.param // 2, MAX_ITER)
+        kg = min(
+            blocks, budget.act // act_lines, budget.acc // mt, budget.param // streams, MAX_ITER
+        )
         steps = ceil_div(out.h, rows) * ceil_div(blocks, kg)
-        total = steps * (2 * mt * kg + budget.latency)
+        total = steps * (act_lines * kg + budget.latency)
         if best is None or total < best.estimate:
             best = Tiling(rows, kg, kg, int(total))
     if best is None:
@@ -166,5 +173,5 @@ def run(plan: Plan) -> Plan:
         elif layer.kind == "upsample":
             layer.tiling = _upsample_tiling(layer, plan, budget)
         else:
-            layer.tiling = _add_tiling(layer, plan, budget)
+            layer.tiling = _eltwise_tiling(layer, plan, budget)
     return plan
