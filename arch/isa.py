@@ -414,7 +414,8 @@ ACCUM = _insn(
     Queue.COMPUTE,
     "Initialise or add into accumulators: for j < n_iter, i < m, per column c: "
     "`acc[a] = (acc[a] if accumulate else 0) + (bias[c] if use_bias) + "
-    "(requant(act[act_addr + j*act_n_stride + i][c] * g[c], res_mult[c], res_shift[c]) if use_res)` "
+    "(requant(act[act_addr + j*act_n_stride + i][c] * g[c], res_mult[c], res_shift[c]) "
+    "if use_res)` "
     "with `a = acc_addr + j*acc_n_stride + i`, PARAM line `param_addr + j`, and the gate "
     "`g = act[gate_addr + j]` with use_gate, else 1 (a channel-wise product such as a "
     "squeeze-excitation gate: one extra cycle per n block to read the gate line).",

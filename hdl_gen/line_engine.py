@@ -25,8 +25,9 @@ class LineEngine(wiring.Component):
 
     ACCUM adds the PARAM bias and the requantized residual (an ACT line, times the block's gate
     line with use_gate) to, or in place of, the ACC line. With use_gate each n block starts with
-    one cycle that reads its gate line into a register. POOL reduces ``window`` consecutive ACT lines (max or sum) into one ACC line, merging
-    with the ACC line's value when ``accumulate`` is set.
+    one cycle that reads its gate line into a register. POOL reduces ``window`` consecutive ACT
+    lines (max or sum) into one ACC line, merging with the ACC line's value when ``accumulate``
+    is set.
 
     Attributes
     ----------

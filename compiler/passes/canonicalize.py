@@ -2,10 +2,10 @@
 
 In order: drop Identity/Dropout; Sum -> add, Reshape-as-flatten -> flatten, MatMul -> gemm; fold
 bias Adds and BatchNormalization into the preceding conv/gemm; fuse Relu/ReLU6 into the
-producer's ``act`` (or make a standalone ``scale`` of them); fuse an Add into a conv/gemm producer as its residual (the Add's act moves
-along). A fused node keeps the producer's name and takes the consumer's output tensor, so
-graph output names and tensor scales recorded on later tensors survive. Anything that cannot
-be folded is a :class:`CompileError`.
+producer's ``act`` (or make a ``scale`` layer of their own); fuse an Add into a conv/gemm producer
+as its residual (the Add's act moves along). A fused node keeps the producer's name and takes
+the consumer's output tensor, so graph output names and tensor scales recorded on later tensors
+survive. Anything that cannot be folded is a :class:`CompileError`.
 """
 
 from __future__ import annotations

@@ -98,11 +98,17 @@ def _pool_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
         raise CompileError(node.name, node.op, f"window of {window} pixels exceeds {MAX_WINDOW}")
     blocks = out.channels // budget.dim
     best: Tiling | None = None
+    # A global pool (one output pixel) whose window is larger than an ACT half is reduced in
+    # parts of its kernel rows (schedule), one channel block at a time.
+    whole = out.h * out.w > 1 or window <= budget.act
+    if kernel[1] > budget.act:
+        raise CompileError(node.name, node.op, f"a window row of {kernel[1]} pixels exceeds ACT")
     for rows in range(1, out.h + 1):
         mt = rows * out.w
-        if mt > MAX_M or mt * window > budget.act or mt > budget.acc:
+        if mt > MAX_M or (whole and mt * window > budget.act) or mt > budget.acc:
             break
-        kg = min(blocks, budget.act // (mt * window), budget.acc // mt, budget.param, MAX_ITER)
+        fit = budget.act // (mt * window) if whole else 1
+        kg = min(blocks, fit, budget.acc // mt, budget.param, MAX_ITER)
         steps = ceil_div(out.h, rows) * ceil_div(blocks, kg)
         total = steps * max(
             mt * window * kg, mt * window * kg / budget.lines_per_cycle + budget.latency
