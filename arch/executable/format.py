@@ -135,7 +135,7 @@ class LayerEntry:
 
     name: str
     op: str
-    kind: str  # gemm | pool | add
+    kind: str  # one of LAYER_KINDS
     macs: int
     output: str
     insn_range: tuple[int, int]

@@ -153,8 +153,17 @@ def _fuse_activations(g: Graph) -> None:
             or prod.op not in (*_WEIGHTED, "add", "scale")
             or _sole_consumer(g, prod.output) is not node
         ):
-            node.op, node.attrs = "scale", {"act": node.op}
-            continue
+            if len(g.tensors[node.inputs[0]].shape) == 4:
+                node.op, node.attrs = "scale", {"act": node.op}
+                continue
+            onnx_op = _ONNX_OP[node.op]
+            raise CompileError(
+                node.name,
+                onnx_op,
+                f"standalone {onnx_op} after {_where(g, node.inputs[0])} on a "
+                f"{g.tensors[node.inputs[0]].shape} tensor is not supported",
+                "Relu / Clip(0, 6) on (1, C, H, W) tensors, or right after a Conv, Gemm or Add",
+            )
         prod.attrs["act"] = _compose(prod.attrs["act"], node.op)
         _absorb(g, prod, node)
 
