@@ -146,14 +146,14 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$222 (insn_frontier),
     .perf(perf),
-    .\port$5307$0 (\_$2 ),
+    .\port$5313$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$191 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$5307$0 (\_$2 ),
+    .\port$5313$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,7 +236,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5307$0 , dram_resp__valid, \start$191 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5313$0 , dram_resp__valid, \start$191 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
@@ -629,8 +629,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$5307$0 ;
-  wire [1:0] \port$5307$0 ;
+  input [1:0] \port$5313$0 ;
+  wire [1:0] \port$5313$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -4017,7 +4017,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$5307$0 (\port$5307$0 ),
+    .\port$5313$0 (\port$5313$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -4473,8 +4473,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$5307$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$5307$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$5313$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$5313$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -4546,9 +4546,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5307$0 ;
+  assign \dram_resp__payload.tag  = \port$5313$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$5307$0 ;
+  assign \dram_resp__payload$115.tag  = \port$5313$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4592,7 +4592,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5307$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5313$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -4748,8 +4748,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$5307$0 ;
-  wire [1:0] \port$5307$0 ;
+  input [1:0] \port$5313$0 ;
+  wire [1:0] \port$5313$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4800,13 +4800,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$5307$0 ;
+  assign \_$49  = ! \port$5313$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$5307$0  == 1'h1;
+  assign \_$50  = \port$5313$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$5307$0  == 2'h2;
+  assign \_$51  = \port$5313$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$5307$0  == 2'h3;
+  assign \_$52  = \port$5313$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5171,14 +5171,14 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$5307$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$5313$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5307$0 ;
+  assign \dram_resp__payload.tag  = \port$5313$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -12565,27 +12565,29 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
-  wire \_$101 ;
+  wire [16:0] \_$101 ;
   wire \_$102 ;
   wire \_$103 ;
   wire \_$104 ;
   wire \_$105 ;
-  wire [16:0] \_$106 ;
+  wire \_$106 ;
   wire \_$107 ;
   wire [16:0] \_$108 ;
-  reg [1:0] \_$109 ;
+  wire \_$109 ;
   wire \_$11 ;
-  reg [127:0] \_$110 ;
-  reg [31:0] \_$111 ;
-  reg \_$112 ;
-  reg [3:0] \_$113 ;
-  reg [6:0] \_$114 ;
-  reg [2:0] \_$115 ;
-  reg \_$116 ;
-  reg [15:0] \_$117 ;
-  reg [15:0] \_$118 ;
-  reg [511:0] \_$119 ;
+  wire [16:0] \_$110 ;
+  reg [1:0] \_$111 ;
+  reg [127:0] \_$112 ;
+  reg [31:0] \_$113 ;
+  reg \_$114 ;
+  reg [3:0] \_$115 ;
+  reg [6:0] \_$116 ;
+  reg [2:0] \_$117 ;
+  reg \_$118 ;
+  reg [15:0] \_$119 ;
   wire \_$12 ;
+  reg [15:0] \_$120 ;
+  reg [511:0] \_$121 ;
   wire \_$13 ;
   wire \_$14 ;
   wire \_$15 ;
@@ -12613,23 +12615,23 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \_$35 ;
   wire \_$36 ;
   wire \_$37 ;
-  wire [32:0] \_$38 ;
-  wire [19:0] \_$39 ;
+  wire \_$38 ;
+  wire [32:0] \_$39 ;
   wire \_$4 ;
-  wire [33:0] \_$40 ;
-  wire [16:0] \_$41 ;
-  wire \_$42 ;
+  wire [19:0] \_$40 ;
+  wire [33:0] \_$41 ;
+  wire [16:0] \_$42 ;
   wire \_$43 ;
   wire \_$44 ;
   wire \_$45 ;
   wire \_$46 ;
   wire \_$47 ;
-  wire [16:0] \_$48 ;
-  wire \_$49 ;
+  wire \_$48 ;
+  wire [16:0] \_$49 ;
   wire \_$5 ;
-  wire [6:0] \_$50 ;
-  wire [63:0] \_$51 ;
-  wire \_$52 ;
+  wire \_$50 ;
+  wire [6:0] \_$51 ;
+  wire [63:0] \_$52 ;
   wire \_$53 ;
   wire \_$54 ;
   wire \_$55 ;
@@ -12664,9 +12666,9 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \_$81 ;
   wire \_$82 ;
   wire \_$83 ;
-  wire [7:0] \_$84 ;
-  wire [8:0] \_$85 ;
-  wire \_$86 ;
+  wire \_$84 ;
+  wire [7:0] \_$85 ;
+  wire [8:0] \_$86 ;
   wire \_$87 ;
   wire \_$88 ;
   wire \_$89 ;
@@ -12678,7 +12680,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \_$94 ;
   wire \_$95 ;
   wire \_$96 ;
-  wire [16:0] \_$97 ;
+  wire \_$97 ;
   wire \_$98 ;
   wire [16:0] \_$99 ;
   reg [15:0] \_$signal ;
@@ -12717,7 +12719,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \bus__resp__valid$42 ;
   output busy;
   reg busy;
-  wire \busy$75 ;
+  wire \busy$76 ;
   input clk;
   wire clk;
   wire [63:0] data__payload;
@@ -12839,8 +12841,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   input [31:0] desc_count;
   wire [31:0] desc_count;
   wire [31:0] \desc_count$60 ;
-  wire done;
-  reg \done$76 ;
+  reg done;
+  wire \done$72 ;
   output dram_wait;
   reg dram_wait;
   wire error;
@@ -12931,8 +12933,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire rst;
   reg running;
   reg start;
-  reg \start$70 ;
-  reg \start$72 ;
+  reg \start$71 ;
+  reg \start$73 ;
   output token_wait;
   reg token_wait;
   wire [19:0] w_data;
@@ -12971,110 +12973,112 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \_$27  = \_$25  & \_$26 ;
   assign \_$28  = \_$signal  < 4'h8;
   assign align = \_$28  ? \_$signal  : 16'h0008;
-  assign \_$29  = desc[1:0] == 2'h3;
-  assign \_$30  = ~ walking;
-  assign \_$31  = ! in_flight;
-  assign \_$32  = \_$30  & \_$31 ;
-  assign \_$33  = ~ \busy$75 ;
-  assign \_$34  = \_$32  & \_$33 ;
-  assign \_$35  = lines__valid & w_rdy;
-  assign \_$36  = ~ halt;
-  assign \_$37  = \_$35  & \_$36 ;
-  assign \_$39  = issued * 4'h8;
-  assign \_$40  = $signed(\_$38 ) + $signed({ 1'h0, \_$39  });
-  assign \_$41  = beats - 1'h1;
-  assign \_$42  = issued == \_$41 ;
-  assign \_$43  = ~ halt;
-  assign \_$44  = r_rdy & \_$43 ;
-  assign \_$45  = ~ r_data[16];
-  assign \_$46  = ~ \data__valid$94 ;
-  assign \_$47  = beats == 1'h1;
-  assign \_$48  = beats - 1'h1;
-  assign \_$49  = received == \_$48 ;
-  assign \_$50  = r_data[19:17] * 4'h8;
-  assign \_$51  = \data__payload$96  >> \_$50 ;
-  assign \_$52  = ! desc[1:0];
-  assign act__en = write & \_$52 ;
-  assign \_$53  = desc[1:0] == 1'h1;
-  assign wgt__en = write & \_$53 ;
-  assign \_$54  = desc[1:0] == 2'h2;
-  assign param__en = write & \_$54 ;
-  assign \_$55  = ! frame_state;
-  assign \_$56  = frame_state == 1'h1;
-  assign \_$57  = frame_state == 2'h2;
-  assign \_$58  = frame_state == 2'h3;
-  assign \_$59  = ! load_state;
-  assign \_$60  = load_state == 1'h1;
-  assign \_$61  = load_state == 2'h2;
-  assign \_$62  = load_state == 2'h3;
-  assign \_$63  = load_state == 3'h4;
-  assign \_$64  = ~ halt;
-  assign \_$65  = queue__valid & \_$64 ;
-  assign \_$66  = ~ queue__payload[4];
-  assign \_$68  = ~ queue__payload[5];
-  assign \_$69  = \_$68  | deps__has_next;
-  assign \_$70  = \_$67  & \_$69 ;
-  assign \_$71  = ~ halt;
-  assign \_$72  = \_$70  & \_$71 ;
-  assign \_$73  = ~ word[6];
-  assign \_$75  = ~ word[7];
-  assign \_$76  = \_$75  | deps__room_next;
-  assign \_$77  = \_$74  & \_$76 ;
-  assign \_$78  = ~ halt;
-  assign \_$79  = \_$77  & \_$78 ;
-  assign \_$80  = ~ \error$111 ;
-  assign \_$81  = error & \_$80 ;
-  assign \_$82  = ~ \error$111 ;
-  assign \_$83  = \error$113  & \_$82 ;
-  assign \_$84  = in_flight + w_en;
-  assign \_$85  = \_$84  - r_en;
-  assign \_$86  = desc[1:0] == 2'h3;
-  assign \_$87  = ~ \error$111 ;
-  assign \_$89  = ~ walking;
-  assign \_$90  = ! in_flight;
-  assign \_$91  = \_$89  & \_$90 ;
-  assign \_$92  = ~ \busy$75 ;
+  assign \_$29  = word[3:0] == 3'h6;
+  assign \_$30  = desc[1:0] == 2'h3;
+  assign \_$31  = ~ walking;
+  assign \_$32  = ! in_flight;
+  assign \_$33  = \_$31  & \_$32 ;
+  assign \_$34  = ~ \busy$76 ;
+  assign \_$35  = \_$33  & \_$34 ;
+  assign \_$36  = lines__valid & w_rdy;
+  assign \_$37  = ~ halt;
+  assign \_$38  = \_$36  & \_$37 ;
+  assign \_$40  = issued * 4'h8;
+  assign \_$41  = $signed(\_$39 ) + $signed({ 1'h0, \_$40  });
+  assign \_$42  = beats - 1'h1;
+  assign \_$43  = issued == \_$42 ;
+  assign \_$44  = ~ halt;
+  assign \_$45  = r_rdy & \_$44 ;
+  assign \_$46  = ~ r_data[16];
+  assign \_$47  = ~ \data__valid$94 ;
+  assign \_$48  = beats == 1'h1;
+  assign \_$49  = beats - 1'h1;
+  assign \_$50  = received == \_$49 ;
+  assign \_$51  = r_data[19:17] * 4'h8;
+  assign \_$52  = \data__payload$96  >> \_$51 ;
+  assign \_$53  = ! desc[1:0];
+  assign act__en = write & \_$53 ;
+  assign \_$54  = desc[1:0] == 1'h1;
+  assign wgt__en = write & \_$54 ;
+  assign \_$55  = desc[1:0] == 2'h2;
+  assign param__en = write & \_$55 ;
+  assign \_$56  = ! frame_state;
+  assign \_$57  = frame_state == 1'h1;
+  assign \_$58  = frame_state == 2'h2;
+  assign \_$59  = frame_state == 2'h3;
+  assign \_$60  = ! load_state;
+  assign \_$61  = load_state == 1'h1;
+  assign \_$62  = load_state == 2'h2;
+  assign \_$63  = load_state == 2'h3;
+  assign \_$64  = load_state == 3'h4;
+  assign \_$65  = ~ halt;
+  assign \_$66  = queue__valid & \_$65 ;
+  assign \_$67  = ~ queue__payload[4];
+  assign \_$69  = ~ queue__payload[5];
+  assign \_$70  = \_$69  | deps__has_next;
+  assign \_$71  = \_$68  & \_$70 ;
+  assign \_$72  = ~ halt;
+  assign \_$73  = \_$71  & \_$72 ;
+  assign \_$74  = ~ word[6];
+  assign \_$76  = ~ word[7];
+  assign \_$77  = \_$76  | deps__room_next;
+  assign \_$78  = \_$75  & \_$77 ;
+  assign \_$79  = ~ halt;
+  assign \_$80  = \_$78  & \_$79 ;
+  assign \_$81  = ~ \error$111 ;
+  assign \_$82  = error & \_$81 ;
+  assign \_$83  = ~ \error$111 ;
+  assign \_$84  = \error$113  & \_$83 ;
+  assign \_$85  = in_flight + w_en;
+  assign \_$86  = \_$85  - r_en;
+  assign \_$87  = word[3:0] == 3'h6;
+  assign \_$88  = desc[1:0] == 2'h3;
+  assign \_$89  = ~ \error$111 ;
+  assign \_$91  = ~ walking;
+  assign \_$92  = ! in_flight;
   assign \_$93  = \_$91  & \_$92 ;
-  assign \_$94  = lines__valid & w_rdy;
-  assign \_$95  = ~ halt;
-  assign \_$96  = \_$94  & \_$95 ;
-  assign \_$97  = beats - 1'h1;
-  assign \_$98  = issued == \_$97 ;
-  assign \_$99  = issued + 1'h1;
-  assign \_$100  = lines__valid & lines__ready;
-  assign \_$101  = \_$100  & lines__payload[113];
-  assign \_$102  = ~ halt;
-  assign \_$103  = r_rdy & \_$102 ;
-  assign \_$104  = ~ r_data[16];
-  assign \_$105  = beats == 1'h1;
-  assign \_$106  = beats - 1'h1;
-  assign \_$107  = received == \_$106 ;
-  assign \_$108  = received + 1'h1;
+  assign \_$94  = ~ \busy$76 ;
+  assign \_$95  = \_$93  & \_$94 ;
+  assign \_$96  = lines__valid & w_rdy;
+  assign \_$97  = ~ halt;
+  assign \_$98  = \_$96  & \_$97 ;
+  assign \_$99  = beats - 1'h1;
+  assign \_$100  = issued == \_$99 ;
+  assign \_$101  = issued + 1'h1;
+  assign \_$102  = lines__valid & lines__ready;
+  assign \_$103  = \_$102  & lines__payload[113];
+  assign \_$104  = ~ halt;
+  assign \_$105  = r_rdy & \_$104 ;
+  assign \_$106  = ~ r_data[16];
+  assign \_$107  = beats == 1'h1;
+  assign \_$108  = beats - 1'h1;
+  assign \_$109  = received == \_$108 ;
+  assign \_$110  = received + 1'h1;
   always @(posedge clk)
-    frame_state <= \_$109 ;
+    frame_state <= \_$111 ;
   always @(posedge clk)
-    word <= \_$110 ;
+    word <= \_$112 ;
   always @(posedge clk)
-    index <= \_$111 ;
+    index <= \_$113 ;
   always @(posedge clk)
-    \error$111  <= \_$112 ;
+    \error$111  <= \_$114 ;
   always @(posedge clk)
-    error_code <= \_$113 ;
+    error_code <= \_$115 ;
   always @(posedge clk)
-    in_flight <= \_$114 ;
+    in_flight <= \_$116 ;
   always @(posedge clk)
-    load_state <= \_$115 ;
+    load_state <= \_$117 ;
   always @(posedge clk)
-    walking <= \_$116 ;
+    walking <= \_$118 ;
   always @(posedge clk)
-    issued <= \_$117 ;
+    issued <= \_$119 ;
   always @(posedge clk)
-    received <= \_$118 ;
+    received <= \_$120 ;
   always @(posedge clk)
-    assembled <= \_$119 ;
+    assembled <= \_$121 ;
   \sim_top.accel.load.addrgen  addrgen (
     .align(align),
-    .busy(\busy$75 ),
+    .busy(\busy$76 ),
     .clk(clk),
     .desc(desc),
     .error(\error$113 ),
@@ -13085,7 +13089,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .lines__valid(lines__valid),
     .lines_in_mem(\_$signal$64 ),
     .rst(rst),
-    .start(\start$72 )
+    .start(\start$73 )
   );
   \sim_top.accel.load.data_port  data_port (
     .addr__ready(\addr__ready$83 ),
@@ -13126,16 +13130,16 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .desc(desc),
     .desc_base(desc_base),
     .desc_count(desc_count),
-    .done(done),
+    .done(\done$72 ),
     .error(error),
     .index(word[31:8]),
     .rst(rst),
-    .start(\start$70 )
+    .start(\start$71 )
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$4113$0 (lines__payload[18:0]),
-    .\port$4113$48 (lines__payload[48]),
+    .\port$4119$0 (lines__payload[18:0]),
+    .\port$4119$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -13357,52 +13361,58 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \start$70  = 1'h0;
+    done = 1'h0;
     casez (load_state)
       3'h0:
           /* empty */;
       3'h1:
-          \start$70  = 1'h1;
+          if (\_$29 ) begin
+            done = 1'h1;
+          end
+      3'h2:
+          /* empty */;
+      3'h4:
+          if (\_$35 ) begin
+            done = 1'h1;
+          end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \start$72  = 1'h0;
+    \start$71  = 1'h0;
+    casez (load_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          (* full_case = 32'd1 *)
+          if (\_$29 ) begin
+          end else begin
+            \start$71  = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \start$73  = 1'h0;
     casez (load_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (done) begin
+          if (\done$72 ) begin
             (* full_case = 32'd1 *)
-            if (\_$29 ) begin
+            if (\_$30 ) begin
             end else begin
-              \start$72  = 1'h1;
+              \start$73  = 1'h1;
             end
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \done$76  = 1'h0;
-    casez (load_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h4:
-          if (\_$34 ) begin
-            \done$76  = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \addr__valid$80  = 1'h0;
-    if (\_$37 ) begin
+    if (\_$38 ) begin
       if (lines__payload[48]) begin
         \addr__valid$80  = 1'h1;
       end
@@ -13411,20 +13421,20 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     data_bus__req__payload = 32'd0;
-    if (\_$37 ) begin
+    if (\_$38 ) begin
       if (lines__payload[48]) begin
-        data_bus__req__payload = \_$40 [31:0];
+        data_bus__req__payload = \_$41 [31:0];
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     lines__ready = 1'h0;
-    if (\_$37 ) begin
+    if (\_$38 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
         if (\addr__ready$83 ) begin
-          if (\_$42 ) begin
+          if (\_$43 ) begin
             lines__ready = 1'h1;
           end
         end
@@ -13436,11 +13446,11 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     w_en = 1'h0;
-    if (\_$37 ) begin
+    if (\_$38 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
         if (\addr__ready$83 ) begin
-          if (\_$42 ) begin
+          if (\_$43 ) begin
             w_en = 1'h1;
           end
         end
@@ -13452,15 +13462,15 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     line_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
         line_data = { desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50] };
       end else begin
         if (\data__valid$94 ) begin
-          if (\_$47 ) begin
-            line_data = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \_$51  };
-          end else if (\_$49 ) begin
+          if (\_$48 ) begin
+            line_data = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \_$52  };
+          end else if (\_$50 ) begin
             line_data = whole;
           end
         end
@@ -13470,15 +13480,15 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     write = 1'h0;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
         write = 1'h1;
       end else begin
         if (\data__valid$94 ) begin
-          if (\_$47 ) begin
+          if (\_$48 ) begin
             write = 1'h1;
-          end else if (\_$49 ) begin
+          end else if (\_$50 ) begin
             write = 1'h1;
           end
         end
@@ -13488,15 +13498,15 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     r_en = 1'h0;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
         r_en = 1'h1;
       end else begin
         if (\data__valid$94 ) begin
-          if (\_$47 ) begin
+          if (\_$48 ) begin
             r_en = 1'h1;
-          end else if (\_$49 ) begin
+          end else if (\_$50 ) begin
             r_en = 1'h1;
           end
         end
@@ -13506,9 +13516,9 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \data__ready$92  = 1'h0;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
       end else begin
         \data__ready$92  = 1'h1;
       end
@@ -13517,24 +13527,24 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     dram_wait = 1'h0;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
       end else begin
-        dram_wait = \_$46 ;
+        dram_wait = \_$47 ;
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     whole = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
       end else begin
         if (\data__valid$94 ) begin
-          if (\_$47 ) begin
-          end else if (\_$49 ) begin
+          if (\_$48 ) begin
+          end else if (\_$50 ) begin
             whole = assembled;
             casez (received)
               16'h0000:
@@ -13561,68 +13571,68 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$109  = frame_state;
+    \_$111  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$65 ) begin
-            \_$109  = 2'h1;
+          if (\_$66 ) begin
+            \_$111  = 2'h1;
           end
       2'h1:
-          if (\_$72 ) begin
-            \_$109  = 2'h2;
+          if (\_$73 ) begin
+            \_$111  = 2'h2;
           end
       2'h2:
-          if (\done$76 ) begin
-            \_$109  = 2'h3;
+          if (done) begin
+            \_$111  = 2'h3;
           end
       2'h3:
-          if (\_$79 ) begin
-            \_$109  = 2'h0;
+          if (\_$80 ) begin
+            \_$111  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$109  = 2'h0;
+      \_$111  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$110  = word;
+    \_$112  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$72 ) begin
-            \_$110  = queue__payload[127:0];
+          if (\_$73 ) begin
+            \_$112  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$110  = 128'h00000000000000000000000000000000;
+      \_$112  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$111  = index;
+    \_$113  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$72 ) begin
-            \_$111  = queue__payload[159:128];
+          if (\_$73 ) begin
+            \_$113  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$111  = 32'd0;
+      \_$113  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$112  = \error$111 ;
-    if (\_$81 ) begin
-      \_$112  = 1'h1;
+    \_$114  = \error$111 ;
+    if (\_$82 ) begin
+      \_$114  = 1'h1;
     end
-    if (\_$83 ) begin
-      \_$112  = 1'h1;
+    if (\_$84 ) begin
+      \_$114  = 1'h1;
     end
     casez (load_state)
       3'h0:
@@ -13630,26 +13640,26 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       3'h1:
           /* empty */;
       3'h2:
-          if (done) begin
-            if (\_$86 ) begin
-              if (\_$88 ) begin
-                \_$112  = 1'h1;
+          if (\done$72 ) begin
+            if (\_$88 ) begin
+              if (\_$90 ) begin
+                \_$114  = 1'h1;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$112  = 1'h0;
+      \_$114  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$113  = error_code;
-    if (\_$81 ) begin
-      \_$113  = 4'h2;
+    \_$115  = error_code;
+    if (\_$82 ) begin
+      \_$115  = 4'h2;
     end
-    if (\_$83 ) begin
-      \_$113  = \error_code$114 ;
+    if (\_$84 ) begin
+      \_$115  = \error_code$114 ;
     end
     casez (load_state)
       3'h0:
@@ -13657,154 +13667,159 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       3'h1:
           /* empty */;
       3'h2:
-          if (done) begin
-            if (\_$86 ) begin
-              if (\_$88 ) begin
-                \_$113  = 4'h7;
+          if (\done$72 ) begin
+            if (\_$88 ) begin
+              if (\_$90 ) begin
+                \_$115  = 4'h7;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$113  = 4'h0;
+      \_$115  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$114  = \_$85 [6:0];
+    \_$116  = \_$86 [6:0];
     if (rst) begin
-      \_$114  = 7'h00;
+      \_$116  = 7'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$115  = load_state;
+    \_$117  = load_state;
     casez (load_state)
       3'h0:
           if (start) begin
-            \_$115  = 3'h1;
+            \_$117  = 3'h1;
           end
       3'h1:
-          \_$115  = 3'h2;
+          (* full_case = 32'd1 *)
+          if (\_$87 ) begin
+            \_$117  = 3'h0;
+          end else begin
+            \_$117  = 3'h2;
+          end
       3'h2:
-          if (done) begin
+          if (\done$72 ) begin
             (* full_case = 32'd1 *)
-            if (\_$86 ) begin
-              \_$115  = 3'h3;
+            if (\_$88 ) begin
+              \_$117  = 3'h3;
             end else begin
-              \_$115  = 3'h4;
+              \_$117  = 3'h4;
             end
           end
       3'h4:
-          if (\_$93 ) begin
-            \_$115  = 3'h0;
+          if (\_$95 ) begin
+            \_$117  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$115  = 3'h0;
+      \_$117  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$116  = walking;
+    \_$118  = walking;
     casez (load_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (done) begin
+          if (\done$72 ) begin
             (* full_case = 32'd1 *)
-            if (\_$86 ) begin
+            if (\_$88 ) begin
             end else begin
-              \_$116  = 1'h1;
+              \_$118  = 1'h1;
             end
           end
     endcase
-    if (\_$101 ) begin
-      \_$116  = 1'h0;
+    if (\_$103 ) begin
+      \_$118  = 1'h0;
     end
     if (rst) begin
-      \_$116  = 1'h0;
+      \_$118  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$117  = issued;
-    if (\_$96 ) begin
+    \_$119  = issued;
+    if (\_$98 ) begin
       if (lines__payload[48]) begin
         if (\addr__ready$83 ) begin
           (* full_case = 32'd1 *)
-          if (\_$98 ) begin
-            \_$117  = 16'h0000;
+          if (\_$100 ) begin
+            \_$119  = 16'h0000;
           end else begin
-            \_$117  = \_$99 [15:0];
+            \_$119  = \_$101 [15:0];
           end
         end
       end
     end
     if (rst) begin
-      \_$117  = 16'h0000;
+      \_$119  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$118  = received;
-    if (\_$103 ) begin
+    \_$120  = received;
+    if (\_$105 ) begin
       (* full_case = 32'd1 *)
-      if (\_$104 ) begin
+      if (\_$106 ) begin
       end else begin
         if (\data__valid$94 ) begin
           (* full_case = 32'd1 *)
-          if (\_$105 ) begin
-          end else if (\_$107 ) begin
-            \_$118  = 16'h0000;
+          if (\_$107 ) begin
+          end else if (\_$109 ) begin
+            \_$120  = 16'h0000;
           end else begin
-            \_$118  = \_$108 [15:0];
+            \_$120  = \_$110 [15:0];
           end
         end
       end
     end
     if (rst) begin
-      \_$118  = 16'h0000;
+      \_$120  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$119  = assembled;
-    if (\_$103 ) begin
+    \_$121  = assembled;
+    if (\_$105 ) begin
       (* full_case = 32'd1 *)
-      if (\_$104 ) begin
+      if (\_$106 ) begin
       end else begin
         if (\data__valid$94 ) begin
           (* full_case = 32'd1 *)
-          if (\_$105 ) begin
-          end else if (\_$107 ) begin
+          if (\_$107 ) begin
+          end else if (\_$109 ) begin
           end else begin
             casez (received)
               16'h0000:
-                  \_$119 [63:0] = \data__payload$96 ;
+                  \_$121 [63:0] = \data__payload$96 ;
               16'h0001:
-                  \_$119 [127:64] = \data__payload$96 ;
+                  \_$121 [127:64] = \data__payload$96 ;
               16'h0002:
-                  \_$119 [191:128] = \data__payload$96 ;
+                  \_$121 [191:128] = \data__payload$96 ;
               16'h0003:
-                  \_$119 [255:192] = \data__payload$96 ;
+                  \_$121 [255:192] = \data__payload$96 ;
               16'h0004:
-                  \_$119 [319:256] = \data__payload$96 ;
+                  \_$121 [319:256] = \data__payload$96 ;
               16'h0005:
-                  \_$119 [383:320] = \data__payload$96 ;
+                  \_$121 [383:320] = \data__payload$96 ;
               16'h0006:
-                  \_$119 [447:384] = \data__payload$96 ;
+                  \_$121 [447:384] = \data__payload$96 ;
               16'h0007:
-                  \_$119 [511:448] = \data__payload$96 ;
+                  \_$121 [511:448] = \data__payload$96 ;
             endcase
           end
         end
       end
     end
     if (rst) begin
-      \_$119  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$121  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign opcode = word[3:0];
@@ -13923,11 +13938,11 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \_$9  = \_$8 ;
   assign \_$16  = \_$15 ;
   assign \_$22  = \_$21 ;
-  assign \_$38 [2:0] = 3'h0;
-  assign \_$38 [32:3] = { 1'h0, lines__payload[47:19] };
-  assign \_$67  = \_$66 ;
-  assign \_$74  = \_$73 ;
-  assign \_$88  = \_$87 ;
+  assign \_$39 [2:0] = 3'h0;
+  assign \_$39 [32:3] = { 1'h0, lines__payload[47:19] };
+  assign \_$68  = \_$67 ;
+  assign \_$75  = \_$74 ;
+  assign \_$90  = \_$89 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -16069,7 +16084,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4113$0 , \port$4113$48 , r_rdy, clk);
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4119$0 , \port$4119$48 , r_rdy, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$34  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -16111,10 +16126,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$41
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [18:0] \port$4113$0 ;
-  wire [18:0] \port$4113$0 ;
-  input \port$4113$48 ;
-  wire \port$4113$48 ;
+  input [18:0] \port$4119$0 ;
+  wire [18:0] \port$4119$0 ;
+  input \port$4119$48 ;
+  wire \port$4119$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [19:0] r_data;
@@ -16141,7 +16156,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$41
   reg [19:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$4113$0 [18:16], \port$4113$48 , \port$4113$0 [15:0] };
+      storage[w_port__addr] <= { \port$4119$0 [18:16], \port$4119$48 , \port$4119$0 [15:0] };
   end
   reg [19:0] _0_;
   always @(posedge clk) begin
@@ -16240,8 +16255,8 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$41
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4113$0 [18:16], \port$4113$48 , \port$4113$0 [15:0] };
-  assign w_data = { \port$4113$0 [18:16], \port$4113$48 , \port$4113$0 [15:0] };
+  assign w_port__data = { \port$4119$0 [18:16], \port$4119$48 , \port$4119$0 [15:0] };
+  assign w_data = { \port$4119$0 [18:16], \port$4119$48 , \port$4119$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -29934,7 +29949,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5307$0 , rd_resp__valid, clk);
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5313$0 , rd_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$46  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
@@ -29965,8 +29980,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$5307$0 ;
-  wire [1:0] \port$5307$0 ;
+  output [1:0] \port$5313$0 ;
+  wire [1:0] \port$5313$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -30234,7 +30249,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$5307$0  = \_$4 ;
+  assign \port$5313$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];
