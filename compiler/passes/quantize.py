@@ -42,6 +42,26 @@ _RESCALING = ("conv", "gemm", "avgpool", "global_avgpool", "add", "scale", "host
 #: Producers whose STORE can apply a table (the table nodes fuse into them).
 _TABLE_PRODUCERS = ("conv", "gemm", "add", "scale")
 _SAME_SCALE = ("maxpool", "flatten", "upsample", "depth_to_space")
+#: ONNX ops that only move, select or take the maximum of values: a host node of these alone
+#: gives its output its input's scale, so its int8 codes pass through exactly.
+CODE_EXACT_OPS = frozenset(
+    {
+        "Transpose",
+        "Reshape",
+        "Flatten",
+        "Squeeze",
+        "Unsqueeze",
+        "Identity",
+        "MaxPool",
+        "ReduceMax",
+        "Slice",
+        "Gather",
+        "Tile",
+        "Expand",
+        "SpaceToDepth",
+        "DepthToSpace",
+    }
+)
 
 
 def run(graph: Graph, calibration_inputs: Sequence[np.ndarray]) -> Graph:
@@ -77,8 +97,18 @@ def _propagate_given_scales(g: Graph) -> None:
                 x.scale = y.scale
 
 
+def _code_exact(node: Node) -> bool:
+    """A host node of :data:`CODE_EXACT_OPS` on one input: it keeps its input's scale."""
+    return (
+        node.op == "host"
+        and len(node.inputs) == 1
+        and set(node.attrs["onnx_ops"]) <= CODE_EXACT_OPS
+    )
+
+
 def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
-    """Give every tensor its scale: measured, given, or its input's (maxpool, flatten)."""
+    """Give every tensor its scale: measured, given, or its input's (maxpool, flatten, and
+    host nodes that only move codes)."""
     need = [n for n in g.inputs if g.tensors[n].scale is None]
     # A ConvTranspose's 1x1 conv writes groups that only its depth_to_space (the ONNX
     # output) interleaves: measured there.
@@ -86,7 +116,7 @@ def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
     need += [
         shuffled.get(n.output, n.output)
         for n in g.nodes
-        if n.op in _CALIBRATED and g.tensors[n.output].scale is None
+        if n.op in _CALIBRATED and g.tensors[n.output].scale is None and not _code_exact(n)
     ]
     if need:
         if g.source is None:
@@ -104,7 +134,7 @@ def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
     _share_concat_scales(g)
     for node in g.nodes:
         out = g.tensors[node.output]
-        if node.op in _SAME_SCALE:
+        if node.op in _SAME_SCALE or (_code_exact(node) and out.scale is None):
             out.scale = g.tensors[node.inputs[0]].scale
         elif node.op == "softmax":
             out.scale = None

@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from arch import executable
 from arch.config import PRESETS
 from arch.executable import DeviceProgram, HostStep
+from arch.reference import evaluate, quantize_input
 from compiler import zoo
 from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
@@ -607,3 +608,40 @@ def test_views_and_host_shapes_round_trip(tmp_path) -> None:
     model = model_of(nodes, inits, [1, 3, 4, 4])
     model.graph.output.append(helper.make_tensor_value_info("y0", TensorProto.FLOAT, None))
     _run_and_reload(model, tmp_path, (1, 3, 4, 4))
+
+
+def test_host_nodes_that_only_move_codes_are_exact(tmp_path) -> None:
+    """A host step of Transpose / MaxPool / Reshape alone keeps its input's scale, so its int8
+    codes are exactly the input's moved (numpy on the codes, not onnxruntime, is the reference
+    here); a host step that computes (an InstanceNormalization) is requantized at its own
+    calibrated scale."""
+    rng = np.random.default_rng(31)
+    c1, i1 = conv("c1", "x", "a", 3, 8, rng)
+    c2, i2 = conv("c2", "t2", "b", 8, 8, rng)
+    nodes = [
+        c1,
+        helper.make_node("Transpose", ["a"], ["t1"], name="t1", perm=[0, 1, 3, 2]),
+        helper.make_node(
+            "MaxPool", ["t1"], ["m"], name="mp", kernel_shape=[3, 3], dilations=[2, 2]
+        ),
+        helper.make_node("Transpose", ["m"], ["t2"], name="t2", perm=[0, 1, 3, 2]),
+        c2,
+        helper.make_node("InstanceNormalization", ["b", "s", "z"], ["y"], name="norm"),
+    ]
+    inits = {**i1, **i2, "s": np.ones(8, np.float32), "z": np.zeros(8, np.float32)}
+    exe = compile_model(_saved(model_of(nodes, inits, [1, 3, 10, 10]), tmp_path), TINY).executable
+    hosts = [exe.reference.producer(s.outputs[0]) for s in exe.steps if isinstance(s, HostStep)]
+    assert [set(n.attrs["onnx_ops"]) for n in hosts] == [
+        {"Transpose", "MaxPool"},
+        {"InstanceNormalization"},
+    ]
+    moved, computed = hosts
+    tensors = exe.reference.tensors
+    assert tensors[moved.output].scale == tensors[moved.inputs[0]].scale
+    assert tensors[computed.output].scale != tensors[computed.inputs[0]].scale
+    x = np.random.default_rng(32).standard_normal((1, 3, 10, 10)).astype(np.float32)
+    values = evaluate(exe.reference, quantize_input(x, tensors["x"].scale))
+    a = values[moved.inputs[0]].astype(np.int64)
+    windows = np.stack([a[:, :, i : i + 6 : 1, j : j + 6] for i in (0, 2, 4) for j in (0, 2, 4)])
+    np.testing.assert_array_equal(values[moved.output], windows.max(axis=0))
+    assert run(exe, x, "isa").bit_exact
