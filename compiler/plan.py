@@ -5,6 +5,8 @@ Every accelerator layer is one of three kinds:
 
 - ``gemm``: a convolution read as a GEMM through DMA im2col (conv, and FC layers, which are
   convolutions over a 1x1 image, or with a kernel covering the whole image after a flatten);
+  a depthwise conv (``GemmShape.depthwise``) instead runs DWCONV on the window unit, its input
+  rows loaded whole (halo and padding included) and its taps in passes of at most 3x3;
 - ``pool``: max / sum pooling (maxpool, avgpool, global_avgpool);
 - ``add``: a standalone residual add.
 
@@ -163,7 +165,8 @@ class Layer:
     macs: int = 0
     gemm: GemmShape | None = None
     tiling: Tiling | None = None
-    weights: np.ndarray | None = None  # (O_pad, K) int8 weight matrix, K in chunk order
+    # (O_pad, K) int8 weight matrix, K in chunk order; depthwise: (C_pad, taps) in pass order
+    weights: np.ndarray | None = None
     weight_blocks: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     # schedule: (first n block, n blocks, first k chunk, k chunks, byte offset) per weight block
     ops: list[Op] = field(default_factory=list)

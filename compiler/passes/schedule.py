@@ -129,7 +129,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     m_tiles = groups(shape.out_h, tiling.rows_per_tile)
 
     def tap_of(k: int) -> int:
-        return k if shape.depthwise else k // cb_total
+        return k // cb_total
 
     # Weight blocks in DRAM, in the order the steps load them: (n group, k group).
     offset, blocks_at = 0, {}
@@ -157,13 +157,12 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                         _tile_lines(plan, residual, act_base + kc * mt, oy0, mt, nb0, nbc)
                     )
 
-            # Activations: one descriptor per run of chunks sharing a kernel tap (ky, kx); a
-            # depthwise chunk is one tap of the output block's own input line.
+            # Activations: one descriptor per run of chunks sharing a kernel tap (ky, kx).
             for tap, run in itertools.groupby(range(k0, k0 + kc), key=tap_of):
                 chunk_list = list(run)
                 first, count = chunk_list[0], len(chunk_list)
                 ky, kx = tap // kw, tap % kw
-                cb = nb0 if shape.depthwise else first % cb_total
+                cb = first % cb_total
                 dy, dx = shape.dilation
                 y0, x0 = oy0 * sh + ky * dy - pt, kx * dx - pl
                 desc = DescSpec(

@@ -65,8 +65,7 @@ def _gemm_tiling(layer: Layer, budget: Budget) -> Tiling:
         if mt > MAX_M or mt > budget.acc:
             break
         m_tiles = ceil_div(shape.out_h, rows)
-        # A depthwise GEMM serves one output block: each block reads its own input line.
-        most = 1 if shape.depthwise else min(blocks, budget.param, budget.acc // mt, MAX_ITER)
+        most = min(blocks, budget.param, budget.acc // mt, MAX_ITER)
         for nb in range(1, most + 1):
             res_lines = nb * mt if residual else 0
             kg = min(chunks, budget.wgt_tiles // nb, (budget.act - res_lines) // mt, MAX_ITER)
