@@ -116,7 +116,7 @@ class Launch:
 
 
 class Opcode(enum.Enum, shape=4):
-    """Instruction opcodes. 0 and 9..15 are illegal (an all-zero word is never a program)."""
+    """Instruction opcodes. 0 and 10..15 are illegal (an all-zero word is never a program)."""
 
     LOAD = 1
     STORE = 2
@@ -126,6 +126,7 @@ class Opcode(enum.Enum, shape=4):
     SYNC = 6
     PERF = 7
     END = 8
+    DWCONV = 9
 
 
 class Queue(enum.Enum, shape=2):
@@ -353,7 +354,7 @@ PERF_COUNTERS = (
     ("dram_read_bytes", "bytes read from DRAM (fetch, descriptors, loads)"),
     ("dram_write_bytes", "bytes written to DRAM (stores, perf records)"),
     ("dram_stall", "cycles a DMA waited for DRAM data"),
-    ("macs", "multiply-accumulates performed by the array"),
+    ("macs", "multiply-accumulates performed by the array and the window unit"),
     ("fetch_stall", "cycles dispatch waited because a queue was full"),
 )
 
@@ -453,6 +454,41 @@ POOL = _insn(
     Field("mode", PoolMode, "MAX or SUM"),
     Field("accumulate", unsigned(1), "1: combine with the ACC line's value; 0: overwrite"),
 )
+DW_KERNEL_MAX = 3  # DWCONV kh, kw: the window unit holds 3x3 taps (larger kernels: passes)
+DWCONV = _insn(
+    Opcode.DWCONV,
+    Queue.COMPUTE,
+    "Depthwise convolution on the window unit, per channel lane c (lane c of ACT, WGT and ACC "
+    "lines is the same channel): for oy < out_h, ox < out_w: "
+    "`acc[acc_addr + oy*out_w + ox][c] = (acc[..][c] if accumulate) + (bias[c] if use_bias) + "
+    "sum(act[act_addr + (oy*stride + i)*pitch + ox*stride + j][c] * "
+    "wgt[wgt_addr + i*kw + j][c] for i < kh, j < kw)` with the PARAM line `param_addr`. "
+    "The ACT lines are an input image of `pitch` pixels per row (padding included). The unit "
+    "reads one column of up to 3 ACT lines per cycle (the ACT memory has 3 read ports) and "
+    "makes an output every `stride` columns: about taps + out_h*((out_w-1)*stride + kw) "
+    "cycles.",
+    Field("wgt_addr", unsigned(LOCAL_ADDR_BITS), "WGT line of tap (0, 0); kh*kw lines"),
+    Field("act_addr", unsigned(LOCAL_ADDR_BITS), "ACT line of input pixel (0, 0)"),
+    Field("acc_addr", unsigned(LOCAL_ADDR_BITS), "ACC line of output pixel (0, 0)"),
+    Field("param_addr", unsigned(LOCAL_ADDR_BITS), "PARAM line of the bias (use_bias)"),
+    Field("out_w", unsigned(M_BITS), "output pixels per row (>= 1)"),
+    Field("out_h", unsigned(M_BITS), "output rows (>= 1)"),
+    Field("pitch", unsigned(LOCAL_ADDR_BITS), "ACT lines from one input row to the next"),
+    Field("kh", unsigned(2), f"kernel rows (1..{DW_KERNEL_MAX})"),
+    Field("kw", unsigned(2), f"kernel columns (1..{DW_KERNEL_MAX})"),
+    Field("stride", unsigned(2), "input pixels between outputs, in x and y (1..3)"),
+    Field("use_bias", unsigned(1), "add the PARAM bias"),
+    Field("accumulate", unsigned(1), "1: add to ACC; 0: overwrite"),
+)
+
+
+def dwconv_cycles(out_w: int, out_h: int, kh: int, kw: int, stride: int) -> int:
+    """DWCONV on the window unit (hdl_gen/window_engine.py): one WGT line per tap, then one
+    column of input per cycle, ``(out_w - 1)*stride + kw`` columns per output row, back to
+    back, and a 3-cycle tail (ACT read, products, ACC write)."""
+    return kh * kw + out_h * ((out_w - 1) * stride + kw) + 3
+
+
 SYNC = _insn(
     Opcode.SYNC,
     None,
@@ -475,7 +511,7 @@ END = _insn(
 )
 
 FORMATS: dict[Opcode, Format] = {
-    f.opcode: f for f in (LOAD, STORE, GEMM, ACCUM, POOL, SYNC, PERF, END) if f.opcode
+    f.opcode: f for f in (LOAD, STORE, GEMM, ACCUM, POOL, SYNC, PERF, END, DWCONV) if f.opcode
 }
 RECORDS: tuple[Format, ...] = (DESCRIPTOR, LOOP, PARAM_ENTRY, PERF_RECORD)
 INSTRUCTION = data.UnionLayout(

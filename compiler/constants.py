@@ -14,6 +14,10 @@ def weight_bytes(layer: Layer, dim: int) -> np.ndarray:
     ``dim`` lines where line r holds ``W[o = (n0 + j)*dim + c, k = (k0 + k)*dim + r]`` over c."""
     matrix = layer.weights
     assert matrix is not None
+    if layer.gemm is not None and layer.gemm.depthwise:
+        # (C_pad, taps) -> per channel block, one line of dim channels per tap
+        lines = matrix.reshape(-1, dim, matrix.shape[1]).transpose(0, 2, 1)
+        return np.ascontiguousarray(lines).reshape(-1).view(np.uint8)
     parts = []
     for n0, nbc, k0, kc, _offset in layer.weight_blocks:
         block = matrix[n0 * dim : (n0 + nbc) * dim, k0 * dim : (k0 + kc) * dim]
@@ -24,6 +28,9 @@ def weight_bytes(layer: Layer, dim: int) -> np.ndarray:
 
 
 def weight_size(layer: Layer, dim: int) -> int:
+    if layer.gemm is not None and layer.gemm.depthwise:
+        assert layer.weights is not None
+        return layer.weights.size
     return sum(kc * nbc * dim * dim for _n0, nbc, _k0, kc, _o in layer.weight_blocks)
 
 

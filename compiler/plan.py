@@ -5,6 +5,8 @@ Every accelerator layer is one of three kinds:
 
 - ``gemm``: a convolution read as a GEMM through DMA im2col (conv, and FC layers, which are
   convolutions over a 1x1 image, or with a kernel covering the whole image after a flatten);
+  a depthwise conv (``GemmShape.depthwise``) instead runs DWCONV on the window unit, its input
+  rows loaded whole (halo and padding included) and its taps in passes of at most 3x3;
 - ``pool``: max / sum pooling (maxpool, avgpool, global_avgpool);
 - ``add``: a standalone residual add.
 
@@ -26,6 +28,7 @@ import numpy as np
 
 from arch.asm import Program
 from arch.config import AccelConfig
+from arch.isa import DW_KERNEL_MAX
 from compiler.errors import CompileError
 from compiler.ir import Graph, Node
 
@@ -83,14 +86,34 @@ class GemmShape:
     out_h: int
     out_w: int
     out_channels: int  # padded
-    #: depthwise: output block j reduces only input line j over the taps (one chunk per tap)
+    #: depthwise: channel c of the output reduces only channel c of the input (DWCONV)
     depthwise: bool = False
     dilation: tuple[int, int] = (1, 1)  # tap (ky, kx) reads pixel offset (ky*dy, kx*dx)
 
     def chunks(self, dim: int) -> int:
-        """K chunks of ``dim`` reduction values (per output block for a depthwise layer)."""
+        """K chunks of ``dim`` reduction values (a depthwise layer: its taps)."""
         taps = self.kernel[0] * self.kernel[1]
         return taps if self.depthwise else taps * self.in_channels // dim
+
+    def dw_passes(self) -> list[tuple[int, int, int, int]]:
+        """The DWCONV passes of a depthwise layer: ``(i0, kh, j0, kw)``, a window of at most
+        DW_KERNEL_MAX x DW_KERNEL_MAX taps at kernel tap (i0, j0), accumulating into ACC. A
+        dilated kernel is one 1x1 pass per tap (the tap's offset in the input tile)."""
+        kh, kw = self.kernel
+        if self.dilation != (1, 1):
+            return [(i, 1, j, 1) for i in range(kh) for j in range(kw)]
+        most = DW_KERNEL_MAX
+        return [
+            (i0, min(most, kh - i0), j0, min(most, kw - j0))
+            for i0 in range(0, kh, most)
+            for j0 in range(0, kw, most)
+        ]
+
+    def dw_input(self, rows: int) -> tuple[int, int]:
+        """Input rows and columns (padding included) ``rows`` output rows of a depthwise layer
+        read: the ACT tile, ``pitch`` = its columns."""
+        (kh, kw), (dy, dx), s = self.kernel, self.dilation, self.stride[0]
+        return (rows - 1) * s + (kh - 1) * dy + 1, (self.out_w - 1) * s + (kw - 1) * dx + 1
 
 
 @dataclass
@@ -142,7 +165,8 @@ class Layer:
     macs: int = 0
     gemm: GemmShape | None = None
     tiling: Tiling | None = None
-    weights: np.ndarray | None = None  # (O_pad, K) int8 weight matrix, K in chunk order
+    # (O_pad, K) int8 weight matrix, K in chunk order; depthwise: (C_pad, taps) in pass order
+    weights: np.ndarray | None = None
     weight_blocks: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     # schedule: (first n block, n blocks, first k chunk, k chunks, byte offset) per weight block
     ops: list[Op] = field(default_factory=list)

@@ -171,7 +171,11 @@ class Accelerator(wiring.Component):
             m.d.comb += [r.addr.eq(port.addr), r.en.eq(port.en), port.data.eq(r.data)]
 
         connect_write(act_mem, load.act)
+        # ACT has three read ports for the compute unit: the window engine reads a column of
+        # up to three input rows per cycle (DWCONV); the other engines use the first.
         connect_read(act_mem, compute.act)
+        connect_read(act_mem, compute.act1)
+        connect_read(act_mem, compute.act2)
         connect_write(wgt_mem, load.wgt)
         connect_read(wgt_mem, compute.wgt)
         connect_write(param_mem, load.param)
@@ -219,6 +223,7 @@ class Accelerator(wiring.Component):
             | self.dram_wr.valid
             | compute.array_active
             | compute.acc_wr.en
+            | compute.wgt.en
         )
         with m.If(~self.running | progress):
             m.d.sync += watchdog.eq(0)
@@ -267,7 +272,7 @@ class Accelerator(wiring.Component):
             "dram_write_bytes": self.dram_wr.valid
             * sum(self.dram_wr.payload.strb[i] for i in range(bus)),
             "dram_stall": load.dram_wait,
-            "macs": compute.array_active * (c.rows * c.cols),
+            "macs": compute.array_active * (c.rows * c.cols) + compute.window_macs,
             "fetch_stall": fetch.stalled,
         }
         for name, amount in events.items():

@@ -1,4 +1,5 @@
-"""Compute unit: dispatches GEMM to the GEMM engine and ACCUM / POOL to the line engine."""
+"""Compute unit: dispatches GEMM to the GEMM engine, ACCUM / POOL to the line engine and
+DWCONV to the window engine."""
 
 from __future__ import annotations
 
@@ -13,22 +14,28 @@ from hdl_gen.line_engine import LineEngine
 from hdl_gen.local_ports import param_line_bits, read_port, write_port
 from hdl_gen.systolic_array import SystolicArray
 from hdl_gen.tokens import ErrorLatch, UnitFrame, unit_signature
+from hdl_gen.window_engine import WindowEngine
 
 
 class ComputeUnit(wiring.Component):
     """Runs the compute queue: starts each GEMM on the :class:`~hdl_gen.gemm_engine.GemmEngine`
     (which drives the :class:`~hdl_gen.systolic_array.SystolicArray`, a submodule here) and each
-    ACCUM or POOL on the :class:`~hdl_gen.line_engine.LineEngine`, latches the first error, and
-    shares the ACT and ACC ports between the engines (only one runs at a time).
+    ACCUM or POOL on the :class:`~hdl_gen.line_engine.LineEngine` and each DWCONV on the
+    :class:`~hdl_gen.window_engine.WindowEngine`, latches the first error, and shares the ACT,
+    WGT, PARAM and ACC ports between the engines (only one runs at a time).
 
     Attributes
     ----------
     queue, deps, halt, idle, busy, ...
         What every unit has (:func:`~hdl_gen.tokens.unit_signature`).
     act, wgt, param : Out(read port)
+    act1, act2 : Out(read port)
+        The window engine's second and third ACT read ports (window rows 1 and 2).
     acc_rd : Out(read port), acc_wr : Out(write port)
     array_active, weight_load : Out(1)
         Perf events: a row entered the array; a weight row was written.
+    window_macs : Out(range)
+        Perf event: multiply-accumulates the window engine did this cycle.
     """
 
     def __init__(self, config: AccelConfig) -> None:
@@ -37,12 +44,15 @@ class ComputeUnit(wiring.Component):
             unit_signature(
                 {
                     "act": Out(read_port(c.act_line_bytes * 8)),
+                    "act1": Out(read_port(c.act_line_bytes * 8)),
+                    "act2": Out(read_port(c.act_line_bytes * 8)),
                     "wgt": Out(read_port(c.wgt_line_bytes * 8)),
                     "param": Out(read_port(param_line_bits(c))),
                     "acc_rd": Out(read_port(c.acc_line_bytes * 8)),
                     "acc_wr": Out(write_port(c.acc_line_bytes * 8)),
                     "array_active": Out(1),
                     "weight_load": Out(1),
+                    "window_macs": Out(range(isa.DW_KERNEL_MAX**2 * c.cols + 1)),
                 }
             )
         )
@@ -55,29 +65,42 @@ class ComputeUnit(wiring.Component):
         m.submodules.array = array = SystolicArray(c)
         m.submodules.gemm = gemm = GemmEngine(c)
         m.submodules.line = line = LineEngine(c)
+        m.submodules.window = window = WindowEngine(c)
         wiring.connect(m, gemm.array, array)
-        wiring.connect(m, wiring.flipped(self.wgt), gemm.wgt)
-        wiring.connect(m, wiring.flipped(self.param), line.param)
+        wiring.connect(m, wiring.flipped(self.act1), window.act1)
+        wiring.connect(m, wiring.flipped(self.act2), window.act2)
         m.d.comb += [
             gemm.insn.eq(frame.insn.gemm),
             line.insn.eq(frame.insn),
+            window.insn.eq(frame.insn.dwconv),
             gemm.halt.eq(self.halt),
             line.halt.eq(self.halt),
+            window.halt.eq(self.halt),
             self.array_active.eq(gemm.array_active),
             self.weight_load.eq(gemm.weight_load),
+            self.window_macs.eq(window.macs),
         ]
 
-        # ACT and ACC: the GEMM engine's requests while it makes them, else the line engine's
-        # (the engines never run at once); read data goes to both.
-        for name in ("act", "acc_rd", "acc_wr"):
-            port, from_gemm, from_line = (getattr(x, name) for x in (self, gemm, line))
+        # Shared ports: the requests of whichever engine makes them (the engines never run at
+        # once); read data goes to every engine that has the port.
+        for name in ("act", "wgt", "param", "acc_rd", "acc_wr"):
+            port = getattr(self, name)
+            engines = [e for e in (gemm, window, line) if name in e.signature.members]
             driven = [key for key, member in port.signature.members.items() if member.flow == Out]
-            with m.If(from_gemm.en):
-                m.d.comb += [getattr(port, key).eq(getattr(from_gemm, key)) for key in driven]
+            requests = [getattr(e, name) for e in engines]
+
+            def drive(request, port=port, driven=driven):
+                m.d.comb += [getattr(port, k).eq(getattr(request, k)) for k in driven]
+
+            with m.If(requests[0].en):
+                drive(requests[0])
+            for request in requests[1:-1]:
+                with m.Elif(request.en):
+                    drive(request)
             with m.Else():
-                m.d.comb += [getattr(port, key).eq(getattr(from_line, key)) for key in driven]
+                drive(requests[-1])
             if "data" not in driven:
-                m.d.comb += [from_gemm.data.eq(port.data), from_line.data.eq(port.data)]
+                m.d.comb += [getattr(e, name).data.eq(port.data) for e in engines]
 
         with m.FSM(name="compute"):
             with m.State("IDLE"), m.If(frame.start):
@@ -87,6 +110,7 @@ class ComputeUnit(wiring.Component):
                     (isa.Opcode.GEMM, gemm, "GEMM"),
                     (isa.Opcode.ACCUM, line, "LINES"),
                     (isa.Opcode.POOL, line, "LINES"),
+                    (isa.Opcode.DWCONV, window, "WINDOW"),
                 ):
                     with m.Case(opcode):
                         with m.If(engine.bad_fields):
@@ -98,7 +122,7 @@ class ComputeUnit(wiring.Component):
                 with m.Default():  # SYNC
                     m.d.comb += frame.done.eq(1)
                     m.next = "IDLE"
-            for state, engine in (("GEMM", gemm), ("LINES", line)):
+            for state, engine in (("GEMM", gemm), ("LINES", line), ("WINDOW", window)):
                 with m.State(state), m.If(engine.done):
                     m.d.comb += frame.done.eq(1)
                     m.next = "IDLE"
@@ -107,4 +131,5 @@ class ComputeUnit(wiring.Component):
 
         errors.raise_(line.error, line.error_code)
         errors.raise_(gemm.error, isa.ErrorCode.LOCAL_RANGE)
+        errors.raise_(window.error, isa.ErrorCode.LOCAL_RANGE)
         return m

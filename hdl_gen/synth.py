@@ -71,6 +71,7 @@ COMPONENTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("SystolicArray", "- SystolicArray (in ComputeUnit)", ("compute.array",)),
     ("GemmEngine", "- GemmEngine (in ComputeUnit)", ("compute.gemm",)),
     ("LineEngine", "- LineEngine (in ComputeUnit)", ("compute.line",)),
+    ("WindowEngine", "- WindowEngine (in ComputeUnit)", ("compute.window",)),
     ("StoreUnit", "StoreUnit", ("store",)),
     ("ReadArbiter", "ReadArbiter", ("arbiter",)),
     ("TokenCounter", "TokenCounter x 4", ("tokens_l2c", "tokens_c2l", "tokens_c2s", "tokens_s2c")),

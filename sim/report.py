@@ -21,11 +21,13 @@ def limiter(layer: LayerResult, deltas: dict[str, int], macs_per_cycle: int) -> 
         return "no MACs (pool, add, copy)"
     cycles = max(layer.cycles, 1)
     active = deltas.get("array_active", 0)
-    if not active:
-        return "-"
     waiting = deltas.get("compute_token_wait", 0)
-    if waiting > 0.1 * cycles:
+    if (active or layer.op == "conv") and waiting > 0.1 * cycles:
         return f"DMA-bound {waiting / cycles:.0%}"
+    if not active:
+        # no row entered the array: a depthwise conv on the window unit (DWCONV)
+        busy = deltas.get("compute_busy", 0)
+        return f"window unit {busy / cycles:.0%}" if busy else "-"
     rows_ideal = layer.macs / macs_per_cycle
     if active > 1.05 * rows_ideal:
         return f"padding {active / rows_ideal - 1:.0%}"

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from arch.isa import DWCONV
 from compiler.errors import CompileError
 from compiler.plan import DramTensor, GemmShape, Layer, Plan, round_up
+
+DW_STRIDE_MAX = DWCONV.leaf_by_path["stride"].hi
 
 
 def _tensor_dims(shape: tuple[int, ...]) -> tuple[int, int, int]:
@@ -42,15 +45,18 @@ def _wants_im2col(plan: Plan, layer: Layer) -> bool:
     return c % plan.dim != 0 and node.attrs["kernel"] != (1, 1) and len(consumers) == 1
 
 
-def _depthwise_matrix(weight: np.ndarray, out_channels: int, dim: int) -> np.ndarray:
-    """(C, 1, kh, kw) -> (C_pad, kh*kw*dim): output channel o reduces, per tap, the line of its
-    own block, so its row is ``W[o, tap]`` at column ``tap*dim + o % dim`` and zero elsewhere
-    (each weight tile is diagonal)."""
-    c, _, kh, kw = weight.shape
-    matrix = np.zeros((out_channels, kh * kw * dim), dtype=np.int8)
-    taps = weight.reshape(c, kh * kw)
-    for o in range(c):
-        matrix[o, np.arange(kh * kw) * dim + o % dim] = taps[o]
+def _depthwise_matrix(shape: GemmShape, weight: np.ndarray, out_channels: int) -> np.ndarray:
+    """(C, 1, kh, kw) -> (C_pad, kh*kw): channel c's taps in DWCONV pass order (each pass's
+    taps row-major), so pass p's WGT lines follow the previous passes' lines."""
+    c = weight.shape[0]
+    order = [
+        (i, j)
+        for i0, kh, j0, kw in shape.dw_passes()
+        for i in range(i0, i0 + kh)
+        for j in range(j0, j0 + kw)
+    ]
+    matrix = np.zeros((out_channels, len(order)), dtype=np.int8)
+    matrix[:c] = np.stack([weight[:, 0, i, j] for i, j in order], axis=1)
     return matrix
 
 
@@ -156,7 +162,14 @@ def _gemm_shape(plan: Plan, layer: Layer) -> None:
             dilation=dilation,
         )
         if depthwise:
-            matrix = _depthwise_matrix(weight, out.channels, dim)
+            if stride[0] != stride[1] or not 1 <= stride[0] <= DW_STRIDE_MAX:
+                raise CompileError(
+                    node.name,
+                    node.op,
+                    f"depthwise stride {stride} is not supported",
+                    f"equal strides of 1..{DW_STRIDE_MAX} (DWCONV)",
+                )
+            matrix = _depthwise_matrix(shape, weight, out.channels)
         else:
             matrix = _conv_matrix(weight, src.channels, im2col, dim)
     else:

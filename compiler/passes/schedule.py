@@ -129,7 +129,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     m_tiles = groups(shape.out_h, tiling.rows_per_tile)
 
     def tap_of(k: int) -> int:
-        return k if shape.depthwise else k // cb_total
+        return k // cb_total
 
     # Weight blocks in DRAM, in the order the steps load them: (n group, k group).
     offset, blocks_at = 0, {}
@@ -157,13 +157,12 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                         _tile_lines(plan, residual, act_base + kc * mt, oy0, mt, nb0, nbc)
                     )
 
-            # Activations: one descriptor per run of chunks sharing a kernel tap (ky, kx); a
-            # depthwise chunk is one tap of the output block's own input line.
+            # Activations: one descriptor per run of chunks sharing a kernel tap (ky, kx).
             for tap, run in itertools.groupby(range(k0, k0 + kc), key=tap_of):
                 chunk_list = list(run)
                 first, count = chunk_list[0], len(chunk_list)
                 ky, kx = tap // kw, tap % kw
-                cb = nb0 if shape.depthwise else first % cb_total
+                cb = first % cb_total
                 dy, dx = shape.dilation
                 y0, x0 = oy0 * sh + ky * dy - pt, kx * dx - pl
                 desc = DescSpec(
@@ -231,6 +230,106 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
             if gi == len(k_groups) - 1:
                 step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, nb0, nbc))
             steps.append(step)
+    return steps
+
+
+def _dw_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
+    """A depthwise layer on the window unit: per step, ``rows_per_tile`` output rows x
+    ``n_blocks`` channel blocks. Each block's input rows (padding included, filled by the DMA)
+    sit in ACT as an image of ``pitch`` = its columns; one DWCONV per block and pass (the
+    first adds the bias, or an ACCUM adds bias and residual first)."""
+    shape, tiling = layer.gemm, layer.tiling
+    assert shape is not None and tiling is not None
+    dim = plan.dim
+    src = plan.tensor(layer.inputs[0])
+    s, (dy, dx) = shape.stride[0], shape.dilation
+    pt, pl = shape.pads[0], shape.pads[1]
+    taps = shape.chunks(dim)
+    passes = shape.dw_passes()
+    residual = layer.inputs[1] if len(layer.inputs) > 1 else None
+    n_groups = groups(shape.out_channels // dim, tiling.n_blocks)
+    layer.weight_blocks = [(nb0, nbc, 0, taps, nb0 * taps * dim) for nb0, nbc in n_groups]
+    steps: list[Step] = []
+    for tile, ((nb0, nbc), (oy0, rows)) in enumerate(
+        itertools.product(n_groups, groups(shape.out_h, tiling.rows_per_tile))
+    ):
+        mt = rows * shape.out_w
+        in_rows, pitch = shape.dw_input(rows)
+        block = in_rows * pitch  # ACT lines of one channel block's input tile
+        half = len(steps) % 2
+        act_base, wgt_base = half * halves.act, half * halves.wgt
+        acc_base = (tile % 2) * halves.acc
+        slot = (tile % PARAM_SLOTS) * halves.param
+        step = Step(tile=tile, first_of_tile=True)
+        step.loads.append(_param_load(plan, layer, slot, nb0, nbc))
+        y0 = oy0 * s - pt
+        step.loads.append(
+            Op(
+                "load",
+                desc=DescSpec(
+                    "ACT",
+                    act_base,
+                    src.name,
+                    src.offset + (y0 * src.w - pl) * src.pixel_stride + nb0 * dim,
+                    [
+                        (nbc, dim, block, 0, 0),
+                        (in_rows, src.w * src.pixel_stride, pitch, 1, 0),
+                        (pitch, src.pixel_stride, 1, 0, 1),
+                    ],
+                    y0=y0,
+                    x0=-pl,
+                    height=src.h,
+                    width=src.w,
+                ),
+            )
+        )
+        res_base = act_base + nbc * block
+        if residual is not None:
+            step.loads.append(_tile_lines(plan, residual, res_base, oy0, mt, nb0, nbc))
+        step.loads.append(
+            Op(
+                "load",
+                desc=DescSpec(
+                    "WGT", wgt_base, weight_symbol(layer), nb0 * taps * dim, [(nbc * taps, dim, 1)]
+                ),
+            )
+        )
+        if residual is not None:
+            fields = {
+                "acc_addr": acc_base,
+                "act_addr": res_base,
+                "param_addr": slot,
+                "m": mt,
+                "n_iter": nbc,
+                "acc_n_stride": mt,
+                "act_n_stride": mt,
+                "use_bias": 1,
+                "use_res": 1,
+                "accumulate": 0,
+            }
+            step.compute.append(Op("accum", fields=fields))
+        for j in range(nbc):
+            first_tap = 0
+            for p, (i0, kh, j0, kw) in enumerate(passes):
+                first = p == 0 and residual is None
+                fields = {
+                    "wgt_addr": wgt_base + j * taps + first_tap,
+                    "act_addr": act_base + j * block + i0 * dy * pitch + j0 * dx,
+                    "acc_addr": acc_base + j * mt,
+                    "param_addr": slot + j,
+                    "out_w": shape.out_w,
+                    "out_h": rows,
+                    "pitch": pitch,
+                    "kh": kh,
+                    "kw": kw,
+                    "stride": s,
+                    "use_bias": int(first),
+                    "accumulate": int(not first),
+                }
+                step.compute.append(Op("dwconv", fields=fields))
+                first_tap += kh * kw
+        step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, nb0, nbc))
+        steps.append(step)
     return steps
 
 
@@ -483,7 +582,10 @@ def run(plan: Plan) -> Plan:
     }
     accel = plan.accel_layers()
     for number, layer in enumerate(accel):
-        steps = builders[layer.kind](plan, layer, _Halves(plan, layer))
+        build = builders[layer.kind]
+        if layer.gemm is not None and layer.gemm.depthwise:
+            build = _dw_steps
+        steps = build(plan, layer, _Halves(plan, layer))
         if uses_table(layer):  # the previous layer's barrier keeps its stores from this load
             steps[0].loads.insert(0, _table_load(plan, layer))
         ops = _with_tokens(steps)

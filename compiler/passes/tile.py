@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from arch import isa
 from arch.config import AccelConfig
+from arch.isa import dwconv_cycles
 from compiler.errors import CompileError
 from compiler.plan import Layer, Plan, Tiling, ceil_div
 
@@ -19,6 +20,8 @@ MAX_ITER = (1 << 10) - 1  # k_iter / n_iter fields
 MAX_WINDOW = (1 << 8) - 1  # POOL `window` field
 GEMM_OVERHEAD = 40  # cycles to start and drain one GEMM instruction
 PARAM_SLOTS = 4
+MAX_DW_OUT = isa.DWCONV.leaf_by_path["out_w"].hi  # DWCONV out_w / out_h fields
+MAX_PITCH = isa.DWCONV.leaf_by_path["pitch"].hi
 
 
 def uses_table(layer: Layer) -> bool:
@@ -43,6 +46,7 @@ class Budget:
         self.dim = c.rows
         self.act = c.act_lines // 2
         self.wgt_tiles = c.wgt_lines // 2 // c.rows
+        self.wgt_lines = c.wgt_lines // 2
         self.acc = c.acc_lines // 2
         self.param = param_slot_lines(c, layer)
         self.lines_per_cycle = c.dram_bytes_per_cycle / c.act_line_bytes
@@ -61,8 +65,7 @@ def _gemm_tiling(layer: Layer, budget: Budget) -> Tiling:
         if mt > MAX_M or mt > budget.acc:
             break
         m_tiles = ceil_div(shape.out_h, rows)
-        # A depthwise GEMM serves one output block: each block reads its own input line.
-        most = 1 if shape.depthwise else min(blocks, budget.param, budget.acc // mt, MAX_ITER)
+        most = min(blocks, budget.param, budget.acc // mt, MAX_ITER)
         for nb in range(1, most + 1):
             res_lines = nb * mt if residual else 0
             kg = min(chunks, budget.wgt_tiles // nb, (budget.act - res_lines) // mt, MAX_ITER)
@@ -84,6 +87,55 @@ def _gemm_tiling(layer: Layer, budget: Budget) -> Tiling:
             layer.node.op,
             f"no tiling fits: one output row is {shape.out_w} pixels, ACC half holds {budget.acc} "
             f"lines, ACT half {budget.act}",
+        )
+    return best
+
+
+def _dw_tiling(layer: Layer, budget: Budget) -> Tiling:
+    """A depthwise layer: ``rows_per_tile`` output rows x ``n_blocks`` channel blocks per step,
+    the step's input rows (halo included) in ACT, one DWCONV per block and pass."""
+    shape = layer.gemm
+    assert shape is not None
+    blocks, taps = shape.out_channels // budget.dim, shape.chunks(budget.dim)
+    passes = shape.dw_passes()
+    s = shape.stride[0]
+    if shape.out_w > MAX_DW_OUT:
+        raise CompileError(
+            layer.name, layer.node.op, f"output width {shape.out_w} exceeds {MAX_DW_OUT}"
+        )
+    residual = len(layer.inputs) > 1
+    best: Tiling | None = None
+    for rows in range(1, min(shape.out_h, MAX_DW_OUT) + 1):
+        mt = rows * shape.out_w
+        in_rows, in_cols = shape.dw_input(rows)
+        lines = in_rows * in_cols
+        if in_cols > MAX_PITCH or mt > budget.acc or lines > budget.act:
+            break
+        per_block = sum(
+            dwconv_cycles(shape.out_w, rows, kh, kw, s) for _i0, kh, _j0, kw in passes
+        ) + (mt if residual else 0)
+        most = min(
+            blocks,
+            budget.act // (lines + (mt if residual else 0)),
+            budget.acc // mt,
+            budget.wgt_lines // taps,
+            budget.param,
+        )
+        for nb in range(1, most + 1):
+            compute = nb * per_block
+            load = nb * (lines + taps + (mt if residual else 0)) / budget.lines_per_cycle
+            step = max(compute, load + budget.latency, nb * mt / budget.lines_per_cycle)
+            steps = ceil_div(shape.out_h, rows) * ceil_div(blocks, nb)
+            total = steps * step + load + budget.latency
+            if best is None or total < best.estimate:
+                best = Tiling(rows, nb, taps, int(total))
+    if best is None:
+        raise CompileError(
+            layer.name,
+            layer.node.op,
+            f"no tiling fits: one output row reads {shape.dw_input(1)[1]} x "
+            f"{shape.dw_input(1)[0]} input pixels, ACT half holds {budget.act} lines, "
+            f"ACC half {budget.acc}",
         )
     return best
 
@@ -172,7 +224,9 @@ def _upsample_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
 def run(plan: Plan) -> Plan:
     for layer in plan.accel_layers():
         budget = Budget(plan, layer)
-        if layer.kind == "gemm":
+        if layer.kind == "gemm" and layer.gemm is not None and layer.gemm.depthwise:
+            layer.tiling = _dw_tiling(layer, budget)
+        elif layer.kind == "gemm":
             layer.tiling = _gemm_tiling(layer, budget)
         elif layer.kind == "pool":
             layer.tiling = _pool_tiling(layer, plan, budget)

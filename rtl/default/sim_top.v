@@ -144,16 +144,16 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .halt(error),
     .insn_base(insn_base),
     .insn_started(insn_started),
-    .\oldest$222 (insn_frontier),
+    .\oldest$234 (insn_frontier),
     .perf(perf),
-    .\port$15701$0 (\_$2 ),
+    .\port$16390$0 (\_$2 ),
     .rst(rst),
     .running(running),
-    .\start$191 (start)
+    .\start$203 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$15701$0 (\_$2 ),
+    .\port$16390$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,28 +236,30 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$15701$0 , dram_resp__valid, \start$191 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$16390$0 , dram_resp__valid, \start$203 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
-  wire [16:0] \_$100 ;
-  wire [17:0] \_$101 ;
-  wire [64:0] \_$102 ;
+  wire [15:0] \_$100 ;
+  wire [16:0] \_$101 ;
+  wire [17:0] \_$102 ;
   wire [64:0] \_$103 ;
-  wire [9:0] \_$104 ;
-  wire [64:0] \_$105 ;
-  wire [64:0] \_$106 ;
-  reg \_$107 ;
-  reg \_$108 ;
-  reg [20:0] \_$109 ;
+  wire [64:0] \_$104 ;
+  wire [9:0] \_$105 ;
+  wire [10:0] \_$106 ;
+  wire [64:0] \_$107 ;
+  wire [64:0] \_$108 ;
+  reg \_$109 ;
   wire \_$11 ;
   reg \_$110 ;
-  reg [3:0] \_$111 ;
-  reg [31:0] \_$112 ;
+  reg [20:0] \_$111 ;
+  reg \_$112 ;
   reg [3:0] \_$113 ;
   reg [31:0] \_$114 ;
-  reg [1023:0] \_$115 ;
+  reg [3:0] \_$115 ;
+  reg [31:0] \_$116 ;
+  reg [1023:0] \_$117 ;
   wire \_$12 ;
   wire \_$13 ;
   wire \_$14 ;
@@ -291,8 +293,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \_$4 ;
   wire \_$40 ;
   wire \_$41 ;
-  wire [21:0] \_$42 ;
-  wire \_$43 ;
+  wire \_$42 ;
+  wire [21:0] \_$43 ;
   wire \_$44 ;
   wire \_$45 ;
   wire \_$46 ;
@@ -309,9 +311,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \_$56 ;
   wire \_$57 ;
   wire \_$58 ;
-  wire [4:0] \_$59 ;
+  wire \_$59 ;
   wire [32:0] \_$6 ;
-  wire \_$60 ;
+  wire [4:0] \_$60 ;
   wire \_$61 ;
   wire \_$62 ;
   wire \_$63 ;
@@ -323,10 +325,10 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \_$69 ;
   wire \_$7 ;
   wire \_$70 ;
-  wire [64:0] \_$71 ;
-  wire [1:0] \_$72 ;
-  wire [2:0] \_$73 ;
-  wire [64:0] \_$74 ;
+  wire \_$71 ;
+  wire [64:0] \_$72 ;
+  wire [1:0] \_$73 ;
+  wire [2:0] \_$74 ;
   wire [64:0] \_$75 ;
   wire [64:0] \_$76 ;
   wire [64:0] \_$77 ;
@@ -336,24 +338,24 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire [64:0] \_$80 ;
   wire [64:0] \_$81 ;
   wire [64:0] \_$82 ;
-  wire [5:0] \_$83 ;
-  wire [64:0] \_$84 ;
-  wire [1:0] \_$85 ;
-  wire [2:0] \_$86 ;
-  wire [3:0] \_$87 ;
-  wire [4:0] \_$88 ;
-  wire [5:0] \_$89 ;
+  wire [64:0] \_$83 ;
+  wire [5:0] \_$84 ;
+  wire [64:0] \_$85 ;
+  wire [1:0] \_$86 ;
+  wire [2:0] \_$87 ;
+  wire [3:0] \_$88 ;
+  wire [4:0] \_$89 ;
   wire \_$9 ;
-  wire [6:0] \_$90 ;
-  wire [7:0] \_$91 ;
-  wire [8:0] \_$92 ;
-  wire [9:0] \_$93 ;
-  wire [10:0] \_$94 ;
-  wire [11:0] \_$95 ;
-  wire [12:0] \_$96 ;
-  wire [13:0] \_$97 ;
-  wire [14:0] \_$98 ;
-  wire [15:0] \_$99 ;
+  wire [5:0] \_$90 ;
+  wire [6:0] \_$91 ;
+  wire [7:0] \_$92 ;
+  wire [8:0] \_$93 ;
+  wire [9:0] \_$94 ;
+  wire [10:0] \_$95 ;
+  wire [11:0] \_$96 ;
+  wire [12:0] \_$97 ;
+  wire [13:0] \_$98 ;
+  wire [14:0] \_$99 ;
   wire [15:0] acc__addr;
   wire [511:0] acc__data;
   wire acc__en;
@@ -363,6 +365,12 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire [15:0] acc_wr__addr;
   wire [511:0] acc_wr__data;
   wire acc_wr__en;
+  wire [15:0] act1__addr;
+  wire [127:0] act1__data;
+  wire act1__en;
+  wire [15:0] act2__addr;
+  wire [127:0] act2__data;
+  wire act2__en;
   wire [15:0] act__addr;
   wire [15:0] \act__addr$131 ;
   wire [127:0] act__data;
@@ -378,11 +386,11 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire [127:0] bus__resp__payload;
   wire bus__resp__valid;
   wire busy;
-  wire \busy$253 ;
-  wire \busy$254 ;
+  wire \busy$265 ;
+  wire \busy$266 ;
   wire [31:0] candidate;
-  wire [31:0] \candidate$212 ;
-  wire [31:0] \candidate$214 ;
+  wire [31:0] \candidate$224 ;
+  wire [31:0] \candidate$226 ;
   wire [31:0] client0__req__payload;
   wire client0__req__ready;
   wire client0__req__valid;
@@ -433,8 +441,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \deps__room_prev$66 ;
   input [31:0] desc_base;
   wire [31:0] desc_base;
-  wire [31:0] \desc_base$185 ;
-  wire [31:0] \desc_base$188 ;
+  wire [31:0] \desc_base$197 ;
+  wire [31:0] \desc_base$200 ;
   wire [31:0] desc_bus__req__payload;
   wire [31:0] \desc_bus__req__payload$99 ;
   wire desc_bus__req__ready;
@@ -447,8 +455,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \desc_bus__resp__valid$106 ;
   input [31:0] desc_count;
   wire [31:0] desc_count;
-  wire [31:0] \desc_count$187 ;
-  wire [31:0] \desc_count$189 ;
+  wire [31:0] \desc_count$199 ;
+  wire [31:0] \desc_count$201 ;
   output done;
   reg done = 1'h0;
   output [33:0] dram_req__payload;
@@ -484,10 +492,10 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire ended;
   (* init = 1'h0 *)
   wire error;
-  wire \error$244 ;
-  wire \error$246 ;
-  wire \error$248 ;
-  wire \error$250 ;
+  wire \error$256 ;
+  wire \error$258 ;
+  wire \error$260 ;
+  wire \error$262 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -508,7 +516,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$245 ;
+  wire [3:0] \error_code$257 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -518,7 +526,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$247 ;
+  wire [3:0] \error_code$259 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -528,7 +536,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$249 ;
+  wire [3:0] \error_code$261 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -538,84 +546,84 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$251 ;
+  wire [3:0] \error_code$263 ;
   output [31:0] error_index;
   reg [31:0] error_index = 32'd0;
   output halt;
   reg halt = 1'h0;
   (* init = 1'h0 *)
-  wire \halt$197 ;
+  wire \halt$209 ;
   (* init = 1'h0 *)
-  wire \halt$198 ;
+  wire \halt$210 ;
   (* init = 1'h0 *)
-  wire \halt$199 ;
+  wire \halt$211 ;
   (* init = 1'h0 *)
-  wire \halt$200 ;
+  wire \halt$212 ;
   wire has;
   wire \has$49 ;
   wire \has$57 ;
   wire \has$65 ;
   wire idle;
-  wire \idle$233 ;
-  wire \idle$234 ;
+  wire \idle$245 ;
+  wire \idle$246 ;
   wire [31:0] index;
-  wire [31:0] \index$206 ;
-  wire [31:0] \index$208 ;
+  wire [31:0] \index$218 ;
+  wire [31:0] \index$220 ;
   input [31:0] insn_base;
   wire [31:0] insn_base;
-  wire [31:0] \insn_base$194 ;
+  wire [31:0] \insn_base$206 ;
   wire [31:0] insn_frontier;
   output [31:0] insn_started;
   reg [31:0] insn_started = 32'd0;
   wire [31:0] larger;
-  wire [31:0] \larger$213 ;
-  wire [31:0] \larger$215 ;
+  wire [31:0] \larger$225 ;
+  wire [31:0] \larger$227 ;
   wire [159:0] load_q__payload;
   wire [31:0] \load_q__payload.index ;
   wire [127:0] \load_q__payload.insn ;
   wire load_q__ready;
   wire load_q__valid;
   wire [31:0] oldest;
-  wire [31:0] \oldest$219 ;
-  output [31:0] \oldest$222 ;
-  wire [31:0] \oldest$222 ;
+  wire [31:0] \oldest$231 ;
+  output [31:0] \oldest$234 ;
+  wire [31:0] \oldest$234 ;
   wire [15:0] param__addr;
-  wire [15:0] \param__addr$155 ;
-  wire [15:0] \param__addr$161 ;
+  wire [15:0] \param__addr$167 ;
+  wire [15:0] \param__addr$173 ;
   wire [2047:0] param__data;
-  wire [2047:0] \param__data$158 ;
-  wire [2047:0] \param__data$164 ;
+  wire [2047:0] \param__data$170 ;
+  wire [2047:0] \param__data$176 ;
   wire param__en;
-  wire \param__en$157 ;
-  wire \param__en$163 ;
+  wire \param__en$169 ;
+  wire \param__en$175 ;
   wire [31:0] pc;
   wire pending;
-  wire \pending$220 ;
-  wire \pending$223 ;
+  wire \pending$232 ;
+  wire \pending$235 ;
   wire [31:0] pending_index;
-  wire [31:0] \pending_index$221 ;
-  wire [31:0] \pending_index$224 ;
+  wire [31:0] \pending_index$233 ;
+  wire [31:0] \pending_index$236 ;
   output [1023:0] perf;
   reg [1023:0] perf = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   (* init = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
-  wire [1023:0] \perf$227 ;
-  wire [63:0] \perf$227.array_active ;
-  wire [63:0] \perf$227.compute_busy ;
-  wire [63:0] \perf$227.compute_token_wait ;
-  wire [63:0] \perf$227.cycles ;
-  wire [63:0] \perf$227.dram_read_bytes ;
-  wire [63:0] \perf$227.dram_stall ;
-  wire [63:0] \perf$227.dram_write_bytes ;
-  wire [63:0] \perf$227.fetch_stall ;
-  wire [63:0] \perf$227.insns_retired ;
-  wire [63:0] \perf$227.load_busy ;
-  wire [63:0] \perf$227.load_token_wait ;
-  wire [63:0] \perf$227.macs ;
-  wire [31:0] \perf$227.reserved ;
-  wire [63:0] \perf$227.store_busy ;
-  wire [63:0] \perf$227.store_token_wait ;
-  wire [31:0] \perf$227.tag ;
-  wire [63:0] \perf$227.weight_load ;
+  wire [1023:0] \perf$239 ;
+  wire [63:0] \perf$239.array_active ;
+  wire [63:0] \perf$239.compute_busy ;
+  wire [63:0] \perf$239.compute_token_wait ;
+  wire [63:0] \perf$239.cycles ;
+  wire [63:0] \perf$239.dram_read_bytes ;
+  wire [63:0] \perf$239.dram_stall ;
+  wire [63:0] \perf$239.dram_write_bytes ;
+  wire [63:0] \perf$239.fetch_stall ;
+  wire [63:0] \perf$239.insns_retired ;
+  wire [63:0] \perf$239.load_busy ;
+  wire [63:0] \perf$239.load_token_wait ;
+  wire [63:0] \perf$239.macs ;
+  wire [31:0] \perf$239.reserved ;
+  wire [63:0] \perf$239.store_busy ;
+  wire [63:0] \perf$239.store_token_wait ;
+  wire [31:0] \perf$239.tag ;
+  wire [63:0] \perf$239.weight_load ;
   wire [63:0] \perf.array_active ;
   wire [63:0] \perf.compute_busy ;
   wire [63:0] \perf.compute_token_wait ;
@@ -637,8 +645,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$15701$0 ;
-  wire [1:0] \port$15701$0 ;
+  input [1:0] \port$16390$0 ;
+  wire [1:0] \port$16390$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -659,23 +667,29 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \queue__valid$18 ;
   wire \queue__valid$30 ;
   wire [12:0] r__addr;
-  wire [11:0] \r__addr$142 ;
-  wire [7:0] \r__addr$154 ;
-  wire [7:0] \r__addr$160 ;
-  wire [10:0] \r__addr$172 ;
-  wire [10:0] \r__addr$178 ;
+  wire [12:0] \r__addr$136 ;
+  wire [12:0] \r__addr$142 ;
+  wire [11:0] \r__addr$154 ;
+  wire [7:0] \r__addr$166 ;
+  wire [7:0] \r__addr$172 ;
+  wire [10:0] \r__addr$184 ;
+  wire [10:0] \r__addr$190 ;
   wire [127:0] r__data;
+  wire [127:0] \r__data$141 ;
   wire [127:0] \r__data$147 ;
-  wire [2047:0] \r__data$159 ;
-  wire [2047:0] \r__data$165 ;
-  wire [511:0] \r__data$177 ;
-  wire [511:0] \r__data$183 ;
+  wire [127:0] \r__data$159 ;
+  wire [2047:0] \r__data$171 ;
+  wire [2047:0] \r__data$177 ;
+  wire [511:0] \r__data$189 ;
+  wire [511:0] \r__data$195 ;
   wire r__en;
+  wire \r__en$138 ;
   wire \r__en$144 ;
   wire \r__en$156 ;
-  wire \r__en$162 ;
+  wire \r__en$168 ;
   wire \r__en$174 ;
-  wire \r__en$180 ;
+  wire \r__en$186 ;
+  wire \r__en$192 ;
   wire [159:0] r_data;
   wire [159:0] \r_data$21 ;
   wire [159:0] \r_data$33 ;
@@ -686,8 +700,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \r_rdy$19 ;
   wire \r_rdy$31 ;
   wire retired;
-  wire \retired$236 ;
-  wire \retired$237 ;
+  wire \retired$248 ;
+  wire \retired$249 ;
   wire room;
   wire \room$51 ;
   wire \room$59 ;
@@ -698,28 +712,28 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   reg running = 1'h0;
   wire stalled;
   wire start;
-  input \start$191 ;
-  wire \start$191 ;
+  input \start$203 ;
+  wire \start$203 ;
   wire [159:0] store_q__payload;
   wire [31:0] \store_q__payload.index ;
   wire [127:0] \store_q__payload.insn ;
   wire store_q__ready;
   wire store_q__valid;
   wire token_wait;
-  wire \token_wait$205 ;
-  wire \token_wait$207 ;
+  wire \token_wait$217 ;
+  wire \token_wait$219 ;
   wire [12:0] w__addr;
-  wire [11:0] \w__addr$136 ;
-  wire [7:0] \w__addr$148 ;
-  wire [10:0] \w__addr$166 ;
+  wire [11:0] \w__addr$148 ;
+  wire [7:0] \w__addr$160 ;
+  wire [10:0] \w__addr$178 ;
   wire [127:0] w__data;
-  wire [127:0] \w__data$138 ;
-  wire [2047:0] \w__data$150 ;
-  wire [511:0] \w__data$168 ;
+  wire [127:0] \w__data$150 ;
+  wire [2047:0] \w__data$162 ;
+  wire [511:0] \w__data$180 ;
   wire w__en;
-  wire \w__en$140 ;
   wire \w__en$152 ;
-  wire \w__en$170 ;
+  wire \w__en$164 ;
+  wire \w__en$182 ;
   wire [159:0] w_data;
   wire [159:0] \w_data$14 ;
   wire [159:0] \w_data$26 ;
@@ -733,11 +747,12 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   reg [20:0] watchdog = 21'h000000;
   wire weight_load;
   wire [15:0] wgt__addr;
-  wire [15:0] \wgt__addr$143 ;
+  wire [15:0] \wgt__addr$155 ;
   wire [127:0] wgt__data;
-  wire [127:0] \wgt__data$146 ;
+  wire [127:0] \wgt__data$158 ;
   wire wgt__en;
-  wire \wgt__en$145 ;
+  wire \wgt__en$157 ;
+  wire [7:0] window_macs;
   wire [175:0] wr__payload;
   wire [31:0] \wr__payload.addr ;
   wire [127:0] \wr__payload.data ;
@@ -746,19 +761,19 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire wr__valid;
   reg [511:0] acc_mem [2047:0];
   always @(posedge clk) begin
-    if (\w__en$170 )
-      acc_mem[acc_wr__addr[10:0]] <= \w__data$168 ;
+    if (\w__en$182 )
+      acc_mem[acc_wr__addr[10:0]] <= \w__data$180 ;
   end
   reg [511:0] _0_;
   reg [511:0] _1_;
   always @(posedge clk) begin
-    if (\r__en$180 ) begin
+    if (\r__en$192 ) begin
       _0_ <= acc_mem[acc__addr[10:0]];
     end
-    if (\r__en$174 ) begin
+    if (\r__en$186 ) begin
       _1_ <= acc_mem[acc_rd__addr[10:0]];
-      if (\w__en$170  && acc_rd__addr[10:0] == acc_wr__addr[10:0])
-        _1_ <= \w__data$168 ;
+      if (\w__en$182  && acc_rd__addr[10:0] == acc_wr__addr[10:0])
+        _1_ <= \w__data$180 ;
     end
   end
   assign acc__data = _0_;
@@ -766,46 +781,56 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   reg [127:0] act_mem [8191:0];
   always @(posedge clk) begin
     if (w__en)
-      act_mem[act__addr[12:0]] <= \w__data$150 [127:0];
+      act_mem[act__addr[12:0]] <= \w__data$162 [127:0];
   end
   reg [127:0] _2_;
-  always @(posedge clk) begin
-    if (r__en) begin
-      _2_ <= act_mem[\act__addr$131 [12:0]];
-    end
-  end
-  assign \act__data$134  = _2_;
-  reg [2047:0] param_mem [255:0];
-  always @(posedge clk) begin
-    if (\w__en$152 )
-      param_mem[act__addr[7:0]] <= \w__data$150 ;
-  end
-  reg [2047:0] _3_;
-  reg [2047:0] _4_;
-  always @(posedge clk) begin
-    if (\r__en$162 ) begin
-      _3_ <= param_mem[\param__addr$161 [7:0]];
-    end
-    if (\r__en$156 ) begin
-      _4_ <= param_mem[\param__addr$155 [7:0]];
-    end
-  end
-  assign \param__data$164  = _3_;
-  assign \param__data$158  = _4_;
-  reg [127:0] wgt_mem [4095:0];
-  always @(posedge clk) begin
-    if (\w__en$140 )
-      wgt_mem[act__addr[11:0]] <= \w__data$150 [127:0];
-  end
-  reg [127:0] _5_;
+  reg [127:0] _3_;
+  reg [127:0] _4_;
   always @(posedge clk) begin
     if (\r__en$144 ) begin
-      _5_ <= wgt_mem[\wgt__addr$143 [11:0]];
+      _2_ <= act_mem[act2__addr[12:0]];
+    end
+    if (\r__en$138 ) begin
+      _3_ <= act_mem[act1__addr[12:0]];
+    end
+    if (r__en) begin
+      _4_ <= act_mem[\act__addr$131 [12:0]];
     end
   end
-  assign \wgt__data$146  = _5_;
+  assign act2__data = _2_;
+  assign act1__data = _3_;
+  assign \act__data$134  = _4_;
+  reg [2047:0] param_mem [255:0];
+  always @(posedge clk) begin
+    if (\w__en$164 )
+      param_mem[act__addr[7:0]] <= \w__data$162 ;
+  end
+  reg [2047:0] _5_;
+  reg [2047:0] _6_;
+  always @(posedge clk) begin
+    if (\r__en$174 ) begin
+      _5_ <= param_mem[\param__addr$173 [7:0]];
+    end
+    if (\r__en$168 ) begin
+      _6_ <= param_mem[\param__addr$167 [7:0]];
+    end
+  end
+  assign \param__data$176  = _5_;
+  assign \param__data$170  = _6_;
+  reg [127:0] wgt_mem [4095:0];
+  always @(posedge clk) begin
+    if (\w__en$152 )
+      wgt_mem[act__addr[11:0]] <= \w__data$162 [127:0];
+  end
+  reg [127:0] _7_;
+  always @(posedge clk) begin
+    if (\r__en$156 ) begin
+      _7_ <= wgt_mem[\wgt__addr$155 [11:0]];
+    end
+  end
+  assign \wgt__data$158  = _7_;
   assign \_$1  = ~ running;
-  assign start = \start$191  & \_$1 ;
+  assign start = \start$203  & \_$1 ;
   assign \_$2  = queue__payload[159:128] + 1'h1;
   assign \_$3  = queue__valid & r_en;
   assign \_$4  = \_$2 [31:0] > insn_started;
@@ -815,126 +840,128 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign \_$7  = \queue__valid$18  & \r_en$22 ;
   assign \_$8  = \_$6 [31:0] > larger;
   assign \_$9  = \_$7  & \_$8 ;
-  assign \larger$213  = \_$9  ? \_$6 [31:0] : larger;
+  assign \larger$225  = \_$9  ? \_$6 [31:0] : larger;
   assign \_$10  = \queue__payload$32 [159:128] + 1'h1;
   assign \_$11  = \queue__valid$30  & \r_en$34 ;
-  assign \_$12  = \_$10 [31:0] > \larger$213 ;
+  assign \_$12  = \_$10 [31:0] > \larger$225 ;
   assign \_$13  = \_$11  & \_$12 ;
-  assign \larger$215  = \_$13  ? \_$10 [31:0] : \larger$213 ;
+  assign \larger$227  = \_$13  ? \_$10 [31:0] : \larger$225 ;
   assign \_$14  = pending_index < pc;
   assign \_$15  = pending & \_$14 ;
   assign oldest = \_$15  ? pending_index : pc;
-  assign \_$16  = \pending_index$221  < oldest;
-  assign \_$17  = \pending$220  & \_$16 ;
-  assign \oldest$219  = \_$17  ? \pending_index$221  : oldest;
-  assign \_$18  = \pending_index$224  < \oldest$219 ;
-  assign \_$19  = \pending$223  & \_$18 ;
-  assign \oldest$222  = \_$19  ? \pending_index$224  : \oldest$219 ;
+  assign \_$16  = \pending_index$233  < oldest;
+  assign \_$17  = \pending$232  & \_$16 ;
+  assign \oldest$231  = \_$17  ? \pending_index$233  : oldest;
+  assign \_$18  = \pending_index$236  < \oldest$231 ;
+  assign \_$19  = \pending$235  & \_$18 ;
+  assign \oldest$234  = \_$19  ? \pending_index$236  : \oldest$231 ;
   assign \_$20  = ~ running;
-  assign \_$21  = \start$191  & \_$20 ;
+  assign \_$21  = \start$203  & \_$20 ;
   assign \_$22  = ~ done;
   assign \_$23  = \_$21  & \_$22 ;
   assign \_$24  = ended & idle;
-  assign \_$25  = \_$24  & \idle$233 ;
-  assign \_$26  = \_$25  & \idle$234 ;
+  assign \_$25  = \_$24  & \idle$245 ;
+  assign \_$26  = \_$25  & \idle$246 ;
   assign \_$27  = running & \_$26 ;
   assign \_$28  = ~ halt;
   assign \_$29  = \_$27  & \_$28 ;
   assign \_$30  = ~ running;
-  assign \_$31  = retired | \retired$236 ;
-  assign \_$32  = \_$31  | \retired$237 ;
+  assign \_$31  = retired | \retired$248 ;
+  assign \_$32  = \_$31  | \retired$249 ;
   assign \_$33  = \_$32  | load_q__ready;
   assign \_$34  = \_$33  | compute_q__ready;
   assign \_$35  = \_$34  | store_q__ready;
   assign \_$36  = \_$35  | dram_resp__valid;
   assign \_$37  = \_$36  | dram_wr__valid;
   assign \_$38  = \_$37  | array_active;
-  assign \_$39  = \_$38  | \w__en$170 ;
-  assign \_$40  = \_$30  | \_$39 ;
-  assign \_$41  = watchdog < 21'h100000;
-  assign \_$42  = watchdog + 1'h1;
-  assign \_$43  = watchdog == 21'h100000;
-  assign \_$44  = ~ halt;
-  assign \_$45  = \_$43  & \_$44 ;
-  assign \_$46  = ended | stalled;
-  assign \_$47  = running & \_$46 ;
-  assign \_$48  = idle | \token_wait$207 ;
-  assign \_$49  = \idle$233  | \token_wait$205 ;
-  assign \_$50  = \_$48  & \_$49 ;
-  assign \_$51  = \idle$234  | token_wait;
-  assign \_$52  = \_$50  & \_$51 ;
-  assign \_$53  = \_$47  & \_$52 ;
-  assign \_$54  = \token_wait$207  | \token_wait$205 ;
-  assign \_$55  = \_$54  | token_wait;
-  assign \_$56  = \_$55  | stalled;
-  assign \_$57  = \_$53  & \_$56 ;
-  assign \_$58  = blocked_for < 4'h8;
-  assign \_$59  = blocked_for + 1'h1;
-  assign \_$60  = blocked_for == 4'h8;
-  assign \_$61  = ~ halt;
-  assign \_$62  = \_$60  & \_$61 ;
-  assign \_$63  = ~ halt;
-  assign \_$64  = \error$244  & \_$63 ;
-  assign \_$65  = ~ halt;
-  assign \_$66  = \error$246  & \_$65 ;
-  assign \_$67  = ~ halt;
-  assign \_$68  = \error$248  & \_$67 ;
-  assign \_$69  = ~ halt;
-  assign \_$70  = \error$250  & \_$69 ;
-  assign \_$71  = perf[127:64] + running;
-  assign \_$72  = retired + \retired$236 ;
-  assign \_$73  = \_$72  + \retired$237 ;
-  assign \_$74  = perf[191:128] + \_$73 ;
-  assign \_$75  = perf[255:192] + busy;
-  assign \_$76  = perf[319:256] + \busy$253 ;
-  assign \_$77  = perf[383:320] + \busy$254 ;
-  assign \_$78  = perf[447:384] + array_active;
-  assign \_$79  = perf[511:448] + weight_load;
-  assign \_$80  = perf[575:512] + \token_wait$207 ;
-  assign \_$81  = perf[639:576] + \token_wait$205 ;
-  assign \_$82  = perf[703:640] + token_wait;
-  assign \_$83  = dram_resp__valid * 5'h10;
-  assign \_$84  = perf[767:704] + \_$83 ;
-  assign \_$85  = 1'h0 + dram_wr__payload[160];
-  assign \_$86  = \_$85  + dram_wr__payload[161];
-  assign \_$87  = \_$86  + dram_wr__payload[162];
-  assign \_$88  = \_$87  + dram_wr__payload[163];
-  assign \_$89  = \_$88  + dram_wr__payload[164];
-  assign \_$90  = \_$89  + dram_wr__payload[165];
-  assign \_$91  = \_$90  + dram_wr__payload[166];
-  assign \_$92  = \_$91  + dram_wr__payload[167];
-  assign \_$93  = \_$92  + dram_wr__payload[168];
-  assign \_$94  = \_$93  + dram_wr__payload[169];
-  assign \_$95  = \_$94  + dram_wr__payload[170];
-  assign \_$96  = \_$95  + dram_wr__payload[171];
-  assign \_$97  = \_$96  + dram_wr__payload[172];
-  assign \_$98  = \_$97  + dram_wr__payload[173];
-  assign \_$99  = \_$98  + dram_wr__payload[174];
-  assign \_$100  = \_$99  + dram_wr__payload[175];
-  assign \_$101  = dram_wr__valid * \_$100 ;
-  assign \_$102  = perf[831:768] + \_$101 ;
-  assign \_$103  = perf[895:832] + dram_wait;
-  assign \_$104  = array_active * 9'h100;
-  assign \_$105  = perf[959:896] + \_$104 ;
-  assign \_$106  = perf[1023:960] + stalled;
+  assign \_$39  = \_$38  | \w__en$182 ;
+  assign \_$40  = \_$39  | \r__en$156 ;
+  assign \_$41  = \_$30  | \_$40 ;
+  assign \_$42  = watchdog < 21'h100000;
+  assign \_$43  = watchdog + 1'h1;
+  assign \_$44  = watchdog == 21'h100000;
+  assign \_$45  = ~ halt;
+  assign \_$46  = \_$44  & \_$45 ;
+  assign \_$47  = ended | stalled;
+  assign \_$48  = running & \_$47 ;
+  assign \_$49  = idle | \token_wait$219 ;
+  assign \_$50  = \idle$245  | \token_wait$217 ;
+  assign \_$51  = \_$49  & \_$50 ;
+  assign \_$52  = \idle$246  | token_wait;
+  assign \_$53  = \_$51  & \_$52 ;
+  assign \_$54  = \_$48  & \_$53 ;
+  assign \_$55  = \token_wait$219  | \token_wait$217 ;
+  assign \_$56  = \_$55  | token_wait;
+  assign \_$57  = \_$56  | stalled;
+  assign \_$58  = \_$54  & \_$57 ;
+  assign \_$59  = blocked_for < 4'h8;
+  assign \_$60  = blocked_for + 1'h1;
+  assign \_$61  = blocked_for == 4'h8;
+  assign \_$62  = ~ halt;
+  assign \_$63  = \_$61  & \_$62 ;
+  assign \_$64  = ~ halt;
+  assign \_$65  = \error$256  & \_$64 ;
+  assign \_$66  = ~ halt;
+  assign \_$67  = \error$258  & \_$66 ;
+  assign \_$68  = ~ halt;
+  assign \_$69  = \error$260  & \_$68 ;
+  assign \_$70  = ~ halt;
+  assign \_$71  = \error$262  & \_$70 ;
+  assign \_$72  = perf[127:64] + running;
+  assign \_$73  = retired + \retired$248 ;
+  assign \_$74  = \_$73  + \retired$249 ;
+  assign \_$75  = perf[191:128] + \_$74 ;
+  assign \_$76  = perf[255:192] + busy;
+  assign \_$77  = perf[319:256] + \busy$265 ;
+  assign \_$78  = perf[383:320] + \busy$266 ;
+  assign \_$79  = perf[447:384] + array_active;
+  assign \_$80  = perf[511:448] + weight_load;
+  assign \_$81  = perf[575:512] + \token_wait$219 ;
+  assign \_$82  = perf[639:576] + \token_wait$217 ;
+  assign \_$83  = perf[703:640] + token_wait;
+  assign \_$84  = dram_resp__valid * 5'h10;
+  assign \_$85  = perf[767:704] + \_$84 ;
+  assign \_$86  = 1'h0 + dram_wr__payload[160];
+  assign \_$87  = \_$86  + dram_wr__payload[161];
+  assign \_$88  = \_$87  + dram_wr__payload[162];
+  assign \_$89  = \_$88  + dram_wr__payload[163];
+  assign \_$90  = \_$89  + dram_wr__payload[164];
+  assign \_$91  = \_$90  + dram_wr__payload[165];
+  assign \_$92  = \_$91  + dram_wr__payload[166];
+  assign \_$93  = \_$92  + dram_wr__payload[167];
+  assign \_$94  = \_$93  + dram_wr__payload[168];
+  assign \_$95  = \_$94  + dram_wr__payload[169];
+  assign \_$96  = \_$95  + dram_wr__payload[170];
+  assign \_$97  = \_$96  + dram_wr__payload[171];
+  assign \_$98  = \_$97  + dram_wr__payload[172];
+  assign \_$99  = \_$98  + dram_wr__payload[173];
+  assign \_$100  = \_$99  + dram_wr__payload[174];
+  assign \_$101  = \_$100  + dram_wr__payload[175];
+  assign \_$102  = dram_wr__valid * \_$101 ;
+  assign \_$103  = perf[831:768] + \_$102 ;
+  assign \_$104  = perf[895:832] + dram_wait;
+  assign \_$105  = array_active * 9'h100;
+  assign \_$106  = \_$105  + window_macs;
+  assign \_$107  = perf[959:896] + \_$106 ;
+  assign \_$108  = perf[1023:960] + stalled;
   always @(posedge clk)
-    running <= \_$107 ;
+    running <= \_$109 ;
   always @(posedge clk)
-    done <= \_$108 ;
+    done <= \_$110 ;
   always @(posedge clk)
-    watchdog <= \_$109 ;
+    watchdog <= \_$111 ;
   always @(posedge clk)
-    halt <= \_$110 ;
+    halt <= \_$112 ;
   always @(posedge clk)
-    error_code <= \_$111 ;
+    error_code <= \_$113 ;
   always @(posedge clk)
-    error_index <= \_$112 ;
+    error_index <= \_$114 ;
   always @(posedge clk)
-    blocked_for <= \_$113 ;
+    blocked_for <= \_$115 ;
   always @(posedge clk)
-    insn_started <= \_$114 ;
+    insn_started <= \_$116 ;
   always @(posedge clk)
-    perf <= \_$115 ;
+    perf <= \_$117 ;
   \sim_top.accel.arbiter  arbiter (
     .client0__req__payload(client0__req__payload),
     .client0__req__ready(bus__req__ready),
@@ -957,21 +984,27 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$15701$0 (\port$15701$0 ),
+    .\port$16390$0 (\port$16390$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
     .acc_rd__addr(acc_rd__addr),
     .acc_rd__data(acc_rd__data),
-    .\acc_rd__en$70 (\r__en$174 ),
+    .\acc_rd__en$96 (\r__en$186 ),
     .acc_wr__addr(acc_wr__addr),
-    .acc_wr__data(\w__data$168 ),
-    .\acc_wr__en$81 (\w__en$170 ),
+    .acc_wr__data(\w__data$180 ),
+    .\acc_wr__en$110 (\w__en$182 ),
+    .act1__addr(act1__addr),
+    .act1__data(act1__data),
+    .act1__en(\r__en$138 ),
+    .act2__addr(act2__addr),
+    .act2__data(act2__data),
+    .act2__en(\r__en$144 ),
     .act__addr(\act__addr$131 ),
     .act__data(\act__data$134 ),
-    .\act__en$61 (r__en),
+    .\act__en$66 (r__en),
     .array_active(array_active),
-    .busy(\busy$253 ),
+    .busy(\busy$265 ),
     .clk(clk),
     .deps__has_next(\deps__has_next$56 ),
     .deps__has_prev(deps__has_prev),
@@ -981,26 +1014,27 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .deps__push_prev(\push$44 ),
     .deps__room_next(\deps__room_next$58 ),
     .deps__room_prev(deps__room_prev),
-    .error(\error$246 ),
-    .error_code(\error_code$247 ),
+    .error(\error$258 ),
+    .error_code(\error_code$259 ),
     .halt(halt),
-    .idle(\idle$233 ),
-    .index(\index$206 ),
-    .param__addr(\param__addr$155 ),
-    .param__data(\param__data$158 ),
-    .param__en(\r__en$156 ),
-    .pending(\pending$220 ),
-    .pending_index(\pending_index$221 ),
+    .idle(\idle$245 ),
+    .index(\index$218 ),
+    .param__addr(\param__addr$167 ),
+    .param__data(\param__data$170 ),
+    .\param__en$86 (\r__en$168 ),
+    .pending(\pending$232 ),
+    .pending_index(\pending_index$233 ),
     .queue__payload(\queue__payload$20 ),
     .queue__ready(\r_en$22 ),
     .queue__valid(\queue__valid$18 ),
-    .retired(\retired$236 ),
+    .retired(\retired$248 ),
     .rst(rst),
-    .token_wait(\token_wait$205 ),
-    .w_data(\wgt__data$146 ),
+    .token_wait(\token_wait$217 ),
+    .w_data(\wgt__data$158 ),
     .w_en(weight_load),
-    .wgt__addr(\wgt__addr$143 ),
-    .wgt__en(\r__en$144 )
+    .wgt__addr(\wgt__addr$155 ),
+    .\wgt__en$77 (\r__en$156 ),
+    .window_macs(window_macs)
   );
   \sim_top.accel.compute_queue  compute_queue (
     .clk(clk),
@@ -1023,8 +1057,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .compute_q__ready(compute_q__ready),
     .compute_q__valid(\w_en$12 ),
     .ended(ended),
-    .error(\error$250 ),
-    .error_code(\error_code$251 ),
+    .error(\error$262 ),
+    .error_code(\error_code$263 ),
     .halt(halt),
     .insn_base(insn_base),
     .load_q__payload(w_data),
@@ -1059,13 +1093,13 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .desc_bus__req__valid(client1__req__valid),
     .desc_count(desc_count),
     .dram_wait(dram_wait),
-    .\error$111 (\error$248 ),
-    .error_code(\error_code$249 ),
+    .\error$111 (\error$260 ),
+    .error_code(\error_code$261 ),
     .halt(halt),
     .idle(idle),
-    .index(\index$208 ),
-    .line_data(\w__data$150 ),
-    .param__en(\w__en$152 ),
+    .index(\index$220 ),
+    .line_data(\w__data$162 ),
+    .param__en(\w__en$164 ),
     .pending(pending),
     .pending_index(pending_index),
     .queue__payload(queue__payload),
@@ -1073,8 +1107,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .queue__valid(queue__valid),
     .retired(retired),
     .rst(rst),
-    .token_wait(\token_wait$207 ),
-    .wgt__en(\w__en$140 )
+    .token_wait(\token_wait$219 ),
+    .wgt__en(\w__en$152 )
   );
   \sim_top.accel.load_queue  load_queue (
     .clk(clk),
@@ -1089,11 +1123,11 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   \sim_top.accel.store  store (
     .acc__addr(acc__addr),
     .acc__data(acc__data),
-    .acc__en(\r__en$180 ),
+    .acc__en(\r__en$192 ),
     .bus__req__ready(\desc_bus__req__ready$100 ),
     .bus__resp__payload(bus__resp__payload),
     .bus__resp__valid(\desc_bus__resp__valid$106 ),
-    .busy(\busy$254 ),
+    .busy(\busy$266 ),
     .clk(clk),
     .deps__has_prev(\deps__has_prev$64 ),
     .deps__pop_prev(\pop$62 ),
@@ -1103,21 +1137,21 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .desc_bus__req__payload(client3__req__payload),
     .desc_bus__req__valid(client3__req__valid),
     .desc_count(desc_count),
-    .\error$87 (\error$244 ),
-    .error_code(\error_code$245 ),
+    .\error$87 (\error$256 ),
+    .error_code(\error_code$257 ),
     .halt(halt),
-    .idle(\idle$234 ),
+    .idle(\idle$246 ),
     .index(index),
-    .param__addr(\param__addr$161 ),
-    .param__data(\param__data$164 ),
-    .param__en(\r__en$162 ),
-    .pending(\pending$223 ),
-    .pending_index(\pending_index$224 ),
+    .param__addr(\param__addr$173 ),
+    .param__data(\param__data$176 ),
+    .param__en(\r__en$174 ),
+    .pending(\pending$235 ),
+    .pending_index(\pending_index$236 ),
     .perf(perf),
     .queue__payload(\queue__payload$32 ),
     .queue__ready(\r_en$34 ),
     .queue__valid(\queue__valid$30 ),
-    .retired(\retired$237 ),
+    .retired(\retired$249 ),
     .rst(rst),
     .token_wait(token_wait),
     .wr__payload(dram_wr__payload),
@@ -1171,85 +1205,48 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     if (token_wait) begin
       waiting_index = index;
     end
-    if (\token_wait$205 ) begin
-      waiting_index = \index$206 ;
+    if (\token_wait$217 ) begin
+      waiting_index = \index$218 ;
     end
-    if (\token_wait$207 ) begin
-      waiting_index = \index$208 ;
+    if (\token_wait$219 ) begin
+      waiting_index = \index$220 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$107  = running;
+    \_$109  = running;
     if (\_$23 ) begin
-      \_$107  = 1'h1;
+      \_$109  = 1'h1;
     end
     if (\_$29 ) begin
-      \_$107  = 1'h0;
+      \_$109  = 1'h0;
     end
-    if (\_$45 ) begin
-      \_$107  = 1'h0;
+    if (\_$46 ) begin
+      \_$109  = 1'h0;
     end
-    if (\_$62 ) begin
-      \_$107  = 1'h0;
+    if (\_$63 ) begin
+      \_$109  = 1'h0;
     end
-    if (\_$64 ) begin
-      \_$107  = 1'h0;
+    if (\_$65 ) begin
+      \_$109  = 1'h0;
     end
-    if (\_$66 ) begin
-      \_$107  = 1'h0;
+    if (\_$67 ) begin
+      \_$109  = 1'h0;
     end
-    if (\_$68 ) begin
-      \_$107  = 1'h0;
+    if (\_$69 ) begin
+      \_$109  = 1'h0;
     end
-    if (\_$70 ) begin
-      \_$107  = 1'h0;
+    if (\_$71 ) begin
+      \_$109  = 1'h0;
     end
     if (rst) begin
-      \_$107  = 1'h0;
+      \_$109  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$108  = done;
+    \_$110  = done;
     if (\_$29 ) begin
-      \_$108  = 1'h1;
-    end
-    if (rst) begin
-      \_$108  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$109  = watchdog;
-    if (\_$40 ) begin
-      \_$109  = 21'h000000;
-    end else if (\_$41 ) begin
-      \_$109  = \_$42 [20:0];
-    end
-    if (rst) begin
-      \_$109  = 21'h000000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$110  = halt;
-    if (\_$45 ) begin
-      \_$110  = 1'h1;
-    end
-    if (\_$62 ) begin
-      \_$110  = 1'h1;
-    end
-    if (\_$64 ) begin
-      \_$110  = 1'h1;
-    end
-    if (\_$66 ) begin
-      \_$110  = 1'h1;
-    end
-    if (\_$68 ) begin
-      \_$110  = 1'h1;
-    end
-    if (\_$70 ) begin
       \_$110  = 1'h1;
     end
     if (rst) begin
@@ -1258,64 +1255,61 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$111  = error_code;
-    if (\_$45 ) begin
-      \_$111  = 4'h6;
-    end
-    if (\_$62 ) begin
-      \_$111  = 4'h5;
-    end
-    if (\_$64 ) begin
-      \_$111  = \error_code$245 ;
-    end
-    if (\_$66 ) begin
-      \_$111  = \error_code$247 ;
-    end
-    if (\_$68 ) begin
-      \_$111  = \error_code$249 ;
-    end
-    if (\_$70 ) begin
-      \_$111  = \error_code$251 ;
+    \_$111  = watchdog;
+    if (\_$41 ) begin
+      \_$111  = 21'h000000;
+    end else if (\_$42 ) begin
+      \_$111  = \_$43 [20:0];
     end
     if (rst) begin
-      \_$111  = 4'h0;
+      \_$111  = 21'h000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$112  = error_index;
-    if (\_$45 ) begin
-      \_$112  = pc;
+    \_$112  = halt;
+    if (\_$46 ) begin
+      \_$112  = 1'h1;
     end
-    if (\_$62 ) begin
-      \_$112  = waiting_index;
+    if (\_$63 ) begin
+      \_$112  = 1'h1;
     end
-    if (\_$64 ) begin
-      \_$112  = index;
+    if (\_$65 ) begin
+      \_$112  = 1'h1;
     end
-    if (\_$66 ) begin
-      \_$112  = \index$206 ;
+    if (\_$67 ) begin
+      \_$112  = 1'h1;
     end
-    if (\_$68 ) begin
-      \_$112  = \index$208 ;
+    if (\_$69 ) begin
+      \_$112  = 1'h1;
     end
-    if (\_$70 ) begin
-      \_$112  = pc;
+    if (\_$71 ) begin
+      \_$112  = 1'h1;
     end
     if (rst) begin
-      \_$112  = 32'd0;
+      \_$112  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$113  = blocked_for;
-    (* full_case = 32'd1 *)
-    if (\_$57 ) begin
-      if (\_$58 ) begin
-        \_$113  = \_$59 [3:0];
-      end
-    end else begin
-      \_$113  = 4'h0;
+    \_$113  = error_code;
+    if (\_$46 ) begin
+      \_$113  = 4'h6;
+    end
+    if (\_$63 ) begin
+      \_$113  = 4'h5;
+    end
+    if (\_$65 ) begin
+      \_$113  = \error_code$257 ;
+    end
+    if (\_$67 ) begin
+      \_$113  = \error_code$259 ;
+    end
+    if (\_$69 ) begin
+      \_$113  = \error_code$261 ;
+    end
+    if (\_$71 ) begin
+      \_$113  = \error_code$263 ;
     end
     if (rst) begin
       \_$113  = 4'h0;
@@ -1323,33 +1317,73 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$114  = \larger$215 ;
+    \_$114  = error_index;
+    if (\_$46 ) begin
+      \_$114  = pc;
+    end
+    if (\_$63 ) begin
+      \_$114  = waiting_index;
+    end
+    if (\_$65 ) begin
+      \_$114  = index;
+    end
+    if (\_$67 ) begin
+      \_$114  = \index$218 ;
+    end
+    if (\_$69 ) begin
+      \_$114  = \index$220 ;
+    end
+    if (\_$71 ) begin
+      \_$114  = pc;
+    end
     if (rst) begin
       \_$114  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$115  = perf;
-    if (running) begin
-      \_$115 [127:64] = \_$71 [63:0];
-      \_$115 [191:128] = \_$74 [63:0];
-      \_$115 [255:192] = \_$75 [63:0];
-      \_$115 [319:256] = \_$76 [63:0];
-      \_$115 [383:320] = \_$77 [63:0];
-      \_$115 [447:384] = \_$78 [63:0];
-      \_$115 [511:448] = \_$79 [63:0];
-      \_$115 [575:512] = \_$80 [63:0];
-      \_$115 [639:576] = \_$81 [63:0];
-      \_$115 [703:640] = \_$82 [63:0];
-      \_$115 [767:704] = \_$84 [63:0];
-      \_$115 [831:768] = \_$102 [63:0];
-      \_$115 [895:832] = \_$103 [63:0];
-      \_$115 [959:896] = \_$105 [63:0];
-      \_$115 [1023:960] = \_$106 [63:0];
+    \_$115  = blocked_for;
+    (* full_case = 32'd1 *)
+    if (\_$58 ) begin
+      if (\_$59 ) begin
+        \_$115  = \_$60 [3:0];
+      end
+    end else begin
+      \_$115  = 4'h0;
     end
     if (rst) begin
-      \_$115  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$115  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$116  = \larger$227 ;
+    if (rst) begin
+      \_$116  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$117  = perf;
+    if (running) begin
+      \_$117 [127:64] = \_$72 [63:0];
+      \_$117 [191:128] = \_$75 [63:0];
+      \_$117 [255:192] = \_$76 [63:0];
+      \_$117 [319:256] = \_$77 [63:0];
+      \_$117 [383:320] = \_$78 [63:0];
+      \_$117 [447:384] = \_$79 [63:0];
+      \_$117 [511:448] = \_$80 [63:0];
+      \_$117 [575:512] = \_$81 [63:0];
+      \_$117 [639:576] = \_$82 [63:0];
+      \_$117 [703:640] = \_$83 [63:0];
+      \_$117 [767:704] = \_$85 [63:0];
+      \_$117 [831:768] = \_$103 [63:0];
+      \_$117 [895:832] = \_$104 [63:0];
+      \_$117 [959:896] = \_$107 [63:0];
+      \_$117 [1023:960] = \_$108 [63:0];
+    end
+    if (rst) begin
+      \_$117  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign load_q__valid = w_en;
@@ -1413,62 +1447,68 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$15701$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$15701$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$16390$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$16390$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
   assign dram_wr__ready = 1'h1;
   assign wr__valid = dram_wr__valid;
   assign w__addr = act__addr[12:0];
-  assign w__data = \w__data$150 [127:0];
-  assign act__data = \w__data$150 [127:0];
+  assign w__data = \w__data$162 [127:0];
+  assign act__data = \w__data$162 [127:0];
   assign act__en = w__en;
   assign r__addr = \act__addr$131 [12:0];
   assign \act__en$133  = r__en;
   assign r__data = \act__data$134 ;
-  assign \w__addr$136  = act__addr[11:0];
+  assign \r__addr$136  = act1__addr[12:0];
+  assign act1__en = \r__en$138 ;
+  assign \r__data$141  = act1__data;
+  assign \r__addr$142  = act2__addr[12:0];
+  assign act2__en = \r__en$144 ;
+  assign \r__data$147  = act2__data;
+  assign \w__addr$148  = act__addr[11:0];
   assign wgt__addr = act__addr;
-  assign \w__data$138  = \w__data$150 [127:0];
-  assign wgt__data = \w__data$150 [127:0];
-  assign wgt__en = \w__en$140 ;
-  assign \r__addr$142  = \wgt__addr$143 [11:0];
-  assign \wgt__en$145  = \r__en$144 ;
-  assign \r__data$147  = \wgt__data$146 ;
-  assign \w__addr$148  = act__addr[7:0];
+  assign \w__data$150  = \w__data$162 [127:0];
+  assign wgt__data = \w__data$162 [127:0];
+  assign wgt__en = \w__en$152 ;
+  assign \r__addr$154  = \wgt__addr$155 [11:0];
+  assign \wgt__en$157  = \r__en$156 ;
+  assign \r__data$159  = \wgt__data$158 ;
+  assign \w__addr$160  = act__addr[7:0];
   assign param__addr = act__addr;
-  assign param__data = \w__data$150 ;
-  assign param__en = \w__en$152 ;
-  assign \r__addr$154  = \param__addr$155 [7:0];
-  assign \param__en$157  = \r__en$156 ;
-  assign \r__data$159  = \param__data$158 ;
-  assign \r__addr$160  = \param__addr$161 [7:0];
-  assign \param__en$163  = \r__en$162 ;
-  assign \r__data$165  = \param__data$164 ;
-  assign \w__addr$166  = acc_wr__addr[10:0];
-  assign acc_wr__data = \w__data$168 ;
-  assign acc_wr__en = \w__en$170 ;
-  assign \r__addr$172  = acc_rd__addr[10:0];
-  assign acc_rd__en = \r__en$174 ;
-  assign \r__data$177  = acc_rd__data;
-  assign \r__addr$178  = acc__addr[10:0];
-  assign acc__en = \r__en$180 ;
-  assign \r__data$183  = acc__data;
-  assign \desc_base$185  = desc_base;
-  assign \desc_count$187  = desc_count;
-  assign \desc_base$188  = desc_base;
-  assign \desc_count$189  = desc_count;
-  assign \insn_base$194  = insn_base;
+  assign param__data = \w__data$162 ;
+  assign param__en = \w__en$164 ;
+  assign \r__addr$166  = \param__addr$167 [7:0];
+  assign \param__en$169  = \r__en$168 ;
+  assign \r__data$171  = \param__data$170 ;
+  assign \r__addr$172  = \param__addr$173 [7:0];
+  assign \param__en$175  = \r__en$174 ;
+  assign \r__data$177  = \param__data$176 ;
+  assign \w__addr$178  = acc_wr__addr[10:0];
+  assign acc_wr__data = \w__data$180 ;
+  assign acc_wr__en = \w__en$182 ;
+  assign \r__addr$184  = acc_rd__addr[10:0];
+  assign acc_rd__en = \r__en$186 ;
+  assign \r__data$189  = acc_rd__data;
+  assign \r__addr$190  = acc__addr[10:0];
+  assign acc__en = \r__en$192 ;
+  assign \r__data$195  = acc__data;
+  assign \desc_base$197  = desc_base;
+  assign \desc_count$199  = desc_count;
+  assign \desc_base$200  = desc_base;
+  assign \desc_count$201  = desc_count;
+  assign \insn_base$206  = insn_base;
   assign error = halt;
-  assign \halt$197  = halt;
-  assign \halt$198  = halt;
-  assign \halt$199  = halt;
-  assign \halt$200  = halt;
+  assign \halt$209  = halt;
+  assign \halt$210  = halt;
+  assign \halt$211  = halt;
+  assign \halt$212  = halt;
   assign candidate = \_$2 [31:0];
-  assign \candidate$212  = \_$6 [31:0];
-  assign \candidate$214  = \_$10 [31:0];
-  assign insn_frontier = \oldest$222 ;
-  assign \perf$227  = perf;
+  assign \candidate$224  = \_$6 [31:0];
+  assign \candidate$226  = \_$10 [31:0];
+  assign insn_frontier = \oldest$234 ;
+  assign \perf$239  = perf;
   assign \load_q__payload.insn  = w_data[127:0];
   assign \load_q__payload.index  = w_data[159:128];
   assign \queue__payload.insn  = queue__payload[127:0];
@@ -1486,9 +1526,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$15701$0 ;
+  assign \dram_resp__payload.tag  = \port$16390$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$15701$0 ;
+  assign \dram_resp__payload$115.tag  = \port$16390$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[159:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[175:160];
@@ -1512,27 +1552,27 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign \perf.dram_stall  = perf[895:832];
   assign \perf.macs  = perf[959:896];
   assign \perf.fetch_stall  = perf[1023:960];
-  assign \perf$227.tag  = perf[31:0];
-  assign \perf$227.reserved  = perf[63:32];
-  assign \perf$227.cycles  = perf[127:64];
-  assign \perf$227.insns_retired  = perf[191:128];
-  assign \perf$227.load_busy  = perf[255:192];
-  assign \perf$227.compute_busy  = perf[319:256];
-  assign \perf$227.store_busy  = perf[383:320];
-  assign \perf$227.array_active  = perf[447:384];
-  assign \perf$227.weight_load  = perf[511:448];
-  assign \perf$227.load_token_wait  = perf[575:512];
-  assign \perf$227.compute_token_wait  = perf[639:576];
-  assign \perf$227.store_token_wait  = perf[703:640];
-  assign \perf$227.dram_read_bytes  = perf[767:704];
-  assign \perf$227.dram_write_bytes  = perf[831:768];
-  assign \perf$227.dram_stall  = perf[895:832];
-  assign \perf$227.macs  = perf[959:896];
-  assign \perf$227.fetch_stall  = perf[1023:960];
+  assign \perf$239.tag  = perf[31:0];
+  assign \perf$239.reserved  = perf[63:32];
+  assign \perf$239.cycles  = perf[127:64];
+  assign \perf$239.insns_retired  = perf[191:128];
+  assign \perf$239.load_busy  = perf[255:192];
+  assign \perf$239.compute_busy  = perf[319:256];
+  assign \perf$239.store_busy  = perf[383:320];
+  assign \perf$239.array_active  = perf[447:384];
+  assign \perf$239.weight_load  = perf[511:448];
+  assign \perf$239.load_token_wait  = perf[575:512];
+  assign \perf$239.compute_token_wait  = perf[639:576];
+  assign \perf$239.store_token_wait  = perf[703:640];
+  assign \perf$239.dram_read_bytes  = perf[767:704];
+  assign \perf$239.dram_write_bytes  = perf[831:768];
+  assign \perf$239.dram_stall  = perf[895:832];
+  assign \perf$239.macs  = perf[959:896];
+  assign \perf$239.fetch_stall  = perf[1023:960];
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$15701$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$16390$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -1688,8 +1728,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$15701$0 ;
-  wire [1:0] \port$15701$0 ;
+  input [1:0] \port$16390$0 ;
+  wire [1:0] \port$16390$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -1740,13 +1780,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$15701$0 ;
+  assign \_$49  = ! \port$16390$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$15701$0  == 1'h1;
+  assign \_$50  = \port$16390$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$15701$0  == 2'h2;
+  assign \_$51  = \port$16390$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$15701$0  == 2'h3;
+  assign \_$52  = \port$16390$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -2111,19 +2151,20 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$15701$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$16390$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$15701$0 ;
+  assign \dram_resp__payload.tag  = \port$16390$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_prev, deps__room_next, deps__has_next, act__data, w_data, param__data, acc_rd__data, halt, pending, pending_index, idle, token_wait, deps__pop_prev, deps__pop_next, queue__ready, busy, deps__push_prev, deps__push_next
-, retired, act__addr, \act__en$61 , acc_rd__addr, \acc_rd__en$70 , acc_wr__addr, acc_wr__data, \acc_wr__en$81 , index, error, error_code, wgt__addr, wgt__en, array_active, w_en, param__addr, param__en, queue__valid, clk);
+module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_prev, deps__room_next, deps__has_next, act__data, act1__data, act2__data, w_data, param__data, acc_rd__data, halt, pending, pending_index, idle, token_wait, deps__pop_prev, deps__pop_next, queue__ready, busy
+, deps__push_prev, deps__push_next, retired, act__addr, \act__en$66 , wgt__addr, \wgt__en$77 , param__addr, \param__en$86 , acc_rd__addr, \acc_rd__en$96 , acc_wr__addr, acc_wr__data, \acc_wr__en$110 , index, error, error_code, array_active, w_en, window_macs, act1__addr
+, act1__en, act2__addr, act2__en, queue__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -2184,13 +2225,18 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire \_$60 ;
   wire \_$61 ;
   wire \_$62 ;
-  reg [1:0] \_$63 ;
-  reg [127:0] \_$64 ;
-  reg [31:0] \_$65 ;
-  reg [2:0] \_$66 ;
-  reg \_$67 ;
-  reg [3:0] \_$68 ;
+  wire \_$63 ;
+  wire \_$64 ;
+  wire \_$65 ;
+  wire \_$66 ;
+  wire \_$67 ;
+  reg [1:0] \_$68 ;
+  reg [127:0] \_$69 ;
   wire \_$7 ;
+  reg [31:0] \_$70 ;
+  reg [2:0] \_$71 ;
+  reg \_$72 ;
+  reg [3:0] \_$73 ;
   wire \_$8 ;
   wire \_$9 ;
   wire [127:0] a;
@@ -2212,40 +2258,67 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [7:0] \a[9] ;
   output [15:0] acc_rd__addr;
   reg [15:0] acc_rd__addr;
-  wire [15:0] \acc_rd__addr$69 ;
-  wire [15:0] \acc_rd__addr$71 ;
+  wire [15:0] \acc_rd__addr$95 ;
+  wire [15:0] \acc_rd__addr$97 ;
+  wire [15:0] \acc_rd__addr$98 ;
   input [511:0] acc_rd__data;
   wire [511:0] acc_rd__data;
-  wire [511:0] \acc_rd__data$74 ;
-  wire [511:0] \acc_rd__data$75 ;
+  wire [511:0] \acc_rd__data$101 ;
+  wire [511:0] \acc_rd__data$102 ;
+  wire [511:0] \acc_rd__data$103 ;
   wire acc_rd__en;
-  output \acc_rd__en$70 ;
-  reg \acc_rd__en$70 ;
-  wire \acc_rd__en$72 ;
+  wire \acc_rd__en$93 ;
+  output \acc_rd__en$96 ;
+  reg \acc_rd__en$96 ;
+  wire \acc_rd__en$99 ;
   output [15:0] acc_wr__addr;
   reg [15:0] acc_wr__addr;
-  wire [15:0] \acc_wr__addr$78 ;
-  wire [15:0] \acc_wr__addr$82 ;
+  wire [15:0] \acc_wr__addr$107 ;
+  wire [15:0] \acc_wr__addr$111 ;
+  wire [15:0] \acc_wr__addr$113 ;
   output [511:0] acc_wr__data;
   reg [511:0] acc_wr__data;
-  wire [511:0] \acc_wr__data$80 ;
-  wire [511:0] \acc_wr__data$83 ;
+  wire [511:0] \acc_wr__data$109 ;
+  wire [511:0] \acc_wr__data$112 ;
+  wire [511:0] \acc_wr__data$114 ;
   wire acc_wr__en;
-  output \acc_wr__en$81 ;
-  reg \acc_wr__en$81 ;
-  wire \acc_wr__en$84 ;
+  wire \acc_wr__en$105 ;
+  output \acc_wr__en$110 ;
+  reg \acc_wr__en$110 ;
+  wire \acc_wr__en$115 ;
+  output [15:0] act1__addr;
+  wire [15:0] act1__addr;
+  wire [15:0] \act1__addr$39 ;
+  input [127:0] act1__data;
+  wire [127:0] act1__data;
+  wire [127:0] \act1__data$41 ;
+  output act1__en;
+  wire act1__en;
+  wire \act1__en$43 ;
+  output [15:0] act2__addr;
+  wire [15:0] act2__addr;
+  wire [15:0] \act2__addr$45 ;
+  input [127:0] act2__data;
+  wire [127:0] act2__data;
+  wire [127:0] \act2__data$47 ;
+  output act2__en;
+  wire act2__en;
+  wire \act2__en$49 ;
   output [15:0] act__addr;
   reg [15:0] act__addr;
-  wire [15:0] \act__addr$60 ;
-  wire [15:0] \act__addr$62 ;
+  wire [15:0] \act__addr$65 ;
+  wire [15:0] \act__addr$67 ;
+  wire [15:0] \act__addr$68 ;
   input [127:0] act__data;
   wire [127:0] act__data;
-  wire [127:0] \act__data$65 ;
-  wire [127:0] \act__data$66 ;
+  wire [127:0] \act__data$71 ;
+  wire [127:0] \act__data$72 ;
+  wire [127:0] \act__data$73 ;
   wire act__en;
-  output \act__en$61 ;
-  reg \act__en$61 ;
   wire \act__en$63 ;
+  output \act__en$66 ;
+  reg \act__en$66 ;
+  wire \act__en$69 ;
   wire [127:0] array__a;
   wire [7:0] \array__a[0] ;
   wire [7:0] \array__a[10] ;
@@ -2303,9 +2376,10 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [3:0] array__w_row;
   output array_active;
   wire array_active;
-  wire \array_active$55 ;
+  wire \array_active$57 ;
   wire bad_fields;
-  wire \bad_fields$88 ;
+  wire \bad_fields$119 ;
+  wire \bad_fields$121 ;
   wire bank;
   output busy;
   reg busy;
@@ -2329,12 +2403,14 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   input deps__room_prev;
   wire deps__room_prev;
   reg done;
-  wire \done$91 ;
-  wire \done$92 ;
+  wire \done$124 ;
+  wire \done$125 ;
+  wire \done$126 ;
   output error;
   reg error = 1'h0;
-  wire \error$97 ;
-  wire \error$99 ;
+  wire \error$131 ;
+  wire \error$133 ;
+  wire \error$134 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -2355,12 +2431,13 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$98 ;
+  wire [3:0] \error_code$132 ;
   reg [1:0] frame_state = 2'h0;
   input halt;
   wire halt;
-  wire \halt$52 ;
   wire \halt$53 ;
+  wire \halt$54 ;
+  wire \halt$55 ;
   output idle;
   reg idle;
   output [31:0] index;
@@ -2391,11 +2468,41 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.accum.opcode ;
   wire [15:0] \insn$51.accum.param_addr ;
   wire \insn$51.accum.use_bias ;
   wire \insn$51.accum.use_gate ;
   wire \insn$51.accum.use_res ;
+  wire [119:0] \insn$51.dwconv ;
+  wire [15:0] \insn$51.dwconv.acc_addr ;
+  wire \insn$51.dwconv.accumulate ;
+  wire [15:0] \insn$51.dwconv.act_addr ;
+  wire [3:0] \insn$51.dwconv.deps ;
+  wire \insn$51.dwconv.deps.pop_next ;
+  wire \insn$51.dwconv.deps.pop_prev ;
+  wire \insn$51.dwconv.deps.push_next ;
+  wire \insn$51.dwconv.deps.push_prev ;
+  wire [1:0] \insn$51.dwconv.kh ;
+  wire [1:0] \insn$51.dwconv.kw ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
+  wire [3:0] \insn$51.dwconv.opcode ;
+  wire [11:0] \insn$51.dwconv.out_h ;
+  wire [11:0] \insn$51.dwconv.out_w ;
+  wire [15:0] \insn$51.dwconv.param_addr ;
+  wire [15:0] \insn$51.dwconv.pitch ;
+  wire [1:0] \insn$51.dwconv.stride ;
+  wire \insn$51.dwconv.use_bias ;
+  wire [15:0] \insn$51.dwconv.wgt_addr ;
   wire [7:0] \insn$51.end ;
   wire [3:0] \insn$51.end.deps ;
   wire \insn$51.end.deps.pop_next ;
@@ -2411,6 +2518,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.end.opcode ;
   wire [120:0] \insn$51.gemm ;
   wire [15:0] \insn$51.gemm.acc_addr ;
@@ -2435,6 +2543,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.gemm.opcode ;
   wire [15:0] \insn$51.gemm.wgt_addr ;
   wire [31:0] \insn$51.load ;
@@ -2453,6 +2562,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.load.opcode ;
   wire [71:0] \insn$51.perf ;
   wire [3:0] \insn$51.perf.deps ;
@@ -2470,6 +2580,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.perf.opcode ;
   wire [31:0] \insn$51.perf.tag ;
   wire [103:0] \insn$51.pool ;
@@ -2498,6 +2609,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.pool.opcode ;
   wire [7:0] \insn$51.pool.window ;
   wire [127:0] \insn$51.raw ;
@@ -2519,6 +2631,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.store.opcode ;
   wire [15:0] \insn$51.store.param_addr ;
   wire [1:0] \insn$51.store.param_loop ;
@@ -2539,12 +2652,42 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.sync.opcode ;
   (* enum_base_type = "Queue" *)
   (* enum_value_00 = "LOAD" *)
   (* enum_value_01 = "COMPUTE" *)
   (* enum_value_10 = "STORE" *)
   wire [1:0] \insn$51.sync.queue ;
+  wire [119:0] \insn$52 ;
+  wire [15:0] \insn$52.acc_addr ;
+  wire \insn$52.accumulate ;
+  wire [15:0] \insn$52.act_addr ;
+  wire [3:0] \insn$52.deps ;
+  wire \insn$52.deps.pop_next ;
+  wire \insn$52.deps.pop_prev ;
+  wire \insn$52.deps.push_next ;
+  wire \insn$52.deps.push_prev ;
+  wire [1:0] \insn$52.kh ;
+  wire [1:0] \insn$52.kw ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
+  wire [3:0] \insn$52.opcode ;
+  wire [11:0] \insn$52.out_h ;
+  wire [11:0] \insn$52.out_w ;
+  wire [15:0] \insn$52.param_addr ;
+  wire [15:0] \insn$52.pitch ;
+  wire [1:0] \insn$52.stride ;
+  wire \insn$52.use_bias ;
+  wire [15:0] \insn$52.wgt_addr ;
   wire [15:0] \insn.acc_addr ;
   wire [15:0] \insn.acc_n_stride ;
   wire \insn.accumulate ;
@@ -2567,8 +2710,10 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.opcode ;
   wire [15:0] \insn.wgt_addr ;
+  wire [7:0] macs;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -2578,6 +2723,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] opcode;
   wire [511:0] out;
   wire [31:0] \out[0] ;
@@ -2597,14 +2743,17 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [31:0] \out[8] ;
   wire [31:0] \out[9] ;
   output [15:0] param__addr;
-  wire [15:0] param__addr;
-  wire [15:0] \param__addr$45 ;
+  reg [15:0] param__addr;
+  wire [15:0] \param__addr$85 ;
+  wire [15:0] \param__addr$87 ;
   input [2047:0] param__data;
   wire [2047:0] param__data;
-  wire [2047:0] \param__data$47 ;
-  output param__en;
+  wire [2047:0] \param__data$90 ;
+  wire [2047:0] \param__data$91 ;
   wire param__en;
-  wire \param__en$49 ;
+  output \param__en$86 ;
+  reg \param__en$86 ;
+  wire \param__en$88 ;
   output pending;
   reg pending;
   output [31:0] pending_index;
@@ -2623,8 +2772,9 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire rst;
   reg running;
   reg start;
-  reg \start$87 ;
-  reg \start$89 ;
+  reg \start$118 ;
+  reg \start$120 ;
+  reg \start$122 ;
   output token_wait;
   reg token_wait;
   wire w_bank;
@@ -2650,56 +2800,70 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire w_en;
   wire [3:0] w_row;
   wire weight_load;
-  wire \weight_load$57 ;
+  wire \weight_load$59 ;
   output [15:0] wgt__addr;
-  wire [15:0] wgt__addr;
-  wire [15:0] \wgt__addr$39 ;
+  reg [15:0] wgt__addr;
+  wire [15:0] \wgt__addr$76 ;
+  wire [15:0] \wgt__addr$78 ;
   wire [127:0] wgt__data;
-  wire [127:0] \wgt__data$41 ;
-  output wgt__en;
+  wire [127:0] \wgt__data$81 ;
+  wire [127:0] \wgt__data$82 ;
   wire wgt__en;
-  wire \wgt__en$43 ;
+  output \wgt__en$77 ;
+  reg \wgt__en$77 ;
+  wire \wgt__en$79 ;
+  output [7:0] window_macs;
+  wire [7:0] window_macs;
   reg [127:0] word = 128'h00000000000000000000000000000000;
+  assign \_$27  = \_$25  & \_$26 ;
+  assign \_$28  = ! frame_state;
+  assign \_$29  = frame_state == 1'h1;
+  assign \_$30  = frame_state == 2'h2;
+  assign \_$31  = frame_state == 2'h3;
   assign \_$32  = ! compute_state;
   assign \_$33  = compute_state == 1'h1;
   assign \_$34  = compute_state == 2'h2;
   assign \_$35  = compute_state == 2'h3;
   assign \_$36  = compute_state == 3'h4;
-  assign \_$37  = ~ halt;
-  assign \_$38  = queue__valid & \_$37 ;
-  assign \_$39  = ~ queue__payload[4];
-  assign \_$40  = \_$39  | deps__has_prev;
-  assign \_$41  = ~ queue__payload[5];
-  assign \_$42  = \_$41  | deps__has_next;
-  assign \_$43  = \_$40  & \_$42 ;
-  assign \_$44  = ~ halt;
-  assign \_$45  = \_$43  & \_$44 ;
-  assign \_$46  = ~ word[6];
-  assign \_$47  = \_$46  | deps__room_prev;
-  assign \_$48  = ~ word[7];
-  assign \_$49  = \_$48  | deps__room_next;
-  assign \_$50  = \_$47  & \_$49 ;
-  assign \_$51  = ~ halt;
-  assign \_$52  = \_$50  & \_$51 ;
-  assign \_$53  = ~ error;
-  assign \_$55  = ~ error;
-  assign \_$57  = ~ error;
-  assign \_$59  = ~ error;
-  assign \_$60  = \error$97  & \_$59 ;
-  assign \_$61  = ~ error;
-  assign \_$62  = \error$99  & \_$61 ;
+  assign \_$37  = compute_state == 3'h5;
+  assign \_$38  = ~ halt;
+  assign \_$39  = queue__valid & \_$38 ;
+  assign \_$40  = ~ queue__payload[4];
+  assign \_$41  = \_$40  | deps__has_prev;
+  assign \_$42  = ~ queue__payload[5];
+  assign \_$43  = \_$42  | deps__has_next;
+  assign \_$44  = \_$41  & \_$43 ;
+  assign \_$45  = ~ halt;
+  assign \_$46  = \_$44  & \_$45 ;
+  assign \_$47  = ~ word[6];
+  assign \_$48  = \_$47  | deps__room_prev;
+  assign \_$49  = ~ word[7];
+  assign \_$50  = \_$49  | deps__room_next;
+  assign \_$51  = \_$48  & \_$50 ;
+  assign \_$52  = ~ halt;
+  assign \_$53  = \_$51  & \_$52 ;
+  assign \_$54  = ~ error;
+  assign \_$56  = ~ error;
+  assign \_$58  = ~ error;
+  assign \_$60  = ~ error;
+  assign \_$62  = ~ error;
+  assign \_$63  = \error$131  & \_$62 ;
+  assign \_$64  = ~ error;
+  assign \_$65  = \error$133  & \_$64 ;
+  assign \_$66  = ~ error;
+  assign \_$67  = \error$134  & \_$66 ;
   always @(posedge clk)
-    frame_state <= \_$63 ;
+    frame_state <= \_$68 ;
   always @(posedge clk)
-    word <= \_$64 ;
+    word <= \_$69 ;
   always @(posedge clk)
-    index <= \_$65 ;
+    index <= \_$70 ;
   always @(posedge clk)
-    compute_state <= \_$66 ;
+    compute_state <= \_$71 ;
   always @(posedge clk)
-    error <= \_$67 ;
+    error <= \_$72 ;
   always @(posedge clk)
-    error_code <= \_$68 ;
+    error_code <= \_$73 ;
   assign \_$1  = ~ queue__valid;
   assign \_$2  = ~ queue__payload[4];
   assign \_$3  = \_$2  | deps__has_prev;
@@ -2726,11 +2890,6 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \_$24  = \_$23  | deps__room_next;
   assign \_$25  = \_$22  & \_$24 ;
   assign \_$26  = ~ halt;
-  assign \_$27  = \_$25  & \_$26 ;
-  assign \_$28  = ! frame_state;
-  assign \_$29  = frame_state == 1'h1;
-  assign \_$30  = frame_state == 2'h2;
-  assign \_$31  = frame_state == 2'h3;
   \sim_top.accel.compute.array  array (
     .a(a),
     .bank(bank),
@@ -2743,13 +2902,13 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     .w_row(w_row)
   );
   \sim_top.accel.compute.gemm  gemm (
-    .acc_rd__addr(\acc_rd__addr$69 ),
+    .acc_rd__addr(\acc_rd__addr$95 ),
     .acc_rd__data(acc_rd__data),
     .acc_rd__en(acc_rd__en),
-    .acc_wr__addr(\acc_wr__addr$78 ),
-    .acc_wr__data(\acc_wr__data$80 ),
+    .acc_wr__addr(\acc_wr__addr$107 ),
+    .acc_wr__data(\acc_wr__data$109 ),
     .acc_wr__en(acc_wr__en),
-    .act__addr(\act__addr$60 ),
+    .act__addr(\act__addr$65 ),
     .act__data(act__data),
     .act__en(act__en),
     .array__a(a),
@@ -2762,37 +2921,69 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     .array_active(array_active),
     .bad_fields(bad_fields),
     .clk(clk),
-    .done(\done$91 ),
-    .error(\error$99 ),
+    .done(\done$124 ),
+    .error(\error$133 ),
     .halt(halt),
     .insn(word[120:0]),
     .rst(rst),
-    .start(\start$87 ),
-    .wgt__addr(wgt__addr),
+    .start(\start$118 ),
+    .wgt__addr(\wgt__addr$76 ),
     .wgt__en(wgt__en)
   );
   \sim_top.accel.compute.line  line (
-    .acc_rd__addr(\acc_rd__addr$71 ),
+    .acc_rd__addr(\acc_rd__addr$98 ),
     .acc_rd__data(acc_rd__data),
-    .acc_rd__en(\acc_rd__en$72 ),
-    .acc_wr__addr(\acc_wr__addr$82 ),
-    .acc_wr__data(\acc_wr__data$83 ),
-    .acc_wr__en(\acc_wr__en$84 ),
-    .act__addr(\act__addr$62 ),
+    .acc_rd__en(\acc_rd__en$99 ),
+    .acc_wr__addr(\acc_wr__addr$113 ),
+    .acc_wr__data(\acc_wr__data$114 ),
+    .acc_wr__en(\acc_wr__en$115 ),
+    .act__addr(\act__addr$68 ),
     .act__data(act__data),
-    .act__en(\act__en$63 ),
-    .bad_fields(\bad_fields$88 ),
+    .act__en(\act__en$69 ),
+    .bad_fields(\bad_fields$119 ),
     .clk(clk),
-    .done(\done$92 ),
-    .error(\error$97 ),
-    .error_code(\error_code$98 ),
+    .done(\done$125 ),
+    .error(\error$131 ),
+    .error_code(\error_code$132 ),
     .halt(halt),
     .insn(word),
-    .param__addr(param__addr),
+    .param__addr(\param__addr$87 ),
+    .param__data(param__data),
+    .param__en(\param__en$88 ),
+    .rst(rst),
+    .start(\start$120 )
+  );
+  \sim_top.accel.compute.window  window (
+    .acc_rd__addr(\acc_rd__addr$97 ),
+    .acc_rd__data(acc_rd__data),
+    .acc_rd__en(\acc_rd__en$93 ),
+    .acc_wr__addr(\acc_wr__addr$111 ),
+    .acc_wr__data(\acc_wr__data$112 ),
+    .acc_wr__en(\acc_wr__en$105 ),
+    .act1__addr(act1__addr),
+    .act1__data(act1__data),
+    .act1__en(act1__en),
+    .act2__addr(act2__addr),
+    .act2__data(act2__data),
+    .act2__en(act2__en),
+    .act__addr(\act__addr$67 ),
+    .act__data(act__data),
+    .act__en(\act__en$63 ),
+    .bad_fields(\bad_fields$121 ),
+    .clk(clk),
+    .done(\done$126 ),
+    .error(\error$134 ),
+    .halt(halt),
+    .insn(word[119:0]),
+    .macs(window_macs),
+    .param__addr(\param__addr$85 ),
     .param__data(param__data),
     .param__en(param__en),
     .rst(rst),
-    .start(\start$89 )
+    .start(\start$122 ),
+    .wgt__addr(\wgt__addr$78 ),
+    .wgt__data(w_data),
+    .wgt__en(\wgt__en$79 )
   );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
@@ -2974,68 +3165,118 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (act__en) begin
-      act__addr = \act__addr$60 ;
+      act__addr = \act__addr$65 ;
+    end else if (\act__en$63 ) begin
+      act__addr = \act__addr$67 ;
     end else begin
-      act__addr = \act__addr$62 ;
+      act__addr = \act__addr$68 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (act__en) begin
-      \act__en$61  = act__en;
+      \act__en$66  = act__en;
+    end else if (\act__en$63 ) begin
+      \act__en$66  = \act__en$63 ;
     end else begin
-      \act__en$61  = \act__en$63 ;
+      \act__en$66  = \act__en$69 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    (* full_case = 32'd1 *)
+    if (wgt__en) begin
+      wgt__addr = \wgt__addr$76 ;
+    end else begin
+      wgt__addr = \wgt__addr$78 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    (* full_case = 32'd1 *)
+    if (wgt__en) begin
+      \wgt__en$77  = wgt__en;
+    end else begin
+      \wgt__en$77  = \wgt__en$79 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    (* full_case = 32'd1 *)
+    if (param__en) begin
+      param__addr = \param__addr$85 ;
+    end else begin
+      param__addr = \param__addr$87 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    (* full_case = 32'd1 *)
+    if (param__en) begin
+      \param__en$86  = param__en;
+    end else begin
+      \param__en$86  = \param__en$88 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_rd__en) begin
-      acc_rd__addr = \acc_rd__addr$69 ;
+      acc_rd__addr = \acc_rd__addr$95 ;
+    end else if (\acc_rd__en$93 ) begin
+      acc_rd__addr = \acc_rd__addr$97 ;
     end else begin
-      acc_rd__addr = \acc_rd__addr$71 ;
+      acc_rd__addr = \acc_rd__addr$98 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_rd__en) begin
-      \acc_rd__en$70  = acc_rd__en;
+      \acc_rd__en$96  = acc_rd__en;
+    end else if (\acc_rd__en$93 ) begin
+      \acc_rd__en$96  = \acc_rd__en$93 ;
     end else begin
-      \acc_rd__en$70  = \acc_rd__en$72 ;
+      \acc_rd__en$96  = \acc_rd__en$99 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      acc_wr__addr = \acc_wr__addr$78 ;
+      acc_wr__addr = \acc_wr__addr$107 ;
+    end else if (\acc_wr__en$105 ) begin
+      acc_wr__addr = \acc_wr__addr$111 ;
     end else begin
-      acc_wr__addr = \acc_wr__addr$82 ;
+      acc_wr__addr = \acc_wr__addr$113 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      acc_wr__data = \acc_wr__data$80 ;
+      acc_wr__data = \acc_wr__data$109 ;
+    end else if (\acc_wr__en$105 ) begin
+      acc_wr__data = \acc_wr__data$112 ;
     end else begin
-      acc_wr__data = \acc_wr__data$83 ;
+      acc_wr__data = \acc_wr__data$114 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      \acc_wr__en$81  = acc_wr__en;
+      \acc_wr__en$110  = acc_wr__en;
+    end else if (\acc_wr__en$105 ) begin
+      \acc_wr__en$110  = \acc_wr__en$105 ;
     end else begin
-      \acc_wr__en$81  = \acc_wr__en$84 ;
+      \acc_wr__en$110  = \acc_wr__en$115 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$87  = 1'h0;
+    \start$118  = 1'h0;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -3045,14 +3286,14 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 (* full_case = 32'd1 *)
                 if (bad_fields) begin
                 end else begin
-                  \start$87  = 1'h1;
+                  \start$118  = 1'h1;
                 end
           endcase
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$89  = 1'h0;
+    \start$120  = 1'h0;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -3062,15 +3303,38 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 /* empty */;
             4'h4:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$88 ) begin
+                if (\bad_fields$119 ) begin
                 end else begin
-                  \start$89  = 1'h1;
+                  \start$120  = 1'h1;
                 end
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$88 ) begin
+                if (\bad_fields$119 ) begin
                 end else begin
-                  \start$89  = 1'h1;
+                  \start$120  = 1'h1;
+                end
+          endcase
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \start$122  = 1'h0;
+    casez (compute_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          casez (word[3:0])
+            4'h3:
+                /* empty */;
+            4'h4:
+                /* empty */;
+            4'h5:
+                /* empty */;
+            4'h9:
+                (* full_case = 32'd1 *)
+                if (\bad_fields$121 ) begin
+                end else begin
+                  \start$122  = 1'h1;
                 end
           endcase
     endcase
@@ -3090,82 +3354,88 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 /* empty */;
             4'h5:
                 /* empty */;
+            4'h9:
+                /* empty */;
             default:
                 done = 1'h1;
           endcase
       3'h3:
-          if (\done$91 ) begin
+          if (\done$124 ) begin
             done = 1'h1;
           end
       3'h4:
-          if (\done$92 ) begin
+          if (\done$125 ) begin
+            done = 1'h1;
+          end
+      3'h5:
+          if (\done$126 ) begin
             done = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$63  = frame_state;
+    \_$68  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$38 ) begin
-            \_$63  = 2'h1;
+          if (\_$39 ) begin
+            \_$68  = 2'h1;
           end
       2'h1:
-          if (\_$45 ) begin
-            \_$63  = 2'h2;
+          if (\_$46 ) begin
+            \_$68  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$63  = 2'h3;
+            \_$68  = 2'h3;
           end
       2'h3:
-          if (\_$52 ) begin
-            \_$63  = 2'h0;
+          if (\_$53 ) begin
+            \_$68  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$63  = 2'h0;
+      \_$68  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$64  = word;
+    \_$69  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$45 ) begin
-            \_$64  = queue__payload[127:0];
+          if (\_$46 ) begin
+            \_$69  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$64  = 128'h00000000000000000000000000000000;
+      \_$69  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$65  = index;
+    \_$70  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$45 ) begin
-            \_$65  = queue__payload[159:128];
+          if (\_$46 ) begin
+            \_$70  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$65  = 32'd0;
+      \_$70  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$66  = compute_state;
+    \_$71  = compute_state;
     casez (compute_state)
       3'h0:
           if (start) begin
-            \_$66  = 3'h1;
+            \_$71  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
@@ -3173,43 +3443,54 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
             4'h3:
                 (* full_case = 32'd1 *)
                 if (bad_fields) begin
-                  \_$66  = 3'h2;
+                  \_$71  = 3'h2;
                 end else begin
-                  \_$66  = 3'h3;
+                  \_$71  = 3'h3;
                 end
             4'h4:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$88 ) begin
-                  \_$66  = 3'h2;
+                if (\bad_fields$119 ) begin
+                  \_$71  = 3'h2;
                 end else begin
-                  \_$66  = 3'h4;
+                  \_$71  = 3'h4;
                 end
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$88 ) begin
-                  \_$66  = 3'h2;
+                if (\bad_fields$119 ) begin
+                  \_$71  = 3'h2;
                 end else begin
-                  \_$66  = 3'h4;
+                  \_$71  = 3'h4;
+                end
+            4'h9:
+                (* full_case = 32'd1 *)
+                if (\bad_fields$121 ) begin
+                  \_$71  = 3'h2;
+                end else begin
+                  \_$71  = 3'h5;
                 end
             default:
-                \_$66  = 3'h0;
+                \_$71  = 3'h0;
           endcase
       3'h3:
-          if (\done$91 ) begin
-            \_$66  = 3'h0;
+          if (\done$124 ) begin
+            \_$71  = 3'h0;
           end
       3'h4:
-          if (\done$92 ) begin
-            \_$66  = 3'h0;
+          if (\done$125 ) begin
+            \_$71  = 3'h0;
+          end
+      3'h5:
+          if (\done$126 ) begin
+            \_$71  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$66  = 3'h0;
+      \_$71  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$67  = error;
+    \_$72  = error;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -3217,37 +3498,46 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 if (bad_fields) begin
-                  if (\_$54 ) begin
-                    \_$67  = 1'h1;
+                  if (\_$55 ) begin
+                    \_$72  = 1'h1;
                   end
                 end
             4'h4:
-                if (\bad_fields$88 ) begin
-                  if (\_$56 ) begin
-                    \_$67  = 1'h1;
+                if (\bad_fields$119 ) begin
+                  if (\_$57 ) begin
+                    \_$72  = 1'h1;
                   end
                 end
             4'h5:
-                if (\bad_fields$88 ) begin
-                  if (\_$58 ) begin
-                    \_$67  = 1'h1;
+                if (\bad_fields$119 ) begin
+                  if (\_$59 ) begin
+                    \_$72  = 1'h1;
+                  end
+                end
+            4'h9:
+                if (\bad_fields$121 ) begin
+                  if (\_$61 ) begin
+                    \_$72  = 1'h1;
                   end
                 end
           endcase
     endcase
-    if (\_$60 ) begin
-      \_$67  = 1'h1;
+    if (\_$63 ) begin
+      \_$72  = 1'h1;
     end
-    if (\_$62 ) begin
-      \_$67  = 1'h1;
+    if (\_$65 ) begin
+      \_$72  = 1'h1;
+    end
+    if (\_$67 ) begin
+      \_$72  = 1'h1;
     end
     if (rst) begin
-      \_$67  = 1'h0;
+      \_$72  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$68  = error_code;
+    \_$73  = error_code;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -3255,32 +3545,41 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 if (bad_fields) begin
-                  if (\_$54 ) begin
-                    \_$68  = 4'h7;
+                  if (\_$55 ) begin
+                    \_$73  = 4'h7;
                   end
                 end
             4'h4:
-                if (\bad_fields$88 ) begin
-                  if (\_$56 ) begin
-                    \_$68  = 4'h7;
+                if (\bad_fields$119 ) begin
+                  if (\_$57 ) begin
+                    \_$73  = 4'h7;
                   end
                 end
             4'h5:
-                if (\bad_fields$88 ) begin
-                  if (\_$58 ) begin
-                    \_$68  = 4'h7;
+                if (\bad_fields$119 ) begin
+                  if (\_$59 ) begin
+                    \_$73  = 4'h7;
+                  end
+                end
+            4'h9:
+                if (\bad_fields$121 ) begin
+                  if (\_$61 ) begin
+                    \_$73  = 4'h7;
                   end
                 end
           endcase
     endcase
-    if (\_$60 ) begin
-      \_$68  = \error_code$98 ;
+    if (\_$63 ) begin
+      \_$73  = \error_code$132 ;
     end
-    if (\_$62 ) begin
-      \_$68  = 4'h4;
+    if (\_$65 ) begin
+      \_$73  = 4'h4;
+    end
+    if (\_$67 ) begin
+      \_$73  = 4'h4;
     end
     if (rst) begin
-      \_$68  = 4'h0;
+      \_$73  = 4'h0;
     end
   end
   assign opcode = word[3:0];
@@ -3291,24 +3590,33 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign array__w_data = w_data;
   assign array__w_en = w_en;
   assign array__w_row = w_row;
-  assign \wgt__addr$39  = wgt__addr;
-  assign wgt__data = w_data;
-  assign \wgt__data$41  = w_data;
-  assign \wgt__en$43  = wgt__en;
-  assign \param__addr$45  = param__addr;
-  assign \param__data$47  = param__data;
-  assign \param__en$49  = param__en;
+  assign \act1__addr$39  = act1__addr;
+  assign \act1__data$41  = act1__data;
+  assign \act1__en$43  = act1__en;
+  assign \act2__addr$45  = act2__addr;
+  assign \act2__data$47  = act2__data;
+  assign \act2__en$49  = act2__en;
   assign insn = word[120:0];
   assign \insn$51  = word;
-  assign \halt$52  = halt;
+  assign \insn$52  = word[119:0];
   assign \halt$53  = halt;
-  assign \array_active$55  = array_active;
+  assign \halt$54  = halt;
+  assign \halt$55  = halt;
+  assign \array_active$57  = array_active;
   assign weight_load = w_en;
-  assign \weight_load$57  = w_en;
-  assign \act__data$65  = act__data;
-  assign \act__data$66  = act__data;
-  assign \acc_rd__data$74  = acc_rd__data;
-  assign \acc_rd__data$75  = acc_rd__data;
+  assign \weight_load$59  = w_en;
+  assign macs = window_macs;
+  assign \act__data$71  = act__data;
+  assign \act__data$72  = act__data;
+  assign \act__data$73  = act__data;
+  assign wgt__data = w_data;
+  assign \wgt__data$81  = w_data;
+  assign \wgt__data$82  = w_data;
+  assign \param__data$90  = param__data;
+  assign \param__data$91  = param__data;
+  assign \acc_rd__data$101  = acc_rd__data;
+  assign \acc_rd__data$102  = acc_rd__data;
+  assign \acc_rd__data$103  = acc_rd__data;
   assign \queue__payload.insn  = queue__payload[127:0];
   assign \queue__payload.index  = queue__payload[159:128];
   assign \a[0]  = a[7:0];
@@ -3520,9 +3828,47 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \insn$51.end.deps.pop_next  = word[5];
   assign \insn$51.end.deps.push_prev  = word[6];
   assign \insn$51.end.deps.push_next  = word[7];
-  assign \_$54  = \_$53 ;
-  assign \_$56  = \_$55 ;
-  assign \_$58  = \_$57 ;
+  assign \insn$51.dwconv  = word[119:0];
+  assign \insn$51.dwconv.opcode  = word[3:0];
+  assign \insn$51.dwconv.deps  = word[7:4];
+  assign \insn$51.dwconv.deps.pop_prev  = word[4];
+  assign \insn$51.dwconv.deps.pop_next  = word[5];
+  assign \insn$51.dwconv.deps.push_prev  = word[6];
+  assign \insn$51.dwconv.deps.push_next  = word[7];
+  assign \insn$51.dwconv.wgt_addr  = word[23:8];
+  assign \insn$51.dwconv.act_addr  = word[39:24];
+  assign \insn$51.dwconv.acc_addr  = word[55:40];
+  assign \insn$51.dwconv.param_addr  = word[71:56];
+  assign \insn$51.dwconv.out_w  = word[83:72];
+  assign \insn$51.dwconv.out_h  = word[95:84];
+  assign \insn$51.dwconv.pitch  = word[111:96];
+  assign \insn$51.dwconv.kh  = word[113:112];
+  assign \insn$51.dwconv.kw  = word[115:114];
+  assign \insn$51.dwconv.stride  = word[117:116];
+  assign \insn$51.dwconv.use_bias  = word[118];
+  assign \insn$51.dwconv.accumulate  = word[119];
+  assign \insn$52.opcode  = word[3:0];
+  assign \insn$52.deps  = word[7:4];
+  assign \insn$52.deps.pop_prev  = word[4];
+  assign \insn$52.deps.pop_next  = word[5];
+  assign \insn$52.deps.push_prev  = word[6];
+  assign \insn$52.deps.push_next  = word[7];
+  assign \insn$52.wgt_addr  = word[23:8];
+  assign \insn$52.act_addr  = word[39:24];
+  assign \insn$52.acc_addr  = word[55:40];
+  assign \insn$52.param_addr  = word[71:56];
+  assign \insn$52.out_w  = word[83:72];
+  assign \insn$52.out_h  = word[95:84];
+  assign \insn$52.pitch  = word[111:96];
+  assign \insn$52.kh  = word[113:112];
+  assign \insn$52.kw  = word[115:114];
+  assign \insn$52.stride  = word[117:116];
+  assign \insn$52.use_bias  = word[118];
+  assign \insn$52.accumulate  = word[119];
+  assign \_$55  = \_$54 ;
+  assign \_$57  = \_$56 ;
+  assign \_$59  = \_$58 ;
+  assign \_$61  = \_$60 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -40786,6 +41132,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.opcode ;
   wire [15:0] \insn.wgt_addr ;
   wire [17:0] issue;
@@ -42893,11 +43240,41 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.accum.opcode ;
   wire [15:0] \insn.accum.param_addr ;
   wire \insn.accum.use_bias ;
   wire \insn.accum.use_gate ;
   wire \insn.accum.use_res ;
+  wire [119:0] \insn.dwconv ;
+  wire [15:0] \insn.dwconv.acc_addr ;
+  wire \insn.dwconv.accumulate ;
+  wire [15:0] \insn.dwconv.act_addr ;
+  wire [3:0] \insn.dwconv.deps ;
+  wire \insn.dwconv.deps.pop_next ;
+  wire \insn.dwconv.deps.pop_prev ;
+  wire \insn.dwconv.deps.push_next ;
+  wire \insn.dwconv.deps.push_prev ;
+  wire [1:0] \insn.dwconv.kh ;
+  wire [1:0] \insn.dwconv.kw ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
+  wire [3:0] \insn.dwconv.opcode ;
+  wire [11:0] \insn.dwconv.out_h ;
+  wire [11:0] \insn.dwconv.out_w ;
+  wire [15:0] \insn.dwconv.param_addr ;
+  wire [15:0] \insn.dwconv.pitch ;
+  wire [1:0] \insn.dwconv.stride ;
+  wire \insn.dwconv.use_bias ;
+  wire [15:0] \insn.dwconv.wgt_addr ;
   wire [7:0] \insn.end ;
   wire [3:0] \insn.end.deps ;
   wire \insn.end.deps.pop_next ;
@@ -42913,6 +43290,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.end.opcode ;
   wire [120:0] \insn.gemm ;
   wire [15:0] \insn.gemm.acc_addr ;
@@ -42937,6 +43315,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.gemm.opcode ;
   wire [15:0] \insn.gemm.wgt_addr ;
   wire [31:0] \insn.load ;
@@ -42955,6 +43334,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.load.opcode ;
   wire [71:0] \insn.perf ;
   wire [3:0] \insn.perf.deps ;
@@ -42972,6 +43352,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.perf.opcode ;
   wire [31:0] \insn.perf.tag ;
   wire [103:0] \insn.pool ;
@@ -43000,6 +43381,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.pool.opcode ;
   wire [7:0] \insn.pool.window ;
   wire [127:0] \insn.raw ;
@@ -43021,6 +43403,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.store.opcode ;
   wire [15:0] \insn.store.param_addr ;
   wire [1:0] \insn.store.param_loop ;
@@ -43041,6 +43424,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.sync.opcode ;
   (* enum_base_type = "Queue" *)
   (* enum_value_00 = "LOAD" *)
@@ -44468,6 +44852,25 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.end.deps.pop_next  = insn[5];
   assign \insn.end.deps.push_prev  = insn[6];
   assign \insn.end.deps.push_next  = insn[7];
+  assign \insn.dwconv  = insn[119:0];
+  assign \insn.dwconv.opcode  = insn[3:0];
+  assign \insn.dwconv.deps  = insn[7:4];
+  assign \insn.dwconv.deps.pop_prev  = insn[4];
+  assign \insn.dwconv.deps.pop_next  = insn[5];
+  assign \insn.dwconv.deps.push_prev  = insn[6];
+  assign \insn.dwconv.deps.push_next  = insn[7];
+  assign \insn.dwconv.wgt_addr  = insn[23:8];
+  assign \insn.dwconv.act_addr  = insn[39:24];
+  assign \insn.dwconv.acc_addr  = insn[55:40];
+  assign \insn.dwconv.param_addr  = insn[71:56];
+  assign \insn.dwconv.out_w  = insn[83:72];
+  assign \insn.dwconv.out_h  = insn[95:84];
+  assign \insn.dwconv.pitch  = insn[111:96];
+  assign \insn.dwconv.kh  = insn[113:112];
+  assign \insn.dwconv.kw  = insn[115:114];
+  assign \insn.dwconv.stride  = insn[117:116];
+  assign \insn.dwconv.use_bias  = insn[118];
+  assign \insn.dwconv.accumulate  = insn[119];
   assign \accum_value[0]  = accum_value[31:0];
   assign \accum_value[1]  = accum_value[63:32];
   assign \accum_value[2]  = accum_value[95:64];
@@ -44568,8 +44971,2780 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
+module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, act2__data, wgt__data, param__data, acc_rd__data, halt, start, insn, acc_rd__addr, acc_rd__en, macs, acc_wr__en, acc_wr__addr, acc_wr__data, error, wgt__addr, wgt__en, param__addr
+, param__en, act__addr, act__en, act1__addr, act1__en, act2__addr, act2__en, done, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$263  = 0;
+  wire \_$1 ;
+  wire [15:0] \_$10 ;
+  wire [18:0] \_$100 ;
+  wire [15:0] \_$101 ;
+  wire [19:0] \_$102 ;
+  wire [15:0] \_$103 ;
+  wire [20:0] \_$104 ;
+  wire [15:0] \_$105 ;
+  wire [21:0] \_$106 ;
+  wire [15:0] \_$107 ;
+  wire [22:0] \_$108 ;
+  wire [15:0] \_$109 ;
+  wire [16:0] \_$11 ;
+  wire [23:0] \_$110 ;
+  wire [15:0] \_$111 ;
+  wire [15:0] \_$112 ;
+  wire [16:0] \_$113 ;
+  wire [15:0] \_$114 ;
+  wire [17:0] \_$115 ;
+  wire [15:0] \_$116 ;
+  wire [18:0] \_$117 ;
+  wire [15:0] \_$118 ;
+  wire [19:0] \_$119 ;
+  wire [15:0] \_$12 ;
+  wire [15:0] \_$120 ;
+  wire [20:0] \_$121 ;
+  wire [15:0] \_$122 ;
+  wire [21:0] \_$123 ;
+  wire [15:0] \_$124 ;
+  wire [22:0] \_$125 ;
+  wire [15:0] \_$126 ;
+  wire [23:0] \_$127 ;
+  wire [15:0] \_$128 ;
+  wire [15:0] \_$129 ;
+  wire [17:0] \_$13 ;
+  wire [16:0] \_$130 ;
+  wire [15:0] \_$131 ;
+  wire [17:0] \_$132 ;
+  wire [15:0] \_$133 ;
+  wire [18:0] \_$134 ;
+  wire [15:0] \_$135 ;
+  wire [19:0] \_$136 ;
+  wire [15:0] \_$137 ;
+  wire [20:0] \_$138 ;
+  wire [15:0] \_$139 ;
+  wire [15:0] \_$14 ;
+  wire [21:0] \_$140 ;
+  wire [15:0] \_$141 ;
+  wire [22:0] \_$142 ;
+  wire [15:0] \_$143 ;
+  wire [23:0] \_$144 ;
+  wire [15:0] \_$145 ;
+  wire [15:0] \_$146 ;
+  wire [16:0] \_$147 ;
+  wire [15:0] \_$148 ;
+  wire [17:0] \_$149 ;
+  wire [18:0] \_$15 ;
+  wire [15:0] \_$150 ;
+  wire [18:0] \_$151 ;
+  wire [15:0] \_$152 ;
+  wire [19:0] \_$153 ;
+  wire [15:0] \_$154 ;
+  wire [20:0] \_$155 ;
+  wire [15:0] \_$156 ;
+  wire [21:0] \_$157 ;
+  wire [15:0] \_$158 ;
+  wire [22:0] \_$159 ;
+  wire [15:0] \_$16 ;
+  wire [15:0] \_$160 ;
+  wire [23:0] \_$161 ;
+  wire [15:0] \_$162 ;
+  wire [15:0] \_$163 ;
+  wire [16:0] \_$164 ;
+  wire [15:0] \_$165 ;
+  wire [17:0] \_$166 ;
+  wire [15:0] \_$167 ;
+  wire [18:0] \_$168 ;
+  wire [15:0] \_$169 ;
+  wire [19:0] \_$17 ;
+  wire [19:0] \_$170 ;
+  wire [15:0] \_$171 ;
+  wire [20:0] \_$172 ;
+  wire [15:0] \_$173 ;
+  wire [21:0] \_$174 ;
+  wire [15:0] \_$175 ;
+  wire [22:0] \_$176 ;
+  wire [15:0] \_$177 ;
+  wire [23:0] \_$178 ;
+  wire [15:0] \_$179 ;
+  wire [15:0] \_$18 ;
+  wire [15:0] \_$180 ;
+  wire [16:0] \_$181 ;
+  wire [15:0] \_$182 ;
+  wire [17:0] \_$183 ;
+  wire [15:0] \_$184 ;
+  wire [18:0] \_$185 ;
+  wire [15:0] \_$186 ;
+  wire [19:0] \_$187 ;
+  wire [15:0] \_$188 ;
+  wire [20:0] \_$189 ;
+  wire [20:0] \_$19 ;
+  wire [15:0] \_$190 ;
+  wire [21:0] \_$191 ;
+  wire [15:0] \_$192 ;
+  wire [22:0] \_$193 ;
+  wire [15:0] \_$194 ;
+  wire [23:0] \_$195 ;
+  wire [15:0] \_$196 ;
+  wire [15:0] \_$197 ;
+  wire [16:0] \_$198 ;
+  wire [15:0] \_$199 ;
+  wire \_$2 ;
+  wire [15:0] \_$20 ;
+  wire [17:0] \_$200 ;
+  wire [15:0] \_$201 ;
+  wire [18:0] \_$202 ;
+  wire [15:0] \_$203 ;
+  wire [19:0] \_$204 ;
+  wire [15:0] \_$205 ;
+  wire [20:0] \_$206 ;
+  wire [15:0] \_$207 ;
+  wire [21:0] \_$208 ;
+  wire [15:0] \_$209 ;
+  wire [21:0] \_$21 ;
+  wire [22:0] \_$210 ;
+  wire [15:0] \_$211 ;
+  wire [23:0] \_$212 ;
+  wire [15:0] \_$213 ;
+  wire [15:0] \_$214 ;
+  wire [16:0] \_$215 ;
+  wire [15:0] \_$216 ;
+  wire [17:0] \_$217 ;
+  wire [15:0] \_$218 ;
+  wire [18:0] \_$219 ;
+  wire [15:0] \_$22 ;
+  wire [15:0] \_$220 ;
+  wire [19:0] \_$221 ;
+  wire [15:0] \_$222 ;
+  wire [20:0] \_$223 ;
+  wire [15:0] \_$224 ;
+  wire [21:0] \_$225 ;
+  wire [15:0] \_$226 ;
+  wire [22:0] \_$227 ;
+  wire [15:0] \_$228 ;
+  wire [23:0] \_$229 ;
+  wire [22:0] \_$23 ;
+  wire [15:0] \_$230 ;
+  wire [15:0] \_$231 ;
+  wire [16:0] \_$232 ;
+  wire [15:0] \_$233 ;
+  wire [17:0] \_$234 ;
+  wire [15:0] \_$235 ;
+  wire [18:0] \_$236 ;
+  wire [15:0] \_$237 ;
+  wire [19:0] \_$238 ;
+  wire [15:0] \_$239 ;
+  wire [15:0] \_$24 ;
+  wire [20:0] \_$240 ;
+  wire [15:0] \_$241 ;
+  wire [21:0] \_$242 ;
+  wire [15:0] \_$243 ;
+  wire [22:0] \_$244 ;
+  wire [15:0] \_$245 ;
+  wire [23:0] \_$246 ;
+  wire [15:0] \_$247 ;
+  wire [15:0] \_$248 ;
+  wire [16:0] \_$249 ;
+  wire [23:0] \_$25 ;
+  wire [15:0] \_$250 ;
+  wire [17:0] \_$251 ;
+  wire [15:0] \_$252 ;
+  wire [18:0] \_$253 ;
+  wire [15:0] \_$254 ;
+  wire [19:0] \_$255 ;
+  wire [15:0] \_$256 ;
+  wire [20:0] \_$257 ;
+  wire [15:0] \_$258 ;
+  wire [21:0] \_$259 ;
+  wire [15:0] \_$26 ;
+  wire [15:0] \_$260 ;
+  wire [22:0] \_$261 ;
+  wire [15:0] \_$262 ;
+  wire [23:0] \_$263 ;
+  wire [15:0] \_$264 ;
+  wire [15:0] \_$265 ;
+  wire [16:0] \_$266 ;
+  wire [15:0] \_$267 ;
+  wire [17:0] \_$268 ;
+  wire [15:0] \_$269 ;
+  wire [15:0] \_$27 ;
+  wire [18:0] \_$270 ;
+  wire [15:0] \_$271 ;
+  wire [19:0] \_$272 ;
+  wire [15:0] \_$273 ;
+  wire [20:0] \_$274 ;
+  wire [15:0] \_$275 ;
+  wire [21:0] \_$276 ;
+  wire [15:0] \_$277 ;
+  wire [22:0] \_$278 ;
+  wire [15:0] \_$279 ;
+  wire [16:0] \_$28 ;
+  wire [23:0] \_$280 ;
+  wire \_$281 ;
+  wire [3:0] \_$282 ;
+  wire [8:0] \_$283 ;
+  wire [31:0] \_$284 ;
+  wire [31:0] \_$285 ;
+  wire [32:0] \_$286 ;
+  wire [33:0] \_$287 ;
+  wire [31:0] \_$288 ;
+  wire [31:0] \_$289 ;
+  wire [15:0] \_$29 ;
+  wire [32:0] \_$290 ;
+  wire [33:0] \_$291 ;
+  wire [31:0] \_$292 ;
+  wire [31:0] \_$293 ;
+  wire [32:0] \_$294 ;
+  wire [33:0] \_$295 ;
+  wire [31:0] \_$296 ;
+  wire [31:0] \_$297 ;
+  wire [32:0] \_$298 ;
+  wire [33:0] \_$299 ;
+  wire \_$3 ;
+  wire [17:0] \_$30 ;
+  wire [31:0] \_$300 ;
+  wire [31:0] \_$301 ;
+  wire [32:0] \_$302 ;
+  wire [33:0] \_$303 ;
+  wire [31:0] \_$304 ;
+  wire [31:0] \_$305 ;
+  wire [32:0] \_$306 ;
+  wire [33:0] \_$307 ;
+  wire [31:0] \_$308 ;
+  wire [31:0] \_$309 ;
+  wire [15:0] \_$31 ;
+  wire [32:0] \_$310 ;
+  wire [33:0] \_$311 ;
+  wire [31:0] \_$312 ;
+  wire [31:0] \_$313 ;
+  wire [32:0] \_$314 ;
+  wire [33:0] \_$315 ;
+  wire [31:0] \_$316 ;
+  wire [31:0] \_$317 ;
+  wire [32:0] \_$318 ;
+  wire [33:0] \_$319 ;
+  wire [18:0] \_$32 ;
+  wire [31:0] \_$320 ;
+  wire [31:0] \_$321 ;
+  wire [32:0] \_$322 ;
+  wire [33:0] \_$323 ;
+  wire [31:0] \_$324 ;
+  wire [31:0] \_$325 ;
+  wire [32:0] \_$326 ;
+  wire [33:0] \_$327 ;
+  wire [31:0] \_$328 ;
+  wire [31:0] \_$329 ;
+  wire [15:0] \_$33 ;
+  wire [32:0] \_$330 ;
+  wire [33:0] \_$331 ;
+  wire [31:0] \_$332 ;
+  wire [31:0] \_$333 ;
+  wire [32:0] \_$334 ;
+  wire [33:0] \_$335 ;
+  wire [31:0] \_$336 ;
+  wire [31:0] \_$337 ;
+  wire [32:0] \_$338 ;
+  wire [33:0] \_$339 ;
+  wire [19:0] \_$34 ;
+  wire [31:0] \_$340 ;
+  wire [31:0] \_$341 ;
+  wire [32:0] \_$342 ;
+  wire [33:0] \_$343 ;
+  wire [31:0] \_$344 ;
+  wire [31:0] \_$345 ;
+  wire [32:0] \_$346 ;
+  wire [33:0] \_$347 ;
+  wire \_$348 ;
+  wire \_$349 ;
+  wire [15:0] \_$35 ;
+  wire \_$350 ;
+  wire \_$351 ;
+  wire \_$352 ;
+  wire \_$353 ;
+  wire \_$354 ;
+  wire \_$355 ;
+  wire \_$356 ;
+  wire \_$357 ;
+  wire \_$358 ;
+  wire \_$359 ;
+  wire [20:0] \_$36 ;
+  wire \_$360 ;
+  wire \_$361 ;
+  wire [16:0] \_$362 ;
+  wire [32:0] \_$363 ;
+  wire \_$364 ;
+  wire \_$365 ;
+  wire \_$366 ;
+  wire \_$367 ;
+  wire [16:0] \_$368 ;
+  wire [32:0] \_$369 ;
+  wire [15:0] \_$37 ;
+  wire \_$370 ;
+  wire \_$371 ;
+  wire \_$372 ;
+  wire \_$373 ;
+  wire [17:0] \_$374 ;
+  wire [32:0] \_$375 ;
+  wire \_$376 ;
+  wire \_$377 ;
+  wire \_$378 ;
+  wire \_$379 ;
+  wire [21:0] \_$38 ;
+  wire \_$380 ;
+  wire \_$381 ;
+  wire \_$382 ;
+  wire \_$383 ;
+  wire [16:0] \_$384 ;
+  wire [32:0] \_$385 ;
+  wire \_$386 ;
+  wire [16:0] \_$387 ;
+  wire [32:0] \_$388 ;
+  wire \_$389 ;
+  wire [15:0] \_$39 ;
+  wire [17:0] \_$390 ;
+  wire [32:0] \_$391 ;
+  wire \_$392 ;
+  wire \_$393 ;
+  wire \_$394 ;
+  wire \_$395 ;
+  wire \_$396 ;
+  wire \_$397 ;
+  wire \_$398 ;
+  wire \_$399 ;
+  wire \_$4 ;
+  wire [22:0] \_$40 ;
+  wire \_$400 ;
+  wire \_$401 ;
+  wire \_$402 ;
+  wire \_$403 ;
+  wire \_$404 ;
+  wire \_$405 ;
+  wire \_$406 ;
+  wire \_$407 ;
+  wire \_$408 ;
+  wire \_$409 ;
+  wire [15:0] \_$41 ;
+  wire \_$410 ;
+  wire \_$411 ;
+  wire \_$412 ;
+  wire \_$413 ;
+  wire \_$414 ;
+  wire \_$415 ;
+  wire \_$416 ;
+  wire \_$417 ;
+  wire \_$418 ;
+  wire \_$419 ;
+  wire [23:0] \_$42 ;
+  wire \_$420 ;
+  wire \_$421 ;
+  wire \_$422 ;
+  wire \_$423 ;
+  wire \_$424 ;
+  wire \_$425 ;
+  wire \_$426 ;
+  wire [2:0] \_$427 ;
+  wire [12:0] \_$428 ;
+  wire [14:0] \_$429 ;
+  wire [15:0] \_$43 ;
+  wire [15:0] \_$430 ;
+  wire [17:0] \_$431 ;
+  wire \_$432 ;
+  wire \_$433 ;
+  wire \_$434 ;
+  wire \_$435 ;
+  wire \_$436 ;
+  wire \_$437 ;
+  wire \_$438 ;
+  wire \_$439 ;
+  wire [15:0] \_$44 ;
+  wire \_$440 ;
+  wire \_$441 ;
+  wire \_$442 ;
+  wire \_$443 ;
+  wire \_$444 ;
+  wire [2:0] \_$445 ;
+  wire [3:0] \_$446 ;
+  wire [17:0] \_$447 ;
+  wire [2:0] \_$448 ;
+  wire \_$449 ;
+  wire [16:0] \_$45 ;
+  wire [2:0] \_$450 ;
+  wire [2:0] \_$451 ;
+  wire \_$452 ;
+  wire [2:0] \_$453 ;
+  wire \_$454 ;
+  wire [16:0] \_$455 ;
+  wire [32:0] \_$456 ;
+  wire \_$457 ;
+  wire \_$458 ;
+  wire \_$459 ;
+  wire [15:0] \_$46 ;
+  wire \_$460 ;
+  wire [16:0] \_$461 ;
+  wire [32:0] \_$462 ;
+  wire \_$463 ;
+  wire \_$464 ;
+  wire \_$465 ;
+  wire \_$466 ;
+  wire [17:0] \_$467 ;
+  wire [32:0] \_$468 ;
+  wire \_$469 ;
+  wire [17:0] \_$47 ;
+  wire \_$470 ;
+  wire \_$471 ;
+  wire \_$472 ;
+  wire \_$473 ;
+  wire \_$474 ;
+  wire \_$475 ;
+  wire \_$476 ;
+  wire \_$477 ;
+  wire \_$478 ;
+  wire [2:0] \_$479 ;
+  wire [15:0] \_$48 ;
+  wire [32:0] \_$480 ;
+  wire [2:0] \_$481 ;
+  wire [14:0] \_$482 ;
+  wire \_$483 ;
+  wire [2:0] \_$484 ;
+  wire [12:0] \_$485 ;
+  wire [32:0] \_$486 ;
+  wire [32:0] \_$487 ;
+  wire [12:0] \_$488 ;
+  wire \_$489 ;
+  wire [18:0] \_$49 ;
+  wire [14:0] \_$490 ;
+  wire [32:0] \_$491 ;
+  wire \_$492 ;
+  reg \_$493 ;
+  reg \_$494 ;
+  reg [127:0] \_$495 ;
+  reg [127:0] \_$496 ;
+  reg [127:0] \_$497 ;
+  reg [127:0] \_$498 ;
+  reg [127:0] \_$499 ;
+  wire \_$5 ;
+  wire [15:0] \_$50 ;
+  reg [127:0] \_$500 ;
+  reg [127:0] \_$501 ;
+  reg [127:0] \_$502 ;
+  reg [127:0] \_$503 ;
+  reg [511:0] \_$504 ;
+  reg [127:0] \_$505 ;
+  reg [127:0] \_$506 ;
+  reg [127:0] \_$507 ;
+  reg [127:0] \_$508 ;
+  reg [127:0] \_$509 ;
+  wire [19:0] \_$51 ;
+  reg [127:0] \_$510 ;
+  reg \_$511 ;
+  reg [15:0] \_$512 ;
+  reg [511:0] \_$513 ;
+  reg [1:0] \_$514 ;
+  reg [1:0] \_$515 ;
+  reg [16:0] \_$516 ;
+  reg [11:0] \_$517 ;
+  reg [13:0] \_$518 ;
+  reg [1:0] \_$519 ;
+  wire [15:0] \_$52 ;
+  reg [13:0] \_$520 ;
+  reg [31:0] \_$521 ;
+  reg [31:0] \_$522 ;
+  reg [31:0] \_$523 ;
+  reg [31:0] \_$524 ;
+  reg [2:0] \_$525 ;
+  reg [1:0] \_$526 ;
+  reg [1:0] \_$527 ;
+  reg \_$528 ;
+  reg \_$529 ;
+  wire [20:0] \_$53 ;
+  reg [15:0] \_$530 ;
+  wire [15:0] \_$54 ;
+  wire [21:0] \_$55 ;
+  wire [15:0] \_$56 ;
+  wire [22:0] \_$57 ;
+  wire [15:0] \_$58 ;
+  wire [23:0] \_$59 ;
+  wire \_$6 ;
+  wire [15:0] \_$60 ;
+  wire [15:0] \_$61 ;
+  wire [16:0] \_$62 ;
+  wire [15:0] \_$63 ;
+  wire [17:0] \_$64 ;
+  wire [15:0] \_$65 ;
+  wire [18:0] \_$66 ;
+  wire [15:0] \_$67 ;
+  wire [19:0] \_$68 ;
+  wire [15:0] \_$69 ;
+  wire \_$7 ;
+  wire [20:0] \_$70 ;
+  wire [15:0] \_$71 ;
+  wire [21:0] \_$72 ;
+  wire [15:0] \_$73 ;
+  wire [22:0] \_$74 ;
+  wire [15:0] \_$75 ;
+  wire [23:0] \_$76 ;
+  wire [15:0] \_$77 ;
+  wire [15:0] \_$78 ;
+  wire [16:0] \_$79 ;
+  wire \_$8 ;
+  wire [15:0] \_$80 ;
+  wire [17:0] \_$81 ;
+  wire [15:0] \_$82 ;
+  wire [18:0] \_$83 ;
+  wire [15:0] \_$84 ;
+  wire [19:0] \_$85 ;
+  wire [15:0] \_$86 ;
+  wire [20:0] \_$87 ;
+  wire [15:0] \_$88 ;
+  wire [21:0] \_$89 ;
+  wire [15:0] \_$9 ;
+  wire [15:0] \_$90 ;
+  wire [22:0] \_$91 ;
+  wire [15:0] \_$92 ;
+  wire [23:0] \_$93 ;
+  wire [15:0] \_$94 ;
+  wire [15:0] \_$95 ;
+  wire [16:0] \_$96 ;
+  wire [15:0] \_$97 ;
+  wire [17:0] \_$98 ;
+  wire [15:0] \_$99 ;
+  reg \_$signal  = 1'h0;
+  reg [1:0] \_$signal$38  = 2'h0;
+  reg [31:0] \_$signal$46  = 32'd0;
+  reg \_$signal$58  = 1'h0;
+  reg [1:0] \_$signal$60  = 2'h0;
+  reg [11:0] \_$signal$65  = 12'h000;
+  reg [31:0] \_$signal$68  = 32'd0;
+  reg [31:0] acc_ptr = 32'd0;
+  output [15:0] acc_rd__addr;
+  reg [15:0] acc_rd__addr;
+  input [511:0] acc_rd__data;
+  wire [511:0] acc_rd__data;
+  output acc_rd__en;
+  reg acc_rd__en;
+  output [15:0] acc_wr__addr;
+  reg [15:0] acc_wr__addr;
+  output [511:0] acc_wr__data;
+  reg [511:0] acc_wr__data;
+  output acc_wr__en;
+  reg acc_wr__en;
+  output [15:0] act1__addr;
+  reg [15:0] act1__addr;
+  input [127:0] act1__data;
+  wire [127:0] act1__data;
+  output act1__en;
+  reg act1__en;
+  output [15:0] act2__addr;
+  reg [15:0] act2__addr;
+  input [127:0] act2__data;
+  wire [127:0] act2__data;
+  output act2__en;
+  reg act2__en;
+  output [15:0] act__addr;
+  reg [15:0] act__addr;
+  input [127:0] act__data;
+  wire [127:0] act__data;
+  output act__en;
+  reg act__en;
+  output bad_fields;
+  wire bad_fields;
+  reg [511:0] bias = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [31:0] \bias[0] ;
+  wire [31:0] \bias[10] ;
+  wire [31:0] \bias[11] ;
+  wire [31:0] \bias[12] ;
+  wire [31:0] \bias[13] ;
+  wire [31:0] \bias[14] ;
+  wire [31:0] \bias[15] ;
+  wire [31:0] \bias[1] ;
+  wire [31:0] \bias[2] ;
+  wire [31:0] \bias[3] ;
+  wire [31:0] \bias[4] ;
+  wire [31:0] \bias[5] ;
+  wire [31:0] \bias[6] ;
+  wire [31:0] \bias[7] ;
+  wire [31:0] \bias[8] ;
+  wire [31:0] \bias[9] ;
+  reg bias_valid = 1'h0;
+  input clk;
+  wire clk;
+  reg [127:0] col0_1 = 128'h00000000000000000000000000000000;
+  wire [7:0] \col0_1[0] ;
+  wire [7:0] \col0_1[10] ;
+  wire [7:0] \col0_1[11] ;
+  wire [7:0] \col0_1[12] ;
+  wire [7:0] \col0_1[13] ;
+  wire [7:0] \col0_1[14] ;
+  wire [7:0] \col0_1[15] ;
+  wire [7:0] \col0_1[1] ;
+  wire [7:0] \col0_1[2] ;
+  wire [7:0] \col0_1[3] ;
+  wire [7:0] \col0_1[4] ;
+  wire [7:0] \col0_1[5] ;
+  wire [7:0] \col0_1[6] ;
+  wire [7:0] \col0_1[7] ;
+  wire [7:0] \col0_1[8] ;
+  wire [7:0] \col0_1[9] ;
+  reg [127:0] col0_2 = 128'h00000000000000000000000000000000;
+  wire [7:0] \col0_2[0] ;
+  wire [7:0] \col0_2[10] ;
+  wire [7:0] \col0_2[11] ;
+  wire [7:0] \col0_2[12] ;
+  wire [7:0] \col0_2[13] ;
+  wire [7:0] \col0_2[14] ;
+  wire [7:0] \col0_2[15] ;
+  wire [7:0] \col0_2[1] ;
+  wire [7:0] \col0_2[2] ;
+  wire [7:0] \col0_2[3] ;
+  wire [7:0] \col0_2[4] ;
+  wire [7:0] \col0_2[5] ;
+  wire [7:0] \col0_2[6] ;
+  wire [7:0] \col0_2[7] ;
+  wire [7:0] \col0_2[8] ;
+  wire [7:0] \col0_2[9] ;
+  reg [127:0] col1_1 = 128'h00000000000000000000000000000000;
+  wire [7:0] \col1_1[0] ;
+  wire [7:0] \col1_1[10] ;
+  wire [7:0] \col1_1[11] ;
+  wire [7:0] \col1_1[12] ;
+  wire [7:0] \col1_1[13] ;
+  wire [7:0] \col1_1[14] ;
+  wire [7:0] \col1_1[15] ;
+  wire [7:0] \col1_1[1] ;
+  wire [7:0] \col1_1[2] ;
+  wire [7:0] \col1_1[3] ;
+  wire [7:0] \col1_1[4] ;
+  wire [7:0] \col1_1[5] ;
+  wire [7:0] \col1_1[6] ;
+  wire [7:0] \col1_1[7] ;
+  wire [7:0] \col1_1[8] ;
+  wire [7:0] \col1_1[9] ;
+  reg [127:0] col1_2 = 128'h00000000000000000000000000000000;
+  wire [7:0] \col1_2[0] ;
+  wire [7:0] \col1_2[10] ;
+  wire [7:0] \col1_2[11] ;
+  wire [7:0] \col1_2[12] ;
+  wire [7:0] \col1_2[13] ;
+  wire [7:0] \col1_2[14] ;
+  wire [7:0] \col1_2[15] ;
+  wire [7:0] \col1_2[1] ;
+  wire [7:0] \col1_2[2] ;
+  wire [7:0] \col1_2[3] ;
+  wire [7:0] \col1_2[4] ;
+  wire [7:0] \col1_2[5] ;
+  wire [7:0] \col1_2[6] ;
+  wire [7:0] \col1_2[7] ;
+  wire [7:0] \col1_2[8] ;
+  wire [7:0] \col1_2[9] ;
+  reg [127:0] col2_1 = 128'h00000000000000000000000000000000;
+  wire [7:0] \col2_1[0] ;
+  wire [7:0] \col2_1[10] ;
+  wire [7:0] \col2_1[11] ;
+  wire [7:0] \col2_1[12] ;
+  wire [7:0] \col2_1[13] ;
+  wire [7:0] \col2_1[14] ;
+  wire [7:0] \col2_1[15] ;
+  wire [7:0] \col2_1[1] ;
+  wire [7:0] \col2_1[2] ;
+  wire [7:0] \col2_1[3] ;
+  wire [7:0] \col2_1[4] ;
+  wire [7:0] \col2_1[5] ;
+  wire [7:0] \col2_1[6] ;
+  wire [7:0] \col2_1[7] ;
+  wire [7:0] \col2_1[8] ;
+  wire [7:0] \col2_1[9] ;
+  reg [127:0] col2_2 = 128'h00000000000000000000000000000000;
+  wire [7:0] \col2_2[0] ;
+  wire [7:0] \col2_2[10] ;
+  wire [7:0] \col2_2[11] ;
+  wire [7:0] \col2_2[12] ;
+  wire [7:0] \col2_2[13] ;
+  wire [7:0] \col2_2[14] ;
+  wire [7:0] \col2_2[15] ;
+  wire [7:0] \col2_2[1] ;
+  wire [7:0] \col2_2[2] ;
+  wire [7:0] \col2_2[3] ;
+  wire [7:0] \col2_2[4] ;
+  wire [7:0] \col2_2[5] ;
+  wire [7:0] \col2_2[6] ;
+  wire [7:0] \col2_2[7] ;
+  wire [7:0] \col2_2[8] ;
+  wire [7:0] \col2_2[9] ;
+  reg [13:0] cols_per_row = 14'h0000;
+  output done;
+  reg done;
+  output error;
+  reg error;
+  input halt;
+  wire halt;
+  input [119:0] insn;
+  wire [119:0] insn;
+  wire [15:0] \insn.acc_addr ;
+  wire \insn.accumulate ;
+  wire [15:0] \insn.act_addr ;
+  wire [3:0] \insn.deps ;
+  wire \insn.deps.pop_next ;
+  wire \insn.deps.pop_prev ;
+  wire \insn.deps.push_next ;
+  wire \insn.deps.push_prev ;
+  wire [1:0] \insn.kh ;
+  wire [1:0] \insn.kw ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
+  wire [3:0] \insn.opcode ;
+  wire [11:0] \insn.out_h ;
+  wire [11:0] \insn.out_w ;
+  wire [15:0] \insn.param_addr ;
+  wire [15:0] \insn.pitch ;
+  wire [1:0] \insn.stride ;
+  wire \insn.use_bias ;
+  wire [15:0] \insn.wgt_addr ;
+  output [7:0] macs;
+  reg [7:0] macs;
+  output [15:0] param__addr;
+  reg [15:0] param__addr;
+  input [2047:0] param__data;
+  wire [2047:0] param__data;
+  output param__en;
+  reg param__en;
+  wire [511:0] result;
+  wire [31:0] \result[0] ;
+  wire [31:0] \result[10] ;
+  wire [31:0] \result[11] ;
+  wire [31:0] \result[12] ;
+  wire [31:0] \result[13] ;
+  wire [31:0] \result[14] ;
+  wire [31:0] \result[15] ;
+  wire [31:0] \result[1] ;
+  wire [31:0] \result[2] ;
+  wire [31:0] \result[3] ;
+  wire [31:0] \result[4] ;
+  wire [31:0] \result[5] ;
+  wire [31:0] \result[6] ;
+  wire [31:0] \result[7] ;
+  wire [31:0] \result[8] ;
+  wire [31:0] \result[9] ;
+  reg [31:0] row_step = 32'd0;
+  input rst;
+  wire rst;
+  reg [15:0] s1_acc = 16'h0000;
+  reg s1_out = 1'h0;
+  reg [15:0] s2_acc = 16'h0000;
+  reg [511:0] s2_sum = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+  wire [31:0] \s2_sum[0] ;
+  wire [31:0] \s2_sum[10] ;
+  wire [31:0] \s2_sum[11] ;
+  wire [31:0] \s2_sum[12] ;
+  wire [31:0] \s2_sum[13] ;
+  wire [31:0] \s2_sum[14] ;
+  wire [31:0] \s2_sum[15] ;
+  wire [31:0] \s2_sum[1] ;
+  wire [31:0] \s2_sum[2] ;
+  wire [31:0] \s2_sum[3] ;
+  wire [31:0] \s2_sum[4] ;
+  wire [31:0] \s2_sum[5] ;
+  wire [31:0] \s2_sum[6] ;
+  wire [31:0] \s2_sum[7] ;
+  wire [31:0] \s2_sum[8] ;
+  wire [31:0] \s2_sum[9] ;
+  reg s2_valid = 1'h0;
+  input start;
+  wire start;
+  reg [1:0] tj = 2'h0;
+  reg [127:0] w0_0 = 128'h00000000000000000000000000000000;
+  wire [7:0] \w0_0[0] ;
+  wire [7:0] \w0_0[10] ;
+  wire [7:0] \w0_0[11] ;
+  wire [7:0] \w0_0[12] ;
+  wire [7:0] \w0_0[13] ;
+  wire [7:0] \w0_0[14] ;
+  wire [7:0] \w0_0[15] ;
+  wire [7:0] \w0_0[1] ;
+  wire [7:0] \w0_0[2] ;
+  wire [7:0] \w0_0[3] ;
+  wire [7:0] \w0_0[4] ;
+  wire [7:0] \w0_0[5] ;
+  wire [7:0] \w0_0[6] ;
+  wire [7:0] \w0_0[7] ;
+  wire [7:0] \w0_0[8] ;
+  wire [7:0] \w0_0[9] ;
+  reg [127:0] w0_1 = 128'h00000000000000000000000000000000;
+  wire [7:0] \w0_1[0] ;
+  wire [7:0] \w0_1[10] ;
+  wire [7:0] \w0_1[11] ;
+  wire [7:0] \w0_1[12] ;
+  wire [7:0] \w0_1[13] ;
+  wire [7:0] \w0_1[14] ;
+  wire [7:0] \w0_1[15] ;
+  wire [7:0] \w0_1[1] ;
+  wire [7:0] \w0_1[2] ;
+  wire [7:0] \w0_1[3] ;
+  wire [7:0] \w0_1[4] ;
+  wire [7:0] \w0_1[5] ;
+  wire [7:0] \w0_1[6] ;
+  wire [7:0] \w0_1[7] ;
+  wire [7:0] \w0_1[8] ;
+  wire [7:0] \w0_1[9] ;
+  reg [127:0] w0_2 = 128'h00000000000000000000000000000000;
+  wire [7:0] \w0_2[0] ;
+  wire [7:0] \w0_2[10] ;
+  wire [7:0] \w0_2[11] ;
+  wire [7:0] \w0_2[12] ;
+  wire [7:0] \w0_2[13] ;
+  wire [7:0] \w0_2[14] ;
+  wire [7:0] \w0_2[15] ;
+  wire [7:0] \w0_2[1] ;
+  wire [7:0] \w0_2[2] ;
+  wire [7:0] \w0_2[3] ;
+  wire [7:0] \w0_2[4] ;
+  wire [7:0] \w0_2[5] ;
+  wire [7:0] \w0_2[6] ;
+  wire [7:0] \w0_2[7] ;
+  wire [7:0] \w0_2[8] ;
+  wire [7:0] \w0_2[9] ;
+  reg [127:0] w1_0 = 128'h00000000000000000000000000000000;
+  wire [7:0] \w1_0[0] ;
+  wire [7:0] \w1_0[10] ;
+  wire [7:0] \w1_0[11] ;
+  wire [7:0] \w1_0[12] ;
+  wire [7:0] \w1_0[13] ;
+  wire [7:0] \w1_0[14] ;
+  wire [7:0] \w1_0[15] ;
+  wire [7:0] \w1_0[1] ;
+  wire [7:0] \w1_0[2] ;
+  wire [7:0] \w1_0[3] ;
+  wire [7:0] \w1_0[4] ;
+  wire [7:0] \w1_0[5] ;
+  wire [7:0] \w1_0[6] ;
+  wire [7:0] \w1_0[7] ;
+  wire [7:0] \w1_0[8] ;
+  wire [7:0] \w1_0[9] ;
+  reg [127:0] w1_1 = 128'h00000000000000000000000000000000;
+  wire [7:0] \w1_1[0] ;
+  wire [7:0] \w1_1[10] ;
+  wire [7:0] \w1_1[11] ;
+  wire [7:0] \w1_1[12] ;
+  wire [7:0] \w1_1[13] ;
+  wire [7:0] \w1_1[14] ;
+  wire [7:0] \w1_1[15] ;
+  wire [7:0] \w1_1[1] ;
+  wire [7:0] \w1_1[2] ;
+  wire [7:0] \w1_1[3] ;
+  wire [7:0] \w1_1[4] ;
+  wire [7:0] \w1_1[5] ;
+  wire [7:0] \w1_1[6] ;
+  wire [7:0] \w1_1[7] ;
+  wire [7:0] \w1_1[8] ;
+  wire [7:0] \w1_1[9] ;
+  reg [127:0] w1_2 = 128'h00000000000000000000000000000000;
+  wire [7:0] \w1_2[0] ;
+  wire [7:0] \w1_2[10] ;
+  wire [7:0] \w1_2[11] ;
+  wire [7:0] \w1_2[12] ;
+  wire [7:0] \w1_2[13] ;
+  wire [7:0] \w1_2[14] ;
+  wire [7:0] \w1_2[15] ;
+  wire [7:0] \w1_2[1] ;
+  wire [7:0] \w1_2[2] ;
+  wire [7:0] \w1_2[3] ;
+  wire [7:0] \w1_2[4] ;
+  wire [7:0] \w1_2[5] ;
+  wire [7:0] \w1_2[6] ;
+  wire [7:0] \w1_2[7] ;
+  wire [7:0] \w1_2[8] ;
+  wire [7:0] \w1_2[9] ;
+  reg [127:0] w2_0 = 128'h00000000000000000000000000000000;
+  wire [7:0] \w2_0[0] ;
+  wire [7:0] \w2_0[10] ;
+  wire [7:0] \w2_0[11] ;
+  wire [7:0] \w2_0[12] ;
+  wire [7:0] \w2_0[13] ;
+  wire [7:0] \w2_0[14] ;
+  wire [7:0] \w2_0[15] ;
+  wire [7:0] \w2_0[1] ;
+  wire [7:0] \w2_0[2] ;
+  wire [7:0] \w2_0[3] ;
+  wire [7:0] \w2_0[4] ;
+  wire [7:0] \w2_0[5] ;
+  wire [7:0] \w2_0[6] ;
+  wire [7:0] \w2_0[7] ;
+  wire [7:0] \w2_0[8] ;
+  wire [7:0] \w2_0[9] ;
+  reg [127:0] w2_1 = 128'h00000000000000000000000000000000;
+  wire [7:0] \w2_1[0] ;
+  wire [7:0] \w2_1[10] ;
+  wire [7:0] \w2_1[11] ;
+  wire [7:0] \w2_1[12] ;
+  wire [7:0] \w2_1[13] ;
+  wire [7:0] \w2_1[14] ;
+  wire [7:0] \w2_1[15] ;
+  wire [7:0] \w2_1[1] ;
+  wire [7:0] \w2_1[2] ;
+  wire [7:0] \w2_1[3] ;
+  wire [7:0] \w2_1[4] ;
+  wire [7:0] \w2_1[5] ;
+  wire [7:0] \w2_1[6] ;
+  wire [7:0] \w2_1[7] ;
+  wire [7:0] \w2_1[8] ;
+  wire [7:0] \w2_1[9] ;
+  reg [127:0] w2_2 = 128'h00000000000000000000000000000000;
+  wire [7:0] \w2_2[0] ;
+  wire [7:0] \w2_2[10] ;
+  wire [7:0] \w2_2[11] ;
+  wire [7:0] \w2_2[12] ;
+  wire [7:0] \w2_2[13] ;
+  wire [7:0] \w2_2[14] ;
+  wire [7:0] \w2_2[15] ;
+  wire [7:0] \w2_2[1] ;
+  wire [7:0] \w2_2[2] ;
+  wire [7:0] \w2_2[3] ;
+  wire [7:0] \w2_2[4] ;
+  wire [7:0] \w2_2[5] ;
+  wire [7:0] \w2_2[6] ;
+  wire [7:0] \w2_2[7] ;
+  wire [7:0] \w2_2[8] ;
+  wire [7:0] \w2_2[9] ;
+  reg [1:0] \wait  = 2'h0;
+  output [15:0] wgt__addr;
+  reg [15:0] wgt__addr;
+  input [127:0] wgt__data;
+  wire [127:0] wgt__data;
+  output wgt__en;
+  reg wgt__en;
+  reg [16:0] wgt_ptr = 17'h00000;
+  reg [2:0] window_state = 3'h0;
+  wire [511:0] window_sum;
+  wire [31:0] \window_sum[0] ;
+  wire [31:0] \window_sum[10] ;
+  wire [31:0] \window_sum[11] ;
+  wire [31:0] \window_sum[12] ;
+  wire [31:0] \window_sum[13] ;
+  wire [31:0] \window_sum[14] ;
+  wire [31:0] \window_sum[15] ;
+  wire [31:0] \window_sum[1] ;
+  wire [31:0] \window_sum[2] ;
+  wire [31:0] \window_sum[3] ;
+  wire [31:0] \window_sum[4] ;
+  wire [31:0] \window_sum[5] ;
+  wire [31:0] \window_sum[6] ;
+  wire [31:0] \window_sum[7] ;
+  wire [31:0] \window_sum[8] ;
+  wire [31:0] \window_sum[9] ;
+  reg [1:0] wl_a = 2'h0;
+  reg [13:0] x = 14'h0000;
+  assign \_$469  = \_$468  >= 14'h2000;
+  assign \_$470  = \_$466  & \_$469 ;
+  assign \_$471  = \_$465  | \_$470 ;
+  assign \_$472  = ! \wait ;
+  assign \_$473  = acc_ptr >= 12'h800;
+  assign \_$474  = \_$472  & \_$473 ;
+  assign \_$475  = \_$471  | \_$474 ;
+  assign \_$476  = ~ halt;
+  assign \_$477  = ! \wait ;
+  assign \_$478  = ! \wait ;
+  assign \_$479  = insn[117:116] - 1'h1;
+  assign \_$480  = acc_ptr + 1'h1;
+  assign \_$481  = \wait  - 1'h1;
+  assign \_$482  = cols_per_row - 1'h1;
+  assign \_$483  = x == \_$482 ;
+  assign \_$484  = insn[115:114] - 1'h1;
+  assign \_$485  = \_$signal$65  + 1'h1;
+  assign \_$486  = \_$signal$68  + row_step;
+  assign \_$487  = \_$signal$68  + row_step;
+  assign \_$488  = insn[95:84] - 1'h1;
+  assign \_$489  = \_$signal$65  == \_$488 ;
+  assign \_$490  = x + 1'h1;
+  assign \_$491  = \_$signal$46  + 1'h1;
+  assign \_$492  = ~ \_$signal ;
+  always @(posedge clk)
+    \_$signal$58  <= \_$493 ;
+  always @(posedge clk)
+    bias_valid <= \_$494 ;
+  always @(posedge clk)
+    w0_0 <= \_$495 ;
+  always @(posedge clk)
+    w0_1 <= \_$496 ;
+  always @(posedge clk)
+    w0_2 <= \_$497 ;
+  always @(posedge clk)
+    w1_0 <= \_$498 ;
+  always @(posedge clk)
+    w1_1 <= \_$499 ;
+  always @(posedge clk)
+    w1_2 <= \_$500 ;
+  always @(posedge clk)
+    w2_0 <= \_$501 ;
+  always @(posedge clk)
+    w2_1 <= \_$502 ;
+  always @(posedge clk)
+    w2_2 <= \_$503 ;
+  always @(posedge clk)
+    bias <= \_$504 ;
+  always @(posedge clk)
+    col0_2 <= \_$505 ;
+  always @(posedge clk)
+    col0_1 <= \_$506 ;
+  always @(posedge clk)
+    col1_2 <= \_$507 ;
+  always @(posedge clk)
+    col1_1 <= \_$508 ;
+  always @(posedge clk)
+    col2_2 <= \_$509 ;
+  always @(posedge clk)
+    col2_1 <= \_$510 ;
+  always @(posedge clk)
+    s2_valid <= \_$511 ;
+  always @(posedge clk)
+    s2_acc <= \_$512 ;
+  always @(posedge clk)
+    s2_sum <= \_$513 ;
+  always @(posedge clk)
+    \_$signal$38  <= \_$514 ;
+  always @(posedge clk)
+    tj <= \_$515 ;
+  always @(posedge clk)
+    wgt_ptr <= \_$516 ;
+  always @(posedge clk)
+    \_$signal$65  <= \_$517 ;
+  always @(posedge clk)
+    x <= \_$518 ;
+  always @(posedge clk)
+    \wait  <= \_$519 ;
+  always @(posedge clk)
+    cols_per_row <= \_$520 ;
+  always @(posedge clk)
+    \_$signal$68  <= \_$521 ;
+  always @(posedge clk)
+    \_$signal$46  <= \_$522 ;
+  always @(posedge clk)
+    row_step <= \_$523 ;
+  always @(posedge clk)
+    acc_ptr <= \_$524 ;
+  always @(posedge clk)
+    window_state <= \_$525 ;
+  always @(posedge clk)
+    \_$signal$60  <= \_$526 ;
+  always @(posedge clk)
+    wl_a <= \_$527 ;
+  always @(posedge clk)
+    \_$signal  <= \_$528 ;
+  always @(posedge clk)
+    s1_out <= \_$529 ;
+  always @(posedge clk)
+    s1_acc <= \_$530 ;
+  assign \_$1  = ! insn[83:72];
+  assign \_$2  = ! insn[95:84];
+  assign \_$3  = \_$1  | \_$2 ;
+  assign \_$4  = ! insn[113:112];
+  assign \_$5  = \_$3  | \_$4 ;
+  assign \_$6  = ! insn[115:114];
+  assign \_$7  = \_$5  | \_$6 ;
+  assign \_$8  = ! insn[117:116];
+  assign bad_fields = \_$7  | \_$8 ;
+  assign \_$9  = $signed(w0_0[7:0]) * $signed(act__data[7:0]);
+  assign \_$10  = $signed(w0_1[7:0]) * $signed(col0_1[7:0]);
+  assign \_$11  = $signed(\_$9 ) + $signed(\_$10 );
+  assign \_$12  = $signed(w0_2[7:0]) * $signed(col0_2[7:0]);
+  assign \_$13  = $signed(\_$11 ) + $signed(\_$12 );
+  assign \_$14  = $signed(w1_0[7:0]) * $signed(act1__data[7:0]);
+  assign \_$15  = $signed(\_$13 ) + $signed(\_$14 );
+  assign \_$16  = $signed(w1_1[7:0]) * $signed(col1_1[7:0]);
+  assign \_$17  = $signed(\_$15 ) + $signed(\_$16 );
+  assign \_$18  = $signed(w1_2[7:0]) * $signed(col1_2[7:0]);
+  assign \_$19  = $signed(\_$17 ) + $signed(\_$18 );
+  assign \_$20  = $signed(w2_0[7:0]) * $signed(act2__data[7:0]);
+  assign \_$21  = $signed(\_$19 ) + $signed(\_$20 );
+  assign \_$22  = $signed(w2_1[7:0]) * $signed(col2_1[7:0]);
+  assign \_$23  = $signed(\_$21 ) + $signed(\_$22 );
+  assign \_$24  = $signed(w2_2[7:0]) * $signed(col2_2[7:0]);
+  assign \_$25  = $signed(\_$23 ) + $signed(\_$24 );
+  assign \_$26  = $signed(w0_0[15:8]) * $signed(act__data[15:8]);
+  assign \_$27  = $signed(w0_1[15:8]) * $signed(col0_1[15:8]);
+  assign \_$28  = $signed(\_$26 ) + $signed(\_$27 );
+  assign \_$29  = $signed(w0_2[15:8]) * $signed(col0_2[15:8]);
+  assign \_$30  = $signed(\_$28 ) + $signed(\_$29 );
+  assign \_$31  = $signed(w1_0[15:8]) * $signed(act1__data[15:8]);
+  assign \_$32  = $signed(\_$30 ) + $signed(\_$31 );
+  assign \_$33  = $signed(w1_1[15:8]) * $signed(col1_1[15:8]);
+  assign \_$34  = $signed(\_$32 ) + $signed(\_$33 );
+  assign \_$35  = $signed(w1_2[15:8]) * $signed(col1_2[15:8]);
+  assign \_$36  = $signed(\_$34 ) + $signed(\_$35 );
+  assign \_$37  = $signed(w2_0[15:8]) * $signed(act2__data[15:8]);
+  assign \_$38  = $signed(\_$36 ) + $signed(\_$37 );
+  assign \_$39  = $signed(w2_1[15:8]) * $signed(col2_1[15:8]);
+  assign \_$40  = $signed(\_$38 ) + $signed(\_$39 );
+  assign \_$41  = $signed(w2_2[15:8]) * $signed(col2_2[15:8]);
+  assign \_$42  = $signed(\_$40 ) + $signed(\_$41 );
+  assign \_$43  = $signed(w0_0[23:16]) * $signed(act__data[23:16]);
+  assign \_$44  = $signed(w0_1[23:16]) * $signed(col0_1[23:16]);
+  assign \_$45  = $signed(\_$43 ) + $signed(\_$44 );
+  assign \_$46  = $signed(w0_2[23:16]) * $signed(col0_2[23:16]);
+  assign \_$47  = $signed(\_$45 ) + $signed(\_$46 );
+  assign \_$48  = $signed(w1_0[23:16]) * $signed(act1__data[23:16]);
+  assign \_$49  = $signed(\_$47 ) + $signed(\_$48 );
+  assign \_$50  = $signed(w1_1[23:16]) * $signed(col1_1[23:16]);
+  assign \_$51  = $signed(\_$49 ) + $signed(\_$50 );
+  assign \_$52  = $signed(w1_2[23:16]) * $signed(col1_2[23:16]);
+  assign \_$53  = $signed(\_$51 ) + $signed(\_$52 );
+  assign \_$54  = $signed(w2_0[23:16]) * $signed(act2__data[23:16]);
+  assign \_$55  = $signed(\_$53 ) + $signed(\_$54 );
+  assign \_$56  = $signed(w2_1[23:16]) * $signed(col2_1[23:16]);
+  assign \_$57  = $signed(\_$55 ) + $signed(\_$56 );
+  assign \_$58  = $signed(w2_2[23:16]) * $signed(col2_2[23:16]);
+  assign \_$59  = $signed(\_$57 ) + $signed(\_$58 );
+  assign \_$60  = $signed(w0_0[31:24]) * $signed(act__data[31:24]);
+  assign \_$61  = $signed(w0_1[31:24]) * $signed(col0_1[31:24]);
+  assign \_$62  = $signed(\_$60 ) + $signed(\_$61 );
+  assign \_$63  = $signed(w0_2[31:24]) * $signed(col0_2[31:24]);
+  assign \_$64  = $signed(\_$62 ) + $signed(\_$63 );
+  assign \_$65  = $signed(w1_0[31:24]) * $signed(act1__data[31:24]);
+  assign \_$66  = $signed(\_$64 ) + $signed(\_$65 );
+  assign \_$67  = $signed(w1_1[31:24]) * $signed(col1_1[31:24]);
+  assign \_$68  = $signed(\_$66 ) + $signed(\_$67 );
+  assign \_$69  = $signed(w1_2[31:24]) * $signed(col1_2[31:24]);
+  assign \_$70  = $signed(\_$68 ) + $signed(\_$69 );
+  assign \_$71  = $signed(w2_0[31:24]) * $signed(act2__data[31:24]);
+  assign \_$72  = $signed(\_$70 ) + $signed(\_$71 );
+  assign \_$73  = $signed(w2_1[31:24]) * $signed(col2_1[31:24]);
+  assign \_$74  = $signed(\_$72 ) + $signed(\_$73 );
+  assign \_$75  = $signed(w2_2[31:24]) * $signed(col2_2[31:24]);
+  assign \_$76  = $signed(\_$74 ) + $signed(\_$75 );
+  assign \_$77  = $signed(w0_0[39:32]) * $signed(act__data[39:32]);
+  assign \_$78  = $signed(w0_1[39:32]) * $signed(col0_1[39:32]);
+  assign \_$79  = $signed(\_$77 ) + $signed(\_$78 );
+  assign \_$80  = $signed(w0_2[39:32]) * $signed(col0_2[39:32]);
+  assign \_$81  = $signed(\_$79 ) + $signed(\_$80 );
+  assign \_$82  = $signed(w1_0[39:32]) * $signed(act1__data[39:32]);
+  assign \_$83  = $signed(\_$81 ) + $signed(\_$82 );
+  assign \_$84  = $signed(w1_1[39:32]) * $signed(col1_1[39:32]);
+  assign \_$85  = $signed(\_$83 ) + $signed(\_$84 );
+  assign \_$86  = $signed(w1_2[39:32]) * $signed(col1_2[39:32]);
+  assign \_$87  = $signed(\_$85 ) + $signed(\_$86 );
+  assign \_$88  = $signed(w2_0[39:32]) * $signed(act2__data[39:32]);
+  assign \_$89  = $signed(\_$87 ) + $signed(\_$88 );
+  assign \_$90  = $signed(w2_1[39:32]) * $signed(col2_1[39:32]);
+  assign \_$91  = $signed(\_$89 ) + $signed(\_$90 );
+  assign \_$92  = $signed(w2_2[39:32]) * $signed(col2_2[39:32]);
+  assign \_$93  = $signed(\_$91 ) + $signed(\_$92 );
+  assign \_$94  = $signed(w0_0[47:40]) * $signed(act__data[47:40]);
+  assign \_$95  = $signed(w0_1[47:40]) * $signed(col0_1[47:40]);
+  assign \_$96  = $signed(\_$94 ) + $signed(\_$95 );
+  assign \_$97  = $signed(w0_2[47:40]) * $signed(col0_2[47:40]);
+  assign \_$98  = $signed(\_$96 ) + $signed(\_$97 );
+  assign \_$99  = $signed(w1_0[47:40]) * $signed(act1__data[47:40]);
+  assign \_$100  = $signed(\_$98 ) + $signed(\_$99 );
+  assign \_$101  = $signed(w1_1[47:40]) * $signed(col1_1[47:40]);
+  assign \_$102  = $signed(\_$100 ) + $signed(\_$101 );
+  assign \_$103  = $signed(w1_2[47:40]) * $signed(col1_2[47:40]);
+  assign \_$104  = $signed(\_$102 ) + $signed(\_$103 );
+  assign \_$105  = $signed(w2_0[47:40]) * $signed(act2__data[47:40]);
+  assign \_$106  = $signed(\_$104 ) + $signed(\_$105 );
+  assign \_$107  = $signed(w2_1[47:40]) * $signed(col2_1[47:40]);
+  assign \_$108  = $signed(\_$106 ) + $signed(\_$107 );
+  assign \_$109  = $signed(w2_2[47:40]) * $signed(col2_2[47:40]);
+  assign \_$110  = $signed(\_$108 ) + $signed(\_$109 );
+  assign \_$111  = $signed(w0_0[55:48]) * $signed(act__data[55:48]);
+  assign \_$112  = $signed(w0_1[55:48]) * $signed(col0_1[55:48]);
+  assign \_$113  = $signed(\_$111 ) + $signed(\_$112 );
+  assign \_$114  = $signed(w0_2[55:48]) * $signed(col0_2[55:48]);
+  assign \_$115  = $signed(\_$113 ) + $signed(\_$114 );
+  assign \_$116  = $signed(w1_0[55:48]) * $signed(act1__data[55:48]);
+  assign \_$117  = $signed(\_$115 ) + $signed(\_$116 );
+  assign \_$118  = $signed(w1_1[55:48]) * $signed(col1_1[55:48]);
+  assign \_$119  = $signed(\_$117 ) + $signed(\_$118 );
+  assign \_$120  = $signed(w1_2[55:48]) * $signed(col1_2[55:48]);
+  assign \_$121  = $signed(\_$119 ) + $signed(\_$120 );
+  assign \_$122  = $signed(w2_0[55:48]) * $signed(act2__data[55:48]);
+  assign \_$123  = $signed(\_$121 ) + $signed(\_$122 );
+  assign \_$124  = $signed(w2_1[55:48]) * $signed(col2_1[55:48]);
+  assign \_$125  = $signed(\_$123 ) + $signed(\_$124 );
+  assign \_$126  = $signed(w2_2[55:48]) * $signed(col2_2[55:48]);
+  assign \_$127  = $signed(\_$125 ) + $signed(\_$126 );
+  assign \_$128  = $signed(w0_0[63:56]) * $signed(act__data[63:56]);
+  assign \_$129  = $signed(w0_1[63:56]) * $signed(col0_1[63:56]);
+  assign \_$130  = $signed(\_$128 ) + $signed(\_$129 );
+  assign \_$131  = $signed(w0_2[63:56]) * $signed(col0_2[63:56]);
+  assign \_$132  = $signed(\_$130 ) + $signed(\_$131 );
+  assign \_$133  = $signed(w1_0[63:56]) * $signed(act1__data[63:56]);
+  assign \_$134  = $signed(\_$132 ) + $signed(\_$133 );
+  assign \_$135  = $signed(w1_1[63:56]) * $signed(col1_1[63:56]);
+  assign \_$136  = $signed(\_$134 ) + $signed(\_$135 );
+  assign \_$137  = $signed(w1_2[63:56]) * $signed(col1_2[63:56]);
+  assign \_$138  = $signed(\_$136 ) + $signed(\_$137 );
+  assign \_$139  = $signed(w2_0[63:56]) * $signed(act2__data[63:56]);
+  assign \_$140  = $signed(\_$138 ) + $signed(\_$139 );
+  assign \_$141  = $signed(w2_1[63:56]) * $signed(col2_1[63:56]);
+  assign \_$142  = $signed(\_$140 ) + $signed(\_$141 );
+  assign \_$143  = $signed(w2_2[63:56]) * $signed(col2_2[63:56]);
+  assign \_$144  = $signed(\_$142 ) + $signed(\_$143 );
+  assign \_$145  = $signed(w0_0[71:64]) * $signed(act__data[71:64]);
+  assign \_$146  = $signed(w0_1[71:64]) * $signed(col0_1[71:64]);
+  assign \_$147  = $signed(\_$145 ) + $signed(\_$146 );
+  assign \_$148  = $signed(w0_2[71:64]) * $signed(col0_2[71:64]);
+  assign \_$149  = $signed(\_$147 ) + $signed(\_$148 );
+  assign \_$150  = $signed(w1_0[71:64]) * $signed(act1__data[71:64]);
+  assign \_$151  = $signed(\_$149 ) + $signed(\_$150 );
+  assign \_$152  = $signed(w1_1[71:64]) * $signed(col1_1[71:64]);
+  assign \_$153  = $signed(\_$151 ) + $signed(\_$152 );
+  assign \_$154  = $signed(w1_2[71:64]) * $signed(col1_2[71:64]);
+  assign \_$155  = $signed(\_$153 ) + $signed(\_$154 );
+  assign \_$156  = $signed(w2_0[71:64]) * $signed(act2__data[71:64]);
+  assign \_$157  = $signed(\_$155 ) + $signed(\_$156 );
+  assign \_$158  = $signed(w2_1[71:64]) * $signed(col2_1[71:64]);
+  assign \_$159  = $signed(\_$157 ) + $signed(\_$158 );
+  assign \_$160  = $signed(w2_2[71:64]) * $signed(col2_2[71:64]);
+  assign \_$161  = $signed(\_$159 ) + $signed(\_$160 );
+  assign \_$162  = $signed(w0_0[79:72]) * $signed(act__data[79:72]);
+  assign \_$163  = $signed(w0_1[79:72]) * $signed(col0_1[79:72]);
+  assign \_$164  = $signed(\_$162 ) + $signed(\_$163 );
+  assign \_$165  = $signed(w0_2[79:72]) * $signed(col0_2[79:72]);
+  assign \_$166  = $signed(\_$164 ) + $signed(\_$165 );
+  assign \_$167  = $signed(w1_0[79:72]) * $signed(act1__data[79:72]);
+  assign \_$168  = $signed(\_$166 ) + $signed(\_$167 );
+  assign \_$169  = $signed(w1_1[79:72]) * $signed(col1_1[79:72]);
+  assign \_$170  = $signed(\_$168 ) + $signed(\_$169 );
+  assign \_$171  = $signed(w1_2[79:72]) * $signed(col1_2[79:72]);
+  assign \_$172  = $signed(\_$170 ) + $signed(\_$171 );
+  assign \_$173  = $signed(w2_0[79:72]) * $signed(act2__data[79:72]);
+  assign \_$174  = $signed(\_$172 ) + $signed(\_$173 );
+  assign \_$175  = $signed(w2_1[79:72]) * $signed(col2_1[79:72]);
+  assign \_$176  = $signed(\_$174 ) + $signed(\_$175 );
+  assign \_$177  = $signed(w2_2[79:72]) * $signed(col2_2[79:72]);
+  assign \_$178  = $signed(\_$176 ) + $signed(\_$177 );
+  assign \_$179  = $signed(w0_0[87:80]) * $signed(act__data[87:80]);
+  assign \_$180  = $signed(w0_1[87:80]) * $signed(col0_1[87:80]);
+  assign \_$181  = $signed(\_$179 ) + $signed(\_$180 );
+  assign \_$182  = $signed(w0_2[87:80]) * $signed(col0_2[87:80]);
+  assign \_$183  = $signed(\_$181 ) + $signed(\_$182 );
+  assign \_$184  = $signed(w1_0[87:80]) * $signed(act1__data[87:80]);
+  assign \_$185  = $signed(\_$183 ) + $signed(\_$184 );
+  assign \_$186  = $signed(w1_1[87:80]) * $signed(col1_1[87:80]);
+  assign \_$187  = $signed(\_$185 ) + $signed(\_$186 );
+  assign \_$188  = $signed(w1_2[87:80]) * $signed(col1_2[87:80]);
+  assign \_$189  = $signed(\_$187 ) + $signed(\_$188 );
+  assign \_$190  = $signed(w2_0[87:80]) * $signed(act2__data[87:80]);
+  assign \_$191  = $signed(\_$189 ) + $signed(\_$190 );
+  assign \_$192  = $signed(w2_1[87:80]) * $signed(col2_1[87:80]);
+  assign \_$193  = $signed(\_$191 ) + $signed(\_$192 );
+  assign \_$194  = $signed(w2_2[87:80]) * $signed(col2_2[87:80]);
+  assign \_$195  = $signed(\_$193 ) + $signed(\_$194 );
+  assign \_$196  = $signed(w0_0[95:88]) * $signed(act__data[95:88]);
+  assign \_$197  = $signed(w0_1[95:88]) * $signed(col0_1[95:88]);
+  assign \_$198  = $signed(\_$196 ) + $signed(\_$197 );
+  assign \_$199  = $signed(w0_2[95:88]) * $signed(col0_2[95:88]);
+  assign \_$200  = $signed(\_$198 ) + $signed(\_$199 );
+  assign \_$201  = $signed(w1_0[95:88]) * $signed(act1__data[95:88]);
+  assign \_$202  = $signed(\_$200 ) + $signed(\_$201 );
+  assign \_$203  = $signed(w1_1[95:88]) * $signed(col1_1[95:88]);
+  assign \_$204  = $signed(\_$202 ) + $signed(\_$203 );
+  assign \_$205  = $signed(w1_2[95:88]) * $signed(col1_2[95:88]);
+  assign \_$206  = $signed(\_$204 ) + $signed(\_$205 );
+  assign \_$207  = $signed(w2_0[95:88]) * $signed(act2__data[95:88]);
+  assign \_$208  = $signed(\_$206 ) + $signed(\_$207 );
+  assign \_$209  = $signed(w2_1[95:88]) * $signed(col2_1[95:88]);
+  assign \_$210  = $signed(\_$208 ) + $signed(\_$209 );
+  assign \_$211  = $signed(w2_2[95:88]) * $signed(col2_2[95:88]);
+  assign \_$212  = $signed(\_$210 ) + $signed(\_$211 );
+  assign \_$213  = $signed(w0_0[103:96]) * $signed(act__data[103:96]);
+  assign \_$214  = $signed(w0_1[103:96]) * $signed(col0_1[103:96]);
+  assign \_$215  = $signed(\_$213 ) + $signed(\_$214 );
+  assign \_$216  = $signed(w0_2[103:96]) * $signed(col0_2[103:96]);
+  assign \_$217  = $signed(\_$215 ) + $signed(\_$216 );
+  assign \_$218  = $signed(w1_0[103:96]) * $signed(act1__data[103:96]);
+  assign \_$219  = $signed(\_$217 ) + $signed(\_$218 );
+  assign \_$220  = $signed(w1_1[103:96]) * $signed(col1_1[103:96]);
+  assign \_$221  = $signed(\_$219 ) + $signed(\_$220 );
+  assign \_$222  = $signed(w1_2[103:96]) * $signed(col1_2[103:96]);
+  assign \_$223  = $signed(\_$221 ) + $signed(\_$222 );
+  assign \_$224  = $signed(w2_0[103:96]) * $signed(act2__data[103:96]);
+  assign \_$225  = $signed(\_$223 ) + $signed(\_$224 );
+  assign \_$226  = $signed(w2_1[103:96]) * $signed(col2_1[103:96]);
+  assign \_$227  = $signed(\_$225 ) + $signed(\_$226 );
+  assign \_$228  = $signed(w2_2[103:96]) * $signed(col2_2[103:96]);
+  assign \_$229  = $signed(\_$227 ) + $signed(\_$228 );
+  assign \_$230  = $signed(w0_0[111:104]) * $signed(act__data[111:104]);
+  assign \_$231  = $signed(w0_1[111:104]) * $signed(col0_1[111:104]);
+  assign \_$232  = $signed(\_$230 ) + $signed(\_$231 );
+  assign \_$233  = $signed(w0_2[111:104]) * $signed(col0_2[111:104]);
+  assign \_$234  = $signed(\_$232 ) + $signed(\_$233 );
+  assign \_$235  = $signed(w1_0[111:104]) * $signed(act1__data[111:104]);
+  assign \_$236  = $signed(\_$234 ) + $signed(\_$235 );
+  assign \_$237  = $signed(w1_1[111:104]) * $signed(col1_1[111:104]);
+  assign \_$238  = $signed(\_$236 ) + $signed(\_$237 );
+  assign \_$239  = $signed(w1_2[111:104]) * $signed(col1_2[111:104]);
+  assign \_$240  = $signed(\_$238 ) + $signed(\_$239 );
+  assign \_$241  = $signed(w2_0[111:104]) * $signed(act2__data[111:104]);
+  assign \_$242  = $signed(\_$240 ) + $signed(\_$241 );
+  assign \_$243  = $signed(w2_1[111:104]) * $signed(col2_1[111:104]);
+  assign \_$244  = $signed(\_$242 ) + $signed(\_$243 );
+  assign \_$245  = $signed(w2_2[111:104]) * $signed(col2_2[111:104]);
+  assign \_$246  = $signed(\_$244 ) + $signed(\_$245 );
+  assign \_$247  = $signed(w0_0[119:112]) * $signed(act__data[119:112]);
+  assign \_$248  = $signed(w0_1[119:112]) * $signed(col0_1[119:112]);
+  assign \_$249  = $signed(\_$247 ) + $signed(\_$248 );
+  assign \_$250  = $signed(w0_2[119:112]) * $signed(col0_2[119:112]);
+  assign \_$251  = $signed(\_$249 ) + $signed(\_$250 );
+  assign \_$252  = $signed(w1_0[119:112]) * $signed(act1__data[119:112]);
+  assign \_$253  = $signed(\_$251 ) + $signed(\_$252 );
+  assign \_$254  = $signed(w1_1[119:112]) * $signed(col1_1[119:112]);
+  assign \_$255  = $signed(\_$253 ) + $signed(\_$254 );
+  assign \_$256  = $signed(w1_2[119:112]) * $signed(col1_2[119:112]);
+  assign \_$257  = $signed(\_$255 ) + $signed(\_$256 );
+  assign \_$258  = $signed(w2_0[119:112]) * $signed(act2__data[119:112]);
+  assign \_$259  = $signed(\_$257 ) + $signed(\_$258 );
+  assign \_$260  = $signed(w2_1[119:112]) * $signed(col2_1[119:112]);
+  assign \_$261  = $signed(\_$259 ) + $signed(\_$260 );
+  assign \_$262  = $signed(w2_2[119:112]) * $signed(col2_2[119:112]);
+  assign \_$263  = $signed(\_$261 ) + $signed(\_$262 );
+  assign \_$264  = $signed(w0_0[127:120]) * $signed(act__data[127:120]);
+  assign \_$265  = $signed(w0_1[127:120]) * $signed(col0_1[127:120]);
+  assign \_$266  = $signed(\_$264 ) + $signed(\_$265 );
+  assign \_$267  = $signed(w0_2[127:120]) * $signed(col0_2[127:120]);
+  assign \_$268  = $signed(\_$266 ) + $signed(\_$267 );
+  assign \_$269  = $signed(w1_0[127:120]) * $signed(act1__data[127:120]);
+  assign \_$270  = $signed(\_$268 ) + $signed(\_$269 );
+  assign \_$271  = $signed(w1_1[127:120]) * $signed(col1_1[127:120]);
+  assign \_$272  = $signed(\_$270 ) + $signed(\_$271 );
+  assign \_$273  = $signed(w1_2[127:120]) * $signed(col1_2[127:120]);
+  assign \_$274  = $signed(\_$272 ) + $signed(\_$273 );
+  assign \_$275  = $signed(w2_0[127:120]) * $signed(act2__data[127:120]);
+  assign \_$276  = $signed(\_$274 ) + $signed(\_$275 );
+  assign \_$277  = $signed(w2_1[127:120]) * $signed(col2_1[127:120]);
+  assign \_$278  = $signed(\_$276 ) + $signed(\_$277 );
+  assign \_$279  = $signed(w2_2[127:120]) * $signed(col2_2[127:120]);
+  assign \_$280  = $signed(\_$278 ) + $signed(\_$279 );
+  assign \_$281  = \_$signal  & s1_out;
+  assign \_$282  = insn[113:112] * insn[115:114];
+  assign \_$283  = \_$282  * 5'h10;
+  assign \_$284  = insn[119] ? acc_rd__data[31:0] : 32'd0;
+  assign \_$285  = insn[118] ? bias[31:0] : 32'd0;
+  assign \_$286  = $signed(\_$284 ) + $signed(\_$285 );
+  assign \_$287  = $signed(\_$286 ) + $signed(s2_sum[31:0]);
+  assign \_$288  = insn[119] ? acc_rd__data[63:32] : 32'd0;
+  assign \_$289  = insn[118] ? bias[63:32] : 32'd0;
+  assign \_$290  = $signed(\_$288 ) + $signed(\_$289 );
+  assign \_$291  = $signed(\_$290 ) + $signed(s2_sum[63:32]);
+  assign \_$292  = insn[119] ? acc_rd__data[95:64] : 32'd0;
+  assign \_$293  = insn[118] ? bias[95:64] : 32'd0;
+  assign \_$294  = $signed(\_$292 ) + $signed(\_$293 );
+  assign \_$295  = $signed(\_$294 ) + $signed(s2_sum[95:64]);
+  assign \_$296  = insn[119] ? acc_rd__data[127:96] : 32'd0;
+  assign \_$297  = insn[118] ? bias[127:96] : 32'd0;
+  assign \_$298  = $signed(\_$296 ) + $signed(\_$297 );
+  assign \_$299  = $signed(\_$298 ) + $signed(s2_sum[127:96]);
+  assign \_$300  = insn[119] ? acc_rd__data[159:128] : 32'd0;
+  assign \_$301  = insn[118] ? bias[159:128] : 32'd0;
+  assign \_$302  = $signed(\_$300 ) + $signed(\_$301 );
+  assign \_$303  = $signed(\_$302 ) + $signed(s2_sum[159:128]);
+  assign \_$304  = insn[119] ? acc_rd__data[191:160] : 32'd0;
+  assign \_$305  = insn[118] ? bias[191:160] : 32'd0;
+  assign \_$306  = $signed(\_$304 ) + $signed(\_$305 );
+  assign \_$307  = $signed(\_$306 ) + $signed(s2_sum[191:160]);
+  assign \_$308  = insn[119] ? acc_rd__data[223:192] : 32'd0;
+  assign \_$309  = insn[118] ? bias[223:192] : 32'd0;
+  assign \_$310  = $signed(\_$308 ) + $signed(\_$309 );
+  assign \_$311  = $signed(\_$310 ) + $signed(s2_sum[223:192]);
+  assign \_$312  = insn[119] ? acc_rd__data[255:224] : 32'd0;
+  assign \_$313  = insn[118] ? bias[255:224] : 32'd0;
+  assign \_$314  = $signed(\_$312 ) + $signed(\_$313 );
+  assign \_$315  = $signed(\_$314 ) + $signed(s2_sum[255:224]);
+  assign \_$316  = insn[119] ? acc_rd__data[287:256] : 32'd0;
+  assign \_$317  = insn[118] ? bias[287:256] : 32'd0;
+  assign \_$318  = $signed(\_$316 ) + $signed(\_$317 );
+  assign \_$319  = $signed(\_$318 ) + $signed(s2_sum[287:256]);
+  assign \_$320  = insn[119] ? acc_rd__data[319:288] : 32'd0;
+  assign \_$321  = insn[118] ? bias[319:288] : 32'd0;
+  assign \_$322  = $signed(\_$320 ) + $signed(\_$321 );
+  assign \_$323  = $signed(\_$322 ) + $signed(s2_sum[319:288]);
+  assign \_$324  = insn[119] ? acc_rd__data[351:320] : 32'd0;
+  assign \_$325  = insn[118] ? bias[351:320] : 32'd0;
+  assign \_$326  = $signed(\_$324 ) + $signed(\_$325 );
+  assign \_$327  = $signed(\_$326 ) + $signed(s2_sum[351:320]);
+  assign \_$328  = insn[119] ? acc_rd__data[383:352] : 32'd0;
+  assign \_$329  = insn[118] ? bias[383:352] : 32'd0;
+  assign \_$330  = $signed(\_$328 ) + $signed(\_$329 );
+  assign \_$331  = $signed(\_$330 ) + $signed(s2_sum[383:352]);
+  assign \_$332  = insn[119] ? acc_rd__data[415:384] : 32'd0;
+  assign \_$333  = insn[118] ? bias[415:384] : 32'd0;
+  assign \_$334  = $signed(\_$332 ) + $signed(\_$333 );
+  assign \_$335  = $signed(\_$334 ) + $signed(s2_sum[415:384]);
+  assign \_$336  = insn[119] ? acc_rd__data[447:416] : 32'd0;
+  assign \_$337  = insn[118] ? bias[447:416] : 32'd0;
+  assign \_$338  = $signed(\_$336 ) + $signed(\_$337 );
+  assign \_$339  = $signed(\_$338 ) + $signed(s2_sum[447:416]);
+  assign \_$340  = insn[119] ? acc_rd__data[479:448] : 32'd0;
+  assign \_$341  = insn[118] ? bias[479:448] : 32'd0;
+  assign \_$342  = $signed(\_$340 ) + $signed(\_$341 );
+  assign \_$343  = $signed(\_$342 ) + $signed(s2_sum[479:448]);
+  assign \_$344  = insn[119] ? acc_rd__data[511:480] : 32'd0;
+  assign \_$345  = insn[118] ? bias[511:480] : 32'd0;
+  assign \_$346  = $signed(\_$344 ) + $signed(\_$345 );
+  assign \_$347  = $signed(\_$346 ) + $signed(s2_sum[511:480]);
+  assign \_$348  = wgt_ptr >= 13'h1000;
+  assign \_$349  = ! \_$signal$38 ;
+  assign \_$350  = ! tj;
+  assign \_$351  = \_$349  & \_$350 ;
+  assign \_$352  = \_$351  & insn[118];
+  assign \_$353  = insn[71:56] >= 9'h100;
+  assign \_$354  = \_$352  & \_$353 ;
+  assign \_$355  = \_$348  | \_$354 ;
+  assign \_$356  = ~ halt;
+  assign \_$357  = ! \_$signal$38 ;
+  assign \_$358  = ! tj;
+  assign \_$359  = \_$357  & \_$358 ;
+  assign \_$360  = \_$359  & insn[118];
+  assign \_$361  = insn[113:112] > 1'h0;
+  assign \_$362  = 1'h0 * insn[111:96];
+  assign \_$363  = \_$signal$46  + \_$362 ;
+  assign \_$364  = \_$363  >= 14'h2000;
+  assign \_$365  = \_$361  & \_$364 ;
+  assign \_$367  = insn[113:112] > 1'h1;
+  assign \_$368  = 1'h1 * insn[111:96];
+  assign \_$369  = \_$signal$46  + \_$368 ;
+  assign \_$370  = \_$369  >= 14'h2000;
+  assign \_$371  = \_$367  & \_$370 ;
+  assign \_$372  = \_$366  | \_$371 ;
+  assign \_$373  = insn[113:112] > 2'h2;
+  assign \_$374  = 2'h2 * insn[111:96];
+  assign \_$375  = \_$signal$46  + \_$374 ;
+  assign \_$376  = \_$375  >= 14'h2000;
+  assign \_$377  = \_$373  & \_$376 ;
+  assign \_$378  = \_$372  | \_$377 ;
+  assign \_$379  = ! \wait ;
+  assign \_$380  = acc_ptr >= 12'h800;
+  assign \_$381  = \_$379  & \_$380 ;
+  assign \_$382  = \_$378  | \_$381 ;
+  assign \_$383  = ~ halt;
+  assign \_$384  = 1'h0 * insn[111:96];
+  assign \_$385  = \_$signal$46  + \_$384 ;
+  assign \_$386  = insn[113:112] > 1'h0;
+  assign \_$387  = 1'h1 * insn[111:96];
+  assign \_$388  = \_$signal$46  + \_$387 ;
+  assign \_$389  = insn[113:112] > 1'h1;
+  assign \_$390  = 2'h2 * insn[111:96];
+  assign \_$391  = \_$signal$46  + \_$390 ;
+  assign \_$392  = insn[113:112] > 2'h2;
+  assign \_$393  = ~ \_$signal ;
+  assign \_$394  = ! window_state;
+  assign \_$395  = window_state == 1'h1;
+  assign \_$396  = window_state == 2'h2;
+  assign \_$397  = window_state == 2'h3;
+  assign \_$398  = window_state == 3'h4;
+  assign \_$399  = ! \_$signal$60 ;
+  assign \_$400  = ! wl_a;
+  assign \_$401  = \_$399  & \_$400 ;
+  assign \_$402  = ! \_$signal$60 ;
+  assign \_$403  = wl_a == 1'h1;
+  assign \_$404  = \_$402  & \_$403 ;
+  assign \_$405  = ! \_$signal$60 ;
+  assign \_$406  = wl_a == 2'h2;
+  assign \_$407  = \_$405  & \_$406 ;
+  assign \_$408  = \_$signal$60  == 1'h1;
+  assign \_$409  = ! wl_a;
+  assign \_$410  = \_$408  & \_$409 ;
+  assign \_$411  = \_$signal$60  == 1'h1;
+  assign \_$412  = wl_a == 1'h1;
+  assign \_$413  = \_$411  & \_$412 ;
+  assign \_$414  = \_$signal$60  == 1'h1;
+  assign \_$415  = wl_a == 2'h2;
+  assign \_$416  = \_$414  & \_$415 ;
+  assign \_$417  = \_$signal$60  == 2'h2;
+  assign \_$418  = ! wl_a;
+  assign \_$419  = \_$417  & \_$418 ;
+  assign \_$420  = \_$signal$60  == 2'h2;
+  assign \_$421  = wl_a == 1'h1;
+  assign \_$422  = \_$420  & \_$421 ;
+  assign \_$423  = \_$signal$60  == 2'h2;
+  assign \_$424  = wl_a == 2'h2;
+  assign \_$425  = \_$423  & \_$424 ;
+  assign \_$426  = \_$signal  & s1_out;
+  assign \_$427  = insn[115:114] - 1'h1;
+  assign \_$428  = insn[83:72] - 1'h1;
+  assign \_$429  = $signed(\_$428 ) * $signed({ 1'h0, insn[117:116] });
+  assign \_$430  = $signed(\_$429 ) + $signed({ 1'h0, insn[115:114] });
+  assign \_$431  = insn[117:116] * insn[111:96];
+  assign \_$432  = wgt_ptr >= 13'h1000;
+  assign \_$433  = ! \_$signal$38 ;
+  assign \_$434  = ! tj;
+  assign \_$435  = \_$433  & \_$434 ;
+  assign \_$436  = \_$435  & insn[118];
+  assign \_$437  = insn[71:56] >= 9'h100;
+  assign \_$438  = \_$436  & \_$437 ;
+  assign \_$439  = \_$432  | \_$438 ;
+  assign \_$440  = ~ halt;
+  assign \_$441  = ! \_$signal$38 ;
+  assign \_$442  = ! tj;
+  assign \_$443  = \_$441  & \_$442 ;
+  assign \_$444  = \_$443  & insn[118];
+  assign \_$445  = insn[115:114] - 1'h1;
+  assign \_$446  = $signed(\_$445 ) - $signed({ 1'h0, tj });
+  assign \_$447  = wgt_ptr + 1'h1;
+  assign \_$448  = insn[115:114] - 1'h1;
+  assign \_$449  = tj == \_$448 ;
+  assign \_$450  = \_$signal$38  + 1'h1;
+  assign \_$451  = insn[113:112] - 1'h1;
+  assign \_$452  = \_$signal$38  == \_$451 ;
+  assign \_$453  = tj + 1'h1;
+  assign \_$454  = insn[113:112] > 1'h0;
+  assign \_$455  = 1'h0 * insn[111:96];
+  assign \_$456  = \_$signal$46  + \_$455 ;
+  assign \_$457  = \_$456  >= 14'h2000;
+  assign \_$458  = \_$454  & \_$457 ;
+  assign \_$460  = insn[113:112] > 1'h1;
+  assign \_$461  = 1'h1 * insn[111:96];
+  assign \_$462  = \_$signal$46  + \_$461 ;
+  assign \_$463  = \_$462  >= 14'h2000;
+  assign \_$464  = \_$460  & \_$463 ;
+  assign \_$465  = \_$459  | \_$464 ;
+  assign \_$466  = insn[113:112] > 2'h2;
+  assign \_$467  = 2'h2 * insn[111:96];
+  assign \_$468  = \_$signal$46  + \_$467 ;
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    acc_rd__addr = 16'h0000;
+    if (\_$281 ) begin
+      acc_rd__addr = s1_acc;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    acc_rd__en = 1'h0;
+    if (\_$281 ) begin
+      acc_rd__en = insn[119];
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    macs = 8'h00;
+    if (\_$281 ) begin
+      macs = \_$283 [7:0];
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    acc_wr__en = 1'h0;
+    if (s2_valid) begin
+      acc_wr__en = 1'h1;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    acc_wr__addr = 16'h0000;
+    if (s2_valid) begin
+      acc_wr__addr = s2_acc;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    acc_wr__data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    if (s2_valid) begin
+      acc_wr__data = result;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    error = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$355 ) begin
+            error = 1'h1;
+          end
+      3'h3:
+          if (\_$382 ) begin
+            error = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    wgt__addr = 16'h0000;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$355 ) begin
+          end else if (\_$356 ) begin
+            wgt__addr = wgt_ptr[15:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    wgt__en = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$355 ) begin
+          end else if (\_$356 ) begin
+            wgt__en = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    param__addr = 16'h0000;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$355 ) begin
+          end else if (\_$356 ) begin
+            if (\_$360 ) begin
+              param__addr = insn[71:56];
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    param__en = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$355 ) begin
+          end else if (\_$356 ) begin
+            if (\_$360 ) begin
+              param__en = 1'h1;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    act__addr = 16'h0000;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$382 ) begin
+          end else if (\_$383 ) begin
+            act__addr = \_$385 [15:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    act__en = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$382 ) begin
+          end else if (\_$383 ) begin
+            act__en = \_$386 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    act1__addr = 16'h0000;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$382 ) begin
+          end else if (\_$383 ) begin
+            act1__addr = \_$388 [15:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    act1__en = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$382 ) begin
+          end else if (\_$383 ) begin
+            act1__en = \_$389 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    act2__addr = 16'h0000;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$382 ) begin
+          end else if (\_$383 ) begin
+            act2__addr = \_$391 [15:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    act2__en = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$382 ) begin
+          end else if (\_$383 ) begin
+            act2__en = \_$392 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    done = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          /* empty */;
+      3'h4:
+          if (\_$393 ) begin
+            done = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$493  = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$439 ) begin
+          end else if (\_$440 ) begin
+            \_$493  = 1'h1;
+          end
+    endcase
+    if (rst) begin
+      \_$493  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$494  = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$439 ) begin
+          end else if (\_$440 ) begin
+            if (\_$444 ) begin
+              \_$494  = 1'h1;
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$494  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$495  = w0_0;
+    if (\_$signal$58 ) begin
+      if (\_$401 ) begin
+        \_$495  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$495  = 128'h00000000000000000000000000000000;
+          end
+    endcase
+    if (rst) begin
+      \_$495  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$496  = w0_1;
+    if (\_$signal$58 ) begin
+      if (\_$404 ) begin
+        \_$496  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$496  = 128'h00000000000000000000000000000000;
+          end
+    endcase
+    if (rst) begin
+      \_$496  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$497  = w0_2;
+    if (\_$signal$58 ) begin
+      if (\_$407 ) begin
+        \_$497  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$497  = 128'h00000000000000000000000000000000;
+          end
+    endcase
+    if (rst) begin
+      \_$497  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$498  = w1_0;
+    if (\_$signal$58 ) begin
+      if (\_$410 ) begin
+        \_$498  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$498  = 128'h00000000000000000000000000000000;
+          end
+    endcase
+    if (rst) begin
+      \_$498  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$499  = w1_1;
+    if (\_$signal$58 ) begin
+      if (\_$413 ) begin
+        \_$499  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$499  = 128'h00000000000000000000000000000000;
+          end
+    endcase
+    if (rst) begin
+      \_$499  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$500  = w1_2;
+    if (\_$signal$58 ) begin
+      if (\_$416 ) begin
+        \_$500  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$500  = 128'h00000000000000000000000000000000;
+          end
+    endcase
+    if (rst) begin
+      \_$500  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$501  = w2_0;
+    if (\_$signal$58 ) begin
+      if (\_$419 ) begin
+        \_$501  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$501  = 128'h00000000000000000000000000000000;
+          end
+    endcase
+    if (rst) begin
+      \_$501  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$502  = w2_1;
+    if (\_$signal$58 ) begin
+      if (\_$422 ) begin
+        \_$502  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$502  = 128'h00000000000000000000000000000000;
+          end
+    endcase
+    if (rst) begin
+      \_$502  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$503  = w2_2;
+    if (\_$signal$58 ) begin
+      if (\_$425 ) begin
+        \_$503  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$503  = 128'h00000000000000000000000000000000;
+          end
+    endcase
+    if (rst) begin
+      \_$503  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$504  = bias;
+    if (bias_valid) begin
+      \_$504 [31:0] = param__data[31:0];
+      \_$504 [63:32] = param__data[159:128];
+      \_$504 [95:64] = param__data[287:256];
+      \_$504 [127:96] = param__data[415:384];
+      \_$504 [159:128] = param__data[543:512];
+      \_$504 [191:160] = param__data[671:640];
+      \_$504 [223:192] = param__data[799:768];
+      \_$504 [255:224] = param__data[927:896];
+      \_$504 [287:256] = param__data[1055:1024];
+      \_$504 [319:288] = param__data[1183:1152];
+      \_$504 [351:320] = param__data[1311:1280];
+      \_$504 [383:352] = param__data[1439:1408];
+      \_$504 [415:384] = param__data[1567:1536];
+      \_$504 [447:416] = param__data[1695:1664];
+      \_$504 [479:448] = param__data[1823:1792];
+      \_$504 [511:480] = param__data[1951:1920];
+    end
+    if (rst) begin
+      \_$504  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$505  = col0_2;
+    if (\_$signal ) begin
+      \_$505  = col0_1;
+    end
+    if (rst) begin
+      \_$505  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$506  = col0_1;
+    if (\_$signal ) begin
+      \_$506  = act__data;
+    end
+    if (rst) begin
+      \_$506  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$507  = col1_2;
+    if (\_$signal ) begin
+      \_$507  = col1_1;
+    end
+    if (rst) begin
+      \_$507  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$508  = col1_1;
+    if (\_$signal ) begin
+      \_$508  = act1__data;
+    end
+    if (rst) begin
+      \_$508  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$509  = col2_2;
+    if (\_$signal ) begin
+      \_$509  = col2_1;
+    end
+    if (rst) begin
+      \_$509  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$510  = col2_1;
+    if (\_$signal ) begin
+      \_$510  = act2__data;
+    end
+    if (rst) begin
+      \_$510  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$511  = \_$426 ;
+    if (rst) begin
+      \_$511  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$512  = s1_acc;
+    if (rst) begin
+      \_$512  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$513  = window_sum;
+    if (rst) begin
+      \_$513  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$514  = \_$signal$38 ;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$514  = 2'h0;
+          end
+      3'h1:
+          if (\_$439 ) begin
+          end else if (\_$440 ) begin
+            if (\_$449 ) begin
+              \_$514  = \_$450 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$514  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$515  = tj;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$515  = 2'h0;
+          end
+      3'h1:
+          if (\_$439 ) begin
+          end else if (\_$440 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$449 ) begin
+              \_$515  = 2'h0;
+            end else begin
+              \_$515  = \_$453 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$515  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$516  = wgt_ptr;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$516  = { 1'h0, insn[23:8] };
+          end
+      3'h1:
+          if (\_$439 ) begin
+          end else if (\_$440 ) begin
+            \_$516  = \_$447 [16:0];
+          end
+    endcase
+    if (rst) begin
+      \_$516  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$517  = \_$signal$65 ;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$517  = 12'h000;
+          end
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$475 ) begin
+          end else if (\_$476 ) begin
+            if (\_$483 ) begin
+              \_$517  = \_$485 [11:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$517  = 12'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$518  = x;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$518  = 14'h0000;
+          end
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$475 ) begin
+          end else if (\_$476 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$483 ) begin
+              \_$518  = 14'h0000;
+            end else begin
+              \_$518  = \_$490 [13:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$518  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$519  = \wait ;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$519  = \_$427 [1:0];
+          end
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$475 ) begin
+          end else if (\_$476 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$478 ) begin
+              \_$519  = \_$479 [1:0];
+            end else begin
+              \_$519  = \_$481 [1:0];
+            end
+            if (\_$483 ) begin
+              \_$519  = \_$484 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$519  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$520  = cols_per_row;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$520  = \_$430 [13:0];
+          end
+    endcase
+    if (rst) begin
+      \_$520  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$521  = \_$signal$68 ;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$521  = { 16'h0000, insn[39:24] };
+          end
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$475 ) begin
+          end else if (\_$476 ) begin
+            if (\_$483 ) begin
+              \_$521  = \_$486 [31:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$521  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$522  = \_$signal$46 ;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$522  = { 16'h0000, insn[39:24] };
+          end
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$475 ) begin
+          end else if (\_$476 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$483 ) begin
+              \_$522  = \_$487 [31:0];
+            end else begin
+              \_$522  = \_$491 [31:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$522  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$523  = row_step;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$523  = { 14'h0000, \_$431  };
+          end
+    endcase
+    if (rst) begin
+      \_$523  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$524  = acc_ptr;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$524  = { 16'h0000, insn[55:40] };
+          end
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$475 ) begin
+          end else if (\_$476 ) begin
+            if (\_$478 ) begin
+              \_$524  = \_$480 [31:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$524  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$525  = window_state;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$525  = 3'h1;
+          end
+      3'h1:
+          if (\_$439 ) begin
+            \_$525  = 3'h2;
+          end else if (\_$440 ) begin
+            if (\_$449 ) begin
+              if (\_$452 ) begin
+                \_$525  = 3'h3;
+              end
+            end
+          end
+      3'h3:
+          if (\_$475 ) begin
+            \_$525  = 3'h2;
+          end else if (\_$476 ) begin
+            if (\_$483 ) begin
+              if (\_$489 ) begin
+                \_$525  = 3'h4;
+              end
+            end
+          end
+      3'h4:
+          if (\_$492 ) begin
+            \_$525  = 3'h0;
+          end
+    endcase
+    if (rst) begin
+      \_$525  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$526  = \_$signal$60 ;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$439 ) begin
+          end else if (\_$440 ) begin
+            \_$526  = \_$signal$38 ;
+          end
+    endcase
+    if (rst) begin
+      \_$526  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$527  = wl_a;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$439 ) begin
+          end else if (\_$440 ) begin
+            \_$527  = \_$446 [1:0];
+          end
+    endcase
+    if (rst) begin
+      \_$527  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$528  = \_$signal ;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+        begin
+          \_$528  = 1'h0;
+          if (\_$475 ) begin
+          end else if (\_$476 ) begin
+            \_$528  = 1'h1;
+          end
+        end
+      3'h4:
+          \_$528  = 1'h0;
+    endcase
+    if (rst) begin
+      \_$528  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$529  = s1_out;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$475 ) begin
+          end else if (\_$476 ) begin
+            \_$529  = \_$477 ;
+          end
+    endcase
+    if (rst) begin
+      \_$529  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    \_$530  = s1_acc;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$475 ) begin
+          end else if (\_$476 ) begin
+            \_$530  = acc_ptr[15:0];
+          end
+    endcase
+    if (rst) begin
+      \_$530  = 16'h0000;
+    end
+  end
+  assign \insn.opcode  = insn[3:0];
+  assign \insn.deps  = insn[7:4];
+  assign \insn.deps.pop_prev  = insn[4];
+  assign \insn.deps.pop_next  = insn[5];
+  assign \insn.deps.push_prev  = insn[6];
+  assign \insn.deps.push_next  = insn[7];
+  assign \insn.wgt_addr  = insn[23:8];
+  assign \insn.act_addr  = insn[39:24];
+  assign \insn.acc_addr  = insn[55:40];
+  assign \insn.param_addr  = insn[71:56];
+  assign \insn.out_w  = insn[83:72];
+  assign \insn.out_h  = insn[95:84];
+  assign \insn.pitch  = insn[111:96];
+  assign \insn.kh  = insn[113:112];
+  assign \insn.kw  = insn[115:114];
+  assign \insn.stride  = insn[117:116];
+  assign \insn.use_bias  = insn[118];
+  assign \insn.accumulate  = insn[119];
+  assign \window_sum[0]  = window_sum[31:0];
+  assign \window_sum[1]  = window_sum[63:32];
+  assign \window_sum[2]  = window_sum[95:64];
+  assign \window_sum[3]  = window_sum[127:96];
+  assign \window_sum[4]  = window_sum[159:128];
+  assign \window_sum[5]  = window_sum[191:160];
+  assign \window_sum[6]  = window_sum[223:192];
+  assign \window_sum[7]  = window_sum[255:224];
+  assign \window_sum[8]  = window_sum[287:256];
+  assign \window_sum[9]  = window_sum[319:288];
+  assign \window_sum[10]  = window_sum[351:320];
+  assign \window_sum[11]  = window_sum[383:352];
+  assign \window_sum[12]  = window_sum[415:384];
+  assign \window_sum[13]  = window_sum[447:416];
+  assign \window_sum[14]  = window_sum[479:448];
+  assign \window_sum[15]  = window_sum[511:480];
+  assign \w0_0[0]  = w0_0[7:0];
+  assign \w0_0[1]  = w0_0[15:8];
+  assign \w0_0[2]  = w0_0[23:16];
+  assign \w0_0[3]  = w0_0[31:24];
+  assign \w0_0[4]  = w0_0[39:32];
+  assign \w0_0[5]  = w0_0[47:40];
+  assign \w0_0[6]  = w0_0[55:48];
+  assign \w0_0[7]  = w0_0[63:56];
+  assign \w0_0[8]  = w0_0[71:64];
+  assign \w0_0[9]  = w0_0[79:72];
+  assign \w0_0[10]  = w0_0[87:80];
+  assign \w0_0[11]  = w0_0[95:88];
+  assign \w0_0[12]  = w0_0[103:96];
+  assign \w0_0[13]  = w0_0[111:104];
+  assign \w0_0[14]  = w0_0[119:112];
+  assign \w0_0[15]  = w0_0[127:120];
+  assign \w0_1[0]  = w0_1[7:0];
+  assign \w0_1[1]  = w0_1[15:8];
+  assign \w0_1[2]  = w0_1[23:16];
+  assign \w0_1[3]  = w0_1[31:24];
+  assign \w0_1[4]  = w0_1[39:32];
+  assign \w0_1[5]  = w0_1[47:40];
+  assign \w0_1[6]  = w0_1[55:48];
+  assign \w0_1[7]  = w0_1[63:56];
+  assign \w0_1[8]  = w0_1[71:64];
+  assign \w0_1[9]  = w0_1[79:72];
+  assign \w0_1[10]  = w0_1[87:80];
+  assign \w0_1[11]  = w0_1[95:88];
+  assign \w0_1[12]  = w0_1[103:96];
+  assign \w0_1[13]  = w0_1[111:104];
+  assign \w0_1[14]  = w0_1[119:112];
+  assign \w0_1[15]  = w0_1[127:120];
+  assign \col0_1[0]  = col0_1[7:0];
+  assign \col0_1[1]  = col0_1[15:8];
+  assign \col0_1[2]  = col0_1[23:16];
+  assign \col0_1[3]  = col0_1[31:24];
+  assign \col0_1[4]  = col0_1[39:32];
+  assign \col0_1[5]  = col0_1[47:40];
+  assign \col0_1[6]  = col0_1[55:48];
+  assign \col0_1[7]  = col0_1[63:56];
+  assign \col0_1[8]  = col0_1[71:64];
+  assign \col0_1[9]  = col0_1[79:72];
+  assign \col0_1[10]  = col0_1[87:80];
+  assign \col0_1[11]  = col0_1[95:88];
+  assign \col0_1[12]  = col0_1[103:96];
+  assign \col0_1[13]  = col0_1[111:104];
+  assign \col0_1[14]  = col0_1[119:112];
+  assign \col0_1[15]  = col0_1[127:120];
+  assign \w0_2[0]  = w0_2[7:0];
+  assign \w0_2[1]  = w0_2[15:8];
+  assign \w0_2[2]  = w0_2[23:16];
+  assign \w0_2[3]  = w0_2[31:24];
+  assign \w0_2[4]  = w0_2[39:32];
+  assign \w0_2[5]  = w0_2[47:40];
+  assign \w0_2[6]  = w0_2[55:48];
+  assign \w0_2[7]  = w0_2[63:56];
+  assign \w0_2[8]  = w0_2[71:64];
+  assign \w0_2[9]  = w0_2[79:72];
+  assign \w0_2[10]  = w0_2[87:80];
+  assign \w0_2[11]  = w0_2[95:88];
+  assign \w0_2[12]  = w0_2[103:96];
+  assign \w0_2[13]  = w0_2[111:104];
+  assign \w0_2[14]  = w0_2[119:112];
+  assign \w0_2[15]  = w0_2[127:120];
+  assign \col0_2[0]  = col0_2[7:0];
+  assign \col0_2[1]  = col0_2[15:8];
+  assign \col0_2[2]  = col0_2[23:16];
+  assign \col0_2[3]  = col0_2[31:24];
+  assign \col0_2[4]  = col0_2[39:32];
+  assign \col0_2[5]  = col0_2[47:40];
+  assign \col0_2[6]  = col0_2[55:48];
+  assign \col0_2[7]  = col0_2[63:56];
+  assign \col0_2[8]  = col0_2[71:64];
+  assign \col0_2[9]  = col0_2[79:72];
+  assign \col0_2[10]  = col0_2[87:80];
+  assign \col0_2[11]  = col0_2[95:88];
+  assign \col0_2[12]  = col0_2[103:96];
+  assign \col0_2[13]  = col0_2[111:104];
+  assign \col0_2[14]  = col0_2[119:112];
+  assign \col0_2[15]  = col0_2[127:120];
+  assign \w1_0[0]  = w1_0[7:0];
+  assign \w1_0[1]  = w1_0[15:8];
+  assign \w1_0[2]  = w1_0[23:16];
+  assign \w1_0[3]  = w1_0[31:24];
+  assign \w1_0[4]  = w1_0[39:32];
+  assign \w1_0[5]  = w1_0[47:40];
+  assign \w1_0[6]  = w1_0[55:48];
+  assign \w1_0[7]  = w1_0[63:56];
+  assign \w1_0[8]  = w1_0[71:64];
+  assign \w1_0[9]  = w1_0[79:72];
+  assign \w1_0[10]  = w1_0[87:80];
+  assign \w1_0[11]  = w1_0[95:88];
+  assign \w1_0[12]  = w1_0[103:96];
+  assign \w1_0[13]  = w1_0[111:104];
+  assign \w1_0[14]  = w1_0[119:112];
+  assign \w1_0[15]  = w1_0[127:120];
+  assign \w1_1[0]  = w1_1[7:0];
+  assign \w1_1[1]  = w1_1[15:8];
+  assign \w1_1[2]  = w1_1[23:16];
+  assign \w1_1[3]  = w1_1[31:24];
+  assign \w1_1[4]  = w1_1[39:32];
+  assign \w1_1[5]  = w1_1[47:40];
+  assign \w1_1[6]  = w1_1[55:48];
+  assign \w1_1[7]  = w1_1[63:56];
+  assign \w1_1[8]  = w1_1[71:64];
+  assign \w1_1[9]  = w1_1[79:72];
+  assign \w1_1[10]  = w1_1[87:80];
+  assign \w1_1[11]  = w1_1[95:88];
+  assign \w1_1[12]  = w1_1[103:96];
+  assign \w1_1[13]  = w1_1[111:104];
+  assign \w1_1[14]  = w1_1[119:112];
+  assign \w1_1[15]  = w1_1[127:120];
+  assign \col1_1[0]  = col1_1[7:0];
+  assign \col1_1[1]  = col1_1[15:8];
+  assign \col1_1[2]  = col1_1[23:16];
+  assign \col1_1[3]  = col1_1[31:24];
+  assign \col1_1[4]  = col1_1[39:32];
+  assign \col1_1[5]  = col1_1[47:40];
+  assign \col1_1[6]  = col1_1[55:48];
+  assign \col1_1[7]  = col1_1[63:56];
+  assign \col1_1[8]  = col1_1[71:64];
+  assign \col1_1[9]  = col1_1[79:72];
+  assign \col1_1[10]  = col1_1[87:80];
+  assign \col1_1[11]  = col1_1[95:88];
+  assign \col1_1[12]  = col1_1[103:96];
+  assign \col1_1[13]  = col1_1[111:104];
+  assign \col1_1[14]  = col1_1[119:112];
+  assign \col1_1[15]  = col1_1[127:120];
+  assign \w1_2[0]  = w1_2[7:0];
+  assign \w1_2[1]  = w1_2[15:8];
+  assign \w1_2[2]  = w1_2[23:16];
+  assign \w1_2[3]  = w1_2[31:24];
+  assign \w1_2[4]  = w1_2[39:32];
+  assign \w1_2[5]  = w1_2[47:40];
+  assign \w1_2[6]  = w1_2[55:48];
+  assign \w1_2[7]  = w1_2[63:56];
+  assign \w1_2[8]  = w1_2[71:64];
+  assign \w1_2[9]  = w1_2[79:72];
+  assign \w1_2[10]  = w1_2[87:80];
+  assign \w1_2[11]  = w1_2[95:88];
+  assign \w1_2[12]  = w1_2[103:96];
+  assign \w1_2[13]  = w1_2[111:104];
+  assign \w1_2[14]  = w1_2[119:112];
+  assign \w1_2[15]  = w1_2[127:120];
+  assign \col1_2[0]  = col1_2[7:0];
+  assign \col1_2[1]  = col1_2[15:8];
+  assign \col1_2[2]  = col1_2[23:16];
+  assign \col1_2[3]  = col1_2[31:24];
+  assign \col1_2[4]  = col1_2[39:32];
+  assign \col1_2[5]  = col1_2[47:40];
+  assign \col1_2[6]  = col1_2[55:48];
+  assign \col1_2[7]  = col1_2[63:56];
+  assign \col1_2[8]  = col1_2[71:64];
+  assign \col1_2[9]  = col1_2[79:72];
+  assign \col1_2[10]  = col1_2[87:80];
+  assign \col1_2[11]  = col1_2[95:88];
+  assign \col1_2[12]  = col1_2[103:96];
+  assign \col1_2[13]  = col1_2[111:104];
+  assign \col1_2[14]  = col1_2[119:112];
+  assign \col1_2[15]  = col1_2[127:120];
+  assign \w2_0[0]  = w2_0[7:0];
+  assign \w2_0[1]  = w2_0[15:8];
+  assign \w2_0[2]  = w2_0[23:16];
+  assign \w2_0[3]  = w2_0[31:24];
+  assign \w2_0[4]  = w2_0[39:32];
+  assign \w2_0[5]  = w2_0[47:40];
+  assign \w2_0[6]  = w2_0[55:48];
+  assign \w2_0[7]  = w2_0[63:56];
+  assign \w2_0[8]  = w2_0[71:64];
+  assign \w2_0[9]  = w2_0[79:72];
+  assign \w2_0[10]  = w2_0[87:80];
+  assign \w2_0[11]  = w2_0[95:88];
+  assign \w2_0[12]  = w2_0[103:96];
+  assign \w2_0[13]  = w2_0[111:104];
+  assign \w2_0[14]  = w2_0[119:112];
+  assign \w2_0[15]  = w2_0[127:120];
+  assign \w2_1[0]  = w2_1[7:0];
+  assign \w2_1[1]  = w2_1[15:8];
+  assign \w2_1[2]  = w2_1[23:16];
+  assign \w2_1[3]  = w2_1[31:24];
+  assign \w2_1[4]  = w2_1[39:32];
+  assign \w2_1[5]  = w2_1[47:40];
+  assign \w2_1[6]  = w2_1[55:48];
+  assign \w2_1[7]  = w2_1[63:56];
+  assign \w2_1[8]  = w2_1[71:64];
+  assign \w2_1[9]  = w2_1[79:72];
+  assign \w2_1[10]  = w2_1[87:80];
+  assign \w2_1[11]  = w2_1[95:88];
+  assign \w2_1[12]  = w2_1[103:96];
+  assign \w2_1[13]  = w2_1[111:104];
+  assign \w2_1[14]  = w2_1[119:112];
+  assign \w2_1[15]  = w2_1[127:120];
+  assign \col2_1[0]  = col2_1[7:0];
+  assign \col2_1[1]  = col2_1[15:8];
+  assign \col2_1[2]  = col2_1[23:16];
+  assign \col2_1[3]  = col2_1[31:24];
+  assign \col2_1[4]  = col2_1[39:32];
+  assign \col2_1[5]  = col2_1[47:40];
+  assign \col2_1[6]  = col2_1[55:48];
+  assign \col2_1[7]  = col2_1[63:56];
+  assign \col2_1[8]  = col2_1[71:64];
+  assign \col2_1[9]  = col2_1[79:72];
+  assign \col2_1[10]  = col2_1[87:80];
+  assign \col2_1[11]  = col2_1[95:88];
+  assign \col2_1[12]  = col2_1[103:96];
+  assign \col2_1[13]  = col2_1[111:104];
+  assign \col2_1[14]  = col2_1[119:112];
+  assign \col2_1[15]  = col2_1[127:120];
+  assign \w2_2[0]  = w2_2[7:0];
+  assign \w2_2[1]  = w2_2[15:8];
+  assign \w2_2[2]  = w2_2[23:16];
+  assign \w2_2[3]  = w2_2[31:24];
+  assign \w2_2[4]  = w2_2[39:32];
+  assign \w2_2[5]  = w2_2[47:40];
+  assign \w2_2[6]  = w2_2[55:48];
+  assign \w2_2[7]  = w2_2[63:56];
+  assign \w2_2[8]  = w2_2[71:64];
+  assign \w2_2[9]  = w2_2[79:72];
+  assign \w2_2[10]  = w2_2[87:80];
+  assign \w2_2[11]  = w2_2[95:88];
+  assign \w2_2[12]  = w2_2[103:96];
+  assign \w2_2[13]  = w2_2[111:104];
+  assign \w2_2[14]  = w2_2[119:112];
+  assign \w2_2[15]  = w2_2[127:120];
+  assign \col2_2[0]  = col2_2[7:0];
+  assign \col2_2[1]  = col2_2[15:8];
+  assign \col2_2[2]  = col2_2[23:16];
+  assign \col2_2[3]  = col2_2[31:24];
+  assign \col2_2[4]  = col2_2[39:32];
+  assign \col2_2[5]  = col2_2[47:40];
+  assign \col2_2[6]  = col2_2[55:48];
+  assign \col2_2[7]  = col2_2[63:56];
+  assign \col2_2[8]  = col2_2[71:64];
+  assign \col2_2[9]  = col2_2[79:72];
+  assign \col2_2[10]  = col2_2[87:80];
+  assign \col2_2[11]  = col2_2[95:88];
+  assign \col2_2[12]  = col2_2[103:96];
+  assign \col2_2[13]  = col2_2[111:104];
+  assign \col2_2[14]  = col2_2[119:112];
+  assign \col2_2[15]  = col2_2[127:120];
+  assign \result[0]  = result[31:0];
+  assign \result[1]  = result[63:32];
+  assign \result[2]  = result[95:64];
+  assign \result[3]  = result[127:96];
+  assign \result[4]  = result[159:128];
+  assign \result[5]  = result[191:160];
+  assign \result[6]  = result[223:192];
+  assign \result[7]  = result[255:224];
+  assign \result[8]  = result[287:256];
+  assign \result[9]  = result[319:288];
+  assign \result[10]  = result[351:320];
+  assign \result[11]  = result[383:352];
+  assign \result[12]  = result[415:384];
+  assign \result[13]  = result[447:416];
+  assign \result[14]  = result[479:448];
+  assign \result[15]  = result[511:480];
+  assign \bias[0]  = bias[31:0];
+  assign \bias[1]  = bias[63:32];
+  assign \bias[2]  = bias[95:64];
+  assign \bias[3]  = bias[127:96];
+  assign \bias[4]  = bias[159:128];
+  assign \bias[5]  = bias[191:160];
+  assign \bias[6]  = bias[223:192];
+  assign \bias[7]  = bias[255:224];
+  assign \bias[8]  = bias[287:256];
+  assign \bias[9]  = bias[319:288];
+  assign \bias[10]  = bias[351:320];
+  assign \bias[11]  = bias[383:352];
+  assign \bias[12]  = bias[415:384];
+  assign \bias[13]  = bias[447:416];
+  assign \bias[14]  = bias[479:448];
+  assign \bias[15]  = bias[511:480];
+  assign \s2_sum[0]  = s2_sum[31:0];
+  assign \s2_sum[1]  = s2_sum[63:32];
+  assign \s2_sum[2]  = s2_sum[95:64];
+  assign \s2_sum[3]  = s2_sum[127:96];
+  assign \s2_sum[4]  = s2_sum[159:128];
+  assign \s2_sum[5]  = s2_sum[191:160];
+  assign \s2_sum[6]  = s2_sum[223:192];
+  assign \s2_sum[7]  = s2_sum[255:224];
+  assign \s2_sum[8]  = s2_sum[287:256];
+  assign \s2_sum[9]  = s2_sum[319:288];
+  assign \s2_sum[10]  = s2_sum[351:320];
+  assign \s2_sum[11]  = s2_sum[383:352];
+  assign \s2_sum[12]  = s2_sum[415:384];
+  assign \s2_sum[13]  = s2_sum[447:416];
+  assign \s2_sum[14]  = s2_sum[479:448];
+  assign \s2_sum[15]  = s2_sum[511:480];
+  assign result[511:480] = \_$347 [31:0];
+  assign result[479:448] = \_$343 [31:0];
+  assign result[447:416] = \_$339 [31:0];
+  assign result[415:384] = \_$335 [31:0];
+  assign result[383:352] = \_$331 [31:0];
+  assign result[351:320] = \_$327 [31:0];
+  assign result[319:288] = \_$323 [31:0];
+  assign result[287:256] = \_$319 [31:0];
+  assign result[255:224] = \_$315 [31:0];
+  assign result[223:192] = \_$311 [31:0];
+  assign result[191:160] = \_$307 [31:0];
+  assign result[159:128] = \_$303 [31:0];
+  assign result[127:96] = \_$299 [31:0];
+  assign result[95:64] = \_$295 [31:0];
+  assign result[63:32] = \_$291 [31:0];
+  assign result[31:0] = \_$287 [31:0];
+  assign window_sum[511:480] = { \_$280 [23], \_$280 [23], \_$280 [23], \_$280 [23], \_$280 [23], \_$280 [23], \_$280 [23], \_$280 [23], \_$280  };
+  assign window_sum[479:448] = { \_$263 [23], \_$263 [23], \_$263 [23], \_$263 [23], \_$263 [23], \_$263 [23], \_$263 [23], \_$263 [23], \_$263  };
+  assign window_sum[447:416] = { \_$246 [23], \_$246 [23], \_$246 [23], \_$246 [23], \_$246 [23], \_$246 [23], \_$246 [23], \_$246 [23], \_$246  };
+  assign window_sum[415:384] = { \_$229 [23], \_$229 [23], \_$229 [23], \_$229 [23], \_$229 [23], \_$229 [23], \_$229 [23], \_$229 [23], \_$229  };
+  assign window_sum[383:352] = { \_$212 [23], \_$212 [23], \_$212 [23], \_$212 [23], \_$212 [23], \_$212 [23], \_$212 [23], \_$212 [23], \_$212  };
+  assign window_sum[351:320] = { \_$195 [23], \_$195 [23], \_$195 [23], \_$195 [23], \_$195 [23], \_$195 [23], \_$195 [23], \_$195 [23], \_$195  };
+  assign window_sum[319:288] = { \_$178 [23], \_$178 [23], \_$178 [23], \_$178 [23], \_$178 [23], \_$178 [23], \_$178 [23], \_$178 [23], \_$178  };
+  assign window_sum[287:256] = { \_$161 [23], \_$161 [23], \_$161 [23], \_$161 [23], \_$161 [23], \_$161 [23], \_$161 [23], \_$161 [23], \_$161  };
+  assign window_sum[255:224] = { \_$144 [23], \_$144 [23], \_$144 [23], \_$144 [23], \_$144 [23], \_$144 [23], \_$144 [23], \_$144 [23], \_$144  };
+  assign window_sum[223:192] = { \_$127 [23], \_$127 [23], \_$127 [23], \_$127 [23], \_$127 [23], \_$127 [23], \_$127 [23], \_$127 [23], \_$127  };
+  assign window_sum[191:160] = { \_$110 [23], \_$110 [23], \_$110 [23], \_$110 [23], \_$110 [23], \_$110 [23], \_$110 [23], \_$110 [23], \_$110  };
+  assign window_sum[159:128] = { \_$93 [23], \_$93 [23], \_$93 [23], \_$93 [23], \_$93 [23], \_$93 [23], \_$93 [23], \_$93 [23], \_$93  };
+  assign window_sum[127:96] = { \_$76 [23], \_$76 [23], \_$76 [23], \_$76 [23], \_$76 [23], \_$76 [23], \_$76 [23], \_$76 [23], \_$76  };
+  assign window_sum[95:64] = { \_$59 [23], \_$59 [23], \_$59 [23], \_$59 [23], \_$59 [23], \_$59 [23], \_$59 [23], \_$59 [23], \_$59  };
+  assign window_sum[63:32] = { \_$42 [23], \_$42 [23], \_$42 [23], \_$42 [23], \_$42 [23], \_$42 [23], \_$42 [23], \_$42 [23], \_$42  };
+  assign window_sum[31:0] = { \_$25 [23], \_$25 [23], \_$25 [23], \_$25 [23], \_$25 [23], \_$25 [23], \_$25 [23], \_$25 [23], \_$25  };
+  assign \_$366  = \_$365 ;
+  assign \_$459  = \_$458 ;
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$264  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [4:0] \_$11 ;
@@ -44689,7 +47864,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [3:0];
@@ -44699,7 +47874,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [3:0];
@@ -44709,7 +47884,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [3:0];
@@ -44722,7 +47897,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$263 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -44744,7 +47919,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, compute_q__ready, store_q__ready, bus__resp__valid, bus__resp__payload, halt, load_q__payload, compute_q__payload, store_q__payload, load_q__valid, compute_q__valid, store_q__valid, stalled, bus__req__payload, error, error_code, ended
 , pc, bus__req__ready, insn_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$264  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$265  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$11 ;
@@ -45028,7 +48203,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     .w_en(bus__resp__valid)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     \_$signal  = 1'h0;
     casez (word[3:0])
       4'h1:
@@ -45047,10 +48222,12 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
           \_$signal  = 1'h1;
       4'h8:
           \_$signal  = 1'h1;
+      4'h9:
+          \_$signal  = 1'h1;
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     target = 2'h0;
     casez (word[3:0])
       4'h1:
@@ -45067,10 +48244,14 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
           target = word[9:8];
       4'h7:
           target = 2'h2;
+      4'h8:
+          /* empty */;
+      4'h9:
+          target = 2'h1;
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     \_$signal$22  = 1'h0;
     casez (word[3:0])
       4'h1:
@@ -45088,7 +48269,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     is_end = 1'h0;
     casez (word[3:0])
       4'h1:
@@ -45110,7 +48291,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     room = 1'h0;
     casez (target)
       2'h0:
@@ -45122,7 +48303,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     load_q__valid = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -45135,7 +48316,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     compute_q__valid = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -45148,7 +48329,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     store_q__valid = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -45161,7 +48342,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     stalled = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -45174,7 +48355,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     \_$78  = running;
     if (start) begin
       \_$78  = 1'h1;
@@ -45184,7 +48365,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     \_$79  = next_addr;
     if (start) begin
       \_$79  = { 1'h0, insn_base };
@@ -45197,7 +48378,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     \_$80  = insn_addr;
     if (start) begin
       \_$80  = insn_base;
@@ -45218,7 +48399,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     \_$81  = have;
     if (start) begin
       \_$81  = 1'h0;
@@ -45242,7 +48423,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     \_$82  = word;
     if (\_$40 ) begin
       \_$82  = \_$43 ;
@@ -45252,7 +48433,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     \_$83  = error;
     if (\_$51 ) begin
       if (\_$52 ) begin
@@ -45269,7 +48450,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     \_$84  = error_code;
     if (\_$51 ) begin
       if (\_$52 ) begin
@@ -45286,7 +48467,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     \_$85  = ended;
     if (\_$51 ) begin
       if (\_$52 ) begin
@@ -45300,7 +48481,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$264 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
     \_$86  = pc;
     if (\_$51 ) begin
       (* full_case = 32'd1 *)
@@ -45346,7 +48527,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch.port (rst, addr__valid, r_en, bus__req__valid, addr__ready, empty, data__payload, w_en, w_data, bus__req__payload, data__valid, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$265  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$266  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -45412,7 +48593,7 @@ module \sim_top.accel.fetch.port (rst, addr__valid, r_en, bus__req__valid, addr_
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
     \_$9  = \_$8 [4:0];
     if (rst) begin
       \_$9  = 5'h00;
@@ -45428,7 +48609,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$266  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$267  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [4:0] \_$11 ;
@@ -45547,7 +48728,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [3:0];
@@ -45557,7 +48738,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [3:0];
@@ -45567,7 +48748,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [3:0];
@@ -45580,7 +48761,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$266 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -45602,7 +48783,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, desc_bus__req__valid, data_bus__req__valid, act__addr, queue__payload, deps__room_next, deps__has_next, bus__resp__valid, \bus__resp__valid$42 , bus__resp__payload, halt, pending, pending_index, idle, token_wait, deps__pop_next
 , queue__ready, busy, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, index, \error$111 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$36 , desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$267  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$268  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
@@ -45947,6 +49128,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] opcode;
   wire [15:0] param__addr;
   wire [2047:0] param__data;
@@ -46179,8 +49361,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$10847$0 (lines__payload[19:0]),
-    .\port$10847$48 (lines__payload[48]),
+    .\port$11433$0 (lines__payload[19:0]),
+    .\port$11433$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -46189,7 +49371,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .w_rdy(w_rdy)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     pending = queue__valid;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -46204,7 +49386,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     pending_index = queue__payload[159:128];
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -46219,7 +49401,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     idle = 1'h0;
     casez (frame_state)
       2'h0:
@@ -46227,7 +49409,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     token_wait = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -46242,7 +49424,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     deps__pop_prev = 1'h0;
     casez (frame_state)
       2'h0:
@@ -46254,7 +49436,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     deps__pop_next = 1'h0;
     casez (frame_state)
       2'h0:
@@ -46266,7 +49448,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     queue__ready = 1'h0;
     casez (frame_state)
       2'h0:
@@ -46278,7 +49460,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     start = 1'h0;
     casez (frame_state)
       2'h0:
@@ -46290,7 +49472,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     busy = 1'h0;
     casez (frame_state)
       2'h0:
@@ -46302,7 +49484,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     running = 1'h0;
     casez (frame_state)
       2'h0:
@@ -46314,7 +49496,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     deps__push_prev = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -46331,7 +49513,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     deps__push_next = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -46348,7 +49530,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     retired = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -46365,7 +49547,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$signal  = 16'h0000;
     casez (desc[1:0])
       2'h0:
@@ -46377,7 +49559,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$signal$64  = 17'h00000;
     casez (desc[1:0])
       2'h0:
@@ -46389,7 +49571,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     beats = 16'h0000;
     casez (desc[1:0])
       2'h0:
@@ -46401,7 +49583,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     done = 1'h0;
     casez (load_state)
       3'h0:
@@ -46419,7 +49601,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \start$71  = 1'h0;
     casez (load_state)
       3'h0:
@@ -46433,7 +49615,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \start$73  = 1'h0;
     casez (load_state)
       3'h0:
@@ -46451,7 +49633,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \addr__valid$80  = 1'h0;
     if (\_$38 ) begin
       if (lines__payload[48]) begin
@@ -46460,7 +49642,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     data_bus__req__payload = 32'd0;
     if (\_$38 ) begin
       if (lines__payload[48]) begin
@@ -46469,7 +49651,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     lines__ready = 1'h0;
     if (\_$38 ) begin
       (* full_case = 32'd1 *)
@@ -46485,7 +49667,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     w_en = 1'h0;
     if (\_$38 ) begin
       (* full_case = 32'd1 *)
@@ -46501,7 +49683,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     line_data = 2048'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -46519,7 +49701,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     write = 1'h0;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -46537,7 +49719,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     r_en = 1'h0;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -46555,7 +49737,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \data__ready$92  = 1'h0;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -46566,7 +49748,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     dram_wait = 1'h0;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -46577,7 +49759,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     whole = 2048'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -46627,7 +49809,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$111  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -46653,7 +49835,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$112  = word;
     casez (frame_state)
       2'h0:
@@ -46668,7 +49850,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$113  = index;
     casez (frame_state)
       2'h0:
@@ -46683,7 +49865,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$114  = \error$111 ;
     if (\_$82 ) begin
       \_$114  = 1'h1;
@@ -46710,7 +49892,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$115  = error_code;
     if (\_$82 ) begin
       \_$115  = 4'h2;
@@ -46737,14 +49919,14 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$116  = \_$86 [6:0];
     if (rst) begin
       \_$116  = 7'h00;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$117  = load_state;
     casez (load_state)
       3'h0:
@@ -46777,7 +49959,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$118  = walking;
     casez (load_state)
       3'h0:
@@ -46801,7 +49983,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$119  = issued;
     if (\_$98 ) begin
       if (lines__payload[48]) begin
@@ -46820,7 +50002,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$120  = received;
     if (\_$105 ) begin
       (* full_case = 32'd1 *)
@@ -46842,7 +50024,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
     \_$121  = assembled;
     if (\_$105 ) begin
       (* full_case = 32'd1 *)
@@ -47020,7 +50202,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start, lines__ready, desc, lines__payload, busy, lines__valid, error, error_code, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$268  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$269  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
   wire [32:0] \_$100 ;
@@ -47498,7 +50680,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   always @(posedge clk)
     i3 <= \_$174 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     busy = 1'h0;
     casez (walk_state)
       2'h0:
@@ -47510,7 +50692,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     lines__valid = 1'h0;
     casez (walk_state)
       2'h0:
@@ -47525,7 +50707,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$152  = error;
     casez (walk_state)
       2'h0:
@@ -47546,7 +50728,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$153  = error_code;
     casez (walk_state)
       2'h0:
@@ -47567,7 +50749,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$154  = walk_state;
     casez (walk_state)
       2'h0:
@@ -47598,7 +50780,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$155  = local0;
     casez (walk_state)
       2'h0:
@@ -47626,7 +50808,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$156  = local1;
     casez (walk_state)
       2'h0:
@@ -47657,7 +50839,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$157  = local2;
     casez (walk_state)
       2'h0:
@@ -47691,7 +50873,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$158  = local3;
     casez (walk_state)
       2'h0:
@@ -47728,7 +50910,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$159  = dram0;
     casez (walk_state)
       2'h0:
@@ -47756,7 +50938,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$160  = dram1;
     casez (walk_state)
       2'h0:
@@ -47787,7 +50969,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$161  = dram2;
     casez (walk_state)
       2'h0:
@@ -47821,7 +51003,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$162  = dram3;
     casez (walk_state)
       2'h0:
@@ -47858,7 +51040,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$163  = y0;
     casez (walk_state)
       2'h0:
@@ -47886,7 +51068,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$164  = y1;
     casez (walk_state)
       2'h0:
@@ -47917,7 +51099,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$165  = y2;
     casez (walk_state)
       2'h0:
@@ -47951,7 +51133,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$166  = y3;
     casez (walk_state)
       2'h0:
@@ -47988,7 +51170,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$167  = x0;
     casez (walk_state)
       2'h0:
@@ -48016,7 +51198,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$168  = x1;
     casez (walk_state)
       2'h0:
@@ -48047,7 +51229,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$169  = x2;
     casez (walk_state)
       2'h0:
@@ -48081,7 +51263,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$170  = x3;
     casez (walk_state)
       2'h0:
@@ -48118,7 +51300,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$171  = i0;
     casez (walk_state)
       2'h0:
@@ -48146,7 +51328,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$172  = i1;
     casez (walk_state)
       2'h0:
@@ -48177,7 +51359,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$173  = i2;
     casez (walk_state)
       2'h0:
@@ -48211,7 +51393,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$268 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
     \_$174  = i3;
     casez (walk_state)
       2'h0:
@@ -48301,7 +51483,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.data_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, addr__valid, bus__req__payload, r_en, data__valid, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$269  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$270  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -48366,7 +51548,7 @@ module \sim_top.accel.load.data_port (rst, bus__req__valid, addr__ready, data__p
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$269 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$270 ) begin end
     \_$9  = \_$8 [6:0];
     if (rst) begin
       \_$9  = 7'h00;
@@ -48382,7 +51564,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$270  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$271  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [6:0] \_$11 ;
@@ -48501,7 +51683,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$270 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$271 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [5:0];
@@ -48511,7 +51693,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$270 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$271 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [5:0];
@@ -48521,7 +51703,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$270 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$271 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [5:0];
@@ -48534,7 +51716,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$270 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$271 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -48555,7 +51737,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.desc_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, data__valid, addr__valid, bus__req__payload, r_en, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$271  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$272  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -48620,7 +51802,7 @@ module \sim_top.accel.load.desc_port (rst, bus__req__valid, addr__ready, data__p
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$271 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$272 ) begin end
     \_$9  = \_$8 [2:0];
     if (rst) begin
       \_$9  = 3'h0;
@@ -48636,7 +51818,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$272  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$273  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [2:0] \_$11 ;
@@ -48755,7 +51937,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$272 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [1:0];
@@ -48765,7 +51947,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$272 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [1:0];
@@ -48775,7 +51957,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$272 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [1:0];
@@ -48788,7 +51970,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$272 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -48809,7 +51991,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__payload, start, index, data__valid, addr__valid, addr__payload, data__ready, done, error, desc, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$273  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$274  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
   wire \_$11 ;
@@ -48947,7 +52129,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
   always @(posedge clk)
     word <= \_$24 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
     addr__valid = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -48957,7 +52139,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
     addr__payload = 32'd0;
     casez (fetch_state)
       2'h0:
@@ -48967,7 +52149,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
     data__ready = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -48977,7 +52159,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
     done = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -48989,7 +52171,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
     \_$18  = error;
     casez (fetch_state)
       2'h0:
@@ -49004,7 +52186,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
     \_$19  = error_code;
     casez (fetch_state)
       2'h0:
@@ -49019,7 +52201,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
     \_$20  = fetch_state;
     casez (fetch_state)
       2'h0:
@@ -49045,7 +52227,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
     \_$21  = address;
     casez (fetch_state)
       2'h0:
@@ -49062,7 +52244,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
     \_$22  = requested;
     casez (fetch_state)
       2'h0:
@@ -49083,7 +52265,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
     \_$23  = received;
     casez (fetch_state)
       2'h0:
@@ -49104,7 +52286,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$273 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
     \_$24  = word;
     casez (fetch_state)
       2'h0:
@@ -49157,8 +52339,8 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10847$0 , \port$10847$48 , r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$274  = 0;
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$11433$0 , \port$11433$48 , r_rdy, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$275  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [6:0] \_$11 ;
@@ -49199,10 +52381,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [19:0] \port$10847$0 ;
-  wire [19:0] \port$10847$0 ;
-  input \port$10847$48 ;
-  wire \port$10847$48 ;
+  input [19:0] \port$11433$0 ;
+  wire [19:0] \port$11433$0 ;
+  input \port$11433$48 ;
+  wire \port$11433$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [20:0] r_data;
@@ -49229,7 +52411,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10
   reg [20:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$10847$0 [19:16], \port$10847$48 , \port$10847$0 [15:0] };
+      storage[w_port__addr] <= { \port$11433$0 [19:16], \port$11433$48 , \port$11433$0 [15:0] };
   end
   reg [20:0] _0_;
   always @(posedge clk) begin
@@ -49281,7 +52463,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [5:0];
@@ -49291,7 +52473,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [5:0];
@@ -49301,7 +52483,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [5:0];
@@ -49314,7 +52496,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$274 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -49328,15 +52510,15 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$10847$0 [19:16], \port$10847$48 , \port$10847$0 [15:0] };
-  assign w_data = { \port$10847$0 [19:16], \port$10847$48 , \port$10847$0 [15:0] };
+  assign w_port__data = { \port$11433$0 [19:16], \port$11433$48 , \port$11433$0 [15:0] };
+  assign w_data = { \port$11433$0 [19:16], \port$11433$48 , \port$11433$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$275  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$276  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [4:0] \_$11 ;
@@ -49456,7 +52638,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [3:0];
@@ -49466,7 +52648,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [3:0];
@@ -49476,7 +52658,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [3:0];
@@ -49489,7 +52671,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$275 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -49511,7 +52693,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, param__data, acc__data, bus__resp__payload, halt, perf, pending, pending_index, idle, token_wait, deps__pop_prev, queue__ready, busy
 , deps__push_prev, retired, param__addr, param__en, wr__valid, wr__payload, index, \error$87 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$276  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$277  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
@@ -51595,6 +54777,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] opcode;
   output [15:0] param__addr;
   reg [15:0] param__addr;
@@ -54079,7 +57262,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     .start(\start$77 )
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$233 , \_$204 [6:0] })
       8'h00:
@@ -54597,7 +57780,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$320 , \_$291 [6:0] })
       8'h00:
@@ -55115,7 +58298,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$407 , \_$378 [6:0] })
       8'h00:
@@ -55633,7 +58816,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$494 , \_$465 [6:0] })
       8'h00:
@@ -56151,7 +59334,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$581 , \_$552 [6:0] })
       8'h00:
@@ -56669,7 +59852,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$668 , \_$639 [6:0] })
       8'h00:
@@ -57187,7 +60370,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$755 , \_$726 [6:0] })
       8'h00:
@@ -57705,7 +60888,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$842 , \_$813 [6:0] })
       8'h00:
@@ -58223,7 +61406,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$929 , \_$900 [6:0] })
       8'h00:
@@ -58741,7 +61924,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$1016 , \_$987 [6:0] })
       8'h00:
@@ -59259,7 +62442,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$1103 , \_$1074 [6:0] })
       8'h00:
@@ -59777,7 +62960,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$1190 , \_$1161 [6:0] })
       8'h00:
@@ -60295,7 +63478,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$1277 , \_$1248 [6:0] })
       8'h00:
@@ -60813,7 +63996,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$1364 , \_$1335 [6:0] })
       8'h00:
@@ -61331,7 +64514,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$1451 , \_$1422 [6:0] })
       8'h00:
@@ -61849,7 +65032,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$1538 , \_$1509 [6:0] })
       8'h00:
@@ -62367,7 +65550,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     pending = queue__valid;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -62382,7 +65565,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     pending_index = queue__payload[159:128];
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -62397,7 +65580,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     idle = 1'h0;
     casez (frame_state)
       2'h0:
@@ -62405,7 +65588,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     token_wait = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -62420,7 +65603,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     deps__pop_prev = 1'h0;
     casez (frame_state)
       2'h0:
@@ -62432,7 +65615,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     deps__pop_next = 1'h0;
     casez (frame_state)
       2'h0:
@@ -62444,7 +65627,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     queue__ready = 1'h0;
     casez (frame_state)
       2'h0:
@@ -62456,7 +65639,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     start = 1'h0;
     casez (frame_state)
       2'h0:
@@ -62468,7 +65651,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     busy = 1'h0;
     casez (frame_state)
       2'h0:
@@ -62480,7 +65663,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     running = 1'h0;
     casez (frame_state)
       2'h0:
@@ -62492,7 +65675,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     deps__push_prev = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -62509,7 +65692,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     deps__push_next = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -62526,7 +65709,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     retired = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -62543,7 +65726,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
     casez (word[49:48])
       2'h0:
@@ -62557,7 +65740,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     param__addr = \_$48 [15:0];
     casez (store_state)
       3'h0:
@@ -62571,7 +65754,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     param__en = \_$59 ;
     casez (store_state)
       3'h0:
@@ -62585,7 +65768,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     wr__valid = 1'h0;
     if (writing_perf) begin
       wr__valid = 1'h1;
@@ -62594,7 +65777,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     wr__payload = 176'h00000000000000000000000000000000000000000000;
     if (writing_perf) begin
       wr__payload[31:0] = \_$61 [31:0];
@@ -62607,7 +65790,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \start$77  = 1'h0;
     casez (store_state)
       3'h0:
@@ -62619,7 +65802,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     done = 1'h0;
     casez (store_state)
       3'h0:
@@ -62646,7 +65829,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \start$80  = 1'h0;
     casez (store_state)
       3'h0:
@@ -62670,7 +65853,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1607  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -62696,7 +65879,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1608  = word;
     casez (frame_state)
       2'h0:
@@ -62711,7 +65894,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1609  = index;
     casez (frame_state)
       2'h0:
@@ -62726,7 +65909,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1610  = \error$87 ;
     if (\_$113 ) begin
       \_$1610  = 1'h1;
@@ -62767,7 +65950,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1611  = error_code;
     if (\_$113 ) begin
       \_$1611  = 4'h2;
@@ -62808,7 +65991,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1612  = \_$signal ;
     if (\_$126 ) begin
       \_$1612  = lines__payload[48];
@@ -62820,7 +66003,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1613  = b_dram;
     if (\_$126 ) begin
       \_$1613  = lines__payload[47:16];
@@ -62830,7 +66013,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1614  = walking;
     if (\_$126 ) begin
       if (lines__payload[113]) begin
@@ -62862,7 +66045,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1615  = \_$signal$59 ;
     if (\_$173 ) begin
       \_$1615  = 1'h1;
@@ -62874,7 +66057,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1616  = \_$signal$74 ;
     if (\_$173 ) begin
       \_$1616  = b_dram;
@@ -62884,7 +66067,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1617  = c_line;
     if (\_$173 ) begin
       \_$1617  = { \_$1568 , \_$1481 , \_$1394 , \_$1307 , \_$1220 , \_$1133 , \_$1046 , \_$959 , \_$872 , \_$785 , \_$698 , \_$611 , \_$524 , \_$437 , \_$350 , \_$263  };
@@ -62894,7 +66077,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1618  = c_beat;
     if (\_$173 ) begin
       \_$1618  = 1'h0;
@@ -62907,7 +66090,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1619  = store_state;
     casez (store_state)
       3'h0:
@@ -62959,7 +66142,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1620  = record;
     casez (store_state)
       3'h0:
@@ -62980,7 +66163,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1621  = perf_addr;
     casez (store_state)
       3'h0:
@@ -63000,7 +66183,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1622  = perf_beat;
     casez (store_state)
       3'h0:
@@ -63028,7 +66211,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1623  = writing_perf;
     casez (store_state)
       3'h0:
@@ -63058,7 +66241,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1624  = table_step;
     casez (store_state)
       3'h0:
@@ -63081,7 +66264,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1625  = table_0;
     casez (store_state)
       3'h0:
@@ -63100,7 +66283,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1626  = table_1;
     casez (store_state)
       3'h0:
@@ -63119,7 +66302,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1627  = table_2;
     casez (store_state)
       3'h0:
@@ -63138,7 +66321,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1628  = table_3;
     casez (store_state)
       3'h0:
@@ -63157,7 +66340,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1629  = table_4;
     casez (store_state)
       3'h0:
@@ -63176,7 +66359,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1630  = table_5;
     casez (store_state)
       3'h0:
@@ -63195,7 +66378,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1631  = table_6;
     casez (store_state)
       3'h0:
@@ -63214,7 +66397,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1632  = table_7;
     casez (store_state)
       3'h0:
@@ -63233,7 +66416,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1633  = table_8;
     casez (store_state)
       3'h0:
@@ -63252,7 +66435,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1634  = table_9;
     casez (store_state)
       3'h0:
@@ -63271,7 +66454,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1635  = table_10;
     casez (store_state)
       3'h0:
@@ -63290,7 +66473,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1636  = table_11;
     casez (store_state)
       3'h0:
@@ -63309,7 +66492,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1637  = table_12;
     casez (store_state)
       3'h0:
@@ -63328,7 +66511,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1638  = table_13;
     casez (store_state)
       3'h0:
@@ -63347,7 +66530,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1639  = table_14;
     casez (store_state)
       3'h0:
@@ -63366,7 +66549,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1640  = table_15;
     casez (store_state)
       3'h0:
@@ -63385,7 +66568,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1641  = table_16;
     casez (store_state)
       3'h0:
@@ -63404,7 +66587,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1642  = table_17;
     casez (store_state)
       3'h0:
@@ -63423,7 +66606,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1643  = table_18;
     casez (store_state)
       3'h0:
@@ -63442,7 +66625,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1644  = table_19;
     casez (store_state)
       3'h0:
@@ -63461,7 +66644,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1645  = table_20;
     casez (store_state)
       3'h0:
@@ -63480,7 +66663,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1646  = table_21;
     casez (store_state)
       3'h0:
@@ -63499,7 +66682,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1647  = table_22;
     casez (store_state)
       3'h0:
@@ -63518,7 +66701,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1648  = table_23;
     casez (store_state)
       3'h0:
@@ -63537,7 +66720,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1649  = table_24;
     casez (store_state)
       3'h0:
@@ -63556,7 +66739,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1650  = table_25;
     casez (store_state)
       3'h0:
@@ -63575,7 +66758,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1651  = table_26;
     casez (store_state)
       3'h0:
@@ -63594,7 +66777,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1652  = table_27;
     casez (store_state)
       3'h0:
@@ -63613,7 +66796,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1653  = table_28;
     casez (store_state)
       3'h0:
@@ -63632,7 +66815,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1654  = table_29;
     casez (store_state)
       3'h0:
@@ -63651,7 +66834,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1655  = table_30;
     casez (store_state)
       3'h0:
@@ -63670,7 +66853,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1656  = table_31;
     casez (store_state)
       3'h0:
@@ -63689,7 +66872,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1657  = table_32;
     casez (store_state)
       3'h0:
@@ -63708,7 +66891,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1658  = table_33;
     casez (store_state)
       3'h0:
@@ -63727,7 +66910,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1659  = table_34;
     casez (store_state)
       3'h0:
@@ -63746,7 +66929,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1660  = table_35;
     casez (store_state)
       3'h0:
@@ -63765,7 +66948,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1661  = table_36;
     casez (store_state)
       3'h0:
@@ -63784,7 +66967,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1662  = table_37;
     casez (store_state)
       3'h0:
@@ -63803,7 +66986,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1663  = table_38;
     casez (store_state)
       3'h0:
@@ -63822,7 +67005,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1664  = table_39;
     casez (store_state)
       3'h0:
@@ -63841,7 +67024,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1665  = table_40;
     casez (store_state)
       3'h0:
@@ -63860,7 +67043,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1666  = table_41;
     casez (store_state)
       3'h0:
@@ -63879,7 +67062,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1667  = table_42;
     casez (store_state)
       3'h0:
@@ -63898,7 +67081,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1668  = table_43;
     casez (store_state)
       3'h0:
@@ -63917,7 +67100,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1669  = table_44;
     casez (store_state)
       3'h0:
@@ -63936,7 +67119,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1670  = table_45;
     casez (store_state)
       3'h0:
@@ -63955,7 +67138,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1671  = table_46;
     casez (store_state)
       3'h0:
@@ -63974,7 +67157,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1672  = table_47;
     casez (store_state)
       3'h0:
@@ -63993,7 +67176,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1673  = table_48;
     casez (store_state)
       3'h0:
@@ -64012,7 +67195,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1674  = table_49;
     casez (store_state)
       3'h0:
@@ -64031,7 +67214,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1675  = table_50;
     casez (store_state)
       3'h0:
@@ -64050,7 +67233,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1676  = table_51;
     casez (store_state)
       3'h0:
@@ -64069,7 +67252,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1677  = table_52;
     casez (store_state)
       3'h0:
@@ -64088,7 +67271,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1678  = table_53;
     casez (store_state)
       3'h0:
@@ -64107,7 +67290,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1679  = table_54;
     casez (store_state)
       3'h0:
@@ -64126,7 +67309,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1680  = table_55;
     casez (store_state)
       3'h0:
@@ -64145,7 +67328,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1681  = table_56;
     casez (store_state)
       3'h0:
@@ -64164,7 +67347,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1682  = table_57;
     casez (store_state)
       3'h0:
@@ -64183,7 +67366,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1683  = table_58;
     casez (store_state)
       3'h0:
@@ -64202,7 +67385,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1684  = table_59;
     casez (store_state)
       3'h0:
@@ -64221,7 +67404,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1685  = table_60;
     casez (store_state)
       3'h0:
@@ -64240,7 +67423,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1686  = table_61;
     casez (store_state)
       3'h0:
@@ -64259,7 +67442,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1687  = table_62;
     casez (store_state)
       3'h0:
@@ -64278,7 +67461,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1688  = table_63;
     casez (store_state)
       3'h0:
@@ -64297,7 +67480,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1689  = table_64;
     casez (store_state)
       3'h0:
@@ -64316,7 +67499,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1690  = table_65;
     casez (store_state)
       3'h0:
@@ -64335,7 +67518,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1691  = table_66;
     casez (store_state)
       3'h0:
@@ -64354,7 +67537,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1692  = table_67;
     casez (store_state)
       3'h0:
@@ -64373,7 +67556,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1693  = table_68;
     casez (store_state)
       3'h0:
@@ -64392,7 +67575,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1694  = table_69;
     casez (store_state)
       3'h0:
@@ -64411,7 +67594,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1695  = table_70;
     casez (store_state)
       3'h0:
@@ -64430,7 +67613,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1696  = table_71;
     casez (store_state)
       3'h0:
@@ -64449,7 +67632,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1697  = table_72;
     casez (store_state)
       3'h0:
@@ -64468,7 +67651,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1698  = table_73;
     casez (store_state)
       3'h0:
@@ -64487,7 +67670,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1699  = table_74;
     casez (store_state)
       3'h0:
@@ -64506,7 +67689,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1700  = table_75;
     casez (store_state)
       3'h0:
@@ -64525,7 +67708,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1701  = table_76;
     casez (store_state)
       3'h0:
@@ -64544,7 +67727,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1702  = table_77;
     casez (store_state)
       3'h0:
@@ -64563,7 +67746,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1703  = table_78;
     casez (store_state)
       3'h0:
@@ -64582,7 +67765,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1704  = table_79;
     casez (store_state)
       3'h0:
@@ -64601,7 +67784,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1705  = table_80;
     casez (store_state)
       3'h0:
@@ -64620,7 +67803,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1706  = table_81;
     casez (store_state)
       3'h0:
@@ -64639,7 +67822,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1707  = table_82;
     casez (store_state)
       3'h0:
@@ -64658,7 +67841,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1708  = table_83;
     casez (store_state)
       3'h0:
@@ -64677,7 +67860,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1709  = table_84;
     casez (store_state)
       3'h0:
@@ -64696,7 +67879,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1710  = table_85;
     casez (store_state)
       3'h0:
@@ -64715,7 +67898,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1711  = table_86;
     casez (store_state)
       3'h0:
@@ -64734,7 +67917,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1712  = table_87;
     casez (store_state)
       3'h0:
@@ -64753,7 +67936,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1713  = table_88;
     casez (store_state)
       3'h0:
@@ -64772,7 +67955,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1714  = table_89;
     casez (store_state)
       3'h0:
@@ -64791,7 +67974,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1715  = table_90;
     casez (store_state)
       3'h0:
@@ -64810,7 +67993,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1716  = table_91;
     casez (store_state)
       3'h0:
@@ -64829,7 +68012,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1717  = table_92;
     casez (store_state)
       3'h0:
@@ -64848,7 +68031,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1718  = table_93;
     casez (store_state)
       3'h0:
@@ -64867,7 +68050,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1719  = table_94;
     casez (store_state)
       3'h0:
@@ -64886,7 +68069,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1720  = table_95;
     casez (store_state)
       3'h0:
@@ -64905,7 +68088,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1721  = table_96;
     casez (store_state)
       3'h0:
@@ -64924,7 +68107,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1722  = table_97;
     casez (store_state)
       3'h0:
@@ -64943,7 +68126,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1723  = table_98;
     casez (store_state)
       3'h0:
@@ -64962,7 +68145,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1724  = table_99;
     casez (store_state)
       3'h0:
@@ -64981,7 +68164,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1725  = table_100;
     casez (store_state)
       3'h0:
@@ -65000,7 +68183,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1726  = table_101;
     casez (store_state)
       3'h0:
@@ -65019,7 +68202,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1727  = table_102;
     casez (store_state)
       3'h0:
@@ -65038,7 +68221,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1728  = table_103;
     casez (store_state)
       3'h0:
@@ -65057,7 +68240,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1729  = table_104;
     casez (store_state)
       3'h0:
@@ -65076,7 +68259,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1730  = table_105;
     casez (store_state)
       3'h0:
@@ -65095,7 +68278,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1731  = table_106;
     casez (store_state)
       3'h0:
@@ -65114,7 +68297,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1732  = table_107;
     casez (store_state)
       3'h0:
@@ -65133,7 +68316,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1733  = table_108;
     casez (store_state)
       3'h0:
@@ -65152,7 +68335,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1734  = table_109;
     casez (store_state)
       3'h0:
@@ -65171,7 +68354,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1735  = table_110;
     casez (store_state)
       3'h0:
@@ -65190,7 +68373,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1736  = table_111;
     casez (store_state)
       3'h0:
@@ -65209,7 +68392,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1737  = table_112;
     casez (store_state)
       3'h0:
@@ -65228,7 +68411,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1738  = table_113;
     casez (store_state)
       3'h0:
@@ -65247,7 +68430,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1739  = table_114;
     casez (store_state)
       3'h0:
@@ -65266,7 +68449,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1740  = table_115;
     casez (store_state)
       3'h0:
@@ -65285,7 +68468,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1741  = table_116;
     casez (store_state)
       3'h0:
@@ -65304,7 +68487,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1742  = table_117;
     casez (store_state)
       3'h0:
@@ -65323,7 +68506,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1743  = table_118;
     casez (store_state)
       3'h0:
@@ -65342,7 +68525,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1744  = table_119;
     casez (store_state)
       3'h0:
@@ -65361,7 +68544,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1745  = table_120;
     casez (store_state)
       3'h0:
@@ -65380,7 +68563,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1746  = table_121;
     casez (store_state)
       3'h0:
@@ -65399,7 +68582,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1747  = table_122;
     casez (store_state)
       3'h0:
@@ -65418,7 +68601,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1748  = table_123;
     casez (store_state)
       3'h0:
@@ -65437,7 +68620,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1749  = table_124;
     casez (store_state)
       3'h0:
@@ -65456,7 +68639,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1750  = table_125;
     casez (store_state)
       3'h0:
@@ -65475,7 +68658,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1751  = table_126;
     casez (store_state)
       3'h0:
@@ -65494,7 +68677,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1752  = table_127;
     casez (store_state)
       3'h0:
@@ -65513,7 +68696,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1753  = table_128;
     casez (store_state)
       3'h0:
@@ -65532,7 +68715,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1754  = table_129;
     casez (store_state)
       3'h0:
@@ -65551,7 +68734,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1755  = table_130;
     casez (store_state)
       3'h0:
@@ -65570,7 +68753,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1756  = table_131;
     casez (store_state)
       3'h0:
@@ -65589,7 +68772,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1757  = table_132;
     casez (store_state)
       3'h0:
@@ -65608,7 +68791,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1758  = table_133;
     casez (store_state)
       3'h0:
@@ -65627,7 +68810,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1759  = table_134;
     casez (store_state)
       3'h0:
@@ -65646,7 +68829,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1760  = table_135;
     casez (store_state)
       3'h0:
@@ -65665,7 +68848,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1761  = table_136;
     casez (store_state)
       3'h0:
@@ -65684,7 +68867,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1762  = table_137;
     casez (store_state)
       3'h0:
@@ -65703,7 +68886,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1763  = table_138;
     casez (store_state)
       3'h0:
@@ -65722,7 +68905,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1764  = table_139;
     casez (store_state)
       3'h0:
@@ -65741,7 +68924,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1765  = table_140;
     casez (store_state)
       3'h0:
@@ -65760,7 +68943,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1766  = table_141;
     casez (store_state)
       3'h0:
@@ -65779,7 +68962,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1767  = table_142;
     casez (store_state)
       3'h0:
@@ -65798,7 +68981,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1768  = table_143;
     casez (store_state)
       3'h0:
@@ -65817,7 +69000,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1769  = table_144;
     casez (store_state)
       3'h0:
@@ -65836,7 +69019,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1770  = table_145;
     casez (store_state)
       3'h0:
@@ -65855,7 +69038,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1771  = table_146;
     casez (store_state)
       3'h0:
@@ -65874,7 +69057,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1772  = table_147;
     casez (store_state)
       3'h0:
@@ -65893,7 +69076,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1773  = table_148;
     casez (store_state)
       3'h0:
@@ -65912,7 +69095,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1774  = table_149;
     casez (store_state)
       3'h0:
@@ -65931,7 +69114,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1775  = table_150;
     casez (store_state)
       3'h0:
@@ -65950,7 +69133,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1776  = table_151;
     casez (store_state)
       3'h0:
@@ -65969,7 +69152,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1777  = table_152;
     casez (store_state)
       3'h0:
@@ -65988,7 +69171,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1778  = table_153;
     casez (store_state)
       3'h0:
@@ -66007,7 +69190,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1779  = table_154;
     casez (store_state)
       3'h0:
@@ -66026,7 +69209,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1780  = table_155;
     casez (store_state)
       3'h0:
@@ -66045,7 +69228,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1781  = table_156;
     casez (store_state)
       3'h0:
@@ -66064,7 +69247,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1782  = table_157;
     casez (store_state)
       3'h0:
@@ -66083,7 +69266,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1783  = table_158;
     casez (store_state)
       3'h0:
@@ -66102,7 +69285,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1784  = table_159;
     casez (store_state)
       3'h0:
@@ -66121,7 +69304,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1785  = table_160;
     casez (store_state)
       3'h0:
@@ -66140,7 +69323,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1786  = table_161;
     casez (store_state)
       3'h0:
@@ -66159,7 +69342,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1787  = table_162;
     casez (store_state)
       3'h0:
@@ -66178,7 +69361,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1788  = table_163;
     casez (store_state)
       3'h0:
@@ -66197,7 +69380,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1789  = table_164;
     casez (store_state)
       3'h0:
@@ -66216,7 +69399,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1790  = table_165;
     casez (store_state)
       3'h0:
@@ -66235,7 +69418,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1791  = table_166;
     casez (store_state)
       3'h0:
@@ -66254,7 +69437,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1792  = table_167;
     casez (store_state)
       3'h0:
@@ -66273,7 +69456,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1793  = table_168;
     casez (store_state)
       3'h0:
@@ -66292,7 +69475,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1794  = table_169;
     casez (store_state)
       3'h0:
@@ -66311,7 +69494,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1795  = table_170;
     casez (store_state)
       3'h0:
@@ -66330,7 +69513,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1796  = table_171;
     casez (store_state)
       3'h0:
@@ -66349,7 +69532,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1797  = table_172;
     casez (store_state)
       3'h0:
@@ -66368,7 +69551,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1798  = table_173;
     casez (store_state)
       3'h0:
@@ -66387,7 +69570,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1799  = table_174;
     casez (store_state)
       3'h0:
@@ -66406,7 +69589,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1800  = table_175;
     casez (store_state)
       3'h0:
@@ -66425,7 +69608,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1801  = table_176;
     casez (store_state)
       3'h0:
@@ -66444,7 +69627,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1802  = table_177;
     casez (store_state)
       3'h0:
@@ -66463,7 +69646,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1803  = table_178;
     casez (store_state)
       3'h0:
@@ -66482,7 +69665,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1804  = table_179;
     casez (store_state)
       3'h0:
@@ -66501,7 +69684,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1805  = table_180;
     casez (store_state)
       3'h0:
@@ -66520,7 +69703,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1806  = table_181;
     casez (store_state)
       3'h0:
@@ -66539,7 +69722,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1807  = table_182;
     casez (store_state)
       3'h0:
@@ -66558,7 +69741,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1808  = table_183;
     casez (store_state)
       3'h0:
@@ -66577,7 +69760,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1809  = table_184;
     casez (store_state)
       3'h0:
@@ -66596,7 +69779,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1810  = table_185;
     casez (store_state)
       3'h0:
@@ -66615,7 +69798,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1811  = table_186;
     casez (store_state)
       3'h0:
@@ -66634,7 +69817,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1812  = table_187;
     casez (store_state)
       3'h0:
@@ -66653,7 +69836,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1813  = table_188;
     casez (store_state)
       3'h0:
@@ -66672,7 +69855,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1814  = table_189;
     casez (store_state)
       3'h0:
@@ -66691,7 +69874,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1815  = table_190;
     casez (store_state)
       3'h0:
@@ -66710,7 +69893,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1816  = table_191;
     casez (store_state)
       3'h0:
@@ -66729,7 +69912,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1817  = table_192;
     casez (store_state)
       3'h0:
@@ -66748,7 +69931,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1818  = table_193;
     casez (store_state)
       3'h0:
@@ -66767,7 +69950,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1819  = table_194;
     casez (store_state)
       3'h0:
@@ -66786,7 +69969,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1820  = table_195;
     casez (store_state)
       3'h0:
@@ -66805,7 +69988,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1821  = table_196;
     casez (store_state)
       3'h0:
@@ -66824,7 +70007,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1822  = table_197;
     casez (store_state)
       3'h0:
@@ -66843,7 +70026,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1823  = table_198;
     casez (store_state)
       3'h0:
@@ -66862,7 +70045,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1824  = table_199;
     casez (store_state)
       3'h0:
@@ -66881,7 +70064,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1825  = table_200;
     casez (store_state)
       3'h0:
@@ -66900,7 +70083,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1826  = table_201;
     casez (store_state)
       3'h0:
@@ -66919,7 +70102,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1827  = table_202;
     casez (store_state)
       3'h0:
@@ -66938,7 +70121,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1828  = table_203;
     casez (store_state)
       3'h0:
@@ -66957,7 +70140,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1829  = table_204;
     casez (store_state)
       3'h0:
@@ -66976,7 +70159,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1830  = table_205;
     casez (store_state)
       3'h0:
@@ -66995,7 +70178,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1831  = table_206;
     casez (store_state)
       3'h0:
@@ -67014,7 +70197,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1832  = table_207;
     casez (store_state)
       3'h0:
@@ -67033,7 +70216,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1833  = table_208;
     casez (store_state)
       3'h0:
@@ -67052,7 +70235,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1834  = table_209;
     casez (store_state)
       3'h0:
@@ -67071,7 +70254,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1835  = table_210;
     casez (store_state)
       3'h0:
@@ -67090,7 +70273,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1836  = table_211;
     casez (store_state)
       3'h0:
@@ -67109,7 +70292,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1837  = table_212;
     casez (store_state)
       3'h0:
@@ -67128,7 +70311,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1838  = table_213;
     casez (store_state)
       3'h0:
@@ -67147,7 +70330,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1839  = table_214;
     casez (store_state)
       3'h0:
@@ -67166,7 +70349,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1840  = table_215;
     casez (store_state)
       3'h0:
@@ -67185,7 +70368,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1841  = table_216;
     casez (store_state)
       3'h0:
@@ -67204,7 +70387,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1842  = table_217;
     casez (store_state)
       3'h0:
@@ -67223,7 +70406,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1843  = table_218;
     casez (store_state)
       3'h0:
@@ -67242,7 +70425,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1844  = table_219;
     casez (store_state)
       3'h0:
@@ -67261,7 +70444,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1845  = table_220;
     casez (store_state)
       3'h0:
@@ -67280,7 +70463,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1846  = table_221;
     casez (store_state)
       3'h0:
@@ -67299,7 +70482,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1847  = table_222;
     casez (store_state)
       3'h0:
@@ -67318,7 +70501,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1848  = table_223;
     casez (store_state)
       3'h0:
@@ -67337,7 +70520,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1849  = table_224;
     casez (store_state)
       3'h0:
@@ -67356,7 +70539,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1850  = table_225;
     casez (store_state)
       3'h0:
@@ -67375,7 +70558,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1851  = table_226;
     casez (store_state)
       3'h0:
@@ -67394,7 +70577,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1852  = table_227;
     casez (store_state)
       3'h0:
@@ -67413,7 +70596,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1853  = table_228;
     casez (store_state)
       3'h0:
@@ -67432,7 +70615,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1854  = table_229;
     casez (store_state)
       3'h0:
@@ -67451,7 +70634,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1855  = table_230;
     casez (store_state)
       3'h0:
@@ -67470,7 +70653,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1856  = table_231;
     casez (store_state)
       3'h0:
@@ -67489,7 +70672,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1857  = table_232;
     casez (store_state)
       3'h0:
@@ -67508,7 +70691,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1858  = table_233;
     casez (store_state)
       3'h0:
@@ -67527,7 +70710,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1859  = table_234;
     casez (store_state)
       3'h0:
@@ -67546,7 +70729,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1860  = table_235;
     casez (store_state)
       3'h0:
@@ -67565,7 +70748,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1861  = table_236;
     casez (store_state)
       3'h0:
@@ -67584,7 +70767,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1862  = table_237;
     casez (store_state)
       3'h0:
@@ -67603,7 +70786,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1863  = table_238;
     casez (store_state)
       3'h0:
@@ -67622,7 +70805,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1864  = table_239;
     casez (store_state)
       3'h0:
@@ -67641,7 +70824,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1865  = table_240;
     casez (store_state)
       3'h0:
@@ -67660,7 +70843,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1866  = table_241;
     casez (store_state)
       3'h0:
@@ -67679,7 +70862,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1867  = table_242;
     casez (store_state)
       3'h0:
@@ -67698,7 +70881,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1868  = table_243;
     casez (store_state)
       3'h0:
@@ -67717,7 +70900,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1869  = table_244;
     casez (store_state)
       3'h0:
@@ -67736,7 +70919,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1870  = table_245;
     casez (store_state)
       3'h0:
@@ -67755,7 +70938,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1871  = table_246;
     casez (store_state)
       3'h0:
@@ -67774,7 +70957,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1872  = table_247;
     casez (store_state)
       3'h0:
@@ -67793,7 +70976,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1873  = table_248;
     casez (store_state)
       3'h0:
@@ -67812,7 +70995,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1874  = table_249;
     casez (store_state)
       3'h0:
@@ -67831,7 +71014,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1875  = table_250;
     casez (store_state)
       3'h0:
@@ -67850,7 +71033,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1876  = table_251;
     casez (store_state)
       3'h0:
@@ -67869,7 +71052,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1877  = table_252;
     casez (store_state)
       3'h0:
@@ -67888,7 +71071,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1878  = table_253;
     casez (store_state)
       3'h0:
@@ -67907,7 +71090,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1879  = table_254;
     casez (store_state)
       3'h0:
@@ -67926,7 +71109,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$276 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     \_$1880  = table_255;
     casez (store_state)
       3'h0:
@@ -68093,7 +71276,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payload, busy, lines__valid, error, error_code, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$277  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$278  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
   wire [32:0] \_$100 ;
@@ -68564,7 +71747,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   always @(posedge clk)
     i3 <= \_$174 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     busy = 1'h0;
     casez (walk_state)
       2'h0:
@@ -68576,7 +71759,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     lines__valid = 1'h0;
     casez (walk_state)
       2'h0:
@@ -68591,7 +71774,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$152  = error;
     casez (walk_state)
       2'h0:
@@ -68612,7 +71795,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$153  = error_code;
     casez (walk_state)
       2'h0:
@@ -68633,7 +71816,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$154  = walk_state;
     casez (walk_state)
       2'h0:
@@ -68664,7 +71847,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$155  = local0;
     casez (walk_state)
       2'h0:
@@ -68692,7 +71875,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$156  = local1;
     casez (walk_state)
       2'h0:
@@ -68723,7 +71906,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$157  = local2;
     casez (walk_state)
       2'h0:
@@ -68757,7 +71940,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$158  = local3;
     casez (walk_state)
       2'h0:
@@ -68794,7 +71977,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$159  = dram0;
     casez (walk_state)
       2'h0:
@@ -68822,7 +72005,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$160  = dram1;
     casez (walk_state)
       2'h0:
@@ -68853,7 +72036,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$161  = dram2;
     casez (walk_state)
       2'h0:
@@ -68887,7 +72070,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$162  = dram3;
     casez (walk_state)
       2'h0:
@@ -68924,7 +72107,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$163  = y0;
     casez (walk_state)
       2'h0:
@@ -68952,7 +72135,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$164  = y1;
     casez (walk_state)
       2'h0:
@@ -68983,7 +72166,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$165  = y2;
     casez (walk_state)
       2'h0:
@@ -69017,7 +72200,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$166  = y3;
     casez (walk_state)
       2'h0:
@@ -69054,7 +72237,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$167  = x0;
     casez (walk_state)
       2'h0:
@@ -69082,7 +72265,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$168  = x1;
     casez (walk_state)
       2'h0:
@@ -69113,7 +72296,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$169  = x2;
     casez (walk_state)
       2'h0:
@@ -69147,7 +72330,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$170  = x3;
     casez (walk_state)
       2'h0:
@@ -69184,7 +72367,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$171  = i0;
     casez (walk_state)
       2'h0:
@@ -69212,7 +72395,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$172  = i1;
     casez (walk_state)
       2'h0:
@@ -69243,7 +72426,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$173  = i2;
     casez (walk_state)
       2'h0:
@@ -69277,7 +72460,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
     \_$174  = i3;
     casez (walk_state)
       2'h0:
@@ -69376,7 +72559,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.desc_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, data__valid, addr__valid, bus__req__payload, r_en, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$278  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$279  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -69441,7 +72624,7 @@ module \sim_top.accel.store.desc_port (rst, bus__req__valid, addr__ready, data__
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$278 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$279 ) begin end
     \_$9  = \_$8 [2:0];
     if (rst) begin
       \_$9  = 3'h0;
@@ -69457,7 +72640,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$279  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$280  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [2:0] \_$11 ;
@@ -69576,7 +72759,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$279 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [1:0];
@@ -69586,7 +72769,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$279 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [1:0];
@@ -69596,7 +72779,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$279 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [1:0];
@@ -69609,7 +72792,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$279 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -69630,7 +72813,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__payload, start, index, data__valid, addr__valid, addr__payload, data__ready, done, error, desc, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$280  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$281  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
   wire \_$11 ;
@@ -69768,7 +72951,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
   always @(posedge clk)
     word <= \_$24 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
     addr__valid = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -69778,7 +72961,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
     addr__payload = 32'd0;
     casez (fetch_state)
       2'h0:
@@ -69788,7 +72971,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
     data__ready = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -69798,7 +72981,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
     done = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -69810,7 +72993,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
     \_$18  = error;
     casez (fetch_state)
       2'h0:
@@ -69825,7 +73008,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
     \_$19  = error_code;
     casez (fetch_state)
       2'h0:
@@ -69840,7 +73023,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
     \_$20  = fetch_state;
     casez (fetch_state)
       2'h0:
@@ -69866,7 +73049,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
     \_$21  = address;
     casez (fetch_state)
       2'h0:
@@ -69883,7 +73066,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
     \_$22  = requested;
     casez (fetch_state)
       2'h0:
@@ -69904,7 +73087,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
     \_$23  = received;
     casez (fetch_state)
       2'h0:
@@ -69925,7 +73108,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$280 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
     \_$24  = word;
     casez (fetch_state)
       2'h0:
@@ -69979,7 +73162,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$281  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$282  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [4:0] \_$11 ;
@@ -70099,7 +73282,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$282 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [3:0];
@@ -70109,7 +73292,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$282 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [3:0];
@@ -70119,7 +73302,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$282 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [3:0];
@@ -70132,7 +73315,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$281 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$282 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -70153,53 +73336,6 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.tokens_c2l (rst, has, room, pop, push, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$282  = 0;
-  wire \_$1 ;
-  wire \_$2 ;
-  wire \_$3 ;
-  wire \_$4 ;
-  wire [4:0] \_$5 ;
-  wire [4:0] \_$6 ;
-  reg [3:0] \_$7 ;
-  input clk;
-  wire clk;
-  reg [3:0] count = 4'h0;
-  output has;
-  wire has;
-  input pop;
-  wire pop;
-  input push;
-  wire push;
-  output room;
-  wire room;
-  input rst;
-  wire rst;
-  assign \_$1  = ~ pop;
-  assign \_$2  = push & \_$1 ;
-  assign \_$3  = ~ push;
-  assign \_$4  = pop & \_$3 ;
-  assign \_$5  = count + 1'h1;
-  assign \_$6  = count - 1'h1;
-  always @(posedge clk)
-    count <= \_$7 ;
-  assign has = count > 1'h0;
-  assign room = count < 4'h8;
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$282 ) begin end
-    \_$7  = count;
-    if (\_$2 ) begin
-      \_$7  = \_$5 [3:0];
-    end else if (\_$4 ) begin
-      \_$7  = \_$6 [3:0];
-    end
-    if (rst) begin
-      \_$7  = 4'h0;
-    end
-  end
-endmodule
-
-(* generator = "Amaranth" *)
-module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$283  = 0;
   wire \_$1 ;
   wire \_$2 ;
@@ -70246,7 +73382,7 @@ module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
+module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$284  = 0;
   wire \_$1 ;
   wire \_$2 ;
@@ -70293,7 +73429,7 @@ module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
+module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$285  = 0;
   wire \_$1 ;
   wire \_$2 ;
@@ -70340,8 +73476,55 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$15701$0 , rd_resp__valid, clk);
+module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$286  = 0;
+  wire \_$1 ;
+  wire \_$2 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire [4:0] \_$5 ;
+  wire [4:0] \_$6 ;
+  reg [3:0] \_$7 ;
+  input clk;
+  wire clk;
+  reg [3:0] count = 4'h0;
+  output has;
+  wire has;
+  input pop;
+  wire pop;
+  input push;
+  wire push;
+  output room;
+  wire room;
+  input rst;
+  wire rst;
+  assign \_$1  = ~ pop;
+  assign \_$2  = push & \_$1 ;
+  assign \_$3  = ~ push;
+  assign \_$4  = pop & \_$3 ;
+  assign \_$5  = count + 1'h1;
+  assign \_$6  = count - 1'h1;
+  always @(posedge clk)
+    count <= \_$7 ;
+  assign has = count > 1'h0;
+  assign room = count < 4'h8;
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    \_$7  = count;
+    if (\_$2 ) begin
+      \_$7  = \_$5 [3:0];
+    end else if (\_$4 ) begin
+      \_$7  = \_$6 [3:0];
+    end
+    if (rst) begin
+      \_$7  = 4'h0;
+    end
+  end
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$16390$0 , rd_resp__valid, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$287  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
   reg \_$11 ;
@@ -70443,8 +73626,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$15701$0 ;
-  wire [1:0] \port$15701$0 ;
+  output [1:0] \port$16390$0 ;
+  wire [1:0] \port$16390$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -70765,665 +73948,665 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
     .wr_strb(wr__payload[175:160])
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$3  = stage30_tag;
     if (rst) begin
       \_$3  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$5  = rd_req__valid;
     if (rst) begin
       \_$5  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$6  = rd_req__payload[31:0];
     if (rst) begin
       \_$6  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$7  = rd_req__payload[33:32];
     if (rst) begin
       \_$7  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$8  = stage0_valid;
     if (rst) begin
       \_$8  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$9  = stage0_addr;
     if (rst) begin
       \_$9  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$10  = stage0_tag;
     if (rst) begin
       \_$10  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$11  = stage1_valid;
     if (rst) begin
       \_$11  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$12  = stage1_addr;
     if (rst) begin
       \_$12  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$13  = stage1_tag;
     if (rst) begin
       \_$13  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$14  = stage2_valid;
     if (rst) begin
       \_$14  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$15  = stage2_addr;
     if (rst) begin
       \_$15  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$16  = stage2_tag;
     if (rst) begin
       \_$16  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$17  = stage3_valid;
     if (rst) begin
       \_$17  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$18  = stage3_addr;
     if (rst) begin
       \_$18  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$19  = stage3_tag;
     if (rst) begin
       \_$19  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$20  = stage4_valid;
     if (rst) begin
       \_$20  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$21  = stage4_addr;
     if (rst) begin
       \_$21  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$22  = stage4_tag;
     if (rst) begin
       \_$22  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$23  = stage5_valid;
     if (rst) begin
       \_$23  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$24  = stage5_addr;
     if (rst) begin
       \_$24  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$25  = stage5_tag;
     if (rst) begin
       \_$25  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$26  = stage6_valid;
     if (rst) begin
       \_$26  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$27  = stage6_addr;
     if (rst) begin
       \_$27  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$28  = stage6_tag;
     if (rst) begin
       \_$28  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$29  = stage7_valid;
     if (rst) begin
       \_$29  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$30  = stage7_addr;
     if (rst) begin
       \_$30  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$31  = stage7_tag;
     if (rst) begin
       \_$31  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$32  = stage8_valid;
     if (rst) begin
       \_$32  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$33  = stage8_addr;
     if (rst) begin
       \_$33  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$34  = stage8_tag;
     if (rst) begin
       \_$34  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$35  = stage9_valid;
     if (rst) begin
       \_$35  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$36  = stage9_addr;
     if (rst) begin
       \_$36  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$37  = stage9_tag;
     if (rst) begin
       \_$37  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$38  = stage10_valid;
     if (rst) begin
       \_$38  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$39  = stage10_addr;
     if (rst) begin
       \_$39  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$40  = stage10_tag;
     if (rst) begin
       \_$40  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$41  = stage11_valid;
     if (rst) begin
       \_$41  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$42  = stage11_addr;
     if (rst) begin
       \_$42  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$43  = stage11_tag;
     if (rst) begin
       \_$43  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$44  = stage12_valid;
     if (rst) begin
       \_$44  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$45  = stage12_addr;
     if (rst) begin
       \_$45  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$46  = stage12_tag;
     if (rst) begin
       \_$46  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$47  = stage13_valid;
     if (rst) begin
       \_$47  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$48  = stage13_addr;
     if (rst) begin
       \_$48  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$49  = stage13_tag;
     if (rst) begin
       \_$49  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$50  = stage14_valid;
     if (rst) begin
       \_$50  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$51  = stage14_addr;
     if (rst) begin
       \_$51  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$52  = stage14_tag;
     if (rst) begin
       \_$52  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$53  = stage15_valid;
     if (rst) begin
       \_$53  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$54  = stage15_addr;
     if (rst) begin
       \_$54  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$55  = stage15_tag;
     if (rst) begin
       \_$55  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$56  = stage16_valid;
     if (rst) begin
       \_$56  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$57  = stage16_addr;
     if (rst) begin
       \_$57  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$58  = stage16_tag;
     if (rst) begin
       \_$58  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$59  = stage17_valid;
     if (rst) begin
       \_$59  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$60  = stage17_addr;
     if (rst) begin
       \_$60  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$61  = stage17_tag;
     if (rst) begin
       \_$61  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$62  = stage18_valid;
     if (rst) begin
       \_$62  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$63  = stage18_addr;
     if (rst) begin
       \_$63  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$64  = stage18_tag;
     if (rst) begin
       \_$64  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$65  = stage19_valid;
     if (rst) begin
       \_$65  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$66  = stage19_addr;
     if (rst) begin
       \_$66  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$67  = stage19_tag;
     if (rst) begin
       \_$67  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$68  = stage20_valid;
     if (rst) begin
       \_$68  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$69  = stage20_addr;
     if (rst) begin
       \_$69  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$70  = stage20_tag;
     if (rst) begin
       \_$70  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$71  = stage21_valid;
     if (rst) begin
       \_$71  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$72  = stage21_addr;
     if (rst) begin
       \_$72  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$73  = stage21_tag;
     if (rst) begin
       \_$73  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$74  = stage22_valid;
     if (rst) begin
       \_$74  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$75  = stage22_addr;
     if (rst) begin
       \_$75  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$76  = stage22_tag;
     if (rst) begin
       \_$76  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$77  = stage23_valid;
     if (rst) begin
       \_$77  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$78  = stage23_addr;
     if (rst) begin
       \_$78  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$79  = stage23_tag;
     if (rst) begin
       \_$79  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$80  = stage24_valid;
     if (rst) begin
       \_$80  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$81  = stage24_addr;
     if (rst) begin
       \_$81  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$82  = stage24_tag;
     if (rst) begin
       \_$82  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$83  = stage25_valid;
     if (rst) begin
       \_$83  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$84  = stage25_addr;
     if (rst) begin
       \_$84  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$85  = stage25_tag;
     if (rst) begin
       \_$85  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$86  = stage26_valid;
     if (rst) begin
       \_$86  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$87  = stage26_addr;
     if (rst) begin
       \_$87  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$88  = stage26_tag;
     if (rst) begin
       \_$88  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$89  = stage27_valid;
     if (rst) begin
       \_$89  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$90  = stage27_addr;
     if (rst) begin
       \_$90  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$91  = stage27_tag;
     if (rst) begin
       \_$91  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$92  = stage28_valid;
     if (rst) begin
       \_$92  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$93  = stage28_addr;
     if (rst) begin
       \_$93  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$94  = stage28_tag;
     if (rst) begin
       \_$94  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$95  = stage29_valid;
     if (rst) begin
       \_$95  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$96  = stage29_addr;
     if (rst) begin
       \_$96  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$97  = stage29_tag;
     if (rst) begin
       \_$97  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$286 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$287 ) begin end
     \_$98  = stage30_valid;
     if (rst) begin
       \_$98  = 1'h0;
@@ -71432,7 +74615,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$15701$0  = \_$4 ;
+  assign \port$16390$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

@@ -144,16 +144,16 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .halt(error),
     .insn_base(insn_base),
     .insn_started(insn_started),
-    .\oldest$222 (insn_frontier),
+    .\oldest$234 (insn_frontier),
     .perf(perf),
-    .\port$5313$0 (\_$2 ),
+    .\port$5750$0 (\_$2 ),
     .rst(rst),
     .running(running),
-    .\start$191 (start)
+    .\start$203 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$5313$0 (\_$2 ),
+    .\port$5750$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,19 +236,21 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5313$0 , dram_resp__valid, \start$191 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5750$0 , dram_resp__valid, \start$203 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
-  reg \_$100 ;
-  reg [16:0] \_$101 ;
+  wire [64:0] \_$100 ;
+  reg \_$101 ;
   reg \_$102 ;
-  reg [3:0] \_$103 ;
-  reg [31:0] \_$104 ;
+  reg [16:0] \_$103 ;
+  reg \_$104 ;
   reg [3:0] \_$105 ;
   reg [31:0] \_$106 ;
-  reg [1023:0] \_$107 ;
+  reg [3:0] \_$107 ;
+  reg [31:0] \_$108 ;
+  reg [1023:0] \_$109 ;
   wire \_$11 ;
   wire \_$12 ;
   wire \_$13 ;
@@ -283,8 +285,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \_$4 ;
   wire \_$40 ;
   wire \_$41 ;
-  wire [17:0] \_$42 ;
-  wire \_$43 ;
+  wire \_$42 ;
+  wire [17:0] \_$43 ;
   wire \_$44 ;
   wire \_$45 ;
   wire \_$46 ;
@@ -301,9 +303,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \_$56 ;
   wire \_$57 ;
   wire \_$58 ;
-  wire [4:0] \_$59 ;
+  wire \_$59 ;
   wire [32:0] \_$6 ;
-  wire \_$60 ;
+  wire [4:0] \_$60 ;
   wire \_$61 ;
   wire \_$62 ;
   wire \_$63 ;
@@ -315,10 +317,10 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \_$69 ;
   wire \_$7 ;
   wire \_$70 ;
-  wire [64:0] \_$71 ;
-  wire [1:0] \_$72 ;
-  wire [2:0] \_$73 ;
-  wire [64:0] \_$74 ;
+  wire \_$71 ;
+  wire [64:0] \_$72 ;
+  wire [1:0] \_$73 ;
+  wire [2:0] \_$74 ;
   wire [64:0] \_$75 ;
   wire [64:0] \_$76 ;
   wire [64:0] \_$77 ;
@@ -328,24 +330,24 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire [64:0] \_$80 ;
   wire [64:0] \_$81 ;
   wire [64:0] \_$82 ;
-  wire [4:0] \_$83 ;
-  wire [64:0] \_$84 ;
-  wire [1:0] \_$85 ;
-  wire [2:0] \_$86 ;
-  wire [3:0] \_$87 ;
-  wire [4:0] \_$88 ;
-  wire [5:0] \_$89 ;
+  wire [64:0] \_$83 ;
+  wire [4:0] \_$84 ;
+  wire [64:0] \_$85 ;
+  wire [1:0] \_$86 ;
+  wire [2:0] \_$87 ;
+  wire [3:0] \_$88 ;
+  wire [4:0] \_$89 ;
   wire \_$9 ;
-  wire [6:0] \_$90 ;
-  wire [7:0] \_$91 ;
-  wire [8:0] \_$92 ;
-  wire [9:0] \_$93 ;
-  wire [64:0] \_$94 ;
+  wire [5:0] \_$90 ;
+  wire [6:0] \_$91 ;
+  wire [7:0] \_$92 ;
+  wire [8:0] \_$93 ;
+  wire [9:0] \_$94 ;
   wire [64:0] \_$95 ;
-  wire [5:0] \_$96 ;
-  wire [64:0] \_$97 ;
-  wire [64:0] \_$98 ;
-  reg \_$99 ;
+  wire [64:0] \_$96 ;
+  wire [5:0] \_$97 ;
+  wire [6:0] \_$98 ;
+  wire [64:0] \_$99 ;
   wire [15:0] acc__addr;
   wire [127:0] acc__data;
   wire acc__en;
@@ -355,6 +357,12 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire [15:0] acc_wr__addr;
   wire [127:0] acc_wr__data;
   wire acc_wr__en;
+  wire [15:0] act1__addr;
+  wire [31:0] act1__data;
+  wire act1__en;
+  wire [15:0] act2__addr;
+  wire [31:0] act2__data;
+  wire act2__en;
   wire [15:0] act__addr;
   wire [15:0] \act__addr$131 ;
   wire [31:0] act__data;
@@ -370,11 +378,11 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire [63:0] bus__resp__payload;
   wire bus__resp__valid;
   wire busy;
-  wire \busy$253 ;
-  wire \busy$254 ;
+  wire \busy$265 ;
+  wire \busy$266 ;
   wire [31:0] candidate;
-  wire [31:0] \candidate$212 ;
-  wire [31:0] \candidate$214 ;
+  wire [31:0] \candidate$224 ;
+  wire [31:0] \candidate$226 ;
   wire [31:0] client0__req__payload;
   wire client0__req__ready;
   wire client0__req__valid;
@@ -425,8 +433,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \deps__room_prev$66 ;
   input [31:0] desc_base;
   wire [31:0] desc_base;
-  wire [31:0] \desc_base$185 ;
-  wire [31:0] \desc_base$188 ;
+  wire [31:0] \desc_base$197 ;
+  wire [31:0] \desc_base$200 ;
   wire [31:0] desc_bus__req__payload;
   wire [31:0] \desc_bus__req__payload$99 ;
   wire desc_bus__req__ready;
@@ -439,8 +447,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \desc_bus__resp__valid$106 ;
   input [31:0] desc_count;
   wire [31:0] desc_count;
-  wire [31:0] \desc_count$187 ;
-  wire [31:0] \desc_count$189 ;
+  wire [31:0] \desc_count$199 ;
+  wire [31:0] \desc_count$201 ;
   output done;
   reg done = 1'h0;
   output [33:0] dram_req__payload;
@@ -476,10 +484,10 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire ended;
   (* init = 1'h0 *)
   wire error;
-  wire \error$244 ;
-  wire \error$246 ;
-  wire \error$248 ;
-  wire \error$250 ;
+  wire \error$256 ;
+  wire \error$258 ;
+  wire \error$260 ;
+  wire \error$262 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -500,7 +508,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$245 ;
+  wire [3:0] \error_code$257 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -510,7 +518,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$247 ;
+  wire [3:0] \error_code$259 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -520,7 +528,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$249 ;
+  wire [3:0] \error_code$261 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -530,84 +538,84 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$251 ;
+  wire [3:0] \error_code$263 ;
   output [31:0] error_index;
   reg [31:0] error_index = 32'd0;
   output halt;
   reg halt = 1'h0;
   (* init = 1'h0 *)
-  wire \halt$197 ;
+  wire \halt$209 ;
   (* init = 1'h0 *)
-  wire \halt$198 ;
+  wire \halt$210 ;
   (* init = 1'h0 *)
-  wire \halt$199 ;
+  wire \halt$211 ;
   (* init = 1'h0 *)
-  wire \halt$200 ;
+  wire \halt$212 ;
   wire has;
   wire \has$49 ;
   wire \has$57 ;
   wire \has$65 ;
   wire idle;
-  wire \idle$233 ;
-  wire \idle$234 ;
+  wire \idle$245 ;
+  wire \idle$246 ;
   wire [31:0] index;
-  wire [31:0] \index$206 ;
-  wire [31:0] \index$208 ;
+  wire [31:0] \index$218 ;
+  wire [31:0] \index$220 ;
   input [31:0] insn_base;
   wire [31:0] insn_base;
-  wire [31:0] \insn_base$194 ;
+  wire [31:0] \insn_base$206 ;
   wire [31:0] insn_frontier;
   output [31:0] insn_started;
   reg [31:0] insn_started = 32'd0;
   wire [31:0] larger;
-  wire [31:0] \larger$213 ;
-  wire [31:0] \larger$215 ;
+  wire [31:0] \larger$225 ;
+  wire [31:0] \larger$227 ;
   wire [159:0] load_q__payload;
   wire [31:0] \load_q__payload.index ;
   wire [127:0] \load_q__payload.insn ;
   wire load_q__ready;
   wire load_q__valid;
   wire [31:0] oldest;
-  wire [31:0] \oldest$219 ;
-  output [31:0] \oldest$222 ;
-  wire [31:0] \oldest$222 ;
+  wire [31:0] \oldest$231 ;
+  output [31:0] \oldest$234 ;
+  wire [31:0] \oldest$234 ;
   wire [15:0] param__addr;
-  wire [15:0] \param__addr$155 ;
-  wire [15:0] \param__addr$161 ;
+  wire [15:0] \param__addr$167 ;
+  wire [15:0] \param__addr$173 ;
   wire [511:0] param__data;
-  wire [511:0] \param__data$158 ;
-  wire [511:0] \param__data$164 ;
+  wire [511:0] \param__data$170 ;
+  wire [511:0] \param__data$176 ;
   wire param__en;
-  wire \param__en$157 ;
-  wire \param__en$163 ;
+  wire \param__en$169 ;
+  wire \param__en$175 ;
   wire [31:0] pc;
   wire pending;
-  wire \pending$220 ;
-  wire \pending$223 ;
+  wire \pending$232 ;
+  wire \pending$235 ;
   wire [31:0] pending_index;
-  wire [31:0] \pending_index$221 ;
-  wire [31:0] \pending_index$224 ;
+  wire [31:0] \pending_index$233 ;
+  wire [31:0] \pending_index$236 ;
   output [1023:0] perf;
   reg [1023:0] perf = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   (* init = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
-  wire [1023:0] \perf$227 ;
-  wire [63:0] \perf$227.array_active ;
-  wire [63:0] \perf$227.compute_busy ;
-  wire [63:0] \perf$227.compute_token_wait ;
-  wire [63:0] \perf$227.cycles ;
-  wire [63:0] \perf$227.dram_read_bytes ;
-  wire [63:0] \perf$227.dram_stall ;
-  wire [63:0] \perf$227.dram_write_bytes ;
-  wire [63:0] \perf$227.fetch_stall ;
-  wire [63:0] \perf$227.insns_retired ;
-  wire [63:0] \perf$227.load_busy ;
-  wire [63:0] \perf$227.load_token_wait ;
-  wire [63:0] \perf$227.macs ;
-  wire [31:0] \perf$227.reserved ;
-  wire [63:0] \perf$227.store_busy ;
-  wire [63:0] \perf$227.store_token_wait ;
-  wire [31:0] \perf$227.tag ;
-  wire [63:0] \perf$227.weight_load ;
+  wire [1023:0] \perf$239 ;
+  wire [63:0] \perf$239.array_active ;
+  wire [63:0] \perf$239.compute_busy ;
+  wire [63:0] \perf$239.compute_token_wait ;
+  wire [63:0] \perf$239.cycles ;
+  wire [63:0] \perf$239.dram_read_bytes ;
+  wire [63:0] \perf$239.dram_stall ;
+  wire [63:0] \perf$239.dram_write_bytes ;
+  wire [63:0] \perf$239.fetch_stall ;
+  wire [63:0] \perf$239.insns_retired ;
+  wire [63:0] \perf$239.load_busy ;
+  wire [63:0] \perf$239.load_token_wait ;
+  wire [63:0] \perf$239.macs ;
+  wire [31:0] \perf$239.reserved ;
+  wire [63:0] \perf$239.store_busy ;
+  wire [63:0] \perf$239.store_token_wait ;
+  wire [31:0] \perf$239.tag ;
+  wire [63:0] \perf$239.weight_load ;
   wire [63:0] \perf.array_active ;
   wire [63:0] \perf.compute_busy ;
   wire [63:0] \perf.compute_token_wait ;
@@ -629,8 +637,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$5313$0 ;
-  wire [1:0] \port$5313$0 ;
+  input [1:0] \port$5750$0 ;
+  wire [1:0] \port$5750$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -651,23 +659,29 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \queue__valid$18 ;
   wire \queue__valid$30 ;
   wire [10:0] r__addr;
-  wire [9:0] \r__addr$142 ;
-  wire [5:0] \r__addr$154 ;
-  wire [5:0] \r__addr$160 ;
-  wire [9:0] \r__addr$172 ;
-  wire [9:0] \r__addr$178 ;
+  wire [10:0] \r__addr$136 ;
+  wire [10:0] \r__addr$142 ;
+  wire [9:0] \r__addr$154 ;
+  wire [5:0] \r__addr$166 ;
+  wire [5:0] \r__addr$172 ;
+  wire [9:0] \r__addr$184 ;
+  wire [9:0] \r__addr$190 ;
   wire [31:0] r__data;
+  wire [31:0] \r__data$141 ;
   wire [31:0] \r__data$147 ;
-  wire [511:0] \r__data$159 ;
-  wire [511:0] \r__data$165 ;
-  wire [127:0] \r__data$177 ;
-  wire [127:0] \r__data$183 ;
+  wire [31:0] \r__data$159 ;
+  wire [511:0] \r__data$171 ;
+  wire [511:0] \r__data$177 ;
+  wire [127:0] \r__data$189 ;
+  wire [127:0] \r__data$195 ;
   wire r__en;
+  wire \r__en$138 ;
   wire \r__en$144 ;
   wire \r__en$156 ;
-  wire \r__en$162 ;
+  wire \r__en$168 ;
   wire \r__en$174 ;
-  wire \r__en$180 ;
+  wire \r__en$186 ;
+  wire \r__en$192 ;
   wire [159:0] r_data;
   wire [159:0] \r_data$21 ;
   wire [159:0] \r_data$33 ;
@@ -678,8 +692,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \r_rdy$19 ;
   wire \r_rdy$31 ;
   wire retired;
-  wire \retired$236 ;
-  wire \retired$237 ;
+  wire \retired$248 ;
+  wire \retired$249 ;
   wire room;
   wire \room$51 ;
   wire \room$59 ;
@@ -690,28 +704,28 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   reg running = 1'h0;
   wire stalled;
   wire start;
-  input \start$191 ;
-  wire \start$191 ;
+  input \start$203 ;
+  wire \start$203 ;
   wire [159:0] store_q__payload;
   wire [31:0] \store_q__payload.index ;
   wire [127:0] \store_q__payload.insn ;
   wire store_q__ready;
   wire store_q__valid;
   wire token_wait;
-  wire \token_wait$205 ;
-  wire \token_wait$207 ;
+  wire \token_wait$217 ;
+  wire \token_wait$219 ;
   wire [10:0] w__addr;
-  wire [9:0] \w__addr$136 ;
-  wire [5:0] \w__addr$148 ;
-  wire [9:0] \w__addr$166 ;
+  wire [9:0] \w__addr$148 ;
+  wire [5:0] \w__addr$160 ;
+  wire [9:0] \w__addr$178 ;
   wire [31:0] w__data;
-  wire [31:0] \w__data$138 ;
-  wire [511:0] \w__data$150 ;
-  wire [127:0] \w__data$168 ;
+  wire [31:0] \w__data$150 ;
+  wire [511:0] \w__data$162 ;
+  wire [127:0] \w__data$180 ;
   wire w__en;
-  wire \w__en$140 ;
   wire \w__en$152 ;
-  wire \w__en$170 ;
+  wire \w__en$164 ;
+  wire \w__en$182 ;
   wire [159:0] w_data;
   wire [159:0] \w_data$14 ;
   wire [159:0] \w_data$26 ;
@@ -725,11 +739,12 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   reg [16:0] watchdog = 17'h00000;
   wire weight_load;
   wire [15:0] wgt__addr;
-  wire [15:0] \wgt__addr$143 ;
+  wire [15:0] \wgt__addr$155 ;
   wire [31:0] wgt__data;
-  wire [31:0] \wgt__data$146 ;
+  wire [31:0] \wgt__data$158 ;
   wire wgt__en;
-  wire \wgt__en$145 ;
+  wire \wgt__en$157 ;
+  wire [5:0] window_macs;
   wire [103:0] wr__payload;
   wire [31:0] \wr__payload.addr ;
   wire [63:0] \wr__payload.data ;
@@ -738,19 +753,19 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire wr__valid;
   reg [127:0] acc_mem [1023:0];
   always @(posedge clk) begin
-    if (\w__en$170 )
-      acc_mem[acc_wr__addr[9:0]] <= \w__data$168 ;
+    if (\w__en$182 )
+      acc_mem[acc_wr__addr[9:0]] <= \w__data$180 ;
   end
   reg [127:0] _0_;
   reg [127:0] _1_;
   always @(posedge clk) begin
-    if (\r__en$180 ) begin
+    if (\r__en$192 ) begin
       _0_ <= acc_mem[acc__addr[9:0]];
     end
-    if (\r__en$174 ) begin
+    if (\r__en$186 ) begin
       _1_ <= acc_mem[acc_rd__addr[9:0]];
-      if (\w__en$170  && acc_rd__addr[9:0] == acc_wr__addr[9:0])
-        _1_ <= \w__data$168 ;
+      if (\w__en$182  && acc_rd__addr[9:0] == acc_wr__addr[9:0])
+        _1_ <= \w__data$180 ;
     end
   end
   assign acc__data = _0_;
@@ -2808,32 +2823,42 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   end
   always @(posedge clk) begin
     if (w__en)
-      act_mem[act__addr[10:0]] <= \w__data$150 [31:0];
+      act_mem[act__addr[10:0]] <= \w__data$162 [31:0];
   end
   reg [31:0] _2_;
+  reg [31:0] _3_;
+  reg [31:0] _4_;
   always @(posedge clk) begin
+    if (\r__en$144 ) begin
+      _2_ <= act_mem[act2__addr[10:0]];
+    end
+    if (\r__en$138 ) begin
+      _3_ <= act_mem[act1__addr[10:0]];
+    end
     if (r__en) begin
-      _2_ <= act_mem[\act__addr$131 [10:0]];
+      _4_ <= act_mem[\act__addr$131 [10:0]];
     end
   end
-  assign \act__data$134  = _2_;
+  assign act2__data = _2_;
+  assign act1__data = _3_;
+  assign \act__data$134  = _4_;
   reg [511:0] param_mem [63:0];
   always @(posedge clk) begin
-    if (\w__en$152 )
-      param_mem[act__addr[5:0]] <= \w__data$150 ;
+    if (\w__en$164 )
+      param_mem[act__addr[5:0]] <= \w__data$162 ;
   end
-  reg [511:0] _3_;
-  reg [511:0] _4_;
+  reg [511:0] _5_;
+  reg [511:0] _6_;
   always @(posedge clk) begin
-    if (\r__en$162 ) begin
-      _3_ <= param_mem[\param__addr$161 [5:0]];
+    if (\r__en$174 ) begin
+      _5_ <= param_mem[\param__addr$173 [5:0]];
     end
-    if (\r__en$156 ) begin
-      _4_ <= param_mem[\param__addr$155 [5:0]];
+    if (\r__en$168 ) begin
+      _6_ <= param_mem[\param__addr$167 [5:0]];
     end
   end
-  assign \param__data$164  = _3_;
-  assign \param__data$158  = _4_;
+  assign \param__data$176  = _5_;
+  assign \param__data$170  = _6_;
   reg [31:0] wgt_mem [1023:0];
   initial begin
     wgt_mem[0] = 32'd0;
@@ -3862,18 +3887,18 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     wgt_mem[1023] = 32'd0;
   end
   always @(posedge clk) begin
-    if (\w__en$140 )
-      wgt_mem[act__addr[9:0]] <= \w__data$150 [31:0];
+    if (\w__en$152 )
+      wgt_mem[act__addr[9:0]] <= \w__data$162 [31:0];
   end
-  reg [31:0] _5_;
+  reg [31:0] _7_;
   always @(posedge clk) begin
-    if (\r__en$144 ) begin
-      _5_ <= wgt_mem[\wgt__addr$143 [9:0]];
+    if (\r__en$156 ) begin
+      _7_ <= wgt_mem[\wgt__addr$155 [9:0]];
     end
   end
-  assign \wgt__data$146  = _5_;
+  assign \wgt__data$158  = _7_;
   assign \_$1  = ~ running;
-  assign start = \start$191  & \_$1 ;
+  assign start = \start$203  & \_$1 ;
   assign \_$2  = queue__payload[159:128] + 1'h1;
   assign \_$3  = queue__valid & r_en;
   assign \_$4  = \_$2 [31:0] > insn_started;
@@ -3883,118 +3908,120 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign \_$7  = \queue__valid$18  & \r_en$22 ;
   assign \_$8  = \_$6 [31:0] > larger;
   assign \_$9  = \_$7  & \_$8 ;
-  assign \larger$213  = \_$9  ? \_$6 [31:0] : larger;
+  assign \larger$225  = \_$9  ? \_$6 [31:0] : larger;
   assign \_$10  = \queue__payload$32 [159:128] + 1'h1;
   assign \_$11  = \queue__valid$30  & \r_en$34 ;
-  assign \_$12  = \_$10 [31:0] > \larger$213 ;
+  assign \_$12  = \_$10 [31:0] > \larger$225 ;
   assign \_$13  = \_$11  & \_$12 ;
-  assign \larger$215  = \_$13  ? \_$10 [31:0] : \larger$213 ;
+  assign \larger$227  = \_$13  ? \_$10 [31:0] : \larger$225 ;
   assign \_$14  = pending_index < pc;
   assign \_$15  = pending & \_$14 ;
   assign oldest = \_$15  ? pending_index : pc;
-  assign \_$16  = \pending_index$221  < oldest;
-  assign \_$17  = \pending$220  & \_$16 ;
-  assign \oldest$219  = \_$17  ? \pending_index$221  : oldest;
-  assign \_$18  = \pending_index$224  < \oldest$219 ;
-  assign \_$19  = \pending$223  & \_$18 ;
-  assign \oldest$222  = \_$19  ? \pending_index$224  : \oldest$219 ;
+  assign \_$16  = \pending_index$233  < oldest;
+  assign \_$17  = \pending$232  & \_$16 ;
+  assign \oldest$231  = \_$17  ? \pending_index$233  : oldest;
+  assign \_$18  = \pending_index$236  < \oldest$231 ;
+  assign \_$19  = \pending$235  & \_$18 ;
+  assign \oldest$234  = \_$19  ? \pending_index$236  : \oldest$231 ;
   assign \_$20  = ~ running;
-  assign \_$21  = \start$191  & \_$20 ;
+  assign \_$21  = \start$203  & \_$20 ;
   assign \_$22  = ~ done;
   assign \_$23  = \_$21  & \_$22 ;
   assign \_$24  = ended & idle;
-  assign \_$25  = \_$24  & \idle$233 ;
-  assign \_$26  = \_$25  & \idle$234 ;
+  assign \_$25  = \_$24  & \idle$245 ;
+  assign \_$26  = \_$25  & \idle$246 ;
   assign \_$27  = running & \_$26 ;
   assign \_$28  = ~ halt;
   assign \_$29  = \_$27  & \_$28 ;
   assign \_$30  = ~ running;
-  assign \_$31  = retired | \retired$236 ;
-  assign \_$32  = \_$31  | \retired$237 ;
+  assign \_$31  = retired | \retired$248 ;
+  assign \_$32  = \_$31  | \retired$249 ;
   assign \_$33  = \_$32  | load_q__ready;
   assign \_$34  = \_$33  | compute_q__ready;
   assign \_$35  = \_$34  | store_q__ready;
   assign \_$36  = \_$35  | dram_resp__valid;
   assign \_$37  = \_$36  | dram_wr__valid;
   assign \_$38  = \_$37  | array_active;
-  assign \_$39  = \_$38  | \w__en$170 ;
-  assign \_$40  = \_$30  | \_$39 ;
-  assign \_$41  = watchdog < 17'h10000;
-  assign \_$42  = watchdog + 1'h1;
-  assign \_$43  = watchdog == 17'h10000;
-  assign \_$44  = ~ halt;
-  assign \_$45  = \_$43  & \_$44 ;
-  assign \_$46  = ended | stalled;
-  assign \_$47  = running & \_$46 ;
-  assign \_$48  = idle | \token_wait$207 ;
-  assign \_$49  = \idle$233  | \token_wait$205 ;
-  assign \_$50  = \_$48  & \_$49 ;
-  assign \_$51  = \idle$234  | token_wait;
-  assign \_$52  = \_$50  & \_$51 ;
-  assign \_$53  = \_$47  & \_$52 ;
-  assign \_$54  = \token_wait$207  | \token_wait$205 ;
-  assign \_$55  = \_$54  | token_wait;
-  assign \_$56  = \_$55  | stalled;
-  assign \_$57  = \_$53  & \_$56 ;
-  assign \_$58  = blocked_for < 4'h8;
-  assign \_$59  = blocked_for + 1'h1;
-  assign \_$60  = blocked_for == 4'h8;
-  assign \_$61  = ~ halt;
-  assign \_$62  = \_$60  & \_$61 ;
-  assign \_$63  = ~ halt;
-  assign \_$64  = \error$244  & \_$63 ;
-  assign \_$65  = ~ halt;
-  assign \_$66  = \error$246  & \_$65 ;
-  assign \_$67  = ~ halt;
-  assign \_$68  = \error$248  & \_$67 ;
-  assign \_$69  = ~ halt;
-  assign \_$70  = \error$250  & \_$69 ;
-  assign \_$71  = perf[127:64] + running;
-  assign \_$72  = retired + \retired$236 ;
-  assign \_$73  = \_$72  + \retired$237 ;
-  assign \_$74  = perf[191:128] + \_$73 ;
-  assign \_$75  = perf[255:192] + busy;
-  assign \_$76  = perf[319:256] + \busy$253 ;
-  assign \_$77  = perf[383:320] + \busy$254 ;
-  assign \_$78  = perf[447:384] + array_active;
-  assign \_$79  = perf[511:448] + weight_load;
-  assign \_$80  = perf[575:512] + \token_wait$207 ;
-  assign \_$81  = perf[639:576] + \token_wait$205 ;
-  assign \_$82  = perf[703:640] + token_wait;
-  assign \_$83  = dram_resp__valid * 4'h8;
-  assign \_$84  = perf[767:704] + \_$83 ;
-  assign \_$85  = 1'h0 + dram_wr__payload[96];
-  assign \_$86  = \_$85  + dram_wr__payload[97];
-  assign \_$87  = \_$86  + dram_wr__payload[98];
-  assign \_$88  = \_$87  + dram_wr__payload[99];
-  assign \_$89  = \_$88  + dram_wr__payload[100];
-  assign \_$90  = \_$89  + dram_wr__payload[101];
-  assign \_$91  = \_$90  + dram_wr__payload[102];
-  assign \_$92  = \_$91  + dram_wr__payload[103];
-  assign \_$93  = dram_wr__valid * \_$92 ;
-  assign \_$94  = perf[831:768] + \_$93 ;
-  assign \_$95  = perf[895:832] + dram_wait;
-  assign \_$96  = array_active * 5'h10;
-  assign \_$97  = perf[959:896] + \_$96 ;
-  assign \_$98  = perf[1023:960] + stalled;
+  assign \_$39  = \_$38  | \w__en$182 ;
+  assign \_$40  = \_$39  | \r__en$156 ;
+  assign \_$41  = \_$30  | \_$40 ;
+  assign \_$42  = watchdog < 17'h10000;
+  assign \_$43  = watchdog + 1'h1;
+  assign \_$44  = watchdog == 17'h10000;
+  assign \_$45  = ~ halt;
+  assign \_$46  = \_$44  & \_$45 ;
+  assign \_$47  = ended | stalled;
+  assign \_$48  = running & \_$47 ;
+  assign \_$49  = idle | \token_wait$219 ;
+  assign \_$50  = \idle$245  | \token_wait$217 ;
+  assign \_$51  = \_$49  & \_$50 ;
+  assign \_$52  = \idle$246  | token_wait;
+  assign \_$53  = \_$51  & \_$52 ;
+  assign \_$54  = \_$48  & \_$53 ;
+  assign \_$55  = \token_wait$219  | \token_wait$217 ;
+  assign \_$56  = \_$55  | token_wait;
+  assign \_$57  = \_$56  | stalled;
+  assign \_$58  = \_$54  & \_$57 ;
+  assign \_$59  = blocked_for < 4'h8;
+  assign \_$60  = blocked_for + 1'h1;
+  assign \_$61  = blocked_for == 4'h8;
+  assign \_$62  = ~ halt;
+  assign \_$63  = \_$61  & \_$62 ;
+  assign \_$64  = ~ halt;
+  assign \_$65  = \error$256  & \_$64 ;
+  assign \_$66  = ~ halt;
+  assign \_$67  = \error$258  & \_$66 ;
+  assign \_$68  = ~ halt;
+  assign \_$69  = \error$260  & \_$68 ;
+  assign \_$70  = ~ halt;
+  assign \_$71  = \error$262  & \_$70 ;
+  assign \_$72  = perf[127:64] + running;
+  assign \_$73  = retired + \retired$248 ;
+  assign \_$74  = \_$73  + \retired$249 ;
+  assign \_$75  = perf[191:128] + \_$74 ;
+  assign \_$76  = perf[255:192] + busy;
+  assign \_$77  = perf[319:256] + \busy$265 ;
+  assign \_$78  = perf[383:320] + \busy$266 ;
+  assign \_$79  = perf[447:384] + array_active;
+  assign \_$80  = perf[511:448] + weight_load;
+  assign \_$81  = perf[575:512] + \token_wait$219 ;
+  assign \_$82  = perf[639:576] + \token_wait$217 ;
+  assign \_$83  = perf[703:640] + token_wait;
+  assign \_$84  = dram_resp__valid * 4'h8;
+  assign \_$85  = perf[767:704] + \_$84 ;
+  assign \_$86  = 1'h0 + dram_wr__payload[96];
+  assign \_$87  = \_$86  + dram_wr__payload[97];
+  assign \_$88  = \_$87  + dram_wr__payload[98];
+  assign \_$89  = \_$88  + dram_wr__payload[99];
+  assign \_$90  = \_$89  + dram_wr__payload[100];
+  assign \_$91  = \_$90  + dram_wr__payload[101];
+  assign \_$92  = \_$91  + dram_wr__payload[102];
+  assign \_$93  = \_$92  + dram_wr__payload[103];
+  assign \_$94  = dram_wr__valid * \_$93 ;
+  assign \_$95  = perf[831:768] + \_$94 ;
+  assign \_$96  = perf[895:832] + dram_wait;
+  assign \_$97  = array_active * 5'h10;
+  assign \_$98  = \_$97  + window_macs;
+  assign \_$99  = perf[959:896] + \_$98 ;
+  assign \_$100  = perf[1023:960] + stalled;
   always @(posedge clk)
-    running <= \_$99 ;
+    running <= \_$101 ;
   always @(posedge clk)
-    done <= \_$100 ;
+    done <= \_$102 ;
   always @(posedge clk)
-    watchdog <= \_$101 ;
+    watchdog <= \_$103 ;
   always @(posedge clk)
-    halt <= \_$102 ;
+    halt <= \_$104 ;
   always @(posedge clk)
-    error_code <= \_$103 ;
+    error_code <= \_$105 ;
   always @(posedge clk)
-    error_index <= \_$104 ;
+    error_index <= \_$106 ;
   always @(posedge clk)
-    blocked_for <= \_$105 ;
+    blocked_for <= \_$107 ;
   always @(posedge clk)
-    insn_started <= \_$106 ;
+    insn_started <= \_$108 ;
   always @(posedge clk)
-    perf <= \_$107 ;
+    perf <= \_$109 ;
   \sim_top.accel.arbiter  arbiter (
     .client0__req__payload(client0__req__payload),
     .client0__req__ready(bus__req__ready),
@@ -4017,21 +4044,27 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$5313$0 (\port$5313$0 ),
+    .\port$5750$0 (\port$5750$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
     .acc_rd__addr(acc_rd__addr),
     .acc_rd__data(acc_rd__data),
-    .\acc_rd__en$70 (\r__en$174 ),
+    .\acc_rd__en$96 (\r__en$186 ),
     .acc_wr__addr(acc_wr__addr),
-    .acc_wr__data(\w__data$168 ),
-    .\acc_wr__en$81 (\w__en$170 ),
+    .acc_wr__data(\w__data$180 ),
+    .\acc_wr__en$110 (\w__en$182 ),
+    .act1__addr(act1__addr),
+    .act1__data(act1__data),
+    .act1__en(\r__en$138 ),
+    .act2__addr(act2__addr),
+    .act2__data(act2__data),
+    .act2__en(\r__en$144 ),
     .act__addr(\act__addr$131 ),
     .act__data(\act__data$134 ),
-    .\act__en$61 (r__en),
+    .\act__en$66 (r__en),
     .array_active(array_active),
-    .busy(\busy$253 ),
+    .busy(\busy$265 ),
     .clk(clk),
     .deps__has_next(\deps__has_next$56 ),
     .deps__has_prev(deps__has_prev),
@@ -4041,26 +4074,27 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .deps__push_prev(\push$44 ),
     .deps__room_next(\deps__room_next$58 ),
     .deps__room_prev(deps__room_prev),
-    .error(\error$246 ),
-    .error_code(\error_code$247 ),
+    .error(\error$258 ),
+    .error_code(\error_code$259 ),
     .halt(halt),
-    .idle(\idle$233 ),
-    .index(\index$206 ),
-    .param__addr(\param__addr$155 ),
-    .param__data(\param__data$158 ),
-    .param__en(\r__en$156 ),
-    .pending(\pending$220 ),
-    .pending_index(\pending_index$221 ),
+    .idle(\idle$245 ),
+    .index(\index$218 ),
+    .param__addr(\param__addr$167 ),
+    .param__data(\param__data$170 ),
+    .\param__en$86 (\r__en$168 ),
+    .pending(\pending$232 ),
+    .pending_index(\pending_index$233 ),
     .queue__payload(\queue__payload$20 ),
     .queue__ready(\r_en$22 ),
     .queue__valid(\queue__valid$18 ),
-    .retired(\retired$236 ),
+    .retired(\retired$248 ),
     .rst(rst),
-    .token_wait(\token_wait$205 ),
-    .w_data(\wgt__data$146 ),
+    .token_wait(\token_wait$217 ),
+    .w_data(\wgt__data$158 ),
     .w_en(weight_load),
-    .wgt__addr(\wgt__addr$143 ),
-    .wgt__en(\r__en$144 )
+    .wgt__addr(\wgt__addr$155 ),
+    .\wgt__en$77 (\r__en$156 ),
+    .window_macs(window_macs)
   );
   \sim_top.accel.compute_queue  compute_queue (
     .clk(clk),
@@ -4083,8 +4117,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .compute_q__ready(compute_q__ready),
     .compute_q__valid(\w_en$12 ),
     .ended(ended),
-    .error(\error$250 ),
-    .error_code(\error_code$251 ),
+    .error(\error$262 ),
+    .error_code(\error_code$263 ),
     .halt(halt),
     .insn_base(insn_base),
     .load_q__payload(w_data),
@@ -4119,13 +4153,13 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .desc_bus__req__valid(client1__req__valid),
     .desc_count(desc_count),
     .dram_wait(dram_wait),
-    .\error$111 (\error$248 ),
-    .error_code(\error_code$249 ),
+    .\error$111 (\error$260 ),
+    .error_code(\error_code$261 ),
     .halt(halt),
     .idle(idle),
-    .index(\index$208 ),
-    .line_data(\w__data$150 ),
-    .param__en(\w__en$152 ),
+    .index(\index$220 ),
+    .line_data(\w__data$162 ),
+    .param__en(\w__en$164 ),
     .pending(pending),
     .pending_index(pending_index),
     .queue__payload(queue__payload),
@@ -4133,8 +4167,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .queue__valid(queue__valid),
     .retired(retired),
     .rst(rst),
-    .token_wait(\token_wait$207 ),
-    .wgt__en(\w__en$140 )
+    .token_wait(\token_wait$219 ),
+    .wgt__en(\w__en$152 )
   );
   \sim_top.accel.load_queue  load_queue (
     .clk(clk),
@@ -4149,11 +4183,11 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   \sim_top.accel.store  store (
     .acc__addr(acc__addr),
     .acc__data(acc__data),
-    .acc__en(\r__en$180 ),
+    .acc__en(\r__en$192 ),
     .bus__req__ready(\desc_bus__req__ready$100 ),
     .bus__resp__payload(bus__resp__payload),
     .bus__resp__valid(\desc_bus__resp__valid$106 ),
-    .busy(\busy$254 ),
+    .busy(\busy$266 ),
     .clk(clk),
     .deps__has_prev(\deps__has_prev$64 ),
     .deps__pop_prev(\pop$62 ),
@@ -4163,21 +4197,21 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .desc_bus__req__payload(client3__req__payload),
     .desc_bus__req__valid(client3__req__valid),
     .desc_count(desc_count),
-    .\error$87 (\error$244 ),
-    .error_code(\error_code$245 ),
+    .\error$87 (\error$256 ),
+    .error_code(\error_code$257 ),
     .halt(halt),
-    .idle(\idle$234 ),
+    .idle(\idle$246 ),
     .index(index),
-    .param__addr(\param__addr$161 ),
-    .param__data(\param__data$164 ),
-    .param__en(\r__en$162 ),
-    .pending(\pending$223 ),
-    .pending_index(\pending_index$224 ),
+    .param__addr(\param__addr$173 ),
+    .param__data(\param__data$176 ),
+    .param__en(\r__en$174 ),
+    .pending(\pending$235 ),
+    .pending_index(\pending_index$236 ),
     .perf(perf),
     .queue__payload(\queue__payload$32 ),
     .queue__ready(\r_en$34 ),
     .queue__valid(\queue__valid$30 ),
-    .retired(\retired$237 ),
+    .retired(\retired$249 ),
     .rst(rst),
     .token_wait(token_wait),
     .wr__payload(dram_wr__payload),
@@ -4231,85 +4265,48 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     if (token_wait) begin
       waiting_index = index;
     end
-    if (\token_wait$205 ) begin
-      waiting_index = \index$206 ;
+    if (\token_wait$217 ) begin
+      waiting_index = \index$218 ;
     end
-    if (\token_wait$207 ) begin
-      waiting_index = \index$208 ;
+    if (\token_wait$219 ) begin
+      waiting_index = \index$220 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$99  = running;
+    \_$101  = running;
     if (\_$23 ) begin
-      \_$99  = 1'h1;
+      \_$101  = 1'h1;
     end
     if (\_$29 ) begin
-      \_$99  = 1'h0;
+      \_$101  = 1'h0;
     end
-    if (\_$45 ) begin
-      \_$99  = 1'h0;
+    if (\_$46 ) begin
+      \_$101  = 1'h0;
     end
-    if (\_$62 ) begin
-      \_$99  = 1'h0;
+    if (\_$63 ) begin
+      \_$101  = 1'h0;
     end
-    if (\_$64 ) begin
-      \_$99  = 1'h0;
+    if (\_$65 ) begin
+      \_$101  = 1'h0;
     end
-    if (\_$66 ) begin
-      \_$99  = 1'h0;
+    if (\_$67 ) begin
+      \_$101  = 1'h0;
     end
-    if (\_$68 ) begin
-      \_$99  = 1'h0;
+    if (\_$69 ) begin
+      \_$101  = 1'h0;
     end
-    if (\_$70 ) begin
-      \_$99  = 1'h0;
+    if (\_$71 ) begin
+      \_$101  = 1'h0;
     end
     if (rst) begin
-      \_$99  = 1'h0;
+      \_$101  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$100  = done;
+    \_$102  = done;
     if (\_$29 ) begin
-      \_$100  = 1'h1;
-    end
-    if (rst) begin
-      \_$100  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$101  = watchdog;
-    if (\_$40 ) begin
-      \_$101  = 17'h00000;
-    end else if (\_$41 ) begin
-      \_$101  = \_$42 [16:0];
-    end
-    if (rst) begin
-      \_$101  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$102  = halt;
-    if (\_$45 ) begin
-      \_$102  = 1'h1;
-    end
-    if (\_$62 ) begin
-      \_$102  = 1'h1;
-    end
-    if (\_$64 ) begin
-      \_$102  = 1'h1;
-    end
-    if (\_$66 ) begin
-      \_$102  = 1'h1;
-    end
-    if (\_$68 ) begin
-      \_$102  = 1'h1;
-    end
-    if (\_$70 ) begin
       \_$102  = 1'h1;
     end
     if (rst) begin
@@ -4318,64 +4315,61 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$103  = error_code;
-    if (\_$45 ) begin
-      \_$103  = 4'h6;
-    end
-    if (\_$62 ) begin
-      \_$103  = 4'h5;
-    end
-    if (\_$64 ) begin
-      \_$103  = \error_code$245 ;
-    end
-    if (\_$66 ) begin
-      \_$103  = \error_code$247 ;
-    end
-    if (\_$68 ) begin
-      \_$103  = \error_code$249 ;
-    end
-    if (\_$70 ) begin
-      \_$103  = \error_code$251 ;
+    \_$103  = watchdog;
+    if (\_$41 ) begin
+      \_$103  = 17'h00000;
+    end else if (\_$42 ) begin
+      \_$103  = \_$43 [16:0];
     end
     if (rst) begin
-      \_$103  = 4'h0;
+      \_$103  = 17'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$104  = error_index;
-    if (\_$45 ) begin
-      \_$104  = pc;
+    \_$104  = halt;
+    if (\_$46 ) begin
+      \_$104  = 1'h1;
     end
-    if (\_$62 ) begin
-      \_$104  = waiting_index;
+    if (\_$63 ) begin
+      \_$104  = 1'h1;
     end
-    if (\_$64 ) begin
-      \_$104  = index;
+    if (\_$65 ) begin
+      \_$104  = 1'h1;
     end
-    if (\_$66 ) begin
-      \_$104  = \index$206 ;
+    if (\_$67 ) begin
+      \_$104  = 1'h1;
     end
-    if (\_$68 ) begin
-      \_$104  = \index$208 ;
+    if (\_$69 ) begin
+      \_$104  = 1'h1;
     end
-    if (\_$70 ) begin
-      \_$104  = pc;
+    if (\_$71 ) begin
+      \_$104  = 1'h1;
     end
     if (rst) begin
-      \_$104  = 32'd0;
+      \_$104  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$105  = blocked_for;
-    (* full_case = 32'd1 *)
-    if (\_$57 ) begin
-      if (\_$58 ) begin
-        \_$105  = \_$59 [3:0];
-      end
-    end else begin
-      \_$105  = 4'h0;
+    \_$105  = error_code;
+    if (\_$46 ) begin
+      \_$105  = 4'h6;
+    end
+    if (\_$63 ) begin
+      \_$105  = 4'h5;
+    end
+    if (\_$65 ) begin
+      \_$105  = \error_code$257 ;
+    end
+    if (\_$67 ) begin
+      \_$105  = \error_code$259 ;
+    end
+    if (\_$69 ) begin
+      \_$105  = \error_code$261 ;
+    end
+    if (\_$71 ) begin
+      \_$105  = \error_code$263 ;
     end
     if (rst) begin
       \_$105  = 4'h0;
@@ -4383,33 +4377,73 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$106  = \larger$215 ;
+    \_$106  = error_index;
+    if (\_$46 ) begin
+      \_$106  = pc;
+    end
+    if (\_$63 ) begin
+      \_$106  = waiting_index;
+    end
+    if (\_$65 ) begin
+      \_$106  = index;
+    end
+    if (\_$67 ) begin
+      \_$106  = \index$218 ;
+    end
+    if (\_$69 ) begin
+      \_$106  = \index$220 ;
+    end
+    if (\_$71 ) begin
+      \_$106  = pc;
+    end
     if (rst) begin
       \_$106  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$107  = perf;
-    if (running) begin
-      \_$107 [127:64] = \_$71 [63:0];
-      \_$107 [191:128] = \_$74 [63:0];
-      \_$107 [255:192] = \_$75 [63:0];
-      \_$107 [319:256] = \_$76 [63:0];
-      \_$107 [383:320] = \_$77 [63:0];
-      \_$107 [447:384] = \_$78 [63:0];
-      \_$107 [511:448] = \_$79 [63:0];
-      \_$107 [575:512] = \_$80 [63:0];
-      \_$107 [639:576] = \_$81 [63:0];
-      \_$107 [703:640] = \_$82 [63:0];
-      \_$107 [767:704] = \_$84 [63:0];
-      \_$107 [831:768] = \_$94 [63:0];
-      \_$107 [895:832] = \_$95 [63:0];
-      \_$107 [959:896] = \_$97 [63:0];
-      \_$107 [1023:960] = \_$98 [63:0];
+    \_$107  = blocked_for;
+    (* full_case = 32'd1 *)
+    if (\_$58 ) begin
+      if (\_$59 ) begin
+        \_$107  = \_$60 [3:0];
+      end
+    end else begin
+      \_$107  = 4'h0;
     end
     if (rst) begin
-      \_$107  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$107  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$108  = \larger$227 ;
+    if (rst) begin
+      \_$108  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$109  = perf;
+    if (running) begin
+      \_$109 [127:64] = \_$72 [63:0];
+      \_$109 [191:128] = \_$75 [63:0];
+      \_$109 [255:192] = \_$76 [63:0];
+      \_$109 [319:256] = \_$77 [63:0];
+      \_$109 [383:320] = \_$78 [63:0];
+      \_$109 [447:384] = \_$79 [63:0];
+      \_$109 [511:448] = \_$80 [63:0];
+      \_$109 [575:512] = \_$81 [63:0];
+      \_$109 [639:576] = \_$82 [63:0];
+      \_$109 [703:640] = \_$83 [63:0];
+      \_$109 [767:704] = \_$85 [63:0];
+      \_$109 [831:768] = \_$95 [63:0];
+      \_$109 [895:832] = \_$96 [63:0];
+      \_$109 [959:896] = \_$99 [63:0];
+      \_$109 [1023:960] = \_$100 [63:0];
+    end
+    if (rst) begin
+      \_$109  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign load_q__valid = w_en;
@@ -4473,62 +4507,68 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$5313$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$5313$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$5750$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$5750$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
   assign dram_wr__ready = 1'h1;
   assign wr__valid = dram_wr__valid;
   assign w__addr = act__addr[10:0];
-  assign w__data = \w__data$150 [31:0];
-  assign act__data = \w__data$150 [31:0];
+  assign w__data = \w__data$162 [31:0];
+  assign act__data = \w__data$162 [31:0];
   assign act__en = w__en;
   assign r__addr = \act__addr$131 [10:0];
   assign \act__en$133  = r__en;
   assign r__data = \act__data$134 ;
-  assign \w__addr$136  = act__addr[9:0];
+  assign \r__addr$136  = act1__addr[10:0];
+  assign act1__en = \r__en$138 ;
+  assign \r__data$141  = act1__data;
+  assign \r__addr$142  = act2__addr[10:0];
+  assign act2__en = \r__en$144 ;
+  assign \r__data$147  = act2__data;
+  assign \w__addr$148  = act__addr[9:0];
   assign wgt__addr = act__addr;
-  assign \w__data$138  = \w__data$150 [31:0];
-  assign wgt__data = \w__data$150 [31:0];
-  assign wgt__en = \w__en$140 ;
-  assign \r__addr$142  = \wgt__addr$143 [9:0];
-  assign \wgt__en$145  = \r__en$144 ;
-  assign \r__data$147  = \wgt__data$146 ;
-  assign \w__addr$148  = act__addr[5:0];
+  assign \w__data$150  = \w__data$162 [31:0];
+  assign wgt__data = \w__data$162 [31:0];
+  assign wgt__en = \w__en$152 ;
+  assign \r__addr$154  = \wgt__addr$155 [9:0];
+  assign \wgt__en$157  = \r__en$156 ;
+  assign \r__data$159  = \wgt__data$158 ;
+  assign \w__addr$160  = act__addr[5:0];
   assign param__addr = act__addr;
-  assign param__data = \w__data$150 ;
-  assign param__en = \w__en$152 ;
-  assign \r__addr$154  = \param__addr$155 [5:0];
-  assign \param__en$157  = \r__en$156 ;
-  assign \r__data$159  = \param__data$158 ;
-  assign \r__addr$160  = \param__addr$161 [5:0];
-  assign \param__en$163  = \r__en$162 ;
-  assign \r__data$165  = \param__data$164 ;
-  assign \w__addr$166  = acc_wr__addr[9:0];
-  assign acc_wr__data = \w__data$168 ;
-  assign acc_wr__en = \w__en$170 ;
-  assign \r__addr$172  = acc_rd__addr[9:0];
-  assign acc_rd__en = \r__en$174 ;
-  assign \r__data$177  = acc_rd__data;
-  assign \r__addr$178  = acc__addr[9:0];
-  assign acc__en = \r__en$180 ;
-  assign \r__data$183  = acc__data;
-  assign \desc_base$185  = desc_base;
-  assign \desc_count$187  = desc_count;
-  assign \desc_base$188  = desc_base;
-  assign \desc_count$189  = desc_count;
-  assign \insn_base$194  = insn_base;
+  assign param__data = \w__data$162 ;
+  assign param__en = \w__en$164 ;
+  assign \r__addr$166  = \param__addr$167 [5:0];
+  assign \param__en$169  = \r__en$168 ;
+  assign \r__data$171  = \param__data$170 ;
+  assign \r__addr$172  = \param__addr$173 [5:0];
+  assign \param__en$175  = \r__en$174 ;
+  assign \r__data$177  = \param__data$176 ;
+  assign \w__addr$178  = acc_wr__addr[9:0];
+  assign acc_wr__data = \w__data$180 ;
+  assign acc_wr__en = \w__en$182 ;
+  assign \r__addr$184  = acc_rd__addr[9:0];
+  assign acc_rd__en = \r__en$186 ;
+  assign \r__data$189  = acc_rd__data;
+  assign \r__addr$190  = acc__addr[9:0];
+  assign acc__en = \r__en$192 ;
+  assign \r__data$195  = acc__data;
+  assign \desc_base$197  = desc_base;
+  assign \desc_count$199  = desc_count;
+  assign \desc_base$200  = desc_base;
+  assign \desc_count$201  = desc_count;
+  assign \insn_base$206  = insn_base;
   assign error = halt;
-  assign \halt$197  = halt;
-  assign \halt$198  = halt;
-  assign \halt$199  = halt;
-  assign \halt$200  = halt;
+  assign \halt$209  = halt;
+  assign \halt$210  = halt;
+  assign \halt$211  = halt;
+  assign \halt$212  = halt;
   assign candidate = \_$2 [31:0];
-  assign \candidate$212  = \_$6 [31:0];
-  assign \candidate$214  = \_$10 [31:0];
-  assign insn_frontier = \oldest$222 ;
-  assign \perf$227  = perf;
+  assign \candidate$224  = \_$6 [31:0];
+  assign \candidate$226  = \_$10 [31:0];
+  assign insn_frontier = \oldest$234 ;
+  assign \perf$239  = perf;
   assign \load_q__payload.insn  = w_data[127:0];
   assign \load_q__payload.index  = w_data[159:128];
   assign \queue__payload.insn  = queue__payload[127:0];
@@ -4546,9 +4586,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5313$0 ;
+  assign \dram_resp__payload.tag  = \port$5750$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$5313$0 ;
+  assign \dram_resp__payload$115.tag  = \port$5750$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4572,27 +4612,27 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign \perf.dram_stall  = perf[895:832];
   assign \perf.macs  = perf[959:896];
   assign \perf.fetch_stall  = perf[1023:960];
-  assign \perf$227.tag  = perf[31:0];
-  assign \perf$227.reserved  = perf[63:32];
-  assign \perf$227.cycles  = perf[127:64];
-  assign \perf$227.insns_retired  = perf[191:128];
-  assign \perf$227.load_busy  = perf[255:192];
-  assign \perf$227.compute_busy  = perf[319:256];
-  assign \perf$227.store_busy  = perf[383:320];
-  assign \perf$227.array_active  = perf[447:384];
-  assign \perf$227.weight_load  = perf[511:448];
-  assign \perf$227.load_token_wait  = perf[575:512];
-  assign \perf$227.compute_token_wait  = perf[639:576];
-  assign \perf$227.store_token_wait  = perf[703:640];
-  assign \perf$227.dram_read_bytes  = perf[767:704];
-  assign \perf$227.dram_write_bytes  = perf[831:768];
-  assign \perf$227.dram_stall  = perf[895:832];
-  assign \perf$227.macs  = perf[959:896];
-  assign \perf$227.fetch_stall  = perf[1023:960];
+  assign \perf$239.tag  = perf[31:0];
+  assign \perf$239.reserved  = perf[63:32];
+  assign \perf$239.cycles  = perf[127:64];
+  assign \perf$239.insns_retired  = perf[191:128];
+  assign \perf$239.load_busy  = perf[255:192];
+  assign \perf$239.compute_busy  = perf[319:256];
+  assign \perf$239.store_busy  = perf[383:320];
+  assign \perf$239.array_active  = perf[447:384];
+  assign \perf$239.weight_load  = perf[511:448];
+  assign \perf$239.load_token_wait  = perf[575:512];
+  assign \perf$239.compute_token_wait  = perf[639:576];
+  assign \perf$239.store_token_wait  = perf[703:640];
+  assign \perf$239.dram_read_bytes  = perf[767:704];
+  assign \perf$239.dram_write_bytes  = perf[831:768];
+  assign \perf$239.dram_stall  = perf[895:832];
+  assign \perf$239.macs  = perf[959:896];
+  assign \perf$239.fetch_stall  = perf[1023:960];
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5313$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5750$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -4748,8 +4788,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$5313$0 ;
-  wire [1:0] \port$5313$0 ;
+  input [1:0] \port$5750$0 ;
+  wire [1:0] \port$5750$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4800,13 +4840,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$5313$0 ;
+  assign \_$49  = ! \port$5750$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$5313$0  == 1'h1;
+  assign \_$50  = \port$5750$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$5313$0  == 2'h2;
+  assign \_$51  = \port$5750$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$5313$0  == 2'h3;
+  assign \_$52  = \port$5750$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5171,19 +5211,20 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$5313$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$5750$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5313$0 ;
+  assign \dram_resp__payload.tag  = \port$5750$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_prev, deps__room_next, deps__has_next, act__data, w_data, param__data, acc_rd__data, halt, pending, pending_index, idle, token_wait, deps__pop_prev, deps__pop_next, queue__ready, busy, deps__push_prev, deps__push_next
-, retired, act__addr, \act__en$61 , acc_rd__addr, \acc_rd__en$70 , acc_wr__addr, acc_wr__data, \acc_wr__en$81 , index, error, error_code, wgt__addr, wgt__en, array_active, w_en, param__addr, param__en, queue__valid, clk);
+module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_prev, deps__room_next, deps__has_next, act__data, act1__data, act2__data, w_data, param__data, acc_rd__data, halt, pending, pending_index, idle, token_wait, deps__pop_prev, deps__pop_next, queue__ready, busy
+, deps__push_prev, deps__push_next, retired, act__addr, \act__en$66 , wgt__addr, \wgt__en$77 , param__addr, \param__en$86 , acc_rd__addr, \acc_rd__en$96 , acc_wr__addr, acc_wr__data, \acc_wr__en$110 , index, error, error_code, array_active, w_en, window_macs, act1__addr
+, act1__en, act2__addr, act2__en, queue__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -5244,13 +5285,18 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire \_$60 ;
   wire \_$61 ;
   wire \_$62 ;
-  reg [1:0] \_$63 ;
-  reg [127:0] \_$64 ;
-  reg [31:0] \_$65 ;
-  reg [2:0] \_$66 ;
-  reg \_$67 ;
-  reg [3:0] \_$68 ;
+  wire \_$63 ;
+  wire \_$64 ;
+  wire \_$65 ;
+  wire \_$66 ;
+  wire \_$67 ;
+  reg [1:0] \_$68 ;
+  reg [127:0] \_$69 ;
   wire \_$7 ;
+  reg [31:0] \_$70 ;
+  reg [2:0] \_$71 ;
+  reg \_$72 ;
+  reg [3:0] \_$73 ;
   wire \_$8 ;
   wire \_$9 ;
   wire [31:0] a;
@@ -5260,40 +5306,67 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [7:0] \a[3] ;
   output [15:0] acc_rd__addr;
   reg [15:0] acc_rd__addr;
-  wire [15:0] \acc_rd__addr$69 ;
-  wire [15:0] \acc_rd__addr$71 ;
+  wire [15:0] \acc_rd__addr$95 ;
+  wire [15:0] \acc_rd__addr$97 ;
+  wire [15:0] \acc_rd__addr$98 ;
   input [127:0] acc_rd__data;
   wire [127:0] acc_rd__data;
-  wire [127:0] \acc_rd__data$74 ;
-  wire [127:0] \acc_rd__data$75 ;
+  wire [127:0] \acc_rd__data$101 ;
+  wire [127:0] \acc_rd__data$102 ;
+  wire [127:0] \acc_rd__data$103 ;
   wire acc_rd__en;
-  output \acc_rd__en$70 ;
-  reg \acc_rd__en$70 ;
-  wire \acc_rd__en$72 ;
+  wire \acc_rd__en$93 ;
+  output \acc_rd__en$96 ;
+  reg \acc_rd__en$96 ;
+  wire \acc_rd__en$99 ;
   output [15:0] acc_wr__addr;
   reg [15:0] acc_wr__addr;
-  wire [15:0] \acc_wr__addr$78 ;
-  wire [15:0] \acc_wr__addr$82 ;
+  wire [15:0] \acc_wr__addr$107 ;
+  wire [15:0] \acc_wr__addr$111 ;
+  wire [15:0] \acc_wr__addr$113 ;
   output [127:0] acc_wr__data;
   reg [127:0] acc_wr__data;
-  wire [127:0] \acc_wr__data$80 ;
-  wire [127:0] \acc_wr__data$83 ;
+  wire [127:0] \acc_wr__data$109 ;
+  wire [127:0] \acc_wr__data$112 ;
+  wire [127:0] \acc_wr__data$114 ;
   wire acc_wr__en;
-  output \acc_wr__en$81 ;
-  reg \acc_wr__en$81 ;
-  wire \acc_wr__en$84 ;
+  wire \acc_wr__en$105 ;
+  output \acc_wr__en$110 ;
+  reg \acc_wr__en$110 ;
+  wire \acc_wr__en$115 ;
+  output [15:0] act1__addr;
+  wire [15:0] act1__addr;
+  wire [15:0] \act1__addr$39 ;
+  input [31:0] act1__data;
+  wire [31:0] act1__data;
+  wire [31:0] \act1__data$41 ;
+  output act1__en;
+  wire act1__en;
+  wire \act1__en$43 ;
+  output [15:0] act2__addr;
+  wire [15:0] act2__addr;
+  wire [15:0] \act2__addr$45 ;
+  input [31:0] act2__data;
+  wire [31:0] act2__data;
+  wire [31:0] \act2__data$47 ;
+  output act2__en;
+  wire act2__en;
+  wire \act2__en$49 ;
   output [15:0] act__addr;
   reg [15:0] act__addr;
-  wire [15:0] \act__addr$60 ;
-  wire [15:0] \act__addr$62 ;
+  wire [15:0] \act__addr$65 ;
+  wire [15:0] \act__addr$67 ;
+  wire [15:0] \act__addr$68 ;
   input [31:0] act__data;
   wire [31:0] act__data;
-  wire [31:0] \act__data$65 ;
-  wire [31:0] \act__data$66 ;
+  wire [31:0] \act__data$71 ;
+  wire [31:0] \act__data$72 ;
+  wire [31:0] \act__data$73 ;
   wire act__en;
-  output \act__en$61 ;
-  reg \act__en$61 ;
   wire \act__en$63 ;
+  output \act__en$66 ;
+  reg \act__en$66 ;
+  wire \act__en$69 ;
   wire [31:0] array__a;
   wire [7:0] \array__a[0] ;
   wire [7:0] \array__a[1] ;
@@ -5315,9 +5388,10 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [1:0] array__w_row;
   output array_active;
   wire array_active;
-  wire \array_active$55 ;
+  wire \array_active$57 ;
   wire bad_fields;
-  wire \bad_fields$88 ;
+  wire \bad_fields$119 ;
+  wire \bad_fields$121 ;
   wire bank;
   output busy;
   reg busy;
@@ -5341,12 +5415,14 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   input deps__room_prev;
   wire deps__room_prev;
   reg done;
-  wire \done$91 ;
-  wire \done$92 ;
+  wire \done$124 ;
+  wire \done$125 ;
+  wire \done$126 ;
   output error;
   reg error = 1'h0;
-  wire \error$97 ;
-  wire \error$99 ;
+  wire \error$131 ;
+  wire \error$133 ;
+  wire \error$134 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -5367,12 +5443,13 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$98 ;
+  wire [3:0] \error_code$132 ;
   reg [1:0] frame_state = 2'h0;
   input halt;
   wire halt;
-  wire \halt$52 ;
   wire \halt$53 ;
+  wire \halt$54 ;
+  wire \halt$55 ;
   output idle;
   reg idle;
   output [31:0] index;
@@ -5403,11 +5480,41 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.accum.opcode ;
   wire [15:0] \insn$51.accum.param_addr ;
   wire \insn$51.accum.use_bias ;
   wire \insn$51.accum.use_gate ;
   wire \insn$51.accum.use_res ;
+  wire [119:0] \insn$51.dwconv ;
+  wire [15:0] \insn$51.dwconv.acc_addr ;
+  wire \insn$51.dwconv.accumulate ;
+  wire [15:0] \insn$51.dwconv.act_addr ;
+  wire [3:0] \insn$51.dwconv.deps ;
+  wire \insn$51.dwconv.deps.pop_next ;
+  wire \insn$51.dwconv.deps.pop_prev ;
+  wire \insn$51.dwconv.deps.push_next ;
+  wire \insn$51.dwconv.deps.push_prev ;
+  wire [1:0] \insn$51.dwconv.kh ;
+  wire [1:0] \insn$51.dwconv.kw ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
+  wire [3:0] \insn$51.dwconv.opcode ;
+  wire [11:0] \insn$51.dwconv.out_h ;
+  wire [11:0] \insn$51.dwconv.out_w ;
+  wire [15:0] \insn$51.dwconv.param_addr ;
+  wire [15:0] \insn$51.dwconv.pitch ;
+  wire [1:0] \insn$51.dwconv.stride ;
+  wire \insn$51.dwconv.use_bias ;
+  wire [15:0] \insn$51.dwconv.wgt_addr ;
   wire [7:0] \insn$51.end ;
   wire [3:0] \insn$51.end.deps ;
   wire \insn$51.end.deps.pop_next ;
@@ -5423,6 +5530,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.end.opcode ;
   wire [120:0] \insn$51.gemm ;
   wire [15:0] \insn$51.gemm.acc_addr ;
@@ -5447,6 +5555,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.gemm.opcode ;
   wire [15:0] \insn$51.gemm.wgt_addr ;
   wire [31:0] \insn$51.load ;
@@ -5465,6 +5574,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.load.opcode ;
   wire [71:0] \insn$51.perf ;
   wire [3:0] \insn$51.perf.deps ;
@@ -5482,6 +5592,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.perf.opcode ;
   wire [31:0] \insn$51.perf.tag ;
   wire [103:0] \insn$51.pool ;
@@ -5510,6 +5621,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.pool.opcode ;
   wire [7:0] \insn$51.pool.window ;
   wire [127:0] \insn$51.raw ;
@@ -5531,6 +5643,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.store.opcode ;
   wire [15:0] \insn$51.store.param_addr ;
   wire [1:0] \insn$51.store.param_loop ;
@@ -5551,12 +5664,42 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.sync.opcode ;
   (* enum_base_type = "Queue" *)
   (* enum_value_00 = "LOAD" *)
   (* enum_value_01 = "COMPUTE" *)
   (* enum_value_10 = "STORE" *)
   wire [1:0] \insn$51.sync.queue ;
+  wire [119:0] \insn$52 ;
+  wire [15:0] \insn$52.acc_addr ;
+  wire \insn$52.accumulate ;
+  wire [15:0] \insn$52.act_addr ;
+  wire [3:0] \insn$52.deps ;
+  wire \insn$52.deps.pop_next ;
+  wire \insn$52.deps.pop_prev ;
+  wire \insn$52.deps.push_next ;
+  wire \insn$52.deps.push_prev ;
+  wire [1:0] \insn$52.kh ;
+  wire [1:0] \insn$52.kw ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
+  wire [3:0] \insn$52.opcode ;
+  wire [11:0] \insn$52.out_h ;
+  wire [11:0] \insn$52.out_w ;
+  wire [15:0] \insn$52.param_addr ;
+  wire [15:0] \insn$52.pitch ;
+  wire [1:0] \insn$52.stride ;
+  wire \insn$52.use_bias ;
+  wire [15:0] \insn$52.wgt_addr ;
   wire [15:0] \insn.acc_addr ;
   wire [15:0] \insn.acc_n_stride ;
   wire \insn.accumulate ;
@@ -5579,8 +5722,10 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.opcode ;
   wire [15:0] \insn.wgt_addr ;
+  wire [5:0] macs;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5590,6 +5735,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] opcode;
   wire [127:0] out;
   wire [31:0] \out[0] ;
@@ -5597,14 +5743,17 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [31:0] \out[2] ;
   wire [31:0] \out[3] ;
   output [15:0] param__addr;
-  wire [15:0] param__addr;
-  wire [15:0] \param__addr$45 ;
+  reg [15:0] param__addr;
+  wire [15:0] \param__addr$85 ;
+  wire [15:0] \param__addr$87 ;
   input [511:0] param__data;
   wire [511:0] param__data;
-  wire [511:0] \param__data$47 ;
-  output param__en;
+  wire [511:0] \param__data$90 ;
+  wire [511:0] \param__data$91 ;
   wire param__en;
-  wire \param__en$49 ;
+  output \param__en$86 ;
+  reg \param__en$86 ;
+  wire \param__en$88 ;
   output pending;
   reg pending;
   output [31:0] pending_index;
@@ -5623,8 +5772,9 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire rst;
   reg running;
   reg start;
-  reg \start$87 ;
-  reg \start$89 ;
+  reg \start$118 ;
+  reg \start$120 ;
+  reg \start$122 ;
   output token_wait;
   reg token_wait;
   wire w_bank;
@@ -5638,56 +5788,70 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire w_en;
   wire [1:0] w_row;
   wire weight_load;
-  wire \weight_load$57 ;
+  wire \weight_load$59 ;
   output [15:0] wgt__addr;
-  wire [15:0] wgt__addr;
-  wire [15:0] \wgt__addr$39 ;
+  reg [15:0] wgt__addr;
+  wire [15:0] \wgt__addr$76 ;
+  wire [15:0] \wgt__addr$78 ;
   wire [31:0] wgt__data;
-  wire [31:0] \wgt__data$41 ;
-  output wgt__en;
+  wire [31:0] \wgt__data$81 ;
+  wire [31:0] \wgt__data$82 ;
   wire wgt__en;
-  wire \wgt__en$43 ;
+  output \wgt__en$77 ;
+  reg \wgt__en$77 ;
+  wire \wgt__en$79 ;
+  output [5:0] window_macs;
+  wire [5:0] window_macs;
   reg [127:0] word = 128'h00000000000000000000000000000000;
+  assign \_$27  = \_$25  & \_$26 ;
+  assign \_$28  = ! frame_state;
+  assign \_$29  = frame_state == 1'h1;
+  assign \_$30  = frame_state == 2'h2;
+  assign \_$31  = frame_state == 2'h3;
   assign \_$32  = ! compute_state;
   assign \_$33  = compute_state == 1'h1;
   assign \_$34  = compute_state == 2'h2;
   assign \_$35  = compute_state == 2'h3;
   assign \_$36  = compute_state == 3'h4;
-  assign \_$37  = ~ halt;
-  assign \_$38  = queue__valid & \_$37 ;
-  assign \_$39  = ~ queue__payload[4];
-  assign \_$40  = \_$39  | deps__has_prev;
-  assign \_$41  = ~ queue__payload[5];
-  assign \_$42  = \_$41  | deps__has_next;
-  assign \_$43  = \_$40  & \_$42 ;
-  assign \_$44  = ~ halt;
-  assign \_$45  = \_$43  & \_$44 ;
-  assign \_$46  = ~ word[6];
-  assign \_$47  = \_$46  | deps__room_prev;
-  assign \_$48  = ~ word[7];
-  assign \_$49  = \_$48  | deps__room_next;
-  assign \_$50  = \_$47  & \_$49 ;
-  assign \_$51  = ~ halt;
-  assign \_$52  = \_$50  & \_$51 ;
-  assign \_$53  = ~ error;
-  assign \_$55  = ~ error;
-  assign \_$57  = ~ error;
-  assign \_$59  = ~ error;
-  assign \_$60  = \error$97  & \_$59 ;
-  assign \_$61  = ~ error;
-  assign \_$62  = \error$99  & \_$61 ;
+  assign \_$37  = compute_state == 3'h5;
+  assign \_$38  = ~ halt;
+  assign \_$39  = queue__valid & \_$38 ;
+  assign \_$40  = ~ queue__payload[4];
+  assign \_$41  = \_$40  | deps__has_prev;
+  assign \_$42  = ~ queue__payload[5];
+  assign \_$43  = \_$42  | deps__has_next;
+  assign \_$44  = \_$41  & \_$43 ;
+  assign \_$45  = ~ halt;
+  assign \_$46  = \_$44  & \_$45 ;
+  assign \_$47  = ~ word[6];
+  assign \_$48  = \_$47  | deps__room_prev;
+  assign \_$49  = ~ word[7];
+  assign \_$50  = \_$49  | deps__room_next;
+  assign \_$51  = \_$48  & \_$50 ;
+  assign \_$52  = ~ halt;
+  assign \_$53  = \_$51  & \_$52 ;
+  assign \_$54  = ~ error;
+  assign \_$56  = ~ error;
+  assign \_$58  = ~ error;
+  assign \_$60  = ~ error;
+  assign \_$62  = ~ error;
+  assign \_$63  = \error$131  & \_$62 ;
+  assign \_$64  = ~ error;
+  assign \_$65  = \error$133  & \_$64 ;
+  assign \_$66  = ~ error;
+  assign \_$67  = \error$134  & \_$66 ;
   always @(posedge clk)
-    frame_state <= \_$63 ;
+    frame_state <= \_$68 ;
   always @(posedge clk)
-    word <= \_$64 ;
+    word <= \_$69 ;
   always @(posedge clk)
-    index <= \_$65 ;
+    index <= \_$70 ;
   always @(posedge clk)
-    compute_state <= \_$66 ;
+    compute_state <= \_$71 ;
   always @(posedge clk)
-    error <= \_$67 ;
+    error <= \_$72 ;
   always @(posedge clk)
-    error_code <= \_$68 ;
+    error_code <= \_$73 ;
   assign \_$1  = ~ queue__valid;
   assign \_$2  = ~ queue__payload[4];
   assign \_$3  = \_$2  | deps__has_prev;
@@ -5714,11 +5878,6 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \_$24  = \_$23  | deps__room_next;
   assign \_$25  = \_$22  & \_$24 ;
   assign \_$26  = ~ halt;
-  assign \_$27  = \_$25  & \_$26 ;
-  assign \_$28  = ! frame_state;
-  assign \_$29  = frame_state == 1'h1;
-  assign \_$30  = frame_state == 2'h2;
-  assign \_$31  = frame_state == 2'h3;
   \sim_top.accel.compute.array  array (
     .a(a),
     .bank(bank),
@@ -5731,13 +5890,13 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     .w_row(w_row)
   );
   \sim_top.accel.compute.gemm  gemm (
-    .acc_rd__addr(\acc_rd__addr$69 ),
+    .acc_rd__addr(\acc_rd__addr$95 ),
     .acc_rd__data(acc_rd__data),
     .acc_rd__en(acc_rd__en),
-    .acc_wr__addr(\acc_wr__addr$78 ),
-    .acc_wr__data(\acc_wr__data$80 ),
+    .acc_wr__addr(\acc_wr__addr$107 ),
+    .acc_wr__data(\acc_wr__data$109 ),
     .acc_wr__en(acc_wr__en),
-    .act__addr(\act__addr$60 ),
+    .act__addr(\act__addr$65 ),
     .act__data(act__data),
     .act__en(act__en),
     .array__a(a),
@@ -5750,37 +5909,69 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     .array_active(array_active),
     .bad_fields(bad_fields),
     .clk(clk),
-    .done(\done$91 ),
-    .error(\error$99 ),
+    .done(\done$124 ),
+    .error(\error$133 ),
     .halt(halt),
     .insn(word[120:0]),
     .rst(rst),
-    .start(\start$87 ),
-    .wgt__addr(wgt__addr),
+    .start(\start$118 ),
+    .wgt__addr(\wgt__addr$76 ),
     .wgt__en(wgt__en)
   );
   \sim_top.accel.compute.line  line (
-    .acc_rd__addr(\acc_rd__addr$71 ),
+    .acc_rd__addr(\acc_rd__addr$98 ),
     .acc_rd__data(acc_rd__data),
-    .acc_rd__en(\acc_rd__en$72 ),
-    .acc_wr__addr(\acc_wr__addr$82 ),
-    .acc_wr__data(\acc_wr__data$83 ),
-    .acc_wr__en(\acc_wr__en$84 ),
-    .act__addr(\act__addr$62 ),
+    .acc_rd__en(\acc_rd__en$99 ),
+    .acc_wr__addr(\acc_wr__addr$113 ),
+    .acc_wr__data(\acc_wr__data$114 ),
+    .acc_wr__en(\acc_wr__en$115 ),
+    .act__addr(\act__addr$68 ),
     .act__data(act__data),
-    .act__en(\act__en$63 ),
-    .bad_fields(\bad_fields$88 ),
+    .act__en(\act__en$69 ),
+    .bad_fields(\bad_fields$119 ),
     .clk(clk),
-    .done(\done$92 ),
-    .error(\error$97 ),
-    .error_code(\error_code$98 ),
+    .done(\done$125 ),
+    .error(\error$131 ),
+    .error_code(\error_code$132 ),
     .halt(halt),
     .insn(word),
-    .param__addr(param__addr),
+    .param__addr(\param__addr$87 ),
+    .param__data(param__data),
+    .param__en(\param__en$88 ),
+    .rst(rst),
+    .start(\start$120 )
+  );
+  \sim_top.accel.compute.window  window (
+    .acc_rd__addr(\acc_rd__addr$97 ),
+    .acc_rd__data(acc_rd__data),
+    .acc_rd__en(\acc_rd__en$93 ),
+    .acc_wr__addr(\acc_wr__addr$111 ),
+    .acc_wr__data(\acc_wr__data$112 ),
+    .acc_wr__en(\acc_wr__en$105 ),
+    .act1__addr(act1__addr),
+    .act1__data(act1__data),
+    .act1__en(act1__en),
+    .act2__addr(act2__addr),
+    .act2__data(act2__data),
+    .act2__en(act2__en),
+    .act__addr(\act__addr$67 ),
+    .act__data(act__data),
+    .act__en(\act__en$63 ),
+    .bad_fields(\bad_fields$121 ),
+    .clk(clk),
+    .done(\done$126 ),
+    .error(\error$134 ),
+    .halt(halt),
+    .insn(word[119:0]),
+    .macs(window_macs),
+    .param__addr(\param__addr$85 ),
     .param__data(param__data),
     .param__en(param__en),
     .rst(rst),
-    .start(\start$89 )
+    .start(\start$122 ),
+    .wgt__addr(\wgt__addr$78 ),
+    .wgt__data(w_data),
+    .wgt__en(\wgt__en$79 )
   );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
@@ -5962,68 +6153,118 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (act__en) begin
-      act__addr = \act__addr$60 ;
+      act__addr = \act__addr$65 ;
+    end else if (\act__en$63 ) begin
+      act__addr = \act__addr$67 ;
     end else begin
-      act__addr = \act__addr$62 ;
+      act__addr = \act__addr$68 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (act__en) begin
-      \act__en$61  = act__en;
+      \act__en$66  = act__en;
+    end else if (\act__en$63 ) begin
+      \act__en$66  = \act__en$63 ;
     end else begin
-      \act__en$61  = \act__en$63 ;
+      \act__en$66  = \act__en$69 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    (* full_case = 32'd1 *)
+    if (wgt__en) begin
+      wgt__addr = \wgt__addr$76 ;
+    end else begin
+      wgt__addr = \wgt__addr$78 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    (* full_case = 32'd1 *)
+    if (wgt__en) begin
+      \wgt__en$77  = wgt__en;
+    end else begin
+      \wgt__en$77  = \wgt__en$79 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    (* full_case = 32'd1 *)
+    if (param__en) begin
+      param__addr = \param__addr$85 ;
+    end else begin
+      param__addr = \param__addr$87 ;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    (* full_case = 32'd1 *)
+    if (param__en) begin
+      \param__en$86  = param__en;
+    end else begin
+      \param__en$86  = \param__en$88 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_rd__en) begin
-      acc_rd__addr = \acc_rd__addr$69 ;
+      acc_rd__addr = \acc_rd__addr$95 ;
+    end else if (\acc_rd__en$93 ) begin
+      acc_rd__addr = \acc_rd__addr$97 ;
     end else begin
-      acc_rd__addr = \acc_rd__addr$71 ;
+      acc_rd__addr = \acc_rd__addr$98 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_rd__en) begin
-      \acc_rd__en$70  = acc_rd__en;
+      \acc_rd__en$96  = acc_rd__en;
+    end else if (\acc_rd__en$93 ) begin
+      \acc_rd__en$96  = \acc_rd__en$93 ;
     end else begin
-      \acc_rd__en$70  = \acc_rd__en$72 ;
+      \acc_rd__en$96  = \acc_rd__en$99 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      acc_wr__addr = \acc_wr__addr$78 ;
+      acc_wr__addr = \acc_wr__addr$107 ;
+    end else if (\acc_wr__en$105 ) begin
+      acc_wr__addr = \acc_wr__addr$111 ;
     end else begin
-      acc_wr__addr = \acc_wr__addr$82 ;
+      acc_wr__addr = \acc_wr__addr$113 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      acc_wr__data = \acc_wr__data$80 ;
+      acc_wr__data = \acc_wr__data$109 ;
+    end else if (\acc_wr__en$105 ) begin
+      acc_wr__data = \acc_wr__data$112 ;
     end else begin
-      acc_wr__data = \acc_wr__data$83 ;
+      acc_wr__data = \acc_wr__data$114 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      \acc_wr__en$81  = acc_wr__en;
+      \acc_wr__en$110  = acc_wr__en;
+    end else if (\acc_wr__en$105 ) begin
+      \acc_wr__en$110  = \acc_wr__en$105 ;
     end else begin
-      \acc_wr__en$81  = \acc_wr__en$84 ;
+      \acc_wr__en$110  = \acc_wr__en$115 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$87  = 1'h0;
+    \start$118  = 1'h0;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6033,14 +6274,14 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 (* full_case = 32'd1 *)
                 if (bad_fields) begin
                 end else begin
-                  \start$87  = 1'h1;
+                  \start$118  = 1'h1;
                 end
           endcase
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$89  = 1'h0;
+    \start$120  = 1'h0;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6050,15 +6291,38 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 /* empty */;
             4'h4:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$88 ) begin
+                if (\bad_fields$119 ) begin
                 end else begin
-                  \start$89  = 1'h1;
+                  \start$120  = 1'h1;
                 end
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$88 ) begin
+                if (\bad_fields$119 ) begin
                 end else begin
-                  \start$89  = 1'h1;
+                  \start$120  = 1'h1;
+                end
+          endcase
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \start$122  = 1'h0;
+    casez (compute_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          casez (word[3:0])
+            4'h3:
+                /* empty */;
+            4'h4:
+                /* empty */;
+            4'h5:
+                /* empty */;
+            4'h9:
+                (* full_case = 32'd1 *)
+                if (\bad_fields$121 ) begin
+                end else begin
+                  \start$122  = 1'h1;
                 end
           endcase
     endcase
@@ -6078,82 +6342,88 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 /* empty */;
             4'h5:
                 /* empty */;
+            4'h9:
+                /* empty */;
             default:
                 done = 1'h1;
           endcase
       3'h3:
-          if (\done$91 ) begin
+          if (\done$124 ) begin
             done = 1'h1;
           end
       3'h4:
-          if (\done$92 ) begin
+          if (\done$125 ) begin
+            done = 1'h1;
+          end
+      3'h5:
+          if (\done$126 ) begin
             done = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$63  = frame_state;
+    \_$68  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$38 ) begin
-            \_$63  = 2'h1;
+          if (\_$39 ) begin
+            \_$68  = 2'h1;
           end
       2'h1:
-          if (\_$45 ) begin
-            \_$63  = 2'h2;
+          if (\_$46 ) begin
+            \_$68  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$63  = 2'h3;
+            \_$68  = 2'h3;
           end
       2'h3:
-          if (\_$52 ) begin
-            \_$63  = 2'h0;
+          if (\_$53 ) begin
+            \_$68  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$63  = 2'h0;
+      \_$68  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$64  = word;
+    \_$69  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$45 ) begin
-            \_$64  = queue__payload[127:0];
+          if (\_$46 ) begin
+            \_$69  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$64  = 128'h00000000000000000000000000000000;
+      \_$69  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$65  = index;
+    \_$70  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$45 ) begin
-            \_$65  = queue__payload[159:128];
+          if (\_$46 ) begin
+            \_$70  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$65  = 32'd0;
+      \_$70  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$66  = compute_state;
+    \_$71  = compute_state;
     casez (compute_state)
       3'h0:
           if (start) begin
-            \_$66  = 3'h1;
+            \_$71  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
@@ -6161,43 +6431,54 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
             4'h3:
                 (* full_case = 32'd1 *)
                 if (bad_fields) begin
-                  \_$66  = 3'h2;
+                  \_$71  = 3'h2;
                 end else begin
-                  \_$66  = 3'h3;
+                  \_$71  = 3'h3;
                 end
             4'h4:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$88 ) begin
-                  \_$66  = 3'h2;
+                if (\bad_fields$119 ) begin
+                  \_$71  = 3'h2;
                 end else begin
-                  \_$66  = 3'h4;
+                  \_$71  = 3'h4;
                 end
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$88 ) begin
-                  \_$66  = 3'h2;
+                if (\bad_fields$119 ) begin
+                  \_$71  = 3'h2;
                 end else begin
-                  \_$66  = 3'h4;
+                  \_$71  = 3'h4;
+                end
+            4'h9:
+                (* full_case = 32'd1 *)
+                if (\bad_fields$121 ) begin
+                  \_$71  = 3'h2;
+                end else begin
+                  \_$71  = 3'h5;
                 end
             default:
-                \_$66  = 3'h0;
+                \_$71  = 3'h0;
           endcase
       3'h3:
-          if (\done$91 ) begin
-            \_$66  = 3'h0;
+          if (\done$124 ) begin
+            \_$71  = 3'h0;
           end
       3'h4:
-          if (\done$92 ) begin
-            \_$66  = 3'h0;
+          if (\done$125 ) begin
+            \_$71  = 3'h0;
+          end
+      3'h5:
+          if (\done$126 ) begin
+            \_$71  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$66  = 3'h0;
+      \_$71  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$67  = error;
+    \_$72  = error;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6205,37 +6486,46 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 if (bad_fields) begin
-                  if (\_$54 ) begin
-                    \_$67  = 1'h1;
+                  if (\_$55 ) begin
+                    \_$72  = 1'h1;
                   end
                 end
             4'h4:
-                if (\bad_fields$88 ) begin
-                  if (\_$56 ) begin
-                    \_$67  = 1'h1;
+                if (\bad_fields$119 ) begin
+                  if (\_$57 ) begin
+                    \_$72  = 1'h1;
                   end
                 end
             4'h5:
-                if (\bad_fields$88 ) begin
-                  if (\_$58 ) begin
-                    \_$67  = 1'h1;
+                if (\bad_fields$119 ) begin
+                  if (\_$59 ) begin
+                    \_$72  = 1'h1;
+                  end
+                end
+            4'h9:
+                if (\bad_fields$121 ) begin
+                  if (\_$61 ) begin
+                    \_$72  = 1'h1;
                   end
                 end
           endcase
     endcase
-    if (\_$60 ) begin
-      \_$67  = 1'h1;
+    if (\_$63 ) begin
+      \_$72  = 1'h1;
     end
-    if (\_$62 ) begin
-      \_$67  = 1'h1;
+    if (\_$65 ) begin
+      \_$72  = 1'h1;
+    end
+    if (\_$67 ) begin
+      \_$72  = 1'h1;
     end
     if (rst) begin
-      \_$67  = 1'h0;
+      \_$72  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$68  = error_code;
+    \_$73  = error_code;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6243,32 +6533,41 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 if (bad_fields) begin
-                  if (\_$54 ) begin
-                    \_$68  = 4'h7;
+                  if (\_$55 ) begin
+                    \_$73  = 4'h7;
                   end
                 end
             4'h4:
-                if (\bad_fields$88 ) begin
-                  if (\_$56 ) begin
-                    \_$68  = 4'h7;
+                if (\bad_fields$119 ) begin
+                  if (\_$57 ) begin
+                    \_$73  = 4'h7;
                   end
                 end
             4'h5:
-                if (\bad_fields$88 ) begin
-                  if (\_$58 ) begin
-                    \_$68  = 4'h7;
+                if (\bad_fields$119 ) begin
+                  if (\_$59 ) begin
+                    \_$73  = 4'h7;
+                  end
+                end
+            4'h9:
+                if (\bad_fields$121 ) begin
+                  if (\_$61 ) begin
+                    \_$73  = 4'h7;
                   end
                 end
           endcase
     endcase
-    if (\_$60 ) begin
-      \_$68  = \error_code$98 ;
+    if (\_$63 ) begin
+      \_$73  = \error_code$132 ;
     end
-    if (\_$62 ) begin
-      \_$68  = 4'h4;
+    if (\_$65 ) begin
+      \_$73  = 4'h4;
+    end
+    if (\_$67 ) begin
+      \_$73  = 4'h4;
     end
     if (rst) begin
-      \_$68  = 4'h0;
+      \_$73  = 4'h0;
     end
   end
   assign opcode = word[3:0];
@@ -6279,24 +6578,33 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign array__w_data = w_data;
   assign array__w_en = w_en;
   assign array__w_row = w_row;
-  assign \wgt__addr$39  = wgt__addr;
-  assign wgt__data = w_data;
-  assign \wgt__data$41  = w_data;
-  assign \wgt__en$43  = wgt__en;
-  assign \param__addr$45  = param__addr;
-  assign \param__data$47  = param__data;
-  assign \param__en$49  = param__en;
+  assign \act1__addr$39  = act1__addr;
+  assign \act1__data$41  = act1__data;
+  assign \act1__en$43  = act1__en;
+  assign \act2__addr$45  = act2__addr;
+  assign \act2__data$47  = act2__data;
+  assign \act2__en$49  = act2__en;
   assign insn = word[120:0];
   assign \insn$51  = word;
-  assign \halt$52  = halt;
+  assign \insn$52  = word[119:0];
   assign \halt$53  = halt;
-  assign \array_active$55  = array_active;
+  assign \halt$54  = halt;
+  assign \halt$55  = halt;
+  assign \array_active$57  = array_active;
   assign weight_load = w_en;
-  assign \weight_load$57  = w_en;
-  assign \act__data$65  = act__data;
-  assign \act__data$66  = act__data;
-  assign \acc_rd__data$74  = acc_rd__data;
-  assign \acc_rd__data$75  = acc_rd__data;
+  assign \weight_load$59  = w_en;
+  assign macs = window_macs;
+  assign \act__data$71  = act__data;
+  assign \act__data$72  = act__data;
+  assign \act__data$73  = act__data;
+  assign wgt__data = w_data;
+  assign \wgt__data$81  = w_data;
+  assign \wgt__data$82  = w_data;
+  assign \param__data$90  = param__data;
+  assign \param__data$91  = param__data;
+  assign \acc_rd__data$101  = acc_rd__data;
+  assign \acc_rd__data$102  = acc_rd__data;
+  assign \acc_rd__data$103  = acc_rd__data;
   assign \queue__payload.insn  = queue__payload[127:0];
   assign \queue__payload.index  = queue__payload[159:128];
   assign \a[0]  = a[7:0];
@@ -6436,9 +6744,47 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \insn$51.end.deps.pop_next  = word[5];
   assign \insn$51.end.deps.push_prev  = word[6];
   assign \insn$51.end.deps.push_next  = word[7];
-  assign \_$54  = \_$53 ;
-  assign \_$56  = \_$55 ;
-  assign \_$58  = \_$57 ;
+  assign \insn$51.dwconv  = word[119:0];
+  assign \insn$51.dwconv.opcode  = word[3:0];
+  assign \insn$51.dwconv.deps  = word[7:4];
+  assign \insn$51.dwconv.deps.pop_prev  = word[4];
+  assign \insn$51.dwconv.deps.pop_next  = word[5];
+  assign \insn$51.dwconv.deps.push_prev  = word[6];
+  assign \insn$51.dwconv.deps.push_next  = word[7];
+  assign \insn$51.dwconv.wgt_addr  = word[23:8];
+  assign \insn$51.dwconv.act_addr  = word[39:24];
+  assign \insn$51.dwconv.acc_addr  = word[55:40];
+  assign \insn$51.dwconv.param_addr  = word[71:56];
+  assign \insn$51.dwconv.out_w  = word[83:72];
+  assign \insn$51.dwconv.out_h  = word[95:84];
+  assign \insn$51.dwconv.pitch  = word[111:96];
+  assign \insn$51.dwconv.kh  = word[113:112];
+  assign \insn$51.dwconv.kw  = word[115:114];
+  assign \insn$51.dwconv.stride  = word[117:116];
+  assign \insn$51.dwconv.use_bias  = word[118];
+  assign \insn$51.dwconv.accumulate  = word[119];
+  assign \insn$52.opcode  = word[3:0];
+  assign \insn$52.deps  = word[7:4];
+  assign \insn$52.deps.pop_prev  = word[4];
+  assign \insn$52.deps.pop_next  = word[5];
+  assign \insn$52.deps.push_prev  = word[6];
+  assign \insn$52.deps.push_next  = word[7];
+  assign \insn$52.wgt_addr  = word[23:8];
+  assign \insn$52.act_addr  = word[39:24];
+  assign \insn$52.acc_addr  = word[55:40];
+  assign \insn$52.param_addr  = word[71:56];
+  assign \insn$52.out_w  = word[83:72];
+  assign \insn$52.out_h  = word[95:84];
+  assign \insn$52.pitch  = word[111:96];
+  assign \insn$52.kh  = word[113:112];
+  assign \insn$52.kw  = word[115:114];
+  assign \insn$52.stride  = word[117:116];
+  assign \insn$52.use_bias  = word[118];
+  assign \insn$52.accumulate  = word[119];
+  assign \_$55  = \_$54 ;
+  assign \_$57  = \_$56 ;
+  assign \_$59  = \_$58 ;
+  assign \_$61  = \_$60 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -9100,6 +9446,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.opcode ;
   wire [15:0] \insn.wgt_addr ;
   wire [17:0] issue;
@@ -10319,11 +10666,41 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.accum.opcode ;
   wire [15:0] \insn.accum.param_addr ;
   wire \insn.accum.use_bias ;
   wire \insn.accum.use_gate ;
   wire \insn.accum.use_res ;
+  wire [119:0] \insn.dwconv ;
+  wire [15:0] \insn.dwconv.acc_addr ;
+  wire \insn.dwconv.accumulate ;
+  wire [15:0] \insn.dwconv.act_addr ;
+  wire [3:0] \insn.dwconv.deps ;
+  wire \insn.dwconv.deps.pop_next ;
+  wire \insn.dwconv.deps.pop_prev ;
+  wire \insn.dwconv.deps.push_next ;
+  wire \insn.dwconv.deps.push_prev ;
+  wire [1:0] \insn.dwconv.kh ;
+  wire [1:0] \insn.dwconv.kw ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
+  wire [3:0] \insn.dwconv.opcode ;
+  wire [11:0] \insn.dwconv.out_h ;
+  wire [11:0] \insn.dwconv.out_w ;
+  wire [15:0] \insn.dwconv.param_addr ;
+  wire [15:0] \insn.dwconv.pitch ;
+  wire [1:0] \insn.dwconv.stride ;
+  wire \insn.dwconv.use_bias ;
+  wire [15:0] \insn.dwconv.wgt_addr ;
   wire [7:0] \insn.end ;
   wire [3:0] \insn.end.deps ;
   wire \insn.end.deps.pop_next ;
@@ -10339,6 +10716,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.end.opcode ;
   wire [120:0] \insn.gemm ;
   wire [15:0] \insn.gemm.acc_addr ;
@@ -10363,6 +10741,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.gemm.opcode ;
   wire [15:0] \insn.gemm.wgt_addr ;
   wire [31:0] \insn.load ;
@@ -10381,6 +10760,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.load.opcode ;
   wire [71:0] \insn.perf ;
   wire [3:0] \insn.perf.deps ;
@@ -10398,6 +10778,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.perf.opcode ;
   wire [31:0] \insn.perf.tag ;
   wire [103:0] \insn.pool ;
@@ -10426,6 +10807,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.pool.opcode ;
   wire [7:0] \insn.pool.window ;
   wire [127:0] \insn.raw ;
@@ -10447,6 +10829,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.store.opcode ;
   wire [15:0] \insn.store.param_addr ;
   wire [1:0] \insn.store.param_loop ;
@@ -10467,6 +10850,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.sync.opcode ;
   (* enum_base_type = "Queue" *)
   (* enum_value_00 = "LOAD" *)
@@ -11498,6 +11882,25 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.end.deps.pop_next  = insn[5];
   assign \insn.end.deps.push_prev  = insn[6];
   assign \insn.end.deps.push_next  = insn[7];
+  assign \insn.dwconv  = insn[119:0];
+  assign \insn.dwconv.opcode  = insn[3:0];
+  assign \insn.dwconv.deps  = insn[7:4];
+  assign \insn.dwconv.deps.pop_prev  = insn[4];
+  assign \insn.dwconv.deps.pop_next  = insn[5];
+  assign \insn.dwconv.deps.push_prev  = insn[6];
+  assign \insn.dwconv.deps.push_next  = insn[7];
+  assign \insn.dwconv.wgt_addr  = insn[23:8];
+  assign \insn.dwconv.act_addr  = insn[39:24];
+  assign \insn.dwconv.acc_addr  = insn[55:40];
+  assign \insn.dwconv.param_addr  = insn[71:56];
+  assign \insn.dwconv.out_w  = insn[83:72];
+  assign \insn.dwconv.out_h  = insn[95:84];
+  assign \insn.dwconv.pitch  = insn[111:96];
+  assign \insn.dwconv.kh  = insn[113:112];
+  assign \insn.dwconv.kw  = insn[115:114];
+  assign \insn.dwconv.stride  = insn[117:116];
+  assign \insn.dwconv.use_bias  = insn[118];
+  assign \insn.dwconv.accumulate  = insn[119];
   assign \accum_value[0]  = accum_value[31:0];
   assign \accum_value[1]  = accum_value[63:32];
   assign \accum_value[2]  = accum_value[95:64];
@@ -11526,8 +11929,1784 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
+module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, act2__data, wgt__data, param__data, acc_rd__data, halt, start, insn, acc_rd__addr, acc_rd__en, macs, acc_wr__en, acc_wr__addr, acc_wr__data, error, wgt__addr, wgt__en, param__addr
+, param__en, act__addr, act__en, act1__addr, act1__en, act2__addr, act2__en, done, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$23  = 0;
+  wire \_$1 ;
+  wire [15:0] \_$10 ;
+  wire \_$100 ;
+  wire \_$101 ;
+  wire \_$102 ;
+  wire \_$103 ;
+  wire \_$104 ;
+  wire \_$105 ;
+  wire \_$106 ;
+  wire \_$107 ;
+  wire \_$108 ;
+  wire \_$109 ;
+  wire [16:0] \_$11 ;
+  wire [16:0] \_$110 ;
+  wire [32:0] \_$111 ;
+  wire \_$112 ;
+  wire \_$113 ;
+  wire \_$114 ;
+  wire \_$115 ;
+  wire [16:0] \_$116 ;
+  wire [32:0] \_$117 ;
+  wire \_$118 ;
+  wire \_$119 ;
+  wire [15:0] \_$12 ;
+  wire \_$120 ;
+  wire \_$121 ;
+  wire [17:0] \_$122 ;
+  wire [32:0] \_$123 ;
+  wire \_$124 ;
+  wire \_$125 ;
+  wire \_$126 ;
+  wire \_$127 ;
+  wire \_$128 ;
+  wire \_$129 ;
+  wire [17:0] \_$13 ;
+  wire \_$130 ;
+  wire \_$131 ;
+  wire [16:0] \_$132 ;
+  wire [32:0] \_$133 ;
+  wire \_$134 ;
+  wire [16:0] \_$135 ;
+  wire [32:0] \_$136 ;
+  wire \_$137 ;
+  wire [17:0] \_$138 ;
+  wire [32:0] \_$139 ;
+  wire [15:0] \_$14 ;
+  wire \_$140 ;
+  wire \_$141 ;
+  wire \_$142 ;
+  wire \_$143 ;
+  wire \_$144 ;
+  wire \_$145 ;
+  wire \_$146 ;
+  wire \_$147 ;
+  wire \_$148 ;
+  wire \_$149 ;
+  wire [18:0] \_$15 ;
+  wire \_$150 ;
+  wire \_$151 ;
+  wire \_$152 ;
+  wire \_$153 ;
+  wire \_$154 ;
+  wire \_$155 ;
+  wire \_$156 ;
+  wire \_$157 ;
+  wire \_$158 ;
+  wire \_$159 ;
+  wire [15:0] \_$16 ;
+  wire \_$160 ;
+  wire \_$161 ;
+  wire \_$162 ;
+  wire \_$163 ;
+  wire \_$164 ;
+  wire \_$165 ;
+  wire \_$166 ;
+  wire \_$167 ;
+  wire \_$168 ;
+  wire \_$169 ;
+  wire [19:0] \_$17 ;
+  wire \_$170 ;
+  wire \_$171 ;
+  wire \_$172 ;
+  wire \_$173 ;
+  wire \_$174 ;
+  wire [2:0] \_$175 ;
+  wire [12:0] \_$176 ;
+  wire [14:0] \_$177 ;
+  wire [15:0] \_$178 ;
+  wire [17:0] \_$179 ;
+  wire [15:0] \_$18 ;
+  wire \_$180 ;
+  wire \_$181 ;
+  wire \_$182 ;
+  wire \_$183 ;
+  wire \_$184 ;
+  wire \_$185 ;
+  wire \_$186 ;
+  wire \_$187 ;
+  wire \_$188 ;
+  wire \_$189 ;
+  wire [20:0] \_$19 ;
+  wire \_$190 ;
+  wire \_$191 ;
+  wire \_$192 ;
+  wire [2:0] \_$193 ;
+  wire [3:0] \_$194 ;
+  wire [17:0] \_$195 ;
+  wire [2:0] \_$196 ;
+  wire \_$197 ;
+  wire [2:0] \_$198 ;
+  wire [2:0] \_$199 ;
+  wire \_$2 ;
+  wire [15:0] \_$20 ;
+  wire \_$200 ;
+  wire [2:0] \_$201 ;
+  wire \_$202 ;
+  wire [16:0] \_$203 ;
+  wire [32:0] \_$204 ;
+  wire \_$205 ;
+  wire \_$206 ;
+  wire \_$207 ;
+  wire \_$208 ;
+  wire [16:0] \_$209 ;
+  wire [21:0] \_$21 ;
+  wire [32:0] \_$210 ;
+  wire \_$211 ;
+  wire \_$212 ;
+  wire \_$213 ;
+  wire \_$214 ;
+  wire [17:0] \_$215 ;
+  wire [32:0] \_$216 ;
+  wire \_$217 ;
+  wire \_$218 ;
+  wire \_$219 ;
+  wire [15:0] \_$22 ;
+  wire \_$220 ;
+  wire \_$221 ;
+  wire \_$222 ;
+  wire \_$223 ;
+  wire \_$224 ;
+  wire \_$225 ;
+  wire \_$226 ;
+  wire [2:0] \_$227 ;
+  wire [32:0] \_$228 ;
+  wire [2:0] \_$229 ;
+  wire [22:0] \_$23 ;
+  wire [14:0] \_$230 ;
+  wire \_$231 ;
+  wire [2:0] \_$232 ;
+  wire [12:0] \_$233 ;
+  wire [32:0] \_$234 ;
+  wire [32:0] \_$235 ;
+  wire [12:0] \_$236 ;
+  wire \_$237 ;
+  wire [14:0] \_$238 ;
+  wire [32:0] \_$239 ;
+  wire [15:0] \_$24 ;
+  wire \_$240 ;
+  reg \_$241 ;
+  reg \_$242 ;
+  reg [31:0] \_$243 ;
+  reg [31:0] \_$244 ;
+  reg [31:0] \_$245 ;
+  reg [31:0] \_$246 ;
+  reg [31:0] \_$247 ;
+  reg [31:0] \_$248 ;
+  reg [31:0] \_$249 ;
+  wire [23:0] \_$25 ;
+  reg [31:0] \_$250 ;
+  reg [31:0] \_$251 ;
+  reg [127:0] \_$252 ;
+  reg [31:0] \_$253 ;
+  reg [31:0] \_$254 ;
+  reg [31:0] \_$255 ;
+  reg [31:0] \_$256 ;
+  reg [31:0] \_$257 ;
+  reg [31:0] \_$258 ;
+  reg \_$259 ;
+  wire [15:0] \_$26 ;
+  reg [15:0] \_$260 ;
+  reg [127:0] \_$261 ;
+  reg [1:0] \_$262 ;
+  reg [1:0] \_$263 ;
+  reg [16:0] \_$264 ;
+  reg [11:0] \_$265 ;
+  reg [13:0] \_$266 ;
+  reg [1:0] \_$267 ;
+  reg [13:0] \_$268 ;
+  reg [31:0] \_$269 ;
+  wire [15:0] \_$27 ;
+  reg [31:0] \_$270 ;
+  reg [31:0] \_$271 ;
+  reg [31:0] \_$272 ;
+  reg [2:0] \_$273 ;
+  reg [1:0] \_$274 ;
+  reg [1:0] \_$275 ;
+  reg \_$276 ;
+  reg \_$277 ;
+  reg [15:0] \_$278 ;
+  wire [16:0] \_$28 ;
+  wire [15:0] \_$29 ;
+  wire \_$3 ;
+  wire [17:0] \_$30 ;
+  wire [15:0] \_$31 ;
+  wire [18:0] \_$32 ;
+  wire [15:0] \_$33 ;
+  wire [19:0] \_$34 ;
+  wire [15:0] \_$35 ;
+  wire [20:0] \_$36 ;
+  wire [15:0] \_$37 ;
+  wire [21:0] \_$38 ;
+  wire [15:0] \_$39 ;
+  wire \_$4 ;
+  wire [22:0] \_$40 ;
+  wire [15:0] \_$41 ;
+  wire [23:0] \_$42 ;
+  wire [15:0] \_$43 ;
+  wire [15:0] \_$44 ;
+  wire [16:0] \_$45 ;
+  wire [15:0] \_$46 ;
+  wire [17:0] \_$47 ;
+  wire [15:0] \_$48 ;
+  wire [18:0] \_$49 ;
+  wire \_$5 ;
+  wire [15:0] \_$50 ;
+  wire [19:0] \_$51 ;
+  wire [15:0] \_$52 ;
+  wire [20:0] \_$53 ;
+  wire [15:0] \_$54 ;
+  wire [21:0] \_$55 ;
+  wire [15:0] \_$56 ;
+  wire [22:0] \_$57 ;
+  wire [15:0] \_$58 ;
+  wire [23:0] \_$59 ;
+  wire \_$6 ;
+  wire [15:0] \_$60 ;
+  wire [15:0] \_$61 ;
+  wire [16:0] \_$62 ;
+  wire [15:0] \_$63 ;
+  wire [17:0] \_$64 ;
+  wire [15:0] \_$65 ;
+  wire [18:0] \_$66 ;
+  wire [15:0] \_$67 ;
+  wire [19:0] \_$68 ;
+  wire [15:0] \_$69 ;
+  wire \_$7 ;
+  wire [20:0] \_$70 ;
+  wire [15:0] \_$71 ;
+  wire [21:0] \_$72 ;
+  wire [15:0] \_$73 ;
+  wire [22:0] \_$74 ;
+  wire [15:0] \_$75 ;
+  wire [23:0] \_$76 ;
+  wire \_$77 ;
+  wire [3:0] \_$78 ;
+  wire [6:0] \_$79 ;
+  wire \_$8 ;
+  wire [31:0] \_$80 ;
+  wire [31:0] \_$81 ;
+  wire [32:0] \_$82 ;
+  wire [33:0] \_$83 ;
+  wire [31:0] \_$84 ;
+  wire [31:0] \_$85 ;
+  wire [32:0] \_$86 ;
+  wire [33:0] \_$87 ;
+  wire [31:0] \_$88 ;
+  wire [31:0] \_$89 ;
+  wire [15:0] \_$9 ;
+  wire [32:0] \_$90 ;
+  wire [33:0] \_$91 ;
+  wire [31:0] \_$92 ;
+  wire [31:0] \_$93 ;
+  wire [32:0] \_$94 ;
+  wire [33:0] \_$95 ;
+  wire \_$96 ;
+  wire \_$97 ;
+  wire \_$98 ;
+  wire \_$99 ;
+  reg \_$signal  = 1'h0;
+  reg [1:0] \_$signal$38  = 2'h0;
+  reg [31:0] \_$signal$46  = 32'd0;
+  reg \_$signal$58  = 1'h0;
+  reg [1:0] \_$signal$60  = 2'h0;
+  reg [11:0] \_$signal$65  = 12'h000;
+  reg [31:0] \_$signal$68  = 32'd0;
+  reg [31:0] acc_ptr = 32'd0;
+  output [15:0] acc_rd__addr;
+  reg [15:0] acc_rd__addr;
+  input [127:0] acc_rd__data;
+  wire [127:0] acc_rd__data;
+  output acc_rd__en;
+  reg acc_rd__en;
+  output [15:0] acc_wr__addr;
+  reg [15:0] acc_wr__addr;
+  output [127:0] acc_wr__data;
+  reg [127:0] acc_wr__data;
+  output acc_wr__en;
+  reg acc_wr__en;
+  output [15:0] act1__addr;
+  reg [15:0] act1__addr;
+  input [31:0] act1__data;
+  wire [31:0] act1__data;
+  output act1__en;
+  reg act1__en;
+  output [15:0] act2__addr;
+  reg [15:0] act2__addr;
+  input [31:0] act2__data;
+  wire [31:0] act2__data;
+  output act2__en;
+  reg act2__en;
+  output [15:0] act__addr;
+  reg [15:0] act__addr;
+  input [31:0] act__data;
+  wire [31:0] act__data;
+  output act__en;
+  reg act__en;
+  output bad_fields;
+  wire bad_fields;
+  reg [127:0] bias = 128'h00000000000000000000000000000000;
+  wire [31:0] \bias[0] ;
+  wire [31:0] \bias[1] ;
+  wire [31:0] \bias[2] ;
+  wire [31:0] \bias[3] ;
+  reg bias_valid = 1'h0;
+  input clk;
+  wire clk;
+  reg [31:0] col0_1 = 32'd0;
+  wire [7:0] \col0_1[0] ;
+  wire [7:0] \col0_1[1] ;
+  wire [7:0] \col0_1[2] ;
+  wire [7:0] \col0_1[3] ;
+  reg [31:0] col0_2 = 32'd0;
+  wire [7:0] \col0_2[0] ;
+  wire [7:0] \col0_2[1] ;
+  wire [7:0] \col0_2[2] ;
+  wire [7:0] \col0_2[3] ;
+  reg [31:0] col1_1 = 32'd0;
+  wire [7:0] \col1_1[0] ;
+  wire [7:0] \col1_1[1] ;
+  wire [7:0] \col1_1[2] ;
+  wire [7:0] \col1_1[3] ;
+  reg [31:0] col1_2 = 32'd0;
+  wire [7:0] \col1_2[0] ;
+  wire [7:0] \col1_2[1] ;
+  wire [7:0] \col1_2[2] ;
+  wire [7:0] \col1_2[3] ;
+  reg [31:0] col2_1 = 32'd0;
+  wire [7:0] \col2_1[0] ;
+  wire [7:0] \col2_1[1] ;
+  wire [7:0] \col2_1[2] ;
+  wire [7:0] \col2_1[3] ;
+  reg [31:0] col2_2 = 32'd0;
+  wire [7:0] \col2_2[0] ;
+  wire [7:0] \col2_2[1] ;
+  wire [7:0] \col2_2[2] ;
+  wire [7:0] \col2_2[3] ;
+  reg [13:0] cols_per_row = 14'h0000;
+  output done;
+  reg done;
+  output error;
+  reg error;
+  input halt;
+  wire halt;
+  input [119:0] insn;
+  wire [119:0] insn;
+  wire [15:0] \insn.acc_addr ;
+  wire \insn.accumulate ;
+  wire [15:0] \insn.act_addr ;
+  wire [3:0] \insn.deps ;
+  wire \insn.deps.pop_next ;
+  wire \insn.deps.pop_prev ;
+  wire \insn.deps.push_next ;
+  wire \insn.deps.push_prev ;
+  wire [1:0] \insn.kh ;
+  wire [1:0] \insn.kw ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
+  wire [3:0] \insn.opcode ;
+  wire [11:0] \insn.out_h ;
+  wire [11:0] \insn.out_w ;
+  wire [15:0] \insn.param_addr ;
+  wire [15:0] \insn.pitch ;
+  wire [1:0] \insn.stride ;
+  wire \insn.use_bias ;
+  wire [15:0] \insn.wgt_addr ;
+  output [5:0] macs;
+  reg [5:0] macs;
+  output [15:0] param__addr;
+  reg [15:0] param__addr;
+  input [511:0] param__data;
+  wire [511:0] param__data;
+  output param__en;
+  reg param__en;
+  wire [127:0] result;
+  wire [31:0] \result[0] ;
+  wire [31:0] \result[1] ;
+  wire [31:0] \result[2] ;
+  wire [31:0] \result[3] ;
+  reg [31:0] row_step = 32'd0;
+  input rst;
+  wire rst;
+  reg [15:0] s1_acc = 16'h0000;
+  reg s1_out = 1'h0;
+  reg [15:0] s2_acc = 16'h0000;
+  reg [127:0] s2_sum = 128'h00000000000000000000000000000000;
+  wire [31:0] \s2_sum[0] ;
+  wire [31:0] \s2_sum[1] ;
+  wire [31:0] \s2_sum[2] ;
+  wire [31:0] \s2_sum[3] ;
+  reg s2_valid = 1'h0;
+  input start;
+  wire start;
+  reg [1:0] tj = 2'h0;
+  reg [31:0] w0_0 = 32'd0;
+  wire [7:0] \w0_0[0] ;
+  wire [7:0] \w0_0[1] ;
+  wire [7:0] \w0_0[2] ;
+  wire [7:0] \w0_0[3] ;
+  reg [31:0] w0_1 = 32'd0;
+  wire [7:0] \w0_1[0] ;
+  wire [7:0] \w0_1[1] ;
+  wire [7:0] \w0_1[2] ;
+  wire [7:0] \w0_1[3] ;
+  reg [31:0] w0_2 = 32'd0;
+  wire [7:0] \w0_2[0] ;
+  wire [7:0] \w0_2[1] ;
+  wire [7:0] \w0_2[2] ;
+  wire [7:0] \w0_2[3] ;
+  reg [31:0] w1_0 = 32'd0;
+  wire [7:0] \w1_0[0] ;
+  wire [7:0] \w1_0[1] ;
+  wire [7:0] \w1_0[2] ;
+  wire [7:0] \w1_0[3] ;
+  reg [31:0] w1_1 = 32'd0;
+  wire [7:0] \w1_1[0] ;
+  wire [7:0] \w1_1[1] ;
+  wire [7:0] \w1_1[2] ;
+  wire [7:0] \w1_1[3] ;
+  reg [31:0] w1_2 = 32'd0;
+  wire [7:0] \w1_2[0] ;
+  wire [7:0] \w1_2[1] ;
+  wire [7:0] \w1_2[2] ;
+  wire [7:0] \w1_2[3] ;
+  reg [31:0] w2_0 = 32'd0;
+  wire [7:0] \w2_0[0] ;
+  wire [7:0] \w2_0[1] ;
+  wire [7:0] \w2_0[2] ;
+  wire [7:0] \w2_0[3] ;
+  reg [31:0] w2_1 = 32'd0;
+  wire [7:0] \w2_1[0] ;
+  wire [7:0] \w2_1[1] ;
+  wire [7:0] \w2_1[2] ;
+  wire [7:0] \w2_1[3] ;
+  reg [31:0] w2_2 = 32'd0;
+  wire [7:0] \w2_2[0] ;
+  wire [7:0] \w2_2[1] ;
+  wire [7:0] \w2_2[2] ;
+  wire [7:0] \w2_2[3] ;
+  reg [1:0] \wait  = 2'h0;
+  output [15:0] wgt__addr;
+  reg [15:0] wgt__addr;
+  input [31:0] wgt__data;
+  wire [31:0] wgt__data;
+  output wgt__en;
+  reg wgt__en;
+  reg [16:0] wgt_ptr = 17'h00000;
+  reg [2:0] window_state = 3'h0;
+  wire [127:0] window_sum;
+  wire [31:0] \window_sum[0] ;
+  wire [31:0] \window_sum[1] ;
+  wire [31:0] \window_sum[2] ;
+  wire [31:0] \window_sum[3] ;
+  reg [1:0] wl_a = 2'h0;
+  reg [13:0] x = 14'h0000;
+  assign \_$1  = ! insn[83:72];
+  assign \_$2  = ! insn[95:84];
+  assign \_$3  = \_$1  | \_$2 ;
+  assign \_$4  = ! insn[113:112];
+  assign \_$5  = \_$3  | \_$4 ;
+  assign \_$6  = ! insn[115:114];
+  assign \_$7  = \_$5  | \_$6 ;
+  assign \_$8  = ! insn[117:116];
+  assign bad_fields = \_$7  | \_$8 ;
+  assign \_$9  = $signed(w0_0[7:0]) * $signed(act__data[7:0]);
+  assign \_$10  = $signed(w0_1[7:0]) * $signed(col0_1[7:0]);
+  assign \_$11  = $signed(\_$9 ) + $signed(\_$10 );
+  assign \_$12  = $signed(w0_2[7:0]) * $signed(col0_2[7:0]);
+  assign \_$13  = $signed(\_$11 ) + $signed(\_$12 );
+  assign \_$14  = $signed(w1_0[7:0]) * $signed(act1__data[7:0]);
+  assign \_$15  = $signed(\_$13 ) + $signed(\_$14 );
+  assign \_$16  = $signed(w1_1[7:0]) * $signed(col1_1[7:0]);
+  assign \_$17  = $signed(\_$15 ) + $signed(\_$16 );
+  assign \_$18  = $signed(w1_2[7:0]) * $signed(col1_2[7:0]);
+  assign \_$19  = $signed(\_$17 ) + $signed(\_$18 );
+  assign \_$20  = $signed(w2_0[7:0]) * $signed(act2__data[7:0]);
+  assign \_$21  = $signed(\_$19 ) + $signed(\_$20 );
+  assign \_$22  = $signed(w2_1[7:0]) * $signed(col2_1[7:0]);
+  assign \_$23  = $signed(\_$21 ) + $signed(\_$22 );
+  assign \_$24  = $signed(w2_2[7:0]) * $signed(col2_2[7:0]);
+  assign \_$25  = $signed(\_$23 ) + $signed(\_$24 );
+  assign \_$26  = $signed(w0_0[15:8]) * $signed(act__data[15:8]);
+  assign \_$27  = $signed(w0_1[15:8]) * $signed(col0_1[15:8]);
+  assign \_$28  = $signed(\_$26 ) + $signed(\_$27 );
+  assign \_$29  = $signed(w0_2[15:8]) * $signed(col0_2[15:8]);
+  assign \_$30  = $signed(\_$28 ) + $signed(\_$29 );
+  assign \_$31  = $signed(w1_0[15:8]) * $signed(act1__data[15:8]);
+  assign \_$32  = $signed(\_$30 ) + $signed(\_$31 );
+  assign \_$33  = $signed(w1_1[15:8]) * $signed(col1_1[15:8]);
+  assign \_$34  = $signed(\_$32 ) + $signed(\_$33 );
+  assign \_$35  = $signed(w1_2[15:8]) * $signed(col1_2[15:8]);
+  assign \_$36  = $signed(\_$34 ) + $signed(\_$35 );
+  assign \_$37  = $signed(w2_0[15:8]) * $signed(act2__data[15:8]);
+  assign \_$38  = $signed(\_$36 ) + $signed(\_$37 );
+  assign \_$39  = $signed(w2_1[15:8]) * $signed(col2_1[15:8]);
+  assign \_$40  = $signed(\_$38 ) + $signed(\_$39 );
+  assign \_$41  = $signed(w2_2[15:8]) * $signed(col2_2[15:8]);
+  assign \_$42  = $signed(\_$40 ) + $signed(\_$41 );
+  assign \_$43  = $signed(w0_0[23:16]) * $signed(act__data[23:16]);
+  assign \_$44  = $signed(w0_1[23:16]) * $signed(col0_1[23:16]);
+  assign \_$45  = $signed(\_$43 ) + $signed(\_$44 );
+  assign \_$46  = $signed(w0_2[23:16]) * $signed(col0_2[23:16]);
+  assign \_$47  = $signed(\_$45 ) + $signed(\_$46 );
+  assign \_$48  = $signed(w1_0[23:16]) * $signed(act1__data[23:16]);
+  assign \_$49  = $signed(\_$47 ) + $signed(\_$48 );
+  assign \_$50  = $signed(w1_1[23:16]) * $signed(col1_1[23:16]);
+  assign \_$51  = $signed(\_$49 ) + $signed(\_$50 );
+  assign \_$52  = $signed(w1_2[23:16]) * $signed(col1_2[23:16]);
+  assign \_$53  = $signed(\_$51 ) + $signed(\_$52 );
+  assign \_$54  = $signed(w2_0[23:16]) * $signed(act2__data[23:16]);
+  assign \_$55  = $signed(\_$53 ) + $signed(\_$54 );
+  assign \_$56  = $signed(w2_1[23:16]) * $signed(col2_1[23:16]);
+  assign \_$57  = $signed(\_$55 ) + $signed(\_$56 );
+  assign \_$58  = $signed(w2_2[23:16]) * $signed(col2_2[23:16]);
+  assign \_$59  = $signed(\_$57 ) + $signed(\_$58 );
+  assign \_$60  = $signed(w0_0[31:24]) * $signed(act__data[31:24]);
+  assign \_$61  = $signed(w0_1[31:24]) * $signed(col0_1[31:24]);
+  assign \_$62  = $signed(\_$60 ) + $signed(\_$61 );
+  assign \_$63  = $signed(w0_2[31:24]) * $signed(col0_2[31:24]);
+  assign \_$64  = $signed(\_$62 ) + $signed(\_$63 );
+  assign \_$65  = $signed(w1_0[31:24]) * $signed(act1__data[31:24]);
+  assign \_$66  = $signed(\_$64 ) + $signed(\_$65 );
+  assign \_$67  = $signed(w1_1[31:24]) * $signed(col1_1[31:24]);
+  assign \_$68  = $signed(\_$66 ) + $signed(\_$67 );
+  assign \_$69  = $signed(w1_2[31:24]) * $signed(col1_2[31:24]);
+  assign \_$70  = $signed(\_$68 ) + $signed(\_$69 );
+  assign \_$71  = $signed(w2_0[31:24]) * $signed(act2__data[31:24]);
+  assign \_$72  = $signed(\_$70 ) + $signed(\_$71 );
+  assign \_$73  = $signed(w2_1[31:24]) * $signed(col2_1[31:24]);
+  assign \_$74  = $signed(\_$72 ) + $signed(\_$73 );
+  assign \_$75  = $signed(w2_2[31:24]) * $signed(col2_2[31:24]);
+  assign \_$76  = $signed(\_$74 ) + $signed(\_$75 );
+  assign \_$77  = \_$signal  & s1_out;
+  assign \_$78  = insn[113:112] * insn[115:114];
+  assign \_$79  = \_$78  * 3'h4;
+  assign \_$80  = insn[119] ? acc_rd__data[31:0] : 32'd0;
+  assign \_$81  = insn[118] ? bias[31:0] : 32'd0;
+  assign \_$82  = $signed(\_$80 ) + $signed(\_$81 );
+  assign \_$83  = $signed(\_$82 ) + $signed(s2_sum[31:0]);
+  assign \_$84  = insn[119] ? acc_rd__data[63:32] : 32'd0;
+  assign \_$85  = insn[118] ? bias[63:32] : 32'd0;
+  assign \_$86  = $signed(\_$84 ) + $signed(\_$85 );
+  assign \_$87  = $signed(\_$86 ) + $signed(s2_sum[63:32]);
+  assign \_$88  = insn[119] ? acc_rd__data[95:64] : 32'd0;
+  assign \_$89  = insn[118] ? bias[95:64] : 32'd0;
+  assign \_$90  = $signed(\_$88 ) + $signed(\_$89 );
+  assign \_$91  = $signed(\_$90 ) + $signed(s2_sum[95:64]);
+  assign \_$92  = insn[119] ? acc_rd__data[127:96] : 32'd0;
+  assign \_$93  = insn[118] ? bias[127:96] : 32'd0;
+  assign \_$94  = $signed(\_$92 ) + $signed(\_$93 );
+  assign \_$95  = $signed(\_$94 ) + $signed(s2_sum[127:96]);
+  assign \_$96  = wgt_ptr >= 11'h400;
+  assign \_$97  = ! \_$signal$38 ;
+  assign \_$98  = ! tj;
+  assign \_$99  = \_$97  & \_$98 ;
+  assign \_$100  = \_$99  & insn[118];
+  assign \_$101  = insn[71:56] >= 7'h40;
+  assign \_$102  = \_$100  & \_$101 ;
+  assign \_$103  = \_$96  | \_$102 ;
+  assign \_$104  = ~ halt;
+  assign \_$105  = ! \_$signal$38 ;
+  assign \_$106  = ! tj;
+  assign \_$107  = \_$105  & \_$106 ;
+  assign \_$108  = \_$107  & insn[118];
+  assign \_$109  = insn[113:112] > 1'h0;
+  assign \_$110  = 1'h0 * insn[111:96];
+  assign \_$111  = \_$signal$46  + \_$110 ;
+  assign \_$112  = \_$111  >= 12'h800;
+  assign \_$113  = \_$109  & \_$112 ;
+  assign \_$115  = insn[113:112] > 1'h1;
+  assign \_$116  = 1'h1 * insn[111:96];
+  assign \_$117  = \_$signal$46  + \_$116 ;
+  assign \_$118  = \_$117  >= 12'h800;
+  assign \_$119  = \_$115  & \_$118 ;
+  assign \_$120  = \_$114  | \_$119 ;
+  assign \_$121  = insn[113:112] > 2'h2;
+  assign \_$122  = 2'h2 * insn[111:96];
+  assign \_$123  = \_$signal$46  + \_$122 ;
+  assign \_$124  = \_$123  >= 12'h800;
+  assign \_$125  = \_$121  & \_$124 ;
+  assign \_$126  = \_$120  | \_$125 ;
+  assign \_$127  = ! \wait ;
+  assign \_$128  = acc_ptr >= 11'h400;
+  assign \_$129  = \_$127  & \_$128 ;
+  assign \_$130  = \_$126  | \_$129 ;
+  assign \_$131  = ~ halt;
+  assign \_$132  = 1'h0 * insn[111:96];
+  assign \_$133  = \_$signal$46  + \_$132 ;
+  assign \_$134  = insn[113:112] > 1'h0;
+  assign \_$135  = 1'h1 * insn[111:96];
+  assign \_$136  = \_$signal$46  + \_$135 ;
+  assign \_$137  = insn[113:112] > 1'h1;
+  assign \_$138  = 2'h2 * insn[111:96];
+  assign \_$139  = \_$signal$46  + \_$138 ;
+  assign \_$140  = insn[113:112] > 2'h2;
+  assign \_$141  = ~ \_$signal ;
+  assign \_$142  = ! window_state;
+  assign \_$143  = window_state == 1'h1;
+  assign \_$144  = window_state == 2'h2;
+  assign \_$145  = window_state == 2'h3;
+  assign \_$146  = window_state == 3'h4;
+  assign \_$147  = ! \_$signal$60 ;
+  assign \_$148  = ! wl_a;
+  assign \_$149  = \_$147  & \_$148 ;
+  assign \_$150  = ! \_$signal$60 ;
+  assign \_$151  = wl_a == 1'h1;
+  assign \_$152  = \_$150  & \_$151 ;
+  assign \_$153  = ! \_$signal$60 ;
+  assign \_$154  = wl_a == 2'h2;
+  assign \_$155  = \_$153  & \_$154 ;
+  assign \_$156  = \_$signal$60  == 1'h1;
+  assign \_$157  = ! wl_a;
+  assign \_$158  = \_$156  & \_$157 ;
+  assign \_$159  = \_$signal$60  == 1'h1;
+  assign \_$160  = wl_a == 1'h1;
+  assign \_$161  = \_$159  & \_$160 ;
+  assign \_$162  = \_$signal$60  == 1'h1;
+  assign \_$163  = wl_a == 2'h2;
+  assign \_$164  = \_$162  & \_$163 ;
+  assign \_$165  = \_$signal$60  == 2'h2;
+  assign \_$166  = ! wl_a;
+  assign \_$167  = \_$165  & \_$166 ;
+  assign \_$168  = \_$signal$60  == 2'h2;
+  assign \_$169  = wl_a == 1'h1;
+  assign \_$170  = \_$168  & \_$169 ;
+  assign \_$171  = \_$signal$60  == 2'h2;
+  assign \_$172  = wl_a == 2'h2;
+  assign \_$173  = \_$171  & \_$172 ;
+  assign \_$174  = \_$signal  & s1_out;
+  assign \_$175  = insn[115:114] - 1'h1;
+  assign \_$176  = insn[83:72] - 1'h1;
+  assign \_$177  = $signed(\_$176 ) * $signed({ 1'h0, insn[117:116] });
+  assign \_$178  = $signed(\_$177 ) + $signed({ 1'h0, insn[115:114] });
+  assign \_$179  = insn[117:116] * insn[111:96];
+  assign \_$180  = wgt_ptr >= 11'h400;
+  assign \_$181  = ! \_$signal$38 ;
+  assign \_$182  = ! tj;
+  assign \_$183  = \_$181  & \_$182 ;
+  assign \_$184  = \_$183  & insn[118];
+  assign \_$185  = insn[71:56] >= 7'h40;
+  assign \_$186  = \_$184  & \_$185 ;
+  assign \_$187  = \_$180  | \_$186 ;
+  assign \_$188  = ~ halt;
+  assign \_$189  = ! \_$signal$38 ;
+  assign \_$190  = ! tj;
+  assign \_$191  = \_$189  & \_$190 ;
+  assign \_$192  = \_$191  & insn[118];
+  assign \_$193  = insn[115:114] - 1'h1;
+  assign \_$194  = $signed(\_$193 ) - $signed({ 1'h0, tj });
+  assign \_$195  = wgt_ptr + 1'h1;
+  assign \_$196  = insn[115:114] - 1'h1;
+  assign \_$197  = tj == \_$196 ;
+  assign \_$198  = \_$signal$38  + 1'h1;
+  assign \_$199  = insn[113:112] - 1'h1;
+  assign \_$200  = \_$signal$38  == \_$199 ;
+  assign \_$201  = tj + 1'h1;
+  assign \_$202  = insn[113:112] > 1'h0;
+  assign \_$203  = 1'h0 * insn[111:96];
+  assign \_$204  = \_$signal$46  + \_$203 ;
+  assign \_$205  = \_$204  >= 12'h800;
+  assign \_$206  = \_$202  & \_$205 ;
+  assign \_$208  = insn[113:112] > 1'h1;
+  assign \_$209  = 1'h1 * insn[111:96];
+  assign \_$210  = \_$signal$46  + \_$209 ;
+  assign \_$211  = \_$210  >= 12'h800;
+  assign \_$212  = \_$208  & \_$211 ;
+  assign \_$213  = \_$207  | \_$212 ;
+  assign \_$214  = insn[113:112] > 2'h2;
+  assign \_$215  = 2'h2 * insn[111:96];
+  assign \_$216  = \_$signal$46  + \_$215 ;
+  assign \_$217  = \_$216  >= 12'h800;
+  assign \_$218  = \_$214  & \_$217 ;
+  assign \_$219  = \_$213  | \_$218 ;
+  assign \_$220  = ! \wait ;
+  assign \_$221  = acc_ptr >= 11'h400;
+  assign \_$222  = \_$220  & \_$221 ;
+  assign \_$223  = \_$219  | \_$222 ;
+  assign \_$224  = ~ halt;
+  assign \_$225  = ! \wait ;
+  assign \_$226  = ! \wait ;
+  assign \_$227  = insn[117:116] - 1'h1;
+  assign \_$228  = acc_ptr + 1'h1;
+  assign \_$229  = \wait  - 1'h1;
+  assign \_$230  = cols_per_row - 1'h1;
+  assign \_$231  = x == \_$230 ;
+  assign \_$232  = insn[115:114] - 1'h1;
+  assign \_$233  = \_$signal$65  + 1'h1;
+  assign \_$234  = \_$signal$68  + row_step;
+  assign \_$235  = \_$signal$68  + row_step;
+  assign \_$236  = insn[95:84] - 1'h1;
+  assign \_$237  = \_$signal$65  == \_$236 ;
+  assign \_$238  = x + 1'h1;
+  assign \_$239  = \_$signal$46  + 1'h1;
+  assign \_$240  = ~ \_$signal ;
+  always @(posedge clk)
+    \_$signal$58  <= \_$241 ;
+  always @(posedge clk)
+    bias_valid <= \_$242 ;
+  always @(posedge clk)
+    w0_0 <= \_$243 ;
+  always @(posedge clk)
+    w0_1 <= \_$244 ;
+  always @(posedge clk)
+    w0_2 <= \_$245 ;
+  always @(posedge clk)
+    w1_0 <= \_$246 ;
+  always @(posedge clk)
+    w1_1 <= \_$247 ;
+  always @(posedge clk)
+    w1_2 <= \_$248 ;
+  always @(posedge clk)
+    w2_0 <= \_$249 ;
+  always @(posedge clk)
+    w2_1 <= \_$250 ;
+  always @(posedge clk)
+    w2_2 <= \_$251 ;
+  always @(posedge clk)
+    bias <= \_$252 ;
+  always @(posedge clk)
+    col0_2 <= \_$253 ;
+  always @(posedge clk)
+    col0_1 <= \_$254 ;
+  always @(posedge clk)
+    col1_2 <= \_$255 ;
+  always @(posedge clk)
+    col1_1 <= \_$256 ;
+  always @(posedge clk)
+    col2_2 <= \_$257 ;
+  always @(posedge clk)
+    col2_1 <= \_$258 ;
+  always @(posedge clk)
+    s2_valid <= \_$259 ;
+  always @(posedge clk)
+    s2_acc <= \_$260 ;
+  always @(posedge clk)
+    s2_sum <= \_$261 ;
+  always @(posedge clk)
+    \_$signal$38  <= \_$262 ;
+  always @(posedge clk)
+    tj <= \_$263 ;
+  always @(posedge clk)
+    wgt_ptr <= \_$264 ;
+  always @(posedge clk)
+    \_$signal$65  <= \_$265 ;
+  always @(posedge clk)
+    x <= \_$266 ;
+  always @(posedge clk)
+    \wait  <= \_$267 ;
+  always @(posedge clk)
+    cols_per_row <= \_$268 ;
+  always @(posedge clk)
+    \_$signal$68  <= \_$269 ;
+  always @(posedge clk)
+    \_$signal$46  <= \_$270 ;
+  always @(posedge clk)
+    row_step <= \_$271 ;
+  always @(posedge clk)
+    acc_ptr <= \_$272 ;
+  always @(posedge clk)
+    window_state <= \_$273 ;
+  always @(posedge clk)
+    \_$signal$60  <= \_$274 ;
+  always @(posedge clk)
+    wl_a <= \_$275 ;
+  always @(posedge clk)
+    \_$signal  <= \_$276 ;
+  always @(posedge clk)
+    s1_out <= \_$277 ;
+  always @(posedge clk)
+    s1_acc <= \_$278 ;
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    acc_rd__addr = 16'h0000;
+    if (\_$77 ) begin
+      acc_rd__addr = s1_acc;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    acc_rd__en = 1'h0;
+    if (\_$77 ) begin
+      acc_rd__en = insn[119];
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    macs = 6'h00;
+    if (\_$77 ) begin
+      macs = \_$79 [5:0];
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    acc_wr__en = 1'h0;
+    if (s2_valid) begin
+      acc_wr__en = 1'h1;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    acc_wr__addr = 16'h0000;
+    if (s2_valid) begin
+      acc_wr__addr = s2_acc;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    acc_wr__data = 128'h00000000000000000000000000000000;
+    if (s2_valid) begin
+      acc_wr__data = result;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    error = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$103 ) begin
+            error = 1'h1;
+          end
+      3'h3:
+          if (\_$130 ) begin
+            error = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    wgt__addr = 16'h0000;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$103 ) begin
+          end else if (\_$104 ) begin
+            wgt__addr = wgt_ptr[15:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    wgt__en = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$103 ) begin
+          end else if (\_$104 ) begin
+            wgt__en = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    param__addr = 16'h0000;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$103 ) begin
+          end else if (\_$104 ) begin
+            if (\_$108 ) begin
+              param__addr = insn[71:56];
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    param__en = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$103 ) begin
+          end else if (\_$104 ) begin
+            if (\_$108 ) begin
+              param__en = 1'h1;
+            end
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    act__addr = 16'h0000;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$130 ) begin
+          end else if (\_$131 ) begin
+            act__addr = \_$133 [15:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    act__en = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$130 ) begin
+          end else if (\_$131 ) begin
+            act__en = \_$134 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    act1__addr = 16'h0000;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$130 ) begin
+          end else if (\_$131 ) begin
+            act1__addr = \_$136 [15:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    act1__en = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$130 ) begin
+          end else if (\_$131 ) begin
+            act1__en = \_$137 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    act2__addr = 16'h0000;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$130 ) begin
+          end else if (\_$131 ) begin
+            act2__addr = \_$139 [15:0];
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    act2__en = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$130 ) begin
+          end else if (\_$131 ) begin
+            act2__en = \_$140 ;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    done = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          /* empty */;
+      3'h4:
+          if (\_$141 ) begin
+            done = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$241  = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$187 ) begin
+          end else if (\_$188 ) begin
+            \_$241  = 1'h1;
+          end
+    endcase
+    if (rst) begin
+      \_$241  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$242  = 1'h0;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$187 ) begin
+          end else if (\_$188 ) begin
+            if (\_$192 ) begin
+              \_$242  = 1'h1;
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$242  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$243  = w0_0;
+    if (\_$signal$58 ) begin
+      if (\_$149 ) begin
+        \_$243  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$243  = 32'd0;
+          end
+    endcase
+    if (rst) begin
+      \_$243  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$244  = w0_1;
+    if (\_$signal$58 ) begin
+      if (\_$152 ) begin
+        \_$244  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$244  = 32'd0;
+          end
+    endcase
+    if (rst) begin
+      \_$244  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$245  = w0_2;
+    if (\_$signal$58 ) begin
+      if (\_$155 ) begin
+        \_$245  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$245  = 32'd0;
+          end
+    endcase
+    if (rst) begin
+      \_$245  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$246  = w1_0;
+    if (\_$signal$58 ) begin
+      if (\_$158 ) begin
+        \_$246  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$246  = 32'd0;
+          end
+    endcase
+    if (rst) begin
+      \_$246  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$247  = w1_1;
+    if (\_$signal$58 ) begin
+      if (\_$161 ) begin
+        \_$247  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$247  = 32'd0;
+          end
+    endcase
+    if (rst) begin
+      \_$247  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$248  = w1_2;
+    if (\_$signal$58 ) begin
+      if (\_$164 ) begin
+        \_$248  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$248  = 32'd0;
+          end
+    endcase
+    if (rst) begin
+      \_$248  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$249  = w2_0;
+    if (\_$signal$58 ) begin
+      if (\_$167 ) begin
+        \_$249  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$249  = 32'd0;
+          end
+    endcase
+    if (rst) begin
+      \_$249  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$250  = w2_1;
+    if (\_$signal$58 ) begin
+      if (\_$170 ) begin
+        \_$250  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$250  = 32'd0;
+          end
+    endcase
+    if (rst) begin
+      \_$250  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$251  = w2_2;
+    if (\_$signal$58 ) begin
+      if (\_$173 ) begin
+        \_$251  = wgt__data;
+      end
+    end
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$251  = 32'd0;
+          end
+    endcase
+    if (rst) begin
+      \_$251  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$252  = bias;
+    if (bias_valid) begin
+      \_$252 [31:0] = param__data[31:0];
+      \_$252 [63:32] = param__data[159:128];
+      \_$252 [95:64] = param__data[287:256];
+      \_$252 [127:96] = param__data[415:384];
+    end
+    if (rst) begin
+      \_$252  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$253  = col0_2;
+    if (\_$signal ) begin
+      \_$253  = col0_1;
+    end
+    if (rst) begin
+      \_$253  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$254  = col0_1;
+    if (\_$signal ) begin
+      \_$254  = act__data;
+    end
+    if (rst) begin
+      \_$254  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$255  = col1_2;
+    if (\_$signal ) begin
+      \_$255  = col1_1;
+    end
+    if (rst) begin
+      \_$255  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$256  = col1_1;
+    if (\_$signal ) begin
+      \_$256  = act1__data;
+    end
+    if (rst) begin
+      \_$256  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$257  = col2_2;
+    if (\_$signal ) begin
+      \_$257  = col2_1;
+    end
+    if (rst) begin
+      \_$257  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$258  = col2_1;
+    if (\_$signal ) begin
+      \_$258  = act2__data;
+    end
+    if (rst) begin
+      \_$258  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$259  = \_$174 ;
+    if (rst) begin
+      \_$259  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$260  = s1_acc;
+    if (rst) begin
+      \_$260  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$261  = window_sum;
+    if (rst) begin
+      \_$261  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$262  = \_$signal$38 ;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$262  = 2'h0;
+          end
+      3'h1:
+          if (\_$187 ) begin
+          end else if (\_$188 ) begin
+            if (\_$197 ) begin
+              \_$262  = \_$198 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$262  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$263  = tj;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$263  = 2'h0;
+          end
+      3'h1:
+          if (\_$187 ) begin
+          end else if (\_$188 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$197 ) begin
+              \_$263  = 2'h0;
+            end else begin
+              \_$263  = \_$201 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$263  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$264  = wgt_ptr;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$264  = { 1'h0, insn[23:8] };
+          end
+      3'h1:
+          if (\_$187 ) begin
+          end else if (\_$188 ) begin
+            \_$264  = \_$195 [16:0];
+          end
+    endcase
+    if (rst) begin
+      \_$264  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$265  = \_$signal$65 ;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$265  = 12'h000;
+          end
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$223 ) begin
+          end else if (\_$224 ) begin
+            if (\_$231 ) begin
+              \_$265  = \_$233 [11:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$265  = 12'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$266  = x;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$266  = 14'h0000;
+          end
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$223 ) begin
+          end else if (\_$224 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$231 ) begin
+              \_$266  = 14'h0000;
+            end else begin
+              \_$266  = \_$238 [13:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$266  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$267  = \wait ;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$267  = \_$175 [1:0];
+          end
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$223 ) begin
+          end else if (\_$224 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$226 ) begin
+              \_$267  = \_$227 [1:0];
+            end else begin
+              \_$267  = \_$229 [1:0];
+            end
+            if (\_$231 ) begin
+              \_$267  = \_$232 [1:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$267  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$268  = cols_per_row;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$268  = \_$178 [13:0];
+          end
+    endcase
+    if (rst) begin
+      \_$268  = 14'h0000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$269  = \_$signal$68 ;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$269  = { 16'h0000, insn[39:24] };
+          end
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$223 ) begin
+          end else if (\_$224 ) begin
+            if (\_$231 ) begin
+              \_$269  = \_$234 [31:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$269  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$270  = \_$signal$46 ;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$270  = { 16'h0000, insn[39:24] };
+          end
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$223 ) begin
+          end else if (\_$224 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$231 ) begin
+              \_$270  = \_$235 [31:0];
+            end else begin
+              \_$270  = \_$239 [31:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$270  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$271  = row_step;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$271  = { 14'h0000, \_$179  };
+          end
+    endcase
+    if (rst) begin
+      \_$271  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$272  = acc_ptr;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$272  = { 16'h0000, insn[55:40] };
+          end
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$223 ) begin
+          end else if (\_$224 ) begin
+            if (\_$226 ) begin
+              \_$272  = \_$228 [31:0];
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$272  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$273  = window_state;
+    casez (window_state)
+      3'h0:
+          if (start) begin
+            \_$273  = 3'h1;
+          end
+      3'h1:
+          if (\_$187 ) begin
+            \_$273  = 3'h2;
+          end else if (\_$188 ) begin
+            if (\_$197 ) begin
+              if (\_$200 ) begin
+                \_$273  = 3'h3;
+              end
+            end
+          end
+      3'h3:
+          if (\_$223 ) begin
+            \_$273  = 3'h2;
+          end else if (\_$224 ) begin
+            if (\_$231 ) begin
+              if (\_$237 ) begin
+                \_$273  = 3'h4;
+              end
+            end
+          end
+      3'h4:
+          if (\_$240 ) begin
+            \_$273  = 3'h0;
+          end
+    endcase
+    if (rst) begin
+      \_$273  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$274  = \_$signal$60 ;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$187 ) begin
+          end else if (\_$188 ) begin
+            \_$274  = \_$signal$38 ;
+          end
+    endcase
+    if (rst) begin
+      \_$274  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$275  = wl_a;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$187 ) begin
+          end else if (\_$188 ) begin
+            \_$275  = \_$194 [1:0];
+          end
+    endcase
+    if (rst) begin
+      \_$275  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$276  = \_$signal ;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+        begin
+          \_$276  = 1'h0;
+          if (\_$223 ) begin
+          end else if (\_$224 ) begin
+            \_$276  = 1'h1;
+          end
+        end
+      3'h4:
+          \_$276  = 1'h0;
+    endcase
+    if (rst) begin
+      \_$276  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$277  = s1_out;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$223 ) begin
+          end else if (\_$224 ) begin
+            \_$277  = \_$225 ;
+          end
+    endcase
+    if (rst) begin
+      \_$277  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    \_$278  = s1_acc;
+    casez (window_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h3:
+          if (\_$223 ) begin
+          end else if (\_$224 ) begin
+            \_$278  = acc_ptr[15:0];
+          end
+    endcase
+    if (rst) begin
+      \_$278  = 16'h0000;
+    end
+  end
+  assign \insn.opcode  = insn[3:0];
+  assign \insn.deps  = insn[7:4];
+  assign \insn.deps.pop_prev  = insn[4];
+  assign \insn.deps.pop_next  = insn[5];
+  assign \insn.deps.push_prev  = insn[6];
+  assign \insn.deps.push_next  = insn[7];
+  assign \insn.wgt_addr  = insn[23:8];
+  assign \insn.act_addr  = insn[39:24];
+  assign \insn.acc_addr  = insn[55:40];
+  assign \insn.param_addr  = insn[71:56];
+  assign \insn.out_w  = insn[83:72];
+  assign \insn.out_h  = insn[95:84];
+  assign \insn.pitch  = insn[111:96];
+  assign \insn.kh  = insn[113:112];
+  assign \insn.kw  = insn[115:114];
+  assign \insn.stride  = insn[117:116];
+  assign \insn.use_bias  = insn[118];
+  assign \insn.accumulate  = insn[119];
+  assign \window_sum[0]  = window_sum[31:0];
+  assign \window_sum[1]  = window_sum[63:32];
+  assign \window_sum[2]  = window_sum[95:64];
+  assign \window_sum[3]  = window_sum[127:96];
+  assign \w0_0[0]  = w0_0[7:0];
+  assign \w0_0[1]  = w0_0[15:8];
+  assign \w0_0[2]  = w0_0[23:16];
+  assign \w0_0[3]  = w0_0[31:24];
+  assign \w0_1[0]  = w0_1[7:0];
+  assign \w0_1[1]  = w0_1[15:8];
+  assign \w0_1[2]  = w0_1[23:16];
+  assign \w0_1[3]  = w0_1[31:24];
+  assign \col0_1[0]  = col0_1[7:0];
+  assign \col0_1[1]  = col0_1[15:8];
+  assign \col0_1[2]  = col0_1[23:16];
+  assign \col0_1[3]  = col0_1[31:24];
+  assign \w0_2[0]  = w0_2[7:0];
+  assign \w0_2[1]  = w0_2[15:8];
+  assign \w0_2[2]  = w0_2[23:16];
+  assign \w0_2[3]  = w0_2[31:24];
+  assign \col0_2[0]  = col0_2[7:0];
+  assign \col0_2[1]  = col0_2[15:8];
+  assign \col0_2[2]  = col0_2[23:16];
+  assign \col0_2[3]  = col0_2[31:24];
+  assign \w1_0[0]  = w1_0[7:0];
+  assign \w1_0[1]  = w1_0[15:8];
+  assign \w1_0[2]  = w1_0[23:16];
+  assign \w1_0[3]  = w1_0[31:24];
+  assign \w1_1[0]  = w1_1[7:0];
+  assign \w1_1[1]  = w1_1[15:8];
+  assign \w1_1[2]  = w1_1[23:16];
+  assign \w1_1[3]  = w1_1[31:24];
+  assign \col1_1[0]  = col1_1[7:0];
+  assign \col1_1[1]  = col1_1[15:8];
+  assign \col1_1[2]  = col1_1[23:16];
+  assign \col1_1[3]  = col1_1[31:24];
+  assign \w1_2[0]  = w1_2[7:0];
+  assign \w1_2[1]  = w1_2[15:8];
+  assign \w1_2[2]  = w1_2[23:16];
+  assign \w1_2[3]  = w1_2[31:24];
+  assign \col1_2[0]  = col1_2[7:0];
+  assign \col1_2[1]  = col1_2[15:8];
+  assign \col1_2[2]  = col1_2[23:16];
+  assign \col1_2[3]  = col1_2[31:24];
+  assign \w2_0[0]  = w2_0[7:0];
+  assign \w2_0[1]  = w2_0[15:8];
+  assign \w2_0[2]  = w2_0[23:16];
+  assign \w2_0[3]  = w2_0[31:24];
+  assign \w2_1[0]  = w2_1[7:0];
+  assign \w2_1[1]  = w2_1[15:8];
+  assign \w2_1[2]  = w2_1[23:16];
+  assign \w2_1[3]  = w2_1[31:24];
+  assign \col2_1[0]  = col2_1[7:0];
+  assign \col2_1[1]  = col2_1[15:8];
+  assign \col2_1[2]  = col2_1[23:16];
+  assign \col2_1[3]  = col2_1[31:24];
+  assign \w2_2[0]  = w2_2[7:0];
+  assign \w2_2[1]  = w2_2[15:8];
+  assign \w2_2[2]  = w2_2[23:16];
+  assign \w2_2[3]  = w2_2[31:24];
+  assign \col2_2[0]  = col2_2[7:0];
+  assign \col2_2[1]  = col2_2[15:8];
+  assign \col2_2[2]  = col2_2[23:16];
+  assign \col2_2[3]  = col2_2[31:24];
+  assign \result[0]  = result[31:0];
+  assign \result[1]  = result[63:32];
+  assign \result[2]  = result[95:64];
+  assign \result[3]  = result[127:96];
+  assign \bias[0]  = bias[31:0];
+  assign \bias[1]  = bias[63:32];
+  assign \bias[2]  = bias[95:64];
+  assign \bias[3]  = bias[127:96];
+  assign \s2_sum[0]  = s2_sum[31:0];
+  assign \s2_sum[1]  = s2_sum[63:32];
+  assign \s2_sum[2]  = s2_sum[95:64];
+  assign \s2_sum[3]  = s2_sum[127:96];
+  assign result[127:96] = \_$95 [31:0];
+  assign result[95:64] = \_$91 [31:0];
+  assign result[63:32] = \_$87 [31:0];
+  assign result[31:0] = \_$83 [31:0];
+  assign window_sum[127:96] = { \_$76 [23], \_$76 [23], \_$76 [23], \_$76 [23], \_$76 [23], \_$76 [23], \_$76 [23], \_$76 [23], \_$76  };
+  assign window_sum[95:64] = { \_$59 [23], \_$59 [23], \_$59 [23], \_$59 [23], \_$59 [23], \_$59 [23], \_$59 [23], \_$59 [23], \_$59  };
+  assign window_sum[63:32] = { \_$42 [23], \_$42 [23], \_$42 [23], \_$42 [23], \_$42 [23], \_$42 [23], \_$42 [23], \_$42 [23], \_$42  };
+  assign window_sum[31:0] = { \_$25 [23], \_$25 [23], \_$25 [23], \_$25 [23], \_$25 [23], \_$25 [23], \_$25 [23], \_$25 [23], \_$25  };
+  assign \_$114  = \_$113 ;
+  assign \_$207  = \_$206 ;
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$24  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -11647,7 +13826,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -11657,7 +13836,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -11667,7 +13846,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -11680,7 +13859,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -11702,7 +13881,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, compute_q__ready, store_q__ready, bus__resp__valid, bus__resp__payload, halt, load_q__payload, compute_q__payload, store_q__payload, load_q__valid, compute_q__valid, store_q__valid, stalled, bus__req__payload, error, error_code, ended
 , pc, bus__req__ready, insn_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$24  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$25  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$11 ;
@@ -11991,7 +14170,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     .w_en(bus__resp__valid)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$signal  = 1'h0;
     casez (word[3:0])
       4'h1:
@@ -12010,10 +14189,12 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
           \_$signal  = 1'h1;
       4'h8:
           \_$signal  = 1'h1;
+      4'h9:
+          \_$signal  = 1'h1;
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     target = 2'h0;
     casez (word[3:0])
       4'h1:
@@ -12030,10 +14211,14 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
           target = word[9:8];
       4'h7:
           target = 2'h2;
+      4'h8:
+          /* empty */;
+      4'h9:
+          target = 2'h1;
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$signal$22  = 1'h0;
     casez (word[3:0])
       4'h1:
@@ -12051,7 +14236,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     is_end = 1'h0;
     casez (word[3:0])
       4'h1:
@@ -12073,7 +14258,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     room = 1'h0;
     casez (target)
       2'h0:
@@ -12085,7 +14270,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     load_q__valid = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -12098,7 +14283,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     compute_q__valid = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -12111,7 +14296,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     store_q__valid = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -12124,7 +14309,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     stalled = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -12137,7 +14322,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$79  = running;
     if (start) begin
       \_$79  = 1'h1;
@@ -12147,7 +14332,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$80  = next_addr;
     if (start) begin
       \_$80  = { 1'h0, insn_base };
@@ -12160,7 +14345,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$81  = insn_addr;
     if (start) begin
       \_$81  = insn_base;
@@ -12181,7 +14366,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$82  = have;
     if (start) begin
       \_$82  = 2'h0;
@@ -12205,7 +14390,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$83  = word;
     if (\_$40 ) begin
       \_$83  = \_$43 [127:0];
@@ -12215,7 +14400,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$84  = error;
     if (\_$52 ) begin
       if (\_$53 ) begin
@@ -12232,7 +14417,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$85  = error_code;
     if (\_$52 ) begin
       if (\_$53 ) begin
@@ -12249,7 +14434,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$86  = ended;
     if (\_$52 ) begin
       if (\_$53 ) begin
@@ -12263,7 +14448,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$87  = pc;
     if (\_$52 ) begin
       (* full_case = 32'd1 *)
@@ -12305,7 +14490,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch.port (rst, addr__valid, r_en, bus__req__valid, addr__ready, empty, data__payload, w_en, w_data, bus__req__payload, data__valid, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$25  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$26  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -12371,7 +14556,7 @@ module \sim_top.accel.fetch.port (rst, addr__valid, r_en, bus__req__valid, addr_
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
     \_$9  = \_$8 [4:0];
     if (rst) begin
       \_$9  = 5'h00;
@@ -12387,7 +14572,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$26  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$27  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [4:0] \_$11 ;
@@ -12506,7 +14691,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [3:0];
@@ -12516,7 +14701,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [3:0];
@@ -12526,7 +14711,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [3:0];
@@ -12539,7 +14724,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -12561,7 +14746,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, desc_bus__req__valid, data_bus__req__valid, act__addr, queue__payload, deps__room_next, deps__has_next, bus__resp__valid, \bus__resp__valid$42 , bus__resp__payload, halt, pending, pending_index, idle, token_wait, deps__pop_next
 , queue__ready, busy, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, index, \error$111 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$36 , desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$27  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$28  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
@@ -12906,6 +15091,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] opcode;
   wire [15:0] param__addr;
   wire [511:0] param__data;
@@ -13138,8 +15324,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$4119$0 (lines__payload[18:0]),
-    .\port$4119$48 (lines__payload[48]),
+    .\port$4453$0 (lines__payload[18:0]),
+    .\port$4453$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -13148,7 +15334,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .w_rdy(w_rdy)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     pending = queue__valid;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -13163,7 +15349,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     pending_index = queue__payload[159:128];
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -13178,7 +15364,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     idle = 1'h0;
     casez (frame_state)
       2'h0:
@@ -13186,7 +15372,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     token_wait = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -13201,7 +15387,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     deps__pop_prev = 1'h0;
     casez (frame_state)
       2'h0:
@@ -13213,7 +15399,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     deps__pop_next = 1'h0;
     casez (frame_state)
       2'h0:
@@ -13225,7 +15411,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     queue__ready = 1'h0;
     casez (frame_state)
       2'h0:
@@ -13237,7 +15423,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     start = 1'h0;
     casez (frame_state)
       2'h0:
@@ -13249,7 +15435,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     busy = 1'h0;
     casez (frame_state)
       2'h0:
@@ -13261,7 +15447,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     running = 1'h0;
     casez (frame_state)
       2'h0:
@@ -13273,7 +15459,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     deps__push_prev = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -13290,7 +15476,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     deps__push_next = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -13307,7 +15493,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     retired = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -13324,7 +15510,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$signal  = 16'h0000;
     casez (desc[1:0])
       2'h0:
@@ -13336,7 +15522,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$signal$64  = 17'h00000;
     casez (desc[1:0])
       2'h0:
@@ -13348,7 +15534,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     beats = 16'h0000;
     casez (desc[1:0])
       2'h0:
@@ -13360,7 +15546,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     done = 1'h0;
     casez (load_state)
       3'h0:
@@ -13378,7 +15564,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \start$71  = 1'h0;
     casez (load_state)
       3'h0:
@@ -13392,7 +15578,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \start$73  = 1'h0;
     casez (load_state)
       3'h0:
@@ -13410,7 +15596,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \addr__valid$80  = 1'h0;
     if (\_$38 ) begin
       if (lines__payload[48]) begin
@@ -13419,7 +15605,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     data_bus__req__payload = 32'd0;
     if (\_$38 ) begin
       if (lines__payload[48]) begin
@@ -13428,7 +15614,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     lines__ready = 1'h0;
     if (\_$38 ) begin
       (* full_case = 32'd1 *)
@@ -13444,7 +15630,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     w_en = 1'h0;
     if (\_$38 ) begin
       (* full_case = 32'd1 *)
@@ -13460,7 +15646,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     line_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -13478,7 +15664,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     write = 1'h0;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -13496,7 +15682,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     r_en = 1'h0;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -13514,7 +15700,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \data__ready$92  = 1'h0;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -13525,7 +15711,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     dram_wait = 1'h0;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -13536,7 +15722,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     whole = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -13570,7 +15756,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$111  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -13596,7 +15782,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$112  = word;
     casez (frame_state)
       2'h0:
@@ -13611,7 +15797,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$113  = index;
     casez (frame_state)
       2'h0:
@@ -13626,7 +15812,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$114  = \error$111 ;
     if (\_$82 ) begin
       \_$114  = 1'h1;
@@ -13653,7 +15839,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$115  = error_code;
     if (\_$82 ) begin
       \_$115  = 4'h2;
@@ -13680,14 +15866,14 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$116  = \_$86 [6:0];
     if (rst) begin
       \_$116  = 7'h00;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$117  = load_state;
     casez (load_state)
       3'h0:
@@ -13720,7 +15906,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$118  = walking;
     casez (load_state)
       3'h0:
@@ -13744,7 +15930,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$119  = issued;
     if (\_$98 ) begin
       if (lines__payload[48]) begin
@@ -13763,7 +15949,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$120  = received;
     if (\_$105 ) begin
       (* full_case = 32'd1 *)
@@ -13785,7 +15971,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$121  = assembled;
     if (\_$105 ) begin
       (* full_case = 32'd1 *)
@@ -13947,7 +16133,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start, lines__ready, desc, lines__payload, busy, lines__valid, error, error_code, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$28  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$29  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
   wire [32:0] \_$100 ;
@@ -14425,7 +16611,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   always @(posedge clk)
     i3 <= \_$174 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     busy = 1'h0;
     casez (walk_state)
       2'h0:
@@ -14437,7 +16623,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     lines__valid = 1'h0;
     casez (walk_state)
       2'h0:
@@ -14452,7 +16638,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$152  = error;
     casez (walk_state)
       2'h0:
@@ -14473,7 +16659,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$153  = error_code;
     casez (walk_state)
       2'h0:
@@ -14494,7 +16680,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$154  = walk_state;
     casez (walk_state)
       2'h0:
@@ -14525,7 +16711,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$155  = local0;
     casez (walk_state)
       2'h0:
@@ -14553,7 +16739,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$156  = local1;
     casez (walk_state)
       2'h0:
@@ -14584,7 +16770,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$157  = local2;
     casez (walk_state)
       2'h0:
@@ -14618,7 +16804,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$158  = local3;
     casez (walk_state)
       2'h0:
@@ -14655,7 +16841,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$159  = dram0;
     casez (walk_state)
       2'h0:
@@ -14683,7 +16869,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$160  = dram1;
     casez (walk_state)
       2'h0:
@@ -14714,7 +16900,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$161  = dram2;
     casez (walk_state)
       2'h0:
@@ -14748,7 +16934,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$162  = dram3;
     casez (walk_state)
       2'h0:
@@ -14785,7 +16971,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$163  = y0;
     casez (walk_state)
       2'h0:
@@ -14813,7 +16999,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$164  = y1;
     casez (walk_state)
       2'h0:
@@ -14844,7 +17030,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$165  = y2;
     casez (walk_state)
       2'h0:
@@ -14878,7 +17064,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$166  = y3;
     casez (walk_state)
       2'h0:
@@ -14915,7 +17101,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$167  = x0;
     casez (walk_state)
       2'h0:
@@ -14943,7 +17129,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$168  = x1;
     casez (walk_state)
       2'h0:
@@ -14974,7 +17160,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$169  = x2;
     casez (walk_state)
       2'h0:
@@ -15008,7 +17194,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$170  = x3;
     casez (walk_state)
       2'h0:
@@ -15045,7 +17231,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$171  = i0;
     casez (walk_state)
       2'h0:
@@ -15073,7 +17259,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$172  = i1;
     casez (walk_state)
       2'h0:
@@ -15104,7 +17290,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$173  = i2;
     casez (walk_state)
       2'h0:
@@ -15138,7 +17324,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$174  = i3;
     casez (walk_state)
       2'h0:
@@ -15228,7 +17414,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.data_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, addr__valid, bus__req__payload, r_en, data__valid, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$29  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$30  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -15293,7 +17479,7 @@ module \sim_top.accel.load.data_port (rst, bus__req__valid, addr__ready, data__p
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$9  = \_$8 [6:0];
     if (rst) begin
       \_$9  = 7'h00;
@@ -15309,7 +17495,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$30  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$31  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [6:0] \_$11 ;
@@ -15428,7 +17614,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [5:0];
@@ -15438,7 +17624,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [5:0];
@@ -15448,7 +17634,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [5:0];
@@ -15461,7 +17647,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -15482,7 +17668,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.desc_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, data__valid, addr__valid, bus__req__payload, r_en, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$31  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$32  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -15547,7 +17733,7 @@ module \sim_top.accel.load.desc_port (rst, bus__req__valid, addr__ready, data__p
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
     \_$9  = \_$8 [3:0];
     if (rst) begin
       \_$9  = 4'h0;
@@ -15563,7 +17749,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$32  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$33  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -15682,7 +17868,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -15692,7 +17878,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -15702,7 +17888,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -15715,7 +17901,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -15736,7 +17922,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__payload, start, index, data__valid, addr__valid, addr__payload, data__ready, done, error, desc, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$33  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$34  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
   wire \_$11 ;
@@ -15874,7 +18060,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
   always @(posedge clk)
     word <= \_$24 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     addr__valid = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -15884,7 +18070,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     addr__payload = 32'd0;
     casez (fetch_state)
       2'h0:
@@ -15894,7 +18080,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     data__ready = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -15904,7 +18090,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     done = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -15916,7 +18102,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     \_$18  = error;
     casez (fetch_state)
       2'h0:
@@ -15931,7 +18117,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     \_$19  = error_code;
     casez (fetch_state)
       2'h0:
@@ -15946,7 +18132,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     \_$20  = fetch_state;
     casez (fetch_state)
       2'h0:
@@ -15972,7 +18158,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     \_$21  = address;
     casez (fetch_state)
       2'h0:
@@ -15989,7 +18175,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     \_$22  = requested;
     casez (fetch_state)
       2'h0:
@@ -16010,7 +18196,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     \_$23  = received;
     casez (fetch_state)
       2'h0:
@@ -16031,7 +18217,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     \_$24  = word;
     casez (fetch_state)
       2'h0:
@@ -16084,8 +18270,8 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4119$0 , \port$4119$48 , r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$34  = 0;
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4453$0 , \port$4453$48 , r_rdy, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$35  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [6:0] \_$11 ;
@@ -16126,10 +18312,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$41
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [18:0] \port$4119$0 ;
-  wire [18:0] \port$4119$0 ;
-  input \port$4119$48 ;
-  wire \port$4119$48 ;
+  input [18:0] \port$4453$0 ;
+  wire [18:0] \port$4453$0 ;
+  input \port$4453$48 ;
+  wire \port$4453$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [19:0] r_data;
@@ -16156,7 +18342,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$41
   reg [19:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$4119$0 [18:16], \port$4119$48 , \port$4119$0 [15:0] };
+      storage[w_port__addr] <= { \port$4453$0 [18:16], \port$4453$48 , \port$4453$0 [15:0] };
   end
   reg [19:0] _0_;
   always @(posedge clk) begin
@@ -16208,7 +18394,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$41
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [5:0];
@@ -16218,7 +18404,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$41
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [5:0];
@@ -16228,7 +18414,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$41
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [5:0];
@@ -16241,7 +18427,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$41
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -16255,15 +18441,15 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$41
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4119$0 [18:16], \port$4119$48 , \port$4119$0 [15:0] };
-  assign w_data = { \port$4119$0 [18:16], \port$4119$48 , \port$4119$0 [15:0] };
+  assign w_port__data = { \port$4453$0 [18:16], \port$4453$48 , \port$4453$0 [15:0] };
+  assign w_data = { \port$4453$0 [18:16], \port$4453$48 , \port$4453$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$35  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$36  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -16383,7 +18569,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -16393,7 +18579,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -16403,7 +18589,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -16416,7 +18602,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -16438,7 +18624,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, param__data, acc__data, bus__resp__payload, halt, perf, pending, pending_index, idle, token_wait, deps__pop_prev, queue__ready, busy
 , deps__push_prev, retired, param__addr, param__en, wr__valid, wr__payload, index, \error$87 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$36  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$37  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
@@ -17453,6 +19639,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   (* enum_value_0110 = "SYNC" *)
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
   wire [3:0] opcode;
   output [15:0] param__addr;
   reg [15:0] param__addr;
@@ -18882,7 +21069,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     .start(\start$77 )
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$209 , \_$180 [6:0] })
       8'h00:
@@ -19400,7 +21587,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$296 , \_$267 [6:0] })
       8'h00:
@@ -19918,7 +22105,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$383 , \_$354 [6:0] })
       8'h00:
@@ -20436,7 +22623,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$470 , \_$441 [6:0] })
       8'h00:
@@ -20954,7 +23141,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     pending = queue__valid;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -20969,7 +23156,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     pending_index = queue__payload[159:128];
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -20984,7 +23171,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     idle = 1'h0;
     casez (frame_state)
       2'h0:
@@ -20992,7 +23179,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     token_wait = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -21007,7 +23194,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     deps__pop_prev = 1'h0;
     casez (frame_state)
       2'h0:
@@ -21019,7 +23206,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     deps__pop_next = 1'h0;
     casez (frame_state)
       2'h0:
@@ -21031,7 +23218,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     queue__ready = 1'h0;
     casez (frame_state)
       2'h0:
@@ -21043,7 +23230,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     start = 1'h0;
     casez (frame_state)
       2'h0:
@@ -21055,7 +23242,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     busy = 1'h0;
     casez (frame_state)
       2'h0:
@@ -21067,7 +23254,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     running = 1'h0;
     casez (frame_state)
       2'h0:
@@ -21079,7 +23266,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     deps__push_prev = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -21096,7 +23283,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     deps__push_next = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -21113,7 +23300,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     retired = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -21130,7 +23317,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     (* full_case = 32'd1 *)
     casez (word[49:48])
       2'h0:
@@ -21144,7 +23331,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     param__addr = \_$48 [15:0];
     casez (store_state)
       3'h0:
@@ -21158,7 +23345,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     param__en = \_$59 ;
     casez (store_state)
       3'h0:
@@ -21172,7 +23359,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     wr__valid = 1'h0;
     if (writing_perf) begin
       wr__valid = 1'h1;
@@ -21181,7 +23368,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     wr__payload = 104'h00000000000000000000000000;
     if (writing_perf) begin
       wr__payload[31:0] = \_$61 [31:0];
@@ -21194,7 +23381,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \start$77  = 1'h0;
     casez (store_state)
       3'h0:
@@ -21206,7 +23393,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     done = 1'h0;
     casez (store_state)
       3'h0:
@@ -21233,7 +23420,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \start$80  = 1'h0;
     casez (store_state)
       3'h0:
@@ -21257,7 +23444,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$539  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -21283,7 +23470,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$540  = word;
     casez (frame_state)
       2'h0:
@@ -21298,7 +23485,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$541  = index;
     casez (frame_state)
       2'h0:
@@ -21313,7 +23500,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$542  = \error$87 ;
     if (\_$113 ) begin
       \_$542  = 1'h1;
@@ -21354,7 +23541,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$543  = error_code;
     if (\_$113 ) begin
       \_$543  = 4'h2;
@@ -21395,7 +23582,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$544  = \_$signal ;
     if (\_$126 ) begin
       \_$544  = lines__payload[48];
@@ -21407,7 +23594,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$545  = b_dram;
     if (\_$126 ) begin
       \_$545  = lines__payload[47:16];
@@ -21417,7 +23604,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$546  = walking;
     if (\_$126 ) begin
       if (lines__payload[113]) begin
@@ -21449,7 +23636,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$547  = \_$signal$59 ;
     if (\_$149 ) begin
       \_$547  = 1'h1;
@@ -21461,7 +23648,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$548  = \_$signal$74 ;
     if (\_$149 ) begin
       \_$548  = b_dram;
@@ -21471,7 +23658,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$549  = c_line;
     if (\_$149 ) begin
       \_$549  = { \_$500 , \_$413 , \_$326 , \_$239  };
@@ -21481,7 +23668,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$550  = c_beat;
     if (\_$149 ) begin
       \_$550  = 1'h0;
@@ -21494,7 +23681,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$551  = store_state;
     casez (store_state)
       3'h0:
@@ -21546,7 +23733,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$552  = record;
     casez (store_state)
       3'h0:
@@ -21567,7 +23754,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$553  = perf_addr;
     casez (store_state)
       3'h0:
@@ -21587,7 +23774,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$554  = perf_beat;
     casez (store_state)
       3'h0:
@@ -21615,7 +23802,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$555  = writing_perf;
     casez (store_state)
       3'h0:
@@ -21645,7 +23832,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$556  = table_step;
     casez (store_state)
       3'h0:
@@ -21668,7 +23855,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$557  = table_0;
     casez (store_state)
       3'h0:
@@ -21688,7 +23875,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$558  = table_1;
     casez (store_state)
       3'h0:
@@ -21708,7 +23895,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$559  = table_2;
     casez (store_state)
       3'h0:
@@ -21728,7 +23915,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$560  = table_3;
     casez (store_state)
       3'h0:
@@ -21748,7 +23935,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$561  = table_4;
     casez (store_state)
       3'h0:
@@ -21768,7 +23955,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$562  = table_5;
     casez (store_state)
       3'h0:
@@ -21788,7 +23975,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$563  = table_6;
     casez (store_state)
       3'h0:
@@ -21808,7 +23995,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$564  = table_7;
     casez (store_state)
       3'h0:
@@ -21828,7 +24015,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$565  = table_8;
     casez (store_state)
       3'h0:
@@ -21848,7 +24035,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$566  = table_9;
     casez (store_state)
       3'h0:
@@ -21868,7 +24055,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$567  = table_10;
     casez (store_state)
       3'h0:
@@ -21888,7 +24075,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$568  = table_11;
     casez (store_state)
       3'h0:
@@ -21908,7 +24095,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$569  = table_12;
     casez (store_state)
       3'h0:
@@ -21928,7 +24115,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$570  = table_13;
     casez (store_state)
       3'h0:
@@ -21948,7 +24135,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$571  = table_14;
     casez (store_state)
       3'h0:
@@ -21968,7 +24155,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$572  = table_15;
     casez (store_state)
       3'h0:
@@ -21988,7 +24175,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$573  = table_16;
     casez (store_state)
       3'h0:
@@ -22008,7 +24195,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$574  = table_17;
     casez (store_state)
       3'h0:
@@ -22028,7 +24215,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$575  = table_18;
     casez (store_state)
       3'h0:
@@ -22048,7 +24235,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$576  = table_19;
     casez (store_state)
       3'h0:
@@ -22068,7 +24255,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$577  = table_20;
     casez (store_state)
       3'h0:
@@ -22088,7 +24275,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$578  = table_21;
     casez (store_state)
       3'h0:
@@ -22108,7 +24295,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$579  = table_22;
     casez (store_state)
       3'h0:
@@ -22128,7 +24315,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$580  = table_23;
     casez (store_state)
       3'h0:
@@ -22148,7 +24335,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$581  = table_24;
     casez (store_state)
       3'h0:
@@ -22168,7 +24355,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$582  = table_25;
     casez (store_state)
       3'h0:
@@ -22188,7 +24375,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$583  = table_26;
     casez (store_state)
       3'h0:
@@ -22208,7 +24395,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$584  = table_27;
     casez (store_state)
       3'h0:
@@ -22228,7 +24415,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$585  = table_28;
     casez (store_state)
       3'h0:
@@ -22248,7 +24435,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$586  = table_29;
     casez (store_state)
       3'h0:
@@ -22268,7 +24455,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$587  = table_30;
     casez (store_state)
       3'h0:
@@ -22288,7 +24475,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$588  = table_31;
     casez (store_state)
       3'h0:
@@ -22308,7 +24495,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$589  = table_32;
     casez (store_state)
       3'h0:
@@ -22328,7 +24515,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$590  = table_33;
     casez (store_state)
       3'h0:
@@ -22348,7 +24535,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$591  = table_34;
     casez (store_state)
       3'h0:
@@ -22368,7 +24555,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$592  = table_35;
     casez (store_state)
       3'h0:
@@ -22388,7 +24575,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$593  = table_36;
     casez (store_state)
       3'h0:
@@ -22408,7 +24595,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$594  = table_37;
     casez (store_state)
       3'h0:
@@ -22428,7 +24615,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$595  = table_38;
     casez (store_state)
       3'h0:
@@ -22448,7 +24635,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$596  = table_39;
     casez (store_state)
       3'h0:
@@ -22468,7 +24655,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$597  = table_40;
     casez (store_state)
       3'h0:
@@ -22488,7 +24675,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$598  = table_41;
     casez (store_state)
       3'h0:
@@ -22508,7 +24695,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$599  = table_42;
     casez (store_state)
       3'h0:
@@ -22528,7 +24715,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$600  = table_43;
     casez (store_state)
       3'h0:
@@ -22548,7 +24735,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$601  = table_44;
     casez (store_state)
       3'h0:
@@ -22568,7 +24755,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$602  = table_45;
     casez (store_state)
       3'h0:
@@ -22588,7 +24775,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$603  = table_46;
     casez (store_state)
       3'h0:
@@ -22608,7 +24795,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$604  = table_47;
     casez (store_state)
       3'h0:
@@ -22628,7 +24815,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$605  = table_48;
     casez (store_state)
       3'h0:
@@ -22648,7 +24835,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$606  = table_49;
     casez (store_state)
       3'h0:
@@ -22668,7 +24855,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$607  = table_50;
     casez (store_state)
       3'h0:
@@ -22688,7 +24875,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$608  = table_51;
     casez (store_state)
       3'h0:
@@ -22708,7 +24895,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$609  = table_52;
     casez (store_state)
       3'h0:
@@ -22728,7 +24915,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$610  = table_53;
     casez (store_state)
       3'h0:
@@ -22748,7 +24935,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$611  = table_54;
     casez (store_state)
       3'h0:
@@ -22768,7 +24955,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$612  = table_55;
     casez (store_state)
       3'h0:
@@ -22788,7 +24975,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$613  = table_56;
     casez (store_state)
       3'h0:
@@ -22808,7 +24995,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$614  = table_57;
     casez (store_state)
       3'h0:
@@ -22828,7 +25015,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$615  = table_58;
     casez (store_state)
       3'h0:
@@ -22848,7 +25035,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$616  = table_59;
     casez (store_state)
       3'h0:
@@ -22868,7 +25055,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$617  = table_60;
     casez (store_state)
       3'h0:
@@ -22888,7 +25075,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$618  = table_61;
     casez (store_state)
       3'h0:
@@ -22908,7 +25095,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$619  = table_62;
     casez (store_state)
       3'h0:
@@ -22928,7 +25115,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$620  = table_63;
     casez (store_state)
       3'h0:
@@ -22948,7 +25135,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$621  = table_64;
     casez (store_state)
       3'h0:
@@ -22970,7 +25157,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$622  = table_65;
     casez (store_state)
       3'h0:
@@ -22992,7 +25179,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$623  = table_66;
     casez (store_state)
       3'h0:
@@ -23014,7 +25201,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$624  = table_67;
     casez (store_state)
       3'h0:
@@ -23036,7 +25223,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$625  = table_68;
     casez (store_state)
       3'h0:
@@ -23058,7 +25245,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$626  = table_69;
     casez (store_state)
       3'h0:
@@ -23080,7 +25267,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$627  = table_70;
     casez (store_state)
       3'h0:
@@ -23102,7 +25289,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$628  = table_71;
     casez (store_state)
       3'h0:
@@ -23124,7 +25311,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$629  = table_72;
     casez (store_state)
       3'h0:
@@ -23146,7 +25333,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$630  = table_73;
     casez (store_state)
       3'h0:
@@ -23168,7 +25355,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$631  = table_74;
     casez (store_state)
       3'h0:
@@ -23190,7 +25377,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$632  = table_75;
     casez (store_state)
       3'h0:
@@ -23212,7 +25399,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$633  = table_76;
     casez (store_state)
       3'h0:
@@ -23234,7 +25421,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$634  = table_77;
     casez (store_state)
       3'h0:
@@ -23256,7 +25443,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$635  = table_78;
     casez (store_state)
       3'h0:
@@ -23278,7 +25465,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$636  = table_79;
     casez (store_state)
       3'h0:
@@ -23300,7 +25487,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$637  = table_80;
     casez (store_state)
       3'h0:
@@ -23322,7 +25509,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$638  = table_81;
     casez (store_state)
       3'h0:
@@ -23344,7 +25531,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$639  = table_82;
     casez (store_state)
       3'h0:
@@ -23366,7 +25553,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$640  = table_83;
     casez (store_state)
       3'h0:
@@ -23388,7 +25575,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$641  = table_84;
     casez (store_state)
       3'h0:
@@ -23410,7 +25597,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$642  = table_85;
     casez (store_state)
       3'h0:
@@ -23432,7 +25619,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$643  = table_86;
     casez (store_state)
       3'h0:
@@ -23454,7 +25641,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$644  = table_87;
     casez (store_state)
       3'h0:
@@ -23476,7 +25663,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$645  = table_88;
     casez (store_state)
       3'h0:
@@ -23498,7 +25685,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$646  = table_89;
     casez (store_state)
       3'h0:
@@ -23520,7 +25707,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$647  = table_90;
     casez (store_state)
       3'h0:
@@ -23542,7 +25729,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$648  = table_91;
     casez (store_state)
       3'h0:
@@ -23564,7 +25751,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$649  = table_92;
     casez (store_state)
       3'h0:
@@ -23586,7 +25773,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$650  = table_93;
     casez (store_state)
       3'h0:
@@ -23608,7 +25795,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$651  = table_94;
     casez (store_state)
       3'h0:
@@ -23630,7 +25817,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$652  = table_95;
     casez (store_state)
       3'h0:
@@ -23652,7 +25839,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$653  = table_96;
     casez (store_state)
       3'h0:
@@ -23674,7 +25861,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$654  = table_97;
     casez (store_state)
       3'h0:
@@ -23696,7 +25883,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$655  = table_98;
     casez (store_state)
       3'h0:
@@ -23718,7 +25905,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$656  = table_99;
     casez (store_state)
       3'h0:
@@ -23740,7 +25927,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$657  = table_100;
     casez (store_state)
       3'h0:
@@ -23762,7 +25949,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$658  = table_101;
     casez (store_state)
       3'h0:
@@ -23784,7 +25971,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$659  = table_102;
     casez (store_state)
       3'h0:
@@ -23806,7 +25993,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$660  = table_103;
     casez (store_state)
       3'h0:
@@ -23828,7 +26015,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$661  = table_104;
     casez (store_state)
       3'h0:
@@ -23850,7 +26037,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$662  = table_105;
     casez (store_state)
       3'h0:
@@ -23872,7 +26059,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$663  = table_106;
     casez (store_state)
       3'h0:
@@ -23894,7 +26081,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$664  = table_107;
     casez (store_state)
       3'h0:
@@ -23916,7 +26103,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$665  = table_108;
     casez (store_state)
       3'h0:
@@ -23938,7 +26125,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$666  = table_109;
     casez (store_state)
       3'h0:
@@ -23960,7 +26147,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$667  = table_110;
     casez (store_state)
       3'h0:
@@ -23982,7 +26169,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$668  = table_111;
     casez (store_state)
       3'h0:
@@ -24004,7 +26191,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$669  = table_112;
     casez (store_state)
       3'h0:
@@ -24026,7 +26213,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$670  = table_113;
     casez (store_state)
       3'h0:
@@ -24048,7 +26235,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$671  = table_114;
     casez (store_state)
       3'h0:
@@ -24070,7 +26257,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$672  = table_115;
     casez (store_state)
       3'h0:
@@ -24092,7 +26279,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$673  = table_116;
     casez (store_state)
       3'h0:
@@ -24114,7 +26301,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$674  = table_117;
     casez (store_state)
       3'h0:
@@ -24136,7 +26323,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$675  = table_118;
     casez (store_state)
       3'h0:
@@ -24158,7 +26345,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$676  = table_119;
     casez (store_state)
       3'h0:
@@ -24180,7 +26367,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$677  = table_120;
     casez (store_state)
       3'h0:
@@ -24202,7 +26389,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$678  = table_121;
     casez (store_state)
       3'h0:
@@ -24224,7 +26411,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$679  = table_122;
     casez (store_state)
       3'h0:
@@ -24246,7 +26433,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$680  = table_123;
     casez (store_state)
       3'h0:
@@ -24268,7 +26455,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$681  = table_124;
     casez (store_state)
       3'h0:
@@ -24290,7 +26477,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$682  = table_125;
     casez (store_state)
       3'h0:
@@ -24312,7 +26499,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$683  = table_126;
     casez (store_state)
       3'h0:
@@ -24334,7 +26521,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$684  = table_127;
     casez (store_state)
       3'h0:
@@ -24356,7 +26543,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$685  = table_128;
     casez (store_state)
       3'h0:
@@ -24380,7 +26567,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$686  = table_129;
     casez (store_state)
       3'h0:
@@ -24404,7 +26591,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$687  = table_130;
     casez (store_state)
       3'h0:
@@ -24428,7 +26615,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$688  = table_131;
     casez (store_state)
       3'h0:
@@ -24452,7 +26639,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$689  = table_132;
     casez (store_state)
       3'h0:
@@ -24476,7 +26663,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$690  = table_133;
     casez (store_state)
       3'h0:
@@ -24500,7 +26687,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$691  = table_134;
     casez (store_state)
       3'h0:
@@ -24524,7 +26711,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$692  = table_135;
     casez (store_state)
       3'h0:
@@ -24548,7 +26735,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$693  = table_136;
     casez (store_state)
       3'h0:
@@ -24572,7 +26759,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$694  = table_137;
     casez (store_state)
       3'h0:
@@ -24596,7 +26783,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$695  = table_138;
     casez (store_state)
       3'h0:
@@ -24620,7 +26807,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$696  = table_139;
     casez (store_state)
       3'h0:
@@ -24644,7 +26831,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$697  = table_140;
     casez (store_state)
       3'h0:
@@ -24668,7 +26855,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$698  = table_141;
     casez (store_state)
       3'h0:
@@ -24692,7 +26879,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$699  = table_142;
     casez (store_state)
       3'h0:
@@ -24716,7 +26903,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$700  = table_143;
     casez (store_state)
       3'h0:
@@ -24740,7 +26927,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$701  = table_144;
     casez (store_state)
       3'h0:
@@ -24764,7 +26951,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$702  = table_145;
     casez (store_state)
       3'h0:
@@ -24788,7 +26975,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$703  = table_146;
     casez (store_state)
       3'h0:
@@ -24812,7 +26999,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$704  = table_147;
     casez (store_state)
       3'h0:
@@ -24836,7 +27023,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$705  = table_148;
     casez (store_state)
       3'h0:
@@ -24860,7 +27047,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$706  = table_149;
     casez (store_state)
       3'h0:
@@ -24884,7 +27071,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$707  = table_150;
     casez (store_state)
       3'h0:
@@ -24908,7 +27095,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$708  = table_151;
     casez (store_state)
       3'h0:
@@ -24932,7 +27119,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$709  = table_152;
     casez (store_state)
       3'h0:
@@ -24956,7 +27143,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$710  = table_153;
     casez (store_state)
       3'h0:
@@ -24980,7 +27167,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$711  = table_154;
     casez (store_state)
       3'h0:
@@ -25004,7 +27191,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$712  = table_155;
     casez (store_state)
       3'h0:
@@ -25028,7 +27215,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$713  = table_156;
     casez (store_state)
       3'h0:
@@ -25052,7 +27239,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$714  = table_157;
     casez (store_state)
       3'h0:
@@ -25076,7 +27263,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$715  = table_158;
     casez (store_state)
       3'h0:
@@ -25100,7 +27287,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$716  = table_159;
     casez (store_state)
       3'h0:
@@ -25124,7 +27311,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$717  = table_160;
     casez (store_state)
       3'h0:
@@ -25148,7 +27335,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$718  = table_161;
     casez (store_state)
       3'h0:
@@ -25172,7 +27359,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$719  = table_162;
     casez (store_state)
       3'h0:
@@ -25196,7 +27383,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$720  = table_163;
     casez (store_state)
       3'h0:
@@ -25220,7 +27407,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$721  = table_164;
     casez (store_state)
       3'h0:
@@ -25244,7 +27431,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$722  = table_165;
     casez (store_state)
       3'h0:
@@ -25268,7 +27455,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$723  = table_166;
     casez (store_state)
       3'h0:
@@ -25292,7 +27479,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$724  = table_167;
     casez (store_state)
       3'h0:
@@ -25316,7 +27503,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$725  = table_168;
     casez (store_state)
       3'h0:
@@ -25340,7 +27527,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$726  = table_169;
     casez (store_state)
       3'h0:
@@ -25364,7 +27551,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$727  = table_170;
     casez (store_state)
       3'h0:
@@ -25388,7 +27575,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$728  = table_171;
     casez (store_state)
       3'h0:
@@ -25412,7 +27599,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$729  = table_172;
     casez (store_state)
       3'h0:
@@ -25436,7 +27623,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$730  = table_173;
     casez (store_state)
       3'h0:
@@ -25460,7 +27647,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$731  = table_174;
     casez (store_state)
       3'h0:
@@ -25484,7 +27671,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$732  = table_175;
     casez (store_state)
       3'h0:
@@ -25508,7 +27695,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$733  = table_176;
     casez (store_state)
       3'h0:
@@ -25532,7 +27719,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$734  = table_177;
     casez (store_state)
       3'h0:
@@ -25556,7 +27743,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$735  = table_178;
     casez (store_state)
       3'h0:
@@ -25580,7 +27767,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$736  = table_179;
     casez (store_state)
       3'h0:
@@ -25604,7 +27791,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$737  = table_180;
     casez (store_state)
       3'h0:
@@ -25628,7 +27815,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$738  = table_181;
     casez (store_state)
       3'h0:
@@ -25652,7 +27839,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$739  = table_182;
     casez (store_state)
       3'h0:
@@ -25676,7 +27863,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$740  = table_183;
     casez (store_state)
       3'h0:
@@ -25700,7 +27887,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$741  = table_184;
     casez (store_state)
       3'h0:
@@ -25724,7 +27911,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$742  = table_185;
     casez (store_state)
       3'h0:
@@ -25748,7 +27935,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$743  = table_186;
     casez (store_state)
       3'h0:
@@ -25772,7 +27959,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$744  = table_187;
     casez (store_state)
       3'h0:
@@ -25796,7 +27983,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$745  = table_188;
     casez (store_state)
       3'h0:
@@ -25820,7 +28007,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$746  = table_189;
     casez (store_state)
       3'h0:
@@ -25844,7 +28031,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$747  = table_190;
     casez (store_state)
       3'h0:
@@ -25868,7 +28055,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$748  = table_191;
     casez (store_state)
       3'h0:
@@ -25892,7 +28079,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$749  = table_192;
     casez (store_state)
       3'h0:
@@ -25918,7 +28105,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$750  = table_193;
     casez (store_state)
       3'h0:
@@ -25944,7 +28131,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$751  = table_194;
     casez (store_state)
       3'h0:
@@ -25970,7 +28157,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$752  = table_195;
     casez (store_state)
       3'h0:
@@ -25996,7 +28183,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$753  = table_196;
     casez (store_state)
       3'h0:
@@ -26022,7 +28209,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$754  = table_197;
     casez (store_state)
       3'h0:
@@ -26048,7 +28235,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$755  = table_198;
     casez (store_state)
       3'h0:
@@ -26074,7 +28261,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$756  = table_199;
     casez (store_state)
       3'h0:
@@ -26100,7 +28287,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$757  = table_200;
     casez (store_state)
       3'h0:
@@ -26126,7 +28313,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$758  = table_201;
     casez (store_state)
       3'h0:
@@ -26152,7 +28339,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$759  = table_202;
     casez (store_state)
       3'h0:
@@ -26178,7 +28365,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$760  = table_203;
     casez (store_state)
       3'h0:
@@ -26204,7 +28391,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$761  = table_204;
     casez (store_state)
       3'h0:
@@ -26230,7 +28417,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$762  = table_205;
     casez (store_state)
       3'h0:
@@ -26256,7 +28443,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$763  = table_206;
     casez (store_state)
       3'h0:
@@ -26282,7 +28469,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$764  = table_207;
     casez (store_state)
       3'h0:
@@ -26308,7 +28495,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$765  = table_208;
     casez (store_state)
       3'h0:
@@ -26334,7 +28521,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$766  = table_209;
     casez (store_state)
       3'h0:
@@ -26360,7 +28547,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$767  = table_210;
     casez (store_state)
       3'h0:
@@ -26386,7 +28573,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$768  = table_211;
     casez (store_state)
       3'h0:
@@ -26412,7 +28599,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$769  = table_212;
     casez (store_state)
       3'h0:
@@ -26438,7 +28625,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$770  = table_213;
     casez (store_state)
       3'h0:
@@ -26464,7 +28651,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$771  = table_214;
     casez (store_state)
       3'h0:
@@ -26490,7 +28677,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$772  = table_215;
     casez (store_state)
       3'h0:
@@ -26516,7 +28703,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$773  = table_216;
     casez (store_state)
       3'h0:
@@ -26542,7 +28729,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$774  = table_217;
     casez (store_state)
       3'h0:
@@ -26568,7 +28755,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$775  = table_218;
     casez (store_state)
       3'h0:
@@ -26594,7 +28781,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$776  = table_219;
     casez (store_state)
       3'h0:
@@ -26620,7 +28807,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$777  = table_220;
     casez (store_state)
       3'h0:
@@ -26646,7 +28833,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$778  = table_221;
     casez (store_state)
       3'h0:
@@ -26672,7 +28859,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$779  = table_222;
     casez (store_state)
       3'h0:
@@ -26698,7 +28885,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$780  = table_223;
     casez (store_state)
       3'h0:
@@ -26724,7 +28911,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$781  = table_224;
     casez (store_state)
       3'h0:
@@ -26750,7 +28937,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$782  = table_225;
     casez (store_state)
       3'h0:
@@ -26776,7 +28963,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$783  = table_226;
     casez (store_state)
       3'h0:
@@ -26802,7 +28989,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$784  = table_227;
     casez (store_state)
       3'h0:
@@ -26828,7 +29015,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$785  = table_228;
     casez (store_state)
       3'h0:
@@ -26854,7 +29041,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$786  = table_229;
     casez (store_state)
       3'h0:
@@ -26880,7 +29067,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$787  = table_230;
     casez (store_state)
       3'h0:
@@ -26906,7 +29093,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$788  = table_231;
     casez (store_state)
       3'h0:
@@ -26932,7 +29119,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$789  = table_232;
     casez (store_state)
       3'h0:
@@ -26958,7 +29145,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$790  = table_233;
     casez (store_state)
       3'h0:
@@ -26984,7 +29171,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$791  = table_234;
     casez (store_state)
       3'h0:
@@ -27010,7 +29197,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$792  = table_235;
     casez (store_state)
       3'h0:
@@ -27036,7 +29223,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$793  = table_236;
     casez (store_state)
       3'h0:
@@ -27062,7 +29249,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$794  = table_237;
     casez (store_state)
       3'h0:
@@ -27088,7 +29275,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$795  = table_238;
     casez (store_state)
       3'h0:
@@ -27114,7 +29301,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$796  = table_239;
     casez (store_state)
       3'h0:
@@ -27140,7 +29327,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$797  = table_240;
     casez (store_state)
       3'h0:
@@ -27166,7 +29353,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$798  = table_241;
     casez (store_state)
       3'h0:
@@ -27192,7 +29379,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$799  = table_242;
     casez (store_state)
       3'h0:
@@ -27218,7 +29405,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$800  = table_243;
     casez (store_state)
       3'h0:
@@ -27244,7 +29431,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$801  = table_244;
     casez (store_state)
       3'h0:
@@ -27270,7 +29457,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$802  = table_245;
     casez (store_state)
       3'h0:
@@ -27296,7 +29483,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$803  = table_246;
     casez (store_state)
       3'h0:
@@ -27322,7 +29509,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$804  = table_247;
     casez (store_state)
       3'h0:
@@ -27348,7 +29535,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$805  = table_248;
     casez (store_state)
       3'h0:
@@ -27374,7 +29561,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$806  = table_249;
     casez (store_state)
       3'h0:
@@ -27400,7 +29587,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$807  = table_250;
     casez (store_state)
       3'h0:
@@ -27426,7 +29613,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$808  = table_251;
     casez (store_state)
       3'h0:
@@ -27452,7 +29639,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$809  = table_252;
     casez (store_state)
       3'h0:
@@ -27478,7 +29665,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$810  = table_253;
     casez (store_state)
       3'h0:
@@ -27504,7 +29691,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$811  = table_254;
     casez (store_state)
       3'h0:
@@ -27530,7 +29717,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     \_$812  = table_255;
     casez (store_state)
       3'h0:
@@ -27702,7 +29889,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payload, busy, lines__valid, error, error_code, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$37  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$38  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
   wire [32:0] \_$100 ;
@@ -28173,7 +30360,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   always @(posedge clk)
     i3 <= \_$174 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     busy = 1'h0;
     casez (walk_state)
       2'h0:
@@ -28185,7 +30372,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     lines__valid = 1'h0;
     casez (walk_state)
       2'h0:
@@ -28200,7 +30387,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$152  = error;
     casez (walk_state)
       2'h0:
@@ -28221,7 +30408,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$153  = error_code;
     casez (walk_state)
       2'h0:
@@ -28242,7 +30429,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$154  = walk_state;
     casez (walk_state)
       2'h0:
@@ -28273,7 +30460,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$155  = local0;
     casez (walk_state)
       2'h0:
@@ -28301,7 +30488,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$156  = local1;
     casez (walk_state)
       2'h0:
@@ -28332,7 +30519,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$157  = local2;
     casez (walk_state)
       2'h0:
@@ -28366,7 +30553,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$158  = local3;
     casez (walk_state)
       2'h0:
@@ -28403,7 +30590,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$159  = dram0;
     casez (walk_state)
       2'h0:
@@ -28431,7 +30618,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$160  = dram1;
     casez (walk_state)
       2'h0:
@@ -28462,7 +30649,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$161  = dram2;
     casez (walk_state)
       2'h0:
@@ -28496,7 +30683,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$162  = dram3;
     casez (walk_state)
       2'h0:
@@ -28533,7 +30720,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$163  = y0;
     casez (walk_state)
       2'h0:
@@ -28561,7 +30748,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$164  = y1;
     casez (walk_state)
       2'h0:
@@ -28592,7 +30779,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$165  = y2;
     casez (walk_state)
       2'h0:
@@ -28626,7 +30813,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$166  = y3;
     casez (walk_state)
       2'h0:
@@ -28663,7 +30850,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$167  = x0;
     casez (walk_state)
       2'h0:
@@ -28691,7 +30878,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$168  = x1;
     casez (walk_state)
       2'h0:
@@ -28722,7 +30909,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$169  = x2;
     casez (walk_state)
       2'h0:
@@ -28756,7 +30943,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$170  = x3;
     casez (walk_state)
       2'h0:
@@ -28793,7 +30980,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$171  = i0;
     casez (walk_state)
       2'h0:
@@ -28821,7 +31008,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$172  = i1;
     casez (walk_state)
       2'h0:
@@ -28852,7 +31039,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$173  = i2;
     casez (walk_state)
       2'h0:
@@ -28886,7 +31073,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     \_$174  = i3;
     casez (walk_state)
       2'h0:
@@ -28985,7 +31172,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.desc_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, data__valid, addr__valid, bus__req__payload, r_en, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$38  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$39  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -29050,7 +31237,7 @@ module \sim_top.accel.store.desc_port (rst, bus__req__valid, addr__ready, data__
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
     \_$9  = \_$8 [3:0];
     if (rst) begin
       \_$9  = 4'h0;
@@ -29066,7 +31253,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$39  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$40  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -29185,7 +31372,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -29195,7 +31382,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -29205,7 +31392,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -29218,7 +31405,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -29239,7 +31426,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__payload, start, index, data__valid, addr__valid, addr__payload, data__ready, done, error, desc, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$40  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$41  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
   wire \_$11 ;
@@ -29377,7 +31564,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
   always @(posedge clk)
     word <= \_$24 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
     addr__valid = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -29387,7 +31574,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
     addr__payload = 32'd0;
     casez (fetch_state)
       2'h0:
@@ -29397,7 +31584,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
     data__ready = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -29407,7 +31594,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
     done = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -29419,7 +31606,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
     \_$18  = error;
     casez (fetch_state)
       2'h0:
@@ -29434,7 +31621,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
     \_$19  = error_code;
     casez (fetch_state)
       2'h0:
@@ -29449,7 +31636,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
     \_$20  = fetch_state;
     casez (fetch_state)
       2'h0:
@@ -29475,7 +31662,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
     \_$21  = address;
     casez (fetch_state)
       2'h0:
@@ -29492,7 +31679,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
     \_$22  = requested;
     casez (fetch_state)
       2'h0:
@@ -29513,7 +31700,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
     \_$23  = received;
     casez (fetch_state)
       2'h0:
@@ -29534,7 +31721,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
     \_$24  = word;
     casez (fetch_state)
       2'h0:
@@ -29588,7 +31775,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$41  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$42  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -29708,7 +31895,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -29718,7 +31905,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -29728,7 +31915,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -29741,7 +31928,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -29762,53 +31949,6 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.tokens_c2l (rst, has, room, pop, push, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$42  = 0;
-  wire \_$1 ;
-  wire \_$2 ;
-  wire \_$3 ;
-  wire \_$4 ;
-  wire [3:0] \_$5 ;
-  wire [3:0] \_$6 ;
-  reg [2:0] \_$7 ;
-  input clk;
-  wire clk;
-  reg [2:0] count = 3'h0;
-  output has;
-  wire has;
-  input pop;
-  wire pop;
-  input push;
-  wire push;
-  output room;
-  wire room;
-  input rst;
-  wire rst;
-  assign \_$1  = ~ pop;
-  assign \_$2  = push & \_$1 ;
-  assign \_$3  = ~ push;
-  assign \_$4  = pop & \_$3 ;
-  assign \_$5  = count + 1'h1;
-  assign \_$6  = count - 1'h1;
-  always @(posedge clk)
-    count <= \_$7 ;
-  assign has = count > 1'h0;
-  assign room = count < 3'h4;
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
-    \_$7  = count;
-    if (\_$2 ) begin
-      \_$7  = \_$5 [2:0];
-    end else if (\_$4 ) begin
-      \_$7  = \_$6 [2:0];
-    end
-    if (rst) begin
-      \_$7  = 3'h0;
-    end
-  end
-endmodule
-
-(* generator = "Amaranth" *)
-module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$43  = 0;
   wire \_$1 ;
   wire \_$2 ;
@@ -29855,7 +31995,7 @@ module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
+module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$44  = 0;
   wire \_$1 ;
   wire \_$2 ;
@@ -29902,7 +32042,7 @@ module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
+module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$45  = 0;
   wire \_$1 ;
   wire \_$2 ;
@@ -29949,8 +32089,55 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5313$0 , rd_resp__valid, clk);
+module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$46  = 0;
+  wire \_$1 ;
+  wire \_$2 ;
+  wire \_$3 ;
+  wire \_$4 ;
+  wire [3:0] \_$5 ;
+  wire [3:0] \_$6 ;
+  reg [2:0] \_$7 ;
+  input clk;
+  wire clk;
+  reg [2:0] count = 3'h0;
+  output has;
+  wire has;
+  input pop;
+  wire pop;
+  input push;
+  wire push;
+  output room;
+  wire room;
+  input rst;
+  wire rst;
+  assign \_$1  = ~ pop;
+  assign \_$2  = push & \_$1 ;
+  assign \_$3  = ~ push;
+  assign \_$4  = pop & \_$3 ;
+  assign \_$5  = count + 1'h1;
+  assign \_$6  = count - 1'h1;
+  always @(posedge clk)
+    count <= \_$7 ;
+  assign has = count > 1'h0;
+  assign room = count < 3'h4;
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    \_$7  = count;
+    if (\_$2 ) begin
+      \_$7  = \_$5 [2:0];
+    end else if (\_$4 ) begin
+      \_$7  = \_$6 [2:0];
+    end
+    if (rst) begin
+      \_$7  = 3'h0;
+    end
+  end
+endmodule
+
+(* generator = "Amaranth" *)
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5750$0 , rd_resp__valid, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$47  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
   reg \_$11 ;
@@ -29980,8 +32167,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$5313$0 ;
-  wire [1:0] \port$5313$0 ;
+  output [1:0] \port$5750$0 ;
+  wire [1:0] \port$5750$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -30086,161 +32273,161 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
     .wr_strb(wr__payload[103:96])
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$3  = stage6_tag;
     if (rst) begin
       \_$3  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$5  = rd_req__valid;
     if (rst) begin
       \_$5  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$6  = rd_req__payload[31:0];
     if (rst) begin
       \_$6  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$7  = rd_req__payload[33:32];
     if (rst) begin
       \_$7  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$8  = stage0_valid;
     if (rst) begin
       \_$8  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$9  = stage0_addr;
     if (rst) begin
       \_$9  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$10  = stage0_tag;
     if (rst) begin
       \_$10  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$11  = stage1_valid;
     if (rst) begin
       \_$11  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$12  = stage1_addr;
     if (rst) begin
       \_$12  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$13  = stage1_tag;
     if (rst) begin
       \_$13  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$14  = stage2_valid;
     if (rst) begin
       \_$14  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$15  = stage2_addr;
     if (rst) begin
       \_$15  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$16  = stage2_tag;
     if (rst) begin
       \_$16  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$17  = stage3_valid;
     if (rst) begin
       \_$17  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$18  = stage3_addr;
     if (rst) begin
       \_$18  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$19  = stage3_tag;
     if (rst) begin
       \_$19  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$20  = stage4_valid;
     if (rst) begin
       \_$20  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$21  = stage4_addr;
     if (rst) begin
       \_$21  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$22  = stage4_tag;
     if (rst) begin
       \_$22  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$23  = stage5_valid;
     if (rst) begin
       \_$23  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$24  = stage5_addr;
     if (rst) begin
       \_$24  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$25  = stage5_tag;
     if (rst) begin
       \_$25  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
     \_$26  = stage6_valid;
     if (rst) begin
       \_$26  = 1'h0;
@@ -30249,7 +32436,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$5313$0  = \_$4 ;
+  assign \port$5750$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

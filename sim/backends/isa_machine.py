@@ -24,7 +24,7 @@ import numpy as np
 
 from arch import isa
 from arch.config import AccelConfig
-from arch.isa import MAX_SHIFT, ErrorCode, Launch, Mem, Opcode, Queue
+from arch.isa import MAX_SHIFT, ErrorCode, Launch, Mem, Opcode, Queue, dwconv_cycles
 
 _PREV = {Queue.COMPUTE: Queue.LOAD, Queue.STORE: Queue.COMPUTE}
 _NEXT = {Queue.LOAD: Queue.COMPUTE, Queue.COMPUTE: Queue.STORE}
@@ -419,6 +419,36 @@ class Machine:
             self.acc[rows] = wrap32(value)
         self.stats.alu_ops += m * window * n_iter * c.rows
         return m * window * n_iter
+
+    def _exec_dwconv(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
+        c = self.config
+        self._require_positive(index, insn, "out_w", "out_h", "kh", "kw", "stride")
+        out_w, out_h, kh, kw = insn["out_w"], insn["out_h"], insn["kh"], insn["kw"]
+        stride, pitch = insn["stride"], insn["pitch"]
+        in_cols = (out_w - 1) * stride + kw  # input columns streamed per output row
+        self._check_lines(index, "WGT", insn["wgt_addr"], kh * kw, c.wgt_lines)
+        last_act = insn["act_addr"] + ((out_h - 1) * stride + kh - 1) * pitch + in_cols - 1
+        self._check_lines(
+            index, "ACT", insn["act_addr"], last_act - insn["act_addr"] + 1, c.act_lines
+        )
+        self._check_lines(index, "ACC", insn["acc_addr"], out_h * out_w, c.acc_lines)
+        if insn["use_bias"]:
+            self._check_lines(index, "PARAM", insn["param_addr"], 1, c.param_lines)
+        # ACT line of (output pixel, tap): (oy*stride + i)*pitch + ox*stride + j.
+        oy, ox = np.divmod(np.arange(out_h * out_w), out_w)
+        i, j = np.divmod(np.arange(kh * kw), kw)
+        lines = insn["act_addr"] + np.add.outer(oy * stride * pitch + ox * stride, i * pitch + j)
+        acts = self.act[lines].astype(np.int64)  # (pixels, taps, lanes)
+        wgts = self.wgt[insn["wgt_addr"] : insn["wgt_addr"] + kh * kw].astype(np.int64)
+        value = (acts * wgts[None]).sum(axis=1)
+        rows = slice(insn["acc_addr"], insn["acc_addr"] + out_h * out_w)
+        if insn["accumulate"]:
+            value = value + self.acc[rows]
+        if insn["use_bias"]:
+            value = value + self._param(index, "bias", np.array([insn["param_addr"]]))
+        self.acc[rows] = wrap32(value)
+        self.stats.macs += out_h * out_w * kh * kw * c.cols
+        return dwconv_cycles(out_w, out_h, kh, kw, stride)
 
     def _exec_sync(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
         return 1

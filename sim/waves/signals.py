@@ -96,6 +96,7 @@ GROUPS: tuple[tuple[str, tuple[Trace, ...]], ...] = (
             "compute",
             Trace("dut.accel.compute.compute_state", names="fsm", alias="compute.state"),
             Trace("dut.accel.compute.line.line_state", names="fsm", alias="compute.lines"),
+            Trace("dut.accel.compute.window.window_state", names="fsm", alias="compute.window"),
         ),
     ),
     (

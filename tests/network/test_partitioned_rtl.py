@@ -1,8 +1,8 @@
 """A partitioned graph end to end on the RTL: device program -> host LRN (onnxruntime) -> device
 program -> host InstanceNormalization -> device program, every accelerator layer bit-exact
 against the reference, the outputs equal to the ISA simulator's; and the ops that run on the
-array by their own hardware (depthwise, dilated, upsampling, activation tables, gated and
-table-only scale layers)."""
+array by their own hardware (depthwise on the window unit, dilated, upsampling, activation
+tables, gated and table-only scale layers)."""
 
 from __future__ import annotations
 
@@ -41,14 +41,19 @@ def test_device_host_device_on_rtl(tmp_path):
         np.testing.assert_array_equal(rtl.outputs[name], value)
 
 
-@pytest.mark.parametrize(("channels", "stride"), [(20, 1), (24, 2)])
-def test_depthwise_conv_on_rtl(channels, stride, tmp_path):
-    """Depthwise convolution on the array (diagonal weight tiles, one output block per GEMM):
-    every layer bit-exact on the RTL, outputs equal to the ISA simulator's."""
+@pytest.mark.parametrize(
+    ("channels", "stride", "kernel", "dilation"),
+    [(20, 1, 3, 1), (24, 2, 3, 1), (24, 2, 5, 1), (16, 1, 3, 2)],
+)
+def test_depthwise_conv_on_rtl(channels, stride, kernel, dilation, tmp_path):
+    """Depthwise convolution on the window unit (DWCONV; a 5x5 kernel as four accumulating
+    passes, a dilated one as a pass per tap): every layer bit-exact on the RTL, outputs equal
+    to the ISA simulator's."""
     from tests.unit.test_partition import depthwise_model
 
     path = tmp_path / "dw.onnx"
-    onnx.save(depthwise_model(channels, stride, seed=stride), path)
+    model = depthwise_model(channels, stride, seed=stride, kernel=kernel, dilation=dilation)
+    onnx.save(model, path)
     exe = compile_model(path, PRESETS["tiny"]).executable
     x = np.random.default_rng(channels).standard_normal(exe.input.shape).astype(np.float32)
     rtl = run(exe, x, "rtl", workdir=tmp_path / "rtl")

@@ -13,7 +13,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from arch import executable
+from arch import executable, isa
 from arch.config import PRESETS
 from arch.executable import DeviceProgram, HostStep
 from arch.reference import evaluate, quantize_input
@@ -246,20 +246,30 @@ def test_non_float_values_between_steps_are_refused_by_name() -> None:
     assert "'argmax' (ArgMax): its INT64 output 'idx'" in str(info.value)
 
 
-def depthwise_model(channels: int, stride: int, seed: int) -> onnx.ModelProto:
-    """conv 3 -> C, BN, depthwise 3x3 (stride) + bias, ReLU6, pointwise C -> 8."""
+def depthwise_model(
+    channels: int,
+    stride: int | tuple[int, int],
+    seed: int,
+    *,
+    kernel: int = 3,
+    dilation: int = 1,
+    pads: list[int] | None = None,
+) -> onnx.ModelProto:
+    """conv 3 -> C, BN, depthwise kxk (stride, dilation) + bias, ReLU6, pointwise C -> 8."""
     rng = np.random.default_rng(seed)
+    strides = list(stride) if isinstance(stride, tuple) else [stride, stride]
+    half = dilation * (kernel - 1) // 2
     c1, i1 = conv("c1", "x", "a", 3, channels, rng)
     dw = helper.make_node(
-        "Conv", ["a", "dw.w", "dw.b"], ["d"], name="dw", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
-        strides=[stride, stride], group=channels,
+        "Conv", ["a", "dw.w", "dw.b"], ["d"], name="dw", kernel_shape=[kernel, kernel],
+        pads=pads or [half] * 4, strides=strides, dilations=[dilation, dilation], group=channels,
     )  # fmt: skip
     clip = helper.make_node("Clip", ["d", "lo", "hi"], ["r"], name="relu6")
     pw, i2 = conv("pw", "r", "y", channels, 8, rng, k=1)
     inits = {
         **i1,
         **i2,
-        "dw.w": rng.normal(0, 0.4, (channels, 1, 3, 3)).astype(np.float32),
+        "dw.w": rng.normal(0, 0.4, (channels, 1, kernel, kernel)).astype(np.float32),
         "dw.b": rng.normal(0, 0.1, channels).astype(np.float32),
         "lo": np.float32(0.0),
         "hi": np.float32(6.0),
@@ -267,11 +277,28 @@ def depthwise_model(channels: int, stride: int, seed: int) -> onnx.ModelProto:
     return model_of([c1, dw, clip, pw], inits, [1, 3, 12, 12])
 
 
+def layer_opcodes(exe, name: str) -> set[str]:
+    """Mnemonics of the instructions the compiler emitted for layer ``name``."""
+    for program in exe.programs:
+        for layer in program.layers:
+            if layer.name == name:
+                base = program.launch.insn_base
+                words = program.image[
+                    base + layer.insn_range[0] * isa.INSN_BYTES : base
+                    + layer.insn_range[1] * isa.INSN_BYTES
+                ].tobytes()
+                return {
+                    isa.decode_insn(word).format.name
+                    for word in isa.bytes_to_words(words, isa.INSN_BYTES)
+                }
+    raise AssertionError(f"no device layer {name}")
+
+
 @pytest.mark.parametrize(("channels", "stride", "config"), [(20, 1, "tiny"), (40, 2, "default")])
 def test_depthwise_conv_runs_on_the_array(channels, stride, config, tmp_path) -> None:
-    """Depthwise on the accelerator (one diagonal weight tile per tap and output block): all
-    MACs there, bit-exact against the reference, close to fp32 onnxruntime; channels not a
-    multiple of the array width are padded."""
+    """Depthwise on the accelerator (DWCONV on the window unit): all MACs there, bit-exact
+    against the reference, close to fp32 onnxruntime; channels not a multiple of the array
+    width are padded."""
     model = depthwise_model(channels, stride, seed=channels)
     compiled = compile_model(_saved(model, tmp_path), PRESETS[config])
     exe = compiled.executable
@@ -283,6 +310,48 @@ def test_depthwise_conv_runs_on_the_array(channels, stride, config, tmp_path) ->
     out = 12 // stride
     assert dw.macs == channels * 9 * out * out  # the real MACs, not the padded array's
     assert compare_fp32(compiled.source, exe.reference, x)["cosine_vs_fp32"] > 0.99
+    # the layer runs on the window unit, not through the array
+    assert "dwconv" in layer_opcodes(exe, "dw") and "gemm" not in layer_opcodes(exe, "dw")
+
+
+@pytest.mark.parametrize(
+    ("kernel", "stride", "dilation", "pads", "config"),
+    [
+        (5, 1, 1, None, "tiny"),  # 4 passes of <= 3x3 taps accumulating
+        (5, 2, 1, None, "default"),
+        (3, 1, 2, None, "tiny"),  # dilated: one 1x1 pass per tap
+        (3, 3, 1, [0, 2, 1, 0], "tiny"),  # stride 3, asymmetric padding
+        (2, 2, 1, [0, 0, 0, 0], "default"),  # even kernel, no padding
+        (1, 1, 1, [0, 0, 0, 0], "tiny"),
+    ],
+)
+def test_depthwise_kernels_strides_dilations_bit_exact(
+    kernel, stride, dilation, pads, config, tmp_path
+) -> None:
+    """DWCONV passes for kernels larger than the window, dilated kernels, stride 3 and
+    asymmetric padding (by the DMA): bit-exact on the ISA simulator, close to onnxruntime."""
+    model = depthwise_model(24, stride, seed=kernel + stride, kernel=kernel, dilation=dilation,
+                            pads=pads)  # fmt: skip
+    compiled = compile_model(_saved(model, tmp_path), PRESETS[config])
+    exe = compiled.executable
+    assert [s.op for s in exe.steps if isinstance(s, HostStep)] == []
+    x = np.random.default_rng(kernel).standard_normal((1, 3, 12, 12)).astype(np.float32)
+    result = run(exe, x, "isa")
+    assert result.bit_exact, result.first_mismatch
+    assert "dwconv" in layer_opcodes(exe, "dw") and "gemm" not in layer_opcodes(exe, "dw")
+    assert compare_fp32(compiled.source, exe.reference, x)["cosine_vs_fp32"] > 0.98
+
+
+def test_depthwise_with_unequal_strides_goes_to_the_host(tmp_path) -> None:
+    """DWCONV has one stride for x and y: a depthwise conv with strides (1, 2) runs on the host,
+    and the graph stays bit-exact."""
+    model = depthwise_model(16, (1, 2), seed=3)
+    compiled = compile_model(_saved(model, tmp_path), PRESETS["tiny"])
+    exe = compiled.executable
+    x = np.random.default_rng(0).standard_normal((1, 3, 12, 12)).astype(np.float32)
+    result = run(exe, x, "isa")
+    assert result.bit_exact, result.first_mismatch
+    assert [la.device for la in result.layers if la.name == "dw"] == ["host"]
 
 
 def dilated_model(dilation: int, stride: int, seed: int) -> onnx.ModelProto:

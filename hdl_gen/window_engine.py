@@ -1,0 +1,250 @@
+"""Window engine: DWCONV, a depthwise convolution of up to 3x3 taps, one input column per cycle."""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from arch import isa
+from arch.config import AccelConfig
+from hdl_gen.local_ports import POINTER_BITS, param_line_bits, param_view, read_port, write_port
+
+K = isa.DW_KERNEL_MAX  # window rows and columns the engine holds
+_FIELD = isa.DWCONV.leaf_by_path
+ROW_BITS = _FIELD["out_h"].width
+# Input columns of one output row: (out_w - 1) * stride + kw.
+COL_BITS = (((1 << _FIELD["out_w"].width) - 1) * _FIELD["stride"].hi + _FIELD["kw"].hi).bit_length()
+# ACT and ACC addresses a DWCONV can reach before its range check stops it: 16-bit base plus
+# up to (out_h*stride + kh) rows of a 16-bit pitch - wide enough never to wrap.
+WIDE_BITS = 32
+
+
+class WindowEngine(wiring.Component):
+    """Runs one DWCONV: loads the ``kh*kw`` tap weights (one WGT line each) and the bias into
+    registers, then streams the input image column by column - per cycle the lines of the
+    ``kh`` input rows of one column, through three ACT read ports - keeping the last three
+    columns in a window register. Every ``stride`` columns (once ``kw`` are in) each channel
+    lane c computes ``sum(act[i][j][c] * wgt[i][j][c])`` over the 3x3 window (9 * cols
+    multipliers, taps outside ``kh x kw`` have zero weights) and the next cycle writes
+    ``(acc if accumulate) + (bias if use_bias) + sum`` into its ACC line.
+
+    A stride-1 DWCONV produces one output (``cols`` channels) per cycle after a ``kw - 1``
+    column warm-up per output row: 9/16 of the MACs of a ``cols x cols`` array.
+
+    Attributes
+    ----------
+    insn : In(DWCONV layout)
+        The instruction, stable from ``start`` until ``done``.
+    bad_fields : Out(1)
+        ``insn`` cannot run (a zero size, kernel dimension or stride): BAD_FIELD.
+    start : In(1)
+        Begin ``insn`` (only when ``bad_fields`` is low).
+    done : Out(1)
+        Strobe: the last output is written this cycle.
+    halt : In(1)
+        Freeze (the accelerator stopped on an error).
+    error : Out(1)
+        A WGT, PARAM, ACT or ACC address out of range (LOCAL_RANGE); the engine stops.
+    act : Out(read port) x 3 (``act``, ``act1``, ``act2``)
+        ACT read ports for window rows 0, 1, 2.
+    wgt, param, acc_rd : Out(read port)
+    acc_wr : Out(write port)
+    macs : Out(range)
+        Perf event: multiply-accumulates of the output computed this cycle (``kh*kw*cols``).
+    """
+
+    def __init__(self, config: AccelConfig) -> None:
+        self.config = c = config
+        super().__init__(
+            {
+                "insn": In(isa.DWCONV.layout),
+                "bad_fields": Out(1),
+                "start": In(1),
+                "done": Out(1),
+                "halt": In(1),
+                "error": Out(1),
+                "act": Out(read_port(c.act_line_bytes * 8)),
+                "act1": Out(read_port(c.act_line_bytes * 8)),
+                "act2": Out(read_port(c.act_line_bytes * 8)),
+                "wgt": Out(read_port(c.wgt_line_bytes * 8)),
+                "param": Out(read_port(param_line_bits(c))),
+                "acc_rd": Out(read_port(c.acc_line_bytes * 8)),
+                "acc_wr": Out(write_port(c.acc_line_bytes * 8)),
+                "macs": Out(range(K * K * c.cols + 1)),
+            }
+        )
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        c = self.config
+        dw = self.insn
+        lanes = c.cols
+        act_line = data.ArrayLayout(signed(c.in_bits), lanes)
+        wgt_line = data.ArrayLayout(signed(c.w_bits), lanes)
+        acc_line = data.ArrayLayout(signed(c.acc_bits), lanes)
+        ports = [self.act, self.act1, self.act2]
+        acts = [data.View(act_line, port.data) for port in ports]
+        wgts = data.View(wgt_line, self.wgt.data)
+        accs = data.View(acc_line, self.acc_rd.data)
+        params = param_view(self.param.data, c)
+
+        zero = (dw.out_w == 0) | (dw.out_h == 0) | (dw.kh == 0) | (dw.kw == 0)
+        m.d.comb += self.bad_fields.eq(zero | (dw.stride == 0))
+
+        # Tap registers by window row i and column age a (0: the column read this cycle);
+        # tap (i, j) of the instruction sits at age kw-1-j. Unused taps hold 0.
+        weight = [[Signal(wgt_line, name=f"w{i}_{a}") for a in range(K)] for i in range(K)]
+        bias = Signal(acc_line)
+        # The two previous columns of the window, per row.
+        older = [[Signal(act_line, name=f"col{i}_{a}") for a in (1, 2)] for i in range(K)]
+
+        # Weight loader: tap t = (ti, tj) read now, written into its register next cycle.
+        ti, tj = Signal(2), Signal(2)
+        wgt_ptr = Signal(POINTER_BITS)
+        wl_valid, wl_i, wl_a = Signal(), Signal(2), Signal(2)
+        bias_valid = Signal()
+        m.d.sync += [wl_valid.eq(0), bias_valid.eq(0)]
+        with m.If(wl_valid):
+            for i in range(K):
+                for a in range(K):
+                    with m.If((wl_i == i) & (wl_a == a)):
+                        m.d.sync += weight[i][a].eq(wgts)
+        with m.If(bias_valid):
+            for lane in range(lanes):
+                m.d.sync += bias[lane].eq(params[lane].bias)
+
+        # Streamer: column x of output row oy; rows are `pitch` ACT lines apart.
+        oy, x = Signal(ROW_BITS), Signal(COL_BITS)
+        cols_per_row = Signal(COL_BITS)
+        wait = Signal(2)  # columns until the next output (an output when 0)
+        row_base, col_ptr = Signal(WIDE_BITS), Signal(WIDE_BITS)
+        row_step = Signal(WIDE_BITS)  # stride * pitch
+        acc_ptr = Signal(WIDE_BITS)
+        addresses = [col_ptr + i * dw.pitch for i in range(K)]
+        producing = wait == 0
+
+        # Pipeline: s1 = the column's ACT data arrives and the products are summed; s2 = the
+        # ACC line (read in s1) is combined and written.
+        s1_valid, s1_out = Signal(), Signal()
+        s1_acc = Signal(isa.LOCAL_ADDR_BITS)
+        s2_valid = Signal()
+        s2_acc = Signal(isa.LOCAL_ADDR_BITS)
+        s2_sum = Signal(acc_line)
+
+        window_sum = Signal(acc_line)
+        for lane in range(lanes):
+            terms = []
+            for i in range(K):
+                column = [acts[i][lane], older[i][0][lane], older[i][1][lane]]
+                terms += [weight[i][a][lane] * column[a] for a in range(K)]
+            total = terms[0]
+            for term in terms[1:]:
+                total = total + term
+            m.d.comb += window_sum[lane].eq(total)
+        with m.If(s1_valid):
+            for i in range(K):
+                m.d.sync += [older[i][1].eq(older[i][0]), older[i][0].eq(acts[i])]
+        m.d.sync += [
+            s2_valid.eq(s1_valid & s1_out),
+            s2_acc.eq(s1_acc),
+            s2_sum.eq(window_sum),
+        ]
+        with m.If(s1_valid & s1_out):
+            m.d.comb += [self.acc_rd.addr.eq(s1_acc), self.acc_rd.en.eq(dw.accumulate)]
+            m.d.comb += self.macs.eq(dw.kh * dw.kw * lanes)
+        result = Signal(acc_line)
+        for lane in range(lanes):
+            value = Mux(dw.accumulate, accs[lane], 0) + Mux(dw.use_bias, bias[lane], 0)
+            m.d.comb += result[lane].eq(value + s2_sum[lane])
+        with m.If(s2_valid):
+            m.d.comb += [
+                self.acc_wr.en.eq(1),
+                self.acc_wr.addr.eq(s2_acc),
+                self.acc_wr.data.eq(result),
+            ]
+
+        def range_error():
+            m.d.comb += self.error.eq(1)
+            m.next = "STOPPED"
+
+        with m.FSM(name="window"):
+            with m.State("IDLE"), m.If(self.start):
+                m.d.sync += [weight[i][a].eq(0) for i in range(K) for a in range(K)]
+                m.d.sync += [
+                    ti.eq(0),
+                    tj.eq(0),
+                    wgt_ptr.eq(dw.wgt_addr),
+                    oy.eq(0),
+                    x.eq(0),
+                    wait.eq(dw.kw - 1),
+                    cols_per_row.eq((dw.out_w - 1) * dw.stride + dw.kw),
+                    row_base.eq(dw.act_addr),
+                    col_ptr.eq(dw.act_addr),
+                    row_step.eq(dw.stride * dw.pitch),
+                    acc_ptr.eq(dw.acc_addr),
+                ]
+                m.next = "WEIGHTS"
+
+            with m.State("WEIGHTS"):
+                first = (ti == 0) & (tj == 0)
+                bad = (wgt_ptr >= c.wgt_lines) | (
+                    first & dw.use_bias & (dw.param_addr >= c.param_lines)
+                )
+                with m.If(bad):
+                    range_error()
+                with m.Elif(~self.halt):
+                    m.d.comb += [self.wgt.addr.eq(wgt_ptr), self.wgt.en.eq(1)]
+                    with m.If(first & dw.use_bias):
+                        m.d.comb += [self.param.addr.eq(dw.param_addr), self.param.en.eq(1)]
+                        m.d.sync += bias_valid.eq(1)
+                    m.d.sync += [
+                        wl_valid.eq(1),
+                        wl_i.eq(ti),
+                        wl_a.eq(dw.kw - 1 - tj),
+                        wgt_ptr.eq(wgt_ptr + 1),
+                    ]
+                    with m.If(tj == dw.kw - 1):
+                        m.d.sync += [tj.eq(0), ti.eq(ti + 1)]
+                        with m.If(ti == dw.kh - 1):
+                            m.next = "STREAM"
+                    with m.Else():
+                        m.d.sync += tj.eq(tj + 1)
+
+            with m.State("STREAM"):
+                m.d.sync += s1_valid.eq(0)
+                bad_act = 0
+                for i in range(K):
+                    bad_act = bad_act | ((i < dw.kh) & (addresses[i] >= c.act_lines))
+                bad_acc = producing & (acc_ptr >= c.acc_lines)
+                with m.If(bad_act | bad_acc):
+                    range_error()
+                with m.Elif(~self.halt):
+                    for i, port in enumerate(ports):
+                        m.d.comb += [port.addr.eq(addresses[i]), port.en.eq(i < dw.kh)]
+                    m.d.sync += [s1_valid.eq(1), s1_out.eq(producing), s1_acc.eq(acc_ptr)]
+                    with m.If(producing):
+                        m.d.sync += [wait.eq(dw.stride - 1), acc_ptr.eq(acc_ptr + 1)]
+                    with m.Else():
+                        m.d.sync += wait.eq(wait - 1)
+                    with m.If(x == cols_per_row - 1):
+                        m.d.sync += [
+                            x.eq(0),
+                            wait.eq(dw.kw - 1),
+                            oy.eq(oy + 1),
+                            row_base.eq(row_base + row_step),
+                            col_ptr.eq(row_base + row_step),
+                        ]
+                        with m.If(oy == dw.out_h - 1):
+                            m.next = "DRAIN"
+                    with m.Else():
+                        m.d.sync += [x.eq(x + 1), col_ptr.eq(col_ptr + 1)]
+
+            with m.State("DRAIN"):  # the last column's products (s1), then its write (s2)
+                m.d.sync += s1_valid.eq(0)
+                with m.If(~s1_valid):
+                    m.d.comb += self.done.eq(1)
+                    m.next = "IDLE"
+            with m.State("STOPPED"):
+                pass
+        return m
