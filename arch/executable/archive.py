@@ -165,7 +165,9 @@ def manifest(exe: Executable, arrays: _Arrays) -> dict[str, Any]:
             "inputs": ref.inputs,
             "outputs": ref.outputs,
             "tensors": {
-                name: {"shape": list(t.shape), "scale": t.scale} for name, t in ref.tensors.items()
+                name: {"shape": list(t.shape), "scale": t.scale}
+                | ({"zero_point": t.zero_point} if t.zero_point else {})
+                for name, t in ref.tensors.items()
             },
             "nodes": [
                 {
@@ -452,7 +454,14 @@ def _reference(reader: _Reader, data: Any) -> ReferenceGraph:
             or not scale > 0
         ):
             reader.fail(f"{where}: scale must be a positive number or null, not {_short(scale)}")
-        tensors[name] = TensorSpec(name, dims, scale)
+        zero_point = entry.get("zero_point", 0)  # absent: symmetric
+        if (
+            not isinstance(zero_point, int)
+            or isinstance(zero_point, bool)
+            or not -128 <= zero_point <= 127
+        ):
+            reader.fail(f"{where}: zero_point must be an integer in -128..127, not {_short(zero_point)}")
+        tensors[name] = TensorSpec(name, dims, scale, zero_point)
     nodes: list[RefNode] = []
     inputs = _names(reader, _get(reader, data, "inputs", list, what), "reference inputs")
     for tensor in inputs:

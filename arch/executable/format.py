@@ -61,11 +61,13 @@ def path_name(text: str) -> str:
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """A tensor of the graph: logical shape (NCHW or (1, F)) and int8 scale (None: fp32)."""
+    """A tensor of the graph: logical shape (NCHW or (1, F)), int8 scale (None: fp32) and zero
+    point (real = scale * (q - zero_point))."""
 
     name: str
     shape: tuple[int, ...]
     scale: float | None
+    zero_point: int = 0
 
 
 @dataclass

@@ -64,7 +64,7 @@ def _propagate_given_scales(g: Graph) -> None:
         if node.op in _SAME_SCALE:
             x, y = g.tensors[node.inputs[0]], g.tensors[node.output]
             if x.scale is None and y.scale is not None:
-                x.scale = y.scale
+                x.scale, x.zero_point = y.scale, y.zero_point
 
 
 def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
@@ -96,6 +96,7 @@ def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
         out = g.tensors[node.output]
         if node.op in _SAME_SCALE:
             out.scale = g.tensors[node.inputs[0]].scale
+            out.zero_point = g.tensors[node.inputs[0]].zero_point
         elif node.op == "softmax":
             out.scale = None
 
@@ -108,7 +109,7 @@ def _share_concat_scales(g: Graph) -> None:
     for node in g.nodes:
         if node.op != "concat":
             continue
-        scale = g.tensors[node.output].scale
+        scale, zp = g.tensors[node.output].scale, g.tensors[node.output].zero_point
         for name in node.inputs:
             chain, producer = [name], g.producer(name)
             while producer is not None and producer.op in _SAME_SCALE:
@@ -129,7 +130,7 @@ def _share_concat_scales(g: Graph) -> None:
                 )
             for tensor in chain:
                 taken[tensor] = node.name
-                g.tensors[tensor].scale = scale
+                g.tensors[tensor].scale, g.tensors[tensor].zero_point = scale, zp
 
 
 def _check_inputs(g: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -171,12 +172,14 @@ def _rescale(node: Node, scales: np.ndarray, what: str) -> tuple[np.ndarray, np.
     return mult.astype(np.int64), shift.astype(np.int64)
 
 
-def _clamp(act: str | None, s_out: float) -> np.ndarray:
-    if act is None:
+def _clamp(act: str | None, s_out: float, z_out: int = 0) -> np.ndarray:
+    """Saturation bounds of a STORE whose output has scale ``s_out`` and zero point ``z_out``
+    (real 0 is the code ``z_out``)."""
+    if act is None or act == "table":
         return np.array([-128, 127], np.int64)
     if act == "relu":
-        return np.array([0, 127], np.int64)
-    return np.array([0, min(127, int(np.floor(6.0 / s_out + 0.5)))], np.int64)
+        return np.array([z_out, 127], np.int64)
+    return np.array([z_out, min(127, z_out + int(np.floor(6.0 / s_out + 0.5)))], np.int64)
 
 
 def _scale(g: Graph, name: str) -> float:
@@ -221,7 +224,7 @@ def _weighted(g: Graph, node: Node) -> None:
         "bias": bias.astype(np.int32),
         "mult": mult,
         "shift": shift,
-        "clamp": _clamp(node.attrs["act"], s_out),
+        "clamp": _clamp(node.attrs["act"], s_out, g.tensors[node.output].zero_point),
     }
     if len(node.inputs) == 2:
         res_mult, res_shift = _rescale(node, _scale(g, node.inputs[1]) / acc, "residual")
@@ -251,7 +254,8 @@ def _add(g: Graph, node: Node) -> None:
         m, s = _rescale(node, np.array([_scale(g, name) / s_acc]), f"input '{name}'")
         params |= {f"{prefix}mult": m, f"{prefix}shift": s}
     m, s = _rescale(node, np.array([s_acc / s_out]), "output")
-    node.params = params | {"mult": m, "shift": s, "clamp": _clamp(node.attrs["act"], s_out)}
+    clamp = _clamp(node.attrs["act"], s_out, g.tensors[node.output].zero_point)
+    node.params = params | {"mult": m, "shift": s, "clamp": clamp}
 
 
 def _fuse_tables(g: Graph) -> None:
@@ -276,9 +280,12 @@ def _fuse_tables(g: Graph) -> None:
                 "an activation right after a Conv, Gemm or Add that has no other reader",
             )
         s_in, s_out = _scale(g, node.inputs[0]), _scale(g, node.output)
-        table = make_table(node.attrs["function"], node.attrs["args"], s_in, s_out)
+        z_in, z_out = g.tensors[node.inputs[0]].zero_point, g.tensors[node.output].zero_point
+        table = make_table(node.attrs["function"], node.attrs["args"], s_in, s_out, z_in, z_out)
         prod.attrs["act"] = "table"
         prod.params["table"] = table
+        if z_in:  # the producer's STORE adds its own output's zero point before the table
+            prod.params["table_zp"] = np.array([z_in], np.int64)
         del g.tensors[prod.output]
         prod.output = node.output
         prod.onnx_nodes.extend(node.onnx_nodes)

@@ -21,7 +21,8 @@ import itertools
 from dataclasses import dataclass, field
 
 from arch import isa
-from compiler.constants import table_offset
+from arch.reference import store_zero_point, zero_point
+from compiler.constants import table_offset, zero_point_bias
 from compiler.errors import CompileError
 from compiler.passes.tile import MAX_WINDOW, PARAM_SLOTS, param_slot_lines, table_line, uses_table
 from compiler.plan import DescSpec, Layer, Op, Plan
@@ -76,6 +77,8 @@ def _store(
     )
     lo, hi = _clamp(layer)
     fields = {"param_addr": slot, "param_loop": isa.DESC_LOOPS - 2, "clamp_lo": lo, "clamp_hi": hi}
+    if layer.node.op != "maxpool" and store_zero_point(plan.graph, layer.node):
+        fields["out_zp"] = store_zero_point(plan.graph, layer.node)
     if uses_table(layer):
         fields |= {"use_table": 1, "table_addr": table_line(plan.config)}
     return Op("store", fields=fields, desc=desc)
@@ -180,6 +183,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                     x0=x0,
                     height=src.h,
                     width=src.w,
+                    pad_value=zero_point(plan.graph, layer.inputs[0]),  # real 0
                 )
                 step.loads.append(Op("load", desc=desc))
             step.loads.append(
@@ -244,6 +248,8 @@ def _pool_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     pt, pl = node.attrs.get("pads", (0, 0, 0, 0))[:2]
     window = kh * kw
     mode = "MAX" if node.op == "maxpool" else "SUM"
+    zp_bias = zero_point_bias(plan, layer)  # an average pool of an input with a zero point
+    pad_value = -128 if mode == "MAX" else zero_point(plan.graph, layer.inputs[0])
     steps: list[Step] = []
     for tile, ((nb0, nbc), (oy0, rows)) in enumerate(
         itertools.product(
@@ -273,9 +279,23 @@ def _pool_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 x0=-pl,
                 height=src.h,
                 width=src.w,
-                pad_value=-128 if mode == "MAX" else 0,
+                pad_value=pad_value,
             )
             step.loads.append(Op("load", desc=desc))
+        if zp_bias is not None:  # ACC starts at -window * z_in; the POOLs add to it
+            fields = {
+                "acc_addr": acc_base,
+                "act_addr": act_base,
+                "param_addr": slot,
+                "m": mt,
+                "n_iter": nbc,
+                "acc_n_stride": mt,
+                "act_n_stride": mt,
+                "use_bias": 1,
+                "use_res": 0,
+                "accumulate": 0,
+            }
+            step.compute.append(Op("accum", fields=fields))
         # One POOL per output row tile; a window wider than the 8-bit field (a global pool of a
         # large map, so mt == 1) is reduced in chunks that accumulate into ACC.
         chunks = [(0, window)] if mt > 1 else groups(window, MAX_WINDOW)
@@ -289,7 +309,7 @@ def _pool_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 "act_n_stride": mt * window,
                 "acc_n_stride": mt,
                 "mode": mode,
-                "accumulate": int(first > 0),
+                "accumulate": int(first > 0 or zp_bias is not None),
             }
             step.compute.append(Op("pool", fields=fields))
         step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, nb0, nbc))
@@ -302,6 +322,7 @@ def _add_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     assert tiling is not None
     out = plan.tensors[layer.output]
     blocks = out.channels // plan.dim
+    zp_bias = zero_point_bias(plan, layer)  # inputs with zero points: a-set bias
     steps: list[Step] = []
     for tile, ((nb0, nbc), (oy0, rows)) in enumerate(
         itertools.product(groups(blocks, tiling.n_blocks), groups(out.h, tiling.rows_per_tile))
@@ -329,7 +350,7 @@ def _add_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                         "n_iter": nbc,
                         "acc_n_stride": mt,
                         "act_n_stride": mt,
-                        "use_bias": 0,
+                        "use_bias": int(which == 0 and zp_bias is not None),
                         "use_res": 1,
                         "accumulate": which,
                     },
