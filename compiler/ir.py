@@ -410,6 +410,8 @@ def _post_params(node: Node) -> dict[str, tuple[type, Shape]]:
     post: dict[str, tuple[type, Shape]] = {"clamp": (np.int64, (2,))}
     if node.attrs["act"] == "table":
         post["table"] = (np.int8, (TABLE_ENTRIES,))
+        if "table_zp" in node.params:  # the table input's zero point (absent: 0)
+            post["table_zp"] = (np.int64, (1,))
     return post
 
 

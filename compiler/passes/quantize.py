@@ -20,7 +20,7 @@ from arch.reference_ops import quantize_multipliers
 from .. import calibrate
 from ..activations import make_table
 from ..errors import CompileError
-from ..ir import Graph, Node
+from ..ir import Graph, Node, Tensor
 
 __all__ = ["ADD_EXTRA_BITS", "run"]
 
@@ -47,7 +47,8 @@ def run(graph: Graph, calibration_inputs: Sequence[np.ndarray]) -> Graph:
         raise CompileError(None, "quantize", "the graph is already quantized")
     g = graph.copy()
     _propagate_given_scales(g)
-    _calibrate(g, calibration_inputs)
+    given = {name for name, t in g.tensors.items() if t.scale is not None}
+    _calibrate(g, calibration_inputs, given)
     for node in g.nodes:
         _QUANTIZERS[node.op](g, node)
     _fuse_tables(g)
@@ -67,7 +68,7 @@ def _propagate_given_scales(g: Graph) -> None:
                 x.scale, x.zero_point = y.scale, y.zero_point
 
 
-def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
+def _calibrate(g: Graph, inputs: Sequence[np.ndarray], given: set[str]) -> None:
     """Give every tensor its scale: measured, given, or its input's (maxpool, flatten)."""
     need = [n for n in g.inputs if g.tensors[n].scale is None]
     # A ConvTranspose's 1x1 conv writes groups that only its depth_to_space (the ONNX
@@ -91,6 +92,7 @@ def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
     for groups, shuffle_out in shuffled.items():
         if g.tensors[groups].scale is None:
             g.tensors[groups].scale = g.tensors[shuffle_out].scale
+    _requantize_concat_inputs(g, given)
     _share_concat_scales(g)
     for node in g.nodes:
         out = g.tensors[node.output]
@@ -99,6 +101,31 @@ def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
             out.zero_point = g.tensors[node.inputs[0]].zero_point
         elif node.op == "softmax":
             out.scale = None
+
+
+def _requantize_concat_inputs(g: Graph, given: set[str]) -> None:
+    """An imported model's concat input quantized otherwise than the concat output is a
+    rounding point to keep: a 1x1 average pool requantizes it to the concat's scale and zero
+    point (the producer keeps its own output, which other nodes may read too)."""
+    for node in [n for n in g.nodes if n.op == "concat"]:
+        out = g.tensors[node.output]
+        for k, name in enumerate(node.inputs):
+            t = g.tensors[name]
+            if name not in given or (t.scale, t.zero_point) == (out.scale, out.zero_point):
+                continue
+            copy = f"{name}#requant"
+            while copy in g.tensors:
+                copy += "_"
+            g.tensors[copy] = Tensor(copy, t.shape, out.scale, out.zero_point)
+            attrs = {
+                "kernel": (1, 1),
+                "stride": (1, 1),
+                "pads": (0, 0, 0, 0),
+                "count_include_pad": 1,
+            }
+            pool = Node(copy, "avgpool", [name], copy, attrs, {}, [])
+            g.nodes.insert(g.nodes.index(node), pool)
+            node.inputs[k] = copy
 
 
 def _share_concat_scales(g: Graph) -> None:
