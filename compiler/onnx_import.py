@@ -34,7 +34,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from arch.host_runtime import HostModelError
 
-from . import host_regions
+from . import host_regions, qoperator
 from .errors import CompileError
 from .finite import check_finite_constants
 from .ir import Graph, Node, Tensor, conv_output_shape
@@ -209,6 +209,8 @@ def _prepare(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, CompileError | No
                 f"opsets {MIN_OPSET}..{MAX_OPSET}",
             ) from None
         graph = proto.graph
+    proto = qoperator.rewrite(proto)  # com.microsoft QLinear ops as DQ -> float op -> Q
+    graph = proto.graph
     inits = {t.name for t in graph.initializer}
     inputs = [i for i in graph.input if i.name not in inits]
     if len(inputs) != 1:
