@@ -488,7 +488,7 @@ def _check_node(g: Graph, node: Node) -> None:
             for name in node.inputs
         ):
             raise VerifyError(
-                node.name, op, "output scale and zero point must equal the input ones"
+                node.name, op, "output scale must equal the input scales (zero points too)"
             )
 
 
