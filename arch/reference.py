@@ -97,9 +97,7 @@ class RefGraph(Protocol):
     def quantized(self) -> bool: ...
 
 
-def quantize_input(
-    x: npt.ArrayLike, scale: float, zero_point: int = 0
-) -> npt.NDArray[np.int8]:
+def quantize_input(x: npt.ArrayLike, scale: float, zero_point: int = 0) -> npt.NDArray[np.int8]:
     """Host input quantization:
     ``clip(round_half_away_from_zero(x / scale) + zero_point, -128, 127)``."""
     v = np.asarray(x, np.float64) / float(scale)

@@ -55,8 +55,8 @@ def compare_fp32(
         reference = run_onnx(proto, x)[proto.graph.output[0].name]
     ours = values[name].astype(np.float64)
     if graph.tensors[name].scale is not None:
-        ours = dequantize(values[name], _scale(graph, name), zero_point(graph, name))
-        ours = ours.astype(np.float64)
+        real = dequantize(values[name], _scale(graph, name), zero_point(graph, name))
+        ours = real.astype(np.float64)
     ref = reference.astype(np.float64).reshape(-1)
     ours = ours.reshape(-1)
     denom = float(np.linalg.norm(ours) * np.linalg.norm(ref))

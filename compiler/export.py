@@ -35,7 +35,10 @@ def reference_graph(graph: Graph) -> ReferenceGraph:
             RefNode(n.name, n.op, list(n.inputs), n.output, dict(n.attrs), dict(n.params))
             for n in graph.nodes
         ],
-        tensors={name: TensorSpec(name, t.shape, t.scale, t.zero_point) for name, t in graph.tensors.items()},
+        tensors={
+            name: TensorSpec(name, t.shape, t.scale, t.zero_point)
+            for name, t in graph.tensors.items()
+        },
         inputs=list(graph.inputs),
         outputs=list(graph.outputs),
     )

@@ -3,7 +3,8 @@
 ``onnxruntime.quantization.quantize_static(..., quant_format=QuantFormat.QOperator)`` writes
 integer ops (QLinearConv and QLinearMatMul of the default domain, which the importer reads
 directly, and ``com.microsoft`` QLinearAdd, QLinearMul, QLinearConcat, QGemm,
-QLinearGlobalAveragePool, QLinearAveragePool, QLinearSigmoid, QLinearLeakyRelu). Each of the
+QLinearGlobalAveragePool, QLinearAveragePool, QLinearSigmoid, QLinearLeakyRelu,
+QLinearSoftmax). Each of the
 latter becomes ``DequantizeLinear`` of its inputs -> the float op -> ``QuantizeLinear`` with
 the op's output scale and zero point, so one QDQ path serves both formats: the quantized
 tensors and rounding points are the model's, the float op runs on the accelerator when it can
@@ -12,6 +13,8 @@ rewritten model is also the one calibration and the accuracy check run).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import onnx
@@ -29,6 +32,7 @@ _UNARY = {
     "QLinearAveragePool": "AveragePool",
     "QLinearSigmoid": "Sigmoid",
     "QLinearLeakyRelu": "LeakyRelu",
+    "QLinearSoftmax": "Softmax",
 }
 _BINARY = {"QLinearAdd": "Add", "QLinearMul": "Mul"}
 #: The com.microsoft ops :func:`rewrite` turns into DequantizeLinear -> op -> QuantizeLinear.
@@ -63,10 +67,8 @@ class _Rewriter:
         out.append(helper.make_node("QuantizeLinear", inputs, [y], name=self.fresh(f"{y}_q")))
         return f
 
-    def attrs(self, node: onnx.NodeProto, drop: tuple[str, ...] = ()) -> dict:
-        return {
-            a.name: helper.get_attribute_value(a) for a in node.attribute if a.name not in drop
-        }
+    def attrs(self, node: onnx.NodeProto, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+        return {a.name: helper.get_attribute_value(a) for a in node.attribute if a.name not in drop}
 
     def const(self, node: onnx.NodeProto, value: str, what: str) -> np.ndarray:
         if value not in self.inits:
@@ -82,7 +84,7 @@ class _Rewriter:
         op, ins = node.op_type, list(node.input) + [""] * 9
         out: list[onnx.NodeProto] = []
         if op in _UNARY:
-            attrs = self.attrs(node, ("channels_last",))
+            attrs = self.attrs(node, ("channels_last", "opset"))
             if self.attrs(node).get("channels_last", 0):
                 raise CompileError(node.name, op, "channels_last=1 is not supported", "NCHW")
             x = self.dq(node, ins[0], ins[1], ins[2], out)
@@ -109,7 +111,7 @@ class _Rewriter:
             b_scale = self.const(node, ins[4], "b_scale")
             b_inputs = [ins[3], ins[4]] + ([ins[5]] if ins[5] else [])
             b = self.fresh(f"{ins[3]}_dequantized")
-            axis = {"axis": 0 if trans_b else 1} if b_scale.size > 1 else {}
+            axis: dict[str, Any] = {"axis": 0 if trans_b else 1} if b_scale.size > 1 else {}
             out.append(
                 helper.make_node(
                     "DequantizeLinear", b_inputs, [b], name=self.fresh(f"{b}_dq"), **axis
@@ -121,11 +123,9 @@ class _Rewriter:
                 c_scale = (a_scale.reshape(-1)[0] * b_scale.astype(np.float64)).astype(np.float32)
                 c_scale_name = self.add_init(f"{ins[6]}_scale", c_scale.reshape(-1))
                 c = self.fresh(f"{ins[6]}_dequantized")
-                c_axis = {"axis": 0} if c_scale.size > 1 else {}
-                c_zero = self.add_init(
-                    f"{ins[6]}_zero_point", np.zeros(c_scale.size, np.int32).reshape(-1)
-                    if c_scale.size > 1 else np.zeros((), np.int32)
-                )  # fmt: skip
+                c_axis: dict[str, Any] = {"axis": 0} if c_scale.size > 1 else {}
+                zeros = np.zeros(c_scale.size if c_scale.size > 1 else (), np.int32)
+                c_zero = self.add_init(f"{ins[6]}_zero_point", zeros)
                 out.append(
                     helper.make_node(
                         "DequantizeLinear",

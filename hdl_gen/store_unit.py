@@ -21,9 +21,9 @@ from hdl_gen.tokens import ErrorLatch, UnitFrame, unit_signature
 class StoreUnit(wiring.Component):
     """Walks a STORE's descriptor; for each in-bounds line reads the accumulator line and its
     PARAM line, requantizes, adds the output zero point and clamps every column to int8 (then,
-    with use_table, maps it through the lookup table, copied from PARAM into registers before the first line) and
-    writes the line to DRAM (one line per cycle when a line fits a bus beat). PERF writes a
-    counter snapshot.
+    with use_table, maps it through the lookup table, copied from PARAM into registers before
+    the first line) and writes the line to DRAM (one line per cycle when a line fits a bus
+    beat). PERF writes a counter snapshot.
 
     Attributes
     ----------

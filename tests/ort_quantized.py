@@ -141,7 +141,8 @@ def code_agreement(
         model.graph.output.append(helper.make_tensor_value_info(value, elem, None))
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (feed,) = [i.name for i in session.get_inputs()]
-    theirs = dict(zip(quantized, session.run([v for v, _ in quantized.values()], {feed: x})))
+    fetched = session.run([v for v, _ in quantized.values()], {feed: x})
+    theirs = dict(zip(quantized, fetched, strict=True))
     t = graph.tensors[graph.inputs[0]]
     ours = evaluate(graph, quantize_input(x, t.scale, zero_point(graph, graph.inputs[0])))
     result = {}
@@ -149,10 +150,44 @@ def code_agreement(
         if name not in ours:
             continue
         shift = 128 if codes.dtype == np.uint8 else 0
-        diff = np.abs(ours[name].astype(np.int64).reshape(-1) - (codes.astype(np.int64) - shift).reshape(-1))
+        diff = np.abs(
+            ours[name].astype(np.int64).reshape(-1) - (codes.astype(np.int64) - shift).reshape(-1)
+        )
         result[name] = {
             "max_code_diff": int(diff.max()),
             "equal": float(np.mean(diff == 0)),
             "count": int(diff.size),
         }
     return result
+
+
+def host_sandwich_net(seed: int = 0, size: int = 10) -> onnx.ModelProto:
+    """conv -> LRN (no accelerator mapping: the host) -> conv -> Softmax over a Gemm: device,
+    host and device steps passing asymmetric tensors."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(
+            np.float32), n)
+        for n, s in (("w1", (16, 4, 3, 3)), ("w2", (16, 16, 3, 3)), ("wf", (10, 16 * size * size)))
+    ]  # fmt: skip
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+        node("LRN", ["c1"], ["n1"], size=3, name="lrn"),
+        node("Conv", ["n1", "w2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+        node("Relu", ["c2"], ["r2"], name="relu2"),
+        node("Flatten", ["r2"], ["f"], name="flatten"),
+        node("Gemm", ["f", "wf"], ["g"], transB=1, name="fc"),
+        node("Softmax", ["g"], ["y"], axis=1, name="softmax"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "sandwich",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model

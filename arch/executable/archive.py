@@ -460,7 +460,9 @@ def _reference(reader: _Reader, data: Any) -> ReferenceGraph:
             or isinstance(zero_point, bool)
             or not -128 <= zero_point <= 127
         ):
-            reader.fail(f"{where}: zero_point must be an integer in -128..127, not {_short(zero_point)}")
+            reader.fail(
+                f"{where}: zero_point must be an integer in -128..127, not {_short(zero_point)}"
+            )
         tensors[name] = TensorSpec(name, dims, scale, zero_point)
     nodes: list[RefNode] = []
     inputs = _names(reader, _get(reader, data, "inputs", list, what), "reference inputs")

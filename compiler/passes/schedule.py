@@ -283,7 +283,7 @@ def _pool_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
             )
             step.loads.append(Op("load", desc=desc))
         if zp_bias is not None:  # ACC starts at -window * z_in; the POOLs add to it
-            fields = {
+            init = {
                 "acc_addr": acc_base,
                 "act_addr": act_base,
                 "param_addr": slot,
@@ -295,7 +295,7 @@ def _pool_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 "use_res": 0,
                 "accumulate": 0,
             }
-            step.compute.append(Op("accum", fields=fields))
+            step.compute.append(Op("accum", fields=init))
         # One POOL per output row tile; a window wider than the 8-bit field (a global pool of a
         # large map, so mt == 1) is reduced in chunks that accumulate into ACC.
         chunks = [(0, window)] if mt > 1 else groups(window, MAX_WINDOW)
