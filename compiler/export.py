@@ -7,6 +7,8 @@ host step after it; the quantized graph becomes the reference the run is checked
 
 from __future__ import annotations
 
+from typing import Any
+
 from arch.config import AccelConfig
 from arch.executable import (
     DeviceProgram,
@@ -46,10 +48,11 @@ def reference_graph(graph: Graph) -> ReferenceGraph:
 
 def _dram_tensor(plan: Plan, name: str) -> DramTensor:
     placed = plan.tensor(name)  # a flatten output shares its input's bytes
-    im2col = {}
+    im2col: dict[str, Any] = {}
     if placed.layout == "im2col":
         node = next(layer.node for layer in plan.layers if name in layer.inputs)
         im2col = {k: tuple(node.attrs[k]) for k in ("kernel", "stride", "pads")}
+        im2col["pad_value"] = plan.graph.tensors[name].zero_point  # real 0 pads the rows
     return DramTensor(
         name,
         placed.addr,

@@ -162,8 +162,8 @@ def code_agreement(
 
 
 def host_sandwich_net(seed: int = 0, size: int = 10) -> onnx.ModelProto:
-    """conv -> LRN (no accelerator mapping: the host) -> conv -> Softmax over a Gemm: device,
-    host and device steps passing asymmetric tensors."""
+    """conv -> LRN (no accelerator mapping: the host) -> conv+relu -> its square (Mul: the
+    host) -> Gemm -> Softmax (the host): device and host steps passing asymmetric tensors."""
     rng = np.random.default_rng(seed)
     inits = [
         numpy_helper.from_array((rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(
@@ -176,7 +176,8 @@ def host_sandwich_net(seed: int = 0, size: int = 10) -> onnx.ModelProto:
         node("LRN", ["c1"], ["n1"], size=3, name="lrn"),
         node("Conv", ["n1", "w2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
         node("Relu", ["c2"], ["r2"], name="relu2"),
-        node("Flatten", ["r2"], ["f"], name="flatten"),
+        node("Mul", ["r2", "r2"], ["sq"], name="square"),
+        node("Flatten", ["sq"], ["f"], name="flatten"),
         node("Gemm", ["f", "wf"], ["g"], transB=1, name="fc"),
         node("Softmax", ["g"], ["y"], axis=1, name="softmax"),
     ]

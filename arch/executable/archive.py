@@ -118,6 +118,8 @@ def _tensor_json(t: DramTensor) -> dict[str, Any]:
     }
     if t.layout == "im2col":
         entry.update(kernel=t.kernel, stride=t.stride, pads=t.pads)
+        if t.pad_value:
+            entry["pad_value"] = t.pad_value
     return entry
 
 
@@ -583,6 +585,7 @@ def _device(reader: _Reader, data: dict, index: int, config: AccelConfig) -> Dev
             pixel_bytes=_int(reader, t, "pixel_bytes", what, 0, config.dram_bytes)
             if "pixel_bytes" in t
             else 0,
+            pad_value=_int(reader, t, "pad_value", what, -128, 127) if "pad_value" in t else 0,
         )
         if tensor.pixel_bytes and (im2col or tensor.pixel_bytes < channels):
             reader.fail(

@@ -119,6 +119,8 @@ class DramTensor:
     #: bytes from one pixel to the next; 0: ``channels`` (else the tensor is a channel slice of
     #: a wider one, e.g. a concat input)
     pixel_bytes: int = 0
+    #: the code of im2col padding: the tensor's zero point (real 0)
+    pad_value: int = 0
 
     @property
     def pixel_stride(self) -> int:

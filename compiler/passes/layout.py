@@ -37,8 +37,6 @@ def _wants_im2col(plan: Plan, layer: Layer) -> bool:
         return False
     if node.attrs["group"] != 1 or node.attrs["dilation"] != (1, 1):
         return False
-    if plan.graph.tensors[graph_input].zero_point and any(node.attrs["pads"]):
-        return False  # the host pads im2col rows with 0; the DMA pads with the zero point
     c, _, _ = _tensor_dims(plan.graph.tensors[graph_input].shape)
     consumers = plan.graph.consumers(graph_input)
     return c % plan.dim != 0 and node.attrs["kernel"] != (1, 1) and len(consumers) == 1

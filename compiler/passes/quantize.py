@@ -92,6 +92,7 @@ def _calibrate(g: Graph, inputs: Sequence[np.ndarray], given: set[str]) -> None:
     for groups, shuffle_out in shuffled.items():
         if g.tensors[groups].scale is None:
             g.tensors[groups].scale = g.tensors[shuffle_out].scale
+            g.tensors[groups].zero_point = g.tensors[shuffle_out].zero_point
     _requantize_concat_inputs(g, given)
     _share_concat_scales(g)
     for node in g.nodes:

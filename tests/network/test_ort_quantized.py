@@ -33,7 +33,7 @@ MODELS = {
     "sandwich": lambda: (host_sandwich_net(seed=0), False),
 }
 #: Layers each model runs on the host (ONNX node names; QOperator ones end in ``_quant``).
-HOSTED = {"branchy": set(), "cnn": set(), "sandwich": {"lrn", "softmax"}}
+HOSTED = {"branchy": set(), "cnn": set(), "sandwich": {"lrn", "square", "softmax"}}
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -112,11 +112,31 @@ def test_zero_points_survive_the_executable_file(tmp_path):
         np.testing.assert_array_equal(a.outputs[key], b.outputs[key])
 
 
+def _im2col_input(exe):
+    (program,) = exe.programs
+    return program.tensors[exe.reference.inputs[0]]
+
+
+def test_im2col_rows_are_padded_with_the_input_zero_point(tmp_path):
+    """The zoo CNN's 3-channel input is written im2col'ed by the host: its padding is the
+    input's zero point (real 0), as the DMA pads the other convolutions."""
+    _, compiled = _compile("cnn", "qdq-uint8", tmp_path)
+    exe = compiled.executable
+    t = _im2col_input(exe)
+    zp = exe.reference.tensors[exe.reference.inputs[0]].zero_point
+    assert t.layout == "im2col" and any(t.pads) and zp != 0
+    assert t.pad_value == zp
+
+
 @pytest.mark.simulator
 def test_ort_quantized_model_on_the_rtl(tmp_path):
-    """QDQ uint8 (onnxruntime's default) end to end on the tiny config's RTL, bit-exact."""
-    path, compiled = _compile("branchy", "qdq-uint8", tmp_path, config="tiny")
-    exe = compiled.executable
+    """QDQ uint8 (onnxruntime's default) end to end on the tiny config's RTL, bit-exact: an
+    im2col input padded with its zero point, convs padded with theirs by the DMA, residual add,
+    LeakyRelu table, padded average pool, requantized concat inputs, max and global pooling,
+    Gemm with a Sigmoid table - every STORE with an output zero point."""
+    path = quantize(branchy_net(seed=4, channels=6), "qdq-uint8", tmp_path)
+    exe = compile_model(path, PRESETS["tiny"], seed=0).executable
+    assert _im2col_input(exe).pad_value != 0
     x = np.random.default_rng(5).standard_normal(exe.input.shape).astype(np.float32)
     result = run(exe, x, "rtl")
     assert result.first_mismatch is None, result.first_mismatch.mismatch
