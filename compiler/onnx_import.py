@@ -835,6 +835,36 @@ class _Importer:
                 "zero point 0",
             )
 
+    def _centred_weight(
+        self, node: onnx.NodeProto, name: str, q: np.ndarray, scales: int
+    ) -> np.ndarray:
+        """A quantized weight with a zero point (uint8, or int8 with z != 0) as the int8
+        weight ``q - z`` of zero point 0 - exact when every ``q - z`` fits int8 (a uint8 weight
+        of zero point 128 does); else it is refused (and the node goes to the host)."""
+        zp = self._const(node, name, 2, "x_zero_point")
+        if zp.dtype != q.dtype:
+            raise CompileError(
+                name, node.op_type, f"x_zero_point of type {zp.dtype} for a {q.dtype} constant"
+            )
+        if not np.any(zp) and q.dtype == np.int8:
+            return q
+        zb = zp.astype(np.int64).reshape(-1)
+        if zb.size > 1:
+            axis = int(self._attrs(node).get("axis", 1)) % q.ndim
+            shape = [1] * q.ndim
+            shape[axis] = zb.size
+            zb = zb.reshape(shape)
+        centred = q.astype(np.int64) - zb
+        if centred.min() < -128 or centred.max() > 127:
+            raise CompileError(
+                name,
+                node.op_type,
+                f"weight codes minus the zero point span {centred.min()}..{centred.max()}, "
+                "beyond int8",
+                "int8 weights, or weights with a zero point whose codes stay in -128..127",
+            )
+        return centred.astype(np.int8)
+
     def _scale_const(self, node: onnx.NodeProto, name: str, i: int, what: str) -> np.ndarray:
         s = self._const(node, name, i, what).astype(np.float32)
         if s.size == 0 or not np.all(np.isfinite(s)) or np.any(s <= 0):
@@ -1819,6 +1849,8 @@ class _Importer:
         s = self._scale_const(node, name, 1, "x_scale")
         if src in self.consts:
             q = self.consts[src]
+            if q.dtype in (np.int8, np.uint8) and self._has(node, 2):
+                q = self._centred_weight(node, name, q, s.size)
             if q.dtype not in (np.int8, np.int32):
                 raise CompileError(
                     name,
@@ -1826,7 +1858,8 @@ class _Importer:
                     f"quantized constant of type {q.dtype} is not supported",
                     "int8 (weights), int32 (biases)",
                 )
-            self._zero_point(node, name, 2, "x_zero_point", allow_int32=True)
+            if q is self.consts[src]:
+                self._zero_point(node, name, 2, "x_zero_point", allow_int32=True)
             axis: int | None = None
             sb = s.astype(np.float64).reshape(-1)[:1].reshape(())
             if s.size > 1:

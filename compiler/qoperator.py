@@ -67,6 +67,32 @@ class _Rewriter:
         out.append(helper.make_node("QuantizeLinear", inputs, [y], name=self.fresh(f"{y}_q")))
         return f
 
+    def dq_const(self, w: str, s: str, z: str, axis: int | None, out: list[onnx.NodeProto]) -> str:
+        y = self.fresh(f"{w}_dequantized")
+        inputs = [w, s] + ([z] if z else [])
+        extra: dict[str, Any] = {} if axis is None else {"axis": axis}
+        out.append(
+            helper.make_node("DequantizeLinear", inputs, [y], name=self.fresh(f"{y}_dq"), **extra)
+        )
+        return y
+
+    def dq_bias(
+        self,
+        node: onnx.NodeProto,
+        bias: str,
+        x_scale: str,
+        w_scale: np.ndarray,
+        out: list[onnx.NodeProto],
+    ) -> str:
+        """An int32 bias of scale ``x_scale * w_scale`` (per output channel) dequantized."""
+        xs = self.const(node, x_scale, "x_scale").astype(np.float64).reshape(-1)[0]
+        scale = (xs * w_scale.astype(np.float64)).astype(np.float32).reshape(-1)
+        per_channel = scale.size > 1
+        scale_name = self.add_init(f"{bias}_scale", scale if per_channel else scale.reshape(()))
+        zeros = np.zeros(scale.size if per_channel else (), np.int32)
+        zero_name = self.add_init(f"{bias}_zero_point", zeros)
+        return self.dq_const(bias, scale_name, zero_name, 0 if per_channel else None, out)
+
     def attrs(self, node: onnx.NodeProto, drop: tuple[str, ...] = ()) -> dict[str, Any]:
         return {a.name: helper.get_attribute_value(a) for a in node.attribute if a.name not in drop}
 
@@ -102,6 +128,20 @@ class _Rewriter:
             ]
             float_node = helper.make_node("Concat", xs, ["?"], name=node.name, **self.attrs(node))
             scale, zp = ins[0], ins[1]
+        elif op in ("QLinearConv", "QLinearMatMul"):
+            conv = op == "QLinearConv"
+            x = self.dq(node, ins[0], ins[1], ins[2], out)
+            w_scale = self.const(node, ins[4], "w_scale")
+            w = self.dq_const(
+                ins[3], ins[4], ins[5], (0 if conv else 1) if w_scale.size > 1 else None, out
+            )
+            inputs = [x, w]
+            if conv and ins[8]:
+                inputs.append(self.dq_bias(node, ins[8], ins[1], w_scale, out))
+            float_node = helper.make_node(
+                "Conv" if conv else "MatMul", inputs, ["?"], name=node.name, **self.attrs(node)
+            )
+            scale, zp = ins[6], ins[7]
         else:  # QGemm: A, a_scale, a_zp, B, b_scale, b_zp, C (int32), y_scale, y_zp
             attrs = self.attrs(node)
             if attrs.get("transA", 0):
@@ -109,33 +149,10 @@ class _Rewriter:
             trans_b = int(attrs.get("transB", 0))
             a = self.dq(node, ins[0], ins[1], ins[2], out)
             b_scale = self.const(node, ins[4], "b_scale")
-            b_inputs = [ins[3], ins[4]] + ([ins[5]] if ins[5] else [])
-            b = self.fresh(f"{ins[3]}_dequantized")
-            axis: dict[str, Any] = {"axis": 0 if trans_b else 1} if b_scale.size > 1 else {}
-            out.append(
-                helper.make_node(
-                    "DequantizeLinear", b_inputs, [b], name=self.fresh(f"{b}_dq"), **axis
-                )
-            )
-            inputs = [a, b]
+            axis = (0 if trans_b else 1) if b_scale.size > 1 else None
+            inputs = [a, self.dq_const(ins[3], ins[4], ins[5], axis, out)]
             if ins[6]:
-                a_scale = self.const(node, ins[1], "a_scale").astype(np.float64)
-                c_scale = (a_scale.reshape(-1)[0] * b_scale.astype(np.float64)).astype(np.float32)
-                c_scale_name = self.add_init(f"{ins[6]}_scale", c_scale.reshape(-1))
-                c = self.fresh(f"{ins[6]}_dequantized")
-                c_axis: dict[str, Any] = {"axis": 0} if c_scale.size > 1 else {}
-                zeros = np.zeros(c_scale.size if c_scale.size > 1 else (), np.int32)
-                c_zero = self.add_init(f"{ins[6]}_zero_point", zeros)
-                out.append(
-                    helper.make_node(
-                        "DequantizeLinear",
-                        [ins[6], c_scale_name, c_zero],
-                        [c],
-                        name=self.fresh(f"{c}_dq"),
-                        **c_axis,
-                    )
-                )
-                inputs.append(c)
+                inputs.append(self.dq_bias(node, ins[6], ins[1], b_scale, out))
             gemm = {k: v for k, v in attrs.items() if k in ("alpha", "transB")}
             float_node = helper.make_node("Gemm", inputs, ["?"], name=node.name, **gemm)
             scale, zp = ins[7], ins[8]
@@ -147,16 +164,36 @@ class _Rewriter:
         return [*out, float_node, quantize]
 
 
+def _native_weight(inits: dict[str, onnx.TensorProto], node: onnx.NodeProto) -> bool:
+    """A QLinearConv/QLinearMatMul the importer reads directly: an int8 weight initializer of
+    zero point 0 (others are rewritten, so their weights take the DequantizeLinear path)."""
+    w = inits.get(node.input[3]) if len(node.input) > 3 else None
+    zp = inits.get(node.input[5]) if len(node.input) > 5 and node.input[5] else None
+    if w is None or w.data_type != onnx.TensorProto.INT8:
+        return False
+    return zp is None or not np.any(numpy_helper.to_array(zp))
+
+
+def _rewritten(inits: dict[str, onnx.TensorProto], node: onnx.NodeProto) -> bool:
+    if node.domain == _MS:
+        return node.op_type in REWRITTEN
+    if node.domain in ("", "ai.onnx") and node.op_type in ("QLinearConv", "QLinearMatMul"):
+        return not _native_weight(inits, node)
+    return False
+
+
 def rewrite(proto: onnx.ModelProto) -> onnx.ModelProto:
     """``proto`` (modified in place and returned) with every ``com.microsoft`` op of
-    :data:`REWRITTEN` as DequantizeLinear -> float op -> QuantizeLinear; other nodes as they
-    are. A model with none of them is returned unchanged."""
-    if not any(n.domain == _MS and n.op_type in REWRITTEN for n in proto.graph.node):
+    :data:`REWRITTEN` - and every QLinearConv/QLinearMatMul whose weight is not int8 with zero
+    point 0 - as DequantizeLinear -> float op -> QuantizeLinear; other nodes as they are. A
+    model with none of them is returned unchanged."""
+    inits = {t.name: t for t in proto.graph.initializer}
+    if not any(_rewritten(inits, n) for n in proto.graph.node):
         return proto
     r = _Rewriter(proto)
     nodes: list[onnx.NodeProto] = []
     for node in proto.graph.node:
-        if node.domain == _MS and node.op_type in REWRITTEN:
+        if _rewritten(inits, node):
             nodes += r.node(node)
         else:
             nodes.append(node)

@@ -92,12 +92,20 @@ class SeededReader(CalibrationDataReader):
 
 
 def quantize(
-    model: onnx.ModelProto, variant: str, directory: Path, *, preprocess: bool = False
+    model: onnx.ModelProto,
+    variant: str,
+    directory: Path,
+    *,
+    preprocess: bool = False,
+    weights: QuantType = QuantType.QInt8,
+    per_channel: bool = False,
+    weight_symmetric: bool = True,
 ) -> Path:
-    """``model`` quantized by onnxruntime (``variant``: a key of :data:`VARIANTS`; weights int8
-    per tensor, activations asymmetric), as a file in ``directory``. ``preprocess``: first
-    onnxruntime's recommended ``quant_pre_process`` (which folds BatchNormalization into the
-    convolutions, so no rounding point sits between a conv and its BatchNormalization)."""
+    """``model`` quantized by onnxruntime (``variant``: a key of :data:`VARIANTS`; activations
+    asymmetric; weights int8 symmetric per tensor unless told), as a file in ``directory``.
+    ``preprocess``: first onnxruntime's recommended ``quant_pre_process`` (which folds
+    BatchNormalization into the convolutions, so no rounding point sits between a conv and its
+    BatchNormalization)."""
     fmt, activations = VARIANTS[variant]
     source, target = directory / "float.onnx", directory / f"{variant}.onnx"
     onnx.save(model, source)
@@ -113,8 +121,9 @@ def quantize(
         SeededReader(x.name, shape),
         quant_format=fmt,
         activation_type=activations,
-        weight_type=QuantType.QInt8,
-        extra_options={"ActivationSymmetric": False},
+        weight_type=weights,
+        per_channel=per_channel,
+        extra_options={"ActivationSymmetric": False, "WeightSymmetric": weight_symmetric},
     )
     return target
 

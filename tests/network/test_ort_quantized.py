@@ -13,9 +13,11 @@ folds them into the convs (one rounding point fewer): up to 6 codes apart, cosin
 import numpy as np
 import onnxruntime as ort
 import pytest
+from onnxruntime.quantization import QuantType
 
 from arch import executable
 from arch.config import PRESETS
+from arch.executable import HostStep
 from compiler.compile import compile_model
 from compiler.zoo.small import small_cnn
 from sim.run import run
@@ -80,6 +82,41 @@ def test_ort_quantized_model_is_bit_exact_and_agrees_with_onnxruntime(
     counts = [m["count"] for m in agreement.values()]
     equal = sum(m["equal"] * m["count"] for m in agreement.values()) / sum(counts)
     assert equal >= 0.98, agreement
+
+
+@pytest.mark.parametrize("variant", ["qdq-uint8", "qop-uint8"])
+@pytest.mark.parametrize(
+    ("weights", "per_channel", "symmetric", "exact"),
+    [
+        (QuantType.QInt8, True, True, True),  # per output channel
+        (QuantType.QUInt8, False, True, True),  # zero point 128: q - 128 is int8
+        (QuantType.QUInt8, False, False, False),  # q - z spans more than int8
+    ],
+    ids=["int8-per-channel", "uint8-symmetric", "uint8-asymmetric"],
+)
+def test_weight_quantizations(variant, weights, per_channel, symmetric, exact, tmp_path):
+    """Weights the array can hold exactly (int8 of zero point 0 after ``q - z``) stay on it;
+    others put their layers on the host, with the reason, and the run stays bit-exact."""
+    model = branchy_net(seed=1)
+    path = quantize(
+        model, variant, tmp_path, weights=weights, per_channel=per_channel,
+        weight_symmetric=symmetric,
+    )  # fmt: skip
+    compiled = compile_model(path, PRESETS["default"], seed=0)
+    exe = compiled.executable
+    x = np.random.default_rng(8).standard_normal(exe.input.shape).astype(np.float32)
+    result = run(exe, x, "isa")
+    assert result.first_mismatch is None, result.first_mismatch.mismatch
+    hosts = [s for s in exe.steps if isinstance(s, HostStep)]
+    if exact:
+        assert not hosts
+    else:
+        assert hosts and all("beyond int8" in h.reason for h in hosts[:1]), hosts
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    theirs = session.run(None, {session.get_inputs()[0].name: x})[0]
+    (ours,) = result.outputs.values()
+    out = exe.reference.tensors[exe.reference.outputs[0]]
+    assert np.abs(ours - theirs).max() / out.scale <= 1.01
 
 
 def test_bn_between_quantize_nodes_is_folded_and_stays_close(tmp_path):
