@@ -4,7 +4,7 @@ A :class:`Graph` is a list of :class:`Node` in topological order over named :cla
 stages share it. *fp32* (``quantized=False``, after import and canonicalize): float32 params.
 *Quantized* (``quantized=True``, after quantize): int8 weights, int32 biases, fixed-point
 ``mult``/``shift`` rescales and int8 ``clamp`` bounds, every tensor with a scale
-(``real = scale * q``), computed as :mod:`arch.reference` defines.
+(``real = scale * (q - zero_point)``), computed as :mod:`arch.reference` defines.
 
 Ops (:data:`OPS`) and their attrs; ``act`` is None, ``"relu"``, ``"relu6"`` or ``"table"``:
 

@@ -12,10 +12,13 @@ The imported graph keeps ONNX-level ops that canonicalize folds (``batchnorm``, 
 real (fp32) value in the original model, so calibration can read it from onnxruntime.
 
 Already-quantized models: QuantizeLinear/DequantizeLinear on activations are not nodes but
-record ``Tensor.scale``; a DequantizeLinear of an int8/int32 initializer gives the float value
-plus ``weight_q``/``weight_scale`` (``bias_q``) params; QLinearConv/QLinearMatMul become
+record ``Tensor.scale`` and ``Tensor.zero_point`` (an int8 zero point as it is; uint8 codes u are
+the int8 codes u - 128, so a uint8 zero point z is z - 128); a DequantizeLinear of an int8/int32
+initializer gives the float value plus ``weight_q``/``weight_scale`` (``bias_q``) params (a
+weight with a zero point as the int8 ``q - z`` when that fits); QLinearConv/QLinearMatMul become
 conv/matmul with those params and a scaled output; ConvInteger/MatMulInteger must be followed by
 ``Cast(to=FLOAT)`` and ``Mul`` by the (input x weight) scale, which sets the weight scale.
+onnxruntime's ``com.microsoft`` QLinear ops are rewritten to QDQ first (:mod:`compiler.qoperator`).
 """
 
 from __future__ import annotations

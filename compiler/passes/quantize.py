@@ -1,9 +1,10 @@
 """quantize: fp32 canonical graph -> int8 graph (post-training, symmetric, per-channel weights).
 
 Activation scales are ``max|x| / 127`` over the calibration inputs, measured on the original
-ONNX model (:mod:`compiler.calibrate`); scales given by an already-quantized model are kept, as
-are its int8 weights (``weight_q``/``weight_scale``) and int32 biases (``bias_q``, when their
-scale is ``s_in * s_w``). Fixed-point rescales come from
+ONNX model (:mod:`compiler.calibrate`); scales and zero points given by an already-quantized
+model are kept, as are its int8 weights (``weight_q``/``weight_scale``) and int32 biases
+(``bias_q``, when their scale is ``s_in * s_w``). A concat input the model quantizes otherwise
+than the concat is requantized by an inserted 1x1 average pool (the model's rounding point). Fixed-point rescales come from
 :func:`arch.reference_ops.quantize_multipliers`; :mod:`arch.reference` defines the integer
 semantics they feed.
 """
