@@ -41,6 +41,7 @@ LOCAL_ADDR_BITS = 16  # line addresses of the local memories (ACT, WGT, PARAM, A
 DESC_INDEX_BITS = 24  # descriptor indices of LOAD/STORE
 M_BITS = 12  # GEMM/ACCUM/POOL `m`: rows (lines, outputs) per block
 ITER_BITS = 10  # GEMM `k_iter`, GEMM/ACCUM/POOL `n_iter`: blocks
+GATE_ADDR_BITS = 14  # ACCUM `gate_addr`: what the 128-bit word has left (gates sit low in ACT)
 INSN_INDEX_BITS = 32  # program index of an instruction (error_index, progress, queue entries)
 MAX_SHIFT = 62  # requantization shifts above this are BAD_FIELD (exact in 64-bit arithmetic)
 TABLE_ENTRIES = 256  # a STORE lookup table maps every int8 code to an int8 code
@@ -416,8 +417,11 @@ ACCUM = _insn(
     Queue.COMPUTE,
     "Initialise or add into accumulators: for j < n_iter, i < m, per column c: "
     "`acc[a] = (acc[a] if accumulate else 0) + (bias[c] if use_bias) + "
-    "(requant(act[act_addr + j*act_n_stride + i][c], res_mult[c], res_shift[c]) if use_res)` "
-    "with `a = acc_addr + j*acc_n_stride + i` and PARAM line `param_addr + j`.",
+    "(requant(act[act_addr + j*act_n_stride + i][c] * g[c], res_mult[c], res_shift[c]) "
+    "if use_res)` "
+    "with `a = acc_addr + j*acc_n_stride + i`, PARAM line `param_addr + j`, and the gate "
+    "`g = act[gate_addr + j]` with use_gate, else 1 (a channel-wise product such as a "
+    "squeeze-excitation gate: one extra cycle per n block to read the gate line).",
     Field("acc_addr", unsigned(LOCAL_ADDR_BITS), "first ACC line"),
     Field("act_addr", unsigned(LOCAL_ADDR_BITS), "first ACT line of the residual (use_res)"),
     Field("param_addr", unsigned(LOCAL_ADDR_BITS), "PARAM line of n block 0"),
@@ -428,6 +432,13 @@ ACCUM = _insn(
     Field("use_bias", unsigned(1), "add the PARAM bias"),
     Field("use_res", unsigned(1), "add the requantized ACT line"),
     Field("accumulate", unsigned(1), "1: add to ACC; 0: overwrite"),
+    Field("use_gate", unsigned(1), "multiply the residual by the gate line (needs use_res)", True),
+    Field(
+        "gate_addr",
+        unsigned(GATE_ADDR_BITS),
+        "ACT line of n block 0's gate (use_gate; block j's is gate_addr + j)",
+        True,
+    ),
 )
 POOL = _insn(
     Opcode.POOL,

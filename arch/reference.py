@@ -19,6 +19,11 @@ point: the hardware adds ``rq_res(r)`` and folds ``-rq_res(z_r)`` into the bias)
 * maxpool: ``max_pool2d`` (output scale and zero point = input's); avgpool:
   ``to_int8(rq(sum_pool2d(x - z)) + z_out)``; global_avgpool likewise with ``global_sum_pool``.
 * add: ``acc = add_wrap32(R_a(a), R_b(b))``, ``y = to_int8(clamp(rq(acc) + z_out, lo, hi))``.
+* scale: ``acc = x - z`` (times the per-channel ``gate - z_gate``, a (1, C, 1, 1) second
+  input, if given), ``y = to_int8(clamp(rq(acc) + z_out, lo, hi))``: a channel-wise product
+  (the squeeze-excitation gate), or with one input a requantize-clamp-table of its own (an
+  activation no conv, gemm or add can take; the hardware adds ``-z`` as a bias; a gated scale
+  runs on the array only with both zero points 0).
 * concat: the inputs, which share the output's scale, side by side along channels.
 * upsample: nearest-neighbour, each pixel repeated ``scale`` = (sh, sw) times.
 * depth_to_space: ``block`` = (sh, sw); ``out[c, y*sh + a, x*sw + b] = in[(a*sw + b)*C + c, y, x]``
@@ -236,6 +241,13 @@ def _add(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     return _clamp_int8(graph, node, acc, axis=1)
 
 
+def _scale(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    acc = _centred(graph, node.inputs[0], xs[0])
+    if len(xs) == 2:
+        acc = acc * _centred(graph, node.inputs[1], xs[1])
+    return _clamp_int8(graph, node, acc, axis=1)
+
+
 def _flatten(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     return xs[0].reshape(graph.tensors[node.output].shape)
 
@@ -284,6 +296,7 @@ _EVAL: dict[str, Any] = {
     "avgpool": _avgpool,
     "global_avgpool": _global_avgpool,
     "add": _add,
+    "scale": _scale,
     "flatten": _flatten,
     "softmax": _softmax,
     "host": _host,
@@ -318,6 +331,7 @@ PARAMS_OF_OP: dict[str, dict[str, str]] = {
         "shift": "int64",
         "clamp": "int64",
     },
+    "scale": {"mult": "int64", "shift": "int64", "clamp": "int64"},
     "flatten": {},
     "softmax": {},
     "host": {"model": "uint8"},
@@ -327,7 +341,7 @@ PARAMS_OF_OP: dict[str, dict[str, str]] = {
 }
 #: The params a conv or gemm with a residual (second) input reads besides its own.
 RESIDUAL_PARAMS: dict[str, str] = {"res_mult": "int64", "res_shift": "int64"}
-#: The param a conv, gemm or add whose ``act`` is ``"table"`` reads besides its own: the
+#: The param a conv, gemm, add or scale whose ``act`` is ``"table"`` reads besides its own: the
 #: activation as :data:`arch.isa.TABLE_ENTRIES` int8 outputs, one per saturated int8 code.
 TABLE_PARAMS: dict[str, str] = {"table": "int8"}
 #: The attrs of each op's nodes, exactly these (``act`` None/relu/relu6 is informational:
@@ -340,6 +354,7 @@ ATTRS_OF_OP: dict[str, frozenset[str]] = {
     "avgpool": frozenset({"kernel", "stride", "pads", "count_include_pad"}),
     "global_avgpool": frozenset(),
     "add": frozenset({"act"}),
+    "scale": frozenset({"act"}),
     "flatten": frozenset(),
     "softmax": frozenset(),
     "host": frozenset({"onnx_ops", "feeds", "fetch", "macs"}),
@@ -352,6 +367,7 @@ ARITY_OF_OP: dict[str, tuple[int, int]] = {
     "conv": (1, 2),
     "gemm": (1, 2),
     "add": (2, 2),
+    "scale": (1, 2),
     "host": (1, 1 << 16),
     "concat": (2, 1 << 10),
 }
@@ -495,6 +511,16 @@ def _added(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
     return xs[0]
 
 
+def _scaled(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
+    x = c.shape(c.node.inputs[0], 4, "input")
+    if len(xs) == 2 and xs[1] != (1, x[1], 1, 1):
+        c.fail(f"gate {_short(c.node.inputs[1])} has shape {xs[1]}; expected {(1, x[1], 1, 1)}")
+    c.param_shapes({"mult": (1,), "shift": (1,), "clamp": (2,)})
+    c.rescale("mult", "shift")
+    c.clamp()
+    return x
+
+
 def _flattened(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
     x = c.shape(c.node.inputs[0], 4, "input")
     return (1, x[1] * x[2] * x[3])
@@ -576,6 +602,7 @@ _OUTPUT_SHAPE: dict[str, Any] = {
     "avgpool": _pooled,
     "global_avgpool": _pooled,
     "add": _added,
+    "scale": _scaled,
     "flatten": _flattened,
     "softmax": _softmaxed,
     "host": _hosted,

@@ -8,6 +8,7 @@ import numpy as np
 from arch import isa
 from arch import reference_ops as ro
 from arch.reference import zero_point
+from compiler.errors import CompileError
 from compiler.plan import Layer, Plan
 
 
@@ -53,7 +54,8 @@ def zero_point_bias(plan: Plan, layer: Layer) -> np.ndarray | None:
     - conv/gemm: ``bias - z_in * sum(weight[o])`` (the DMA pads with ``z_in``), minus
       ``requant(z_res, res_mult, res_shift)`` for a residual;
     - add: ``-(requant(z_a, a_mult, a_shift) + requant(z_b, b_mult, b_shift))``;
-    - average pools: ``-window * z_in`` (the DMA pads with ``z_in``).
+    - average pools: ``-window * z_in`` (the DMA pads with ``z_in``);
+    - a one-input scale: ``-z_in`` (a gated one with zero points is refused: the host).
     """
     node, g = layer.node, plan.graph
     p = node.params
@@ -78,6 +80,16 @@ def zero_point_bias(plan: Plan, layer: Layer) -> np.ndarray | None:
         shape = g.tensors[node.inputs[0]].shape
         kh, kw = node.attrs.get("kernel", shape[2:])
         return _wrap32(np.array([-kh * kw * z_in]))
+    if layer.kind == "scale":
+        if len(node.inputs) == 2 and (z_in or zero_point(g, node.inputs[1])):
+            raise CompileError(
+                node.name,
+                node.op,
+                "a channel-wise product of tensors with zero points "
+                f"({z_in}, {zero_point(g, node.inputs[1])}) is not supported",
+                "zero points 0 (the gate multiplies the raw codes)",
+            )
+        return _wrap32(np.array([-z_in])) if z_in else None
     return None
 
 
@@ -108,6 +120,17 @@ def param_lines(plan: Plan, layer: Layer) -> np.ndarray:
             sets = [{"mult": np.array([1]), "shift": np.array([0])}]
         else:
             sets = [{"mult": p["mult"], "shift": p["shift"], "bias": zp_bias}]
+    elif layer.kind == "scale":  # ACCUM copies x (times the gate), STORE rescales
+        one, zero = np.array([1]), np.array([0])
+        sets = [
+            {
+                "bias": zp_bias,
+                "res_mult": one,
+                "res_shift": zero,
+                "mult": p["mult"],
+                "shift": p["shift"],
+            }
+        ]
     else:  # add: a-set carries the output rescale (and a zero-point bias), b-set only b's
         sets = [
             {

@@ -19,6 +19,7 @@ avgpool         kernel, stride, pads, count_include_pad      mult, shift (1,)
 global_avgpool  -                                            mult, shift (1,)
 add             act                                          a_mult, a_shift, b_mult, b_shift,
                                                              mult, shift (1,), clamp
+scale           act; inputs x [, gate (1, C, 1, 1)]              mult, shift (1,), clamp
 flatten         -                                            none (output scale = input scale)
 softmax         -                                            none (host, fp32 output)
 concat          - (along channels)                           none (every input at the output scale)
@@ -36,8 +37,9 @@ ONNX shape inference's.
 Between import and canonicalize the fp32 graph may also hold the ONNX-level :data:`IMPORT_OPS`
 (``batchnorm``, ``relu``, ...), which canonicalize folds away - except ``table`` (attrs
 ``function``, ``args``: an elementwise activation of :mod:`compiler.activations`), which lives
-until quantize turns it into the int8 table of the conv, gemm or add before it (``act`` =
-``"table"``, param ``table``: int8 (256,)).
+until quantize turns it into the int8 table of the conv, gemm, add or scale before it (``act``
+= ``"table"``, param ``table``: int8 (256,)), or, where none can take it, into a one-input
+``scale`` of its own.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ OPS: tuple[str, ...] = (
     "avgpool",
     "global_avgpool",
     "add",
+    "scale",
     "flatten",
     "softmax",
     "host",
@@ -405,7 +408,7 @@ def _check_rescale(node: Node, mult: str, shift: str) -> None:
 
 
 def _post_params(node: Node) -> dict[str, tuple[type, Shape]]:
-    """The STORE post-processing params of a quantized conv, gemm or add: the clamp, and the
+    """The STORE post-processing params of a quantized conv, gemm, add or scale: the clamp, and the
     table of a ``table`` act."""
     post: dict[str, tuple[type, Shape]] = {"clamp": (np.int64, (2,))}
     if node.attrs["act"] == "table":
@@ -607,6 +610,21 @@ def _add(g: Graph, node: Node, x: Shape) -> Shape:
     return x
 
 
+def _scale(g: Graph, node: Node, x: Shape) -> Shape:
+    """x [* gate]: a channel-wise product, or (one input) a rescale of its own."""
+    _need_4d(node, x)
+    if len(node.inputs) == 2:
+        _expect_shape(g, node, node.inputs[1], (1, x[1], 1, 1), "gate")
+    if g.quantized:
+        one = (np.int64, (1,))
+        _check_params(node, {"mult": one, "shift": one} | _post_params(node))
+        _check_rescale(node, "mult", "shift")
+        _check_clamp(node)
+    else:
+        _check_params(node, {})
+    return x
+
+
 def _flatten(g: Graph, node: Node, x: Shape) -> Shape:
     _need_4d(node, x)
     _check_params(node, {})
@@ -709,6 +727,7 @@ _CHECKS = {
     "avgpool": _pool,
     "global_avgpool": _global_avgpool,
     "add": _add,
+    "scale": _scale,
     "flatten": _flatten,
     "softmax": _softmax,
     "host": _host,

@@ -1393,7 +1393,7 @@ class _Importer:
 
     def _op_Mul(self, node: onnx.NodeProto, name: str) -> None:
         ins = list(node.input)
-        if self._product_table(node, name):
+        if self._product_table(node, name) or self._channel_gate(node, name):
             return
         idx = next((i for i, v in enumerate(ins[:2]) if v in self.pending), None)
         if idx is None or ins[1 - idx] not in self.consts:
@@ -1477,6 +1477,21 @@ class _Importer:
             self.tensors[out] = Tensor(out, shape)
             self.alias[out] = out
             return True
+        return False
+
+    def _channel_gate(self, node: onnx.NodeProto, name: str) -> bool:
+        """``x * g`` with x (1, C, H, W) and g (1, C, 1, 1) both activations (a
+        squeeze-excitation gate) becomes a ``scale`` node; False if not that form."""
+        ins = node.input[:2]
+        if len(ins) != 2 or not all(v in self.alias and v not in self.qview for v in ins):
+            return False
+        shapes = [self._shape(self.alias[v]) for v in ins]
+        for i in (0, 1):
+            x, g = shapes[i], shapes[1 - i]
+            if len(x) == 4 and g == (1, x[1], 1, 1) and x != g:
+                inputs = [self._act(node, name, i), self._act(node, name, 1 - i)]
+                self._emit(node, name, "scale", inputs, x, {"act": None})
+                return True
         return False
 
     def _table(self, node: onnx.NodeProto, name: str, function: str, args: tuple) -> None:

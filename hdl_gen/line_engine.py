@@ -23,9 +23,11 @@ class LineEngine(wiring.Component):
     """Runs one ACCUM or POOL: walks its n blocks and lines, reading one ACT line (and for
     ACCUM the ACC and PARAM lines) per cycle and writing the result line to ACC a cycle later.
 
-    ACCUM adds the PARAM bias and the requantized residual (an ACT line) to, or in place of, the
-    ACC line. POOL reduces ``window`` consecutive ACT lines (max or sum) into one ACC line, merging
-    with the ACC line's value when ``accumulate`` is set.
+    ACCUM adds the PARAM bias and the requantized residual (an ACT line, times the block's gate
+    line with use_gate) to, or in place of, the ACC line. With use_gate each n block starts with
+    one cycle that reads its gate line into a register. POOL reduces ``window`` consecutive ACT
+    lines (max or sum) into one ACC line, merging with the ACC line's value when ``accumulate``
+    is set.
 
     Attributes
     ----------
@@ -76,7 +78,8 @@ class LineEngine(wiring.Component):
         is_accum = self.insn.load.opcode == isa.Opcode.ACCUM
 
         with m.If(is_accum):
-            m.d.comb += self.bad_fields.eq((accum.m == 0) | (accum.n_iter == 0))
+            gate_without_res = accum.use_gate & ~accum.use_res
+            m.d.comb += self.bad_fields.eq((accum.m == 0) | (accum.n_iter == 0) | gate_without_res)
         with m.Else():
             m.d.comb += self.bad_fields.eq((pool.m == 0) | (pool.n_iter == 0) | (pool.window == 0))
 
@@ -84,14 +87,20 @@ class LineEngine(wiring.Component):
         ln_valid, ln_acc = Signal(), Signal(isa.LOCAL_ADDR_BITS)
         ln_last, ln_first = Signal(), Signal()  # POOL: the window's last / first line
 
-        # ACCUM: (ACC or 0) + bias + requantized residual, per column.
+        # ACCUM: (ACC or 0) + bias + requantized (gated) residual, per column. The gate line is
+        # read in the GATE state and latched as it arrives, a cycle later.
+        gate, gate_arriving = Signal(act_line), Signal()
+        m.d.sync += gate_arriving.eq(0)
+        with m.If(gate_arriving):
+            m.d.sync += gate.eq(acts)
         accum_value = Signal(acc_line)
         bad_shift = Signal()
         for col in range(c.cols):
             entry = params[col]
             value = Mux(accum.accumulate, accs[col], 0)
             value = value + Mux(accum.use_bias, entry.bias, 0)
-            residual = requantize(acts[col], entry.res_mult, entry.res_shift)
+            gated = acts[col] * Mux(accum.use_gate, gate[col], 1)
+            residual = requantize(gated, entry.res_mult, entry.res_shift)
             value = value + Mux(accum.use_res, residual, 0)
             m.d.comb += accum_value[col].eq(value)
         for col in range(c.cols):
@@ -149,7 +158,10 @@ class LineEngine(wiring.Component):
                         act_base.eq(accum.act_addr),
                         acc_base.eq(accum.acc_addr),
                     ]
-                    m.next = "ACCUM"
+                    with m.If(accum.use_gate):
+                        m.next = "GATE"
+                    with m.Else():
+                        m.next = "ACCUM"
                 with m.Else():
                     m.d.sync += [
                         j.eq(0),
@@ -161,6 +173,16 @@ class LineEngine(wiring.Component):
                         acc_base.eq(pool.acc_addr),
                     ]
                     m.next = "POOL"
+
+            with m.State("GATE"):  # read n block j's gate line
+                m.d.sync += ln_valid.eq(0)
+                gate_address = accum.gate_addr + j
+                with m.If(gate_address >= c.act_lines):
+                    range_error()
+                with m.Elif(~self.halt):
+                    m.d.comb += [self.act.addr.eq(gate_address), self.act.en.eq(1)]
+                    m.d.sync += gate_arriving.eq(1)
+                    m.next = "ACCUM"
 
             with m.State("ACCUM"):
                 m.d.sync += ln_valid.eq(0)
@@ -190,6 +212,8 @@ class LineEngine(wiring.Component):
                         ]
                         with m.If(j == accum.n_iter - 1):
                             m.next = "FLUSH"
+                        with m.Elif(accum.use_gate):
+                            m.next = "GATE"
                     with m.Else():
                         m.d.sync += [i.eq(i + 1), act_ptr.eq(act_ptr + 1), acc_ptr.eq(acc_ptr + 1)]
 

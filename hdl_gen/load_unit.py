@@ -1,4 +1,4 @@
-"""Load unit: executes LOAD - DMA from DRAM into the ACT, WGT or PARAM memory."""
+"""Load unit: executes LOAD - DMA from DRAM into the ACT, WGT or PARAM memory - and SYNC."""
 
 from __future__ import annotations
 
@@ -109,8 +109,12 @@ class LoadUnit(wiring.Component):
             with m.State("IDLE"), m.If(frame.start):
                 m.next = "BEGIN"
             with m.State("BEGIN"):
-                m.d.comb += fetcher.start.eq(1)
-                m.next = "DESCRIPTOR"
+                with m.If(frame.insn.load.opcode == isa.Opcode.SYNC):  # tokens only
+                    m.d.comb += frame.done.eq(1)
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.comb += fetcher.start.eq(1)
+                    m.next = "DESCRIPTOR"
             with m.State("DESCRIPTOR"), m.If(fetcher.done):
                 with m.If(desc.mem == isa.Mem.ACC):
                     errors.raise_(1, isa.ErrorCode.BAD_FIELD)

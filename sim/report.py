@@ -18,7 +18,7 @@ def limiter(layer: LayerResult, deltas: dict[str, int], macs_per_cycle: int) -> 
     if layer.device == "host":
         return f"host {layer.host_s * 1e3:.1f} ms"
     if layer.macs == 0:
-        return "pool (no MACs)"
+        return "no MACs (pool, add, copy)"
     cycles = max(layer.cycles, 1)
     active = deltas.get("array_active", 0)
     if not active:

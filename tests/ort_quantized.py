@@ -201,3 +201,34 @@ def host_sandwich_net(seed: int = 0, size: int = 10) -> onnx.ModelProto:
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model
+
+
+def pooled_activation_net(seed: int = 0, size: int = 8) -> onnx.ModelProto:
+    """conv -> max pool -> Sigmoid (no conv before it: a one-input scale layer with its table)
+    -> 1x1 conv -> Gemm: an activation of an asymmetric tensor outside a conv's store."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal(s) / np.sqrt(np.prod(s[1:]))).astype(
+            np.float32), n)
+        for n, s in (("w1", (16, 4, 3, 3)), ("w2", (16, 16, 1, 1)), ("wf", (10, 16 * 4 * 4)))
+    ]  # fmt: skip
+    node = helper.make_node
+    nodes = [
+        node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+        node("MaxPool", ["c1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2], name="maxpool"),
+        node("Sigmoid", ["p1"], ["s1"], name="sigmoid"),
+        node("Conv", ["s1", "w2"], ["c2"], name="conv2"),
+        node("Flatten", ["c2"], ["f"], name="flatten"),
+        node("Gemm", ["f", "wf"], ["y"], transB=1, name="fc"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "pooled_activation",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model

@@ -34,7 +34,7 @@ HOST_OPS: tuple[str, ...] = ("softmax", "host")
 #: Layouts of a tensor in DRAM: channels-last lines, or rows the host im2col'ed for a first conv.
 LAYOUTS: tuple[str, ...] = ("nhwc", "im2col")
 #: Kinds of a device layer.
-LAYER_KINDS: tuple[str, ...] = ("gemm", "pool", "add", "upsample")
+LAYER_KINDS: tuple[str, ...] = ("gemm", "pool", "add", "scale", "upsample")
 #: Keys of a layer's tiling (the compiler's ``Tiling``: output rows per m tile, output channel
 #: blocks per n group, K chunks per GEMM instruction, estimated cycles).
 TILING_KEYS: tuple[str, ...] = ("rows_per_tile", "n_blocks", "k_group", "estimate")
@@ -139,7 +139,7 @@ class LayerEntry:
 
     name: str
     op: str
-    kind: str  # gemm | pool | add
+    kind: str  # one of LAYER_KINDS
     macs: int
     output: str
     insn_range: tuple[int, int]

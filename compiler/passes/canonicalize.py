@@ -2,10 +2,10 @@
 
 In order: drop Identity/Dropout; Sum -> add, Reshape-as-flatten -> flatten, MatMul -> gemm; fold
 bias Adds and BatchNormalization into the preceding conv/gemm; fuse Relu/ReLU6 into the
-producer's ``act``; fuse an Add into a conv/gemm producer as its residual (the Add's act moves
-along). A fused node keeps the producer's name and takes the consumer's output tensor, so
-graph output names and tensor scales recorded on later tensors survive. Anything that cannot
-be folded is a :class:`CompileError`.
+producer's ``act`` (or make a ``scale`` layer of their own); fuse an Add into a conv/gemm producer
+as its residual (the Add's act moves along). A fused node keeps the producer's name and takes
+the consumer's output tensor, so graph output names and tensor scales recorded on later tensors
+survive. Anything that cannot be folded is a :class:`CompileError`.
 """
 
 from __future__ import annotations
@@ -144,19 +144,26 @@ def _compose(inner: str | None, outer: str) -> str:
 
 
 def _fuse_activations(g: Graph) -> None:
+    """Relu/ReLU6 into the act of the conv, gemm, add or scale before it; where none can take
+    it (after a pool, a concat, a host node, or a tensor with other readers) it becomes a
+    one-input ``scale`` of its own: a requantize-and-clamp layer."""
     for node in [n for n in g.nodes if n.op in ("relu", "relu6")]:
         prod = g.producer(node.inputs[0])
         if (
             prod is None
-            or prod.op not in (*_WEIGHTED, "add")
+            or prod.op not in (*_WEIGHTED, "add", "scale")
             or _sole_consumer(g, prod.output) is not node
         ):
+            if len(g.tensors[node.inputs[0]].shape) == 4:
+                node.op, node.attrs = "scale", {"act": node.op}
+                continue
             onnx_op = _ONNX_OP[node.op]
             raise CompileError(
                 node.name,
                 onnx_op,
-                f"standalone {onnx_op} after {_where(g, node.inputs[0])} is not supported",
-                "Relu / Clip(0, 6) right after a Conv, Gemm or Add that has no other consumer",
+                f"standalone {onnx_op} after {_where(g, node.inputs[0])} on a "
+                f"{g.tensors[node.inputs[0]].shape} tensor is not supported",
+                "Relu / Clip(0, 6) on (1, C, H, W) tensors, or right after a Conv, Gemm or Add",
             )
         prod.attrs["act"] = _compose(prod.attrs["act"], node.op)
         _absorb(g, prod, node)

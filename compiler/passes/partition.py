@@ -20,6 +20,7 @@ KINDS = {
     "avgpool": "pool",
     "global_avgpool": "pool",
     "add": "add",
+    "scale": "scale",
     "flatten": "alias",
     "concat": "concat",
     "upsample": "upsample",

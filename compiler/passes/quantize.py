@@ -4,9 +4,9 @@ Activation scales are ``max|x| / 127`` over the calibration inputs, measured on 
 ONNX model (:mod:`compiler.calibrate`); scales and zero points given by an already-quantized
 model are kept, as are its int8 weights (``weight_q``/``weight_scale``) and int32 biases
 (``bias_q``, when their scale is ``s_in * s_w``). A concat input the model quantizes otherwise
-than the concat is requantized by an inserted 1x1 average pool (the model's rounding point). Fixed-point rescales come from
-:func:`arch.reference_ops.quantize_multipliers`; :mod:`arch.reference` defines the integer
-semantics they feed.
+than the concat is requantized by an inserted 1x1 average pool (the model's rounding point).
+Fixed-point rescales come from :func:`arch.reference_ops.quantize_multipliers`;
+:mod:`arch.reference` defines the integer semantics they feed.
 """
 
 from __future__ import annotations
@@ -27,12 +27,42 @@ __all__ = ["ADD_EXTRA_BITS", "run"]
 
 #: add: the accumulator scale is ``s_out / 2**ADD_EXTRA_BITS`` (extra fraction bits).
 ADD_EXTRA_BITS = 8
-_CALIBRATED = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host", "concat", "table")
+_CALIBRATED = (
+    "conv",
+    "gemm",
+    "avgpool",
+    "global_avgpool",
+    "add",
+    "scale",
+    "host",
+    "concat",
+    "table",
+)
 #: Producers that can requantize their output to any scale (so, to a concat's).
-_RESCALING = ("conv", "gemm", "avgpool", "global_avgpool", "add", "host", "table")
+_RESCALING = ("conv", "gemm", "avgpool", "global_avgpool", "add", "scale", "host", "table")
 #: Producers whose STORE can apply a table (the table nodes fuse into them).
-_TABLE_PRODUCERS = ("conv", "gemm", "add")
+_TABLE_PRODUCERS = ("conv", "gemm", "add", "scale")
 _SAME_SCALE = ("maxpool", "flatten", "upsample", "depth_to_space")
+#: ONNX ops that only move, select or take the maximum of values: a host node of these alone
+#: gives its output its input's scale, so its int8 codes pass through exactly.
+CODE_EXACT_OPS = frozenset(
+    {
+        "Transpose",
+        "Reshape",
+        "Flatten",
+        "Squeeze",
+        "Unsqueeze",
+        "Identity",
+        "MaxPool",
+        "ReduceMax",
+        "Slice",
+        "Gather",
+        "Tile",
+        "Expand",
+        "SpaceToDepth",
+        "DepthToSpace",
+    }
+)
 
 
 def run(graph: Graph, calibration_inputs: Sequence[np.ndarray]) -> Graph:
@@ -69,8 +99,18 @@ def _propagate_given_scales(g: Graph) -> None:
                 x.scale, x.zero_point = y.scale, y.zero_point
 
 
+def _code_exact(node: Node) -> bool:
+    """A host node of :data:`CODE_EXACT_OPS` on one input: it keeps its input's scale."""
+    return (
+        node.op == "host"
+        and len(node.inputs) == 1
+        and set(node.attrs["onnx_ops"]) <= CODE_EXACT_OPS
+    )
+
+
 def _calibrate(g: Graph, inputs: Sequence[np.ndarray], given: set[str]) -> None:
-    """Give every tensor its scale: measured, given, or its input's (maxpool, flatten)."""
+    """Give every tensor its scale: measured, given, or its input's (maxpool, flatten, and
+    host nodes that only move codes)."""
     need = [n for n in g.inputs if g.tensors[n].scale is None]
     # A ConvTranspose's 1x1 conv writes groups that only its depth_to_space (the ONNX
     # output) interleaves: measured there.
@@ -78,7 +118,7 @@ def _calibrate(g: Graph, inputs: Sequence[np.ndarray], given: set[str]) -> None:
     need += [
         shuffled.get(n.output, n.output)
         for n in g.nodes
-        if n.op in _CALIBRATED and g.tensors[n.output].scale is None
+        if n.op in _CALIBRATED and g.tensors[n.output].scale is None and not _code_exact(n)
     ]
     if need:
         if g.source is None:
@@ -98,7 +138,7 @@ def _calibrate(g: Graph, inputs: Sequence[np.ndarray], given: set[str]) -> None:
     _share_concat_scales(g)
     for node in g.nodes:
         out = g.tensors[node.output]
-        if node.op in _SAME_SCALE:
+        if node.op in _SAME_SCALE or (_code_exact(node) and out.scale is None):
             out.scale = g.tensors[node.inputs[0]].scale
             out.zero_point = g.tensors[node.inputs[0]].zero_point
         elif node.op == "softmax":
@@ -287,13 +327,26 @@ def _add(g: Graph, node: Node) -> None:
     node.params = params | {"mult": m, "shift": s, "clamp": clamp}
 
 
+def _scale_q(g: Graph, node: Node) -> None:
+    """scale: ``x [* gate]`` requantized from ``s_x [* s_gate]`` to the output scale."""
+    ratio = np.prod([_scale(g, name) for name in node.inputs]) / _scale(g, node.output)
+    mult, shift = _rescale(node, np.array([ratio]), "output")
+    clamp = _clamp(node.attrs["act"], _scale(g, node.output), g.tensors[node.output].zero_point)
+    node.params = {"mult": mult, "shift": shift, "clamp": clamp}
+
+
 def _fuse_tables(g: Graph) -> None:
-    """Each table node becomes the ``table`` act of the conv, gemm or add before it: that
-    node's STORE maps its int8 output (at its own calibrated scale) through the function to the
-    table node's output scale. A table whose input has another reader cannot be fused."""
+    """Each table node becomes the ``table`` act of the conv, gemm, add or scale before it:
+    that node's STORE maps its int8 output (at its own calibrated scale) through the function
+    to the table node's output scale. A table that cannot be fused (its input has another
+    reader, or comes from a pool, a concat or the graph input) becomes a one-input ``scale``
+    of its own: an identity requantization, then the table."""
     for node in [n for n in g.nodes if n.op == "table"]:
         prod = g.producer(node.inputs[0])
         users = g.consumers(node.inputs[0])
+        s_in, s_out = _scale(g, node.inputs[0]), _scale(g, node.output)
+        z_in, z_out = g.tensors[node.inputs[0]].zero_point, g.tensors[node.output].zero_point
+        table = make_table(node.attrs["function"], node.attrs["args"], s_in, s_out, z_in, z_out)
         if (
             prod is None
             or prod.op not in _TABLE_PRODUCERS
@@ -301,16 +354,13 @@ def _fuse_tables(g: Graph) -> None:
             or users != [node]
             or node.inputs[0] in g.outputs
         ):
-            where = "the graph input" if prod is None else f"'{prod.name}' ({prod.op})"
-            raise CompileError(
-                node.name,
-                node.attrs["function"],
-                f"the activation after {where} cannot be fused into a layer's store",
-                "an activation right after a Conv, Gemm or Add that has no other reader",
-            )
-        s_in, s_out = _scale(g, node.inputs[0]), _scale(g, node.output)
-        z_in, z_out = g.tensors[node.inputs[0]].zero_point, g.tensors[node.output].zero_point
-        table = make_table(node.attrs["function"], node.attrs["args"], s_in, s_out, z_in, z_out)
+            one, zero = np.array([1], np.int64), np.array([0], np.int64)
+            node.op, node.attrs = "scale", {"act": "table"}
+            node.params = {"mult": one, "shift": zero, "clamp": _clamp(None, s_out)}
+            node.params["table"] = table
+            if z_in:  # the scale centres its input; the STORE adds the zero point back
+                node.params["table_zp"] = np.array([z_in], np.int64)
+            continue
         prod.attrs["act"] = "table"
         prod.params["table"] = table
         if z_in:  # the producer's STORE adds its own output's zero point before the table
@@ -336,6 +386,7 @@ _QUANTIZERS = {
     "avgpool": _avgpool,
     "global_avgpool": _global_avgpool,
     "add": _add,
+    "scale": _scale_q,
     "flatten": _no_params,
     "softmax": _no_params,
     "host": _keep_params,

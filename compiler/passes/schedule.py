@@ -239,90 +239,123 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
 
 
 def _pool_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
-    node, tiling = layer.node, layer.tiling
+    tiling = layer.tiling
     assert tiling is not None
-    dim = plan.dim
     src, out = plan.tensor(layer.inputs[0]), plan.tensors[layer.output]
-    kh, kw = node.attrs.get("kernel", (src.h, src.w))
-    sh, sw = node.attrs.get("stride", (1, 1))
-    pt, pl = node.attrs.get("pads", (0, 0, 0, 0))[:2]
-    window = kh * kw
-    mode = "MAX" if node.op == "maxpool" else "SUM"
+    kh, kw = layer.node.attrs.get("kernel", (src.h, src.w))
     zp_bias = zero_point_bias(plan, layer)  # an average pool of an input with a zero point
-    pad_value = -128 if mode == "MAX" else zero_point(plan.graph, layer.inputs[0])
     steps: list[Step] = []
     for tile, ((nb0, nbc), (oy0, rows)) in enumerate(
         itertools.product(
-            groups(out.channels // dim, tiling.n_blocks), groups(out.h, tiling.rows_per_tile)
+            groups(out.channels // plan.dim, tiling.n_blocks), groups(out.h, tiling.rows_per_tile)
         )
     ):
         mt = rows * out.w
-        half = len(steps) % 2
-        act_base, acc_base = half * halves.act, (tile % 2) * halves.acc
+        acc_base = (tile % 2) * halves.acc
         slot = (tile % PARAM_SLOTS) * halves.param
-        step = Step(tile=tile, first_of_tile=True)
-        step.loads.append(_param_load(plan, layer, slot, nb0, nbc))
-        y0 = oy0 * sh - pt
-        for j in range(nbc):
-            desc = DescSpec(
-                "ACT",
-                act_base + j * mt * window,
-                src.name,
-                src.offset + (y0 * src.w - pl) * src.pixel_stride + (nb0 + j) * dim,
-                [
-                    (rows, sh * src.w * src.pixel_stride, out.w * window, sh, 0),
-                    (out.w, sw * src.pixel_stride, window, 0, sw),
-                    (kh, src.w * src.pixel_stride, kw, 1, 0),
-                    (kw, src.pixel_stride, 1, 0, 1),
-                ],
-                y0=y0,
-                x0=-pl,
-                height=src.h,
-                width=src.w,
-                pad_value=pad_value,
+        # A global pool whose window does not fit an ACT half is reduced a part of its kernel
+        # rows per step, each part accumulating into ACC; other pools take the whole window.
+        part_rows = kh if mt * kh * kw * nbc <= halves.act else halves.act // (kw * nbc)
+        parts = groups(kh, max(part_rows, 1))
+        for part, kernel_rows in enumerate(parts):
+            step = Step(tile=tile, first_of_tile=part == 0)
+            if part == 0:
+                step.loads.append(_param_load(plan, layer, slot, nb0, nbc))
+            act_base = (len(steps) % 2) * halves.act
+            if part == 0 and zp_bias is not None:  # ACC starts at -window * z_in
+                init = {
+                    "acc_addr": acc_base,
+                    "act_addr": act_base,
+                    "param_addr": slot,
+                    "m": mt,
+                    "n_iter": nbc,
+                    "acc_n_stride": mt,
+                    "act_n_stride": mt,
+                    "use_bias": 1,
+                    "use_res": 0,
+                    "accumulate": 0,
+                }
+                step.compute.append(Op("accum", fields=init))
+            _pool_part(
+                plan, layer, step, (act_base, acc_base), (oy0, rows), (nb0, nbc), kernel_rows
             )
-            step.loads.append(Op("load", desc=desc))
-        if zp_bias is not None:  # ACC starts at -window * z_in; the POOLs add to it
-            init = {
-                "acc_addr": acc_base,
-                "act_addr": act_base,
-                "param_addr": slot,
-                "m": mt,
-                "n_iter": nbc,
-                "acc_n_stride": mt,
-                "act_n_stride": mt,
-                "use_bias": 1,
-                "use_res": 0,
-                "accumulate": 0,
-            }
-            step.compute.append(Op("accum", fields=init))
-        # One POOL per output row tile; a window wider than the 8-bit field (a global pool of a
-        # large map, so mt == 1) is reduced in chunks that accumulate into ACC.
-        chunks = [(0, window)] if mt > 1 else groups(window, MAX_WINDOW)
-        for first, size in chunks:
-            fields = {
-                "act_addr": act_base + first,
-                "acc_addr": acc_base,
-                "m": mt,
-                "window": size,
-                "n_iter": nbc,
-                "act_n_stride": mt * window,
-                "acc_n_stride": mt,
-                "mode": mode,
-                "accumulate": int(first > 0 or zp_bias is not None),
-            }
-            step.compute.append(Op("pool", fields=fields))
-        step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, nb0, nbc))
-        steps.append(step)
+            if part == len(parts) - 1:
+                step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, nb0, nbc))
+            steps.append(step)
     return steps
 
 
-def _add_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
+def _pool_part(
+    plan: Plan,
+    layer: Layer,
+    step: Step,
+    bases: tuple[int, int],
+    out_rows: tuple[int, int],
+    blocks: tuple[int, int],
+    kernel_rows: tuple[int, int],
+) -> None:
+    """The loads and POOLs of kernel rows ``ky0 .. ky0 + kh - 1`` of the windows of output rows
+    ``oy0 ..`` and channel blocks ``nb0 ..``; a part after the first accumulates into ACC."""
+    node, dim = layer.node, plan.dim
+    src, out = plan.tensor(layer.inputs[0]), plan.tensors[layer.output]
+    (act_base, acc_base), (oy0, rows), (nb0, nbc), (ky0, kh) = bases, out_rows, blocks, kernel_rows
+    kw = node.attrs.get("kernel", (src.h, src.w))[1]
+    sh, sw = node.attrs.get("stride", (1, 1))
+    pt, pl = node.attrs.get("pads", (0, 0, 0, 0))[:2]
+    mt, window = rows * out.w, kh * kw
+    mode = "MAX" if node.op == "maxpool" else "SUM"
+    z_in = zero_point(plan.graph, layer.inputs[0])  # a sum pads with real 0: the zero point
+    after_init = mode == "SUM" and z_in != 0  # an ACCUM put -window * z_in in ACC first
+    y0 = oy0 * sh - pt + ky0
+    for j in range(nbc):
+        desc = DescSpec(
+            "ACT",
+            act_base + j * mt * window,
+            src.name,
+            src.offset + (y0 * src.w - pl) * src.pixel_stride + (nb0 + j) * dim,
+            [
+                (rows, sh * src.w * src.pixel_stride, out.w * window, sh, 0),
+                (out.w, sw * src.pixel_stride, window, 0, sw),
+                (kh, src.w * src.pixel_stride, kw, 1, 0),
+                (kw, src.pixel_stride, 1, 0, 1),
+            ],
+            y0=y0,
+            x0=-pl,
+            height=src.h,
+            width=src.w,
+            pad_value=-128 if mode == "MAX" else z_in,
+        )
+        step.loads.append(Op("load", desc=desc))
+    # One POOL per output row tile; a window wider than the 8-bit field (a global pool of a
+    # large map, so mt == 1) is reduced in chunks that accumulate into ACC.
+    chunks = [(0, window)] if mt > 1 else groups(window, MAX_WINDOW)
+    for first, size in chunks:
+        fields = {
+            "act_addr": act_base + first,
+            "acc_addr": acc_base,
+            "m": mt,
+            "window": size,
+            "n_iter": nbc,
+            "act_n_stride": mt * window,
+            "acc_n_stride": mt,
+            "mode": mode,
+            "accumulate": int(ky0 > 0 or first > 0 or after_init),
+        }
+        step.compute.append(Op("pool", fields=fields))
+
+
+def _eltwise_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
+    """add: two ACCUMs requantize both inputs' tiles into ACC (PARAM sets a and b); scale: one
+    ACCUM copies x's tile, times the gate's line of each channel block (use_gate) if it has a
+    gate. Then one STORE requantizes (and applies the layer's table)."""
     tiling = layer.tiling
     assert tiling is not None
     out = plan.tensors[layer.output]
     blocks = out.channels // plan.dim
-    zp_bias = zero_point_bias(plan, layer)  # inputs with zero points: a-set bias
+    add = layer.kind == "add"
+    streams = layer.inputs if add else layer.inputs[:1]
+    gate = layer.inputs[1] if not add and len(layer.inputs) == 2 else None
+    zp_bias = zero_point_bias(plan, layer)  # inputs with zero points: a bias in the a-set
     steps: list[Step] = []
     for tile, ((nb0, nbc), (oy0, rows)) in enumerate(
         itertools.product(groups(blocks, tiling.n_blocks), groups(out.h, tiling.rows_per_tile))
@@ -333,29 +366,39 @@ def _add_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
         slot = (tile % PARAM_SLOTS) * halves.param
         step = Step(tile=tile, first_of_tile=True)
         step.loads.append(_param_load(plan, layer, slot, nb0, nbc))  # a-set (and output) params
-        step.loads.append(_param_load(plan, layer, slot + nbc, blocks + nb0, nbc))  # b-set
-        for which, name in enumerate(layer.inputs):
+        if add:
+            step.loads.append(_param_load(plan, layer, slot + nbc, blocks + nb0, nbc))  # b-set
+        for which, name in enumerate(streams):
             step.loads.append(
                 _tile_lines(plan, name, act_base + which * nbc * mt, oy0, mt, nb0, nbc)
             )
-        for which in range(2):
-            step.compute.append(
-                Op(
-                    "accum",
-                    fields={
-                        "acc_addr": acc_base,
-                        "act_addr": act_base + which * nbc * mt,
-                        "param_addr": slot + which * nbc,
-                        "m": mt,
-                        "n_iter": nbc,
-                        "acc_n_stride": mt,
-                        "act_n_stride": mt,
-                        "use_bias": int(which == 0 and zp_bias is not None),
-                        "use_res": 1,
-                        "accumulate": which,
-                    },
+        gating: dict[str, int] = {}
+        if gate is not None:
+            gate_addr = act_base + nbc * mt
+            if gate_addr + nbc > 1 << isa.GATE_ADDR_BITS:
+                raise CompileError(
+                    layer.name,
+                    layer.node.op,
+                    f"gate lines {gate_addr}..{gate_addr + nbc - 1} are past the ACT lines a "
+                    f"gate_addr reaches ({1 << isa.GATE_ADDR_BITS})",
+                    f"an ACT half of at most {(1 << isa.GATE_ADDR_BITS) // 2} lines",
                 )
-            )
+            step.loads.append(_tile_lines(plan, gate, gate_addr, 0, 1, nb0, nbc))
+            gating = {"use_gate": 1, "gate_addr": gate_addr}
+        for which in range(len(streams)):
+            fields = {
+                "acc_addr": acc_base,
+                "act_addr": act_base + which * nbc * mt,
+                "param_addr": slot + which * nbc,
+                "m": mt,
+                "n_iter": nbc,
+                "acc_n_stride": mt,
+                "act_n_stride": mt,
+                "use_bias": int(which == 0 and zp_bias is not None),
+                "use_res": 1,
+                "accumulate": which,
+            }
+            step.compute.append(Op("accum", fields=fields | gating))
         step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, nb0, nbc))
         steps.append(step)
     return steps
@@ -456,7 +499,8 @@ def run(plan: Plan) -> Plan:
     builders = {
         "gemm": _gemm_steps,
         "pool": _pool_steps,
-        "add": _add_steps,
+        "add": _eltwise_steps,
+        "scale": _eltwise_steps,
         "upsample": _upsample_steps,
     }
     accel = plan.accel_layers()

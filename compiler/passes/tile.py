@@ -98,11 +98,17 @@ def _pool_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
         raise CompileError(node.name, node.op, f"window of {window} pixels exceeds {MAX_WINDOW}")
     blocks = out.channels // budget.dim
     best: Tiling | None = None
+    # A global pool (one output pixel) whose window is larger than an ACT half is reduced in
+    # parts of its kernel rows (schedule), one channel block at a time.
+    whole = out.h * out.w > 1 or window <= budget.act
+    if kernel[1] > budget.act:
+        raise CompileError(node.name, node.op, f"a window row of {kernel[1]} pixels exceeds ACT")
     for rows in range(1, out.h + 1):
         mt = rows * out.w
-        if mt > MAX_M or mt * window > budget.act or mt > budget.acc:
+        if mt > MAX_M or (whole and mt * window > budget.act) or mt > budget.acc:
             break
-        kg = min(blocks, budget.act // (mt * window), budget.acc // mt, budget.param, MAX_ITER)
+        fit = budget.act // (mt * window) if whole else 1
+        kg = min(blocks, fit, budget.acc // mt, budget.param, MAX_ITER)
         steps = ceil_div(out.h, rows) * ceil_div(blocks, kg)
         total = steps * max(
             mt * window * kg, mt * window * kg / budget.lines_per_cycle + budget.latency
@@ -114,17 +120,24 @@ def _pool_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
     return best
 
 
-def _add_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
+def _eltwise_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
+    """add: both inputs' tiles (and two PARAM sets); scale: x's tile plus, with a gate, one
+    gate line per channel block."""
     out = plan.tensors[layer.output]
     blocks = out.channels // budget.dim
+    streams = 2 if layer.kind == "add" else 1
+    gated = layer.kind == "scale" and len(layer.inputs) == 2
     best: Tiling | None = None
     for rows in range(1, out.h + 1):
         mt = rows * out.w
-        if mt > MAX_M or 2 * mt > budget.act or mt > budget.acc:
+        act_lines = streams * mt + gated  # per channel block
+        if mt > MAX_M or act_lines > budget.act or mt > budget.acc:
             break
-        kg = min(blocks, budget.act // (2 * mt), budget.acc // mt, budget.param // 2, MAX_ITER)
+        kg = min(
+            blocks, budget.act // act_lines, budget.acc // mt, budget.param // streams, MAX_ITER
+        )
         steps = ceil_div(out.h, rows) * ceil_div(blocks, kg)
-        total = steps * (2 * mt * kg + budget.latency)
+        total = steps * (act_lines * kg + budget.latency)
         if best is None or total < best.estimate:
             best = Tiling(rows, kg, kg, int(total))
     if best is None:
@@ -166,5 +179,5 @@ def run(plan: Plan) -> Plan:
         elif layer.kind == "upsample":
             layer.tiling = _upsample_tiling(layer, plan, budget)
         else:
-            layer.tiling = _add_tiling(layer, plan, budget)
+            layer.tiling = _eltwise_tiling(layer, plan, budget)
     return plan

@@ -146,14 +146,14 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$222 (insn_frontier),
     .perf(perf),
-    .\port$15748$0 (\_$2 ),
+    .\port$15845$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$191 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$15748$0 (\_$2 ),
+    .\port$15845$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,7 +236,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$15748$0 , dram_resp__valid, \start$191 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$15845$0 , dram_resp__valid, \start$191 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
@@ -637,8 +637,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$15748$0 ;
-  wire [1:0] \port$15748$0 ;
+  input [1:0] \port$15845$0 ;
+  wire [1:0] \port$15845$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -957,7 +957,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$15748$0 (\port$15748$0 ),
+    .\port$15845$0 (\port$15845$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -1413,8 +1413,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$15748$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$15748$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$15845$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$15845$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -1486,9 +1486,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$15748$0 ;
+  assign \dram_resp__payload.tag  = \port$15845$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$15748$0 ;
+  assign \dram_resp__payload$115.tag  = \port$15845$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[159:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[175:160];
@@ -1532,7 +1532,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$15748$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$15845$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -1688,8 +1688,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$15748$0 ;
-  wire [1:0] \port$15748$0 ;
+  input [1:0] \port$15845$0 ;
+  wire [1:0] \port$15845$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -1740,13 +1740,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$15748$0 ;
+  assign \_$49  = ! \port$15845$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$15748$0  == 1'h1;
+  assign \_$50  = \port$15845$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$15748$0  == 2'h2;
+  assign \_$51  = \port$15845$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$15748$0  == 2'h3;
+  assign \_$52  = \port$15845$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -2111,14 +2111,14 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$15748$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$15845$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$15748$0 ;
+  assign \dram_resp__payload.tag  = \port$15845$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -2368,7 +2368,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [120:0] insn;
   (* init = 128'h00000000000000000000000000000000 *)
   wire [127:0] \insn$51 ;
-  wire [112:0] \insn$51.accum ;
+  wire [127:0] \insn$51.accum ;
   wire [15:0] \insn$51.accum.acc_addr ;
   wire [15:0] \insn$51.accum.acc_n_stride ;
   wire \insn$51.accum.accumulate ;
@@ -2379,6 +2379,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire \insn$51.accum.deps.pop_prev ;
   wire \insn$51.accum.deps.push_next ;
   wire \insn$51.accum.deps.push_prev ;
+  wire [13:0] \insn$51.accum.gate_addr ;
   wire [11:0] \insn$51.accum.m ;
   wire [9:0] \insn$51.accum.n_iter ;
   (* enum_base_type = "Opcode" *)
@@ -2393,6 +2394,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [3:0] \insn$51.accum.opcode ;
   wire [15:0] \insn$51.accum.param_addr ;
   wire \insn$51.accum.use_bias ;
+  wire \insn$51.accum.use_gate ;
   wire \insn$51.accum.use_res ;
   wire [7:0] \insn$51.end ;
   wire [3:0] \insn$51.end.deps ;
@@ -3461,7 +3463,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \insn$51.gemm.act_k_stride  = word[103:88];
   assign \insn$51.gemm.acc_n_stride  = word[119:104];
   assign \insn$51.gemm.accumulate  = word[120];
-  assign \insn$51.accum  = word[112:0];
+  assign \insn$51.accum  = word;
   assign \insn$51.accum.opcode  = word[3:0];
   assign \insn$51.accum.deps  = word[7:4];
   assign \insn$51.accum.deps.pop_prev  = word[4];
@@ -3478,6 +3480,8 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \insn$51.accum.use_bias  = word[110];
   assign \insn$51.accum.use_res  = word[111];
   assign \insn$51.accum.accumulate  = word[112];
+  assign \insn$51.accum.use_gate  = word[113];
+  assign \insn$51.accum.gate_addr  = word[127:114];
   assign \insn$51.pool  = word[103:0];
   assign \insn$51.pool.opcode  = word[3:0];
   assign \insn$51.pool.deps  = word[7:4];
@@ -42183,535 +42187,629 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$262  = 0;
   wire \_$1 ;
-  wire [31:0] \_$10 ;
-  wire [41:0] \_$100 ;
-  wire [31:0] \_$101 ;
-  wire [31:0] \_$102 ;
-  wire [32:0] \_$103 ;
-  wire [39:0] \_$104 ;
-  wire [39:0] \_$105 ;
-  wire \_$106 ;
-  wire [39:0] \_$107 ;
-  wire [8:0] \_$108 ;
-  wire [39:0] \_$109 ;
-  wire [31:0] \_$11 ;
-  wire \_$110 ;
-  wire [40:0] \_$111 ;
-  wire [40:0] \_$112 ;
-  wire [41:0] \_$113 ;
-  wire [31:0] \_$114 ;
+  wire \_$10 ;
+  wire [32:0] \_$100 ;
+  wire [7:0] \_$101 ;
+  wire [15:0] \_$102 ;
+  wire [47:0] \_$103 ;
+  wire [47:0] \_$104 ;
+  wire \_$105 ;
+  wire [7:0] \_$106 ;
+  wire [15:0] \_$107 ;
+  wire [47:0] \_$108 ;
+  wire [8:0] \_$109 ;
+  wire \_$11 ;
+  wire [47:0] \_$110 ;
+  wire \_$111 ;
+  wire [48:0] \_$112 ;
+  wire [48:0] \_$113 ;
+  wire [49:0] \_$114 ;
   wire [31:0] \_$115 ;
-  wire [32:0] \_$116 ;
-  wire [39:0] \_$117 ;
-  wire [39:0] \_$118 ;
-  wire \_$119 ;
-  wire [32:0] \_$12 ;
-  wire [39:0] \_$120 ;
-  wire [8:0] \_$121 ;
-  wire [39:0] \_$122 ;
-  wire \_$123 ;
-  wire [40:0] \_$124 ;
-  wire [40:0] \_$125 ;
-  wire [41:0] \_$126 ;
-  wire [31:0] \_$127 ;
-  wire [31:0] \_$128 ;
-  wire [32:0] \_$129 ;
-  wire [39:0] \_$13 ;
-  wire [39:0] \_$130 ;
-  wire [39:0] \_$131 ;
-  wire \_$132 ;
-  wire [39:0] \_$133 ;
-  wire [8:0] \_$134 ;
-  wire [39:0] \_$135 ;
-  wire \_$136 ;
-  wire [40:0] \_$137 ;
-  wire [40:0] \_$138 ;
-  wire [41:0] \_$139 ;
-  wire [39:0] \_$14 ;
-  wire [31:0] \_$140 ;
-  wire [31:0] \_$141 ;
-  wire [32:0] \_$142 ;
-  wire [39:0] \_$143 ;
-  wire [39:0] \_$144 ;
+  wire [31:0] \_$116 ;
+  wire [32:0] \_$117 ;
+  wire [7:0] \_$118 ;
+  wire [15:0] \_$119 ;
+  wire \_$12 ;
+  wire [47:0] \_$120 ;
+  wire [47:0] \_$121 ;
+  wire \_$122 ;
+  wire [7:0] \_$123 ;
+  wire [15:0] \_$124 ;
+  wire [47:0] \_$125 ;
+  wire [8:0] \_$126 ;
+  wire [47:0] \_$127 ;
+  wire \_$128 ;
+  wire [48:0] \_$129 ;
+  wire [31:0] \_$13 ;
+  wire [48:0] \_$130 ;
+  wire [49:0] \_$131 ;
+  wire [31:0] \_$132 ;
+  wire [31:0] \_$133 ;
+  wire [32:0] \_$134 ;
+  wire [7:0] \_$135 ;
+  wire [15:0] \_$136 ;
+  wire [47:0] \_$137 ;
+  wire [47:0] \_$138 ;
+  wire \_$139 ;
+  wire [31:0] \_$14 ;
+  wire [7:0] \_$140 ;
+  wire [15:0] \_$141 ;
+  wire [47:0] \_$142 ;
+  wire [8:0] \_$143 ;
+  wire [47:0] \_$144 ;
   wire \_$145 ;
-  wire [39:0] \_$146 ;
-  wire [8:0] \_$147 ;
-  wire [39:0] \_$148 ;
-  wire \_$149 ;
-  wire \_$15 ;
-  wire [40:0] \_$150 ;
-  wire [40:0] \_$151 ;
-  wire [41:0] \_$152 ;
-  wire [31:0] \_$153 ;
-  wire [31:0] \_$154 ;
-  wire [32:0] \_$155 ;
-  wire [39:0] \_$156 ;
-  wire [39:0] \_$157 ;
-  wire \_$158 ;
-  wire [39:0] \_$159 ;
-  wire [39:0] \_$16 ;
+  wire [48:0] \_$146 ;
+  wire [48:0] \_$147 ;
+  wire [49:0] \_$148 ;
+  wire [31:0] \_$149 ;
+  wire [32:0] \_$15 ;
+  wire [31:0] \_$150 ;
+  wire [32:0] \_$151 ;
+  wire [7:0] \_$152 ;
+  wire [15:0] \_$153 ;
+  wire [47:0] \_$154 ;
+  wire [47:0] \_$155 ;
+  wire \_$156 ;
+  wire [7:0] \_$157 ;
+  wire [15:0] \_$158 ;
+  wire [47:0] \_$159 ;
+  wire [7:0] \_$16 ;
   wire [8:0] \_$160 ;
-  wire [39:0] \_$161 ;
+  wire [47:0] \_$161 ;
   wire \_$162 ;
-  wire [40:0] \_$163 ;
-  wire [40:0] \_$164 ;
-  wire [41:0] \_$165 ;
+  wire [48:0] \_$163 ;
+  wire [48:0] \_$164 ;
+  wire [49:0] \_$165 ;
   wire [31:0] \_$166 ;
   wire [31:0] \_$167 ;
   wire [32:0] \_$168 ;
-  wire [39:0] \_$169 ;
-  wire [8:0] \_$17 ;
-  wire [39:0] \_$170 ;
-  wire \_$171 ;
-  wire [39:0] \_$172 ;
-  wire [8:0] \_$173 ;
-  wire [39:0] \_$174 ;
-  wire \_$175 ;
-  wire [40:0] \_$176 ;
-  wire [40:0] \_$177 ;
-  wire [41:0] \_$178 ;
-  wire [31:0] \_$179 ;
-  wire [39:0] \_$18 ;
-  wire [31:0] \_$180 ;
-  wire [32:0] \_$181 ;
-  wire [39:0] \_$182 ;
-  wire [39:0] \_$183 ;
-  wire \_$184 ;
-  wire [39:0] \_$185 ;
-  wire [8:0] \_$186 ;
-  wire [39:0] \_$187 ;
-  wire \_$188 ;
-  wire [40:0] \_$189 ;
-  wire \_$19 ;
-  wire [40:0] \_$190 ;
-  wire [41:0] \_$191 ;
-  wire [31:0] \_$192 ;
-  wire [31:0] \_$193 ;
-  wire [32:0] \_$194 ;
-  wire [39:0] \_$195 ;
-  wire [39:0] \_$196 ;
-  wire \_$197 ;
-  wire [39:0] \_$198 ;
-  wire [8:0] \_$199 ;
+  wire [7:0] \_$169 ;
+  wire [15:0] \_$17 ;
+  wire [15:0] \_$170 ;
+  wire [47:0] \_$171 ;
+  wire [47:0] \_$172 ;
+  wire \_$173 ;
+  wire [7:0] \_$174 ;
+  wire [15:0] \_$175 ;
+  wire [47:0] \_$176 ;
+  wire [8:0] \_$177 ;
+  wire [47:0] \_$178 ;
+  wire \_$179 ;
+  wire [47:0] \_$18 ;
+  wire [48:0] \_$180 ;
+  wire [48:0] \_$181 ;
+  wire [49:0] \_$182 ;
+  wire [31:0] \_$183 ;
+  wire [31:0] \_$184 ;
+  wire [32:0] \_$185 ;
+  wire [7:0] \_$186 ;
+  wire [15:0] \_$187 ;
+  wire [47:0] \_$188 ;
+  wire [47:0] \_$189 ;
+  wire [47:0] \_$19 ;
+  wire \_$190 ;
+  wire [7:0] \_$191 ;
+  wire [15:0] \_$192 ;
+  wire [47:0] \_$193 ;
+  wire [8:0] \_$194 ;
+  wire [47:0] \_$195 ;
+  wire \_$196 ;
+  wire [48:0] \_$197 ;
+  wire [48:0] \_$198 ;
+  wire [49:0] \_$199 ;
   wire \_$2 ;
-  wire [40:0] \_$20 ;
-  wire [39:0] \_$200 ;
-  wire \_$201 ;
-  wire [40:0] \_$202 ;
-  wire [40:0] \_$203 ;
-  wire [41:0] \_$204 ;
-  wire [31:0] \_$205 ;
-  wire [31:0] \_$206 ;
-  wire [32:0] \_$207 ;
-  wire [39:0] \_$208 ;
-  wire [39:0] \_$209 ;
-  wire [40:0] \_$21 ;
-  wire \_$210 ;
-  wire [39:0] \_$211 ;
-  wire [8:0] \_$212 ;
-  wire [39:0] \_$213 ;
-  wire \_$214 ;
-  wire [40:0] \_$215 ;
-  wire [40:0] \_$216 ;
-  wire [41:0] \_$217 ;
-  wire \_$218 ;
-  wire \_$219 ;
-  wire [41:0] \_$22 ;
-  wire \_$220 ;
-  wire \_$221 ;
-  wire \_$222 ;
-  wire \_$223 ;
+  wire \_$20 ;
+  wire [31:0] \_$200 ;
+  wire [31:0] \_$201 ;
+  wire [32:0] \_$202 ;
+  wire [7:0] \_$203 ;
+  wire [15:0] \_$204 ;
+  wire [47:0] \_$205 ;
+  wire [47:0] \_$206 ;
+  wire \_$207 ;
+  wire [7:0] \_$208 ;
+  wire [15:0] \_$209 ;
+  wire [7:0] \_$21 ;
+  wire [47:0] \_$210 ;
+  wire [8:0] \_$211 ;
+  wire [47:0] \_$212 ;
+  wire \_$213 ;
+  wire [48:0] \_$214 ;
+  wire [48:0] \_$215 ;
+  wire [49:0] \_$216 ;
+  wire [31:0] \_$217 ;
+  wire [31:0] \_$218 ;
+  wire [32:0] \_$219 ;
+  wire [15:0] \_$22 ;
+  wire [7:0] \_$220 ;
+  wire [15:0] \_$221 ;
+  wire [47:0] \_$222 ;
+  wire [47:0] \_$223 ;
   wire \_$224 ;
-  wire \_$225 ;
-  wire \_$226 ;
-  wire \_$227 ;
-  wire \_$228 ;
-  wire \_$229 ;
-  wire [31:0] \_$23 ;
+  wire [7:0] \_$225 ;
+  wire [15:0] \_$226 ;
+  wire [47:0] \_$227 ;
+  wire [8:0] \_$228 ;
+  wire [47:0] \_$229 ;
+  wire [47:0] \_$23 ;
   wire \_$230 ;
-  wire \_$231 ;
-  wire \_$232 ;
-  wire \_$233 ;
-  wire \_$234 ;
-  wire \_$235 ;
-  wire \_$236 ;
-  wire \_$237 ;
-  wire \_$238 ;
-  wire \_$239 ;
-  wire [31:0] \_$24 ;
-  wire \_$240 ;
+  wire [48:0] \_$231 ;
+  wire [48:0] \_$232 ;
+  wire [49:0] \_$233 ;
+  wire [31:0] \_$234 ;
+  wire [31:0] \_$235 ;
+  wire [32:0] \_$236 ;
+  wire [7:0] \_$237 ;
+  wire [15:0] \_$238 ;
+  wire [47:0] \_$239 ;
+  wire [8:0] \_$24 ;
+  wire [47:0] \_$240 ;
   wire \_$241 ;
-  wire \_$242 ;
-  wire \_$243 ;
-  wire \_$244 ;
-  wire \_$245 ;
-  wire \_$246 ;
+  wire [7:0] \_$242 ;
+  wire [15:0] \_$243 ;
+  wire [47:0] \_$244 ;
+  wire [8:0] \_$245 ;
+  wire [47:0] \_$246 ;
   wire \_$247 ;
-  wire \_$248 ;
-  wire \_$249 ;
-  wire [32:0] \_$25 ;
-  wire \_$250 ;
-  wire \_$251 ;
-  wire \_$252 ;
-  wire \_$253 ;
-  wire \_$254 ;
-  wire \_$255 ;
-  wire [31:0] \_$256 ;
-  wire [32:0] \_$257 ;
-  wire [32:0] \_$258 ;
-  wire [32:0] \_$259 ;
-  wire [39:0] \_$26 ;
-  wire \_$260 ;
-  wire \_$261 ;
-  wire [31:0] \_$262 ;
-  wire [32:0] \_$263 ;
-  wire [32:0] \_$264 ;
-  wire [32:0] \_$265 ;
-  wire \_$266 ;
-  wire \_$267 ;
+  wire [48:0] \_$248 ;
+  wire [48:0] \_$249 ;
+  wire [47:0] \_$25 ;
+  wire [49:0] \_$250 ;
+  wire [31:0] \_$251 ;
+  wire [31:0] \_$252 ;
+  wire [32:0] \_$253 ;
+  wire [7:0] \_$254 ;
+  wire [15:0] \_$255 ;
+  wire [47:0] \_$256 ;
+  wire [47:0] \_$257 ;
+  wire \_$258 ;
+  wire [7:0] \_$259 ;
+  wire \_$26 ;
+  wire [15:0] \_$260 ;
+  wire [47:0] \_$261 ;
+  wire [8:0] \_$262 ;
+  wire [47:0] \_$263 ;
+  wire \_$264 ;
+  wire [48:0] \_$265 ;
+  wire [48:0] \_$266 ;
+  wire [49:0] \_$267 ;
   wire [31:0] \_$268 ;
-  wire [32:0] \_$269 ;
-  wire [39:0] \_$27 ;
+  wire [31:0] \_$269 ;
+  wire [48:0] \_$27 ;
   wire [32:0] \_$270 ;
-  wire [32:0] \_$271 ;
-  wire \_$272 ;
-  wire \_$273 ;
-  wire [31:0] \_$274 ;
-  wire [32:0] \_$275 ;
-  wire [32:0] \_$276 ;
-  wire [32:0] \_$277 ;
-  wire \_$278 ;
-  wire \_$279 ;
-  wire \_$28 ;
-  wire [31:0] \_$280 ;
-  wire [32:0] \_$281 ;
-  wire [32:0] \_$282 ;
-  wire [32:0] \_$283 ;
-  wire \_$284 ;
+  wire [7:0] \_$271 ;
+  wire [15:0] \_$272 ;
+  wire [47:0] \_$273 ;
+  wire [47:0] \_$274 ;
+  wire \_$275 ;
+  wire [7:0] \_$276 ;
+  wire [15:0] \_$277 ;
+  wire [47:0] \_$278 ;
+  wire [8:0] \_$279 ;
+  wire [48:0] \_$28 ;
+  wire [47:0] \_$280 ;
+  wire \_$281 ;
+  wire [48:0] \_$282 ;
+  wire [48:0] \_$283 ;
+  wire [49:0] \_$284 ;
   wire \_$285 ;
-  wire [31:0] \_$286 ;
-  wire [32:0] \_$287 ;
-  wire [32:0] \_$288 ;
-  wire [32:0] \_$289 ;
-  wire [39:0] \_$29 ;
+  wire \_$286 ;
+  wire \_$287 ;
+  wire \_$288 ;
+  wire \_$289 ;
+  wire [49:0] \_$29 ;
   wire \_$290 ;
   wire \_$291 ;
-  wire [31:0] \_$292 ;
-  wire [32:0] \_$293 ;
-  wire [32:0] \_$294 ;
-  wire [32:0] \_$295 ;
+  wire \_$292 ;
+  wire \_$293 ;
+  wire \_$294 ;
+  wire \_$295 ;
   wire \_$296 ;
   wire \_$297 ;
-  wire [31:0] \_$298 ;
-  wire [32:0] \_$299 ;
+  wire \_$298 ;
+  wire \_$299 ;
   wire \_$3 ;
-  wire [8:0] \_$30 ;
-  wire [32:0] \_$300 ;
-  wire [32:0] \_$301 ;
+  wire [31:0] \_$30 ;
+  wire \_$300 ;
+  wire \_$301 ;
   wire \_$302 ;
   wire \_$303 ;
-  wire [31:0] \_$304 ;
-  wire [32:0] \_$305 ;
-  wire [32:0] \_$306 ;
-  wire [32:0] \_$307 ;
+  wire \_$304 ;
+  wire \_$305 ;
+  wire \_$306 ;
+  wire \_$307 ;
   wire \_$308 ;
   wire \_$309 ;
-  wire [39:0] \_$31 ;
-  wire [31:0] \_$310 ;
-  wire [32:0] \_$311 ;
-  wire [32:0] \_$312 ;
-  wire [32:0] \_$313 ;
+  wire [31:0] \_$31 ;
+  wire \_$310 ;
+  wire \_$311 ;
+  wire \_$312 ;
+  wire \_$313 ;
   wire \_$314 ;
   wire \_$315 ;
-  wire [31:0] \_$316 ;
-  wire [32:0] \_$317 ;
-  wire [32:0] \_$318 ;
-  wire [32:0] \_$319 ;
-  wire \_$32 ;
+  wire \_$316 ;
+  wire \_$317 ;
+  wire \_$318 ;
+  wire \_$319 ;
+  wire [32:0] \_$32 ;
   wire \_$320 ;
   wire \_$321 ;
-  wire [31:0] \_$322 ;
-  wire [32:0] \_$323 ;
+  wire \_$322 ;
+  wire [31:0] \_$323 ;
   wire [32:0] \_$324 ;
   wire [32:0] \_$325 ;
-  wire \_$326 ;
+  wire [32:0] \_$326 ;
   wire \_$327 ;
-  wire [31:0] \_$328 ;
-  wire [32:0] \_$329 ;
-  wire [40:0] \_$33 ;
+  wire \_$328 ;
+  wire [31:0] \_$329 ;
+  wire [7:0] \_$33 ;
   wire [32:0] \_$330 ;
   wire [32:0] \_$331 ;
-  wire \_$332 ;
+  wire [32:0] \_$332 ;
   wire \_$333 ;
-  wire [31:0] \_$334 ;
-  wire [32:0] \_$335 ;
+  wire \_$334 ;
+  wire [31:0] \_$335 ;
   wire [32:0] \_$336 ;
   wire [32:0] \_$337 ;
-  wire \_$338 ;
+  wire [32:0] \_$338 ;
   wire \_$339 ;
-  wire [40:0] \_$34 ;
-  wire [31:0] \_$340 ;
-  wire [32:0] \_$341 ;
+  wire [15:0] \_$34 ;
+  wire \_$340 ;
+  wire [31:0] \_$341 ;
   wire [32:0] \_$342 ;
   wire [32:0] \_$343 ;
-  wire \_$344 ;
+  wire [32:0] \_$344 ;
   wire \_$345 ;
-  wire [31:0] \_$346 ;
-  wire [32:0] \_$347 ;
+  wire \_$346 ;
+  wire [31:0] \_$347 ;
   wire [32:0] \_$348 ;
   wire [32:0] \_$349 ;
-  wire [41:0] \_$35 ;
-  wire \_$350 ;
+  wire [47:0] \_$35 ;
+  wire [32:0] \_$350 ;
   wire \_$351 ;
-  wire [31:0] \_$352 ;
-  wire [32:0] \_$353 ;
+  wire \_$352 ;
+  wire [31:0] \_$353 ;
   wire [32:0] \_$354 ;
   wire [32:0] \_$355 ;
-  wire \_$356 ;
+  wire [32:0] \_$356 ;
   wire \_$357 ;
-  wire [31:0] \_$358 ;
-  wire [32:0] \_$359 ;
-  wire [31:0] \_$36 ;
+  wire \_$358 ;
+  wire [31:0] \_$359 ;
+  wire [47:0] \_$36 ;
   wire [32:0] \_$360 ;
   wire [32:0] \_$361 ;
-  wire \_$362 ;
+  wire [32:0] \_$362 ;
   wire \_$363 ;
-  wire [31:0] \_$364 ;
-  wire [32:0] \_$365 ;
+  wire \_$364 ;
+  wire [31:0] \_$365 ;
   wire [32:0] \_$366 ;
   wire [32:0] \_$367 ;
-  wire \_$368 ;
+  wire [32:0] \_$368 ;
   wire \_$369 ;
-  wire [31:0] \_$37 ;
-  wire [31:0] \_$370 ;
-  wire [32:0] \_$371 ;
+  wire \_$37 ;
+  wire \_$370 ;
+  wire [31:0] \_$371 ;
   wire [32:0] \_$372 ;
   wire [32:0] \_$373 ;
-  wire \_$374 ;
+  wire [32:0] \_$374 ;
   wire \_$375 ;
-  wire [31:0] \_$376 ;
-  wire [32:0] \_$377 ;
+  wire \_$376 ;
+  wire [31:0] \_$377 ;
   wire [32:0] \_$378 ;
   wire [32:0] \_$379 ;
-  wire [32:0] \_$38 ;
-  wire \_$380 ;
+  wire [7:0] \_$38 ;
+  wire [32:0] \_$380 ;
   wire \_$381 ;
-  wire [31:0] \_$382 ;
-  wire [32:0] \_$383 ;
+  wire \_$382 ;
+  wire [31:0] \_$383 ;
   wire [32:0] \_$384 ;
   wire [32:0] \_$385 ;
-  wire \_$386 ;
+  wire [32:0] \_$386 ;
   wire \_$387 ;
-  wire [31:0] \_$388 ;
-  wire [32:0] \_$389 ;
-  wire [39:0] \_$39 ;
+  wire \_$388 ;
+  wire [31:0] \_$389 ;
+  wire [15:0] \_$39 ;
   wire [32:0] \_$390 ;
   wire [32:0] \_$391 ;
-  wire \_$392 ;
+  wire [32:0] \_$392 ;
   wire \_$393 ;
-  wire [31:0] \_$394 ;
-  wire [32:0] \_$395 ;
+  wire \_$394 ;
+  wire [31:0] \_$395 ;
   wire [32:0] \_$396 ;
   wire [32:0] \_$397 ;
-  wire \_$398 ;
+  wire [32:0] \_$398 ;
   wire \_$399 ;
   wire \_$4 ;
-  wire [39:0] \_$40 ;
-  wire [31:0] \_$400 ;
-  wire [32:0] \_$401 ;
+  wire [47:0] \_$40 ;
+  wire \_$400 ;
+  wire [31:0] \_$401 ;
   wire [32:0] \_$402 ;
   wire [32:0] \_$403 ;
-  wire \_$404 ;
+  wire [32:0] \_$404 ;
   wire \_$405 ;
-  wire [31:0] \_$406 ;
-  wire [32:0] \_$407 ;
+  wire \_$406 ;
+  wire [31:0] \_$407 ;
   wire [32:0] \_$408 ;
   wire [32:0] \_$409 ;
-  wire \_$41 ;
-  wire \_$410 ;
+  wire [8:0] \_$41 ;
+  wire [32:0] \_$410 ;
   wire \_$411 ;
-  wire [31:0] \_$412 ;
-  wire [32:0] \_$413 ;
+  wire \_$412 ;
+  wire [31:0] \_$413 ;
   wire [32:0] \_$414 ;
   wire [32:0] \_$415 ;
-  wire \_$416 ;
+  wire [32:0] \_$416 ;
   wire \_$417 ;
-  wire [31:0] \_$418 ;
-  wire [32:0] \_$419 ;
-  wire [39:0] \_$42 ;
+  wire \_$418 ;
+  wire [31:0] \_$419 ;
+  wire [47:0] \_$42 ;
   wire [32:0] \_$420 ;
   wire [32:0] \_$421 ;
-  wire \_$422 ;
+  wire [32:0] \_$422 ;
   wire \_$423 ;
-  wire [31:0] \_$424 ;
-  wire [32:0] \_$425 ;
+  wire \_$424 ;
+  wire [31:0] \_$425 ;
   wire [32:0] \_$426 ;
   wire [32:0] \_$427 ;
-  wire \_$428 ;
+  wire [32:0] \_$428 ;
   wire \_$429 ;
-  wire [8:0] \_$43 ;
-  wire [31:0] \_$430 ;
-  wire [32:0] \_$431 ;
+  wire \_$43 ;
+  wire \_$430 ;
+  wire [31:0] \_$431 ;
   wire [32:0] \_$432 ;
   wire [32:0] \_$433 ;
-  wire \_$434 ;
+  wire [32:0] \_$434 ;
   wire \_$435 ;
-  wire [31:0] \_$436 ;
-  wire [32:0] \_$437 ;
+  wire \_$436 ;
+  wire [31:0] \_$437 ;
   wire [32:0] \_$438 ;
   wire [32:0] \_$439 ;
-  wire [39:0] \_$44 ;
-  wire \_$440 ;
+  wire [48:0] \_$44 ;
+  wire [32:0] \_$440 ;
   wire \_$441 ;
-  wire [31:0] \_$442 ;
-  wire [32:0] \_$443 ;
+  wire \_$442 ;
+  wire [31:0] \_$443 ;
   wire [32:0] \_$444 ;
   wire [32:0] \_$445 ;
-  wire \_$446 ;
+  wire [32:0] \_$446 ;
   wire \_$447 ;
   wire \_$448 ;
-  wire \_$449 ;
-  wire \_$45 ;
-  wire \_$450 ;
-  wire \_$451 ;
-  wire \_$452 ;
-  wire [16:0] \_$453 ;
+  wire [31:0] \_$449 ;
+  wire [48:0] \_$45 ;
+  wire [32:0] \_$450 ;
+  wire [32:0] \_$451 ;
+  wire [32:0] \_$452 ;
+  wire \_$453 ;
   wire \_$454 ;
-  wire \_$455 ;
-  wire \_$456 ;
-  wire [16:0] \_$457 ;
-  wire \_$458 ;
+  wire [31:0] \_$455 ;
+  wire [32:0] \_$456 ;
+  wire [32:0] \_$457 ;
+  wire [32:0] \_$458 ;
   wire \_$459 ;
-  wire [40:0] \_$46 ;
+  wire [49:0] \_$46 ;
   wire \_$460 ;
-  wire \_$461 ;
-  wire \_$462 ;
-  wire \_$463 ;
-  wire \_$464 ;
+  wire [31:0] \_$461 ;
+  wire [32:0] \_$462 ;
+  wire [32:0] \_$463 ;
+  wire [32:0] \_$464 ;
   wire \_$465 ;
   wire \_$466 ;
-  wire \_$467 ;
-  wire \_$468 ;
-  wire \_$469 ;
-  wire [40:0] \_$47 ;
-  wire \_$470 ;
+  wire [31:0] \_$467 ;
+  wire [32:0] \_$468 ;
+  wire [32:0] \_$469 ;
+  wire [31:0] \_$47 ;
+  wire [32:0] \_$470 ;
   wire \_$471 ;
   wire \_$472 ;
-  wire [16:0] \_$473 ;
-  wire \_$474 ;
-  wire \_$475 ;
-  wire \_$476 ;
-  wire [12:0] \_$477 ;
+  wire [31:0] \_$473 ;
+  wire [32:0] \_$474 ;
+  wire [32:0] \_$475 ;
+  wire [32:0] \_$476 ;
+  wire \_$477 ;
   wire \_$478 ;
-  wire [10:0] \_$479 ;
-  wire [41:0] \_$48 ;
-  wire [17:0] \_$480 ;
-  wire [17:0] \_$481 ;
-  wire [17:0] \_$482 ;
-  wire [17:0] \_$483 ;
-  wire [10:0] \_$484 ;
-  wire \_$485 ;
-  wire [12:0] \_$486 ;
-  wire [17:0] \_$487 ;
-  wire [17:0] \_$488 ;
+  wire [31:0] \_$479 ;
+  wire [31:0] \_$48 ;
+  wire [32:0] \_$480 ;
+  wire [32:0] \_$481 ;
+  wire [32:0] \_$482 ;
+  wire \_$483 ;
+  wire \_$484 ;
+  wire [31:0] \_$485 ;
+  wire [32:0] \_$486 ;
+  wire [32:0] \_$487 ;
+  wire [32:0] \_$488 ;
   wire \_$489 ;
-  wire [31:0] \_$49 ;
+  wire [32:0] \_$49 ;
   wire \_$490 ;
-  wire \_$491 ;
-  wire \_$492 ;
-  wire \_$493 ;
-  wire [8:0] \_$494 ;
+  wire [31:0] \_$491 ;
+  wire [32:0] \_$492 ;
+  wire [32:0] \_$493 ;
+  wire [32:0] \_$494 ;
   wire \_$495 ;
-  wire [17:0] \_$496 ;
-  wire [8:0] \_$497 ;
-  wire \_$498 ;
-  wire \_$499 ;
+  wire \_$496 ;
+  wire [31:0] \_$497 ;
+  wire [32:0] \_$498 ;
+  wire [32:0] \_$499 ;
   wire \_$5 ;
-  wire [31:0] \_$50 ;
-  wire [12:0] \_$500 ;
+  wire [7:0] \_$50 ;
+  wire [32:0] \_$500 ;
   wire \_$501 ;
-  wire [8:0] \_$502 ;
-  wire [10:0] \_$503 ;
-  wire [17:0] \_$504 ;
-  wire [17:0] \_$505 ;
-  wire [17:0] \_$506 ;
-  wire [17:0] \_$507 ;
-  wire [10:0] \_$508 ;
-  wire \_$509 ;
-  wire [32:0] \_$51 ;
-  wire [12:0] \_$510 ;
-  wire [17:0] \_$511 ;
-  reg [511:0] \_$512 ;
-  reg [9:0] \_$513 ;
-  reg [11:0] \_$514 ;
-  reg [16:0] \_$515 ;
-  reg [16:0] \_$516 ;
-  reg [16:0] \_$517 ;
-  reg [16:0] \_$518 ;
-  reg [2:0] \_$519 ;
-  wire [39:0] \_$52 ;
-  reg [7:0] \_$520 ;
-  reg \_$521 ;
-  reg [15:0] \_$522 ;
-  reg \_$523 ;
-  reg \_$524 ;
-  wire [39:0] \_$53 ;
+  wire \_$502 ;
+  wire [31:0] \_$503 ;
+  wire [32:0] \_$504 ;
+  wire [32:0] \_$505 ;
+  wire [32:0] \_$506 ;
+  wire \_$507 ;
+  wire \_$508 ;
+  wire [31:0] \_$509 ;
+  wire [15:0] \_$51 ;
+  wire [32:0] \_$510 ;
+  wire [32:0] \_$511 ;
+  wire [32:0] \_$512 ;
+  wire \_$513 ;
+  wire \_$514 ;
+  wire \_$515 ;
+  wire [14:0] \_$516 ;
+  wire \_$517 ;
+  wire \_$518 ;
+  wire [14:0] \_$519 ;
+  wire [47:0] \_$52 ;
+  wire \_$520 ;
+  wire \_$521 ;
+  wire \_$522 ;
+  wire \_$523 ;
+  wire [16:0] \_$524 ;
+  wire \_$525 ;
+  wire \_$526 ;
+  wire \_$527 ;
+  wire [16:0] \_$528 ;
+  wire \_$529 ;
+  wire [47:0] \_$53 ;
+  wire \_$530 ;
+  wire \_$531 ;
+  wire \_$532 ;
+  wire \_$533 ;
+  wire \_$534 ;
+  wire \_$535 ;
+  wire \_$536 ;
+  wire \_$537 ;
+  wire \_$538 ;
+  wire \_$539 ;
   wire \_$54 ;
-  wire [39:0] \_$55 ;
-  wire [8:0] \_$56 ;
-  wire [39:0] \_$57 ;
-  wire \_$58 ;
-  wire [40:0] \_$59 ;
+  wire \_$540 ;
+  wire [14:0] \_$541 ;
+  wire \_$542 ;
+  wire \_$543 ;
+  wire \_$544 ;
+  wire \_$545 ;
+  wire \_$546 ;
+  wire \_$547 ;
+  wire [16:0] \_$548 ;
+  wire \_$549 ;
+  wire [7:0] \_$55 ;
+  wire \_$550 ;
+  wire \_$551 ;
+  wire [12:0] \_$552 ;
+  wire \_$553 ;
+  wire [10:0] \_$554 ;
+  wire [17:0] \_$555 ;
+  wire [17:0] \_$556 ;
+  wire [17:0] \_$557 ;
+  wire [17:0] \_$558 ;
+  wire [10:0] \_$559 ;
+  wire [15:0] \_$56 ;
+  wire \_$560 ;
+  wire [12:0] \_$561 ;
+  wire [17:0] \_$562 ;
+  wire [17:0] \_$563 ;
+  wire \_$564 ;
+  wire \_$565 ;
+  wire \_$566 ;
+  wire \_$567 ;
+  wire \_$568 ;
+  wire [8:0] \_$569 ;
+  wire [47:0] \_$57 ;
+  wire \_$570 ;
+  wire [17:0] \_$571 ;
+  wire [8:0] \_$572 ;
+  wire \_$573 ;
+  wire \_$574 ;
+  wire [12:0] \_$575 ;
+  wire \_$576 ;
+  wire [8:0] \_$577 ;
+  wire [10:0] \_$578 ;
+  wire [17:0] \_$579 ;
+  wire [8:0] \_$58 ;
+  wire [17:0] \_$580 ;
+  wire [17:0] \_$581 ;
+  wire [17:0] \_$582 ;
+  wire [10:0] \_$583 ;
+  wire \_$584 ;
+  wire [12:0] \_$585 ;
+  wire [17:0] \_$586 ;
+  reg \_$587 ;
+  reg [127:0] \_$588 ;
+  reg [511:0] \_$589 ;
+  wire [47:0] \_$59 ;
+  reg [9:0] \_$590 ;
+  reg [11:0] \_$591 ;
+  reg [16:0] \_$592 ;
+  reg [16:0] \_$593 ;
+  reg [16:0] \_$594 ;
+  reg [16:0] \_$595 ;
+  reg [2:0] \_$596 ;
+  reg [7:0] \_$597 ;
+  reg \_$598 ;
+  reg [15:0] \_$599 ;
   wire \_$6 ;
-  wire [40:0] \_$60 ;
-  wire [41:0] \_$61 ;
-  wire [31:0] \_$62 ;
-  wire [31:0] \_$63 ;
-  wire [32:0] \_$64 ;
-  wire [39:0] \_$65 ;
-  wire [39:0] \_$66 ;
-  wire \_$67 ;
-  wire [39:0] \_$68 ;
-  wire [8:0] \_$69 ;
+  wire \_$60 ;
+  reg \_$600 ;
+  reg \_$601 ;
+  wire [48:0] \_$61 ;
+  wire [48:0] \_$62 ;
+  wire [49:0] \_$63 ;
+  wire [31:0] \_$64 ;
+  wire [31:0] \_$65 ;
+  wire [32:0] \_$66 ;
+  wire [7:0] \_$67 ;
+  wire [15:0] \_$68 ;
+  wire [47:0] \_$69 ;
   wire \_$7 ;
-  wire [39:0] \_$70 ;
+  wire [47:0] \_$70 ;
   wire \_$71 ;
-  wire [40:0] \_$72 ;
-  wire [40:0] \_$73 ;
-  wire [41:0] \_$74 ;
-  wire [31:0] \_$75 ;
-  wire [31:0] \_$76 ;
-  wire [32:0] \_$77 ;
-  wire [39:0] \_$78 ;
-  wire [39:0] \_$79 ;
+  wire [7:0] \_$72 ;
+  wire [15:0] \_$73 ;
+  wire [47:0] \_$74 ;
+  wire [8:0] \_$75 ;
+  wire [47:0] \_$76 ;
+  wire \_$77 ;
+  wire [48:0] \_$78 ;
+  wire [48:0] \_$79 ;
   wire \_$8 ;
-  wire \_$80 ;
-  wire [39:0] \_$81 ;
-  wire [8:0] \_$82 ;
-  wire [39:0] \_$83 ;
-  wire \_$84 ;
-  wire [40:0] \_$85 ;
-  wire [40:0] \_$86 ;
-  wire [41:0] \_$87 ;
-  wire [31:0] \_$88 ;
-  wire [31:0] \_$89 ;
+  wire [49:0] \_$80 ;
+  wire [31:0] \_$81 ;
+  wire [31:0] \_$82 ;
+  wire [32:0] \_$83 ;
+  wire [7:0] \_$84 ;
+  wire [15:0] \_$85 ;
+  wire [47:0] \_$86 ;
+  wire [47:0] \_$87 ;
+  wire \_$88 ;
+  wire [7:0] \_$89 ;
   wire \_$9 ;
-  wire [32:0] \_$90 ;
-  wire [39:0] \_$91 ;
-  wire [39:0] \_$92 ;
-  wire \_$93 ;
-  wire [39:0] \_$94 ;
-  wire [8:0] \_$95 ;
-  wire [39:0] \_$96 ;
-  wire \_$97 ;
-  wire [40:0] \_$98 ;
-  wire [40:0] \_$99 ;
-  reg \_$signal  = 1'h0;
-  reg \_$signal$13  = 1'h0;
-  reg [16:0] \_$signal$20  = 17'h00000;
-  reg [9:0] \_$signal$21  = 10'h000;
-  reg [11:0] \_$signal$34  = 12'h000;
-  reg [16:0] \_$signal$35  = 17'h00000;
+  wire [15:0] \_$90 ;
+  wire [47:0] \_$91 ;
+  wire [8:0] \_$92 ;
+  wire [47:0] \_$93 ;
+  wire \_$94 ;
+  wire [48:0] \_$95 ;
+  wire [48:0] \_$96 ;
+  wire [49:0] \_$97 ;
+  wire [31:0] \_$98 ;
+  wire [31:0] \_$99 ;
+  reg [127:0] \_$signal  = 128'h00000000000000000000000000000000;
+  reg \_$signal$14  = 1'h0;
+  reg [9:0] \_$signal$20  = 10'h000;
+  reg [16:0] \_$signal$25  = 17'h00000;
+  reg [11:0] \_$signal$36  = 12'h000;
+  reg [16:0] \_$signal$37  = 17'h00000;
+  reg \_$signal$7  = 1'h0;
+  wire [7:0] \_$signal[0] ;
+  wire [7:0] \_$signal[10] ;
+  wire [7:0] \_$signal[11] ;
+  wire [7:0] \_$signal[12] ;
+  wire [7:0] \_$signal[13] ;
+  wire [7:0] \_$signal[14] ;
+  wire [7:0] \_$signal[15] ;
+  wire [7:0] \_$signal[1] ;
+  wire [7:0] \_$signal[2] ;
+  wire [7:0] \_$signal[3] ;
+  wire [7:0] \_$signal[4] ;
+  wire [7:0] \_$signal[5] ;
+  wire [7:0] \_$signal[6] ;
+  wire [7:0] \_$signal[7] ;
+  wire [7:0] \_$signal[8] ;
+  wire [7:0] \_$signal[9] ;
   reg [16:0] acc_base = 17'h00000;
   reg [16:0] acc_ptr = 17'h00000;
   output [15:0] acc_rd__addr;
@@ -42769,11 +42867,12 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0111 = "BAD_FIELD" *)
   output [3:0] error_code;
   reg [3:0] error_code;
+  reg gate_arriving = 1'h0;
   input halt;
   wire halt;
   input [127:0] insn;
   wire [127:0] insn;
-  wire [112:0] \insn.accum ;
+  wire [127:0] \insn.accum ;
   wire [15:0] \insn.accum.acc_addr ;
   wire [15:0] \insn.accum.acc_n_stride ;
   wire \insn.accum.accumulate ;
@@ -42784,6 +42883,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   wire \insn.accum.deps.pop_prev ;
   wire \insn.accum.deps.push_next ;
   wire \insn.accum.deps.push_prev ;
+  wire [13:0] \insn.accum.gate_addr ;
   wire [11:0] \insn.accum.m ;
   wire [9:0] \insn.accum.n_iter ;
   (* enum_base_type = "Opcode" *)
@@ -42798,6 +42898,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   wire [3:0] \insn.accum.opcode ;
   wire [15:0] \insn.accum.param_addr ;
   wire \insn.accum.use_bias ;
+  wire \insn.accum.use_gate ;
   wire \insn.accum.use_res ;
   wire [7:0] \insn.end ;
   wire [3:0] \insn.end.deps ;
@@ -42997,566 +43098,649 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   input start;
   wire start;
   reg [7:0] w = 8'h00;
-  assign \_$476  = ~ halt;
-  assign \_$477  = insn[67:56] - 1'h1;
-  assign \_$478  = \_$signal$34  == \_$477 ;
-  assign \_$479  = \_$signal$21  + 1'h1;
-  assign \_$480  = \_$signal$35  + insn[109:94];
-  assign \_$481  = acc_base + insn[93:78];
-  assign \_$482  = \_$signal$35  + insn[109:94];
-  assign \_$483  = acc_base + insn[93:78];
-  assign \_$484  = insn[77:68] - 1'h1;
-  assign \_$485  = \_$signal$21  == \_$484 ;
-  assign \_$486  = \_$signal$34  + 1'h1;
-  assign \_$487  = \_$signal$20  + 1'h1;
-  assign \_$488  = acc_ptr + 1'h1;
-  assign \_$489  = \_$signal$20  >= 14'h2000;
-  assign \_$490  = acc_ptr >= 12'h800;
-  assign \_$491  = \_$489  | \_$490 ;
-  assign \_$492  = ~ halt;
-  assign \_$493  = ! w;
-  assign \_$494  = insn[59:52] - 1'h1;
-  assign \_$495  = w == \_$494 ;
-  assign \_$496  = \_$signal$20  + 1'h1;
-  assign \_$497  = insn[59:52] - 1'h1;
-  assign \_$498  = w == \_$497 ;
-  assign \_$499  = ~ \_$498 ;
-  assign \_$500  = insn[51:40] - 1'h1;
-  assign \_$501  = \_$signal$34  == \_$500 ;
-  assign \_$502  = w + 1'h1;
-  assign \_$503  = \_$signal$21  + 1'h1;
-  assign \_$504  = \_$signal$35  + insn[85:70];
-  assign \_$505  = acc_base + insn[101:86];
-  assign \_$506  = \_$signal$35  + insn[85:70];
-  assign \_$507  = acc_base + insn[101:86];
-  assign \_$508  = insn[69:60] - 1'h1;
-  assign \_$509  = \_$signal$21  == \_$508 ;
-  assign \_$510  = \_$signal$34  + 1'h1;
-  assign \_$511  = acc_ptr + 1'h1;
+  assign \_$399  = ! insn[102];
+  assign \_$400  = $signed(act__data[55:48]) > $signed(running[223:192]);
+  assign \_$401  = \_$400  ? { act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55:48] } : running[223:192];
+  assign \_$402  = $signed(running[223:192]) + $signed(act__data[55:48]);
+  assign \_$403  = insn[102] ? \_$402  : { \_$401 [31], \_$401  };
+  assign \_$404  = ln_first ? \_$398  : \_$403 ;
+  assign \_$405  = ! insn[102];
+  assign \_$406  = $signed(act__data[63:56]) > $signed(acc_rd__data[255:224]);
+  assign \_$407  = \_$406  ? { act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63:56] } : acc_rd__data[255:224];
+  assign \_$408  = $signed(acc_rd__data[255:224]) + $signed(act__data[63:56]);
+  assign \_$409  = insn[102] ? \_$408  : { \_$407 [31], \_$407  };
+  assign \_$410  = insn[103] ? \_$409  : { act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63:56] };
+  assign \_$411  = ! insn[102];
+  assign \_$412  = $signed(act__data[63:56]) > $signed(running[255:224]);
+  assign \_$413  = \_$412  ? { act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63:56] } : running[255:224];
+  assign \_$414  = $signed(running[255:224]) + $signed(act__data[63:56]);
+  assign \_$415  = insn[102] ? \_$414  : { \_$413 [31], \_$413  };
+  assign \_$416  = ln_first ? \_$410  : \_$415 ;
+  assign \_$417  = ! insn[102];
+  assign \_$418  = $signed(act__data[71:64]) > $signed(acc_rd__data[287:256]);
+  assign \_$419  = \_$418  ? { act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71:64] } : acc_rd__data[287:256];
+  assign \_$420  = $signed(acc_rd__data[287:256]) + $signed(act__data[71:64]);
+  assign \_$421  = insn[102] ? \_$420  : { \_$419 [31], \_$419  };
+  assign \_$422  = insn[103] ? \_$421  : { act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71:64] };
+  assign \_$423  = ! insn[102];
+  assign \_$424  = $signed(act__data[71:64]) > $signed(running[287:256]);
+  assign \_$425  = \_$424  ? { act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71:64] } : running[287:256];
+  assign \_$426  = $signed(running[287:256]) + $signed(act__data[71:64]);
+  assign \_$427  = insn[102] ? \_$426  : { \_$425 [31], \_$425  };
+  assign \_$428  = ln_first ? \_$422  : \_$427 ;
+  assign \_$429  = ! insn[102];
+  assign \_$430  = $signed(act__data[79:72]) > $signed(acc_rd__data[319:288]);
+  assign \_$431  = \_$430  ? { act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79:72] } : acc_rd__data[319:288];
+  assign \_$432  = $signed(acc_rd__data[319:288]) + $signed(act__data[79:72]);
+  assign \_$433  = insn[102] ? \_$432  : { \_$431 [31], \_$431  };
+  assign \_$434  = insn[103] ? \_$433  : { act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79:72] };
+  assign \_$435  = ! insn[102];
+  assign \_$436  = $signed(act__data[79:72]) > $signed(running[319:288]);
+  assign \_$437  = \_$436  ? { act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79:72] } : running[319:288];
+  assign \_$438  = $signed(running[319:288]) + $signed(act__data[79:72]);
+  assign \_$439  = insn[102] ? \_$438  : { \_$437 [31], \_$437  };
+  assign \_$440  = ln_first ? \_$434  : \_$439 ;
+  assign \_$441  = ! insn[102];
+  assign \_$442  = $signed(act__data[87:80]) > $signed(acc_rd__data[351:320]);
+  assign \_$443  = \_$442  ? { act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87:80] } : acc_rd__data[351:320];
+  assign \_$444  = $signed(acc_rd__data[351:320]) + $signed(act__data[87:80]);
+  assign \_$445  = insn[102] ? \_$444  : { \_$443 [31], \_$443  };
+  assign \_$446  = insn[103] ? \_$445  : { act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87:80] };
+  assign \_$447  = ! insn[102];
+  assign \_$448  = $signed(act__data[87:80]) > $signed(running[351:320]);
+  assign \_$449  = \_$448  ? { act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87:80] } : running[351:320];
+  assign \_$450  = $signed(running[351:320]) + $signed(act__data[87:80]);
+  assign \_$451  = insn[102] ? \_$450  : { \_$449 [31], \_$449  };
+  assign \_$452  = ln_first ? \_$446  : \_$451 ;
+  assign \_$453  = ! insn[102];
+  assign \_$454  = $signed(act__data[95:88]) > $signed(acc_rd__data[383:352]);
+  assign \_$455  = \_$454  ? { act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95:88] } : acc_rd__data[383:352];
+  assign \_$456  = $signed(acc_rd__data[383:352]) + $signed(act__data[95:88]);
+  assign \_$457  = insn[102] ? \_$456  : { \_$455 [31], \_$455  };
+  assign \_$458  = insn[103] ? \_$457  : { act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95:88] };
+  assign \_$459  = ! insn[102];
+  assign \_$460  = $signed(act__data[95:88]) > $signed(running[383:352]);
+  assign \_$461  = \_$460  ? { act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95:88] } : running[383:352];
+  assign \_$462  = $signed(running[383:352]) + $signed(act__data[95:88]);
+  assign \_$463  = insn[102] ? \_$462  : { \_$461 [31], \_$461  };
+  assign \_$464  = ln_first ? \_$458  : \_$463 ;
+  assign \_$465  = ! insn[102];
+  assign \_$466  = $signed(act__data[103:96]) > $signed(acc_rd__data[415:384]);
+  assign \_$467  = \_$466  ? { act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103:96] } : acc_rd__data[415:384];
+  assign \_$468  = $signed(acc_rd__data[415:384]) + $signed(act__data[103:96]);
+  assign \_$469  = insn[102] ? \_$468  : { \_$467 [31], \_$467  };
+  assign \_$470  = insn[103] ? \_$469  : { act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103:96] };
+  assign \_$471  = ! insn[102];
+  assign \_$472  = $signed(act__data[103:96]) > $signed(running[415:384]);
+  assign \_$473  = \_$472  ? { act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103:96] } : running[415:384];
+  assign \_$474  = $signed(running[415:384]) + $signed(act__data[103:96]);
+  assign \_$475  = insn[102] ? \_$474  : { \_$473 [31], \_$473  };
+  assign \_$476  = ln_first ? \_$470  : \_$475 ;
+  assign \_$477  = ! insn[102];
+  assign \_$478  = $signed(act__data[111:104]) > $signed(acc_rd__data[447:416]);
+  assign \_$479  = \_$478  ? { act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111:104] } : acc_rd__data[447:416];
+  assign \_$480  = $signed(acc_rd__data[447:416]) + $signed(act__data[111:104]);
+  assign \_$481  = insn[102] ? \_$480  : { \_$479 [31], \_$479  };
+  assign \_$482  = insn[103] ? \_$481  : { act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111:104] };
+  assign \_$483  = ! insn[102];
+  assign \_$484  = $signed(act__data[111:104]) > $signed(running[447:416]);
+  assign \_$485  = \_$484  ? { act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111:104] } : running[447:416];
+  assign \_$486  = $signed(running[447:416]) + $signed(act__data[111:104]);
+  assign \_$487  = insn[102] ? \_$486  : { \_$485 [31], \_$485  };
+  assign \_$488  = ln_first ? \_$482  : \_$487 ;
+  assign \_$489  = ! insn[102];
+  assign \_$490  = $signed(act__data[119:112]) > $signed(acc_rd__data[479:448]);
+  assign \_$491  = \_$490  ? { act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119:112] } : acc_rd__data[479:448];
+  assign \_$492  = $signed(acc_rd__data[479:448]) + $signed(act__data[119:112]);
+  assign \_$493  = insn[102] ? \_$492  : { \_$491 [31], \_$491  };
+  assign \_$494  = insn[103] ? \_$493  : { act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119:112] };
+  assign \_$495  = ! insn[102];
+  assign \_$496  = $signed(act__data[119:112]) > $signed(running[479:448]);
+  assign \_$497  = \_$496  ? { act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119:112] } : running[479:448];
+  assign \_$498  = $signed(running[479:448]) + $signed(act__data[119:112]);
+  assign \_$499  = insn[102] ? \_$498  : { \_$497 [31], \_$497  };
+  assign \_$500  = ln_first ? \_$494  : \_$499 ;
+  assign \_$501  = ! insn[102];
+  assign \_$502  = $signed(act__data[127:120]) > $signed(acc_rd__data[511:480]);
+  assign \_$503  = \_$502  ? { act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127:120] } : acc_rd__data[511:480];
+  assign \_$504  = $signed(acc_rd__data[511:480]) + $signed(act__data[127:120]);
+  assign \_$505  = insn[102] ? \_$504  : { \_$503 [31], \_$503  };
+  assign \_$506  = insn[103] ? \_$505  : { act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127:120] };
+  assign \_$507  = ! insn[102];
+  assign \_$508  = $signed(act__data[127:120]) > $signed(running[511:480]);
+  assign \_$509  = \_$508  ? { act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127:120] } : running[511:480];
+  assign \_$510  = $signed(running[511:480]) + $signed(act__data[127:120]);
+  assign \_$511  = insn[102] ? \_$510  : { \_$509 [31], \_$509  };
+  assign \_$512  = ln_first ? \_$506  : \_$511 ;
+  assign \_$513  = insn[3:0] == 3'h4;
+  assign \_$514  = \_$signal$7  & \_$513 ;
+  assign \_$515  = \_$signal$7  & \_$signal$14 ;
+  assign \_$516  = insn[127:114] + \_$signal$20 ;
+  assign \_$517  = \_$516  >= 14'h2000;
+  assign \_$518  = ~ halt;
+  assign \_$519  = insn[127:114] + \_$signal$20 ;
+  assign \_$520  = acc_ptr >= 12'h800;
+  assign \_$521  = \_$signal$25  >= 14'h2000;
+  assign \_$522  = insn[111] & \_$521 ;
+  assign \_$523  = \_$520  | \_$522 ;
+  assign \_$524  = insn[55:40] + \_$signal$20 ;
+  assign \_$525  = \_$524  >= 9'h100;
+  assign \_$526  = \_$523  | \_$525 ;
+  assign \_$527  = ~ halt;
+  assign \_$528  = insn[55:40] + \_$signal$20 ;
+  assign \_$529  = \_$signal$25  >= 14'h2000;
+  assign \_$530  = acc_ptr >= 12'h800;
+  assign \_$531  = \_$529  | \_$530 ;
+  assign \_$532  = ~ halt;
+  assign \_$533  = ! w;
+  assign \_$534  = ! line_state;
+  assign \_$535  = line_state == 1'h1;
+  assign \_$536  = line_state == 2'h2;
+  assign \_$537  = line_state == 2'h3;
+  assign \_$538  = line_state == 3'h4;
+  assign \_$539  = line_state == 3'h5;
+  assign \_$540  = insn[3:0] == 3'h4;
+  assign \_$541  = insn[127:114] + \_$signal$20 ;
+  assign \_$542  = \_$541  >= 14'h2000;
+  assign \_$543  = ~ halt;
+  assign \_$544  = acc_ptr >= 12'h800;
+  assign \_$545  = \_$signal$25  >= 14'h2000;
+  assign \_$546  = insn[111] & \_$545 ;
+  assign \_$547  = \_$544  | \_$546 ;
+  assign \_$548  = insn[55:40] + \_$signal$20 ;
+  assign \_$549  = \_$548  >= 9'h100;
+  assign \_$550  = \_$547  | \_$549 ;
+  assign \_$551  = ~ halt;
+  assign \_$552  = insn[67:56] - 1'h1;
+  assign \_$553  = \_$signal$36  == \_$552 ;
+  assign \_$554  = \_$signal$20  + 1'h1;
+  assign \_$555  = \_$signal$37  + insn[109:94];
+  assign \_$556  = acc_base + insn[93:78];
+  assign \_$557  = \_$signal$37  + insn[109:94];
+  assign \_$558  = acc_base + insn[93:78];
+  assign \_$559  = insn[77:68] - 1'h1;
+  assign \_$560  = \_$signal$20  == \_$559 ;
+  assign \_$561  = \_$signal$36  + 1'h1;
+  assign \_$562  = \_$signal$25  + 1'h1;
+  assign \_$563  = acc_ptr + 1'h1;
+  assign \_$564  = \_$signal$25  >= 14'h2000;
+  assign \_$565  = acc_ptr >= 12'h800;
+  assign \_$566  = \_$564  | \_$565 ;
+  assign \_$567  = ~ halt;
+  assign \_$568  = ! w;
+  assign \_$569  = insn[59:52] - 1'h1;
+  assign \_$570  = w == \_$569 ;
+  assign \_$571  = \_$signal$25  + 1'h1;
+  assign \_$572  = insn[59:52] - 1'h1;
+  assign \_$573  = w == \_$572 ;
+  assign \_$574  = ~ \_$573 ;
+  assign \_$575  = insn[51:40] - 1'h1;
+  assign \_$576  = \_$signal$36  == \_$575 ;
+  assign \_$577  = w + 1'h1;
+  assign \_$578  = \_$signal$20  + 1'h1;
+  assign \_$579  = \_$signal$37  + insn[85:70];
+  assign \_$580  = acc_base + insn[101:86];
+  assign \_$581  = \_$signal$37  + insn[85:70];
+  assign \_$582  = acc_base + insn[101:86];
+  assign \_$583  = insn[69:60] - 1'h1;
+  assign \_$584  = \_$signal$20  == \_$583 ;
+  assign \_$585  = \_$signal$36  + 1'h1;
+  assign \_$586  = acc_ptr + 1'h1;
   always @(posedge clk)
-    running <= \_$512 ;
+    gate_arriving <= \_$587 ;
   always @(posedge clk)
-    \_$signal$21  <= \_$513 ;
+    \_$signal  <= \_$588 ;
   always @(posedge clk)
-    \_$signal$34  <= \_$514 ;
+    running <= \_$589 ;
   always @(posedge clk)
-    \_$signal$20  <= \_$515 ;
+    \_$signal$20  <= \_$590 ;
   always @(posedge clk)
-    acc_ptr <= \_$516 ;
+    \_$signal$36  <= \_$591 ;
   always @(posedge clk)
-    \_$signal$35  <= \_$517 ;
+    \_$signal$25  <= \_$592 ;
   always @(posedge clk)
-    acc_base <= \_$518 ;
+    acc_ptr <= \_$593 ;
   always @(posedge clk)
-    line_state <= \_$519 ;
+    \_$signal$37  <= \_$594 ;
   always @(posedge clk)
-    w <= \_$520 ;
+    acc_base <= \_$595 ;
   always @(posedge clk)
-    \_$signal  <= \_$521 ;
+    line_state <= \_$596 ;
   always @(posedge clk)
-    ln_acc <= \_$522 ;
+    w <= \_$597 ;
   always @(posedge clk)
-    ln_first <= \_$523 ;
+    \_$signal$7  <= \_$598 ;
   always @(posedge clk)
-    \_$signal$13  <= \_$524 ;
+    ln_acc <= \_$599 ;
+  always @(posedge clk)
+    ln_first <= \_$600 ;
+  always @(posedge clk)
+    \_$signal$14  <= \_$601 ;
   assign \_$1  = insn[3:0] == 3'h4;
   assign \_$2  = ! insn[67:56];
   assign \_$3  = ! insn[77:68];
   assign \_$4  = \_$2  | \_$3 ;
-  assign \_$5  = ! insn[51:40];
-  assign \_$6  = ! insn[69:60];
-  assign \_$7  = \_$5  | \_$6 ;
-  assign \_$8  = ! insn[59:52];
-  assign \_$9  = \_$7  | \_$8 ;
-  assign \_$10  = insn[112] ? acc_rd__data[31:0] : 32'd0;
-  assign \_$11  = insn[110] ? param__data[31:0] : 32'd0;
-  assign \_$12  = $signed(\_$10 ) + $signed(\_$11 );
-  assign \_$13  = $signed(act__data[7:0]) * $signed(param__data[95:64]);
-  assign \_$14  = $signed(\_$13 ) >>> param__data[111:104];
-  assign \_$15  = ! param__data[111:104];
-  assign \_$16  = $signed(act__data[7:0]) * $signed(param__data[95:64]);
-  assign \_$17  = param__data[111:104] - 1'h1;
-  assign \_$18  = $signed(\_$16 ) >>> \_$17 [7:0];
-  assign \_$19  = \_$15  ? 1'h0 : \_$18 [0];
-  assign \_$20  = $signed(\_$14 ) + $signed({ 1'h0, \_$19  });
-  assign \_$21  = insn[111] ? \_$20  : 41'h00000000000;
-  assign \_$22  = $signed(\_$12 ) + $signed(\_$21 );
-  assign \_$23  = insn[112] ? acc_rd__data[63:32] : 32'd0;
-  assign \_$24  = insn[110] ? param__data[159:128] : 32'd0;
-  assign \_$25  = $signed(\_$23 ) + $signed(\_$24 );
-  assign \_$26  = $signed(act__data[15:8]) * $signed(param__data[223:192]);
-  assign \_$27  = $signed(\_$26 ) >>> param__data[239:232];
-  assign \_$28  = ! param__data[239:232];
-  assign \_$29  = $signed(act__data[15:8]) * $signed(param__data[223:192]);
-  assign \_$30  = param__data[239:232] - 1'h1;
-  assign \_$31  = $signed(\_$29 ) >>> \_$30 [7:0];
-  assign \_$32  = \_$28  ? 1'h0 : \_$31 [0];
-  assign \_$33  = $signed(\_$27 ) + $signed({ 1'h0, \_$32  });
-  assign \_$34  = insn[111] ? \_$33  : 41'h00000000000;
-  assign \_$35  = $signed(\_$25 ) + $signed(\_$34 );
-  assign \_$36  = insn[112] ? acc_rd__data[95:64] : 32'd0;
-  assign \_$37  = insn[110] ? param__data[287:256] : 32'd0;
-  assign \_$38  = $signed(\_$36 ) + $signed(\_$37 );
-  assign \_$39  = $signed(act__data[23:16]) * $signed(param__data[351:320]);
-  assign \_$40  = $signed(\_$39 ) >>> param__data[367:360];
-  assign \_$41  = ! param__data[367:360];
-  assign \_$42  = $signed(act__data[23:16]) * $signed(param__data[351:320]);
-  assign \_$43  = param__data[367:360] - 1'h1;
-  assign \_$44  = $signed(\_$42 ) >>> \_$43 [7:0];
-  assign \_$45  = \_$41  ? 1'h0 : \_$44 [0];
-  assign \_$46  = $signed(\_$40 ) + $signed({ 1'h0, \_$45  });
-  assign \_$47  = insn[111] ? \_$46  : 41'h00000000000;
-  assign \_$48  = $signed(\_$38 ) + $signed(\_$47 );
-  assign \_$49  = insn[112] ? acc_rd__data[127:96] : 32'd0;
-  assign \_$50  = insn[110] ? param__data[415:384] : 32'd0;
-  assign \_$51  = $signed(\_$49 ) + $signed(\_$50 );
-  assign \_$52  = $signed(act__data[31:24]) * $signed(param__data[479:448]);
-  assign \_$53  = $signed(\_$52 ) >>> param__data[495:488];
-  assign \_$54  = ! param__data[495:488];
-  assign \_$55  = $signed(act__data[31:24]) * $signed(param__data[479:448]);
-  assign \_$56  = param__data[495:488] - 1'h1;
-  assign \_$57  = $signed(\_$55 ) >>> \_$56 [7:0];
-  assign \_$58  = \_$54  ? 1'h0 : \_$57 [0];
-  assign \_$59  = $signed(\_$53 ) + $signed({ 1'h0, \_$58  });
-  assign \_$60  = insn[111] ? \_$59  : 41'h00000000000;
-  assign \_$61  = $signed(\_$51 ) + $signed(\_$60 );
-  assign \_$62  = insn[112] ? acc_rd__data[159:128] : 32'd0;
-  assign \_$63  = insn[110] ? param__data[543:512] : 32'd0;
-  assign \_$64  = $signed(\_$62 ) + $signed(\_$63 );
-  assign \_$65  = $signed(act__data[39:32]) * $signed(param__data[607:576]);
-  assign \_$66  = $signed(\_$65 ) >>> param__data[623:616];
-  assign \_$67  = ! param__data[623:616];
-  assign \_$68  = $signed(act__data[39:32]) * $signed(param__data[607:576]);
-  assign \_$69  = param__data[623:616] - 1'h1;
-  assign \_$70  = $signed(\_$68 ) >>> \_$69 [7:0];
-  assign \_$71  = \_$67  ? 1'h0 : \_$70 [0];
-  assign \_$72  = $signed(\_$66 ) + $signed({ 1'h0, \_$71  });
-  assign \_$73  = insn[111] ? \_$72  : 41'h00000000000;
-  assign \_$74  = $signed(\_$64 ) + $signed(\_$73 );
-  assign \_$75  = insn[112] ? acc_rd__data[191:160] : 32'd0;
-  assign \_$76  = insn[110] ? param__data[671:640] : 32'd0;
-  assign \_$77  = $signed(\_$75 ) + $signed(\_$76 );
-  assign \_$78  = $signed(act__data[47:40]) * $signed(param__data[735:704]);
-  assign \_$79  = $signed(\_$78 ) >>> param__data[751:744];
-  assign \_$80  = ! param__data[751:744];
-  assign \_$81  = $signed(act__data[47:40]) * $signed(param__data[735:704]);
-  assign \_$82  = param__data[751:744] - 1'h1;
-  assign \_$83  = $signed(\_$81 ) >>> \_$82 [7:0];
-  assign \_$84  = \_$80  ? 1'h0 : \_$83 [0];
-  assign \_$85  = $signed(\_$79 ) + $signed({ 1'h0, \_$84  });
-  assign \_$86  = insn[111] ? \_$85  : 41'h00000000000;
-  assign \_$87  = $signed(\_$77 ) + $signed(\_$86 );
-  assign \_$88  = insn[112] ? acc_rd__data[223:192] : 32'd0;
-  assign \_$89  = insn[110] ? param__data[799:768] : 32'd0;
-  assign \_$90  = $signed(\_$88 ) + $signed(\_$89 );
-  assign \_$91  = $signed(act__data[55:48]) * $signed(param__data[863:832]);
-  assign \_$92  = $signed(\_$91 ) >>> param__data[879:872];
-  assign \_$93  = ! param__data[879:872];
-  assign \_$94  = $signed(act__data[55:48]) * $signed(param__data[863:832]);
-  assign \_$95  = param__data[879:872] - 1'h1;
-  assign \_$96  = $signed(\_$94 ) >>> \_$95 [7:0];
-  assign \_$97  = \_$93  ? 1'h0 : \_$96 [0];
-  assign \_$98  = $signed(\_$92 ) + $signed({ 1'h0, \_$97  });
-  assign \_$99  = insn[111] ? \_$98  : 41'h00000000000;
-  assign \_$100  = $signed(\_$90 ) + $signed(\_$99 );
-  assign \_$101  = insn[112] ? acc_rd__data[255:224] : 32'd0;
-  assign \_$102  = insn[110] ? param__data[927:896] : 32'd0;
-  assign \_$103  = $signed(\_$101 ) + $signed(\_$102 );
-  assign \_$104  = $signed(act__data[63:56]) * $signed(param__data[991:960]);
-  assign \_$105  = $signed(\_$104 ) >>> param__data[1007:1000];
-  assign \_$106  = ! param__data[1007:1000];
-  assign \_$107  = $signed(act__data[63:56]) * $signed(param__data[991:960]);
-  assign \_$108  = param__data[1007:1000] - 1'h1;
-  assign \_$109  = $signed(\_$107 ) >>> \_$108 [7:0];
-  assign \_$110  = \_$106  ? 1'h0 : \_$109 [0];
-  assign \_$111  = $signed(\_$105 ) + $signed({ 1'h0, \_$110  });
-  assign \_$112  = insn[111] ? \_$111  : 41'h00000000000;
-  assign \_$113  = $signed(\_$103 ) + $signed(\_$112 );
-  assign \_$114  = insn[112] ? acc_rd__data[287:256] : 32'd0;
-  assign \_$115  = insn[110] ? param__data[1055:1024] : 32'd0;
-  assign \_$116  = $signed(\_$114 ) + $signed(\_$115 );
-  assign \_$117  = $signed(act__data[71:64]) * $signed(param__data[1119:1088]);
-  assign \_$118  = $signed(\_$117 ) >>> param__data[1135:1128];
-  assign \_$119  = ! param__data[1135:1128];
-  assign \_$120  = $signed(act__data[71:64]) * $signed(param__data[1119:1088]);
-  assign \_$121  = param__data[1135:1128] - 1'h1;
-  assign \_$122  = $signed(\_$120 ) >>> \_$121 [7:0];
-  assign \_$123  = \_$119  ? 1'h0 : \_$122 [0];
-  assign \_$124  = $signed(\_$118 ) + $signed({ 1'h0, \_$123  });
-  assign \_$125  = insn[111] ? \_$124  : 41'h00000000000;
-  assign \_$126  = $signed(\_$116 ) + $signed(\_$125 );
-  assign \_$127  = insn[112] ? acc_rd__data[319:288] : 32'd0;
-  assign \_$128  = insn[110] ? param__data[1183:1152] : 32'd0;
-  assign \_$129  = $signed(\_$127 ) + $signed(\_$128 );
-  assign \_$130  = $signed(act__data[79:72]) * $signed(param__data[1247:1216]);
-  assign \_$131  = $signed(\_$130 ) >>> param__data[1263:1256];
-  assign \_$132  = ! param__data[1263:1256];
-  assign \_$133  = $signed(act__data[79:72]) * $signed(param__data[1247:1216]);
-  assign \_$134  = param__data[1263:1256] - 1'h1;
-  assign \_$135  = $signed(\_$133 ) >>> \_$134 [7:0];
-  assign \_$136  = \_$132  ? 1'h0 : \_$135 [0];
-  assign \_$137  = $signed(\_$131 ) + $signed({ 1'h0, \_$136  });
-  assign \_$138  = insn[111] ? \_$137  : 41'h00000000000;
-  assign \_$139  = $signed(\_$129 ) + $signed(\_$138 );
-  assign \_$140  = insn[112] ? acc_rd__data[351:320] : 32'd0;
-  assign \_$141  = insn[110] ? param__data[1311:1280] : 32'd0;
-  assign \_$142  = $signed(\_$140 ) + $signed(\_$141 );
-  assign \_$143  = $signed(act__data[87:80]) * $signed(param__data[1375:1344]);
-  assign \_$144  = $signed(\_$143 ) >>> param__data[1391:1384];
-  assign \_$145  = ! param__data[1391:1384];
-  assign \_$146  = $signed(act__data[87:80]) * $signed(param__data[1375:1344]);
-  assign \_$147  = param__data[1391:1384] - 1'h1;
-  assign \_$148  = $signed(\_$146 ) >>> \_$147 [7:0];
-  assign \_$149  = \_$145  ? 1'h0 : \_$148 [0];
-  assign \_$150  = $signed(\_$144 ) + $signed({ 1'h0, \_$149  });
-  assign \_$151  = insn[111] ? \_$150  : 41'h00000000000;
-  assign \_$152  = $signed(\_$142 ) + $signed(\_$151 );
-  assign \_$153  = insn[112] ? acc_rd__data[383:352] : 32'd0;
-  assign \_$154  = insn[110] ? param__data[1439:1408] : 32'd0;
-  assign \_$155  = $signed(\_$153 ) + $signed(\_$154 );
-  assign \_$156  = $signed(act__data[95:88]) * $signed(param__data[1503:1472]);
-  assign \_$157  = $signed(\_$156 ) >>> param__data[1519:1512];
-  assign \_$158  = ! param__data[1519:1512];
-  assign \_$159  = $signed(act__data[95:88]) * $signed(param__data[1503:1472]);
-  assign \_$160  = param__data[1519:1512] - 1'h1;
+  assign \_$5  = ~ insn[111];
+  assign \_$6  = insn[113] & \_$5 ;
+  assign \_$7  = \_$4  | \_$6 ;
+  assign \_$8  = ! insn[51:40];
+  assign \_$9  = ! insn[69:60];
+  assign \_$10  = \_$8  | \_$9 ;
+  assign \_$11  = ! insn[59:52];
+  assign \_$12  = \_$10  | \_$11 ;
+  assign \_$13  = insn[112] ? acc_rd__data[31:0] : 32'd0;
+  assign \_$14  = insn[110] ? param__data[31:0] : 32'd0;
+  assign \_$15  = $signed(\_$13 ) + $signed(\_$14 );
+  assign \_$16  = insn[113] ? \_$signal [7:0] : 8'h01;
+  assign \_$17  = $signed(act__data[7:0]) * $signed(\_$16 );
+  assign \_$18  = $signed(\_$17 ) * $signed(param__data[95:64]);
+  assign \_$19  = $signed(\_$18 ) >>> param__data[111:104];
+  assign \_$20  = ! param__data[111:104];
+  assign \_$21  = insn[113] ? \_$signal [7:0] : 8'h01;
+  assign \_$22  = $signed(act__data[7:0]) * $signed(\_$21 );
+  assign \_$23  = $signed(\_$22 ) * $signed(param__data[95:64]);
+  assign \_$24  = param__data[111:104] - 1'h1;
+  assign \_$25  = $signed(\_$23 ) >>> \_$24 [7:0];
+  assign \_$26  = \_$20  ? 1'h0 : \_$25 [0];
+  assign \_$27  = $signed(\_$19 ) + $signed({ 1'h0, \_$26  });
+  assign \_$28  = insn[111] ? \_$27  : 49'h0000000000000;
+  assign \_$29  = $signed(\_$15 ) + $signed(\_$28 );
+  assign \_$30  = insn[112] ? acc_rd__data[63:32] : 32'd0;
+  assign \_$31  = insn[110] ? param__data[159:128] : 32'd0;
+  assign \_$32  = $signed(\_$30 ) + $signed(\_$31 );
+  assign \_$33  = insn[113] ? \_$signal [15:8] : 8'h01;
+  assign \_$34  = $signed(act__data[15:8]) * $signed(\_$33 );
+  assign \_$35  = $signed(\_$34 ) * $signed(param__data[223:192]);
+  assign \_$36  = $signed(\_$35 ) >>> param__data[239:232];
+  assign \_$37  = ! param__data[239:232];
+  assign \_$38  = insn[113] ? \_$signal [15:8] : 8'h01;
+  assign \_$39  = $signed(act__data[15:8]) * $signed(\_$38 );
+  assign \_$40  = $signed(\_$39 ) * $signed(param__data[223:192]);
+  assign \_$41  = param__data[239:232] - 1'h1;
+  assign \_$42  = $signed(\_$40 ) >>> \_$41 [7:0];
+  assign \_$43  = \_$37  ? 1'h0 : \_$42 [0];
+  assign \_$44  = $signed(\_$36 ) + $signed({ 1'h0, \_$43  });
+  assign \_$45  = insn[111] ? \_$44  : 49'h0000000000000;
+  assign \_$46  = $signed(\_$32 ) + $signed(\_$45 );
+  assign \_$47  = insn[112] ? acc_rd__data[95:64] : 32'd0;
+  assign \_$48  = insn[110] ? param__data[287:256] : 32'd0;
+  assign \_$49  = $signed(\_$47 ) + $signed(\_$48 );
+  assign \_$50  = insn[113] ? \_$signal [23:16] : 8'h01;
+  assign \_$51  = $signed(act__data[23:16]) * $signed(\_$50 );
+  assign \_$52  = $signed(\_$51 ) * $signed(param__data[351:320]);
+  assign \_$53  = $signed(\_$52 ) >>> param__data[367:360];
+  assign \_$54  = ! param__data[367:360];
+  assign \_$55  = insn[113] ? \_$signal [23:16] : 8'h01;
+  assign \_$56  = $signed(act__data[23:16]) * $signed(\_$55 );
+  assign \_$57  = $signed(\_$56 ) * $signed(param__data[351:320]);
+  assign \_$58  = param__data[367:360] - 1'h1;
+  assign \_$59  = $signed(\_$57 ) >>> \_$58 [7:0];
+  assign \_$60  = \_$54  ? 1'h0 : \_$59 [0];
+  assign \_$61  = $signed(\_$53 ) + $signed({ 1'h0, \_$60  });
+  assign \_$62  = insn[111] ? \_$61  : 49'h0000000000000;
+  assign \_$63  = $signed(\_$49 ) + $signed(\_$62 );
+  assign \_$64  = insn[112] ? acc_rd__data[127:96] : 32'd0;
+  assign \_$65  = insn[110] ? param__data[415:384] : 32'd0;
+  assign \_$66  = $signed(\_$64 ) + $signed(\_$65 );
+  assign \_$67  = insn[113] ? \_$signal [31:24] : 8'h01;
+  assign \_$68  = $signed(act__data[31:24]) * $signed(\_$67 );
+  assign \_$69  = $signed(\_$68 ) * $signed(param__data[479:448]);
+  assign \_$70  = $signed(\_$69 ) >>> param__data[495:488];
+  assign \_$71  = ! param__data[495:488];
+  assign \_$72  = insn[113] ? \_$signal [31:24] : 8'h01;
+  assign \_$73  = $signed(act__data[31:24]) * $signed(\_$72 );
+  assign \_$74  = $signed(\_$73 ) * $signed(param__data[479:448]);
+  assign \_$75  = param__data[495:488] - 1'h1;
+  assign \_$76  = $signed(\_$74 ) >>> \_$75 [7:0];
+  assign \_$77  = \_$71  ? 1'h0 : \_$76 [0];
+  assign \_$78  = $signed(\_$70 ) + $signed({ 1'h0, \_$77  });
+  assign \_$79  = insn[111] ? \_$78  : 49'h0000000000000;
+  assign \_$80  = $signed(\_$66 ) + $signed(\_$79 );
+  assign \_$81  = insn[112] ? acc_rd__data[159:128] : 32'd0;
+  assign \_$82  = insn[110] ? param__data[543:512] : 32'd0;
+  assign \_$83  = $signed(\_$81 ) + $signed(\_$82 );
+  assign \_$84  = insn[113] ? \_$signal [39:32] : 8'h01;
+  assign \_$85  = $signed(act__data[39:32]) * $signed(\_$84 );
+  assign \_$86  = $signed(\_$85 ) * $signed(param__data[607:576]);
+  assign \_$87  = $signed(\_$86 ) >>> param__data[623:616];
+  assign \_$88  = ! param__data[623:616];
+  assign \_$89  = insn[113] ? \_$signal [39:32] : 8'h01;
+  assign \_$90  = $signed(act__data[39:32]) * $signed(\_$89 );
+  assign \_$91  = $signed(\_$90 ) * $signed(param__data[607:576]);
+  assign \_$92  = param__data[623:616] - 1'h1;
+  assign \_$93  = $signed(\_$91 ) >>> \_$92 [7:0];
+  assign \_$94  = \_$88  ? 1'h0 : \_$93 [0];
+  assign \_$95  = $signed(\_$87 ) + $signed({ 1'h0, \_$94  });
+  assign \_$96  = insn[111] ? \_$95  : 49'h0000000000000;
+  assign \_$97  = $signed(\_$83 ) + $signed(\_$96 );
+  assign \_$98  = insn[112] ? acc_rd__data[191:160] : 32'd0;
+  assign \_$99  = insn[110] ? param__data[671:640] : 32'd0;
+  assign \_$100  = $signed(\_$98 ) + $signed(\_$99 );
+  assign \_$101  = insn[113] ? \_$signal [47:40] : 8'h01;
+  assign \_$102  = $signed(act__data[47:40]) * $signed(\_$101 );
+  assign \_$103  = $signed(\_$102 ) * $signed(param__data[735:704]);
+  assign \_$104  = $signed(\_$103 ) >>> param__data[751:744];
+  assign \_$105  = ! param__data[751:744];
+  assign \_$106  = insn[113] ? \_$signal [47:40] : 8'h01;
+  assign \_$107  = $signed(act__data[47:40]) * $signed(\_$106 );
+  assign \_$108  = $signed(\_$107 ) * $signed(param__data[735:704]);
+  assign \_$109  = param__data[751:744] - 1'h1;
+  assign \_$110  = $signed(\_$108 ) >>> \_$109 [7:0];
+  assign \_$111  = \_$105  ? 1'h0 : \_$110 [0];
+  assign \_$112  = $signed(\_$104 ) + $signed({ 1'h0, \_$111  });
+  assign \_$113  = insn[111] ? \_$112  : 49'h0000000000000;
+  assign \_$114  = $signed(\_$100 ) + $signed(\_$113 );
+  assign \_$115  = insn[112] ? acc_rd__data[223:192] : 32'd0;
+  assign \_$116  = insn[110] ? param__data[799:768] : 32'd0;
+  assign \_$117  = $signed(\_$115 ) + $signed(\_$116 );
+  assign \_$118  = insn[113] ? \_$signal [55:48] : 8'h01;
+  assign \_$119  = $signed(act__data[55:48]) * $signed(\_$118 );
+  assign \_$120  = $signed(\_$119 ) * $signed(param__data[863:832]);
+  assign \_$121  = $signed(\_$120 ) >>> param__data[879:872];
+  assign \_$122  = ! param__data[879:872];
+  assign \_$123  = insn[113] ? \_$signal [55:48] : 8'h01;
+  assign \_$124  = $signed(act__data[55:48]) * $signed(\_$123 );
+  assign \_$125  = $signed(\_$124 ) * $signed(param__data[863:832]);
+  assign \_$126  = param__data[879:872] - 1'h1;
+  assign \_$127  = $signed(\_$125 ) >>> \_$126 [7:0];
+  assign \_$128  = \_$122  ? 1'h0 : \_$127 [0];
+  assign \_$129  = $signed(\_$121 ) + $signed({ 1'h0, \_$128  });
+  assign \_$130  = insn[111] ? \_$129  : 49'h0000000000000;
+  assign \_$131  = $signed(\_$117 ) + $signed(\_$130 );
+  assign \_$132  = insn[112] ? acc_rd__data[255:224] : 32'd0;
+  assign \_$133  = insn[110] ? param__data[927:896] : 32'd0;
+  assign \_$134  = $signed(\_$132 ) + $signed(\_$133 );
+  assign \_$135  = insn[113] ? \_$signal [63:56] : 8'h01;
+  assign \_$136  = $signed(act__data[63:56]) * $signed(\_$135 );
+  assign \_$137  = $signed(\_$136 ) * $signed(param__data[991:960]);
+  assign \_$138  = $signed(\_$137 ) >>> param__data[1007:1000];
+  assign \_$139  = ! param__data[1007:1000];
+  assign \_$140  = insn[113] ? \_$signal [63:56] : 8'h01;
+  assign \_$141  = $signed(act__data[63:56]) * $signed(\_$140 );
+  assign \_$142  = $signed(\_$141 ) * $signed(param__data[991:960]);
+  assign \_$143  = param__data[1007:1000] - 1'h1;
+  assign \_$144  = $signed(\_$142 ) >>> \_$143 [7:0];
+  assign \_$145  = \_$139  ? 1'h0 : \_$144 [0];
+  assign \_$146  = $signed(\_$138 ) + $signed({ 1'h0, \_$145  });
+  assign \_$147  = insn[111] ? \_$146  : 49'h0000000000000;
+  assign \_$148  = $signed(\_$134 ) + $signed(\_$147 );
+  assign \_$149  = insn[112] ? acc_rd__data[287:256] : 32'd0;
+  assign \_$150  = insn[110] ? param__data[1055:1024] : 32'd0;
+  assign \_$151  = $signed(\_$149 ) + $signed(\_$150 );
+  assign \_$152  = insn[113] ? \_$signal [71:64] : 8'h01;
+  assign \_$153  = $signed(act__data[71:64]) * $signed(\_$152 );
+  assign \_$154  = $signed(\_$153 ) * $signed(param__data[1119:1088]);
+  assign \_$155  = $signed(\_$154 ) >>> param__data[1135:1128];
+  assign \_$156  = ! param__data[1135:1128];
+  assign \_$157  = insn[113] ? \_$signal [71:64] : 8'h01;
+  assign \_$158  = $signed(act__data[71:64]) * $signed(\_$157 );
+  assign \_$159  = $signed(\_$158 ) * $signed(param__data[1119:1088]);
+  assign \_$160  = param__data[1135:1128] - 1'h1;
   assign \_$161  = $signed(\_$159 ) >>> \_$160 [7:0];
-  assign \_$162  = \_$158  ? 1'h0 : \_$161 [0];
-  assign \_$163  = $signed(\_$157 ) + $signed({ 1'h0, \_$162  });
-  assign \_$164  = insn[111] ? \_$163  : 41'h00000000000;
-  assign \_$165  = $signed(\_$155 ) + $signed(\_$164 );
-  assign \_$166  = insn[112] ? acc_rd__data[415:384] : 32'd0;
-  assign \_$167  = insn[110] ? param__data[1567:1536] : 32'd0;
+  assign \_$162  = \_$156  ? 1'h0 : \_$161 [0];
+  assign \_$163  = $signed(\_$155 ) + $signed({ 1'h0, \_$162  });
+  assign \_$164  = insn[111] ? \_$163  : 49'h0000000000000;
+  assign \_$165  = $signed(\_$151 ) + $signed(\_$164 );
+  assign \_$166  = insn[112] ? acc_rd__data[319:288] : 32'd0;
+  assign \_$167  = insn[110] ? param__data[1183:1152] : 32'd0;
   assign \_$168  = $signed(\_$166 ) + $signed(\_$167 );
-  assign \_$169  = $signed(act__data[103:96]) * $signed(param__data[1631:1600]);
-  assign \_$170  = $signed(\_$169 ) >>> param__data[1647:1640];
-  assign \_$171  = ! param__data[1647:1640];
-  assign \_$172  = $signed(act__data[103:96]) * $signed(param__data[1631:1600]);
-  assign \_$173  = param__data[1647:1640] - 1'h1;
-  assign \_$174  = $signed(\_$172 ) >>> \_$173 [7:0];
-  assign \_$175  = \_$171  ? 1'h0 : \_$174 [0];
-  assign \_$176  = $signed(\_$170 ) + $signed({ 1'h0, \_$175  });
-  assign \_$177  = insn[111] ? \_$176  : 41'h00000000000;
-  assign \_$178  = $signed(\_$168 ) + $signed(\_$177 );
-  assign \_$179  = insn[112] ? acc_rd__data[447:416] : 32'd0;
-  assign \_$180  = insn[110] ? param__data[1695:1664] : 32'd0;
-  assign \_$181  = $signed(\_$179 ) + $signed(\_$180 );
-  assign \_$182  = $signed(act__data[111:104]) * $signed(param__data[1759:1728]);
-  assign \_$183  = $signed(\_$182 ) >>> param__data[1775:1768];
-  assign \_$184  = ! param__data[1775:1768];
-  assign \_$185  = $signed(act__data[111:104]) * $signed(param__data[1759:1728]);
-  assign \_$186  = param__data[1775:1768] - 1'h1;
-  assign \_$187  = $signed(\_$185 ) >>> \_$186 [7:0];
-  assign \_$188  = \_$184  ? 1'h0 : \_$187 [0];
-  assign \_$189  = $signed(\_$183 ) + $signed({ 1'h0, \_$188  });
-  assign \_$190  = insn[111] ? \_$189  : 41'h00000000000;
-  assign \_$191  = $signed(\_$181 ) + $signed(\_$190 );
-  assign \_$192  = insn[112] ? acc_rd__data[479:448] : 32'd0;
-  assign \_$193  = insn[110] ? param__data[1823:1792] : 32'd0;
-  assign \_$194  = $signed(\_$192 ) + $signed(\_$193 );
-  assign \_$195  = $signed(act__data[119:112]) * $signed(param__data[1887:1856]);
-  assign \_$196  = $signed(\_$195 ) >>> param__data[1903:1896];
-  assign \_$197  = ! param__data[1903:1896];
-  assign \_$198  = $signed(act__data[119:112]) * $signed(param__data[1887:1856]);
-  assign \_$199  = param__data[1903:1896] - 1'h1;
-  assign \_$200  = $signed(\_$198 ) >>> \_$199 [7:0];
-  assign \_$201  = \_$197  ? 1'h0 : \_$200 [0];
-  assign \_$202  = $signed(\_$196 ) + $signed({ 1'h0, \_$201  });
-  assign \_$203  = insn[111] ? \_$202  : 41'h00000000000;
-  assign \_$204  = $signed(\_$194 ) + $signed(\_$203 );
-  assign \_$205  = insn[112] ? acc_rd__data[511:480] : 32'd0;
-  assign \_$206  = insn[110] ? param__data[1951:1920] : 32'd0;
-  assign \_$207  = $signed(\_$205 ) + $signed(\_$206 );
-  assign \_$208  = $signed(act__data[127:120]) * $signed(param__data[2015:1984]);
-  assign \_$209  = $signed(\_$208 ) >>> param__data[2031:2024];
-  assign \_$210  = ! param__data[2031:2024];
-  assign \_$211  = $signed(act__data[127:120]) * $signed(param__data[2015:1984]);
-  assign \_$212  = param__data[2031:2024] - 1'h1;
-  assign \_$213  = $signed(\_$211 ) >>> \_$212 [7:0];
-  assign \_$214  = \_$210  ? 1'h0 : \_$213 [0];
-  assign \_$215  = $signed(\_$209 ) + $signed({ 1'h0, \_$214  });
-  assign \_$216  = insn[111] ? \_$215  : 41'h00000000000;
-  assign \_$217  = $signed(\_$207 ) + $signed(\_$216 );
-  assign \_$218  = insn[3:0] == 3'h4;
-  assign \_$219  = \_$signal  & \_$218 ;
-  assign \_$220  = \_$219  & insn[111];
-  assign \_$221  = param__data[111:104] > 6'h3e;
-  assign \_$223  = param__data[239:232] > 6'h3e;
-  assign \_$224  = \_$222  | \_$223 ;
-  assign \_$225  = param__data[367:360] > 6'h3e;
-  assign \_$226  = \_$224  | \_$225 ;
-  assign \_$227  = param__data[495:488] > 6'h3e;
-  assign \_$228  = \_$226  | \_$227 ;
-  assign \_$229  = param__data[623:616] > 6'h3e;
-  assign \_$230  = \_$228  | \_$229 ;
-  assign \_$231  = param__data[751:744] > 6'h3e;
-  assign \_$232  = \_$230  | \_$231 ;
-  assign \_$233  = param__data[879:872] > 6'h3e;
-  assign \_$234  = \_$232  | \_$233 ;
-  assign \_$235  = param__data[1007:1000] > 6'h3e;
-  assign \_$236  = \_$234  | \_$235 ;
-  assign \_$237  = param__data[1135:1128] > 6'h3e;
-  assign \_$238  = \_$236  | \_$237 ;
-  assign \_$239  = param__data[1263:1256] > 6'h3e;
-  assign \_$240  = \_$238  | \_$239 ;
-  assign \_$241  = param__data[1391:1384] > 6'h3e;
-  assign \_$242  = \_$240  | \_$241 ;
-  assign \_$243  = param__data[1519:1512] > 6'h3e;
-  assign \_$244  = \_$242  | \_$243 ;
-  assign \_$245  = param__data[1647:1640] > 6'h3e;
-  assign \_$246  = \_$244  | \_$245 ;
-  assign \_$247  = param__data[1775:1768] > 6'h3e;
-  assign \_$248  = \_$246  | \_$247 ;
-  assign \_$249  = param__data[1903:1896] > 6'h3e;
-  assign \_$250  = \_$248  | \_$249 ;
-  assign \_$251  = param__data[2031:2024] > 6'h3e;
-  assign \_$252  = \_$250  | \_$251 ;
-  assign \_$253  = \_$220  & \_$252 ;
-  assign \_$254  = ! insn[102];
-  assign \_$255  = $signed(act__data[7:0]) > $signed(acc_rd__data[31:0]);
-  assign \_$256  = \_$255  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : acc_rd__data[31:0];
-  assign \_$257  = $signed(acc_rd__data[31:0]) + $signed(act__data[7:0]);
-  assign \_$258  = insn[102] ? \_$257  : { \_$256 [31], \_$256  };
-  assign \_$259  = insn[103] ? \_$258  : { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] };
-  assign \_$260  = ! insn[102];
-  assign \_$261  = $signed(act__data[7:0]) > $signed(running[31:0]);
-  assign \_$262  = \_$261  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : running[31:0];
-  assign \_$263  = $signed(running[31:0]) + $signed(act__data[7:0]);
-  assign \_$264  = insn[102] ? \_$263  : { \_$262 [31], \_$262  };
-  assign \_$265  = ln_first ? \_$259  : \_$264 ;
-  assign \_$266  = ! insn[102];
-  assign \_$267  = $signed(act__data[15:8]) > $signed(acc_rd__data[63:32]);
-  assign \_$268  = \_$267  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : acc_rd__data[63:32];
-  assign \_$269  = $signed(acc_rd__data[63:32]) + $signed(act__data[15:8]);
-  assign \_$270  = insn[102] ? \_$269  : { \_$268 [31], \_$268  };
-  assign \_$271  = insn[103] ? \_$270  : { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] };
-  assign \_$272  = ! insn[102];
-  assign \_$273  = $signed(act__data[15:8]) > $signed(running[63:32]);
-  assign \_$274  = \_$273  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : running[63:32];
-  assign \_$275  = $signed(running[63:32]) + $signed(act__data[15:8]);
-  assign \_$276  = insn[102] ? \_$275  : { \_$274 [31], \_$274  };
-  assign \_$277  = ln_first ? \_$271  : \_$276 ;
-  assign \_$278  = ! insn[102];
-  assign \_$279  = $signed(act__data[23:16]) > $signed(acc_rd__data[95:64]);
-  assign \_$280  = \_$279  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : acc_rd__data[95:64];
-  assign \_$281  = $signed(acc_rd__data[95:64]) + $signed(act__data[23:16]);
-  assign \_$282  = insn[102] ? \_$281  : { \_$280 [31], \_$280  };
-  assign \_$283  = insn[103] ? \_$282  : { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] };
-  assign \_$284  = ! insn[102];
-  assign \_$285  = $signed(act__data[23:16]) > $signed(running[95:64]);
-  assign \_$286  = \_$285  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : running[95:64];
-  assign \_$287  = $signed(running[95:64]) + $signed(act__data[23:16]);
-  assign \_$288  = insn[102] ? \_$287  : { \_$286 [31], \_$286  };
-  assign \_$289  = ln_first ? \_$283  : \_$288 ;
-  assign \_$290  = ! insn[102];
-  assign \_$291  = $signed(act__data[31:24]) > $signed(acc_rd__data[127:96]);
-  assign \_$292  = \_$291  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : acc_rd__data[127:96];
-  assign \_$293  = $signed(acc_rd__data[127:96]) + $signed(act__data[31:24]);
-  assign \_$294  = insn[102] ? \_$293  : { \_$292 [31], \_$292  };
-  assign \_$295  = insn[103] ? \_$294  : { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] };
-  assign \_$296  = ! insn[102];
-  assign \_$297  = $signed(act__data[31:24]) > $signed(running[127:96]);
-  assign \_$298  = \_$297  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : running[127:96];
-  assign \_$299  = $signed(running[127:96]) + $signed(act__data[31:24]);
-  assign \_$300  = insn[102] ? \_$299  : { \_$298 [31], \_$298  };
-  assign \_$301  = ln_first ? \_$295  : \_$300 ;
-  assign \_$302  = ! insn[102];
-  assign \_$303  = $signed(act__data[39:32]) > $signed(acc_rd__data[159:128]);
-  assign \_$304  = \_$303  ? { act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39:32] } : acc_rd__data[159:128];
-  assign \_$305  = $signed(acc_rd__data[159:128]) + $signed(act__data[39:32]);
-  assign \_$306  = insn[102] ? \_$305  : { \_$304 [31], \_$304  };
-  assign \_$307  = insn[103] ? \_$306  : { act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39:32] };
-  assign \_$308  = ! insn[102];
-  assign \_$309  = $signed(act__data[39:32]) > $signed(running[159:128]);
-  assign \_$310  = \_$309  ? { act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39:32] } : running[159:128];
-  assign \_$311  = $signed(running[159:128]) + $signed(act__data[39:32]);
-  assign \_$312  = insn[102] ? \_$311  : { \_$310 [31], \_$310  };
-  assign \_$313  = ln_first ? \_$307  : \_$312 ;
-  assign \_$314  = ! insn[102];
-  assign \_$315  = $signed(act__data[47:40]) > $signed(acc_rd__data[191:160]);
-  assign \_$316  = \_$315  ? { act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47:40] } : acc_rd__data[191:160];
-  assign \_$317  = $signed(acc_rd__data[191:160]) + $signed(act__data[47:40]);
-  assign \_$318  = insn[102] ? \_$317  : { \_$316 [31], \_$316  };
-  assign \_$319  = insn[103] ? \_$318  : { act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47:40] };
-  assign \_$320  = ! insn[102];
-  assign \_$321  = $signed(act__data[47:40]) > $signed(running[191:160]);
-  assign \_$322  = \_$321  ? { act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47:40] } : running[191:160];
-  assign \_$323  = $signed(running[191:160]) + $signed(act__data[47:40]);
-  assign \_$324  = insn[102] ? \_$323  : { \_$322 [31], \_$322  };
-  assign \_$325  = ln_first ? \_$319  : \_$324 ;
-  assign \_$326  = ! insn[102];
-  assign \_$327  = $signed(act__data[55:48]) > $signed(acc_rd__data[223:192]);
-  assign \_$328  = \_$327  ? { act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55:48] } : acc_rd__data[223:192];
-  assign \_$329  = $signed(acc_rd__data[223:192]) + $signed(act__data[55:48]);
-  assign \_$330  = insn[102] ? \_$329  : { \_$328 [31], \_$328  };
-  assign \_$331  = insn[103] ? \_$330  : { act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55:48] };
-  assign \_$332  = ! insn[102];
-  assign \_$333  = $signed(act__data[55:48]) > $signed(running[223:192]);
-  assign \_$334  = \_$333  ? { act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55:48] } : running[223:192];
-  assign \_$335  = $signed(running[223:192]) + $signed(act__data[55:48]);
-  assign \_$336  = insn[102] ? \_$335  : { \_$334 [31], \_$334  };
-  assign \_$337  = ln_first ? \_$331  : \_$336 ;
-  assign \_$338  = ! insn[102];
-  assign \_$339  = $signed(act__data[63:56]) > $signed(acc_rd__data[255:224]);
-  assign \_$340  = \_$339  ? { act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63:56] } : acc_rd__data[255:224];
-  assign \_$341  = $signed(acc_rd__data[255:224]) + $signed(act__data[63:56]);
-  assign \_$342  = insn[102] ? \_$341  : { \_$340 [31], \_$340  };
-  assign \_$343  = insn[103] ? \_$342  : { act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63:56] };
-  assign \_$344  = ! insn[102];
-  assign \_$345  = $signed(act__data[63:56]) > $signed(running[255:224]);
-  assign \_$346  = \_$345  ? { act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63], act__data[63:56] } : running[255:224];
-  assign \_$347  = $signed(running[255:224]) + $signed(act__data[63:56]);
-  assign \_$348  = insn[102] ? \_$347  : { \_$346 [31], \_$346  };
-  assign \_$349  = ln_first ? \_$343  : \_$348 ;
-  assign \_$350  = ! insn[102];
-  assign \_$351  = $signed(act__data[71:64]) > $signed(acc_rd__data[287:256]);
-  assign \_$352  = \_$351  ? { act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71:64] } : acc_rd__data[287:256];
-  assign \_$353  = $signed(acc_rd__data[287:256]) + $signed(act__data[71:64]);
-  assign \_$354  = insn[102] ? \_$353  : { \_$352 [31], \_$352  };
-  assign \_$355  = insn[103] ? \_$354  : { act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71:64] };
-  assign \_$356  = ! insn[102];
-  assign \_$357  = $signed(act__data[71:64]) > $signed(running[287:256]);
-  assign \_$358  = \_$357  ? { act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71], act__data[71:64] } : running[287:256];
-  assign \_$359  = $signed(running[287:256]) + $signed(act__data[71:64]);
-  assign \_$360  = insn[102] ? \_$359  : { \_$358 [31], \_$358  };
-  assign \_$361  = ln_first ? \_$355  : \_$360 ;
-  assign \_$362  = ! insn[102];
-  assign \_$363  = $signed(act__data[79:72]) > $signed(acc_rd__data[319:288]);
-  assign \_$364  = \_$363  ? { act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79:72] } : acc_rd__data[319:288];
-  assign \_$365  = $signed(acc_rd__data[319:288]) + $signed(act__data[79:72]);
-  assign \_$366  = insn[102] ? \_$365  : { \_$364 [31], \_$364  };
-  assign \_$367  = insn[103] ? \_$366  : { act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79:72] };
-  assign \_$368  = ! insn[102];
-  assign \_$369  = $signed(act__data[79:72]) > $signed(running[319:288]);
-  assign \_$370  = \_$369  ? { act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79], act__data[79:72] } : running[319:288];
-  assign \_$371  = $signed(running[319:288]) + $signed(act__data[79:72]);
-  assign \_$372  = insn[102] ? \_$371  : { \_$370 [31], \_$370  };
-  assign \_$373  = ln_first ? \_$367  : \_$372 ;
-  assign \_$374  = ! insn[102];
-  assign \_$375  = $signed(act__data[87:80]) > $signed(acc_rd__data[351:320]);
-  assign \_$376  = \_$375  ? { act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87:80] } : acc_rd__data[351:320];
-  assign \_$377  = $signed(acc_rd__data[351:320]) + $signed(act__data[87:80]);
-  assign \_$378  = insn[102] ? \_$377  : { \_$376 [31], \_$376  };
-  assign \_$379  = insn[103] ? \_$378  : { act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87:80] };
-  assign \_$380  = ! insn[102];
-  assign \_$381  = $signed(act__data[87:80]) > $signed(running[351:320]);
-  assign \_$382  = \_$381  ? { act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87], act__data[87:80] } : running[351:320];
-  assign \_$383  = $signed(running[351:320]) + $signed(act__data[87:80]);
-  assign \_$384  = insn[102] ? \_$383  : { \_$382 [31], \_$382  };
-  assign \_$385  = ln_first ? \_$379  : \_$384 ;
-  assign \_$386  = ! insn[102];
-  assign \_$387  = $signed(act__data[95:88]) > $signed(acc_rd__data[383:352]);
-  assign \_$388  = \_$387  ? { act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95:88] } : acc_rd__data[383:352];
-  assign \_$389  = $signed(acc_rd__data[383:352]) + $signed(act__data[95:88]);
-  assign \_$390  = insn[102] ? \_$389  : { \_$388 [31], \_$388  };
-  assign \_$391  = insn[103] ? \_$390  : { act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95:88] };
-  assign \_$392  = ! insn[102];
-  assign \_$393  = $signed(act__data[95:88]) > $signed(running[383:352]);
-  assign \_$394  = \_$393  ? { act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95], act__data[95:88] } : running[383:352];
-  assign \_$395  = $signed(running[383:352]) + $signed(act__data[95:88]);
-  assign \_$396  = insn[102] ? \_$395  : { \_$394 [31], \_$394  };
-  assign \_$397  = ln_first ? \_$391  : \_$396 ;
-  assign \_$398  = ! insn[102];
-  assign \_$399  = $signed(act__data[103:96]) > $signed(acc_rd__data[415:384]);
-  assign \_$400  = \_$399  ? { act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103:96] } : acc_rd__data[415:384];
-  assign \_$401  = $signed(acc_rd__data[415:384]) + $signed(act__data[103:96]);
-  assign \_$402  = insn[102] ? \_$401  : { \_$400 [31], \_$400  };
-  assign \_$403  = insn[103] ? \_$402  : { act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103:96] };
-  assign \_$404  = ! insn[102];
-  assign \_$405  = $signed(act__data[103:96]) > $signed(running[415:384]);
-  assign \_$406  = \_$405  ? { act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103], act__data[103:96] } : running[415:384];
-  assign \_$407  = $signed(running[415:384]) + $signed(act__data[103:96]);
-  assign \_$408  = insn[102] ? \_$407  : { \_$406 [31], \_$406  };
-  assign \_$409  = ln_first ? \_$403  : \_$408 ;
-  assign \_$410  = ! insn[102];
-  assign \_$411  = $signed(act__data[111:104]) > $signed(acc_rd__data[447:416]);
-  assign \_$412  = \_$411  ? { act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111:104] } : acc_rd__data[447:416];
-  assign \_$413  = $signed(acc_rd__data[447:416]) + $signed(act__data[111:104]);
-  assign \_$414  = insn[102] ? \_$413  : { \_$412 [31], \_$412  };
-  assign \_$415  = insn[103] ? \_$414  : { act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111:104] };
-  assign \_$416  = ! insn[102];
-  assign \_$417  = $signed(act__data[111:104]) > $signed(running[447:416]);
-  assign \_$418  = \_$417  ? { act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111], act__data[111:104] } : running[447:416];
-  assign \_$419  = $signed(running[447:416]) + $signed(act__data[111:104]);
-  assign \_$420  = insn[102] ? \_$419  : { \_$418 [31], \_$418  };
-  assign \_$421  = ln_first ? \_$415  : \_$420 ;
-  assign \_$422  = ! insn[102];
-  assign \_$423  = $signed(act__data[119:112]) > $signed(acc_rd__data[479:448]);
-  assign \_$424  = \_$423  ? { act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119:112] } : acc_rd__data[479:448];
-  assign \_$425  = $signed(acc_rd__data[479:448]) + $signed(act__data[119:112]);
-  assign \_$426  = insn[102] ? \_$425  : { \_$424 [31], \_$424  };
-  assign \_$427  = insn[103] ? \_$426  : { act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119:112] };
-  assign \_$428  = ! insn[102];
-  assign \_$429  = $signed(act__data[119:112]) > $signed(running[479:448]);
-  assign \_$430  = \_$429  ? { act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119], act__data[119:112] } : running[479:448];
-  assign \_$431  = $signed(running[479:448]) + $signed(act__data[119:112]);
-  assign \_$432  = insn[102] ? \_$431  : { \_$430 [31], \_$430  };
-  assign \_$433  = ln_first ? \_$427  : \_$432 ;
-  assign \_$434  = ! insn[102];
-  assign \_$435  = $signed(act__data[127:120]) > $signed(acc_rd__data[511:480]);
-  assign \_$436  = \_$435  ? { act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127:120] } : acc_rd__data[511:480];
-  assign \_$437  = $signed(acc_rd__data[511:480]) + $signed(act__data[127:120]);
-  assign \_$438  = insn[102] ? \_$437  : { \_$436 [31], \_$436  };
-  assign \_$439  = insn[103] ? \_$438  : { act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127:120] };
-  assign \_$440  = ! insn[102];
-  assign \_$441  = $signed(act__data[127:120]) > $signed(running[511:480]);
-  assign \_$442  = \_$441  ? { act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127], act__data[127:120] } : running[511:480];
-  assign \_$443  = $signed(running[511:480]) + $signed(act__data[127:120]);
-  assign \_$444  = insn[102] ? \_$443  : { \_$442 [31], \_$442  };
-  assign \_$445  = ln_first ? \_$439  : \_$444 ;
-  assign \_$446  = insn[3:0] == 3'h4;
-  assign \_$447  = \_$signal  & \_$446 ;
-  assign \_$448  = \_$signal  & \_$signal$13 ;
-  assign \_$449  = acc_ptr >= 12'h800;
-  assign \_$450  = \_$signal$20  >= 14'h2000;
-  assign \_$451  = insn[111] & \_$450 ;
-  assign \_$452  = \_$449  | \_$451 ;
-  assign \_$453  = insn[55:40] + \_$signal$21 ;
-  assign \_$454  = \_$453  >= 9'h100;
-  assign \_$455  = \_$452  | \_$454 ;
-  assign \_$456  = ~ halt;
-  assign \_$457  = insn[55:40] + \_$signal$21 ;
-  assign \_$458  = \_$signal$20  >= 14'h2000;
-  assign \_$459  = acc_ptr >= 12'h800;
-  assign \_$460  = \_$458  | \_$459 ;
-  assign \_$461  = ~ halt;
-  assign \_$462  = ! w;
-  assign \_$463  = ! line_state;
-  assign \_$464  = line_state == 1'h1;
-  assign \_$465  = line_state == 2'h2;
-  assign \_$466  = line_state == 2'h3;
-  assign \_$467  = line_state == 3'h4;
-  assign \_$468  = insn[3:0] == 3'h4;
-  assign \_$469  = acc_ptr >= 12'h800;
-  assign \_$470  = \_$signal$20  >= 14'h2000;
-  assign \_$471  = insn[111] & \_$470 ;
-  assign \_$472  = \_$469  | \_$471 ;
-  assign \_$473  = insn[55:40] + \_$signal$21 ;
-  assign \_$474  = \_$473  >= 9'h100;
-  assign \_$475  = \_$472  | \_$474 ;
+  assign \_$169  = insn[113] ? \_$signal [79:72] : 8'h01;
+  assign \_$170  = $signed(act__data[79:72]) * $signed(\_$169 );
+  assign \_$171  = $signed(\_$170 ) * $signed(param__data[1247:1216]);
+  assign \_$172  = $signed(\_$171 ) >>> param__data[1263:1256];
+  assign \_$173  = ! param__data[1263:1256];
+  assign \_$174  = insn[113] ? \_$signal [79:72] : 8'h01;
+  assign \_$175  = $signed(act__data[79:72]) * $signed(\_$174 );
+  assign \_$176  = $signed(\_$175 ) * $signed(param__data[1247:1216]);
+  assign \_$177  = param__data[1263:1256] - 1'h1;
+  assign \_$178  = $signed(\_$176 ) >>> \_$177 [7:0];
+  assign \_$179  = \_$173  ? 1'h0 : \_$178 [0];
+  assign \_$180  = $signed(\_$172 ) + $signed({ 1'h0, \_$179  });
+  assign \_$181  = insn[111] ? \_$180  : 49'h0000000000000;
+  assign \_$182  = $signed(\_$168 ) + $signed(\_$181 );
+  assign \_$183  = insn[112] ? acc_rd__data[351:320] : 32'd0;
+  assign \_$184  = insn[110] ? param__data[1311:1280] : 32'd0;
+  assign \_$185  = $signed(\_$183 ) + $signed(\_$184 );
+  assign \_$186  = insn[113] ? \_$signal [87:80] : 8'h01;
+  assign \_$187  = $signed(act__data[87:80]) * $signed(\_$186 );
+  assign \_$188  = $signed(\_$187 ) * $signed(param__data[1375:1344]);
+  assign \_$189  = $signed(\_$188 ) >>> param__data[1391:1384];
+  assign \_$190  = ! param__data[1391:1384];
+  assign \_$191  = insn[113] ? \_$signal [87:80] : 8'h01;
+  assign \_$192  = $signed(act__data[87:80]) * $signed(\_$191 );
+  assign \_$193  = $signed(\_$192 ) * $signed(param__data[1375:1344]);
+  assign \_$194  = param__data[1391:1384] - 1'h1;
+  assign \_$195  = $signed(\_$193 ) >>> \_$194 [7:0];
+  assign \_$196  = \_$190  ? 1'h0 : \_$195 [0];
+  assign \_$197  = $signed(\_$189 ) + $signed({ 1'h0, \_$196  });
+  assign \_$198  = insn[111] ? \_$197  : 49'h0000000000000;
+  assign \_$199  = $signed(\_$185 ) + $signed(\_$198 );
+  assign \_$200  = insn[112] ? acc_rd__data[383:352] : 32'd0;
+  assign \_$201  = insn[110] ? param__data[1439:1408] : 32'd0;
+  assign \_$202  = $signed(\_$200 ) + $signed(\_$201 );
+  assign \_$203  = insn[113] ? \_$signal [95:88] : 8'h01;
+  assign \_$204  = $signed(act__data[95:88]) * $signed(\_$203 );
+  assign \_$205  = $signed(\_$204 ) * $signed(param__data[1503:1472]);
+  assign \_$206  = $signed(\_$205 ) >>> param__data[1519:1512];
+  assign \_$207  = ! param__data[1519:1512];
+  assign \_$208  = insn[113] ? \_$signal [95:88] : 8'h01;
+  assign \_$209  = $signed(act__data[95:88]) * $signed(\_$208 );
+  assign \_$210  = $signed(\_$209 ) * $signed(param__data[1503:1472]);
+  assign \_$211  = param__data[1519:1512] - 1'h1;
+  assign \_$212  = $signed(\_$210 ) >>> \_$211 [7:0];
+  assign \_$213  = \_$207  ? 1'h0 : \_$212 [0];
+  assign \_$214  = $signed(\_$206 ) + $signed({ 1'h0, \_$213  });
+  assign \_$215  = insn[111] ? \_$214  : 49'h0000000000000;
+  assign \_$216  = $signed(\_$202 ) + $signed(\_$215 );
+  assign \_$217  = insn[112] ? acc_rd__data[415:384] : 32'd0;
+  assign \_$218  = insn[110] ? param__data[1567:1536] : 32'd0;
+  assign \_$219  = $signed(\_$217 ) + $signed(\_$218 );
+  assign \_$220  = insn[113] ? \_$signal [103:96] : 8'h01;
+  assign \_$221  = $signed(act__data[103:96]) * $signed(\_$220 );
+  assign \_$222  = $signed(\_$221 ) * $signed(param__data[1631:1600]);
+  assign \_$223  = $signed(\_$222 ) >>> param__data[1647:1640];
+  assign \_$224  = ! param__data[1647:1640];
+  assign \_$225  = insn[113] ? \_$signal [103:96] : 8'h01;
+  assign \_$226  = $signed(act__data[103:96]) * $signed(\_$225 );
+  assign \_$227  = $signed(\_$226 ) * $signed(param__data[1631:1600]);
+  assign \_$228  = param__data[1647:1640] - 1'h1;
+  assign \_$229  = $signed(\_$227 ) >>> \_$228 [7:0];
+  assign \_$230  = \_$224  ? 1'h0 : \_$229 [0];
+  assign \_$231  = $signed(\_$223 ) + $signed({ 1'h0, \_$230  });
+  assign \_$232  = insn[111] ? \_$231  : 49'h0000000000000;
+  assign \_$233  = $signed(\_$219 ) + $signed(\_$232 );
+  assign \_$234  = insn[112] ? acc_rd__data[447:416] : 32'd0;
+  assign \_$235  = insn[110] ? param__data[1695:1664] : 32'd0;
+  assign \_$236  = $signed(\_$234 ) + $signed(\_$235 );
+  assign \_$237  = insn[113] ? \_$signal [111:104] : 8'h01;
+  assign \_$238  = $signed(act__data[111:104]) * $signed(\_$237 );
+  assign \_$239  = $signed(\_$238 ) * $signed(param__data[1759:1728]);
+  assign \_$240  = $signed(\_$239 ) >>> param__data[1775:1768];
+  assign \_$241  = ! param__data[1775:1768];
+  assign \_$242  = insn[113] ? \_$signal [111:104] : 8'h01;
+  assign \_$243  = $signed(act__data[111:104]) * $signed(\_$242 );
+  assign \_$244  = $signed(\_$243 ) * $signed(param__data[1759:1728]);
+  assign \_$245  = param__data[1775:1768] - 1'h1;
+  assign \_$246  = $signed(\_$244 ) >>> \_$245 [7:0];
+  assign \_$247  = \_$241  ? 1'h0 : \_$246 [0];
+  assign \_$248  = $signed(\_$240 ) + $signed({ 1'h0, \_$247  });
+  assign \_$249  = insn[111] ? \_$248  : 49'h0000000000000;
+  assign \_$250  = $signed(\_$236 ) + $signed(\_$249 );
+  assign \_$251  = insn[112] ? acc_rd__data[479:448] : 32'd0;
+  assign \_$252  = insn[110] ? param__data[1823:1792] : 32'd0;
+  assign \_$253  = $signed(\_$251 ) + $signed(\_$252 );
+  assign \_$254  = insn[113] ? \_$signal [119:112] : 8'h01;
+  assign \_$255  = $signed(act__data[119:112]) * $signed(\_$254 );
+  assign \_$256  = $signed(\_$255 ) * $signed(param__data[1887:1856]);
+  assign \_$257  = $signed(\_$256 ) >>> param__data[1903:1896];
+  assign \_$258  = ! param__data[1903:1896];
+  assign \_$259  = insn[113] ? \_$signal [119:112] : 8'h01;
+  assign \_$260  = $signed(act__data[119:112]) * $signed(\_$259 );
+  assign \_$261  = $signed(\_$260 ) * $signed(param__data[1887:1856]);
+  assign \_$262  = param__data[1903:1896] - 1'h1;
+  assign \_$263  = $signed(\_$261 ) >>> \_$262 [7:0];
+  assign \_$264  = \_$258  ? 1'h0 : \_$263 [0];
+  assign \_$265  = $signed(\_$257 ) + $signed({ 1'h0, \_$264  });
+  assign \_$266  = insn[111] ? \_$265  : 49'h0000000000000;
+  assign \_$267  = $signed(\_$253 ) + $signed(\_$266 );
+  assign \_$268  = insn[112] ? acc_rd__data[511:480] : 32'd0;
+  assign \_$269  = insn[110] ? param__data[1951:1920] : 32'd0;
+  assign \_$270  = $signed(\_$268 ) + $signed(\_$269 );
+  assign \_$271  = insn[113] ? \_$signal [127:120] : 8'h01;
+  assign \_$272  = $signed(act__data[127:120]) * $signed(\_$271 );
+  assign \_$273  = $signed(\_$272 ) * $signed(param__data[2015:1984]);
+  assign \_$274  = $signed(\_$273 ) >>> param__data[2031:2024];
+  assign \_$275  = ! param__data[2031:2024];
+  assign \_$276  = insn[113] ? \_$signal [127:120] : 8'h01;
+  assign \_$277  = $signed(act__data[127:120]) * $signed(\_$276 );
+  assign \_$278  = $signed(\_$277 ) * $signed(param__data[2015:1984]);
+  assign \_$279  = param__data[2031:2024] - 1'h1;
+  assign \_$280  = $signed(\_$278 ) >>> \_$279 [7:0];
+  assign \_$281  = \_$275  ? 1'h0 : \_$280 [0];
+  assign \_$282  = $signed(\_$274 ) + $signed({ 1'h0, \_$281  });
+  assign \_$283  = insn[111] ? \_$282  : 49'h0000000000000;
+  assign \_$284  = $signed(\_$270 ) + $signed(\_$283 );
+  assign \_$285  = insn[3:0] == 3'h4;
+  assign \_$286  = \_$signal$7  & \_$285 ;
+  assign \_$287  = \_$286  & insn[111];
+  assign \_$288  = param__data[111:104] > 6'h3e;
+  assign \_$290  = param__data[239:232] > 6'h3e;
+  assign \_$291  = \_$289  | \_$290 ;
+  assign \_$292  = param__data[367:360] > 6'h3e;
+  assign \_$293  = \_$291  | \_$292 ;
+  assign \_$294  = param__data[495:488] > 6'h3e;
+  assign \_$295  = \_$293  | \_$294 ;
+  assign \_$296  = param__data[623:616] > 6'h3e;
+  assign \_$297  = \_$295  | \_$296 ;
+  assign \_$298  = param__data[751:744] > 6'h3e;
+  assign \_$299  = \_$297  | \_$298 ;
+  assign \_$300  = param__data[879:872] > 6'h3e;
+  assign \_$301  = \_$299  | \_$300 ;
+  assign \_$302  = param__data[1007:1000] > 6'h3e;
+  assign \_$303  = \_$301  | \_$302 ;
+  assign \_$304  = param__data[1135:1128] > 6'h3e;
+  assign \_$305  = \_$303  | \_$304 ;
+  assign \_$306  = param__data[1263:1256] > 6'h3e;
+  assign \_$307  = \_$305  | \_$306 ;
+  assign \_$308  = param__data[1391:1384] > 6'h3e;
+  assign \_$309  = \_$307  | \_$308 ;
+  assign \_$310  = param__data[1519:1512] > 6'h3e;
+  assign \_$311  = \_$309  | \_$310 ;
+  assign \_$312  = param__data[1647:1640] > 6'h3e;
+  assign \_$313  = \_$311  | \_$312 ;
+  assign \_$314  = param__data[1775:1768] > 6'h3e;
+  assign \_$315  = \_$313  | \_$314 ;
+  assign \_$316  = param__data[1903:1896] > 6'h3e;
+  assign \_$317  = \_$315  | \_$316 ;
+  assign \_$318  = param__data[2031:2024] > 6'h3e;
+  assign \_$319  = \_$317  | \_$318 ;
+  assign \_$320  = \_$287  & \_$319 ;
+  assign \_$321  = ! insn[102];
+  assign \_$322  = $signed(act__data[7:0]) > $signed(acc_rd__data[31:0]);
+  assign \_$323  = \_$322  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : acc_rd__data[31:0];
+  assign \_$324  = $signed(acc_rd__data[31:0]) + $signed(act__data[7:0]);
+  assign \_$325  = insn[102] ? \_$324  : { \_$323 [31], \_$323  };
+  assign \_$326  = insn[103] ? \_$325  : { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] };
+  assign \_$327  = ! insn[102];
+  assign \_$328  = $signed(act__data[7:0]) > $signed(running[31:0]);
+  assign \_$329  = \_$328  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : running[31:0];
+  assign \_$330  = $signed(running[31:0]) + $signed(act__data[7:0]);
+  assign \_$331  = insn[102] ? \_$330  : { \_$329 [31], \_$329  };
+  assign \_$332  = ln_first ? \_$326  : \_$331 ;
+  assign \_$333  = ! insn[102];
+  assign \_$334  = $signed(act__data[15:8]) > $signed(acc_rd__data[63:32]);
+  assign \_$335  = \_$334  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : acc_rd__data[63:32];
+  assign \_$336  = $signed(acc_rd__data[63:32]) + $signed(act__data[15:8]);
+  assign \_$337  = insn[102] ? \_$336  : { \_$335 [31], \_$335  };
+  assign \_$338  = insn[103] ? \_$337  : { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] };
+  assign \_$339  = ! insn[102];
+  assign \_$340  = $signed(act__data[15:8]) > $signed(running[63:32]);
+  assign \_$341  = \_$340  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : running[63:32];
+  assign \_$342  = $signed(running[63:32]) + $signed(act__data[15:8]);
+  assign \_$343  = insn[102] ? \_$342  : { \_$341 [31], \_$341  };
+  assign \_$344  = ln_first ? \_$338  : \_$343 ;
+  assign \_$345  = ! insn[102];
+  assign \_$346  = $signed(act__data[23:16]) > $signed(acc_rd__data[95:64]);
+  assign \_$347  = \_$346  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : acc_rd__data[95:64];
+  assign \_$348  = $signed(acc_rd__data[95:64]) + $signed(act__data[23:16]);
+  assign \_$349  = insn[102] ? \_$348  : { \_$347 [31], \_$347  };
+  assign \_$350  = insn[103] ? \_$349  : { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] };
+  assign \_$351  = ! insn[102];
+  assign \_$352  = $signed(act__data[23:16]) > $signed(running[95:64]);
+  assign \_$353  = \_$352  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : running[95:64];
+  assign \_$354  = $signed(running[95:64]) + $signed(act__data[23:16]);
+  assign \_$355  = insn[102] ? \_$354  : { \_$353 [31], \_$353  };
+  assign \_$356  = ln_first ? \_$350  : \_$355 ;
+  assign \_$357  = ! insn[102];
+  assign \_$358  = $signed(act__data[31:24]) > $signed(acc_rd__data[127:96]);
+  assign \_$359  = \_$358  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : acc_rd__data[127:96];
+  assign \_$360  = $signed(acc_rd__data[127:96]) + $signed(act__data[31:24]);
+  assign \_$361  = insn[102] ? \_$360  : { \_$359 [31], \_$359  };
+  assign \_$362  = insn[103] ? \_$361  : { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] };
+  assign \_$363  = ! insn[102];
+  assign \_$364  = $signed(act__data[31:24]) > $signed(running[127:96]);
+  assign \_$365  = \_$364  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : running[127:96];
+  assign \_$366  = $signed(running[127:96]) + $signed(act__data[31:24]);
+  assign \_$367  = insn[102] ? \_$366  : { \_$365 [31], \_$365  };
+  assign \_$368  = ln_first ? \_$362  : \_$367 ;
+  assign \_$369  = ! insn[102];
+  assign \_$370  = $signed(act__data[39:32]) > $signed(acc_rd__data[159:128]);
+  assign \_$371  = \_$370  ? { act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39:32] } : acc_rd__data[159:128];
+  assign \_$372  = $signed(acc_rd__data[159:128]) + $signed(act__data[39:32]);
+  assign \_$373  = insn[102] ? \_$372  : { \_$371 [31], \_$371  };
+  assign \_$374  = insn[103] ? \_$373  : { act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39:32] };
+  assign \_$375  = ! insn[102];
+  assign \_$376  = $signed(act__data[39:32]) > $signed(running[159:128]);
+  assign \_$377  = \_$376  ? { act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39], act__data[39:32] } : running[159:128];
+  assign \_$378  = $signed(running[159:128]) + $signed(act__data[39:32]);
+  assign \_$379  = insn[102] ? \_$378  : { \_$377 [31], \_$377  };
+  assign \_$380  = ln_first ? \_$374  : \_$379 ;
+  assign \_$381  = ! insn[102];
+  assign \_$382  = $signed(act__data[47:40]) > $signed(acc_rd__data[191:160]);
+  assign \_$383  = \_$382  ? { act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47:40] } : acc_rd__data[191:160];
+  assign \_$384  = $signed(acc_rd__data[191:160]) + $signed(act__data[47:40]);
+  assign \_$385  = insn[102] ? \_$384  : { \_$383 [31], \_$383  };
+  assign \_$386  = insn[103] ? \_$385  : { act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47:40] };
+  assign \_$387  = ! insn[102];
+  assign \_$388  = $signed(act__data[47:40]) > $signed(running[191:160]);
+  assign \_$389  = \_$388  ? { act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47], act__data[47:40] } : running[191:160];
+  assign \_$390  = $signed(running[191:160]) + $signed(act__data[47:40]);
+  assign \_$391  = insn[102] ? \_$390  : { \_$389 [31], \_$389  };
+  assign \_$392  = ln_first ? \_$386  : \_$391 ;
+  assign \_$393  = ! insn[102];
+  assign \_$394  = $signed(act__data[55:48]) > $signed(acc_rd__data[223:192]);
+  assign \_$395  = \_$394  ? { act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55:48] } : acc_rd__data[223:192];
+  assign \_$396  = $signed(acc_rd__data[223:192]) + $signed(act__data[55:48]);
+  assign \_$397  = insn[102] ? \_$396  : { \_$395 [31], \_$395  };
+  assign \_$398  = insn[103] ? \_$397  : { act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55], act__data[55:48] };
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
     (* full_case = 32'd1 *)
     if (\_$1 ) begin
-      bad_fields = \_$4 ;
+      bad_fields = \_$7 ;
     end else begin
-      bad_fields = \_$9 ;
+      bad_fields = \_$12 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
     error = 1'h0;
-    if (\_$253 ) begin
+    if (\_$320 ) begin
       error = 1'h1;
     end
     casez (line_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$455 ) begin
+          if (\_$517 ) begin
             error = 1'h1;
           end
       3'h2:
-          if (\_$460 ) begin
+          if (\_$526 ) begin
+            error = 1'h1;
+          end
+      3'h3:
+          if (\_$531 ) begin
             error = 1'h1;
           end
     endcase
@@ -43564,18 +43748,22 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
     error_code = 4'h0;
-    if (\_$253 ) begin
+    if (\_$320 ) begin
       error_code = 4'h7;
     end
     casez (line_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$455 ) begin
+          if (\_$517 ) begin
             error_code = 4'h4;
           end
       3'h2:
-          if (\_$460 ) begin
+          if (\_$526 ) begin
+            error_code = 4'h4;
+          end
+      3'h3:
+          if (\_$531 ) begin
             error_code = 4'h4;
           end
     endcase
@@ -43583,27 +43771,27 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
     acc_wr__en = 1'h0;
-    if (\_$447 ) begin
+    if (\_$514 ) begin
       acc_wr__en = 1'h1;
-    end else if (\_$448 ) begin
+    end else if (\_$515 ) begin
       acc_wr__en = 1'h1;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
     acc_wr__addr = 16'h0000;
-    if (\_$447 ) begin
+    if (\_$514 ) begin
       acc_wr__addr = ln_acc;
-    end else if (\_$448 ) begin
+    end else if (\_$515 ) begin
       acc_wr__addr = ln_acc;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
     acc_wr__data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\_$447 ) begin
+    if (\_$514 ) begin
       acc_wr__data = accum_value;
-    end else if (\_$448 ) begin
+    end else if (\_$515 ) begin
       acc_wr__data = pool_value;
     end
   end
@@ -43614,14 +43802,19 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$455 ) begin
-          end else if (\_$456 ) begin
-            act__addr = \_$signal$20 [15:0];
+          if (\_$517 ) begin
+          end else if (\_$518 ) begin
+            act__addr = { 1'h0, \_$519  };
           end
       3'h2:
-          if (\_$460 ) begin
-          end else if (\_$461 ) begin
-            act__addr = \_$signal$20 [15:0];
+          if (\_$526 ) begin
+          end else if (\_$527 ) begin
+            act__addr = \_$signal$25 [15:0];
+          end
+      3'h3:
+          if (\_$531 ) begin
+          end else if (\_$532 ) begin
+            act__addr = \_$signal$25 [15:0];
           end
     endcase
   end
@@ -43632,13 +43825,18 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$455 ) begin
-          end else if (\_$456 ) begin
+          if (\_$517 ) begin
+          end else if (\_$518 ) begin
             act__en = 1'h1;
           end
       3'h2:
-          if (\_$460 ) begin
-          end else if (\_$461 ) begin
+          if (\_$526 ) begin
+          end else if (\_$527 ) begin
+            act__en = 1'h1;
+          end
+      3'h3:
+          if (\_$531 ) begin
+          end else if (\_$532 ) begin
             act__en = 1'h1;
           end
     endcase
@@ -43650,13 +43848,15 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$455 ) begin
-          end else if (\_$456 ) begin
+          /* empty */;
+      3'h2:
+          if (\_$526 ) begin
+          end else if (\_$527 ) begin
             acc_rd__addr = acc_ptr[15:0];
           end
-      3'h2:
-          if (\_$460 ) begin
-          end else if (\_$461 ) begin
+      3'h3:
+          if (\_$531 ) begin
+          end else if (\_$532 ) begin
             acc_rd__addr = acc_ptr[15:0];
           end
     endcase
@@ -43668,14 +43868,16 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$455 ) begin
-          end else if (\_$456 ) begin
+          /* empty */;
+      3'h2:
+          if (\_$526 ) begin
+          end else if (\_$527 ) begin
             acc_rd__en = 1'h1;
           end
-      3'h2:
-          if (\_$460 ) begin
-          end else if (\_$461 ) begin
-            acc_rd__en = \_$462 ;
+      3'h3:
+          if (\_$531 ) begin
+          end else if (\_$532 ) begin
+            acc_rd__en = \_$533 ;
           end
     endcase
   end
@@ -43686,9 +43888,11 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$455 ) begin
-          end else if (\_$456 ) begin
-            param__addr = \_$457 [15:0];
+          /* empty */;
+      3'h2:
+          if (\_$526 ) begin
+          end else if (\_$527 ) begin
+            param__addr = \_$528 [15:0];
           end
     endcase
   end
@@ -43699,8 +43903,10 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$455 ) begin
-          end else if (\_$456 ) begin
+          /* empty */;
+      3'h2:
+          if (\_$526 ) begin
+          end else if (\_$527 ) begin
             param__en = 1'h1;
           end
     endcase
@@ -43715,392 +43921,455 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
           /* empty */;
       3'h2:
           /* empty */;
-      3'h4:
+      3'h3:
+          /* empty */;
+      3'h5:
           done = 1'h1;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
-    \_$512  = running;
-    if (\_$signal ) begin
-      \_$512  = pool_value;
-    end
+    \_$587  = 1'h0;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$542 ) begin
+          end else if (\_$543 ) begin
+            \_$587  = 1'h1;
+          end
+    endcase
     if (rst) begin
-      \_$512  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$587  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
-    \_$513  = \_$signal$21 ;
+    \_$588  = \_$signal ;
+    if (gate_arriving) begin
+      \_$588  = act__data;
+    end
+    if (rst) begin
+      \_$588  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    \_$589  = running;
+    if (\_$signal$7 ) begin
+      \_$589  = pool_value;
+    end
+    if (rst) begin
+      \_$589  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    \_$590  = \_$signal$20 ;
     casez (line_state)
       3'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$468 ) begin
-              \_$513  = 10'h000;
+            if (\_$540 ) begin
+              \_$590  = 10'h000;
             end else begin
-              \_$513  = 10'h000;
+              \_$590  = 10'h000;
             end
           end
       3'h1:
-          if (\_$475 ) begin
-          end else if (\_$476 ) begin
-            if (\_$478 ) begin
-              \_$513  = \_$479 [9:0];
+          /* empty */;
+      3'h2:
+          if (\_$550 ) begin
+          end else if (\_$551 ) begin
+            if (\_$553 ) begin
+              \_$590  = \_$554 [9:0];
             end
           end
-      3'h2:
-          if (\_$491 ) begin
-          end else if (\_$492 ) begin
-            if (\_$499 ) begin
-            end else if (\_$501 ) begin
-              \_$513  = \_$503 [9:0];
+      3'h3:
+          if (\_$566 ) begin
+          end else if (\_$567 ) begin
+            if (\_$574 ) begin
+            end else if (\_$576 ) begin
+              \_$590  = \_$578 [9:0];
             end
           end
     endcase
     if (rst) begin
-      \_$513  = 10'h000;
+      \_$590  = 10'h000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
-    \_$514  = \_$signal$34 ;
+    \_$591  = \_$signal$36 ;
     casez (line_state)
       3'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$468 ) begin
-              \_$514  = 12'h000;
+            if (\_$540 ) begin
+              \_$591  = 12'h000;
             end else begin
-              \_$514  = 12'h000;
+              \_$591  = 12'h000;
             end
           end
       3'h1:
-          if (\_$475 ) begin
-          end else if (\_$476 ) begin
+          /* empty */;
+      3'h2:
+          if (\_$550 ) begin
+          end else if (\_$551 ) begin
             (* full_case = 32'd1 *)
-            if (\_$478 ) begin
-              \_$514  = 12'h000;
+            if (\_$553 ) begin
+              \_$591  = 12'h000;
             end else begin
-              \_$514  = \_$486 [11:0];
+              \_$591  = \_$561 [11:0];
             end
           end
-      3'h2:
-          if (\_$491 ) begin
-          end else if (\_$492 ) begin
+      3'h3:
+          if (\_$566 ) begin
+          end else if (\_$567 ) begin
             (* full_case = 32'd1 *)
-            if (\_$499 ) begin
-            end else if (\_$501 ) begin
-              \_$514  = 12'h000;
+            if (\_$574 ) begin
+            end else if (\_$576 ) begin
+              \_$591  = 12'h000;
             end else begin
-              \_$514  = \_$510 [11:0];
+              \_$591  = \_$585 [11:0];
             end
           end
     endcase
     if (rst) begin
-      \_$514  = 12'h000;
+      \_$591  = 12'h000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
-    \_$515  = \_$signal$20 ;
+    \_$592  = \_$signal$25 ;
     casez (line_state)
       3'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$468 ) begin
-              \_$515  = { 1'h0, insn[39:24] };
+            if (\_$540 ) begin
+              \_$592  = { 1'h0, insn[39:24] };
             end else begin
-              \_$515  = { 1'h0, insn[23:8] };
+              \_$592  = { 1'h0, insn[23:8] };
             end
           end
       3'h1:
-          if (\_$475 ) begin
-          end else if (\_$476 ) begin
+          /* empty */;
+      3'h2:
+          if (\_$550 ) begin
+          end else if (\_$551 ) begin
             (* full_case = 32'd1 *)
-            if (\_$478 ) begin
-              \_$515  = \_$482 [16:0];
+            if (\_$553 ) begin
+              \_$592  = \_$557 [16:0];
             end else begin
-              \_$515  = \_$487 [16:0];
+              \_$592  = \_$562 [16:0];
             end
           end
-      3'h2:
-          if (\_$491 ) begin
-          end else if (\_$492 ) begin
-            \_$515  = \_$496 [16:0];
-            if (\_$499 ) begin
-            end else if (\_$501 ) begin
-              \_$515  = \_$506 [16:0];
+      3'h3:
+          if (\_$566 ) begin
+          end else if (\_$567 ) begin
+            \_$592  = \_$571 [16:0];
+            if (\_$574 ) begin
+            end else if (\_$576 ) begin
+              \_$592  = \_$581 [16:0];
             end
           end
     endcase
     if (rst) begin
-      \_$515  = 17'h00000;
+      \_$592  = 17'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
-    \_$516  = acc_ptr;
+    \_$593  = acc_ptr;
     casez (line_state)
       3'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$468 ) begin
-              \_$516  = { 1'h0, insn[23:8] };
+            if (\_$540 ) begin
+              \_$593  = { 1'h0, insn[23:8] };
             end else begin
-              \_$516  = { 1'h0, insn[39:24] };
+              \_$593  = { 1'h0, insn[39:24] };
             end
           end
       3'h1:
-          if (\_$475 ) begin
-          end else if (\_$476 ) begin
+          /* empty */;
+      3'h2:
+          if (\_$550 ) begin
+          end else if (\_$551 ) begin
             (* full_case = 32'd1 *)
-            if (\_$478 ) begin
-              \_$516  = \_$483 [16:0];
+            if (\_$553 ) begin
+              \_$593  = \_$558 [16:0];
             end else begin
-              \_$516  = \_$488 [16:0];
+              \_$593  = \_$563 [16:0];
             end
           end
-      3'h2:
-          if (\_$491 ) begin
-          end else if (\_$492 ) begin
+      3'h3:
+          if (\_$566 ) begin
+          end else if (\_$567 ) begin
             (* full_case = 32'd1 *)
-            if (\_$499 ) begin
-            end else if (\_$501 ) begin
-              \_$516  = \_$507 [16:0];
+            if (\_$574 ) begin
+            end else if (\_$576 ) begin
+              \_$593  = \_$582 [16:0];
             end else begin
-              \_$516  = \_$511 [16:0];
+              \_$593  = \_$586 [16:0];
             end
           end
     endcase
     if (rst) begin
-      \_$516  = 17'h00000;
+      \_$593  = 17'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
-    \_$517  = \_$signal$35 ;
+    \_$594  = \_$signal$37 ;
     casez (line_state)
       3'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$468 ) begin
-              \_$517  = { 1'h0, insn[39:24] };
+            if (\_$540 ) begin
+              \_$594  = { 1'h0, insn[39:24] };
             end else begin
-              \_$517  = { 1'h0, insn[23:8] };
+              \_$594  = { 1'h0, insn[23:8] };
             end
           end
       3'h1:
-          if (\_$475 ) begin
-          end else if (\_$476 ) begin
-            if (\_$478 ) begin
-              \_$517  = \_$480 [16:0];
+          /* empty */;
+      3'h2:
+          if (\_$550 ) begin
+          end else if (\_$551 ) begin
+            if (\_$553 ) begin
+              \_$594  = \_$555 [16:0];
             end
           end
-      3'h2:
-          if (\_$491 ) begin
-          end else if (\_$492 ) begin
-            if (\_$499 ) begin
-            end else if (\_$501 ) begin
-              \_$517  = \_$504 [16:0];
+      3'h3:
+          if (\_$566 ) begin
+          end else if (\_$567 ) begin
+            if (\_$574 ) begin
+            end else if (\_$576 ) begin
+              \_$594  = \_$579 [16:0];
             end
           end
     endcase
     if (rst) begin
-      \_$517  = 17'h00000;
+      \_$594  = 17'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
-    \_$518  = acc_base;
+    \_$595  = acc_base;
     casez (line_state)
       3'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$468 ) begin
-              \_$518  = { 1'h0, insn[23:8] };
+            if (\_$540 ) begin
+              \_$595  = { 1'h0, insn[23:8] };
             end else begin
-              \_$518  = { 1'h0, insn[39:24] };
+              \_$595  = { 1'h0, insn[39:24] };
             end
           end
       3'h1:
-          if (\_$475 ) begin
-          end else if (\_$476 ) begin
-            if (\_$478 ) begin
-              \_$518  = \_$481 [16:0];
+          /* empty */;
+      3'h2:
+          if (\_$550 ) begin
+          end else if (\_$551 ) begin
+            if (\_$553 ) begin
+              \_$595  = \_$556 [16:0];
             end
           end
-      3'h2:
-          if (\_$491 ) begin
-          end else if (\_$492 ) begin
-            if (\_$499 ) begin
-            end else if (\_$501 ) begin
-              \_$518  = \_$505 [16:0];
+      3'h3:
+          if (\_$566 ) begin
+          end else if (\_$567 ) begin
+            if (\_$574 ) begin
+            end else if (\_$576 ) begin
+              \_$595  = \_$580 [16:0];
             end
           end
     endcase
     if (rst) begin
-      \_$518  = 17'h00000;
+      \_$595  = 17'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
-    \_$519  = line_state;
+    \_$596  = line_state;
     casez (line_state)
       3'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$468 ) begin
-              \_$519  = 3'h1;
+            if (\_$540 ) begin
+              (* full_case = 32'd1 *)
+              if (insn[113]) begin
+                \_$596  = 3'h1;
+              end else begin
+                \_$596  = 3'h2;
+              end
             end else begin
-              \_$519  = 3'h2;
+              \_$596  = 3'h3;
             end
           end
       3'h1:
-          if (\_$475 ) begin
-            \_$519  = 3'h3;
-          end else if (\_$476 ) begin
-            if (\_$478 ) begin
-              if (\_$485 ) begin
-                \_$519  = 3'h4;
+          if (\_$542 ) begin
+            \_$596  = 3'h4;
+          end else if (\_$543 ) begin
+            \_$596  = 3'h2;
+          end
+      3'h2:
+          if (\_$550 ) begin
+            \_$596  = 3'h4;
+          end else if (\_$551 ) begin
+            if (\_$553 ) begin
+              if (\_$560 ) begin
+                \_$596  = 3'h5;
+              end else if (insn[113]) begin
+                \_$596  = 3'h1;
               end
             end
           end
-      3'h2:
-          if (\_$491 ) begin
-            \_$519  = 3'h3;
-          end else if (\_$492 ) begin
-            if (\_$499 ) begin
-            end else if (\_$501 ) begin
-              if (\_$509 ) begin
-                \_$519  = 3'h4;
+      3'h3:
+          if (\_$566 ) begin
+            \_$596  = 3'h4;
+          end else if (\_$567 ) begin
+            if (\_$574 ) begin
+            end else if (\_$576 ) begin
+              if (\_$584 ) begin
+                \_$596  = 3'h5;
               end
             end
           end
-      3'h4:
-          \_$519  = 3'h0;
+      3'h5:
+          \_$596  = 3'h0;
     endcase
     if (rst) begin
-      \_$519  = 3'h0;
+      \_$596  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
-    \_$520  = w;
+    \_$597  = w;
     casez (line_state)
       3'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$468 ) begin
+            if (\_$540 ) begin
             end else begin
-              \_$520  = 8'h00;
+              \_$597  = 8'h00;
             end
           end
       3'h1:
           /* empty */;
       3'h2:
-          if (\_$491 ) begin
-          end else if (\_$492 ) begin
+          /* empty */;
+      3'h3:
+          if (\_$566 ) begin
+          end else if (\_$567 ) begin
             (* full_case = 32'd1 *)
-            if (\_$499 ) begin
-              \_$520  = \_$502 [7:0];
-            end else if (\_$501 ) begin
-              \_$520  = 8'h00;
+            if (\_$574 ) begin
+              \_$597  = \_$577 [7:0];
+            end else if (\_$576 ) begin
+              \_$597  = 8'h00;
             end else begin
-              \_$520  = 8'h00;
+              \_$597  = 8'h00;
             end
           end
     endcase
     if (rst) begin
-      \_$520  = 8'h00;
+      \_$597  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
-    \_$521  = \_$signal ;
+    \_$598  = \_$signal$7 ;
     casez (line_state)
       3'h0:
           /* empty */;
       3'h1:
-        begin
-          \_$521  = 1'h0;
-          if (\_$475 ) begin
-          end else if (\_$476 ) begin
-            \_$521  = 1'h1;
-          end
-        end
+          \_$598  = 1'h0;
       3'h2:
         begin
-          \_$521  = 1'h0;
-          if (\_$491 ) begin
-          end else if (\_$492 ) begin
-            \_$521  = 1'h1;
+          \_$598  = 1'h0;
+          if (\_$550 ) begin
+          end else if (\_$551 ) begin
+            \_$598  = 1'h1;
           end
         end
-      3'h4:
-          \_$521  = 1'h0;
+      3'h3:
+        begin
+          \_$598  = 1'h0;
+          if (\_$566 ) begin
+          end else if (\_$567 ) begin
+            \_$598  = 1'h1;
+          end
+        end
+      3'h5:
+          \_$598  = 1'h0;
     endcase
     if (rst) begin
-      \_$521  = 1'h0;
+      \_$598  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
-    \_$522  = ln_acc;
-    casez (line_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          if (\_$475 ) begin
-          end else if (\_$476 ) begin
-            \_$522  = acc_ptr[15:0];
-          end
-      3'h2:
-          if (\_$491 ) begin
-          end else if (\_$492 ) begin
-            \_$522  = acc_ptr[15:0];
-          end
-    endcase
-    if (rst) begin
-      \_$522  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
-    \_$523  = ln_first;
+    \_$599  = ln_acc;
     casez (line_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\_$491 ) begin
-          end else if (\_$492 ) begin
-            \_$523  = \_$493 ;
+          if (\_$550 ) begin
+          end else if (\_$551 ) begin
+            \_$599  = acc_ptr[15:0];
+          end
+      3'h3:
+          if (\_$566 ) begin
+          end else if (\_$567 ) begin
+            \_$599  = acc_ptr[15:0];
           end
     endcase
     if (rst) begin
-      \_$523  = 1'h0;
+      \_$599  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
-    \_$524  = \_$signal$13 ;
+    \_$600  = ln_first;
     casez (line_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\_$491 ) begin
-          end else if (\_$492 ) begin
-            \_$524  = \_$495 ;
+          /* empty */;
+      3'h3:
+          if (\_$566 ) begin
+          end else if (\_$567 ) begin
+            \_$600  = \_$568 ;
           end
-      3'h4:
-          \_$524  = 1'h0;
     endcase
     if (rst) begin
-      \_$524  = 1'h0;
+      \_$600  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$262 ) begin end
+    \_$601  = \_$signal$14 ;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h3:
+          if (\_$566 ) begin
+          end else if (\_$567 ) begin
+            \_$601  = \_$570 ;
+          end
+      3'h5:
+          \_$601  = 1'h0;
+    endcase
+    if (rst) begin
+      \_$601  = 1'h0;
     end
   end
   assign bad_shift = 1'h0;
@@ -44144,7 +44413,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.gemm.act_k_stride  = insn[103:88];
   assign \insn.gemm.acc_n_stride  = insn[119:104];
   assign \insn.gemm.accumulate  = insn[120];
-  assign \insn.accum  = insn[112:0];
+  assign \insn.accum  = insn;
   assign \insn.accum.opcode  = insn[3:0];
   assign \insn.accum.deps  = insn[7:4];
   assign \insn.accum.deps.pop_prev  = insn[4];
@@ -44161,6 +44430,8 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.accum.use_bias  = insn[110];
   assign \insn.accum.use_res  = insn[111];
   assign \insn.accum.accumulate  = insn[112];
+  assign \insn.accum.use_gate  = insn[113];
+  assign \insn.accum.gate_addr  = insn[127:114];
   assign \insn.pool  = insn[103:0];
   assign \insn.pool.opcode  = insn[3:0];
   assign \insn.pool.deps  = insn[7:4];
@@ -44217,6 +44488,22 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \accum_value[13]  = accum_value[447:416];
   assign \accum_value[14]  = accum_value[479:448];
   assign \accum_value[15]  = accum_value[511:480];
+  assign \_$signal[0]  = \_$signal [7:0];
+  assign \_$signal[1]  = \_$signal [15:8];
+  assign \_$signal[2]  = \_$signal [23:16];
+  assign \_$signal[3]  = \_$signal [31:24];
+  assign \_$signal[4]  = \_$signal [39:32];
+  assign \_$signal[5]  = \_$signal [47:40];
+  assign \_$signal[6]  = \_$signal [55:48];
+  assign \_$signal[7]  = \_$signal [63:56];
+  assign \_$signal[8]  = \_$signal [71:64];
+  assign \_$signal[9]  = \_$signal [79:72];
+  assign \_$signal[10]  = \_$signal [87:80];
+  assign \_$signal[11]  = \_$signal [95:88];
+  assign \_$signal[12]  = \_$signal [103:96];
+  assign \_$signal[13]  = \_$signal [111:104];
+  assign \_$signal[14]  = \_$signal [119:112];
+  assign \_$signal[15]  = \_$signal [127:120];
   assign \pool_value[0]  = pool_value[31:0];
   assign \pool_value[1]  = pool_value[63:32];
   assign \pool_value[2]  = pool_value[95:64];
@@ -44249,39 +44536,39 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \running[13]  = running[447:416];
   assign \running[14]  = running[479:448];
   assign \running[15]  = running[511:480];
-  assign pool_value[511:480] = \_$445 [31:0];
-  assign pool_value[479:448] = \_$433 [31:0];
-  assign pool_value[447:416] = \_$421 [31:0];
-  assign pool_value[415:384] = \_$409 [31:0];
-  assign pool_value[383:352] = \_$397 [31:0];
-  assign pool_value[351:320] = \_$385 [31:0];
-  assign pool_value[319:288] = \_$373 [31:0];
-  assign pool_value[287:256] = \_$361 [31:0];
-  assign pool_value[255:224] = \_$349 [31:0];
-  assign pool_value[223:192] = \_$337 [31:0];
-  assign pool_value[191:160] = \_$325 [31:0];
-  assign pool_value[159:128] = \_$313 [31:0];
-  assign pool_value[127:96] = \_$301 [31:0];
-  assign pool_value[95:64] = \_$289 [31:0];
-  assign pool_value[63:32] = \_$277 [31:0];
-  assign pool_value[31:0] = \_$265 [31:0];
-  assign accum_value[511:480] = \_$217 [31:0];
-  assign accum_value[479:448] = \_$204 [31:0];
-  assign accum_value[447:416] = \_$191 [31:0];
-  assign accum_value[415:384] = \_$178 [31:0];
-  assign accum_value[383:352] = \_$165 [31:0];
-  assign accum_value[351:320] = \_$152 [31:0];
-  assign accum_value[319:288] = \_$139 [31:0];
-  assign accum_value[287:256] = \_$126 [31:0];
-  assign accum_value[255:224] = \_$113 [31:0];
-  assign accum_value[223:192] = \_$100 [31:0];
-  assign accum_value[191:160] = \_$87 [31:0];
-  assign accum_value[159:128] = \_$74 [31:0];
-  assign accum_value[127:96] = \_$61 [31:0];
-  assign accum_value[95:64] = \_$48 [31:0];
-  assign accum_value[63:32] = \_$35 [31:0];
-  assign accum_value[31:0] = \_$22 [31:0];
-  assign \_$222  = \_$221 ;
+  assign pool_value[511:480] = \_$512 [31:0];
+  assign pool_value[479:448] = \_$500 [31:0];
+  assign pool_value[447:416] = \_$488 [31:0];
+  assign pool_value[415:384] = \_$476 [31:0];
+  assign pool_value[383:352] = \_$464 [31:0];
+  assign pool_value[351:320] = \_$452 [31:0];
+  assign pool_value[319:288] = \_$440 [31:0];
+  assign pool_value[287:256] = \_$428 [31:0];
+  assign pool_value[255:224] = \_$416 [31:0];
+  assign pool_value[223:192] = \_$404 [31:0];
+  assign pool_value[191:160] = \_$392 [31:0];
+  assign pool_value[159:128] = \_$380 [31:0];
+  assign pool_value[127:96] = \_$368 [31:0];
+  assign pool_value[95:64] = \_$356 [31:0];
+  assign pool_value[63:32] = \_$344 [31:0];
+  assign pool_value[31:0] = \_$332 [31:0];
+  assign accum_value[511:480] = \_$284 [31:0];
+  assign accum_value[479:448] = \_$267 [31:0];
+  assign accum_value[447:416] = \_$250 [31:0];
+  assign accum_value[415:384] = \_$233 [31:0];
+  assign accum_value[383:352] = \_$216 [31:0];
+  assign accum_value[351:320] = \_$199 [31:0];
+  assign accum_value[319:288] = \_$182 [31:0];
+  assign accum_value[287:256] = \_$165 [31:0];
+  assign accum_value[255:224] = \_$148 [31:0];
+  assign accum_value[223:192] = \_$131 [31:0];
+  assign accum_value[191:160] = \_$114 [31:0];
+  assign accum_value[159:128] = \_$97 [31:0];
+  assign accum_value[127:96] = \_$80 [31:0];
+  assign accum_value[95:64] = \_$63 [31:0];
+  assign accum_value[63:32] = \_$46 [31:0];
+  assign accum_value[31:0] = \_$29 [31:0];
+  assign \_$289  = \_$288 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -45323,27 +45610,29 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
-  wire \_$101 ;
+  wire [16:0] \_$101 ;
   wire \_$102 ;
   wire \_$103 ;
   wire \_$104 ;
   wire \_$105 ;
-  wire [16:0] \_$106 ;
+  wire \_$106 ;
   wire \_$107 ;
   wire [16:0] \_$108 ;
-  reg [1:0] \_$109 ;
+  wire \_$109 ;
   wire \_$11 ;
-  reg [127:0] \_$110 ;
-  reg [31:0] \_$111 ;
-  reg \_$112 ;
-  reg [3:0] \_$113 ;
-  reg [6:0] \_$114 ;
-  reg [2:0] \_$115 ;
-  reg \_$116 ;
-  reg [15:0] \_$117 ;
-  reg [15:0] \_$118 ;
-  reg [2047:0] \_$119 ;
+  wire [16:0] \_$110 ;
+  reg [1:0] \_$111 ;
+  reg [127:0] \_$112 ;
+  reg [31:0] \_$113 ;
+  reg \_$114 ;
+  reg [3:0] \_$115 ;
+  reg [6:0] \_$116 ;
+  reg [2:0] \_$117 ;
+  reg \_$118 ;
+  reg [15:0] \_$119 ;
   wire \_$12 ;
+  reg [15:0] \_$120 ;
+  reg [2047:0] \_$121 ;
   wire \_$13 ;
   wire \_$14 ;
   wire \_$15 ;
@@ -45371,23 +45660,23 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \_$35 ;
   wire \_$36 ;
   wire \_$37 ;
-  wire [32:0] \_$38 ;
-  wire [20:0] \_$39 ;
+  wire \_$38 ;
+  wire [32:0] \_$39 ;
   wire \_$4 ;
-  wire [33:0] \_$40 ;
-  wire [16:0] \_$41 ;
-  wire \_$42 ;
+  wire [20:0] \_$40 ;
+  wire [33:0] \_$41 ;
+  wire [16:0] \_$42 ;
   wire \_$43 ;
   wire \_$44 ;
   wire \_$45 ;
   wire \_$46 ;
   wire \_$47 ;
-  wire [16:0] \_$48 ;
-  wire \_$49 ;
+  wire \_$48 ;
+  wire [16:0] \_$49 ;
   wire \_$5 ;
-  wire [7:0] \_$50 ;
-  wire [127:0] \_$51 ;
-  wire \_$52 ;
+  wire \_$50 ;
+  wire [7:0] \_$51 ;
+  wire [127:0] \_$52 ;
   wire \_$53 ;
   wire \_$54 ;
   wire \_$55 ;
@@ -45422,9 +45711,9 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \_$81 ;
   wire \_$82 ;
   wire \_$83 ;
-  wire [7:0] \_$84 ;
-  wire [8:0] \_$85 ;
-  wire \_$86 ;
+  wire \_$84 ;
+  wire [7:0] \_$85 ;
+  wire [8:0] \_$86 ;
   wire \_$87 ;
   wire \_$88 ;
   wire \_$89 ;
@@ -45436,7 +45725,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \_$94 ;
   wire \_$95 ;
   wire \_$96 ;
-  wire [16:0] \_$97 ;
+  wire \_$97 ;
   wire \_$98 ;
   wire [16:0] \_$99 ;
   reg [15:0] \_$signal ;
@@ -45475,7 +45764,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \bus__resp__valid$42 ;
   output busy;
   reg busy;
-  wire \busy$75 ;
+  wire \busy$76 ;
   input clk;
   wire clk;
   wire [127:0] data__payload;
@@ -45597,8 +45886,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   input [31:0] desc_count;
   wire [31:0] desc_count;
   wire [31:0] \desc_count$60 ;
-  wire done;
-  reg \done$76 ;
+  reg done;
+  wire \done$72 ;
   output dram_wait;
   reg dram_wait;
   wire error;
@@ -45689,8 +45978,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire rst;
   reg running;
   reg start;
-  reg \start$70 ;
-  reg \start$72 ;
+  reg \start$71 ;
+  reg \start$73 ;
   output token_wait;
   reg token_wait;
   wire [20:0] w_data;
@@ -45729,110 +46018,112 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \_$27  = \_$25  & \_$26 ;
   assign \_$28  = \_$signal  < 5'h10;
   assign align = \_$28  ? \_$signal  : 16'h0010;
-  assign \_$29  = desc[1:0] == 2'h3;
-  assign \_$30  = ~ walking;
-  assign \_$31  = ! in_flight;
-  assign \_$32  = \_$30  & \_$31 ;
-  assign \_$33  = ~ \busy$75 ;
-  assign \_$34  = \_$32  & \_$33 ;
-  assign \_$35  = lines__valid & w_rdy;
-  assign \_$36  = ~ halt;
-  assign \_$37  = \_$35  & \_$36 ;
-  assign \_$39  = issued * 5'h10;
-  assign \_$40  = $signed(\_$38 ) + $signed({ 1'h0, \_$39  });
-  assign \_$41  = beats - 1'h1;
-  assign \_$42  = issued == \_$41 ;
-  assign \_$43  = ~ halt;
-  assign \_$44  = r_rdy & \_$43 ;
-  assign \_$45  = ~ r_data[16];
-  assign \_$46  = ~ \data__valid$94 ;
-  assign \_$47  = beats == 1'h1;
-  assign \_$48  = beats - 1'h1;
-  assign \_$49  = received == \_$48 ;
-  assign \_$50  = r_data[20:17] * 4'h8;
-  assign \_$51  = \data__payload$96  >> \_$50 ;
-  assign \_$52  = ! desc[1:0];
-  assign act__en = write & \_$52 ;
-  assign \_$53  = desc[1:0] == 1'h1;
-  assign wgt__en = write & \_$53 ;
-  assign \_$54  = desc[1:0] == 2'h2;
-  assign param__en = write & \_$54 ;
-  assign \_$55  = ! frame_state;
-  assign \_$56  = frame_state == 1'h1;
-  assign \_$57  = frame_state == 2'h2;
-  assign \_$58  = frame_state == 2'h3;
-  assign \_$59  = ! load_state;
-  assign \_$60  = load_state == 1'h1;
-  assign \_$61  = load_state == 2'h2;
-  assign \_$62  = load_state == 2'h3;
-  assign \_$63  = load_state == 3'h4;
-  assign \_$64  = ~ halt;
-  assign \_$65  = queue__valid & \_$64 ;
-  assign \_$66  = ~ queue__payload[4];
-  assign \_$68  = ~ queue__payload[5];
-  assign \_$69  = \_$68  | deps__has_next;
-  assign \_$70  = \_$67  & \_$69 ;
-  assign \_$71  = ~ halt;
-  assign \_$72  = \_$70  & \_$71 ;
-  assign \_$73  = ~ word[6];
-  assign \_$75  = ~ word[7];
-  assign \_$76  = \_$75  | deps__room_next;
-  assign \_$77  = \_$74  & \_$76 ;
-  assign \_$78  = ~ halt;
-  assign \_$79  = \_$77  & \_$78 ;
-  assign \_$80  = ~ \error$111 ;
-  assign \_$81  = error & \_$80 ;
-  assign \_$82  = ~ \error$111 ;
-  assign \_$83  = \error$113  & \_$82 ;
-  assign \_$84  = in_flight + w_en;
-  assign \_$85  = \_$84  - r_en;
-  assign \_$86  = desc[1:0] == 2'h3;
-  assign \_$87  = ~ \error$111 ;
-  assign \_$89  = ~ walking;
-  assign \_$90  = ! in_flight;
-  assign \_$91  = \_$89  & \_$90 ;
-  assign \_$92  = ~ \busy$75 ;
+  assign \_$29  = word[3:0] == 3'h6;
+  assign \_$30  = desc[1:0] == 2'h3;
+  assign \_$31  = ~ walking;
+  assign \_$32  = ! in_flight;
+  assign \_$33  = \_$31  & \_$32 ;
+  assign \_$34  = ~ \busy$76 ;
+  assign \_$35  = \_$33  & \_$34 ;
+  assign \_$36  = lines__valid & w_rdy;
+  assign \_$37  = ~ halt;
+  assign \_$38  = \_$36  & \_$37 ;
+  assign \_$40  = issued * 5'h10;
+  assign \_$41  = $signed(\_$39 ) + $signed({ 1'h0, \_$40  });
+  assign \_$42  = beats - 1'h1;
+  assign \_$43  = issued == \_$42 ;
+  assign \_$44  = ~ halt;
+  assign \_$45  = r_rdy & \_$44 ;
+  assign \_$46  = ~ r_data[16];
+  assign \_$47  = ~ \data__valid$94 ;
+  assign \_$48  = beats == 1'h1;
+  assign \_$49  = beats - 1'h1;
+  assign \_$50  = received == \_$49 ;
+  assign \_$51  = r_data[20:17] * 4'h8;
+  assign \_$52  = \data__payload$96  >> \_$51 ;
+  assign \_$53  = ! desc[1:0];
+  assign act__en = write & \_$53 ;
+  assign \_$54  = desc[1:0] == 1'h1;
+  assign wgt__en = write & \_$54 ;
+  assign \_$55  = desc[1:0] == 2'h2;
+  assign param__en = write & \_$55 ;
+  assign \_$56  = ! frame_state;
+  assign \_$57  = frame_state == 1'h1;
+  assign \_$58  = frame_state == 2'h2;
+  assign \_$59  = frame_state == 2'h3;
+  assign \_$60  = ! load_state;
+  assign \_$61  = load_state == 1'h1;
+  assign \_$62  = load_state == 2'h2;
+  assign \_$63  = load_state == 2'h3;
+  assign \_$64  = load_state == 3'h4;
+  assign \_$65  = ~ halt;
+  assign \_$66  = queue__valid & \_$65 ;
+  assign \_$67  = ~ queue__payload[4];
+  assign \_$69  = ~ queue__payload[5];
+  assign \_$70  = \_$69  | deps__has_next;
+  assign \_$71  = \_$68  & \_$70 ;
+  assign \_$72  = ~ halt;
+  assign \_$73  = \_$71  & \_$72 ;
+  assign \_$74  = ~ word[6];
+  assign \_$76  = ~ word[7];
+  assign \_$77  = \_$76  | deps__room_next;
+  assign \_$78  = \_$75  & \_$77 ;
+  assign \_$79  = ~ halt;
+  assign \_$80  = \_$78  & \_$79 ;
+  assign \_$81  = ~ \error$111 ;
+  assign \_$82  = error & \_$81 ;
+  assign \_$83  = ~ \error$111 ;
+  assign \_$84  = \error$113  & \_$83 ;
+  assign \_$85  = in_flight + w_en;
+  assign \_$86  = \_$85  - r_en;
+  assign \_$87  = word[3:0] == 3'h6;
+  assign \_$88  = desc[1:0] == 2'h3;
+  assign \_$89  = ~ \error$111 ;
+  assign \_$91  = ~ walking;
+  assign \_$92  = ! in_flight;
   assign \_$93  = \_$91  & \_$92 ;
-  assign \_$94  = lines__valid & w_rdy;
-  assign \_$95  = ~ halt;
-  assign \_$96  = \_$94  & \_$95 ;
-  assign \_$97  = beats - 1'h1;
-  assign \_$98  = issued == \_$97 ;
-  assign \_$99  = issued + 1'h1;
-  assign \_$100  = lines__valid & lines__ready;
-  assign \_$101  = \_$100  & lines__payload[113];
-  assign \_$102  = ~ halt;
-  assign \_$103  = r_rdy & \_$102 ;
-  assign \_$104  = ~ r_data[16];
-  assign \_$105  = beats == 1'h1;
-  assign \_$106  = beats - 1'h1;
-  assign \_$107  = received == \_$106 ;
-  assign \_$108  = received + 1'h1;
+  assign \_$94  = ~ \busy$76 ;
+  assign \_$95  = \_$93  & \_$94 ;
+  assign \_$96  = lines__valid & w_rdy;
+  assign \_$97  = ~ halt;
+  assign \_$98  = \_$96  & \_$97 ;
+  assign \_$99  = beats - 1'h1;
+  assign \_$100  = issued == \_$99 ;
+  assign \_$101  = issued + 1'h1;
+  assign \_$102  = lines__valid & lines__ready;
+  assign \_$103  = \_$102  & lines__payload[113];
+  assign \_$104  = ~ halt;
+  assign \_$105  = r_rdy & \_$104 ;
+  assign \_$106  = ~ r_data[16];
+  assign \_$107  = beats == 1'h1;
+  assign \_$108  = beats - 1'h1;
+  assign \_$109  = received == \_$108 ;
+  assign \_$110  = received + 1'h1;
   always @(posedge clk)
-    frame_state <= \_$109 ;
+    frame_state <= \_$111 ;
   always @(posedge clk)
-    word <= \_$110 ;
+    word <= \_$112 ;
   always @(posedge clk)
-    index <= \_$111 ;
+    index <= \_$113 ;
   always @(posedge clk)
-    \error$111  <= \_$112 ;
+    \error$111  <= \_$114 ;
   always @(posedge clk)
-    error_code <= \_$113 ;
+    error_code <= \_$115 ;
   always @(posedge clk)
-    in_flight <= \_$114 ;
+    in_flight <= \_$116 ;
   always @(posedge clk)
-    load_state <= \_$115 ;
+    load_state <= \_$117 ;
   always @(posedge clk)
-    walking <= \_$116 ;
+    walking <= \_$118 ;
   always @(posedge clk)
-    issued <= \_$117 ;
+    issued <= \_$119 ;
   always @(posedge clk)
-    received <= \_$118 ;
+    received <= \_$120 ;
   always @(posedge clk)
-    assembled <= \_$119 ;
+    assembled <= \_$121 ;
   \sim_top.accel.load.addrgen  addrgen (
     .align(align),
-    .busy(\busy$75 ),
+    .busy(\busy$76 ),
     .clk(clk),
     .desc(desc),
     .error(\error$113 ),
@@ -45843,7 +46134,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .lines__valid(lines__valid),
     .lines_in_mem(\_$signal$64 ),
     .rst(rst),
-    .start(\start$72 )
+    .start(\start$73 )
   );
   \sim_top.accel.load.data_port  data_port (
     .addr__ready(\addr__ready$83 ),
@@ -45884,16 +46175,16 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .desc(desc),
     .desc_base(desc_base),
     .desc_count(desc_count),
-    .done(done),
+    .done(\done$72 ),
     .error(error),
     .index(word[31:8]),
     .rst(rst),
-    .start(\start$70 )
+    .start(\start$71 )
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$10898$0 (lines__payload[19:0]),
-    .\port$10898$48 (lines__payload[48]),
+    .\port$10991$0 (lines__payload[19:0]),
+    .\port$10991$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -46115,52 +46406,58 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
-    \start$70  = 1'h0;
+    done = 1'h0;
     casez (load_state)
       3'h0:
           /* empty */;
       3'h1:
-          \start$70  = 1'h1;
+          if (\_$29 ) begin
+            done = 1'h1;
+          end
+      3'h2:
+          /* empty */;
+      3'h4:
+          if (\_$35 ) begin
+            done = 1'h1;
+          end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
-    \start$72  = 1'h0;
+    \start$71  = 1'h0;
+    casez (load_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          (* full_case = 32'd1 *)
+          if (\_$29 ) begin
+          end else begin
+            \start$71  = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
+    \start$73  = 1'h0;
     casez (load_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (done) begin
+          if (\done$72 ) begin
             (* full_case = 32'd1 *)
-            if (\_$29 ) begin
+            if (\_$30 ) begin
             end else begin
-              \start$72  = 1'h1;
+              \start$73  = 1'h1;
             end
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
-    \done$76  = 1'h0;
-    casez (load_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h4:
-          if (\_$34 ) begin
-            \done$76  = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \addr__valid$80  = 1'h0;
-    if (\_$37 ) begin
+    if (\_$38 ) begin
       if (lines__payload[48]) begin
         \addr__valid$80  = 1'h1;
       end
@@ -46169,20 +46466,20 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     data_bus__req__payload = 32'd0;
-    if (\_$37 ) begin
+    if (\_$38 ) begin
       if (lines__payload[48]) begin
-        data_bus__req__payload = \_$40 [31:0];
+        data_bus__req__payload = \_$41 [31:0];
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     lines__ready = 1'h0;
-    if (\_$37 ) begin
+    if (\_$38 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
         if (\addr__ready$83 ) begin
-          if (\_$42 ) begin
+          if (\_$43 ) begin
             lines__ready = 1'h1;
           end
         end
@@ -46194,11 +46491,11 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     w_en = 1'h0;
-    if (\_$37 ) begin
+    if (\_$38 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
         if (\addr__ready$83 ) begin
-          if (\_$42 ) begin
+          if (\_$43 ) begin
             w_en = 1'h1;
           end
         end
@@ -46210,15 +46507,15 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     line_data = 2048'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
         line_data = { desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50] };
       end else begin
         if (\data__valid$94 ) begin
-          if (\_$47 ) begin
-            line_data = { 1920'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \_$51  };
-          end else if (\_$49 ) begin
+          if (\_$48 ) begin
+            line_data = { 1920'h000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \_$52  };
+          end else if (\_$50 ) begin
             line_data = whole;
           end
         end
@@ -46228,15 +46525,15 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     write = 1'h0;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
         write = 1'h1;
       end else begin
         if (\data__valid$94 ) begin
-          if (\_$47 ) begin
+          if (\_$48 ) begin
             write = 1'h1;
-          end else if (\_$49 ) begin
+          end else if (\_$50 ) begin
             write = 1'h1;
           end
         end
@@ -46246,15 +46543,15 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     r_en = 1'h0;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
         r_en = 1'h1;
       end else begin
         if (\data__valid$94 ) begin
-          if (\_$47 ) begin
+          if (\_$48 ) begin
             r_en = 1'h1;
-          end else if (\_$49 ) begin
+          end else if (\_$50 ) begin
             r_en = 1'h1;
           end
         end
@@ -46264,9 +46561,9 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     \data__ready$92  = 1'h0;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
       end else begin
         \data__ready$92  = 1'h1;
       end
@@ -46275,24 +46572,24 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     dram_wait = 1'h0;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
       end else begin
-        dram_wait = \_$46 ;
+        dram_wait = \_$47 ;
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
     whole = 2048'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
       end else begin
         if (\data__valid$94 ) begin
-          if (\_$47 ) begin
-          end else if (\_$49 ) begin
+          if (\_$48 ) begin
+          end else if (\_$50 ) begin
             whole = assembled;
             casez (received)
               16'h0000:
@@ -46335,68 +46632,68 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
-    \_$109  = frame_state;
+    \_$111  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$65 ) begin
-            \_$109  = 2'h1;
+          if (\_$66 ) begin
+            \_$111  = 2'h1;
           end
       2'h1:
-          if (\_$72 ) begin
-            \_$109  = 2'h2;
+          if (\_$73 ) begin
+            \_$111  = 2'h2;
           end
       2'h2:
-          if (\done$76 ) begin
-            \_$109  = 2'h3;
+          if (done) begin
+            \_$111  = 2'h3;
           end
       2'h3:
-          if (\_$79 ) begin
-            \_$109  = 2'h0;
+          if (\_$80 ) begin
+            \_$111  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$109  = 2'h0;
+      \_$111  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
-    \_$110  = word;
+    \_$112  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$72 ) begin
-            \_$110  = queue__payload[127:0];
+          if (\_$73 ) begin
+            \_$112  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$110  = 128'h00000000000000000000000000000000;
+      \_$112  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
-    \_$111  = index;
+    \_$113  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$72 ) begin
-            \_$111  = queue__payload[159:128];
+          if (\_$73 ) begin
+            \_$113  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$111  = 32'd0;
+      \_$113  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
-    \_$112  = \error$111 ;
-    if (\_$81 ) begin
-      \_$112  = 1'h1;
+    \_$114  = \error$111 ;
+    if (\_$82 ) begin
+      \_$114  = 1'h1;
     end
-    if (\_$83 ) begin
-      \_$112  = 1'h1;
+    if (\_$84 ) begin
+      \_$114  = 1'h1;
     end
     casez (load_state)
       3'h0:
@@ -46404,26 +46701,26 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       3'h1:
           /* empty */;
       3'h2:
-          if (done) begin
-            if (\_$86 ) begin
-              if (\_$88 ) begin
-                \_$112  = 1'h1;
+          if (\done$72 ) begin
+            if (\_$88 ) begin
+              if (\_$90 ) begin
+                \_$114  = 1'h1;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$112  = 1'h0;
+      \_$114  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
-    \_$113  = error_code;
-    if (\_$81 ) begin
-      \_$113  = 4'h2;
+    \_$115  = error_code;
+    if (\_$82 ) begin
+      \_$115  = 4'h2;
     end
-    if (\_$83 ) begin
-      \_$113  = \error_code$114 ;
+    if (\_$84 ) begin
+      \_$115  = \error_code$114 ;
     end
     casez (load_state)
       3'h0:
@@ -46431,170 +46728,175 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       3'h1:
           /* empty */;
       3'h2:
-          if (done) begin
-            if (\_$86 ) begin
-              if (\_$88 ) begin
-                \_$113  = 4'h7;
+          if (\done$72 ) begin
+            if (\_$88 ) begin
+              if (\_$90 ) begin
+                \_$115  = 4'h7;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$113  = 4'h0;
+      \_$115  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
-    \_$114  = \_$85 [6:0];
+    \_$116  = \_$86 [6:0];
     if (rst) begin
-      \_$114  = 7'h00;
+      \_$116  = 7'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
-    \_$115  = load_state;
+    \_$117  = load_state;
     casez (load_state)
       3'h0:
           if (start) begin
-            \_$115  = 3'h1;
+            \_$117  = 3'h1;
           end
       3'h1:
-          \_$115  = 3'h2;
+          (* full_case = 32'd1 *)
+          if (\_$87 ) begin
+            \_$117  = 3'h0;
+          end else begin
+            \_$117  = 3'h2;
+          end
       3'h2:
-          if (done) begin
+          if (\done$72 ) begin
             (* full_case = 32'd1 *)
-            if (\_$86 ) begin
-              \_$115  = 3'h3;
+            if (\_$88 ) begin
+              \_$117  = 3'h3;
             end else begin
-              \_$115  = 3'h4;
+              \_$117  = 3'h4;
             end
           end
       3'h4:
-          if (\_$93 ) begin
-            \_$115  = 3'h0;
+          if (\_$95 ) begin
+            \_$117  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$115  = 3'h0;
+      \_$117  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
-    \_$116  = walking;
+    \_$118  = walking;
     casez (load_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (done) begin
+          if (\done$72 ) begin
             (* full_case = 32'd1 *)
-            if (\_$86 ) begin
+            if (\_$88 ) begin
             end else begin
-              \_$116  = 1'h1;
+              \_$118  = 1'h1;
             end
           end
     endcase
-    if (\_$101 ) begin
-      \_$116  = 1'h0;
+    if (\_$103 ) begin
+      \_$118  = 1'h0;
     end
     if (rst) begin
-      \_$116  = 1'h0;
+      \_$118  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
-    \_$117  = issued;
-    if (\_$96 ) begin
+    \_$119  = issued;
+    if (\_$98 ) begin
       if (lines__payload[48]) begin
         if (\addr__ready$83 ) begin
           (* full_case = 32'd1 *)
-          if (\_$98 ) begin
-            \_$117  = 16'h0000;
+          if (\_$100 ) begin
+            \_$119  = 16'h0000;
           end else begin
-            \_$117  = \_$99 [15:0];
+            \_$119  = \_$101 [15:0];
           end
         end
       end
     end
     if (rst) begin
-      \_$117  = 16'h0000;
+      \_$119  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
-    \_$118  = received;
-    if (\_$103 ) begin
+    \_$120  = received;
+    if (\_$105 ) begin
       (* full_case = 32'd1 *)
-      if (\_$104 ) begin
+      if (\_$106 ) begin
       end else begin
         if (\data__valid$94 ) begin
           (* full_case = 32'd1 *)
-          if (\_$105 ) begin
-          end else if (\_$107 ) begin
-            \_$118  = 16'h0000;
+          if (\_$107 ) begin
+          end else if (\_$109 ) begin
+            \_$120  = 16'h0000;
           end else begin
-            \_$118  = \_$108 [15:0];
+            \_$120  = \_$110 [15:0];
           end
         end
       end
     end
     if (rst) begin
-      \_$118  = 16'h0000;
+      \_$120  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$267 ) begin end
-    \_$119  = assembled;
-    if (\_$103 ) begin
+    \_$121  = assembled;
+    if (\_$105 ) begin
       (* full_case = 32'd1 *)
-      if (\_$104 ) begin
+      if (\_$106 ) begin
       end else begin
         if (\data__valid$94 ) begin
           (* full_case = 32'd1 *)
-          if (\_$105 ) begin
-          end else if (\_$107 ) begin
+          if (\_$107 ) begin
+          end else if (\_$109 ) begin
           end else begin
             casez (received)
               16'h0000:
-                  \_$119 [127:0] = \data__payload$96 ;
+                  \_$121 [127:0] = \data__payload$96 ;
               16'h0001:
-                  \_$119 [255:128] = \data__payload$96 ;
+                  \_$121 [255:128] = \data__payload$96 ;
               16'h0002:
-                  \_$119 [383:256] = \data__payload$96 ;
+                  \_$121 [383:256] = \data__payload$96 ;
               16'h0003:
-                  \_$119 [511:384] = \data__payload$96 ;
+                  \_$121 [511:384] = \data__payload$96 ;
               16'h0004:
-                  \_$119 [639:512] = \data__payload$96 ;
+                  \_$121 [639:512] = \data__payload$96 ;
               16'h0005:
-                  \_$119 [767:640] = \data__payload$96 ;
+                  \_$121 [767:640] = \data__payload$96 ;
               16'h0006:
-                  \_$119 [895:768] = \data__payload$96 ;
+                  \_$121 [895:768] = \data__payload$96 ;
               16'h0007:
-                  \_$119 [1023:896] = \data__payload$96 ;
+                  \_$121 [1023:896] = \data__payload$96 ;
               16'h0008:
-                  \_$119 [1151:1024] = \data__payload$96 ;
+                  \_$121 [1151:1024] = \data__payload$96 ;
               16'h0009:
-                  \_$119 [1279:1152] = \data__payload$96 ;
+                  \_$121 [1279:1152] = \data__payload$96 ;
               16'h000a:
-                  \_$119 [1407:1280] = \data__payload$96 ;
+                  \_$121 [1407:1280] = \data__payload$96 ;
               16'h000b:
-                  \_$119 [1535:1408] = \data__payload$96 ;
+                  \_$121 [1535:1408] = \data__payload$96 ;
               16'h000c:
-                  \_$119 [1663:1536] = \data__payload$96 ;
+                  \_$121 [1663:1536] = \data__payload$96 ;
               16'h000d:
-                  \_$119 [1791:1664] = \data__payload$96 ;
+                  \_$121 [1791:1664] = \data__payload$96 ;
               16'h000e:
-                  \_$119 [1919:1792] = \data__payload$96 ;
+                  \_$121 [1919:1792] = \data__payload$96 ;
               16'h000f:
-                  \_$119 [2047:1920] = \data__payload$96 ;
+                  \_$121 [2047:1920] = \data__payload$96 ;
             endcase
           end
         end
       end
     end
     if (rst) begin
-      \_$119  = 2048'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$121  = 2048'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign opcode = word[3:0];
@@ -46713,11 +47015,11 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \_$9  = \_$8 ;
   assign \_$16  = \_$15 ;
   assign \_$22  = \_$21 ;
-  assign \_$38 [3:0] = 4'h0;
-  assign \_$38 [32:4] = { 1'h0, lines__payload[47:20] };
-  assign \_$67  = \_$66 ;
-  assign \_$74  = \_$73 ;
-  assign \_$88  = \_$87 ;
+  assign \_$39 [3:0] = 4'h0;
+  assign \_$39 [32:4] = { 1'h0, lines__payload[47:20] };
+  assign \_$68  = \_$67 ;
+  assign \_$75  = \_$74 ;
+  assign \_$90  = \_$89 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -48859,7 +49161,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10898$0 , \port$10898$48 , r_rdy, clk);
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10991$0 , \port$10991$48 , r_rdy, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$274  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -48901,10 +49203,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [19:0] \port$10898$0 ;
-  wire [19:0] \port$10898$0 ;
-  input \port$10898$48 ;
-  wire \port$10898$48 ;
+  input [19:0] \port$10991$0 ;
+  wire [19:0] \port$10991$0 ;
+  input \port$10991$48 ;
+  wire \port$10991$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [20:0] r_data;
@@ -48931,7 +49233,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10
   reg [20:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$10898$0 [19:16], \port$10898$48 , \port$10898$0 [15:0] };
+      storage[w_port__addr] <= { \port$10991$0 [19:16], \port$10991$48 , \port$10991$0 [15:0] };
   end
   reg [20:0] _0_;
   always @(posedge clk) begin
@@ -49030,8 +49332,8 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$10898$0 [19:16], \port$10898$48 , \port$10898$0 [15:0] };
-  assign w_data = { \port$10898$0 [19:16], \port$10898$48 , \port$10898$0 [15:0] };
+  assign w_port__data = { \port$10991$0 [19:16], \port$10991$48 , \port$10991$0 [15:0] };
+  assign w_data = { \port$10991$0 [19:16], \port$10991$48 , \port$10991$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -70330,7 +70632,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$15748$0 , rd_resp__valid, clk);
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$15845$0 , rd_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$286  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
@@ -70433,8 +70735,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$15748$0 ;
-  wire [1:0] \port$15748$0 ;
+  output [1:0] \port$15845$0 ;
+  wire [1:0] \port$15845$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -71422,7 +71724,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$15748$0  = \_$4 ;
+  assign \port$15845$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

@@ -146,14 +146,14 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$222 (insn_frontier),
     .perf(perf),
-    .\port$5300$0 (\_$2 ),
+    .\port$5349$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$191 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$5300$0 (\_$2 ),
+    .\port$5349$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,7 +236,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5300$0 , dram_resp__valid, \start$191 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5349$0 , dram_resp__valid, \start$191 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
@@ -629,8 +629,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$5300$0 ;
-  wire [1:0] \port$5300$0 ;
+  input [1:0] \port$5349$0 ;
+  wire [1:0] \port$5349$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -4017,7 +4017,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$5300$0 (\port$5300$0 ),
+    .\port$5349$0 (\port$5349$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -4473,8 +4473,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$5300$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$5300$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$5349$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$5349$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -4546,9 +4546,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5300$0 ;
+  assign \dram_resp__payload.tag  = \port$5349$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$5300$0 ;
+  assign \dram_resp__payload$115.tag  = \port$5349$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4592,7 +4592,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$222 ,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5300$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5349$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -4748,8 +4748,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$5300$0 ;
-  wire [1:0] \port$5300$0 ;
+  input [1:0] \port$5349$0 ;
+  wire [1:0] \port$5349$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4800,13 +4800,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$5300$0 ;
+  assign \_$49  = ! \port$5349$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$5300$0  == 1'h1;
+  assign \_$50  = \port$5349$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$5300$0  == 2'h2;
+  assign \_$51  = \port$5349$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$5300$0  == 2'h3;
+  assign \_$52  = \port$5349$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5171,14 +5171,14 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$5300$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$5349$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5300$0 ;
+  assign \dram_resp__payload.tag  = \port$5349$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -5380,7 +5380,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [120:0] insn;
   (* init = 128'h00000000000000000000000000000000 *)
   wire [127:0] \insn$51 ;
-  wire [112:0] \insn$51.accum ;
+  wire [127:0] \insn$51.accum ;
   wire [15:0] \insn$51.accum.acc_addr ;
   wire [15:0] \insn$51.accum.acc_n_stride ;
   wire \insn$51.accum.accumulate ;
@@ -5391,6 +5391,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire \insn$51.accum.deps.pop_prev ;
   wire \insn$51.accum.deps.push_next ;
   wire \insn$51.accum.deps.push_prev ;
+  wire [13:0] \insn$51.accum.gate_addr ;
   wire [11:0] \insn$51.accum.m ;
   wire [9:0] \insn$51.accum.n_iter ;
   (* enum_base_type = "Opcode" *)
@@ -5405,6 +5406,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [3:0] \insn$51.accum.opcode ;
   wire [15:0] \insn$51.accum.param_addr ;
   wire \insn$51.accum.use_bias ;
+  wire \insn$51.accum.use_gate ;
   wire \insn$51.accum.use_res ;
   wire [7:0] \insn$51.end ;
   wire [3:0] \insn$51.end.deps ;
@@ -6377,7 +6379,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \insn$51.gemm.act_k_stride  = word[103:88];
   assign \insn$51.gemm.acc_n_stride  = word[119:104];
   assign \insn$51.gemm.accumulate  = word[120];
-  assign \insn$51.accum  = word[112:0];
+  assign \insn$51.accum  = word;
   assign \insn$51.accum.opcode  = word[3:0];
   assign \insn$51.accum.deps  = word[7:4];
   assign \insn$51.accum.deps.pop_prev  = word[4];
@@ -6394,6 +6396,8 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \insn$51.accum.use_bias  = word[110];
   assign \insn$51.accum.use_res  = word[111];
   assign \insn$51.accum.accumulate  = word[112];
+  assign \insn$51.accum.use_gate  = word[113];
+  assign \insn$51.accum.gate_addr  = word[127:114];
   assign \insn$51.pool  = word[103:0];
   assign \insn$51.pool.opcode  = word[3:0];
   assign \insn$51.pool.deps  = word[7:4];
@@ -10005,211 +10009,245 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$22  = 0;
   wire \_$1 ;
-  wire [31:0] \_$10 ;
-  wire [31:0] \_$100 ;
-  wire [32:0] \_$101 ;
+  wire \_$10 ;
+  wire \_$100 ;
+  wire [31:0] \_$101 ;
   wire [32:0] \_$102 ;
   wire [32:0] \_$103 ;
-  wire \_$104 ;
+  wire [32:0] \_$104 ;
   wire \_$105 ;
-  wire [31:0] \_$106 ;
-  wire [32:0] \_$107 ;
+  wire \_$106 ;
+  wire [31:0] \_$107 ;
   wire [32:0] \_$108 ;
   wire [32:0] \_$109 ;
-  wire [31:0] \_$11 ;
-  wire \_$110 ;
+  wire \_$11 ;
+  wire [32:0] \_$110 ;
   wire \_$111 ;
-  wire [31:0] \_$112 ;
-  wire [32:0] \_$113 ;
+  wire \_$112 ;
+  wire [31:0] \_$113 ;
   wire [32:0] \_$114 ;
   wire [32:0] \_$115 ;
-  wire \_$116 ;
+  wire [32:0] \_$116 ;
   wire \_$117 ;
-  wire [31:0] \_$118 ;
-  wire [32:0] \_$119 ;
-  wire [32:0] \_$12 ;
+  wire \_$118 ;
+  wire [31:0] \_$119 ;
+  wire \_$12 ;
   wire [32:0] \_$120 ;
   wire [32:0] \_$121 ;
-  wire \_$122 ;
+  wire [32:0] \_$122 ;
   wire \_$123 ;
   wire \_$124 ;
-  wire \_$125 ;
-  wire \_$126 ;
-  wire \_$127 ;
-  wire \_$128 ;
-  wire [16:0] \_$129 ;
-  wire [39:0] \_$13 ;
+  wire [31:0] \_$125 ;
+  wire [32:0] \_$126 ;
+  wire [32:0] \_$127 ;
+  wire [32:0] \_$128 ;
+  wire \_$129 ;
+  wire [31:0] \_$13 ;
   wire \_$130 ;
-  wire \_$131 ;
-  wire \_$132 ;
-  wire [16:0] \_$133 ;
-  wire \_$134 ;
+  wire [31:0] \_$131 ;
+  wire [32:0] \_$132 ;
+  wire [32:0] \_$133 ;
+  wire [32:0] \_$134 ;
   wire \_$135 ;
   wire \_$136 ;
-  wire \_$137 ;
-  wire \_$138 ;
-  wire \_$139 ;
-  wire [39:0] \_$14 ;
-  wire \_$140 ;
+  wire [31:0] \_$137 ;
+  wire [32:0] \_$138 ;
+  wire [32:0] \_$139 ;
+  wire [31:0] \_$14 ;
+  wire [32:0] \_$140 ;
   wire \_$141 ;
   wire \_$142 ;
   wire \_$143 ;
-  wire \_$144 ;
+  wire [14:0] \_$144 ;
   wire \_$145 ;
   wire \_$146 ;
-  wire \_$147 ;
+  wire [14:0] \_$147 ;
   wire \_$148 ;
-  wire [16:0] \_$149 ;
-  wire \_$15 ;
+  wire \_$149 ;
+  wire [32:0] \_$15 ;
   wire \_$150 ;
   wire \_$151 ;
-  wire \_$152 ;
-  wire [12:0] \_$153 ;
+  wire [16:0] \_$152 ;
+  wire \_$153 ;
   wire \_$154 ;
-  wire [10:0] \_$155 ;
-  wire [17:0] \_$156 ;
-  wire [17:0] \_$157 ;
-  wire [17:0] \_$158 ;
-  wire [17:0] \_$159 ;
-  wire [39:0] \_$16 ;
-  wire [10:0] \_$160 ;
+  wire \_$155 ;
+  wire [16:0] \_$156 ;
+  wire \_$157 ;
+  wire \_$158 ;
+  wire \_$159 ;
+  wire [7:0] \_$16 ;
+  wire \_$160 ;
   wire \_$161 ;
-  wire [12:0] \_$162 ;
-  wire [17:0] \_$163 ;
-  wire [17:0] \_$164 ;
+  wire \_$162 ;
+  wire \_$163 ;
+  wire \_$164 ;
   wire \_$165 ;
   wire \_$166 ;
   wire \_$167 ;
   wire \_$168 ;
-  wire \_$169 ;
-  wire [8:0] \_$17 ;
-  wire [8:0] \_$170 ;
+  wire [14:0] \_$169 ;
+  wire [15:0] \_$17 ;
+  wire \_$170 ;
   wire \_$171 ;
-  wire [17:0] \_$172 ;
-  wire [8:0] \_$173 ;
+  wire \_$172 ;
+  wire \_$173 ;
   wire \_$174 ;
   wire \_$175 ;
-  wire [12:0] \_$176 ;
+  wire [16:0] \_$176 ;
   wire \_$177 ;
-  wire [8:0] \_$178 ;
-  wire [10:0] \_$179 ;
-  wire [39:0] \_$18 ;
-  wire [17:0] \_$180 ;
-  wire [17:0] \_$181 ;
-  wire [17:0] \_$182 ;
+  wire \_$178 ;
+  wire \_$179 ;
+  wire [47:0] \_$18 ;
+  wire [12:0] \_$180 ;
+  wire \_$181 ;
+  wire [10:0] \_$182 ;
   wire [17:0] \_$183 ;
-  wire [10:0] \_$184 ;
-  wire \_$185 ;
-  wire [12:0] \_$186 ;
-  wire [17:0] \_$187 ;
-  reg [127:0] \_$188 ;
-  reg [9:0] \_$189 ;
-  wire \_$19 ;
-  reg [11:0] \_$190 ;
-  reg [16:0] \_$191 ;
-  reg [16:0] \_$192 ;
-  reg [16:0] \_$193 ;
-  reg [16:0] \_$194 ;
-  reg [2:0] \_$195 ;
-  reg [7:0] \_$196 ;
-  reg \_$197 ;
-  reg [15:0] \_$198 ;
-  reg \_$199 ;
+  wire [17:0] \_$184 ;
+  wire [17:0] \_$185 ;
+  wire [17:0] \_$186 ;
+  wire [10:0] \_$187 ;
+  wire \_$188 ;
+  wire [12:0] \_$189 ;
+  wire [47:0] \_$19 ;
+  wire [17:0] \_$190 ;
+  wire [17:0] \_$191 ;
+  wire \_$192 ;
+  wire \_$193 ;
+  wire \_$194 ;
+  wire \_$195 ;
+  wire \_$196 ;
+  wire [8:0] \_$197 ;
+  wire \_$198 ;
+  wire [17:0] \_$199 ;
   wire \_$2 ;
-  wire [40:0] \_$20 ;
-  reg \_$200 ;
-  wire [40:0] \_$21 ;
-  wire [41:0] \_$22 ;
-  wire [31:0] \_$23 ;
-  wire [31:0] \_$24 ;
-  wire [32:0] \_$25 ;
-  wire [39:0] \_$26 ;
-  wire [39:0] \_$27 ;
-  wire \_$28 ;
-  wire [39:0] \_$29 ;
+  wire \_$20 ;
+  wire [8:0] \_$200 ;
+  wire \_$201 ;
+  wire \_$202 ;
+  wire [12:0] \_$203 ;
+  wire \_$204 ;
+  wire [8:0] \_$205 ;
+  wire [10:0] \_$206 ;
+  wire [17:0] \_$207 ;
+  wire [17:0] \_$208 ;
+  wire [17:0] \_$209 ;
+  wire [7:0] \_$21 ;
+  wire [17:0] \_$210 ;
+  wire [10:0] \_$211 ;
+  wire \_$212 ;
+  wire [12:0] \_$213 ;
+  wire [17:0] \_$214 ;
+  reg \_$215 ;
+  reg [31:0] \_$216 ;
+  reg [127:0] \_$217 ;
+  reg [9:0] \_$218 ;
+  reg [11:0] \_$219 ;
+  wire [15:0] \_$22 ;
+  reg [16:0] \_$220 ;
+  reg [16:0] \_$221 ;
+  reg [16:0] \_$222 ;
+  reg [16:0] \_$223 ;
+  reg [2:0] \_$224 ;
+  reg [7:0] \_$225 ;
+  reg \_$226 ;
+  reg [15:0] \_$227 ;
+  reg \_$228 ;
+  reg \_$229 ;
+  wire [47:0] \_$23 ;
+  wire [8:0] \_$24 ;
+  wire [47:0] \_$25 ;
+  wire \_$26 ;
+  wire [48:0] \_$27 ;
+  wire [48:0] \_$28 ;
+  wire [49:0] \_$29 ;
   wire \_$3 ;
-  wire [8:0] \_$30 ;
-  wire [39:0] \_$31 ;
-  wire \_$32 ;
-  wire [40:0] \_$33 ;
-  wire [40:0] \_$34 ;
-  wire [41:0] \_$35 ;
-  wire [31:0] \_$36 ;
-  wire [31:0] \_$37 ;
-  wire [32:0] \_$38 ;
-  wire [39:0] \_$39 ;
+  wire [31:0] \_$30 ;
+  wire [31:0] \_$31 ;
+  wire [32:0] \_$32 ;
+  wire [7:0] \_$33 ;
+  wire [15:0] \_$34 ;
+  wire [47:0] \_$35 ;
+  wire [47:0] \_$36 ;
+  wire \_$37 ;
+  wire [7:0] \_$38 ;
+  wire [15:0] \_$39 ;
   wire \_$4 ;
-  wire [39:0] \_$40 ;
-  wire \_$41 ;
-  wire [39:0] \_$42 ;
-  wire [8:0] \_$43 ;
-  wire [39:0] \_$44 ;
-  wire \_$45 ;
-  wire [40:0] \_$46 ;
-  wire [40:0] \_$47 ;
-  wire [41:0] \_$48 ;
-  wire [31:0] \_$49 ;
+  wire [47:0] \_$40 ;
+  wire [8:0] \_$41 ;
+  wire [47:0] \_$42 ;
+  wire \_$43 ;
+  wire [48:0] \_$44 ;
+  wire [48:0] \_$45 ;
+  wire [49:0] \_$46 ;
+  wire [31:0] \_$47 ;
+  wire [31:0] \_$48 ;
+  wire [32:0] \_$49 ;
   wire \_$5 ;
-  wire [31:0] \_$50 ;
-  wire [32:0] \_$51 ;
-  wire [39:0] \_$52 ;
-  wire [39:0] \_$53 ;
+  wire [7:0] \_$50 ;
+  wire [15:0] \_$51 ;
+  wire [47:0] \_$52 ;
+  wire [47:0] \_$53 ;
   wire \_$54 ;
-  wire [39:0] \_$55 ;
-  wire [8:0] \_$56 ;
-  wire [39:0] \_$57 ;
-  wire \_$58 ;
-  wire [40:0] \_$59 ;
+  wire [7:0] \_$55 ;
+  wire [15:0] \_$56 ;
+  wire [47:0] \_$57 ;
+  wire [8:0] \_$58 ;
+  wire [47:0] \_$59 ;
   wire \_$6 ;
-  wire [40:0] \_$60 ;
-  wire [41:0] \_$61 ;
-  wire \_$62 ;
-  wire \_$63 ;
-  wire \_$64 ;
-  wire \_$65 ;
-  wire \_$66 ;
-  wire \_$67 ;
-  wire \_$68 ;
-  wire \_$69 ;
+  wire \_$60 ;
+  wire [48:0] \_$61 ;
+  wire [48:0] \_$62 ;
+  wire [49:0] \_$63 ;
+  wire [31:0] \_$64 ;
+  wire [31:0] \_$65 ;
+  wire [32:0] \_$66 ;
+  wire [7:0] \_$67 ;
+  wire [15:0] \_$68 ;
+  wire [47:0] \_$69 ;
   wire \_$7 ;
-  wire \_$70 ;
+  wire [47:0] \_$70 ;
   wire \_$71 ;
-  wire \_$72 ;
-  wire \_$73 ;
-  wire \_$74 ;
-  wire \_$75 ;
-  wire [31:0] \_$76 ;
-  wire [32:0] \_$77 ;
-  wire [32:0] \_$78 ;
-  wire [32:0] \_$79 ;
+  wire [7:0] \_$72 ;
+  wire [15:0] \_$73 ;
+  wire [47:0] \_$74 ;
+  wire [8:0] \_$75 ;
+  wire [47:0] \_$76 ;
+  wire \_$77 ;
+  wire [48:0] \_$78 ;
+  wire [48:0] \_$79 ;
   wire \_$8 ;
-  wire \_$80 ;
+  wire [49:0] \_$80 ;
   wire \_$81 ;
-  wire [31:0] \_$82 ;
-  wire [32:0] \_$83 ;
-  wire [32:0] \_$84 ;
-  wire [32:0] \_$85 ;
+  wire \_$82 ;
+  wire \_$83 ;
+  wire \_$84 ;
+  wire \_$85 ;
   wire \_$86 ;
   wire \_$87 ;
-  wire [31:0] \_$88 ;
-  wire [32:0] \_$89 ;
+  wire \_$88 ;
+  wire \_$89 ;
   wire \_$9 ;
-  wire [32:0] \_$90 ;
-  wire [32:0] \_$91 ;
+  wire \_$90 ;
+  wire \_$91 ;
   wire \_$92 ;
   wire \_$93 ;
-  wire [31:0] \_$94 ;
-  wire [32:0] \_$95 ;
+  wire \_$94 ;
+  wire [31:0] \_$95 ;
   wire [32:0] \_$96 ;
   wire [32:0] \_$97 ;
-  wire \_$98 ;
+  wire [32:0] \_$98 ;
   wire \_$99 ;
-  reg \_$signal  = 1'h0;
-  reg \_$signal$13  = 1'h0;
-  reg [16:0] \_$signal$20  = 17'h00000;
-  reg [9:0] \_$signal$21  = 10'h000;
-  reg [11:0] \_$signal$34  = 12'h000;
-  reg [16:0] \_$signal$35  = 17'h00000;
+  reg [31:0] \_$signal  = 32'd0;
+  reg \_$signal$14  = 1'h0;
+  reg [9:0] \_$signal$20  = 10'h000;
+  reg [16:0] \_$signal$25  = 17'h00000;
+  reg [11:0] \_$signal$36  = 12'h000;
+  reg [16:0] \_$signal$37  = 17'h00000;
+  reg \_$signal$7  = 1'h0;
+  wire [7:0] \_$signal[0] ;
+  wire [7:0] \_$signal[1] ;
+  wire [7:0] \_$signal[2] ;
+  wire [7:0] \_$signal[3] ;
   reg [16:0] acc_base = 17'h00000;
   reg [16:0] acc_ptr = 17'h00000;
   output [15:0] acc_rd__addr;
@@ -10255,11 +10293,12 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0111 = "BAD_FIELD" *)
   output [3:0] error_code;
   reg [3:0] error_code;
+  reg gate_arriving = 1'h0;
   input halt;
   wire halt;
   input [127:0] insn;
   wire [127:0] insn;
-  wire [112:0] \insn.accum ;
+  wire [127:0] \insn.accum ;
   wire [15:0] \insn.accum.acc_addr ;
   wire [15:0] \insn.accum.acc_n_stride ;
   wire \insn.accum.accumulate ;
@@ -10270,6 +10309,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   wire \insn.accum.deps.pop_prev ;
   wire \insn.accum.deps.push_next ;
   wire \insn.accum.deps.push_prev ;
+  wire [13:0] \insn.accum.gate_addr ;
   wire [11:0] \insn.accum.m ;
   wire [9:0] \insn.accum.n_iter ;
   (* enum_base_type = "Opcode" *)
@@ -10284,6 +10324,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   wire [3:0] \insn.accum.opcode ;
   wire [15:0] \insn.accum.param_addr ;
   wire \insn.accum.use_bias ;
+  wire \insn.accum.use_gate ;
   wire \insn.accum.use_res ;
   wire [7:0] \insn.end ;
   wire [3:0] \insn.end.deps ;
@@ -10463,238 +10504,273 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \_$2  = ! insn[67:56];
   assign \_$3  = ! insn[77:68];
   assign \_$4  = \_$2  | \_$3 ;
-  assign \_$5  = ! insn[51:40];
-  assign \_$6  = ! insn[69:60];
-  assign \_$7  = \_$5  | \_$6 ;
-  assign \_$8  = ! insn[59:52];
-  assign \_$9  = \_$7  | \_$8 ;
-  assign \_$10  = insn[112] ? acc_rd__data[31:0] : 32'd0;
-  assign \_$11  = insn[110] ? param__data[31:0] : 32'd0;
-  assign \_$12  = $signed(\_$10 ) + $signed(\_$11 );
-  assign \_$13  = $signed(act__data[7:0]) * $signed(param__data[95:64]);
-  assign \_$14  = $signed(\_$13 ) >>> param__data[111:104];
-  assign \_$15  = ! param__data[111:104];
-  assign \_$16  = $signed(act__data[7:0]) * $signed(param__data[95:64]);
-  assign \_$17  = param__data[111:104] - 1'h1;
-  assign \_$18  = $signed(\_$16 ) >>> \_$17 [7:0];
-  assign \_$19  = \_$15  ? 1'h0 : \_$18 [0];
-  assign \_$20  = $signed(\_$14 ) + $signed({ 1'h0, \_$19  });
-  assign \_$21  = insn[111] ? \_$20  : 41'h00000000000;
-  assign \_$22  = $signed(\_$12 ) + $signed(\_$21 );
-  assign \_$23  = insn[112] ? acc_rd__data[63:32] : 32'd0;
-  assign \_$24  = insn[110] ? param__data[159:128] : 32'd0;
-  assign \_$25  = $signed(\_$23 ) + $signed(\_$24 );
-  assign \_$26  = $signed(act__data[15:8]) * $signed(param__data[223:192]);
-  assign \_$27  = $signed(\_$26 ) >>> param__data[239:232];
-  assign \_$28  = ! param__data[239:232];
-  assign \_$29  = $signed(act__data[15:8]) * $signed(param__data[223:192]);
-  assign \_$30  = param__data[239:232] - 1'h1;
-  assign \_$31  = $signed(\_$29 ) >>> \_$30 [7:0];
-  assign \_$32  = \_$28  ? 1'h0 : \_$31 [0];
-  assign \_$33  = $signed(\_$27 ) + $signed({ 1'h0, \_$32  });
-  assign \_$34  = insn[111] ? \_$33  : 41'h00000000000;
-  assign \_$35  = $signed(\_$25 ) + $signed(\_$34 );
-  assign \_$36  = insn[112] ? acc_rd__data[95:64] : 32'd0;
-  assign \_$37  = insn[110] ? param__data[287:256] : 32'd0;
-  assign \_$38  = $signed(\_$36 ) + $signed(\_$37 );
-  assign \_$39  = $signed(act__data[23:16]) * $signed(param__data[351:320]);
-  assign \_$40  = $signed(\_$39 ) >>> param__data[367:360];
-  assign \_$41  = ! param__data[367:360];
-  assign \_$42  = $signed(act__data[23:16]) * $signed(param__data[351:320]);
-  assign \_$43  = param__data[367:360] - 1'h1;
-  assign \_$44  = $signed(\_$42 ) >>> \_$43 [7:0];
-  assign \_$45  = \_$41  ? 1'h0 : \_$44 [0];
-  assign \_$46  = $signed(\_$40 ) + $signed({ 1'h0, \_$45  });
-  assign \_$47  = insn[111] ? \_$46  : 41'h00000000000;
-  assign \_$48  = $signed(\_$38 ) + $signed(\_$47 );
-  assign \_$49  = insn[112] ? acc_rd__data[127:96] : 32'd0;
-  assign \_$50  = insn[110] ? param__data[415:384] : 32'd0;
-  assign \_$51  = $signed(\_$49 ) + $signed(\_$50 );
-  assign \_$52  = $signed(act__data[31:24]) * $signed(param__data[479:448]);
-  assign \_$53  = $signed(\_$52 ) >>> param__data[495:488];
-  assign \_$54  = ! param__data[495:488];
-  assign \_$55  = $signed(act__data[31:24]) * $signed(param__data[479:448]);
-  assign \_$56  = param__data[495:488] - 1'h1;
-  assign \_$57  = $signed(\_$55 ) >>> \_$56 [7:0];
-  assign \_$58  = \_$54  ? 1'h0 : \_$57 [0];
-  assign \_$59  = $signed(\_$53 ) + $signed({ 1'h0, \_$58  });
-  assign \_$60  = insn[111] ? \_$59  : 41'h00000000000;
-  assign \_$61  = $signed(\_$51 ) + $signed(\_$60 );
-  assign \_$62  = insn[3:0] == 3'h4;
-  assign \_$63  = \_$signal  & \_$62 ;
-  assign \_$64  = \_$63  & insn[111];
-  assign \_$65  = param__data[111:104] > 6'h3e;
-  assign \_$67  = param__data[239:232] > 6'h3e;
-  assign \_$68  = \_$66  | \_$67 ;
-  assign \_$69  = param__data[367:360] > 6'h3e;
-  assign \_$70  = \_$68  | \_$69 ;
-  assign \_$71  = param__data[495:488] > 6'h3e;
-  assign \_$72  = \_$70  | \_$71 ;
-  assign \_$73  = \_$64  & \_$72 ;
-  assign \_$74  = ! insn[102];
-  assign \_$75  = $signed(act__data[7:0]) > $signed(acc_rd__data[31:0]);
-  assign \_$76  = \_$75  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : acc_rd__data[31:0];
-  assign \_$77  = $signed(acc_rd__data[31:0]) + $signed(act__data[7:0]);
-  assign \_$78  = insn[102] ? \_$77  : { \_$76 [31], \_$76  };
-  assign \_$79  = insn[103] ? \_$78  : { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] };
-  assign \_$80  = ! insn[102];
-  assign \_$81  = $signed(act__data[7:0]) > $signed(running[31:0]);
-  assign \_$82  = \_$81  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : running[31:0];
-  assign \_$83  = $signed(running[31:0]) + $signed(act__data[7:0]);
-  assign \_$84  = insn[102] ? \_$83  : { \_$82 [31], \_$82  };
-  assign \_$85  = ln_first ? \_$79  : \_$84 ;
-  assign \_$86  = ! insn[102];
-  assign \_$87  = $signed(act__data[15:8]) > $signed(acc_rd__data[63:32]);
-  assign \_$88  = \_$87  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : acc_rd__data[63:32];
-  assign \_$89  = $signed(acc_rd__data[63:32]) + $signed(act__data[15:8]);
-  assign \_$90  = insn[102] ? \_$89  : { \_$88 [31], \_$88  };
-  assign \_$91  = insn[103] ? \_$90  : { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] };
-  assign \_$92  = ! insn[102];
-  assign \_$93  = $signed(act__data[15:8]) > $signed(running[63:32]);
-  assign \_$94  = \_$93  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : running[63:32];
-  assign \_$95  = $signed(running[63:32]) + $signed(act__data[15:8]);
-  assign \_$96  = insn[102] ? \_$95  : { \_$94 [31], \_$94  };
-  assign \_$97  = ln_first ? \_$91  : \_$96 ;
-  assign \_$98  = ! insn[102];
-  assign \_$99  = $signed(act__data[23:16]) > $signed(acc_rd__data[95:64]);
-  assign \_$100  = \_$99  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : acc_rd__data[95:64];
-  assign \_$101  = $signed(acc_rd__data[95:64]) + $signed(act__data[23:16]);
-  assign \_$102  = insn[102] ? \_$101  : { \_$100 [31], \_$100  };
-  assign \_$103  = insn[103] ? \_$102  : { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] };
-  assign \_$104  = ! insn[102];
-  assign \_$105  = $signed(act__data[23:16]) > $signed(running[95:64]);
-  assign \_$106  = \_$105  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : running[95:64];
-  assign \_$107  = $signed(running[95:64]) + $signed(act__data[23:16]);
-  assign \_$108  = insn[102] ? \_$107  : { \_$106 [31], \_$106  };
-  assign \_$109  = ln_first ? \_$103  : \_$108 ;
-  assign \_$110  = ! insn[102];
-  assign \_$111  = $signed(act__data[31:24]) > $signed(acc_rd__data[127:96]);
-  assign \_$112  = \_$111  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : acc_rd__data[127:96];
-  assign \_$113  = $signed(acc_rd__data[127:96]) + $signed(act__data[31:24]);
-  assign \_$114  = insn[102] ? \_$113  : { \_$112 [31], \_$112  };
-  assign \_$115  = insn[103] ? \_$114  : { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] };
-  assign \_$116  = ! insn[102];
-  assign \_$117  = $signed(act__data[31:24]) > $signed(running[127:96]);
-  assign \_$118  = \_$117  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : running[127:96];
-  assign \_$119  = $signed(running[127:96]) + $signed(act__data[31:24]);
-  assign \_$120  = insn[102] ? \_$119  : { \_$118 [31], \_$118  };
-  assign \_$121  = ln_first ? \_$115  : \_$120 ;
-  assign \_$122  = insn[3:0] == 3'h4;
-  assign \_$123  = \_$signal  & \_$122 ;
-  assign \_$124  = \_$signal  & \_$signal$13 ;
-  assign \_$125  = acc_ptr >= 11'h400;
-  assign \_$126  = \_$signal$20  >= 12'h800;
-  assign \_$127  = insn[111] & \_$126 ;
-  assign \_$128  = \_$125  | \_$127 ;
-  assign \_$129  = insn[55:40] + \_$signal$21 ;
-  assign \_$130  = \_$129  >= 7'h40;
-  assign \_$131  = \_$128  | \_$130 ;
-  assign \_$132  = ~ halt;
-  assign \_$133  = insn[55:40] + \_$signal$21 ;
-  assign \_$134  = \_$signal$20  >= 12'h800;
-  assign \_$135  = acc_ptr >= 11'h400;
-  assign \_$136  = \_$134  | \_$135 ;
-  assign \_$137  = ~ halt;
-  assign \_$138  = ! w;
-  assign \_$139  = ! line_state;
-  assign \_$140  = line_state == 1'h1;
-  assign \_$141  = line_state == 2'h2;
-  assign \_$142  = line_state == 2'h3;
-  assign \_$143  = line_state == 3'h4;
-  assign \_$144  = insn[3:0] == 3'h4;
-  assign \_$145  = acc_ptr >= 11'h400;
-  assign \_$146  = \_$signal$20  >= 12'h800;
-  assign \_$147  = insn[111] & \_$146 ;
-  assign \_$148  = \_$145  | \_$147 ;
-  assign \_$149  = insn[55:40] + \_$signal$21 ;
-  assign \_$150  = \_$149  >= 7'h40;
+  assign \_$5  = ~ insn[111];
+  assign \_$6  = insn[113] & \_$5 ;
+  assign \_$7  = \_$4  | \_$6 ;
+  assign \_$8  = ! insn[51:40];
+  assign \_$9  = ! insn[69:60];
+  assign \_$10  = \_$8  | \_$9 ;
+  assign \_$11  = ! insn[59:52];
+  assign \_$12  = \_$10  | \_$11 ;
+  assign \_$13  = insn[112] ? acc_rd__data[31:0] : 32'd0;
+  assign \_$14  = insn[110] ? param__data[31:0] : 32'd0;
+  assign \_$15  = $signed(\_$13 ) + $signed(\_$14 );
+  assign \_$16  = insn[113] ? \_$signal [7:0] : 8'h01;
+  assign \_$17  = $signed(act__data[7:0]) * $signed(\_$16 );
+  assign \_$18  = $signed(\_$17 ) * $signed(param__data[95:64]);
+  assign \_$19  = $signed(\_$18 ) >>> param__data[111:104];
+  assign \_$20  = ! param__data[111:104];
+  assign \_$21  = insn[113] ? \_$signal [7:0] : 8'h01;
+  assign \_$22  = $signed(act__data[7:0]) * $signed(\_$21 );
+  assign \_$23  = $signed(\_$22 ) * $signed(param__data[95:64]);
+  assign \_$24  = param__data[111:104] - 1'h1;
+  assign \_$25  = $signed(\_$23 ) >>> \_$24 [7:0];
+  assign \_$26  = \_$20  ? 1'h0 : \_$25 [0];
+  assign \_$27  = $signed(\_$19 ) + $signed({ 1'h0, \_$26  });
+  assign \_$28  = insn[111] ? \_$27  : 49'h0000000000000;
+  assign \_$29  = $signed(\_$15 ) + $signed(\_$28 );
+  assign \_$30  = insn[112] ? acc_rd__data[63:32] : 32'd0;
+  assign \_$31  = insn[110] ? param__data[159:128] : 32'd0;
+  assign \_$32  = $signed(\_$30 ) + $signed(\_$31 );
+  assign \_$33  = insn[113] ? \_$signal [15:8] : 8'h01;
+  assign \_$34  = $signed(act__data[15:8]) * $signed(\_$33 );
+  assign \_$35  = $signed(\_$34 ) * $signed(param__data[223:192]);
+  assign \_$36  = $signed(\_$35 ) >>> param__data[239:232];
+  assign \_$37  = ! param__data[239:232];
+  assign \_$38  = insn[113] ? \_$signal [15:8] : 8'h01;
+  assign \_$39  = $signed(act__data[15:8]) * $signed(\_$38 );
+  assign \_$40  = $signed(\_$39 ) * $signed(param__data[223:192]);
+  assign \_$41  = param__data[239:232] - 1'h1;
+  assign \_$42  = $signed(\_$40 ) >>> \_$41 [7:0];
+  assign \_$43  = \_$37  ? 1'h0 : \_$42 [0];
+  assign \_$44  = $signed(\_$36 ) + $signed({ 1'h0, \_$43  });
+  assign \_$45  = insn[111] ? \_$44  : 49'h0000000000000;
+  assign \_$46  = $signed(\_$32 ) + $signed(\_$45 );
+  assign \_$47  = insn[112] ? acc_rd__data[95:64] : 32'd0;
+  assign \_$48  = insn[110] ? param__data[287:256] : 32'd0;
+  assign \_$49  = $signed(\_$47 ) + $signed(\_$48 );
+  assign \_$50  = insn[113] ? \_$signal [23:16] : 8'h01;
+  assign \_$51  = $signed(act__data[23:16]) * $signed(\_$50 );
+  assign \_$52  = $signed(\_$51 ) * $signed(param__data[351:320]);
+  assign \_$53  = $signed(\_$52 ) >>> param__data[367:360];
+  assign \_$54  = ! param__data[367:360];
+  assign \_$55  = insn[113] ? \_$signal [23:16] : 8'h01;
+  assign \_$56  = $signed(act__data[23:16]) * $signed(\_$55 );
+  assign \_$57  = $signed(\_$56 ) * $signed(param__data[351:320]);
+  assign \_$58  = param__data[367:360] - 1'h1;
+  assign \_$59  = $signed(\_$57 ) >>> \_$58 [7:0];
+  assign \_$60  = \_$54  ? 1'h0 : \_$59 [0];
+  assign \_$61  = $signed(\_$53 ) + $signed({ 1'h0, \_$60  });
+  assign \_$62  = insn[111] ? \_$61  : 49'h0000000000000;
+  assign \_$63  = $signed(\_$49 ) + $signed(\_$62 );
+  assign \_$64  = insn[112] ? acc_rd__data[127:96] : 32'd0;
+  assign \_$65  = insn[110] ? param__data[415:384] : 32'd0;
+  assign \_$66  = $signed(\_$64 ) + $signed(\_$65 );
+  assign \_$67  = insn[113] ? \_$signal [31:24] : 8'h01;
+  assign \_$68  = $signed(act__data[31:24]) * $signed(\_$67 );
+  assign \_$69  = $signed(\_$68 ) * $signed(param__data[479:448]);
+  assign \_$70  = $signed(\_$69 ) >>> param__data[495:488];
+  assign \_$71  = ! param__data[495:488];
+  assign \_$72  = insn[113] ? \_$signal [31:24] : 8'h01;
+  assign \_$73  = $signed(act__data[31:24]) * $signed(\_$72 );
+  assign \_$74  = $signed(\_$73 ) * $signed(param__data[479:448]);
+  assign \_$75  = param__data[495:488] - 1'h1;
+  assign \_$76  = $signed(\_$74 ) >>> \_$75 [7:0];
+  assign \_$77  = \_$71  ? 1'h0 : \_$76 [0];
+  assign \_$78  = $signed(\_$70 ) + $signed({ 1'h0, \_$77  });
+  assign \_$79  = insn[111] ? \_$78  : 49'h0000000000000;
+  assign \_$80  = $signed(\_$66 ) + $signed(\_$79 );
+  assign \_$81  = insn[3:0] == 3'h4;
+  assign \_$82  = \_$signal$7  & \_$81 ;
+  assign \_$83  = \_$82  & insn[111];
+  assign \_$84  = param__data[111:104] > 6'h3e;
+  assign \_$86  = param__data[239:232] > 6'h3e;
+  assign \_$87  = \_$85  | \_$86 ;
+  assign \_$88  = param__data[367:360] > 6'h3e;
+  assign \_$89  = \_$87  | \_$88 ;
+  assign \_$90  = param__data[495:488] > 6'h3e;
+  assign \_$91  = \_$89  | \_$90 ;
+  assign \_$92  = \_$83  & \_$91 ;
+  assign \_$93  = ! insn[102];
+  assign \_$94  = $signed(act__data[7:0]) > $signed(acc_rd__data[31:0]);
+  assign \_$95  = \_$94  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : acc_rd__data[31:0];
+  assign \_$96  = $signed(acc_rd__data[31:0]) + $signed(act__data[7:0]);
+  assign \_$97  = insn[102] ? \_$96  : { \_$95 [31], \_$95  };
+  assign \_$98  = insn[103] ? \_$97  : { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] };
+  assign \_$99  = ! insn[102];
+  assign \_$100  = $signed(act__data[7:0]) > $signed(running[31:0]);
+  assign \_$101  = \_$100  ? { act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7], act__data[7:0] } : running[31:0];
+  assign \_$102  = $signed(running[31:0]) + $signed(act__data[7:0]);
+  assign \_$103  = insn[102] ? \_$102  : { \_$101 [31], \_$101  };
+  assign \_$104  = ln_first ? \_$98  : \_$103 ;
+  assign \_$105  = ! insn[102];
+  assign \_$106  = $signed(act__data[15:8]) > $signed(acc_rd__data[63:32]);
+  assign \_$107  = \_$106  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : acc_rd__data[63:32];
+  assign \_$108  = $signed(acc_rd__data[63:32]) + $signed(act__data[15:8]);
+  assign \_$109  = insn[102] ? \_$108  : { \_$107 [31], \_$107  };
+  assign \_$110  = insn[103] ? \_$109  : { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] };
+  assign \_$111  = ! insn[102];
+  assign \_$112  = $signed(act__data[15:8]) > $signed(running[63:32]);
+  assign \_$113  = \_$112  ? { act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15], act__data[15:8] } : running[63:32];
+  assign \_$114  = $signed(running[63:32]) + $signed(act__data[15:8]);
+  assign \_$115  = insn[102] ? \_$114  : { \_$113 [31], \_$113  };
+  assign \_$116  = ln_first ? \_$110  : \_$115 ;
+  assign \_$117  = ! insn[102];
+  assign \_$118  = $signed(act__data[23:16]) > $signed(acc_rd__data[95:64]);
+  assign \_$119  = \_$118  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : acc_rd__data[95:64];
+  assign \_$120  = $signed(acc_rd__data[95:64]) + $signed(act__data[23:16]);
+  assign \_$121  = insn[102] ? \_$120  : { \_$119 [31], \_$119  };
+  assign \_$122  = insn[103] ? \_$121  : { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] };
+  assign \_$123  = ! insn[102];
+  assign \_$124  = $signed(act__data[23:16]) > $signed(running[95:64]);
+  assign \_$125  = \_$124  ? { act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23], act__data[23:16] } : running[95:64];
+  assign \_$126  = $signed(running[95:64]) + $signed(act__data[23:16]);
+  assign \_$127  = insn[102] ? \_$126  : { \_$125 [31], \_$125  };
+  assign \_$128  = ln_first ? \_$122  : \_$127 ;
+  assign \_$129  = ! insn[102];
+  assign \_$130  = $signed(act__data[31:24]) > $signed(acc_rd__data[127:96]);
+  assign \_$131  = \_$130  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : acc_rd__data[127:96];
+  assign \_$132  = $signed(acc_rd__data[127:96]) + $signed(act__data[31:24]);
+  assign \_$133  = insn[102] ? \_$132  : { \_$131 [31], \_$131  };
+  assign \_$134  = insn[103] ? \_$133  : { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] };
+  assign \_$135  = ! insn[102];
+  assign \_$136  = $signed(act__data[31:24]) > $signed(running[127:96]);
+  assign \_$137  = \_$136  ? { act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31], act__data[31:24] } : running[127:96];
+  assign \_$138  = $signed(running[127:96]) + $signed(act__data[31:24]);
+  assign \_$139  = insn[102] ? \_$138  : { \_$137 [31], \_$137  };
+  assign \_$140  = ln_first ? \_$134  : \_$139 ;
+  assign \_$141  = insn[3:0] == 3'h4;
+  assign \_$142  = \_$signal$7  & \_$141 ;
+  assign \_$143  = \_$signal$7  & \_$signal$14 ;
+  assign \_$144  = insn[127:114] + \_$signal$20 ;
+  assign \_$145  = \_$144  >= 12'h800;
+  assign \_$146  = ~ halt;
+  assign \_$147  = insn[127:114] + \_$signal$20 ;
+  assign \_$148  = acc_ptr >= 11'h400;
+  assign \_$149  = \_$signal$25  >= 12'h800;
+  assign \_$150  = insn[111] & \_$149 ;
   assign \_$151  = \_$148  | \_$150 ;
-  assign \_$152  = ~ halt;
-  assign \_$153  = insn[67:56] - 1'h1;
-  assign \_$154  = \_$signal$34  == \_$153 ;
-  assign \_$155  = \_$signal$21  + 1'h1;
-  assign \_$156  = \_$signal$35  + insn[109:94];
-  assign \_$157  = acc_base + insn[93:78];
-  assign \_$158  = \_$signal$35  + insn[109:94];
-  assign \_$159  = acc_base + insn[93:78];
-  assign \_$160  = insn[77:68] - 1'h1;
-  assign \_$161  = \_$signal$21  == \_$160 ;
-  assign \_$162  = \_$signal$34  + 1'h1;
-  assign \_$163  = \_$signal$20  + 1'h1;
-  assign \_$164  = acc_ptr + 1'h1;
-  assign \_$165  = \_$signal$20  >= 12'h800;
-  assign \_$166  = acc_ptr >= 11'h400;
-  assign \_$167  = \_$165  | \_$166 ;
-  assign \_$168  = ~ halt;
-  assign \_$169  = ! w;
-  assign \_$170  = insn[59:52] - 1'h1;
-  assign \_$171  = w == \_$170 ;
-  assign \_$172  = \_$signal$20  + 1'h1;
-  assign \_$173  = insn[59:52] - 1'h1;
-  assign \_$174  = w == \_$173 ;
-  assign \_$175  = ~ \_$174 ;
-  assign \_$176  = insn[51:40] - 1'h1;
-  assign \_$177  = \_$signal$34  == \_$176 ;
-  assign \_$178  = w + 1'h1;
-  assign \_$179  = \_$signal$21  + 1'h1;
-  assign \_$180  = \_$signal$35  + insn[85:70];
-  assign \_$181  = acc_base + insn[101:86];
-  assign \_$182  = \_$signal$35  + insn[85:70];
-  assign \_$183  = acc_base + insn[101:86];
-  assign \_$184  = insn[69:60] - 1'h1;
-  assign \_$185  = \_$signal$21  == \_$184 ;
-  assign \_$186  = \_$signal$34  + 1'h1;
-  assign \_$187  = acc_ptr + 1'h1;
+  assign \_$152  = insn[55:40] + \_$signal$20 ;
+  assign \_$153  = \_$152  >= 7'h40;
+  assign \_$154  = \_$151  | \_$153 ;
+  assign \_$155  = ~ halt;
+  assign \_$156  = insn[55:40] + \_$signal$20 ;
+  assign \_$157  = \_$signal$25  >= 12'h800;
+  assign \_$158  = acc_ptr >= 11'h400;
+  assign \_$159  = \_$157  | \_$158 ;
+  assign \_$160  = ~ halt;
+  assign \_$161  = ! w;
+  assign \_$162  = ! line_state;
+  assign \_$163  = line_state == 1'h1;
+  assign \_$164  = line_state == 2'h2;
+  assign \_$165  = line_state == 2'h3;
+  assign \_$166  = line_state == 3'h4;
+  assign \_$167  = line_state == 3'h5;
+  assign \_$168  = insn[3:0] == 3'h4;
+  assign \_$169  = insn[127:114] + \_$signal$20 ;
+  assign \_$170  = \_$169  >= 12'h800;
+  assign \_$171  = ~ halt;
+  assign \_$172  = acc_ptr >= 11'h400;
+  assign \_$173  = \_$signal$25  >= 12'h800;
+  assign \_$174  = insn[111] & \_$173 ;
+  assign \_$175  = \_$172  | \_$174 ;
+  assign \_$176  = insn[55:40] + \_$signal$20 ;
+  assign \_$177  = \_$176  >= 7'h40;
+  assign \_$178  = \_$175  | \_$177 ;
+  assign \_$179  = ~ halt;
+  assign \_$180  = insn[67:56] - 1'h1;
+  assign \_$181  = \_$signal$36  == \_$180 ;
+  assign \_$182  = \_$signal$20  + 1'h1;
+  assign \_$183  = \_$signal$37  + insn[109:94];
+  assign \_$184  = acc_base + insn[93:78];
+  assign \_$185  = \_$signal$37  + insn[109:94];
+  assign \_$186  = acc_base + insn[93:78];
+  assign \_$187  = insn[77:68] - 1'h1;
+  assign \_$188  = \_$signal$20  == \_$187 ;
+  assign \_$189  = \_$signal$36  + 1'h1;
+  assign \_$190  = \_$signal$25  + 1'h1;
+  assign \_$191  = acc_ptr + 1'h1;
+  assign \_$192  = \_$signal$25  >= 12'h800;
+  assign \_$193  = acc_ptr >= 11'h400;
+  assign \_$194  = \_$192  | \_$193 ;
+  assign \_$195  = ~ halt;
+  assign \_$196  = ! w;
+  assign \_$197  = insn[59:52] - 1'h1;
+  assign \_$198  = w == \_$197 ;
+  assign \_$199  = \_$signal$25  + 1'h1;
+  assign \_$200  = insn[59:52] - 1'h1;
+  assign \_$201  = w == \_$200 ;
+  assign \_$202  = ~ \_$201 ;
+  assign \_$203  = insn[51:40] - 1'h1;
+  assign \_$204  = \_$signal$36  == \_$203 ;
+  assign \_$205  = w + 1'h1;
+  assign \_$206  = \_$signal$20  + 1'h1;
+  assign \_$207  = \_$signal$37  + insn[85:70];
+  assign \_$208  = acc_base + insn[101:86];
+  assign \_$209  = \_$signal$37  + insn[85:70];
+  assign \_$210  = acc_base + insn[101:86];
+  assign \_$211  = insn[69:60] - 1'h1;
+  assign \_$212  = \_$signal$20  == \_$211 ;
+  assign \_$213  = \_$signal$36  + 1'h1;
+  assign \_$214  = acc_ptr + 1'h1;
   always @(posedge clk)
-    running <= \_$188 ;
+    gate_arriving <= \_$215 ;
   always @(posedge clk)
-    \_$signal$21  <= \_$189 ;
+    \_$signal  <= \_$216 ;
   always @(posedge clk)
-    \_$signal$34  <= \_$190 ;
+    running <= \_$217 ;
   always @(posedge clk)
-    \_$signal$20  <= \_$191 ;
+    \_$signal$20  <= \_$218 ;
   always @(posedge clk)
-    acc_ptr <= \_$192 ;
+    \_$signal$36  <= \_$219 ;
   always @(posedge clk)
-    \_$signal$35  <= \_$193 ;
+    \_$signal$25  <= \_$220 ;
   always @(posedge clk)
-    acc_base <= \_$194 ;
+    acc_ptr <= \_$221 ;
   always @(posedge clk)
-    line_state <= \_$195 ;
+    \_$signal$37  <= \_$222 ;
   always @(posedge clk)
-    w <= \_$196 ;
+    acc_base <= \_$223 ;
   always @(posedge clk)
-    \_$signal  <= \_$197 ;
+    line_state <= \_$224 ;
   always @(posedge clk)
-    ln_acc <= \_$198 ;
+    w <= \_$225 ;
   always @(posedge clk)
-    ln_first <= \_$199 ;
+    \_$signal$7  <= \_$226 ;
   always @(posedge clk)
-    \_$signal$13  <= \_$200 ;
+    ln_acc <= \_$227 ;
+  always @(posedge clk)
+    ln_first <= \_$228 ;
+  always @(posedge clk)
+    \_$signal$14  <= \_$229 ;
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     (* full_case = 32'd1 *)
     if (\_$1 ) begin
-      bad_fields = \_$4 ;
+      bad_fields = \_$7 ;
     end else begin
-      bad_fields = \_$9 ;
+      bad_fields = \_$12 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     error = 1'h0;
-    if (\_$73 ) begin
+    if (\_$92 ) begin
       error = 1'h1;
     end
     casez (line_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$131 ) begin
+          if (\_$145 ) begin
             error = 1'h1;
           end
       3'h2:
-          if (\_$136 ) begin
+          if (\_$154 ) begin
+            error = 1'h1;
+          end
+      3'h3:
+          if (\_$159 ) begin
             error = 1'h1;
           end
     endcase
@@ -10702,18 +10778,22 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     error_code = 4'h0;
-    if (\_$73 ) begin
+    if (\_$92 ) begin
       error_code = 4'h7;
     end
     casez (line_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$131 ) begin
+          if (\_$145 ) begin
             error_code = 4'h4;
           end
       3'h2:
-          if (\_$136 ) begin
+          if (\_$154 ) begin
+            error_code = 4'h4;
+          end
+      3'h3:
+          if (\_$159 ) begin
             error_code = 4'h4;
           end
     endcase
@@ -10721,27 +10801,27 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     acc_wr__en = 1'h0;
-    if (\_$123 ) begin
+    if (\_$142 ) begin
       acc_wr__en = 1'h1;
-    end else if (\_$124 ) begin
+    end else if (\_$143 ) begin
       acc_wr__en = 1'h1;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     acc_wr__addr = 16'h0000;
-    if (\_$123 ) begin
+    if (\_$142 ) begin
       acc_wr__addr = ln_acc;
-    end else if (\_$124 ) begin
+    end else if (\_$143 ) begin
       acc_wr__addr = ln_acc;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     acc_wr__data = 128'h00000000000000000000000000000000;
-    if (\_$123 ) begin
+    if (\_$142 ) begin
       acc_wr__data = accum_value;
-    end else if (\_$124 ) begin
+    end else if (\_$143 ) begin
       acc_wr__data = pool_value;
     end
   end
@@ -10752,14 +10832,19 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$131 ) begin
-          end else if (\_$132 ) begin
-            act__addr = \_$signal$20 [15:0];
+          if (\_$145 ) begin
+          end else if (\_$146 ) begin
+            act__addr = { 1'h0, \_$147  };
           end
       3'h2:
-          if (\_$136 ) begin
-          end else if (\_$137 ) begin
-            act__addr = \_$signal$20 [15:0];
+          if (\_$154 ) begin
+          end else if (\_$155 ) begin
+            act__addr = \_$signal$25 [15:0];
+          end
+      3'h3:
+          if (\_$159 ) begin
+          end else if (\_$160 ) begin
+            act__addr = \_$signal$25 [15:0];
           end
     endcase
   end
@@ -10770,13 +10855,18 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$131 ) begin
-          end else if (\_$132 ) begin
+          if (\_$145 ) begin
+          end else if (\_$146 ) begin
             act__en = 1'h1;
           end
       3'h2:
-          if (\_$136 ) begin
-          end else if (\_$137 ) begin
+          if (\_$154 ) begin
+          end else if (\_$155 ) begin
+            act__en = 1'h1;
+          end
+      3'h3:
+          if (\_$159 ) begin
+          end else if (\_$160 ) begin
             act__en = 1'h1;
           end
     endcase
@@ -10788,13 +10878,15 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$131 ) begin
-          end else if (\_$132 ) begin
+          /* empty */;
+      3'h2:
+          if (\_$154 ) begin
+          end else if (\_$155 ) begin
             acc_rd__addr = acc_ptr[15:0];
           end
-      3'h2:
-          if (\_$136 ) begin
-          end else if (\_$137 ) begin
+      3'h3:
+          if (\_$159 ) begin
+          end else if (\_$160 ) begin
             acc_rd__addr = acc_ptr[15:0];
           end
     endcase
@@ -10806,14 +10898,16 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$131 ) begin
-          end else if (\_$132 ) begin
+          /* empty */;
+      3'h2:
+          if (\_$154 ) begin
+          end else if (\_$155 ) begin
             acc_rd__en = 1'h1;
           end
-      3'h2:
-          if (\_$136 ) begin
-          end else if (\_$137 ) begin
-            acc_rd__en = \_$138 ;
+      3'h3:
+          if (\_$159 ) begin
+          end else if (\_$160 ) begin
+            acc_rd__en = \_$161 ;
           end
     endcase
   end
@@ -10824,9 +10918,11 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$131 ) begin
-          end else if (\_$132 ) begin
-            param__addr = \_$133 [15:0];
+          /* empty */;
+      3'h2:
+          if (\_$154 ) begin
+          end else if (\_$155 ) begin
+            param__addr = \_$156 [15:0];
           end
     endcase
   end
@@ -10837,8 +10933,10 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$131 ) begin
-          end else if (\_$132 ) begin
+          /* empty */;
+      3'h2:
+          if (\_$154 ) begin
+          end else if (\_$155 ) begin
             param__en = 1'h1;
           end
     endcase
@@ -10853,392 +10951,455 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
           /* empty */;
       3'h2:
           /* empty */;
-      3'h4:
+      3'h3:
+          /* empty */;
+      3'h5:
           done = 1'h1;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \_$188  = running;
-    if (\_$signal ) begin
-      \_$188  = pool_value;
-    end
+    \_$215  = 1'h0;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          if (\_$170 ) begin
+          end else if (\_$171 ) begin
+            \_$215  = 1'h1;
+          end
+    endcase
     if (rst) begin
-      \_$188  = 128'h00000000000000000000000000000000;
+      \_$215  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \_$189  = \_$signal$21 ;
+    \_$216  = \_$signal ;
+    if (gate_arriving) begin
+      \_$216  = act__data;
+    end
+    if (rst) begin
+      \_$216  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$217  = running;
+    if (\_$signal$7 ) begin
+      \_$217  = pool_value;
+    end
+    if (rst) begin
+      \_$217  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$218  = \_$signal$20 ;
     casez (line_state)
       3'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$144 ) begin
-              \_$189  = 10'h000;
+            if (\_$168 ) begin
+              \_$218  = 10'h000;
             end else begin
-              \_$189  = 10'h000;
+              \_$218  = 10'h000;
             end
           end
       3'h1:
-          if (\_$151 ) begin
-          end else if (\_$152 ) begin
-            if (\_$154 ) begin
-              \_$189  = \_$155 [9:0];
+          /* empty */;
+      3'h2:
+          if (\_$178 ) begin
+          end else if (\_$179 ) begin
+            if (\_$181 ) begin
+              \_$218  = \_$182 [9:0];
             end
           end
-      3'h2:
-          if (\_$167 ) begin
-          end else if (\_$168 ) begin
-            if (\_$175 ) begin
-            end else if (\_$177 ) begin
-              \_$189  = \_$179 [9:0];
+      3'h3:
+          if (\_$194 ) begin
+          end else if (\_$195 ) begin
+            if (\_$202 ) begin
+            end else if (\_$204 ) begin
+              \_$218  = \_$206 [9:0];
             end
           end
     endcase
     if (rst) begin
-      \_$189  = 10'h000;
+      \_$218  = 10'h000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \_$190  = \_$signal$34 ;
+    \_$219  = \_$signal$36 ;
     casez (line_state)
       3'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$144 ) begin
-              \_$190  = 12'h000;
+            if (\_$168 ) begin
+              \_$219  = 12'h000;
             end else begin
-              \_$190  = 12'h000;
+              \_$219  = 12'h000;
             end
           end
       3'h1:
-          if (\_$151 ) begin
-          end else if (\_$152 ) begin
+          /* empty */;
+      3'h2:
+          if (\_$178 ) begin
+          end else if (\_$179 ) begin
             (* full_case = 32'd1 *)
-            if (\_$154 ) begin
-              \_$190  = 12'h000;
+            if (\_$181 ) begin
+              \_$219  = 12'h000;
             end else begin
-              \_$190  = \_$162 [11:0];
+              \_$219  = \_$189 [11:0];
             end
           end
-      3'h2:
-          if (\_$167 ) begin
-          end else if (\_$168 ) begin
+      3'h3:
+          if (\_$194 ) begin
+          end else if (\_$195 ) begin
             (* full_case = 32'd1 *)
-            if (\_$175 ) begin
-            end else if (\_$177 ) begin
-              \_$190  = 12'h000;
+            if (\_$202 ) begin
+            end else if (\_$204 ) begin
+              \_$219  = 12'h000;
             end else begin
-              \_$190  = \_$186 [11:0];
+              \_$219  = \_$213 [11:0];
             end
           end
     endcase
     if (rst) begin
-      \_$190  = 12'h000;
+      \_$219  = 12'h000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \_$191  = \_$signal$20 ;
+    \_$220  = \_$signal$25 ;
     casez (line_state)
       3'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$144 ) begin
-              \_$191  = { 1'h0, insn[39:24] };
+            if (\_$168 ) begin
+              \_$220  = { 1'h0, insn[39:24] };
             end else begin
-              \_$191  = { 1'h0, insn[23:8] };
+              \_$220  = { 1'h0, insn[23:8] };
             end
           end
       3'h1:
-          if (\_$151 ) begin
-          end else if (\_$152 ) begin
+          /* empty */;
+      3'h2:
+          if (\_$178 ) begin
+          end else if (\_$179 ) begin
             (* full_case = 32'd1 *)
-            if (\_$154 ) begin
-              \_$191  = \_$158 [16:0];
+            if (\_$181 ) begin
+              \_$220  = \_$185 [16:0];
             end else begin
-              \_$191  = \_$163 [16:0];
+              \_$220  = \_$190 [16:0];
             end
           end
-      3'h2:
-          if (\_$167 ) begin
-          end else if (\_$168 ) begin
-            \_$191  = \_$172 [16:0];
-            if (\_$175 ) begin
-            end else if (\_$177 ) begin
-              \_$191  = \_$182 [16:0];
+      3'h3:
+          if (\_$194 ) begin
+          end else if (\_$195 ) begin
+            \_$220  = \_$199 [16:0];
+            if (\_$202 ) begin
+            end else if (\_$204 ) begin
+              \_$220  = \_$209 [16:0];
             end
           end
     endcase
     if (rst) begin
-      \_$191  = 17'h00000;
+      \_$220  = 17'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \_$192  = acc_ptr;
+    \_$221  = acc_ptr;
     casez (line_state)
       3'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$144 ) begin
-              \_$192  = { 1'h0, insn[23:8] };
+            if (\_$168 ) begin
+              \_$221  = { 1'h0, insn[23:8] };
             end else begin
-              \_$192  = { 1'h0, insn[39:24] };
+              \_$221  = { 1'h0, insn[39:24] };
             end
           end
       3'h1:
-          if (\_$151 ) begin
-          end else if (\_$152 ) begin
+          /* empty */;
+      3'h2:
+          if (\_$178 ) begin
+          end else if (\_$179 ) begin
             (* full_case = 32'd1 *)
-            if (\_$154 ) begin
-              \_$192  = \_$159 [16:0];
+            if (\_$181 ) begin
+              \_$221  = \_$186 [16:0];
             end else begin
-              \_$192  = \_$164 [16:0];
+              \_$221  = \_$191 [16:0];
             end
           end
-      3'h2:
-          if (\_$167 ) begin
-          end else if (\_$168 ) begin
+      3'h3:
+          if (\_$194 ) begin
+          end else if (\_$195 ) begin
             (* full_case = 32'd1 *)
-            if (\_$175 ) begin
-            end else if (\_$177 ) begin
-              \_$192  = \_$183 [16:0];
+            if (\_$202 ) begin
+            end else if (\_$204 ) begin
+              \_$221  = \_$210 [16:0];
             end else begin
-              \_$192  = \_$187 [16:0];
+              \_$221  = \_$214 [16:0];
             end
           end
     endcase
     if (rst) begin
-      \_$192  = 17'h00000;
+      \_$221  = 17'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \_$193  = \_$signal$35 ;
+    \_$222  = \_$signal$37 ;
     casez (line_state)
       3'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$144 ) begin
-              \_$193  = { 1'h0, insn[39:24] };
+            if (\_$168 ) begin
+              \_$222  = { 1'h0, insn[39:24] };
             end else begin
-              \_$193  = { 1'h0, insn[23:8] };
+              \_$222  = { 1'h0, insn[23:8] };
             end
           end
       3'h1:
-          if (\_$151 ) begin
-          end else if (\_$152 ) begin
-            if (\_$154 ) begin
-              \_$193  = \_$156 [16:0];
+          /* empty */;
+      3'h2:
+          if (\_$178 ) begin
+          end else if (\_$179 ) begin
+            if (\_$181 ) begin
+              \_$222  = \_$183 [16:0];
             end
           end
-      3'h2:
-          if (\_$167 ) begin
-          end else if (\_$168 ) begin
-            if (\_$175 ) begin
-            end else if (\_$177 ) begin
-              \_$193  = \_$180 [16:0];
+      3'h3:
+          if (\_$194 ) begin
+          end else if (\_$195 ) begin
+            if (\_$202 ) begin
+            end else if (\_$204 ) begin
+              \_$222  = \_$207 [16:0];
             end
           end
     endcase
     if (rst) begin
-      \_$193  = 17'h00000;
+      \_$222  = 17'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \_$194  = acc_base;
+    \_$223  = acc_base;
     casez (line_state)
       3'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$144 ) begin
-              \_$194  = { 1'h0, insn[23:8] };
+            if (\_$168 ) begin
+              \_$223  = { 1'h0, insn[23:8] };
             end else begin
-              \_$194  = { 1'h0, insn[39:24] };
+              \_$223  = { 1'h0, insn[39:24] };
             end
           end
       3'h1:
-          if (\_$151 ) begin
-          end else if (\_$152 ) begin
-            if (\_$154 ) begin
-              \_$194  = \_$157 [16:0];
+          /* empty */;
+      3'h2:
+          if (\_$178 ) begin
+          end else if (\_$179 ) begin
+            if (\_$181 ) begin
+              \_$223  = \_$184 [16:0];
             end
           end
-      3'h2:
-          if (\_$167 ) begin
-          end else if (\_$168 ) begin
-            if (\_$175 ) begin
-            end else if (\_$177 ) begin
-              \_$194  = \_$181 [16:0];
+      3'h3:
+          if (\_$194 ) begin
+          end else if (\_$195 ) begin
+            if (\_$202 ) begin
+            end else if (\_$204 ) begin
+              \_$223  = \_$208 [16:0];
             end
           end
     endcase
     if (rst) begin
-      \_$194  = 17'h00000;
+      \_$223  = 17'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \_$195  = line_state;
+    \_$224  = line_state;
     casez (line_state)
       3'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$144 ) begin
-              \_$195  = 3'h1;
+            if (\_$168 ) begin
+              (* full_case = 32'd1 *)
+              if (insn[113]) begin
+                \_$224  = 3'h1;
+              end else begin
+                \_$224  = 3'h2;
+              end
             end else begin
-              \_$195  = 3'h2;
+              \_$224  = 3'h3;
             end
           end
       3'h1:
-          if (\_$151 ) begin
-            \_$195  = 3'h3;
-          end else if (\_$152 ) begin
-            if (\_$154 ) begin
-              if (\_$161 ) begin
-                \_$195  = 3'h4;
+          if (\_$170 ) begin
+            \_$224  = 3'h4;
+          end else if (\_$171 ) begin
+            \_$224  = 3'h2;
+          end
+      3'h2:
+          if (\_$178 ) begin
+            \_$224  = 3'h4;
+          end else if (\_$179 ) begin
+            if (\_$181 ) begin
+              if (\_$188 ) begin
+                \_$224  = 3'h5;
+              end else if (insn[113]) begin
+                \_$224  = 3'h1;
               end
             end
           end
-      3'h2:
-          if (\_$167 ) begin
-            \_$195  = 3'h3;
-          end else if (\_$168 ) begin
-            if (\_$175 ) begin
-            end else if (\_$177 ) begin
-              if (\_$185 ) begin
-                \_$195  = 3'h4;
+      3'h3:
+          if (\_$194 ) begin
+            \_$224  = 3'h4;
+          end else if (\_$195 ) begin
+            if (\_$202 ) begin
+            end else if (\_$204 ) begin
+              if (\_$212 ) begin
+                \_$224  = 3'h5;
               end
             end
           end
-      3'h4:
-          \_$195  = 3'h0;
+      3'h5:
+          \_$224  = 3'h0;
     endcase
     if (rst) begin
-      \_$195  = 3'h0;
+      \_$224  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \_$196  = w;
+    \_$225  = w;
     casez (line_state)
       3'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$144 ) begin
+            if (\_$168 ) begin
             end else begin
-              \_$196  = 8'h00;
+              \_$225  = 8'h00;
             end
           end
       3'h1:
           /* empty */;
       3'h2:
-          if (\_$167 ) begin
-          end else if (\_$168 ) begin
+          /* empty */;
+      3'h3:
+          if (\_$194 ) begin
+          end else if (\_$195 ) begin
             (* full_case = 32'd1 *)
-            if (\_$175 ) begin
-              \_$196  = \_$178 [7:0];
-            end else if (\_$177 ) begin
-              \_$196  = 8'h00;
+            if (\_$202 ) begin
+              \_$225  = \_$205 [7:0];
+            end else if (\_$204 ) begin
+              \_$225  = 8'h00;
             end else begin
-              \_$196  = 8'h00;
+              \_$225  = 8'h00;
             end
           end
     endcase
     if (rst) begin
-      \_$196  = 8'h00;
+      \_$225  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \_$197  = \_$signal ;
+    \_$226  = \_$signal$7 ;
     casez (line_state)
       3'h0:
           /* empty */;
       3'h1:
-        begin
-          \_$197  = 1'h0;
-          if (\_$151 ) begin
-          end else if (\_$152 ) begin
-            \_$197  = 1'h1;
-          end
-        end
+          \_$226  = 1'h0;
       3'h2:
         begin
-          \_$197  = 1'h0;
-          if (\_$167 ) begin
-          end else if (\_$168 ) begin
-            \_$197  = 1'h1;
+          \_$226  = 1'h0;
+          if (\_$178 ) begin
+          end else if (\_$179 ) begin
+            \_$226  = 1'h1;
           end
         end
-      3'h4:
-          \_$197  = 1'h0;
+      3'h3:
+        begin
+          \_$226  = 1'h0;
+          if (\_$194 ) begin
+          end else if (\_$195 ) begin
+            \_$226  = 1'h1;
+          end
+        end
+      3'h5:
+          \_$226  = 1'h0;
     endcase
     if (rst) begin
-      \_$197  = 1'h0;
+      \_$226  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \_$198  = ln_acc;
-    casez (line_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          if (\_$151 ) begin
-          end else if (\_$152 ) begin
-            \_$198  = acc_ptr[15:0];
-          end
-      3'h2:
-          if (\_$167 ) begin
-          end else if (\_$168 ) begin
-            \_$198  = acc_ptr[15:0];
-          end
-    endcase
-    if (rst) begin
-      \_$198  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \_$199  = ln_first;
+    \_$227  = ln_acc;
     casez (line_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\_$167 ) begin
-          end else if (\_$168 ) begin
-            \_$199  = \_$169 ;
+          if (\_$178 ) begin
+          end else if (\_$179 ) begin
+            \_$227  = acc_ptr[15:0];
+          end
+      3'h3:
+          if (\_$194 ) begin
+          end else if (\_$195 ) begin
+            \_$227  = acc_ptr[15:0];
           end
     endcase
     if (rst) begin
-      \_$199  = 1'h0;
+      \_$227  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
-    \_$200  = \_$signal$13 ;
+    \_$228  = ln_first;
     casez (line_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\_$167 ) begin
-          end else if (\_$168 ) begin
-            \_$200  = \_$171 ;
+          /* empty */;
+      3'h3:
+          if (\_$194 ) begin
+          end else if (\_$195 ) begin
+            \_$228  = \_$196 ;
           end
-      3'h4:
-          \_$200  = 1'h0;
     endcase
     if (rst) begin
-      \_$200  = 1'h0;
+      \_$228  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    \_$229  = \_$signal$14 ;
+    casez (line_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h3:
+          if (\_$194 ) begin
+          end else if (\_$195 ) begin
+            \_$229  = \_$198 ;
+          end
+      3'h5:
+          \_$229  = 1'h0;
+    endcase
+    if (rst) begin
+      \_$229  = 1'h0;
     end
   end
   assign bad_shift = 1'h0;
@@ -11282,7 +11443,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.gemm.act_k_stride  = insn[103:88];
   assign \insn.gemm.acc_n_stride  = insn[119:104];
   assign \insn.gemm.accumulate  = insn[120];
-  assign \insn.accum  = insn[112:0];
+  assign \insn.accum  = insn;
   assign \insn.accum.opcode  = insn[3:0];
   assign \insn.accum.deps  = insn[7:4];
   assign \insn.accum.deps.pop_prev  = insn[4];
@@ -11299,6 +11460,8 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.accum.use_bias  = insn[110];
   assign \insn.accum.use_res  = insn[111];
   assign \insn.accum.accumulate  = insn[112];
+  assign \insn.accum.use_gate  = insn[113];
+  assign \insn.accum.gate_addr  = insn[127:114];
   assign \insn.pool  = insn[103:0];
   assign \insn.pool.opcode  = insn[3:0];
   assign \insn.pool.deps  = insn[7:4];
@@ -11343,6 +11506,10 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \accum_value[1]  = accum_value[63:32];
   assign \accum_value[2]  = accum_value[95:64];
   assign \accum_value[3]  = accum_value[127:96];
+  assign \_$signal[0]  = \_$signal [7:0];
+  assign \_$signal[1]  = \_$signal [15:8];
+  assign \_$signal[2]  = \_$signal [23:16];
+  assign \_$signal[3]  = \_$signal [31:24];
   assign \pool_value[0]  = pool_value[31:0];
   assign \pool_value[1]  = pool_value[63:32];
   assign \pool_value[2]  = pool_value[95:64];
@@ -11351,15 +11518,15 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \running[1]  = running[63:32];
   assign \running[2]  = running[95:64];
   assign \running[3]  = running[127:96];
-  assign pool_value[127:96] = \_$121 [31:0];
-  assign pool_value[95:64] = \_$109 [31:0];
-  assign pool_value[63:32] = \_$97 [31:0];
-  assign pool_value[31:0] = \_$85 [31:0];
-  assign accum_value[127:96] = \_$61 [31:0];
-  assign accum_value[95:64] = \_$48 [31:0];
-  assign accum_value[63:32] = \_$35 [31:0];
-  assign accum_value[31:0] = \_$22 [31:0];
-  assign \_$66  = \_$65 ;
+  assign pool_value[127:96] = \_$140 [31:0];
+  assign pool_value[95:64] = \_$128 [31:0];
+  assign pool_value[63:32] = \_$116 [31:0];
+  assign pool_value[31:0] = \_$104 [31:0];
+  assign accum_value[127:96] = \_$80 [31:0];
+  assign accum_value[95:64] = \_$63 [31:0];
+  assign accum_value[63:32] = \_$46 [31:0];
+  assign accum_value[31:0] = \_$29 [31:0];
+  assign \_$85  = \_$84 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -12402,27 +12569,29 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
-  wire \_$101 ;
+  wire [16:0] \_$101 ;
   wire \_$102 ;
   wire \_$103 ;
   wire \_$104 ;
   wire \_$105 ;
-  wire [16:0] \_$106 ;
+  wire \_$106 ;
   wire \_$107 ;
   wire [16:0] \_$108 ;
-  reg [1:0] \_$109 ;
+  wire \_$109 ;
   wire \_$11 ;
-  reg [127:0] \_$110 ;
-  reg [31:0] \_$111 ;
-  reg \_$112 ;
-  reg [3:0] \_$113 ;
-  reg [6:0] \_$114 ;
-  reg [2:0] \_$115 ;
-  reg \_$116 ;
-  reg [15:0] \_$117 ;
-  reg [15:0] \_$118 ;
-  reg [511:0] \_$119 ;
+  wire [16:0] \_$110 ;
+  reg [1:0] \_$111 ;
+  reg [127:0] \_$112 ;
+  reg [31:0] \_$113 ;
+  reg \_$114 ;
+  reg [3:0] \_$115 ;
+  reg [6:0] \_$116 ;
+  reg [2:0] \_$117 ;
+  reg \_$118 ;
+  reg [15:0] \_$119 ;
   wire \_$12 ;
+  reg [15:0] \_$120 ;
+  reg [511:0] \_$121 ;
   wire \_$13 ;
   wire \_$14 ;
   wire \_$15 ;
@@ -12450,23 +12619,23 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \_$35 ;
   wire \_$36 ;
   wire \_$37 ;
-  wire [32:0] \_$38 ;
-  wire [19:0] \_$39 ;
+  wire \_$38 ;
+  wire [32:0] \_$39 ;
   wire \_$4 ;
-  wire [33:0] \_$40 ;
-  wire [16:0] \_$41 ;
-  wire \_$42 ;
+  wire [19:0] \_$40 ;
+  wire [33:0] \_$41 ;
+  wire [16:0] \_$42 ;
   wire \_$43 ;
   wire \_$44 ;
   wire \_$45 ;
   wire \_$46 ;
   wire \_$47 ;
-  wire [16:0] \_$48 ;
-  wire \_$49 ;
+  wire \_$48 ;
+  wire [16:0] \_$49 ;
   wire \_$5 ;
-  wire [6:0] \_$50 ;
-  wire [63:0] \_$51 ;
-  wire \_$52 ;
+  wire \_$50 ;
+  wire [6:0] \_$51 ;
+  wire [63:0] \_$52 ;
   wire \_$53 ;
   wire \_$54 ;
   wire \_$55 ;
@@ -12501,9 +12670,9 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \_$81 ;
   wire \_$82 ;
   wire \_$83 ;
-  wire [7:0] \_$84 ;
-  wire [8:0] \_$85 ;
-  wire \_$86 ;
+  wire \_$84 ;
+  wire [7:0] \_$85 ;
+  wire [8:0] \_$86 ;
   wire \_$87 ;
   wire \_$88 ;
   wire \_$89 ;
@@ -12515,7 +12684,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \_$94 ;
   wire \_$95 ;
   wire \_$96 ;
-  wire [16:0] \_$97 ;
+  wire \_$97 ;
   wire \_$98 ;
   wire [16:0] \_$99 ;
   reg [15:0] \_$signal ;
@@ -12554,7 +12723,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire \bus__resp__valid$42 ;
   output busy;
   reg busy;
-  wire \busy$75 ;
+  wire \busy$76 ;
   input clk;
   wire clk;
   wire [63:0] data__payload;
@@ -12676,8 +12845,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   input [31:0] desc_count;
   wire [31:0] desc_count;
   wire [31:0] \desc_count$60 ;
-  wire done;
-  reg \done$76 ;
+  reg done;
+  wire \done$72 ;
   output dram_wait;
   reg dram_wait;
   wire error;
@@ -12768,8 +12937,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   wire rst;
   reg running;
   reg start;
-  reg \start$70 ;
-  reg \start$72 ;
+  reg \start$71 ;
+  reg \start$73 ;
   output token_wait;
   reg token_wait;
   wire [19:0] w_data;
@@ -12808,110 +12977,112 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \_$27  = \_$25  & \_$26 ;
   assign \_$28  = \_$signal  < 4'h8;
   assign align = \_$28  ? \_$signal  : 16'h0008;
-  assign \_$29  = desc[1:0] == 2'h3;
-  assign \_$30  = ~ walking;
-  assign \_$31  = ! in_flight;
-  assign \_$32  = \_$30  & \_$31 ;
-  assign \_$33  = ~ \busy$75 ;
-  assign \_$34  = \_$32  & \_$33 ;
-  assign \_$35  = lines__valid & w_rdy;
-  assign \_$36  = ~ halt;
-  assign \_$37  = \_$35  & \_$36 ;
-  assign \_$39  = issued * 4'h8;
-  assign \_$40  = $signed(\_$38 ) + $signed({ 1'h0, \_$39  });
-  assign \_$41  = beats - 1'h1;
-  assign \_$42  = issued == \_$41 ;
-  assign \_$43  = ~ halt;
-  assign \_$44  = r_rdy & \_$43 ;
-  assign \_$45  = ~ r_data[16];
-  assign \_$46  = ~ \data__valid$94 ;
-  assign \_$47  = beats == 1'h1;
-  assign \_$48  = beats - 1'h1;
-  assign \_$49  = received == \_$48 ;
-  assign \_$50  = r_data[19:17] * 4'h8;
-  assign \_$51  = \data__payload$96  >> \_$50 ;
-  assign \_$52  = ! desc[1:0];
-  assign act__en = write & \_$52 ;
-  assign \_$53  = desc[1:0] == 1'h1;
-  assign wgt__en = write & \_$53 ;
-  assign \_$54  = desc[1:0] == 2'h2;
-  assign param__en = write & \_$54 ;
-  assign \_$55  = ! frame_state;
-  assign \_$56  = frame_state == 1'h1;
-  assign \_$57  = frame_state == 2'h2;
-  assign \_$58  = frame_state == 2'h3;
-  assign \_$59  = ! load_state;
-  assign \_$60  = load_state == 1'h1;
-  assign \_$61  = load_state == 2'h2;
-  assign \_$62  = load_state == 2'h3;
-  assign \_$63  = load_state == 3'h4;
-  assign \_$64  = ~ halt;
-  assign \_$65  = queue__valid & \_$64 ;
-  assign \_$66  = ~ queue__payload[4];
-  assign \_$68  = ~ queue__payload[5];
-  assign \_$69  = \_$68  | deps__has_next;
-  assign \_$70  = \_$67  & \_$69 ;
-  assign \_$71  = ~ halt;
-  assign \_$72  = \_$70  & \_$71 ;
-  assign \_$73  = ~ word[6];
-  assign \_$75  = ~ word[7];
-  assign \_$76  = \_$75  | deps__room_next;
-  assign \_$77  = \_$74  & \_$76 ;
-  assign \_$78  = ~ halt;
-  assign \_$79  = \_$77  & \_$78 ;
-  assign \_$80  = ~ \error$111 ;
-  assign \_$81  = error & \_$80 ;
-  assign \_$82  = ~ \error$111 ;
-  assign \_$83  = \error$113  & \_$82 ;
-  assign \_$84  = in_flight + w_en;
-  assign \_$85  = \_$84  - r_en;
-  assign \_$86  = desc[1:0] == 2'h3;
-  assign \_$87  = ~ \error$111 ;
-  assign \_$89  = ~ walking;
-  assign \_$90  = ! in_flight;
-  assign \_$91  = \_$89  & \_$90 ;
-  assign \_$92  = ~ \busy$75 ;
+  assign \_$29  = word[3:0] == 3'h6;
+  assign \_$30  = desc[1:0] == 2'h3;
+  assign \_$31  = ~ walking;
+  assign \_$32  = ! in_flight;
+  assign \_$33  = \_$31  & \_$32 ;
+  assign \_$34  = ~ \busy$76 ;
+  assign \_$35  = \_$33  & \_$34 ;
+  assign \_$36  = lines__valid & w_rdy;
+  assign \_$37  = ~ halt;
+  assign \_$38  = \_$36  & \_$37 ;
+  assign \_$40  = issued * 4'h8;
+  assign \_$41  = $signed(\_$39 ) + $signed({ 1'h0, \_$40  });
+  assign \_$42  = beats - 1'h1;
+  assign \_$43  = issued == \_$42 ;
+  assign \_$44  = ~ halt;
+  assign \_$45  = r_rdy & \_$44 ;
+  assign \_$46  = ~ r_data[16];
+  assign \_$47  = ~ \data__valid$94 ;
+  assign \_$48  = beats == 1'h1;
+  assign \_$49  = beats - 1'h1;
+  assign \_$50  = received == \_$49 ;
+  assign \_$51  = r_data[19:17] * 4'h8;
+  assign \_$52  = \data__payload$96  >> \_$51 ;
+  assign \_$53  = ! desc[1:0];
+  assign act__en = write & \_$53 ;
+  assign \_$54  = desc[1:0] == 1'h1;
+  assign wgt__en = write & \_$54 ;
+  assign \_$55  = desc[1:0] == 2'h2;
+  assign param__en = write & \_$55 ;
+  assign \_$56  = ! frame_state;
+  assign \_$57  = frame_state == 1'h1;
+  assign \_$58  = frame_state == 2'h2;
+  assign \_$59  = frame_state == 2'h3;
+  assign \_$60  = ! load_state;
+  assign \_$61  = load_state == 1'h1;
+  assign \_$62  = load_state == 2'h2;
+  assign \_$63  = load_state == 2'h3;
+  assign \_$64  = load_state == 3'h4;
+  assign \_$65  = ~ halt;
+  assign \_$66  = queue__valid & \_$65 ;
+  assign \_$67  = ~ queue__payload[4];
+  assign \_$69  = ~ queue__payload[5];
+  assign \_$70  = \_$69  | deps__has_next;
+  assign \_$71  = \_$68  & \_$70 ;
+  assign \_$72  = ~ halt;
+  assign \_$73  = \_$71  & \_$72 ;
+  assign \_$74  = ~ word[6];
+  assign \_$76  = ~ word[7];
+  assign \_$77  = \_$76  | deps__room_next;
+  assign \_$78  = \_$75  & \_$77 ;
+  assign \_$79  = ~ halt;
+  assign \_$80  = \_$78  & \_$79 ;
+  assign \_$81  = ~ \error$111 ;
+  assign \_$82  = error & \_$81 ;
+  assign \_$83  = ~ \error$111 ;
+  assign \_$84  = \error$113  & \_$83 ;
+  assign \_$85  = in_flight + w_en;
+  assign \_$86  = \_$85  - r_en;
+  assign \_$87  = word[3:0] == 3'h6;
+  assign \_$88  = desc[1:0] == 2'h3;
+  assign \_$89  = ~ \error$111 ;
+  assign \_$91  = ~ walking;
+  assign \_$92  = ! in_flight;
   assign \_$93  = \_$91  & \_$92 ;
-  assign \_$94  = lines__valid & w_rdy;
-  assign \_$95  = ~ halt;
-  assign \_$96  = \_$94  & \_$95 ;
-  assign \_$97  = beats - 1'h1;
-  assign \_$98  = issued == \_$97 ;
-  assign \_$99  = issued + 1'h1;
-  assign \_$100  = lines__valid & lines__ready;
-  assign \_$101  = \_$100  & lines__payload[113];
-  assign \_$102  = ~ halt;
-  assign \_$103  = r_rdy & \_$102 ;
-  assign \_$104  = ~ r_data[16];
-  assign \_$105  = beats == 1'h1;
-  assign \_$106  = beats - 1'h1;
-  assign \_$107  = received == \_$106 ;
-  assign \_$108  = received + 1'h1;
+  assign \_$94  = ~ \busy$76 ;
+  assign \_$95  = \_$93  & \_$94 ;
+  assign \_$96  = lines__valid & w_rdy;
+  assign \_$97  = ~ halt;
+  assign \_$98  = \_$96  & \_$97 ;
+  assign \_$99  = beats - 1'h1;
+  assign \_$100  = issued == \_$99 ;
+  assign \_$101  = issued + 1'h1;
+  assign \_$102  = lines__valid & lines__ready;
+  assign \_$103  = \_$102  & lines__payload[113];
+  assign \_$104  = ~ halt;
+  assign \_$105  = r_rdy & \_$104 ;
+  assign \_$106  = ~ r_data[16];
+  assign \_$107  = beats == 1'h1;
+  assign \_$108  = beats - 1'h1;
+  assign \_$109  = received == \_$108 ;
+  assign \_$110  = received + 1'h1;
   always @(posedge clk)
-    frame_state <= \_$109 ;
+    frame_state <= \_$111 ;
   always @(posedge clk)
-    word <= \_$110 ;
+    word <= \_$112 ;
   always @(posedge clk)
-    index <= \_$111 ;
+    index <= \_$113 ;
   always @(posedge clk)
-    \error$111  <= \_$112 ;
+    \error$111  <= \_$114 ;
   always @(posedge clk)
-    error_code <= \_$113 ;
+    error_code <= \_$115 ;
   always @(posedge clk)
-    in_flight <= \_$114 ;
+    in_flight <= \_$116 ;
   always @(posedge clk)
-    load_state <= \_$115 ;
+    load_state <= \_$117 ;
   always @(posedge clk)
-    walking <= \_$116 ;
+    walking <= \_$118 ;
   always @(posedge clk)
-    issued <= \_$117 ;
+    issued <= \_$119 ;
   always @(posedge clk)
-    received <= \_$118 ;
+    received <= \_$120 ;
   always @(posedge clk)
-    assembled <= \_$119 ;
+    assembled <= \_$121 ;
   \sim_top.accel.load.addrgen  addrgen (
     .align(align),
-    .busy(\busy$75 ),
+    .busy(\busy$76 ),
     .clk(clk),
     .desc(desc),
     .error(\error$113 ),
@@ -12922,7 +13093,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .lines__valid(lines__valid),
     .lines_in_mem(\_$signal$64 ),
     .rst(rst),
-    .start(\start$72 )
+    .start(\start$73 )
   );
   \sim_top.accel.load.data_port  data_port (
     .addr__ready(\addr__ready$83 ),
@@ -12963,16 +13134,16 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .desc(desc),
     .desc_base(desc_base),
     .desc_count(desc_count),
-    .done(done),
+    .done(\done$72 ),
     .error(error),
     .index(word[31:8]),
     .rst(rst),
-    .start(\start$70 )
+    .start(\start$71 )
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$4110$0 (lines__payload[18:0]),
-    .\port$4110$48 (lines__payload[48]),
+    .\port$4155$0 (lines__payload[18:0]),
+    .\port$4155$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -13194,52 +13365,58 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \start$70  = 1'h0;
+    done = 1'h0;
     casez (load_state)
       3'h0:
           /* empty */;
       3'h1:
-          \start$70  = 1'h1;
+          if (\_$29 ) begin
+            done = 1'h1;
+          end
+      3'h2:
+          /* empty */;
+      3'h4:
+          if (\_$35 ) begin
+            done = 1'h1;
+          end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \start$72  = 1'h0;
+    \start$71  = 1'h0;
+    casez (load_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          (* full_case = 32'd1 *)
+          if (\_$29 ) begin
+          end else begin
+            \start$71  = 1'h1;
+          end
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    \start$73  = 1'h0;
     casez (load_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (done) begin
+          if (\done$72 ) begin
             (* full_case = 32'd1 *)
-            if (\_$29 ) begin
+            if (\_$30 ) begin
             end else begin
-              \start$72  = 1'h1;
+              \start$73  = 1'h1;
             end
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \done$76  = 1'h0;
-    casez (load_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h4:
-          if (\_$34 ) begin
-            \done$76  = 1'h1;
-          end
-    endcase
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \addr__valid$80  = 1'h0;
-    if (\_$37 ) begin
+    if (\_$38 ) begin
       if (lines__payload[48]) begin
         \addr__valid$80  = 1'h1;
       end
@@ -13248,20 +13425,20 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     data_bus__req__payload = 32'd0;
-    if (\_$37 ) begin
+    if (\_$38 ) begin
       if (lines__payload[48]) begin
-        data_bus__req__payload = \_$40 [31:0];
+        data_bus__req__payload = \_$41 [31:0];
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     lines__ready = 1'h0;
-    if (\_$37 ) begin
+    if (\_$38 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
         if (\addr__ready$83 ) begin
-          if (\_$42 ) begin
+          if (\_$43 ) begin
             lines__ready = 1'h1;
           end
         end
@@ -13273,11 +13450,11 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     w_en = 1'h0;
-    if (\_$37 ) begin
+    if (\_$38 ) begin
       (* full_case = 32'd1 *)
       if (lines__payload[48]) begin
         if (\addr__ready$83 ) begin
-          if (\_$42 ) begin
+          if (\_$43 ) begin
             w_en = 1'h1;
           end
         end
@@ -13289,15 +13466,15 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     line_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
         line_data = { desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50], desc[57:50] };
       end else begin
         if (\data__valid$94 ) begin
-          if (\_$47 ) begin
-            line_data = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \_$51  };
-          end else if (\_$49 ) begin
+          if (\_$48 ) begin
+            line_data = { 448'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000, \_$52  };
+          end else if (\_$50 ) begin
             line_data = whole;
           end
         end
@@ -13307,15 +13484,15 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     write = 1'h0;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
         write = 1'h1;
       end else begin
         if (\data__valid$94 ) begin
-          if (\_$47 ) begin
+          if (\_$48 ) begin
             write = 1'h1;
-          end else if (\_$49 ) begin
+          end else if (\_$50 ) begin
             write = 1'h1;
           end
         end
@@ -13325,15 +13502,15 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     r_en = 1'h0;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
         r_en = 1'h1;
       end else begin
         if (\data__valid$94 ) begin
-          if (\_$47 ) begin
+          if (\_$48 ) begin
             r_en = 1'h1;
-          end else if (\_$49 ) begin
+          end else if (\_$50 ) begin
             r_en = 1'h1;
           end
         end
@@ -13343,9 +13520,9 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \data__ready$92  = 1'h0;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
       end else begin
         \data__ready$92  = 1'h1;
       end
@@ -13354,24 +13531,24 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     dram_wait = 1'h0;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
       end else begin
-        dram_wait = \_$46 ;
+        dram_wait = \_$47 ;
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     whole = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
-    if (\_$44 ) begin
+    if (\_$45 ) begin
       (* full_case = 32'd1 *)
-      if (\_$45 ) begin
+      if (\_$46 ) begin
       end else begin
         if (\data__valid$94 ) begin
-          if (\_$47 ) begin
-          end else if (\_$49 ) begin
+          if (\_$48 ) begin
+          end else if (\_$50 ) begin
             whole = assembled;
             casez (received)
               16'h0000:
@@ -13398,68 +13575,68 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$109  = frame_state;
+    \_$111  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$65 ) begin
-            \_$109  = 2'h1;
+          if (\_$66 ) begin
+            \_$111  = 2'h1;
           end
       2'h1:
-          if (\_$72 ) begin
-            \_$109  = 2'h2;
+          if (\_$73 ) begin
+            \_$111  = 2'h2;
           end
       2'h2:
-          if (\done$76 ) begin
-            \_$109  = 2'h3;
+          if (done) begin
+            \_$111  = 2'h3;
           end
       2'h3:
-          if (\_$79 ) begin
-            \_$109  = 2'h0;
+          if (\_$80 ) begin
+            \_$111  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$109  = 2'h0;
+      \_$111  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$110  = word;
+    \_$112  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$72 ) begin
-            \_$110  = queue__payload[127:0];
+          if (\_$73 ) begin
+            \_$112  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$110  = 128'h00000000000000000000000000000000;
+      \_$112  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$111  = index;
+    \_$113  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$72 ) begin
-            \_$111  = queue__payload[159:128];
+          if (\_$73 ) begin
+            \_$113  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$111  = 32'd0;
+      \_$113  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$112  = \error$111 ;
-    if (\_$81 ) begin
-      \_$112  = 1'h1;
+    \_$114  = \error$111 ;
+    if (\_$82 ) begin
+      \_$114  = 1'h1;
     end
-    if (\_$83 ) begin
-      \_$112  = 1'h1;
+    if (\_$84 ) begin
+      \_$114  = 1'h1;
     end
     casez (load_state)
       3'h0:
@@ -13467,26 +13644,26 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       3'h1:
           /* empty */;
       3'h2:
-          if (done) begin
-            if (\_$86 ) begin
-              if (\_$88 ) begin
-                \_$112  = 1'h1;
+          if (\done$72 ) begin
+            if (\_$88 ) begin
+              if (\_$90 ) begin
+                \_$114  = 1'h1;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$112  = 1'h0;
+      \_$114  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$113  = error_code;
-    if (\_$81 ) begin
-      \_$113  = 4'h2;
+    \_$115  = error_code;
+    if (\_$82 ) begin
+      \_$115  = 4'h2;
     end
-    if (\_$83 ) begin
-      \_$113  = \error_code$114 ;
+    if (\_$84 ) begin
+      \_$115  = \error_code$114 ;
     end
     casez (load_state)
       3'h0:
@@ -13494,154 +13671,159 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
       3'h1:
           /* empty */;
       3'h2:
-          if (done) begin
-            if (\_$86 ) begin
-              if (\_$88 ) begin
-                \_$113  = 4'h7;
+          if (\done$72 ) begin
+            if (\_$88 ) begin
+              if (\_$90 ) begin
+                \_$115  = 4'h7;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$113  = 4'h0;
+      \_$115  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$114  = \_$85 [6:0];
+    \_$116  = \_$86 [6:0];
     if (rst) begin
-      \_$114  = 7'h00;
+      \_$116  = 7'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$115  = load_state;
+    \_$117  = load_state;
     casez (load_state)
       3'h0:
           if (start) begin
-            \_$115  = 3'h1;
+            \_$117  = 3'h1;
           end
       3'h1:
-          \_$115  = 3'h2;
+          (* full_case = 32'd1 *)
+          if (\_$87 ) begin
+            \_$117  = 3'h0;
+          end else begin
+            \_$117  = 3'h2;
+          end
       3'h2:
-          if (done) begin
+          if (\done$72 ) begin
             (* full_case = 32'd1 *)
-            if (\_$86 ) begin
-              \_$115  = 3'h3;
+            if (\_$88 ) begin
+              \_$117  = 3'h3;
             end else begin
-              \_$115  = 3'h4;
+              \_$117  = 3'h4;
             end
           end
       3'h4:
-          if (\_$93 ) begin
-            \_$115  = 3'h0;
+          if (\_$95 ) begin
+            \_$117  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$115  = 3'h0;
+      \_$117  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$116  = walking;
+    \_$118  = walking;
     casez (load_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (done) begin
+          if (\done$72 ) begin
             (* full_case = 32'd1 *)
-            if (\_$86 ) begin
+            if (\_$88 ) begin
             end else begin
-              \_$116  = 1'h1;
+              \_$118  = 1'h1;
             end
           end
     endcase
-    if (\_$101 ) begin
-      \_$116  = 1'h0;
+    if (\_$103 ) begin
+      \_$118  = 1'h0;
     end
     if (rst) begin
-      \_$116  = 1'h0;
+      \_$118  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$117  = issued;
-    if (\_$96 ) begin
+    \_$119  = issued;
+    if (\_$98 ) begin
       if (lines__payload[48]) begin
         if (\addr__ready$83 ) begin
           (* full_case = 32'd1 *)
-          if (\_$98 ) begin
-            \_$117  = 16'h0000;
+          if (\_$100 ) begin
+            \_$119  = 16'h0000;
           end else begin
-            \_$117  = \_$99 [15:0];
+            \_$119  = \_$101 [15:0];
           end
         end
       end
     end
     if (rst) begin
-      \_$117  = 16'h0000;
+      \_$119  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$118  = received;
-    if (\_$103 ) begin
+    \_$120  = received;
+    if (\_$105 ) begin
       (* full_case = 32'd1 *)
-      if (\_$104 ) begin
+      if (\_$106 ) begin
       end else begin
         if (\data__valid$94 ) begin
           (* full_case = 32'd1 *)
-          if (\_$105 ) begin
-          end else if (\_$107 ) begin
-            \_$118  = 16'h0000;
+          if (\_$107 ) begin
+          end else if (\_$109 ) begin
+            \_$120  = 16'h0000;
           end else begin
-            \_$118  = \_$108 [15:0];
+            \_$120  = \_$110 [15:0];
           end
         end
       end
     end
     if (rst) begin
-      \_$118  = 16'h0000;
+      \_$120  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
-    \_$119  = assembled;
-    if (\_$103 ) begin
+    \_$121  = assembled;
+    if (\_$105 ) begin
       (* full_case = 32'd1 *)
-      if (\_$104 ) begin
+      if (\_$106 ) begin
       end else begin
         if (\data__valid$94 ) begin
           (* full_case = 32'd1 *)
-          if (\_$105 ) begin
-          end else if (\_$107 ) begin
+          if (\_$107 ) begin
+          end else if (\_$109 ) begin
           end else begin
             casez (received)
               16'h0000:
-                  \_$119 [63:0] = \data__payload$96 ;
+                  \_$121 [63:0] = \data__payload$96 ;
               16'h0001:
-                  \_$119 [127:64] = \data__payload$96 ;
+                  \_$121 [127:64] = \data__payload$96 ;
               16'h0002:
-                  \_$119 [191:128] = \data__payload$96 ;
+                  \_$121 [191:128] = \data__payload$96 ;
               16'h0003:
-                  \_$119 [255:192] = \data__payload$96 ;
+                  \_$121 [255:192] = \data__payload$96 ;
               16'h0004:
-                  \_$119 [319:256] = \data__payload$96 ;
+                  \_$121 [319:256] = \data__payload$96 ;
               16'h0005:
-                  \_$119 [383:320] = \data__payload$96 ;
+                  \_$121 [383:320] = \data__payload$96 ;
               16'h0006:
-                  \_$119 [447:384] = \data__payload$96 ;
+                  \_$121 [447:384] = \data__payload$96 ;
               16'h0007:
-                  \_$119 [511:448] = \data__payload$96 ;
+                  \_$121 [511:448] = \data__payload$96 ;
             endcase
           end
         end
       end
     end
     if (rst) begin
-      \_$119  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$121  = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign opcode = word[3:0];
@@ -13760,11 +13942,11 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   assign \_$9  = \_$8 ;
   assign \_$16  = \_$15 ;
   assign \_$22  = \_$21 ;
-  assign \_$38 [2:0] = 3'h0;
-  assign \_$38 [32:3] = { 1'h0, lines__payload[47:19] };
-  assign \_$67  = \_$66 ;
-  assign \_$74  = \_$73 ;
-  assign \_$88  = \_$87 ;
+  assign \_$39 [2:0] = 3'h0;
+  assign \_$39 [32:3] = { 1'h0, lines__payload[47:19] };
+  assign \_$68  = \_$67 ;
+  assign \_$75  = \_$74 ;
+  assign \_$90  = \_$89 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -15906,7 +16088,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4110$0 , \port$4110$48 , r_rdy, clk);
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4155$0 , \port$4155$48 , r_rdy, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$34  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -15948,10 +16130,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$41
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [18:0] \port$4110$0 ;
-  wire [18:0] \port$4110$0 ;
-  input \port$4110$48 ;
-  wire \port$4110$48 ;
+  input [18:0] \port$4155$0 ;
+  wire [18:0] \port$4155$0 ;
+  input \port$4155$48 ;
+  wire \port$4155$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [19:0] r_data;
@@ -15978,7 +16160,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$41
   reg [19:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$4110$0 [18:16], \port$4110$48 , \port$4110$0 [15:0] };
+      storage[w_port__addr] <= { \port$4155$0 [18:16], \port$4155$48 , \port$4155$0 [15:0] };
   end
   reg [19:0] _0_;
   always @(posedge clk) begin
@@ -16077,8 +16259,8 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$41
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4110$0 [18:16], \port$4110$48 , \port$4110$0 [15:0] };
-  assign w_data = { \port$4110$0 [18:16], \port$4110$48 , \port$4110$0 [15:0] };
+  assign w_port__data = { \port$4155$0 [18:16], \port$4155$48 , \port$4155$0 [15:0] };
+  assign w_data = { \port$4155$0 [18:16], \port$4155$48 , \port$4155$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -29843,7 +30025,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5300$0 , rd_resp__valid, clk);
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5349$0 , rd_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$46  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
@@ -29874,8 +30056,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$5300$0 ;
-  wire [1:0] \port$5300$0 ;
+  output [1:0] \port$5349$0 ;
+  wire [1:0] \port$5349$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -30143,7 +30325,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$5300$0  = \_$4 ;
+  assign \port$5349$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

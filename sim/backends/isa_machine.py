@@ -368,6 +368,8 @@ class Machine:
         c = self.config
         self._require_positive(index, insn, "m", "n_iter")
         m, n_iter = insn["m"], insn["n_iter"]
+        if insn["use_gate"] and not insn["use_res"]:
+            raise IsaSimError(ErrorCode.BAD_FIELD, "accum.use_gate needs use_res", index)
         for j in range(n_iter):
             acc_start = insn["acc_addr"] + j * insn["acc_n_stride"]
             self._check_lines(index, "ACC", acc_start, m, c.acc_lines)
@@ -383,13 +385,17 @@ class Machine:
             if insn["use_res"]:
                 act_start = insn["act_addr"] + j * insn["act_n_stride"]
                 self._check_lines(index, "ACT", act_start, m, c.act_lines)
-                residual = self.act[act_start : act_start + m]
+                residual = self.act[act_start : act_start + m].astype(np.int64)
+                if insn["use_gate"]:
+                    gate = insn["gate_addr"] + j
+                    self._check_lines(index, "gate ACT", gate, 1, c.act_lines)
+                    residual = residual * self.act[gate]
                 mult = self._param(index, "res_mult", line)
                 shift = self._param(index, "res_shift", line)
                 value = value + requantize(residual, mult, shift)
             self.acc[rows] = wrap32(value)
         self.stats.alu_ops += m * n_iter * c.cols
-        return m * n_iter
+        return (m + insn["use_gate"]) * n_iter
 
     def _exec_pool(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
         c = self.config

@@ -1,8 +1,9 @@
 """A SYNC in the LOAD queue that hands COMPUTE its token must come after the LOADs before it have
 written the scratchpad. Found by the multi-kernel random programs: on the RTL, a GEMM that pops a
-token pushed by such a SYNC reads the ACT lines' old contents (those of an earlier LOAD), while
-the ISA simulator and numpy read the new ones; with the token on the last LOAD itself (what the
-compiler emits) the RTL is right. Marked xfail (strict) until the load unit is fixed."""
+token pushed by such a SYNC read the ACT lines' old contents, while the ISA simulator and numpy
+read the new ones. The cause: the load unit ran a LOAD-queue SYNC as a LOAD of the descriptor its
+`queue` bits named (descriptor 0 here, the earlier fill of ACT), overwriting the new lines. The
+load unit now retires a SYNC at once, carrying only its tokens."""
 
 import numpy as np
 import pytest
@@ -48,9 +49,6 @@ def test_token_on_the_last_load_orders_the_scratchpad(tmp_path):
 
 
 @pytest.mark.simulator
-@pytest.mark.xfail(
-    strict=True, reason="RTL: a LOAD-queue SYNC pushes its token before earlier LOADs land"
-)
 def test_sync_token_after_loads_orders_the_scratchpad(tmp_path):
     rtl, want = outputs(PRESETS["tiny"], False, tmp_path)
     np.testing.assert_array_equal(rtl, want, err_msg="RTL")

@@ -1,7 +1,8 @@
 """A partitioned graph end to end on the RTL: device program -> host LRN (onnxruntime) -> device
 program -> host InstanceNormalization -> device program, every accelerator layer bit-exact
 against the reference, the outputs equal to the ISA simulator's; and the ops that run on the
-array by their own hardware (depthwise, dilated, upsampling, activation tables)."""
+array by their own hardware (depthwise, dilated, upsampling, activation tables, gated and
+table-only scale layers)."""
 
 from __future__ import annotations
 
@@ -117,6 +118,26 @@ def test_activation_tables_on_rtl(op, tmp_path):
     exe = compile_model(path, PRESETS["tiny"]).executable
     assert [n.attrs.get("act") for n in exe.reference.nodes].count("table") == 3
     x = np.random.default_rng(12).standard_normal(exe.input.shape).astype(np.float32)
+    rtl = run(exe, x, "rtl", workdir=tmp_path / "rtl")
+    isa = run(exe, x, "isa")
+    assert rtl.bit_exact, rtl.first_mismatch
+    assert all(la.device == "accel" for la in rtl.layers)
+    for name, value in isa.outputs.items():
+        np.testing.assert_array_equal(rtl.outputs[name], value)
+
+
+@pytest.mark.parametrize("model", ["squeeze_excitation", "unfused_activations"])
+def test_scale_layers_on_rtl(model, tmp_path):
+    """A squeeze-excitation block (the gate's Mul as ACCUM use_gate, SiLU tables) and
+    activations after a Concat and on the graph input (table-only and clamp-only scale
+    layers): every layer bit-exact on the RTL, outputs equal to the ISA simulator's."""
+    from tests.unit.test_scale_layers import se_model, unfused_acts_model
+
+    path = tmp_path / "scale.onnx"
+    onnx.save(se_model(20, 2, swish=True) if model[0] == "s" else unfused_acts_model(), path)
+    exe = compile_model(path, PRESETS["tiny"]).executable
+    assert any(n.op == "scale" for n in exe.reference.nodes)
+    x = np.random.default_rng(14).standard_normal(exe.input.shape).astype(np.float32)
     rtl = run(exe, x, "rtl", workdir=tmp_path / "rtl")
     isa = run(exe, x, "isa")
     assert rtl.bit_exact, rtl.first_mismatch
