@@ -57,9 +57,11 @@ Integer arithmetic (what the ISA simulator and the RTL compute, bit for bit):
   `x * mult` for shift = 0, computed exactly in 64 bits with an arithmetic right shift: rounding is
   half up (towards +infinity: 2.5 -> 3, -2.5 -> -2). `mult` is a signed 32-bit value and `shift`
   must be in 0..{MAX_SHIFT} (larger shifts stop the program with BAD_FIELD).
-- STORE saturates `requant(acc)` to [clamp_lo, clamp_hi] and writes int8; ReLU is clamp_lo = 0,
-  ReLU6 is clamp_hi = the quantized 6.0. With use_table, the saturated code v is replaced by
-  `table[v + 128]`: any function of one int8 value (Sigmoid, SiLU, GELU, ...) is one table.
+- STORE saturates `requant(acc) + out_zp` to [clamp_lo, clamp_hi] and writes int8; ReLU is
+  clamp_lo = out_zp (0 for symmetric outputs), ReLU6 is clamp_hi = the quantized 6.0. An int8
+  tensor with zero point z holds `scale * (q - z)`; out_zp is the output's z. With use_table,
+  the saturated code v is replaced by `table[v + 128]`: any function of one int8 value
+  (Sigmoid, SiLU, GELU, ...) is one table.
 - A table is {TABLE_ENTRIES} int8 bytes held in consecutive PARAM lines from `table_addr`, byte t
   of the table being byte `t % line` of line `table_addr + t // line` (line = `cols` x 16 bytes,
   see table_lines); STORE reads it before its first line.
@@ -379,8 +381,8 @@ STORE = _insn(
     Opcode.STORE,
     Queue.STORE,
     "Post-process accumulator lines and DMA them to DRAM: per column c of the line, "
-    "`out = clamp(requant(acc, mult[c], shift[c]), clamp_lo, clamp_hi)` as int8, where the "
-    "parameter line is `param_addr + i[param_loop]` (i = the descriptor's loop index); with "
+    "`out = clamp(requant(acc, mult[c], shift[c]) + out_zp, clamp_lo, clamp_hi)` as int8, where "
+    "the parameter line is `param_addr + i[param_loop]` (i = the descriptor's loop index); with "
     "use_table, `out = table[out + 128]` (the table in PARAM lines from table_addr).",
     Field("desc", unsigned(DESC_INDEX_BITS), "descriptor index (its mem must be ACC)"),
     Field("param_addr", unsigned(LOCAL_ADDR_BITS), "first PARAM line"),
@@ -391,6 +393,7 @@ STORE = _insn(
     Field(
         "table_addr", unsigned(LOCAL_ADDR_BITS), "first PARAM line of the table (use_table)", True
     ),
+    Field("out_zp", signed(8), "output zero point, added to requant(acc) before the clamp", True),
 )
 GEMM = _insn(
     Opcode.GEMM,

@@ -6,18 +6,24 @@ simulators hold the accelerator to one definition.
 
 This is what the accelerator must reproduce bit for bit, node by node:
 
-* conv: ``acc = conv2d(x, weight) + bias``; with a residual ``r``:
-  ``acc = add_wrap32(acc, requantize(r, res_mult, res_shift))``;
-  ``y = to_int8(clamp(requantize(acc, mult, shift), lo, hi))`` (per channel, axis 1).
-  gemm the same with ``matmul(x, weight.T)``.
-* maxpool: ``max_pool2d``; avgpool: ``to_int8(requantize(sum_pool2d(x), mult, shift))``;
-  global_avgpool likewise with ``global_sum_pool``.
-* add: ``acc = add_wrap32(requantize(a, a_mult, a_shift), requantize(b, b_mult, b_shift))``,
-  ``y = to_int8(clamp(requantize(acc, mult, shift), lo, hi))``.
-* scale: ``acc = x`` (times the per-channel ``gate``, a (1, C, 1, 1) second input, if given),
-  ``y = to_int8(clamp(requantize(acc, mult, shift), lo, hi))``: a channel-wise product (the
-  squeeze-excitation gate), or with one input a requantize-clamp-table of its own (an activation
-  no conv, gemm or add can take).
+Every int8 tensor has a scale and a zero point ``z`` (0 unless the model gave one): it holds
+``scale * (q - z)``. Below ``x - z`` is the input minus its zero point, ``rq(v) = requantize(v,
+mult, shift)`` and ``R(r) = rq_res(r) - rq_res(z_r)`` (a residual or add input with its zero
+point: the hardware adds ``rq_res(r)`` and folds ``-rq_res(z_r)`` into the bias).
+
+* conv: ``acc = conv2d(x - z, weight) + bias`` (zero padding of ``x - z``: the hardware pads
+  with ``z`` and folds ``-z * sum(weight)`` into the bias); with a residual ``r``:
+  ``acc = add_wrap32(acc, R(r))``; ``y = to_int8(clamp(rq(acc) + z_out, lo, hi))`` (per
+  channel, axis 1; for a ``table`` act ``z_out`` is the param ``table_zp``, the table input's).
+  gemm the same with ``matmul(x - z, weight.T)``.
+* maxpool: ``max_pool2d`` (output scale and zero point = input's); avgpool:
+  ``to_int8(rq(sum_pool2d(x - z)) + z_out)``; global_avgpool likewise with ``global_sum_pool``.
+* add: ``acc = add_wrap32(R_a(a), R_b(b))``, ``y = to_int8(clamp(rq(acc) + z_out, lo, hi))``.
+* scale: ``acc = x - z`` (times the per-channel ``gate - z_gate``, a (1, C, 1, 1) second
+  input, if given), ``y = to_int8(clamp(rq(acc) + z_out, lo, hi))``: a channel-wise product
+  (the squeeze-excitation gate), or with one input a requantize-clamp-table of its own (an
+  activation no conv, gemm or add can take; the hardware adds ``-z`` as a bias; a gated scale
+  runs on the array only with both zero points 0).
 * concat: the inputs, which share the output's scale, side by side along channels.
 * upsample: nearest-neighbour, each pixel repeated ``scale`` = (sh, sw) times.
 * depth_to_space: ``block`` = (sh, sw); ``out[c, y*sh + a, x*sw + b] = in[(a*sw + b)*C + c, y, x]``
@@ -96,16 +102,50 @@ class RefGraph(Protocol):
     def quantized(self) -> bool: ...
 
 
-def quantize_input(x: npt.ArrayLike, scale: float) -> npt.NDArray[np.int8]:
-    """Host input quantization: ``clip(round_half_away_from_zero(x / scale), -128, 127)``."""
+def quantize_input(x: npt.ArrayLike, scale: float, zero_point: int = 0) -> npt.NDArray[np.int8]:
+    """Host input quantization:
+    ``clip(round_half_away_from_zero(x / scale) + zero_point, -128, 127)``."""
     v = np.asarray(x, np.float64) / float(scale)
-    rounded = np.sign(v) * np.floor(np.abs(v) + 0.5)
+    rounded = np.sign(v) * np.floor(np.abs(v) + 0.5) + int(zero_point)
     return np.clip(rounded, -128, 127).astype(np.int8)
 
 
-def dequantize(q: npt.ArrayLike, scale: float) -> npt.NDArray[np.float32]:
-    """``scale * q`` as float32."""
-    return (np.asarray(q, np.float64) * float(scale)).astype(np.float32)
+def dequantize(q: npt.ArrayLike, scale: float, zero_point: int = 0) -> npt.NDArray[np.float32]:
+    """``scale * (q - zero_point)`` as float32."""
+    return ((np.asarray(q, np.float64) - int(zero_point)) * float(scale)).astype(np.float32)
+
+
+def zero_point(graph: RefGraph, name: str) -> int:
+    """The zero point of tensor ``name`` (0: symmetric; graphs without them are symmetric)."""
+    return int(getattr(graph.tensors[name], "zero_point", 0) or 0)
+
+
+def store_zero_point(graph: RefGraph, node: RefNode) -> int:
+    """The zero point a node's STORE adds: its output's, or for a ``table`` act the table
+    input's (param ``table_zp``, 0 when absent)."""
+    if node.attrs.get("act") == "table":
+        return int(node.params["table_zp"][0]) if "table_zp" in node.params else 0
+    return zero_point(graph, node.output)
+
+
+def _centred(graph: RefGraph, name: str, x: np.ndarray) -> np.ndarray:
+    """``x - zero_point`` as int64: the value an int8 tensor holds, in units of its scale."""
+    return x.astype(np.int64) - zero_point(graph, name)
+
+
+def _rescaled_residual(
+    graph: RefGraph, name: str, x: np.ndarray, mult: np.ndarray, shift: np.ndarray, axis: int = 1
+) -> np.ndarray:
+    """``requant(x) - requant(zero_point)``: a residual or add input with a zero point, as the
+    hardware adds it (the zero point's share is a bias the compiler folds; exact when the
+    zero point is 0, else within one accumulator unit of ``requant(x - zero_point)``)."""
+    out = ro.requantize(x, mult, shift, axis=axis)
+    z = zero_point(graph, name)
+    if z:
+        zs = np.full(np.shape(mult) if np.ndim(mult) else (1,), z, np.int64)
+        corr = ro.requantize(zs, mult, shift, axis=0)
+        out = out - corr.reshape((1, -1) + (1,) * (out.ndim - 2))
+    return out
 
 
 def evaluate(graph: RefGraph, input_q: npt.ArrayLike) -> dict[str, np.ndarray]:
@@ -133,18 +173,22 @@ def evaluate_node(graph: RefGraph, node: RefNode, inputs: list[np.ndarray]) -> n
     return _EVAL[node.op](graph, node, inputs)
 
 
-def _clamp_int8(node: RefNode, acc: np.ndarray, axis: int) -> np.ndarray:
-    """The STORE post-processing: requantize, saturate, then the table of a ``table`` act."""
+def _clamp_int8(graph: RefGraph, node: RefNode, acc: np.ndarray, axis: int) -> np.ndarray:
+    """The STORE post-processing: requantize, add the output zero point (a table act's: its
+    input's, ``table_zp``), saturate, then the table of a ``table`` act."""
     p = node.params
     lo, hi = (int(v) for v in p["clamp"])
-    out = ro.to_int8(ro.clamp(ro.requantize(acc, p["mult"], p["shift"], axis=axis), lo, hi))
-    return ro.lookup(out, p["table"]) if node.attrs["act"] == "table" else out
+    table = node.attrs["act"] == "table"
+    zp = store_zero_point(graph, node)
+    scaled = ro.requantize(acc, p["mult"], p["shift"], axis=axis) + zp
+    out = ro.to_int8(ro.clamp(scaled, lo, hi))
+    return ro.lookup(out, p["table"]) if table else out
 
 
 def _conv(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     p, a = node.params, node.attrs
     acc = ro.conv2d(
-        xs[0],
+        _centred(graph, node.inputs[0], xs[0]),
         p["weight"],
         stride=a["stride"],
         padding=a["pads"],
@@ -153,16 +197,19 @@ def _conv(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     )
     acc = ro.add_wrap32(acc, p["bias"][None, :, None, None])
     if len(xs) == 2:
-        acc = ro.add_wrap32(acc, ro.requantize(xs[1], p["res_mult"], p["res_shift"], axis=1))
-    return _clamp_int8(node, acc, axis=1)
+        res = _rescaled_residual(graph, node.inputs[1], xs[1], p["res_mult"], p["res_shift"])
+        acc = ro.add_wrap32(acc, res)
+    return _clamp_int8(graph, node, acc, axis=1)
 
 
 def _gemm(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     p = node.params
-    acc = ro.add_wrap32(ro.matmul(xs[0], p["weight"].T), p["bias"][None, :])
+    x = _centred(graph, node.inputs[0], xs[0])
+    acc = ro.add_wrap32(ro.matmul(x, p["weight"].T), p["bias"][None, :])
     if len(xs) == 2:
-        acc = ro.add_wrap32(acc, ro.requantize(xs[1], p["res_mult"], p["res_shift"], axis=1))
-    return _clamp_int8(node, acc, axis=1)
+        res = _rescaled_residual(graph, node.inputs[1], xs[1], p["res_mult"], p["res_shift"])
+        acc = ro.add_wrap32(acc, res)
+    return _clamp_int8(graph, node, acc, axis=1)
 
 
 def _maxpool(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
@@ -172,29 +219,33 @@ def _maxpool(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray
 
 def _avgpool(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     a, p = node.attrs, node.params
-    acc = ro.sum_pool2d(xs[0], a["kernel"], stride=a["stride"], padding=a["pads"])
-    return ro.to_int8(ro.requantize(acc, p["mult"], p["shift"]))
+    x = _centred(graph, node.inputs[0], xs[0])  # padding adds 0 = the zero point's value
+    acc = ro.sum_pool2d(x, a["kernel"], stride=a["stride"], padding=a["pads"])
+    zp = zero_point(graph, node.output)
+    return ro.to_int8(ro.requantize(acc, p["mult"], p["shift"]) + zp)
 
 
 def _global_avgpool(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     p = node.params
-    return ro.to_int8(ro.requantize(ro.global_sum_pool(xs[0]), p["mult"], p["shift"]))
+    acc = ro.global_sum_pool(_centred(graph, node.inputs[0], xs[0]))
+    zp = zero_point(graph, node.output)
+    return ro.to_int8(ro.requantize(acc, p["mult"], p["shift"]) + zp)
 
 
 def _add(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     p = node.params
     acc = ro.add_wrap32(
-        ro.requantize(xs[0], p["a_mult"], p["a_shift"]),
-        ro.requantize(xs[1], p["b_mult"], p["b_shift"]),
+        _rescaled_residual(graph, node.inputs[0], xs[0], p["a_mult"], p["a_shift"]),
+        _rescaled_residual(graph, node.inputs[1], xs[1], p["b_mult"], p["b_shift"]),
     )
-    return _clamp_int8(node, acc, axis=1)
+    return _clamp_int8(graph, node, acc, axis=1)
 
 
 def _scale(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
-    acc = xs[0].astype(np.int64)
+    acc = _centred(graph, node.inputs[0], xs[0])
     if len(xs) == 2:
-        acc = acc * xs[1].astype(np.int64)
-    return _clamp_int8(node, acc, axis=1)
+        acc = acc * _centred(graph, node.inputs[1], xs[1])
+    return _clamp_int8(graph, node, acc, axis=1)
 
 
 def _flatten(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
@@ -220,7 +271,7 @@ def _depth_to_space(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.
 def _softmax(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     scale = graph.tensors[node.inputs[0]].scale
     assert scale is not None  # verified
-    x = dequantize(xs[0], scale)
+    x = dequantize(xs[0], scale, zero_point(graph, node.inputs[0]))
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
 
@@ -229,13 +280,13 @@ def _host(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     """Nodes the accelerator does not run: their ONNX model in fp32 (onnxruntime) on the
     dequantized inputs, the output quantized back with its scale like the network input."""
     feeds = {
-        feed: dequantize(x, graph.tensors[name].scale or 1.0)
+        feed: dequantize(x, graph.tensors[name].scale or 1.0, zero_point(graph, name))
         for feed, name, x in zip(node.attrs["feeds"], node.inputs, xs, strict=True)
     }
     model = node.params["model"].tobytes()
     y = host_runtime.run(model, feeds, node.attrs["fetch"])
     out = graph.tensors[node.output]
-    return quantize_input(y.reshape(out.shape), out.scale or 1.0)
+    return quantize_input(y.reshape(out.shape), out.scale or 1.0, zero_point(graph, node.output))
 
 
 _EVAL: dict[str, Any] = {
@@ -445,6 +496,8 @@ def _pooled(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
     if c.node.op != "maxpool":
         c.param_shapes({"mult": (1,), "shift": (1,)})
         c.rescale("mult", "shift")
+    elif not _same_quantization(c):
+        c.fail("output scale and zero point must equal the input ones (max pooling keeps codes)")
     return out
 
 
@@ -481,9 +534,15 @@ def _concatenated(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
     shapes = [c.shape(name, 4, "input") for name in c.node.inputs]
     if len({s[2:] for s in shapes}) != 1:
         c.fail(f"inputs {shapes} differ in height or width")
-    scales = {c.graph.tensors[name].scale for name in (*c.node.inputs, c.node.output)}
+    scales = {
+        (c.graph.tensors[name].scale, zero_point(c.graph, name))
+        for name in (*c.node.inputs, c.node.output)
+    }
     if len(scales) != 1:
-        c.fail("inputs and output must share one scale (an int8 concat does not rescale)")
+        c.fail(
+            "inputs and output must share one scale and zero point (an int8 concat does not "
+            "rescale)"
+        )
     return (1, sum(s[1] for s in shapes), shapes[0][2], shapes[0][3])
 
 
@@ -496,7 +555,7 @@ def _upsampled(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
         and all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 64 for v in scale)
     ):
         c.fail(f"attr 'scale' must be 2 integers in 1..64, not {_short(scale)}")
-    if c.graph.tensors[c.node.output].scale != c.graph.tensors[c.node.inputs[0]].scale:
+    if not _same_quantization(c):
         c.fail("output scale must equal the input scale (nearest upsampling copies codes)")
     return (1, x[1], x[2] * scale[0], x[3] * scale[1])
 
@@ -506,9 +565,15 @@ def _unshuffled(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
     sh, sw = c.ints("block", 2, 1)
     if x[1] % (sh * sw):
         c.fail(f"input channels {x[1]} are not a multiple of the block {sh}x{sw}")
-    if c.graph.tensors[c.node.output].scale != c.graph.tensors[c.node.inputs[0]].scale:
+    if not _same_quantization(c):
         c.fail("output scale must equal the input scale (depth_to_space copies codes)")
     return (1, x[1] // (sh * sw), x[2] * sh, x[3] * sw)
+
+
+def _same_quantization(c: _Node) -> bool:
+    x, y = c.node.inputs[0], c.node.output
+    t = c.graph.tensors
+    return (t[x].scale, zero_point(c.graph, x)) == (t[y].scale, zero_point(c.graph, y))
 
 
 def _hosted(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
@@ -585,6 +650,8 @@ def _check_node(graph: RefGraph, node: RefNode) -> None:
         wanted |= RESIDUAL_PARAMS
     if node.attrs.get("act") == "table":
         wanted |= TABLE_PARAMS
+        if "table_zp" in node.params:  # optional: the table input's zero point
+            wanted |= {"table_zp": "int64"}
     if set(node.params) != set(wanted):
         c.fail(f"params {_short(sorted(node.params))} must be exactly {sorted(wanted)}")
     for key, dtype in wanted.items():

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from arch.reference import RefGraph, dequantize, evaluate, quantize_input
+from arch.reference import RefGraph, dequantize, evaluate, quantize_input, zero_point
 
 from .calibrate import as_shape, run_onnx
 from .errors import CompileError
@@ -43,7 +43,9 @@ def compare_fp32(
         name = producer.inputs[0]
     x = np.asarray(x_fp32, np.float32)
     q = quantize_input(
-        as_shape(x, graph.tensors[graph.inputs[0]].shape), _scale(graph, graph.inputs[0])
+        as_shape(x, graph.tensors[graph.inputs[0]].shape),
+        _scale(graph, graph.inputs[0]),
+        zero_point(graph, graph.inputs[0]),
     )
     values = evaluate(graph, q)
     if name in {o for n in proto.graph.node for o in n.output}:
@@ -53,7 +55,8 @@ def compare_fp32(
         reference = run_onnx(proto, x)[proto.graph.output[0].name]
     ours = values[name].astype(np.float64)
     if graph.tensors[name].scale is not None:
-        ours = dequantize(values[name], _scale(graph, name)).astype(np.float64)
+        real = dequantize(values[name], _scale(graph, name), zero_point(graph, name))
+        ours = real.astype(np.float64)
     ref = reference.astype(np.float64).reshape(-1)
     ours = ours.reshape(-1)
     denom = float(np.linalg.norm(ours) * np.linalg.norm(ref))

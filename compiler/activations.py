@@ -67,9 +67,16 @@ def evaluate(function: str, args: tuple[float, ...], x: np.ndarray) -> np.ndarra
     return np.asarray(f(np.asarray(x, np.float64), *args), np.float64)
 
 
-def make_table(function: str, args: tuple[float, ...], s_in: float, s_out: float) -> np.ndarray:
-    """The int8 table of ``function`` from input scale ``s_in`` to output scale ``s_out``:
-    entry ``t`` is the output code for input code ``t - 128`` (rounded half away from zero and
-    saturated, like the host's input quantization)."""
+def make_table(
+    function: str,
+    args: tuple[float, ...],
+    s_in: float,
+    s_out: float,
+    z_in: int = 0,
+    z_out: int = 0,
+) -> np.ndarray:
+    """The int8 table of ``function`` from input scale and zero point ``s_in``, ``z_in`` to
+    ``s_out``, ``z_out``: entry ``t`` is the output code for input code ``t - 128`` (rounded
+    half away from zero and saturated, like the host's input quantization)."""
     codes = np.arange(TABLE_ENTRIES, dtype=np.float64) - 128
-    return quantize_input(evaluate(function, args, codes * s_in), s_out)
+    return quantize_input(evaluate(function, args, (codes - z_in) * s_in), s_out, z_out)

@@ -6,6 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from arch import isa
+from arch import reference_ops as ro
+from arch.reference import zero_point
+from compiler.errors import CompileError
 from compiler.plan import Layer, Plan
 
 
@@ -41,6 +44,62 @@ def _broadcast(value: np.ndarray | None, channels: int, pad_to: int) -> np.ndarr
     return out
 
 
+def _wrap32(v: np.ndarray) -> np.ndarray:
+    return ((np.asarray(v, np.int64) + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int64)
+
+
+def _rescaled_zero(z: int, mult: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """``requant(z, mult, shift)`` per channel: a zero point's share of a rescaled input."""
+    zs = np.full(np.shape(mult), z, np.int64)
+    return np.asarray(ro.requantize(zs, mult, shift, axis=0), np.int64)
+
+
+def zero_point_bias(plan: Plan, layer: Layer) -> np.ndarray | None:
+    """The bias that makes the hardware compute what :mod:`arch.reference` defines for inputs
+    with zero points (None: nothing to correct), per output channel:
+
+    - conv/gemm: ``bias - z_in * sum(weight[o])`` (the DMA pads with ``z_in``), minus
+      ``requant(z_res, res_mult, res_shift)`` for a residual;
+    - add: ``-(requant(z_a, a_mult, a_shift) + requant(z_b, b_mult, b_shift))``;
+    - average pools: ``-window * z_in`` (the DMA pads with ``z_in``);
+    - a one-input scale: ``-z_in`` (a gated one with zero points is refused: the host).
+    """
+    node, g = layer.node, plan.graph
+    p = node.params
+    z_in = zero_point(g, node.inputs[0])
+    if layer.kind == "gemm":
+        z_res = zero_point(g, node.inputs[1]) if len(node.inputs) > 1 else 0
+        if not z_in and not z_res:
+            return None
+        weight = p["weight"].astype(np.int64)
+        bias = p["bias"].astype(np.int64) - z_in * weight.reshape(weight.shape[0], -1).sum(1)
+        if z_res:
+            bias = bias - _rescaled_zero(z_res, p["res_mult"], p["res_shift"])
+        return _wrap32(bias)
+    if layer.kind == "add":
+        z_b = zero_point(g, node.inputs[1])
+        if not z_in and not z_b:
+            return None
+        corr = _rescaled_zero(z_in, p["a_mult"], p["a_shift"])
+        corr = corr + _rescaled_zero(z_b, p["b_mult"], p["b_shift"])
+        return _wrap32(-corr)
+    if layer.kind == "pool" and node.op != "maxpool" and z_in:
+        shape = g.tensors[node.inputs[0]].shape
+        kh, kw = node.attrs.get("kernel", shape[2:])
+        return _wrap32(np.array([-kh * kw * z_in]))
+    if layer.kind == "scale":
+        if len(node.inputs) == 2 and (z_in or zero_point(g, node.inputs[1])):
+            raise CompileError(
+                node.name,
+                node.op,
+                "a channel-wise product of tensors with zero points "
+                f"({z_in}, {zero_point(g, node.inputs[1])}) is not supported",
+                "zero points 0 (the gate multiplies the raw codes)",
+            )
+        return _wrap32(np.array([-z_in])) if z_in else None
+    return None
+
+
 def param_lines(plan: Plan, layer: Layer) -> np.ndarray:
     """PARAM lines of a layer as bytes: one entry per (padded) output channel; ``add`` layers
     have a second set for their b input after the first; a layer with a table ends with it,
@@ -49,10 +108,11 @@ def param_lines(plan: Plan, layer: Layer) -> np.ndarray:
     out = plan.tensors[layer.output]
     padded, channels = out.channels, out.logical_channels
     p = node.params
+    zp_bias = zero_point_bias(plan, layer)
     if layer.kind == "gemm":
         sets = [
             {
-                "bias": p["bias"],
+                "bias": p["bias"] if zp_bias is None else zp_bias,
                 "mult": p["mult"],
                 "shift": p["shift"],
                 "res_mult": p.get("res_mult"),
@@ -66,13 +126,22 @@ def param_lines(plan: Plan, layer: Layer) -> np.ndarray:
         if node.op == "maxpool":
             sets = [{"mult": np.array([1]), "shift": np.array([0])}]
         else:
-            sets = [{"mult": p["mult"], "shift": p["shift"]}]
+            sets = [{"mult": p["mult"], "shift": p["shift"], "bias": zp_bias}]
     elif layer.kind == "scale":  # ACCUM copies x (times the gate), STORE rescales
         one, zero = np.array([1]), np.array([0])
-        sets = [{"res_mult": one, "res_shift": zero, "mult": p["mult"], "shift": p["shift"]}]
-    else:  # add: a-set carries the output rescale, b-set only b's
         sets = [
             {
+                "bias": zp_bias,
+                "res_mult": one,
+                "res_shift": zero,
+                "mult": p["mult"],
+                "shift": p["shift"],
+            }
+        ]
+    else:  # add: a-set carries the output rescale (and a zero-point bias), b-set only b's
+        sets = [
+            {
+                "bias": zp_bias,
                 "res_mult": p["a_mult"],
                 "res_shift": p["a_shift"],
                 "mult": p["mult"],

@@ -7,6 +7,8 @@ host step after it; the quantized graph becomes the reference the run is checked
 
 from __future__ import annotations
 
+from typing import Any
+
 from arch.config import AccelConfig
 from arch.executable import (
     DeviceProgram,
@@ -35,7 +37,10 @@ def reference_graph(graph: Graph) -> ReferenceGraph:
             RefNode(n.name, n.op, list(n.inputs), n.output, dict(n.attrs), dict(n.params))
             for n in graph.nodes
         ],
-        tensors={name: TensorSpec(name, t.shape, t.scale) for name, t in graph.tensors.items()},
+        tensors={
+            name: TensorSpec(name, t.shape, t.scale, t.zero_point)
+            for name, t in graph.tensors.items()
+        },
         inputs=list(graph.inputs),
         outputs=list(graph.outputs),
     )
@@ -43,10 +48,11 @@ def reference_graph(graph: Graph) -> ReferenceGraph:
 
 def _dram_tensor(plan: Plan, name: str) -> DramTensor:
     placed = plan.tensor(name)  # a flatten output shares its input's bytes
-    im2col = {}
+    im2col: dict[str, Any] = {}
     if placed.layout == "im2col":
         node = next(layer.node for layer in plan.layers if name in layer.inputs)
         im2col = {k: tuple(node.attrs[k]) for k in ("kernel", "stride", "pads")}
+        im2col["pad_value"] = plan.graph.tensors[name].zero_point  # real 0 pads the rows
     return DramTensor(
         name,
         placed.addr,

@@ -4,7 +4,7 @@ A :class:`Graph` is a list of :class:`Node` in topological order over named :cla
 stages share it. *fp32* (``quantized=False``, after import and canonicalize): float32 params.
 *Quantized* (``quantized=True``, after quantize): int8 weights, int32 biases, fixed-point
 ``mult``/``shift`` rescales and int8 ``clamp`` bounds, every tensor with a scale
-(``real = scale * q``), computed as :mod:`arch.reference` defines.
+(``real = scale * (q - zero_point)``), computed as :mod:`arch.reference` defines.
 
 Ops (:data:`OPS`) and their attrs; ``act`` is None, ``"relu"``, ``"relu6"`` or ``"table"``:
 
@@ -129,7 +129,10 @@ class Tensor:
 
     name: str
     shape: tuple[int, ...]
-    scale: float | None = None  #: int8 symmetric scale (real = scale * q); None while fp32
+    scale: float | None = None  #: int8 scale (real = scale * (q - zero_point)); None while fp32
+    #: int8 zero point (0: symmetric). An imported uint8 tensor with zero point z is the int8
+    #: tensor ``u - 128`` with zero point ``z - 128``.
+    zero_point: int = 0
 
 
 @dataclass
@@ -214,6 +217,7 @@ class Graph:
             t = self.tensors.get(n.output)
             shape = "x".join(map(str, t.shape)) if t else "?"
             scale = f" s={t.scale:.4g}" if t is not None and t.scale is not None else ""
+            scale += f" z={t.zero_point}" if t is not None and t.zero_point else ""
             attrs = " ".join(f"{k}={_fmt(v)}" for k, v in n.attrs.items() if v is not None)
             lines.append(
                 f"{n.op:<14} {n.name:<24} {', '.join(n.inputs)} -> {n.output} "
@@ -340,6 +344,9 @@ def _check_tensor(key: str, t: Tensor) -> None:
         isinstance(t.scale, float | int) and math.isfinite(t.scale) and t.scale > 0
     ):
         raise VerifyError(None, "graph", f"tensor '{key}' has a bad scale {t.scale!r}")
+    zp = t.zero_point
+    if not isinstance(zp, int) or isinstance(zp, bool) or not -128 <= zp <= 127:
+        raise VerifyError(None, "graph", f"tensor '{key}' has a bad zero point {zp!r}")
 
 
 def _ints(node: Node, key: str, count: int, minimum: int) -> Any:
@@ -406,6 +413,8 @@ def _post_params(node: Node) -> dict[str, tuple[type, Shape]]:
     post: dict[str, tuple[type, Shape]] = {"clamp": (np.int64, (2,))}
     if node.attrs["act"] == "table":
         post["table"] = (np.int8, (TABLE_ENTRIES,))
+        if "table_zp" in node.params:  # the table input's zero point (absent: 0)
+            post["table_zp"] = (np.int64, (1,))
     return post
 
 
@@ -478,9 +487,12 @@ def _check_node(g: Graph, node: Node) -> None:
             if g.tensors[name].scale is None:
                 raise VerifyError(node.name, op, f"input '{name}' has no scale")
         if op in ("maxpool", "flatten", "concat", "upsample", "depth_to_space") and any(
-            g.tensors[name].scale != t.scale for name in node.inputs
+            (g.tensors[name].scale, g.tensors[name].zero_point) != (t.scale, t.zero_point)
+            for name in node.inputs
         ):
-            raise VerifyError(node.name, op, "output scale must equal the input scales")
+            raise VerifyError(
+                node.name, op, "output scale must equal the input scales (zero points too)"
+            )
 
 
 def _need_4d(node: Node, x: Shape) -> None:

@@ -12,10 +12,13 @@ The imported graph keeps ONNX-level ops that canonicalize folds (``batchnorm``, 
 real (fp32) value in the original model, so calibration can read it from onnxruntime.
 
 Already-quantized models: QuantizeLinear/DequantizeLinear on activations are not nodes but
-record ``Tensor.scale``; a DequantizeLinear of an int8/int32 initializer gives the float value
-plus ``weight_q``/``weight_scale`` (``bias_q``) params; QLinearConv/QLinearMatMul become
+record ``Tensor.scale`` and ``Tensor.zero_point`` (an int8 zero point as it is; uint8 codes u are
+the int8 codes u - 128, so a uint8 zero point z is z - 128); a DequantizeLinear of an int8/int32
+initializer gives the float value plus ``weight_q``/``weight_scale`` (``bias_q``) params (a
+weight with a zero point as the int8 ``q - z`` when that fits); QLinearConv/QLinearMatMul become
 conv/matmul with those params and a scaled output; ConvInteger/MatMulInteger must be followed by
 ``Cast(to=FLOAT)`` and ``Mul`` by the (input x weight) scale, which sets the weight scale.
+onnxruntime's ``com.microsoft`` QLinear ops are rewritten to QDQ first (:mod:`compiler.qoperator`).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from arch.host_runtime import HostModelError
 
-from . import host_regions
+from . import host_regions, qoperator
 from .errors import CompileError
 from .finite import check_finite_constants
 from .ir import Graph, Node, Tensor, conv_output_shape
@@ -209,6 +212,8 @@ def _prepare(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, CompileError | No
                 f"opsets {MIN_OPSET}..{MAX_OPSET}",
             ) from None
         graph = proto.graph
+    proto = qoperator.rewrite(proto)  # com.microsoft QLinear ops as DQ -> float op -> Q
+    graph = proto.graph
     inits = {t.name for t in graph.initializer}
     inputs = [i for i in graph.input if i.name not in inits]
     if len(inputs) != 1:
@@ -307,6 +312,7 @@ class _Importer:
         self.qconst: dict[str, _QConst] = {}
         self.alias: dict[str, str] = {}  # ONNX value -> IR tensor holding its real value
         self.qview: set[str] = set()  # ONNX values that hold int8 codes of an IR tensor
+        self.qdtype: dict[str, str] = {}  # qview values holding uint8 codes: "uint8"
         self.pending: dict[str, _Pending] = {}
         self.nodes: list[Node] = []
         self.tensors: dict[str, Tensor] = {}
@@ -716,10 +722,16 @@ class _Importer:
         ):
             self.qview.add(out)  # int8 codes in, int8 codes out, same scale
             self.tensors[out].scale = self.tensors[inputs[0]].scale
+            self.tensors[out].zero_point = self.tensors[inputs[0]].zero_point
+            if node.input[0] in self.qdtype:
+                self.qdtype[out] = self.qdtype[node.input[0]]
         return ir
 
-    def _set_scale(self, node: onnx.NodeProto, name: str, ir_name: str, scale: np.ndarray) -> None:
-        """Record a per-tensor activation scale on an IR tensor (must agree if already set)."""
+    def _set_scale(
+        self, node: onnx.NodeProto, name: str, ir_name: str, scale: np.ndarray, zp: int = 0
+    ) -> None:
+        """Record a per-tensor activation scale and (int8) zero point on an IR tensor (must
+        agree if already set)."""
         if scale.size != 1:
             raise CompileError(
                 name,
@@ -738,7 +750,60 @@ class _Importer:
                 f"tensor '{ir_name}' already has scale {t.scale:.6g}, this gives {s:.6g}",
                 "one scale per tensor",
             )
-        t.scale = s
+        if t.scale is not None and t.zero_point != zp:
+            raise CompileError(
+                name,
+                node.op_type,
+                f"tensor '{ir_name}' already has zero point {t.zero_point} (as int8), "
+                f"this gives {zp}",
+                "one zero point per tensor",
+            )
+        t.scale, t.zero_point = s, zp
+
+    def _act_zero_point(
+        self, node: onnx.NodeProto, name: str, i: int, what: str, codes: str | None = None
+    ) -> int:
+        """The zero point of an activation's codes as the accelerator's int8: an int8 zero
+        point as it is, a uint8 one minus 128 (a uint8 code u is the int8 code u - 128). An
+        absent zero point is 0 of the codes' type: ``codes`` is the ONNX value holding them
+        (a QuantizeLinear's output type comes from its ``output_dtype``, default uint8)."""
+        op = node.op_type
+        if not self._has(node, i):
+            if op == "QuantizeLinear":
+                dtype = self._attrs(node).get("output_dtype", 0)
+                if dtype not in (0, TensorProto.UINT8, TensorProto.INT8):
+                    raise CompileError(
+                        name,
+                        op,
+                        f"output_dtype {TensorProto.DataType.Name(dtype)} is not supported",
+                        "int8, uint8",
+                    )
+                return 0 if dtype == TensorProto.INT8 else -128
+            return -128 if codes is not None and self.qdtype.get(codes) == "uint8" else 0
+        zp = self._const(node, name, i, what)
+        if zp.dtype not in (np.int8, np.uint8):
+            raise CompileError(
+                name, op, f"{what} of type {zp.dtype} is not supported", "int8, uint8"
+            )
+        if zp.size != 1:
+            raise CompileError(
+                name,
+                op,
+                f"per-axis {what} (shape {zp.shape}) is not supported",
+                "one zero point per activation tensor",
+            )
+        value = int(zp.reshape(-1)[0])
+        return value - 128 if zp.dtype == np.uint8 else value
+
+    def _codes_type(self, node: onnx.NodeProto, i: int) -> str:
+        """'uint8' or 'int8': the type of the codes a QuantizeLinear or QLinear op writes,
+        from its zero-point input ``i`` (or, absent, its output_dtype; default uint8)."""
+        if self._has(node, i) and node.input[i] in self.consts:
+            return "uint8" if self.consts[node.input[i]].dtype == np.uint8 else "int8"
+        if node.op_type == "QuantizeLinear":
+            dtype = self._attrs(node).get("output_dtype", 0)
+            return "int8" if dtype == TensorProto.INT8 else "uint8"
+        return "int8"
 
     def _zero_point(
         self, node: onnx.NodeProto, name: str, i: int, what: str, allow_int32: bool = False
@@ -772,6 +837,36 @@ class _Importer:
                 "supported (asymmetric quantization)",
                 "zero point 0",
             )
+
+    def _centred_weight(
+        self, node: onnx.NodeProto, name: str, q: np.ndarray, scales: int
+    ) -> np.ndarray:
+        """A quantized weight with a zero point (uint8, or int8 with z != 0) as the int8
+        weight ``q - z`` of zero point 0 - exact when every ``q - z`` fits int8 (a uint8 weight
+        of zero point 128 does); else it is refused (and the node goes to the host)."""
+        zp = self._const(node, name, 2, "x_zero_point")
+        if zp.dtype != q.dtype:
+            raise CompileError(
+                name, node.op_type, f"x_zero_point of type {zp.dtype} for a {q.dtype} constant"
+            )
+        if not np.any(zp) and q.dtype == np.int8:
+            return q
+        zb = zp.astype(np.int64).reshape(-1)
+        if zb.size > 1:
+            axis = int(self._attrs(node).get("axis", 1)) % q.ndim
+            shape = [1] * q.ndim
+            shape[axis] = zb.size
+            zb = zb.reshape(shape)
+        centred = q.astype(np.int64) - zb
+        if centred.min() < -128 or centred.max() > 127:
+            raise CompileError(
+                name,
+                node.op_type,
+                f"weight codes minus the zero point span {centred.min()}..{centred.max()}, "
+                "beyond int8",
+                "int8 weights, or weights with a zero point whose codes stay in -128..127",
+            )
+        return centred.astype(np.int8)
 
     def _scale_const(self, node: onnx.NodeProto, name: str, i: int, what: str) -> np.ndarray:
         s = self._const(node, name, i, what).astype(np.float32)
@@ -1096,8 +1191,8 @@ class _Importer:
 
     def _op_QLinearConv(self, node: onnx.NodeProto, name: str) -> None:
         x = self._act(node, name, 0, int8=True)
-        self._set_scale(node, name, x, self._scale_const(node, name, 1, "x_scale"))
-        self._zero_point(node, name, 2, "x_zero_point")
+        x_zp = self._act_zero_point(node, name, 2, "x_zero_point", node.input[0])
+        self._set_scale(node, name, x, self._scale_const(node, name, 1, "x_scale"), x_zp)
         wq = self._const(node, name, 3, "weight")
         if wq.dtype != np.int8 or wq.ndim != 4:
             raise CompileError(
@@ -1110,14 +1205,15 @@ class _Importer:
         ws = self._scale_const(node, name, 4, "w_scale")
         self._zero_point(node, name, 5, "w_zero_point")
         ys = self._scale_const(node, name, 6, "y_scale")
-        self._zero_point(node, name, 7, "y_zero_point")
+        y_zp = self._act_zero_point(node, name, 7, "y_zero_point")
         wscale = self._channel_scale(name, node.op_type, _QConst(wq, ws, 0), 0, o)
         w = (wq.astype(np.float32) * wscale[:, None, None, None]).astype(np.float32)
         params = {"weight": w, "weight_q": wq, "weight_scale": wscale}
         params |= self._int_bias(node, name, 8, o, wscale * np.float32(self.tensors[x].scale or 1))
         ir = self._conv_node(node, name, x, w, params)
-        self._set_scale(node, name, ir.output, ys)
+        self._set_scale(node, name, ir.output, ys, y_zp)
         self.qview.add(ir.output)
+        self.qdtype[node.output[0]] = self._codes_type(node, 7)
 
     def _int_bias(
         self, node: onnx.NodeProto, name: str, i: int, channels: int, scale: np.ndarray
@@ -1138,7 +1234,7 @@ class _Importer:
 
     def _op_ConvInteger(self, node: onnx.NodeProto, name: str) -> None:
         x = self._act(node, name, 0, int8=True)
-        self._zero_point(node, name, 2, "x_zero_point")
+        self._same_zero_point(node, name, x, 2, "x_zero_point")
         self._zero_point(node, name, 3, "w_zero_point")
         wq = self._const(node, name, 1, "weight")
         if wq.dtype != np.int8 or wq.ndim != 4:
@@ -1157,6 +1253,17 @@ class _Importer:
         }
         ir = self._conv_node(node, name, x, wq.astype(np.float32), params)
         self._start_pending(node, name, ir, x)
+
+    def _same_zero_point(self, node: onnx.NodeProto, name: str, x: str, i: int, what: str) -> None:
+        """An integer op's input zero point must be the one its codes were quantized with."""
+        zp = self._act_zero_point(node, name, i, what, node.input[0])
+        if zp != self.tensors[x].zero_point:
+            raise CompileError(
+                name,
+                node.op_type,
+                f"{what} {zp} (as int8) differs from the input's {self.tensors[x].zero_point}",
+                "the zero point of the QuantizeLinear that made the input",
+            )
 
     def _start_pending(self, node: onnx.NodeProto, name: str, ir: Node, x: str) -> None:
         scale = self.tensors[x].scale
@@ -1212,8 +1319,8 @@ class _Importer:
 
     def _op_QLinearMatMul(self, node: onnx.NodeProto, name: str) -> None:
         x = self._act(node, name, 0, int8=True)
-        self._set_scale(node, name, x, self._scale_const(node, name, 1, "a_scale"))
-        self._zero_point(node, name, 2, "a_zero_point")
+        a_zp = self._act_zero_point(node, name, 2, "a_zero_point", node.input[0])
+        self._set_scale(node, name, x, self._scale_const(node, name, 1, "a_scale"), a_zp)
         bq = self._const(node, name, 3, "weight")
         if bq.dtype != np.int8 or bq.ndim != 2:
             raise CompileError(
@@ -1225,7 +1332,7 @@ class _Importer:
         bs = self._scale_const(node, name, 4, "b_scale")
         self._zero_point(node, name, 5, "b_zero_point")
         ys = self._scale_const(node, name, 6, "y_scale")
-        self._zero_point(node, name, 7, "y_zero_point")
+        y_zp = self._act_zero_point(node, name, 7, "y_zero_point")
         n = int(bq.shape[1])
         wscale = self._channel_scale(name, node.op_type, _QConst(bq, bs, 1), 1, n)
         params = {
@@ -1234,12 +1341,13 @@ class _Importer:
             "weight_scale": wscale,
         }
         ir = self._matmul_node(node, name, x, bq, params)
-        self._set_scale(node, name, ir.output, ys)
+        self._set_scale(node, name, ir.output, ys, y_zp)
         self.qview.add(ir.output)
+        self.qdtype[node.output[0]] = self._codes_type(node, 7)
 
     def _op_MatMulInteger(self, node: onnx.NodeProto, name: str) -> None:
         x = self._act(node, name, 0, int8=True)
-        self._zero_point(node, name, 2, "a_zero_point")
+        self._same_zero_point(node, name, x, 2, "a_zero_point")
         self._zero_point(node, name, 3, "b_zero_point")
         bq = self._const(node, name, 1, "weight")
         if bq.dtype != np.int8 or bq.ndim != 2:
@@ -1726,10 +1834,10 @@ class _Importer:
         attrs = self._attrs(node)
         if attrs.get("block_size", 0):
             raise CompileError(name, node.op_type, "blocked quantization is not supported")
-        self._zero_point(node, name, 2, "y_zero_point")
         s = self._scale_const(node, name, 1, "y_scale")
         src, out = node.input[0], node.output[0]
         if src in self.consts:  # a float weight quantized in the graph
+            self._zero_point(node, name, 2, "y_zero_point")
             x = self.consts[src].astype(np.float64)
             axis = int(attrs.get("axis", 1))
             sb = s.astype(np.float64)
@@ -1745,9 +1853,11 @@ class _Importer:
             self.consts[out] = np.clip(np.rint(x / sb), -128, 127).astype(np.int8)
             return
         x_ir = self._act(node, name, 0)
-        self._set_scale(node, name, x_ir, s)
+        zp = self._act_zero_point(node, name, 2, "y_zero_point")
+        self._set_scale(node, name, x_ir, s, zp)
         self.alias[out] = x_ir
         self.qview.add(out)
+        self.qdtype[out] = self._codes_type(node, 2)
 
     def _op_DequantizeLinear(self, node: onnx.NodeProto, name: str) -> None:
         attrs = self._attrs(node)
@@ -1757,6 +1867,8 @@ class _Importer:
         s = self._scale_const(node, name, 1, "x_scale")
         if src in self.consts:
             q = self.consts[src]
+            if q.dtype in (np.int8, np.uint8) and self._has(node, 2):
+                q = self._centred_weight(node, name, q, s.size)
             if q.dtype not in (np.int8, np.int32):
                 raise CompileError(
                     name,
@@ -1764,7 +1876,8 @@ class _Importer:
                     f"quantized constant of type {q.dtype} is not supported",
                     "int8 (weights), int32 (biases)",
                 )
-            self._zero_point(node, name, 2, "x_zero_point", allow_int32=True)
+            if q is self.consts[src]:
+                self._zero_point(node, name, 2, "x_zero_point", allow_int32=True)
             axis: int | None = None
             sb = s.astype(np.float64).reshape(-1)[:1].reshape(())
             if s.size > 1:
@@ -1782,9 +1895,9 @@ class _Importer:
             return
         if src not in self.qview:
             self._act(node, name, 0, int8=True)  # raises with the reason
-        self._zero_point(node, name, 2, "x_zero_point")
+        zp = self._act_zero_point(node, name, 2, "x_zero_point", src)
         x = self.alias[src]
-        self._set_scale(node, name, x, s)
+        self._set_scale(node, name, x, s, zp)
         self.alias[out] = x
 
 

@@ -20,10 +20,10 @@ from hdl_gen.tokens import ErrorLatch, UnitFrame, unit_signature
 
 class StoreUnit(wiring.Component):
     """Walks a STORE's descriptor; for each in-bounds line reads the accumulator line and its
-    PARAM line, requantizes and clamps every column to int8 (then, with use_table, maps it
-    through the lookup table, copied from PARAM into registers before the first line) and
-    writes the line to DRAM (one line per cycle when a line fits a bus beat). PERF writes a
-    counter snapshot.
+    PARAM line, requantizes, adds the output zero point and clamps every column to int8 (then,
+    with use_table, maps it through the lookup table, copied from PARAM into registers before
+    the first line) and writes the line to DRAM (one line per cycle when a line fits a bus
+    beat). PERF writes a counter snapshot.
 
     Attributes
     ----------
@@ -121,7 +121,8 @@ class StoreUnit(wiring.Component):
         for col in range(c.cols):
             entry = params[col]
             scaled = requantize(accs[col], entry.mult, entry.shift)
-            code = clamp(scaled, insn.clamp_lo, insn.clamp_hi)[: c.in_bits]  # outputs: int8
+            shifted = (scaled + insn.out_zp.as_signed()).as_signed()  # the output zero point
+            code = clamp(shifted, insn.clamp_lo, insn.clamp_hi)[: c.in_bits]  # outputs: int8
             # Entry t of the table is the output for code t - 128: flip the sign bit.
             looked_up = table[Cat(code[:7], ~code[7])]
             lanes.append(Mux(insn.use_table, looked_up, code))

@@ -252,7 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     [program] = exe.programs
     launch = program.launch
     x = np.random.default_rng(0).standard_normal(exe.input.shape).astype(np.float32)
-    image = device_image(program, {exe.input.name: quantize_input(x, exe.input.scale or 1.0)})
+    image = device_image(
+        program, {exe.input.name: quantize_input(x, exe.input.scale or 1.0, exe.input.zero_point)}
+    )
     image_path = out / "image.bin"
     image.tofile(image_path)
 

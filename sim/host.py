@@ -10,11 +10,13 @@ from arch.reference import evaluate_node
 
 
 def _im2col(q: np.ndarray, tensor: DramTensor) -> np.ndarray:
-    """(C, H, W) int8 -> (OH*OW, kh*kw*C) rows in (ky, kx, c) order, zero padded."""
+    """(C, H, W) int8 -> (OH*OW, kh*kw*C) rows in (ky, kx, c) order, padded with the
+    tensor's ``pad_value`` (its zero point: real 0)."""
     assert tensor.kernel and tensor.stride and tensor.pads  # checked when loaded
     c = q.shape[0]
     (kh, kw), stride, pads = tensor.kernel, tensor.stride, tensor.pads
-    padded = np.pad(q, ((0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    spec = ((0, 0), (pads[0], pads[2]), (pads[1], pads[3]))
+    padded = np.pad(q, spec, constant_values=np.int8(tensor.pad_value))
     oh, ow = tensor.h, tensor.w
     rows = np.empty((oh, ow, kh, kw, c), dtype=np.int8)
     for ky in range(kh):

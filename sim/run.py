@@ -147,7 +147,7 @@ def check_layers(
 
 def reference_values(exe: Executable, x: np.ndarray) -> dict[str, np.ndarray]:
     """Every tensor of the reference graph from the integer reference ops, for fp32 input."""
-    return evaluate(exe.reference, quantize_input(x, exe.input.scale or 1.0))
+    return evaluate(exe.reference, quantize_input(x, exe.input.scale or 1.0, exe.input.zero_point))
 
 
 def _stopped(program: DeviceProgram, result: DeviceResult, backend: str, dumped: str) -> RunError:
@@ -194,7 +194,7 @@ def run(
     programs = exe.programs
     capture = start_capture(waves, programs, name) if waves is not None else None
     values: dict[str, np.ndarray] = {
-        exe.reference.inputs[0]: quantize_input(x, exe.input.scale or 1.0)
+        exe.reference.inputs[0]: quantize_input(x, exe.input.scale or 1.0, exe.input.zero_point)
     }
     layers: list[LayerResult] = []
     cycles, wall = 0, 0.0
@@ -250,8 +250,10 @@ def run(
     outputs = {}
     for output in exe.reference.outputs:
         value = values[output]
-        scale = exe.reference.tensors[output].scale
-        outputs[output] = dequantize(value, scale or 1.0) if value.dtype == np.int8 else value
+        t = exe.reference.tensors[output]
+        outputs[output] = (
+            dequantize(value, t.scale or 1.0, t.zero_point) if value.dtype == np.int8 else value
+        )
     run_result = RunResult(backend, layers, cycles, wall, outputs, counters, ideal)
     if capture is not None:
         run_result.waves = waves_entry

@@ -118,6 +118,8 @@ def _tensor_json(t: DramTensor) -> dict[str, Any]:
     }
     if t.layout == "im2col":
         entry.update(kernel=t.kernel, stride=t.stride, pads=t.pads)
+        if t.pad_value:
+            entry["pad_value"] = t.pad_value
     return entry
 
 
@@ -165,7 +167,9 @@ def manifest(exe: Executable, arrays: _Arrays) -> dict[str, Any]:
             "inputs": ref.inputs,
             "outputs": ref.outputs,
             "tensors": {
-                name: {"shape": list(t.shape), "scale": t.scale} for name, t in ref.tensors.items()
+                name: {"shape": list(t.shape), "scale": t.scale}
+                | ({"zero_point": t.zero_point} if t.zero_point else {})
+                for name, t in ref.tensors.items()
             },
             "nodes": [
                 {
@@ -452,7 +456,16 @@ def _reference(reader: _Reader, data: Any) -> ReferenceGraph:
             or not scale > 0
         ):
             reader.fail(f"{where}: scale must be a positive number or null, not {_short(scale)}")
-        tensors[name] = TensorSpec(name, dims, scale)
+        zero_point = entry.get("zero_point", 0)  # absent: symmetric
+        if (
+            not isinstance(zero_point, int)
+            or isinstance(zero_point, bool)
+            or not -128 <= zero_point <= 127
+        ):
+            reader.fail(
+                f"{where}: zero_point must be an integer in -128..127, not {_short(zero_point)}"
+            )
+        tensors[name] = TensorSpec(name, dims, scale, zero_point)
     nodes: list[RefNode] = []
     inputs = _names(reader, _get(reader, data, "inputs", list, what), "reference inputs")
     for tensor in inputs:
@@ -572,6 +585,7 @@ def _device(reader: _Reader, data: dict, index: int, config: AccelConfig) -> Dev
             pixel_bytes=_int(reader, t, "pixel_bytes", what, 0, config.dram_bytes)
             if "pixel_bytes" in t
             else 0,
+            pad_value=_int(reader, t, "pad_value", what, -128, 127) if "pad_value" in t else 0,
         )
         if tensor.pixel_bytes and (im2col or tensor.pixel_bytes < channels):
             reader.fail(

@@ -61,11 +61,13 @@ def path_name(text: str) -> str:
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """A tensor of the graph: logical shape (NCHW or (1, F)) and int8 scale (None: fp32)."""
+    """A tensor of the graph: logical shape (NCHW or (1, F)), int8 scale (None: fp32) and zero
+    point (real = scale * (q - zero_point))."""
 
     name: str
     shape: tuple[int, ...]
     scale: float | None
+    zero_point: int = 0
 
 
 @dataclass
@@ -117,6 +119,8 @@ class DramTensor:
     #: bytes from one pixel to the next; 0: ``channels`` (else the tensor is a channel slice of
     #: a wider one, e.g. a concat input)
     pixel_bytes: int = 0
+    #: the code of im2col padding: the tensor's zero point (real 0)
+    pad_value: int = 0
 
     @property
     def pixel_stride(self) -> int:

@@ -85,17 +85,18 @@ def _foldable(g: Graph, node: Node) -> Node | None:
 def _drop_identities(g: Graph) -> None:
     for node in [n for n in g.nodes if n.op == "identity"]:
         x, y = node.inputs[0], node.output
-        scale = g.tensors[y].scale if g.tensors[y].scale is not None else g.tensors[x].scale
+        given = g.tensors[y] if g.tensors[y].scale is not None else g.tensors[x]
+        scale, zp = given.scale, given.zero_point
         prod = g.producer(x)
         if prod is not None and _sole_consumer(g, x) is node:
             _absorb(g, prod, node)  # the producer now writes y directly
-            g.tensors[y].scale = scale
+            g.tensors[y].scale, g.tensors[y].zero_point = scale, zp
             continue
         for user in g.consumers(y):
             user.inputs = [x if i == y else i for i in user.inputs]
         g.outputs = [x if o == y else o for o in g.outputs]
         del g.tensors[y]
-        g.tensors[x].scale = scale
+        g.tensors[x].scale, g.tensors[x].zero_point = scale, zp
         g.nodes.remove(node)
 
 
@@ -181,6 +182,9 @@ def _fuse_residuals(g: Graph) -> None:
                 or len(prod.inputs) != 1
                 or prod.attrs["act"] is not None
                 or _sole_consumer(g, main) is not node
+                # an imported model quantizes the producer's output before the add: keep that
+                # rounding point (a separate add reads the stored int8 tensor)
+                or g.tensors[main].scale is not None
             ):
                 continue
             prod.inputs.append(other)

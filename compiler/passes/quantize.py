@@ -1,11 +1,12 @@
 """quantize: fp32 canonical graph -> int8 graph (post-training, symmetric, per-channel weights).
 
 Activation scales are ``max|x| / 127`` over the calibration inputs, measured on the original
-ONNX model (:mod:`compiler.calibrate`); scales given by an already-quantized model are kept, as
-are its int8 weights (``weight_q``/``weight_scale``) and int32 biases (``bias_q``, when their
-scale is ``s_in * s_w``). Fixed-point rescales come from
-:func:`arch.reference_ops.quantize_multipliers`; :mod:`arch.reference` defines the integer
-semantics they feed.
+ONNX model (:mod:`compiler.calibrate`); scales and zero points given by an already-quantized
+model are kept, as are its int8 weights (``weight_q``/``weight_scale``) and int32 biases
+(``bias_q``, when their scale is ``s_in * s_w``). A concat input the model quantizes otherwise
+than the concat is requantized by an inserted 1x1 average pool (the model's rounding point).
+Fixed-point rescales come from :func:`arch.reference_ops.quantize_multipliers`;
+:mod:`arch.reference` defines the integer semantics they feed.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from arch.reference_ops import quantize_multipliers
 from .. import calibrate
 from ..activations import make_table
 from ..errors import CompileError
-from ..ir import Graph, Node
+from ..ir import Graph, Node, Tensor
 
 __all__ = ["ADD_EXTRA_BITS", "run"]
 
@@ -77,7 +78,8 @@ def run(graph: Graph, calibration_inputs: Sequence[np.ndarray]) -> Graph:
         raise CompileError(None, "quantize", "the graph is already quantized")
     g = graph.copy()
     _propagate_given_scales(g)
-    _calibrate(g, calibration_inputs)
+    given = {name for name, t in g.tensors.items() if t.scale is not None}
+    _calibrate(g, calibration_inputs, given)
     for node in g.nodes:
         _QUANTIZERS[node.op](g, node)
     _fuse_tables(g)
@@ -94,7 +96,7 @@ def _propagate_given_scales(g: Graph) -> None:
         if node.op in _SAME_SCALE:
             x, y = g.tensors[node.inputs[0]], g.tensors[node.output]
             if x.scale is None and y.scale is not None:
-                x.scale = y.scale
+                x.scale, x.zero_point = y.scale, y.zero_point
 
 
 def _code_exact(node: Node) -> bool:
@@ -106,7 +108,7 @@ def _code_exact(node: Node) -> bool:
     )
 
 
-def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
+def _calibrate(g: Graph, inputs: Sequence[np.ndarray], given: set[str]) -> None:
     """Give every tensor its scale: measured, given, or its input's (maxpool, flatten, and
     host nodes that only move codes)."""
     need = [n for n in g.inputs if g.tensors[n].scale is None]
@@ -131,13 +133,41 @@ def _calibrate(g: Graph, inputs: Sequence[np.ndarray]) -> None:
     for groups, shuffle_out in shuffled.items():
         if g.tensors[groups].scale is None:
             g.tensors[groups].scale = g.tensors[shuffle_out].scale
+            g.tensors[groups].zero_point = g.tensors[shuffle_out].zero_point
+    _requantize_concat_inputs(g, given)
     _share_concat_scales(g)
     for node in g.nodes:
         out = g.tensors[node.output]
         if node.op in _SAME_SCALE or (_code_exact(node) and out.scale is None):
             out.scale = g.tensors[node.inputs[0]].scale
+            out.zero_point = g.tensors[node.inputs[0]].zero_point
         elif node.op == "softmax":
             out.scale = None
+
+
+def _requantize_concat_inputs(g: Graph, given: set[str]) -> None:
+    """An imported model's concat input quantized otherwise than the concat output is a
+    rounding point to keep: a 1x1 average pool requantizes it to the concat's scale and zero
+    point (the producer keeps its own output, which other nodes may read too)."""
+    for node in [n for n in g.nodes if n.op == "concat"]:
+        out = g.tensors[node.output]
+        for k, name in enumerate(node.inputs):
+            t = g.tensors[name]
+            if name not in given or (t.scale, t.zero_point) == (out.scale, out.zero_point):
+                continue
+            copy = f"{name}#requant"
+            while copy in g.tensors:
+                copy += "_"
+            g.tensors[copy] = Tensor(copy, t.shape, out.scale, out.zero_point)
+            attrs = {
+                "kernel": (1, 1),
+                "stride": (1, 1),
+                "pads": (0, 0, 0, 0),
+                "count_include_pad": 1,
+            }
+            pool = Node(copy, "avgpool", [name], copy, attrs, {}, [])
+            g.nodes.insert(g.nodes.index(node), pool)
+            node.inputs[k] = copy
 
 
 def _share_concat_scales(g: Graph) -> None:
@@ -148,7 +178,7 @@ def _share_concat_scales(g: Graph) -> None:
     for node in g.nodes:
         if node.op != "concat":
             continue
-        scale = g.tensors[node.output].scale
+        scale, zp = g.tensors[node.output].scale, g.tensors[node.output].zero_point
         for name in node.inputs:
             chain, producer = [name], g.producer(name)
             while producer is not None and producer.op in _SAME_SCALE:
@@ -169,7 +199,7 @@ def _share_concat_scales(g: Graph) -> None:
                 )
             for tensor in chain:
                 taken[tensor] = node.name
-                g.tensors[tensor].scale = scale
+                g.tensors[tensor].scale, g.tensors[tensor].zero_point = scale, zp
 
 
 def _check_inputs(g: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -211,12 +241,14 @@ def _rescale(node: Node, scales: np.ndarray, what: str) -> tuple[np.ndarray, np.
     return mult.astype(np.int64), shift.astype(np.int64)
 
 
-def _clamp(act: str | None, s_out: float) -> np.ndarray:
-    if act is None:
+def _clamp(act: str | None, s_out: float, z_out: int = 0) -> np.ndarray:
+    """Saturation bounds of a STORE whose output has scale ``s_out`` and zero point ``z_out``
+    (real 0 is the code ``z_out``)."""
+    if act is None or act == "table":
         return np.array([-128, 127], np.int64)
     if act == "relu":
-        return np.array([0, 127], np.int64)
-    return np.array([0, min(127, int(np.floor(6.0 / s_out + 0.5)))], np.int64)
+        return np.array([z_out, 127], np.int64)
+    return np.array([z_out, min(127, z_out + int(np.floor(6.0 / s_out + 0.5)))], np.int64)
 
 
 def _scale(g: Graph, name: str) -> float:
@@ -261,7 +293,7 @@ def _weighted(g: Graph, node: Node) -> None:
         "bias": bias.astype(np.int32),
         "mult": mult,
         "shift": shift,
-        "clamp": _clamp(node.attrs["act"], s_out),
+        "clamp": _clamp(node.attrs["act"], s_out, g.tensors[node.output].zero_point),
     }
     if len(node.inputs) == 2:
         res_mult, res_shift = _rescale(node, _scale(g, node.inputs[1]) / acc, "residual")
@@ -291,14 +323,15 @@ def _add(g: Graph, node: Node) -> None:
         m, s = _rescale(node, np.array([_scale(g, name) / s_acc]), f"input '{name}'")
         params |= {f"{prefix}mult": m, f"{prefix}shift": s}
     m, s = _rescale(node, np.array([s_acc / s_out]), "output")
-    node.params = params | {"mult": m, "shift": s, "clamp": _clamp(node.attrs["act"], s_out)}
+    clamp = _clamp(node.attrs["act"], s_out, g.tensors[node.output].zero_point)
+    node.params = params | {"mult": m, "shift": s, "clamp": clamp}
 
 
 def _scale_q(g: Graph, node: Node) -> None:
     """scale: ``x [* gate]`` requantized from ``s_x [* s_gate]`` to the output scale."""
     ratio = np.prod([_scale(g, name) for name in node.inputs]) / _scale(g, node.output)
     mult, shift = _rescale(node, np.array([ratio]), "output")
-    clamp = _clamp(node.attrs["act"], _scale(g, node.output))
+    clamp = _clamp(node.attrs["act"], _scale(g, node.output), g.tensors[node.output].zero_point)
     node.params = {"mult": mult, "shift": shift, "clamp": clamp}
 
 
@@ -312,7 +345,8 @@ def _fuse_tables(g: Graph) -> None:
         prod = g.producer(node.inputs[0])
         users = g.consumers(node.inputs[0])
         s_in, s_out = _scale(g, node.inputs[0]), _scale(g, node.output)
-        table = make_table(node.attrs["function"], node.attrs["args"], s_in, s_out)
+        z_in, z_out = g.tensors[node.inputs[0]].zero_point, g.tensors[node.output].zero_point
+        table = make_table(node.attrs["function"], node.attrs["args"], s_in, s_out, z_in, z_out)
         if (
             prod is None
             or prod.op not in _TABLE_PRODUCERS
@@ -324,9 +358,13 @@ def _fuse_tables(g: Graph) -> None:
             node.op, node.attrs = "scale", {"act": "table"}
             node.params = {"mult": one, "shift": zero, "clamp": _clamp(None, s_out)}
             node.params["table"] = table
+            if z_in:  # the scale centres its input; the STORE adds the zero point back
+                node.params["table_zp"] = np.array([z_in], np.int64)
             continue
         prod.attrs["act"] = "table"
         prod.params["table"] = table
+        if z_in:  # the producer's STORE adds its own output's zero point before the table
+            prod.params["table_zp"] = np.array([z_in], np.int64)
         del g.tensors[prod.output]
         prod.output = node.output
         prod.onnx_nodes.extend(node.onnx_nodes)

@@ -21,7 +21,8 @@ import itertools
 from dataclasses import dataclass, field
 
 from arch import isa
-from compiler.constants import table_offset
+from arch.reference import store_zero_point, zero_point
+from compiler.constants import table_offset, zero_point_bias
 from compiler.errors import CompileError
 from compiler.passes.tile import MAX_WINDOW, PARAM_SLOTS, param_slot_lines, table_line, uses_table
 from compiler.plan import DescSpec, Layer, Op, Plan
@@ -76,6 +77,8 @@ def _store(
     )
     lo, hi = _clamp(layer)
     fields = {"param_addr": slot, "param_loop": isa.DESC_LOOPS - 2, "clamp_lo": lo, "clamp_hi": hi}
+    if layer.node.op != "maxpool" and store_zero_point(plan.graph, layer.node):
+        fields["out_zp"] = store_zero_point(plan.graph, layer.node)
     if uses_table(layer):
         fields |= {"use_table": 1, "table_addr": table_line(plan.config)}
     return Op("store", fields=fields, desc=desc)
@@ -179,6 +182,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                     x0=x0,
                     height=src.h,
                     width=src.w,
+                    pad_value=zero_point(plan.graph, layer.inputs[0]),  # real 0
                 )
                 step.loads.append(Op("load", desc=desc))
             step.loads.append(
@@ -338,6 +342,7 @@ def _pool_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     assert tiling is not None
     src, out = plan.tensor(layer.inputs[0]), plan.tensors[layer.output]
     kh, kw = layer.node.attrs.get("kernel", (src.h, src.w))
+    zp_bias = zero_point_bias(plan, layer)  # an average pool of an input with a zero point
     steps: list[Step] = []
     for tile, ((nb0, nbc), (oy0, rows)) in enumerate(
         itertools.product(
@@ -356,6 +361,20 @@ def _pool_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
             if part == 0:
                 step.loads.append(_param_load(plan, layer, slot, nb0, nbc))
             act_base = (len(steps) % 2) * halves.act
+            if part == 0 and zp_bias is not None:  # ACC starts at -window * z_in
+                init = {
+                    "acc_addr": acc_base,
+                    "act_addr": act_base,
+                    "param_addr": slot,
+                    "m": mt,
+                    "n_iter": nbc,
+                    "acc_n_stride": mt,
+                    "act_n_stride": mt,
+                    "use_bias": 1,
+                    "use_res": 0,
+                    "accumulate": 0,
+                }
+                step.compute.append(Op("accum", fields=init))
             _pool_part(
                 plan, layer, step, (act_base, acc_base), (oy0, rows), (nb0, nbc), kernel_rows
             )
@@ -384,6 +403,8 @@ def _pool_part(
     pt, pl = node.attrs.get("pads", (0, 0, 0, 0))[:2]
     mt, window = rows * out.w, kh * kw
     mode = "MAX" if node.op == "maxpool" else "SUM"
+    z_in = zero_point(plan.graph, layer.inputs[0])  # a sum pads with real 0: the zero point
+    after_init = mode == "SUM" and z_in != 0  # an ACCUM put -window * z_in in ACC first
     y0 = oy0 * sh - pt + ky0
     for j in range(nbc):
         desc = DescSpec(
@@ -401,7 +422,7 @@ def _pool_part(
             x0=-pl,
             height=src.h,
             width=src.w,
-            pad_value=-128 if mode == "MAX" else 0,
+            pad_value=-128 if mode == "MAX" else z_in,
         )
         step.loads.append(Op("load", desc=desc))
     # One POOL per output row tile; a window wider than the 8-bit field (a global pool of a
@@ -417,7 +438,7 @@ def _pool_part(
             "act_n_stride": mt * window,
             "acc_n_stride": mt,
             "mode": mode,
-            "accumulate": int(ky0 > 0 or first > 0),
+            "accumulate": int(ky0 > 0 or first > 0 or after_init),
         }
         step.compute.append(Op("pool", fields=fields))
 
@@ -433,6 +454,7 @@ def _eltwise_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     add = layer.kind == "add"
     streams = layer.inputs if add else layer.inputs[:1]
     gate = layer.inputs[1] if not add and len(layer.inputs) == 2 else None
+    zp_bias = zero_point_bias(plan, layer)  # inputs with zero points: a bias in the a-set
     steps: list[Step] = []
     for tile, ((nb0, nbc), (oy0, rows)) in enumerate(
         itertools.product(groups(blocks, tiling.n_blocks), groups(out.h, tiling.rows_per_tile))
@@ -471,7 +493,7 @@ def _eltwise_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 "n_iter": nbc,
                 "acc_n_stride": mt,
                 "act_n_stride": mt,
-                "use_bias": 0,
+                "use_bias": int(which == 0 and zp_bias is not None),
                 "use_res": 1,
                 "accumulate": which,
             }

@@ -146,14 +146,14 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$234 (insn_frontier),
     .perf(perf),
-    .\port$16390$0 (\_$2 ),
+    .\port$16534$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$203 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$16390$0 (\_$2 ),
+    .\port$16534$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,7 +236,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$16390$0 , dram_resp__valid, \start$203 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$16534$0 , dram_resp__valid, \start$203 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
@@ -645,8 +645,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$16390$0 ;
-  wire [1:0] \port$16390$0 ;
+  input [1:0] \port$16534$0 ;
+  wire [1:0] \port$16534$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -984,7 +984,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$16390$0 (\port$16390$0 ),
+    .\port$16534$0 (\port$16534$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -1447,8 +1447,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$16390$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$16390$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$16534$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$16534$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -1526,9 +1526,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$16390$0 ;
+  assign \dram_resp__payload.tag  = \port$16534$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$16390$0 ;
+  assign \dram_resp__payload$115.tag  = \port$16534$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[159:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[175:160];
@@ -1572,7 +1572,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$16390$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$16534$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -1728,8 +1728,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$16390$0 ;
-  wire [1:0] \port$16390$0 ;
+  input [1:0] \port$16534$0 ;
+  wire [1:0] \port$16534$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -1780,13 +1780,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$16390$0 ;
+  assign \_$49  = ! \port$16534$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$16390$0  == 1'h1;
+  assign \_$50  = \port$16534$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$16390$0  == 2'h2;
+  assign \_$51  = \port$16534$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$16390$0  == 2'h3;
+  assign \_$52  = \port$16534$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -2151,14 +2151,14 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$16390$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$16534$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$16390$0 ;
+  assign \dram_resp__payload.tag  = \port$16534$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -2613,7 +2613,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [3:0] \insn$51.pool.opcode ;
   wire [7:0] \insn$51.pool.window ;
   wire [127:0] \insn$51.raw ;
-  wire [82:0] \insn$51.store ;
+  wire [90:0] \insn$51.store ;
   wire [7:0] \insn$51.store.clamp_hi ;
   wire [7:0] \insn$51.store.clamp_lo ;
   wire [3:0] \insn$51.store.deps ;
@@ -2633,6 +2633,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.store.opcode ;
+  wire [7:0] \insn$51.store.out_zp ;
   wire [15:0] \insn$51.store.param_addr ;
   wire [1:0] \insn$51.store.param_loop ;
   wire [15:0] \insn$51.store.table_addr ;
@@ -3739,7 +3740,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \insn$51.load.deps.push_prev  = word[6];
   assign \insn$51.load.deps.push_next  = word[7];
   assign \insn$51.load.desc  = word[31:8];
-  assign \insn$51.store  = word[82:0];
+  assign \insn$51.store  = word[90:0];
   assign \insn$51.store.opcode  = word[3:0];
   assign \insn$51.store.deps  = word[7:4];
   assign \insn$51.store.deps.pop_prev  = word[4];
@@ -3753,6 +3754,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \insn$51.store.clamp_hi  = word[65:58];
   assign \insn$51.store.use_table  = word[66];
   assign \insn$51.store.table_addr  = word[82:67];
+  assign \insn$51.store.out_zp  = word[90:83];
   assign \insn$51.gemm  = word[120:0];
   assign \insn$51.gemm.opcode  = word[3:0];
   assign \insn$51.gemm.deps  = word[7:4];
@@ -43385,7 +43387,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   wire [3:0] \insn.pool.opcode ;
   wire [7:0] \insn.pool.window ;
   wire [127:0] \insn.raw ;
-  wire [82:0] \insn.store ;
+  wire [90:0] \insn.store ;
   wire [7:0] \insn.store.clamp_hi ;
   wire [7:0] \insn.store.clamp_lo ;
   wire [3:0] \insn.store.deps ;
@@ -43405,6 +43407,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.store.opcode ;
+  wire [7:0] \insn.store.out_zp ;
   wire [15:0] \insn.store.param_addr ;
   wire [1:0] \insn.store.param_loop ;
   wire [15:0] \insn.store.table_addr ;
@@ -44763,7 +44766,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.load.deps.push_prev  = insn[6];
   assign \insn.load.deps.push_next  = insn[7];
   assign \insn.load.desc  = insn[31:8];
-  assign \insn.store  = insn[82:0];
+  assign \insn.store  = insn[90:0];
   assign \insn.store.opcode  = insn[3:0];
   assign \insn.store.deps  = insn[7:4];
   assign \insn.store.deps.pop_prev  = insn[4];
@@ -44777,6 +44780,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.store.clamp_hi  = insn[65:58];
   assign \insn.store.use_table  = insn[66];
   assign \insn.store.table_addr  = insn[82:67];
+  assign \insn.store.out_zp  = insn[90:83];
   assign \insn.gemm  = insn[120:0];
   assign \insn.gemm.opcode  = insn[3:0];
   assign \insn.gemm.deps  = insn[7:4];
@@ -49361,8 +49365,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$11433$0 (lines__payload[19:0]),
-    .\port$11433$48 (lines__payload[48]),
+    .\port$11577$0 (lines__payload[19:0]),
+    .\port$11577$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -52339,7 +52343,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$11433$0 , \port$11433$48 , r_rdy, clk);
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$11577$0 , \port$11577$48 , r_rdy, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$275  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -52381,10 +52385,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$11
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [19:0] \port$11433$0 ;
-  wire [19:0] \port$11433$0 ;
-  input \port$11433$48 ;
-  wire \port$11433$48 ;
+  input [19:0] \port$11577$0 ;
+  wire [19:0] \port$11577$0 ;
+  input \port$11577$48 ;
+  wire \port$11577$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [20:0] r_data;
@@ -52411,7 +52415,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$11
   reg [20:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$11433$0 [19:16], \port$11433$48 , \port$11433$0 [15:0] };
+      storage[w_port__addr] <= { \port$11577$0 [19:16], \port$11577$48 , \port$11577$0 [15:0] };
   end
   reg [20:0] _0_;
   always @(posedge clk) begin
@@ -52510,8 +52514,8 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$11
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$11433$0 [19:16], \port$11433$48 , \port$11433$0 [15:0] };
-  assign w_data = { \port$11433$0 [19:16], \port$11433$48 , \port$11433$0 [15:0] };
+  assign w_port__data = { \port$11577$0 [19:16], \port$11577$48 , \port$11577$0 [15:0] };
+  assign w_data = { \port$11577$0 [19:16], \port$11577$48 , \port$11577$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -52697,120 +52701,120 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
-  wire [63:0] \_$1000 ;
-  wire [8:0] \_$1001 ;
-  wire [63:0] \_$1002 ;
-  wire \_$1003 ;
-  wire [64:0] \_$1004 ;
-  wire \_$1005 ;
-  wire [63:0] \_$1006 ;
-  wire [63:0] \_$1007 ;
-  wire \_$1008 ;
+  wire [8:0] \_$1000 ;
+  wire [63:0] \_$1001 ;
+  wire \_$1002 ;
+  wire [64:0] \_$1003 ;
+  wire [65:0] \_$1004 ;
+  wire [65:0] \_$1005 ;
+  wire [65:0] \_$1006 ;
+  wire \_$1007 ;
+  reg [7:0] \_$1008 ;
   wire [63:0] \_$1009 ;
   wire \_$101 ;
-  wire [8:0] \_$1010 ;
-  wire [63:0] \_$1011 ;
-  wire \_$1012 ;
-  wire [64:0] \_$1013 ;
-  wire [64:0] \_$1014 ;
-  wire [64:0] \_$1015 ;
-  wire \_$1016 ;
-  reg [7:0] \_$1017 ;
-  wire [63:0] \_$1018 ;
+  wire [63:0] \_$1010 ;
+  wire \_$1011 ;
+  wire [63:0] \_$1012 ;
+  wire [8:0] \_$1013 ;
+  wire [63:0] \_$1014 ;
+  wire \_$1015 ;
+  wire [64:0] \_$1016 ;
+  wire [65:0] \_$1017 ;
+  wire \_$1018 ;
   wire [63:0] \_$1019 ;
   wire \_$102 ;
-  wire \_$1020 ;
-  wire [63:0] \_$1021 ;
-  wire [8:0] \_$1022 ;
-  wire [63:0] \_$1023 ;
-  wire \_$1024 ;
-  wire [64:0] \_$1025 ;
-  wire \_$1026 ;
-  wire [63:0] \_$1027 ;
-  wire [63:0] \_$1028 ;
-  wire \_$1029 ;
+  wire [63:0] \_$1020 ;
+  wire \_$1021 ;
+  wire [63:0] \_$1022 ;
+  wire [8:0] \_$1023 ;
+  wire [63:0] \_$1024 ;
+  wire \_$1025 ;
+  wire [64:0] \_$1026 ;
+  wire [65:0] \_$1027 ;
+  wire \_$1028 ;
+  wire [63:0] \_$1029 ;
   wire \_$103 ;
   wire [63:0] \_$1030 ;
-  wire [8:0] \_$1031 ;
+  wire \_$1031 ;
   wire [63:0] \_$1032 ;
-  wire \_$1033 ;
-  wire [64:0] \_$1034 ;
+  wire [8:0] \_$1033 ;
+  wire [63:0] \_$1034 ;
   wire \_$1035 ;
-  wire [63:0] \_$1036 ;
-  wire [63:0] \_$1037 ;
-  wire \_$1038 ;
-  wire [63:0] \_$1039 ;
+  wire [64:0] \_$1036 ;
+  wire [65:0] \_$1037 ;
+  wire [65:0] \_$1038 ;
+  wire [65:0] \_$1039 ;
   wire \_$104 ;
-  wire [8:0] \_$1040 ;
+  wire [7:0] \_$1040 ;
   wire [63:0] \_$1041 ;
-  wire \_$1042 ;
-  wire [64:0] \_$1043 ;
-  wire [64:0] \_$1044 ;
-  wire [64:0] \_$1045 ;
-  wire [7:0] \_$1046 ;
-  wire [63:0] \_$1047 ;
-  wire [63:0] \_$1048 ;
-  wire \_$1049 ;
+  wire [63:0] \_$1042 ;
+  wire \_$1043 ;
+  wire [63:0] \_$1044 ;
+  wire [8:0] \_$1045 ;
+  wire [63:0] \_$1046 ;
+  wire \_$1047 ;
+  wire [64:0] \_$1048 ;
+  wire [65:0] \_$1049 ;
   wire \_$105 ;
-  wire [63:0] \_$1050 ;
-  wire [8:0] \_$1051 ;
+  wire \_$1050 ;
+  wire [63:0] \_$1051 ;
   wire [63:0] \_$1052 ;
   wire \_$1053 ;
-  wire [64:0] \_$1054 ;
-  wire \_$1055 ;
+  wire [63:0] \_$1054 ;
+  wire [8:0] \_$1055 ;
   wire [63:0] \_$1056 ;
-  wire [63:0] \_$1057 ;
-  wire \_$1058 ;
-  wire [63:0] \_$1059 ;
+  wire \_$1057 ;
+  wire [64:0] \_$1058 ;
+  wire [65:0] \_$1059 ;
   wire \_$106 ;
-  wire [8:0] \_$1060 ;
+  wire \_$1060 ;
   wire [63:0] \_$1061 ;
-  wire \_$1062 ;
-  wire [64:0] \_$1063 ;
-  wire \_$1064 ;
-  wire [63:0] \_$1065 ;
+  wire [63:0] \_$1062 ;
+  wire \_$1063 ;
+  wire [63:0] \_$1064 ;
+  wire [8:0] \_$1065 ;
   wire [63:0] \_$1066 ;
   wire \_$1067 ;
-  wire [63:0] \_$1068 ;
-  wire [8:0] \_$1069 ;
+  wire [64:0] \_$1068 ;
+  wire [65:0] \_$1069 ;
   wire \_$107 ;
-  wire [63:0] \_$1070 ;
-  wire \_$1071 ;
-  wire [64:0] \_$1072 ;
-  wire [64:0] \_$1073 ;
-  wire [64:0] \_$1074 ;
+  wire [65:0] \_$1070 ;
+  wire [65:0] \_$1071 ;
+  wire [63:0] \_$1072 ;
+  wire [63:0] \_$1073 ;
+  wire \_$1074 ;
   wire [63:0] \_$1075 ;
-  wire [63:0] \_$1076 ;
-  wire \_$1077 ;
-  wire [63:0] \_$1078 ;
-  wire [8:0] \_$1079 ;
+  wire [8:0] \_$1076 ;
+  wire [63:0] \_$1077 ;
+  wire \_$1078 ;
+  wire [64:0] \_$1079 ;
   wire \_$108 ;
-  wire [63:0] \_$1080 ;
+  wire [65:0] \_$1080 ;
   wire \_$1081 ;
-  wire [64:0] \_$1082 ;
-  wire \_$1083 ;
-  wire [63:0] \_$1084 ;
+  wire [63:0] \_$1082 ;
+  wire [63:0] \_$1083 ;
+  wire \_$1084 ;
   wire [63:0] \_$1085 ;
-  wire \_$1086 ;
+  wire [8:0] \_$1086 ;
   wire [63:0] \_$1087 ;
-  wire [8:0] \_$1088 ;
-  wire [63:0] \_$1089 ;
+  wire \_$1088 ;
+  wire [64:0] \_$1089 ;
   wire \_$109 ;
-  wire \_$1090 ;
-  wire [64:0] \_$1091 ;
-  wire \_$1092 ;
+  wire [65:0] \_$1090 ;
+  wire \_$1091 ;
+  wire [63:0] \_$1092 ;
   wire [63:0] \_$1093 ;
-  wire [63:0] \_$1094 ;
-  wire \_$1095 ;
-  wire [63:0] \_$1096 ;
-  wire [8:0] \_$1097 ;
-  wire [63:0] \_$1098 ;
-  wire \_$1099 ;
+  wire \_$1094 ;
+  wire [63:0] \_$1095 ;
+  wire [8:0] \_$1096 ;
+  wire [63:0] \_$1097 ;
+  wire \_$1098 ;
+  wire [64:0] \_$1099 ;
   wire \_$11 ;
   wire \_$110 ;
-  wire [64:0] \_$1100 ;
-  wire [64:0] \_$1101 ;
-  wire [64:0] \_$1102 ;
+  wire [65:0] \_$1100 ;
+  wire [65:0] \_$1101 ;
+  wire [65:0] \_$1102 ;
   wire \_$1103 ;
   reg [7:0] \_$1104 ;
   wire [63:0] \_$1105 ;
@@ -52822,104 +52826,104 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [63:0] \_$1110 ;
   wire \_$1111 ;
   wire [64:0] \_$1112 ;
-  wire \_$1113 ;
-  wire [63:0] \_$1114 ;
+  wire [65:0] \_$1113 ;
+  wire \_$1114 ;
   wire [63:0] \_$1115 ;
-  wire \_$1116 ;
-  wire [63:0] \_$1117 ;
-  wire [8:0] \_$1118 ;
-  wire [63:0] \_$1119 ;
+  wire [63:0] \_$1116 ;
+  wire \_$1117 ;
+  wire [63:0] \_$1118 ;
+  wire [8:0] \_$1119 ;
   wire \_$112 ;
-  wire \_$1120 ;
-  wire [64:0] \_$1121 ;
-  wire \_$1122 ;
-  wire [63:0] \_$1123 ;
-  wire [63:0] \_$1124 ;
-  wire \_$1125 ;
+  wire [63:0] \_$1120 ;
+  wire \_$1121 ;
+  wire [64:0] \_$1122 ;
+  wire [65:0] \_$1123 ;
+  wire \_$1124 ;
+  wire [63:0] \_$1125 ;
   wire [63:0] \_$1126 ;
-  wire [8:0] \_$1127 ;
+  wire \_$1127 ;
   wire [63:0] \_$1128 ;
-  wire \_$1129 ;
+  wire [8:0] \_$1129 ;
   wire \_$113 ;
-  wire [64:0] \_$1130 ;
-  wire [64:0] \_$1131 ;
+  wire [63:0] \_$1130 ;
+  wire \_$1131 ;
   wire [64:0] \_$1132 ;
-  wire [7:0] \_$1133 ;
-  wire [63:0] \_$1134 ;
-  wire [63:0] \_$1135 ;
-  wire \_$1136 ;
+  wire [65:0] \_$1133 ;
+  wire [65:0] \_$1134 ;
+  wire [65:0] \_$1135 ;
+  wire [7:0] \_$1136 ;
   wire [63:0] \_$1137 ;
-  wire [8:0] \_$1138 ;
-  wire [63:0] \_$1139 ;
+  wire [63:0] \_$1138 ;
+  wire \_$1139 ;
   wire \_$114 ;
-  wire \_$1140 ;
-  wire [64:0] \_$1141 ;
-  wire \_$1142 ;
-  wire [63:0] \_$1143 ;
-  wire [63:0] \_$1144 ;
-  wire \_$1145 ;
-  wire [63:0] \_$1146 ;
-  wire [8:0] \_$1147 ;
+  wire [63:0] \_$1140 ;
+  wire [8:0] \_$1141 ;
+  wire [63:0] \_$1142 ;
+  wire \_$1143 ;
+  wire [64:0] \_$1144 ;
+  wire [65:0] \_$1145 ;
+  wire \_$1146 ;
+  wire [63:0] \_$1147 ;
   wire [63:0] \_$1148 ;
   wire \_$1149 ;
   wire \_$115 ;
-  wire [64:0] \_$1150 ;
-  wire \_$1151 ;
+  wire [63:0] \_$1150 ;
+  wire [8:0] \_$1151 ;
   wire [63:0] \_$1152 ;
-  wire [63:0] \_$1153 ;
-  wire \_$1154 ;
-  wire [63:0] \_$1155 ;
-  wire [8:0] \_$1156 ;
+  wire \_$1153 ;
+  wire [64:0] \_$1154 ;
+  wire [65:0] \_$1155 ;
+  wire \_$1156 ;
   wire [63:0] \_$1157 ;
-  wire \_$1158 ;
-  wire [64:0] \_$1159 ;
+  wire [63:0] \_$1158 ;
+  wire \_$1159 ;
   wire \_$116 ;
-  wire [64:0] \_$1160 ;
-  wire [64:0] \_$1161 ;
+  wire [63:0] \_$1160 ;
+  wire [8:0] \_$1161 ;
   wire [63:0] \_$1162 ;
-  wire [63:0] \_$1163 ;
-  wire \_$1164 ;
-  wire [63:0] \_$1165 ;
-  wire [8:0] \_$1166 ;
-  wire [63:0] \_$1167 ;
-  wire \_$1168 ;
-  wire [64:0] \_$1169 ;
+  wire \_$1163 ;
+  wire [64:0] \_$1164 ;
+  wire [65:0] \_$1165 ;
+  wire [65:0] \_$1166 ;
+  wire [65:0] \_$1167 ;
+  wire [63:0] \_$1168 ;
+  wire [63:0] \_$1169 ;
   wire \_$117 ;
   wire \_$1170 ;
   wire [63:0] \_$1171 ;
-  wire [63:0] \_$1172 ;
-  wire \_$1173 ;
-  wire [63:0] \_$1174 ;
-  wire [8:0] \_$1175 ;
-  wire [63:0] \_$1176 ;
+  wire [8:0] \_$1172 ;
+  wire [63:0] \_$1173 ;
+  wire \_$1174 ;
+  wire [64:0] \_$1175 ;
+  wire [65:0] \_$1176 ;
   wire \_$1177 ;
-  wire [64:0] \_$1178 ;
-  wire \_$1179 ;
+  wire [63:0] \_$1178 ;
+  wire [63:0] \_$1179 ;
   wire \_$118 ;
-  wire [63:0] \_$1180 ;
+  wire \_$1180 ;
   wire [63:0] \_$1181 ;
-  wire \_$1182 ;
+  wire [8:0] \_$1182 ;
   wire [63:0] \_$1183 ;
-  wire [8:0] \_$1184 ;
-  wire [63:0] \_$1185 ;
-  wire \_$1186 ;
-  wire [64:0] \_$1187 ;
-  wire [64:0] \_$1188 ;
-  wire [64:0] \_$1189 ;
+  wire \_$1184 ;
+  wire [64:0] \_$1185 ;
+  wire [65:0] \_$1186 ;
+  wire \_$1187 ;
+  wire [63:0] \_$1188 ;
+  wire [63:0] \_$1189 ;
   wire \_$119 ;
   wire \_$1190 ;
-  reg [7:0] \_$1191 ;
-  wire [63:0] \_$1192 ;
+  wire [63:0] \_$1191 ;
+  wire [8:0] \_$1192 ;
   wire [63:0] \_$1193 ;
   wire \_$1194 ;
-  wire [63:0] \_$1195 ;
-  wire [8:0] \_$1196 ;
-  wire [63:0] \_$1197 ;
-  wire \_$1198 ;
-  wire [64:0] \_$1199 ;
+  wire [64:0] \_$1195 ;
+  wire [65:0] \_$1196 ;
+  wire [65:0] \_$1197 ;
+  wire [65:0] \_$1198 ;
+  wire \_$1199 ;
   wire \_$12 ;
   wire \_$120 ;
-  wire \_$1200 ;
+  reg [7:0] \_$1200 ;
   wire [63:0] \_$1201 ;
   wire [63:0] \_$1202 ;
   wire \_$1203 ;
@@ -52928,20 +52932,20 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [63:0] \_$1206 ;
   wire \_$1207 ;
   wire [64:0] \_$1208 ;
-  wire \_$1209 ;
+  wire [65:0] \_$1209 ;
   wire \_$121 ;
-  wire [63:0] \_$1210 ;
+  wire \_$1210 ;
   wire [63:0] \_$1211 ;
-  wire \_$1212 ;
-  wire [63:0] \_$1213 ;
-  wire [8:0] \_$1214 ;
-  wire [63:0] \_$1215 ;
-  wire \_$1216 ;
-  wire [64:0] \_$1217 ;
+  wire [63:0] \_$1212 ;
+  wire \_$1213 ;
+  wire [63:0] \_$1214 ;
+  wire [8:0] \_$1215 ;
+  wire [63:0] \_$1216 ;
+  wire \_$1217 ;
   wire [64:0] \_$1218 ;
-  wire [64:0] \_$1219 ;
+  wire [65:0] \_$1219 ;
   wire \_$122 ;
-  wire [7:0] \_$1220 ;
+  wire \_$1220 ;
   wire [63:0] \_$1221 ;
   wire [63:0] \_$1222 ;
   wire \_$1223 ;
@@ -52950,81 +52954,81 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [63:0] \_$1226 ;
   wire \_$1227 ;
   wire [64:0] \_$1228 ;
-  wire \_$1229 ;
+  wire [65:0] \_$1229 ;
   wire \_$123 ;
-  wire [63:0] \_$1230 ;
-  wire [63:0] \_$1231 ;
-  wire \_$1232 ;
+  wire [65:0] \_$1230 ;
+  wire [65:0] \_$1231 ;
+  wire [7:0] \_$1232 ;
   wire [63:0] \_$1233 ;
-  wire [8:0] \_$1234 ;
-  wire [63:0] \_$1235 ;
-  wire \_$1236 ;
-  wire [64:0] \_$1237 ;
-  wire \_$1238 ;
-  wire [63:0] \_$1239 ;
+  wire [63:0] \_$1234 ;
+  wire \_$1235 ;
+  wire [63:0] \_$1236 ;
+  wire [8:0] \_$1237 ;
+  wire [63:0] \_$1238 ;
+  wire \_$1239 ;
   wire \_$124 ;
-  wire [63:0] \_$1240 ;
-  wire \_$1241 ;
-  wire [63:0] \_$1242 ;
-  wire [8:0] \_$1243 ;
+  wire [64:0] \_$1240 ;
+  wire [65:0] \_$1241 ;
+  wire \_$1242 ;
+  wire [63:0] \_$1243 ;
   wire [63:0] \_$1244 ;
   wire \_$1245 ;
-  wire [64:0] \_$1246 ;
-  wire [64:0] \_$1247 ;
-  wire [64:0] \_$1248 ;
-  wire [63:0] \_$1249 ;
+  wire [63:0] \_$1246 ;
+  wire [8:0] \_$1247 ;
+  wire [63:0] \_$1248 ;
+  wire \_$1249 ;
   wire \_$125 ;
-  wire [63:0] \_$1250 ;
-  wire \_$1251 ;
-  wire [63:0] \_$1252 ;
-  wire [8:0] \_$1253 ;
+  wire [64:0] \_$1250 ;
+  wire [65:0] \_$1251 ;
+  wire \_$1252 ;
+  wire [63:0] \_$1253 ;
   wire [63:0] \_$1254 ;
   wire \_$1255 ;
-  wire [64:0] \_$1256 ;
-  wire \_$1257 ;
+  wire [63:0] \_$1256 ;
+  wire [8:0] \_$1257 ;
   wire [63:0] \_$1258 ;
-  wire [63:0] \_$1259 ;
+  wire \_$1259 ;
   wire \_$126 ;
-  wire \_$1260 ;
-  wire [63:0] \_$1261 ;
-  wire [8:0] \_$1262 ;
-  wire [63:0] \_$1263 ;
-  wire \_$1264 ;
-  wire [64:0] \_$1265 ;
+  wire [64:0] \_$1260 ;
+  wire [65:0] \_$1261 ;
+  wire [65:0] \_$1262 ;
+  wire [65:0] \_$1263 ;
+  wire [63:0] \_$1264 ;
+  wire [63:0] \_$1265 ;
   wire \_$1266 ;
   wire [63:0] \_$1267 ;
-  wire [63:0] \_$1268 ;
-  wire \_$1269 ;
+  wire [8:0] \_$1268 ;
+  wire [63:0] \_$1269 ;
   wire \_$127 ;
-  wire [63:0] \_$1270 ;
-  wire [8:0] \_$1271 ;
-  wire [63:0] \_$1272 ;
+  wire \_$1270 ;
+  wire [64:0] \_$1271 ;
+  wire [65:0] \_$1272 ;
   wire \_$1273 ;
-  wire [64:0] \_$1274 ;
-  wire [64:0] \_$1275 ;
-  wire [64:0] \_$1276 ;
-  wire \_$1277 ;
-  reg [7:0] \_$1278 ;
+  wire [63:0] \_$1274 ;
+  wire [63:0] \_$1275 ;
+  wire \_$1276 ;
+  wire [63:0] \_$1277 ;
+  wire [8:0] \_$1278 ;
   wire [63:0] \_$1279 ;
   wire \_$128 ;
-  wire [63:0] \_$1280 ;
-  wire \_$1281 ;
-  wire [63:0] \_$1282 ;
-  wire [8:0] \_$1283 ;
+  wire \_$1280 ;
+  wire [64:0] \_$1281 ;
+  wire [65:0] \_$1282 ;
+  wire \_$1283 ;
   wire [63:0] \_$1284 ;
-  wire \_$1285 ;
-  wire [64:0] \_$1286 ;
-  wire \_$1287 ;
-  wire [63:0] \_$1288 ;
+  wire [63:0] \_$1285 ;
+  wire \_$1286 ;
+  wire [63:0] \_$1287 ;
+  wire [8:0] \_$1288 ;
   wire [63:0] \_$1289 ;
   wire \_$129 ;
   wire \_$1290 ;
-  wire [63:0] \_$1291 ;
-  wire [8:0] \_$1292 ;
-  wire [63:0] \_$1293 ;
-  wire \_$1294 ;
-  wire [64:0] \_$1295 ;
-  wire \_$1296 ;
+  wire [64:0] \_$1291 ;
+  wire [65:0] \_$1292 ;
+  wire [65:0] \_$1293 ;
+  wire [65:0] \_$1294 ;
+  wire \_$1295 ;
+  reg [7:0] \_$1296 ;
   wire [63:0] \_$1297 ;
   wire [63:0] \_$1298 ;
   wire \_$1299 ;
@@ -53035,18 +53039,18 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [63:0] \_$1302 ;
   wire \_$1303 ;
   wire [64:0] \_$1304 ;
-  wire [64:0] \_$1305 ;
-  wire [64:0] \_$1306 ;
-  wire [7:0] \_$1307 ;
+  wire [65:0] \_$1305 ;
+  wire \_$1306 ;
+  wire [63:0] \_$1307 ;
   wire [63:0] \_$1308 ;
-  wire [63:0] \_$1309 ;
+  wire \_$1309 ;
   wire \_$131 ;
-  wire \_$1310 ;
-  wire [63:0] \_$1311 ;
-  wire [8:0] \_$1312 ;
-  wire [63:0] \_$1313 ;
-  wire \_$1314 ;
-  wire [64:0] \_$1315 ;
+  wire [63:0] \_$1310 ;
+  wire [8:0] \_$1311 ;
+  wire [63:0] \_$1312 ;
+  wire \_$1313 ;
+  wire [64:0] \_$1314 ;
+  wire [65:0] \_$1315 ;
   wire \_$1316 ;
   wire [63:0] \_$1317 ;
   wire [63:0] \_$1318 ;
@@ -53057,103 +53061,103 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [63:0] \_$1322 ;
   wire \_$1323 ;
   wire [64:0] \_$1324 ;
-  wire \_$1325 ;
-  wire [63:0] \_$1326 ;
-  wire [63:0] \_$1327 ;
-  wire \_$1328 ;
+  wire [65:0] \_$1325 ;
+  wire [65:0] \_$1326 ;
+  wire [65:0] \_$1327 ;
+  wire [7:0] \_$1328 ;
   wire [63:0] \_$1329 ;
   wire \_$133 ;
-  wire [8:0] \_$1330 ;
-  wire [63:0] \_$1331 ;
-  wire \_$1332 ;
-  wire [64:0] \_$1333 ;
-  wire [64:0] \_$1334 ;
-  wire [64:0] \_$1335 ;
-  wire [63:0] \_$1336 ;
-  wire [63:0] \_$1337 ;
+  wire [63:0] \_$1330 ;
+  wire \_$1331 ;
+  wire [63:0] \_$1332 ;
+  wire [8:0] \_$1333 ;
+  wire [63:0] \_$1334 ;
+  wire \_$1335 ;
+  wire [64:0] \_$1336 ;
+  wire [65:0] \_$1337 ;
   wire \_$1338 ;
   wire [63:0] \_$1339 ;
   wire \_$134 ;
-  wire [8:0] \_$1340 ;
-  wire [63:0] \_$1341 ;
-  wire \_$1342 ;
-  wire [64:0] \_$1343 ;
-  wire \_$1344 ;
-  wire [63:0] \_$1345 ;
-  wire [63:0] \_$1346 ;
-  wire \_$1347 ;
-  wire [63:0] \_$1348 ;
-  wire [8:0] \_$1349 ;
+  wire [63:0] \_$1340 ;
+  wire \_$1341 ;
+  wire [63:0] \_$1342 ;
+  wire [8:0] \_$1343 ;
+  wire [63:0] \_$1344 ;
+  wire \_$1345 ;
+  wire [64:0] \_$1346 ;
+  wire [65:0] \_$1347 ;
+  wire \_$1348 ;
+  wire [63:0] \_$1349 ;
   wire \_$135 ;
   wire [63:0] \_$1350 ;
   wire \_$1351 ;
-  wire [64:0] \_$1352 ;
-  wire \_$1353 ;
+  wire [63:0] \_$1352 ;
+  wire [8:0] \_$1353 ;
   wire [63:0] \_$1354 ;
-  wire [63:0] \_$1355 ;
-  wire \_$1356 ;
-  wire [63:0] \_$1357 ;
-  wire [8:0] \_$1358 ;
-  wire [63:0] \_$1359 ;
+  wire \_$1355 ;
+  wire [64:0] \_$1356 ;
+  wire [65:0] \_$1357 ;
+  wire [65:0] \_$1358 ;
+  wire [65:0] \_$1359 ;
   wire \_$136 ;
-  wire \_$1360 ;
-  wire [64:0] \_$1361 ;
-  wire [64:0] \_$1362 ;
-  wire [64:0] \_$1363 ;
-  wire \_$1364 ;
-  reg [7:0] \_$1365 ;
-  wire [63:0] \_$1366 ;
-  wire [63:0] \_$1367 ;
-  wire \_$1368 ;
-  wire [63:0] \_$1369 ;
+  wire [63:0] \_$1360 ;
+  wire [63:0] \_$1361 ;
+  wire \_$1362 ;
+  wire [63:0] \_$1363 ;
+  wire [8:0] \_$1364 ;
+  wire [63:0] \_$1365 ;
+  wire \_$1366 ;
+  wire [64:0] \_$1367 ;
+  wire [65:0] \_$1368 ;
+  wire \_$1369 ;
   wire \_$137 ;
-  wire [8:0] \_$1370 ;
+  wire [63:0] \_$1370 ;
   wire [63:0] \_$1371 ;
   wire \_$1372 ;
-  wire [64:0] \_$1373 ;
-  wire \_$1374 ;
+  wire [63:0] \_$1373 ;
+  wire [8:0] \_$1374 ;
   wire [63:0] \_$1375 ;
-  wire [63:0] \_$1376 ;
-  wire \_$1377 ;
-  wire [63:0] \_$1378 ;
-  wire [8:0] \_$1379 ;
+  wire \_$1376 ;
+  wire [64:0] \_$1377 ;
+  wire [65:0] \_$1378 ;
+  wire \_$1379 ;
   wire \_$138 ;
   wire [63:0] \_$1380 ;
-  wire \_$1381 ;
-  wire [64:0] \_$1382 ;
-  wire \_$1383 ;
-  wire [63:0] \_$1384 ;
+  wire [63:0] \_$1381 ;
+  wire \_$1382 ;
+  wire [63:0] \_$1383 ;
+  wire [8:0] \_$1384 ;
   wire [63:0] \_$1385 ;
   wire \_$1386 ;
-  wire [63:0] \_$1387 ;
-  wire [8:0] \_$1388 ;
-  wire [63:0] \_$1389 ;
+  wire [64:0] \_$1387 ;
+  wire [65:0] \_$1388 ;
+  wire [65:0] \_$1389 ;
   wire \_$139 ;
-  wire \_$1390 ;
-  wire [64:0] \_$1391 ;
-  wire [64:0] \_$1392 ;
-  wire [64:0] \_$1393 ;
-  wire [7:0] \_$1394 ;
-  wire [63:0] \_$1395 ;
+  wire [65:0] \_$1390 ;
+  wire \_$1391 ;
+  reg [7:0] \_$1392 ;
+  wire [63:0] \_$1393 ;
+  wire [63:0] \_$1394 ;
+  wire \_$1395 ;
   wire [63:0] \_$1396 ;
-  wire \_$1397 ;
+  wire [8:0] \_$1397 ;
   wire [63:0] \_$1398 ;
-  wire [8:0] \_$1399 ;
+  wire \_$1399 ;
   wire \_$14 ;
   wire \_$140 ;
-  wire [63:0] \_$1400 ;
-  wire \_$1401 ;
-  wire [64:0] \_$1402 ;
-  wire \_$1403 ;
+  wire [64:0] \_$1400 ;
+  wire [65:0] \_$1401 ;
+  wire \_$1402 ;
+  wire [63:0] \_$1403 ;
   wire [63:0] \_$1404 ;
-  wire [63:0] \_$1405 ;
-  wire \_$1406 ;
-  wire [63:0] \_$1407 ;
-  wire [8:0] \_$1408 ;
-  wire [63:0] \_$1409 ;
+  wire \_$1405 ;
+  wire [63:0] \_$1406 ;
+  wire [8:0] \_$1407 ;
+  wire [63:0] \_$1408 ;
+  wire \_$1409 ;
   wire \_$141 ;
-  wire \_$1410 ;
-  wire [64:0] \_$1411 ;
+  wire [64:0] \_$1410 ;
+  wire [65:0] \_$1411 ;
   wire \_$1412 ;
   wire [63:0] \_$1413 ;
   wire [63:0] \_$1414 ;
@@ -53164,391 +53168,391 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire \_$1419 ;
   wire \_$142 ;
   wire [64:0] \_$1420 ;
-  wire [64:0] \_$1421 ;
-  wire [64:0] \_$1422 ;
-  wire [63:0] \_$1423 ;
-  wire [63:0] \_$1424 ;
-  wire \_$1425 ;
+  wire [65:0] \_$1421 ;
+  wire [65:0] \_$1422 ;
+  wire [65:0] \_$1423 ;
+  wire [7:0] \_$1424 ;
+  wire [63:0] \_$1425 ;
   wire [63:0] \_$1426 ;
-  wire [8:0] \_$1427 ;
+  wire \_$1427 ;
   wire [63:0] \_$1428 ;
-  wire \_$1429 ;
+  wire [8:0] \_$1429 ;
   wire \_$143 ;
-  wire [64:0] \_$1430 ;
+  wire [63:0] \_$1430 ;
   wire \_$1431 ;
-  wire [63:0] \_$1432 ;
-  wire [63:0] \_$1433 ;
+  wire [64:0] \_$1432 ;
+  wire [65:0] \_$1433 ;
   wire \_$1434 ;
   wire [63:0] \_$1435 ;
-  wire [8:0] \_$1436 ;
-  wire [63:0] \_$1437 ;
-  wire \_$1438 ;
-  wire [64:0] \_$1439 ;
+  wire [63:0] \_$1436 ;
+  wire \_$1437 ;
+  wire [63:0] \_$1438 ;
+  wire [8:0] \_$1439 ;
   wire \_$144 ;
-  wire \_$1440 ;
-  wire [63:0] \_$1441 ;
-  wire [63:0] \_$1442 ;
-  wire \_$1443 ;
-  wire [63:0] \_$1444 ;
-  wire [8:0] \_$1445 ;
+  wire [63:0] \_$1440 ;
+  wire \_$1441 ;
+  wire [64:0] \_$1442 ;
+  wire [65:0] \_$1443 ;
+  wire \_$1444 ;
+  wire [63:0] \_$1445 ;
   wire [63:0] \_$1446 ;
   wire \_$1447 ;
-  wire [64:0] \_$1448 ;
-  wire [64:0] \_$1449 ;
+  wire [63:0] \_$1448 ;
+  wire [8:0] \_$1449 ;
   wire \_$145 ;
-  wire [64:0] \_$1450 ;
+  wire [63:0] \_$1450 ;
   wire \_$1451 ;
-  reg [7:0] \_$1452 ;
-  wire [63:0] \_$1453 ;
-  wire [63:0] \_$1454 ;
-  wire \_$1455 ;
+  wire [64:0] \_$1452 ;
+  wire [65:0] \_$1453 ;
+  wire [65:0] \_$1454 ;
+  wire [65:0] \_$1455 ;
   wire [63:0] \_$1456 ;
-  wire [8:0] \_$1457 ;
-  wire [63:0] \_$1458 ;
-  wire \_$1459 ;
+  wire [63:0] \_$1457 ;
+  wire \_$1458 ;
+  wire [63:0] \_$1459 ;
   wire \_$146 ;
-  wire [64:0] \_$1460 ;
-  wire \_$1461 ;
-  wire [63:0] \_$1462 ;
-  wire [63:0] \_$1463 ;
-  wire \_$1464 ;
-  wire [63:0] \_$1465 ;
-  wire [8:0] \_$1466 ;
+  wire [8:0] \_$1460 ;
+  wire [63:0] \_$1461 ;
+  wire \_$1462 ;
+  wire [64:0] \_$1463 ;
+  wire [65:0] \_$1464 ;
+  wire \_$1465 ;
+  wire [63:0] \_$1466 ;
   wire [63:0] \_$1467 ;
   wire \_$1468 ;
-  wire [64:0] \_$1469 ;
+  wire [63:0] \_$1469 ;
   wire \_$147 ;
-  wire \_$1470 ;
+  wire [8:0] \_$1470 ;
   wire [63:0] \_$1471 ;
-  wire [63:0] \_$1472 ;
-  wire \_$1473 ;
-  wire [63:0] \_$1474 ;
-  wire [8:0] \_$1475 ;
+  wire \_$1472 ;
+  wire [64:0] \_$1473 ;
+  wire [65:0] \_$1474 ;
+  wire \_$1475 ;
   wire [63:0] \_$1476 ;
-  wire \_$1477 ;
-  wire [64:0] \_$1478 ;
-  wire [64:0] \_$1479 ;
+  wire [63:0] \_$1477 ;
+  wire \_$1478 ;
+  wire [63:0] \_$1479 ;
   wire \_$148 ;
-  wire [64:0] \_$1480 ;
-  wire [7:0] \_$1481 ;
-  wire [63:0] \_$1482 ;
-  wire [63:0] \_$1483 ;
-  wire \_$1484 ;
-  wire [63:0] \_$1485 ;
-  wire [8:0] \_$1486 ;
-  wire [63:0] \_$1487 ;
-  wire \_$1488 ;
-  wire [64:0] \_$1489 ;
+  wire [8:0] \_$1480 ;
+  wire [63:0] \_$1481 ;
+  wire \_$1482 ;
+  wire [64:0] \_$1483 ;
+  wire [65:0] \_$1484 ;
+  wire [65:0] \_$1485 ;
+  wire [65:0] \_$1486 ;
+  wire \_$1487 ;
+  reg [7:0] \_$1488 ;
+  wire [63:0] \_$1489 ;
   wire \_$149 ;
-  wire \_$1490 ;
-  wire [63:0] \_$1491 ;
+  wire [63:0] \_$1490 ;
+  wire \_$1491 ;
   wire [63:0] \_$1492 ;
-  wire \_$1493 ;
+  wire [8:0] \_$1493 ;
   wire [63:0] \_$1494 ;
-  wire [8:0] \_$1495 ;
-  wire [63:0] \_$1496 ;
-  wire \_$1497 ;
-  wire [64:0] \_$1498 ;
-  wire \_$1499 ;
+  wire \_$1495 ;
+  wire [64:0] \_$1496 ;
+  wire [65:0] \_$1497 ;
+  wire \_$1498 ;
+  wire [63:0] \_$1499 ;
   wire \_$15 ;
   wire \_$150 ;
   wire [63:0] \_$1500 ;
-  wire [63:0] \_$1501 ;
-  wire \_$1502 ;
-  wire [63:0] \_$1503 ;
-  wire [8:0] \_$1504 ;
-  wire [63:0] \_$1505 ;
-  wire \_$1506 ;
-  wire [64:0] \_$1507 ;
-  wire [64:0] \_$1508 ;
-  wire [64:0] \_$1509 ;
+  wire \_$1501 ;
+  wire [63:0] \_$1502 ;
+  wire [8:0] \_$1503 ;
+  wire [63:0] \_$1504 ;
+  wire \_$1505 ;
+  wire [64:0] \_$1506 ;
+  wire [65:0] \_$1507 ;
+  wire \_$1508 ;
+  wire [63:0] \_$1509 ;
   wire \_$151 ;
   wire [63:0] \_$1510 ;
-  wire [63:0] \_$1511 ;
-  wire \_$1512 ;
-  wire [63:0] \_$1513 ;
-  wire [8:0] \_$1514 ;
-  wire [63:0] \_$1515 ;
-  wire \_$1516 ;
-  wire [64:0] \_$1517 ;
-  wire \_$1518 ;
-  wire [63:0] \_$1519 ;
+  wire \_$1511 ;
+  wire [63:0] \_$1512 ;
+  wire [8:0] \_$1513 ;
+  wire [63:0] \_$1514 ;
+  wire \_$1515 ;
+  wire [64:0] \_$1516 ;
+  wire [65:0] \_$1517 ;
+  wire [65:0] \_$1518 ;
+  wire [65:0] \_$1519 ;
   wire \_$152 ;
-  wire [63:0] \_$1520 ;
-  wire \_$1521 ;
+  wire [7:0] \_$1520 ;
+  wire [63:0] \_$1521 ;
   wire [63:0] \_$1522 ;
-  wire [8:0] \_$1523 ;
+  wire \_$1523 ;
   wire [63:0] \_$1524 ;
-  wire \_$1525 ;
-  wire [64:0] \_$1526 ;
+  wire [8:0] \_$1525 ;
+  wire [63:0] \_$1526 ;
   wire \_$1527 ;
-  wire [63:0] \_$1528 ;
-  wire [63:0] \_$1529 ;
+  wire [64:0] \_$1528 ;
+  wire [65:0] \_$1529 ;
   wire \_$153 ;
   wire \_$1530 ;
   wire [63:0] \_$1531 ;
-  wire [8:0] \_$1532 ;
-  wire [63:0] \_$1533 ;
-  wire \_$1534 ;
-  wire [64:0] \_$1535 ;
-  wire [64:0] \_$1536 ;
-  wire [64:0] \_$1537 ;
-  wire \_$1538 ;
-  reg [7:0] \_$1539 ;
+  wire [63:0] \_$1532 ;
+  wire \_$1533 ;
+  wire [63:0] \_$1534 ;
+  wire [8:0] \_$1535 ;
+  wire [63:0] \_$1536 ;
+  wire \_$1537 ;
+  wire [64:0] \_$1538 ;
+  wire [65:0] \_$1539 ;
   wire \_$154 ;
-  wire [63:0] \_$1540 ;
+  wire \_$1540 ;
   wire [63:0] \_$1541 ;
-  wire \_$1542 ;
-  wire [63:0] \_$1543 ;
-  wire [8:0] \_$1544 ;
-  wire [63:0] \_$1545 ;
-  wire \_$1546 ;
-  wire [64:0] \_$1547 ;
-  wire \_$1548 ;
-  wire [63:0] \_$1549 ;
+  wire [63:0] \_$1542 ;
+  wire \_$1543 ;
+  wire [63:0] \_$1544 ;
+  wire [8:0] \_$1545 ;
+  wire [63:0] \_$1546 ;
+  wire \_$1547 ;
+  wire [64:0] \_$1548 ;
+  wire [65:0] \_$1549 ;
   wire \_$155 ;
-  wire [63:0] \_$1550 ;
-  wire \_$1551 ;
+  wire [65:0] \_$1550 ;
+  wire [65:0] \_$1551 ;
   wire [63:0] \_$1552 ;
-  wire [8:0] \_$1553 ;
-  wire [63:0] \_$1554 ;
-  wire \_$1555 ;
-  wire [64:0] \_$1556 ;
-  wire \_$1557 ;
-  wire [63:0] \_$1558 ;
-  wire [63:0] \_$1559 ;
+  wire [63:0] \_$1553 ;
+  wire \_$1554 ;
+  wire [63:0] \_$1555 ;
+  wire [8:0] \_$1556 ;
+  wire [63:0] \_$1557 ;
+  wire \_$1558 ;
+  wire [64:0] \_$1559 ;
   wire \_$156 ;
-  wire \_$1560 ;
-  wire [63:0] \_$1561 ;
-  wire [8:0] \_$1562 ;
+  wire [65:0] \_$1560 ;
+  wire \_$1561 ;
+  wire [63:0] \_$1562 ;
   wire [63:0] \_$1563 ;
   wire \_$1564 ;
-  wire [64:0] \_$1565 ;
-  wire [64:0] \_$1566 ;
-  wire [64:0] \_$1567 ;
-  wire [7:0] \_$1568 ;
-  wire \_$1569 ;
+  wire [63:0] \_$1565 ;
+  wire [8:0] \_$1566 ;
+  wire [63:0] \_$1567 ;
+  wire \_$1568 ;
+  wire [64:0] \_$1569 ;
   wire \_$157 ;
-  wire \_$1570 ;
+  wire [65:0] \_$1570 ;
   wire \_$1571 ;
-  wire \_$1572 ;
-  wire \_$1573 ;
+  wire [63:0] \_$1572 ;
+  wire [63:0] \_$1573 ;
   wire \_$1574 ;
-  wire [1:0] \_$1575 ;
-  wire \_$1576 ;
-  wire \_$1577 ;
-  wire [31:0] \_$1578 ;
-  wire \_$1579 ;
+  wire [63:0] \_$1575 ;
+  wire [8:0] \_$1576 ;
+  wire [63:0] \_$1577 ;
+  wire \_$1578 ;
+  wire [64:0] \_$1579 ;
   wire \_$158 ;
-  wire [32:0] \_$1580 ;
-  wire \_$1581 ;
-  wire \_$1582 ;
+  wire [65:0] \_$1580 ;
+  wire [65:0] \_$1581 ;
+  wire [65:0] \_$1582 ;
   wire \_$1583 ;
-  wire \_$1584 ;
-  wire \_$1585 ;
-  wire \_$1586 ;
+  reg [7:0] \_$1584 ;
+  wire [63:0] \_$1585 ;
+  wire [63:0] \_$1586 ;
   wire \_$1587 ;
-  wire \_$1588 ;
-  wire [16:0] \_$1589 ;
+  wire [63:0] \_$1588 ;
+  wire [8:0] \_$1589 ;
   wire \_$159 ;
-  wire \_$1590 ;
+  wire [63:0] \_$1590 ;
   wire \_$1591 ;
-  wire \_$1592 ;
-  wire \_$1593 ;
+  wire [64:0] \_$1592 ;
+  wire [65:0] \_$1593 ;
   wire \_$1594 ;
-  wire \_$1595 ;
-  wire [1:0] \_$1596 ;
+  wire [63:0] \_$1595 ;
+  wire [63:0] \_$1596 ;
   wire \_$1597 ;
-  wire \_$1598 ;
-  wire \_$1599 ;
+  wire [63:0] \_$1598 ;
+  wire [8:0] \_$1599 ;
   wire \_$16 ;
   wire \_$160 ;
-  wire \_$1600 ;
+  wire [63:0] \_$1600 ;
   wire \_$1601 ;
-  wire \_$1602 ;
-  wire \_$1603 ;
+  wire [64:0] \_$1602 ;
+  wire [65:0] \_$1603 ;
   wire \_$1604 ;
-  wire [4:0] \_$1605 ;
-  wire \_$1606 ;
-  reg [1:0] \_$1607 ;
-  reg [127:0] \_$1608 ;
-  reg [31:0] \_$1609 ;
+  wire [63:0] \_$1605 ;
+  wire [63:0] \_$1606 ;
+  wire \_$1607 ;
+  wire [63:0] \_$1608 ;
+  wire [8:0] \_$1609 ;
   wire \_$161 ;
-  reg \_$1610 ;
-  reg [3:0] \_$1611 ;
-  reg \_$1612 ;
-  reg [31:0] \_$1613 ;
-  reg \_$1614 ;
-  reg \_$1615 ;
-  reg [31:0] \_$1616 ;
-  reg [127:0] \_$1617 ;
-  reg \_$1618 ;
-  reg [2:0] \_$1619 ;
+  wire [63:0] \_$1610 ;
+  wire \_$1611 ;
+  wire [64:0] \_$1612 ;
+  wire [65:0] \_$1613 ;
+  wire [65:0] \_$1614 ;
+  wire [65:0] \_$1615 ;
+  wire [7:0] \_$1616 ;
+  wire [63:0] \_$1617 ;
+  wire [63:0] \_$1618 ;
+  wire \_$1619 ;
   wire \_$162 ;
-  reg [1023:0] \_$1620 ;
-  reg [31:0] \_$1621 ;
-  reg [3:0] \_$1622 ;
-  reg \_$1623 ;
-  reg \_$1624 ;
-  reg [7:0] \_$1625 ;
-  reg [7:0] \_$1626 ;
-  reg [7:0] \_$1627 ;
-  reg [7:0] \_$1628 ;
-  reg [7:0] \_$1629 ;
+  wire [63:0] \_$1620 ;
+  wire [8:0] \_$1621 ;
+  wire [63:0] \_$1622 ;
+  wire \_$1623 ;
+  wire [64:0] \_$1624 ;
+  wire [65:0] \_$1625 ;
+  wire \_$1626 ;
+  wire [63:0] \_$1627 ;
+  wire [63:0] \_$1628 ;
+  wire \_$1629 ;
   wire \_$163 ;
-  reg [7:0] \_$1630 ;
-  reg [7:0] \_$1631 ;
-  reg [7:0] \_$1632 ;
-  reg [7:0] \_$1633 ;
-  reg [7:0] \_$1634 ;
-  reg [7:0] \_$1635 ;
-  reg [7:0] \_$1636 ;
-  reg [7:0] \_$1637 ;
-  reg [7:0] \_$1638 ;
-  reg [7:0] \_$1639 ;
+  wire [63:0] \_$1630 ;
+  wire [8:0] \_$1631 ;
+  wire [63:0] \_$1632 ;
+  wire \_$1633 ;
+  wire [64:0] \_$1634 ;
+  wire [65:0] \_$1635 ;
+  wire \_$1636 ;
+  wire [63:0] \_$1637 ;
+  wire [63:0] \_$1638 ;
+  wire \_$1639 ;
   wire \_$164 ;
-  reg [7:0] \_$1640 ;
-  reg [7:0] \_$1641 ;
-  reg [7:0] \_$1642 ;
-  reg [7:0] \_$1643 ;
-  reg [7:0] \_$1644 ;
-  reg [7:0] \_$1645 ;
-  reg [7:0] \_$1646 ;
-  reg [7:0] \_$1647 ;
-  reg [7:0] \_$1648 ;
-  reg [7:0] \_$1649 ;
+  wire [63:0] \_$1640 ;
+  wire [8:0] \_$1641 ;
+  wire [63:0] \_$1642 ;
+  wire \_$1643 ;
+  wire [64:0] \_$1644 ;
+  wire [65:0] \_$1645 ;
+  wire [65:0] \_$1646 ;
+  wire [65:0] \_$1647 ;
+  wire [63:0] \_$1648 ;
+  wire [63:0] \_$1649 ;
   wire \_$165 ;
-  reg [7:0] \_$1650 ;
-  reg [7:0] \_$1651 ;
-  reg [7:0] \_$1652 ;
-  reg [7:0] \_$1653 ;
-  reg [7:0] \_$1654 ;
-  reg [7:0] \_$1655 ;
-  reg [7:0] \_$1656 ;
-  reg [7:0] \_$1657 ;
-  reg [7:0] \_$1658 ;
-  reg [7:0] \_$1659 ;
+  wire \_$1650 ;
+  wire [63:0] \_$1651 ;
+  wire [8:0] \_$1652 ;
+  wire [63:0] \_$1653 ;
+  wire \_$1654 ;
+  wire [64:0] \_$1655 ;
+  wire [65:0] \_$1656 ;
+  wire \_$1657 ;
+  wire [63:0] \_$1658 ;
+  wire [63:0] \_$1659 ;
   wire \_$166 ;
-  reg [7:0] \_$1660 ;
-  reg [7:0] \_$1661 ;
-  reg [7:0] \_$1662 ;
-  reg [7:0] \_$1663 ;
-  reg [7:0] \_$1664 ;
-  reg [7:0] \_$1665 ;
-  reg [7:0] \_$1666 ;
-  reg [7:0] \_$1667 ;
-  reg [7:0] \_$1668 ;
-  reg [7:0] \_$1669 ;
+  wire \_$1660 ;
+  wire [63:0] \_$1661 ;
+  wire [8:0] \_$1662 ;
+  wire [63:0] \_$1663 ;
+  wire \_$1664 ;
+  wire [64:0] \_$1665 ;
+  wire [65:0] \_$1666 ;
+  wire \_$1667 ;
+  wire [63:0] \_$1668 ;
+  wire [63:0] \_$1669 ;
   wire \_$167 ;
-  reg [7:0] \_$1670 ;
-  reg [7:0] \_$1671 ;
-  reg [7:0] \_$1672 ;
-  reg [7:0] \_$1673 ;
-  reg [7:0] \_$1674 ;
-  reg [7:0] \_$1675 ;
-  reg [7:0] \_$1676 ;
-  reg [7:0] \_$1677 ;
-  reg [7:0] \_$1678 ;
-  reg [7:0] \_$1679 ;
+  wire \_$1670 ;
+  wire [63:0] \_$1671 ;
+  wire [8:0] \_$1672 ;
+  wire [63:0] \_$1673 ;
+  wire \_$1674 ;
+  wire [64:0] \_$1675 ;
+  wire [65:0] \_$1676 ;
+  wire [65:0] \_$1677 ;
+  wire [65:0] \_$1678 ;
+  wire \_$1679 ;
   wire \_$168 ;
   reg [7:0] \_$1680 ;
-  reg [7:0] \_$1681 ;
-  reg [7:0] \_$1682 ;
-  reg [7:0] \_$1683 ;
-  reg [7:0] \_$1684 ;
-  reg [7:0] \_$1685 ;
-  reg [7:0] \_$1686 ;
-  reg [7:0] \_$1687 ;
-  reg [7:0] \_$1688 ;
-  reg [7:0] \_$1689 ;
+  wire [63:0] \_$1681 ;
+  wire [63:0] \_$1682 ;
+  wire \_$1683 ;
+  wire [63:0] \_$1684 ;
+  wire [8:0] \_$1685 ;
+  wire [63:0] \_$1686 ;
+  wire \_$1687 ;
+  wire [64:0] \_$1688 ;
+  wire [65:0] \_$1689 ;
   wire \_$169 ;
-  reg [7:0] \_$1690 ;
-  reg [7:0] \_$1691 ;
-  reg [7:0] \_$1692 ;
-  reg [7:0] \_$1693 ;
-  reg [7:0] \_$1694 ;
-  reg [7:0] \_$1695 ;
-  reg [7:0] \_$1696 ;
-  reg [7:0] \_$1697 ;
-  reg [7:0] \_$1698 ;
-  reg [7:0] \_$1699 ;
+  wire \_$1690 ;
+  wire [63:0] \_$1691 ;
+  wire [63:0] \_$1692 ;
+  wire \_$1693 ;
+  wire [63:0] \_$1694 ;
+  wire [8:0] \_$1695 ;
+  wire [63:0] \_$1696 ;
+  wire \_$1697 ;
+  wire [64:0] \_$1698 ;
+  wire [65:0] \_$1699 ;
   wire \_$17 ;
   wire \_$170 ;
-  reg [7:0] \_$1700 ;
-  reg [7:0] \_$1701 ;
-  reg [7:0] \_$1702 ;
-  reg [7:0] \_$1703 ;
-  reg [7:0] \_$1704 ;
-  reg [7:0] \_$1705 ;
-  reg [7:0] \_$1706 ;
-  reg [7:0] \_$1707 ;
-  reg [7:0] \_$1708 ;
-  reg [7:0] \_$1709 ;
+  wire \_$1700 ;
+  wire [63:0] \_$1701 ;
+  wire [63:0] \_$1702 ;
+  wire \_$1703 ;
+  wire [63:0] \_$1704 ;
+  wire [8:0] \_$1705 ;
+  wire [63:0] \_$1706 ;
+  wire \_$1707 ;
+  wire [64:0] \_$1708 ;
+  wire [65:0] \_$1709 ;
   wire \_$171 ;
-  reg [7:0] \_$1710 ;
-  reg [7:0] \_$1711 ;
-  reg [7:0] \_$1712 ;
-  reg [7:0] \_$1713 ;
-  reg [7:0] \_$1714 ;
-  reg [7:0] \_$1715 ;
-  reg [7:0] \_$1716 ;
-  reg [7:0] \_$1717 ;
-  reg [7:0] \_$1718 ;
-  reg [7:0] \_$1719 ;
+  wire [65:0] \_$1710 ;
+  wire [65:0] \_$1711 ;
+  wire [7:0] \_$1712 ;
+  wire \_$1713 ;
+  wire \_$1714 ;
+  wire \_$1715 ;
+  wire \_$1716 ;
+  wire \_$1717 ;
+  wire \_$1718 ;
+  wire [1:0] \_$1719 ;
   wire \_$172 ;
-  reg [7:0] \_$1720 ;
-  reg [7:0] \_$1721 ;
-  reg [7:0] \_$1722 ;
-  reg [7:0] \_$1723 ;
-  reg [7:0] \_$1724 ;
-  reg [7:0] \_$1725 ;
-  reg [7:0] \_$1726 ;
-  reg [7:0] \_$1727 ;
-  reg [7:0] \_$1728 ;
-  reg [7:0] \_$1729 ;
+  wire \_$1720 ;
+  wire \_$1721 ;
+  wire [31:0] \_$1722 ;
+  wire \_$1723 ;
+  wire [32:0] \_$1724 ;
+  wire \_$1725 ;
+  wire \_$1726 ;
+  wire \_$1727 ;
+  wire \_$1728 ;
+  wire \_$1729 ;
   wire \_$173 ;
-  reg [7:0] \_$1730 ;
-  reg [7:0] \_$1731 ;
-  reg [7:0] \_$1732 ;
-  reg [7:0] \_$1733 ;
-  reg [7:0] \_$1734 ;
-  reg [7:0] \_$1735 ;
-  reg [7:0] \_$1736 ;
-  reg [7:0] \_$1737 ;
-  reg [7:0] \_$1738 ;
-  reg [7:0] \_$1739 ;
+  wire \_$1730 ;
+  wire \_$1731 ;
+  wire \_$1732 ;
+  wire [16:0] \_$1733 ;
+  wire \_$1734 ;
+  wire \_$1735 ;
+  wire \_$1736 ;
+  wire \_$1737 ;
+  wire \_$1738 ;
+  wire \_$1739 ;
   wire \_$174 ;
-  reg [7:0] \_$1740 ;
-  reg [7:0] \_$1741 ;
-  reg [7:0] \_$1742 ;
-  reg [7:0] \_$1743 ;
-  reg [7:0] \_$1744 ;
-  reg [7:0] \_$1745 ;
-  reg [7:0] \_$1746 ;
-  reg [7:0] \_$1747 ;
-  reg [7:0] \_$1748 ;
-  reg [7:0] \_$1749 ;
+  wire [1:0] \_$1740 ;
+  wire \_$1741 ;
+  wire \_$1742 ;
+  wire \_$1743 ;
+  wire \_$1744 ;
+  wire \_$1745 ;
+  wire \_$1746 ;
+  wire \_$1747 ;
+  wire \_$1748 ;
+  wire [4:0] \_$1749 ;
   wire \_$175 ;
-  reg [7:0] \_$1750 ;
-  reg [7:0] \_$1751 ;
-  reg [7:0] \_$1752 ;
-  reg [7:0] \_$1753 ;
-  reg [7:0] \_$1754 ;
-  reg [7:0] \_$1755 ;
-  reg [7:0] \_$1756 ;
-  reg [7:0] \_$1757 ;
-  reg [7:0] \_$1758 ;
-  reg [7:0] \_$1759 ;
+  wire \_$1750 ;
+  reg [1:0] \_$1751 ;
+  reg [127:0] \_$1752 ;
+  reg [31:0] \_$1753 ;
+  reg \_$1754 ;
+  reg [3:0] \_$1755 ;
+  reg \_$1756 ;
+  reg [31:0] \_$1757 ;
+  reg \_$1758 ;
+  reg \_$1759 ;
   wire \_$176 ;
-  reg [7:0] \_$1760 ;
-  reg [7:0] \_$1761 ;
-  reg [7:0] \_$1762 ;
-  reg [7:0] \_$1763 ;
-  reg [7:0] \_$1764 ;
-  reg [7:0] \_$1765 ;
-  reg [7:0] \_$1766 ;
-  reg [7:0] \_$1767 ;
-  reg [7:0] \_$1768 ;
+  reg [31:0] \_$1760 ;
+  reg [127:0] \_$1761 ;
+  reg \_$1762 ;
+  reg [2:0] \_$1763 ;
+  reg [1023:0] \_$1764 ;
+  reg [31:0] \_$1765 ;
+  reg [3:0] \_$1766 ;
+  reg \_$1767 ;
+  reg \_$1768 ;
   reg [7:0] \_$1769 ;
   wire [63:0] \_$177 ;
   reg [7:0] \_$1770 ;
@@ -53639,7 +53643,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   reg [7:0] \_$1847 ;
   reg [7:0] \_$1848 ;
   reg [7:0] \_$1849 ;
-  wire \_$185 ;
+  wire [65:0] \_$185 ;
   reg [7:0] \_$1850 ;
   reg [7:0] \_$1851 ;
   reg [7:0] \_$1852 ;
@@ -53650,7 +53654,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   reg [7:0] \_$1857 ;
   reg [7:0] \_$1858 ;
   reg [7:0] \_$1859 ;
-  wire [63:0] \_$186 ;
+  wire \_$186 ;
   reg [7:0] \_$1860 ;
   reg [7:0] \_$1861 ;
   reg [7:0] \_$1862 ;
@@ -53672,104 +53676,248 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   reg [7:0] \_$1877 ;
   reg [7:0] \_$1878 ;
   reg [7:0] \_$1879 ;
-  wire \_$188 ;
+  wire [63:0] \_$188 ;
   reg [7:0] \_$1880 ;
-  wire [63:0] \_$189 ;
+  reg [7:0] \_$1881 ;
+  reg [7:0] \_$1882 ;
+  reg [7:0] \_$1883 ;
+  reg [7:0] \_$1884 ;
+  reg [7:0] \_$1885 ;
+  reg [7:0] \_$1886 ;
+  reg [7:0] \_$1887 ;
+  reg [7:0] \_$1888 ;
+  reg [7:0] \_$1889 ;
+  wire \_$189 ;
+  reg [7:0] \_$1890 ;
+  reg [7:0] \_$1891 ;
+  reg [7:0] \_$1892 ;
+  reg [7:0] \_$1893 ;
+  reg [7:0] \_$1894 ;
+  reg [7:0] \_$1895 ;
+  reg [7:0] \_$1896 ;
+  reg [7:0] \_$1897 ;
+  reg [7:0] \_$1898 ;
+  reg [7:0] \_$1899 ;
   wire \_$19 ;
-  wire [8:0] \_$190 ;
-  wire [63:0] \_$191 ;
-  wire \_$192 ;
-  wire [64:0] \_$193 ;
-  wire \_$194 ;
-  wire [11:0] \_$1944 ;
-  wire [8:0] \_$1949 ;
-  wire [63:0] \_$195 ;
-  wire [63:0] \_$196 ;
-  wire \_$197 ;
+  wire [63:0] \_$190 ;
+  reg [7:0] \_$1900 ;
+  reg [7:0] \_$1901 ;
+  reg [7:0] \_$1902 ;
+  reg [7:0] \_$1903 ;
+  reg [7:0] \_$1904 ;
+  reg [7:0] \_$1905 ;
+  reg [7:0] \_$1906 ;
+  reg [7:0] \_$1907 ;
+  reg [7:0] \_$1908 ;
+  reg [7:0] \_$1909 ;
+  wire [8:0] \_$191 ;
+  reg [7:0] \_$1910 ;
+  reg [7:0] \_$1911 ;
+  reg [7:0] \_$1912 ;
+  reg [7:0] \_$1913 ;
+  reg [7:0] \_$1914 ;
+  reg [7:0] \_$1915 ;
+  reg [7:0] \_$1916 ;
+  reg [7:0] \_$1917 ;
+  reg [7:0] \_$1918 ;
+  reg [7:0] \_$1919 ;
+  wire [63:0] \_$192 ;
+  reg [7:0] \_$1920 ;
+  reg [7:0] \_$1921 ;
+  reg [7:0] \_$1922 ;
+  reg [7:0] \_$1923 ;
+  reg [7:0] \_$1924 ;
+  reg [7:0] \_$1925 ;
+  reg [7:0] \_$1926 ;
+  reg [7:0] \_$1927 ;
+  reg [7:0] \_$1928 ;
+  reg [7:0] \_$1929 ;
+  wire \_$193 ;
+  reg [7:0] \_$1930 ;
+  reg [7:0] \_$1931 ;
+  reg [7:0] \_$1932 ;
+  reg [7:0] \_$1933 ;
+  reg [7:0] \_$1934 ;
+  reg [7:0] \_$1935 ;
+  reg [7:0] \_$1936 ;
+  reg [7:0] \_$1937 ;
+  reg [7:0] \_$1938 ;
+  reg [7:0] \_$1939 ;
+  wire [64:0] \_$194 ;
+  reg [7:0] \_$1940 ;
+  reg [7:0] \_$1941 ;
+  reg [7:0] \_$1942 ;
+  reg [7:0] \_$1943 ;
+  reg [7:0] \_$1944 ;
+  reg [7:0] \_$1945 ;
+  reg [7:0] \_$1946 ;
+  reg [7:0] \_$1947 ;
+  reg [7:0] \_$1948 ;
+  reg [7:0] \_$1949 ;
+  wire [65:0] \_$195 ;
+  reg [7:0] \_$1950 ;
+  reg [7:0] \_$1951 ;
+  reg [7:0] \_$1952 ;
+  reg [7:0] \_$1953 ;
+  reg [7:0] \_$1954 ;
+  reg [7:0] \_$1955 ;
+  reg [7:0] \_$1956 ;
+  reg [7:0] \_$1957 ;
+  reg [7:0] \_$1958 ;
+  reg [7:0] \_$1959 ;
+  wire \_$196 ;
+  reg [7:0] \_$1960 ;
+  reg [7:0] \_$1961 ;
+  reg [7:0] \_$1962 ;
+  reg [7:0] \_$1963 ;
+  reg [7:0] \_$1964 ;
+  reg [7:0] \_$1965 ;
+  reg [7:0] \_$1966 ;
+  reg [7:0] \_$1967 ;
+  reg [7:0] \_$1968 ;
+  reg [7:0] \_$1969 ;
+  wire [63:0] \_$197 ;
+  reg [7:0] \_$1970 ;
+  reg [7:0] \_$1971 ;
+  reg [7:0] \_$1972 ;
+  reg [7:0] \_$1973 ;
+  reg [7:0] \_$1974 ;
+  reg [7:0] \_$1975 ;
+  reg [7:0] \_$1976 ;
+  reg [7:0] \_$1977 ;
+  reg [7:0] \_$1978 ;
+  reg [7:0] \_$1979 ;
   wire [63:0] \_$198 ;
-  wire [8:0] \_$199 ;
+  reg [7:0] \_$1980 ;
+  reg [7:0] \_$1981 ;
+  reg [7:0] \_$1982 ;
+  reg [7:0] \_$1983 ;
+  reg [7:0] \_$1984 ;
+  reg [7:0] \_$1985 ;
+  reg [7:0] \_$1986 ;
+  reg [7:0] \_$1987 ;
+  reg [7:0] \_$1988 ;
+  reg [7:0] \_$1989 ;
+  wire \_$199 ;
+  reg [7:0] \_$1990 ;
+  reg [7:0] \_$1991 ;
+  reg [7:0] \_$1992 ;
+  reg [7:0] \_$1993 ;
+  reg [7:0] \_$1994 ;
+  reg [7:0] \_$1995 ;
+  reg [7:0] \_$1996 ;
+  reg [7:0] \_$1997 ;
+  reg [7:0] \_$1998 ;
+  reg [7:0] \_$1999 ;
   wire \_$2 ;
   wire \_$20 ;
   wire [63:0] \_$200 ;
-  wire \_$201 ;
-  wire [64:0] \_$202 ;
-  wire [64:0] \_$203 ;
+  reg [7:0] \_$2000 ;
+  reg [7:0] \_$2001 ;
+  reg [7:0] \_$2002 ;
+  reg [7:0] \_$2003 ;
+  reg [7:0] \_$2004 ;
+  reg [7:0] \_$2005 ;
+  reg [7:0] \_$2006 ;
+  reg [7:0] \_$2007 ;
+  reg [7:0] \_$2008 ;
+  reg [7:0] \_$2009 ;
+  wire [8:0] \_$201 ;
+  reg [7:0] \_$2010 ;
+  reg [7:0] \_$2011 ;
+  reg [7:0] \_$2012 ;
+  reg [7:0] \_$2013 ;
+  reg [7:0] \_$2014 ;
+  reg [7:0] \_$2015 ;
+  reg [7:0] \_$2016 ;
+  reg [7:0] \_$2017 ;
+  reg [7:0] \_$2018 ;
+  reg [7:0] \_$2019 ;
+  wire [63:0] \_$202 ;
+  reg [7:0] \_$2020 ;
+  reg [7:0] \_$2021 ;
+  reg [7:0] \_$2022 ;
+  reg [7:0] \_$2023 ;
+  reg [7:0] \_$2024 ;
+  wire \_$203 ;
   wire [64:0] \_$204 ;
-  wire [63:0] \_$205 ;
-  wire [63:0] \_$206 ;
-  wire \_$207 ;
+  wire [65:0] \_$205 ;
+  wire [65:0] \_$206 ;
+  wire [65:0] \_$207 ;
   wire [63:0] \_$208 ;
-  wire [8:0] \_$209 ;
+  wire [11:0] \_$2088 ;
+  wire [63:0] \_$209 ;
+  wire [8:0] \_$2093 ;
   wire \_$21 ;
-  wire [63:0] \_$210 ;
-  wire \_$211 ;
-  wire [64:0] \_$212 ;
-  wire \_$213 ;
-  wire [63:0] \_$214 ;
-  wire [63:0] \_$215 ;
-  wire \_$216 ;
-  wire [63:0] \_$217 ;
-  wire [8:0] \_$218 ;
+  wire \_$210 ;
+  wire [63:0] \_$211 ;
+  wire [8:0] \_$212 ;
+  wire [63:0] \_$213 ;
+  wire \_$214 ;
+  wire [64:0] \_$215 ;
+  wire [65:0] \_$216 ;
+  wire \_$217 ;
+  wire [63:0] \_$218 ;
   wire [63:0] \_$219 ;
   wire \_$22 ;
   wire \_$220 ;
-  wire [64:0] \_$221 ;
-  wire \_$222 ;
+  wire [63:0] \_$221 ;
+  wire [8:0] \_$222 ;
   wire [63:0] \_$223 ;
-  wire [63:0] \_$224 ;
-  wire \_$225 ;
-  wire [63:0] \_$226 ;
-  wire [8:0] \_$227 ;
+  wire \_$224 ;
+  wire [64:0] \_$225 ;
+  wire [65:0] \_$226 ;
+  wire \_$227 ;
   wire [63:0] \_$228 ;
-  wire \_$229 ;
+  wire [63:0] \_$229 ;
   wire \_$23 ;
-  wire [64:0] \_$230 ;
-  wire [64:0] \_$231 ;
-  wire [64:0] \_$232 ;
-  wire \_$233 ;
-  reg [7:0] \_$234 ;
-  wire [63:0] \_$235 ;
-  wire [63:0] \_$236 ;
-  wire \_$237 ;
-  wire [63:0] \_$238 ;
-  wire [8:0] \_$239 ;
+  wire \_$230 ;
+  wire [63:0] \_$231 ;
+  wire [8:0] \_$232 ;
+  wire [63:0] \_$233 ;
+  wire \_$234 ;
+  wire [64:0] \_$235 ;
+  wire [65:0] \_$236 ;
+  wire [65:0] \_$237 ;
+  wire [65:0] \_$238 ;
+  wire \_$239 ;
   wire \_$24 ;
-  wire [63:0] \_$240 ;
-  wire \_$241 ;
-  wire [64:0] \_$242 ;
+  reg [7:0] \_$240 ;
+  wire [63:0] \_$241 ;
+  wire [63:0] \_$242 ;
   wire \_$243 ;
   wire [63:0] \_$244 ;
-  wire [63:0] \_$245 ;
-  wire \_$246 ;
-  wire [63:0] \_$247 ;
-  wire [8:0] \_$248 ;
-  wire [63:0] \_$249 ;
+  wire [8:0] \_$245 ;
+  wire [63:0] \_$246 ;
+  wire \_$247 ;
+  wire [64:0] \_$248 ;
+  wire [65:0] \_$249 ;
   wire \_$25 ;
   wire \_$250 ;
-  wire [64:0] \_$251 ;
-  wire \_$252 ;
-  wire [63:0] \_$253 ;
+  wire [63:0] \_$251 ;
+  wire [63:0] \_$252 ;
+  wire \_$253 ;
   wire [63:0] \_$254 ;
-  wire \_$255 ;
+  wire [8:0] \_$255 ;
   wire [63:0] \_$256 ;
-  wire [8:0] \_$257 ;
-  wire [63:0] \_$258 ;
-  wire \_$259 ;
+  wire \_$257 ;
+  wire [64:0] \_$258 ;
+  wire [65:0] \_$259 ;
   wire \_$26 ;
-  wire [64:0] \_$260 ;
-  wire [64:0] \_$261 ;
-  wire [64:0] \_$262 ;
-  wire [7:0] \_$263 ;
+  wire \_$260 ;
+  wire [63:0] \_$261 ;
+  wire [63:0] \_$262 ;
+  wire \_$263 ;
   wire [63:0] \_$264 ;
-  wire [63:0] \_$265 ;
-  wire \_$266 ;
-  wire [63:0] \_$267 ;
-  wire [8:0] \_$268 ;
-  wire [63:0] \_$269 ;
+  wire [8:0] \_$265 ;
+  wire [63:0] \_$266 ;
+  wire \_$267 ;
+  wire [64:0] \_$268 ;
+  wire [65:0] \_$269 ;
   wire \_$27 ;
-  wire \_$270 ;
-  wire [64:0] \_$271 ;
-  wire \_$272 ;
+  wire [65:0] \_$270 ;
+  wire [65:0] \_$271 ;
+  wire [7:0] \_$272 ;
   wire [63:0] \_$273 ;
   wire [63:0] \_$274 ;
   wire \_$275 ;
@@ -53779,103 +53927,103 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire \_$279 ;
   wire \_$28 ;
   wire [64:0] \_$280 ;
-  wire \_$281 ;
-  wire [63:0] \_$282 ;
+  wire [65:0] \_$281 ;
+  wire \_$282 ;
   wire [63:0] \_$283 ;
-  wire \_$284 ;
-  wire [63:0] \_$285 ;
-  wire [8:0] \_$286 ;
-  wire [63:0] \_$287 ;
-  wire \_$288 ;
-  wire [64:0] \_$289 ;
+  wire [63:0] \_$284 ;
+  wire \_$285 ;
+  wire [63:0] \_$286 ;
+  wire [8:0] \_$287 ;
+  wire [63:0] \_$288 ;
+  wire \_$289 ;
   wire \_$29 ;
   wire [64:0] \_$290 ;
-  wire [64:0] \_$291 ;
-  wire [63:0] \_$292 ;
+  wire [65:0] \_$291 ;
+  wire \_$292 ;
   wire [63:0] \_$293 ;
-  wire \_$294 ;
-  wire [63:0] \_$295 ;
-  wire [8:0] \_$296 ;
-  wire [63:0] \_$297 ;
-  wire \_$298 ;
-  wire [64:0] \_$299 ;
+  wire [63:0] \_$294 ;
+  wire \_$295 ;
+  wire [63:0] \_$296 ;
+  wire [8:0] \_$297 ;
+  wire [63:0] \_$298 ;
+  wire \_$299 ;
   wire \_$3 ;
   wire \_$30 ;
-  wire \_$300 ;
-  wire [63:0] \_$301 ;
-  wire [63:0] \_$302 ;
-  wire \_$303 ;
+  wire [64:0] \_$300 ;
+  wire [65:0] \_$301 ;
+  wire [65:0] \_$302 ;
+  wire [65:0] \_$303 ;
   wire [63:0] \_$304 ;
-  wire [8:0] \_$305 ;
-  wire [63:0] \_$306 ;
-  wire \_$307 ;
-  wire [64:0] \_$308 ;
-  wire \_$309 ;
+  wire [63:0] \_$305 ;
+  wire \_$306 ;
+  wire [63:0] \_$307 ;
+  wire [8:0] \_$308 ;
+  wire [63:0] \_$309 ;
   wire \_$31 ;
-  wire [63:0] \_$310 ;
-  wire [63:0] \_$311 ;
-  wire \_$312 ;
-  wire [63:0] \_$313 ;
-  wire [8:0] \_$314 ;
+  wire \_$310 ;
+  wire [64:0] \_$311 ;
+  wire [65:0] \_$312 ;
+  wire \_$313 ;
+  wire [63:0] \_$314 ;
   wire [63:0] \_$315 ;
   wire \_$316 ;
-  wire [64:0] \_$317 ;
-  wire [64:0] \_$318 ;
-  wire [64:0] \_$319 ;
+  wire [63:0] \_$317 ;
+  wire [8:0] \_$318 ;
+  wire [63:0] \_$319 ;
   wire \_$32 ;
   wire \_$320 ;
-  reg [7:0] \_$321 ;
-  wire [63:0] \_$322 ;
-  wire [63:0] \_$323 ;
-  wire \_$324 ;
+  wire [64:0] \_$321 ;
+  wire [65:0] \_$322 ;
+  wire \_$323 ;
+  wire [63:0] \_$324 ;
   wire [63:0] \_$325 ;
-  wire [8:0] \_$326 ;
+  wire \_$326 ;
   wire [63:0] \_$327 ;
-  wire \_$328 ;
-  wire [64:0] \_$329 ;
+  wire [8:0] \_$328 ;
+  wire [63:0] \_$329 ;
   wire \_$33 ;
   wire \_$330 ;
-  wire [63:0] \_$331 ;
-  wire [63:0] \_$332 ;
-  wire \_$333 ;
-  wire [63:0] \_$334 ;
-  wire [8:0] \_$335 ;
-  wire [63:0] \_$336 ;
-  wire \_$337 ;
-  wire [64:0] \_$338 ;
+  wire [64:0] \_$331 ;
+  wire [65:0] \_$332 ;
+  wire [65:0] \_$333 ;
+  wire [65:0] \_$334 ;
+  wire \_$335 ;
+  reg [7:0] \_$336 ;
+  wire [63:0] \_$337 ;
+  wire [63:0] \_$338 ;
   wire \_$339 ;
   wire \_$34 ;
   wire [63:0] \_$340 ;
-  wire [63:0] \_$341 ;
-  wire \_$342 ;
-  wire [63:0] \_$343 ;
-  wire [8:0] \_$344 ;
-  wire [63:0] \_$345 ;
+  wire [8:0] \_$341 ;
+  wire [63:0] \_$342 ;
+  wire \_$343 ;
+  wire [64:0] \_$344 ;
+  wire [65:0] \_$345 ;
   wire \_$346 ;
-  wire [64:0] \_$347 ;
-  wire [64:0] \_$348 ;
-  wire [64:0] \_$349 ;
+  wire [63:0] \_$347 ;
+  wire [63:0] \_$348 ;
+  wire \_$349 ;
   wire \_$35 ;
-  wire [7:0] \_$350 ;
-  wire [63:0] \_$351 ;
+  wire [63:0] \_$350 ;
+  wire [8:0] \_$351 ;
   wire [63:0] \_$352 ;
   wire \_$353 ;
-  wire [63:0] \_$354 ;
-  wire [8:0] \_$355 ;
-  wire [63:0] \_$356 ;
-  wire \_$357 ;
-  wire [64:0] \_$358 ;
+  wire [64:0] \_$354 ;
+  wire [65:0] \_$355 ;
+  wire \_$356 ;
+  wire [63:0] \_$357 ;
+  wire [63:0] \_$358 ;
   wire \_$359 ;
   wire \_$36 ;
   wire [63:0] \_$360 ;
-  wire [63:0] \_$361 ;
-  wire \_$362 ;
-  wire [63:0] \_$363 ;
-  wire [8:0] \_$364 ;
-  wire [63:0] \_$365 ;
-  wire \_$366 ;
-  wire [64:0] \_$367 ;
-  wire \_$368 ;
+  wire [8:0] \_$361 ;
+  wire [63:0] \_$362 ;
+  wire \_$363 ;
+  wire [64:0] \_$364 ;
+  wire [65:0] \_$365 ;
+  wire [65:0] \_$366 ;
+  wire [65:0] \_$367 ;
+  wire [7:0] \_$368 ;
   wire [63:0] \_$369 ;
   wire \_$37 ;
   wire [63:0] \_$370 ;
@@ -53885,8 +54033,8 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [63:0] \_$374 ;
   wire \_$375 ;
   wire [64:0] \_$376 ;
-  wire [64:0] \_$377 ;
-  wire [64:0] \_$378 ;
+  wire [65:0] \_$377 ;
+  wire \_$378 ;
   wire [63:0] \_$379 ;
   wire \_$38 ;
   wire [63:0] \_$380 ;
@@ -53896,103 +54044,103 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [63:0] \_$384 ;
   wire \_$385 ;
   wire [64:0] \_$386 ;
-  wire \_$387 ;
-  wire [63:0] \_$388 ;
+  wire [65:0] \_$387 ;
+  wire \_$388 ;
   wire [63:0] \_$389 ;
   wire \_$39 ;
-  wire \_$390 ;
-  wire [63:0] \_$391 ;
-  wire [8:0] \_$392 ;
-  wire [63:0] \_$393 ;
-  wire \_$394 ;
-  wire [64:0] \_$395 ;
-  wire \_$396 ;
-  wire [63:0] \_$397 ;
-  wire [63:0] \_$398 ;
-  wire \_$399 ;
+  wire [63:0] \_$390 ;
+  wire \_$391 ;
+  wire [63:0] \_$392 ;
+  wire [8:0] \_$393 ;
+  wire [63:0] \_$394 ;
+  wire \_$395 ;
+  wire [64:0] \_$396 ;
+  wire [65:0] \_$397 ;
+  wire [65:0] \_$398 ;
+  wire [65:0] \_$399 ;
   wire \_$4 ;
   wire \_$40 ;
   wire [63:0] \_$400 ;
-  wire [8:0] \_$401 ;
-  wire [63:0] \_$402 ;
-  wire \_$403 ;
-  wire [64:0] \_$404 ;
-  wire [64:0] \_$405 ;
-  wire [64:0] \_$406 ;
-  wire \_$407 ;
-  reg [7:0] \_$408 ;
-  wire [63:0] \_$409 ;
+  wire [63:0] \_$401 ;
+  wire \_$402 ;
+  wire [63:0] \_$403 ;
+  wire [8:0] \_$404 ;
+  wire [63:0] \_$405 ;
+  wire \_$406 ;
+  wire [64:0] \_$407 ;
+  wire [65:0] \_$408 ;
+  wire \_$409 ;
   wire \_$41 ;
   wire [63:0] \_$410 ;
-  wire \_$411 ;
-  wire [63:0] \_$412 ;
-  wire [8:0] \_$413 ;
-  wire [63:0] \_$414 ;
-  wire \_$415 ;
-  wire [64:0] \_$416 ;
-  wire \_$417 ;
-  wire [63:0] \_$418 ;
-  wire [63:0] \_$419 ;
+  wire [63:0] \_$411 ;
+  wire \_$412 ;
+  wire [63:0] \_$413 ;
+  wire [8:0] \_$414 ;
+  wire [63:0] \_$415 ;
+  wire \_$416 ;
+  wire [64:0] \_$417 ;
+  wire [65:0] \_$418 ;
+  wire \_$419 ;
   wire \_$42 ;
-  wire \_$420 ;
+  wire [63:0] \_$420 ;
   wire [63:0] \_$421 ;
-  wire [8:0] \_$422 ;
+  wire \_$422 ;
   wire [63:0] \_$423 ;
-  wire \_$424 ;
-  wire [64:0] \_$425 ;
+  wire [8:0] \_$424 ;
+  wire [63:0] \_$425 ;
   wire \_$426 ;
-  wire [63:0] \_$427 ;
-  wire [63:0] \_$428 ;
-  wire \_$429 ;
+  wire [64:0] \_$427 ;
+  wire [65:0] \_$428 ;
+  wire [65:0] \_$429 ;
   wire \_$43 ;
-  wire [63:0] \_$430 ;
-  wire [8:0] \_$431 ;
-  wire [63:0] \_$432 ;
-  wire \_$433 ;
-  wire [64:0] \_$434 ;
-  wire [64:0] \_$435 ;
-  wire [64:0] \_$436 ;
-  wire [7:0] \_$437 ;
+  wire [65:0] \_$430 ;
+  wire \_$431 ;
+  reg [7:0] \_$432 ;
+  wire [63:0] \_$433 ;
+  wire [63:0] \_$434 ;
+  wire \_$435 ;
+  wire [63:0] \_$436 ;
+  wire [8:0] \_$437 ;
   wire [63:0] \_$438 ;
-  wire [63:0] \_$439 ;
+  wire \_$439 ;
   wire \_$44 ;
-  wire \_$440 ;
-  wire [63:0] \_$441 ;
-  wire [8:0] \_$442 ;
+  wire [64:0] \_$440 ;
+  wire [65:0] \_$441 ;
+  wire \_$442 ;
   wire [63:0] \_$443 ;
-  wire \_$444 ;
-  wire [64:0] \_$445 ;
-  wire \_$446 ;
-  wire [63:0] \_$447 ;
+  wire [63:0] \_$444 ;
+  wire \_$445 ;
+  wire [63:0] \_$446 ;
+  wire [8:0] \_$447 ;
   wire [63:0] \_$448 ;
   wire \_$449 ;
   wire \_$45 ;
-  wire [63:0] \_$450 ;
-  wire [8:0] \_$451 ;
-  wire [63:0] \_$452 ;
-  wire \_$453 ;
-  wire [64:0] \_$454 ;
+  wire [64:0] \_$450 ;
+  wire [65:0] \_$451 ;
+  wire \_$452 ;
+  wire [63:0] \_$453 ;
+  wire [63:0] \_$454 ;
   wire \_$455 ;
   wire [63:0] \_$456 ;
-  wire [63:0] \_$457 ;
-  wire \_$458 ;
-  wire [63:0] \_$459 ;
+  wire [8:0] \_$457 ;
+  wire [63:0] \_$458 ;
+  wire \_$459 ;
   wire \_$46 ;
-  wire [8:0] \_$460 ;
-  wire [63:0] \_$461 ;
-  wire \_$462 ;
-  wire [64:0] \_$463 ;
-  wire [64:0] \_$464 ;
-  wire [64:0] \_$465 ;
+  wire [64:0] \_$460 ;
+  wire [65:0] \_$461 ;
+  wire [65:0] \_$462 ;
+  wire [65:0] \_$463 ;
+  wire [7:0] \_$464 ;
+  wire [63:0] \_$465 ;
   wire [63:0] \_$466 ;
-  wire [63:0] \_$467 ;
-  wire \_$468 ;
-  wire [63:0] \_$469 ;
+  wire \_$467 ;
+  wire [63:0] \_$468 ;
+  wire [8:0] \_$469 ;
   wire \_$47 ;
-  wire [8:0] \_$470 ;
-  wire [63:0] \_$471 ;
-  wire \_$472 ;
-  wire [64:0] \_$473 ;
+  wire [63:0] \_$470 ;
+  wire \_$471 ;
+  wire [64:0] \_$472 ;
+  wire [65:0] \_$473 ;
   wire \_$474 ;
   wire [63:0] \_$475 ;
   wire [63:0] \_$476 ;
@@ -54003,20 +54151,20 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [63:0] \_$480 ;
   wire \_$481 ;
   wire [64:0] \_$482 ;
-  wire \_$483 ;
-  wire [63:0] \_$484 ;
+  wire [65:0] \_$483 ;
+  wire \_$484 ;
   wire [63:0] \_$485 ;
-  wire \_$486 ;
-  wire [63:0] \_$487 ;
-  wire [8:0] \_$488 ;
-  wire [63:0] \_$489 ;
+  wire [63:0] \_$486 ;
+  wire \_$487 ;
+  wire [63:0] \_$488 ;
+  wire [8:0] \_$489 ;
   wire \_$49 ;
-  wire \_$490 ;
-  wire [64:0] \_$491 ;
+  wire [63:0] \_$490 ;
+  wire \_$491 ;
   wire [64:0] \_$492 ;
-  wire [64:0] \_$493 ;
-  wire \_$494 ;
-  reg [7:0] \_$495 ;
+  wire [65:0] \_$493 ;
+  wire [65:0] \_$494 ;
+  wire [65:0] \_$495 ;
   wire [63:0] \_$496 ;
   wire [63:0] \_$497 ;
   wire \_$498 ;
@@ -54027,78 +54175,78 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [63:0] \_$501 ;
   wire \_$502 ;
   wire [64:0] \_$503 ;
-  wire \_$504 ;
-  wire [63:0] \_$505 ;
+  wire [65:0] \_$504 ;
+  wire \_$505 ;
   wire [63:0] \_$506 ;
-  wire \_$507 ;
-  wire [63:0] \_$508 ;
-  wire [8:0] \_$509 ;
+  wire [63:0] \_$507 ;
+  wire \_$508 ;
+  wire [63:0] \_$509 ;
   wire \_$51 ;
-  wire [63:0] \_$510 ;
-  wire \_$511 ;
-  wire [64:0] \_$512 ;
-  wire \_$513 ;
-  wire [63:0] \_$514 ;
-  wire [63:0] \_$515 ;
-  wire \_$516 ;
+  wire [8:0] \_$510 ;
+  wire [63:0] \_$511 ;
+  wire \_$512 ;
+  wire [64:0] \_$513 ;
+  wire [65:0] \_$514 ;
+  wire \_$515 ;
+  wire [63:0] \_$516 ;
   wire [63:0] \_$517 ;
-  wire [8:0] \_$518 ;
+  wire \_$518 ;
   wire [63:0] \_$519 ;
   wire \_$52 ;
-  wire \_$520 ;
-  wire [64:0] \_$521 ;
-  wire [64:0] \_$522 ;
+  wire [8:0] \_$520 ;
+  wire [63:0] \_$521 ;
+  wire \_$522 ;
   wire [64:0] \_$523 ;
-  wire [7:0] \_$524 ;
-  wire [63:0] \_$525 ;
-  wire [63:0] \_$526 ;
+  wire [65:0] \_$524 ;
+  wire [65:0] \_$525 ;
+  wire [65:0] \_$526 ;
   wire \_$527 ;
-  wire [63:0] \_$528 ;
-  wire [8:0] \_$529 ;
+  reg [7:0] \_$528 ;
+  wire [63:0] \_$529 ;
   wire \_$53 ;
   wire [63:0] \_$530 ;
   wire \_$531 ;
-  wire [64:0] \_$532 ;
-  wire \_$533 ;
+  wire [63:0] \_$532 ;
+  wire [8:0] \_$533 ;
   wire [63:0] \_$534 ;
-  wire [63:0] \_$535 ;
-  wire \_$536 ;
-  wire [63:0] \_$537 ;
-  wire [8:0] \_$538 ;
+  wire \_$535 ;
+  wire [64:0] \_$536 ;
+  wire [65:0] \_$537 ;
+  wire \_$538 ;
   wire [63:0] \_$539 ;
   wire \_$54 ;
-  wire \_$540 ;
-  wire [64:0] \_$541 ;
-  wire \_$542 ;
-  wire [63:0] \_$543 ;
+  wire [63:0] \_$540 ;
+  wire \_$541 ;
+  wire [63:0] \_$542 ;
+  wire [8:0] \_$543 ;
   wire [63:0] \_$544 ;
   wire \_$545 ;
-  wire [63:0] \_$546 ;
-  wire [8:0] \_$547 ;
-  wire [63:0] \_$548 ;
-  wire \_$549 ;
+  wire [64:0] \_$546 ;
+  wire [65:0] \_$547 ;
+  wire \_$548 ;
+  wire [63:0] \_$549 ;
   wire \_$55 ;
-  wire [64:0] \_$550 ;
-  wire [64:0] \_$551 ;
-  wire [64:0] \_$552 ;
-  wire [63:0] \_$553 ;
+  wire [63:0] \_$550 ;
+  wire \_$551 ;
+  wire [63:0] \_$552 ;
+  wire [8:0] \_$553 ;
   wire [63:0] \_$554 ;
   wire \_$555 ;
-  wire [63:0] \_$556 ;
-  wire [8:0] \_$557 ;
-  wire [63:0] \_$558 ;
-  wire \_$559 ;
+  wire [64:0] \_$556 ;
+  wire [65:0] \_$557 ;
+  wire [65:0] \_$558 ;
+  wire [65:0] \_$559 ;
   wire \_$56 ;
-  wire [64:0] \_$560 ;
-  wire \_$561 ;
+  wire [7:0] \_$560 ;
+  wire [63:0] \_$561 ;
   wire [63:0] \_$562 ;
-  wire [63:0] \_$563 ;
-  wire \_$564 ;
-  wire [63:0] \_$565 ;
-  wire [8:0] \_$566 ;
-  wire [63:0] \_$567 ;
-  wire \_$568 ;
-  wire [64:0] \_$569 ;
+  wire \_$563 ;
+  wire [63:0] \_$564 ;
+  wire [8:0] \_$565 ;
+  wire [63:0] \_$566 ;
+  wire \_$567 ;
+  wire [64:0] \_$568 ;
+  wire [65:0] \_$569 ;
   wire \_$57 ;
   wire \_$570 ;
   wire [63:0] \_$571 ;
@@ -54109,21 +54257,21 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [63:0] \_$576 ;
   wire \_$577 ;
   wire [64:0] \_$578 ;
-  wire [64:0] \_$579 ;
+  wire [65:0] \_$579 ;
   wire \_$58 ;
-  wire [64:0] \_$580 ;
-  wire \_$581 ;
-  reg [7:0] \_$582 ;
-  wire [63:0] \_$583 ;
+  wire \_$580 ;
+  wire [63:0] \_$581 ;
+  wire [63:0] \_$582 ;
+  wire \_$583 ;
   wire [63:0] \_$584 ;
-  wire \_$585 ;
+  wire [8:0] \_$585 ;
   wire [63:0] \_$586 ;
-  wire [8:0] \_$587 ;
-  wire [63:0] \_$588 ;
-  wire \_$589 ;
+  wire \_$587 ;
+  wire [64:0] \_$588 ;
+  wire [65:0] \_$589 ;
   wire \_$59 ;
-  wire [64:0] \_$590 ;
-  wire \_$591 ;
+  wire [65:0] \_$590 ;
+  wire [65:0] \_$591 ;
   wire [63:0] \_$592 ;
   wire [63:0] \_$593 ;
   wire \_$594 ;
@@ -54134,19 +54282,19 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [64:0] \_$599 ;
   wire \_$6 ;
   wire [8:0] \_$60 ;
-  wire \_$600 ;
-  wire [63:0] \_$601 ;
+  wire [65:0] \_$600 ;
+  wire \_$601 ;
   wire [63:0] \_$602 ;
-  wire \_$603 ;
-  wire [63:0] \_$604 ;
-  wire [8:0] \_$605 ;
-  wire [63:0] \_$606 ;
-  wire \_$607 ;
-  wire [64:0] \_$608 ;
+  wire [63:0] \_$603 ;
+  wire \_$604 ;
+  wire [63:0] \_$605 ;
+  wire [8:0] \_$606 ;
+  wire [63:0] \_$607 ;
+  wire \_$608 ;
   wire [64:0] \_$609 ;
   wire [32:0] \_$61 ;
-  wire [64:0] \_$610 ;
-  wire [7:0] \_$611 ;
+  wire [65:0] \_$610 ;
+  wire \_$611 ;
   wire [63:0] \_$612 ;
   wire [63:0] \_$613 ;
   wire \_$614 ;
@@ -54156,80 +54304,80 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire \_$618 ;
   wire [64:0] \_$619 ;
   wire [127:0] \_$62 ;
-  wire \_$620 ;
-  wire [63:0] \_$621 ;
-  wire [63:0] \_$622 ;
+  wire [65:0] \_$620 ;
+  wire [65:0] \_$621 ;
+  wire [65:0] \_$622 ;
   wire \_$623 ;
-  wire [63:0] \_$624 ;
-  wire [8:0] \_$625 ;
+  reg [7:0] \_$624 ;
+  wire [63:0] \_$625 ;
   wire [63:0] \_$626 ;
   wire \_$627 ;
-  wire [64:0] \_$628 ;
-  wire \_$629 ;
+  wire [63:0] \_$628 ;
+  wire [8:0] \_$629 ;
   wire [5:0] \_$63 ;
   wire [63:0] \_$630 ;
-  wire [63:0] \_$631 ;
-  wire \_$632 ;
-  wire [63:0] \_$633 ;
-  wire [8:0] \_$634 ;
+  wire \_$631 ;
+  wire [64:0] \_$632 ;
+  wire [65:0] \_$633 ;
+  wire \_$634 ;
   wire [63:0] \_$635 ;
-  wire \_$636 ;
-  wire [64:0] \_$637 ;
-  wire [64:0] \_$638 ;
-  wire [64:0] \_$639 ;
+  wire [63:0] \_$636 ;
+  wire \_$637 ;
+  wire [63:0] \_$638 ;
+  wire [8:0] \_$639 ;
   wire [32:0] \_$64 ;
   wire [63:0] \_$640 ;
-  wire [63:0] \_$641 ;
-  wire \_$642 ;
-  wire [63:0] \_$643 ;
-  wire [8:0] \_$644 ;
+  wire \_$641 ;
+  wire [64:0] \_$642 ;
+  wire [65:0] \_$643 ;
+  wire \_$644 ;
   wire [63:0] \_$645 ;
-  wire \_$646 ;
-  wire [64:0] \_$647 ;
-  wire \_$648 ;
-  wire [63:0] \_$649 ;
+  wire [63:0] \_$646 ;
+  wire \_$647 ;
+  wire [63:0] \_$648 ;
+  wire [8:0] \_$649 ;
   wire [127:0] \_$65 ;
   wire [63:0] \_$650 ;
   wire \_$651 ;
-  wire [63:0] \_$652 ;
-  wire [8:0] \_$653 ;
-  wire [63:0] \_$654 ;
-  wire \_$655 ;
-  wire [64:0] \_$656 ;
-  wire \_$657 ;
+  wire [64:0] \_$652 ;
+  wire [65:0] \_$653 ;
+  wire [65:0] \_$654 ;
+  wire [65:0] \_$655 ;
+  wire [7:0] \_$656 ;
+  wire [63:0] \_$657 ;
   wire [63:0] \_$658 ;
-  wire [63:0] \_$659 ;
+  wire \_$659 ;
   wire \_$66 ;
-  wire \_$660 ;
-  wire [63:0] \_$661 ;
-  wire [8:0] \_$662 ;
-  wire [63:0] \_$663 ;
-  wire \_$664 ;
-  wire [64:0] \_$665 ;
-  wire [64:0] \_$666 ;
-  wire [64:0] \_$667 ;
-  wire \_$668 ;
-  reg [7:0] \_$669 ;
+  wire [63:0] \_$660 ;
+  wire [8:0] \_$661 ;
+  wire [63:0] \_$662 ;
+  wire \_$663 ;
+  wire [64:0] \_$664 ;
+  wire [65:0] \_$665 ;
+  wire \_$666 ;
+  wire [63:0] \_$667 ;
+  wire [63:0] \_$668 ;
+  wire \_$669 ;
   wire \_$67 ;
   wire [63:0] \_$670 ;
-  wire [63:0] \_$671 ;
-  wire \_$672 ;
-  wire [63:0] \_$673 ;
-  wire [8:0] \_$674 ;
-  wire [63:0] \_$675 ;
+  wire [8:0] \_$671 ;
+  wire [63:0] \_$672 ;
+  wire \_$673 ;
+  wire [64:0] \_$674 ;
+  wire [65:0] \_$675 ;
   wire \_$676 ;
-  wire [64:0] \_$677 ;
-  wire \_$678 ;
-  wire [63:0] \_$679 ;
+  wire [63:0] \_$677 ;
+  wire [63:0] \_$678 ;
+  wire \_$679 ;
   wire \_$68 ;
   wire [63:0] \_$680 ;
-  wire \_$681 ;
+  wire [8:0] \_$681 ;
   wire [63:0] \_$682 ;
-  wire [8:0] \_$683 ;
-  wire [63:0] \_$684 ;
-  wire \_$685 ;
-  wire [64:0] \_$686 ;
-  wire \_$687 ;
+  wire \_$683 ;
+  wire [64:0] \_$684 ;
+  wire [65:0] \_$685 ;
+  wire [65:0] \_$686 ;
+  wire [65:0] \_$687 ;
   wire [63:0] \_$688 ;
   wire [63:0] \_$689 ;
   wire \_$69 ;
@@ -54239,19 +54387,19 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [63:0] \_$693 ;
   wire \_$694 ;
   wire [64:0] \_$695 ;
-  wire [64:0] \_$696 ;
-  wire [64:0] \_$697 ;
-  wire [7:0] \_$698 ;
+  wire [65:0] \_$696 ;
+  wire \_$697 ;
+  wire [63:0] \_$698 ;
   wire [63:0] \_$699 ;
   wire \_$7 ;
   wire \_$70 ;
-  wire [63:0] \_$700 ;
-  wire \_$701 ;
-  wire [63:0] \_$702 ;
-  wire [8:0] \_$703 ;
-  wire [63:0] \_$704 ;
-  wire \_$705 ;
-  wire [64:0] \_$706 ;
+  wire \_$700 ;
+  wire [63:0] \_$701 ;
+  wire [8:0] \_$702 ;
+  wire [63:0] \_$703 ;
+  wire \_$704 ;
+  wire [64:0] \_$705 ;
+  wire [65:0] \_$706 ;
   wire \_$707 ;
   wire [63:0] \_$708 ;
   wire [63:0] \_$709 ;
@@ -54262,103 +54410,103 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [63:0] \_$713 ;
   wire \_$714 ;
   wire [64:0] \_$715 ;
-  wire \_$716 ;
-  wire [63:0] \_$717 ;
-  wire [63:0] \_$718 ;
+  wire [65:0] \_$716 ;
+  wire [65:0] \_$717 ;
+  wire [65:0] \_$718 ;
   wire \_$719 ;
   wire \_$72 ;
-  wire [63:0] \_$720 ;
-  wire [8:0] \_$721 ;
+  reg [7:0] \_$720 ;
+  wire [63:0] \_$721 ;
   wire [63:0] \_$722 ;
   wire \_$723 ;
-  wire [64:0] \_$724 ;
-  wire [64:0] \_$725 ;
-  wire [64:0] \_$726 ;
-  wire [63:0] \_$727 ;
-  wire [63:0] \_$728 ;
-  wire \_$729 ;
+  wire [63:0] \_$724 ;
+  wire [8:0] \_$725 ;
+  wire [63:0] \_$726 ;
+  wire \_$727 ;
+  wire [64:0] \_$728 ;
+  wire [65:0] \_$729 ;
   wire \_$73 ;
-  wire [63:0] \_$730 ;
-  wire [8:0] \_$731 ;
+  wire \_$730 ;
+  wire [63:0] \_$731 ;
   wire [63:0] \_$732 ;
   wire \_$733 ;
-  wire [64:0] \_$734 ;
-  wire \_$735 ;
+  wire [63:0] \_$734 ;
+  wire [8:0] \_$735 ;
   wire [63:0] \_$736 ;
-  wire [63:0] \_$737 ;
-  wire \_$738 ;
-  wire [63:0] \_$739 ;
+  wire \_$737 ;
+  wire [64:0] \_$738 ;
+  wire [65:0] \_$739 ;
   wire [16:0] \_$74 ;
-  wire [8:0] \_$740 ;
+  wire \_$740 ;
   wire [63:0] \_$741 ;
-  wire \_$742 ;
-  wire [64:0] \_$743 ;
-  wire \_$744 ;
-  wire [63:0] \_$745 ;
+  wire [63:0] \_$742 ;
+  wire \_$743 ;
+  wire [63:0] \_$744 ;
+  wire [8:0] \_$745 ;
   wire [63:0] \_$746 ;
   wire \_$747 ;
-  wire [63:0] \_$748 ;
-  wire [8:0] \_$749 ;
+  wire [64:0] \_$748 ;
+  wire [65:0] \_$749 ;
   wire \_$75 ;
-  wire [63:0] \_$750 ;
-  wire \_$751 ;
-  wire [64:0] \_$752 ;
-  wire [64:0] \_$753 ;
-  wire [64:0] \_$754 ;
+  wire [65:0] \_$750 ;
+  wire [65:0] \_$751 ;
+  wire [7:0] \_$752 ;
+  wire [63:0] \_$753 ;
+  wire [63:0] \_$754 ;
   wire \_$755 ;
-  reg [7:0] \_$756 ;
-  wire [63:0] \_$757 ;
+  wire [63:0] \_$756 ;
+  wire [8:0] \_$757 ;
   wire [63:0] \_$758 ;
   wire \_$759 ;
   wire \_$76 ;
-  wire [63:0] \_$760 ;
-  wire [8:0] \_$761 ;
-  wire [63:0] \_$762 ;
-  wire \_$763 ;
-  wire [64:0] \_$764 ;
+  wire [64:0] \_$760 ;
+  wire [65:0] \_$761 ;
+  wire \_$762 ;
+  wire [63:0] \_$763 ;
+  wire [63:0] \_$764 ;
   wire \_$765 ;
   wire [63:0] \_$766 ;
-  wire [63:0] \_$767 ;
-  wire \_$768 ;
-  wire [63:0] \_$769 ;
+  wire [8:0] \_$767 ;
+  wire [63:0] \_$768 ;
+  wire \_$769 ;
   wire \_$77 ;
-  wire [8:0] \_$770 ;
-  wire [63:0] \_$771 ;
+  wire [64:0] \_$770 ;
+  wire [65:0] \_$771 ;
   wire \_$772 ;
-  wire [64:0] \_$773 ;
-  wire \_$774 ;
-  wire [63:0] \_$775 ;
+  wire [63:0] \_$773 ;
+  wire [63:0] \_$774 ;
+  wire \_$775 ;
   wire [63:0] \_$776 ;
-  wire \_$777 ;
+  wire [8:0] \_$777 ;
   wire [63:0] \_$778 ;
-  wire [8:0] \_$779 ;
+  wire \_$779 ;
   wire \_$78 ;
-  wire [63:0] \_$780 ;
-  wire \_$781 ;
-  wire [64:0] \_$782 ;
-  wire [64:0] \_$783 ;
-  wire [64:0] \_$784 ;
-  wire [7:0] \_$785 ;
-  wire [63:0] \_$786 ;
+  wire [64:0] \_$780 ;
+  wire [65:0] \_$781 ;
+  wire [65:0] \_$782 ;
+  wire [65:0] \_$783 ;
+  wire [63:0] \_$784 ;
+  wire [63:0] \_$785 ;
+  wire \_$786 ;
   wire [63:0] \_$787 ;
-  wire \_$788 ;
+  wire [8:0] \_$788 ;
   wire [63:0] \_$789 ;
   wire \_$79 ;
-  wire [8:0] \_$790 ;
-  wire [63:0] \_$791 ;
-  wire \_$792 ;
-  wire [64:0] \_$793 ;
-  wire \_$794 ;
+  wire \_$790 ;
+  wire [64:0] \_$791 ;
+  wire [65:0] \_$792 ;
+  wire \_$793 ;
+  wire [63:0] \_$794 ;
   wire [63:0] \_$795 ;
-  wire [63:0] \_$796 ;
-  wire \_$797 ;
-  wire [63:0] \_$798 ;
-  wire [8:0] \_$799 ;
+  wire \_$796 ;
+  wire [63:0] \_$797 ;
+  wire [8:0] \_$798 ;
+  wire [63:0] \_$799 ;
   wire \_$8 ;
   wire \_$80 ;
-  wire [63:0] \_$800 ;
-  wire \_$801 ;
-  wire [64:0] \_$802 ;
+  wire \_$800 ;
+  wire [64:0] \_$801 ;
+  wire [65:0] \_$802 ;
   wire \_$803 ;
   wire [63:0] \_$804 ;
   wire [63:0] \_$805 ;
@@ -54369,213 +54517,213 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire \_$81 ;
   wire \_$810 ;
   wire [64:0] \_$811 ;
-  wire [64:0] \_$812 ;
-  wire [64:0] \_$813 ;
-  wire [63:0] \_$814 ;
-  wire [63:0] \_$815 ;
-  wire \_$816 ;
+  wire [65:0] \_$812 ;
+  wire [65:0] \_$813 ;
+  wire [65:0] \_$814 ;
+  wire \_$815 ;
+  reg [7:0] \_$816 ;
   wire [63:0] \_$817 ;
-  wire [8:0] \_$818 ;
-  wire [63:0] \_$819 ;
+  wire [63:0] \_$818 ;
+  wire \_$819 ;
   wire \_$82 ;
-  wire \_$820 ;
-  wire [64:0] \_$821 ;
-  wire \_$822 ;
-  wire [63:0] \_$823 ;
-  wire [63:0] \_$824 ;
-  wire \_$825 ;
-  wire [63:0] \_$826 ;
-  wire [8:0] \_$827 ;
+  wire [63:0] \_$820 ;
+  wire [8:0] \_$821 ;
+  wire [63:0] \_$822 ;
+  wire \_$823 ;
+  wire [64:0] \_$824 ;
+  wire [65:0] \_$825 ;
+  wire \_$826 ;
+  wire [63:0] \_$827 ;
   wire [63:0] \_$828 ;
   wire \_$829 ;
   wire \_$83 ;
-  wire [64:0] \_$830 ;
-  wire \_$831 ;
+  wire [63:0] \_$830 ;
+  wire [8:0] \_$831 ;
   wire [63:0] \_$832 ;
-  wire [63:0] \_$833 ;
-  wire \_$834 ;
-  wire [63:0] \_$835 ;
-  wire [8:0] \_$836 ;
+  wire \_$833 ;
+  wire [64:0] \_$834 ;
+  wire [65:0] \_$835 ;
+  wire \_$836 ;
   wire [63:0] \_$837 ;
-  wire \_$838 ;
-  wire [64:0] \_$839 ;
+  wire [63:0] \_$838 ;
+  wire \_$839 ;
   wire \_$84 ;
-  wire [64:0] \_$840 ;
-  wire [64:0] \_$841 ;
-  wire \_$842 ;
-  reg [7:0] \_$843 ;
-  wire [63:0] \_$844 ;
-  wire [63:0] \_$845 ;
-  wire \_$846 ;
-  wire [63:0] \_$847 ;
-  wire [8:0] \_$848 ;
+  wire [63:0] \_$840 ;
+  wire [8:0] \_$841 ;
+  wire [63:0] \_$842 ;
+  wire \_$843 ;
+  wire [64:0] \_$844 ;
+  wire [65:0] \_$845 ;
+  wire [65:0] \_$846 ;
+  wire [65:0] \_$847 ;
+  wire [7:0] \_$848 ;
   wire [63:0] \_$849 ;
   wire \_$85 ;
-  wire \_$850 ;
-  wire [64:0] \_$851 ;
-  wire \_$852 ;
-  wire [63:0] \_$853 ;
+  wire [63:0] \_$850 ;
+  wire \_$851 ;
+  wire [63:0] \_$852 ;
+  wire [8:0] \_$853 ;
   wire [63:0] \_$854 ;
   wire \_$855 ;
-  wire [63:0] \_$856 ;
-  wire [8:0] \_$857 ;
-  wire [63:0] \_$858 ;
-  wire \_$859 ;
+  wire [64:0] \_$856 ;
+  wire [65:0] \_$857 ;
+  wire \_$858 ;
+  wire [63:0] \_$859 ;
   wire \_$86 ;
-  wire [64:0] \_$860 ;
+  wire [63:0] \_$860 ;
   wire \_$861 ;
   wire [63:0] \_$862 ;
-  wire [63:0] \_$863 ;
-  wire \_$864 ;
-  wire [63:0] \_$865 ;
-  wire [8:0] \_$866 ;
-  wire [63:0] \_$867 ;
+  wire [8:0] \_$863 ;
+  wire [63:0] \_$864 ;
+  wire \_$865 ;
+  wire [64:0] \_$866 ;
+  wire [65:0] \_$867 ;
   wire \_$868 ;
-  wire [64:0] \_$869 ;
+  wire [63:0] \_$869 ;
   wire \_$87 ;
-  wire [64:0] \_$870 ;
-  wire [64:0] \_$871 ;
-  wire [7:0] \_$872 ;
-  wire [63:0] \_$873 ;
+  wire [63:0] \_$870 ;
+  wire \_$871 ;
+  wire [63:0] \_$872 ;
+  wire [8:0] \_$873 ;
   wire [63:0] \_$874 ;
   wire \_$875 ;
-  wire [63:0] \_$876 ;
-  wire [8:0] \_$877 ;
-  wire [63:0] \_$878 ;
-  wire \_$879 ;
+  wire [64:0] \_$876 ;
+  wire [65:0] \_$877 ;
+  wire [65:0] \_$878 ;
+  wire [65:0] \_$879 ;
   wire \_$88 ;
-  wire [64:0] \_$880 ;
-  wire \_$881 ;
-  wire [63:0] \_$882 ;
+  wire [63:0] \_$880 ;
+  wire [63:0] \_$881 ;
+  wire \_$882 ;
   wire [63:0] \_$883 ;
-  wire \_$884 ;
+  wire [8:0] \_$884 ;
   wire [63:0] \_$885 ;
-  wire [8:0] \_$886 ;
-  wire [63:0] \_$887 ;
-  wire \_$888 ;
-  wire [64:0] \_$889 ;
+  wire \_$886 ;
+  wire [64:0] \_$887 ;
+  wire [65:0] \_$888 ;
+  wire \_$889 ;
   wire \_$89 ;
-  wire \_$890 ;
+  wire [63:0] \_$890 ;
   wire [63:0] \_$891 ;
-  wire [63:0] \_$892 ;
-  wire \_$893 ;
-  wire [63:0] \_$894 ;
-  wire [8:0] \_$895 ;
-  wire [63:0] \_$896 ;
-  wire \_$897 ;
-  wire [64:0] \_$898 ;
-  wire [64:0] \_$899 ;
+  wire \_$892 ;
+  wire [63:0] \_$893 ;
+  wire [8:0] \_$894 ;
+  wire [63:0] \_$895 ;
+  wire \_$896 ;
+  wire [64:0] \_$897 ;
+  wire [65:0] \_$898 ;
+  wire \_$899 ;
   wire \_$9 ;
   wire \_$90 ;
-  wire [64:0] \_$900 ;
+  wire [63:0] \_$900 ;
   wire [63:0] \_$901 ;
-  wire [63:0] \_$902 ;
-  wire \_$903 ;
-  wire [63:0] \_$904 ;
-  wire [8:0] \_$905 ;
-  wire [63:0] \_$906 ;
-  wire \_$907 ;
-  wire [64:0] \_$908 ;
-  wire \_$909 ;
+  wire \_$902 ;
+  wire [63:0] \_$903 ;
+  wire [8:0] \_$904 ;
+  wire [63:0] \_$905 ;
+  wire \_$906 ;
+  wire [64:0] \_$907 ;
+  wire [65:0] \_$908 ;
+  wire [65:0] \_$909 ;
   wire \_$91 ;
-  wire [63:0] \_$910 ;
-  wire [63:0] \_$911 ;
-  wire \_$912 ;
+  wire [65:0] \_$910 ;
+  wire \_$911 ;
+  reg [7:0] \_$912 ;
   wire [63:0] \_$913 ;
-  wire [8:0] \_$914 ;
-  wire [63:0] \_$915 ;
-  wire \_$916 ;
-  wire [64:0] \_$917 ;
-  wire \_$918 ;
-  wire [63:0] \_$919 ;
+  wire [63:0] \_$914 ;
+  wire \_$915 ;
+  wire [63:0] \_$916 ;
+  wire [8:0] \_$917 ;
+  wire [63:0] \_$918 ;
+  wire \_$919 ;
   wire \_$92 ;
-  wire [63:0] \_$920 ;
-  wire \_$921 ;
-  wire [63:0] \_$922 ;
-  wire [8:0] \_$923 ;
+  wire [64:0] \_$920 ;
+  wire [65:0] \_$921 ;
+  wire \_$922 ;
+  wire [63:0] \_$923 ;
   wire [63:0] \_$924 ;
   wire \_$925 ;
-  wire [64:0] \_$926 ;
-  wire [64:0] \_$927 ;
-  wire [64:0] \_$928 ;
+  wire [63:0] \_$926 ;
+  wire [8:0] \_$927 ;
+  wire [63:0] \_$928 ;
   wire \_$929 ;
   wire \_$93 ;
-  reg [7:0] \_$930 ;
-  wire [63:0] \_$931 ;
-  wire [63:0] \_$932 ;
-  wire \_$933 ;
+  wire [64:0] \_$930 ;
+  wire [65:0] \_$931 ;
+  wire \_$932 ;
+  wire [63:0] \_$933 ;
   wire [63:0] \_$934 ;
-  wire [8:0] \_$935 ;
+  wire \_$935 ;
   wire [63:0] \_$936 ;
-  wire \_$937 ;
-  wire [64:0] \_$938 ;
+  wire [8:0] \_$937 ;
+  wire [63:0] \_$938 ;
   wire \_$939 ;
   wire \_$94 ;
-  wire [63:0] \_$940 ;
-  wire [63:0] \_$941 ;
-  wire \_$942 ;
-  wire [63:0] \_$943 ;
-  wire [8:0] \_$944 ;
+  wire [64:0] \_$940 ;
+  wire [65:0] \_$941 ;
+  wire [65:0] \_$942 ;
+  wire [65:0] \_$943 ;
+  wire [7:0] \_$944 ;
   wire [63:0] \_$945 ;
-  wire \_$946 ;
-  wire [64:0] \_$947 ;
-  wire \_$948 ;
-  wire [63:0] \_$949 ;
+  wire [63:0] \_$946 ;
+  wire \_$947 ;
+  wire [63:0] \_$948 ;
+  wire [8:0] \_$949 ;
   wire \_$95 ;
   wire [63:0] \_$950 ;
   wire \_$951 ;
-  wire [63:0] \_$952 ;
-  wire [8:0] \_$953 ;
-  wire [63:0] \_$954 ;
-  wire \_$955 ;
-  wire [64:0] \_$956 ;
-  wire [64:0] \_$957 ;
-  wire [64:0] \_$958 ;
-  wire [7:0] \_$959 ;
+  wire [64:0] \_$952 ;
+  wire [65:0] \_$953 ;
+  wire \_$954 ;
+  wire [63:0] \_$955 ;
+  wire [63:0] \_$956 ;
+  wire \_$957 ;
+  wire [63:0] \_$958 ;
+  wire [8:0] \_$959 ;
   wire \_$96 ;
   wire [63:0] \_$960 ;
-  wire [63:0] \_$961 ;
-  wire \_$962 ;
-  wire [63:0] \_$963 ;
-  wire [8:0] \_$964 ;
+  wire \_$961 ;
+  wire [64:0] \_$962 ;
+  wire [65:0] \_$963 ;
+  wire \_$964 ;
   wire [63:0] \_$965 ;
-  wire \_$966 ;
-  wire [64:0] \_$967 ;
-  wire \_$968 ;
-  wire [63:0] \_$969 ;
+  wire [63:0] \_$966 ;
+  wire \_$967 ;
+  wire [63:0] \_$968 ;
+  wire [8:0] \_$969 ;
   wire \_$97 ;
   wire [63:0] \_$970 ;
   wire \_$971 ;
-  wire [63:0] \_$972 ;
-  wire [8:0] \_$973 ;
-  wire [63:0] \_$974 ;
-  wire \_$975 ;
-  wire [64:0] \_$976 ;
-  wire \_$977 ;
-  wire [63:0] \_$978 ;
+  wire [64:0] \_$972 ;
+  wire [65:0] \_$973 ;
+  wire [65:0] \_$974 ;
+  wire [65:0] \_$975 ;
+  wire [63:0] \_$976 ;
+  wire [63:0] \_$977 ;
+  wire \_$978 ;
   wire [63:0] \_$979 ;
   wire \_$98 ;
-  wire \_$980 ;
+  wire [8:0] \_$980 ;
   wire [63:0] \_$981 ;
-  wire [8:0] \_$982 ;
-  wire [63:0] \_$983 ;
-  wire \_$984 ;
-  wire [64:0] \_$985 ;
-  wire [64:0] \_$986 ;
-  wire [64:0] \_$987 ;
-  wire [63:0] \_$988 ;
+  wire \_$982 ;
+  wire [64:0] \_$983 ;
+  wire [65:0] \_$984 ;
+  wire \_$985 ;
+  wire [63:0] \_$986 ;
+  wire [63:0] \_$987 ;
+  wire \_$988 ;
   wire [63:0] \_$989 ;
   wire \_$99 ;
-  wire \_$990 ;
+  wire [8:0] \_$990 ;
   wire [63:0] \_$991 ;
-  wire [8:0] \_$992 ;
-  wire [63:0] \_$993 ;
-  wire \_$994 ;
-  wire [64:0] \_$995 ;
-  wire \_$996 ;
+  wire \_$992 ;
+  wire [64:0] \_$993 ;
+  wire [65:0] \_$994 ;
+  wire \_$995 ;
+  wire [63:0] \_$996 ;
   wire [63:0] \_$997 ;
-  wire [63:0] \_$998 ;
-  wire \_$999 ;
+  wire \_$998 ;
+  wire [63:0] \_$999 ;
   reg \_$signal  = 1'h0;
   reg \_$signal$59  = 1'h0;
   reg [31:0] \_$signal$74  = 32'd0;
@@ -55154,12 +55302,12 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$59  = \_$57  & \_$58 ;
   assign \_$60  = perf_beat * 5'h10;
   assign \_$61  = perf_addr + \_$60 ;
-  assign \_$1944  = perf_beat * 8'h80;
-  assign \_$62  = record >> \_$1944 ;
+  assign \_$2088  = perf_beat * 8'h80;
+  assign \_$62  = record >> \_$2088 ;
   assign \_$63  = c_beat * 5'h10;
   assign \_$64  = \_$signal$74  + \_$63 ;
-  assign \_$1949  = c_beat * 8'h80;
-  assign \_$65  = c_line >> \_$1949 ;
+  assign \_$2093  = c_beat * 8'h80;
+  assign \_$65  = c_line >> \_$2093 ;
   assign \_$66  = word[3:0] == 2'h2;
   assign \_$67  = word[3:0] == 3'h7;
   assign \_$68  = desc[1:0] != 2'h3;
@@ -55271,93 +55419,93 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$182  = $signed(\_$180 ) >>> \_$181 [7:0];
   assign \_$183  = \_$179  ? 1'h0 : \_$182 [0];
   assign \_$184  = $signed(\_$178 ) + $signed({ 1'h0, \_$183  });
-  assign \_$185  = $signed(\_$184 ) < $signed(word[57:50]);
-  assign \_$186  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$187  = $signed(\_$186 ) >>> param__data[103:96];
-  assign \_$188  = ! param__data[103:96];
-  assign \_$189  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$190  = param__data[103:96] - 1'h1;
-  assign \_$191  = $signed(\_$189 ) >>> \_$190 [7:0];
-  assign \_$192  = \_$188  ? 1'h0 : \_$191 [0];
-  assign \_$193  = $signed(\_$187 ) + $signed({ 1'h0, \_$192  });
-  assign \_$194  = $signed(\_$193 ) > $signed(word[65:58]);
-  assign \_$195  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$196  = $signed(\_$195 ) >>> param__data[103:96];
-  assign \_$197  = ! param__data[103:96];
-  assign \_$198  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$199  = param__data[103:96] - 1'h1;
-  assign \_$200  = $signed(\_$198 ) >>> \_$199 [7:0];
-  assign \_$201  = \_$197  ? 1'h0 : \_$200 [0];
-  assign \_$202  = $signed(\_$196 ) + $signed({ 1'h0, \_$201  });
-  assign \_$203  = \_$194  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$202 ;
-  assign \_$204  = \_$185  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$203 ;
-  assign \_$205  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$206  = $signed(\_$205 ) >>> param__data[103:96];
-  assign \_$207  = ! param__data[103:96];
+  assign \_$185  = $signed(\_$184 ) + $signed(word[90:83]);
+  assign \_$186  = $signed(\_$185 ) < $signed(word[57:50]);
+  assign \_$187  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$188  = $signed(\_$187 ) >>> param__data[103:96];
+  assign \_$189  = ! param__data[103:96];
+  assign \_$190  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$191  = param__data[103:96] - 1'h1;
+  assign \_$192  = $signed(\_$190 ) >>> \_$191 [7:0];
+  assign \_$193  = \_$189  ? 1'h0 : \_$192 [0];
+  assign \_$194  = $signed(\_$188 ) + $signed({ 1'h0, \_$193  });
+  assign \_$195  = $signed(\_$194 ) + $signed(word[90:83]);
+  assign \_$196  = $signed(\_$195 ) > $signed(word[65:58]);
+  assign \_$197  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$198  = $signed(\_$197 ) >>> param__data[103:96];
+  assign \_$199  = ! param__data[103:96];
+  assign \_$200  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$201  = param__data[103:96] - 1'h1;
+  assign \_$202  = $signed(\_$200 ) >>> \_$201 [7:0];
+  assign \_$203  = \_$199  ? 1'h0 : \_$202 [0];
+  assign \_$204  = $signed(\_$198 ) + $signed({ 1'h0, \_$203  });
+  assign \_$205  = $signed(\_$204 ) + $signed(word[90:83]);
+  assign \_$206  = \_$196  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$205 ;
+  assign \_$207  = \_$186  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$206 ;
   assign \_$208  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$209  = param__data[103:96] - 1'h1;
-  assign \_$210  = $signed(\_$208 ) >>> \_$209 [7:0];
-  assign \_$211  = \_$207  ? 1'h0 : \_$210 [0];
-  assign \_$212  = $signed(\_$206 ) + $signed({ 1'h0, \_$211  });
-  assign \_$213  = $signed(\_$212 ) < $signed(word[57:50]);
-  assign \_$214  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$215  = $signed(\_$214 ) >>> param__data[103:96];
-  assign \_$216  = ! param__data[103:96];
-  assign \_$217  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$218  = param__data[103:96] - 1'h1;
-  assign \_$219  = $signed(\_$217 ) >>> \_$218 [7:0];
-  assign \_$220  = \_$216  ? 1'h0 : \_$219 [0];
-  assign \_$221  = $signed(\_$215 ) + $signed({ 1'h0, \_$220  });
-  assign \_$222  = $signed(\_$221 ) > $signed(word[65:58]);
-  assign \_$223  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$224  = $signed(\_$223 ) >>> param__data[103:96];
-  assign \_$225  = ! param__data[103:96];
-  assign \_$226  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$227  = param__data[103:96] - 1'h1;
-  assign \_$228  = $signed(\_$226 ) >>> \_$227 [7:0];
-  assign \_$229  = \_$225  ? 1'h0 : \_$228 [0];
-  assign \_$230  = $signed(\_$224 ) + $signed({ 1'h0, \_$229  });
-  assign \_$231  = \_$222  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$230 ;
-  assign \_$232  = \_$213  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$231 ;
-  assign \_$233  = ~ \_$232 [7];
-  assign \_$235  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$236  = $signed(\_$235 ) >>> param__data[103:96];
-  assign \_$237  = ! param__data[103:96];
-  assign \_$238  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$239  = param__data[103:96] - 1'h1;
-  assign \_$240  = $signed(\_$238 ) >>> \_$239 [7:0];
-  assign \_$241  = \_$237  ? 1'h0 : \_$240 [0];
-  assign \_$242  = $signed(\_$236 ) + $signed({ 1'h0, \_$241  });
-  assign \_$243  = $signed(\_$242 ) < $signed(word[57:50]);
+  assign \_$209  = $signed(\_$208 ) >>> param__data[103:96];
+  assign \_$210  = ! param__data[103:96];
+  assign \_$211  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$212  = param__data[103:96] - 1'h1;
+  assign \_$213  = $signed(\_$211 ) >>> \_$212 [7:0];
+  assign \_$214  = \_$210  ? 1'h0 : \_$213 [0];
+  assign \_$215  = $signed(\_$209 ) + $signed({ 1'h0, \_$214  });
+  assign \_$216  = $signed(\_$215 ) + $signed(word[90:83]);
+  assign \_$217  = $signed(\_$216 ) < $signed(word[57:50]);
+  assign \_$218  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$219  = $signed(\_$218 ) >>> param__data[103:96];
+  assign \_$220  = ! param__data[103:96];
+  assign \_$221  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$222  = param__data[103:96] - 1'h1;
+  assign \_$223  = $signed(\_$221 ) >>> \_$222 [7:0];
+  assign \_$224  = \_$220  ? 1'h0 : \_$223 [0];
+  assign \_$225  = $signed(\_$219 ) + $signed({ 1'h0, \_$224  });
+  assign \_$226  = $signed(\_$225 ) + $signed(word[90:83]);
+  assign \_$227  = $signed(\_$226 ) > $signed(word[65:58]);
+  assign \_$228  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$229  = $signed(\_$228 ) >>> param__data[103:96];
+  assign \_$230  = ! param__data[103:96];
+  assign \_$231  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$232  = param__data[103:96] - 1'h1;
+  assign \_$233  = $signed(\_$231 ) >>> \_$232 [7:0];
+  assign \_$234  = \_$230  ? 1'h0 : \_$233 [0];
+  assign \_$235  = $signed(\_$229 ) + $signed({ 1'h0, \_$234  });
+  assign \_$236  = $signed(\_$235 ) + $signed(word[90:83]);
+  assign \_$237  = \_$227  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$236 ;
+  assign \_$238  = \_$217  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$237 ;
+  assign \_$239  = ~ \_$238 [7];
+  assign \_$241  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$242  = $signed(\_$241 ) >>> param__data[103:96];
+  assign \_$243  = ! param__data[103:96];
   assign \_$244  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$245  = $signed(\_$244 ) >>> param__data[103:96];
-  assign \_$246  = ! param__data[103:96];
-  assign \_$247  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$248  = param__data[103:96] - 1'h1;
-  assign \_$249  = $signed(\_$247 ) >>> \_$248 [7:0];
-  assign \_$250  = \_$246  ? 1'h0 : \_$249 [0];
-  assign \_$251  = $signed(\_$245 ) + $signed({ 1'h0, \_$250  });
-  assign \_$252  = $signed(\_$251 ) > $signed(word[65:58]);
-  assign \_$253  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$254  = $signed(\_$253 ) >>> param__data[103:96];
-  assign \_$255  = ! param__data[103:96];
-  assign \_$256  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$257  = param__data[103:96] - 1'h1;
-  assign \_$258  = $signed(\_$256 ) >>> \_$257 [7:0];
-  assign \_$259  = \_$255  ? 1'h0 : \_$258 [0];
-  assign \_$260  = $signed(\_$254 ) + $signed({ 1'h0, \_$259  });
-  assign \_$261  = \_$252  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$260 ;
-  assign \_$262  = \_$243  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$261 ;
-  assign \_$263  = word[66] ? \_$234  : \_$262 [7:0];
-  assign \_$264  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$265  = $signed(\_$264 ) >>> param__data[231:224];
-  assign \_$266  = ! param__data[231:224];
-  assign \_$267  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$268  = param__data[231:224] - 1'h1;
-  assign \_$269  = $signed(\_$267 ) >>> \_$268 [7:0];
-  assign \_$270  = \_$266  ? 1'h0 : \_$269 [0];
-  assign \_$271  = $signed(\_$265 ) + $signed({ 1'h0, \_$270  });
-  assign \_$272  = $signed(\_$271 ) < $signed(word[57:50]);
+  assign \_$245  = param__data[103:96] - 1'h1;
+  assign \_$246  = $signed(\_$244 ) >>> \_$245 [7:0];
+  assign \_$247  = \_$243  ? 1'h0 : \_$246 [0];
+  assign \_$248  = $signed(\_$242 ) + $signed({ 1'h0, \_$247  });
+  assign \_$249  = $signed(\_$248 ) + $signed(word[90:83]);
+  assign \_$250  = $signed(\_$249 ) < $signed(word[57:50]);
+  assign \_$251  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$252  = $signed(\_$251 ) >>> param__data[103:96];
+  assign \_$253  = ! param__data[103:96];
+  assign \_$254  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$255  = param__data[103:96] - 1'h1;
+  assign \_$256  = $signed(\_$254 ) >>> \_$255 [7:0];
+  assign \_$257  = \_$253  ? 1'h0 : \_$256 [0];
+  assign \_$258  = $signed(\_$252 ) + $signed({ 1'h0, \_$257  });
+  assign \_$259  = $signed(\_$258 ) + $signed(word[90:83]);
+  assign \_$260  = $signed(\_$259 ) > $signed(word[65:58]);
+  assign \_$261  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$262  = $signed(\_$261 ) >>> param__data[103:96];
+  assign \_$263  = ! param__data[103:96];
+  assign \_$264  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$265  = param__data[103:96] - 1'h1;
+  assign \_$266  = $signed(\_$264 ) >>> \_$265 [7:0];
+  assign \_$267  = \_$263  ? 1'h0 : \_$266 [0];
+  assign \_$268  = $signed(\_$262 ) + $signed({ 1'h0, \_$267  });
+  assign \_$269  = $signed(\_$268 ) + $signed(word[90:83]);
+  assign \_$270  = \_$260  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$269 ;
+  assign \_$271  = \_$250  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$270 ;
+  assign \_$272  = word[66] ? \_$240  : \_$271 [7:0];
   assign \_$273  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
   assign \_$274  = $signed(\_$273 ) >>> param__data[231:224];
   assign \_$275  = ! param__data[231:224];
@@ -55366,93 +55514,93 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$278  = $signed(\_$276 ) >>> \_$277 [7:0];
   assign \_$279  = \_$275  ? 1'h0 : \_$278 [0];
   assign \_$280  = $signed(\_$274 ) + $signed({ 1'h0, \_$279  });
-  assign \_$281  = $signed(\_$280 ) > $signed(word[65:58]);
-  assign \_$282  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$283  = $signed(\_$282 ) >>> param__data[231:224];
-  assign \_$284  = ! param__data[231:224];
-  assign \_$285  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$286  = param__data[231:224] - 1'h1;
-  assign \_$287  = $signed(\_$285 ) >>> \_$286 [7:0];
-  assign \_$288  = \_$284  ? 1'h0 : \_$287 [0];
-  assign \_$289  = $signed(\_$283 ) + $signed({ 1'h0, \_$288  });
-  assign \_$290  = \_$281  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$289 ;
-  assign \_$291  = \_$272  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$290 ;
-  assign \_$292  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$293  = $signed(\_$292 ) >>> param__data[231:224];
-  assign \_$294  = ! param__data[231:224];
-  assign \_$295  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$296  = param__data[231:224] - 1'h1;
-  assign \_$297  = $signed(\_$295 ) >>> \_$296 [7:0];
-  assign \_$298  = \_$294  ? 1'h0 : \_$297 [0];
-  assign \_$299  = $signed(\_$293 ) + $signed({ 1'h0, \_$298  });
-  assign \_$300  = $signed(\_$299 ) < $signed(word[57:50]);
-  assign \_$301  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$302  = $signed(\_$301 ) >>> param__data[231:224];
-  assign \_$303  = ! param__data[231:224];
+  assign \_$281  = $signed(\_$280 ) + $signed(word[90:83]);
+  assign \_$282  = $signed(\_$281 ) < $signed(word[57:50]);
+  assign \_$283  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$284  = $signed(\_$283 ) >>> param__data[231:224];
+  assign \_$285  = ! param__data[231:224];
+  assign \_$286  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$287  = param__data[231:224] - 1'h1;
+  assign \_$288  = $signed(\_$286 ) >>> \_$287 [7:0];
+  assign \_$289  = \_$285  ? 1'h0 : \_$288 [0];
+  assign \_$290  = $signed(\_$284 ) + $signed({ 1'h0, \_$289  });
+  assign \_$291  = $signed(\_$290 ) + $signed(word[90:83]);
+  assign \_$292  = $signed(\_$291 ) > $signed(word[65:58]);
+  assign \_$293  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$294  = $signed(\_$293 ) >>> param__data[231:224];
+  assign \_$295  = ! param__data[231:224];
+  assign \_$296  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$297  = param__data[231:224] - 1'h1;
+  assign \_$298  = $signed(\_$296 ) >>> \_$297 [7:0];
+  assign \_$299  = \_$295  ? 1'h0 : \_$298 [0];
+  assign \_$300  = $signed(\_$294 ) + $signed({ 1'h0, \_$299  });
+  assign \_$301  = $signed(\_$300 ) + $signed(word[90:83]);
+  assign \_$302  = \_$292  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$301 ;
+  assign \_$303  = \_$282  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$302 ;
   assign \_$304  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$305  = param__data[231:224] - 1'h1;
-  assign \_$306  = $signed(\_$304 ) >>> \_$305 [7:0];
-  assign \_$307  = \_$303  ? 1'h0 : \_$306 [0];
-  assign \_$308  = $signed(\_$302 ) + $signed({ 1'h0, \_$307  });
-  assign \_$309  = $signed(\_$308 ) > $signed(word[65:58]);
-  assign \_$310  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$311  = $signed(\_$310 ) >>> param__data[231:224];
-  assign \_$312  = ! param__data[231:224];
-  assign \_$313  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$314  = param__data[231:224] - 1'h1;
-  assign \_$315  = $signed(\_$313 ) >>> \_$314 [7:0];
-  assign \_$316  = \_$312  ? 1'h0 : \_$315 [0];
-  assign \_$317  = $signed(\_$311 ) + $signed({ 1'h0, \_$316  });
-  assign \_$318  = \_$309  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$317 ;
-  assign \_$319  = \_$300  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$318 ;
-  assign \_$320  = ~ \_$319 [7];
-  assign \_$322  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$323  = $signed(\_$322 ) >>> param__data[231:224];
-  assign \_$324  = ! param__data[231:224];
-  assign \_$325  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$326  = param__data[231:224] - 1'h1;
-  assign \_$327  = $signed(\_$325 ) >>> \_$326 [7:0];
-  assign \_$328  = \_$324  ? 1'h0 : \_$327 [0];
-  assign \_$329  = $signed(\_$323 ) + $signed({ 1'h0, \_$328  });
-  assign \_$330  = $signed(\_$329 ) < $signed(word[57:50]);
-  assign \_$331  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$332  = $signed(\_$331 ) >>> param__data[231:224];
-  assign \_$333  = ! param__data[231:224];
-  assign \_$334  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$335  = param__data[231:224] - 1'h1;
-  assign \_$336  = $signed(\_$334 ) >>> \_$335 [7:0];
-  assign \_$337  = \_$333  ? 1'h0 : \_$336 [0];
-  assign \_$338  = $signed(\_$332 ) + $signed({ 1'h0, \_$337  });
-  assign \_$339  = $signed(\_$338 ) > $signed(word[65:58]);
+  assign \_$305  = $signed(\_$304 ) >>> param__data[231:224];
+  assign \_$306  = ! param__data[231:224];
+  assign \_$307  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$308  = param__data[231:224] - 1'h1;
+  assign \_$309  = $signed(\_$307 ) >>> \_$308 [7:0];
+  assign \_$310  = \_$306  ? 1'h0 : \_$309 [0];
+  assign \_$311  = $signed(\_$305 ) + $signed({ 1'h0, \_$310  });
+  assign \_$312  = $signed(\_$311 ) + $signed(word[90:83]);
+  assign \_$313  = $signed(\_$312 ) < $signed(word[57:50]);
+  assign \_$314  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$315  = $signed(\_$314 ) >>> param__data[231:224];
+  assign \_$316  = ! param__data[231:224];
+  assign \_$317  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$318  = param__data[231:224] - 1'h1;
+  assign \_$319  = $signed(\_$317 ) >>> \_$318 [7:0];
+  assign \_$320  = \_$316  ? 1'h0 : \_$319 [0];
+  assign \_$321  = $signed(\_$315 ) + $signed({ 1'h0, \_$320  });
+  assign \_$322  = $signed(\_$321 ) + $signed(word[90:83]);
+  assign \_$323  = $signed(\_$322 ) > $signed(word[65:58]);
+  assign \_$324  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$325  = $signed(\_$324 ) >>> param__data[231:224];
+  assign \_$326  = ! param__data[231:224];
+  assign \_$327  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$328  = param__data[231:224] - 1'h1;
+  assign \_$329  = $signed(\_$327 ) >>> \_$328 [7:0];
+  assign \_$330  = \_$326  ? 1'h0 : \_$329 [0];
+  assign \_$331  = $signed(\_$325 ) + $signed({ 1'h0, \_$330  });
+  assign \_$332  = $signed(\_$331 ) + $signed(word[90:83]);
+  assign \_$333  = \_$323  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$332 ;
+  assign \_$334  = \_$313  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$333 ;
+  assign \_$335  = ~ \_$334 [7];
+  assign \_$337  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$338  = $signed(\_$337 ) >>> param__data[231:224];
+  assign \_$339  = ! param__data[231:224];
   assign \_$340  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$341  = $signed(\_$340 ) >>> param__data[231:224];
-  assign \_$342  = ! param__data[231:224];
-  assign \_$343  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$344  = param__data[231:224] - 1'h1;
-  assign \_$345  = $signed(\_$343 ) >>> \_$344 [7:0];
-  assign \_$346  = \_$342  ? 1'h0 : \_$345 [0];
-  assign \_$347  = $signed(\_$341 ) + $signed({ 1'h0, \_$346  });
-  assign \_$348  = \_$339  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$347 ;
-  assign \_$349  = \_$330  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$348 ;
-  assign \_$350  = word[66] ? \_$321  : \_$349 [7:0];
-  assign \_$351  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$352  = $signed(\_$351 ) >>> param__data[359:352];
-  assign \_$353  = ! param__data[359:352];
-  assign \_$354  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$355  = param__data[359:352] - 1'h1;
-  assign \_$356  = $signed(\_$354 ) >>> \_$355 [7:0];
-  assign \_$357  = \_$353  ? 1'h0 : \_$356 [0];
-  assign \_$358  = $signed(\_$352 ) + $signed({ 1'h0, \_$357  });
-  assign \_$359  = $signed(\_$358 ) < $signed(word[57:50]);
-  assign \_$360  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$361  = $signed(\_$360 ) >>> param__data[359:352];
-  assign \_$362  = ! param__data[359:352];
-  assign \_$363  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$364  = param__data[359:352] - 1'h1;
-  assign \_$365  = $signed(\_$363 ) >>> \_$364 [7:0];
-  assign \_$366  = \_$362  ? 1'h0 : \_$365 [0];
-  assign \_$367  = $signed(\_$361 ) + $signed({ 1'h0, \_$366  });
-  assign \_$368  = $signed(\_$367 ) > $signed(word[65:58]);
+  assign \_$341  = param__data[231:224] - 1'h1;
+  assign \_$342  = $signed(\_$340 ) >>> \_$341 [7:0];
+  assign \_$343  = \_$339  ? 1'h0 : \_$342 [0];
+  assign \_$344  = $signed(\_$338 ) + $signed({ 1'h0, \_$343  });
+  assign \_$345  = $signed(\_$344 ) + $signed(word[90:83]);
+  assign \_$346  = $signed(\_$345 ) < $signed(word[57:50]);
+  assign \_$347  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$348  = $signed(\_$347 ) >>> param__data[231:224];
+  assign \_$349  = ! param__data[231:224];
+  assign \_$350  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$351  = param__data[231:224] - 1'h1;
+  assign \_$352  = $signed(\_$350 ) >>> \_$351 [7:0];
+  assign \_$353  = \_$349  ? 1'h0 : \_$352 [0];
+  assign \_$354  = $signed(\_$348 ) + $signed({ 1'h0, \_$353  });
+  assign \_$355  = $signed(\_$354 ) + $signed(word[90:83]);
+  assign \_$356  = $signed(\_$355 ) > $signed(word[65:58]);
+  assign \_$357  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$358  = $signed(\_$357 ) >>> param__data[231:224];
+  assign \_$359  = ! param__data[231:224];
+  assign \_$360  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$361  = param__data[231:224] - 1'h1;
+  assign \_$362  = $signed(\_$360 ) >>> \_$361 [7:0];
+  assign \_$363  = \_$359  ? 1'h0 : \_$362 [0];
+  assign \_$364  = $signed(\_$358 ) + $signed({ 1'h0, \_$363  });
+  assign \_$365  = $signed(\_$364 ) + $signed(word[90:83]);
+  assign \_$366  = \_$356  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$365 ;
+  assign \_$367  = \_$346  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$366 ;
+  assign \_$368  = word[66] ? \_$336  : \_$367 [7:0];
   assign \_$369  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
   assign \_$370  = $signed(\_$369 ) >>> param__data[359:352];
   assign \_$371  = ! param__data[359:352];
@@ -55461,8 +55609,8 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$374  = $signed(\_$372 ) >>> \_$373 [7:0];
   assign \_$375  = \_$371  ? 1'h0 : \_$374 [0];
   assign \_$376  = $signed(\_$370 ) + $signed({ 1'h0, \_$375  });
-  assign \_$377  = \_$368  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$376 ;
-  assign \_$378  = \_$359  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$377 ;
+  assign \_$377  = $signed(\_$376 ) + $signed(word[90:83]);
+  assign \_$378  = $signed(\_$377 ) < $signed(word[57:50]);
   assign \_$379  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
   assign \_$380  = $signed(\_$379 ) >>> param__data[359:352];
   assign \_$381  = ! param__data[359:352];
@@ -55471,92 +55619,92 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$384  = $signed(\_$382 ) >>> \_$383 [7:0];
   assign \_$385  = \_$381  ? 1'h0 : \_$384 [0];
   assign \_$386  = $signed(\_$380 ) + $signed({ 1'h0, \_$385  });
-  assign \_$387  = $signed(\_$386 ) < $signed(word[57:50]);
-  assign \_$388  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$389  = $signed(\_$388 ) >>> param__data[359:352];
-  assign \_$390  = ! param__data[359:352];
-  assign \_$391  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$392  = param__data[359:352] - 1'h1;
-  assign \_$393  = $signed(\_$391 ) >>> \_$392 [7:0];
-  assign \_$394  = \_$390  ? 1'h0 : \_$393 [0];
-  assign \_$395  = $signed(\_$389 ) + $signed({ 1'h0, \_$394  });
-  assign \_$396  = $signed(\_$395 ) > $signed(word[65:58]);
-  assign \_$397  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$398  = $signed(\_$397 ) >>> param__data[359:352];
-  assign \_$399  = ! param__data[359:352];
+  assign \_$387  = $signed(\_$386 ) + $signed(word[90:83]);
+  assign \_$388  = $signed(\_$387 ) > $signed(word[65:58]);
+  assign \_$389  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$390  = $signed(\_$389 ) >>> param__data[359:352];
+  assign \_$391  = ! param__data[359:352];
+  assign \_$392  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$393  = param__data[359:352] - 1'h1;
+  assign \_$394  = $signed(\_$392 ) >>> \_$393 [7:0];
+  assign \_$395  = \_$391  ? 1'h0 : \_$394 [0];
+  assign \_$396  = $signed(\_$390 ) + $signed({ 1'h0, \_$395  });
+  assign \_$397  = $signed(\_$396 ) + $signed(word[90:83]);
+  assign \_$398  = \_$388  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$397 ;
+  assign \_$399  = \_$378  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$398 ;
   assign \_$400  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$401  = param__data[359:352] - 1'h1;
-  assign \_$402  = $signed(\_$400 ) >>> \_$401 [7:0];
-  assign \_$403  = \_$399  ? 1'h0 : \_$402 [0];
-  assign \_$404  = $signed(\_$398 ) + $signed({ 1'h0, \_$403  });
-  assign \_$405  = \_$396  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$404 ;
-  assign \_$406  = \_$387  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$405 ;
-  assign \_$407  = ~ \_$406 [7];
-  assign \_$409  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$410  = $signed(\_$409 ) >>> param__data[359:352];
-  assign \_$411  = ! param__data[359:352];
-  assign \_$412  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$413  = param__data[359:352] - 1'h1;
-  assign \_$414  = $signed(\_$412 ) >>> \_$413 [7:0];
-  assign \_$415  = \_$411  ? 1'h0 : \_$414 [0];
-  assign \_$416  = $signed(\_$410 ) + $signed({ 1'h0, \_$415  });
-  assign \_$417  = $signed(\_$416 ) < $signed(word[57:50]);
-  assign \_$418  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$419  = $signed(\_$418 ) >>> param__data[359:352];
-  assign \_$420  = ! param__data[359:352];
-  assign \_$421  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$422  = param__data[359:352] - 1'h1;
-  assign \_$423  = $signed(\_$421 ) >>> \_$422 [7:0];
-  assign \_$424  = \_$420  ? 1'h0 : \_$423 [0];
-  assign \_$425  = $signed(\_$419 ) + $signed({ 1'h0, \_$424  });
-  assign \_$426  = $signed(\_$425 ) > $signed(word[65:58]);
-  assign \_$427  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$428  = $signed(\_$427 ) >>> param__data[359:352];
-  assign \_$429  = ! param__data[359:352];
-  assign \_$430  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$431  = param__data[359:352] - 1'h1;
-  assign \_$432  = $signed(\_$430 ) >>> \_$431 [7:0];
-  assign \_$433  = \_$429  ? 1'h0 : \_$432 [0];
-  assign \_$434  = $signed(\_$428 ) + $signed({ 1'h0, \_$433  });
-  assign \_$435  = \_$426  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$434 ;
-  assign \_$436  = \_$417  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$435 ;
-  assign \_$437  = word[66] ? \_$408  : \_$436 [7:0];
-  assign \_$438  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$439  = $signed(\_$438 ) >>> param__data[487:480];
-  assign \_$440  = ! param__data[487:480];
-  assign \_$441  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$442  = param__data[487:480] - 1'h1;
-  assign \_$443  = $signed(\_$441 ) >>> \_$442 [7:0];
-  assign \_$444  = \_$440  ? 1'h0 : \_$443 [0];
-  assign \_$445  = $signed(\_$439 ) + $signed({ 1'h0, \_$444  });
-  assign \_$446  = $signed(\_$445 ) < $signed(word[57:50]);
-  assign \_$447  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$448  = $signed(\_$447 ) >>> param__data[487:480];
-  assign \_$449  = ! param__data[487:480];
-  assign \_$450  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$451  = param__data[487:480] - 1'h1;
-  assign \_$452  = $signed(\_$450 ) >>> \_$451 [7:0];
-  assign \_$453  = \_$449  ? 1'h0 : \_$452 [0];
-  assign \_$454  = $signed(\_$448 ) + $signed({ 1'h0, \_$453  });
-  assign \_$455  = $signed(\_$454 ) > $signed(word[65:58]);
-  assign \_$456  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$457  = $signed(\_$456 ) >>> param__data[487:480];
-  assign \_$458  = ! param__data[487:480];
-  assign \_$459  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$460  = param__data[487:480] - 1'h1;
-  assign \_$461  = $signed(\_$459 ) >>> \_$460 [7:0];
-  assign \_$462  = \_$458  ? 1'h0 : \_$461 [0];
-  assign \_$463  = $signed(\_$457 ) + $signed({ 1'h0, \_$462  });
-  assign \_$464  = \_$455  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$463 ;
-  assign \_$465  = \_$446  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$464 ;
-  assign \_$466  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$467  = $signed(\_$466 ) >>> param__data[487:480];
-  assign \_$468  = ! param__data[487:480];
-  assign \_$469  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$470  = param__data[487:480] - 1'h1;
-  assign \_$471  = $signed(\_$469 ) >>> \_$470 [7:0];
-  assign \_$472  = \_$468  ? 1'h0 : \_$471 [0];
-  assign \_$473  = $signed(\_$467 ) + $signed({ 1'h0, \_$472  });
+  assign \_$401  = $signed(\_$400 ) >>> param__data[359:352];
+  assign \_$402  = ! param__data[359:352];
+  assign \_$403  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$404  = param__data[359:352] - 1'h1;
+  assign \_$405  = $signed(\_$403 ) >>> \_$404 [7:0];
+  assign \_$406  = \_$402  ? 1'h0 : \_$405 [0];
+  assign \_$407  = $signed(\_$401 ) + $signed({ 1'h0, \_$406  });
+  assign \_$408  = $signed(\_$407 ) + $signed(word[90:83]);
+  assign \_$409  = $signed(\_$408 ) < $signed(word[57:50]);
+  assign \_$410  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$411  = $signed(\_$410 ) >>> param__data[359:352];
+  assign \_$412  = ! param__data[359:352];
+  assign \_$413  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$414  = param__data[359:352] - 1'h1;
+  assign \_$415  = $signed(\_$413 ) >>> \_$414 [7:0];
+  assign \_$416  = \_$412  ? 1'h0 : \_$415 [0];
+  assign \_$417  = $signed(\_$411 ) + $signed({ 1'h0, \_$416  });
+  assign \_$418  = $signed(\_$417 ) + $signed(word[90:83]);
+  assign \_$419  = $signed(\_$418 ) > $signed(word[65:58]);
+  assign \_$420  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$421  = $signed(\_$420 ) >>> param__data[359:352];
+  assign \_$422  = ! param__data[359:352];
+  assign \_$423  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$424  = param__data[359:352] - 1'h1;
+  assign \_$425  = $signed(\_$423 ) >>> \_$424 [7:0];
+  assign \_$426  = \_$422  ? 1'h0 : \_$425 [0];
+  assign \_$427  = $signed(\_$421 ) + $signed({ 1'h0, \_$426  });
+  assign \_$428  = $signed(\_$427 ) + $signed(word[90:83]);
+  assign \_$429  = \_$419  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$428 ;
+  assign \_$430  = \_$409  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$429 ;
+  assign \_$431  = ~ \_$430 [7];
+  assign \_$433  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$434  = $signed(\_$433 ) >>> param__data[359:352];
+  assign \_$435  = ! param__data[359:352];
+  assign \_$436  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$437  = param__data[359:352] - 1'h1;
+  assign \_$438  = $signed(\_$436 ) >>> \_$437 [7:0];
+  assign \_$439  = \_$435  ? 1'h0 : \_$438 [0];
+  assign \_$440  = $signed(\_$434 ) + $signed({ 1'h0, \_$439  });
+  assign \_$441  = $signed(\_$440 ) + $signed(word[90:83]);
+  assign \_$442  = $signed(\_$441 ) < $signed(word[57:50]);
+  assign \_$443  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$444  = $signed(\_$443 ) >>> param__data[359:352];
+  assign \_$445  = ! param__data[359:352];
+  assign \_$446  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$447  = param__data[359:352] - 1'h1;
+  assign \_$448  = $signed(\_$446 ) >>> \_$447 [7:0];
+  assign \_$449  = \_$445  ? 1'h0 : \_$448 [0];
+  assign \_$450  = $signed(\_$444 ) + $signed({ 1'h0, \_$449  });
+  assign \_$451  = $signed(\_$450 ) + $signed(word[90:83]);
+  assign \_$452  = $signed(\_$451 ) > $signed(word[65:58]);
+  assign \_$453  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$454  = $signed(\_$453 ) >>> param__data[359:352];
+  assign \_$455  = ! param__data[359:352];
+  assign \_$456  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$457  = param__data[359:352] - 1'h1;
+  assign \_$458  = $signed(\_$456 ) >>> \_$457 [7:0];
+  assign \_$459  = \_$455  ? 1'h0 : \_$458 [0];
+  assign \_$460  = $signed(\_$454 ) + $signed({ 1'h0, \_$459  });
+  assign \_$461  = $signed(\_$460 ) + $signed(word[90:83]);
+  assign \_$462  = \_$452  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$461 ;
+  assign \_$463  = \_$442  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$462 ;
+  assign \_$464  = word[66] ? \_$432  : \_$463 [7:0];
+  assign \_$465  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$466  = $signed(\_$465 ) >>> param__data[487:480];
+  assign \_$467  = ! param__data[487:480];
+  assign \_$468  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$469  = param__data[487:480] - 1'h1;
+  assign \_$470  = $signed(\_$468 ) >>> \_$469 [7:0];
+  assign \_$471  = \_$467  ? 1'h0 : \_$470 [0];
+  assign \_$472  = $signed(\_$466 ) + $signed({ 1'h0, \_$471  });
+  assign \_$473  = $signed(\_$472 ) + $signed(word[90:83]);
   assign \_$474  = $signed(\_$473 ) < $signed(word[57:50]);
   assign \_$475  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
   assign \_$476  = $signed(\_$475 ) >>> param__data[487:480];
@@ -55566,18 +55714,19 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$480  = $signed(\_$478 ) >>> \_$479 [7:0];
   assign \_$481  = \_$477  ? 1'h0 : \_$480 [0];
   assign \_$482  = $signed(\_$476 ) + $signed({ 1'h0, \_$481  });
-  assign \_$483  = $signed(\_$482 ) > $signed(word[65:58]);
-  assign \_$484  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$485  = $signed(\_$484 ) >>> param__data[487:480];
-  assign \_$486  = ! param__data[487:480];
-  assign \_$487  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$488  = param__data[487:480] - 1'h1;
-  assign \_$489  = $signed(\_$487 ) >>> \_$488 [7:0];
-  assign \_$490  = \_$486  ? 1'h0 : \_$489 [0];
-  assign \_$491  = $signed(\_$485 ) + $signed({ 1'h0, \_$490  });
-  assign \_$492  = \_$483  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$491 ;
-  assign \_$493  = \_$474  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$492 ;
-  assign \_$494  = ~ \_$493 [7];
+  assign \_$483  = $signed(\_$482 ) + $signed(word[90:83]);
+  assign \_$484  = $signed(\_$483 ) > $signed(word[65:58]);
+  assign \_$485  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$486  = $signed(\_$485 ) >>> param__data[487:480];
+  assign \_$487  = ! param__data[487:480];
+  assign \_$488  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$489  = param__data[487:480] - 1'h1;
+  assign \_$490  = $signed(\_$488 ) >>> \_$489 [7:0];
+  assign \_$491  = \_$487  ? 1'h0 : \_$490 [0];
+  assign \_$492  = $signed(\_$486 ) + $signed({ 1'h0, \_$491  });
+  assign \_$493  = $signed(\_$492 ) + $signed(word[90:83]);
+  assign \_$494  = \_$484  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$493 ;
+  assign \_$495  = \_$474  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$494 ;
   assign \_$496  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
   assign \_$497  = $signed(\_$496 ) >>> param__data[487:480];
   assign \_$498  = ! param__data[487:480];
@@ -55586,73 +55735,72 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$501  = $signed(\_$499 ) >>> \_$500 [7:0];
   assign \_$502  = \_$498  ? 1'h0 : \_$501 [0];
   assign \_$503  = $signed(\_$497 ) + $signed({ 1'h0, \_$502  });
-  assign \_$504  = $signed(\_$503 ) < $signed(word[57:50]);
-  assign \_$505  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$506  = $signed(\_$505 ) >>> param__data[487:480];
-  assign \_$507  = ! param__data[487:480];
-  assign \_$508  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$509  = param__data[487:480] - 1'h1;
-  assign \_$510  = $signed(\_$508 ) >>> \_$509 [7:0];
-  assign \_$511  = \_$507  ? 1'h0 : \_$510 [0];
-  assign \_$512  = $signed(\_$506 ) + $signed({ 1'h0, \_$511  });
-  assign \_$513  = $signed(\_$512 ) > $signed(word[65:58]);
-  assign \_$514  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$515  = $signed(\_$514 ) >>> param__data[487:480];
-  assign \_$516  = ! param__data[487:480];
-  assign \_$517  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$518  = param__data[487:480] - 1'h1;
-  assign \_$519  = $signed(\_$517 ) >>> \_$518 [7:0];
-  assign \_$520  = \_$516  ? 1'h0 : \_$519 [0];
-  assign \_$521  = $signed(\_$515 ) + $signed({ 1'h0, \_$520  });
-  assign \_$522  = \_$513  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$521 ;
-  assign \_$523  = \_$504  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$522 ;
-  assign \_$524  = word[66] ? \_$495  : \_$523 [7:0];
-  assign \_$525  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
-  assign \_$526  = $signed(\_$525 ) >>> param__data[615:608];
-  assign \_$527  = ! param__data[615:608];
-  assign \_$528  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
-  assign \_$529  = param__data[615:608] - 1'h1;
-  assign \_$530  = $signed(\_$528 ) >>> \_$529 [7:0];
-  assign \_$531  = \_$527  ? 1'h0 : \_$530 [0];
-  assign \_$532  = $signed(\_$526 ) + $signed({ 1'h0, \_$531  });
-  assign \_$533  = $signed(\_$532 ) < $signed(word[57:50]);
-  assign \_$534  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
-  assign \_$535  = $signed(\_$534 ) >>> param__data[615:608];
-  assign \_$536  = ! param__data[615:608];
-  assign \_$537  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
-  assign \_$538  = param__data[615:608] - 1'h1;
-  assign \_$539  = $signed(\_$537 ) >>> \_$538 [7:0];
-  assign \_$540  = \_$536  ? 1'h0 : \_$539 [0];
-  assign \_$541  = $signed(\_$535 ) + $signed({ 1'h0, \_$540  });
-  assign \_$542  = $signed(\_$541 ) > $signed(word[65:58]);
-  assign \_$543  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
-  assign \_$544  = $signed(\_$543 ) >>> param__data[615:608];
-  assign \_$545  = ! param__data[615:608];
-  assign \_$546  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
-  assign \_$547  = param__data[615:608] - 1'h1;
-  assign \_$548  = $signed(\_$546 ) >>> \_$547 [7:0];
-  assign \_$549  = \_$545  ? 1'h0 : \_$548 [0];
-  assign \_$550  = $signed(\_$544 ) + $signed({ 1'h0, \_$549  });
-  assign \_$551  = \_$542  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$550 ;
-  assign \_$552  = \_$533  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$551 ;
-  assign \_$553  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
-  assign \_$554  = $signed(\_$553 ) >>> param__data[615:608];
-  assign \_$555  = ! param__data[615:608];
-  assign \_$556  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
-  assign \_$557  = param__data[615:608] - 1'h1;
-  assign \_$558  = $signed(\_$556 ) >>> \_$557 [7:0];
-  assign \_$559  = \_$555  ? 1'h0 : \_$558 [0];
-  assign \_$560  = $signed(\_$554 ) + $signed({ 1'h0, \_$559  });
-  assign \_$561  = $signed(\_$560 ) < $signed(word[57:50]);
-  assign \_$562  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
-  assign \_$563  = $signed(\_$562 ) >>> param__data[615:608];
-  assign \_$564  = ! param__data[615:608];
-  assign \_$565  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
-  assign \_$566  = param__data[615:608] - 1'h1;
-  assign \_$567  = $signed(\_$565 ) >>> \_$566 [7:0];
-  assign \_$568  = \_$564  ? 1'h0 : \_$567 [0];
-  assign \_$569  = $signed(\_$563 ) + $signed({ 1'h0, \_$568  });
-  assign \_$570  = $signed(\_$569 ) > $signed(word[65:58]);
+  assign \_$504  = $signed(\_$503 ) + $signed(word[90:83]);
+  assign \_$505  = $signed(\_$504 ) < $signed(word[57:50]);
+  assign \_$506  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$507  = $signed(\_$506 ) >>> param__data[487:480];
+  assign \_$508  = ! param__data[487:480];
+  assign \_$509  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$510  = param__data[487:480] - 1'h1;
+  assign \_$511  = $signed(\_$509 ) >>> \_$510 [7:0];
+  assign \_$512  = \_$508  ? 1'h0 : \_$511 [0];
+  assign \_$513  = $signed(\_$507 ) + $signed({ 1'h0, \_$512  });
+  assign \_$514  = $signed(\_$513 ) + $signed(word[90:83]);
+  assign \_$515  = $signed(\_$514 ) > $signed(word[65:58]);
+  assign \_$516  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$517  = $signed(\_$516 ) >>> param__data[487:480];
+  assign \_$518  = ! param__data[487:480];
+  assign \_$519  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$520  = param__data[487:480] - 1'h1;
+  assign \_$521  = $signed(\_$519 ) >>> \_$520 [7:0];
+  assign \_$522  = \_$518  ? 1'h0 : \_$521 [0];
+  assign \_$523  = $signed(\_$517 ) + $signed({ 1'h0, \_$522  });
+  assign \_$524  = $signed(\_$523 ) + $signed(word[90:83]);
+  assign \_$525  = \_$515  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$524 ;
+  assign \_$526  = \_$505  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$525 ;
+  assign \_$527  = ~ \_$526 [7];
+  assign \_$529  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$530  = $signed(\_$529 ) >>> param__data[487:480];
+  assign \_$531  = ! param__data[487:480];
+  assign \_$532  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$533  = param__data[487:480] - 1'h1;
+  assign \_$534  = $signed(\_$532 ) >>> \_$533 [7:0];
+  assign \_$535  = \_$531  ? 1'h0 : \_$534 [0];
+  assign \_$536  = $signed(\_$530 ) + $signed({ 1'h0, \_$535  });
+  assign \_$537  = $signed(\_$536 ) + $signed(word[90:83]);
+  assign \_$538  = $signed(\_$537 ) < $signed(word[57:50]);
+  assign \_$539  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$540  = $signed(\_$539 ) >>> param__data[487:480];
+  assign \_$541  = ! param__data[487:480];
+  assign \_$542  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$543  = param__data[487:480] - 1'h1;
+  assign \_$544  = $signed(\_$542 ) >>> \_$543 [7:0];
+  assign \_$545  = \_$541  ? 1'h0 : \_$544 [0];
+  assign \_$546  = $signed(\_$540 ) + $signed({ 1'h0, \_$545  });
+  assign \_$547  = $signed(\_$546 ) + $signed(word[90:83]);
+  assign \_$548  = $signed(\_$547 ) > $signed(word[65:58]);
+  assign \_$549  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$550  = $signed(\_$549 ) >>> param__data[487:480];
+  assign \_$551  = ! param__data[487:480];
+  assign \_$552  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$553  = param__data[487:480] - 1'h1;
+  assign \_$554  = $signed(\_$552 ) >>> \_$553 [7:0];
+  assign \_$555  = \_$551  ? 1'h0 : \_$554 [0];
+  assign \_$556  = $signed(\_$550 ) + $signed({ 1'h0, \_$555  });
+  assign \_$557  = $signed(\_$556 ) + $signed(word[90:83]);
+  assign \_$558  = \_$548  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$557 ;
+  assign \_$559  = \_$538  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$558 ;
+  assign \_$560  = word[66] ? \_$528  : \_$559 [7:0];
+  assign \_$561  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
+  assign \_$562  = $signed(\_$561 ) >>> param__data[615:608];
+  assign \_$563  = ! param__data[615:608];
+  assign \_$564  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
+  assign \_$565  = param__data[615:608] - 1'h1;
+  assign \_$566  = $signed(\_$564 ) >>> \_$565 [7:0];
+  assign \_$567  = \_$563  ? 1'h0 : \_$566 [0];
+  assign \_$568  = $signed(\_$562 ) + $signed({ 1'h0, \_$567  });
+  assign \_$569  = $signed(\_$568 ) + $signed(word[90:83]);
+  assign \_$570  = $signed(\_$569 ) < $signed(word[57:50]);
   assign \_$571  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
   assign \_$572  = $signed(\_$571 ) >>> param__data[615:608];
   assign \_$573  = ! param__data[615:608];
@@ -55661,18 +55809,19 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$576  = $signed(\_$574 ) >>> \_$575 [7:0];
   assign \_$577  = \_$573  ? 1'h0 : \_$576 [0];
   assign \_$578  = $signed(\_$572 ) + $signed({ 1'h0, \_$577  });
-  assign \_$579  = \_$570  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$578 ;
-  assign \_$580  = \_$561  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$579 ;
-  assign \_$581  = ~ \_$580 [7];
-  assign \_$583  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
-  assign \_$584  = $signed(\_$583 ) >>> param__data[615:608];
-  assign \_$585  = ! param__data[615:608];
-  assign \_$586  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
-  assign \_$587  = param__data[615:608] - 1'h1;
-  assign \_$588  = $signed(\_$586 ) >>> \_$587 [7:0];
-  assign \_$589  = \_$585  ? 1'h0 : \_$588 [0];
-  assign \_$590  = $signed(\_$584 ) + $signed({ 1'h0, \_$589  });
-  assign \_$591  = $signed(\_$590 ) < $signed(word[57:50]);
+  assign \_$579  = $signed(\_$578 ) + $signed(word[90:83]);
+  assign \_$580  = $signed(\_$579 ) > $signed(word[65:58]);
+  assign \_$581  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
+  assign \_$582  = $signed(\_$581 ) >>> param__data[615:608];
+  assign \_$583  = ! param__data[615:608];
+  assign \_$584  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
+  assign \_$585  = param__data[615:608] - 1'h1;
+  assign \_$586  = $signed(\_$584 ) >>> \_$585 [7:0];
+  assign \_$587  = \_$583  ? 1'h0 : \_$586 [0];
+  assign \_$588  = $signed(\_$582 ) + $signed({ 1'h0, \_$587  });
+  assign \_$589  = $signed(\_$588 ) + $signed(word[90:83]);
+  assign \_$590  = \_$580  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$589 ;
+  assign \_$591  = \_$570  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$590 ;
   assign \_$592  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
   assign \_$593  = $signed(\_$592 ) >>> param__data[615:608];
   assign \_$594  = ! param__data[615:608];
@@ -55681,93 +55830,93 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$597  = $signed(\_$595 ) >>> \_$596 [7:0];
   assign \_$598  = \_$594  ? 1'h0 : \_$597 [0];
   assign \_$599  = $signed(\_$593 ) + $signed({ 1'h0, \_$598  });
-  assign \_$600  = $signed(\_$599 ) > $signed(word[65:58]);
-  assign \_$601  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
-  assign \_$602  = $signed(\_$601 ) >>> param__data[615:608];
-  assign \_$603  = ! param__data[615:608];
-  assign \_$604  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
-  assign \_$605  = param__data[615:608] - 1'h1;
-  assign \_$606  = $signed(\_$604 ) >>> \_$605 [7:0];
-  assign \_$607  = \_$603  ? 1'h0 : \_$606 [0];
-  assign \_$608  = $signed(\_$602 ) + $signed({ 1'h0, \_$607  });
-  assign \_$609  = \_$600  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$608 ;
-  assign \_$610  = \_$591  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$609 ;
-  assign \_$611  = word[66] ? \_$582  : \_$610 [7:0];
-  assign \_$612  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
-  assign \_$613  = $signed(\_$612 ) >>> param__data[743:736];
-  assign \_$614  = ! param__data[743:736];
-  assign \_$615  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
-  assign \_$616  = param__data[743:736] - 1'h1;
+  assign \_$600  = $signed(\_$599 ) + $signed(word[90:83]);
+  assign \_$601  = $signed(\_$600 ) < $signed(word[57:50]);
+  assign \_$602  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
+  assign \_$603  = $signed(\_$602 ) >>> param__data[615:608];
+  assign \_$604  = ! param__data[615:608];
+  assign \_$605  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
+  assign \_$606  = param__data[615:608] - 1'h1;
+  assign \_$607  = $signed(\_$605 ) >>> \_$606 [7:0];
+  assign \_$608  = \_$604  ? 1'h0 : \_$607 [0];
+  assign \_$609  = $signed(\_$603 ) + $signed({ 1'h0, \_$608  });
+  assign \_$610  = $signed(\_$609 ) + $signed(word[90:83]);
+  assign \_$611  = $signed(\_$610 ) > $signed(word[65:58]);
+  assign \_$612  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
+  assign \_$613  = $signed(\_$612 ) >>> param__data[615:608];
+  assign \_$614  = ! param__data[615:608];
+  assign \_$615  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
+  assign \_$616  = param__data[615:608] - 1'h1;
   assign \_$617  = $signed(\_$615 ) >>> \_$616 [7:0];
   assign \_$618  = \_$614  ? 1'h0 : \_$617 [0];
   assign \_$619  = $signed(\_$613 ) + $signed({ 1'h0, \_$618  });
-  assign \_$620  = $signed(\_$619 ) < $signed(word[57:50]);
-  assign \_$621  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
-  assign \_$622  = $signed(\_$621 ) >>> param__data[743:736];
-  assign \_$623  = ! param__data[743:736];
-  assign \_$624  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
-  assign \_$625  = param__data[743:736] - 1'h1;
-  assign \_$626  = $signed(\_$624 ) >>> \_$625 [7:0];
-  assign \_$627  = \_$623  ? 1'h0 : \_$626 [0];
-  assign \_$628  = $signed(\_$622 ) + $signed({ 1'h0, \_$627  });
-  assign \_$629  = $signed(\_$628 ) > $signed(word[65:58]);
-  assign \_$630  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
-  assign \_$631  = $signed(\_$630 ) >>> param__data[743:736];
-  assign \_$632  = ! param__data[743:736];
-  assign \_$633  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
-  assign \_$634  = param__data[743:736] - 1'h1;
-  assign \_$635  = $signed(\_$633 ) >>> \_$634 [7:0];
-  assign \_$636  = \_$632  ? 1'h0 : \_$635 [0];
-  assign \_$637  = $signed(\_$631 ) + $signed({ 1'h0, \_$636  });
-  assign \_$638  = \_$629  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$637 ;
-  assign \_$639  = \_$620  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$638 ;
-  assign \_$640  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
-  assign \_$641  = $signed(\_$640 ) >>> param__data[743:736];
-  assign \_$642  = ! param__data[743:736];
-  assign \_$643  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
-  assign \_$644  = param__data[743:736] - 1'h1;
-  assign \_$645  = $signed(\_$643 ) >>> \_$644 [7:0];
-  assign \_$646  = \_$642  ? 1'h0 : \_$645 [0];
-  assign \_$647  = $signed(\_$641 ) + $signed({ 1'h0, \_$646  });
-  assign \_$648  = $signed(\_$647 ) < $signed(word[57:50]);
-  assign \_$649  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
-  assign \_$650  = $signed(\_$649 ) >>> param__data[743:736];
-  assign \_$651  = ! param__data[743:736];
-  assign \_$652  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
-  assign \_$653  = param__data[743:736] - 1'h1;
-  assign \_$654  = $signed(\_$652 ) >>> \_$653 [7:0];
-  assign \_$655  = \_$651  ? 1'h0 : \_$654 [0];
-  assign \_$656  = $signed(\_$650 ) + $signed({ 1'h0, \_$655  });
-  assign \_$657  = $signed(\_$656 ) > $signed(word[65:58]);
-  assign \_$658  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
-  assign \_$659  = $signed(\_$658 ) >>> param__data[743:736];
-  assign \_$660  = ! param__data[743:736];
-  assign \_$661  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
-  assign \_$662  = param__data[743:736] - 1'h1;
-  assign \_$663  = $signed(\_$661 ) >>> \_$662 [7:0];
-  assign \_$664  = \_$660  ? 1'h0 : \_$663 [0];
-  assign \_$665  = $signed(\_$659 ) + $signed({ 1'h0, \_$664  });
-  assign \_$666  = \_$657  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$665 ;
-  assign \_$667  = \_$648  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$666 ;
-  assign \_$668  = ~ \_$667 [7];
+  assign \_$620  = $signed(\_$619 ) + $signed(word[90:83]);
+  assign \_$621  = \_$611  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$620 ;
+  assign \_$622  = \_$601  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$621 ;
+  assign \_$623  = ~ \_$622 [7];
+  assign \_$625  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
+  assign \_$626  = $signed(\_$625 ) >>> param__data[615:608];
+  assign \_$627  = ! param__data[615:608];
+  assign \_$628  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
+  assign \_$629  = param__data[615:608] - 1'h1;
+  assign \_$630  = $signed(\_$628 ) >>> \_$629 [7:0];
+  assign \_$631  = \_$627  ? 1'h0 : \_$630 [0];
+  assign \_$632  = $signed(\_$626 ) + $signed({ 1'h0, \_$631  });
+  assign \_$633  = $signed(\_$632 ) + $signed(word[90:83]);
+  assign \_$634  = $signed(\_$633 ) < $signed(word[57:50]);
+  assign \_$635  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
+  assign \_$636  = $signed(\_$635 ) >>> param__data[615:608];
+  assign \_$637  = ! param__data[615:608];
+  assign \_$638  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
+  assign \_$639  = param__data[615:608] - 1'h1;
+  assign \_$640  = $signed(\_$638 ) >>> \_$639 [7:0];
+  assign \_$641  = \_$637  ? 1'h0 : \_$640 [0];
+  assign \_$642  = $signed(\_$636 ) + $signed({ 1'h0, \_$641  });
+  assign \_$643  = $signed(\_$642 ) + $signed(word[90:83]);
+  assign \_$644  = $signed(\_$643 ) > $signed(word[65:58]);
+  assign \_$645  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
+  assign \_$646  = $signed(\_$645 ) >>> param__data[615:608];
+  assign \_$647  = ! param__data[615:608];
+  assign \_$648  = $signed(acc__data[159:128]) * $signed(param__data[575:544]);
+  assign \_$649  = param__data[615:608] - 1'h1;
+  assign \_$650  = $signed(\_$648 ) >>> \_$649 [7:0];
+  assign \_$651  = \_$647  ? 1'h0 : \_$650 [0];
+  assign \_$652  = $signed(\_$646 ) + $signed({ 1'h0, \_$651  });
+  assign \_$653  = $signed(\_$652 ) + $signed(word[90:83]);
+  assign \_$654  = \_$644  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$653 ;
+  assign \_$655  = \_$634  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$654 ;
+  assign \_$656  = word[66] ? \_$624  : \_$655 [7:0];
+  assign \_$657  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
+  assign \_$658  = $signed(\_$657 ) >>> param__data[743:736];
+  assign \_$659  = ! param__data[743:736];
+  assign \_$660  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
+  assign \_$661  = param__data[743:736] - 1'h1;
+  assign \_$662  = $signed(\_$660 ) >>> \_$661 [7:0];
+  assign \_$663  = \_$659  ? 1'h0 : \_$662 [0];
+  assign \_$664  = $signed(\_$658 ) + $signed({ 1'h0, \_$663  });
+  assign \_$665  = $signed(\_$664 ) + $signed(word[90:83]);
+  assign \_$666  = $signed(\_$665 ) < $signed(word[57:50]);
+  assign \_$667  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
+  assign \_$668  = $signed(\_$667 ) >>> param__data[743:736];
+  assign \_$669  = ! param__data[743:736];
   assign \_$670  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
-  assign \_$671  = $signed(\_$670 ) >>> param__data[743:736];
-  assign \_$672  = ! param__data[743:736];
-  assign \_$673  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
-  assign \_$674  = param__data[743:736] - 1'h1;
-  assign \_$675  = $signed(\_$673 ) >>> \_$674 [7:0];
-  assign \_$676  = \_$672  ? 1'h0 : \_$675 [0];
-  assign \_$677  = $signed(\_$671 ) + $signed({ 1'h0, \_$676  });
-  assign \_$678  = $signed(\_$677 ) < $signed(word[57:50]);
-  assign \_$679  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
-  assign \_$680  = $signed(\_$679 ) >>> param__data[743:736];
-  assign \_$681  = ! param__data[743:736];
-  assign \_$682  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
-  assign \_$683  = param__data[743:736] - 1'h1;
-  assign \_$684  = $signed(\_$682 ) >>> \_$683 [7:0];
-  assign \_$685  = \_$681  ? 1'h0 : \_$684 [0];
-  assign \_$686  = $signed(\_$680 ) + $signed({ 1'h0, \_$685  });
-  assign \_$687  = $signed(\_$686 ) > $signed(word[65:58]);
+  assign \_$671  = param__data[743:736] - 1'h1;
+  assign \_$672  = $signed(\_$670 ) >>> \_$671 [7:0];
+  assign \_$673  = \_$669  ? 1'h0 : \_$672 [0];
+  assign \_$674  = $signed(\_$668 ) + $signed({ 1'h0, \_$673  });
+  assign \_$675  = $signed(\_$674 ) + $signed(word[90:83]);
+  assign \_$676  = $signed(\_$675 ) > $signed(word[65:58]);
+  assign \_$677  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
+  assign \_$678  = $signed(\_$677 ) >>> param__data[743:736];
+  assign \_$679  = ! param__data[743:736];
+  assign \_$680  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
+  assign \_$681  = param__data[743:736] - 1'h1;
+  assign \_$682  = $signed(\_$680 ) >>> \_$681 [7:0];
+  assign \_$683  = \_$679  ? 1'h0 : \_$682 [0];
+  assign \_$684  = $signed(\_$678 ) + $signed({ 1'h0, \_$683  });
+  assign \_$685  = $signed(\_$684 ) + $signed(word[90:83]);
+  assign \_$686  = \_$676  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$685 ;
+  assign \_$687  = \_$666  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$686 ;
   assign \_$688  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
   assign \_$689  = $signed(\_$688 ) >>> param__data[743:736];
   assign \_$690  = ! param__data[743:736];
@@ -55776,1448 +55925,1591 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$693  = $signed(\_$691 ) >>> \_$692 [7:0];
   assign \_$694  = \_$690  ? 1'h0 : \_$693 [0];
   assign \_$695  = $signed(\_$689 ) + $signed({ 1'h0, \_$694  });
-  assign \_$696  = \_$687  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$695 ;
-  assign \_$697  = \_$678  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$696 ;
-  assign \_$698  = word[66] ? \_$669  : \_$697 [7:0];
-  assign \_$699  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$700  = $signed(\_$699 ) >>> param__data[871:864];
-  assign \_$701  = ! param__data[871:864];
-  assign \_$702  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$703  = param__data[871:864] - 1'h1;
-  assign \_$704  = $signed(\_$702 ) >>> \_$703 [7:0];
-  assign \_$705  = \_$701  ? 1'h0 : \_$704 [0];
-  assign \_$706  = $signed(\_$700 ) + $signed({ 1'h0, \_$705  });
-  assign \_$707  = $signed(\_$706 ) < $signed(word[57:50]);
-  assign \_$708  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$709  = $signed(\_$708 ) >>> param__data[871:864];
-  assign \_$710  = ! param__data[871:864];
-  assign \_$711  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$712  = param__data[871:864] - 1'h1;
+  assign \_$696  = $signed(\_$695 ) + $signed(word[90:83]);
+  assign \_$697  = $signed(\_$696 ) < $signed(word[57:50]);
+  assign \_$698  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
+  assign \_$699  = $signed(\_$698 ) >>> param__data[743:736];
+  assign \_$700  = ! param__data[743:736];
+  assign \_$701  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
+  assign \_$702  = param__data[743:736] - 1'h1;
+  assign \_$703  = $signed(\_$701 ) >>> \_$702 [7:0];
+  assign \_$704  = \_$700  ? 1'h0 : \_$703 [0];
+  assign \_$705  = $signed(\_$699 ) + $signed({ 1'h0, \_$704  });
+  assign \_$706  = $signed(\_$705 ) + $signed(word[90:83]);
+  assign \_$707  = $signed(\_$706 ) > $signed(word[65:58]);
+  assign \_$708  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
+  assign \_$709  = $signed(\_$708 ) >>> param__data[743:736];
+  assign \_$710  = ! param__data[743:736];
+  assign \_$711  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
+  assign \_$712  = param__data[743:736] - 1'h1;
   assign \_$713  = $signed(\_$711 ) >>> \_$712 [7:0];
   assign \_$714  = \_$710  ? 1'h0 : \_$713 [0];
   assign \_$715  = $signed(\_$709 ) + $signed({ 1'h0, \_$714  });
-  assign \_$716  = $signed(\_$715 ) > $signed(word[65:58]);
-  assign \_$717  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$718  = $signed(\_$717 ) >>> param__data[871:864];
-  assign \_$719  = ! param__data[871:864];
-  assign \_$720  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$721  = param__data[871:864] - 1'h1;
-  assign \_$722  = $signed(\_$720 ) >>> \_$721 [7:0];
-  assign \_$723  = \_$719  ? 1'h0 : \_$722 [0];
-  assign \_$724  = $signed(\_$718 ) + $signed({ 1'h0, \_$723  });
-  assign \_$725  = \_$716  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$724 ;
-  assign \_$726  = \_$707  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$725 ;
-  assign \_$727  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$728  = $signed(\_$727 ) >>> param__data[871:864];
-  assign \_$729  = ! param__data[871:864];
-  assign \_$730  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$731  = param__data[871:864] - 1'h1;
-  assign \_$732  = $signed(\_$730 ) >>> \_$731 [7:0];
-  assign \_$733  = \_$729  ? 1'h0 : \_$732 [0];
-  assign \_$734  = $signed(\_$728 ) + $signed({ 1'h0, \_$733  });
-  assign \_$735  = $signed(\_$734 ) < $signed(word[57:50]);
-  assign \_$736  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$737  = $signed(\_$736 ) >>> param__data[871:864];
-  assign \_$738  = ! param__data[871:864];
-  assign \_$739  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$740  = param__data[871:864] - 1'h1;
-  assign \_$741  = $signed(\_$739 ) >>> \_$740 [7:0];
-  assign \_$742  = \_$738  ? 1'h0 : \_$741 [0];
-  assign \_$743  = $signed(\_$737 ) + $signed({ 1'h0, \_$742  });
-  assign \_$744  = $signed(\_$743 ) > $signed(word[65:58]);
-  assign \_$745  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$746  = $signed(\_$745 ) >>> param__data[871:864];
-  assign \_$747  = ! param__data[871:864];
-  assign \_$748  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$749  = param__data[871:864] - 1'h1;
-  assign \_$750  = $signed(\_$748 ) >>> \_$749 [7:0];
-  assign \_$751  = \_$747  ? 1'h0 : \_$750 [0];
-  assign \_$752  = $signed(\_$746 ) + $signed({ 1'h0, \_$751  });
-  assign \_$753  = \_$744  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$752 ;
-  assign \_$754  = \_$735  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$753 ;
-  assign \_$755  = ~ \_$754 [7];
-  assign \_$757  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$758  = $signed(\_$757 ) >>> param__data[871:864];
-  assign \_$759  = ! param__data[871:864];
-  assign \_$760  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$761  = param__data[871:864] - 1'h1;
-  assign \_$762  = $signed(\_$760 ) >>> \_$761 [7:0];
-  assign \_$763  = \_$759  ? 1'h0 : \_$762 [0];
-  assign \_$764  = $signed(\_$758 ) + $signed({ 1'h0, \_$763  });
-  assign \_$765  = $signed(\_$764 ) < $signed(word[57:50]);
+  assign \_$716  = $signed(\_$715 ) + $signed(word[90:83]);
+  assign \_$717  = \_$707  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$716 ;
+  assign \_$718  = \_$697  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$717 ;
+  assign \_$719  = ~ \_$718 [7];
+  assign \_$721  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
+  assign \_$722  = $signed(\_$721 ) >>> param__data[743:736];
+  assign \_$723  = ! param__data[743:736];
+  assign \_$724  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
+  assign \_$725  = param__data[743:736] - 1'h1;
+  assign \_$726  = $signed(\_$724 ) >>> \_$725 [7:0];
+  assign \_$727  = \_$723  ? 1'h0 : \_$726 [0];
+  assign \_$728  = $signed(\_$722 ) + $signed({ 1'h0, \_$727  });
+  assign \_$729  = $signed(\_$728 ) + $signed(word[90:83]);
+  assign \_$730  = $signed(\_$729 ) < $signed(word[57:50]);
+  assign \_$731  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
+  assign \_$732  = $signed(\_$731 ) >>> param__data[743:736];
+  assign \_$733  = ! param__data[743:736];
+  assign \_$734  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
+  assign \_$735  = param__data[743:736] - 1'h1;
+  assign \_$736  = $signed(\_$734 ) >>> \_$735 [7:0];
+  assign \_$737  = \_$733  ? 1'h0 : \_$736 [0];
+  assign \_$738  = $signed(\_$732 ) + $signed({ 1'h0, \_$737  });
+  assign \_$739  = $signed(\_$738 ) + $signed(word[90:83]);
+  assign \_$740  = $signed(\_$739 ) > $signed(word[65:58]);
+  assign \_$741  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
+  assign \_$742  = $signed(\_$741 ) >>> param__data[743:736];
+  assign \_$743  = ! param__data[743:736];
+  assign \_$744  = $signed(acc__data[191:160]) * $signed(param__data[703:672]);
+  assign \_$745  = param__data[743:736] - 1'h1;
+  assign \_$746  = $signed(\_$744 ) >>> \_$745 [7:0];
+  assign \_$747  = \_$743  ? 1'h0 : \_$746 [0];
+  assign \_$748  = $signed(\_$742 ) + $signed({ 1'h0, \_$747  });
+  assign \_$749  = $signed(\_$748 ) + $signed(word[90:83]);
+  assign \_$750  = \_$740  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$749 ;
+  assign \_$751  = \_$730  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$750 ;
+  assign \_$752  = word[66] ? \_$720  : \_$751 [7:0];
+  assign \_$753  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
+  assign \_$754  = $signed(\_$753 ) >>> param__data[871:864];
+  assign \_$755  = ! param__data[871:864];
+  assign \_$756  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
+  assign \_$757  = param__data[871:864] - 1'h1;
+  assign \_$758  = $signed(\_$756 ) >>> \_$757 [7:0];
+  assign \_$759  = \_$755  ? 1'h0 : \_$758 [0];
+  assign \_$760  = $signed(\_$754 ) + $signed({ 1'h0, \_$759  });
+  assign \_$761  = $signed(\_$760 ) + $signed(word[90:83]);
+  assign \_$762  = $signed(\_$761 ) < $signed(word[57:50]);
+  assign \_$763  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
+  assign \_$764  = $signed(\_$763 ) >>> param__data[871:864];
+  assign \_$765  = ! param__data[871:864];
   assign \_$766  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$767  = $signed(\_$766 ) >>> param__data[871:864];
-  assign \_$768  = ! param__data[871:864];
-  assign \_$769  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$770  = param__data[871:864] - 1'h1;
-  assign \_$771  = $signed(\_$769 ) >>> \_$770 [7:0];
-  assign \_$772  = \_$768  ? 1'h0 : \_$771 [0];
-  assign \_$773  = $signed(\_$767 ) + $signed({ 1'h0, \_$772  });
-  assign \_$774  = $signed(\_$773 ) > $signed(word[65:58]);
-  assign \_$775  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$776  = $signed(\_$775 ) >>> param__data[871:864];
-  assign \_$777  = ! param__data[871:864];
-  assign \_$778  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
-  assign \_$779  = param__data[871:864] - 1'h1;
-  assign \_$780  = $signed(\_$778 ) >>> \_$779 [7:0];
-  assign \_$781  = \_$777  ? 1'h0 : \_$780 [0];
-  assign \_$782  = $signed(\_$776 ) + $signed({ 1'h0, \_$781  });
-  assign \_$783  = \_$774  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$782 ;
-  assign \_$784  = \_$765  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$783 ;
-  assign \_$785  = word[66] ? \_$756  : \_$784 [7:0];
-  assign \_$786  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$787  = $signed(\_$786 ) >>> param__data[999:992];
-  assign \_$788  = ! param__data[999:992];
-  assign \_$789  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$790  = param__data[999:992] - 1'h1;
-  assign \_$791  = $signed(\_$789 ) >>> \_$790 [7:0];
-  assign \_$792  = \_$788  ? 1'h0 : \_$791 [0];
-  assign \_$793  = $signed(\_$787 ) + $signed({ 1'h0, \_$792  });
-  assign \_$794  = $signed(\_$793 ) < $signed(word[57:50]);
-  assign \_$795  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$796  = $signed(\_$795 ) >>> param__data[999:992];
-  assign \_$797  = ! param__data[999:992];
-  assign \_$798  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$799  = param__data[999:992] - 1'h1;
-  assign \_$800  = $signed(\_$798 ) >>> \_$799 [7:0];
-  assign \_$801  = \_$797  ? 1'h0 : \_$800 [0];
-  assign \_$802  = $signed(\_$796 ) + $signed({ 1'h0, \_$801  });
+  assign \_$767  = param__data[871:864] - 1'h1;
+  assign \_$768  = $signed(\_$766 ) >>> \_$767 [7:0];
+  assign \_$769  = \_$765  ? 1'h0 : \_$768 [0];
+  assign \_$770  = $signed(\_$764 ) + $signed({ 1'h0, \_$769  });
+  assign \_$771  = $signed(\_$770 ) + $signed(word[90:83]);
+  assign \_$772  = $signed(\_$771 ) > $signed(word[65:58]);
+  assign \_$773  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
+  assign \_$774  = $signed(\_$773 ) >>> param__data[871:864];
+  assign \_$775  = ! param__data[871:864];
+  assign \_$776  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
+  assign \_$777  = param__data[871:864] - 1'h1;
+  assign \_$778  = $signed(\_$776 ) >>> \_$777 [7:0];
+  assign \_$779  = \_$775  ? 1'h0 : \_$778 [0];
+  assign \_$780  = $signed(\_$774 ) + $signed({ 1'h0, \_$779  });
+  assign \_$781  = $signed(\_$780 ) + $signed(word[90:83]);
+  assign \_$782  = \_$772  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$781 ;
+  assign \_$783  = \_$762  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$782 ;
+  assign \_$784  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
+  assign \_$785  = $signed(\_$784 ) >>> param__data[871:864];
+  assign \_$786  = ! param__data[871:864];
+  assign \_$787  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
+  assign \_$788  = param__data[871:864] - 1'h1;
+  assign \_$789  = $signed(\_$787 ) >>> \_$788 [7:0];
+  assign \_$790  = \_$786  ? 1'h0 : \_$789 [0];
+  assign \_$791  = $signed(\_$785 ) + $signed({ 1'h0, \_$790  });
+  assign \_$792  = $signed(\_$791 ) + $signed(word[90:83]);
+  assign \_$793  = $signed(\_$792 ) < $signed(word[57:50]);
+  assign \_$794  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
+  assign \_$795  = $signed(\_$794 ) >>> param__data[871:864];
+  assign \_$796  = ! param__data[871:864];
+  assign \_$797  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
+  assign \_$798  = param__data[871:864] - 1'h1;
+  assign \_$799  = $signed(\_$797 ) >>> \_$798 [7:0];
+  assign \_$800  = \_$796  ? 1'h0 : \_$799 [0];
+  assign \_$801  = $signed(\_$795 ) + $signed({ 1'h0, \_$800  });
+  assign \_$802  = $signed(\_$801 ) + $signed(word[90:83]);
   assign \_$803  = $signed(\_$802 ) > $signed(word[65:58]);
-  assign \_$804  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$805  = $signed(\_$804 ) >>> param__data[999:992];
-  assign \_$806  = ! param__data[999:992];
-  assign \_$807  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$808  = param__data[999:992] - 1'h1;
+  assign \_$804  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
+  assign \_$805  = $signed(\_$804 ) >>> param__data[871:864];
+  assign \_$806  = ! param__data[871:864];
+  assign \_$807  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
+  assign \_$808  = param__data[871:864] - 1'h1;
   assign \_$809  = $signed(\_$807 ) >>> \_$808 [7:0];
   assign \_$810  = \_$806  ? 1'h0 : \_$809 [0];
   assign \_$811  = $signed(\_$805 ) + $signed({ 1'h0, \_$810  });
-  assign \_$812  = \_$803  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$811 ;
-  assign \_$813  = \_$794  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$812 ;
-  assign \_$814  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$815  = $signed(\_$814 ) >>> param__data[999:992];
-  assign \_$816  = ! param__data[999:992];
-  assign \_$817  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$818  = param__data[999:992] - 1'h1;
-  assign \_$819  = $signed(\_$817 ) >>> \_$818 [7:0];
-  assign \_$820  = \_$816  ? 1'h0 : \_$819 [0];
-  assign \_$821  = $signed(\_$815 ) + $signed({ 1'h0, \_$820  });
-  assign \_$822  = $signed(\_$821 ) < $signed(word[57:50]);
-  assign \_$823  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$824  = $signed(\_$823 ) >>> param__data[999:992];
-  assign \_$825  = ! param__data[999:992];
-  assign \_$826  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$827  = param__data[999:992] - 1'h1;
-  assign \_$828  = $signed(\_$826 ) >>> \_$827 [7:0];
-  assign \_$829  = \_$825  ? 1'h0 : \_$828 [0];
-  assign \_$830  = $signed(\_$824 ) + $signed({ 1'h0, \_$829  });
-  assign \_$831  = $signed(\_$830 ) > $signed(word[65:58]);
-  assign \_$832  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$833  = $signed(\_$832 ) >>> param__data[999:992];
-  assign \_$834  = ! param__data[999:992];
-  assign \_$835  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$836  = param__data[999:992] - 1'h1;
-  assign \_$837  = $signed(\_$835 ) >>> \_$836 [7:0];
-  assign \_$838  = \_$834  ? 1'h0 : \_$837 [0];
-  assign \_$839  = $signed(\_$833 ) + $signed({ 1'h0, \_$838  });
-  assign \_$840  = \_$831  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$839 ;
-  assign \_$841  = \_$822  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$840 ;
-  assign \_$842  = ~ \_$841 [7];
-  assign \_$844  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$845  = $signed(\_$844 ) >>> param__data[999:992];
-  assign \_$846  = ! param__data[999:992];
-  assign \_$847  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$848  = param__data[999:992] - 1'h1;
-  assign \_$849  = $signed(\_$847 ) >>> \_$848 [7:0];
-  assign \_$850  = \_$846  ? 1'h0 : \_$849 [0];
-  assign \_$851  = $signed(\_$845 ) + $signed({ 1'h0, \_$850  });
-  assign \_$852  = $signed(\_$851 ) < $signed(word[57:50]);
-  assign \_$853  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$854  = $signed(\_$853 ) >>> param__data[999:992];
-  assign \_$855  = ! param__data[999:992];
-  assign \_$856  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$857  = param__data[999:992] - 1'h1;
-  assign \_$858  = $signed(\_$856 ) >>> \_$857 [7:0];
-  assign \_$859  = \_$855  ? 1'h0 : \_$858 [0];
-  assign \_$860  = $signed(\_$854 ) + $signed({ 1'h0, \_$859  });
-  assign \_$861  = $signed(\_$860 ) > $signed(word[65:58]);
+  assign \_$812  = $signed(\_$811 ) + $signed(word[90:83]);
+  assign \_$813  = \_$803  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$812 ;
+  assign \_$814  = \_$793  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$813 ;
+  assign \_$815  = ~ \_$814 [7];
+  assign \_$817  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
+  assign \_$818  = $signed(\_$817 ) >>> param__data[871:864];
+  assign \_$819  = ! param__data[871:864];
+  assign \_$820  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
+  assign \_$821  = param__data[871:864] - 1'h1;
+  assign \_$822  = $signed(\_$820 ) >>> \_$821 [7:0];
+  assign \_$823  = \_$819  ? 1'h0 : \_$822 [0];
+  assign \_$824  = $signed(\_$818 ) + $signed({ 1'h0, \_$823  });
+  assign \_$825  = $signed(\_$824 ) + $signed(word[90:83]);
+  assign \_$826  = $signed(\_$825 ) < $signed(word[57:50]);
+  assign \_$827  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
+  assign \_$828  = $signed(\_$827 ) >>> param__data[871:864];
+  assign \_$829  = ! param__data[871:864];
+  assign \_$830  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
+  assign \_$831  = param__data[871:864] - 1'h1;
+  assign \_$832  = $signed(\_$830 ) >>> \_$831 [7:0];
+  assign \_$833  = \_$829  ? 1'h0 : \_$832 [0];
+  assign \_$834  = $signed(\_$828 ) + $signed({ 1'h0, \_$833  });
+  assign \_$835  = $signed(\_$834 ) + $signed(word[90:83]);
+  assign \_$836  = $signed(\_$835 ) > $signed(word[65:58]);
+  assign \_$837  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
+  assign \_$838  = $signed(\_$837 ) >>> param__data[871:864];
+  assign \_$839  = ! param__data[871:864];
+  assign \_$840  = $signed(acc__data[223:192]) * $signed(param__data[831:800]);
+  assign \_$841  = param__data[871:864] - 1'h1;
+  assign \_$842  = $signed(\_$840 ) >>> \_$841 [7:0];
+  assign \_$843  = \_$839  ? 1'h0 : \_$842 [0];
+  assign \_$844  = $signed(\_$838 ) + $signed({ 1'h0, \_$843  });
+  assign \_$845  = $signed(\_$844 ) + $signed(word[90:83]);
+  assign \_$846  = \_$836  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$845 ;
+  assign \_$847  = \_$826  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$846 ;
+  assign \_$848  = word[66] ? \_$816  : \_$847 [7:0];
+  assign \_$849  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
+  assign \_$850  = $signed(\_$849 ) >>> param__data[999:992];
+  assign \_$851  = ! param__data[999:992];
+  assign \_$852  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
+  assign \_$853  = param__data[999:992] - 1'h1;
+  assign \_$854  = $signed(\_$852 ) >>> \_$853 [7:0];
+  assign \_$855  = \_$851  ? 1'h0 : \_$854 [0];
+  assign \_$856  = $signed(\_$850 ) + $signed({ 1'h0, \_$855  });
+  assign \_$857  = $signed(\_$856 ) + $signed(word[90:83]);
+  assign \_$858  = $signed(\_$857 ) < $signed(word[57:50]);
+  assign \_$859  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
+  assign \_$860  = $signed(\_$859 ) >>> param__data[999:992];
+  assign \_$861  = ! param__data[999:992];
   assign \_$862  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$863  = $signed(\_$862 ) >>> param__data[999:992];
-  assign \_$864  = ! param__data[999:992];
-  assign \_$865  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
-  assign \_$866  = param__data[999:992] - 1'h1;
-  assign \_$867  = $signed(\_$865 ) >>> \_$866 [7:0];
-  assign \_$868  = \_$864  ? 1'h0 : \_$867 [0];
-  assign \_$869  = $signed(\_$863 ) + $signed({ 1'h0, \_$868  });
-  assign \_$870  = \_$861  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$869 ;
-  assign \_$871  = \_$852  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$870 ;
-  assign \_$872  = word[66] ? \_$843  : \_$871 [7:0];
-  assign \_$873  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$874  = $signed(\_$873 ) >>> param__data[1127:1120];
-  assign \_$875  = ! param__data[1127:1120];
-  assign \_$876  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$877  = param__data[1127:1120] - 1'h1;
-  assign \_$878  = $signed(\_$876 ) >>> \_$877 [7:0];
-  assign \_$879  = \_$875  ? 1'h0 : \_$878 [0];
-  assign \_$880  = $signed(\_$874 ) + $signed({ 1'h0, \_$879  });
-  assign \_$881  = $signed(\_$880 ) < $signed(word[57:50]);
-  assign \_$882  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$883  = $signed(\_$882 ) >>> param__data[1127:1120];
-  assign \_$884  = ! param__data[1127:1120];
-  assign \_$885  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$886  = param__data[1127:1120] - 1'h1;
-  assign \_$887  = $signed(\_$885 ) >>> \_$886 [7:0];
-  assign \_$888  = \_$884  ? 1'h0 : \_$887 [0];
-  assign \_$889  = $signed(\_$883 ) + $signed({ 1'h0, \_$888  });
-  assign \_$890  = $signed(\_$889 ) > $signed(word[65:58]);
-  assign \_$891  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$892  = $signed(\_$891 ) >>> param__data[1127:1120];
-  assign \_$893  = ! param__data[1127:1120];
-  assign \_$894  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$895  = param__data[1127:1120] - 1'h1;
-  assign \_$896  = $signed(\_$894 ) >>> \_$895 [7:0];
-  assign \_$897  = \_$893  ? 1'h0 : \_$896 [0];
-  assign \_$898  = $signed(\_$892 ) + $signed({ 1'h0, \_$897  });
-  assign \_$899  = \_$890  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$898 ;
-  assign \_$900  = \_$881  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$899 ;
-  assign \_$901  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$902  = $signed(\_$901 ) >>> param__data[1127:1120];
-  assign \_$903  = ! param__data[1127:1120];
-  assign \_$904  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$905  = param__data[1127:1120] - 1'h1;
-  assign \_$906  = $signed(\_$904 ) >>> \_$905 [7:0];
-  assign \_$907  = \_$903  ? 1'h0 : \_$906 [0];
-  assign \_$908  = $signed(\_$902 ) + $signed({ 1'h0, \_$907  });
-  assign \_$909  = $signed(\_$908 ) < $signed(word[57:50]);
-  assign \_$910  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$911  = $signed(\_$910 ) >>> param__data[1127:1120];
-  assign \_$912  = ! param__data[1127:1120];
-  assign \_$913  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$914  = param__data[1127:1120] - 1'h1;
-  assign \_$915  = $signed(\_$913 ) >>> \_$914 [7:0];
-  assign \_$916  = \_$912  ? 1'h0 : \_$915 [0];
-  assign \_$917  = $signed(\_$911 ) + $signed({ 1'h0, \_$916  });
-  assign \_$918  = $signed(\_$917 ) > $signed(word[65:58]);
-  assign \_$919  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$920  = $signed(\_$919 ) >>> param__data[1127:1120];
-  assign \_$921  = ! param__data[1127:1120];
-  assign \_$922  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$923  = param__data[1127:1120] - 1'h1;
-  assign \_$924  = $signed(\_$922 ) >>> \_$923 [7:0];
-  assign \_$925  = \_$921  ? 1'h0 : \_$924 [0];
-  assign \_$926  = $signed(\_$920 ) + $signed({ 1'h0, \_$925  });
-  assign \_$927  = \_$918  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$926 ;
-  assign \_$928  = \_$909  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$927 ;
-  assign \_$929  = ~ \_$928 [7];
-  assign \_$931  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$932  = $signed(\_$931 ) >>> param__data[1127:1120];
-  assign \_$933  = ! param__data[1127:1120];
-  assign \_$934  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$935  = param__data[1127:1120] - 1'h1;
-  assign \_$936  = $signed(\_$934 ) >>> \_$935 [7:0];
-  assign \_$937  = \_$933  ? 1'h0 : \_$936 [0];
-  assign \_$938  = $signed(\_$932 ) + $signed({ 1'h0, \_$937  });
-  assign \_$939  = $signed(\_$938 ) < $signed(word[57:50]);
-  assign \_$940  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$941  = $signed(\_$940 ) >>> param__data[1127:1120];
-  assign \_$942  = ! param__data[1127:1120];
-  assign \_$943  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$944  = param__data[1127:1120] - 1'h1;
-  assign \_$945  = $signed(\_$943 ) >>> \_$944 [7:0];
-  assign \_$946  = \_$942  ? 1'h0 : \_$945 [0];
-  assign \_$947  = $signed(\_$941 ) + $signed({ 1'h0, \_$946  });
-  assign \_$948  = $signed(\_$947 ) > $signed(word[65:58]);
-  assign \_$949  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$950  = $signed(\_$949 ) >>> param__data[1127:1120];
-  assign \_$951  = ! param__data[1127:1120];
-  assign \_$952  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
-  assign \_$953  = param__data[1127:1120] - 1'h1;
-  assign \_$954  = $signed(\_$952 ) >>> \_$953 [7:0];
-  assign \_$955  = \_$951  ? 1'h0 : \_$954 [0];
-  assign \_$956  = $signed(\_$950 ) + $signed({ 1'h0, \_$955  });
-  assign \_$957  = \_$948  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$956 ;
-  assign \_$958  = \_$939  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$957 ;
-  assign \_$959  = word[66] ? \_$930  : \_$958 [7:0];
-  assign \_$960  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$961  = $signed(\_$960 ) >>> param__data[1255:1248];
-  assign \_$962  = ! param__data[1255:1248];
-  assign \_$963  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$964  = param__data[1255:1248] - 1'h1;
-  assign \_$965  = $signed(\_$963 ) >>> \_$964 [7:0];
-  assign \_$966  = \_$962  ? 1'h0 : \_$965 [0];
-  assign \_$967  = $signed(\_$961 ) + $signed({ 1'h0, \_$966  });
-  assign \_$968  = $signed(\_$967 ) < $signed(word[57:50]);
-  assign \_$969  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$970  = $signed(\_$969 ) >>> param__data[1255:1248];
-  assign \_$971  = ! param__data[1255:1248];
-  assign \_$972  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$973  = param__data[1255:1248] - 1'h1;
-  assign \_$974  = $signed(\_$972 ) >>> \_$973 [7:0];
-  assign \_$975  = \_$971  ? 1'h0 : \_$974 [0];
-  assign \_$976  = $signed(\_$970 ) + $signed({ 1'h0, \_$975  });
-  assign \_$977  = $signed(\_$976 ) > $signed(word[65:58]);
-  assign \_$978  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$979  = $signed(\_$978 ) >>> param__data[1255:1248];
-  assign \_$980  = ! param__data[1255:1248];
-  assign \_$981  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$982  = param__data[1255:1248] - 1'h1;
-  assign \_$983  = $signed(\_$981 ) >>> \_$982 [7:0];
-  assign \_$984  = \_$980  ? 1'h0 : \_$983 [0];
-  assign \_$985  = $signed(\_$979 ) + $signed({ 1'h0, \_$984  });
-  assign \_$986  = \_$977  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$985 ;
-  assign \_$987  = \_$968  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$986 ;
-  assign \_$988  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$989  = $signed(\_$988 ) >>> param__data[1255:1248];
-  assign \_$990  = ! param__data[1255:1248];
-  assign \_$991  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$992  = param__data[1255:1248] - 1'h1;
-  assign \_$993  = $signed(\_$991 ) >>> \_$992 [7:0];
-  assign \_$994  = \_$990  ? 1'h0 : \_$993 [0];
-  assign \_$995  = $signed(\_$989 ) + $signed({ 1'h0, \_$994  });
-  assign \_$996  = $signed(\_$995 ) < $signed(word[57:50]);
-  assign \_$997  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$998  = $signed(\_$997 ) >>> param__data[1255:1248];
-  assign \_$999  = ! param__data[1255:1248];
-  assign \_$1000  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$1001  = param__data[1255:1248] - 1'h1;
-  assign \_$1002  = $signed(\_$1000 ) >>> \_$1001 [7:0];
-  assign \_$1003  = \_$999  ? 1'h0 : \_$1002 [0];
-  assign \_$1004  = $signed(\_$998 ) + $signed({ 1'h0, \_$1003  });
-  assign \_$1005  = $signed(\_$1004 ) > $signed(word[65:58]);
-  assign \_$1006  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$1007  = $signed(\_$1006 ) >>> param__data[1255:1248];
-  assign \_$1008  = ! param__data[1255:1248];
-  assign \_$1009  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$1010  = param__data[1255:1248] - 1'h1;
-  assign \_$1011  = $signed(\_$1009 ) >>> \_$1010 [7:0];
-  assign \_$1012  = \_$1008  ? 1'h0 : \_$1011 [0];
-  assign \_$1013  = $signed(\_$1007 ) + $signed({ 1'h0, \_$1012  });
-  assign \_$1014  = \_$1005  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1013 ;
-  assign \_$1015  = \_$996  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1014 ;
-  assign \_$1016  = ~ \_$1015 [7];
-  assign \_$1018  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$1019  = $signed(\_$1018 ) >>> param__data[1255:1248];
-  assign \_$1020  = ! param__data[1255:1248];
-  assign \_$1021  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$1022  = param__data[1255:1248] - 1'h1;
-  assign \_$1023  = $signed(\_$1021 ) >>> \_$1022 [7:0];
-  assign \_$1024  = \_$1020  ? 1'h0 : \_$1023 [0];
-  assign \_$1025  = $signed(\_$1019 ) + $signed({ 1'h0, \_$1024  });
-  assign \_$1026  = $signed(\_$1025 ) < $signed(word[57:50]);
-  assign \_$1027  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$1028  = $signed(\_$1027 ) >>> param__data[1255:1248];
-  assign \_$1029  = ! param__data[1255:1248];
-  assign \_$1030  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$1031  = param__data[1255:1248] - 1'h1;
-  assign \_$1032  = $signed(\_$1030 ) >>> \_$1031 [7:0];
-  assign \_$1033  = \_$1029  ? 1'h0 : \_$1032 [0];
-  assign \_$1034  = $signed(\_$1028 ) + $signed({ 1'h0, \_$1033  });
-  assign \_$1035  = $signed(\_$1034 ) > $signed(word[65:58]);
-  assign \_$1036  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$1037  = $signed(\_$1036 ) >>> param__data[1255:1248];
-  assign \_$1038  = ! param__data[1255:1248];
-  assign \_$1039  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
-  assign \_$1040  = param__data[1255:1248] - 1'h1;
-  assign \_$1041  = $signed(\_$1039 ) >>> \_$1040 [7:0];
-  assign \_$1042  = \_$1038  ? 1'h0 : \_$1041 [0];
-  assign \_$1043  = $signed(\_$1037 ) + $signed({ 1'h0, \_$1042  });
-  assign \_$1044  = \_$1035  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1043 ;
-  assign \_$1045  = \_$1026  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1044 ;
-  assign \_$1046  = word[66] ? \_$1017  : \_$1045 [7:0];
-  assign \_$1047  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1048  = $signed(\_$1047 ) >>> param__data[1383:1376];
-  assign \_$1049  = ! param__data[1383:1376];
-  assign \_$1050  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1051  = param__data[1383:1376] - 1'h1;
-  assign \_$1052  = $signed(\_$1050 ) >>> \_$1051 [7:0];
-  assign \_$1053  = \_$1049  ? 1'h0 : \_$1052 [0];
-  assign \_$1054  = $signed(\_$1048 ) + $signed({ 1'h0, \_$1053  });
-  assign \_$1055  = $signed(\_$1054 ) < $signed(word[57:50]);
-  assign \_$1056  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1057  = $signed(\_$1056 ) >>> param__data[1383:1376];
-  assign \_$1058  = ! param__data[1383:1376];
-  assign \_$1059  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1060  = param__data[1383:1376] - 1'h1;
-  assign \_$1061  = $signed(\_$1059 ) >>> \_$1060 [7:0];
-  assign \_$1062  = \_$1058  ? 1'h0 : \_$1061 [0];
-  assign \_$1063  = $signed(\_$1057 ) + $signed({ 1'h0, \_$1062  });
-  assign \_$1064  = $signed(\_$1063 ) > $signed(word[65:58]);
-  assign \_$1065  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1066  = $signed(\_$1065 ) >>> param__data[1383:1376];
-  assign \_$1067  = ! param__data[1383:1376];
-  assign \_$1068  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1069  = param__data[1383:1376] - 1'h1;
-  assign \_$1070  = $signed(\_$1068 ) >>> \_$1069 [7:0];
-  assign \_$1071  = \_$1067  ? 1'h0 : \_$1070 [0];
-  assign \_$1072  = $signed(\_$1066 ) + $signed({ 1'h0, \_$1071  });
-  assign \_$1073  = \_$1064  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1072 ;
-  assign \_$1074  = \_$1055  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1073 ;
-  assign \_$1075  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1076  = $signed(\_$1075 ) >>> param__data[1383:1376];
-  assign \_$1077  = ! param__data[1383:1376];
-  assign \_$1078  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1079  = param__data[1383:1376] - 1'h1;
-  assign \_$1080  = $signed(\_$1078 ) >>> \_$1079 [7:0];
-  assign \_$1081  = \_$1077  ? 1'h0 : \_$1080 [0];
-  assign \_$1082  = $signed(\_$1076 ) + $signed({ 1'h0, \_$1081  });
-  assign \_$1083  = $signed(\_$1082 ) < $signed(word[57:50]);
-  assign \_$1084  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1085  = $signed(\_$1084 ) >>> param__data[1383:1376];
-  assign \_$1086  = ! param__data[1383:1376];
-  assign \_$1087  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1088  = param__data[1383:1376] - 1'h1;
-  assign \_$1089  = $signed(\_$1087 ) >>> \_$1088 [7:0];
-  assign \_$1090  = \_$1086  ? 1'h0 : \_$1089 [0];
-  assign \_$1091  = $signed(\_$1085 ) + $signed({ 1'h0, \_$1090  });
-  assign \_$1092  = $signed(\_$1091 ) > $signed(word[65:58]);
-  assign \_$1093  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1094  = $signed(\_$1093 ) >>> param__data[1383:1376];
-  assign \_$1095  = ! param__data[1383:1376];
-  assign \_$1096  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1097  = param__data[1383:1376] - 1'h1;
-  assign \_$1098  = $signed(\_$1096 ) >>> \_$1097 [7:0];
-  assign \_$1099  = \_$1095  ? 1'h0 : \_$1098 [0];
-  assign \_$1100  = $signed(\_$1094 ) + $signed({ 1'h0, \_$1099  });
-  assign \_$1101  = \_$1092  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1100 ;
-  assign \_$1102  = \_$1083  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1101 ;
+  assign \_$863  = param__data[999:992] - 1'h1;
+  assign \_$864  = $signed(\_$862 ) >>> \_$863 [7:0];
+  assign \_$865  = \_$861  ? 1'h0 : \_$864 [0];
+  assign \_$866  = $signed(\_$860 ) + $signed({ 1'h0, \_$865  });
+  assign \_$867  = $signed(\_$866 ) + $signed(word[90:83]);
+  assign \_$868  = $signed(\_$867 ) > $signed(word[65:58]);
+  assign \_$869  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
+  assign \_$870  = $signed(\_$869 ) >>> param__data[999:992];
+  assign \_$871  = ! param__data[999:992];
+  assign \_$872  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
+  assign \_$873  = param__data[999:992] - 1'h1;
+  assign \_$874  = $signed(\_$872 ) >>> \_$873 [7:0];
+  assign \_$875  = \_$871  ? 1'h0 : \_$874 [0];
+  assign \_$876  = $signed(\_$870 ) + $signed({ 1'h0, \_$875  });
+  assign \_$877  = $signed(\_$876 ) + $signed(word[90:83]);
+  assign \_$878  = \_$868  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$877 ;
+  assign \_$879  = \_$858  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$878 ;
+  assign \_$880  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
+  assign \_$881  = $signed(\_$880 ) >>> param__data[999:992];
+  assign \_$882  = ! param__data[999:992];
+  assign \_$883  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
+  assign \_$884  = param__data[999:992] - 1'h1;
+  assign \_$885  = $signed(\_$883 ) >>> \_$884 [7:0];
+  assign \_$886  = \_$882  ? 1'h0 : \_$885 [0];
+  assign \_$887  = $signed(\_$881 ) + $signed({ 1'h0, \_$886  });
+  assign \_$888  = $signed(\_$887 ) + $signed(word[90:83]);
+  assign \_$889  = $signed(\_$888 ) < $signed(word[57:50]);
+  assign \_$890  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
+  assign \_$891  = $signed(\_$890 ) >>> param__data[999:992];
+  assign \_$892  = ! param__data[999:992];
+  assign \_$893  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
+  assign \_$894  = param__data[999:992] - 1'h1;
+  assign \_$895  = $signed(\_$893 ) >>> \_$894 [7:0];
+  assign \_$896  = \_$892  ? 1'h0 : \_$895 [0];
+  assign \_$897  = $signed(\_$891 ) + $signed({ 1'h0, \_$896  });
+  assign \_$898  = $signed(\_$897 ) + $signed(word[90:83]);
+  assign \_$899  = $signed(\_$898 ) > $signed(word[65:58]);
+  assign \_$900  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
+  assign \_$901  = $signed(\_$900 ) >>> param__data[999:992];
+  assign \_$902  = ! param__data[999:992];
+  assign \_$903  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
+  assign \_$904  = param__data[999:992] - 1'h1;
+  assign \_$905  = $signed(\_$903 ) >>> \_$904 [7:0];
+  assign \_$906  = \_$902  ? 1'h0 : \_$905 [0];
+  assign \_$907  = $signed(\_$901 ) + $signed({ 1'h0, \_$906  });
+  assign \_$908  = $signed(\_$907 ) + $signed(word[90:83]);
+  assign \_$909  = \_$899  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$908 ;
+  assign \_$910  = \_$889  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$909 ;
+  assign \_$911  = ~ \_$910 [7];
+  assign \_$913  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
+  assign \_$914  = $signed(\_$913 ) >>> param__data[999:992];
+  assign \_$915  = ! param__data[999:992];
+  assign \_$916  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
+  assign \_$917  = param__data[999:992] - 1'h1;
+  assign \_$918  = $signed(\_$916 ) >>> \_$917 [7:0];
+  assign \_$919  = \_$915  ? 1'h0 : \_$918 [0];
+  assign \_$920  = $signed(\_$914 ) + $signed({ 1'h0, \_$919  });
+  assign \_$921  = $signed(\_$920 ) + $signed(word[90:83]);
+  assign \_$922  = $signed(\_$921 ) < $signed(word[57:50]);
+  assign \_$923  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
+  assign \_$924  = $signed(\_$923 ) >>> param__data[999:992];
+  assign \_$925  = ! param__data[999:992];
+  assign \_$926  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
+  assign \_$927  = param__data[999:992] - 1'h1;
+  assign \_$928  = $signed(\_$926 ) >>> \_$927 [7:0];
+  assign \_$929  = \_$925  ? 1'h0 : \_$928 [0];
+  assign \_$930  = $signed(\_$924 ) + $signed({ 1'h0, \_$929  });
+  assign \_$931  = $signed(\_$930 ) + $signed(word[90:83]);
+  assign \_$932  = $signed(\_$931 ) > $signed(word[65:58]);
+  assign \_$933  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
+  assign \_$934  = $signed(\_$933 ) >>> param__data[999:992];
+  assign \_$935  = ! param__data[999:992];
+  assign \_$936  = $signed(acc__data[255:224]) * $signed(param__data[959:928]);
+  assign \_$937  = param__data[999:992] - 1'h1;
+  assign \_$938  = $signed(\_$936 ) >>> \_$937 [7:0];
+  assign \_$939  = \_$935  ? 1'h0 : \_$938 [0];
+  assign \_$940  = $signed(\_$934 ) + $signed({ 1'h0, \_$939  });
+  assign \_$941  = $signed(\_$940 ) + $signed(word[90:83]);
+  assign \_$942  = \_$932  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$941 ;
+  assign \_$943  = \_$922  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$942 ;
+  assign \_$944  = word[66] ? \_$912  : \_$943 [7:0];
+  assign \_$945  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$946  = $signed(\_$945 ) >>> param__data[1127:1120];
+  assign \_$947  = ! param__data[1127:1120];
+  assign \_$948  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$949  = param__data[1127:1120] - 1'h1;
+  assign \_$950  = $signed(\_$948 ) >>> \_$949 [7:0];
+  assign \_$951  = \_$947  ? 1'h0 : \_$950 [0];
+  assign \_$952  = $signed(\_$946 ) + $signed({ 1'h0, \_$951  });
+  assign \_$953  = $signed(\_$952 ) + $signed(word[90:83]);
+  assign \_$954  = $signed(\_$953 ) < $signed(word[57:50]);
+  assign \_$955  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$956  = $signed(\_$955 ) >>> param__data[1127:1120];
+  assign \_$957  = ! param__data[1127:1120];
+  assign \_$958  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$959  = param__data[1127:1120] - 1'h1;
+  assign \_$960  = $signed(\_$958 ) >>> \_$959 [7:0];
+  assign \_$961  = \_$957  ? 1'h0 : \_$960 [0];
+  assign \_$962  = $signed(\_$956 ) + $signed({ 1'h0, \_$961  });
+  assign \_$963  = $signed(\_$962 ) + $signed(word[90:83]);
+  assign \_$964  = $signed(\_$963 ) > $signed(word[65:58]);
+  assign \_$965  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$966  = $signed(\_$965 ) >>> param__data[1127:1120];
+  assign \_$967  = ! param__data[1127:1120];
+  assign \_$968  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$969  = param__data[1127:1120] - 1'h1;
+  assign \_$970  = $signed(\_$968 ) >>> \_$969 [7:0];
+  assign \_$971  = \_$967  ? 1'h0 : \_$970 [0];
+  assign \_$972  = $signed(\_$966 ) + $signed({ 1'h0, \_$971  });
+  assign \_$973  = $signed(\_$972 ) + $signed(word[90:83]);
+  assign \_$974  = \_$964  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$973 ;
+  assign \_$975  = \_$954  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$974 ;
+  assign \_$976  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$977  = $signed(\_$976 ) >>> param__data[1127:1120];
+  assign \_$978  = ! param__data[1127:1120];
+  assign \_$979  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$980  = param__data[1127:1120] - 1'h1;
+  assign \_$981  = $signed(\_$979 ) >>> \_$980 [7:0];
+  assign \_$982  = \_$978  ? 1'h0 : \_$981 [0];
+  assign \_$983  = $signed(\_$977 ) + $signed({ 1'h0, \_$982  });
+  assign \_$984  = $signed(\_$983 ) + $signed(word[90:83]);
+  assign \_$985  = $signed(\_$984 ) < $signed(word[57:50]);
+  assign \_$986  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$987  = $signed(\_$986 ) >>> param__data[1127:1120];
+  assign \_$988  = ! param__data[1127:1120];
+  assign \_$989  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$990  = param__data[1127:1120] - 1'h1;
+  assign \_$991  = $signed(\_$989 ) >>> \_$990 [7:0];
+  assign \_$992  = \_$988  ? 1'h0 : \_$991 [0];
+  assign \_$993  = $signed(\_$987 ) + $signed({ 1'h0, \_$992  });
+  assign \_$994  = $signed(\_$993 ) + $signed(word[90:83]);
+  assign \_$995  = $signed(\_$994 ) > $signed(word[65:58]);
+  assign \_$996  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$997  = $signed(\_$996 ) >>> param__data[1127:1120];
+  assign \_$998  = ! param__data[1127:1120];
+  assign \_$999  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$1000  = param__data[1127:1120] - 1'h1;
+  assign \_$1001  = $signed(\_$999 ) >>> \_$1000 [7:0];
+  assign \_$1002  = \_$998  ? 1'h0 : \_$1001 [0];
+  assign \_$1003  = $signed(\_$997 ) + $signed({ 1'h0, \_$1002  });
+  assign \_$1004  = $signed(\_$1003 ) + $signed(word[90:83]);
+  assign \_$1005  = \_$995  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1004 ;
+  assign \_$1006  = \_$985  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1005 ;
+  assign \_$1007  = ~ \_$1006 [7];
+  assign \_$1009  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$1010  = $signed(\_$1009 ) >>> param__data[1127:1120];
+  assign \_$1011  = ! param__data[1127:1120];
+  assign \_$1012  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$1013  = param__data[1127:1120] - 1'h1;
+  assign \_$1014  = $signed(\_$1012 ) >>> \_$1013 [7:0];
+  assign \_$1015  = \_$1011  ? 1'h0 : \_$1014 [0];
+  assign \_$1016  = $signed(\_$1010 ) + $signed({ 1'h0, \_$1015  });
+  assign \_$1017  = $signed(\_$1016 ) + $signed(word[90:83]);
+  assign \_$1018  = $signed(\_$1017 ) < $signed(word[57:50]);
+  assign \_$1019  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$1020  = $signed(\_$1019 ) >>> param__data[1127:1120];
+  assign \_$1021  = ! param__data[1127:1120];
+  assign \_$1022  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$1023  = param__data[1127:1120] - 1'h1;
+  assign \_$1024  = $signed(\_$1022 ) >>> \_$1023 [7:0];
+  assign \_$1025  = \_$1021  ? 1'h0 : \_$1024 [0];
+  assign \_$1026  = $signed(\_$1020 ) + $signed({ 1'h0, \_$1025  });
+  assign \_$1027  = $signed(\_$1026 ) + $signed(word[90:83]);
+  assign \_$1028  = $signed(\_$1027 ) > $signed(word[65:58]);
+  assign \_$1029  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$1030  = $signed(\_$1029 ) >>> param__data[1127:1120];
+  assign \_$1031  = ! param__data[1127:1120];
+  assign \_$1032  = $signed(acc__data[287:256]) * $signed(param__data[1087:1056]);
+  assign \_$1033  = param__data[1127:1120] - 1'h1;
+  assign \_$1034  = $signed(\_$1032 ) >>> \_$1033 [7:0];
+  assign \_$1035  = \_$1031  ? 1'h0 : \_$1034 [0];
+  assign \_$1036  = $signed(\_$1030 ) + $signed({ 1'h0, \_$1035  });
+  assign \_$1037  = $signed(\_$1036 ) + $signed(word[90:83]);
+  assign \_$1038  = \_$1028  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1037 ;
+  assign \_$1039  = \_$1018  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1038 ;
+  assign \_$1040  = word[66] ? \_$1008  : \_$1039 [7:0];
+  assign \_$1041  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1042  = $signed(\_$1041 ) >>> param__data[1255:1248];
+  assign \_$1043  = ! param__data[1255:1248];
+  assign \_$1044  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1045  = param__data[1255:1248] - 1'h1;
+  assign \_$1046  = $signed(\_$1044 ) >>> \_$1045 [7:0];
+  assign \_$1047  = \_$1043  ? 1'h0 : \_$1046 [0];
+  assign \_$1048  = $signed(\_$1042 ) + $signed({ 1'h0, \_$1047  });
+  assign \_$1049  = $signed(\_$1048 ) + $signed(word[90:83]);
+  assign \_$1050  = $signed(\_$1049 ) < $signed(word[57:50]);
+  assign \_$1051  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1052  = $signed(\_$1051 ) >>> param__data[1255:1248];
+  assign \_$1053  = ! param__data[1255:1248];
+  assign \_$1054  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1055  = param__data[1255:1248] - 1'h1;
+  assign \_$1056  = $signed(\_$1054 ) >>> \_$1055 [7:0];
+  assign \_$1057  = \_$1053  ? 1'h0 : \_$1056 [0];
+  assign \_$1058  = $signed(\_$1052 ) + $signed({ 1'h0, \_$1057  });
+  assign \_$1059  = $signed(\_$1058 ) + $signed(word[90:83]);
+  assign \_$1060  = $signed(\_$1059 ) > $signed(word[65:58]);
+  assign \_$1061  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1062  = $signed(\_$1061 ) >>> param__data[1255:1248];
+  assign \_$1063  = ! param__data[1255:1248];
+  assign \_$1064  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1065  = param__data[1255:1248] - 1'h1;
+  assign \_$1066  = $signed(\_$1064 ) >>> \_$1065 [7:0];
+  assign \_$1067  = \_$1063  ? 1'h0 : \_$1066 [0];
+  assign \_$1068  = $signed(\_$1062 ) + $signed({ 1'h0, \_$1067  });
+  assign \_$1069  = $signed(\_$1068 ) + $signed(word[90:83]);
+  assign \_$1070  = \_$1060  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1069 ;
+  assign \_$1071  = \_$1050  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1070 ;
+  assign \_$1072  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1073  = $signed(\_$1072 ) >>> param__data[1255:1248];
+  assign \_$1074  = ! param__data[1255:1248];
+  assign \_$1075  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1076  = param__data[1255:1248] - 1'h1;
+  assign \_$1077  = $signed(\_$1075 ) >>> \_$1076 [7:0];
+  assign \_$1078  = \_$1074  ? 1'h0 : \_$1077 [0];
+  assign \_$1079  = $signed(\_$1073 ) + $signed({ 1'h0, \_$1078  });
+  assign \_$1080  = $signed(\_$1079 ) + $signed(word[90:83]);
+  assign \_$1081  = $signed(\_$1080 ) < $signed(word[57:50]);
+  assign \_$1082  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1083  = $signed(\_$1082 ) >>> param__data[1255:1248];
+  assign \_$1084  = ! param__data[1255:1248];
+  assign \_$1085  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1086  = param__data[1255:1248] - 1'h1;
+  assign \_$1087  = $signed(\_$1085 ) >>> \_$1086 [7:0];
+  assign \_$1088  = \_$1084  ? 1'h0 : \_$1087 [0];
+  assign \_$1089  = $signed(\_$1083 ) + $signed({ 1'h0, \_$1088  });
+  assign \_$1090  = $signed(\_$1089 ) + $signed(word[90:83]);
+  assign \_$1091  = $signed(\_$1090 ) > $signed(word[65:58]);
+  assign \_$1092  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1093  = $signed(\_$1092 ) >>> param__data[1255:1248];
+  assign \_$1094  = ! param__data[1255:1248];
+  assign \_$1095  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1096  = param__data[1255:1248] - 1'h1;
+  assign \_$1097  = $signed(\_$1095 ) >>> \_$1096 [7:0];
+  assign \_$1098  = \_$1094  ? 1'h0 : \_$1097 [0];
+  assign \_$1099  = $signed(\_$1093 ) + $signed({ 1'h0, \_$1098  });
+  assign \_$1100  = $signed(\_$1099 ) + $signed(word[90:83]);
+  assign \_$1101  = \_$1091  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1100 ;
+  assign \_$1102  = \_$1081  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1101 ;
   assign \_$1103  = ~ \_$1102 [7];
-  assign \_$1105  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1106  = $signed(\_$1105 ) >>> param__data[1383:1376];
-  assign \_$1107  = ! param__data[1383:1376];
-  assign \_$1108  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1109  = param__data[1383:1376] - 1'h1;
+  assign \_$1105  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1106  = $signed(\_$1105 ) >>> param__data[1255:1248];
+  assign \_$1107  = ! param__data[1255:1248];
+  assign \_$1108  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1109  = param__data[1255:1248] - 1'h1;
   assign \_$1110  = $signed(\_$1108 ) >>> \_$1109 [7:0];
   assign \_$1111  = \_$1107  ? 1'h0 : \_$1110 [0];
   assign \_$1112  = $signed(\_$1106 ) + $signed({ 1'h0, \_$1111  });
-  assign \_$1113  = $signed(\_$1112 ) < $signed(word[57:50]);
-  assign \_$1114  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1115  = $signed(\_$1114 ) >>> param__data[1383:1376];
-  assign \_$1116  = ! param__data[1383:1376];
-  assign \_$1117  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1118  = param__data[1383:1376] - 1'h1;
-  assign \_$1119  = $signed(\_$1117 ) >>> \_$1118 [7:0];
-  assign \_$1120  = \_$1116  ? 1'h0 : \_$1119 [0];
-  assign \_$1121  = $signed(\_$1115 ) + $signed({ 1'h0, \_$1120  });
-  assign \_$1122  = $signed(\_$1121 ) > $signed(word[65:58]);
-  assign \_$1123  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1124  = $signed(\_$1123 ) >>> param__data[1383:1376];
-  assign \_$1125  = ! param__data[1383:1376];
-  assign \_$1126  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
-  assign \_$1127  = param__data[1383:1376] - 1'h1;
-  assign \_$1128  = $signed(\_$1126 ) >>> \_$1127 [7:0];
-  assign \_$1129  = \_$1125  ? 1'h0 : \_$1128 [0];
-  assign \_$1130  = $signed(\_$1124 ) + $signed({ 1'h0, \_$1129  });
-  assign \_$1131  = \_$1122  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1130 ;
-  assign \_$1132  = \_$1113  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1131 ;
-  assign \_$1133  = word[66] ? \_$1104  : \_$1132 [7:0];
-  assign \_$1134  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1135  = $signed(\_$1134 ) >>> param__data[1511:1504];
-  assign \_$1136  = ! param__data[1511:1504];
-  assign \_$1137  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1138  = param__data[1511:1504] - 1'h1;
-  assign \_$1139  = $signed(\_$1137 ) >>> \_$1138 [7:0];
-  assign \_$1140  = \_$1136  ? 1'h0 : \_$1139 [0];
-  assign \_$1141  = $signed(\_$1135 ) + $signed({ 1'h0, \_$1140  });
-  assign \_$1142  = $signed(\_$1141 ) < $signed(word[57:50]);
-  assign \_$1143  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1144  = $signed(\_$1143 ) >>> param__data[1511:1504];
-  assign \_$1145  = ! param__data[1511:1504];
-  assign \_$1146  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1147  = param__data[1511:1504] - 1'h1;
-  assign \_$1148  = $signed(\_$1146 ) >>> \_$1147 [7:0];
-  assign \_$1149  = \_$1145  ? 1'h0 : \_$1148 [0];
-  assign \_$1150  = $signed(\_$1144 ) + $signed({ 1'h0, \_$1149  });
-  assign \_$1151  = $signed(\_$1150 ) > $signed(word[65:58]);
-  assign \_$1152  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1153  = $signed(\_$1152 ) >>> param__data[1511:1504];
-  assign \_$1154  = ! param__data[1511:1504];
-  assign \_$1155  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1156  = param__data[1511:1504] - 1'h1;
-  assign \_$1157  = $signed(\_$1155 ) >>> \_$1156 [7:0];
-  assign \_$1158  = \_$1154  ? 1'h0 : \_$1157 [0];
-  assign \_$1159  = $signed(\_$1153 ) + $signed({ 1'h0, \_$1158  });
-  assign \_$1160  = \_$1151  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1159 ;
-  assign \_$1161  = \_$1142  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1160 ;
-  assign \_$1162  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1163  = $signed(\_$1162 ) >>> param__data[1511:1504];
-  assign \_$1164  = ! param__data[1511:1504];
-  assign \_$1165  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1166  = param__data[1511:1504] - 1'h1;
-  assign \_$1167  = $signed(\_$1165 ) >>> \_$1166 [7:0];
-  assign \_$1168  = \_$1164  ? 1'h0 : \_$1167 [0];
-  assign \_$1169  = $signed(\_$1163 ) + $signed({ 1'h0, \_$1168  });
-  assign \_$1170  = $signed(\_$1169 ) < $signed(word[57:50]);
-  assign \_$1171  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1172  = $signed(\_$1171 ) >>> param__data[1511:1504];
-  assign \_$1173  = ! param__data[1511:1504];
-  assign \_$1174  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1175  = param__data[1511:1504] - 1'h1;
-  assign \_$1176  = $signed(\_$1174 ) >>> \_$1175 [7:0];
-  assign \_$1177  = \_$1173  ? 1'h0 : \_$1176 [0];
-  assign \_$1178  = $signed(\_$1172 ) + $signed({ 1'h0, \_$1177  });
-  assign \_$1179  = $signed(\_$1178 ) > $signed(word[65:58]);
-  assign \_$1180  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1181  = $signed(\_$1180 ) >>> param__data[1511:1504];
-  assign \_$1182  = ! param__data[1511:1504];
-  assign \_$1183  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1184  = param__data[1511:1504] - 1'h1;
-  assign \_$1185  = $signed(\_$1183 ) >>> \_$1184 [7:0];
-  assign \_$1186  = \_$1182  ? 1'h0 : \_$1185 [0];
-  assign \_$1187  = $signed(\_$1181 ) + $signed({ 1'h0, \_$1186  });
-  assign \_$1188  = \_$1179  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1187 ;
-  assign \_$1189  = \_$1170  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1188 ;
-  assign \_$1190  = ~ \_$1189 [7];
-  assign \_$1192  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1193  = $signed(\_$1192 ) >>> param__data[1511:1504];
-  assign \_$1194  = ! param__data[1511:1504];
-  assign \_$1195  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1196  = param__data[1511:1504] - 1'h1;
-  assign \_$1197  = $signed(\_$1195 ) >>> \_$1196 [7:0];
-  assign \_$1198  = \_$1194  ? 1'h0 : \_$1197 [0];
-  assign \_$1199  = $signed(\_$1193 ) + $signed({ 1'h0, \_$1198  });
-  assign \_$1200  = $signed(\_$1199 ) < $signed(word[57:50]);
-  assign \_$1201  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1202  = $signed(\_$1201 ) >>> param__data[1511:1504];
-  assign \_$1203  = ! param__data[1511:1504];
-  assign \_$1204  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1205  = param__data[1511:1504] - 1'h1;
+  assign \_$1113  = $signed(\_$1112 ) + $signed(word[90:83]);
+  assign \_$1114  = $signed(\_$1113 ) < $signed(word[57:50]);
+  assign \_$1115  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1116  = $signed(\_$1115 ) >>> param__data[1255:1248];
+  assign \_$1117  = ! param__data[1255:1248];
+  assign \_$1118  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1119  = param__data[1255:1248] - 1'h1;
+  assign \_$1120  = $signed(\_$1118 ) >>> \_$1119 [7:0];
+  assign \_$1121  = \_$1117  ? 1'h0 : \_$1120 [0];
+  assign \_$1122  = $signed(\_$1116 ) + $signed({ 1'h0, \_$1121  });
+  assign \_$1123  = $signed(\_$1122 ) + $signed(word[90:83]);
+  assign \_$1124  = $signed(\_$1123 ) > $signed(word[65:58]);
+  assign \_$1125  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1126  = $signed(\_$1125 ) >>> param__data[1255:1248];
+  assign \_$1127  = ! param__data[1255:1248];
+  assign \_$1128  = $signed(acc__data[319:288]) * $signed(param__data[1215:1184]);
+  assign \_$1129  = param__data[1255:1248] - 1'h1;
+  assign \_$1130  = $signed(\_$1128 ) >>> \_$1129 [7:0];
+  assign \_$1131  = \_$1127  ? 1'h0 : \_$1130 [0];
+  assign \_$1132  = $signed(\_$1126 ) + $signed({ 1'h0, \_$1131  });
+  assign \_$1133  = $signed(\_$1132 ) + $signed(word[90:83]);
+  assign \_$1134  = \_$1124  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1133 ;
+  assign \_$1135  = \_$1114  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1134 ;
+  assign \_$1136  = word[66] ? \_$1104  : \_$1135 [7:0];
+  assign \_$1137  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1138  = $signed(\_$1137 ) >>> param__data[1383:1376];
+  assign \_$1139  = ! param__data[1383:1376];
+  assign \_$1140  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1141  = param__data[1383:1376] - 1'h1;
+  assign \_$1142  = $signed(\_$1140 ) >>> \_$1141 [7:0];
+  assign \_$1143  = \_$1139  ? 1'h0 : \_$1142 [0];
+  assign \_$1144  = $signed(\_$1138 ) + $signed({ 1'h0, \_$1143  });
+  assign \_$1145  = $signed(\_$1144 ) + $signed(word[90:83]);
+  assign \_$1146  = $signed(\_$1145 ) < $signed(word[57:50]);
+  assign \_$1147  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1148  = $signed(\_$1147 ) >>> param__data[1383:1376];
+  assign \_$1149  = ! param__data[1383:1376];
+  assign \_$1150  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1151  = param__data[1383:1376] - 1'h1;
+  assign \_$1152  = $signed(\_$1150 ) >>> \_$1151 [7:0];
+  assign \_$1153  = \_$1149  ? 1'h0 : \_$1152 [0];
+  assign \_$1154  = $signed(\_$1148 ) + $signed({ 1'h0, \_$1153  });
+  assign \_$1155  = $signed(\_$1154 ) + $signed(word[90:83]);
+  assign \_$1156  = $signed(\_$1155 ) > $signed(word[65:58]);
+  assign \_$1157  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1158  = $signed(\_$1157 ) >>> param__data[1383:1376];
+  assign \_$1159  = ! param__data[1383:1376];
+  assign \_$1160  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1161  = param__data[1383:1376] - 1'h1;
+  assign \_$1162  = $signed(\_$1160 ) >>> \_$1161 [7:0];
+  assign \_$1163  = \_$1159  ? 1'h0 : \_$1162 [0];
+  assign \_$1164  = $signed(\_$1158 ) + $signed({ 1'h0, \_$1163  });
+  assign \_$1165  = $signed(\_$1164 ) + $signed(word[90:83]);
+  assign \_$1166  = \_$1156  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1165 ;
+  assign \_$1167  = \_$1146  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1166 ;
+  assign \_$1168  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1169  = $signed(\_$1168 ) >>> param__data[1383:1376];
+  assign \_$1170  = ! param__data[1383:1376];
+  assign \_$1171  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1172  = param__data[1383:1376] - 1'h1;
+  assign \_$1173  = $signed(\_$1171 ) >>> \_$1172 [7:0];
+  assign \_$1174  = \_$1170  ? 1'h0 : \_$1173 [0];
+  assign \_$1175  = $signed(\_$1169 ) + $signed({ 1'h0, \_$1174  });
+  assign \_$1176  = $signed(\_$1175 ) + $signed(word[90:83]);
+  assign \_$1177  = $signed(\_$1176 ) < $signed(word[57:50]);
+  assign \_$1178  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1179  = $signed(\_$1178 ) >>> param__data[1383:1376];
+  assign \_$1180  = ! param__data[1383:1376];
+  assign \_$1181  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1182  = param__data[1383:1376] - 1'h1;
+  assign \_$1183  = $signed(\_$1181 ) >>> \_$1182 [7:0];
+  assign \_$1184  = \_$1180  ? 1'h0 : \_$1183 [0];
+  assign \_$1185  = $signed(\_$1179 ) + $signed({ 1'h0, \_$1184  });
+  assign \_$1186  = $signed(\_$1185 ) + $signed(word[90:83]);
+  assign \_$1187  = $signed(\_$1186 ) > $signed(word[65:58]);
+  assign \_$1188  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1189  = $signed(\_$1188 ) >>> param__data[1383:1376];
+  assign \_$1190  = ! param__data[1383:1376];
+  assign \_$1191  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1192  = param__data[1383:1376] - 1'h1;
+  assign \_$1193  = $signed(\_$1191 ) >>> \_$1192 [7:0];
+  assign \_$1194  = \_$1190  ? 1'h0 : \_$1193 [0];
+  assign \_$1195  = $signed(\_$1189 ) + $signed({ 1'h0, \_$1194  });
+  assign \_$1196  = $signed(\_$1195 ) + $signed(word[90:83]);
+  assign \_$1197  = \_$1187  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1196 ;
+  assign \_$1198  = \_$1177  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1197 ;
+  assign \_$1199  = ~ \_$1198 [7];
+  assign \_$1201  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1202  = $signed(\_$1201 ) >>> param__data[1383:1376];
+  assign \_$1203  = ! param__data[1383:1376];
+  assign \_$1204  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1205  = param__data[1383:1376] - 1'h1;
   assign \_$1206  = $signed(\_$1204 ) >>> \_$1205 [7:0];
   assign \_$1207  = \_$1203  ? 1'h0 : \_$1206 [0];
   assign \_$1208  = $signed(\_$1202 ) + $signed({ 1'h0, \_$1207  });
-  assign \_$1209  = $signed(\_$1208 ) > $signed(word[65:58]);
-  assign \_$1210  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1211  = $signed(\_$1210 ) >>> param__data[1511:1504];
-  assign \_$1212  = ! param__data[1511:1504];
-  assign \_$1213  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
-  assign \_$1214  = param__data[1511:1504] - 1'h1;
-  assign \_$1215  = $signed(\_$1213 ) >>> \_$1214 [7:0];
-  assign \_$1216  = \_$1212  ? 1'h0 : \_$1215 [0];
-  assign \_$1217  = $signed(\_$1211 ) + $signed({ 1'h0, \_$1216  });
-  assign \_$1218  = \_$1209  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1217 ;
-  assign \_$1219  = \_$1200  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1218 ;
-  assign \_$1220  = word[66] ? \_$1191  : \_$1219 [7:0];
-  assign \_$1221  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1222  = $signed(\_$1221 ) >>> param__data[1639:1632];
-  assign \_$1223  = ! param__data[1639:1632];
-  assign \_$1224  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1225  = param__data[1639:1632] - 1'h1;
+  assign \_$1209  = $signed(\_$1208 ) + $signed(word[90:83]);
+  assign \_$1210  = $signed(\_$1209 ) < $signed(word[57:50]);
+  assign \_$1211  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1212  = $signed(\_$1211 ) >>> param__data[1383:1376];
+  assign \_$1213  = ! param__data[1383:1376];
+  assign \_$1214  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1215  = param__data[1383:1376] - 1'h1;
+  assign \_$1216  = $signed(\_$1214 ) >>> \_$1215 [7:0];
+  assign \_$1217  = \_$1213  ? 1'h0 : \_$1216 [0];
+  assign \_$1218  = $signed(\_$1212 ) + $signed({ 1'h0, \_$1217  });
+  assign \_$1219  = $signed(\_$1218 ) + $signed(word[90:83]);
+  assign \_$1220  = $signed(\_$1219 ) > $signed(word[65:58]);
+  assign \_$1221  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1222  = $signed(\_$1221 ) >>> param__data[1383:1376];
+  assign \_$1223  = ! param__data[1383:1376];
+  assign \_$1224  = $signed(acc__data[351:320]) * $signed(param__data[1343:1312]);
+  assign \_$1225  = param__data[1383:1376] - 1'h1;
   assign \_$1226  = $signed(\_$1224 ) >>> \_$1225 [7:0];
   assign \_$1227  = \_$1223  ? 1'h0 : \_$1226 [0];
   assign \_$1228  = $signed(\_$1222 ) + $signed({ 1'h0, \_$1227  });
-  assign \_$1229  = $signed(\_$1228 ) < $signed(word[57:50]);
-  assign \_$1230  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1231  = $signed(\_$1230 ) >>> param__data[1639:1632];
-  assign \_$1232  = ! param__data[1639:1632];
-  assign \_$1233  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1234  = param__data[1639:1632] - 1'h1;
-  assign \_$1235  = $signed(\_$1233 ) >>> \_$1234 [7:0];
-  assign \_$1236  = \_$1232  ? 1'h0 : \_$1235 [0];
-  assign \_$1237  = $signed(\_$1231 ) + $signed({ 1'h0, \_$1236  });
-  assign \_$1238  = $signed(\_$1237 ) > $signed(word[65:58]);
-  assign \_$1239  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1240  = $signed(\_$1239 ) >>> param__data[1639:1632];
-  assign \_$1241  = ! param__data[1639:1632];
-  assign \_$1242  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1243  = param__data[1639:1632] - 1'h1;
-  assign \_$1244  = $signed(\_$1242 ) >>> \_$1243 [7:0];
-  assign \_$1245  = \_$1241  ? 1'h0 : \_$1244 [0];
-  assign \_$1246  = $signed(\_$1240 ) + $signed({ 1'h0, \_$1245  });
-  assign \_$1247  = \_$1238  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1246 ;
-  assign \_$1248  = \_$1229  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1247 ;
-  assign \_$1249  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1250  = $signed(\_$1249 ) >>> param__data[1639:1632];
-  assign \_$1251  = ! param__data[1639:1632];
-  assign \_$1252  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1253  = param__data[1639:1632] - 1'h1;
-  assign \_$1254  = $signed(\_$1252 ) >>> \_$1253 [7:0];
-  assign \_$1255  = \_$1251  ? 1'h0 : \_$1254 [0];
-  assign \_$1256  = $signed(\_$1250 ) + $signed({ 1'h0, \_$1255  });
-  assign \_$1257  = $signed(\_$1256 ) < $signed(word[57:50]);
-  assign \_$1258  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1259  = $signed(\_$1258 ) >>> param__data[1639:1632];
-  assign \_$1260  = ! param__data[1639:1632];
-  assign \_$1261  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1262  = param__data[1639:1632] - 1'h1;
-  assign \_$1263  = $signed(\_$1261 ) >>> \_$1262 [7:0];
-  assign \_$1264  = \_$1260  ? 1'h0 : \_$1263 [0];
-  assign \_$1265  = $signed(\_$1259 ) + $signed({ 1'h0, \_$1264  });
-  assign \_$1266  = $signed(\_$1265 ) > $signed(word[65:58]);
-  assign \_$1267  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1268  = $signed(\_$1267 ) >>> param__data[1639:1632];
-  assign \_$1269  = ! param__data[1639:1632];
-  assign \_$1270  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1271  = param__data[1639:1632] - 1'h1;
-  assign \_$1272  = $signed(\_$1270 ) >>> \_$1271 [7:0];
-  assign \_$1273  = \_$1269  ? 1'h0 : \_$1272 [0];
-  assign \_$1274  = $signed(\_$1268 ) + $signed({ 1'h0, \_$1273  });
-  assign \_$1275  = \_$1266  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1274 ;
-  assign \_$1276  = \_$1257  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1275 ;
-  assign \_$1277  = ~ \_$1276 [7];
-  assign \_$1279  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1280  = $signed(\_$1279 ) >>> param__data[1639:1632];
-  assign \_$1281  = ! param__data[1639:1632];
-  assign \_$1282  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1283  = param__data[1639:1632] - 1'h1;
-  assign \_$1284  = $signed(\_$1282 ) >>> \_$1283 [7:0];
-  assign \_$1285  = \_$1281  ? 1'h0 : \_$1284 [0];
-  assign \_$1286  = $signed(\_$1280 ) + $signed({ 1'h0, \_$1285  });
-  assign \_$1287  = $signed(\_$1286 ) < $signed(word[57:50]);
-  assign \_$1288  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1289  = $signed(\_$1288 ) >>> param__data[1639:1632];
-  assign \_$1290  = ! param__data[1639:1632];
-  assign \_$1291  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1292  = param__data[1639:1632] - 1'h1;
-  assign \_$1293  = $signed(\_$1291 ) >>> \_$1292 [7:0];
-  assign \_$1294  = \_$1290  ? 1'h0 : \_$1293 [0];
-  assign \_$1295  = $signed(\_$1289 ) + $signed({ 1'h0, \_$1294  });
-  assign \_$1296  = $signed(\_$1295 ) > $signed(word[65:58]);
-  assign \_$1297  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1298  = $signed(\_$1297 ) >>> param__data[1639:1632];
-  assign \_$1299  = ! param__data[1639:1632];
-  assign \_$1300  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
-  assign \_$1301  = param__data[1639:1632] - 1'h1;
+  assign \_$1229  = $signed(\_$1228 ) + $signed(word[90:83]);
+  assign \_$1230  = \_$1220  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1229 ;
+  assign \_$1231  = \_$1210  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1230 ;
+  assign \_$1232  = word[66] ? \_$1200  : \_$1231 [7:0];
+  assign \_$1233  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1234  = $signed(\_$1233 ) >>> param__data[1511:1504];
+  assign \_$1235  = ! param__data[1511:1504];
+  assign \_$1236  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1237  = param__data[1511:1504] - 1'h1;
+  assign \_$1238  = $signed(\_$1236 ) >>> \_$1237 [7:0];
+  assign \_$1239  = \_$1235  ? 1'h0 : \_$1238 [0];
+  assign \_$1240  = $signed(\_$1234 ) + $signed({ 1'h0, \_$1239  });
+  assign \_$1241  = $signed(\_$1240 ) + $signed(word[90:83]);
+  assign \_$1242  = $signed(\_$1241 ) < $signed(word[57:50]);
+  assign \_$1243  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1244  = $signed(\_$1243 ) >>> param__data[1511:1504];
+  assign \_$1245  = ! param__data[1511:1504];
+  assign \_$1246  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1247  = param__data[1511:1504] - 1'h1;
+  assign \_$1248  = $signed(\_$1246 ) >>> \_$1247 [7:0];
+  assign \_$1249  = \_$1245  ? 1'h0 : \_$1248 [0];
+  assign \_$1250  = $signed(\_$1244 ) + $signed({ 1'h0, \_$1249  });
+  assign \_$1251  = $signed(\_$1250 ) + $signed(word[90:83]);
+  assign \_$1252  = $signed(\_$1251 ) > $signed(word[65:58]);
+  assign \_$1253  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1254  = $signed(\_$1253 ) >>> param__data[1511:1504];
+  assign \_$1255  = ! param__data[1511:1504];
+  assign \_$1256  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1257  = param__data[1511:1504] - 1'h1;
+  assign \_$1258  = $signed(\_$1256 ) >>> \_$1257 [7:0];
+  assign \_$1259  = \_$1255  ? 1'h0 : \_$1258 [0];
+  assign \_$1260  = $signed(\_$1254 ) + $signed({ 1'h0, \_$1259  });
+  assign \_$1261  = $signed(\_$1260 ) + $signed(word[90:83]);
+  assign \_$1262  = \_$1252  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1261 ;
+  assign \_$1263  = \_$1242  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1262 ;
+  assign \_$1264  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1265  = $signed(\_$1264 ) >>> param__data[1511:1504];
+  assign \_$1266  = ! param__data[1511:1504];
+  assign \_$1267  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1268  = param__data[1511:1504] - 1'h1;
+  assign \_$1269  = $signed(\_$1267 ) >>> \_$1268 [7:0];
+  assign \_$1270  = \_$1266  ? 1'h0 : \_$1269 [0];
+  assign \_$1271  = $signed(\_$1265 ) + $signed({ 1'h0, \_$1270  });
+  assign \_$1272  = $signed(\_$1271 ) + $signed(word[90:83]);
+  assign \_$1273  = $signed(\_$1272 ) < $signed(word[57:50]);
+  assign \_$1274  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1275  = $signed(\_$1274 ) >>> param__data[1511:1504];
+  assign \_$1276  = ! param__data[1511:1504];
+  assign \_$1277  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1278  = param__data[1511:1504] - 1'h1;
+  assign \_$1279  = $signed(\_$1277 ) >>> \_$1278 [7:0];
+  assign \_$1280  = \_$1276  ? 1'h0 : \_$1279 [0];
+  assign \_$1281  = $signed(\_$1275 ) + $signed({ 1'h0, \_$1280  });
+  assign \_$1282  = $signed(\_$1281 ) + $signed(word[90:83]);
+  assign \_$1283  = $signed(\_$1282 ) > $signed(word[65:58]);
+  assign \_$1284  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1285  = $signed(\_$1284 ) >>> param__data[1511:1504];
+  assign \_$1286  = ! param__data[1511:1504];
+  assign \_$1287  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1288  = param__data[1511:1504] - 1'h1;
+  assign \_$1289  = $signed(\_$1287 ) >>> \_$1288 [7:0];
+  assign \_$1290  = \_$1286  ? 1'h0 : \_$1289 [0];
+  assign \_$1291  = $signed(\_$1285 ) + $signed({ 1'h0, \_$1290  });
+  assign \_$1292  = $signed(\_$1291 ) + $signed(word[90:83]);
+  assign \_$1293  = \_$1283  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1292 ;
+  assign \_$1294  = \_$1273  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1293 ;
+  assign \_$1295  = ~ \_$1294 [7];
+  assign \_$1297  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1298  = $signed(\_$1297 ) >>> param__data[1511:1504];
+  assign \_$1299  = ! param__data[1511:1504];
+  assign \_$1300  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1301  = param__data[1511:1504] - 1'h1;
   assign \_$1302  = $signed(\_$1300 ) >>> \_$1301 [7:0];
   assign \_$1303  = \_$1299  ? 1'h0 : \_$1302 [0];
   assign \_$1304  = $signed(\_$1298 ) + $signed({ 1'h0, \_$1303  });
-  assign \_$1305  = \_$1296  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1304 ;
-  assign \_$1306  = \_$1287  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1305 ;
-  assign \_$1307  = word[66] ? \_$1278  : \_$1306 [7:0];
-  assign \_$1308  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1309  = $signed(\_$1308 ) >>> param__data[1767:1760];
-  assign \_$1310  = ! param__data[1767:1760];
-  assign \_$1311  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1312  = param__data[1767:1760] - 1'h1;
-  assign \_$1313  = $signed(\_$1311 ) >>> \_$1312 [7:0];
-  assign \_$1314  = \_$1310  ? 1'h0 : \_$1313 [0];
-  assign \_$1315  = $signed(\_$1309 ) + $signed({ 1'h0, \_$1314  });
-  assign \_$1316  = $signed(\_$1315 ) < $signed(word[57:50]);
-  assign \_$1317  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1318  = $signed(\_$1317 ) >>> param__data[1767:1760];
-  assign \_$1319  = ! param__data[1767:1760];
-  assign \_$1320  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1321  = param__data[1767:1760] - 1'h1;
+  assign \_$1305  = $signed(\_$1304 ) + $signed(word[90:83]);
+  assign \_$1306  = $signed(\_$1305 ) < $signed(word[57:50]);
+  assign \_$1307  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1308  = $signed(\_$1307 ) >>> param__data[1511:1504];
+  assign \_$1309  = ! param__data[1511:1504];
+  assign \_$1310  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1311  = param__data[1511:1504] - 1'h1;
+  assign \_$1312  = $signed(\_$1310 ) >>> \_$1311 [7:0];
+  assign \_$1313  = \_$1309  ? 1'h0 : \_$1312 [0];
+  assign \_$1314  = $signed(\_$1308 ) + $signed({ 1'h0, \_$1313  });
+  assign \_$1315  = $signed(\_$1314 ) + $signed(word[90:83]);
+  assign \_$1316  = $signed(\_$1315 ) > $signed(word[65:58]);
+  assign \_$1317  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1318  = $signed(\_$1317 ) >>> param__data[1511:1504];
+  assign \_$1319  = ! param__data[1511:1504];
+  assign \_$1320  = $signed(acc__data[383:352]) * $signed(param__data[1471:1440]);
+  assign \_$1321  = param__data[1511:1504] - 1'h1;
   assign \_$1322  = $signed(\_$1320 ) >>> \_$1321 [7:0];
   assign \_$1323  = \_$1319  ? 1'h0 : \_$1322 [0];
   assign \_$1324  = $signed(\_$1318 ) + $signed({ 1'h0, \_$1323  });
-  assign \_$1325  = $signed(\_$1324 ) > $signed(word[65:58]);
-  assign \_$1326  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1327  = $signed(\_$1326 ) >>> param__data[1767:1760];
-  assign \_$1328  = ! param__data[1767:1760];
-  assign \_$1329  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1330  = param__data[1767:1760] - 1'h1;
-  assign \_$1331  = $signed(\_$1329 ) >>> \_$1330 [7:0];
-  assign \_$1332  = \_$1328  ? 1'h0 : \_$1331 [0];
-  assign \_$1333  = $signed(\_$1327 ) + $signed({ 1'h0, \_$1332  });
-  assign \_$1334  = \_$1325  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1333 ;
-  assign \_$1335  = \_$1316  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1334 ;
-  assign \_$1336  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1337  = $signed(\_$1336 ) >>> param__data[1767:1760];
-  assign \_$1338  = ! param__data[1767:1760];
-  assign \_$1339  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1340  = param__data[1767:1760] - 1'h1;
-  assign \_$1341  = $signed(\_$1339 ) >>> \_$1340 [7:0];
-  assign \_$1342  = \_$1338  ? 1'h0 : \_$1341 [0];
-  assign \_$1343  = $signed(\_$1337 ) + $signed({ 1'h0, \_$1342  });
-  assign \_$1344  = $signed(\_$1343 ) < $signed(word[57:50]);
-  assign \_$1345  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1346  = $signed(\_$1345 ) >>> param__data[1767:1760];
-  assign \_$1347  = ! param__data[1767:1760];
-  assign \_$1348  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1349  = param__data[1767:1760] - 1'h1;
-  assign \_$1350  = $signed(\_$1348 ) >>> \_$1349 [7:0];
-  assign \_$1351  = \_$1347  ? 1'h0 : \_$1350 [0];
-  assign \_$1352  = $signed(\_$1346 ) + $signed({ 1'h0, \_$1351  });
-  assign \_$1353  = $signed(\_$1352 ) > $signed(word[65:58]);
-  assign \_$1354  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1355  = $signed(\_$1354 ) >>> param__data[1767:1760];
-  assign \_$1356  = ! param__data[1767:1760];
-  assign \_$1357  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1358  = param__data[1767:1760] - 1'h1;
-  assign \_$1359  = $signed(\_$1357 ) >>> \_$1358 [7:0];
-  assign \_$1360  = \_$1356  ? 1'h0 : \_$1359 [0];
-  assign \_$1361  = $signed(\_$1355 ) + $signed({ 1'h0, \_$1360  });
-  assign \_$1362  = \_$1353  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1361 ;
-  assign \_$1363  = \_$1344  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1362 ;
-  assign \_$1364  = ~ \_$1363 [7];
-  assign \_$1366  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1367  = $signed(\_$1366 ) >>> param__data[1767:1760];
-  assign \_$1368  = ! param__data[1767:1760];
-  assign \_$1369  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1370  = param__data[1767:1760] - 1'h1;
-  assign \_$1371  = $signed(\_$1369 ) >>> \_$1370 [7:0];
-  assign \_$1372  = \_$1368  ? 1'h0 : \_$1371 [0];
-  assign \_$1373  = $signed(\_$1367 ) + $signed({ 1'h0, \_$1372  });
-  assign \_$1374  = $signed(\_$1373 ) < $signed(word[57:50]);
-  assign \_$1375  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1376  = $signed(\_$1375 ) >>> param__data[1767:1760];
-  assign \_$1377  = ! param__data[1767:1760];
-  assign \_$1378  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1379  = param__data[1767:1760] - 1'h1;
-  assign \_$1380  = $signed(\_$1378 ) >>> \_$1379 [7:0];
-  assign \_$1381  = \_$1377  ? 1'h0 : \_$1380 [0];
-  assign \_$1382  = $signed(\_$1376 ) + $signed({ 1'h0, \_$1381  });
-  assign \_$1383  = $signed(\_$1382 ) > $signed(word[65:58]);
-  assign \_$1384  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1385  = $signed(\_$1384 ) >>> param__data[1767:1760];
-  assign \_$1386  = ! param__data[1767:1760];
-  assign \_$1387  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
-  assign \_$1388  = param__data[1767:1760] - 1'h1;
-  assign \_$1389  = $signed(\_$1387 ) >>> \_$1388 [7:0];
-  assign \_$1390  = \_$1386  ? 1'h0 : \_$1389 [0];
-  assign \_$1391  = $signed(\_$1385 ) + $signed({ 1'h0, \_$1390  });
-  assign \_$1392  = \_$1383  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1391 ;
-  assign \_$1393  = \_$1374  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1392 ;
-  assign \_$1394  = word[66] ? \_$1365  : \_$1393 [7:0];
-  assign \_$1395  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1396  = $signed(\_$1395 ) >>> param__data[1895:1888];
-  assign \_$1397  = ! param__data[1895:1888];
-  assign \_$1398  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1399  = param__data[1895:1888] - 1'h1;
-  assign \_$1400  = $signed(\_$1398 ) >>> \_$1399 [7:0];
-  assign \_$1401  = \_$1397  ? 1'h0 : \_$1400 [0];
-  assign \_$1402  = $signed(\_$1396 ) + $signed({ 1'h0, \_$1401  });
-  assign \_$1403  = $signed(\_$1402 ) < $signed(word[57:50]);
-  assign \_$1404  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1405  = $signed(\_$1404 ) >>> param__data[1895:1888];
-  assign \_$1406  = ! param__data[1895:1888];
-  assign \_$1407  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1408  = param__data[1895:1888] - 1'h1;
-  assign \_$1409  = $signed(\_$1407 ) >>> \_$1408 [7:0];
-  assign \_$1410  = \_$1406  ? 1'h0 : \_$1409 [0];
-  assign \_$1411  = $signed(\_$1405 ) + $signed({ 1'h0, \_$1410  });
+  assign \_$1325  = $signed(\_$1324 ) + $signed(word[90:83]);
+  assign \_$1326  = \_$1316  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1325 ;
+  assign \_$1327  = \_$1306  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1326 ;
+  assign \_$1328  = word[66] ? \_$1296  : \_$1327 [7:0];
+  assign \_$1329  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1330  = $signed(\_$1329 ) >>> param__data[1639:1632];
+  assign \_$1331  = ! param__data[1639:1632];
+  assign \_$1332  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1333  = param__data[1639:1632] - 1'h1;
+  assign \_$1334  = $signed(\_$1332 ) >>> \_$1333 [7:0];
+  assign \_$1335  = \_$1331  ? 1'h0 : \_$1334 [0];
+  assign \_$1336  = $signed(\_$1330 ) + $signed({ 1'h0, \_$1335  });
+  assign \_$1337  = $signed(\_$1336 ) + $signed(word[90:83]);
+  assign \_$1338  = $signed(\_$1337 ) < $signed(word[57:50]);
+  assign \_$1339  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1340  = $signed(\_$1339 ) >>> param__data[1639:1632];
+  assign \_$1341  = ! param__data[1639:1632];
+  assign \_$1342  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1343  = param__data[1639:1632] - 1'h1;
+  assign \_$1344  = $signed(\_$1342 ) >>> \_$1343 [7:0];
+  assign \_$1345  = \_$1341  ? 1'h0 : \_$1344 [0];
+  assign \_$1346  = $signed(\_$1340 ) + $signed({ 1'h0, \_$1345  });
+  assign \_$1347  = $signed(\_$1346 ) + $signed(word[90:83]);
+  assign \_$1348  = $signed(\_$1347 ) > $signed(word[65:58]);
+  assign \_$1349  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1350  = $signed(\_$1349 ) >>> param__data[1639:1632];
+  assign \_$1351  = ! param__data[1639:1632];
+  assign \_$1352  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1353  = param__data[1639:1632] - 1'h1;
+  assign \_$1354  = $signed(\_$1352 ) >>> \_$1353 [7:0];
+  assign \_$1355  = \_$1351  ? 1'h0 : \_$1354 [0];
+  assign \_$1356  = $signed(\_$1350 ) + $signed({ 1'h0, \_$1355  });
+  assign \_$1357  = $signed(\_$1356 ) + $signed(word[90:83]);
+  assign \_$1358  = \_$1348  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1357 ;
+  assign \_$1359  = \_$1338  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1358 ;
+  assign \_$1360  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1361  = $signed(\_$1360 ) >>> param__data[1639:1632];
+  assign \_$1362  = ! param__data[1639:1632];
+  assign \_$1363  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1364  = param__data[1639:1632] - 1'h1;
+  assign \_$1365  = $signed(\_$1363 ) >>> \_$1364 [7:0];
+  assign \_$1366  = \_$1362  ? 1'h0 : \_$1365 [0];
+  assign \_$1367  = $signed(\_$1361 ) + $signed({ 1'h0, \_$1366  });
+  assign \_$1368  = $signed(\_$1367 ) + $signed(word[90:83]);
+  assign \_$1369  = $signed(\_$1368 ) < $signed(word[57:50]);
+  assign \_$1370  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1371  = $signed(\_$1370 ) >>> param__data[1639:1632];
+  assign \_$1372  = ! param__data[1639:1632];
+  assign \_$1373  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1374  = param__data[1639:1632] - 1'h1;
+  assign \_$1375  = $signed(\_$1373 ) >>> \_$1374 [7:0];
+  assign \_$1376  = \_$1372  ? 1'h0 : \_$1375 [0];
+  assign \_$1377  = $signed(\_$1371 ) + $signed({ 1'h0, \_$1376  });
+  assign \_$1378  = $signed(\_$1377 ) + $signed(word[90:83]);
+  assign \_$1379  = $signed(\_$1378 ) > $signed(word[65:58]);
+  assign \_$1380  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1381  = $signed(\_$1380 ) >>> param__data[1639:1632];
+  assign \_$1382  = ! param__data[1639:1632];
+  assign \_$1383  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1384  = param__data[1639:1632] - 1'h1;
+  assign \_$1385  = $signed(\_$1383 ) >>> \_$1384 [7:0];
+  assign \_$1386  = \_$1382  ? 1'h0 : \_$1385 [0];
+  assign \_$1387  = $signed(\_$1381 ) + $signed({ 1'h0, \_$1386  });
+  assign \_$1388  = $signed(\_$1387 ) + $signed(word[90:83]);
+  assign \_$1389  = \_$1379  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1388 ;
+  assign \_$1390  = \_$1369  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1389 ;
+  assign \_$1391  = ~ \_$1390 [7];
+  assign \_$1393  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1394  = $signed(\_$1393 ) >>> param__data[1639:1632];
+  assign \_$1395  = ! param__data[1639:1632];
+  assign \_$1396  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1397  = param__data[1639:1632] - 1'h1;
+  assign \_$1398  = $signed(\_$1396 ) >>> \_$1397 [7:0];
+  assign \_$1399  = \_$1395  ? 1'h0 : \_$1398 [0];
+  assign \_$1400  = $signed(\_$1394 ) + $signed({ 1'h0, \_$1399  });
+  assign \_$1401  = $signed(\_$1400 ) + $signed(word[90:83]);
+  assign \_$1402  = $signed(\_$1401 ) < $signed(word[57:50]);
+  assign \_$1403  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1404  = $signed(\_$1403 ) >>> param__data[1639:1632];
+  assign \_$1405  = ! param__data[1639:1632];
+  assign \_$1406  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1407  = param__data[1639:1632] - 1'h1;
+  assign \_$1408  = $signed(\_$1406 ) >>> \_$1407 [7:0];
+  assign \_$1409  = \_$1405  ? 1'h0 : \_$1408 [0];
+  assign \_$1410  = $signed(\_$1404 ) + $signed({ 1'h0, \_$1409  });
+  assign \_$1411  = $signed(\_$1410 ) + $signed(word[90:83]);
   assign \_$1412  = $signed(\_$1411 ) > $signed(word[65:58]);
-  assign \_$1413  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1414  = $signed(\_$1413 ) >>> param__data[1895:1888];
-  assign \_$1415  = ! param__data[1895:1888];
-  assign \_$1416  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1417  = param__data[1895:1888] - 1'h1;
+  assign \_$1413  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1414  = $signed(\_$1413 ) >>> param__data[1639:1632];
+  assign \_$1415  = ! param__data[1639:1632];
+  assign \_$1416  = $signed(acc__data[415:384]) * $signed(param__data[1599:1568]);
+  assign \_$1417  = param__data[1639:1632] - 1'h1;
   assign \_$1418  = $signed(\_$1416 ) >>> \_$1417 [7:0];
   assign \_$1419  = \_$1415  ? 1'h0 : \_$1418 [0];
   assign \_$1420  = $signed(\_$1414 ) + $signed({ 1'h0, \_$1419  });
-  assign \_$1421  = \_$1412  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1420 ;
-  assign \_$1422  = \_$1403  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1421 ;
-  assign \_$1423  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1424  = $signed(\_$1423 ) >>> param__data[1895:1888];
-  assign \_$1425  = ! param__data[1895:1888];
-  assign \_$1426  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1427  = param__data[1895:1888] - 1'h1;
-  assign \_$1428  = $signed(\_$1426 ) >>> \_$1427 [7:0];
-  assign \_$1429  = \_$1425  ? 1'h0 : \_$1428 [0];
-  assign \_$1430  = $signed(\_$1424 ) + $signed({ 1'h0, \_$1429  });
-  assign \_$1431  = $signed(\_$1430 ) < $signed(word[57:50]);
-  assign \_$1432  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1433  = $signed(\_$1432 ) >>> param__data[1895:1888];
-  assign \_$1434  = ! param__data[1895:1888];
-  assign \_$1435  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1436  = param__data[1895:1888] - 1'h1;
-  assign \_$1437  = $signed(\_$1435 ) >>> \_$1436 [7:0];
-  assign \_$1438  = \_$1434  ? 1'h0 : \_$1437 [0];
-  assign \_$1439  = $signed(\_$1433 ) + $signed({ 1'h0, \_$1438  });
-  assign \_$1440  = $signed(\_$1439 ) > $signed(word[65:58]);
-  assign \_$1441  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1442  = $signed(\_$1441 ) >>> param__data[1895:1888];
-  assign \_$1443  = ! param__data[1895:1888];
-  assign \_$1444  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1445  = param__data[1895:1888] - 1'h1;
-  assign \_$1446  = $signed(\_$1444 ) >>> \_$1445 [7:0];
-  assign \_$1447  = \_$1443  ? 1'h0 : \_$1446 [0];
-  assign \_$1448  = $signed(\_$1442 ) + $signed({ 1'h0, \_$1447  });
-  assign \_$1449  = \_$1440  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1448 ;
-  assign \_$1450  = \_$1431  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1449 ;
-  assign \_$1451  = ~ \_$1450 [7];
-  assign \_$1453  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1454  = $signed(\_$1453 ) >>> param__data[1895:1888];
-  assign \_$1455  = ! param__data[1895:1888];
-  assign \_$1456  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1457  = param__data[1895:1888] - 1'h1;
-  assign \_$1458  = $signed(\_$1456 ) >>> \_$1457 [7:0];
-  assign \_$1459  = \_$1455  ? 1'h0 : \_$1458 [0];
-  assign \_$1460  = $signed(\_$1454 ) + $signed({ 1'h0, \_$1459  });
-  assign \_$1461  = $signed(\_$1460 ) < $signed(word[57:50]);
-  assign \_$1462  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1463  = $signed(\_$1462 ) >>> param__data[1895:1888];
-  assign \_$1464  = ! param__data[1895:1888];
-  assign \_$1465  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1466  = param__data[1895:1888] - 1'h1;
-  assign \_$1467  = $signed(\_$1465 ) >>> \_$1466 [7:0];
-  assign \_$1468  = \_$1464  ? 1'h0 : \_$1467 [0];
-  assign \_$1469  = $signed(\_$1463 ) + $signed({ 1'h0, \_$1468  });
-  assign \_$1470  = $signed(\_$1469 ) > $signed(word[65:58]);
-  assign \_$1471  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1472  = $signed(\_$1471 ) >>> param__data[1895:1888];
-  assign \_$1473  = ! param__data[1895:1888];
-  assign \_$1474  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
-  assign \_$1475  = param__data[1895:1888] - 1'h1;
-  assign \_$1476  = $signed(\_$1474 ) >>> \_$1475 [7:0];
-  assign \_$1477  = \_$1473  ? 1'h0 : \_$1476 [0];
-  assign \_$1478  = $signed(\_$1472 ) + $signed({ 1'h0, \_$1477  });
-  assign \_$1479  = \_$1470  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1478 ;
-  assign \_$1480  = \_$1461  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1479 ;
-  assign \_$1481  = word[66] ? \_$1452  : \_$1480 [7:0];
-  assign \_$1482  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1483  = $signed(\_$1482 ) >>> param__data[2023:2016];
-  assign \_$1484  = ! param__data[2023:2016];
-  assign \_$1485  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1486  = param__data[2023:2016] - 1'h1;
-  assign \_$1487  = $signed(\_$1485 ) >>> \_$1486 [7:0];
-  assign \_$1488  = \_$1484  ? 1'h0 : \_$1487 [0];
-  assign \_$1489  = $signed(\_$1483 ) + $signed({ 1'h0, \_$1488  });
-  assign \_$1490  = $signed(\_$1489 ) < $signed(word[57:50]);
-  assign \_$1491  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1492  = $signed(\_$1491 ) >>> param__data[2023:2016];
-  assign \_$1493  = ! param__data[2023:2016];
-  assign \_$1494  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1495  = param__data[2023:2016] - 1'h1;
-  assign \_$1496  = $signed(\_$1494 ) >>> \_$1495 [7:0];
-  assign \_$1497  = \_$1493  ? 1'h0 : \_$1496 [0];
-  assign \_$1498  = $signed(\_$1492 ) + $signed({ 1'h0, \_$1497  });
-  assign \_$1499  = $signed(\_$1498 ) > $signed(word[65:58]);
-  assign \_$1500  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1501  = $signed(\_$1500 ) >>> param__data[2023:2016];
-  assign \_$1502  = ! param__data[2023:2016];
-  assign \_$1503  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1504  = param__data[2023:2016] - 1'h1;
-  assign \_$1505  = $signed(\_$1503 ) >>> \_$1504 [7:0];
-  assign \_$1506  = \_$1502  ? 1'h0 : \_$1505 [0];
-  assign \_$1507  = $signed(\_$1501 ) + $signed({ 1'h0, \_$1506  });
-  assign \_$1508  = \_$1499  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1507 ;
-  assign \_$1509  = \_$1490  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1508 ;
-  assign \_$1510  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1511  = $signed(\_$1510 ) >>> param__data[2023:2016];
-  assign \_$1512  = ! param__data[2023:2016];
-  assign \_$1513  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1514  = param__data[2023:2016] - 1'h1;
-  assign \_$1515  = $signed(\_$1513 ) >>> \_$1514 [7:0];
-  assign \_$1516  = \_$1512  ? 1'h0 : \_$1515 [0];
-  assign \_$1517  = $signed(\_$1511 ) + $signed({ 1'h0, \_$1516  });
-  assign \_$1518  = $signed(\_$1517 ) < $signed(word[57:50]);
-  assign \_$1519  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1520  = $signed(\_$1519 ) >>> param__data[2023:2016];
-  assign \_$1521  = ! param__data[2023:2016];
-  assign \_$1522  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1523  = param__data[2023:2016] - 1'h1;
-  assign \_$1524  = $signed(\_$1522 ) >>> \_$1523 [7:0];
-  assign \_$1525  = \_$1521  ? 1'h0 : \_$1524 [0];
-  assign \_$1526  = $signed(\_$1520 ) + $signed({ 1'h0, \_$1525  });
-  assign \_$1527  = $signed(\_$1526 ) > $signed(word[65:58]);
-  assign \_$1528  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1529  = $signed(\_$1528 ) >>> param__data[2023:2016];
-  assign \_$1530  = ! param__data[2023:2016];
-  assign \_$1531  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1532  = param__data[2023:2016] - 1'h1;
-  assign \_$1533  = $signed(\_$1531 ) >>> \_$1532 [7:0];
-  assign \_$1534  = \_$1530  ? 1'h0 : \_$1533 [0];
-  assign \_$1535  = $signed(\_$1529 ) + $signed({ 1'h0, \_$1534  });
-  assign \_$1536  = \_$1527  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1535 ;
-  assign \_$1537  = \_$1518  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1536 ;
-  assign \_$1538  = ~ \_$1537 [7];
-  assign \_$1540  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1541  = $signed(\_$1540 ) >>> param__data[2023:2016];
-  assign \_$1542  = ! param__data[2023:2016];
-  assign \_$1543  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1544  = param__data[2023:2016] - 1'h1;
-  assign \_$1545  = $signed(\_$1543 ) >>> \_$1544 [7:0];
-  assign \_$1546  = \_$1542  ? 1'h0 : \_$1545 [0];
-  assign \_$1547  = $signed(\_$1541 ) + $signed({ 1'h0, \_$1546  });
-  assign \_$1548  = $signed(\_$1547 ) < $signed(word[57:50]);
-  assign \_$1549  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1550  = $signed(\_$1549 ) >>> param__data[2023:2016];
-  assign \_$1551  = ! param__data[2023:2016];
-  assign \_$1552  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1553  = param__data[2023:2016] - 1'h1;
-  assign \_$1554  = $signed(\_$1552 ) >>> \_$1553 [7:0];
-  assign \_$1555  = \_$1551  ? 1'h0 : \_$1554 [0];
-  assign \_$1556  = $signed(\_$1550 ) + $signed({ 1'h0, \_$1555  });
-  assign \_$1557  = $signed(\_$1556 ) > $signed(word[65:58]);
-  assign \_$1558  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1559  = $signed(\_$1558 ) >>> param__data[2023:2016];
-  assign \_$1560  = ! param__data[2023:2016];
-  assign \_$1561  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
-  assign \_$1562  = param__data[2023:2016] - 1'h1;
-  assign \_$1563  = $signed(\_$1561 ) >>> \_$1562 [7:0];
-  assign \_$1564  = \_$1560  ? 1'h0 : \_$1563 [0];
-  assign \_$1565  = $signed(\_$1559 ) + $signed({ 1'h0, \_$1564  });
-  assign \_$1566  = \_$1557  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1565 ;
-  assign \_$1567  = \_$1548  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1566 ;
-  assign \_$1568  = word[66] ? \_$1539  : \_$1567 [7:0];
-  assign \_$1571  = ! c_beat;
-  assign \_$1572  = \_$1570  & \_$1571 ;
-  assign \_$1573  = ~ \_$1572 ;
-  assign \_$1574  = \_$1569  & \_$1573 ;
-  assign \_$1575  = c_beat + 1'h1;
-  assign \_$1576  = word[3:0] == 2'h2;
-  assign \_$1577  = word[3:0] == 3'h7;
-  assign \_$1579  = ! \_$1578 ;
-  assign \_$1580  = word[71:40] + 8'h80;
-  assign \_$1581  = \_$1580  <= 29'h10000000;
-  assign \_$1582  = \_$1579  & \_$1581 ;
-  assign \_$1583  = ~ \_$1582 ;
-  assign \_$1584  = ~ \error$87 ;
-  assign \_$1586  = desc[1:0] != 2'h3;
-  assign \_$1587  = $signed(word[57:50]) > $signed(word[65:58]);
-  assign \_$1588  = \_$1586  | \_$1587 ;
-  assign \_$1589  = word[82:67] + 1'h1;
-  assign \_$1590  = \_$1589  > 9'h100;
-  assign \_$1591  = word[66] & \_$1590 ;
-  assign \_$1592  = ~ \error$87 ;
-  assign \_$1594  = ~ \error$87 ;
-  assign \_$1596  = table_step + 1'h1;
-  assign \_$1598  = ~ walking;
-  assign \_$1599  = ~ \busy$83 ;
-  assign \_$1600  = \_$1598  & \_$1599 ;
-  assign \_$1601  = ~ \_$signal ;
-  assign \_$1602  = \_$1600  & \_$1601 ;
-  assign \_$1603  = ~ \_$signal$59 ;
-  assign \_$1604  = \_$1602  & \_$1603 ;
-  assign \_$1605  = perf_beat + 1'h1;
-  assign \_$1606  = perf_beat == 3'h7;
+  assign \_$1421  = $signed(\_$1420 ) + $signed(word[90:83]);
+  assign \_$1422  = \_$1412  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1421 ;
+  assign \_$1423  = \_$1402  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1422 ;
+  assign \_$1424  = word[66] ? \_$1392  : \_$1423 [7:0];
+  assign \_$1425  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1426  = $signed(\_$1425 ) >>> param__data[1767:1760];
+  assign \_$1427  = ! param__data[1767:1760];
+  assign \_$1428  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1429  = param__data[1767:1760] - 1'h1;
+  assign \_$1430  = $signed(\_$1428 ) >>> \_$1429 [7:0];
+  assign \_$1431  = \_$1427  ? 1'h0 : \_$1430 [0];
+  assign \_$1432  = $signed(\_$1426 ) + $signed({ 1'h0, \_$1431  });
+  assign \_$1433  = $signed(\_$1432 ) + $signed(word[90:83]);
+  assign \_$1434  = $signed(\_$1433 ) < $signed(word[57:50]);
+  assign \_$1435  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1436  = $signed(\_$1435 ) >>> param__data[1767:1760];
+  assign \_$1437  = ! param__data[1767:1760];
+  assign \_$1438  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1439  = param__data[1767:1760] - 1'h1;
+  assign \_$1440  = $signed(\_$1438 ) >>> \_$1439 [7:0];
+  assign \_$1441  = \_$1437  ? 1'h0 : \_$1440 [0];
+  assign \_$1442  = $signed(\_$1436 ) + $signed({ 1'h0, \_$1441  });
+  assign \_$1443  = $signed(\_$1442 ) + $signed(word[90:83]);
+  assign \_$1444  = $signed(\_$1443 ) > $signed(word[65:58]);
+  assign \_$1445  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1446  = $signed(\_$1445 ) >>> param__data[1767:1760];
+  assign \_$1447  = ! param__data[1767:1760];
+  assign \_$1448  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1449  = param__data[1767:1760] - 1'h1;
+  assign \_$1450  = $signed(\_$1448 ) >>> \_$1449 [7:0];
+  assign \_$1451  = \_$1447  ? 1'h0 : \_$1450 [0];
+  assign \_$1452  = $signed(\_$1446 ) + $signed({ 1'h0, \_$1451  });
+  assign \_$1453  = $signed(\_$1452 ) + $signed(word[90:83]);
+  assign \_$1454  = \_$1444  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1453 ;
+  assign \_$1455  = \_$1434  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1454 ;
+  assign \_$1456  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1457  = $signed(\_$1456 ) >>> param__data[1767:1760];
+  assign \_$1458  = ! param__data[1767:1760];
+  assign \_$1459  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1460  = param__data[1767:1760] - 1'h1;
+  assign \_$1461  = $signed(\_$1459 ) >>> \_$1460 [7:0];
+  assign \_$1462  = \_$1458  ? 1'h0 : \_$1461 [0];
+  assign \_$1463  = $signed(\_$1457 ) + $signed({ 1'h0, \_$1462  });
+  assign \_$1464  = $signed(\_$1463 ) + $signed(word[90:83]);
+  assign \_$1465  = $signed(\_$1464 ) < $signed(word[57:50]);
+  assign \_$1466  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1467  = $signed(\_$1466 ) >>> param__data[1767:1760];
+  assign \_$1468  = ! param__data[1767:1760];
+  assign \_$1469  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1470  = param__data[1767:1760] - 1'h1;
+  assign \_$1471  = $signed(\_$1469 ) >>> \_$1470 [7:0];
+  assign \_$1472  = \_$1468  ? 1'h0 : \_$1471 [0];
+  assign \_$1473  = $signed(\_$1467 ) + $signed({ 1'h0, \_$1472  });
+  assign \_$1474  = $signed(\_$1473 ) + $signed(word[90:83]);
+  assign \_$1475  = $signed(\_$1474 ) > $signed(word[65:58]);
+  assign \_$1476  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1477  = $signed(\_$1476 ) >>> param__data[1767:1760];
+  assign \_$1478  = ! param__data[1767:1760];
+  assign \_$1479  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1480  = param__data[1767:1760] - 1'h1;
+  assign \_$1481  = $signed(\_$1479 ) >>> \_$1480 [7:0];
+  assign \_$1482  = \_$1478  ? 1'h0 : \_$1481 [0];
+  assign \_$1483  = $signed(\_$1477 ) + $signed({ 1'h0, \_$1482  });
+  assign \_$1484  = $signed(\_$1483 ) + $signed(word[90:83]);
+  assign \_$1485  = \_$1475  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1484 ;
+  assign \_$1486  = \_$1465  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1485 ;
+  assign \_$1487  = ~ \_$1486 [7];
+  assign \_$1489  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1490  = $signed(\_$1489 ) >>> param__data[1767:1760];
+  assign \_$1491  = ! param__data[1767:1760];
+  assign \_$1492  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1493  = param__data[1767:1760] - 1'h1;
+  assign \_$1494  = $signed(\_$1492 ) >>> \_$1493 [7:0];
+  assign \_$1495  = \_$1491  ? 1'h0 : \_$1494 [0];
+  assign \_$1496  = $signed(\_$1490 ) + $signed({ 1'h0, \_$1495  });
+  assign \_$1497  = $signed(\_$1496 ) + $signed(word[90:83]);
+  assign \_$1498  = $signed(\_$1497 ) < $signed(word[57:50]);
+  assign \_$1499  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1500  = $signed(\_$1499 ) >>> param__data[1767:1760];
+  assign \_$1501  = ! param__data[1767:1760];
+  assign \_$1502  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1503  = param__data[1767:1760] - 1'h1;
+  assign \_$1504  = $signed(\_$1502 ) >>> \_$1503 [7:0];
+  assign \_$1505  = \_$1501  ? 1'h0 : \_$1504 [0];
+  assign \_$1506  = $signed(\_$1500 ) + $signed({ 1'h0, \_$1505  });
+  assign \_$1507  = $signed(\_$1506 ) + $signed(word[90:83]);
+  assign \_$1508  = $signed(\_$1507 ) > $signed(word[65:58]);
+  assign \_$1509  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1510  = $signed(\_$1509 ) >>> param__data[1767:1760];
+  assign \_$1511  = ! param__data[1767:1760];
+  assign \_$1512  = $signed(acc__data[447:416]) * $signed(param__data[1727:1696]);
+  assign \_$1513  = param__data[1767:1760] - 1'h1;
+  assign \_$1514  = $signed(\_$1512 ) >>> \_$1513 [7:0];
+  assign \_$1515  = \_$1511  ? 1'h0 : \_$1514 [0];
+  assign \_$1516  = $signed(\_$1510 ) + $signed({ 1'h0, \_$1515  });
+  assign \_$1517  = $signed(\_$1516 ) + $signed(word[90:83]);
+  assign \_$1518  = \_$1508  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1517 ;
+  assign \_$1519  = \_$1498  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1518 ;
+  assign \_$1520  = word[66] ? \_$1488  : \_$1519 [7:0];
+  assign \_$1521  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1522  = $signed(\_$1521 ) >>> param__data[1895:1888];
+  assign \_$1523  = ! param__data[1895:1888];
+  assign \_$1524  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1525  = param__data[1895:1888] - 1'h1;
+  assign \_$1526  = $signed(\_$1524 ) >>> \_$1525 [7:0];
+  assign \_$1527  = \_$1523  ? 1'h0 : \_$1526 [0];
+  assign \_$1528  = $signed(\_$1522 ) + $signed({ 1'h0, \_$1527  });
+  assign \_$1529  = $signed(\_$1528 ) + $signed(word[90:83]);
+  assign \_$1530  = $signed(\_$1529 ) < $signed(word[57:50]);
+  assign \_$1531  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1532  = $signed(\_$1531 ) >>> param__data[1895:1888];
+  assign \_$1533  = ! param__data[1895:1888];
+  assign \_$1534  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1535  = param__data[1895:1888] - 1'h1;
+  assign \_$1536  = $signed(\_$1534 ) >>> \_$1535 [7:0];
+  assign \_$1537  = \_$1533  ? 1'h0 : \_$1536 [0];
+  assign \_$1538  = $signed(\_$1532 ) + $signed({ 1'h0, \_$1537  });
+  assign \_$1539  = $signed(\_$1538 ) + $signed(word[90:83]);
+  assign \_$1540  = $signed(\_$1539 ) > $signed(word[65:58]);
+  assign \_$1541  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1542  = $signed(\_$1541 ) >>> param__data[1895:1888];
+  assign \_$1543  = ! param__data[1895:1888];
+  assign \_$1544  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1545  = param__data[1895:1888] - 1'h1;
+  assign \_$1546  = $signed(\_$1544 ) >>> \_$1545 [7:0];
+  assign \_$1547  = \_$1543  ? 1'h0 : \_$1546 [0];
+  assign \_$1548  = $signed(\_$1542 ) + $signed({ 1'h0, \_$1547  });
+  assign \_$1549  = $signed(\_$1548 ) + $signed(word[90:83]);
+  assign \_$1550  = \_$1540  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1549 ;
+  assign \_$1551  = \_$1530  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1550 ;
+  assign \_$1552  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1553  = $signed(\_$1552 ) >>> param__data[1895:1888];
+  assign \_$1554  = ! param__data[1895:1888];
+  assign \_$1555  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1556  = param__data[1895:1888] - 1'h1;
+  assign \_$1557  = $signed(\_$1555 ) >>> \_$1556 [7:0];
+  assign \_$1558  = \_$1554  ? 1'h0 : \_$1557 [0];
+  assign \_$1559  = $signed(\_$1553 ) + $signed({ 1'h0, \_$1558  });
+  assign \_$1560  = $signed(\_$1559 ) + $signed(word[90:83]);
+  assign \_$1561  = $signed(\_$1560 ) < $signed(word[57:50]);
+  assign \_$1562  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1563  = $signed(\_$1562 ) >>> param__data[1895:1888];
+  assign \_$1564  = ! param__data[1895:1888];
+  assign \_$1565  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1566  = param__data[1895:1888] - 1'h1;
+  assign \_$1567  = $signed(\_$1565 ) >>> \_$1566 [7:0];
+  assign \_$1568  = \_$1564  ? 1'h0 : \_$1567 [0];
+  assign \_$1569  = $signed(\_$1563 ) + $signed({ 1'h0, \_$1568  });
+  assign \_$1570  = $signed(\_$1569 ) + $signed(word[90:83]);
+  assign \_$1571  = $signed(\_$1570 ) > $signed(word[65:58]);
+  assign \_$1572  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1573  = $signed(\_$1572 ) >>> param__data[1895:1888];
+  assign \_$1574  = ! param__data[1895:1888];
+  assign \_$1575  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1576  = param__data[1895:1888] - 1'h1;
+  assign \_$1577  = $signed(\_$1575 ) >>> \_$1576 [7:0];
+  assign \_$1578  = \_$1574  ? 1'h0 : \_$1577 [0];
+  assign \_$1579  = $signed(\_$1573 ) + $signed({ 1'h0, \_$1578  });
+  assign \_$1580  = $signed(\_$1579 ) + $signed(word[90:83]);
+  assign \_$1581  = \_$1571  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1580 ;
+  assign \_$1582  = \_$1561  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1581 ;
+  assign \_$1583  = ~ \_$1582 [7];
+  assign \_$1585  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1586  = $signed(\_$1585 ) >>> param__data[1895:1888];
+  assign \_$1587  = ! param__data[1895:1888];
+  assign \_$1588  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1589  = param__data[1895:1888] - 1'h1;
+  assign \_$1590  = $signed(\_$1588 ) >>> \_$1589 [7:0];
+  assign \_$1591  = \_$1587  ? 1'h0 : \_$1590 [0];
+  assign \_$1592  = $signed(\_$1586 ) + $signed({ 1'h0, \_$1591  });
+  assign \_$1593  = $signed(\_$1592 ) + $signed(word[90:83]);
+  assign \_$1594  = $signed(\_$1593 ) < $signed(word[57:50]);
+  assign \_$1595  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1596  = $signed(\_$1595 ) >>> param__data[1895:1888];
+  assign \_$1597  = ! param__data[1895:1888];
+  assign \_$1598  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1599  = param__data[1895:1888] - 1'h1;
+  assign \_$1600  = $signed(\_$1598 ) >>> \_$1599 [7:0];
+  assign \_$1601  = \_$1597  ? 1'h0 : \_$1600 [0];
+  assign \_$1602  = $signed(\_$1596 ) + $signed({ 1'h0, \_$1601  });
+  assign \_$1603  = $signed(\_$1602 ) + $signed(word[90:83]);
+  assign \_$1604  = $signed(\_$1603 ) > $signed(word[65:58]);
+  assign \_$1605  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1606  = $signed(\_$1605 ) >>> param__data[1895:1888];
+  assign \_$1607  = ! param__data[1895:1888];
+  assign \_$1608  = $signed(acc__data[479:448]) * $signed(param__data[1855:1824]);
+  assign \_$1609  = param__data[1895:1888] - 1'h1;
+  assign \_$1610  = $signed(\_$1608 ) >>> \_$1609 [7:0];
+  assign \_$1611  = \_$1607  ? 1'h0 : \_$1610 [0];
+  assign \_$1612  = $signed(\_$1606 ) + $signed({ 1'h0, \_$1611  });
+  assign \_$1613  = $signed(\_$1612 ) + $signed(word[90:83]);
+  assign \_$1614  = \_$1604  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1613 ;
+  assign \_$1615  = \_$1594  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1614 ;
+  assign \_$1616  = word[66] ? \_$1584  : \_$1615 [7:0];
+  assign \_$1617  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1618  = $signed(\_$1617 ) >>> param__data[2023:2016];
+  assign \_$1619  = ! param__data[2023:2016];
+  assign \_$1620  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1621  = param__data[2023:2016] - 1'h1;
+  assign \_$1622  = $signed(\_$1620 ) >>> \_$1621 [7:0];
+  assign \_$1623  = \_$1619  ? 1'h0 : \_$1622 [0];
+  assign \_$1624  = $signed(\_$1618 ) + $signed({ 1'h0, \_$1623  });
+  assign \_$1625  = $signed(\_$1624 ) + $signed(word[90:83]);
+  assign \_$1626  = $signed(\_$1625 ) < $signed(word[57:50]);
+  assign \_$1627  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1628  = $signed(\_$1627 ) >>> param__data[2023:2016];
+  assign \_$1629  = ! param__data[2023:2016];
+  assign \_$1630  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1631  = param__data[2023:2016] - 1'h1;
+  assign \_$1632  = $signed(\_$1630 ) >>> \_$1631 [7:0];
+  assign \_$1633  = \_$1629  ? 1'h0 : \_$1632 [0];
+  assign \_$1634  = $signed(\_$1628 ) + $signed({ 1'h0, \_$1633  });
+  assign \_$1635  = $signed(\_$1634 ) + $signed(word[90:83]);
+  assign \_$1636  = $signed(\_$1635 ) > $signed(word[65:58]);
+  assign \_$1637  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1638  = $signed(\_$1637 ) >>> param__data[2023:2016];
+  assign \_$1639  = ! param__data[2023:2016];
+  assign \_$1640  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1641  = param__data[2023:2016] - 1'h1;
+  assign \_$1642  = $signed(\_$1640 ) >>> \_$1641 [7:0];
+  assign \_$1643  = \_$1639  ? 1'h0 : \_$1642 [0];
+  assign \_$1644  = $signed(\_$1638 ) + $signed({ 1'h0, \_$1643  });
+  assign \_$1645  = $signed(\_$1644 ) + $signed(word[90:83]);
+  assign \_$1646  = \_$1636  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1645 ;
+  assign \_$1647  = \_$1626  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1646 ;
+  assign \_$1648  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1649  = $signed(\_$1648 ) >>> param__data[2023:2016];
+  assign \_$1650  = ! param__data[2023:2016];
+  assign \_$1651  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1652  = param__data[2023:2016] - 1'h1;
+  assign \_$1653  = $signed(\_$1651 ) >>> \_$1652 [7:0];
+  assign \_$1654  = \_$1650  ? 1'h0 : \_$1653 [0];
+  assign \_$1655  = $signed(\_$1649 ) + $signed({ 1'h0, \_$1654  });
+  assign \_$1656  = $signed(\_$1655 ) + $signed(word[90:83]);
+  assign \_$1657  = $signed(\_$1656 ) < $signed(word[57:50]);
+  assign \_$1658  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1659  = $signed(\_$1658 ) >>> param__data[2023:2016];
+  assign \_$1660  = ! param__data[2023:2016];
+  assign \_$1661  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1662  = param__data[2023:2016] - 1'h1;
+  assign \_$1663  = $signed(\_$1661 ) >>> \_$1662 [7:0];
+  assign \_$1664  = \_$1660  ? 1'h0 : \_$1663 [0];
+  assign \_$1665  = $signed(\_$1659 ) + $signed({ 1'h0, \_$1664  });
+  assign \_$1666  = $signed(\_$1665 ) + $signed(word[90:83]);
+  assign \_$1667  = $signed(\_$1666 ) > $signed(word[65:58]);
+  assign \_$1668  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1669  = $signed(\_$1668 ) >>> param__data[2023:2016];
+  assign \_$1670  = ! param__data[2023:2016];
+  assign \_$1671  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1672  = param__data[2023:2016] - 1'h1;
+  assign \_$1673  = $signed(\_$1671 ) >>> \_$1672 [7:0];
+  assign \_$1674  = \_$1670  ? 1'h0 : \_$1673 [0];
+  assign \_$1675  = $signed(\_$1669 ) + $signed({ 1'h0, \_$1674  });
+  assign \_$1676  = $signed(\_$1675 ) + $signed(word[90:83]);
+  assign \_$1677  = \_$1667  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1676 ;
+  assign \_$1678  = \_$1657  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1677 ;
+  assign \_$1679  = ~ \_$1678 [7];
+  assign \_$1681  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1682  = $signed(\_$1681 ) >>> param__data[2023:2016];
+  assign \_$1683  = ! param__data[2023:2016];
+  assign \_$1684  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1685  = param__data[2023:2016] - 1'h1;
+  assign \_$1686  = $signed(\_$1684 ) >>> \_$1685 [7:0];
+  assign \_$1687  = \_$1683  ? 1'h0 : \_$1686 [0];
+  assign \_$1688  = $signed(\_$1682 ) + $signed({ 1'h0, \_$1687  });
+  assign \_$1689  = $signed(\_$1688 ) + $signed(word[90:83]);
+  assign \_$1690  = $signed(\_$1689 ) < $signed(word[57:50]);
+  assign \_$1691  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1692  = $signed(\_$1691 ) >>> param__data[2023:2016];
+  assign \_$1693  = ! param__data[2023:2016];
+  assign \_$1694  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1695  = param__data[2023:2016] - 1'h1;
+  assign \_$1696  = $signed(\_$1694 ) >>> \_$1695 [7:0];
+  assign \_$1697  = \_$1693  ? 1'h0 : \_$1696 [0];
+  assign \_$1698  = $signed(\_$1692 ) + $signed({ 1'h0, \_$1697  });
+  assign \_$1699  = $signed(\_$1698 ) + $signed(word[90:83]);
+  assign \_$1700  = $signed(\_$1699 ) > $signed(word[65:58]);
+  assign \_$1701  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1702  = $signed(\_$1701 ) >>> param__data[2023:2016];
+  assign \_$1703  = ! param__data[2023:2016];
+  assign \_$1704  = $signed(acc__data[511:480]) * $signed(param__data[1983:1952]);
+  assign \_$1705  = param__data[2023:2016] - 1'h1;
+  assign \_$1706  = $signed(\_$1704 ) >>> \_$1705 [7:0];
+  assign \_$1707  = \_$1703  ? 1'h0 : \_$1706 [0];
+  assign \_$1708  = $signed(\_$1702 ) + $signed({ 1'h0, \_$1707  });
+  assign \_$1709  = $signed(\_$1708 ) + $signed(word[90:83]);
+  assign \_$1710  = \_$1700  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1709 ;
+  assign \_$1711  = \_$1690  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1710 ;
+  assign \_$1712  = word[66] ? \_$1680  : \_$1711 [7:0];
+  assign \_$1715  = ! c_beat;
+  assign \_$1716  = \_$1714  & \_$1715 ;
+  assign \_$1717  = ~ \_$1716 ;
+  assign \_$1718  = \_$1713  & \_$1717 ;
+  assign \_$1719  = c_beat + 1'h1;
+  assign \_$1720  = word[3:0] == 2'h2;
+  assign \_$1721  = word[3:0] == 3'h7;
+  assign \_$1723  = ! \_$1722 ;
+  assign \_$1724  = word[71:40] + 8'h80;
+  assign \_$1725  = \_$1724  <= 29'h10000000;
+  assign \_$1726  = \_$1723  & \_$1725 ;
+  assign \_$1727  = ~ \_$1726 ;
+  assign \_$1728  = ~ \error$87 ;
+  assign \_$1730  = desc[1:0] != 2'h3;
+  assign \_$1731  = $signed(word[57:50]) > $signed(word[65:58]);
+  assign \_$1732  = \_$1730  | \_$1731 ;
+  assign \_$1733  = word[82:67] + 1'h1;
+  assign \_$1734  = \_$1733  > 9'h100;
+  assign \_$1735  = word[66] & \_$1734 ;
+  assign \_$1736  = ~ \error$87 ;
+  assign \_$1738  = ~ \error$87 ;
+  assign \_$1740  = table_step + 1'h1;
+  assign \_$1742  = ~ walking;
+  assign \_$1743  = ~ \busy$83 ;
+  assign \_$1744  = \_$1742  & \_$1743 ;
+  assign \_$1745  = ~ \_$signal ;
+  assign \_$1746  = \_$1744  & \_$1745 ;
+  assign \_$1747  = ~ \_$signal$59 ;
+  assign \_$1748  = \_$1746  & \_$1747 ;
+  assign \_$1749  = perf_beat + 1'h1;
+  assign \_$1750  = perf_beat == 3'h7;
+  always @(posedge clk)
+    frame_state <= \_$1751 ;
+  always @(posedge clk)
+    word <= \_$1752 ;
+  always @(posedge clk)
+    index <= \_$1753 ;
+  always @(posedge clk)
+    \error$87  <= \_$1754 ;
+  always @(posedge clk)
+    error_code <= \_$1755 ;
+  always @(posedge clk)
+    \_$signal  <= \_$1756 ;
+  always @(posedge clk)
+    b_dram <= \_$1757 ;
+  always @(posedge clk)
+    walking <= \_$1758 ;
+  always @(posedge clk)
+    \_$signal$59  <= \_$1759 ;
+  always @(posedge clk)
+    \_$signal$74  <= \_$1760 ;
+  always @(posedge clk)
+    c_line <= \_$1761 ;
+  always @(posedge clk)
+    c_beat <= \_$1762 ;
+  always @(posedge clk)
+    store_state <= \_$1763 ;
+  always @(posedge clk)
+    record <= \_$1764 ;
+  always @(posedge clk)
+    perf_addr <= \_$1765 ;
+  always @(posedge clk)
+    perf_beat <= \_$1766 ;
+  always @(posedge clk)
+    writing_perf <= \_$1767 ;
+  always @(posedge clk)
+    table_step <= \_$1768 ;
+  always @(posedge clk)
+    table_0 <= \_$1769 ;
+  always @(posedge clk)
+    table_1 <= \_$1770 ;
+  always @(posedge clk)
+    table_2 <= \_$1771 ;
+  always @(posedge clk)
+    table_3 <= \_$1772 ;
+  always @(posedge clk)
+    table_4 <= \_$1773 ;
+  always @(posedge clk)
+    table_5 <= \_$1774 ;
+  always @(posedge clk)
+    table_6 <= \_$1775 ;
+  always @(posedge clk)
+    table_7 <= \_$1776 ;
+  always @(posedge clk)
+    table_8 <= \_$1777 ;
+  always @(posedge clk)
+    table_9 <= \_$1778 ;
+  always @(posedge clk)
+    table_10 <= \_$1779 ;
+  always @(posedge clk)
+    table_11 <= \_$1780 ;
+  always @(posedge clk)
+    table_12 <= \_$1781 ;
+  always @(posedge clk)
+    table_13 <= \_$1782 ;
+  always @(posedge clk)
+    table_14 <= \_$1783 ;
+  always @(posedge clk)
+    table_15 <= \_$1784 ;
+  always @(posedge clk)
+    table_16 <= \_$1785 ;
+  always @(posedge clk)
+    table_17 <= \_$1786 ;
+  always @(posedge clk)
+    table_18 <= \_$1787 ;
+  always @(posedge clk)
+    table_19 <= \_$1788 ;
+  always @(posedge clk)
+    table_20 <= \_$1789 ;
+  always @(posedge clk)
+    table_21 <= \_$1790 ;
+  always @(posedge clk)
+    table_22 <= \_$1791 ;
+  always @(posedge clk)
+    table_23 <= \_$1792 ;
+  always @(posedge clk)
+    table_24 <= \_$1793 ;
+  always @(posedge clk)
+    table_25 <= \_$1794 ;
+  always @(posedge clk)
+    table_26 <= \_$1795 ;
+  always @(posedge clk)
+    table_27 <= \_$1796 ;
+  always @(posedge clk)
+    table_28 <= \_$1797 ;
+  always @(posedge clk)
+    table_29 <= \_$1798 ;
+  always @(posedge clk)
+    table_30 <= \_$1799 ;
+  always @(posedge clk)
+    table_31 <= \_$1800 ;
+  always @(posedge clk)
+    table_32 <= \_$1801 ;
+  always @(posedge clk)
+    table_33 <= \_$1802 ;
+  always @(posedge clk)
+    table_34 <= \_$1803 ;
+  always @(posedge clk)
+    table_35 <= \_$1804 ;
+  always @(posedge clk)
+    table_36 <= \_$1805 ;
+  always @(posedge clk)
+    table_37 <= \_$1806 ;
+  always @(posedge clk)
+    table_38 <= \_$1807 ;
+  always @(posedge clk)
+    table_39 <= \_$1808 ;
+  always @(posedge clk)
+    table_40 <= \_$1809 ;
+  always @(posedge clk)
+    table_41 <= \_$1810 ;
   always @(posedge clk)
-    frame_state <= \_$1607 ;
+    table_42 <= \_$1811 ;
   always @(posedge clk)
-    word <= \_$1608 ;
+    table_43 <= \_$1812 ;
   always @(posedge clk)
-    index <= \_$1609 ;
+    table_44 <= \_$1813 ;
   always @(posedge clk)
-    \error$87  <= \_$1610 ;
+    table_45 <= \_$1814 ;
   always @(posedge clk)
-    error_code <= \_$1611 ;
+    table_46 <= \_$1815 ;
   always @(posedge clk)
-    \_$signal  <= \_$1612 ;
+    table_47 <= \_$1816 ;
   always @(posedge clk)
-    b_dram <= \_$1613 ;
+    table_48 <= \_$1817 ;
   always @(posedge clk)
-    walking <= \_$1614 ;
+    table_49 <= \_$1818 ;
   always @(posedge clk)
-    \_$signal$59  <= \_$1615 ;
+    table_50 <= \_$1819 ;
   always @(posedge clk)
-    \_$signal$74  <= \_$1616 ;
+    table_51 <= \_$1820 ;
   always @(posedge clk)
-    c_line <= \_$1617 ;
+    table_52 <= \_$1821 ;
   always @(posedge clk)
-    c_beat <= \_$1618 ;
+    table_53 <= \_$1822 ;
   always @(posedge clk)
-    store_state <= \_$1619 ;
+    table_54 <= \_$1823 ;
   always @(posedge clk)
-    record <= \_$1620 ;
+    table_55 <= \_$1824 ;
   always @(posedge clk)
-    perf_addr <= \_$1621 ;
+    table_56 <= \_$1825 ;
   always @(posedge clk)
-    perf_beat <= \_$1622 ;
+    table_57 <= \_$1826 ;
   always @(posedge clk)
-    writing_perf <= \_$1623 ;
+    table_58 <= \_$1827 ;
   always @(posedge clk)
-    table_step <= \_$1624 ;
+    table_59 <= \_$1828 ;
   always @(posedge clk)
-    table_0 <= \_$1625 ;
+    table_60 <= \_$1829 ;
   always @(posedge clk)
-    table_1 <= \_$1626 ;
+    table_61 <= \_$1830 ;
   always @(posedge clk)
-    table_2 <= \_$1627 ;
+    table_62 <= \_$1831 ;
   always @(posedge clk)
-    table_3 <= \_$1628 ;
+    table_63 <= \_$1832 ;
   always @(posedge clk)
-    table_4 <= \_$1629 ;
+    table_64 <= \_$1833 ;
   always @(posedge clk)
-    table_5 <= \_$1630 ;
+    table_65 <= \_$1834 ;
   always @(posedge clk)
-    table_6 <= \_$1631 ;
+    table_66 <= \_$1835 ;
   always @(posedge clk)
-    table_7 <= \_$1632 ;
+    table_67 <= \_$1836 ;
   always @(posedge clk)
-    table_8 <= \_$1633 ;
+    table_68 <= \_$1837 ;
   always @(posedge clk)
-    table_9 <= \_$1634 ;
+    table_69 <= \_$1838 ;
   always @(posedge clk)
-    table_10 <= \_$1635 ;
+    table_70 <= \_$1839 ;
   always @(posedge clk)
-    table_11 <= \_$1636 ;
+    table_71 <= \_$1840 ;
   always @(posedge clk)
-    table_12 <= \_$1637 ;
+    table_72 <= \_$1841 ;
   always @(posedge clk)
-    table_13 <= \_$1638 ;
+    table_73 <= \_$1842 ;
   always @(posedge clk)
-    table_14 <= \_$1639 ;
+    table_74 <= \_$1843 ;
   always @(posedge clk)
-    table_15 <= \_$1640 ;
+    table_75 <= \_$1844 ;
   always @(posedge clk)
-    table_16 <= \_$1641 ;
+    table_76 <= \_$1845 ;
   always @(posedge clk)
-    table_17 <= \_$1642 ;
+    table_77 <= \_$1846 ;
   always @(posedge clk)
-    table_18 <= \_$1643 ;
+    table_78 <= \_$1847 ;
   always @(posedge clk)
-    table_19 <= \_$1644 ;
+    table_79 <= \_$1848 ;
   always @(posedge clk)
-    table_20 <= \_$1645 ;
+    table_80 <= \_$1849 ;
   always @(posedge clk)
-    table_21 <= \_$1646 ;
+    table_81 <= \_$1850 ;
   always @(posedge clk)
-    table_22 <= \_$1647 ;
+    table_82 <= \_$1851 ;
   always @(posedge clk)
-    table_23 <= \_$1648 ;
+    table_83 <= \_$1852 ;
   always @(posedge clk)
-    table_24 <= \_$1649 ;
+    table_84 <= \_$1853 ;
   always @(posedge clk)
-    table_25 <= \_$1650 ;
+    table_85 <= \_$1854 ;
   always @(posedge clk)
-    table_26 <= \_$1651 ;
+    table_86 <= \_$1855 ;
   always @(posedge clk)
-    table_27 <= \_$1652 ;
+    table_87 <= \_$1856 ;
   always @(posedge clk)
-    table_28 <= \_$1653 ;
+    table_88 <= \_$1857 ;
   always @(posedge clk)
-    table_29 <= \_$1654 ;
+    table_89 <= \_$1858 ;
   always @(posedge clk)
-    table_30 <= \_$1655 ;
+    table_90 <= \_$1859 ;
   always @(posedge clk)
-    table_31 <= \_$1656 ;
+    table_91 <= \_$1860 ;
   always @(posedge clk)
-    table_32 <= \_$1657 ;
+    table_92 <= \_$1861 ;
   always @(posedge clk)
-    table_33 <= \_$1658 ;
+    table_93 <= \_$1862 ;
   always @(posedge clk)
-    table_34 <= \_$1659 ;
+    table_94 <= \_$1863 ;
   always @(posedge clk)
-    table_35 <= \_$1660 ;
+    table_95 <= \_$1864 ;
   always @(posedge clk)
-    table_36 <= \_$1661 ;
+    table_96 <= \_$1865 ;
   always @(posedge clk)
-    table_37 <= \_$1662 ;
+    table_97 <= \_$1866 ;
   always @(posedge clk)
-    table_38 <= \_$1663 ;
+    table_98 <= \_$1867 ;
   always @(posedge clk)
-    table_39 <= \_$1664 ;
+    table_99 <= \_$1868 ;
   always @(posedge clk)
-    table_40 <= \_$1665 ;
+    table_100 <= \_$1869 ;
   always @(posedge clk)
-    table_41 <= \_$1666 ;
+    table_101 <= \_$1870 ;
   always @(posedge clk)
-    table_42 <= \_$1667 ;
+    table_102 <= \_$1871 ;
   always @(posedge clk)
-    table_43 <= \_$1668 ;
+    table_103 <= \_$1872 ;
   always @(posedge clk)
-    table_44 <= \_$1669 ;
+    table_104 <= \_$1873 ;
   always @(posedge clk)
-    table_45 <= \_$1670 ;
+    table_105 <= \_$1874 ;
   always @(posedge clk)
-    table_46 <= \_$1671 ;
+    table_106 <= \_$1875 ;
   always @(posedge clk)
-    table_47 <= \_$1672 ;
+    table_107 <= \_$1876 ;
   always @(posedge clk)
-    table_48 <= \_$1673 ;
+    table_108 <= \_$1877 ;
   always @(posedge clk)
-    table_49 <= \_$1674 ;
+    table_109 <= \_$1878 ;
   always @(posedge clk)
-    table_50 <= \_$1675 ;
+    table_110 <= \_$1879 ;
   always @(posedge clk)
-    table_51 <= \_$1676 ;
+    table_111 <= \_$1880 ;
   always @(posedge clk)
-    table_52 <= \_$1677 ;
+    table_112 <= \_$1881 ;
   always @(posedge clk)
-    table_53 <= \_$1678 ;
+    table_113 <= \_$1882 ;
   always @(posedge clk)
-    table_54 <= \_$1679 ;
+    table_114 <= \_$1883 ;
   always @(posedge clk)
-    table_55 <= \_$1680 ;
+    table_115 <= \_$1884 ;
   always @(posedge clk)
-    table_56 <= \_$1681 ;
+    table_116 <= \_$1885 ;
   always @(posedge clk)
-    table_57 <= \_$1682 ;
+    table_117 <= \_$1886 ;
   always @(posedge clk)
-    table_58 <= \_$1683 ;
+    table_118 <= \_$1887 ;
   always @(posedge clk)
-    table_59 <= \_$1684 ;
+    table_119 <= \_$1888 ;
   always @(posedge clk)
-    table_60 <= \_$1685 ;
+    table_120 <= \_$1889 ;
   always @(posedge clk)
-    table_61 <= \_$1686 ;
+    table_121 <= \_$1890 ;
   always @(posedge clk)
-    table_62 <= \_$1687 ;
+    table_122 <= \_$1891 ;
   always @(posedge clk)
-    table_63 <= \_$1688 ;
+    table_123 <= \_$1892 ;
   always @(posedge clk)
-    table_64 <= \_$1689 ;
+    table_124 <= \_$1893 ;
   always @(posedge clk)
-    table_65 <= \_$1690 ;
+    table_125 <= \_$1894 ;
   always @(posedge clk)
-    table_66 <= \_$1691 ;
+    table_126 <= \_$1895 ;
   always @(posedge clk)
-    table_67 <= \_$1692 ;
+    table_127 <= \_$1896 ;
   always @(posedge clk)
-    table_68 <= \_$1693 ;
+    table_128 <= \_$1897 ;
   always @(posedge clk)
-    table_69 <= \_$1694 ;
+    table_129 <= \_$1898 ;
   always @(posedge clk)
-    table_70 <= \_$1695 ;
+    table_130 <= \_$1899 ;
   always @(posedge clk)
-    table_71 <= \_$1696 ;
+    table_131 <= \_$1900 ;
   always @(posedge clk)
-    table_72 <= \_$1697 ;
+    table_132 <= \_$1901 ;
   always @(posedge clk)
-    table_73 <= \_$1698 ;
+    table_133 <= \_$1902 ;
   always @(posedge clk)
-    table_74 <= \_$1699 ;
+    table_134 <= \_$1903 ;
   always @(posedge clk)
-    table_75 <= \_$1700 ;
+    table_135 <= \_$1904 ;
   always @(posedge clk)
-    table_76 <= \_$1701 ;
+    table_136 <= \_$1905 ;
   always @(posedge clk)
-    table_77 <= \_$1702 ;
+    table_137 <= \_$1906 ;
   always @(posedge clk)
-    table_78 <= \_$1703 ;
+    table_138 <= \_$1907 ;
   always @(posedge clk)
-    table_79 <= \_$1704 ;
+    table_139 <= \_$1908 ;
   always @(posedge clk)
-    table_80 <= \_$1705 ;
+    table_140 <= \_$1909 ;
   always @(posedge clk)
-    table_81 <= \_$1706 ;
+    table_141 <= \_$1910 ;
   always @(posedge clk)
-    table_82 <= \_$1707 ;
+    table_142 <= \_$1911 ;
   always @(posedge clk)
-    table_83 <= \_$1708 ;
+    table_143 <= \_$1912 ;
   always @(posedge clk)
-    table_84 <= \_$1709 ;
+    table_144 <= \_$1913 ;
   always @(posedge clk)
-    table_85 <= \_$1710 ;
+    table_145 <= \_$1914 ;
   always @(posedge clk)
-    table_86 <= \_$1711 ;
+    table_146 <= \_$1915 ;
   always @(posedge clk)
-    table_87 <= \_$1712 ;
+    table_147 <= \_$1916 ;
   always @(posedge clk)
-    table_88 <= \_$1713 ;
+    table_148 <= \_$1917 ;
   always @(posedge clk)
-    table_89 <= \_$1714 ;
+    table_149 <= \_$1918 ;
   always @(posedge clk)
-    table_90 <= \_$1715 ;
+    table_150 <= \_$1919 ;
   always @(posedge clk)
-    table_91 <= \_$1716 ;
+    table_151 <= \_$1920 ;
   always @(posedge clk)
-    table_92 <= \_$1717 ;
+    table_152 <= \_$1921 ;
   always @(posedge clk)
-    table_93 <= \_$1718 ;
+    table_153 <= \_$1922 ;
   always @(posedge clk)
-    table_94 <= \_$1719 ;
+    table_154 <= \_$1923 ;
   always @(posedge clk)
-    table_95 <= \_$1720 ;
+    table_155 <= \_$1924 ;
   always @(posedge clk)
-    table_96 <= \_$1721 ;
+    table_156 <= \_$1925 ;
   always @(posedge clk)
-    table_97 <= \_$1722 ;
+    table_157 <= \_$1926 ;
   always @(posedge clk)
-    table_98 <= \_$1723 ;
+    table_158 <= \_$1927 ;
   always @(posedge clk)
-    table_99 <= \_$1724 ;
+    table_159 <= \_$1928 ;
   always @(posedge clk)
-    table_100 <= \_$1725 ;
+    table_160 <= \_$1929 ;
   always @(posedge clk)
-    table_101 <= \_$1726 ;
+    table_161 <= \_$1930 ;
   always @(posedge clk)
-    table_102 <= \_$1727 ;
+    table_162 <= \_$1931 ;
   always @(posedge clk)
-    table_103 <= \_$1728 ;
+    table_163 <= \_$1932 ;
   always @(posedge clk)
-    table_104 <= \_$1729 ;
+    table_164 <= \_$1933 ;
   always @(posedge clk)
-    table_105 <= \_$1730 ;
+    table_165 <= \_$1934 ;
   always @(posedge clk)
-    table_106 <= \_$1731 ;
+    table_166 <= \_$1935 ;
   always @(posedge clk)
-    table_107 <= \_$1732 ;
+    table_167 <= \_$1936 ;
   always @(posedge clk)
-    table_108 <= \_$1733 ;
+    table_168 <= \_$1937 ;
   always @(posedge clk)
-    table_109 <= \_$1734 ;
+    table_169 <= \_$1938 ;
   always @(posedge clk)
-    table_110 <= \_$1735 ;
+    table_170 <= \_$1939 ;
   always @(posedge clk)
-    table_111 <= \_$1736 ;
+    table_171 <= \_$1940 ;
   always @(posedge clk)
-    table_112 <= \_$1737 ;
+    table_172 <= \_$1941 ;
   always @(posedge clk)
-    table_113 <= \_$1738 ;
+    table_173 <= \_$1942 ;
   always @(posedge clk)
-    table_114 <= \_$1739 ;
+    table_174 <= \_$1943 ;
   always @(posedge clk)
-    table_115 <= \_$1740 ;
+    table_175 <= \_$1944 ;
   always @(posedge clk)
-    table_116 <= \_$1741 ;
+    table_176 <= \_$1945 ;
   always @(posedge clk)
-    table_117 <= \_$1742 ;
+    table_177 <= \_$1946 ;
   always @(posedge clk)
-    table_118 <= \_$1743 ;
+    table_178 <= \_$1947 ;
   always @(posedge clk)
-    table_119 <= \_$1744 ;
+    table_179 <= \_$1948 ;
   always @(posedge clk)
-    table_120 <= \_$1745 ;
+    table_180 <= \_$1949 ;
   always @(posedge clk)
-    table_121 <= \_$1746 ;
+    table_181 <= \_$1950 ;
   always @(posedge clk)
-    table_122 <= \_$1747 ;
+    table_182 <= \_$1951 ;
   always @(posedge clk)
-    table_123 <= \_$1748 ;
+    table_183 <= \_$1952 ;
   always @(posedge clk)
-    table_124 <= \_$1749 ;
+    table_184 <= \_$1953 ;
   always @(posedge clk)
-    table_125 <= \_$1750 ;
+    table_185 <= \_$1954 ;
   always @(posedge clk)
-    table_126 <= \_$1751 ;
+    table_186 <= \_$1955 ;
   always @(posedge clk)
-    table_127 <= \_$1752 ;
+    table_187 <= \_$1956 ;
   always @(posedge clk)
-    table_128 <= \_$1753 ;
+    table_188 <= \_$1957 ;
   always @(posedge clk)
-    table_129 <= \_$1754 ;
+    table_189 <= \_$1958 ;
   always @(posedge clk)
-    table_130 <= \_$1755 ;
+    table_190 <= \_$1959 ;
   always @(posedge clk)
-    table_131 <= \_$1756 ;
+    table_191 <= \_$1960 ;
   always @(posedge clk)
-    table_132 <= \_$1757 ;
+    table_192 <= \_$1961 ;
   always @(posedge clk)
-    table_133 <= \_$1758 ;
+    table_193 <= \_$1962 ;
   always @(posedge clk)
-    table_134 <= \_$1759 ;
+    table_194 <= \_$1963 ;
   always @(posedge clk)
-    table_135 <= \_$1760 ;
+    table_195 <= \_$1964 ;
   always @(posedge clk)
-    table_136 <= \_$1761 ;
+    table_196 <= \_$1965 ;
   always @(posedge clk)
-    table_137 <= \_$1762 ;
+    table_197 <= \_$1966 ;
   always @(posedge clk)
-    table_138 <= \_$1763 ;
+    table_198 <= \_$1967 ;
   always @(posedge clk)
-    table_139 <= \_$1764 ;
+    table_199 <= \_$1968 ;
   always @(posedge clk)
-    table_140 <= \_$1765 ;
+    table_200 <= \_$1969 ;
   always @(posedge clk)
-    table_141 <= \_$1766 ;
+    table_201 <= \_$1970 ;
   always @(posedge clk)
-    table_142 <= \_$1767 ;
+    table_202 <= \_$1971 ;
   always @(posedge clk)
-    table_143 <= \_$1768 ;
+    table_203 <= \_$1972 ;
   always @(posedge clk)
-    table_144 <= \_$1769 ;
+    table_204 <= \_$1973 ;
   always @(posedge clk)
-    table_145 <= \_$1770 ;
+    table_205 <= \_$1974 ;
   always @(posedge clk)
-    table_146 <= \_$1771 ;
+    table_206 <= \_$1975 ;
   always @(posedge clk)
-    table_147 <= \_$1772 ;
+    table_207 <= \_$1976 ;
   always @(posedge clk)
-    table_148 <= \_$1773 ;
+    table_208 <= \_$1977 ;
   always @(posedge clk)
-    table_149 <= \_$1774 ;
+    table_209 <= \_$1978 ;
   always @(posedge clk)
-    table_150 <= \_$1775 ;
+    table_210 <= \_$1979 ;
   always @(posedge clk)
-    table_151 <= \_$1776 ;
+    table_211 <= \_$1980 ;
   always @(posedge clk)
-    table_152 <= \_$1777 ;
+    table_212 <= \_$1981 ;
   always @(posedge clk)
-    table_153 <= \_$1778 ;
+    table_213 <= \_$1982 ;
   always @(posedge clk)
-    table_154 <= \_$1779 ;
+    table_214 <= \_$1983 ;
   always @(posedge clk)
-    table_155 <= \_$1780 ;
+    table_215 <= \_$1984 ;
   always @(posedge clk)
-    table_156 <= \_$1781 ;
+    table_216 <= \_$1985 ;
   always @(posedge clk)
-    table_157 <= \_$1782 ;
+    table_217 <= \_$1986 ;
   always @(posedge clk)
-    table_158 <= \_$1783 ;
+    table_218 <= \_$1987 ;
   always @(posedge clk)
-    table_159 <= \_$1784 ;
+    table_219 <= \_$1988 ;
   always @(posedge clk)
-    table_160 <= \_$1785 ;
+    table_220 <= \_$1989 ;
   always @(posedge clk)
-    table_161 <= \_$1786 ;
+    table_221 <= \_$1990 ;
   always @(posedge clk)
-    table_162 <= \_$1787 ;
+    table_222 <= \_$1991 ;
   always @(posedge clk)
-    table_163 <= \_$1788 ;
+    table_223 <= \_$1992 ;
   always @(posedge clk)
-    table_164 <= \_$1789 ;
+    table_224 <= \_$1993 ;
   always @(posedge clk)
-    table_165 <= \_$1790 ;
+    table_225 <= \_$1994 ;
   always @(posedge clk)
-    table_166 <= \_$1791 ;
+    table_226 <= \_$1995 ;
   always @(posedge clk)
-    table_167 <= \_$1792 ;
+    table_227 <= \_$1996 ;
   always @(posedge clk)
-    table_168 <= \_$1793 ;
+    table_228 <= \_$1997 ;
   always @(posedge clk)
-    table_169 <= \_$1794 ;
+    table_229 <= \_$1998 ;
   always @(posedge clk)
-    table_170 <= \_$1795 ;
+    table_230 <= \_$1999 ;
   always @(posedge clk)
-    table_171 <= \_$1796 ;
+    table_231 <= \_$2000 ;
   always @(posedge clk)
-    table_172 <= \_$1797 ;
+    table_232 <= \_$2001 ;
   always @(posedge clk)
-    table_173 <= \_$1798 ;
+    table_233 <= \_$2002 ;
   always @(posedge clk)
-    table_174 <= \_$1799 ;
+    table_234 <= \_$2003 ;
   always @(posedge clk)
-    table_175 <= \_$1800 ;
+    table_235 <= \_$2004 ;
   always @(posedge clk)
-    table_176 <= \_$1801 ;
+    table_236 <= \_$2005 ;
   always @(posedge clk)
-    table_177 <= \_$1802 ;
+    table_237 <= \_$2006 ;
   always @(posedge clk)
-    table_178 <= \_$1803 ;
+    table_238 <= \_$2007 ;
   always @(posedge clk)
-    table_179 <= \_$1804 ;
+    table_239 <= \_$2008 ;
   always @(posedge clk)
-    table_180 <= \_$1805 ;
+    table_240 <= \_$2009 ;
   always @(posedge clk)
-    table_181 <= \_$1806 ;
+    table_241 <= \_$2010 ;
   always @(posedge clk)
-    table_182 <= \_$1807 ;
+    table_242 <= \_$2011 ;
   always @(posedge clk)
-    table_183 <= \_$1808 ;
+    table_243 <= \_$2012 ;
   always @(posedge clk)
-    table_184 <= \_$1809 ;
+    table_244 <= \_$2013 ;
   always @(posedge clk)
-    table_185 <= \_$1810 ;
+    table_245 <= \_$2014 ;
   always @(posedge clk)
-    table_186 <= \_$1811 ;
+    table_246 <= \_$2015 ;
   always @(posedge clk)
-    table_187 <= \_$1812 ;
+    table_247 <= \_$2016 ;
   always @(posedge clk)
-    table_188 <= \_$1813 ;
+    table_248 <= \_$2017 ;
   always @(posedge clk)
-    table_189 <= \_$1814 ;
+    table_249 <= \_$2018 ;
   always @(posedge clk)
-    table_190 <= \_$1815 ;
+    table_250 <= \_$2019 ;
   always @(posedge clk)
-    table_191 <= \_$1816 ;
+    table_251 <= \_$2020 ;
   always @(posedge clk)
-    table_192 <= \_$1817 ;
+    table_252 <= \_$2021 ;
   always @(posedge clk)
-    table_193 <= \_$1818 ;
+    table_253 <= \_$2022 ;
   always @(posedge clk)
-    table_194 <= \_$1819 ;
+    table_254 <= \_$2023 ;
   always @(posedge clk)
-    table_195 <= \_$1820 ;
-  always @(posedge clk)
-    table_196 <= \_$1821 ;
-  always @(posedge clk)
-    table_197 <= \_$1822 ;
-  always @(posedge clk)
-    table_198 <= \_$1823 ;
-  always @(posedge clk)
-    table_199 <= \_$1824 ;
-  always @(posedge clk)
-    table_200 <= \_$1825 ;
-  always @(posedge clk)
-    table_201 <= \_$1826 ;
-  always @(posedge clk)
-    table_202 <= \_$1827 ;
-  always @(posedge clk)
-    table_203 <= \_$1828 ;
-  always @(posedge clk)
-    table_204 <= \_$1829 ;
-  always @(posedge clk)
-    table_205 <= \_$1830 ;
-  always @(posedge clk)
-    table_206 <= \_$1831 ;
-  always @(posedge clk)
-    table_207 <= \_$1832 ;
-  always @(posedge clk)
-    table_208 <= \_$1833 ;
-  always @(posedge clk)
-    table_209 <= \_$1834 ;
-  always @(posedge clk)
-    table_210 <= \_$1835 ;
-  always @(posedge clk)
-    table_211 <= \_$1836 ;
-  always @(posedge clk)
-    table_212 <= \_$1837 ;
-  always @(posedge clk)
-    table_213 <= \_$1838 ;
-  always @(posedge clk)
-    table_214 <= \_$1839 ;
-  always @(posedge clk)
-    table_215 <= \_$1840 ;
-  always @(posedge clk)
-    table_216 <= \_$1841 ;
-  always @(posedge clk)
-    table_217 <= \_$1842 ;
-  always @(posedge clk)
-    table_218 <= \_$1843 ;
-  always @(posedge clk)
-    table_219 <= \_$1844 ;
-  always @(posedge clk)
-    table_220 <= \_$1845 ;
-  always @(posedge clk)
-    table_221 <= \_$1846 ;
-  always @(posedge clk)
-    table_222 <= \_$1847 ;
-  always @(posedge clk)
-    table_223 <= \_$1848 ;
-  always @(posedge clk)
-    table_224 <= \_$1849 ;
-  always @(posedge clk)
-    table_225 <= \_$1850 ;
-  always @(posedge clk)
-    table_226 <= \_$1851 ;
-  always @(posedge clk)
-    table_227 <= \_$1852 ;
-  always @(posedge clk)
-    table_228 <= \_$1853 ;
-  always @(posedge clk)
-    table_229 <= \_$1854 ;
-  always @(posedge clk)
-    table_230 <= \_$1855 ;
-  always @(posedge clk)
-    table_231 <= \_$1856 ;
-  always @(posedge clk)
-    table_232 <= \_$1857 ;
-  always @(posedge clk)
-    table_233 <= \_$1858 ;
-  always @(posedge clk)
-    table_234 <= \_$1859 ;
-  always @(posedge clk)
-    table_235 <= \_$1860 ;
-  always @(posedge clk)
-    table_236 <= \_$1861 ;
-  always @(posedge clk)
-    table_237 <= \_$1862 ;
-  always @(posedge clk)
-    table_238 <= \_$1863 ;
-  always @(posedge clk)
-    table_239 <= \_$1864 ;
-  always @(posedge clk)
-    table_240 <= \_$1865 ;
-  always @(posedge clk)
-    table_241 <= \_$1866 ;
-  always @(posedge clk)
-    table_242 <= \_$1867 ;
-  always @(posedge clk)
-    table_243 <= \_$1868 ;
-  always @(posedge clk)
-    table_244 <= \_$1869 ;
-  always @(posedge clk)
-    table_245 <= \_$1870 ;
-  always @(posedge clk)
-    table_246 <= \_$1871 ;
-  always @(posedge clk)
-    table_247 <= \_$1872 ;
-  always @(posedge clk)
-    table_248 <= \_$1873 ;
-  always @(posedge clk)
-    table_249 <= \_$1874 ;
-  always @(posedge clk)
-    table_250 <= \_$1875 ;
-  always @(posedge clk)
-    table_251 <= \_$1876 ;
-  always @(posedge clk)
-    table_252 <= \_$1877 ;
-  always @(posedge clk)
-    table_253 <= \_$1878 ;
-  always @(posedge clk)
-    table_254 <= \_$1879 ;
-  always @(posedge clk)
-    table_255 <= \_$1880 ;
+    table_255 <= \_$2024 ;
   \sim_top.accel.store.addrgen  addrgen (
     .busy(\busy$83 ),
     .clk(clk),
@@ -57264,5187 +57556,4669 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$233 , \_$204 [6:0] })
+    casez ({ \_$239 , \_$207 [6:0] })
       8'h00:
-          \_$234  = table_0;
+          \_$240  = table_0;
       8'h01:
-          \_$234  = table_1;
+          \_$240  = table_1;
       8'h02:
-          \_$234  = table_2;
+          \_$240  = table_2;
       8'h03:
-          \_$234  = table_3;
+          \_$240  = table_3;
       8'h04:
-          \_$234  = table_4;
+          \_$240  = table_4;
       8'h05:
-          \_$234  = table_5;
+          \_$240  = table_5;
       8'h06:
-          \_$234  = table_6;
+          \_$240  = table_6;
       8'h07:
-          \_$234  = table_7;
+          \_$240  = table_7;
       8'h08:
-          \_$234  = table_8;
+          \_$240  = table_8;
       8'h09:
-          \_$234  = table_9;
+          \_$240  = table_9;
       8'h0a:
-          \_$234  = table_10;
+          \_$240  = table_10;
       8'h0b:
-          \_$234  = table_11;
+          \_$240  = table_11;
       8'h0c:
-          \_$234  = table_12;
+          \_$240  = table_12;
       8'h0d:
-          \_$234  = table_13;
+          \_$240  = table_13;
       8'h0e:
-          \_$234  = table_14;
+          \_$240  = table_14;
       8'h0f:
-          \_$234  = table_15;
+          \_$240  = table_15;
       8'h10:
-          \_$234  = table_16;
+          \_$240  = table_16;
       8'h11:
-          \_$234  = table_17;
+          \_$240  = table_17;
       8'h12:
-          \_$234  = table_18;
+          \_$240  = table_18;
       8'h13:
-          \_$234  = table_19;
+          \_$240  = table_19;
       8'h14:
-          \_$234  = table_20;
+          \_$240  = table_20;
       8'h15:
-          \_$234  = table_21;
+          \_$240  = table_21;
       8'h16:
-          \_$234  = table_22;
+          \_$240  = table_22;
       8'h17:
-          \_$234  = table_23;
+          \_$240  = table_23;
       8'h18:
-          \_$234  = table_24;
+          \_$240  = table_24;
       8'h19:
-          \_$234  = table_25;
+          \_$240  = table_25;
       8'h1a:
-          \_$234  = table_26;
+          \_$240  = table_26;
       8'h1b:
-          \_$234  = table_27;
+          \_$240  = table_27;
       8'h1c:
-          \_$234  = table_28;
+          \_$240  = table_28;
       8'h1d:
-          \_$234  = table_29;
+          \_$240  = table_29;
       8'h1e:
-          \_$234  = table_30;
+          \_$240  = table_30;
       8'h1f:
-          \_$234  = table_31;
+          \_$240  = table_31;
       8'h20:
-          \_$234  = table_32;
+          \_$240  = table_32;
       8'h21:
-          \_$234  = table_33;
+          \_$240  = table_33;
       8'h22:
-          \_$234  = table_34;
+          \_$240  = table_34;
       8'h23:
-          \_$234  = table_35;
+          \_$240  = table_35;
       8'h24:
-          \_$234  = table_36;
+          \_$240  = table_36;
       8'h25:
-          \_$234  = table_37;
+          \_$240  = table_37;
       8'h26:
-          \_$234  = table_38;
+          \_$240  = table_38;
       8'h27:
-          \_$234  = table_39;
+          \_$240  = table_39;
       8'h28:
-          \_$234  = table_40;
+          \_$240  = table_40;
       8'h29:
-          \_$234  = table_41;
+          \_$240  = table_41;
       8'h2a:
-          \_$234  = table_42;
+          \_$240  = table_42;
       8'h2b:
-          \_$234  = table_43;
+          \_$240  = table_43;
       8'h2c:
-          \_$234  = table_44;
+          \_$240  = table_44;
       8'h2d:
-          \_$234  = table_45;
+          \_$240  = table_45;
       8'h2e:
-          \_$234  = table_46;
+          \_$240  = table_46;
       8'h2f:
-          \_$234  = table_47;
+          \_$240  = table_47;
       8'h30:
-          \_$234  = table_48;
+          \_$240  = table_48;
       8'h31:
-          \_$234  = table_49;
+          \_$240  = table_49;
       8'h32:
-          \_$234  = table_50;
+          \_$240  = table_50;
       8'h33:
-          \_$234  = table_51;
+          \_$240  = table_51;
       8'h34:
-          \_$234  = table_52;
+          \_$240  = table_52;
       8'h35:
-          \_$234  = table_53;
+          \_$240  = table_53;
       8'h36:
-          \_$234  = table_54;
+          \_$240  = table_54;
       8'h37:
-          \_$234  = table_55;
+          \_$240  = table_55;
       8'h38:
-          \_$234  = table_56;
+          \_$240  = table_56;
       8'h39:
-          \_$234  = table_57;
+          \_$240  = table_57;
       8'h3a:
-          \_$234  = table_58;
+          \_$240  = table_58;
       8'h3b:
-          \_$234  = table_59;
+          \_$240  = table_59;
       8'h3c:
-          \_$234  = table_60;
+          \_$240  = table_60;
       8'h3d:
-          \_$234  = table_61;
+          \_$240  = table_61;
       8'h3e:
-          \_$234  = table_62;
+          \_$240  = table_62;
       8'h3f:
-          \_$234  = table_63;
+          \_$240  = table_63;
       8'h40:
-          \_$234  = table_64;
+          \_$240  = table_64;
       8'h41:
-          \_$234  = table_65;
+          \_$240  = table_65;
       8'h42:
-          \_$234  = table_66;
+          \_$240  = table_66;
       8'h43:
-          \_$234  = table_67;
+          \_$240  = table_67;
       8'h44:
-          \_$234  = table_68;
+          \_$240  = table_68;
       8'h45:
-          \_$234  = table_69;
+          \_$240  = table_69;
       8'h46:
-          \_$234  = table_70;
+          \_$240  = table_70;
       8'h47:
-          \_$234  = table_71;
+          \_$240  = table_71;
       8'h48:
-          \_$234  = table_72;
+          \_$240  = table_72;
       8'h49:
-          \_$234  = table_73;
+          \_$240  = table_73;
       8'h4a:
-          \_$234  = table_74;
+          \_$240  = table_74;
       8'h4b:
-          \_$234  = table_75;
+          \_$240  = table_75;
       8'h4c:
-          \_$234  = table_76;
+          \_$240  = table_76;
       8'h4d:
-          \_$234  = table_77;
+          \_$240  = table_77;
       8'h4e:
-          \_$234  = table_78;
+          \_$240  = table_78;
       8'h4f:
-          \_$234  = table_79;
+          \_$240  = table_79;
       8'h50:
-          \_$234  = table_80;
+          \_$240  = table_80;
       8'h51:
-          \_$234  = table_81;
+          \_$240  = table_81;
       8'h52:
-          \_$234  = table_82;
+          \_$240  = table_82;
       8'h53:
-          \_$234  = table_83;
+          \_$240  = table_83;
       8'h54:
-          \_$234  = table_84;
+          \_$240  = table_84;
       8'h55:
-          \_$234  = table_85;
+          \_$240  = table_85;
       8'h56:
-          \_$234  = table_86;
+          \_$240  = table_86;
       8'h57:
-          \_$234  = table_87;
+          \_$240  = table_87;
       8'h58:
-          \_$234  = table_88;
+          \_$240  = table_88;
       8'h59:
-          \_$234  = table_89;
+          \_$240  = table_89;
       8'h5a:
-          \_$234  = table_90;
+          \_$240  = table_90;
       8'h5b:
-          \_$234  = table_91;
+          \_$240  = table_91;
       8'h5c:
-          \_$234  = table_92;
+          \_$240  = table_92;
       8'h5d:
-          \_$234  = table_93;
+          \_$240  = table_93;
       8'h5e:
-          \_$234  = table_94;
+          \_$240  = table_94;
       8'h5f:
-          \_$234  = table_95;
+          \_$240  = table_95;
       8'h60:
-          \_$234  = table_96;
+          \_$240  = table_96;
       8'h61:
-          \_$234  = table_97;
+          \_$240  = table_97;
       8'h62:
-          \_$234  = table_98;
+          \_$240  = table_98;
       8'h63:
-          \_$234  = table_99;
+          \_$240  = table_99;
       8'h64:
-          \_$234  = table_100;
+          \_$240  = table_100;
       8'h65:
-          \_$234  = table_101;
+          \_$240  = table_101;
       8'h66:
-          \_$234  = table_102;
+          \_$240  = table_102;
       8'h67:
-          \_$234  = table_103;
+          \_$240  = table_103;
       8'h68:
-          \_$234  = table_104;
+          \_$240  = table_104;
       8'h69:
-          \_$234  = table_105;
+          \_$240  = table_105;
       8'h6a:
-          \_$234  = table_106;
+          \_$240  = table_106;
       8'h6b:
-          \_$234  = table_107;
+          \_$240  = table_107;
       8'h6c:
-          \_$234  = table_108;
+          \_$240  = table_108;
       8'h6d:
-          \_$234  = table_109;
+          \_$240  = table_109;
       8'h6e:
-          \_$234  = table_110;
+          \_$240  = table_110;
       8'h6f:
-          \_$234  = table_111;
+          \_$240  = table_111;
       8'h70:
-          \_$234  = table_112;
+          \_$240  = table_112;
       8'h71:
-          \_$234  = table_113;
+          \_$240  = table_113;
       8'h72:
-          \_$234  = table_114;
+          \_$240  = table_114;
       8'h73:
-          \_$234  = table_115;
+          \_$240  = table_115;
       8'h74:
-          \_$234  = table_116;
+          \_$240  = table_116;
       8'h75:
-          \_$234  = table_117;
+          \_$240  = table_117;
       8'h76:
-          \_$234  = table_118;
+          \_$240  = table_118;
       8'h77:
-          \_$234  = table_119;
+          \_$240  = table_119;
       8'h78:
-          \_$234  = table_120;
+          \_$240  = table_120;
       8'h79:
-          \_$234  = table_121;
+          \_$240  = table_121;
       8'h7a:
-          \_$234  = table_122;
+          \_$240  = table_122;
       8'h7b:
-          \_$234  = table_123;
+          \_$240  = table_123;
       8'h7c:
-          \_$234  = table_124;
+          \_$240  = table_124;
       8'h7d:
-          \_$234  = table_125;
+          \_$240  = table_125;
       8'h7e:
-          \_$234  = table_126;
+          \_$240  = table_126;
       8'h7f:
-          \_$234  = table_127;
+          \_$240  = table_127;
       8'h80:
-          \_$234  = table_128;
+          \_$240  = table_128;
       8'h81:
-          \_$234  = table_129;
+          \_$240  = table_129;
       8'h82:
-          \_$234  = table_130;
+          \_$240  = table_130;
       8'h83:
-          \_$234  = table_131;
+          \_$240  = table_131;
       8'h84:
-          \_$234  = table_132;
+          \_$240  = table_132;
       8'h85:
-          \_$234  = table_133;
+          \_$240  = table_133;
       8'h86:
-          \_$234  = table_134;
+          \_$240  = table_134;
       8'h87:
-          \_$234  = table_135;
+          \_$240  = table_135;
       8'h88:
-          \_$234  = table_136;
+          \_$240  = table_136;
       8'h89:
-          \_$234  = table_137;
+          \_$240  = table_137;
       8'h8a:
-          \_$234  = table_138;
+          \_$240  = table_138;
       8'h8b:
-          \_$234  = table_139;
+          \_$240  = table_139;
       8'h8c:
-          \_$234  = table_140;
+          \_$240  = table_140;
       8'h8d:
-          \_$234  = table_141;
+          \_$240  = table_141;
       8'h8e:
-          \_$234  = table_142;
+          \_$240  = table_142;
       8'h8f:
-          \_$234  = table_143;
+          \_$240  = table_143;
       8'h90:
-          \_$234  = table_144;
+          \_$240  = table_144;
       8'h91:
-          \_$234  = table_145;
+          \_$240  = table_145;
       8'h92:
-          \_$234  = table_146;
+          \_$240  = table_146;
       8'h93:
-          \_$234  = table_147;
+          \_$240  = table_147;
       8'h94:
-          \_$234  = table_148;
+          \_$240  = table_148;
       8'h95:
-          \_$234  = table_149;
+          \_$240  = table_149;
       8'h96:
-          \_$234  = table_150;
+          \_$240  = table_150;
       8'h97:
-          \_$234  = table_151;
+          \_$240  = table_151;
       8'h98:
-          \_$234  = table_152;
+          \_$240  = table_152;
       8'h99:
-          \_$234  = table_153;
+          \_$240  = table_153;
       8'h9a:
-          \_$234  = table_154;
+          \_$240  = table_154;
       8'h9b:
-          \_$234  = table_155;
+          \_$240  = table_155;
       8'h9c:
-          \_$234  = table_156;
+          \_$240  = table_156;
       8'h9d:
-          \_$234  = table_157;
+          \_$240  = table_157;
       8'h9e:
-          \_$234  = table_158;
+          \_$240  = table_158;
       8'h9f:
-          \_$234  = table_159;
+          \_$240  = table_159;
       8'ha0:
-          \_$234  = table_160;
+          \_$240  = table_160;
       8'ha1:
-          \_$234  = table_161;
+          \_$240  = table_161;
       8'ha2:
-          \_$234  = table_162;
+          \_$240  = table_162;
       8'ha3:
-          \_$234  = table_163;
+          \_$240  = table_163;
       8'ha4:
-          \_$234  = table_164;
+          \_$240  = table_164;
       8'ha5:
-          \_$234  = table_165;
+          \_$240  = table_165;
       8'ha6:
-          \_$234  = table_166;
+          \_$240  = table_166;
       8'ha7:
-          \_$234  = table_167;
+          \_$240  = table_167;
       8'ha8:
-          \_$234  = table_168;
+          \_$240  = table_168;
       8'ha9:
-          \_$234  = table_169;
+          \_$240  = table_169;
       8'haa:
-          \_$234  = table_170;
+          \_$240  = table_170;
       8'hab:
-          \_$234  = table_171;
+          \_$240  = table_171;
       8'hac:
-          \_$234  = table_172;
+          \_$240  = table_172;
       8'had:
-          \_$234  = table_173;
+          \_$240  = table_173;
       8'hae:
-          \_$234  = table_174;
+          \_$240  = table_174;
       8'haf:
-          \_$234  = table_175;
+          \_$240  = table_175;
       8'hb0:
-          \_$234  = table_176;
+          \_$240  = table_176;
       8'hb1:
-          \_$234  = table_177;
+          \_$240  = table_177;
       8'hb2:
-          \_$234  = table_178;
+          \_$240  = table_178;
       8'hb3:
-          \_$234  = table_179;
+          \_$240  = table_179;
       8'hb4:
-          \_$234  = table_180;
+          \_$240  = table_180;
       8'hb5:
-          \_$234  = table_181;
+          \_$240  = table_181;
       8'hb6:
-          \_$234  = table_182;
+          \_$240  = table_182;
       8'hb7:
-          \_$234  = table_183;
+          \_$240  = table_183;
       8'hb8:
-          \_$234  = table_184;
+          \_$240  = table_184;
       8'hb9:
-          \_$234  = table_185;
+          \_$240  = table_185;
       8'hba:
-          \_$234  = table_186;
+          \_$240  = table_186;
       8'hbb:
-          \_$234  = table_187;
+          \_$240  = table_187;
       8'hbc:
-          \_$234  = table_188;
+          \_$240  = table_188;
       8'hbd:
-          \_$234  = table_189;
+          \_$240  = table_189;
       8'hbe:
-          \_$234  = table_190;
+          \_$240  = table_190;
       8'hbf:
-          \_$234  = table_191;
+          \_$240  = table_191;
       8'hc0:
-          \_$234  = table_192;
+          \_$240  = table_192;
       8'hc1:
-          \_$234  = table_193;
+          \_$240  = table_193;
       8'hc2:
-          \_$234  = table_194;
+          \_$240  = table_194;
       8'hc3:
-          \_$234  = table_195;
+          \_$240  = table_195;
       8'hc4:
-          \_$234  = table_196;
+          \_$240  = table_196;
       8'hc5:
-          \_$234  = table_197;
+          \_$240  = table_197;
       8'hc6:
-          \_$234  = table_198;
+          \_$240  = table_198;
       8'hc7:
-          \_$234  = table_199;
+          \_$240  = table_199;
       8'hc8:
-          \_$234  = table_200;
+          \_$240  = table_200;
       8'hc9:
-          \_$234  = table_201;
+          \_$240  = table_201;
       8'hca:
-          \_$234  = table_202;
+          \_$240  = table_202;
       8'hcb:
-          \_$234  = table_203;
+          \_$240  = table_203;
       8'hcc:
-          \_$234  = table_204;
+          \_$240  = table_204;
       8'hcd:
-          \_$234  = table_205;
+          \_$240  = table_205;
       8'hce:
-          \_$234  = table_206;
+          \_$240  = table_206;
       8'hcf:
-          \_$234  = table_207;
+          \_$240  = table_207;
       8'hd0:
-          \_$234  = table_208;
+          \_$240  = table_208;
       8'hd1:
-          \_$234  = table_209;
+          \_$240  = table_209;
       8'hd2:
-          \_$234  = table_210;
+          \_$240  = table_210;
       8'hd3:
-          \_$234  = table_211;
+          \_$240  = table_211;
       8'hd4:
-          \_$234  = table_212;
+          \_$240  = table_212;
       8'hd5:
-          \_$234  = table_213;
+          \_$240  = table_213;
       8'hd6:
-          \_$234  = table_214;
+          \_$240  = table_214;
       8'hd7:
-          \_$234  = table_215;
+          \_$240  = table_215;
       8'hd8:
-          \_$234  = table_216;
+          \_$240  = table_216;
       8'hd9:
-          \_$234  = table_217;
+          \_$240  = table_217;
       8'hda:
-          \_$234  = table_218;
+          \_$240  = table_218;
       8'hdb:
-          \_$234  = table_219;
+          \_$240  = table_219;
       8'hdc:
-          \_$234  = table_220;
+          \_$240  = table_220;
       8'hdd:
-          \_$234  = table_221;
+          \_$240  = table_221;
       8'hde:
-          \_$234  = table_222;
+          \_$240  = table_222;
       8'hdf:
-          \_$234  = table_223;
+          \_$240  = table_223;
       8'he0:
-          \_$234  = table_224;
+          \_$240  = table_224;
       8'he1:
-          \_$234  = table_225;
+          \_$240  = table_225;
       8'he2:
-          \_$234  = table_226;
+          \_$240  = table_226;
       8'he3:
-          \_$234  = table_227;
+          \_$240  = table_227;
       8'he4:
-          \_$234  = table_228;
+          \_$240  = table_228;
       8'he5:
-          \_$234  = table_229;
+          \_$240  = table_229;
       8'he6:
-          \_$234  = table_230;
+          \_$240  = table_230;
       8'he7:
-          \_$234  = table_231;
+          \_$240  = table_231;
       8'he8:
-          \_$234  = table_232;
+          \_$240  = table_232;
       8'he9:
-          \_$234  = table_233;
+          \_$240  = table_233;
       8'hea:
-          \_$234  = table_234;
+          \_$240  = table_234;
       8'heb:
-          \_$234  = table_235;
+          \_$240  = table_235;
       8'hec:
-          \_$234  = table_236;
+          \_$240  = table_236;
       8'hed:
-          \_$234  = table_237;
+          \_$240  = table_237;
       8'hee:
-          \_$234  = table_238;
+          \_$240  = table_238;
       8'hef:
-          \_$234  = table_239;
+          \_$240  = table_239;
       8'hf0:
-          \_$234  = table_240;
+          \_$240  = table_240;
       8'hf1:
-          \_$234  = table_241;
+          \_$240  = table_241;
       8'hf2:
-          \_$234  = table_242;
+          \_$240  = table_242;
       8'hf3:
-          \_$234  = table_243;
+          \_$240  = table_243;
       8'hf4:
-          \_$234  = table_244;
+          \_$240  = table_244;
       8'hf5:
-          \_$234  = table_245;
+          \_$240  = table_245;
       8'hf6:
-          \_$234  = table_246;
+          \_$240  = table_246;
       8'hf7:
-          \_$234  = table_247;
+          \_$240  = table_247;
       8'hf8:
-          \_$234  = table_248;
+          \_$240  = table_248;
       8'hf9:
-          \_$234  = table_249;
+          \_$240  = table_249;
       8'hfa:
-          \_$234  = table_250;
+          \_$240  = table_250;
       8'hfb:
-          \_$234  = table_251;
+          \_$240  = table_251;
       8'hfc:
-          \_$234  = table_252;
+          \_$240  = table_252;
       8'hfd:
-          \_$234  = table_253;
+          \_$240  = table_253;
       8'hfe:
-          \_$234  = table_254;
+          \_$240  = table_254;
       8'hff:
-          \_$234  = table_255;
+          \_$240  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$320 , \_$291 [6:0] })
+    casez ({ \_$335 , \_$303 [6:0] })
       8'h00:
-          \_$321  = table_0;
+          \_$336  = table_0;
       8'h01:
-          \_$321  = table_1;
+          \_$336  = table_1;
       8'h02:
-          \_$321  = table_2;
+          \_$336  = table_2;
       8'h03:
-          \_$321  = table_3;
+          \_$336  = table_3;
       8'h04:
-          \_$321  = table_4;
+          \_$336  = table_4;
       8'h05:
-          \_$321  = table_5;
+          \_$336  = table_5;
       8'h06:
-          \_$321  = table_6;
+          \_$336  = table_6;
       8'h07:
-          \_$321  = table_7;
+          \_$336  = table_7;
       8'h08:
-          \_$321  = table_8;
+          \_$336  = table_8;
       8'h09:
-          \_$321  = table_9;
+          \_$336  = table_9;
       8'h0a:
-          \_$321  = table_10;
+          \_$336  = table_10;
       8'h0b:
-          \_$321  = table_11;
+          \_$336  = table_11;
       8'h0c:
-          \_$321  = table_12;
+          \_$336  = table_12;
       8'h0d:
-          \_$321  = table_13;
+          \_$336  = table_13;
       8'h0e:
-          \_$321  = table_14;
+          \_$336  = table_14;
       8'h0f:
-          \_$321  = table_15;
+          \_$336  = table_15;
       8'h10:
-          \_$321  = table_16;
+          \_$336  = table_16;
       8'h11:
-          \_$321  = table_17;
+          \_$336  = table_17;
       8'h12:
-          \_$321  = table_18;
+          \_$336  = table_18;
       8'h13:
-          \_$321  = table_19;
+          \_$336  = table_19;
       8'h14:
-          \_$321  = table_20;
+          \_$336  = table_20;
       8'h15:
-          \_$321  = table_21;
+          \_$336  = table_21;
       8'h16:
-          \_$321  = table_22;
+          \_$336  = table_22;
       8'h17:
-          \_$321  = table_23;
+          \_$336  = table_23;
       8'h18:
-          \_$321  = table_24;
+          \_$336  = table_24;
       8'h19:
-          \_$321  = table_25;
+          \_$336  = table_25;
       8'h1a:
-          \_$321  = table_26;
+          \_$336  = table_26;
       8'h1b:
-          \_$321  = table_27;
+          \_$336  = table_27;
       8'h1c:
-          \_$321  = table_28;
+          \_$336  = table_28;
       8'h1d:
-          \_$321  = table_29;
+          \_$336  = table_29;
       8'h1e:
-          \_$321  = table_30;
+          \_$336  = table_30;
       8'h1f:
-          \_$321  = table_31;
+          \_$336  = table_31;
       8'h20:
-          \_$321  = table_32;
+          \_$336  = table_32;
       8'h21:
-          \_$321  = table_33;
+          \_$336  = table_33;
       8'h22:
-          \_$321  = table_34;
+          \_$336  = table_34;
       8'h23:
-          \_$321  = table_35;
+          \_$336  = table_35;
       8'h24:
-          \_$321  = table_36;
+          \_$336  = table_36;
       8'h25:
-          \_$321  = table_37;
+          \_$336  = table_37;
       8'h26:
-          \_$321  = table_38;
+          \_$336  = table_38;
       8'h27:
-          \_$321  = table_39;
+          \_$336  = table_39;
       8'h28:
-          \_$321  = table_40;
+          \_$336  = table_40;
       8'h29:
-          \_$321  = table_41;
+          \_$336  = table_41;
       8'h2a:
-          \_$321  = table_42;
+          \_$336  = table_42;
       8'h2b:
-          \_$321  = table_43;
+          \_$336  = table_43;
       8'h2c:
-          \_$321  = table_44;
+          \_$336  = table_44;
       8'h2d:
-          \_$321  = table_45;
+          \_$336  = table_45;
       8'h2e:
-          \_$321  = table_46;
+          \_$336  = table_46;
       8'h2f:
-          \_$321  = table_47;
+          \_$336  = table_47;
       8'h30:
-          \_$321  = table_48;
+          \_$336  = table_48;
       8'h31:
-          \_$321  = table_49;
+          \_$336  = table_49;
       8'h32:
-          \_$321  = table_50;
+          \_$336  = table_50;
       8'h33:
-          \_$321  = table_51;
+          \_$336  = table_51;
       8'h34:
-          \_$321  = table_52;
+          \_$336  = table_52;
       8'h35:
-          \_$321  = table_53;
+          \_$336  = table_53;
       8'h36:
-          \_$321  = table_54;
+          \_$336  = table_54;
       8'h37:
-          \_$321  = table_55;
+          \_$336  = table_55;
       8'h38:
-          \_$321  = table_56;
+          \_$336  = table_56;
       8'h39:
-          \_$321  = table_57;
+          \_$336  = table_57;
       8'h3a:
-          \_$321  = table_58;
+          \_$336  = table_58;
       8'h3b:
-          \_$321  = table_59;
+          \_$336  = table_59;
       8'h3c:
-          \_$321  = table_60;
+          \_$336  = table_60;
       8'h3d:
-          \_$321  = table_61;
+          \_$336  = table_61;
       8'h3e:
-          \_$321  = table_62;
+          \_$336  = table_62;
       8'h3f:
-          \_$321  = table_63;
+          \_$336  = table_63;
       8'h40:
-          \_$321  = table_64;
+          \_$336  = table_64;
       8'h41:
-          \_$321  = table_65;
+          \_$336  = table_65;
       8'h42:
-          \_$321  = table_66;
+          \_$336  = table_66;
       8'h43:
-          \_$321  = table_67;
+          \_$336  = table_67;
       8'h44:
-          \_$321  = table_68;
+          \_$336  = table_68;
       8'h45:
-          \_$321  = table_69;
+          \_$336  = table_69;
       8'h46:
-          \_$321  = table_70;
+          \_$336  = table_70;
       8'h47:
-          \_$321  = table_71;
+          \_$336  = table_71;
       8'h48:
-          \_$321  = table_72;
+          \_$336  = table_72;
       8'h49:
-          \_$321  = table_73;
+          \_$336  = table_73;
       8'h4a:
-          \_$321  = table_74;
+          \_$336  = table_74;
       8'h4b:
-          \_$321  = table_75;
+          \_$336  = table_75;
       8'h4c:
-          \_$321  = table_76;
+          \_$336  = table_76;
       8'h4d:
-          \_$321  = table_77;
+          \_$336  = table_77;
       8'h4e:
-          \_$321  = table_78;
+          \_$336  = table_78;
       8'h4f:
-          \_$321  = table_79;
+          \_$336  = table_79;
       8'h50:
-          \_$321  = table_80;
+          \_$336  = table_80;
       8'h51:
-          \_$321  = table_81;
+          \_$336  = table_81;
       8'h52:
-          \_$321  = table_82;
+          \_$336  = table_82;
       8'h53:
-          \_$321  = table_83;
+          \_$336  = table_83;
       8'h54:
-          \_$321  = table_84;
+          \_$336  = table_84;
       8'h55:
-          \_$321  = table_85;
+          \_$336  = table_85;
       8'h56:
-          \_$321  = table_86;
+          \_$336  = table_86;
       8'h57:
-          \_$321  = table_87;
+          \_$336  = table_87;
       8'h58:
-          \_$321  = table_88;
+          \_$336  = table_88;
       8'h59:
-          \_$321  = table_89;
+          \_$336  = table_89;
       8'h5a:
-          \_$321  = table_90;
+          \_$336  = table_90;
       8'h5b:
-          \_$321  = table_91;
+          \_$336  = table_91;
       8'h5c:
-          \_$321  = table_92;
+          \_$336  = table_92;
       8'h5d:
-          \_$321  = table_93;
+          \_$336  = table_93;
       8'h5e:
-          \_$321  = table_94;
+          \_$336  = table_94;
       8'h5f:
-          \_$321  = table_95;
+          \_$336  = table_95;
       8'h60:
-          \_$321  = table_96;
+          \_$336  = table_96;
       8'h61:
-          \_$321  = table_97;
+          \_$336  = table_97;
       8'h62:
-          \_$321  = table_98;
+          \_$336  = table_98;
       8'h63:
-          \_$321  = table_99;
+          \_$336  = table_99;
       8'h64:
-          \_$321  = table_100;
+          \_$336  = table_100;
       8'h65:
-          \_$321  = table_101;
+          \_$336  = table_101;
       8'h66:
-          \_$321  = table_102;
+          \_$336  = table_102;
       8'h67:
-          \_$321  = table_103;
+          \_$336  = table_103;
       8'h68:
-          \_$321  = table_104;
+          \_$336  = table_104;
       8'h69:
-          \_$321  = table_105;
+          \_$336  = table_105;
       8'h6a:
-          \_$321  = table_106;
+          \_$336  = table_106;
       8'h6b:
-          \_$321  = table_107;
+          \_$336  = table_107;
       8'h6c:
-          \_$321  = table_108;
+          \_$336  = table_108;
       8'h6d:
-          \_$321  = table_109;
+          \_$336  = table_109;
       8'h6e:
-          \_$321  = table_110;
+          \_$336  = table_110;
       8'h6f:
-          \_$321  = table_111;
+          \_$336  = table_111;
       8'h70:
-          \_$321  = table_112;
+          \_$336  = table_112;
       8'h71:
-          \_$321  = table_113;
+          \_$336  = table_113;
       8'h72:
-          \_$321  = table_114;
+          \_$336  = table_114;
       8'h73:
-          \_$321  = table_115;
+          \_$336  = table_115;
       8'h74:
-          \_$321  = table_116;
+          \_$336  = table_116;
       8'h75:
-          \_$321  = table_117;
+          \_$336  = table_117;
       8'h76:
-          \_$321  = table_118;
+          \_$336  = table_118;
       8'h77:
-          \_$321  = table_119;
+          \_$336  = table_119;
       8'h78:
-          \_$321  = table_120;
+          \_$336  = table_120;
       8'h79:
-          \_$321  = table_121;
+          \_$336  = table_121;
       8'h7a:
-          \_$321  = table_122;
+          \_$336  = table_122;
       8'h7b:
-          \_$321  = table_123;
+          \_$336  = table_123;
       8'h7c:
-          \_$321  = table_124;
+          \_$336  = table_124;
       8'h7d:
-          \_$321  = table_125;
+          \_$336  = table_125;
       8'h7e:
-          \_$321  = table_126;
+          \_$336  = table_126;
       8'h7f:
-          \_$321  = table_127;
+          \_$336  = table_127;
       8'h80:
-          \_$321  = table_128;
+          \_$336  = table_128;
       8'h81:
-          \_$321  = table_129;
+          \_$336  = table_129;
       8'h82:
-          \_$321  = table_130;
+          \_$336  = table_130;
       8'h83:
-          \_$321  = table_131;
+          \_$336  = table_131;
       8'h84:
-          \_$321  = table_132;
+          \_$336  = table_132;
       8'h85:
-          \_$321  = table_133;
+          \_$336  = table_133;
       8'h86:
-          \_$321  = table_134;
+          \_$336  = table_134;
       8'h87:
-          \_$321  = table_135;
+          \_$336  = table_135;
       8'h88:
-          \_$321  = table_136;
+          \_$336  = table_136;
       8'h89:
-          \_$321  = table_137;
+          \_$336  = table_137;
       8'h8a:
-          \_$321  = table_138;
+          \_$336  = table_138;
       8'h8b:
-          \_$321  = table_139;
+          \_$336  = table_139;
       8'h8c:
-          \_$321  = table_140;
+          \_$336  = table_140;
       8'h8d:
-          \_$321  = table_141;
+          \_$336  = table_141;
       8'h8e:
-          \_$321  = table_142;
+          \_$336  = table_142;
       8'h8f:
-          \_$321  = table_143;
+          \_$336  = table_143;
       8'h90:
-          \_$321  = table_144;
+          \_$336  = table_144;
       8'h91:
-          \_$321  = table_145;
+          \_$336  = table_145;
       8'h92:
-          \_$321  = table_146;
+          \_$336  = table_146;
       8'h93:
-          \_$321  = table_147;
+          \_$336  = table_147;
       8'h94:
-          \_$321  = table_148;
+          \_$336  = table_148;
       8'h95:
-          \_$321  = table_149;
+          \_$336  = table_149;
       8'h96:
-          \_$321  = table_150;
+          \_$336  = table_150;
       8'h97:
-          \_$321  = table_151;
+          \_$336  = table_151;
       8'h98:
-          \_$321  = table_152;
+          \_$336  = table_152;
       8'h99:
-          \_$321  = table_153;
+          \_$336  = table_153;
       8'h9a:
-          \_$321  = table_154;
+          \_$336  = table_154;
       8'h9b:
-          \_$321  = table_155;
+          \_$336  = table_155;
       8'h9c:
-          \_$321  = table_156;
+          \_$336  = table_156;
       8'h9d:
-          \_$321  = table_157;
+          \_$336  = table_157;
       8'h9e:
-          \_$321  = table_158;
+          \_$336  = table_158;
       8'h9f:
-          \_$321  = table_159;
+          \_$336  = table_159;
       8'ha0:
-          \_$321  = table_160;
+          \_$336  = table_160;
       8'ha1:
-          \_$321  = table_161;
+          \_$336  = table_161;
       8'ha2:
-          \_$321  = table_162;
+          \_$336  = table_162;
       8'ha3:
-          \_$321  = table_163;
+          \_$336  = table_163;
       8'ha4:
-          \_$321  = table_164;
+          \_$336  = table_164;
       8'ha5:
-          \_$321  = table_165;
+          \_$336  = table_165;
       8'ha6:
-          \_$321  = table_166;
+          \_$336  = table_166;
       8'ha7:
-          \_$321  = table_167;
+          \_$336  = table_167;
       8'ha8:
-          \_$321  = table_168;
+          \_$336  = table_168;
       8'ha9:
-          \_$321  = table_169;
+          \_$336  = table_169;
       8'haa:
-          \_$321  = table_170;
+          \_$336  = table_170;
       8'hab:
-          \_$321  = table_171;
+          \_$336  = table_171;
       8'hac:
-          \_$321  = table_172;
+          \_$336  = table_172;
       8'had:
-          \_$321  = table_173;
+          \_$336  = table_173;
       8'hae:
-          \_$321  = table_174;
+          \_$336  = table_174;
       8'haf:
-          \_$321  = table_175;
+          \_$336  = table_175;
       8'hb0:
-          \_$321  = table_176;
+          \_$336  = table_176;
       8'hb1:
-          \_$321  = table_177;
+          \_$336  = table_177;
       8'hb2:
-          \_$321  = table_178;
+          \_$336  = table_178;
       8'hb3:
-          \_$321  = table_179;
+          \_$336  = table_179;
       8'hb4:
-          \_$321  = table_180;
+          \_$336  = table_180;
       8'hb5:
-          \_$321  = table_181;
+          \_$336  = table_181;
       8'hb6:
-          \_$321  = table_182;
+          \_$336  = table_182;
       8'hb7:
-          \_$321  = table_183;
+          \_$336  = table_183;
       8'hb8:
-          \_$321  = table_184;
+          \_$336  = table_184;
       8'hb9:
-          \_$321  = table_185;
+          \_$336  = table_185;
       8'hba:
-          \_$321  = table_186;
+          \_$336  = table_186;
       8'hbb:
-          \_$321  = table_187;
+          \_$336  = table_187;
       8'hbc:
-          \_$321  = table_188;
+          \_$336  = table_188;
       8'hbd:
-          \_$321  = table_189;
+          \_$336  = table_189;
       8'hbe:
-          \_$321  = table_190;
+          \_$336  = table_190;
       8'hbf:
-          \_$321  = table_191;
+          \_$336  = table_191;
       8'hc0:
-          \_$321  = table_192;
+          \_$336  = table_192;
       8'hc1:
-          \_$321  = table_193;
+          \_$336  = table_193;
       8'hc2:
-          \_$321  = table_194;
+          \_$336  = table_194;
       8'hc3:
-          \_$321  = table_195;
+          \_$336  = table_195;
       8'hc4:
-          \_$321  = table_196;
+          \_$336  = table_196;
       8'hc5:
-          \_$321  = table_197;
+          \_$336  = table_197;
       8'hc6:
-          \_$321  = table_198;
+          \_$336  = table_198;
       8'hc7:
-          \_$321  = table_199;
+          \_$336  = table_199;
       8'hc8:
-          \_$321  = table_200;
+          \_$336  = table_200;
       8'hc9:
-          \_$321  = table_201;
+          \_$336  = table_201;
       8'hca:
-          \_$321  = table_202;
+          \_$336  = table_202;
       8'hcb:
-          \_$321  = table_203;
+          \_$336  = table_203;
       8'hcc:
-          \_$321  = table_204;
+          \_$336  = table_204;
       8'hcd:
-          \_$321  = table_205;
+          \_$336  = table_205;
       8'hce:
-          \_$321  = table_206;
+          \_$336  = table_206;
       8'hcf:
-          \_$321  = table_207;
+          \_$336  = table_207;
       8'hd0:
-          \_$321  = table_208;
+          \_$336  = table_208;
       8'hd1:
-          \_$321  = table_209;
+          \_$336  = table_209;
       8'hd2:
-          \_$321  = table_210;
+          \_$336  = table_210;
       8'hd3:
-          \_$321  = table_211;
+          \_$336  = table_211;
       8'hd4:
-          \_$321  = table_212;
+          \_$336  = table_212;
       8'hd5:
-          \_$321  = table_213;
+          \_$336  = table_213;
       8'hd6:
-          \_$321  = table_214;
+          \_$336  = table_214;
       8'hd7:
-          \_$321  = table_215;
+          \_$336  = table_215;
       8'hd8:
-          \_$321  = table_216;
+          \_$336  = table_216;
       8'hd9:
-          \_$321  = table_217;
+          \_$336  = table_217;
       8'hda:
-          \_$321  = table_218;
+          \_$336  = table_218;
       8'hdb:
-          \_$321  = table_219;
+          \_$336  = table_219;
       8'hdc:
-          \_$321  = table_220;
+          \_$336  = table_220;
       8'hdd:
-          \_$321  = table_221;
+          \_$336  = table_221;
       8'hde:
-          \_$321  = table_222;
+          \_$336  = table_222;
       8'hdf:
-          \_$321  = table_223;
+          \_$336  = table_223;
       8'he0:
-          \_$321  = table_224;
+          \_$336  = table_224;
       8'he1:
-          \_$321  = table_225;
+          \_$336  = table_225;
       8'he2:
-          \_$321  = table_226;
+          \_$336  = table_226;
       8'he3:
-          \_$321  = table_227;
+          \_$336  = table_227;
       8'he4:
-          \_$321  = table_228;
+          \_$336  = table_228;
       8'he5:
-          \_$321  = table_229;
+          \_$336  = table_229;
       8'he6:
-          \_$321  = table_230;
+          \_$336  = table_230;
       8'he7:
-          \_$321  = table_231;
+          \_$336  = table_231;
       8'he8:
-          \_$321  = table_232;
+          \_$336  = table_232;
       8'he9:
-          \_$321  = table_233;
+          \_$336  = table_233;
       8'hea:
-          \_$321  = table_234;
+          \_$336  = table_234;
       8'heb:
-          \_$321  = table_235;
+          \_$336  = table_235;
       8'hec:
-          \_$321  = table_236;
+          \_$336  = table_236;
       8'hed:
-          \_$321  = table_237;
+          \_$336  = table_237;
       8'hee:
-          \_$321  = table_238;
+          \_$336  = table_238;
       8'hef:
-          \_$321  = table_239;
+          \_$336  = table_239;
       8'hf0:
-          \_$321  = table_240;
+          \_$336  = table_240;
       8'hf1:
-          \_$321  = table_241;
+          \_$336  = table_241;
       8'hf2:
-          \_$321  = table_242;
+          \_$336  = table_242;
       8'hf3:
-          \_$321  = table_243;
+          \_$336  = table_243;
       8'hf4:
-          \_$321  = table_244;
+          \_$336  = table_244;
       8'hf5:
-          \_$321  = table_245;
+          \_$336  = table_245;
       8'hf6:
-          \_$321  = table_246;
+          \_$336  = table_246;
       8'hf7:
-          \_$321  = table_247;
+          \_$336  = table_247;
       8'hf8:
-          \_$321  = table_248;
+          \_$336  = table_248;
       8'hf9:
-          \_$321  = table_249;
+          \_$336  = table_249;
       8'hfa:
-          \_$321  = table_250;
+          \_$336  = table_250;
       8'hfb:
-          \_$321  = table_251;
+          \_$336  = table_251;
       8'hfc:
-          \_$321  = table_252;
+          \_$336  = table_252;
       8'hfd:
-          \_$321  = table_253;
+          \_$336  = table_253;
       8'hfe:
-          \_$321  = table_254;
+          \_$336  = table_254;
       8'hff:
-          \_$321  = table_255;
+          \_$336  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$407 , \_$378 [6:0] })
+    casez ({ \_$431 , \_$399 [6:0] })
       8'h00:
-          \_$408  = table_0;
+          \_$432  = table_0;
       8'h01:
-          \_$408  = table_1;
+          \_$432  = table_1;
       8'h02:
-          \_$408  = table_2;
+          \_$432  = table_2;
       8'h03:
-          \_$408  = table_3;
+          \_$432  = table_3;
       8'h04:
-          \_$408  = table_4;
+          \_$432  = table_4;
       8'h05:
-          \_$408  = table_5;
+          \_$432  = table_5;
       8'h06:
-          \_$408  = table_6;
+          \_$432  = table_6;
       8'h07:
-          \_$408  = table_7;
+          \_$432  = table_7;
       8'h08:
-          \_$408  = table_8;
+          \_$432  = table_8;
       8'h09:
-          \_$408  = table_9;
+          \_$432  = table_9;
       8'h0a:
-          \_$408  = table_10;
+          \_$432  = table_10;
       8'h0b:
-          \_$408  = table_11;
+          \_$432  = table_11;
       8'h0c:
-          \_$408  = table_12;
+          \_$432  = table_12;
       8'h0d:
-          \_$408  = table_13;
+          \_$432  = table_13;
       8'h0e:
-          \_$408  = table_14;
+          \_$432  = table_14;
       8'h0f:
-          \_$408  = table_15;
+          \_$432  = table_15;
       8'h10:
-          \_$408  = table_16;
+          \_$432  = table_16;
       8'h11:
-          \_$408  = table_17;
+          \_$432  = table_17;
       8'h12:
-          \_$408  = table_18;
+          \_$432  = table_18;
       8'h13:
-          \_$408  = table_19;
+          \_$432  = table_19;
       8'h14:
-          \_$408  = table_20;
+          \_$432  = table_20;
       8'h15:
-          \_$408  = table_21;
+          \_$432  = table_21;
       8'h16:
-          \_$408  = table_22;
+          \_$432  = table_22;
       8'h17:
-          \_$408  = table_23;
+          \_$432  = table_23;
       8'h18:
-          \_$408  = table_24;
+          \_$432  = table_24;
       8'h19:
-          \_$408  = table_25;
+          \_$432  = table_25;
       8'h1a:
-          \_$408  = table_26;
+          \_$432  = table_26;
       8'h1b:
-          \_$408  = table_27;
+          \_$432  = table_27;
       8'h1c:
-          \_$408  = table_28;
+          \_$432  = table_28;
       8'h1d:
-          \_$408  = table_29;
+          \_$432  = table_29;
       8'h1e:
-          \_$408  = table_30;
+          \_$432  = table_30;
       8'h1f:
-          \_$408  = table_31;
+          \_$432  = table_31;
       8'h20:
-          \_$408  = table_32;
+          \_$432  = table_32;
       8'h21:
-          \_$408  = table_33;
+          \_$432  = table_33;
       8'h22:
-          \_$408  = table_34;
+          \_$432  = table_34;
       8'h23:
-          \_$408  = table_35;
+          \_$432  = table_35;
       8'h24:
-          \_$408  = table_36;
+          \_$432  = table_36;
       8'h25:
-          \_$408  = table_37;
+          \_$432  = table_37;
       8'h26:
-          \_$408  = table_38;
+          \_$432  = table_38;
       8'h27:
-          \_$408  = table_39;
+          \_$432  = table_39;
       8'h28:
-          \_$408  = table_40;
+          \_$432  = table_40;
       8'h29:
-          \_$408  = table_41;
+          \_$432  = table_41;
       8'h2a:
-          \_$408  = table_42;
+          \_$432  = table_42;
       8'h2b:
-          \_$408  = table_43;
+          \_$432  = table_43;
       8'h2c:
-          \_$408  = table_44;
+          \_$432  = table_44;
       8'h2d:
-          \_$408  = table_45;
+          \_$432  = table_45;
       8'h2e:
-          \_$408  = table_46;
+          \_$432  = table_46;
       8'h2f:
-          \_$408  = table_47;
+          \_$432  = table_47;
       8'h30:
-          \_$408  = table_48;
+          \_$432  = table_48;
       8'h31:
-          \_$408  = table_49;
+          \_$432  = table_49;
       8'h32:
-          \_$408  = table_50;
+          \_$432  = table_50;
       8'h33:
-          \_$408  = table_51;
+          \_$432  = table_51;
       8'h34:
-          \_$408  = table_52;
+          \_$432  = table_52;
       8'h35:
-          \_$408  = table_53;
+          \_$432  = table_53;
       8'h36:
-          \_$408  = table_54;
+          \_$432  = table_54;
       8'h37:
-          \_$408  = table_55;
+          \_$432  = table_55;
       8'h38:
-          \_$408  = table_56;
+          \_$432  = table_56;
       8'h39:
-          \_$408  = table_57;
+          \_$432  = table_57;
       8'h3a:
-          \_$408  = table_58;
+          \_$432  = table_58;
       8'h3b:
-          \_$408  = table_59;
+          \_$432  = table_59;
       8'h3c:
-          \_$408  = table_60;
+          \_$432  = table_60;
       8'h3d:
-          \_$408  = table_61;
+          \_$432  = table_61;
       8'h3e:
-          \_$408  = table_62;
+          \_$432  = table_62;
       8'h3f:
-          \_$408  = table_63;
+          \_$432  = table_63;
       8'h40:
-          \_$408  = table_64;
+          \_$432  = table_64;
       8'h41:
-          \_$408  = table_65;
+          \_$432  = table_65;
       8'h42:
-          \_$408  = table_66;
+          \_$432  = table_66;
       8'h43:
-          \_$408  = table_67;
+          \_$432  = table_67;
       8'h44:
-          \_$408  = table_68;
+          \_$432  = table_68;
       8'h45:
-          \_$408  = table_69;
+          \_$432  = table_69;
       8'h46:
-          \_$408  = table_70;
+          \_$432  = table_70;
       8'h47:
-          \_$408  = table_71;
+          \_$432  = table_71;
       8'h48:
-          \_$408  = table_72;
+          \_$432  = table_72;
       8'h49:
-          \_$408  = table_73;
+          \_$432  = table_73;
       8'h4a:
-          \_$408  = table_74;
+          \_$432  = table_74;
       8'h4b:
-          \_$408  = table_75;
+          \_$432  = table_75;
       8'h4c:
-          \_$408  = table_76;
+          \_$432  = table_76;
       8'h4d:
-          \_$408  = table_77;
+          \_$432  = table_77;
       8'h4e:
-          \_$408  = table_78;
+          \_$432  = table_78;
       8'h4f:
-          \_$408  = table_79;
+          \_$432  = table_79;
       8'h50:
-          \_$408  = table_80;
+          \_$432  = table_80;
       8'h51:
-          \_$408  = table_81;
+          \_$432  = table_81;
       8'h52:
-          \_$408  = table_82;
+          \_$432  = table_82;
       8'h53:
-          \_$408  = table_83;
+          \_$432  = table_83;
       8'h54:
-          \_$408  = table_84;
+          \_$432  = table_84;
       8'h55:
-          \_$408  = table_85;
+          \_$432  = table_85;
       8'h56:
-          \_$408  = table_86;
+          \_$432  = table_86;
       8'h57:
-          \_$408  = table_87;
+          \_$432  = table_87;
       8'h58:
-          \_$408  = table_88;
+          \_$432  = table_88;
       8'h59:
-          \_$408  = table_89;
+          \_$432  = table_89;
       8'h5a:
-          \_$408  = table_90;
+          \_$432  = table_90;
       8'h5b:
-          \_$408  = table_91;
+          \_$432  = table_91;
       8'h5c:
-          \_$408  = table_92;
+          \_$432  = table_92;
       8'h5d:
-          \_$408  = table_93;
+          \_$432  = table_93;
       8'h5e:
-          \_$408  = table_94;
+          \_$432  = table_94;
       8'h5f:
-          \_$408  = table_95;
+          \_$432  = table_95;
       8'h60:
-          \_$408  = table_96;
+          \_$432  = table_96;
       8'h61:
-          \_$408  = table_97;
+          \_$432  = table_97;
       8'h62:
-          \_$408  = table_98;
+          \_$432  = table_98;
       8'h63:
-          \_$408  = table_99;
+          \_$432  = table_99;
       8'h64:
-          \_$408  = table_100;
+          \_$432  = table_100;
       8'h65:
-          \_$408  = table_101;
+          \_$432  = table_101;
       8'h66:
-          \_$408  = table_102;
+          \_$432  = table_102;
       8'h67:
-          \_$408  = table_103;
+          \_$432  = table_103;
       8'h68:
-          \_$408  = table_104;
+          \_$432  = table_104;
       8'h69:
-          \_$408  = table_105;
+          \_$432  = table_105;
       8'h6a:
-          \_$408  = table_106;
+          \_$432  = table_106;
       8'h6b:
-          \_$408  = table_107;
+          \_$432  = table_107;
       8'h6c:
-          \_$408  = table_108;
+          \_$432  = table_108;
       8'h6d:
-          \_$408  = table_109;
+          \_$432  = table_109;
       8'h6e:
-          \_$408  = table_110;
+          \_$432  = table_110;
       8'h6f:
-          \_$408  = table_111;
+          \_$432  = table_111;
       8'h70:
-          \_$408  = table_112;
+          \_$432  = table_112;
       8'h71:
-          \_$408  = table_113;
+          \_$432  = table_113;
       8'h72:
-          \_$408  = table_114;
+          \_$432  = table_114;
       8'h73:
-          \_$408  = table_115;
+          \_$432  = table_115;
       8'h74:
-          \_$408  = table_116;
+          \_$432  = table_116;
       8'h75:
-          \_$408  = table_117;
+          \_$432  = table_117;
       8'h76:
-          \_$408  = table_118;
+          \_$432  = table_118;
       8'h77:
-          \_$408  = table_119;
+          \_$432  = table_119;
       8'h78:
-          \_$408  = table_120;
+          \_$432  = table_120;
       8'h79:
-          \_$408  = table_121;
+          \_$432  = table_121;
       8'h7a:
-          \_$408  = table_122;
+          \_$432  = table_122;
       8'h7b:
-          \_$408  = table_123;
+          \_$432  = table_123;
       8'h7c:
-          \_$408  = table_124;
+          \_$432  = table_124;
       8'h7d:
-          \_$408  = table_125;
+          \_$432  = table_125;
       8'h7e:
-          \_$408  = table_126;
+          \_$432  = table_126;
       8'h7f:
-          \_$408  = table_127;
+          \_$432  = table_127;
       8'h80:
-          \_$408  = table_128;
+          \_$432  = table_128;
       8'h81:
-          \_$408  = table_129;
+          \_$432  = table_129;
       8'h82:
-          \_$408  = table_130;
+          \_$432  = table_130;
       8'h83:
-          \_$408  = table_131;
+          \_$432  = table_131;
       8'h84:
-          \_$408  = table_132;
+          \_$432  = table_132;
       8'h85:
-          \_$408  = table_133;
+          \_$432  = table_133;
       8'h86:
-          \_$408  = table_134;
+          \_$432  = table_134;
       8'h87:
-          \_$408  = table_135;
+          \_$432  = table_135;
       8'h88:
-          \_$408  = table_136;
+          \_$432  = table_136;
       8'h89:
-          \_$408  = table_137;
+          \_$432  = table_137;
       8'h8a:
-          \_$408  = table_138;
+          \_$432  = table_138;
       8'h8b:
-          \_$408  = table_139;
+          \_$432  = table_139;
       8'h8c:
-          \_$408  = table_140;
+          \_$432  = table_140;
       8'h8d:
-          \_$408  = table_141;
+          \_$432  = table_141;
       8'h8e:
-          \_$408  = table_142;
+          \_$432  = table_142;
       8'h8f:
-          \_$408  = table_143;
+          \_$432  = table_143;
       8'h90:
-          \_$408  = table_144;
+          \_$432  = table_144;
       8'h91:
-          \_$408  = table_145;
+          \_$432  = table_145;
       8'h92:
-          \_$408  = table_146;
+          \_$432  = table_146;
       8'h93:
-          \_$408  = table_147;
+          \_$432  = table_147;
       8'h94:
-          \_$408  = table_148;
+          \_$432  = table_148;
       8'h95:
-          \_$408  = table_149;
+          \_$432  = table_149;
       8'h96:
-          \_$408  = table_150;
+          \_$432  = table_150;
       8'h97:
-          \_$408  = table_151;
+          \_$432  = table_151;
       8'h98:
-          \_$408  = table_152;
+          \_$432  = table_152;
       8'h99:
-          \_$408  = table_153;
+          \_$432  = table_153;
       8'h9a:
-          \_$408  = table_154;
+          \_$432  = table_154;
       8'h9b:
-          \_$408  = table_155;
+          \_$432  = table_155;
       8'h9c:
-          \_$408  = table_156;
+          \_$432  = table_156;
       8'h9d:
-          \_$408  = table_157;
+          \_$432  = table_157;
       8'h9e:
-          \_$408  = table_158;
+          \_$432  = table_158;
       8'h9f:
-          \_$408  = table_159;
+          \_$432  = table_159;
       8'ha0:
-          \_$408  = table_160;
+          \_$432  = table_160;
       8'ha1:
-          \_$408  = table_161;
+          \_$432  = table_161;
       8'ha2:
-          \_$408  = table_162;
+          \_$432  = table_162;
       8'ha3:
-          \_$408  = table_163;
+          \_$432  = table_163;
       8'ha4:
-          \_$408  = table_164;
+          \_$432  = table_164;
       8'ha5:
-          \_$408  = table_165;
+          \_$432  = table_165;
       8'ha6:
-          \_$408  = table_166;
+          \_$432  = table_166;
       8'ha7:
-          \_$408  = table_167;
+          \_$432  = table_167;
       8'ha8:
-          \_$408  = table_168;
+          \_$432  = table_168;
       8'ha9:
-          \_$408  = table_169;
+          \_$432  = table_169;
       8'haa:
-          \_$408  = table_170;
+          \_$432  = table_170;
       8'hab:
-          \_$408  = table_171;
+          \_$432  = table_171;
       8'hac:
-          \_$408  = table_172;
+          \_$432  = table_172;
       8'had:
-          \_$408  = table_173;
+          \_$432  = table_173;
       8'hae:
-          \_$408  = table_174;
+          \_$432  = table_174;
       8'haf:
-          \_$408  = table_175;
+          \_$432  = table_175;
       8'hb0:
-          \_$408  = table_176;
+          \_$432  = table_176;
       8'hb1:
-          \_$408  = table_177;
+          \_$432  = table_177;
       8'hb2:
-          \_$408  = table_178;
+          \_$432  = table_178;
       8'hb3:
-          \_$408  = table_179;
+          \_$432  = table_179;
       8'hb4:
-          \_$408  = table_180;
+          \_$432  = table_180;
       8'hb5:
-          \_$408  = table_181;
+          \_$432  = table_181;
       8'hb6:
-          \_$408  = table_182;
+          \_$432  = table_182;
       8'hb7:
-          \_$408  = table_183;
+          \_$432  = table_183;
       8'hb8:
-          \_$408  = table_184;
+          \_$432  = table_184;
       8'hb9:
-          \_$408  = table_185;
+          \_$432  = table_185;
       8'hba:
-          \_$408  = table_186;
+          \_$432  = table_186;
       8'hbb:
-          \_$408  = table_187;
+          \_$432  = table_187;
       8'hbc:
-          \_$408  = table_188;
+          \_$432  = table_188;
       8'hbd:
-          \_$408  = table_189;
+          \_$432  = table_189;
       8'hbe:
-          \_$408  = table_190;
+          \_$432  = table_190;
       8'hbf:
-          \_$408  = table_191;
+          \_$432  = table_191;
       8'hc0:
-          \_$408  = table_192;
+          \_$432  = table_192;
       8'hc1:
-          \_$408  = table_193;
+          \_$432  = table_193;
       8'hc2:
-          \_$408  = table_194;
+          \_$432  = table_194;
       8'hc3:
-          \_$408  = table_195;
+          \_$432  = table_195;
       8'hc4:
-          \_$408  = table_196;
+          \_$432  = table_196;
       8'hc5:
-          \_$408  = table_197;
+          \_$432  = table_197;
       8'hc6:
-          \_$408  = table_198;
+          \_$432  = table_198;
       8'hc7:
-          \_$408  = table_199;
+          \_$432  = table_199;
       8'hc8:
-          \_$408  = table_200;
+          \_$432  = table_200;
       8'hc9:
-          \_$408  = table_201;
+          \_$432  = table_201;
       8'hca:
-          \_$408  = table_202;
+          \_$432  = table_202;
       8'hcb:
-          \_$408  = table_203;
+          \_$432  = table_203;
       8'hcc:
-          \_$408  = table_204;
+          \_$432  = table_204;
       8'hcd:
-          \_$408  = table_205;
+          \_$432  = table_205;
       8'hce:
-          \_$408  = table_206;
+          \_$432  = table_206;
       8'hcf:
-          \_$408  = table_207;
+          \_$432  = table_207;
       8'hd0:
-          \_$408  = table_208;
+          \_$432  = table_208;
       8'hd1:
-          \_$408  = table_209;
+          \_$432  = table_209;
       8'hd2:
-          \_$408  = table_210;
+          \_$432  = table_210;
       8'hd3:
-          \_$408  = table_211;
+          \_$432  = table_211;
       8'hd4:
-          \_$408  = table_212;
+          \_$432  = table_212;
       8'hd5:
-          \_$408  = table_213;
+          \_$432  = table_213;
       8'hd6:
-          \_$408  = table_214;
+          \_$432  = table_214;
       8'hd7:
-          \_$408  = table_215;
+          \_$432  = table_215;
       8'hd8:
-          \_$408  = table_216;
+          \_$432  = table_216;
       8'hd9:
-          \_$408  = table_217;
+          \_$432  = table_217;
       8'hda:
-          \_$408  = table_218;
+          \_$432  = table_218;
       8'hdb:
-          \_$408  = table_219;
+          \_$432  = table_219;
       8'hdc:
-          \_$408  = table_220;
+          \_$432  = table_220;
       8'hdd:
-          \_$408  = table_221;
+          \_$432  = table_221;
       8'hde:
-          \_$408  = table_222;
+          \_$432  = table_222;
       8'hdf:
-          \_$408  = table_223;
+          \_$432  = table_223;
       8'he0:
-          \_$408  = table_224;
+          \_$432  = table_224;
       8'he1:
-          \_$408  = table_225;
+          \_$432  = table_225;
       8'he2:
-          \_$408  = table_226;
+          \_$432  = table_226;
       8'he3:
-          \_$408  = table_227;
+          \_$432  = table_227;
       8'he4:
-          \_$408  = table_228;
+          \_$432  = table_228;
       8'he5:
-          \_$408  = table_229;
+          \_$432  = table_229;
       8'he6:
-          \_$408  = table_230;
+          \_$432  = table_230;
       8'he7:
-          \_$408  = table_231;
+          \_$432  = table_231;
       8'he8:
-          \_$408  = table_232;
+          \_$432  = table_232;
       8'he9:
-          \_$408  = table_233;
+          \_$432  = table_233;
       8'hea:
-          \_$408  = table_234;
+          \_$432  = table_234;
       8'heb:
-          \_$408  = table_235;
+          \_$432  = table_235;
       8'hec:
-          \_$408  = table_236;
+          \_$432  = table_236;
       8'hed:
-          \_$408  = table_237;
+          \_$432  = table_237;
       8'hee:
-          \_$408  = table_238;
+          \_$432  = table_238;
       8'hef:
-          \_$408  = table_239;
+          \_$432  = table_239;
       8'hf0:
-          \_$408  = table_240;
+          \_$432  = table_240;
       8'hf1:
-          \_$408  = table_241;
+          \_$432  = table_241;
       8'hf2:
-          \_$408  = table_242;
+          \_$432  = table_242;
       8'hf3:
-          \_$408  = table_243;
+          \_$432  = table_243;
       8'hf4:
-          \_$408  = table_244;
+          \_$432  = table_244;
       8'hf5:
-          \_$408  = table_245;
+          \_$432  = table_245;
       8'hf6:
-          \_$408  = table_246;
+          \_$432  = table_246;
       8'hf7:
-          \_$408  = table_247;
+          \_$432  = table_247;
       8'hf8:
-          \_$408  = table_248;
+          \_$432  = table_248;
       8'hf9:
-          \_$408  = table_249;
+          \_$432  = table_249;
       8'hfa:
-          \_$408  = table_250;
+          \_$432  = table_250;
       8'hfb:
-          \_$408  = table_251;
+          \_$432  = table_251;
       8'hfc:
-          \_$408  = table_252;
+          \_$432  = table_252;
       8'hfd:
-          \_$408  = table_253;
+          \_$432  = table_253;
       8'hfe:
-          \_$408  = table_254;
+          \_$432  = table_254;
       8'hff:
-          \_$408  = table_255;
+          \_$432  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$494 , \_$465 [6:0] })
+    casez ({ \_$527 , \_$495 [6:0] })
       8'h00:
-          \_$495  = table_0;
+          \_$528  = table_0;
       8'h01:
-          \_$495  = table_1;
+          \_$528  = table_1;
       8'h02:
-          \_$495  = table_2;
+          \_$528  = table_2;
       8'h03:
-          \_$495  = table_3;
+          \_$528  = table_3;
       8'h04:
-          \_$495  = table_4;
+          \_$528  = table_4;
       8'h05:
-          \_$495  = table_5;
+          \_$528  = table_5;
       8'h06:
-          \_$495  = table_6;
+          \_$528  = table_6;
       8'h07:
-          \_$495  = table_7;
+          \_$528  = table_7;
       8'h08:
-          \_$495  = table_8;
+          \_$528  = table_8;
       8'h09:
-          \_$495  = table_9;
+          \_$528  = table_9;
       8'h0a:
-          \_$495  = table_10;
+          \_$528  = table_10;
       8'h0b:
-          \_$495  = table_11;
+          \_$528  = table_11;
       8'h0c:
-          \_$495  = table_12;
+          \_$528  = table_12;
       8'h0d:
-          \_$495  = table_13;
+          \_$528  = table_13;
       8'h0e:
-          \_$495  = table_14;
+          \_$528  = table_14;
       8'h0f:
-          \_$495  = table_15;
+          \_$528  = table_15;
       8'h10:
-          \_$495  = table_16;
+          \_$528  = table_16;
       8'h11:
-          \_$495  = table_17;
+          \_$528  = table_17;
       8'h12:
-          \_$495  = table_18;
+          \_$528  = table_18;
       8'h13:
-          \_$495  = table_19;
+          \_$528  = table_19;
       8'h14:
-          \_$495  = table_20;
+          \_$528  = table_20;
       8'h15:
-          \_$495  = table_21;
+          \_$528  = table_21;
       8'h16:
-          \_$495  = table_22;
+          \_$528  = table_22;
       8'h17:
-          \_$495  = table_23;
+          \_$528  = table_23;
       8'h18:
-          \_$495  = table_24;
+          \_$528  = table_24;
       8'h19:
-          \_$495  = table_25;
+          \_$528  = table_25;
       8'h1a:
-          \_$495  = table_26;
+          \_$528  = table_26;
       8'h1b:
-          \_$495  = table_27;
+          \_$528  = table_27;
       8'h1c:
-          \_$495  = table_28;
+          \_$528  = table_28;
       8'h1d:
-          \_$495  = table_29;
+          \_$528  = table_29;
       8'h1e:
-          \_$495  = table_30;
+          \_$528  = table_30;
       8'h1f:
-          \_$495  = table_31;
+          \_$528  = table_31;
       8'h20:
-          \_$495  = table_32;
+          \_$528  = table_32;
       8'h21:
-          \_$495  = table_33;
+          \_$528  = table_33;
       8'h22:
-          \_$495  = table_34;
+          \_$528  = table_34;
       8'h23:
-          \_$495  = table_35;
+          \_$528  = table_35;
       8'h24:
-          \_$495  = table_36;
+          \_$528  = table_36;
       8'h25:
-          \_$495  = table_37;
+          \_$528  = table_37;
       8'h26:
-          \_$495  = table_38;
+          \_$528  = table_38;
       8'h27:
-          \_$495  = table_39;
+          \_$528  = table_39;
       8'h28:
-          \_$495  = table_40;
+          \_$528  = table_40;
       8'h29:
-          \_$495  = table_41;
+          \_$528  = table_41;
       8'h2a:
-          \_$495  = table_42;
+          \_$528  = table_42;
       8'h2b:
-          \_$495  = table_43;
+          \_$528  = table_43;
       8'h2c:
-          \_$495  = table_44;
+          \_$528  = table_44;
       8'h2d:
-          \_$495  = table_45;
+          \_$528  = table_45;
       8'h2e:
-          \_$495  = table_46;
+          \_$528  = table_46;
       8'h2f:
-          \_$495  = table_47;
+          \_$528  = table_47;
       8'h30:
-          \_$495  = table_48;
+          \_$528  = table_48;
       8'h31:
-          \_$495  = table_49;
+          \_$528  = table_49;
       8'h32:
-          \_$495  = table_50;
+          \_$528  = table_50;
       8'h33:
-          \_$495  = table_51;
+          \_$528  = table_51;
       8'h34:
-          \_$495  = table_52;
+          \_$528  = table_52;
       8'h35:
-          \_$495  = table_53;
+          \_$528  = table_53;
       8'h36:
-          \_$495  = table_54;
+          \_$528  = table_54;
       8'h37:
-          \_$495  = table_55;
+          \_$528  = table_55;
       8'h38:
-          \_$495  = table_56;
+          \_$528  = table_56;
       8'h39:
-          \_$495  = table_57;
+          \_$528  = table_57;
       8'h3a:
-          \_$495  = table_58;
+          \_$528  = table_58;
       8'h3b:
-          \_$495  = table_59;
+          \_$528  = table_59;
       8'h3c:
-          \_$495  = table_60;
+          \_$528  = table_60;
       8'h3d:
-          \_$495  = table_61;
+          \_$528  = table_61;
       8'h3e:
-          \_$495  = table_62;
+          \_$528  = table_62;
       8'h3f:
-          \_$495  = table_63;
+          \_$528  = table_63;
       8'h40:
-          \_$495  = table_64;
+          \_$528  = table_64;
       8'h41:
-          \_$495  = table_65;
+          \_$528  = table_65;
       8'h42:
-          \_$495  = table_66;
+          \_$528  = table_66;
       8'h43:
-          \_$495  = table_67;
+          \_$528  = table_67;
       8'h44:
-          \_$495  = table_68;
+          \_$528  = table_68;
       8'h45:
-          \_$495  = table_69;
+          \_$528  = table_69;
       8'h46:
-          \_$495  = table_70;
+          \_$528  = table_70;
       8'h47:
-          \_$495  = table_71;
+          \_$528  = table_71;
       8'h48:
-          \_$495  = table_72;
+          \_$528  = table_72;
       8'h49:
-          \_$495  = table_73;
+          \_$528  = table_73;
       8'h4a:
-          \_$495  = table_74;
+          \_$528  = table_74;
       8'h4b:
-          \_$495  = table_75;
+          \_$528  = table_75;
       8'h4c:
-          \_$495  = table_76;
+          \_$528  = table_76;
       8'h4d:
-          \_$495  = table_77;
+          \_$528  = table_77;
       8'h4e:
-          \_$495  = table_78;
+          \_$528  = table_78;
       8'h4f:
-          \_$495  = table_79;
+          \_$528  = table_79;
       8'h50:
-          \_$495  = table_80;
+          \_$528  = table_80;
       8'h51:
-          \_$495  = table_81;
+          \_$528  = table_81;
       8'h52:
-          \_$495  = table_82;
+          \_$528  = table_82;
       8'h53:
-          \_$495  = table_83;
+          \_$528  = table_83;
       8'h54:
-          \_$495  = table_84;
+          \_$528  = table_84;
       8'h55:
-          \_$495  = table_85;
+          \_$528  = table_85;
       8'h56:
-          \_$495  = table_86;
+          \_$528  = table_86;
       8'h57:
-          \_$495  = table_87;
+          \_$528  = table_87;
       8'h58:
-          \_$495  = table_88;
+          \_$528  = table_88;
       8'h59:
-          \_$495  = table_89;
+          \_$528  = table_89;
       8'h5a:
-          \_$495  = table_90;
+          \_$528  = table_90;
       8'h5b:
-          \_$495  = table_91;
+          \_$528  = table_91;
       8'h5c:
-          \_$495  = table_92;
+          \_$528  = table_92;
       8'h5d:
-          \_$495  = table_93;
+          \_$528  = table_93;
       8'h5e:
-          \_$495  = table_94;
+          \_$528  = table_94;
       8'h5f:
-          \_$495  = table_95;
+          \_$528  = table_95;
       8'h60:
-          \_$495  = table_96;
+          \_$528  = table_96;
       8'h61:
-          \_$495  = table_97;
+          \_$528  = table_97;
       8'h62:
-          \_$495  = table_98;
+          \_$528  = table_98;
       8'h63:
-          \_$495  = table_99;
+          \_$528  = table_99;
       8'h64:
-          \_$495  = table_100;
+          \_$528  = table_100;
       8'h65:
-          \_$495  = table_101;
+          \_$528  = table_101;
       8'h66:
-          \_$495  = table_102;
+          \_$528  = table_102;
       8'h67:
-          \_$495  = table_103;
+          \_$528  = table_103;
       8'h68:
-          \_$495  = table_104;
+          \_$528  = table_104;
       8'h69:
-          \_$495  = table_105;
+          \_$528  = table_105;
       8'h6a:
-          \_$495  = table_106;
+          \_$528  = table_106;
       8'h6b:
-          \_$495  = table_107;
+          \_$528  = table_107;
       8'h6c:
-          \_$495  = table_108;
+          \_$528  = table_108;
       8'h6d:
-          \_$495  = table_109;
+          \_$528  = table_109;
       8'h6e:
-          \_$495  = table_110;
+          \_$528  = table_110;
       8'h6f:
-          \_$495  = table_111;
+          \_$528  = table_111;
       8'h70:
-          \_$495  = table_112;
+          \_$528  = table_112;
       8'h71:
-          \_$495  = table_113;
+          \_$528  = table_113;
       8'h72:
-          \_$495  = table_114;
+          \_$528  = table_114;
       8'h73:
-          \_$495  = table_115;
+          \_$528  = table_115;
       8'h74:
-          \_$495  = table_116;
+          \_$528  = table_116;
       8'h75:
-          \_$495  = table_117;
+          \_$528  = table_117;
       8'h76:
-          \_$495  = table_118;
+          \_$528  = table_118;
       8'h77:
-          \_$495  = table_119;
+          \_$528  = table_119;
       8'h78:
-          \_$495  = table_120;
+          \_$528  = table_120;
       8'h79:
-          \_$495  = table_121;
+          \_$528  = table_121;
       8'h7a:
-          \_$495  = table_122;
+          \_$528  = table_122;
       8'h7b:
-          \_$495  = table_123;
+          \_$528  = table_123;
       8'h7c:
-          \_$495  = table_124;
+          \_$528  = table_124;
       8'h7d:
-          \_$495  = table_125;
+          \_$528  = table_125;
       8'h7e:
-          \_$495  = table_126;
+          \_$528  = table_126;
       8'h7f:
-          \_$495  = table_127;
+          \_$528  = table_127;
       8'h80:
-          \_$495  = table_128;
+          \_$528  = table_128;
       8'h81:
-          \_$495  = table_129;
+          \_$528  = table_129;
       8'h82:
-          \_$495  = table_130;
+          \_$528  = table_130;
       8'h83:
-          \_$495  = table_131;
+          \_$528  = table_131;
       8'h84:
-          \_$495  = table_132;
+          \_$528  = table_132;
       8'h85:
-          \_$495  = table_133;
+          \_$528  = table_133;
       8'h86:
-          \_$495  = table_134;
+          \_$528  = table_134;
       8'h87:
-          \_$495  = table_135;
+          \_$528  = table_135;
       8'h88:
-          \_$495  = table_136;
+          \_$528  = table_136;
       8'h89:
-          \_$495  = table_137;
+          \_$528  = table_137;
       8'h8a:
-          \_$495  = table_138;
+          \_$528  = table_138;
       8'h8b:
-          \_$495  = table_139;
+          \_$528  = table_139;
       8'h8c:
-          \_$495  = table_140;
+          \_$528  = table_140;
       8'h8d:
-          \_$495  = table_141;
+          \_$528  = table_141;
       8'h8e:
-          \_$495  = table_142;
+          \_$528  = table_142;
       8'h8f:
-          \_$495  = table_143;
+          \_$528  = table_143;
       8'h90:
-          \_$495  = table_144;
+          \_$528  = table_144;
       8'h91:
-          \_$495  = table_145;
+          \_$528  = table_145;
       8'h92:
-          \_$495  = table_146;
+          \_$528  = table_146;
       8'h93:
-          \_$495  = table_147;
+          \_$528  = table_147;
       8'h94:
-          \_$495  = table_148;
+          \_$528  = table_148;
       8'h95:
-          \_$495  = table_149;
+          \_$528  = table_149;
       8'h96:
-          \_$495  = table_150;
+          \_$528  = table_150;
       8'h97:
-          \_$495  = table_151;
+          \_$528  = table_151;
       8'h98:
-          \_$495  = table_152;
+          \_$528  = table_152;
       8'h99:
-          \_$495  = table_153;
+          \_$528  = table_153;
       8'h9a:
-          \_$495  = table_154;
+          \_$528  = table_154;
       8'h9b:
-          \_$495  = table_155;
+          \_$528  = table_155;
       8'h9c:
-          \_$495  = table_156;
+          \_$528  = table_156;
       8'h9d:
-          \_$495  = table_157;
+          \_$528  = table_157;
       8'h9e:
-          \_$495  = table_158;
+          \_$528  = table_158;
       8'h9f:
-          \_$495  = table_159;
+          \_$528  = table_159;
       8'ha0:
-          \_$495  = table_160;
+          \_$528  = table_160;
       8'ha1:
-          \_$495  = table_161;
+          \_$528  = table_161;
       8'ha2:
-          \_$495  = table_162;
+          \_$528  = table_162;
       8'ha3:
-          \_$495  = table_163;
+          \_$528  = table_163;
       8'ha4:
-          \_$495  = table_164;
+          \_$528  = table_164;
       8'ha5:
-          \_$495  = table_165;
+          \_$528  = table_165;
       8'ha6:
-          \_$495  = table_166;
+          \_$528  = table_166;
       8'ha7:
-          \_$495  = table_167;
+          \_$528  = table_167;
       8'ha8:
-          \_$495  = table_168;
+          \_$528  = table_168;
       8'ha9:
-          \_$495  = table_169;
+          \_$528  = table_169;
       8'haa:
-          \_$495  = table_170;
+          \_$528  = table_170;
       8'hab:
-          \_$495  = table_171;
+          \_$528  = table_171;
       8'hac:
-          \_$495  = table_172;
+          \_$528  = table_172;
       8'had:
-          \_$495  = table_173;
+          \_$528  = table_173;
       8'hae:
-          \_$495  = table_174;
+          \_$528  = table_174;
       8'haf:
-          \_$495  = table_175;
+          \_$528  = table_175;
       8'hb0:
-          \_$495  = table_176;
+          \_$528  = table_176;
       8'hb1:
-          \_$495  = table_177;
+          \_$528  = table_177;
       8'hb2:
-          \_$495  = table_178;
+          \_$528  = table_178;
       8'hb3:
-          \_$495  = table_179;
+          \_$528  = table_179;
       8'hb4:
-          \_$495  = table_180;
+          \_$528  = table_180;
       8'hb5:
-          \_$495  = table_181;
+          \_$528  = table_181;
       8'hb6:
-          \_$495  = table_182;
+          \_$528  = table_182;
       8'hb7:
-          \_$495  = table_183;
+          \_$528  = table_183;
       8'hb8:
-          \_$495  = table_184;
+          \_$528  = table_184;
       8'hb9:
-          \_$495  = table_185;
+          \_$528  = table_185;
       8'hba:
-          \_$495  = table_186;
+          \_$528  = table_186;
       8'hbb:
-          \_$495  = table_187;
+          \_$528  = table_187;
       8'hbc:
-          \_$495  = table_188;
+          \_$528  = table_188;
       8'hbd:
-          \_$495  = table_189;
+          \_$528  = table_189;
       8'hbe:
-          \_$495  = table_190;
+          \_$528  = table_190;
       8'hbf:
-          \_$495  = table_191;
+          \_$528  = table_191;
       8'hc0:
-          \_$495  = table_192;
+          \_$528  = table_192;
       8'hc1:
-          \_$495  = table_193;
+          \_$528  = table_193;
       8'hc2:
-          \_$495  = table_194;
+          \_$528  = table_194;
       8'hc3:
-          \_$495  = table_195;
+          \_$528  = table_195;
       8'hc4:
-          \_$495  = table_196;
+          \_$528  = table_196;
       8'hc5:
-          \_$495  = table_197;
+          \_$528  = table_197;
       8'hc6:
-          \_$495  = table_198;
+          \_$528  = table_198;
       8'hc7:
-          \_$495  = table_199;
+          \_$528  = table_199;
       8'hc8:
-          \_$495  = table_200;
+          \_$528  = table_200;
       8'hc9:
-          \_$495  = table_201;
+          \_$528  = table_201;
       8'hca:
-          \_$495  = table_202;
+          \_$528  = table_202;
       8'hcb:
-          \_$495  = table_203;
+          \_$528  = table_203;
       8'hcc:
-          \_$495  = table_204;
+          \_$528  = table_204;
       8'hcd:
-          \_$495  = table_205;
+          \_$528  = table_205;
       8'hce:
-          \_$495  = table_206;
+          \_$528  = table_206;
       8'hcf:
-          \_$495  = table_207;
+          \_$528  = table_207;
       8'hd0:
-          \_$495  = table_208;
+          \_$528  = table_208;
       8'hd1:
-          \_$495  = table_209;
+          \_$528  = table_209;
       8'hd2:
-          \_$495  = table_210;
+          \_$528  = table_210;
       8'hd3:
-          \_$495  = table_211;
+          \_$528  = table_211;
       8'hd4:
-          \_$495  = table_212;
+          \_$528  = table_212;
       8'hd5:
-          \_$495  = table_213;
+          \_$528  = table_213;
       8'hd6:
-          \_$495  = table_214;
+          \_$528  = table_214;
       8'hd7:
-          \_$495  = table_215;
+          \_$528  = table_215;
       8'hd8:
-          \_$495  = table_216;
+          \_$528  = table_216;
       8'hd9:
-          \_$495  = table_217;
+          \_$528  = table_217;
       8'hda:
-          \_$495  = table_218;
+          \_$528  = table_218;
       8'hdb:
-          \_$495  = table_219;
+          \_$528  = table_219;
       8'hdc:
-          \_$495  = table_220;
+          \_$528  = table_220;
       8'hdd:
-          \_$495  = table_221;
+          \_$528  = table_221;
       8'hde:
-          \_$495  = table_222;
+          \_$528  = table_222;
       8'hdf:
-          \_$495  = table_223;
+          \_$528  = table_223;
       8'he0:
-          \_$495  = table_224;
+          \_$528  = table_224;
       8'he1:
-          \_$495  = table_225;
+          \_$528  = table_225;
       8'he2:
-          \_$495  = table_226;
+          \_$528  = table_226;
       8'he3:
-          \_$495  = table_227;
+          \_$528  = table_227;
       8'he4:
-          \_$495  = table_228;
+          \_$528  = table_228;
       8'he5:
-          \_$495  = table_229;
+          \_$528  = table_229;
       8'he6:
-          \_$495  = table_230;
+          \_$528  = table_230;
       8'he7:
-          \_$495  = table_231;
+          \_$528  = table_231;
       8'he8:
-          \_$495  = table_232;
+          \_$528  = table_232;
       8'he9:
-          \_$495  = table_233;
+          \_$528  = table_233;
       8'hea:
-          \_$495  = table_234;
+          \_$528  = table_234;
       8'heb:
-          \_$495  = table_235;
+          \_$528  = table_235;
       8'hec:
-          \_$495  = table_236;
+          \_$528  = table_236;
       8'hed:
-          \_$495  = table_237;
+          \_$528  = table_237;
       8'hee:
-          \_$495  = table_238;
+          \_$528  = table_238;
       8'hef:
-          \_$495  = table_239;
+          \_$528  = table_239;
       8'hf0:
-          \_$495  = table_240;
+          \_$528  = table_240;
       8'hf1:
-          \_$495  = table_241;
+          \_$528  = table_241;
       8'hf2:
-          \_$495  = table_242;
+          \_$528  = table_242;
       8'hf3:
-          \_$495  = table_243;
+          \_$528  = table_243;
       8'hf4:
-          \_$495  = table_244;
+          \_$528  = table_244;
       8'hf5:
-          \_$495  = table_245;
+          \_$528  = table_245;
       8'hf6:
-          \_$495  = table_246;
+          \_$528  = table_246;
       8'hf7:
-          \_$495  = table_247;
+          \_$528  = table_247;
       8'hf8:
-          \_$495  = table_248;
+          \_$528  = table_248;
       8'hf9:
-          \_$495  = table_249;
+          \_$528  = table_249;
       8'hfa:
-          \_$495  = table_250;
+          \_$528  = table_250;
       8'hfb:
-          \_$495  = table_251;
+          \_$528  = table_251;
       8'hfc:
-          \_$495  = table_252;
+          \_$528  = table_252;
       8'hfd:
-          \_$495  = table_253;
+          \_$528  = table_253;
       8'hfe:
-          \_$495  = table_254;
+          \_$528  = table_254;
       8'hff:
-          \_$495  = table_255;
+          \_$528  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$581 , \_$552 [6:0] })
+    casez ({ \_$623 , \_$591 [6:0] })
       8'h00:
-          \_$582  = table_0;
+          \_$624  = table_0;
       8'h01:
-          \_$582  = table_1;
+          \_$624  = table_1;
       8'h02:
-          \_$582  = table_2;
+          \_$624  = table_2;
       8'h03:
-          \_$582  = table_3;
+          \_$624  = table_3;
       8'h04:
-          \_$582  = table_4;
+          \_$624  = table_4;
       8'h05:
-          \_$582  = table_5;
+          \_$624  = table_5;
       8'h06:
-          \_$582  = table_6;
+          \_$624  = table_6;
       8'h07:
-          \_$582  = table_7;
+          \_$624  = table_7;
       8'h08:
-          \_$582  = table_8;
+          \_$624  = table_8;
       8'h09:
-          \_$582  = table_9;
+          \_$624  = table_9;
       8'h0a:
-          \_$582  = table_10;
+          \_$624  = table_10;
       8'h0b:
-          \_$582  = table_11;
+          \_$624  = table_11;
       8'h0c:
-          \_$582  = table_12;
+          \_$624  = table_12;
       8'h0d:
-          \_$582  = table_13;
+          \_$624  = table_13;
       8'h0e:
-          \_$582  = table_14;
+          \_$624  = table_14;
       8'h0f:
-          \_$582  = table_15;
+          \_$624  = table_15;
       8'h10:
-          \_$582  = table_16;
+          \_$624  = table_16;
       8'h11:
-          \_$582  = table_17;
+          \_$624  = table_17;
       8'h12:
-          \_$582  = table_18;
+          \_$624  = table_18;
       8'h13:
-          \_$582  = table_19;
+          \_$624  = table_19;
       8'h14:
-          \_$582  = table_20;
+          \_$624  = table_20;
       8'h15:
-          \_$582  = table_21;
+          \_$624  = table_21;
       8'h16:
-          \_$582  = table_22;
+          \_$624  = table_22;
       8'h17:
-          \_$582  = table_23;
+          \_$624  = table_23;
       8'h18:
-          \_$582  = table_24;
+          \_$624  = table_24;
       8'h19:
-          \_$582  = table_25;
+          \_$624  = table_25;
       8'h1a:
-          \_$582  = table_26;
+          \_$624  = table_26;
       8'h1b:
-          \_$582  = table_27;
+          \_$624  = table_27;
       8'h1c:
-          \_$582  = table_28;
+          \_$624  = table_28;
       8'h1d:
-          \_$582  = table_29;
+          \_$624  = table_29;
       8'h1e:
-          \_$582  = table_30;
+          \_$624  = table_30;
       8'h1f:
-          \_$582  = table_31;
+          \_$624  = table_31;
       8'h20:
-          \_$582  = table_32;
+          \_$624  = table_32;
       8'h21:
-          \_$582  = table_33;
+          \_$624  = table_33;
       8'h22:
-          \_$582  = table_34;
+          \_$624  = table_34;
       8'h23:
-          \_$582  = table_35;
+          \_$624  = table_35;
       8'h24:
-          \_$582  = table_36;
+          \_$624  = table_36;
       8'h25:
-          \_$582  = table_37;
+          \_$624  = table_37;
       8'h26:
-          \_$582  = table_38;
+          \_$624  = table_38;
       8'h27:
-          \_$582  = table_39;
+          \_$624  = table_39;
       8'h28:
-          \_$582  = table_40;
+          \_$624  = table_40;
       8'h29:
-          \_$582  = table_41;
+          \_$624  = table_41;
       8'h2a:
-          \_$582  = table_42;
+          \_$624  = table_42;
       8'h2b:
-          \_$582  = table_43;
+          \_$624  = table_43;
       8'h2c:
-          \_$582  = table_44;
+          \_$624  = table_44;
       8'h2d:
-          \_$582  = table_45;
+          \_$624  = table_45;
       8'h2e:
-          \_$582  = table_46;
+          \_$624  = table_46;
       8'h2f:
-          \_$582  = table_47;
+          \_$624  = table_47;
       8'h30:
-          \_$582  = table_48;
+          \_$624  = table_48;
       8'h31:
-          \_$582  = table_49;
+          \_$624  = table_49;
       8'h32:
-          \_$582  = table_50;
+          \_$624  = table_50;
       8'h33:
-          \_$582  = table_51;
+          \_$624  = table_51;
       8'h34:
-          \_$582  = table_52;
+          \_$624  = table_52;
       8'h35:
-          \_$582  = table_53;
+          \_$624  = table_53;
       8'h36:
-          \_$582  = table_54;
+          \_$624  = table_54;
       8'h37:
-          \_$582  = table_55;
+          \_$624  = table_55;
       8'h38:
-          \_$582  = table_56;
+          \_$624  = table_56;
       8'h39:
-          \_$582  = table_57;
+          \_$624  = table_57;
       8'h3a:
-          \_$582  = table_58;
+          \_$624  = table_58;
       8'h3b:
-          \_$582  = table_59;
+          \_$624  = table_59;
       8'h3c:
-          \_$582  = table_60;
+          \_$624  = table_60;
       8'h3d:
-          \_$582  = table_61;
+          \_$624  = table_61;
       8'h3e:
-          \_$582  = table_62;
+          \_$624  = table_62;
       8'h3f:
-          \_$582  = table_63;
+          \_$624  = table_63;
       8'h40:
-          \_$582  = table_64;
+          \_$624  = table_64;
       8'h41:
-          \_$582  = table_65;
+          \_$624  = table_65;
       8'h42:
-          \_$582  = table_66;
+          \_$624  = table_66;
       8'h43:
-          \_$582  = table_67;
+          \_$624  = table_67;
       8'h44:
-          \_$582  = table_68;
+          \_$624  = table_68;
       8'h45:
-          \_$582  = table_69;
+          \_$624  = table_69;
       8'h46:
-          \_$582  = table_70;
+          \_$624  = table_70;
       8'h47:
-          \_$582  = table_71;
+          \_$624  = table_71;
       8'h48:
-          \_$582  = table_72;
+          \_$624  = table_72;
       8'h49:
-          \_$582  = table_73;
+          \_$624  = table_73;
       8'h4a:
-          \_$582  = table_74;
+          \_$624  = table_74;
       8'h4b:
-          \_$582  = table_75;
+          \_$624  = table_75;
       8'h4c:
-          \_$582  = table_76;
+          \_$624  = table_76;
       8'h4d:
-          \_$582  = table_77;
+          \_$624  = table_77;
       8'h4e:
-          \_$582  = table_78;
+          \_$624  = table_78;
       8'h4f:
-          \_$582  = table_79;
+          \_$624  = table_79;
       8'h50:
-          \_$582  = table_80;
+          \_$624  = table_80;
       8'h51:
-          \_$582  = table_81;
+          \_$624  = table_81;
       8'h52:
-          \_$582  = table_82;
+          \_$624  = table_82;
       8'h53:
-          \_$582  = table_83;
+          \_$624  = table_83;
       8'h54:
-          \_$582  = table_84;
+          \_$624  = table_84;
       8'h55:
-          \_$582  = table_85;
+          \_$624  = table_85;
       8'h56:
-          \_$582  = table_86;
+          \_$624  = table_86;
       8'h57:
-          \_$582  = table_87;
+          \_$624  = table_87;
       8'h58:
-          \_$582  = table_88;
+          \_$624  = table_88;
       8'h59:
-          \_$582  = table_89;
+          \_$624  = table_89;
       8'h5a:
-          \_$582  = table_90;
+          \_$624  = table_90;
       8'h5b:
-          \_$582  = table_91;
+          \_$624  = table_91;
       8'h5c:
-          \_$582  = table_92;
+          \_$624  = table_92;
       8'h5d:
-          \_$582  = table_93;
+          \_$624  = table_93;
       8'h5e:
-          \_$582  = table_94;
+          \_$624  = table_94;
       8'h5f:
-          \_$582  = table_95;
+          \_$624  = table_95;
       8'h60:
-          \_$582  = table_96;
+          \_$624  = table_96;
       8'h61:
-          \_$582  = table_97;
+          \_$624  = table_97;
       8'h62:
-          \_$582  = table_98;
+          \_$624  = table_98;
       8'h63:
-          \_$582  = table_99;
+          \_$624  = table_99;
       8'h64:
-          \_$582  = table_100;
+          \_$624  = table_100;
       8'h65:
-          \_$582  = table_101;
+          \_$624  = table_101;
       8'h66:
-          \_$582  = table_102;
+          \_$624  = table_102;
       8'h67:
-          \_$582  = table_103;
+          \_$624  = table_103;
       8'h68:
-          \_$582  = table_104;
+          \_$624  = table_104;
       8'h69:
-          \_$582  = table_105;
+          \_$624  = table_105;
       8'h6a:
-          \_$582  = table_106;
+          \_$624  = table_106;
       8'h6b:
-          \_$582  = table_107;
+          \_$624  = table_107;
       8'h6c:
-          \_$582  = table_108;
+          \_$624  = table_108;
       8'h6d:
-          \_$582  = table_109;
+          \_$624  = table_109;
       8'h6e:
-          \_$582  = table_110;
+          \_$624  = table_110;
       8'h6f:
-          \_$582  = table_111;
+          \_$624  = table_111;
       8'h70:
-          \_$582  = table_112;
+          \_$624  = table_112;
       8'h71:
-          \_$582  = table_113;
+          \_$624  = table_113;
       8'h72:
-          \_$582  = table_114;
+          \_$624  = table_114;
       8'h73:
-          \_$582  = table_115;
+          \_$624  = table_115;
       8'h74:
-          \_$582  = table_116;
+          \_$624  = table_116;
       8'h75:
-          \_$582  = table_117;
+          \_$624  = table_117;
       8'h76:
-          \_$582  = table_118;
+          \_$624  = table_118;
       8'h77:
-          \_$582  = table_119;
+          \_$624  = table_119;
       8'h78:
-          \_$582  = table_120;
+          \_$624  = table_120;
       8'h79:
-          \_$582  = table_121;
+          \_$624  = table_121;
       8'h7a:
-          \_$582  = table_122;
+          \_$624  = table_122;
       8'h7b:
-          \_$582  = table_123;
+          \_$624  = table_123;
       8'h7c:
-          \_$582  = table_124;
+          \_$624  = table_124;
       8'h7d:
-          \_$582  = table_125;
+          \_$624  = table_125;
       8'h7e:
-          \_$582  = table_126;
+          \_$624  = table_126;
       8'h7f:
-          \_$582  = table_127;
+          \_$624  = table_127;
       8'h80:
-          \_$582  = table_128;
+          \_$624  = table_128;
       8'h81:
-          \_$582  = table_129;
+          \_$624  = table_129;
       8'h82:
-          \_$582  = table_130;
+          \_$624  = table_130;
       8'h83:
-          \_$582  = table_131;
+          \_$624  = table_131;
       8'h84:
-          \_$582  = table_132;
+          \_$624  = table_132;
       8'h85:
-          \_$582  = table_133;
+          \_$624  = table_133;
       8'h86:
-          \_$582  = table_134;
+          \_$624  = table_134;
       8'h87:
-          \_$582  = table_135;
+          \_$624  = table_135;
       8'h88:
-          \_$582  = table_136;
+          \_$624  = table_136;
       8'h89:
-          \_$582  = table_137;
+          \_$624  = table_137;
       8'h8a:
-          \_$582  = table_138;
+          \_$624  = table_138;
       8'h8b:
-          \_$582  = table_139;
+          \_$624  = table_139;
       8'h8c:
-          \_$582  = table_140;
+          \_$624  = table_140;
       8'h8d:
-          \_$582  = table_141;
+          \_$624  = table_141;
       8'h8e:
-          \_$582  = table_142;
+          \_$624  = table_142;
       8'h8f:
-          \_$582  = table_143;
+          \_$624  = table_143;
       8'h90:
-          \_$582  = table_144;
+          \_$624  = table_144;
       8'h91:
-          \_$582  = table_145;
+          \_$624  = table_145;
       8'h92:
-          \_$582  = table_146;
+          \_$624  = table_146;
       8'h93:
-          \_$582  = table_147;
+          \_$624  = table_147;
       8'h94:
-          \_$582  = table_148;
+          \_$624  = table_148;
       8'h95:
-          \_$582  = table_149;
+          \_$624  = table_149;
       8'h96:
-          \_$582  = table_150;
+          \_$624  = table_150;
       8'h97:
-          \_$582  = table_151;
+          \_$624  = table_151;
       8'h98:
-          \_$582  = table_152;
+          \_$624  = table_152;
       8'h99:
-          \_$582  = table_153;
+          \_$624  = table_153;
       8'h9a:
-          \_$582  = table_154;
+          \_$624  = table_154;
       8'h9b:
-          \_$582  = table_155;
+          \_$624  = table_155;
       8'h9c:
-          \_$582  = table_156;
+          \_$624  = table_156;
       8'h9d:
-          \_$582  = table_157;
+          \_$624  = table_157;
       8'h9e:
-          \_$582  = table_158;
+          \_$624  = table_158;
       8'h9f:
-          \_$582  = table_159;
+          \_$624  = table_159;
       8'ha0:
-          \_$582  = table_160;
+          \_$624  = table_160;
       8'ha1:
-          \_$582  = table_161;
+          \_$624  = table_161;
       8'ha2:
-          \_$582  = table_162;
+          \_$624  = table_162;
       8'ha3:
-          \_$582  = table_163;
+          \_$624  = table_163;
       8'ha4:
-          \_$582  = table_164;
+          \_$624  = table_164;
       8'ha5:
-          \_$582  = table_165;
+          \_$624  = table_165;
       8'ha6:
-          \_$582  = table_166;
+          \_$624  = table_166;
       8'ha7:
-          \_$582  = table_167;
+          \_$624  = table_167;
       8'ha8:
-          \_$582  = table_168;
+          \_$624  = table_168;
       8'ha9:
-          \_$582  = table_169;
+          \_$624  = table_169;
       8'haa:
-          \_$582  = table_170;
+          \_$624  = table_170;
       8'hab:
-          \_$582  = table_171;
+          \_$624  = table_171;
       8'hac:
-          \_$582  = table_172;
+          \_$624  = table_172;
       8'had:
-          \_$582  = table_173;
+          \_$624  = table_173;
       8'hae:
-          \_$582  = table_174;
+          \_$624  = table_174;
       8'haf:
-          \_$582  = table_175;
+          \_$624  = table_175;
       8'hb0:
-          \_$582  = table_176;
+          \_$624  = table_176;
       8'hb1:
-          \_$582  = table_177;
+          \_$624  = table_177;
       8'hb2:
-          \_$582  = table_178;
+          \_$624  = table_178;
       8'hb3:
-          \_$582  = table_179;
+          \_$624  = table_179;
       8'hb4:
-          \_$582  = table_180;
+          \_$624  = table_180;
       8'hb5:
-          \_$582  = table_181;
+          \_$624  = table_181;
       8'hb6:
-          \_$582  = table_182;
+          \_$624  = table_182;
       8'hb7:
-          \_$582  = table_183;
+          \_$624  = table_183;
       8'hb8:
-          \_$582  = table_184;
+          \_$624  = table_184;
       8'hb9:
-          \_$582  = table_185;
+          \_$624  = table_185;
       8'hba:
-          \_$582  = table_186;
+          \_$624  = table_186;
       8'hbb:
-          \_$582  = table_187;
+          \_$624  = table_187;
       8'hbc:
-          \_$582  = table_188;
+          \_$624  = table_188;
       8'hbd:
-          \_$582  = table_189;
+          \_$624  = table_189;
       8'hbe:
-          \_$582  = table_190;
+          \_$624  = table_190;
       8'hbf:
-          \_$582  = table_191;
+          \_$624  = table_191;
       8'hc0:
-          \_$582  = table_192;
+          \_$624  = table_192;
       8'hc1:
-          \_$582  = table_193;
+          \_$624  = table_193;
       8'hc2:
-          \_$582  = table_194;
+          \_$624  = table_194;
       8'hc3:
-          \_$582  = table_195;
+          \_$624  = table_195;
       8'hc4:
-          \_$582  = table_196;
+          \_$624  = table_196;
       8'hc5:
-          \_$582  = table_197;
+          \_$624  = table_197;
       8'hc6:
-          \_$582  = table_198;
+          \_$624  = table_198;
       8'hc7:
-          \_$582  = table_199;
+          \_$624  = table_199;
       8'hc8:
-          \_$582  = table_200;
+          \_$624  = table_200;
       8'hc9:
-          \_$582  = table_201;
+          \_$624  = table_201;
       8'hca:
-          \_$582  = table_202;
+          \_$624  = table_202;
       8'hcb:
-          \_$582  = table_203;
+          \_$624  = table_203;
       8'hcc:
-          \_$582  = table_204;
+          \_$624  = table_204;
       8'hcd:
-          \_$582  = table_205;
+          \_$624  = table_205;
       8'hce:
-          \_$582  = table_206;
+          \_$624  = table_206;
       8'hcf:
-          \_$582  = table_207;
+          \_$624  = table_207;
       8'hd0:
-          \_$582  = table_208;
+          \_$624  = table_208;
       8'hd1:
-          \_$582  = table_209;
+          \_$624  = table_209;
       8'hd2:
-          \_$582  = table_210;
+          \_$624  = table_210;
       8'hd3:
-          \_$582  = table_211;
+          \_$624  = table_211;
       8'hd4:
-          \_$582  = table_212;
+          \_$624  = table_212;
       8'hd5:
-          \_$582  = table_213;
+          \_$624  = table_213;
       8'hd6:
-          \_$582  = table_214;
+          \_$624  = table_214;
       8'hd7:
-          \_$582  = table_215;
+          \_$624  = table_215;
       8'hd8:
-          \_$582  = table_216;
+          \_$624  = table_216;
       8'hd9:
-          \_$582  = table_217;
+          \_$624  = table_217;
       8'hda:
-          \_$582  = table_218;
+          \_$624  = table_218;
       8'hdb:
-          \_$582  = table_219;
+          \_$624  = table_219;
       8'hdc:
-          \_$582  = table_220;
+          \_$624  = table_220;
       8'hdd:
-          \_$582  = table_221;
+          \_$624  = table_221;
       8'hde:
-          \_$582  = table_222;
+          \_$624  = table_222;
       8'hdf:
-          \_$582  = table_223;
+          \_$624  = table_223;
       8'he0:
-          \_$582  = table_224;
+          \_$624  = table_224;
       8'he1:
-          \_$582  = table_225;
+          \_$624  = table_225;
       8'he2:
-          \_$582  = table_226;
+          \_$624  = table_226;
       8'he3:
-          \_$582  = table_227;
+          \_$624  = table_227;
       8'he4:
-          \_$582  = table_228;
+          \_$624  = table_228;
       8'he5:
-          \_$582  = table_229;
+          \_$624  = table_229;
       8'he6:
-          \_$582  = table_230;
+          \_$624  = table_230;
       8'he7:
-          \_$582  = table_231;
+          \_$624  = table_231;
       8'he8:
-          \_$582  = table_232;
+          \_$624  = table_232;
       8'he9:
-          \_$582  = table_233;
+          \_$624  = table_233;
       8'hea:
-          \_$582  = table_234;
+          \_$624  = table_234;
       8'heb:
-          \_$582  = table_235;
+          \_$624  = table_235;
       8'hec:
-          \_$582  = table_236;
+          \_$624  = table_236;
       8'hed:
-          \_$582  = table_237;
+          \_$624  = table_237;
       8'hee:
-          \_$582  = table_238;
+          \_$624  = table_238;
       8'hef:
-          \_$582  = table_239;
+          \_$624  = table_239;
       8'hf0:
-          \_$582  = table_240;
+          \_$624  = table_240;
       8'hf1:
-          \_$582  = table_241;
+          \_$624  = table_241;
       8'hf2:
-          \_$582  = table_242;
+          \_$624  = table_242;
       8'hf3:
-          \_$582  = table_243;
+          \_$624  = table_243;
       8'hf4:
-          \_$582  = table_244;
+          \_$624  = table_244;
       8'hf5:
-          \_$582  = table_245;
+          \_$624  = table_245;
       8'hf6:
-          \_$582  = table_246;
+          \_$624  = table_246;
       8'hf7:
-          \_$582  = table_247;
+          \_$624  = table_247;
       8'hf8:
-          \_$582  = table_248;
+          \_$624  = table_248;
       8'hf9:
-          \_$582  = table_249;
+          \_$624  = table_249;
       8'hfa:
-          \_$582  = table_250;
+          \_$624  = table_250;
       8'hfb:
-          \_$582  = table_251;
+          \_$624  = table_251;
       8'hfc:
-          \_$582  = table_252;
+          \_$624  = table_252;
       8'hfd:
-          \_$582  = table_253;
+          \_$624  = table_253;
       8'hfe:
-          \_$582  = table_254;
+          \_$624  = table_254;
       8'hff:
-          \_$582  = table_255;
+          \_$624  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$668 , \_$639 [6:0] })
+    casez ({ \_$719 , \_$687 [6:0] })
       8'h00:
-          \_$669  = table_0;
+          \_$720  = table_0;
       8'h01:
-          \_$669  = table_1;
+          \_$720  = table_1;
       8'h02:
-          \_$669  = table_2;
+          \_$720  = table_2;
       8'h03:
-          \_$669  = table_3;
+          \_$720  = table_3;
       8'h04:
-          \_$669  = table_4;
+          \_$720  = table_4;
       8'h05:
-          \_$669  = table_5;
+          \_$720  = table_5;
       8'h06:
-          \_$669  = table_6;
+          \_$720  = table_6;
       8'h07:
-          \_$669  = table_7;
+          \_$720  = table_7;
       8'h08:
-          \_$669  = table_8;
+          \_$720  = table_8;
       8'h09:
-          \_$669  = table_9;
+          \_$720  = table_9;
       8'h0a:
-          \_$669  = table_10;
+          \_$720  = table_10;
       8'h0b:
-          \_$669  = table_11;
+          \_$720  = table_11;
       8'h0c:
-          \_$669  = table_12;
+          \_$720  = table_12;
       8'h0d:
-          \_$669  = table_13;
+          \_$720  = table_13;
       8'h0e:
-          \_$669  = table_14;
+          \_$720  = table_14;
       8'h0f:
-          \_$669  = table_15;
+          \_$720  = table_15;
       8'h10:
-          \_$669  = table_16;
+          \_$720  = table_16;
       8'h11:
-          \_$669  = table_17;
+          \_$720  = table_17;
       8'h12:
-          \_$669  = table_18;
+          \_$720  = table_18;
       8'h13:
-          \_$669  = table_19;
+          \_$720  = table_19;
       8'h14:
-          \_$669  = table_20;
+          \_$720  = table_20;
       8'h15:
-          \_$669  = table_21;
+          \_$720  = table_21;
       8'h16:
-          \_$669  = table_22;
+          \_$720  = table_22;
       8'h17:
-          \_$669  = table_23;
+          \_$720  = table_23;
       8'h18:
-          \_$669  = table_24;
+          \_$720  = table_24;
       8'h19:
-          \_$669  = table_25;
+          \_$720  = table_25;
       8'h1a:
-          \_$669  = table_26;
+          \_$720  = table_26;
       8'h1b:
-          \_$669  = table_27;
+          \_$720  = table_27;
       8'h1c:
-          \_$669  = table_28;
+          \_$720  = table_28;
       8'h1d:
-          \_$669  = table_29;
+          \_$720  = table_29;
       8'h1e:
-          \_$669  = table_30;
+          \_$720  = table_30;
       8'h1f:
-          \_$669  = table_31;
+          \_$720  = table_31;
       8'h20:
-          \_$669  = table_32;
+          \_$720  = table_32;
       8'h21:
-          \_$669  = table_33;
+          \_$720  = table_33;
       8'h22:
-          \_$669  = table_34;
+          \_$720  = table_34;
       8'h23:
-          \_$669  = table_35;
+          \_$720  = table_35;
       8'h24:
-          \_$669  = table_36;
+          \_$720  = table_36;
       8'h25:
-          \_$669  = table_37;
+          \_$720  = table_37;
       8'h26:
-          \_$669  = table_38;
+          \_$720  = table_38;
       8'h27:
-          \_$669  = table_39;
+          \_$720  = table_39;
       8'h28:
-          \_$669  = table_40;
+          \_$720  = table_40;
       8'h29:
-          \_$669  = table_41;
+          \_$720  = table_41;
       8'h2a:
-          \_$669  = table_42;
+          \_$720  = table_42;
       8'h2b:
-          \_$669  = table_43;
+          \_$720  = table_43;
       8'h2c:
-          \_$669  = table_44;
+          \_$720  = table_44;
       8'h2d:
-          \_$669  = table_45;
+          \_$720  = table_45;
       8'h2e:
-          \_$669  = table_46;
+          \_$720  = table_46;
       8'h2f:
-          \_$669  = table_47;
+          \_$720  = table_47;
       8'h30:
-          \_$669  = table_48;
+          \_$720  = table_48;
       8'h31:
-          \_$669  = table_49;
+          \_$720  = table_49;
       8'h32:
-          \_$669  = table_50;
+          \_$720  = table_50;
       8'h33:
-          \_$669  = table_51;
+          \_$720  = table_51;
       8'h34:
-          \_$669  = table_52;
+          \_$720  = table_52;
       8'h35:
-          \_$669  = table_53;
+          \_$720  = table_53;
       8'h36:
-          \_$669  = table_54;
+          \_$720  = table_54;
       8'h37:
-          \_$669  = table_55;
+          \_$720  = table_55;
       8'h38:
-          \_$669  = table_56;
+          \_$720  = table_56;
       8'h39:
-          \_$669  = table_57;
+          \_$720  = table_57;
       8'h3a:
-          \_$669  = table_58;
+          \_$720  = table_58;
       8'h3b:
-          \_$669  = table_59;
+          \_$720  = table_59;
       8'h3c:
-          \_$669  = table_60;
+          \_$720  = table_60;
       8'h3d:
-          \_$669  = table_61;
+          \_$720  = table_61;
       8'h3e:
-          \_$669  = table_62;
+          \_$720  = table_62;
       8'h3f:
-          \_$669  = table_63;
+          \_$720  = table_63;
       8'h40:
-          \_$669  = table_64;
+          \_$720  = table_64;
       8'h41:
-          \_$669  = table_65;
+          \_$720  = table_65;
       8'h42:
-          \_$669  = table_66;
+          \_$720  = table_66;
       8'h43:
-          \_$669  = table_67;
+          \_$720  = table_67;
       8'h44:
-          \_$669  = table_68;
+          \_$720  = table_68;
       8'h45:
-          \_$669  = table_69;
+          \_$720  = table_69;
       8'h46:
-          \_$669  = table_70;
+          \_$720  = table_70;
       8'h47:
-          \_$669  = table_71;
+          \_$720  = table_71;
       8'h48:
-          \_$669  = table_72;
+          \_$720  = table_72;
       8'h49:
-          \_$669  = table_73;
+          \_$720  = table_73;
       8'h4a:
-          \_$669  = table_74;
+          \_$720  = table_74;
       8'h4b:
-          \_$669  = table_75;
+          \_$720  = table_75;
       8'h4c:
-          \_$669  = table_76;
+          \_$720  = table_76;
       8'h4d:
-          \_$669  = table_77;
+          \_$720  = table_77;
       8'h4e:
-          \_$669  = table_78;
+          \_$720  = table_78;
       8'h4f:
-          \_$669  = table_79;
+          \_$720  = table_79;
       8'h50:
-          \_$669  = table_80;
+          \_$720  = table_80;
       8'h51:
-          \_$669  = table_81;
+          \_$720  = table_81;
       8'h52:
-          \_$669  = table_82;
+          \_$720  = table_82;
       8'h53:
-          \_$669  = table_83;
+          \_$720  = table_83;
       8'h54:
-          \_$669  = table_84;
+          \_$720  = table_84;
       8'h55:
-          \_$669  = table_85;
+          \_$720  = table_85;
       8'h56:
-          \_$669  = table_86;
+          \_$720  = table_86;
       8'h57:
-          \_$669  = table_87;
+          \_$720  = table_87;
       8'h58:
-          \_$669  = table_88;
+          \_$720  = table_88;
       8'h59:
-          \_$669  = table_89;
+          \_$720  = table_89;
       8'h5a:
-          \_$669  = table_90;
+          \_$720  = table_90;
       8'h5b:
-          \_$669  = table_91;
+          \_$720  = table_91;
       8'h5c:
-          \_$669  = table_92;
+          \_$720  = table_92;
       8'h5d:
-          \_$669  = table_93;
+          \_$720  = table_93;
       8'h5e:
-          \_$669  = table_94;
+          \_$720  = table_94;
       8'h5f:
-          \_$669  = table_95;
+          \_$720  = table_95;
       8'h60:
-          \_$669  = table_96;
+          \_$720  = table_96;
       8'h61:
-          \_$669  = table_97;
+          \_$720  = table_97;
       8'h62:
-          \_$669  = table_98;
+          \_$720  = table_98;
       8'h63:
-          \_$669  = table_99;
+          \_$720  = table_99;
       8'h64:
-          \_$669  = table_100;
+          \_$720  = table_100;
       8'h65:
-          \_$669  = table_101;
+          \_$720  = table_101;
       8'h66:
-          \_$669  = table_102;
+          \_$720  = table_102;
       8'h67:
-          \_$669  = table_103;
+          \_$720  = table_103;
       8'h68:
-          \_$669  = table_104;
+          \_$720  = table_104;
       8'h69:
-          \_$669  = table_105;
+          \_$720  = table_105;
       8'h6a:
-          \_$669  = table_106;
+          \_$720  = table_106;
       8'h6b:
-          \_$669  = table_107;
+          \_$720  = table_107;
       8'h6c:
-          \_$669  = table_108;
+          \_$720  = table_108;
       8'h6d:
-          \_$669  = table_109;
+          \_$720  = table_109;
       8'h6e:
-          \_$669  = table_110;
+          \_$720  = table_110;
       8'h6f:
-          \_$669  = table_111;
+          \_$720  = table_111;
       8'h70:
-          \_$669  = table_112;
+          \_$720  = table_112;
       8'h71:
-          \_$669  = table_113;
+          \_$720  = table_113;
       8'h72:
-          \_$669  = table_114;
+          \_$720  = table_114;
       8'h73:
-          \_$669  = table_115;
+          \_$720  = table_115;
       8'h74:
-          \_$669  = table_116;
+          \_$720  = table_116;
       8'h75:
-          \_$669  = table_117;
+          \_$720  = table_117;
       8'h76:
-          \_$669  = table_118;
+          \_$720  = table_118;
       8'h77:
-          \_$669  = table_119;
+          \_$720  = table_119;
       8'h78:
-          \_$669  = table_120;
+          \_$720  = table_120;
       8'h79:
-          \_$669  = table_121;
+          \_$720  = table_121;
       8'h7a:
-          \_$669  = table_122;
+          \_$720  = table_122;
       8'h7b:
-          \_$669  = table_123;
+          \_$720  = table_123;
       8'h7c:
-          \_$669  = table_124;
+          \_$720  = table_124;
       8'h7d:
-          \_$669  = table_125;
+          \_$720  = table_125;
       8'h7e:
-          \_$669  = table_126;
+          \_$720  = table_126;
       8'h7f:
-          \_$669  = table_127;
+          \_$720  = table_127;
       8'h80:
-          \_$669  = table_128;
+          \_$720  = table_128;
       8'h81:
-          \_$669  = table_129;
+          \_$720  = table_129;
       8'h82:
-          \_$669  = table_130;
+          \_$720  = table_130;
       8'h83:
-          \_$669  = table_131;
+          \_$720  = table_131;
       8'h84:
-          \_$669  = table_132;
+          \_$720  = table_132;
       8'h85:
-          \_$669  = table_133;
+          \_$720  = table_133;
       8'h86:
-          \_$669  = table_134;
+          \_$720  = table_134;
       8'h87:
-          \_$669  = table_135;
+          \_$720  = table_135;
       8'h88:
-          \_$669  = table_136;
+          \_$720  = table_136;
       8'h89:
-          \_$669  = table_137;
+          \_$720  = table_137;
       8'h8a:
-          \_$669  = table_138;
+          \_$720  = table_138;
       8'h8b:
-          \_$669  = table_139;
+          \_$720  = table_139;
       8'h8c:
-          \_$669  = table_140;
+          \_$720  = table_140;
       8'h8d:
-          \_$669  = table_141;
+          \_$720  = table_141;
       8'h8e:
-          \_$669  = table_142;
+          \_$720  = table_142;
       8'h8f:
-          \_$669  = table_143;
+          \_$720  = table_143;
       8'h90:
-          \_$669  = table_144;
+          \_$720  = table_144;
       8'h91:
-          \_$669  = table_145;
+          \_$720  = table_145;
       8'h92:
-          \_$669  = table_146;
+          \_$720  = table_146;
       8'h93:
-          \_$669  = table_147;
+          \_$720  = table_147;
       8'h94:
-          \_$669  = table_148;
+          \_$720  = table_148;
       8'h95:
-          \_$669  = table_149;
+          \_$720  = table_149;
       8'h96:
-          \_$669  = table_150;
+          \_$720  = table_150;
       8'h97:
-          \_$669  = table_151;
+          \_$720  = table_151;
       8'h98:
-          \_$669  = table_152;
+          \_$720  = table_152;
       8'h99:
-          \_$669  = table_153;
+          \_$720  = table_153;
       8'h9a:
-          \_$669  = table_154;
+          \_$720  = table_154;
       8'h9b:
-          \_$669  = table_155;
+          \_$720  = table_155;
       8'h9c:
-          \_$669  = table_156;
+          \_$720  = table_156;
       8'h9d:
-          \_$669  = table_157;
+          \_$720  = table_157;
       8'h9e:
-          \_$669  = table_158;
+          \_$720  = table_158;
       8'h9f:
-          \_$669  = table_159;
+          \_$720  = table_159;
       8'ha0:
-          \_$669  = table_160;
+          \_$720  = table_160;
       8'ha1:
-          \_$669  = table_161;
+          \_$720  = table_161;
       8'ha2:
-          \_$669  = table_162;
+          \_$720  = table_162;
       8'ha3:
-          \_$669  = table_163;
+          \_$720  = table_163;
       8'ha4:
-          \_$669  = table_164;
+          \_$720  = table_164;
       8'ha5:
-          \_$669  = table_165;
+          \_$720  = table_165;
       8'ha6:
-          \_$669  = table_166;
+          \_$720  = table_166;
       8'ha7:
-          \_$669  = table_167;
+          \_$720  = table_167;
       8'ha8:
-          \_$669  = table_168;
+          \_$720  = table_168;
       8'ha9:
-          \_$669  = table_169;
+          \_$720  = table_169;
       8'haa:
-          \_$669  = table_170;
+          \_$720  = table_170;
       8'hab:
-          \_$669  = table_171;
+          \_$720  = table_171;
       8'hac:
-          \_$669  = table_172;
+          \_$720  = table_172;
       8'had:
-          \_$669  = table_173;
+          \_$720  = table_173;
       8'hae:
-          \_$669  = table_174;
+          \_$720  = table_174;
       8'haf:
-          \_$669  = table_175;
+          \_$720  = table_175;
       8'hb0:
-          \_$669  = table_176;
+          \_$720  = table_176;
       8'hb1:
-          \_$669  = table_177;
+          \_$720  = table_177;
       8'hb2:
-          \_$669  = table_178;
+          \_$720  = table_178;
       8'hb3:
-          \_$669  = table_179;
+          \_$720  = table_179;
       8'hb4:
-          \_$669  = table_180;
+          \_$720  = table_180;
       8'hb5:
-          \_$669  = table_181;
+          \_$720  = table_181;
       8'hb6:
-          \_$669  = table_182;
+          \_$720  = table_182;
       8'hb7:
-          \_$669  = table_183;
+          \_$720  = table_183;
       8'hb8:
-          \_$669  = table_184;
+          \_$720  = table_184;
       8'hb9:
-          \_$669  = table_185;
+          \_$720  = table_185;
       8'hba:
-          \_$669  = table_186;
+          \_$720  = table_186;
       8'hbb:
-          \_$669  = table_187;
+          \_$720  = table_187;
       8'hbc:
-          \_$669  = table_188;
+          \_$720  = table_188;
       8'hbd:
-          \_$669  = table_189;
+          \_$720  = table_189;
       8'hbe:
-          \_$669  = table_190;
+          \_$720  = table_190;
       8'hbf:
-          \_$669  = table_191;
+          \_$720  = table_191;
       8'hc0:
-          \_$669  = table_192;
+          \_$720  = table_192;
       8'hc1:
-          \_$669  = table_193;
+          \_$720  = table_193;
       8'hc2:
-          \_$669  = table_194;
+          \_$720  = table_194;
       8'hc3:
-          \_$669  = table_195;
+          \_$720  = table_195;
       8'hc4:
-          \_$669  = table_196;
+          \_$720  = table_196;
       8'hc5:
-          \_$669  = table_197;
+          \_$720  = table_197;
       8'hc6:
-          \_$669  = table_198;
+          \_$720  = table_198;
       8'hc7:
-          \_$669  = table_199;
+          \_$720  = table_199;
       8'hc8:
-          \_$669  = table_200;
+          \_$720  = table_200;
       8'hc9:
-          \_$669  = table_201;
+          \_$720  = table_201;
       8'hca:
-          \_$669  = table_202;
+          \_$720  = table_202;
       8'hcb:
-          \_$669  = table_203;
+          \_$720  = table_203;
       8'hcc:
-          \_$669  = table_204;
+          \_$720  = table_204;
       8'hcd:
-          \_$669  = table_205;
+          \_$720  = table_205;
       8'hce:
-          \_$669  = table_206;
+          \_$720  = table_206;
       8'hcf:
-          \_$669  = table_207;
+          \_$720  = table_207;
       8'hd0:
-          \_$669  = table_208;
+          \_$720  = table_208;
       8'hd1:
-          \_$669  = table_209;
+          \_$720  = table_209;
       8'hd2:
-          \_$669  = table_210;
+          \_$720  = table_210;
       8'hd3:
-          \_$669  = table_211;
+          \_$720  = table_211;
       8'hd4:
-          \_$669  = table_212;
+          \_$720  = table_212;
       8'hd5:
-          \_$669  = table_213;
+          \_$720  = table_213;
       8'hd6:
-          \_$669  = table_214;
+          \_$720  = table_214;
       8'hd7:
-          \_$669  = table_215;
+          \_$720  = table_215;
       8'hd8:
-          \_$669  = table_216;
+          \_$720  = table_216;
       8'hd9:
-          \_$669  = table_217;
+          \_$720  = table_217;
       8'hda:
-          \_$669  = table_218;
+          \_$720  = table_218;
       8'hdb:
-          \_$669  = table_219;
+          \_$720  = table_219;
       8'hdc:
-          \_$669  = table_220;
+          \_$720  = table_220;
       8'hdd:
-          \_$669  = table_221;
+          \_$720  = table_221;
       8'hde:
-          \_$669  = table_222;
+          \_$720  = table_222;
       8'hdf:
-          \_$669  = table_223;
+          \_$720  = table_223;
       8'he0:
-          \_$669  = table_224;
+          \_$720  = table_224;
       8'he1:
-          \_$669  = table_225;
+          \_$720  = table_225;
       8'he2:
-          \_$669  = table_226;
+          \_$720  = table_226;
       8'he3:
-          \_$669  = table_227;
+          \_$720  = table_227;
       8'he4:
-          \_$669  = table_228;
+          \_$720  = table_228;
       8'he5:
-          \_$669  = table_229;
+          \_$720  = table_229;
       8'he6:
-          \_$669  = table_230;
+          \_$720  = table_230;
       8'he7:
-          \_$669  = table_231;
+          \_$720  = table_231;
       8'he8:
-          \_$669  = table_232;
+          \_$720  = table_232;
       8'he9:
-          \_$669  = table_233;
+          \_$720  = table_233;
       8'hea:
-          \_$669  = table_234;
+          \_$720  = table_234;
       8'heb:
-          \_$669  = table_235;
+          \_$720  = table_235;
       8'hec:
-          \_$669  = table_236;
+          \_$720  = table_236;
       8'hed:
-          \_$669  = table_237;
+          \_$720  = table_237;
       8'hee:
-          \_$669  = table_238;
+          \_$720  = table_238;
       8'hef:
-          \_$669  = table_239;
+          \_$720  = table_239;
       8'hf0:
-          \_$669  = table_240;
+          \_$720  = table_240;
       8'hf1:
-          \_$669  = table_241;
+          \_$720  = table_241;
       8'hf2:
-          \_$669  = table_242;
+          \_$720  = table_242;
       8'hf3:
-          \_$669  = table_243;
+          \_$720  = table_243;
       8'hf4:
-          \_$669  = table_244;
+          \_$720  = table_244;
       8'hf5:
-          \_$669  = table_245;
+          \_$720  = table_245;
       8'hf6:
-          \_$669  = table_246;
+          \_$720  = table_246;
       8'hf7:
-          \_$669  = table_247;
+          \_$720  = table_247;
       8'hf8:
-          \_$669  = table_248;
+          \_$720  = table_248;
       8'hf9:
-          \_$669  = table_249;
+          \_$720  = table_249;
       8'hfa:
-          \_$669  = table_250;
+          \_$720  = table_250;
       8'hfb:
-          \_$669  = table_251;
+          \_$720  = table_251;
       8'hfc:
-          \_$669  = table_252;
+          \_$720  = table_252;
       8'hfd:
-          \_$669  = table_253;
+          \_$720  = table_253;
       8'hfe:
-          \_$669  = table_254;
+          \_$720  = table_254;
       8'hff:
-          \_$669  = table_255;
+          \_$720  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$755 , \_$726 [6:0] })
+    casez ({ \_$815 , \_$783 [6:0] })
       8'h00:
-          \_$756  = table_0;
+          \_$816  = table_0;
       8'h01:
-          \_$756  = table_1;
+          \_$816  = table_1;
       8'h02:
-          \_$756  = table_2;
+          \_$816  = table_2;
       8'h03:
-          \_$756  = table_3;
+          \_$816  = table_3;
       8'h04:
-          \_$756  = table_4;
+          \_$816  = table_4;
       8'h05:
-          \_$756  = table_5;
+          \_$816  = table_5;
       8'h06:
-          \_$756  = table_6;
+          \_$816  = table_6;
       8'h07:
-          \_$756  = table_7;
+          \_$816  = table_7;
       8'h08:
-          \_$756  = table_8;
+          \_$816  = table_8;
       8'h09:
-          \_$756  = table_9;
+          \_$816  = table_9;
       8'h0a:
-          \_$756  = table_10;
+          \_$816  = table_10;
       8'h0b:
-          \_$756  = table_11;
+          \_$816  = table_11;
       8'h0c:
-          \_$756  = table_12;
+          \_$816  = table_12;
       8'h0d:
-          \_$756  = table_13;
+          \_$816  = table_13;
       8'h0e:
-          \_$756  = table_14;
+          \_$816  = table_14;
       8'h0f:
-          \_$756  = table_15;
+          \_$816  = table_15;
       8'h10:
-          \_$756  = table_16;
+          \_$816  = table_16;
       8'h11:
-          \_$756  = table_17;
+          \_$816  = table_17;
       8'h12:
-          \_$756  = table_18;
+          \_$816  = table_18;
       8'h13:
-          \_$756  = table_19;
+          \_$816  = table_19;
       8'h14:
-          \_$756  = table_20;
+          \_$816  = table_20;
       8'h15:
-          \_$756  = table_21;
+          \_$816  = table_21;
       8'h16:
-          \_$756  = table_22;
+          \_$816  = table_22;
       8'h17:
-          \_$756  = table_23;
+          \_$816  = table_23;
       8'h18:
-          \_$756  = table_24;
+          \_$816  = table_24;
       8'h19:
-          \_$756  = table_25;
+          \_$816  = table_25;
       8'h1a:
-          \_$756  = table_26;
+          \_$816  = table_26;
       8'h1b:
-          \_$756  = table_27;
+          \_$816  = table_27;
       8'h1c:
-          \_$756  = table_28;
+          \_$816  = table_28;
       8'h1d:
-          \_$756  = table_29;
+          \_$816  = table_29;
       8'h1e:
-          \_$756  = table_30;
+          \_$816  = table_30;
       8'h1f:
-          \_$756  = table_31;
+          \_$816  = table_31;
       8'h20:
-          \_$756  = table_32;
+          \_$816  = table_32;
       8'h21:
-          \_$756  = table_33;
+          \_$816  = table_33;
       8'h22:
-          \_$756  = table_34;
+          \_$816  = table_34;
       8'h23:
-          \_$756  = table_35;
+          \_$816  = table_35;
       8'h24:
-          \_$756  = table_36;
+          \_$816  = table_36;
       8'h25:
-          \_$756  = table_37;
+          \_$816  = table_37;
       8'h26:
-          \_$756  = table_38;
+          \_$816  = table_38;
       8'h27:
-          \_$756  = table_39;
+          \_$816  = table_39;
       8'h28:
-          \_$756  = table_40;
+          \_$816  = table_40;
       8'h29:
-          \_$756  = table_41;
+          \_$816  = table_41;
       8'h2a:
-          \_$756  = table_42;
+          \_$816  = table_42;
       8'h2b:
-          \_$756  = table_43;
+          \_$816  = table_43;
       8'h2c:
-          \_$756  = table_44;
+          \_$816  = table_44;
       8'h2d:
-          \_$756  = table_45;
+          \_$816  = table_45;
       8'h2e:
-          \_$756  = table_46;
+          \_$816  = table_46;
       8'h2f:
-          \_$756  = table_47;
+          \_$816  = table_47;
       8'h30:
-          \_$756  = table_48;
+          \_$816  = table_48;
       8'h31:
-          \_$756  = table_49;
+          \_$816  = table_49;
       8'h32:
-          \_$756  = table_50;
+          \_$816  = table_50;
       8'h33:
-          \_$756  = table_51;
+          \_$816  = table_51;
       8'h34:
-          \_$756  = table_52;
+          \_$816  = table_52;
       8'h35:
-          \_$756  = table_53;
+          \_$816  = table_53;
       8'h36:
-          \_$756  = table_54;
+          \_$816  = table_54;
       8'h37:
-          \_$756  = table_55;
+          \_$816  = table_55;
       8'h38:
-          \_$756  = table_56;
+          \_$816  = table_56;
       8'h39:
-          \_$756  = table_57;
+          \_$816  = table_57;
       8'h3a:
-          \_$756  = table_58;
+          \_$816  = table_58;
       8'h3b:
-          \_$756  = table_59;
+          \_$816  = table_59;
       8'h3c:
-          \_$756  = table_60;
+          \_$816  = table_60;
       8'h3d:
-          \_$756  = table_61;
+          \_$816  = table_61;
       8'h3e:
-          \_$756  = table_62;
+          \_$816  = table_62;
       8'h3f:
-          \_$756  = table_63;
+          \_$816  = table_63;
       8'h40:
-          \_$756  = table_64;
+          \_$816  = table_64;
       8'h41:
-          \_$756  = table_65;
+          \_$816  = table_65;
       8'h42:
-          \_$756  = table_66;
+          \_$816  = table_66;
       8'h43:
-          \_$756  = table_67;
+          \_$816  = table_67;
       8'h44:
-          \_$756  = table_68;
+          \_$816  = table_68;
       8'h45:
-          \_$756  = table_69;
+          \_$816  = table_69;
       8'h46:
-          \_$756  = table_70;
+          \_$816  = table_70;
       8'h47:
-          \_$756  = table_71;
+          \_$816  = table_71;
       8'h48:
-          \_$756  = table_72;
+          \_$816  = table_72;
       8'h49:
-          \_$756  = table_73;
+          \_$816  = table_73;
       8'h4a:
-          \_$756  = table_74;
+          \_$816  = table_74;
       8'h4b:
-          \_$756  = table_75;
+          \_$816  = table_75;
       8'h4c:
-          \_$756  = table_76;
+          \_$816  = table_76;
       8'h4d:
-          \_$756  = table_77;
+          \_$816  = table_77;
       8'h4e:
-          \_$756  = table_78;
+          \_$816  = table_78;
       8'h4f:
-          \_$756  = table_79;
+          \_$816  = table_79;
       8'h50:
-          \_$756  = table_80;
+          \_$816  = table_80;
       8'h51:
-          \_$756  = table_81;
+          \_$816  = table_81;
       8'h52:
-          \_$756  = table_82;
+          \_$816  = table_82;
       8'h53:
-          \_$756  = table_83;
+          \_$816  = table_83;
       8'h54:
-          \_$756  = table_84;
+          \_$816  = table_84;
       8'h55:
-          \_$756  = table_85;
+          \_$816  = table_85;
       8'h56:
-          \_$756  = table_86;
+          \_$816  = table_86;
       8'h57:
-          \_$756  = table_87;
+          \_$816  = table_87;
       8'h58:
-          \_$756  = table_88;
+          \_$816  = table_88;
       8'h59:
-          \_$756  = table_89;
+          \_$816  = table_89;
       8'h5a:
-          \_$756  = table_90;
+          \_$816  = table_90;
       8'h5b:
-          \_$756  = table_91;
+          \_$816  = table_91;
       8'h5c:
-          \_$756  = table_92;
+          \_$816  = table_92;
       8'h5d:
-          \_$756  = table_93;
+          \_$816  = table_93;
       8'h5e:
-          \_$756  = table_94;
+          \_$816  = table_94;
       8'h5f:
-          \_$756  = table_95;
+          \_$816  = table_95;
       8'h60:
-          \_$756  = table_96;
+          \_$816  = table_96;
       8'h61:
-          \_$756  = table_97;
+          \_$816  = table_97;
       8'h62:
-          \_$756  = table_98;
+          \_$816  = table_98;
       8'h63:
-          \_$756  = table_99;
+          \_$816  = table_99;
       8'h64:
-          \_$756  = table_100;
+          \_$816  = table_100;
       8'h65:
-          \_$756  = table_101;
+          \_$816  = table_101;
       8'h66:
-          \_$756  = table_102;
+          \_$816  = table_102;
       8'h67:
-          \_$756  = table_103;
+          \_$816  = table_103;
       8'h68:
-          \_$756  = table_104;
+          \_$816  = table_104;
       8'h69:
-          \_$756  = table_105;
+          \_$816  = table_105;
       8'h6a:
-          \_$756  = table_106;
+          \_$816  = table_106;
       8'h6b:
-          \_$756  = table_107;
+          \_$816  = table_107;
       8'h6c:
-          \_$756  = table_108;
+          \_$816  = table_108;
       8'h6d:
-          \_$756  = table_109;
+          \_$816  = table_109;
       8'h6e:
-          \_$756  = table_110;
+          \_$816  = table_110;
       8'h6f:
-          \_$756  = table_111;
+          \_$816  = table_111;
       8'h70:
-          \_$756  = table_112;
+          \_$816  = table_112;
       8'h71:
-          \_$756  = table_113;
+          \_$816  = table_113;
       8'h72:
-          \_$756  = table_114;
+          \_$816  = table_114;
       8'h73:
-          \_$756  = table_115;
+          \_$816  = table_115;
       8'h74:
-          \_$756  = table_116;
+          \_$816  = table_116;
       8'h75:
-          \_$756  = table_117;
+          \_$816  = table_117;
       8'h76:
-          \_$756  = table_118;
+          \_$816  = table_118;
       8'h77:
-          \_$756  = table_119;
+          \_$816  = table_119;
       8'h78:
-          \_$756  = table_120;
+          \_$816  = table_120;
       8'h79:
-          \_$756  = table_121;
+          \_$816  = table_121;
       8'h7a:
-          \_$756  = table_122;
+          \_$816  = table_122;
       8'h7b:
-          \_$756  = table_123;
+          \_$816  = table_123;
       8'h7c:
-          \_$756  = table_124;
+          \_$816  = table_124;
       8'h7d:
-          \_$756  = table_125;
+          \_$816  = table_125;
       8'h7e:
-          \_$756  = table_126;
+          \_$816  = table_126;
       8'h7f:
-          \_$756  = table_127;
+          \_$816  = table_127;
       8'h80:
-          \_$756  = table_128;
+          \_$816  = table_128;
       8'h81:
-          \_$756  = table_129;
+          \_$816  = table_129;
       8'h82:
-          \_$756  = table_130;
+          \_$816  = table_130;
       8'h83:
-          \_$756  = table_131;
+          \_$816  = table_131;
       8'h84:
-          \_$756  = table_132;
+          \_$816  = table_132;
       8'h85:
-          \_$756  = table_133;
+          \_$816  = table_133;
       8'h86:
-          \_$756  = table_134;
+          \_$816  = table_134;
       8'h87:
-          \_$756  = table_135;
+          \_$816  = table_135;
       8'h88:
-          \_$756  = table_136;
+          \_$816  = table_136;
       8'h89:
-          \_$756  = table_137;
+          \_$816  = table_137;
       8'h8a:
-          \_$756  = table_138;
+          \_$816  = table_138;
       8'h8b:
-          \_$756  = table_139;
+          \_$816  = table_139;
       8'h8c:
-          \_$756  = table_140;
+          \_$816  = table_140;
       8'h8d:
-          \_$756  = table_141;
+          \_$816  = table_141;
       8'h8e:
-          \_$756  = table_142;
+          \_$816  = table_142;
       8'h8f:
-          \_$756  = table_143;
+          \_$816  = table_143;
       8'h90:
-          \_$756  = table_144;
+          \_$816  = table_144;
       8'h91:
-          \_$756  = table_145;
+          \_$816  = table_145;
       8'h92:
-          \_$756  = table_146;
+          \_$816  = table_146;
       8'h93:
-          \_$756  = table_147;
+          \_$816  = table_147;
       8'h94:
-          \_$756  = table_148;
+          \_$816  = table_148;
       8'h95:
-          \_$756  = table_149;
+          \_$816  = table_149;
       8'h96:
-          \_$756  = table_150;
+          \_$816  = table_150;
       8'h97:
-          \_$756  = table_151;
+          \_$816  = table_151;
       8'h98:
-          \_$756  = table_152;
+          \_$816  = table_152;
       8'h99:
-          \_$756  = table_153;
+          \_$816  = table_153;
       8'h9a:
-          \_$756  = table_154;
+          \_$816  = table_154;
       8'h9b:
-          \_$756  = table_155;
+          \_$816  = table_155;
       8'h9c:
-          \_$756  = table_156;
+          \_$816  = table_156;
       8'h9d:
-          \_$756  = table_157;
+          \_$816  = table_157;
       8'h9e:
-          \_$756  = table_158;
+          \_$816  = table_158;
       8'h9f:
-          \_$756  = table_159;
+          \_$816  = table_159;
       8'ha0:
-          \_$756  = table_160;
+          \_$816  = table_160;
       8'ha1:
-          \_$756  = table_161;
+          \_$816  = table_161;
       8'ha2:
-          \_$756  = table_162;
+          \_$816  = table_162;
       8'ha3:
-          \_$756  = table_163;
+          \_$816  = table_163;
       8'ha4:
-          \_$756  = table_164;
+          \_$816  = table_164;
       8'ha5:
-          \_$756  = table_165;
+          \_$816  = table_165;
       8'ha6:
-          \_$756  = table_166;
+          \_$816  = table_166;
       8'ha7:
-          \_$756  = table_167;
+          \_$816  = table_167;
       8'ha8:
-          \_$756  = table_168;
+          \_$816  = table_168;
       8'ha9:
-          \_$756  = table_169;
+          \_$816  = table_169;
       8'haa:
-          \_$756  = table_170;
+          \_$816  = table_170;
       8'hab:
-          \_$756  = table_171;
+          \_$816  = table_171;
       8'hac:
-          \_$756  = table_172;
+          \_$816  = table_172;
       8'had:
-          \_$756  = table_173;
+          \_$816  = table_173;
       8'hae:
-          \_$756  = table_174;
+          \_$816  = table_174;
       8'haf:
-          \_$756  = table_175;
+          \_$816  = table_175;
       8'hb0:
-          \_$756  = table_176;
+          \_$816  = table_176;
       8'hb1:
-          \_$756  = table_177;
+          \_$816  = table_177;
       8'hb2:
-          \_$756  = table_178;
+          \_$816  = table_178;
       8'hb3:
-          \_$756  = table_179;
+          \_$816  = table_179;
       8'hb4:
-          \_$756  = table_180;
+          \_$816  = table_180;
       8'hb5:
-          \_$756  = table_181;
+          \_$816  = table_181;
       8'hb6:
-          \_$756  = table_182;
+          \_$816  = table_182;
       8'hb7:
-          \_$756  = table_183;
+          \_$816  = table_183;
       8'hb8:
-          \_$756  = table_184;
+          \_$816  = table_184;
       8'hb9:
-          \_$756  = table_185;
+          \_$816  = table_185;
       8'hba:
-          \_$756  = table_186;
+          \_$816  = table_186;
       8'hbb:
-          \_$756  = table_187;
+          \_$816  = table_187;
       8'hbc:
-          \_$756  = table_188;
+          \_$816  = table_188;
       8'hbd:
-          \_$756  = table_189;
+          \_$816  = table_189;
       8'hbe:
-          \_$756  = table_190;
+          \_$816  = table_190;
       8'hbf:
-          \_$756  = table_191;
+          \_$816  = table_191;
       8'hc0:
-          \_$756  = table_192;
+          \_$816  = table_192;
       8'hc1:
-          \_$756  = table_193;
+          \_$816  = table_193;
       8'hc2:
-          \_$756  = table_194;
+          \_$816  = table_194;
       8'hc3:
-          \_$756  = table_195;
+          \_$816  = table_195;
       8'hc4:
-          \_$756  = table_196;
+          \_$816  = table_196;
       8'hc5:
-          \_$756  = table_197;
+          \_$816  = table_197;
       8'hc6:
-          \_$756  = table_198;
+          \_$816  = table_198;
       8'hc7:
-          \_$756  = table_199;
+          \_$816  = table_199;
       8'hc8:
-          \_$756  = table_200;
+          \_$816  = table_200;
       8'hc9:
-          \_$756  = table_201;
+          \_$816  = table_201;
       8'hca:
-          \_$756  = table_202;
+          \_$816  = table_202;
       8'hcb:
-          \_$756  = table_203;
+          \_$816  = table_203;
       8'hcc:
-          \_$756  = table_204;
+          \_$816  = table_204;
       8'hcd:
-          \_$756  = table_205;
+          \_$816  = table_205;
       8'hce:
-          \_$756  = table_206;
+          \_$816  = table_206;
       8'hcf:
-          \_$756  = table_207;
+          \_$816  = table_207;
       8'hd0:
-          \_$756  = table_208;
+          \_$816  = table_208;
       8'hd1:
-          \_$756  = table_209;
+          \_$816  = table_209;
       8'hd2:
-          \_$756  = table_210;
+          \_$816  = table_210;
       8'hd3:
-          \_$756  = table_211;
+          \_$816  = table_211;
       8'hd4:
-          \_$756  = table_212;
+          \_$816  = table_212;
       8'hd5:
-          \_$756  = table_213;
+          \_$816  = table_213;
       8'hd6:
-          \_$756  = table_214;
+          \_$816  = table_214;
       8'hd7:
-          \_$756  = table_215;
+          \_$816  = table_215;
       8'hd8:
-          \_$756  = table_216;
+          \_$816  = table_216;
       8'hd9:
-          \_$756  = table_217;
+          \_$816  = table_217;
       8'hda:
-          \_$756  = table_218;
+          \_$816  = table_218;
       8'hdb:
-          \_$756  = table_219;
+          \_$816  = table_219;
       8'hdc:
-          \_$756  = table_220;
+          \_$816  = table_220;
       8'hdd:
-          \_$756  = table_221;
+          \_$816  = table_221;
       8'hde:
-          \_$756  = table_222;
+          \_$816  = table_222;
       8'hdf:
-          \_$756  = table_223;
+          \_$816  = table_223;
       8'he0:
-          \_$756  = table_224;
+          \_$816  = table_224;
       8'he1:
-          \_$756  = table_225;
+          \_$816  = table_225;
       8'he2:
-          \_$756  = table_226;
+          \_$816  = table_226;
       8'he3:
-          \_$756  = table_227;
+          \_$816  = table_227;
       8'he4:
-          \_$756  = table_228;
+          \_$816  = table_228;
       8'he5:
-          \_$756  = table_229;
+          \_$816  = table_229;
       8'he6:
-          \_$756  = table_230;
+          \_$816  = table_230;
       8'he7:
-          \_$756  = table_231;
+          \_$816  = table_231;
       8'he8:
-          \_$756  = table_232;
+          \_$816  = table_232;
       8'he9:
-          \_$756  = table_233;
+          \_$816  = table_233;
       8'hea:
-          \_$756  = table_234;
+          \_$816  = table_234;
       8'heb:
-          \_$756  = table_235;
+          \_$816  = table_235;
       8'hec:
-          \_$756  = table_236;
+          \_$816  = table_236;
       8'hed:
-          \_$756  = table_237;
+          \_$816  = table_237;
       8'hee:
-          \_$756  = table_238;
+          \_$816  = table_238;
       8'hef:
-          \_$756  = table_239;
+          \_$816  = table_239;
       8'hf0:
-          \_$756  = table_240;
+          \_$816  = table_240;
       8'hf1:
-          \_$756  = table_241;
+          \_$816  = table_241;
       8'hf2:
-          \_$756  = table_242;
+          \_$816  = table_242;
       8'hf3:
-          \_$756  = table_243;
+          \_$816  = table_243;
       8'hf4:
-          \_$756  = table_244;
+          \_$816  = table_244;
       8'hf5:
-          \_$756  = table_245;
+          \_$816  = table_245;
       8'hf6:
-          \_$756  = table_246;
+          \_$816  = table_246;
       8'hf7:
-          \_$756  = table_247;
+          \_$816  = table_247;
       8'hf8:
-          \_$756  = table_248;
+          \_$816  = table_248;
       8'hf9:
-          \_$756  = table_249;
+          \_$816  = table_249;
       8'hfa:
-          \_$756  = table_250;
+          \_$816  = table_250;
       8'hfb:
-          \_$756  = table_251;
+          \_$816  = table_251;
       8'hfc:
-          \_$756  = table_252;
+          \_$816  = table_252;
       8'hfd:
-          \_$756  = table_253;
+          \_$816  = table_253;
       8'hfe:
-          \_$756  = table_254;
+          \_$816  = table_254;
       8'hff:
-          \_$756  = table_255;
+          \_$816  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$842 , \_$813 [6:0] })
+    casez ({ \_$911 , \_$879 [6:0] })
       8'h00:
-          \_$843  = table_0;
+          \_$912  = table_0;
       8'h01:
-          \_$843  = table_1;
+          \_$912  = table_1;
       8'h02:
-          \_$843  = table_2;
+          \_$912  = table_2;
       8'h03:
-          \_$843  = table_3;
+          \_$912  = table_3;
       8'h04:
-          \_$843  = table_4;
+          \_$912  = table_4;
       8'h05:
-          \_$843  = table_5;
+          \_$912  = table_5;
       8'h06:
-          \_$843  = table_6;
+          \_$912  = table_6;
       8'h07:
-          \_$843  = table_7;
+          \_$912  = table_7;
       8'h08:
-          \_$843  = table_8;
+          \_$912  = table_8;
       8'h09:
-          \_$843  = table_9;
+          \_$912  = table_9;
       8'h0a:
-          \_$843  = table_10;
+          \_$912  = table_10;
       8'h0b:
-          \_$843  = table_11;
+          \_$912  = table_11;
       8'h0c:
-          \_$843  = table_12;
+          \_$912  = table_12;
       8'h0d:
-          \_$843  = table_13;
+          \_$912  = table_13;
       8'h0e:
-          \_$843  = table_14;
+          \_$912  = table_14;
       8'h0f:
-          \_$843  = table_15;
+          \_$912  = table_15;
       8'h10:
-          \_$843  = table_16;
+          \_$912  = table_16;
       8'h11:
-          \_$843  = table_17;
+          \_$912  = table_17;
       8'h12:
-          \_$843  = table_18;
+          \_$912  = table_18;
       8'h13:
-          \_$843  = table_19;
+          \_$912  = table_19;
       8'h14:
-          \_$843  = table_20;
+          \_$912  = table_20;
       8'h15:
-          \_$843  = table_21;
+          \_$912  = table_21;
       8'h16:
-          \_$843  = table_22;
+          \_$912  = table_22;
       8'h17:
-          \_$843  = table_23;
+          \_$912  = table_23;
       8'h18:
-          \_$843  = table_24;
+          \_$912  = table_24;
       8'h19:
-          \_$843  = table_25;
+          \_$912  = table_25;
       8'h1a:
-          \_$843  = table_26;
+          \_$912  = table_26;
       8'h1b:
-          \_$843  = table_27;
+          \_$912  = table_27;
       8'h1c:
-          \_$843  = table_28;
+          \_$912  = table_28;
       8'h1d:
-          \_$843  = table_29;
+          \_$912  = table_29;
       8'h1e:
-          \_$843  = table_30;
+          \_$912  = table_30;
       8'h1f:
-          \_$843  = table_31;
+          \_$912  = table_31;
       8'h20:
-          \_$843  = table_32;
+          \_$912  = table_32;
       8'h21:
-          \_$843  = table_33;
+          \_$912  = table_33;
       8'h22:
-          \_$843  = table_34;
+          \_$912  = table_34;
       8'h23:
-          \_$843  = table_35;
+          \_$912  = table_35;
       8'h24:
-          \_$843  = table_36;
+          \_$912  = table_36;
       8'h25:
-          \_$843  = table_37;
+          \_$912  = table_37;
       8'h26:
-          \_$843  = table_38;
+          \_$912  = table_38;
       8'h27:
-          \_$843  = table_39;
+          \_$912  = table_39;
       8'h28:
-          \_$843  = table_40;
+          \_$912  = table_40;
       8'h29:
-          \_$843  = table_41;
+          \_$912  = table_41;
       8'h2a:
-          \_$843  = table_42;
+          \_$912  = table_42;
       8'h2b:
-          \_$843  = table_43;
+          \_$912  = table_43;
       8'h2c:
-          \_$843  = table_44;
+          \_$912  = table_44;
       8'h2d:
-          \_$843  = table_45;
+          \_$912  = table_45;
       8'h2e:
-          \_$843  = table_46;
+          \_$912  = table_46;
       8'h2f:
-          \_$843  = table_47;
+          \_$912  = table_47;
       8'h30:
-          \_$843  = table_48;
+          \_$912  = table_48;
       8'h31:
-          \_$843  = table_49;
+          \_$912  = table_49;
       8'h32:
-          \_$843  = table_50;
+          \_$912  = table_50;
       8'h33:
-          \_$843  = table_51;
+          \_$912  = table_51;
       8'h34:
-          \_$843  = table_52;
+          \_$912  = table_52;
       8'h35:
-          \_$843  = table_53;
+          \_$912  = table_53;
       8'h36:
-          \_$843  = table_54;
+          \_$912  = table_54;
       8'h37:
-          \_$843  = table_55;
+          \_$912  = table_55;
       8'h38:
-          \_$843  = table_56;
+          \_$912  = table_56;
       8'h39:
-          \_$843  = table_57;
+          \_$912  = table_57;
       8'h3a:
-          \_$843  = table_58;
+          \_$912  = table_58;
       8'h3b:
-          \_$843  = table_59;
+          \_$912  = table_59;
       8'h3c:
-          \_$843  = table_60;
+          \_$912  = table_60;
       8'h3d:
-          \_$843  = table_61;
+          \_$912  = table_61;
       8'h3e:
-          \_$843  = table_62;
+          \_$912  = table_62;
       8'h3f:
-          \_$843  = table_63;
+          \_$912  = table_63;
       8'h40:
-          \_$843  = table_64;
+          \_$912  = table_64;
       8'h41:
-          \_$843  = table_65;
+          \_$912  = table_65;
       8'h42:
-          \_$843  = table_66;
+          \_$912  = table_66;
       8'h43:
-          \_$843  = table_67;
+          \_$912  = table_67;
       8'h44:
-          \_$843  = table_68;
+          \_$912  = table_68;
       8'h45:
-          \_$843  = table_69;
+          \_$912  = table_69;
       8'h46:
-          \_$843  = table_70;
+          \_$912  = table_70;
       8'h47:
-          \_$843  = table_71;
+          \_$912  = table_71;
       8'h48:
-          \_$843  = table_72;
+          \_$912  = table_72;
       8'h49:
-          \_$843  = table_73;
+          \_$912  = table_73;
       8'h4a:
-          \_$843  = table_74;
+          \_$912  = table_74;
       8'h4b:
-          \_$843  = table_75;
+          \_$912  = table_75;
       8'h4c:
-          \_$843  = table_76;
+          \_$912  = table_76;
       8'h4d:
-          \_$843  = table_77;
+          \_$912  = table_77;
       8'h4e:
-          \_$843  = table_78;
+          \_$912  = table_78;
       8'h4f:
-          \_$843  = table_79;
+          \_$912  = table_79;
       8'h50:
-          \_$843  = table_80;
+          \_$912  = table_80;
       8'h51:
-          \_$843  = table_81;
+          \_$912  = table_81;
       8'h52:
-          \_$843  = table_82;
+          \_$912  = table_82;
       8'h53:
-          \_$843  = table_83;
+          \_$912  = table_83;
       8'h54:
-          \_$843  = table_84;
+          \_$912  = table_84;
       8'h55:
-          \_$843  = table_85;
+          \_$912  = table_85;
       8'h56:
-          \_$843  = table_86;
+          \_$912  = table_86;
       8'h57:
-          \_$843  = table_87;
+          \_$912  = table_87;
       8'h58:
-          \_$843  = table_88;
+          \_$912  = table_88;
       8'h59:
-          \_$843  = table_89;
+          \_$912  = table_89;
       8'h5a:
-          \_$843  = table_90;
+          \_$912  = table_90;
       8'h5b:
-          \_$843  = table_91;
+          \_$912  = table_91;
       8'h5c:
-          \_$843  = table_92;
+          \_$912  = table_92;
       8'h5d:
-          \_$843  = table_93;
+          \_$912  = table_93;
       8'h5e:
-          \_$843  = table_94;
+          \_$912  = table_94;
       8'h5f:
-          \_$843  = table_95;
+          \_$912  = table_95;
       8'h60:
-          \_$843  = table_96;
+          \_$912  = table_96;
       8'h61:
-          \_$843  = table_97;
+          \_$912  = table_97;
       8'h62:
-          \_$843  = table_98;
+          \_$912  = table_98;
       8'h63:
-          \_$843  = table_99;
+          \_$912  = table_99;
       8'h64:
-          \_$843  = table_100;
+          \_$912  = table_100;
       8'h65:
-          \_$843  = table_101;
+          \_$912  = table_101;
       8'h66:
-          \_$843  = table_102;
+          \_$912  = table_102;
       8'h67:
-          \_$843  = table_103;
+          \_$912  = table_103;
       8'h68:
-          \_$843  = table_104;
+          \_$912  = table_104;
       8'h69:
-          \_$843  = table_105;
+          \_$912  = table_105;
       8'h6a:
-          \_$843  = table_106;
+          \_$912  = table_106;
       8'h6b:
-          \_$843  = table_107;
+          \_$912  = table_107;
       8'h6c:
-          \_$843  = table_108;
+          \_$912  = table_108;
       8'h6d:
-          \_$843  = table_109;
+          \_$912  = table_109;
       8'h6e:
-          \_$843  = table_110;
+          \_$912  = table_110;
       8'h6f:
-          \_$843  = table_111;
+          \_$912  = table_111;
       8'h70:
-          \_$843  = table_112;
+          \_$912  = table_112;
       8'h71:
-          \_$843  = table_113;
+          \_$912  = table_113;
       8'h72:
-          \_$843  = table_114;
+          \_$912  = table_114;
       8'h73:
-          \_$843  = table_115;
+          \_$912  = table_115;
       8'h74:
-          \_$843  = table_116;
+          \_$912  = table_116;
       8'h75:
-          \_$843  = table_117;
+          \_$912  = table_117;
       8'h76:
-          \_$843  = table_118;
+          \_$912  = table_118;
       8'h77:
-          \_$843  = table_119;
+          \_$912  = table_119;
       8'h78:
-          \_$843  = table_120;
+          \_$912  = table_120;
       8'h79:
-          \_$843  = table_121;
+          \_$912  = table_121;
       8'h7a:
-          \_$843  = table_122;
+          \_$912  = table_122;
       8'h7b:
-          \_$843  = table_123;
+          \_$912  = table_123;
       8'h7c:
-          \_$843  = table_124;
+          \_$912  = table_124;
       8'h7d:
-          \_$843  = table_125;
+          \_$912  = table_125;
       8'h7e:
-          \_$843  = table_126;
+          \_$912  = table_126;
       8'h7f:
-          \_$843  = table_127;
+          \_$912  = table_127;
       8'h80:
-          \_$843  = table_128;
+          \_$912  = table_128;
       8'h81:
-          \_$843  = table_129;
+          \_$912  = table_129;
       8'h82:
-          \_$843  = table_130;
+          \_$912  = table_130;
       8'h83:
-          \_$843  = table_131;
+          \_$912  = table_131;
       8'h84:
-          \_$843  = table_132;
+          \_$912  = table_132;
       8'h85:
-          \_$843  = table_133;
+          \_$912  = table_133;
       8'h86:
-          \_$843  = table_134;
+          \_$912  = table_134;
       8'h87:
-          \_$843  = table_135;
+          \_$912  = table_135;
       8'h88:
-          \_$843  = table_136;
+          \_$912  = table_136;
       8'h89:
-          \_$843  = table_137;
+          \_$912  = table_137;
       8'h8a:
-          \_$843  = table_138;
+          \_$912  = table_138;
       8'h8b:
-          \_$843  = table_139;
+          \_$912  = table_139;
       8'h8c:
-          \_$843  = table_140;
+          \_$912  = table_140;
       8'h8d:
-          \_$843  = table_141;
+          \_$912  = table_141;
       8'h8e:
-          \_$843  = table_142;
+          \_$912  = table_142;
       8'h8f:
-          \_$843  = table_143;
+          \_$912  = table_143;
       8'h90:
-          \_$843  = table_144;
+          \_$912  = table_144;
       8'h91:
-          \_$843  = table_145;
+          \_$912  = table_145;
       8'h92:
-          \_$843  = table_146;
+          \_$912  = table_146;
       8'h93:
-          \_$843  = table_147;
+          \_$912  = table_147;
       8'h94:
-          \_$843  = table_148;
+          \_$912  = table_148;
       8'h95:
-          \_$843  = table_149;
+          \_$912  = table_149;
       8'h96:
-          \_$843  = table_150;
+          \_$912  = table_150;
       8'h97:
-          \_$843  = table_151;
+          \_$912  = table_151;
       8'h98:
-          \_$843  = table_152;
+          \_$912  = table_152;
       8'h99:
-          \_$843  = table_153;
+          \_$912  = table_153;
       8'h9a:
-          \_$843  = table_154;
+          \_$912  = table_154;
       8'h9b:
-          \_$843  = table_155;
+          \_$912  = table_155;
       8'h9c:
-          \_$843  = table_156;
+          \_$912  = table_156;
       8'h9d:
-          \_$843  = table_157;
+          \_$912  = table_157;
       8'h9e:
-          \_$843  = table_158;
+          \_$912  = table_158;
       8'h9f:
-          \_$843  = table_159;
+          \_$912  = table_159;
       8'ha0:
-          \_$843  = table_160;
+          \_$912  = table_160;
       8'ha1:
-          \_$843  = table_161;
+          \_$912  = table_161;
       8'ha2:
-          \_$843  = table_162;
+          \_$912  = table_162;
       8'ha3:
-          \_$843  = table_163;
+          \_$912  = table_163;
       8'ha4:
-          \_$843  = table_164;
+          \_$912  = table_164;
       8'ha5:
-          \_$843  = table_165;
+          \_$912  = table_165;
       8'ha6:
-          \_$843  = table_166;
+          \_$912  = table_166;
       8'ha7:
-          \_$843  = table_167;
+          \_$912  = table_167;
       8'ha8:
-          \_$843  = table_168;
+          \_$912  = table_168;
       8'ha9:
-          \_$843  = table_169;
+          \_$912  = table_169;
       8'haa:
-          \_$843  = table_170;
+          \_$912  = table_170;
       8'hab:
-          \_$843  = table_171;
+          \_$912  = table_171;
       8'hac:
-          \_$843  = table_172;
+          \_$912  = table_172;
       8'had:
-          \_$843  = table_173;
+          \_$912  = table_173;
       8'hae:
-          \_$843  = table_174;
+          \_$912  = table_174;
       8'haf:
-          \_$843  = table_175;
+          \_$912  = table_175;
       8'hb0:
-          \_$843  = table_176;
+          \_$912  = table_176;
       8'hb1:
-          \_$843  = table_177;
+          \_$912  = table_177;
       8'hb2:
-          \_$843  = table_178;
+          \_$912  = table_178;
       8'hb3:
-          \_$843  = table_179;
+          \_$912  = table_179;
       8'hb4:
-          \_$843  = table_180;
+          \_$912  = table_180;
       8'hb5:
-          \_$843  = table_181;
+          \_$912  = table_181;
       8'hb6:
-          \_$843  = table_182;
+          \_$912  = table_182;
       8'hb7:
-          \_$843  = table_183;
+          \_$912  = table_183;
       8'hb8:
-          \_$843  = table_184;
+          \_$912  = table_184;
       8'hb9:
-          \_$843  = table_185;
+          \_$912  = table_185;
       8'hba:
-          \_$843  = table_186;
+          \_$912  = table_186;
       8'hbb:
-          \_$843  = table_187;
+          \_$912  = table_187;
       8'hbc:
-          \_$843  = table_188;
+          \_$912  = table_188;
       8'hbd:
-          \_$843  = table_189;
+          \_$912  = table_189;
       8'hbe:
-          \_$843  = table_190;
+          \_$912  = table_190;
       8'hbf:
-          \_$843  = table_191;
+          \_$912  = table_191;
       8'hc0:
-          \_$843  = table_192;
+          \_$912  = table_192;
       8'hc1:
-          \_$843  = table_193;
+          \_$912  = table_193;
       8'hc2:
-          \_$843  = table_194;
+          \_$912  = table_194;
       8'hc3:
-          \_$843  = table_195;
+          \_$912  = table_195;
       8'hc4:
-          \_$843  = table_196;
+          \_$912  = table_196;
       8'hc5:
-          \_$843  = table_197;
+          \_$912  = table_197;
       8'hc6:
-          \_$843  = table_198;
+          \_$912  = table_198;
       8'hc7:
-          \_$843  = table_199;
+          \_$912  = table_199;
       8'hc8:
-          \_$843  = table_200;
+          \_$912  = table_200;
       8'hc9:
-          \_$843  = table_201;
+          \_$912  = table_201;
       8'hca:
-          \_$843  = table_202;
+          \_$912  = table_202;
       8'hcb:
-          \_$843  = table_203;
+          \_$912  = table_203;
       8'hcc:
-          \_$843  = table_204;
+          \_$912  = table_204;
       8'hcd:
-          \_$843  = table_205;
+          \_$912  = table_205;
       8'hce:
-          \_$843  = table_206;
+          \_$912  = table_206;
       8'hcf:
-          \_$843  = table_207;
+          \_$912  = table_207;
       8'hd0:
-          \_$843  = table_208;
+          \_$912  = table_208;
       8'hd1:
-          \_$843  = table_209;
+          \_$912  = table_209;
       8'hd2:
-          \_$843  = table_210;
+          \_$912  = table_210;
       8'hd3:
-          \_$843  = table_211;
+          \_$912  = table_211;
       8'hd4:
-          \_$843  = table_212;
+          \_$912  = table_212;
       8'hd5:
-          \_$843  = table_213;
+          \_$912  = table_213;
       8'hd6:
-          \_$843  = table_214;
+          \_$912  = table_214;
       8'hd7:
-          \_$843  = table_215;
+          \_$912  = table_215;
       8'hd8:
-          \_$843  = table_216;
+          \_$912  = table_216;
       8'hd9:
-          \_$843  = table_217;
+          \_$912  = table_217;
       8'hda:
-          \_$843  = table_218;
+          \_$912  = table_218;
       8'hdb:
-          \_$843  = table_219;
+          \_$912  = table_219;
       8'hdc:
-          \_$843  = table_220;
+          \_$912  = table_220;
       8'hdd:
-          \_$843  = table_221;
+          \_$912  = table_221;
       8'hde:
-          \_$843  = table_222;
+          \_$912  = table_222;
       8'hdf:
-          \_$843  = table_223;
+          \_$912  = table_223;
       8'he0:
-          \_$843  = table_224;
+          \_$912  = table_224;
       8'he1:
-          \_$843  = table_225;
+          \_$912  = table_225;
       8'he2:
-          \_$843  = table_226;
+          \_$912  = table_226;
       8'he3:
-          \_$843  = table_227;
+          \_$912  = table_227;
       8'he4:
-          \_$843  = table_228;
+          \_$912  = table_228;
       8'he5:
-          \_$843  = table_229;
+          \_$912  = table_229;
       8'he6:
-          \_$843  = table_230;
+          \_$912  = table_230;
       8'he7:
-          \_$843  = table_231;
+          \_$912  = table_231;
       8'he8:
-          \_$843  = table_232;
+          \_$912  = table_232;
       8'he9:
-          \_$843  = table_233;
+          \_$912  = table_233;
       8'hea:
-          \_$843  = table_234;
+          \_$912  = table_234;
       8'heb:
-          \_$843  = table_235;
+          \_$912  = table_235;
       8'hec:
-          \_$843  = table_236;
+          \_$912  = table_236;
       8'hed:
-          \_$843  = table_237;
+          \_$912  = table_237;
       8'hee:
-          \_$843  = table_238;
+          \_$912  = table_238;
       8'hef:
-          \_$843  = table_239;
+          \_$912  = table_239;
       8'hf0:
-          \_$843  = table_240;
+          \_$912  = table_240;
       8'hf1:
-          \_$843  = table_241;
+          \_$912  = table_241;
       8'hf2:
-          \_$843  = table_242;
+          \_$912  = table_242;
       8'hf3:
-          \_$843  = table_243;
+          \_$912  = table_243;
       8'hf4:
-          \_$843  = table_244;
+          \_$912  = table_244;
       8'hf5:
-          \_$843  = table_245;
+          \_$912  = table_245;
       8'hf6:
-          \_$843  = table_246;
+          \_$912  = table_246;
       8'hf7:
-          \_$843  = table_247;
+          \_$912  = table_247;
       8'hf8:
-          \_$843  = table_248;
+          \_$912  = table_248;
       8'hf9:
-          \_$843  = table_249;
+          \_$912  = table_249;
       8'hfa:
-          \_$843  = table_250;
+          \_$912  = table_250;
       8'hfb:
-          \_$843  = table_251;
+          \_$912  = table_251;
       8'hfc:
-          \_$843  = table_252;
+          \_$912  = table_252;
       8'hfd:
-          \_$843  = table_253;
+          \_$912  = table_253;
       8'hfe:
-          \_$843  = table_254;
+          \_$912  = table_254;
       8'hff:
-          \_$843  = table_255;
+          \_$912  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$929 , \_$900 [6:0] })
+    casez ({ \_$1007 , \_$975 [6:0] })
       8'h00:
-          \_$930  = table_0;
+          \_$1008  = table_0;
       8'h01:
-          \_$930  = table_1;
+          \_$1008  = table_1;
       8'h02:
-          \_$930  = table_2;
+          \_$1008  = table_2;
       8'h03:
-          \_$930  = table_3;
+          \_$1008  = table_3;
       8'h04:
-          \_$930  = table_4;
+          \_$1008  = table_4;
       8'h05:
-          \_$930  = table_5;
+          \_$1008  = table_5;
       8'h06:
-          \_$930  = table_6;
+          \_$1008  = table_6;
       8'h07:
-          \_$930  = table_7;
+          \_$1008  = table_7;
       8'h08:
-          \_$930  = table_8;
+          \_$1008  = table_8;
       8'h09:
-          \_$930  = table_9;
+          \_$1008  = table_9;
       8'h0a:
-          \_$930  = table_10;
+          \_$1008  = table_10;
       8'h0b:
-          \_$930  = table_11;
+          \_$1008  = table_11;
       8'h0c:
-          \_$930  = table_12;
+          \_$1008  = table_12;
       8'h0d:
-          \_$930  = table_13;
+          \_$1008  = table_13;
       8'h0e:
-          \_$930  = table_14;
+          \_$1008  = table_14;
       8'h0f:
-          \_$930  = table_15;
+          \_$1008  = table_15;
       8'h10:
-          \_$930  = table_16;
+          \_$1008  = table_16;
       8'h11:
-          \_$930  = table_17;
+          \_$1008  = table_17;
       8'h12:
-          \_$930  = table_18;
+          \_$1008  = table_18;
       8'h13:
-          \_$930  = table_19;
+          \_$1008  = table_19;
       8'h14:
-          \_$930  = table_20;
+          \_$1008  = table_20;
       8'h15:
-          \_$930  = table_21;
+          \_$1008  = table_21;
       8'h16:
-          \_$930  = table_22;
+          \_$1008  = table_22;
       8'h17:
-          \_$930  = table_23;
+          \_$1008  = table_23;
       8'h18:
-          \_$930  = table_24;
+          \_$1008  = table_24;
       8'h19:
-          \_$930  = table_25;
+          \_$1008  = table_25;
       8'h1a:
-          \_$930  = table_26;
+          \_$1008  = table_26;
       8'h1b:
-          \_$930  = table_27;
+          \_$1008  = table_27;
       8'h1c:
-          \_$930  = table_28;
+          \_$1008  = table_28;
       8'h1d:
-          \_$930  = table_29;
+          \_$1008  = table_29;
       8'h1e:
-          \_$930  = table_30;
+          \_$1008  = table_30;
       8'h1f:
-          \_$930  = table_31;
+          \_$1008  = table_31;
       8'h20:
-          \_$930  = table_32;
+          \_$1008  = table_32;
       8'h21:
-          \_$930  = table_33;
+          \_$1008  = table_33;
       8'h22:
-          \_$930  = table_34;
+          \_$1008  = table_34;
       8'h23:
-          \_$930  = table_35;
+          \_$1008  = table_35;
       8'h24:
-          \_$930  = table_36;
+          \_$1008  = table_36;
       8'h25:
-          \_$930  = table_37;
+          \_$1008  = table_37;
       8'h26:
-          \_$930  = table_38;
+          \_$1008  = table_38;
       8'h27:
-          \_$930  = table_39;
+          \_$1008  = table_39;
       8'h28:
-          \_$930  = table_40;
+          \_$1008  = table_40;
       8'h29:
-          \_$930  = table_41;
+          \_$1008  = table_41;
       8'h2a:
-          \_$930  = table_42;
+          \_$1008  = table_42;
       8'h2b:
-          \_$930  = table_43;
+          \_$1008  = table_43;
       8'h2c:
-          \_$930  = table_44;
+          \_$1008  = table_44;
       8'h2d:
-          \_$930  = table_45;
+          \_$1008  = table_45;
       8'h2e:
-          \_$930  = table_46;
+          \_$1008  = table_46;
       8'h2f:
-          \_$930  = table_47;
+          \_$1008  = table_47;
       8'h30:
-          \_$930  = table_48;
+          \_$1008  = table_48;
       8'h31:
-          \_$930  = table_49;
+          \_$1008  = table_49;
       8'h32:
-          \_$930  = table_50;
+          \_$1008  = table_50;
       8'h33:
-          \_$930  = table_51;
+          \_$1008  = table_51;
       8'h34:
-          \_$930  = table_52;
+          \_$1008  = table_52;
       8'h35:
-          \_$930  = table_53;
+          \_$1008  = table_53;
       8'h36:
-          \_$930  = table_54;
+          \_$1008  = table_54;
       8'h37:
-          \_$930  = table_55;
+          \_$1008  = table_55;
       8'h38:
-          \_$930  = table_56;
+          \_$1008  = table_56;
       8'h39:
-          \_$930  = table_57;
+          \_$1008  = table_57;
       8'h3a:
-          \_$930  = table_58;
+          \_$1008  = table_58;
       8'h3b:
-          \_$930  = table_59;
+          \_$1008  = table_59;
       8'h3c:
-          \_$930  = table_60;
+          \_$1008  = table_60;
       8'h3d:
-          \_$930  = table_61;
+          \_$1008  = table_61;
       8'h3e:
-          \_$930  = table_62;
+          \_$1008  = table_62;
       8'h3f:
-          \_$930  = table_63;
+          \_$1008  = table_63;
       8'h40:
-          \_$930  = table_64;
+          \_$1008  = table_64;
       8'h41:
-          \_$930  = table_65;
+          \_$1008  = table_65;
       8'h42:
-          \_$930  = table_66;
+          \_$1008  = table_66;
       8'h43:
-          \_$930  = table_67;
+          \_$1008  = table_67;
       8'h44:
-          \_$930  = table_68;
+          \_$1008  = table_68;
       8'h45:
-          \_$930  = table_69;
+          \_$1008  = table_69;
       8'h46:
-          \_$930  = table_70;
+          \_$1008  = table_70;
       8'h47:
-          \_$930  = table_71;
+          \_$1008  = table_71;
       8'h48:
-          \_$930  = table_72;
+          \_$1008  = table_72;
       8'h49:
-          \_$930  = table_73;
+          \_$1008  = table_73;
       8'h4a:
-          \_$930  = table_74;
+          \_$1008  = table_74;
       8'h4b:
-          \_$930  = table_75;
+          \_$1008  = table_75;
       8'h4c:
-          \_$930  = table_76;
+          \_$1008  = table_76;
       8'h4d:
-          \_$930  = table_77;
+          \_$1008  = table_77;
       8'h4e:
-          \_$930  = table_78;
+          \_$1008  = table_78;
       8'h4f:
-          \_$930  = table_79;
+          \_$1008  = table_79;
       8'h50:
-          \_$930  = table_80;
+          \_$1008  = table_80;
       8'h51:
-          \_$930  = table_81;
+          \_$1008  = table_81;
       8'h52:
-          \_$930  = table_82;
+          \_$1008  = table_82;
       8'h53:
-          \_$930  = table_83;
+          \_$1008  = table_83;
       8'h54:
-          \_$930  = table_84;
+          \_$1008  = table_84;
       8'h55:
-          \_$930  = table_85;
+          \_$1008  = table_85;
       8'h56:
-          \_$930  = table_86;
+          \_$1008  = table_86;
       8'h57:
-          \_$930  = table_87;
+          \_$1008  = table_87;
       8'h58:
-          \_$930  = table_88;
+          \_$1008  = table_88;
       8'h59:
-          \_$930  = table_89;
+          \_$1008  = table_89;
       8'h5a:
-          \_$930  = table_90;
+          \_$1008  = table_90;
       8'h5b:
-          \_$930  = table_91;
+          \_$1008  = table_91;
       8'h5c:
-          \_$930  = table_92;
+          \_$1008  = table_92;
       8'h5d:
-          \_$930  = table_93;
+          \_$1008  = table_93;
       8'h5e:
-          \_$930  = table_94;
+          \_$1008  = table_94;
       8'h5f:
-          \_$930  = table_95;
+          \_$1008  = table_95;
       8'h60:
-          \_$930  = table_96;
+          \_$1008  = table_96;
       8'h61:
-          \_$930  = table_97;
+          \_$1008  = table_97;
       8'h62:
-          \_$930  = table_98;
+          \_$1008  = table_98;
       8'h63:
-          \_$930  = table_99;
+          \_$1008  = table_99;
       8'h64:
-          \_$930  = table_100;
+          \_$1008  = table_100;
       8'h65:
-          \_$930  = table_101;
+          \_$1008  = table_101;
       8'h66:
-          \_$930  = table_102;
+          \_$1008  = table_102;
       8'h67:
-          \_$930  = table_103;
+          \_$1008  = table_103;
       8'h68:
-          \_$930  = table_104;
+          \_$1008  = table_104;
       8'h69:
-          \_$930  = table_105;
+          \_$1008  = table_105;
       8'h6a:
-          \_$930  = table_106;
+          \_$1008  = table_106;
       8'h6b:
-          \_$930  = table_107;
+          \_$1008  = table_107;
       8'h6c:
-          \_$930  = table_108;
+          \_$1008  = table_108;
       8'h6d:
-          \_$930  = table_109;
+          \_$1008  = table_109;
       8'h6e:
-          \_$930  = table_110;
+          \_$1008  = table_110;
       8'h6f:
-          \_$930  = table_111;
+          \_$1008  = table_111;
       8'h70:
-          \_$930  = table_112;
+          \_$1008  = table_112;
       8'h71:
-          \_$930  = table_113;
+          \_$1008  = table_113;
       8'h72:
-          \_$930  = table_114;
+          \_$1008  = table_114;
       8'h73:
-          \_$930  = table_115;
+          \_$1008  = table_115;
       8'h74:
-          \_$930  = table_116;
+          \_$1008  = table_116;
       8'h75:
-          \_$930  = table_117;
+          \_$1008  = table_117;
       8'h76:
-          \_$930  = table_118;
+          \_$1008  = table_118;
       8'h77:
-          \_$930  = table_119;
+          \_$1008  = table_119;
       8'h78:
-          \_$930  = table_120;
+          \_$1008  = table_120;
       8'h79:
-          \_$930  = table_121;
+          \_$1008  = table_121;
       8'h7a:
-          \_$930  = table_122;
+          \_$1008  = table_122;
       8'h7b:
-          \_$930  = table_123;
+          \_$1008  = table_123;
       8'h7c:
-          \_$930  = table_124;
+          \_$1008  = table_124;
       8'h7d:
-          \_$930  = table_125;
+          \_$1008  = table_125;
       8'h7e:
-          \_$930  = table_126;
+          \_$1008  = table_126;
       8'h7f:
-          \_$930  = table_127;
+          \_$1008  = table_127;
       8'h80:
-          \_$930  = table_128;
+          \_$1008  = table_128;
       8'h81:
-          \_$930  = table_129;
+          \_$1008  = table_129;
       8'h82:
-          \_$930  = table_130;
+          \_$1008  = table_130;
       8'h83:
-          \_$930  = table_131;
+          \_$1008  = table_131;
       8'h84:
-          \_$930  = table_132;
+          \_$1008  = table_132;
       8'h85:
-          \_$930  = table_133;
+          \_$1008  = table_133;
       8'h86:
-          \_$930  = table_134;
+          \_$1008  = table_134;
       8'h87:
-          \_$930  = table_135;
+          \_$1008  = table_135;
       8'h88:
-          \_$930  = table_136;
+          \_$1008  = table_136;
       8'h89:
-          \_$930  = table_137;
+          \_$1008  = table_137;
       8'h8a:
-          \_$930  = table_138;
+          \_$1008  = table_138;
       8'h8b:
-          \_$930  = table_139;
+          \_$1008  = table_139;
       8'h8c:
-          \_$930  = table_140;
+          \_$1008  = table_140;
       8'h8d:
-          \_$930  = table_141;
+          \_$1008  = table_141;
       8'h8e:
-          \_$930  = table_142;
+          \_$1008  = table_142;
       8'h8f:
-          \_$930  = table_143;
+          \_$1008  = table_143;
       8'h90:
-          \_$930  = table_144;
+          \_$1008  = table_144;
       8'h91:
-          \_$930  = table_145;
+          \_$1008  = table_145;
       8'h92:
-          \_$930  = table_146;
+          \_$1008  = table_146;
       8'h93:
-          \_$930  = table_147;
+          \_$1008  = table_147;
       8'h94:
-          \_$930  = table_148;
+          \_$1008  = table_148;
       8'h95:
-          \_$930  = table_149;
+          \_$1008  = table_149;
       8'h96:
-          \_$930  = table_150;
+          \_$1008  = table_150;
       8'h97:
-          \_$930  = table_151;
+          \_$1008  = table_151;
       8'h98:
-          \_$930  = table_152;
+          \_$1008  = table_152;
       8'h99:
-          \_$930  = table_153;
+          \_$1008  = table_153;
       8'h9a:
-          \_$930  = table_154;
+          \_$1008  = table_154;
       8'h9b:
-          \_$930  = table_155;
+          \_$1008  = table_155;
       8'h9c:
-          \_$930  = table_156;
+          \_$1008  = table_156;
       8'h9d:
-          \_$930  = table_157;
+          \_$1008  = table_157;
       8'h9e:
-          \_$930  = table_158;
+          \_$1008  = table_158;
       8'h9f:
-          \_$930  = table_159;
+          \_$1008  = table_159;
       8'ha0:
-          \_$930  = table_160;
+          \_$1008  = table_160;
       8'ha1:
-          \_$930  = table_161;
+          \_$1008  = table_161;
       8'ha2:
-          \_$930  = table_162;
+          \_$1008  = table_162;
       8'ha3:
-          \_$930  = table_163;
+          \_$1008  = table_163;
       8'ha4:
-          \_$930  = table_164;
+          \_$1008  = table_164;
       8'ha5:
-          \_$930  = table_165;
+          \_$1008  = table_165;
       8'ha6:
-          \_$930  = table_166;
+          \_$1008  = table_166;
       8'ha7:
-          \_$930  = table_167;
+          \_$1008  = table_167;
       8'ha8:
-          \_$930  = table_168;
+          \_$1008  = table_168;
       8'ha9:
-          \_$930  = table_169;
+          \_$1008  = table_169;
       8'haa:
-          \_$930  = table_170;
+          \_$1008  = table_170;
       8'hab:
-          \_$930  = table_171;
+          \_$1008  = table_171;
       8'hac:
-          \_$930  = table_172;
+          \_$1008  = table_172;
       8'had:
-          \_$930  = table_173;
+          \_$1008  = table_173;
       8'hae:
-          \_$930  = table_174;
+          \_$1008  = table_174;
       8'haf:
-          \_$930  = table_175;
+          \_$1008  = table_175;
       8'hb0:
-          \_$930  = table_176;
+          \_$1008  = table_176;
       8'hb1:
-          \_$930  = table_177;
+          \_$1008  = table_177;
       8'hb2:
-          \_$930  = table_178;
+          \_$1008  = table_178;
       8'hb3:
-          \_$930  = table_179;
+          \_$1008  = table_179;
       8'hb4:
-          \_$930  = table_180;
+          \_$1008  = table_180;
       8'hb5:
-          \_$930  = table_181;
+          \_$1008  = table_181;
       8'hb6:
-          \_$930  = table_182;
+          \_$1008  = table_182;
       8'hb7:
-          \_$930  = table_183;
+          \_$1008  = table_183;
       8'hb8:
-          \_$930  = table_184;
+          \_$1008  = table_184;
       8'hb9:
-          \_$930  = table_185;
+          \_$1008  = table_185;
       8'hba:
-          \_$930  = table_186;
+          \_$1008  = table_186;
       8'hbb:
-          \_$930  = table_187;
+          \_$1008  = table_187;
       8'hbc:
-          \_$930  = table_188;
+          \_$1008  = table_188;
       8'hbd:
-          \_$930  = table_189;
+          \_$1008  = table_189;
       8'hbe:
-          \_$930  = table_190;
+          \_$1008  = table_190;
       8'hbf:
-          \_$930  = table_191;
+          \_$1008  = table_191;
       8'hc0:
-          \_$930  = table_192;
+          \_$1008  = table_192;
       8'hc1:
-          \_$930  = table_193;
+          \_$1008  = table_193;
       8'hc2:
-          \_$930  = table_194;
+          \_$1008  = table_194;
       8'hc3:
-          \_$930  = table_195;
+          \_$1008  = table_195;
       8'hc4:
-          \_$930  = table_196;
+          \_$1008  = table_196;
       8'hc5:
-          \_$930  = table_197;
+          \_$1008  = table_197;
       8'hc6:
-          \_$930  = table_198;
+          \_$1008  = table_198;
       8'hc7:
-          \_$930  = table_199;
+          \_$1008  = table_199;
       8'hc8:
-          \_$930  = table_200;
+          \_$1008  = table_200;
       8'hc9:
-          \_$930  = table_201;
+          \_$1008  = table_201;
       8'hca:
-          \_$930  = table_202;
+          \_$1008  = table_202;
       8'hcb:
-          \_$930  = table_203;
+          \_$1008  = table_203;
       8'hcc:
-          \_$930  = table_204;
+          \_$1008  = table_204;
       8'hcd:
-          \_$930  = table_205;
+          \_$1008  = table_205;
       8'hce:
-          \_$930  = table_206;
+          \_$1008  = table_206;
       8'hcf:
-          \_$930  = table_207;
+          \_$1008  = table_207;
       8'hd0:
-          \_$930  = table_208;
+          \_$1008  = table_208;
       8'hd1:
-          \_$930  = table_209;
+          \_$1008  = table_209;
       8'hd2:
-          \_$930  = table_210;
+          \_$1008  = table_210;
       8'hd3:
-          \_$930  = table_211;
+          \_$1008  = table_211;
       8'hd4:
-          \_$930  = table_212;
+          \_$1008  = table_212;
       8'hd5:
-          \_$930  = table_213;
+          \_$1008  = table_213;
       8'hd6:
-          \_$930  = table_214;
+          \_$1008  = table_214;
       8'hd7:
-          \_$930  = table_215;
+          \_$1008  = table_215;
       8'hd8:
-          \_$930  = table_216;
+          \_$1008  = table_216;
       8'hd9:
-          \_$930  = table_217;
+          \_$1008  = table_217;
       8'hda:
-          \_$930  = table_218;
+          \_$1008  = table_218;
       8'hdb:
-          \_$930  = table_219;
+          \_$1008  = table_219;
       8'hdc:
-          \_$930  = table_220;
+          \_$1008  = table_220;
       8'hdd:
-          \_$930  = table_221;
+          \_$1008  = table_221;
       8'hde:
-          \_$930  = table_222;
+          \_$1008  = table_222;
       8'hdf:
-          \_$930  = table_223;
+          \_$1008  = table_223;
       8'he0:
-          \_$930  = table_224;
+          \_$1008  = table_224;
       8'he1:
-          \_$930  = table_225;
+          \_$1008  = table_225;
       8'he2:
-          \_$930  = table_226;
+          \_$1008  = table_226;
       8'he3:
-          \_$930  = table_227;
+          \_$1008  = table_227;
       8'he4:
-          \_$930  = table_228;
+          \_$1008  = table_228;
       8'he5:
-          \_$930  = table_229;
+          \_$1008  = table_229;
       8'he6:
-          \_$930  = table_230;
+          \_$1008  = table_230;
       8'he7:
-          \_$930  = table_231;
+          \_$1008  = table_231;
       8'he8:
-          \_$930  = table_232;
+          \_$1008  = table_232;
       8'he9:
-          \_$930  = table_233;
+          \_$1008  = table_233;
       8'hea:
-          \_$930  = table_234;
+          \_$1008  = table_234;
       8'heb:
-          \_$930  = table_235;
+          \_$1008  = table_235;
       8'hec:
-          \_$930  = table_236;
+          \_$1008  = table_236;
       8'hed:
-          \_$930  = table_237;
+          \_$1008  = table_237;
       8'hee:
-          \_$930  = table_238;
+          \_$1008  = table_238;
       8'hef:
-          \_$930  = table_239;
+          \_$1008  = table_239;
       8'hf0:
-          \_$930  = table_240;
+          \_$1008  = table_240;
       8'hf1:
-          \_$930  = table_241;
+          \_$1008  = table_241;
       8'hf2:
-          \_$930  = table_242;
+          \_$1008  = table_242;
       8'hf3:
-          \_$930  = table_243;
+          \_$1008  = table_243;
       8'hf4:
-          \_$930  = table_244;
+          \_$1008  = table_244;
       8'hf5:
-          \_$930  = table_245;
+          \_$1008  = table_245;
       8'hf6:
-          \_$930  = table_246;
+          \_$1008  = table_246;
       8'hf7:
-          \_$930  = table_247;
+          \_$1008  = table_247;
       8'hf8:
-          \_$930  = table_248;
+          \_$1008  = table_248;
       8'hf9:
-          \_$930  = table_249;
+          \_$1008  = table_249;
       8'hfa:
-          \_$930  = table_250;
+          \_$1008  = table_250;
       8'hfb:
-          \_$930  = table_251;
+          \_$1008  = table_251;
       8'hfc:
-          \_$930  = table_252;
+          \_$1008  = table_252;
       8'hfd:
-          \_$930  = table_253;
+          \_$1008  = table_253;
       8'hfe:
-          \_$930  = table_254;
+          \_$1008  = table_254;
       8'hff:
-          \_$930  = table_255;
+          \_$1008  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$1016 , \_$987 [6:0] })
-      8'h00:
-          \_$1017  = table_0;
-      8'h01:
-          \_$1017  = table_1;
-      8'h02:
-          \_$1017  = table_2;
-      8'h03:
-          \_$1017  = table_3;
-      8'h04:
-          \_$1017  = table_4;
-      8'h05:
-          \_$1017  = table_5;
-      8'h06:
-          \_$1017  = table_6;
-      8'h07:
-          \_$1017  = table_7;
-      8'h08:
-          \_$1017  = table_8;
-      8'h09:
-          \_$1017  = table_9;
-      8'h0a:
-          \_$1017  = table_10;
-      8'h0b:
-          \_$1017  = table_11;
-      8'h0c:
-          \_$1017  = table_12;
-      8'h0d:
-          \_$1017  = table_13;
-      8'h0e:
-          \_$1017  = table_14;
-      8'h0f:
-          \_$1017  = table_15;
-      8'h10:
-          \_$1017  = table_16;
-      8'h11:
-          \_$1017  = table_17;
-      8'h12:
-          \_$1017  = table_18;
-      8'h13:
-          \_$1017  = table_19;
-      8'h14:
-          \_$1017  = table_20;
-      8'h15:
-          \_$1017  = table_21;
-      8'h16:
-          \_$1017  = table_22;
-      8'h17:
-          \_$1017  = table_23;
-      8'h18:
-          \_$1017  = table_24;
-      8'h19:
-          \_$1017  = table_25;
-      8'h1a:
-          \_$1017  = table_26;
-      8'h1b:
-          \_$1017  = table_27;
-      8'h1c:
-          \_$1017  = table_28;
-      8'h1d:
-          \_$1017  = table_29;
-      8'h1e:
-          \_$1017  = table_30;
-      8'h1f:
-          \_$1017  = table_31;
-      8'h20:
-          \_$1017  = table_32;
-      8'h21:
-          \_$1017  = table_33;
-      8'h22:
-          \_$1017  = table_34;
-      8'h23:
-          \_$1017  = table_35;
-      8'h24:
-          \_$1017  = table_36;
-      8'h25:
-          \_$1017  = table_37;
-      8'h26:
-          \_$1017  = table_38;
-      8'h27:
-          \_$1017  = table_39;
-      8'h28:
-          \_$1017  = table_40;
-      8'h29:
-          \_$1017  = table_41;
-      8'h2a:
-          \_$1017  = table_42;
-      8'h2b:
-          \_$1017  = table_43;
-      8'h2c:
-          \_$1017  = table_44;
-      8'h2d:
-          \_$1017  = table_45;
-      8'h2e:
-          \_$1017  = table_46;
-      8'h2f:
-          \_$1017  = table_47;
-      8'h30:
-          \_$1017  = table_48;
-      8'h31:
-          \_$1017  = table_49;
-      8'h32:
-          \_$1017  = table_50;
-      8'h33:
-          \_$1017  = table_51;
-      8'h34:
-          \_$1017  = table_52;
-      8'h35:
-          \_$1017  = table_53;
-      8'h36:
-          \_$1017  = table_54;
-      8'h37:
-          \_$1017  = table_55;
-      8'h38:
-          \_$1017  = table_56;
-      8'h39:
-          \_$1017  = table_57;
-      8'h3a:
-          \_$1017  = table_58;
-      8'h3b:
-          \_$1017  = table_59;
-      8'h3c:
-          \_$1017  = table_60;
-      8'h3d:
-          \_$1017  = table_61;
-      8'h3e:
-          \_$1017  = table_62;
-      8'h3f:
-          \_$1017  = table_63;
-      8'h40:
-          \_$1017  = table_64;
-      8'h41:
-          \_$1017  = table_65;
-      8'h42:
-          \_$1017  = table_66;
-      8'h43:
-          \_$1017  = table_67;
-      8'h44:
-          \_$1017  = table_68;
-      8'h45:
-          \_$1017  = table_69;
-      8'h46:
-          \_$1017  = table_70;
-      8'h47:
-          \_$1017  = table_71;
-      8'h48:
-          \_$1017  = table_72;
-      8'h49:
-          \_$1017  = table_73;
-      8'h4a:
-          \_$1017  = table_74;
-      8'h4b:
-          \_$1017  = table_75;
-      8'h4c:
-          \_$1017  = table_76;
-      8'h4d:
-          \_$1017  = table_77;
-      8'h4e:
-          \_$1017  = table_78;
-      8'h4f:
-          \_$1017  = table_79;
-      8'h50:
-          \_$1017  = table_80;
-      8'h51:
-          \_$1017  = table_81;
-      8'h52:
-          \_$1017  = table_82;
-      8'h53:
-          \_$1017  = table_83;
-      8'h54:
-          \_$1017  = table_84;
-      8'h55:
-          \_$1017  = table_85;
-      8'h56:
-          \_$1017  = table_86;
-      8'h57:
-          \_$1017  = table_87;
-      8'h58:
-          \_$1017  = table_88;
-      8'h59:
-          \_$1017  = table_89;
-      8'h5a:
-          \_$1017  = table_90;
-      8'h5b:
-          \_$1017  = table_91;
-      8'h5c:
-          \_$1017  = table_92;
-      8'h5d:
-          \_$1017  = table_93;
-      8'h5e:
-          \_$1017  = table_94;
-      8'h5f:
-          \_$1017  = table_95;
-      8'h60:
-          \_$1017  = table_96;
-      8'h61:
-          \_$1017  = table_97;
-      8'h62:
-          \_$1017  = table_98;
-      8'h63:
-          \_$1017  = table_99;
-      8'h64:
-          \_$1017  = table_100;
-      8'h65:
-          \_$1017  = table_101;
-      8'h66:
-          \_$1017  = table_102;
-      8'h67:
-          \_$1017  = table_103;
-      8'h68:
-          \_$1017  = table_104;
-      8'h69:
-          \_$1017  = table_105;
-      8'h6a:
-          \_$1017  = table_106;
-      8'h6b:
-          \_$1017  = table_107;
-      8'h6c:
-          \_$1017  = table_108;
-      8'h6d:
-          \_$1017  = table_109;
-      8'h6e:
-          \_$1017  = table_110;
-      8'h6f:
-          \_$1017  = table_111;
-      8'h70:
-          \_$1017  = table_112;
-      8'h71:
-          \_$1017  = table_113;
-      8'h72:
-          \_$1017  = table_114;
-      8'h73:
-          \_$1017  = table_115;
-      8'h74:
-          \_$1017  = table_116;
-      8'h75:
-          \_$1017  = table_117;
-      8'h76:
-          \_$1017  = table_118;
-      8'h77:
-          \_$1017  = table_119;
-      8'h78:
-          \_$1017  = table_120;
-      8'h79:
-          \_$1017  = table_121;
-      8'h7a:
-          \_$1017  = table_122;
-      8'h7b:
-          \_$1017  = table_123;
-      8'h7c:
-          \_$1017  = table_124;
-      8'h7d:
-          \_$1017  = table_125;
-      8'h7e:
-          \_$1017  = table_126;
-      8'h7f:
-          \_$1017  = table_127;
-      8'h80:
-          \_$1017  = table_128;
-      8'h81:
-          \_$1017  = table_129;
-      8'h82:
-          \_$1017  = table_130;
-      8'h83:
-          \_$1017  = table_131;
-      8'h84:
-          \_$1017  = table_132;
-      8'h85:
-          \_$1017  = table_133;
-      8'h86:
-          \_$1017  = table_134;
-      8'h87:
-          \_$1017  = table_135;
-      8'h88:
-          \_$1017  = table_136;
-      8'h89:
-          \_$1017  = table_137;
-      8'h8a:
-          \_$1017  = table_138;
-      8'h8b:
-          \_$1017  = table_139;
-      8'h8c:
-          \_$1017  = table_140;
-      8'h8d:
-          \_$1017  = table_141;
-      8'h8e:
-          \_$1017  = table_142;
-      8'h8f:
-          \_$1017  = table_143;
-      8'h90:
-          \_$1017  = table_144;
-      8'h91:
-          \_$1017  = table_145;
-      8'h92:
-          \_$1017  = table_146;
-      8'h93:
-          \_$1017  = table_147;
-      8'h94:
-          \_$1017  = table_148;
-      8'h95:
-          \_$1017  = table_149;
-      8'h96:
-          \_$1017  = table_150;
-      8'h97:
-          \_$1017  = table_151;
-      8'h98:
-          \_$1017  = table_152;
-      8'h99:
-          \_$1017  = table_153;
-      8'h9a:
-          \_$1017  = table_154;
-      8'h9b:
-          \_$1017  = table_155;
-      8'h9c:
-          \_$1017  = table_156;
-      8'h9d:
-          \_$1017  = table_157;
-      8'h9e:
-          \_$1017  = table_158;
-      8'h9f:
-          \_$1017  = table_159;
-      8'ha0:
-          \_$1017  = table_160;
-      8'ha1:
-          \_$1017  = table_161;
-      8'ha2:
-          \_$1017  = table_162;
-      8'ha3:
-          \_$1017  = table_163;
-      8'ha4:
-          \_$1017  = table_164;
-      8'ha5:
-          \_$1017  = table_165;
-      8'ha6:
-          \_$1017  = table_166;
-      8'ha7:
-          \_$1017  = table_167;
-      8'ha8:
-          \_$1017  = table_168;
-      8'ha9:
-          \_$1017  = table_169;
-      8'haa:
-          \_$1017  = table_170;
-      8'hab:
-          \_$1017  = table_171;
-      8'hac:
-          \_$1017  = table_172;
-      8'had:
-          \_$1017  = table_173;
-      8'hae:
-          \_$1017  = table_174;
-      8'haf:
-          \_$1017  = table_175;
-      8'hb0:
-          \_$1017  = table_176;
-      8'hb1:
-          \_$1017  = table_177;
-      8'hb2:
-          \_$1017  = table_178;
-      8'hb3:
-          \_$1017  = table_179;
-      8'hb4:
-          \_$1017  = table_180;
-      8'hb5:
-          \_$1017  = table_181;
-      8'hb6:
-          \_$1017  = table_182;
-      8'hb7:
-          \_$1017  = table_183;
-      8'hb8:
-          \_$1017  = table_184;
-      8'hb9:
-          \_$1017  = table_185;
-      8'hba:
-          \_$1017  = table_186;
-      8'hbb:
-          \_$1017  = table_187;
-      8'hbc:
-          \_$1017  = table_188;
-      8'hbd:
-          \_$1017  = table_189;
-      8'hbe:
-          \_$1017  = table_190;
-      8'hbf:
-          \_$1017  = table_191;
-      8'hc0:
-          \_$1017  = table_192;
-      8'hc1:
-          \_$1017  = table_193;
-      8'hc2:
-          \_$1017  = table_194;
-      8'hc3:
-          \_$1017  = table_195;
-      8'hc4:
-          \_$1017  = table_196;
-      8'hc5:
-          \_$1017  = table_197;
-      8'hc6:
-          \_$1017  = table_198;
-      8'hc7:
-          \_$1017  = table_199;
-      8'hc8:
-          \_$1017  = table_200;
-      8'hc9:
-          \_$1017  = table_201;
-      8'hca:
-          \_$1017  = table_202;
-      8'hcb:
-          \_$1017  = table_203;
-      8'hcc:
-          \_$1017  = table_204;
-      8'hcd:
-          \_$1017  = table_205;
-      8'hce:
-          \_$1017  = table_206;
-      8'hcf:
-          \_$1017  = table_207;
-      8'hd0:
-          \_$1017  = table_208;
-      8'hd1:
-          \_$1017  = table_209;
-      8'hd2:
-          \_$1017  = table_210;
-      8'hd3:
-          \_$1017  = table_211;
-      8'hd4:
-          \_$1017  = table_212;
-      8'hd5:
-          \_$1017  = table_213;
-      8'hd6:
-          \_$1017  = table_214;
-      8'hd7:
-          \_$1017  = table_215;
-      8'hd8:
-          \_$1017  = table_216;
-      8'hd9:
-          \_$1017  = table_217;
-      8'hda:
-          \_$1017  = table_218;
-      8'hdb:
-          \_$1017  = table_219;
-      8'hdc:
-          \_$1017  = table_220;
-      8'hdd:
-          \_$1017  = table_221;
-      8'hde:
-          \_$1017  = table_222;
-      8'hdf:
-          \_$1017  = table_223;
-      8'he0:
-          \_$1017  = table_224;
-      8'he1:
-          \_$1017  = table_225;
-      8'he2:
-          \_$1017  = table_226;
-      8'he3:
-          \_$1017  = table_227;
-      8'he4:
-          \_$1017  = table_228;
-      8'he5:
-          \_$1017  = table_229;
-      8'he6:
-          \_$1017  = table_230;
-      8'he7:
-          \_$1017  = table_231;
-      8'he8:
-          \_$1017  = table_232;
-      8'he9:
-          \_$1017  = table_233;
-      8'hea:
-          \_$1017  = table_234;
-      8'heb:
-          \_$1017  = table_235;
-      8'hec:
-          \_$1017  = table_236;
-      8'hed:
-          \_$1017  = table_237;
-      8'hee:
-          \_$1017  = table_238;
-      8'hef:
-          \_$1017  = table_239;
-      8'hf0:
-          \_$1017  = table_240;
-      8'hf1:
-          \_$1017  = table_241;
-      8'hf2:
-          \_$1017  = table_242;
-      8'hf3:
-          \_$1017  = table_243;
-      8'hf4:
-          \_$1017  = table_244;
-      8'hf5:
-          \_$1017  = table_245;
-      8'hf6:
-          \_$1017  = table_246;
-      8'hf7:
-          \_$1017  = table_247;
-      8'hf8:
-          \_$1017  = table_248;
-      8'hf9:
-          \_$1017  = table_249;
-      8'hfa:
-          \_$1017  = table_250;
-      8'hfb:
-          \_$1017  = table_251;
-      8'hfc:
-          \_$1017  = table_252;
-      8'hfd:
-          \_$1017  = table_253;
-      8'hfe:
-          \_$1017  = table_254;
-      8'hff:
-          \_$1017  = table_255;
-    endcase
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    (* full_case = 32'd1 *)
-    casez ({ \_$1103 , \_$1074 [6:0] })
+    casez ({ \_$1103 , \_$1071 [6:0] })
       8'h00:
           \_$1104  = table_0;
       8'h01:
@@ -62962,2591 +62736,3109 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$1190 , \_$1161 [6:0] })
+    casez ({ \_$1199 , \_$1167 [6:0] })
       8'h00:
-          \_$1191  = table_0;
+          \_$1200  = table_0;
       8'h01:
-          \_$1191  = table_1;
+          \_$1200  = table_1;
       8'h02:
-          \_$1191  = table_2;
+          \_$1200  = table_2;
       8'h03:
-          \_$1191  = table_3;
+          \_$1200  = table_3;
       8'h04:
-          \_$1191  = table_4;
+          \_$1200  = table_4;
       8'h05:
-          \_$1191  = table_5;
+          \_$1200  = table_5;
       8'h06:
-          \_$1191  = table_6;
+          \_$1200  = table_6;
       8'h07:
-          \_$1191  = table_7;
+          \_$1200  = table_7;
       8'h08:
-          \_$1191  = table_8;
+          \_$1200  = table_8;
       8'h09:
-          \_$1191  = table_9;
+          \_$1200  = table_9;
       8'h0a:
-          \_$1191  = table_10;
+          \_$1200  = table_10;
       8'h0b:
-          \_$1191  = table_11;
+          \_$1200  = table_11;
       8'h0c:
-          \_$1191  = table_12;
+          \_$1200  = table_12;
       8'h0d:
-          \_$1191  = table_13;
+          \_$1200  = table_13;
       8'h0e:
-          \_$1191  = table_14;
+          \_$1200  = table_14;
       8'h0f:
-          \_$1191  = table_15;
+          \_$1200  = table_15;
       8'h10:
-          \_$1191  = table_16;
+          \_$1200  = table_16;
       8'h11:
-          \_$1191  = table_17;
+          \_$1200  = table_17;
       8'h12:
-          \_$1191  = table_18;
+          \_$1200  = table_18;
       8'h13:
-          \_$1191  = table_19;
+          \_$1200  = table_19;
       8'h14:
-          \_$1191  = table_20;
+          \_$1200  = table_20;
       8'h15:
-          \_$1191  = table_21;
+          \_$1200  = table_21;
       8'h16:
-          \_$1191  = table_22;
+          \_$1200  = table_22;
       8'h17:
-          \_$1191  = table_23;
+          \_$1200  = table_23;
       8'h18:
-          \_$1191  = table_24;
+          \_$1200  = table_24;
       8'h19:
-          \_$1191  = table_25;
+          \_$1200  = table_25;
       8'h1a:
-          \_$1191  = table_26;
+          \_$1200  = table_26;
       8'h1b:
-          \_$1191  = table_27;
+          \_$1200  = table_27;
       8'h1c:
-          \_$1191  = table_28;
+          \_$1200  = table_28;
       8'h1d:
-          \_$1191  = table_29;
+          \_$1200  = table_29;
       8'h1e:
-          \_$1191  = table_30;
+          \_$1200  = table_30;
       8'h1f:
-          \_$1191  = table_31;
+          \_$1200  = table_31;
       8'h20:
-          \_$1191  = table_32;
+          \_$1200  = table_32;
       8'h21:
-          \_$1191  = table_33;
+          \_$1200  = table_33;
       8'h22:
-          \_$1191  = table_34;
+          \_$1200  = table_34;
       8'h23:
-          \_$1191  = table_35;
+          \_$1200  = table_35;
       8'h24:
-          \_$1191  = table_36;
+          \_$1200  = table_36;
       8'h25:
-          \_$1191  = table_37;
+          \_$1200  = table_37;
       8'h26:
-          \_$1191  = table_38;
+          \_$1200  = table_38;
       8'h27:
-          \_$1191  = table_39;
+          \_$1200  = table_39;
       8'h28:
-          \_$1191  = table_40;
+          \_$1200  = table_40;
       8'h29:
-          \_$1191  = table_41;
+          \_$1200  = table_41;
       8'h2a:
-          \_$1191  = table_42;
+          \_$1200  = table_42;
       8'h2b:
-          \_$1191  = table_43;
+          \_$1200  = table_43;
       8'h2c:
-          \_$1191  = table_44;
+          \_$1200  = table_44;
       8'h2d:
-          \_$1191  = table_45;
+          \_$1200  = table_45;
       8'h2e:
-          \_$1191  = table_46;
+          \_$1200  = table_46;
       8'h2f:
-          \_$1191  = table_47;
+          \_$1200  = table_47;
       8'h30:
-          \_$1191  = table_48;
+          \_$1200  = table_48;
       8'h31:
-          \_$1191  = table_49;
+          \_$1200  = table_49;
       8'h32:
-          \_$1191  = table_50;
+          \_$1200  = table_50;
       8'h33:
-          \_$1191  = table_51;
+          \_$1200  = table_51;
       8'h34:
-          \_$1191  = table_52;
+          \_$1200  = table_52;
       8'h35:
-          \_$1191  = table_53;
+          \_$1200  = table_53;
       8'h36:
-          \_$1191  = table_54;
+          \_$1200  = table_54;
       8'h37:
-          \_$1191  = table_55;
+          \_$1200  = table_55;
       8'h38:
-          \_$1191  = table_56;
+          \_$1200  = table_56;
       8'h39:
-          \_$1191  = table_57;
+          \_$1200  = table_57;
       8'h3a:
-          \_$1191  = table_58;
+          \_$1200  = table_58;
       8'h3b:
-          \_$1191  = table_59;
+          \_$1200  = table_59;
       8'h3c:
-          \_$1191  = table_60;
+          \_$1200  = table_60;
       8'h3d:
-          \_$1191  = table_61;
+          \_$1200  = table_61;
       8'h3e:
-          \_$1191  = table_62;
+          \_$1200  = table_62;
       8'h3f:
-          \_$1191  = table_63;
+          \_$1200  = table_63;
       8'h40:
-          \_$1191  = table_64;
+          \_$1200  = table_64;
       8'h41:
-          \_$1191  = table_65;
+          \_$1200  = table_65;
       8'h42:
-          \_$1191  = table_66;
+          \_$1200  = table_66;
       8'h43:
-          \_$1191  = table_67;
+          \_$1200  = table_67;
       8'h44:
-          \_$1191  = table_68;
+          \_$1200  = table_68;
       8'h45:
-          \_$1191  = table_69;
+          \_$1200  = table_69;
       8'h46:
-          \_$1191  = table_70;
+          \_$1200  = table_70;
       8'h47:
-          \_$1191  = table_71;
+          \_$1200  = table_71;
       8'h48:
-          \_$1191  = table_72;
+          \_$1200  = table_72;
       8'h49:
-          \_$1191  = table_73;
+          \_$1200  = table_73;
       8'h4a:
-          \_$1191  = table_74;
+          \_$1200  = table_74;
       8'h4b:
-          \_$1191  = table_75;
+          \_$1200  = table_75;
       8'h4c:
-          \_$1191  = table_76;
+          \_$1200  = table_76;
       8'h4d:
-          \_$1191  = table_77;
+          \_$1200  = table_77;
       8'h4e:
-          \_$1191  = table_78;
+          \_$1200  = table_78;
       8'h4f:
-          \_$1191  = table_79;
+          \_$1200  = table_79;
       8'h50:
-          \_$1191  = table_80;
+          \_$1200  = table_80;
       8'h51:
-          \_$1191  = table_81;
+          \_$1200  = table_81;
       8'h52:
-          \_$1191  = table_82;
+          \_$1200  = table_82;
       8'h53:
-          \_$1191  = table_83;
+          \_$1200  = table_83;
       8'h54:
-          \_$1191  = table_84;
+          \_$1200  = table_84;
       8'h55:
-          \_$1191  = table_85;
+          \_$1200  = table_85;
       8'h56:
-          \_$1191  = table_86;
+          \_$1200  = table_86;
       8'h57:
-          \_$1191  = table_87;
+          \_$1200  = table_87;
       8'h58:
-          \_$1191  = table_88;
+          \_$1200  = table_88;
       8'h59:
-          \_$1191  = table_89;
+          \_$1200  = table_89;
       8'h5a:
-          \_$1191  = table_90;
+          \_$1200  = table_90;
       8'h5b:
-          \_$1191  = table_91;
+          \_$1200  = table_91;
       8'h5c:
-          \_$1191  = table_92;
+          \_$1200  = table_92;
       8'h5d:
-          \_$1191  = table_93;
+          \_$1200  = table_93;
       8'h5e:
-          \_$1191  = table_94;
+          \_$1200  = table_94;
       8'h5f:
-          \_$1191  = table_95;
+          \_$1200  = table_95;
       8'h60:
-          \_$1191  = table_96;
+          \_$1200  = table_96;
       8'h61:
-          \_$1191  = table_97;
+          \_$1200  = table_97;
       8'h62:
-          \_$1191  = table_98;
+          \_$1200  = table_98;
       8'h63:
-          \_$1191  = table_99;
+          \_$1200  = table_99;
       8'h64:
-          \_$1191  = table_100;
+          \_$1200  = table_100;
       8'h65:
-          \_$1191  = table_101;
+          \_$1200  = table_101;
       8'h66:
-          \_$1191  = table_102;
+          \_$1200  = table_102;
       8'h67:
-          \_$1191  = table_103;
+          \_$1200  = table_103;
       8'h68:
-          \_$1191  = table_104;
+          \_$1200  = table_104;
       8'h69:
-          \_$1191  = table_105;
+          \_$1200  = table_105;
       8'h6a:
-          \_$1191  = table_106;
+          \_$1200  = table_106;
       8'h6b:
-          \_$1191  = table_107;
+          \_$1200  = table_107;
       8'h6c:
-          \_$1191  = table_108;
+          \_$1200  = table_108;
       8'h6d:
-          \_$1191  = table_109;
+          \_$1200  = table_109;
       8'h6e:
-          \_$1191  = table_110;
+          \_$1200  = table_110;
       8'h6f:
-          \_$1191  = table_111;
+          \_$1200  = table_111;
       8'h70:
-          \_$1191  = table_112;
+          \_$1200  = table_112;
       8'h71:
-          \_$1191  = table_113;
+          \_$1200  = table_113;
       8'h72:
-          \_$1191  = table_114;
+          \_$1200  = table_114;
       8'h73:
-          \_$1191  = table_115;
+          \_$1200  = table_115;
       8'h74:
-          \_$1191  = table_116;
+          \_$1200  = table_116;
       8'h75:
-          \_$1191  = table_117;
+          \_$1200  = table_117;
       8'h76:
-          \_$1191  = table_118;
+          \_$1200  = table_118;
       8'h77:
-          \_$1191  = table_119;
+          \_$1200  = table_119;
       8'h78:
-          \_$1191  = table_120;
+          \_$1200  = table_120;
       8'h79:
-          \_$1191  = table_121;
+          \_$1200  = table_121;
       8'h7a:
-          \_$1191  = table_122;
+          \_$1200  = table_122;
       8'h7b:
-          \_$1191  = table_123;
+          \_$1200  = table_123;
       8'h7c:
-          \_$1191  = table_124;
+          \_$1200  = table_124;
       8'h7d:
-          \_$1191  = table_125;
+          \_$1200  = table_125;
       8'h7e:
-          \_$1191  = table_126;
+          \_$1200  = table_126;
       8'h7f:
-          \_$1191  = table_127;
+          \_$1200  = table_127;
       8'h80:
-          \_$1191  = table_128;
+          \_$1200  = table_128;
       8'h81:
-          \_$1191  = table_129;
+          \_$1200  = table_129;
       8'h82:
-          \_$1191  = table_130;
+          \_$1200  = table_130;
       8'h83:
-          \_$1191  = table_131;
+          \_$1200  = table_131;
       8'h84:
-          \_$1191  = table_132;
+          \_$1200  = table_132;
       8'h85:
-          \_$1191  = table_133;
+          \_$1200  = table_133;
       8'h86:
-          \_$1191  = table_134;
+          \_$1200  = table_134;
       8'h87:
-          \_$1191  = table_135;
+          \_$1200  = table_135;
       8'h88:
-          \_$1191  = table_136;
+          \_$1200  = table_136;
       8'h89:
-          \_$1191  = table_137;
+          \_$1200  = table_137;
       8'h8a:
-          \_$1191  = table_138;
+          \_$1200  = table_138;
       8'h8b:
-          \_$1191  = table_139;
+          \_$1200  = table_139;
       8'h8c:
-          \_$1191  = table_140;
+          \_$1200  = table_140;
       8'h8d:
-          \_$1191  = table_141;
+          \_$1200  = table_141;
       8'h8e:
-          \_$1191  = table_142;
+          \_$1200  = table_142;
       8'h8f:
-          \_$1191  = table_143;
+          \_$1200  = table_143;
       8'h90:
-          \_$1191  = table_144;
+          \_$1200  = table_144;
       8'h91:
-          \_$1191  = table_145;
+          \_$1200  = table_145;
       8'h92:
-          \_$1191  = table_146;
+          \_$1200  = table_146;
       8'h93:
-          \_$1191  = table_147;
+          \_$1200  = table_147;
       8'h94:
-          \_$1191  = table_148;
+          \_$1200  = table_148;
       8'h95:
-          \_$1191  = table_149;
+          \_$1200  = table_149;
       8'h96:
-          \_$1191  = table_150;
+          \_$1200  = table_150;
       8'h97:
-          \_$1191  = table_151;
+          \_$1200  = table_151;
       8'h98:
-          \_$1191  = table_152;
+          \_$1200  = table_152;
       8'h99:
-          \_$1191  = table_153;
+          \_$1200  = table_153;
       8'h9a:
-          \_$1191  = table_154;
+          \_$1200  = table_154;
       8'h9b:
-          \_$1191  = table_155;
+          \_$1200  = table_155;
       8'h9c:
-          \_$1191  = table_156;
+          \_$1200  = table_156;
       8'h9d:
-          \_$1191  = table_157;
+          \_$1200  = table_157;
       8'h9e:
-          \_$1191  = table_158;
+          \_$1200  = table_158;
       8'h9f:
-          \_$1191  = table_159;
+          \_$1200  = table_159;
       8'ha0:
-          \_$1191  = table_160;
+          \_$1200  = table_160;
       8'ha1:
-          \_$1191  = table_161;
+          \_$1200  = table_161;
       8'ha2:
-          \_$1191  = table_162;
+          \_$1200  = table_162;
       8'ha3:
-          \_$1191  = table_163;
+          \_$1200  = table_163;
       8'ha4:
-          \_$1191  = table_164;
+          \_$1200  = table_164;
       8'ha5:
-          \_$1191  = table_165;
+          \_$1200  = table_165;
       8'ha6:
-          \_$1191  = table_166;
+          \_$1200  = table_166;
       8'ha7:
-          \_$1191  = table_167;
+          \_$1200  = table_167;
       8'ha8:
-          \_$1191  = table_168;
+          \_$1200  = table_168;
       8'ha9:
-          \_$1191  = table_169;
+          \_$1200  = table_169;
       8'haa:
-          \_$1191  = table_170;
+          \_$1200  = table_170;
       8'hab:
-          \_$1191  = table_171;
+          \_$1200  = table_171;
       8'hac:
-          \_$1191  = table_172;
+          \_$1200  = table_172;
       8'had:
-          \_$1191  = table_173;
+          \_$1200  = table_173;
       8'hae:
-          \_$1191  = table_174;
+          \_$1200  = table_174;
       8'haf:
-          \_$1191  = table_175;
+          \_$1200  = table_175;
       8'hb0:
-          \_$1191  = table_176;
+          \_$1200  = table_176;
       8'hb1:
-          \_$1191  = table_177;
+          \_$1200  = table_177;
       8'hb2:
-          \_$1191  = table_178;
+          \_$1200  = table_178;
       8'hb3:
-          \_$1191  = table_179;
+          \_$1200  = table_179;
       8'hb4:
-          \_$1191  = table_180;
+          \_$1200  = table_180;
       8'hb5:
-          \_$1191  = table_181;
+          \_$1200  = table_181;
       8'hb6:
-          \_$1191  = table_182;
+          \_$1200  = table_182;
       8'hb7:
-          \_$1191  = table_183;
+          \_$1200  = table_183;
       8'hb8:
-          \_$1191  = table_184;
+          \_$1200  = table_184;
       8'hb9:
-          \_$1191  = table_185;
+          \_$1200  = table_185;
       8'hba:
-          \_$1191  = table_186;
+          \_$1200  = table_186;
       8'hbb:
-          \_$1191  = table_187;
+          \_$1200  = table_187;
       8'hbc:
-          \_$1191  = table_188;
+          \_$1200  = table_188;
       8'hbd:
-          \_$1191  = table_189;
+          \_$1200  = table_189;
       8'hbe:
-          \_$1191  = table_190;
+          \_$1200  = table_190;
       8'hbf:
-          \_$1191  = table_191;
+          \_$1200  = table_191;
       8'hc0:
-          \_$1191  = table_192;
+          \_$1200  = table_192;
       8'hc1:
-          \_$1191  = table_193;
+          \_$1200  = table_193;
       8'hc2:
-          \_$1191  = table_194;
+          \_$1200  = table_194;
       8'hc3:
-          \_$1191  = table_195;
+          \_$1200  = table_195;
       8'hc4:
-          \_$1191  = table_196;
+          \_$1200  = table_196;
       8'hc5:
-          \_$1191  = table_197;
+          \_$1200  = table_197;
       8'hc6:
-          \_$1191  = table_198;
+          \_$1200  = table_198;
       8'hc7:
-          \_$1191  = table_199;
+          \_$1200  = table_199;
       8'hc8:
-          \_$1191  = table_200;
+          \_$1200  = table_200;
       8'hc9:
-          \_$1191  = table_201;
+          \_$1200  = table_201;
       8'hca:
-          \_$1191  = table_202;
+          \_$1200  = table_202;
       8'hcb:
-          \_$1191  = table_203;
+          \_$1200  = table_203;
       8'hcc:
-          \_$1191  = table_204;
+          \_$1200  = table_204;
       8'hcd:
-          \_$1191  = table_205;
+          \_$1200  = table_205;
       8'hce:
-          \_$1191  = table_206;
+          \_$1200  = table_206;
       8'hcf:
-          \_$1191  = table_207;
+          \_$1200  = table_207;
       8'hd0:
-          \_$1191  = table_208;
+          \_$1200  = table_208;
       8'hd1:
-          \_$1191  = table_209;
+          \_$1200  = table_209;
       8'hd2:
-          \_$1191  = table_210;
+          \_$1200  = table_210;
       8'hd3:
-          \_$1191  = table_211;
+          \_$1200  = table_211;
       8'hd4:
-          \_$1191  = table_212;
+          \_$1200  = table_212;
       8'hd5:
-          \_$1191  = table_213;
+          \_$1200  = table_213;
       8'hd6:
-          \_$1191  = table_214;
+          \_$1200  = table_214;
       8'hd7:
-          \_$1191  = table_215;
+          \_$1200  = table_215;
       8'hd8:
-          \_$1191  = table_216;
+          \_$1200  = table_216;
       8'hd9:
-          \_$1191  = table_217;
+          \_$1200  = table_217;
       8'hda:
-          \_$1191  = table_218;
+          \_$1200  = table_218;
       8'hdb:
-          \_$1191  = table_219;
+          \_$1200  = table_219;
       8'hdc:
-          \_$1191  = table_220;
+          \_$1200  = table_220;
       8'hdd:
-          \_$1191  = table_221;
+          \_$1200  = table_221;
       8'hde:
-          \_$1191  = table_222;
+          \_$1200  = table_222;
       8'hdf:
-          \_$1191  = table_223;
+          \_$1200  = table_223;
       8'he0:
-          \_$1191  = table_224;
+          \_$1200  = table_224;
       8'he1:
-          \_$1191  = table_225;
+          \_$1200  = table_225;
       8'he2:
-          \_$1191  = table_226;
+          \_$1200  = table_226;
       8'he3:
-          \_$1191  = table_227;
+          \_$1200  = table_227;
       8'he4:
-          \_$1191  = table_228;
+          \_$1200  = table_228;
       8'he5:
-          \_$1191  = table_229;
+          \_$1200  = table_229;
       8'he6:
-          \_$1191  = table_230;
+          \_$1200  = table_230;
       8'he7:
-          \_$1191  = table_231;
+          \_$1200  = table_231;
       8'he8:
-          \_$1191  = table_232;
+          \_$1200  = table_232;
       8'he9:
-          \_$1191  = table_233;
+          \_$1200  = table_233;
       8'hea:
-          \_$1191  = table_234;
+          \_$1200  = table_234;
       8'heb:
-          \_$1191  = table_235;
+          \_$1200  = table_235;
       8'hec:
-          \_$1191  = table_236;
+          \_$1200  = table_236;
       8'hed:
-          \_$1191  = table_237;
+          \_$1200  = table_237;
       8'hee:
-          \_$1191  = table_238;
+          \_$1200  = table_238;
       8'hef:
-          \_$1191  = table_239;
+          \_$1200  = table_239;
       8'hf0:
-          \_$1191  = table_240;
+          \_$1200  = table_240;
       8'hf1:
-          \_$1191  = table_241;
+          \_$1200  = table_241;
       8'hf2:
-          \_$1191  = table_242;
+          \_$1200  = table_242;
       8'hf3:
-          \_$1191  = table_243;
+          \_$1200  = table_243;
       8'hf4:
-          \_$1191  = table_244;
+          \_$1200  = table_244;
       8'hf5:
-          \_$1191  = table_245;
+          \_$1200  = table_245;
       8'hf6:
-          \_$1191  = table_246;
+          \_$1200  = table_246;
       8'hf7:
-          \_$1191  = table_247;
+          \_$1200  = table_247;
       8'hf8:
-          \_$1191  = table_248;
+          \_$1200  = table_248;
       8'hf9:
-          \_$1191  = table_249;
+          \_$1200  = table_249;
       8'hfa:
-          \_$1191  = table_250;
+          \_$1200  = table_250;
       8'hfb:
-          \_$1191  = table_251;
+          \_$1200  = table_251;
       8'hfc:
-          \_$1191  = table_252;
+          \_$1200  = table_252;
       8'hfd:
-          \_$1191  = table_253;
+          \_$1200  = table_253;
       8'hfe:
-          \_$1191  = table_254;
+          \_$1200  = table_254;
       8'hff:
-          \_$1191  = table_255;
+          \_$1200  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$1277 , \_$1248 [6:0] })
+    casez ({ \_$1295 , \_$1263 [6:0] })
       8'h00:
-          \_$1278  = table_0;
+          \_$1296  = table_0;
       8'h01:
-          \_$1278  = table_1;
+          \_$1296  = table_1;
       8'h02:
-          \_$1278  = table_2;
+          \_$1296  = table_2;
       8'h03:
-          \_$1278  = table_3;
+          \_$1296  = table_3;
       8'h04:
-          \_$1278  = table_4;
+          \_$1296  = table_4;
       8'h05:
-          \_$1278  = table_5;
+          \_$1296  = table_5;
       8'h06:
-          \_$1278  = table_6;
+          \_$1296  = table_6;
       8'h07:
-          \_$1278  = table_7;
+          \_$1296  = table_7;
       8'h08:
-          \_$1278  = table_8;
+          \_$1296  = table_8;
       8'h09:
-          \_$1278  = table_9;
+          \_$1296  = table_9;
       8'h0a:
-          \_$1278  = table_10;
+          \_$1296  = table_10;
       8'h0b:
-          \_$1278  = table_11;
+          \_$1296  = table_11;
       8'h0c:
-          \_$1278  = table_12;
+          \_$1296  = table_12;
       8'h0d:
-          \_$1278  = table_13;
+          \_$1296  = table_13;
       8'h0e:
-          \_$1278  = table_14;
+          \_$1296  = table_14;
       8'h0f:
-          \_$1278  = table_15;
+          \_$1296  = table_15;
       8'h10:
-          \_$1278  = table_16;
+          \_$1296  = table_16;
       8'h11:
-          \_$1278  = table_17;
+          \_$1296  = table_17;
       8'h12:
-          \_$1278  = table_18;
+          \_$1296  = table_18;
       8'h13:
-          \_$1278  = table_19;
+          \_$1296  = table_19;
       8'h14:
-          \_$1278  = table_20;
+          \_$1296  = table_20;
       8'h15:
-          \_$1278  = table_21;
+          \_$1296  = table_21;
       8'h16:
-          \_$1278  = table_22;
+          \_$1296  = table_22;
       8'h17:
-          \_$1278  = table_23;
+          \_$1296  = table_23;
       8'h18:
-          \_$1278  = table_24;
+          \_$1296  = table_24;
       8'h19:
-          \_$1278  = table_25;
+          \_$1296  = table_25;
       8'h1a:
-          \_$1278  = table_26;
+          \_$1296  = table_26;
       8'h1b:
-          \_$1278  = table_27;
+          \_$1296  = table_27;
       8'h1c:
-          \_$1278  = table_28;
+          \_$1296  = table_28;
       8'h1d:
-          \_$1278  = table_29;
+          \_$1296  = table_29;
       8'h1e:
-          \_$1278  = table_30;
+          \_$1296  = table_30;
       8'h1f:
-          \_$1278  = table_31;
+          \_$1296  = table_31;
       8'h20:
-          \_$1278  = table_32;
+          \_$1296  = table_32;
       8'h21:
-          \_$1278  = table_33;
+          \_$1296  = table_33;
       8'h22:
-          \_$1278  = table_34;
+          \_$1296  = table_34;
       8'h23:
-          \_$1278  = table_35;
+          \_$1296  = table_35;
       8'h24:
-          \_$1278  = table_36;
+          \_$1296  = table_36;
       8'h25:
-          \_$1278  = table_37;
+          \_$1296  = table_37;
       8'h26:
-          \_$1278  = table_38;
+          \_$1296  = table_38;
       8'h27:
-          \_$1278  = table_39;
+          \_$1296  = table_39;
       8'h28:
-          \_$1278  = table_40;
+          \_$1296  = table_40;
       8'h29:
-          \_$1278  = table_41;
+          \_$1296  = table_41;
       8'h2a:
-          \_$1278  = table_42;
+          \_$1296  = table_42;
       8'h2b:
-          \_$1278  = table_43;
+          \_$1296  = table_43;
       8'h2c:
-          \_$1278  = table_44;
+          \_$1296  = table_44;
       8'h2d:
-          \_$1278  = table_45;
+          \_$1296  = table_45;
       8'h2e:
-          \_$1278  = table_46;
+          \_$1296  = table_46;
       8'h2f:
-          \_$1278  = table_47;
+          \_$1296  = table_47;
       8'h30:
-          \_$1278  = table_48;
+          \_$1296  = table_48;
       8'h31:
-          \_$1278  = table_49;
+          \_$1296  = table_49;
       8'h32:
-          \_$1278  = table_50;
+          \_$1296  = table_50;
       8'h33:
-          \_$1278  = table_51;
+          \_$1296  = table_51;
       8'h34:
-          \_$1278  = table_52;
+          \_$1296  = table_52;
       8'h35:
-          \_$1278  = table_53;
+          \_$1296  = table_53;
       8'h36:
-          \_$1278  = table_54;
+          \_$1296  = table_54;
       8'h37:
-          \_$1278  = table_55;
+          \_$1296  = table_55;
       8'h38:
-          \_$1278  = table_56;
+          \_$1296  = table_56;
       8'h39:
-          \_$1278  = table_57;
+          \_$1296  = table_57;
       8'h3a:
-          \_$1278  = table_58;
+          \_$1296  = table_58;
       8'h3b:
-          \_$1278  = table_59;
+          \_$1296  = table_59;
       8'h3c:
-          \_$1278  = table_60;
+          \_$1296  = table_60;
       8'h3d:
-          \_$1278  = table_61;
+          \_$1296  = table_61;
       8'h3e:
-          \_$1278  = table_62;
+          \_$1296  = table_62;
       8'h3f:
-          \_$1278  = table_63;
+          \_$1296  = table_63;
       8'h40:
-          \_$1278  = table_64;
+          \_$1296  = table_64;
       8'h41:
-          \_$1278  = table_65;
+          \_$1296  = table_65;
       8'h42:
-          \_$1278  = table_66;
+          \_$1296  = table_66;
       8'h43:
-          \_$1278  = table_67;
+          \_$1296  = table_67;
       8'h44:
-          \_$1278  = table_68;
+          \_$1296  = table_68;
       8'h45:
-          \_$1278  = table_69;
+          \_$1296  = table_69;
       8'h46:
-          \_$1278  = table_70;
+          \_$1296  = table_70;
       8'h47:
-          \_$1278  = table_71;
+          \_$1296  = table_71;
       8'h48:
-          \_$1278  = table_72;
+          \_$1296  = table_72;
       8'h49:
-          \_$1278  = table_73;
+          \_$1296  = table_73;
       8'h4a:
-          \_$1278  = table_74;
+          \_$1296  = table_74;
       8'h4b:
-          \_$1278  = table_75;
+          \_$1296  = table_75;
       8'h4c:
-          \_$1278  = table_76;
+          \_$1296  = table_76;
       8'h4d:
-          \_$1278  = table_77;
+          \_$1296  = table_77;
       8'h4e:
-          \_$1278  = table_78;
+          \_$1296  = table_78;
       8'h4f:
-          \_$1278  = table_79;
+          \_$1296  = table_79;
       8'h50:
-          \_$1278  = table_80;
+          \_$1296  = table_80;
       8'h51:
-          \_$1278  = table_81;
+          \_$1296  = table_81;
       8'h52:
-          \_$1278  = table_82;
+          \_$1296  = table_82;
       8'h53:
-          \_$1278  = table_83;
+          \_$1296  = table_83;
       8'h54:
-          \_$1278  = table_84;
+          \_$1296  = table_84;
       8'h55:
-          \_$1278  = table_85;
+          \_$1296  = table_85;
       8'h56:
-          \_$1278  = table_86;
+          \_$1296  = table_86;
       8'h57:
-          \_$1278  = table_87;
+          \_$1296  = table_87;
       8'h58:
-          \_$1278  = table_88;
+          \_$1296  = table_88;
       8'h59:
-          \_$1278  = table_89;
+          \_$1296  = table_89;
       8'h5a:
-          \_$1278  = table_90;
+          \_$1296  = table_90;
       8'h5b:
-          \_$1278  = table_91;
+          \_$1296  = table_91;
       8'h5c:
-          \_$1278  = table_92;
+          \_$1296  = table_92;
       8'h5d:
-          \_$1278  = table_93;
+          \_$1296  = table_93;
       8'h5e:
-          \_$1278  = table_94;
+          \_$1296  = table_94;
       8'h5f:
-          \_$1278  = table_95;
+          \_$1296  = table_95;
       8'h60:
-          \_$1278  = table_96;
+          \_$1296  = table_96;
       8'h61:
-          \_$1278  = table_97;
+          \_$1296  = table_97;
       8'h62:
-          \_$1278  = table_98;
+          \_$1296  = table_98;
       8'h63:
-          \_$1278  = table_99;
+          \_$1296  = table_99;
       8'h64:
-          \_$1278  = table_100;
+          \_$1296  = table_100;
       8'h65:
-          \_$1278  = table_101;
+          \_$1296  = table_101;
       8'h66:
-          \_$1278  = table_102;
+          \_$1296  = table_102;
       8'h67:
-          \_$1278  = table_103;
+          \_$1296  = table_103;
       8'h68:
-          \_$1278  = table_104;
+          \_$1296  = table_104;
       8'h69:
-          \_$1278  = table_105;
+          \_$1296  = table_105;
       8'h6a:
-          \_$1278  = table_106;
+          \_$1296  = table_106;
       8'h6b:
-          \_$1278  = table_107;
+          \_$1296  = table_107;
       8'h6c:
-          \_$1278  = table_108;
+          \_$1296  = table_108;
       8'h6d:
-          \_$1278  = table_109;
+          \_$1296  = table_109;
       8'h6e:
-          \_$1278  = table_110;
+          \_$1296  = table_110;
       8'h6f:
-          \_$1278  = table_111;
+          \_$1296  = table_111;
       8'h70:
-          \_$1278  = table_112;
+          \_$1296  = table_112;
       8'h71:
-          \_$1278  = table_113;
+          \_$1296  = table_113;
       8'h72:
-          \_$1278  = table_114;
+          \_$1296  = table_114;
       8'h73:
-          \_$1278  = table_115;
+          \_$1296  = table_115;
       8'h74:
-          \_$1278  = table_116;
+          \_$1296  = table_116;
       8'h75:
-          \_$1278  = table_117;
+          \_$1296  = table_117;
       8'h76:
-          \_$1278  = table_118;
+          \_$1296  = table_118;
       8'h77:
-          \_$1278  = table_119;
+          \_$1296  = table_119;
       8'h78:
-          \_$1278  = table_120;
+          \_$1296  = table_120;
       8'h79:
-          \_$1278  = table_121;
+          \_$1296  = table_121;
       8'h7a:
-          \_$1278  = table_122;
+          \_$1296  = table_122;
       8'h7b:
-          \_$1278  = table_123;
+          \_$1296  = table_123;
       8'h7c:
-          \_$1278  = table_124;
+          \_$1296  = table_124;
       8'h7d:
-          \_$1278  = table_125;
+          \_$1296  = table_125;
       8'h7e:
-          \_$1278  = table_126;
+          \_$1296  = table_126;
       8'h7f:
-          \_$1278  = table_127;
+          \_$1296  = table_127;
       8'h80:
-          \_$1278  = table_128;
+          \_$1296  = table_128;
       8'h81:
-          \_$1278  = table_129;
+          \_$1296  = table_129;
       8'h82:
-          \_$1278  = table_130;
+          \_$1296  = table_130;
       8'h83:
-          \_$1278  = table_131;
+          \_$1296  = table_131;
       8'h84:
-          \_$1278  = table_132;
+          \_$1296  = table_132;
       8'h85:
-          \_$1278  = table_133;
+          \_$1296  = table_133;
       8'h86:
-          \_$1278  = table_134;
+          \_$1296  = table_134;
       8'h87:
-          \_$1278  = table_135;
+          \_$1296  = table_135;
       8'h88:
-          \_$1278  = table_136;
+          \_$1296  = table_136;
       8'h89:
-          \_$1278  = table_137;
+          \_$1296  = table_137;
       8'h8a:
-          \_$1278  = table_138;
+          \_$1296  = table_138;
       8'h8b:
-          \_$1278  = table_139;
+          \_$1296  = table_139;
       8'h8c:
-          \_$1278  = table_140;
+          \_$1296  = table_140;
       8'h8d:
-          \_$1278  = table_141;
+          \_$1296  = table_141;
       8'h8e:
-          \_$1278  = table_142;
+          \_$1296  = table_142;
       8'h8f:
-          \_$1278  = table_143;
+          \_$1296  = table_143;
       8'h90:
-          \_$1278  = table_144;
+          \_$1296  = table_144;
       8'h91:
-          \_$1278  = table_145;
+          \_$1296  = table_145;
       8'h92:
-          \_$1278  = table_146;
+          \_$1296  = table_146;
       8'h93:
-          \_$1278  = table_147;
+          \_$1296  = table_147;
       8'h94:
-          \_$1278  = table_148;
+          \_$1296  = table_148;
       8'h95:
-          \_$1278  = table_149;
+          \_$1296  = table_149;
       8'h96:
-          \_$1278  = table_150;
+          \_$1296  = table_150;
       8'h97:
-          \_$1278  = table_151;
+          \_$1296  = table_151;
       8'h98:
-          \_$1278  = table_152;
+          \_$1296  = table_152;
       8'h99:
-          \_$1278  = table_153;
+          \_$1296  = table_153;
       8'h9a:
-          \_$1278  = table_154;
+          \_$1296  = table_154;
       8'h9b:
-          \_$1278  = table_155;
+          \_$1296  = table_155;
       8'h9c:
-          \_$1278  = table_156;
+          \_$1296  = table_156;
       8'h9d:
-          \_$1278  = table_157;
+          \_$1296  = table_157;
       8'h9e:
-          \_$1278  = table_158;
+          \_$1296  = table_158;
       8'h9f:
-          \_$1278  = table_159;
+          \_$1296  = table_159;
       8'ha0:
-          \_$1278  = table_160;
+          \_$1296  = table_160;
       8'ha1:
-          \_$1278  = table_161;
+          \_$1296  = table_161;
       8'ha2:
-          \_$1278  = table_162;
+          \_$1296  = table_162;
       8'ha3:
-          \_$1278  = table_163;
+          \_$1296  = table_163;
       8'ha4:
-          \_$1278  = table_164;
+          \_$1296  = table_164;
       8'ha5:
-          \_$1278  = table_165;
+          \_$1296  = table_165;
       8'ha6:
-          \_$1278  = table_166;
+          \_$1296  = table_166;
       8'ha7:
-          \_$1278  = table_167;
+          \_$1296  = table_167;
       8'ha8:
-          \_$1278  = table_168;
+          \_$1296  = table_168;
       8'ha9:
-          \_$1278  = table_169;
+          \_$1296  = table_169;
       8'haa:
-          \_$1278  = table_170;
+          \_$1296  = table_170;
       8'hab:
-          \_$1278  = table_171;
+          \_$1296  = table_171;
       8'hac:
-          \_$1278  = table_172;
+          \_$1296  = table_172;
       8'had:
-          \_$1278  = table_173;
+          \_$1296  = table_173;
       8'hae:
-          \_$1278  = table_174;
+          \_$1296  = table_174;
       8'haf:
-          \_$1278  = table_175;
+          \_$1296  = table_175;
       8'hb0:
-          \_$1278  = table_176;
+          \_$1296  = table_176;
       8'hb1:
-          \_$1278  = table_177;
+          \_$1296  = table_177;
       8'hb2:
-          \_$1278  = table_178;
+          \_$1296  = table_178;
       8'hb3:
-          \_$1278  = table_179;
+          \_$1296  = table_179;
       8'hb4:
-          \_$1278  = table_180;
+          \_$1296  = table_180;
       8'hb5:
-          \_$1278  = table_181;
+          \_$1296  = table_181;
       8'hb6:
-          \_$1278  = table_182;
+          \_$1296  = table_182;
       8'hb7:
-          \_$1278  = table_183;
+          \_$1296  = table_183;
       8'hb8:
-          \_$1278  = table_184;
+          \_$1296  = table_184;
       8'hb9:
-          \_$1278  = table_185;
+          \_$1296  = table_185;
       8'hba:
-          \_$1278  = table_186;
+          \_$1296  = table_186;
       8'hbb:
-          \_$1278  = table_187;
+          \_$1296  = table_187;
       8'hbc:
-          \_$1278  = table_188;
+          \_$1296  = table_188;
       8'hbd:
-          \_$1278  = table_189;
+          \_$1296  = table_189;
       8'hbe:
-          \_$1278  = table_190;
+          \_$1296  = table_190;
       8'hbf:
-          \_$1278  = table_191;
+          \_$1296  = table_191;
       8'hc0:
-          \_$1278  = table_192;
+          \_$1296  = table_192;
       8'hc1:
-          \_$1278  = table_193;
+          \_$1296  = table_193;
       8'hc2:
-          \_$1278  = table_194;
+          \_$1296  = table_194;
       8'hc3:
-          \_$1278  = table_195;
+          \_$1296  = table_195;
       8'hc4:
-          \_$1278  = table_196;
+          \_$1296  = table_196;
       8'hc5:
-          \_$1278  = table_197;
+          \_$1296  = table_197;
       8'hc6:
-          \_$1278  = table_198;
+          \_$1296  = table_198;
       8'hc7:
-          \_$1278  = table_199;
+          \_$1296  = table_199;
       8'hc8:
-          \_$1278  = table_200;
+          \_$1296  = table_200;
       8'hc9:
-          \_$1278  = table_201;
+          \_$1296  = table_201;
       8'hca:
-          \_$1278  = table_202;
+          \_$1296  = table_202;
       8'hcb:
-          \_$1278  = table_203;
+          \_$1296  = table_203;
       8'hcc:
-          \_$1278  = table_204;
+          \_$1296  = table_204;
       8'hcd:
-          \_$1278  = table_205;
+          \_$1296  = table_205;
       8'hce:
-          \_$1278  = table_206;
+          \_$1296  = table_206;
       8'hcf:
-          \_$1278  = table_207;
+          \_$1296  = table_207;
       8'hd0:
-          \_$1278  = table_208;
+          \_$1296  = table_208;
       8'hd1:
-          \_$1278  = table_209;
+          \_$1296  = table_209;
       8'hd2:
-          \_$1278  = table_210;
+          \_$1296  = table_210;
       8'hd3:
-          \_$1278  = table_211;
+          \_$1296  = table_211;
       8'hd4:
-          \_$1278  = table_212;
+          \_$1296  = table_212;
       8'hd5:
-          \_$1278  = table_213;
+          \_$1296  = table_213;
       8'hd6:
-          \_$1278  = table_214;
+          \_$1296  = table_214;
       8'hd7:
-          \_$1278  = table_215;
+          \_$1296  = table_215;
       8'hd8:
-          \_$1278  = table_216;
+          \_$1296  = table_216;
       8'hd9:
-          \_$1278  = table_217;
+          \_$1296  = table_217;
       8'hda:
-          \_$1278  = table_218;
+          \_$1296  = table_218;
       8'hdb:
-          \_$1278  = table_219;
+          \_$1296  = table_219;
       8'hdc:
-          \_$1278  = table_220;
+          \_$1296  = table_220;
       8'hdd:
-          \_$1278  = table_221;
+          \_$1296  = table_221;
       8'hde:
-          \_$1278  = table_222;
+          \_$1296  = table_222;
       8'hdf:
-          \_$1278  = table_223;
+          \_$1296  = table_223;
       8'he0:
-          \_$1278  = table_224;
+          \_$1296  = table_224;
       8'he1:
-          \_$1278  = table_225;
+          \_$1296  = table_225;
       8'he2:
-          \_$1278  = table_226;
+          \_$1296  = table_226;
       8'he3:
-          \_$1278  = table_227;
+          \_$1296  = table_227;
       8'he4:
-          \_$1278  = table_228;
+          \_$1296  = table_228;
       8'he5:
-          \_$1278  = table_229;
+          \_$1296  = table_229;
       8'he6:
-          \_$1278  = table_230;
+          \_$1296  = table_230;
       8'he7:
-          \_$1278  = table_231;
+          \_$1296  = table_231;
       8'he8:
-          \_$1278  = table_232;
+          \_$1296  = table_232;
       8'he9:
-          \_$1278  = table_233;
+          \_$1296  = table_233;
       8'hea:
-          \_$1278  = table_234;
+          \_$1296  = table_234;
       8'heb:
-          \_$1278  = table_235;
+          \_$1296  = table_235;
       8'hec:
-          \_$1278  = table_236;
+          \_$1296  = table_236;
       8'hed:
-          \_$1278  = table_237;
+          \_$1296  = table_237;
       8'hee:
-          \_$1278  = table_238;
+          \_$1296  = table_238;
       8'hef:
-          \_$1278  = table_239;
+          \_$1296  = table_239;
       8'hf0:
-          \_$1278  = table_240;
+          \_$1296  = table_240;
       8'hf1:
-          \_$1278  = table_241;
+          \_$1296  = table_241;
       8'hf2:
-          \_$1278  = table_242;
+          \_$1296  = table_242;
       8'hf3:
-          \_$1278  = table_243;
+          \_$1296  = table_243;
       8'hf4:
-          \_$1278  = table_244;
+          \_$1296  = table_244;
       8'hf5:
-          \_$1278  = table_245;
+          \_$1296  = table_245;
       8'hf6:
-          \_$1278  = table_246;
+          \_$1296  = table_246;
       8'hf7:
-          \_$1278  = table_247;
+          \_$1296  = table_247;
       8'hf8:
-          \_$1278  = table_248;
+          \_$1296  = table_248;
       8'hf9:
-          \_$1278  = table_249;
+          \_$1296  = table_249;
       8'hfa:
-          \_$1278  = table_250;
+          \_$1296  = table_250;
       8'hfb:
-          \_$1278  = table_251;
+          \_$1296  = table_251;
       8'hfc:
-          \_$1278  = table_252;
+          \_$1296  = table_252;
       8'hfd:
-          \_$1278  = table_253;
+          \_$1296  = table_253;
       8'hfe:
-          \_$1278  = table_254;
+          \_$1296  = table_254;
       8'hff:
-          \_$1278  = table_255;
+          \_$1296  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$1364 , \_$1335 [6:0] })
+    casez ({ \_$1391 , \_$1359 [6:0] })
       8'h00:
-          \_$1365  = table_0;
+          \_$1392  = table_0;
       8'h01:
-          \_$1365  = table_1;
+          \_$1392  = table_1;
       8'h02:
-          \_$1365  = table_2;
+          \_$1392  = table_2;
       8'h03:
-          \_$1365  = table_3;
+          \_$1392  = table_3;
       8'h04:
-          \_$1365  = table_4;
+          \_$1392  = table_4;
       8'h05:
-          \_$1365  = table_5;
+          \_$1392  = table_5;
       8'h06:
-          \_$1365  = table_6;
+          \_$1392  = table_6;
       8'h07:
-          \_$1365  = table_7;
+          \_$1392  = table_7;
       8'h08:
-          \_$1365  = table_8;
+          \_$1392  = table_8;
       8'h09:
-          \_$1365  = table_9;
+          \_$1392  = table_9;
       8'h0a:
-          \_$1365  = table_10;
+          \_$1392  = table_10;
       8'h0b:
-          \_$1365  = table_11;
+          \_$1392  = table_11;
       8'h0c:
-          \_$1365  = table_12;
+          \_$1392  = table_12;
       8'h0d:
-          \_$1365  = table_13;
+          \_$1392  = table_13;
       8'h0e:
-          \_$1365  = table_14;
+          \_$1392  = table_14;
       8'h0f:
-          \_$1365  = table_15;
+          \_$1392  = table_15;
       8'h10:
-          \_$1365  = table_16;
+          \_$1392  = table_16;
       8'h11:
-          \_$1365  = table_17;
+          \_$1392  = table_17;
       8'h12:
-          \_$1365  = table_18;
+          \_$1392  = table_18;
       8'h13:
-          \_$1365  = table_19;
+          \_$1392  = table_19;
       8'h14:
-          \_$1365  = table_20;
+          \_$1392  = table_20;
       8'h15:
-          \_$1365  = table_21;
+          \_$1392  = table_21;
       8'h16:
-          \_$1365  = table_22;
+          \_$1392  = table_22;
       8'h17:
-          \_$1365  = table_23;
+          \_$1392  = table_23;
       8'h18:
-          \_$1365  = table_24;
+          \_$1392  = table_24;
       8'h19:
-          \_$1365  = table_25;
+          \_$1392  = table_25;
       8'h1a:
-          \_$1365  = table_26;
+          \_$1392  = table_26;
       8'h1b:
-          \_$1365  = table_27;
+          \_$1392  = table_27;
       8'h1c:
-          \_$1365  = table_28;
+          \_$1392  = table_28;
       8'h1d:
-          \_$1365  = table_29;
+          \_$1392  = table_29;
       8'h1e:
-          \_$1365  = table_30;
+          \_$1392  = table_30;
       8'h1f:
-          \_$1365  = table_31;
+          \_$1392  = table_31;
       8'h20:
-          \_$1365  = table_32;
+          \_$1392  = table_32;
       8'h21:
-          \_$1365  = table_33;
+          \_$1392  = table_33;
       8'h22:
-          \_$1365  = table_34;
+          \_$1392  = table_34;
       8'h23:
-          \_$1365  = table_35;
+          \_$1392  = table_35;
       8'h24:
-          \_$1365  = table_36;
+          \_$1392  = table_36;
       8'h25:
-          \_$1365  = table_37;
+          \_$1392  = table_37;
       8'h26:
-          \_$1365  = table_38;
+          \_$1392  = table_38;
       8'h27:
-          \_$1365  = table_39;
+          \_$1392  = table_39;
       8'h28:
-          \_$1365  = table_40;
+          \_$1392  = table_40;
       8'h29:
-          \_$1365  = table_41;
+          \_$1392  = table_41;
       8'h2a:
-          \_$1365  = table_42;
+          \_$1392  = table_42;
       8'h2b:
-          \_$1365  = table_43;
+          \_$1392  = table_43;
       8'h2c:
-          \_$1365  = table_44;
+          \_$1392  = table_44;
       8'h2d:
-          \_$1365  = table_45;
+          \_$1392  = table_45;
       8'h2e:
-          \_$1365  = table_46;
+          \_$1392  = table_46;
       8'h2f:
-          \_$1365  = table_47;
+          \_$1392  = table_47;
       8'h30:
-          \_$1365  = table_48;
+          \_$1392  = table_48;
       8'h31:
-          \_$1365  = table_49;
+          \_$1392  = table_49;
       8'h32:
-          \_$1365  = table_50;
+          \_$1392  = table_50;
       8'h33:
-          \_$1365  = table_51;
+          \_$1392  = table_51;
       8'h34:
-          \_$1365  = table_52;
+          \_$1392  = table_52;
       8'h35:
-          \_$1365  = table_53;
+          \_$1392  = table_53;
       8'h36:
-          \_$1365  = table_54;
+          \_$1392  = table_54;
       8'h37:
-          \_$1365  = table_55;
+          \_$1392  = table_55;
       8'h38:
-          \_$1365  = table_56;
+          \_$1392  = table_56;
       8'h39:
-          \_$1365  = table_57;
+          \_$1392  = table_57;
       8'h3a:
-          \_$1365  = table_58;
+          \_$1392  = table_58;
       8'h3b:
-          \_$1365  = table_59;
+          \_$1392  = table_59;
       8'h3c:
-          \_$1365  = table_60;
+          \_$1392  = table_60;
       8'h3d:
-          \_$1365  = table_61;
+          \_$1392  = table_61;
       8'h3e:
-          \_$1365  = table_62;
+          \_$1392  = table_62;
       8'h3f:
-          \_$1365  = table_63;
+          \_$1392  = table_63;
       8'h40:
-          \_$1365  = table_64;
+          \_$1392  = table_64;
       8'h41:
-          \_$1365  = table_65;
+          \_$1392  = table_65;
       8'h42:
-          \_$1365  = table_66;
+          \_$1392  = table_66;
       8'h43:
-          \_$1365  = table_67;
+          \_$1392  = table_67;
       8'h44:
-          \_$1365  = table_68;
+          \_$1392  = table_68;
       8'h45:
-          \_$1365  = table_69;
+          \_$1392  = table_69;
       8'h46:
-          \_$1365  = table_70;
+          \_$1392  = table_70;
       8'h47:
-          \_$1365  = table_71;
+          \_$1392  = table_71;
       8'h48:
-          \_$1365  = table_72;
+          \_$1392  = table_72;
       8'h49:
-          \_$1365  = table_73;
+          \_$1392  = table_73;
       8'h4a:
-          \_$1365  = table_74;
+          \_$1392  = table_74;
       8'h4b:
-          \_$1365  = table_75;
+          \_$1392  = table_75;
       8'h4c:
-          \_$1365  = table_76;
+          \_$1392  = table_76;
       8'h4d:
-          \_$1365  = table_77;
+          \_$1392  = table_77;
       8'h4e:
-          \_$1365  = table_78;
+          \_$1392  = table_78;
       8'h4f:
-          \_$1365  = table_79;
+          \_$1392  = table_79;
       8'h50:
-          \_$1365  = table_80;
+          \_$1392  = table_80;
       8'h51:
-          \_$1365  = table_81;
+          \_$1392  = table_81;
       8'h52:
-          \_$1365  = table_82;
+          \_$1392  = table_82;
       8'h53:
-          \_$1365  = table_83;
+          \_$1392  = table_83;
       8'h54:
-          \_$1365  = table_84;
+          \_$1392  = table_84;
       8'h55:
-          \_$1365  = table_85;
+          \_$1392  = table_85;
       8'h56:
-          \_$1365  = table_86;
+          \_$1392  = table_86;
       8'h57:
-          \_$1365  = table_87;
+          \_$1392  = table_87;
       8'h58:
-          \_$1365  = table_88;
+          \_$1392  = table_88;
       8'h59:
-          \_$1365  = table_89;
+          \_$1392  = table_89;
       8'h5a:
-          \_$1365  = table_90;
+          \_$1392  = table_90;
       8'h5b:
-          \_$1365  = table_91;
+          \_$1392  = table_91;
       8'h5c:
-          \_$1365  = table_92;
+          \_$1392  = table_92;
       8'h5d:
-          \_$1365  = table_93;
+          \_$1392  = table_93;
       8'h5e:
-          \_$1365  = table_94;
+          \_$1392  = table_94;
       8'h5f:
-          \_$1365  = table_95;
+          \_$1392  = table_95;
       8'h60:
-          \_$1365  = table_96;
+          \_$1392  = table_96;
       8'h61:
-          \_$1365  = table_97;
+          \_$1392  = table_97;
       8'h62:
-          \_$1365  = table_98;
+          \_$1392  = table_98;
       8'h63:
-          \_$1365  = table_99;
+          \_$1392  = table_99;
       8'h64:
-          \_$1365  = table_100;
+          \_$1392  = table_100;
       8'h65:
-          \_$1365  = table_101;
+          \_$1392  = table_101;
       8'h66:
-          \_$1365  = table_102;
+          \_$1392  = table_102;
       8'h67:
-          \_$1365  = table_103;
+          \_$1392  = table_103;
       8'h68:
-          \_$1365  = table_104;
+          \_$1392  = table_104;
       8'h69:
-          \_$1365  = table_105;
+          \_$1392  = table_105;
       8'h6a:
-          \_$1365  = table_106;
+          \_$1392  = table_106;
       8'h6b:
-          \_$1365  = table_107;
+          \_$1392  = table_107;
       8'h6c:
-          \_$1365  = table_108;
+          \_$1392  = table_108;
       8'h6d:
-          \_$1365  = table_109;
+          \_$1392  = table_109;
       8'h6e:
-          \_$1365  = table_110;
+          \_$1392  = table_110;
       8'h6f:
-          \_$1365  = table_111;
+          \_$1392  = table_111;
       8'h70:
-          \_$1365  = table_112;
+          \_$1392  = table_112;
       8'h71:
-          \_$1365  = table_113;
+          \_$1392  = table_113;
       8'h72:
-          \_$1365  = table_114;
+          \_$1392  = table_114;
       8'h73:
-          \_$1365  = table_115;
+          \_$1392  = table_115;
       8'h74:
-          \_$1365  = table_116;
+          \_$1392  = table_116;
       8'h75:
-          \_$1365  = table_117;
+          \_$1392  = table_117;
       8'h76:
-          \_$1365  = table_118;
+          \_$1392  = table_118;
       8'h77:
-          \_$1365  = table_119;
+          \_$1392  = table_119;
       8'h78:
-          \_$1365  = table_120;
+          \_$1392  = table_120;
       8'h79:
-          \_$1365  = table_121;
+          \_$1392  = table_121;
       8'h7a:
-          \_$1365  = table_122;
+          \_$1392  = table_122;
       8'h7b:
-          \_$1365  = table_123;
+          \_$1392  = table_123;
       8'h7c:
-          \_$1365  = table_124;
+          \_$1392  = table_124;
       8'h7d:
-          \_$1365  = table_125;
+          \_$1392  = table_125;
       8'h7e:
-          \_$1365  = table_126;
+          \_$1392  = table_126;
       8'h7f:
-          \_$1365  = table_127;
+          \_$1392  = table_127;
       8'h80:
-          \_$1365  = table_128;
+          \_$1392  = table_128;
       8'h81:
-          \_$1365  = table_129;
+          \_$1392  = table_129;
       8'h82:
-          \_$1365  = table_130;
+          \_$1392  = table_130;
       8'h83:
-          \_$1365  = table_131;
+          \_$1392  = table_131;
       8'h84:
-          \_$1365  = table_132;
+          \_$1392  = table_132;
       8'h85:
-          \_$1365  = table_133;
+          \_$1392  = table_133;
       8'h86:
-          \_$1365  = table_134;
+          \_$1392  = table_134;
       8'h87:
-          \_$1365  = table_135;
+          \_$1392  = table_135;
       8'h88:
-          \_$1365  = table_136;
+          \_$1392  = table_136;
       8'h89:
-          \_$1365  = table_137;
+          \_$1392  = table_137;
       8'h8a:
-          \_$1365  = table_138;
+          \_$1392  = table_138;
       8'h8b:
-          \_$1365  = table_139;
+          \_$1392  = table_139;
       8'h8c:
-          \_$1365  = table_140;
+          \_$1392  = table_140;
       8'h8d:
-          \_$1365  = table_141;
+          \_$1392  = table_141;
       8'h8e:
-          \_$1365  = table_142;
+          \_$1392  = table_142;
       8'h8f:
-          \_$1365  = table_143;
+          \_$1392  = table_143;
       8'h90:
-          \_$1365  = table_144;
+          \_$1392  = table_144;
       8'h91:
-          \_$1365  = table_145;
+          \_$1392  = table_145;
       8'h92:
-          \_$1365  = table_146;
+          \_$1392  = table_146;
       8'h93:
-          \_$1365  = table_147;
+          \_$1392  = table_147;
       8'h94:
-          \_$1365  = table_148;
+          \_$1392  = table_148;
       8'h95:
-          \_$1365  = table_149;
+          \_$1392  = table_149;
       8'h96:
-          \_$1365  = table_150;
+          \_$1392  = table_150;
       8'h97:
-          \_$1365  = table_151;
+          \_$1392  = table_151;
       8'h98:
-          \_$1365  = table_152;
+          \_$1392  = table_152;
       8'h99:
-          \_$1365  = table_153;
+          \_$1392  = table_153;
       8'h9a:
-          \_$1365  = table_154;
+          \_$1392  = table_154;
       8'h9b:
-          \_$1365  = table_155;
+          \_$1392  = table_155;
       8'h9c:
-          \_$1365  = table_156;
+          \_$1392  = table_156;
       8'h9d:
-          \_$1365  = table_157;
+          \_$1392  = table_157;
       8'h9e:
-          \_$1365  = table_158;
+          \_$1392  = table_158;
       8'h9f:
-          \_$1365  = table_159;
+          \_$1392  = table_159;
       8'ha0:
-          \_$1365  = table_160;
+          \_$1392  = table_160;
       8'ha1:
-          \_$1365  = table_161;
+          \_$1392  = table_161;
       8'ha2:
-          \_$1365  = table_162;
+          \_$1392  = table_162;
       8'ha3:
-          \_$1365  = table_163;
+          \_$1392  = table_163;
       8'ha4:
-          \_$1365  = table_164;
+          \_$1392  = table_164;
       8'ha5:
-          \_$1365  = table_165;
+          \_$1392  = table_165;
       8'ha6:
-          \_$1365  = table_166;
+          \_$1392  = table_166;
       8'ha7:
-          \_$1365  = table_167;
+          \_$1392  = table_167;
       8'ha8:
-          \_$1365  = table_168;
+          \_$1392  = table_168;
       8'ha9:
-          \_$1365  = table_169;
+          \_$1392  = table_169;
       8'haa:
-          \_$1365  = table_170;
+          \_$1392  = table_170;
       8'hab:
-          \_$1365  = table_171;
+          \_$1392  = table_171;
       8'hac:
-          \_$1365  = table_172;
+          \_$1392  = table_172;
       8'had:
-          \_$1365  = table_173;
+          \_$1392  = table_173;
       8'hae:
-          \_$1365  = table_174;
+          \_$1392  = table_174;
       8'haf:
-          \_$1365  = table_175;
+          \_$1392  = table_175;
       8'hb0:
-          \_$1365  = table_176;
+          \_$1392  = table_176;
       8'hb1:
-          \_$1365  = table_177;
+          \_$1392  = table_177;
       8'hb2:
-          \_$1365  = table_178;
+          \_$1392  = table_178;
       8'hb3:
-          \_$1365  = table_179;
+          \_$1392  = table_179;
       8'hb4:
-          \_$1365  = table_180;
+          \_$1392  = table_180;
       8'hb5:
-          \_$1365  = table_181;
+          \_$1392  = table_181;
       8'hb6:
-          \_$1365  = table_182;
+          \_$1392  = table_182;
       8'hb7:
-          \_$1365  = table_183;
+          \_$1392  = table_183;
       8'hb8:
-          \_$1365  = table_184;
+          \_$1392  = table_184;
       8'hb9:
-          \_$1365  = table_185;
+          \_$1392  = table_185;
       8'hba:
-          \_$1365  = table_186;
+          \_$1392  = table_186;
       8'hbb:
-          \_$1365  = table_187;
+          \_$1392  = table_187;
       8'hbc:
-          \_$1365  = table_188;
+          \_$1392  = table_188;
       8'hbd:
-          \_$1365  = table_189;
+          \_$1392  = table_189;
       8'hbe:
-          \_$1365  = table_190;
+          \_$1392  = table_190;
       8'hbf:
-          \_$1365  = table_191;
+          \_$1392  = table_191;
       8'hc0:
-          \_$1365  = table_192;
+          \_$1392  = table_192;
       8'hc1:
-          \_$1365  = table_193;
+          \_$1392  = table_193;
       8'hc2:
-          \_$1365  = table_194;
+          \_$1392  = table_194;
       8'hc3:
-          \_$1365  = table_195;
+          \_$1392  = table_195;
       8'hc4:
-          \_$1365  = table_196;
+          \_$1392  = table_196;
       8'hc5:
-          \_$1365  = table_197;
+          \_$1392  = table_197;
       8'hc6:
-          \_$1365  = table_198;
+          \_$1392  = table_198;
       8'hc7:
-          \_$1365  = table_199;
+          \_$1392  = table_199;
       8'hc8:
-          \_$1365  = table_200;
+          \_$1392  = table_200;
       8'hc9:
-          \_$1365  = table_201;
+          \_$1392  = table_201;
       8'hca:
-          \_$1365  = table_202;
+          \_$1392  = table_202;
       8'hcb:
-          \_$1365  = table_203;
+          \_$1392  = table_203;
       8'hcc:
-          \_$1365  = table_204;
+          \_$1392  = table_204;
       8'hcd:
-          \_$1365  = table_205;
+          \_$1392  = table_205;
       8'hce:
-          \_$1365  = table_206;
+          \_$1392  = table_206;
       8'hcf:
-          \_$1365  = table_207;
+          \_$1392  = table_207;
       8'hd0:
-          \_$1365  = table_208;
+          \_$1392  = table_208;
       8'hd1:
-          \_$1365  = table_209;
+          \_$1392  = table_209;
       8'hd2:
-          \_$1365  = table_210;
+          \_$1392  = table_210;
       8'hd3:
-          \_$1365  = table_211;
+          \_$1392  = table_211;
       8'hd4:
-          \_$1365  = table_212;
+          \_$1392  = table_212;
       8'hd5:
-          \_$1365  = table_213;
+          \_$1392  = table_213;
       8'hd6:
-          \_$1365  = table_214;
+          \_$1392  = table_214;
       8'hd7:
-          \_$1365  = table_215;
+          \_$1392  = table_215;
       8'hd8:
-          \_$1365  = table_216;
+          \_$1392  = table_216;
       8'hd9:
-          \_$1365  = table_217;
+          \_$1392  = table_217;
       8'hda:
-          \_$1365  = table_218;
+          \_$1392  = table_218;
       8'hdb:
-          \_$1365  = table_219;
+          \_$1392  = table_219;
       8'hdc:
-          \_$1365  = table_220;
+          \_$1392  = table_220;
       8'hdd:
-          \_$1365  = table_221;
+          \_$1392  = table_221;
       8'hde:
-          \_$1365  = table_222;
+          \_$1392  = table_222;
       8'hdf:
-          \_$1365  = table_223;
+          \_$1392  = table_223;
       8'he0:
-          \_$1365  = table_224;
+          \_$1392  = table_224;
       8'he1:
-          \_$1365  = table_225;
+          \_$1392  = table_225;
       8'he2:
-          \_$1365  = table_226;
+          \_$1392  = table_226;
       8'he3:
-          \_$1365  = table_227;
+          \_$1392  = table_227;
       8'he4:
-          \_$1365  = table_228;
+          \_$1392  = table_228;
       8'he5:
-          \_$1365  = table_229;
+          \_$1392  = table_229;
       8'he6:
-          \_$1365  = table_230;
+          \_$1392  = table_230;
       8'he7:
-          \_$1365  = table_231;
+          \_$1392  = table_231;
       8'he8:
-          \_$1365  = table_232;
+          \_$1392  = table_232;
       8'he9:
-          \_$1365  = table_233;
+          \_$1392  = table_233;
       8'hea:
-          \_$1365  = table_234;
+          \_$1392  = table_234;
       8'heb:
-          \_$1365  = table_235;
+          \_$1392  = table_235;
       8'hec:
-          \_$1365  = table_236;
+          \_$1392  = table_236;
       8'hed:
-          \_$1365  = table_237;
+          \_$1392  = table_237;
       8'hee:
-          \_$1365  = table_238;
+          \_$1392  = table_238;
       8'hef:
-          \_$1365  = table_239;
+          \_$1392  = table_239;
       8'hf0:
-          \_$1365  = table_240;
+          \_$1392  = table_240;
       8'hf1:
-          \_$1365  = table_241;
+          \_$1392  = table_241;
       8'hf2:
-          \_$1365  = table_242;
+          \_$1392  = table_242;
       8'hf3:
-          \_$1365  = table_243;
+          \_$1392  = table_243;
       8'hf4:
-          \_$1365  = table_244;
+          \_$1392  = table_244;
       8'hf5:
-          \_$1365  = table_245;
+          \_$1392  = table_245;
       8'hf6:
-          \_$1365  = table_246;
+          \_$1392  = table_246;
       8'hf7:
-          \_$1365  = table_247;
+          \_$1392  = table_247;
       8'hf8:
-          \_$1365  = table_248;
+          \_$1392  = table_248;
       8'hf9:
-          \_$1365  = table_249;
+          \_$1392  = table_249;
       8'hfa:
-          \_$1365  = table_250;
+          \_$1392  = table_250;
       8'hfb:
-          \_$1365  = table_251;
+          \_$1392  = table_251;
       8'hfc:
-          \_$1365  = table_252;
+          \_$1392  = table_252;
       8'hfd:
-          \_$1365  = table_253;
+          \_$1392  = table_253;
       8'hfe:
-          \_$1365  = table_254;
+          \_$1392  = table_254;
       8'hff:
-          \_$1365  = table_255;
+          \_$1392  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$1451 , \_$1422 [6:0] })
+    casez ({ \_$1487 , \_$1455 [6:0] })
       8'h00:
-          \_$1452  = table_0;
+          \_$1488  = table_0;
       8'h01:
-          \_$1452  = table_1;
+          \_$1488  = table_1;
       8'h02:
-          \_$1452  = table_2;
+          \_$1488  = table_2;
       8'h03:
-          \_$1452  = table_3;
+          \_$1488  = table_3;
       8'h04:
-          \_$1452  = table_4;
+          \_$1488  = table_4;
       8'h05:
-          \_$1452  = table_5;
+          \_$1488  = table_5;
       8'h06:
-          \_$1452  = table_6;
+          \_$1488  = table_6;
       8'h07:
-          \_$1452  = table_7;
+          \_$1488  = table_7;
       8'h08:
-          \_$1452  = table_8;
+          \_$1488  = table_8;
       8'h09:
-          \_$1452  = table_9;
+          \_$1488  = table_9;
       8'h0a:
-          \_$1452  = table_10;
+          \_$1488  = table_10;
       8'h0b:
-          \_$1452  = table_11;
+          \_$1488  = table_11;
       8'h0c:
-          \_$1452  = table_12;
+          \_$1488  = table_12;
       8'h0d:
-          \_$1452  = table_13;
+          \_$1488  = table_13;
       8'h0e:
-          \_$1452  = table_14;
+          \_$1488  = table_14;
       8'h0f:
-          \_$1452  = table_15;
+          \_$1488  = table_15;
       8'h10:
-          \_$1452  = table_16;
+          \_$1488  = table_16;
       8'h11:
-          \_$1452  = table_17;
+          \_$1488  = table_17;
       8'h12:
-          \_$1452  = table_18;
+          \_$1488  = table_18;
       8'h13:
-          \_$1452  = table_19;
+          \_$1488  = table_19;
       8'h14:
-          \_$1452  = table_20;
+          \_$1488  = table_20;
       8'h15:
-          \_$1452  = table_21;
+          \_$1488  = table_21;
       8'h16:
-          \_$1452  = table_22;
+          \_$1488  = table_22;
       8'h17:
-          \_$1452  = table_23;
+          \_$1488  = table_23;
       8'h18:
-          \_$1452  = table_24;
+          \_$1488  = table_24;
       8'h19:
-          \_$1452  = table_25;
+          \_$1488  = table_25;
       8'h1a:
-          \_$1452  = table_26;
+          \_$1488  = table_26;
       8'h1b:
-          \_$1452  = table_27;
+          \_$1488  = table_27;
       8'h1c:
-          \_$1452  = table_28;
+          \_$1488  = table_28;
       8'h1d:
-          \_$1452  = table_29;
+          \_$1488  = table_29;
       8'h1e:
-          \_$1452  = table_30;
+          \_$1488  = table_30;
       8'h1f:
-          \_$1452  = table_31;
+          \_$1488  = table_31;
       8'h20:
-          \_$1452  = table_32;
+          \_$1488  = table_32;
       8'h21:
-          \_$1452  = table_33;
+          \_$1488  = table_33;
       8'h22:
-          \_$1452  = table_34;
+          \_$1488  = table_34;
       8'h23:
-          \_$1452  = table_35;
+          \_$1488  = table_35;
       8'h24:
-          \_$1452  = table_36;
+          \_$1488  = table_36;
       8'h25:
-          \_$1452  = table_37;
+          \_$1488  = table_37;
       8'h26:
-          \_$1452  = table_38;
+          \_$1488  = table_38;
       8'h27:
-          \_$1452  = table_39;
+          \_$1488  = table_39;
       8'h28:
-          \_$1452  = table_40;
+          \_$1488  = table_40;
       8'h29:
-          \_$1452  = table_41;
+          \_$1488  = table_41;
       8'h2a:
-          \_$1452  = table_42;
+          \_$1488  = table_42;
       8'h2b:
-          \_$1452  = table_43;
+          \_$1488  = table_43;
       8'h2c:
-          \_$1452  = table_44;
+          \_$1488  = table_44;
       8'h2d:
-          \_$1452  = table_45;
+          \_$1488  = table_45;
       8'h2e:
-          \_$1452  = table_46;
+          \_$1488  = table_46;
       8'h2f:
-          \_$1452  = table_47;
+          \_$1488  = table_47;
       8'h30:
-          \_$1452  = table_48;
+          \_$1488  = table_48;
       8'h31:
-          \_$1452  = table_49;
+          \_$1488  = table_49;
       8'h32:
-          \_$1452  = table_50;
+          \_$1488  = table_50;
       8'h33:
-          \_$1452  = table_51;
+          \_$1488  = table_51;
       8'h34:
-          \_$1452  = table_52;
+          \_$1488  = table_52;
       8'h35:
-          \_$1452  = table_53;
+          \_$1488  = table_53;
       8'h36:
-          \_$1452  = table_54;
+          \_$1488  = table_54;
       8'h37:
-          \_$1452  = table_55;
+          \_$1488  = table_55;
       8'h38:
-          \_$1452  = table_56;
+          \_$1488  = table_56;
       8'h39:
-          \_$1452  = table_57;
+          \_$1488  = table_57;
       8'h3a:
-          \_$1452  = table_58;
+          \_$1488  = table_58;
       8'h3b:
-          \_$1452  = table_59;
+          \_$1488  = table_59;
       8'h3c:
-          \_$1452  = table_60;
+          \_$1488  = table_60;
       8'h3d:
-          \_$1452  = table_61;
+          \_$1488  = table_61;
       8'h3e:
-          \_$1452  = table_62;
+          \_$1488  = table_62;
       8'h3f:
-          \_$1452  = table_63;
+          \_$1488  = table_63;
       8'h40:
-          \_$1452  = table_64;
+          \_$1488  = table_64;
       8'h41:
-          \_$1452  = table_65;
+          \_$1488  = table_65;
       8'h42:
-          \_$1452  = table_66;
+          \_$1488  = table_66;
       8'h43:
-          \_$1452  = table_67;
+          \_$1488  = table_67;
       8'h44:
-          \_$1452  = table_68;
+          \_$1488  = table_68;
       8'h45:
-          \_$1452  = table_69;
+          \_$1488  = table_69;
       8'h46:
-          \_$1452  = table_70;
+          \_$1488  = table_70;
       8'h47:
-          \_$1452  = table_71;
+          \_$1488  = table_71;
       8'h48:
-          \_$1452  = table_72;
+          \_$1488  = table_72;
       8'h49:
-          \_$1452  = table_73;
+          \_$1488  = table_73;
       8'h4a:
-          \_$1452  = table_74;
+          \_$1488  = table_74;
       8'h4b:
-          \_$1452  = table_75;
+          \_$1488  = table_75;
       8'h4c:
-          \_$1452  = table_76;
+          \_$1488  = table_76;
       8'h4d:
-          \_$1452  = table_77;
+          \_$1488  = table_77;
       8'h4e:
-          \_$1452  = table_78;
+          \_$1488  = table_78;
       8'h4f:
-          \_$1452  = table_79;
+          \_$1488  = table_79;
       8'h50:
-          \_$1452  = table_80;
+          \_$1488  = table_80;
       8'h51:
-          \_$1452  = table_81;
+          \_$1488  = table_81;
       8'h52:
-          \_$1452  = table_82;
+          \_$1488  = table_82;
       8'h53:
-          \_$1452  = table_83;
+          \_$1488  = table_83;
       8'h54:
-          \_$1452  = table_84;
+          \_$1488  = table_84;
       8'h55:
-          \_$1452  = table_85;
+          \_$1488  = table_85;
       8'h56:
-          \_$1452  = table_86;
+          \_$1488  = table_86;
       8'h57:
-          \_$1452  = table_87;
+          \_$1488  = table_87;
       8'h58:
-          \_$1452  = table_88;
+          \_$1488  = table_88;
       8'h59:
-          \_$1452  = table_89;
+          \_$1488  = table_89;
       8'h5a:
-          \_$1452  = table_90;
+          \_$1488  = table_90;
       8'h5b:
-          \_$1452  = table_91;
+          \_$1488  = table_91;
       8'h5c:
-          \_$1452  = table_92;
+          \_$1488  = table_92;
       8'h5d:
-          \_$1452  = table_93;
+          \_$1488  = table_93;
       8'h5e:
-          \_$1452  = table_94;
+          \_$1488  = table_94;
       8'h5f:
-          \_$1452  = table_95;
+          \_$1488  = table_95;
       8'h60:
-          \_$1452  = table_96;
+          \_$1488  = table_96;
       8'h61:
-          \_$1452  = table_97;
+          \_$1488  = table_97;
       8'h62:
-          \_$1452  = table_98;
+          \_$1488  = table_98;
       8'h63:
-          \_$1452  = table_99;
+          \_$1488  = table_99;
       8'h64:
-          \_$1452  = table_100;
+          \_$1488  = table_100;
       8'h65:
-          \_$1452  = table_101;
+          \_$1488  = table_101;
       8'h66:
-          \_$1452  = table_102;
+          \_$1488  = table_102;
       8'h67:
-          \_$1452  = table_103;
+          \_$1488  = table_103;
       8'h68:
-          \_$1452  = table_104;
+          \_$1488  = table_104;
       8'h69:
-          \_$1452  = table_105;
+          \_$1488  = table_105;
       8'h6a:
-          \_$1452  = table_106;
+          \_$1488  = table_106;
       8'h6b:
-          \_$1452  = table_107;
+          \_$1488  = table_107;
       8'h6c:
-          \_$1452  = table_108;
+          \_$1488  = table_108;
       8'h6d:
-          \_$1452  = table_109;
+          \_$1488  = table_109;
       8'h6e:
-          \_$1452  = table_110;
+          \_$1488  = table_110;
       8'h6f:
-          \_$1452  = table_111;
+          \_$1488  = table_111;
       8'h70:
-          \_$1452  = table_112;
+          \_$1488  = table_112;
       8'h71:
-          \_$1452  = table_113;
+          \_$1488  = table_113;
       8'h72:
-          \_$1452  = table_114;
+          \_$1488  = table_114;
       8'h73:
-          \_$1452  = table_115;
+          \_$1488  = table_115;
       8'h74:
-          \_$1452  = table_116;
+          \_$1488  = table_116;
       8'h75:
-          \_$1452  = table_117;
+          \_$1488  = table_117;
       8'h76:
-          \_$1452  = table_118;
+          \_$1488  = table_118;
       8'h77:
-          \_$1452  = table_119;
+          \_$1488  = table_119;
       8'h78:
-          \_$1452  = table_120;
+          \_$1488  = table_120;
       8'h79:
-          \_$1452  = table_121;
+          \_$1488  = table_121;
       8'h7a:
-          \_$1452  = table_122;
+          \_$1488  = table_122;
       8'h7b:
-          \_$1452  = table_123;
+          \_$1488  = table_123;
       8'h7c:
-          \_$1452  = table_124;
+          \_$1488  = table_124;
       8'h7d:
-          \_$1452  = table_125;
+          \_$1488  = table_125;
       8'h7e:
-          \_$1452  = table_126;
+          \_$1488  = table_126;
       8'h7f:
-          \_$1452  = table_127;
+          \_$1488  = table_127;
       8'h80:
-          \_$1452  = table_128;
+          \_$1488  = table_128;
       8'h81:
-          \_$1452  = table_129;
+          \_$1488  = table_129;
       8'h82:
-          \_$1452  = table_130;
+          \_$1488  = table_130;
       8'h83:
-          \_$1452  = table_131;
+          \_$1488  = table_131;
       8'h84:
-          \_$1452  = table_132;
+          \_$1488  = table_132;
       8'h85:
-          \_$1452  = table_133;
+          \_$1488  = table_133;
       8'h86:
-          \_$1452  = table_134;
+          \_$1488  = table_134;
       8'h87:
-          \_$1452  = table_135;
+          \_$1488  = table_135;
       8'h88:
-          \_$1452  = table_136;
+          \_$1488  = table_136;
       8'h89:
-          \_$1452  = table_137;
+          \_$1488  = table_137;
       8'h8a:
-          \_$1452  = table_138;
+          \_$1488  = table_138;
       8'h8b:
-          \_$1452  = table_139;
+          \_$1488  = table_139;
       8'h8c:
-          \_$1452  = table_140;
+          \_$1488  = table_140;
       8'h8d:
-          \_$1452  = table_141;
+          \_$1488  = table_141;
       8'h8e:
-          \_$1452  = table_142;
+          \_$1488  = table_142;
       8'h8f:
-          \_$1452  = table_143;
+          \_$1488  = table_143;
       8'h90:
-          \_$1452  = table_144;
+          \_$1488  = table_144;
       8'h91:
-          \_$1452  = table_145;
+          \_$1488  = table_145;
       8'h92:
-          \_$1452  = table_146;
+          \_$1488  = table_146;
       8'h93:
-          \_$1452  = table_147;
+          \_$1488  = table_147;
       8'h94:
-          \_$1452  = table_148;
+          \_$1488  = table_148;
       8'h95:
-          \_$1452  = table_149;
+          \_$1488  = table_149;
       8'h96:
-          \_$1452  = table_150;
+          \_$1488  = table_150;
       8'h97:
-          \_$1452  = table_151;
+          \_$1488  = table_151;
       8'h98:
-          \_$1452  = table_152;
+          \_$1488  = table_152;
       8'h99:
-          \_$1452  = table_153;
+          \_$1488  = table_153;
       8'h9a:
-          \_$1452  = table_154;
+          \_$1488  = table_154;
       8'h9b:
-          \_$1452  = table_155;
+          \_$1488  = table_155;
       8'h9c:
-          \_$1452  = table_156;
+          \_$1488  = table_156;
       8'h9d:
-          \_$1452  = table_157;
+          \_$1488  = table_157;
       8'h9e:
-          \_$1452  = table_158;
+          \_$1488  = table_158;
       8'h9f:
-          \_$1452  = table_159;
+          \_$1488  = table_159;
       8'ha0:
-          \_$1452  = table_160;
+          \_$1488  = table_160;
       8'ha1:
-          \_$1452  = table_161;
+          \_$1488  = table_161;
       8'ha2:
-          \_$1452  = table_162;
+          \_$1488  = table_162;
       8'ha3:
-          \_$1452  = table_163;
+          \_$1488  = table_163;
       8'ha4:
-          \_$1452  = table_164;
+          \_$1488  = table_164;
       8'ha5:
-          \_$1452  = table_165;
+          \_$1488  = table_165;
       8'ha6:
-          \_$1452  = table_166;
+          \_$1488  = table_166;
       8'ha7:
-          \_$1452  = table_167;
+          \_$1488  = table_167;
       8'ha8:
-          \_$1452  = table_168;
+          \_$1488  = table_168;
       8'ha9:
-          \_$1452  = table_169;
+          \_$1488  = table_169;
       8'haa:
-          \_$1452  = table_170;
+          \_$1488  = table_170;
       8'hab:
-          \_$1452  = table_171;
+          \_$1488  = table_171;
       8'hac:
-          \_$1452  = table_172;
+          \_$1488  = table_172;
       8'had:
-          \_$1452  = table_173;
+          \_$1488  = table_173;
       8'hae:
-          \_$1452  = table_174;
+          \_$1488  = table_174;
       8'haf:
-          \_$1452  = table_175;
+          \_$1488  = table_175;
       8'hb0:
-          \_$1452  = table_176;
+          \_$1488  = table_176;
       8'hb1:
-          \_$1452  = table_177;
+          \_$1488  = table_177;
       8'hb2:
-          \_$1452  = table_178;
+          \_$1488  = table_178;
       8'hb3:
-          \_$1452  = table_179;
+          \_$1488  = table_179;
       8'hb4:
-          \_$1452  = table_180;
+          \_$1488  = table_180;
       8'hb5:
-          \_$1452  = table_181;
+          \_$1488  = table_181;
       8'hb6:
-          \_$1452  = table_182;
+          \_$1488  = table_182;
       8'hb7:
-          \_$1452  = table_183;
+          \_$1488  = table_183;
       8'hb8:
-          \_$1452  = table_184;
+          \_$1488  = table_184;
       8'hb9:
-          \_$1452  = table_185;
+          \_$1488  = table_185;
       8'hba:
-          \_$1452  = table_186;
+          \_$1488  = table_186;
       8'hbb:
-          \_$1452  = table_187;
+          \_$1488  = table_187;
       8'hbc:
-          \_$1452  = table_188;
+          \_$1488  = table_188;
       8'hbd:
-          \_$1452  = table_189;
+          \_$1488  = table_189;
       8'hbe:
-          \_$1452  = table_190;
+          \_$1488  = table_190;
       8'hbf:
-          \_$1452  = table_191;
+          \_$1488  = table_191;
       8'hc0:
-          \_$1452  = table_192;
+          \_$1488  = table_192;
       8'hc1:
-          \_$1452  = table_193;
+          \_$1488  = table_193;
       8'hc2:
-          \_$1452  = table_194;
+          \_$1488  = table_194;
       8'hc3:
-          \_$1452  = table_195;
+          \_$1488  = table_195;
       8'hc4:
-          \_$1452  = table_196;
+          \_$1488  = table_196;
       8'hc5:
-          \_$1452  = table_197;
+          \_$1488  = table_197;
       8'hc6:
-          \_$1452  = table_198;
+          \_$1488  = table_198;
       8'hc7:
-          \_$1452  = table_199;
+          \_$1488  = table_199;
       8'hc8:
-          \_$1452  = table_200;
+          \_$1488  = table_200;
       8'hc9:
-          \_$1452  = table_201;
+          \_$1488  = table_201;
       8'hca:
-          \_$1452  = table_202;
+          \_$1488  = table_202;
       8'hcb:
-          \_$1452  = table_203;
+          \_$1488  = table_203;
       8'hcc:
-          \_$1452  = table_204;
+          \_$1488  = table_204;
       8'hcd:
-          \_$1452  = table_205;
+          \_$1488  = table_205;
       8'hce:
-          \_$1452  = table_206;
+          \_$1488  = table_206;
       8'hcf:
-          \_$1452  = table_207;
+          \_$1488  = table_207;
       8'hd0:
-          \_$1452  = table_208;
+          \_$1488  = table_208;
       8'hd1:
-          \_$1452  = table_209;
+          \_$1488  = table_209;
       8'hd2:
-          \_$1452  = table_210;
+          \_$1488  = table_210;
       8'hd3:
-          \_$1452  = table_211;
+          \_$1488  = table_211;
       8'hd4:
-          \_$1452  = table_212;
+          \_$1488  = table_212;
       8'hd5:
-          \_$1452  = table_213;
+          \_$1488  = table_213;
       8'hd6:
-          \_$1452  = table_214;
+          \_$1488  = table_214;
       8'hd7:
-          \_$1452  = table_215;
+          \_$1488  = table_215;
       8'hd8:
-          \_$1452  = table_216;
+          \_$1488  = table_216;
       8'hd9:
-          \_$1452  = table_217;
+          \_$1488  = table_217;
       8'hda:
-          \_$1452  = table_218;
+          \_$1488  = table_218;
       8'hdb:
-          \_$1452  = table_219;
+          \_$1488  = table_219;
       8'hdc:
-          \_$1452  = table_220;
+          \_$1488  = table_220;
       8'hdd:
-          \_$1452  = table_221;
+          \_$1488  = table_221;
       8'hde:
-          \_$1452  = table_222;
+          \_$1488  = table_222;
       8'hdf:
-          \_$1452  = table_223;
+          \_$1488  = table_223;
       8'he0:
-          \_$1452  = table_224;
+          \_$1488  = table_224;
       8'he1:
-          \_$1452  = table_225;
+          \_$1488  = table_225;
       8'he2:
-          \_$1452  = table_226;
+          \_$1488  = table_226;
       8'he3:
-          \_$1452  = table_227;
+          \_$1488  = table_227;
       8'he4:
-          \_$1452  = table_228;
+          \_$1488  = table_228;
       8'he5:
-          \_$1452  = table_229;
+          \_$1488  = table_229;
       8'he6:
-          \_$1452  = table_230;
+          \_$1488  = table_230;
       8'he7:
-          \_$1452  = table_231;
+          \_$1488  = table_231;
       8'he8:
-          \_$1452  = table_232;
+          \_$1488  = table_232;
       8'he9:
-          \_$1452  = table_233;
+          \_$1488  = table_233;
       8'hea:
-          \_$1452  = table_234;
+          \_$1488  = table_234;
       8'heb:
-          \_$1452  = table_235;
+          \_$1488  = table_235;
       8'hec:
-          \_$1452  = table_236;
+          \_$1488  = table_236;
       8'hed:
-          \_$1452  = table_237;
+          \_$1488  = table_237;
       8'hee:
-          \_$1452  = table_238;
+          \_$1488  = table_238;
       8'hef:
-          \_$1452  = table_239;
+          \_$1488  = table_239;
       8'hf0:
-          \_$1452  = table_240;
+          \_$1488  = table_240;
       8'hf1:
-          \_$1452  = table_241;
+          \_$1488  = table_241;
       8'hf2:
-          \_$1452  = table_242;
+          \_$1488  = table_242;
       8'hf3:
-          \_$1452  = table_243;
+          \_$1488  = table_243;
       8'hf4:
-          \_$1452  = table_244;
+          \_$1488  = table_244;
       8'hf5:
-          \_$1452  = table_245;
+          \_$1488  = table_245;
       8'hf6:
-          \_$1452  = table_246;
+          \_$1488  = table_246;
       8'hf7:
-          \_$1452  = table_247;
+          \_$1488  = table_247;
       8'hf8:
-          \_$1452  = table_248;
+          \_$1488  = table_248;
       8'hf9:
-          \_$1452  = table_249;
+          \_$1488  = table_249;
       8'hfa:
-          \_$1452  = table_250;
+          \_$1488  = table_250;
       8'hfb:
-          \_$1452  = table_251;
+          \_$1488  = table_251;
       8'hfc:
-          \_$1452  = table_252;
+          \_$1488  = table_252;
       8'hfd:
-          \_$1452  = table_253;
+          \_$1488  = table_253;
       8'hfe:
-          \_$1452  = table_254;
+          \_$1488  = table_254;
       8'hff:
-          \_$1452  = table_255;
+          \_$1488  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$1538 , \_$1509 [6:0] })
+    casez ({ \_$1583 , \_$1551 [6:0] })
       8'h00:
-          \_$1539  = table_0;
+          \_$1584  = table_0;
       8'h01:
-          \_$1539  = table_1;
+          \_$1584  = table_1;
       8'h02:
-          \_$1539  = table_2;
+          \_$1584  = table_2;
       8'h03:
-          \_$1539  = table_3;
+          \_$1584  = table_3;
       8'h04:
-          \_$1539  = table_4;
+          \_$1584  = table_4;
       8'h05:
-          \_$1539  = table_5;
+          \_$1584  = table_5;
       8'h06:
-          \_$1539  = table_6;
+          \_$1584  = table_6;
       8'h07:
-          \_$1539  = table_7;
+          \_$1584  = table_7;
       8'h08:
-          \_$1539  = table_8;
+          \_$1584  = table_8;
       8'h09:
-          \_$1539  = table_9;
+          \_$1584  = table_9;
       8'h0a:
-          \_$1539  = table_10;
+          \_$1584  = table_10;
       8'h0b:
-          \_$1539  = table_11;
+          \_$1584  = table_11;
       8'h0c:
-          \_$1539  = table_12;
+          \_$1584  = table_12;
       8'h0d:
-          \_$1539  = table_13;
+          \_$1584  = table_13;
       8'h0e:
-          \_$1539  = table_14;
+          \_$1584  = table_14;
       8'h0f:
-          \_$1539  = table_15;
+          \_$1584  = table_15;
       8'h10:
-          \_$1539  = table_16;
+          \_$1584  = table_16;
       8'h11:
-          \_$1539  = table_17;
+          \_$1584  = table_17;
       8'h12:
-          \_$1539  = table_18;
+          \_$1584  = table_18;
       8'h13:
-          \_$1539  = table_19;
+          \_$1584  = table_19;
       8'h14:
-          \_$1539  = table_20;
+          \_$1584  = table_20;
       8'h15:
-          \_$1539  = table_21;
+          \_$1584  = table_21;
       8'h16:
-          \_$1539  = table_22;
+          \_$1584  = table_22;
       8'h17:
-          \_$1539  = table_23;
+          \_$1584  = table_23;
       8'h18:
-          \_$1539  = table_24;
+          \_$1584  = table_24;
       8'h19:
-          \_$1539  = table_25;
+          \_$1584  = table_25;
       8'h1a:
-          \_$1539  = table_26;
+          \_$1584  = table_26;
       8'h1b:
-          \_$1539  = table_27;
+          \_$1584  = table_27;
       8'h1c:
-          \_$1539  = table_28;
+          \_$1584  = table_28;
       8'h1d:
-          \_$1539  = table_29;
+          \_$1584  = table_29;
       8'h1e:
-          \_$1539  = table_30;
+          \_$1584  = table_30;
       8'h1f:
-          \_$1539  = table_31;
+          \_$1584  = table_31;
       8'h20:
-          \_$1539  = table_32;
+          \_$1584  = table_32;
       8'h21:
-          \_$1539  = table_33;
+          \_$1584  = table_33;
       8'h22:
-          \_$1539  = table_34;
+          \_$1584  = table_34;
       8'h23:
-          \_$1539  = table_35;
+          \_$1584  = table_35;
       8'h24:
-          \_$1539  = table_36;
+          \_$1584  = table_36;
       8'h25:
-          \_$1539  = table_37;
+          \_$1584  = table_37;
       8'h26:
-          \_$1539  = table_38;
+          \_$1584  = table_38;
       8'h27:
-          \_$1539  = table_39;
+          \_$1584  = table_39;
       8'h28:
-          \_$1539  = table_40;
+          \_$1584  = table_40;
       8'h29:
-          \_$1539  = table_41;
+          \_$1584  = table_41;
       8'h2a:
-          \_$1539  = table_42;
+          \_$1584  = table_42;
       8'h2b:
-          \_$1539  = table_43;
+          \_$1584  = table_43;
       8'h2c:
-          \_$1539  = table_44;
+          \_$1584  = table_44;
       8'h2d:
-          \_$1539  = table_45;
+          \_$1584  = table_45;
       8'h2e:
-          \_$1539  = table_46;
+          \_$1584  = table_46;
       8'h2f:
-          \_$1539  = table_47;
+          \_$1584  = table_47;
       8'h30:
-          \_$1539  = table_48;
+          \_$1584  = table_48;
       8'h31:
-          \_$1539  = table_49;
+          \_$1584  = table_49;
       8'h32:
-          \_$1539  = table_50;
+          \_$1584  = table_50;
       8'h33:
-          \_$1539  = table_51;
+          \_$1584  = table_51;
       8'h34:
-          \_$1539  = table_52;
+          \_$1584  = table_52;
       8'h35:
-          \_$1539  = table_53;
+          \_$1584  = table_53;
       8'h36:
-          \_$1539  = table_54;
+          \_$1584  = table_54;
       8'h37:
-          \_$1539  = table_55;
+          \_$1584  = table_55;
       8'h38:
-          \_$1539  = table_56;
+          \_$1584  = table_56;
       8'h39:
-          \_$1539  = table_57;
+          \_$1584  = table_57;
       8'h3a:
-          \_$1539  = table_58;
+          \_$1584  = table_58;
       8'h3b:
-          \_$1539  = table_59;
+          \_$1584  = table_59;
       8'h3c:
-          \_$1539  = table_60;
+          \_$1584  = table_60;
       8'h3d:
-          \_$1539  = table_61;
+          \_$1584  = table_61;
       8'h3e:
-          \_$1539  = table_62;
+          \_$1584  = table_62;
       8'h3f:
-          \_$1539  = table_63;
+          \_$1584  = table_63;
       8'h40:
-          \_$1539  = table_64;
+          \_$1584  = table_64;
       8'h41:
-          \_$1539  = table_65;
+          \_$1584  = table_65;
       8'h42:
-          \_$1539  = table_66;
+          \_$1584  = table_66;
       8'h43:
-          \_$1539  = table_67;
+          \_$1584  = table_67;
       8'h44:
-          \_$1539  = table_68;
+          \_$1584  = table_68;
       8'h45:
-          \_$1539  = table_69;
+          \_$1584  = table_69;
       8'h46:
-          \_$1539  = table_70;
+          \_$1584  = table_70;
       8'h47:
-          \_$1539  = table_71;
+          \_$1584  = table_71;
       8'h48:
-          \_$1539  = table_72;
+          \_$1584  = table_72;
       8'h49:
-          \_$1539  = table_73;
+          \_$1584  = table_73;
       8'h4a:
-          \_$1539  = table_74;
+          \_$1584  = table_74;
       8'h4b:
-          \_$1539  = table_75;
+          \_$1584  = table_75;
       8'h4c:
-          \_$1539  = table_76;
+          \_$1584  = table_76;
       8'h4d:
-          \_$1539  = table_77;
+          \_$1584  = table_77;
       8'h4e:
-          \_$1539  = table_78;
+          \_$1584  = table_78;
       8'h4f:
-          \_$1539  = table_79;
+          \_$1584  = table_79;
       8'h50:
-          \_$1539  = table_80;
+          \_$1584  = table_80;
       8'h51:
-          \_$1539  = table_81;
+          \_$1584  = table_81;
       8'h52:
-          \_$1539  = table_82;
+          \_$1584  = table_82;
       8'h53:
-          \_$1539  = table_83;
+          \_$1584  = table_83;
       8'h54:
-          \_$1539  = table_84;
+          \_$1584  = table_84;
       8'h55:
-          \_$1539  = table_85;
+          \_$1584  = table_85;
       8'h56:
-          \_$1539  = table_86;
+          \_$1584  = table_86;
       8'h57:
-          \_$1539  = table_87;
+          \_$1584  = table_87;
       8'h58:
-          \_$1539  = table_88;
+          \_$1584  = table_88;
       8'h59:
-          \_$1539  = table_89;
+          \_$1584  = table_89;
       8'h5a:
-          \_$1539  = table_90;
+          \_$1584  = table_90;
       8'h5b:
-          \_$1539  = table_91;
+          \_$1584  = table_91;
       8'h5c:
-          \_$1539  = table_92;
+          \_$1584  = table_92;
       8'h5d:
-          \_$1539  = table_93;
+          \_$1584  = table_93;
       8'h5e:
-          \_$1539  = table_94;
+          \_$1584  = table_94;
       8'h5f:
-          \_$1539  = table_95;
+          \_$1584  = table_95;
       8'h60:
-          \_$1539  = table_96;
+          \_$1584  = table_96;
       8'h61:
-          \_$1539  = table_97;
+          \_$1584  = table_97;
       8'h62:
-          \_$1539  = table_98;
+          \_$1584  = table_98;
       8'h63:
-          \_$1539  = table_99;
+          \_$1584  = table_99;
       8'h64:
-          \_$1539  = table_100;
+          \_$1584  = table_100;
       8'h65:
-          \_$1539  = table_101;
+          \_$1584  = table_101;
       8'h66:
-          \_$1539  = table_102;
+          \_$1584  = table_102;
       8'h67:
-          \_$1539  = table_103;
+          \_$1584  = table_103;
       8'h68:
-          \_$1539  = table_104;
+          \_$1584  = table_104;
       8'h69:
-          \_$1539  = table_105;
+          \_$1584  = table_105;
       8'h6a:
-          \_$1539  = table_106;
+          \_$1584  = table_106;
       8'h6b:
-          \_$1539  = table_107;
+          \_$1584  = table_107;
       8'h6c:
-          \_$1539  = table_108;
+          \_$1584  = table_108;
       8'h6d:
-          \_$1539  = table_109;
+          \_$1584  = table_109;
       8'h6e:
-          \_$1539  = table_110;
+          \_$1584  = table_110;
       8'h6f:
-          \_$1539  = table_111;
+          \_$1584  = table_111;
       8'h70:
-          \_$1539  = table_112;
+          \_$1584  = table_112;
       8'h71:
-          \_$1539  = table_113;
+          \_$1584  = table_113;
       8'h72:
-          \_$1539  = table_114;
+          \_$1584  = table_114;
       8'h73:
-          \_$1539  = table_115;
+          \_$1584  = table_115;
       8'h74:
-          \_$1539  = table_116;
+          \_$1584  = table_116;
       8'h75:
-          \_$1539  = table_117;
+          \_$1584  = table_117;
       8'h76:
-          \_$1539  = table_118;
+          \_$1584  = table_118;
       8'h77:
-          \_$1539  = table_119;
+          \_$1584  = table_119;
       8'h78:
-          \_$1539  = table_120;
+          \_$1584  = table_120;
       8'h79:
-          \_$1539  = table_121;
+          \_$1584  = table_121;
       8'h7a:
-          \_$1539  = table_122;
+          \_$1584  = table_122;
       8'h7b:
-          \_$1539  = table_123;
+          \_$1584  = table_123;
       8'h7c:
-          \_$1539  = table_124;
+          \_$1584  = table_124;
       8'h7d:
-          \_$1539  = table_125;
+          \_$1584  = table_125;
       8'h7e:
-          \_$1539  = table_126;
+          \_$1584  = table_126;
       8'h7f:
-          \_$1539  = table_127;
+          \_$1584  = table_127;
       8'h80:
-          \_$1539  = table_128;
+          \_$1584  = table_128;
       8'h81:
-          \_$1539  = table_129;
+          \_$1584  = table_129;
       8'h82:
-          \_$1539  = table_130;
+          \_$1584  = table_130;
       8'h83:
-          \_$1539  = table_131;
+          \_$1584  = table_131;
       8'h84:
-          \_$1539  = table_132;
+          \_$1584  = table_132;
       8'h85:
-          \_$1539  = table_133;
+          \_$1584  = table_133;
       8'h86:
-          \_$1539  = table_134;
+          \_$1584  = table_134;
       8'h87:
-          \_$1539  = table_135;
+          \_$1584  = table_135;
       8'h88:
-          \_$1539  = table_136;
+          \_$1584  = table_136;
       8'h89:
-          \_$1539  = table_137;
+          \_$1584  = table_137;
       8'h8a:
-          \_$1539  = table_138;
+          \_$1584  = table_138;
       8'h8b:
-          \_$1539  = table_139;
+          \_$1584  = table_139;
       8'h8c:
-          \_$1539  = table_140;
+          \_$1584  = table_140;
       8'h8d:
-          \_$1539  = table_141;
+          \_$1584  = table_141;
       8'h8e:
-          \_$1539  = table_142;
+          \_$1584  = table_142;
       8'h8f:
-          \_$1539  = table_143;
+          \_$1584  = table_143;
       8'h90:
-          \_$1539  = table_144;
+          \_$1584  = table_144;
       8'h91:
-          \_$1539  = table_145;
+          \_$1584  = table_145;
       8'h92:
-          \_$1539  = table_146;
+          \_$1584  = table_146;
       8'h93:
-          \_$1539  = table_147;
+          \_$1584  = table_147;
       8'h94:
-          \_$1539  = table_148;
+          \_$1584  = table_148;
       8'h95:
-          \_$1539  = table_149;
+          \_$1584  = table_149;
       8'h96:
-          \_$1539  = table_150;
+          \_$1584  = table_150;
       8'h97:
-          \_$1539  = table_151;
+          \_$1584  = table_151;
       8'h98:
-          \_$1539  = table_152;
+          \_$1584  = table_152;
       8'h99:
-          \_$1539  = table_153;
+          \_$1584  = table_153;
       8'h9a:
-          \_$1539  = table_154;
+          \_$1584  = table_154;
       8'h9b:
-          \_$1539  = table_155;
+          \_$1584  = table_155;
       8'h9c:
-          \_$1539  = table_156;
+          \_$1584  = table_156;
       8'h9d:
-          \_$1539  = table_157;
+          \_$1584  = table_157;
       8'h9e:
-          \_$1539  = table_158;
+          \_$1584  = table_158;
       8'h9f:
-          \_$1539  = table_159;
+          \_$1584  = table_159;
       8'ha0:
-          \_$1539  = table_160;
+          \_$1584  = table_160;
       8'ha1:
-          \_$1539  = table_161;
+          \_$1584  = table_161;
       8'ha2:
-          \_$1539  = table_162;
+          \_$1584  = table_162;
       8'ha3:
-          \_$1539  = table_163;
+          \_$1584  = table_163;
       8'ha4:
-          \_$1539  = table_164;
+          \_$1584  = table_164;
       8'ha5:
-          \_$1539  = table_165;
+          \_$1584  = table_165;
       8'ha6:
-          \_$1539  = table_166;
+          \_$1584  = table_166;
       8'ha7:
-          \_$1539  = table_167;
+          \_$1584  = table_167;
       8'ha8:
-          \_$1539  = table_168;
+          \_$1584  = table_168;
       8'ha9:
-          \_$1539  = table_169;
+          \_$1584  = table_169;
       8'haa:
-          \_$1539  = table_170;
+          \_$1584  = table_170;
       8'hab:
-          \_$1539  = table_171;
+          \_$1584  = table_171;
       8'hac:
-          \_$1539  = table_172;
+          \_$1584  = table_172;
       8'had:
-          \_$1539  = table_173;
+          \_$1584  = table_173;
       8'hae:
-          \_$1539  = table_174;
+          \_$1584  = table_174;
       8'haf:
-          \_$1539  = table_175;
+          \_$1584  = table_175;
       8'hb0:
-          \_$1539  = table_176;
+          \_$1584  = table_176;
       8'hb1:
-          \_$1539  = table_177;
+          \_$1584  = table_177;
       8'hb2:
-          \_$1539  = table_178;
+          \_$1584  = table_178;
       8'hb3:
-          \_$1539  = table_179;
+          \_$1584  = table_179;
       8'hb4:
-          \_$1539  = table_180;
+          \_$1584  = table_180;
       8'hb5:
-          \_$1539  = table_181;
+          \_$1584  = table_181;
       8'hb6:
-          \_$1539  = table_182;
+          \_$1584  = table_182;
       8'hb7:
-          \_$1539  = table_183;
+          \_$1584  = table_183;
       8'hb8:
-          \_$1539  = table_184;
+          \_$1584  = table_184;
       8'hb9:
-          \_$1539  = table_185;
+          \_$1584  = table_185;
       8'hba:
-          \_$1539  = table_186;
+          \_$1584  = table_186;
       8'hbb:
-          \_$1539  = table_187;
+          \_$1584  = table_187;
       8'hbc:
-          \_$1539  = table_188;
+          \_$1584  = table_188;
       8'hbd:
-          \_$1539  = table_189;
+          \_$1584  = table_189;
       8'hbe:
-          \_$1539  = table_190;
+          \_$1584  = table_190;
       8'hbf:
-          \_$1539  = table_191;
+          \_$1584  = table_191;
       8'hc0:
-          \_$1539  = table_192;
+          \_$1584  = table_192;
       8'hc1:
-          \_$1539  = table_193;
+          \_$1584  = table_193;
       8'hc2:
-          \_$1539  = table_194;
+          \_$1584  = table_194;
       8'hc3:
-          \_$1539  = table_195;
+          \_$1584  = table_195;
       8'hc4:
-          \_$1539  = table_196;
+          \_$1584  = table_196;
       8'hc5:
-          \_$1539  = table_197;
+          \_$1584  = table_197;
       8'hc6:
-          \_$1539  = table_198;
+          \_$1584  = table_198;
       8'hc7:
-          \_$1539  = table_199;
+          \_$1584  = table_199;
       8'hc8:
-          \_$1539  = table_200;
+          \_$1584  = table_200;
       8'hc9:
-          \_$1539  = table_201;
+          \_$1584  = table_201;
       8'hca:
-          \_$1539  = table_202;
+          \_$1584  = table_202;
       8'hcb:
-          \_$1539  = table_203;
+          \_$1584  = table_203;
       8'hcc:
-          \_$1539  = table_204;
+          \_$1584  = table_204;
       8'hcd:
-          \_$1539  = table_205;
+          \_$1584  = table_205;
       8'hce:
-          \_$1539  = table_206;
+          \_$1584  = table_206;
       8'hcf:
-          \_$1539  = table_207;
+          \_$1584  = table_207;
       8'hd0:
-          \_$1539  = table_208;
+          \_$1584  = table_208;
       8'hd1:
-          \_$1539  = table_209;
+          \_$1584  = table_209;
       8'hd2:
-          \_$1539  = table_210;
+          \_$1584  = table_210;
       8'hd3:
-          \_$1539  = table_211;
+          \_$1584  = table_211;
       8'hd4:
-          \_$1539  = table_212;
+          \_$1584  = table_212;
       8'hd5:
-          \_$1539  = table_213;
+          \_$1584  = table_213;
       8'hd6:
-          \_$1539  = table_214;
+          \_$1584  = table_214;
       8'hd7:
-          \_$1539  = table_215;
+          \_$1584  = table_215;
       8'hd8:
-          \_$1539  = table_216;
+          \_$1584  = table_216;
       8'hd9:
-          \_$1539  = table_217;
+          \_$1584  = table_217;
       8'hda:
-          \_$1539  = table_218;
+          \_$1584  = table_218;
       8'hdb:
-          \_$1539  = table_219;
+          \_$1584  = table_219;
       8'hdc:
-          \_$1539  = table_220;
+          \_$1584  = table_220;
       8'hdd:
-          \_$1539  = table_221;
+          \_$1584  = table_221;
       8'hde:
-          \_$1539  = table_222;
+          \_$1584  = table_222;
       8'hdf:
-          \_$1539  = table_223;
+          \_$1584  = table_223;
       8'he0:
-          \_$1539  = table_224;
+          \_$1584  = table_224;
       8'he1:
-          \_$1539  = table_225;
+          \_$1584  = table_225;
       8'he2:
-          \_$1539  = table_226;
+          \_$1584  = table_226;
       8'he3:
-          \_$1539  = table_227;
+          \_$1584  = table_227;
       8'he4:
-          \_$1539  = table_228;
+          \_$1584  = table_228;
       8'he5:
-          \_$1539  = table_229;
+          \_$1584  = table_229;
       8'he6:
-          \_$1539  = table_230;
+          \_$1584  = table_230;
       8'he7:
-          \_$1539  = table_231;
+          \_$1584  = table_231;
       8'he8:
-          \_$1539  = table_232;
+          \_$1584  = table_232;
       8'he9:
-          \_$1539  = table_233;
+          \_$1584  = table_233;
       8'hea:
-          \_$1539  = table_234;
+          \_$1584  = table_234;
       8'heb:
-          \_$1539  = table_235;
+          \_$1584  = table_235;
       8'hec:
-          \_$1539  = table_236;
+          \_$1584  = table_236;
       8'hed:
-          \_$1539  = table_237;
+          \_$1584  = table_237;
       8'hee:
-          \_$1539  = table_238;
+          \_$1584  = table_238;
       8'hef:
-          \_$1539  = table_239;
+          \_$1584  = table_239;
       8'hf0:
-          \_$1539  = table_240;
+          \_$1584  = table_240;
       8'hf1:
-          \_$1539  = table_241;
+          \_$1584  = table_241;
       8'hf2:
-          \_$1539  = table_242;
+          \_$1584  = table_242;
       8'hf3:
-          \_$1539  = table_243;
+          \_$1584  = table_243;
       8'hf4:
-          \_$1539  = table_244;
+          \_$1584  = table_244;
       8'hf5:
-          \_$1539  = table_245;
+          \_$1584  = table_245;
       8'hf6:
-          \_$1539  = table_246;
+          \_$1584  = table_246;
       8'hf7:
-          \_$1539  = table_247;
+          \_$1584  = table_247;
       8'hf8:
-          \_$1539  = table_248;
+          \_$1584  = table_248;
       8'hf9:
-          \_$1539  = table_249;
+          \_$1584  = table_249;
       8'hfa:
-          \_$1539  = table_250;
+          \_$1584  = table_250;
       8'hfb:
-          \_$1539  = table_251;
+          \_$1584  = table_251;
       8'hfc:
-          \_$1539  = table_252;
+          \_$1584  = table_252;
       8'hfd:
-          \_$1539  = table_253;
+          \_$1584  = table_253;
       8'hfe:
-          \_$1539  = table_254;
+          \_$1584  = table_254;
       8'hff:
-          \_$1539  = table_255;
+          \_$1584  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$1679 , \_$1647 [6:0] })
+      8'h00:
+          \_$1680  = table_0;
+      8'h01:
+          \_$1680  = table_1;
+      8'h02:
+          \_$1680  = table_2;
+      8'h03:
+          \_$1680  = table_3;
+      8'h04:
+          \_$1680  = table_4;
+      8'h05:
+          \_$1680  = table_5;
+      8'h06:
+          \_$1680  = table_6;
+      8'h07:
+          \_$1680  = table_7;
+      8'h08:
+          \_$1680  = table_8;
+      8'h09:
+          \_$1680  = table_9;
+      8'h0a:
+          \_$1680  = table_10;
+      8'h0b:
+          \_$1680  = table_11;
+      8'h0c:
+          \_$1680  = table_12;
+      8'h0d:
+          \_$1680  = table_13;
+      8'h0e:
+          \_$1680  = table_14;
+      8'h0f:
+          \_$1680  = table_15;
+      8'h10:
+          \_$1680  = table_16;
+      8'h11:
+          \_$1680  = table_17;
+      8'h12:
+          \_$1680  = table_18;
+      8'h13:
+          \_$1680  = table_19;
+      8'h14:
+          \_$1680  = table_20;
+      8'h15:
+          \_$1680  = table_21;
+      8'h16:
+          \_$1680  = table_22;
+      8'h17:
+          \_$1680  = table_23;
+      8'h18:
+          \_$1680  = table_24;
+      8'h19:
+          \_$1680  = table_25;
+      8'h1a:
+          \_$1680  = table_26;
+      8'h1b:
+          \_$1680  = table_27;
+      8'h1c:
+          \_$1680  = table_28;
+      8'h1d:
+          \_$1680  = table_29;
+      8'h1e:
+          \_$1680  = table_30;
+      8'h1f:
+          \_$1680  = table_31;
+      8'h20:
+          \_$1680  = table_32;
+      8'h21:
+          \_$1680  = table_33;
+      8'h22:
+          \_$1680  = table_34;
+      8'h23:
+          \_$1680  = table_35;
+      8'h24:
+          \_$1680  = table_36;
+      8'h25:
+          \_$1680  = table_37;
+      8'h26:
+          \_$1680  = table_38;
+      8'h27:
+          \_$1680  = table_39;
+      8'h28:
+          \_$1680  = table_40;
+      8'h29:
+          \_$1680  = table_41;
+      8'h2a:
+          \_$1680  = table_42;
+      8'h2b:
+          \_$1680  = table_43;
+      8'h2c:
+          \_$1680  = table_44;
+      8'h2d:
+          \_$1680  = table_45;
+      8'h2e:
+          \_$1680  = table_46;
+      8'h2f:
+          \_$1680  = table_47;
+      8'h30:
+          \_$1680  = table_48;
+      8'h31:
+          \_$1680  = table_49;
+      8'h32:
+          \_$1680  = table_50;
+      8'h33:
+          \_$1680  = table_51;
+      8'h34:
+          \_$1680  = table_52;
+      8'h35:
+          \_$1680  = table_53;
+      8'h36:
+          \_$1680  = table_54;
+      8'h37:
+          \_$1680  = table_55;
+      8'h38:
+          \_$1680  = table_56;
+      8'h39:
+          \_$1680  = table_57;
+      8'h3a:
+          \_$1680  = table_58;
+      8'h3b:
+          \_$1680  = table_59;
+      8'h3c:
+          \_$1680  = table_60;
+      8'h3d:
+          \_$1680  = table_61;
+      8'h3e:
+          \_$1680  = table_62;
+      8'h3f:
+          \_$1680  = table_63;
+      8'h40:
+          \_$1680  = table_64;
+      8'h41:
+          \_$1680  = table_65;
+      8'h42:
+          \_$1680  = table_66;
+      8'h43:
+          \_$1680  = table_67;
+      8'h44:
+          \_$1680  = table_68;
+      8'h45:
+          \_$1680  = table_69;
+      8'h46:
+          \_$1680  = table_70;
+      8'h47:
+          \_$1680  = table_71;
+      8'h48:
+          \_$1680  = table_72;
+      8'h49:
+          \_$1680  = table_73;
+      8'h4a:
+          \_$1680  = table_74;
+      8'h4b:
+          \_$1680  = table_75;
+      8'h4c:
+          \_$1680  = table_76;
+      8'h4d:
+          \_$1680  = table_77;
+      8'h4e:
+          \_$1680  = table_78;
+      8'h4f:
+          \_$1680  = table_79;
+      8'h50:
+          \_$1680  = table_80;
+      8'h51:
+          \_$1680  = table_81;
+      8'h52:
+          \_$1680  = table_82;
+      8'h53:
+          \_$1680  = table_83;
+      8'h54:
+          \_$1680  = table_84;
+      8'h55:
+          \_$1680  = table_85;
+      8'h56:
+          \_$1680  = table_86;
+      8'h57:
+          \_$1680  = table_87;
+      8'h58:
+          \_$1680  = table_88;
+      8'h59:
+          \_$1680  = table_89;
+      8'h5a:
+          \_$1680  = table_90;
+      8'h5b:
+          \_$1680  = table_91;
+      8'h5c:
+          \_$1680  = table_92;
+      8'h5d:
+          \_$1680  = table_93;
+      8'h5e:
+          \_$1680  = table_94;
+      8'h5f:
+          \_$1680  = table_95;
+      8'h60:
+          \_$1680  = table_96;
+      8'h61:
+          \_$1680  = table_97;
+      8'h62:
+          \_$1680  = table_98;
+      8'h63:
+          \_$1680  = table_99;
+      8'h64:
+          \_$1680  = table_100;
+      8'h65:
+          \_$1680  = table_101;
+      8'h66:
+          \_$1680  = table_102;
+      8'h67:
+          \_$1680  = table_103;
+      8'h68:
+          \_$1680  = table_104;
+      8'h69:
+          \_$1680  = table_105;
+      8'h6a:
+          \_$1680  = table_106;
+      8'h6b:
+          \_$1680  = table_107;
+      8'h6c:
+          \_$1680  = table_108;
+      8'h6d:
+          \_$1680  = table_109;
+      8'h6e:
+          \_$1680  = table_110;
+      8'h6f:
+          \_$1680  = table_111;
+      8'h70:
+          \_$1680  = table_112;
+      8'h71:
+          \_$1680  = table_113;
+      8'h72:
+          \_$1680  = table_114;
+      8'h73:
+          \_$1680  = table_115;
+      8'h74:
+          \_$1680  = table_116;
+      8'h75:
+          \_$1680  = table_117;
+      8'h76:
+          \_$1680  = table_118;
+      8'h77:
+          \_$1680  = table_119;
+      8'h78:
+          \_$1680  = table_120;
+      8'h79:
+          \_$1680  = table_121;
+      8'h7a:
+          \_$1680  = table_122;
+      8'h7b:
+          \_$1680  = table_123;
+      8'h7c:
+          \_$1680  = table_124;
+      8'h7d:
+          \_$1680  = table_125;
+      8'h7e:
+          \_$1680  = table_126;
+      8'h7f:
+          \_$1680  = table_127;
+      8'h80:
+          \_$1680  = table_128;
+      8'h81:
+          \_$1680  = table_129;
+      8'h82:
+          \_$1680  = table_130;
+      8'h83:
+          \_$1680  = table_131;
+      8'h84:
+          \_$1680  = table_132;
+      8'h85:
+          \_$1680  = table_133;
+      8'h86:
+          \_$1680  = table_134;
+      8'h87:
+          \_$1680  = table_135;
+      8'h88:
+          \_$1680  = table_136;
+      8'h89:
+          \_$1680  = table_137;
+      8'h8a:
+          \_$1680  = table_138;
+      8'h8b:
+          \_$1680  = table_139;
+      8'h8c:
+          \_$1680  = table_140;
+      8'h8d:
+          \_$1680  = table_141;
+      8'h8e:
+          \_$1680  = table_142;
+      8'h8f:
+          \_$1680  = table_143;
+      8'h90:
+          \_$1680  = table_144;
+      8'h91:
+          \_$1680  = table_145;
+      8'h92:
+          \_$1680  = table_146;
+      8'h93:
+          \_$1680  = table_147;
+      8'h94:
+          \_$1680  = table_148;
+      8'h95:
+          \_$1680  = table_149;
+      8'h96:
+          \_$1680  = table_150;
+      8'h97:
+          \_$1680  = table_151;
+      8'h98:
+          \_$1680  = table_152;
+      8'h99:
+          \_$1680  = table_153;
+      8'h9a:
+          \_$1680  = table_154;
+      8'h9b:
+          \_$1680  = table_155;
+      8'h9c:
+          \_$1680  = table_156;
+      8'h9d:
+          \_$1680  = table_157;
+      8'h9e:
+          \_$1680  = table_158;
+      8'h9f:
+          \_$1680  = table_159;
+      8'ha0:
+          \_$1680  = table_160;
+      8'ha1:
+          \_$1680  = table_161;
+      8'ha2:
+          \_$1680  = table_162;
+      8'ha3:
+          \_$1680  = table_163;
+      8'ha4:
+          \_$1680  = table_164;
+      8'ha5:
+          \_$1680  = table_165;
+      8'ha6:
+          \_$1680  = table_166;
+      8'ha7:
+          \_$1680  = table_167;
+      8'ha8:
+          \_$1680  = table_168;
+      8'ha9:
+          \_$1680  = table_169;
+      8'haa:
+          \_$1680  = table_170;
+      8'hab:
+          \_$1680  = table_171;
+      8'hac:
+          \_$1680  = table_172;
+      8'had:
+          \_$1680  = table_173;
+      8'hae:
+          \_$1680  = table_174;
+      8'haf:
+          \_$1680  = table_175;
+      8'hb0:
+          \_$1680  = table_176;
+      8'hb1:
+          \_$1680  = table_177;
+      8'hb2:
+          \_$1680  = table_178;
+      8'hb3:
+          \_$1680  = table_179;
+      8'hb4:
+          \_$1680  = table_180;
+      8'hb5:
+          \_$1680  = table_181;
+      8'hb6:
+          \_$1680  = table_182;
+      8'hb7:
+          \_$1680  = table_183;
+      8'hb8:
+          \_$1680  = table_184;
+      8'hb9:
+          \_$1680  = table_185;
+      8'hba:
+          \_$1680  = table_186;
+      8'hbb:
+          \_$1680  = table_187;
+      8'hbc:
+          \_$1680  = table_188;
+      8'hbd:
+          \_$1680  = table_189;
+      8'hbe:
+          \_$1680  = table_190;
+      8'hbf:
+          \_$1680  = table_191;
+      8'hc0:
+          \_$1680  = table_192;
+      8'hc1:
+          \_$1680  = table_193;
+      8'hc2:
+          \_$1680  = table_194;
+      8'hc3:
+          \_$1680  = table_195;
+      8'hc4:
+          \_$1680  = table_196;
+      8'hc5:
+          \_$1680  = table_197;
+      8'hc6:
+          \_$1680  = table_198;
+      8'hc7:
+          \_$1680  = table_199;
+      8'hc8:
+          \_$1680  = table_200;
+      8'hc9:
+          \_$1680  = table_201;
+      8'hca:
+          \_$1680  = table_202;
+      8'hcb:
+          \_$1680  = table_203;
+      8'hcc:
+          \_$1680  = table_204;
+      8'hcd:
+          \_$1680  = table_205;
+      8'hce:
+          \_$1680  = table_206;
+      8'hcf:
+          \_$1680  = table_207;
+      8'hd0:
+          \_$1680  = table_208;
+      8'hd1:
+          \_$1680  = table_209;
+      8'hd2:
+          \_$1680  = table_210;
+      8'hd3:
+          \_$1680  = table_211;
+      8'hd4:
+          \_$1680  = table_212;
+      8'hd5:
+          \_$1680  = table_213;
+      8'hd6:
+          \_$1680  = table_214;
+      8'hd7:
+          \_$1680  = table_215;
+      8'hd8:
+          \_$1680  = table_216;
+      8'hd9:
+          \_$1680  = table_217;
+      8'hda:
+          \_$1680  = table_218;
+      8'hdb:
+          \_$1680  = table_219;
+      8'hdc:
+          \_$1680  = table_220;
+      8'hdd:
+          \_$1680  = table_221;
+      8'hde:
+          \_$1680  = table_222;
+      8'hdf:
+          \_$1680  = table_223;
+      8'he0:
+          \_$1680  = table_224;
+      8'he1:
+          \_$1680  = table_225;
+      8'he2:
+          \_$1680  = table_226;
+      8'he3:
+          \_$1680  = table_227;
+      8'he4:
+          \_$1680  = table_228;
+      8'he5:
+          \_$1680  = table_229;
+      8'he6:
+          \_$1680  = table_230;
+      8'he7:
+          \_$1680  = table_231;
+      8'he8:
+          \_$1680  = table_232;
+      8'he9:
+          \_$1680  = table_233;
+      8'hea:
+          \_$1680  = table_234;
+      8'heb:
+          \_$1680  = table_235;
+      8'hec:
+          \_$1680  = table_236;
+      8'hed:
+          \_$1680  = table_237;
+      8'hee:
+          \_$1680  = table_238;
+      8'hef:
+          \_$1680  = table_239;
+      8'hf0:
+          \_$1680  = table_240;
+      8'hf1:
+          \_$1680  = table_241;
+      8'hf2:
+          \_$1680  = table_242;
+      8'hf3:
+          \_$1680  = table_243;
+      8'hf4:
+          \_$1680  = table_244;
+      8'hf5:
+          \_$1680  = table_245;
+      8'hf6:
+          \_$1680  = table_246;
+      8'hf7:
+          \_$1680  = table_247;
+      8'hf8:
+          \_$1680  = table_248;
+      8'hf9:
+          \_$1680  = table_249;
+      8'hfa:
+          \_$1680  = table_250;
+      8'hfb:
+          \_$1680  = table_251;
+      8'hfc:
+          \_$1680  = table_252;
+      8'hfd:
+          \_$1680  = table_253;
+      8'hfe:
+          \_$1680  = table_254;
+      8'hff:
+          \_$1680  = table_255;
     endcase
   end
   always @* begin
@@ -65854,170 +66146,170 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1607  = frame_state;
+    \_$1751  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
           if (\_$97 ) begin
-            \_$1607  = 2'h1;
+            \_$1751  = 2'h1;
           end
       2'h1:
           if (\_$104 ) begin
-            \_$1607  = 2'h2;
+            \_$1751  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$1607  = 2'h3;
+            \_$1751  = 2'h3;
           end
       2'h3:
           if (\_$111 ) begin
-            \_$1607  = 2'h0;
+            \_$1751  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$1607  = 2'h0;
+      \_$1751  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1608  = word;
+    \_$1752  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
           if (\_$104 ) begin
-            \_$1608  = queue__payload[127:0];
+            \_$1752  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$1608  = 128'h00000000000000000000000000000000;
+      \_$1752  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1609  = index;
+    \_$1753  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
           if (\_$104 ) begin
-            \_$1609  = queue__payload[159:128];
+            \_$1753  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$1609  = 32'd0;
+      \_$1753  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1610  = \error$87 ;
+    \_$1754  = \error$87 ;
     if (\_$113 ) begin
-      \_$1610  = 1'h1;
+      \_$1754  = 1'h1;
     end
     if (\_$115 ) begin
-      \_$1610  = 1'h1;
+      \_$1754  = 1'h1;
     end
     if (\_$167 ) begin
-      \_$1610  = 1'h1;
+      \_$1754  = 1'h1;
     end
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$1576 ) begin
-          end else if (\_$1577 ) begin
-            if (\_$1583 ) begin
-              if (\_$1585 ) begin
-                \_$1610  = 1'h1;
+          if (\_$1720 ) begin
+          end else if (\_$1721 ) begin
+            if (\_$1727 ) begin
+              if (\_$1729 ) begin
+                \_$1754  = 1'h1;
               end
             end
           end
       3'h2:
           if (\done$79 ) begin
-            if (\_$1588 ) begin
-              if (\_$1593 ) begin
-                \_$1610  = 1'h1;
+            if (\_$1732 ) begin
+              if (\_$1737 ) begin
+                \_$1754  = 1'h1;
               end
-            end else if (\_$1591 ) begin
-              if (\_$1595 ) begin
-                \_$1610  = 1'h1;
+            end else if (\_$1735 ) begin
+              if (\_$1739 ) begin
+                \_$1754  = 1'h1;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$1610  = 1'h0;
+      \_$1754  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1611  = error_code;
+    \_$1755  = error_code;
     if (\_$113 ) begin
-      \_$1611  = 4'h2;
+      \_$1755  = 4'h2;
     end
     if (\_$115 ) begin
-      \_$1611  = \error_code$90 ;
+      \_$1755  = \error_code$90 ;
     end
     if (\_$167 ) begin
-      \_$1611  = 4'h7;
+      \_$1755  = 4'h7;
     end
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$1576 ) begin
-          end else if (\_$1577 ) begin
-            if (\_$1583 ) begin
-              if (\_$1585 ) begin
-                \_$1611  = 4'h3;
+          if (\_$1720 ) begin
+          end else if (\_$1721 ) begin
+            if (\_$1727 ) begin
+              if (\_$1729 ) begin
+                \_$1755  = 4'h3;
               end
             end
           end
       3'h2:
           if (\done$79 ) begin
-            if (\_$1588 ) begin
-              if (\_$1593 ) begin
-                \_$1611  = 4'h7;
+            if (\_$1732 ) begin
+              if (\_$1737 ) begin
+                \_$1755  = 4'h7;
               end
-            end else if (\_$1591 ) begin
-              if (\_$1595 ) begin
-                \_$1611  = 4'h4;
+            end else if (\_$1735 ) begin
+              if (\_$1739 ) begin
+                \_$1755  = 4'h4;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$1611  = 4'h0;
+      \_$1755  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1612  = \_$signal ;
+    \_$1756  = \_$signal ;
     if (\_$126 ) begin
-      \_$1612  = lines__payload[48];
+      \_$1756  = lines__payload[48];
     end else if (\_$132 ) begin
-      \_$1612  = 1'h0;
+      \_$1756  = 1'h0;
     end
     if (rst) begin
-      \_$1612  = 1'h0;
+      \_$1756  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1613  = b_dram;
+    \_$1757  = b_dram;
     if (\_$126 ) begin
-      \_$1613  = lines__payload[47:16];
+      \_$1757  = lines__payload[47:16];
     end
     if (rst) begin
-      \_$1613  = 32'd0;
+      \_$1757  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1614  = walking;
+    \_$1758  = walking;
     if (\_$126 ) begin
       if (lines__payload[113]) begin
-        \_$1614  = 1'h0;
+        \_$1758  = 1'h0;
       end
     end
     casez (store_state)
@@ -66028,173 +66320,173 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h2:
           if (\done$79 ) begin
             (* full_case = 32'd1 *)
-            if (\_$1588 ) begin
-            end else if (\_$1591 ) begin
+            if (\_$1732 ) begin
+            end else if (\_$1735 ) begin
             end else if (word[66]) begin
             end else begin
-              \_$1614  = 1'h1;
+              \_$1758  = 1'h1;
             end
           end
       3'h5:
-          if (\_$1597 ) begin
-            \_$1614  = 1'h1;
+          if (\_$1741 ) begin
+            \_$1758  = 1'h1;
           end
     endcase
     if (rst) begin
-      \_$1614  = 1'h0;
+      \_$1758  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1615  = \_$signal$59 ;
+    \_$1759  = \_$signal$59 ;
     if (\_$173 ) begin
-      \_$1615  = 1'h1;
+      \_$1759  = 1'h1;
     end else if (\_$176 ) begin
-      \_$1615  = 1'h0;
+      \_$1759  = 1'h0;
     end
     if (rst) begin
-      \_$1615  = 1'h0;
+      \_$1759  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1616  = \_$signal$74 ;
+    \_$1760  = \_$signal$74 ;
     if (\_$173 ) begin
-      \_$1616  = b_dram;
+      \_$1760  = b_dram;
     end
     if (rst) begin
-      \_$1616  = 32'd0;
+      \_$1760  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1617  = c_line;
+    \_$1761  = c_line;
     if (\_$173 ) begin
-      \_$1617  = { \_$1568 , \_$1481 , \_$1394 , \_$1307 , \_$1220 , \_$1133 , \_$1046 , \_$959 , \_$872 , \_$785 , \_$698 , \_$611 , \_$524 , \_$437 , \_$350 , \_$263  };
+      \_$1761  = { \_$1712 , \_$1616 , \_$1520 , \_$1424 , \_$1328 , \_$1232 , \_$1136 , \_$1040 , \_$944 , \_$848 , \_$752 , \_$656 , \_$560 , \_$464 , \_$368 , \_$272  };
     end
     if (rst) begin
-      \_$1617  = 128'h00000000000000000000000000000000;
+      \_$1761  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1618  = c_beat;
+    \_$1762  = c_beat;
     if (\_$173 ) begin
-      \_$1618  = 1'h0;
+      \_$1762  = 1'h0;
     end
-    if (\_$1574 ) begin
-      \_$1618  = \_$1575 [0];
+    if (\_$1718 ) begin
+      \_$1762  = \_$1719 [0];
     end
     if (rst) begin
-      \_$1618  = 1'h0;
+      \_$1762  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1619  = store_state;
+    \_$1763  = store_state;
     casez (store_state)
       3'h0:
           if (start) begin
-            \_$1619  = 3'h1;
+            \_$1763  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
-          if (\_$1576 ) begin
-            \_$1619  = 3'h2;
-          end else if (\_$1577 ) begin
+          if (\_$1720 ) begin
+            \_$1763  = 3'h2;
+          end else if (\_$1721 ) begin
             (* full_case = 32'd1 *)
-            if (\_$1583 ) begin
-              \_$1619  = 3'h3;
+            if (\_$1727 ) begin
+              \_$1763  = 3'h3;
             end else begin
-              \_$1619  = 3'h4;
+              \_$1763  = 3'h4;
             end
           end else begin
-            \_$1619  = 3'h0;
+            \_$1763  = 3'h0;
           end
       3'h2:
           if (\done$79 ) begin
             (* full_case = 32'd1 *)
-            if (\_$1588 ) begin
-              \_$1619  = 3'h3;
-            end else if (\_$1591 ) begin
-              \_$1619  = 3'h3;
+            if (\_$1732 ) begin
+              \_$1763  = 3'h3;
+            end else if (\_$1735 ) begin
+              \_$1763  = 3'h3;
             end else if (word[66]) begin
-              \_$1619  = 3'h5;
+              \_$1763  = 3'h5;
             end else begin
-              \_$1619  = 3'h6;
+              \_$1763  = 3'h6;
             end
           end
       3'h5:
-          if (\_$1597 ) begin
-            \_$1619  = 3'h6;
+          if (\_$1741 ) begin
+            \_$1763  = 3'h6;
           end
       3'h6:
-          if (\_$1604 ) begin
-            \_$1619  = 3'h0;
+          if (\_$1748 ) begin
+            \_$1763  = 3'h0;
           end
       3'h4:
-          if (\_$1606 ) begin
-            \_$1619  = 3'h0;
+          if (\_$1750 ) begin
+            \_$1763  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$1619  = 3'h0;
+      \_$1763  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1620  = record;
+    \_$1764  = record;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$1576 ) begin
-          end else if (\_$1577 ) begin
+          if (\_$1720 ) begin
+          end else if (\_$1721 ) begin
             (* full_case = 32'd1 *)
-            if (\_$1583 ) begin
+            if (\_$1727 ) begin
             end else begin
-              \_$1620 [1023:32] = perf[1023:32];
-              \_$1620 [31:0] = word[39:8];
+              \_$1764 [1023:32] = perf[1023:32];
+              \_$1764 [31:0] = word[39:8];
             end
           end
     endcase
     if (rst) begin
-      \_$1620  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$1764  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1621  = perf_addr;
+    \_$1765  = perf_addr;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$1576 ) begin
-          end else if (\_$1577 ) begin
+          if (\_$1720 ) begin
+          end else if (\_$1721 ) begin
             (* full_case = 32'd1 *)
-            if (\_$1583 ) begin
+            if (\_$1727 ) begin
             end else begin
-              \_$1621  = word[71:40];
+              \_$1765  = word[71:40];
             end
           end
     endcase
     if (rst) begin
-      \_$1621  = 32'd0;
+      \_$1765  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1622  = perf_beat;
+    \_$1766  = perf_beat;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$1576 ) begin
-          end else if (\_$1577 ) begin
+          if (\_$1720 ) begin
+          end else if (\_$1721 ) begin
             (* full_case = 32'd1 *)
-            if (\_$1583 ) begin
+            if (\_$1727 ) begin
             end else begin
-              \_$1622  = 4'h0;
+              \_$1766  = 4'h0;
             end
           end
       3'h2:
@@ -66204,25 +66496,25 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h6:
           /* empty */;
       3'h4:
-          \_$1622  = \_$1605 [3:0];
+          \_$1766  = \_$1749 [3:0];
     endcase
     if (rst) begin
-      \_$1622  = 4'h0;
+      \_$1766  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1623  = writing_perf;
+    \_$1767  = writing_perf;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$1576 ) begin
-          end else if (\_$1577 ) begin
+          if (\_$1720 ) begin
+          end else if (\_$1721 ) begin
             (* full_case = 32'd1 *)
-            if (\_$1583 ) begin
+            if (\_$1727 ) begin
             end else begin
-              \_$1623  = 1'h1;
+              \_$1767  = 1'h1;
             end
           end
       3'h2:
@@ -66232,17 +66524,17 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h6:
           /* empty */;
       3'h4:
-          if (\_$1606 ) begin
-            \_$1623  = 1'h0;
+          if (\_$1750 ) begin
+            \_$1767  = 1'h0;
           end
     endcase
     if (rst) begin
-      \_$1623  = 1'h0;
+      \_$1767  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1624  = table_step;
+    \_$1768  = table_step;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -66250,22 +66542,22 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h2:
           if (\done$79 ) begin
-            if (\_$1588 ) begin
-            end else if (\_$1591 ) begin
+            if (\_$1732 ) begin
+            end else if (\_$1735 ) begin
             end else if (word[66]) begin
-              \_$1624  = 1'h0;
+              \_$1768  = 1'h0;
             end
           end
       3'h5:
-          \_$1624  = \_$1596 [0];
+          \_$1768  = \_$1740 [0];
     endcase
     if (rst) begin
-      \_$1624  = 1'h0;
+      \_$1768  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1625  = table_0;
+    \_$1769  = table_0;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -66275,2743 +66567,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1625  = param__data[7:0];
-          end
-    endcase
-    if (rst) begin
-      \_$1625  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1626  = table_1;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1626  = param__data[15:8];
-          end
-    endcase
-    if (rst) begin
-      \_$1626  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1627  = table_2;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1627  = param__data[23:16];
-          end
-    endcase
-    if (rst) begin
-      \_$1627  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1628  = table_3;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1628  = param__data[31:24];
-          end
-    endcase
-    if (rst) begin
-      \_$1628  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1629  = table_4;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1629  = param__data[39:32];
-          end
-    endcase
-    if (rst) begin
-      \_$1629  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1630  = table_5;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1630  = param__data[47:40];
-          end
-    endcase
-    if (rst) begin
-      \_$1630  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1631  = table_6;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1631  = param__data[55:48];
-          end
-    endcase
-    if (rst) begin
-      \_$1631  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1632  = table_7;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1632  = param__data[63:56];
-          end
-    endcase
-    if (rst) begin
-      \_$1632  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1633  = table_8;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1633  = param__data[71:64];
-          end
-    endcase
-    if (rst) begin
-      \_$1633  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1634  = table_9;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1634  = param__data[79:72];
-          end
-    endcase
-    if (rst) begin
-      \_$1634  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1635  = table_10;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1635  = param__data[87:80];
-          end
-    endcase
-    if (rst) begin
-      \_$1635  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1636  = table_11;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1636  = param__data[95:88];
-          end
-    endcase
-    if (rst) begin
-      \_$1636  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1637  = table_12;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1637  = param__data[103:96];
-          end
-    endcase
-    if (rst) begin
-      \_$1637  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1638  = table_13;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1638  = param__data[111:104];
-          end
-    endcase
-    if (rst) begin
-      \_$1638  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1639  = table_14;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1639  = param__data[119:112];
-          end
-    endcase
-    if (rst) begin
-      \_$1639  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1640  = table_15;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1640  = param__data[127:120];
-          end
-    endcase
-    if (rst) begin
-      \_$1640  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1641  = table_16;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1641  = param__data[135:128];
-          end
-    endcase
-    if (rst) begin
-      \_$1641  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1642  = table_17;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1642  = param__data[143:136];
-          end
-    endcase
-    if (rst) begin
-      \_$1642  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1643  = table_18;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1643  = param__data[151:144];
-          end
-    endcase
-    if (rst) begin
-      \_$1643  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1644  = table_19;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1644  = param__data[159:152];
-          end
-    endcase
-    if (rst) begin
-      \_$1644  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1645  = table_20;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1645  = param__data[167:160];
-          end
-    endcase
-    if (rst) begin
-      \_$1645  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1646  = table_21;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1646  = param__data[175:168];
-          end
-    endcase
-    if (rst) begin
-      \_$1646  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1647  = table_22;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1647  = param__data[183:176];
-          end
-    endcase
-    if (rst) begin
-      \_$1647  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1648  = table_23;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1648  = param__data[191:184];
-          end
-    endcase
-    if (rst) begin
-      \_$1648  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1649  = table_24;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1649  = param__data[199:192];
-          end
-    endcase
-    if (rst) begin
-      \_$1649  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1650  = table_25;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1650  = param__data[207:200];
-          end
-    endcase
-    if (rst) begin
-      \_$1650  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1651  = table_26;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1651  = param__data[215:208];
-          end
-    endcase
-    if (rst) begin
-      \_$1651  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1652  = table_27;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1652  = param__data[223:216];
-          end
-    endcase
-    if (rst) begin
-      \_$1652  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1653  = table_28;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1653  = param__data[231:224];
-          end
-    endcase
-    if (rst) begin
-      \_$1653  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1654  = table_29;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1654  = param__data[239:232];
-          end
-    endcase
-    if (rst) begin
-      \_$1654  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1655  = table_30;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1655  = param__data[247:240];
-          end
-    endcase
-    if (rst) begin
-      \_$1655  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1656  = table_31;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1656  = param__data[255:248];
-          end
-    endcase
-    if (rst) begin
-      \_$1656  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1657  = table_32;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1657  = param__data[263:256];
-          end
-    endcase
-    if (rst) begin
-      \_$1657  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1658  = table_33;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1658  = param__data[271:264];
-          end
-    endcase
-    if (rst) begin
-      \_$1658  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1659  = table_34;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1659  = param__data[279:272];
-          end
-    endcase
-    if (rst) begin
-      \_$1659  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1660  = table_35;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1660  = param__data[287:280];
-          end
-    endcase
-    if (rst) begin
-      \_$1660  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1661  = table_36;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1661  = param__data[295:288];
-          end
-    endcase
-    if (rst) begin
-      \_$1661  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1662  = table_37;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1662  = param__data[303:296];
-          end
-    endcase
-    if (rst) begin
-      \_$1662  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1663  = table_38;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1663  = param__data[311:304];
-          end
-    endcase
-    if (rst) begin
-      \_$1663  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1664  = table_39;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1664  = param__data[319:312];
-          end
-    endcase
-    if (rst) begin
-      \_$1664  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1665  = table_40;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1665  = param__data[327:320];
-          end
-    endcase
-    if (rst) begin
-      \_$1665  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1666  = table_41;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1666  = param__data[335:328];
-          end
-    endcase
-    if (rst) begin
-      \_$1666  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1667  = table_42;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1667  = param__data[343:336];
-          end
-    endcase
-    if (rst) begin
-      \_$1667  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1668  = table_43;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1668  = param__data[351:344];
-          end
-    endcase
-    if (rst) begin
-      \_$1668  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1669  = table_44;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1669  = param__data[359:352];
-          end
-    endcase
-    if (rst) begin
-      \_$1669  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1670  = table_45;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1670  = param__data[367:360];
-          end
-    endcase
-    if (rst) begin
-      \_$1670  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1671  = table_46;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1671  = param__data[375:368];
-          end
-    endcase
-    if (rst) begin
-      \_$1671  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1672  = table_47;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1672  = param__data[383:376];
-          end
-    endcase
-    if (rst) begin
-      \_$1672  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1673  = table_48;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1673  = param__data[391:384];
-          end
-    endcase
-    if (rst) begin
-      \_$1673  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1674  = table_49;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1674  = param__data[399:392];
-          end
-    endcase
-    if (rst) begin
-      \_$1674  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1675  = table_50;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1675  = param__data[407:400];
-          end
-    endcase
-    if (rst) begin
-      \_$1675  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1676  = table_51;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1676  = param__data[415:408];
-          end
-    endcase
-    if (rst) begin
-      \_$1676  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1677  = table_52;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1677  = param__data[423:416];
-          end
-    endcase
-    if (rst) begin
-      \_$1677  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1678  = table_53;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1678  = param__data[431:424];
-          end
-    endcase
-    if (rst) begin
-      \_$1678  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1679  = table_54;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1679  = param__data[439:432];
-          end
-    endcase
-    if (rst) begin
-      \_$1679  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1680  = table_55;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1680  = param__data[447:440];
-          end
-    endcase
-    if (rst) begin
-      \_$1680  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1681  = table_56;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1681  = param__data[455:448];
-          end
-    endcase
-    if (rst) begin
-      \_$1681  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1682  = table_57;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1682  = param__data[463:456];
-          end
-    endcase
-    if (rst) begin
-      \_$1682  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1683  = table_58;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1683  = param__data[471:464];
-          end
-    endcase
-    if (rst) begin
-      \_$1683  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1684  = table_59;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1684  = param__data[479:472];
-          end
-    endcase
-    if (rst) begin
-      \_$1684  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1685  = table_60;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1685  = param__data[487:480];
-          end
-    endcase
-    if (rst) begin
-      \_$1685  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1686  = table_61;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1686  = param__data[495:488];
-          end
-    endcase
-    if (rst) begin
-      \_$1686  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1687  = table_62;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1687  = param__data[503:496];
-          end
-    endcase
-    if (rst) begin
-      \_$1687  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1688  = table_63;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1688  = param__data[511:504];
-          end
-    endcase
-    if (rst) begin
-      \_$1688  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1689  = table_64;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1689  = param__data[519:512];
-          end
-    endcase
-    if (rst) begin
-      \_$1689  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1690  = table_65;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1690  = param__data[527:520];
-          end
-    endcase
-    if (rst) begin
-      \_$1690  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1691  = table_66;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1691  = param__data[535:528];
-          end
-    endcase
-    if (rst) begin
-      \_$1691  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1692  = table_67;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1692  = param__data[543:536];
-          end
-    endcase
-    if (rst) begin
-      \_$1692  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1693  = table_68;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1693  = param__data[551:544];
-          end
-    endcase
-    if (rst) begin
-      \_$1693  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1694  = table_69;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1694  = param__data[559:552];
-          end
-    endcase
-    if (rst) begin
-      \_$1694  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1695  = table_70;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1695  = param__data[567:560];
-          end
-    endcase
-    if (rst) begin
-      \_$1695  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1696  = table_71;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1696  = param__data[575:568];
-          end
-    endcase
-    if (rst) begin
-      \_$1696  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1697  = table_72;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1697  = param__data[583:576];
-          end
-    endcase
-    if (rst) begin
-      \_$1697  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1698  = table_73;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1698  = param__data[591:584];
-          end
-    endcase
-    if (rst) begin
-      \_$1698  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1699  = table_74;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1699  = param__data[599:592];
-          end
-    endcase
-    if (rst) begin
-      \_$1699  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1700  = table_75;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1700  = param__data[607:600];
-          end
-    endcase
-    if (rst) begin
-      \_$1700  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1701  = table_76;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1701  = param__data[615:608];
-          end
-    endcase
-    if (rst) begin
-      \_$1701  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1702  = table_77;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1702  = param__data[623:616];
-          end
-    endcase
-    if (rst) begin
-      \_$1702  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1703  = table_78;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1703  = param__data[631:624];
-          end
-    endcase
-    if (rst) begin
-      \_$1703  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1704  = table_79;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1704  = param__data[639:632];
-          end
-    endcase
-    if (rst) begin
-      \_$1704  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1705  = table_80;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1705  = param__data[647:640];
-          end
-    endcase
-    if (rst) begin
-      \_$1705  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1706  = table_81;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1706  = param__data[655:648];
-          end
-    endcase
-    if (rst) begin
-      \_$1706  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1707  = table_82;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1707  = param__data[663:656];
-          end
-    endcase
-    if (rst) begin
-      \_$1707  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1708  = table_83;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1708  = param__data[671:664];
-          end
-    endcase
-    if (rst) begin
-      \_$1708  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1709  = table_84;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1709  = param__data[679:672];
-          end
-    endcase
-    if (rst) begin
-      \_$1709  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1710  = table_85;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1710  = param__data[687:680];
-          end
-    endcase
-    if (rst) begin
-      \_$1710  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1711  = table_86;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1711  = param__data[695:688];
-          end
-    endcase
-    if (rst) begin
-      \_$1711  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1712  = table_87;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1712  = param__data[703:696];
-          end
-    endcase
-    if (rst) begin
-      \_$1712  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1713  = table_88;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1713  = param__data[711:704];
-          end
-    endcase
-    if (rst) begin
-      \_$1713  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1714  = table_89;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1714  = param__data[719:712];
-          end
-    endcase
-    if (rst) begin
-      \_$1714  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1715  = table_90;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1715  = param__data[727:720];
-          end
-    endcase
-    if (rst) begin
-      \_$1715  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1716  = table_91;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1716  = param__data[735:728];
-          end
-    endcase
-    if (rst) begin
-      \_$1716  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1717  = table_92;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1717  = param__data[743:736];
-          end
-    endcase
-    if (rst) begin
-      \_$1717  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1718  = table_93;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1718  = param__data[751:744];
-          end
-    endcase
-    if (rst) begin
-      \_$1718  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1719  = table_94;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1719  = param__data[759:752];
-          end
-    endcase
-    if (rst) begin
-      \_$1719  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1720  = table_95;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1720  = param__data[767:760];
-          end
-    endcase
-    if (rst) begin
-      \_$1720  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1721  = table_96;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1721  = param__data[775:768];
-          end
-    endcase
-    if (rst) begin
-      \_$1721  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1722  = table_97;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1722  = param__data[783:776];
-          end
-    endcase
-    if (rst) begin
-      \_$1722  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1723  = table_98;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1723  = param__data[791:784];
-          end
-    endcase
-    if (rst) begin
-      \_$1723  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1724  = table_99;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1724  = param__data[799:792];
-          end
-    endcase
-    if (rst) begin
-      \_$1724  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1725  = table_100;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1725  = param__data[807:800];
-          end
-    endcase
-    if (rst) begin
-      \_$1725  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1726  = table_101;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1726  = param__data[815:808];
-          end
-    endcase
-    if (rst) begin
-      \_$1726  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1727  = table_102;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1727  = param__data[823:816];
-          end
-    endcase
-    if (rst) begin
-      \_$1727  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1728  = table_103;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1728  = param__data[831:824];
-          end
-    endcase
-    if (rst) begin
-      \_$1728  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1729  = table_104;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1729  = param__data[839:832];
-          end
-    endcase
-    if (rst) begin
-      \_$1729  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1730  = table_105;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1730  = param__data[847:840];
-          end
-    endcase
-    if (rst) begin
-      \_$1730  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1731  = table_106;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1731  = param__data[855:848];
-          end
-    endcase
-    if (rst) begin
-      \_$1731  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1732  = table_107;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1732  = param__data[863:856];
-          end
-    endcase
-    if (rst) begin
-      \_$1732  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1733  = table_108;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1733  = param__data[871:864];
-          end
-    endcase
-    if (rst) begin
-      \_$1733  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1734  = table_109;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1734  = param__data[879:872];
-          end
-    endcase
-    if (rst) begin
-      \_$1734  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1735  = table_110;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1735  = param__data[887:880];
-          end
-    endcase
-    if (rst) begin
-      \_$1735  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1736  = table_111;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1736  = param__data[895:888];
-          end
-    endcase
-    if (rst) begin
-      \_$1736  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1737  = table_112;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1737  = param__data[903:896];
-          end
-    endcase
-    if (rst) begin
-      \_$1737  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1738  = table_113;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1738  = param__data[911:904];
-          end
-    endcase
-    if (rst) begin
-      \_$1738  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1739  = table_114;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1739  = param__data[919:912];
-          end
-    endcase
-    if (rst) begin
-      \_$1739  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1740  = table_115;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1740  = param__data[927:920];
-          end
-    endcase
-    if (rst) begin
-      \_$1740  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1741  = table_116;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1741  = param__data[935:928];
-          end
-    endcase
-    if (rst) begin
-      \_$1741  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1742  = table_117;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1742  = param__data[943:936];
-          end
-    endcase
-    if (rst) begin
-      \_$1742  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1743  = table_118;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1743  = param__data[951:944];
-          end
-    endcase
-    if (rst) begin
-      \_$1743  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1744  = table_119;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1744  = param__data[959:952];
-          end
-    endcase
-    if (rst) begin
-      \_$1744  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1745  = table_120;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1745  = param__data[967:960];
-          end
-    endcase
-    if (rst) begin
-      \_$1745  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1746  = table_121;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1746  = param__data[975:968];
-          end
-    endcase
-    if (rst) begin
-      \_$1746  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1747  = table_122;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1747  = param__data[983:976];
-          end
-    endcase
-    if (rst) begin
-      \_$1747  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1748  = table_123;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1748  = param__data[991:984];
-          end
-    endcase
-    if (rst) begin
-      \_$1748  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1749  = table_124;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1749  = param__data[999:992];
-          end
-    endcase
-    if (rst) begin
-      \_$1749  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1750  = table_125;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1750  = param__data[1007:1000];
-          end
-    endcase
-    if (rst) begin
-      \_$1750  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1751  = table_126;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1751  = param__data[1015:1008];
-          end
-    endcase
-    if (rst) begin
-      \_$1751  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1752  = table_127;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1752  = param__data[1023:1016];
-          end
-    endcase
-    if (rst) begin
-      \_$1752  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1753  = table_128;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1753  = param__data[1031:1024];
-          end
-    endcase
-    if (rst) begin
-      \_$1753  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1754  = table_129;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1754  = param__data[1039:1032];
-          end
-    endcase
-    if (rst) begin
-      \_$1754  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1755  = table_130;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1755  = param__data[1047:1040];
-          end
-    endcase
-    if (rst) begin
-      \_$1755  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1756  = table_131;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1756  = param__data[1055:1048];
-          end
-    endcase
-    if (rst) begin
-      \_$1756  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1757  = table_132;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1757  = param__data[1063:1056];
-          end
-    endcase
-    if (rst) begin
-      \_$1757  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1758  = table_133;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1758  = param__data[1071:1064];
-          end
-    endcase
-    if (rst) begin
-      \_$1758  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1759  = table_134;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1759  = param__data[1079:1072];
-          end
-    endcase
-    if (rst) begin
-      \_$1759  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1760  = table_135;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1760  = param__data[1087:1080];
-          end
-    endcase
-    if (rst) begin
-      \_$1760  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1761  = table_136;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1761  = param__data[1095:1088];
-          end
-    endcase
-    if (rst) begin
-      \_$1761  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1762  = table_137;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1762  = param__data[1103:1096];
-          end
-    endcase
-    if (rst) begin
-      \_$1762  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1763  = table_138;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1763  = param__data[1111:1104];
-          end
-    endcase
-    if (rst) begin
-      \_$1763  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1764  = table_139;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1764  = param__data[1119:1112];
-          end
-    endcase
-    if (rst) begin
-      \_$1764  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1765  = table_140;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1765  = param__data[1127:1120];
-          end
-    endcase
-    if (rst) begin
-      \_$1765  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1766  = table_141;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1766  = param__data[1135:1128];
-          end
-    endcase
-    if (rst) begin
-      \_$1766  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1767  = table_142;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1767  = param__data[1143:1136];
-          end
-    endcase
-    if (rst) begin
-      \_$1767  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1768  = table_143;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1768  = param__data[1151:1144];
-          end
-    endcase
-    if (rst) begin
-      \_$1768  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1769  = table_144;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          if (table_step) begin
-            \_$1769  = param__data[1159:1152];
+            \_$1769  = param__data[7:0];
           end
     endcase
     if (rst) begin
@@ -69020,7 +66576,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1770  = table_145;
+    \_$1770  = table_1;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69030,7 +66586,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1770  = param__data[1167:1160];
+            \_$1770  = param__data[15:8];
           end
     endcase
     if (rst) begin
@@ -69039,7 +66595,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1771  = table_146;
+    \_$1771  = table_2;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69049,7 +66605,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1771  = param__data[1175:1168];
+            \_$1771  = param__data[23:16];
           end
     endcase
     if (rst) begin
@@ -69058,7 +66614,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1772  = table_147;
+    \_$1772  = table_3;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69068,7 +66624,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1772  = param__data[1183:1176];
+            \_$1772  = param__data[31:24];
           end
     endcase
     if (rst) begin
@@ -69077,7 +66633,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1773  = table_148;
+    \_$1773  = table_4;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69087,7 +66643,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1773  = param__data[1191:1184];
+            \_$1773  = param__data[39:32];
           end
     endcase
     if (rst) begin
@@ -69096,7 +66652,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1774  = table_149;
+    \_$1774  = table_5;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69106,7 +66662,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1774  = param__data[1199:1192];
+            \_$1774  = param__data[47:40];
           end
     endcase
     if (rst) begin
@@ -69115,7 +66671,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1775  = table_150;
+    \_$1775  = table_6;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69125,7 +66681,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1775  = param__data[1207:1200];
+            \_$1775  = param__data[55:48];
           end
     endcase
     if (rst) begin
@@ -69134,7 +66690,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1776  = table_151;
+    \_$1776  = table_7;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69144,7 +66700,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1776  = param__data[1215:1208];
+            \_$1776  = param__data[63:56];
           end
     endcase
     if (rst) begin
@@ -69153,7 +66709,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1777  = table_152;
+    \_$1777  = table_8;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69163,7 +66719,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1777  = param__data[1223:1216];
+            \_$1777  = param__data[71:64];
           end
     endcase
     if (rst) begin
@@ -69172,7 +66728,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1778  = table_153;
+    \_$1778  = table_9;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69182,7 +66738,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1778  = param__data[1231:1224];
+            \_$1778  = param__data[79:72];
           end
     endcase
     if (rst) begin
@@ -69191,7 +66747,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1779  = table_154;
+    \_$1779  = table_10;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69201,7 +66757,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1779  = param__data[1239:1232];
+            \_$1779  = param__data[87:80];
           end
     endcase
     if (rst) begin
@@ -69210,7 +66766,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1780  = table_155;
+    \_$1780  = table_11;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69220,7 +66776,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1780  = param__data[1247:1240];
+            \_$1780  = param__data[95:88];
           end
     endcase
     if (rst) begin
@@ -69229,7 +66785,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1781  = table_156;
+    \_$1781  = table_12;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69239,7 +66795,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1781  = param__data[1255:1248];
+            \_$1781  = param__data[103:96];
           end
     endcase
     if (rst) begin
@@ -69248,7 +66804,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1782  = table_157;
+    \_$1782  = table_13;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69258,7 +66814,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1782  = param__data[1263:1256];
+            \_$1782  = param__data[111:104];
           end
     endcase
     if (rst) begin
@@ -69267,7 +66823,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1783  = table_158;
+    \_$1783  = table_14;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69277,7 +66833,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1783  = param__data[1271:1264];
+            \_$1783  = param__data[119:112];
           end
     endcase
     if (rst) begin
@@ -69286,7 +66842,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1784  = table_159;
+    \_$1784  = table_15;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69296,7 +66852,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1784  = param__data[1279:1272];
+            \_$1784  = param__data[127:120];
           end
     endcase
     if (rst) begin
@@ -69305,7 +66861,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1785  = table_160;
+    \_$1785  = table_16;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69315,7 +66871,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1785  = param__data[1287:1280];
+            \_$1785  = param__data[135:128];
           end
     endcase
     if (rst) begin
@@ -69324,7 +66880,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1786  = table_161;
+    \_$1786  = table_17;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69334,7 +66890,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1786  = param__data[1295:1288];
+            \_$1786  = param__data[143:136];
           end
     endcase
     if (rst) begin
@@ -69343,7 +66899,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1787  = table_162;
+    \_$1787  = table_18;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69353,7 +66909,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1787  = param__data[1303:1296];
+            \_$1787  = param__data[151:144];
           end
     endcase
     if (rst) begin
@@ -69362,7 +66918,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1788  = table_163;
+    \_$1788  = table_19;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69372,7 +66928,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1788  = param__data[1311:1304];
+            \_$1788  = param__data[159:152];
           end
     endcase
     if (rst) begin
@@ -69381,7 +66937,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1789  = table_164;
+    \_$1789  = table_20;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69391,7 +66947,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1789  = param__data[1319:1312];
+            \_$1789  = param__data[167:160];
           end
     endcase
     if (rst) begin
@@ -69400,7 +66956,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1790  = table_165;
+    \_$1790  = table_21;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69410,7 +66966,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1790  = param__data[1327:1320];
+            \_$1790  = param__data[175:168];
           end
     endcase
     if (rst) begin
@@ -69419,7 +66975,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1791  = table_166;
+    \_$1791  = table_22;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69429,7 +66985,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1791  = param__data[1335:1328];
+            \_$1791  = param__data[183:176];
           end
     endcase
     if (rst) begin
@@ -69438,7 +66994,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1792  = table_167;
+    \_$1792  = table_23;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69448,7 +67004,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1792  = param__data[1343:1336];
+            \_$1792  = param__data[191:184];
           end
     endcase
     if (rst) begin
@@ -69457,7 +67013,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1793  = table_168;
+    \_$1793  = table_24;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69467,7 +67023,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1793  = param__data[1351:1344];
+            \_$1793  = param__data[199:192];
           end
     endcase
     if (rst) begin
@@ -69476,7 +67032,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1794  = table_169;
+    \_$1794  = table_25;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69486,7 +67042,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1794  = param__data[1359:1352];
+            \_$1794  = param__data[207:200];
           end
     endcase
     if (rst) begin
@@ -69495,7 +67051,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1795  = table_170;
+    \_$1795  = table_26;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69505,7 +67061,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1795  = param__data[1367:1360];
+            \_$1795  = param__data[215:208];
           end
     endcase
     if (rst) begin
@@ -69514,7 +67070,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1796  = table_171;
+    \_$1796  = table_27;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69524,7 +67080,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1796  = param__data[1375:1368];
+            \_$1796  = param__data[223:216];
           end
     endcase
     if (rst) begin
@@ -69533,7 +67089,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1797  = table_172;
+    \_$1797  = table_28;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69543,7 +67099,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1797  = param__data[1383:1376];
+            \_$1797  = param__data[231:224];
           end
     endcase
     if (rst) begin
@@ -69552,7 +67108,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1798  = table_173;
+    \_$1798  = table_29;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69562,7 +67118,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1798  = param__data[1391:1384];
+            \_$1798  = param__data[239:232];
           end
     endcase
     if (rst) begin
@@ -69571,7 +67127,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1799  = table_174;
+    \_$1799  = table_30;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69581,7 +67137,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1799  = param__data[1399:1392];
+            \_$1799  = param__data[247:240];
           end
     endcase
     if (rst) begin
@@ -69590,7 +67146,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1800  = table_175;
+    \_$1800  = table_31;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69600,7 +67156,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1800  = param__data[1407:1400];
+            \_$1800  = param__data[255:248];
           end
     endcase
     if (rst) begin
@@ -69609,7 +67165,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1801  = table_176;
+    \_$1801  = table_32;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69619,7 +67175,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1801  = param__data[1415:1408];
+            \_$1801  = param__data[263:256];
           end
     endcase
     if (rst) begin
@@ -69628,7 +67184,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1802  = table_177;
+    \_$1802  = table_33;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69638,7 +67194,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1802  = param__data[1423:1416];
+            \_$1802  = param__data[271:264];
           end
     endcase
     if (rst) begin
@@ -69647,7 +67203,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1803  = table_178;
+    \_$1803  = table_34;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69657,7 +67213,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1803  = param__data[1431:1424];
+            \_$1803  = param__data[279:272];
           end
     endcase
     if (rst) begin
@@ -69666,7 +67222,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1804  = table_179;
+    \_$1804  = table_35;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69676,7 +67232,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1804  = param__data[1439:1432];
+            \_$1804  = param__data[287:280];
           end
     endcase
     if (rst) begin
@@ -69685,7 +67241,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1805  = table_180;
+    \_$1805  = table_36;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69695,7 +67251,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1805  = param__data[1447:1440];
+            \_$1805  = param__data[295:288];
           end
     endcase
     if (rst) begin
@@ -69704,7 +67260,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1806  = table_181;
+    \_$1806  = table_37;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69714,7 +67270,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1806  = param__data[1455:1448];
+            \_$1806  = param__data[303:296];
           end
     endcase
     if (rst) begin
@@ -69723,7 +67279,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1807  = table_182;
+    \_$1807  = table_38;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69733,7 +67289,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1807  = param__data[1463:1456];
+            \_$1807  = param__data[311:304];
           end
     endcase
     if (rst) begin
@@ -69742,7 +67298,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1808  = table_183;
+    \_$1808  = table_39;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69752,7 +67308,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1808  = param__data[1471:1464];
+            \_$1808  = param__data[319:312];
           end
     endcase
     if (rst) begin
@@ -69761,7 +67317,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1809  = table_184;
+    \_$1809  = table_40;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69771,7 +67327,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1809  = param__data[1479:1472];
+            \_$1809  = param__data[327:320];
           end
     endcase
     if (rst) begin
@@ -69780,7 +67336,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1810  = table_185;
+    \_$1810  = table_41;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69790,7 +67346,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1810  = param__data[1487:1480];
+            \_$1810  = param__data[335:328];
           end
     endcase
     if (rst) begin
@@ -69799,7 +67355,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1811  = table_186;
+    \_$1811  = table_42;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69809,7 +67365,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1811  = param__data[1495:1488];
+            \_$1811  = param__data[343:336];
           end
     endcase
     if (rst) begin
@@ -69818,7 +67374,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1812  = table_187;
+    \_$1812  = table_43;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69828,7 +67384,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1812  = param__data[1503:1496];
+            \_$1812  = param__data[351:344];
           end
     endcase
     if (rst) begin
@@ -69837,7 +67393,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1813  = table_188;
+    \_$1813  = table_44;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69847,7 +67403,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1813  = param__data[1511:1504];
+            \_$1813  = param__data[359:352];
           end
     endcase
     if (rst) begin
@@ -69856,7 +67412,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1814  = table_189;
+    \_$1814  = table_45;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69866,7 +67422,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1814  = param__data[1519:1512];
+            \_$1814  = param__data[367:360];
           end
     endcase
     if (rst) begin
@@ -69875,7 +67431,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1815  = table_190;
+    \_$1815  = table_46;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69885,7 +67441,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1815  = param__data[1527:1520];
+            \_$1815  = param__data[375:368];
           end
     endcase
     if (rst) begin
@@ -69894,7 +67450,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1816  = table_191;
+    \_$1816  = table_47;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69904,7 +67460,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1816  = param__data[1535:1528];
+            \_$1816  = param__data[383:376];
           end
     endcase
     if (rst) begin
@@ -69913,7 +67469,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1817  = table_192;
+    \_$1817  = table_48;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69923,7 +67479,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1817  = param__data[1543:1536];
+            \_$1817  = param__data[391:384];
           end
     endcase
     if (rst) begin
@@ -69932,7 +67488,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1818  = table_193;
+    \_$1818  = table_49;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69942,7 +67498,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1818  = param__data[1551:1544];
+            \_$1818  = param__data[399:392];
           end
     endcase
     if (rst) begin
@@ -69951,7 +67507,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1819  = table_194;
+    \_$1819  = table_50;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69961,7 +67517,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1819  = param__data[1559:1552];
+            \_$1819  = param__data[407:400];
           end
     endcase
     if (rst) begin
@@ -69970,7 +67526,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1820  = table_195;
+    \_$1820  = table_51;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69980,7 +67536,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1820  = param__data[1567:1560];
+            \_$1820  = param__data[415:408];
           end
     endcase
     if (rst) begin
@@ -69989,7 +67545,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1821  = table_196;
+    \_$1821  = table_52;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -69999,7 +67555,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1821  = param__data[1575:1568];
+            \_$1821  = param__data[423:416];
           end
     endcase
     if (rst) begin
@@ -70008,7 +67564,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1822  = table_197;
+    \_$1822  = table_53;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70018,7 +67574,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1822  = param__data[1583:1576];
+            \_$1822  = param__data[431:424];
           end
     endcase
     if (rst) begin
@@ -70027,7 +67583,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1823  = table_198;
+    \_$1823  = table_54;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70037,7 +67593,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1823  = param__data[1591:1584];
+            \_$1823  = param__data[439:432];
           end
     endcase
     if (rst) begin
@@ -70046,7 +67602,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1824  = table_199;
+    \_$1824  = table_55;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70056,7 +67612,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1824  = param__data[1599:1592];
+            \_$1824  = param__data[447:440];
           end
     endcase
     if (rst) begin
@@ -70065,7 +67621,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1825  = table_200;
+    \_$1825  = table_56;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70075,7 +67631,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1825  = param__data[1607:1600];
+            \_$1825  = param__data[455:448];
           end
     endcase
     if (rst) begin
@@ -70084,7 +67640,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1826  = table_201;
+    \_$1826  = table_57;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70094,7 +67650,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1826  = param__data[1615:1608];
+            \_$1826  = param__data[463:456];
           end
     endcase
     if (rst) begin
@@ -70103,7 +67659,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1827  = table_202;
+    \_$1827  = table_58;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70113,7 +67669,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1827  = param__data[1623:1616];
+            \_$1827  = param__data[471:464];
           end
     endcase
     if (rst) begin
@@ -70122,7 +67678,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1828  = table_203;
+    \_$1828  = table_59;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70132,7 +67688,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1828  = param__data[1631:1624];
+            \_$1828  = param__data[479:472];
           end
     endcase
     if (rst) begin
@@ -70141,7 +67697,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1829  = table_204;
+    \_$1829  = table_60;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70151,7 +67707,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1829  = param__data[1639:1632];
+            \_$1829  = param__data[487:480];
           end
     endcase
     if (rst) begin
@@ -70160,7 +67716,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1830  = table_205;
+    \_$1830  = table_61;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70170,7 +67726,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1830  = param__data[1647:1640];
+            \_$1830  = param__data[495:488];
           end
     endcase
     if (rst) begin
@@ -70179,7 +67735,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1831  = table_206;
+    \_$1831  = table_62;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70189,7 +67745,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1831  = param__data[1655:1648];
+            \_$1831  = param__data[503:496];
           end
     endcase
     if (rst) begin
@@ -70198,7 +67754,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1832  = table_207;
+    \_$1832  = table_63;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70208,7 +67764,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1832  = param__data[1663:1656];
+            \_$1832  = param__data[511:504];
           end
     endcase
     if (rst) begin
@@ -70217,7 +67773,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1833  = table_208;
+    \_$1833  = table_64;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70227,7 +67783,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1833  = param__data[1671:1664];
+            \_$1833  = param__data[519:512];
           end
     endcase
     if (rst) begin
@@ -70236,7 +67792,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1834  = table_209;
+    \_$1834  = table_65;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70246,7 +67802,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1834  = param__data[1679:1672];
+            \_$1834  = param__data[527:520];
           end
     endcase
     if (rst) begin
@@ -70255,7 +67811,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1835  = table_210;
+    \_$1835  = table_66;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70265,7 +67821,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1835  = param__data[1687:1680];
+            \_$1835  = param__data[535:528];
           end
     endcase
     if (rst) begin
@@ -70274,7 +67830,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1836  = table_211;
+    \_$1836  = table_67;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70284,7 +67840,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1836  = param__data[1695:1688];
+            \_$1836  = param__data[543:536];
           end
     endcase
     if (rst) begin
@@ -70293,7 +67849,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1837  = table_212;
+    \_$1837  = table_68;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70303,7 +67859,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1837  = param__data[1703:1696];
+            \_$1837  = param__data[551:544];
           end
     endcase
     if (rst) begin
@@ -70312,7 +67868,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1838  = table_213;
+    \_$1838  = table_69;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70322,7 +67878,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1838  = param__data[1711:1704];
+            \_$1838  = param__data[559:552];
           end
     endcase
     if (rst) begin
@@ -70331,7 +67887,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1839  = table_214;
+    \_$1839  = table_70;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70341,7 +67897,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1839  = param__data[1719:1712];
+            \_$1839  = param__data[567:560];
           end
     endcase
     if (rst) begin
@@ -70350,7 +67906,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1840  = table_215;
+    \_$1840  = table_71;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70360,7 +67916,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1840  = param__data[1727:1720];
+            \_$1840  = param__data[575:568];
           end
     endcase
     if (rst) begin
@@ -70369,7 +67925,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1841  = table_216;
+    \_$1841  = table_72;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70379,7 +67935,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1841  = param__data[1735:1728];
+            \_$1841  = param__data[583:576];
           end
     endcase
     if (rst) begin
@@ -70388,7 +67944,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1842  = table_217;
+    \_$1842  = table_73;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70398,7 +67954,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1842  = param__data[1743:1736];
+            \_$1842  = param__data[591:584];
           end
     endcase
     if (rst) begin
@@ -70407,7 +67963,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1843  = table_218;
+    \_$1843  = table_74;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70417,7 +67973,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1843  = param__data[1751:1744];
+            \_$1843  = param__data[599:592];
           end
     endcase
     if (rst) begin
@@ -70426,7 +67982,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1844  = table_219;
+    \_$1844  = table_75;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70436,7 +67992,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1844  = param__data[1759:1752];
+            \_$1844  = param__data[607:600];
           end
     endcase
     if (rst) begin
@@ -70445,7 +68001,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1845  = table_220;
+    \_$1845  = table_76;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70455,7 +68011,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1845  = param__data[1767:1760];
+            \_$1845  = param__data[615:608];
           end
     endcase
     if (rst) begin
@@ -70464,7 +68020,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1846  = table_221;
+    \_$1846  = table_77;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70474,7 +68030,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1846  = param__data[1775:1768];
+            \_$1846  = param__data[623:616];
           end
     endcase
     if (rst) begin
@@ -70483,7 +68039,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1847  = table_222;
+    \_$1847  = table_78;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70493,7 +68049,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1847  = param__data[1783:1776];
+            \_$1847  = param__data[631:624];
           end
     endcase
     if (rst) begin
@@ -70502,7 +68058,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1848  = table_223;
+    \_$1848  = table_79;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70512,7 +68068,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1848  = param__data[1791:1784];
+            \_$1848  = param__data[639:632];
           end
     endcase
     if (rst) begin
@@ -70521,7 +68077,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1849  = table_224;
+    \_$1849  = table_80;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70531,7 +68087,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1849  = param__data[1799:1792];
+            \_$1849  = param__data[647:640];
           end
     endcase
     if (rst) begin
@@ -70540,7 +68096,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1850  = table_225;
+    \_$1850  = table_81;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70550,7 +68106,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1850  = param__data[1807:1800];
+            \_$1850  = param__data[655:648];
           end
     endcase
     if (rst) begin
@@ -70559,7 +68115,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1851  = table_226;
+    \_$1851  = table_82;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70569,7 +68125,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1851  = param__data[1815:1808];
+            \_$1851  = param__data[663:656];
           end
     endcase
     if (rst) begin
@@ -70578,7 +68134,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1852  = table_227;
+    \_$1852  = table_83;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70588,7 +68144,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1852  = param__data[1823:1816];
+            \_$1852  = param__data[671:664];
           end
     endcase
     if (rst) begin
@@ -70597,7 +68153,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1853  = table_228;
+    \_$1853  = table_84;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70607,7 +68163,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1853  = param__data[1831:1824];
+            \_$1853  = param__data[679:672];
           end
     endcase
     if (rst) begin
@@ -70616,7 +68172,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1854  = table_229;
+    \_$1854  = table_85;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70626,7 +68182,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1854  = param__data[1839:1832];
+            \_$1854  = param__data[687:680];
           end
     endcase
     if (rst) begin
@@ -70635,7 +68191,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1855  = table_230;
+    \_$1855  = table_86;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70645,7 +68201,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1855  = param__data[1847:1840];
+            \_$1855  = param__data[695:688];
           end
     endcase
     if (rst) begin
@@ -70654,7 +68210,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1856  = table_231;
+    \_$1856  = table_87;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70664,7 +68220,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1856  = param__data[1855:1848];
+            \_$1856  = param__data[703:696];
           end
     endcase
     if (rst) begin
@@ -70673,7 +68229,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1857  = table_232;
+    \_$1857  = table_88;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70683,7 +68239,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1857  = param__data[1863:1856];
+            \_$1857  = param__data[711:704];
           end
     endcase
     if (rst) begin
@@ -70692,7 +68248,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1858  = table_233;
+    \_$1858  = table_89;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70702,7 +68258,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1858  = param__data[1871:1864];
+            \_$1858  = param__data[719:712];
           end
     endcase
     if (rst) begin
@@ -70711,7 +68267,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1859  = table_234;
+    \_$1859  = table_90;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70721,7 +68277,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1859  = param__data[1879:1872];
+            \_$1859  = param__data[727:720];
           end
     endcase
     if (rst) begin
@@ -70730,7 +68286,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1860  = table_235;
+    \_$1860  = table_91;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70740,7 +68296,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1860  = param__data[1887:1880];
+            \_$1860  = param__data[735:728];
           end
     endcase
     if (rst) begin
@@ -70749,7 +68305,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1861  = table_236;
+    \_$1861  = table_92;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70759,7 +68315,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1861  = param__data[1895:1888];
+            \_$1861  = param__data[743:736];
           end
     endcase
     if (rst) begin
@@ -70768,7 +68324,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1862  = table_237;
+    \_$1862  = table_93;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70778,7 +68334,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1862  = param__data[1903:1896];
+            \_$1862  = param__data[751:744];
           end
     endcase
     if (rst) begin
@@ -70787,7 +68343,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1863  = table_238;
+    \_$1863  = table_94;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70797,7 +68353,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1863  = param__data[1911:1904];
+            \_$1863  = param__data[759:752];
           end
     endcase
     if (rst) begin
@@ -70806,7 +68362,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1864  = table_239;
+    \_$1864  = table_95;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70816,7 +68372,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1864  = param__data[1919:1912];
+            \_$1864  = param__data[767:760];
           end
     endcase
     if (rst) begin
@@ -70825,7 +68381,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1865  = table_240;
+    \_$1865  = table_96;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70835,7 +68391,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1865  = param__data[1927:1920];
+            \_$1865  = param__data[775:768];
           end
     endcase
     if (rst) begin
@@ -70844,7 +68400,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1866  = table_241;
+    \_$1866  = table_97;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70854,7 +68410,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1866  = param__data[1935:1928];
+            \_$1866  = param__data[783:776];
           end
     endcase
     if (rst) begin
@@ -70863,7 +68419,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1867  = table_242;
+    \_$1867  = table_98;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70873,7 +68429,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1867  = param__data[1943:1936];
+            \_$1867  = param__data[791:784];
           end
     endcase
     if (rst) begin
@@ -70882,7 +68438,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1868  = table_243;
+    \_$1868  = table_99;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70892,7 +68448,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1868  = param__data[1951:1944];
+            \_$1868  = param__data[799:792];
           end
     endcase
     if (rst) begin
@@ -70901,7 +68457,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1869  = table_244;
+    \_$1869  = table_100;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70911,7 +68467,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1869  = param__data[1959:1952];
+            \_$1869  = param__data[807:800];
           end
     endcase
     if (rst) begin
@@ -70920,7 +68476,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1870  = table_245;
+    \_$1870  = table_101;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70930,7 +68486,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1870  = param__data[1967:1960];
+            \_$1870  = param__data[815:808];
           end
     endcase
     if (rst) begin
@@ -70939,7 +68495,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1871  = table_246;
+    \_$1871  = table_102;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70949,7 +68505,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1871  = param__data[1975:1968];
+            \_$1871  = param__data[823:816];
           end
     endcase
     if (rst) begin
@@ -70958,7 +68514,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1872  = table_247;
+    \_$1872  = table_103;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70968,7 +68524,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1872  = param__data[1983:1976];
+            \_$1872  = param__data[831:824];
           end
     endcase
     if (rst) begin
@@ -70977,7 +68533,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1873  = table_248;
+    \_$1873  = table_104;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -70987,7 +68543,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1873  = param__data[1991:1984];
+            \_$1873  = param__data[839:832];
           end
     endcase
     if (rst) begin
@@ -70996,7 +68552,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1874  = table_249;
+    \_$1874  = table_105;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -71006,7 +68562,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1874  = param__data[1999:1992];
+            \_$1874  = param__data[847:840];
           end
     endcase
     if (rst) begin
@@ -71015,7 +68571,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1875  = table_250;
+    \_$1875  = table_106;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -71025,7 +68581,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1875  = param__data[2007:2000];
+            \_$1875  = param__data[855:848];
           end
     endcase
     if (rst) begin
@@ -71034,7 +68590,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1876  = table_251;
+    \_$1876  = table_107;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -71044,7 +68600,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1876  = param__data[2015:2008];
+            \_$1876  = param__data[863:856];
           end
     endcase
     if (rst) begin
@@ -71053,7 +68609,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1877  = table_252;
+    \_$1877  = table_108;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -71063,7 +68619,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1877  = param__data[2023:2016];
+            \_$1877  = param__data[871:864];
           end
     endcase
     if (rst) begin
@@ -71072,7 +68628,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1878  = table_253;
+    \_$1878  = table_109;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -71082,7 +68638,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1878  = param__data[2031:2024];
+            \_$1878  = param__data[879:872];
           end
     endcase
     if (rst) begin
@@ -71091,7 +68647,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1879  = table_254;
+    \_$1879  = table_110;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -71101,7 +68657,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1879  = param__data[2039:2032];
+            \_$1879  = param__data[887:880];
           end
     endcase
     if (rst) begin
@@ -71110,7 +68666,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
-    \_$1880  = table_255;
+    \_$1880  = table_111;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -71120,11 +68676,2747 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h5:
           if (table_step) begin
-            \_$1880  = param__data[2047:2040];
+            \_$1880  = param__data[895:888];
           end
     endcase
     if (rst) begin
       \_$1880  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1881  = table_112;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1881  = param__data[903:896];
+          end
+    endcase
+    if (rst) begin
+      \_$1881  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1882  = table_113;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1882  = param__data[911:904];
+          end
+    endcase
+    if (rst) begin
+      \_$1882  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1883  = table_114;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1883  = param__data[919:912];
+          end
+    endcase
+    if (rst) begin
+      \_$1883  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1884  = table_115;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1884  = param__data[927:920];
+          end
+    endcase
+    if (rst) begin
+      \_$1884  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1885  = table_116;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1885  = param__data[935:928];
+          end
+    endcase
+    if (rst) begin
+      \_$1885  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1886  = table_117;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1886  = param__data[943:936];
+          end
+    endcase
+    if (rst) begin
+      \_$1886  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1887  = table_118;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1887  = param__data[951:944];
+          end
+    endcase
+    if (rst) begin
+      \_$1887  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1888  = table_119;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1888  = param__data[959:952];
+          end
+    endcase
+    if (rst) begin
+      \_$1888  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1889  = table_120;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1889  = param__data[967:960];
+          end
+    endcase
+    if (rst) begin
+      \_$1889  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1890  = table_121;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1890  = param__data[975:968];
+          end
+    endcase
+    if (rst) begin
+      \_$1890  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1891  = table_122;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1891  = param__data[983:976];
+          end
+    endcase
+    if (rst) begin
+      \_$1891  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1892  = table_123;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1892  = param__data[991:984];
+          end
+    endcase
+    if (rst) begin
+      \_$1892  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1893  = table_124;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1893  = param__data[999:992];
+          end
+    endcase
+    if (rst) begin
+      \_$1893  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1894  = table_125;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1894  = param__data[1007:1000];
+          end
+    endcase
+    if (rst) begin
+      \_$1894  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1895  = table_126;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1895  = param__data[1015:1008];
+          end
+    endcase
+    if (rst) begin
+      \_$1895  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1896  = table_127;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1896  = param__data[1023:1016];
+          end
+    endcase
+    if (rst) begin
+      \_$1896  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1897  = table_128;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1897  = param__data[1031:1024];
+          end
+    endcase
+    if (rst) begin
+      \_$1897  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1898  = table_129;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1898  = param__data[1039:1032];
+          end
+    endcase
+    if (rst) begin
+      \_$1898  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1899  = table_130;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1899  = param__data[1047:1040];
+          end
+    endcase
+    if (rst) begin
+      \_$1899  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1900  = table_131;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1900  = param__data[1055:1048];
+          end
+    endcase
+    if (rst) begin
+      \_$1900  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1901  = table_132;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1901  = param__data[1063:1056];
+          end
+    endcase
+    if (rst) begin
+      \_$1901  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1902  = table_133;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1902  = param__data[1071:1064];
+          end
+    endcase
+    if (rst) begin
+      \_$1902  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1903  = table_134;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1903  = param__data[1079:1072];
+          end
+    endcase
+    if (rst) begin
+      \_$1903  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1904  = table_135;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1904  = param__data[1087:1080];
+          end
+    endcase
+    if (rst) begin
+      \_$1904  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1905  = table_136;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1905  = param__data[1095:1088];
+          end
+    endcase
+    if (rst) begin
+      \_$1905  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1906  = table_137;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1906  = param__data[1103:1096];
+          end
+    endcase
+    if (rst) begin
+      \_$1906  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1907  = table_138;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1907  = param__data[1111:1104];
+          end
+    endcase
+    if (rst) begin
+      \_$1907  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1908  = table_139;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1908  = param__data[1119:1112];
+          end
+    endcase
+    if (rst) begin
+      \_$1908  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1909  = table_140;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1909  = param__data[1127:1120];
+          end
+    endcase
+    if (rst) begin
+      \_$1909  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1910  = table_141;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1910  = param__data[1135:1128];
+          end
+    endcase
+    if (rst) begin
+      \_$1910  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1911  = table_142;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1911  = param__data[1143:1136];
+          end
+    endcase
+    if (rst) begin
+      \_$1911  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1912  = table_143;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1912  = param__data[1151:1144];
+          end
+    endcase
+    if (rst) begin
+      \_$1912  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1913  = table_144;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1913  = param__data[1159:1152];
+          end
+    endcase
+    if (rst) begin
+      \_$1913  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1914  = table_145;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1914  = param__data[1167:1160];
+          end
+    endcase
+    if (rst) begin
+      \_$1914  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1915  = table_146;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1915  = param__data[1175:1168];
+          end
+    endcase
+    if (rst) begin
+      \_$1915  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1916  = table_147;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1916  = param__data[1183:1176];
+          end
+    endcase
+    if (rst) begin
+      \_$1916  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1917  = table_148;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1917  = param__data[1191:1184];
+          end
+    endcase
+    if (rst) begin
+      \_$1917  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1918  = table_149;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1918  = param__data[1199:1192];
+          end
+    endcase
+    if (rst) begin
+      \_$1918  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1919  = table_150;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1919  = param__data[1207:1200];
+          end
+    endcase
+    if (rst) begin
+      \_$1919  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1920  = table_151;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1920  = param__data[1215:1208];
+          end
+    endcase
+    if (rst) begin
+      \_$1920  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1921  = table_152;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1921  = param__data[1223:1216];
+          end
+    endcase
+    if (rst) begin
+      \_$1921  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1922  = table_153;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1922  = param__data[1231:1224];
+          end
+    endcase
+    if (rst) begin
+      \_$1922  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1923  = table_154;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1923  = param__data[1239:1232];
+          end
+    endcase
+    if (rst) begin
+      \_$1923  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1924  = table_155;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1924  = param__data[1247:1240];
+          end
+    endcase
+    if (rst) begin
+      \_$1924  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1925  = table_156;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1925  = param__data[1255:1248];
+          end
+    endcase
+    if (rst) begin
+      \_$1925  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1926  = table_157;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1926  = param__data[1263:1256];
+          end
+    endcase
+    if (rst) begin
+      \_$1926  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1927  = table_158;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1927  = param__data[1271:1264];
+          end
+    endcase
+    if (rst) begin
+      \_$1927  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1928  = table_159;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1928  = param__data[1279:1272];
+          end
+    endcase
+    if (rst) begin
+      \_$1928  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1929  = table_160;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1929  = param__data[1287:1280];
+          end
+    endcase
+    if (rst) begin
+      \_$1929  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1930  = table_161;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1930  = param__data[1295:1288];
+          end
+    endcase
+    if (rst) begin
+      \_$1930  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1931  = table_162;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1931  = param__data[1303:1296];
+          end
+    endcase
+    if (rst) begin
+      \_$1931  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1932  = table_163;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1932  = param__data[1311:1304];
+          end
+    endcase
+    if (rst) begin
+      \_$1932  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1933  = table_164;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1933  = param__data[1319:1312];
+          end
+    endcase
+    if (rst) begin
+      \_$1933  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1934  = table_165;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1934  = param__data[1327:1320];
+          end
+    endcase
+    if (rst) begin
+      \_$1934  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1935  = table_166;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1935  = param__data[1335:1328];
+          end
+    endcase
+    if (rst) begin
+      \_$1935  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1936  = table_167;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1936  = param__data[1343:1336];
+          end
+    endcase
+    if (rst) begin
+      \_$1936  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1937  = table_168;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1937  = param__data[1351:1344];
+          end
+    endcase
+    if (rst) begin
+      \_$1937  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1938  = table_169;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1938  = param__data[1359:1352];
+          end
+    endcase
+    if (rst) begin
+      \_$1938  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1939  = table_170;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1939  = param__data[1367:1360];
+          end
+    endcase
+    if (rst) begin
+      \_$1939  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1940  = table_171;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1940  = param__data[1375:1368];
+          end
+    endcase
+    if (rst) begin
+      \_$1940  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1941  = table_172;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1941  = param__data[1383:1376];
+          end
+    endcase
+    if (rst) begin
+      \_$1941  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1942  = table_173;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1942  = param__data[1391:1384];
+          end
+    endcase
+    if (rst) begin
+      \_$1942  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1943  = table_174;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1943  = param__data[1399:1392];
+          end
+    endcase
+    if (rst) begin
+      \_$1943  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1944  = table_175;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1944  = param__data[1407:1400];
+          end
+    endcase
+    if (rst) begin
+      \_$1944  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1945  = table_176;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1945  = param__data[1415:1408];
+          end
+    endcase
+    if (rst) begin
+      \_$1945  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1946  = table_177;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1946  = param__data[1423:1416];
+          end
+    endcase
+    if (rst) begin
+      \_$1946  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1947  = table_178;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1947  = param__data[1431:1424];
+          end
+    endcase
+    if (rst) begin
+      \_$1947  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1948  = table_179;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1948  = param__data[1439:1432];
+          end
+    endcase
+    if (rst) begin
+      \_$1948  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1949  = table_180;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1949  = param__data[1447:1440];
+          end
+    endcase
+    if (rst) begin
+      \_$1949  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1950  = table_181;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1950  = param__data[1455:1448];
+          end
+    endcase
+    if (rst) begin
+      \_$1950  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1951  = table_182;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1951  = param__data[1463:1456];
+          end
+    endcase
+    if (rst) begin
+      \_$1951  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1952  = table_183;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1952  = param__data[1471:1464];
+          end
+    endcase
+    if (rst) begin
+      \_$1952  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1953  = table_184;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1953  = param__data[1479:1472];
+          end
+    endcase
+    if (rst) begin
+      \_$1953  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1954  = table_185;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1954  = param__data[1487:1480];
+          end
+    endcase
+    if (rst) begin
+      \_$1954  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1955  = table_186;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1955  = param__data[1495:1488];
+          end
+    endcase
+    if (rst) begin
+      \_$1955  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1956  = table_187;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1956  = param__data[1503:1496];
+          end
+    endcase
+    if (rst) begin
+      \_$1956  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1957  = table_188;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1957  = param__data[1511:1504];
+          end
+    endcase
+    if (rst) begin
+      \_$1957  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1958  = table_189;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1958  = param__data[1519:1512];
+          end
+    endcase
+    if (rst) begin
+      \_$1958  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1959  = table_190;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1959  = param__data[1527:1520];
+          end
+    endcase
+    if (rst) begin
+      \_$1959  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1960  = table_191;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1960  = param__data[1535:1528];
+          end
+    endcase
+    if (rst) begin
+      \_$1960  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1961  = table_192;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1961  = param__data[1543:1536];
+          end
+    endcase
+    if (rst) begin
+      \_$1961  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1962  = table_193;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1962  = param__data[1551:1544];
+          end
+    endcase
+    if (rst) begin
+      \_$1962  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1963  = table_194;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1963  = param__data[1559:1552];
+          end
+    endcase
+    if (rst) begin
+      \_$1963  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1964  = table_195;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1964  = param__data[1567:1560];
+          end
+    endcase
+    if (rst) begin
+      \_$1964  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1965  = table_196;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1965  = param__data[1575:1568];
+          end
+    endcase
+    if (rst) begin
+      \_$1965  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1966  = table_197;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1966  = param__data[1583:1576];
+          end
+    endcase
+    if (rst) begin
+      \_$1966  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1967  = table_198;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1967  = param__data[1591:1584];
+          end
+    endcase
+    if (rst) begin
+      \_$1967  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1968  = table_199;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1968  = param__data[1599:1592];
+          end
+    endcase
+    if (rst) begin
+      \_$1968  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1969  = table_200;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1969  = param__data[1607:1600];
+          end
+    endcase
+    if (rst) begin
+      \_$1969  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1970  = table_201;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1970  = param__data[1615:1608];
+          end
+    endcase
+    if (rst) begin
+      \_$1970  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1971  = table_202;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1971  = param__data[1623:1616];
+          end
+    endcase
+    if (rst) begin
+      \_$1971  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1972  = table_203;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1972  = param__data[1631:1624];
+          end
+    endcase
+    if (rst) begin
+      \_$1972  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1973  = table_204;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1973  = param__data[1639:1632];
+          end
+    endcase
+    if (rst) begin
+      \_$1973  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1974  = table_205;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1974  = param__data[1647:1640];
+          end
+    endcase
+    if (rst) begin
+      \_$1974  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1975  = table_206;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1975  = param__data[1655:1648];
+          end
+    endcase
+    if (rst) begin
+      \_$1975  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1976  = table_207;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1976  = param__data[1663:1656];
+          end
+    endcase
+    if (rst) begin
+      \_$1976  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1977  = table_208;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1977  = param__data[1671:1664];
+          end
+    endcase
+    if (rst) begin
+      \_$1977  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1978  = table_209;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1978  = param__data[1679:1672];
+          end
+    endcase
+    if (rst) begin
+      \_$1978  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1979  = table_210;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1979  = param__data[1687:1680];
+          end
+    endcase
+    if (rst) begin
+      \_$1979  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1980  = table_211;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1980  = param__data[1695:1688];
+          end
+    endcase
+    if (rst) begin
+      \_$1980  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1981  = table_212;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1981  = param__data[1703:1696];
+          end
+    endcase
+    if (rst) begin
+      \_$1981  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1982  = table_213;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1982  = param__data[1711:1704];
+          end
+    endcase
+    if (rst) begin
+      \_$1982  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1983  = table_214;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1983  = param__data[1719:1712];
+          end
+    endcase
+    if (rst) begin
+      \_$1983  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1984  = table_215;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1984  = param__data[1727:1720];
+          end
+    endcase
+    if (rst) begin
+      \_$1984  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1985  = table_216;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1985  = param__data[1735:1728];
+          end
+    endcase
+    if (rst) begin
+      \_$1985  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1986  = table_217;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1986  = param__data[1743:1736];
+          end
+    endcase
+    if (rst) begin
+      \_$1986  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1987  = table_218;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1987  = param__data[1751:1744];
+          end
+    endcase
+    if (rst) begin
+      \_$1987  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1988  = table_219;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1988  = param__data[1759:1752];
+          end
+    endcase
+    if (rst) begin
+      \_$1988  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1989  = table_220;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1989  = param__data[1767:1760];
+          end
+    endcase
+    if (rst) begin
+      \_$1989  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1990  = table_221;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1990  = param__data[1775:1768];
+          end
+    endcase
+    if (rst) begin
+      \_$1990  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1991  = table_222;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1991  = param__data[1783:1776];
+          end
+    endcase
+    if (rst) begin
+      \_$1991  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1992  = table_223;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1992  = param__data[1791:1784];
+          end
+    endcase
+    if (rst) begin
+      \_$1992  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1993  = table_224;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1993  = param__data[1799:1792];
+          end
+    endcase
+    if (rst) begin
+      \_$1993  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1994  = table_225;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1994  = param__data[1807:1800];
+          end
+    endcase
+    if (rst) begin
+      \_$1994  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1995  = table_226;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1995  = param__data[1815:1808];
+          end
+    endcase
+    if (rst) begin
+      \_$1995  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1996  = table_227;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1996  = param__data[1823:1816];
+          end
+    endcase
+    if (rst) begin
+      \_$1996  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1997  = table_228;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1997  = param__data[1831:1824];
+          end
+    endcase
+    if (rst) begin
+      \_$1997  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1998  = table_229;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1998  = param__data[1839:1832];
+          end
+    endcase
+    if (rst) begin
+      \_$1998  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$1999  = table_230;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$1999  = param__data[1847:1840];
+          end
+    endcase
+    if (rst) begin
+      \_$1999  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2000  = table_231;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2000  = param__data[1855:1848];
+          end
+    endcase
+    if (rst) begin
+      \_$2000  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2001  = table_232;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2001  = param__data[1863:1856];
+          end
+    endcase
+    if (rst) begin
+      \_$2001  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2002  = table_233;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2002  = param__data[1871:1864];
+          end
+    endcase
+    if (rst) begin
+      \_$2002  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2003  = table_234;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2003  = param__data[1879:1872];
+          end
+    endcase
+    if (rst) begin
+      \_$2003  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2004  = table_235;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2004  = param__data[1887:1880];
+          end
+    endcase
+    if (rst) begin
+      \_$2004  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2005  = table_236;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2005  = param__data[1895:1888];
+          end
+    endcase
+    if (rst) begin
+      \_$2005  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2006  = table_237;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2006  = param__data[1903:1896];
+          end
+    endcase
+    if (rst) begin
+      \_$2006  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2007  = table_238;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2007  = param__data[1911:1904];
+          end
+    endcase
+    if (rst) begin
+      \_$2007  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2008  = table_239;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2008  = param__data[1919:1912];
+          end
+    endcase
+    if (rst) begin
+      \_$2008  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2009  = table_240;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2009  = param__data[1927:1920];
+          end
+    endcase
+    if (rst) begin
+      \_$2009  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2010  = table_241;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2010  = param__data[1935:1928];
+          end
+    endcase
+    if (rst) begin
+      \_$2010  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2011  = table_242;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2011  = param__data[1943:1936];
+          end
+    endcase
+    if (rst) begin
+      \_$2011  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2012  = table_243;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2012  = param__data[1951:1944];
+          end
+    endcase
+    if (rst) begin
+      \_$2012  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2013  = table_244;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2013  = param__data[1959:1952];
+          end
+    endcase
+    if (rst) begin
+      \_$2013  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2014  = table_245;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2014  = param__data[1967:1960];
+          end
+    endcase
+    if (rst) begin
+      \_$2014  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2015  = table_246;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2015  = param__data[1975:1968];
+          end
+    endcase
+    if (rst) begin
+      \_$2015  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2016  = table_247;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2016  = param__data[1983:1976];
+          end
+    endcase
+    if (rst) begin
+      \_$2016  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2017  = table_248;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2017  = param__data[1991:1984];
+          end
+    endcase
+    if (rst) begin
+      \_$2017  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2018  = table_249;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2018  = param__data[1999:1992];
+          end
+    endcase
+    if (rst) begin
+      \_$2018  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2019  = table_250;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2019  = param__data[2007:2000];
+          end
+    endcase
+    if (rst) begin
+      \_$2019  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2020  = table_251;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2020  = param__data[2015:2008];
+          end
+    endcase
+    if (rst) begin
+      \_$2020  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2021  = table_252;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2021  = param__data[2023:2016];
+          end
+    endcase
+    if (rst) begin
+      \_$2021  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2022  = table_253;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2022  = param__data[2031:2024];
+          end
+    endcase
+    if (rst) begin
+      \_$2022  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2023  = table_254;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2023  = param__data[2039:2032];
+          end
+    endcase
+    if (rst) begin
+      \_$2023  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$277 ) begin end
+    \_$2024  = table_255;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          if (table_step) begin
+            \_$2024  = param__data[2047:2040];
+          end
+    endcase
+    if (rst) begin
+      \_$2024  = 8'h00;
     end
   end
   assign opcode = word[3:0];
@@ -71264,14 +71556,14 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$134  = \_$133 ;
   assign \_$169  = \_$signal$59 ;
   assign \_$174  = \_$signal$59 ;
-  assign \_$1569  = \_$signal$59 ;
-  assign \_$1570  = \_$signal$59 ;
-  assign \_$1578 [31:7] = 25'h0000000;
-  assign \_$1578 [6:0] = word[46:40];
-  assign \_$1585  = \_$1584 ;
-  assign \_$1593  = \_$1592 ;
-  assign \_$1595  = \_$1594 ;
-  assign \_$1597  = table_step;
+  assign \_$1713  = \_$signal$59 ;
+  assign \_$1714  = \_$signal$59 ;
+  assign \_$1722 [31:7] = 25'h0000000;
+  assign \_$1722 [6:0] = word[46:40];
+  assign \_$1729  = \_$1728 ;
+  assign \_$1737  = \_$1736 ;
+  assign \_$1739  = \_$1738 ;
+  assign \_$1741  = table_step;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -73523,7 +73815,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$16390$0 , rd_resp__valid, clk);
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$16534$0 , rd_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$287  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
@@ -73626,8 +73918,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$16390$0 ;
-  wire [1:0] \port$16390$0 ;
+  output [1:0] \port$16534$0 ;
+  wire [1:0] \port$16534$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -74615,7 +74907,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$16390$0  = \_$4 ;
+  assign \port$16534$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

@@ -146,14 +146,14 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$234 (insn_frontier),
     .perf(perf),
-    .\port$5750$0 (\_$2 ),
+    .\port$5786$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$203 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$5750$0 (\_$2 ),
+    .\port$5786$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,7 +236,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5750$0 , dram_resp__valid, \start$203 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5786$0 , dram_resp__valid, \start$203 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
@@ -637,8 +637,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$5750$0 ;
-  wire [1:0] \port$5750$0 ;
+  input [1:0] \port$5786$0 ;
+  wire [1:0] \port$5786$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -4044,7 +4044,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$5750$0 (\port$5750$0 ),
+    .\port$5786$0 (\port$5786$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -4507,8 +4507,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$5750$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$5750$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$5786$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$5786$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -4586,9 +4586,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5750$0 ;
+  assign \dram_resp__payload.tag  = \port$5786$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$5750$0 ;
+  assign \dram_resp__payload$115.tag  = \port$5786$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4632,7 +4632,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5750$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5786$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -4788,8 +4788,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$5750$0 ;
-  wire [1:0] \port$5750$0 ;
+  input [1:0] \port$5786$0 ;
+  wire [1:0] \port$5786$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4840,13 +4840,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$5750$0 ;
+  assign \_$49  = ! \port$5786$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$5750$0  == 1'h1;
+  assign \_$50  = \port$5786$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$5750$0  == 2'h2;
+  assign \_$51  = \port$5786$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$5750$0  == 2'h3;
+  assign \_$52  = \port$5786$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5211,14 +5211,14 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$5750$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$5786$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5750$0 ;
+  assign \dram_resp__payload.tag  = \port$5786$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -5625,7 +5625,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [3:0] \insn$51.pool.opcode ;
   wire [7:0] \insn$51.pool.window ;
   wire [127:0] \insn$51.raw ;
-  wire [82:0] \insn$51.store ;
+  wire [90:0] \insn$51.store ;
   wire [7:0] \insn$51.store.clamp_hi ;
   wire [7:0] \insn$51.store.clamp_lo ;
   wire [3:0] \insn$51.store.deps ;
@@ -5645,6 +5645,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn$51.store.opcode ;
+  wire [7:0] \insn$51.store.out_zp ;
   wire [15:0] \insn$51.store.param_addr ;
   wire [1:0] \insn$51.store.param_loop ;
   wire [15:0] \insn$51.store.table_addr ;
@@ -6655,7 +6656,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \insn$51.load.deps.push_prev  = word[6];
   assign \insn$51.load.deps.push_next  = word[7];
   assign \insn$51.load.desc  = word[31:8];
-  assign \insn$51.store  = word[82:0];
+  assign \insn$51.store  = word[90:0];
   assign \insn$51.store.opcode  = word[3:0];
   assign \insn$51.store.deps  = word[7:4];
   assign \insn$51.store.deps.pop_prev  = word[4];
@@ -6669,6 +6670,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \insn$51.store.clamp_hi  = word[65:58];
   assign \insn$51.store.use_table  = word[66];
   assign \insn$51.store.table_addr  = word[82:67];
+  assign \insn$51.store.out_zp  = word[90:83];
   assign \insn$51.gemm  = word[120:0];
   assign \insn$51.gemm.opcode  = word[3:0];
   assign \insn$51.gemm.deps  = word[7:4];
@@ -10811,7 +10813,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   wire [3:0] \insn.pool.opcode ;
   wire [7:0] \insn.pool.window ;
   wire [127:0] \insn.raw ;
-  wire [82:0] \insn.store ;
+  wire [90:0] \insn.store ;
   wire [7:0] \insn.store.clamp_hi ;
   wire [7:0] \insn.store.clamp_lo ;
   wire [3:0] \insn.store.deps ;
@@ -10831,6 +10833,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   wire [3:0] \insn.store.opcode ;
+  wire [7:0] \insn.store.out_zp ;
   wire [15:0] \insn.store.param_addr ;
   wire [1:0] \insn.store.param_loop ;
   wire [15:0] \insn.store.table_addr ;
@@ -11793,7 +11796,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.load.deps.push_prev  = insn[6];
   assign \insn.load.deps.push_next  = insn[7];
   assign \insn.load.desc  = insn[31:8];
-  assign \insn.store  = insn[82:0];
+  assign \insn.store  = insn[90:0];
   assign \insn.store.opcode  = insn[3:0];
   assign \insn.store.deps  = insn[7:4];
   assign \insn.store.deps.pop_prev  = insn[4];
@@ -11807,6 +11810,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.store.clamp_hi  = insn[65:58];
   assign \insn.store.use_table  = insn[66];
   assign \insn.store.table_addr  = insn[82:67];
+  assign \insn.store.out_zp  = insn[90:83];
   assign \insn.gemm  = insn[120:0];
   assign \insn.gemm.opcode  = insn[3:0];
   assign \insn.gemm.deps  = insn[7:4];
@@ -15324,8 +15328,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$4453$0 (lines__payload[18:0]),
-    .\port$4453$48 (lines__payload[48]),
+    .\port$4489$0 (lines__payload[18:0]),
+    .\port$4489$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -18270,7 +18274,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4453$0 , \port$4453$48 , r_rdy, clk);
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4489$0 , \port$4489$48 , r_rdy, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$35  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -18312,10 +18316,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$44
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [18:0] \port$4453$0 ;
-  wire [18:0] \port$4453$0 ;
-  input \port$4453$48 ;
-  wire \port$4453$48 ;
+  input [18:0] \port$4489$0 ;
+  wire [18:0] \port$4489$0 ;
+  input \port$4489$48 ;
+  wire \port$4489$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [19:0] r_data;
@@ -18342,7 +18346,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$44
   reg [19:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$4453$0 [18:16], \port$4453$48 , \port$4453$0 [15:0] };
+      storage[w_port__addr] <= { \port$4489$0 [18:16], \port$4489$48 , \port$4489$0 [15:0] };
   end
   reg [19:0] _0_;
   always @(posedge clk) begin
@@ -18441,8 +18445,8 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$44
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4453$0 [18:16], \port$4453$48 , \port$4453$0 [15:0] };
-  assign w_data = { \port$4453$0 [18:16], \port$4453$48 , \port$4453$0 [15:0] };
+  assign w_port__data = { \port$4489$0 [18:16], \port$4489$48 , \port$4489$0 [15:0] };
+  assign w_data = { \port$4489$0 [18:16], \port$4489$48 , \port$4489$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -18694,103 +18698,103 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire \_$159 ;
   wire \_$16 ;
   wire [64:0] \_$160 ;
-  wire \_$161 ;
-  wire [63:0] \_$162 ;
+  wire [65:0] \_$161 ;
+  wire \_$162 ;
   wire [63:0] \_$163 ;
-  wire \_$164 ;
-  wire [63:0] \_$165 ;
-  wire [8:0] \_$166 ;
-  wire [63:0] \_$167 ;
-  wire \_$168 ;
-  wire [64:0] \_$169 ;
+  wire [63:0] \_$164 ;
+  wire \_$165 ;
+  wire [63:0] \_$166 ;
+  wire [8:0] \_$167 ;
+  wire [63:0] \_$168 ;
+  wire \_$169 ;
   wire \_$17 ;
-  wire \_$170 ;
-  wire [63:0] \_$171 ;
-  wire [63:0] \_$172 ;
-  wire \_$173 ;
+  wire [64:0] \_$170 ;
+  wire [65:0] \_$171 ;
+  wire \_$172 ;
+  wire [63:0] \_$173 ;
   wire [63:0] \_$174 ;
-  wire [8:0] \_$175 ;
+  wire \_$175 ;
   wire [63:0] \_$176 ;
-  wire \_$177 ;
-  wire [64:0] \_$178 ;
-  wire [64:0] \_$179 ;
+  wire [8:0] \_$177 ;
+  wire [63:0] \_$178 ;
+  wire \_$179 ;
   wire \_$18 ;
   wire [64:0] \_$180 ;
-  wire [63:0] \_$181 ;
-  wire [63:0] \_$182 ;
-  wire \_$183 ;
+  wire [65:0] \_$181 ;
+  wire [65:0] \_$182 ;
+  wire [65:0] \_$183 ;
   wire [63:0] \_$184 ;
-  wire [8:0] \_$185 ;
-  wire [63:0] \_$186 ;
-  wire \_$187 ;
-  wire [64:0] \_$188 ;
-  wire \_$189 ;
+  wire [63:0] \_$185 ;
+  wire \_$186 ;
+  wire [63:0] \_$187 ;
+  wire [8:0] \_$188 ;
+  wire [63:0] \_$189 ;
   wire \_$19 ;
-  wire [63:0] \_$190 ;
-  wire [63:0] \_$191 ;
-  wire \_$192 ;
-  wire [63:0] \_$193 ;
-  wire [8:0] \_$194 ;
+  wire \_$190 ;
+  wire [64:0] \_$191 ;
+  wire [65:0] \_$192 ;
+  wire \_$193 ;
+  wire [63:0] \_$194 ;
   wire [63:0] \_$195 ;
   wire \_$196 ;
-  wire [64:0] \_$197 ;
-  wire \_$198 ;
+  wire [63:0] \_$197 ;
+  wire [8:0] \_$198 ;
   wire [63:0] \_$199 ;
   wire \_$2 ;
   wire \_$20 ;
-  wire [63:0] \_$200 ;
-  wire \_$201 ;
-  wire [63:0] \_$202 ;
-  wire [8:0] \_$203 ;
+  wire \_$200 ;
+  wire [64:0] \_$201 ;
+  wire [65:0] \_$202 ;
+  wire \_$203 ;
   wire [63:0] \_$204 ;
-  wire \_$205 ;
-  wire [64:0] \_$206 ;
-  wire [64:0] \_$207 ;
-  wire [64:0] \_$208 ;
-  wire \_$209 ;
+  wire [63:0] \_$205 ;
+  wire \_$206 ;
+  wire [63:0] \_$207 ;
+  wire [8:0] \_$208 ;
+  wire [63:0] \_$209 ;
   wire \_$21 ;
-  reg [7:0] \_$210 ;
-  wire [63:0] \_$211 ;
-  wire [63:0] \_$212 ;
-  wire \_$213 ;
-  wire [63:0] \_$214 ;
-  wire [8:0] \_$215 ;
-  wire [63:0] \_$216 ;
-  wire \_$217 ;
-  wire [64:0] \_$218 ;
+  wire \_$210 ;
+  wire [64:0] \_$211 ;
+  wire [65:0] \_$212 ;
+  wire [65:0] \_$213 ;
+  wire [65:0] \_$214 ;
+  wire \_$215 ;
+  reg [7:0] \_$216 ;
+  wire [63:0] \_$217 ;
+  wire [63:0] \_$218 ;
   wire \_$219 ;
   wire \_$22 ;
   wire [63:0] \_$220 ;
-  wire [63:0] \_$221 ;
-  wire \_$222 ;
-  wire [63:0] \_$223 ;
-  wire [8:0] \_$224 ;
-  wire [63:0] \_$225 ;
+  wire [8:0] \_$221 ;
+  wire [63:0] \_$222 ;
+  wire \_$223 ;
+  wire [64:0] \_$224 ;
+  wire [65:0] \_$225 ;
   wire \_$226 ;
-  wire [64:0] \_$227 ;
-  wire \_$228 ;
-  wire [63:0] \_$229 ;
+  wire [63:0] \_$227 ;
+  wire [63:0] \_$228 ;
+  wire \_$229 ;
   wire \_$23 ;
   wire [63:0] \_$230 ;
-  wire \_$231 ;
+  wire [8:0] \_$231 ;
   wire [63:0] \_$232 ;
-  wire [8:0] \_$233 ;
-  wire [63:0] \_$234 ;
-  wire \_$235 ;
-  wire [64:0] \_$236 ;
-  wire [64:0] \_$237 ;
-  wire [64:0] \_$238 ;
-  wire [7:0] \_$239 ;
+  wire \_$233 ;
+  wire [64:0] \_$234 ;
+  wire [65:0] \_$235 ;
+  wire \_$236 ;
+  wire [63:0] \_$237 ;
+  wire [63:0] \_$238 ;
+  wire \_$239 ;
   wire \_$24 ;
   wire [63:0] \_$240 ;
-  wire [63:0] \_$241 ;
-  wire \_$242 ;
-  wire [63:0] \_$243 ;
-  wire [8:0] \_$244 ;
-  wire [63:0] \_$245 ;
-  wire \_$246 ;
-  wire [64:0] \_$247 ;
-  wire \_$248 ;
+  wire [8:0] \_$241 ;
+  wire [63:0] \_$242 ;
+  wire \_$243 ;
+  wire [64:0] \_$244 ;
+  wire [65:0] \_$245 ;
+  wire [65:0] \_$246 ;
+  wire [65:0] \_$247 ;
+  wire [7:0] \_$248 ;
   wire [63:0] \_$249 ;
   wire \_$25 ;
   wire [63:0] \_$250 ;
@@ -18800,104 +18804,104 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [63:0] \_$254 ;
   wire \_$255 ;
   wire [64:0] \_$256 ;
-  wire \_$257 ;
-  wire [63:0] \_$258 ;
+  wire [65:0] \_$257 ;
+  wire \_$258 ;
   wire [63:0] \_$259 ;
   wire \_$26 ;
-  wire \_$260 ;
-  wire [63:0] \_$261 ;
-  wire [8:0] \_$262 ;
-  wire [63:0] \_$263 ;
-  wire \_$264 ;
-  wire [64:0] \_$265 ;
+  wire [63:0] \_$260 ;
+  wire \_$261 ;
+  wire [63:0] \_$262 ;
+  wire [8:0] \_$263 ;
+  wire [63:0] \_$264 ;
+  wire \_$265 ;
   wire [64:0] \_$266 ;
-  wire [64:0] \_$267 ;
-  wire [63:0] \_$268 ;
+  wire [65:0] \_$267 ;
+  wire \_$268 ;
   wire [63:0] \_$269 ;
   wire \_$27 ;
-  wire \_$270 ;
-  wire [63:0] \_$271 ;
-  wire [8:0] \_$272 ;
-  wire [63:0] \_$273 ;
-  wire \_$274 ;
-  wire [64:0] \_$275 ;
-  wire \_$276 ;
-  wire [63:0] \_$277 ;
-  wire [63:0] \_$278 ;
-  wire \_$279 ;
+  wire [63:0] \_$270 ;
+  wire \_$271 ;
+  wire [63:0] \_$272 ;
+  wire [8:0] \_$273 ;
+  wire [63:0] \_$274 ;
+  wire \_$275 ;
+  wire [64:0] \_$276 ;
+  wire [65:0] \_$277 ;
+  wire [65:0] \_$278 ;
+  wire [65:0] \_$279 ;
   wire \_$28 ;
   wire [63:0] \_$280 ;
-  wire [8:0] \_$281 ;
-  wire [63:0] \_$282 ;
-  wire \_$283 ;
-  wire [64:0] \_$284 ;
-  wire \_$285 ;
-  wire [63:0] \_$286 ;
-  wire [63:0] \_$287 ;
-  wire \_$288 ;
-  wire [63:0] \_$289 ;
+  wire [63:0] \_$281 ;
+  wire \_$282 ;
+  wire [63:0] \_$283 ;
+  wire [8:0] \_$284 ;
+  wire [63:0] \_$285 ;
+  wire \_$286 ;
+  wire [64:0] \_$287 ;
+  wire [65:0] \_$288 ;
+  wire \_$289 ;
   wire \_$29 ;
-  wire [8:0] \_$290 ;
+  wire [63:0] \_$290 ;
   wire [63:0] \_$291 ;
   wire \_$292 ;
-  wire [64:0] \_$293 ;
-  wire [64:0] \_$294 ;
-  wire [64:0] \_$295 ;
+  wire [63:0] \_$293 ;
+  wire [8:0] \_$294 ;
+  wire [63:0] \_$295 ;
   wire \_$296 ;
-  reg [7:0] \_$297 ;
-  wire [63:0] \_$298 ;
-  wire [63:0] \_$299 ;
+  wire [64:0] \_$297 ;
+  wire [65:0] \_$298 ;
+  wire \_$299 ;
   wire \_$3 ;
   wire \_$30 ;
-  wire \_$300 ;
+  wire [63:0] \_$300 ;
   wire [63:0] \_$301 ;
-  wire [8:0] \_$302 ;
+  wire \_$302 ;
   wire [63:0] \_$303 ;
-  wire \_$304 ;
-  wire [64:0] \_$305 ;
+  wire [8:0] \_$304 ;
+  wire [63:0] \_$305 ;
   wire \_$306 ;
-  wire [63:0] \_$307 ;
-  wire [63:0] \_$308 ;
-  wire \_$309 ;
+  wire [64:0] \_$307 ;
+  wire [65:0] \_$308 ;
+  wire [65:0] \_$309 ;
   wire \_$31 ;
-  wire [63:0] \_$310 ;
-  wire [8:0] \_$311 ;
-  wire [63:0] \_$312 ;
-  wire \_$313 ;
-  wire [64:0] \_$314 ;
+  wire [65:0] \_$310 ;
+  wire \_$311 ;
+  reg [7:0] \_$312 ;
+  wire [63:0] \_$313 ;
+  wire [63:0] \_$314 ;
   wire \_$315 ;
   wire [63:0] \_$316 ;
-  wire [63:0] \_$317 ;
-  wire \_$318 ;
-  wire [63:0] \_$319 ;
+  wire [8:0] \_$317 ;
+  wire [63:0] \_$318 ;
+  wire \_$319 ;
   wire \_$32 ;
-  wire [8:0] \_$320 ;
-  wire [63:0] \_$321 ;
+  wire [64:0] \_$320 ;
+  wire [65:0] \_$321 ;
   wire \_$322 ;
-  wire [64:0] \_$323 ;
-  wire [64:0] \_$324 ;
-  wire [64:0] \_$325 ;
-  wire [7:0] \_$326 ;
-  wire [63:0] \_$327 ;
+  wire [63:0] \_$323 ;
+  wire [63:0] \_$324 ;
+  wire \_$325 ;
+  wire [63:0] \_$326 ;
+  wire [8:0] \_$327 ;
   wire [63:0] \_$328 ;
   wire \_$329 ;
   wire \_$33 ;
-  wire [63:0] \_$330 ;
-  wire [8:0] \_$331 ;
-  wire [63:0] \_$332 ;
-  wire \_$333 ;
-  wire [64:0] \_$334 ;
+  wire [64:0] \_$330 ;
+  wire [65:0] \_$331 ;
+  wire \_$332 ;
+  wire [63:0] \_$333 ;
+  wire [63:0] \_$334 ;
   wire \_$335 ;
   wire [63:0] \_$336 ;
-  wire [63:0] \_$337 ;
-  wire \_$338 ;
-  wire [63:0] \_$339 ;
+  wire [8:0] \_$337 ;
+  wire [63:0] \_$338 ;
+  wire \_$339 ;
   wire \_$34 ;
-  wire [8:0] \_$340 ;
-  wire [63:0] \_$341 ;
-  wire \_$342 ;
-  wire [64:0] \_$343 ;
-  wire \_$344 ;
+  wire [64:0] \_$340 ;
+  wire [65:0] \_$341 ;
+  wire [65:0] \_$342 ;
+  wire [65:0] \_$343 ;
+  wire [7:0] \_$344 ;
   wire [63:0] \_$345 ;
   wire [63:0] \_$346 ;
   wire \_$347 ;
@@ -18907,8 +18911,8 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [63:0] \_$350 ;
   wire \_$351 ;
   wire [64:0] \_$352 ;
-  wire [64:0] \_$353 ;
-  wire [64:0] \_$354 ;
+  wire [65:0] \_$353 ;
+  wire \_$354 ;
   wire [63:0] \_$355 ;
   wire [63:0] \_$356 ;
   wire \_$357 ;
@@ -18918,102 +18922,102 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [63:0] \_$360 ;
   wire \_$361 ;
   wire [64:0] \_$362 ;
-  wire \_$363 ;
-  wire [63:0] \_$364 ;
+  wire [65:0] \_$363 ;
+  wire \_$364 ;
   wire [63:0] \_$365 ;
-  wire \_$366 ;
-  wire [63:0] \_$367 ;
-  wire [8:0] \_$368 ;
-  wire [63:0] \_$369 ;
+  wire [63:0] \_$366 ;
+  wire \_$367 ;
+  wire [63:0] \_$368 ;
+  wire [8:0] \_$369 ;
   wire \_$37 ;
-  wire \_$370 ;
-  wire [64:0] \_$371 ;
-  wire \_$372 ;
-  wire [63:0] \_$373 ;
-  wire [63:0] \_$374 ;
-  wire \_$375 ;
+  wire [63:0] \_$370 ;
+  wire \_$371 ;
+  wire [64:0] \_$372 ;
+  wire [65:0] \_$373 ;
+  wire [65:0] \_$374 ;
+  wire [65:0] \_$375 ;
   wire [63:0] \_$376 ;
-  wire [8:0] \_$377 ;
-  wire [63:0] \_$378 ;
-  wire \_$379 ;
+  wire [63:0] \_$377 ;
+  wire \_$378 ;
+  wire [63:0] \_$379 ;
   wire \_$38 ;
-  wire [64:0] \_$380 ;
-  wire [64:0] \_$381 ;
-  wire [64:0] \_$382 ;
-  wire \_$383 ;
-  reg [7:0] \_$384 ;
-  wire [63:0] \_$385 ;
+  wire [8:0] \_$380 ;
+  wire [63:0] \_$381 ;
+  wire \_$382 ;
+  wire [64:0] \_$383 ;
+  wire [65:0] \_$384 ;
+  wire \_$385 ;
   wire [63:0] \_$386 ;
-  wire \_$387 ;
-  wire [63:0] \_$388 ;
-  wire [8:0] \_$389 ;
+  wire [63:0] \_$387 ;
+  wire \_$388 ;
+  wire [63:0] \_$389 ;
   wire \_$39 ;
-  wire [63:0] \_$390 ;
-  wire \_$391 ;
-  wire [64:0] \_$392 ;
-  wire \_$393 ;
-  wire [63:0] \_$394 ;
-  wire [63:0] \_$395 ;
-  wire \_$396 ;
+  wire [8:0] \_$390 ;
+  wire [63:0] \_$391 ;
+  wire \_$392 ;
+  wire [64:0] \_$393 ;
+  wire [65:0] \_$394 ;
+  wire \_$395 ;
+  wire [63:0] \_$396 ;
   wire [63:0] \_$397 ;
-  wire [8:0] \_$398 ;
+  wire \_$398 ;
   wire [63:0] \_$399 ;
   wire \_$4 ;
   wire \_$40 ;
-  wire \_$400 ;
-  wire [64:0] \_$401 ;
+  wire [8:0] \_$400 ;
+  wire [63:0] \_$401 ;
   wire \_$402 ;
-  wire [63:0] \_$403 ;
-  wire [63:0] \_$404 ;
-  wire \_$405 ;
-  wire [63:0] \_$406 ;
-  wire [8:0] \_$407 ;
-  wire [63:0] \_$408 ;
-  wire \_$409 ;
+  wire [64:0] \_$403 ;
+  wire [65:0] \_$404 ;
+  wire [65:0] \_$405 ;
+  wire [65:0] \_$406 ;
+  wire \_$407 ;
+  reg [7:0] \_$408 ;
+  wire [63:0] \_$409 ;
   wire \_$41 ;
-  wire [64:0] \_$410 ;
-  wire [64:0] \_$411 ;
-  wire [64:0] \_$412 ;
-  wire [7:0] \_$413 ;
+  wire [63:0] \_$410 ;
+  wire \_$411 ;
+  wire [63:0] \_$412 ;
+  wire [8:0] \_$413 ;
   wire [63:0] \_$414 ;
-  wire [63:0] \_$415 ;
-  wire \_$416 ;
-  wire [63:0] \_$417 ;
-  wire [8:0] \_$418 ;
+  wire \_$415 ;
+  wire [64:0] \_$416 ;
+  wire [65:0] \_$417 ;
+  wire \_$418 ;
   wire [63:0] \_$419 ;
   wire \_$42 ;
-  wire \_$420 ;
-  wire [64:0] \_$421 ;
-  wire \_$422 ;
-  wire [63:0] \_$423 ;
+  wire [63:0] \_$420 ;
+  wire \_$421 ;
+  wire [63:0] \_$422 ;
+  wire [8:0] \_$423 ;
   wire [63:0] \_$424 ;
   wire \_$425 ;
-  wire [63:0] \_$426 ;
-  wire [8:0] \_$427 ;
-  wire [63:0] \_$428 ;
-  wire \_$429 ;
+  wire [64:0] \_$426 ;
+  wire [65:0] \_$427 ;
+  wire \_$428 ;
+  wire [63:0] \_$429 ;
   wire \_$43 ;
-  wire [64:0] \_$430 ;
+  wire [63:0] \_$430 ;
   wire \_$431 ;
   wire [63:0] \_$432 ;
-  wire [63:0] \_$433 ;
-  wire \_$434 ;
-  wire [63:0] \_$435 ;
-  wire [8:0] \_$436 ;
-  wire [63:0] \_$437 ;
-  wire \_$438 ;
-  wire [64:0] \_$439 ;
+  wire [8:0] \_$433 ;
+  wire [63:0] \_$434 ;
+  wire \_$435 ;
+  wire [64:0] \_$436 ;
+  wire [65:0] \_$437 ;
+  wire [65:0] \_$438 ;
+  wire [65:0] \_$439 ;
   wire \_$44 ;
-  wire [64:0] \_$440 ;
-  wire [64:0] \_$441 ;
+  wire [7:0] \_$440 ;
+  wire [63:0] \_$441 ;
   wire [63:0] \_$442 ;
-  wire [63:0] \_$443 ;
-  wire \_$444 ;
-  wire [63:0] \_$445 ;
-  wire [8:0] \_$446 ;
-  wire [63:0] \_$447 ;
-  wire \_$448 ;
-  wire [64:0] \_$449 ;
+  wire \_$443 ;
+  wire [63:0] \_$444 ;
+  wire [8:0] \_$445 ;
+  wire [63:0] \_$446 ;
+  wire \_$447 ;
+  wire [64:0] \_$448 ;
+  wire [65:0] \_$449 ;
   wire \_$45 ;
   wire \_$450 ;
   wire [63:0] \_$451 ;
@@ -19024,21 +19028,21 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [63:0] \_$456 ;
   wire \_$457 ;
   wire [64:0] \_$458 ;
-  wire \_$459 ;
+  wire [65:0] \_$459 ;
   wire \_$46 ;
-  wire [63:0] \_$460 ;
+  wire \_$460 ;
   wire [63:0] \_$461 ;
-  wire \_$462 ;
-  wire [63:0] \_$463 ;
-  wire [8:0] \_$464 ;
-  wire [63:0] \_$465 ;
-  wire \_$466 ;
-  wire [64:0] \_$467 ;
+  wire [63:0] \_$462 ;
+  wire \_$463 ;
+  wire [63:0] \_$464 ;
+  wire [8:0] \_$465 ;
+  wire [63:0] \_$466 ;
+  wire \_$467 ;
   wire [64:0] \_$468 ;
-  wire [64:0] \_$469 ;
+  wire [65:0] \_$469 ;
   wire \_$47 ;
-  wire \_$470 ;
-  reg [7:0] \_$471 ;
+  wire [65:0] \_$470 ;
+  wire [65:0] \_$471 ;
   wire [63:0] \_$472 ;
   wire [63:0] \_$473 ;
   wire \_$474 ;
@@ -19048,131 +19052,131 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire \_$478 ;
   wire [64:0] \_$479 ;
   wire [16:0] \_$48 ;
-  wire \_$480 ;
-  wire [63:0] \_$481 ;
+  wire [65:0] \_$480 ;
+  wire \_$481 ;
   wire [63:0] \_$482 ;
-  wire \_$483 ;
-  wire [63:0] \_$484 ;
-  wire [8:0] \_$485 ;
-  wire [63:0] \_$486 ;
-  wire \_$487 ;
-  wire [64:0] \_$488 ;
-  wire \_$489 ;
+  wire [63:0] \_$483 ;
+  wire \_$484 ;
+  wire [63:0] \_$485 ;
+  wire [8:0] \_$486 ;
+  wire [63:0] \_$487 ;
+  wire \_$488 ;
+  wire [64:0] \_$489 ;
   wire \_$49 ;
-  wire [63:0] \_$490 ;
-  wire [63:0] \_$491 ;
-  wire \_$492 ;
+  wire [65:0] \_$490 ;
+  wire \_$491 ;
+  wire [63:0] \_$492 ;
   wire [63:0] \_$493 ;
-  wire [8:0] \_$494 ;
+  wire \_$494 ;
   wire [63:0] \_$495 ;
-  wire \_$496 ;
-  wire [64:0] \_$497 ;
-  wire [64:0] \_$498 ;
+  wire [8:0] \_$496 ;
+  wire [63:0] \_$497 ;
+  wire \_$498 ;
   wire [64:0] \_$499 ;
   wire \_$5 ;
   wire \_$50 ;
-  wire [7:0] \_$500 ;
-  wire \_$501 ;
-  wire \_$502 ;
+  wire [65:0] \_$500 ;
+  wire [65:0] \_$501 ;
+  wire [65:0] \_$502 ;
   wire \_$503 ;
-  wire \_$504 ;
-  wire \_$505 ;
-  wire \_$506 ;
-  wire [1:0] \_$507 ;
-  wire \_$508 ;
-  wire \_$509 ;
+  reg [7:0] \_$504 ;
+  wire [63:0] \_$505 ;
+  wire [63:0] \_$506 ;
+  wire \_$507 ;
+  wire [63:0] \_$508 ;
+  wire [8:0] \_$509 ;
   wire \_$51 ;
-  wire [31:0] \_$510 ;
+  wire [63:0] \_$510 ;
   wire \_$511 ;
-  wire [32:0] \_$512 ;
-  wire \_$513 ;
+  wire [64:0] \_$512 ;
+  wire [65:0] \_$513 ;
   wire \_$514 ;
-  wire \_$515 ;
-  wire \_$516 ;
+  wire [63:0] \_$515 ;
+  wire [63:0] \_$516 ;
   wire \_$517 ;
-  wire \_$518 ;
-  wire \_$519 ;
+  wire [63:0] \_$518 ;
+  wire [8:0] \_$519 ;
   wire \_$52 ;
-  wire \_$520 ;
-  wire [16:0] \_$521 ;
-  wire \_$522 ;
-  wire \_$523 ;
+  wire [63:0] \_$520 ;
+  wire \_$521 ;
+  wire [64:0] \_$522 ;
+  wire [65:0] \_$523 ;
   wire \_$524 ;
-  wire \_$525 ;
-  wire \_$526 ;
+  wire [63:0] \_$525 ;
+  wire [63:0] \_$526 ;
   wire \_$527 ;
-  wire [3:0] \_$528 ;
-  wire \_$529 ;
+  wire [63:0] \_$528 ;
+  wire [8:0] \_$529 ;
   wire \_$53 ;
-  wire \_$530 ;
+  wire [63:0] \_$530 ;
   wire \_$531 ;
-  wire \_$532 ;
-  wire \_$533 ;
-  wire \_$534 ;
-  wire \_$535 ;
-  wire \_$536 ;
-  wire [5:0] \_$537 ;
+  wire [64:0] \_$532 ;
+  wire [65:0] \_$533 ;
+  wire [65:0] \_$534 ;
+  wire [65:0] \_$535 ;
+  wire [7:0] \_$536 ;
+  wire \_$537 ;
   wire \_$538 ;
-  reg [1:0] \_$539 ;
+  wire \_$539 ;
   wire \_$54 ;
-  reg [127:0] \_$540 ;
-  reg [31:0] \_$541 ;
-  reg \_$542 ;
-  reg [3:0] \_$543 ;
-  reg \_$544 ;
-  reg [31:0] \_$545 ;
-  reg \_$546 ;
-  reg \_$547 ;
-  reg [31:0] \_$548 ;
-  reg [31:0] \_$549 ;
+  wire \_$540 ;
+  wire \_$541 ;
+  wire \_$542 ;
+  wire [1:0] \_$543 ;
+  wire \_$544 ;
+  wire \_$545 ;
+  wire [31:0] \_$546 ;
+  wire \_$547 ;
+  wire [32:0] \_$548 ;
+  wire \_$549 ;
   wire \_$55 ;
-  reg \_$550 ;
-  reg [2:0] \_$551 ;
-  reg [1023:0] \_$552 ;
-  reg [31:0] \_$553 ;
-  reg [4:0] \_$554 ;
-  reg \_$555 ;
-  reg [2:0] \_$556 ;
-  reg [7:0] \_$557 ;
-  reg [7:0] \_$558 ;
-  reg [7:0] \_$559 ;
+  wire \_$550 ;
+  wire \_$551 ;
+  wire \_$552 ;
+  wire \_$553 ;
+  wire \_$554 ;
+  wire \_$555 ;
+  wire \_$556 ;
+  wire [16:0] \_$557 ;
+  wire \_$558 ;
+  wire \_$559 ;
   wire \_$56 ;
-  reg [7:0] \_$560 ;
-  reg [7:0] \_$561 ;
-  reg [7:0] \_$562 ;
-  reg [7:0] \_$563 ;
-  reg [7:0] \_$564 ;
-  reg [7:0] \_$565 ;
-  reg [7:0] \_$566 ;
-  reg [7:0] \_$567 ;
-  reg [7:0] \_$568 ;
-  reg [7:0] \_$569 ;
+  wire \_$560 ;
+  wire \_$561 ;
+  wire \_$562 ;
+  wire \_$563 ;
+  wire [3:0] \_$564 ;
+  wire \_$565 ;
+  wire \_$566 ;
+  wire \_$567 ;
+  wire \_$568 ;
+  wire \_$569 ;
   wire \_$57 ;
-  reg [7:0] \_$570 ;
-  reg [7:0] \_$571 ;
-  reg [7:0] \_$572 ;
-  reg [7:0] \_$573 ;
-  reg [7:0] \_$574 ;
-  reg [7:0] \_$575 ;
-  reg [7:0] \_$576 ;
-  reg [7:0] \_$577 ;
-  reg [7:0] \_$578 ;
-  reg [7:0] \_$579 ;
+  wire \_$570 ;
+  wire \_$571 ;
+  wire \_$572 ;
+  wire [5:0] \_$573 ;
+  wire \_$574 ;
+  reg [1:0] \_$575 ;
+  reg [127:0] \_$576 ;
+  reg [31:0] \_$577 ;
+  reg \_$578 ;
+  reg [3:0] \_$579 ;
   wire \_$58 ;
-  reg [7:0] \_$580 ;
-  reg [7:0] \_$581 ;
-  reg [7:0] \_$582 ;
-  reg [7:0] \_$583 ;
-  reg [7:0] \_$584 ;
-  reg [7:0] \_$585 ;
-  reg [7:0] \_$586 ;
-  reg [7:0] \_$587 ;
-  reg [7:0] \_$588 ;
-  reg [7:0] \_$589 ;
+  reg \_$580 ;
+  reg [31:0] \_$581 ;
+  reg \_$582 ;
+  reg \_$583 ;
+  reg [31:0] \_$584 ;
+  reg [31:0] \_$585 ;
+  reg \_$586 ;
+  reg [2:0] \_$587 ;
+  reg [1023:0] \_$588 ;
+  reg [31:0] \_$589 ;
   wire \_$59 ;
-  reg [7:0] \_$590 ;
-  reg [7:0] \_$591 ;
-  reg [7:0] \_$592 ;
+  reg [4:0] \_$590 ;
+  reg \_$591 ;
+  reg [2:0] \_$592 ;
   reg [7:0] \_$593 ;
   reg [7:0] \_$594 ;
   reg [7:0] \_$595 ;
@@ -19418,18 +19422,54 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   reg [7:0] \_$810 ;
   reg [7:0] \_$811 ;
   reg [7:0] \_$812 ;
+  reg [7:0] \_$813 ;
+  reg [7:0] \_$814 ;
+  reg [7:0] \_$815 ;
+  reg [7:0] \_$816 ;
+  reg [7:0] \_$817 ;
+  reg [7:0] \_$818 ;
+  reg [7:0] \_$819 ;
   wire \_$82 ;
+  reg [7:0] \_$820 ;
+  reg [7:0] \_$821 ;
+  reg [7:0] \_$822 ;
+  reg [7:0] \_$823 ;
+  reg [7:0] \_$824 ;
+  reg [7:0] \_$825 ;
+  reg [7:0] \_$826 ;
+  reg [7:0] \_$827 ;
+  reg [7:0] \_$828 ;
+  reg [7:0] \_$829 ;
   wire \_$83 ;
+  reg [7:0] \_$830 ;
+  reg [7:0] \_$831 ;
+  reg [7:0] \_$832 ;
+  reg [7:0] \_$833 ;
+  reg [7:0] \_$834 ;
+  reg [7:0] \_$835 ;
+  reg [7:0] \_$836 ;
+  reg [7:0] \_$837 ;
+  reg [7:0] \_$838 ;
+  reg [7:0] \_$839 ;
   wire \_$84 ;
+  reg [7:0] \_$840 ;
+  reg [7:0] \_$841 ;
+  reg [7:0] \_$842 ;
+  reg [7:0] \_$843 ;
+  reg [7:0] \_$844 ;
+  reg [7:0] \_$845 ;
+  reg [7:0] \_$846 ;
+  reg [7:0] \_$847 ;
+  reg [7:0] \_$848 ;
   wire \_$85 ;
   wire \_$86 ;
   wire \_$87 ;
-  wire [11:0] \_$876 ;
   wire \_$88 ;
   wire \_$89 ;
   wire \_$9 ;
   wire \_$90 ;
   wire \_$91 ;
+  wire [11:0] \_$912 ;
   wire \_$92 ;
   wire \_$93 ;
   wire \_$94 ;
@@ -19960,70 +20000,105 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   output wr__valid;
   reg wr__valid;
   reg writing_perf = 1'h0;
+  assign \_$148  = \_$144  | \_$147 ;
+  assign \_$149  = \_$signal  & \_$148 ;
+  assign \_$151  = ! c_beat;
+  assign \_$152  = \_$150  & \_$151 ;
+  assign \_$153  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$154  = $signed(\_$153 ) >>> param__data[103:96];
+  assign \_$155  = ! param__data[103:96];
+  assign \_$156  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$157  = param__data[103:96] - 1'h1;
+  assign \_$158  = $signed(\_$156 ) >>> \_$157 [7:0];
+  assign \_$159  = \_$155  ? 1'h0 : \_$158 [0];
+  assign \_$160  = $signed(\_$154 ) + $signed({ 1'h0, \_$159  });
+  assign \_$161  = $signed(\_$160 ) + $signed(word[90:83]);
+  assign \_$162  = $signed(\_$161 ) < $signed(word[57:50]);
+  assign \_$163  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$164  = $signed(\_$163 ) >>> param__data[103:96];
+  assign \_$165  = ! param__data[103:96];
+  assign \_$166  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$167  = param__data[103:96] - 1'h1;
+  assign \_$168  = $signed(\_$166 ) >>> \_$167 [7:0];
+  assign \_$169  = \_$165  ? 1'h0 : \_$168 [0];
+  assign \_$170  = $signed(\_$164 ) + $signed({ 1'h0, \_$169  });
+  assign \_$171  = $signed(\_$170 ) + $signed(word[90:83]);
+  assign \_$172  = $signed(\_$171 ) > $signed(word[65:58]);
+  assign \_$173  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$174  = $signed(\_$173 ) >>> param__data[103:96];
+  assign \_$175  = ! param__data[103:96];
+  assign \_$176  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$177  = param__data[103:96] - 1'h1;
+  assign \_$178  = $signed(\_$176 ) >>> \_$177 [7:0];
+  assign \_$179  = \_$175  ? 1'h0 : \_$178 [0];
+  assign \_$180  = $signed(\_$174 ) + $signed({ 1'h0, \_$179  });
+  assign \_$181  = $signed(\_$180 ) + $signed(word[90:83]);
+  assign \_$182  = \_$172  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$181 ;
+  assign \_$183  = \_$162  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$182 ;
   assign \_$184  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$185  = param__data[103:96] - 1'h1;
-  assign \_$186  = $signed(\_$184 ) >>> \_$185 [7:0];
-  assign \_$187  = \_$183  ? 1'h0 : \_$186 [0];
-  assign \_$188  = $signed(\_$182 ) + $signed({ 1'h0, \_$187  });
-  assign \_$189  = $signed(\_$188 ) < $signed(word[57:50]);
-  assign \_$190  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$191  = $signed(\_$190 ) >>> param__data[103:96];
-  assign \_$192  = ! param__data[103:96];
-  assign \_$193  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$194  = param__data[103:96] - 1'h1;
-  assign \_$195  = $signed(\_$193 ) >>> \_$194 [7:0];
-  assign \_$196  = \_$192  ? 1'h0 : \_$195 [0];
-  assign \_$197  = $signed(\_$191 ) + $signed({ 1'h0, \_$196  });
-  assign \_$198  = $signed(\_$197 ) > $signed(word[65:58]);
-  assign \_$199  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$200  = $signed(\_$199 ) >>> param__data[103:96];
-  assign \_$201  = ! param__data[103:96];
-  assign \_$202  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$203  = param__data[103:96] - 1'h1;
-  assign \_$204  = $signed(\_$202 ) >>> \_$203 [7:0];
-  assign \_$205  = \_$201  ? 1'h0 : \_$204 [0];
-  assign \_$206  = $signed(\_$200 ) + $signed({ 1'h0, \_$205  });
-  assign \_$207  = \_$198  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$206 ;
-  assign \_$208  = \_$189  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$207 ;
-  assign \_$209  = ~ \_$208 [7];
-  assign \_$211  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$212  = $signed(\_$211 ) >>> param__data[103:96];
-  assign \_$213  = ! param__data[103:96];
-  assign \_$214  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$215  = param__data[103:96] - 1'h1;
-  assign \_$216  = $signed(\_$214 ) >>> \_$215 [7:0];
-  assign \_$217  = \_$213  ? 1'h0 : \_$216 [0];
-  assign \_$218  = $signed(\_$212 ) + $signed({ 1'h0, \_$217  });
-  assign \_$219  = $signed(\_$218 ) < $signed(word[57:50]);
+  assign \_$185  = $signed(\_$184 ) >>> param__data[103:96];
+  assign \_$186  = ! param__data[103:96];
+  assign \_$187  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$188  = param__data[103:96] - 1'h1;
+  assign \_$189  = $signed(\_$187 ) >>> \_$188 [7:0];
+  assign \_$190  = \_$186  ? 1'h0 : \_$189 [0];
+  assign \_$191  = $signed(\_$185 ) + $signed({ 1'h0, \_$190  });
+  assign \_$192  = $signed(\_$191 ) + $signed(word[90:83]);
+  assign \_$193  = $signed(\_$192 ) < $signed(word[57:50]);
+  assign \_$194  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$195  = $signed(\_$194 ) >>> param__data[103:96];
+  assign \_$196  = ! param__data[103:96];
+  assign \_$197  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$198  = param__data[103:96] - 1'h1;
+  assign \_$199  = $signed(\_$197 ) >>> \_$198 [7:0];
+  assign \_$200  = \_$196  ? 1'h0 : \_$199 [0];
+  assign \_$201  = $signed(\_$195 ) + $signed({ 1'h0, \_$200  });
+  assign \_$202  = $signed(\_$201 ) + $signed(word[90:83]);
+  assign \_$203  = $signed(\_$202 ) > $signed(word[65:58]);
+  assign \_$204  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$205  = $signed(\_$204 ) >>> param__data[103:96];
+  assign \_$206  = ! param__data[103:96];
+  assign \_$207  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$208  = param__data[103:96] - 1'h1;
+  assign \_$209  = $signed(\_$207 ) >>> \_$208 [7:0];
+  assign \_$210  = \_$206  ? 1'h0 : \_$209 [0];
+  assign \_$211  = $signed(\_$205 ) + $signed({ 1'h0, \_$210  });
+  assign \_$212  = $signed(\_$211 ) + $signed(word[90:83]);
+  assign \_$213  = \_$203  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$212 ;
+  assign \_$214  = \_$193  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$213 ;
+  assign \_$215  = ~ \_$214 [7];
+  assign \_$217  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$218  = $signed(\_$217 ) >>> param__data[103:96];
+  assign \_$219  = ! param__data[103:96];
   assign \_$220  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$221  = $signed(\_$220 ) >>> param__data[103:96];
-  assign \_$222  = ! param__data[103:96];
-  assign \_$223  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$224  = param__data[103:96] - 1'h1;
-  assign \_$225  = $signed(\_$223 ) >>> \_$224 [7:0];
-  assign \_$226  = \_$222  ? 1'h0 : \_$225 [0];
-  assign \_$227  = $signed(\_$221 ) + $signed({ 1'h0, \_$226  });
-  assign \_$228  = $signed(\_$227 ) > $signed(word[65:58]);
-  assign \_$229  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$230  = $signed(\_$229 ) >>> param__data[103:96];
-  assign \_$231  = ! param__data[103:96];
-  assign \_$232  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$233  = param__data[103:96] - 1'h1;
-  assign \_$234  = $signed(\_$232 ) >>> \_$233 [7:0];
-  assign \_$235  = \_$231  ? 1'h0 : \_$234 [0];
-  assign \_$236  = $signed(\_$230 ) + $signed({ 1'h0, \_$235  });
-  assign \_$237  = \_$228  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$236 ;
-  assign \_$238  = \_$219  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$237 ;
-  assign \_$239  = word[66] ? \_$210  : \_$238 [7:0];
-  assign \_$240  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$241  = $signed(\_$240 ) >>> param__data[231:224];
-  assign \_$242  = ! param__data[231:224];
-  assign \_$243  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$244  = param__data[231:224] - 1'h1;
-  assign \_$245  = $signed(\_$243 ) >>> \_$244 [7:0];
-  assign \_$246  = \_$242  ? 1'h0 : \_$245 [0];
-  assign \_$247  = $signed(\_$241 ) + $signed({ 1'h0, \_$246  });
-  assign \_$248  = $signed(\_$247 ) < $signed(word[57:50]);
+  assign \_$221  = param__data[103:96] - 1'h1;
+  assign \_$222  = $signed(\_$220 ) >>> \_$221 [7:0];
+  assign \_$223  = \_$219  ? 1'h0 : \_$222 [0];
+  assign \_$224  = $signed(\_$218 ) + $signed({ 1'h0, \_$223  });
+  assign \_$225  = $signed(\_$224 ) + $signed(word[90:83]);
+  assign \_$226  = $signed(\_$225 ) < $signed(word[57:50]);
+  assign \_$227  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$228  = $signed(\_$227 ) >>> param__data[103:96];
+  assign \_$229  = ! param__data[103:96];
+  assign \_$230  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$231  = param__data[103:96] - 1'h1;
+  assign \_$232  = $signed(\_$230 ) >>> \_$231 [7:0];
+  assign \_$233  = \_$229  ? 1'h0 : \_$232 [0];
+  assign \_$234  = $signed(\_$228 ) + $signed({ 1'h0, \_$233  });
+  assign \_$235  = $signed(\_$234 ) + $signed(word[90:83]);
+  assign \_$236  = $signed(\_$235 ) > $signed(word[65:58]);
+  assign \_$237  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$238  = $signed(\_$237 ) >>> param__data[103:96];
+  assign \_$239  = ! param__data[103:96];
+  assign \_$240  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$241  = param__data[103:96] - 1'h1;
+  assign \_$242  = $signed(\_$240 ) >>> \_$241 [7:0];
+  assign \_$243  = \_$239  ? 1'h0 : \_$242 [0];
+  assign \_$244  = $signed(\_$238 ) + $signed({ 1'h0, \_$243  });
+  assign \_$245  = $signed(\_$244 ) + $signed(word[90:83]);
+  assign \_$246  = \_$236  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$245 ;
+  assign \_$247  = \_$226  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$246 ;
+  assign \_$248  = word[66] ? \_$216  : \_$247 [7:0];
   assign \_$249  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
   assign \_$250  = $signed(\_$249 ) >>> param__data[231:224];
   assign \_$251  = ! param__data[231:224];
@@ -20032,93 +20107,93 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$254  = $signed(\_$252 ) >>> \_$253 [7:0];
   assign \_$255  = \_$251  ? 1'h0 : \_$254 [0];
   assign \_$256  = $signed(\_$250 ) + $signed({ 1'h0, \_$255  });
-  assign \_$257  = $signed(\_$256 ) > $signed(word[65:58]);
-  assign \_$258  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$259  = $signed(\_$258 ) >>> param__data[231:224];
-  assign \_$260  = ! param__data[231:224];
-  assign \_$261  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$262  = param__data[231:224] - 1'h1;
-  assign \_$263  = $signed(\_$261 ) >>> \_$262 [7:0];
-  assign \_$264  = \_$260  ? 1'h0 : \_$263 [0];
-  assign \_$265  = $signed(\_$259 ) + $signed({ 1'h0, \_$264  });
-  assign \_$266  = \_$257  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$265 ;
-  assign \_$267  = \_$248  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$266 ;
-  assign \_$268  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$269  = $signed(\_$268 ) >>> param__data[231:224];
-  assign \_$270  = ! param__data[231:224];
-  assign \_$271  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$272  = param__data[231:224] - 1'h1;
-  assign \_$273  = $signed(\_$271 ) >>> \_$272 [7:0];
-  assign \_$274  = \_$270  ? 1'h0 : \_$273 [0];
-  assign \_$275  = $signed(\_$269 ) + $signed({ 1'h0, \_$274  });
-  assign \_$276  = $signed(\_$275 ) < $signed(word[57:50]);
-  assign \_$277  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$278  = $signed(\_$277 ) >>> param__data[231:224];
-  assign \_$279  = ! param__data[231:224];
+  assign \_$257  = $signed(\_$256 ) + $signed(word[90:83]);
+  assign \_$258  = $signed(\_$257 ) < $signed(word[57:50]);
+  assign \_$259  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$260  = $signed(\_$259 ) >>> param__data[231:224];
+  assign \_$261  = ! param__data[231:224];
+  assign \_$262  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$263  = param__data[231:224] - 1'h1;
+  assign \_$264  = $signed(\_$262 ) >>> \_$263 [7:0];
+  assign \_$265  = \_$261  ? 1'h0 : \_$264 [0];
+  assign \_$266  = $signed(\_$260 ) + $signed({ 1'h0, \_$265  });
+  assign \_$267  = $signed(\_$266 ) + $signed(word[90:83]);
+  assign \_$268  = $signed(\_$267 ) > $signed(word[65:58]);
+  assign \_$269  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$270  = $signed(\_$269 ) >>> param__data[231:224];
+  assign \_$271  = ! param__data[231:224];
+  assign \_$272  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$273  = param__data[231:224] - 1'h1;
+  assign \_$274  = $signed(\_$272 ) >>> \_$273 [7:0];
+  assign \_$275  = \_$271  ? 1'h0 : \_$274 [0];
+  assign \_$276  = $signed(\_$270 ) + $signed({ 1'h0, \_$275  });
+  assign \_$277  = $signed(\_$276 ) + $signed(word[90:83]);
+  assign \_$278  = \_$268  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$277 ;
+  assign \_$279  = \_$258  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$278 ;
   assign \_$280  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$281  = param__data[231:224] - 1'h1;
-  assign \_$282  = $signed(\_$280 ) >>> \_$281 [7:0];
-  assign \_$283  = \_$279  ? 1'h0 : \_$282 [0];
-  assign \_$284  = $signed(\_$278 ) + $signed({ 1'h0, \_$283  });
-  assign \_$285  = $signed(\_$284 ) > $signed(word[65:58]);
-  assign \_$286  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$287  = $signed(\_$286 ) >>> param__data[231:224];
-  assign \_$288  = ! param__data[231:224];
-  assign \_$289  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$290  = param__data[231:224] - 1'h1;
-  assign \_$291  = $signed(\_$289 ) >>> \_$290 [7:0];
-  assign \_$292  = \_$288  ? 1'h0 : \_$291 [0];
-  assign \_$293  = $signed(\_$287 ) + $signed({ 1'h0, \_$292  });
-  assign \_$294  = \_$285  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$293 ;
-  assign \_$295  = \_$276  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$294 ;
-  assign \_$296  = ~ \_$295 [7];
-  assign \_$298  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$299  = $signed(\_$298 ) >>> param__data[231:224];
-  assign \_$300  = ! param__data[231:224];
-  assign \_$301  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$302  = param__data[231:224] - 1'h1;
-  assign \_$303  = $signed(\_$301 ) >>> \_$302 [7:0];
-  assign \_$304  = \_$300  ? 1'h0 : \_$303 [0];
-  assign \_$305  = $signed(\_$299 ) + $signed({ 1'h0, \_$304  });
-  assign \_$306  = $signed(\_$305 ) < $signed(word[57:50]);
-  assign \_$307  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$308  = $signed(\_$307 ) >>> param__data[231:224];
-  assign \_$309  = ! param__data[231:224];
-  assign \_$310  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$311  = param__data[231:224] - 1'h1;
-  assign \_$312  = $signed(\_$310 ) >>> \_$311 [7:0];
-  assign \_$313  = \_$309  ? 1'h0 : \_$312 [0];
-  assign \_$314  = $signed(\_$308 ) + $signed({ 1'h0, \_$313  });
-  assign \_$315  = $signed(\_$314 ) > $signed(word[65:58]);
+  assign \_$281  = $signed(\_$280 ) >>> param__data[231:224];
+  assign \_$282  = ! param__data[231:224];
+  assign \_$283  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$284  = param__data[231:224] - 1'h1;
+  assign \_$285  = $signed(\_$283 ) >>> \_$284 [7:0];
+  assign \_$286  = \_$282  ? 1'h0 : \_$285 [0];
+  assign \_$287  = $signed(\_$281 ) + $signed({ 1'h0, \_$286  });
+  assign \_$288  = $signed(\_$287 ) + $signed(word[90:83]);
+  assign \_$289  = $signed(\_$288 ) < $signed(word[57:50]);
+  assign \_$290  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$291  = $signed(\_$290 ) >>> param__data[231:224];
+  assign \_$292  = ! param__data[231:224];
+  assign \_$293  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$294  = param__data[231:224] - 1'h1;
+  assign \_$295  = $signed(\_$293 ) >>> \_$294 [7:0];
+  assign \_$296  = \_$292  ? 1'h0 : \_$295 [0];
+  assign \_$297  = $signed(\_$291 ) + $signed({ 1'h0, \_$296  });
+  assign \_$298  = $signed(\_$297 ) + $signed(word[90:83]);
+  assign \_$299  = $signed(\_$298 ) > $signed(word[65:58]);
+  assign \_$300  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$301  = $signed(\_$300 ) >>> param__data[231:224];
+  assign \_$302  = ! param__data[231:224];
+  assign \_$303  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$304  = param__data[231:224] - 1'h1;
+  assign \_$305  = $signed(\_$303 ) >>> \_$304 [7:0];
+  assign \_$306  = \_$302  ? 1'h0 : \_$305 [0];
+  assign \_$307  = $signed(\_$301 ) + $signed({ 1'h0, \_$306  });
+  assign \_$308  = $signed(\_$307 ) + $signed(word[90:83]);
+  assign \_$309  = \_$299  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$308 ;
+  assign \_$310  = \_$289  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$309 ;
+  assign \_$311  = ~ \_$310 [7];
+  assign \_$313  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$314  = $signed(\_$313 ) >>> param__data[231:224];
+  assign \_$315  = ! param__data[231:224];
   assign \_$316  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$317  = $signed(\_$316 ) >>> param__data[231:224];
-  assign \_$318  = ! param__data[231:224];
-  assign \_$319  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$320  = param__data[231:224] - 1'h1;
-  assign \_$321  = $signed(\_$319 ) >>> \_$320 [7:0];
-  assign \_$322  = \_$318  ? 1'h0 : \_$321 [0];
-  assign \_$323  = $signed(\_$317 ) + $signed({ 1'h0, \_$322  });
-  assign \_$324  = \_$315  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$323 ;
-  assign \_$325  = \_$306  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$324 ;
-  assign \_$326  = word[66] ? \_$297  : \_$325 [7:0];
-  assign \_$327  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$328  = $signed(\_$327 ) >>> param__data[359:352];
-  assign \_$329  = ! param__data[359:352];
-  assign \_$330  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$331  = param__data[359:352] - 1'h1;
-  assign \_$332  = $signed(\_$330 ) >>> \_$331 [7:0];
-  assign \_$333  = \_$329  ? 1'h0 : \_$332 [0];
-  assign \_$334  = $signed(\_$328 ) + $signed({ 1'h0, \_$333  });
-  assign \_$335  = $signed(\_$334 ) < $signed(word[57:50]);
-  assign \_$336  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$337  = $signed(\_$336 ) >>> param__data[359:352];
-  assign \_$338  = ! param__data[359:352];
-  assign \_$339  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$340  = param__data[359:352] - 1'h1;
-  assign \_$341  = $signed(\_$339 ) >>> \_$340 [7:0];
-  assign \_$342  = \_$338  ? 1'h0 : \_$341 [0];
-  assign \_$343  = $signed(\_$337 ) + $signed({ 1'h0, \_$342  });
-  assign \_$344  = $signed(\_$343 ) > $signed(word[65:58]);
+  assign \_$317  = param__data[231:224] - 1'h1;
+  assign \_$318  = $signed(\_$316 ) >>> \_$317 [7:0];
+  assign \_$319  = \_$315  ? 1'h0 : \_$318 [0];
+  assign \_$320  = $signed(\_$314 ) + $signed({ 1'h0, \_$319  });
+  assign \_$321  = $signed(\_$320 ) + $signed(word[90:83]);
+  assign \_$322  = $signed(\_$321 ) < $signed(word[57:50]);
+  assign \_$323  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$324  = $signed(\_$323 ) >>> param__data[231:224];
+  assign \_$325  = ! param__data[231:224];
+  assign \_$326  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$327  = param__data[231:224] - 1'h1;
+  assign \_$328  = $signed(\_$326 ) >>> \_$327 [7:0];
+  assign \_$329  = \_$325  ? 1'h0 : \_$328 [0];
+  assign \_$330  = $signed(\_$324 ) + $signed({ 1'h0, \_$329  });
+  assign \_$331  = $signed(\_$330 ) + $signed(word[90:83]);
+  assign \_$332  = $signed(\_$331 ) > $signed(word[65:58]);
+  assign \_$333  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$334  = $signed(\_$333 ) >>> param__data[231:224];
+  assign \_$335  = ! param__data[231:224];
+  assign \_$336  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$337  = param__data[231:224] - 1'h1;
+  assign \_$338  = $signed(\_$336 ) >>> \_$337 [7:0];
+  assign \_$339  = \_$335  ? 1'h0 : \_$338 [0];
+  assign \_$340  = $signed(\_$334 ) + $signed({ 1'h0, \_$339  });
+  assign \_$341  = $signed(\_$340 ) + $signed(word[90:83]);
+  assign \_$342  = \_$332  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$341 ;
+  assign \_$343  = \_$322  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$342 ;
+  assign \_$344  = word[66] ? \_$312  : \_$343 [7:0];
   assign \_$345  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
   assign \_$346  = $signed(\_$345 ) >>> param__data[359:352];
   assign \_$347  = ! param__data[359:352];
@@ -20127,8 +20202,8 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$350  = $signed(\_$348 ) >>> \_$349 [7:0];
   assign \_$351  = \_$347  ? 1'h0 : \_$350 [0];
   assign \_$352  = $signed(\_$346 ) + $signed({ 1'h0, \_$351  });
-  assign \_$353  = \_$344  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$352 ;
-  assign \_$354  = \_$335  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$353 ;
+  assign \_$353  = $signed(\_$352 ) + $signed(word[90:83]);
+  assign \_$354  = $signed(\_$353 ) < $signed(word[57:50]);
   assign \_$355  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
   assign \_$356  = $signed(\_$355 ) >>> param__data[359:352];
   assign \_$357  = ! param__data[359:352];
@@ -20137,92 +20212,92 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$360  = $signed(\_$358 ) >>> \_$359 [7:0];
   assign \_$361  = \_$357  ? 1'h0 : \_$360 [0];
   assign \_$362  = $signed(\_$356 ) + $signed({ 1'h0, \_$361  });
-  assign \_$363  = $signed(\_$362 ) < $signed(word[57:50]);
-  assign \_$364  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$365  = $signed(\_$364 ) >>> param__data[359:352];
-  assign \_$366  = ! param__data[359:352];
-  assign \_$367  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$368  = param__data[359:352] - 1'h1;
-  assign \_$369  = $signed(\_$367 ) >>> \_$368 [7:0];
-  assign \_$370  = \_$366  ? 1'h0 : \_$369 [0];
-  assign \_$371  = $signed(\_$365 ) + $signed({ 1'h0, \_$370  });
-  assign \_$372  = $signed(\_$371 ) > $signed(word[65:58]);
-  assign \_$373  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$374  = $signed(\_$373 ) >>> param__data[359:352];
-  assign \_$375  = ! param__data[359:352];
+  assign \_$363  = $signed(\_$362 ) + $signed(word[90:83]);
+  assign \_$364  = $signed(\_$363 ) > $signed(word[65:58]);
+  assign \_$365  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$366  = $signed(\_$365 ) >>> param__data[359:352];
+  assign \_$367  = ! param__data[359:352];
+  assign \_$368  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$369  = param__data[359:352] - 1'h1;
+  assign \_$370  = $signed(\_$368 ) >>> \_$369 [7:0];
+  assign \_$371  = \_$367  ? 1'h0 : \_$370 [0];
+  assign \_$372  = $signed(\_$366 ) + $signed({ 1'h0, \_$371  });
+  assign \_$373  = $signed(\_$372 ) + $signed(word[90:83]);
+  assign \_$374  = \_$364  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$373 ;
+  assign \_$375  = \_$354  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$374 ;
   assign \_$376  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$377  = param__data[359:352] - 1'h1;
-  assign \_$378  = $signed(\_$376 ) >>> \_$377 [7:0];
-  assign \_$379  = \_$375  ? 1'h0 : \_$378 [0];
-  assign \_$380  = $signed(\_$374 ) + $signed({ 1'h0, \_$379  });
-  assign \_$381  = \_$372  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$380 ;
-  assign \_$382  = \_$363  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$381 ;
-  assign \_$383  = ~ \_$382 [7];
-  assign \_$385  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$386  = $signed(\_$385 ) >>> param__data[359:352];
-  assign \_$387  = ! param__data[359:352];
-  assign \_$388  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$389  = param__data[359:352] - 1'h1;
-  assign \_$390  = $signed(\_$388 ) >>> \_$389 [7:0];
-  assign \_$391  = \_$387  ? 1'h0 : \_$390 [0];
-  assign \_$392  = $signed(\_$386 ) + $signed({ 1'h0, \_$391  });
-  assign \_$393  = $signed(\_$392 ) < $signed(word[57:50]);
-  assign \_$394  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$395  = $signed(\_$394 ) >>> param__data[359:352];
-  assign \_$396  = ! param__data[359:352];
-  assign \_$397  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$398  = param__data[359:352] - 1'h1;
-  assign \_$399  = $signed(\_$397 ) >>> \_$398 [7:0];
-  assign \_$400  = \_$396  ? 1'h0 : \_$399 [0];
-  assign \_$401  = $signed(\_$395 ) + $signed({ 1'h0, \_$400  });
-  assign \_$402  = $signed(\_$401 ) > $signed(word[65:58]);
-  assign \_$403  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$404  = $signed(\_$403 ) >>> param__data[359:352];
-  assign \_$405  = ! param__data[359:352];
-  assign \_$406  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$407  = param__data[359:352] - 1'h1;
-  assign \_$408  = $signed(\_$406 ) >>> \_$407 [7:0];
-  assign \_$409  = \_$405  ? 1'h0 : \_$408 [0];
-  assign \_$410  = $signed(\_$404 ) + $signed({ 1'h0, \_$409  });
-  assign \_$411  = \_$402  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$410 ;
-  assign \_$412  = \_$393  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$411 ;
-  assign \_$413  = word[66] ? \_$384  : \_$412 [7:0];
-  assign \_$414  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$415  = $signed(\_$414 ) >>> param__data[487:480];
-  assign \_$416  = ! param__data[487:480];
-  assign \_$417  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$418  = param__data[487:480] - 1'h1;
-  assign \_$419  = $signed(\_$417 ) >>> \_$418 [7:0];
-  assign \_$420  = \_$416  ? 1'h0 : \_$419 [0];
-  assign \_$421  = $signed(\_$415 ) + $signed({ 1'h0, \_$420  });
-  assign \_$422  = $signed(\_$421 ) < $signed(word[57:50]);
-  assign \_$423  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$424  = $signed(\_$423 ) >>> param__data[487:480];
-  assign \_$425  = ! param__data[487:480];
-  assign \_$426  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$427  = param__data[487:480] - 1'h1;
-  assign \_$428  = $signed(\_$426 ) >>> \_$427 [7:0];
-  assign \_$429  = \_$425  ? 1'h0 : \_$428 [0];
-  assign \_$430  = $signed(\_$424 ) + $signed({ 1'h0, \_$429  });
-  assign \_$431  = $signed(\_$430 ) > $signed(word[65:58]);
-  assign \_$432  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$433  = $signed(\_$432 ) >>> param__data[487:480];
-  assign \_$434  = ! param__data[487:480];
-  assign \_$435  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$436  = param__data[487:480] - 1'h1;
-  assign \_$437  = $signed(\_$435 ) >>> \_$436 [7:0];
-  assign \_$438  = \_$434  ? 1'h0 : \_$437 [0];
-  assign \_$439  = $signed(\_$433 ) + $signed({ 1'h0, \_$438  });
-  assign \_$440  = \_$431  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$439 ;
-  assign \_$441  = \_$422  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$440 ;
-  assign \_$442  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$443  = $signed(\_$442 ) >>> param__data[487:480];
-  assign \_$444  = ! param__data[487:480];
-  assign \_$445  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$446  = param__data[487:480] - 1'h1;
-  assign \_$447  = $signed(\_$445 ) >>> \_$446 [7:0];
-  assign \_$448  = \_$444  ? 1'h0 : \_$447 [0];
-  assign \_$449  = $signed(\_$443 ) + $signed({ 1'h0, \_$448  });
+  assign \_$377  = $signed(\_$376 ) >>> param__data[359:352];
+  assign \_$378  = ! param__data[359:352];
+  assign \_$379  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$380  = param__data[359:352] - 1'h1;
+  assign \_$381  = $signed(\_$379 ) >>> \_$380 [7:0];
+  assign \_$382  = \_$378  ? 1'h0 : \_$381 [0];
+  assign \_$383  = $signed(\_$377 ) + $signed({ 1'h0, \_$382  });
+  assign \_$384  = $signed(\_$383 ) + $signed(word[90:83]);
+  assign \_$385  = $signed(\_$384 ) < $signed(word[57:50]);
+  assign \_$386  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$387  = $signed(\_$386 ) >>> param__data[359:352];
+  assign \_$388  = ! param__data[359:352];
+  assign \_$389  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$390  = param__data[359:352] - 1'h1;
+  assign \_$391  = $signed(\_$389 ) >>> \_$390 [7:0];
+  assign \_$392  = \_$388  ? 1'h0 : \_$391 [0];
+  assign \_$393  = $signed(\_$387 ) + $signed({ 1'h0, \_$392  });
+  assign \_$394  = $signed(\_$393 ) + $signed(word[90:83]);
+  assign \_$395  = $signed(\_$394 ) > $signed(word[65:58]);
+  assign \_$396  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$397  = $signed(\_$396 ) >>> param__data[359:352];
+  assign \_$398  = ! param__data[359:352];
+  assign \_$399  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$400  = param__data[359:352] - 1'h1;
+  assign \_$401  = $signed(\_$399 ) >>> \_$400 [7:0];
+  assign \_$402  = \_$398  ? 1'h0 : \_$401 [0];
+  assign \_$403  = $signed(\_$397 ) + $signed({ 1'h0, \_$402  });
+  assign \_$404  = $signed(\_$403 ) + $signed(word[90:83]);
+  assign \_$405  = \_$395  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$404 ;
+  assign \_$406  = \_$385  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$405 ;
+  assign \_$407  = ~ \_$406 [7];
+  assign \_$409  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$410  = $signed(\_$409 ) >>> param__data[359:352];
+  assign \_$411  = ! param__data[359:352];
+  assign \_$412  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$413  = param__data[359:352] - 1'h1;
+  assign \_$414  = $signed(\_$412 ) >>> \_$413 [7:0];
+  assign \_$415  = \_$411  ? 1'h0 : \_$414 [0];
+  assign \_$416  = $signed(\_$410 ) + $signed({ 1'h0, \_$415  });
+  assign \_$417  = $signed(\_$416 ) + $signed(word[90:83]);
+  assign \_$418  = $signed(\_$417 ) < $signed(word[57:50]);
+  assign \_$419  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$420  = $signed(\_$419 ) >>> param__data[359:352];
+  assign \_$421  = ! param__data[359:352];
+  assign \_$422  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$423  = param__data[359:352] - 1'h1;
+  assign \_$424  = $signed(\_$422 ) >>> \_$423 [7:0];
+  assign \_$425  = \_$421  ? 1'h0 : \_$424 [0];
+  assign \_$426  = $signed(\_$420 ) + $signed({ 1'h0, \_$425  });
+  assign \_$427  = $signed(\_$426 ) + $signed(word[90:83]);
+  assign \_$428  = $signed(\_$427 ) > $signed(word[65:58]);
+  assign \_$429  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$430  = $signed(\_$429 ) >>> param__data[359:352];
+  assign \_$431  = ! param__data[359:352];
+  assign \_$432  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$433  = param__data[359:352] - 1'h1;
+  assign \_$434  = $signed(\_$432 ) >>> \_$433 [7:0];
+  assign \_$435  = \_$431  ? 1'h0 : \_$434 [0];
+  assign \_$436  = $signed(\_$430 ) + $signed({ 1'h0, \_$435  });
+  assign \_$437  = $signed(\_$436 ) + $signed(word[90:83]);
+  assign \_$438  = \_$428  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$437 ;
+  assign \_$439  = \_$418  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$438 ;
+  assign \_$440  = word[66] ? \_$408  : \_$439 [7:0];
+  assign \_$441  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$442  = $signed(\_$441 ) >>> param__data[487:480];
+  assign \_$443  = ! param__data[487:480];
+  assign \_$444  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$445  = param__data[487:480] - 1'h1;
+  assign \_$446  = $signed(\_$444 ) >>> \_$445 [7:0];
+  assign \_$447  = \_$443  ? 1'h0 : \_$446 [0];
+  assign \_$448  = $signed(\_$442 ) + $signed({ 1'h0, \_$447  });
+  assign \_$449  = $signed(\_$448 ) + $signed(word[90:83]);
   assign \_$450  = $signed(\_$449 ) < $signed(word[57:50]);
   assign \_$451  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
   assign \_$452  = $signed(\_$451 ) >>> param__data[487:480];
@@ -20232,18 +20307,19 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$456  = $signed(\_$454 ) >>> \_$455 [7:0];
   assign \_$457  = \_$453  ? 1'h0 : \_$456 [0];
   assign \_$458  = $signed(\_$452 ) + $signed({ 1'h0, \_$457  });
-  assign \_$459  = $signed(\_$458 ) > $signed(word[65:58]);
-  assign \_$460  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$461  = $signed(\_$460 ) >>> param__data[487:480];
-  assign \_$462  = ! param__data[487:480];
-  assign \_$463  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$464  = param__data[487:480] - 1'h1;
-  assign \_$465  = $signed(\_$463 ) >>> \_$464 [7:0];
-  assign \_$466  = \_$462  ? 1'h0 : \_$465 [0];
-  assign \_$467  = $signed(\_$461 ) + $signed({ 1'h0, \_$466  });
-  assign \_$468  = \_$459  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$467 ;
-  assign \_$469  = \_$450  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$468 ;
-  assign \_$470  = ~ \_$469 [7];
+  assign \_$459  = $signed(\_$458 ) + $signed(word[90:83]);
+  assign \_$460  = $signed(\_$459 ) > $signed(word[65:58]);
+  assign \_$461  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$462  = $signed(\_$461 ) >>> param__data[487:480];
+  assign \_$463  = ! param__data[487:480];
+  assign \_$464  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$465  = param__data[487:480] - 1'h1;
+  assign \_$466  = $signed(\_$464 ) >>> \_$465 [7:0];
+  assign \_$467  = \_$463  ? 1'h0 : \_$466 [0];
+  assign \_$468  = $signed(\_$462 ) + $signed({ 1'h0, \_$467  });
+  assign \_$469  = $signed(\_$468 ) + $signed(word[90:83]);
+  assign \_$470  = \_$460  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$469 ;
+  assign \_$471  = \_$450  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$470 ;
   assign \_$472  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
   assign \_$473  = $signed(\_$472 ) >>> param__data[487:480];
   assign \_$474  = ! param__data[487:480];
@@ -20252,607 +20328,642 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$477  = $signed(\_$475 ) >>> \_$476 [7:0];
   assign \_$478  = \_$474  ? 1'h0 : \_$477 [0];
   assign \_$479  = $signed(\_$473 ) + $signed({ 1'h0, \_$478  });
-  assign \_$480  = $signed(\_$479 ) < $signed(word[57:50]);
-  assign \_$481  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$482  = $signed(\_$481 ) >>> param__data[487:480];
-  assign \_$483  = ! param__data[487:480];
-  assign \_$484  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$485  = param__data[487:480] - 1'h1;
-  assign \_$486  = $signed(\_$484 ) >>> \_$485 [7:0];
-  assign \_$487  = \_$483  ? 1'h0 : \_$486 [0];
-  assign \_$488  = $signed(\_$482 ) + $signed({ 1'h0, \_$487  });
-  assign \_$489  = $signed(\_$488 ) > $signed(word[65:58]);
-  assign \_$490  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$491  = $signed(\_$490 ) >>> param__data[487:480];
-  assign \_$492  = ! param__data[487:480];
-  assign \_$493  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$494  = param__data[487:480] - 1'h1;
-  assign \_$495  = $signed(\_$493 ) >>> \_$494 [7:0];
-  assign \_$496  = \_$492  ? 1'h0 : \_$495 [0];
-  assign \_$497  = $signed(\_$491 ) + $signed({ 1'h0, \_$496  });
-  assign \_$498  = \_$489  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$497 ;
-  assign \_$499  = \_$480  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$498 ;
-  assign \_$500  = word[66] ? \_$471  : \_$499 [7:0];
-  assign \_$503  = ! c_beat;
-  assign \_$504  = \_$502  & \_$503 ;
-  assign \_$505  = ~ \_$504 ;
-  assign \_$506  = \_$501  & \_$505 ;
-  assign \_$507  = c_beat + 1'h1;
-  assign \_$508  = word[3:0] == 2'h2;
-  assign \_$509  = word[3:0] == 3'h7;
-  assign \_$511  = ! \_$510 ;
-  assign \_$512  = word[71:40] + 8'h80;
-  assign \_$513  = \_$512  <= 27'h4000000;
-  assign \_$514  = \_$511  & \_$513 ;
-  assign \_$515  = ~ \_$514 ;
-  assign \_$516  = ~ \error$87 ;
-  assign \_$518  = desc[1:0] != 2'h3;
-  assign \_$519  = $signed(word[57:50]) > $signed(word[65:58]);
-  assign \_$520  = \_$518  | \_$519 ;
-  assign \_$521  = word[82:67] + 3'h4;
-  assign \_$522  = \_$521  > 7'h40;
-  assign \_$523  = word[66] & \_$522 ;
-  assign \_$524  = ~ \error$87 ;
-  assign \_$526  = ~ \error$87 ;
-  assign \_$528  = table_step + 1'h1;
-  assign \_$529  = table_step == 3'h4;
-  assign \_$530  = ~ walking;
-  assign \_$531  = ~ \busy$83 ;
-  assign \_$532  = \_$530  & \_$531 ;
-  assign \_$533  = ~ \_$signal ;
-  assign \_$534  = \_$532  & \_$533 ;
-  assign \_$535  = ~ \_$signal$59 ;
-  assign \_$536  = \_$534  & \_$535 ;
-  assign \_$537  = perf_beat + 1'h1;
-  assign \_$538  = perf_beat == 4'hf;
+  assign \_$480  = $signed(\_$479 ) + $signed(word[90:83]);
+  assign \_$481  = $signed(\_$480 ) < $signed(word[57:50]);
+  assign \_$482  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$483  = $signed(\_$482 ) >>> param__data[487:480];
+  assign \_$484  = ! param__data[487:480];
+  assign \_$485  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$486  = param__data[487:480] - 1'h1;
+  assign \_$487  = $signed(\_$485 ) >>> \_$486 [7:0];
+  assign \_$488  = \_$484  ? 1'h0 : \_$487 [0];
+  assign \_$489  = $signed(\_$483 ) + $signed({ 1'h0, \_$488  });
+  assign \_$490  = $signed(\_$489 ) + $signed(word[90:83]);
+  assign \_$491  = $signed(\_$490 ) > $signed(word[65:58]);
+  assign \_$492  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$493  = $signed(\_$492 ) >>> param__data[487:480];
+  assign \_$494  = ! param__data[487:480];
+  assign \_$495  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$496  = param__data[487:480] - 1'h1;
+  assign \_$497  = $signed(\_$495 ) >>> \_$496 [7:0];
+  assign \_$498  = \_$494  ? 1'h0 : \_$497 [0];
+  assign \_$499  = $signed(\_$493 ) + $signed({ 1'h0, \_$498  });
+  assign \_$500  = $signed(\_$499 ) + $signed(word[90:83]);
+  assign \_$501  = \_$491  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$500 ;
+  assign \_$502  = \_$481  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$501 ;
+  assign \_$503  = ~ \_$502 [7];
+  assign \_$505  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$506  = $signed(\_$505 ) >>> param__data[487:480];
+  assign \_$507  = ! param__data[487:480];
+  assign \_$508  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$509  = param__data[487:480] - 1'h1;
+  assign \_$510  = $signed(\_$508 ) >>> \_$509 [7:0];
+  assign \_$511  = \_$507  ? 1'h0 : \_$510 [0];
+  assign \_$512  = $signed(\_$506 ) + $signed({ 1'h0, \_$511  });
+  assign \_$513  = $signed(\_$512 ) + $signed(word[90:83]);
+  assign \_$514  = $signed(\_$513 ) < $signed(word[57:50]);
+  assign \_$515  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$516  = $signed(\_$515 ) >>> param__data[487:480];
+  assign \_$517  = ! param__data[487:480];
+  assign \_$518  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$519  = param__data[487:480] - 1'h1;
+  assign \_$520  = $signed(\_$518 ) >>> \_$519 [7:0];
+  assign \_$521  = \_$517  ? 1'h0 : \_$520 [0];
+  assign \_$522  = $signed(\_$516 ) + $signed({ 1'h0, \_$521  });
+  assign \_$523  = $signed(\_$522 ) + $signed(word[90:83]);
+  assign \_$524  = $signed(\_$523 ) > $signed(word[65:58]);
+  assign \_$525  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$526  = $signed(\_$525 ) >>> param__data[487:480];
+  assign \_$527  = ! param__data[487:480];
+  assign \_$528  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$529  = param__data[487:480] - 1'h1;
+  assign \_$530  = $signed(\_$528 ) >>> \_$529 [7:0];
+  assign \_$531  = \_$527  ? 1'h0 : \_$530 [0];
+  assign \_$532  = $signed(\_$526 ) + $signed({ 1'h0, \_$531  });
+  assign \_$533  = $signed(\_$532 ) + $signed(word[90:83]);
+  assign \_$534  = \_$524  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$533 ;
+  assign \_$535  = \_$514  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$534 ;
+  assign \_$536  = word[66] ? \_$504  : \_$535 [7:0];
+  assign \_$539  = ! c_beat;
+  assign \_$540  = \_$538  & \_$539 ;
+  assign \_$541  = ~ \_$540 ;
+  assign \_$542  = \_$537  & \_$541 ;
+  assign \_$543  = c_beat + 1'h1;
+  assign \_$544  = word[3:0] == 2'h2;
+  assign \_$545  = word[3:0] == 3'h7;
+  assign \_$547  = ! \_$546 ;
+  assign \_$548  = word[71:40] + 8'h80;
+  assign \_$549  = \_$548  <= 27'h4000000;
+  assign \_$550  = \_$547  & \_$549 ;
+  assign \_$551  = ~ \_$550 ;
+  assign \_$552  = ~ \error$87 ;
+  assign \_$554  = desc[1:0] != 2'h3;
+  assign \_$555  = $signed(word[57:50]) > $signed(word[65:58]);
+  assign \_$556  = \_$554  | \_$555 ;
+  assign \_$557  = word[82:67] + 3'h4;
+  assign \_$558  = \_$557  > 7'h40;
+  assign \_$559  = word[66] & \_$558 ;
+  assign \_$560  = ~ \error$87 ;
+  assign \_$562  = ~ \error$87 ;
+  assign \_$564  = table_step + 1'h1;
+  assign \_$565  = table_step == 3'h4;
+  assign \_$566  = ~ walking;
+  assign \_$567  = ~ \busy$83 ;
+  assign \_$568  = \_$566  & \_$567 ;
+  assign \_$569  = ~ \_$signal ;
+  assign \_$570  = \_$568  & \_$569 ;
+  assign \_$571  = ~ \_$signal$59 ;
+  assign \_$572  = \_$570  & \_$571 ;
+  assign \_$573  = perf_beat + 1'h1;
+  assign \_$574  = perf_beat == 4'hf;
   always @(posedge clk)
-    frame_state <= \_$539 ;
+    frame_state <= \_$575 ;
   always @(posedge clk)
-    word <= \_$540 ;
+    word <= \_$576 ;
   always @(posedge clk)
-    index <= \_$541 ;
+    index <= \_$577 ;
   always @(posedge clk)
-    \error$87  <= \_$542 ;
+    \error$87  <= \_$578 ;
   always @(posedge clk)
-    error_code <= \_$543 ;
+    error_code <= \_$579 ;
   always @(posedge clk)
-    \_$signal  <= \_$544 ;
+    \_$signal  <= \_$580 ;
   always @(posedge clk)
-    b_dram <= \_$545 ;
+    b_dram <= \_$581 ;
   always @(posedge clk)
-    walking <= \_$546 ;
+    walking <= \_$582 ;
   always @(posedge clk)
-    \_$signal$59  <= \_$547 ;
+    \_$signal$59  <= \_$583 ;
   always @(posedge clk)
-    \_$signal$74  <= \_$548 ;
+    \_$signal$74  <= \_$584 ;
   always @(posedge clk)
-    c_line <= \_$549 ;
+    c_line <= \_$585 ;
   always @(posedge clk)
-    c_beat <= \_$550 ;
+    c_beat <= \_$586 ;
   always @(posedge clk)
-    store_state <= \_$551 ;
+    store_state <= \_$587 ;
   always @(posedge clk)
-    record <= \_$552 ;
+    record <= \_$588 ;
   always @(posedge clk)
-    perf_addr <= \_$553 ;
+    perf_addr <= \_$589 ;
   always @(posedge clk)
-    perf_beat <= \_$554 ;
+    perf_beat <= \_$590 ;
   always @(posedge clk)
-    writing_perf <= \_$555 ;
+    writing_perf <= \_$591 ;
   always @(posedge clk)
-    table_step <= \_$556 ;
+    table_step <= \_$592 ;
   always @(posedge clk)
-    table_0 <= \_$557 ;
+    table_0 <= \_$593 ;
   always @(posedge clk)
-    table_1 <= \_$558 ;
+    table_1 <= \_$594 ;
   always @(posedge clk)
-    table_2 <= \_$559 ;
+    table_2 <= \_$595 ;
   always @(posedge clk)
-    table_3 <= \_$560 ;
+    table_3 <= \_$596 ;
   always @(posedge clk)
-    table_4 <= \_$561 ;
+    table_4 <= \_$597 ;
   always @(posedge clk)
-    table_5 <= \_$562 ;
+    table_5 <= \_$598 ;
   always @(posedge clk)
-    table_6 <= \_$563 ;
+    table_6 <= \_$599 ;
   always @(posedge clk)
-    table_7 <= \_$564 ;
+    table_7 <= \_$600 ;
   always @(posedge clk)
-    table_8 <= \_$565 ;
+    table_8 <= \_$601 ;
   always @(posedge clk)
-    table_9 <= \_$566 ;
+    table_9 <= \_$602 ;
   always @(posedge clk)
-    table_10 <= \_$567 ;
+    table_10 <= \_$603 ;
   always @(posedge clk)
-    table_11 <= \_$568 ;
+    table_11 <= \_$604 ;
   always @(posedge clk)
-    table_12 <= \_$569 ;
+    table_12 <= \_$605 ;
   always @(posedge clk)
-    table_13 <= \_$570 ;
+    table_13 <= \_$606 ;
   always @(posedge clk)
-    table_14 <= \_$571 ;
+    table_14 <= \_$607 ;
   always @(posedge clk)
-    table_15 <= \_$572 ;
+    table_15 <= \_$608 ;
   always @(posedge clk)
-    table_16 <= \_$573 ;
+    table_16 <= \_$609 ;
   always @(posedge clk)
-    table_17 <= \_$574 ;
+    table_17 <= \_$610 ;
   always @(posedge clk)
-    table_18 <= \_$575 ;
+    table_18 <= \_$611 ;
   always @(posedge clk)
-    table_19 <= \_$576 ;
+    table_19 <= \_$612 ;
   always @(posedge clk)
-    table_20 <= \_$577 ;
+    table_20 <= \_$613 ;
   always @(posedge clk)
-    table_21 <= \_$578 ;
+    table_21 <= \_$614 ;
   always @(posedge clk)
-    table_22 <= \_$579 ;
+    table_22 <= \_$615 ;
   always @(posedge clk)
-    table_23 <= \_$580 ;
+    table_23 <= \_$616 ;
   always @(posedge clk)
-    table_24 <= \_$581 ;
+    table_24 <= \_$617 ;
   always @(posedge clk)
-    table_25 <= \_$582 ;
+    table_25 <= \_$618 ;
   always @(posedge clk)
-    table_26 <= \_$583 ;
+    table_26 <= \_$619 ;
   always @(posedge clk)
-    table_27 <= \_$584 ;
+    table_27 <= \_$620 ;
   always @(posedge clk)
-    table_28 <= \_$585 ;
+    table_28 <= \_$621 ;
   always @(posedge clk)
-    table_29 <= \_$586 ;
+    table_29 <= \_$622 ;
   always @(posedge clk)
-    table_30 <= \_$587 ;
+    table_30 <= \_$623 ;
   always @(posedge clk)
-    table_31 <= \_$588 ;
+    table_31 <= \_$624 ;
   always @(posedge clk)
-    table_32 <= \_$589 ;
+    table_32 <= \_$625 ;
   always @(posedge clk)
-    table_33 <= \_$590 ;
+    table_33 <= \_$626 ;
   always @(posedge clk)
-    table_34 <= \_$591 ;
+    table_34 <= \_$627 ;
   always @(posedge clk)
-    table_35 <= \_$592 ;
+    table_35 <= \_$628 ;
   always @(posedge clk)
-    table_36 <= \_$593 ;
+    table_36 <= \_$629 ;
   always @(posedge clk)
-    table_37 <= \_$594 ;
+    table_37 <= \_$630 ;
   always @(posedge clk)
-    table_38 <= \_$595 ;
+    table_38 <= \_$631 ;
   always @(posedge clk)
-    table_39 <= \_$596 ;
+    table_39 <= \_$632 ;
   always @(posedge clk)
-    table_40 <= \_$597 ;
+    table_40 <= \_$633 ;
   always @(posedge clk)
-    table_41 <= \_$598 ;
+    table_41 <= \_$634 ;
   always @(posedge clk)
-    table_42 <= \_$599 ;
+    table_42 <= \_$635 ;
   always @(posedge clk)
-    table_43 <= \_$600 ;
+    table_43 <= \_$636 ;
   always @(posedge clk)
-    table_44 <= \_$601 ;
+    table_44 <= \_$637 ;
   always @(posedge clk)
-    table_45 <= \_$602 ;
+    table_45 <= \_$638 ;
   always @(posedge clk)
-    table_46 <= \_$603 ;
+    table_46 <= \_$639 ;
   always @(posedge clk)
-    table_47 <= \_$604 ;
+    table_47 <= \_$640 ;
   always @(posedge clk)
-    table_48 <= \_$605 ;
+    table_48 <= \_$641 ;
   always @(posedge clk)
-    table_49 <= \_$606 ;
+    table_49 <= \_$642 ;
   always @(posedge clk)
-    table_50 <= \_$607 ;
+    table_50 <= \_$643 ;
   always @(posedge clk)
-    table_51 <= \_$608 ;
+    table_51 <= \_$644 ;
   always @(posedge clk)
-    table_52 <= \_$609 ;
+    table_52 <= \_$645 ;
   always @(posedge clk)
-    table_53 <= \_$610 ;
+    table_53 <= \_$646 ;
   always @(posedge clk)
-    table_54 <= \_$611 ;
+    table_54 <= \_$647 ;
   always @(posedge clk)
-    table_55 <= \_$612 ;
+    table_55 <= \_$648 ;
   always @(posedge clk)
-    table_56 <= \_$613 ;
+    table_56 <= \_$649 ;
   always @(posedge clk)
-    table_57 <= \_$614 ;
+    table_57 <= \_$650 ;
   always @(posedge clk)
-    table_58 <= \_$615 ;
+    table_58 <= \_$651 ;
   always @(posedge clk)
-    table_59 <= \_$616 ;
+    table_59 <= \_$652 ;
   always @(posedge clk)
-    table_60 <= \_$617 ;
+    table_60 <= \_$653 ;
   always @(posedge clk)
-    table_61 <= \_$618 ;
+    table_61 <= \_$654 ;
   always @(posedge clk)
-    table_62 <= \_$619 ;
+    table_62 <= \_$655 ;
   always @(posedge clk)
-    table_63 <= \_$620 ;
+    table_63 <= \_$656 ;
   always @(posedge clk)
-    table_64 <= \_$621 ;
+    table_64 <= \_$657 ;
   always @(posedge clk)
-    table_65 <= \_$622 ;
+    table_65 <= \_$658 ;
   always @(posedge clk)
-    table_66 <= \_$623 ;
+    table_66 <= \_$659 ;
   always @(posedge clk)
-    table_67 <= \_$624 ;
+    table_67 <= \_$660 ;
   always @(posedge clk)
-    table_68 <= \_$625 ;
+    table_68 <= \_$661 ;
   always @(posedge clk)
-    table_69 <= \_$626 ;
+    table_69 <= \_$662 ;
   always @(posedge clk)
-    table_70 <= \_$627 ;
+    table_70 <= \_$663 ;
   always @(posedge clk)
-    table_71 <= \_$628 ;
+    table_71 <= \_$664 ;
   always @(posedge clk)
-    table_72 <= \_$629 ;
+    table_72 <= \_$665 ;
   always @(posedge clk)
-    table_73 <= \_$630 ;
+    table_73 <= \_$666 ;
   always @(posedge clk)
-    table_74 <= \_$631 ;
+    table_74 <= \_$667 ;
   always @(posedge clk)
-    table_75 <= \_$632 ;
+    table_75 <= \_$668 ;
   always @(posedge clk)
-    table_76 <= \_$633 ;
+    table_76 <= \_$669 ;
   always @(posedge clk)
-    table_77 <= \_$634 ;
+    table_77 <= \_$670 ;
   always @(posedge clk)
-    table_78 <= \_$635 ;
+    table_78 <= \_$671 ;
   always @(posedge clk)
-    table_79 <= \_$636 ;
+    table_79 <= \_$672 ;
   always @(posedge clk)
-    table_80 <= \_$637 ;
+    table_80 <= \_$673 ;
   always @(posedge clk)
-    table_81 <= \_$638 ;
+    table_81 <= \_$674 ;
   always @(posedge clk)
-    table_82 <= \_$639 ;
+    table_82 <= \_$675 ;
   always @(posedge clk)
-    table_83 <= \_$640 ;
+    table_83 <= \_$676 ;
   always @(posedge clk)
-    table_84 <= \_$641 ;
+    table_84 <= \_$677 ;
   always @(posedge clk)
-    table_85 <= \_$642 ;
+    table_85 <= \_$678 ;
   always @(posedge clk)
-    table_86 <= \_$643 ;
+    table_86 <= \_$679 ;
   always @(posedge clk)
-    table_87 <= \_$644 ;
+    table_87 <= \_$680 ;
   always @(posedge clk)
-    table_88 <= \_$645 ;
+    table_88 <= \_$681 ;
   always @(posedge clk)
-    table_89 <= \_$646 ;
+    table_89 <= \_$682 ;
   always @(posedge clk)
-    table_90 <= \_$647 ;
+    table_90 <= \_$683 ;
   always @(posedge clk)
-    table_91 <= \_$648 ;
+    table_91 <= \_$684 ;
   always @(posedge clk)
-    table_92 <= \_$649 ;
+    table_92 <= \_$685 ;
   always @(posedge clk)
-    table_93 <= \_$650 ;
+    table_93 <= \_$686 ;
   always @(posedge clk)
-    table_94 <= \_$651 ;
+    table_94 <= \_$687 ;
   always @(posedge clk)
-    table_95 <= \_$652 ;
+    table_95 <= \_$688 ;
   always @(posedge clk)
-    table_96 <= \_$653 ;
+    table_96 <= \_$689 ;
   always @(posedge clk)
-    table_97 <= \_$654 ;
+    table_97 <= \_$690 ;
   always @(posedge clk)
-    table_98 <= \_$655 ;
+    table_98 <= \_$691 ;
   always @(posedge clk)
-    table_99 <= \_$656 ;
+    table_99 <= \_$692 ;
   always @(posedge clk)
-    table_100 <= \_$657 ;
+    table_100 <= \_$693 ;
   always @(posedge clk)
-    table_101 <= \_$658 ;
+    table_101 <= \_$694 ;
   always @(posedge clk)
-    table_102 <= \_$659 ;
+    table_102 <= \_$695 ;
   always @(posedge clk)
-    table_103 <= \_$660 ;
+    table_103 <= \_$696 ;
   always @(posedge clk)
-    table_104 <= \_$661 ;
+    table_104 <= \_$697 ;
   always @(posedge clk)
-    table_105 <= \_$662 ;
+    table_105 <= \_$698 ;
   always @(posedge clk)
-    table_106 <= \_$663 ;
+    table_106 <= \_$699 ;
   always @(posedge clk)
-    table_107 <= \_$664 ;
+    table_107 <= \_$700 ;
   always @(posedge clk)
-    table_108 <= \_$665 ;
+    table_108 <= \_$701 ;
   always @(posedge clk)
-    table_109 <= \_$666 ;
+    table_109 <= \_$702 ;
   always @(posedge clk)
-    table_110 <= \_$667 ;
+    table_110 <= \_$703 ;
   always @(posedge clk)
-    table_111 <= \_$668 ;
+    table_111 <= \_$704 ;
   always @(posedge clk)
-    table_112 <= \_$669 ;
+    table_112 <= \_$705 ;
   always @(posedge clk)
-    table_113 <= \_$670 ;
+    table_113 <= \_$706 ;
   always @(posedge clk)
-    table_114 <= \_$671 ;
+    table_114 <= \_$707 ;
   always @(posedge clk)
-    table_115 <= \_$672 ;
+    table_115 <= \_$708 ;
   always @(posedge clk)
-    table_116 <= \_$673 ;
+    table_116 <= \_$709 ;
   always @(posedge clk)
-    table_117 <= \_$674 ;
+    table_117 <= \_$710 ;
   always @(posedge clk)
-    table_118 <= \_$675 ;
+    table_118 <= \_$711 ;
   always @(posedge clk)
-    table_119 <= \_$676 ;
+    table_119 <= \_$712 ;
   always @(posedge clk)
-    table_120 <= \_$677 ;
+    table_120 <= \_$713 ;
   always @(posedge clk)
-    table_121 <= \_$678 ;
+    table_121 <= \_$714 ;
   always @(posedge clk)
-    table_122 <= \_$679 ;
+    table_122 <= \_$715 ;
   always @(posedge clk)
-    table_123 <= \_$680 ;
+    table_123 <= \_$716 ;
   always @(posedge clk)
-    table_124 <= \_$681 ;
+    table_124 <= \_$717 ;
   always @(posedge clk)
-    table_125 <= \_$682 ;
+    table_125 <= \_$718 ;
   always @(posedge clk)
-    table_126 <= \_$683 ;
+    table_126 <= \_$719 ;
   always @(posedge clk)
-    table_127 <= \_$684 ;
+    table_127 <= \_$720 ;
   always @(posedge clk)
-    table_128 <= \_$685 ;
+    table_128 <= \_$721 ;
   always @(posedge clk)
-    table_129 <= \_$686 ;
+    table_129 <= \_$722 ;
   always @(posedge clk)
-    table_130 <= \_$687 ;
+    table_130 <= \_$723 ;
   always @(posedge clk)
-    table_131 <= \_$688 ;
+    table_131 <= \_$724 ;
   always @(posedge clk)
-    table_132 <= \_$689 ;
+    table_132 <= \_$725 ;
   always @(posedge clk)
-    table_133 <= \_$690 ;
+    table_133 <= \_$726 ;
   always @(posedge clk)
-    table_134 <= \_$691 ;
+    table_134 <= \_$727 ;
   always @(posedge clk)
-    table_135 <= \_$692 ;
+    table_135 <= \_$728 ;
   always @(posedge clk)
-    table_136 <= \_$693 ;
+    table_136 <= \_$729 ;
   always @(posedge clk)
-    table_137 <= \_$694 ;
+    table_137 <= \_$730 ;
   always @(posedge clk)
-    table_138 <= \_$695 ;
+    table_138 <= \_$731 ;
   always @(posedge clk)
-    table_139 <= \_$696 ;
+    table_139 <= \_$732 ;
   always @(posedge clk)
-    table_140 <= \_$697 ;
+    table_140 <= \_$733 ;
   always @(posedge clk)
-    table_141 <= \_$698 ;
+    table_141 <= \_$734 ;
   always @(posedge clk)
-    table_142 <= \_$699 ;
+    table_142 <= \_$735 ;
   always @(posedge clk)
-    table_143 <= \_$700 ;
+    table_143 <= \_$736 ;
   always @(posedge clk)
-    table_144 <= \_$701 ;
+    table_144 <= \_$737 ;
   always @(posedge clk)
-    table_145 <= \_$702 ;
+    table_145 <= \_$738 ;
   always @(posedge clk)
-    table_146 <= \_$703 ;
+    table_146 <= \_$739 ;
   always @(posedge clk)
-    table_147 <= \_$704 ;
+    table_147 <= \_$740 ;
   always @(posedge clk)
-    table_148 <= \_$705 ;
+    table_148 <= \_$741 ;
   always @(posedge clk)
-    table_149 <= \_$706 ;
+    table_149 <= \_$742 ;
   always @(posedge clk)
-    table_150 <= \_$707 ;
+    table_150 <= \_$743 ;
   always @(posedge clk)
-    table_151 <= \_$708 ;
+    table_151 <= \_$744 ;
   always @(posedge clk)
-    table_152 <= \_$709 ;
+    table_152 <= \_$745 ;
   always @(posedge clk)
-    table_153 <= \_$710 ;
+    table_153 <= \_$746 ;
   always @(posedge clk)
-    table_154 <= \_$711 ;
+    table_154 <= \_$747 ;
   always @(posedge clk)
-    table_155 <= \_$712 ;
+    table_155 <= \_$748 ;
   always @(posedge clk)
-    table_156 <= \_$713 ;
+    table_156 <= \_$749 ;
   always @(posedge clk)
-    table_157 <= \_$714 ;
+    table_157 <= \_$750 ;
   always @(posedge clk)
-    table_158 <= \_$715 ;
+    table_158 <= \_$751 ;
   always @(posedge clk)
-    table_159 <= \_$716 ;
+    table_159 <= \_$752 ;
   always @(posedge clk)
-    table_160 <= \_$717 ;
+    table_160 <= \_$753 ;
   always @(posedge clk)
-    table_161 <= \_$718 ;
+    table_161 <= \_$754 ;
   always @(posedge clk)
-    table_162 <= \_$719 ;
+    table_162 <= \_$755 ;
   always @(posedge clk)
-    table_163 <= \_$720 ;
+    table_163 <= \_$756 ;
   always @(posedge clk)
-    table_164 <= \_$721 ;
+    table_164 <= \_$757 ;
   always @(posedge clk)
-    table_165 <= \_$722 ;
+    table_165 <= \_$758 ;
   always @(posedge clk)
-    table_166 <= \_$723 ;
+    table_166 <= \_$759 ;
   always @(posedge clk)
-    table_167 <= \_$724 ;
+    table_167 <= \_$760 ;
   always @(posedge clk)
-    table_168 <= \_$725 ;
+    table_168 <= \_$761 ;
   always @(posedge clk)
-    table_169 <= \_$726 ;
+    table_169 <= \_$762 ;
   always @(posedge clk)
-    table_170 <= \_$727 ;
+    table_170 <= \_$763 ;
   always @(posedge clk)
-    table_171 <= \_$728 ;
+    table_171 <= \_$764 ;
   always @(posedge clk)
-    table_172 <= \_$729 ;
+    table_172 <= \_$765 ;
   always @(posedge clk)
-    table_173 <= \_$730 ;
+    table_173 <= \_$766 ;
   always @(posedge clk)
-    table_174 <= \_$731 ;
+    table_174 <= \_$767 ;
   always @(posedge clk)
-    table_175 <= \_$732 ;
+    table_175 <= \_$768 ;
   always @(posedge clk)
-    table_176 <= \_$733 ;
+    table_176 <= \_$769 ;
   always @(posedge clk)
-    table_177 <= \_$734 ;
+    table_177 <= \_$770 ;
   always @(posedge clk)
-    table_178 <= \_$735 ;
+    table_178 <= \_$771 ;
   always @(posedge clk)
-    table_179 <= \_$736 ;
+    table_179 <= \_$772 ;
   always @(posedge clk)
-    table_180 <= \_$737 ;
+    table_180 <= \_$773 ;
   always @(posedge clk)
-    table_181 <= \_$738 ;
+    table_181 <= \_$774 ;
   always @(posedge clk)
-    table_182 <= \_$739 ;
+    table_182 <= \_$775 ;
   always @(posedge clk)
-    table_183 <= \_$740 ;
+    table_183 <= \_$776 ;
   always @(posedge clk)
-    table_184 <= \_$741 ;
+    table_184 <= \_$777 ;
   always @(posedge clk)
-    table_185 <= \_$742 ;
+    table_185 <= \_$778 ;
   always @(posedge clk)
-    table_186 <= \_$743 ;
+    table_186 <= \_$779 ;
   always @(posedge clk)
-    table_187 <= \_$744 ;
+    table_187 <= \_$780 ;
   always @(posedge clk)
-    table_188 <= \_$745 ;
+    table_188 <= \_$781 ;
   always @(posedge clk)
-    table_189 <= \_$746 ;
+    table_189 <= \_$782 ;
   always @(posedge clk)
-    table_190 <= \_$747 ;
+    table_190 <= \_$783 ;
   always @(posedge clk)
-    table_191 <= \_$748 ;
+    table_191 <= \_$784 ;
   always @(posedge clk)
-    table_192 <= \_$749 ;
+    table_192 <= \_$785 ;
   always @(posedge clk)
-    table_193 <= \_$750 ;
+    table_193 <= \_$786 ;
   always @(posedge clk)
-    table_194 <= \_$751 ;
+    table_194 <= \_$787 ;
   always @(posedge clk)
-    table_195 <= \_$752 ;
+    table_195 <= \_$788 ;
   always @(posedge clk)
-    table_196 <= \_$753 ;
+    table_196 <= \_$789 ;
   always @(posedge clk)
-    table_197 <= \_$754 ;
+    table_197 <= \_$790 ;
   always @(posedge clk)
-    table_198 <= \_$755 ;
+    table_198 <= \_$791 ;
   always @(posedge clk)
-    table_199 <= \_$756 ;
+    table_199 <= \_$792 ;
   always @(posedge clk)
-    table_200 <= \_$757 ;
+    table_200 <= \_$793 ;
   always @(posedge clk)
-    table_201 <= \_$758 ;
+    table_201 <= \_$794 ;
   always @(posedge clk)
-    table_202 <= \_$759 ;
+    table_202 <= \_$795 ;
   always @(posedge clk)
-    table_203 <= \_$760 ;
+    table_203 <= \_$796 ;
   always @(posedge clk)
-    table_204 <= \_$761 ;
+    table_204 <= \_$797 ;
   always @(posedge clk)
-    table_205 <= \_$762 ;
+    table_205 <= \_$798 ;
   always @(posedge clk)
-    table_206 <= \_$763 ;
+    table_206 <= \_$799 ;
   always @(posedge clk)
-    table_207 <= \_$764 ;
+    table_207 <= \_$800 ;
   always @(posedge clk)
-    table_208 <= \_$765 ;
+    table_208 <= \_$801 ;
   always @(posedge clk)
-    table_209 <= \_$766 ;
+    table_209 <= \_$802 ;
   always @(posedge clk)
-    table_210 <= \_$767 ;
+    table_210 <= \_$803 ;
   always @(posedge clk)
-    table_211 <= \_$768 ;
+    table_211 <= \_$804 ;
   always @(posedge clk)
-    table_212 <= \_$769 ;
+    table_212 <= \_$805 ;
   always @(posedge clk)
-    table_213 <= \_$770 ;
+    table_213 <= \_$806 ;
   always @(posedge clk)
-    table_214 <= \_$771 ;
+    table_214 <= \_$807 ;
   always @(posedge clk)
-    table_215 <= \_$772 ;
+    table_215 <= \_$808 ;
   always @(posedge clk)
-    table_216 <= \_$773 ;
+    table_216 <= \_$809 ;
   always @(posedge clk)
-    table_217 <= \_$774 ;
+    table_217 <= \_$810 ;
   always @(posedge clk)
-    table_218 <= \_$775 ;
+    table_218 <= \_$811 ;
   always @(posedge clk)
-    table_219 <= \_$776 ;
+    table_219 <= \_$812 ;
   always @(posedge clk)
-    table_220 <= \_$777 ;
+    table_220 <= \_$813 ;
   always @(posedge clk)
-    table_221 <= \_$778 ;
+    table_221 <= \_$814 ;
   always @(posedge clk)
-    table_222 <= \_$779 ;
+    table_222 <= \_$815 ;
   always @(posedge clk)
-    table_223 <= \_$780 ;
+    table_223 <= \_$816 ;
   always @(posedge clk)
-    table_224 <= \_$781 ;
+    table_224 <= \_$817 ;
   always @(posedge clk)
-    table_225 <= \_$782 ;
+    table_225 <= \_$818 ;
   always @(posedge clk)
-    table_226 <= \_$783 ;
+    table_226 <= \_$819 ;
   always @(posedge clk)
-    table_227 <= \_$784 ;
+    table_227 <= \_$820 ;
   always @(posedge clk)
-    table_228 <= \_$785 ;
+    table_228 <= \_$821 ;
   always @(posedge clk)
-    table_229 <= \_$786 ;
+    table_229 <= \_$822 ;
   always @(posedge clk)
-    table_230 <= \_$787 ;
+    table_230 <= \_$823 ;
   always @(posedge clk)
-    table_231 <= \_$788 ;
+    table_231 <= \_$824 ;
   always @(posedge clk)
-    table_232 <= \_$789 ;
+    table_232 <= \_$825 ;
   always @(posedge clk)
-    table_233 <= \_$790 ;
+    table_233 <= \_$826 ;
   always @(posedge clk)
-    table_234 <= \_$791 ;
+    table_234 <= \_$827 ;
   always @(posedge clk)
-    table_235 <= \_$792 ;
+    table_235 <= \_$828 ;
   always @(posedge clk)
-    table_236 <= \_$793 ;
+    table_236 <= \_$829 ;
   always @(posedge clk)
-    table_237 <= \_$794 ;
+    table_237 <= \_$830 ;
   always @(posedge clk)
-    table_238 <= \_$795 ;
+    table_238 <= \_$831 ;
   always @(posedge clk)
-    table_239 <= \_$796 ;
+    table_239 <= \_$832 ;
   always @(posedge clk)
-    table_240 <= \_$797 ;
+    table_240 <= \_$833 ;
   always @(posedge clk)
-    table_241 <= \_$798 ;
+    table_241 <= \_$834 ;
   always @(posedge clk)
-    table_242 <= \_$799 ;
+    table_242 <= \_$835 ;
   always @(posedge clk)
-    table_243 <= \_$800 ;
+    table_243 <= \_$836 ;
   always @(posedge clk)
-    table_244 <= \_$801 ;
+    table_244 <= \_$837 ;
   always @(posedge clk)
-    table_245 <= \_$802 ;
+    table_245 <= \_$838 ;
   always @(posedge clk)
-    table_246 <= \_$803 ;
+    table_246 <= \_$839 ;
   always @(posedge clk)
-    table_247 <= \_$804 ;
+    table_247 <= \_$840 ;
   always @(posedge clk)
-    table_248 <= \_$805 ;
+    table_248 <= \_$841 ;
   always @(posedge clk)
-    table_249 <= \_$806 ;
+    table_249 <= \_$842 ;
   always @(posedge clk)
-    table_250 <= \_$807 ;
+    table_250 <= \_$843 ;
   always @(posedge clk)
-    table_251 <= \_$808 ;
+    table_251 <= \_$844 ;
   always @(posedge clk)
-    table_252 <= \_$809 ;
+    table_252 <= \_$845 ;
   always @(posedge clk)
-    table_253 <= \_$810 ;
+    table_253 <= \_$846 ;
   always @(posedge clk)
-    table_254 <= \_$811 ;
+    table_254 <= \_$847 ;
   always @(posedge clk)
-    table_255 <= \_$812 ;
+    table_255 <= \_$848 ;
   assign \_$1  = ~ queue__valid;
   assign \_$2  = ~ queue__payload[4];
   assign \_$3  = \_$2  | deps__has_prev;
@@ -20909,8 +21020,8 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$59  = \_$57  & \_$58 ;
   assign \_$60  = perf_beat * 4'h8;
   assign \_$61  = perf_addr + \_$60 ;
-  assign \_$876  = perf_beat * 7'h40;
-  assign \_$62  = record >> \_$876 ;
+  assign \_$912  = perf_beat * 7'h40;
+  assign \_$62  = record >> \_$912 ;
   assign \_$63  = \_$signal$74 [2:0] * 4'h8;
   assign \_$64  = c_line << \_$63 ;
   assign \_$65  = 4'hf << \_$signal$74 [2:0];
@@ -20990,41 +21101,6 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$144  = ~ \_$signal$59 ;
   assign \_$146  = ! c_beat;
   assign \_$147  = \_$145  & \_$146 ;
-  assign \_$148  = \_$144  | \_$147 ;
-  assign \_$149  = \_$signal  & \_$148 ;
-  assign \_$151  = ! c_beat;
-  assign \_$152  = \_$150  & \_$151 ;
-  assign \_$153  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$154  = $signed(\_$153 ) >>> param__data[103:96];
-  assign \_$155  = ! param__data[103:96];
-  assign \_$156  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$157  = param__data[103:96] - 1'h1;
-  assign \_$158  = $signed(\_$156 ) >>> \_$157 [7:0];
-  assign \_$159  = \_$155  ? 1'h0 : \_$158 [0];
-  assign \_$160  = $signed(\_$154 ) + $signed({ 1'h0, \_$159  });
-  assign \_$161  = $signed(\_$160 ) < $signed(word[57:50]);
-  assign \_$162  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$163  = $signed(\_$162 ) >>> param__data[103:96];
-  assign \_$164  = ! param__data[103:96];
-  assign \_$165  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$166  = param__data[103:96] - 1'h1;
-  assign \_$167  = $signed(\_$165 ) >>> \_$166 [7:0];
-  assign \_$168  = \_$164  ? 1'h0 : \_$167 [0];
-  assign \_$169  = $signed(\_$163 ) + $signed({ 1'h0, \_$168  });
-  assign \_$170  = $signed(\_$169 ) > $signed(word[65:58]);
-  assign \_$171  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$172  = $signed(\_$171 ) >>> param__data[103:96];
-  assign \_$173  = ! param__data[103:96];
-  assign \_$174  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$175  = param__data[103:96] - 1'h1;
-  assign \_$176  = $signed(\_$174 ) >>> \_$175 [7:0];
-  assign \_$177  = \_$173  ? 1'h0 : \_$176 [0];
-  assign \_$178  = $signed(\_$172 ) + $signed({ 1'h0, \_$177  });
-  assign \_$179  = \_$170  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$178 ;
-  assign \_$180  = \_$161  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$179 ;
-  assign \_$181  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$182  = $signed(\_$181 ) >>> param__data[103:96];
-  assign \_$183  = ! param__data[103:96];
   \sim_top.accel.store.addrgen  addrgen (
     .busy(\busy$83 ),
     .clk(clk),
@@ -21071,2073 +21147,2073 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$209 , \_$180 [6:0] })
+    casez ({ \_$215 , \_$183 [6:0] })
       8'h00:
-          \_$210  = table_0;
+          \_$216  = table_0;
       8'h01:
-          \_$210  = table_1;
+          \_$216  = table_1;
       8'h02:
-          \_$210  = table_2;
+          \_$216  = table_2;
       8'h03:
-          \_$210  = table_3;
+          \_$216  = table_3;
       8'h04:
-          \_$210  = table_4;
+          \_$216  = table_4;
       8'h05:
-          \_$210  = table_5;
+          \_$216  = table_5;
       8'h06:
-          \_$210  = table_6;
+          \_$216  = table_6;
       8'h07:
-          \_$210  = table_7;
+          \_$216  = table_7;
       8'h08:
-          \_$210  = table_8;
+          \_$216  = table_8;
       8'h09:
-          \_$210  = table_9;
+          \_$216  = table_9;
       8'h0a:
-          \_$210  = table_10;
+          \_$216  = table_10;
       8'h0b:
-          \_$210  = table_11;
+          \_$216  = table_11;
       8'h0c:
-          \_$210  = table_12;
+          \_$216  = table_12;
       8'h0d:
-          \_$210  = table_13;
+          \_$216  = table_13;
       8'h0e:
-          \_$210  = table_14;
+          \_$216  = table_14;
       8'h0f:
-          \_$210  = table_15;
+          \_$216  = table_15;
       8'h10:
-          \_$210  = table_16;
+          \_$216  = table_16;
       8'h11:
-          \_$210  = table_17;
+          \_$216  = table_17;
       8'h12:
-          \_$210  = table_18;
+          \_$216  = table_18;
       8'h13:
-          \_$210  = table_19;
+          \_$216  = table_19;
       8'h14:
-          \_$210  = table_20;
+          \_$216  = table_20;
       8'h15:
-          \_$210  = table_21;
+          \_$216  = table_21;
       8'h16:
-          \_$210  = table_22;
+          \_$216  = table_22;
       8'h17:
-          \_$210  = table_23;
+          \_$216  = table_23;
       8'h18:
-          \_$210  = table_24;
+          \_$216  = table_24;
       8'h19:
-          \_$210  = table_25;
+          \_$216  = table_25;
       8'h1a:
-          \_$210  = table_26;
+          \_$216  = table_26;
       8'h1b:
-          \_$210  = table_27;
+          \_$216  = table_27;
       8'h1c:
-          \_$210  = table_28;
+          \_$216  = table_28;
       8'h1d:
-          \_$210  = table_29;
+          \_$216  = table_29;
       8'h1e:
-          \_$210  = table_30;
+          \_$216  = table_30;
       8'h1f:
-          \_$210  = table_31;
+          \_$216  = table_31;
       8'h20:
-          \_$210  = table_32;
+          \_$216  = table_32;
       8'h21:
-          \_$210  = table_33;
+          \_$216  = table_33;
       8'h22:
-          \_$210  = table_34;
+          \_$216  = table_34;
       8'h23:
-          \_$210  = table_35;
+          \_$216  = table_35;
       8'h24:
-          \_$210  = table_36;
+          \_$216  = table_36;
       8'h25:
-          \_$210  = table_37;
+          \_$216  = table_37;
       8'h26:
-          \_$210  = table_38;
+          \_$216  = table_38;
       8'h27:
-          \_$210  = table_39;
+          \_$216  = table_39;
       8'h28:
-          \_$210  = table_40;
+          \_$216  = table_40;
       8'h29:
-          \_$210  = table_41;
+          \_$216  = table_41;
       8'h2a:
-          \_$210  = table_42;
+          \_$216  = table_42;
       8'h2b:
-          \_$210  = table_43;
+          \_$216  = table_43;
       8'h2c:
-          \_$210  = table_44;
+          \_$216  = table_44;
       8'h2d:
-          \_$210  = table_45;
+          \_$216  = table_45;
       8'h2e:
-          \_$210  = table_46;
+          \_$216  = table_46;
       8'h2f:
-          \_$210  = table_47;
+          \_$216  = table_47;
       8'h30:
-          \_$210  = table_48;
+          \_$216  = table_48;
       8'h31:
-          \_$210  = table_49;
+          \_$216  = table_49;
       8'h32:
-          \_$210  = table_50;
+          \_$216  = table_50;
       8'h33:
-          \_$210  = table_51;
+          \_$216  = table_51;
       8'h34:
-          \_$210  = table_52;
+          \_$216  = table_52;
       8'h35:
-          \_$210  = table_53;
+          \_$216  = table_53;
       8'h36:
-          \_$210  = table_54;
+          \_$216  = table_54;
       8'h37:
-          \_$210  = table_55;
+          \_$216  = table_55;
       8'h38:
-          \_$210  = table_56;
+          \_$216  = table_56;
       8'h39:
-          \_$210  = table_57;
+          \_$216  = table_57;
       8'h3a:
-          \_$210  = table_58;
+          \_$216  = table_58;
       8'h3b:
-          \_$210  = table_59;
+          \_$216  = table_59;
       8'h3c:
-          \_$210  = table_60;
+          \_$216  = table_60;
       8'h3d:
-          \_$210  = table_61;
+          \_$216  = table_61;
       8'h3e:
-          \_$210  = table_62;
+          \_$216  = table_62;
       8'h3f:
-          \_$210  = table_63;
+          \_$216  = table_63;
       8'h40:
-          \_$210  = table_64;
+          \_$216  = table_64;
       8'h41:
-          \_$210  = table_65;
+          \_$216  = table_65;
       8'h42:
-          \_$210  = table_66;
+          \_$216  = table_66;
       8'h43:
-          \_$210  = table_67;
+          \_$216  = table_67;
       8'h44:
-          \_$210  = table_68;
+          \_$216  = table_68;
       8'h45:
-          \_$210  = table_69;
+          \_$216  = table_69;
       8'h46:
-          \_$210  = table_70;
+          \_$216  = table_70;
       8'h47:
-          \_$210  = table_71;
+          \_$216  = table_71;
       8'h48:
-          \_$210  = table_72;
+          \_$216  = table_72;
       8'h49:
-          \_$210  = table_73;
+          \_$216  = table_73;
       8'h4a:
-          \_$210  = table_74;
+          \_$216  = table_74;
       8'h4b:
-          \_$210  = table_75;
+          \_$216  = table_75;
       8'h4c:
-          \_$210  = table_76;
+          \_$216  = table_76;
       8'h4d:
-          \_$210  = table_77;
+          \_$216  = table_77;
       8'h4e:
-          \_$210  = table_78;
+          \_$216  = table_78;
       8'h4f:
-          \_$210  = table_79;
+          \_$216  = table_79;
       8'h50:
-          \_$210  = table_80;
+          \_$216  = table_80;
       8'h51:
-          \_$210  = table_81;
+          \_$216  = table_81;
       8'h52:
-          \_$210  = table_82;
+          \_$216  = table_82;
       8'h53:
-          \_$210  = table_83;
+          \_$216  = table_83;
       8'h54:
-          \_$210  = table_84;
+          \_$216  = table_84;
       8'h55:
-          \_$210  = table_85;
+          \_$216  = table_85;
       8'h56:
-          \_$210  = table_86;
+          \_$216  = table_86;
       8'h57:
-          \_$210  = table_87;
+          \_$216  = table_87;
       8'h58:
-          \_$210  = table_88;
+          \_$216  = table_88;
       8'h59:
-          \_$210  = table_89;
+          \_$216  = table_89;
       8'h5a:
-          \_$210  = table_90;
+          \_$216  = table_90;
       8'h5b:
-          \_$210  = table_91;
+          \_$216  = table_91;
       8'h5c:
-          \_$210  = table_92;
+          \_$216  = table_92;
       8'h5d:
-          \_$210  = table_93;
+          \_$216  = table_93;
       8'h5e:
-          \_$210  = table_94;
+          \_$216  = table_94;
       8'h5f:
-          \_$210  = table_95;
+          \_$216  = table_95;
       8'h60:
-          \_$210  = table_96;
+          \_$216  = table_96;
       8'h61:
-          \_$210  = table_97;
+          \_$216  = table_97;
       8'h62:
-          \_$210  = table_98;
+          \_$216  = table_98;
       8'h63:
-          \_$210  = table_99;
+          \_$216  = table_99;
       8'h64:
-          \_$210  = table_100;
+          \_$216  = table_100;
       8'h65:
-          \_$210  = table_101;
+          \_$216  = table_101;
       8'h66:
-          \_$210  = table_102;
+          \_$216  = table_102;
       8'h67:
-          \_$210  = table_103;
+          \_$216  = table_103;
       8'h68:
-          \_$210  = table_104;
+          \_$216  = table_104;
       8'h69:
-          \_$210  = table_105;
+          \_$216  = table_105;
       8'h6a:
-          \_$210  = table_106;
+          \_$216  = table_106;
       8'h6b:
-          \_$210  = table_107;
+          \_$216  = table_107;
       8'h6c:
-          \_$210  = table_108;
+          \_$216  = table_108;
       8'h6d:
-          \_$210  = table_109;
+          \_$216  = table_109;
       8'h6e:
-          \_$210  = table_110;
+          \_$216  = table_110;
       8'h6f:
-          \_$210  = table_111;
+          \_$216  = table_111;
       8'h70:
-          \_$210  = table_112;
+          \_$216  = table_112;
       8'h71:
-          \_$210  = table_113;
+          \_$216  = table_113;
       8'h72:
-          \_$210  = table_114;
+          \_$216  = table_114;
       8'h73:
-          \_$210  = table_115;
+          \_$216  = table_115;
       8'h74:
-          \_$210  = table_116;
+          \_$216  = table_116;
       8'h75:
-          \_$210  = table_117;
+          \_$216  = table_117;
       8'h76:
-          \_$210  = table_118;
+          \_$216  = table_118;
       8'h77:
-          \_$210  = table_119;
+          \_$216  = table_119;
       8'h78:
-          \_$210  = table_120;
+          \_$216  = table_120;
       8'h79:
-          \_$210  = table_121;
+          \_$216  = table_121;
       8'h7a:
-          \_$210  = table_122;
+          \_$216  = table_122;
       8'h7b:
-          \_$210  = table_123;
+          \_$216  = table_123;
       8'h7c:
-          \_$210  = table_124;
+          \_$216  = table_124;
       8'h7d:
-          \_$210  = table_125;
+          \_$216  = table_125;
       8'h7e:
-          \_$210  = table_126;
+          \_$216  = table_126;
       8'h7f:
-          \_$210  = table_127;
+          \_$216  = table_127;
       8'h80:
-          \_$210  = table_128;
+          \_$216  = table_128;
       8'h81:
-          \_$210  = table_129;
+          \_$216  = table_129;
       8'h82:
-          \_$210  = table_130;
+          \_$216  = table_130;
       8'h83:
-          \_$210  = table_131;
+          \_$216  = table_131;
       8'h84:
-          \_$210  = table_132;
+          \_$216  = table_132;
       8'h85:
-          \_$210  = table_133;
+          \_$216  = table_133;
       8'h86:
-          \_$210  = table_134;
+          \_$216  = table_134;
       8'h87:
-          \_$210  = table_135;
+          \_$216  = table_135;
       8'h88:
-          \_$210  = table_136;
+          \_$216  = table_136;
       8'h89:
-          \_$210  = table_137;
+          \_$216  = table_137;
       8'h8a:
-          \_$210  = table_138;
+          \_$216  = table_138;
       8'h8b:
-          \_$210  = table_139;
+          \_$216  = table_139;
       8'h8c:
-          \_$210  = table_140;
+          \_$216  = table_140;
       8'h8d:
-          \_$210  = table_141;
+          \_$216  = table_141;
       8'h8e:
-          \_$210  = table_142;
+          \_$216  = table_142;
       8'h8f:
-          \_$210  = table_143;
+          \_$216  = table_143;
       8'h90:
-          \_$210  = table_144;
+          \_$216  = table_144;
       8'h91:
-          \_$210  = table_145;
+          \_$216  = table_145;
       8'h92:
-          \_$210  = table_146;
+          \_$216  = table_146;
       8'h93:
-          \_$210  = table_147;
+          \_$216  = table_147;
       8'h94:
-          \_$210  = table_148;
+          \_$216  = table_148;
       8'h95:
-          \_$210  = table_149;
+          \_$216  = table_149;
       8'h96:
-          \_$210  = table_150;
+          \_$216  = table_150;
       8'h97:
-          \_$210  = table_151;
+          \_$216  = table_151;
       8'h98:
-          \_$210  = table_152;
+          \_$216  = table_152;
       8'h99:
-          \_$210  = table_153;
+          \_$216  = table_153;
       8'h9a:
-          \_$210  = table_154;
+          \_$216  = table_154;
       8'h9b:
-          \_$210  = table_155;
+          \_$216  = table_155;
       8'h9c:
-          \_$210  = table_156;
+          \_$216  = table_156;
       8'h9d:
-          \_$210  = table_157;
+          \_$216  = table_157;
       8'h9e:
-          \_$210  = table_158;
+          \_$216  = table_158;
       8'h9f:
-          \_$210  = table_159;
+          \_$216  = table_159;
       8'ha0:
-          \_$210  = table_160;
+          \_$216  = table_160;
       8'ha1:
-          \_$210  = table_161;
+          \_$216  = table_161;
       8'ha2:
-          \_$210  = table_162;
+          \_$216  = table_162;
       8'ha3:
-          \_$210  = table_163;
+          \_$216  = table_163;
       8'ha4:
-          \_$210  = table_164;
+          \_$216  = table_164;
       8'ha5:
-          \_$210  = table_165;
+          \_$216  = table_165;
       8'ha6:
-          \_$210  = table_166;
+          \_$216  = table_166;
       8'ha7:
-          \_$210  = table_167;
+          \_$216  = table_167;
       8'ha8:
-          \_$210  = table_168;
+          \_$216  = table_168;
       8'ha9:
-          \_$210  = table_169;
+          \_$216  = table_169;
       8'haa:
-          \_$210  = table_170;
+          \_$216  = table_170;
       8'hab:
-          \_$210  = table_171;
+          \_$216  = table_171;
       8'hac:
-          \_$210  = table_172;
+          \_$216  = table_172;
       8'had:
-          \_$210  = table_173;
+          \_$216  = table_173;
       8'hae:
-          \_$210  = table_174;
+          \_$216  = table_174;
       8'haf:
-          \_$210  = table_175;
+          \_$216  = table_175;
       8'hb0:
-          \_$210  = table_176;
+          \_$216  = table_176;
       8'hb1:
-          \_$210  = table_177;
+          \_$216  = table_177;
       8'hb2:
-          \_$210  = table_178;
+          \_$216  = table_178;
       8'hb3:
-          \_$210  = table_179;
+          \_$216  = table_179;
       8'hb4:
-          \_$210  = table_180;
+          \_$216  = table_180;
       8'hb5:
-          \_$210  = table_181;
+          \_$216  = table_181;
       8'hb6:
-          \_$210  = table_182;
+          \_$216  = table_182;
       8'hb7:
-          \_$210  = table_183;
+          \_$216  = table_183;
       8'hb8:
-          \_$210  = table_184;
+          \_$216  = table_184;
       8'hb9:
-          \_$210  = table_185;
+          \_$216  = table_185;
       8'hba:
-          \_$210  = table_186;
+          \_$216  = table_186;
       8'hbb:
-          \_$210  = table_187;
+          \_$216  = table_187;
       8'hbc:
-          \_$210  = table_188;
+          \_$216  = table_188;
       8'hbd:
-          \_$210  = table_189;
+          \_$216  = table_189;
       8'hbe:
-          \_$210  = table_190;
+          \_$216  = table_190;
       8'hbf:
-          \_$210  = table_191;
+          \_$216  = table_191;
       8'hc0:
-          \_$210  = table_192;
+          \_$216  = table_192;
       8'hc1:
-          \_$210  = table_193;
+          \_$216  = table_193;
       8'hc2:
-          \_$210  = table_194;
+          \_$216  = table_194;
       8'hc3:
-          \_$210  = table_195;
+          \_$216  = table_195;
       8'hc4:
-          \_$210  = table_196;
+          \_$216  = table_196;
       8'hc5:
-          \_$210  = table_197;
+          \_$216  = table_197;
       8'hc6:
-          \_$210  = table_198;
+          \_$216  = table_198;
       8'hc7:
-          \_$210  = table_199;
+          \_$216  = table_199;
       8'hc8:
-          \_$210  = table_200;
+          \_$216  = table_200;
       8'hc9:
-          \_$210  = table_201;
+          \_$216  = table_201;
       8'hca:
-          \_$210  = table_202;
+          \_$216  = table_202;
       8'hcb:
-          \_$210  = table_203;
+          \_$216  = table_203;
       8'hcc:
-          \_$210  = table_204;
+          \_$216  = table_204;
       8'hcd:
-          \_$210  = table_205;
+          \_$216  = table_205;
       8'hce:
-          \_$210  = table_206;
+          \_$216  = table_206;
       8'hcf:
-          \_$210  = table_207;
+          \_$216  = table_207;
       8'hd0:
-          \_$210  = table_208;
+          \_$216  = table_208;
       8'hd1:
-          \_$210  = table_209;
+          \_$216  = table_209;
       8'hd2:
-          \_$210  = table_210;
+          \_$216  = table_210;
       8'hd3:
-          \_$210  = table_211;
+          \_$216  = table_211;
       8'hd4:
-          \_$210  = table_212;
+          \_$216  = table_212;
       8'hd5:
-          \_$210  = table_213;
+          \_$216  = table_213;
       8'hd6:
-          \_$210  = table_214;
+          \_$216  = table_214;
       8'hd7:
-          \_$210  = table_215;
+          \_$216  = table_215;
       8'hd8:
-          \_$210  = table_216;
+          \_$216  = table_216;
       8'hd9:
-          \_$210  = table_217;
+          \_$216  = table_217;
       8'hda:
-          \_$210  = table_218;
+          \_$216  = table_218;
       8'hdb:
-          \_$210  = table_219;
+          \_$216  = table_219;
       8'hdc:
-          \_$210  = table_220;
+          \_$216  = table_220;
       8'hdd:
-          \_$210  = table_221;
+          \_$216  = table_221;
       8'hde:
-          \_$210  = table_222;
+          \_$216  = table_222;
       8'hdf:
-          \_$210  = table_223;
+          \_$216  = table_223;
       8'he0:
-          \_$210  = table_224;
+          \_$216  = table_224;
       8'he1:
-          \_$210  = table_225;
+          \_$216  = table_225;
       8'he2:
-          \_$210  = table_226;
+          \_$216  = table_226;
       8'he3:
-          \_$210  = table_227;
+          \_$216  = table_227;
       8'he4:
-          \_$210  = table_228;
+          \_$216  = table_228;
       8'he5:
-          \_$210  = table_229;
+          \_$216  = table_229;
       8'he6:
-          \_$210  = table_230;
+          \_$216  = table_230;
       8'he7:
-          \_$210  = table_231;
+          \_$216  = table_231;
       8'he8:
-          \_$210  = table_232;
+          \_$216  = table_232;
       8'he9:
-          \_$210  = table_233;
+          \_$216  = table_233;
       8'hea:
-          \_$210  = table_234;
+          \_$216  = table_234;
       8'heb:
-          \_$210  = table_235;
+          \_$216  = table_235;
       8'hec:
-          \_$210  = table_236;
+          \_$216  = table_236;
       8'hed:
-          \_$210  = table_237;
+          \_$216  = table_237;
       8'hee:
-          \_$210  = table_238;
+          \_$216  = table_238;
       8'hef:
-          \_$210  = table_239;
+          \_$216  = table_239;
       8'hf0:
-          \_$210  = table_240;
+          \_$216  = table_240;
       8'hf1:
-          \_$210  = table_241;
+          \_$216  = table_241;
       8'hf2:
-          \_$210  = table_242;
+          \_$216  = table_242;
       8'hf3:
-          \_$210  = table_243;
+          \_$216  = table_243;
       8'hf4:
-          \_$210  = table_244;
+          \_$216  = table_244;
       8'hf5:
-          \_$210  = table_245;
+          \_$216  = table_245;
       8'hf6:
-          \_$210  = table_246;
+          \_$216  = table_246;
       8'hf7:
-          \_$210  = table_247;
+          \_$216  = table_247;
       8'hf8:
-          \_$210  = table_248;
+          \_$216  = table_248;
       8'hf9:
-          \_$210  = table_249;
+          \_$216  = table_249;
       8'hfa:
-          \_$210  = table_250;
+          \_$216  = table_250;
       8'hfb:
-          \_$210  = table_251;
+          \_$216  = table_251;
       8'hfc:
-          \_$210  = table_252;
+          \_$216  = table_252;
       8'hfd:
-          \_$210  = table_253;
+          \_$216  = table_253;
       8'hfe:
-          \_$210  = table_254;
+          \_$216  = table_254;
       8'hff:
-          \_$210  = table_255;
+          \_$216  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$296 , \_$267 [6:0] })
+    casez ({ \_$311 , \_$279 [6:0] })
       8'h00:
-          \_$297  = table_0;
+          \_$312  = table_0;
       8'h01:
-          \_$297  = table_1;
+          \_$312  = table_1;
       8'h02:
-          \_$297  = table_2;
+          \_$312  = table_2;
       8'h03:
-          \_$297  = table_3;
+          \_$312  = table_3;
       8'h04:
-          \_$297  = table_4;
+          \_$312  = table_4;
       8'h05:
-          \_$297  = table_5;
+          \_$312  = table_5;
       8'h06:
-          \_$297  = table_6;
+          \_$312  = table_6;
       8'h07:
-          \_$297  = table_7;
+          \_$312  = table_7;
       8'h08:
-          \_$297  = table_8;
+          \_$312  = table_8;
       8'h09:
-          \_$297  = table_9;
+          \_$312  = table_9;
       8'h0a:
-          \_$297  = table_10;
+          \_$312  = table_10;
       8'h0b:
-          \_$297  = table_11;
+          \_$312  = table_11;
       8'h0c:
-          \_$297  = table_12;
+          \_$312  = table_12;
       8'h0d:
-          \_$297  = table_13;
+          \_$312  = table_13;
       8'h0e:
-          \_$297  = table_14;
+          \_$312  = table_14;
       8'h0f:
-          \_$297  = table_15;
+          \_$312  = table_15;
       8'h10:
-          \_$297  = table_16;
+          \_$312  = table_16;
       8'h11:
-          \_$297  = table_17;
+          \_$312  = table_17;
       8'h12:
-          \_$297  = table_18;
+          \_$312  = table_18;
       8'h13:
-          \_$297  = table_19;
+          \_$312  = table_19;
       8'h14:
-          \_$297  = table_20;
+          \_$312  = table_20;
       8'h15:
-          \_$297  = table_21;
+          \_$312  = table_21;
       8'h16:
-          \_$297  = table_22;
+          \_$312  = table_22;
       8'h17:
-          \_$297  = table_23;
+          \_$312  = table_23;
       8'h18:
-          \_$297  = table_24;
+          \_$312  = table_24;
       8'h19:
-          \_$297  = table_25;
+          \_$312  = table_25;
       8'h1a:
-          \_$297  = table_26;
+          \_$312  = table_26;
       8'h1b:
-          \_$297  = table_27;
+          \_$312  = table_27;
       8'h1c:
-          \_$297  = table_28;
+          \_$312  = table_28;
       8'h1d:
-          \_$297  = table_29;
+          \_$312  = table_29;
       8'h1e:
-          \_$297  = table_30;
+          \_$312  = table_30;
       8'h1f:
-          \_$297  = table_31;
+          \_$312  = table_31;
       8'h20:
-          \_$297  = table_32;
+          \_$312  = table_32;
       8'h21:
-          \_$297  = table_33;
+          \_$312  = table_33;
       8'h22:
-          \_$297  = table_34;
+          \_$312  = table_34;
       8'h23:
-          \_$297  = table_35;
+          \_$312  = table_35;
       8'h24:
-          \_$297  = table_36;
+          \_$312  = table_36;
       8'h25:
-          \_$297  = table_37;
+          \_$312  = table_37;
       8'h26:
-          \_$297  = table_38;
+          \_$312  = table_38;
       8'h27:
-          \_$297  = table_39;
+          \_$312  = table_39;
       8'h28:
-          \_$297  = table_40;
+          \_$312  = table_40;
       8'h29:
-          \_$297  = table_41;
+          \_$312  = table_41;
       8'h2a:
-          \_$297  = table_42;
+          \_$312  = table_42;
       8'h2b:
-          \_$297  = table_43;
+          \_$312  = table_43;
       8'h2c:
-          \_$297  = table_44;
+          \_$312  = table_44;
       8'h2d:
-          \_$297  = table_45;
+          \_$312  = table_45;
       8'h2e:
-          \_$297  = table_46;
+          \_$312  = table_46;
       8'h2f:
-          \_$297  = table_47;
+          \_$312  = table_47;
       8'h30:
-          \_$297  = table_48;
+          \_$312  = table_48;
       8'h31:
-          \_$297  = table_49;
+          \_$312  = table_49;
       8'h32:
-          \_$297  = table_50;
+          \_$312  = table_50;
       8'h33:
-          \_$297  = table_51;
+          \_$312  = table_51;
       8'h34:
-          \_$297  = table_52;
+          \_$312  = table_52;
       8'h35:
-          \_$297  = table_53;
+          \_$312  = table_53;
       8'h36:
-          \_$297  = table_54;
+          \_$312  = table_54;
       8'h37:
-          \_$297  = table_55;
+          \_$312  = table_55;
       8'h38:
-          \_$297  = table_56;
+          \_$312  = table_56;
       8'h39:
-          \_$297  = table_57;
+          \_$312  = table_57;
       8'h3a:
-          \_$297  = table_58;
+          \_$312  = table_58;
       8'h3b:
-          \_$297  = table_59;
+          \_$312  = table_59;
       8'h3c:
-          \_$297  = table_60;
+          \_$312  = table_60;
       8'h3d:
-          \_$297  = table_61;
+          \_$312  = table_61;
       8'h3e:
-          \_$297  = table_62;
+          \_$312  = table_62;
       8'h3f:
-          \_$297  = table_63;
+          \_$312  = table_63;
       8'h40:
-          \_$297  = table_64;
+          \_$312  = table_64;
       8'h41:
-          \_$297  = table_65;
+          \_$312  = table_65;
       8'h42:
-          \_$297  = table_66;
+          \_$312  = table_66;
       8'h43:
-          \_$297  = table_67;
+          \_$312  = table_67;
       8'h44:
-          \_$297  = table_68;
+          \_$312  = table_68;
       8'h45:
-          \_$297  = table_69;
+          \_$312  = table_69;
       8'h46:
-          \_$297  = table_70;
+          \_$312  = table_70;
       8'h47:
-          \_$297  = table_71;
+          \_$312  = table_71;
       8'h48:
-          \_$297  = table_72;
+          \_$312  = table_72;
       8'h49:
-          \_$297  = table_73;
+          \_$312  = table_73;
       8'h4a:
-          \_$297  = table_74;
+          \_$312  = table_74;
       8'h4b:
-          \_$297  = table_75;
+          \_$312  = table_75;
       8'h4c:
-          \_$297  = table_76;
+          \_$312  = table_76;
       8'h4d:
-          \_$297  = table_77;
+          \_$312  = table_77;
       8'h4e:
-          \_$297  = table_78;
+          \_$312  = table_78;
       8'h4f:
-          \_$297  = table_79;
+          \_$312  = table_79;
       8'h50:
-          \_$297  = table_80;
+          \_$312  = table_80;
       8'h51:
-          \_$297  = table_81;
+          \_$312  = table_81;
       8'h52:
-          \_$297  = table_82;
+          \_$312  = table_82;
       8'h53:
-          \_$297  = table_83;
+          \_$312  = table_83;
       8'h54:
-          \_$297  = table_84;
+          \_$312  = table_84;
       8'h55:
-          \_$297  = table_85;
+          \_$312  = table_85;
       8'h56:
-          \_$297  = table_86;
+          \_$312  = table_86;
       8'h57:
-          \_$297  = table_87;
+          \_$312  = table_87;
       8'h58:
-          \_$297  = table_88;
+          \_$312  = table_88;
       8'h59:
-          \_$297  = table_89;
+          \_$312  = table_89;
       8'h5a:
-          \_$297  = table_90;
+          \_$312  = table_90;
       8'h5b:
-          \_$297  = table_91;
+          \_$312  = table_91;
       8'h5c:
-          \_$297  = table_92;
+          \_$312  = table_92;
       8'h5d:
-          \_$297  = table_93;
+          \_$312  = table_93;
       8'h5e:
-          \_$297  = table_94;
+          \_$312  = table_94;
       8'h5f:
-          \_$297  = table_95;
+          \_$312  = table_95;
       8'h60:
-          \_$297  = table_96;
+          \_$312  = table_96;
       8'h61:
-          \_$297  = table_97;
+          \_$312  = table_97;
       8'h62:
-          \_$297  = table_98;
+          \_$312  = table_98;
       8'h63:
-          \_$297  = table_99;
+          \_$312  = table_99;
       8'h64:
-          \_$297  = table_100;
+          \_$312  = table_100;
       8'h65:
-          \_$297  = table_101;
+          \_$312  = table_101;
       8'h66:
-          \_$297  = table_102;
+          \_$312  = table_102;
       8'h67:
-          \_$297  = table_103;
+          \_$312  = table_103;
       8'h68:
-          \_$297  = table_104;
+          \_$312  = table_104;
       8'h69:
-          \_$297  = table_105;
+          \_$312  = table_105;
       8'h6a:
-          \_$297  = table_106;
+          \_$312  = table_106;
       8'h6b:
-          \_$297  = table_107;
+          \_$312  = table_107;
       8'h6c:
-          \_$297  = table_108;
+          \_$312  = table_108;
       8'h6d:
-          \_$297  = table_109;
+          \_$312  = table_109;
       8'h6e:
-          \_$297  = table_110;
+          \_$312  = table_110;
       8'h6f:
-          \_$297  = table_111;
+          \_$312  = table_111;
       8'h70:
-          \_$297  = table_112;
+          \_$312  = table_112;
       8'h71:
-          \_$297  = table_113;
+          \_$312  = table_113;
       8'h72:
-          \_$297  = table_114;
+          \_$312  = table_114;
       8'h73:
-          \_$297  = table_115;
+          \_$312  = table_115;
       8'h74:
-          \_$297  = table_116;
+          \_$312  = table_116;
       8'h75:
-          \_$297  = table_117;
+          \_$312  = table_117;
       8'h76:
-          \_$297  = table_118;
+          \_$312  = table_118;
       8'h77:
-          \_$297  = table_119;
+          \_$312  = table_119;
       8'h78:
-          \_$297  = table_120;
+          \_$312  = table_120;
       8'h79:
-          \_$297  = table_121;
+          \_$312  = table_121;
       8'h7a:
-          \_$297  = table_122;
+          \_$312  = table_122;
       8'h7b:
-          \_$297  = table_123;
+          \_$312  = table_123;
       8'h7c:
-          \_$297  = table_124;
+          \_$312  = table_124;
       8'h7d:
-          \_$297  = table_125;
+          \_$312  = table_125;
       8'h7e:
-          \_$297  = table_126;
+          \_$312  = table_126;
       8'h7f:
-          \_$297  = table_127;
+          \_$312  = table_127;
       8'h80:
-          \_$297  = table_128;
+          \_$312  = table_128;
       8'h81:
-          \_$297  = table_129;
+          \_$312  = table_129;
       8'h82:
-          \_$297  = table_130;
+          \_$312  = table_130;
       8'h83:
-          \_$297  = table_131;
+          \_$312  = table_131;
       8'h84:
-          \_$297  = table_132;
+          \_$312  = table_132;
       8'h85:
-          \_$297  = table_133;
+          \_$312  = table_133;
       8'h86:
-          \_$297  = table_134;
+          \_$312  = table_134;
       8'h87:
-          \_$297  = table_135;
+          \_$312  = table_135;
       8'h88:
-          \_$297  = table_136;
+          \_$312  = table_136;
       8'h89:
-          \_$297  = table_137;
+          \_$312  = table_137;
       8'h8a:
-          \_$297  = table_138;
+          \_$312  = table_138;
       8'h8b:
-          \_$297  = table_139;
+          \_$312  = table_139;
       8'h8c:
-          \_$297  = table_140;
+          \_$312  = table_140;
       8'h8d:
-          \_$297  = table_141;
+          \_$312  = table_141;
       8'h8e:
-          \_$297  = table_142;
+          \_$312  = table_142;
       8'h8f:
-          \_$297  = table_143;
+          \_$312  = table_143;
       8'h90:
-          \_$297  = table_144;
+          \_$312  = table_144;
       8'h91:
-          \_$297  = table_145;
+          \_$312  = table_145;
       8'h92:
-          \_$297  = table_146;
+          \_$312  = table_146;
       8'h93:
-          \_$297  = table_147;
+          \_$312  = table_147;
       8'h94:
-          \_$297  = table_148;
+          \_$312  = table_148;
       8'h95:
-          \_$297  = table_149;
+          \_$312  = table_149;
       8'h96:
-          \_$297  = table_150;
+          \_$312  = table_150;
       8'h97:
-          \_$297  = table_151;
+          \_$312  = table_151;
       8'h98:
-          \_$297  = table_152;
+          \_$312  = table_152;
       8'h99:
-          \_$297  = table_153;
+          \_$312  = table_153;
       8'h9a:
-          \_$297  = table_154;
+          \_$312  = table_154;
       8'h9b:
-          \_$297  = table_155;
+          \_$312  = table_155;
       8'h9c:
-          \_$297  = table_156;
+          \_$312  = table_156;
       8'h9d:
-          \_$297  = table_157;
+          \_$312  = table_157;
       8'h9e:
-          \_$297  = table_158;
+          \_$312  = table_158;
       8'h9f:
-          \_$297  = table_159;
+          \_$312  = table_159;
       8'ha0:
-          \_$297  = table_160;
+          \_$312  = table_160;
       8'ha1:
-          \_$297  = table_161;
+          \_$312  = table_161;
       8'ha2:
-          \_$297  = table_162;
+          \_$312  = table_162;
       8'ha3:
-          \_$297  = table_163;
+          \_$312  = table_163;
       8'ha4:
-          \_$297  = table_164;
+          \_$312  = table_164;
       8'ha5:
-          \_$297  = table_165;
+          \_$312  = table_165;
       8'ha6:
-          \_$297  = table_166;
+          \_$312  = table_166;
       8'ha7:
-          \_$297  = table_167;
+          \_$312  = table_167;
       8'ha8:
-          \_$297  = table_168;
+          \_$312  = table_168;
       8'ha9:
-          \_$297  = table_169;
+          \_$312  = table_169;
       8'haa:
-          \_$297  = table_170;
+          \_$312  = table_170;
       8'hab:
-          \_$297  = table_171;
+          \_$312  = table_171;
       8'hac:
-          \_$297  = table_172;
+          \_$312  = table_172;
       8'had:
-          \_$297  = table_173;
+          \_$312  = table_173;
       8'hae:
-          \_$297  = table_174;
+          \_$312  = table_174;
       8'haf:
-          \_$297  = table_175;
+          \_$312  = table_175;
       8'hb0:
-          \_$297  = table_176;
+          \_$312  = table_176;
       8'hb1:
-          \_$297  = table_177;
+          \_$312  = table_177;
       8'hb2:
-          \_$297  = table_178;
+          \_$312  = table_178;
       8'hb3:
-          \_$297  = table_179;
+          \_$312  = table_179;
       8'hb4:
-          \_$297  = table_180;
+          \_$312  = table_180;
       8'hb5:
-          \_$297  = table_181;
+          \_$312  = table_181;
       8'hb6:
-          \_$297  = table_182;
+          \_$312  = table_182;
       8'hb7:
-          \_$297  = table_183;
+          \_$312  = table_183;
       8'hb8:
-          \_$297  = table_184;
+          \_$312  = table_184;
       8'hb9:
-          \_$297  = table_185;
+          \_$312  = table_185;
       8'hba:
-          \_$297  = table_186;
+          \_$312  = table_186;
       8'hbb:
-          \_$297  = table_187;
+          \_$312  = table_187;
       8'hbc:
-          \_$297  = table_188;
+          \_$312  = table_188;
       8'hbd:
-          \_$297  = table_189;
+          \_$312  = table_189;
       8'hbe:
-          \_$297  = table_190;
+          \_$312  = table_190;
       8'hbf:
-          \_$297  = table_191;
+          \_$312  = table_191;
       8'hc0:
-          \_$297  = table_192;
+          \_$312  = table_192;
       8'hc1:
-          \_$297  = table_193;
+          \_$312  = table_193;
       8'hc2:
-          \_$297  = table_194;
+          \_$312  = table_194;
       8'hc3:
-          \_$297  = table_195;
+          \_$312  = table_195;
       8'hc4:
-          \_$297  = table_196;
+          \_$312  = table_196;
       8'hc5:
-          \_$297  = table_197;
+          \_$312  = table_197;
       8'hc6:
-          \_$297  = table_198;
+          \_$312  = table_198;
       8'hc7:
-          \_$297  = table_199;
+          \_$312  = table_199;
       8'hc8:
-          \_$297  = table_200;
+          \_$312  = table_200;
       8'hc9:
-          \_$297  = table_201;
+          \_$312  = table_201;
       8'hca:
-          \_$297  = table_202;
+          \_$312  = table_202;
       8'hcb:
-          \_$297  = table_203;
+          \_$312  = table_203;
       8'hcc:
-          \_$297  = table_204;
+          \_$312  = table_204;
       8'hcd:
-          \_$297  = table_205;
+          \_$312  = table_205;
       8'hce:
-          \_$297  = table_206;
+          \_$312  = table_206;
       8'hcf:
-          \_$297  = table_207;
+          \_$312  = table_207;
       8'hd0:
-          \_$297  = table_208;
+          \_$312  = table_208;
       8'hd1:
-          \_$297  = table_209;
+          \_$312  = table_209;
       8'hd2:
-          \_$297  = table_210;
+          \_$312  = table_210;
       8'hd3:
-          \_$297  = table_211;
+          \_$312  = table_211;
       8'hd4:
-          \_$297  = table_212;
+          \_$312  = table_212;
       8'hd5:
-          \_$297  = table_213;
+          \_$312  = table_213;
       8'hd6:
-          \_$297  = table_214;
+          \_$312  = table_214;
       8'hd7:
-          \_$297  = table_215;
+          \_$312  = table_215;
       8'hd8:
-          \_$297  = table_216;
+          \_$312  = table_216;
       8'hd9:
-          \_$297  = table_217;
+          \_$312  = table_217;
       8'hda:
-          \_$297  = table_218;
+          \_$312  = table_218;
       8'hdb:
-          \_$297  = table_219;
+          \_$312  = table_219;
       8'hdc:
-          \_$297  = table_220;
+          \_$312  = table_220;
       8'hdd:
-          \_$297  = table_221;
+          \_$312  = table_221;
       8'hde:
-          \_$297  = table_222;
+          \_$312  = table_222;
       8'hdf:
-          \_$297  = table_223;
+          \_$312  = table_223;
       8'he0:
-          \_$297  = table_224;
+          \_$312  = table_224;
       8'he1:
-          \_$297  = table_225;
+          \_$312  = table_225;
       8'he2:
-          \_$297  = table_226;
+          \_$312  = table_226;
       8'he3:
-          \_$297  = table_227;
+          \_$312  = table_227;
       8'he4:
-          \_$297  = table_228;
+          \_$312  = table_228;
       8'he5:
-          \_$297  = table_229;
+          \_$312  = table_229;
       8'he6:
-          \_$297  = table_230;
+          \_$312  = table_230;
       8'he7:
-          \_$297  = table_231;
+          \_$312  = table_231;
       8'he8:
-          \_$297  = table_232;
+          \_$312  = table_232;
       8'he9:
-          \_$297  = table_233;
+          \_$312  = table_233;
       8'hea:
-          \_$297  = table_234;
+          \_$312  = table_234;
       8'heb:
-          \_$297  = table_235;
+          \_$312  = table_235;
       8'hec:
-          \_$297  = table_236;
+          \_$312  = table_236;
       8'hed:
-          \_$297  = table_237;
+          \_$312  = table_237;
       8'hee:
-          \_$297  = table_238;
+          \_$312  = table_238;
       8'hef:
-          \_$297  = table_239;
+          \_$312  = table_239;
       8'hf0:
-          \_$297  = table_240;
+          \_$312  = table_240;
       8'hf1:
-          \_$297  = table_241;
+          \_$312  = table_241;
       8'hf2:
-          \_$297  = table_242;
+          \_$312  = table_242;
       8'hf3:
-          \_$297  = table_243;
+          \_$312  = table_243;
       8'hf4:
-          \_$297  = table_244;
+          \_$312  = table_244;
       8'hf5:
-          \_$297  = table_245;
+          \_$312  = table_245;
       8'hf6:
-          \_$297  = table_246;
+          \_$312  = table_246;
       8'hf7:
-          \_$297  = table_247;
+          \_$312  = table_247;
       8'hf8:
-          \_$297  = table_248;
+          \_$312  = table_248;
       8'hf9:
-          \_$297  = table_249;
+          \_$312  = table_249;
       8'hfa:
-          \_$297  = table_250;
+          \_$312  = table_250;
       8'hfb:
-          \_$297  = table_251;
+          \_$312  = table_251;
       8'hfc:
-          \_$297  = table_252;
+          \_$312  = table_252;
       8'hfd:
-          \_$297  = table_253;
+          \_$312  = table_253;
       8'hfe:
-          \_$297  = table_254;
+          \_$312  = table_254;
       8'hff:
-          \_$297  = table_255;
+          \_$312  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$383 , \_$354 [6:0] })
+    casez ({ \_$407 , \_$375 [6:0] })
       8'h00:
-          \_$384  = table_0;
+          \_$408  = table_0;
       8'h01:
-          \_$384  = table_1;
+          \_$408  = table_1;
       8'h02:
-          \_$384  = table_2;
+          \_$408  = table_2;
       8'h03:
-          \_$384  = table_3;
+          \_$408  = table_3;
       8'h04:
-          \_$384  = table_4;
+          \_$408  = table_4;
       8'h05:
-          \_$384  = table_5;
+          \_$408  = table_5;
       8'h06:
-          \_$384  = table_6;
+          \_$408  = table_6;
       8'h07:
-          \_$384  = table_7;
+          \_$408  = table_7;
       8'h08:
-          \_$384  = table_8;
+          \_$408  = table_8;
       8'h09:
-          \_$384  = table_9;
+          \_$408  = table_9;
       8'h0a:
-          \_$384  = table_10;
+          \_$408  = table_10;
       8'h0b:
-          \_$384  = table_11;
+          \_$408  = table_11;
       8'h0c:
-          \_$384  = table_12;
+          \_$408  = table_12;
       8'h0d:
-          \_$384  = table_13;
+          \_$408  = table_13;
       8'h0e:
-          \_$384  = table_14;
+          \_$408  = table_14;
       8'h0f:
-          \_$384  = table_15;
+          \_$408  = table_15;
       8'h10:
-          \_$384  = table_16;
+          \_$408  = table_16;
       8'h11:
-          \_$384  = table_17;
+          \_$408  = table_17;
       8'h12:
-          \_$384  = table_18;
+          \_$408  = table_18;
       8'h13:
-          \_$384  = table_19;
+          \_$408  = table_19;
       8'h14:
-          \_$384  = table_20;
+          \_$408  = table_20;
       8'h15:
-          \_$384  = table_21;
+          \_$408  = table_21;
       8'h16:
-          \_$384  = table_22;
+          \_$408  = table_22;
       8'h17:
-          \_$384  = table_23;
+          \_$408  = table_23;
       8'h18:
-          \_$384  = table_24;
+          \_$408  = table_24;
       8'h19:
-          \_$384  = table_25;
+          \_$408  = table_25;
       8'h1a:
-          \_$384  = table_26;
+          \_$408  = table_26;
       8'h1b:
-          \_$384  = table_27;
+          \_$408  = table_27;
       8'h1c:
-          \_$384  = table_28;
+          \_$408  = table_28;
       8'h1d:
-          \_$384  = table_29;
+          \_$408  = table_29;
       8'h1e:
-          \_$384  = table_30;
+          \_$408  = table_30;
       8'h1f:
-          \_$384  = table_31;
+          \_$408  = table_31;
       8'h20:
-          \_$384  = table_32;
+          \_$408  = table_32;
       8'h21:
-          \_$384  = table_33;
+          \_$408  = table_33;
       8'h22:
-          \_$384  = table_34;
+          \_$408  = table_34;
       8'h23:
-          \_$384  = table_35;
+          \_$408  = table_35;
       8'h24:
-          \_$384  = table_36;
+          \_$408  = table_36;
       8'h25:
-          \_$384  = table_37;
+          \_$408  = table_37;
       8'h26:
-          \_$384  = table_38;
+          \_$408  = table_38;
       8'h27:
-          \_$384  = table_39;
+          \_$408  = table_39;
       8'h28:
-          \_$384  = table_40;
+          \_$408  = table_40;
       8'h29:
-          \_$384  = table_41;
+          \_$408  = table_41;
       8'h2a:
-          \_$384  = table_42;
+          \_$408  = table_42;
       8'h2b:
-          \_$384  = table_43;
+          \_$408  = table_43;
       8'h2c:
-          \_$384  = table_44;
+          \_$408  = table_44;
       8'h2d:
-          \_$384  = table_45;
+          \_$408  = table_45;
       8'h2e:
-          \_$384  = table_46;
+          \_$408  = table_46;
       8'h2f:
-          \_$384  = table_47;
+          \_$408  = table_47;
       8'h30:
-          \_$384  = table_48;
+          \_$408  = table_48;
       8'h31:
-          \_$384  = table_49;
+          \_$408  = table_49;
       8'h32:
-          \_$384  = table_50;
+          \_$408  = table_50;
       8'h33:
-          \_$384  = table_51;
+          \_$408  = table_51;
       8'h34:
-          \_$384  = table_52;
+          \_$408  = table_52;
       8'h35:
-          \_$384  = table_53;
+          \_$408  = table_53;
       8'h36:
-          \_$384  = table_54;
+          \_$408  = table_54;
       8'h37:
-          \_$384  = table_55;
+          \_$408  = table_55;
       8'h38:
-          \_$384  = table_56;
+          \_$408  = table_56;
       8'h39:
-          \_$384  = table_57;
+          \_$408  = table_57;
       8'h3a:
-          \_$384  = table_58;
+          \_$408  = table_58;
       8'h3b:
-          \_$384  = table_59;
+          \_$408  = table_59;
       8'h3c:
-          \_$384  = table_60;
+          \_$408  = table_60;
       8'h3d:
-          \_$384  = table_61;
+          \_$408  = table_61;
       8'h3e:
-          \_$384  = table_62;
+          \_$408  = table_62;
       8'h3f:
-          \_$384  = table_63;
+          \_$408  = table_63;
       8'h40:
-          \_$384  = table_64;
+          \_$408  = table_64;
       8'h41:
-          \_$384  = table_65;
+          \_$408  = table_65;
       8'h42:
-          \_$384  = table_66;
+          \_$408  = table_66;
       8'h43:
-          \_$384  = table_67;
+          \_$408  = table_67;
       8'h44:
-          \_$384  = table_68;
+          \_$408  = table_68;
       8'h45:
-          \_$384  = table_69;
+          \_$408  = table_69;
       8'h46:
-          \_$384  = table_70;
+          \_$408  = table_70;
       8'h47:
-          \_$384  = table_71;
+          \_$408  = table_71;
       8'h48:
-          \_$384  = table_72;
+          \_$408  = table_72;
       8'h49:
-          \_$384  = table_73;
+          \_$408  = table_73;
       8'h4a:
-          \_$384  = table_74;
+          \_$408  = table_74;
       8'h4b:
-          \_$384  = table_75;
+          \_$408  = table_75;
       8'h4c:
-          \_$384  = table_76;
+          \_$408  = table_76;
       8'h4d:
-          \_$384  = table_77;
+          \_$408  = table_77;
       8'h4e:
-          \_$384  = table_78;
+          \_$408  = table_78;
       8'h4f:
-          \_$384  = table_79;
+          \_$408  = table_79;
       8'h50:
-          \_$384  = table_80;
+          \_$408  = table_80;
       8'h51:
-          \_$384  = table_81;
+          \_$408  = table_81;
       8'h52:
-          \_$384  = table_82;
+          \_$408  = table_82;
       8'h53:
-          \_$384  = table_83;
+          \_$408  = table_83;
       8'h54:
-          \_$384  = table_84;
+          \_$408  = table_84;
       8'h55:
-          \_$384  = table_85;
+          \_$408  = table_85;
       8'h56:
-          \_$384  = table_86;
+          \_$408  = table_86;
       8'h57:
-          \_$384  = table_87;
+          \_$408  = table_87;
       8'h58:
-          \_$384  = table_88;
+          \_$408  = table_88;
       8'h59:
-          \_$384  = table_89;
+          \_$408  = table_89;
       8'h5a:
-          \_$384  = table_90;
+          \_$408  = table_90;
       8'h5b:
-          \_$384  = table_91;
+          \_$408  = table_91;
       8'h5c:
-          \_$384  = table_92;
+          \_$408  = table_92;
       8'h5d:
-          \_$384  = table_93;
+          \_$408  = table_93;
       8'h5e:
-          \_$384  = table_94;
+          \_$408  = table_94;
       8'h5f:
-          \_$384  = table_95;
+          \_$408  = table_95;
       8'h60:
-          \_$384  = table_96;
+          \_$408  = table_96;
       8'h61:
-          \_$384  = table_97;
+          \_$408  = table_97;
       8'h62:
-          \_$384  = table_98;
+          \_$408  = table_98;
       8'h63:
-          \_$384  = table_99;
+          \_$408  = table_99;
       8'h64:
-          \_$384  = table_100;
+          \_$408  = table_100;
       8'h65:
-          \_$384  = table_101;
+          \_$408  = table_101;
       8'h66:
-          \_$384  = table_102;
+          \_$408  = table_102;
       8'h67:
-          \_$384  = table_103;
+          \_$408  = table_103;
       8'h68:
-          \_$384  = table_104;
+          \_$408  = table_104;
       8'h69:
-          \_$384  = table_105;
+          \_$408  = table_105;
       8'h6a:
-          \_$384  = table_106;
+          \_$408  = table_106;
       8'h6b:
-          \_$384  = table_107;
+          \_$408  = table_107;
       8'h6c:
-          \_$384  = table_108;
+          \_$408  = table_108;
       8'h6d:
-          \_$384  = table_109;
+          \_$408  = table_109;
       8'h6e:
-          \_$384  = table_110;
+          \_$408  = table_110;
       8'h6f:
-          \_$384  = table_111;
+          \_$408  = table_111;
       8'h70:
-          \_$384  = table_112;
+          \_$408  = table_112;
       8'h71:
-          \_$384  = table_113;
+          \_$408  = table_113;
       8'h72:
-          \_$384  = table_114;
+          \_$408  = table_114;
       8'h73:
-          \_$384  = table_115;
+          \_$408  = table_115;
       8'h74:
-          \_$384  = table_116;
+          \_$408  = table_116;
       8'h75:
-          \_$384  = table_117;
+          \_$408  = table_117;
       8'h76:
-          \_$384  = table_118;
+          \_$408  = table_118;
       8'h77:
-          \_$384  = table_119;
+          \_$408  = table_119;
       8'h78:
-          \_$384  = table_120;
+          \_$408  = table_120;
       8'h79:
-          \_$384  = table_121;
+          \_$408  = table_121;
       8'h7a:
-          \_$384  = table_122;
+          \_$408  = table_122;
       8'h7b:
-          \_$384  = table_123;
+          \_$408  = table_123;
       8'h7c:
-          \_$384  = table_124;
+          \_$408  = table_124;
       8'h7d:
-          \_$384  = table_125;
+          \_$408  = table_125;
       8'h7e:
-          \_$384  = table_126;
+          \_$408  = table_126;
       8'h7f:
-          \_$384  = table_127;
+          \_$408  = table_127;
       8'h80:
-          \_$384  = table_128;
+          \_$408  = table_128;
       8'h81:
-          \_$384  = table_129;
+          \_$408  = table_129;
       8'h82:
-          \_$384  = table_130;
+          \_$408  = table_130;
       8'h83:
-          \_$384  = table_131;
+          \_$408  = table_131;
       8'h84:
-          \_$384  = table_132;
+          \_$408  = table_132;
       8'h85:
-          \_$384  = table_133;
+          \_$408  = table_133;
       8'h86:
-          \_$384  = table_134;
+          \_$408  = table_134;
       8'h87:
-          \_$384  = table_135;
+          \_$408  = table_135;
       8'h88:
-          \_$384  = table_136;
+          \_$408  = table_136;
       8'h89:
-          \_$384  = table_137;
+          \_$408  = table_137;
       8'h8a:
-          \_$384  = table_138;
+          \_$408  = table_138;
       8'h8b:
-          \_$384  = table_139;
+          \_$408  = table_139;
       8'h8c:
-          \_$384  = table_140;
+          \_$408  = table_140;
       8'h8d:
-          \_$384  = table_141;
+          \_$408  = table_141;
       8'h8e:
-          \_$384  = table_142;
+          \_$408  = table_142;
       8'h8f:
-          \_$384  = table_143;
+          \_$408  = table_143;
       8'h90:
-          \_$384  = table_144;
+          \_$408  = table_144;
       8'h91:
-          \_$384  = table_145;
+          \_$408  = table_145;
       8'h92:
-          \_$384  = table_146;
+          \_$408  = table_146;
       8'h93:
-          \_$384  = table_147;
+          \_$408  = table_147;
       8'h94:
-          \_$384  = table_148;
+          \_$408  = table_148;
       8'h95:
-          \_$384  = table_149;
+          \_$408  = table_149;
       8'h96:
-          \_$384  = table_150;
+          \_$408  = table_150;
       8'h97:
-          \_$384  = table_151;
+          \_$408  = table_151;
       8'h98:
-          \_$384  = table_152;
+          \_$408  = table_152;
       8'h99:
-          \_$384  = table_153;
+          \_$408  = table_153;
       8'h9a:
-          \_$384  = table_154;
+          \_$408  = table_154;
       8'h9b:
-          \_$384  = table_155;
+          \_$408  = table_155;
       8'h9c:
-          \_$384  = table_156;
+          \_$408  = table_156;
       8'h9d:
-          \_$384  = table_157;
+          \_$408  = table_157;
       8'h9e:
-          \_$384  = table_158;
+          \_$408  = table_158;
       8'h9f:
-          \_$384  = table_159;
+          \_$408  = table_159;
       8'ha0:
-          \_$384  = table_160;
+          \_$408  = table_160;
       8'ha1:
-          \_$384  = table_161;
+          \_$408  = table_161;
       8'ha2:
-          \_$384  = table_162;
+          \_$408  = table_162;
       8'ha3:
-          \_$384  = table_163;
+          \_$408  = table_163;
       8'ha4:
-          \_$384  = table_164;
+          \_$408  = table_164;
       8'ha5:
-          \_$384  = table_165;
+          \_$408  = table_165;
       8'ha6:
-          \_$384  = table_166;
+          \_$408  = table_166;
       8'ha7:
-          \_$384  = table_167;
+          \_$408  = table_167;
       8'ha8:
-          \_$384  = table_168;
+          \_$408  = table_168;
       8'ha9:
-          \_$384  = table_169;
+          \_$408  = table_169;
       8'haa:
-          \_$384  = table_170;
+          \_$408  = table_170;
       8'hab:
-          \_$384  = table_171;
+          \_$408  = table_171;
       8'hac:
-          \_$384  = table_172;
+          \_$408  = table_172;
       8'had:
-          \_$384  = table_173;
+          \_$408  = table_173;
       8'hae:
-          \_$384  = table_174;
+          \_$408  = table_174;
       8'haf:
-          \_$384  = table_175;
+          \_$408  = table_175;
       8'hb0:
-          \_$384  = table_176;
+          \_$408  = table_176;
       8'hb1:
-          \_$384  = table_177;
+          \_$408  = table_177;
       8'hb2:
-          \_$384  = table_178;
+          \_$408  = table_178;
       8'hb3:
-          \_$384  = table_179;
+          \_$408  = table_179;
       8'hb4:
-          \_$384  = table_180;
+          \_$408  = table_180;
       8'hb5:
-          \_$384  = table_181;
+          \_$408  = table_181;
       8'hb6:
-          \_$384  = table_182;
+          \_$408  = table_182;
       8'hb7:
-          \_$384  = table_183;
+          \_$408  = table_183;
       8'hb8:
-          \_$384  = table_184;
+          \_$408  = table_184;
       8'hb9:
-          \_$384  = table_185;
+          \_$408  = table_185;
       8'hba:
-          \_$384  = table_186;
+          \_$408  = table_186;
       8'hbb:
-          \_$384  = table_187;
+          \_$408  = table_187;
       8'hbc:
-          \_$384  = table_188;
+          \_$408  = table_188;
       8'hbd:
-          \_$384  = table_189;
+          \_$408  = table_189;
       8'hbe:
-          \_$384  = table_190;
+          \_$408  = table_190;
       8'hbf:
-          \_$384  = table_191;
+          \_$408  = table_191;
       8'hc0:
-          \_$384  = table_192;
+          \_$408  = table_192;
       8'hc1:
-          \_$384  = table_193;
+          \_$408  = table_193;
       8'hc2:
-          \_$384  = table_194;
+          \_$408  = table_194;
       8'hc3:
-          \_$384  = table_195;
+          \_$408  = table_195;
       8'hc4:
-          \_$384  = table_196;
+          \_$408  = table_196;
       8'hc5:
-          \_$384  = table_197;
+          \_$408  = table_197;
       8'hc6:
-          \_$384  = table_198;
+          \_$408  = table_198;
       8'hc7:
-          \_$384  = table_199;
+          \_$408  = table_199;
       8'hc8:
-          \_$384  = table_200;
+          \_$408  = table_200;
       8'hc9:
-          \_$384  = table_201;
+          \_$408  = table_201;
       8'hca:
-          \_$384  = table_202;
+          \_$408  = table_202;
       8'hcb:
-          \_$384  = table_203;
+          \_$408  = table_203;
       8'hcc:
-          \_$384  = table_204;
+          \_$408  = table_204;
       8'hcd:
-          \_$384  = table_205;
+          \_$408  = table_205;
       8'hce:
-          \_$384  = table_206;
+          \_$408  = table_206;
       8'hcf:
-          \_$384  = table_207;
+          \_$408  = table_207;
       8'hd0:
-          \_$384  = table_208;
+          \_$408  = table_208;
       8'hd1:
-          \_$384  = table_209;
+          \_$408  = table_209;
       8'hd2:
-          \_$384  = table_210;
+          \_$408  = table_210;
       8'hd3:
-          \_$384  = table_211;
+          \_$408  = table_211;
       8'hd4:
-          \_$384  = table_212;
+          \_$408  = table_212;
       8'hd5:
-          \_$384  = table_213;
+          \_$408  = table_213;
       8'hd6:
-          \_$384  = table_214;
+          \_$408  = table_214;
       8'hd7:
-          \_$384  = table_215;
+          \_$408  = table_215;
       8'hd8:
-          \_$384  = table_216;
+          \_$408  = table_216;
       8'hd9:
-          \_$384  = table_217;
+          \_$408  = table_217;
       8'hda:
-          \_$384  = table_218;
+          \_$408  = table_218;
       8'hdb:
-          \_$384  = table_219;
+          \_$408  = table_219;
       8'hdc:
-          \_$384  = table_220;
+          \_$408  = table_220;
       8'hdd:
-          \_$384  = table_221;
+          \_$408  = table_221;
       8'hde:
-          \_$384  = table_222;
+          \_$408  = table_222;
       8'hdf:
-          \_$384  = table_223;
+          \_$408  = table_223;
       8'he0:
-          \_$384  = table_224;
+          \_$408  = table_224;
       8'he1:
-          \_$384  = table_225;
+          \_$408  = table_225;
       8'he2:
-          \_$384  = table_226;
+          \_$408  = table_226;
       8'he3:
-          \_$384  = table_227;
+          \_$408  = table_227;
       8'he4:
-          \_$384  = table_228;
+          \_$408  = table_228;
       8'he5:
-          \_$384  = table_229;
+          \_$408  = table_229;
       8'he6:
-          \_$384  = table_230;
+          \_$408  = table_230;
       8'he7:
-          \_$384  = table_231;
+          \_$408  = table_231;
       8'he8:
-          \_$384  = table_232;
+          \_$408  = table_232;
       8'he9:
-          \_$384  = table_233;
+          \_$408  = table_233;
       8'hea:
-          \_$384  = table_234;
+          \_$408  = table_234;
       8'heb:
-          \_$384  = table_235;
+          \_$408  = table_235;
       8'hec:
-          \_$384  = table_236;
+          \_$408  = table_236;
       8'hed:
-          \_$384  = table_237;
+          \_$408  = table_237;
       8'hee:
-          \_$384  = table_238;
+          \_$408  = table_238;
       8'hef:
-          \_$384  = table_239;
+          \_$408  = table_239;
       8'hf0:
-          \_$384  = table_240;
+          \_$408  = table_240;
       8'hf1:
-          \_$384  = table_241;
+          \_$408  = table_241;
       8'hf2:
-          \_$384  = table_242;
+          \_$408  = table_242;
       8'hf3:
-          \_$384  = table_243;
+          \_$408  = table_243;
       8'hf4:
-          \_$384  = table_244;
+          \_$408  = table_244;
       8'hf5:
-          \_$384  = table_245;
+          \_$408  = table_245;
       8'hf6:
-          \_$384  = table_246;
+          \_$408  = table_246;
       8'hf7:
-          \_$384  = table_247;
+          \_$408  = table_247;
       8'hf8:
-          \_$384  = table_248;
+          \_$408  = table_248;
       8'hf9:
-          \_$384  = table_249;
+          \_$408  = table_249;
       8'hfa:
-          \_$384  = table_250;
+          \_$408  = table_250;
       8'hfb:
-          \_$384  = table_251;
+          \_$408  = table_251;
       8'hfc:
-          \_$384  = table_252;
+          \_$408  = table_252;
       8'hfd:
-          \_$384  = table_253;
+          \_$408  = table_253;
       8'hfe:
-          \_$384  = table_254;
+          \_$408  = table_254;
       8'hff:
-          \_$384  = table_255;
+          \_$408  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$470 , \_$441 [6:0] })
+    casez ({ \_$503 , \_$471 [6:0] })
       8'h00:
-          \_$471  = table_0;
+          \_$504  = table_0;
       8'h01:
-          \_$471  = table_1;
+          \_$504  = table_1;
       8'h02:
-          \_$471  = table_2;
+          \_$504  = table_2;
       8'h03:
-          \_$471  = table_3;
+          \_$504  = table_3;
       8'h04:
-          \_$471  = table_4;
+          \_$504  = table_4;
       8'h05:
-          \_$471  = table_5;
+          \_$504  = table_5;
       8'h06:
-          \_$471  = table_6;
+          \_$504  = table_6;
       8'h07:
-          \_$471  = table_7;
+          \_$504  = table_7;
       8'h08:
-          \_$471  = table_8;
+          \_$504  = table_8;
       8'h09:
-          \_$471  = table_9;
+          \_$504  = table_9;
       8'h0a:
-          \_$471  = table_10;
+          \_$504  = table_10;
       8'h0b:
-          \_$471  = table_11;
+          \_$504  = table_11;
       8'h0c:
-          \_$471  = table_12;
+          \_$504  = table_12;
       8'h0d:
-          \_$471  = table_13;
+          \_$504  = table_13;
       8'h0e:
-          \_$471  = table_14;
+          \_$504  = table_14;
       8'h0f:
-          \_$471  = table_15;
+          \_$504  = table_15;
       8'h10:
-          \_$471  = table_16;
+          \_$504  = table_16;
       8'h11:
-          \_$471  = table_17;
+          \_$504  = table_17;
       8'h12:
-          \_$471  = table_18;
+          \_$504  = table_18;
       8'h13:
-          \_$471  = table_19;
+          \_$504  = table_19;
       8'h14:
-          \_$471  = table_20;
+          \_$504  = table_20;
       8'h15:
-          \_$471  = table_21;
+          \_$504  = table_21;
       8'h16:
-          \_$471  = table_22;
+          \_$504  = table_22;
       8'h17:
-          \_$471  = table_23;
+          \_$504  = table_23;
       8'h18:
-          \_$471  = table_24;
+          \_$504  = table_24;
       8'h19:
-          \_$471  = table_25;
+          \_$504  = table_25;
       8'h1a:
-          \_$471  = table_26;
+          \_$504  = table_26;
       8'h1b:
-          \_$471  = table_27;
+          \_$504  = table_27;
       8'h1c:
-          \_$471  = table_28;
+          \_$504  = table_28;
       8'h1d:
-          \_$471  = table_29;
+          \_$504  = table_29;
       8'h1e:
-          \_$471  = table_30;
+          \_$504  = table_30;
       8'h1f:
-          \_$471  = table_31;
+          \_$504  = table_31;
       8'h20:
-          \_$471  = table_32;
+          \_$504  = table_32;
       8'h21:
-          \_$471  = table_33;
+          \_$504  = table_33;
       8'h22:
-          \_$471  = table_34;
+          \_$504  = table_34;
       8'h23:
-          \_$471  = table_35;
+          \_$504  = table_35;
       8'h24:
-          \_$471  = table_36;
+          \_$504  = table_36;
       8'h25:
-          \_$471  = table_37;
+          \_$504  = table_37;
       8'h26:
-          \_$471  = table_38;
+          \_$504  = table_38;
       8'h27:
-          \_$471  = table_39;
+          \_$504  = table_39;
       8'h28:
-          \_$471  = table_40;
+          \_$504  = table_40;
       8'h29:
-          \_$471  = table_41;
+          \_$504  = table_41;
       8'h2a:
-          \_$471  = table_42;
+          \_$504  = table_42;
       8'h2b:
-          \_$471  = table_43;
+          \_$504  = table_43;
       8'h2c:
-          \_$471  = table_44;
+          \_$504  = table_44;
       8'h2d:
-          \_$471  = table_45;
+          \_$504  = table_45;
       8'h2e:
-          \_$471  = table_46;
+          \_$504  = table_46;
       8'h2f:
-          \_$471  = table_47;
+          \_$504  = table_47;
       8'h30:
-          \_$471  = table_48;
+          \_$504  = table_48;
       8'h31:
-          \_$471  = table_49;
+          \_$504  = table_49;
       8'h32:
-          \_$471  = table_50;
+          \_$504  = table_50;
       8'h33:
-          \_$471  = table_51;
+          \_$504  = table_51;
       8'h34:
-          \_$471  = table_52;
+          \_$504  = table_52;
       8'h35:
-          \_$471  = table_53;
+          \_$504  = table_53;
       8'h36:
-          \_$471  = table_54;
+          \_$504  = table_54;
       8'h37:
-          \_$471  = table_55;
+          \_$504  = table_55;
       8'h38:
-          \_$471  = table_56;
+          \_$504  = table_56;
       8'h39:
-          \_$471  = table_57;
+          \_$504  = table_57;
       8'h3a:
-          \_$471  = table_58;
+          \_$504  = table_58;
       8'h3b:
-          \_$471  = table_59;
+          \_$504  = table_59;
       8'h3c:
-          \_$471  = table_60;
+          \_$504  = table_60;
       8'h3d:
-          \_$471  = table_61;
+          \_$504  = table_61;
       8'h3e:
-          \_$471  = table_62;
+          \_$504  = table_62;
       8'h3f:
-          \_$471  = table_63;
+          \_$504  = table_63;
       8'h40:
-          \_$471  = table_64;
+          \_$504  = table_64;
       8'h41:
-          \_$471  = table_65;
+          \_$504  = table_65;
       8'h42:
-          \_$471  = table_66;
+          \_$504  = table_66;
       8'h43:
-          \_$471  = table_67;
+          \_$504  = table_67;
       8'h44:
-          \_$471  = table_68;
+          \_$504  = table_68;
       8'h45:
-          \_$471  = table_69;
+          \_$504  = table_69;
       8'h46:
-          \_$471  = table_70;
+          \_$504  = table_70;
       8'h47:
-          \_$471  = table_71;
+          \_$504  = table_71;
       8'h48:
-          \_$471  = table_72;
+          \_$504  = table_72;
       8'h49:
-          \_$471  = table_73;
+          \_$504  = table_73;
       8'h4a:
-          \_$471  = table_74;
+          \_$504  = table_74;
       8'h4b:
-          \_$471  = table_75;
+          \_$504  = table_75;
       8'h4c:
-          \_$471  = table_76;
+          \_$504  = table_76;
       8'h4d:
-          \_$471  = table_77;
+          \_$504  = table_77;
       8'h4e:
-          \_$471  = table_78;
+          \_$504  = table_78;
       8'h4f:
-          \_$471  = table_79;
+          \_$504  = table_79;
       8'h50:
-          \_$471  = table_80;
+          \_$504  = table_80;
       8'h51:
-          \_$471  = table_81;
+          \_$504  = table_81;
       8'h52:
-          \_$471  = table_82;
+          \_$504  = table_82;
       8'h53:
-          \_$471  = table_83;
+          \_$504  = table_83;
       8'h54:
-          \_$471  = table_84;
+          \_$504  = table_84;
       8'h55:
-          \_$471  = table_85;
+          \_$504  = table_85;
       8'h56:
-          \_$471  = table_86;
+          \_$504  = table_86;
       8'h57:
-          \_$471  = table_87;
+          \_$504  = table_87;
       8'h58:
-          \_$471  = table_88;
+          \_$504  = table_88;
       8'h59:
-          \_$471  = table_89;
+          \_$504  = table_89;
       8'h5a:
-          \_$471  = table_90;
+          \_$504  = table_90;
       8'h5b:
-          \_$471  = table_91;
+          \_$504  = table_91;
       8'h5c:
-          \_$471  = table_92;
+          \_$504  = table_92;
       8'h5d:
-          \_$471  = table_93;
+          \_$504  = table_93;
       8'h5e:
-          \_$471  = table_94;
+          \_$504  = table_94;
       8'h5f:
-          \_$471  = table_95;
+          \_$504  = table_95;
       8'h60:
-          \_$471  = table_96;
+          \_$504  = table_96;
       8'h61:
-          \_$471  = table_97;
+          \_$504  = table_97;
       8'h62:
-          \_$471  = table_98;
+          \_$504  = table_98;
       8'h63:
-          \_$471  = table_99;
+          \_$504  = table_99;
       8'h64:
-          \_$471  = table_100;
+          \_$504  = table_100;
       8'h65:
-          \_$471  = table_101;
+          \_$504  = table_101;
       8'h66:
-          \_$471  = table_102;
+          \_$504  = table_102;
       8'h67:
-          \_$471  = table_103;
+          \_$504  = table_103;
       8'h68:
-          \_$471  = table_104;
+          \_$504  = table_104;
       8'h69:
-          \_$471  = table_105;
+          \_$504  = table_105;
       8'h6a:
-          \_$471  = table_106;
+          \_$504  = table_106;
       8'h6b:
-          \_$471  = table_107;
+          \_$504  = table_107;
       8'h6c:
-          \_$471  = table_108;
+          \_$504  = table_108;
       8'h6d:
-          \_$471  = table_109;
+          \_$504  = table_109;
       8'h6e:
-          \_$471  = table_110;
+          \_$504  = table_110;
       8'h6f:
-          \_$471  = table_111;
+          \_$504  = table_111;
       8'h70:
-          \_$471  = table_112;
+          \_$504  = table_112;
       8'h71:
-          \_$471  = table_113;
+          \_$504  = table_113;
       8'h72:
-          \_$471  = table_114;
+          \_$504  = table_114;
       8'h73:
-          \_$471  = table_115;
+          \_$504  = table_115;
       8'h74:
-          \_$471  = table_116;
+          \_$504  = table_116;
       8'h75:
-          \_$471  = table_117;
+          \_$504  = table_117;
       8'h76:
-          \_$471  = table_118;
+          \_$504  = table_118;
       8'h77:
-          \_$471  = table_119;
+          \_$504  = table_119;
       8'h78:
-          \_$471  = table_120;
+          \_$504  = table_120;
       8'h79:
-          \_$471  = table_121;
+          \_$504  = table_121;
       8'h7a:
-          \_$471  = table_122;
+          \_$504  = table_122;
       8'h7b:
-          \_$471  = table_123;
+          \_$504  = table_123;
       8'h7c:
-          \_$471  = table_124;
+          \_$504  = table_124;
       8'h7d:
-          \_$471  = table_125;
+          \_$504  = table_125;
       8'h7e:
-          \_$471  = table_126;
+          \_$504  = table_126;
       8'h7f:
-          \_$471  = table_127;
+          \_$504  = table_127;
       8'h80:
-          \_$471  = table_128;
+          \_$504  = table_128;
       8'h81:
-          \_$471  = table_129;
+          \_$504  = table_129;
       8'h82:
-          \_$471  = table_130;
+          \_$504  = table_130;
       8'h83:
-          \_$471  = table_131;
+          \_$504  = table_131;
       8'h84:
-          \_$471  = table_132;
+          \_$504  = table_132;
       8'h85:
-          \_$471  = table_133;
+          \_$504  = table_133;
       8'h86:
-          \_$471  = table_134;
+          \_$504  = table_134;
       8'h87:
-          \_$471  = table_135;
+          \_$504  = table_135;
       8'h88:
-          \_$471  = table_136;
+          \_$504  = table_136;
       8'h89:
-          \_$471  = table_137;
+          \_$504  = table_137;
       8'h8a:
-          \_$471  = table_138;
+          \_$504  = table_138;
       8'h8b:
-          \_$471  = table_139;
+          \_$504  = table_139;
       8'h8c:
-          \_$471  = table_140;
+          \_$504  = table_140;
       8'h8d:
-          \_$471  = table_141;
+          \_$504  = table_141;
       8'h8e:
-          \_$471  = table_142;
+          \_$504  = table_142;
       8'h8f:
-          \_$471  = table_143;
+          \_$504  = table_143;
       8'h90:
-          \_$471  = table_144;
+          \_$504  = table_144;
       8'h91:
-          \_$471  = table_145;
+          \_$504  = table_145;
       8'h92:
-          \_$471  = table_146;
+          \_$504  = table_146;
       8'h93:
-          \_$471  = table_147;
+          \_$504  = table_147;
       8'h94:
-          \_$471  = table_148;
+          \_$504  = table_148;
       8'h95:
-          \_$471  = table_149;
+          \_$504  = table_149;
       8'h96:
-          \_$471  = table_150;
+          \_$504  = table_150;
       8'h97:
-          \_$471  = table_151;
+          \_$504  = table_151;
       8'h98:
-          \_$471  = table_152;
+          \_$504  = table_152;
       8'h99:
-          \_$471  = table_153;
+          \_$504  = table_153;
       8'h9a:
-          \_$471  = table_154;
+          \_$504  = table_154;
       8'h9b:
-          \_$471  = table_155;
+          \_$504  = table_155;
       8'h9c:
-          \_$471  = table_156;
+          \_$504  = table_156;
       8'h9d:
-          \_$471  = table_157;
+          \_$504  = table_157;
       8'h9e:
-          \_$471  = table_158;
+          \_$504  = table_158;
       8'h9f:
-          \_$471  = table_159;
+          \_$504  = table_159;
       8'ha0:
-          \_$471  = table_160;
+          \_$504  = table_160;
       8'ha1:
-          \_$471  = table_161;
+          \_$504  = table_161;
       8'ha2:
-          \_$471  = table_162;
+          \_$504  = table_162;
       8'ha3:
-          \_$471  = table_163;
+          \_$504  = table_163;
       8'ha4:
-          \_$471  = table_164;
+          \_$504  = table_164;
       8'ha5:
-          \_$471  = table_165;
+          \_$504  = table_165;
       8'ha6:
-          \_$471  = table_166;
+          \_$504  = table_166;
       8'ha7:
-          \_$471  = table_167;
+          \_$504  = table_167;
       8'ha8:
-          \_$471  = table_168;
+          \_$504  = table_168;
       8'ha9:
-          \_$471  = table_169;
+          \_$504  = table_169;
       8'haa:
-          \_$471  = table_170;
+          \_$504  = table_170;
       8'hab:
-          \_$471  = table_171;
+          \_$504  = table_171;
       8'hac:
-          \_$471  = table_172;
+          \_$504  = table_172;
       8'had:
-          \_$471  = table_173;
+          \_$504  = table_173;
       8'hae:
-          \_$471  = table_174;
+          \_$504  = table_174;
       8'haf:
-          \_$471  = table_175;
+          \_$504  = table_175;
       8'hb0:
-          \_$471  = table_176;
+          \_$504  = table_176;
       8'hb1:
-          \_$471  = table_177;
+          \_$504  = table_177;
       8'hb2:
-          \_$471  = table_178;
+          \_$504  = table_178;
       8'hb3:
-          \_$471  = table_179;
+          \_$504  = table_179;
       8'hb4:
-          \_$471  = table_180;
+          \_$504  = table_180;
       8'hb5:
-          \_$471  = table_181;
+          \_$504  = table_181;
       8'hb6:
-          \_$471  = table_182;
+          \_$504  = table_182;
       8'hb7:
-          \_$471  = table_183;
+          \_$504  = table_183;
       8'hb8:
-          \_$471  = table_184;
+          \_$504  = table_184;
       8'hb9:
-          \_$471  = table_185;
+          \_$504  = table_185;
       8'hba:
-          \_$471  = table_186;
+          \_$504  = table_186;
       8'hbb:
-          \_$471  = table_187;
+          \_$504  = table_187;
       8'hbc:
-          \_$471  = table_188;
+          \_$504  = table_188;
       8'hbd:
-          \_$471  = table_189;
+          \_$504  = table_189;
       8'hbe:
-          \_$471  = table_190;
+          \_$504  = table_190;
       8'hbf:
-          \_$471  = table_191;
+          \_$504  = table_191;
       8'hc0:
-          \_$471  = table_192;
+          \_$504  = table_192;
       8'hc1:
-          \_$471  = table_193;
+          \_$504  = table_193;
       8'hc2:
-          \_$471  = table_194;
+          \_$504  = table_194;
       8'hc3:
-          \_$471  = table_195;
+          \_$504  = table_195;
       8'hc4:
-          \_$471  = table_196;
+          \_$504  = table_196;
       8'hc5:
-          \_$471  = table_197;
+          \_$504  = table_197;
       8'hc6:
-          \_$471  = table_198;
+          \_$504  = table_198;
       8'hc7:
-          \_$471  = table_199;
+          \_$504  = table_199;
       8'hc8:
-          \_$471  = table_200;
+          \_$504  = table_200;
       8'hc9:
-          \_$471  = table_201;
+          \_$504  = table_201;
       8'hca:
-          \_$471  = table_202;
+          \_$504  = table_202;
       8'hcb:
-          \_$471  = table_203;
+          \_$504  = table_203;
       8'hcc:
-          \_$471  = table_204;
+          \_$504  = table_204;
       8'hcd:
-          \_$471  = table_205;
+          \_$504  = table_205;
       8'hce:
-          \_$471  = table_206;
+          \_$504  = table_206;
       8'hcf:
-          \_$471  = table_207;
+          \_$504  = table_207;
       8'hd0:
-          \_$471  = table_208;
+          \_$504  = table_208;
       8'hd1:
-          \_$471  = table_209;
+          \_$504  = table_209;
       8'hd2:
-          \_$471  = table_210;
+          \_$504  = table_210;
       8'hd3:
-          \_$471  = table_211;
+          \_$504  = table_211;
       8'hd4:
-          \_$471  = table_212;
+          \_$504  = table_212;
       8'hd5:
-          \_$471  = table_213;
+          \_$504  = table_213;
       8'hd6:
-          \_$471  = table_214;
+          \_$504  = table_214;
       8'hd7:
-          \_$471  = table_215;
+          \_$504  = table_215;
       8'hd8:
-          \_$471  = table_216;
+          \_$504  = table_216;
       8'hd9:
-          \_$471  = table_217;
+          \_$504  = table_217;
       8'hda:
-          \_$471  = table_218;
+          \_$504  = table_218;
       8'hdb:
-          \_$471  = table_219;
+          \_$504  = table_219;
       8'hdc:
-          \_$471  = table_220;
+          \_$504  = table_220;
       8'hdd:
-          \_$471  = table_221;
+          \_$504  = table_221;
       8'hde:
-          \_$471  = table_222;
+          \_$504  = table_222;
       8'hdf:
-          \_$471  = table_223;
+          \_$504  = table_223;
       8'he0:
-          \_$471  = table_224;
+          \_$504  = table_224;
       8'he1:
-          \_$471  = table_225;
+          \_$504  = table_225;
       8'he2:
-          \_$471  = table_226;
+          \_$504  = table_226;
       8'he3:
-          \_$471  = table_227;
+          \_$504  = table_227;
       8'he4:
-          \_$471  = table_228;
+          \_$504  = table_228;
       8'he5:
-          \_$471  = table_229;
+          \_$504  = table_229;
       8'he6:
-          \_$471  = table_230;
+          \_$504  = table_230;
       8'he7:
-          \_$471  = table_231;
+          \_$504  = table_231;
       8'he8:
-          \_$471  = table_232;
+          \_$504  = table_232;
       8'he9:
-          \_$471  = table_233;
+          \_$504  = table_233;
       8'hea:
-          \_$471  = table_234;
+          \_$504  = table_234;
       8'heb:
-          \_$471  = table_235;
+          \_$504  = table_235;
       8'hec:
-          \_$471  = table_236;
+          \_$504  = table_236;
       8'hed:
-          \_$471  = table_237;
+          \_$504  = table_237;
       8'hee:
-          \_$471  = table_238;
+          \_$504  = table_238;
       8'hef:
-          \_$471  = table_239;
+          \_$504  = table_239;
       8'hf0:
-          \_$471  = table_240;
+          \_$504  = table_240;
       8'hf1:
-          \_$471  = table_241;
+          \_$504  = table_241;
       8'hf2:
-          \_$471  = table_242;
+          \_$504  = table_242;
       8'hf3:
-          \_$471  = table_243;
+          \_$504  = table_243;
       8'hf4:
-          \_$471  = table_244;
+          \_$504  = table_244;
       8'hf5:
-          \_$471  = table_245;
+          \_$504  = table_245;
       8'hf6:
-          \_$471  = table_246;
+          \_$504  = table_246;
       8'hf7:
-          \_$471  = table_247;
+          \_$504  = table_247;
       8'hf8:
-          \_$471  = table_248;
+          \_$504  = table_248;
       8'hf9:
-          \_$471  = table_249;
+          \_$504  = table_249;
       8'hfa:
-          \_$471  = table_250;
+          \_$504  = table_250;
       8'hfb:
-          \_$471  = table_251;
+          \_$504  = table_251;
       8'hfc:
-          \_$471  = table_252;
+          \_$504  = table_252;
       8'hfd:
-          \_$471  = table_253;
+          \_$504  = table_253;
       8'hfe:
-          \_$471  = table_254;
+          \_$504  = table_254;
       8'hff:
-          \_$471  = table_255;
+          \_$504  = table_255;
     endcase
   end
   always @* begin
@@ -23445,170 +23521,170 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$539  = frame_state;
+    \_$575  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
           if (\_$97 ) begin
-            \_$539  = 2'h1;
+            \_$575  = 2'h1;
           end
       2'h1:
           if (\_$104 ) begin
-            \_$539  = 2'h2;
+            \_$575  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$539  = 2'h3;
+            \_$575  = 2'h3;
           end
       2'h3:
           if (\_$111 ) begin
-            \_$539  = 2'h0;
+            \_$575  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$539  = 2'h0;
+      \_$575  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$540  = word;
+    \_$576  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
           if (\_$104 ) begin
-            \_$540  = queue__payload[127:0];
+            \_$576  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$540  = 128'h00000000000000000000000000000000;
+      \_$576  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$541  = index;
+    \_$577  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
           if (\_$104 ) begin
-            \_$541  = queue__payload[159:128];
+            \_$577  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$541  = 32'd0;
+      \_$577  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$542  = \error$87 ;
+    \_$578  = \error$87 ;
     if (\_$113 ) begin
-      \_$542  = 1'h1;
+      \_$578  = 1'h1;
     end
     if (\_$115 ) begin
-      \_$542  = 1'h1;
+      \_$578  = 1'h1;
     end
     if (\_$143 ) begin
-      \_$542  = 1'h1;
+      \_$578  = 1'h1;
     end
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$508 ) begin
-          end else if (\_$509 ) begin
-            if (\_$515 ) begin
-              if (\_$517 ) begin
-                \_$542  = 1'h1;
+          if (\_$544 ) begin
+          end else if (\_$545 ) begin
+            if (\_$551 ) begin
+              if (\_$553 ) begin
+                \_$578  = 1'h1;
               end
             end
           end
       3'h2:
           if (\done$79 ) begin
-            if (\_$520 ) begin
-              if (\_$525 ) begin
-                \_$542  = 1'h1;
+            if (\_$556 ) begin
+              if (\_$561 ) begin
+                \_$578  = 1'h1;
               end
-            end else if (\_$523 ) begin
-              if (\_$527 ) begin
-                \_$542  = 1'h1;
+            end else if (\_$559 ) begin
+              if (\_$563 ) begin
+                \_$578  = 1'h1;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$542  = 1'h0;
+      \_$578  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$543  = error_code;
+    \_$579  = error_code;
     if (\_$113 ) begin
-      \_$543  = 4'h2;
+      \_$579  = 4'h2;
     end
     if (\_$115 ) begin
-      \_$543  = \error_code$90 ;
+      \_$579  = \error_code$90 ;
     end
     if (\_$143 ) begin
-      \_$543  = 4'h7;
+      \_$579  = 4'h7;
     end
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$508 ) begin
-          end else if (\_$509 ) begin
-            if (\_$515 ) begin
-              if (\_$517 ) begin
-                \_$543  = 4'h3;
+          if (\_$544 ) begin
+          end else if (\_$545 ) begin
+            if (\_$551 ) begin
+              if (\_$553 ) begin
+                \_$579  = 4'h3;
               end
             end
           end
       3'h2:
           if (\done$79 ) begin
-            if (\_$520 ) begin
-              if (\_$525 ) begin
-                \_$543  = 4'h7;
+            if (\_$556 ) begin
+              if (\_$561 ) begin
+                \_$579  = 4'h7;
               end
-            end else if (\_$523 ) begin
-              if (\_$527 ) begin
-                \_$543  = 4'h4;
+            end else if (\_$559 ) begin
+              if (\_$563 ) begin
+                \_$579  = 4'h4;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$543  = 4'h0;
+      \_$579  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$544  = \_$signal ;
+    \_$580  = \_$signal ;
     if (\_$126 ) begin
-      \_$544  = lines__payload[48];
+      \_$580  = lines__payload[48];
     end else if (\_$132 ) begin
-      \_$544  = 1'h0;
+      \_$580  = 1'h0;
     end
     if (rst) begin
-      \_$544  = 1'h0;
+      \_$580  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$545  = b_dram;
+    \_$581  = b_dram;
     if (\_$126 ) begin
-      \_$545  = lines__payload[47:16];
+      \_$581  = lines__payload[47:16];
     end
     if (rst) begin
-      \_$545  = 32'd0;
+      \_$581  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$546  = walking;
+    \_$582  = walking;
     if (\_$126 ) begin
       if (lines__payload[113]) begin
-        \_$546  = 1'h0;
+        \_$582  = 1'h0;
       end
     end
     casez (store_state)
@@ -23619,173 +23695,173 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h2:
           if (\done$79 ) begin
             (* full_case = 32'd1 *)
-            if (\_$520 ) begin
-            end else if (\_$523 ) begin
+            if (\_$556 ) begin
+            end else if (\_$559 ) begin
             end else if (word[66]) begin
             end else begin
-              \_$546  = 1'h1;
+              \_$582  = 1'h1;
             end
           end
       3'h5:
-          if (\_$529 ) begin
-            \_$546  = 1'h1;
+          if (\_$565 ) begin
+            \_$582  = 1'h1;
           end
     endcase
     if (rst) begin
-      \_$546  = 1'h0;
+      \_$582  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$547  = \_$signal$59 ;
+    \_$583  = \_$signal$59 ;
     if (\_$149 ) begin
-      \_$547  = 1'h1;
+      \_$583  = 1'h1;
     end else if (\_$152 ) begin
-      \_$547  = 1'h0;
+      \_$583  = 1'h0;
     end
     if (rst) begin
-      \_$547  = 1'h0;
+      \_$583  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$548  = \_$signal$74 ;
+    \_$584  = \_$signal$74 ;
     if (\_$149 ) begin
-      \_$548  = b_dram;
+      \_$584  = b_dram;
     end
     if (rst) begin
-      \_$548  = 32'd0;
+      \_$584  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$549  = c_line;
+    \_$585  = c_line;
     if (\_$149 ) begin
-      \_$549  = { \_$500 , \_$413 , \_$326 , \_$239  };
+      \_$585  = { \_$536 , \_$440 , \_$344 , \_$248  };
     end
     if (rst) begin
-      \_$549  = 32'd0;
+      \_$585  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$550  = c_beat;
+    \_$586  = c_beat;
     if (\_$149 ) begin
-      \_$550  = 1'h0;
+      \_$586  = 1'h0;
     end
-    if (\_$506 ) begin
-      \_$550  = \_$507 [0];
+    if (\_$542 ) begin
+      \_$586  = \_$543 [0];
     end
     if (rst) begin
-      \_$550  = 1'h0;
+      \_$586  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$551  = store_state;
+    \_$587  = store_state;
     casez (store_state)
       3'h0:
           if (start) begin
-            \_$551  = 3'h1;
+            \_$587  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
-          if (\_$508 ) begin
-            \_$551  = 3'h2;
-          end else if (\_$509 ) begin
+          if (\_$544 ) begin
+            \_$587  = 3'h2;
+          end else if (\_$545 ) begin
             (* full_case = 32'd1 *)
-            if (\_$515 ) begin
-              \_$551  = 3'h3;
+            if (\_$551 ) begin
+              \_$587  = 3'h3;
             end else begin
-              \_$551  = 3'h4;
+              \_$587  = 3'h4;
             end
           end else begin
-            \_$551  = 3'h0;
+            \_$587  = 3'h0;
           end
       3'h2:
           if (\done$79 ) begin
             (* full_case = 32'd1 *)
-            if (\_$520 ) begin
-              \_$551  = 3'h3;
-            end else if (\_$523 ) begin
-              \_$551  = 3'h3;
+            if (\_$556 ) begin
+              \_$587  = 3'h3;
+            end else if (\_$559 ) begin
+              \_$587  = 3'h3;
             end else if (word[66]) begin
-              \_$551  = 3'h5;
+              \_$587  = 3'h5;
             end else begin
-              \_$551  = 3'h6;
+              \_$587  = 3'h6;
             end
           end
       3'h5:
-          if (\_$529 ) begin
-            \_$551  = 3'h6;
+          if (\_$565 ) begin
+            \_$587  = 3'h6;
           end
       3'h6:
-          if (\_$536 ) begin
-            \_$551  = 3'h0;
+          if (\_$572 ) begin
+            \_$587  = 3'h0;
           end
       3'h4:
-          if (\_$538 ) begin
-            \_$551  = 3'h0;
+          if (\_$574 ) begin
+            \_$587  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$551  = 3'h0;
+      \_$587  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$552  = record;
+    \_$588  = record;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$508 ) begin
-          end else if (\_$509 ) begin
+          if (\_$544 ) begin
+          end else if (\_$545 ) begin
             (* full_case = 32'd1 *)
-            if (\_$515 ) begin
+            if (\_$551 ) begin
             end else begin
-              \_$552 [1023:32] = perf[1023:32];
-              \_$552 [31:0] = word[39:8];
+              \_$588 [1023:32] = perf[1023:32];
+              \_$588 [31:0] = word[39:8];
             end
           end
     endcase
     if (rst) begin
-      \_$552  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$588  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$553  = perf_addr;
+    \_$589  = perf_addr;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$508 ) begin
-          end else if (\_$509 ) begin
+          if (\_$544 ) begin
+          end else if (\_$545 ) begin
             (* full_case = 32'd1 *)
-            if (\_$515 ) begin
+            if (\_$551 ) begin
             end else begin
-              \_$553  = word[71:40];
+              \_$589  = word[71:40];
             end
           end
     endcase
     if (rst) begin
-      \_$553  = 32'd0;
+      \_$589  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$554  = perf_beat;
+    \_$590  = perf_beat;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$508 ) begin
-          end else if (\_$509 ) begin
+          if (\_$544 ) begin
+          end else if (\_$545 ) begin
             (* full_case = 32'd1 *)
-            if (\_$515 ) begin
+            if (\_$551 ) begin
             end else begin
-              \_$554  = 5'h00;
+              \_$590  = 5'h00;
             end
           end
       3'h2:
@@ -23795,25 +23871,25 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h6:
           /* empty */;
       3'h4:
-          \_$554  = \_$537 [4:0];
+          \_$590  = \_$573 [4:0];
     endcase
     if (rst) begin
-      \_$554  = 5'h00;
+      \_$590  = 5'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$555  = writing_perf;
+    \_$591  = writing_perf;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$508 ) begin
-          end else if (\_$509 ) begin
+          if (\_$544 ) begin
+          end else if (\_$545 ) begin
             (* full_case = 32'd1 *)
-            if (\_$515 ) begin
+            if (\_$551 ) begin
             end else begin
-              \_$555  = 1'h1;
+              \_$591  = 1'h1;
             end
           end
       3'h2:
@@ -23823,17 +23899,17 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h6:
           /* empty */;
       3'h4:
-          if (\_$538 ) begin
-            \_$555  = 1'h0;
+          if (\_$574 ) begin
+            \_$591  = 1'h0;
           end
     endcase
     if (rst) begin
-      \_$555  = 1'h0;
+      \_$591  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$556  = table_step;
+    \_$592  = table_step;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -23841,22 +23917,22 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h2:
           if (\done$79 ) begin
-            if (\_$520 ) begin
-            end else if (\_$523 ) begin
+            if (\_$556 ) begin
+            end else if (\_$559 ) begin
             end else if (word[66]) begin
-              \_$556  = 3'h0;
+              \_$592  = 3'h0;
             end
           end
       3'h5:
-          \_$556  = \_$528 [2:0];
+          \_$592  = \_$564 [2:0];
     endcase
     if (rst) begin
-      \_$556  = 3'h0;
+      \_$592  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$557  = table_0;
+    \_$593  = table_0;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -23867,727 +23943,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$557  = param__data[7:0];
-          endcase
-    endcase
-    if (rst) begin
-      \_$557  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$558  = table_1;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$558  = param__data[15:8];
-          endcase
-    endcase
-    if (rst) begin
-      \_$558  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$559  = table_2;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$559  = param__data[23:16];
-          endcase
-    endcase
-    if (rst) begin
-      \_$559  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$560  = table_3;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$560  = param__data[31:24];
-          endcase
-    endcase
-    if (rst) begin
-      \_$560  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$561  = table_4;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$561  = param__data[39:32];
-          endcase
-    endcase
-    if (rst) begin
-      \_$561  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$562  = table_5;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$562  = param__data[47:40];
-          endcase
-    endcase
-    if (rst) begin
-      \_$562  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$563  = table_6;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$563  = param__data[55:48];
-          endcase
-    endcase
-    if (rst) begin
-      \_$563  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$564  = table_7;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$564  = param__data[63:56];
-          endcase
-    endcase
-    if (rst) begin
-      \_$564  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$565  = table_8;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$565  = param__data[71:64];
-          endcase
-    endcase
-    if (rst) begin
-      \_$565  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$566  = table_9;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$566  = param__data[79:72];
-          endcase
-    endcase
-    if (rst) begin
-      \_$566  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$567  = table_10;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$567  = param__data[87:80];
-          endcase
-    endcase
-    if (rst) begin
-      \_$567  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$568  = table_11;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$568  = param__data[95:88];
-          endcase
-    endcase
-    if (rst) begin
-      \_$568  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$569  = table_12;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$569  = param__data[103:96];
-          endcase
-    endcase
-    if (rst) begin
-      \_$569  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$570  = table_13;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$570  = param__data[111:104];
-          endcase
-    endcase
-    if (rst) begin
-      \_$570  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$571  = table_14;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$571  = param__data[119:112];
-          endcase
-    endcase
-    if (rst) begin
-      \_$571  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$572  = table_15;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$572  = param__data[127:120];
-          endcase
-    endcase
-    if (rst) begin
-      \_$572  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$573  = table_16;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$573  = param__data[135:128];
-          endcase
-    endcase
-    if (rst) begin
-      \_$573  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$574  = table_17;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$574  = param__data[143:136];
-          endcase
-    endcase
-    if (rst) begin
-      \_$574  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$575  = table_18;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$575  = param__data[151:144];
-          endcase
-    endcase
-    if (rst) begin
-      \_$575  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$576  = table_19;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$576  = param__data[159:152];
-          endcase
-    endcase
-    if (rst) begin
-      \_$576  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$577  = table_20;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$577  = param__data[167:160];
-          endcase
-    endcase
-    if (rst) begin
-      \_$577  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$578  = table_21;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$578  = param__data[175:168];
-          endcase
-    endcase
-    if (rst) begin
-      \_$578  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$579  = table_22;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$579  = param__data[183:176];
-          endcase
-    endcase
-    if (rst) begin
-      \_$579  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$580  = table_23;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$580  = param__data[191:184];
-          endcase
-    endcase
-    if (rst) begin
-      \_$580  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$581  = table_24;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$581  = param__data[199:192];
-          endcase
-    endcase
-    if (rst) begin
-      \_$581  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$582  = table_25;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$582  = param__data[207:200];
-          endcase
-    endcase
-    if (rst) begin
-      \_$582  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$583  = table_26;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$583  = param__data[215:208];
-          endcase
-    endcase
-    if (rst) begin
-      \_$583  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$584  = table_27;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$584  = param__data[223:216];
-          endcase
-    endcase
-    if (rst) begin
-      \_$584  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$585  = table_28;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$585  = param__data[231:224];
-          endcase
-    endcase
-    if (rst) begin
-      \_$585  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$586  = table_29;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$586  = param__data[239:232];
-          endcase
-    endcase
-    if (rst) begin
-      \_$586  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$587  = table_30;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$587  = param__data[247:240];
-          endcase
-    endcase
-    if (rst) begin
-      \_$587  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$588  = table_31;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$588  = param__data[255:248];
-          endcase
-    endcase
-    if (rst) begin
-      \_$588  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$589  = table_32;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$589  = param__data[263:256];
-          endcase
-    endcase
-    if (rst) begin
-      \_$589  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$590  = table_33;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$590  = param__data[271:264];
-          endcase
-    endcase
-    if (rst) begin
-      \_$590  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$591  = table_34;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$591  = param__data[279:272];
-          endcase
-    endcase
-    if (rst) begin
-      \_$591  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$592  = table_35;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$592  = param__data[287:280];
-          endcase
-    endcase
-    if (rst) begin
-      \_$592  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$593  = table_36;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$593  = param__data[295:288];
+                \_$593  = param__data[7:0];
           endcase
     endcase
     if (rst) begin
@@ -24596,7 +23952,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$594  = table_37;
+    \_$594  = table_1;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24607,7 +23963,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$594  = param__data[303:296];
+                \_$594  = param__data[15:8];
           endcase
     endcase
     if (rst) begin
@@ -24616,7 +23972,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$595  = table_38;
+    \_$595  = table_2;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24627,7 +23983,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$595  = param__data[311:304];
+                \_$595  = param__data[23:16];
           endcase
     endcase
     if (rst) begin
@@ -24636,7 +23992,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$596  = table_39;
+    \_$596  = table_3;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24647,7 +24003,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$596  = param__data[319:312];
+                \_$596  = param__data[31:24];
           endcase
     endcase
     if (rst) begin
@@ -24656,7 +24012,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$597  = table_40;
+    \_$597  = table_4;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24667,7 +24023,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$597  = param__data[327:320];
+                \_$597  = param__data[39:32];
           endcase
     endcase
     if (rst) begin
@@ -24676,7 +24032,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$598  = table_41;
+    \_$598  = table_5;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24687,7 +24043,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$598  = param__data[335:328];
+                \_$598  = param__data[47:40];
           endcase
     endcase
     if (rst) begin
@@ -24696,7 +24052,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$599  = table_42;
+    \_$599  = table_6;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24707,7 +24063,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$599  = param__data[343:336];
+                \_$599  = param__data[55:48];
           endcase
     endcase
     if (rst) begin
@@ -24716,7 +24072,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$600  = table_43;
+    \_$600  = table_7;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24727,7 +24083,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$600  = param__data[351:344];
+                \_$600  = param__data[63:56];
           endcase
     endcase
     if (rst) begin
@@ -24736,7 +24092,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$601  = table_44;
+    \_$601  = table_8;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24747,7 +24103,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$601  = param__data[359:352];
+                \_$601  = param__data[71:64];
           endcase
     endcase
     if (rst) begin
@@ -24756,7 +24112,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$602  = table_45;
+    \_$602  = table_9;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24767,7 +24123,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$602  = param__data[367:360];
+                \_$602  = param__data[79:72];
           endcase
     endcase
     if (rst) begin
@@ -24776,7 +24132,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$603  = table_46;
+    \_$603  = table_10;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24787,7 +24143,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$603  = param__data[375:368];
+                \_$603  = param__data[87:80];
           endcase
     endcase
     if (rst) begin
@@ -24796,7 +24152,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$604  = table_47;
+    \_$604  = table_11;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24807,7 +24163,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$604  = param__data[383:376];
+                \_$604  = param__data[95:88];
           endcase
     endcase
     if (rst) begin
@@ -24816,7 +24172,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$605  = table_48;
+    \_$605  = table_12;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24827,7 +24183,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$605  = param__data[391:384];
+                \_$605  = param__data[103:96];
           endcase
     endcase
     if (rst) begin
@@ -24836,7 +24192,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$606  = table_49;
+    \_$606  = table_13;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24847,7 +24203,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$606  = param__data[399:392];
+                \_$606  = param__data[111:104];
           endcase
     endcase
     if (rst) begin
@@ -24856,7 +24212,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$607  = table_50;
+    \_$607  = table_14;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24867,7 +24223,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$607  = param__data[407:400];
+                \_$607  = param__data[119:112];
           endcase
     endcase
     if (rst) begin
@@ -24876,7 +24232,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$608  = table_51;
+    \_$608  = table_15;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24887,7 +24243,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$608  = param__data[415:408];
+                \_$608  = param__data[127:120];
           endcase
     endcase
     if (rst) begin
@@ -24896,7 +24252,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$609  = table_52;
+    \_$609  = table_16;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24907,7 +24263,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$609  = param__data[423:416];
+                \_$609  = param__data[135:128];
           endcase
     endcase
     if (rst) begin
@@ -24916,7 +24272,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$610  = table_53;
+    \_$610  = table_17;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24927,7 +24283,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$610  = param__data[431:424];
+                \_$610  = param__data[143:136];
           endcase
     endcase
     if (rst) begin
@@ -24936,7 +24292,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$611  = table_54;
+    \_$611  = table_18;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24947,7 +24303,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$611  = param__data[439:432];
+                \_$611  = param__data[151:144];
           endcase
     endcase
     if (rst) begin
@@ -24956,7 +24312,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$612  = table_55;
+    \_$612  = table_19;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24967,7 +24323,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$612  = param__data[447:440];
+                \_$612  = param__data[159:152];
           endcase
     endcase
     if (rst) begin
@@ -24976,7 +24332,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$613  = table_56;
+    \_$613  = table_20;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24987,7 +24343,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$613  = param__data[455:448];
+                \_$613  = param__data[167:160];
           endcase
     endcase
     if (rst) begin
@@ -24996,7 +24352,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$614  = table_57;
+    \_$614  = table_21;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25007,7 +24363,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$614  = param__data[463:456];
+                \_$614  = param__data[175:168];
           endcase
     endcase
     if (rst) begin
@@ -25016,7 +24372,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$615  = table_58;
+    \_$615  = table_22;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25027,7 +24383,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$615  = param__data[471:464];
+                \_$615  = param__data[183:176];
           endcase
     endcase
     if (rst) begin
@@ -25036,7 +24392,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$616  = table_59;
+    \_$616  = table_23;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25047,7 +24403,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$616  = param__data[479:472];
+                \_$616  = param__data[191:184];
           endcase
     endcase
     if (rst) begin
@@ -25056,7 +24412,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$617  = table_60;
+    \_$617  = table_24;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25067,7 +24423,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$617  = param__data[487:480];
+                \_$617  = param__data[199:192];
           endcase
     endcase
     if (rst) begin
@@ -25076,7 +24432,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$618  = table_61;
+    \_$618  = table_25;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25087,7 +24443,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$618  = param__data[495:488];
+                \_$618  = param__data[207:200];
           endcase
     endcase
     if (rst) begin
@@ -25096,7 +24452,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$619  = table_62;
+    \_$619  = table_26;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25107,7 +24463,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$619  = param__data[503:496];
+                \_$619  = param__data[215:208];
           endcase
     endcase
     if (rst) begin
@@ -25116,7 +24472,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$620  = table_63;
+    \_$620  = table_27;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25127,7 +24483,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$620  = param__data[511:504];
+                \_$620  = param__data[223:216];
           endcase
     endcase
     if (rst) begin
@@ -25136,7 +24492,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$621  = table_64;
+    \_$621  = table_28;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25147,9 +24503,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$621  = param__data[7:0];
+                \_$621  = param__data[231:224];
           endcase
     endcase
     if (rst) begin
@@ -25158,7 +24512,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$622  = table_65;
+    \_$622  = table_29;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25169,9 +24523,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$622  = param__data[15:8];
+                \_$622  = param__data[239:232];
           endcase
     endcase
     if (rst) begin
@@ -25180,7 +24532,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$623  = table_66;
+    \_$623  = table_30;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25191,9 +24543,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$623  = param__data[23:16];
+                \_$623  = param__data[247:240];
           endcase
     endcase
     if (rst) begin
@@ -25202,7 +24552,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$624  = table_67;
+    \_$624  = table_31;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25213,9 +24563,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$624  = param__data[31:24];
+                \_$624  = param__data[255:248];
           endcase
     endcase
     if (rst) begin
@@ -25224,7 +24572,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$625  = table_68;
+    \_$625  = table_32;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25235,9 +24583,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$625  = param__data[39:32];
+                \_$625  = param__data[263:256];
           endcase
     endcase
     if (rst) begin
@@ -25246,7 +24592,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$626  = table_69;
+    \_$626  = table_33;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25257,9 +24603,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$626  = param__data[47:40];
+                \_$626  = param__data[271:264];
           endcase
     endcase
     if (rst) begin
@@ -25268,7 +24612,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$627  = table_70;
+    \_$627  = table_34;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25279,9 +24623,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$627  = param__data[55:48];
+                \_$627  = param__data[279:272];
           endcase
     endcase
     if (rst) begin
@@ -25290,7 +24632,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$628  = table_71;
+    \_$628  = table_35;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25301,9 +24643,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$628  = param__data[63:56];
+                \_$628  = param__data[287:280];
           endcase
     endcase
     if (rst) begin
@@ -25312,7 +24652,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$629  = table_72;
+    \_$629  = table_36;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25323,9 +24663,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$629  = param__data[71:64];
+                \_$629  = param__data[295:288];
           endcase
     endcase
     if (rst) begin
@@ -25334,7 +24672,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$630  = table_73;
+    \_$630  = table_37;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25345,9 +24683,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$630  = param__data[79:72];
+                \_$630  = param__data[303:296];
           endcase
     endcase
     if (rst) begin
@@ -25356,7 +24692,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$631  = table_74;
+    \_$631  = table_38;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25367,9 +24703,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$631  = param__data[87:80];
+                \_$631  = param__data[311:304];
           endcase
     endcase
     if (rst) begin
@@ -25378,7 +24712,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$632  = table_75;
+    \_$632  = table_39;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25389,9 +24723,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$632  = param__data[95:88];
+                \_$632  = param__data[319:312];
           endcase
     endcase
     if (rst) begin
@@ -25400,7 +24732,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$633  = table_76;
+    \_$633  = table_40;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25411,9 +24743,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$633  = param__data[103:96];
+                \_$633  = param__data[327:320];
           endcase
     endcase
     if (rst) begin
@@ -25422,7 +24752,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$634  = table_77;
+    \_$634  = table_41;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25433,9 +24763,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$634  = param__data[111:104];
+                \_$634  = param__data[335:328];
           endcase
     endcase
     if (rst) begin
@@ -25444,7 +24772,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$635  = table_78;
+    \_$635  = table_42;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25455,9 +24783,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$635  = param__data[119:112];
+                \_$635  = param__data[343:336];
           endcase
     endcase
     if (rst) begin
@@ -25466,7 +24792,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$636  = table_79;
+    \_$636  = table_43;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25477,9 +24803,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$636  = param__data[127:120];
+                \_$636  = param__data[351:344];
           endcase
     endcase
     if (rst) begin
@@ -25488,7 +24812,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$637  = table_80;
+    \_$637  = table_44;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25499,9 +24823,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$637  = param__data[135:128];
+                \_$637  = param__data[359:352];
           endcase
     endcase
     if (rst) begin
@@ -25510,7 +24832,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$638  = table_81;
+    \_$638  = table_45;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25521,9 +24843,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$638  = param__data[143:136];
+                \_$638  = param__data[367:360];
           endcase
     endcase
     if (rst) begin
@@ -25532,7 +24852,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$639  = table_82;
+    \_$639  = table_46;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25543,9 +24863,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$639  = param__data[151:144];
+                \_$639  = param__data[375:368];
           endcase
     endcase
     if (rst) begin
@@ -25554,7 +24872,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$640  = table_83;
+    \_$640  = table_47;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25565,9 +24883,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$640  = param__data[159:152];
+                \_$640  = param__data[383:376];
           endcase
     endcase
     if (rst) begin
@@ -25576,7 +24892,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$641  = table_84;
+    \_$641  = table_48;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25587,9 +24903,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$641  = param__data[167:160];
+                \_$641  = param__data[391:384];
           endcase
     endcase
     if (rst) begin
@@ -25598,7 +24912,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$642  = table_85;
+    \_$642  = table_49;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25609,9 +24923,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$642  = param__data[175:168];
+                \_$642  = param__data[399:392];
           endcase
     endcase
     if (rst) begin
@@ -25620,7 +24932,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$643  = table_86;
+    \_$643  = table_50;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25631,9 +24943,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$643  = param__data[183:176];
+                \_$643  = param__data[407:400];
           endcase
     endcase
     if (rst) begin
@@ -25642,7 +24952,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$644  = table_87;
+    \_$644  = table_51;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25653,9 +24963,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$644  = param__data[191:184];
+                \_$644  = param__data[415:408];
           endcase
     endcase
     if (rst) begin
@@ -25664,7 +24972,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$645  = table_88;
+    \_$645  = table_52;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25675,9 +24983,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$645  = param__data[199:192];
+                \_$645  = param__data[423:416];
           endcase
     endcase
     if (rst) begin
@@ -25686,7 +24992,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$646  = table_89;
+    \_$646  = table_53;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25697,9 +25003,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$646  = param__data[207:200];
+                \_$646  = param__data[431:424];
           endcase
     endcase
     if (rst) begin
@@ -25708,7 +25012,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$647  = table_90;
+    \_$647  = table_54;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25719,9 +25023,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$647  = param__data[215:208];
+                \_$647  = param__data[439:432];
           endcase
     endcase
     if (rst) begin
@@ -25730,7 +25032,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$648  = table_91;
+    \_$648  = table_55;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25741,9 +25043,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$648  = param__data[223:216];
+                \_$648  = param__data[447:440];
           endcase
     endcase
     if (rst) begin
@@ -25752,7 +25052,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$649  = table_92;
+    \_$649  = table_56;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25763,9 +25063,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$649  = param__data[231:224];
+                \_$649  = param__data[455:448];
           endcase
     endcase
     if (rst) begin
@@ -25774,7 +25072,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$650  = table_93;
+    \_$650  = table_57;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25785,9 +25083,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$650  = param__data[239:232];
+                \_$650  = param__data[463:456];
           endcase
     endcase
     if (rst) begin
@@ -25796,7 +25092,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$651  = table_94;
+    \_$651  = table_58;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25807,9 +25103,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$651  = param__data[247:240];
+                \_$651  = param__data[471:464];
           endcase
     endcase
     if (rst) begin
@@ -25818,7 +25112,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$652  = table_95;
+    \_$652  = table_59;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25829,9 +25123,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$652  = param__data[255:248];
+                \_$652  = param__data[479:472];
           endcase
     endcase
     if (rst) begin
@@ -25840,7 +25132,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$653  = table_96;
+    \_$653  = table_60;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25851,9 +25143,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$653  = param__data[263:256];
+                \_$653  = param__data[487:480];
           endcase
     endcase
     if (rst) begin
@@ -25862,7 +25152,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$654  = table_97;
+    \_$654  = table_61;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25873,9 +25163,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$654  = param__data[271:264];
+                \_$654  = param__data[495:488];
           endcase
     endcase
     if (rst) begin
@@ -25884,7 +25172,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$655  = table_98;
+    \_$655  = table_62;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25895,9 +25183,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$655  = param__data[279:272];
+                \_$655  = param__data[503:496];
           endcase
     endcase
     if (rst) begin
@@ -25906,7 +25192,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$656  = table_99;
+    \_$656  = table_63;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25917,9 +25203,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                /* empty */;
-            3'h2:
-                \_$656  = param__data[287:280];
+                \_$656  = param__data[511:504];
           endcase
     endcase
     if (rst) begin
@@ -25928,7 +25212,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$657  = table_100;
+    \_$657  = table_64;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25941,7 +25225,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$657  = param__data[295:288];
+                \_$657  = param__data[7:0];
           endcase
     endcase
     if (rst) begin
@@ -25950,7 +25234,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$658  = table_101;
+    \_$658  = table_65;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25963,7 +25247,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$658  = param__data[303:296];
+                \_$658  = param__data[15:8];
           endcase
     endcase
     if (rst) begin
@@ -25972,7 +25256,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$659  = table_102;
+    \_$659  = table_66;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25985,7 +25269,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$659  = param__data[311:304];
+                \_$659  = param__data[23:16];
           endcase
     endcase
     if (rst) begin
@@ -25994,7 +25278,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$660  = table_103;
+    \_$660  = table_67;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26007,7 +25291,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$660  = param__data[319:312];
+                \_$660  = param__data[31:24];
           endcase
     endcase
     if (rst) begin
@@ -26016,7 +25300,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$661  = table_104;
+    \_$661  = table_68;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26029,7 +25313,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$661  = param__data[327:320];
+                \_$661  = param__data[39:32];
           endcase
     endcase
     if (rst) begin
@@ -26038,7 +25322,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$662  = table_105;
+    \_$662  = table_69;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26051,7 +25335,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$662  = param__data[335:328];
+                \_$662  = param__data[47:40];
           endcase
     endcase
     if (rst) begin
@@ -26060,7 +25344,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$663  = table_106;
+    \_$663  = table_70;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26073,7 +25357,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$663  = param__data[343:336];
+                \_$663  = param__data[55:48];
           endcase
     endcase
     if (rst) begin
@@ -26082,7 +25366,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$664  = table_107;
+    \_$664  = table_71;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26095,7 +25379,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$664  = param__data[351:344];
+                \_$664  = param__data[63:56];
           endcase
     endcase
     if (rst) begin
@@ -26104,7 +25388,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$665  = table_108;
+    \_$665  = table_72;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26117,7 +25401,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$665  = param__data[359:352];
+                \_$665  = param__data[71:64];
           endcase
     endcase
     if (rst) begin
@@ -26126,7 +25410,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$666  = table_109;
+    \_$666  = table_73;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26139,7 +25423,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$666  = param__data[367:360];
+                \_$666  = param__data[79:72];
           endcase
     endcase
     if (rst) begin
@@ -26148,7 +25432,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$667  = table_110;
+    \_$667  = table_74;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26161,7 +25445,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$667  = param__data[375:368];
+                \_$667  = param__data[87:80];
           endcase
     endcase
     if (rst) begin
@@ -26170,7 +25454,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$668  = table_111;
+    \_$668  = table_75;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26183,7 +25467,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$668  = param__data[383:376];
+                \_$668  = param__data[95:88];
           endcase
     endcase
     if (rst) begin
@@ -26192,7 +25476,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$669  = table_112;
+    \_$669  = table_76;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26205,7 +25489,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$669  = param__data[391:384];
+                \_$669  = param__data[103:96];
           endcase
     endcase
     if (rst) begin
@@ -26214,7 +25498,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$670  = table_113;
+    \_$670  = table_77;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26227,7 +25511,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$670  = param__data[399:392];
+                \_$670  = param__data[111:104];
           endcase
     endcase
     if (rst) begin
@@ -26236,7 +25520,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$671  = table_114;
+    \_$671  = table_78;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26249,7 +25533,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$671  = param__data[407:400];
+                \_$671  = param__data[119:112];
           endcase
     endcase
     if (rst) begin
@@ -26258,7 +25542,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$672  = table_115;
+    \_$672  = table_79;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26271,7 +25555,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$672  = param__data[415:408];
+                \_$672  = param__data[127:120];
           endcase
     endcase
     if (rst) begin
@@ -26280,7 +25564,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$673  = table_116;
+    \_$673  = table_80;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26293,7 +25577,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$673  = param__data[423:416];
+                \_$673  = param__data[135:128];
           endcase
     endcase
     if (rst) begin
@@ -26302,7 +25586,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$674  = table_117;
+    \_$674  = table_81;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26315,7 +25599,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$674  = param__data[431:424];
+                \_$674  = param__data[143:136];
           endcase
     endcase
     if (rst) begin
@@ -26324,7 +25608,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$675  = table_118;
+    \_$675  = table_82;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26337,7 +25621,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$675  = param__data[439:432];
+                \_$675  = param__data[151:144];
           endcase
     endcase
     if (rst) begin
@@ -26346,7 +25630,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$676  = table_119;
+    \_$676  = table_83;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26359,7 +25643,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$676  = param__data[447:440];
+                \_$676  = param__data[159:152];
           endcase
     endcase
     if (rst) begin
@@ -26368,7 +25652,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$677  = table_120;
+    \_$677  = table_84;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26381,7 +25665,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$677  = param__data[455:448];
+                \_$677  = param__data[167:160];
           endcase
     endcase
     if (rst) begin
@@ -26390,7 +25674,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$678  = table_121;
+    \_$678  = table_85;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26403,7 +25687,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$678  = param__data[463:456];
+                \_$678  = param__data[175:168];
           endcase
     endcase
     if (rst) begin
@@ -26412,7 +25696,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$679  = table_122;
+    \_$679  = table_86;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26425,7 +25709,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$679  = param__data[471:464];
+                \_$679  = param__data[183:176];
           endcase
     endcase
     if (rst) begin
@@ -26434,7 +25718,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$680  = table_123;
+    \_$680  = table_87;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26447,7 +25731,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$680  = param__data[479:472];
+                \_$680  = param__data[191:184];
           endcase
     endcase
     if (rst) begin
@@ -26456,7 +25740,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$681  = table_124;
+    \_$681  = table_88;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26469,7 +25753,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$681  = param__data[487:480];
+                \_$681  = param__data[199:192];
           endcase
     endcase
     if (rst) begin
@@ -26478,7 +25762,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$682  = table_125;
+    \_$682  = table_89;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26491,7 +25775,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$682  = param__data[495:488];
+                \_$682  = param__data[207:200];
           endcase
     endcase
     if (rst) begin
@@ -26500,7 +25784,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$683  = table_126;
+    \_$683  = table_90;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26513,7 +25797,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$683  = param__data[503:496];
+                \_$683  = param__data[215:208];
           endcase
     endcase
     if (rst) begin
@@ -26522,7 +25806,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$684  = table_127;
+    \_$684  = table_91;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26535,7 +25819,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$684  = param__data[511:504];
+                \_$684  = param__data[223:216];
           endcase
     endcase
     if (rst) begin
@@ -26544,7 +25828,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$685  = table_128;
+    \_$685  = table_92;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26557,9 +25841,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$685  = param__data[7:0];
+                \_$685  = param__data[231:224];
           endcase
     endcase
     if (rst) begin
@@ -26568,7 +25850,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$686  = table_129;
+    \_$686  = table_93;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26581,9 +25863,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$686  = param__data[15:8];
+                \_$686  = param__data[239:232];
           endcase
     endcase
     if (rst) begin
@@ -26592,7 +25872,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$687  = table_130;
+    \_$687  = table_94;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26605,9 +25885,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$687  = param__data[23:16];
+                \_$687  = param__data[247:240];
           endcase
     endcase
     if (rst) begin
@@ -26616,7 +25894,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$688  = table_131;
+    \_$688  = table_95;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26629,9 +25907,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$688  = param__data[31:24];
+                \_$688  = param__data[255:248];
           endcase
     endcase
     if (rst) begin
@@ -26640,7 +25916,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$689  = table_132;
+    \_$689  = table_96;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26653,9 +25929,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$689  = param__data[39:32];
+                \_$689  = param__data[263:256];
           endcase
     endcase
     if (rst) begin
@@ -26664,7 +25938,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$690  = table_133;
+    \_$690  = table_97;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26677,9 +25951,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$690  = param__data[47:40];
+                \_$690  = param__data[271:264];
           endcase
     endcase
     if (rst) begin
@@ -26688,7 +25960,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$691  = table_134;
+    \_$691  = table_98;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26701,9 +25973,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$691  = param__data[55:48];
+                \_$691  = param__data[279:272];
           endcase
     endcase
     if (rst) begin
@@ -26712,7 +25982,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$692  = table_135;
+    \_$692  = table_99;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26725,9 +25995,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$692  = param__data[63:56];
+                \_$692  = param__data[287:280];
           endcase
     endcase
     if (rst) begin
@@ -26736,7 +26004,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$693  = table_136;
+    \_$693  = table_100;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26749,9 +26017,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$693  = param__data[71:64];
+                \_$693  = param__data[295:288];
           endcase
     endcase
     if (rst) begin
@@ -26760,7 +26026,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$694  = table_137;
+    \_$694  = table_101;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26773,9 +26039,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$694  = param__data[79:72];
+                \_$694  = param__data[303:296];
           endcase
     endcase
     if (rst) begin
@@ -26784,7 +26048,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$695  = table_138;
+    \_$695  = table_102;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26797,9 +26061,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$695  = param__data[87:80];
+                \_$695  = param__data[311:304];
           endcase
     endcase
     if (rst) begin
@@ -26808,7 +26070,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$696  = table_139;
+    \_$696  = table_103;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26821,9 +26083,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$696  = param__data[95:88];
+                \_$696  = param__data[319:312];
           endcase
     endcase
     if (rst) begin
@@ -26832,7 +26092,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$697  = table_140;
+    \_$697  = table_104;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26845,9 +26105,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$697  = param__data[103:96];
+                \_$697  = param__data[327:320];
           endcase
     endcase
     if (rst) begin
@@ -26856,7 +26114,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$698  = table_141;
+    \_$698  = table_105;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26869,9 +26127,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$698  = param__data[111:104];
+                \_$698  = param__data[335:328];
           endcase
     endcase
     if (rst) begin
@@ -26880,7 +26136,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$699  = table_142;
+    \_$699  = table_106;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26893,9 +26149,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$699  = param__data[119:112];
+                \_$699  = param__data[343:336];
           endcase
     endcase
     if (rst) begin
@@ -26904,7 +26158,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$700  = table_143;
+    \_$700  = table_107;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26917,9 +26171,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$700  = param__data[127:120];
+                \_$700  = param__data[351:344];
           endcase
     endcase
     if (rst) begin
@@ -26928,7 +26180,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$701  = table_144;
+    \_$701  = table_108;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26941,9 +26193,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$701  = param__data[135:128];
+                \_$701  = param__data[359:352];
           endcase
     endcase
     if (rst) begin
@@ -26952,7 +26202,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$702  = table_145;
+    \_$702  = table_109;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26965,9 +26215,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$702  = param__data[143:136];
+                \_$702  = param__data[367:360];
           endcase
     endcase
     if (rst) begin
@@ -26976,7 +26224,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$703  = table_146;
+    \_$703  = table_110;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26989,9 +26237,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$703  = param__data[151:144];
+                \_$703  = param__data[375:368];
           endcase
     endcase
     if (rst) begin
@@ -27000,7 +26246,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$704  = table_147;
+    \_$704  = table_111;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27013,9 +26259,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$704  = param__data[159:152];
+                \_$704  = param__data[383:376];
           endcase
     endcase
     if (rst) begin
@@ -27024,7 +26268,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$705  = table_148;
+    \_$705  = table_112;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27037,9 +26281,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$705  = param__data[167:160];
+                \_$705  = param__data[391:384];
           endcase
     endcase
     if (rst) begin
@@ -27048,7 +26290,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$706  = table_149;
+    \_$706  = table_113;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27061,9 +26303,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$706  = param__data[175:168];
+                \_$706  = param__data[399:392];
           endcase
     endcase
     if (rst) begin
@@ -27072,7 +26312,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$707  = table_150;
+    \_$707  = table_114;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27085,9 +26325,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$707  = param__data[183:176];
+                \_$707  = param__data[407:400];
           endcase
     endcase
     if (rst) begin
@@ -27096,7 +26334,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$708  = table_151;
+    \_$708  = table_115;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27109,9 +26347,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$708  = param__data[191:184];
+                \_$708  = param__data[415:408];
           endcase
     endcase
     if (rst) begin
@@ -27120,7 +26356,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$709  = table_152;
+    \_$709  = table_116;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27133,9 +26369,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$709  = param__data[199:192];
+                \_$709  = param__data[423:416];
           endcase
     endcase
     if (rst) begin
@@ -27144,7 +26378,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$710  = table_153;
+    \_$710  = table_117;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27157,9 +26391,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$710  = param__data[207:200];
+                \_$710  = param__data[431:424];
           endcase
     endcase
     if (rst) begin
@@ -27168,7 +26400,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$711  = table_154;
+    \_$711  = table_118;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27181,9 +26413,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$711  = param__data[215:208];
+                \_$711  = param__data[439:432];
           endcase
     endcase
     if (rst) begin
@@ -27192,7 +26422,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$712  = table_155;
+    \_$712  = table_119;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27205,9 +26435,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$712  = param__data[223:216];
+                \_$712  = param__data[447:440];
           endcase
     endcase
     if (rst) begin
@@ -27216,7 +26444,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$713  = table_156;
+    \_$713  = table_120;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27229,9 +26457,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$713  = param__data[231:224];
+                \_$713  = param__data[455:448];
           endcase
     endcase
     if (rst) begin
@@ -27240,7 +26466,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$714  = table_157;
+    \_$714  = table_121;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27253,9 +26479,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$714  = param__data[239:232];
+                \_$714  = param__data[463:456];
           endcase
     endcase
     if (rst) begin
@@ -27264,7 +26488,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$715  = table_158;
+    \_$715  = table_122;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27277,9 +26501,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$715  = param__data[247:240];
+                \_$715  = param__data[471:464];
           endcase
     endcase
     if (rst) begin
@@ -27288,7 +26510,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$716  = table_159;
+    \_$716  = table_123;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27301,9 +26523,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$716  = param__data[255:248];
+                \_$716  = param__data[479:472];
           endcase
     endcase
     if (rst) begin
@@ -27312,7 +26532,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$717  = table_160;
+    \_$717  = table_124;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27325,9 +26545,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$717  = param__data[263:256];
+                \_$717  = param__data[487:480];
           endcase
     endcase
     if (rst) begin
@@ -27336,7 +26554,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$718  = table_161;
+    \_$718  = table_125;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27349,9 +26567,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$718  = param__data[271:264];
+                \_$718  = param__data[495:488];
           endcase
     endcase
     if (rst) begin
@@ -27360,7 +26576,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$719  = table_162;
+    \_$719  = table_126;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27373,9 +26589,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$719  = param__data[279:272];
+                \_$719  = param__data[503:496];
           endcase
     endcase
     if (rst) begin
@@ -27384,7 +26598,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$720  = table_163;
+    \_$720  = table_127;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27397,9 +26611,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                /* empty */;
-            3'h3:
-                \_$720  = param__data[287:280];
+                \_$720  = param__data[511:504];
           endcase
     endcase
     if (rst) begin
@@ -27408,7 +26620,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$721  = table_164;
+    \_$721  = table_128;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27423,7 +26635,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$721  = param__data[295:288];
+                \_$721  = param__data[7:0];
           endcase
     endcase
     if (rst) begin
@@ -27432,7 +26644,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$722  = table_165;
+    \_$722  = table_129;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27447,7 +26659,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$722  = param__data[303:296];
+                \_$722  = param__data[15:8];
           endcase
     endcase
     if (rst) begin
@@ -27456,7 +26668,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$723  = table_166;
+    \_$723  = table_130;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27471,7 +26683,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$723  = param__data[311:304];
+                \_$723  = param__data[23:16];
           endcase
     endcase
     if (rst) begin
@@ -27480,7 +26692,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$724  = table_167;
+    \_$724  = table_131;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27495,7 +26707,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$724  = param__data[319:312];
+                \_$724  = param__data[31:24];
           endcase
     endcase
     if (rst) begin
@@ -27504,7 +26716,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$725  = table_168;
+    \_$725  = table_132;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27519,7 +26731,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$725  = param__data[327:320];
+                \_$725  = param__data[39:32];
           endcase
     endcase
     if (rst) begin
@@ -27528,7 +26740,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$726  = table_169;
+    \_$726  = table_133;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27543,7 +26755,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$726  = param__data[335:328];
+                \_$726  = param__data[47:40];
           endcase
     endcase
     if (rst) begin
@@ -27552,7 +26764,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$727  = table_170;
+    \_$727  = table_134;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27567,7 +26779,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$727  = param__data[343:336];
+                \_$727  = param__data[55:48];
           endcase
     endcase
     if (rst) begin
@@ -27576,7 +26788,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$728  = table_171;
+    \_$728  = table_135;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27591,7 +26803,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$728  = param__data[351:344];
+                \_$728  = param__data[63:56];
           endcase
     endcase
     if (rst) begin
@@ -27600,7 +26812,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$729  = table_172;
+    \_$729  = table_136;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27615,7 +26827,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$729  = param__data[359:352];
+                \_$729  = param__data[71:64];
           endcase
     endcase
     if (rst) begin
@@ -27624,7 +26836,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$730  = table_173;
+    \_$730  = table_137;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27639,7 +26851,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$730  = param__data[367:360];
+                \_$730  = param__data[79:72];
           endcase
     endcase
     if (rst) begin
@@ -27648,7 +26860,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$731  = table_174;
+    \_$731  = table_138;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27663,7 +26875,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$731  = param__data[375:368];
+                \_$731  = param__data[87:80];
           endcase
     endcase
     if (rst) begin
@@ -27672,7 +26884,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$732  = table_175;
+    \_$732  = table_139;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27687,7 +26899,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$732  = param__data[383:376];
+                \_$732  = param__data[95:88];
           endcase
     endcase
     if (rst) begin
@@ -27696,7 +26908,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$733  = table_176;
+    \_$733  = table_140;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27711,7 +26923,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$733  = param__data[391:384];
+                \_$733  = param__data[103:96];
           endcase
     endcase
     if (rst) begin
@@ -27720,7 +26932,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$734  = table_177;
+    \_$734  = table_141;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27735,7 +26947,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$734  = param__data[399:392];
+                \_$734  = param__data[111:104];
           endcase
     endcase
     if (rst) begin
@@ -27744,7 +26956,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$735  = table_178;
+    \_$735  = table_142;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27759,7 +26971,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$735  = param__data[407:400];
+                \_$735  = param__data[119:112];
           endcase
     endcase
     if (rst) begin
@@ -27768,7 +26980,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$736  = table_179;
+    \_$736  = table_143;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27783,7 +26995,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$736  = param__data[415:408];
+                \_$736  = param__data[127:120];
           endcase
     endcase
     if (rst) begin
@@ -27792,7 +27004,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$737  = table_180;
+    \_$737  = table_144;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27807,7 +27019,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$737  = param__data[423:416];
+                \_$737  = param__data[135:128];
           endcase
     endcase
     if (rst) begin
@@ -27816,7 +27028,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$738  = table_181;
+    \_$738  = table_145;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27831,7 +27043,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$738  = param__data[431:424];
+                \_$738  = param__data[143:136];
           endcase
     endcase
     if (rst) begin
@@ -27840,7 +27052,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$739  = table_182;
+    \_$739  = table_146;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27855,7 +27067,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$739  = param__data[439:432];
+                \_$739  = param__data[151:144];
           endcase
     endcase
     if (rst) begin
@@ -27864,7 +27076,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$740  = table_183;
+    \_$740  = table_147;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27879,7 +27091,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$740  = param__data[447:440];
+                \_$740  = param__data[159:152];
           endcase
     endcase
     if (rst) begin
@@ -27888,7 +27100,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$741  = table_184;
+    \_$741  = table_148;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27903,7 +27115,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$741  = param__data[455:448];
+                \_$741  = param__data[167:160];
           endcase
     endcase
     if (rst) begin
@@ -27912,7 +27124,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$742  = table_185;
+    \_$742  = table_149;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27927,7 +27139,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$742  = param__data[463:456];
+                \_$742  = param__data[175:168];
           endcase
     endcase
     if (rst) begin
@@ -27936,7 +27148,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$743  = table_186;
+    \_$743  = table_150;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27951,7 +27163,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$743  = param__data[471:464];
+                \_$743  = param__data[183:176];
           endcase
     endcase
     if (rst) begin
@@ -27960,7 +27172,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$744  = table_187;
+    \_$744  = table_151;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27975,7 +27187,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$744  = param__data[479:472];
+                \_$744  = param__data[191:184];
           endcase
     endcase
     if (rst) begin
@@ -27984,7 +27196,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$745  = table_188;
+    \_$745  = table_152;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27999,7 +27211,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$745  = param__data[487:480];
+                \_$745  = param__data[199:192];
           endcase
     endcase
     if (rst) begin
@@ -28008,7 +27220,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$746  = table_189;
+    \_$746  = table_153;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28023,7 +27235,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$746  = param__data[495:488];
+                \_$746  = param__data[207:200];
           endcase
     endcase
     if (rst) begin
@@ -28032,7 +27244,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$747  = table_190;
+    \_$747  = table_154;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28047,7 +27259,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$747  = param__data[503:496];
+                \_$747  = param__data[215:208];
           endcase
     endcase
     if (rst) begin
@@ -28056,7 +27268,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$748  = table_191;
+    \_$748  = table_155;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28071,7 +27283,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$748  = param__data[511:504];
+                \_$748  = param__data[223:216];
           endcase
     endcase
     if (rst) begin
@@ -28080,7 +27292,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$749  = table_192;
+    \_$749  = table_156;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28095,9 +27307,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$749  = param__data[7:0];
+                \_$749  = param__data[231:224];
           endcase
     endcase
     if (rst) begin
@@ -28106,7 +27316,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$750  = table_193;
+    \_$750  = table_157;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28121,9 +27331,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$750  = param__data[15:8];
+                \_$750  = param__data[239:232];
           endcase
     endcase
     if (rst) begin
@@ -28132,7 +27340,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$751  = table_194;
+    \_$751  = table_158;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28147,9 +27355,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$751  = param__data[23:16];
+                \_$751  = param__data[247:240];
           endcase
     endcase
     if (rst) begin
@@ -28158,7 +27364,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$752  = table_195;
+    \_$752  = table_159;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28173,9 +27379,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$752  = param__data[31:24];
+                \_$752  = param__data[255:248];
           endcase
     endcase
     if (rst) begin
@@ -28184,7 +27388,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$753  = table_196;
+    \_$753  = table_160;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28199,9 +27403,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$753  = param__data[39:32];
+                \_$753  = param__data[263:256];
           endcase
     endcase
     if (rst) begin
@@ -28210,7 +27412,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$754  = table_197;
+    \_$754  = table_161;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28225,9 +27427,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$754  = param__data[47:40];
+                \_$754  = param__data[271:264];
           endcase
     endcase
     if (rst) begin
@@ -28236,7 +27436,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$755  = table_198;
+    \_$755  = table_162;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28251,9 +27451,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$755  = param__data[55:48];
+                \_$755  = param__data[279:272];
           endcase
     endcase
     if (rst) begin
@@ -28262,7 +27460,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$756  = table_199;
+    \_$756  = table_163;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28277,9 +27475,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$756  = param__data[63:56];
+                \_$756  = param__data[287:280];
           endcase
     endcase
     if (rst) begin
@@ -28288,7 +27484,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$757  = table_200;
+    \_$757  = table_164;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28303,9 +27499,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$757  = param__data[71:64];
+                \_$757  = param__data[295:288];
           endcase
     endcase
     if (rst) begin
@@ -28314,7 +27508,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$758  = table_201;
+    \_$758  = table_165;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28329,9 +27523,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$758  = param__data[79:72];
+                \_$758  = param__data[303:296];
           endcase
     endcase
     if (rst) begin
@@ -28340,7 +27532,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$759  = table_202;
+    \_$759  = table_166;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28355,9 +27547,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$759  = param__data[87:80];
+                \_$759  = param__data[311:304];
           endcase
     endcase
     if (rst) begin
@@ -28366,7 +27556,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$760  = table_203;
+    \_$760  = table_167;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28381,9 +27571,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$760  = param__data[95:88];
+                \_$760  = param__data[319:312];
           endcase
     endcase
     if (rst) begin
@@ -28392,7 +27580,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$761  = table_204;
+    \_$761  = table_168;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28407,9 +27595,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$761  = param__data[103:96];
+                \_$761  = param__data[327:320];
           endcase
     endcase
     if (rst) begin
@@ -28418,7 +27604,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$762  = table_205;
+    \_$762  = table_169;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28433,9 +27619,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$762  = param__data[111:104];
+                \_$762  = param__data[335:328];
           endcase
     endcase
     if (rst) begin
@@ -28444,7 +27628,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$763  = table_206;
+    \_$763  = table_170;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28459,9 +27643,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$763  = param__data[119:112];
+                \_$763  = param__data[343:336];
           endcase
     endcase
     if (rst) begin
@@ -28470,7 +27652,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$764  = table_207;
+    \_$764  = table_171;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28485,9 +27667,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$764  = param__data[127:120];
+                \_$764  = param__data[351:344];
           endcase
     endcase
     if (rst) begin
@@ -28496,7 +27676,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$765  = table_208;
+    \_$765  = table_172;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28511,9 +27691,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$765  = param__data[135:128];
+                \_$765  = param__data[359:352];
           endcase
     endcase
     if (rst) begin
@@ -28522,7 +27700,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$766  = table_209;
+    \_$766  = table_173;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28537,9 +27715,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$766  = param__data[143:136];
+                \_$766  = param__data[367:360];
           endcase
     endcase
     if (rst) begin
@@ -28548,7 +27724,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$767  = table_210;
+    \_$767  = table_174;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28563,9 +27739,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$767  = param__data[151:144];
+                \_$767  = param__data[375:368];
           endcase
     endcase
     if (rst) begin
@@ -28574,7 +27748,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$768  = table_211;
+    \_$768  = table_175;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28589,9 +27763,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$768  = param__data[159:152];
+                \_$768  = param__data[383:376];
           endcase
     endcase
     if (rst) begin
@@ -28600,7 +27772,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$769  = table_212;
+    \_$769  = table_176;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28615,9 +27787,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$769  = param__data[167:160];
+                \_$769  = param__data[391:384];
           endcase
     endcase
     if (rst) begin
@@ -28626,7 +27796,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$770  = table_213;
+    \_$770  = table_177;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28641,9 +27811,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$770  = param__data[175:168];
+                \_$770  = param__data[399:392];
           endcase
     endcase
     if (rst) begin
@@ -28652,7 +27820,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$771  = table_214;
+    \_$771  = table_178;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28667,9 +27835,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$771  = param__data[183:176];
+                \_$771  = param__data[407:400];
           endcase
     endcase
     if (rst) begin
@@ -28678,7 +27844,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$772  = table_215;
+    \_$772  = table_179;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28693,9 +27859,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$772  = param__data[191:184];
+                \_$772  = param__data[415:408];
           endcase
     endcase
     if (rst) begin
@@ -28704,7 +27868,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$773  = table_216;
+    \_$773  = table_180;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28719,9 +27883,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$773  = param__data[199:192];
+                \_$773  = param__data[423:416];
           endcase
     endcase
     if (rst) begin
@@ -28730,7 +27892,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$774  = table_217;
+    \_$774  = table_181;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28745,9 +27907,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$774  = param__data[207:200];
+                \_$774  = param__data[431:424];
           endcase
     endcase
     if (rst) begin
@@ -28756,7 +27916,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$775  = table_218;
+    \_$775  = table_182;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28771,9 +27931,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$775  = param__data[215:208];
+                \_$775  = param__data[439:432];
           endcase
     endcase
     if (rst) begin
@@ -28782,7 +27940,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$776  = table_219;
+    \_$776  = table_183;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28797,9 +27955,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$776  = param__data[223:216];
+                \_$776  = param__data[447:440];
           endcase
     endcase
     if (rst) begin
@@ -28808,7 +27964,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$777  = table_220;
+    \_$777  = table_184;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28823,9 +27979,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$777  = param__data[231:224];
+                \_$777  = param__data[455:448];
           endcase
     endcase
     if (rst) begin
@@ -28834,7 +27988,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$778  = table_221;
+    \_$778  = table_185;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28849,9 +28003,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$778  = param__data[239:232];
+                \_$778  = param__data[463:456];
           endcase
     endcase
     if (rst) begin
@@ -28860,7 +28012,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$779  = table_222;
+    \_$779  = table_186;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28875,9 +28027,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$779  = param__data[247:240];
+                \_$779  = param__data[471:464];
           endcase
     endcase
     if (rst) begin
@@ -28886,7 +28036,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$780  = table_223;
+    \_$780  = table_187;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28901,9 +28051,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$780  = param__data[255:248];
+                \_$780  = param__data[479:472];
           endcase
     endcase
     if (rst) begin
@@ -28912,7 +28060,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$781  = table_224;
+    \_$781  = table_188;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28927,9 +28075,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$781  = param__data[263:256];
+                \_$781  = param__data[487:480];
           endcase
     endcase
     if (rst) begin
@@ -28938,7 +28084,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$782  = table_225;
+    \_$782  = table_189;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28953,9 +28099,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$782  = param__data[271:264];
+                \_$782  = param__data[495:488];
           endcase
     endcase
     if (rst) begin
@@ -28964,7 +28108,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$783  = table_226;
+    \_$783  = table_190;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28979,9 +28123,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$783  = param__data[279:272];
+                \_$783  = param__data[503:496];
           endcase
     endcase
     if (rst) begin
@@ -28990,7 +28132,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$784  = table_227;
+    \_$784  = table_191;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29005,9 +28147,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                /* empty */;
-            3'h4:
-                \_$784  = param__data[287:280];
+                \_$784  = param__data[511:504];
           endcase
     endcase
     if (rst) begin
@@ -29016,7 +28156,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$785  = table_228;
+    \_$785  = table_192;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29033,7 +28173,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$785  = param__data[295:288];
+                \_$785  = param__data[7:0];
           endcase
     endcase
     if (rst) begin
@@ -29042,7 +28182,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$786  = table_229;
+    \_$786  = table_193;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29059,7 +28199,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$786  = param__data[303:296];
+                \_$786  = param__data[15:8];
           endcase
     endcase
     if (rst) begin
@@ -29068,7 +28208,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$787  = table_230;
+    \_$787  = table_194;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29085,7 +28225,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$787  = param__data[311:304];
+                \_$787  = param__data[23:16];
           endcase
     endcase
     if (rst) begin
@@ -29094,7 +28234,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$788  = table_231;
+    \_$788  = table_195;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29111,7 +28251,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$788  = param__data[319:312];
+                \_$788  = param__data[31:24];
           endcase
     endcase
     if (rst) begin
@@ -29120,7 +28260,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$789  = table_232;
+    \_$789  = table_196;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29137,7 +28277,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$789  = param__data[327:320];
+                \_$789  = param__data[39:32];
           endcase
     endcase
     if (rst) begin
@@ -29146,7 +28286,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$790  = table_233;
+    \_$790  = table_197;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29163,7 +28303,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$790  = param__data[335:328];
+                \_$790  = param__data[47:40];
           endcase
     endcase
     if (rst) begin
@@ -29172,7 +28312,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$791  = table_234;
+    \_$791  = table_198;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29189,7 +28329,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$791  = param__data[343:336];
+                \_$791  = param__data[55:48];
           endcase
     endcase
     if (rst) begin
@@ -29198,7 +28338,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$792  = table_235;
+    \_$792  = table_199;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29215,7 +28355,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$792  = param__data[351:344];
+                \_$792  = param__data[63:56];
           endcase
     endcase
     if (rst) begin
@@ -29224,7 +28364,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$793  = table_236;
+    \_$793  = table_200;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29241,7 +28381,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$793  = param__data[359:352];
+                \_$793  = param__data[71:64];
           endcase
     endcase
     if (rst) begin
@@ -29250,7 +28390,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$794  = table_237;
+    \_$794  = table_201;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29267,7 +28407,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$794  = param__data[367:360];
+                \_$794  = param__data[79:72];
           endcase
     endcase
     if (rst) begin
@@ -29276,7 +28416,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$795  = table_238;
+    \_$795  = table_202;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29293,7 +28433,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$795  = param__data[375:368];
+                \_$795  = param__data[87:80];
           endcase
     endcase
     if (rst) begin
@@ -29302,7 +28442,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$796  = table_239;
+    \_$796  = table_203;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29319,7 +28459,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$796  = param__data[383:376];
+                \_$796  = param__data[95:88];
           endcase
     endcase
     if (rst) begin
@@ -29328,7 +28468,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$797  = table_240;
+    \_$797  = table_204;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29345,7 +28485,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$797  = param__data[391:384];
+                \_$797  = param__data[103:96];
           endcase
     endcase
     if (rst) begin
@@ -29354,7 +28494,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$798  = table_241;
+    \_$798  = table_205;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29371,7 +28511,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$798  = param__data[399:392];
+                \_$798  = param__data[111:104];
           endcase
     endcase
     if (rst) begin
@@ -29380,7 +28520,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$799  = table_242;
+    \_$799  = table_206;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29397,7 +28537,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$799  = param__data[407:400];
+                \_$799  = param__data[119:112];
           endcase
     endcase
     if (rst) begin
@@ -29406,7 +28546,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$800  = table_243;
+    \_$800  = table_207;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29423,7 +28563,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$800  = param__data[415:408];
+                \_$800  = param__data[127:120];
           endcase
     endcase
     if (rst) begin
@@ -29432,7 +28572,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$801  = table_244;
+    \_$801  = table_208;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29449,7 +28589,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$801  = param__data[423:416];
+                \_$801  = param__data[135:128];
           endcase
     endcase
     if (rst) begin
@@ -29458,7 +28598,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$802  = table_245;
+    \_$802  = table_209;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29475,7 +28615,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$802  = param__data[431:424];
+                \_$802  = param__data[143:136];
           endcase
     endcase
     if (rst) begin
@@ -29484,7 +28624,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$803  = table_246;
+    \_$803  = table_210;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29501,7 +28641,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$803  = param__data[439:432];
+                \_$803  = param__data[151:144];
           endcase
     endcase
     if (rst) begin
@@ -29510,7 +28650,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$804  = table_247;
+    \_$804  = table_211;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29527,7 +28667,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$804  = param__data[447:440];
+                \_$804  = param__data[159:152];
           endcase
     endcase
     if (rst) begin
@@ -29536,7 +28676,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$805  = table_248;
+    \_$805  = table_212;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29553,7 +28693,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$805  = param__data[455:448];
+                \_$805  = param__data[167:160];
           endcase
     endcase
     if (rst) begin
@@ -29562,7 +28702,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$806  = table_249;
+    \_$806  = table_213;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29579,7 +28719,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$806  = param__data[463:456];
+                \_$806  = param__data[175:168];
           endcase
     endcase
     if (rst) begin
@@ -29588,7 +28728,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$807  = table_250;
+    \_$807  = table_214;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29605,7 +28745,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$807  = param__data[471:464];
+                \_$807  = param__data[183:176];
           endcase
     endcase
     if (rst) begin
@@ -29614,7 +28754,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$808  = table_251;
+    \_$808  = table_215;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29631,7 +28771,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$808  = param__data[479:472];
+                \_$808  = param__data[191:184];
           endcase
     endcase
     if (rst) begin
@@ -29640,7 +28780,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$809  = table_252;
+    \_$809  = table_216;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29657,7 +28797,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$809  = param__data[487:480];
+                \_$809  = param__data[199:192];
           endcase
     endcase
     if (rst) begin
@@ -29666,7 +28806,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$810  = table_253;
+    \_$810  = table_217;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29683,7 +28823,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$810  = param__data[495:488];
+                \_$810  = param__data[207:200];
           endcase
     endcase
     if (rst) begin
@@ -29692,7 +28832,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$811  = table_254;
+    \_$811  = table_218;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29709,7 +28849,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$811  = param__data[503:496];
+                \_$811  = param__data[215:208];
           endcase
     endcase
     if (rst) begin
@@ -29718,7 +28858,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$812  = table_255;
+    \_$812  = table_219;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29735,11 +28875,947 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$812  = param__data[511:504];
+                \_$812  = param__data[223:216];
           endcase
     endcase
     if (rst) begin
       \_$812  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$813  = table_220;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$813  = param__data[231:224];
+          endcase
+    endcase
+    if (rst) begin
+      \_$813  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$814  = table_221;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$814  = param__data[239:232];
+          endcase
+    endcase
+    if (rst) begin
+      \_$814  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$815  = table_222;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$815  = param__data[247:240];
+          endcase
+    endcase
+    if (rst) begin
+      \_$815  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$816  = table_223;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$816  = param__data[255:248];
+          endcase
+    endcase
+    if (rst) begin
+      \_$816  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$817  = table_224;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$817  = param__data[263:256];
+          endcase
+    endcase
+    if (rst) begin
+      \_$817  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$818  = table_225;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$818  = param__data[271:264];
+          endcase
+    endcase
+    if (rst) begin
+      \_$818  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$819  = table_226;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$819  = param__data[279:272];
+          endcase
+    endcase
+    if (rst) begin
+      \_$819  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$820  = table_227;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$820  = param__data[287:280];
+          endcase
+    endcase
+    if (rst) begin
+      \_$820  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$821  = table_228;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$821  = param__data[295:288];
+          endcase
+    endcase
+    if (rst) begin
+      \_$821  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$822  = table_229;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$822  = param__data[303:296];
+          endcase
+    endcase
+    if (rst) begin
+      \_$822  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$823  = table_230;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$823  = param__data[311:304];
+          endcase
+    endcase
+    if (rst) begin
+      \_$823  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$824  = table_231;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$824  = param__data[319:312];
+          endcase
+    endcase
+    if (rst) begin
+      \_$824  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$825  = table_232;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$825  = param__data[327:320];
+          endcase
+    endcase
+    if (rst) begin
+      \_$825  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$826  = table_233;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$826  = param__data[335:328];
+          endcase
+    endcase
+    if (rst) begin
+      \_$826  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$827  = table_234;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$827  = param__data[343:336];
+          endcase
+    endcase
+    if (rst) begin
+      \_$827  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$828  = table_235;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$828  = param__data[351:344];
+          endcase
+    endcase
+    if (rst) begin
+      \_$828  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$829  = table_236;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$829  = param__data[359:352];
+          endcase
+    endcase
+    if (rst) begin
+      \_$829  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$830  = table_237;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$830  = param__data[367:360];
+          endcase
+    endcase
+    if (rst) begin
+      \_$830  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$831  = table_238;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$831  = param__data[375:368];
+          endcase
+    endcase
+    if (rst) begin
+      \_$831  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$832  = table_239;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$832  = param__data[383:376];
+          endcase
+    endcase
+    if (rst) begin
+      \_$832  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$833  = table_240;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$833  = param__data[391:384];
+          endcase
+    endcase
+    if (rst) begin
+      \_$833  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$834  = table_241;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$834  = param__data[399:392];
+          endcase
+    endcase
+    if (rst) begin
+      \_$834  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$835  = table_242;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$835  = param__data[407:400];
+          endcase
+    endcase
+    if (rst) begin
+      \_$835  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$836  = table_243;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$836  = param__data[415:408];
+          endcase
+    endcase
+    if (rst) begin
+      \_$836  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$837  = table_244;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$837  = param__data[423:416];
+          endcase
+    endcase
+    if (rst) begin
+      \_$837  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$838  = table_245;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$838  = param__data[431:424];
+          endcase
+    endcase
+    if (rst) begin
+      \_$838  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$839  = table_246;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$839  = param__data[439:432];
+          endcase
+    endcase
+    if (rst) begin
+      \_$839  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$840  = table_247;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$840  = param__data[447:440];
+          endcase
+    endcase
+    if (rst) begin
+      \_$840  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$841  = table_248;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$841  = param__data[455:448];
+          endcase
+    endcase
+    if (rst) begin
+      \_$841  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$842  = table_249;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$842  = param__data[463:456];
+          endcase
+    endcase
+    if (rst) begin
+      \_$842  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$843  = table_250;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$843  = param__data[471:464];
+          endcase
+    endcase
+    if (rst) begin
+      \_$843  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$844  = table_251;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$844  = param__data[479:472];
+          endcase
+    endcase
+    if (rst) begin
+      \_$844  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$845  = table_252;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$845  = param__data[487:480];
+          endcase
+    endcase
+    if (rst) begin
+      \_$845  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$846  = table_253;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$846  = param__data[495:488];
+          endcase
+    endcase
+    if (rst) begin
+      \_$846  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$847  = table_254;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$847  = param__data[503:496];
+          endcase
+    endcase
+    if (rst) begin
+      \_$847  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$848  = table_255;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          casez (table_step)
+            3'h1:
+                /* empty */;
+            3'h2:
+                /* empty */;
+            3'h3:
+                /* empty */;
+            3'h4:
+                \_$848  = param__data[511:504];
+          endcase
+    endcase
+    if (rst) begin
+      \_$848  = 8'h00;
     end
   end
   assign opcode = word[3:0];
@@ -29878,13 +29954,13 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$134  = \_$133 ;
   assign \_$145  = \_$signal$59 ;
   assign \_$150  = \_$signal$59 ;
-  assign \_$501  = \_$signal$59 ;
-  assign \_$502  = \_$signal$59 ;
-  assign \_$510 [31:7] = 25'h0000000;
-  assign \_$510 [6:0] = word[46:40];
-  assign \_$517  = \_$516 ;
-  assign \_$525  = \_$524 ;
-  assign \_$527  = \_$526 ;
+  assign \_$537  = \_$signal$59 ;
+  assign \_$538  = \_$signal$59 ;
+  assign \_$546 [31:7] = 25'h0000000;
+  assign \_$546 [6:0] = word[46:40];
+  assign \_$553  = \_$552 ;
+  assign \_$561  = \_$560 ;
+  assign \_$563  = \_$562 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -32136,7 +32212,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5750$0 , rd_resp__valid, clk);
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5786$0 , rd_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$47  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
@@ -32167,8 +32243,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$5750$0 ;
-  wire [1:0] \port$5750$0 ;
+  output [1:0] \port$5786$0 ;
+  wire [1:0] \port$5786$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -32436,7 +32512,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$5750$0  = \_$4 ;
+  assign \port$5786$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

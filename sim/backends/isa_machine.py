@@ -304,7 +304,7 @@ class Machine:
         scaled = requantize(
             acc, self._param(index, "mult", params), self._param(index, "shift", params)
         )
-        out = np.clip(scaled, lo, hi).astype(np.int8)
+        out = np.clip(scaled + insn["out_zp"], lo, hi).astype(np.int8)
         if table is not None:
             out = table[out.astype(np.int64) + 128]
         addresses = walk.dram[walk.valid]

@@ -585,17 +585,31 @@ def _q_model(zp: np.ndarray | None) -> onnx.ModelProto:
     return make(nodes, [1, 4], inits, opset=13)
 
 
-def test_nonzero_zero_point_runs_on_the_host() -> None:
-    reason = hosted(_q_model(np.array(3, np.int8)), "quant")
-    assert reason.startswith(
-        "quant (QuantizeLinear): y_zero_point 3 is not supported (asymmetric quantization)"
-    )
+def _zero_point_of_input(model: onnx.ModelProto) -> int:
+    """The int8 zero point the importer gives the input of a Q -> DQ -> Relu model."""
+    relu = helper.make_node("Relu", ["y"], ["r"], name="relu")
+    model.graph.node.append(relu)
+    model.graph.output[0].name = "r"
+    g = load_onnx(model)
+    return g.tensors[g.inputs[0]].zero_point
 
 
-def test_uint8_runs_on_the_host() -> None:
-    assert "uint8 is not supported" in hosted(_q_model(np.array(0, np.uint8)), "quant")
-    # no zero point: the output type defaults to uint8
-    assert "uint8 is not supported" in hosted(_q_model(None), "quant")
+def test_activation_zero_points_become_int8_zero_points() -> None:
+    """An asymmetric int8 zero point is kept; a uint8 code u is the int8 code u - 128, so a
+    uint8 zero point z is the int8 zero point z - 128 (absent: uint8 0, so -128)."""
+    assert _zero_point_of_input(_q_model(np.array(3, np.int8))) == 3
+    assert _zero_point_of_input(_q_model(np.array(0, np.uint8))) == -128
+    assert _zero_point_of_input(_q_model(np.array(200, np.uint8))) == 72
+    assert _zero_point_of_input(_q_model(None)) == -128  # QuantizeLinear's default: uint8
+
+
+def test_per_axis_activation_zero_point_runs_on_the_host() -> None:
+    model = _q_model(np.array([3, -5, 0, 7], np.int8))
+    for init in model.graph.initializer:
+        if init.name == "s":
+            init.CopyFrom(numpy_helper.from_array(np.full(4, 0.1, np.float32), "s"))
+    reason = hosted(model, "quant")
+    assert "per-axis y_zero_point (shape (4,)) is not supported" in reason, reason
 
 
 def _qlinear_conv_model(rng: np.random.Generator) -> tuple[onnx.ModelProto, np.ndarray]:
