@@ -284,6 +284,7 @@ def _dw_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                     x0=-pl,
                     height=src.h,
                     width=src.w,
+                    pad_value=zero_point(plan.graph, layer.inputs[0]),  # real 0
                 ),
             )
         )
