@@ -22,7 +22,8 @@ CONFIGS = ["tiny", "default"]
 
 def _dw_case(config, rng, *, out_w, out_h, kh, kw, stride, use_bias, accumulate):
     """One channel block: load a pre-padded input image, its taps and PARAM, run DWCONV (and a
-    second, accumulating one), store; return the builder and (DRAM address, expected int8)."""
+    second, accumulating one), store; return the builder and (DRAM address, expected int8,
+    MACs)."""
     d = config.rows
     in_h, in_cols = (out_h - 1) * stride + kh, (out_w - 1) * stride + kw
     pitch = in_cols + int(rng.integers(0, 3))
@@ -83,7 +84,7 @@ def _dw_case(config, rng, *, out_w, out_h, kh, kw, stride, use_bias, accumulate)
     )
     acc = ref.add_wrap32(acc, 0).astype(np.int64).reshape(d, m).T  # (pixel, channel)
     expected = ref.to_int8(ref.clamp(ref.requantize(acc, mult, shift, axis=1), -128, 127))
-    return b, (out, expected)
+    return b, (out, expected, len(kernels) * m * taps * d)
 
 
 def _cases(config, seed, count):
@@ -117,7 +118,8 @@ def test_dwconv_isa_simulator_matches_reference_ops():
         programs, expected = _cases(config, seed=5, count=21)
         for case, builder in programs.items():
             machine = builder.run_isa()
-            out, want = expected[case]
+            out, want, macs = expected[case]
+            assert machine.stats.macs == macs, f"{name} {case}"
             got = machine.dram[out : out + want.size].view(np.int8).reshape(want.shape)
             np.testing.assert_array_equal(got, want, err_msg=f"{name} {case}")
 
@@ -130,10 +132,12 @@ def test_dwconv_rtl_matches_reference_and_isa(config_name, tmp_path):
     for outcome in run_both(config, programs, tmp_path):
         assert outcome.isa_error is None, f"{outcome.name}: {outcome.isa_error}"
         assert outcome.rtl.done, f"{outcome.name}: RTL ended with {outcome.rtl.error_code}"
-        out, want = expected[outcome.name]
+        out, want, macs = expected[outcome.name]
         got = outcome.rtl.dram[out : out + want.size].view(np.int8).reshape(want.shape)
         np.testing.assert_array_equal(got, want, err_msg=outcome.name)
         assert_same_dram(outcome)
+        assert outcome.rtl.perf["macs"] == macs, outcome.name  # the window unit's, counted
+        assert outcome.rtl.perf["array_active"] == 0, outcome.name  # the array stayed idle
 
 
 def _bad(config, **fields):

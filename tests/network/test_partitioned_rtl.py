@@ -65,6 +65,19 @@ def test_depthwise_conv_on_rtl(channels, stride, kernel, dilation, tmp_path):
         np.testing.assert_array_equal(rtl.outputs[name], value)
 
 
+def test_depthwise_with_residual_on_rtl(tmp_path):
+    from tests.unit.test_partition import depthwise_residual_model
+
+    path = tmp_path / "dwres.onnx"
+    onnx.save(depthwise_residual_model(2), path)
+    exe = compile_model(path, PRESETS["tiny"]).executable
+    x = np.random.default_rng(4).standard_normal(exe.input.shape).astype(np.float32)
+    rtl, isa = run(exe, x, "rtl", workdir=tmp_path / "rtl"), run(exe, x, "isa")
+    assert rtl.bit_exact, rtl.first_mismatch
+    for name, value in isa.outputs.items():
+        np.testing.assert_array_equal(rtl.outputs[name], value)
+
+
 def test_dilated_conv_on_rtl(tmp_path):
     from tests.unit.test_partition import dilated_model
 

@@ -342,6 +342,33 @@ def test_depthwise_kernels_strides_dilations_bit_exact(
     assert compare_fp32(compiled.source, exe.reference, x)["cosine_vs_fp32"] > 0.98
 
 
+def depthwise_residual_model(seed: int) -> onnx.ModelProto:
+    """conv 3 -> 20, depthwise 3x3 whose output is added to its input (the Add fuses into the
+    depthwise layer: an ACCUM adds bias and residual before the DWCONVs accumulate)."""
+    rng = np.random.default_rng(seed)
+    c1, i1 = conv("c1", "x", "a", 3, 20, rng)
+    dw = helper.make_node(
+        "Conv", ["a", "dw.w", "dw.b"], ["d"], name="dw", kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+        group=20,
+    )  # fmt: skip
+    add = helper.make_node("Add", ["d", "a"], ["y"], name="add")
+    inits = {
+        **i1,
+        "dw.w": rng.normal(0, 0.4, (20, 1, 3, 3)).astype(np.float32),
+        "dw.b": rng.normal(0, 0.1, 20).astype(np.float32),
+    }
+    return model_of([c1, dw, add], inits, [1, 3, 12, 12])
+
+
+def test_depthwise_with_a_fused_residual_add(tmp_path) -> None:
+    exe = compile_model(_saved(depthwise_residual_model(2), tmp_path), PRESETS["tiny"]).executable
+    assert [la.name for la in exe.layers] == ["c1", "dw"]  # the Add is part of the dw layer
+    assert {"accum", "dwconv"} <= layer_opcodes(exe, "dw")
+    x = np.random.default_rng(4).standard_normal((1, 3, 12, 12)).astype(np.float32)
+    result = run(exe, x, "isa")
+    assert result.bit_exact, result.first_mismatch
+
+
 def test_depthwise_with_unequal_strides_goes_to_the_host(tmp_path) -> None:
     """DWCONV has one stride for x and y: a depthwise conv with strides (1, 2) runs on the host,
     and the graph stays bit-exact."""
