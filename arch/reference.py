@@ -25,6 +25,7 @@ point: the hardware adds ``rq_res(r)`` and folds ``-rq_res(z_r)`` into the bias)
   activation no conv, gemm or add can take; the hardware adds ``-z`` as a bias; a gated scale
   runs on the array only with both zero points 0).
 * concat: the inputs, which share the output's scale, side by side along channels.
+* channel_slice: channels ``start .. start + channels - 1`` of the input (a view, no copy).
 * upsample: nearest-neighbour, each pixel repeated ``scale`` = (sh, sw) times.
 * depth_to_space: ``block`` = (sh, sw); ``out[c, y*sh + a, x*sw + b] = in[(a*sw + b)*C + c, y, x]``
   (ONNX DepthToSpace, DCR order): the channel groups of a 1x1 conv interleaved into pixels - a
@@ -256,6 +257,11 @@ def _concat(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(xs, axis=1)
 
 
+def _channel_slice(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    start = node.attrs["start"]
+    return xs[0][:, start : start + node.attrs["channels"]]
+
+
 def _upsample(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     sh, sw = node.attrs["scale"]
     return np.repeat(np.repeat(xs[0], sh, axis=2), sw, axis=3)
@@ -301,6 +307,7 @@ _EVAL: dict[str, Any] = {
     "softmax": _softmax,
     "host": _host,
     "concat": _concat,
+    "channel_slice": _channel_slice,
     "upsample": _upsample,
     "depth_to_space": _depth_to_space,
 }
@@ -336,6 +343,7 @@ PARAMS_OF_OP: dict[str, dict[str, str]] = {
     "softmax": {},
     "host": {"model": "uint8"},
     "concat": {},
+    "channel_slice": {},
     "upsample": {},
     "depth_to_space": {},
 }
@@ -359,6 +367,7 @@ ATTRS_OF_OP: dict[str, frozenset[str]] = {
     "softmax": frozenset(),
     "host": frozenset({"onnx_ops", "feeds", "fetch", "macs"}),
     "concat": frozenset(),
+    "channel_slice": frozenset({"start", "channels"}),
     "upsample": frozenset({"scale"}),
     "depth_to_space": frozenset({"block"}),
 }
@@ -546,6 +555,18 @@ def _concatenated(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
     return (1, sum(s[1] for s in shapes), shapes[0][2], shapes[0][3])
 
 
+def _sliced(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
+    x = c.shape(c.node.inputs[0], 4, "input")
+    start, channels = c.node.attrs["start"], c.node.attrs["channels"]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, channels)) or not (
+        0 <= start < start + channels <= x[1]
+    ):
+        c.fail(f"channels {_short(start)} + {_short(channels)} do not fit input {x}")
+    if c.graph.tensors[c.node.output].scale != c.graph.tensors[c.node.inputs[0]].scale:
+        c.fail("output and input must share one scale (a slice does not rescale)")
+    return (1, channels, x[2], x[3])
+
+
 def _upsampled(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
     x = c.shape(c.node.inputs[0], 4, "input")
     scale = c.node.attrs["scale"]
@@ -607,6 +628,7 @@ _OUTPUT_SHAPE: dict[str, Any] = {
     "softmax": _softmaxed,
     "host": _hosted,
     "concat": _concatenated,
+    "channel_slice": _sliced,
     "upsample": _upsampled,
     "depth_to_space": _unshuffled,
 }

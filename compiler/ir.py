@@ -23,6 +23,7 @@ scale           act; inputs x [, gate (1, C, 1, 1)]              mult, shift (1,
 flatten         -                                            none (output scale = input scale)
 softmax         -                                            none (host, fp32 output)
 concat          - (along channels)                           none (every input at the output scale)
+channel_slice   start, channels (a view of the input's lines)   none (output scale = input scale)
 upsample        scale (nearest, integer (sh, sw))            none (output scale = input scale)
 depth_to_space  block (sh, sw): channel groups to pixels     none (output scale = input scale)
 host            onnx_ops, feeds, fetch, macs                 model (uint8: a serialized ONNX model)
@@ -85,6 +86,7 @@ OPS: tuple[str, ...] = (
     "softmax",
     "host",
     "concat",
+    "channel_slice",
     "upsample",
     "depth_to_space",
 )
@@ -666,6 +668,17 @@ def _concat(g: Graph, node: Node, x: Shape) -> Shape:
     return (1, sum(s[1] for s in shapes), x[2], x[3])
 
 
+def _channel_slice(g: Graph, node: Node, x: Shape) -> Shape:
+    _need_4d(node, x)
+    start, channels = node.attrs["start"], node.attrs["channels"]
+    if not (isinstance(start, int) and isinstance(channels, int)) or not (
+        0 <= start < start + channels <= x[1]
+    ):
+        raise VerifyError(node.name, node.op, f"channels {start}+{channels} do not fit {x}")
+    _check_params(node, {})
+    return (1, channels, x[2], x[3])
+
+
 def _upsample(g: Graph, node: Node, x: Shape) -> Shape:
     _need_4d(node, x)
     sh, sw = _ints(node, "scale", 2, 1)
@@ -732,6 +745,7 @@ _CHECKS = {
     "softmax": _softmax,
     "host": _host,
     "concat": _concat,
+    "channel_slice": _channel_slice,
     "upsample": _upsample,
     "depth_to_space": _depth_to_space,
     "batchnorm": _per_channel,

@@ -1081,13 +1081,12 @@ class _Importer:
     ) -> Node:
         xs = self._need_4d(node, name, x)
         group = int(self._attrs(node).get("group", 1))
-        depthwise = group == xs[1] == w.shape[0] and w.shape[1] == 1
-        if group != 1 and not depthwise:
+        if group < 1 or w.shape[0] % group:
             raise CompileError(
                 name,
                 node.op_type,
-                f"group {group} is not supported",
-                "group 1, or depthwise (group = input channels = output channels)",
+                f"group {group} does not divide the {w.shape[0]} output channels",
+                "a group count dividing the input and output channels",
             )
         if w.shape[1] * group != xs[1]:
             raise CompileError(

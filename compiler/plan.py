@@ -10,9 +10,10 @@ Every accelerator layer is one of three kinds:
 - ``pool``: max / sum pooling (maxpool, avgpool, global_avgpool);
 - ``add``: a standalone residual add.
 
-Flatten and Concat run no instructions (:data:`VIEW_KINDS`): a flatten output is its input's
-bytes, and the inputs of a concat along channels are written straight into channel slices of
-its buffer (views with an ``offset`` and a ``pixel_bytes`` stride), so it costs no copy.
+Flatten, Concat and channel slices run no instructions (:data:`VIEW_KINDS`): a flatten output
+is its input's bytes, the inputs of a concat along channels are written straight into channel
+slices of its buffer, and a channel slice (of whole lines) is read in place - views with an
+``offset`` and a ``pixel_bytes`` stride, so they cost no copy.
 
 Tensors live in DRAM channels-last (NHWC) with channels padded to whole lines of ``dim``
 channels, except the network input of a first convolution with few channels, which the host
@@ -34,7 +35,7 @@ from compiler.ir import Graph, Node
 
 #: Layer kinds that run no instructions: their output is a view of bytes other layers write
 #: (flatten: its input's; concat: its inputs write into slices of it).
-VIEW_KINDS = ("alias", "concat")
+VIEW_KINDS = ("alias", "concat", "slice")
 
 
 def ceil_div(a: int, b: int) -> int:

@@ -10,10 +10,13 @@ survive. Anything that cannot be folded is a :class:`CompileError`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..errors import CompileError
-from ..ir import FUSED_BY_QUANTIZE, IMPORT_OPS, Graph, Node
+from ..ir import FUSED_BY_QUANTIZE, IMPORT_OPS, Graph, Node, Tensor
+from .layout import is_depthwise
 
 __all__ = ["run"]
 
@@ -36,6 +39,7 @@ def run(graph: Graph) -> Graph:
     _fold_into_weighted(g)
     _fuse_activations(g)
     _fuse_residuals(g)
+    _split_groups(g)
     for node in g.nodes:
         # every handler above folds or raises; guard the contract
         if node.op in IMPORT_OPS and node.op not in FUSED_BY_QUANTIZE:
@@ -197,3 +201,60 @@ def _fuse_residuals(g: Graph) -> None:
             prod.output = node.output
             prod.onnx_nodes.extend(node.onnx_nodes)
             break
+
+
+#: Channels of one piece of a grouped convolution: the default array's line.
+GROUP_PIECE_CHANNELS = 16
+
+
+def _groups_per_piece(group: int, in_per_group: int, out_per_group: int) -> int:
+    """The fewest groups whose input and output channels both fill whole 16-channel lines
+    (all of them if fewer than ``group`` cannot)."""
+    for k in range(1, group + 1):
+        lines = (k * in_per_group) % GROUP_PIECE_CHANNELS == 0
+        if lines and (k * out_per_group) % GROUP_PIECE_CHANNELS == 0:
+            return k
+    return group
+
+
+def _split_groups(g: Graph) -> None:
+    """A grouped (not depthwise) conv becomes pieces of a few groups each - channel slices of
+    its input (views, no copy), one grouped conv per slice whose groups fill whole lines (the
+    array multiplies their block-diagonal weights), and a concat of the pieces' outputs (which
+    they store straight into). The last piece may hold fewer groups
+    (it ends at the last channel); a conv whose groups cannot fill whole lines stays whole."""
+    for node in [n for n in g.nodes if n.op == "conv" and n.attrs["group"] > 1]:
+        weight, group = node.params["weight"], node.attrs["group"]
+        if is_depthwise(weight, group):
+            continue
+        o, in_per_group = weight.shape[0], weight.shape[1]
+        k = _groups_per_piece(group, in_per_group, o // group)
+        if k == group:
+            continue
+        shape, out_per_group = g.tensors[node.output].shape, o // group
+        index, outputs = g.nodes.index(node), []
+        new_nodes: list[Node] = []
+        for p, first in enumerate(range(0, group, k)):
+            count = min(k, group - first)  # groups in this piece
+            inputs = []
+            for i, name in enumerate(node.inputs):  # the input, and a fused residual
+                per_group = in_per_group if i == 0 else out_per_group
+                part = f"{node.name}/slice{i}.{p}"
+                src = g.tensors[name]
+                part_shape = (1, count * per_group, *src.shape[2:])
+                g.tensors[part] = replace(src, name=part, shape=part_shape)
+                attrs = {"start": first * per_group, "channels": count * per_group}
+                new_nodes.append(Node(part, "channel_slice", [name], part, attrs))
+                inputs.append(part)
+            out = f"{node.name}/piece{p}"
+            lo, hi = first * out_per_group, (first + count) * out_per_group
+            g.tensors[out] = Tensor(out, (1, hi - lo, *shape[2:]))
+            params = {  # the per-output-channel params of the piece's channels
+                key: value[lo:hi] if value.ndim and len(value) == o else value
+                for key, value in node.params.items()
+            }
+            attrs = dict(node.attrs) | {"group": count}
+            new_nodes.append(Node(out, "conv", inputs, out, attrs, params, list(node.onnx_nodes)))
+            outputs.append(out)
+        concat = Node(node.name, "concat", outputs, node.output, {}, {}, list(node.onnx_nodes))
+        g.nodes[index : index + 1] = [*new_nodes, concat]

@@ -60,6 +60,23 @@ def _depthwise_matrix(shape: GemmShape, weight: np.ndarray, out_channels: int) -
     return matrix
 
 
+def is_depthwise(weight: np.ndarray, group: int) -> bool:
+    """Each output channel reads its own input channel only (DWCONV)."""
+    return group > 1 and group == weight.shape[0] and weight.shape[1] == 1
+
+
+def block_diagonal(weight: np.ndarray, group: int) -> np.ndarray:
+    """A grouped conv's (O, C/group, kh, kw) weights as the dense (O, C, kh, kw) weights of the
+    same conv: zero outside each group's block (what the array multiplies; canonicalize cuts
+    grouped convs into pieces of a few lines, so the zeros stay within a line or two)."""
+    o, cg = weight.shape[:2]
+    og = o // group
+    dense = np.zeros((o, cg * group, *weight.shape[2:]), dtype=weight.dtype)
+    for g in range(group):
+        dense[g * og : (g + 1) * og, g * cg : (g + 1) * cg] = weight[g * og : (g + 1) * og]
+    return dense
+
+
 def _conv_matrix(weight: np.ndarray, in_channels: int, im2col: bool, dim: int) -> np.ndarray:
     """(O, C, kh, kw) -> (O_pad, K) with K in chunk order (ky, kx, c) and padding as laid out."""
     o, c, kh, kw = weight.shape
@@ -100,6 +117,17 @@ def run(plan: Plan) -> Plan:
             out.alias_of = src.name
         elif layer.kind == "concat":
             _slice_inputs(plan, layer, out)
+        elif layer.kind == "slice":
+            src, start = plan.tensors[layer.inputs[0]], node.attrs["start"]
+            end = start + node.attrs["channels"]
+            if src.layout != "nhwc" or start % dim or (end % dim and end != src.logical_channels):
+                raise CompileError(
+                    node.name,
+                    node.op,
+                    f"channels {start}..{end - 1} of '{src.name}' are not whole lines of {dim}",
+                    "slices of whole lines (or up to the last channel)",
+                )
+            out.alias_of, out.offset = src.name, start
         elif node.op == "depth_to_space" and out.logical_channels % dim:
             raise CompileError(
                 node.name,
@@ -142,7 +170,8 @@ def _gemm_shape(plan: Plan, layer: Layer) -> None:
     out = plan.tensors[layer.output]
     weight = node.params["weight"]
     if node.op == "conv":
-        im2col, depthwise = src.layout == "im2col", node.attrs["group"] > 1
+        im2col, group = src.layout == "im2col", node.attrs["group"]
+        depthwise = is_depthwise(weight, group)
         if im2col:  # the host wrote each output pixel's window: a 1x1 GEMM over the rows
             window = ((1, 1), (1, 1), (0, 0, 0, 0), (1, 1))
         else:
@@ -171,7 +200,8 @@ def _gemm_shape(plan: Plan, layer: Layer) -> None:
                 )
             matrix = _depthwise_matrix(shape, weight, out.channels)
         else:
-            matrix = _conv_matrix(weight, src.channels, im2col, dim)
+            dense = block_diagonal(weight, group) if group > 1 else weight
+            matrix = _conv_matrix(dense, src.channels, im2col, dim)
     else:
         # FC: a convolution whose kernel covers the (flattened, NCHW-ordered) input image.
         if src.h * src.w * src.logical_channels != weight.shape[1]:

@@ -23,6 +23,7 @@ KINDS = {
     "scale": "scale",
     "flatten": "alias",
     "concat": "concat",
+    "channel_slice": "slice",
     "upsample": "upsample",
     "depth_to_space": "upsample",  # the same copies into ACC and strided stores
 }

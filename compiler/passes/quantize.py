@@ -42,7 +42,7 @@ _CALIBRATED = (
 _RESCALING = ("conv", "gemm", "avgpool", "global_avgpool", "add", "scale", "host", "table")
 #: Producers whose STORE can apply a table (the table nodes fuse into them).
 _TABLE_PRODUCERS = ("conv", "gemm", "add", "scale")
-_SAME_SCALE = ("maxpool", "flatten", "upsample", "depth_to_space")
+_SAME_SCALE = ("maxpool", "flatten", "upsample", "depth_to_space", "channel_slice")
 #: ONNX ops that only move, select or take the maximum of values: a host node of these alone
 #: gives its output its input's scale, so its int8 codes pass through exactly.
 CODE_EXACT_OPS = frozenset(
@@ -108,6 +108,13 @@ def _code_exact(node: Node) -> bool:
     )
 
 
+def _only_concatenated(g: Graph, name: str) -> bool:
+    """Read by concats alone (so it takes a concat's scale): e.g. the pieces of a grouped conv,
+    which the source model does not have."""
+    users = g.consumers(name)
+    return bool(users) and all(u.op == "concat" for u in users) and name not in g.outputs
+
+
 def _calibrate(g: Graph, inputs: Sequence[np.ndarray], given: set[str]) -> None:
     """Give every tensor its scale: measured, given, or its input's (maxpool, flatten, and
     host nodes that only move codes)."""
@@ -118,7 +125,10 @@ def _calibrate(g: Graph, inputs: Sequence[np.ndarray], given: set[str]) -> None:
     need += [
         shuffled.get(n.output, n.output)
         for n in g.nodes
-        if n.op in _CALIBRATED and g.tensors[n.output].scale is None and not _code_exact(n)
+        if n.op in _CALIBRATED
+        and g.tensors[n.output].scale is None
+        and not _code_exact(n)
+        and not _only_concatenated(g, n.output)
     ]
     if need:
         if g.source is None:
@@ -391,6 +401,7 @@ _QUANTIZERS = {
     "softmax": _no_params,
     "host": _keep_params,
     "concat": _no_params,
+    "channel_slice": _no_params,
     "upsample": _no_params,
     "table": _no_params,  # fused afterwards (_fuse_tables)
     "depth_to_space": _no_params,

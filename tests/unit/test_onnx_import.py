@@ -381,9 +381,9 @@ def test_dilated_pool_goes_to_the_host() -> None:
     assert reason == "pool (MaxPool): dilation (2, 2) is not supported (supported: 1)"
 
 
-def test_grouped_conv_goes_to_the_host() -> None:
-    reason = hosted(_conv(group=2), "layer1.0.conv1")
-    assert "group 2 is not supported" in reason and "depthwise" in reason
+def test_grouped_conv_is_an_accelerator_conv() -> None:
+    [conv] = load_onnx(_conv(group=2)).nodes
+    assert (conv.op, conv.attrs["group"], conv.params["weight"].shape) == ("conv", 2, (4, 2, 3, 3))
 
 
 def test_depthwise_conv_is_an_accelerator_conv() -> None:

@@ -16,7 +16,6 @@ from arch.config import PRESETS
 from arch.executable import HostStep
 from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
-from compiler.onnx_import import load_onnx
 from sim.run import run
 from tests.unit.test_partition import _saved, conv, model_of
 
@@ -79,13 +78,18 @@ def test_conv1d_runs_on_the_array(length, host_tanh, config, tmp_path) -> None:
     assert compare_fp32(compiled.source, exe.reference, x)["cosine_vs_fp32"] > 0.99
 
 
-def test_conv1d_with_an_unsupported_group_goes_to_the_host_by_name() -> None:
+def test_grouped_conv1d_runs_on_the_array(tmp_path) -> None:
+    """A grouped Conv1d (two groups of 16 channels: two line pieces) on the array."""
     rng = np.random.default_rng(2)
-    node, inits = conv1d("grouped", "x", "y", 8, 8, 3, rng, group=2)
-    inits["grouped.w"] = inits["grouped.w"][:, :4]
-    graph = load_onnx(model_of([node], inits, [1, 8, 16]))
-    [host] = [n for n in graph.nodes if n.op == "host"]
-    assert "grouped (Conv): group 2 is not supported" in graph.host_reasons[host.name]
+    node, inits = conv1d("grouped", "x", "y", 32, 32, 3, rng, group=2)
+    inits["grouped.w"] = inits["grouped.w"][:, :16]
+    model = model_of([node], inits, [1, 32, 16])
+    compiled = compile_model(_saved(model, tmp_path), PRESETS["tiny"])
+    assert not [s for s in compiled.executable.steps if isinstance(s, HostStep)]
+    x = np.random.default_rng(3).standard_normal((1, 32, 16)).astype(np.float32)
+    result = run(compiled.executable, x, "isa")
+    assert result.bit_exact, result.first_mismatch
+    assert compare_fp32(compiled.source, compiled.executable.reference, x)["cosine_vs_fp32"] > 0.99
 
 
 def ceil_pool_model(op: str, size: int, pads: int, seed: int) -> onnx.ModelProto:
