@@ -16,7 +16,7 @@ from compiler.compile import compile_model
 from compiler.onnx_import import load_onnx
 from compiler.passes import canonicalize
 from sim.run import run
-from tests.unit.test_partition import _saved, conv, model_of
+from tests.unit.test_partition import _run_and_reload, _saved, conv, model_of
 
 
 def grouped_model(cin: int, cout: int, group: int, seed: int, residual: bool = False):
@@ -77,3 +77,9 @@ def test_grouped_conv_runs_on_the_array(case, config, tmp_path) -> None:
     # the report counts the grouped conv's real MACs (not the block-diagonal zeros)
     grouped_macs = sum(la.macs for la in result.layers if la.name.startswith("grouped"))
     assert grouped_macs == 100 * cout * (cin // group) * 9
+
+
+def test_grouped_executable_reloads(tmp_path) -> None:
+    """The channel_slice views travel in the executable's reference graph: a saved copy
+    reloads and runs the same."""
+    _run_and_reload(grouped_model(24, 48, 3, 6), tmp_path, (1, 3, 10, 10))
