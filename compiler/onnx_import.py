@@ -1399,7 +1399,8 @@ class _Importer:
             raise CompileError(
                 name,
                 node.op_type,
-                "Mul is only supported as the scale of a ConvInteger/MatMulInteger output",
+                "Mul is supported as a channel gate or the scale of an integer accumulator",
+                "x (1, C, H, W) * gate (1, C, 1, 1), x * Sigmoid(x), x * HardSigmoid(x), or "
                 "ConvInteger/MatMulInteger -> Cast(to=FLOAT) -> Mul(scale)",
             )
         p = self.pending.pop(ins[idx])
@@ -1487,7 +1488,7 @@ class _Importer:
         shapes = [self._shape(self.alias[v]) for v in ins]
         for i in (0, 1):
             x, g = shapes[i], shapes[1 - i]
-            if len(x) == 4 and g == (1, x[1], 1, 1) and x != g:
+            if len(x) == 4 and g == (1, x[1], 1, 1):
                 inputs = [self._act(node, name, i), self._act(node, name, 1 - i)]
                 self._emit(node, name, "scale", inputs, x, {"act": None})
                 return True
