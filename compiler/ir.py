@@ -401,6 +401,11 @@ def _check_params(
             )
 
 
+def is_depthwise(weight: np.ndarray, group: int) -> bool:
+    """A conv whose every output channel reads its own input channel only (DWCONV's)."""
+    return group > 1 and group == weight.shape[0] and weight.shape[1] == 1
+
+
 def _check_rescale(node: Node, mult: str, shift: str) -> None:
     m, s = node.params[mult], node.params[shift]
     if m.size and (int(m.min()) < INT32_MIN or int(m.max()) > INT32_MAX):

@@ -15,8 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import CompileError
-from ..ir import FUSED_BY_QUANTIZE, IMPORT_OPS, Graph, Node, Tensor
-from .layout import is_depthwise
+from ..ir import FUSED_BY_QUANTIZE, IMPORT_OPS, Graph, Node, Tensor, is_depthwise
 
 __all__ = ["run"]
 

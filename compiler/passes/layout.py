@@ -14,6 +14,7 @@ import numpy as np
 
 from arch.isa import DWCONV
 from compiler.errors import CompileError
+from compiler.ir import is_depthwise
 from compiler.plan import DramTensor, GemmShape, Layer, Plan, round_up
 
 DW_STRIDE_MAX = DWCONV.leaf_by_path["stride"].hi
@@ -58,11 +59,6 @@ def _depthwise_matrix(shape: GemmShape, weight: np.ndarray, out_channels: int) -
     matrix = np.zeros((out_channels, len(order)), dtype=np.int8)
     matrix[:c] = np.stack([weight[:, 0, i, j] for i, j in order], axis=1)
     return matrix
-
-
-def is_depthwise(weight: np.ndarray, group: int) -> bool:
-    """Each output channel reads its own input channel only (DWCONV)."""
-    return group > 1 and group == weight.shape[0] and weight.shape[1] == 1
 
 
 def block_diagonal(weight: np.ndarray, group: int) -> np.ndarray:

@@ -1,6 +1,7 @@
 """Network level on the RTL (Verilator + cocotb): the small CNN and the MLP on both configs,
-MobileNetV2 and EfficientNet-B0 at 32x32 on tiny, and ResNet-18 at 224x224 on the 16x16 config - every layer compared bit for bit with the integer
-reference; the accelerator's own counters give cycles and utilization."""
+MobileNetV2 and EfficientNet-B0 at 32x32 on tiny, and ResNet-18 at 224x224 on the 16x16 config -
+every layer compared bit for bit with the integer reference; the accelerator's own counters give
+cycles and utilization."""
 
 import numpy as np
 import pytest
