@@ -56,7 +56,10 @@ from arch.reference import MAX_ELEMENTS, REFERENCE_OPS, ReferenceError, check_gr
 FORMAT = "cosim-executable"
 #: Reference ops whose output is a view of their inputs' bytes (no layer writes it).
 VIEW_OPS = ("flatten", "concat")
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Versions this tool reads. 2 added zero points, ACCUM gates, scale layers, DWCONV and channel
+#: slices; a version-1 file has none of them, and their defaults mean what it meant.
+READABLE_VERSIONS = (1, 2)
 SUFFIX = ".cosim"
 #: dtypes an array may have.
 DTYPES = ("int8", "uint8", "int32", "int64", "float32")
@@ -701,12 +704,12 @@ def _load(path: Path, archive: zipfile.ZipFile, config: AccelConfig | None) -> E
     if not _is_int(version):
         raise ExecutableError(
             f"{path}: 'format_version' is {type(version).__name__} {_short(version)}, not an "
-            f"integer; this tool reads version {FORMAT_VERSION}"
+            f"integer; this tool reads versions {READABLE_VERSIONS}"
         )
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         raise ExecutableError(
-            f"{path}: executable format version {version}; this tool reads version "
-            f"{FORMAT_VERSION} - recompile the model"
+            f"{path}: executable format version {version}; this tool reads versions "
+            f"{READABLE_VERSIONS} - recompile the model"
         )
     reader = _Reader(path, archive, data.get("arrays"))
     try:
