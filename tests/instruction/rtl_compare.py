@@ -84,3 +84,19 @@ def assert_same_dram(outcome: Outcome) -> None:
             f"expected {int(expected[first])} (ISA simulator), "
             f"got {int(outcome.rtl.dram[first])} (RTL)"
         )
+
+
+def assert_cases_match(config: AccelConfig, make_case, seed: int, tmp_path, cases: int = 3) -> None:
+    """Build ``cases`` programs with ``make_case(config, rng)`` -> (builder, [(DRAM address,
+    expected int8 array)]), run them on the RTL and the ISA simulator, and check every expected
+    array in the RTL's DRAM and the two DRAMs equal byte for byte (guard bands included)."""
+    rng = np.random.default_rng(seed)
+    programs, expected = {}, {}
+    for case in range(cases):
+        programs[f"case{case}"], expected[f"case{case}"] = make_case(config, rng)
+    for outcome in run_both(config, programs, tmp_path):
+        assert outcome.rtl.done, f"{outcome.name}: {outcome.rtl.error_code}"
+        for out, want in expected[outcome.name]:
+            got = outcome.rtl.dram[out : out + want.size].view(np.int8).reshape(want.shape)
+            np.testing.assert_array_equal(got, want, err_msg=outcome.name)
+        assert_same_dram(outcome)

@@ -15,7 +15,7 @@ import pytest
 from arch import isa
 from arch import reference_ops as ref
 from arch.config import PRESETS
-from tests.instruction.rtl_compare import assert_same_dram, run_both
+from tests.instruction.rtl_compare import assert_cases_match, run_both
 from tests.programs import Builder
 
 
@@ -67,17 +67,7 @@ def _gate_case(config, rng):
 @pytest.mark.simulator
 @pytest.mark.parametrize("config_name", ["tiny", "default"])
 def test_accum_gate_matches_reference_ops(config_name, tmp_path):
-    config = PRESETS[config_name]
-    rng = np.random.default_rng(31)
-    programs, expected = {}, {}
-    for case in range(3):
-        programs[f"case{case}"], expected[f"case{case}"] = _gate_case(config, rng)
-    for outcome in run_both(config, programs, tmp_path):
-        assert outcome.rtl.done, f"{outcome.name}: {outcome.rtl.error_code}"
-        for out, want in expected[outcome.name]:
-            got = outcome.rtl.dram[out : out + want.size].view(np.int8).reshape(want.shape)
-            np.testing.assert_array_equal(got, want, err_msg=outcome.name)
-        assert_same_dram(outcome)
+    assert_cases_match(PRESETS[config_name], _gate_case, 31, tmp_path)
 
 
 def _bad_gate(config, **fields):

@@ -13,7 +13,7 @@ import pytest
 from arch import isa
 from arch import reference_ops as ref
 from arch.config import PRESETS
-from tests.instruction.rtl_compare import assert_same_dram, run_both
+from tests.instruction.rtl_compare import assert_cases_match
 from tests.instruction.test_store_table import _put_table
 from tests.programs import Builder
 
@@ -66,14 +66,4 @@ def _zp_case(config, rng):
 @pytest.mark.simulator
 @pytest.mark.parametrize("config_name", ["tiny", "default"])
 def test_store_zero_point_matches_reference_ops(config_name, tmp_path):
-    config = PRESETS[config_name]
-    rng = np.random.default_rng(41)
-    programs, expected = {}, {}
-    for case in range(3):
-        programs[f"case{case}"], expected[f"case{case}"] = _zp_case(config, rng)
-    for outcome in run_both(config, programs, tmp_path):
-        assert outcome.rtl.done, f"{outcome.name}: {outcome.rtl.error_code}"
-        for out, want in expected[outcome.name]:
-            got = outcome.rtl.dram[out : out + want.size].view(np.int8).reshape(want.shape)
-            np.testing.assert_array_equal(got, want, err_msg=outcome.name)
-        assert_same_dram(outcome)
+    assert_cases_match(PRESETS[config_name], _zp_case, 41, tmp_path)
