@@ -34,6 +34,21 @@ VARIANTS = {
 }
 
 
+def _model(nodes, name: str, x_shape: list, y_shape: list, inits) -> onnx.ModelProto:
+    """An opset-13, IR-8 model of ``nodes`` from input ``x`` to output ``y``, checked."""
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
 def branchy_net(seed: int = 0, channels: int = 8, size: int = 12) -> onnx.ModelProto:
     """conv+relu, conv, residual add+relu, 1x1 conv, concat, [leaky relu, padded 3x3 average
     pool]; max pool, global average pool, flatten, Gemm, Sigmoid."""
@@ -66,17 +81,7 @@ def branchy_net(seed: int = 0, channels: int = 8, size: int = 12) -> onnx.ModelP
         node("Gemm", ["f", w("wf", 10, 32), w("bf", 10, scale=0.1)], ["g"], transB=1, name="fc"),
         node("Sigmoid", ["g"], ["y"], name="sigmoid"),
     ]  # fmt: skip
-    graph = helper.make_graph(
-        nodes,
-        "branchy",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+    return _model(nodes, "branchy", [1, channels, size, size], [1, 10], inits)
 
 
 class SeededReader(CalibrationDataReader):
@@ -190,17 +195,7 @@ def host_sandwich_net(seed: int = 0, size: int = 10) -> onnx.ModelProto:
         node("Gemm", ["f", "wf"], ["g"], transB=1, name="fc"),
         node("Softmax", ["g"], ["y"], axis=1, name="softmax"),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "sandwich",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, size, size])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+    return _model(nodes, "sandwich", [1, 4, size, size], [1, 10], inits)
 
 
 def pooled_activation_net(seed: int = 0, size: int = 8) -> onnx.ModelProto:
@@ -221,14 +216,4 @@ def pooled_activation_net(seed: int = 0, size: int = 8) -> onnx.ModelProto:
         node("Flatten", ["c2"], ["f"], name="flatten"),
         node("Gemm", ["f", "wf"], ["y"], transB=1, name="fc"),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "pooled_activation",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, size, size])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+    return _model(nodes, "pooled_activation", [1, 4, size, size], [1, 10], inits)
