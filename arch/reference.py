@@ -15,7 +15,9 @@ point: the hardware adds ``rq_res(r)`` and folds ``-rq_res(z_r)`` into the bias)
   with ``z`` and folds ``-z * sum(weight)`` into the bias); with a residual ``r``:
   ``acc = add_wrap32(acc, R(r))``; ``y = to_int8(clamp(rq(acc) + z_out, lo, hi))`` (per
   channel, axis 1; for a ``table`` act ``z_out`` is the param ``table_zp``, the table input's).
-  gemm the same with ``matmul(x - z, weight.T)``.
+  gemm the same with ``matmul(x - z, weight.T)`` over the last axis: of a vector ``(1, F)``
+  or of each token of a ``(1, T, 1, F)`` tensor (a transformer's ``(1, T, F)``, held like a
+  Conv1d's), channels last.
 * maxpool: ``max_pool2d`` (output scale and zero point = input's); avgpool:
   ``to_int8(rq(sum_pool2d(x - z)) + z_out)``; global_avgpool likewise with ``global_sum_pool``.
 * add: ``acc = add_wrap32(R_a(a), R_b(b))``, ``y = to_int8(clamp(rq(acc) + z_out, lo, hi))``.
@@ -145,7 +147,9 @@ def _rescaled_residual(
     if z:
         zs = np.full(np.shape(mult) if np.ndim(mult) else (1,), z, np.int64)
         corr = ro.requantize(zs, mult, shift, axis=0)
-        out = out - corr.reshape((1, -1) + (1,) * (out.ndim - 2))
+        along = [1] * out.ndim
+        along[axis] = -1
+        out = out - corr.reshape(along)
     return out
 
 
@@ -206,11 +210,13 @@ def _conv(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
 def _gemm(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     p = node.params
     x = _centred(graph, node.inputs[0], xs[0])
-    acc = ro.add_wrap32(ro.matmul(x, p["weight"].T), p["bias"][None, :])
+    acc = ro.add_wrap32(ro.matmul(x, p["weight"].T), p["bias"])
     if len(xs) == 2:
-        res = _rescaled_residual(graph, node.inputs[1], xs[1], p["res_mult"], p["res_shift"])
+        res = _rescaled_residual(
+            graph, node.inputs[1], xs[1], p["res_mult"], p["res_shift"], axis=-1
+        )
         acc = ro.add_wrap32(acc, res)
-    return _clamp_int8(graph, node, acc, axis=1)
+    return _clamp_int8(graph, node, acc, axis=-1)
 
 
 def _maxpool(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
@@ -479,11 +485,13 @@ def _weighted(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
             c.fail(f"param 'weight' {weight.shape} does not fit input {x} with group {group}")
         out: tuple[int, ...] = (1, o, *c.window(x, kernel, dilation))
     else:
-        x = c.shape(node.inputs[0], 2, "input")
-        if weight.ndim != 2 or weight.shape[1] != x[1]:
-            c.fail(f"param 'weight' has shape {weight.shape}; expected (N, {x[1]})")
+        x = tuple(c.graph.tensors[node.inputs[0]].shape)
+        if not (len(x) == 2 or (len(x) == 4 and x[2] == 1)):
+            c.fail(f"input {_short(node.inputs[0])} must be (1, F) or tokens (1, T, 1, F), not {x}")
+        if weight.ndim != 2 or weight.shape[1] != x[-1]:
+            c.fail(f"param 'weight' has shape {weight.shape}; expected (N, {x[-1]})")
         o = weight.shape[0]
-        out = (1, o)
+        out = (*x[:-1], o)
     per_channel = ["bias", "mult", "shift"]
     if len(node.inputs) == 2:
         per_channel += list(RESIDUAL_PARAMS)

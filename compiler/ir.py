@@ -550,12 +550,19 @@ def _conv(g: Graph, node: Node, x: Shape) -> Shape:
     return out
 
 
+def is_tokens(shape: Shape) -> bool:
+    """Whether a gemm input of this shape is tokens (1, T, 1, F): a transformer's (1, T, F),
+    held like a Conv1d's (1, C, L), that a gemm multiplies over its last axis per token."""
+    return len(shape) == 4 and shape[0] == 1 and shape[2] == 1
+
+
 def _gemm(g: Graph, node: Node, x: Shape) -> Shape:
-    _need_2d(node, x)
+    if not is_tokens(x):
+        _need_2d(node, x)
     wshape = _weight(node, 2)
-    if wshape[1] != x[1]:
+    if wshape[1] != x[-1]:
         raise VerifyError(node.name, node.op, f"weight {wshape} (N, K) does not fit input {x}")
-    out = (1, wshape[0])
+    out = (*x[:-1], wshape[0])
     if len(node.inputs) == 2:
         _expect_shape(g, node, node.inputs[1], out, "residual")
     _weighted_params(g, node, wshape, wshape[0])
@@ -723,7 +730,9 @@ def _table(g: Graph, node: Node, x: Shape) -> Shape:
 
 
 def _per_channel(g: Graph, node: Node, x: Shape) -> Shape:
-    c = (np.float32, (x[1],))
+    producer = g.producer(node.inputs[0])
+    last = is_tokens(x) and producer is not None and producer.op in ("matmul", "gemm")
+    c = (np.float32, (x[-1] if last else x[1],))  # a token gemm's channels are last
     if node.op == "batchnorm":
         eps = node.attrs["epsilon"]
         if not isinstance(eps, float) or not eps >= 0:

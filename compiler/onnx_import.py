@@ -1065,6 +1065,12 @@ class _Importer:
             )
         return shape
 
+    def _channel_axis(self, x: str) -> int:
+        """3 for a token tensor (made by a MatMul over the last axis: channels last), else 1."""
+        producer = next((n for n in self.nodes if n.output == x), None)
+        tokens = producer is not None and producer.op == "matmul" and len(self._shape(x)) == 4
+        return 3 if tokens else 1
+
     def _no_extra_outputs(self, node: onnx.NodeProto, name: str, what: str) -> None:
         if any(o for o in node.output[1:]):
             raise CompileError(name, node.op_type, f"{what} output is not supported", "1 output")
@@ -1297,7 +1303,16 @@ class _Importer:
     def _matmul_node(
         self, node: onnx.NodeProto, name: str, x: str, b: np.ndarray, params: dict[str, np.ndarray]
     ) -> Node:
-        k = self._need_2d(node, name, x)[1]
+        """(1, K) @ (K, N), or tokens: (1, T, K) (held as (1, T, 1, K)) @ (K, N) per token."""
+        shape = self._shape(x)
+        if not (len(shape) == 2 or self._rank(node.input[0]) == 3):
+            raise CompileError(
+                name,
+                node.op_type,
+                f"input '{x}' has shape {shape}",
+                "2-D input (1, K) or tokens (1, T, K)",
+            )
+        k = shape[-1]
         if b.ndim != 2 or b.shape[0] != k:
             raise CompileError(
                 name,
@@ -1305,7 +1320,8 @@ class _Importer:
                 f"weight of shape {b.shape} does not fit K={k}",
                 "a 2-D constant weight (K, N)",
             )
-        return self._emit(node, name, "matmul", [x], (1, int(b.shape[1])), {}, params)
+        out = (*shape[:-1], int(b.shape[1]))
+        return self._emit(node, name, "matmul", [x], out, {}, params)
 
     def _op_MatMul(self, node: onnx.NodeProto, name: str) -> None:
         x = self._act(node, name, 0)
@@ -1548,7 +1564,7 @@ class _Importer:
             x = self._act(node, name, i)
             shape = self._shape(x)
             c = self.consts[node.input[1 - i]].astype(np.float32)
-            vec = _per_channel_vector(c, shape)
+            vec = _per_channel_vector(c, shape, self._channel_axis(x))
             if vec is None:
                 raise CompileError(
                     name,
@@ -1906,17 +1922,20 @@ def ir_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (shape[0], shape[1], 1, shape[2]) if len(shape) == 3 else tuple(shape)
 
 
-def _per_channel_vector(c: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
-    """``c`` as one value per channel (axis 1) of a ``shape`` tensor, or None if it is not."""
+def _per_channel_vector(
+    c: np.ndarray, shape: tuple[int, ...], axis: int = 1
+) -> np.ndarray | None:
+    """``c`` as one value per channel (``axis``: 1, or 3 for tokens) of a ``shape`` tensor, or
+    None if it is not."""
     if c.ndim > len(shape):
         return None
     try:
         full = np.broadcast_to(c, shape)
     except ValueError:
         return None
-    index = (0, slice(None)) + (0,) * (len(shape) - 2)
+    index = tuple(slice(None) if i == axis else 0 for i in range(len(shape)))
     vec = np.array(full[index])
-    expect = vec.reshape((1, -1) + (1,) * (len(shape) - 2))
+    expect = vec.reshape(tuple(-1 if i == axis else 1 for i in range(len(shape))))
     if not np.array_equal(np.broadcast_to(expect, shape), full):
         return None
     return vec

@@ -824,7 +824,8 @@ def _check_program(
 
 def _check_dram_tensor(reader: _Reader, what: str, t: DramTensor, spec: TensorSpec) -> None:
     """``t`` holds the graph's ``spec``: as (1, C, H, W) pixels of C channels, (1, F) as
-    h x w pixels of F / (h w) channels, or im2col rows of the conv over (1, C, H, W)."""
+    h x w pixels of F / (h w) channels, im2col rows of the conv over (1, C, H, W), or tokens
+    (1, T, 1, F) as T pixels of F."""
     shape = spec.shape
     if spec.scale is None:
         reader.fail(f"{what}: its graph tensor has no scale; a tensor in DRAM is int8")
@@ -850,6 +851,14 @@ def _check_dram_tensor(reader: _Reader, what: str, t: DramTensor, spec: TensorSp
             f"{what}: {t.h}x{t.w} pixels of {t.logical_channels} channels do not hold its graph "
             f"tensor {shape}"
         )
+    if t.layout == "tokens":
+        if len(shape) != 4 or shape[2] != 1 or (t.h, t.w, t.logical_channels) != (
+            shape[1],
+            1,
+            shape[3],
+        ):
+            reader.fail(f"{what}: tokens {t.h}x{t.w} of {t.logical_channels}; graph {shape}")
+        return
     if len(shape) == 4 and (t.logical_channels, t.h, t.w) != shape[1:]:
         reader.fail(
             f"{what}: {t.h}x{t.w} pixels of {t.logical_channels} channels; its graph tensor is "

@@ -31,8 +31,10 @@ from arch.isa import Launch
 #: Ops a host step can run: a final Softmax (fp32 out), or a host region (its ONNX model on
 #: onnxruntime, int8 out) - evaluated as the reference graph's node of the same output.
 HOST_OPS: tuple[str, ...] = ("softmax", "host")
-#: Layouts of a tensor in DRAM: channels-last lines, or rows the host im2col'ed for a first conv.
-LAYOUTS: tuple[str, ...] = ("nhwc", "im2col")
+#: Layouts of a tensor in DRAM: channels-last lines of an NCHW tensor (channels = axis 1), rows
+#: the host im2col'ed for a first conv, or tokens: a (1, T, 1, F) tensor (a transformer's
+#: (1, T, F)) as T pixels of its last axis F.
+LAYOUTS: tuple[str, ...] = ("nhwc", "im2col", "tokens")
 #: Kinds of a device layer.
 LAYER_KINDS: tuple[str, ...] = ("gemm", "pool", "add", "scale", "upsample")
 #: Keys of a layer's tiling (the compiler's ``Tiling``: output rows per m tile, output channel

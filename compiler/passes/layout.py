@@ -14,7 +14,7 @@ import numpy as np
 
 from arch.isa import DWCONV
 from compiler.errors import CompileError
-from compiler.ir import is_depthwise
+from compiler.ir import is_depthwise, is_tokens
 from compiler.plan import DramTensor, GemmShape, Layer, Plan, round_up
 
 DW_STRIDE_MAX = DWCONV.leaf_by_path["stride"].hi
@@ -28,10 +28,47 @@ def _tensor_dims(shape: tuple[int, ...]) -> tuple[int, int, int]:
     raise CompileError(None, None, f"tensor shape {shape} is neither (1,C,H,W) nor (1,F)")
 
 
-def _plain(plan: Plan, name: str) -> DramTensor:
+def _plain(plan: Plan, name: str, tokens: set[str]) -> DramTensor:
     t = plan.graph.tensors[name]
+    if name in tokens:  # (1, T, 1, F): T pixels of F channels
+        f = t.shape[3]
+        scale = float(t.scale or 1.0)
+        return DramTensor(name, t.shape[1], 1, round_up(f, plan.dim), f, scale, layout="tokens")
     c, h, w = _tensor_dims(t.shape)
     return DramTensor(name, h, w, round_up(c, plan.dim), c, float(t.scale or 1.0))
+
+
+#: Layer kinds whose inputs and output share one layout (element by element).
+_ELEMENTWISE = ("add", "scale")
+
+
+def _token_tensors(plan: Plan) -> set[str]:
+    """Tensors laid out as tokens: those of a gemm over tokens (input, residual, output), and
+    every tensor joined to one through an elementwise layer (a residual add, a table)."""
+    tokens: set[str] = set()
+    for layer in plan.accel_layers():
+        if layer.kind == "gemm" and is_tokens(plan.graph.tensors[layer.inputs[0]].shape):
+            tokens |= {*layer.inputs, layer.output}
+    grew = True
+    while grew:
+        grew = False
+        for layer in plan.accel_layers():
+            joined = {*layer.inputs, layer.output}
+            if layer.kind in _ELEMENTWISE and joined & tokens and not joined <= tokens:
+                tokens |= joined
+                grew = True
+    for layer in plan.accel_layers():
+        gemm_of_tokens = layer.kind == "gemm" and layer.inputs[0] in tokens
+        if not gemm_of_tokens and layer.kind not in _ELEMENTWISE:
+            for name in (*layer.inputs, layer.output):
+                if name in tokens:
+                    raise CompileError(
+                        layer.name,
+                        layer.node.op,
+                        f"tensor '{name}' is tokens (1, T, 1, F) of a transformer here",
+                        "tokens read by gemms over their last axis and elementwise ops",
+                    )
+    return tokens
 
 
 def _wants_im2col(plan: Plan, layer: Layer) -> bool:
@@ -88,6 +125,7 @@ def _conv_matrix(weight: np.ndarray, in_channels: int, im2col: bool, dim: int) -
 
 def run(plan: Plan) -> Plan:
     dim = plan.dim
+    tokens = _token_tensors(plan)
     for layer in plan.layers:
         if layer.target != "accel":
             continue
@@ -103,8 +141,8 @@ def run(plan: Plan) -> Plan:
                         name, oh, ow, round_up(kh * kw * c, dim), c, scale, layout="im2col"
                     )
                 else:
-                    plan.tensors[name] = _plain(plan, name)
-        out = _plain(plan, layer.output)
+                    plan.tensors[name] = _plain(plan, name, tokens)
+        out = _plain(plan, layer.output, tokens)
         if layer.kind == "alias":
             src = plan.tensors[layer.inputs[0]]
             out = DramTensor(
@@ -198,6 +236,11 @@ def _gemm_shape(plan: Plan, layer: Layer) -> None:
         else:
             dense = block_diagonal(weight, group) if group > 1 else weight
             matrix = _conv_matrix(dense, src.channels, im2col, dim)
+    elif src.layout == "tokens":  # a 1x1 convolution over the tokens
+        shape = GemmShape(
+            src.h, 1, src.channels, (1, 1), (1, 1), (0, 0, 0, 0), out.h, 1, out.channels
+        )
+        matrix = _conv_matrix(weight[:, :, None, None], src.channels, False, dim)
     else:
         # FC: a convolution whose kernel covers the (flattened, NCHW-ordered) input image.
         if src.h * src.w * src.logical_channels != weight.shape[1]:
