@@ -40,6 +40,7 @@ from arch.host_runtime import HostModelError
 from . import host_regions, qoperator
 from .errors import CompileError
 from .finite import check_finite_constants
+from .gelu_pattern import MS_DOMAIN, fuse_gelu
 from .ir import Graph, Node, Tensor, conv_output_shape
 
 __all__ = ["MAX_OPSET", "MIN_OPSET", "SUPPORTED_OPS", "load_onnx"]
@@ -223,12 +224,13 @@ def _prepare(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, CompileError | No
         _fix_batch(out, is_input=False)
     del graph.value_info[:]
     try:
-        return onnx.shape_inference.infer_shapes(proto, strict_mode=True), None
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=True)
+        return fuse_gelu(inferred), None  # after inference: the fused output keeps its shape
     except Exception as exc:
         first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         error = CompileError(None, "model", f"ONNX shape inference failed: {first}")
     try:
-        return onnx.shape_inference.infer_shapes(proto), error
+        return fuse_gelu(onnx.shape_inference.infer_shapes(proto)), error
     except Exception:
         raise error from None
 
@@ -388,7 +390,10 @@ class _Importer:
 
     def _try_handler(self, index: int, node: onnx.NodeProto, name: str) -> str | None:
         """Import ``node`` with its handler; the reason it goes to the host if it does not."""
-        op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else None
+        if (node.domain, node.op_type) == (MS_DOMAIN, "Gelu"):  # a fused exact GELU chain
+            op = None
+        else:
+            op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else None
         if op is not None or node.op_type not in self.handlers:
             return f"op {op or node.op_type} has no accelerator mapping"
         if index in self.forced:
