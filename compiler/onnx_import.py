@@ -38,6 +38,7 @@ from onnx import TensorProto, helper, numpy_helper
 from arch.host_runtime import HostModelError
 
 from . import host_regions, qoperator
+from .attention_import import AttentionImport
 from .errors import CompileError
 from .finite import check_finite_constants
 from .gelu_pattern import MS_DOMAIN, fuse_gelu
@@ -59,6 +60,7 @@ SUPPORTED_OPS: tuple[str, ...] = (
     "ConvInteger",
     "ConvTranspose",
     "DequantizeLinear",
+    "Div",
     "Dropout",
     "Celu",
     "Elu",
@@ -89,6 +91,7 @@ SUPPORTED_OPS: tuple[str, ...] = (
     "Softsign",
     "Sum",
     "Tanh",
+    "Transpose",
     "Upsample",
 )
 #: Opsets of the default domain the handlers are written for; older models are converted.
@@ -299,7 +302,7 @@ class _HostMark:
     reason: str
 
 
-class _Importer:
+class _Importer(AttentionImport):
     def __init__(self, proto: onnx.ModelProto, forced: Mapping[int, str]) -> None:
         self.proto = proto
         self.forced = forced
@@ -316,6 +319,7 @@ class _Importer:
         self.qview: set[str] = set()  # ONNX values that hold int8 codes of an IR tensor
         self.qdtype: dict[str, str] = {}  # qview values holding uint8 codes: "uint8"
         self.pending: dict[str, _Pending] = {}
+        self.pending_views: dict[str, tuple[str, int]] = {}
         self.nodes: list[Node] = []
         self.tensors: dict[str, Tensor] = {}
         self.inferred: dict[str, tuple[int, ...]] = {}
@@ -406,6 +410,7 @@ class _Importer:
             dict(self.qconst),
             dict(self.pending),
             dict(self.consts),
+            dict(self.pending_views),
         )
         try:
             self.handlers[node.op_type](node, name)
@@ -414,9 +419,16 @@ class _Importer:
                 if ir.op in _FOLDED_INTO_PRODUCER and ir.inputs[0] in host_outputs:
                     raise CompileError(name, node.op_type, "follows a host node")
         except CompileError as exc:
-            count, self.tensors, self.alias, self.qview, self.qconst, self.pending, self.consts = (
-                saved
-            )
+            (
+                count,
+                self.tensors,
+                self.alias,
+                self.qview,
+                self.qconst,
+                self.pending,
+                self.consts,
+                self.pending_views,
+            ) = saved
             del self.nodes[count:]
             return exc.reason + (f" (supported: {exc.supported})" if exc.supported else "")
         return None
@@ -1329,6 +1341,9 @@ class _Importer:
         return self._emit(node, name, "matmul", [x], out, {}, params)
 
     def _op_MatMul(self, node: onnx.NodeProto, name: str) -> None:
+        if len(node.input) > 1 and node.input[1] in self.alias:  # two activations
+            self._batch_matmul(node, name)
+            return
         x = self._act(node, name, 0)
         b, q = self._weight(node, name, 1, 2)
         params = {"weight": np.ascontiguousarray(b.T, np.float32)}
@@ -1414,6 +1429,8 @@ class _Importer:
     def _op_Mul(self, node: onnx.NodeProto, name: str) -> None:
         ins = list(node.input)
         if self._product_table(node, name) or self._channel_gate(node, name):
+            return
+        if self._scaled_product(node, name):
             return
         idx = next((i for i, v in enumerate(ins[:2]) if v in self.pending), None)
         if idx is None or ins[1 - idx] not in self.consts:
@@ -1752,6 +1769,8 @@ class _Importer:
             self._emit(node, name, "flatten", [x], (1, int(np.prod(shape[1:]))))
 
     def _op_Reshape(self, node: onnx.NodeProto, name: str) -> None:
+        if self._heads_reshape(node, name):
+            return
         x = self._act(node, name, 0, int8=None)
         shape = self._shape(x)
         target = [int(v) for v in self._const(node, name, 1, "shape").reshape(-1)]

@@ -31,6 +31,11 @@ def _im2col(q: np.ndarray, tensor: DramTensor) -> np.ndarray:
 def tensor_bytes(tensor: DramTensor, q: np.ndarray) -> np.ndarray:
     """An int8 tensor ((1,C,H,W), (1,F) or tokens (1,T,1,F)) laid out as ``tensor`` says: its
     bytes, one row of ``channels`` per pixel."""
+    if tensor.layout == "heads":  # (1, H, M, N): row m holds each head's N, padded per head
+        _, heads, m, n = q.shape
+        rows = np.zeros((m, heads, tensor.channels // heads), dtype=np.int8)
+        rows[:, :, :n] = q[0].transpose(1, 0, 2)
+        return rows.reshape(m, tensor.channels).view(np.uint8)
     if tensor.layout == "tokens":  # (1, T, 1, F): token t is pixel t
         q = q.reshape(q.shape[1], q.shape[3]).T[:, :, None]
     else:
@@ -63,6 +68,10 @@ def read_tensor(tensor: DramTensor, dram: np.ndarray, shape: tuple[int, ...]) ->
     pixels = dram[_pixels(tensor)].view(np.int8).reshape(tensor.h, tensor.w, tensor.channels)
     if tensor.layout == "tokens":
         return pixels[:, :, : tensor.logical_channels].reshape(shape).copy()
+    if tensor.layout == "heads":
+        _, heads, m, n = shape
+        rows = pixels.reshape(m, heads, tensor.channels // heads)[:, :, :n]
+        return rows.transpose(1, 0, 2)[None].copy()
     if len(shape) == 4:
         return pixels[:, :, : shape[1]].transpose(2, 0, 1)[None].copy()
     # (1, F): flatten in NCHW order

@@ -846,11 +846,17 @@ def _check_dram_tensor(reader: _Reader, what: str, t: DramTensor, spec: TensorSp
         if t.channels < kh * kw * t.logical_channels:
             reader.fail(f"{what}: {t.channels} channels hold no {kh}x{kw}x{shape[1]} rows")
         return
-    if t.h * t.w * t.logical_channels != math.prod(shape):
+    if t.layout != "heads" and t.h * t.w * t.logical_channels != math.prod(shape):
         reader.fail(
             f"{what}: {t.h}x{t.w} pixels of {t.logical_channels} channels do not hold its graph "
             f"tensor {shape}"
         )
+    if t.layout == "heads":
+        if len(shape) != 4 or (t.h, t.w, t.logical_channels) != (shape[2], 1, shape[3]):
+            reader.fail(f"{what}: heads {t.h}x{t.w} of {t.logical_channels}; graph {shape}")
+        if t.channels % shape[1] or t.channels // shape[1] < shape[3]:
+            reader.fail(f"{what}: {t.channels} channels hold no {shape[1]} heads of {shape[3]}")
+        return
     if t.layout == "tokens":
         if len(shape) != 4 or shape[2] != 1 or (t.h, t.w, t.logical_channels) != (
             shape[1],
