@@ -55,11 +55,12 @@ from arch.reference import MAX_ELEMENTS, REFERENCE_OPS, ReferenceError, check_gr
 
 FORMAT = "cosim-executable"
 #: Reference ops whose output is a view of their inputs' bytes (no layer writes it).
-VIEW_OPS = ("flatten", "concat")
-FORMAT_VERSION = 2
+VIEW_OPS = ("flatten", "concat", "split_heads", "merge_heads")
+FORMAT_VERSION = 3
 #: Versions this tool reads. 2 added zero points, ACCUM gates, scale layers, DWCONV and channel
-#: slices; a version-1 file has none of them, and their defaults mean what it meant.
-READABLE_VERSIONS = (1, 2)
+#: slices; 3 the transformer's tokens and heads layouts, batch_matmul layers and the heads
+#: views. An older file has none of them, and their defaults mean what it meant.
+READABLE_VERSIONS = (1, 2, 3)
 SUFFIX = ".cosim"
 #: dtypes an array may have.
 DTYPES = ("int8", "uint8", "int32", "int64", "float32")

@@ -194,3 +194,17 @@ def test_tokens_and_heads_layouts_round_trip(layout, shape, h, channels):
     else:
         np.testing.assert_array_equal(rows[:, :20], q[0, :, 0])
         assert not rows[:, 20:].any()
+
+
+def test_transformer_executable_saved_and_reloaded_runs_the_same(tmp_path):
+    """tokens and heads layouts, batch_matmul layers and heads views through the file."""
+    from arch import executable
+
+    model = bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=2)
+    exe, x, result = _run_isa(model, "default", 3, tmp_path)
+    loaded = executable.load(executable.save(exe, tmp_path / "bert.cosim"), PRESETS["default"])
+    again = run(loaded, x, "isa")
+    assert again.bit_exact, again.first_mismatch
+    assert [la.cycles for la in again.layers] == [la.cycles for la in result.layers]
+    for name, value in result.outputs.items():
+        np.testing.assert_array_equal(again.outputs[name], value)
