@@ -502,7 +502,14 @@ def _check_node(g: Graph, node: Node) -> None:
         for name in node.inputs:
             if g.tensors[name].scale is None:
                 raise VerifyError(node.name, op, f"input '{name}' has no scale")
-        if op in ("maxpool", "flatten", "concat", "upsample", "depth_to_space", *HEAD_VIEWS) and any(
+        if op in (
+            "maxpool",
+            "flatten",
+            "concat",
+            "upsample",
+            "depth_to_space",
+            *HEAD_VIEWS,
+        ) and any(
             (g.tensors[name].scale, g.tensors[name].zero_point) != (t.scale, t.zero_point)
             for name in node.inputs
         ):

@@ -1946,9 +1946,7 @@ def ir_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (shape[0], shape[1], 1, shape[2]) if len(shape) == 3 else tuple(shape)
 
 
-def _per_channel_vector(
-    c: np.ndarray, shape: tuple[int, ...], axis: int = 1
-) -> np.ndarray | None:
+def _per_channel_vector(c: np.ndarray, shape: tuple[int, ...], axis: int = 1) -> np.ndarray | None:
     """``c`` as one value per channel (``axis``: 1, or 3 for tokens) of a ``shape`` tensor, or
     None if it is not."""
     if c.ndim > len(shape):

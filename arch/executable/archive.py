@@ -859,10 +859,15 @@ def _check_dram_tensor(reader: _Reader, what: str, t: DramTensor, spec: TensorSp
             reader.fail(f"{what}: {t.channels} channels hold no {shape[1]} heads of {shape[3]}")
         return
     if t.layout == "tokens":
-        if len(shape) != 4 or shape[2] != 1 or (t.h, t.w, t.logical_channels) != (
-            shape[1],
-            1,
-            shape[3],
+        if (
+            len(shape) != 4
+            or shape[2] != 1
+            or (t.h, t.w, t.logical_channels)
+            != (
+                shape[1],
+                1,
+                shape[3],
+            )
         ):
             reader.fail(f"{what}: tokens {t.h}x{t.w} of {t.logical_channels}; graph {shape}")
         return

@@ -86,7 +86,11 @@ def _token_tensors(plan: Plan) -> set[str]:
                 grew = True
     for layer in _on_accel(plan):
         gemm_of_tokens = layer.kind == "gemm" and layer.inputs[0] in tokens
-        if not gemm_of_tokens and layer.kind not in _ELEMENTWISE and layer.node.op not in HEAD_VIEWS:
+        if (
+            not gemm_of_tokens
+            and layer.kind not in _ELEMENTWISE
+            and layer.node.op not in HEAD_VIEWS
+        ):
             for name in (*layer.inputs, layer.output):
                 if name in tokens:
                     raise CompileError(

@@ -97,11 +97,15 @@ def vit(
     grid = image_size // patch
     tokens = grid * grid + 1
     x = g.conv("patch_embed", "input", 3, hidden, patch, patch, 0, bias=True)
-    x = g.node("Reshape", "patch_embed.flatten", [x, _shape(g, "patch_embed.shape", [1, hidden, -1])])
+    x = g.node(
+        "Reshape", "patch_embed.flatten", [x, _shape(g, "patch_embed.shape", [1, hidden, -1])]
+    )
     x = g.node("Transpose", "patch_embed.transpose", [x], perm=[0, 2, 1])
     cls = g.param("cls_token", g.rng.normal(0.0, 0.5, (1, 1, hidden)))
     x = g.node("Concat", "cls_concat", [cls, x], axis=1)
-    x = g.add("pos_embed", x, g.param("pos_embed.weight", g.rng.normal(0.0, 0.2, (1, tokens, hidden))))
+    x = g.add(
+        "pos_embed", x, g.param("pos_embed.weight", g.rng.normal(0.0, 0.2, (1, tokens, hidden)))
+    )
     for i in range(layers):
         x = encoder_block(g, f"blocks.{i}", x, tokens, hidden, heads, mlp)
     x = _layer_norm(g, "norm", x, hidden)

@@ -110,7 +110,11 @@ def _scores_model(scale_op: str, perm: tuple[int, ...]) -> onnx.ModelProto:
         shape = g.param(f"{which}.shape", np.zeros(4))
         g.initializers[-1] = onnx.numpy_helper.from_array(np.array([1, 8, 2, 16], np.int64), shape)
         y = g.node("Reshape", f"{which}.reshape", [y, shape])
-        parts.append(g.node("Transpose", f"{which}.t", [y], perm=list(perm if which == "k" else (0, 2, 1, 3))))
+        parts.append(
+            g.node(
+                "Transpose", f"{which}.t", [y], perm=list(perm if which == "k" else (0, 2, 1, 3))
+            )
+        )
     scores = g.node("MatMul", "qk", parts)
     c = g.param("c", np.float32(4.0 if scale_op == "Div" else 0.25))
     g.node(scale_op, "scale", [scores, c], output="logits")
