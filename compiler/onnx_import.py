@@ -1322,7 +1322,7 @@ class _Importer(AttentionImport):
     ) -> Node:
         """(1, K) @ (K, N), or tokens: (1, T, K) (held as (1, T, 1, K)) @ (K, N) per token."""
         shape = self._shape(x)
-        if not (len(shape) == 2 or self._rank(node.input[0]) == 3):
+        if not (len(shape) == 2 or (self._rank(node.input[0]) == 3 and shape[0] == 1)):
             raise CompileError(
                 name,
                 node.op_type,

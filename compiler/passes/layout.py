@@ -70,7 +70,7 @@ def _token_tensors(plan: Plan) -> set[str]:
     every tensor joined to one through an elementwise layer (a residual add, a table)."""
     tokens: set[str] = set()
     for layer in _on_accel(plan):
-        if layer.kind == "gemm" and is_tokens(plan.graph.tensors[layer.inputs[0]].shape):
+        if layer.node.op == "gemm" and is_tokens(plan.graph.tensors[layer.inputs[0]].shape):
             tokens |= {*layer.inputs, layer.output}
         elif layer.node.op == "split_heads":
             tokens.add(layer.inputs[0])
@@ -85,7 +85,7 @@ def _token_tensors(plan: Plan) -> set[str]:
                 tokens |= joined
                 grew = True
     for layer in _on_accel(plan):
-        gemm_of_tokens = layer.kind == "gemm" and layer.inputs[0] in tokens
+        gemm_of_tokens = layer.node.op == "gemm" and layer.inputs[0] in tokens
         if (
             not gemm_of_tokens
             and layer.kind not in _ELEMENTWISE
