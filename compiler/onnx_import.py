@@ -439,7 +439,9 @@ class _Importer(AttentionImport):
         if node.domain not in ("", "ai.onnx"):
             return False
         if node.op_type == "Shape" and node.input[0] in self.alias:
-            shape = np.array(self._shape(self.alias[node.input[0]]), np.int64)
+            # the ONNX shape: a (1, C, L) tensor is held as (1, C, 1, L) in the IR
+            onnx_shape = self.inferred.get(node.input[0], self._shape(self.alias[node.input[0]]))
+            shape = np.array(onnx_shape, np.int64)
             attrs = self._attrs(node)
             self.consts[node.output[0]] = shape[attrs.get("start", 0) : attrs.get("end", None)]
             return True

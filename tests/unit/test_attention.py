@@ -212,3 +212,23 @@ def test_transformer_executable_saved_and_reloaded_runs_the_same(tmp_path):
     assert [la.cycles for la in again.layers] == [la.cycles for la in result.layers]
     for name, value in result.outputs.items():
         np.testing.assert_array_equal(again.outputs[name], value)
+
+
+def test_shape_of_a_token_tensor_is_its_onnx_shape(tmp_path):
+    """Shape of a (1, T, F) activation folds to (1, T, F), not to the IR's (1, T, 1, F): the
+    legacy exporter builds the heads' Reshape targets from it (Gather of F here)."""
+    g = GraphBuilder(1)
+    x = g.node("Relu", "relu", ["input"])
+    shape = g.node("Shape", "shape", [x])
+    g.initializers.append(onnx.numpy_helper.from_array(np.array(2, np.int64), "axis2"))
+    width = g.node("Gather", "width", [shape, "axis2"], axis=0)
+    g.initializers.append(onnx.numpy_helper.from_array(np.array([0], np.int64), "zero"))
+    width = g.node("Unsqueeze", "unsqueeze", [width, "zero"])
+    g.initializers.append(onnx.numpy_helper.from_array(np.array([1, -1], np.int64), "lead"))
+    target = g.node("Concat", "target", ["lead", width], axis=0)
+    y = g.node("Reshape", "reshape", [x, target])
+    g.node("MatMul", "fc", [y, g.param("w", g.he_normal((32, 16), 32))], output="logits")
+    model = g.model("shaped", {"input": [1, 8, 32]}, {"logits": [1, 8, 16]}, "shaped")
+    exe, x_in, result = _run_isa(model, "default", 4, tmp_path)
+    assert result.bit_exact, result.first_mismatch
+    assert compare_fp32(model, exe.reference, x_in)["cosine_vs_fp32"] > 0.999
