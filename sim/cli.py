@@ -30,6 +30,7 @@ from compiler.compile import compile_model
 from compiler.errors import CompileError
 from sim import provenance
 from sim import report as reports
+from sim import terminal
 from sim.backends.registry import BACKENDS
 from sim.inputs import InputError, check_input
 from sim.prune import KeepRunsError, hold, keep_runs, prune
@@ -267,6 +268,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m sim.cli") -> int:
     ``COSIM_DEBUG=1`` in the environment, the traceback after it). Ctrl-C: ``interrupted``
     and exit code 130."""
     args = parse(argv, prog)
+    terminal.log_to_stderr()  # the build says what it builds and how long it took
     try:
         return _main(args)
     except KeyboardInterrupt:
@@ -380,9 +382,7 @@ def _main(args: argparse.Namespace) -> int:
         rtl=args.backend in RTL_BACKENDS,
     )
     paths = reports.write(data, out)
-    from rich.console import Console
-
-    Console().print(reports.summary_table(data))
+    terminal.show(reports.summary_table(data))
     if accuracy:
         cosine = accuracy["cosine_vs_fp32"]
         cosine_text = f"{cosine:.5f}" if math.isfinite(cosine) else "undefined (a zero output)"
