@@ -28,9 +28,12 @@ from arch.executable import Executable, ExecutableError
 from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
 from compiler.errors import CompileError
+from sim import provenance
 from sim import report as reports
+from sim import terminal
 from sim.backends.registry import BACKENDS
 from sim.inputs import InputError, check_input
+from sim.prune import KeepRunsError, hold, keep_runs, prune
 from sim.run import RunError, RunResult, run
 from sim.rundir import RunDirError, new_run_dir, point_latest, use_run_dir
 from sim.verilate.build import WORK_ROOT, BuildError, SimulationFailed
@@ -265,6 +268,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m sim.cli") -> int:
     ``COSIM_DEBUG=1`` in the environment, the traceback after it). Ctrl-C: ``interrupted``
     and exit code 130."""
     args = parse(argv, prog)
+    terminal.log_to_stderr()  # the build says what it builds and how long it took
     try:
         return _main(args)
     except KeyboardInterrupt:
@@ -283,7 +287,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m sim.cli") -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
+    started = provenance.now()
     try:
+        keep = keep_runs()
         if args.seed < 0:
             raise UsageError(f"--seed must be a non-negative integer, not {args.seed}")
         if args.max_cycles < 1:
@@ -293,7 +299,15 @@ def _main(args: argparse.Namespace) -> int:
         waves = wave_request(args)
         if waves is not None:
             resolve(waves, exe.programs)  # an unknown layer or a bad range fails before the run
-    except (ConfigError, CompileError, ExecutableError, UsageError, WaveError, InputError) as exc:
+    except (
+        ConfigError,
+        CompileError,
+        ExecutableError,
+        UsageError,
+        WaveError,
+        InputError,
+        KeepRunsError,
+    ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except MemoryError:
@@ -311,6 +325,7 @@ def _main(args: argparse.Namespace) -> int:
     except RunDirError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    hold(out)  # not pruned by a run that ends while this one runs
     exe_path = args.bundle or executable.save(exe, out / f"{exe.model}{executable.SUFFIX}")
     (out / "listing.txt").write_text(listing.render(exe))
     insns = sum(program.instructions for program in exe.programs)
@@ -359,10 +374,15 @@ def _main(args: argparse.Namespace) -> int:
     data = reports.build(
         exe.model, config, result, accuracy, layer_counters(result), ideal, executable=exe_path
     )
+    data["provenance"] = provenance.collect(
+        seed=args.seed,
+        input_=provenance.describe_input(args.image, args.seed, x),
+        backend=args.backend,
+        started=started,
+        rtl=args.backend in RTL_BACKENDS,
+    )
     paths = reports.write(data, out)
-    from rich.console import Console
-
-    Console().print(reports.summary_table(data))
+    terminal.show(reports.summary_table(data))
     if accuracy:
         cosine = accuracy["cosine_vs_fp32"]
         cosine_text = f"{cosine:.5f}" if math.isfinite(cosine) else "undefined (a zero output)"
@@ -375,6 +395,12 @@ def _main(args: argparse.Namespace) -> int:
     print(f"report: {paths['json']}  plot: {paths['png']}  listing: {out / 'listing.txt'}")
     if args.out is None:
         point_latest(RUNS_ROOT / "latest", out)
+        removed = prune(RUNS_ROOT, keep)
+        if removed:
+            print(
+                f"removed {len(removed)} old run(s) from {RUNS_ROOT}: keeping the newest {keep} "
+                f"(COSIM_KEEP_RUNS=N to change, 0 keeps all)"
+            )
     if result.waves is not None:
         print(waves_summary(result.waves))
     bad = result.first_mismatch
