@@ -34,7 +34,7 @@ help: ## List targets and variables
 	@echo "Targets:"
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-12s %s\n", $$1, $$2}'
 	@echo "Variables (current value):"
-	@echo "  MODEL=$(MODEL)      model for 'sim': resnet|resnet18|resnet34|resnet50|mobilenetv2|efficientnet|squeezenet|googlenet|unet|cnn|mlp|path/to/model.onnx"
+	@echo "  MODEL=$(MODEL)      model for 'sim': resnet|resnet18|resnet34|resnet50|mobilenetv2|efficientnet|squeezenet|googlenet|unet|cnn|mlp|digits|path/to/model.onnx"
 	@echo "  BUNDLE=...       'sim': run a saved executable (build/runs/<run>/<model>.cosim) instead of MODEL"
 	@echo "  CONFIG=$(CONFIG)    accelerator config: preset name (tiny, default) or a .json file (BUNDLE: its own)"
 	@echo "  BACKEND=$(BACKEND)      'sim' backend: rtl (Verilator + cocotb), pyverilator (same RTL, in-process) or isa (numpy ISA simulator)"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 from arch.config import AccelConfig
@@ -86,14 +88,23 @@ def compile_graph(graph: Graph, config: AccelConfig) -> list[Plan | Node]:
 
 
 def compile_model(
-    model: str | Path, config: AccelConfig, *, image_size: int | None = None, seed: int = 0
+    model: str | Path,
+    config: AccelConfig,
+    *,
+    image_size: int | None = None,
+    seed: int = 0,
+    calibration: Sequence[np.ndarray] | None = None,
 ) -> Compiled:
     """Compile ``model`` (a zoo name or an .onnx file) for ``config`` into an executable:
-    front end (import, canonicalize, quantize), then the back end of every segment."""
+    front end (import, canonicalize, quantize), then the back end of every segment.
+    ``calibration``: float inputs to calibrate on (default: a trained zoo model's training
+    images, else seeded noise)."""
     name, proto = resolve_model(model, image_size, seed)
+    if calibration is None and str(model) in zoo.MODELS:
+        calibration = zoo.calibration(str(model))
     forced: dict[int, str] = {}
     while True:
-        graph = compile_front(proto, seed=seed, host=forced)
+        graph = compile_front(proto, calibration=calibration, seed=seed, host=forced)
         try:
             steps = compile_graph(graph, config)
             break

@@ -25,12 +25,14 @@ import onnx
 from arch import executable, listing
 from arch.config import PRESETS, AccelConfig, ConfigError, load_config
 from arch.executable import Executable, ExecutableError
+from compiler import zoo
 from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
 from compiler.errors import CompileError
 from sim import report as reports
 from sim.backends.registry import BACKENDS
-from sim.inputs import InputError, check_input
+from sim.evaluate import evaluate_held_out
+from sim.inputs import InputError, check_input, noise_input
 from sim.run import RunError, RunResult, run
 from sim.rundir import RunDirError, new_run_dir, point_latest, use_run_dir
 from sim.verilate.build import WORK_ROOT, BuildError, SimulationFailed
@@ -65,7 +67,8 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.N
     source.add_argument(
         "--model",
         help="resnet (= resnet18, the default), resnet18, resnet34, resnet50, mobilenetv2, "
-        "efficientnet, squeezenet, googlenet, unet, cnn, mlp, or an .onnx file",
+        "efficientnet, squeezenet, googlenet, unet, cnn, mlp, digits (trained on scikit-learn's "
+        "handwritten digits; evaluated on its held-out split), or an .onnx file",
     )
     source.add_argument(
         "--bundle",
@@ -95,6 +98,13 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.N
     )
     parser.add_argument(
         "--out", type=Path, help="run directory (default build/runs/<model>-<config>-<time>)"
+    )
+    parser.add_argument(
+        "--eval",
+        type=int,
+        metavar="N",
+        help="models trained on a data set (digits): evaluate the first N held-out images "
+        "(default: all of them; 0: none)",
     )
     parser.add_argument("--max-cycles", type=int, default=400_000_000, help="RTL cycle limit")
     parser.add_argument(
@@ -126,8 +136,11 @@ def wave_request(args: argparse.Namespace) -> WaveRequest | None:
 
 
 def load_input(args: argparse.Namespace, shape: tuple[int, ...]) -> np.ndarray:
+    """The run's input: ``--image``; else a trained zoo model's first held-out image; else seeded
+    noise that is no calibration input (:func:`sim.inputs.noise_input`)."""
     if args.image is None:
-        return np.random.default_rng(args.seed).standard_normal(shape).astype(np.float32)
+        split = zoo.held_out(args.model) if args.bundle is None else None
+        return split.x[:1] if split is not None else noise_input(shape, args.seed)
     path = Path(args.image)
     if path.is_dir():
         raise UsageError(f"image {path} is a directory; give a .npy or .png file")
@@ -286,6 +299,8 @@ def _main(args: argparse.Namespace) -> int:
     try:
         if args.seed < 0:
             raise UsageError(f"--seed must be a non-negative integer, not {args.seed}")
+        if args.eval is not None and args.eval < 0:
+            raise UsageError(f"--eval must be a non-negative integer, not {args.eval}")
         if args.max_cycles < 1:
             raise UsageError(f"--max-cycles must be a positive integer, not {args.max_cycles}")
         exe, config, source, compile_s = load_executable(args)
@@ -356,6 +371,17 @@ def _main(args: argparse.Namespace) -> int:
 
     accuracy = fp32.result() if fp32 is not None else {}
     accuracy = {k: v for k, v in accuracy.items() if k in ("top1_agree_fp32", "cosine_vs_fp32")}
+    dataset = None
+    if source is not None and args.eval != 0:
+        try:
+            dataset = evaluate_held_out(
+                args.model, exe, source, args.backend, limit=args.eval, workdir=out / "eval"
+            )
+        except (RunError, SimulationFailed) as exc:
+            print(f"\nerror: held-out evaluation: {exc}", file=sys.stderr)
+            return 3
+    if dataset is not None:
+        accuracy["dataset"] = dataset
     data = reports.build(
         exe.model, config, result, accuracy, layer_counters(result), ideal, executable=exe_path
     )
@@ -372,11 +398,21 @@ def _main(args: argparse.Namespace) -> int:
         )
     else:
         print("accuracy vs fp32: not measured (an executable holds no fp32 model; use --model)")
+    if dataset is not None:
+        print(
+            f"held-out {dataset['name']}: n={dataset['n']}, top-1 fp32 {dataset['top1_fp32']:.4f}, "
+            f"int8 ({args.backend}) {dataset['top1_int8']:.4f}, agreement "
+            f"{dataset['agreement']:.4f}, every layer bit-exact: "
+            f"{'yes' if dataset['bit_exact'] else 'NO'} ({dataset['wall_s']:.1f} s)"
+        )
     print(f"report: {paths['json']}  plot: {paths['png']}  listing: {out / 'listing.txt'}")
     if args.out is None:
         point_latest(RUNS_ROOT / "latest", out)
     if result.waves is not None:
         print(waves_summary(result.waves))
+    if dataset is not None and not dataset["bit_exact"]:
+        print(f"error: held-out image not bit-exact: {dataset['first_mismatch']}", file=sys.stderr)
+        return 1
     bad = result.first_mismatch
     if bad is not None:
         start, end = bad.cycle_window
