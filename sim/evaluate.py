@@ -14,8 +14,9 @@ from arch.executable import Executable
 from compiler import zoo
 from compiler.dataset_accuracy import dataset_accuracy, fp32_outputs
 from sim.batch import run_batch
+from sim.run_inputs import RunInputs
 
-__all__ = ["evaluate_held_out"]
+__all__ = ["evaluate_held_out", "evaluate_images"]
 
 
 def evaluate_held_out(
@@ -46,3 +47,32 @@ def evaluate_held_out(
         "cycles": int(sum(batch.cycles)),
         "wall_s": round(time.perf_counter() - started, 3),
     }
+
+
+def evaluate_images(
+    exe: Executable,
+    source: onnx.ModelProto | None,
+    inputs: RunInputs,
+    backend: str,
+    workdir: Path | None = None,
+) -> list[dict[str, Any]]:
+    """Every input of ``inputs`` (``IMAGE=`` a folder) on the backend in one batch: per image
+    its file, int8 top-1, whether every layer was bit-exact, and (with the fp32 model) its fp32
+    top-1 and whether they agree."""
+    batch = run_batch(exe, inputs.xs, backend, workdir=workdir)
+    output = exe.reference.outputs[0]
+    fp32 = fp32_outputs(source, inputs.xs) if source is not None else None
+    rows: list[dict[str, Any]] = []
+    for i, (name, outs) in enumerate(zip(inputs.names, batch.outputs, strict=True)):
+        row: dict[str, Any] = {
+            "file": name,
+            "top1_int8": int(np.argmax(outs[output])),
+            "bit_exact": batch.mismatches[i] is None,
+        }
+        if batch.mismatches[i] is not None:
+            row["mismatch"] = batch.mismatches[i]
+        if fp32 is not None:
+            row["top1_fp32"] = int(np.argmax(fp32[i]))
+            row["top1_agree_fp32"] = row["top1_fp32"] == row["top1_int8"]
+        rows.append(row)
+    return rows
