@@ -15,10 +15,11 @@ WAVES   ?=
 WAVE_LAYER  ?=
 WAVE_INSN   ?=
 WAVE_CYCLES ?=
+CALIB_METHOD ?= minmax
 
 # They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
 unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BUNDLE IMAGE
-unexport IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES
+unexport IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES CALIB CALIB_METHOD PREPROCESS EVAL
 
 PY    := $(VENV)/bin/python
 # A value as one shell word, whatever quotes it holds: q = '...' with each ' written '\''
@@ -34,12 +35,16 @@ help: ## List targets and variables
 	@echo "Targets:"
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-12s %s\n", $$1, $$2}'
 	@echo "Variables (current value):"
-	@echo "  MODEL=$(MODEL)      model for 'sim': resnet|resnet18|resnet34|resnet50|mobilenetv2|efficientnet|squeezenet|googlenet|unet|cnn|mlp|path/to/model.onnx"
+	@echo "  MODEL=$(MODEL)      model for 'sim': resnet|resnet18|resnet34|resnet50|mobilenetv2|efficientnet|squeezenet|googlenet|unet|cnn|mlp|digits|path/to/model.onnx"
 	@echo "  BUNDLE=...       'sim': run a saved executable (build/runs/<run>/<model>.cosim) instead of MODEL"
 	@echo "  CONFIG=$(CONFIG)    accelerator config: preset name (tiny, default) or a .json file (BUNDLE: its own)"
 	@echo "  BACKEND=$(BACKEND)      'sim' backend: rtl (Verilator + cocotb), pyverilator (same RTL, in-process) or isa (numpy ISA simulator)"
 	@echo "  SEED=$(SEED)          seed for generated inputs and weights"
-	@echo "  IMAGE=...        input for 'sim': .npy (input-shaped) or .png (RGB); default seeded noise"
+	@echo "  IMAGE=...        input for 'sim': .npy (input-shaped), an image (png/jpg/...; any mode; resized, center-cropped) or a folder of images"
+	@echo "  PREPROCESS=...   images of IMAGE/CALIB: imagenet|unit|none (default unit for digits and 1-channel models, else imagenet)"
+	@echo "  CALIB=...        calibration inputs for 'sim': a .npy batch (N, *input shape) or a folder of images"
+	@echo "  CALIB_METHOD=$(CALIB_METHOD) activation ranges: minmax|percentile[:P]|entropy|mse"
+	@echo "  EVAL=N           'sim' of a trained model (digits): evaluate only the first N held-out images (0: none)"
 	@echo "  IMAGE_SIZE=...   input height/width of zoo CNNs for 'sim' (default 224, at most 1024)"
 	@echo "  JOBS=$(JOBS)       pytest-xdist workers for 'test'"
 	@echo "  PYTEST_ARGS=...  extra pytest arguments, e.g. PYTEST_ARGS='-k dot_product'"
@@ -74,6 +79,8 @@ sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact c
 	@$(PY) -m sim.cli $(if $(BUNDLE),--bundle $(call q,$(BUNDLE)) $(SIM_CONFIG),--model $(call q,$(MODEL)) --config $(call q,$(CONFIG))) \
 		--backend $(call q,$(BACKEND)) --seed $(call q,$(SEED)) \
 		$(if $(IMAGE),--image $(call q,$(IMAGE))) $(if $(IMAGE_SIZE),--image-size $(call q,$(IMAGE_SIZE))) \
+		$(if $(PREPROCESS),--preprocess $(call q,$(PREPROCESS))) $(if $(CALIB),--calib $(call q,$(CALIB))) \
+		$(if $(BUNDLE),,--calib-method $(call q,$(CALIB_METHOD))) $(if $(EVAL),--eval $(call q,$(EVAL))) \
 		$(if $(WAVES),--waves $(call q,$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES)))) \
 		$(if $(WAVE_LAYER),--wave-layer $(call q,$(WAVE_LAYER))) $(if $(WAVE_INSN),--wave-insn $(call q,$(WAVE_INSN))) \
 		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES)))

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["InputError", "check_input"]
+__all__ = ["InputError", "check_input", "noise_input"]
 
 
 class InputError(ValueError):
@@ -44,3 +44,11 @@ def check_input(x: object, shape: Sequence[int], what: str = "input") -> np.ndar
             f"at index {index}); the model takes finite numbers"
         )
     return values
+
+
+def noise_input(shape: Sequence[int], seed: int) -> np.ndarray:
+    """Seeded standard-normal float32 input of ``shape``, drawn from the stream ``[seed, 1]``:
+    never one of the calibration inputs, which :func:`compiler.calibrate.default_calibration`
+    draws from the stream ``seed``."""
+    rng = np.random.default_rng([seed, 1])
+    return rng.standard_normal(tuple(shape)).astype(np.float32)

@@ -1,4 +1,5 @@
-"""Model zoo: ONNX models built by code, with seeded random weights, for the compiler to eat.
+"""Model zoo: ONNX models built by code, with seeded random weights, for the compiler to eat -
+and ``digits``, trained at build time on scikit-learn's bundled handwritten digits.
 
 Nothing is downloaded. :func:`build` resolves the names in :data:`MODELS`;
 ``python -m compiler.zoo NAME -o model.onnx`` writes one to disk. Every model is float32,
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import onnx
 
+from . import digits as _digits
 from .efficientnet import efficientnet
 from .googlenet import googlenet
 from .mobilenet import mobilenetv2
@@ -31,6 +34,8 @@ __all__ = [
     "RESNET_SPECS",
     "ResNetSpec",
     "build",
+    "calibration",
+    "held_out",
     "mlp",
     "mobilenetv2",
     "resnet",
@@ -55,6 +60,7 @@ MODELS: tuple[str, ...] = (
     "bert",
     "cnn",
     "mlp",
+    "digits",
 )
 
 #: Input height/width :func:`build` uses when ``image_size`` is None (the MLP takes no image).
@@ -91,6 +97,7 @@ _IMAGE_BUILDERS: dict[str, Callable[[int, int], onnx.ModelProto]] = {
 _TOKEN_BUILDERS: dict[str, Callable[[int], onnx.ModelProto]] = {
     "mlp": lambda seed: mlp(seed=seed),
     "bert": lambda seed: bert(seed=seed),
+    "digits": lambda seed: _digits.digits(seed=seed),
 }
 
 
@@ -103,9 +110,9 @@ def build(name: str, *, image_size: int | None = None, seed: int = 0) -> onnx.Mo
         One of :data:`MODELS`.
     image_size
         Input height and width; None for the model's default (:data:`DEFAULT_IMAGE_SIZES`).
-        Must be None for ``"mlp"``.
+        Must be None for ``"mlp"`` and ``"digits"`` (8x8).
     seed
-        Seed of the random weights.
+        Seed of the random weights (of ``"digits"``: of its training).
 
     Raises
     ------
@@ -121,3 +128,14 @@ def build(name: str, *, image_size: int | None = None, seed: int = 0) -> onnx.Mo
         raise ValueError(f"unknown model {name!r}; known models: {', '.join(MODELS)}")
     size = DEFAULT_IMAGE_SIZES[name] if image_size is None else image_size
     return _IMAGE_BUILDERS[name](size, seed)
+
+
+def held_out(name: str) -> _digits.Split | None:
+    """The held-out split of a zoo model trained on a data set (``digits``), else None."""
+    return _digits.held_out() if name == "digits" else None
+
+
+def calibration(name: str) -> list[np.ndarray] | None:
+    """Default calibration inputs of a zoo model trained on a data set (training images, never
+    held-out ones), else None (seeded noise)."""
+    return _digits.calibration_set() if name == "digits" else None

@@ -349,6 +349,7 @@ def test_models_and_name_resolution(built: Builder) -> None:
         "bert",
         "cnn",
         "mlp",
+        "digits",
     )
     assert built("resnet").SerializeToString() == built("resnet18").SerializeToString()
     expected = {"resnet18": "resnet18", "resnet34": "resnet34", "resnet50": "resnet50"}
