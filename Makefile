@@ -18,13 +18,15 @@ WAVE_CYCLES ?=
 
 # They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
 unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BUNDLE IMAGE
-unexport IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES
+unexport IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES LAYERS MODELS
 
 PY    := $(VENV)/bin/python
 # A value as one shell word, whatever quotes it holds: q = '...' with each ' written '\''
 q = '$(subst ','\'',$(1))'
 # With BUNDLE, a config is passed only when the user set one (the executable carries its own).
 SIM_CONFIG = $(if $(filter-out file,$(origin CONFIG)),--config $(call q,$(CONFIG)))
+# JOBS is pytest-xdist's for 'test' (default auto); 'sim' gets it only when the user set it.
+SIM_JOBS = $(if $(filter-out file,$(origin JOBS)),--jobs $(call q,$(JOBS)))
 STAMP := $(VENV)/.cosim-installed
 
 .DEFAULT_GOAL := help
@@ -41,7 +43,8 @@ help: ## List targets and variables
 	@echo "  SEED=$(SEED)          seed for generated inputs and weights"
 	@echo "  IMAGE=...        input for 'sim': .npy (input-shaped) or .png (RGB); default seeded noise"
 	@echo "  IMAGE_SIZE=...   input height/width of zoo CNNs for 'sim' (default 224, at most 1024)"
-	@echo "  JOBS=$(JOBS)       pytest-xdist workers for 'test'"
+	@echo "  JOBS=$(JOBS)       'test': pytest-xdist workers; 'sim': N layer shards run in parallel on Dask (default 1, sequential)"
+	@echo "  LAYERS=...       'sim': run only these layers from their checkpoint: a name, a:b of names or of indices"
 	@echo "  PYTEST_ARGS=...  extra pytest arguments, e.g. PYTEST_ARGS='-k dot_product'"
 	@echo "  CONFIGS=...      presets 'rtl' and 'synth' process (default: all)"
 	@echo "  BENCH_FULL=$(BENCH_FULL)    'bench': 1 also runs ResNet-18 and ResNet-50 224x224 end to end, 0 skips them"
@@ -76,7 +79,8 @@ sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact c
 		$(if $(IMAGE),--image $(call q,$(IMAGE))) $(if $(IMAGE_SIZE),--image-size $(call q,$(IMAGE_SIZE))) \
 		$(if $(WAVES),--waves $(call q,$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES)))) \
 		$(if $(WAVE_LAYER),--wave-layer $(call q,$(WAVE_LAYER))) $(if $(WAVE_INSN),--wave-insn $(call q,$(WAVE_INSN))) \
-		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES)))
+		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES))) \
+		$(SIM_JOBS) $(if $(LAYERS),--layers $(call q,$(LAYERS)))
 
 waves: $(STAMP) ## Open the newest dump in waves/ in GTKWave with its save file (.gtkw)
 	@$(PY) -m sim.waves.open

@@ -57,6 +57,29 @@ class BuildMismatch(RuntimeError):
     """A worker's Verilator build differs from the client's."""
 
 
+class WorkerFailed(RuntimeError):
+    """A task whose workers kept dying (Dask gave up after its allowed failures)."""
+
+
+class Task:
+    """A submitted task: :meth:`result` waits for it; a task whose workers kept dying is
+    :class:`WorkerFailed`, naming it."""
+
+    def __init__(self, label: str, future: Any) -> None:
+        self.label, self.future = label, future
+
+    def result(self) -> Any:
+        from distributed.scheduler import KilledWorker
+
+        try:
+            return self.future.result()
+        except KilledWorker as exc:
+            raise WorkerFailed(
+                f"{self.label}: its worker died on every try ({exc}); see the workers' logs "
+                "(out of memory?) or raise distributed.scheduler.allowed-failures"
+            ) from None
+
+
 def build_key(backend: str, config: AccelConfig) -> str | None:
     """Build (or reuse) the backend's Verilator model here and return its cache key."""
     if backend == "rtl":

@@ -15,6 +15,7 @@ mismatch names its own layer, never a consequence of an earlier one.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import sys
 import tempfile
@@ -125,7 +126,9 @@ def select(exe: Executable, spec: str) -> tuple[int, int]:
         at = names.index(spec)
         return at, at + 1
     if spec.count(":") != 1:
-        raise ShardError(f"LAYERS {spec!r} is not a layer of this model; {supported}")
+        close = difflib.get_close_matches(spec, names, n=3, cutoff=0.5)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise ShardError(f"LAYERS {spec!r} is not a layer of this model{hint}; {supported}")
     a, b = spec.split(":")
     if (a == "" or a.isdigit()) and (b == "" or b.isdigit()):
         lo, hi = int(a or 0), int(b) if b else len(names)
@@ -141,7 +144,34 @@ def select(exe: Executable, spec: str) -> tuple[int, int]:
 
 def check_jobs(jobs: int) -> None:
     if jobs < 1:
-        raise ShardError(f"JOBS must be a positive number of shards, not {jobs}")
+        raise ShardError(
+            f"JOBS (--jobs) must be a positive number of shards, not {jobs} "
+            "(1: the sequential run; N: N shards in parallel)"
+        )
+
+
+def check_request(
+    exe: Executable, jobs: int, layers: str | None, waves: WaveRequest | None, backend: str
+) -> bool:
+    """Check ``JOBS``, ``LAYERS`` and a waveform request together; whether the run is one of
+    this module's (shards, a layer range, or ``WAVE_LAYER``'s one-layer run on the RTL)."""
+    check_jobs(jobs)
+    if layers is not None:
+        select(exe, layers)
+    if waves is not None:
+        if jobs > 1:
+            raise ShardError(
+                "a waveform traces one run, not JOBS shards; drop JOBS "
+                "(WAVE_LAYER alone runs only its layer, from its checkpoint)"
+            )
+        if layers is not None:
+            raise ShardError("WAVE_* and LAYERS together: use WAVE_LAYER=<name> alone")
+        return waves.layer is not None and backend == "rtl"
+    return jobs > 1 or layers is not None
+
+
+#: Failures of the distributed engine (exit code 2 for a cluster that cannot be reached, else 3).
+CLUSTER_ERRORS = (cluster.ClusterError, cluster.BuildMismatch, cluster.WorkerFailed)
 
 
 @dataclass
@@ -200,8 +230,8 @@ def run_pieces(
     done: dict[Piece, _Done] = {}
     for index, shard in enumerate(shards):
         results: list[DeviceResult] = futures[index].result()
-        for item, result in zip(prepared[index], results, strict=True):
-            done[item.piece] = _finish(exe, item.piece, item.guard, result, reference, backend)
+        for item, device in zip(prepared[index], results, strict=True):
+            done[item.piece] = _finish(exe, item.piece, item.guard, device, reference, backend)
         cycles = sum(layer.cycles for p in shard.pieces for layer in done[p].layers)
         seconds = sum(done[p].seconds for p in shard.pieces)
         log(
@@ -338,15 +368,18 @@ def run(
             runs = [p.run for p in prepared]
             with warnings.catch_warnings():  # DRAM images are large task arguments on purpose
                 warnings.simplefilter("ignore", UserWarning)
-                return client.submit(
-                    cluster.run_device,
-                    backend,
-                    config_json,
-                    runs,
-                    key,
-                    str(root / f"shard{index}"),
-                    pure=False,
-                    key=f"shard{index}-{uuid.uuid4().hex[:8]}",
+                return cluster.Task(
+                    f"shard {index + 1}/{len(shards)}",
+                    client.submit(
+                        cluster.run_device,
+                        backend,
+                        config_json,
+                        runs,
+                        key,
+                        str(root / f"shard{index}"),
+                        pure=False,
+                        key=f"shard{index}-{uuid.uuid4().hex[:8]}",
+                    ),
                 )
 
         return run_pieces(exe, x, backend, shards, remote, max_cycles=max_cycles, log=log)
