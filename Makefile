@@ -30,7 +30,7 @@ SIM_JOBS = $(if $(filter-out file,$(origin JOBS)),--jobs $(call q,$(JOBS)))
 STAMP := $(VENV)/.cosim-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-fast sim bench waves rtl synth lint format lock clean distclean
+.PHONY: help venv toolchain test test-fast sim sweep bench waves rtl synth lint format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -46,7 +46,8 @@ help: ## List targets and variables
 	@echo "  JOBS=$(JOBS)       'test': pytest-xdist workers; 'sim': N layer shards run in parallel on Dask (default 1, sequential)"
 	@echo "  LAYERS=...       'sim': run only these layers from their checkpoint: a name, a:b of names or of indices"
 	@echo "  PYTEST_ARGS=...  extra pytest arguments, e.g. PYTEST_ARGS='-k dot_product'"
-	@echo "  CONFIGS=...      presets 'rtl' and 'synth' process (default: all)"
+	@echo "  CONFIGS=...      presets 'rtl' and 'synth' process (default: all); 'sweep': comma-separated configs, e.g. tiny,rows=8,tiny+dram_bytes_per_cycle=4"
+	@echo "  MODELS=...       'sweep': comma-separated models (default cnn,mlp; BACKEND defaults to isa there)"
 	@echo "  BENCH_FULL=$(BENCH_FULL)    'bench': 1 also runs ResNet-18 and ResNet-50 224x224 end to end, 0 skips them"
 	@echo "  WAVES=...        'sim' waveform format: fst (or 1; VCD without the lz4 headers) or vcd; implied (fst) by a WAVE_* window"
 	@echo "  WAVE_LAYER=...   'sim': trace only this layer (a name from the listing, e.g. layer3.0.conv1)"
@@ -81,6 +82,10 @@ sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact c
 		$(if $(WAVE_LAYER),--wave-layer $(call q,$(WAVE_LAYER))) $(if $(WAVE_INSN),--wave-insn $(call q,$(WAVE_INSN))) \
 		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES))) \
 		$(SIM_JOBS) $(if $(LAYERS),--layers $(call q,$(LAYERS)))
+
+sweep: $(STAMP) ## Run MODELS x CONFIGS on Dask (cached per cell) -> build/sweep/sweep.json, pareto.png
+	@$(PY) -m sim.sweep --models $(call q,$(or $(MODELS),cnn,mlp)) --configs $(call q,$(or $(CONFIGS),tiny,default)) \
+		--backend $(call q,$(if $(filter-out file,$(origin BACKEND)),$(BACKEND),isa)) --seed $(call q,$(SEED))
 
 waves: $(STAMP) ## Open the newest dump in waves/ in GTKWave with its save file (.gtkw)
 	@$(PY) -m sim.waves.open
