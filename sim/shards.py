@@ -83,12 +83,19 @@ def _cost(exe: Executable, costs: list[int], lo: int, hi: int) -> int:
     return sum(costs[lo - warm : hi])
 
 
-def plan(exe: Executable, jobs: int, lo: int = 0, hi: int | None = None) -> list[Shard]:
+def plan(
+    exe: Executable,
+    jobs: int,
+    lo: int = 0,
+    hi: int | None = None,
+    costs: list[int] | None = None,
+) -> list[Shard]:
     """Device layers ``[lo, hi)`` in at most ``jobs`` contiguous shards whose largest estimated
-    cost (warm-up included) is smallest (dynamic programming over the cut points)."""
+    cost (warm-up included) is smallest (dynamic programming over the cut points). ``costs``:
+    each device layer's cycles (default: the compiler's estimates)."""
     positions = _positions(exe)
     hi = len(positions) if hi is None else hi
-    costs = [layer_estimate(exe, p, n) for p, n in positions]
+    costs = costs or [layer_estimate(exe, p, n) for p, n in positions]
     count = hi - lo
     jobs = min(jobs, count)
     # best[k][i]: the smallest largest cost of layers [lo, lo + i) in k shards; cut[k][i]: the
