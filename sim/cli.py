@@ -30,7 +30,7 @@ from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
 from compiler.errors import CompileError
 from compiler.sqnr import layer_sqnr
-from sim import provenance, terminal
+from sim import provenance, shards, terminal
 from sim import report as reports
 from sim.backends.registry import BACKENDS
 from sim.evaluate import evaluate_held_out, evaluate_images
@@ -131,6 +131,20 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.N
         "(default: all of them; 0: none)",
     )
     parser.add_argument("--max-cycles", type=int, default=400_000_000, help="RTL cycle limit")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="split the network into N shards of balanced cycles, each run from the reference's "
+        "checkpoint, in parallel on Dask (a LocalCluster, or DASK_SCHEDULER / DASK_CLUSTER); "
+        "default 1: the sequential run",
+    )
+    parser.add_argument(
+        "--layers",
+        metavar="NAME|A:B",
+        help="run only these layers from their checkpoint: a layer name, A:B of names (both "
+        "included) or of indices (B excluded)",
+    )
     parser.add_argument(
         "--no-ideal", action="store_true", help="skip the ISA simulator's ideal cycles"
     )
@@ -305,6 +319,7 @@ def _main(args: argparse.Namespace) -> int:
         waves = wave_request(args)
         if waves is not None:
             resolve(waves, exe.programs)  # an unknown layer or a bad range fails before the run
+        sharded = shards.check_request(exe, args.jobs, args.layers, waves, args.backend)
     except (
         ConfigError,
         CompileError,
@@ -313,6 +328,7 @@ def _main(args: argparse.Namespace) -> int:
         WaveError,
         InputError,
         KeepRunsError,
+        shards.ShardError,
     ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -351,21 +367,40 @@ def _main(args: argparse.Namespace) -> int:
         if args.backend in RTL_BACKENDS and not args.no_ideal:
             isa_layers = run(exe, x, "isa").layers
             ideal = [layer.cycles for layer in isa_layers if layer.device == "accel"]
-        result = run(
-            exe,
-            x,
-            args.backend,
-            workdir=out / "sim",
-            max_cycles=args.max_cycles,
-            progress=Progress(exe) if args.backend in RTL_BACKENDS else None,
-            waves=waves,
-            name=out.name,
-        )
-        if args.backend in RTL_BACKENDS:
+        if sharded:
+            result = shards.run(
+                exe,
+                x,
+                args.backend,
+                jobs=args.jobs,
+                layers=args.layers,
+                workdir=out / "sim",
+                max_cycles=args.max_cycles,
+                waves=waves,
+                name=out.name,
+            )
+            ran = {layer.name for layer in result.layers}
+            if ideal is not None:
+                ideal = [c for c, layer in zip(ideal, exe.layers, strict=True) if layer.name in ran]
+        else:
+            result = run(
+                exe,
+                x,
+                args.backend,
+                workdir=out / "sim",
+                max_cycles=args.max_cycles,
+                progress=Progress(exe) if args.backend in RTL_BACKENDS else None,
+                waves=waves,
+                name=out.name,
+            )
+        if args.backend in RTL_BACKENDS and not sharded:
             print(file=sys.stderr)
     except (ToolchainError, BuildError) as exc:
         print(f"\nerror: cannot build the simulator: {exc}", file=sys.stderr)
         return 3
+    except shards.CLUSTER_ERRORS as exc:
+        print(f"\nerror: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, shards.cluster.ClusterError) else 3
     except (RunError, SimulationFailed) as exc:
         print(
             f"\nerror: {exc}\n  listing: {out / 'listing.txt'}"
@@ -413,6 +448,9 @@ def _main(args: argparse.Namespace) -> int:
     data["input"] = inputs.report | ({"images": images} if images is not None else {})
     if source is not None:
         data["calibration"] = calib.report
+    if args.layers or (sharded and waves is not None and waves.layer):
+        # only these layers ran, each range from its checkpoint (sim/shards.py)
+        data["layers_run"] = args.layers or (waves.layer if waves else None)
     paths = reports.write(data, out)
     if accuracy.get("sqnr"):
         plot_sqnr(accuracy["sqnr"], f"{exe.model} ({calib.method})", out / "sqnr.png")

@@ -72,6 +72,7 @@ class RunResult:
     counters: dict[str, Any] = field(default_factory=dict)
     ideal_cycles: int | None = None
     waves: dict[str, Any] | None = None  # the traced window and its files (sim/waves/)
+    shards: list[dict[str, Any]] = field(default_factory=list)  # sharded runs (sim/shards.py)
 
     @property
     def bit_exact(self) -> bool:
