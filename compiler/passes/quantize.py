@@ -41,17 +41,7 @@ _CALIBRATED = (
     "batch_matmul",
 )
 #: Producers that can requantize their output to any scale (so, to a concat's).
-_RESCALING = (
-    "conv",
-    "gemm",
-    "avgpool",
-    "global_avgpool",
-    "add",
-    "scale",
-    "host",
-    "table",
-    "batch_matmul",
-)
+_RESCALING = tuple(op for op in _CALIBRATED if op != "concat")
 #: Producers whose STORE can apply a table (the table nodes fuse into them).
 _TABLE_PRODUCERS = ("conv", "gemm", "add", "scale")
 _SAME_SCALE = (

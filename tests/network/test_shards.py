@@ -128,9 +128,9 @@ def test_killed_worker_is_retried(cnn, cnn_rtl, tmp_path, monkeypatch):
         thread = threading.Thread(target=sharded)
         thread.start()
         attempts = tmp_path / "shard0"
-        deadline = time.monotonic() + 120
+        # no wall-clock limit (a loaded machine may first build the model): wait while the run lives
         while not (attempts.is_dir() and any(attempts.iterdir())):
-            assert time.monotonic() < deadline, "shard 1 never started"
+            assert thread.is_alive(), f"the run ended before shard 1 started: {outcome}"
             time.sleep(0.05)
         victim = next(
             worker
@@ -140,8 +140,7 @@ def test_killed_worker_is_retried(cnn, cnn_rtl, tmp_path, monkeypatch):
         )
         pid = client.run(os.getpid, workers=[victim])[victim]
         os.kill(pid, signal.SIGKILL)
-        thread.join(timeout=300)
-        assert not thread.is_alive()
+        thread.join()  # Dask retries a lost task a bounded number of times, then fails it
     assert "error" not in outcome, outcome.get("error")
     assert len(list(attempts.iterdir())) == 2  # the killed attempt and the retry
     assert_same(outcome["result"], cnn_rtl)
