@@ -4,6 +4,8 @@ spec, and the PERF/status formats the drivers decode."""
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ from hdl_gen.sim_top import TOP_NAME
 from sim.backends.harness import TOP_INPUTS, TOP_OUTPUTS
 from sim.verilate.build import BUILD_ROOT, REPO_ROOT, SIM_ROOT, BuildSpec, BuiltModel, build
 
+log = logging.getLogger("cosim.rtl")
 RTL_ROOT = REPO_ROOT / "rtl"
 DRAM_STORAGE_V = SIM_ROOT / "hdl" / "cosim_dram_storage.v"
 TB_TOP_V = SIM_ROOT / "hdl" / "tb_top.v"
@@ -41,7 +44,11 @@ def rtl_source(config: AccelConfig) -> Path:
     from hdl_gen.generate import render
 
     directory = BUILD_ROOT / "gen" / config.name
-    for filename, text in render(config).items():
+    log.info("generating the RTL of config %s (not a preset) into %s", config.name, directory)
+    started = time.perf_counter()
+    files = render(config)
+    log.info("RTL generated in %.1f s", time.perf_counter() - started)
+    for filename, text in files.items():
         path = directory / filename
         if not path.exists() or path.read_text() != text:
             path.parent.mkdir(parents=True, exist_ok=True)
