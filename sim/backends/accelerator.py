@@ -22,6 +22,7 @@ TB_TOP_V = SIM_ROOT / "hdl" / "tb_top.v"
 TB_TOP = "tb_top"
 DRAM_STORAGE_CPP = SIM_ROOT / "csrc" / "cosim_dram.cpp"
 CLOCK_PERIOD_NS = 10
+WAVES_CLOCK_PERIOD_NS = 1
 
 CYCLES_FIELD = isa.PERF_RECORD.leaf_by_path["cycles"]
 # What the drivers need to decode the status ports; the cocotb job gets it in its job file, so
@@ -83,7 +84,8 @@ def accelerator_spec(config: AccelConfig, waves: str | None = None) -> BuildSpec
         extra_args=widths,
         cpp_sources=(DRAM_STORAGE_CPP,),
         clock="clk",
-        clock_period_ns=CLOCK_PERIOD_NS,
+        # Traced: one time unit (ns) per cycle, so GTKWave's time axis counts cycles.
+        clock_period_ns=WAVES_CLOCK_PERIOD_NS if waves else CLOCK_PERIOD_NS,
         trace_gate="wave_on" if waves else None,
     )
 

@@ -54,12 +54,7 @@ class Capture:
             entry["note"] = "the window was never reached: nothing was traced"
             return entry
         first, last = Dump(self.dump).span()
-        markers: list[tuple[int, str]] = []
-        for layer in layers:
-            for cycle, edge in zip(layer.cycle_window, ("start", "end"), strict=True):
-                time = timing.cycle_time(cycle)
-                if first <= time <= last and (not markers or markers[-1][0] != time):
-                    markers.append((time, f"{edge} of {layer.name} (cycle {cycle})"))
+        markers = layer_markers(timing, layers, (first, last))
         title = f"{self.window.label}: {self.dump.name}"
         savefile = write_savefile(self.dump, rtl_dir, markers, title, (first, last))
         cycle0 = timing.cycle_time(0)
@@ -72,6 +67,25 @@ class Capture:
             markers=[label for _time, label in markers],
         )
         return entry
+
+
+def layer_markers(
+    timing: _Timing, layers: Sequence[_Layer], span: tuple[int, int]
+) -> list[tuple[int, str]]:
+    """(time, label) markers at the start and end of every layer the traced ``span`` shows
+    part of: ``fc1 start (cycle 120)``; an edge outside the span is put on the span's edge
+    and says so; markers at one time share one label (``fc1 end | fc2 start``)."""
+    first, last = span
+    at: dict[int, list[str]] = {}
+    for layer in layers:
+        start, end = (timing.cycle_time(cycle) for cycle in layer.cycle_window)
+        if end < first or start > last:
+            continue
+        for time, edge, cycle in ((start, "start", layer.cycle_window[0]),
+                                  (end, "end", layer.cycle_window[1])):  # fmt: skip
+            where = f"cycle {cycle}" + ("" if first <= time <= last else ", outside the window")
+            at.setdefault(min(max(time, first), last), []).append(f"{layer.name} {edge} ({where})")
+    return [(time, " | ".join(labels)) for time, labels in sorted(at.items())]
 
 
 def start(request: WaveRequest, programs: list[DeviceProgram], name: str) -> Capture:

@@ -121,13 +121,24 @@ def test_savefile_signals_exist_and_markers_sit_on_layer_boundaries(layer_run):
     for line in savefile.read_text().splitlines():
         if line.startswith("^"):
             assert Path(line.split(" ", 1)[1]).exists(), line
-    # Marker A is the layer's end; the cycle counter reads that count at the marker's time.
+    # Marker A is the layer's start (before the window opened: on its left edge), B its end,
+    # named so in GTKWave; the cycle counter reads the end's count at marker B's time.
     text = savefile.read_text()
-    layer_end = next(r.cycle_window[1] for r in result.layers if r.name == layer.name)
-    assert f"marker A: end of {layer.name} (cycle {layer_end})" in text
-    marker_a = int(re.search(r"^\*[-\d.]+ -?\d+ (-?\d+)", text, re.M)[1])
+    layer_start, layer_end = next(r.cycle_window for r in result.layers if r.name == layer.name)
+    assert f"[markername] A{layer.name} start (cycle {layer_start}" in text
+    assert re.search(
+        rf"^\[markername\] B{re.escape(layer.name)} end \(cycle {layer_end}\)", text, re.M
+    )
+    marker_a, marker_b = map(
+        int, re.search(r"^\*[-\d.]+ -?\d+ (-?\d+) (-?\d+)", text, re.M).groups()
+    )
+    first_traced = Dump(Path(result.waves["file"])).span()[0]
+    assert marker_a == first_traced
     cycles = dump.changes(["tb_top.dut.perf.cycles"])["tb_top.dut.perf.cycles"]
-    assert dict(cycles)[marker_a] == layer_end
+    assert dict(cycles)[marker_b] == layer_end
+    # One time unit per cycle: the dump's time advances one clock period (1 ns) per count.
+    (t0, c0), (t1, c1) = cycles[0], cycles[-1]
+    assert (t1 - t0) == (c1 - c0) * 1000  # in the dump's 1 ps steps
 
 
 def test_cycle_window_is_exact_and_smaller_than_the_whole_run(mlp, tmp_path):
