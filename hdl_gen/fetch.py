@@ -19,8 +19,8 @@ class Fetch(wiring.Component):
 
     Checks what the ISA simulator checks at dispatch: a legal opcode (else ILLEGAL_OPCODE), a
     legal SYNC queue and dependency flags that name an existing neighbour queue, none on END
-    (else BAD_FIELD), and that the program does not run off the end of DRAM (DRAM_RANGE). After END it
-    stops and drops what it prefetched.
+    (else BAD_FIELD), and that the program does not run off the end of DRAM (DRAM_RANGE).
+    After END it stops and drops what it prefetched.
 
     Attributes
     ----------

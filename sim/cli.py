@@ -28,9 +28,8 @@ from arch.executable import Executable, ExecutableError
 from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
 from compiler.errors import CompileError
-from sim import provenance
+from sim import provenance, terminal
 from sim import report as reports
-from sim import terminal
 from sim.backends.registry import BACKENDS
 from sim.inputs import InputError, check_input
 from sim.prune import KeepRunsError, hold, keep_runs, prune

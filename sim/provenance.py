@@ -74,7 +74,11 @@ def describe_input(image: str | None, seed: int, x: np.ndarray) -> dict[str, Any
         digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
         source = {"kind": "file", "path": str(path.resolve()), "file_sha256": digest}
     array = np.ascontiguousarray(x, dtype=np.float32)
-    return {**source, "shape": list(array.shape), "sha256": hashlib.sha256(array).hexdigest()}
+    return {
+        **source,
+        "shape": list(array.shape),
+        "sha256": hashlib.sha256(array.tobytes()).hexdigest(),
+    }
 
 
 def collect(

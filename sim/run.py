@@ -23,7 +23,7 @@ from arch.reference import dequantize, evaluate, quantize_input
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
 from sim.backends.registry import NAMES, UnknownBackend, get_backend
 from sim.guard import guard_image
-from sim.host import device_image, read_tensor, run_host_step
+from sim.host import device_image, read_tensor, run_host_step, tensor_addresses
 from sim.inputs import check_input
 from sim.waves.capture import start as start_capture
 from sim.waves.window import WaveRequest
@@ -57,6 +57,7 @@ class LayerResult:
     device: str = "accel"  # or "host"
     host_s: float = 0.0  # wall time of a host step
     note: str = ""  # a host step's reason for being there
+    mismatch_addr: int | None = None  # DRAM byte of the first differing value (accel layers)
 
     def utilization(self, macs_per_cycle: int) -> float:
         return self.macs / (macs_per_cycle * self.cycles) if self.cycles else 0.0
@@ -123,6 +124,10 @@ def check_layers(
         shape = exe.reference.tensors[layer.output].shape
         got = read_tensor(program.tensors[layer.output], dram, shape)
         mismatch = _compare(layer.output, got, reference[layer.output])
+        address = None
+        if mismatch is not None and got.shape == reference[layer.output].shape:
+            first = tuple(np.argwhere(got != reference[layer.output])[0])
+            address = int(tensor_addresses(program.tensors[layer.output], shape)[first])
         layers.append(
             LayerResult(
                 name=layer.name,
@@ -139,6 +144,7 @@ def check_layers(
                 counters={
                     k: v - previous[k] for k, v in record.items() if k not in ("tag", "reserved")
                 },
+                mismatch_addr=address,
             )
         )
         previous = record

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import IO
 from xml.etree import ElementTree
 
 import cocotb_tools.config
@@ -235,7 +236,12 @@ class _CosimVerilator(_CocotbVerilator):
         self._vlt = vlt
         self.lock_fd: int | None = None  # the build lock, handed down to every command
 
-    def _execute_cmds(self, cmds: Sequence[list[str]], cwd: Path, stdout: object = None) -> None:
+    def _execute_cmds(
+        self,
+        cmds: Sequence[Sequence[str]],
+        cwd: os.PathLike[str] | str,
+        stdout: IO[str] | None = None,
+    ) -> None:
         """cocotb's runner's, plus the build lock passed to each command (and so to make's
         and the compiler's processes), which then hold it until they end."""
         for cmd in cmds:
@@ -244,7 +250,7 @@ class _CosimVerilator(_CocotbVerilator):
                 cwd=cwd,
                 env=self.env,
                 check=False,
-                stdout=stdout,  # type: ignore[arg-type]
+                stdout=stdout,
                 stderr=None if stdout is None else subprocess.STDOUT,
                 pass_fds=() if self.lock_fd is None else (self.lock_fd,),
             )
@@ -354,7 +360,9 @@ def _last_build(root: Path, spec: BuildSpec) -> str:
     )
     for stamp in reversed(stamps):
         try:
-            return f"the last build of it took {json.loads(stamp.read_text())['build_seconds']:.0f} s"
+            return (
+                f"the last build of it took {json.loads(stamp.read_text())['build_seconds']:.0f} s"
+            )
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return "no earlier build of it here"

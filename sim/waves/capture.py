@@ -53,8 +53,12 @@ class Capture:
         if not self.dump.exists():
             entry["note"] = "the window was never reached: nothing was traced"
             return entry
-        first, last = Dump(self.dump).span()
+        dump = Dump(self.dump)
+        first, last = dump.span()
         markers = layer_markers(timing, layers, (first, last))
+        wrong = first_wrong_store(dump, timing, layers)
+        if wrong is not None:
+            markers = sorted([*markers, wrong])
         title = f"{self.window.label}: {self.dump.name}"
         savefile = write_savefile(self.dump, rtl_dir, markers, title, (first, last))
         cycle0 = timing.cycle_time(0)
@@ -86,6 +90,23 @@ def layer_markers(
             where = f"cycle {cycle}" + ("" if first <= time <= last else ", outside the window")
             at.setdefault(min(max(time, first), last), []).append(f"{layer.name} {edge} ({where})")
     return [(time, " | ".join(labels)) for time, labels in sorted(at.items())]
+
+
+def first_wrong_store(
+    dump: Dump, timing: _Timing, layers: Sequence[_Layer]
+) -> tuple[int, str] | None:
+    """A marker at the last write, within its layer, of the first value of the first
+    mismatching layer that differs from the reference (the store that put it there)."""
+    for layer in layers:
+        address = getattr(layer, "mismatch_addr", None)
+        if address is None:
+            continue
+        end = timing.cycle_time(layer.cycle_window[1])
+        writes = [time for time in dump.writes_to(address) if time <= end]
+        if writes:
+            return writes[-1], f"{layer.name}: first wrong value stored (DRAM 0x{address:x})"
+        return None
+    return None
 
 
 def start(request: WaveRequest, programs: list[DeviceProgram], name: str) -> Capture:

@@ -26,9 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 def pe_spec(directory: Path) -> BuildSpec:
     component = ProcessingElement()
     path, digest = write_by_content(component, "pe", directory)
-    public = tuple(
-        f'public_flat_rw -module "pe" -var "{port}"' for port in port_names(component)
-    )
+    public = tuple(f'public_flat_rw -module "pe" -var "{port}"' for port in port_names(component))
     return BuildSpec("pe", digest, (path,), "pe", public)
 
 

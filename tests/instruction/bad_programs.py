@@ -180,7 +180,9 @@ def programs(draw: st.DrawFn, config: AccelConfig) -> Case:
         queue = draw(st.sampled_from(queues))
         flags = draw(st.sets(st.sampled_from(VALID_FLAGS[queue]), max_size=2))
         if queue is isa.Queue.LOAD and draw(st.booleans()):
-            body.append(word("load", ",".join(sorted(flags)), desc=draw(st.integers(0, ndescs - 1))))
+            body.append(
+                word("load", ",".join(sorted(flags)), desc=draw(st.integers(0, ndescs - 1)))
+            )
         else:
             body.append(word("sync", ",".join(sorted(flags)), queue=queue.name))
     if draw(st.booleans()):  # push every token some queue pops without a matching push
@@ -194,8 +196,14 @@ def programs(draw: st.DrawFn, config: AccelConfig) -> Case:
         case.words.insert(at, word("sync", queue="LOAD") | 3 << 8)
     elif defect == "flag_without_neighbour":
         queue, flag = draw(
-            st.sampled_from([("LOAD", "pop_prev"), ("LOAD", "push_prev"), ("STORE", "pop_next"),
-                             ("STORE", "push_next")])  # fmt: skip
+            st.sampled_from(
+                [
+                    ("LOAD", "pop_prev"),
+                    ("LOAD", "push_prev"),
+                    ("STORE", "pop_next"),
+                    ("STORE", "push_next"),
+                ]
+            )  # fmt: skip
         )
         case.words.insert(at, with_flag(word("sync", queue=queue), flag))
     elif defect == "end_flag":

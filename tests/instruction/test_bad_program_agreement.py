@@ -39,6 +39,9 @@ def test_random_programs_stop_alike(tmp_path_factory, batch):
     """24 programs per simulator run; each must end the same way on both."""
     directory = tmp_path_factory.mktemp("batch")
     results = run_programs(TINY, [device_run(case) for case in batch], directory)
-    outcomes = [(case, isa_outcome(TINY, case), rtl_outcome(r)) for case, r in zip(batch, results)]
+    outcomes = [
+        (case, isa_outcome(TINY, case), rtl_outcome(r))
+        for case, r in zip(batch, results, strict=True)
+    ]
     wrong = [f"{c.name} {c.words} {c.descs}: ISA {i}, RTL {r}" for c, i, r in outcomes if i != r]
     assert not wrong, "\n".join(wrong)

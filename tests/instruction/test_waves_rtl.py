@@ -234,3 +234,45 @@ def test_vcd_on_request(mlp, tmp_path, monkeypatch):
     cycles = Dump(path).changes(["tb_top.dut.perf.cycles"])["tb_top.dut.perf.cycles"]
     assert (cycles[0][1], cycles[-1][1]) == (2000, 2300)
     assert Path(result.waves["savefile"]).exists()
+
+
+def test_mismatch_dump_marks_the_store_of_the_first_wrong_value(tmp_path):
+    """Weight bytes of fc2 altered in the DRAM image: the RTL stores values the reference does
+    not have; the layer's dump gets a marker where the first of them was written."""
+    exe = compile_model("mlp", PRESETS["tiny"], seed=3).executable
+    [program] = exe.programs
+    layer = exe.layers[1]
+    [weights] = [r for r in program.regions if r.name == f"{layer.name}#weights"]
+    rng = np.random.default_rng(19)
+    at = weights.addr + rng.choice(weights.nbytes, size=32, replace=False)
+    program.image[at] ^= 0x5A  # (one byte may meet a zero activation and change nothing)
+    x = rng.standard_normal(exe.input.shape).astype(np.float32)
+    result = run(
+        exe,
+        x,
+        "rtl",
+        workdir=tmp_path / "sim",
+        waves=WaveRequest(layer=layer.name, directory=tmp_path),
+        name="wrong",
+    )
+    bad = result.first_mismatch
+    assert bad is not None and bad.name == layer.name and bad.mismatch_addr is not None
+    address = bad.mismatch_addr
+    text = Path(result.waves["savefile"]).read_text()
+    label = f"{layer.name}: first wrong value stored (DRAM 0x{address:x})"
+    [line] = [x for x in text.splitlines() if x.startswith("[markername]") and label in x]
+    letter = "ABCDEFGHIJKLMNOPQRSTUVWXYZ".index(line.split()[1][0])
+    times = [int(t) for t in re.search(r"^\*[-\d.]+ -?\d+ (.*)$", text, re.M)[1].split()]
+    at_time = times[letter]
+    # At the marker the write port writes that byte, with the value the RTL left in DRAM.
+    dump = Dump(Path(result.waves["file"]))
+    port = "tb_top.dut.dram_wr__"
+    names = [f"{port}valid", f"{port}payload.addr", f"{port}payload.data"]
+    changes = dump.changes(names)
+    value = {n: [v for t, v in changes[n] if t <= at_time][-1] for n in names}
+    bus = PRESETS["tiny"].dram_bytes_per_cycle
+    assert value[f"{port}valid"] == 1
+    assert value[f"{port}payload.addr"] // bus == address // bus
+    stored = value[f"{port}payload.data"] >> (8 * (address % bus)) & 0xFF
+    got = int(re.search(r"got (-?\d+)", bad.mismatch)[1])  # the first wrong value, as read back
+    assert stored == got & 0xFF
