@@ -26,6 +26,7 @@ from sim.guard import guard_image
 from sim.host import device_image, read_tensor, run_host_step, tensor_addresses
 from sim.inputs import check_input
 from sim.waves.capture import start as start_capture
+from sim.waves.size import record as record_rate
 from sim.waves.window import WaveRequest
 
 BACKENDS = NAMES
@@ -246,6 +247,10 @@ def run(
                 rtl_dir = engine.rtl_dir(exe.config)
                 assert rtl_dir is not None  # a tracing backend runs RTL
                 waves_entry = capture.finish(result, program_layers, rtl_dir)
+                if waves_entry.get("bytes"):  # bytes per cycle, for the next estimate
+                    first, last = waves_entry["traced_cycles"]
+                    fmt, where = capture.request.fmt, capture.request.directory
+                    record_rate(where, exe.config.name, fmt, waves_entry["bytes"], last - first)
             _offset(program_layers, cycles)
             layers += program_layers
             cycles += result.cycles

@@ -4,6 +4,7 @@ the layer markers sit where the cycle counter says, and an accelerator error lea
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -276,3 +277,26 @@ def test_mismatch_dump_marks_the_store_of_the_first_wrong_value(tmp_path):
     stored = value[f"{port}payload.data"] >> (8 * (address % bus)) & 0xFF
     got = int(re.search(r"got (-?\d+)", bad.mismatch)[1])  # the first wrong value, as read back
     assert stored == got & 0xFF
+
+
+def test_size_estimate_before_a_dump_is_near_the_dump(tmp_path, capsys, monkeypatch):
+    """The CLI's warning before a whole-run dump, once a dump of the config measured its rate:
+    the estimate (ISA simulator cycles x bytes per cycle) is within 2x of the real file."""
+    from sim import cli
+
+    monkeypatch.setattr("sim.waves.window.WAVES_DIR", tmp_path)
+    monkeypatch.setenv("COSIM_WAVES_WARN_MB", "0.001")
+    args = ["--model", "mlp", "--config", "tiny", "--seed", "3", "--waves", "vcd"]
+    sizes = []
+    for n in range(2):
+        request = WaveRequest(fmt="vcd", directory=tmp_path)
+        monkeypatch.setattr(cli, "wave_request", lambda _args, r=request: r)
+        assert cli.main([*args, "--out", str(tmp_path / f"run{n}")]) == 0
+        err = capsys.readouterr().err
+        [line] = [x for x in err.splitlines() if x.startswith("waveform: warning:")]
+        estimate = float(re.search(r"about ([\d.,]+) MB of VCD", line)[1].replace(",", ""))
+        report = json.loads((tmp_path / f"run{n}" / "report.json").read_text())
+        sizes.append((estimate, report["wave_window"]["bytes"] / 1e6, line))
+    (_prior, _real0, first), (estimate, real, second) = sizes
+    assert "a prior" in first and "measured on the last dump" in second
+    assert real / 2 < estimate < real * 2, (estimate, real)
