@@ -12,10 +12,11 @@ from onnx import TensorProto, helper
 
 from arch import host_runtime
 
+from . import calib_methods
 from .errors import CompileError
 from .ir import Graph
 
-__all__ = ["as_shape", "default_calibration", "max_abs", "run_onnx"]
+__all__ = ["as_shape", "default_calibration", "max_abs", "ranges", "run_onnx"]
 
 
 def default_calibration(
@@ -125,3 +126,42 @@ def max_abs(
             if value.size:
                 ranges[name] = max(ranges[name], float(np.max(np.abs(value))))
     return ranges
+
+
+def ranges(
+    model: onnx.ModelProto,
+    names: Sequence[str],
+    inputs: Sequence[np.ndarray],
+    method: str = "minmax",
+    bins: int = calib_methods.BINS,
+) -> dict[str, float]:
+    """The clip threshold T of each tensor ``names`` of ``model`` over all ``inputs`` (fp32
+    runs) by ``method`` (:mod:`compiler.calib_methods`: ``minmax``, ``percentile[:P]``,
+    ``entropy``, ``mse``). Besides min-max, a second pass histograms ``|x|`` into ``bins``
+    bins over ``[0, max|x|]``."""
+    try:
+        name_, percentile = calib_methods.parse_method(method)
+    except calib_methods.CalibMethodError as exc:
+        raise CompileError(None, "calibration", str(exc)) from None
+    amax = max_abs(model, names, inputs)
+    if name_ == "minmax":
+        return amax
+    session = _session(model, names)
+    hists = {name: np.zeros(bins, np.int64) for name in names}
+    for x in inputs:
+        for name, value in _run(session, names, x).items():
+            if amax[name] > 0:
+                hists[name] += np.histogram(np.abs(value), bins, (0.0, amax[name]))[0]
+    out = {}
+    for name in names:
+        m, hist = amax[name], hists[name]
+        if m <= 0:
+            out[name] = m
+        elif name_ == "percentile":
+            assert percentile is not None
+            out[name] = calib_methods.percentile_threshold(hist, m, percentile)
+        elif name_ == "entropy":
+            out[name] = calib_methods.entropy_threshold(hist, m)
+        else:
+            out[name] = calib_methods.mse_threshold(hist, m)
+    return out

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 from arch.config import AccelConfig
@@ -28,6 +30,17 @@ class Compiled:
     name: str
     executable: Executable
     source: onnx.ModelProto | None = field(default=None, repr=False)
+
+
+#: Calibration inputs, or a function of the model's input shape that gives them.
+Calibration = Sequence[np.ndarray] | Callable[[tuple[int, ...]], Sequence[np.ndarray]]
+
+
+def input_shape(model: onnx.ModelProto | Path) -> tuple[int, ...]:
+    """The static shape of the (single) graph input of ``model`` (a symbolic batch: 1)."""
+    from compiler.calibrate import _input_shape
+
+    return _input_shape(onnx.load(str(model)) if isinstance(model, Path) else model)
 
 
 #: The largest input height/width of a zoo CNN: memory grows with its square (IMAGE_SIZE=100000
@@ -86,14 +99,29 @@ def compile_graph(graph: Graph, config: AccelConfig) -> list[Plan | Node]:
 
 
 def compile_model(
-    model: str | Path, config: AccelConfig, *, image_size: int | None = None, seed: int = 0
+    model: str | Path,
+    config: AccelConfig,
+    *,
+    image_size: int | None = None,
+    seed: int = 0,
+    calibration: Calibration | None = None,
+    calib_method: str = "minmax",
 ) -> Compiled:
     """Compile ``model`` (a zoo name or an .onnx file) for ``config`` into an executable:
-    front end (import, canonicalize, quantize), then the back end of every segment."""
+    front end (import, canonicalize, quantize), then the back end of every segment.
+    ``calibration``: float inputs to calibrate on, or a function of the model's input shape
+    giving them (default: a trained zoo model's training images, else seeded noise);
+    ``calib_method``: minmax, percentile[:P], entropy or mse (:mod:`compiler.calib_methods`)."""
     name, proto = resolve_model(model, image_size, seed)
+    if calibration is None and str(model) in zoo.MODELS:
+        calibration = zoo.calibration(str(model))
+    if callable(calibration):
+        calibration = calibration(input_shape(proto))
     forced: dict[int, str] = {}
     while True:
-        graph = compile_front(proto, seed=seed, host=forced)
+        graph = compile_front(
+            proto, calibration=calibration, seed=seed, host=forced, calib_method=calib_method
+        )
         try:
             steps = compile_graph(graph, config)
             break

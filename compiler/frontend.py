@@ -25,6 +25,7 @@ def compile_front(
     calibration: Sequence[np.ndarray] | None = None,
     seed: int = 0,
     host: Mapping[int, str] | None = None,
+    calib_method: str = "minmax",
 ) -> Graph:
     """Import ``model`` and run the front-end passes (canonicalize, quantize).
 
@@ -39,6 +40,9 @@ def compile_front(
         Seed of the default calibration inputs.
     host
         ONNX node indices that go to the host whatever their op, with the reason.
+    calib_method
+        How activation ranges are chosen: minmax, percentile[:P], entropy or mse
+        (:mod:`compiler.calib_methods`).
 
     Raises
     ------
@@ -51,7 +55,7 @@ def compile_front(
         if calibration is None:
             calibration = default_calibration(graph, seed=seed)
         try:
-            return run_front(graph, calibration)
+            return run_front(graph, calibration, calib_method)
         except CompileError as exc:
             # A node the front end cannot fold into an accelerator layer (a Relu after a host
             # node, say) goes to the host too, and the model is imported again.

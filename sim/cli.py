@@ -25,16 +25,21 @@ import onnx
 from arch import executable, listing
 from arch.config import PRESETS, AccelConfig, ConfigError, load_config
 from arch.executable import Executable, ExecutableError
+from compiler import zoo
 from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
 from compiler.errors import CompileError
-from sim import provenance, terminal
+from compiler.sqnr import layer_sqnr
+from sim import provenance, shards, terminal
 from sim import report as reports
 from sim.backends.registry import BACKENDS
-from sim.inputs import InputError, check_input
+from sim.evaluate import evaluate_held_out, evaluate_images
+from sim.inputs import InputError
 from sim.prune import KeepRunsError, hold, keep_runs, prune
 from sim.run import RunError, RunResult, run
+from sim.run_inputs import Calibration, calibration, input_summary, run_inputs
 from sim.rundir import RunDirError, new_run_dir, point_latest, use_run_dir
+from sim.sqnr_plot import plot_sqnr
 from sim.verilate.build import WORK_ROOT, BuildError, SimulationFailed
 from sim.verilate.toolchain import ToolchainError
 from sim.waves.size import check_window
@@ -43,8 +48,7 @@ from sim.waves.window import FORMATS, WaveError, WaveRequest, resolve
 RUNS_ROOT = WORK_ROOT / "build" / "runs"
 FAILURE_CYCLES = 4000  # traced before an accelerator error
 RTL_BACKENDS = ("rtl", "pyverilator")
-IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
-IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+SQNR_IMAGES = 100  # held-out images of a trained model the per-layer SQNR is measured on
 
 
 class UsageError(ValueError):
@@ -68,7 +72,8 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.N
     source.add_argument(
         "--model",
         help="resnet (= resnet18, the default), resnet18, resnet34, resnet50, mobilenetv2, "
-        "efficientnet, squeezenet, googlenet, unet, cnn, mlp, or an .onnx file",
+        "efficientnet, squeezenet, googlenet, unet, cnn, mlp, digits (trained on scikit-learn's "
+        "handwritten digits; evaluated on its held-out split), or an .onnx file",
     )
     source.add_argument(
         "--bundle",
@@ -88,7 +93,27 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.N
         help="; ".join(f"{name}: {doc}" for name, (_m, _c, doc) in BACKENDS.items()),
     )
     parser.add_argument(
-        "--image", help=".npy (input-shaped float32) or .png (RGB) input; default: seeded noise"
+        "--image",
+        help=".npy (input-shaped float32), an image (png, jpg, bmp, gif, tif, webp; any mode; "
+        "resized and center-cropped to the model's input) or a folder of images (each run, "
+        "in one batch); default: a trained model's held-out image 0, else seeded noise",
+    )
+    parser.add_argument(
+        "--preprocess",
+        help="images (--image, --calib folders): imagenet (x/255, ImageNet mean/std, RGB), "
+        "unit (x/255) or none (0..255); default unit for digits and 1-channel models, "
+        "else imagenet",
+    )
+    parser.add_argument(
+        "--calib",
+        help="calibration inputs: a .npy batch (N, *input shape) or a folder of images; "
+        "default: a trained model's training images, else 4 seeded noise inputs",
+    )
+    parser.add_argument(
+        "--calib-method",
+        default="minmax",
+        help="activation ranges: minmax (default), percentile[:P] (99.99), entropy "
+        "(TensorRT's KL) or mse",
     )
     parser.add_argument(
         "--image-size", type=int, help="input height/width of zoo CNNs (default 224, at most 1024)"
@@ -99,7 +124,28 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.N
     parser.add_argument(
         "--out", type=Path, help="run directory (default build/runs/<model>-<config>-<time>)"
     )
+    parser.add_argument(
+        "--eval",
+        type=int,
+        metavar="N",
+        help="models trained on a data set (digits): evaluate the first N held-out images "
+        "(default: all of them; 0: none)",
+    )
     parser.add_argument("--max-cycles", type=int, default=400_000_000, help="RTL cycle limit")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="split the network into N shards of balanced cycles, each run from the reference's "
+        "checkpoint, in parallel on Dask (a LocalCluster, or DASK_SCHEDULER / DASK_CLUSTER); "
+        "default 1: the sequential run",
+    )
+    parser.add_argument(
+        "--layers",
+        metavar="NAME|A:B",
+        help="run only these layers from their checkpoint: a layer name, A:B of names (both "
+        "included) or of indices (B excluded)",
+    )
     parser.add_argument(
         "--no-ideal", action="store_true", help="skip the ISA simulator's ideal cycles"
     )
@@ -126,43 +172,6 @@ def wave_request(args: argparse.Namespace) -> WaveRequest | None:
     if args.backend != "rtl":
         raise UsageError(f"waveforms need --backend rtl, not {args.backend}")
     return WaveRequest.parse(args.waves, *window)
-
-
-def load_input(args: argparse.Namespace, shape: tuple[int, ...]) -> np.ndarray:
-    if args.image is None:
-        return np.random.default_rng(args.seed).standard_normal(shape).astype(np.float32)
-    path = Path(args.image)
-    if path.is_dir():
-        raise UsageError(f"image {path} is a directory; give a .npy or .png file")
-    if not path.is_file():
-        raise UsageError(f"image {path} does not exist")
-    if path.suffix == ".npy":
-        try:
-            x = np.load(path)
-        except (OSError, ValueError, TypeError, EOFError) as exc:
-            raise UsageError(f"image {path} is not a readable .npy array: {exc}") from None
-        return check_input(x, shape, f"image {path}")
-    if path.suffix == ".png":
-        import matplotlib.image
-
-        try:
-            pixels = matplotlib.image.imread(str(path))
-        except Exception as exc:  # Pillow raises OSError, SyntaxError, ValueError...
-            raise UsageError(f"image {path} is not a readable PNG: {exc}") from None
-        if pixels.ndim != 3 or pixels.shape[2] < 3:
-            kind = "grayscale" if pixels.ndim == 2 or pixels.shape[2] <= 2 else "not RGB"
-            raise UsageError(
-                f"image {path} is {kind} ({pixels.shape[1]}x{pixels.shape[0]}); the model takes "
-                "an RGB (or RGBA) PNG"
-            )
-        rgb = pixels[..., :3].astype(np.float32)
-        if len(shape) != 4 or rgb.shape[:2] != shape[2:]:
-            raise UsageError(
-                f"image {path} is {rgb.shape[1]}x{rgb.shape[0]}; the model takes {shape}"
-            )
-        x = ((rgb - IMAGENET_MEAN) / IMAGENET_STD).transpose(2, 0, 1)[None]
-        return check_input(x, shape, f"image {path}")
-    raise UsageError(f"image {path}: use a .npy or .png file")
 
 
 class Progress:
@@ -246,7 +255,7 @@ def layer_counters(result: RunResult) -> list[dict[str, int]]:
 
 
 def load_executable(
-    args: argparse.Namespace,
+    args: argparse.Namespace, calib: Calibration | None = None
 ) -> tuple[Executable, AccelConfig, onnx.ModelProto | None, float]:
     """The executable to run: compiled from ``--model`` or read from ``--bundle``; the config;
     the fp32 model to measure accuracy against (none for a bundle); the compile time."""
@@ -254,12 +263,19 @@ def load_executable(
     if args.bundle is not None:
         if args.image_size is not None:
             raise UsageError("--image-size applies when compiling a zoo model, not to --bundle")
+        if args.calib is not None or args.calib_method != "minmax":
+            raise UsageError("--calib and --calib-method apply when compiling, not to --bundle")
         wanted = load_config(args.config) if args.config else None
         exe = executable.load(args.bundle, wanted)
         return exe, exe.config, None, 0.0
     config = load_config(args.config or "default")
     compiled = compile_model(
-        args.model or "resnet", config, image_size=args.image_size, seed=args.seed
+        args.model or "resnet",
+        config,
+        image_size=args.image_size,
+        seed=args.seed,
+        calibration=calib.inputs if calib else None,
+        calib_method=calib.method if calib else "minmax",
     )
     return compiled.executable, config, compiled.source, time.perf_counter() - started
 
@@ -300,13 +316,19 @@ def _main(args: argparse.Namespace) -> int:
         keep = keep_runs()
         if args.seed < 0:
             raise UsageError(f"--seed must be a non-negative integer, not {args.seed}")
+        if args.eval is not None and args.eval < 0:
+            raise UsageError(f"--eval must be a non-negative integer, not {args.eval}")
         if args.max_cycles < 1:
             raise UsageError(f"--max-cycles must be a positive integer, not {args.max_cycles}")
-        exe, config, source, compile_s = load_executable(args)
-        x = load_input(args, exe.input.shape)
+        calib = calibration(args.calib, args.calib_method, args.model, args.preprocess, args.seed)
+        exe, config, source, compile_s = load_executable(args, calib)
+        model = args.model if args.bundle is None else None
+        inputs = run_inputs(args.image, model, args.seed, exe.input.shape, args.preprocess)
+        x = inputs.xs[0]
         waves = wave_request(args)
         if waves is not None:
             resolve(waves, exe.programs)  # an unknown layer or a bad range fails before the run
+        sharded = shards.check_request(exe, args.jobs, args.layers, waves, args.backend)
     except (
         ConfigError,
         CompileError,
@@ -315,6 +337,7 @@ def _main(args: argparse.Namespace) -> int:
         WaveError,
         InputError,
         KeepRunsError,
+        shards.ShardError,
     ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -343,8 +366,11 @@ def _main(args: argparse.Namespace) -> int:
     print(f"run directory: {out}")
 
     # The fp32 comparison needs no simulator result: it runs on another core during the run.
-    pool = ThreadPoolExecutor(max_workers=1)
+    pool = ThreadPoolExecutor(max_workers=2)
     fp32 = pool.submit(compare_fp32, source, exe.reference, x) if source is not None else None
+    split = zoo.held_out(args.model) if source is not None else None
+    sqnr_xs = [split.x[i : i + 1] for i in range(SQNR_IMAGES)] if split else inputs.xs
+    sqnr = pool.submit(layer_sqnr, source, exe.reference, sqnr_xs) if source else None
     try:
         ideal = None
         if args.backend in RTL_BACKENDS and not args.no_ideal:
@@ -352,21 +378,40 @@ def _main(args: argparse.Namespace) -> int:
             ideal = [layer.cycles for layer in isa_layers if layer.device == "accel"]
             if waves is not None:  # a large dump is announced with its size
                 check_window(waves, exe.programs, isa_layers, config)
-        result = run(
-            exe,
-            x,
-            args.backend,
-            workdir=out / "sim",
-            max_cycles=args.max_cycles,
-            progress=Progress(exe) if args.backend in RTL_BACKENDS else None,
-            waves=waves,
-            name=out.name,
-        )
-        if args.backend in RTL_BACKENDS:
+        if sharded:
+            result = shards.run(
+                exe,
+                x,
+                args.backend,
+                jobs=args.jobs,
+                layers=args.layers,
+                workdir=out / "sim",
+                max_cycles=args.max_cycles,
+                waves=waves,
+                name=out.name,
+            )
+            ran = {layer.name for layer in result.layers}
+            if ideal is not None:
+                ideal = [c for c, layer in zip(ideal, exe.layers, strict=True) if layer.name in ran]
+        else:
+            result = run(
+                exe,
+                x,
+                args.backend,
+                workdir=out / "sim",
+                max_cycles=args.max_cycles,
+                progress=Progress(exe) if args.backend in RTL_BACKENDS else None,
+                waves=waves,
+                name=out.name,
+            )
+        if args.backend in RTL_BACKENDS and not sharded:
             print(file=sys.stderr)
     except (ToolchainError, BuildError) as exc:
         print(f"\nerror: cannot build the simulator: {exc}", file=sys.stderr)
         return 3
+    except shards.CLUSTER_ERRORS as exc:
+        print(f"\nerror: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, shards.cluster.ClusterError) else 3
     except (RunError, SimulationFailed) as exc:
         print(
             f"\nerror: {exc}\n  listing: {out / 'listing.txt'}"
@@ -381,6 +426,26 @@ def _main(args: argparse.Namespace) -> int:
 
     accuracy = fp32.result() if fp32 is not None else {}
     accuracy = {k: v for k, v in accuracy.items() if k in ("top1_agree_fp32", "cosine_vs_fp32")}
+    dataset = None
+    if source is not None and args.eval != 0:
+        try:
+            dataset = evaluate_held_out(
+                args.model, exe, source, args.backend, limit=args.eval, workdir=out / "eval"
+            )
+        except (RunError, SimulationFailed) as exc:
+            print(f"\nerror: held-out evaluation: {exc}", file=sys.stderr)
+            return 3
+    if dataset is not None:
+        accuracy["dataset"] = dataset
+    if sqnr is not None:
+        accuracy["sqnr"] = sqnr.result()
+    images = None
+    if len(inputs.xs) > 1:
+        try:
+            images = evaluate_images(exe, source, inputs, args.backend, out / "images")
+        except (RunError, SimulationFailed) as exc:
+            print(f"\nerror: images of {args.image}: {exc}", file=sys.stderr)
+            return 3
     data = reports.build(
         exe.model, config, result, accuracy, layer_counters(result), ideal, executable=exe_path
     )
@@ -391,7 +456,15 @@ def _main(args: argparse.Namespace) -> int:
         started=started,
         rtl=args.backend in RTL_BACKENDS,
     )
+    data["input"] = inputs.report | ({"images": images} if images is not None else {})
+    if source is not None:
+        data["calibration"] = calib.report
+    if args.layers or (sharded and waves is not None and waves.layer):
+        # only these layers ran, each range from its checkpoint (sim/shards.py)
+        data["layers_run"] = args.layers or (waves.layer if waves else None)
     paths = reports.write(data, out)
+    if accuracy.get("sqnr"):
+        plot_sqnr(accuracy["sqnr"], f"{exe.model} ({calib.method})", out / "sqnr.png")
     terminal.show(reports.summary_table(data))
     if accuracy:
         cosine = accuracy["cosine_vs_fp32"]
@@ -402,6 +475,28 @@ def _main(args: argparse.Namespace) -> int:
         )
     else:
         print("accuracy vs fp32: not measured (an executable holds no fp32 model; use --model)")
+    print(input_summary(data["input"], data.get("calibration")))
+    if accuracy.get("sqnr"):
+        worst = sorted(accuracy["sqnr"], key=lambda e: e["sqnr_db"])[:3]
+        print(
+            "lowest SQNR vs fp32: "
+            + ", ".join(f"{e['layer']} {e['sqnr_db']:.1f} dB" for e in worst)
+            + f" (all layers: report.json accuracy.sqnr, {out / 'sqnr.png'})"
+        )
+    if images is not None:
+        agree = sum(1 for i in images if i.get("top1_agree_fp32"))
+        exact = all(i["bit_exact"] for i in images)
+        print(
+            f"{len(images)} images: top-1 agrees with fp32 on {agree}, every layer bit-exact: "
+            f"{'yes' if exact else 'NO'}"
+        )
+    if dataset is not None:
+        print(
+            f"held-out {dataset['name']}: n={dataset['n']}, top-1 fp32 {dataset['top1_fp32']:.4f}, "
+            f"int8 ({args.backend}) {dataset['top1_int8']:.4f}, agreement "
+            f"{dataset['agreement']:.4f}, every layer bit-exact: "
+            f"{'yes' if dataset['bit_exact'] else 'NO'} ({dataset['wall_s']:.1f} s)"
+        )
     print(f"report: {paths['json']}  plot: {paths['png']}  listing: {out / 'listing.txt'}")
     if args.out is None:
         point_latest(RUNS_ROOT / "latest", out)
@@ -413,6 +508,16 @@ def _main(args: argparse.Namespace) -> int:
             )
     if result.waves is not None:
         print(waves_summary(result.waves))
+    if images is not None and not all(i["bit_exact"] for i in images):
+        bad_image = next(i for i in images if not i["bit_exact"])
+        print(
+            f"error: image {bad_image['file']} not bit-exact: {bad_image['mismatch']}",
+            file=sys.stderr,
+        )
+        return 1
+    if dataset is not None and not dataset["bit_exact"]:
+        print(f"error: held-out image not bit-exact: {dataset['first_mismatch']}", file=sys.stderr)
+        return 1
     bad = result.first_mismatch
     if bad is not None:
         start, end = bad.cycle_window

@@ -26,7 +26,7 @@ def show(renderable: Any, file: IO[str] | None = None) -> None:
     Console(file=file, width=min(max(width, 1), MAX_WIDTH)).print(renderable)
 
 
-class _Stderr(logging.StreamHandler):
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg, unused-ignore]
     """Writes to whatever ``sys.stderr`` is when a message comes (not when made)."""
 
     def emit(self, record: logging.LogRecord) -> None:

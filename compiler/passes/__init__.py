@@ -23,9 +23,11 @@ FRONT_PASSES: list[tuple[str, Callable[..., Graph]]] = [
 ]
 
 
-def run_front(graph: Graph, calibration: Sequence[np.ndarray]) -> Graph:
+def run_front(
+    graph: Graph, calibration: Sequence[np.ndarray], calib_method: str = "minmax"
+) -> Graph:
     """Run :data:`FRONT_PASSES` on an imported fp32 graph; ``graph.verify()`` after each pass."""
-    extra: dict[str, tuple[Any, ...]] = {"quantize": (calibration,)}
+    extra: dict[str, tuple[Any, ...]] = {"quantize": (calibration, calib_method)}
     graph.verify()
     for name, pass_ in FRONT_PASSES:
         graph = pass_(graph, *extra.get(name, ()))

@@ -1,7 +1,8 @@
 """quantize: fp32 canonical graph -> int8 graph (post-training, symmetric, per-channel weights).
 
-Activation scales are ``max|x| / 127`` over the calibration inputs, measured on the original
-ONNX model (:mod:`compiler.calibrate`); scales and zero points given by an already-quantized
+Activation scales are ``T / 127`` for a clip threshold T over the calibration inputs, measured on
+the original ONNX model (:mod:`compiler.calibrate`; T = max|x| by default, or by percentile,
+entropy or MSE, :mod:`compiler.calib_methods`); scales and zero points given by an already-quantized
 model are kept, as are its int8 weights (``weight_q``/``weight_scale``) and int32 biases
 (``bias_q``, when their scale is ``s_in * s_w``). A concat input the model quantizes otherwise
 than the concat is requantized by an inserted 1x1 average pool (the model's rounding point).
@@ -37,12 +38,31 @@ _CALIBRATED = (
     "host",
     "concat",
     "table",
+    "batch_matmul",
 )
 #: Producers that can requantize their output to any scale (so, to a concat's).
-_RESCALING = ("conv", "gemm", "avgpool", "global_avgpool", "add", "scale", "host", "table")
+_RESCALING = (
+    "conv",
+    "gemm",
+    "avgpool",
+    "global_avgpool",
+    "add",
+    "scale",
+    "host",
+    "table",
+    "batch_matmul",
+)
 #: Producers whose STORE can apply a table (the table nodes fuse into them).
 _TABLE_PRODUCERS = ("conv", "gemm", "add", "scale")
-_SAME_SCALE = ("maxpool", "flatten", "upsample", "depth_to_space", "channel_slice")
+_SAME_SCALE = (
+    "maxpool",
+    "flatten",
+    "upsample",
+    "depth_to_space",
+    "channel_slice",
+    "split_heads",
+    "merge_heads",
+)
 #: ONNX ops that only move, select or take the maximum of values: a host node of these alone
 #: gives its output its input's scale, so its int8 codes pass through exactly.
 CODE_EXACT_OPS = frozenset(
@@ -65,8 +85,9 @@ CODE_EXACT_OPS = frozenset(
 )
 
 
-def run(graph: Graph, calibration_inputs: Sequence[np.ndarray]) -> Graph:
-    """Return the quantized form of a canonical fp32 ``graph`` (which is not modified).
+def run(graph: Graph, calibration_inputs: Sequence[np.ndarray], method: str = "minmax") -> Graph:
+    """Return the quantized form of a canonical fp32 ``graph`` (which is not modified),
+    calibrated by ``method`` (:mod:`compiler.calib_methods`).
 
     Raises
     ------
@@ -79,7 +100,7 @@ def run(graph: Graph, calibration_inputs: Sequence[np.ndarray]) -> Graph:
     g = graph.copy()
     _propagate_given_scales(g)
     given = {name for name, t in g.tensors.items() if t.scale is not None}
-    _calibrate(g, calibration_inputs, given)
+    _calibrate(g, calibration_inputs, given, method)
     for node in g.nodes:
         _QUANTIZERS[node.op](g, node)
     _fuse_tables(g)
@@ -115,7 +136,9 @@ def _only_concatenated(g: Graph, name: str) -> bool:
     return bool(users) and all(u.op == "concat" for u in users) and name not in g.outputs
 
 
-def _calibrate(g: Graph, inputs: Sequence[np.ndarray], given: set[str]) -> None:
+def _calibrate(
+    g: Graph, inputs: Sequence[np.ndarray], given: set[str], method: str = "minmax"
+) -> None:
     """Give every tensor its scale: measured, given, or its input's (maxpool, flatten, and
     host nodes that only move codes)."""
     need = [n for n in g.inputs if g.tensors[n].scale is None]
@@ -137,7 +160,7 @@ def _calibrate(g: Graph, inputs: Sequence[np.ndarray], given: set[str]) -> None:
                 "quantize",
                 f"{len(need)} tensors need calibration but the graph has no source ONNX model",
             )
-        ranges = calibrate.max_abs(g.source, need, _check_inputs(g, inputs))
+        ranges = calibrate.ranges(g.source, need, _check_inputs(g, inputs), method)
         for name, m in ranges.items():
             g.tensors[name].scale = m / 127.0 if m > 0 else 1.0
     for groups, shuffle_out in shuffled.items():
@@ -345,6 +368,16 @@ def _scale_q(g: Graph, node: Node) -> None:
     node.params = {"mult": mult, "shift": shift, "clamp": clamp}
 
 
+def _batch_matmul(g: Graph, node: Node) -> None:
+    """a @ b of two activations (times the folded scalar ``alpha``), requantized from
+    ``s_a * s_b * alpha`` to the output scale."""
+    alpha = float(node.params.get("alpha", np.ones(1))[0])
+    ratio = _scale(g, node.inputs[0]) * _scale(g, node.inputs[1]) * alpha / _scale(g, node.output)
+    mult, shift = _rescale(node, np.array([ratio]), "output")
+    clamp = _clamp(node.attrs["act"], _scale(g, node.output), g.tensors[node.output].zero_point)
+    node.params = {"mult": mult, "shift": shift, "clamp": clamp}
+
+
 def _fuse_tables(g: Graph) -> None:
     """Each table node becomes the ``table`` act of the conv, gemm, add or scale before it:
     that node's STORE maps its int8 output (at its own calibrated scale) through the function
@@ -405,4 +438,7 @@ _QUANTIZERS = {
     "upsample": _no_params,
     "table": _no_params,  # fused afterwards (_fuse_tables)
     "depth_to_space": _no_params,
+    "batch_matmul": _batch_matmul,
+    "split_heads": _no_params,
+    "merge_heads": _no_params,
 }

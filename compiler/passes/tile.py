@@ -58,7 +58,7 @@ def _gemm_tiling(layer: Layer, budget: Budget) -> Tiling:
     assert shape is not None
     dim = budget.dim
     chunks, blocks = shape.chunks(dim), shape.out_channels // dim
-    residual = len(layer.inputs) > 1
+    residual = layer.kind == "gemm" and len(layer.inputs) > 1
     best: Tiling | None = None
     for rows in range(1, shape.out_h + 1):
         mt = rows * shape.out_w
@@ -246,7 +246,7 @@ def run(plan: Plan) -> Plan:
         _check_param(layer, plan.config, budget)
         if layer.kind == "gemm" and layer.gemm is not None and layer.gemm.depthwise:
             layer.tiling = _dw_tiling(layer, budget)
-        elif layer.kind == "gemm":
+        elif layer.kind in ("gemm", "matmul"):
             layer.tiling = _gemm_tiling(layer, budget)
         elif layer.kind == "pool":
             layer.tiling = _pool_tiling(layer, plan, budget)

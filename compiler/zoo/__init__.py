@@ -1,4 +1,5 @@
-"""Model zoo: ONNX models built by code, with seeded random weights, for the compiler to eat.
+"""Model zoo: ONNX models built by code, with seeded random weights, for the compiler to eat -
+and ``digits``, trained at build time on scikit-learn's bundled handwritten digits.
 
 Nothing is downloaded. :func:`build` resolves the names in :data:`MODELS`;
 ``python -m compiler.zoo NAME -o model.onnx`` writes one to disk. Every model is float32,
@@ -10,18 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import onnx
 
+from . import digits as _digits
 from .efficientnet import efficientnet
 from .googlenet import googlenet
 from .mobilenet import mobilenetv2
 from .resnets import RESIDUAL_GAMMA_SCALE, RESNET_SPECS, ResNetSpec, resnet
 from .small import mlp, small_cnn
 from .squeezenet import squeezenet
+from .transformers import bert, vit
 from .unet import unet
 
 __all__ = [
     "DEFAULT_IMAGE_SIZES",
+    "bert",
     "efficientnet",
     "googlenet",
     "MODELS",
@@ -29,12 +34,15 @@ __all__ = [
     "RESNET_SPECS",
     "ResNetSpec",
     "build",
+    "calibration",
+    "held_out",
     "mlp",
     "mobilenetv2",
     "resnet",
     "small_cnn",
     "squeezenet",
     "unet",
+    "vit",
 ]
 
 #: Names :func:`build` knows; ``"resnet"`` is ResNet-18.
@@ -48,8 +56,11 @@ MODELS: tuple[str, ...] = (
     "squeezenet",
     "googlenet",
     "unet",
+    "vit",
+    "bert",
     "cnn",
     "mlp",
+    "digits",
 )
 
 #: Input height/width :func:`build` uses when ``image_size`` is None (the MLP takes no image).
@@ -63,6 +74,7 @@ DEFAULT_IMAGE_SIZES: dict[str, int] = {
     "squeezenet": 224,
     "googlenet": 224,
     "unet": 224,
+    "vit": 224,
     "cnn": 32,
 }
 
@@ -76,7 +88,16 @@ _IMAGE_BUILDERS: dict[str, Callable[[int, int], onnx.ModelProto]] = {
     "squeezenet": lambda size, seed: squeezenet(image_size=size, seed=seed),
     "googlenet": lambda size, seed: googlenet(image_size=size, seed=seed),
     "unet": lambda size, seed: unet(image_size=size, seed=seed),
+    "vit": lambda size, seed: vit(image_size=size, seed=seed),
     "cnn": lambda size, seed: small_cnn(image_size=size, seed=seed),
+}
+
+
+#: Models whose input is not an image.
+_TOKEN_BUILDERS: dict[str, Callable[[int], onnx.ModelProto]] = {
+    "mlp": lambda seed: mlp(seed=seed),
+    "bert": lambda seed: bert(seed=seed),
+    "digits": lambda seed: _digits.digits(seed=seed),
 }
 
 
@@ -89,9 +110,9 @@ def build(name: str, *, image_size: int | None = None, seed: int = 0) -> onnx.Mo
         One of :data:`MODELS`.
     image_size
         Input height and width; None for the model's default (:data:`DEFAULT_IMAGE_SIZES`).
-        Must be None for ``"mlp"``.
+        Must be None for ``"mlp"`` and ``"digits"`` (8x8).
     seed
-        Seed of the random weights.
+        Seed of the random weights (of ``"digits"``: of its training).
 
     Raises
     ------
@@ -99,11 +120,22 @@ def build(name: str, *, image_size: int | None = None, seed: int = 0) -> onnx.Mo
         On an unknown name (the message lists the known ones), an ``image_size`` given for the
         MLP, an ``image_size`` the model cannot take, or a negative seed.
     """
-    if name == "mlp":
+    if name in _TOKEN_BUILDERS:
         if image_size is not None:
-            raise ValueError(f"model 'mlp' takes no image size, got image_size={image_size!r}")
-        return mlp(seed=seed)
+            raise ValueError(f"model {name!r} takes no image size, got image_size={image_size!r}")
+        return _TOKEN_BUILDERS[name](seed)
     if name not in _IMAGE_BUILDERS:
         raise ValueError(f"unknown model {name!r}; known models: {', '.join(MODELS)}")
     size = DEFAULT_IMAGE_SIZES[name] if image_size is None else image_size
     return _IMAGE_BUILDERS[name](size, seed)
+
+
+def held_out(name: str) -> _digits.Split | None:
+    """The held-out split of a zoo model trained on a data set (``digits``), else None."""
+    return _digits.held_out() if name == "digits" else None
+
+
+def calibration(name: str) -> list[np.ndarray] | None:
+    """Default calibration inputs of a zoo model trained on a data set (training images, never
+    held-out ones), else None (seeded noise)."""
+    return _digits.calibration_set() if name == "digits" else None

@@ -360,9 +360,8 @@ def _last_build(root: Path, spec: BuildSpec) -> str:
     )
     for stamp in reversed(stamps):
         try:
-            return (
-                f"the last build of it took {json.loads(stamp.read_text())['build_seconds']:.0f} s"
-            )
+            seconds = json.loads(stamp.read_text())["build_seconds"]
+            return f"the last build of it took {seconds:.0f} s"
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return "no earlier build of it here"

@@ -186,10 +186,15 @@ def test_messages_that_once_misled(tmp_path, capsys) -> None:
     )
     out = ("--out", str(tmp_path / "o"))
     cnn = ("--model", "cnn", "--config", "tiny", "--image-size", "32")
-    line = assert_usage_error(in_process(capsys, *cnn, "--image", str(gray_2d), *out))
-    assert "is grayscale (32x32)" in line and "RGB" in line
-    line = assert_usage_error(in_process(capsys, *cnn, "--image", str(tmp_path), *out))
-    assert "is a directory" in line
+    # A grayscale PNG was once refused as "3x32"; now it is converted to RGB, and the report
+    # says how it was preprocessed (sim/images.py; tests/unit/test_images.py).
+    ran = in_process(capsys, *cnn, "--image", str(gray_2d), "--out", str(tmp_path / "gray"))
+    assert ran.returncode == 0, ran.stderr
+    assert "preprocess: imagenet" in ran.stdout
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    line = assert_usage_error(in_process(capsys, *cnn, "--image", str(empty), *out))
+    assert "holds no image" in line and "png" in line
     line = assert_usage_error(in_process(capsys, *cnn, "--max-cycles", "0", *out))
     assert "--max-cycles must be a positive integer, not 0" in line
     assert not (tmp_path / "o").exists()

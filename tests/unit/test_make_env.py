@@ -14,6 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 VARIABLES = ["MODEL", "CONFIG", "BACKEND", "SEED", "IMAGE", "IMAGE_SIZE", "WAVES", "WAVE_LAYER"]
 VARIABLES += ["WAVE_INSN", "WAVE_CYCLES", "BUNDLE", "PYTEST_ARGS", "JOBS", "CONFIGS", "VENV"]
+VARIABLES += ["CALIB", "CALIB_METHOD", "PREPROCESS", "EVAL"]
 
 
 @pytest.fixture
@@ -58,3 +59,20 @@ def test_values_with_quotes_reach_python_whole(fake_venv, tmp_path):
     assert done.returncode == 0, done.stderr
     argv = json.loads((tmp_path / "call.json").read_text())["argv"]
     assert argv[argv.index("--model") + 1] == model
+
+
+def test_calibration_and_preprocess_variables_are_options(fake_venv, tmp_path):
+    args = ["MODEL=digits", "CALIB=c.npy", "CALIB_METHOD=entropy", "PREPROCESS=unit", "EVAL=7"]
+    env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    done = subprocess.run(
+        ["make", "-s", "-C", str(REPO), "sim", *args, f"VENV={fake_venv}"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    call = json.loads((tmp_path / "call.json").read_text())
+    argv = " ".join(call["argv"])
+    for option in ("--calib c.npy", "--calib-method entropy", "--preprocess unit", "--eval 7"):
+        assert option in argv, argv
+    assert not set(call["env"]) & set(VARIABLES)

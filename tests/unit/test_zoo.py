@@ -345,8 +345,11 @@ def test_models_and_name_resolution(built: Builder) -> None:
         "squeezenet",
         "googlenet",
         "unet",
+        "vit",
+        "bert",
         "cnn",
         "mlp",
+        "digits",
     )
     assert built("resnet").SerializeToString() == built("resnet18").SerializeToString()
     expected = {"resnet18": "resnet18", "resnet34": "resnet34", "resnet50": "resnet50"}
