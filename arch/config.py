@@ -16,6 +16,18 @@ from pathlib import Path
 from typing import Any
 
 ISA_ADDRESS_LIMIT = 1 << 16  # local-memory addresses are 16-bit fields in the ISA (lines)
+# Upper bounds that keep RTL generation (hdl_gen) to seconds or a minute, measured on 2 shared
+# cores: beyond them a config generated for hours. The read delay line of the DRAM model has one
+# register stage per cycle of latency; queues are FIFO memories; generation time grows with the
+# bits of every memory (~35 s per MiB), so each on-chip memory is bounded in KiB.
+LIMITS = {
+    "dram_latency": 1024,  # cycles (tiny: 5 s -> 7 s to generate)
+    "queue_depth": 1024,  # instructions per queue (tiny: 6 s; 16384 took 31 s, 100000 hours)
+    "token_depth": 1024,  # tokens per queue pair
+    "watchdog_cycles": 1 << 32,  # cycles
+    "dram_mib": 4096,  # MiB (32-bit DRAM addresses)
+}
+MAX_MEMORY_KIB = 512  # each of ACT, WGT, ACC and PARAM (param_lines x cols x 16 bytes)
 DATAFLOWS = ("weight_stationary",)
 
 
@@ -72,13 +84,10 @@ class AccelConfig:
                 f"dram_bytes_per_cycle must be a power of two in 4..128, "
                 f"not {self.dram_bytes_per_cycle}"
             )
-        for name in ("dram_latency", "queue_depth", "token_depth", "watchdog_cycles", "dram_mib"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be at least 1, not {getattr(self, name)}")
-        if self.dram_mib > 4096:
-            raise ConfigError(
-                f"dram_mib must be at most 4096 (32-bit addresses), not {self.dram_mib}"
-            )
+        for name, most in LIMITS.items():
+            value = getattr(self, name)
+            if not 1 <= value <= most:
+                raise ConfigError(f"{name} must be in 1..{most}, not {value}")
         memories = {
             "act_kib": (self.act_kib * 1024, self.act_line_bytes, 2 * self.rows),
             "wgt_kib": (self.wgt_kib * 1024, self.wgt_line_bytes, 2 * self.rows),
@@ -96,10 +105,17 @@ class AccelConfig:
                     f"{name}={getattr(self, name)} gives {lines} lines; need {minimum}.."
                     f"{ISA_ADDRESS_LIMIT} (16-bit ISA addresses)"
                 )
-        if not _is_pow2(self.param_lines) or not 1 <= self.param_lines <= ISA_ADDRESS_LIMIT:
+            if size > MAX_MEMORY_KIB * 1024:
+                raise ConfigError(
+                    f"{name} must be at most {MAX_MEMORY_KIB}, not {getattr(self, name)} "
+                    "(larger memories make RTL generation take minutes)"
+                )
+        param_line = self.cols * 16  # bytes of one PARAM line (arch.isa.PARAM_ENTRY_BYTES each)
+        most = min(ISA_ADDRESS_LIMIT, MAX_MEMORY_KIB * 1024 // param_line)
+        if not _is_pow2(self.param_lines) or not 1 <= self.param_lines <= most:
             raise ConfigError(
-                f"param_lines must be a power of two in 1..{ISA_ADDRESS_LIMIT}, "
-                f"not {self.param_lines}"
+                f"param_lines must be a power of two in 1..{most} ({param_line}-byte lines, "
+                f"at most {MAX_MEMORY_KIB} KiB), not {self.param_lines}"
             )
 
     # --- derived sizes -------------------------------------------------------------------------

@@ -17,6 +17,14 @@ and dispatched to three queues - LOAD, COMPUTE, STORE - that run concurrently. O
 queues comes only from dependency tokens: each instruction may pop a token from its neighbour
 queues before it starts and push one when it is done. LOAD's neighbour is COMPUTE ("next");
 COMPUTE's are LOAD ("prev") and STORE ("next"); STORE's is COMPUTE ("prev").
+
+Errors: a program aligned to other than 16 bytes, or a descriptor table not 64-byte aligned or
+reaching past DRAM, stops with DRAM_RANGE at instruction 0 before anything runs. Every other
+error names the instruction that raised it; instruction k is decoded and checked (opcode, SYNC
+queue, dependency flags) when dispatch reaches it, i.e. after instruction k-1 found room in its
+queue - so a program that deadlocks with a full queue stops with DEADLOCK even if an illegal
+instruction follows. DEADLOCK names the instruction the first of LOAD, COMPUTE, STORE waits at
+for a token, else the one dispatch cannot place.
 """
 
 from __future__ import annotations
@@ -510,7 +518,8 @@ PERF = _insn(
 END = _insn(
     Opcode.END,
     None,
-    "End of program: fetch stops; `done` rises when every queue has drained.",
+    "End of program: fetch stops; `done` rises when every queue has drained. END runs in no "
+    "queue: a dependency flag on it stops the program with BAD_FIELD.",
 )
 
 FORMATS: dict[Opcode, Format] = {

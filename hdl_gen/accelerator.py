@@ -245,13 +245,26 @@ class Accelerator(wiring.Component):
             m.d.sync += blocked_for.eq(0)
         waiting_index = Signal(isa.INSN_INDEX_BITS)
         m.d.comb += waiting_index.eq(fetch.pc)
-        for unit in reversed(units):
+        for unit in reversed(units):  # LOAD's instruction first, then COMPUTE's, STORE's
             with m.If(unit.token_wait):
-                m.d.comb += waiting_index.eq(unit.index)
+                # The waiting instruction: the queue head while it waits to pop (`index` still
+                # names the unit's previous one), the current one while it waits to push.
+                m.d.comb += waiting_index.eq(unit.pending_index)
         fail(blocked_for == DEADLOCK_CYCLES, isa.ErrorCode.DEADLOCK, waiting_index)
         for unit in reversed(units):
             fail(unit.error, unit.error_code, unit.index)
         fail(fetch.error, fetch.error_code, fetch.pc)
+        # Launch registers (checked first, at instruction 0, as the ISA simulator does): a
+        # 16-byte aligned program and a 64-byte aligned descriptor table inside DRAM.
+        bad_launch = Signal()
+        with m.If(self.start & ~self.running & ~self.done):
+            table_end = self.desc_base + self.desc_count * isa.DESC_BYTES
+            m.d.sync += bad_launch.eq(
+                (self.insn_base % isa.INSN_BYTES != 0)
+                | (self.desc_base % isa.DESC_BYTES != 0)
+                | (table_end > c.dram_bytes)
+            )
+        fail(self.running & bad_launch, isa.ErrorCode.DRAM_RANGE, 0)
 
         self._progress(m, fetch, units)
 

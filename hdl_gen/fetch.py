@@ -3,7 +3,7 @@ the load, compute or store queue, in program order."""
 
 from __future__ import annotations
 
-from amaranth import Module, Shape, Signal
+from amaranth import Module, Mux, Shape, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -18,9 +18,9 @@ class Fetch(wiring.Component):
     """Prefetches up to ``prefetch`` beats ahead and dispatches one instruction per cycle.
 
     Checks what the ISA simulator checks at dispatch: a legal opcode (else ILLEGAL_OPCODE), a
-    legal SYNC queue and dependency flags that name an existing neighbour queue (else
-    BAD_FIELD), and that the program does not run off the end of DRAM (DRAM_RANGE). After END it
-    stops and drops what it prefetched.
+    legal SYNC queue and dependency flags that name an existing neighbour queue, none on END
+    (else BAD_FIELD), and that the program does not run off the end of DRAM (DRAM_RANGE).
+    After END it stops and drops what it prefetched.
 
     Attributes
     ----------
@@ -124,7 +124,8 @@ class Fetch(wiring.Component):
                         m.d.comb += target.eq(fmt.queue)
         no_prev = (target == isa.Queue.LOAD) & (deps.pop_prev | deps.push_prev)
         no_next = (target == isa.Queue.STORE) & (deps.pop_next | deps.push_next)
-        bad = bad_field | (~is_end & (no_prev | no_next))
+        any_dep = deps.pop_prev | deps.pop_next | deps.push_prev | deps.push_next
+        bad = bad_field | Mux(is_end, any_dep, no_prev | no_next)  # END carries no tokens
 
         for port_q in queues.values():
             m.d.comb += [port_q.payload.insn.eq(word), port_q.payload.index.eq(self.pc)]

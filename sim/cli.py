@@ -42,6 +42,7 @@ from sim.rundir import RunDirError, new_run_dir, point_latest, use_run_dir
 from sim.sqnr_plot import plot_sqnr
 from sim.verilate.build import WORK_ROOT, BuildError, SimulationFailed
 from sim.verilate.toolchain import ToolchainError
+from sim.waves.size import check_window
 from sim.waves.window import FORMATS, WaveError, WaveRequest, resolve
 
 RUNS_ROOT = WORK_ROOT / "build" / "runs"
@@ -209,10 +210,16 @@ def failure_cycles(cycle: int) -> tuple[int, int]:
 
 
 def failure_dump(
-    args: argparse.Namespace, exe: Executable, x: np.ndarray, out: Path, request: WaveRequest
+    args: argparse.Namespace,
+    exe: Executable,
+    x: np.ndarray,
+    out: Path,
+    request: WaveRequest,
+    layers: list[Any] | None = None,
 ) -> None:
     """Re-run with tracing over the failing window (unless --no-failure-waves) and say where
-    the dump is; otherwise print the command that makes it."""
+    the dump is; otherwise print the command that makes it. ``layers`` (the failed run's) give
+    the window's cycles for a size warning."""
     window = resolve(request, exe.programs)
     option = (
         f"WAVE_LAYER={request.layer}"
@@ -223,6 +230,8 @@ def failure_dump(
         print(f"to trace the failing window: make sim ... BACKEND=rtl {option}", file=sys.stderr)
         return
     print(f"re-running with tracing over the failing window ({window.label})...", file=sys.stderr)
+    if layers:
+        check_window(request, exe.programs, layers, exe.config)
     try:
         result = run(
             exe,
@@ -367,6 +376,8 @@ def _main(args: argparse.Namespace) -> int:
         if args.backend in RTL_BACKENDS and not args.no_ideal:
             isa_layers = run(exe, x, "isa").layers
             ideal = [layer.cycles for layer in isa_layers if layer.device == "accel"]
+            if waves is not None:  # a large dump is announced with its size
+                check_window(waves, exe.programs, isa_layers, config)
         if sharded:
             result = shards.run(
                 exe,
@@ -516,7 +527,7 @@ def _main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         if waves is None:
-            failure_dump(args, exe, x, out, WaveRequest(layer=bad.name))
+            failure_dump(args, exe, x, out, WaveRequest(layer=bad.name), result.layers)
         return 1
     return 0
 

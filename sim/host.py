@@ -63,20 +63,25 @@ def _pixels(tensor: DramTensor) -> np.ndarray:
     return starts[:, None] + np.arange(tensor.channels)[None, :]
 
 
-def read_tensor(tensor: DramTensor, dram: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """A tensor from DRAM, in the graph's logical shape ((1,C,H,W) or (1,F))."""
-    pixels = dram[_pixels(tensor)].view(np.int8).reshape(tensor.h, tensor.w, tensor.channels)
+def tensor_addresses(tensor: DramTensor, shape: tuple[int, ...]) -> np.ndarray:
+    """The DRAM byte address of every element, in the graph's logical shape."""
+    pixels = _pixels(tensor).reshape(tensor.h, tensor.w, tensor.channels)
     if tensor.layout == "tokens":
-        return pixels[:, :, : tensor.logical_channels].reshape(shape).copy()
+        return pixels[:, :, : tensor.logical_channels].reshape(shape)
     if tensor.layout == "heads":
         _, heads, m, n = shape
         rows = pixels.reshape(m, heads, tensor.channels // heads)[:, :, :n]
-        return rows.transpose(1, 0, 2)[None].copy()
+        return rows.transpose(1, 0, 2)[None]
     if len(shape) == 4:
-        return pixels[:, :, : shape[1]].transpose(2, 0, 1)[None].copy()
+        return pixels[:, :, : shape[1]].transpose(2, 0, 1)[None]
     # (1, F): flatten in NCHW order
     c = tensor.logical_channels
-    return pixels[:, :, :c].transpose(2, 0, 1).reshape(1, -1).copy()
+    return pixels[:, :, :c].transpose(2, 0, 1).reshape(1, -1)
+
+
+def read_tensor(tensor: DramTensor, dram: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A tensor from DRAM, in the graph's logical shape ((1,C,H,W) or (1,F), tokens, heads)."""
+    return dram[tensor_addresses(tensor, shape)].view(np.int8)
 
 
 def run_host_step(step: HostStep, values: dict[str, np.ndarray], graph: ReferenceGraph) -> None:

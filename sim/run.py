@@ -23,9 +23,10 @@ from arch.reference import dequantize, evaluate, quantize_input
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
 from sim.backends.registry import NAMES, UnknownBackend, get_backend
 from sim.guard import guard_image
-from sim.host import device_image, read_tensor, run_host_step
+from sim.host import device_image, read_tensor, run_host_step, tensor_addresses
 from sim.inputs import check_input
 from sim.waves.capture import start as start_capture
+from sim.waves.size import record as record_rate
 from sim.waves.window import WaveRequest
 
 BACKENDS = NAMES
@@ -57,6 +58,7 @@ class LayerResult:
     device: str = "accel"  # or "host"
     host_s: float = 0.0  # wall time of a host step
     note: str = ""  # a host step's reason for being there
+    mismatch_addr: int | None = None  # DRAM byte of the first differing value (accel layers)
 
     def utilization(self, macs_per_cycle: int) -> float:
         return self.macs / (macs_per_cycle * self.cycles) if self.cycles else 0.0
@@ -124,6 +126,10 @@ def check_layers(
         shape = exe.reference.tensors[layer.output].shape
         got = read_tensor(program.tensors[layer.output], dram, shape)
         mismatch = _compare(layer.output, got, reference[layer.output])
+        address = None
+        if mismatch is not None and got.shape == reference[layer.output].shape:
+            first = tuple(np.argwhere(got != reference[layer.output])[0])
+            address = int(tensor_addresses(program.tensors[layer.output], shape)[first])
         layers.append(
             LayerResult(
                 name=layer.name,
@@ -140,6 +146,7 @@ def check_layers(
                 counters={
                     k: v - previous[k] for k, v in record.items() if k not in ("tag", "reserved")
                 },
+                mismatch_addr=address,
             )
         )
         previous = record
@@ -238,6 +245,10 @@ def run(
                 rtl_dir = engine.rtl_dir(exe.config)
                 assert rtl_dir is not None  # a tracing backend runs RTL
                 waves_entry = capture.finish(result, program_layers, rtl_dir)
+                if waves_entry.get("bytes"):  # bytes per cycle, for the next estimate
+                    first, last = waves_entry["traced_cycles"]
+                    fmt, where = capture.request.fmt, capture.request.directory
+                    record_rate(where, exe.config.name, fmt, waves_entry["bytes"], last - first)
             _offset(program_layers, cycles)
             layers += program_layers
             cycles += result.cycles

@@ -144,16 +144,16 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .halt(error),
     .insn_base(insn_base),
     .insn_started(insn_started),
-    .\oldest$234 (insn_frontier),
+    .\oldest$232 (insn_frontier),
     .perf(perf),
-    .\port$16534$0 (\_$2 ),
+    .\port$16560$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$203 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$16534$0 (\_$2 ),
+    .\port$16560$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,32 +236,49 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$16534$0 , dram_resp__valid, \start$203 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$232 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$16560$0 , dram_resp__valid, \start$203 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
-  wire [15:0] \_$100 ;
-  wire [16:0] \_$101 ;
-  wire [17:0] \_$102 ;
-  wire [64:0] \_$103 ;
-  wire [64:0] \_$104 ;
-  wire [9:0] \_$105 ;
-  wire [10:0] \_$106 ;
-  wire [64:0] \_$107 ;
-  wire [64:0] \_$108 ;
-  reg \_$109 ;
+  wire [5:0] \_$100 ;
+  wire [64:0] \_$101 ;
+  wire [1:0] \_$102 ;
+  wire [2:0] \_$103 ;
+  wire [3:0] \_$104 ;
+  wire [4:0] \_$105 ;
+  wire [5:0] \_$106 ;
+  wire [6:0] \_$107 ;
+  wire [7:0] \_$108 ;
+  wire [8:0] \_$109 ;
   wire \_$11 ;
-  reg \_$110 ;
-  reg [20:0] \_$111 ;
-  reg \_$112 ;
-  reg [3:0] \_$113 ;
-  reg [31:0] \_$114 ;
-  reg [3:0] \_$115 ;
-  reg [31:0] \_$116 ;
-  reg [1023:0] \_$117 ;
+  wire [9:0] \_$110 ;
+  wire [10:0] \_$111 ;
+  wire [11:0] \_$112 ;
+  wire [12:0] \_$113 ;
+  wire [13:0] \_$114 ;
+  wire [14:0] \_$115 ;
+  wire [15:0] \_$116 ;
+  wire [16:0] \_$117 ;
+  wire [17:0] \_$118 ;
+  wire [64:0] \_$119 ;
   wire \_$12 ;
+  wire [64:0] \_$120 ;
+  wire [9:0] \_$121 ;
+  wire [10:0] \_$122 ;
+  wire [64:0] \_$123 ;
+  wire [64:0] \_$124 ;
+  reg \_$125 ;
+  reg \_$126 ;
+  reg [20:0] \_$127 ;
+  reg \_$128 ;
+  reg [3:0] \_$129 ;
   wire \_$13 ;
+  reg [31:0] \_$130 ;
+  reg [3:0] \_$131 ;
+  reg \_$132 ;
+  reg [31:0] \_$133 ;
+  reg [1023:0] \_$134 ;
   wire \_$14 ;
   wire \_$15 ;
   wire \_$16 ;
@@ -271,7 +288,11 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire [32:0] \_$2 ;
   wire \_$20 ;
   wire \_$21 ;
+  wire [31:0] \_$217 ;
+  wire \_$219 ;
   wire \_$22 ;
+  wire [31:0] \_$223 ;
+  wire \_$225 ;
   wire \_$23 ;
   wire \_$24 ;
   wire \_$25 ;
@@ -326,36 +347,36 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire \_$7 ;
   wire \_$70 ;
   wire \_$71 ;
-  wire [64:0] \_$72 ;
-  wire [1:0] \_$73 ;
-  wire [2:0] \_$74 ;
-  wire [64:0] \_$75 ;
-  wire [64:0] \_$76 ;
-  wire [64:0] \_$77 ;
-  wire [64:0] \_$78 ;
-  wire [64:0] \_$79 ;
+  wire \_$72 ;
+  wire \_$73 ;
+  wire \_$74 ;
+  wire \_$75 ;
+  wire [31:0] \_$76 ;
+  wire \_$77 ;
+  wire [31:0] \_$78 ;
+  wire \_$79 ;
   wire \_$8 ;
-  wire [64:0] \_$80 ;
-  wire [64:0] \_$81 ;
-  wire [64:0] \_$82 ;
-  wire [64:0] \_$83 ;
-  wire [5:0] \_$84 ;
-  wire [64:0] \_$85 ;
-  wire [1:0] \_$86 ;
-  wire [2:0] \_$87 ;
-  wire [3:0] \_$88 ;
-  wire [4:0] \_$89 ;
+  wire \_$80 ;
+  wire [38:0] \_$81 ;
+  wire [39:0] \_$82 ;
+  wire \_$83 ;
+  wire \_$84 ;
+  wire \_$85 ;
+  wire \_$86 ;
+  wire \_$87 ;
+  wire [64:0] \_$88 ;
+  wire [1:0] \_$89 ;
   wire \_$9 ;
-  wire [5:0] \_$90 ;
-  wire [6:0] \_$91 ;
-  wire [7:0] \_$92 ;
-  wire [8:0] \_$93 ;
-  wire [9:0] \_$94 ;
-  wire [10:0] \_$95 ;
-  wire [11:0] \_$96 ;
-  wire [12:0] \_$97 ;
-  wire [13:0] \_$98 ;
-  wire [14:0] \_$99 ;
+  wire [2:0] \_$90 ;
+  wire [64:0] \_$91 ;
+  wire [64:0] \_$92 ;
+  wire [64:0] \_$93 ;
+  wire [64:0] \_$94 ;
+  wire [64:0] \_$95 ;
+  wire [64:0] \_$96 ;
+  wire [64:0] \_$97 ;
+  wire [64:0] \_$98 ;
+  wire [64:0] \_$99 ;
   wire [15:0] acc__addr;
   wire [511:0] acc__data;
   wire acc__en;
@@ -378,6 +399,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire act__en;
   wire \act__en$133 ;
   wire array_active;
+  reg bad_launch = 1'h0;
   reg [3:0] blocked_for = 4'h0;
   wire [31:0] bus__req__payload;
   wire bus__req__ready;
@@ -386,8 +408,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire [127:0] bus__resp__payload;
   wire bus__resp__valid;
   wire busy;
-  wire \busy$265 ;
   wire \busy$266 ;
+  wire \busy$267 ;
   wire [31:0] candidate;
   wire [31:0] \candidate$224 ;
   wire [31:0] \candidate$226 ;
@@ -492,9 +514,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire ended;
   (* init = 1'h0 *)
   wire error;
+  wire \error$253 ;
   wire \error$256 ;
-  wire \error$258 ;
-  wire \error$260 ;
+  wire \error$259 ;
   wire \error$262 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
@@ -516,6 +538,16 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
+  wire [3:0] \error_code$254 ;
+  (* enum_base_type = "ErrorCode" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "ILLEGAL_OPCODE" *)
+  (* enum_value_0010 = "BAD_DESCRIPTOR" *)
+  (* enum_value_0011 = "DRAM_RANGE" *)
+  (* enum_value_0100 = "LOCAL_RANGE" *)
+  (* enum_value_0101 = "DEADLOCK" *)
+  (* enum_value_0110 = "WATCHDOG" *)
+  (* enum_value_0111 = "BAD_FIELD" *)
   wire [3:0] \error_code$257 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
@@ -526,17 +558,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$259 ;
-  (* enum_base_type = "ErrorCode" *)
-  (* enum_value_0000 = "NONE" *)
-  (* enum_value_0001 = "ILLEGAL_OPCODE" *)
-  (* enum_value_0010 = "BAD_DESCRIPTOR" *)
-  (* enum_value_0011 = "DRAM_RANGE" *)
-  (* enum_value_0100 = "LOCAL_RANGE" *)
-  (* enum_value_0101 = "DEADLOCK" *)
-  (* enum_value_0110 = "WATCHDOG" *)
-  (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$261 ;
+  wire [3:0] \error_code$260 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -564,11 +586,11 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire \has$57 ;
   wire \has$65 ;
   wire idle;
-  wire \idle$245 ;
-  wire \idle$246 ;
+  wire \idle$242 ;
+  wire \idle$243 ;
   wire [31:0] index;
-  wire [31:0] \index$218 ;
-  wire [31:0] \index$220 ;
+  wire [31:0] \index$258 ;
+  wire [31:0] \index$261 ;
   input [31:0] insn_base;
   wire [31:0] insn_base;
   wire [31:0] \insn_base$206 ;
@@ -584,9 +606,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire load_q__ready;
   wire load_q__valid;
   wire [31:0] oldest;
-  wire [31:0] \oldest$231 ;
-  output [31:0] \oldest$234 ;
-  wire [31:0] \oldest$234 ;
+  wire [31:0] \oldest$230 ;
+  output [31:0] \oldest$232 ;
+  wire [31:0] \oldest$232 ;
   wire [15:0] param__addr;
   wire [15:0] \param__addr$167 ;
   wire [15:0] \param__addr$173 ;
@@ -598,32 +620,32 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire \param__en$175 ;
   wire [31:0] pc;
   wire pending;
-  wire \pending$232 ;
-  wire \pending$235 ;
+  wire \pending$231 ;
+  wire \pending$233 ;
   wire [31:0] pending_index;
-  wire [31:0] \pending_index$233 ;
-  wire [31:0] \pending_index$236 ;
+  wire [31:0] \pending_index$218 ;
+  wire [31:0] \pending_index$220 ;
   output [1023:0] perf;
   reg [1023:0] perf = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   (* init = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
-  wire [1023:0] \perf$239 ;
-  wire [63:0] \perf$239.array_active ;
-  wire [63:0] \perf$239.compute_busy ;
-  wire [63:0] \perf$239.compute_token_wait ;
-  wire [63:0] \perf$239.cycles ;
-  wire [63:0] \perf$239.dram_read_bytes ;
-  wire [63:0] \perf$239.dram_stall ;
-  wire [63:0] \perf$239.dram_write_bytes ;
-  wire [63:0] \perf$239.fetch_stall ;
-  wire [63:0] \perf$239.insns_retired ;
-  wire [63:0] \perf$239.load_busy ;
-  wire [63:0] \perf$239.load_token_wait ;
-  wire [63:0] \perf$239.macs ;
-  wire [31:0] \perf$239.reserved ;
-  wire [63:0] \perf$239.store_busy ;
-  wire [63:0] \perf$239.store_token_wait ;
-  wire [31:0] \perf$239.tag ;
-  wire [63:0] \perf$239.weight_load ;
+  wire [1023:0] \perf$236 ;
+  wire [63:0] \perf$236.array_active ;
+  wire [63:0] \perf$236.compute_busy ;
+  wire [63:0] \perf$236.compute_token_wait ;
+  wire [63:0] \perf$236.cycles ;
+  wire [63:0] \perf$236.dram_read_bytes ;
+  wire [63:0] \perf$236.dram_stall ;
+  wire [63:0] \perf$236.dram_write_bytes ;
+  wire [63:0] \perf$236.fetch_stall ;
+  wire [63:0] \perf$236.insns_retired ;
+  wire [63:0] \perf$236.load_busy ;
+  wire [63:0] \perf$236.load_token_wait ;
+  wire [63:0] \perf$236.macs ;
+  wire [31:0] \perf$236.reserved ;
+  wire [63:0] \perf$236.store_busy ;
+  wire [63:0] \perf$236.store_token_wait ;
+  wire [31:0] \perf$236.tag ;
+  wire [63:0] \perf$236.weight_load ;
   wire [63:0] \perf.array_active ;
   wire [63:0] \perf.compute_busy ;
   wire [63:0] \perf.compute_token_wait ;
@@ -645,8 +667,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$16534$0 ;
-  wire [1:0] \port$16534$0 ;
+  input [1:0] \port$16560$0 ;
+  wire [1:0] \port$16560$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -700,8 +722,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire \r_rdy$19 ;
   wire \r_rdy$31 ;
   wire retired;
-  wire \retired$248 ;
-  wire \retired$249 ;
+  wire \retired$245 ;
+  wire \retired$246 ;
   wire room;
   wire \room$51 ;
   wire \room$59 ;
@@ -846,28 +868,28 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign \_$12  = \_$10 [31:0] > \larger$225 ;
   assign \_$13  = \_$11  & \_$12 ;
   assign \larger$227  = \_$13  ? \_$10 [31:0] : \larger$225 ;
-  assign \_$14  = pending_index < pc;
+  assign \_$14  = \pending_index$220  < pc;
   assign \_$15  = pending & \_$14 ;
-  assign oldest = \_$15  ? pending_index : pc;
-  assign \_$16  = \pending_index$233  < oldest;
-  assign \_$17  = \pending$232  & \_$16 ;
-  assign \oldest$231  = \_$17  ? \pending_index$233  : oldest;
-  assign \_$18  = \pending_index$236  < \oldest$231 ;
-  assign \_$19  = \pending$235  & \_$18 ;
-  assign \oldest$234  = \_$19  ? \pending_index$236  : \oldest$231 ;
+  assign oldest = \_$15  ? \pending_index$220  : pc;
+  assign \_$16  = \pending_index$218  < oldest;
+  assign \_$17  = \pending$231  & \_$16 ;
+  assign \oldest$230  = \_$17  ? \pending_index$218  : oldest;
+  assign \_$18  = pending_index < \oldest$230 ;
+  assign \_$19  = \pending$233  & \_$18 ;
+  assign \oldest$232  = \_$19  ? pending_index : \oldest$230 ;
   assign \_$20  = ~ running;
   assign \_$21  = \start$203  & \_$20 ;
   assign \_$22  = ~ done;
   assign \_$23  = \_$21  & \_$22 ;
   assign \_$24  = ended & idle;
-  assign \_$25  = \_$24  & \idle$245 ;
-  assign \_$26  = \_$25  & \idle$246 ;
+  assign \_$25  = \_$24  & \idle$242 ;
+  assign \_$26  = \_$25  & \idle$243 ;
   assign \_$27  = running & \_$26 ;
   assign \_$28  = ~ halt;
   assign \_$29  = \_$27  & \_$28 ;
   assign \_$30  = ~ running;
-  assign \_$31  = retired | \retired$248 ;
-  assign \_$32  = \_$31  | \retired$249 ;
+  assign \_$31  = retired | \retired$245 ;
+  assign \_$32  = \_$31  | \retired$246 ;
   assign \_$33  = \_$32  | load_q__ready;
   assign \_$34  = \_$33  | compute_q__ready;
   assign \_$35  = \_$34  | store_q__ready;
@@ -885,9 +907,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign \_$47  = ended | stalled;
   assign \_$48  = running & \_$47 ;
   assign \_$49  = idle | \token_wait$219 ;
-  assign \_$50  = \idle$245  | \token_wait$217 ;
+  assign \_$50  = \idle$242  | \token_wait$217 ;
   assign \_$51  = \_$49  & \_$50 ;
-  assign \_$52  = \idle$246  | token_wait;
+  assign \_$52  = \idle$243  | token_wait;
   assign \_$53  = \_$51  & \_$52 ;
   assign \_$54  = \_$48  & \_$53 ;
   assign \_$55  = \token_wait$219  | \token_wait$217 ;
@@ -900,68 +922,86 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign \_$62  = ~ halt;
   assign \_$63  = \_$61  & \_$62 ;
   assign \_$64  = ~ halt;
-  assign \_$65  = \error$256  & \_$64 ;
+  assign \_$65  = \error$253  & \_$64 ;
   assign \_$66  = ~ halt;
-  assign \_$67  = \error$258  & \_$66 ;
+  assign \_$67  = \error$256  & \_$66 ;
   assign \_$68  = ~ halt;
-  assign \_$69  = \error$260  & \_$68 ;
+  assign \_$69  = \error$259  & \_$68 ;
   assign \_$70  = ~ halt;
   assign \_$71  = \error$262  & \_$70 ;
-  assign \_$72  = perf[127:64] + running;
-  assign \_$73  = retired + \retired$248 ;
-  assign \_$74  = \_$73  + \retired$249 ;
-  assign \_$75  = perf[191:128] + \_$74 ;
-  assign \_$76  = perf[255:192] + busy;
-  assign \_$77  = perf[319:256] + \busy$265 ;
-  assign \_$78  = perf[383:320] + \busy$266 ;
-  assign \_$79  = perf[447:384] + array_active;
-  assign \_$80  = perf[511:448] + weight_load;
-  assign \_$81  = perf[575:512] + \token_wait$219 ;
-  assign \_$82  = perf[639:576] + \token_wait$217 ;
-  assign \_$83  = perf[703:640] + token_wait;
-  assign \_$84  = dram_resp__valid * 5'h10;
-  assign \_$85  = perf[767:704] + \_$84 ;
-  assign \_$86  = 1'h0 + dram_wr__payload[160];
-  assign \_$87  = \_$86  + dram_wr__payload[161];
-  assign \_$88  = \_$87  + dram_wr__payload[162];
-  assign \_$89  = \_$88  + dram_wr__payload[163];
-  assign \_$90  = \_$89  + dram_wr__payload[164];
-  assign \_$91  = \_$90  + dram_wr__payload[165];
-  assign \_$92  = \_$91  + dram_wr__payload[166];
-  assign \_$93  = \_$92  + dram_wr__payload[167];
-  assign \_$94  = \_$93  + dram_wr__payload[168];
-  assign \_$95  = \_$94  + dram_wr__payload[169];
-  assign \_$96  = \_$95  + dram_wr__payload[170];
-  assign \_$97  = \_$96  + dram_wr__payload[171];
-  assign \_$98  = \_$97  + dram_wr__payload[172];
-  assign \_$99  = \_$98  + dram_wr__payload[173];
-  assign \_$100  = \_$99  + dram_wr__payload[174];
-  assign \_$101  = \_$100  + dram_wr__payload[175];
-  assign \_$102  = dram_wr__valid * \_$101 ;
-  assign \_$103  = perf[831:768] + \_$102 ;
-  assign \_$104  = perf[895:832] + dram_wait;
-  assign \_$105  = array_active * 9'h100;
-  assign \_$106  = \_$105  + window_macs;
-  assign \_$107  = perf[959:896] + \_$106 ;
-  assign \_$108  = perf[1023:960] + stalled;
+  assign \_$72  = ~ running;
+  assign \_$73  = \start$203  & \_$72 ;
+  assign \_$74  = ~ done;
+  assign \_$75  = \_$73  & \_$74 ;
+  assign \_$217  = insn_base % 5'h10;
+  assign \_$77  = | \_$76 [4:0];
+  assign \_$223  = desc_base % 7'h40;
+  assign \_$79  = | \_$78 [6:0];
+  assign \_$80  = \_$77  | \_$79 ;
+  assign \_$81  = desc_count * 7'h40;
+  assign \_$82  = desc_base + \_$81 ;
+  assign \_$83  = \_$82  > 29'h10000000;
+  assign \_$84  = \_$80  | \_$83 ;
+  assign \_$85  = running & bad_launch;
+  assign \_$86  = ~ halt;
+  assign \_$87  = \_$85  & \_$86 ;
+  assign \_$88  = perf[127:64] + running;
+  assign \_$89  = retired + \retired$245 ;
+  assign \_$90  = \_$89  + \retired$246 ;
+  assign \_$91  = perf[191:128] + \_$90 ;
+  assign \_$92  = perf[255:192] + busy;
+  assign \_$93  = perf[319:256] + \busy$266 ;
+  assign \_$94  = perf[383:320] + \busy$267 ;
+  assign \_$95  = perf[447:384] + array_active;
+  assign \_$96  = perf[511:448] + weight_load;
+  assign \_$97  = perf[575:512] + \token_wait$219 ;
+  assign \_$98  = perf[639:576] + \token_wait$217 ;
+  assign \_$99  = perf[703:640] + token_wait;
+  assign \_$100  = dram_resp__valid * 5'h10;
+  assign \_$101  = perf[767:704] + \_$100 ;
+  assign \_$102  = 1'h0 + dram_wr__payload[160];
+  assign \_$103  = \_$102  + dram_wr__payload[161];
+  assign \_$104  = \_$103  + dram_wr__payload[162];
+  assign \_$105  = \_$104  + dram_wr__payload[163];
+  assign \_$106  = \_$105  + dram_wr__payload[164];
+  assign \_$107  = \_$106  + dram_wr__payload[165];
+  assign \_$108  = \_$107  + dram_wr__payload[166];
+  assign \_$109  = \_$108  + dram_wr__payload[167];
+  assign \_$110  = \_$109  + dram_wr__payload[168];
+  assign \_$111  = \_$110  + dram_wr__payload[169];
+  assign \_$112  = \_$111  + dram_wr__payload[170];
+  assign \_$113  = \_$112  + dram_wr__payload[171];
+  assign \_$114  = \_$113  + dram_wr__payload[172];
+  assign \_$115  = \_$114  + dram_wr__payload[173];
+  assign \_$116  = \_$115  + dram_wr__payload[174];
+  assign \_$117  = \_$116  + dram_wr__payload[175];
+  assign \_$118  = dram_wr__valid * \_$117 ;
+  assign \_$119  = perf[831:768] + \_$118 ;
+  assign \_$120  = perf[895:832] + dram_wait;
+  assign \_$121  = array_active * 9'h100;
+  assign \_$122  = \_$121  + window_macs;
+  assign \_$123  = perf[959:896] + \_$122 ;
+  assign \_$124  = perf[1023:960] + stalled;
   always @(posedge clk)
-    running <= \_$109 ;
+    running <= \_$125 ;
   always @(posedge clk)
-    done <= \_$110 ;
+    done <= \_$126 ;
   always @(posedge clk)
-    watchdog <= \_$111 ;
+    watchdog <= \_$127 ;
   always @(posedge clk)
-    halt <= \_$112 ;
+    halt <= \_$128 ;
   always @(posedge clk)
-    error_code <= \_$113 ;
+    error_code <= \_$129 ;
   always @(posedge clk)
-    error_index <= \_$114 ;
+    error_index <= \_$130 ;
   always @(posedge clk)
-    blocked_for <= \_$115 ;
+    blocked_for <= \_$131 ;
   always @(posedge clk)
-    insn_started <= \_$116 ;
+    bad_launch <= \_$132 ;
   always @(posedge clk)
-    perf <= \_$117 ;
+    insn_started <= \_$133 ;
+  always @(posedge clk)
+    perf <= \_$134 ;
   \sim_top.accel.arbiter  arbiter (
     .client0__req__payload(client0__req__payload),
     .client0__req__ready(bus__req__ready),
@@ -984,7 +1024,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$16534$0 (\port$16534$0 ),
+    .\port$16560$0 (\port$16560$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -1004,7 +1044,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
     .act__data(\act__data$134 ),
     .\act__en$66 (r__en),
     .array_active(array_active),
-    .busy(\busy$265 ),
+    .busy(\busy$266 ),
     .clk(clk),
     .deps__has_next(\deps__has_next$56 ),
     .deps__has_prev(deps__has_prev),
@@ -1014,20 +1054,20 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
     .deps__push_prev(\push$44 ),
     .deps__room_next(\deps__room_next$58 ),
     .deps__room_prev(deps__room_prev),
-    .error(\error$258 ),
-    .error_code(\error_code$259 ),
+    .error(\error$256 ),
+    .error_code(\error_code$257 ),
     .halt(halt),
-    .idle(\idle$245 ),
-    .index(\index$218 ),
+    .idle(\idle$242 ),
+    .index(\index$258 ),
     .param__addr(\param__addr$167 ),
     .param__data(\param__data$170 ),
     .\param__en$86 (\r__en$168 ),
-    .pending(\pending$232 ),
-    .pending_index(\pending_index$233 ),
+    .pending(\pending$231 ),
+    .pending_index(\pending_index$218 ),
     .queue__payload(\queue__payload$20 ),
     .queue__ready(\r_en$22 ),
     .queue__valid(\queue__valid$18 ),
-    .retired(\retired$248 ),
+    .retired(\retired$245 ),
     .rst(rst),
     .token_wait(\token_wait$217 ),
     .w_data(\wgt__data$158 ),
@@ -1093,15 +1133,15 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
     .desc_bus__req__valid(client1__req__valid),
     .desc_count(desc_count),
     .dram_wait(dram_wait),
-    .\error$111 (\error$260 ),
-    .error_code(\error_code$261 ),
+    .\error$111 (\error$259 ),
+    .error_code(\error_code$260 ),
     .halt(halt),
     .idle(idle),
-    .index(\index$220 ),
+    .index(\index$261 ),
     .line_data(\w__data$162 ),
     .param__en(\w__en$164 ),
     .pending(pending),
-    .pending_index(pending_index),
+    .pending_index(\pending_index$220 ),
     .queue__payload(queue__payload),
     .queue__ready(r_en),
     .queue__valid(queue__valid),
@@ -1127,7 +1167,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
     .bus__req__ready(\desc_bus__req__ready$100 ),
     .bus__resp__payload(bus__resp__payload),
     .bus__resp__valid(\desc_bus__resp__valid$106 ),
-    .busy(\busy$266 ),
+    .busy(\busy$267 ),
     .clk(clk),
     .deps__has_prev(\deps__has_prev$64 ),
     .deps__pop_prev(\pop$62 ),
@@ -1137,21 +1177,21 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
     .desc_bus__req__payload(client3__req__payload),
     .desc_bus__req__valid(client3__req__valid),
     .desc_count(desc_count),
-    .\error$87 (\error$256 ),
-    .error_code(\error_code$257 ),
+    .\error$87 (\error$253 ),
+    .error_code(\error_code$254 ),
     .halt(halt),
-    .idle(\idle$246 ),
+    .idle(\idle$243 ),
     .index(index),
     .param__addr(\param__addr$173 ),
     .param__data(\param__data$176 ),
     .param__en(\r__en$174 ),
-    .pending(\pending$235 ),
-    .pending_index(\pending_index$236 ),
+    .pending(\pending$233 ),
+    .pending_index(pending_index),
     .perf(perf),
     .queue__payload(\queue__payload$32 ),
     .queue__ready(\r_en$34 ),
     .queue__valid(\queue__valid$30 ),
-    .retired(\retired$249 ),
+    .retired(\retired$246 ),
     .rst(rst),
     .token_wait(token_wait),
     .wr__payload(dram_wr__payload),
@@ -1203,187 +1243,209 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     waiting_index = pc;
     if (token_wait) begin
-      waiting_index = index;
+      waiting_index = pending_index;
     end
     if (\token_wait$217 ) begin
-      waiting_index = \index$218 ;
+      waiting_index = \pending_index$218 ;
     end
     if (\token_wait$219 ) begin
-      waiting_index = \index$220 ;
+      waiting_index = \pending_index$220 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$109  = running;
+    \_$125  = running;
     if (\_$23 ) begin
-      \_$109  = 1'h1;
+      \_$125  = 1'h1;
     end
     if (\_$29 ) begin
-      \_$109  = 1'h0;
+      \_$125  = 1'h0;
     end
     if (\_$46 ) begin
-      \_$109  = 1'h0;
+      \_$125  = 1'h0;
     end
     if (\_$63 ) begin
-      \_$109  = 1'h0;
+      \_$125  = 1'h0;
     end
     if (\_$65 ) begin
-      \_$109  = 1'h0;
+      \_$125  = 1'h0;
     end
     if (\_$67 ) begin
-      \_$109  = 1'h0;
+      \_$125  = 1'h0;
     end
     if (\_$69 ) begin
-      \_$109  = 1'h0;
+      \_$125  = 1'h0;
     end
     if (\_$71 ) begin
-      \_$109  = 1'h0;
+      \_$125  = 1'h0;
+    end
+    if (\_$87 ) begin
+      \_$125  = 1'h0;
     end
     if (rst) begin
-      \_$109  = 1'h0;
+      \_$125  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$110  = done;
+    \_$126  = done;
     if (\_$29 ) begin
-      \_$110  = 1'h1;
+      \_$126  = 1'h1;
     end
     if (rst) begin
-      \_$110  = 1'h0;
+      \_$126  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$111  = watchdog;
+    \_$127  = watchdog;
     if (\_$41 ) begin
-      \_$111  = 21'h000000;
+      \_$127  = 21'h000000;
     end else if (\_$42 ) begin
-      \_$111  = \_$43 [20:0];
+      \_$127  = \_$43 [20:0];
     end
     if (rst) begin
-      \_$111  = 21'h000000;
+      \_$127  = 21'h000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$112  = halt;
+    \_$128  = halt;
     if (\_$46 ) begin
-      \_$112  = 1'h1;
+      \_$128  = 1'h1;
     end
     if (\_$63 ) begin
-      \_$112  = 1'h1;
+      \_$128  = 1'h1;
     end
     if (\_$65 ) begin
-      \_$112  = 1'h1;
+      \_$128  = 1'h1;
     end
     if (\_$67 ) begin
-      \_$112  = 1'h1;
+      \_$128  = 1'h1;
     end
     if (\_$69 ) begin
-      \_$112  = 1'h1;
+      \_$128  = 1'h1;
     end
     if (\_$71 ) begin
-      \_$112  = 1'h1;
+      \_$128  = 1'h1;
+    end
+    if (\_$87 ) begin
+      \_$128  = 1'h1;
     end
     if (rst) begin
-      \_$112  = 1'h0;
+      \_$128  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$113  = error_code;
+    \_$129  = error_code;
     if (\_$46 ) begin
-      \_$113  = 4'h6;
+      \_$129  = 4'h6;
     end
     if (\_$63 ) begin
-      \_$113  = 4'h5;
+      \_$129  = 4'h5;
     end
     if (\_$65 ) begin
-      \_$113  = \error_code$257 ;
+      \_$129  = \error_code$254 ;
     end
     if (\_$67 ) begin
-      \_$113  = \error_code$259 ;
+      \_$129  = \error_code$257 ;
     end
     if (\_$69 ) begin
-      \_$113  = \error_code$261 ;
+      \_$129  = \error_code$260 ;
     end
     if (\_$71 ) begin
-      \_$113  = \error_code$263 ;
+      \_$129  = \error_code$263 ;
+    end
+    if (\_$87 ) begin
+      \_$129  = 4'h3;
     end
     if (rst) begin
-      \_$113  = 4'h0;
+      \_$129  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$114  = error_index;
+    \_$130  = error_index;
     if (\_$46 ) begin
-      \_$114  = pc;
+      \_$130  = pc;
     end
     if (\_$63 ) begin
-      \_$114  = waiting_index;
+      \_$130  = waiting_index;
     end
     if (\_$65 ) begin
-      \_$114  = index;
+      \_$130  = index;
     end
     if (\_$67 ) begin
-      \_$114  = \index$218 ;
+      \_$130  = \index$258 ;
     end
     if (\_$69 ) begin
-      \_$114  = \index$220 ;
+      \_$130  = \index$261 ;
     end
     if (\_$71 ) begin
-      \_$114  = pc;
+      \_$130  = pc;
+    end
+    if (\_$87 ) begin
+      \_$130  = 32'd0;
     end
     if (rst) begin
-      \_$114  = 32'd0;
+      \_$130  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$115  = blocked_for;
+    \_$131  = blocked_for;
     (* full_case = 32'd1 *)
     if (\_$58 ) begin
       if (\_$59 ) begin
-        \_$115  = \_$60 [3:0];
+        \_$131  = \_$60 [3:0];
       end
     end else begin
-      \_$115  = 4'h0;
+      \_$131  = 4'h0;
     end
     if (rst) begin
-      \_$115  = 4'h0;
+      \_$131  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$116  = \larger$227 ;
+    \_$132  = bad_launch;
+    if (\_$75 ) begin
+      \_$132  = \_$84 ;
+    end
     if (rst) begin
-      \_$116  = 32'd0;
+      \_$132  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$117  = perf;
+    \_$133  = \larger$227 ;
+    if (rst) begin
+      \_$133  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$134  = perf;
     if (running) begin
-      \_$117 [127:64] = \_$72 [63:0];
-      \_$117 [191:128] = \_$75 [63:0];
-      \_$117 [255:192] = \_$76 [63:0];
-      \_$117 [319:256] = \_$77 [63:0];
-      \_$117 [383:320] = \_$78 [63:0];
-      \_$117 [447:384] = \_$79 [63:0];
-      \_$117 [511:448] = \_$80 [63:0];
-      \_$117 [575:512] = \_$81 [63:0];
-      \_$117 [639:576] = \_$82 [63:0];
-      \_$117 [703:640] = \_$83 [63:0];
-      \_$117 [767:704] = \_$85 [63:0];
-      \_$117 [831:768] = \_$103 [63:0];
-      \_$117 [895:832] = \_$104 [63:0];
-      \_$117 [959:896] = \_$107 [63:0];
-      \_$117 [1023:960] = \_$108 [63:0];
+      \_$134 [127:64] = \_$88 [63:0];
+      \_$134 [191:128] = \_$91 [63:0];
+      \_$134 [255:192] = \_$92 [63:0];
+      \_$134 [319:256] = \_$93 [63:0];
+      \_$134 [383:320] = \_$94 [63:0];
+      \_$134 [447:384] = \_$95 [63:0];
+      \_$134 [511:448] = \_$96 [63:0];
+      \_$134 [575:512] = \_$97 [63:0];
+      \_$134 [639:576] = \_$98 [63:0];
+      \_$134 [703:640] = \_$99 [63:0];
+      \_$134 [767:704] = \_$101 [63:0];
+      \_$134 [831:768] = \_$119 [63:0];
+      \_$134 [895:832] = \_$120 [63:0];
+      \_$134 [959:896] = \_$123 [63:0];
+      \_$134 [1023:960] = \_$124 [63:0];
     end
     if (rst) begin
-      \_$117  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$134  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign load_q__valid = w_en;
@@ -1447,8 +1509,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$16534$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$16534$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$16560$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$16560$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -1507,8 +1569,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign candidate = \_$2 [31:0];
   assign \candidate$224  = \_$6 [31:0];
   assign \candidate$226  = \_$10 [31:0];
-  assign insn_frontier = \oldest$234 ;
-  assign \perf$239  = perf;
+  assign insn_frontier = \oldest$232 ;
+  assign \perf$236  = perf;
   assign \load_q__payload.insn  = w_data[127:0];
   assign \load_q__payload.index  = w_data[159:128];
   assign \queue__payload.insn  = queue__payload[127:0];
@@ -1526,9 +1588,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$16534$0 ;
+  assign \dram_resp__payload.tag  = \port$16560$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$16534$0 ;
+  assign \dram_resp__payload$115.tag  = \port$16560$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[159:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[175:160];
@@ -1552,27 +1614,31 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign \perf.dram_stall  = perf[895:832];
   assign \perf.macs  = perf[959:896];
   assign \perf.fetch_stall  = perf[1023:960];
-  assign \perf$239.tag  = perf[31:0];
-  assign \perf$239.reserved  = perf[63:32];
-  assign \perf$239.cycles  = perf[127:64];
-  assign \perf$239.insns_retired  = perf[191:128];
-  assign \perf$239.load_busy  = perf[255:192];
-  assign \perf$239.compute_busy  = perf[319:256];
-  assign \perf$239.store_busy  = perf[383:320];
-  assign \perf$239.array_active  = perf[447:384];
-  assign \perf$239.weight_load  = perf[511:448];
-  assign \perf$239.load_token_wait  = perf[575:512];
-  assign \perf$239.compute_token_wait  = perf[639:576];
-  assign \perf$239.store_token_wait  = perf[703:640];
-  assign \perf$239.dram_read_bytes  = perf[767:704];
-  assign \perf$239.dram_write_bytes  = perf[831:768];
-  assign \perf$239.dram_stall  = perf[895:832];
-  assign \perf$239.macs  = perf[959:896];
-  assign \perf$239.fetch_stall  = perf[1023:960];
+  assign \perf$236.tag  = perf[31:0];
+  assign \perf$236.reserved  = perf[63:32];
+  assign \perf$236.cycles  = perf[127:64];
+  assign \perf$236.insns_retired  = perf[191:128];
+  assign \perf$236.load_busy  = perf[255:192];
+  assign \perf$236.compute_busy  = perf[319:256];
+  assign \perf$236.store_busy  = perf[383:320];
+  assign \perf$236.array_active  = perf[447:384];
+  assign \perf$236.weight_load  = perf[511:448];
+  assign \perf$236.load_token_wait  = perf[575:512];
+  assign \perf$236.compute_token_wait  = perf[639:576];
+  assign \perf$236.store_token_wait  = perf[703:640];
+  assign \perf$236.dram_read_bytes  = perf[767:704];
+  assign \perf$236.dram_write_bytes  = perf[831:768];
+  assign \perf$236.dram_stall  = perf[895:832];
+  assign \perf$236.macs  = perf[959:896];
+  assign \perf$236.fetch_stall  = perf[1023:960];
+  assign \_$219  = 1'h1;
+  assign \_$76  = \_$217 ;
+  assign \_$225  = 1'h1;
+  assign \_$78  = \_$223 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$16534$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$16560$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -1728,8 +1794,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$16534$0 ;
-  wire [1:0] \port$16534$0 ;
+  input [1:0] \port$16560$0 ;
+  wire [1:0] \port$16560$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -1780,13 +1846,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$16534$0 ;
+  assign \_$49  = ! \port$16560$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$16534$0  == 1'h1;
+  assign \_$50  = \port$16560$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$16534$0  == 2'h2;
+  assign \_$51  = \port$16560$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$16534$0  == 2'h3;
+  assign \_$52  = \port$16560$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -2151,14 +2217,14 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$16534$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$16560$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$16534$0 ;
+  assign \dram_resp__payload.tag  = \port$16560$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -47954,16 +48020,16 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
   wire \_$34 ;
   wire \_$35 ;
   wire \_$36 ;
-  wire [33:0] \_$37 ;
+  wire \_$37 ;
   wire \_$38 ;
-  wire \_$39 ;
+  wire [33:0] \_$39 ;
   wire \_$4 ;
   wire \_$40 ;
-  wire [31:0] \_$41 ;
-  wire [35:0] \_$42 ;
-  wire [127:0] \_$43 ;
-  wire \_$44 ;
-  wire \_$45 ;
+  wire \_$41 ;
+  wire \_$42 ;
+  wire [31:0] \_$43 ;
+  wire [35:0] \_$44 ;
+  wire [127:0] \_$45 ;
   wire \_$46 ;
   wire \_$47 ;
   wire \_$48 ;
@@ -47983,33 +48049,37 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
   wire \_$60 ;
   wire \_$61 ;
   wire \_$62 ;
-  wire [32:0] \_$63 ;
-  wire [32:0] \_$64 ;
+  wire \_$63 ;
+  wire \_$64 ;
   wire \_$65 ;
   wire \_$66 ;
-  wire \_$67 ;
-  wire \_$68 ;
+  wire [32:0] \_$67 ;
+  wire [32:0] \_$68 ;
   wire \_$69 ;
   wire \_$7 ;
-  wire [33:0] \_$70 ;
+  wire \_$70 ;
   wire \_$71 ;
   wire \_$72 ;
   wire \_$73 ;
-  wire \_$74 ;
+  wire [33:0] \_$74 ;
   wire \_$75 ;
   wire \_$76 ;
   wire \_$77 ;
-  reg \_$78 ;
-  reg [32:0] \_$79 ;
+  wire \_$78 ;
+  wire \_$79 ;
   wire \_$8 ;
-  reg [31:0] \_$80 ;
-  reg \_$81 ;
-  reg [127:0] \_$82 ;
-  reg \_$83 ;
-  reg [3:0] \_$84 ;
+  wire \_$80 ;
+  wire \_$81 ;
+  reg \_$82 ;
+  reg [32:0] \_$83 ;
+  reg [31:0] \_$84 ;
   reg \_$85 ;
-  reg [31:0] \_$86 ;
+  reg [127:0] \_$86 ;
+  reg \_$87 ;
+  reg [3:0] \_$88 ;
+  reg \_$89 ;
   wire \_$9 ;
+  reg [31:0] \_$90 ;
   reg \_$signal ;
   reg \_$signal$22 ;
   wire [31:0] addr__payload;
@@ -48099,6 +48169,9 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
   (* enum_value_10 = "STORE" *)
   reg [1:0] target;
   reg [127:0] word = 128'h00000000000000000000000000000000;
+  assign addr__valid = \_$8  & \_$9 ;
+  assign \_$11  = ~ \_$10 ;
+  assign data__ready = \_$11  | ended;
   assign \_$12  = word[9:8] == 2'h3;
   assign \_$14  = running & \_$13 ;
   assign \_$15  = ~ ended;
@@ -48108,77 +48181,81 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
   assign \_$19  = ~ error;
   assign \_$20  = \_$18  & \_$19 ;
   assign \_$21  = ~ \_$signal ;
-  assign \_$22  = ~ is_end;
-  assign \_$23  = ! target;
-  assign \_$24  = word[4] | word[6];
-  assign \_$25  = \_$23  & \_$24 ;
-  assign \_$26  = target == 2'h2;
-  assign \_$27  = word[5] | word[7];
-  assign \_$28  = \_$26  & \_$27 ;
-  assign \_$29  = \_$25  | \_$28 ;
-  assign \_$30  = \_$22  & \_$29 ;
-  assign \_$31  = \_$signal$22  | \_$30 ;
-  assign \_$32  = ! target;
-  assign \_$33  = target == 1'h1;
-  assign \_$34  = target == 2'h2;
-  assign \_$35  = ~ room;
-  assign \_$36  = addr__valid & addr__ready;
-  assign \_$37  = next_addr + 5'h10;
-  assign \_$38  = data__valid & data__ready;
-  assign \_$39  = ~ ended;
-  assign \_$40  = \_$38  & \_$39 ;
-  assign \_$42  = \_$41  * 4'h8;
-  assign \_$43  = data__payload >> \_$42 ;
-  assign \_$45  = running & \_$44 ;
-  assign \_$46  = ~ ended;
-  assign \_$47  = \_$45  & \_$46 ;
-  assign \_$48  = ~ halt;
+  assign \_$22  = word[4] | word[5];
+  assign \_$23  = \_$22  | word[6];
+  assign \_$24  = \_$23  | word[7];
+  assign \_$25  = ! target;
+  assign \_$26  = word[4] | word[6];
+  assign \_$27  = \_$25  & \_$26 ;
+  assign \_$28  = target == 2'h2;
+  assign \_$29  = word[5] | word[7];
+  assign \_$30  = \_$28  & \_$29 ;
+  assign \_$31  = \_$27  | \_$30 ;
+  assign \_$32  = is_end ? \_$24  : \_$31 ;
+  assign \_$33  = \_$signal$22  | \_$32 ;
+  assign \_$34  = ! target;
+  assign \_$35  = target == 1'h1;
+  assign \_$36  = target == 2'h2;
+  assign \_$37  = ~ room;
+  assign \_$38  = addr__valid & addr__ready;
+  assign \_$39  = next_addr + 5'h10;
+  assign \_$40  = data__valid & data__ready;
+  assign \_$41  = ~ ended;
+  assign \_$42  = \_$40  & \_$41 ;
+  assign \_$44  = \_$43  * 4'h8;
+  assign \_$45  = data__payload >> \_$44 ;
+  assign \_$47  = running & \_$46 ;
+  assign \_$48  = ~ ended;
   assign \_$49  = \_$47  & \_$48 ;
-  assign \_$50  = ~ error;
+  assign \_$50  = ~ halt;
   assign \_$51  = \_$49  & \_$50 ;
-  assign \_$52  = ~ \_$signal ;
-  assign \_$53  = ~ is_end;
-  assign \_$54  = ! target;
-  assign \_$55  = word[4] | word[6];
-  assign \_$56  = \_$54  & \_$55 ;
-  assign \_$57  = target == 2'h2;
-  assign \_$58  = word[5] | word[7];
-  assign \_$59  = \_$57  & \_$58 ;
-  assign \_$60  = \_$56  | \_$59 ;
-  assign \_$61  = \_$53  & \_$60 ;
-  assign \_$62  = \_$signal$22  | \_$61 ;
-  assign \_$63  = pc + 1'h1;
-  assign \_$64  = insn_addr + 5'h10;
-  assign \_$66  = ~ \_$65 ;
-  assign \_$67  = running & \_$66 ;
-  assign \_$68  = ~ ended;
-  assign \_$69  = \_$67  & \_$68 ;
-  assign \_$70  = next_addr + 5'h10;
-  assign \_$71  = \_$70  > 29'h10000000;
-  assign \_$72  = \_$69  & \_$71 ;
-  assign \_$73  = \_$72  & empty;
-  assign \_$74  = ~ data__valid;
-  assign \_$75  = \_$73  & \_$74 ;
-  assign \_$76  = ~ error;
-  assign \_$77  = \_$75  & \_$76 ;
+  assign \_$52  = ~ error;
+  assign \_$53  = \_$51  & \_$52 ;
+  assign \_$54  = ~ \_$signal ;
+  assign \_$55  = word[4] | word[5];
+  assign \_$56  = \_$55  | word[6];
+  assign \_$57  = \_$56  | word[7];
+  assign \_$58  = ! target;
+  assign \_$59  = word[4] | word[6];
+  assign \_$60  = \_$58  & \_$59 ;
+  assign \_$61  = target == 2'h2;
+  assign \_$62  = word[5] | word[7];
+  assign \_$63  = \_$61  & \_$62 ;
+  assign \_$64  = \_$60  | \_$63 ;
+  assign \_$65  = is_end ? \_$57  : \_$64 ;
+  assign \_$66  = \_$signal$22  | \_$65 ;
+  assign \_$67  = pc + 1'h1;
+  assign \_$68  = insn_addr + 5'h10;
+  assign \_$70  = ~ \_$69 ;
+  assign \_$71  = running & \_$70 ;
+  assign \_$72  = ~ ended;
+  assign \_$73  = \_$71  & \_$72 ;
+  assign \_$74  = next_addr + 5'h10;
+  assign \_$75  = \_$74  > 29'h10000000;
+  assign \_$76  = \_$73  & \_$75 ;
+  assign \_$77  = \_$76  & empty;
+  assign \_$78  = ~ data__valid;
+  assign \_$79  = \_$77  & \_$78 ;
+  assign \_$80  = ~ error;
+  assign \_$81  = \_$79  & \_$80 ;
   always @(posedge clk)
-    running <= \_$78 ;
+    running <= \_$82 ;
   always @(posedge clk)
-    next_addr <= \_$79 ;
+    next_addr <= \_$83 ;
   always @(posedge clk)
-    insn_addr <= \_$80 ;
+    insn_addr <= \_$84 ;
   always @(posedge clk)
-    have <= \_$81 ;
+    have <= \_$85 ;
   always @(posedge clk)
-    word <= \_$82 ;
+    word <= \_$86 ;
   always @(posedge clk)
-    error <= \_$83 ;
+    error <= \_$87 ;
   always @(posedge clk)
-    error_code <= \_$84 ;
+    error_code <= \_$88 ;
   always @(posedge clk)
-    ended <= \_$85 ;
+    ended <= \_$89 ;
   always @(posedge clk)
-    pc <= \_$86 ;
+    pc <= \_$90 ;
   assign \_$1  = ~ ended;
   assign \_$2  = running & \_$1 ;
   assign \_$3  = next_addr + 5'h10;
@@ -48188,9 +48265,6 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
   assign \_$7  = ~ halt;
   assign \_$8  = \_$6  & \_$7 ;
   assign \_$9  = ~ error;
-  assign addr__valid = \_$8  & \_$9 ;
-  assign \_$11  = ~ \_$10 ;
-  assign data__ready = \_$11  | ended;
   \sim_top.accel.fetch.port  port (
     .addr__ready(addr__ready),
     .addr__valid(addr__valid),
@@ -48312,10 +48386,10 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
       if (\_$21 ) begin
-      end else if (\_$31 ) begin
+      end else if (\_$33 ) begin
       end else if (is_end) begin
       end else begin
-        load_q__valid = \_$32 ;
+        load_q__valid = \_$34 ;
       end
     end
   end
@@ -48325,10 +48399,10 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
       if (\_$21 ) begin
-      end else if (\_$31 ) begin
+      end else if (\_$33 ) begin
       end else if (is_end) begin
       end else begin
-        compute_q__valid = \_$33 ;
+        compute_q__valid = \_$35 ;
       end
     end
   end
@@ -48338,10 +48412,10 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
       if (\_$21 ) begin
-      end else if (\_$31 ) begin
+      end else if (\_$33 ) begin
       end else if (is_end) begin
       end else begin
-        store_q__valid = \_$34 ;
+        store_q__valid = \_$36 ;
       end
     end
   end
@@ -48351,133 +48425,75 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
       if (\_$21 ) begin
-      end else if (\_$31 ) begin
+      end else if (\_$33 ) begin
       end else if (is_end) begin
       end else begin
-        stalled = \_$35 ;
+        stalled = \_$37 ;
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \_$78  = running;
+    \_$82  = running;
     if (start) begin
-      \_$78  = 1'h1;
+      \_$82  = 1'h1;
     end
     if (rst) begin
-      \_$78  = 1'h0;
+      \_$82  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \_$79  = next_addr;
+    \_$83  = next_addr;
     if (start) begin
-      \_$79  = { 1'h0, insn_base };
+      \_$83  = { 1'h0, insn_base };
     end
-    if (\_$36 ) begin
-      \_$79  = \_$37 [32:0];
+    if (\_$38 ) begin
+      \_$83  = \_$39 [32:0];
     end
     if (rst) begin
-      \_$79  = 33'h000000000;
+      \_$83  = 33'h000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \_$80  = insn_addr;
+    \_$84  = insn_addr;
     if (start) begin
-      \_$80  = insn_base;
+      \_$84  = insn_base;
     end
-    if (\_$51 ) begin
+    if (\_$53 ) begin
       (* full_case = 32'd1 *)
-      if (\_$52 ) begin
-      end else if (\_$62 ) begin
+      if (\_$54 ) begin
+      end else if (\_$66 ) begin
       end else if (is_end) begin
       end else begin
         if (room) begin
-          \_$80  = \_$64 [31:0];
+          \_$84  = \_$68 [31:0];
         end
       end
     end
     if (rst) begin
-      \_$80  = 32'd0;
+      \_$84  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \_$81  = have;
+    \_$85  = have;
     if (start) begin
-      \_$81  = 1'h0;
+      \_$85  = 1'h0;
     end
-    if (\_$40 ) begin
-      \_$81  = 1'h1;
+    if (\_$42 ) begin
+      \_$85  = 1'h1;
     end
-    if (\_$51 ) begin
+    if (\_$53 ) begin
       (* full_case = 32'd1 *)
-      if (\_$52 ) begin
-      end else if (\_$62 ) begin
+      if (\_$54 ) begin
+      end else if (\_$66 ) begin
       end else if (is_end) begin
       end else begin
         if (room) begin
-          \_$81  = 1'h0;
+          \_$85  = 1'h0;
         end
-      end
-    end
-    if (rst) begin
-      \_$81  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \_$82  = word;
-    if (\_$40 ) begin
-      \_$82  = \_$43 ;
-    end
-    if (rst) begin
-      \_$82  = 128'h00000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \_$83  = error;
-    if (\_$51 ) begin
-      if (\_$52 ) begin
-        \_$83  = 1'h1;
-      end else if (\_$62 ) begin
-        \_$83  = 1'h1;
-      end
-    end
-    if (\_$77 ) begin
-      \_$83  = 1'h1;
-    end
-    if (rst) begin
-      \_$83  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \_$84  = error_code;
-    if (\_$51 ) begin
-      if (\_$52 ) begin
-        \_$84  = 4'h1;
-      end else if (\_$62 ) begin
-        \_$84  = 4'h7;
-      end
-    end
-    if (\_$77 ) begin
-      \_$84  = 4'h3;
-    end
-    if (rst) begin
-      \_$84  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \_$85  = ended;
-    if (\_$51 ) begin
-      if (\_$52 ) begin
-      end else if (\_$62 ) begin
-      end else if (is_end) begin
-        \_$85  = 1'h1;
       end
     end
     if (rst) begin
@@ -48486,20 +48502,78 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
-    \_$86  = pc;
-    if (\_$51 ) begin
+    \_$86  = word;
+    if (\_$42 ) begin
+      \_$86  = \_$45 ;
+    end
+    if (rst) begin
+      \_$86  = 128'h00000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    \_$87  = error;
+    if (\_$53 ) begin
+      if (\_$54 ) begin
+        \_$87  = 1'h1;
+      end else if (\_$66 ) begin
+        \_$87  = 1'h1;
+      end
+    end
+    if (\_$81 ) begin
+      \_$87  = 1'h1;
+    end
+    if (rst) begin
+      \_$87  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    \_$88  = error_code;
+    if (\_$53 ) begin
+      if (\_$54 ) begin
+        \_$88  = 4'h1;
+      end else if (\_$66 ) begin
+        \_$88  = 4'h7;
+      end
+    end
+    if (\_$81 ) begin
+      \_$88  = 4'h3;
+    end
+    if (rst) begin
+      \_$88  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    \_$89  = ended;
+    if (\_$53 ) begin
+      if (\_$54 ) begin
+      end else if (\_$66 ) begin
+      end else if (is_end) begin
+        \_$89  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \_$89  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$265 ) begin end
+    \_$90  = pc;
+    if (\_$53 ) begin
       (* full_case = 32'd1 *)
-      if (\_$52 ) begin
-      end else if (\_$62 ) begin
+      if (\_$54 ) begin
+      end else if (\_$66 ) begin
       end else if (is_end) begin
       end else begin
         if (room) begin
-          \_$86  = \_$63 [31:0];
+          \_$90  = \_$67 [31:0];
         end
       end
     end
     if (rst) begin
-      \_$86  = 32'd0;
+      \_$90  = 32'd0;
     end
   end
   assign \bus__req__payload$1  = next_addr[31:0];
@@ -48523,10 +48597,10 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
   assign load_q__payload[127:0] = word;
   assign \_$10  = have;
   assign \_$13  = have;
-  assign \_$41 [31:4] = 28'h0000000;
-  assign \_$41 [3:0] = insn_addr[3:0];
-  assign \_$44  = have;
-  assign \_$65  = have;
+  assign \_$43 [31:4] = 28'h0000000;
+  assign \_$43 [3:0] = insn_addr[3:0];
+  assign \_$46  = have;
+  assign \_$69  = have;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -49365,8 +49439,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$11577$0 (lines__payload[19:0]),
-    .\port$11577$48 (lines__payload[48]),
+    .\port$11603$0 (lines__payload[19:0]),
+    .\port$11603$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -52343,7 +52417,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$11577$0 , \port$11577$48 , r_rdy, clk);
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$11603$0 , \port$11603$48 , r_rdy, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$275  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -52385,10 +52459,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$11
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [19:0] \port$11577$0 ;
-  wire [19:0] \port$11577$0 ;
-  input \port$11577$48 ;
-  wire \port$11577$48 ;
+  input [19:0] \port$11603$0 ;
+  wire [19:0] \port$11603$0 ;
+  input \port$11603$48 ;
+  wire \port$11603$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [20:0] r_data;
@@ -52415,7 +52489,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$11
   reg [20:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$11577$0 [19:16], \port$11577$48 , \port$11577$0 [15:0] };
+      storage[w_port__addr] <= { \port$11603$0 [19:16], \port$11603$48 , \port$11603$0 [15:0] };
   end
   reg [20:0] _0_;
   always @(posedge clk) begin
@@ -52514,8 +52588,8 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$11
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$11577$0 [19:16], \port$11577$48 , \port$11577$0 [15:0] };
-  assign w_data = { \port$11577$0 [19:16], \port$11577$48 , \port$11577$0 [15:0] };
+  assign w_port__data = { \port$11603$0 [19:16], \port$11603$48 , \port$11603$0 [15:0] };
+  assign w_data = { \port$11603$0 [19:16], \port$11603$48 , \port$11603$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -73815,7 +73889,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$16534$0 , rd_resp__valid, clk);
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$16560$0 , rd_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$287  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
@@ -73918,8 +73992,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$16534$0 ;
-  wire [1:0] \port$16534$0 ;
+  output [1:0] \port$16560$0 ;
+  wire [1:0] \port$16560$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -74907,7 +74981,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$16534$0  = \_$4 ;
+  assign \port$16560$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

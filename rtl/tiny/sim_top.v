@@ -144,16 +144,16 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .halt(error),
     .insn_base(insn_base),
     .insn_started(insn_started),
-    .\oldest$234 (insn_frontier),
+    .\oldest$232 (insn_frontier),
     .perf(perf),
-    .\port$5786$0 (\_$2 ),
+    .\port$5812$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$203 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$5786$0 (\_$2 ),
+    .\port$5812$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,23 +236,40 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5786$0 , dram_resp__valid, \start$203 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$232 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5812$0 , dram_resp__valid, \start$203 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
-  wire [64:0] \_$100 ;
-  reg \_$101 ;
-  reg \_$102 ;
-  reg [16:0] \_$103 ;
-  reg \_$104 ;
-  reg [3:0] \_$105 ;
-  reg [31:0] \_$106 ;
-  reg [3:0] \_$107 ;
-  reg [31:0] \_$108 ;
-  reg [1023:0] \_$109 ;
+  wire [4:0] \_$100 ;
+  wire [64:0] \_$101 ;
+  wire [1:0] \_$102 ;
+  wire [2:0] \_$103 ;
+  wire [3:0] \_$104 ;
+  wire [4:0] \_$105 ;
+  wire [5:0] \_$106 ;
+  wire [6:0] \_$107 ;
+  wire [7:0] \_$108 ;
+  wire [8:0] \_$109 ;
   wire \_$11 ;
+  wire [9:0] \_$110 ;
+  wire [64:0] \_$111 ;
+  wire [64:0] \_$112 ;
+  wire [5:0] \_$113 ;
+  wire [6:0] \_$114 ;
+  wire [64:0] \_$115 ;
+  wire [64:0] \_$116 ;
+  reg \_$117 ;
+  reg \_$118 ;
+  reg [16:0] \_$119 ;
   wire \_$12 ;
+  reg \_$120 ;
+  reg [3:0] \_$121 ;
+  reg [31:0] \_$122 ;
+  reg [3:0] \_$123 ;
+  reg \_$124 ;
+  reg [31:0] \_$125 ;
+  reg [1023:0] \_$126 ;
   wire \_$13 ;
   wire \_$14 ;
   wire \_$15 ;
@@ -262,7 +279,11 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire \_$19 ;
   wire [32:0] \_$2 ;
   wire \_$20 ;
+  wire [31:0] \_$209 ;
   wire \_$21 ;
+  wire \_$211 ;
+  wire [31:0] \_$215 ;
+  wire \_$217 ;
   wire \_$22 ;
   wire \_$23 ;
   wire \_$24 ;
@@ -318,35 +339,35 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire \_$7 ;
   wire \_$70 ;
   wire \_$71 ;
-  wire [64:0] \_$72 ;
-  wire [1:0] \_$73 ;
-  wire [2:0] \_$74 ;
-  wire [64:0] \_$75 ;
-  wire [64:0] \_$76 ;
-  wire [64:0] \_$77 ;
-  wire [64:0] \_$78 ;
-  wire [64:0] \_$79 ;
+  wire \_$72 ;
+  wire \_$73 ;
+  wire \_$74 ;
+  wire \_$75 ;
+  wire [31:0] \_$76 ;
+  wire \_$77 ;
+  wire [31:0] \_$78 ;
+  wire \_$79 ;
   wire \_$8 ;
-  wire [64:0] \_$80 ;
-  wire [64:0] \_$81 ;
-  wire [64:0] \_$82 ;
-  wire [64:0] \_$83 ;
-  wire [4:0] \_$84 ;
-  wire [64:0] \_$85 ;
-  wire [1:0] \_$86 ;
-  wire [2:0] \_$87 ;
-  wire [3:0] \_$88 ;
-  wire [4:0] \_$89 ;
+  wire \_$80 ;
+  wire [38:0] \_$81 ;
+  wire [39:0] \_$82 ;
+  wire \_$83 ;
+  wire \_$84 ;
+  wire \_$85 ;
+  wire \_$86 ;
+  wire \_$87 ;
+  wire [64:0] \_$88 ;
+  wire [1:0] \_$89 ;
   wire \_$9 ;
-  wire [5:0] \_$90 ;
-  wire [6:0] \_$91 ;
-  wire [7:0] \_$92 ;
-  wire [8:0] \_$93 ;
-  wire [9:0] \_$94 ;
+  wire [2:0] \_$90 ;
+  wire [64:0] \_$91 ;
+  wire [64:0] \_$92 ;
+  wire [64:0] \_$93 ;
+  wire [64:0] \_$94 ;
   wire [64:0] \_$95 ;
   wire [64:0] \_$96 ;
-  wire [5:0] \_$97 ;
-  wire [6:0] \_$98 ;
+  wire [64:0] \_$97 ;
+  wire [64:0] \_$98 ;
   wire [64:0] \_$99 ;
   wire [15:0] acc__addr;
   wire [127:0] acc__data;
@@ -370,6 +391,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire act__en;
   wire \act__en$133 ;
   wire array_active;
+  reg bad_launch = 1'h0;
   reg [3:0] blocked_for = 4'h0;
   wire [31:0] bus__req__payload;
   wire bus__req__ready;
@@ -378,8 +400,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire [63:0] bus__resp__payload;
   wire bus__resp__valid;
   wire busy;
-  wire \busy$265 ;
   wire \busy$266 ;
+  wire \busy$267 ;
   wire [31:0] candidate;
   wire [31:0] \candidate$224 ;
   wire [31:0] \candidate$226 ;
@@ -484,9 +506,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire ended;
   (* init = 1'h0 *)
   wire error;
+  wire \error$253 ;
   wire \error$256 ;
-  wire \error$258 ;
-  wire \error$260 ;
+  wire \error$259 ;
   wire \error$262 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
@@ -508,6 +530,16 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
+  wire [3:0] \error_code$254 ;
+  (* enum_base_type = "ErrorCode" *)
+  (* enum_value_0000 = "NONE" *)
+  (* enum_value_0001 = "ILLEGAL_OPCODE" *)
+  (* enum_value_0010 = "BAD_DESCRIPTOR" *)
+  (* enum_value_0011 = "DRAM_RANGE" *)
+  (* enum_value_0100 = "LOCAL_RANGE" *)
+  (* enum_value_0101 = "DEADLOCK" *)
+  (* enum_value_0110 = "WATCHDOG" *)
+  (* enum_value_0111 = "BAD_FIELD" *)
   wire [3:0] \error_code$257 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
@@ -518,17 +550,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$259 ;
-  (* enum_base_type = "ErrorCode" *)
-  (* enum_value_0000 = "NONE" *)
-  (* enum_value_0001 = "ILLEGAL_OPCODE" *)
-  (* enum_value_0010 = "BAD_DESCRIPTOR" *)
-  (* enum_value_0011 = "DRAM_RANGE" *)
-  (* enum_value_0100 = "LOCAL_RANGE" *)
-  (* enum_value_0101 = "DEADLOCK" *)
-  (* enum_value_0110 = "WATCHDOG" *)
-  (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$261 ;
+  wire [3:0] \error_code$260 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -556,11 +578,11 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire \has$57 ;
   wire \has$65 ;
   wire idle;
-  wire \idle$245 ;
-  wire \idle$246 ;
+  wire \idle$242 ;
+  wire \idle$243 ;
   wire [31:0] index;
-  wire [31:0] \index$218 ;
-  wire [31:0] \index$220 ;
+  wire [31:0] \index$258 ;
+  wire [31:0] \index$261 ;
   input [31:0] insn_base;
   wire [31:0] insn_base;
   wire [31:0] \insn_base$206 ;
@@ -576,9 +598,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire load_q__ready;
   wire load_q__valid;
   wire [31:0] oldest;
-  wire [31:0] \oldest$231 ;
-  output [31:0] \oldest$234 ;
-  wire [31:0] \oldest$234 ;
+  wire [31:0] \oldest$230 ;
+  output [31:0] \oldest$232 ;
+  wire [31:0] \oldest$232 ;
   wire [15:0] param__addr;
   wire [15:0] \param__addr$167 ;
   wire [15:0] \param__addr$173 ;
@@ -590,32 +612,32 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire \param__en$175 ;
   wire [31:0] pc;
   wire pending;
-  wire \pending$232 ;
-  wire \pending$235 ;
+  wire \pending$231 ;
+  wire \pending$233 ;
   wire [31:0] pending_index;
-  wire [31:0] \pending_index$233 ;
-  wire [31:0] \pending_index$236 ;
+  wire [31:0] \pending_index$218 ;
+  wire [31:0] \pending_index$220 ;
   output [1023:0] perf;
   reg [1023:0] perf = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   (* init = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000 *)
-  wire [1023:0] \perf$239 ;
-  wire [63:0] \perf$239.array_active ;
-  wire [63:0] \perf$239.compute_busy ;
-  wire [63:0] \perf$239.compute_token_wait ;
-  wire [63:0] \perf$239.cycles ;
-  wire [63:0] \perf$239.dram_read_bytes ;
-  wire [63:0] \perf$239.dram_stall ;
-  wire [63:0] \perf$239.dram_write_bytes ;
-  wire [63:0] \perf$239.fetch_stall ;
-  wire [63:0] \perf$239.insns_retired ;
-  wire [63:0] \perf$239.load_busy ;
-  wire [63:0] \perf$239.load_token_wait ;
-  wire [63:0] \perf$239.macs ;
-  wire [31:0] \perf$239.reserved ;
-  wire [63:0] \perf$239.store_busy ;
-  wire [63:0] \perf$239.store_token_wait ;
-  wire [31:0] \perf$239.tag ;
-  wire [63:0] \perf$239.weight_load ;
+  wire [1023:0] \perf$236 ;
+  wire [63:0] \perf$236.array_active ;
+  wire [63:0] \perf$236.compute_busy ;
+  wire [63:0] \perf$236.compute_token_wait ;
+  wire [63:0] \perf$236.cycles ;
+  wire [63:0] \perf$236.dram_read_bytes ;
+  wire [63:0] \perf$236.dram_stall ;
+  wire [63:0] \perf$236.dram_write_bytes ;
+  wire [63:0] \perf$236.fetch_stall ;
+  wire [63:0] \perf$236.insns_retired ;
+  wire [63:0] \perf$236.load_busy ;
+  wire [63:0] \perf$236.load_token_wait ;
+  wire [63:0] \perf$236.macs ;
+  wire [31:0] \perf$236.reserved ;
+  wire [63:0] \perf$236.store_busy ;
+  wire [63:0] \perf$236.store_token_wait ;
+  wire [31:0] \perf$236.tag ;
+  wire [63:0] \perf$236.weight_load ;
   wire [63:0] \perf.array_active ;
   wire [63:0] \perf.compute_busy ;
   wire [63:0] \perf.compute_token_wait ;
@@ -637,8 +659,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$5786$0 ;
-  wire [1:0] \port$5786$0 ;
+  input [1:0] \port$5812$0 ;
+  wire [1:0] \port$5812$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -692,8 +714,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   wire \r_rdy$19 ;
   wire \r_rdy$31 ;
   wire retired;
-  wire \retired$248 ;
-  wire \retired$249 ;
+  wire \retired$245 ;
+  wire \retired$246 ;
   wire room;
   wire \room$51 ;
   wire \room$59 ;
@@ -3914,28 +3936,28 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign \_$12  = \_$10 [31:0] > \larger$225 ;
   assign \_$13  = \_$11  & \_$12 ;
   assign \larger$227  = \_$13  ? \_$10 [31:0] : \larger$225 ;
-  assign \_$14  = pending_index < pc;
+  assign \_$14  = \pending_index$220  < pc;
   assign \_$15  = pending & \_$14 ;
-  assign oldest = \_$15  ? pending_index : pc;
-  assign \_$16  = \pending_index$233  < oldest;
-  assign \_$17  = \pending$232  & \_$16 ;
-  assign \oldest$231  = \_$17  ? \pending_index$233  : oldest;
-  assign \_$18  = \pending_index$236  < \oldest$231 ;
-  assign \_$19  = \pending$235  & \_$18 ;
-  assign \oldest$234  = \_$19  ? \pending_index$236  : \oldest$231 ;
+  assign oldest = \_$15  ? \pending_index$220  : pc;
+  assign \_$16  = \pending_index$218  < oldest;
+  assign \_$17  = \pending$231  & \_$16 ;
+  assign \oldest$230  = \_$17  ? \pending_index$218  : oldest;
+  assign \_$18  = pending_index < \oldest$230 ;
+  assign \_$19  = \pending$233  & \_$18 ;
+  assign \oldest$232  = \_$19  ? pending_index : \oldest$230 ;
   assign \_$20  = ~ running;
   assign \_$21  = \start$203  & \_$20 ;
   assign \_$22  = ~ done;
   assign \_$23  = \_$21  & \_$22 ;
   assign \_$24  = ended & idle;
-  assign \_$25  = \_$24  & \idle$245 ;
-  assign \_$26  = \_$25  & \idle$246 ;
+  assign \_$25  = \_$24  & \idle$242 ;
+  assign \_$26  = \_$25  & \idle$243 ;
   assign \_$27  = running & \_$26 ;
   assign \_$28  = ~ halt;
   assign \_$29  = \_$27  & \_$28 ;
   assign \_$30  = ~ running;
-  assign \_$31  = retired | \retired$248 ;
-  assign \_$32  = \_$31  | \retired$249 ;
+  assign \_$31  = retired | \retired$245 ;
+  assign \_$32  = \_$31  | \retired$246 ;
   assign \_$33  = \_$32  | load_q__ready;
   assign \_$34  = \_$33  | compute_q__ready;
   assign \_$35  = \_$34  | store_q__ready;
@@ -3953,9 +3975,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign \_$47  = ended | stalled;
   assign \_$48  = running & \_$47 ;
   assign \_$49  = idle | \token_wait$219 ;
-  assign \_$50  = \idle$245  | \token_wait$217 ;
+  assign \_$50  = \idle$242  | \token_wait$217 ;
   assign \_$51  = \_$49  & \_$50 ;
-  assign \_$52  = \idle$246  | token_wait;
+  assign \_$52  = \idle$243  | token_wait;
   assign \_$53  = \_$51  & \_$52 ;
   assign \_$54  = \_$48  & \_$53 ;
   assign \_$55  = \token_wait$219  | \token_wait$217 ;
@@ -3968,60 +3990,78 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign \_$62  = ~ halt;
   assign \_$63  = \_$61  & \_$62 ;
   assign \_$64  = ~ halt;
-  assign \_$65  = \error$256  & \_$64 ;
+  assign \_$65  = \error$253  & \_$64 ;
   assign \_$66  = ~ halt;
-  assign \_$67  = \error$258  & \_$66 ;
+  assign \_$67  = \error$256  & \_$66 ;
   assign \_$68  = ~ halt;
-  assign \_$69  = \error$260  & \_$68 ;
+  assign \_$69  = \error$259  & \_$68 ;
   assign \_$70  = ~ halt;
   assign \_$71  = \error$262  & \_$70 ;
-  assign \_$72  = perf[127:64] + running;
-  assign \_$73  = retired + \retired$248 ;
-  assign \_$74  = \_$73  + \retired$249 ;
-  assign \_$75  = perf[191:128] + \_$74 ;
-  assign \_$76  = perf[255:192] + busy;
-  assign \_$77  = perf[319:256] + \busy$265 ;
-  assign \_$78  = perf[383:320] + \busy$266 ;
-  assign \_$79  = perf[447:384] + array_active;
-  assign \_$80  = perf[511:448] + weight_load;
-  assign \_$81  = perf[575:512] + \token_wait$219 ;
-  assign \_$82  = perf[639:576] + \token_wait$217 ;
-  assign \_$83  = perf[703:640] + token_wait;
-  assign \_$84  = dram_resp__valid * 4'h8;
-  assign \_$85  = perf[767:704] + \_$84 ;
-  assign \_$86  = 1'h0 + dram_wr__payload[96];
-  assign \_$87  = \_$86  + dram_wr__payload[97];
-  assign \_$88  = \_$87  + dram_wr__payload[98];
-  assign \_$89  = \_$88  + dram_wr__payload[99];
-  assign \_$90  = \_$89  + dram_wr__payload[100];
-  assign \_$91  = \_$90  + dram_wr__payload[101];
-  assign \_$92  = \_$91  + dram_wr__payload[102];
-  assign \_$93  = \_$92  + dram_wr__payload[103];
-  assign \_$94  = dram_wr__valid * \_$93 ;
-  assign \_$95  = perf[831:768] + \_$94 ;
-  assign \_$96  = perf[895:832] + dram_wait;
-  assign \_$97  = array_active * 5'h10;
-  assign \_$98  = \_$97  + window_macs;
-  assign \_$99  = perf[959:896] + \_$98 ;
-  assign \_$100  = perf[1023:960] + stalled;
+  assign \_$72  = ~ running;
+  assign \_$73  = \start$203  & \_$72 ;
+  assign \_$74  = ~ done;
+  assign \_$75  = \_$73  & \_$74 ;
+  assign \_$209  = insn_base % 5'h10;
+  assign \_$77  = | \_$76 [4:0];
+  assign \_$215  = desc_base % 7'h40;
+  assign \_$79  = | \_$78 [6:0];
+  assign \_$80  = \_$77  | \_$79 ;
+  assign \_$81  = desc_count * 7'h40;
+  assign \_$82  = desc_base + \_$81 ;
+  assign \_$83  = \_$82  > 27'h4000000;
+  assign \_$84  = \_$80  | \_$83 ;
+  assign \_$85  = running & bad_launch;
+  assign \_$86  = ~ halt;
+  assign \_$87  = \_$85  & \_$86 ;
+  assign \_$88  = perf[127:64] + running;
+  assign \_$89  = retired + \retired$245 ;
+  assign \_$90  = \_$89  + \retired$246 ;
+  assign \_$91  = perf[191:128] + \_$90 ;
+  assign \_$92  = perf[255:192] + busy;
+  assign \_$93  = perf[319:256] + \busy$266 ;
+  assign \_$94  = perf[383:320] + \busy$267 ;
+  assign \_$95  = perf[447:384] + array_active;
+  assign \_$96  = perf[511:448] + weight_load;
+  assign \_$97  = perf[575:512] + \token_wait$219 ;
+  assign \_$98  = perf[639:576] + \token_wait$217 ;
+  assign \_$99  = perf[703:640] + token_wait;
+  assign \_$100  = dram_resp__valid * 4'h8;
+  assign \_$101  = perf[767:704] + \_$100 ;
+  assign \_$102  = 1'h0 + dram_wr__payload[96];
+  assign \_$103  = \_$102  + dram_wr__payload[97];
+  assign \_$104  = \_$103  + dram_wr__payload[98];
+  assign \_$105  = \_$104  + dram_wr__payload[99];
+  assign \_$106  = \_$105  + dram_wr__payload[100];
+  assign \_$107  = \_$106  + dram_wr__payload[101];
+  assign \_$108  = \_$107  + dram_wr__payload[102];
+  assign \_$109  = \_$108  + dram_wr__payload[103];
+  assign \_$110  = dram_wr__valid * \_$109 ;
+  assign \_$111  = perf[831:768] + \_$110 ;
+  assign \_$112  = perf[895:832] + dram_wait;
+  assign \_$113  = array_active * 5'h10;
+  assign \_$114  = \_$113  + window_macs;
+  assign \_$115  = perf[959:896] + \_$114 ;
+  assign \_$116  = perf[1023:960] + stalled;
   always @(posedge clk)
-    running <= \_$101 ;
+    running <= \_$117 ;
   always @(posedge clk)
-    done <= \_$102 ;
+    done <= \_$118 ;
   always @(posedge clk)
-    watchdog <= \_$103 ;
+    watchdog <= \_$119 ;
   always @(posedge clk)
-    halt <= \_$104 ;
+    halt <= \_$120 ;
   always @(posedge clk)
-    error_code <= \_$105 ;
+    error_code <= \_$121 ;
   always @(posedge clk)
-    error_index <= \_$106 ;
+    error_index <= \_$122 ;
   always @(posedge clk)
-    blocked_for <= \_$107 ;
+    blocked_for <= \_$123 ;
   always @(posedge clk)
-    insn_started <= \_$108 ;
+    bad_launch <= \_$124 ;
   always @(posedge clk)
-    perf <= \_$109 ;
+    insn_started <= \_$125 ;
+  always @(posedge clk)
+    perf <= \_$126 ;
   \sim_top.accel.arbiter  arbiter (
     .client0__req__payload(client0__req__payload),
     .client0__req__ready(bus__req__ready),
@@ -4044,7 +4084,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$5786$0 (\port$5786$0 ),
+    .\port$5812$0 (\port$5812$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -4064,7 +4104,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
     .act__data(\act__data$134 ),
     .\act__en$66 (r__en),
     .array_active(array_active),
-    .busy(\busy$265 ),
+    .busy(\busy$266 ),
     .clk(clk),
     .deps__has_next(\deps__has_next$56 ),
     .deps__has_prev(deps__has_prev),
@@ -4074,20 +4114,20 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
     .deps__push_prev(\push$44 ),
     .deps__room_next(\deps__room_next$58 ),
     .deps__room_prev(deps__room_prev),
-    .error(\error$258 ),
-    .error_code(\error_code$259 ),
+    .error(\error$256 ),
+    .error_code(\error_code$257 ),
     .halt(halt),
-    .idle(\idle$245 ),
-    .index(\index$218 ),
+    .idle(\idle$242 ),
+    .index(\index$258 ),
     .param__addr(\param__addr$167 ),
     .param__data(\param__data$170 ),
     .\param__en$86 (\r__en$168 ),
-    .pending(\pending$232 ),
-    .pending_index(\pending_index$233 ),
+    .pending(\pending$231 ),
+    .pending_index(\pending_index$218 ),
     .queue__payload(\queue__payload$20 ),
     .queue__ready(\r_en$22 ),
     .queue__valid(\queue__valid$18 ),
-    .retired(\retired$248 ),
+    .retired(\retired$245 ),
     .rst(rst),
     .token_wait(\token_wait$217 ),
     .w_data(\wgt__data$158 ),
@@ -4153,15 +4193,15 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
     .desc_bus__req__valid(client1__req__valid),
     .desc_count(desc_count),
     .dram_wait(dram_wait),
-    .\error$111 (\error$260 ),
-    .error_code(\error_code$261 ),
+    .\error$111 (\error$259 ),
+    .error_code(\error_code$260 ),
     .halt(halt),
     .idle(idle),
-    .index(\index$220 ),
+    .index(\index$261 ),
     .line_data(\w__data$162 ),
     .param__en(\w__en$164 ),
     .pending(pending),
-    .pending_index(pending_index),
+    .pending_index(\pending_index$220 ),
     .queue__payload(queue__payload),
     .queue__ready(r_en),
     .queue__valid(queue__valid),
@@ -4187,7 +4227,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
     .bus__req__ready(\desc_bus__req__ready$100 ),
     .bus__resp__payload(bus__resp__payload),
     .bus__resp__valid(\desc_bus__resp__valid$106 ),
-    .busy(\busy$266 ),
+    .busy(\busy$267 ),
     .clk(clk),
     .deps__has_prev(\deps__has_prev$64 ),
     .deps__pop_prev(\pop$62 ),
@@ -4197,21 +4237,21 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
     .desc_bus__req__payload(client3__req__payload),
     .desc_bus__req__valid(client3__req__valid),
     .desc_count(desc_count),
-    .\error$87 (\error$256 ),
-    .error_code(\error_code$257 ),
+    .\error$87 (\error$253 ),
+    .error_code(\error_code$254 ),
     .halt(halt),
-    .idle(\idle$246 ),
+    .idle(\idle$243 ),
     .index(index),
     .param__addr(\param__addr$173 ),
     .param__data(\param__data$176 ),
     .param__en(\r__en$174 ),
-    .pending(\pending$235 ),
-    .pending_index(\pending_index$236 ),
+    .pending(\pending$233 ),
+    .pending_index(pending_index),
     .perf(perf),
     .queue__payload(\queue__payload$32 ),
     .queue__ready(\r_en$34 ),
     .queue__valid(\queue__valid$30 ),
-    .retired(\retired$249 ),
+    .retired(\retired$246 ),
     .rst(rst),
     .token_wait(token_wait),
     .wr__payload(dram_wr__payload),
@@ -4263,187 +4303,209 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     waiting_index = pc;
     if (token_wait) begin
-      waiting_index = index;
+      waiting_index = pending_index;
     end
     if (\token_wait$217 ) begin
-      waiting_index = \index$218 ;
+      waiting_index = \pending_index$218 ;
     end
     if (\token_wait$219 ) begin
-      waiting_index = \index$220 ;
+      waiting_index = \pending_index$220 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$101  = running;
+    \_$117  = running;
     if (\_$23 ) begin
-      \_$101  = 1'h1;
+      \_$117  = 1'h1;
     end
     if (\_$29 ) begin
-      \_$101  = 1'h0;
+      \_$117  = 1'h0;
     end
     if (\_$46 ) begin
-      \_$101  = 1'h0;
+      \_$117  = 1'h0;
     end
     if (\_$63 ) begin
-      \_$101  = 1'h0;
+      \_$117  = 1'h0;
     end
     if (\_$65 ) begin
-      \_$101  = 1'h0;
+      \_$117  = 1'h0;
     end
     if (\_$67 ) begin
-      \_$101  = 1'h0;
+      \_$117  = 1'h0;
     end
     if (\_$69 ) begin
-      \_$101  = 1'h0;
+      \_$117  = 1'h0;
     end
     if (\_$71 ) begin
-      \_$101  = 1'h0;
+      \_$117  = 1'h0;
+    end
+    if (\_$87 ) begin
+      \_$117  = 1'h0;
     end
     if (rst) begin
-      \_$101  = 1'h0;
+      \_$117  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$102  = done;
+    \_$118  = done;
     if (\_$29 ) begin
-      \_$102  = 1'h1;
+      \_$118  = 1'h1;
     end
     if (rst) begin
-      \_$102  = 1'h0;
+      \_$118  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$103  = watchdog;
+    \_$119  = watchdog;
     if (\_$41 ) begin
-      \_$103  = 17'h00000;
+      \_$119  = 17'h00000;
     end else if (\_$42 ) begin
-      \_$103  = \_$43 [16:0];
+      \_$119  = \_$43 [16:0];
     end
     if (rst) begin
-      \_$103  = 17'h00000;
+      \_$119  = 17'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$104  = halt;
+    \_$120  = halt;
     if (\_$46 ) begin
-      \_$104  = 1'h1;
+      \_$120  = 1'h1;
     end
     if (\_$63 ) begin
-      \_$104  = 1'h1;
+      \_$120  = 1'h1;
     end
     if (\_$65 ) begin
-      \_$104  = 1'h1;
+      \_$120  = 1'h1;
     end
     if (\_$67 ) begin
-      \_$104  = 1'h1;
+      \_$120  = 1'h1;
     end
     if (\_$69 ) begin
-      \_$104  = 1'h1;
+      \_$120  = 1'h1;
     end
     if (\_$71 ) begin
-      \_$104  = 1'h1;
+      \_$120  = 1'h1;
+    end
+    if (\_$87 ) begin
+      \_$120  = 1'h1;
     end
     if (rst) begin
-      \_$104  = 1'h0;
+      \_$120  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$105  = error_code;
+    \_$121  = error_code;
     if (\_$46 ) begin
-      \_$105  = 4'h6;
+      \_$121  = 4'h6;
     end
     if (\_$63 ) begin
-      \_$105  = 4'h5;
+      \_$121  = 4'h5;
     end
     if (\_$65 ) begin
-      \_$105  = \error_code$257 ;
+      \_$121  = \error_code$254 ;
     end
     if (\_$67 ) begin
-      \_$105  = \error_code$259 ;
+      \_$121  = \error_code$257 ;
     end
     if (\_$69 ) begin
-      \_$105  = \error_code$261 ;
+      \_$121  = \error_code$260 ;
     end
     if (\_$71 ) begin
-      \_$105  = \error_code$263 ;
+      \_$121  = \error_code$263 ;
+    end
+    if (\_$87 ) begin
+      \_$121  = 4'h3;
     end
     if (rst) begin
-      \_$105  = 4'h0;
+      \_$121  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$106  = error_index;
+    \_$122  = error_index;
     if (\_$46 ) begin
-      \_$106  = pc;
+      \_$122  = pc;
     end
     if (\_$63 ) begin
-      \_$106  = waiting_index;
+      \_$122  = waiting_index;
     end
     if (\_$65 ) begin
-      \_$106  = index;
+      \_$122  = index;
     end
     if (\_$67 ) begin
-      \_$106  = \index$218 ;
+      \_$122  = \index$258 ;
     end
     if (\_$69 ) begin
-      \_$106  = \index$220 ;
+      \_$122  = \index$261 ;
     end
     if (\_$71 ) begin
-      \_$106  = pc;
+      \_$122  = pc;
+    end
+    if (\_$87 ) begin
+      \_$122  = 32'd0;
     end
     if (rst) begin
-      \_$106  = 32'd0;
+      \_$122  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$107  = blocked_for;
+    \_$123  = blocked_for;
     (* full_case = 32'd1 *)
     if (\_$58 ) begin
       if (\_$59 ) begin
-        \_$107  = \_$60 [3:0];
+        \_$123  = \_$60 [3:0];
       end
     end else begin
-      \_$107  = 4'h0;
+      \_$123  = 4'h0;
     end
     if (rst) begin
-      \_$107  = 4'h0;
+      \_$123  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$108  = \larger$227 ;
+    \_$124  = bad_launch;
+    if (\_$75 ) begin
+      \_$124  = \_$84 ;
+    end
     if (rst) begin
-      \_$108  = 32'd0;
+      \_$124  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \_$109  = perf;
+    \_$125  = \larger$227 ;
+    if (rst) begin
+      \_$125  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \_$126  = perf;
     if (running) begin
-      \_$109 [127:64] = \_$72 [63:0];
-      \_$109 [191:128] = \_$75 [63:0];
-      \_$109 [255:192] = \_$76 [63:0];
-      \_$109 [319:256] = \_$77 [63:0];
-      \_$109 [383:320] = \_$78 [63:0];
-      \_$109 [447:384] = \_$79 [63:0];
-      \_$109 [511:448] = \_$80 [63:0];
-      \_$109 [575:512] = \_$81 [63:0];
-      \_$109 [639:576] = \_$82 [63:0];
-      \_$109 [703:640] = \_$83 [63:0];
-      \_$109 [767:704] = \_$85 [63:0];
-      \_$109 [831:768] = \_$95 [63:0];
-      \_$109 [895:832] = \_$96 [63:0];
-      \_$109 [959:896] = \_$99 [63:0];
-      \_$109 [1023:960] = \_$100 [63:0];
+      \_$126 [127:64] = \_$88 [63:0];
+      \_$126 [191:128] = \_$91 [63:0];
+      \_$126 [255:192] = \_$92 [63:0];
+      \_$126 [319:256] = \_$93 [63:0];
+      \_$126 [383:320] = \_$94 [63:0];
+      \_$126 [447:384] = \_$95 [63:0];
+      \_$126 [511:448] = \_$96 [63:0];
+      \_$126 [575:512] = \_$97 [63:0];
+      \_$126 [639:576] = \_$98 [63:0];
+      \_$126 [703:640] = \_$99 [63:0];
+      \_$126 [767:704] = \_$101 [63:0];
+      \_$126 [831:768] = \_$111 [63:0];
+      \_$126 [895:832] = \_$112 [63:0];
+      \_$126 [959:896] = \_$115 [63:0];
+      \_$126 [1023:960] = \_$116 [63:0];
     end
     if (rst) begin
-      \_$109  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$126  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   assign load_q__valid = w_en;
@@ -4507,8 +4569,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$5786$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$5786$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$5812$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$5812$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -4567,8 +4629,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign candidate = \_$2 [31:0];
   assign \candidate$224  = \_$6 [31:0];
   assign \candidate$226  = \_$10 [31:0];
-  assign insn_frontier = \oldest$234 ;
-  assign \perf$239  = perf;
+  assign insn_frontier = \oldest$232 ;
+  assign \perf$236  = perf;
   assign \load_q__payload.insn  = w_data[127:0];
   assign \load_q__payload.index  = w_data[159:128];
   assign \queue__payload.insn  = queue__payload[127:0];
@@ -4586,9 +4648,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5786$0 ;
+  assign \dram_resp__payload.tag  = \port$5812$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$5786$0 ;
+  assign \dram_resp__payload$115.tag  = \port$5812$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4612,27 +4674,31 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$234 ,
   assign \perf.dram_stall  = perf[895:832];
   assign \perf.macs  = perf[959:896];
   assign \perf.fetch_stall  = perf[1023:960];
-  assign \perf$239.tag  = perf[31:0];
-  assign \perf$239.reserved  = perf[63:32];
-  assign \perf$239.cycles  = perf[127:64];
-  assign \perf$239.insns_retired  = perf[191:128];
-  assign \perf$239.load_busy  = perf[255:192];
-  assign \perf$239.compute_busy  = perf[319:256];
-  assign \perf$239.store_busy  = perf[383:320];
-  assign \perf$239.array_active  = perf[447:384];
-  assign \perf$239.weight_load  = perf[511:448];
-  assign \perf$239.load_token_wait  = perf[575:512];
-  assign \perf$239.compute_token_wait  = perf[639:576];
-  assign \perf$239.store_token_wait  = perf[703:640];
-  assign \perf$239.dram_read_bytes  = perf[767:704];
-  assign \perf$239.dram_write_bytes  = perf[831:768];
-  assign \perf$239.dram_stall  = perf[895:832];
-  assign \perf$239.macs  = perf[959:896];
-  assign \perf$239.fetch_stall  = perf[1023:960];
+  assign \perf$236.tag  = perf[31:0];
+  assign \perf$236.reserved  = perf[63:32];
+  assign \perf$236.cycles  = perf[127:64];
+  assign \perf$236.insns_retired  = perf[191:128];
+  assign \perf$236.load_busy  = perf[255:192];
+  assign \perf$236.compute_busy  = perf[319:256];
+  assign \perf$236.store_busy  = perf[383:320];
+  assign \perf$236.array_active  = perf[447:384];
+  assign \perf$236.weight_load  = perf[511:448];
+  assign \perf$236.load_token_wait  = perf[575:512];
+  assign \perf$236.compute_token_wait  = perf[639:576];
+  assign \perf$236.store_token_wait  = perf[703:640];
+  assign \perf$236.dram_read_bytes  = perf[767:704];
+  assign \perf$236.dram_write_bytes  = perf[831:768];
+  assign \perf$236.dram_stall  = perf[895:832];
+  assign \perf$236.macs  = perf[959:896];
+  assign \perf$236.fetch_stall  = perf[1023:960];
+  assign \_$211  = 1'h1;
+  assign \_$76  = \_$209 ;
+  assign \_$217  = 1'h1;
+  assign \_$78  = \_$215 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5786$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5812$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -4788,8 +4854,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$5786$0 ;
-  wire [1:0] \port$5786$0 ;
+  input [1:0] \port$5812$0 ;
+  wire [1:0] \port$5812$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4840,13 +4906,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$5786$0 ;
+  assign \_$49  = ! \port$5812$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$5786$0  == 1'h1;
+  assign \_$50  = \port$5812$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$5786$0  == 2'h2;
+  assign \_$51  = \port$5812$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$5786$0  == 2'h3;
+  assign \_$52  = \port$5812$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5211,14 +5277,14 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$5786$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$5812$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5786$0 ;
+  assign \dram_resp__payload.tag  = \port$5812$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -13916,17 +13982,17 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
   wire \_$34 ;
   wire \_$35 ;
   wire \_$36 ;
-  wire [33:0] \_$37 ;
+  wire \_$37 ;
   wire \_$38 ;
-  wire \_$39 ;
+  wire [33:0] \_$39 ;
   wire \_$4 ;
   wire \_$40 ;
-  wire [127:0] \_$41 ;
-  wire [190:0] \_$42 ;
-  wire [190:0] \_$43 ;
-  wire [2:0] \_$44 ;
-  wire \_$45 ;
-  wire \_$46 ;
+  wire \_$41 ;
+  wire \_$42 ;
+  wire [127:0] \_$43 ;
+  wire [190:0] \_$44 ;
+  wire [190:0] \_$45 ;
+  wire [2:0] \_$46 ;
   wire \_$47 ;
   wire \_$48 ;
   wire \_$49 ;
@@ -13946,33 +14012,37 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
   wire \_$61 ;
   wire \_$62 ;
   wire \_$63 ;
-  wire [32:0] \_$64 ;
-  wire [32:0] \_$65 ;
+  wire \_$64 ;
+  wire \_$65 ;
   wire \_$66 ;
   wire \_$67 ;
-  wire \_$68 ;
-  wire \_$69 ;
+  wire [32:0] \_$68 ;
+  wire [32:0] \_$69 ;
   wire \_$7 ;
   wire \_$70 ;
-  wire [33:0] \_$71 ;
+  wire \_$71 ;
   wire \_$72 ;
   wire \_$73 ;
   wire \_$74 ;
-  wire \_$75 ;
+  wire [33:0] \_$75 ;
   wire \_$76 ;
   wire \_$77 ;
   wire \_$78 ;
-  reg \_$79 ;
+  wire \_$79 ;
   wire \_$8 ;
-  reg [32:0] \_$80 ;
-  reg [31:0] \_$81 ;
-  reg [1:0] \_$82 ;
-  reg [127:0] \_$83 ;
-  reg \_$84 ;
-  reg [3:0] \_$85 ;
-  reg \_$86 ;
-  reg [31:0] \_$87 ;
+  wire \_$80 ;
+  wire \_$81 ;
+  wire \_$82 ;
+  reg \_$83 ;
+  reg [32:0] \_$84 ;
+  reg [31:0] \_$85 ;
+  reg [1:0] \_$86 ;
+  reg [127:0] \_$87 ;
+  reg \_$88 ;
+  reg [3:0] \_$89 ;
   wire \_$9 ;
+  reg \_$90 ;
+  reg [31:0] \_$91 ;
   reg \_$signal ;
   reg \_$signal$22 ;
   wire [31:0] addr__payload;
@@ -14062,6 +14132,10 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
   (* enum_value_10 = "STORE" *)
   reg [1:0] target;
   reg [127:0] word = 128'h00000000000000000000000000000000;
+  assign \_$9  = ~ error;
+  assign addr__valid = \_$8  & \_$9 ;
+  assign \_$10  = have == 2'h2;
+  assign \_$11  = ~ \_$10 ;
   assign data__ready = \_$11  | ended;
   assign \_$12  = word[9:8] == 2'h3;
   assign \_$13  = have == 2'h2;
@@ -14073,79 +14147,83 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
   assign \_$19  = ~ error;
   assign \_$20  = \_$18  & \_$19 ;
   assign \_$21  = ~ \_$signal ;
-  assign \_$22  = ~ is_end;
-  assign \_$23  = ! target;
-  assign \_$24  = word[4] | word[6];
-  assign \_$25  = \_$23  & \_$24 ;
-  assign \_$26  = target == 2'h2;
-  assign \_$27  = word[5] | word[7];
-  assign \_$28  = \_$26  & \_$27 ;
-  assign \_$29  = \_$25  | \_$28 ;
-  assign \_$30  = \_$22  & \_$29 ;
-  assign \_$31  = \_$signal$22  | \_$30 ;
-  assign \_$32  = ! target;
-  assign \_$33  = target == 1'h1;
-  assign \_$34  = target == 2'h2;
-  assign \_$35  = ~ room;
-  assign \_$36  = addr__valid & addr__ready;
-  assign \_$37  = next_addr + 4'h8;
-  assign \_$38  = data__valid & data__ready;
-  assign \_$39  = ~ ended;
-  assign \_$40  = \_$38  & \_$39 ;
-  assign \_$43  = { 63'h0000000000000000, \_$41  } | \_$42 ;
-  assign \_$44  = have + 1'h1;
-  assign \_$45  = have == 2'h2;
-  assign \_$46  = running & \_$45 ;
-  assign \_$47  = ~ ended;
-  assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ~ halt;
+  assign \_$22  = word[4] | word[5];
+  assign \_$23  = \_$22  | word[6];
+  assign \_$24  = \_$23  | word[7];
+  assign \_$25  = ! target;
+  assign \_$26  = word[4] | word[6];
+  assign \_$27  = \_$25  & \_$26 ;
+  assign \_$28  = target == 2'h2;
+  assign \_$29  = word[5] | word[7];
+  assign \_$30  = \_$28  & \_$29 ;
+  assign \_$31  = \_$27  | \_$30 ;
+  assign \_$32  = is_end ? \_$24  : \_$31 ;
+  assign \_$33  = \_$signal$22  | \_$32 ;
+  assign \_$34  = ! target;
+  assign \_$35  = target == 1'h1;
+  assign \_$36  = target == 2'h2;
+  assign \_$37  = ~ room;
+  assign \_$38  = addr__valid & addr__ready;
+  assign \_$39  = next_addr + 4'h8;
+  assign \_$40  = data__valid & data__ready;
+  assign \_$41  = ~ ended;
+  assign \_$42  = \_$40  & \_$41 ;
+  assign \_$45  = { 63'h0000000000000000, \_$43  } | \_$44 ;
+  assign \_$46  = have + 1'h1;
+  assign \_$47  = have == 2'h2;
+  assign \_$48  = running & \_$47 ;
+  assign \_$49  = ~ ended;
   assign \_$50  = \_$48  & \_$49 ;
-  assign \_$51  = ~ error;
+  assign \_$51  = ~ halt;
   assign \_$52  = \_$50  & \_$51 ;
-  assign \_$53  = ~ \_$signal ;
-  assign \_$54  = ~ is_end;
-  assign \_$55  = ! target;
-  assign \_$56  = word[4] | word[6];
-  assign \_$57  = \_$55  & \_$56 ;
-  assign \_$58  = target == 2'h2;
-  assign \_$59  = word[5] | word[7];
-  assign \_$60  = \_$58  & \_$59 ;
-  assign \_$61  = \_$57  | \_$60 ;
-  assign \_$62  = \_$54  & \_$61 ;
-  assign \_$63  = \_$signal$22  | \_$62 ;
-  assign \_$64  = pc + 1'h1;
-  assign \_$65  = insn_addr + 5'h10;
-  assign \_$66  = have == 2'h2;
-  assign \_$67  = ~ \_$66 ;
-  assign \_$68  = running & \_$67 ;
-  assign \_$69  = ~ ended;
-  assign \_$70  = \_$68  & \_$69 ;
-  assign \_$71  = next_addr + 4'h8;
-  assign \_$72  = \_$71  > 27'h4000000;
-  assign \_$73  = \_$70  & \_$72 ;
-  assign \_$74  = \_$73  & empty;
-  assign \_$75  = ~ data__valid;
-  assign \_$76  = \_$74  & \_$75 ;
-  assign \_$77  = ~ error;
-  assign \_$78  = \_$76  & \_$77 ;
+  assign \_$53  = ~ error;
+  assign \_$54  = \_$52  & \_$53 ;
+  assign \_$55  = ~ \_$signal ;
+  assign \_$56  = word[4] | word[5];
+  assign \_$57  = \_$56  | word[6];
+  assign \_$58  = \_$57  | word[7];
+  assign \_$59  = ! target;
+  assign \_$60  = word[4] | word[6];
+  assign \_$61  = \_$59  & \_$60 ;
+  assign \_$62  = target == 2'h2;
+  assign \_$63  = word[5] | word[7];
+  assign \_$64  = \_$62  & \_$63 ;
+  assign \_$65  = \_$61  | \_$64 ;
+  assign \_$66  = is_end ? \_$58  : \_$65 ;
+  assign \_$67  = \_$signal$22  | \_$66 ;
+  assign \_$68  = pc + 1'h1;
+  assign \_$69  = insn_addr + 5'h10;
+  assign \_$70  = have == 2'h2;
+  assign \_$71  = ~ \_$70 ;
+  assign \_$72  = running & \_$71 ;
+  assign \_$73  = ~ ended;
+  assign \_$74  = \_$72  & \_$73 ;
+  assign \_$75  = next_addr + 4'h8;
+  assign \_$76  = \_$75  > 27'h4000000;
+  assign \_$77  = \_$74  & \_$76 ;
+  assign \_$78  = \_$77  & empty;
+  assign \_$79  = ~ data__valid;
+  assign \_$80  = \_$78  & \_$79 ;
+  assign \_$81  = ~ error;
+  assign \_$82  = \_$80  & \_$81 ;
   always @(posedge clk)
-    running <= \_$79 ;
+    running <= \_$83 ;
   always @(posedge clk)
-    next_addr <= \_$80 ;
+    next_addr <= \_$84 ;
   always @(posedge clk)
-    insn_addr <= \_$81 ;
+    insn_addr <= \_$85 ;
   always @(posedge clk)
-    have <= \_$82 ;
+    have <= \_$86 ;
   always @(posedge clk)
-    word <= \_$83 ;
+    word <= \_$87 ;
   always @(posedge clk)
-    error <= \_$84 ;
+    error <= \_$88 ;
   always @(posedge clk)
-    error_code <= \_$85 ;
+    error_code <= \_$89 ;
   always @(posedge clk)
-    ended <= \_$86 ;
+    ended <= \_$90 ;
   always @(posedge clk)
-    pc <= \_$87 ;
+    pc <= \_$91 ;
   assign \_$1  = ~ ended;
   assign \_$2  = running & \_$1 ;
   assign \_$3  = next_addr + 4'h8;
@@ -14154,10 +14232,6 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
   assign \_$6  = \_$2  & \_$5 ;
   assign \_$7  = ~ halt;
   assign \_$8  = \_$6  & \_$7 ;
-  assign \_$9  = ~ error;
-  assign addr__valid = \_$8  & \_$9 ;
-  assign \_$10  = have == 2'h2;
-  assign \_$11  = ~ \_$10 ;
   \sim_top.accel.fetch.port  port (
     .addr__ready(addr__ready),
     .addr__valid(addr__valid),
@@ -14279,10 +14353,10 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
       if (\_$21 ) begin
-      end else if (\_$31 ) begin
+      end else if (\_$33 ) begin
       end else if (is_end) begin
       end else begin
-        load_q__valid = \_$32 ;
+        load_q__valid = \_$34 ;
       end
     end
   end
@@ -14292,10 +14366,10 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
       if (\_$21 ) begin
-      end else if (\_$31 ) begin
+      end else if (\_$33 ) begin
       end else if (is_end) begin
       end else begin
-        compute_q__valid = \_$33 ;
+        compute_q__valid = \_$35 ;
       end
     end
   end
@@ -14305,10 +14379,10 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
       if (\_$21 ) begin
-      end else if (\_$31 ) begin
+      end else if (\_$33 ) begin
       end else if (is_end) begin
       end else begin
-        store_q__valid = \_$34 ;
+        store_q__valid = \_$36 ;
       end
     end
   end
@@ -14318,155 +14392,155 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
       if (\_$21 ) begin
-      end else if (\_$31 ) begin
+      end else if (\_$33 ) begin
       end else if (is_end) begin
       end else begin
-        stalled = \_$35 ;
+        stalled = \_$37 ;
       end
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \_$79  = running;
+    \_$83  = running;
     if (start) begin
-      \_$79  = 1'h1;
+      \_$83  = 1'h1;
     end
     if (rst) begin
-      \_$79  = 1'h0;
+      \_$83  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \_$80  = next_addr;
+    \_$84  = next_addr;
     if (start) begin
-      \_$80  = { 1'h0, insn_base };
+      \_$84  = { 1'h0, insn_base };
     end
-    if (\_$36 ) begin
-      \_$80  = \_$37 [32:0];
+    if (\_$38 ) begin
+      \_$84  = \_$39 [32:0];
     end
     if (rst) begin
-      \_$80  = 33'h000000000;
+      \_$84  = 33'h000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \_$81  = insn_addr;
+    \_$85  = insn_addr;
     if (start) begin
-      \_$81  = insn_base;
+      \_$85  = insn_base;
     end
-    if (\_$52 ) begin
+    if (\_$54 ) begin
       (* full_case = 32'd1 *)
-      if (\_$53 ) begin
-      end else if (\_$63 ) begin
+      if (\_$55 ) begin
+      end else if (\_$67 ) begin
       end else if (is_end) begin
       end else begin
         if (room) begin
-          \_$81  = \_$65 [31:0];
+          \_$85  = \_$69 [31:0];
         end
       end
     end
     if (rst) begin
-      \_$81  = 32'd0;
+      \_$85  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \_$82  = have;
+    \_$86  = have;
     if (start) begin
-      \_$82  = 2'h0;
+      \_$86  = 2'h0;
     end
-    if (\_$40 ) begin
-      \_$82  = \_$44 [1:0];
+    if (\_$42 ) begin
+      \_$86  = \_$46 [1:0];
     end
-    if (\_$52 ) begin
+    if (\_$54 ) begin
       (* full_case = 32'd1 *)
-      if (\_$53 ) begin
-      end else if (\_$63 ) begin
+      if (\_$55 ) begin
+      end else if (\_$67 ) begin
       end else if (is_end) begin
       end else begin
         if (room) begin
-          \_$82  = 2'h0;
+          \_$86  = 2'h0;
         end
       end
     end
     if (rst) begin
-      \_$82  = 2'h0;
+      \_$86  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \_$83  = word;
-    if (\_$40 ) begin
-      \_$83  = \_$43 [127:0];
+    \_$87  = word;
+    if (\_$42 ) begin
+      \_$87  = \_$45 [127:0];
     end
     if (rst) begin
-      \_$83  = 128'h00000000000000000000000000000000;
+      \_$87  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \_$84  = error;
-    if (\_$52 ) begin
-      if (\_$53 ) begin
-        \_$84  = 1'h1;
-      end else if (\_$63 ) begin
-        \_$84  = 1'h1;
+    \_$88  = error;
+    if (\_$54 ) begin
+      if (\_$55 ) begin
+        \_$88  = 1'h1;
+      end else if (\_$67 ) begin
+        \_$88  = 1'h1;
       end
     end
-    if (\_$78 ) begin
-      \_$84  = 1'h1;
+    if (\_$82 ) begin
+      \_$88  = 1'h1;
     end
     if (rst) begin
-      \_$84  = 1'h0;
+      \_$88  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \_$85  = error_code;
-    if (\_$52 ) begin
-      if (\_$53 ) begin
-        \_$85  = 4'h1;
-      end else if (\_$63 ) begin
-        \_$85  = 4'h7;
+    \_$89  = error_code;
+    if (\_$54 ) begin
+      if (\_$55 ) begin
+        \_$89  = 4'h1;
+      end else if (\_$67 ) begin
+        \_$89  = 4'h7;
       end
     end
-    if (\_$78 ) begin
-      \_$85  = 4'h3;
+    if (\_$82 ) begin
+      \_$89  = 4'h3;
     end
     if (rst) begin
-      \_$85  = 4'h0;
+      \_$89  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \_$86  = ended;
-    if (\_$52 ) begin
-      if (\_$53 ) begin
-      end else if (\_$63 ) begin
+    \_$90  = ended;
+    if (\_$54 ) begin
+      if (\_$55 ) begin
+      end else if (\_$67 ) begin
       end else if (is_end) begin
-        \_$86  = 1'h1;
+        \_$90  = 1'h1;
       end
     end
     if (rst) begin
-      \_$86  = 1'h0;
+      \_$90  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
-    \_$87  = pc;
-    if (\_$52 ) begin
+    \_$91  = pc;
+    if (\_$54 ) begin
       (* full_case = 32'd1 *)
-      if (\_$53 ) begin
-      end else if (\_$63 ) begin
+      if (\_$55 ) begin
+      end else if (\_$67 ) begin
       end else if (is_end) begin
       end else begin
         if (room) begin
-          \_$87  = \_$64 [31:0];
+          \_$91  = \_$68 [31:0];
         end
       end
     end
     if (rst) begin
-      \_$87  = 32'd0;
+      \_$91  = 32'd0;
     end
   end
   assign \bus__req__payload$1  = next_addr[31:0];
@@ -14488,8 +14562,8 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
   assign compute_q__payload[127:0] = word;
   assign load_q__payload[159:128] = pc;
   assign load_q__payload[127:0] = word;
-  assign \_$41  = { 64'h0000000000000000, word[127:64] };
-  assign \_$42  = { 63'h0000000000000000, data__payload, 64'h0000000000000000 };
+  assign \_$43  = { 64'h0000000000000000, word[127:64] };
+  assign \_$44  = { 63'h0000000000000000, data__payload, 64'h0000000000000000 };
 endmodule
 
 (* generator = "Amaranth" *)
@@ -15328,8 +15402,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$4489$0 (lines__payload[18:0]),
-    .\port$4489$48 (lines__payload[48]),
+    .\port$4515$0 (lines__payload[18:0]),
+    .\port$4515$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -18274,7 +18348,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4489$0 , \port$4489$48 , r_rdy, clk);
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4515$0 , \port$4515$48 , r_rdy, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$35  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -18316,10 +18390,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$44
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [18:0] \port$4489$0 ;
-  wire [18:0] \port$4489$0 ;
-  input \port$4489$48 ;
-  wire \port$4489$48 ;
+  input [18:0] \port$4515$0 ;
+  wire [18:0] \port$4515$0 ;
+  input \port$4515$48 ;
+  wire \port$4515$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [19:0] r_data;
@@ -18346,7 +18420,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$44
   reg [19:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$4489$0 [18:16], \port$4489$48 , \port$4489$0 [15:0] };
+      storage[w_port__addr] <= { \port$4515$0 [18:16], \port$4515$48 , \port$4515$0 [15:0] };
   end
   reg [19:0] _0_;
   always @(posedge clk) begin
@@ -18445,8 +18519,8 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$44
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4489$0 [18:16], \port$4489$48 , \port$4489$0 [15:0] };
-  assign w_data = { \port$4489$0 [18:16], \port$4489$48 , \port$4489$0 [15:0] };
+  assign w_port__data = { \port$4515$0 [18:16], \port$4515$48 , \port$4515$0 [15:0] };
+  assign w_data = { \port$4515$0 [18:16], \port$4515$48 , \port$4515$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -32212,7 +32286,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5786$0 , rd_resp__valid, clk);
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5812$0 , rd_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$47  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
@@ -32243,8 +32317,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$5786$0 ;
-  wire [1:0] \port$5786$0 ;
+  output [1:0] \port$5812$0 ;
+  wire [1:0] \port$5812$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -32512,7 +32586,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$5786$0  = \_$4 ;
+  assign \port$5812$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

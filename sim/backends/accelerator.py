@@ -4,6 +4,8 @@ spec, and the PERF/status formats the drivers decode."""
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +15,14 @@ from hdl_gen.sim_top import TOP_NAME
 from sim.backends.harness import TOP_INPUTS, TOP_OUTPUTS
 from sim.verilate.build import BUILD_ROOT, REPO_ROOT, SIM_ROOT, BuildSpec, BuiltModel, build
 
+log = logging.getLogger("cosim.rtl")
 RTL_ROOT = REPO_ROOT / "rtl"
 DRAM_STORAGE_V = SIM_ROOT / "hdl" / "cosim_dram_storage.v"
 TB_TOP_V = SIM_ROOT / "hdl" / "tb_top.v"
 TB_TOP = "tb_top"
 DRAM_STORAGE_CPP = SIM_ROOT / "csrc" / "cosim_dram.cpp"
 CLOCK_PERIOD_NS = 10
+WAVES_CLOCK_PERIOD_NS = 1
 
 CYCLES_FIELD = isa.PERF_RECORD.leaf_by_path["cycles"]
 # What the drivers need to decode the status ports; the cocotb job gets it in its job file, so
@@ -41,7 +45,11 @@ def rtl_source(config: AccelConfig) -> Path:
     from hdl_gen.generate import render
 
     directory = BUILD_ROOT / "gen" / config.name
-    for filename, text in render(config).items():
+    log.info("generating the RTL of config %s (not a preset) into %s", config.name, directory)
+    started = time.perf_counter()
+    files = render(config)
+    log.info("RTL generated in %.1f s", time.perf_counter() - started)
+    for filename, text in files.items():
         path = directory / filename
         if not path.exists() or path.read_text() != text:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -76,7 +84,8 @@ def accelerator_spec(config: AccelConfig, waves: str | None = None) -> BuildSpec
         extra_args=widths,
         cpp_sources=(DRAM_STORAGE_CPP,),
         clock="clk",
-        clock_period_ns=CLOCK_PERIOD_NS,
+        # Traced: one time unit (ns) per cycle, so GTKWave's time axis counts cycles.
+        clock_period_ns=WAVES_CLOCK_PERIOD_NS if waves else CLOCK_PERIOD_NS,
         trace_gate="wave_on" if waves else None,
     )
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,46 +110,62 @@ class Machine:
 
     # ---- running -------------------------------------------------------------------------------
     def run(self, launch: Launch) -> Stats:
-        """Fetch from ``launch.insn_base`` up to END and execute; return the statistics."""
-        program = self.fetch(launch)
+        """Check the launch registers, then fetch from ``launch.insn_base`` up to END and execute
+        (instructions are decoded as dispatch reaches them, as in the RTL); return the
+        statistics."""
+        self._check_launch(launch)
         descs = self._descriptors(launch)
-        _Scheduler(self, program, descs).run()
+        _Scheduler(self, self._instructions(launch), descs).run()
         return self.stats
 
     def fetch(self, launch: Launch) -> list[isa.Instruction]:
-        program: list[isa.Instruction] = []
-        address = launch.insn_base
-        if address % isa.INSN_BYTES:
-            raise IsaSimError(ErrorCode.DRAM_RANGE, f"insn_base 0x{address:x} not 16-byte aligned")
-        while True:
-            if address + isa.INSN_BYTES > self.dram.size:
-                raise IsaSimError(
-                    ErrorCode.DRAM_RANGE,
-                    "program runs off the end of DRAM without END",
-                    len(program),
-                )
-            word = int.from_bytes(self.dram[address : address + isa.INSN_BYTES].tobytes(), "little")
-            try:
-                insn = isa.decode_insn(word, len(program))
-            except isa.IsaError as exc:
-                code = ErrorCode.ILLEGAL_OPCODE if "opcode" in str(exc) else ErrorCode.BAD_FIELD
-                raise IsaSimError(
-                    code, str(exc).removeprefix(f"instruction {len(program)}: "), len(program)
-                ) from None
-            program.append(insn)
-            self.stats.fetch_bytes += isa.INSN_BYTES
-            address += isa.INSN_BYTES
-            if insn.opcode is Opcode.END:
-                return program
+        """The whole program from ``launch.insn_base`` up to END (decode errors raised)."""
+        return list(self._instructions(launch))
 
-    def _descriptors(self, launch: Launch) -> list[bytes]:
+    def _check_launch(self, launch: Launch) -> None:
+        """What the RTL checks when started: a 16-byte aligned program and a 64-byte aligned
+        descriptor table inside DRAM; else DRAM_RANGE at instruction 0, before anything runs."""
+        if launch.insn_base % isa.INSN_BYTES:
+            raise IsaSimError(
+                ErrorCode.DRAM_RANGE,
+                f"insn_base 0x{launch.insn_base:x} is not {isa.INSN_BYTES}-byte aligned",
+                0,
+            )
         end = launch.desc_base + launch.desc_count * isa.DESC_BYTES
         if launch.desc_base % isa.DESC_BYTES or end > self.dram.size:
             raise IsaSimError(
                 ErrorCode.DRAM_RANGE,
-                f"descriptor table 0x{launch.desc_base:x}+{launch.desc_count}x64 bytes is "
-                f"misaligned or outside DRAM ({self.dram.size} bytes)",
+                f"descriptor table 0x{launch.desc_base:x}+{launch.desc_count}x{isa.DESC_BYTES} "
+                f"bytes is misaligned or outside DRAM ({self.dram.size} bytes)",
+                0,
             )
+
+    def _instructions(self, launch: Launch) -> Iterator[isa.Instruction]:
+        """Decode instructions one at a time from ``launch.insn_base`` up to END: a decode
+        error is raised only when dispatch asks for that instruction."""
+        address, index = launch.insn_base, 0
+        while True:
+            if address + isa.INSN_BYTES > self.dram.size:
+                raise IsaSimError(
+                    ErrorCode.DRAM_RANGE, "program runs off the end of DRAM without END", index
+                )
+            word = int.from_bytes(self.dram[address : address + isa.INSN_BYTES].tobytes(), "little")
+            try:
+                insn = isa.decode_insn(word, index)
+            except isa.IsaError as exc:
+                code = ErrorCode.ILLEGAL_OPCODE if "opcode" in str(exc) else ErrorCode.BAD_FIELD
+                raise IsaSimError(
+                    code, str(exc).removeprefix(f"instruction {index}: "), index
+                ) from None
+            self.stats.fetch_bytes += isa.INSN_BYTES
+            yield insn
+            if insn.opcode is Opcode.END:
+                return
+            address += isa.INSN_BYTES
+            index += 1
+
+    def _descriptors(self, launch: Launch) -> list[bytes]:
+        end = launch.desc_base + launch.desc_count * isa.DESC_BYTES
         return [
             self.dram[a : a + isa.DESC_BYTES].tobytes()
             for a in range(launch.desc_base, end, isa.DESC_BYTES)
@@ -490,11 +507,13 @@ class _Scheduler:
     """Runs the three queues in dataflow order with dependency tokens and ideal timing."""
 
     def __init__(
-        self, machine: Machine, program: list[isa.Instruction], descs: list[bytes]
+        self, machine: Machine, program: Iterator[isa.Instruction], descs: list[bytes]
     ) -> None:
         self.machine = machine
         self.descs = descs
-        self.program = program
+        self.source = program
+        self.pending: isa.Instruction | None = None  # fetched, waiting for room in its queue
+        self.ended = False  # END was dispatched
         self.fetched = 0  # instructions dispatched so far (in program order)
         self.queues: dict[Queue, deque[tuple[int, isa.Instruction]]] = {q: deque() for q in Queue}
         # tokens[(src, dst)]: completion times of pushed, not yet popped tokens
@@ -506,25 +525,41 @@ class _Scheduler:
 
     def _dispatch(self) -> bool:
         """Move instructions into their queues in program order while the target queue has room
-        (config.queue_depth instructions not yet started, as in the RTL)."""
+        (config.queue_depth instructions not yet started, as in the RTL). Each instruction is
+        decoded and checked when dispatch reaches it, before it waits for room."""
         moved = False
-        while self.fetched < len(self.program):
-            index, insn = self.fetched, self.program[self.fetched]
-            queue = insn.queue
-            if queue is not None:
-                if len(self.queues[queue]) >= self.machine.config.queue_depth:
+        while not self.ended:
+            if self.pending is None:
+                insn = next(self.source)  # decode errors of this instruction are raised here
+                self._check_deps(self.fetched, insn, insn.queue)
+                if insn.opcode is Opcode.END:
+                    self.ended, self.fetched, moved = True, self.fetched + 1, True
                     break
-                self._check_deps(index, insn, queue)
-                self.queues[queue].append((index, insn))
+                self.pending = insn
+            queue = self.pending.queue
+            assert queue is not None
+            if len(self.queues[queue]) >= self.machine.config.queue_depth:
+                break
+            self.queues[queue].append((self.fetched, self.pending))
+            self.pending = None
             self.fetched += 1
             moved = True
         return moved
 
     @staticmethod
-    def _check_deps(index: int, insn: isa.Instruction, queue: Queue) -> None:
+    def _check_deps(index: int, insn: isa.Instruction, queue: Queue | None) -> None:
         for flag, table in (("prev", _PREV), ("next", _NEXT)):
             for action in ("pop", "push"):
-                if insn[f"deps.{action}_{flag}"] and queue not in table:
+                if not insn[f"deps.{action}_{flag}"]:
+                    continue
+                if queue is None:
+                    raise IsaSimError(
+                        ErrorCode.BAD_FIELD,
+                        f"{insn.format.name} has {action}_{flag} set, but it runs in no queue "
+                        "and carries no tokens",
+                        index,
+                    )
+                if queue not in table:
                     raise IsaSimError(
                         ErrorCode.BAD_FIELD,
                         f"{insn.format.name} in the {queue.name} queue has {action}_{flag} set, "
@@ -550,13 +585,16 @@ class _Scheduler:
         )
 
     def run(self) -> None:
-        while self._dispatch() or any(self.queues.values()):
+        while True:
+            moved = self._dispatch()
             progressed = False
             for queue in Queue:
                 while self.queues[queue] and self._ready(queue):
                     self._step(queue)
                     progressed = True
-            if not progressed and not self._dispatch():
+            if self.ended and not any(self.queues.values()):
+                break
+            if not moved and not progressed:
                 raise self._deadlock()
         stats = self.machine.stats
         stats.ideal_cycles = max(self.clock.values())
@@ -580,13 +618,15 @@ class _Scheduler:
             self.tokens[p].append(self.clock[queue])
 
     def _deadlock(self) -> IsaSimError:
+        """DEADLOCK at the instruction the RTL names: the head of the first of LOAD, COMPUTE,
+        STORE that waits for a token, else the instruction dispatch waits to place."""
         waits = []
         first = None
         for queue, pending in self.queues.items():
             if not pending:
                 continue
             index, insn = pending[0]
-            first = index if first is None else min(first, index)
+            first = index if first is None else first
             pops, pushes = self._channels(insn, queue)
             need = [f"a token from {src.name}" for src, _ in pops if not self.tokens[(src, queue)]]
             depth = self.machine.config.token_depth
@@ -599,13 +639,14 @@ class _Scheduler:
             waits.append(
                 f"{queue.name} waits at instruction {index} ({insn.format.name}) for {reason}"
             )
-        if self.fetched < len(self.program):
-            blocked = self.program[self.fetched]
+        if self.pending is not None:
+            blocked = self.pending
+            assert blocked.queue is not None
             waits.append(
                 f"dispatch waits at instruction {self.fetched} ({blocked.format.name}): "
                 f"the {blocked.queue.name} queue is full ({self.machine.config.queue_depth})"
             )
-            first = self.fetched if first is None else min(first, self.fetched)
+            first = self.fetched if first is None else first
         return IsaSimError(ErrorCode.DEADLOCK, "token deadlock: " + "; ".join(waits), first)
 
 

@@ -22,12 +22,14 @@ import hashlib
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import IO
 from xml.etree import ElementTree
 
 import cocotb_tools.config
@@ -232,6 +234,28 @@ class _CosimVerilator(_CocotbVerilator):
         super().__init__()
         self._spec = spec
         self._vlt = vlt
+        self.lock_fd: int | None = None  # the build lock, handed down to every command
+
+    def _execute_cmds(
+        self,
+        cmds: Sequence[Sequence[str]],
+        cwd: os.PathLike[str] | str,
+        stdout: IO[str] | None = None,
+    ) -> None:
+        """cocotb's runner's, plus the build lock passed to each command (and so to make's
+        and the compiler's processes), which then hold it until they end."""
+        for cmd in cmds:
+            result = subprocess.run(
+                cmd,
+                cwd=cwd,
+                env=self.env,
+                check=False,
+                stdout=stdout,
+                stderr=None if stdout is None else subprocess.STDOUT,
+                pass_fds=() if self.lock_fd is None else (self.lock_fd,),
+            )
+            if result.returncode != 0:
+                raise RuntimeError(f"Command failed with return code: {result.returncode}")
 
     def _harness_source(self) -> Path:
         """The C++ main to compile; for a clocked build a file in the build directory that
@@ -306,13 +330,25 @@ def cocotb_environ() -> Iterator[None]:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Serialise builds of one directory across processes (pytest-xdist workers)."""
+def _locked(path: Path) -> Iterator[int]:
+    """Serialise builds of one directory across processes (pytest-xdist workers, two runs).
+
+    Yields the lock's file descriptor: the build's commands inherit it
+    (:meth:`_CosimVerilator._execute_cmds`), so the lock outlives this process while any of its
+    make or compiler processes still writes (a killed run's orphans): the next build waits."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info(
+                "waiting for %s: another build of this model is running (or the make and "
+                "compiler processes of a killed one are finishing)",
+                path.name,
+            )
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield fh.fileno()
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
@@ -352,7 +388,7 @@ def build(
         blocker = next((p for p in [root, *root.parents] if p.exists() and not p.is_dir()), None)
         why = f"{blocker} is a file, not a directory" if blocker else exc.strerror or str(exc)
         raise BuildError(f"cannot create the build directory {root}: {why}") from None
-    with _locked(root / f".{build_dir.name}.lock"):
+    with _locked(root / f".{build_dir.name}.lock") as lock_fd:
         if stamp.exists() and (build_dir / spec.toplevel).exists():
             stats = json.loads(stamp.read_text())
             seconds = time.perf_counter() - start
@@ -362,6 +398,7 @@ def build(
         vlt = build_dir / "public.vlt"
         vlt.write_text(_vlt_text(spec))
         runner = runner_class(spec, vlt)
+        runner.lock_fd = lock_fd
         build_log = build_dir / "build.log"
         log.info(
             "building the Verilator model %s for config %s (%s; log: %s)",

@@ -53,13 +53,12 @@ class Capture:
         if not self.dump.exists():
             entry["note"] = "the window was never reached: nothing was traced"
             return entry
-        first, last = Dump(self.dump).span()
-        markers: list[tuple[int, str]] = []
-        for layer in layers:
-            for cycle, edge in zip(layer.cycle_window, ("start", "end"), strict=True):
-                time = timing.cycle_time(cycle)
-                if first <= time <= last and (not markers or markers[-1][0] != time):
-                    markers.append((time, f"{edge} of {layer.name} (cycle {cycle})"))
+        dump = Dump(self.dump)
+        first, last = dump.span()
+        markers = layer_markers(timing, layers, (first, last))
+        wrong = first_wrong_store(dump, timing, layers)
+        if wrong is not None:
+            markers = sorted([*markers, wrong])
         title = f"{self.window.label}: {self.dump.name}"
         savefile = write_savefile(self.dump, rtl_dir, markers, title, (first, last))
         cycle0 = timing.cycle_time(0)
@@ -72,6 +71,42 @@ class Capture:
             markers=[label for _time, label in markers],
         )
         return entry
+
+
+def layer_markers(
+    timing: _Timing, layers: Sequence[_Layer], span: tuple[int, int]
+) -> list[tuple[int, str]]:
+    """(time, label) markers at the start and end of every layer the traced ``span`` shows
+    part of: ``fc1 start (cycle 120)``; an edge outside the span is put on the span's edge
+    and says so; markers at one time share one label (``fc1 end | fc2 start``)."""
+    first, last = span
+    at: dict[int, list[str]] = {}
+    for layer in layers:
+        start, end = (timing.cycle_time(cycle) for cycle in layer.cycle_window)
+        if end < first or start > last:
+            continue
+        for time, edge, cycle in ((start, "start", layer.cycle_window[0]),
+                                  (end, "end", layer.cycle_window[1])):  # fmt: skip
+            where = f"cycle {cycle}" + ("" if first <= time <= last else ", outside the window")
+            at.setdefault(min(max(time, first), last), []).append(f"{layer.name} {edge} ({where})")
+    return [(time, " | ".join(labels)) for time, labels in sorted(at.items())]
+
+
+def first_wrong_store(
+    dump: Dump, timing: _Timing, layers: Sequence[_Layer]
+) -> tuple[int, str] | None:
+    """A marker at the last write, within its layer, of the first value of the first
+    mismatching layer that differs from the reference (the store that put it there)."""
+    for layer in layers:
+        address = getattr(layer, "mismatch_addr", None)
+        if address is None:
+            continue
+        end = timing.cycle_time(layer.cycle_window[1])
+        writes = [time for time in dump.writes_to(address) if time <= end]
+        if writes:
+            return writes[-1], f"{layer.name}: first wrong value stored (DRAM 0x{address:x})"
+        return None
+    return None
 
 
 def start(request: WaveRequest, programs: list[DeviceProgram], name: str) -> Capture:

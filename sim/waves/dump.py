@@ -50,6 +50,22 @@ class Dump:
         clock = self.changes([f"{TOP}.clk"])[f"{TOP}.clk"]
         return clock[0][0], clock[-1][0]
 
+    def writes_to(self, address: int) -> list[int]:
+        """Times at which the DRAM write port carries a write of byte ``address`` (valid,
+        the beat's address, its strobe set), one per change of the port's signals."""
+        port = f"{TOP}.dut.dram_wr__"
+        names = [f"{port}valid", f"{port}ready", f"{port}payload.addr", f"{port}payload.strb"]
+        changes = self.changes(names)
+        bus = self.vars[f"{port}payload.strb"].bitwidth
+        times = sorted({time for name in names for time, _value in changes[name]})
+        hits = []
+        for time in times:
+            valid, ready, addr, strb = (_value_at(changes[name], time) for name in names)
+            lane = address % bus
+            if valid and ready and addr - addr % bus == address - lane and strb >> lane & 1:
+                hits.append(time)
+        return hits
+
     def instructions(self) -> dict[str, list[tuple[int, int]]]:
         """Per unit, the (program index, opcode) of every instruction it held in the window, in
         order: one entry per change of its current-instruction index."""

@@ -16,7 +16,7 @@ from vcd.gtkw import GTKWSave, make_translation_filter
 
 from arch import isa
 from sim.waves.dump import Dump
-from sim.waves.signals import GROUPS, TOP, Trace, full_name
+from sim.waves.signals import GROUPS, TOP, Trace, full_name, label
 
 MARKER_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 VIEW_PIXELS = 900  # width of GTKWave's wave pane the zoom is chosen for
@@ -74,8 +74,9 @@ def write_savefile(
     widths: Mapping[str, int] | None = None,
 ) -> Path:
     """Write ``<dump>.gtkw`` next to ``dump``: the signal groups of :mod:`sim.waves.signals`
-    with names translated, ``markers`` ((time, label), at most 26, shown as the named markers
-    a-z and listed in the file's comments), zoomed to ``span`` (first, last time). GTKWave
+    with names translated and unique row labels (:func:`sim.waves.signals.label`),
+    ``markers`` ((time, label), at most 26: GTKWave's named markers A-Z, with their labels as
+    marker names and in the file's comments), zoomed to ``span`` (first, last time). GTKWave
     names vectors with their bit range: ``widths`` (signal -> bits) default to the dump's.
     Returns its path."""
     if widths is None:
@@ -88,7 +89,10 @@ def write_savefile(
         save.comment(
             title,
             "written by sim/waves/savefile.py; open with `make waves`",
-            *(f"marker {MARKER_LETTERS[n].upper()}: {label}" for n, (_t, label) in enumerate(markers)),
+            *(
+                f"marker {MARKER_LETTERS[n].upper()}: {label}"
+                for n, (_t, label) in enumerate(markers)
+            ),
         )
         save.dumpfile(str(dump))
         save.savefile(str(path))
@@ -96,6 +100,8 @@ def write_savefile(
         named = {MARKER_LETTERS[n]: time for n, (time, _label) in enumerate(markers)}
         zoom = zoom_for(span[1] - span[0])
         save.zoom_markers(zoom, markers[0][0] if markers else -1, **named)  # type: ignore[arg-type]
+        for n, (_time, text) in enumerate(markers):  # GTKWave shows these names on the ruler
+            fh.write(f"[markername] {MARKER_LETTERS[n].upper()}{text}\n")
         save.size(1600, 1000)
         save.signals_width(300)
         save.sst_expanded(True)
@@ -110,7 +116,7 @@ def write_savefile(
                     bits = widths.get(name, 1)
                     save.trace(
                         f"{name}[{bits - 1}:0]" if bits > 1 else name,
-                        alias=trace.alias,
+                        alias=label(trace),
                         datafmt=trace.fmt if names is None else "hex",
                         translate_filter_file=str(names) if names else None,
                     )

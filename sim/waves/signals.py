@@ -44,7 +44,7 @@ GROUPS: tuple[tuple[str, tuple[Trace, ...]], ...] = (
             Trace("error", "bin"),
             Trace("error_code", names="error_code"),
             Trace("error_index", "dec"),
-            Trace("dut.perf.cycles", "dec", alias="cycle"),
+            Trace("dut.perf.cycles", "dec", alias="cycle (counter)"),
         ),
     ),
     (
@@ -54,8 +54,8 @@ GROUPS: tuple[tuple[str, tuple[Trace, ...]], ...] = (
             Trace("dut.accel.fetch.word", alias="fetch.word"),
             Trace("dut.accel.fetch.stalled", "bin"),
             Trace("dut.accel.fetch.ended", "bin"),
-            Trace("dut.accel.insn_started", "dec", alias="started (1 + highest)"),
-            Trace("dut.accel.insn_frontier", "dec", alias="oldest not retired"),
+            Trace("dut.accel.insn_started", "dec", alias="insns started (1 + highest)"),
+            Trace("dut.accel.insn_frontier", "dec", alias="insns oldest not retired"),
         ),
     ),
     (
@@ -107,10 +107,10 @@ GROUPS: tuple[tuple[str, tuple[Trace, ...]], ...] = (
             Trace("dut.accel.compute.w_en", "bin"),
             Trace("dut.accel.compute.w_row", "dec"),
             Trace("dut.accel.compute.w_bank", "bin"),
-            Trace("dut.accel.compute.w_data", alias="weights in"),
+            Trace("dut.accel.compute.w_data", alias="array weights in"),
             Trace("dut.accel.compute.bank", "bin"),
-            Trace("dut.accel.compute.a", alias="activations in"),
-            Trace("dut.accel.compute.out", alias="partial sums out"),
+            Trace("dut.accel.compute.a", alias="array activations in"),
+            Trace("dut.accel.compute.out", alias="array partial sums out"),
         ),
     ),
     (
@@ -140,14 +140,14 @@ GROUPS: tuple[tuple[str, tuple[Trace, ...]], ...] = (
         (
             Trace("dut.dram_req__valid", "bin"),
             Trace("dut.dram_req__ready", "bin"),
-            Trace("dut.dram_req__payload.addr", alias="read addr"),
-            Trace("dut.dram_req__payload.tag", "dec", alias="read client"),
+            Trace("dut.dram_req__payload.addr", alias="dram read addr"),
+            Trace("dut.dram_req__payload.tag", "dec", alias="dram read client"),
             Trace("dut.dram_resp__valid", "bin"),
-            Trace("dut.dram_resp__payload.tag", "dec", alias="response client"),
+            Trace("dut.dram_resp__payload.tag", "dec", alias="dram response client"),
             Trace("dut.dram_wr__valid", "bin"),
             Trace("dut.dram_wr__ready", "bin"),
-            Trace("dut.dram_wr__payload.addr", alias="write addr"),
-            Trace("dut.dram_wr__payload.strb", alias="write strobes"),
+            Trace("dut.dram_wr__payload.addr", alias="dram write addr"),
+            Trace("dut.dram_wr__payload.strb", alias="dram write strobes"),
         ),
     ),
     (
@@ -181,6 +181,15 @@ GROUPS: tuple[tuple[str, tuple[Trace, ...]], ...] = (
 
 def all_traces() -> list[Trace]:
     return [trace for _group, traces in GROUPS for trace in traces]
+
+
+def label(trace: Trace) -> str:
+    """The row's name in GTKWave: unique, led by its unit, without dots (GTKWave shows only
+    the part after the last dot, which left four rows called ``pop_prev``)."""
+    text = trace.alias or trace.path.removeprefix("dut.accel.").removeprefix("dut.")
+    if text.startswith("dram_"):
+        text = "dram " + text.removeprefix("dram_")
+    return " ".join(text.replace("__", ".").replace(".", " ").split())
 
 
 def full_name(trace: Trace) -> str:

@@ -4,6 +4,7 @@ the layer markers sit where the cycle counter says, and an accelerator error lea
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -121,13 +122,24 @@ def test_savefile_signals_exist_and_markers_sit_on_layer_boundaries(layer_run):
     for line in savefile.read_text().splitlines():
         if line.startswith("^"):
             assert Path(line.split(" ", 1)[1]).exists(), line
-    # Marker A is the layer's end; the cycle counter reads that count at the marker's time.
+    # Marker A is the layer's start (before the window opened: on its left edge), B its end,
+    # named so in GTKWave; the cycle counter reads the end's count at marker B's time.
     text = savefile.read_text()
-    layer_end = next(r.cycle_window[1] for r in result.layers if r.name == layer.name)
-    assert f"marker A: end of {layer.name} (cycle {layer_end})" in text
-    marker_a = int(re.search(r"^\*[-\d.]+ -?\d+ (-?\d+)", text, re.M)[1])
+    layer_start, layer_end = next(r.cycle_window for r in result.layers if r.name == layer.name)
+    assert f"[markername] A{layer.name} start (cycle {layer_start}" in text
+    assert re.search(
+        rf"^\[markername\] B{re.escape(layer.name)} end \(cycle {layer_end}\)", text, re.M
+    )
+    marker_a, marker_b = map(
+        int, re.search(r"^\*[-\d.]+ -?\d+ (-?\d+) (-?\d+)", text, re.M).groups()
+    )
+    first_traced = Dump(Path(result.waves["file"])).span()[0]
+    assert marker_a == first_traced
     cycles = dump.changes(["tb_top.dut.perf.cycles"])["tb_top.dut.perf.cycles"]
-    assert dict(cycles)[marker_a] == layer_end
+    assert dict(cycles)[marker_b] == layer_end
+    # One time unit per cycle: the dump's time advances one clock period (1 ns) per count.
+    (t0, c0), (t1, c1) = cycles[0], cycles[-1]
+    assert (t1 - t0) == (c1 - c0) * 1000  # in the dump's 1 ps steps
 
 
 def test_cycle_window_is_exact_and_smaller_than_the_whole_run(mlp, tmp_path):
@@ -223,3 +235,68 @@ def test_vcd_on_request(mlp, tmp_path, monkeypatch):
     cycles = Dump(path).changes(["tb_top.dut.perf.cycles"])["tb_top.dut.perf.cycles"]
     assert (cycles[0][1], cycles[-1][1]) == (2000, 2300)
     assert Path(result.waves["savefile"]).exists()
+
+
+def test_mismatch_dump_marks_the_store_of_the_first_wrong_value(tmp_path):
+    """Weight bytes of fc2 altered in the DRAM image: the RTL stores values the reference does
+    not have; the layer's dump gets a marker where the first of them was written."""
+    exe = compile_model("mlp", PRESETS["tiny"], seed=3).executable
+    [program] = exe.programs
+    layer = exe.layers[1]
+    [weights] = [r for r in program.regions if r.name == f"{layer.name}#weights"]
+    rng = np.random.default_rng(19)
+    at = weights.addr + rng.choice(weights.nbytes, size=32, replace=False)
+    program.image[at] ^= 0x5A  # (one byte may meet a zero activation and change nothing)
+    x = rng.standard_normal(exe.input.shape).astype(np.float32)
+    result = run(
+        exe,
+        x,
+        "rtl",
+        workdir=tmp_path / "sim",
+        waves=WaveRequest(layer=layer.name, directory=tmp_path),
+        name="wrong",
+    )
+    bad = result.first_mismatch
+    assert bad is not None and bad.name == layer.name and bad.mismatch_addr is not None
+    address = bad.mismatch_addr
+    text = Path(result.waves["savefile"]).read_text()
+    label = f"{layer.name}: first wrong value stored (DRAM 0x{address:x})"
+    [line] = [x for x in text.splitlines() if x.startswith("[markername]") and label in x]
+    letter = "ABCDEFGHIJKLMNOPQRSTUVWXYZ".index(line.split()[1][0])
+    times = [int(t) for t in re.search(r"^\*[-\d.]+ -?\d+ (.*)$", text, re.M)[1].split()]
+    at_time = times[letter]
+    # At the marker the write port writes that byte, with the value the RTL left in DRAM.
+    dump = Dump(Path(result.waves["file"]))
+    port = "tb_top.dut.dram_wr__"
+    names = [f"{port}valid", f"{port}payload.addr", f"{port}payload.data"]
+    changes = dump.changes(names)
+    value = {n: [v for t, v in changes[n] if t <= at_time][-1] for n in names}
+    bus = PRESETS["tiny"].dram_bytes_per_cycle
+    assert value[f"{port}valid"] == 1
+    assert value[f"{port}payload.addr"] // bus == address // bus
+    stored = value[f"{port}payload.data"] >> (8 * (address % bus)) & 0xFF
+    got = int(re.search(r"got (-?\d+)", bad.mismatch)[1])  # the first wrong value, as read back
+    assert stored == got & 0xFF
+
+
+def test_size_estimate_before_a_dump_is_near_the_dump(tmp_path, capsys, monkeypatch):
+    """The CLI's warning before a whole-run dump, once a dump of the config measured its rate:
+    the estimate (ISA simulator cycles x bytes per cycle) is within 2x of the real file."""
+    from sim import cli
+
+    monkeypatch.setattr("sim.waves.window.WAVES_DIR", tmp_path)
+    monkeypatch.setenv("COSIM_WAVES_WARN_MB", "0.001")
+    args = ["--model", "mlp", "--config", "tiny", "--seed", "3", "--waves", "vcd"]
+    sizes = []
+    for n in range(2):
+        request = WaveRequest(fmt="vcd", directory=tmp_path)
+        monkeypatch.setattr(cli, "wave_request", lambda _args, r=request: r)
+        assert cli.main([*args, "--out", str(tmp_path / f"run{n}")]) == 0
+        err = capsys.readouterr().err
+        [line] = [x for x in err.splitlines() if x.startswith("waveform: warning:")]
+        estimate = float(re.search(r"about ([\d.,]+) MB of VCD", line)[1].replace(",", ""))
+        report = json.loads((tmp_path / f"run{n}" / "report.json").read_text())
+        sizes.append((estimate, report["wave_window"]["bytes"] / 1e6, line))
+    (_prior, _real0, first), (estimate, real, second) = sizes
+    assert "a prior" in first and "measured on the last dump" in second
+    assert real / 2 < estimate < real * 2, (estimate, real)

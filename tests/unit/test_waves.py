@@ -90,7 +90,7 @@ def test_savefile_lists_every_signal_with_markers(tmp_path):
     for trace in all_traces():
         name = full_name(trace)
         assert any(line.endswith(name) or line.endswith(f"{name}[31:0]") for line in lines)
-    assert "+{fetch.pc} tb_top.dut.accel.fetch.pc[31:0]" in lines
+    assert "+{fetch pc} tb_top.dut.accel.fetch.pc[31:0]" in lines
     assert "[*] marker A: end of fc1" in lines and "[*] marker B: end of fc" in lines
     assert any(
         line.startswith("*") and line.split()[1:4] == ["100", "100", "900"] for line in lines

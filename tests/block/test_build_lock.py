@@ -1,0 +1,99 @@
+"""A build killed with SIGKILL leaves make and compiler processes writing its directory: the
+build lock outlives the killed process (its commands hold it), so the next build of the same
+model waits for them instead of racing them (once: `PCH files were found, but they were
+invalid`), and the model it builds works."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hdl_gen.emit import write_by_content
+from hdl_gen.pe import ProcessingElement
+from sim.verilate.build import BuildSpec, build, cache_key, run_cocotb
+from tests.block.harness import port_names
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def pe_spec(directory: Path) -> BuildSpec:
+    component = ProcessingElement()
+    path, digest = write_by_content(component, "pe", directory)
+    public = tuple(f'public_flat_rw -module "pe" -var "{port}"' for port in port_names(component))
+    return BuildSpec("pe", digest, (path,), "pe", public)
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        tree.setdefault(ppid, []).append(int(entry.name))
+    return tree
+
+
+def _make_under(pid: int) -> int | None:
+    """The compiling `make -j` descended from ``pid`` (not the runtime cache's `make -n`)."""
+    tree, todo = _children(), [pid]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            try:
+                argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if Path(argv[0].decode()).name == "make" and b"-j" in argv:
+                return child
+            todo.append(child)
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.simulator
+def test_a_killed_first_build_is_waited_for(tmp_path, caplog):
+    root = tmp_path / "build" / "verilator"
+    gen = root / "gen"  # where the lint waivers expect generated Verilog
+    spec = pe_spec(gen)
+    code = (
+        "from pathlib import Path; from sim.verilate.build import build; "
+        "from tests.block.test_build_lock import pe_spec; "
+        f"build(pe_spec(Path({str(gen)!r})), Path({str(root)!r}))"
+    )
+    first = subprocess.Popen([sys.executable, "-c", code], cwd=REPO)
+    make = None
+    try:
+        for _ in range(600):  # until the first build's make runs (a few seconds to a minute)
+            make = _make_under(first.pid)
+            if make is not None or first.poll() is not None:
+                break
+            time.sleep(0.2)
+        assert make is not None, "the first build never reached make"
+        os.kill(first.pid, signal.SIGKILL)  # only the Python process, as `kill -9` of make sim
+        first.wait()
+        assert _alive(make), "make ended with its parent: nothing to wait for"
+        with caplog.at_level(logging.INFO, logger="cosim.build"):
+            model = build(spec, root)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert "waiting for" in caplog.text and not _alive(make)
+    assert not model.cached and model.build_dir.name.endswith(cache_key(spec))
+    run_cocotb(model, "tests.block.cocotb_pe", tmp_path / "run", extra_env={"PE_SEED": "3"})
