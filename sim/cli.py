@@ -231,7 +231,7 @@ def layer_counters(result: RunResult) -> list[dict[str, int]]:
 
 def load_executable(
     args: argparse.Namespace, calib: Calibration | None = None
-) -> tuple[Executable, AccelConfig, onnx.ModelProto | None, float]:
+) -> tuple[Executable, AccelConfig, onnx.ModelProto | None, float, int]:
     """The executable to run: compiled from ``--model`` or read from ``--bundle``; the config;
     the fp32 model to measure accuracy against (none for a bundle); the compile time."""
     started = time.perf_counter()
@@ -242,7 +242,7 @@ def load_executable(
             raise UsageError("--calib and --calib-method apply when compiling, not to --bundle")
         wanted = load_config(args.config) if args.config else None
         exe = executable.load(args.bundle, wanted)
-        return exe, exe.config, None, 0.0
+        return exe, exe.config, None, 0.0, 1
     config = load_config(args.config or "default")
     compiled = compile_model(
         args.model or "resnet",
@@ -252,7 +252,8 @@ def load_executable(
         calibration=calib.inputs if calib else None,
         calib_method=calib.method if calib else "minmax",
     )
-    return compiled.executable, config, compiled.source, time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    return compiled.executable, config, compiled.source, elapsed, compiled.batch
 
 
 #: Exit code of an unexpected exception: a bug, never to be read as a mismatch (1).
@@ -293,9 +294,9 @@ def _main(args: argparse.Namespace) -> int:
         if args.max_cycles < 1:
             raise UsageError(f"--max-cycles must be a positive integer, not {args.max_cycles}")
         calib = calibration(args.calib, args.calib_method, args.model, args.preprocess, args.seed)
-        exe, config, source, compile_s = load_executable(args, calib)
+        exe, config, source, compile_s, batch = load_executable(args, calib)
         model = args.model if args.bundle is None else None
-        inputs = run_inputs(args.image, model, args.seed, exe.input.shape, args.preprocess)
+        inputs = run_inputs(args.image, model, args.seed, exe.input.shape, args.preprocess, batch)
         x = inputs.xs[0]
         waves = wave_request(args)
         if waves is not None:
