@@ -29,6 +29,7 @@ from compiler import zoo
 from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
 from compiler.errors import CompileError
+from compiler.qdq_agreement import agreement_report
 from compiler.sqnr import layer_sqnr
 from sim import report as reports
 from sim.backends.registry import BACKENDS
@@ -328,11 +329,14 @@ def _main(args: argparse.Namespace) -> int:
     print(f"run directory: {out}")
 
     # The fp32 comparison needs no simulator result: it runs on another core during the run.
-    pool = ThreadPoolExecutor(max_workers=2)
+    pool = ThreadPoolExecutor(max_workers=3)  # (shut down after the run: each must start)
     fp32 = pool.submit(compare_fp32, source, exe.reference, x) if source is not None else None
     split = zoo.held_out(args.model) if source is not None else None
     sqnr_xs = [split.x[i : i + 1] for i in range(SQNR_IMAGES)] if split else inputs.xs
     sqnr = pool.submit(layer_sqnr, source, exe.reference, sqnr_xs) if source else None
+    ort_agree = (
+        pool.submit(agreement_report, source, exe.reference, inputs.xs[:4]) if source else None
+    )
     try:
         ideal = None
         if args.backend in RTL_BACKENDS and not args.no_ideal:
@@ -380,6 +384,8 @@ def _main(args: argparse.Namespace) -> int:
         accuracy["dataset"] = dataset
     if sqnr is not None:
         accuracy["sqnr"] = sqnr.result()
+    if ort_agree is not None and ort_agree.result() is not None:
+        accuracy["ort_agreement"] = ort_agree.result()
     images = None
     if len(inputs.xs) > 1:
         try:
@@ -415,6 +421,13 @@ def _main(args: argparse.Namespace) -> int:
             "lowest SQNR vs fp32: "
             + ", ".join(f"{e['layer']} {e['sqnr_db']:.1f} dB" for e in worst)
             + f" (all layers: report.json accuracy.sqnr, {out / 'sqnr.png'})"
+        )
+    if accuracy.get("ort_agreement"):
+        agreement = accuracy["ort_agreement"]
+        print(
+            f"per-layer agreement with onnxruntime's QDQ execution (same int8 inputs): "
+            f"{agreement['equal']:.5f} of codes equal, worst {agreement['worst_layer']} "
+            f"{agreement['worst_equal']:.5f}, max difference {agreement['max_code_diff']} code(s)"
         )
     if images is not None:
         agree = sum(1 for i in images if i.get("top1_agree_fp32"))
