@@ -20,16 +20,19 @@ CALIB_METHOD ?= minmax
 # They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
 unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BUNDLE IMAGE
 unexport IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES CALIB CALIB_METHOD PREPROCESS EVAL
+unexport LAYERS MODELS
 
 PY    := $(VENV)/bin/python
 # A value as one shell word, whatever quotes it holds: q = '...' with each ' written '\''
 q = '$(subst ','\'',$(1))'
 # With BUNDLE, a config is passed only when the user set one (the executable carries its own).
 SIM_CONFIG = $(if $(filter-out file,$(origin CONFIG)),--config $(call q,$(CONFIG)))
+# JOBS is pytest-xdist's for 'test' (default auto); 'sim' gets it only when the user set it.
+SIM_JOBS = $(if $(filter-out file,$(origin JOBS)),--jobs $(call q,$(JOBS)))
 STAMP := $(VENV)/.cosim-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-fast sim bench waves rtl synth lint format lock clean distclean
+.PHONY: help venv toolchain test test-fast sim sweep bench waves rtl synth lint format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -46,9 +49,11 @@ help: ## List targets and variables
 	@echo "  CALIB_METHOD=$(CALIB_METHOD) activation ranges: minmax|percentile[:P]|entropy|mse"
 	@echo "  EVAL=N           'sim' of a trained model (digits): evaluate only the first N held-out images (0: none)"
 	@echo "  IMAGE_SIZE=...   input height/width of zoo CNNs for 'sim' (default 224, at most 1024)"
-	@echo "  JOBS=$(JOBS)       pytest-xdist workers for 'test'"
+	@echo "  JOBS=$(JOBS)       'test': pytest-xdist workers; 'sim': N layer shards run in parallel on Dask (default 1, sequential)"
+	@echo "  LAYERS=...       'sim': run only these layers from their checkpoint: a name, a:b of names or of indices"
 	@echo "  PYTEST_ARGS=...  extra pytest arguments, e.g. PYTEST_ARGS='-k dot_product'"
-	@echo "  CONFIGS=...      presets 'rtl' and 'synth' process (default: all)"
+	@echo "  CONFIGS=...      presets 'rtl' and 'synth' process (default: all); 'sweep': comma-separated configs, e.g. tiny,rows=8,tiny+dram_bytes_per_cycle=4"
+	@echo "  MODELS=...       'sweep': comma-separated models (default cnn,mlp; BACKEND defaults to isa there)"
 	@echo "  BENCH_FULL=$(BENCH_FULL)    'bench': 1 also runs ResNet-18 and ResNet-50 224x224 end to end, 0 skips them"
 	@echo "  WAVES=...        'sim' waveform format: fst (or 1; VCD without the lz4 headers) or vcd; implied (fst) by a WAVE_* window"
 	@echo "  WAVE_LAYER=...   'sim': trace only this layer (a name from the listing, e.g. layer3.0.conv1)"
@@ -83,7 +88,12 @@ sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact c
 		$(if $(BUNDLE),,--calib-method $(call q,$(CALIB_METHOD))) $(if $(EVAL),--eval $(call q,$(EVAL))) \
 		$(if $(WAVES),--waves $(call q,$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES)))) \
 		$(if $(WAVE_LAYER),--wave-layer $(call q,$(WAVE_LAYER))) $(if $(WAVE_INSN),--wave-insn $(call q,$(WAVE_INSN))) \
-		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES)))
+		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES))) \
+		$(SIM_JOBS) $(if $(LAYERS),--layers $(call q,$(LAYERS)))
+
+sweep: $(STAMP) ## Run MODELS x CONFIGS on Dask (cached per cell) -> build/sweep/sweep.json, pareto.png
+	@$(PY) -m sim.sweep --models $(call q,$(or $(MODELS),cnn,mlp)) --configs $(call q,$(or $(CONFIGS),tiny,default)) \
+		--backend $(call q,$(if $(filter-out file,$(origin BACKEND)),$(BACKEND),isa)) --seed $(call q,$(SEED))
 
 waves: $(STAMP) ## Open the newest dump in waves/ in GTKWave with its save file (.gtkw)
 	@$(PY) -m sim.waves.open

@@ -15,7 +15,9 @@ point: the hardware adds ``rq_res(r)`` and folds ``-rq_res(z_r)`` into the bias)
   with ``z`` and folds ``-z * sum(weight)`` into the bias); with a residual ``r``:
   ``acc = add_wrap32(acc, R(r))``; ``y = to_int8(clamp(rq(acc) + z_out, lo, hi))`` (per
   channel, axis 1; for a ``table`` act ``z_out`` is the param ``table_zp``, the table input's).
-  gemm the same with ``matmul(x - z, weight.T)``.
+  gemm the same with ``matmul(x - z, weight.T)`` over the last axis: of a vector ``(1, F)``
+  or of each token of a ``(1, T, 1, F)`` tensor (a transformer's ``(1, T, F)``, held like a
+  Conv1d's), channels last.
 * maxpool: ``max_pool2d`` (output scale and zero point = input's); avgpool:
   ``to_int8(rq(sum_pool2d(x - z)) + z_out)``; global_avgpool likewise with ``global_sum_pool``.
 * add: ``acc = add_wrap32(R_a(a), R_b(b))``, ``y = to_int8(clamp(rq(acc) + z_out, lo, hi))``.
@@ -30,6 +32,11 @@ point: the hardware adds ``rq_res(r)`` and folds ``-rq_res(z_r)`` into the bias)
 * depth_to_space: ``block`` = (sh, sw); ``out[c, y*sh + a, x*sw + b] = in[(a*sw + b)*C + c, y, x]``
   (ONNX DepthToSpace, DCR order): the channel groups of a 1x1 conv interleaved into pixels - a
   ConvTranspose whose kernel equals its stride.
+* batch_matmul: per head, ``acc = matmul(a - z_a, b - z_b)`` of a (1, H, M, K) and a
+  (1, H, K, N) activation (attention's ``q @ k^T`` and ``p @ v``), then the STORE as for conv
+  (per-tensor ``mult``/``shift``).
+* split_heads: tokens (1, T, 1, F) -> (1, H, T, F/H) (attrs ``heads``): ONNX's Reshape to
+  (1, T, H, F/H) then Transpose (0, 2, 1, 3); merge_heads the inverse. Views: no rescale.
 * flatten: a reshape (NCHW order); softmax: fp32 on the host, after :func:`dequantize`.
 * host (nodes the accelerator does not run): their ONNX model (param ``model``) in fp32 on
   onnxruntime (:mod:`arch.host_runtime`), inputs dequantized and fed as ``feeds``, output
@@ -145,7 +152,9 @@ def _rescaled_residual(
     if z:
         zs = np.full(np.shape(mult) if np.ndim(mult) else (1,), z, np.int64)
         corr = ro.requantize(zs, mult, shift, axis=0)
-        out = out - corr.reshape((1, -1) + (1,) * (out.ndim - 2))
+        along = [1] * out.ndim
+        along[axis] = -1
+        out = out - corr.reshape(along)
     return out
 
 
@@ -206,11 +215,13 @@ def _conv(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
 def _gemm(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     p = node.params
     x = _centred(graph, node.inputs[0], xs[0])
-    acc = ro.add_wrap32(ro.matmul(x, p["weight"].T), p["bias"][None, :])
+    acc = ro.add_wrap32(ro.matmul(x, p["weight"].T), p["bias"])
     if len(xs) == 2:
-        res = _rescaled_residual(graph, node.inputs[1], xs[1], p["res_mult"], p["res_shift"])
+        res = _rescaled_residual(
+            graph, node.inputs[1], xs[1], p["res_mult"], p["res_shift"], axis=-1
+        )
         acc = ro.add_wrap32(acc, res)
-    return _clamp_int8(graph, node, acc, axis=1)
+    return _clamp_int8(graph, node, acc, axis=-1)
 
 
 def _maxpool(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
@@ -247,6 +258,23 @@ def _scale(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     if len(xs) == 2:
         acc = acc * _centred(graph, node.inputs[1], xs[1])
     return _clamp_int8(graph, node, acc, axis=1)
+
+
+def _batch_matmul(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    a = _centred(graph, node.inputs[0], xs[0])
+    b = _centred(graph, node.inputs[1], xs[1])
+    return _clamp_int8(graph, node, ro.matmul(a, b), axis=-1)
+
+
+def _split_heads(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    _, t, _, d = xs[0].shape
+    heads = node.attrs["heads"]
+    return xs[0].reshape(1, t, heads, d // heads).transpose(0, 2, 1, 3).copy()
+
+
+def _merge_heads(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    _, heads, t, d = xs[0].shape
+    return xs[0].transpose(0, 2, 1, 3).reshape(1, t, 1, heads * d).copy()
 
 
 def _flatten(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
@@ -310,6 +338,9 @@ _EVAL: dict[str, Any] = {
     "channel_slice": _channel_slice,
     "upsample": _upsample,
     "depth_to_space": _depth_to_space,
+    "batch_matmul": _batch_matmul,
+    "split_heads": _split_heads,
+    "merge_heads": _merge_heads,
 }
 
 #: The ops the integer reference defines.
@@ -346,6 +377,9 @@ PARAMS_OF_OP: dict[str, dict[str, str]] = {
     "channel_slice": {},
     "upsample": {},
     "depth_to_space": {},
+    "batch_matmul": {"mult": "int64", "shift": "int64", "clamp": "int64"},
+    "split_heads": {},
+    "merge_heads": {},
 }
 #: The params a conv or gemm with a residual (second) input reads besides its own.
 RESIDUAL_PARAMS: dict[str, str] = {"res_mult": "int64", "res_shift": "int64"}
@@ -370,12 +404,16 @@ ATTRS_OF_OP: dict[str, frozenset[str]] = {
     "channel_slice": frozenset({"start", "channels"}),
     "upsample": frozenset({"scale"}),
     "depth_to_space": frozenset({"block"}),
+    "batch_matmul": frozenset({"act"}),
+    "split_heads": frozenset({"heads"}),
+    "merge_heads": frozenset(),
 }
 #: Inputs of each op (lowest, highest); others take one.
 ARITY_OF_OP: dict[str, tuple[int, int]] = {
     "conv": (1, 2),
     "gemm": (1, 2),
     "add": (2, 2),
+    "batch_matmul": (2, 2),
     "scale": (1, 2),
     "host": (1, 1 << 16),
     "concat": (2, 1 << 10),
@@ -479,11 +517,13 @@ def _weighted(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
             c.fail(f"param 'weight' {weight.shape} does not fit input {x} with group {group}")
         out: tuple[int, ...] = (1, o, *c.window(x, kernel, dilation))
     else:
-        x = c.shape(node.inputs[0], 2, "input")
-        if weight.ndim != 2 or weight.shape[1] != x[1]:
-            c.fail(f"param 'weight' has shape {weight.shape}; expected (N, {x[1]})")
+        x = tuple(c.graph.tensors[node.inputs[0]].shape)
+        if not (len(x) == 2 or (len(x) == 4 and x[2] == 1)):
+            c.fail(f"input {_short(node.inputs[0])} must be (1, F) or tokens (1, T, 1, F), not {x}")
+        if weight.ndim != 2 or weight.shape[1] != x[-1]:
+            c.fail(f"param 'weight' has shape {weight.shape}; expected (N, {x[-1]})")
         o = weight.shape[0]
-        out = (1, o)
+        out = (*x[:-1], o)
     per_channel = ["bias", "mult", "shift"]
     if len(node.inputs) == 2:
         per_channel += list(RESIDUAL_PARAMS)
@@ -528,6 +568,35 @@ def _scaled(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
     c.rescale("mult", "shift")
     c.clamp()
     return x
+
+
+def _multiplied(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
+    a, b = (c.shape(name, 4, "input") for name in c.node.inputs)
+    if a[:2] != b[:2] or a[3] != b[2]:
+        c.fail(f"inputs {a} and {b} are not (1, H, M, K) and (1, H, K, N)")
+    c.param_shapes({"mult": (1,), "shift": (1,), "clamp": (2,)})
+    c.rescale("mult", "shift")
+    c.clamp()
+    return (*a[:3], b[3])
+
+
+def _split(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
+    x = c.shape(c.node.inputs[0], 4, "input")
+    heads = c.node.attrs["heads"]
+    if not isinstance(heads, int) or isinstance(heads, bool) or heads < 1:
+        c.fail(f"attr 'heads' must be an integer >= 1, not {_short(heads)}")
+    if x[2] != 1 or x[3] % heads:
+        c.fail(f"input {x} is not tokens (1, T, 1, F) of {_short(c.node.attrs['heads'])} heads")
+    if not _same_quantization(c):
+        c.fail("output scale must equal the input scale (heads are a view)")
+    return (1, heads, x[1], x[3] // heads)
+
+
+def _merged(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
+    x = c.shape(c.node.inputs[0], 4, "input")
+    if not _same_quantization(c):
+        c.fail("output scale must equal the input scale (heads are a view)")
+    return (1, x[2], 1, x[1] * x[3])
 
 
 def _flattened(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
@@ -631,6 +700,9 @@ _OUTPUT_SHAPE: dict[str, Any] = {
     "channel_slice": _sliced,
     "upsample": _upsampled,
     "depth_to_space": _unshuffled,
+    "batch_matmul": _multiplied,
+    "split_heads": _split,
+    "merge_heads": _merged,
 }
 
 
@@ -649,6 +721,9 @@ def check_graph(graph: RefGraph) -> None:
         if node.op in ("conv", "gemm"):  # output elements x weights per output
             weight = node.params["weight"]
             macs += math.prod(graph.tensors[node.output].shape) * (weight.size // weight.shape[0])
+        elif node.op == "batch_matmul":  # output elements x K
+            k = graph.tensors[node.inputs[0]].shape[-1]
+            macs += math.prod(graph.tensors[node.output].shape) * k
     if macs > MAX_MACS:
         raise ReferenceError(
             f"the graph needs {macs} multiply-accumulates, more than the reference evaluates "

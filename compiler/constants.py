@@ -119,6 +119,9 @@ def param_lines(plan: Plan, layer: Layer) -> np.ndarray:
                 "res_shift": p.get("res_shift"),
             }
         ]
+    elif layer.kind == "matmul":  # one rescale for every head's columns
+        channels = padded
+        sets = [{"mult": p["mult"], "shift": p["shift"]}]
     elif layer.kind == "upsample":  # ACCUM copies the line in, STORE copies it out
         one, zero = np.array([1]), np.array([0])
         sets = [{"res_mult": one, "res_shift": zero, "mult": one, "shift": zero}]

@@ -26,6 +26,10 @@ concat          - (along channels)                           none (every input a
 channel_slice   start, channels (a view of the input's lines)   none (output scale = input scale)
 upsample        scale (nearest, integer (sh, sw))            none (output scale = input scale)
 depth_to_space  block (sh, sw): channel groups to pixels     none (output scale = input scale)
+batch_matmul    act; a (1, H, M, K) @ b (1, H, K, N)          mult, shift (1,), clamp (fp32:
+                                                             optional alpha (1,), a scalar Mul)
+split_heads     heads: tokens (1, T, 1, F) -> (1, H, T, F/H)  none (output scale = input scale)
+merge_heads     - : (1, H, T, d) -> tokens (1, T, 1, H*d)     none (output scale = input scale)
 host            onnx_ops, feeds, fetch, macs                 model (uint8: a serialized ONNX model)
 ==============  ===========================================  =====================================
 
@@ -89,7 +93,12 @@ OPS: tuple[str, ...] = (
     "channel_slice",
     "upsample",
     "depth_to_space",
+    "batch_matmul",
+    "split_heads",
+    "merge_heads",
 )
+#: Views between tokens (1, T, 1, F) and attention heads (1, H, T, F/H).
+HEAD_VIEWS: tuple[str, ...] = ("split_heads", "merge_heads")
 #: ONNX-level ops that only live between import and canonicalize (fp32 stage).
 IMPORT_OPS: tuple[str, ...] = (
     "batchnorm",
@@ -493,7 +502,14 @@ def _check_node(g: Graph, node: Node) -> None:
         for name in node.inputs:
             if g.tensors[name].scale is None:
                 raise VerifyError(node.name, op, f"input '{name}' has no scale")
-        if op in ("maxpool", "flatten", "concat", "upsample", "depth_to_space") and any(
+        if op in (
+            "maxpool",
+            "flatten",
+            "concat",
+            "upsample",
+            "depth_to_space",
+            *HEAD_VIEWS,
+        ) and any(
             (g.tensors[name].scale, g.tensors[name].zero_point) != (t.scale, t.zero_point)
             for name in node.inputs
         ):
@@ -550,12 +566,19 @@ def _conv(g: Graph, node: Node, x: Shape) -> Shape:
     return out
 
 
+def is_tokens(shape: Shape) -> bool:
+    """Whether a gemm input of this shape is tokens (1, T, 1, F): a transformer's (1, T, F),
+    held like a Conv1d's (1, C, L), that a gemm multiplies over its last axis per token."""
+    return len(shape) == 4 and shape[0] == 1 and shape[2] == 1
+
+
 def _gemm(g: Graph, node: Node, x: Shape) -> Shape:
-    _need_2d(node, x)
+    if not is_tokens(x):
+        _need_2d(node, x)
     wshape = _weight(node, 2)
-    if wshape[1] != x[1]:
+    if wshape[1] != x[-1]:
         raise VerifyError(node.name, node.op, f"weight {wshape} (N, K) does not fit input {x}")
-    out = (1, wshape[0])
+    out = (*x[:-1], wshape[0])
     if len(node.inputs) == 2:
         _expect_shape(g, node, node.inputs[1], out, "residual")
     _weighted_params(g, node, wshape, wshape[0])
@@ -630,6 +653,37 @@ def _scale(g: Graph, node: Node, x: Shape) -> Shape:
     else:
         _check_params(node, {})
     return x
+
+
+def _batch_matmul(g: Graph, node: Node, x: Shape) -> Shape:
+    """(1, H, M, K) @ (1, H, K, N) of two activations; fp32: an optional scalar ``alpha``
+    (a Mul of the product by a constant, folded into the rescale by quantize)."""
+    b = g.tensors[node.inputs[1]].shape
+    _need_4d(node, x)
+    if len(b) != 4 or b[:2] != x[:2] or b[2] != x[3]:
+        raise VerifyError(node.name, node.op, f"inputs {x} and {b} are not (1,H,M,K), (1,H,K,N)")
+    if g.quantized:
+        one = (np.int64, (1,))
+        _check_params(node, {"mult": one, "shift": one} | _post_params(node))
+        _check_rescale(node, "mult", "shift")
+        _check_clamp(node)
+    else:
+        _check_params(node, {}, {"alpha": (np.float32, (1,))})
+    return (*x[:3], b[3])
+
+
+def _split_heads(g: Graph, node: Node, x: Shape) -> Shape:
+    heads = node.attrs["heads"]
+    if not is_tokens(x) or not isinstance(heads, int) or heads < 1 or x[3] % heads:
+        raise VerifyError(node.name, node.op, f"input {x} is not tokens of {heads!r} heads")
+    _check_params(node, {})
+    return (1, heads, x[1], x[3] // heads)
+
+
+def _merge_heads(g: Graph, node: Node, x: Shape) -> Shape:
+    _need_4d(node, x)
+    _check_params(node, {})
+    return (1, x[2], 1, x[1] * x[3])
 
 
 def _flatten(g: Graph, node: Node, x: Shape) -> Shape:
@@ -723,7 +777,9 @@ def _table(g: Graph, node: Node, x: Shape) -> Shape:
 
 
 def _per_channel(g: Graph, node: Node, x: Shape) -> Shape:
-    c = (np.float32, (x[1],))
+    producer = g.producer(node.inputs[0])
+    last = is_tokens(x) and producer is not None and producer.op in ("matmul", "gemm")
+    c = (np.float32, (x[-1] if last else x[1],))  # a token gemm's channels are last
     if node.op == "batchnorm":
         eps = node.attrs["epsilon"]
         if not isinstance(eps, float) or not eps >= 0:
@@ -753,6 +809,9 @@ _CHECKS = {
     "channel_slice": _channel_slice,
     "upsample": _upsample,
     "depth_to_space": _depth_to_space,
+    "batch_matmul": _batch_matmul,
+    "split_heads": _split_heads,
+    "merge_heads": _merge_heads,
     "batchnorm": _per_channel,
     "relu": _elementwise,
     "relu6": _elementwise,

@@ -38,8 +38,10 @@ from onnx import TensorProto, helper, numpy_helper
 from arch.host_runtime import HostModelError
 
 from . import host_regions, qoperator
+from .attention_import import AttentionImport
 from .errors import CompileError
 from .finite import check_finite_constants
+from .gelu_pattern import MS_DOMAIN, fuse_gelu
 from .ir import Graph, Node, Tensor, conv_output_shape
 
 __all__ = ["MAX_OPSET", "MIN_OPSET", "SUPPORTED_OPS", "load_onnx"]
@@ -58,6 +60,7 @@ SUPPORTED_OPS: tuple[str, ...] = (
     "ConvInteger",
     "ConvTranspose",
     "DequantizeLinear",
+    "Div",
     "Dropout",
     "Celu",
     "Elu",
@@ -88,6 +91,7 @@ SUPPORTED_OPS: tuple[str, ...] = (
     "Softsign",
     "Sum",
     "Tanh",
+    "Transpose",
     "Upsample",
 )
 #: Opsets of the default domain the handlers are written for; older models are converted.
@@ -223,12 +227,13 @@ def _prepare(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, CompileError | No
         _fix_batch(out, is_input=False)
     del graph.value_info[:]
     try:
-        return onnx.shape_inference.infer_shapes(proto, strict_mode=True), None
+        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=True)
+        return fuse_gelu(inferred), None  # after inference: the fused output keeps its shape
     except Exception as exc:
         first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         error = CompileError(None, "model", f"ONNX shape inference failed: {first}")
     try:
-        return onnx.shape_inference.infer_shapes(proto), error
+        return fuse_gelu(onnx.shape_inference.infer_shapes(proto)), error
     except Exception:
         raise error from None
 
@@ -297,7 +302,7 @@ class _HostMark:
     reason: str
 
 
-class _Importer:
+class _Importer(AttentionImport):
     def __init__(self, proto: onnx.ModelProto, forced: Mapping[int, str]) -> None:
         self.proto = proto
         self.forced = forced
@@ -314,6 +319,7 @@ class _Importer:
         self.qview: set[str] = set()  # ONNX values that hold int8 codes of an IR tensor
         self.qdtype: dict[str, str] = {}  # qview values holding uint8 codes: "uint8"
         self.pending: dict[str, _Pending] = {}
+        self.pending_views: dict[str, tuple[str, int]] = {}
         self.nodes: list[Node] = []
         self.tensors: dict[str, Tensor] = {}
         self.inferred: dict[str, tuple[int, ...]] = {}
@@ -388,7 +394,10 @@ class _Importer:
 
     def _try_handler(self, index: int, node: onnx.NodeProto, name: str) -> str | None:
         """Import ``node`` with its handler; the reason it goes to the host if it does not."""
-        op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else None
+        if (node.domain, node.op_type) == (MS_DOMAIN, "Gelu"):  # a fused exact GELU chain
+            op = None
+        else:
+            op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else None
         if op is not None or node.op_type not in self.handlers:
             return f"op {op or node.op_type} has no accelerator mapping"
         if index in self.forced:
@@ -401,6 +410,7 @@ class _Importer:
             dict(self.qconst),
             dict(self.pending),
             dict(self.consts),
+            dict(self.pending_views),
         )
         try:
             self.handlers[node.op_type](node, name)
@@ -409,9 +419,16 @@ class _Importer:
                 if ir.op in _FOLDED_INTO_PRODUCER and ir.inputs[0] in host_outputs:
                     raise CompileError(name, node.op_type, "follows a host node")
         except CompileError as exc:
-            count, self.tensors, self.alias, self.qview, self.qconst, self.pending, self.consts = (
-                saved
-            )
+            (
+                count,
+                self.tensors,
+                self.alias,
+                self.qview,
+                self.qconst,
+                self.pending,
+                self.consts,
+                self.pending_views,
+            ) = saved
             del self.nodes[count:]
             return exc.reason + (f" (supported: {exc.supported})" if exc.supported else "")
         return None
@@ -422,7 +439,9 @@ class _Importer:
         if node.domain not in ("", "ai.onnx"):
             return False
         if node.op_type == "Shape" and node.input[0] in self.alias:
-            shape = np.array(self._shape(self.alias[node.input[0]]), np.int64)
+            # the ONNX shape: a (1, C, L) tensor is held as (1, C, 1, L) in the IR
+            onnx_shape = self.inferred.get(node.input[0], self._shape(self.alias[node.input[0]]))
+            shape = np.array(onnx_shape, np.int64)
             attrs = self._attrs(node)
             self.consts[node.output[0]] = shape[attrs.get("start", 0) : attrs.get("end", None)]
             return True
@@ -1065,6 +1084,12 @@ class _Importer:
             )
         return shape
 
+    def _channel_axis(self, x: str) -> int:
+        """3 for a token tensor (made by a MatMul over the last axis: channels last), else 1."""
+        producer = next((n for n in self.nodes if n.output == x), None)
+        tokens = producer is not None and producer.op == "matmul" and len(self._shape(x)) == 4
+        return 3 if tokens else 1
+
     def _no_extra_outputs(self, node: onnx.NodeProto, name: str, what: str) -> None:
         if any(o for o in node.output[1:]):
             raise CompileError(name, node.op_type, f"{what} output is not supported", "1 output")
@@ -1297,7 +1322,16 @@ class _Importer:
     def _matmul_node(
         self, node: onnx.NodeProto, name: str, x: str, b: np.ndarray, params: dict[str, np.ndarray]
     ) -> Node:
-        k = self._need_2d(node, name, x)[1]
+        """(1, K) @ (K, N), or tokens: (1, T, K) (held as (1, T, 1, K)) @ (K, N) per token."""
+        shape = self._shape(x)
+        if not (len(shape) == 2 or (self._rank(node.input[0]) == 3 and shape[0] == 1)):
+            raise CompileError(
+                name,
+                node.op_type,
+                f"input '{x}' has shape {shape}",
+                "2-D input (1, K) or tokens (1, T, K)",
+            )
+        k = shape[-1]
         if b.ndim != 2 or b.shape[0] != k:
             raise CompileError(
                 name,
@@ -1305,9 +1339,13 @@ class _Importer:
                 f"weight of shape {b.shape} does not fit K={k}",
                 "a 2-D constant weight (K, N)",
             )
-        return self._emit(node, name, "matmul", [x], (1, int(b.shape[1])), {}, params)
+        out = (*shape[:-1], int(b.shape[1]))
+        return self._emit(node, name, "matmul", [x], out, {}, params)
 
     def _op_MatMul(self, node: onnx.NodeProto, name: str) -> None:
+        if len(node.input) > 1 and node.input[1] in self.alias:  # two activations
+            self._batch_matmul(node, name)
+            return
         x = self._act(node, name, 0)
         b, q = self._weight(node, name, 1, 2)
         params = {"weight": np.ascontiguousarray(b.T, np.float32)}
@@ -1393,6 +1431,8 @@ class _Importer:
     def _op_Mul(self, node: onnx.NodeProto, name: str) -> None:
         ins = list(node.input)
         if self._product_table(node, name) or self._channel_gate(node, name):
+            return
+        if self._scaled_product(node, name):
             return
         idx = next((i for i, v in enumerate(ins[:2]) if v in self.pending), None)
         if idx is None or ins[1 - idx] not in self.consts:
@@ -1548,7 +1588,7 @@ class _Importer:
             x = self._act(node, name, i)
             shape = self._shape(x)
             c = self.consts[node.input[1 - i]].astype(np.float32)
-            vec = _per_channel_vector(c, shape)
+            vec = _per_channel_vector(c, shape, self._channel_axis(x))
             if vec is None:
                 raise CompileError(
                     name,
@@ -1731,6 +1771,8 @@ class _Importer:
             self._emit(node, name, "flatten", [x], (1, int(np.prod(shape[1:]))))
 
     def _op_Reshape(self, node: onnx.NodeProto, name: str) -> None:
+        if self._heads_reshape(node, name):
+            return
         x = self._act(node, name, 0, int8=None)
         shape = self._shape(x)
         target = [int(v) for v in self._const(node, name, 1, "shape").reshape(-1)]
@@ -1906,17 +1948,18 @@ def ir_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (shape[0], shape[1], 1, shape[2]) if len(shape) == 3 else tuple(shape)
 
 
-def _per_channel_vector(c: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
-    """``c`` as one value per channel (axis 1) of a ``shape`` tensor, or None if it is not."""
+def _per_channel_vector(c: np.ndarray, shape: tuple[int, ...], axis: int = 1) -> np.ndarray | None:
+    """``c`` as one value per channel (``axis``: 1, or 3 for tokens) of a ``shape`` tensor, or
+    None if it is not."""
     if c.ndim > len(shape):
         return None
     try:
         full = np.broadcast_to(c, shape)
     except ValueError:
         return None
-    index = (0, slice(None)) + (0,) * (len(shape) - 2)
+    index = tuple(slice(None) if i == axis else 0 for i in range(len(shape)))
     vec = np.array(full[index])
-    expect = vec.reshape((1, -1) + (1,) * (len(shape) - 2))
+    expect = vec.reshape(tuple(-1 if i == axis else 1 for i in range(len(shape))))
     if not np.array_equal(np.broadcast_to(expect, shape), full):
         return None
     return vec

@@ -9,8 +9,10 @@ image size) on both, alternating, several times, together with (c) the pyverilat
 that all leave the same DRAM and counters, and reports the median simulated cycles per second of
 each and their ratios to raw (the median of the ratios of back-to-back run pairs); pyverilator
 ticking the clock from Python is timed on the program's first cycles. It also times a cold
-build, a build after an RTL change and a cached build, and (unless ``--no-full`` /
-``BENCH_FULL=0``) runs ``python -m sim.cli`` on ResNet-18 and ResNet-50 at 224x224 end to end.
+build, a build after an RTL change and a cached build, runs the same program sequentially and
+in 2 layer shards on 2 Dask workers (``sharded_speedup``, :mod:`sim.bench_shards`), and
+(unless ``--no-full`` / ``BENCH_FULL=0``) runs ``python -m sim.cli`` on ResNet-18 and ResNet-50
+at 224x224 end to end.
 
 Writes ``build/bench/bench.json`` and prints a table. Rates are measured within one invocation
 (the raw, cocotb and pyverilator runs interleaved) because this kind of machine is often shared.
@@ -40,6 +42,7 @@ from arch.config import PRESETS
 from arch.isa import Launch
 from arch.reference import quantize_input
 from compiler.compile import compile_model
+from sim import bench_shards
 from sim.backends import pyverilator as pyverilator_backend
 from sim.backends.accelerator import accelerator_spec, build_accelerator
 from sim.backends.base import DeviceResult, DeviceRun
@@ -340,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
         "make_flags": [*MAKE_FLAGS],
         "machine": info,
     }
+    print("running it sequentially and in 2 shards on 2 Dask workers (sim/bench_shards.py)...")
+    data["sharded"] = bench_shards.measure(exe, x, out / "shards")
+    data["sharded_speedup"] = data["sharded"]["sharded_speedup"]
     if args.full:
         for label, name in FULL_MODELS:
             print(f"running {name} 224x224 end to end (python -m sim.cli --model {name})...")
@@ -348,6 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     (out / "bench.json").write_text(json.dumps(data, indent=2) + "\n")
     print_table(data)
     print(f"written: {out / 'bench.json'}")
+    if not data["sharded"]["same_layers"]:
+        print("error: the sharded run's layers differ from the sequential run's", file=sys.stderr)
+        return 1
     if not same_dram:
         print(
             "error: the raw, cocotb and pyverilator runs disagree (DRAM or cycles)", file=sys.stderr
@@ -396,6 +405,13 @@ def print_table(data: dict[str, Any]) -> None:
             "build, pyverilator (own runtime)", f"{data['pyverilator_build_cold_s']:.1f} s"
         )
     table.add_row("build, cached", f"{data['build_cached_s']:.2f} s")
+    sharded = data["sharded"]
+    same = "equal" if sharded["same_layers"] else "DIFFER"
+    table.add_row(
+        "sequential / 2 shards on 2 Dask workers (speedup)",
+        f"{sharded['sequential_wall_s']:.1f} s / {sharded['sharded_wall_s']:.1f} s "
+        f"({sharded['sharded_speedup']:.2f}x, layers {same})",
+    )
     for label in ("resnet18", "resnet50"):
         run = data.get(label)
         if run is None:

@@ -31,10 +31,12 @@ from compiler.compile import compile_model
 from compiler.errors import CompileError
 from compiler.qdq_agreement import agreement_report
 from compiler.sqnr import layer_sqnr
+from sim import provenance, shards, terminal
 from sim import report as reports
 from sim.backends.registry import BACKENDS
 from sim.evaluate import evaluate_held_out, evaluate_images
 from sim.inputs import InputError
+from sim.prune import KeepRunsError, hold, keep_runs, prune
 from sim.run import RunError, RunResult, run
 from sim.run_inputs import Calibration, calibration, input_summary, run_inputs
 from sim.rundir import RunDirError, new_run_dir, point_latest, use_run_dir
@@ -130,6 +132,20 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.N
         "(default: all of them; 0: none)",
     )
     parser.add_argument("--max-cycles", type=int, default=400_000_000, help="RTL cycle limit")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="split the network into N shards of balanced cycles, each run from the reference's "
+        "checkpoint, in parallel on Dask (a LocalCluster, or DASK_SCHEDULER / DASK_CLUSTER); "
+        "default 1: the sequential run",
+    )
+    parser.add_argument(
+        "--layers",
+        metavar="NAME|A:B",
+        help="run only these layers from their checkpoint: a layer name, A:B of names (both "
+        "included) or of indices (B excluded)",
+    )
     parser.add_argument(
         "--no-ideal", action="store_true", help="skip the ISA simulator's ideal cycles"
     )
@@ -269,6 +285,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m sim.cli") -> int:
     ``COSIM_DEBUG=1`` in the environment, the traceback after it). Ctrl-C: ``interrupted``
     and exit code 130."""
     args = parse(argv, prog)
+    terminal.log_to_stderr()  # the build says what it builds and how long it took
     try:
         return _main(args)
     except KeyboardInterrupt:
@@ -287,7 +304,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m sim.cli") -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
+    started = provenance.now()
     try:
+        keep = keep_runs()
         if args.seed < 0:
             raise UsageError(f"--seed must be a non-negative integer, not {args.seed}")
         if args.eval is not None and args.eval < 0:
@@ -302,7 +321,17 @@ def _main(args: argparse.Namespace) -> int:
         waves = wave_request(args)
         if waves is not None:
             resolve(waves, exe.programs)  # an unknown layer or a bad range fails before the run
-    except (ConfigError, CompileError, ExecutableError, UsageError, WaveError, InputError) as exc:
+        sharded = shards.check_request(exe, args.jobs, args.layers, waves, args.backend)
+    except (
+        ConfigError,
+        CompileError,
+        ExecutableError,
+        UsageError,
+        WaveError,
+        InputError,
+        KeepRunsError,
+        shards.ShardError,
+    ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except MemoryError:
@@ -320,6 +349,7 @@ def _main(args: argparse.Namespace) -> int:
     except RunDirError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    hold(out)  # not pruned by a run that ends while this one runs
     exe_path = args.bundle or executable.save(exe, out / f"{exe.model}{executable.SUFFIX}")
     (out / "listing.txt").write_text(listing.render(exe))
     insns = sum(program.instructions for program in exe.programs)
@@ -342,21 +372,40 @@ def _main(args: argparse.Namespace) -> int:
         if args.backend in RTL_BACKENDS and not args.no_ideal:
             isa_layers = run(exe, x, "isa").layers
             ideal = [layer.cycles for layer in isa_layers if layer.device == "accel"]
-        result = run(
-            exe,
-            x,
-            args.backend,
-            workdir=out / "sim",
-            max_cycles=args.max_cycles,
-            progress=Progress(exe) if args.backend in RTL_BACKENDS else None,
-            waves=waves,
-            name=out.name,
-        )
-        if args.backend in RTL_BACKENDS:
+        if sharded:
+            result = shards.run(
+                exe,
+                x,
+                args.backend,
+                jobs=args.jobs,
+                layers=args.layers,
+                workdir=out / "sim",
+                max_cycles=args.max_cycles,
+                waves=waves,
+                name=out.name,
+            )
+            ran = {layer.name for layer in result.layers}
+            if ideal is not None:
+                ideal = [c for c, layer in zip(ideal, exe.layers, strict=True) if layer.name in ran]
+        else:
+            result = run(
+                exe,
+                x,
+                args.backend,
+                workdir=out / "sim",
+                max_cycles=args.max_cycles,
+                progress=Progress(exe) if args.backend in RTL_BACKENDS else None,
+                waves=waves,
+                name=out.name,
+            )
+        if args.backend in RTL_BACKENDS and not sharded:
             print(file=sys.stderr)
     except (ToolchainError, BuildError) as exc:
         print(f"\nerror: cannot build the simulator: {exc}", file=sys.stderr)
         return 3
+    except shards.CLUSTER_ERRORS as exc:
+        print(f"\nerror: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, shards.cluster.ClusterError) else 3
     except (RunError, SimulationFailed) as exc:
         print(
             f"\nerror: {exc}\n  listing: {out / 'listing.txt'}"
@@ -396,15 +445,23 @@ def _main(args: argparse.Namespace) -> int:
     data = reports.build(
         exe.model, config, result, accuracy, layer_counters(result), ideal, executable=exe_path
     )
+    data["provenance"] = provenance.collect(
+        seed=args.seed,
+        input_=provenance.describe_input(args.image, args.seed, x),
+        backend=args.backend,
+        started=started,
+        rtl=args.backend in RTL_BACKENDS,
+    )
     data["input"] = inputs.report | ({"images": images} if images is not None else {})
     if source is not None:
         data["calibration"] = calib.report
+    if args.layers or (sharded and waves is not None and waves.layer):
+        # only these layers ran, each range from its checkpoint (sim/shards.py)
+        data["layers_run"] = args.layers or (waves.layer if waves else None)
     paths = reports.write(data, out)
     if accuracy.get("sqnr"):
         plot_sqnr(accuracy["sqnr"], f"{exe.model} ({calib.method})", out / "sqnr.png")
-    from rich.console import Console
-
-    Console().print(reports.summary_table(data))
+    terminal.show(reports.summary_table(data))
     if accuracy:
         cosine = accuracy["cosine_vs_fp32"]
         cosine_text = f"{cosine:.5f}" if math.isfinite(cosine) else "undefined (a zero output)"
@@ -446,6 +503,12 @@ def _main(args: argparse.Namespace) -> int:
     print(f"report: {paths['json']}  plot: {paths['png']}  listing: {out / 'listing.txt'}")
     if args.out is None:
         point_latest(RUNS_ROOT / "latest", out)
+        removed = prune(RUNS_ROOT, keep)
+        if removed:
+            print(
+                f"removed {len(removed)} old run(s) from {RUNS_ROOT}: keeping the newest {keep} "
+                f"(COSIM_KEEP_RUNS=N to change, 0 keeps all)"
+            )
     if result.waves is not None:
         print(waves_summary(result.waves))
     if images is not None and not all(i["bit_exact"] for i in images):

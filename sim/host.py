@@ -29,9 +29,17 @@ def _im2col(q: np.ndarray, tensor: DramTensor) -> np.ndarray:
 
 
 def tensor_bytes(tensor: DramTensor, q: np.ndarray) -> np.ndarray:
-    """An int8 tensor ((1,C,H,W) or (1,F)) laid out as ``tensor`` says: its bytes, one row of
-    ``channels`` per pixel."""
-    q = q.reshape(q.shape[1], 1, 1) if q.ndim == 2 else q[0]
+    """An int8 tensor ((1,C,H,W), (1,F) or tokens (1,T,1,F)) laid out as ``tensor`` says: its
+    bytes, one row of ``channels`` per pixel."""
+    if tensor.layout == "heads":  # (1, H, M, N): row m holds each head's N, padded per head
+        _, heads, m, n = q.shape
+        rows = np.zeros((m, heads, tensor.channels // heads), dtype=np.int8)
+        rows[:, :, :n] = q[0].transpose(1, 0, 2)
+        return rows.reshape(m, tensor.channels).view(np.uint8)
+    if tensor.layout == "tokens":  # (1, T, 1, F): token t is pixel t
+        q = q.reshape(q.shape[1], q.shape[3]).T[:, :, None]
+    else:
+        q = q.reshape(q.shape[1], 1, 1) if q.ndim == 2 else q[0]
     rows = _im2col(q, tensor) if tensor.layout == "im2col" else q.transpose(1, 2, 0)
     rows = rows.reshape(tensor.h * tensor.w, -1)
     out = np.zeros((tensor.h * tensor.w, tensor.channels), dtype=np.int8)
@@ -58,6 +66,12 @@ def _pixels(tensor: DramTensor) -> np.ndarray:
 def read_tensor(tensor: DramTensor, dram: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """A tensor from DRAM, in the graph's logical shape ((1,C,H,W) or (1,F))."""
     pixels = dram[_pixels(tensor)].view(np.int8).reshape(tensor.h, tensor.w, tensor.channels)
+    if tensor.layout == "tokens":
+        return pixels[:, :, : tensor.logical_channels].reshape(shape).copy()
+    if tensor.layout == "heads":
+        _, heads, m, n = shape
+        rows = pixels.reshape(m, heads, tensor.channels // heads)[:, :, :n]
+        return rows.transpose(1, 0, 2)[None].copy()
     if len(shape) == 4:
         return pixels[:, :, : shape[1]].transpose(2, 0, 1)[None].copy()
     # (1, F): flatten in NCHW order

@@ -15,7 +15,8 @@ class InputError(ValueError):
 
 
 def check_input(x: object, shape: Sequence[int], what: str = "input") -> np.ndarray:
-    """``x`` as float32 of ``shape``. A missing leading batch dimension of 1 is added; any
+    """``x`` as float32 of ``shape``. A missing leading batch dimension of 1 is added, a 3-D
+    (1, C, L) input of a model held as (1, C, 1, L) gets its unit axis; any
     other shape (the right element count in another layout too), a non-numeric or complex dtype
     and NaN or infinite values are :class:`InputError`."""
     shape = tuple(int(n) for n in shape)
@@ -26,6 +27,9 @@ def check_input(x: object, shape: Sequence[int], what: str = "input") -> np.ndar
         )
     if array.dtype.kind not in "fiub":
         raise InputError(f"{what} has dtype {array.dtype}; the model takes numbers (float32)")
+    held = len(shape) == 4 and shape[2] == 1 and array.shape == (*shape[:2], shape[3])
+    if held:  # a (1, C, L) input (Conv1d's, or tokens (1, T, F)) is held as (1, C, 1, L)
+        array = array[:, :, None, :]
     if array.shape != shape and not (shape[:1] == (1,) and array.shape == shape[1:]):
         hint = ""
         if sorted(array.shape) == sorted(shape) and len(shape) == 4:

@@ -83,6 +83,7 @@ def build(
         "cycles": result.cycles,
         "utilization": round(macs / (per_cycle * result.cycles), 4) if result.cycles else 0.0,
         "bit_exact": result.bit_exact,
+        "shards": max(1, len(result.shards)),  # layer shards run in parallel (sim/shards.py)
         "sim_wall_s": round(result.sim_wall_s, 3),
         "sim_cycles_per_s": round(result.cycles / result.sim_wall_s) if result.sim_wall_s else 0,
     }
@@ -99,6 +100,7 @@ def build(
         # The dump's path (the contract), and its window, save file and size (sim/waves/).
         "waves": result.waves["file"] if result.waves else None,
         "wave_window": result.waves,
+        **({"shard_runs": result.shards} if result.shards else {}),
     }
 
 

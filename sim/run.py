@@ -72,6 +72,7 @@ class RunResult:
     counters: dict[str, Any] = field(default_factory=dict)
     ideal_cycles: int | None = None
     waves: dict[str, Any] | None = None  # the traced window and its files (sim/waves/)
+    shards: list[dict[str, Any]] = field(default_factory=list)  # sharded runs (sim/shards.py)
 
     @property
     def bit_exact(self) -> bool:
@@ -180,9 +181,6 @@ def run(
     (:mod:`sim.waves`). An input of another shape, complex or not finite is
     :class:`sim.inputs.InputError`; an image larger than the config's DRAM
     :class:`arch.executable.ExecutableError`."""
-    shape = exe.reference.tensors[exe.reference.inputs[0]].shape
-    if getattr(x, "ndim", 0) == 3 and len(shape) == 4 and shape[2] == 1:  # a Conv1d net's
-        x = np.asarray(x)[:, :, None, :]  # (1, C, L) input is held as (1, C, 1, L)
     x = check_input(x, exe.input.shape)
     check_images(exe)
     try:

@@ -55,11 +55,12 @@ from arch.reference import MAX_ELEMENTS, REFERENCE_OPS, ReferenceError, check_gr
 
 FORMAT = "cosim-executable"
 #: Reference ops whose output is a view of their inputs' bytes (no layer writes it).
-VIEW_OPS = ("flatten", "concat")
-FORMAT_VERSION = 2
+VIEW_OPS = ("flatten", "concat", "split_heads", "merge_heads")
+FORMAT_VERSION = 3
 #: Versions this tool reads. 2 added zero points, ACCUM gates, scale layers, DWCONV and channel
-#: slices; a version-1 file has none of them, and their defaults mean what it meant.
-READABLE_VERSIONS = (1, 2)
+#: slices; 3 the transformer's tokens and heads layouts, batch_matmul layers and the heads
+#: views. An older file has none of them, and their defaults mean what it meant.
+READABLE_VERSIONS = (1, 2, 3)
 SUFFIX = ".cosim"
 #: dtypes an array may have.
 DTYPES = ("int8", "uint8", "int32", "int64", "float32")
@@ -824,7 +825,8 @@ def _check_program(
 
 def _check_dram_tensor(reader: _Reader, what: str, t: DramTensor, spec: TensorSpec) -> None:
     """``t`` holds the graph's ``spec``: as (1, C, H, W) pixels of C channels, (1, F) as
-    h x w pixels of F / (h w) channels, or im2col rows of the conv over (1, C, H, W)."""
+    h x w pixels of F / (h w) channels, im2col rows of the conv over (1, C, H, W), or tokens
+    (1, T, 1, F) as T pixels of F."""
     shape = spec.shape
     if spec.scale is None:
         reader.fail(f"{what}: its graph tensor has no scale; a tensor in DRAM is int8")
@@ -845,11 +847,30 @@ def _check_dram_tensor(reader: _Reader, what: str, t: DramTensor, spec: TensorSp
         if t.channels < kh * kw * t.logical_channels:
             reader.fail(f"{what}: {t.channels} channels hold no {kh}x{kw}x{shape[1]} rows")
         return
-    if t.h * t.w * t.logical_channels != math.prod(shape):
+    if t.layout != "heads" and t.h * t.w * t.logical_channels != math.prod(shape):
         reader.fail(
             f"{what}: {t.h}x{t.w} pixels of {t.logical_channels} channels do not hold its graph "
             f"tensor {shape}"
         )
+    if t.layout == "heads":
+        if len(shape) != 4 or (t.h, t.w, t.logical_channels) != (shape[2], 1, shape[3]):
+            reader.fail(f"{what}: heads {t.h}x{t.w} of {t.logical_channels}; graph {shape}")
+        if t.channels % shape[1] or t.channels // shape[1] < shape[3]:
+            reader.fail(f"{what}: {t.channels} channels hold no {shape[1]} heads of {shape[3]}")
+        return
+    if t.layout == "tokens":
+        if (
+            len(shape) != 4
+            or shape[2] != 1
+            or (t.h, t.w, t.logical_channels)
+            != (
+                shape[1],
+                1,
+                shape[3],
+            )
+        ):
+            reader.fail(f"{what}: tokens {t.h}x{t.w} of {t.logical_channels}; graph {shape}")
+        return
     if len(shape) == 4 and (t.logical_channels, t.h, t.w) != shape[1:]:
         reader.fail(
             f"{what}: {t.h}x{t.w} pixels of {t.logical_channels} channels; its graph tensor is "

@@ -31,10 +31,13 @@ from arch.isa import Launch
 #: Ops a host step can run: a final Softmax (fp32 out), or a host region (its ONNX model on
 #: onnxruntime, int8 out) - evaluated as the reference graph's node of the same output.
 HOST_OPS: tuple[str, ...] = ("softmax", "host")
-#: Layouts of a tensor in DRAM: channels-last lines, or rows the host im2col'ed for a first conv.
-LAYOUTS: tuple[str, ...] = ("nhwc", "im2col")
+#: Layouts of a tensor in DRAM: channels-last lines of an NCHW tensor (channels = axis 1), rows
+#: the host im2col'ed for a first conv, or tokens: a (1, T, 1, F) tensor (a transformer's
+#: (1, T, F)) as T pixels of its last axis F, or heads: a (1, H, M, N) tensor as M pixels of H
+#: blocks of N channels, each padded to whole lines (channels = H x the padded N).
+LAYOUTS: tuple[str, ...] = ("nhwc", "im2col", "tokens", "heads")
 #: Kinds of a device layer.
-LAYER_KINDS: tuple[str, ...] = ("gemm", "pool", "add", "scale", "upsample")
+LAYER_KINDS: tuple[str, ...] = ("gemm", "pool", "add", "scale", "upsample", "matmul")
 #: Keys of a layer's tiling (the compiler's ``Tiling``: output rows per m tile, output channel
 #: blocks per n group, K chunks per GEMM instruction, estimated cycles).
 TILING_KEYS: tuple[str, ...] = ("rows_per_tile", "n_blocks", "k_group", "estimate")

@@ -14,7 +14,7 @@ import numpy as np
 
 from arch.isa import DWCONV
 from compiler.errors import CompileError
-from compiler.ir import is_depthwise
+from compiler.ir import HEAD_VIEWS, is_depthwise, is_tokens
 from compiler.plan import DramTensor, GemmShape, Layer, Plan, round_up
 
 DW_STRIDE_MAX = DWCONV.leaf_by_path["stride"].hi
@@ -28,10 +28,78 @@ def _tensor_dims(shape: tuple[int, ...]) -> tuple[int, int, int]:
     raise CompileError(None, None, f"tensor shape {shape} is neither (1,C,H,W) nor (1,F)")
 
 
-def _plain(plan: Plan, name: str) -> DramTensor:
+def _plain(plan: Plan, name: str, tokens: set[str], heads: set[str]) -> DramTensor:
     t = plan.graph.tensors[name]
+    if name in heads:  # (1, H, M, N): M pixels of H blocks of N channels, each padded to lines
+        _, h, m, n = t.shape
+        scale = float(t.scale or 1.0)
+        return DramTensor(name, m, 1, h * round_up(n, plan.dim), n, scale, layout="heads")
+    if name in tokens:  # (1, T, 1, F): T pixels of F channels
+        f = t.shape[3]
+        scale = float(t.scale or 1.0)
+        return DramTensor(name, t.shape[1], 1, round_up(f, plan.dim), f, scale, layout="tokens")
     c, h, w = _tensor_dims(t.shape)
     return DramTensor(name, h, w, round_up(c, plan.dim), c, float(t.scale or 1.0))
+
+
+#: Layer kinds whose inputs and output share one layout (element by element).
+_ELEMENTWISE = ("add", "scale")
+
+
+def _on_accel(plan: Plan) -> list[Layer]:
+    """The accelerator's layers, views included."""
+    return [layer for layer in plan.layers if layer.target == "accel"]
+
+
+def _head_tensors(plan: Plan) -> set[str]:
+    """Tensors laid out as heads: the inputs and output of a batch_matmul, a split_heads
+    output and a merge_heads input."""
+    heads: set[str] = set()
+    for layer in _on_accel(plan):
+        if layer.kind == "matmul":
+            heads |= {*layer.inputs, layer.output}
+        elif layer.node.op == "split_heads":
+            heads.add(layer.output)
+        elif layer.node.op == "merge_heads":
+            heads.add(layer.inputs[0])
+    return heads
+
+
+def _token_tensors(plan: Plan) -> set[str]:
+    """Tensors laid out as tokens: those of a gemm over tokens (input, residual, output), and
+    every tensor joined to one through an elementwise layer (a residual add, a table)."""
+    tokens: set[str] = set()
+    for layer in _on_accel(plan):
+        if layer.node.op == "gemm" and is_tokens(plan.graph.tensors[layer.inputs[0]].shape):
+            tokens |= {*layer.inputs, layer.output}
+        elif layer.node.op == "split_heads":
+            tokens.add(layer.inputs[0])
+        elif layer.node.op == "merge_heads":
+            tokens.add(layer.output)
+    grew = True
+    while grew:
+        grew = False
+        for layer in _on_accel(plan):
+            joined = {*layer.inputs, layer.output}
+            if layer.kind in _ELEMENTWISE and joined & tokens and not joined <= tokens:
+                tokens |= joined
+                grew = True
+    for layer in _on_accel(plan):
+        gemm_of_tokens = layer.node.op == "gemm" and layer.inputs[0] in tokens
+        if (
+            not gemm_of_tokens
+            and layer.kind not in _ELEMENTWISE
+            and layer.node.op not in HEAD_VIEWS
+        ):
+            for name in (*layer.inputs, layer.output):
+                if name in tokens:
+                    raise CompileError(
+                        layer.name,
+                        layer.node.op,
+                        f"tensor '{name}' is tokens (1, T, 1, F) of a transformer here",
+                        "tokens read by gemms over their last axis and elementwise ops",
+                    )
+    return tokens
 
 
 def _wants_im2col(plan: Plan, layer: Layer) -> bool:
@@ -88,6 +156,10 @@ def _conv_matrix(weight: np.ndarray, in_channels: int, im2col: bool, dim: int) -
 
 def run(plan: Plan) -> Plan:
     dim = plan.dim
+    tokens = _token_tensors(plan)
+    heads = _head_tensors(plan)
+    if heads & tokens:
+        raise CompileError(None, None, f"tensor '{min(heads & tokens)}' is both tokens and heads")
     for layer in plan.layers:
         if layer.target != "accel":
             continue
@@ -103,9 +175,11 @@ def run(plan: Plan) -> Plan:
                         name, oh, ow, round_up(kh * kw * c, dim), c, scale, layout="im2col"
                     )
                 else:
-                    plan.tensors[name] = _plain(plan, name)
-        out = _plain(plan, layer.output)
-        if layer.kind == "alias":
+                    plan.tensors[name] = _plain(plan, name, tokens, heads)
+        out = _plain(plan, layer.output, tokens, heads)
+        if node.op in HEAD_VIEWS:
+            out = _head_view(plan, layer, out)
+        elif layer.kind == "alias":
             src = plan.tensors[layer.inputs[0]]
             out = DramTensor(
                 layer.output, src.h, src.w, src.channels, src.logical_channels, src.scale
@@ -135,7 +209,56 @@ def run(plan: Plan) -> Plan:
         plan.tensors[layer.output] = out
         if layer.kind == "gemm":
             _gemm_shape(plan, layer)
+        elif layer.kind == "matmul":
+            _matmul_shape(plan, layer)
     return plan
+
+
+def _head_view(plan: Plan, layer: Layer, out: DramTensor) -> DramTensor:
+    """split_heads / merge_heads: the same bytes, when each head is whole lines."""
+    node, src = layer.node, plan.tensors[layer.inputs[0]]
+    heads, per_head = (
+        (node.attrs["heads"], out.logical_channels)
+        if node.op == "split_heads"
+        else (plan.graph.tensors[layer.inputs[0]].shape[1], src.logical_channels)
+    )
+    if per_head % plan.dim or src.alias_of is not None:
+        raise CompileError(
+            node.name,
+            node.op,
+            f"a head of {per_head} channels is not whole lines of {plan.dim}",
+            f"head sizes that are multiples of {plan.dim} (the heads are then a view)",
+        )
+    view = DramTensor(
+        layer.output,
+        src.h,
+        1,
+        src.channels,
+        out.logical_channels,
+        src.scale,
+        layout=out.layout,
+    )
+    view.alias_of = src.name
+    assert view.channels == heads * per_head
+    return view
+
+
+def _matmul_shape(plan: Plan, layer: Layer) -> None:
+    """batch_matmul: per head, a gemm of A's M pixels (K channels) by B's K pixels as weight
+    lines (N channels); both symmetric (the DMA cannot subtract a zero point from weights)."""
+    node, dim = layer.node, plan.dim
+    for name in node.inputs:
+        if plan.graph.tensors[name].zero_point:
+            raise CompileError(
+                node.name,
+                node.op,
+                f"input '{name}' has zero point {plan.graph.tensors[name].zero_point}",
+                "symmetric (zero point 0) inputs of a MatMul of two activations",
+            )
+    _, heads, m, k = plan.graph.tensors[node.inputs[0]].shape
+    n = plan.graph.tensors[node.output].shape[3]
+    k_pad, n_pad = round_up(k, dim), round_up(n, dim)
+    layer.gemm = GemmShape(m, 1, k_pad, (1, 1), (1, 1), (0, 0, 0, 0), m, 1, n_pad)
 
 
 def _slice_inputs(plan: Plan, layer: Layer, out: DramTensor) -> None:
@@ -198,6 +321,11 @@ def _gemm_shape(plan: Plan, layer: Layer) -> None:
         else:
             dense = block_diagonal(weight, group) if group > 1 else weight
             matrix = _conv_matrix(dense, src.channels, im2col, dim)
+    elif src.layout == "tokens":  # a 1x1 convolution over the tokens
+        shape = GemmShape(
+            src.h, 1, src.channels, (1, 1), (1, 1), (0, 0, 0, 0), out.h, 1, out.channels
+        )
+        matrix = _conv_matrix(weight[:, :, None, None], src.channels, False, dim)
     else:
         # FC: a convolution whose kernel covers the (flattened, NCHW-ordered) input image.
         if src.h * src.w * src.logical_channels != weight.shape[1]:

@@ -26,6 +26,9 @@ KINDS = {
     "channel_slice": "slice",
     "upsample": "upsample",
     "depth_to_space": "upsample",  # the same copies into ACC and strided stores
+    "batch_matmul": "matmul",  # a gemm per head whose weights are the second activation
+    "split_heads": "alias",
+    "merge_heads": "alias",
 }
 HOST_OPS = {"softmax"}
 
@@ -48,6 +51,9 @@ def run(plan: Plan) -> Plan:
                 out = graph.tensors[node.output].shape
                 weight = node.params["weight"]
                 layer.macs = int(math.prod(out)) * int(math.prod(weight.shape[1:]))
+            elif node.op == "batch_matmul":
+                out = graph.tensors[node.output].shape
+                layer.macs = int(math.prod(out)) * graph.tensors[node.inputs[0]].shape[3]
         else:
             raise CompileError(
                 node.name, node.op, "has no accelerator mapping", supported=", ".join(sorted(KINDS))

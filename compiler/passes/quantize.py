@@ -38,12 +38,31 @@ _CALIBRATED = (
     "host",
     "concat",
     "table",
+    "batch_matmul",
 )
 #: Producers that can requantize their output to any scale (so, to a concat's).
-_RESCALING = ("conv", "gemm", "avgpool", "global_avgpool", "add", "scale", "host", "table")
+_RESCALING = (
+    "conv",
+    "gemm",
+    "avgpool",
+    "global_avgpool",
+    "add",
+    "scale",
+    "host",
+    "table",
+    "batch_matmul",
+)
 #: Producers whose STORE can apply a table (the table nodes fuse into them).
 _TABLE_PRODUCERS = ("conv", "gemm", "add", "scale")
-_SAME_SCALE = ("maxpool", "flatten", "upsample", "depth_to_space", "channel_slice")
+_SAME_SCALE = (
+    "maxpool",
+    "flatten",
+    "upsample",
+    "depth_to_space",
+    "channel_slice",
+    "split_heads",
+    "merge_heads",
+)
 #: ONNX ops that only move, select or take the maximum of values: a host node of these alone
 #: gives its output its input's scale, so its int8 codes pass through exactly.
 CODE_EXACT_OPS = frozenset(
@@ -349,6 +368,16 @@ def _scale_q(g: Graph, node: Node) -> None:
     node.params = {"mult": mult, "shift": shift, "clamp": clamp}
 
 
+def _batch_matmul(g: Graph, node: Node) -> None:
+    """a @ b of two activations (times the folded scalar ``alpha``), requantized from
+    ``s_a * s_b * alpha`` to the output scale."""
+    alpha = float(node.params.get("alpha", np.ones(1))[0])
+    ratio = _scale(g, node.inputs[0]) * _scale(g, node.inputs[1]) * alpha / _scale(g, node.output)
+    mult, shift = _rescale(node, np.array([ratio]), "output")
+    clamp = _clamp(node.attrs["act"], _scale(g, node.output), g.tensors[node.output].zero_point)
+    node.params = {"mult": mult, "shift": shift, "clamp": clamp}
+
+
 def _fuse_tables(g: Graph) -> None:
     """Each table node becomes the ``table`` act of the conv, gemm, add or scale before it:
     that node's STORE maps its int8 output (at its own calibrated scale) through the function
@@ -409,4 +438,7 @@ _QUANTIZERS = {
     "upsample": _no_params,
     "table": _no_params,  # fused afterwards (_fuse_tables)
     "depth_to_space": _no_params,
+    "batch_matmul": _batch_matmul,
+    "split_heads": _no_params,
+    "merge_heads": _no_params,
 }

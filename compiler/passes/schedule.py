@@ -116,7 +116,31 @@ def _tile_lines(plan: Plan, name: str, local: int, oy0: int, mt: int, nb0: int, 
     return Op("load", desc=desc)
 
 
+def _activation_weights(
+    plan: Plan, layer: Layer, wgt_base: int, head: int, nb0: int, nbc: int, k0: int, kc: int
+) -> Op:
+    """batch_matmul: WGT tile (k, j) line r is pixel (k0 + k)*dim + r of the second input, the
+    dim channels of output block nb0 + j of this head; pixels past its K rows load as 0."""
+    dim = plan.dim
+    b = plan.tensor(layer.inputs[1])
+    heads = plan.graph.tensors[layer.inputs[1]].shape[1]
+    ps = b.pixel_stride
+    desc = DescSpec(
+        "WGT",
+        wgt_base,
+        b.name,
+        b.offset + k0 * dim * ps + head * (b.channels // heads) + nb0 * dim,
+        [(kc, dim * ps, nbc * dim, dim, 0), (nbc, dim, dim, 0, 0), (dim, ps, 1, 1, 0)],
+        y0=k0 * dim,
+        height=b.h,
+        pad_value=0,
+    )
+    return Op("load", desc=desc)
+
+
 def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
+    """conv / gemm, and batch_matmul: the same walk once per head, its weights read from the
+    second input's lines (:func:`_activation_weights`) instead of the layer's weight tiles."""
     shape, tiling = layer.gemm, layer.tiling
     assert shape is not None and tiling is not None
     dim = plan.dim
@@ -126,7 +150,9 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     pt, pl = shape.pads[0], shape.pads[1]
     cb_total = shape.in_channels // dim
     chunks, blocks = shape.chunks(dim), shape.out_channels // dim
-    residual = layer.inputs[1] if len(layer.inputs) > 1 else None
+    matmul = layer.kind == "matmul"
+    heads = plan.graph.tensors[layer.inputs[0]].shape[1] if matmul else 1
+    residual = layer.inputs[1] if len(layer.inputs) > 1 and not matmul else None
     n_groups = groups(blocks, tiling.n_blocks)
     k_groups = groups(chunks, tiling.k_group)
     m_tiles = groups(shape.out_h, tiling.rows_per_tile)
@@ -142,10 +168,14 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     layer.weight_blocks = [
         (nb0, nbc, k0, kc, blocks_at[(nb0, k0)])
         for (nb0, nbc), (k0, kc) in itertools.product(n_groups, k_groups)
+        if not matmul
     ]
 
     steps: list[Step] = []
-    for tile, ((nb0, nbc), (oy0, rows)) in enumerate(itertools.product(n_groups, m_tiles)):
+    for tile, (head, (nb0, nbc), (oy0, rows)) in enumerate(
+        itertools.product(range(heads), n_groups, m_tiles)
+    ):
+        out_nb0 = head * blocks + nb0  # the output block of this head's columns
         mt = rows * shape.out_w
         acc_base = (tile % 2) * halves.acc
         slot = (tile % PARAM_SLOTS) * halves.param
@@ -154,7 +184,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
             act_base, wgt_base = half * halves.act, half * halves.wgt
             step = Step(tile=tile, first_of_tile=gi == 0)
             if gi == 0:
-                step.loads.append(_param_load(plan, layer, slot, nb0, nbc))
+                step.loads.append(_param_load(plan, layer, slot, out_nb0, nbc))
                 if residual is not None:
                     step.loads.append(
                         _tile_lines(plan, residual, act_base + kc * mt, oy0, mt, nb0, nbc)
@@ -172,7 +202,10 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                     "ACT",
                     act_base + (first - k0) * mt,
                     src.name,
-                    src.offset + (y0 * src.w + x0) * src.pixel_stride + cb * dim,
+                    src.offset
+                    + (y0 * src.w + x0) * src.pixel_stride
+                    + cb * dim
+                    + head * shape.in_channels,
                     [
                         (count, dim, mt, 0, 0),
                         (rows, sh * src.w * src.pixel_stride, shape.out_w, sh, 0),
@@ -185,18 +218,19 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                     pad_value=zero_point(plan.graph, layer.inputs[0]),  # real 0
                 )
                 step.loads.append(Op("load", desc=desc))
-            step.loads.append(
-                Op(
-                    "load",
-                    desc=DescSpec(
-                        "WGT",
-                        wgt_base,
-                        weight_symbol(layer),
-                        blocks_at[(nb0, k0)],
-                        [(kc * nbc * dim, dim, 1)],
-                    ),
+            if matmul:
+                step.loads.append(
+                    _activation_weights(plan, layer, wgt_base, head, nb0, nbc, k0, kc)
                 )
-            )
+            else:
+                wdesc = DescSpec(
+                    "WGT",
+                    wgt_base,
+                    weight_symbol(layer),
+                    blocks_at[(nb0, k0)],
+                    [(kc * nbc * dim, dim, 1)],
+                )
+                step.loads.append(Op("load", desc=wdesc))
             if gi == 0:
                 step.compute.append(
                     Op(
@@ -232,7 +266,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 )
             )
             if gi == len(k_groups) - 1:
-                step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, nb0, nbc))
+                step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, out_nb0, nbc))
             steps.append(step)
     return steps
 
@@ -598,6 +632,7 @@ def _with_tokens(steps: list[Step]) -> list[Op]:
 def run(plan: Plan) -> Plan:
     builders = {
         "gemm": _gemm_steps,
+        "matmul": _gemm_steps,
         "pool": _pool_steps,
         "add": _eltwise_steps,
         "scale": _eltwise_steps,

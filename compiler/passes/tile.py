@@ -58,7 +58,7 @@ def _gemm_tiling(layer: Layer, budget: Budget) -> Tiling:
     assert shape is not None
     dim = budget.dim
     chunks, blocks = shape.chunks(dim), shape.out_channels // dim
-    residual = len(layer.inputs) > 1
+    residual = layer.kind == "gemm" and len(layer.inputs) > 1
     best: Tiling | None = None
     for rows in range(1, shape.out_h + 1):
         mt = rows * shape.out_w
@@ -221,12 +221,32 @@ def _upsample_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
     return best
 
 
+def _check_param(layer: Layer, config: AccelConfig, budget: Budget) -> None:
+    """PARAM must give each of the PARAM_SLOTS slots a line per input stream (two for an
+    add), below the layer's lookup table if it has one: say so, naming ``param_lines``."""
+    streams = 2 if layer.kind == "add" else 1
+    if budget.param >= streams:
+        return
+    table = isa.table_lines(config.cols) if uses_table(layer) else 0
+    need = PARAM_SLOTS * streams + table
+    lines = config.param_lines
+    raise CompileError(
+        layer.name,
+        layer.node.op,
+        f"PARAM has {lines} line{'s' * (lines != 1)} (config param_lines={lines}); this layer "
+        f"needs {need}: {PARAM_SLOTS} slots of {streams} line{'s' * (streams != 1)}"
+        + (f" plus {table} for its lookup table" if table else "")
+        + f" (use param_lines >= {1 << (need - 1).bit_length()})",
+    )
+
+
 def run(plan: Plan) -> Plan:
     for layer in plan.accel_layers():
         budget = Budget(plan, layer)
+        _check_param(layer, plan.config, budget)
         if layer.kind == "gemm" and layer.gemm is not None and layer.gemm.depthwise:
             layer.tiling = _dw_tiling(layer, budget)
-        elif layer.kind == "gemm":
+        elif layer.kind in ("gemm", "matmul"):
             layer.tiling = _gemm_tiling(layer, budget)
         elif layer.kind == "pool":
             layer.tiling = _pool_tiling(layer, plan, budget)

@@ -21,10 +21,12 @@ from .mobilenet import mobilenetv2
 from .resnets import RESIDUAL_GAMMA_SCALE, RESNET_SPECS, ResNetSpec, resnet
 from .small import mlp, small_cnn
 from .squeezenet import squeezenet
+from .transformers import bert, vit
 from .unet import unet
 
 __all__ = [
     "DEFAULT_IMAGE_SIZES",
+    "bert",
     "efficientnet",
     "googlenet",
     "MODELS",
@@ -40,6 +42,7 @@ __all__ = [
     "small_cnn",
     "squeezenet",
     "unet",
+    "vit",
 ]
 
 #: Names :func:`build` knows; ``"resnet"`` is ResNet-18.
@@ -53,6 +56,8 @@ MODELS: tuple[str, ...] = (
     "squeezenet",
     "googlenet",
     "unet",
+    "vit",
+    "bert",
     "cnn",
     "mlp",
     "digits",
@@ -69,6 +74,7 @@ DEFAULT_IMAGE_SIZES: dict[str, int] = {
     "squeezenet": 224,
     "googlenet": 224,
     "unet": 224,
+    "vit": 224,
     "cnn": 32,
 }
 
@@ -82,7 +88,16 @@ _IMAGE_BUILDERS: dict[str, Callable[[int, int], onnx.ModelProto]] = {
     "squeezenet": lambda size, seed: squeezenet(image_size=size, seed=seed),
     "googlenet": lambda size, seed: googlenet(image_size=size, seed=seed),
     "unet": lambda size, seed: unet(image_size=size, seed=seed),
+    "vit": lambda size, seed: vit(image_size=size, seed=seed),
     "cnn": lambda size, seed: small_cnn(image_size=size, seed=seed),
+}
+
+
+#: Models whose input is not an image.
+_TOKEN_BUILDERS: dict[str, Callable[[int], onnx.ModelProto]] = {
+    "mlp": lambda seed: mlp(seed=seed),
+    "bert": lambda seed: bert(seed=seed),
+    "digits": lambda seed: _digits.digits(seed=seed),
 }
 
 
@@ -105,10 +120,10 @@ def build(name: str, *, image_size: int | None = None, seed: int = 0) -> onnx.Mo
         On an unknown name (the message lists the known ones), an ``image_size`` given for the
         MLP, an ``image_size`` the model cannot take, or a negative seed.
     """
-    if name in ("mlp", "digits"):
+    if name in _TOKEN_BUILDERS:
         if image_size is not None:
             raise ValueError(f"model {name!r} takes no image size, got image_size={image_size!r}")
-        return mlp(seed=seed) if name == "mlp" else _digits.digits(seed=seed)
+        return _TOKEN_BUILDERS[name](seed)
     if name not in _IMAGE_BUILDERS:
         raise ValueError(f"unknown model {name!r}; known models: {', '.join(MODELS)}")
     size = DEFAULT_IMAGE_SIZES[name] if image_size is None else image_size

@@ -33,6 +33,7 @@ from xml.etree import ElementTree
 import cocotb_tools.config
 from cocotb_tools.runner import Verilator as _CocotbVerilator
 
+from sim.verilate.build_progress import watch
 from sim.verilate.toolchain import ToolchainError, find_toolchain, fst_missing_message
 
 log = logging.getLogger("cosim.build")
@@ -316,6 +317,20 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _last_build(root: Path, spec: BuildSpec) -> str:
+    """How long the newest earlier build of this design and config took, as a hint."""
+    stamps = sorted(
+        root.glob(f"{spec.design}-{spec.config_name}-*/{_STAMP}"), key=lambda p: p.stat().st_mtime
+    )
+    for stamp in reversed(stamps):
+        try:
+            seconds = json.loads(stamp.read_text())["build_seconds"]
+            return f"the last build of it took {seconds:.0f} s"
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return "no earlier build of it here"
+
+
 def build(
     spec: BuildSpec,
     root: Path = BUILD_ROOT,
@@ -348,9 +363,15 @@ def build(
         vlt.write_text(_vlt_text(spec))
         runner = runner_class(spec, vlt)
         build_log = build_dir / "build.log"
-        log.info("verilator build: %s (log: %s)", build_dir.name, build_log)
+        log.info(
+            "building the Verilator model %s for config %s (%s; log: %s)",
+            spec.design,
+            spec.config_name,
+            _last_build(root, spec),
+            build_log,
+        )
         try:
-            with cocotb_environ():
+            with cocotb_environ(), watch(build_dir):
                 runner.build(
                     sources=[*spec.sources],
                     hdl_toplevel=spec.toplevel,
@@ -367,7 +388,7 @@ def build(
         seconds = time.perf_counter() - start
         stats = {"key": key, "build_seconds": round(seconds, 2), "toolchain": tc.fingerprint}
         stamp.write_text(json.dumps(stats, indent=2))
-        log.info("verilator build done: %s (%.1f s)", build_dir.name, seconds)
+        log.info("verilator build done: %s in %.1f s", build_dir.name, seconds)
         return BuiltModel(spec, build_dir, key, False, seconds, stats)
 
 

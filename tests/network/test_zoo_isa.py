@@ -26,6 +26,8 @@ CASES = [
     ("googlenet", 64, "default"),
     ("unet", 64, "default"),
     ("unet", 32, "tiny"),
+    ("vit", 64, "default"),
+    ("bert", None, "default"),
 ]
 
 

@@ -345,6 +345,8 @@ def test_models_and_name_resolution(built: Builder) -> None:
         "squeezenet",
         "googlenet",
         "unet",
+        "vit",
+        "bert",
         "cnn",
         "mlp",
         "digits",

@@ -1,0 +1,185 @@
+"""Import of attention as exporters write it: the heads views and the MatMul of two activations.
+
+A mixin of the ONNX importer (:mod:`compiler.onnx_import`), for these node patterns:
+
+- ``Reshape`` of tokens (1, T, F) to (1, T, H, F/H) read only by ``Transpose`` perm (0, 2, 1, 3):
+  one ``split_heads`` view (1, H, T, F/H); ``Transpose`` (0, 2, 1, 3) of (1, H, T, d) read only
+  by ``Reshape`` to (1, T, H*d): one ``merge_heads`` view back to tokens. (The Reshape, or the
+  Transpose, stands for nothing on its own: its value is the view's input, ``pending_views``.)
+  Any other Transpose - ``k`` transposed for ``q @ k^T`` - goes to the host, which moves codes
+  exactly.
+- ``MatMul`` of two activations (1, H, M, K) @ (1, H, K, N): ``batch_matmul``.
+- ``Mul`` or ``Div`` of a ``batch_matmul`` output (read only there) by a scalar constant - the
+  1/sqrt(d) of attention scores: folded into the product (param ``alpha``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+
+from .errors import CompileError
+from .ir import Node, Tensor
+
+__all__ = ["AttentionImport"]
+
+_SPLIT_PERM = (0, 2, 1, 3)
+
+
+class AttentionImport:
+    """Handlers for the attention patterns; the importer provides the helpers used here."""
+
+    proto: onnx.ModelProto
+    forced: Any  # ONNX node index -> why it goes to the host
+    nodes: list[Node]
+    tensors: dict[str, Tensor]
+    alias: dict[str, str]
+    consts: dict[str, np.ndarray]
+    uses: Any
+    #: ONNX value -> (view op, heads) for a Reshape/Transpose awaiting its partner
+    pending_views: dict[str, tuple[str, int]]
+
+    # provided by the importer
+    def _act(self, node: onnx.NodeProto, name: str, i: int, *, int8: bool | None = False) -> str:
+        raise NotImplementedError
+
+    def _shape(self, ir_name: str) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def _emit(self, node: onnx.NodeProto, name: str, op: str, inputs: list[str],
+              shape: tuple[int, ...], attrs: dict[str, Any] | None = None,
+              params: dict[str, np.ndarray] | None = None) -> Node:  # fmt: skip
+        raise NotImplementedError
+
+    @staticmethod
+    def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _only_reader(self, value: str) -> onnx.NodeProto | None:
+        """The one node reading ``value`` (not a graph output), unless it is forced to the
+        host: then this half of a view goes there too."""
+        readers = [(i, n) for i, n in enumerate(self.proto.graph.node) if value in n.input]
+        outputs = {o.name for o in self.proto.graph.output}
+        if len(readers) != 1 or value in outputs or readers[0][0] in self.forced:
+            return None
+        return readers[0][1]
+
+    def _target_shape(self, node: onnx.NodeProto) -> tuple[int, ...] | None:
+        """A Reshape's target, its 0s and one -1 resolved; None if not a constant."""
+        shape = self.consts.get(node.input[1]) if len(node.input) > 1 else None
+        if shape is None:
+            return None
+        source = self._shape(self.alias[node.input[0]]) if node.input[0] in self.alias else ()
+        dims = [int(v) for v in shape.reshape(-1)]
+        size = int(np.prod(source)) if source else 0
+        dims = [source[i] if v == 0 and i < len(source) else v for i, v in enumerate(dims)]
+        if dims.count(-1) == 1 and size:
+            rest = int(np.prod([v for v in dims if v != -1]))
+            dims[dims.index(-1)] = size // rest if rest else -1
+        return tuple(dims)
+
+    # -- views -----------------------------------------------------------------------------
+
+    def _heads_reshape(self, node: onnx.NodeProto, name: str) -> bool:
+        """A Reshape that is half of a heads view: True if handled (see the module doc)."""
+        value = node.input[0]
+        target = self._target_shape(node)
+        if value in self.pending_views:  # Transpose (0, 2, 1, 3) then this: merge
+            kind, heads = self.pending_views[value]
+            x = self.alias[value]
+            _, h, t, d = self._shape(x)
+            if kind != "merge" or target != (1, t, h * d):
+                raise CompileError(name, node.op_type, f"Reshape to {target} after a head merge")
+            self._emit(node, name, "merge_heads", [x], (1, t, 1, h * d))
+            return True
+        if value not in self.alias or target is None or len(target) != 4:
+            return False
+        x = self.alias[value]
+        shape = self._shape(x)
+        reader = self._only_reader(node.output[0])
+        if not (len(shape) == 4 and shape[2] == 1 and target[:2] == (1, shape[1])):
+            return False
+        heads, d = target[2], target[3]
+        perm = tuple(self._attrs(reader).get("perm", ())) if reader is not None else ()
+        if heads * d != shape[3] or reader is None or reader.op_type != "Transpose":
+            return False
+        if perm != _SPLIT_PERM:
+            return False  # e.g. k^T: Reshape and Transpose go to the host together
+        self.pending_views[node.output[0]] = ("split", heads)
+        self.alias[node.output[0]] = x
+        return True
+
+    def _op_Transpose(self, node: onnx.NodeProto, name: str) -> None:
+        perm = tuple(int(p) for p in self._attrs(node).get("perm", ()))
+        value = node.input[0]
+        if value in self.pending_views and perm == _SPLIT_PERM:
+            _, heads = self.pending_views[value]
+            x = self.alias[value]
+            _, t, _, f = self._shape(x)
+            self._emit(node, name, "split_heads", [x], (1, heads, t, f // heads), {"heads": heads})
+            return
+        x = self._act(node, name, 0)
+        shape = self._shape(x)
+        reader = self._only_reader(node.output[0])
+        if perm == _SPLIT_PERM and len(shape) == 4 and reader is not None:
+            target = self._target_shape(reader) if reader.op_type == "Reshape" else None
+            if target == (1, shape[2], shape[1] * shape[3]):
+                self.pending_views[node.output[0]] = ("merge", shape[1])
+                self.alias[node.output[0]] = x
+                return
+        raise CompileError(
+            name,
+            node.op_type,
+            f"Transpose {perm} of {shape} is not a view of attention heads",
+            "(0, 2, 1, 3) between a Reshape of tokens and heads (the host moves other data)",
+        )
+
+    # -- products --------------------------------------------------------------------------
+
+    def _batch_matmul(self, node: onnx.NodeProto, name: str) -> None:
+        a, b = self._act(node, name, 0), self._act(node, name, 1)
+        sa, sb = self._shape(a), self._shape(b)
+        if len(sa) != 4 or len(sb) != 4 or sa[:2] != sb[:2] or sa[0] != 1 or sa[3] != sb[2]:
+            raise CompileError(
+                name,
+                node.op_type,
+                f"MatMul of activations {sa} and {sb} is not supported",
+                "(1, H, M, K) @ (1, H, K, N)",
+            )
+        self._emit(node, name, "batch_matmul", [a, b], (*sa[:3], sb[3]), {"act": None})
+
+    def _scaled_product(self, node: onnx.NodeProto, name: str) -> bool:
+        """Mul/Div of a batch_matmul output by a scalar constant: folded; False if not that."""
+        for i in (0, 1) if node.op_type == "Mul" else (0,):
+            value, other = node.input[i], node.input[1 - i]
+            c = self.consts.get(other)
+            ir = next((n for n in self.nodes if n.output == self.alias.get(value)), None)
+            if c is None or c.size != 1 or ir is None or ir.op != "batch_matmul":
+                continue
+            if self.uses[value] != 1 or not np.isfinite(c).all() or float(c.reshape(())) <= 0:
+                continue
+            factor = float(c.reshape(()))
+            factor = 1.0 / factor if node.op_type == "Div" else factor
+            alpha = float(ir.params.get("alpha", np.ones(1, np.float32))[0]) * factor
+            ir.params["alpha"] = np.array([alpha], np.float32)
+            shape = self._shape(ir.output)
+            del self.tensors[ir.output]
+            ir.output = node.output[0]
+            ir.onnx_nodes.append(name)
+            self.tensors[ir.output] = Tensor(ir.output, shape)
+            self.alias[ir.output] = ir.output
+            return True
+        return False
+
+    def _op_Div(self, node: onnx.NodeProto, name: str) -> None:
+        if not self._scaled_product(node, name):
+            raise CompileError(
+                name,
+                node.op_type,
+                "Div is supported as the scale of a MatMul of two activations",
+                "MatMul(q, k^T) / constant",
+            )

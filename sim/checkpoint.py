@@ -1,0 +1,188 @@
+"""Run a range of a device program's layers from its checkpoint: the DRAM state at a layer
+boundary, known from the integer reference.
+
+Why this works without a new program: every layer ends with a PERF record and a barrier
+(STORE -> COMPUTE -> LOAD SYNCs, ``compiler/passes/schedule.py``); token pushes and pops balance
+within a layer, so past the barrier no token is outstanding and every tensor a later layer reads
+is in DRAM. Descriptors are fetched on demand by index. So the executable's own image runs layers
+``[first, stop)`` when
+
+- DRAM holds the program's inputs and the outputs of the layers before the start, from the
+  reference, written in program order (a buffer the allocator reused holds its latest tensor,
+  as in the sequential run);
+- ``insn_base`` points at the start layer's first instruction, and every instruction from layer
+  ``stop`` on is *hollowed*: replaced by a SYNC of the same queue with the same dependency flags
+  (:func:`hollow`), up to the program's own END.
+
+Nothing is re-emitted: the layers run exactly the instructions, descriptors and addresses of the
+sequential run, on any backend. (A per-shard program slice from the compiler would need its own
+descriptor table and memory map, i.e. a second code path to keep bit-exact.)
+
+Cycles, measured on the RTL (``tests/network/test_shards.py`` checks it):
+
+- The end. The fetch unit reads ahead and dispatches the next layer's instructions into the
+  queues while a layer runs (they wait behind its barrier); that instruction traffic shares the
+  DRAM port with the layer's loads. An END right after the range stops it: a DRAM-bound layer
+  then ran up to 16 cycles faster, with fewer DRAM bytes read. The hollow tail keeps every
+  instruction word where it was, so fetch and dispatch behave as in the sequential run up to
+  the range's last PERF record; after it the SYNCs drain in about one cycle each.
+- The start. A layer started cold takes 0..8 cycles fewer than in the sequential run, whose
+  window opens at the previous PERF record with the barrier and the prefetched stream in flight.
+  So a range that does not start at its program's first layer starts one layer earlier, at the
+  *warm-up* layer, run in full and not reported; its PERF record opens the first layer's
+  window. (A hollowed warm-up is not enough: the queues then hold other instructions when the
+  record is written, and layers came out 3 cycles off.)
+
+With both, every reported layer's cycles, DRAM bytes and counters equal the sequential run's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from arch import isa
+from arch.executable import DeviceProgram, Executable
+from sim.backends.base import DeviceResult, DeviceRun
+from sim.guard import Guard, guard_image
+from sim.host import _pixels, device_image, read_tensor, tensor_bytes
+from sim.run import LayerResult, _perf_records, check_layers
+
+#: Layers run (unreported) before a range that starts inside its program; see the docstring.
+WARMUP_LAYERS = 1
+DEP_FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Layers ``[first, stop)`` of device program ``program`` (an index among the
+    executable's device programs)."""
+
+    program: int
+    first: int
+    stop: int
+
+    @property
+    def start(self) -> int:
+        """The layer the run starts at: ``first``, or the warm-up layer before it."""
+        return max(0, self.first - WARMUP_LAYERS)
+
+    def label(self, exe: Executable) -> str:
+        layers = exe.programs[self.program].layers
+        first, last = layers[self.first].name, layers[self.stop - 1].name
+        return first if self.stop - self.first == 1 else f"{first}..{last}"
+
+
+@dataclass
+class Prepared:
+    """A piece's device run and its guard bands."""
+
+    piece: Piece
+    run: DeviceRun
+    guard: Guard
+
+
+def prepare(
+    exe: Executable, piece: Piece, values: dict[str, np.ndarray], max_cycles: int
+) -> Prepared:
+    """The DRAM image and launch registers that run ``piece`` from its checkpoint; ``values``
+    holds the reference tensors (at least the program's inputs and the outputs of its layers
+    before ``piece.start``)."""
+    program = exe.programs[piece.program]
+    image = device_image(program, values)
+    for layer in program.layers[: piece.start]:
+        tensor = program.tensors[layer.output]
+        image[_pixels(tensor)] = tensor_bytes(tensor, values[layer.output])
+    base = program.launch.insn_base
+    if piece.stop < len(program.layers):
+        at = base + program.layers[piece.stop].insn_range[0] * isa.INSN_BYTES
+        end = base + (program.instructions - 1) * isa.INSN_BYTES  # the program's END
+        image[at:end] = _hollow_program(program)[at - base : end - base]
+    regions = [(r.name, r.addr, r.nbytes) for r in program.regions]
+    image, guard = guard_image(image, regions)
+    start = program.layers[piece.start].insn_range[0]
+    launch = dataclasses.replace(program.launch, insn_base=base + start * isa.INSN_BYTES)
+    run = DeviceRun(
+        image,
+        launch,
+        max_cycles=max_cycles,
+        dump_size=guard.size,
+        perf_records=(program.perf_base, len(program.layers)),
+    )
+    return Prepared(piece, run, guard)
+
+
+def hollow(words: np.ndarray) -> np.ndarray:
+    """Instructions (bytes) with every one replaced by a SYNC of the same queue and the same
+    dependency flags: fetched, dispatched and token-ordered like the original, doing nothing."""
+    out = words.copy().reshape(-1, isa.INSN_BYTES)
+    for row in out:
+        insn = isa.decode_insn(int.from_bytes(row.tobytes(), "little"))
+        if insn.opcode in (isa.Opcode.END, isa.Opcode.SYNC):
+            continue
+        flags = tuple(flag for flag in DEP_FLAGS if insn.fields.get(f"deps.{flag}"))
+        word = isa.make("sync", flags, queue=insn.queue).encode()
+        row[:] = np.frombuffer(word.to_bytes(isa.INSN_BYTES, "little"), dtype=np.uint8)
+    return out.reshape(-1)
+
+
+_HOLLOW: dict[int, tuple[DeviceProgram, np.ndarray]] = {}
+
+
+def _hollow_program(program: DeviceProgram) -> np.ndarray:
+    """The program's instructions hollowed (cached per program: a network's pieces share it)."""
+    cached = _HOLLOW.get(id(program))
+    if cached is None or cached[0] is not program:
+        base = program.launch.insn_base
+        words = program.image[base : base + program.instructions * isa.INSN_BYTES]
+        cached = _HOLLOW[id(program)] = (program, hollow(words))
+    return cached[1]
+
+
+def needs(exe: Executable, piece: Piece) -> list[str]:
+    """The tensors :func:`prepare` writes: the program's inputs and earlier layers' outputs."""
+    program = exe.programs[piece.program]
+    return [*program.inputs, *(layer.output for layer in program.layers[: piece.start])]
+
+
+def first_insn(exe: Executable, piece: Piece) -> int:
+    """The program's instruction index where the run starts (its ``pc`` 0)."""
+    return exe.programs[piece.program].layers[piece.start].insn_range[0]
+
+
+def check(
+    exe: Executable,
+    piece: Piece,
+    result: DeviceResult,
+    reference: dict[str, np.ndarray],
+) -> tuple[list[LayerResult], dict[str, int], dict[str, np.ndarray]]:
+    """The piece's layers checked against the reference (cycles and counters from its PERF
+    records, the warm-up layer's record as the first window's start); the counters the piece
+    adds to its program's total (up to END if it ends the program, else up to its last PERF
+    record); and the program outputs it produced."""
+    program = exe.programs[piece.program]
+    ran = dataclasses.replace(program, layers=program.layers[piece.start : piece.stop])
+    layers = check_layers(exe, ran, result.dram, reference)[piece.first - piece.start :]
+    records = _perf_records(ran, result.dram)
+    keys = [k for k in records[-1] if k not in ("tag", "reserved")]
+    end = records[-1]
+    if piece.stop == len(program.layers):  # up to END: the counters the backend read at the end
+        end = {k: result.perf.get(k, end[k]) for k in keys}
+    begin = records[0] if piece.first > piece.start else dict.fromkeys(keys, 0)
+    counters = {k: int(end[k]) - int(begin[k]) for k in keys}
+    produced = {layer.output for layer in program.layers[piece.first : piece.stop]}
+    outputs = {
+        name: read_tensor(program.tensors[name], result.dram, exe.reference.tensors[name].shape)
+        for name in program.outputs
+        if name in produced
+    }
+    return layers, counters, outputs
+
+
+def stopped_layer(exe: Executable, piece: Piece, error_index: int) -> str:
+    """Where a piece stopped: the layer of its ``error_index`` (counted from its start)."""
+    program: DeviceProgram = exe.programs[piece.program]
+    layer = program.layer_of(error_index + first_insn(exe, piece))
+    return f"layer {layer.name}" if layer else "outside any layer"

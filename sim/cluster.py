@@ -1,0 +1,157 @@
+"""The distributed engine of shards and sweeps: Dask (``dask.distributed``), no scheduler of ours.
+
+Where the work runs (:func:`open_client`):
+
+- by default a ``LocalCluster`` on this machine: one single-threaded worker process per job, at
+  most one per core;
+- ``DASK_SCHEDULER=tcp://host:port``: an existing cluster (``dask scheduler`` + ``dask worker``
+  started by hand, or any dask-jobqueue cluster's ``scheduler_address``);
+- ``DASK_CLUSTER=slurm`` (or ``pbs``, ``lsf``, ``sge``, ``htcondor``, ``oar``, ``moab``): a
+  dask-jobqueue cluster configured by the ``jobqueue.<name>`` section of the Dask config
+  (``~/.config/dask/jobqueue.yaml``, or the file ``DASK_CONFIG`` names; an example is
+  ``docs/dask-jobqueue.yaml``), scaled to the number of jobs.
+
+A task is a plain function of plain data (:func:`run_device`): the device runs (DRAM image and
+launch registers), the config as JSON and the Verilator build's cache key. The worker builds the
+model or reuses the cached build (``build/verilator/``, keyed by content: on a shared file system
+one build serves every worker; the build's file lock keeps two workers from building it at
+once) and refuses to run a build whose key differs from the client's (other RTL, flags or
+toolchain on that machine). A worker that dies (killed, out of memory) is Dask's to handle: the
+scheduler re-runs its tasks on another worker, up to ``distributed.scheduler.allowed-failures``
+(default 3) times.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from arch.config import AccelConfig
+from sim.backends.base import DeviceResult, DeviceRun, RunOptions
+
+SCHEDULER_ENV = "DASK_SCHEDULER"
+CLUSTER_ENV = "DASK_CLUSTER"
+JOBQUEUE_CLUSTERS = {
+    "slurm": "SLURMCluster",
+    "pbs": "PBSCluster",
+    "lsf": "LSFCluster",
+    "sge": "SGECluster",
+    "htcondor": "HTCondorCluster",
+    "oar": "OARCluster",
+    "moab": "MoabCluster",
+}
+#: Backends whose tasks carry a Verilator build key.
+BUILT_BACKENDS = ("rtl", "pyverilator")
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot be reached or set up; the message names the setting."""
+
+
+class BuildMismatch(RuntimeError):
+    """A worker's Verilator build differs from the client's."""
+
+
+class WorkerFailed(RuntimeError):
+    """A task whose workers kept dying (Dask gave up after its allowed failures)."""
+
+
+class Task:
+    """A submitted task: :meth:`result` waits for it; a task whose workers kept dying is
+    :class:`WorkerFailed`, naming it."""
+
+    def __init__(self, label: str, future: Any) -> None:
+        self.label, self.future = label, future
+
+    def result(self) -> Any:
+        from distributed.scheduler import KilledWorker
+
+        try:
+            return self.future.result()
+        except KilledWorker as exc:
+            raise WorkerFailed(
+                f"{self.label}: its worker died on every try ({exc}); see the workers' logs "
+                "(out of memory?) or raise distributed.scheduler.allowed-failures"
+            ) from None
+
+
+def build_key(backend: str, config: AccelConfig) -> str | None:
+    """Build (or reuse) the backend's Verilator model here and return its cache key."""
+    if backend == "rtl":
+        from sim.backends.accelerator import build_accelerator
+
+        return build_accelerator(config).key
+    if backend == "pyverilator":
+        from sim.backends import pyverilator
+
+        return pyverilator.build_accelerator(config).key
+    return None
+
+
+def run_device(
+    backend: str, config_json: str, runs: Sequence[DeviceRun], key: str | None, workdir: str
+) -> list[DeviceResult]:
+    """The task a worker runs: ``runs`` on ``backend`` in one simulator process, after building
+    or reusing the model whose cache key must be ``key``. Each attempt has its own directory
+    under ``workdir`` (a retried task never meets the files of a killed one)."""
+    from sim.backends.registry import get_backend
+
+    config = AccelConfig.from_json(config_json)
+    if key is not None:
+        here = build_key(backend, config)
+        if here != key:
+            raise BuildMismatch(
+                f"worker build key {here} differs from the client's {key}: the worker has other "
+                "RTL, flags or toolchain; install the same checkout on every worker"
+            )
+    attempt = Path(workdir) / uuid.uuid4().hex[:8]
+    return get_backend(backend).run(config, runs, RunOptions(workdir=attempt))
+
+
+def _jobqueue(kind: str, workers: int) -> Any:
+    if kind not in JOBQUEUE_CLUSTERS:
+        raise ClusterError(
+            f"{CLUSTER_ENV}={kind!r} is not a dask-jobqueue cluster; use one of "
+            f"{', '.join(JOBQUEUE_CLUSTERS)} (or {SCHEDULER_ENV}=tcp://host:port)"
+        )
+    import dask_jobqueue
+
+    cluster = getattr(dask_jobqueue, JOBQUEUE_CLUSTERS[kind])()
+    cluster.scale(workers)
+    return cluster
+
+
+@contextlib.contextmanager
+def open_client(workers: int) -> Iterator[Any]:
+    """A ``distributed.Client`` for ``workers`` parallel jobs (see the module docstring)."""
+    from distributed import Client, LocalCluster
+
+    address = os.environ.get(SCHEDULER_ENV)
+    kind = os.environ.get(CLUSTER_ENV)
+    with contextlib.ExitStack() as stack:
+        try:
+            if address:
+                client = stack.enter_context(Client(address, timeout="20s"))
+            else:
+                if kind:
+                    cluster = stack.enter_context(_jobqueue(kind.lower(), workers))
+                else:
+                    cluster = stack.enter_context(
+                        LocalCluster(
+                            n_workers=max(1, min(workers, os.cpu_count() or 1)),
+                            threads_per_worker=1,
+                            processes=True,
+                            dashboard_address=None,
+                            silence_logs=logging.ERROR,
+                        )
+                    )
+                client = stack.enter_context(Client(cluster))
+        except (OSError, TimeoutError, ValueError) as exc:
+            where = f"{SCHEDULER_ENV}={address}" if address else kind or "a LocalCluster"
+            raise ClusterError(f"cannot start or reach the Dask cluster ({where}): {exc}") from None
+        yield client

@@ -1,0 +1,441 @@
+"""Layer shards and layer ranges: run a network's layers from their checkpoints, in parallel.
+
+``JOBS=N`` (:func:`plan`) cuts the device layers into ``N`` contiguous shards of balanced
+estimated cycles (the compiler's per-layer estimate, plus the warm-up layer a shard that starts
+inside a program runs first; :mod:`sim.checkpoint`). ``LAYERS=name`` or ``a:b``
+(:func:`select`) runs only those layers. :func:`run_pieces` runs the shards - on Dask
+(:mod:`sim.cluster`) when there is more than one, else in this process - and merges them into one
+:class:`sim.run.RunResult`, the layers in program order with the cycle windows the sequential run
+has; host steps between device programs run here, on the reference's tensors.
+
+Every piece starts from the reference's DRAM state, so each layer is checked in isolation: a
+mismatch names its own layer, never a consequence of an earlier one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import sys
+import tempfile
+import time
+import uuid
+import warnings
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from arch.executable import DeviceProgram, Executable
+from arch.reference import dequantize, quantize_input
+from sim import checkpoint, cluster
+from sim.backends.base import DeviceResult, RunOptions
+from sim.checkpoint import Piece
+from sim.guard import Guard
+from sim.run import LayerResult, RunError, RunResult, _accumulate, _host_layer, reference_values
+from sim.waves.capture import start as start_capture
+from sim.waves.window import WaveRequest
+
+
+class ShardError(ValueError):
+    """A bad ``JOBS`` or ``LAYERS`` value; the message says what is supported (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One worker's job: pieces run in order in one simulator process, and their estimated
+    cycles (warm-up layers included)."""
+
+    pieces: tuple[Piece, ...]
+    estimate: int
+
+
+def _positions(exe: Executable) -> list[tuple[int, int]]:
+    """(program, layer) of every device layer, in execution order."""
+    return [(p, n) for p, program in enumerate(exe.programs) for n in range(len(program.layers))]
+
+
+def layer_estimate(exe: Executable, program: int, layer: int) -> int:
+    """The compiler's cycle estimate of a layer (its MACs on the array if it has none)."""
+    entry = exe.programs[program].layers[layer]
+    if entry.tiling and entry.tiling.get("estimate"):
+        return int(entry.tiling["estimate"])
+    return max(1, entry.macs // exe.config.macs_per_cycle)
+
+
+def _pieces(exe: Executable, lo: int, hi: int) -> tuple[Piece, ...]:
+    """Device layers ``[lo, hi)`` (execution order) as one piece per program they touch."""
+    positions = _positions(exe)[lo:hi]
+    pieces = []
+    for program in dict.fromkeys(p for p, _n in positions):
+        numbers = [n for p, n in positions if p == program]
+        pieces.append(Piece(program, numbers[0], numbers[-1] + 1))
+    return tuple(pieces)
+
+
+def _cost(exe: Executable, costs: list[int], lo: int, hi: int) -> int:
+    pieces = _pieces(exe, lo, hi)
+    warm = pieces[0].first - pieces[0].start
+    return sum(costs[lo - warm : hi])
+
+
+def plan(
+    exe: Executable,
+    jobs: int,
+    lo: int = 0,
+    hi: int | None = None,
+    costs: list[int] | None = None,
+) -> list[Shard]:
+    """Device layers ``[lo, hi)`` in at most ``jobs`` contiguous shards whose largest estimated
+    cost (warm-up included) is smallest (dynamic programming over the cut points). ``costs``:
+    each device layer's cycles (default: the compiler's estimates)."""
+    positions = _positions(exe)
+    hi = len(positions) if hi is None else hi
+    costs = costs or [layer_estimate(exe, p, n) for p, n in positions]
+    count = hi - lo
+    jobs = min(jobs, count)
+    # best[k][i]: the smallest largest cost of layers [lo, lo + i) in k shards; cut[k][i]: the
+    # start of the last shard.
+    inf = float("inf")
+    best = [[inf] * (count + 1) for _ in range(jobs + 1)]
+    cut = [[0] * (count + 1) for _ in range(jobs + 1)]
+    best[0][0] = 0
+    for k in range(1, jobs + 1):
+        for i in range(k, count + 1):
+            for j in range(k - 1, i):
+                value = max(best[k - 1][j], _cost(exe, costs, lo + j, lo + i))
+                if value < best[k][i]:
+                    best[k][i], cut[k][i] = value, j
+    bounds, i = [], count
+    for k in range(jobs, 0, -1):
+        bounds.append((cut[k][i], i))
+        i = cut[k][i]
+    return [
+        Shard(_pieces(exe, lo + a, lo + b), _cost(exe, costs, lo + a, lo + b))
+        for a, b in reversed(bounds)
+    ]
+
+
+def select(exe: Executable, spec: str) -> tuple[int, int]:
+    """``LAYERS``: a layer name, ``a:b`` of names (both included) or of indices into the device
+    layers (``b`` excluded, as in a Python slice; either may be empty) -> ``[lo, hi)``."""
+    names = [layer.name for layer in exe.layers]
+    listed = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+    supported = (
+        f"use a layer name, a:b of names, or a:b of indices in 0..{len(names)} "
+        f"(layers: {listed}; see the listing)"
+    )
+    if spec in names:
+        at = names.index(spec)
+        return at, at + 1
+    if spec.count(":") != 1:
+        close = difflib.get_close_matches(spec, names, n=3, cutoff=0.5)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise ShardError(f"LAYERS {spec!r} is not a layer of this model{hint}; {supported}")
+    a, b = spec.split(":")
+    if (a == "" or a.isdigit()) and (b == "" or b.isdigit()):
+        lo, hi = int(a or 0), int(b) if b else len(names)
+    else:
+        unknown = [n for n in (a, b) if n not in names]
+        if unknown:
+            raise ShardError(f"LAYERS {spec!r}: {unknown[0]!r} is not a layer; {supported}")
+        lo, hi = names.index(a), names.index(b) + 1
+    if not 0 <= lo < hi <= len(names):
+        raise ShardError(f"LAYERS {spec!r} selects no layers; {supported}")
+    return lo, hi
+
+
+def check_jobs(jobs: int) -> None:
+    if jobs < 1:
+        raise ShardError(
+            f"JOBS (--jobs) must be a positive number of shards, not {jobs} "
+            "(1: the sequential run; N: N shards in parallel)"
+        )
+
+
+def check_request(
+    exe: Executable, jobs: int, layers: str | None, waves: WaveRequest | None, backend: str
+) -> bool:
+    """Check ``JOBS``, ``LAYERS`` and a waveform request together; whether the run is one of
+    this module's (shards, a layer range, or ``WAVE_LAYER``'s one-layer run on the RTL)."""
+    check_jobs(jobs)
+    if layers is not None:
+        select(exe, layers)
+    if waves is not None:
+        if jobs > 1:
+            raise ShardError(
+                "a waveform traces one run, not JOBS shards; drop JOBS "
+                "(WAVE_LAYER alone runs only its layer, from its checkpoint)"
+            )
+        if layers is not None:
+            raise ShardError("WAVE_* and LAYERS together: use WAVE_LAYER=<name> alone")
+        return waves.layer is not None and backend == "rtl"
+    return jobs > 1 or layers is not None
+
+
+#: Failures of the distributed engine (exit code 2 for a cluster that cannot be reached, else 3).
+CLUSTER_ERRORS = (cluster.ClusterError, cluster.BuildMismatch, cluster.WorkerFailed)
+
+
+@dataclass
+class _Done:
+    """A finished piece: its checked layers, counters and outputs, and its cycles after its
+    last PERF record (the program's tail, when the piece ends the program)."""
+
+    layers: list[LayerResult]
+    counters: dict[str, int]
+    outputs: dict[str, np.ndarray]
+    tail: int
+    seconds: float
+
+
+#: Runs a shard's device runs on a worker: (shard index, prepared runs) -> a future of results.
+Submit = Callable[[int, list[checkpoint.Prepared]], Any]
+
+
+def run_pieces(
+    exe: Executable,
+    x: np.ndarray,
+    backend: str,
+    shards: list[Shard],
+    submit: Submit,
+    *,
+    max_cycles: int = 400_000_000,
+    log: Callable[[str], None] | None = None,
+    reference: dict[str, np.ndarray] | None = None,
+) -> RunResult:
+    """Run ``shards`` (from :func:`plan`, or one :func:`select` range) through ``submit`` and
+    merge them; host steps whose output lies inside the run are checked here. ``reference``:
+    the reference's tensors, if already computed."""
+    log = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    started = time.perf_counter()
+    quantized = quantize_input(x, exe.input.scale or 1.0, exe.input.zero_point)
+    values: dict[str, np.ndarray] = reference or {exe.reference.inputs[0]: quantized}
+    futures: dict[int, Any] = {}
+    prepared: dict[int, list[checkpoint.Prepared]] = {}
+
+    def send(index: int, shard: Shard) -> None:
+        prepared[index] = [checkpoint.prepare(exe, p, values, max_cycles) for p in shard.pieces]
+        futures[index] = submit(index, prepared[index])
+
+    # A shard that needs only the input starts before the reference is computed.
+    waiting = []
+    for index, shard in enumerate(shards):
+        if all(name in values for p in shard.pieces for name in checkpoint.needs(exe, p)):
+            send(index, shard)
+        else:
+            waiting.append(index)
+    reference = reference or reference_values(exe, x)
+    values = reference
+    for index in waiting:
+        send(index, shards[index])
+
+    done: dict[Piece, _Done] = {}
+    for index, shard in enumerate(shards):
+        results: list[DeviceResult] = futures[index].result()
+        for item, device in zip(prepared[index], results, strict=True):
+            done[item.piece] = _finish(exe, item.piece, item.guard, device, reference, backend)
+        cycles = sum(layer.cycles for p in shard.pieces for layer in done[p].layers)
+        seconds = sum(done[p].seconds for p in shard.pieces)
+        log(
+            f"  shard {index + 1}/{len(shards)} done: "
+            + ", ".join(p.label(exe) for p in shard.pieces)
+            + f" ({cycles:,} cycles, {seconds:.1f} s simulated)"
+        )
+    whole = sum(len(p.layers) for p in exe.programs) == sum(
+        p.stop - p.first for shard in shards for p in shard.pieces
+    )
+    result = _merge(exe, shards, done, reference, backend, whole)
+    result.sim_wall_s = time.perf_counter() - started
+    return result
+
+
+def _finish(
+    exe: Executable,
+    piece: Piece,
+    guard: Guard,
+    result: DeviceResult,
+    reference: dict[str, np.ndarray],
+    backend: str,
+) -> _Done:
+    if result.error or result.timeout:
+        where = checkpoint.stopped_layer(exe, piece, result.error_index)
+        what = "timed out" if result.timeout else f"stopped with {result.error_code}"
+        raise RunError(f"{backend}: shard {piece.label(exe)} {what} ({where})")
+    outside = guard.check(result.dram)
+    if outside is not None:
+        raise RunError(
+            f"{backend}: shard {piece.label(exe)} wrote outside its memory map: {outside}"
+        )
+    layers, counters, outputs = checkpoint.check(exe, piece, result, reference)
+    tail = counters["cycles"] - sum(layer.cycles for layer in layers)
+    return _Done(layers, counters, outputs, tail, result.sim_seconds)
+
+
+def _merge(
+    exe: Executable,
+    shards: list[Shard],
+    done: dict[Piece, _Done],
+    reference: dict[str, np.ndarray],
+    backend: str,
+    whole: bool,
+) -> RunResult:
+    """The pieces' layers in program order, with cycle windows as the sequential run has them
+    (each program's layers back to back, its tail after its last layer); host steps inside the
+    run, on the reference's tensors."""
+    pieces = sorted(done, key=lambda p: (p.program, p.first))
+    first, last = pieces[0], pieces[-1]
+    layers: list[LayerResult] = []
+    counters: dict[str, Any] = {}
+    values = dict(reference)
+    outputs: dict[str, np.ndarray] = {}
+    cycles = 0
+    index = 0  # device programs before the step
+    for step in exe.steps:
+        if not isinstance(step, DeviceProgram):
+            if whole or first.program < index <= last.program:
+                layers.append(_host_layer(exe, step, values, reference, cycles))
+                outputs.update({name: values[name] for name in step.outputs})
+            continue
+        index += 1
+        for piece in (p for p in pieces if p.program == index - 1):
+            for layer in done[piece].layers:
+                layer.cycle_window = (cycles, cycles + layer.cycles)
+                cycles += layer.cycles
+                layers.append(layer)
+            if piece.stop == len(step.layers):
+                cycles += done[piece].tail
+            _accumulate(counters, done[piece].counters)
+            outputs.update(done[piece].outputs)
+    graph_outputs = {}
+    for name in exe.reference.outputs:
+        if name in outputs:
+            value, t = outputs[name], exe.reference.tensors[name]
+            graph_outputs[name] = (
+                dequantize(value, t.scale or 1.0, t.zero_point) if value.dtype == np.int8 else value
+            )
+    result = RunResult(backend, layers, cycles, 0.0, graph_outputs, counters)
+    result.shards = [
+        {
+            "layers": [p.label(exe) for p in shard.pieces],
+            "estimate": shard.estimate,
+            "cycles": sum(layer.cycles for p in shard.pieces for layer in done[p].layers),
+            "sim_s": round(sum(done[p].seconds for p in shard.pieces), 3),
+        }
+        for shard in shards
+    ]
+    return result
+
+
+def workdir_of(root: Path | None, index: int) -> Path | None:
+    return root / f"shard{index}" if root is not None else None
+
+
+def run(
+    exe: Executable,
+    x: np.ndarray,
+    backend: str,
+    *,
+    jobs: int = 1,
+    layers: str | None = None,
+    workdir: Path | None = None,
+    max_cycles: int = 400_000_000,
+    waves: WaveRequest | None = None,
+    name: str = "run",
+    log: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Run ``exe`` in ``jobs`` shards (on Dask when more than one, or when ``DASK_SCHEDULER``
+    is set), or only the ``layers`` range from its checkpoint, and check every layer. ``waves``
+    with a ``layer`` traces that layer of a one-layer run (rtl)."""
+    check_jobs(jobs)
+    if waves is not None and waves.layer is not None and layers is None:
+        layers = waves.layer
+    lo, hi = select(exe, layers) if layers else (0, len(exe.layers))
+    shards = plan(exe, jobs, lo, hi)
+    root = Path(workdir or tempfile.mkdtemp(prefix="cosim-shards-"))
+    if waves is not None:
+        return _traced(exe, x, backend, shards, root, max_cycles, waves, name, log)
+    key = cluster.build_key(backend, exe.config)  # built once here, reused by the workers
+    config_json = exe.config.to_json()
+    if len(shards) == 1 and not os.environ.get(cluster.SCHEDULER_ENV):
+        with ThreadPoolExecutor(max_workers=1) as pool:
+
+            def local(index: int, prepared: list[checkpoint.Prepared]) -> Any:
+                runs = [p.run for p in prepared]
+                return pool.submit(cluster.run_device, backend, config_json, runs, None, str(root))
+
+            return run_pieces(exe, x, backend, shards, local, max_cycles=max_cycles, log=log)
+    with cluster.open_client(len(shards)) as client:
+
+        def remote(index: int, prepared: list[checkpoint.Prepared]) -> Any:
+            runs = [p.run for p in prepared]
+            with warnings.catch_warnings():  # DRAM images are large task arguments on purpose
+                warnings.simplefilter("ignore", UserWarning)
+                return cluster.Task(
+                    f"shard {index + 1}/{len(shards)}",
+                    client.submit(
+                        cluster.run_device,
+                        backend,
+                        config_json,
+                        runs,
+                        key,
+                        str(root / f"shard{index}"),
+                        pure=False,
+                        key=f"shard{index}-{uuid.uuid4().hex[:8]}",
+                    ),
+                )
+
+        return run_pieces(exe, x, backend, shards, remote, max_cycles=max_cycles, log=log)
+
+
+def _traced(
+    exe: Executable,
+    x: np.ndarray,
+    backend: str,
+    shards: list[Shard],
+    root: Path,
+    max_cycles: int,
+    request: WaveRequest,
+    name: str,
+    log: Callable[[str], None] | None,
+) -> RunResult:
+    """A one-piece run with a waveform of its layer (the window's instruction indices are
+    counted from the piece's first instruction, as the fetch unit's are)."""
+    from sim.backends.registry import get_backend
+
+    pieces = [p for shard in shards for p in shard.pieces]
+    if len(pieces) != 1 or pieces[0].stop - pieces[0].first != 1 or request.layer is None:
+        raise ShardError("a waveform of a layer run traces one layer (WAVE_LAYER), without JOBS")
+    [piece] = pieces
+    capture = start_capture(request, exe.programs, name)
+    offset = checkpoint.first_insn(exe, piece)
+    window = dataclasses.replace(
+        capture.window, start=capture.window.start - offset, stop=capture.window.stop - offset
+    )
+    capture = dataclasses.replace(capture, window=window)
+    engine = get_backend(backend)
+    if not engine.traces:
+        raise ShardError(f"waveforms need the rtl backend, not {backend!r}")
+    entry: dict[str, Any] = {}
+
+    def traced(index: int, prepared: list[checkpoint.Prepared]) -> Any:
+        options = RunOptions(workdir=root, trace=capture.trace)
+        future: Future = Future()
+        results = engine.run(exe.config, [p.run for p in prepared], options)
+        future.set_result(results)
+        local, _counters, _outputs = checkpoint.check(exe, piece, results[0], reference)
+        rtl_dir = engine.rtl_dir(exe.config)
+        assert rtl_dir is not None
+        entry.update(capture.finish(results[0], local, rtl_dir))
+        return future
+
+    reference = reference_values(exe, x)
+    result = run_pieces(
+        exe, x, backend, shards, traced, max_cycles=max_cycles, log=log, reference=reference
+    )
+    result.waves = entry
+    return result

@@ -1,0 +1,234 @@
+"""Transformers on the array: linear layers over tokens, attention's MatMul of two activations
+per head, the heads views, GELU in torch's Erf form - on the ISA simulator against onnxruntime
+(fp32) and the integer reference, and the import of the patterns exporters write."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from arch.config import PRESETS
+from arch.executable import DramTensor
+from compiler.accuracy import compare_fp32
+from compiler.compile import compile_model
+from compiler.gelu_pattern import MS_DOMAIN, fuse_gelu
+from compiler.onnx_import import load_onnx
+from compiler.zoo._graph import GraphBuilder
+from compiler.zoo.transformers import bert, vit
+from sim.host import read_tensor, tensor_bytes
+from sim.run import run
+
+
+def _run_isa(model: onnx.ModelProto, config: str, seed: int, tmp_path):
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    exe = compile_model(path, PRESETS[config]).executable
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    result = run(exe, x, "isa")
+    return exe, x, result
+
+
+@pytest.mark.parametrize(
+    ("config", "tokens", "hidden", "heads"),
+    [
+        ("default", 20, 64, 2),  # 20 tokens: not a multiple of the 16x16 array
+        ("default", 33, 48, 3),
+        ("default", 16, 32, 1),
+        ("tiny", 7, 16, 4),  # heads of 4 channels: one line of the 4x4 array
+        ("tiny", 9, 24, 3),
+    ],
+)
+def test_encoder_block_on_the_array(config, tokens, hidden, heads, tmp_path):
+    """A BERT-style block: every MAC on the accelerator - the attention products per head among
+    them, with their real MAC count - bit-exact, and close to onnxruntime's fp32."""
+    model = bert(tokens=tokens, hidden=hidden, heads=heads, layers=1, mlp=2 * hidden, seed=3)
+    exe, x, result = _run_isa(model, config, 5, tmp_path)
+    assert result.bit_exact, result.first_mismatch
+    products = [la for la in result.layers if la.op == "batch_matmul"]
+    assert [la.device for la in products] == ["accel", "accel"]
+    head = hidden // heads
+    # q @ k^T: H x T x T outputs of `head` products; p @ v: H x T x head outputs of T products
+    assert [la.macs for la in products] == [heads * tokens * tokens * head] * 2
+    assert all(la.cycles > 0 and la.bit_exact for la in products)
+    host_macs = sum(la.macs for la in result.layers if la.device == "host")
+    assert host_macs == 0
+    measured = compare_fp32(model, exe.reference, x)
+    assert measured["cosine_vs_fp32"] > 0.99
+
+
+def test_vit_on_the_array(tmp_path):
+    """ViT: patches by a strided conv, 4 blocks: all MACs on the array, bit-exact."""
+    model = vit(image_size=32, layers=2, seed=1)
+    exe, x, result = _run_isa(model, "default", 2, tmp_path)
+    assert result.bit_exact, result.first_mismatch
+    accel = sum(la.macs for la in result.layers if la.device == "accel")
+    total = sum(la.macs for la in result.layers)
+    assert accel == total > 0
+    assert compare_fp32(model, exe.reference, x)["cosine_vs_fp32"] > 0.99
+
+
+def test_heads_that_are_not_whole_lines_go_to_the_host(tmp_path):
+    """Heads of 12 channels on the 16x16 array are no view of the tokens: the head split runs
+    on the host, and the run stays bit-exact and accurate."""
+    model = bert(tokens=10, hidden=24, heads=2, layers=1, mlp=48, seed=4)
+    exe, x, result = _run_isa(model, "default", 6, tmp_path)
+    assert result.bit_exact, result.first_mismatch
+    notes = " ".join(la.note for la in result.layers if la.device == "host")
+    assert "not whole lines of 16" in notes
+    assert compare_fp32(model, exe.reference, x)["cosine_vs_fp32"] > 0.99
+
+
+def test_import_of_the_attention_patterns(tmp_path):
+    model = bert(tokens=8, hidden=32, heads=2, layers=1, mlp=64, seed=0)
+    graph = load_onnx(model)
+    ops = [n.op for n in graph.nodes]
+    assert ops.count("split_heads") == 2  # q and v; k^T is the host's
+    assert ops.count("merge_heads") == 1
+    products = [n for n in graph.nodes if n.op == "batch_matmul"]
+    assert len(products) == 2
+    # the 1/sqrt(head) Mul of the scores is folded into the product
+    assert products[0].params["alpha"][0] == pytest.approx(1 / math.sqrt(16))
+    assert "alpha" not in products[1].params
+    hosts = [n for n in graph.nodes if n.op == "host"]
+    assert any(set(n.attrs["onnx_ops"]) == {"Reshape", "Transpose"} for n in hosts)
+    assert all("MatMul" not in n.attrs["onnx_ops"] for n in hosts)
+
+
+def _scores_model(scale_op: str, perm: tuple[int, ...]) -> onnx.ModelProto:
+    """q @ k (both (1, 2, 8, 16) inputs made by a conv-free path: a linear layer and views)."""
+    g = GraphBuilder(7)
+    x = "input"
+    parts = []
+    for which in ("q", "k"):
+        w = g.param(f"{which}.w", g.he_normal((32, 32), 32))
+        y = g.node("MatMul", f"{which}.mm", [x, w])
+        shape = g.param(f"{which}.shape", np.zeros(4))
+        g.initializers[-1] = onnx.numpy_helper.from_array(np.array([1, 8, 2, 16], np.int64), shape)
+        y = g.node("Reshape", f"{which}.reshape", [y, shape])
+        parts.append(
+            g.node(
+                "Transpose", f"{which}.t", [y], perm=list(perm if which == "k" else (0, 2, 1, 3))
+            )
+        )
+    scores = g.node("MatMul", "qk", parts)
+    c = g.param("c", np.float32(4.0 if scale_op == "Div" else 0.25))
+    g.node(scale_op, "scale", [scores, c], output="logits")
+    return g.model("scores", {"input": [1, 8, 32]}, {"logits": [1, 2, 8, 8]}, "scores")
+
+
+@pytest.mark.parametrize("scale_op", ["Mul", "Div"])
+def test_scaled_scores_bit_exact_and_close(scale_op, tmp_path):
+    model = _scores_model(scale_op, (0, 2, 3, 1))
+    exe, x, result = _run_isa(model, "default", 1, tmp_path)
+    assert result.bit_exact, result.first_mismatch
+    [product] = [n for n in load_onnx(model).nodes if n.op == "batch_matmul"]
+    assert product.params["alpha"][0] == pytest.approx(0.25)
+    assert compare_fp32(model, exe.reference, x)["cosine_vs_fp32"] > 0.999
+
+
+def test_a_transpose_that_is_no_heads_view_goes_to_the_host():
+    model = _scores_model("Mul", (0, 2, 3, 1))
+    graph = load_onnx(model)
+    reasons = " ".join(graph.host_reasons.values())
+    assert "Transpose (0, 2, 3, 1)" in reasons and "not a view of attention heads" in reasons
+
+
+# -- GELU as torch exports it ------------------------------------------------------------------
+
+
+def _gelu_chain(half_first: bool) -> onnx.ModelProto:
+    g = GraphBuilder(0)
+    x = g.node("Relu", "pre", ["input"])  # x is an activation read twice
+    scaled = g.node("Mul", "inv", [x, g.param("r2", np.float32(1 / math.sqrt(2)))])
+    one = g.node("Add", "one", [g.node("Erf", "erf", [scaled]), g.param("c1", np.float32(1))])
+    if half_first:
+        half = g.node("Mul", "half", [x, g.param("c5", np.float32(0.5))])
+        g.node("Mul", "prod", [half, one], output="logits")
+    else:
+        prod = g.node("Mul", "prod", [one, x])
+        g.node("Mul", "half", [prod, g.param("c5", np.float32(0.5))], output="logits")
+    return g.model("gelu", {"input": [1, 3, 4, 4]}, {"logits": [1, 3, 4, 4]}, "gelu")
+
+
+@pytest.mark.parametrize("half_first", [False, True])
+def test_gelu_chain_fused_into_one_node_computing_the_same(half_first):
+    model = _gelu_chain(half_first)
+    fused = fuse_gelu(onnx.shape_inference.infer_shapes(model))
+    ops = [(n.domain, n.op_type) for n in fused.graph.node]
+    assert ops == [("", "Relu"), (MS_DOMAIN, "Gelu")]
+    x = np.random.default_rng(0).standard_normal((1, 3, 4, 4)).astype(np.float32) * 3
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"input": x})[0]
+    got = ort.InferenceSession(fused.SerializeToString()).run(None, {"input": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_gelu_chain_with_another_reader_is_left_alone():
+    model = _gelu_chain(False)
+    erf = next(n for n in model.graph.node if n.op_type == "Erf")
+    model.graph.output.append(onnx.helper.make_empty_tensor_value_info(erf.output[0]))
+    fused = fuse_gelu(onnx.shape_inference.infer_shapes(model))
+    assert [n.op_type for n in fused.graph.node] == [n.op_type for n in model.graph.node]
+
+
+# -- DRAM layouts ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("layout", "shape", "h", "channels"),
+    [("tokens", (1, 7, 1, 20), 7, 32), ("heads", (1, 3, 5, 6), 5, 3 * 16)],
+)
+def test_tokens_and_heads_layouts_round_trip(layout, shape, h, channels):
+    """What the host writes for a layout reads back as the same tensor; padding bytes are 0 and
+    head h's values start at h x its padded width."""
+    q = np.random.default_rng(1).integers(-128, 128, shape).astype(np.int8)
+    t = DramTensor("t", 0, h, 1, channels, shape[-1], layout)
+    data = tensor_bytes(t, q)
+    assert data.shape == (h, channels)
+    back = read_tensor(t, data.reshape(-1), shape)
+    np.testing.assert_array_equal(back, q)
+    rows = data.view(np.int8)
+    if layout == "heads":
+        np.testing.assert_array_equal(rows[:, 16 : 16 + 6], q[0, 1])
+        assert not rows[:, 6:16].any()
+    else:
+        np.testing.assert_array_equal(rows[:, :20], q[0, :, 0])
+        assert not rows[:, 20:].any()
+
+
+def test_transformer_executable_saved_and_reloaded_runs_the_same(tmp_path):
+    """tokens and heads layouts, batch_matmul layers and heads views through the file."""
+    from arch import executable
+
+    model = bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=2)
+    exe, x, result = _run_isa(model, "default", 3, tmp_path)
+    loaded = executable.load(executable.save(exe, tmp_path / "bert.cosim"), PRESETS["default"])
+    again = run(loaded, x, "isa")
+    assert again.bit_exact, again.first_mismatch
+    assert [la.cycles for la in again.layers] == [la.cycles for la in result.layers]
+    for name, value in result.outputs.items():
+        np.testing.assert_array_equal(again.outputs[name], value)
+
+
+def test_shape_of_a_token_tensor_is_its_onnx_shape(tmp_path):
+    """Shape of a (1, T, F) activation folds to (1, T, F), not to the IR's (1, T, 1, F): the
+    legacy exporter builds the heads' Reshape targets from it (Gather of F here)."""
+    g = GraphBuilder(1)
+    x = g.node("Relu", "relu", ["input"])
+    shape = g.node("Shape", "shape", [x])
+    g.initializers.append(onnx.numpy_helper.from_array(np.array(2, np.int64), "axis2"))
+    width = g.node("Gather", "width", [shape, "axis2"], axis=0)
+    g.initializers.append(onnx.numpy_helper.from_array(np.array([0], np.int64), "zero"))
+    width = g.node("Unsqueeze", "unsqueeze", [width, "zero"])
+    g.initializers.append(onnx.numpy_helper.from_array(np.array([1, -1], np.int64), "lead"))
+    target = g.node("Concat", "target", ["lead", width], axis=0)
+    y = g.node("Reshape", "reshape", [x, target])
+    g.node("MatMul", "fc", [y, g.param("w", g.he_normal((32, 16), 32))], output="logits")
+    model = g.model("shaped", {"input": [1, 8, 32]}, {"logits": [1, 8, 16]}, "shaped")
+    exe, x_in, result = _run_isa(model, "default", 4, tmp_path)
+    assert result.bit_exact, result.first_mismatch
+    assert compare_fp32(model, exe.reference, x_in)["cosine_vs_fp32"] > 0.999
