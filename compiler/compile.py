@@ -20,6 +20,7 @@ from compiler.ir import Graph, Node
 from compiler.passes import run_back
 from compiler.plan import Plan
 from compiler.segments import split
+from compiler.unbatch import model_batch, unbatch
 
 
 @dataclass
@@ -30,6 +31,8 @@ class Compiled:
     name: str
     executable: Executable
     source: onnx.ModelProto | None = field(default=None, repr=False)
+    #: The model's batch: an executable runs one image, a batch of N runs it N times.
+    batch: int = 1
 
 
 #: Calibration inputs, or a function of the model's input shape that gives them.
@@ -113,6 +116,13 @@ def compile_model(
     giving them (default: a trained zoo model's training images, else seeded noise);
     ``calib_method``: minmax, percentile[:P], entropy or mse (:mod:`compiler.calib_methods`)."""
     name, proto = resolve_model(model, image_size, seed)
+    try:
+        loaded = onnx.load(str(proto)) if isinstance(proto, Path) else proto
+        batch = model_batch(loaded)
+    except Exception:  # an unreadable file: the import says what is wrong with it
+        batch = 1
+    if batch > 1:  # N programs of batch 1 (compiler/unbatch.py)
+        proto = unbatch(loaded, batch)
     if calibration is None and str(model) in zoo.MODELS:
         calibration = zoo.calibration(str(model))
     if callable(calibration):
@@ -132,4 +142,4 @@ def compile_model(
             if index is None or index in forced:
                 raise
             forced[index] = exc.reason + (f" (supported: {exc.supported})" if exc.supported else "")
-    return Compiled(name, assemble(name, graph, steps, config), graph.source)
+    return Compiled(name, assemble(name, graph, steps, config), graph.source, batch)

@@ -2,7 +2,10 @@
 the same tensor of fp32 onnxruntime on the original model, as SQNR in dB
 ``10 log10(sum(ref**2) / sum((ref - int8)**2))`` summed over the inputs - so a user sees which
 layer loses accuracy. Layers whose output the ONNX model does not have (by name and size) are
-left out; an exact layer has SQNR infinity (``null`` in report.json)."""
+left out; an exact layer has SQNR infinity (``null`` in report.json). An already-quantized
+(QDQ) model has no fp32 tensors to compare with (its float tensors are the values before a
+QuantizeLinear that may clamp them, as a fused Relu): none are given; its int8 layers are
+compared with onnxruntime's own QDQ execution instead (:mod:`compiler.qdq_agreement`)."""
 
 from __future__ import annotations
 
@@ -26,6 +29,8 @@ def layer_sqnr(
 ) -> list[dict[str, Any]]:
     """``[{"layer", "op", "tensor", "sqnr_db"}]`` in graph order over fp32 ``inputs``."""
     proto = onnx.load(str(onnx_model)) if isinstance(onnx_model, str | Path) else onnx_model
+    if any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in proto.graph.node):
+        return []
     onnx_names = {o for n in proto.graph.node for o in n.output}
     nodes = [
         n

@@ -29,6 +29,7 @@ from compiler import zoo
 from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
 from compiler.errors import CompileError
+from compiler.qdq_agreement import agreement_report
 from compiler.sqnr import layer_sqnr
 from sim import provenance, shards, terminal
 from sim import report as reports
@@ -256,7 +257,7 @@ def layer_counters(result: RunResult) -> list[dict[str, int]]:
 
 def load_executable(
     args: argparse.Namespace, calib: Calibration | None = None
-) -> tuple[Executable, AccelConfig, onnx.ModelProto | None, float]:
+) -> tuple[Executable, AccelConfig, onnx.ModelProto | None, float, int]:
     """The executable to run: compiled from ``--model`` or read from ``--bundle``; the config;
     the fp32 model to measure accuracy against (none for a bundle); the compile time."""
     started = time.perf_counter()
@@ -267,7 +268,7 @@ def load_executable(
             raise UsageError("--calib and --calib-method apply when compiling, not to --bundle")
         wanted = load_config(args.config) if args.config else None
         exe = executable.load(args.bundle, wanted)
-        return exe, exe.config, None, 0.0
+        return exe, exe.config, None, 0.0, 1
     config = load_config(args.config or "default")
     compiled = compile_model(
         args.model or "resnet",
@@ -277,7 +278,8 @@ def load_executable(
         calibration=calib.inputs if calib else None,
         calib_method=calib.method if calib else "minmax",
     )
-    return compiled.executable, config, compiled.source, time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    return compiled.executable, config, compiled.source, elapsed, compiled.batch
 
 
 #: Exit code of an unexpected exception: a bug, never to be read as a mismatch (1).
@@ -321,9 +323,9 @@ def _main(args: argparse.Namespace) -> int:
         if args.max_cycles < 1:
             raise UsageError(f"--max-cycles must be a positive integer, not {args.max_cycles}")
         calib = calibration(args.calib, args.calib_method, args.model, args.preprocess, args.seed)
-        exe, config, source, compile_s = load_executable(args, calib)
+        exe, config, source, compile_s, batch = load_executable(args, calib)
         model = args.model if args.bundle is None else None
-        inputs = run_inputs(args.image, model, args.seed, exe.input.shape, args.preprocess)
+        inputs = run_inputs(args.image, model, args.seed, exe.input.shape, args.preprocess, batch)
         x = inputs.xs[0]
         waves = wave_request(args)
         if waves is not None:
@@ -366,11 +368,14 @@ def _main(args: argparse.Namespace) -> int:
     print(f"run directory: {out}")
 
     # The fp32 comparison needs no simulator result: it runs on another core during the run.
-    pool = ThreadPoolExecutor(max_workers=2)
+    pool = ThreadPoolExecutor(max_workers=3)  # (shut down after the run: each must start)
     fp32 = pool.submit(compare_fp32, source, exe.reference, x) if source is not None else None
     split = zoo.held_out(args.model) if source is not None else None
     sqnr_xs = [split.x[i : i + 1] for i in range(SQNR_IMAGES)] if split else inputs.xs
     sqnr = pool.submit(layer_sqnr, source, exe.reference, sqnr_xs) if source else None
+    ort_agree = (
+        pool.submit(agreement_report, source, exe.reference, inputs.xs[:4]) if source else None
+    )
     try:
         ideal = None
         if args.backend in RTL_BACKENDS and not args.no_ideal:
@@ -439,6 +444,8 @@ def _main(args: argparse.Namespace) -> int:
         accuracy["dataset"] = dataset
     if sqnr is not None:
         accuracy["sqnr"] = sqnr.result()
+    if ort_agree is not None and ort_agree.result() is not None:
+        accuracy["ort_agreement"] = ort_agree.result()
     images = None
     if len(inputs.xs) > 1:
         try:
@@ -482,6 +489,13 @@ def _main(args: argparse.Namespace) -> int:
             "lowest SQNR vs fp32: "
             + ", ".join(f"{e['layer']} {e['sqnr_db']:.1f} dB" for e in worst)
             + f" (all layers: report.json accuracy.sqnr, {out / 'sqnr.png'})"
+        )
+    if accuracy.get("ort_agreement"):
+        agreement = accuracy["ort_agreement"]
+        print(
+            f"per-layer agreement with onnxruntime's QDQ execution (same int8 inputs): "
+            f"{agreement['equal']:.5f} of codes equal, worst {agreement['worst_layer']} "
+            f"{agreement['worst_equal']:.5f}, max difference {agreement['max_code_diff']} code(s)"
         )
     if images is not None:
         agree = sum(1 for i in images if i.get("top1_agree_fp32"))

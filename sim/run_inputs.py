@@ -54,9 +54,16 @@ def run_inputs(
     seed: int,
     shape: tuple[int, ...],
     preprocess: str | None,
+    batch: int = 1,
 ) -> RunInputs:
-    """The run's inputs for ``IMAGE=image`` (see the module docstring)."""
+    """The run's inputs for ``IMAGE=image`` (see the module docstring); ``batch`` > 1 (a
+    model of fixed batch N, run as N programs): a .npy array holds N inputs, noise is N."""
     channels = shape[1] if len(shape) > 1 else 1
+    if image is None and batch > 1:
+        what = f"seeded noise (N(0, 1), seed [{seed}, 1]; no calibration input)"
+        xs = list(noise_input((batch, *shape[1:]), seed)[:, None])
+        names = [f"sample {i}" for i in range(batch)]
+        return RunInputs(xs, names, {"source": what, "batch": batch})
     if image is None:
         split = zoo.held_out(model) if model is not None else None
         if split is not None:
@@ -72,8 +79,13 @@ def run_inputs(
             x = np.load(path)
         except (OSError, ValueError, TypeError, EOFError) as exc:
             raise InputError(f"image {path} is not a readable .npy array: {exc}") from None
+        report: dict[str, Any] = {"source": str(path), "preprocess": "none (.npy)"}
+        if batch > 1:
+            full = check_input(x, (batch, *shape[1:]), f"image {path}")
+            names = [f"{path.name}[{i}]" for i in range(batch)]
+            return RunInputs(list(full[:, None]), names, report | {"batch": batch})
         x = check_input(x, shape, f"image {path}")
-        return RunInputs([x], [path.name], {"source": str(path), "preprocess": "none (.npy)"})
+        return RunInputs([x], [path.name], report)
     if path.is_dir():
         files = image_files(path)
     elif path.is_file():
