@@ -118,6 +118,7 @@ format: $(STAMP) ## Apply ruff's fixes and formatting
 
 lock: $(STAMP) ## Regenerate requirements.lock from the current .venv
 	@{ echo '# Transitive pins (pip constraints) for a reproducible .venv; regenerate with `make lock`.'; \
+	   echo '# dask, distributed, dask-jobqueue and their dependencies (click, cloudpickle, msgpack, tornado, ...): the scale-out engine of sim/cluster.py (layer shards, sweeps).'; \
 	   $(PY) -m pip freeze --exclude-editable | grep -v '^systolic-cosim'; } > requirements.lock
 
 clean: ## Remove build outputs (Verilator builds, runs, dumps)
