@@ -5,6 +5,13 @@
 either order. Each such chain becomes onnxruntime's ``com.microsoft`` ``Gelu`` (the same exact
 function, one node), so the importer sees one elementwise activation - a lookup table - and
 calibration and host regions run the fused model on onnxruntime like any other.
+
+The tanh approximation, ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))``, is written
+in many orders (x*x*x or Pow, the constants on either side, 0.5 first or last). It is found by
+value rather than by shape: from each ``Tanh``, the elementwise nodes around it are evaluated on
+probe values of each candidate x, and the node whose output is that function of x (to 1e-5)
+closes the chain, which becomes ``com.microsoft`` ``FastGelu`` (the same function) if nothing
+outside the chain reads its intermediate values.
 """
 
 from __future__ import annotations
@@ -15,10 +22,20 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-__all__ = ["MS_DOMAIN", "fuse_gelu"]
+__all__ = ["FUSED_OPS", "MS_DOMAIN", "fuse_gelu"]
 
 MS_DOMAIN = "com.microsoft"
+#: the com.microsoft ops this module writes, which the importer maps to lookup tables
+FUSED_OPS = ("Gelu", "FastGelu")
 _RTOL = 1e-4
+_PROBE = np.linspace(-5.0, 5.0, 101)
+_ELEMENTWISE = {
+    "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide, "Pow": np.power,
+}  # fmt: skip
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
 def _scalar(consts: dict[str, np.ndarray], name: str) -> float | None:
@@ -96,24 +113,95 @@ class _Graph:
             return None
         return x, [scaled, erf, add, pre, times]
 
+    def match_tanh(self, tanh: onnx.NodeProto) -> tuple[str, list[onnx.NodeProto]] | None:
+        """(x, the chain's nodes in graph order) if ``tanh`` is inside a tanh-approximated
+        GELU of x, else None."""
+        for x in self._upstream(tanh.input[0]):
+            values = {x: _PROBE}
+            made: dict[str, onnx.NodeProto] = {}
+            for node in self.nodes:
+                value = self._evaluate(node, values)
+                if value is not None:
+                    values[node.output[0]] = value
+                    made[node.output[0]] = node
+            for out in made:
+                chain = self._ancestors(out, x, made)
+                if tanh in chain and np.allclose(
+                    values[out], _gelu_tanh(_PROBE), rtol=0, atol=1e-5
+                ):
+                    inner = {n.output[0] for n in chain} - {out}
+                    if all(self._read_within(v, chain) for v in inner):
+                        return x, chain
+        return None
+
+    def _upstream(self, name: str) -> list[str]:
+        """``name`` and the values it is computed from through elementwise nodes, nearest first."""
+        found: list[str] = []
+        todo = [name]
+        while todo and len(found) < 8:
+            value = todo.pop(0)
+            found.append(value)
+            for node in self._producers(value):
+                if node.op_type in _ELEMENTWISE or node.op_type == "Tanh":
+                    todo += [i for i in node.input if i not in self.consts and i not in found]
+        return found
+
+    def _evaluate(self, node: onnx.NodeProto, values: dict[str, np.ndarray]) -> np.ndarray | None:
+        if node.op_type not in _ELEMENTWISE and node.op_type != "Tanh":
+            return None
+        if not any(i in values for i in node.input) or node.output[0] in values:
+            return None
+        args: list[np.ndarray] = []
+        for name in node.input:
+            if name in values:
+                args.append(values[name])
+            elif name in self.consts and self.consts[name].size == 1:
+                args.append(np.float64(self.consts[name].reshape(())))  # type: ignore[arg-type]
+            else:
+                return None  # an activation from outside, or a constant that is no scalar
+        if node.op_type == "Tanh":
+            return np.tanh(np.asarray(args[0]))
+        return np.asarray(_ELEMENTWISE[node.op_type](*args))
+
+    def _ancestors(self, out: str, x: str, made: dict[str, onnx.NodeProto]) -> list[onnx.NodeProto]:
+        """The evaluated nodes ``out`` is computed from, back to ``x``, in graph order."""
+        seen: set[str] = set()
+        todo = [out]
+        while todo:
+            value = todo.pop()
+            if value in seen or value not in made:
+                continue
+            seen.add(value)
+            todo += list(made[value].input)
+        return [n for n in self.nodes if n.output[0] in seen]
+
+    def _read_within(self, value: str, chain: list[onnx.NodeProto]) -> bool:
+        return value not in self.outputs and all(
+            any(r is n for n in chain) for r in self.readers.get(value, [])
+        )
+
     def _producers(self, name: str) -> list[onnx.NodeProto]:
         return [n for n in self.nodes if name in n.output]
 
 
 def fuse_gelu(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """``proto`` with every exact-GELU chain replaced by one ``com.microsoft`` Gelu node (named
-    after the chain's Erf, writing the chain's output); unchanged if there is none."""
+    """``proto`` with every GELU chain replaced by one ``com.microsoft`` Gelu (exact) or FastGelu
+    (tanh) node, named after the chain's Erf or Tanh and writing the chain's output; unchanged
+    if there is none."""
     view = _Graph(proto)
     fused: dict[int, onnx.NodeProto] = {}  # index of the chain's last node -> its Gelu
     dropped: set[int] = set()
     index = {id(n): i for i, n in enumerate(view.nodes)}
-    for erf in (n for n in view.nodes if n.op_type == "Erf"):
-        found = view.match(erf)
+    for core in (n for n in view.nodes if n.op_type in ("Erf", "Tanh")):
+        if index[id(core)] in dropped:
+            continue
+        found = view.match(core) if core.op_type == "Erf" else view.match_tanh(core)
         if found is None:
             continue
         x, chain = found
+        op = "Gelu" if core.op_type == "Erf" else "FastGelu"
         gelu = helper.make_node(
-            "Gelu", [x], [chain[-1].output[0]], name=erf.name or None, domain=MS_DOMAIN
+            op, [x], [chain[-1].output[0]], name=core.name or None, domain=MS_DOMAIN
         )
         positions = [index[id(n)] for n in chain]
         fused[max(positions)] = gelu

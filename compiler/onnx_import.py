@@ -41,8 +41,9 @@ from . import host_regions, qoperator
 from .attention_import import AttentionImport
 from .errors import CompileError
 from .finite import check_finite_constants
-from .gelu_pattern import MS_DOMAIN, fuse_gelu
+from .gelu_pattern import FUSED_OPS, MS_DOMAIN, fuse_gelu
 from .ir import Graph, Node, Tensor, conv_output_shape
+from .token_canon import canonicalize_tokens
 
 __all__ = ["MAX_OPSET", "MIN_OPSET", "SUPPORTED_OPS", "load_onnx"]
 
@@ -225,6 +226,8 @@ def _prepare(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, CompileError | No
     _fix_batch(inputs[0], is_input=True)
     for out in graph.output:
         _fix_batch(out, is_input=False)
+    proto = canonicalize_tokens(proto)  # torch's attention in the batch-first pattern
+    graph = proto.graph
     del graph.value_info[:]
     try:
         inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=True)
@@ -336,6 +339,7 @@ class _Importer(AttentionImport):
             op: self._op_table if op in _TABLE_OPS else getattr(self, f"_op_{op}")
             for op in SUPPORTED_OPS
         }
+        self.handlers["FastGelu"] = self._op_FastGelu  # com.microsoft only (FUSED_OPS)
 
     # -- driver ----------------------------------------------------------------------------
 
@@ -394,7 +398,7 @@ class _Importer(AttentionImport):
 
     def _try_handler(self, index: int, node: onnx.NodeProto, name: str) -> str | None:
         """Import ``node`` with its handler; the reason it goes to the host if it does not."""
-        if (node.domain, node.op_type) == (MS_DOMAIN, "Gelu"):  # a fused exact GELU chain
+        if node.domain == MS_DOMAIN and node.op_type in FUSED_OPS:  # a fused GELU chain
             op = None
         else:
             op = f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else None
@@ -1552,6 +1556,10 @@ class _Importer(AttentionImport):
                 name, node.op_type, f"approximate={approximate!r}", "'none' or 'tanh'"
             )
         self._table(node, name, "gelu" if approximate == "none" else "gelu_tanh", ())
+
+    def _op_FastGelu(self, node: onnx.NodeProto, name: str) -> None:
+        """The tanh-approximated GELU that :func:`fuse_gelu` writes (no bias input)."""
+        self._table(node, name, "gelu_tanh", ())
 
     def _op_Relu(self, node: onnx.NodeProto, name: str) -> None:
         x = self._act(node, name, 0)

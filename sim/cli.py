@@ -72,9 +72,9 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.N
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
         "--model",
-        help="resnet (= resnet18, the default), resnet18, resnet34, resnet50, mobilenetv2, "
-        "efficientnet, squeezenet, googlenet, unet, cnn, mlp, digits (trained on scikit-learn's "
-        "handwritten digits; evaluated on its held-out split), or an .onnx file",
+        help=f"a zoo model ({', '.join(zoo.MODELS)}; resnet = resnet18, the default; digits is "
+        "trained on scikit-learn's handwritten digits and evaluated on its held-out split) "
+        "or an .onnx file",
     )
     source.add_argument(
         "--bundle",
