@@ -6,6 +6,9 @@ that are not multiples of the array size."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import onnx
 import pytest
 
 from compiler.zoo.transformers import bert
@@ -26,3 +29,13 @@ def test_encoder_block_on_rtl(tokens, hidden, heads, tmp_path):
     assert all(la.cycles > 0 for la in products)
     assert [la.macs for la in products] == [la.macs for la in isa.layers if la.op == "batch_matmul"]
     assert sum(la.macs for la in rtl.layers if la.device == "host") == 0
+
+
+def test_torch_encoder_export_on_rtl(tmp_path):
+    """torch's own export of nn.TransformerEncoderLayer (the default exporter): its packed
+    projection, both products per head and the FFN on the tiny RTL, bit-exact, the ISA
+    simulator's outputs, no MAC on the host."""
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "torch" / "encoder_default.onnx"
+    _exe, rtl, _isa = rtl_and_isa(onnx.load(path), 11, tmp_path)
+    assert sum(la.macs for la in rtl.layers if la.device == "host") == 0
+    assert [la.op for la in rtl.layers if la.device == "accel"].count("batch_matmul") == 2
