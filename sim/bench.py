@@ -12,7 +12,8 @@ ticking the clock from Python is timed on the program's first cycles. It also ti
 build, a build after an RTL change and a cached build, runs the same program sequentially and
 in 2 layer shards on 2 Dask workers (``sharded_speedup``, :mod:`sim.bench_shards`), and
 (unless ``--no-full`` / ``BENCH_FULL=0``) runs ``python -m sim.cli`` on ResNet-18 and ResNet-50
-at 224x224 end to end.
+at 224x224 end to end and measures their utilization at 16 and 8 bytes per cycle of DRAM
+bandwidth (:mod:`sim.bench_bandwidth`).
 
 Writes ``build/bench/bench.json`` and prints a table. Rates are measured within one invocation
 (the raw, cocotb and pyverilator runs interleaved) because this kind of machine is often shared.
@@ -42,7 +43,7 @@ from arch.config import PRESETS
 from arch.isa import Launch
 from arch.reference import quantize_input
 from compiler.compile import compile_model
-from sim import bench_shards
+from sim import bench_bandwidth, bench_shards
 from sim.backends import pyverilator as pyverilator_backend
 from sim.backends.accelerator import accelerator_spec, build_accelerator
 from sim.backends.base import DeviceResult, DeviceRun
@@ -350,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
         for label, name in FULL_MODELS:
             print(f"running {name} 224x224 end to end (python -m sim.cli --model {name})...")
             data[label] = run_full(label, name, out)
+        print("utilization at 16 and 8 bytes/cycle of DRAM bandwidth (sim/bench_bandwidth.py)...")
+        data["bandwidth"] = bench_bandwidth.measure()
     data["machine"]["loadavg_end"] = list(os.getloadavg())
     (out / "bench.json").write_text(json.dumps(data, indent=2) + "\n")
     print_table(data)
@@ -423,6 +426,11 @@ def print_table(data: dict[str, Any]) -> None:
             f"{label} 224 end to end (excl. compile)",
             f"{run['wall_s']:.1f} s ({run['wall_excl_compile_s']:.1f} s), "
             f"{run['cycles']:,} cycles, {run['sim_cycles_per_s']:,} cycles/s",
+        )
+    for model, rows in data.get("bandwidth", {}).items():
+        table.add_row(
+            f"{model} 224 utilization at 16 / 8 B/cycle (ISA)",
+            f"{rows['16']['utilization']:.3f} / {rows['8']['utilization']:.3f}",
         )
     Console().print(table)
 
