@@ -306,7 +306,7 @@ def _collapse_moves(g: _Graph) -> None:
     sources = [i.name for i in g.proto.graph.input] + [
         o for n in g.nodes if n.op_type not in _MOVES for o in n.output
     ]
-    plans: list[tuple[str, str, list[onnx.NodeProto]]] = []
+    plans: list[tuple[str, str, list[onnx.NodeProto], np.ndarray]] = []
     for x in sources:
         shape = g.shapes.get(x)
         if shape is None or not (_token_shape(shape) or (len(shape) == 4 and shape[0] == 1)):
@@ -325,9 +325,9 @@ def _collapse_moves(g: _Graph) -> None:
                 stack.append((y, moved, path))
                 ends = any(r.op_type not in _MOVES for r in g.readers(y)) or y in g.outputs
                 if ends:
-                    plans.append((x, y, path))
-    for x, y, path in plans:
-        new = _canonical_chain(g, x, y, g.shapes[x], _indices(g, x, path), path[-1].name or y)
+                    plans.append((x, y, path, moved))
+    for x, y, path, idx in plans:
+        new = _canonical_chain(g, x, y, g.shapes[x], idx, path[-1].name or y)
         if new is None or _signature(new) == _signature(path):
             continue  # already canonical: keep the exporter's node names
         producer = g.producer(y)
@@ -346,13 +346,6 @@ def _signature(nodes: list[onnx.NodeProto]) -> list[tuple[str, list[int]]]:
         (n.op_type, [int(v) for a in n.attribute if a.name == "perm" for v in a.ints])
         for n in nodes
     ]
-
-
-def _indices(g: _Graph, x: str, path: list[onnx.NodeProto]) -> np.ndarray:
-    idx = np.arange(int(np.prod(g.shapes[x]))).reshape(g.shapes[x])
-    for node in path:
-        idx = _move(g, node, idx)  # type: ignore[assignment]
-    return idx
 
 
 def _move(g: _Graph, node: onnx.NodeProto, idx: np.ndarray) -> np.ndarray | None:
