@@ -20,7 +20,9 @@ import math
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
+
+from .onnx_graph import constants
 
 __all__ = ["FUSED_OPS", "MS_DOMAIN", "fuse_gelu"]
 
@@ -60,10 +62,7 @@ class _Graph:
     def __init__(self, proto: onnx.ModelProto) -> None:
         graph = proto.graph
         self.nodes = list(graph.node)
-        self.consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-        for node in graph.node:
-            if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-                self.consts[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+        self.consts = constants(proto)
         self.readers: dict[str, list[onnx.NodeProto]] = {}
         for node in graph.node:
             for name in node.input:

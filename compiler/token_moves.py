@@ -1,0 +1,171 @@
+"""Chains of data movement on tokens, replaced by what they are (step 3 of
+:mod:`compiler.token_canon`).
+
+A chain of Reshape/Transpose/Squeeze/Unsqueeze/Gather/Identity/Flatten from tokens (any shape
+whose axes but the last hold T > 1 tokens, the others 1) or from heads (1, H, T, d) is
+evaluated on element indices (``arange`` pushed through the chain). A chain that moves nothing
+disappears; one that takes a channel slice, splits heads (also transposed: k^T) or merges them
+becomes that Slice/Reshape/Transpose, the pattern :mod:`compiler.attention_import` maps. A chain
+already in that form keeps its nodes (and the exporter's names).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from .onnx_graph import MOVES, RewriteGraph
+
+__all__ = ["collapse_moves", "token_shape"]
+
+_SPLIT, _TRANSPOSED = (0, 2, 1, 3), (0, 2, 3, 1)
+
+
+def token_shape(shape: tuple[int, ...] | None) -> tuple[int, int] | None:
+    """(T, K) if ``shape`` holds T > 1 tokens of K features (every other axis is 1)."""
+    if shape is None or len(shape) < 2:
+        return None
+    lead = [d for d in shape[:-1] if d != 1]
+    return (lead[0], shape[-1]) if len(lead) == 1 else None
+
+
+def collapse_moves(g: RewriteGraph) -> None:
+    sources = [i.name for i in g.proto.graph.input] + [
+        o for n in g.nodes if n.op_type not in MOVES for o in n.output
+    ]
+    plans: list[tuple[str, str, list[onnx.NodeProto], np.ndarray]] = []
+    for x in sources:
+        shape = g.shapes.get(x)
+        if shape is None or not (token_shape(shape) or (len(shape) == 4 and shape[0] == 1)):
+            continue
+        start = np.arange(int(np.prod(shape))).reshape(shape)
+        stack: list[tuple[str, np.ndarray, list[onnx.NodeProto]]] = [(x, start, [])]
+        while stack:
+            value, idx, chain = stack.pop()
+            for reader in g.readers(value):
+                if reader.op_type not in MOVES or reader.input[0] != value:
+                    continue
+                moved = _move(g, reader, idx)
+                if moved is None:
+                    continue
+                y, path = reader.output[0], [*chain, reader]
+                stack.append((y, moved, path))
+                ends = any(r.op_type not in MOVES for r in g.readers(y)) or y in g.outputs
+                if ends:
+                    plans.append((x, y, path, moved))
+    for x, y, path, idx in plans:
+        new = _canonical_chain(g, x, y, g.shapes[x], idx, path[-1].name or y)
+        if new is None or _signature(new) == _signature(path):
+            continue  # already canonical: keep the exporter's node names
+        producer = g.producer(y)
+        if producer is None:
+            continue
+        if new == [] and y not in g.outputs:
+            g.nodes.remove(producer)
+            for reader in g.nodes:
+                reader.input[:] = [x if i == y else i for i in reader.input]
+        else:
+            g.replace(producer, new or [g.node("Identity", [x], y, producer.name)])
+
+
+def _signature(nodes: list[onnx.NodeProto]) -> list[tuple[str, list[int]]]:
+    return [
+        (n.op_type, [int(v) for a in n.attribute if a.name == "perm" for v in a.ints])
+        for n in nodes
+    ]
+
+
+def _move(g: RewriteGraph, node: onnx.NodeProto, idx: np.ndarray) -> np.ndarray | None:
+    """``idx`` moved as ``node`` moves its input; None if its parameters are not constants."""
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    second = g.consts.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None
+    op = node.op_type
+    if op == "Identity":
+        return idx
+    if op == "Transpose":
+        return idx.transpose(attrs.get("perm", list(range(idx.ndim))[::-1]))
+    if op == "Flatten":
+        axis = attrs.get("axis", 1) % (idx.ndim or 1)
+        return idx.reshape(int(np.prod(idx.shape[:axis])), -1)
+    if op == "Reshape" and second is not None:
+        dims = [int(d) for d in second.reshape(-1)]
+        if not attrs.get("allowzero", 0):
+            dims = [idx.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+        return idx.reshape(dims)
+    if op in ("Squeeze", "Unsqueeze"):
+        axes = attrs.get("axes") if second is None else [int(a) for a in second.reshape(-1)]
+        if op == "Squeeze":
+            return np.squeeze(idx, tuple(axes) if axes else None)
+        if axes is None:
+            return None
+        rank = idx.ndim + len(axes)
+        return np.expand_dims(idx, tuple(sorted(a % rank for a in axes)))
+    if op == "Gather" and second is not None and second.ndim == 0:
+        return np.take(idx, int(second), axis=attrs.get("axis", 0))
+    return None
+
+
+def _canonical_chain(
+    g: RewriteGraph, x: str, y: str, xshape: tuple[int, ...], idx: np.ndarray, name: str
+) -> list[onnx.NodeProto] | None:
+    """The canonical nodes computing ``y`` from ``x`` ([] for a plain rename), or None."""
+    yshape = idx.shape
+    flat = idx.reshape(-1)
+    if flat.size == int(np.prod(xshape)) and np.array_equal(flat, np.arange(flat.size)):
+        return [] if tuple(yshape) == tuple(xshape) else [g.reshape(x, yshape, y, name)]
+    tokens = token_shape(xshape)
+    if tokens is not None:
+        return _from_tokens(g, x, y, tokens, idx, name)
+    if len(xshape) == 4 and xshape[0] == 1 and idx.size == int(np.prod(xshape)):
+        _, h, t, d = xshape
+        j = np.arange(h * d)
+        expected = (j // d)[None, :] * t * d + np.arange(t)[:, None] * d + (j % d)[None, :]
+        if np.array_equal(idx.reshape(t, h * d), expected):
+            merged = g.fresh(name)
+            nodes = [g.node("Transpose", [x], merged, g.fresh(name), perm=list(_SPLIT))]
+            out = y if tuple(yshape) == (1, t, h * d) else g.fresh(name)
+            nodes.append(g.reshape(merged, (1, t, h * d), out, name if out == y else g.fresh(name)))
+            if out != y:
+                nodes.append(g.reshape(out, yshape, y, name))
+            return nodes
+    return None
+
+
+def _from_tokens(
+    g: RewriteGraph, x: str, y: str, tokens: tuple[int, int], idx: np.ndarray, name: str
+) -> list[onnx.NodeProto] | None:
+    """A channel slice of tokens, its heads split, or split and transposed (k^T)."""
+    t, f = tokens
+    yshape = tuple(idx.shape)
+    offset = int(idx.reshape(-1)[0])
+    token = np.arange(t) * f + offset
+    forms: list[tuple[str, int, int, np.ndarray, tuple[int, ...] | None]] = []
+    if idx.size % t == 0:
+        forms.append(("slice", idx.size // t, 1, idx.reshape(t, -1), None))
+    if len(yshape) == 4 and yshape[0] == 1:
+        _, h, a, b = yshape
+        if a == t:
+            forms.append(("heads", h * b, h, idx[0].transpose(1, 0, 2).reshape(t, -1), _SPLIT))
+        if b == t:
+            forms.append(
+                ("heads_t", h * a, h, idx[0].transpose(2, 0, 1).reshape(t, -1), _TRANSPOSED)
+            )
+    for _, width, heads, gathered, perm in forms:
+        if width > f or not np.array_equal(gathered, token[:, None] + np.arange(width)[None, :]):
+            continue
+        nodes, source = [], x
+        if width != f:
+            source = y if perm is None and yshape == (*g.shapes[x][:-1], width) else g.fresh(name)
+            ends = [np.array([offset]), np.array([offset + width]), np.array([-1])]
+            inputs = [x, *(g.const(v.astype(np.int64), f"{name}/slice") for v in ends)]
+            nodes.append(g.node("Slice", inputs, source, name if source == y else g.fresh(name)))
+        if perm is None:
+            if source != y:
+                nodes.append(g.reshape(source, yshape, y, name))
+            return nodes
+        split = g.fresh(name)
+        nodes.append(g.reshape(source, (1, t, heads, width // heads), split, g.fresh(name)))
+        nodes.append(g.node("Transpose", [split], y, name, perm=list(perm)))
+        return nodes
+    return None
