@@ -58,11 +58,21 @@ def canonicalize_tokens(proto: onnx.ModelProto) -> onnx.ModelProto:
     for _ in range(8):  # each folding round may make more shapes static
         if not _fold_shapes(RewriteGraph(proto)):
             break
-    for step in (_canonical_products, collapse_moves, _split_packed, _scale_after_product):
+    steps = (_constant_nodes, _canonical_products, collapse_moves, _split_packed)
+    for step in (*steps, _scale_after_product):
         g = RewriteGraph(proto)
         step(g)
         proto = g.commit()
     return proto
+
+
+def _constant_nodes(g: RewriteGraph) -> None:
+    """Constant nodes become initializers: the importer reads a Reshape's target when it meets
+    the node before it (a heads merge), and TorchScript writes the Constant in between."""
+    for node in [n for n in g.nodes if n.op_type == "Constant" and n.output[0] in g.consts]:
+        array = numpy_helper.from_array(g.consts[node.output[0]], node.output[0])
+        g.proto.graph.initializer.append(array)
+        g.nodes.remove(node)
 
 
 def _has_token_products(g: RewriteGraph) -> bool:

@@ -25,8 +25,15 @@ from compiler.token_canon import canonicalize_tokens
 from sim.run import run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "torch"
-ENCODERS = ["encoder_default.onnx", "encoder_legacy.onnx", "encoder_causal.onnx"]
-T, D, HEADS, FF = 20, 64, 2, 128  # as tests/fixtures/torch/export_encoder.py exports them
+D, FF = 64, 128  # as tests/fixtures/torch/export_encoder.py exports them
+#: fixture -> its tokens
+FIXTURE_TOKENS = {
+    "encoder_default.onnx": 20,
+    "encoder_legacy.onnx": 20,
+    "encoder_causal.onnx": 20,
+    "block_default.onnx": 24,
+    "block_legacy.onnx": 24,
+}
 
 
 def _ort(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
@@ -34,47 +41,51 @@ def _ort(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
     return session.run(None, {model.graph.input[0].name: x})[0]
 
 
-@pytest.mark.parametrize("name", ENCODERS)
+@pytest.mark.parametrize("name", sorted(FIXTURE_TOKENS))
 def test_rewritten_encoder_computes_what_the_export_computes(name):
     model = onnx.load(FIXTURES / name)
     rewritten = canonicalize_tokens(copy.deepcopy(model))
     ops = [n.op_type for n in rewritten.graph.node]
     # the packed q/k/v projection is three MatMuls; nothing of torch's shuffling is left
     assert ops.count("MatMul") == 3 + 2 + 2 + 1  # q k v, the two products, the FFN, out_proj
-    assert not {"Gemm", "Gather", "Squeeze", "Unsqueeze", "Shape"} & set(ops)
-    x = np.random.default_rng(4).standard_normal((1, T, D)).astype(np.float32)
+    assert not {"Gemm", "Gather", "Squeeze", "Unsqueeze", "Shape", "Split"} & set(ops)
+    x = np.random.default_rng(4).standard_normal((1, FIXTURE_TOKENS[name], D)).astype(np.float32)
     np.testing.assert_allclose(_ort(rewritten, x), _ort(model, x), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ENCODERS)
+@pytest.mark.parametrize("name", sorted(FIXTURE_TOKENS))
 def test_torch_encoder_runs_every_mac_on_the_array(name, tmp_path):
     """Every MAC of torch's encoder on the accelerator - the three projections, both attention
     products per head, the output projection and the FFN - bit-exact, close to fp32."""
     exe = compile_model(FIXTURES / name, PRESETS["default"]).executable
-    x = np.random.default_rng(7).standard_normal((1, T, D)).astype(np.float32)
+    t = FIXTURE_TOKENS[name]
+    x = np.random.default_rng(7).standard_normal((1, t, D)).astype(np.float32)
     result = run(exe, x, "isa")
     assert result.bit_exact, result.first_mismatch
     accel = [la for la in result.layers if la.device == "accel"]
-    expected = 4 * T * D * D + 2 * T * D * FF + 2 * T * T * D  # linear layers + attention
+    expected = 4 * t * D * D + 2 * t * D * FF + 2 * t * t * D  # linear layers + attention
     assert sum(la.macs for la in accel) == expected
     assert sum(la.macs for la in result.layers if la.device == "host") == 0
     products = [la for la in accel if la.op == "batch_matmul"]
-    assert [la.macs for la in products] == [T * T * D] * 2
+    assert [la.macs for la in products] == [t * t * D] * 2  # H heads of t x t x D/H
     # on the host: LayerNorm, Softmax (after the causal mask's Add), k^T - no MACs
     host_ops = {op for la in result.layers if la.device == "host" for op in la.op[5:].split("+")}
     assert host_ops <= {"LayerNormalization", "Softmax", "Add", "Reshape", "Transpose"}
+    # the only transpose on the host is k's: the heads split and merge are views on the array
+    assert sum("Transpose" in la.op for la in result.layers if la.device == "host") == 1
     assert compare_fp32(onnx.load(FIXTURES / name), exe.reference, x)["cosine_vs_fp32"] > 0.99
 
 
-def test_tanh_gelu_of_the_legacy_export_fused_and_equal():
+@pytest.mark.parametrize("name", ["encoder_legacy.onnx", "block_legacy.onnx"])
+def test_tanh_gelu_of_the_legacy_export_fused_and_equal(name):
     """The TorchScript exporter writes tanh GELU as Mul/Add/Tanh: fused into FastGelu, which
     computes what the chain computes."""
-    model = onnx.load(FIXTURES / "encoder_legacy.onnx")
+    model = onnx.load(FIXTURES / name)
     fused = fuse_gelu(copy.deepcopy(model))
     gelus = [n for n in fused.graph.node if n.op_type == "FastGelu"]
     assert len(gelus) == 1 and gelus[0].domain == MS_DOMAIN
     assert "Tanh" not in [n.op_type for n in fused.graph.node]
-    x = np.random.default_rng(2).standard_normal((1, T, D)).astype(np.float32)
+    x = np.random.default_rng(2).standard_normal((1, FIXTURE_TOKENS[name], D)).astype(np.float32)
     np.testing.assert_allclose(_ort(fused, x), _ort(model, x), rtol=1e-5, atol=1e-5)
 
 
