@@ -76,11 +76,11 @@ def _constant_nodes(g: RewriteGraph) -> None:
 
 
 def _has_token_products(g: RewriteGraph) -> bool:
+    """A MatMul over tokens (an input of rank 3 or more) - what transformers have and CNNs
+    (and their quantized forms, whose weights are DequantizeLinear outputs) do not."""
     for node in g.nodes:
-        if node.op_type in ("MatMul", "Gemm") and len(node.input) > 1:
-            a = g.shapes.get(node.input[0])
-            if (a is not None and len(a) >= 3) or node.input[1] not in g.consts:
-                return True
+        if node.op_type == "MatMul" and len(g.shapes.get(node.input[0], ())) >= 3:
+            return True
     return False
 
 

@@ -37,8 +37,10 @@ def collapse_moves(g: RewriteGraph) -> None:
     plans: list[tuple[str, str, list[onnx.NodeProto], np.ndarray]] = []
     for x in sources:
         shape = g.shapes.get(x)
-        if shape is None or not (token_shape(shape) or (len(shape) == 4 and shape[0] == 1)):
-            continue
+        producer = g.producer(x)
+        heads = len(shape or ()) == 4 and producer is not None and producer.op_type == "MatMul"
+        if shape is None or not (token_shape(shape) or heads):
+            continue  # neither tokens nor a product's heads (a CNN's maps are left alone)
         start = np.arange(int(np.prod(shape))).reshape(shape)
         stack: list[tuple[str, np.ndarray, list[onnx.NodeProto]]] = [(x, start, [])]
         while stack:
