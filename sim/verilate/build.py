@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO
 from xml.etree import ElementTree
@@ -36,6 +36,13 @@ import cocotb_tools.config
 from cocotb_tools.runner import Verilator as _CocotbVerilator
 
 from sim.verilate.build_progress import watch
+from sim.verilate.instrument import (
+    ASSERT_ARGS,
+    COVERAGE_ARGS,
+    assertions_on,
+    coverage_dir,
+    coverage_plusargs,
+)
 from sim.verilate.toolchain import ToolchainError, find_toolchain, fst_missing_message
 
 log = logging.getLogger("cosim.build")
@@ -117,6 +124,12 @@ class BuildSpec:
     main : Path or None
         A C++ ``main`` replacing the cocotb harness: a plain Verilator executable that cannot
         run cocotb tests (e.g. sim/csrc/bench_main.cpp for ``make bench``).
+    coverage : bool
+        Line and toggle coverage compiled in; each run writes its counts
+        (sim/verilate/instrument.py). :func:`build` sets it from ``COSIM_COVERAGE``.
+    assertions : bool
+        The RTL's assertions compiled in (``--assert``). :func:`build` sets it from
+        ``COSIM_ASSERT``.
     """
 
     design: str
@@ -132,6 +145,8 @@ class BuildSpec:
     clock_period_ns: int = 10
     trace_gate: str | None = None
     main: Path | None = None
+    coverage: bool = False
+    assertions: bool = False
 
     def __post_init__(self) -> None:
         if self.waves not in (None, "fst", "vcd"):
@@ -195,6 +210,10 @@ def _verilator_args(spec: BuildSpec) -> list[str]:
         args += ["--trace-fst", "--trace-structs"]
     elif spec.waves == "vcd":
         args += ["--trace", "--trace-structs"]
+    if spec.coverage:
+        args += COVERAGE_ARGS
+    if spec.assertions:
+        args += ASSERT_ARGS
     return args
 
 
@@ -213,6 +232,7 @@ def cache_key(spec: BuildSpec) -> str:
         skip |= {"clock", "clock_period_ns"}
     if spec.trace_gate is None:
         skip.add("trace_gate")
+    skip |= {name for name in ("coverage", "assertions") if not getattr(spec, name)}
     spec_fields = {k: v for k, v in asdict(spec).items() if k not in skip}
     parts = {
         "spec": spec_fields,
@@ -367,6 +387,18 @@ def _last_build(root: Path, spec: BuildSpec) -> str:
     return "no earlier build of it here"
 
 
+def instrumented(spec: BuildSpec) -> BuildSpec:
+    """``spec`` with coverage (``COSIM_COVERAGE``) and assertions (``COSIM_ASSERT``) switched on
+    as the environment asks; builds with their own C++ main (``make bench``) stay plain."""
+    if not uses_cocotb(spec):
+        return spec
+    return replace(
+        spec,
+        coverage=spec.coverage or coverage_dir() is not None,
+        assertions=spec.assertions or assertions_on(),
+    )
+
+
 def build(
     spec: BuildSpec,
     root: Path = BUILD_ROOT,
@@ -375,7 +407,9 @@ def build(
     """Build ``spec`` with Verilator, or reuse the cached build with the same content key.
 
     ``runner_class`` may add build steps (sim/verilate/pyverilator_build.py); what it builds
-    must differ in ``spec`` (hence in the key) from a plain build."""
+    must differ in ``spec`` (hence in the key) from a plain build. A cocotb build is instrumented
+    when the environment asks for it (:func:`instrumented`)."""
+    spec = instrumented(spec)
     start = time.perf_counter()
     tc = find_toolchain()
     tc.apply_to_environ()
@@ -489,7 +523,7 @@ def run_cocotb(
                 testcase=testcase,
                 extra_env=env,
                 test_args=test_args,
-                plusargs=list(plusargs),
+                plusargs=[*plusargs, *coverage_plusargs(model.spec.coverage)],
                 results_xml=str(results),
                 seed=seed,
                 log_file=test_dir / "sim.log",
