@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from arch import isa
 from arch.config import AccelConfig
+from hdl_gen import checks
 from hdl_gen.compute_unit import ComputeUnit
 from hdl_gen.dram_arbiter import ReadArbiter
 from hdl_gen.dram_bus import read_request, read_response, write_signature
@@ -38,10 +39,17 @@ class Accelerator(wiring.Component):
         Program progress, for windowed waveforms: one past the highest instruction index any
         unit has started, and the lowest index not yet retired (dispatched or not).
     dram_req, dram_resp, dram_wr : the DRAM links.
+
+    Parameters
+    ----------
+    config : AccelConfig
+    checks : bool
+        Add the assertions of hdl_gen/checks.py (the simulation variant ``COSIM_ASSERT=1``).
     """
 
-    def __init__(self, config: AccelConfig) -> None:
+    def __init__(self, config: AccelConfig, checks: bool = False) -> None:
         self.config = config
+        self.checks = checks
         bus = config.dram_bytes_per_cycle
         self.read_clients = 4  # fetch, load descriptors, load data, store descriptors
         self.tag_bits = max(1, (self.read_clients - 1).bit_length())
@@ -293,7 +301,29 @@ class Accelerator(wiring.Component):
             with m.If(self.running):
                 m.d.sync += counter.eq(counter + amount)
         m.d.comb += store.perf.eq(perf)
+        if self.checks:
+            self._checks(m, fetch, counters)
         return m
+
+    def _checks(self, m: Module, fetch: Fetch, counters: dict[str, TokenCounter]) -> None:
+        """Assertions (hdl_gen/checks.py): the stream rules of fetch's queue links and of the
+        DRAM requests, token counters within bounds, DRAM addresses inside the DRAM and aligned
+        to the bus, a defined error code."""
+        c = self.config
+        bus = c.dram_bytes_per_cycle
+        for name in ("load_q", "compute_q", "store_q"):
+            link = getattr(fetch, name)
+            checks.stream_rules(m, f"fetch.{name}", link.valid, link.ready, link.payload)
+        for name, link in (("dram_req", self.dram_req), ("dram_wr", self.dram_wr)):
+            checks.stream_rules(m, name, link.valid, link.ready, link.payload)
+            addr = link.payload.addr
+            checks.in_range(m, f"{name}.addr", link.valid, addr, c.dram_bytes, bus)
+        for name, counter in counters.items():
+            checks.counter_bounds(
+                m, f"tokens_{name}", counter.push, counter.pop, counter.count, c.token_depth
+            )
+        defined = max(code.value for code in isa.ErrorCode)
+        checks.check(m, "error_code.defined", self.error_code.as_value() <= defined)
 
     def _progress(self, m: Module, fetch: Fetch, units: tuple) -> None:
         """Drive ``insn_started`` and ``insn_frontier`` (units run their queues in order)."""

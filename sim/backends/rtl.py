@@ -19,6 +19,7 @@ from arch.config import AccelConfig
 from sim import hooks
 from sim.backends.accelerator import JOB_FORMATS, build_accelerator, rtl_source
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
+from sim.coverage import functional
 from sim.verilate.build import BuiltModel, run_cocotb
 
 
@@ -100,10 +101,14 @@ def run_programs(
             plusargs=trace[1] if trace else (),
         )
     results = []
-    for entry in entries:
+    for run, entry in zip(runs, entries, strict=True):
         status = json.loads(Path(entry["result"]).read_text())
         dram = np.fromfile(entry["dump"], dtype=np.uint8)
         results.append(DeviceResult(dram=dram, **status))
+        # What the program contained and how it ended, when coverage is on (make coverage).
+        functional.sample(
+            config, memoryview(np.ascontiguousarray(run.image)), run.launch, results[-1]
+        )
     return results
 
 
