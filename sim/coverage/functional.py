@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+import numpy as np
+
 from arch import isa
 from arch.config import AccelConfig
 from sim.verilate.instrument import coverage_dir
@@ -157,11 +159,11 @@ def _export() -> None:
         coverage_db.export_to_xml(str(directory / "functional" / f"{uuid.uuid4().hex}.xml"))
 
 
-def _decode(image: bytes, launch: isa.Launch) -> tuple[list[isa.Instruction], bool]:
+def _decode(image: np.ndarray, launch: isa.Launch) -> tuple[list[isa.Instruction], bool]:
     """The instructions from ``insn_base`` up to END; ``True`` if an illegal word ended it."""
-    insns = []
-    for at in range(launch.insn_base, len(image) - isa.INSN_BYTES + 1, isa.INSN_BYTES):
-        word = int.from_bytes(image[at : at + isa.INSN_BYTES], "little")
+    insns: list[isa.Instruction] = []
+    for at in range(launch.insn_base, image.size - isa.INSN_BYTES + 1, isa.INSN_BYTES):
+        word = int.from_bytes(image[at : at + isa.INSN_BYTES].tobytes(), "little")
         try:
             insn = isa.decode_insn(word)
         except isa.IsaError:
@@ -172,13 +174,13 @@ def _decode(image: bytes, launch: isa.Launch) -> tuple[list[isa.Instruction], bo
     return insns, False
 
 
-def _descriptors(image: bytes, launch: isa.Launch) -> list[dict[str, Any]]:
+def _descriptors(image: np.ndarray, launch: isa.Launch) -> list[dict[str, Any]]:
     descs = []
     for n in range(min(launch.desc_count, 4096)):
         at = launch.desc_base + n * isa.DESC_BYTES
-        if at + isa.DESC_BYTES > len(image):
+        if at + isa.DESC_BYTES > image.size:
             break
-        word = int.from_bytes(image[at : at + isa.DESC_BYTES], "little")
+        word = int.from_bytes(image[at : at + isa.DESC_BYTES].tobytes(), "little")
         try:
             descs.append(isa.decode_record(isa.DESCRIPTOR, word))
         except isa.IsaError:
@@ -243,7 +245,7 @@ def _sample_desc(s: dict[str, Any], desc: dict[str, Any]) -> None:
     s["desc_negative"]("yes" if negative else "no")
 
 
-def sample(config: AccelConfig, image: bytes, launch: isa.Launch, result: Any) -> None:
+def sample(config: AccelConfig, image: np.ndarray, launch: isa.Launch, result: Any) -> None:
     """Sample one finished program (``result``: a DeviceResult) when coverage is on."""
     if coverage_dir() is None:
         return
