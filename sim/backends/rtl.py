@@ -106,9 +106,7 @@ def run_programs(
         dram = np.fromfile(entry["dump"], dtype=np.uint8)
         results.append(DeviceResult(dram=dram, **status))
         # What the program contained and how it ended, when coverage is on (make coverage).
-        functional.sample(
-            config, memoryview(np.ascontiguousarray(run.image)), run.launch, results[-1]
-        )
+        functional.sample(config, run.image, run.launch, results[-1])
     return results
 
 
