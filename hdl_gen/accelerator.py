@@ -307,17 +307,18 @@ class Accelerator(wiring.Component):
 
     def _checks(self, m: Module, fetch: Fetch, counters: dict[str, TokenCounter]) -> None:
         """Assertions (hdl_gen/checks.py): the stream rules of fetch's queue links and of the
-        DRAM requests, token counters within bounds, DRAM addresses inside the DRAM and aligned
-        to the bus, a defined error code."""
+        DRAM links, token counters within bounds, DRAM addresses inside the DRAM, writes with
+        strobes, a defined error code."""
         c = self.config
-        bus = c.dram_bytes_per_cycle
         for name in ("load_q", "compute_q", "store_q"):
             link = getattr(fetch, name)
             checks.stream_rules(m, f"fetch.{name}", link.valid, link.ready, link.payload)
         for name, link in (("dram_req", self.dram_req), ("dram_wr", self.dram_wr)):
             checks.stream_rules(m, name, link.valid, link.ready, link.payload)
-            addr = link.payload.addr
-            checks.in_range(m, f"{name}.addr", link.valid, addr, c.dram_bytes, bus)
+            checks.in_range(m, f"{name}.addr", link.valid, link.payload.addr, c.dram_bytes)
+        # Byte addresses need not be bus-aligned (the DRAM aligns them down and a narrow write
+        # strobes the bytes at the address's offset), but a write strobes at least one byte.
+        checks.check(m, "dram_wr.strobes", ~self.dram_wr.valid | (self.dram_wr.payload.strb != 0))
         for name, counter in counters.items():
             checks.counter_bounds(
                 m, f"tokens_{name}", counter.push, counter.pop, counter.count, c.token_depth

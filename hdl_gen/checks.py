@@ -35,8 +35,6 @@ def counter_bounds(m: Module, name: str, push: Value, pop: Value, count: Value, 
     check(m, f"{name}.no_underflow", ~(pop & ~push & (count == 0)))
 
 
-def in_range(m: Module, name: str, valid: Value, value: Value, limit: int, align: int) -> None:
-    """While ``valid``, ``value`` is below ``limit`` and a multiple of ``align``."""
+def in_range(m: Module, name: str, valid: Value, value: Value, limit: int) -> None:
+    """While ``valid``, ``value`` is below ``limit``."""
     check(m, f"{name}.in_range", ~valid | (value < limit))
-    if align > 1:
-        check(m, f"{name}.aligned", ~valid | (value[: (align - 1).bit_length()] == 0))

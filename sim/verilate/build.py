@@ -35,6 +35,7 @@ from xml.etree import ElementTree
 import cocotb_tools.config
 from cocotb_tools.runner import Verilator as _CocotbVerilator
 
+from sim.verilate import assertions
 from sim.verilate.build_progress import watch
 from sim.verilate.instrument import (
     ASSERT_ARGS,
@@ -490,13 +491,16 @@ def run_cocotb(
     trace_file: Path | None = None,
     plusargs: Sequence[str] = (),
     seed: int | None = None,
+    clock_period_ns: float | None = None,
 ) -> Path:
     """Run cocotb test module(s) against a built model; raise :class:`SimulationFailed` on failure.
 
     Returns the results XML path. ``trace_file`` turns tracing on (the model must be built with
     ``waves``); ``plusargs`` (``+name=value``) reach the HDL's ``$value$plusargs``. When the
     model generates its clock (``BuildSpec.clock``), the test sees ``COSIM_HARNESS_CLOCK=<port>``
-    and ``COSIM_CLOCK_PERIOD_NS`` in its environment and must not drive that port.
+    and ``COSIM_CLOCK_PERIOD_NS`` in its environment and must not drive that port. A failed RTL
+    assertion (a build with ``assertions``) is named in the failure, with its cycle when the
+    clock period is known (the harness clock's, else ``clock_period_ns``).
     """
     if trace_file is not None and model.spec.waves is None:
         raise ValueError(f"{model.spec.design} was built without waves; build with waves='fst'")
@@ -528,9 +532,16 @@ def run_cocotb(
                 seed=seed,
                 log_file=test_dir / "sim.log",
             )
-    except SystemExit as exc:
+    except (SystemExit, RuntimeError) as exc:
+        # SystemExit: cocotb's runner saw failing tests; RuntimeError: the simulator itself
+        # stopped (e.g. Verilator's $stop on a failed assertion).
         problems = _failures(results) if results.exists() else []
-        raise SimulationFailed(_describe_failure(test_dir, problems, exc.code)) from None
+        period = model.spec.clock_period_ns if model.spec.clock else clock_period_ns
+        failed = assertions.find(_log_text(test_dir), period)
+        if failed is not None:
+            problems.insert(0, failed.describe())
+        code = exc.code if isinstance(exc, SystemExit) else str(exc)
+        raise SimulationFailed(_describe_failure(test_dir, problems, code)) from None
     finally:
         if saved is not None:
             os.environ["PYTEST_CURRENT_TEST"] = saved
@@ -542,6 +553,13 @@ def run_cocotb(
     if problems:
         raise SimulationFailed(_describe_failure(test_dir, problems, 0))
     return results
+
+
+def _log_text(test_dir: Path) -> str:
+    try:
+        return (test_dir / "sim.log").read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def _describe_failure(test_dir: Path, problems: list[str], code: object) -> str:
