@@ -302,19 +302,22 @@ class Accelerator(wiring.Component):
                 m.d.sync += counter.eq(counter + amount)
         m.d.comb += store.perf.eq(perf)
         if self.checks:
-            self._checks(m, fetch, counters)
+            self._checks(m, fetch, counters, halt)
         return m
 
-    def _checks(self, m: Module, fetch: Fetch, counters: dict[str, TokenCounter]) -> None:
+    def _checks(
+        self, m: Module, fetch: Fetch, counters: dict[str, TokenCounter], halt: Signal
+    ) -> None:
         """Assertions (hdl_gen/checks.py): the stream rules of fetch's queue links and of the
         DRAM links, token counters within bounds, DRAM addresses inside the DRAM, writes with
-        strobes, a defined error code."""
+        strobes, a defined error code. An error halts every unit and withdraws fetch's offers:
+        the stream rules hold until then."""
         c = self.config
         for name in ("load_q", "compute_q", "store_q"):
             link = getattr(fetch, name)
-            checks.stream_rules(m, f"fetch.{name}", link.valid, link.ready, link.payload)
+            checks.stream_rules(m, f"fetch.{name}", link.valid, link.ready, link.payload, halt)
         for name, link in (("dram_req", self.dram_req), ("dram_wr", self.dram_wr)):
-            checks.stream_rules(m, name, link.valid, link.ready, link.payload)
+            checks.stream_rules(m, name, link.valid, link.ready, link.payload, halt)
             checks.in_range(m, f"{name}.addr", link.valid, link.payload.addr, c.dram_bytes)
         # Byte addresses need not be bus-aligned (the DRAM aligns them down and a narrow write
         # strobes the bytes at the address's offset), but a write strobes at least one byte.

@@ -19,14 +19,17 @@ def check(m: Module, name: str, ok: Value) -> None:
     m.d.sync += Assert(ok, f"{PREFIX}{name}: failed")
 
 
-def stream_rules(m: Module, name: str, valid: Value, ready: Value, payload: Value) -> None:
+def stream_rules(
+    m: Module, name: str, valid: Value, ready: Value, payload: Value, stopped: Value | int = 0
+) -> None:
     """The stream rules (amaranth docs/stdlib/stream.rst) a source must keep: once ``valid``
-    is high it stays high, with the same ``payload``, until ``ready`` takes the transfer."""
+    is high it stays high, with the same ``payload``, until ``ready`` takes the transfer -
+    except when ``stopped`` (an error halts the accelerator and withdraws every offer)."""
     waiting = Signal(name=f"{name}_waiting")  # last cycle: valid and not ready
     held = Signal.like(payload, name=f"{name}_held")
     m.d.sync += [waiting.eq(valid & ~ready), held.eq(payload)]
-    check(m, f"{name}.valid_held", ~waiting | valid)
-    check(m, f"{name}.payload_stable", ~waiting | (payload == held))
+    check(m, f"{name}.valid_held", ~waiting | valid | stopped)
+    check(m, f"{name}.payload_stable", ~waiting | (payload == held) | stopped)
 
 
 def counter_bounds(m: Module, name: str, push: Value, pop: Value, count: Value, depth: int) -> None:
