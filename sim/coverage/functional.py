@@ -160,8 +160,11 @@ def _export() -> None:
 
 
 def _decode(image: np.ndarray, launch: isa.Launch) -> tuple[list[isa.Instruction], bool]:
-    """The instructions from ``insn_base`` up to END; ``True`` if an illegal word ended it."""
+    """The instructions from ``insn_base`` up to END; ``True`` if an illegal word ended it.
+    A misaligned ``insn_base`` fetches nothing (the accelerator stops with DRAM_RANGE)."""
     insns: list[isa.Instruction] = []
+    if launch.insn_base % isa.INSN_BYTES:
+        return insns, False
     for at in range(launch.insn_base, image.size - isa.INSN_BYTES + 1, isa.INSN_BYTES):
         word = int.from_bytes(image[at : at + isa.INSN_BYTES].tobytes(), "little")
         try:
