@@ -22,8 +22,8 @@ def hits(name: str) -> Counter:
 
 
 def test_bins_come_from_the_isa():
-    assert functional.OPCODES == [op.name for op in isa.Opcode]
-    assert functional.ERRORS == [code.name for code in isa.ErrorCode]
+    assert [op.name for op in isa.Opcode] == functional.OPCODES
+    assert [code.name for code in isa.ErrorCode] == functional.ERRORS
     assert len(functional.FLAGS) == 16 and len(set(functional.FLAGS)) == 16
 
 
