@@ -21,7 +21,7 @@ COVERAGE_DIR ?= build/coverage
 # The RTL tests `make coverage` runs on instrumented builds: instruction and network tests on the
 # tiny config through cocotb (the 16x16 ones, the waveform, pyverilator and Dask-shard variants
 # run the same RTL paths on other builds and would double its time; docs: tests/README.md).
-COVERAGE_TESTS ?= tests/instruction tests/network tests/coverage -m simulator \
+COVERAGE_TESTS ?= tests/instruction tests/network -m simulator \
 	-k "not default and not 16x16 and not pyverilator and not waves and not wave and not shard and not layer_range and not killed and not harnesses"
 
 # They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
