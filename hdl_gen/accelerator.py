@@ -310,12 +310,13 @@ class Accelerator(wiring.Component):
     ) -> None:
         """Assertions (hdl_gen/checks.py): the stream rules of fetch's queue links and of the
         DRAM links, token counters within bounds, DRAM addresses inside the DRAM, writes with
-        strobes, a defined error code. An error halts every unit and withdraws fetch's offers:
-        the stream rules hold until then."""
+        strobes, a defined error code. An error halts every unit and withdraws fetch's offers
+        (fetch's own error a cycle before the halt): the stream rules hold until then."""
         c = self.config
         for name in ("load_q", "compute_q", "store_q"):
             link = getattr(fetch, name)
-            checks.stream_rules(m, f"fetch.{name}", link.valid, link.ready, link.payload, halt)
+            stopped = halt | fetch.error  # fetch stops offering as soon as it finds an error
+            checks.stream_rules(m, f"fetch.{name}", link.valid, link.ready, link.payload, stopped)
         for name, link in (("dram_req", self.dram_req), ("dram_wr", self.dram_wr)):
             checks.stream_rules(m, name, link.valid, link.ready, link.payload, halt)
             checks.in_range(m, f"{name}.addr", link.valid, link.payload.addr, c.dram_bytes)

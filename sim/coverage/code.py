@@ -11,11 +11,13 @@ bit's 0->1 and 1->0).
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +26,10 @@ from pathlib import Path
 SIM_ONLY = re.compile(r"^(tb_top|cosim_dram_storage.*|sim_top|sim_top\.dram(\..*)?)$")
 
 KINDS = {"v_line": "line", "v_branch": "line", "v_toggle": "toggle"}
+# Yosys's Verilog backend opens combinational processes with `if (\$auto$...dump_module$N )
+# begin end` on a register that is always 0 (it makes `always @*` run once at time 0): generated
+# simulation-only code whose `if` arm is never taken by construction. Not counted (listed).
+YOSYS_GUARD = re.compile(r"dump_module\$\d+\s*\)\s*begin end")
 
 
 @dataclass(frozen=True)
@@ -47,8 +53,24 @@ def _read(path: Path) -> list:
         return VltParser().parse_file(str(path))
 
 
-def merge(files: Iterable[Path]) -> dict[Point, int]:
-    """The points of every file with their counts added up."""
+def merge(files: Iterable[Path], jobs: int | None = None) -> dict[Point, int]:
+    """The points of every file with their counts added up; ``jobs`` processes read shares of
+    the files (default: one per core; reading is the slow part)."""
+    files = list(files)
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(files)))
+    if jobs == 1:
+        return _merge_serial(files)
+    shares = [files[n::jobs] for n in range(jobs)]
+    with ProcessPoolExecutor(jobs) as pool:
+        parts = list(pool.map(_merge_serial, shares))
+    counts: dict[Point, int] = defaultdict(int)
+    for part in parts:
+        for point, hits in part.items():
+            counts[point] += hits
+    return dict(counts)
+
+
+def _merge_serial(files: list[Path]) -> dict[Point, int]:
     counts: dict[Point, int] = defaultdict(int)
     for path in files:
         for item in _read(path):
@@ -67,6 +89,25 @@ def merge(files: Iterable[Path]) -> dict[Point, int]:
             )
             counts[point] += item.hit_count
     return dict(counts)
+
+
+@functools.cache
+def _source(file: str) -> list[str]:
+    try:
+        return Path(file).read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def counted(point: Point) -> bool:
+    """Whether a point counts: accelerator RTL, not a Yosys initialisation guard."""
+    if SIM_ONLY.match(module_group(point.module)):
+        return False
+    if point.kind == "line":
+        lines = _source(point.file)
+        if 0 < point.line <= len(lines) and YOSYS_GUARD.search(lines[point.line - 1]):
+            return False
+    return True
 
 
 def module_group(module: str) -> str:
@@ -103,7 +144,9 @@ def by_module(counts: dict[Point, int]) -> dict[tuple[str, str], Tally]:
     """(config, module row) -> tally."""
     rows: dict[tuple[str, str], Tally] = defaultdict(Tally)
     for point, hits in counts.items():
-        rows[(config_of(point.file), module_group(point.module))].add(point.kind, hits > 0)
+        module = module_group(point.module)
+        if SIM_ONLY.match(module) or counted(point):
+            rows[(config_of(point.file), module)].add(point.kind, hits > 0)
     return dict(sorted(rows.items()))
 
 
@@ -137,7 +180,7 @@ def write_lcov(counts: dict[Point, int], path: Path, root: Path) -> None:
     da: dict[str, dict[int, int]] = defaultdict(dict)
     brda: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for point, hits in counts.items():
-        if SIM_ONLY.match(module_group(point.module)):
+        if not counted(point):
             continue
         file = os.path.relpath(point.file, root)
         if point.kind == "line":
@@ -161,9 +204,25 @@ def write_lcov(counts: dict[Point, int], path: Path, root: Path) -> None:
 
 def holes(counts: dict[Point, int], kind: str, limit: int = 20) -> list[Point]:
     """Accelerator points of ``kind`` never hit, by file and line."""
-    missed = [
-        p
-        for p, hits in counts.items()
-        if p.kind == kind and not hits and not SIM_ONLY.match(module_group(p.module))
-    ]
+    missed = [p for p, hits in counts.items() if p.kind == kind and not hits and counted(p)]
     return sorted(missed, key=lambda p: (p.file, p.line, p.what))[:limit]
+
+
+def excluded(counts: dict[Point, int]) -> int:
+    """Line points of accelerator modules left out as Yosys initialisation guards."""
+    return sum(
+        1
+        for p in counts
+        if p.kind == "line" and not SIM_ONLY.match(module_group(p.module)) and not counted(p)
+    )
+
+
+def toggle_holes(counts: dict[Point, int], limit: int = 15) -> list[tuple[str, str, str, int]]:
+    """(config, module row, signal, bits x directions never toggled), the largest first."""
+    missed: dict[tuple[str, str, str], int] = defaultdict(int)
+    for p, hits in counts.items():
+        if p.kind == "toggle" and not hits and counted(p):
+            signal = re.sub(r"\[\d+\]", "[]", p.what.split(":")[0])
+            missed[(config_of(p.file), module_group(p.module), signal)] += 1
+    ranked = sorted(missed.items(), key=lambda item: -item[1])[:limit]
+    return [(*key, n) for key, n in ranked]

@@ -65,7 +65,8 @@ def _html_page(text_table: list[str], holes: list[str], func_html: str, annotate
         "<style>body{font-family:sans-serif} pre{font-size:12px}</style></head><body>"
         "<h1>RTL coverage</h1><h2>Code coverage per module (Verilator line + toggle)</h2>"
         f"<pre>{esc(chr(10).join(text_table))}</pre>"
-        f"<h3>Line points never reached (first ones)</h3><pre>{esc(chr(10).join(holes))}</pre>"
+        "<h3>Holes: line points never reached (first ones), toggles by signal</h3>"
+        f"<pre>{esc(chr(10).join(holes))}</pre>"
         f"<h2>Functional coverage</h2>{func_html}"
         f"<h2>Annotated RTL (pycobertura)</h2>{annotated}</body></html>"
     )
@@ -101,7 +102,13 @@ def write(out: Path) -> tuple[dict, list[str]]:
     (out / "html" / "index.html").write_text(
         _html_page(text, holes, functional.to_html(func), annotated)
     )
-    result = {**summary(rows), "functional": functional.summary(func), "runs": len(dat_files)}
+    result = {
+        **summary(rows),
+        "excluded_yosys_guards": code.excluded(counts),
+        "toggle_holes": code.toggle_holes(counts),
+        "functional": functional.summary(func),
+        "runs": len(dat_files),
+    }
     (out / "summary.json").write_text(json.dumps(result, indent=2))
     return result, text
 
@@ -116,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(text))
+    print(
+        f"not counted: {result['excluded_yosys_guards']} line points of Yosys initialisation guards"
+    )
+    for config, module, signal, n in result["toggle_holes"][:5]:
+        print(f"toggle hole: {n} bit transitions of {signal} in {module} ({config})")
     for config, t in result["accelerator"].items():
         print(
             f"accelerator RTL ({config}): line {_pct(t['line_percent'])}, "
