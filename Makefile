@@ -19,10 +19,10 @@ CALIB_METHOD ?= minmax
 HOOKS   ?=
 COVERAGE_DIR ?= build/coverage
 # The RTL tests `make coverage` runs on instrumented builds: instruction and network tests on the
-# tiny config through cocotb (the 16x16 ones, the waveform, pyverilator and Dask-shard variants
+# tiny config through cocotb (the 16x16 ones, the waveform, pyverilator, hook and Dask-shard variants
 # run the same RTL paths on other builds and would double its time; docs: tests/README.md).
 COVERAGE_TESTS ?= tests/instruction tests/network -m simulator \
-	-k "not default and not 16x16 and not pyverilator and not waves and not wave and not shard and not layer_range and not killed and not harnesses"
+	-k "not default and not 16x16 and not pyverilator and not waves and not wave and not shard and not layer_range and not killed and not harnesses and not hook"
 
 # They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
 unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BUNDLE IMAGE
