@@ -1,10 +1,12 @@
-"""Constrained-random DMA descriptors on the RTL, aimed at the holes functional coverage found
-in the regression (docs/coverage.md): all four loop levels in use, negative DRAM strides, padding
-checks in y only, in x only and in both, pad values.
+"""Constrained-random DMA descriptors on the RTL, aimed at the holes coverage found in the
+regression (docs/coverage.md): all four loop levels in use, negative DRAM strides, padding checks
+in y only, in x only and in both, pad values - on loads, and on stores (which skip the lines
+outside the checks; the store address generator had the lowest line coverage).
 
-Each program LOADs one random descriptor into consecutive ACT lines, copies them to ACC (POOL,
-window 1) and STOREs them contiguously. Expected: numpy's own walk of the descriptor's loop nest
-as docs/isa.md defines it (not the simulator's), then every DRAM byte equal to the ISA
+A load program LOADs one random descriptor into consecutive ACT lines, copies them to ACC (POOL,
+window 1) and STOREs them contiguously; a store program loads consecutive lines and STOREs them
+through the random descriptor into a guard-filled buffer. Expected: numpy's own walk of the loop
+nest as docs/isa.md defines it (not the simulator's), then every DRAM byte equal to the ISA
 simulator's, guard bands included.
 """
 
@@ -23,6 +25,7 @@ from tests.programs import Builder
 CONFIG = PRESETS["tiny"]
 MAX_LINES = 48
 SEED = 20
+GUARD = 0x5A
 
 
 def random_nest(rng: np.random.Generator, d: int) -> list[tuple[int, int, int, int, int]]:
@@ -102,6 +105,56 @@ def descriptor_case(rng: np.random.Generator, kind: str):
         [np.full(d, pad, np.int8) if a is None else raw[a : a + d].copy() for a in addrs]
     )
     return b, (out, expected, levels)
+
+
+def store_case(rng: np.random.Generator, kind: str):
+    d = CONFIG.rows
+    b = Builder(CONFIG)
+    levels = random_nest(rng, d)
+    height, width = {"none": (0, 0), "y": (3, 0), "x": (0, 3), "y_and_x": (3, 3)}[kind]
+    y0, x0 = int(rng.integers(-2, 2)), int(rng.integers(-2, 2))
+    n = int(np.prod([level[0] for level in levels]))
+    lines = rng.integers(-128, 128, (n, d), dtype=np.int8)
+    src = b.put(lines)
+    size = 160 * d
+    out = b.alloc(size, name="output")
+    b.dram[out : out + size] = GUARD
+    for _ in range(1000):
+        base = out + int(rng.integers(0, size // d)) * d
+        addrs = walk(levels, base, y0, x0, height, width)
+        if all(a is None or out <= a <= out + size - d for a in addrs):
+            break
+    else:
+        raise AssertionError("no base keeps the stored lines inside the buffer")
+    # An identity PARAM line for each index of the outermost loop (STORE's param_loop 0).
+    ones = np.ones(levels[0][0] * d, dtype=np.int64)
+    b.load_params(b.put_params(mult=ones, shift=0 * ones), levels[0][0])
+    b.load_lines("ACT", 0, src, n, d, deps="push_next")
+    b.emit(
+        "pool", "pop_prev,push_next", act_addr=0, acc_addr=0, m=n, window=1, n_iter=1, mode="SUM"
+    )
+    store = b.desc("ACC", 0, base, list(levels), y0=y0, x0=x0, height=height, width=width)
+    b.emit("store", "pop_prev", desc=store, param_addr=0, param_loop=0, clamp_lo=-128, clamp_hi=127)
+    expected = np.full(size, GUARD, np.uint8)
+    for line, addr in zip(lines, addrs, strict=True):
+        if addr is not None:  # lines in loop order: a later line to the same address wins
+            expected[addr - out : addr - out + d] = line.view(np.uint8)
+    return b, (out, expected, levels)
+
+
+@pytest.mark.simulator
+def test_random_store_descriptors_skip_and_write_like_numpy(tmp_path):
+    rng = np.random.default_rng(SEED + 1)
+    programs, checks = {}, {}
+    for n in range(12):
+        kind = ("none", "y", "x", "y_and_x")[n % 4]
+        programs[f"store{n}_{kind}"], checks[f"store{n}_{kind}"] = store_case(rng, kind)
+    for outcome in run_both(CONFIG, programs, tmp_path):
+        assert outcome.rtl.done, f"{outcome.name}: {outcome.rtl.error_code}"
+        assert_same_dram(outcome)
+        out, expected, levels = checks[outcome.name]
+        got = outcome.rtl.dram[out : out + expected.size]
+        np.testing.assert_array_equal(got, expected, err_msg=f"{outcome.name}: {levels}")
 
 
 @pytest.mark.simulator
