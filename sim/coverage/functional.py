@@ -212,8 +212,7 @@ def _sample_insn(s: dict[str, Any], insn: isa.Instruction, config: AccelConfig) 
     op = insn.opcode
     s["opcode"](op.name)
     s["tokens"](_flags(insn))
-    if op is not isa.Opcode.END:
-        s["op_tokens"](op.name, _flags(insn))
+    s["op_tokens"](op.name, _flags(insn))  # END with a flag: BAD_FIELD
     if op is isa.Opcode.GEMM:
         s["gemm_m"](size_bin(insn["m"], config.rows))
         s["gemm_k"](_iters(insn["k_iter"]))

@@ -1,7 +1,7 @@
 """``make coverage``'s last step: merge the runs' counts and write the report.
 
 ``python -m sim.coverage.report DIR`` reads ``DIR/dat/*.dat`` (Verilator code coverage) and
-``DIR/functional/*.json`` (functional coverage, sim/coverage/functional.py) and writes, in DIR:
+``DIR/functional/*.xml`` (functional coverage, sim/coverage/functional.py) and writes, in DIR:
 ``coverage.info`` (lcov), ``coverage.xml`` (Cobertura, by lcov-cobertura), ``html/index.html``
 (the per-module table, the functional coverpoints and their holes, and pycobertura's annotated
 source), ``summary.json``; it prints the per-module table. Exit 2 with one line when there is
@@ -75,7 +75,7 @@ def _html_page(text_table: list[str], holes: list[str], func_html: str, annotate
 def write(out: Path) -> tuple[dict, list[str]]:
     """Merge, write every output into ``out``; returns the summary and the per-module table."""
     dat_files = sorted((out / "dat").glob("*.dat"))
-    func = functional.load(sorted((out / "functional").glob("*.json")))
+    func = functional.load(sorted((out / "functional").glob("*.xml")))
     if not dat_files and not func:
         raise FileNotFoundError(
             f"no coverage data in {out}/dat or {out}/functional: run `make coverage` "
