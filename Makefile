@@ -66,7 +66,7 @@ help: ## List targets and variables
 	@echo "  WAVE_LAYER=...   'sim': trace only this layer (a name from the listing, e.g. layer3.0.conv1)"
 	@echo "  WAVE_INSN=a:b    'sim': trace only instructions a..b-1 (indices from the listing)"
 	@echo "  WAVE_CYCLES=a:b  'sim': trace only accelerator cycles a..b-1 (the report's cycle windows)"
-	@echo "  HOOKS=...        'sim' (rtl) and 'test': cocotb hook modules attached to every RTL program, e.g. sim.hooks_example.dram_bursts"
+	@echo "  HOOKS=...        'sim' (rtl) and 'test': cocotb hook modules attached to every RTL program, e.g. sim.hook_examples.dram_bursts"
 	@echo "  COVERAGE_DIR=$(COVERAGE_DIR) 'coverage': where counts and the report go"
 	@echo "  PYTHON=$(PYTHON)   interpreter used to create $(VENV) (Python >= 3.10)"
 
