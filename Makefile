@@ -16,11 +16,18 @@ WAVE_LAYER  ?=
 WAVE_INSN   ?=
 WAVE_CYCLES ?=
 CALIB_METHOD ?= minmax
+HOOKS   ?=
+COVERAGE_DIR ?= build/coverage
+# The RTL tests `make coverage` runs on instrumented builds: instruction and network tests on the
+# tiny config through cocotb (the 16x16 ones, the waveform, pyverilator, hook and Dask-shard variants
+# run the same RTL paths on other builds and would double its time; docs: tests/README.md).
+COVERAGE_TESTS ?= tests/instruction tests/network -m simulator \
+	-k "not default and not 16x16 and not pyverilator and not waves and not wave and not shard and not layer_range and not killed and not harnesses and not hook"
 
 # They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
 unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BUNDLE IMAGE
 unexport IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES CALIB CALIB_METHOD PREPROCESS EVAL
-unexport LAYERS MODELS
+unexport LAYERS MODELS HOOKS COVERAGE_DIR COVERAGE_TESTS
 
 PY    := $(VENV)/bin/python
 # A value as one shell word, whatever quotes it holds: q = '...' with each ' written '\''
@@ -32,7 +39,7 @@ SIM_JOBS = $(if $(filter-out file,$(origin JOBS)),--jobs $(call q,$(JOBS)))
 STAMP := $(VENV)/.cosim-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-fast sim sweep bench waves rtl synth lint format lock clean distclean
+.PHONY: help venv toolchain test test-fast coverage sim sweep bench waves rtl synth lint format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -59,6 +66,8 @@ help: ## List targets and variables
 	@echo "  WAVE_LAYER=...   'sim': trace only this layer (a name from the listing, e.g. layer3.0.conv1)"
 	@echo "  WAVE_INSN=a:b    'sim': trace only instructions a..b-1 (indices from the listing)"
 	@echo "  WAVE_CYCLES=a:b  'sim': trace only accelerator cycles a..b-1 (the report's cycle windows)"
+	@echo "  HOOKS=...        'sim' (rtl) and 'test': cocotb hook modules attached to every RTL program, e.g. sim.hook_examples.dram_bursts"
+	@echo "  COVERAGE_DIR=$(COVERAGE_DIR) 'coverage': where counts and the report go"
 	@echo "  PYTHON=$(PYTHON)   interpreter used to create $(VENV) (Python >= 3.10)"
 
 $(STAMP): pyproject.toml requirements.lock
@@ -75,7 +84,13 @@ toolchain: $(STAMP) ## Check g++/make/perl and Verilator; print what will be use
 
 test: $(STAMP) ## Run the whole regression (unit, block, instruction, network) - what CI runs
 	@$(PY) -m sim.verilate.toolchain --quiet
-	$(PY) -m pytest -n $(JOBS) $(PYTEST_ARGS)
+	$(if $(HOOKS),COSIM_HOOKS=$(call q,$(HOOKS)) )$(PY) -m pytest -n $(JOBS) $(PYTEST_ARGS)
+
+coverage: $(STAMP) ## RTL tests on instrumented builds -> per-module line/toggle + functional coverage, build/coverage/
+	@$(PY) -m sim.verilate.toolchain --quiet
+	@rm -rf $(COVERAGE_DIR)/dat $(COVERAGE_DIR)/functional
+	@COSIM_COVERAGE=$(call q,$(abspath $(COVERAGE_DIR))) $(PY) -m pytest -n $(JOBS) $(COVERAGE_TESTS) $(PYTEST_ARGS); \
+		status=$$?; $(PY) -m sim.coverage.report $(call q,$(COVERAGE_DIR)) && exit $$status
 
 test-fast: $(STAMP) ## Run only the tests that need no simulator
 	$(PY) -m pytest -n $(JOBS) -m "not simulator" $(PYTEST_ARGS)
@@ -89,7 +104,7 @@ sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact c
 		$(if $(WAVES),--waves $(call q,$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES)))) \
 		$(if $(WAVE_LAYER),--wave-layer $(call q,$(WAVE_LAYER))) $(if $(WAVE_INSN),--wave-insn $(call q,$(WAVE_INSN))) \
 		$(if $(WAVE_CYCLES),--wave-cycles $(call q,$(WAVE_CYCLES))) \
-		$(SIM_JOBS) $(if $(LAYERS),--layers $(call q,$(LAYERS)))
+		$(SIM_JOBS) $(if $(LAYERS),--layers $(call q,$(LAYERS))) $(if $(HOOKS),--hooks $(call q,$(HOOKS)))
 
 sweep: $(STAMP) ## Run MODELS x CONFIGS on Dask (cached per cell) -> build/sweep/sweep.json, pareto.png
 	@$(PY) -m sim.sweep --models $(call q,$(or $(MODELS),cnn,mlp)) --configs $(call q,$(or $(CONFIGS),tiny,default)) \
@@ -119,6 +134,7 @@ format: $(STAMP) ## Apply ruff's fixes and formatting
 lock: $(STAMP) ## Regenerate requirements.lock from the current .venv
 	@{ echo '# Transitive pins (pip constraints) for a reproducible .venv; regenerate with `make lock`.'; \
 	   echo '# dask, distributed, dask-jobqueue and their dependencies (click, cloudpickle, msgpack, tornado, ...): the scale-out engine of sim/cluster.py (layer shards, sweeps).'; \
+	   echo '# pyucis (with mcp, pydantic, starlette, httpx, lxml, jsonschema, ...), lcov-cobertura, pycobertura (jinja2, tabulate, ruamel.yaml), cocotb-coverage (python-constraint): make coverage (sim/coverage/).'; \
 	   $(PY) -m pip freeze --exclude-editable | grep -v '^systolic-cosim'; } > requirements.lock
 
 clean: ## Remove build outputs (Verilator builds, runs, dumps)

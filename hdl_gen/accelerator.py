@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from arch import isa
 from arch.config import AccelConfig
+from hdl_gen import checks
 from hdl_gen.compute_unit import ComputeUnit
 from hdl_gen.dram_arbiter import ReadArbiter
 from hdl_gen.dram_bus import read_request, read_response, write_signature
@@ -38,10 +39,17 @@ class Accelerator(wiring.Component):
         Program progress, for windowed waveforms: one past the highest instruction index any
         unit has started, and the lowest index not yet retired (dispatched or not).
     dram_req, dram_resp, dram_wr : the DRAM links.
+
+    Parameters
+    ----------
+    config : AccelConfig
+    checks : bool
+        Add the assertions of hdl_gen/checks.py (the simulation variant ``COSIM_ASSERT=1``).
     """
 
-    def __init__(self, config: AccelConfig) -> None:
+    def __init__(self, config: AccelConfig, checks: bool = False) -> None:
         self.config = config
+        self.checks = checks
         bus = config.dram_bytes_per_cycle
         self.read_clients = 4  # fetch, load descriptors, load data, store descriptors
         self.tag_bits = max(1, (self.read_clients - 1).bit_length())
@@ -293,7 +301,34 @@ class Accelerator(wiring.Component):
             with m.If(self.running):
                 m.d.sync += counter.eq(counter + amount)
         m.d.comb += store.perf.eq(perf)
+        if self.checks:
+            self._checks(m, fetch, counters, halt)
         return m
+
+    def _checks(
+        self, m: Module, fetch: Fetch, counters: dict[str, TokenCounter], halt: Signal
+    ) -> None:
+        """Assertions (hdl_gen/checks.py): the stream rules of fetch's queue links and of the
+        DRAM links, token counters within bounds, DRAM addresses inside the DRAM, writes with
+        strobes, a defined error code. An error halts every unit and withdraws fetch's offers
+        (fetch's own error a cycle before the halt): the stream rules hold until then."""
+        c = self.config
+        for name in ("load_q", "compute_q", "store_q"):
+            link = getattr(fetch, name)
+            stopped = halt | fetch.error  # fetch stops offering as soon as it finds an error
+            checks.stream_rules(m, f"fetch.{name}", link.valid, link.ready, link.payload, stopped)
+        for name, link in (("dram_req", self.dram_req), ("dram_wr", self.dram_wr)):
+            checks.stream_rules(m, name, link.valid, link.ready, link.payload, halt)
+            checks.in_range(m, f"{name}.addr", link.valid, link.payload.addr, c.dram_bytes)
+        # Byte addresses need not be bus-aligned (the DRAM aligns them down and a narrow write
+        # strobes the bytes at the address's offset), but a write strobes at least one byte.
+        checks.check(m, "dram_wr.strobes", ~self.dram_wr.valid | (self.dram_wr.payload.strb != 0))
+        for name, counter in counters.items():
+            checks.counter_bounds(
+                m, f"tokens_{name}", counter.push, counter.pop, counter.count, c.token_depth
+            )
+        defined = max(code.value for code in isa.ErrorCode)
+        checks.check(m, "error_code.defined", self.error_code.as_value() <= defined)
 
     def _progress(self, m: Module, fetch: Fetch, units: tuple) -> None:
         """Drive ``insn_started`` and ``insn_frontier`` (units run their queues in order)."""

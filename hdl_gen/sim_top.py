@@ -19,8 +19,9 @@ class SimTop(wiring.Component):
     are loaded and read back through the DPI storage (sim/csrc/cosim_dram.cpp), never per cycle.
     """
 
-    def __init__(self, config: AccelConfig) -> None:
+    def __init__(self, config: AccelConfig, checks: bool = False) -> None:
         self.config = config
+        self.checks = checks  # the accelerator's assertions (hdl_gen/checks.py)
         super().__init__(
             {
                 "start": In(1),
@@ -40,7 +41,7 @@ class SimTop(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        m.submodules.accel = accel = Accelerator(self.config)
+        m.submodules.accel = accel = Accelerator(self.config, self.checks)
         m.submodules.dram = dram = DramModel(self.config, accel.tag_bits)
         wiring.connect(m, accel.dram_req, dram.rd_req)
         wiring.connect(m, dram.rd_resp, accel.dram_resp)

@@ -20,6 +20,7 @@ from arch import executable
 from arch.config import AccelConfig
 from arch.executable import Executable
 from compiler.accuracy import compare_fp32
+from sim import hooks
 from sim import report as reports
 from sim.inputs import check_input
 from sim.run import run as run_executable
@@ -55,4 +56,5 @@ def run(
         accuracy = {k: measured[k] for k in ("top1_agree_fp32", "cosine_vs_fp32")}
     counters = [layer.counters for layer in result.layers]
     report = reports.build(exe.model, exe.config, result, accuracy, counters, executable=path)
+    hooks.check_report(report)  # user hooks' checks (sim/hooks.py): HookCheckFailed
     return result.outputs, report

@@ -31,7 +31,7 @@ from compiler.compile import compile_model
 from compiler.errors import CompileError
 from compiler.qdq_agreement import agreement_report
 from compiler.sqnr import layer_sqnr
-from sim import provenance, shards, terminal
+from sim import hooks, provenance, shards, terminal
 from sim import report as reports
 from sim.backends.registry import BACKENDS
 from sim.evaluate import evaluate_held_out, evaluate_images
@@ -150,6 +150,12 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.N
     parser.add_argument(
         "--no-ideal", action="store_true", help="skip the ISA simulator's ideal cycles"
     )
+    parser.add_argument(
+        "--hooks",
+        metavar="MODULE[,MODULE]",
+        help="rtl backend: attach these modules' cocotb coroutines `hook(dut, ctx)` to the run; "
+        "their `on_report(report)` checks the report (sim/hooks.py)",
+    )
     waves = parser.add_argument_group(
         "waveforms (rtl backend; dumps and GTKWave save files go to waves/, `make waves` opens)"
     )
@@ -163,6 +169,14 @@ def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.N
         help="on a mismatch or accelerator error, do not re-run the failing window with tracing",
     )
     return parser.parse_args(argv)
+
+
+def attach_hooks(value: str, backend: str) -> None:
+    """Check the user's hook modules (sim/hooks.py) and hand them to the rtl backend."""
+    if backend != "rtl":
+        raise UsageError(f"--hooks needs --backend rtl (cocotb), not {backend}")
+    hooks.load(hooks.names(value))
+    os.environ[hooks.ENV] = value
 
 
 def wave_request(args: argparse.Namespace) -> WaveRequest | None:
@@ -331,6 +345,8 @@ def _main(args: argparse.Namespace) -> int:
         if waves is not None:
             resolve(waves, exe.programs)  # an unknown layer or a bad range fails before the run
         sharded = shards.check_request(exe, args.jobs, args.layers, waves, args.backend)
+        if args.hooks is not None:
+            attach_hooks(args.hooks, args.backend)
     except (
         ConfigError,
         CompileError,
@@ -340,6 +356,7 @@ def _main(args: argparse.Namespace) -> int:
         InputError,
         KeepRunsError,
         shards.ShardError,
+        hooks.HookError,
     ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -512,6 +529,12 @@ def _main(args: argparse.Namespace) -> int:
             f"{'yes' if dataset['bit_exact'] else 'NO'} ({dataset['wall_s']:.1f} s)"
         )
     print(f"report: {paths['json']}  plot: {paths['png']}  listing: {out / 'listing.txt'}")
+    try:
+        for line in hooks.check_report(data):
+            print(line)
+    except hooks.HookCheckFailed as exc:
+        print(f"error: hook check failed: {exc}", file=sys.stderr)
+        return 1
     if args.out is None:
         point_latest(RUNS_ROOT / "latest", out)
         removed = prune(RUNS_ROOT, keep)

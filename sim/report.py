@@ -101,6 +101,7 @@ def build(
         "waves": result.waves["file"] if result.waves else None,
         "wave_window": result.waves,
         **({"shard_runs": result.shards} if result.shards else {}),
+        **({"hooks": result.hooks} if result.hooks else {}),  # user hooks (sim/hooks.py)
     }
 
 

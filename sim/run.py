@@ -75,6 +75,7 @@ class RunResult:
     ideal_cycles: int | None = None
     waves: dict[str, Any] | None = None  # the traced window and its files (sim/waves/)
     shards: list[dict[str, Any]] = field(default_factory=list)  # sharded runs (sim/shards.py)
+    hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sim/hooks.py
 
     @property
     def bit_exact(self) -> bool:
@@ -205,6 +206,7 @@ def run(
     cycles, wall = 0, 0.0
     counters: dict[str, Any] = {}
     ideal: int | None = 0 if engine.cycles_are == "ideal" else None
+    hook_results: dict[str, list[dict[str, Any]]] = {}
     # The integer reference is computed while the simulator runs (it uses another core).
     with ThreadPoolExecutor(max_workers=1) as pool:
         expected = pool.submit(reference_values, exe, x)
@@ -250,6 +252,7 @@ def run(
                     fmt, where = capture.request.fmt, capture.request.directory
                     record_rate(where, exe.config.name, fmt, waves_entry["bytes"], last - first)
             _offset(program_layers, cycles)
+            _collect_hooks(hook_results, step, result, cycles)
             layers += program_layers
             cycles += result.cycles
             wall += result.sim_seconds
@@ -264,6 +267,7 @@ def run(
             dequantize(value, t.scale or 1.0, t.zero_point) if value.dtype == np.int8 else value
         )
     run_result = RunResult(backend, layers, cycles, wall, outputs, counters, ideal)
+    run_result.hooks = hook_results
     if capture is not None:
         run_result.waves = waves_entry
     return run_result
@@ -300,6 +304,24 @@ def _host_layer(
         host_s=seconds,
         note=step.reason,
     )
+
+
+def _collect_hooks(
+    into: dict[str, list[dict[str, Any]]], step: DeviceProgram, result: DeviceResult, cycles: int
+) -> None:
+    """Each user hook's result of this program, with the layer of each PERF record and the
+    program's first cycle in the run."""
+    records = {layer.perf_index: layer.name for layer in step.layers}
+    layer_of_record = [records.get(n) for n in range(max(records, default=-1) + 1)]
+    for module, value in result.hooks.items():
+        into.setdefault(module, []).append(
+            {
+                "program": step.name,
+                "first_cycle": cycles,
+                "layer_of_record": layer_of_record,
+                "result": value,
+            }
+        )
 
 
 def _accumulate(total: dict[str, Any], counters: dict[str, Any]) -> None:

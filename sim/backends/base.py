@@ -47,6 +47,7 @@ class DeviceResult:
     cycle0_step: int = 0  # simulation time (steps) where the cycle counter reads 0
     cycle_steps: int = 0  # simulation time steps per clock cycle
     message: str = ""  # the backend's own words on an error (ISA simulator)
+    hooks: dict[str, Any] = field(default_factory=dict)  # each user hook's result (sim/hooks.py)
 
     def cycle_time(self, cycle: int) -> int:
         """The simulation time (in the dump's time steps) at which the cycle counter reads

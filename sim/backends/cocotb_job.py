@@ -26,6 +26,7 @@ from cocotb.utils import get_sim_steps, get_sim_time
 
 from sim.backends.dram import DpiDram
 from sim.backends.harness import LAUNCH_PORTS, START_SEQUENCE, layers_done
+from sim.hooks import HookContext, load, names
 
 CLOCK_NS = int(os.environ.get("COSIM_CLOCK_PERIOD_NS", "10"))
 PROGRESS_CYCLES = 500_000  # how often a long run reports its progress
@@ -75,8 +76,16 @@ async def run_job(dut):
     dram = DpiDram(job["dram_bytes"])
     if os.environ.get("COSIM_HARNESS_CLOCK") != "clk":
         Clock(dut.clk, CLOCK_NS, unit="ns").start()
-    for run in job["runs"]:
+    user_hooks = load(names())  # sim/hooks.py: the user's cocotb coroutines
+    for index, run in enumerate(job["runs"]):
         dram.load_file(run["image"])
+        contexts = [
+            HookContext(index, run, dram, job["perf_bytes"], job["bus_bytes"]) for _ in user_hooks
+        ]
+        tasks = [
+            cocotb.start_soon(module.hook(dut, ctx))
+            for module, ctx in zip(user_hooks, contexts, strict=True)
+        ]
         await start(dut, run)
         wall, cpu = time.perf_counter(), time.process_time()
         cycle0 = cocotb.start_soon(time_of_rise(dut.running))
@@ -93,6 +102,11 @@ async def run_job(dut):
         if reporter is not None:
             reporter.cancel()
         await ReadOnly()
+        for task in tasks:
+            if task.done():
+                task.result()  # a hook that raised fails the run with its exception
+            else:
+                task.cancel()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         perf = decode_perf(int(dut.perf.value), job["perf_fields"])
         done, error = bool(int(dut.done.value)), bool(int(dut.error.value))
@@ -108,6 +122,7 @@ async def run_job(dut):
             "sim_cpu_seconds": cpu,
             "cycle0_step": cycle0_step,
             "cycle_steps": get_sim_steps(CLOCK_NS, "ns"),
+            "hooks": {m.__name__: c.result for m, c in zip(user_hooks, contexts, strict=True)},
         }
         dram.dump(run["dump"], run["dump_size"])
         Path(run["result"]).write_text(json.dumps(result))

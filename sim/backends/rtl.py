@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 
 from arch.config import AccelConfig
+from sim import hooks
 from sim.backends.accelerator import JOB_FORMATS, build_accelerator, rtl_source
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
+from sim.coverage import functional
 from sim.verilate.build import BuiltModel, run_cocotb
 
 
@@ -54,6 +56,7 @@ def run_programs(
     if trace is not None and len(runs) != 1:
         raise ValueError("a traced batch must hold exactly one run")
     waves = trace[0].suffix.lstrip(".") if trace is not None else None
+    hooks.load(hooks.names())  # a bad HOOKS fails here, in one line, before any build
     model = model or build_accelerator(config, waves)
     workdir = Path(workdir or tempfile.mkdtemp(prefix="cosim-rtl-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -78,7 +81,16 @@ def run_programs(
                 perf_count=run.perf_records[1],
             )
     job = workdir / "job.json"
-    job.write_text(json.dumps({"dram_bytes": config.dram_bytes, **JOB_FORMATS, "runs": entries}))
+    job.write_text(
+        json.dumps(
+            {
+                "dram_bytes": config.dram_bytes,
+                "bus_bytes": config.dram_bytes_per_cycle,
+                **JOB_FORMATS,
+                "runs": entries,
+            }
+        )
+    )
     with _ProgressWatcher(workdir / "progress.json", progress):
         run_cocotb(
             model,
@@ -89,10 +101,12 @@ def run_programs(
             plusargs=trace[1] if trace else (),
         )
     results = []
-    for entry in entries:
+    for run, entry in zip(runs, entries, strict=True):
         status = json.loads(Path(entry["result"]).read_text())
         dram = np.fromfile(entry["dump"], dtype=np.uint8)
         results.append(DeviceResult(dram=dram, **status))
+        # What the program contained and how it ended, when coverage is on (make coverage).
+        functional.sample(config, run.image, run.launch, results[-1])
     return results
 
 

@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO
 from xml.etree import ElementTree
@@ -35,7 +35,15 @@ from xml.etree import ElementTree
 import cocotb_tools.config
 from cocotb_tools.runner import Verilator as _CocotbVerilator
 
+from sim.verilate import assertions
 from sim.verilate.build_progress import watch
+from sim.verilate.instrument import (
+    ASSERT_ARGS,
+    COVERAGE_ARGS,
+    assertions_on,
+    coverage_dir,
+    coverage_plusargs,
+)
 from sim.verilate.toolchain import ToolchainError, find_toolchain, fst_missing_message
 
 log = logging.getLogger("cosim.build")
@@ -117,6 +125,12 @@ class BuildSpec:
     main : Path or None
         A C++ ``main`` replacing the cocotb harness: a plain Verilator executable that cannot
         run cocotb tests (e.g. sim/csrc/bench_main.cpp for ``make bench``).
+    coverage : bool
+        Line and toggle coverage compiled in; each run writes its counts
+        (sim/verilate/instrument.py). :func:`build` sets it from ``COSIM_COVERAGE``.
+    assertions : bool
+        The RTL's assertions compiled in (``--assert``). :func:`build` sets it from
+        ``COSIM_ASSERT``.
     """
 
     design: str
@@ -132,6 +146,8 @@ class BuildSpec:
     clock_period_ns: int = 10
     trace_gate: str | None = None
     main: Path | None = None
+    coverage: bool = False
+    assertions: bool = False
 
     def __post_init__(self) -> None:
         if self.waves not in (None, "fst", "vcd"):
@@ -195,6 +211,10 @@ def _verilator_args(spec: BuildSpec) -> list[str]:
         args += ["--trace-fst", "--trace-structs"]
     elif spec.waves == "vcd":
         args += ["--trace", "--trace-structs"]
+    if spec.coverage:
+        args += COVERAGE_ARGS
+    if spec.assertions:
+        args += ASSERT_ARGS
     return args
 
 
@@ -213,6 +233,7 @@ def cache_key(spec: BuildSpec) -> str:
         skip |= {"clock", "clock_period_ns"}
     if spec.trace_gate is None:
         skip.add("trace_gate")
+    skip |= {name for name in ("coverage", "assertions") if not getattr(spec, name)}
     spec_fields = {k: v for k, v in asdict(spec).items() if k not in skip}
     parts = {
         "spec": spec_fields,
@@ -367,6 +388,18 @@ def _last_build(root: Path, spec: BuildSpec) -> str:
     return "no earlier build of it here"
 
 
+def instrumented(spec: BuildSpec) -> BuildSpec:
+    """``spec`` with coverage (``COSIM_COVERAGE``) and assertions (``COSIM_ASSERT``) switched on
+    as the environment asks; builds with their own C++ main (``make bench``) stay plain."""
+    if not uses_cocotb(spec):
+        return spec
+    return replace(
+        spec,
+        coverage=spec.coverage or coverage_dir() is not None,
+        assertions=spec.assertions or assertions_on(),
+    )
+
+
 def build(
     spec: BuildSpec,
     root: Path = BUILD_ROOT,
@@ -375,7 +408,9 @@ def build(
     """Build ``spec`` with Verilator, or reuse the cached build with the same content key.
 
     ``runner_class`` may add build steps (sim/verilate/pyverilator_build.py); what it builds
-    must differ in ``spec`` (hence in the key) from a plain build."""
+    must differ in ``spec`` (hence in the key) from a plain build. A cocotb build is instrumented
+    when the environment asks for it (:func:`instrumented`)."""
+    spec = instrumented(spec)
     start = time.perf_counter()
     tc = find_toolchain()
     tc.apply_to_environ()
@@ -456,13 +491,16 @@ def run_cocotb(
     trace_file: Path | None = None,
     plusargs: Sequence[str] = (),
     seed: int | None = None,
+    clock_period_ns: float | None = None,
 ) -> Path:
     """Run cocotb test module(s) against a built model; raise :class:`SimulationFailed` on failure.
 
     Returns the results XML path. ``trace_file`` turns tracing on (the model must be built with
     ``waves``); ``plusargs`` (``+name=value``) reach the HDL's ``$value$plusargs``. When the
     model generates its clock (``BuildSpec.clock``), the test sees ``COSIM_HARNESS_CLOCK=<port>``
-    and ``COSIM_CLOCK_PERIOD_NS`` in its environment and must not drive that port.
+    and ``COSIM_CLOCK_PERIOD_NS`` in its environment and must not drive that port. A failed RTL
+    assertion (a build with ``assertions``) is named in the failure, with its cycle when the
+    clock period is known (the harness clock's, else ``clock_period_ns``).
     """
     if trace_file is not None and model.spec.waves is None:
         raise ValueError(f"{model.spec.design} was built without waves; build with waves='fst'")
@@ -489,14 +527,21 @@ def run_cocotb(
                 testcase=testcase,
                 extra_env=env,
                 test_args=test_args,
-                plusargs=list(plusargs),
+                plusargs=[*plusargs, *coverage_plusargs(model.spec.coverage)],
                 results_xml=str(results),
                 seed=seed,
                 log_file=test_dir / "sim.log",
             )
-    except SystemExit as exc:
+    except (SystemExit, RuntimeError) as exc:
+        # SystemExit: cocotb's runner saw failing tests; RuntimeError: the simulator itself
+        # stopped (e.g. Verilator's $stop on a failed assertion).
         problems = _failures(results) if results.exists() else []
-        raise SimulationFailed(_describe_failure(test_dir, problems, exc.code)) from None
+        period = model.spec.clock_period_ns if model.spec.clock else clock_period_ns
+        failed = assertions.find(_log_text(test_dir), period)
+        if failed is not None:
+            problems.insert(0, failed.describe())
+        code = exc.code if isinstance(exc, SystemExit) else str(exc)
+        raise SimulationFailed(_describe_failure(test_dir, problems, code)) from None
     finally:
         if saved is not None:
             os.environ["PYTEST_CURRENT_TEST"] = saved
@@ -508,6 +553,13 @@ def run_cocotb(
     if problems:
         raise SimulationFailed(_describe_failure(test_dir, problems, 0))
     return results
+
+
+def _log_text(test_dir: Path) -> str:
+    try:
+        return (test_dir / "sim.log").read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def _describe_failure(test_dir: Path, problems: list[str], code: object) -> str:

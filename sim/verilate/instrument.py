@@ -1,0 +1,41 @@
+"""Instrumented Verilator builds: code coverage and RTL assertions, switched on by the environment.
+
+``COSIM_COVERAGE=<dir>`` builds every cocotb model with line and toggle coverage (a build of its
+own: the flags enter the cache key) and has each simulator process write its counts to a new
+``<dir>/dat/<id>.dat`` (``make coverage`` merges them, sim/coverage/). ``COSIM_ASSERT=1``
+compiles the RTL's assertions (``--assert``; generated from the Amaranth source). Unset, builds
+are the plain, uninstrumented ones.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+COVERAGE_ENV = "COSIM_COVERAGE"
+ASSERT_ENV = "COSIM_ASSERT"
+
+# Line and toggle coverage of the RTL (not --coverage-user: the design has no cover points).
+COVERAGE_ARGS = ("--coverage-line", "--coverage-toggle")
+ASSERT_ARGS = ("--assert",)
+
+
+def coverage_dir() -> Path | None:
+    """Where instrumented runs write their counts, or ``None`` (coverage off)."""
+    value = os.environ.get(COVERAGE_ENV, "").strip()
+    return Path(value).resolve() if value else None
+
+
+def assertions_on() -> bool:
+    return os.environ.get(ASSERT_ENV, "").strip() not in ("", "0")
+
+
+def coverage_plusargs(enabled: bool) -> list[str]:
+    """The plusarg naming a fresh counts file for one simulator process of a coverage build."""
+    root = coverage_dir()
+    if not enabled or root is None:
+        return []
+    directory = root / "dat"
+    directory.mkdir(parents=True, exist_ok=True)
+    return [f"+verilator+coverage+file+{directory / (uuid.uuid4().hex + '.dat')}"]
