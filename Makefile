@@ -20,7 +20,7 @@ CALIB_METHOD ?= minmax
 # They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
 unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BUNDLE IMAGE
 unexport IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES CALIB CALIB_METHOD PREPROCESS EVAL
-unexport LAYERS MODELS
+unexport LAYERS MODELS MUTANTS MUTATE_SETS
 
 PY    := $(VENV)/bin/python
 # A value as one shell word, whatever quotes it holds: q = '...' with each ' written '\''
@@ -32,7 +32,7 @@ SIM_JOBS = $(if $(filter-out file,$(origin JOBS)),--jobs $(call q,$(JOBS)))
 STAMP := $(VENV)/.cosim-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-fast sim sweep bench waves rtl synth lint format lock clean distclean
+.PHONY: help venv toolchain test test-fast mutate mutate-slice sim sweep bench waves rtl synth lint format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -59,6 +59,8 @@ help: ## List targets and variables
 	@echo "  WAVE_LAYER=...   'sim': trace only this layer (a name from the listing, e.g. layer3.0.conv1)"
 	@echo "  WAVE_INSN=a:b    'sim': trace only instructions a..b-1 (indices from the listing)"
 	@echo "  WAVE_CYCLES=a:b  'sim': trace only accelerator cycles a..b-1 (the report's cycle windows)"
+	@echo "  MUTANTS=a,b      'mutate': only these curated mutant ids (python -m mutation --list); MUTATE_SETS=rtl,harness,python"
+	@echo "  MUTATE_SEED=...  'mutate-slice': the sample's seed (printed by every slice; default: a fresh one)"
 	@echo "  PYTHON=$(PYTHON)   interpreter used to create $(VENV) (Python >= 3.10)"
 
 $(STAMP): pyproject.toml requirements.lock
@@ -79,6 +81,14 @@ test: $(STAMP) ## Run the whole regression (unit, block, instruction, network) -
 
 test-fast: $(STAMP) ## Run only the tests that need no simulator
 	$(PY) -m pytest -n $(JOBS) -m "not simulator" $(PYTEST_ARGS)
+
+mutate: $(STAMP) ## Mutation testing, every set (RTL generator, harness, Python) -> build/mutation/report.json
+	@$(PY) -m sim.verilate.toolchain --quiet
+	$(PY) -m mutation $(if $(MUTANTS),--only $(call q,$(MUTANTS))) $(if $(MUTATE_SETS),--sets $(call q,$(MUTATE_SETS)))
+
+mutate-slice: $(STAMP) ## A seeded sample of the mutation sets in a few minutes (CI); MUTATE_SEED=<seed> reruns one
+	@$(PY) -m sim.verilate.toolchain --quiet
+	$(PY) -m mutation --slice
 
 sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact check and report
 	@$(PY) -m sim.cli $(if $(BUNDLE),--bundle $(call q,$(BUNDLE)) $(SIM_CONFIG),--model $(call q,$(MODEL)) --config $(call q,$(CONFIG))) \
@@ -119,6 +129,7 @@ format: $(STAMP) ## Apply ruff's fixes and formatting
 lock: $(STAMP) ## Regenerate requirements.lock from the current .venv
 	@{ echo '# Transitive pins (pip constraints) for a reproducible .venv; regenerate with `make lock`.'; \
 	   echo '# dask, distributed, dask-jobqueue and their dependencies (click, cloudpickle, msgpack, tornado, ...): the scale-out engine of sim/cluster.py (layer shards, sweeps).'; \
+	   echo '# mutmut and its dependencies (libcst, textual, setproctitle, coverage, ...): `make mutate`, mutation testing of the Python numeric code (mutation/python_set.py).'; \
 	   $(PY) -m pip freeze --exclude-editable | grep -v '^systolic-cosim'; } > requirements.lock
 
 clean: ## Remove build outputs (Verilator builds, runs, dumps)

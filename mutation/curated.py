@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mutation import cache
 from mutation.table import Mutant, MutantError
 from mutation.trees import REPO, copy_tree
 
@@ -112,13 +113,23 @@ def run_set(
     """Run ``mutants`` of ``cset``; those not started by ``deadline`` (time.monotonic) are
     ``not_run``."""
 
+    design = cache.design_hash()
+
     def one(mutant: Mutant) -> Outcome:
+        killers = cset.killers_of.get(mutant.id, cset.killers)
+        kept = cache.load(cset.name, mutant, design, killers)
+        if kept is not None:
+            return Outcome(mutant, kept["status"], kept["killed_by"], kept["seconds"], "kept")
         if time.monotonic() >= deadline:
             return Outcome(mutant, "not_run", detail="time budget spent")
         outcome = run_mutant(cset, mutant)
+        if outcome.status in ("killed", "survived", "timeout"):
+            cache.store(cset.name, mutant, design, killers, outcome)
         extra = f" by {outcome.killed_by}" if outcome.killed_by else ""
         detail = f" ({outcome.detail})" if outcome.detail else ""
-        progress(f"  {cset.name}/{mutant.id}: {outcome.status}{extra}{detail} [{outcome.seconds:.0f} s]")
+        progress(
+            f"  {cset.name}/{mutant.id}: {outcome.status}{extra}{detail} [{outcome.seconds:.0f} s]"
+        )
         return outcome
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

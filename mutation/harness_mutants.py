@@ -40,7 +40,8 @@ HARNESS_MUTANTS: list[Mutant] = [
     Mutant(
         "rtl-compare-no-guards",
         "tests/instruction/rtl_compare.py",
-        "    assert_guards(outcome.name, outcome.guard, rtl=outcome.rtl.dram, isa=outcome.isa.dram)\n",
+        "    assert_guards(outcome.name, outcome.guard, rtl=outcome.rtl.dram, isa=outcome.isa.dram)"
+        "\n",
         "",
         "instruction-level comparisons stop at the builder's top: a store past its region passes",
     ),

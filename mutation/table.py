@@ -58,5 +58,7 @@ def select(mutants: list[Mutant], ids: list[str]) -> list[Mutant]:
     by_id = {m.id: m for m in mutants}
     unknown = [i for i in ids if i not in by_id]
     if unknown:
-        raise MutantError(f"unknown mutant id {', '.join(unknown)}; `make mutate LIST=1` lists them")
+        raise MutantError(
+            f"unknown mutant id {', '.join(unknown)}; `python -m mutation --list` lists them"
+        )
     return [by_id[i] for i in ids]
