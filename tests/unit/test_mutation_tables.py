@@ -93,7 +93,9 @@ def test_report_counts_survivors_and_names_each(tmp_path):
     ]
     assert curated.unjustified() == ["d"]
     assert "survivor rtl/d (x.py: d): NOT JUSTIFIED" in summary.read_text()
-    python = SetReport("python:m.py", [Result("m.x_f__mutmut_1", "m.py", "survived")], curated=False)
+    python = SetReport(
+        "python:m.py", [Result("m.x_f__mutmut_1", "m.py", "survived")], curated=False
+    )
     assert python.unjustified() == []
 
 
