@@ -57,6 +57,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
     p.add_argument("--budget", type=float, default=None, help="seconds for the whole run")
     p.add_argument("--list", action="store_true", help="list the curated mutants and exit")
+    p.add_argument(
+        "--report-only", action="store_true", help="write the report from kept results, run none"
+    )
     return p.parse_args(argv)
 
 
@@ -86,6 +89,8 @@ def main(argv: list[str]) -> int:
         return 0
 
     budget = args.budget or (SLICE_BUDGET_S if args.slice else FULL_BUDGET_S)
+    if args.report_only:
+        budget = 0
     started = time.monotonic()
     deadline = started + budget
     meta = {"mode": "slice" if args.slice else "full", "seed": seed, "budget_s": budget}

@@ -121,9 +121,10 @@ def run(deadline: float, jobs: int, sample: bool = False, seed: int | None = Non
         print(f"python: mutants of {', '.join(w.removesuffix('__mutmut_*') for w in wanted)}")
     else:
         print(f"python: mutmut on {', '.join(paths)}")
-    stopped = _mutmut(wanted or [], jobs, deadline)
+    stopped = _mutmut(wanted or [], jobs, deadline) if time.monotonic() < deadline else "no time"
+
     if stopped:
-        print(f"python: {stopped}")
+        print(f"python: mutmut stopped: {stopped}")
     seconds = time.monotonic() - started
     reports = []
     for path in paths:
