@@ -1,0 +1,70 @@
+"""Accesses exactly at the edge of a memory run, one past it stops - on the RTL and on the ISA
+simulator alike (off-by-one mutants of the range checks survived the other tests: `make
+mutate`). One simulator run on tiny for every case."""
+
+from __future__ import annotations
+
+import pytest
+
+from arch import isa
+from arch.config import PRESETS
+from sim.backends.rtl import run_programs
+from tests.instruction.bad_programs import (
+    END,
+    Case,
+    act_load,
+    device_run,
+    isa_outcome,
+    rtl_outcome,
+    word,
+)
+
+pytestmark = pytest.mark.simulator
+
+TINY = PRESETS["tiny"]
+
+
+def edge_cases(config) -> dict[str, tuple[Case, tuple[str, int | None]]]:
+    c = config
+    last_lines = c.dram_bytes - 2 * c.act_line_bytes  # two ACT lines that end DRAM
+    perf_last = c.dram_bytes - isa.PERF_RECORD.nbytes
+    load = word("load", desc=0)
+    cases = [
+        (Case("load_ends_dram", [load, END], [act_load(c, 2, dram=last_lines)]), ("done", None)),
+        (
+            Case("load_past_dram", [load, END], [act_load(c, 2, dram=last_lines + 8)]),
+            ("DRAM_RANGE", 0),
+        ),
+        (Case("load_ends_act", [load, END], [act_load(c, 2, c.act_lines - 2)]), ("done", None)),
+        (
+            Case("load_past_act", [load, END], [act_load(c, 2, c.act_lines - 1)]),
+            ("LOCAL_RANGE", 0),
+        ),
+        (
+            Case("desc_index_is_count", [word("load", desc=1), END], [act_load(c, 1)]),
+            ("BAD_DESCRIPTOR", 0),
+        ),
+        (
+            Case(
+                "descriptor_table_ends_dram",
+                [word("sync", queue="STORE"), END],
+                desc_base=c.dram_bytes - isa.DESC_BYTES,
+                desc_count=1,
+            ),
+            ("done", None),
+        ),
+        (Case("perf_ends_dram", [word("perf", dram_addr=perf_last), END]), ("done", None)),
+        (
+            Case("perf_past_dram", [word("perf", dram_addr=c.dram_bytes), END]),
+            ("DRAM_RANGE", 0),
+        ),
+    ]
+    return {case.name: (case, expected) for case, expected in cases}
+
+
+def test_edges_pass_and_one_past_stops(tmp_path):
+    cases = edge_cases(TINY)
+    results = run_programs(TINY, [device_run(case) for case, _ in cases.values()], tmp_path)
+    for (name, (case, expected)), result in zip(cases.items(), results, strict=True):
+        assert isa_outcome(TINY, case) == expected, f"{name}: ISA simulator"
+        assert rtl_outcome(result) == expected, f"{name}: RTL"
