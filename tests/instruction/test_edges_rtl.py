@@ -1,6 +1,6 @@
-"""Accesses exactly at the edge of a memory run, one past it stops - on the RTL and on the ISA
-simulator alike (off-by-one mutants of the range checks survived the other tests: `make
-mutate`). One simulator run on tiny for every case."""
+"""Accesses that end exactly at the edge of a memory, and token_depth unpopped pushes, run; one
+past stops - on the RTL and on the ISA simulator alike (off-by-one mutants of these checks
+survived the other tests: `make mutate`). One simulator run on tiny for every case."""
 
 from __future__ import annotations
 
@@ -29,7 +29,13 @@ def edge_cases(config) -> dict[str, tuple[Case, tuple[str, int | None]]]:
     last_lines = c.dram_bytes - 2 * c.act_line_bytes  # two ACT lines that end DRAM
     perf_last = c.dram_bytes - isa.PERF_RECORD.nbytes
     load = word("load", desc=0)
+    push = word("sync", "push_next", queue="LOAD")  # a token nobody pops
     cases = [
+        (Case("tokens_fill_depth", [push] * c.token_depth + [END]), ("done", None)),
+        (
+            Case("tokens_past_depth", [push] * (c.token_depth + 1) + [END]),
+            ("DEADLOCK", c.token_depth),
+        ),
         (Case("load_ends_dram", [load, END], [act_load(c, 2, dram=last_lines)]), ("done", None)),
         (
             Case("load_past_dram", [load, END], [act_load(c, 2, dram=last_lines + 8)]),
