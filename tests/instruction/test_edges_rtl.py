@@ -4,10 +4,14 @@ survived the other tests: `make mutate`). One simulator run on tiny for every ca
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from arch import isa
 from arch.config import PRESETS
+from arch.isa import Launch
+from sim.backends.base import DeviceRun
+from sim.backends.isa_machine import Machine
 from sim.backends.rtl import run_programs
 from tests.instruction.bad_programs import (
     END,
@@ -68,9 +72,22 @@ def edge_cases(config) -> dict[str, tuple[Case, tuple[str, int | None]]]:
     return {case.name: (case, expected) for case, expected in cases}
 
 
+def program_at_dram_end(config) -> DeviceRun:
+    """SYNC, END in the last 32 bytes of DRAM (the image is the whole DRAM)."""
+    image = np.zeros(config.dram_bytes, dtype=np.uint8)
+    code = isa.words_to_bytes([word("sync", queue="STORE"), END], isa.INSN_BYTES)
+    at = config.dram_bytes - len(code)
+    image[at:] = np.frombuffer(code, np.uint8)
+    return DeviceRun(image, Launch(at, 0, 0), max_cycles=20_000, dump_size=4096)
+
+
 def test_edges_pass_and_one_past_stops(tmp_path):
     cases = edge_cases(TINY)
-    results = run_programs(TINY, [device_run(case) for case, _ in cases.values()], tmp_path)
+    at_end = program_at_dram_end(TINY)
+    runs = [device_run(case) for case, _ in cases.values()] + [at_end]
+    *results, end_result = run_programs(TINY, runs, tmp_path)
     for (name, (case, expected)), result in zip(cases.items(), results, strict=True):
         assert isa_outcome(TINY, case) == expected, f"{name}: ISA simulator"
         assert rtl_outcome(result) == expected, f"{name}: RTL"
+    Machine(TINY, at_end.image.copy()).run(at_end.launch)  # raises if it stops
+    assert rtl_outcome(end_result) == ("done", None), "a program ending DRAM: RTL"
