@@ -28,7 +28,7 @@ OUT = REPO / "build" / "mutation"
 SETS = (*CURATED, "python")
 # The CI slice: a few mutants of each set within a few minutes.
 SLICE = {"rtl": 2, "harness": 1}
-SLICE_BUDGET_S = 420
+SLICE_BUDGET_S = 300
 FULL_BUDGET_S = 4 * 3600
 
 

@@ -28,7 +28,7 @@ from mutation.trees import REPO, source_files
 WORK = REPO / "build" / "mutation" / "python"
 KILLED = {1: "killed", 3: "killed"}
 TIMEOUTS = {36, 24, -24, 152, 255}
-SLICE_FUNCTIONS = 3  # functions (all their mutants) a slice samples
+SLICE_FUNCTIONS = 2  # functions (all their mutants) a slice samples
 
 
 def modules() -> list[str]:
