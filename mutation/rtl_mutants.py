@@ -16,10 +16,10 @@ CONFIG = "tiny"  # the preset whose RTL each mutant regenerates; every killer ru
 KILLERS = (
     "tests/instruction/test_rtl_vs_isa.py::test_kernels_match_isa_simulator[tiny]",
     "tests/instruction/test_rtl_vs_isa.py::test_random_programs_match_isa_simulator[tiny]",
+    "tests/instruction/test_edges_rtl.py",
     "tests/instruction/test_requant_ties_rtl.py::test_rtl_rounds_ties_up[tiny]",
     "tests/instruction/test_rtl_vs_isa.py::test_bad_programs_stop_with_the_right_code[tiny]",
     "tests/instruction/test_bad_program_agreement.py::test_directed_cases_stop_alike",
-    "tests/instruction/test_edges_rtl.py",
     "tests/instruction/test_dwconv.py::test_dwconv_rtl_matches_reference_and_isa[tiny]",
     "tests/instruction/test_dwconv.py::test_bad_dwconv_stops_the_rtl_with_the_same_code[tiny]",
     "tests/instruction/test_accum_gate.py::test_accum_gate_matches_reference_ops[tiny]",

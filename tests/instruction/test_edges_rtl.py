@@ -45,6 +45,10 @@ def edge_cases(config) -> dict[str, tuple[Case, tuple[str, int | None]]]:
             Case("load_past_dram", [load, END], [act_load(c, 2, dram=last_lines + 8)]),
             ("DRAM_RANGE", 0),
         ),
+        (
+            Case("load_misaligned", [load, END], [act_load(c, 1, dram=last_lines - 2)]),
+            ("DRAM_RANGE", 0),
+        ),
         (Case("load_ends_act", [load, END], [act_load(c, 2, c.act_lines - 2)]), ("done", None)),
         (
             Case("load_past_act", [load, END], [act_load(c, 2, c.act_lines - 1)]),
