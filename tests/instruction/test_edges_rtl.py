@@ -28,6 +28,16 @@ pytestmark = pytest.mark.simulator
 TINY = PRESETS["tiny"]
 
 
+def gemm(act_addr: int) -> int:
+    """Two ACT rows from ``act_addr`` through one weight tile."""
+    return word("gemm", act_addr=act_addr, m=2, k_iter=1, n_iter=1)
+
+
+def accum(param_addr: int) -> int:
+    """One ACC line plus the bias of PARAM line ``param_addr``."""
+    return word("accum", param_addr=param_addr, m=1, n_iter=1, use_bias=1)
+
+
 def edge_cases(config) -> dict[str, tuple[Case, tuple[str, int | None]]]:
     c = config
     last_lines = c.dram_bytes - 2 * c.act_line_bytes  # two ACT lines that end DRAM
@@ -67,6 +77,10 @@ def edge_cases(config) -> dict[str, tuple[Case, tuple[str, int | None]]]:
             ),
             ("done", None),
         ),
+        (Case("gemm_ends_act", [gemm(c.act_lines - 2), END]), ("done", None)),
+        (Case("gemm_past_act", [gemm(c.act_lines - 1), END]), ("LOCAL_RANGE", 0)),
+        (Case("accum_ends_param", [accum(c.param_lines - 1), END]), ("done", None)),
+        (Case("accum_past_param", [accum(c.param_lines), END]), ("LOCAL_RANGE", 0)),
         (Case("perf_ends_dram", [word("perf", dram_addr=perf_last), END]), ("done", None)),
         (
             Case("perf_past_dram", [word("perf", dram_addr=c.dram_bytes), END]),
