@@ -44,7 +44,12 @@ def edge_cases(config) -> dict[str, tuple[Case, tuple[str, int | None]]]:
     perf_last = c.dram_bytes - isa.PERF_RECORD.nbytes
     load = word("load", desc=0)
     push = word("sync", "push_next", queue="LOAD")  # a token nobody pops
+    pop = word("sync", "pop_prev", queue="COMPUTE")
     cases = [
+        # Pushes and pops overlap in time (some in the same cycle): one pop too many waits.
+        (Case("pops_match_pushes", [push, pop] * 12 + [END]), ("done", None)),
+        (Case("one_pop_too_many", [push, pop] * 12 + [pop, END]), ("DEADLOCK", 24)),
+        (Case("zero_inner_count", [load, END], [act_load(c, 0)]), ("BAD_FIELD", 0)),
         (Case("tokens_fill_depth", [push] * c.token_depth + [END]), ("done", None)),
         (
             Case("tokens_past_depth", [push] * (c.token_depth + 1) + [END]),
