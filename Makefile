@@ -27,7 +27,7 @@ COVERAGE_TESTS ?= tests/instruction tests/network -m simulator \
 # They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
 unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BUNDLE IMAGE
 unexport IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES CALIB CALIB_METHOD PREPROCESS EVAL
-unexport LAYERS MODELS HOOKS COVERAGE_DIR COVERAGE_TESTS
+unexport LAYERS MODELS HOOKS COVERAGE_DIR COVERAGE_TESTS MUTANTS MUTATE_SETS
 
 PY    := $(VENV)/bin/python
 # A value as one shell word, whatever quotes it holds: q = '...' with each ' written '\''
@@ -39,7 +39,7 @@ SIM_JOBS = $(if $(filter-out file,$(origin JOBS)),--jobs $(call q,$(JOBS)))
 STAMP := $(VENV)/.cosim-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-fast coverage sim sweep bench waves rtl synth lint format lock clean distclean
+.PHONY: help venv toolchain test test-fast coverage mutate mutate-slice sim sweep bench waves rtl synth lint format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -68,6 +68,8 @@ help: ## List targets and variables
 	@echo "  WAVE_CYCLES=a:b  'sim': trace only accelerator cycles a..b-1 (the report's cycle windows)"
 	@echo "  HOOKS=...        'sim' (rtl) and 'test': cocotb hook modules attached to every RTL program, e.g. sim.hook_examples.dram_bursts"
 	@echo "  COVERAGE_DIR=$(COVERAGE_DIR) 'coverage': where counts and the report go"
+	@echo "  MUTANTS=a,b      'mutate': only these curated mutant ids (python -m mutation --list); MUTATE_SETS=rtl,harness,python"
+	@echo "  MUTATE_SEED=...  'mutate-slice': the sample's seed (printed by every slice; default: a fresh one)"
 	@echo "  PYTHON=$(PYTHON)   interpreter used to create $(VENV) (Python >= 3.10)"
 
 $(STAMP): pyproject.toml requirements.lock
@@ -94,6 +96,14 @@ coverage: $(STAMP) ## RTL tests on instrumented builds -> per-module line/toggle
 
 test-fast: $(STAMP) ## Run only the tests that need no simulator
 	$(PY) -m pytest -n $(JOBS) -m "not simulator" $(PYTEST_ARGS)
+
+mutate: $(STAMP) ## Mutation testing, every set (RTL generator, harness, Python) -> build/mutation/report.json
+	@$(PY) -m sim.verilate.toolchain --quiet
+	$(PY) -m mutation $(if $(MUTANTS),--only $(call q,$(MUTANTS))) $(if $(MUTATE_SETS),--sets $(call q,$(MUTATE_SETS)))
+
+mutate-slice: $(STAMP) ## A seeded sample of the mutation sets in a few minutes (CI); MUTATE_SEED=<seed> reruns one
+	@$(PY) -m sim.verilate.toolchain --quiet
+	$(PY) -m mutation --slice
 
 sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact check and report
 	@$(PY) -m sim.cli $(if $(BUNDLE),--bundle $(call q,$(BUNDLE)) $(SIM_CONFIG),--model $(call q,$(MODEL)) --config $(call q,$(CONFIG))) \
@@ -135,6 +145,7 @@ lock: $(STAMP) ## Regenerate requirements.lock from the current .venv
 	@{ echo '# Transitive pins (pip constraints) for a reproducible .venv; regenerate with `make lock`.'; \
 	   echo '# dask, distributed, dask-jobqueue and their dependencies (click, cloudpickle, msgpack, tornado, ...): the scale-out engine of sim/cluster.py (layer shards, sweeps).'; \
 	   echo '# pyucis (with mcp, pydantic, starlette, httpx, lxml, jsonschema, ...), lcov-cobertura, pycobertura (jinja2, tabulate, ruamel.yaml), cocotb-coverage (python-constraint): make coverage (sim/coverage/).'; \
+	   echo '# mutmut and its dependencies (libcst, textual, setproctitle, coverage, ...): `make mutate`, mutation testing of the Python numeric code (mutation/python_set.py).'; \
 	   $(PY) -m pip freeze --exclude-editable | grep -v '^systolic-cosim'; } > requirements.lock
 
 clean: ## Remove build outputs (Verilator builds, runs, dumps)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.verilate.build import SimulationFailed, run_cocotb
+from sim.verilate.build import SimulationFailed, _failures, run_cocotb
 from tests.block.test_dot_product import build_dot_product
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,6 +20,23 @@ def test_cocotb_run_that_executes_no_test_fails(module, tmp_path):
     model = build_dot_product(4, 8)
     with pytest.raises(SimulationFailed, match="no cocotb test ran"):
         run_cocotb(model, f"tests.block.{module}", tmp_path)
+
+
+@pytest.mark.parametrize(
+    "xml",
+    [
+        "<testsuites/>",
+        '<testsuites><testsuite name="all" tests="0"></testsuite></testsuites>',
+    ],
+)
+def test_a_results_file_with_no_test_case_is_a_failure(xml, tmp_path):
+    """cocotb writes no results file for a module without tests (above); a file that holds no
+    test case (an empty filter, a crashed writer) must fail too: the zero-tests mutant of
+    `make mutate` survived every simulator run."""
+    results = tmp_path / "results.xml"
+    results.write_text(xml)
+    [problem] = _failures(results)
+    assert problem.startswith("no cocotb test ran (0 test cases")
 
 
 def test_make_test_fails_when_no_test_is_selected():

@@ -26,7 +26,14 @@ def _zp_case(config, rng):
     res_shift = rng.integers(0, 6, d)
     bias = rng.integers(-(1 << 24), 1 << 24, d)
     mult = rng.integers(-(1 << 31), 1 << 31, d)
-    shift = rng.integers(30, 40, d)  # outputs spread over the whole int8 range
+    acc = ref.add_wrap32(
+        np.broadcast_to(bias, (m, d)), ref.requantize(x, res_mult, res_shift, axis=1)
+    )
+    # Per column the shift that brings the largest product to about +-256: most outputs land
+    # inside int8 with or without the zero point, so its value and sign matter (shifts 30..40
+    # saturated every output, and a zero point read as unsigned went unnoticed).
+    largest = np.abs(acc.astype(np.int64) * mult).max(axis=0)
+    shift = np.array([max(0, int(v).bit_length() - 8) for v in largest])
     table = rng.integers(-128, 128, isa.TABLE_ENTRIES, dtype=np.int8)
     table_addr = config.param_lines - isa.table_lines(d)
 
@@ -36,9 +43,6 @@ def _zp_case(config, rng):
     b.load_params(params, 1)
     b.load_params(_put_table(b, table), isa.table_lines(d), local=table_addr)
     b.accumulate_lines(src, m)
-    acc = ref.add_wrap32(
-        np.broadcast_to(bias, (m, d)), ref.requantize(x, res_mult, res_shift, axis=1)
-    )
     scaled = ref.requantize(acc, mult, shift, axis=1)
     zps = [-128, 127, *(int(z) for z in rng.integers(-128, 128, 2))]
     expected = []

@@ -1,0 +1,123 @@
+"""``python -m mutation``: run the mutant sets and write build/mutation/report.json.
+
+    python -m mutation                       # every set, whole (make mutate)
+    python -m mutation --slice               # a seeded sample within a small budget (.ci/run)
+    python -m mutation --sets rtl --only requant-truncate,store-past-line
+    python -m mutation --list
+
+The slice's seed comes from ``MUTATE_SEED`` (or ``--seed``), else a fresh one; it is printed so
+that ``MUTATE_SEED=<seed> make mutate-slice`` reruns the same sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+
+from mutation import python_set
+from mutation.curated import Outcome, run_set
+from mutation.report import Result, SetReport, write
+from mutation.sets import CURATED
+from mutation.table import MutantError, select
+from mutation.trees import REPO
+
+OUT = REPO / "build" / "mutation"
+SETS = (*CURATED, "python")
+# The CI slice: a few mutants of each set within a few minutes.
+SLICE = {"rtl": 2, "harness": 1}
+SLICE_BUDGET_S = 300
+FULL_BUDGET_S = 4 * 3600
+
+
+def _seed(text: str | None) -> int:
+    if text is None or text == "":
+        return random.SystemRandom().randrange(1, 10**6)
+    if not text.isdigit():
+        raise MutantError(f"MUTATE_SEED must be a non-negative integer, not {text!r}")
+    return int(text)
+
+
+def _result(outcome: Outcome) -> Result:
+    m = outcome.mutant
+    status = outcome.status
+    return Result(
+        m.id, m.where, status, m.equivalent, outcome.killed_by, outcome.seconds, outcome.detail
+    )
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m mutation", description=__doc__.splitlines()[0])
+    p.add_argument("--sets", default=",".join(SETS), help=f"comma-separated, of {', '.join(SETS)}")
+    p.add_argument("--only", default="", help="comma-separated mutant ids of the curated sets")
+    p.add_argument("--slice", action="store_true", help="a seeded sample (the CI slice)")
+    p.add_argument("--seed", default=os.environ.get("MUTATE_SEED"), help="the slice's seed")
+    p.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
+    p.add_argument("--budget", type=float, default=None, help="seconds for the whole run")
+    p.add_argument("--list", action="store_true", help="list the curated mutants and exit")
+    p.add_argument(
+        "--report-only", action="store_true", help="write the report from kept results, run none"
+    )
+    return p.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    try:
+        names = [n for n in args.sets.split(",") if n]
+        unknown = [n for n in names if n not in SETS]
+        if unknown:
+            raise MutantError(f"unknown set {', '.join(unknown)}; sets: {', '.join(SETS)}")
+        if args.jobs < 1:
+            raise MutantError(f"--jobs must be at least 1, not {args.jobs}")
+        seed = _seed(args.seed) if args.slice else None
+        only = [i for i in args.only.split(",") if i]
+        curated = [n for n in names if n != "python"]
+        select([m for n in curated for m in CURATED[n].mutants], only)  # unknown ids: an error
+        chosen = {n: [m for m in CURATED[n].mutants if not only or m.id in only] for n in curated}
+    except MutantError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    if args.list:
+        for name in CURATED:
+            for m in CURATED[name].mutants:
+                note = f"  [equivalent: {m.equivalent}]" if m.equivalent else ""
+                print(f"{name}/{m.id}  {m.where}  - {m.why}{note}")
+        return 0
+
+    budget = args.budget or (SLICE_BUDGET_S if args.slice else FULL_BUDGET_S)
+    if args.report_only:
+        budget = 0
+    started = time.monotonic()
+    deadline = started + budget
+    meta = {"mode": "slice" if args.slice else "full", "seed": seed, "budget_s": budget}
+    if args.slice:
+        rng = random.Random(seed)
+        print(f"mutation slice seed {seed} (rerun it: MUTATE_SEED={seed} make mutate-slice)")
+        for name, mutants in chosen.items():
+            chosen[name] = rng.sample(mutants, min(SLICE[name], len(mutants)))
+    reports = []
+    for name, mutants in chosen.items():
+        print(f"{name}: {len(mutants)} mutants, {args.jobs} at a time")
+        t0 = time.monotonic()
+        outcomes = run_set(CURATED[name], mutants, args.jobs, deadline)
+        reports.append(SetReport(name, [_result(o) for o in outcomes], time.monotonic() - t0))
+    if "python" in names and not only:
+        reports += python_set.run(deadline, args.jobs, sample=args.slice, seed=seed)
+    meta["seconds"] = round(time.monotonic() - started, 1)
+    path = OUT / ("slice-report.json" if args.slice else "report.json")
+    summary = write(path, reports, meta)
+    print(summary.read_text(), end="")
+    print(f"report: {path.relative_to(REPO)}, summary: {summary.relative_to(REPO)}")
+    bad = [f"{r.name}/{i}" for r in reports for i in r.unjustified()]
+    if bad:
+        print(f"error: mutants not killed and not justified: {', '.join(bad)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,136 @@
+"""Run curated mutant sets: each mutant in its own copy of the checkout, against its killers,
+``jobs`` at a time, within a time budget."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mutation import cache
+from mutation.table import Mutant, MutantError
+from mutation.trees import REPO, copy_tree
+
+TREES = REPO / "build" / "mutation" / "trees"
+MUTANT_TIMEOUT_S = 1200  # one mutant's generation + build + tests; past it: "timeout"
+
+
+@dataclass(frozen=True)
+class CuratedSet:
+    """A named table of mutants and the pytest node ids that should kill them.
+
+    ``regenerate``: a preset whose ``rtl/<name>/`` is regenerated from the mutated generator
+    before the tests run (RTL mutants), or ``None``. ``killers_of`` overrides ``killers`` for
+    single mutants (by id).
+    """
+
+    name: str
+    mutants: list[Mutant]
+    killers: tuple[str, ...]
+    regenerate: str | None = None
+    killers_of: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    """What happened to one mutant. ``status``: killed, survived, timeout (counted as killed),
+    not_run (out of budget), or invalid (the mutant did not apply or changed nothing)."""
+
+    mutant: Mutant
+    status: str
+    killed_by: str = ""
+    seconds: float = 0.0
+    detail: str = ""
+
+
+def _run(cmd: list[str], cwd: Path, timeout: float) -> tuple[int | None, str]:
+    try:
+        done = subprocess.run(
+            cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        return None, out
+    return done.returncode, done.stdout + done.stderr
+
+
+def _regenerate(tree: Path, config: str, timeout: float) -> str:
+    """Regenerate ``rtl/<config>/`` in ``tree``; an error message, or '' when it changed."""
+    top = tree / "rtl" / config / "sim_top.v"
+    before = top.read_text()
+    code, out = _run([sys.executable, "-m", "hdl_gen.generate", config], tree, timeout)
+    if code != 0:
+        tail = out.strip().splitlines()[-1:] or ["timed out"]
+        return f"generation failed: {tail[0]}"
+    if top.read_text() == before:
+        return "the generated RTL did not change"
+    return ""
+
+
+def run_mutant(cset: CuratedSet, mutant: Mutant, keep: bool = False) -> Outcome:
+    started = time.perf_counter()
+    tree = copy_tree(TREES / f"{cset.name}-{mutant.id}")
+    try:
+        try:
+            mutant.apply(tree)
+        except MutantError as exc:
+            return Outcome(mutant, "invalid", detail=str(exc))
+        if cset.regenerate:
+            problem = _regenerate(tree, cset.regenerate, MUTANT_TIMEOUT_S)
+            if problem:
+                return Outcome(mutant, "invalid", detail=problem)
+        killers = cset.killers_of.get(mutant.id, cset.killers)
+        left = MUTANT_TIMEOUT_S - (time.perf_counter() - started)
+        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *killers]
+        code, out = _run(cmd, tree, left)
+        seconds = time.perf_counter() - started
+        if code is None:
+            return Outcome(mutant, "timeout", seconds=seconds, detail="tests timed out")
+        if code == 0:
+            return Outcome(mutant, "survived", seconds=seconds)
+        failed = re.search(r"^(?:FAILED|ERROR) (\S+)", out, re.M)
+        if code == 1 and failed:
+            return Outcome(mutant, "killed", killed_by=failed.group(1), seconds=seconds)
+        tail = " / ".join(out.strip().splitlines()[-3:])
+        return Outcome(mutant, "invalid", seconds=seconds, detail=f"pytest exit {code}: {tail}")
+    finally:
+        if not keep:
+            shutil.rmtree(tree, ignore_errors=True)
+
+
+def run_set(
+    cset: CuratedSet,
+    mutants: list[Mutant],
+    jobs: int,
+    deadline: float,
+    progress=print,
+) -> list[Outcome]:
+    """Run ``mutants`` of ``cset``; those not started by ``deadline`` (time.monotonic) are
+    ``not_run``."""
+
+    design = cache.design_hash()
+
+    def one(mutant: Mutant) -> Outcome:
+        killers = cset.killers_of.get(mutant.id, cset.killers)
+        kept = cache.load(cset.name, mutant, design, killers)
+        if kept is not None:
+            return Outcome(mutant, kept["status"], kept["killed_by"], kept["seconds"], "kept")
+        if time.monotonic() >= deadline:
+            return Outcome(mutant, "not_run", detail="time budget spent")
+        outcome = run_mutant(cset, mutant)
+        if outcome.status in ("killed", "survived", "timeout"):
+            cache.store(cset.name, mutant, design, killers, outcome)
+        extra = f" by {outcome.killed_by}" if outcome.killed_by else ""
+        detail = f" ({outcome.detail})" if outcome.detail else ""
+        progress(
+            f"  {cset.name}/{mutant.id}: {outcome.status}{extra}{detail} [{outcome.seconds:.0f} s]"
+        )
+        return outcome
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, mutants))

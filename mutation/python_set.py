@@ -1,0 +1,135 @@
+"""The Python numeric code, mutated by mutmut (``[tool.mutmut]`` in pyproject.toml names the
+modules and the fast unit tests that cover them; mutmut runs each mutant against the tests
+that call its function). One set per module: ``python:<path>``.
+
+mutmut works in ``build/mutation/python/`` (a synced copy of the checkout, so its ``mutants/``
+tree and its results survive between runs: a budget-cut run goes on where it stopped). A mutant
+whose function no selected test calls ("no tests") counts as a survivor.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import tomllib
+
+from mutation.report import Result, SetReport
+from mutation.trees import REPO, source_files
+
+WORK = REPO / "build" / "mutation" / "python"
+KILLED = {1: "killed", 3: "killed"}
+TIMEOUTS = {36, 24, -24, 152, 255}
+SLICE_FUNCTIONS = 2  # functions (all their mutants) a slice samples
+
+
+def modules() -> list[str]:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    return list(config["tool"]["mutmut"]["only_mutate"])
+
+
+def sync() -> Path:
+    """Copy changed source files into the work tree (mutmut's own files stay)."""
+    for name in source_files():
+        src, dest = REPO / name, WORK / name
+        if not dest.is_file() or dest.read_bytes() != src.read_bytes():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest)
+    return WORK
+
+
+def functions(path: str) -> list[str]:
+    """mutmut's name patterns for the functions and methods of module ``path``."""
+    module = path.removesuffix(".py").replace("/", ".")
+    tree = ast.parse((REPO / path).read_text())
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            names.append(f"{module}.x_{node.name}__mutmut_*")
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                    names.append(f"{module}.x\u01c1{node.name}\u01c1{item.name}__mutmut_*")
+    return names
+
+
+def _mutmut(patterns: list[str], jobs: int, deadline: float) -> str:
+    """Run mutmut until it finishes or ``deadline``; '' or why it stopped early."""
+    cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs), *patterns]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    log = (WORK / "mutmut.log").open("w")
+    proc = subprocess.Popen(
+        cmd, cwd=WORK, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
+    try:
+        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+        return "time budget spent"
+    finally:
+        log.close()
+    return "" if proc.returncode == 0 else f"mutmut exited {proc.returncode}: see {WORK}/mutmut.log"
+
+
+def _results(path: str, wanted: list[str] | None) -> list[Result]:
+    meta = WORK / "mutants" / f"{path}.meta"
+    if not meta.is_file():
+        return []
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    durations = json.loads(meta.read_text()).get("durations_by_key", {})
+    results = []
+    for key, code in codes.items():
+        if wanted is not None and not any(_matches(key, p) for p in wanted):
+            continue
+        if code is None:
+            status = "not_run"
+        elif code in KILLED:
+            status = "killed"
+        elif code in TIMEOUTS:
+            status = "timeout"
+        else:  # survived (0), no tests (5, 33), suspicious, ...
+            status = "survived"
+        detail = "no test calls this function" if code in (5, 33) else ""
+        results.append(Result(key, path, status, seconds=durations.get(key) or 0.0, detail=detail))
+    return results
+
+
+def _matches(key: str, pattern: str) -> bool:
+    return key.startswith(pattern.removesuffix("*"))
+
+
+def run(deadline: float, jobs: int, sample: bool = False, seed: int | None = None) -> list:
+    """Mutate every module (or, with ``sample``, ``SLICE_FUNCTIONS`` functions drawn with
+    ``seed``) until ``deadline``; one :class:`SetReport` per module."""
+    started = time.monotonic()
+    sync()
+    paths = modules()
+    wanted = None
+    if sample:
+        rng = random.Random(seed)
+        every = [name for path in paths for name in functions(path)]
+        wanted = rng.sample(every, min(SLICE_FUNCTIONS, len(every)))
+        print(f"python: mutants of {', '.join(w.removesuffix('__mutmut_*') for w in wanted)}")
+    else:
+        print(f"python: mutmut on {', '.join(paths)}")
+    stopped = _mutmut(wanted or [], jobs, deadline) if time.monotonic() < deadline else "no time"
+
+    if stopped:
+        print(f"python: mutmut stopped: {stopped}")
+    seconds = time.monotonic() - started
+    reports = []
+    for path in paths:
+        results = _results(path, wanted)
+        if wanted is not None and not results:
+            continue
+        reports.append(SetReport(f"python:{path}", results, seconds, curated=False))
+    return reports

@@ -1,0 +1,107 @@
+"""The mutation tables stay applicable and the runner's inputs and outputs hold their contract
+(``make mutate`` itself runs the mutants; these tests need no simulator)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mutation import python_set
+from mutation.harness_mutants import HARNESS_MUTANTS, KILLERS_OF
+from mutation.report import Result, SetReport, write
+from mutation.rtl_mutants import KILLERS, RTL_MUTANTS
+from mutation.table import Mutant, MutantError, select
+
+ROOT = Path(__file__).resolve().parents[2]
+ALL = RTL_MUTANTS + HARNESS_MUTANTS
+
+
+def test_every_snippet_occurs_exactly_once_and_changes_its_file(tmp_path):
+    for mutant in ALL:
+        text = (ROOT / mutant.file).read_text()
+        assert text.count(mutant.original) == 1, mutant.id
+        assert mutant.replacement != mutant.original, mutant.id
+        target = tmp_path / mutant.file
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        mutant.apply(tmp_path)
+        assert target.read_text() != text, mutant.id
+
+
+def test_the_sets_are_as_the_issue_asks():
+    ids = [m.id for m in ALL]
+    assert len(ids) == len(set(ids))
+    assert len(RTL_MUTANTS) >= 40
+    assert all(m.file.startswith("hdl_gen/") for m in RTL_MUTANTS)
+    # The three gaps issue #22 names: tie rule, zero executed tests, a store out of its region.
+    for named in ("requant-neg-tie-away", "store-past-line", "cocotb-zero-tests-pass"):
+        assert named in ids
+    assert all(m.why for m in ALL)
+    assert set(KILLERS_OF) == {m.id for m in HARNESS_MUTANTS}
+    for node in [*KILLERS, *(k for ks in KILLERS_OF.values() for k in ks)]:
+        assert (ROOT / node.split("::")[0]).is_file(), node
+
+
+def test_a_missing_or_repeated_snippet_and_an_unknown_id_are_errors(tmp_path):
+    (tmp_path / "f.py").write_text("a = 1\na = 1\n")
+    with pytest.raises(MutantError, match="occurs 2 times"):
+        Mutant("m", "f.py", "a = 1", "a = 2", "why").apply(tmp_path)
+    with pytest.raises(MutantError, match="occurs 0 times"):
+        Mutant("m", "f.py", "b = 1", "b = 2", "why").apply(tmp_path)
+    with pytest.raises(MutantError, match="unknown mutant id nope"):
+        select(RTL_MUTANTS, ["requant-truncate", "nope"])
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--only", "no-such-mutant"], "unknown mutant id no-such-mutant"),
+        (["--sets", "rtl,nope"], "unknown set nope"),
+        (["--slice", "--seed", "x1"], "MUTATE_SEED must be a non-negative integer"),
+        (["--jobs", "0"], "--jobs must be at least 1"),
+    ],
+)
+def test_bad_arguments_give_one_line_and_exit_2(args, message):
+    done = subprocess.run(
+        [sys.executable, "-m", "mutation", *args], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error: ") and message in line
+
+
+def test_report_counts_survivors_and_names_each(tmp_path):
+    curated = SetReport(
+        "rtl",
+        [
+            Result("a", "x.py: a", "killed", killed_by="t::k", seconds=3),
+            Result("b", "x.py: b", "timeout", seconds=9),
+            Result("c", "x.py: c", "survived", why_equivalent="same value"),
+            Result("d", "x.py: d", "survived"),
+            Result("e", "x.py: e", "not_run"),
+        ],
+    )
+    summary = write(tmp_path / "report.json", [curated], {"mode": "full"})
+    data = json.loads((tmp_path / "report.json").read_text())
+    s = data["sets"]["rtl"]
+    assert (s["total"], s["killed"], s["not_run"]) == (4, 2, ["e"])
+    assert s["survived"] == [
+        {"id": "c", "where": "x.py: c", "why_equivalent": "same value"},
+        {"id": "d", "where": "x.py: d", "why_equivalent": None},
+    ]
+    assert curated.unjustified() == ["d"]
+    assert "survivor rtl/d (x.py: d): NOT JUSTIFIED" in summary.read_text()
+    python = SetReport(
+        "python:m.py", [Result("m.x_f__mutmut_1", "m.py", "survived")], curated=False
+    )
+    assert python.unjustified() == []
+
+
+def test_python_modules_are_mutmuts_and_their_function_patterns_exist():
+    modules = python_set.modules()
+    assert "sim/backends/isa_machine.py" in modules and "arch/reference_ops.py" in modules
+    patterns = python_set.functions("sim/backends/isa_machine.py")
+    assert "sim.backends.isa_machine.x_requantize__mutmut_*" in patterns
+    assert "sim.backends.isa_machine.x\u01c1Machine\u01c1run__mutmut_*" in patterns
