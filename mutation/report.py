@@ -19,6 +19,7 @@ class Result:
     where: str
     status: str  # killed | timeout | survived | not_run | invalid
     why_equivalent: str = ""
+    known_gap: str = ""
     killed_by: str = ""
     seconds: float = 0.0
     detail: str = ""
@@ -42,6 +43,7 @@ class SetReport:
             "score": round(len(killed) / len(ran), 4) if ran else None,
             "survived": [
                 {"id": r.id, "where": r.where, "why_equivalent": r.why_equivalent or None}
+                | ({"known_gap": r.known_gap} if r.known_gap else {})
                 for r in survived
             ],
             "timeouts": [r.id for r in ran if r.status == "timeout"],
@@ -54,11 +56,16 @@ class SetReport:
             "seconds": round(self.seconds, 1),
         }
 
-    def unjustified(self) -> list[str]:
-        """Survivors with no equivalence argument, and mutants that could not run."""
+    def unjustified(self, strict: bool = True) -> list[str]:
+        """Survivors with no equivalence argument (``strict=False``: nor a known gap), and
+        mutants that could not run."""
         if not self.curated:
             return []
-        bad = [r.id for r in self.results if r.status == "survived" and not r.why_equivalent]
+        bad = [
+            r.id
+            for r in self.results
+            if r.status == "survived" and not r.why_equivalent and (strict or not r.known_gap)
+        ]
         return bad + [r.id for r in self.results if r.status == "invalid"]
 
 
@@ -80,7 +87,8 @@ def summary_text(data: dict) -> str:
     for name, s in data["sets"].items():
         for r in s["survived"]:
             if not name.startswith("python:"):
-                why = r["why_equivalent"] or "NOT JUSTIFIED: needs a test"
+                gap = f"KNOWN GAP, needs a test: {r['known_gap']}" if "known_gap" in r else ""
+                why = r["why_equivalent"] or gap or "NOT JUSTIFIED: needs a test"
                 lines.append(f"survivor {name}/{r['id']} ({r['where']}): {why}")
         for r in s["invalid"]:
             lines.append(f"invalid {name}/{r['id']}: {r['detail']}")
