@@ -10,7 +10,7 @@ import pytest
 
 from mutation import python_set
 from mutation.harness_mutants import HARNESS_MUTANTS, KILLERS_OF
-from mutation.report import Result, SetReport, write
+from mutation.report import Result, SetReport, failures, write
 from mutation.rtl_mutants import KILLERS, RTL_MUTANTS
 from mutation.table import Mutant, MutantError, select
 
@@ -105,3 +105,25 @@ def test_python_modules_are_mutmuts_and_their_function_patterns_exist():
     patterns = python_set.functions("sim/backends/isa_machine.py")
     assert "sim.backends.isa_machine.x_requantize__mutmut_*" in patterns
     assert "sim.backends.isa_machine.x\u01c1Machine\u01c1run__mutmut_*" in patterns
+
+
+def test_the_slice_warns_on_an_rtl_survivor_and_fails_on_the_rest():
+    """``make mutate`` fails on every unjustified survivor; the CI slice only warns about a
+    sampled RTL survivor (judged by the full run) but still fails on a harness survivor, on an
+    RTL mutant that no longer applies, and never on a justified one."""
+    rtl = SetReport(
+        "rtl",
+        [
+            Result("a", "x.py", "survived"),
+            Result("b", "x.py", "invalid"),
+            Result("c", "x.py", "survived", why_equivalent="same outputs"),
+            Result("d", "x.py", "survived", known_gap="needs a test"),
+            Result("e", "x.py", "killed"),
+        ],
+    )
+    harness = SetReport("harness", [Result("h", "y.py", "survived")])
+    assert failures([rtl, harness], slice_mode=False) == (
+        ["rtl/a", "rtl/d", "rtl/b", "harness/h"],
+        [],
+    )
+    assert failures([rtl, harness], slice_mode=True) == (["rtl/b", "harness/h"], ["rtl/a"])
