@@ -640,16 +640,21 @@ def _add(g: Graph, node: Node, x: Shape) -> Shape:
     return x
 
 
+def _check_rescaled(node: Node) -> None:
+    """A quantized node requantized by one multiplier and shift, with post-processing."""
+    one = (np.int64, (1,))
+    _check_params(node, {"mult": one, "shift": one} | _post_params(node))
+    _check_rescale(node, "mult", "shift")
+    _check_clamp(node)
+
+
 def _scale(g: Graph, node: Node, x: Shape) -> Shape:
     """x [* gate]: a channel-wise product, or (one input) a rescale of its own."""
     _need_4d(node, x)
     if len(node.inputs) == 2:
         _expect_shape(g, node, node.inputs[1], (1, x[1], 1, 1), "gate")
     if g.quantized:
-        one = (np.int64, (1,))
-        _check_params(node, {"mult": one, "shift": one} | _post_params(node))
-        _check_rescale(node, "mult", "shift")
-        _check_clamp(node)
+        _check_rescaled(node)
     else:
         _check_params(node, {})
     return x
@@ -663,10 +668,7 @@ def _batch_matmul(g: Graph, node: Node, x: Shape) -> Shape:
     if len(b) != 4 or b[:2] != x[:2] or b[2] != x[3]:
         raise VerifyError(node.name, node.op, f"inputs {x} and {b} are not (1,H,M,K), (1,H,K,N)")
     if g.quantized:
-        one = (np.int64, (1,))
-        _check_params(node, {"mult": one, "shift": one} | _post_params(node))
-        _check_rescale(node, "mult", "shift")
-        _check_clamp(node)
+        _check_rescaled(node)
     else:
         _check_params(node, {}, {"alpha": (np.float32, (1,))})
     return (*x[:3], b[3])
