@@ -391,7 +391,14 @@ STORE = _insn(
     "Post-process accumulator lines and DMA them to DRAM: per column c of the line, "
     "`out = clamp(requant(acc, mult[c], shift[c]) + out_zp, clamp_lo, clamp_hi)` as int8, where "
     "the parameter line is `param_addr + i[param_loop]` (i = the descriptor's loop index); with "
-    "use_table, `out = table[out + 128]` (the table in PARAM lines from table_addr).",
+    "use_table, `out = table[out + 128]` (the table in PARAM lines from table_addr). With "
+    "transpose, the descriptor's innermost loop must count `cols` lines (else BAD_FIELD) and "
+    "each innermost run is one block: its lines' outputs form a `cols` x `cols` byte block B "
+    "(row r = line r of the run; a line outside the height/width bounds is a row of zeros, its "
+    "PARAM line unread), and line r of the run is written with column r of B (`B[0..cols-1][r]`) "
+    "at line r's DRAM address - every line of the run is written and must lie in DRAM. A "
+    "producer stores its output transposed this way (e.g. k as k^T for `q @ k^T`); the unit "
+    "collects a block, then writes it (`cols` cycles each).",
     Field("desc", unsigned(DESC_INDEX_BITS), "descriptor index (its mem must be ACC)"),
     Field("param_addr", unsigned(LOCAL_ADDR_BITS), "first PARAM line"),
     Field("param_loop", unsigned(2), "descriptor loop whose index advances the PARAM line"),
@@ -402,6 +409,7 @@ STORE = _insn(
         "table_addr", unsigned(LOCAL_ADDR_BITS), "first PARAM line of the table (use_table)", True
     ),
     Field("out_zp", signed(8), "output zero point, added to requant(acc) before the clamp", True),
+    Field("transpose", unsigned(1), "write each innermost run of `cols` lines transposed", True),
 )
 GEMM = _insn(
     Opcode.GEMM,

@@ -34,11 +34,15 @@ class AddressGenerator(wiring.Component):
         Begin walking ``desc``.
     line_bytes, lines_in_mem, align : In
         Bytes per line, local memory size in lines, required DRAM alignment (power of two).
+    every_line : In(1)
+        Check the DRAM address of every line, not only of those inside the bounds (a
+        transposing store writes them all).
     lines : Out(stream of LINE)
     busy : Out(1)
     error : Out(1), error_code : Out(ErrorCode)
         A zero count (BAD_FIELD), a local address outside the memory (LOCAL_RANGE) or an
-        in-bounds line outside DRAM or misaligned (DRAM_RANGE); the walk stops.
+        in-bounds line (any line with ``every_line``) outside DRAM or misaligned (DRAM_RANGE);
+        the walk stops.
     """
 
     def __init__(self, dram_bytes: int) -> None:
@@ -50,6 +54,7 @@ class AddressGenerator(wiring.Component):
                 "line_bytes": In(16),
                 "lines_in_mem": In(POINTER_BITS),
                 "align": In(16),
+                "every_line": In(1),
                 "lines": Out(stream.Signature(LINE)),
                 "busy": Out(1),
                 "error": Out(1),
@@ -127,7 +132,7 @@ class AddressGenerator(wiring.Component):
                 with m.If(~local_ok):
                     m.d.sync += [self.error.eq(1), self.error_code.eq(isa.ErrorCode.LOCAL_RANGE)]
                     m.next = "STOPPED"
-                with m.Elif(valid & ~dram_ok):
+                with m.Elif((valid | self.every_line) & ~dram_ok):
                     m.d.sync += [self.error.eq(1), self.error_code.eq(isa.ErrorCode.DRAM_RANGE)]
                     m.next = "STOPPED"
                 with m.Else():

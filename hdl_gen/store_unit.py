@@ -23,7 +23,9 @@ class StoreUnit(wiring.Component):
     PARAM line, requantizes, adds the output zero point and clamps every column to int8 (then,
     with use_table, maps it through the lookup table, copied from PARAM into registers before
     the first line) and writes the line to DRAM (one line per cycle when a line fits a bus
-    beat). PERF writes a counter snapshot.
+    beat). A transposing STORE collects each innermost run of ``cols`` processed lines as the
+    rows of a byte block, then writes its columns, one line each, at the run's DRAM addresses.
+    PERF writes a counter snapshot.
 
     Attributes
     ----------
@@ -73,12 +75,13 @@ class StoreUnit(wiring.Component):
             addrgen.line_bytes.eq(out_bytes),
             addrgen.lines_in_mem.eq(c.acc_lines),
             addrgen.align.eq(min(out_bytes, bus)),
+            addrgen.every_line.eq(insn.transpose),
         ]
         errors.raise_(fetcher.error, isa.ErrorCode.BAD_DESCRIPTOR)
         errors.raise_(addrgen.error, addrgen.error_code)
 
         # Pipeline: A accepts a line and reads ACC/PARAM; B requantizes; C writes DRAM beats.
-        b_valid, b_dram = Signal(), Signal(isa.DRAM_ADDR_BITS)
+        b_valid, b_dram, b_inside = Signal(), Signal(isa.DRAM_ADDR_BITS), Signal()
         c_valid, c_dram, c_line = Signal(), Signal(isa.DRAM_ADDR_BITS), Signal(out_bytes * 8)
         c_beat = Signal(range(beats + 1))
         walking = Signal()
@@ -86,7 +89,16 @@ class StoreUnit(wiring.Component):
 
         c_last_beat = c_valid & self.wr.ready & (c_beat == beats - 1)
         c_free = ~c_valid | c_last_beat
-        b_moves = b_valid & c_free
+        # Transpose: B fills row `row` of the block; when the block is full it drains, one
+        # column per line into C, while B waits.
+        cols = c.cols
+        rows = [Signal(out_bytes * 8, name=f"block_{r}") for r in range(cols)]
+        row_dram = [Signal(isa.DRAM_ADDR_BITS, name=f"block_dram_{r}") for r in range(cols)]
+        row = Signal(range(cols))
+        draining = Signal()
+        drain_col = Signal(range(cols))
+        b_moves = b_valid & Mux(insn.transpose, ~draining, c_free)
+        drain_moves = draining & c_free
         a_moves = addrgen.lines.valid & (~b_valid | b_moves) & ~self.halt
         m.d.comb += addrgen.lines.ready.eq(a_moves)
 
@@ -102,7 +114,11 @@ class StoreUnit(wiring.Component):
             self.param.en.eq(a_moves),
         ]
         with m.If(a_moves):
-            m.d.sync += [b_valid.eq(line.valid), b_dram.eq(line.dram)]
+            m.d.sync += [
+                b_valid.eq(line.valid | insn.transpose),
+                b_inside.eq(line.valid),
+                b_dram.eq(line.dram),
+            ]
             with m.If(line.last):
                 m.d.sync += walking.eq(0)
         with m.Elif(b_moves):
@@ -127,8 +143,32 @@ class StoreUnit(wiring.Component):
             looked_up = table[Cat(code[:7], ~code[7])]
             lanes.append(Mux(insn.use_table, looked_up, code))
             bad_shift = bad_shift | (entry.shift > MAX_SHIFT)
-        errors.raise_(b_valid & bad_shift, isa.ErrorCode.BAD_FIELD)
-        with m.If(b_moves):
+        errors.raise_(b_valid & b_inside & bad_shift, isa.ErrorCode.BAD_FIELD)
+        with m.If(b_moves & insn.transpose):
+            for r in range(cols):
+                with m.If(row == r):
+                    m.d.sync += [
+                        rows[r].eq(Mux(b_inside, Cat(*lanes), 0)),
+                        row_dram[r].eq(b_dram),
+                    ]
+            m.d.sync += row.eq(Mux(row == cols - 1, 0, row + 1))
+            with m.If(row == cols - 1):
+                m.d.sync += [draining.eq(1), drain_col.eq(0)]
+        # Column 0 of the block is byte 0 of every row; each drained column shifts the rows.
+        column = Cat(*(r[:8] for r in rows))
+        with m.If(drain_moves):
+            m.d.sync += [
+                c_valid.eq(1),
+                c_dram.eq(row_dram[0]),
+                c_line.eq(column),
+                c_beat.eq(0),
+                drain_col.eq(drain_col + 1),
+            ]
+            m.d.sync += [r.eq(r >> 8) for r in rows]
+            m.d.sync += [row_dram[r].eq(row_dram[r + 1]) for r in range(cols - 1)]
+            with m.If(drain_col == cols - 1):
+                m.d.sync += draining.eq(0)
+        with m.Elif(b_moves & ~insn.transpose):
             m.d.sync += [c_valid.eq(1), c_dram.eq(b_dram), c_line.eq(Cat(*lanes)), c_beat.eq(0)]
         with m.Elif(c_last_beat):
             m.d.sync += c_valid.eq(0)
@@ -194,8 +234,11 @@ class StoreUnit(wiring.Component):
                     m.d.comb += frame.done.eq(1)
                     m.next = "IDLE"
             with m.State("DESCRIPTOR"), m.If(fetcher.done):
-                bad = (fetcher.desc.mem != isa.Mem.ACC) | (
-                    insn.clamp_lo.as_signed() > insn.clamp_hi.as_signed()
+                inner = fetcher.desc.loops[isa.DESC_LOOPS - 1].count
+                bad = (
+                    (fetcher.desc.mem != isa.Mem.ACC)
+                    | (insn.clamp_lo.as_signed() > insn.clamp_hi.as_signed())
+                    | (insn.transpose & (inner != cols))
                 )
                 table_outside = insn.table_addr + table_lines > c.param_lines
                 with m.If(bad):
@@ -230,7 +273,9 @@ class StoreUnit(wiring.Component):
                     m.d.comb += addrgen.start.eq(1)
                     m.d.sync += walking.eq(1)
                     m.next = "MOVE"
-            with m.State("MOVE"), m.If(~walking & ~addrgen.busy & ~b_valid & ~c_valid):
+            with m.State("MOVE"), m.If(
+                ~walking & ~addrgen.busy & ~b_valid & ~draining & ~c_valid
+            ):
                 m.d.comb += frame.done.eq(1)
                 m.next = "IDLE"
             with m.State("PERF"), m.If(self.wr.ready):

@@ -146,14 +146,14 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$232 (insn_frontier),
     .perf(perf),
-    .\port$5812$0 (\_$2 ),
+    .\port$11562$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$203 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$5812$0 (\_$2 ),
+    .\port$11562$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,7 +236,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$232 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5812$0 , dram_resp__valid, \start$203 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$232 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$11562$0 , dram_resp__valid, \start$203 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
@@ -659,8 +659,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$232 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$5812$0 ;
-  wire [1:0] \port$5812$0 ;
+  input [1:0] \port$11562$0 ;
+  wire [1:0] \port$11562$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -4084,7 +4084,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$232 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$5812$0 (\port$5812$0 ),
+    .\port$11562$0 (\port$11562$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -4237,7 +4237,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$232 ,
     .desc_bus__req__payload(client3__req__payload),
     .desc_bus__req__valid(client3__req__valid),
     .desc_count(desc_count),
-    .\error$87 (\error$253 ),
+    .\error$89 (\error$253 ),
     .error_code(\error_code$254 ),
     .halt(halt),
     .idle(\idle$243 ),
@@ -4569,8 +4569,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$232 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$5812$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$5812$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$11562$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$11562$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -4648,9 +4648,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$232 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5812$0 ;
+  assign \dram_resp__payload.tag  = \port$11562$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$5812$0 ;
+  assign \dram_resp__payload$115.tag  = \port$11562$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4698,7 +4698,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$232 ,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5812$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$11562$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -4854,8 +4854,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$5812$0 ;
-  wire [1:0] \port$5812$0 ;
+  input [1:0] \port$11562$0 ;
+  wire [1:0] \port$11562$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4906,13 +4906,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$5812$0 ;
+  assign \_$49  = ! \port$11562$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$5812$0  == 1'h1;
+  assign \_$50  = \port$11562$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$5812$0  == 2'h2;
+  assign \_$51  = \port$11562$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$5812$0  == 2'h3;
+  assign \_$52  = \port$11562$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5277,14 +5277,14 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$5812$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$11562$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5812$0 ;
+  assign \dram_resp__payload.tag  = \port$11562$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -5691,7 +5691,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [3:0] \insn$51.pool.opcode ;
   wire [7:0] \insn$51.pool.window ;
   wire [127:0] \insn$51.raw ;
-  wire [90:0] \insn$51.store ;
+  wire [91:0] \insn$51.store ;
   wire [7:0] \insn$51.store.clamp_hi ;
   wire [7:0] \insn$51.store.clamp_lo ;
   wire [3:0] \insn$51.store.deps ;
@@ -5715,6 +5715,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [15:0] \insn$51.store.param_addr ;
   wire [1:0] \insn$51.store.param_loop ;
   wire [15:0] \insn$51.store.table_addr ;
+  wire \insn$51.store.transpose ;
   wire \insn$51.store.use_table ;
   wire [9:0] \insn$51.sync ;
   wire [3:0] \insn$51.sync.deps ;
@@ -6722,7 +6723,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \insn$51.load.deps.push_prev  = word[6];
   assign \insn$51.load.deps.push_next  = word[7];
   assign \insn$51.load.desc  = word[31:8];
-  assign \insn$51.store  = word[90:0];
+  assign \insn$51.store  = word[91:0];
   assign \insn$51.store.opcode  = word[3:0];
   assign \insn$51.store.deps  = word[7:4];
   assign \insn$51.store.deps.pop_prev  = word[4];
@@ -6737,6 +6738,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \insn$51.store.use_table  = word[66];
   assign \insn$51.store.table_addr  = word[82:67];
   assign \insn$51.store.out_zp  = word[90:83];
+  assign \insn$51.store.transpose  = word[91];
   assign \insn$51.gemm  = word[120:0];
   assign \insn$51.gemm.opcode  = word[3:0];
   assign \insn$51.gemm.deps  = word[7:4];
@@ -10879,7 +10881,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   wire [3:0] \insn.pool.opcode ;
   wire [7:0] \insn.pool.window ;
   wire [127:0] \insn.raw ;
-  wire [90:0] \insn.store ;
+  wire [91:0] \insn.store ;
   wire [7:0] \insn.store.clamp_hi ;
   wire [7:0] \insn.store.clamp_lo ;
   wire [3:0] \insn.store.deps ;
@@ -10903,6 +10905,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   wire [15:0] \insn.store.param_addr ;
   wire [1:0] \insn.store.param_loop ;
   wire [15:0] \insn.store.table_addr ;
+  wire \insn.store.transpose ;
   wire \insn.store.use_table ;
   wire [9:0] \insn.sync ;
   wire [3:0] \insn.sync.deps ;
@@ -11862,7 +11865,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.load.deps.push_prev  = insn[6];
   assign \insn.load.deps.push_next  = insn[7];
   assign \insn.load.desc  = insn[31:8];
-  assign \insn.store  = insn[90:0];
+  assign \insn.store  = insn[91:0];
   assign \insn.store.opcode  = insn[3:0];
   assign \insn.store.deps  = insn[7:4];
   assign \insn.store.deps.pop_prev  = insn[4];
@@ -11877,6 +11880,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.store.use_table  = insn[66];
   assign \insn.store.table_addr  = insn[82:67];
   assign \insn.store.out_zp  = insn[90:83];
+  assign \insn.store.transpose  = insn[91];
   assign \insn.gemm  = insn[120:0];
   assign \insn.gemm.opcode  = insn[3:0];
   assign \insn.gemm.deps  = insn[7:4];
@@ -15402,8 +15406,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$4515$0 (lines__payload[18:0]),
-    .\port$4515$48 (lines__payload[48]),
+    .\port$10241$0 (lines__payload[18:0]),
+    .\port$10241$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -16215,55 +16219,55 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   wire [16:0] \_$1 ;
   wire \_$10 ;
   wire [32:0] \_$100 ;
-  wire [16:0] \_$101 ;
-  wire \_$102 ;
-  wire \_$103 ;
-  wire [16:0] \_$104 ;
+  wire [32:0] \_$101 ;
+  wire [32:0] \_$102 ;
+  wire [16:0] \_$103 ;
+  wire \_$104 ;
   wire \_$105 ;
-  wire \_$106 ;
-  wire [16:0] \_$107 ;
+  wire [16:0] \_$106 ;
+  wire \_$107 ;
   wire \_$108 ;
-  wire \_$109 ;
+  wire [16:0] \_$109 ;
   wire \_$11 ;
-  wire [16:0] \_$110 ;
-  wire [32:0] \_$111 ;
-  wire [32:0] \_$112 ;
+  wire \_$110 ;
+  wire \_$111 ;
+  wire [16:0] \_$112 ;
   wire [32:0] \_$113 ;
-  wire [33:0] \_$114 ;
-  wire [33:0] \_$115 ;
+  wire [32:0] \_$114 ;
+  wire [32:0] \_$115 ;
   wire [33:0] \_$116 ;
-  wire [32:0] \_$117 ;
-  wire [32:0] \_$118 ;
+  wire [33:0] \_$117 ;
+  wire [33:0] \_$118 ;
   wire [32:0] \_$119 ;
   wire \_$12 ;
   wire [32:0] \_$120 ;
   wire [32:0] \_$121 ;
   wire [32:0] \_$122 ;
-  wire [16:0] \_$123 ;
-  wire \_$124 ;
-  wire \_$125 ;
-  wire [16:0] \_$126 ;
+  wire [32:0] \_$123 ;
+  wire [32:0] \_$124 ;
+  wire [16:0] \_$125 ;
+  wire \_$126 ;
   wire \_$127 ;
-  wire \_$128 ;
-  wire [16:0] \_$129 ;
+  wire [16:0] \_$128 ;
+  wire \_$129 ;
   wire \_$13 ;
   wire \_$130 ;
-  wire \_$131 ;
-  wire [16:0] \_$132 ;
+  wire [16:0] \_$131 ;
+  wire \_$132 ;
   wire \_$133 ;
-  wire \_$134 ;
-  wire [16:0] \_$135 ;
-  wire [32:0] \_$136 ;
-  wire [32:0] \_$137 ;
+  wire [16:0] \_$134 ;
+  wire \_$135 ;
+  wire \_$136 ;
+  wire [16:0] \_$137 ;
   wire [32:0] \_$138 ;
   wire [32:0] \_$139 ;
   wire \_$14 ;
-  wire [33:0] \_$140 ;
-  wire [33:0] \_$141 ;
+  wire [32:0] \_$140 ;
+  wire [32:0] \_$141 ;
   wire [33:0] \_$142 ;
   wire [33:0] \_$143 ;
-  wire [32:0] \_$144 ;
-  wire [32:0] \_$145 ;
+  wire [33:0] \_$144 ;
+  wire [33:0] \_$145 ;
   wire [32:0] \_$146 ;
   wire [32:0] \_$147 ;
   wire [32:0] \_$148 ;
@@ -16271,11 +16275,11 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   wire \_$15 ;
   wire [32:0] \_$150 ;
   wire [32:0] \_$151 ;
-  reg \_$152 ;
-  reg [3:0] \_$153 ;
-  reg [1:0] \_$154 ;
-  reg [31:0] \_$155 ;
-  reg [31:0] \_$156 ;
+  wire [32:0] \_$152 ;
+  wire [32:0] \_$153 ;
+  reg \_$154 ;
+  reg [3:0] \_$155 ;
+  reg [1:0] \_$156 ;
   reg [31:0] \_$157 ;
   reg [31:0] \_$158 ;
   reg [31:0] \_$159 ;
@@ -16292,10 +16296,12 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   reg [31:0] \_$169 ;
   wire \_$17 ;
   reg [31:0] \_$170 ;
-  reg [15:0] \_$171 ;
-  reg [15:0] \_$172 ;
+  reg [31:0] \_$171 ;
+  reg [31:0] \_$172 ;
   reg [15:0] \_$173 ;
   reg [15:0] \_$174 ;
+  reg [15:0] \_$175 ;
+  reg [15:0] \_$176 ;
   wire \_$18 ;
   wire \_$19 ;
   wire \_$2 ;
@@ -16317,12 +16323,12 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   wire \_$34 ;
   wire \_$35 ;
   wire \_$36 ;
-  wire [32:0] \_$37 ;
-  wire \_$38 ;
-  wire [16:0] \_$39 ;
+  wire \_$37 ;
+  wire [32:0] \_$38 ;
+  wire \_$39 ;
   wire \_$4 ;
-  wire [32:0] \_$40 ;
-  wire \_$41 ;
+  wire [16:0] \_$40 ;
+  wire [32:0] \_$41 ;
   wire \_$42 ;
   wire \_$43 ;
   wire \_$44 ;
@@ -16354,37 +16360,37 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   wire \_$68 ;
   wire \_$69 ;
   wire \_$7 ;
-  wire [32:0] \_$70 ;
+  wire \_$70 ;
   wire \_$71 ;
-  wire [16:0] \_$72 ;
-  wire [32:0] \_$73 ;
-  wire \_$74 ;
-  wire \_$75 ;
+  wire [32:0] \_$72 ;
+  wire \_$73 ;
+  wire [16:0] \_$74 ;
+  wire [32:0] \_$75 ;
   wire \_$76 ;
   wire \_$77 ;
-  wire [16:0] \_$78 ;
+  wire \_$78 ;
   wire \_$79 ;
   wire \_$8 ;
-  wire \_$80 ;
-  wire [16:0] \_$81 ;
-  wire [32:0] \_$82 ;
-  wire [33:0] \_$83 ;
+  wire [16:0] \_$80 ;
+  wire \_$81 ;
+  wire \_$82 ;
+  wire [16:0] \_$83 ;
   wire [32:0] \_$84 ;
-  wire [32:0] \_$85 ;
-  wire [16:0] \_$86 ;
-  wire \_$87 ;
-  wire \_$88 ;
-  wire [16:0] \_$89 ;
+  wire [33:0] \_$85 ;
+  wire [32:0] \_$86 ;
+  wire [32:0] \_$87 ;
+  wire [16:0] \_$88 ;
+  wire \_$89 ;
   wire [16:0] \_$9 ;
   wire \_$90 ;
-  wire \_$91 ;
-  wire [16:0] \_$92 ;
-  wire [32:0] \_$93 ;
-  wire [32:0] \_$94 ;
-  wire [33:0] \_$95 ;
-  wire [33:0] \_$96 ;
-  wire [32:0] \_$97 ;
-  wire [32:0] \_$98 ;
+  wire [16:0] \_$91 ;
+  wire \_$92 ;
+  wire \_$93 ;
+  wire [16:0] \_$94 ;
+  wire [32:0] \_$95 ;
+  wire [32:0] \_$96 ;
+  wire [33:0] \_$97 ;
+  wire [33:0] \_$98 ;
   wire [32:0] \_$99 ;
   input [15:0] align;
   wire [15:0] align;
@@ -16449,6 +16455,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   (* enum_value_0111 = "BAD_FIELD" *)
   output [3:0] error_code;
   reg [3:0] error_code = 4'h0;
+  wire every_line;
   reg [15:0] i0 = 16'h0000;
   reg [15:0] i1 = 16'h0000;
   reg [15:0] i2 = 16'h0000;
@@ -16527,167 +16534,167 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   assign \_$34  = \_$32  & \_$33 ;
   assign \_$35  = \_$31  | \_$34 ;
   assign \_$36  = \_$30  & \_$35 ;
-  assign \_$37  = dram3 + line_bytes;
-  assign \_$38  = \_$37  <= 27'h4000000;
-  assign \_$39  = align - 1'h1;
-  assign \_$40  = { 1'h0, dram3 } & { \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39 [16], \_$39  };
-  assign \_$41  = ! \_$40 ;
-  assign \_$42  = \_$38  & \_$41 ;
-  assign \_$43  = ~ \_$42 ;
-  assign \_$44  = \_$36  & \_$43 ;
-  assign \_$45  = ! walk_state;
-  assign \_$46  = walk_state == 1'h1;
-  assign \_$47  = walk_state == 2'h2;
-  assign \_$48  = ! desc[137:122];
-  assign \_$49  = ! desc[225:210];
-  assign \_$50  = \_$48  | \_$49 ;
-  assign \_$51  = ! desc[313:298];
-  assign \_$52  = \_$50  | \_$51 ;
-  assign \_$53  = ! desc[401:386];
-  assign \_$54  = \_$52  | \_$53 ;
-  assign \_$55  = $signed(local3) >= $signed(1'h0);
-  assign \_$56  = $signed(local3) < $signed({ 1'h0, lines_in_mem });
-  assign \_$57  = \_$55  & \_$56 ;
-  assign \_$58  = ~ \_$57 ;
-  assign \_$59  = ! desc[105:90];
-  assign \_$60  = $signed(y3) >= $signed(1'h0);
-  assign \_$61  = $signed(y3) < $signed({ 1'h0, desc[105:90] });
-  assign \_$62  = \_$60  & \_$61 ;
-  assign \_$63  = \_$59  | \_$62 ;
-  assign \_$64  = ! desc[121:106];
-  assign \_$65  = $signed(x3) >= $signed(1'h0);
-  assign \_$66  = $signed(x3) < $signed({ 1'h0, desc[121:106] });
-  assign \_$67  = \_$65  & \_$66 ;
-  assign \_$68  = \_$64  | \_$67 ;
-  assign \_$69  = \_$63  & \_$68 ;
-  assign \_$70  = dram3 + line_bytes;
-  assign \_$71  = \_$70  <= 27'h4000000;
-  assign \_$72  = align - 1'h1;
-  assign \_$73  = { 1'h0, dram3 } & { \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72 [16], \_$72  };
-  assign \_$74  = ! \_$73 ;
-  assign \_$75  = \_$71  & \_$74 ;
-  assign \_$76  = ~ \_$75 ;
-  assign \_$77  = \_$69  & \_$76 ;
-  assign \_$78  = desc[401:386] - 1'h1;
-  assign \_$79  = i3 == \_$78 ;
-  assign \_$80  = ~ \_$79 ;
-  assign \_$81  = i3 + 1'h1;
-  assign \_$82  = $signed(local3) + $signed(desc[457:434]);
-  assign \_$83  = $signed({ 1'h0, dram3 }) + $signed(desc[433:402]);
-  assign \_$84  = $signed(y3) + $signed(desc[465:458]);
-  assign \_$85  = $signed(x3) + $signed(desc[473:466]);
-  assign \_$86  = desc[313:298] - 1'h1;
-  assign \_$87  = i2 == \_$86 ;
-  assign \_$88  = ~ \_$87 ;
-  assign \_$89  = desc[401:386] - 1'h1;
-  assign \_$90  = i3 == \_$89 ;
-  assign \_$91  = \_$88  & \_$90 ;
-  assign \_$92  = i2 + 1'h1;
-  assign \_$93  = $signed(local2) + $signed(desc[369:346]);
-  assign \_$94  = $signed(local2) + $signed(desc[369:346]);
-  assign \_$95  = $signed({ 1'h0, dram2 }) + $signed(desc[345:314]);
-  assign \_$96  = $signed({ 1'h0, dram2 }) + $signed(desc[345:314]);
-  assign \_$97  = $signed(y2) + $signed(desc[377:370]);
-  assign \_$98  = $signed(y2) + $signed(desc[377:370]);
-  assign \_$99  = $signed(x2) + $signed(desc[385:378]);
-  assign \_$100  = $signed(x2) + $signed(desc[385:378]);
-  assign \_$101  = desc[225:210] - 1'h1;
-  assign \_$102  = i1 == \_$101 ;
-  assign \_$103  = ~ \_$102 ;
-  assign \_$104  = desc[313:298] - 1'h1;
-  assign \_$105  = i2 == \_$104 ;
-  assign \_$106  = \_$103  & \_$105 ;
-  assign \_$107  = desc[401:386] - 1'h1;
-  assign \_$108  = i3 == \_$107 ;
-  assign \_$109  = \_$106  & \_$108 ;
-  assign \_$110  = i1 + 1'h1;
-  assign \_$111  = $signed(local1) + $signed(desc[281:258]);
-  assign \_$112  = $signed(local1) + $signed(desc[281:258]);
+  assign \_$38  = dram3 + line_bytes;
+  assign \_$39  = \_$38  <= 27'h4000000;
+  assign \_$40  = align - 1'h1;
+  assign \_$41  = { 1'h0, dram3 } & { \_$40 [16], \_$40 [16], \_$40 [16], \_$40 [16], \_$40 [16], \_$40 [16], \_$40 [16], \_$40 [16], \_$40 [16], \_$40 [16], \_$40 [16], \_$40 [16], \_$40 [16], \_$40 [16], \_$40 [16], \_$40 [16], \_$40  };
+  assign \_$42  = ! \_$41 ;
+  assign \_$43  = \_$39  & \_$42 ;
+  assign \_$44  = ~ \_$43 ;
+  assign \_$45  = \_$37  & \_$44 ;
+  assign \_$46  = ! walk_state;
+  assign \_$47  = walk_state == 1'h1;
+  assign \_$48  = walk_state == 2'h2;
+  assign \_$49  = ! desc[137:122];
+  assign \_$50  = ! desc[225:210];
+  assign \_$51  = \_$49  | \_$50 ;
+  assign \_$52  = ! desc[313:298];
+  assign \_$53  = \_$51  | \_$52 ;
+  assign \_$54  = ! desc[401:386];
+  assign \_$55  = \_$53  | \_$54 ;
+  assign \_$56  = $signed(local3) >= $signed(1'h0);
+  assign \_$57  = $signed(local3) < $signed({ 1'h0, lines_in_mem });
+  assign \_$58  = \_$56  & \_$57 ;
+  assign \_$59  = ~ \_$58 ;
+  assign \_$60  = ! desc[105:90];
+  assign \_$61  = $signed(y3) >= $signed(1'h0);
+  assign \_$62  = $signed(y3) < $signed({ 1'h0, desc[105:90] });
+  assign \_$63  = \_$61  & \_$62 ;
+  assign \_$64  = \_$60  | \_$63 ;
+  assign \_$65  = ! desc[121:106];
+  assign \_$66  = $signed(x3) >= $signed(1'h0);
+  assign \_$67  = $signed(x3) < $signed({ 1'h0, desc[121:106] });
+  assign \_$68  = \_$66  & \_$67 ;
+  assign \_$69  = \_$65  | \_$68 ;
+  assign \_$70  = \_$64  & \_$69 ;
+  assign \_$72  = dram3 + line_bytes;
+  assign \_$73  = \_$72  <= 27'h4000000;
+  assign \_$74  = align - 1'h1;
+  assign \_$75  = { 1'h0, dram3 } & { \_$74 [16], \_$74 [16], \_$74 [16], \_$74 [16], \_$74 [16], \_$74 [16], \_$74 [16], \_$74 [16], \_$74 [16], \_$74 [16], \_$74 [16], \_$74 [16], \_$74 [16], \_$74 [16], \_$74 [16], \_$74 [16], \_$74  };
+  assign \_$76  = ! \_$75 ;
+  assign \_$77  = \_$73  & \_$76 ;
+  assign \_$78  = ~ \_$77 ;
+  assign \_$79  = \_$71  & \_$78 ;
+  assign \_$80  = desc[401:386] - 1'h1;
+  assign \_$81  = i3 == \_$80 ;
+  assign \_$82  = ~ \_$81 ;
+  assign \_$83  = i3 + 1'h1;
+  assign \_$84  = $signed(local3) + $signed(desc[457:434]);
+  assign \_$85  = $signed({ 1'h0, dram3 }) + $signed(desc[433:402]);
+  assign \_$86  = $signed(y3) + $signed(desc[465:458]);
+  assign \_$87  = $signed(x3) + $signed(desc[473:466]);
+  assign \_$88  = desc[313:298] - 1'h1;
+  assign \_$89  = i2 == \_$88 ;
+  assign \_$90  = ~ \_$89 ;
+  assign \_$91  = desc[401:386] - 1'h1;
+  assign \_$92  = i3 == \_$91 ;
+  assign \_$93  = \_$90  & \_$92 ;
+  assign \_$94  = i2 + 1'h1;
+  assign \_$95  = $signed(local2) + $signed(desc[369:346]);
+  assign \_$96  = $signed(local2) + $signed(desc[369:346]);
+  assign \_$97  = $signed({ 1'h0, dram2 }) + $signed(desc[345:314]);
+  assign \_$98  = $signed({ 1'h0, dram2 }) + $signed(desc[345:314]);
+  assign \_$99  = $signed(y2) + $signed(desc[377:370]);
+  assign \_$100  = $signed(y2) + $signed(desc[377:370]);
+  assign \_$101  = $signed(x2) + $signed(desc[385:378]);
+  assign \_$102  = $signed(x2) + $signed(desc[385:378]);
+  assign \_$103  = desc[225:210] - 1'h1;
+  assign \_$104  = i1 == \_$103 ;
+  assign \_$105  = ~ \_$104 ;
+  assign \_$106  = desc[313:298] - 1'h1;
+  assign \_$107  = i2 == \_$106 ;
+  assign \_$108  = \_$105  & \_$107 ;
+  assign \_$109  = desc[401:386] - 1'h1;
+  assign \_$110  = i3 == \_$109 ;
+  assign \_$111  = \_$108  & \_$110 ;
+  assign \_$112  = i1 + 1'h1;
   assign \_$113  = $signed(local1) + $signed(desc[281:258]);
-  assign \_$114  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
-  assign \_$115  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
+  assign \_$114  = $signed(local1) + $signed(desc[281:258]);
+  assign \_$115  = $signed(local1) + $signed(desc[281:258]);
   assign \_$116  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
-  assign \_$117  = $signed(y1) + $signed(desc[289:282]);
-  assign \_$118  = $signed(y1) + $signed(desc[289:282]);
+  assign \_$117  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
+  assign \_$118  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
   assign \_$119  = $signed(y1) + $signed(desc[289:282]);
-  assign \_$120  = $signed(x1) + $signed(desc[297:290]);
-  assign \_$121  = $signed(x1) + $signed(desc[297:290]);
+  assign \_$120  = $signed(y1) + $signed(desc[289:282]);
+  assign \_$121  = $signed(y1) + $signed(desc[289:282]);
   assign \_$122  = $signed(x1) + $signed(desc[297:290]);
-  assign \_$123  = desc[137:122] - 1'h1;
-  assign \_$124  = i0 == \_$123 ;
-  assign \_$125  = ~ \_$124 ;
-  assign \_$126  = desc[225:210] - 1'h1;
-  assign \_$127  = i1 == \_$126 ;
-  assign \_$128  = \_$125  & \_$127 ;
-  assign \_$129  = desc[313:298] - 1'h1;
-  assign \_$130  = i2 == \_$129 ;
-  assign \_$131  = \_$128  & \_$130 ;
-  assign \_$132  = desc[401:386] - 1'h1;
-  assign \_$133  = i3 == \_$132 ;
-  assign \_$134  = \_$131  & \_$133 ;
-  assign \_$135  = i0 + 1'h1;
-  assign \_$136  = $signed(local0) + $signed(desc[193:170]);
-  assign \_$137  = $signed(local0) + $signed(desc[193:170]);
+  assign \_$123  = $signed(x1) + $signed(desc[297:290]);
+  assign \_$124  = $signed(x1) + $signed(desc[297:290]);
+  assign \_$125  = desc[137:122] - 1'h1;
+  assign \_$126  = i0 == \_$125 ;
+  assign \_$127  = ~ \_$126 ;
+  assign \_$128  = desc[225:210] - 1'h1;
+  assign \_$129  = i1 == \_$128 ;
+  assign \_$130  = \_$127  & \_$129 ;
+  assign \_$131  = desc[313:298] - 1'h1;
+  assign \_$132  = i2 == \_$131 ;
+  assign \_$133  = \_$130  & \_$132 ;
+  assign \_$134  = desc[401:386] - 1'h1;
+  assign \_$135  = i3 == \_$134 ;
+  assign \_$136  = \_$133  & \_$135 ;
+  assign \_$137  = i0 + 1'h1;
   assign \_$138  = $signed(local0) + $signed(desc[193:170]);
   assign \_$139  = $signed(local0) + $signed(desc[193:170]);
-  assign \_$140  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
-  assign \_$141  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
+  assign \_$140  = $signed(local0) + $signed(desc[193:170]);
+  assign \_$141  = $signed(local0) + $signed(desc[193:170]);
   assign \_$142  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
   assign \_$143  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
-  assign \_$144  = $signed(y0) + $signed(desc[201:194]);
-  assign \_$145  = $signed(y0) + $signed(desc[201:194]);
+  assign \_$144  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
+  assign \_$145  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
   assign \_$146  = $signed(y0) + $signed(desc[201:194]);
   assign \_$147  = $signed(y0) + $signed(desc[201:194]);
-  assign \_$148  = $signed(x0) + $signed(desc[209:202]);
-  assign \_$149  = $signed(x0) + $signed(desc[209:202]);
+  assign \_$148  = $signed(y0) + $signed(desc[201:194]);
+  assign \_$149  = $signed(y0) + $signed(desc[201:194]);
   assign \_$150  = $signed(x0) + $signed(desc[209:202]);
   assign \_$151  = $signed(x0) + $signed(desc[209:202]);
+  assign \_$152  = $signed(x0) + $signed(desc[209:202]);
+  assign \_$153  = $signed(x0) + $signed(desc[209:202]);
   always @(posedge clk)
-    error <= \_$152 ;
+    error <= \_$154 ;
   always @(posedge clk)
-    error_code <= \_$153 ;
+    error_code <= \_$155 ;
   always @(posedge clk)
-    walk_state <= \_$154 ;
+    walk_state <= \_$156 ;
   always @(posedge clk)
-    local0 <= \_$155 ;
+    local0 <= \_$157 ;
   always @(posedge clk)
-    local1 <= \_$156 ;
+    local1 <= \_$158 ;
   always @(posedge clk)
-    local2 <= \_$157 ;
+    local2 <= \_$159 ;
   always @(posedge clk)
-    local3 <= \_$158 ;
+    local3 <= \_$160 ;
   always @(posedge clk)
-    dram0 <= \_$159 ;
+    dram0 <= \_$161 ;
   always @(posedge clk)
-    dram1 <= \_$160 ;
+    dram1 <= \_$162 ;
   always @(posedge clk)
-    dram2 <= \_$161 ;
+    dram2 <= \_$163 ;
   always @(posedge clk)
-    dram3 <= \_$162 ;
+    dram3 <= \_$164 ;
   always @(posedge clk)
-    y0 <= \_$163 ;
+    y0 <= \_$165 ;
   always @(posedge clk)
-    y1 <= \_$164 ;
+    y1 <= \_$166 ;
   always @(posedge clk)
-    y2 <= \_$165 ;
+    y2 <= \_$167 ;
   always @(posedge clk)
-    y3 <= \_$166 ;
+    y3 <= \_$168 ;
   always @(posedge clk)
-    x0 <= \_$167 ;
+    x0 <= \_$169 ;
   always @(posedge clk)
-    x1 <= \_$168 ;
+    x1 <= \_$170 ;
   always @(posedge clk)
-    x2 <= \_$169 ;
+    x2 <= \_$171 ;
   always @(posedge clk)
-    x3 <= \_$170 ;
+    x3 <= \_$172 ;
   always @(posedge clk)
-    i0 <= \_$171 ;
+    i0 <= \_$173 ;
   always @(posedge clk)
-    i1 <= \_$172 ;
+    i1 <= \_$174 ;
   always @(posedge clk)
-    i2 <= \_$173 ;
+    i2 <= \_$175 ;
   always @(posedge clk)
-    i3 <= \_$174 ;
+    i3 <= \_$176 ;
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     busy = 1'h0;
@@ -16709,7 +16716,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
       2'h2:
           (* full_case = 32'd1 *)
           if (\_$25 ) begin
-          end else if (\_$44 ) begin
+          end else if (\_$45 ) begin
           end else begin
             lines__valid = 1'h1;
           end
@@ -16717,161 +16724,96 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$152  = error;
+    \_$154  = error;
     casez (walk_state)
       2'h0:
           if (start) begin
-            if (\_$54 ) begin
-              \_$152  = 1'h1;
+            if (\_$55 ) begin
+              \_$154  = 1'h1;
             end
           end
       2'h2:
-          if (\_$58 ) begin
-            \_$152  = 1'h1;
-          end else if (\_$77 ) begin
-            \_$152  = 1'h1;
+          if (\_$59 ) begin
+            \_$154  = 1'h1;
+          end else if (\_$79 ) begin
+            \_$154  = 1'h1;
           end
     endcase
     if (rst) begin
-      \_$152  = 1'h0;
+      \_$154  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$153  = error_code;
+    \_$155  = error_code;
     casez (walk_state)
       2'h0:
           if (start) begin
-            if (\_$54 ) begin
-              \_$153  = 4'h7;
+            if (\_$55 ) begin
+              \_$155  = 4'h7;
             end
           end
       2'h2:
-          if (\_$58 ) begin
-            \_$153  = 4'h4;
-          end else if (\_$77 ) begin
-            \_$153  = 4'h3;
+          if (\_$59 ) begin
+            \_$155  = 4'h4;
+          end else if (\_$79 ) begin
+            \_$155  = 4'h3;
           end
     endcase
     if (rst) begin
-      \_$153  = 4'h0;
+      \_$155  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$154  = walk_state;
+    \_$156  = walk_state;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
-              \_$154  = 2'h1;
+            if (\_$55 ) begin
+              \_$156  = 2'h1;
             end else begin
-              \_$154  = 2'h2;
+              \_$156  = 2'h2;
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-            \_$154  = 2'h1;
-          end else if (\_$77 ) begin
-            \_$154  = 2'h1;
+          if (\_$59 ) begin
+            \_$156  = 2'h1;
+          end else if (\_$79 ) begin
+            \_$156  = 2'h1;
           end else begin
             if (lines__ready) begin
               if (last) begin
-                \_$154  = 2'h0;
+                \_$156  = 2'h0;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$154  = 2'h0;
+      \_$156  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$155  = local0;
+    \_$157  = local0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
-            end else begin
-              \_$155  = { 16'h0000, desc[17:2] };
-            end
-          end
-      2'h2:
-          (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
-          end else begin
-            if (lines__ready) begin
-              if (\_$134 ) begin
-                \_$155  = \_$136 [31:0];
-              end
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$155  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$156  = local1;
-    casez (walk_state)
-      2'h0:
-          if (start) begin
-            (* full_case = 32'd1 *)
-            if (\_$54 ) begin
-            end else begin
-              \_$156  = { 16'h0000, desc[17:2] };
-            end
-          end
-      2'h2:
-          (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
-          end else begin
-            if (lines__ready) begin
-              if (\_$109 ) begin
-                \_$156  = \_$111 [31:0];
-              end
-              if (\_$134 ) begin
-                \_$156  = \_$137 [31:0];
-              end
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$156  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$157  = local2;
-    casez (walk_state)
-      2'h0:
-          if (start) begin
-            (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$157  = { 16'h0000, desc[17:2] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$91 ) begin
-                \_$157  = \_$93 [31:0];
-              end
-              if (\_$109 ) begin
-                \_$157  = \_$112 [31:0];
-              end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$157  = \_$138 [31:0];
               end
             end
@@ -16883,32 +16825,26 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$158  = local3;
+    \_$158  = local1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$158  = { 16'h0000, desc[17:2] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$80 ) begin
-                \_$158  = \_$82 [31:0];
-              end
-              if (\_$91 ) begin
-                \_$158  = \_$94 [31:0];
-              end
-              if (\_$109 ) begin
+              if (\_$111 ) begin
                 \_$158  = \_$113 [31:0];
               end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$158  = \_$139 [31:0];
               end
             end
@@ -16920,23 +16856,29 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$159  = dram0;
+    \_$159  = local2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
-              \_$159  = desc[49:18];
+              \_$159  = { 16'h0000, desc[17:2] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$134 ) begin
+              if (\_$93 ) begin
+                \_$159  = \_$95 [31:0];
+              end
+              if (\_$111 ) begin
+                \_$159  = \_$114 [31:0];
+              end
+              if (\_$136 ) begin
                 \_$159  = \_$140 [31:0];
               end
             end
@@ -16948,26 +16890,32 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$160  = dram1;
+    \_$160  = local3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
-              \_$160  = desc[49:18];
+              \_$160  = { 16'h0000, desc[17:2] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$109 ) begin
-                \_$160  = \_$114 [31:0];
+              if (\_$82 ) begin
+                \_$160  = \_$84 [31:0];
               end
-              if (\_$134 ) begin
+              if (\_$93 ) begin
+                \_$160  = \_$96 [31:0];
+              end
+              if (\_$111 ) begin
+                \_$160  = \_$115 [31:0];
+              end
+              if (\_$136 ) begin
                 \_$160  = \_$141 [31:0];
               end
             end
@@ -16979,29 +16927,23 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$161  = dram2;
+    \_$161  = dram0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$161  = desc[49:18];
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$91 ) begin
-                \_$161  = \_$95 [31:0];
-              end
-              if (\_$109 ) begin
-                \_$161  = \_$115 [31:0];
-              end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$161  = \_$142 [31:0];
               end
             end
@@ -17013,32 +16955,26 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$162  = dram3;
+    \_$162  = dram1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$162  = desc[49:18];
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$80 ) begin
-                \_$162  = \_$83 [31:0];
-              end
-              if (\_$91 ) begin
-                \_$162  = \_$96 [31:0];
-              end
-              if (\_$109 ) begin
+              if (\_$111 ) begin
                 \_$162  = \_$116 [31:0];
               end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$162  = \_$143 [31:0];
               end
             end
@@ -17050,23 +16986,29 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$163  = y0;
+    \_$163  = dram2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
-              \_$163  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
+              \_$163  = desc[49:18];
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$134 ) begin
+              if (\_$93 ) begin
+                \_$163  = \_$97 [31:0];
+              end
+              if (\_$111 ) begin
+                \_$163  = \_$117 [31:0];
+              end
+              if (\_$136 ) begin
                 \_$163  = \_$144 [31:0];
               end
             end
@@ -17078,26 +17020,32 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$164  = y1;
+    \_$164  = dram3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
-              \_$164  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
+              \_$164  = desc[49:18];
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$109 ) begin
-                \_$164  = \_$117 [31:0];
+              if (\_$82 ) begin
+                \_$164  = \_$85 [31:0];
               end
-              if (\_$134 ) begin
+              if (\_$93 ) begin
+                \_$164  = \_$98 [31:0];
+              end
+              if (\_$111 ) begin
+                \_$164  = \_$118 [31:0];
+              end
+              if (\_$136 ) begin
                 \_$164  = \_$145 [31:0];
               end
             end
@@ -17109,29 +17057,23 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$165  = y2;
+    \_$165  = y0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$165  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$91 ) begin
-                \_$165  = \_$97 [31:0];
-              end
-              if (\_$109 ) begin
-                \_$165  = \_$118 [31:0];
-              end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$165  = \_$146 [31:0];
               end
             end
@@ -17143,32 +17085,26 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$166  = y3;
+    \_$166  = y1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$166  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$80 ) begin
-                \_$166  = \_$84 [31:0];
-              end
-              if (\_$91 ) begin
-                \_$166  = \_$98 [31:0];
-              end
-              if (\_$109 ) begin
+              if (\_$111 ) begin
                 \_$166  = \_$119 [31:0];
               end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$166  = \_$147 [31:0];
               end
             end
@@ -17180,23 +17116,29 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$167  = x0;
+    \_$167  = y2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
-              \_$167  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
+              \_$167  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$134 ) begin
+              if (\_$93 ) begin
+                \_$167  = \_$99 [31:0];
+              end
+              if (\_$111 ) begin
+                \_$167  = \_$120 [31:0];
+              end
+              if (\_$136 ) begin
                 \_$167  = \_$148 [31:0];
               end
             end
@@ -17208,26 +17150,32 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$168  = x1;
+    \_$168  = y3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
-              \_$168  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
+              \_$168  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$109 ) begin
-                \_$168  = \_$120 [31:0];
+              if (\_$82 ) begin
+                \_$168  = \_$86 [31:0];
               end
-              if (\_$134 ) begin
+              if (\_$93 ) begin
+                \_$168  = \_$100 [31:0];
+              end
+              if (\_$111 ) begin
+                \_$168  = \_$121 [31:0];
+              end
+              if (\_$136 ) begin
                 \_$168  = \_$149 [31:0];
               end
             end
@@ -17239,29 +17187,23 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$169  = x2;
+    \_$169  = x0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$169  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$91 ) begin
-                \_$169  = \_$99 [31:0];
-              end
-              if (\_$109 ) begin
-                \_$169  = \_$121 [31:0];
-              end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$169  = \_$150 [31:0];
               end
             end
@@ -17273,32 +17215,26 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$170  = x3;
+    \_$170  = x1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$170  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$80 ) begin
-                \_$170  = \_$85 [31:0];
-              end
-              if (\_$91 ) begin
-                \_$170  = \_$100 [31:0];
-              end
-              if (\_$109 ) begin
+              if (\_$111 ) begin
                 \_$170  = \_$122 [31:0];
               end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$170  = \_$151 [31:0];
               end
             end
@@ -17310,89 +17246,95 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$171  = i0;
+    \_$171  = x2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
-              \_$171  = 16'h0000;
+              \_$171  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$134 ) begin
-                \_$171  = \_$135 [15:0];
+              if (\_$93 ) begin
+                \_$171  = \_$101 [31:0];
+              end
+              if (\_$111 ) begin
+                \_$171  = \_$123 [31:0];
+              end
+              if (\_$136 ) begin
+                \_$171  = \_$152 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \_$171  = 16'h0000;
+      \_$171  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$172  = i1;
+    \_$172  = x3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
-              \_$172  = 16'h0000;
+              \_$172  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$109 ) begin
-                \_$172  = \_$110 [15:0];
+              if (\_$82 ) begin
+                \_$172  = \_$87 [31:0];
               end
-              if (\_$134 ) begin
-                \_$172  = 16'h0000;
+              if (\_$93 ) begin
+                \_$172  = \_$102 [31:0];
+              end
+              if (\_$111 ) begin
+                \_$172  = \_$124 [31:0];
+              end
+              if (\_$136 ) begin
+                \_$172  = \_$153 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \_$172  = 16'h0000;
+      \_$172  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$173  = i2;
+    \_$173  = i0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$173  = 16'h0000;
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$91 ) begin
-                \_$173  = \_$92 [15:0];
-              end
-              if (\_$109 ) begin
-                \_$173  = 16'h0000;
-              end
-              if (\_$134 ) begin
-                \_$173  = 16'h0000;
+              if (\_$136 ) begin
+                \_$173  = \_$137 [15:0];
               end
             end
           end
@@ -17403,32 +17345,26 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \_$174  = i3;
+    \_$174  = i1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$174  = 16'h0000;
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$80 ) begin
-                \_$174  = \_$81 [15:0];
+              if (\_$111 ) begin
+                \_$174  = \_$112 [15:0];
               end
-              if (\_$91 ) begin
-                \_$174  = 16'h0000;
-              end
-              if (\_$109 ) begin
-                \_$174  = 16'h0000;
-              end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$174  = 16'h0000;
               end
             end
@@ -17438,6 +17374,78 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
       \_$174  = 16'h0000;
     end
   end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \_$175  = i2;
+    casez (walk_state)
+      2'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$55 ) begin
+            end else begin
+              \_$175  = 16'h0000;
+            end
+          end
+      2'h2:
+          (* full_case = 32'd1 *)
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
+          end else begin
+            if (lines__ready) begin
+              if (\_$93 ) begin
+                \_$175  = \_$94 [15:0];
+              end
+              if (\_$111 ) begin
+                \_$175  = 16'h0000;
+              end
+              if (\_$136 ) begin
+                \_$175  = 16'h0000;
+              end
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$175  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    \_$176  = i3;
+    casez (walk_state)
+      2'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$55 ) begin
+            end else begin
+              \_$176  = 16'h0000;
+            end
+          end
+      2'h2:
+          (* full_case = 32'd1 *)
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
+          end else begin
+            if (lines__ready) begin
+              if (\_$82 ) begin
+                \_$176  = \_$83 [15:0];
+              end
+              if (\_$93 ) begin
+                \_$176  = 16'h0000;
+              end
+              if (\_$111 ) begin
+                \_$176  = 16'h0000;
+              end
+              if (\_$136 ) begin
+                \_$176  = 16'h0000;
+              end
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$176  = 16'h0000;
+    end
+  end
+  assign every_line = 1'h0;
   assign \desc.mem  = desc[1:0];
   assign \desc.local_base  = desc[17:2];
   assign \desc.dram_base  = desc[49:18];
@@ -17488,6 +17496,8 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   assign lines__payload[48] = \_$21 ;
   assign lines__payload[47:16] = dram3;
   assign lines__payload[15:0] = local3[15:0];
+  assign \_$37  = \_$36 ;
+  assign \_$71  = \_$70 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -18348,7 +18358,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4515$0 , \port$4515$48 , r_rdy, clk);
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10241$0 , \port$10241$48 , r_rdy, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$35  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -18390,10 +18400,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$45
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [18:0] \port$4515$0 ;
-  wire [18:0] \port$4515$0 ;
-  input \port$4515$48 ;
-  wire \port$4515$48 ;
+  input [18:0] \port$10241$0 ;
+  wire [18:0] \port$10241$0 ;
+  input \port$10241$48 ;
+  wire \port$10241$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [19:0] r_data;
@@ -18420,7 +18430,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$45
   reg [19:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$4515$0 [18:16], \port$4515$48 , \port$4515$0 [15:0] };
+      storage[w_port__addr] <= { \port$10241$0 [18:16], \port$10241$48 , \port$10241$0 [15:0] };
   end
   reg [19:0] _0_;
   always @(posedge clk) begin
@@ -18519,8 +18529,8 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$45
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4515$0 [18:16], \port$4515$48 , \port$4515$0 [15:0] };
-  assign w_data = { \port$4515$0 [18:16], \port$4515$48 , \port$4515$0 [15:0] };
+  assign w_port__data = { \port$10241$0 [18:16], \port$10241$48 , \port$10241$0 [15:0] };
+  assign w_data = { \port$10241$0 [18:16], \port$10241$48 , \port$10241$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -18701,860 +18711,2468 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, param__data, acc__data, bus__resp__payload, halt, perf, pending, pending_index, idle, token_wait, deps__pop_prev, queue__ready, busy
-, deps__push_prev, retired, param__addr, param__en, wr__valid, wr__payload, index, \error$87 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
+, deps__push_prev, retired, param__addr, param__en, wr__valid, wr__payload, index, \error$89 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
   reg \_$auto$verilog_backend.cc:2355:dump_module$37  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
+  wire \_$1000 ;
+  wire [64:0] \_$1001 ;
+  wire [65:0] \_$1002 ;
+  wire [65:0] \_$1003 ;
+  wire [65:0] \_$1004 ;
+  wire \_$1005 ;
+  reg [7:0] \_$1006 ;
+  wire [63:0] \_$1007 ;
+  wire [63:0] \_$1008 ;
+  wire \_$1009 ;
   wire \_$101 ;
+  wire [63:0] \_$1010 ;
+  wire [8:0] \_$1011 ;
+  wire [63:0] \_$1012 ;
+  wire \_$1013 ;
+  wire [64:0] \_$1014 ;
+  wire [65:0] \_$1015 ;
+  wire \_$1016 ;
+  wire [63:0] \_$1017 ;
+  wire [63:0] \_$1018 ;
+  wire \_$1019 ;
   wire \_$102 ;
+  wire [63:0] \_$1020 ;
+  wire [8:0] \_$1021 ;
+  wire [63:0] \_$1022 ;
+  wire \_$1023 ;
+  wire [64:0] \_$1024 ;
+  wire [65:0] \_$1025 ;
+  wire \_$1026 ;
+  wire [63:0] \_$1027 ;
+  wire [63:0] \_$1028 ;
+  wire \_$1029 ;
   wire \_$103 ;
+  wire [63:0] \_$1030 ;
+  wire [8:0] \_$1031 ;
+  wire [63:0] \_$1032 ;
+  wire \_$1033 ;
+  wire [64:0] \_$1034 ;
+  wire [65:0] \_$1035 ;
+  wire [65:0] \_$1036 ;
+  wire [65:0] \_$1037 ;
+  wire [7:0] \_$1038 ;
+  wire [63:0] \_$1039 ;
   wire \_$104 ;
+  wire [63:0] \_$1040 ;
+  wire \_$1041 ;
+  wire [63:0] \_$1042 ;
+  wire [8:0] \_$1043 ;
+  wire [63:0] \_$1044 ;
+  wire \_$1045 ;
+  wire [64:0] \_$1046 ;
+  wire [65:0] \_$1047 ;
+  wire \_$1048 ;
+  wire [63:0] \_$1049 ;
   wire \_$105 ;
+  wire [63:0] \_$1050 ;
+  wire \_$1051 ;
+  wire [63:0] \_$1052 ;
+  wire [8:0] \_$1053 ;
+  wire [63:0] \_$1054 ;
+  wire \_$1055 ;
+  wire [64:0] \_$1056 ;
+  wire [65:0] \_$1057 ;
+  wire \_$1058 ;
+  wire [63:0] \_$1059 ;
   wire \_$106 ;
+  wire [63:0] \_$1060 ;
+  wire \_$1061 ;
+  wire [63:0] \_$1062 ;
+  wire [8:0] \_$1063 ;
+  wire [63:0] \_$1064 ;
+  wire \_$1065 ;
+  wire [64:0] \_$1066 ;
+  wire [65:0] \_$1067 ;
+  wire [65:0] \_$1068 ;
+  wire [65:0] \_$1069 ;
   wire \_$107 ;
+  wire [63:0] \_$1070 ;
+  wire [63:0] \_$1071 ;
+  wire \_$1072 ;
+  wire [63:0] \_$1073 ;
+  wire [8:0] \_$1074 ;
+  wire [63:0] \_$1075 ;
+  wire \_$1076 ;
+  wire [64:0] \_$1077 ;
+  wire [65:0] \_$1078 ;
+  wire \_$1079 ;
   wire \_$108 ;
+  wire [63:0] \_$1080 ;
+  wire [63:0] \_$1081 ;
+  wire \_$1082 ;
+  wire [63:0] \_$1083 ;
+  wire [8:0] \_$1084 ;
+  wire [63:0] \_$1085 ;
+  wire \_$1086 ;
+  wire [64:0] \_$1087 ;
+  wire [65:0] \_$1088 ;
+  wire \_$1089 ;
   wire \_$109 ;
+  wire [63:0] \_$1090 ;
+  wire [63:0] \_$1091 ;
+  wire \_$1092 ;
+  wire [63:0] \_$1093 ;
+  wire [8:0] \_$1094 ;
+  wire [63:0] \_$1095 ;
+  wire \_$1096 ;
+  wire [64:0] \_$1097 ;
+  wire [65:0] \_$1098 ;
+  wire [65:0] \_$1099 ;
   wire \_$11 ;
   wire \_$110 ;
+  wire [65:0] \_$1100 ;
+  wire \_$1101 ;
+  reg [7:0] \_$1102 ;
+  wire [63:0] \_$1103 ;
+  wire [63:0] \_$1104 ;
+  wire \_$1105 ;
+  wire [63:0] \_$1106 ;
+  wire [8:0] \_$1107 ;
+  wire [63:0] \_$1108 ;
+  wire \_$1109 ;
   wire \_$111 ;
+  wire [64:0] \_$1110 ;
+  wire [65:0] \_$1111 ;
+  wire \_$1112 ;
+  wire [63:0] \_$1113 ;
+  wire [63:0] \_$1114 ;
+  wire \_$1115 ;
+  wire [63:0] \_$1116 ;
+  wire [8:0] \_$1117 ;
+  wire [63:0] \_$1118 ;
+  wire \_$1119 ;
   wire \_$112 ;
+  wire [64:0] \_$1120 ;
+  wire [65:0] \_$1121 ;
+  wire \_$1122 ;
+  wire [63:0] \_$1123 ;
+  wire [63:0] \_$1124 ;
+  wire \_$1125 ;
+  wire [63:0] \_$1126 ;
+  wire [8:0] \_$1127 ;
+  wire [63:0] \_$1128 ;
+  wire \_$1129 ;
   wire \_$113 ;
+  wire [64:0] \_$1130 ;
+  wire [65:0] \_$1131 ;
+  wire [65:0] \_$1132 ;
+  wire [65:0] \_$1133 ;
+  wire [7:0] \_$1134 ;
+  wire [63:0] \_$1135 ;
+  wire [63:0] \_$1136 ;
+  wire \_$1137 ;
+  wire [63:0] \_$1138 ;
+  wire [8:0] \_$1139 ;
   wire \_$114 ;
+  wire [63:0] \_$1140 ;
+  wire \_$1141 ;
+  wire [64:0] \_$1142 ;
+  wire [65:0] \_$1143 ;
+  wire \_$1144 ;
+  wire [63:0] \_$1145 ;
+  wire [63:0] \_$1146 ;
+  wire \_$1147 ;
+  wire [63:0] \_$1148 ;
+  wire [8:0] \_$1149 ;
   wire \_$115 ;
+  wire [63:0] \_$1150 ;
+  wire \_$1151 ;
+  wire [64:0] \_$1152 ;
+  wire [65:0] \_$1153 ;
+  wire \_$1154 ;
+  wire [63:0] \_$1155 ;
+  wire [63:0] \_$1156 ;
+  wire \_$1157 ;
+  wire [63:0] \_$1158 ;
+  wire [8:0] \_$1159 ;
   wire \_$116 ;
+  wire [63:0] \_$1160 ;
+  wire \_$1161 ;
+  wire [64:0] \_$1162 ;
+  wire [65:0] \_$1163 ;
+  wire [65:0] \_$1164 ;
+  wire [65:0] \_$1165 ;
+  wire [63:0] \_$1166 ;
+  wire [63:0] \_$1167 ;
+  wire \_$1168 ;
+  wire [63:0] \_$1169 ;
   wire \_$117 ;
+  wire [8:0] \_$1170 ;
+  wire [63:0] \_$1171 ;
+  wire \_$1172 ;
+  wire [64:0] \_$1173 ;
+  wire [65:0] \_$1174 ;
+  wire \_$1175 ;
+  wire [63:0] \_$1176 ;
+  wire [63:0] \_$1177 ;
+  wire \_$1178 ;
+  wire [63:0] \_$1179 ;
   wire \_$118 ;
+  wire [8:0] \_$1180 ;
+  wire [63:0] \_$1181 ;
+  wire \_$1182 ;
+  wire [64:0] \_$1183 ;
+  wire [65:0] \_$1184 ;
+  wire \_$1185 ;
+  wire [63:0] \_$1186 ;
+  wire [63:0] \_$1187 ;
+  wire \_$1188 ;
+  wire [63:0] \_$1189 ;
   wire \_$119 ;
+  wire [8:0] \_$1190 ;
+  wire [63:0] \_$1191 ;
+  wire \_$1192 ;
+  wire [64:0] \_$1193 ;
+  wire [65:0] \_$1194 ;
+  wire [65:0] \_$1195 ;
+  wire [65:0] \_$1196 ;
+  wire \_$1197 ;
+  reg [7:0] \_$1198 ;
+  wire [63:0] \_$1199 ;
   wire \_$12 ;
   wire \_$120 ;
+  wire [63:0] \_$1200 ;
+  wire \_$1201 ;
+  wire [63:0] \_$1202 ;
+  wire [8:0] \_$1203 ;
+  wire [63:0] \_$1204 ;
+  wire \_$1205 ;
+  wire [64:0] \_$1206 ;
+  wire [65:0] \_$1207 ;
+  wire \_$1208 ;
+  wire [63:0] \_$1209 ;
   wire \_$121 ;
+  wire [63:0] \_$1210 ;
+  wire \_$1211 ;
+  wire [63:0] \_$1212 ;
+  wire [8:0] \_$1213 ;
+  wire [63:0] \_$1214 ;
+  wire \_$1215 ;
+  wire [64:0] \_$1216 ;
+  wire [65:0] \_$1217 ;
+  wire \_$1218 ;
+  wire [63:0] \_$1219 ;
   wire \_$122 ;
+  wire [63:0] \_$1220 ;
+  wire \_$1221 ;
+  wire [63:0] \_$1222 ;
+  wire [8:0] \_$1223 ;
+  wire [63:0] \_$1224 ;
+  wire \_$1225 ;
+  wire [64:0] \_$1226 ;
+  wire [65:0] \_$1227 ;
+  wire [65:0] \_$1228 ;
+  wire [65:0] \_$1229 ;
   wire \_$123 ;
+  wire [7:0] \_$1230 ;
+  wire [63:0] \_$1231 ;
+  wire [63:0] \_$1232 ;
+  wire \_$1233 ;
+  wire [63:0] \_$1234 ;
+  wire [8:0] \_$1235 ;
+  wire [63:0] \_$1236 ;
+  wire \_$1237 ;
+  wire [64:0] \_$1238 ;
+  wire [65:0] \_$1239 ;
   wire \_$124 ;
+  wire \_$1240 ;
+  wire [63:0] \_$1241 ;
+  wire [63:0] \_$1242 ;
+  wire \_$1243 ;
+  wire [63:0] \_$1244 ;
+  wire [8:0] \_$1245 ;
+  wire [63:0] \_$1246 ;
+  wire \_$1247 ;
+  wire [64:0] \_$1248 ;
+  wire [65:0] \_$1249 ;
   wire \_$125 ;
+  wire \_$1250 ;
+  wire [63:0] \_$1251 ;
+  wire [63:0] \_$1252 ;
+  wire \_$1253 ;
+  wire [63:0] \_$1254 ;
+  wire [8:0] \_$1255 ;
+  wire [63:0] \_$1256 ;
+  wire \_$1257 ;
+  wire [64:0] \_$1258 ;
+  wire [65:0] \_$1259 ;
   wire \_$126 ;
+  wire [65:0] \_$1260 ;
+  wire [65:0] \_$1261 ;
+  wire [63:0] \_$1262 ;
+  wire [63:0] \_$1263 ;
+  wire \_$1264 ;
+  wire [63:0] \_$1265 ;
+  wire [8:0] \_$1266 ;
+  wire [63:0] \_$1267 ;
+  wire \_$1268 ;
+  wire [64:0] \_$1269 ;
   wire \_$127 ;
+  wire [65:0] \_$1270 ;
+  wire \_$1271 ;
+  wire [63:0] \_$1272 ;
+  wire [63:0] \_$1273 ;
+  wire \_$1274 ;
+  wire [63:0] \_$1275 ;
+  wire [8:0] \_$1276 ;
+  wire [63:0] \_$1277 ;
+  wire \_$1278 ;
+  wire [64:0] \_$1279 ;
   wire \_$128 ;
+  wire [65:0] \_$1280 ;
+  wire \_$1281 ;
+  wire [63:0] \_$1282 ;
+  wire [63:0] \_$1283 ;
+  wire \_$1284 ;
+  wire [63:0] \_$1285 ;
+  wire [8:0] \_$1286 ;
+  wire [63:0] \_$1287 ;
+  wire \_$1288 ;
+  wire [64:0] \_$1289 ;
   wire \_$129 ;
+  wire [65:0] \_$1290 ;
+  wire [65:0] \_$1291 ;
+  wire [65:0] \_$1292 ;
+  wire \_$1293 ;
+  reg [7:0] \_$1294 ;
+  wire [63:0] \_$1295 ;
+  wire [63:0] \_$1296 ;
+  wire \_$1297 ;
+  wire [63:0] \_$1298 ;
+  wire [8:0] \_$1299 ;
   wire \_$13 ;
   wire \_$130 ;
+  wire [63:0] \_$1300 ;
+  wire \_$1301 ;
+  wire [64:0] \_$1302 ;
+  wire [65:0] \_$1303 ;
+  wire \_$1304 ;
+  wire [63:0] \_$1305 ;
+  wire [63:0] \_$1306 ;
+  wire \_$1307 ;
+  wire [63:0] \_$1308 ;
+  wire [8:0] \_$1309 ;
   wire \_$131 ;
+  wire [63:0] \_$1310 ;
+  wire \_$1311 ;
+  wire [64:0] \_$1312 ;
+  wire [65:0] \_$1313 ;
+  wire \_$1314 ;
+  wire [63:0] \_$1315 ;
+  wire [63:0] \_$1316 ;
+  wire \_$1317 ;
+  wire [63:0] \_$1318 ;
+  wire [8:0] \_$1319 ;
   wire \_$132 ;
+  wire [63:0] \_$1320 ;
+  wire \_$1321 ;
+  wire [64:0] \_$1322 ;
+  wire [65:0] \_$1323 ;
+  wire [65:0] \_$1324 ;
+  wire [65:0] \_$1325 ;
+  wire [7:0] \_$1326 ;
+  wire [31:0] \_$1327 ;
+  wire \_$1328 ;
+  wire [63:0] \_$1329 ;
   wire \_$133 ;
+  wire [63:0] \_$1330 ;
+  wire \_$1331 ;
+  wire [63:0] \_$1332 ;
+  wire [8:0] \_$1333 ;
+  wire [63:0] \_$1334 ;
+  wire \_$1335 ;
+  wire [64:0] \_$1336 ;
+  wire [65:0] \_$1337 ;
+  wire \_$1338 ;
+  wire [63:0] \_$1339 ;
   wire \_$134 ;
+  wire [63:0] \_$1340 ;
+  wire \_$1341 ;
+  wire [63:0] \_$1342 ;
+  wire [8:0] \_$1343 ;
+  wire [63:0] \_$1344 ;
+  wire \_$1345 ;
+  wire [64:0] \_$1346 ;
+  wire [65:0] \_$1347 ;
+  wire \_$1348 ;
+  wire [63:0] \_$1349 ;
   wire \_$135 ;
+  wire [63:0] \_$1350 ;
+  wire \_$1351 ;
+  wire [63:0] \_$1352 ;
+  wire [8:0] \_$1353 ;
+  wire [63:0] \_$1354 ;
+  wire \_$1355 ;
+  wire [64:0] \_$1356 ;
+  wire [65:0] \_$1357 ;
+  wire [65:0] \_$1358 ;
+  wire [65:0] \_$1359 ;
   wire \_$136 ;
+  wire [63:0] \_$1360 ;
+  wire [63:0] \_$1361 ;
+  wire \_$1362 ;
+  wire [63:0] \_$1363 ;
+  wire [8:0] \_$1364 ;
+  wire [63:0] \_$1365 ;
+  wire \_$1366 ;
+  wire [64:0] \_$1367 ;
+  wire [65:0] \_$1368 ;
+  wire \_$1369 ;
   wire \_$137 ;
+  wire [63:0] \_$1370 ;
+  wire [63:0] \_$1371 ;
+  wire \_$1372 ;
+  wire [63:0] \_$1373 ;
+  wire [8:0] \_$1374 ;
+  wire [63:0] \_$1375 ;
+  wire \_$1376 ;
+  wire [64:0] \_$1377 ;
+  wire [65:0] \_$1378 ;
+  wire \_$1379 ;
   wire \_$138 ;
+  wire [63:0] \_$1380 ;
+  wire [63:0] \_$1381 ;
+  wire \_$1382 ;
+  wire [63:0] \_$1383 ;
+  wire [8:0] \_$1384 ;
+  wire [63:0] \_$1385 ;
+  wire \_$1386 ;
+  wire [64:0] \_$1387 ;
+  wire [65:0] \_$1388 ;
+  wire [65:0] \_$1389 ;
   wire \_$139 ;
+  wire [65:0] \_$1390 ;
+  wire \_$1391 ;
+  reg [7:0] \_$1392 ;
+  wire [63:0] \_$1393 ;
+  wire [63:0] \_$1394 ;
+  wire \_$1395 ;
+  wire [63:0] \_$1396 ;
+  wire [8:0] \_$1397 ;
+  wire [63:0] \_$1398 ;
+  wire \_$1399 ;
   wire \_$14 ;
   wire \_$140 ;
+  wire [64:0] \_$1400 ;
+  wire [65:0] \_$1401 ;
+  wire \_$1402 ;
+  wire [63:0] \_$1403 ;
+  wire [63:0] \_$1404 ;
+  wire \_$1405 ;
+  wire [63:0] \_$1406 ;
+  wire [8:0] \_$1407 ;
+  wire [63:0] \_$1408 ;
+  wire \_$1409 ;
   wire \_$141 ;
+  wire [64:0] \_$1410 ;
+  wire [65:0] \_$1411 ;
+  wire \_$1412 ;
+  wire [63:0] \_$1413 ;
+  wire [63:0] \_$1414 ;
+  wire \_$1415 ;
+  wire [63:0] \_$1416 ;
+  wire [8:0] \_$1417 ;
+  wire [63:0] \_$1418 ;
+  wire \_$1419 ;
   wire \_$142 ;
+  wire [64:0] \_$1420 ;
+  wire [65:0] \_$1421 ;
+  wire [65:0] \_$1422 ;
+  wire [65:0] \_$1423 ;
+  wire [7:0] \_$1424 ;
+  wire [63:0] \_$1425 ;
+  wire [63:0] \_$1426 ;
+  wire \_$1427 ;
+  wire [63:0] \_$1428 ;
+  wire [8:0] \_$1429 ;
   wire \_$143 ;
+  wire [63:0] \_$1430 ;
+  wire \_$1431 ;
+  wire [64:0] \_$1432 ;
+  wire [65:0] \_$1433 ;
+  wire \_$1434 ;
+  wire [63:0] \_$1435 ;
+  wire [63:0] \_$1436 ;
+  wire \_$1437 ;
+  wire [63:0] \_$1438 ;
+  wire [8:0] \_$1439 ;
   wire \_$144 ;
+  wire [63:0] \_$1440 ;
+  wire \_$1441 ;
+  wire [64:0] \_$1442 ;
+  wire [65:0] \_$1443 ;
+  wire \_$1444 ;
+  wire [63:0] \_$1445 ;
+  wire [63:0] \_$1446 ;
+  wire \_$1447 ;
+  wire [63:0] \_$1448 ;
+  wire [8:0] \_$1449 ;
   wire \_$145 ;
+  wire [63:0] \_$1450 ;
+  wire \_$1451 ;
+  wire [64:0] \_$1452 ;
+  wire [65:0] \_$1453 ;
+  wire [65:0] \_$1454 ;
+  wire [65:0] \_$1455 ;
+  wire [63:0] \_$1456 ;
+  wire [63:0] \_$1457 ;
+  wire \_$1458 ;
+  wire [63:0] \_$1459 ;
   wire \_$146 ;
+  wire [8:0] \_$1460 ;
+  wire [63:0] \_$1461 ;
+  wire \_$1462 ;
+  wire [64:0] \_$1463 ;
+  wire [65:0] \_$1464 ;
+  wire \_$1465 ;
+  wire [63:0] \_$1466 ;
+  wire [63:0] \_$1467 ;
+  wire \_$1468 ;
+  wire [63:0] \_$1469 ;
   wire \_$147 ;
+  wire [8:0] \_$1470 ;
+  wire [63:0] \_$1471 ;
+  wire \_$1472 ;
+  wire [64:0] \_$1473 ;
+  wire [65:0] \_$1474 ;
+  wire \_$1475 ;
+  wire [63:0] \_$1476 ;
+  wire [63:0] \_$1477 ;
+  wire \_$1478 ;
+  wire [63:0] \_$1479 ;
   wire \_$148 ;
+  wire [8:0] \_$1480 ;
+  wire [63:0] \_$1481 ;
+  wire \_$1482 ;
+  wire [64:0] \_$1483 ;
+  wire [65:0] \_$1484 ;
+  wire [65:0] \_$1485 ;
+  wire [65:0] \_$1486 ;
+  wire \_$1487 ;
+  reg [7:0] \_$1488 ;
+  wire [63:0] \_$1489 ;
   wire \_$149 ;
+  wire [63:0] \_$1490 ;
+  wire \_$1491 ;
+  wire [63:0] \_$1492 ;
+  wire [8:0] \_$1493 ;
+  wire [63:0] \_$1494 ;
+  wire \_$1495 ;
+  wire [64:0] \_$1496 ;
+  wire [65:0] \_$1497 ;
+  wire \_$1498 ;
+  wire [63:0] \_$1499 ;
   wire \_$15 ;
   wire \_$150 ;
+  wire [63:0] \_$1500 ;
+  wire \_$1501 ;
+  wire [63:0] \_$1502 ;
+  wire [8:0] \_$1503 ;
+  wire [63:0] \_$1504 ;
+  wire \_$1505 ;
+  wire [64:0] \_$1506 ;
+  wire [65:0] \_$1507 ;
+  wire \_$1508 ;
+  wire [63:0] \_$1509 ;
   wire \_$151 ;
+  wire [63:0] \_$1510 ;
+  wire \_$1511 ;
+  wire [63:0] \_$1512 ;
+  wire [8:0] \_$1513 ;
+  wire [63:0] \_$1514 ;
+  wire \_$1515 ;
+  wire [64:0] \_$1516 ;
+  wire [65:0] \_$1517 ;
+  wire [65:0] \_$1518 ;
+  wire [65:0] \_$1519 ;
   wire \_$152 ;
-  wire [63:0] \_$153 ;
-  wire [63:0] \_$154 ;
+  wire [7:0] \_$1520 ;
+  wire [63:0] \_$1521 ;
+  wire [63:0] \_$1522 ;
+  wire \_$1523 ;
+  wire [63:0] \_$1524 ;
+  wire [8:0] \_$1525 ;
+  wire [63:0] \_$1526 ;
+  wire \_$1527 ;
+  wire [64:0] \_$1528 ;
+  wire [65:0] \_$1529 ;
+  wire \_$153 ;
+  wire \_$1530 ;
+  wire [63:0] \_$1531 ;
+  wire [63:0] \_$1532 ;
+  wire \_$1533 ;
+  wire [63:0] \_$1534 ;
+  wire [8:0] \_$1535 ;
+  wire [63:0] \_$1536 ;
+  wire \_$1537 ;
+  wire [64:0] \_$1538 ;
+  wire [65:0] \_$1539 ;
+  wire \_$154 ;
+  wire \_$1540 ;
+  wire [63:0] \_$1541 ;
+  wire [63:0] \_$1542 ;
+  wire \_$1543 ;
+  wire [63:0] \_$1544 ;
+  wire [8:0] \_$1545 ;
+  wire [63:0] \_$1546 ;
+  wire \_$1547 ;
+  wire [64:0] \_$1548 ;
+  wire [65:0] \_$1549 ;
   wire \_$155 ;
-  wire [63:0] \_$156 ;
-  wire [8:0] \_$157 ;
-  wire [63:0] \_$158 ;
+  wire [65:0] \_$1550 ;
+  wire [65:0] \_$1551 ;
+  wire [63:0] \_$1552 ;
+  wire [63:0] \_$1553 ;
+  wire \_$1554 ;
+  wire [63:0] \_$1555 ;
+  wire [8:0] \_$1556 ;
+  wire [63:0] \_$1557 ;
+  wire \_$1558 ;
+  wire [64:0] \_$1559 ;
+  wire \_$156 ;
+  wire [65:0] \_$1560 ;
+  wire \_$1561 ;
+  wire [63:0] \_$1562 ;
+  wire [63:0] \_$1563 ;
+  wire \_$1564 ;
+  wire [63:0] \_$1565 ;
+  wire [8:0] \_$1566 ;
+  wire [63:0] \_$1567 ;
+  wire \_$1568 ;
+  wire [64:0] \_$1569 ;
+  wire \_$157 ;
+  wire [65:0] \_$1570 ;
+  wire \_$1571 ;
+  wire [63:0] \_$1572 ;
+  wire [63:0] \_$1573 ;
+  wire \_$1574 ;
+  wire [63:0] \_$1575 ;
+  wire [8:0] \_$1576 ;
+  wire [63:0] \_$1577 ;
+  wire \_$1578 ;
+  wire [64:0] \_$1579 ;
+  wire \_$158 ;
+  wire [65:0] \_$1580 ;
+  wire [65:0] \_$1581 ;
+  wire [65:0] \_$1582 ;
+  wire \_$1583 ;
+  reg [7:0] \_$1584 ;
+  wire [63:0] \_$1585 ;
+  wire [63:0] \_$1586 ;
+  wire \_$1587 ;
+  wire [63:0] \_$1588 ;
+  wire [8:0] \_$1589 ;
   wire \_$159 ;
+  wire [63:0] \_$1590 ;
+  wire \_$1591 ;
+  wire [64:0] \_$1592 ;
+  wire [65:0] \_$1593 ;
+  wire \_$1594 ;
+  wire [63:0] \_$1595 ;
+  wire [63:0] \_$1596 ;
+  wire \_$1597 ;
+  wire [63:0] \_$1598 ;
+  wire [8:0] \_$1599 ;
   wire \_$16 ;
-  wire [64:0] \_$160 ;
-  wire [65:0] \_$161 ;
+  wire \_$160 ;
+  wire [63:0] \_$1600 ;
+  wire \_$1601 ;
+  wire [64:0] \_$1602 ;
+  wire [65:0] \_$1603 ;
+  wire \_$1604 ;
+  wire [63:0] \_$1605 ;
+  wire [63:0] \_$1606 ;
+  wire \_$1607 ;
+  wire [63:0] \_$1608 ;
+  wire [8:0] \_$1609 ;
+  wire \_$161 ;
+  wire [63:0] \_$1610 ;
+  wire \_$1611 ;
+  wire [64:0] \_$1612 ;
+  wire [65:0] \_$1613 ;
+  wire [65:0] \_$1614 ;
+  wire [65:0] \_$1615 ;
+  wire [7:0] \_$1616 ;
+  wire [63:0] \_$1617 ;
+  wire [63:0] \_$1618 ;
+  wire \_$1619 ;
   wire \_$162 ;
-  wire [63:0] \_$163 ;
-  wire [63:0] \_$164 ;
+  wire [63:0] \_$1620 ;
+  wire [8:0] \_$1621 ;
+  wire [63:0] \_$1622 ;
+  wire \_$1623 ;
+  wire [64:0] \_$1624 ;
+  wire [65:0] \_$1625 ;
+  wire \_$1626 ;
+  wire [63:0] \_$1627 ;
+  wire [63:0] \_$1628 ;
+  wire \_$1629 ;
+  wire \_$163 ;
+  wire [63:0] \_$1630 ;
+  wire [8:0] \_$1631 ;
+  wire [63:0] \_$1632 ;
+  wire \_$1633 ;
+  wire [64:0] \_$1634 ;
+  wire [65:0] \_$1635 ;
+  wire \_$1636 ;
+  wire [63:0] \_$1637 ;
+  wire [63:0] \_$1638 ;
+  wire \_$1639 ;
+  wire \_$164 ;
+  wire [63:0] \_$1640 ;
+  wire [8:0] \_$1641 ;
+  wire [63:0] \_$1642 ;
+  wire \_$1643 ;
+  wire [64:0] \_$1644 ;
+  wire [65:0] \_$1645 ;
+  wire [65:0] \_$1646 ;
+  wire [65:0] \_$1647 ;
+  wire [63:0] \_$1648 ;
+  wire [63:0] \_$1649 ;
   wire \_$165 ;
-  wire [63:0] \_$166 ;
-  wire [8:0] \_$167 ;
-  wire [63:0] \_$168 ;
+  wire \_$1650 ;
+  wire [63:0] \_$1651 ;
+  wire [8:0] \_$1652 ;
+  wire [63:0] \_$1653 ;
+  wire \_$1654 ;
+  wire [64:0] \_$1655 ;
+  wire [65:0] \_$1656 ;
+  wire \_$1657 ;
+  wire [63:0] \_$1658 ;
+  wire [63:0] \_$1659 ;
+  wire \_$166 ;
+  wire \_$1660 ;
+  wire [63:0] \_$1661 ;
+  wire [8:0] \_$1662 ;
+  wire [63:0] \_$1663 ;
+  wire \_$1664 ;
+  wire [64:0] \_$1665 ;
+  wire [65:0] \_$1666 ;
+  wire \_$1667 ;
+  wire [63:0] \_$1668 ;
+  wire [63:0] \_$1669 ;
+  wire \_$167 ;
+  wire \_$1670 ;
+  wire [63:0] \_$1671 ;
+  wire [8:0] \_$1672 ;
+  wire [63:0] \_$1673 ;
+  wire \_$1674 ;
+  wire [64:0] \_$1675 ;
+  wire [65:0] \_$1676 ;
+  wire [65:0] \_$1677 ;
+  wire [65:0] \_$1678 ;
+  wire \_$1679 ;
+  wire \_$168 ;
+  reg [7:0] \_$1680 ;
+  wire [63:0] \_$1681 ;
+  wire [63:0] \_$1682 ;
+  wire \_$1683 ;
+  wire [63:0] \_$1684 ;
+  wire [8:0] \_$1685 ;
+  wire [63:0] \_$1686 ;
+  wire \_$1687 ;
+  wire [64:0] \_$1688 ;
+  wire [65:0] \_$1689 ;
   wire \_$169 ;
+  wire \_$1690 ;
+  wire [63:0] \_$1691 ;
+  wire [63:0] \_$1692 ;
+  wire \_$1693 ;
+  wire [63:0] \_$1694 ;
+  wire [8:0] \_$1695 ;
+  wire [63:0] \_$1696 ;
+  wire \_$1697 ;
+  wire [64:0] \_$1698 ;
+  wire [65:0] \_$1699 ;
   wire \_$17 ;
-  wire [64:0] \_$170 ;
-  wire [65:0] \_$171 ;
-  wire \_$172 ;
-  wire [63:0] \_$173 ;
+  wire \_$170 ;
+  wire \_$1700 ;
+  wire [63:0] \_$1701 ;
+  wire [63:0] \_$1702 ;
+  wire \_$1703 ;
+  wire [63:0] \_$1704 ;
+  wire [8:0] \_$1705 ;
+  wire [63:0] \_$1706 ;
+  wire \_$1707 ;
+  wire [64:0] \_$1708 ;
+  wire [65:0] \_$1709 ;
+  wire [63:0] \_$171 ;
+  wire [65:0] \_$1710 ;
+  wire [65:0] \_$1711 ;
+  wire [7:0] \_$1712 ;
+  wire [31:0] \_$1713 ;
+  wire \_$1714 ;
+  wire [2:0] \_$1715 ;
+  wire [2:0] \_$1716 ;
+  wire \_$1717 ;
+  wire \_$1718 ;
+  wire \_$1719 ;
+  wire [63:0] \_$172 ;
+  wire \_$1720 ;
+  wire \_$1721 ;
+  wire \_$1722 ;
+  wire \_$1723 ;
+  wire \_$1724 ;
+  wire \_$1725 ;
+  wire \_$1726 ;
+  wire \_$1727 ;
+  wire \_$1728 ;
+  wire \_$1729 ;
+  wire \_$173 ;
+  wire \_$1730 ;
+  wire \_$1731 ;
+  wire \_$1732 ;
+  wire \_$1733 ;
+  wire \_$1734 ;
+  wire \_$1735 ;
+  wire \_$1736 ;
+  wire [2:0] \_$1737 ;
+  wire [31:0] \_$1738 ;
+  wire [31:0] \_$1739 ;
   wire [63:0] \_$174 ;
-  wire \_$175 ;
+  wire [31:0] \_$1740 ;
+  wire [31:0] \_$1741 ;
+  wire \_$1742 ;
+  wire [63:0] \_$1743 ;
+  wire [63:0] \_$1744 ;
+  wire \_$1745 ;
+  wire [63:0] \_$1746 ;
+  wire [8:0] \_$1747 ;
+  wire [63:0] \_$1748 ;
+  wire \_$1749 ;
+  wire [8:0] \_$175 ;
+  wire [64:0] \_$1750 ;
+  wire [65:0] \_$1751 ;
+  wire \_$1752 ;
+  wire [63:0] \_$1753 ;
+  wire [63:0] \_$1754 ;
+  wire \_$1755 ;
+  wire [63:0] \_$1756 ;
+  wire [8:0] \_$1757 ;
+  wire [63:0] \_$1758 ;
+  wire \_$1759 ;
   wire [63:0] \_$176 ;
-  wire [8:0] \_$177 ;
-  wire [63:0] \_$178 ;
-  wire \_$179 ;
+  wire [64:0] \_$1760 ;
+  wire [65:0] \_$1761 ;
+  wire \_$1762 ;
+  wire [63:0] \_$1763 ;
+  wire [63:0] \_$1764 ;
+  wire \_$1765 ;
+  wire [63:0] \_$1766 ;
+  wire [8:0] \_$1767 ;
+  wire [63:0] \_$1768 ;
+  wire \_$1769 ;
+  wire \_$177 ;
+  wire [64:0] \_$1770 ;
+  wire [65:0] \_$1771 ;
+  wire [65:0] \_$1772 ;
+  wire [65:0] \_$1773 ;
+  wire [63:0] \_$1774 ;
+  wire [63:0] \_$1775 ;
+  wire \_$1776 ;
+  wire [63:0] \_$1777 ;
+  wire [8:0] \_$1778 ;
+  wire [63:0] \_$1779 ;
+  wire [64:0] \_$178 ;
+  wire \_$1780 ;
+  wire [64:0] \_$1781 ;
+  wire [65:0] \_$1782 ;
+  wire \_$1783 ;
+  wire [63:0] \_$1784 ;
+  wire [63:0] \_$1785 ;
+  wire \_$1786 ;
+  wire [63:0] \_$1787 ;
+  wire [8:0] \_$1788 ;
+  wire [63:0] \_$1789 ;
+  wire [65:0] \_$179 ;
+  wire \_$1790 ;
+  wire [64:0] \_$1791 ;
+  wire [65:0] \_$1792 ;
+  wire \_$1793 ;
+  wire [63:0] \_$1794 ;
+  wire [63:0] \_$1795 ;
+  wire \_$1796 ;
+  wire [63:0] \_$1797 ;
+  wire [8:0] \_$1798 ;
+  wire [63:0] \_$1799 ;
   wire \_$18 ;
-  wire [64:0] \_$180 ;
-  wire [65:0] \_$181 ;
-  wire [65:0] \_$182 ;
-  wire [65:0] \_$183 ;
+  wire \_$180 ;
+  wire \_$1800 ;
+  wire [64:0] \_$1801 ;
+  wire [65:0] \_$1802 ;
+  wire [65:0] \_$1803 ;
+  wire [65:0] \_$1804 ;
+  wire \_$1805 ;
+  reg [7:0] \_$1806 ;
+  wire [63:0] \_$1807 ;
+  wire [63:0] \_$1808 ;
+  wire \_$1809 ;
+  wire [63:0] \_$181 ;
+  wire [63:0] \_$1810 ;
+  wire [8:0] \_$1811 ;
+  wire [63:0] \_$1812 ;
+  wire \_$1813 ;
+  wire [64:0] \_$1814 ;
+  wire [65:0] \_$1815 ;
+  wire \_$1816 ;
+  wire [63:0] \_$1817 ;
+  wire [63:0] \_$1818 ;
+  wire \_$1819 ;
+  wire [63:0] \_$182 ;
+  wire [63:0] \_$1820 ;
+  wire [8:0] \_$1821 ;
+  wire [63:0] \_$1822 ;
+  wire \_$1823 ;
+  wire [64:0] \_$1824 ;
+  wire [65:0] \_$1825 ;
+  wire \_$1826 ;
+  wire [63:0] \_$1827 ;
+  wire [63:0] \_$1828 ;
+  wire \_$1829 ;
+  wire \_$183 ;
+  wire [63:0] \_$1830 ;
+  wire [8:0] \_$1831 ;
+  wire [63:0] \_$1832 ;
+  wire \_$1833 ;
+  wire [64:0] \_$1834 ;
+  wire [65:0] \_$1835 ;
+  wire [65:0] \_$1836 ;
+  wire [65:0] \_$1837 ;
+  wire [7:0] \_$1838 ;
+  wire [63:0] \_$1839 ;
   wire [63:0] \_$184 ;
-  wire [63:0] \_$185 ;
-  wire \_$186 ;
-  wire [63:0] \_$187 ;
-  wire [8:0] \_$188 ;
-  wire [63:0] \_$189 ;
+  wire [63:0] \_$1840 ;
+  wire \_$1841 ;
+  wire [63:0] \_$1842 ;
+  wire [8:0] \_$1843 ;
+  wire [63:0] \_$1844 ;
+  wire \_$1845 ;
+  wire [64:0] \_$1846 ;
+  wire [65:0] \_$1847 ;
+  wire \_$1848 ;
+  wire [63:0] \_$1849 ;
+  wire [8:0] \_$185 ;
+  wire [63:0] \_$1850 ;
+  wire \_$1851 ;
+  wire [63:0] \_$1852 ;
+  wire [8:0] \_$1853 ;
+  wire [63:0] \_$1854 ;
+  wire \_$1855 ;
+  wire [64:0] \_$1856 ;
+  wire [65:0] \_$1857 ;
+  wire \_$1858 ;
+  wire [63:0] \_$1859 ;
+  wire [63:0] \_$186 ;
+  wire [63:0] \_$1860 ;
+  wire \_$1861 ;
+  wire [63:0] \_$1862 ;
+  wire [8:0] \_$1863 ;
+  wire [63:0] \_$1864 ;
+  wire \_$1865 ;
+  wire [64:0] \_$1866 ;
+  wire [65:0] \_$1867 ;
+  wire [65:0] \_$1868 ;
+  wire [65:0] \_$1869 ;
+  wire \_$187 ;
+  wire [63:0] \_$1870 ;
+  wire [63:0] \_$1871 ;
+  wire \_$1872 ;
+  wire [63:0] \_$1873 ;
+  wire [8:0] \_$1874 ;
+  wire [63:0] \_$1875 ;
+  wire \_$1876 ;
+  wire [64:0] \_$1877 ;
+  wire [65:0] \_$1878 ;
+  wire \_$1879 ;
+  wire [64:0] \_$188 ;
+  wire [63:0] \_$1880 ;
+  wire [63:0] \_$1881 ;
+  wire \_$1882 ;
+  wire [63:0] \_$1883 ;
+  wire [8:0] \_$1884 ;
+  wire [63:0] \_$1885 ;
+  wire \_$1886 ;
+  wire [64:0] \_$1887 ;
+  wire [65:0] \_$1888 ;
+  wire \_$1889 ;
+  wire [65:0] \_$189 ;
+  wire [63:0] \_$1890 ;
+  wire [63:0] \_$1891 ;
+  wire \_$1892 ;
+  wire [63:0] \_$1893 ;
+  wire [8:0] \_$1894 ;
+  wire [63:0] \_$1895 ;
+  wire \_$1896 ;
+  wire [64:0] \_$1897 ;
+  wire [65:0] \_$1898 ;
+  wire [65:0] \_$1899 ;
   wire \_$19 ;
   wire \_$190 ;
-  wire [64:0] \_$191 ;
-  wire [65:0] \_$192 ;
+  wire [65:0] \_$1900 ;
+  wire \_$1901 ;
+  reg [7:0] \_$1902 ;
+  wire [63:0] \_$1903 ;
+  wire [63:0] \_$1904 ;
+  wire \_$1905 ;
+  wire [63:0] \_$1906 ;
+  wire [8:0] \_$1907 ;
+  wire [63:0] \_$1908 ;
+  wire \_$1909 ;
+  wire [63:0] \_$191 ;
+  wire [64:0] \_$1910 ;
+  wire [65:0] \_$1911 ;
+  wire \_$1912 ;
+  wire [63:0] \_$1913 ;
+  wire [63:0] \_$1914 ;
+  wire \_$1915 ;
+  wire [63:0] \_$1916 ;
+  wire [8:0] \_$1917 ;
+  wire [63:0] \_$1918 ;
+  wire \_$1919 ;
+  wire [63:0] \_$192 ;
+  wire [64:0] \_$1920 ;
+  wire [65:0] \_$1921 ;
+  wire \_$1922 ;
+  wire [63:0] \_$1923 ;
+  wire [63:0] \_$1924 ;
+  wire \_$1925 ;
+  wire [63:0] \_$1926 ;
+  wire [8:0] \_$1927 ;
+  wire [63:0] \_$1928 ;
+  wire \_$1929 ;
   wire \_$193 ;
+  wire [64:0] \_$1930 ;
+  wire [65:0] \_$1931 ;
+  wire [65:0] \_$1932 ;
+  wire [65:0] \_$1933 ;
+  wire [7:0] \_$1934 ;
+  wire [63:0] \_$1935 ;
+  wire [63:0] \_$1936 ;
+  wire \_$1937 ;
+  wire [63:0] \_$1938 ;
+  wire [8:0] \_$1939 ;
   wire [63:0] \_$194 ;
-  wire [63:0] \_$195 ;
-  wire \_$196 ;
-  wire [63:0] \_$197 ;
-  wire [8:0] \_$198 ;
-  wire [63:0] \_$199 ;
+  wire [63:0] \_$1940 ;
+  wire \_$1941 ;
+  wire [64:0] \_$1942 ;
+  wire [65:0] \_$1943 ;
+  wire \_$1944 ;
+  wire [63:0] \_$1945 ;
+  wire [63:0] \_$1946 ;
+  wire \_$1947 ;
+  wire [63:0] \_$1948 ;
+  wire [8:0] \_$1949 ;
+  wire [8:0] \_$195 ;
+  wire [63:0] \_$1950 ;
+  wire \_$1951 ;
+  wire [64:0] \_$1952 ;
+  wire [65:0] \_$1953 ;
+  wire \_$1954 ;
+  wire [63:0] \_$1955 ;
+  wire [63:0] \_$1956 ;
+  wire \_$1957 ;
+  wire [63:0] \_$1958 ;
+  wire [8:0] \_$1959 ;
+  wire [63:0] \_$196 ;
+  wire [63:0] \_$1960 ;
+  wire \_$1961 ;
+  wire [64:0] \_$1962 ;
+  wire [65:0] \_$1963 ;
+  wire [65:0] \_$1964 ;
+  wire [65:0] \_$1965 ;
+  wire [63:0] \_$1966 ;
+  wire [63:0] \_$1967 ;
+  wire \_$1968 ;
+  wire [63:0] \_$1969 ;
+  wire \_$197 ;
+  wire [8:0] \_$1970 ;
+  wire [63:0] \_$1971 ;
+  wire \_$1972 ;
+  wire [64:0] \_$1973 ;
+  wire [65:0] \_$1974 ;
+  wire \_$1975 ;
+  wire [63:0] \_$1976 ;
+  wire [63:0] \_$1977 ;
+  wire \_$1978 ;
+  wire [63:0] \_$1979 ;
+  wire [64:0] \_$198 ;
+  wire [8:0] \_$1980 ;
+  wire [63:0] \_$1981 ;
+  wire \_$1982 ;
+  wire [64:0] \_$1983 ;
+  wire [65:0] \_$1984 ;
+  wire \_$1985 ;
+  wire [63:0] \_$1986 ;
+  wire [63:0] \_$1987 ;
+  wire \_$1988 ;
+  wire [63:0] \_$1989 ;
+  wire [65:0] \_$199 ;
+  wire [8:0] \_$1990 ;
+  wire [63:0] \_$1991 ;
+  wire \_$1992 ;
+  wire [64:0] \_$1993 ;
+  wire [65:0] \_$1994 ;
+  wire [65:0] \_$1995 ;
+  wire [65:0] \_$1996 ;
+  wire \_$1997 ;
+  reg [7:0] \_$1998 ;
+  wire [63:0] \_$1999 ;
   wire \_$2 ;
   wire \_$20 ;
-  wire \_$200 ;
-  wire [64:0] \_$201 ;
-  wire [65:0] \_$202 ;
-  wire \_$203 ;
-  wire [63:0] \_$204 ;
+  wire [65:0] \_$200 ;
+  wire [63:0] \_$2000 ;
+  wire \_$2001 ;
+  wire [63:0] \_$2002 ;
+  wire [8:0] \_$2003 ;
+  wire [63:0] \_$2004 ;
+  wire \_$2005 ;
+  wire [64:0] \_$2006 ;
+  wire [65:0] \_$2007 ;
+  wire \_$2008 ;
+  wire [63:0] \_$2009 ;
+  wire [65:0] \_$201 ;
+  wire [63:0] \_$2010 ;
+  wire \_$2011 ;
+  wire [63:0] \_$2012 ;
+  wire [8:0] \_$2013 ;
+  wire [63:0] \_$2014 ;
+  wire \_$2015 ;
+  wire [64:0] \_$2016 ;
+  wire [65:0] \_$2017 ;
+  wire \_$2018 ;
+  wire [63:0] \_$2019 ;
+  wire [63:0] \_$202 ;
+  wire [63:0] \_$2020 ;
+  wire \_$2021 ;
+  wire [63:0] \_$2022 ;
+  wire [8:0] \_$2023 ;
+  wire [63:0] \_$2024 ;
+  wire \_$2025 ;
+  wire [64:0] \_$2026 ;
+  wire [65:0] \_$2027 ;
+  wire [65:0] \_$2028 ;
+  wire [65:0] \_$2029 ;
+  wire [63:0] \_$203 ;
+  wire [7:0] \_$2030 ;
+  wire [63:0] \_$2031 ;
+  wire [63:0] \_$2032 ;
+  wire \_$2033 ;
+  wire [63:0] \_$2034 ;
+  wire [8:0] \_$2035 ;
+  wire [63:0] \_$2036 ;
+  wire \_$2037 ;
+  wire [64:0] \_$2038 ;
+  wire [65:0] \_$2039 ;
+  wire \_$204 ;
+  wire \_$2040 ;
+  wire [63:0] \_$2041 ;
+  wire [63:0] \_$2042 ;
+  wire \_$2043 ;
+  wire [63:0] \_$2044 ;
+  wire [8:0] \_$2045 ;
+  wire [63:0] \_$2046 ;
+  wire \_$2047 ;
+  wire [64:0] \_$2048 ;
+  wire [65:0] \_$2049 ;
   wire [63:0] \_$205 ;
-  wire \_$206 ;
+  wire \_$2050 ;
+  wire [63:0] \_$2051 ;
+  wire [63:0] \_$2052 ;
+  wire \_$2053 ;
+  wire [63:0] \_$2054 ;
+  wire [8:0] \_$2055 ;
+  wire [63:0] \_$2056 ;
+  wire \_$2057 ;
+  wire [64:0] \_$2058 ;
+  wire [65:0] \_$2059 ;
+  wire [8:0] \_$206 ;
+  wire [65:0] \_$2060 ;
+  wire [65:0] \_$2061 ;
+  wire [63:0] \_$2062 ;
+  wire [63:0] \_$2063 ;
+  wire \_$2064 ;
+  wire [63:0] \_$2065 ;
+  wire [8:0] \_$2066 ;
+  wire [63:0] \_$2067 ;
+  wire \_$2068 ;
+  wire [64:0] \_$2069 ;
   wire [63:0] \_$207 ;
-  wire [8:0] \_$208 ;
-  wire [63:0] \_$209 ;
+  wire [65:0] \_$2070 ;
+  wire \_$2071 ;
+  wire [63:0] \_$2072 ;
+  wire [63:0] \_$2073 ;
+  wire \_$2074 ;
+  wire [63:0] \_$2075 ;
+  wire [8:0] \_$2076 ;
+  wire [63:0] \_$2077 ;
+  wire \_$2078 ;
+  wire [64:0] \_$2079 ;
+  wire \_$208 ;
+  wire [65:0] \_$2080 ;
+  wire \_$2081 ;
+  wire [63:0] \_$2082 ;
+  wire [63:0] \_$2083 ;
+  wire \_$2084 ;
+  wire [63:0] \_$2085 ;
+  wire [8:0] \_$2086 ;
+  wire [63:0] \_$2087 ;
+  wire \_$2088 ;
+  wire [64:0] \_$2089 ;
+  wire [64:0] \_$209 ;
+  wire [65:0] \_$2090 ;
+  wire [65:0] \_$2091 ;
+  wire [65:0] \_$2092 ;
+  wire \_$2093 ;
+  reg [7:0] \_$2094 ;
+  wire [63:0] \_$2095 ;
+  wire [63:0] \_$2096 ;
+  wire \_$2097 ;
+  wire [63:0] \_$2098 ;
+  wire [8:0] \_$2099 ;
   wire \_$21 ;
-  wire \_$210 ;
-  wire [64:0] \_$211 ;
-  wire [65:0] \_$212 ;
-  wire [65:0] \_$213 ;
-  wire [65:0] \_$214 ;
-  wire \_$215 ;
-  reg [7:0] \_$216 ;
+  wire [65:0] \_$210 ;
+  wire [63:0] \_$2100 ;
+  wire \_$2101 ;
+  wire [64:0] \_$2102 ;
+  wire [65:0] \_$2103 ;
+  wire \_$2104 ;
+  wire [63:0] \_$2105 ;
+  wire [63:0] \_$2106 ;
+  wire \_$2107 ;
+  wire [63:0] \_$2108 ;
+  wire [8:0] \_$2109 ;
+  wire \_$211 ;
+  wire [63:0] \_$2110 ;
+  wire \_$2111 ;
+  wire [64:0] \_$2112 ;
+  wire [65:0] \_$2113 ;
+  wire \_$2114 ;
+  wire [63:0] \_$2115 ;
+  wire [63:0] \_$2116 ;
+  wire \_$2117 ;
+  wire [63:0] \_$2118 ;
+  wire [8:0] \_$2119 ;
+  wire [63:0] \_$212 ;
+  wire [63:0] \_$2120 ;
+  wire \_$2121 ;
+  wire [64:0] \_$2122 ;
+  wire [65:0] \_$2123 ;
+  wire [65:0] \_$2124 ;
+  wire [65:0] \_$2125 ;
+  wire [7:0] \_$2126 ;
+  wire \_$2127 ;
+  wire \_$2128 ;
+  wire \_$2129 ;
+  wire [63:0] \_$213 ;
+  wire \_$2130 ;
+  wire \_$2131 ;
+  wire \_$2132 ;
+  wire [1:0] \_$2133 ;
+  wire \_$2134 ;
+  wire \_$2135 ;
+  wire [31:0] \_$2136 ;
+  wire \_$2137 ;
+  wire [32:0] \_$2138 ;
+  wire \_$2139 ;
+  wire \_$214 ;
+  wire \_$2140 ;
+  wire \_$2141 ;
+  wire \_$2142 ;
+  wire \_$2143 ;
+  wire \_$2144 ;
+  wire \_$2145 ;
+  wire \_$2146 ;
+  wire \_$2147 ;
+  wire \_$2148 ;
+  wire \_$2149 ;
+  wire [63:0] \_$215 ;
+  wire [16:0] \_$2150 ;
+  wire \_$2151 ;
+  wire \_$2152 ;
+  wire \_$2153 ;
+  wire \_$2154 ;
+  wire \_$2155 ;
+  wire \_$2156 ;
+  wire [3:0] \_$2157 ;
+  wire \_$2158 ;
+  wire \_$2159 ;
+  wire [8:0] \_$216 ;
+  wire \_$2160 ;
+  wire \_$2161 ;
+  wire \_$2162 ;
+  wire \_$2163 ;
+  wire \_$2164 ;
+  wire \_$2165 ;
+  wire \_$2166 ;
+  wire \_$2167 ;
+  wire [5:0] \_$2168 ;
+  wire \_$2169 ;
   wire [63:0] \_$217 ;
-  wire [63:0] \_$218 ;
-  wire \_$219 ;
+  reg [1:0] \_$2170 ;
+  reg [127:0] \_$2171 ;
+  reg [31:0] \_$2172 ;
+  reg \_$2173 ;
+  reg [3:0] \_$2174 ;
+  reg \_$2175 ;
+  reg \_$2176 ;
+  reg [31:0] \_$2177 ;
+  reg \_$2178 ;
+  reg [31:0] \_$2179 ;
+  wire \_$218 ;
+  reg [31:0] \_$2180 ;
+  reg [31:0] \_$2181 ;
+  reg [31:0] \_$2182 ;
+  reg [31:0] \_$2183 ;
+  reg [31:0] \_$2184 ;
+  reg [31:0] \_$2185 ;
+  reg [31:0] \_$2186 ;
+  reg [1:0] \_$2187 ;
+  reg \_$2188 ;
+  reg [1:0] \_$2189 ;
+  wire [64:0] \_$219 ;
+  reg \_$2190 ;
+  reg [31:0] \_$2191 ;
+  reg [31:0] \_$2192 ;
+  reg \_$2193 ;
+  reg [2:0] \_$2194 ;
+  reg [1023:0] \_$2195 ;
+  reg [31:0] \_$2196 ;
+  reg [4:0] \_$2197 ;
+  reg \_$2198 ;
+  reg [2:0] \_$2199 ;
   wire \_$22 ;
-  wire [63:0] \_$220 ;
-  wire [8:0] \_$221 ;
+  wire [65:0] \_$220 ;
+  reg [7:0] \_$2200 ;
+  reg [7:0] \_$2201 ;
+  reg [7:0] \_$2202 ;
+  reg [7:0] \_$2203 ;
+  reg [7:0] \_$2204 ;
+  reg [7:0] \_$2205 ;
+  reg [7:0] \_$2206 ;
+  reg [7:0] \_$2207 ;
+  reg [7:0] \_$2208 ;
+  reg [7:0] \_$2209 ;
+  wire \_$221 ;
+  reg [7:0] \_$2210 ;
+  reg [7:0] \_$2211 ;
+  reg [7:0] \_$2212 ;
+  reg [7:0] \_$2213 ;
+  reg [7:0] \_$2214 ;
+  reg [7:0] \_$2215 ;
+  reg [7:0] \_$2216 ;
+  reg [7:0] \_$2217 ;
+  reg [7:0] \_$2218 ;
+  reg [7:0] \_$2219 ;
   wire [63:0] \_$222 ;
-  wire \_$223 ;
-  wire [64:0] \_$224 ;
-  wire [65:0] \_$225 ;
-  wire \_$226 ;
+  reg [7:0] \_$2220 ;
+  reg [7:0] \_$2221 ;
+  reg [7:0] \_$2222 ;
+  reg [7:0] \_$2223 ;
+  reg [7:0] \_$2224 ;
+  reg [7:0] \_$2225 ;
+  reg [7:0] \_$2226 ;
+  reg [7:0] \_$2227 ;
+  reg [7:0] \_$2228 ;
+  reg [7:0] \_$2229 ;
+  wire [63:0] \_$223 ;
+  reg [7:0] \_$2230 ;
+  reg [7:0] \_$2231 ;
+  reg [7:0] \_$2232 ;
+  reg [7:0] \_$2233 ;
+  reg [7:0] \_$2234 ;
+  reg [7:0] \_$2235 ;
+  reg [7:0] \_$2236 ;
+  reg [7:0] \_$2237 ;
+  reg [7:0] \_$2238 ;
+  reg [7:0] \_$2239 ;
+  wire \_$224 ;
+  reg [7:0] \_$2240 ;
+  reg [7:0] \_$2241 ;
+  reg [7:0] \_$2242 ;
+  reg [7:0] \_$2243 ;
+  reg [7:0] \_$2244 ;
+  reg [7:0] \_$2245 ;
+  reg [7:0] \_$2246 ;
+  reg [7:0] \_$2247 ;
+  reg [7:0] \_$2248 ;
+  reg [7:0] \_$2249 ;
+  wire [63:0] \_$225 ;
+  reg [7:0] \_$2250 ;
+  reg [7:0] \_$2251 ;
+  reg [7:0] \_$2252 ;
+  reg [7:0] \_$2253 ;
+  reg [7:0] \_$2254 ;
+  reg [7:0] \_$2255 ;
+  reg [7:0] \_$2256 ;
+  reg [7:0] \_$2257 ;
+  reg [7:0] \_$2258 ;
+  reg [7:0] \_$2259 ;
+  wire [8:0] \_$226 ;
+  reg [7:0] \_$2260 ;
+  reg [7:0] \_$2261 ;
+  reg [7:0] \_$2262 ;
+  reg [7:0] \_$2263 ;
+  reg [7:0] \_$2264 ;
+  reg [7:0] \_$2265 ;
+  reg [7:0] \_$2266 ;
+  reg [7:0] \_$2267 ;
+  reg [7:0] \_$2268 ;
+  reg [7:0] \_$2269 ;
   wire [63:0] \_$227 ;
-  wire [63:0] \_$228 ;
-  wire \_$229 ;
+  reg [7:0] \_$2270 ;
+  reg [7:0] \_$2271 ;
+  reg [7:0] \_$2272 ;
+  reg [7:0] \_$2273 ;
+  reg [7:0] \_$2274 ;
+  reg [7:0] \_$2275 ;
+  reg [7:0] \_$2276 ;
+  reg [7:0] \_$2277 ;
+  reg [7:0] \_$2278 ;
+  reg [7:0] \_$2279 ;
+  wire \_$228 ;
+  reg [7:0] \_$2280 ;
+  reg [7:0] \_$2281 ;
+  reg [7:0] \_$2282 ;
+  reg [7:0] \_$2283 ;
+  reg [7:0] \_$2284 ;
+  reg [7:0] \_$2285 ;
+  reg [7:0] \_$2286 ;
+  reg [7:0] \_$2287 ;
+  reg [7:0] \_$2288 ;
+  reg [7:0] \_$2289 ;
+  wire [64:0] \_$229 ;
+  reg [7:0] \_$2290 ;
+  reg [7:0] \_$2291 ;
+  reg [7:0] \_$2292 ;
+  reg [7:0] \_$2293 ;
+  reg [7:0] \_$2294 ;
+  reg [7:0] \_$2295 ;
+  reg [7:0] \_$2296 ;
+  reg [7:0] \_$2297 ;
+  reg [7:0] \_$2298 ;
+  reg [7:0] \_$2299 ;
   wire \_$23 ;
-  wire [63:0] \_$230 ;
-  wire [8:0] \_$231 ;
-  wire [63:0] \_$232 ;
+  wire [65:0] \_$230 ;
+  reg [7:0] \_$2300 ;
+  reg [7:0] \_$2301 ;
+  reg [7:0] \_$2302 ;
+  reg [7:0] \_$2303 ;
+  reg [7:0] \_$2304 ;
+  reg [7:0] \_$2305 ;
+  reg [7:0] \_$2306 ;
+  reg [7:0] \_$2307 ;
+  reg [7:0] \_$2308 ;
+  reg [7:0] \_$2309 ;
+  wire [65:0] \_$231 ;
+  reg [7:0] \_$2310 ;
+  reg [7:0] \_$2311 ;
+  reg [7:0] \_$2312 ;
+  reg [7:0] \_$2313 ;
+  reg [7:0] \_$2314 ;
+  reg [7:0] \_$2315 ;
+  reg [7:0] \_$2316 ;
+  reg [7:0] \_$2317 ;
+  reg [7:0] \_$2318 ;
+  reg [7:0] \_$2319 ;
+  wire [65:0] \_$232 ;
+  reg [7:0] \_$2320 ;
+  reg [7:0] \_$2321 ;
+  reg [7:0] \_$2322 ;
+  reg [7:0] \_$2323 ;
+  reg [7:0] \_$2324 ;
+  reg [7:0] \_$2325 ;
+  reg [7:0] \_$2326 ;
+  reg [7:0] \_$2327 ;
+  reg [7:0] \_$2328 ;
+  reg [7:0] \_$2329 ;
   wire \_$233 ;
-  wire [64:0] \_$234 ;
-  wire [65:0] \_$235 ;
-  wire \_$236 ;
-  wire [63:0] \_$237 ;
+  reg [7:0] \_$2330 ;
+  reg [7:0] \_$2331 ;
+  reg [7:0] \_$2332 ;
+  reg [7:0] \_$2333 ;
+  reg [7:0] \_$2334 ;
+  reg [7:0] \_$2335 ;
+  reg [7:0] \_$2336 ;
+  reg [7:0] \_$2337 ;
+  reg [7:0] \_$2338 ;
+  reg [7:0] \_$2339 ;
+  reg [7:0] \_$234 ;
+  reg [7:0] \_$2340 ;
+  reg [7:0] \_$2341 ;
+  reg [7:0] \_$2342 ;
+  reg [7:0] \_$2343 ;
+  reg [7:0] \_$2344 ;
+  reg [7:0] \_$2345 ;
+  reg [7:0] \_$2346 ;
+  reg [7:0] \_$2347 ;
+  reg [7:0] \_$2348 ;
+  reg [7:0] \_$2349 ;
+  wire [63:0] \_$235 ;
+  reg [7:0] \_$2350 ;
+  reg [7:0] \_$2351 ;
+  reg [7:0] \_$2352 ;
+  reg [7:0] \_$2353 ;
+  reg [7:0] \_$2354 ;
+  reg [7:0] \_$2355 ;
+  reg [7:0] \_$2356 ;
+  reg [7:0] \_$2357 ;
+  reg [7:0] \_$2358 ;
+  reg [7:0] \_$2359 ;
+  wire [63:0] \_$236 ;
+  reg [7:0] \_$2360 ;
+  reg [7:0] \_$2361 ;
+  reg [7:0] \_$2362 ;
+  reg [7:0] \_$2363 ;
+  reg [7:0] \_$2364 ;
+  reg [7:0] \_$2365 ;
+  reg [7:0] \_$2366 ;
+  reg [7:0] \_$2367 ;
+  reg [7:0] \_$2368 ;
+  reg [7:0] \_$2369 ;
+  wire \_$237 ;
+  reg [7:0] \_$2370 ;
+  reg [7:0] \_$2371 ;
+  reg [7:0] \_$2372 ;
+  reg [7:0] \_$2373 ;
+  reg [7:0] \_$2374 ;
+  reg [7:0] \_$2375 ;
+  reg [7:0] \_$2376 ;
+  reg [7:0] \_$2377 ;
+  reg [7:0] \_$2378 ;
+  reg [7:0] \_$2379 ;
   wire [63:0] \_$238 ;
-  wire \_$239 ;
+  reg [7:0] \_$2380 ;
+  reg [7:0] \_$2381 ;
+  reg [7:0] \_$2382 ;
+  reg [7:0] \_$2383 ;
+  reg [7:0] \_$2384 ;
+  reg [7:0] \_$2385 ;
+  reg [7:0] \_$2386 ;
+  reg [7:0] \_$2387 ;
+  reg [7:0] \_$2388 ;
+  reg [7:0] \_$2389 ;
+  wire [8:0] \_$239 ;
+  reg [7:0] \_$2390 ;
+  reg [7:0] \_$2391 ;
+  reg [7:0] \_$2392 ;
+  reg [7:0] \_$2393 ;
+  reg [7:0] \_$2394 ;
+  reg [7:0] \_$2395 ;
+  reg [7:0] \_$2396 ;
+  reg [7:0] \_$2397 ;
+  reg [7:0] \_$2398 ;
+  reg [7:0] \_$2399 ;
   wire \_$24 ;
   wire [63:0] \_$240 ;
-  wire [8:0] \_$241 ;
-  wire [63:0] \_$242 ;
-  wire \_$243 ;
-  wire [64:0] \_$244 ;
-  wire [65:0] \_$245 ;
-  wire [65:0] \_$246 ;
-  wire [65:0] \_$247 ;
-  wire [7:0] \_$248 ;
-  wire [63:0] \_$249 ;
+  reg [7:0] \_$2400 ;
+  reg [7:0] \_$2401 ;
+  reg [7:0] \_$2402 ;
+  reg [7:0] \_$2403 ;
+  reg [7:0] \_$2404 ;
+  reg [7:0] \_$2405 ;
+  reg [7:0] \_$2406 ;
+  reg [7:0] \_$2407 ;
+  reg [7:0] \_$2408 ;
+  reg [7:0] \_$2409 ;
+  wire \_$241 ;
+  reg [7:0] \_$2410 ;
+  reg [7:0] \_$2411 ;
+  reg [7:0] \_$2412 ;
+  reg [7:0] \_$2413 ;
+  reg [7:0] \_$2414 ;
+  reg [7:0] \_$2415 ;
+  reg [7:0] \_$2416 ;
+  reg [7:0] \_$2417 ;
+  reg [7:0] \_$2418 ;
+  reg [7:0] \_$2419 ;
+  wire [64:0] \_$242 ;
+  reg [7:0] \_$2420 ;
+  reg [7:0] \_$2421 ;
+  reg [7:0] \_$2422 ;
+  reg [7:0] \_$2423 ;
+  reg [7:0] \_$2424 ;
+  reg [7:0] \_$2425 ;
+  reg [7:0] \_$2426 ;
+  reg [7:0] \_$2427 ;
+  reg [7:0] \_$2428 ;
+  reg [7:0] \_$2429 ;
+  wire [65:0] \_$243 ;
+  reg [7:0] \_$2430 ;
+  reg [7:0] \_$2431 ;
+  reg [7:0] \_$2432 ;
+  reg [7:0] \_$2433 ;
+  reg [7:0] \_$2434 ;
+  reg [7:0] \_$2435 ;
+  reg [7:0] \_$2436 ;
+  reg [7:0] \_$2437 ;
+  reg [7:0] \_$2438 ;
+  reg [7:0] \_$2439 ;
+  wire \_$244 ;
+  reg [7:0] \_$2440 ;
+  reg [7:0] \_$2441 ;
+  reg [7:0] \_$2442 ;
+  reg [7:0] \_$2443 ;
+  reg [7:0] \_$2444 ;
+  reg [7:0] \_$2445 ;
+  reg [7:0] \_$2446 ;
+  reg [7:0] \_$2447 ;
+  reg [7:0] \_$2448 ;
+  reg [7:0] \_$2449 ;
+  wire [63:0] \_$245 ;
+  reg [7:0] \_$2450 ;
+  reg [7:0] \_$2451 ;
+  reg [7:0] \_$2452 ;
+  reg [7:0] \_$2453 ;
+  reg [7:0] \_$2454 ;
+  reg [7:0] \_$2455 ;
+  wire [63:0] \_$246 ;
+  wire \_$247 ;
+  wire [63:0] \_$248 ;
+  wire [8:0] \_$249 ;
   wire \_$25 ;
   wire [63:0] \_$250 ;
   wire \_$251 ;
-  wire [63:0] \_$252 ;
-  wire [8:0] \_$253 ;
-  wire [63:0] \_$254 ;
-  wire \_$255 ;
-  wire [64:0] \_$256 ;
-  wire [65:0] \_$257 ;
-  wire \_$258 ;
-  wire [63:0] \_$259 ;
+  wire [64:0] \_$252 ;
+  wire [11:0] \_$2525 ;
+  wire [65:0] \_$253 ;
+  wire \_$254 ;
+  wire [63:0] \_$255 ;
+  wire [63:0] \_$256 ;
+  wire \_$257 ;
+  wire [63:0] \_$258 ;
+  wire [8:0] \_$259 ;
   wire \_$26 ;
   wire [63:0] \_$260 ;
   wire \_$261 ;
-  wire [63:0] \_$262 ;
-  wire [8:0] \_$263 ;
-  wire [63:0] \_$264 ;
-  wire \_$265 ;
-  wire [64:0] \_$266 ;
-  wire [65:0] \_$267 ;
-  wire \_$268 ;
-  wire [63:0] \_$269 ;
+  wire [64:0] \_$262 ;
+  wire [65:0] \_$263 ;
+  wire [65:0] \_$264 ;
+  wire [65:0] \_$265 ;
+  wire [7:0] \_$266 ;
+  wire [63:0] \_$267 ;
+  wire [63:0] \_$268 ;
+  wire \_$269 ;
   wire \_$27 ;
   wire [63:0] \_$270 ;
-  wire \_$271 ;
+  wire [8:0] \_$271 ;
   wire [63:0] \_$272 ;
-  wire [8:0] \_$273 ;
-  wire [63:0] \_$274 ;
-  wire \_$275 ;
-  wire [64:0] \_$276 ;
-  wire [65:0] \_$277 ;
-  wire [65:0] \_$278 ;
-  wire [65:0] \_$279 ;
+  wire \_$273 ;
+  wire [64:0] \_$274 ;
+  wire [65:0] \_$275 ;
+  wire \_$276 ;
+  wire [63:0] \_$277 ;
+  wire [63:0] \_$278 ;
+  wire \_$279 ;
   wire \_$28 ;
   wire [63:0] \_$280 ;
-  wire [63:0] \_$281 ;
-  wire \_$282 ;
-  wire [63:0] \_$283 ;
-  wire [8:0] \_$284 ;
-  wire [63:0] \_$285 ;
+  wire [8:0] \_$281 ;
+  wire [63:0] \_$282 ;
+  wire \_$283 ;
+  wire [64:0] \_$284 ;
+  wire [65:0] \_$285 ;
   wire \_$286 ;
-  wire [64:0] \_$287 ;
-  wire [65:0] \_$288 ;
+  wire [63:0] \_$287 ;
+  wire [63:0] \_$288 ;
   wire \_$289 ;
   wire \_$29 ;
   wire [63:0] \_$290 ;
-  wire [63:0] \_$291 ;
-  wire \_$292 ;
-  wire [63:0] \_$293 ;
-  wire [8:0] \_$294 ;
-  wire [63:0] \_$295 ;
-  wire \_$296 ;
-  wire [64:0] \_$297 ;
-  wire [65:0] \_$298 ;
-  wire \_$299 ;
+  wire [8:0] \_$291 ;
+  wire [63:0] \_$292 ;
+  wire \_$293 ;
+  wire [64:0] \_$294 ;
+  wire [65:0] \_$295 ;
+  wire [65:0] \_$296 ;
+  wire [65:0] \_$297 ;
+  wire [63:0] \_$298 ;
+  wire [63:0] \_$299 ;
   wire \_$3 ;
   wire \_$30 ;
-  wire [63:0] \_$300 ;
+  wire \_$300 ;
   wire [63:0] \_$301 ;
-  wire \_$302 ;
+  wire [8:0] \_$302 ;
   wire [63:0] \_$303 ;
-  wire [8:0] \_$304 ;
-  wire [63:0] \_$305 ;
-  wire \_$306 ;
-  wire [64:0] \_$307 ;
-  wire [65:0] \_$308 ;
-  wire [65:0] \_$309 ;
+  wire \_$304 ;
+  wire [64:0] \_$305 ;
+  wire [65:0] \_$306 ;
+  wire \_$307 ;
+  wire [63:0] \_$308 ;
+  wire [63:0] \_$309 ;
   wire \_$31 ;
-  wire [65:0] \_$310 ;
-  wire \_$311 ;
-  reg [7:0] \_$312 ;
+  wire \_$310 ;
+  wire [63:0] \_$311 ;
+  wire [8:0] \_$312 ;
   wire [63:0] \_$313 ;
-  wire [63:0] \_$314 ;
-  wire \_$315 ;
-  wire [63:0] \_$316 ;
-  wire [8:0] \_$317 ;
+  wire \_$314 ;
+  wire [64:0] \_$315 ;
+  wire [65:0] \_$316 ;
+  wire \_$317 ;
   wire [63:0] \_$318 ;
-  wire \_$319 ;
+  wire [63:0] \_$319 ;
   wire \_$32 ;
-  wire [64:0] \_$320 ;
-  wire [65:0] \_$321 ;
-  wire \_$322 ;
+  wire \_$320 ;
+  wire [63:0] \_$321 ;
+  wire [8:0] \_$322 ;
   wire [63:0] \_$323 ;
-  wire [63:0] \_$324 ;
-  wire \_$325 ;
-  wire [63:0] \_$326 ;
-  wire [8:0] \_$327 ;
-  wire [63:0] \_$328 ;
+  wire \_$324 ;
+  wire [64:0] \_$325 ;
+  wire [65:0] \_$326 ;
+  wire [65:0] \_$327 ;
+  wire [65:0] \_$328 ;
   wire \_$329 ;
   wire \_$33 ;
-  wire [64:0] \_$330 ;
-  wire [65:0] \_$331 ;
-  wire \_$332 ;
-  wire [63:0] \_$333 ;
+  reg [7:0] \_$330 ;
+  wire [63:0] \_$331 ;
+  wire [63:0] \_$332 ;
+  wire \_$333 ;
   wire [63:0] \_$334 ;
-  wire \_$335 ;
+  wire [8:0] \_$335 ;
   wire [63:0] \_$336 ;
-  wire [8:0] \_$337 ;
-  wire [63:0] \_$338 ;
-  wire \_$339 ;
+  wire \_$337 ;
+  wire [64:0] \_$338 ;
+  wire [65:0] \_$339 ;
   wire \_$34 ;
-  wire [64:0] \_$340 ;
-  wire [65:0] \_$341 ;
-  wire [65:0] \_$342 ;
-  wire [65:0] \_$343 ;
-  wire [7:0] \_$344 ;
-  wire [63:0] \_$345 ;
+  wire \_$340 ;
+  wire [63:0] \_$341 ;
+  wire [63:0] \_$342 ;
+  wire \_$343 ;
+  wire [63:0] \_$344 ;
+  wire [8:0] \_$345 ;
   wire [63:0] \_$346 ;
   wire \_$347 ;
-  wire [63:0] \_$348 ;
-  wire [8:0] \_$349 ;
+  wire [64:0] \_$348 ;
+  wire [65:0] \_$349 ;
   wire \_$35 ;
-  wire [63:0] \_$350 ;
-  wire \_$351 ;
-  wire [64:0] \_$352 ;
-  wire [65:0] \_$353 ;
-  wire \_$354 ;
-  wire [63:0] \_$355 ;
+  wire \_$350 ;
+  wire [63:0] \_$351 ;
+  wire [63:0] \_$352 ;
+  wire \_$353 ;
+  wire [63:0] \_$354 ;
+  wire [8:0] \_$355 ;
   wire [63:0] \_$356 ;
   wire \_$357 ;
-  wire [63:0] \_$358 ;
-  wire [8:0] \_$359 ;
+  wire [64:0] \_$358 ;
+  wire [65:0] \_$359 ;
   wire \_$36 ;
-  wire [63:0] \_$360 ;
-  wire \_$361 ;
-  wire [64:0] \_$362 ;
-  wire [65:0] \_$363 ;
-  wire \_$364 ;
-  wire [63:0] \_$365 ;
+  wire [65:0] \_$360 ;
+  wire [65:0] \_$361 ;
+  wire [7:0] \_$362 ;
+  wire [63:0] \_$363 ;
+  wire [63:0] \_$364 ;
+  wire \_$365 ;
   wire [63:0] \_$366 ;
-  wire \_$367 ;
+  wire [8:0] \_$367 ;
   wire [63:0] \_$368 ;
-  wire [8:0] \_$369 ;
+  wire \_$369 ;
   wire \_$37 ;
-  wire [63:0] \_$370 ;
-  wire \_$371 ;
-  wire [64:0] \_$372 ;
-  wire [65:0] \_$373 ;
-  wire [65:0] \_$374 ;
-  wire [65:0] \_$375 ;
+  wire [64:0] \_$370 ;
+  wire [65:0] \_$371 ;
+  wire \_$372 ;
+  wire [63:0] \_$373 ;
+  wire [63:0] \_$374 ;
+  wire \_$375 ;
   wire [63:0] \_$376 ;
-  wire [63:0] \_$377 ;
-  wire \_$378 ;
-  wire [63:0] \_$379 ;
+  wire [8:0] \_$377 ;
+  wire [63:0] \_$378 ;
+  wire \_$379 ;
   wire \_$38 ;
-  wire [8:0] \_$380 ;
-  wire [63:0] \_$381 ;
+  wire [64:0] \_$380 ;
+  wire [65:0] \_$381 ;
   wire \_$382 ;
-  wire [64:0] \_$383 ;
-  wire [65:0] \_$384 ;
+  wire [63:0] \_$383 ;
+  wire [63:0] \_$384 ;
   wire \_$385 ;
   wire [63:0] \_$386 ;
-  wire [63:0] \_$387 ;
-  wire \_$388 ;
-  wire [63:0] \_$389 ;
+  wire [8:0] \_$387 ;
+  wire [63:0] \_$388 ;
+  wire \_$389 ;
   wire \_$39 ;
-  wire [8:0] \_$390 ;
-  wire [63:0] \_$391 ;
-  wire \_$392 ;
-  wire [64:0] \_$393 ;
-  wire [65:0] \_$394 ;
-  wire \_$395 ;
-  wire [63:0] \_$396 ;
+  wire [64:0] \_$390 ;
+  wire [65:0] \_$391 ;
+  wire [65:0] \_$392 ;
+  wire [65:0] \_$393 ;
+  wire [63:0] \_$394 ;
+  wire [63:0] \_$395 ;
+  wire \_$396 ;
   wire [63:0] \_$397 ;
-  wire \_$398 ;
+  wire [8:0] \_$398 ;
   wire [63:0] \_$399 ;
   wire \_$4 ;
   wire \_$40 ;
-  wire [8:0] \_$400 ;
-  wire [63:0] \_$401 ;
-  wire \_$402 ;
-  wire [64:0] \_$403 ;
-  wire [65:0] \_$404 ;
-  wire [65:0] \_$405 ;
-  wire [65:0] \_$406 ;
-  wire \_$407 ;
-  reg [7:0] \_$408 ;
+  wire \_$400 ;
+  wire [64:0] \_$401 ;
+  wire [65:0] \_$402 ;
+  wire \_$403 ;
+  wire [63:0] \_$404 ;
+  wire [63:0] \_$405 ;
+  wire \_$406 ;
+  wire [63:0] \_$407 ;
+  wire [8:0] \_$408 ;
   wire [63:0] \_$409 ;
   wire \_$41 ;
-  wire [63:0] \_$410 ;
-  wire \_$411 ;
-  wire [63:0] \_$412 ;
-  wire [8:0] \_$413 ;
+  wire \_$410 ;
+  wire [64:0] \_$411 ;
+  wire [65:0] \_$412 ;
+  wire \_$413 ;
   wire [63:0] \_$414 ;
-  wire \_$415 ;
-  wire [64:0] \_$416 ;
-  wire [65:0] \_$417 ;
-  wire \_$418 ;
+  wire [63:0] \_$415 ;
+  wire \_$416 ;
+  wire [63:0] \_$417 ;
+  wire [8:0] \_$418 ;
   wire [63:0] \_$419 ;
   wire \_$42 ;
-  wire [63:0] \_$420 ;
-  wire \_$421 ;
-  wire [63:0] \_$422 ;
-  wire [8:0] \_$423 ;
-  wire [63:0] \_$424 ;
+  wire \_$420 ;
+  wire [64:0] \_$421 ;
+  wire [65:0] \_$422 ;
+  wire [65:0] \_$423 ;
+  wire [65:0] \_$424 ;
   wire \_$425 ;
-  wire [64:0] \_$426 ;
-  wire [65:0] \_$427 ;
-  wire \_$428 ;
-  wire [63:0] \_$429 ;
+  reg [7:0] \_$426 ;
+  wire [63:0] \_$427 ;
+  wire [63:0] \_$428 ;
+  wire \_$429 ;
   wire \_$43 ;
   wire [63:0] \_$430 ;
-  wire \_$431 ;
+  wire [8:0] \_$431 ;
   wire [63:0] \_$432 ;
-  wire [8:0] \_$433 ;
-  wire [63:0] \_$434 ;
-  wire \_$435 ;
-  wire [64:0] \_$436 ;
-  wire [65:0] \_$437 ;
-  wire [65:0] \_$438 ;
-  wire [65:0] \_$439 ;
+  wire \_$433 ;
+  wire [64:0] \_$434 ;
+  wire [65:0] \_$435 ;
+  wire \_$436 ;
+  wire [63:0] \_$437 ;
+  wire [63:0] \_$438 ;
+  wire \_$439 ;
   wire \_$44 ;
-  wire [7:0] \_$440 ;
-  wire [63:0] \_$441 ;
+  wire [63:0] \_$440 ;
+  wire [8:0] \_$441 ;
   wire [63:0] \_$442 ;
   wire \_$443 ;
-  wire [63:0] \_$444 ;
-  wire [8:0] \_$445 ;
-  wire [63:0] \_$446 ;
-  wire \_$447 ;
-  wire [64:0] \_$448 ;
-  wire [65:0] \_$449 ;
+  wire [64:0] \_$444 ;
+  wire [65:0] \_$445 ;
+  wire \_$446 ;
+  wire [63:0] \_$447 ;
+  wire [63:0] \_$448 ;
+  wire \_$449 ;
   wire \_$45 ;
-  wire \_$450 ;
-  wire [63:0] \_$451 ;
+  wire [63:0] \_$450 ;
+  wire [8:0] \_$451 ;
   wire [63:0] \_$452 ;
   wire \_$453 ;
-  wire [63:0] \_$454 ;
-  wire [8:0] \_$455 ;
-  wire [63:0] \_$456 ;
-  wire \_$457 ;
-  wire [64:0] \_$458 ;
-  wire [65:0] \_$459 ;
+  wire [64:0] \_$454 ;
+  wire [65:0] \_$455 ;
+  wire [65:0] \_$456 ;
+  wire [65:0] \_$457 ;
+  wire [7:0] \_$458 ;
+  wire [63:0] \_$459 ;
   wire \_$46 ;
-  wire \_$460 ;
-  wire [63:0] \_$461 ;
+  wire [63:0] \_$460 ;
+  wire \_$461 ;
   wire [63:0] \_$462 ;
-  wire \_$463 ;
+  wire [8:0] \_$463 ;
   wire [63:0] \_$464 ;
-  wire [8:0] \_$465 ;
-  wire [63:0] \_$466 ;
-  wire \_$467 ;
-  wire [64:0] \_$468 ;
-  wire [65:0] \_$469 ;
+  wire \_$465 ;
+  wire [64:0] \_$466 ;
+  wire [65:0] \_$467 ;
+  wire \_$468 ;
+  wire [63:0] \_$469 ;
   wire \_$47 ;
-  wire [65:0] \_$470 ;
-  wire [65:0] \_$471 ;
+  wire [63:0] \_$470 ;
+  wire \_$471 ;
   wire [63:0] \_$472 ;
-  wire [63:0] \_$473 ;
-  wire \_$474 ;
-  wire [63:0] \_$475 ;
-  wire [8:0] \_$476 ;
-  wire [63:0] \_$477 ;
+  wire [8:0] \_$473 ;
+  wire [63:0] \_$474 ;
+  wire \_$475 ;
+  wire [64:0] \_$476 ;
+  wire [65:0] \_$477 ;
   wire \_$478 ;
-  wire [64:0] \_$479 ;
-  wire [16:0] \_$48 ;
-  wire [65:0] \_$480 ;
+  wire [63:0] \_$479 ;
+  wire \_$48 ;
+  wire [63:0] \_$480 ;
   wire \_$481 ;
   wire [63:0] \_$482 ;
-  wire [63:0] \_$483 ;
-  wire \_$484 ;
-  wire [63:0] \_$485 ;
-  wire [8:0] \_$486 ;
-  wire [63:0] \_$487 ;
-  wire \_$488 ;
-  wire [64:0] \_$489 ;
+  wire [8:0] \_$483 ;
+  wire [63:0] \_$484 ;
+  wire \_$485 ;
+  wire [64:0] \_$486 ;
+  wire [65:0] \_$487 ;
+  wire [65:0] \_$488 ;
+  wire [65:0] \_$489 ;
   wire \_$49 ;
-  wire [65:0] \_$490 ;
-  wire \_$491 ;
-  wire [63:0] \_$492 ;
+  wire [63:0] \_$490 ;
+  wire [63:0] \_$491 ;
+  wire \_$492 ;
   wire [63:0] \_$493 ;
-  wire \_$494 ;
+  wire [8:0] \_$494 ;
   wire [63:0] \_$495 ;
-  wire [8:0] \_$496 ;
-  wire [63:0] \_$497 ;
-  wire \_$498 ;
-  wire [64:0] \_$499 ;
+  wire \_$496 ;
+  wire [64:0] \_$497 ;
+  wire [65:0] \_$498 ;
+  wire \_$499 ;
   wire \_$5 ;
   wire \_$50 ;
-  wire [65:0] \_$500 ;
-  wire [65:0] \_$501 ;
-  wire [65:0] \_$502 ;
-  wire \_$503 ;
-  reg [7:0] \_$504 ;
+  wire [63:0] \_$500 ;
+  wire [63:0] \_$501 ;
+  wire \_$502 ;
+  wire [63:0] \_$503 ;
+  wire [8:0] \_$504 ;
   wire [63:0] \_$505 ;
-  wire [63:0] \_$506 ;
-  wire \_$507 ;
-  wire [63:0] \_$508 ;
-  wire [8:0] \_$509 ;
+  wire \_$506 ;
+  wire [64:0] \_$507 ;
+  wire [65:0] \_$508 ;
+  wire \_$509 ;
   wire \_$51 ;
   wire [63:0] \_$510 ;
-  wire \_$511 ;
-  wire [64:0] \_$512 ;
-  wire [65:0] \_$513 ;
-  wire \_$514 ;
+  wire [63:0] \_$511 ;
+  wire \_$512 ;
+  wire [63:0] \_$513 ;
+  wire [8:0] \_$514 ;
   wire [63:0] \_$515 ;
-  wire [63:0] \_$516 ;
-  wire \_$517 ;
-  wire [63:0] \_$518 ;
-  wire [8:0] \_$519 ;
-  wire \_$52 ;
-  wire [63:0] \_$520 ;
+  wire \_$516 ;
+  wire [64:0] \_$517 ;
+  wire [65:0] \_$518 ;
+  wire [65:0] \_$519 ;
+  wire [16:0] \_$52 ;
+  wire [65:0] \_$520 ;
   wire \_$521 ;
-  wire [64:0] \_$522 ;
-  wire [65:0] \_$523 ;
-  wire \_$524 ;
-  wire [63:0] \_$525 ;
+  reg [7:0] \_$522 ;
+  wire [63:0] \_$523 ;
+  wire [63:0] \_$524 ;
+  wire \_$525 ;
   wire [63:0] \_$526 ;
-  wire \_$527 ;
+  wire [8:0] \_$527 ;
   wire [63:0] \_$528 ;
-  wire [8:0] \_$529 ;
+  wire \_$529 ;
   wire \_$53 ;
-  wire [63:0] \_$530 ;
-  wire \_$531 ;
-  wire [64:0] \_$532 ;
-  wire [65:0] \_$533 ;
-  wire [65:0] \_$534 ;
-  wire [65:0] \_$535 ;
-  wire [7:0] \_$536 ;
-  wire \_$537 ;
-  wire \_$538 ;
+  wire [64:0] \_$530 ;
+  wire [65:0] \_$531 ;
+  wire \_$532 ;
+  wire [63:0] \_$533 ;
+  wire [63:0] \_$534 ;
+  wire \_$535 ;
+  wire [63:0] \_$536 ;
+  wire [8:0] \_$537 ;
+  wire [63:0] \_$538 ;
   wire \_$539 ;
   wire \_$54 ;
-  wire \_$540 ;
-  wire \_$541 ;
+  wire [64:0] \_$540 ;
+  wire [65:0] \_$541 ;
   wire \_$542 ;
-  wire [1:0] \_$543 ;
-  wire \_$544 ;
+  wire [63:0] \_$543 ;
+  wire [63:0] \_$544 ;
   wire \_$545 ;
-  wire [31:0] \_$546 ;
-  wire \_$547 ;
-  wire [32:0] \_$548 ;
+  wire [63:0] \_$546 ;
+  wire [8:0] \_$547 ;
+  wire [63:0] \_$548 ;
   wire \_$549 ;
   wire \_$55 ;
-  wire \_$550 ;
-  wire \_$551 ;
-  wire \_$552 ;
-  wire \_$553 ;
-  wire \_$554 ;
-  wire \_$555 ;
+  wire [64:0] \_$550 ;
+  wire [65:0] \_$551 ;
+  wire [65:0] \_$552 ;
+  wire [65:0] \_$553 ;
+  wire [7:0] \_$554 ;
+  wire [31:0] \_$555 ;
   wire \_$556 ;
-  wire [16:0] \_$557 ;
-  wire \_$558 ;
+  wire [63:0] \_$557 ;
+  wire [63:0] \_$558 ;
   wire \_$559 ;
   wire \_$56 ;
-  wire \_$560 ;
-  wire \_$561 ;
-  wire \_$562 ;
+  wire [63:0] \_$560 ;
+  wire [8:0] \_$561 ;
+  wire [63:0] \_$562 ;
   wire \_$563 ;
-  wire [3:0] \_$564 ;
-  wire \_$565 ;
+  wire [64:0] \_$564 ;
+  wire [65:0] \_$565 ;
   wire \_$566 ;
-  wire \_$567 ;
-  wire \_$568 ;
+  wire [63:0] \_$567 ;
+  wire [63:0] \_$568 ;
   wire \_$569 ;
   wire \_$57 ;
-  wire \_$570 ;
-  wire \_$571 ;
-  wire \_$572 ;
-  wire [5:0] \_$573 ;
-  wire \_$574 ;
-  reg [1:0] \_$575 ;
-  reg [127:0] \_$576 ;
-  reg [31:0] \_$577 ;
-  reg \_$578 ;
-  reg [3:0] \_$579 ;
+  wire [63:0] \_$570 ;
+  wire [8:0] \_$571 ;
+  wire [63:0] \_$572 ;
+  wire \_$573 ;
+  wire [64:0] \_$574 ;
+  wire [65:0] \_$575 ;
+  wire \_$576 ;
+  wire [63:0] \_$577 ;
+  wire [63:0] \_$578 ;
+  wire \_$579 ;
   wire \_$58 ;
-  reg \_$580 ;
-  reg [31:0] \_$581 ;
-  reg \_$582 ;
-  reg \_$583 ;
-  reg [31:0] \_$584 ;
-  reg [31:0] \_$585 ;
-  reg \_$586 ;
-  reg [2:0] \_$587 ;
-  reg [1023:0] \_$588 ;
-  reg [31:0] \_$589 ;
+  wire [63:0] \_$580 ;
+  wire [8:0] \_$581 ;
+  wire [63:0] \_$582 ;
+  wire \_$583 ;
+  wire [64:0] \_$584 ;
+  wire [65:0] \_$585 ;
+  wire [65:0] \_$586 ;
+  wire [65:0] \_$587 ;
+  wire [63:0] \_$588 ;
+  wire [63:0] \_$589 ;
   wire \_$59 ;
-  reg [4:0] \_$590 ;
-  reg \_$591 ;
-  reg [2:0] \_$592 ;
-  reg [7:0] \_$593 ;
-  reg [7:0] \_$594 ;
-  reg [7:0] \_$595 ;
-  reg [7:0] \_$596 ;
-  reg [7:0] \_$597 ;
-  reg [7:0] \_$598 ;
-  reg [7:0] \_$599 ;
+  wire \_$590 ;
+  wire [63:0] \_$591 ;
+  wire [8:0] \_$592 ;
+  wire [63:0] \_$593 ;
+  wire \_$594 ;
+  wire [64:0] \_$595 ;
+  wire [65:0] \_$596 ;
+  wire \_$597 ;
+  wire [63:0] \_$598 ;
+  wire [63:0] \_$599 ;
   wire \_$6 ;
-  wire [8:0] \_$60 ;
-  reg [7:0] \_$600 ;
-  reg [7:0] \_$601 ;
-  reg [7:0] \_$602 ;
-  reg [7:0] \_$603 ;
-  reg [7:0] \_$604 ;
-  reg [7:0] \_$605 ;
-  reg [7:0] \_$606 ;
-  reg [7:0] \_$607 ;
-  reg [7:0] \_$608 ;
-  reg [7:0] \_$609 ;
-  wire [32:0] \_$61 ;
-  reg [7:0] \_$610 ;
-  reg [7:0] \_$611 ;
-  reg [7:0] \_$612 ;
-  reg [7:0] \_$613 ;
-  reg [7:0] \_$614 ;
-  reg [7:0] \_$615 ;
-  reg [7:0] \_$616 ;
-  reg [7:0] \_$617 ;
-  reg [7:0] \_$618 ;
-  reg [7:0] \_$619 ;
-  wire [63:0] \_$62 ;
+  wire \_$60 ;
+  wire \_$600 ;
+  wire [63:0] \_$601 ;
+  wire [8:0] \_$602 ;
+  wire [63:0] \_$603 ;
+  wire \_$604 ;
+  wire [64:0] \_$605 ;
+  wire [65:0] \_$606 ;
+  wire \_$607 ;
+  wire [63:0] \_$608 ;
+  wire [63:0] \_$609 ;
+  wire \_$61 ;
+  wire \_$610 ;
+  wire [63:0] \_$611 ;
+  wire [8:0] \_$612 ;
+  wire [63:0] \_$613 ;
+  wire \_$614 ;
+  wire [64:0] \_$615 ;
+  wire [65:0] \_$616 ;
+  wire [65:0] \_$617 ;
+  wire [65:0] \_$618 ;
+  wire \_$619 ;
+  wire \_$62 ;
   reg [7:0] \_$620 ;
-  reg [7:0] \_$621 ;
-  reg [7:0] \_$622 ;
-  reg [7:0] \_$623 ;
-  reg [7:0] \_$624 ;
-  reg [7:0] \_$625 ;
-  reg [7:0] \_$626 ;
-  reg [7:0] \_$627 ;
-  reg [7:0] \_$628 ;
-  reg [7:0] \_$629 ;
-  wire [6:0] \_$63 ;
-  reg [7:0] \_$630 ;
-  reg [7:0] \_$631 ;
-  reg [7:0] \_$632 ;
-  reg [7:0] \_$633 ;
-  reg [7:0] \_$634 ;
-  reg [7:0] \_$635 ;
-  reg [7:0] \_$636 ;
-  reg [7:0] \_$637 ;
-  reg [7:0] \_$638 ;
-  reg [7:0] \_$639 ;
-  wire [158:0] \_$64 ;
-  reg [7:0] \_$640 ;
-  reg [7:0] \_$641 ;
-  reg [7:0] \_$642 ;
-  reg [7:0] \_$643 ;
-  reg [7:0] \_$644 ;
-  reg [7:0] \_$645 ;
-  reg [7:0] \_$646 ;
-  reg [7:0] \_$647 ;
-  reg [7:0] \_$648 ;
-  reg [7:0] \_$649 ;
-  wire [14:0] \_$65 ;
-  reg [7:0] \_$650 ;
-  reg [7:0] \_$651 ;
-  reg [7:0] \_$652 ;
-  reg [7:0] \_$653 ;
-  reg [7:0] \_$654 ;
-  reg [7:0] \_$655 ;
-  reg [7:0] \_$656 ;
-  reg [7:0] \_$657 ;
-  reg [7:0] \_$658 ;
-  reg [7:0] \_$659 ;
-  wire \_$66 ;
-  reg [7:0] \_$660 ;
-  reg [7:0] \_$661 ;
-  reg [7:0] \_$662 ;
-  reg [7:0] \_$663 ;
-  reg [7:0] \_$664 ;
-  reg [7:0] \_$665 ;
-  reg [7:0] \_$666 ;
-  reg [7:0] \_$667 ;
-  reg [7:0] \_$668 ;
-  reg [7:0] \_$669 ;
-  wire \_$67 ;
-  reg [7:0] \_$670 ;
-  reg [7:0] \_$671 ;
-  reg [7:0] \_$672 ;
-  reg [7:0] \_$673 ;
-  reg [7:0] \_$674 ;
-  reg [7:0] \_$675 ;
-  reg [7:0] \_$676 ;
-  reg [7:0] \_$677 ;
-  reg [7:0] \_$678 ;
-  reg [7:0] \_$679 ;
-  wire \_$68 ;
-  reg [7:0] \_$680 ;
-  reg [7:0] \_$681 ;
-  reg [7:0] \_$682 ;
-  reg [7:0] \_$683 ;
-  reg [7:0] \_$684 ;
-  reg [7:0] \_$685 ;
-  reg [7:0] \_$686 ;
-  reg [7:0] \_$687 ;
-  reg [7:0] \_$688 ;
-  reg [7:0] \_$689 ;
-  wire \_$69 ;
-  reg [7:0] \_$690 ;
-  reg [7:0] \_$691 ;
-  reg [7:0] \_$692 ;
-  reg [7:0] \_$693 ;
-  reg [7:0] \_$694 ;
-  reg [7:0] \_$695 ;
-  reg [7:0] \_$696 ;
-  reg [7:0] \_$697 ;
-  reg [7:0] \_$698 ;
-  reg [7:0] \_$699 ;
+  wire [63:0] \_$621 ;
+  wire [63:0] \_$622 ;
+  wire \_$623 ;
+  wire [63:0] \_$624 ;
+  wire [8:0] \_$625 ;
+  wire [63:0] \_$626 ;
+  wire \_$627 ;
+  wire [64:0] \_$628 ;
+  wire [65:0] \_$629 ;
+  wire \_$63 ;
+  wire \_$630 ;
+  wire [63:0] \_$631 ;
+  wire [63:0] \_$632 ;
+  wire \_$633 ;
+  wire [63:0] \_$634 ;
+  wire [8:0] \_$635 ;
+  wire [63:0] \_$636 ;
+  wire \_$637 ;
+  wire [64:0] \_$638 ;
+  wire [65:0] \_$639 ;
+  wire \_$64 ;
+  wire \_$640 ;
+  wire [63:0] \_$641 ;
+  wire [63:0] \_$642 ;
+  wire \_$643 ;
+  wire [63:0] \_$644 ;
+  wire [8:0] \_$645 ;
+  wire [63:0] \_$646 ;
+  wire \_$647 ;
+  wire [64:0] \_$648 ;
+  wire [65:0] \_$649 ;
+  wire \_$65 ;
+  wire [65:0] \_$650 ;
+  wire [65:0] \_$651 ;
+  wire [7:0] \_$652 ;
+  wire [63:0] \_$653 ;
+  wire [63:0] \_$654 ;
+  wire \_$655 ;
+  wire [63:0] \_$656 ;
+  wire [8:0] \_$657 ;
+  wire [63:0] \_$658 ;
+  wire \_$659 ;
+  wire [8:0] \_$66 ;
+  wire [64:0] \_$660 ;
+  wire [65:0] \_$661 ;
+  wire \_$662 ;
+  wire [63:0] \_$663 ;
+  wire [63:0] \_$664 ;
+  wire \_$665 ;
+  wire [63:0] \_$666 ;
+  wire [8:0] \_$667 ;
+  wire [63:0] \_$668 ;
+  wire \_$669 ;
+  wire [32:0] \_$67 ;
+  wire [64:0] \_$670 ;
+  wire [65:0] \_$671 ;
+  wire \_$672 ;
+  wire [63:0] \_$673 ;
+  wire [63:0] \_$674 ;
+  wire \_$675 ;
+  wire [63:0] \_$676 ;
+  wire [8:0] \_$677 ;
+  wire [63:0] \_$678 ;
+  wire \_$679 ;
+  wire [63:0] \_$68 ;
+  wire [64:0] \_$680 ;
+  wire [65:0] \_$681 ;
+  wire [65:0] \_$682 ;
+  wire [65:0] \_$683 ;
+  wire [63:0] \_$684 ;
+  wire [63:0] \_$685 ;
+  wire \_$686 ;
+  wire [63:0] \_$687 ;
+  wire [8:0] \_$688 ;
+  wire [63:0] \_$689 ;
+  wire [6:0] \_$69 ;
+  wire \_$690 ;
+  wire [64:0] \_$691 ;
+  wire [65:0] \_$692 ;
+  wire \_$693 ;
+  wire [63:0] \_$694 ;
+  wire [63:0] \_$695 ;
+  wire \_$696 ;
+  wire [63:0] \_$697 ;
+  wire [8:0] \_$698 ;
+  wire [63:0] \_$699 ;
   wire \_$7 ;
-  wire \_$70 ;
-  reg [7:0] \_$700 ;
-  reg [7:0] \_$701 ;
-  reg [7:0] \_$702 ;
-  reg [7:0] \_$703 ;
-  reg [7:0] \_$704 ;
-  reg [7:0] \_$705 ;
-  reg [7:0] \_$706 ;
-  reg [7:0] \_$707 ;
-  reg [7:0] \_$708 ;
-  reg [7:0] \_$709 ;
-  wire [16:0] \_$71 ;
-  reg [7:0] \_$710 ;
-  reg [7:0] \_$711 ;
-  reg [7:0] \_$712 ;
-  reg [7:0] \_$713 ;
-  reg [7:0] \_$714 ;
-  reg [7:0] \_$715 ;
+  wire [158:0] \_$70 ;
+  wire \_$700 ;
+  wire [64:0] \_$701 ;
+  wire [65:0] \_$702 ;
+  wire \_$703 ;
+  wire [63:0] \_$704 ;
+  wire [63:0] \_$705 ;
+  wire \_$706 ;
+  wire [63:0] \_$707 ;
+  wire [8:0] \_$708 ;
+  wire [63:0] \_$709 ;
+  wire [14:0] \_$71 ;
+  wire \_$710 ;
+  wire [64:0] \_$711 ;
+  wire [65:0] \_$712 ;
+  wire [65:0] \_$713 ;
+  wire [65:0] \_$714 ;
+  wire \_$715 ;
   reg [7:0] \_$716 ;
-  reg [7:0] \_$717 ;
-  reg [7:0] \_$718 ;
-  reg [7:0] \_$719 ;
+  wire [63:0] \_$717 ;
+  wire [63:0] \_$718 ;
+  wire \_$719 ;
   wire \_$72 ;
-  reg [7:0] \_$720 ;
-  reg [7:0] \_$721 ;
-  reg [7:0] \_$722 ;
-  reg [7:0] \_$723 ;
-  reg [7:0] \_$724 ;
-  reg [7:0] \_$725 ;
-  reg [7:0] \_$726 ;
-  reg [7:0] \_$727 ;
-  reg [7:0] \_$728 ;
-  reg [7:0] \_$729 ;
+  wire [63:0] \_$720 ;
+  wire [8:0] \_$721 ;
+  wire [63:0] \_$722 ;
+  wire \_$723 ;
+  wire [64:0] \_$724 ;
+  wire [65:0] \_$725 ;
+  wire \_$726 ;
+  wire [63:0] \_$727 ;
+  wire [63:0] \_$728 ;
+  wire \_$729 ;
   wire \_$73 ;
-  reg [7:0] \_$730 ;
-  reg [7:0] \_$731 ;
-  reg [7:0] \_$732 ;
-  reg [7:0] \_$733 ;
-  reg [7:0] \_$734 ;
-  reg [7:0] \_$735 ;
-  reg [7:0] \_$736 ;
-  reg [7:0] \_$737 ;
-  reg [7:0] \_$738 ;
-  reg [7:0] \_$739 ;
-  wire [16:0] \_$74 ;
-  reg [7:0] \_$740 ;
-  reg [7:0] \_$741 ;
-  reg [7:0] \_$742 ;
-  reg [7:0] \_$743 ;
-  reg [7:0] \_$744 ;
-  reg [7:0] \_$745 ;
-  reg [7:0] \_$746 ;
-  reg [7:0] \_$747 ;
-  reg [7:0] \_$748 ;
-  reg [7:0] \_$749 ;
+  wire [63:0] \_$730 ;
+  wire [8:0] \_$731 ;
+  wire [63:0] \_$732 ;
+  wire \_$733 ;
+  wire [64:0] \_$734 ;
+  wire [65:0] \_$735 ;
+  wire \_$736 ;
+  wire [63:0] \_$737 ;
+  wire [63:0] \_$738 ;
+  wire \_$739 ;
+  wire \_$74 ;
+  wire [63:0] \_$740 ;
+  wire [8:0] \_$741 ;
+  wire [63:0] \_$742 ;
+  wire \_$743 ;
+  wire [64:0] \_$744 ;
+  wire [65:0] \_$745 ;
+  wire [65:0] \_$746 ;
+  wire [65:0] \_$747 ;
+  wire [7:0] \_$748 ;
+  wire [63:0] \_$749 ;
   wire \_$75 ;
-  reg [7:0] \_$750 ;
-  reg [7:0] \_$751 ;
-  reg [7:0] \_$752 ;
-  reg [7:0] \_$753 ;
-  reg [7:0] \_$754 ;
-  reg [7:0] \_$755 ;
-  reg [7:0] \_$756 ;
-  reg [7:0] \_$757 ;
-  reg [7:0] \_$758 ;
-  reg [7:0] \_$759 ;
+  wire [63:0] \_$750 ;
+  wire \_$751 ;
+  wire [63:0] \_$752 ;
+  wire [8:0] \_$753 ;
+  wire [63:0] \_$754 ;
+  wire \_$755 ;
+  wire [64:0] \_$756 ;
+  wire [65:0] \_$757 ;
+  wire \_$758 ;
+  wire [63:0] \_$759 ;
   wire \_$76 ;
-  reg [7:0] \_$760 ;
-  reg [7:0] \_$761 ;
-  reg [7:0] \_$762 ;
-  reg [7:0] \_$763 ;
-  reg [7:0] \_$764 ;
-  reg [7:0] \_$765 ;
-  reg [7:0] \_$766 ;
-  reg [7:0] \_$767 ;
-  reg [7:0] \_$768 ;
-  reg [7:0] \_$769 ;
+  wire [63:0] \_$760 ;
+  wire \_$761 ;
+  wire [63:0] \_$762 ;
+  wire [8:0] \_$763 ;
+  wire [63:0] \_$764 ;
+  wire \_$765 ;
+  wire [64:0] \_$766 ;
+  wire [65:0] \_$767 ;
+  wire \_$768 ;
+  wire [63:0] \_$769 ;
   wire \_$77 ;
-  reg [7:0] \_$770 ;
-  reg [7:0] \_$771 ;
-  reg [7:0] \_$772 ;
-  reg [7:0] \_$773 ;
-  reg [7:0] \_$774 ;
-  reg [7:0] \_$775 ;
-  reg [7:0] \_$776 ;
-  reg [7:0] \_$777 ;
-  reg [7:0] \_$778 ;
-  reg [7:0] \_$779 ;
+  wire [63:0] \_$770 ;
+  wire \_$771 ;
+  wire [63:0] \_$772 ;
+  wire [8:0] \_$773 ;
+  wire [63:0] \_$774 ;
+  wire \_$775 ;
+  wire [64:0] \_$776 ;
+  wire [65:0] \_$777 ;
+  wire [65:0] \_$778 ;
+  wire [65:0] \_$779 ;
   wire \_$78 ;
-  reg [7:0] \_$780 ;
-  reg [7:0] \_$781 ;
-  reg [7:0] \_$782 ;
-  reg [7:0] \_$783 ;
-  reg [7:0] \_$784 ;
-  reg [7:0] \_$785 ;
-  reg [7:0] \_$786 ;
-  reg [7:0] \_$787 ;
-  reg [7:0] \_$788 ;
-  reg [7:0] \_$789 ;
+  wire [63:0] \_$780 ;
+  wire [63:0] \_$781 ;
+  wire \_$782 ;
+  wire [63:0] \_$783 ;
+  wire [8:0] \_$784 ;
+  wire [63:0] \_$785 ;
+  wire \_$786 ;
+  wire [64:0] \_$787 ;
+  wire [65:0] \_$788 ;
+  wire \_$789 ;
   wire \_$79 ;
-  reg [7:0] \_$790 ;
-  reg [7:0] \_$791 ;
-  reg [7:0] \_$792 ;
-  reg [7:0] \_$793 ;
-  reg [7:0] \_$794 ;
-  reg [7:0] \_$795 ;
-  reg [7:0] \_$796 ;
-  reg [7:0] \_$797 ;
-  reg [7:0] \_$798 ;
-  reg [7:0] \_$799 ;
+  wire [63:0] \_$790 ;
+  wire [63:0] \_$791 ;
+  wire \_$792 ;
+  wire [63:0] \_$793 ;
+  wire [8:0] \_$794 ;
+  wire [63:0] \_$795 ;
+  wire \_$796 ;
+  wire [64:0] \_$797 ;
+  wire [65:0] \_$798 ;
+  wire \_$799 ;
   wire \_$8 ;
-  wire \_$80 ;
-  reg [7:0] \_$800 ;
-  reg [7:0] \_$801 ;
-  reg [7:0] \_$802 ;
-  reg [7:0] \_$803 ;
-  reg [7:0] \_$804 ;
-  reg [7:0] \_$805 ;
-  reg [7:0] \_$806 ;
-  reg [7:0] \_$807 ;
-  reg [7:0] \_$808 ;
-  reg [7:0] \_$809 ;
+  wire [16:0] \_$80 ;
+  wire [63:0] \_$800 ;
+  wire [63:0] \_$801 ;
+  wire \_$802 ;
+  wire [63:0] \_$803 ;
+  wire [8:0] \_$804 ;
+  wire [63:0] \_$805 ;
+  wire \_$806 ;
+  wire [64:0] \_$807 ;
+  wire [65:0] \_$808 ;
+  wire [65:0] \_$809 ;
   wire \_$81 ;
-  reg [7:0] \_$810 ;
-  reg [7:0] \_$811 ;
+  wire [65:0] \_$810 ;
+  wire \_$811 ;
   reg [7:0] \_$812 ;
-  reg [7:0] \_$813 ;
-  reg [7:0] \_$814 ;
-  reg [7:0] \_$815 ;
-  reg [7:0] \_$816 ;
-  reg [7:0] \_$817 ;
-  reg [7:0] \_$818 ;
-  reg [7:0] \_$819 ;
+  wire [63:0] \_$813 ;
+  wire [63:0] \_$814 ;
+  wire \_$815 ;
+  wire [63:0] \_$816 ;
+  wire [8:0] \_$817 ;
+  wire [63:0] \_$818 ;
+  wire \_$819 ;
   wire \_$82 ;
-  reg [7:0] \_$820 ;
-  reg [7:0] \_$821 ;
-  reg [7:0] \_$822 ;
-  reg [7:0] \_$823 ;
-  reg [7:0] \_$824 ;
-  reg [7:0] \_$825 ;
-  reg [7:0] \_$826 ;
-  reg [7:0] \_$827 ;
-  reg [7:0] \_$828 ;
-  reg [7:0] \_$829 ;
-  wire \_$83 ;
-  reg [7:0] \_$830 ;
-  reg [7:0] \_$831 ;
-  reg [7:0] \_$832 ;
-  reg [7:0] \_$833 ;
-  reg [7:0] \_$834 ;
-  reg [7:0] \_$835 ;
-  reg [7:0] \_$836 ;
-  reg [7:0] \_$837 ;
-  reg [7:0] \_$838 ;
-  reg [7:0] \_$839 ;
+  wire [64:0] \_$820 ;
+  wire [65:0] \_$821 ;
+  wire \_$822 ;
+  wire [63:0] \_$823 ;
+  wire [63:0] \_$824 ;
+  wire \_$825 ;
+  wire [63:0] \_$826 ;
+  wire [8:0] \_$827 ;
+  wire [63:0] \_$828 ;
+  wire \_$829 ;
+  wire [16:0] \_$83 ;
+  wire [64:0] \_$830 ;
+  wire [65:0] \_$831 ;
+  wire \_$832 ;
+  wire [63:0] \_$833 ;
+  wire [63:0] \_$834 ;
+  wire \_$835 ;
+  wire [63:0] \_$836 ;
+  wire [8:0] \_$837 ;
+  wire [63:0] \_$838 ;
+  wire \_$839 ;
   wire \_$84 ;
-  reg [7:0] \_$840 ;
-  reg [7:0] \_$841 ;
-  reg [7:0] \_$842 ;
-  reg [7:0] \_$843 ;
-  reg [7:0] \_$844 ;
-  reg [7:0] \_$845 ;
-  reg [7:0] \_$846 ;
-  reg [7:0] \_$847 ;
-  reg [7:0] \_$848 ;
+  wire [64:0] \_$840 ;
+  wire [65:0] \_$841 ;
+  wire [65:0] \_$842 ;
+  wire [65:0] \_$843 ;
+  wire [7:0] \_$844 ;
+  wire [63:0] \_$845 ;
+  wire [63:0] \_$846 ;
+  wire \_$847 ;
+  wire [63:0] \_$848 ;
+  wire [8:0] \_$849 ;
   wire \_$85 ;
+  wire [63:0] \_$850 ;
+  wire \_$851 ;
+  wire [64:0] \_$852 ;
+  wire [65:0] \_$853 ;
+  wire \_$854 ;
+  wire [63:0] \_$855 ;
+  wire [63:0] \_$856 ;
+  wire \_$857 ;
+  wire [63:0] \_$858 ;
+  wire [8:0] \_$859 ;
   wire \_$86 ;
+  wire [63:0] \_$860 ;
+  wire \_$861 ;
+  wire [64:0] \_$862 ;
+  wire [65:0] \_$863 ;
+  wire \_$864 ;
+  wire [63:0] \_$865 ;
+  wire [63:0] \_$866 ;
+  wire \_$867 ;
+  wire [63:0] \_$868 ;
+  wire [8:0] \_$869 ;
   wire \_$87 ;
+  wire [63:0] \_$870 ;
+  wire \_$871 ;
+  wire [64:0] \_$872 ;
+  wire [65:0] \_$873 ;
+  wire [65:0] \_$874 ;
+  wire [65:0] \_$875 ;
+  wire [63:0] \_$876 ;
+  wire [63:0] \_$877 ;
+  wire \_$878 ;
+  wire [63:0] \_$879 ;
   wire \_$88 ;
+  wire [8:0] \_$880 ;
+  wire [63:0] \_$881 ;
+  wire \_$882 ;
+  wire [64:0] \_$883 ;
+  wire [65:0] \_$884 ;
+  wire \_$885 ;
+  wire [63:0] \_$886 ;
+  wire [63:0] \_$887 ;
+  wire \_$888 ;
+  wire [63:0] \_$889 ;
   wire \_$89 ;
+  wire [8:0] \_$890 ;
+  wire [63:0] \_$891 ;
+  wire \_$892 ;
+  wire [64:0] \_$893 ;
+  wire [65:0] \_$894 ;
+  wire \_$895 ;
+  wire [63:0] \_$896 ;
+  wire [63:0] \_$897 ;
+  wire \_$898 ;
+  wire [63:0] \_$899 ;
   wire \_$9 ;
   wire \_$90 ;
+  wire [8:0] \_$900 ;
+  wire [63:0] \_$901 ;
+  wire \_$902 ;
+  wire [64:0] \_$903 ;
+  wire [65:0] \_$904 ;
+  wire [65:0] \_$905 ;
+  wire [65:0] \_$906 ;
+  wire \_$907 ;
+  reg [7:0] \_$908 ;
+  wire [63:0] \_$909 ;
   wire \_$91 ;
-  wire [11:0] \_$912 ;
+  wire [63:0] \_$910 ;
+  wire \_$911 ;
+  wire [63:0] \_$912 ;
+  wire [8:0] \_$913 ;
+  wire [63:0] \_$914 ;
+  wire \_$915 ;
+  wire [64:0] \_$916 ;
+  wire [65:0] \_$917 ;
+  wire \_$918 ;
+  wire [63:0] \_$919 ;
   wire \_$92 ;
+  wire [63:0] \_$920 ;
+  wire \_$921 ;
+  wire [63:0] \_$922 ;
+  wire [8:0] \_$923 ;
+  wire [63:0] \_$924 ;
+  wire \_$925 ;
+  wire [64:0] \_$926 ;
+  wire [65:0] \_$927 ;
+  wire \_$928 ;
+  wire [63:0] \_$929 ;
   wire \_$93 ;
+  wire [63:0] \_$930 ;
+  wire \_$931 ;
+  wire [63:0] \_$932 ;
+  wire [8:0] \_$933 ;
+  wire [63:0] \_$934 ;
+  wire \_$935 ;
+  wire [64:0] \_$936 ;
+  wire [65:0] \_$937 ;
+  wire [65:0] \_$938 ;
+  wire [65:0] \_$939 ;
   wire \_$94 ;
+  wire [7:0] \_$940 ;
+  wire [31:0] \_$941 ;
+  wire \_$942 ;
+  wire [63:0] \_$943 ;
+  wire [63:0] \_$944 ;
+  wire \_$945 ;
+  wire [63:0] \_$946 ;
+  wire [8:0] \_$947 ;
+  wire [63:0] \_$948 ;
+  wire \_$949 ;
   wire \_$95 ;
+  wire [64:0] \_$950 ;
+  wire [65:0] \_$951 ;
+  wire \_$952 ;
+  wire [63:0] \_$953 ;
+  wire [63:0] \_$954 ;
+  wire \_$955 ;
+  wire [63:0] \_$956 ;
+  wire [8:0] \_$957 ;
+  wire [63:0] \_$958 ;
+  wire \_$959 ;
   wire \_$96 ;
+  wire [64:0] \_$960 ;
+  wire [65:0] \_$961 ;
+  wire \_$962 ;
+  wire [63:0] \_$963 ;
+  wire [63:0] \_$964 ;
+  wire \_$965 ;
+  wire [63:0] \_$966 ;
+  wire [8:0] \_$967 ;
+  wire [63:0] \_$968 ;
+  wire \_$969 ;
   wire \_$97 ;
+  wire [64:0] \_$970 ;
+  wire [65:0] \_$971 ;
+  wire [65:0] \_$972 ;
+  wire [65:0] \_$973 ;
+  wire [63:0] \_$974 ;
+  wire [63:0] \_$975 ;
+  wire \_$976 ;
+  wire [63:0] \_$977 ;
+  wire [8:0] \_$978 ;
+  wire [63:0] \_$979 ;
   wire \_$98 ;
+  wire \_$980 ;
+  wire [64:0] \_$981 ;
+  wire [65:0] \_$982 ;
+  wire \_$983 ;
+  wire [63:0] \_$984 ;
+  wire [63:0] \_$985 ;
+  wire \_$986 ;
+  wire [63:0] \_$987 ;
+  wire [8:0] \_$988 ;
+  wire [63:0] \_$989 ;
   wire \_$99 ;
+  wire \_$990 ;
+  wire [64:0] \_$991 ;
+  wire [65:0] \_$992 ;
+  wire \_$993 ;
+  wire [63:0] \_$994 ;
+  wire [63:0] \_$995 ;
+  wire \_$996 ;
+  wire [63:0] \_$997 ;
+  wire [8:0] \_$998 ;
+  wire [63:0] \_$999 ;
   reg \_$signal  = 1'h0;
-  reg \_$signal$59  = 1'h0;
-  reg [31:0] \_$signal$74  = 32'd0;
+  reg \_$signal$60  = 1'h0;
+  reg [31:0] \_$signal$76  = 32'd0;
+  reg [31:0] \_$signal$94  = 32'd0;
   output [15:0] acc__addr;
   wire [15:0] acc__addr;
   input [127:0] acc__data;
@@ -19568,8 +21186,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire addr__valid;
   wire \addr__valid$39 ;
   wire [15:0] align;
-  reg [31:0] b_dram = 32'd0;
+  reg b_inside = 1'h0;
   wire bad_shift;
+  reg [31:0] block_0 = 32'd0;
+  reg [31:0] block_1 = 32'd0;
+  reg [31:0] block_2 = 32'd0;
+  reg [31:0] block_3 = 32'd0;
+  reg [31:0] block_dram_0 = 32'd0;
+  reg [31:0] block_dram_1 = 32'd0;
+  reg [31:0] block_dram_2 = 32'd0;
+  reg [31:0] block_dram_3 = 32'd0;
   wire [31:0] bus__req__payload;
   input bus__req__ready;
   wire bus__req__ready;
@@ -19580,7 +21206,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire bus__resp__valid;
   output busy;
   reg busy;
-  wire \busy$83 ;
+  wire \busy$85 ;
   reg c_beat = 1'h0;
   reg [31:0] c_line = 32'd0;
   input clk;
@@ -19695,11 +21321,13 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   wire [31:0] desc_count;
   wire [31:0] \desc_count$50 ;
   reg done;
-  wire \done$79 ;
+  wire \done$81 ;
+  reg [1:0] drain_col = 2'h0;
+  reg draining = 1'h0;
   wire error;
-  output \error$87 ;
-  reg \error$87  = 1'h0;
-  wire \error$89 ;
+  output \error$89 ;
+  reg \error$89  = 1'h0;
+  wire \error$91 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -19720,7 +21348,8 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$90 ;
+  wire [3:0] \error_code$92 ;
+  wire every_line;
   reg [1:0] frame_state = 2'h0;
   input halt;
   wire halt;
@@ -19729,7 +21358,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   output [31:0] index;
   reg [31:0] index = 32'd0;
   wire [23:0] \index$46 ;
-  reg [15:0] \index$62 ;
+  reg [15:0] \index$64 ;
   wire [15:0] line_bytes;
   wire [113:0] lines__payload;
   wire [31:0] \lines__payload.dram ;
@@ -19797,12 +21426,13 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   reg [1023:0] record = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
   output retired;
   reg retired;
+  reg [1:0] row = 2'h0;
   input rst;
   wire rst;
   reg running;
   reg start;
-  reg \start$77 ;
-  reg \start$80 ;
+  reg \start$79 ;
+  reg \start$82 ;
   reg [2:0] store_state = 3'h0;
   reg [7:0] table_0 = 8'h00;
   reg [7:0] table_1 = 8'h00;
@@ -20074,970 +21704,6 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   output wr__valid;
   reg wr__valid;
   reg writing_perf = 1'h0;
-  assign \_$148  = \_$144  | \_$147 ;
-  assign \_$149  = \_$signal  & \_$148 ;
-  assign \_$151  = ! c_beat;
-  assign \_$152  = \_$150  & \_$151 ;
-  assign \_$153  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$154  = $signed(\_$153 ) >>> param__data[103:96];
-  assign \_$155  = ! param__data[103:96];
-  assign \_$156  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$157  = param__data[103:96] - 1'h1;
-  assign \_$158  = $signed(\_$156 ) >>> \_$157 [7:0];
-  assign \_$159  = \_$155  ? 1'h0 : \_$158 [0];
-  assign \_$160  = $signed(\_$154 ) + $signed({ 1'h0, \_$159  });
-  assign \_$161  = $signed(\_$160 ) + $signed(word[90:83]);
-  assign \_$162  = $signed(\_$161 ) < $signed(word[57:50]);
-  assign \_$163  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$164  = $signed(\_$163 ) >>> param__data[103:96];
-  assign \_$165  = ! param__data[103:96];
-  assign \_$166  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$167  = param__data[103:96] - 1'h1;
-  assign \_$168  = $signed(\_$166 ) >>> \_$167 [7:0];
-  assign \_$169  = \_$165  ? 1'h0 : \_$168 [0];
-  assign \_$170  = $signed(\_$164 ) + $signed({ 1'h0, \_$169  });
-  assign \_$171  = $signed(\_$170 ) + $signed(word[90:83]);
-  assign \_$172  = $signed(\_$171 ) > $signed(word[65:58]);
-  assign \_$173  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$174  = $signed(\_$173 ) >>> param__data[103:96];
-  assign \_$175  = ! param__data[103:96];
-  assign \_$176  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$177  = param__data[103:96] - 1'h1;
-  assign \_$178  = $signed(\_$176 ) >>> \_$177 [7:0];
-  assign \_$179  = \_$175  ? 1'h0 : \_$178 [0];
-  assign \_$180  = $signed(\_$174 ) + $signed({ 1'h0, \_$179  });
-  assign \_$181  = $signed(\_$180 ) + $signed(word[90:83]);
-  assign \_$182  = \_$172  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$181 ;
-  assign \_$183  = \_$162  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$182 ;
-  assign \_$184  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$185  = $signed(\_$184 ) >>> param__data[103:96];
-  assign \_$186  = ! param__data[103:96];
-  assign \_$187  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$188  = param__data[103:96] - 1'h1;
-  assign \_$189  = $signed(\_$187 ) >>> \_$188 [7:0];
-  assign \_$190  = \_$186  ? 1'h0 : \_$189 [0];
-  assign \_$191  = $signed(\_$185 ) + $signed({ 1'h0, \_$190  });
-  assign \_$192  = $signed(\_$191 ) + $signed(word[90:83]);
-  assign \_$193  = $signed(\_$192 ) < $signed(word[57:50]);
-  assign \_$194  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$195  = $signed(\_$194 ) >>> param__data[103:96];
-  assign \_$196  = ! param__data[103:96];
-  assign \_$197  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$198  = param__data[103:96] - 1'h1;
-  assign \_$199  = $signed(\_$197 ) >>> \_$198 [7:0];
-  assign \_$200  = \_$196  ? 1'h0 : \_$199 [0];
-  assign \_$201  = $signed(\_$195 ) + $signed({ 1'h0, \_$200  });
-  assign \_$202  = $signed(\_$201 ) + $signed(word[90:83]);
-  assign \_$203  = $signed(\_$202 ) > $signed(word[65:58]);
-  assign \_$204  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$205  = $signed(\_$204 ) >>> param__data[103:96];
-  assign \_$206  = ! param__data[103:96];
-  assign \_$207  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$208  = param__data[103:96] - 1'h1;
-  assign \_$209  = $signed(\_$207 ) >>> \_$208 [7:0];
-  assign \_$210  = \_$206  ? 1'h0 : \_$209 [0];
-  assign \_$211  = $signed(\_$205 ) + $signed({ 1'h0, \_$210  });
-  assign \_$212  = $signed(\_$211 ) + $signed(word[90:83]);
-  assign \_$213  = \_$203  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$212 ;
-  assign \_$214  = \_$193  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$213 ;
-  assign \_$215  = ~ \_$214 [7];
-  assign \_$217  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$218  = $signed(\_$217 ) >>> param__data[103:96];
-  assign \_$219  = ! param__data[103:96];
-  assign \_$220  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$221  = param__data[103:96] - 1'h1;
-  assign \_$222  = $signed(\_$220 ) >>> \_$221 [7:0];
-  assign \_$223  = \_$219  ? 1'h0 : \_$222 [0];
-  assign \_$224  = $signed(\_$218 ) + $signed({ 1'h0, \_$223  });
-  assign \_$225  = $signed(\_$224 ) + $signed(word[90:83]);
-  assign \_$226  = $signed(\_$225 ) < $signed(word[57:50]);
-  assign \_$227  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$228  = $signed(\_$227 ) >>> param__data[103:96];
-  assign \_$229  = ! param__data[103:96];
-  assign \_$230  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$231  = param__data[103:96] - 1'h1;
-  assign \_$232  = $signed(\_$230 ) >>> \_$231 [7:0];
-  assign \_$233  = \_$229  ? 1'h0 : \_$232 [0];
-  assign \_$234  = $signed(\_$228 ) + $signed({ 1'h0, \_$233  });
-  assign \_$235  = $signed(\_$234 ) + $signed(word[90:83]);
-  assign \_$236  = $signed(\_$235 ) > $signed(word[65:58]);
-  assign \_$237  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$238  = $signed(\_$237 ) >>> param__data[103:96];
-  assign \_$239  = ! param__data[103:96];
-  assign \_$240  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
-  assign \_$241  = param__data[103:96] - 1'h1;
-  assign \_$242  = $signed(\_$240 ) >>> \_$241 [7:0];
-  assign \_$243  = \_$239  ? 1'h0 : \_$242 [0];
-  assign \_$244  = $signed(\_$238 ) + $signed({ 1'h0, \_$243  });
-  assign \_$245  = $signed(\_$244 ) + $signed(word[90:83]);
-  assign \_$246  = \_$236  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$245 ;
-  assign \_$247  = \_$226  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$246 ;
-  assign \_$248  = word[66] ? \_$216  : \_$247 [7:0];
-  assign \_$249  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$250  = $signed(\_$249 ) >>> param__data[231:224];
-  assign \_$251  = ! param__data[231:224];
-  assign \_$252  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$253  = param__data[231:224] - 1'h1;
-  assign \_$254  = $signed(\_$252 ) >>> \_$253 [7:0];
-  assign \_$255  = \_$251  ? 1'h0 : \_$254 [0];
-  assign \_$256  = $signed(\_$250 ) + $signed({ 1'h0, \_$255  });
-  assign \_$257  = $signed(\_$256 ) + $signed(word[90:83]);
-  assign \_$258  = $signed(\_$257 ) < $signed(word[57:50]);
-  assign \_$259  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$260  = $signed(\_$259 ) >>> param__data[231:224];
-  assign \_$261  = ! param__data[231:224];
-  assign \_$262  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$263  = param__data[231:224] - 1'h1;
-  assign \_$264  = $signed(\_$262 ) >>> \_$263 [7:0];
-  assign \_$265  = \_$261  ? 1'h0 : \_$264 [0];
-  assign \_$266  = $signed(\_$260 ) + $signed({ 1'h0, \_$265  });
-  assign \_$267  = $signed(\_$266 ) + $signed(word[90:83]);
-  assign \_$268  = $signed(\_$267 ) > $signed(word[65:58]);
-  assign \_$269  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$270  = $signed(\_$269 ) >>> param__data[231:224];
-  assign \_$271  = ! param__data[231:224];
-  assign \_$272  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$273  = param__data[231:224] - 1'h1;
-  assign \_$274  = $signed(\_$272 ) >>> \_$273 [7:0];
-  assign \_$275  = \_$271  ? 1'h0 : \_$274 [0];
-  assign \_$276  = $signed(\_$270 ) + $signed({ 1'h0, \_$275  });
-  assign \_$277  = $signed(\_$276 ) + $signed(word[90:83]);
-  assign \_$278  = \_$268  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$277 ;
-  assign \_$279  = \_$258  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$278 ;
-  assign \_$280  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$281  = $signed(\_$280 ) >>> param__data[231:224];
-  assign \_$282  = ! param__data[231:224];
-  assign \_$283  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$284  = param__data[231:224] - 1'h1;
-  assign \_$285  = $signed(\_$283 ) >>> \_$284 [7:0];
-  assign \_$286  = \_$282  ? 1'h0 : \_$285 [0];
-  assign \_$287  = $signed(\_$281 ) + $signed({ 1'h0, \_$286  });
-  assign \_$288  = $signed(\_$287 ) + $signed(word[90:83]);
-  assign \_$289  = $signed(\_$288 ) < $signed(word[57:50]);
-  assign \_$290  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$291  = $signed(\_$290 ) >>> param__data[231:224];
-  assign \_$292  = ! param__data[231:224];
-  assign \_$293  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$294  = param__data[231:224] - 1'h1;
-  assign \_$295  = $signed(\_$293 ) >>> \_$294 [7:0];
-  assign \_$296  = \_$292  ? 1'h0 : \_$295 [0];
-  assign \_$297  = $signed(\_$291 ) + $signed({ 1'h0, \_$296  });
-  assign \_$298  = $signed(\_$297 ) + $signed(word[90:83]);
-  assign \_$299  = $signed(\_$298 ) > $signed(word[65:58]);
-  assign \_$300  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$301  = $signed(\_$300 ) >>> param__data[231:224];
-  assign \_$302  = ! param__data[231:224];
-  assign \_$303  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$304  = param__data[231:224] - 1'h1;
-  assign \_$305  = $signed(\_$303 ) >>> \_$304 [7:0];
-  assign \_$306  = \_$302  ? 1'h0 : \_$305 [0];
-  assign \_$307  = $signed(\_$301 ) + $signed({ 1'h0, \_$306  });
-  assign \_$308  = $signed(\_$307 ) + $signed(word[90:83]);
-  assign \_$309  = \_$299  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$308 ;
-  assign \_$310  = \_$289  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$309 ;
-  assign \_$311  = ~ \_$310 [7];
-  assign \_$313  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$314  = $signed(\_$313 ) >>> param__data[231:224];
-  assign \_$315  = ! param__data[231:224];
-  assign \_$316  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$317  = param__data[231:224] - 1'h1;
-  assign \_$318  = $signed(\_$316 ) >>> \_$317 [7:0];
-  assign \_$319  = \_$315  ? 1'h0 : \_$318 [0];
-  assign \_$320  = $signed(\_$314 ) + $signed({ 1'h0, \_$319  });
-  assign \_$321  = $signed(\_$320 ) + $signed(word[90:83]);
-  assign \_$322  = $signed(\_$321 ) < $signed(word[57:50]);
-  assign \_$323  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$324  = $signed(\_$323 ) >>> param__data[231:224];
-  assign \_$325  = ! param__data[231:224];
-  assign \_$326  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$327  = param__data[231:224] - 1'h1;
-  assign \_$328  = $signed(\_$326 ) >>> \_$327 [7:0];
-  assign \_$329  = \_$325  ? 1'h0 : \_$328 [0];
-  assign \_$330  = $signed(\_$324 ) + $signed({ 1'h0, \_$329  });
-  assign \_$331  = $signed(\_$330 ) + $signed(word[90:83]);
-  assign \_$332  = $signed(\_$331 ) > $signed(word[65:58]);
-  assign \_$333  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$334  = $signed(\_$333 ) >>> param__data[231:224];
-  assign \_$335  = ! param__data[231:224];
-  assign \_$336  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
-  assign \_$337  = param__data[231:224] - 1'h1;
-  assign \_$338  = $signed(\_$336 ) >>> \_$337 [7:0];
-  assign \_$339  = \_$335  ? 1'h0 : \_$338 [0];
-  assign \_$340  = $signed(\_$334 ) + $signed({ 1'h0, \_$339  });
-  assign \_$341  = $signed(\_$340 ) + $signed(word[90:83]);
-  assign \_$342  = \_$332  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$341 ;
-  assign \_$343  = \_$322  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$342 ;
-  assign \_$344  = word[66] ? \_$312  : \_$343 [7:0];
-  assign \_$345  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$346  = $signed(\_$345 ) >>> param__data[359:352];
-  assign \_$347  = ! param__data[359:352];
-  assign \_$348  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$349  = param__data[359:352] - 1'h1;
-  assign \_$350  = $signed(\_$348 ) >>> \_$349 [7:0];
-  assign \_$351  = \_$347  ? 1'h0 : \_$350 [0];
-  assign \_$352  = $signed(\_$346 ) + $signed({ 1'h0, \_$351  });
-  assign \_$353  = $signed(\_$352 ) + $signed(word[90:83]);
-  assign \_$354  = $signed(\_$353 ) < $signed(word[57:50]);
-  assign \_$355  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$356  = $signed(\_$355 ) >>> param__data[359:352];
-  assign \_$357  = ! param__data[359:352];
-  assign \_$358  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$359  = param__data[359:352] - 1'h1;
-  assign \_$360  = $signed(\_$358 ) >>> \_$359 [7:0];
-  assign \_$361  = \_$357  ? 1'h0 : \_$360 [0];
-  assign \_$362  = $signed(\_$356 ) + $signed({ 1'h0, \_$361  });
-  assign \_$363  = $signed(\_$362 ) + $signed(word[90:83]);
-  assign \_$364  = $signed(\_$363 ) > $signed(word[65:58]);
-  assign \_$365  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$366  = $signed(\_$365 ) >>> param__data[359:352];
-  assign \_$367  = ! param__data[359:352];
-  assign \_$368  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$369  = param__data[359:352] - 1'h1;
-  assign \_$370  = $signed(\_$368 ) >>> \_$369 [7:0];
-  assign \_$371  = \_$367  ? 1'h0 : \_$370 [0];
-  assign \_$372  = $signed(\_$366 ) + $signed({ 1'h0, \_$371  });
-  assign \_$373  = $signed(\_$372 ) + $signed(word[90:83]);
-  assign \_$374  = \_$364  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$373 ;
-  assign \_$375  = \_$354  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$374 ;
-  assign \_$376  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$377  = $signed(\_$376 ) >>> param__data[359:352];
-  assign \_$378  = ! param__data[359:352];
-  assign \_$379  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$380  = param__data[359:352] - 1'h1;
-  assign \_$381  = $signed(\_$379 ) >>> \_$380 [7:0];
-  assign \_$382  = \_$378  ? 1'h0 : \_$381 [0];
-  assign \_$383  = $signed(\_$377 ) + $signed({ 1'h0, \_$382  });
-  assign \_$384  = $signed(\_$383 ) + $signed(word[90:83]);
-  assign \_$385  = $signed(\_$384 ) < $signed(word[57:50]);
-  assign \_$386  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$387  = $signed(\_$386 ) >>> param__data[359:352];
-  assign \_$388  = ! param__data[359:352];
-  assign \_$389  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$390  = param__data[359:352] - 1'h1;
-  assign \_$391  = $signed(\_$389 ) >>> \_$390 [7:0];
-  assign \_$392  = \_$388  ? 1'h0 : \_$391 [0];
-  assign \_$393  = $signed(\_$387 ) + $signed({ 1'h0, \_$392  });
-  assign \_$394  = $signed(\_$393 ) + $signed(word[90:83]);
-  assign \_$395  = $signed(\_$394 ) > $signed(word[65:58]);
-  assign \_$396  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$397  = $signed(\_$396 ) >>> param__data[359:352];
-  assign \_$398  = ! param__data[359:352];
-  assign \_$399  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$400  = param__data[359:352] - 1'h1;
-  assign \_$401  = $signed(\_$399 ) >>> \_$400 [7:0];
-  assign \_$402  = \_$398  ? 1'h0 : \_$401 [0];
-  assign \_$403  = $signed(\_$397 ) + $signed({ 1'h0, \_$402  });
-  assign \_$404  = $signed(\_$403 ) + $signed(word[90:83]);
-  assign \_$405  = \_$395  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$404 ;
-  assign \_$406  = \_$385  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$405 ;
-  assign \_$407  = ~ \_$406 [7];
-  assign \_$409  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$410  = $signed(\_$409 ) >>> param__data[359:352];
-  assign \_$411  = ! param__data[359:352];
-  assign \_$412  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$413  = param__data[359:352] - 1'h1;
-  assign \_$414  = $signed(\_$412 ) >>> \_$413 [7:0];
-  assign \_$415  = \_$411  ? 1'h0 : \_$414 [0];
-  assign \_$416  = $signed(\_$410 ) + $signed({ 1'h0, \_$415  });
-  assign \_$417  = $signed(\_$416 ) + $signed(word[90:83]);
-  assign \_$418  = $signed(\_$417 ) < $signed(word[57:50]);
-  assign \_$419  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$420  = $signed(\_$419 ) >>> param__data[359:352];
-  assign \_$421  = ! param__data[359:352];
-  assign \_$422  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$423  = param__data[359:352] - 1'h1;
-  assign \_$424  = $signed(\_$422 ) >>> \_$423 [7:0];
-  assign \_$425  = \_$421  ? 1'h0 : \_$424 [0];
-  assign \_$426  = $signed(\_$420 ) + $signed({ 1'h0, \_$425  });
-  assign \_$427  = $signed(\_$426 ) + $signed(word[90:83]);
-  assign \_$428  = $signed(\_$427 ) > $signed(word[65:58]);
-  assign \_$429  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$430  = $signed(\_$429 ) >>> param__data[359:352];
-  assign \_$431  = ! param__data[359:352];
-  assign \_$432  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
-  assign \_$433  = param__data[359:352] - 1'h1;
-  assign \_$434  = $signed(\_$432 ) >>> \_$433 [7:0];
-  assign \_$435  = \_$431  ? 1'h0 : \_$434 [0];
-  assign \_$436  = $signed(\_$430 ) + $signed({ 1'h0, \_$435  });
-  assign \_$437  = $signed(\_$436 ) + $signed(word[90:83]);
-  assign \_$438  = \_$428  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$437 ;
-  assign \_$439  = \_$418  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$438 ;
-  assign \_$440  = word[66] ? \_$408  : \_$439 [7:0];
-  assign \_$441  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$442  = $signed(\_$441 ) >>> param__data[487:480];
-  assign \_$443  = ! param__data[487:480];
-  assign \_$444  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$445  = param__data[487:480] - 1'h1;
-  assign \_$446  = $signed(\_$444 ) >>> \_$445 [7:0];
-  assign \_$447  = \_$443  ? 1'h0 : \_$446 [0];
-  assign \_$448  = $signed(\_$442 ) + $signed({ 1'h0, \_$447  });
-  assign \_$449  = $signed(\_$448 ) + $signed(word[90:83]);
-  assign \_$450  = $signed(\_$449 ) < $signed(word[57:50]);
-  assign \_$451  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$452  = $signed(\_$451 ) >>> param__data[487:480];
-  assign \_$453  = ! param__data[487:480];
-  assign \_$454  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$455  = param__data[487:480] - 1'h1;
-  assign \_$456  = $signed(\_$454 ) >>> \_$455 [7:0];
-  assign \_$457  = \_$453  ? 1'h0 : \_$456 [0];
-  assign \_$458  = $signed(\_$452 ) + $signed({ 1'h0, \_$457  });
-  assign \_$459  = $signed(\_$458 ) + $signed(word[90:83]);
-  assign \_$460  = $signed(\_$459 ) > $signed(word[65:58]);
-  assign \_$461  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$462  = $signed(\_$461 ) >>> param__data[487:480];
-  assign \_$463  = ! param__data[487:480];
-  assign \_$464  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$465  = param__data[487:480] - 1'h1;
-  assign \_$466  = $signed(\_$464 ) >>> \_$465 [7:0];
-  assign \_$467  = \_$463  ? 1'h0 : \_$466 [0];
-  assign \_$468  = $signed(\_$462 ) + $signed({ 1'h0, \_$467  });
-  assign \_$469  = $signed(\_$468 ) + $signed(word[90:83]);
-  assign \_$470  = \_$460  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$469 ;
-  assign \_$471  = \_$450  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$470 ;
-  assign \_$472  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$473  = $signed(\_$472 ) >>> param__data[487:480];
-  assign \_$474  = ! param__data[487:480];
-  assign \_$475  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$476  = param__data[487:480] - 1'h1;
-  assign \_$477  = $signed(\_$475 ) >>> \_$476 [7:0];
-  assign \_$478  = \_$474  ? 1'h0 : \_$477 [0];
-  assign \_$479  = $signed(\_$473 ) + $signed({ 1'h0, \_$478  });
-  assign \_$480  = $signed(\_$479 ) + $signed(word[90:83]);
-  assign \_$481  = $signed(\_$480 ) < $signed(word[57:50]);
-  assign \_$482  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$483  = $signed(\_$482 ) >>> param__data[487:480];
-  assign \_$484  = ! param__data[487:480];
-  assign \_$485  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$486  = param__data[487:480] - 1'h1;
-  assign \_$487  = $signed(\_$485 ) >>> \_$486 [7:0];
-  assign \_$488  = \_$484  ? 1'h0 : \_$487 [0];
-  assign \_$489  = $signed(\_$483 ) + $signed({ 1'h0, \_$488  });
-  assign \_$490  = $signed(\_$489 ) + $signed(word[90:83]);
-  assign \_$491  = $signed(\_$490 ) > $signed(word[65:58]);
-  assign \_$492  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$493  = $signed(\_$492 ) >>> param__data[487:480];
-  assign \_$494  = ! param__data[487:480];
-  assign \_$495  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$496  = param__data[487:480] - 1'h1;
-  assign \_$497  = $signed(\_$495 ) >>> \_$496 [7:0];
-  assign \_$498  = \_$494  ? 1'h0 : \_$497 [0];
-  assign \_$499  = $signed(\_$493 ) + $signed({ 1'h0, \_$498  });
-  assign \_$500  = $signed(\_$499 ) + $signed(word[90:83]);
-  assign \_$501  = \_$491  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$500 ;
-  assign \_$502  = \_$481  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$501 ;
-  assign \_$503  = ~ \_$502 [7];
-  assign \_$505  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$506  = $signed(\_$505 ) >>> param__data[487:480];
-  assign \_$507  = ! param__data[487:480];
-  assign \_$508  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$509  = param__data[487:480] - 1'h1;
-  assign \_$510  = $signed(\_$508 ) >>> \_$509 [7:0];
-  assign \_$511  = \_$507  ? 1'h0 : \_$510 [0];
-  assign \_$512  = $signed(\_$506 ) + $signed({ 1'h0, \_$511  });
-  assign \_$513  = $signed(\_$512 ) + $signed(word[90:83]);
-  assign \_$514  = $signed(\_$513 ) < $signed(word[57:50]);
-  assign \_$515  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$516  = $signed(\_$515 ) >>> param__data[487:480];
-  assign \_$517  = ! param__data[487:480];
-  assign \_$518  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$519  = param__data[487:480] - 1'h1;
-  assign \_$520  = $signed(\_$518 ) >>> \_$519 [7:0];
-  assign \_$521  = \_$517  ? 1'h0 : \_$520 [0];
-  assign \_$522  = $signed(\_$516 ) + $signed({ 1'h0, \_$521  });
-  assign \_$523  = $signed(\_$522 ) + $signed(word[90:83]);
-  assign \_$524  = $signed(\_$523 ) > $signed(word[65:58]);
-  assign \_$525  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$526  = $signed(\_$525 ) >>> param__data[487:480];
-  assign \_$527  = ! param__data[487:480];
-  assign \_$528  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
-  assign \_$529  = param__data[487:480] - 1'h1;
-  assign \_$530  = $signed(\_$528 ) >>> \_$529 [7:0];
-  assign \_$531  = \_$527  ? 1'h0 : \_$530 [0];
-  assign \_$532  = $signed(\_$526 ) + $signed({ 1'h0, \_$531  });
-  assign \_$533  = $signed(\_$532 ) + $signed(word[90:83]);
-  assign \_$534  = \_$524  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$533 ;
-  assign \_$535  = \_$514  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$534 ;
-  assign \_$536  = word[66] ? \_$504  : \_$535 [7:0];
-  assign \_$539  = ! c_beat;
-  assign \_$540  = \_$538  & \_$539 ;
-  assign \_$541  = ~ \_$540 ;
-  assign \_$542  = \_$537  & \_$541 ;
-  assign \_$543  = c_beat + 1'h1;
-  assign \_$544  = word[3:0] == 2'h2;
-  assign \_$545  = word[3:0] == 3'h7;
-  assign \_$547  = ! \_$546 ;
-  assign \_$548  = word[71:40] + 8'h80;
-  assign \_$549  = \_$548  <= 27'h4000000;
-  assign \_$550  = \_$547  & \_$549 ;
-  assign \_$551  = ~ \_$550 ;
-  assign \_$552  = ~ \error$87 ;
-  assign \_$554  = desc[1:0] != 2'h3;
-  assign \_$555  = $signed(word[57:50]) > $signed(word[65:58]);
-  assign \_$556  = \_$554  | \_$555 ;
-  assign \_$557  = word[82:67] + 3'h4;
-  assign \_$558  = \_$557  > 7'h40;
-  assign \_$559  = word[66] & \_$558 ;
-  assign \_$560  = ~ \error$87 ;
-  assign \_$562  = ~ \error$87 ;
-  assign \_$564  = table_step + 1'h1;
-  assign \_$565  = table_step == 3'h4;
-  assign \_$566  = ~ walking;
-  assign \_$567  = ~ \busy$83 ;
-  assign \_$568  = \_$566  & \_$567 ;
-  assign \_$569  = ~ \_$signal ;
-  assign \_$570  = \_$568  & \_$569 ;
-  assign \_$571  = ~ \_$signal$59 ;
-  assign \_$572  = \_$570  & \_$571 ;
-  assign \_$573  = perf_beat + 1'h1;
-  assign \_$574  = perf_beat == 4'hf;
-  always @(posedge clk)
-    frame_state <= \_$575 ;
-  always @(posedge clk)
-    word <= \_$576 ;
-  always @(posedge clk)
-    index <= \_$577 ;
-  always @(posedge clk)
-    \error$87  <= \_$578 ;
-  always @(posedge clk)
-    error_code <= \_$579 ;
-  always @(posedge clk)
-    \_$signal  <= \_$580 ;
-  always @(posedge clk)
-    b_dram <= \_$581 ;
-  always @(posedge clk)
-    walking <= \_$582 ;
-  always @(posedge clk)
-    \_$signal$59  <= \_$583 ;
-  always @(posedge clk)
-    \_$signal$74  <= \_$584 ;
-  always @(posedge clk)
-    c_line <= \_$585 ;
-  always @(posedge clk)
-    c_beat <= \_$586 ;
-  always @(posedge clk)
-    store_state <= \_$587 ;
-  always @(posedge clk)
-    record <= \_$588 ;
-  always @(posedge clk)
-    perf_addr <= \_$589 ;
-  always @(posedge clk)
-    perf_beat <= \_$590 ;
-  always @(posedge clk)
-    writing_perf <= \_$591 ;
-  always @(posedge clk)
-    table_step <= \_$592 ;
-  always @(posedge clk)
-    table_0 <= \_$593 ;
-  always @(posedge clk)
-    table_1 <= \_$594 ;
-  always @(posedge clk)
-    table_2 <= \_$595 ;
-  always @(posedge clk)
-    table_3 <= \_$596 ;
-  always @(posedge clk)
-    table_4 <= \_$597 ;
-  always @(posedge clk)
-    table_5 <= \_$598 ;
-  always @(posedge clk)
-    table_6 <= \_$599 ;
-  always @(posedge clk)
-    table_7 <= \_$600 ;
-  always @(posedge clk)
-    table_8 <= \_$601 ;
-  always @(posedge clk)
-    table_9 <= \_$602 ;
-  always @(posedge clk)
-    table_10 <= \_$603 ;
-  always @(posedge clk)
-    table_11 <= \_$604 ;
-  always @(posedge clk)
-    table_12 <= \_$605 ;
-  always @(posedge clk)
-    table_13 <= \_$606 ;
-  always @(posedge clk)
-    table_14 <= \_$607 ;
-  always @(posedge clk)
-    table_15 <= \_$608 ;
-  always @(posedge clk)
-    table_16 <= \_$609 ;
-  always @(posedge clk)
-    table_17 <= \_$610 ;
-  always @(posedge clk)
-    table_18 <= \_$611 ;
-  always @(posedge clk)
-    table_19 <= \_$612 ;
-  always @(posedge clk)
-    table_20 <= \_$613 ;
-  always @(posedge clk)
-    table_21 <= \_$614 ;
-  always @(posedge clk)
-    table_22 <= \_$615 ;
-  always @(posedge clk)
-    table_23 <= \_$616 ;
-  always @(posedge clk)
-    table_24 <= \_$617 ;
-  always @(posedge clk)
-    table_25 <= \_$618 ;
-  always @(posedge clk)
-    table_26 <= \_$619 ;
-  always @(posedge clk)
-    table_27 <= \_$620 ;
-  always @(posedge clk)
-    table_28 <= \_$621 ;
-  always @(posedge clk)
-    table_29 <= \_$622 ;
-  always @(posedge clk)
-    table_30 <= \_$623 ;
-  always @(posedge clk)
-    table_31 <= \_$624 ;
-  always @(posedge clk)
-    table_32 <= \_$625 ;
-  always @(posedge clk)
-    table_33 <= \_$626 ;
-  always @(posedge clk)
-    table_34 <= \_$627 ;
-  always @(posedge clk)
-    table_35 <= \_$628 ;
-  always @(posedge clk)
-    table_36 <= \_$629 ;
-  always @(posedge clk)
-    table_37 <= \_$630 ;
-  always @(posedge clk)
-    table_38 <= \_$631 ;
-  always @(posedge clk)
-    table_39 <= \_$632 ;
-  always @(posedge clk)
-    table_40 <= \_$633 ;
-  always @(posedge clk)
-    table_41 <= \_$634 ;
-  always @(posedge clk)
-    table_42 <= \_$635 ;
-  always @(posedge clk)
-    table_43 <= \_$636 ;
-  always @(posedge clk)
-    table_44 <= \_$637 ;
-  always @(posedge clk)
-    table_45 <= \_$638 ;
-  always @(posedge clk)
-    table_46 <= \_$639 ;
-  always @(posedge clk)
-    table_47 <= \_$640 ;
-  always @(posedge clk)
-    table_48 <= \_$641 ;
-  always @(posedge clk)
-    table_49 <= \_$642 ;
-  always @(posedge clk)
-    table_50 <= \_$643 ;
-  always @(posedge clk)
-    table_51 <= \_$644 ;
-  always @(posedge clk)
-    table_52 <= \_$645 ;
-  always @(posedge clk)
-    table_53 <= \_$646 ;
-  always @(posedge clk)
-    table_54 <= \_$647 ;
-  always @(posedge clk)
-    table_55 <= \_$648 ;
-  always @(posedge clk)
-    table_56 <= \_$649 ;
-  always @(posedge clk)
-    table_57 <= \_$650 ;
-  always @(posedge clk)
-    table_58 <= \_$651 ;
-  always @(posedge clk)
-    table_59 <= \_$652 ;
-  always @(posedge clk)
-    table_60 <= \_$653 ;
-  always @(posedge clk)
-    table_61 <= \_$654 ;
-  always @(posedge clk)
-    table_62 <= \_$655 ;
-  always @(posedge clk)
-    table_63 <= \_$656 ;
-  always @(posedge clk)
-    table_64 <= \_$657 ;
-  always @(posedge clk)
-    table_65 <= \_$658 ;
-  always @(posedge clk)
-    table_66 <= \_$659 ;
-  always @(posedge clk)
-    table_67 <= \_$660 ;
-  always @(posedge clk)
-    table_68 <= \_$661 ;
-  always @(posedge clk)
-    table_69 <= \_$662 ;
-  always @(posedge clk)
-    table_70 <= \_$663 ;
-  always @(posedge clk)
-    table_71 <= \_$664 ;
-  always @(posedge clk)
-    table_72 <= \_$665 ;
-  always @(posedge clk)
-    table_73 <= \_$666 ;
-  always @(posedge clk)
-    table_74 <= \_$667 ;
-  always @(posedge clk)
-    table_75 <= \_$668 ;
-  always @(posedge clk)
-    table_76 <= \_$669 ;
-  always @(posedge clk)
-    table_77 <= \_$670 ;
-  always @(posedge clk)
-    table_78 <= \_$671 ;
-  always @(posedge clk)
-    table_79 <= \_$672 ;
-  always @(posedge clk)
-    table_80 <= \_$673 ;
-  always @(posedge clk)
-    table_81 <= \_$674 ;
-  always @(posedge clk)
-    table_82 <= \_$675 ;
-  always @(posedge clk)
-    table_83 <= \_$676 ;
-  always @(posedge clk)
-    table_84 <= \_$677 ;
-  always @(posedge clk)
-    table_85 <= \_$678 ;
-  always @(posedge clk)
-    table_86 <= \_$679 ;
-  always @(posedge clk)
-    table_87 <= \_$680 ;
-  always @(posedge clk)
-    table_88 <= \_$681 ;
-  always @(posedge clk)
-    table_89 <= \_$682 ;
-  always @(posedge clk)
-    table_90 <= \_$683 ;
-  always @(posedge clk)
-    table_91 <= \_$684 ;
-  always @(posedge clk)
-    table_92 <= \_$685 ;
-  always @(posedge clk)
-    table_93 <= \_$686 ;
-  always @(posedge clk)
-    table_94 <= \_$687 ;
-  always @(posedge clk)
-    table_95 <= \_$688 ;
-  always @(posedge clk)
-    table_96 <= \_$689 ;
-  always @(posedge clk)
-    table_97 <= \_$690 ;
-  always @(posedge clk)
-    table_98 <= \_$691 ;
-  always @(posedge clk)
-    table_99 <= \_$692 ;
-  always @(posedge clk)
-    table_100 <= \_$693 ;
-  always @(posedge clk)
-    table_101 <= \_$694 ;
-  always @(posedge clk)
-    table_102 <= \_$695 ;
-  always @(posedge clk)
-    table_103 <= \_$696 ;
-  always @(posedge clk)
-    table_104 <= \_$697 ;
-  always @(posedge clk)
-    table_105 <= \_$698 ;
-  always @(posedge clk)
-    table_106 <= \_$699 ;
-  always @(posedge clk)
-    table_107 <= \_$700 ;
-  always @(posedge clk)
-    table_108 <= \_$701 ;
-  always @(posedge clk)
-    table_109 <= \_$702 ;
-  always @(posedge clk)
-    table_110 <= \_$703 ;
-  always @(posedge clk)
-    table_111 <= \_$704 ;
-  always @(posedge clk)
-    table_112 <= \_$705 ;
-  always @(posedge clk)
-    table_113 <= \_$706 ;
-  always @(posedge clk)
-    table_114 <= \_$707 ;
-  always @(posedge clk)
-    table_115 <= \_$708 ;
-  always @(posedge clk)
-    table_116 <= \_$709 ;
-  always @(posedge clk)
-    table_117 <= \_$710 ;
-  always @(posedge clk)
-    table_118 <= \_$711 ;
-  always @(posedge clk)
-    table_119 <= \_$712 ;
-  always @(posedge clk)
-    table_120 <= \_$713 ;
-  always @(posedge clk)
-    table_121 <= \_$714 ;
-  always @(posedge clk)
-    table_122 <= \_$715 ;
-  always @(posedge clk)
-    table_123 <= \_$716 ;
-  always @(posedge clk)
-    table_124 <= \_$717 ;
-  always @(posedge clk)
-    table_125 <= \_$718 ;
-  always @(posedge clk)
-    table_126 <= \_$719 ;
-  always @(posedge clk)
-    table_127 <= \_$720 ;
-  always @(posedge clk)
-    table_128 <= \_$721 ;
-  always @(posedge clk)
-    table_129 <= \_$722 ;
-  always @(posedge clk)
-    table_130 <= \_$723 ;
-  always @(posedge clk)
-    table_131 <= \_$724 ;
-  always @(posedge clk)
-    table_132 <= \_$725 ;
-  always @(posedge clk)
-    table_133 <= \_$726 ;
-  always @(posedge clk)
-    table_134 <= \_$727 ;
-  always @(posedge clk)
-    table_135 <= \_$728 ;
-  always @(posedge clk)
-    table_136 <= \_$729 ;
-  always @(posedge clk)
-    table_137 <= \_$730 ;
-  always @(posedge clk)
-    table_138 <= \_$731 ;
-  always @(posedge clk)
-    table_139 <= \_$732 ;
-  always @(posedge clk)
-    table_140 <= \_$733 ;
-  always @(posedge clk)
-    table_141 <= \_$734 ;
-  always @(posedge clk)
-    table_142 <= \_$735 ;
-  always @(posedge clk)
-    table_143 <= \_$736 ;
-  always @(posedge clk)
-    table_144 <= \_$737 ;
-  always @(posedge clk)
-    table_145 <= \_$738 ;
-  always @(posedge clk)
-    table_146 <= \_$739 ;
-  always @(posedge clk)
-    table_147 <= \_$740 ;
-  always @(posedge clk)
-    table_148 <= \_$741 ;
-  always @(posedge clk)
-    table_149 <= \_$742 ;
-  always @(posedge clk)
-    table_150 <= \_$743 ;
-  always @(posedge clk)
-    table_151 <= \_$744 ;
-  always @(posedge clk)
-    table_152 <= \_$745 ;
-  always @(posedge clk)
-    table_153 <= \_$746 ;
-  always @(posedge clk)
-    table_154 <= \_$747 ;
-  always @(posedge clk)
-    table_155 <= \_$748 ;
-  always @(posedge clk)
-    table_156 <= \_$749 ;
-  always @(posedge clk)
-    table_157 <= \_$750 ;
-  always @(posedge clk)
-    table_158 <= \_$751 ;
-  always @(posedge clk)
-    table_159 <= \_$752 ;
-  always @(posedge clk)
-    table_160 <= \_$753 ;
-  always @(posedge clk)
-    table_161 <= \_$754 ;
-  always @(posedge clk)
-    table_162 <= \_$755 ;
-  always @(posedge clk)
-    table_163 <= \_$756 ;
-  always @(posedge clk)
-    table_164 <= \_$757 ;
-  always @(posedge clk)
-    table_165 <= \_$758 ;
-  always @(posedge clk)
-    table_166 <= \_$759 ;
-  always @(posedge clk)
-    table_167 <= \_$760 ;
-  always @(posedge clk)
-    table_168 <= \_$761 ;
-  always @(posedge clk)
-    table_169 <= \_$762 ;
-  always @(posedge clk)
-    table_170 <= \_$763 ;
-  always @(posedge clk)
-    table_171 <= \_$764 ;
-  always @(posedge clk)
-    table_172 <= \_$765 ;
-  always @(posedge clk)
-    table_173 <= \_$766 ;
-  always @(posedge clk)
-    table_174 <= \_$767 ;
-  always @(posedge clk)
-    table_175 <= \_$768 ;
-  always @(posedge clk)
-    table_176 <= \_$769 ;
-  always @(posedge clk)
-    table_177 <= \_$770 ;
-  always @(posedge clk)
-    table_178 <= \_$771 ;
-  always @(posedge clk)
-    table_179 <= \_$772 ;
-  always @(posedge clk)
-    table_180 <= \_$773 ;
-  always @(posedge clk)
-    table_181 <= \_$774 ;
-  always @(posedge clk)
-    table_182 <= \_$775 ;
-  always @(posedge clk)
-    table_183 <= \_$776 ;
-  always @(posedge clk)
-    table_184 <= \_$777 ;
-  always @(posedge clk)
-    table_185 <= \_$778 ;
-  always @(posedge clk)
-    table_186 <= \_$779 ;
-  always @(posedge clk)
-    table_187 <= \_$780 ;
-  always @(posedge clk)
-    table_188 <= \_$781 ;
-  always @(posedge clk)
-    table_189 <= \_$782 ;
-  always @(posedge clk)
-    table_190 <= \_$783 ;
-  always @(posedge clk)
-    table_191 <= \_$784 ;
-  always @(posedge clk)
-    table_192 <= \_$785 ;
-  always @(posedge clk)
-    table_193 <= \_$786 ;
-  always @(posedge clk)
-    table_194 <= \_$787 ;
-  always @(posedge clk)
-    table_195 <= \_$788 ;
-  always @(posedge clk)
-    table_196 <= \_$789 ;
-  always @(posedge clk)
-    table_197 <= \_$790 ;
-  always @(posedge clk)
-    table_198 <= \_$791 ;
-  always @(posedge clk)
-    table_199 <= \_$792 ;
-  always @(posedge clk)
-    table_200 <= \_$793 ;
-  always @(posedge clk)
-    table_201 <= \_$794 ;
-  always @(posedge clk)
-    table_202 <= \_$795 ;
-  always @(posedge clk)
-    table_203 <= \_$796 ;
-  always @(posedge clk)
-    table_204 <= \_$797 ;
-  always @(posedge clk)
-    table_205 <= \_$798 ;
-  always @(posedge clk)
-    table_206 <= \_$799 ;
-  always @(posedge clk)
-    table_207 <= \_$800 ;
-  always @(posedge clk)
-    table_208 <= \_$801 ;
-  always @(posedge clk)
-    table_209 <= \_$802 ;
-  always @(posedge clk)
-    table_210 <= \_$803 ;
-  always @(posedge clk)
-    table_211 <= \_$804 ;
-  always @(posedge clk)
-    table_212 <= \_$805 ;
-  always @(posedge clk)
-    table_213 <= \_$806 ;
-  always @(posedge clk)
-    table_214 <= \_$807 ;
-  always @(posedge clk)
-    table_215 <= \_$808 ;
-  always @(posedge clk)
-    table_216 <= \_$809 ;
-  always @(posedge clk)
-    table_217 <= \_$810 ;
-  always @(posedge clk)
-    table_218 <= \_$811 ;
-  always @(posedge clk)
-    table_219 <= \_$812 ;
-  always @(posedge clk)
-    table_220 <= \_$813 ;
-  always @(posedge clk)
-    table_221 <= \_$814 ;
-  always @(posedge clk)
-    table_222 <= \_$815 ;
-  always @(posedge clk)
-    table_223 <= \_$816 ;
-  always @(posedge clk)
-    table_224 <= \_$817 ;
-  always @(posedge clk)
-    table_225 <= \_$818 ;
-  always @(posedge clk)
-    table_226 <= \_$819 ;
-  always @(posedge clk)
-    table_227 <= \_$820 ;
-  always @(posedge clk)
-    table_228 <= \_$821 ;
-  always @(posedge clk)
-    table_229 <= \_$822 ;
-  always @(posedge clk)
-    table_230 <= \_$823 ;
-  always @(posedge clk)
-    table_231 <= \_$824 ;
-  always @(posedge clk)
-    table_232 <= \_$825 ;
-  always @(posedge clk)
-    table_233 <= \_$826 ;
-  always @(posedge clk)
-    table_234 <= \_$827 ;
-  always @(posedge clk)
-    table_235 <= \_$828 ;
-  always @(posedge clk)
-    table_236 <= \_$829 ;
-  always @(posedge clk)
-    table_237 <= \_$830 ;
-  always @(posedge clk)
-    table_238 <= \_$831 ;
-  always @(posedge clk)
-    table_239 <= \_$832 ;
-  always @(posedge clk)
-    table_240 <= \_$833 ;
-  always @(posedge clk)
-    table_241 <= \_$834 ;
-  always @(posedge clk)
-    table_242 <= \_$835 ;
-  always @(posedge clk)
-    table_243 <= \_$836 ;
-  always @(posedge clk)
-    table_244 <= \_$837 ;
-  always @(posedge clk)
-    table_245 <= \_$838 ;
-  always @(posedge clk)
-    table_246 <= \_$839 ;
-  always @(posedge clk)
-    table_247 <= \_$840 ;
-  always @(posedge clk)
-    table_248 <= \_$841 ;
-  always @(posedge clk)
-    table_249 <= \_$842 ;
-  always @(posedge clk)
-    table_250 <= \_$843 ;
-  always @(posedge clk)
-    table_251 <= \_$844 ;
-  always @(posedge clk)
-    table_252 <= \_$845 ;
-  always @(posedge clk)
-    table_253 <= \_$846 ;
-  always @(posedge clk)
-    table_254 <= \_$847 ;
-  always @(posedge clk)
-    table_255 <= \_$848 ;
   assign \_$1  = ~ queue__valid;
   assign \_$2  = ~ queue__payload[4];
   assign \_$3  = \_$2  | deps__has_prev;
@@ -21062,130 +21728,2692 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$26  = ~ halt;
   assign \_$27  = \_$25  & \_$26 ;
   assign \_$28  = ~ \_$signal ;
-  assign \_$29  = ~ \_$signal$59 ;
-  assign \_$31  = ! c_beat;
-  assign \_$32  = \_$30  & \_$31 ;
-  assign \_$33  = \_$29  | \_$32 ;
-  assign \_$34  = \_$signal  & \_$33 ;
-  assign \_$35  = \_$28  | \_$34 ;
-  assign \_$36  = lines__valid & \_$35 ;
-  assign \_$37  = ~ halt;
-  assign lines__ready = \_$36  & \_$37 ;
-  assign \_$38  = ~ \_$signal ;
-  assign \_$39  = ~ \_$signal$59 ;
-  assign \_$41  = ! c_beat;
-  assign \_$42  = \_$40  & \_$41 ;
-  assign \_$43  = \_$39  | \_$42 ;
-  assign \_$44  = \_$signal  & \_$43 ;
-  assign \_$45  = \_$38  | \_$44 ;
-  assign \_$46  = lines__valid & \_$45 ;
-  assign \_$47  = ~ halt;
-  assign acc__en = \_$46  & \_$47 ;
-  assign \_$48  = word[47:32] + \index$62 ;
-  assign \_$49  = ~ \_$signal ;
-  assign \_$50  = ~ \_$signal$59 ;
-  assign \_$52  = ! c_beat;
-  assign \_$53  = \_$51  & \_$52 ;
-  assign \_$54  = \_$50  | \_$53 ;
-  assign \_$55  = \_$signal  & \_$54 ;
-  assign \_$56  = \_$49  | \_$55 ;
-  assign \_$57  = lines__valid & \_$56 ;
-  assign \_$58  = ~ halt;
-  assign \_$59  = \_$57  & \_$58 ;
-  assign \_$60  = perf_beat * 4'h8;
-  assign \_$61  = perf_addr + \_$60 ;
-  assign \_$912  = perf_beat * 7'h40;
-  assign \_$62  = record >> \_$912 ;
-  assign \_$63  = \_$signal$74 [2:0] * 4'h8;
-  assign \_$64  = c_line << \_$63 ;
-  assign \_$65  = 4'hf << \_$signal$74 [2:0];
-  assign \_$66  = word[3:0] == 2'h2;
-  assign \_$67  = word[3:0] == 3'h7;
-  assign \_$68  = desc[1:0] != 2'h3;
-  assign \_$69  = $signed(word[57:50]) > $signed(word[65:58]);
-  assign \_$70  = \_$68  | \_$69 ;
-  assign \_$71  = word[82:67] + 3'h4;
-  assign \_$72  = \_$71  > 7'h40;
-  assign \_$73  = word[66] & \_$72 ;
-  assign \_$74  = word[82:67] + table_step;
-  assign \_$75  = table_step < 3'h4;
-  assign \_$76  = table_step == 3'h4;
-  assign \_$77  = ~ walking;
-  assign \_$78  = ~ \busy$83 ;
-  assign \_$79  = \_$77  & \_$78 ;
-  assign \_$80  = ~ \_$signal ;
-  assign \_$81  = \_$79  & \_$80 ;
-  assign \_$82  = ~ \_$signal$59 ;
-  assign \_$83  = \_$81  & \_$82 ;
-  assign \_$84  = perf_beat == 4'hf;
-  assign \_$85  = ! frame_state;
-  assign \_$86  = frame_state == 1'h1;
-  assign \_$87  = frame_state == 2'h2;
-  assign \_$88  = frame_state == 2'h3;
-  assign \_$89  = ! store_state;
-  assign \_$90  = store_state == 1'h1;
-  assign \_$91  = store_state == 2'h2;
-  assign \_$92  = store_state == 2'h3;
-  assign \_$93  = store_state == 3'h4;
-  assign \_$94  = store_state == 3'h5;
-  assign \_$95  = store_state == 3'h6;
-  assign \_$96  = ~ halt;
-  assign \_$97  = queue__valid & \_$96 ;
-  assign \_$98  = ~ queue__payload[4];
-  assign \_$99  = \_$98  | deps__has_prev;
-  assign \_$100  = ~ queue__payload[5];
-  assign \_$102  = \_$99  & \_$101 ;
-  assign \_$103  = ~ halt;
-  assign \_$104  = \_$102  & \_$103 ;
-  assign \_$105  = ~ word[6];
-  assign \_$106  = \_$105  | deps__room_prev;
-  assign \_$107  = ~ word[7];
-  assign \_$109  = \_$106  & \_$108 ;
-  assign \_$110  = ~ halt;
-  assign \_$111  = \_$109  & \_$110 ;
-  assign \_$112  = ~ \error$87 ;
-  assign \_$113  = error & \_$112 ;
-  assign \_$114  = ~ \error$87 ;
-  assign \_$115  = \error$89  & \_$114 ;
-  assign \_$116  = ~ \_$signal ;
-  assign \_$117  = ~ \_$signal$59 ;
-  assign \_$119  = ! c_beat;
-  assign \_$120  = \_$118  & \_$119 ;
-  assign \_$121  = \_$117  | \_$120 ;
-  assign \_$122  = \_$signal  & \_$121 ;
-  assign \_$123  = \_$116  | \_$122 ;
-  assign \_$124  = lines__valid & \_$123 ;
-  assign \_$125  = ~ halt;
-  assign \_$126  = \_$124  & \_$125 ;
-  assign \_$127  = ~ \_$signal$59 ;
-  assign \_$129  = ! c_beat;
-  assign \_$130  = \_$128  & \_$129 ;
-  assign \_$131  = \_$127  | \_$130 ;
-  assign \_$132  = \_$signal  & \_$131 ;
-  assign \_$133  = param__data[103:96] > 6'h3e;
-  assign \_$135  = param__data[231:224] > 6'h3e;
-  assign \_$136  = \_$134  | \_$135 ;
-  assign \_$137  = param__data[359:352] > 6'h3e;
-  assign \_$138  = \_$136  | \_$137 ;
-  assign \_$139  = param__data[487:480] > 6'h3e;
-  assign \_$140  = \_$138  | \_$139 ;
-  assign \_$141  = \_$signal  & \_$140 ;
-  assign \_$142  = ~ \error$87 ;
-  assign \_$143  = \_$141  & \_$142 ;
-  assign \_$144  = ~ \_$signal$59 ;
-  assign \_$146  = ! c_beat;
-  assign \_$147  = \_$145  & \_$146 ;
+  assign \_$29  = ~ draining;
+  assign \_$30  = ~ \_$signal$60 ;
+  assign \_$32  = ! c_beat;
+  assign \_$33  = \_$31  & \_$32 ;
+  assign \_$34  = \_$30  | \_$33 ;
+  assign \_$35  = word[91] ? \_$29  : \_$34 ;
+  assign \_$36  = \_$signal  & \_$35 ;
+  assign \_$37  = \_$28  | \_$36 ;
+  assign \_$38  = lines__valid & \_$37 ;
+  assign \_$39  = ~ halt;
+  assign lines__ready = \_$38  & \_$39 ;
+  assign \_$40  = ~ \_$signal ;
+  assign \_$41  = ~ draining;
+  assign \_$42  = ~ \_$signal$60 ;
+  assign \_$44  = ! c_beat;
+  assign \_$45  = \_$43  & \_$44 ;
+  assign \_$46  = \_$42  | \_$45 ;
+  assign \_$47  = word[91] ? \_$41  : \_$46 ;
+  assign \_$48  = \_$signal  & \_$47 ;
+  assign \_$49  = \_$40  | \_$48 ;
+  assign \_$50  = lines__valid & \_$49 ;
+  assign \_$51  = ~ halt;
+  assign acc__en = \_$50  & \_$51 ;
+  assign \_$52  = word[47:32] + \index$64 ;
+  assign \_$53  = ~ \_$signal ;
+  assign \_$54  = ~ draining;
+  assign \_$55  = ~ \_$signal$60 ;
+  assign \_$57  = ! c_beat;
+  assign \_$58  = \_$56  & \_$57 ;
+  assign \_$59  = \_$55  | \_$58 ;
+  assign \_$60  = word[91] ? \_$54  : \_$59 ;
+  assign \_$61  = \_$signal  & \_$60 ;
+  assign \_$62  = \_$53  | \_$61 ;
+  assign \_$63  = lines__valid & \_$62 ;
+  assign \_$64  = ~ halt;
+  assign \_$65  = \_$63  & \_$64 ;
+  assign \_$66  = perf_beat * 4'h8;
+  assign \_$67  = perf_addr + \_$66 ;
+  assign \_$2525  = perf_beat * 7'h40;
+  assign \_$68  = record >> \_$2525 ;
+  assign \_$69  = \_$signal$76 [2:0] * 4'h8;
+  assign \_$70  = c_line << \_$69 ;
+  assign \_$71  = 4'hf << \_$signal$76 [2:0];
+  assign \_$72  = word[3:0] == 2'h2;
+  assign \_$73  = word[3:0] == 3'h7;
+  assign \_$74  = desc[1:0] != 2'h3;
+  assign \_$75  = $signed(word[57:50]) > $signed(word[65:58]);
+  assign \_$76  = \_$74  | \_$75 ;
+  assign \_$77  = desc[401:386] != 3'h4;
+  assign \_$78  = word[91] & \_$77 ;
+  assign \_$79  = \_$76  | \_$78 ;
+  assign \_$80  = word[82:67] + 3'h4;
+  assign \_$81  = \_$80  > 7'h40;
+  assign \_$82  = word[66] & \_$81 ;
+  assign \_$83  = word[82:67] + table_step;
+  assign \_$84  = table_step < 3'h4;
+  assign \_$85  = table_step == 3'h4;
+  assign \_$86  = ~ walking;
+  assign \_$87  = ~ \busy$85 ;
+  assign \_$88  = \_$86  & \_$87 ;
+  assign \_$89  = ~ \_$signal ;
+  assign \_$90  = \_$88  & \_$89 ;
+  assign \_$91  = ~ draining;
+  assign \_$92  = \_$90  & \_$91 ;
+  assign \_$93  = ~ \_$signal$60 ;
+  assign \_$94  = \_$92  & \_$93 ;
+  assign \_$95  = perf_beat == 4'hf;
+  assign \_$96  = ! frame_state;
+  assign \_$97  = frame_state == 1'h1;
+  assign \_$98  = frame_state == 2'h2;
+  assign \_$99  = frame_state == 2'h3;
+  assign \_$100  = ! store_state;
+  assign \_$101  = store_state == 1'h1;
+  assign \_$102  = store_state == 2'h2;
+  assign \_$103  = store_state == 2'h3;
+  assign \_$104  = store_state == 3'h4;
+  assign \_$105  = store_state == 3'h5;
+  assign \_$106  = store_state == 3'h6;
+  assign \_$107  = ~ halt;
+  assign \_$108  = queue__valid & \_$107 ;
+  assign \_$109  = ~ queue__payload[4];
+  assign \_$110  = \_$109  | deps__has_prev;
+  assign \_$111  = ~ queue__payload[5];
+  assign \_$113  = \_$110  & \_$112 ;
+  assign \_$114  = ~ halt;
+  assign \_$115  = \_$113  & \_$114 ;
+  assign \_$116  = ~ word[6];
+  assign \_$117  = \_$116  | deps__room_prev;
+  assign \_$118  = ~ word[7];
+  assign \_$120  = \_$117  & \_$119 ;
+  assign \_$121  = ~ halt;
+  assign \_$122  = \_$120  & \_$121 ;
+  assign \_$123  = ~ \error$89 ;
+  assign \_$124  = error & \_$123 ;
+  assign \_$125  = ~ \error$89 ;
+  assign \_$126  = \error$91  & \_$125 ;
+  assign \_$127  = ~ \_$signal ;
+  assign \_$128  = ~ draining;
+  assign \_$129  = ~ \_$signal$60 ;
+  assign \_$131  = ! c_beat;
+  assign \_$132  = \_$130  & \_$131 ;
+  assign \_$133  = \_$129  | \_$132 ;
+  assign \_$134  = word[91] ? \_$128  : \_$133 ;
+  assign \_$135  = \_$signal  & \_$134 ;
+  assign \_$136  = \_$127  | \_$135 ;
+  assign \_$137  = lines__valid & \_$136 ;
+  assign \_$138  = ~ halt;
+  assign \_$139  = \_$137  & \_$138 ;
+  assign \_$140  = ~ draining;
+  assign \_$141  = ~ \_$signal$60 ;
+  assign \_$143  = ! c_beat;
+  assign \_$144  = \_$142  & \_$143 ;
+  assign \_$145  = \_$141  | \_$144 ;
+  assign \_$146  = word[91] ? \_$140  : \_$145 ;
+  assign \_$147  = \_$signal  & \_$146 ;
+  assign \_$148  = lines__payload[48] | word[91];
+  assign \_$149  = \_$signal  & b_inside;
+  assign \_$150  = param__data[103:96] > 6'h3e;
+  assign \_$152  = param__data[231:224] > 6'h3e;
+  assign \_$153  = \_$151  | \_$152 ;
+  assign \_$154  = param__data[359:352] > 6'h3e;
+  assign \_$155  = \_$153  | \_$154 ;
+  assign \_$156  = param__data[487:480] > 6'h3e;
+  assign \_$157  = \_$155  | \_$156 ;
+  assign \_$158  = \_$149  & \_$157 ;
+  assign \_$159  = ~ \error$89 ;
+  assign \_$160  = \_$158  & \_$159 ;
+  assign \_$161  = ~ draining;
+  assign \_$162  = ~ \_$signal$60 ;
+  assign \_$164  = ! c_beat;
+  assign \_$165  = \_$163  & \_$164 ;
+  assign \_$166  = \_$162  | \_$165 ;
+  assign \_$167  = word[91] ? \_$161  : \_$166 ;
+  assign \_$168  = \_$signal  & \_$167 ;
+  assign \_$169  = \_$168  & word[91];
+  assign \_$170  = ! row;
+  assign \_$171  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$172  = $signed(\_$171 ) >>> param__data[103:96];
+  assign \_$173  = ! param__data[103:96];
+  assign \_$174  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$175  = param__data[103:96] - 1'h1;
+  assign \_$176  = $signed(\_$174 ) >>> \_$175 [7:0];
+  assign \_$177  = \_$173  ? 1'h0 : \_$176 [0];
+  assign \_$178  = $signed(\_$172 ) + $signed({ 1'h0, \_$177  });
+  assign \_$179  = $signed(\_$178 ) + $signed(word[90:83]);
+  assign \_$180  = $signed(\_$179 ) < $signed(word[57:50]);
+  assign \_$181  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$182  = $signed(\_$181 ) >>> param__data[103:96];
+  assign \_$183  = ! param__data[103:96];
+  assign \_$184  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$185  = param__data[103:96] - 1'h1;
+  assign \_$186  = $signed(\_$184 ) >>> \_$185 [7:0];
+  assign \_$187  = \_$183  ? 1'h0 : \_$186 [0];
+  assign \_$188  = $signed(\_$182 ) + $signed({ 1'h0, \_$187  });
+  assign \_$189  = $signed(\_$188 ) + $signed(word[90:83]);
+  assign \_$190  = $signed(\_$189 ) > $signed(word[65:58]);
+  assign \_$191  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$192  = $signed(\_$191 ) >>> param__data[103:96];
+  assign \_$193  = ! param__data[103:96];
+  assign \_$194  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$195  = param__data[103:96] - 1'h1;
+  assign \_$196  = $signed(\_$194 ) >>> \_$195 [7:0];
+  assign \_$197  = \_$193  ? 1'h0 : \_$196 [0];
+  assign \_$198  = $signed(\_$192 ) + $signed({ 1'h0, \_$197  });
+  assign \_$199  = $signed(\_$198 ) + $signed(word[90:83]);
+  assign \_$200  = \_$190  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$199 ;
+  assign \_$201  = \_$180  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$200 ;
+  assign \_$202  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$203  = $signed(\_$202 ) >>> param__data[103:96];
+  assign \_$204  = ! param__data[103:96];
+  assign \_$205  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$206  = param__data[103:96] - 1'h1;
+  assign \_$207  = $signed(\_$205 ) >>> \_$206 [7:0];
+  assign \_$208  = \_$204  ? 1'h0 : \_$207 [0];
+  assign \_$209  = $signed(\_$203 ) + $signed({ 1'h0, \_$208  });
+  assign \_$210  = $signed(\_$209 ) + $signed(word[90:83]);
+  assign \_$211  = $signed(\_$210 ) < $signed(word[57:50]);
+  assign \_$212  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$213  = $signed(\_$212 ) >>> param__data[103:96];
+  assign \_$214  = ! param__data[103:96];
+  assign \_$215  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$216  = param__data[103:96] - 1'h1;
+  assign \_$217  = $signed(\_$215 ) >>> \_$216 [7:0];
+  assign \_$218  = \_$214  ? 1'h0 : \_$217 [0];
+  assign \_$219  = $signed(\_$213 ) + $signed({ 1'h0, \_$218  });
+  assign \_$220  = $signed(\_$219 ) + $signed(word[90:83]);
+  assign \_$221  = $signed(\_$220 ) > $signed(word[65:58]);
+  assign \_$222  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$223  = $signed(\_$222 ) >>> param__data[103:96];
+  assign \_$224  = ! param__data[103:96];
+  assign \_$225  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$226  = param__data[103:96] - 1'h1;
+  assign \_$227  = $signed(\_$225 ) >>> \_$226 [7:0];
+  assign \_$228  = \_$224  ? 1'h0 : \_$227 [0];
+  assign \_$229  = $signed(\_$223 ) + $signed({ 1'h0, \_$228  });
+  assign \_$230  = $signed(\_$229 ) + $signed(word[90:83]);
+  assign \_$231  = \_$221  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$230 ;
+  assign \_$232  = \_$211  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$231 ;
+  assign \_$233  = ~ \_$232 [7];
+  assign \_$235  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$236  = $signed(\_$235 ) >>> param__data[103:96];
+  assign \_$237  = ! param__data[103:96];
+  assign \_$238  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$239  = param__data[103:96] - 1'h1;
+  assign \_$240  = $signed(\_$238 ) >>> \_$239 [7:0];
+  assign \_$241  = \_$237  ? 1'h0 : \_$240 [0];
+  assign \_$242  = $signed(\_$236 ) + $signed({ 1'h0, \_$241  });
+  assign \_$243  = $signed(\_$242 ) + $signed(word[90:83]);
+  assign \_$244  = $signed(\_$243 ) < $signed(word[57:50]);
+  assign \_$245  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$246  = $signed(\_$245 ) >>> param__data[103:96];
+  assign \_$247  = ! param__data[103:96];
+  assign \_$248  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$249  = param__data[103:96] - 1'h1;
+  assign \_$250  = $signed(\_$248 ) >>> \_$249 [7:0];
+  assign \_$251  = \_$247  ? 1'h0 : \_$250 [0];
+  assign \_$252  = $signed(\_$246 ) + $signed({ 1'h0, \_$251  });
+  assign \_$253  = $signed(\_$252 ) + $signed(word[90:83]);
+  assign \_$254  = $signed(\_$253 ) > $signed(word[65:58]);
+  assign \_$255  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$256  = $signed(\_$255 ) >>> param__data[103:96];
+  assign \_$257  = ! param__data[103:96];
+  assign \_$258  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$259  = param__data[103:96] - 1'h1;
+  assign \_$260  = $signed(\_$258 ) >>> \_$259 [7:0];
+  assign \_$261  = \_$257  ? 1'h0 : \_$260 [0];
+  assign \_$262  = $signed(\_$256 ) + $signed({ 1'h0, \_$261  });
+  assign \_$263  = $signed(\_$262 ) + $signed(word[90:83]);
+  assign \_$264  = \_$254  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$263 ;
+  assign \_$265  = \_$244  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$264 ;
+  assign \_$266  = word[66] ? \_$234  : \_$265 [7:0];
+  assign \_$267  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$268  = $signed(\_$267 ) >>> param__data[231:224];
+  assign \_$269  = ! param__data[231:224];
+  assign \_$270  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$271  = param__data[231:224] - 1'h1;
+  assign \_$272  = $signed(\_$270 ) >>> \_$271 [7:0];
+  assign \_$273  = \_$269  ? 1'h0 : \_$272 [0];
+  assign \_$274  = $signed(\_$268 ) + $signed({ 1'h0, \_$273  });
+  assign \_$275  = $signed(\_$274 ) + $signed(word[90:83]);
+  assign \_$276  = $signed(\_$275 ) < $signed(word[57:50]);
+  assign \_$277  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$278  = $signed(\_$277 ) >>> param__data[231:224];
+  assign \_$279  = ! param__data[231:224];
+  assign \_$280  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$281  = param__data[231:224] - 1'h1;
+  assign \_$282  = $signed(\_$280 ) >>> \_$281 [7:0];
+  assign \_$283  = \_$279  ? 1'h0 : \_$282 [0];
+  assign \_$284  = $signed(\_$278 ) + $signed({ 1'h0, \_$283  });
+  assign \_$285  = $signed(\_$284 ) + $signed(word[90:83]);
+  assign \_$286  = $signed(\_$285 ) > $signed(word[65:58]);
+  assign \_$287  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$288  = $signed(\_$287 ) >>> param__data[231:224];
+  assign \_$289  = ! param__data[231:224];
+  assign \_$290  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$291  = param__data[231:224] - 1'h1;
+  assign \_$292  = $signed(\_$290 ) >>> \_$291 [7:0];
+  assign \_$293  = \_$289  ? 1'h0 : \_$292 [0];
+  assign \_$294  = $signed(\_$288 ) + $signed({ 1'h0, \_$293  });
+  assign \_$295  = $signed(\_$294 ) + $signed(word[90:83]);
+  assign \_$296  = \_$286  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$295 ;
+  assign \_$297  = \_$276  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$296 ;
+  assign \_$298  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$299  = $signed(\_$298 ) >>> param__data[231:224];
+  assign \_$300  = ! param__data[231:224];
+  assign \_$301  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$302  = param__data[231:224] - 1'h1;
+  assign \_$303  = $signed(\_$301 ) >>> \_$302 [7:0];
+  assign \_$304  = \_$300  ? 1'h0 : \_$303 [0];
+  assign \_$305  = $signed(\_$299 ) + $signed({ 1'h0, \_$304  });
+  assign \_$306  = $signed(\_$305 ) + $signed(word[90:83]);
+  assign \_$307  = $signed(\_$306 ) < $signed(word[57:50]);
+  assign \_$308  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$309  = $signed(\_$308 ) >>> param__data[231:224];
+  assign \_$310  = ! param__data[231:224];
+  assign \_$311  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$312  = param__data[231:224] - 1'h1;
+  assign \_$313  = $signed(\_$311 ) >>> \_$312 [7:0];
+  assign \_$314  = \_$310  ? 1'h0 : \_$313 [0];
+  assign \_$315  = $signed(\_$309 ) + $signed({ 1'h0, \_$314  });
+  assign \_$316  = $signed(\_$315 ) + $signed(word[90:83]);
+  assign \_$317  = $signed(\_$316 ) > $signed(word[65:58]);
+  assign \_$318  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$319  = $signed(\_$318 ) >>> param__data[231:224];
+  assign \_$320  = ! param__data[231:224];
+  assign \_$321  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$322  = param__data[231:224] - 1'h1;
+  assign \_$323  = $signed(\_$321 ) >>> \_$322 [7:0];
+  assign \_$324  = \_$320  ? 1'h0 : \_$323 [0];
+  assign \_$325  = $signed(\_$319 ) + $signed({ 1'h0, \_$324  });
+  assign \_$326  = $signed(\_$325 ) + $signed(word[90:83]);
+  assign \_$327  = \_$317  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$326 ;
+  assign \_$328  = \_$307  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$327 ;
+  assign \_$329  = ~ \_$328 [7];
+  assign \_$331  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$332  = $signed(\_$331 ) >>> param__data[231:224];
+  assign \_$333  = ! param__data[231:224];
+  assign \_$334  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$335  = param__data[231:224] - 1'h1;
+  assign \_$336  = $signed(\_$334 ) >>> \_$335 [7:0];
+  assign \_$337  = \_$333  ? 1'h0 : \_$336 [0];
+  assign \_$338  = $signed(\_$332 ) + $signed({ 1'h0, \_$337  });
+  assign \_$339  = $signed(\_$338 ) + $signed(word[90:83]);
+  assign \_$340  = $signed(\_$339 ) < $signed(word[57:50]);
+  assign \_$341  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$342  = $signed(\_$341 ) >>> param__data[231:224];
+  assign \_$343  = ! param__data[231:224];
+  assign \_$344  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$345  = param__data[231:224] - 1'h1;
+  assign \_$346  = $signed(\_$344 ) >>> \_$345 [7:0];
+  assign \_$347  = \_$343  ? 1'h0 : \_$346 [0];
+  assign \_$348  = $signed(\_$342 ) + $signed({ 1'h0, \_$347  });
+  assign \_$349  = $signed(\_$348 ) + $signed(word[90:83]);
+  assign \_$350  = $signed(\_$349 ) > $signed(word[65:58]);
+  assign \_$351  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$352  = $signed(\_$351 ) >>> param__data[231:224];
+  assign \_$353  = ! param__data[231:224];
+  assign \_$354  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$355  = param__data[231:224] - 1'h1;
+  assign \_$356  = $signed(\_$354 ) >>> \_$355 [7:0];
+  assign \_$357  = \_$353  ? 1'h0 : \_$356 [0];
+  assign \_$358  = $signed(\_$352 ) + $signed({ 1'h0, \_$357  });
+  assign \_$359  = $signed(\_$358 ) + $signed(word[90:83]);
+  assign \_$360  = \_$350  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$359 ;
+  assign \_$361  = \_$340  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$360 ;
+  assign \_$362  = word[66] ? \_$330  : \_$361 [7:0];
+  assign \_$363  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$364  = $signed(\_$363 ) >>> param__data[359:352];
+  assign \_$365  = ! param__data[359:352];
+  assign \_$366  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$367  = param__data[359:352] - 1'h1;
+  assign \_$368  = $signed(\_$366 ) >>> \_$367 [7:0];
+  assign \_$369  = \_$365  ? 1'h0 : \_$368 [0];
+  assign \_$370  = $signed(\_$364 ) + $signed({ 1'h0, \_$369  });
+  assign \_$371  = $signed(\_$370 ) + $signed(word[90:83]);
+  assign \_$372  = $signed(\_$371 ) < $signed(word[57:50]);
+  assign \_$373  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$374  = $signed(\_$373 ) >>> param__data[359:352];
+  assign \_$375  = ! param__data[359:352];
+  assign \_$376  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$377  = param__data[359:352] - 1'h1;
+  assign \_$378  = $signed(\_$376 ) >>> \_$377 [7:0];
+  assign \_$379  = \_$375  ? 1'h0 : \_$378 [0];
+  assign \_$380  = $signed(\_$374 ) + $signed({ 1'h0, \_$379  });
+  assign \_$381  = $signed(\_$380 ) + $signed(word[90:83]);
+  assign \_$382  = $signed(\_$381 ) > $signed(word[65:58]);
+  assign \_$383  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$384  = $signed(\_$383 ) >>> param__data[359:352];
+  assign \_$385  = ! param__data[359:352];
+  assign \_$386  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$387  = param__data[359:352] - 1'h1;
+  assign \_$388  = $signed(\_$386 ) >>> \_$387 [7:0];
+  assign \_$389  = \_$385  ? 1'h0 : \_$388 [0];
+  assign \_$390  = $signed(\_$384 ) + $signed({ 1'h0, \_$389  });
+  assign \_$391  = $signed(\_$390 ) + $signed(word[90:83]);
+  assign \_$392  = \_$382  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$391 ;
+  assign \_$393  = \_$372  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$392 ;
+  assign \_$394  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$395  = $signed(\_$394 ) >>> param__data[359:352];
+  assign \_$396  = ! param__data[359:352];
+  assign \_$397  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$398  = param__data[359:352] - 1'h1;
+  assign \_$399  = $signed(\_$397 ) >>> \_$398 [7:0];
+  assign \_$400  = \_$396  ? 1'h0 : \_$399 [0];
+  assign \_$401  = $signed(\_$395 ) + $signed({ 1'h0, \_$400  });
+  assign \_$402  = $signed(\_$401 ) + $signed(word[90:83]);
+  assign \_$403  = $signed(\_$402 ) < $signed(word[57:50]);
+  assign \_$404  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$405  = $signed(\_$404 ) >>> param__data[359:352];
+  assign \_$406  = ! param__data[359:352];
+  assign \_$407  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$408  = param__data[359:352] - 1'h1;
+  assign \_$409  = $signed(\_$407 ) >>> \_$408 [7:0];
+  assign \_$410  = \_$406  ? 1'h0 : \_$409 [0];
+  assign \_$411  = $signed(\_$405 ) + $signed({ 1'h0, \_$410  });
+  assign \_$412  = $signed(\_$411 ) + $signed(word[90:83]);
+  assign \_$413  = $signed(\_$412 ) > $signed(word[65:58]);
+  assign \_$414  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$415  = $signed(\_$414 ) >>> param__data[359:352];
+  assign \_$416  = ! param__data[359:352];
+  assign \_$417  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$418  = param__data[359:352] - 1'h1;
+  assign \_$419  = $signed(\_$417 ) >>> \_$418 [7:0];
+  assign \_$420  = \_$416  ? 1'h0 : \_$419 [0];
+  assign \_$421  = $signed(\_$415 ) + $signed({ 1'h0, \_$420  });
+  assign \_$422  = $signed(\_$421 ) + $signed(word[90:83]);
+  assign \_$423  = \_$413  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$422 ;
+  assign \_$424  = \_$403  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$423 ;
+  assign \_$425  = ~ \_$424 [7];
+  assign \_$427  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$428  = $signed(\_$427 ) >>> param__data[359:352];
+  assign \_$429  = ! param__data[359:352];
+  assign \_$430  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$431  = param__data[359:352] - 1'h1;
+  assign \_$432  = $signed(\_$430 ) >>> \_$431 [7:0];
+  assign \_$433  = \_$429  ? 1'h0 : \_$432 [0];
+  assign \_$434  = $signed(\_$428 ) + $signed({ 1'h0, \_$433  });
+  assign \_$435  = $signed(\_$434 ) + $signed(word[90:83]);
+  assign \_$436  = $signed(\_$435 ) < $signed(word[57:50]);
+  assign \_$437  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$438  = $signed(\_$437 ) >>> param__data[359:352];
+  assign \_$439  = ! param__data[359:352];
+  assign \_$440  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$441  = param__data[359:352] - 1'h1;
+  assign \_$442  = $signed(\_$440 ) >>> \_$441 [7:0];
+  assign \_$443  = \_$439  ? 1'h0 : \_$442 [0];
+  assign \_$444  = $signed(\_$438 ) + $signed({ 1'h0, \_$443  });
+  assign \_$445  = $signed(\_$444 ) + $signed(word[90:83]);
+  assign \_$446  = $signed(\_$445 ) > $signed(word[65:58]);
+  assign \_$447  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$448  = $signed(\_$447 ) >>> param__data[359:352];
+  assign \_$449  = ! param__data[359:352];
+  assign \_$450  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$451  = param__data[359:352] - 1'h1;
+  assign \_$452  = $signed(\_$450 ) >>> \_$451 [7:0];
+  assign \_$453  = \_$449  ? 1'h0 : \_$452 [0];
+  assign \_$454  = $signed(\_$448 ) + $signed({ 1'h0, \_$453  });
+  assign \_$455  = $signed(\_$454 ) + $signed(word[90:83]);
+  assign \_$456  = \_$446  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$455 ;
+  assign \_$457  = \_$436  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$456 ;
+  assign \_$458  = word[66] ? \_$426  : \_$457 [7:0];
+  assign \_$459  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$460  = $signed(\_$459 ) >>> param__data[487:480];
+  assign \_$461  = ! param__data[487:480];
+  assign \_$462  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$463  = param__data[487:480] - 1'h1;
+  assign \_$464  = $signed(\_$462 ) >>> \_$463 [7:0];
+  assign \_$465  = \_$461  ? 1'h0 : \_$464 [0];
+  assign \_$466  = $signed(\_$460 ) + $signed({ 1'h0, \_$465  });
+  assign \_$467  = $signed(\_$466 ) + $signed(word[90:83]);
+  assign \_$468  = $signed(\_$467 ) < $signed(word[57:50]);
+  assign \_$469  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$470  = $signed(\_$469 ) >>> param__data[487:480];
+  assign \_$471  = ! param__data[487:480];
+  assign \_$472  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$473  = param__data[487:480] - 1'h1;
+  assign \_$474  = $signed(\_$472 ) >>> \_$473 [7:0];
+  assign \_$475  = \_$471  ? 1'h0 : \_$474 [0];
+  assign \_$476  = $signed(\_$470 ) + $signed({ 1'h0, \_$475  });
+  assign \_$477  = $signed(\_$476 ) + $signed(word[90:83]);
+  assign \_$478  = $signed(\_$477 ) > $signed(word[65:58]);
+  assign \_$479  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$480  = $signed(\_$479 ) >>> param__data[487:480];
+  assign \_$481  = ! param__data[487:480];
+  assign \_$482  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$483  = param__data[487:480] - 1'h1;
+  assign \_$484  = $signed(\_$482 ) >>> \_$483 [7:0];
+  assign \_$485  = \_$481  ? 1'h0 : \_$484 [0];
+  assign \_$486  = $signed(\_$480 ) + $signed({ 1'h0, \_$485  });
+  assign \_$487  = $signed(\_$486 ) + $signed(word[90:83]);
+  assign \_$488  = \_$478  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$487 ;
+  assign \_$489  = \_$468  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$488 ;
+  assign \_$490  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$491  = $signed(\_$490 ) >>> param__data[487:480];
+  assign \_$492  = ! param__data[487:480];
+  assign \_$493  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$494  = param__data[487:480] - 1'h1;
+  assign \_$495  = $signed(\_$493 ) >>> \_$494 [7:0];
+  assign \_$496  = \_$492  ? 1'h0 : \_$495 [0];
+  assign \_$497  = $signed(\_$491 ) + $signed({ 1'h0, \_$496  });
+  assign \_$498  = $signed(\_$497 ) + $signed(word[90:83]);
+  assign \_$499  = $signed(\_$498 ) < $signed(word[57:50]);
+  assign \_$500  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$501  = $signed(\_$500 ) >>> param__data[487:480];
+  assign \_$502  = ! param__data[487:480];
+  assign \_$503  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$504  = param__data[487:480] - 1'h1;
+  assign \_$505  = $signed(\_$503 ) >>> \_$504 [7:0];
+  assign \_$506  = \_$502  ? 1'h0 : \_$505 [0];
+  assign \_$507  = $signed(\_$501 ) + $signed({ 1'h0, \_$506  });
+  assign \_$508  = $signed(\_$507 ) + $signed(word[90:83]);
+  assign \_$509  = $signed(\_$508 ) > $signed(word[65:58]);
+  assign \_$510  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$511  = $signed(\_$510 ) >>> param__data[487:480];
+  assign \_$512  = ! param__data[487:480];
+  assign \_$513  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$514  = param__data[487:480] - 1'h1;
+  assign \_$515  = $signed(\_$513 ) >>> \_$514 [7:0];
+  assign \_$516  = \_$512  ? 1'h0 : \_$515 [0];
+  assign \_$517  = $signed(\_$511 ) + $signed({ 1'h0, \_$516  });
+  assign \_$518  = $signed(\_$517 ) + $signed(word[90:83]);
+  assign \_$519  = \_$509  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$518 ;
+  assign \_$520  = \_$499  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$519 ;
+  assign \_$521  = ~ \_$520 [7];
+  assign \_$523  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$524  = $signed(\_$523 ) >>> param__data[487:480];
+  assign \_$525  = ! param__data[487:480];
+  assign \_$526  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$527  = param__data[487:480] - 1'h1;
+  assign \_$528  = $signed(\_$526 ) >>> \_$527 [7:0];
+  assign \_$529  = \_$525  ? 1'h0 : \_$528 [0];
+  assign \_$530  = $signed(\_$524 ) + $signed({ 1'h0, \_$529  });
+  assign \_$531  = $signed(\_$530 ) + $signed(word[90:83]);
+  assign \_$532  = $signed(\_$531 ) < $signed(word[57:50]);
+  assign \_$533  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$534  = $signed(\_$533 ) >>> param__data[487:480];
+  assign \_$535  = ! param__data[487:480];
+  assign \_$536  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$537  = param__data[487:480] - 1'h1;
+  assign \_$538  = $signed(\_$536 ) >>> \_$537 [7:0];
+  assign \_$539  = \_$535  ? 1'h0 : \_$538 [0];
+  assign \_$540  = $signed(\_$534 ) + $signed({ 1'h0, \_$539  });
+  assign \_$541  = $signed(\_$540 ) + $signed(word[90:83]);
+  assign \_$542  = $signed(\_$541 ) > $signed(word[65:58]);
+  assign \_$543  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$544  = $signed(\_$543 ) >>> param__data[487:480];
+  assign \_$545  = ! param__data[487:480];
+  assign \_$546  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$547  = param__data[487:480] - 1'h1;
+  assign \_$548  = $signed(\_$546 ) >>> \_$547 [7:0];
+  assign \_$549  = \_$545  ? 1'h0 : \_$548 [0];
+  assign \_$550  = $signed(\_$544 ) + $signed({ 1'h0, \_$549  });
+  assign \_$551  = $signed(\_$550 ) + $signed(word[90:83]);
+  assign \_$552  = \_$542  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$551 ;
+  assign \_$553  = \_$532  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$552 ;
+  assign \_$554  = word[66] ? \_$522  : \_$553 [7:0];
+  assign \_$555  = b_inside ? { \_$554 , \_$458 , \_$362 , \_$266  } : 32'd0;
+  assign \_$556  = row == 1'h1;
+  assign \_$557  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$558  = $signed(\_$557 ) >>> param__data[103:96];
+  assign \_$559  = ! param__data[103:96];
+  assign \_$560  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$561  = param__data[103:96] - 1'h1;
+  assign \_$562  = $signed(\_$560 ) >>> \_$561 [7:0];
+  assign \_$563  = \_$559  ? 1'h0 : \_$562 [0];
+  assign \_$564  = $signed(\_$558 ) + $signed({ 1'h0, \_$563  });
+  assign \_$565  = $signed(\_$564 ) + $signed(word[90:83]);
+  assign \_$566  = $signed(\_$565 ) < $signed(word[57:50]);
+  assign \_$567  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$568  = $signed(\_$567 ) >>> param__data[103:96];
+  assign \_$569  = ! param__data[103:96];
+  assign \_$570  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$571  = param__data[103:96] - 1'h1;
+  assign \_$572  = $signed(\_$570 ) >>> \_$571 [7:0];
+  assign \_$573  = \_$569  ? 1'h0 : \_$572 [0];
+  assign \_$574  = $signed(\_$568 ) + $signed({ 1'h0, \_$573  });
+  assign \_$575  = $signed(\_$574 ) + $signed(word[90:83]);
+  assign \_$576  = $signed(\_$575 ) > $signed(word[65:58]);
+  assign \_$577  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$578  = $signed(\_$577 ) >>> param__data[103:96];
+  assign \_$579  = ! param__data[103:96];
+  assign \_$580  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$581  = param__data[103:96] - 1'h1;
+  assign \_$582  = $signed(\_$580 ) >>> \_$581 [7:0];
+  assign \_$583  = \_$579  ? 1'h0 : \_$582 [0];
+  assign \_$584  = $signed(\_$578 ) + $signed({ 1'h0, \_$583  });
+  assign \_$585  = $signed(\_$584 ) + $signed(word[90:83]);
+  assign \_$586  = \_$576  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$585 ;
+  assign \_$587  = \_$566  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$586 ;
+  assign \_$588  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$589  = $signed(\_$588 ) >>> param__data[103:96];
+  assign \_$590  = ! param__data[103:96];
+  assign \_$591  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$592  = param__data[103:96] - 1'h1;
+  assign \_$593  = $signed(\_$591 ) >>> \_$592 [7:0];
+  assign \_$594  = \_$590  ? 1'h0 : \_$593 [0];
+  assign \_$595  = $signed(\_$589 ) + $signed({ 1'h0, \_$594  });
+  assign \_$596  = $signed(\_$595 ) + $signed(word[90:83]);
+  assign \_$597  = $signed(\_$596 ) < $signed(word[57:50]);
+  assign \_$598  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$599  = $signed(\_$598 ) >>> param__data[103:96];
+  assign \_$600  = ! param__data[103:96];
+  assign \_$601  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$602  = param__data[103:96] - 1'h1;
+  assign \_$603  = $signed(\_$601 ) >>> \_$602 [7:0];
+  assign \_$604  = \_$600  ? 1'h0 : \_$603 [0];
+  assign \_$605  = $signed(\_$599 ) + $signed({ 1'h0, \_$604  });
+  assign \_$606  = $signed(\_$605 ) + $signed(word[90:83]);
+  assign \_$607  = $signed(\_$606 ) > $signed(word[65:58]);
+  assign \_$608  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$609  = $signed(\_$608 ) >>> param__data[103:96];
+  assign \_$610  = ! param__data[103:96];
+  assign \_$611  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$612  = param__data[103:96] - 1'h1;
+  assign \_$613  = $signed(\_$611 ) >>> \_$612 [7:0];
+  assign \_$614  = \_$610  ? 1'h0 : \_$613 [0];
+  assign \_$615  = $signed(\_$609 ) + $signed({ 1'h0, \_$614  });
+  assign \_$616  = $signed(\_$615 ) + $signed(word[90:83]);
+  assign \_$617  = \_$607  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$616 ;
+  assign \_$618  = \_$597  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$617 ;
+  assign \_$619  = ~ \_$618 [7];
+  assign \_$621  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$622  = $signed(\_$621 ) >>> param__data[103:96];
+  assign \_$623  = ! param__data[103:96];
+  assign \_$624  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$625  = param__data[103:96] - 1'h1;
+  assign \_$626  = $signed(\_$624 ) >>> \_$625 [7:0];
+  assign \_$627  = \_$623  ? 1'h0 : \_$626 [0];
+  assign \_$628  = $signed(\_$622 ) + $signed({ 1'h0, \_$627  });
+  assign \_$629  = $signed(\_$628 ) + $signed(word[90:83]);
+  assign \_$630  = $signed(\_$629 ) < $signed(word[57:50]);
+  assign \_$631  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$632  = $signed(\_$631 ) >>> param__data[103:96];
+  assign \_$633  = ! param__data[103:96];
+  assign \_$634  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$635  = param__data[103:96] - 1'h1;
+  assign \_$636  = $signed(\_$634 ) >>> \_$635 [7:0];
+  assign \_$637  = \_$633  ? 1'h0 : \_$636 [0];
+  assign \_$638  = $signed(\_$632 ) + $signed({ 1'h0, \_$637  });
+  assign \_$639  = $signed(\_$638 ) + $signed(word[90:83]);
+  assign \_$640  = $signed(\_$639 ) > $signed(word[65:58]);
+  assign \_$641  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$642  = $signed(\_$641 ) >>> param__data[103:96];
+  assign \_$643  = ! param__data[103:96];
+  assign \_$644  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$645  = param__data[103:96] - 1'h1;
+  assign \_$646  = $signed(\_$644 ) >>> \_$645 [7:0];
+  assign \_$647  = \_$643  ? 1'h0 : \_$646 [0];
+  assign \_$648  = $signed(\_$642 ) + $signed({ 1'h0, \_$647  });
+  assign \_$649  = $signed(\_$648 ) + $signed(word[90:83]);
+  assign \_$650  = \_$640  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$649 ;
+  assign \_$651  = \_$630  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$650 ;
+  assign \_$652  = word[66] ? \_$620  : \_$651 [7:0];
+  assign \_$653  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$654  = $signed(\_$653 ) >>> param__data[231:224];
+  assign \_$655  = ! param__data[231:224];
+  assign \_$656  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$657  = param__data[231:224] - 1'h1;
+  assign \_$658  = $signed(\_$656 ) >>> \_$657 [7:0];
+  assign \_$659  = \_$655  ? 1'h0 : \_$658 [0];
+  assign \_$660  = $signed(\_$654 ) + $signed({ 1'h0, \_$659  });
+  assign \_$661  = $signed(\_$660 ) + $signed(word[90:83]);
+  assign \_$662  = $signed(\_$661 ) < $signed(word[57:50]);
+  assign \_$663  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$664  = $signed(\_$663 ) >>> param__data[231:224];
+  assign \_$665  = ! param__data[231:224];
+  assign \_$666  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$667  = param__data[231:224] - 1'h1;
+  assign \_$668  = $signed(\_$666 ) >>> \_$667 [7:0];
+  assign \_$669  = \_$665  ? 1'h0 : \_$668 [0];
+  assign \_$670  = $signed(\_$664 ) + $signed({ 1'h0, \_$669  });
+  assign \_$671  = $signed(\_$670 ) + $signed(word[90:83]);
+  assign \_$672  = $signed(\_$671 ) > $signed(word[65:58]);
+  assign \_$673  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$674  = $signed(\_$673 ) >>> param__data[231:224];
+  assign \_$675  = ! param__data[231:224];
+  assign \_$676  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$677  = param__data[231:224] - 1'h1;
+  assign \_$678  = $signed(\_$676 ) >>> \_$677 [7:0];
+  assign \_$679  = \_$675  ? 1'h0 : \_$678 [0];
+  assign \_$680  = $signed(\_$674 ) + $signed({ 1'h0, \_$679  });
+  assign \_$681  = $signed(\_$680 ) + $signed(word[90:83]);
+  assign \_$682  = \_$672  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$681 ;
+  assign \_$683  = \_$662  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$682 ;
+  assign \_$684  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$685  = $signed(\_$684 ) >>> param__data[231:224];
+  assign \_$686  = ! param__data[231:224];
+  assign \_$687  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$688  = param__data[231:224] - 1'h1;
+  assign \_$689  = $signed(\_$687 ) >>> \_$688 [7:0];
+  assign \_$690  = \_$686  ? 1'h0 : \_$689 [0];
+  assign \_$691  = $signed(\_$685 ) + $signed({ 1'h0, \_$690  });
+  assign \_$692  = $signed(\_$691 ) + $signed(word[90:83]);
+  assign \_$693  = $signed(\_$692 ) < $signed(word[57:50]);
+  assign \_$694  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$695  = $signed(\_$694 ) >>> param__data[231:224];
+  assign \_$696  = ! param__data[231:224];
+  assign \_$697  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$698  = param__data[231:224] - 1'h1;
+  assign \_$699  = $signed(\_$697 ) >>> \_$698 [7:0];
+  assign \_$700  = \_$696  ? 1'h0 : \_$699 [0];
+  assign \_$701  = $signed(\_$695 ) + $signed({ 1'h0, \_$700  });
+  assign \_$702  = $signed(\_$701 ) + $signed(word[90:83]);
+  assign \_$703  = $signed(\_$702 ) > $signed(word[65:58]);
+  assign \_$704  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$705  = $signed(\_$704 ) >>> param__data[231:224];
+  assign \_$706  = ! param__data[231:224];
+  assign \_$707  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$708  = param__data[231:224] - 1'h1;
+  assign \_$709  = $signed(\_$707 ) >>> \_$708 [7:0];
+  assign \_$710  = \_$706  ? 1'h0 : \_$709 [0];
+  assign \_$711  = $signed(\_$705 ) + $signed({ 1'h0, \_$710  });
+  assign \_$712  = $signed(\_$711 ) + $signed(word[90:83]);
+  assign \_$713  = \_$703  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$712 ;
+  assign \_$714  = \_$693  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$713 ;
+  assign \_$715  = ~ \_$714 [7];
+  assign \_$717  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$718  = $signed(\_$717 ) >>> param__data[231:224];
+  assign \_$719  = ! param__data[231:224];
+  assign \_$720  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$721  = param__data[231:224] - 1'h1;
+  assign \_$722  = $signed(\_$720 ) >>> \_$721 [7:0];
+  assign \_$723  = \_$719  ? 1'h0 : \_$722 [0];
+  assign \_$724  = $signed(\_$718 ) + $signed({ 1'h0, \_$723  });
+  assign \_$725  = $signed(\_$724 ) + $signed(word[90:83]);
+  assign \_$726  = $signed(\_$725 ) < $signed(word[57:50]);
+  assign \_$727  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$728  = $signed(\_$727 ) >>> param__data[231:224];
+  assign \_$729  = ! param__data[231:224];
+  assign \_$730  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$731  = param__data[231:224] - 1'h1;
+  assign \_$732  = $signed(\_$730 ) >>> \_$731 [7:0];
+  assign \_$733  = \_$729  ? 1'h0 : \_$732 [0];
+  assign \_$734  = $signed(\_$728 ) + $signed({ 1'h0, \_$733  });
+  assign \_$735  = $signed(\_$734 ) + $signed(word[90:83]);
+  assign \_$736  = $signed(\_$735 ) > $signed(word[65:58]);
+  assign \_$737  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$738  = $signed(\_$737 ) >>> param__data[231:224];
+  assign \_$739  = ! param__data[231:224];
+  assign \_$740  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$741  = param__data[231:224] - 1'h1;
+  assign \_$742  = $signed(\_$740 ) >>> \_$741 [7:0];
+  assign \_$743  = \_$739  ? 1'h0 : \_$742 [0];
+  assign \_$744  = $signed(\_$738 ) + $signed({ 1'h0, \_$743  });
+  assign \_$745  = $signed(\_$744 ) + $signed(word[90:83]);
+  assign \_$746  = \_$736  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$745 ;
+  assign \_$747  = \_$726  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$746 ;
+  assign \_$748  = word[66] ? \_$716  : \_$747 [7:0];
+  assign \_$749  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$750  = $signed(\_$749 ) >>> param__data[359:352];
+  assign \_$751  = ! param__data[359:352];
+  assign \_$752  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$753  = param__data[359:352] - 1'h1;
+  assign \_$754  = $signed(\_$752 ) >>> \_$753 [7:0];
+  assign \_$755  = \_$751  ? 1'h0 : \_$754 [0];
+  assign \_$756  = $signed(\_$750 ) + $signed({ 1'h0, \_$755  });
+  assign \_$757  = $signed(\_$756 ) + $signed(word[90:83]);
+  assign \_$758  = $signed(\_$757 ) < $signed(word[57:50]);
+  assign \_$759  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$760  = $signed(\_$759 ) >>> param__data[359:352];
+  assign \_$761  = ! param__data[359:352];
+  assign \_$762  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$763  = param__data[359:352] - 1'h1;
+  assign \_$764  = $signed(\_$762 ) >>> \_$763 [7:0];
+  assign \_$765  = \_$761  ? 1'h0 : \_$764 [0];
+  assign \_$766  = $signed(\_$760 ) + $signed({ 1'h0, \_$765  });
+  assign \_$767  = $signed(\_$766 ) + $signed(word[90:83]);
+  assign \_$768  = $signed(\_$767 ) > $signed(word[65:58]);
+  assign \_$769  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$770  = $signed(\_$769 ) >>> param__data[359:352];
+  assign \_$771  = ! param__data[359:352];
+  assign \_$772  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$773  = param__data[359:352] - 1'h1;
+  assign \_$774  = $signed(\_$772 ) >>> \_$773 [7:0];
+  assign \_$775  = \_$771  ? 1'h0 : \_$774 [0];
+  assign \_$776  = $signed(\_$770 ) + $signed({ 1'h0, \_$775  });
+  assign \_$777  = $signed(\_$776 ) + $signed(word[90:83]);
+  assign \_$778  = \_$768  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$777 ;
+  assign \_$779  = \_$758  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$778 ;
+  assign \_$780  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$781  = $signed(\_$780 ) >>> param__data[359:352];
+  assign \_$782  = ! param__data[359:352];
+  assign \_$783  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$784  = param__data[359:352] - 1'h1;
+  assign \_$785  = $signed(\_$783 ) >>> \_$784 [7:0];
+  assign \_$786  = \_$782  ? 1'h0 : \_$785 [0];
+  assign \_$787  = $signed(\_$781 ) + $signed({ 1'h0, \_$786  });
+  assign \_$788  = $signed(\_$787 ) + $signed(word[90:83]);
+  assign \_$789  = $signed(\_$788 ) < $signed(word[57:50]);
+  assign \_$790  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$791  = $signed(\_$790 ) >>> param__data[359:352];
+  assign \_$792  = ! param__data[359:352];
+  assign \_$793  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$794  = param__data[359:352] - 1'h1;
+  assign \_$795  = $signed(\_$793 ) >>> \_$794 [7:0];
+  assign \_$796  = \_$792  ? 1'h0 : \_$795 [0];
+  assign \_$797  = $signed(\_$791 ) + $signed({ 1'h0, \_$796  });
+  assign \_$798  = $signed(\_$797 ) + $signed(word[90:83]);
+  assign \_$799  = $signed(\_$798 ) > $signed(word[65:58]);
+  assign \_$800  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$801  = $signed(\_$800 ) >>> param__data[359:352];
+  assign \_$802  = ! param__data[359:352];
+  assign \_$803  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$804  = param__data[359:352] - 1'h1;
+  assign \_$805  = $signed(\_$803 ) >>> \_$804 [7:0];
+  assign \_$806  = \_$802  ? 1'h0 : \_$805 [0];
+  assign \_$807  = $signed(\_$801 ) + $signed({ 1'h0, \_$806  });
+  assign \_$808  = $signed(\_$807 ) + $signed(word[90:83]);
+  assign \_$809  = \_$799  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$808 ;
+  assign \_$810  = \_$789  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$809 ;
+  assign \_$811  = ~ \_$810 [7];
+  assign \_$813  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$814  = $signed(\_$813 ) >>> param__data[359:352];
+  assign \_$815  = ! param__data[359:352];
+  assign \_$816  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$817  = param__data[359:352] - 1'h1;
+  assign \_$818  = $signed(\_$816 ) >>> \_$817 [7:0];
+  assign \_$819  = \_$815  ? 1'h0 : \_$818 [0];
+  assign \_$820  = $signed(\_$814 ) + $signed({ 1'h0, \_$819  });
+  assign \_$821  = $signed(\_$820 ) + $signed(word[90:83]);
+  assign \_$822  = $signed(\_$821 ) < $signed(word[57:50]);
+  assign \_$823  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$824  = $signed(\_$823 ) >>> param__data[359:352];
+  assign \_$825  = ! param__data[359:352];
+  assign \_$826  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$827  = param__data[359:352] - 1'h1;
+  assign \_$828  = $signed(\_$826 ) >>> \_$827 [7:0];
+  assign \_$829  = \_$825  ? 1'h0 : \_$828 [0];
+  assign \_$830  = $signed(\_$824 ) + $signed({ 1'h0, \_$829  });
+  assign \_$831  = $signed(\_$830 ) + $signed(word[90:83]);
+  assign \_$832  = $signed(\_$831 ) > $signed(word[65:58]);
+  assign \_$833  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$834  = $signed(\_$833 ) >>> param__data[359:352];
+  assign \_$835  = ! param__data[359:352];
+  assign \_$836  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$837  = param__data[359:352] - 1'h1;
+  assign \_$838  = $signed(\_$836 ) >>> \_$837 [7:0];
+  assign \_$839  = \_$835  ? 1'h0 : \_$838 [0];
+  assign \_$840  = $signed(\_$834 ) + $signed({ 1'h0, \_$839  });
+  assign \_$841  = $signed(\_$840 ) + $signed(word[90:83]);
+  assign \_$842  = \_$832  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$841 ;
+  assign \_$843  = \_$822  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$842 ;
+  assign \_$844  = word[66] ? \_$812  : \_$843 [7:0];
+  assign \_$845  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$846  = $signed(\_$845 ) >>> param__data[487:480];
+  assign \_$847  = ! param__data[487:480];
+  assign \_$848  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$849  = param__data[487:480] - 1'h1;
+  assign \_$850  = $signed(\_$848 ) >>> \_$849 [7:0];
+  assign \_$851  = \_$847  ? 1'h0 : \_$850 [0];
+  assign \_$852  = $signed(\_$846 ) + $signed({ 1'h0, \_$851  });
+  assign \_$853  = $signed(\_$852 ) + $signed(word[90:83]);
+  assign \_$854  = $signed(\_$853 ) < $signed(word[57:50]);
+  assign \_$855  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$856  = $signed(\_$855 ) >>> param__data[487:480];
+  assign \_$857  = ! param__data[487:480];
+  assign \_$858  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$859  = param__data[487:480] - 1'h1;
+  assign \_$860  = $signed(\_$858 ) >>> \_$859 [7:0];
+  assign \_$861  = \_$857  ? 1'h0 : \_$860 [0];
+  assign \_$862  = $signed(\_$856 ) + $signed({ 1'h0, \_$861  });
+  assign \_$863  = $signed(\_$862 ) + $signed(word[90:83]);
+  assign \_$864  = $signed(\_$863 ) > $signed(word[65:58]);
+  assign \_$865  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$866  = $signed(\_$865 ) >>> param__data[487:480];
+  assign \_$867  = ! param__data[487:480];
+  assign \_$868  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$869  = param__data[487:480] - 1'h1;
+  assign \_$870  = $signed(\_$868 ) >>> \_$869 [7:0];
+  assign \_$871  = \_$867  ? 1'h0 : \_$870 [0];
+  assign \_$872  = $signed(\_$866 ) + $signed({ 1'h0, \_$871  });
+  assign \_$873  = $signed(\_$872 ) + $signed(word[90:83]);
+  assign \_$874  = \_$864  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$873 ;
+  assign \_$875  = \_$854  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$874 ;
+  assign \_$876  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$877  = $signed(\_$876 ) >>> param__data[487:480];
+  assign \_$878  = ! param__data[487:480];
+  assign \_$879  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$880  = param__data[487:480] - 1'h1;
+  assign \_$881  = $signed(\_$879 ) >>> \_$880 [7:0];
+  assign \_$882  = \_$878  ? 1'h0 : \_$881 [0];
+  assign \_$883  = $signed(\_$877 ) + $signed({ 1'h0, \_$882  });
+  assign \_$884  = $signed(\_$883 ) + $signed(word[90:83]);
+  assign \_$885  = $signed(\_$884 ) < $signed(word[57:50]);
+  assign \_$886  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$887  = $signed(\_$886 ) >>> param__data[487:480];
+  assign \_$888  = ! param__data[487:480];
+  assign \_$889  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$890  = param__data[487:480] - 1'h1;
+  assign \_$891  = $signed(\_$889 ) >>> \_$890 [7:0];
+  assign \_$892  = \_$888  ? 1'h0 : \_$891 [0];
+  assign \_$893  = $signed(\_$887 ) + $signed({ 1'h0, \_$892  });
+  assign \_$894  = $signed(\_$893 ) + $signed(word[90:83]);
+  assign \_$895  = $signed(\_$894 ) > $signed(word[65:58]);
+  assign \_$896  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$897  = $signed(\_$896 ) >>> param__data[487:480];
+  assign \_$898  = ! param__data[487:480];
+  assign \_$899  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$900  = param__data[487:480] - 1'h1;
+  assign \_$901  = $signed(\_$899 ) >>> \_$900 [7:0];
+  assign \_$902  = \_$898  ? 1'h0 : \_$901 [0];
+  assign \_$903  = $signed(\_$897 ) + $signed({ 1'h0, \_$902  });
+  assign \_$904  = $signed(\_$903 ) + $signed(word[90:83]);
+  assign \_$905  = \_$895  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$904 ;
+  assign \_$906  = \_$885  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$905 ;
+  assign \_$907  = ~ \_$906 [7];
+  assign \_$909  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$910  = $signed(\_$909 ) >>> param__data[487:480];
+  assign \_$911  = ! param__data[487:480];
+  assign \_$912  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$913  = param__data[487:480] - 1'h1;
+  assign \_$914  = $signed(\_$912 ) >>> \_$913 [7:0];
+  assign \_$915  = \_$911  ? 1'h0 : \_$914 [0];
+  assign \_$916  = $signed(\_$910 ) + $signed({ 1'h0, \_$915  });
+  assign \_$917  = $signed(\_$916 ) + $signed(word[90:83]);
+  assign \_$918  = $signed(\_$917 ) < $signed(word[57:50]);
+  assign \_$919  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$920  = $signed(\_$919 ) >>> param__data[487:480];
+  assign \_$921  = ! param__data[487:480];
+  assign \_$922  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$923  = param__data[487:480] - 1'h1;
+  assign \_$924  = $signed(\_$922 ) >>> \_$923 [7:0];
+  assign \_$925  = \_$921  ? 1'h0 : \_$924 [0];
+  assign \_$926  = $signed(\_$920 ) + $signed({ 1'h0, \_$925  });
+  assign \_$927  = $signed(\_$926 ) + $signed(word[90:83]);
+  assign \_$928  = $signed(\_$927 ) > $signed(word[65:58]);
+  assign \_$929  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$930  = $signed(\_$929 ) >>> param__data[487:480];
+  assign \_$931  = ! param__data[487:480];
+  assign \_$932  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$933  = param__data[487:480] - 1'h1;
+  assign \_$934  = $signed(\_$932 ) >>> \_$933 [7:0];
+  assign \_$935  = \_$931  ? 1'h0 : \_$934 [0];
+  assign \_$936  = $signed(\_$930 ) + $signed({ 1'h0, \_$935  });
+  assign \_$937  = $signed(\_$936 ) + $signed(word[90:83]);
+  assign \_$938  = \_$928  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$937 ;
+  assign \_$939  = \_$918  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$938 ;
+  assign \_$940  = word[66] ? \_$908  : \_$939 [7:0];
+  assign \_$941  = b_inside ? { \_$940 , \_$844 , \_$748 , \_$652  } : 32'd0;
+  assign \_$942  = row == 2'h2;
+  assign \_$943  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$944  = $signed(\_$943 ) >>> param__data[103:96];
+  assign \_$945  = ! param__data[103:96];
+  assign \_$946  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$947  = param__data[103:96] - 1'h1;
+  assign \_$948  = $signed(\_$946 ) >>> \_$947 [7:0];
+  assign \_$949  = \_$945  ? 1'h0 : \_$948 [0];
+  assign \_$950  = $signed(\_$944 ) + $signed({ 1'h0, \_$949  });
+  assign \_$951  = $signed(\_$950 ) + $signed(word[90:83]);
+  assign \_$952  = $signed(\_$951 ) < $signed(word[57:50]);
+  assign \_$953  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$954  = $signed(\_$953 ) >>> param__data[103:96];
+  assign \_$955  = ! param__data[103:96];
+  assign \_$956  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$957  = param__data[103:96] - 1'h1;
+  assign \_$958  = $signed(\_$956 ) >>> \_$957 [7:0];
+  assign \_$959  = \_$955  ? 1'h0 : \_$958 [0];
+  assign \_$960  = $signed(\_$954 ) + $signed({ 1'h0, \_$959  });
+  assign \_$961  = $signed(\_$960 ) + $signed(word[90:83]);
+  assign \_$962  = $signed(\_$961 ) > $signed(word[65:58]);
+  assign \_$963  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$964  = $signed(\_$963 ) >>> param__data[103:96];
+  assign \_$965  = ! param__data[103:96];
+  assign \_$966  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$967  = param__data[103:96] - 1'h1;
+  assign \_$968  = $signed(\_$966 ) >>> \_$967 [7:0];
+  assign \_$969  = \_$965  ? 1'h0 : \_$968 [0];
+  assign \_$970  = $signed(\_$964 ) + $signed({ 1'h0, \_$969  });
+  assign \_$971  = $signed(\_$970 ) + $signed(word[90:83]);
+  assign \_$972  = \_$962  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$971 ;
+  assign \_$973  = \_$952  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$972 ;
+  assign \_$974  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$975  = $signed(\_$974 ) >>> param__data[103:96];
+  assign \_$976  = ! param__data[103:96];
+  assign \_$977  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$978  = param__data[103:96] - 1'h1;
+  assign \_$979  = $signed(\_$977 ) >>> \_$978 [7:0];
+  assign \_$980  = \_$976  ? 1'h0 : \_$979 [0];
+  assign \_$981  = $signed(\_$975 ) + $signed({ 1'h0, \_$980  });
+  assign \_$982  = $signed(\_$981 ) + $signed(word[90:83]);
+  assign \_$983  = $signed(\_$982 ) < $signed(word[57:50]);
+  assign \_$984  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$985  = $signed(\_$984 ) >>> param__data[103:96];
+  assign \_$986  = ! param__data[103:96];
+  assign \_$987  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$988  = param__data[103:96] - 1'h1;
+  assign \_$989  = $signed(\_$987 ) >>> \_$988 [7:0];
+  assign \_$990  = \_$986  ? 1'h0 : \_$989 [0];
+  assign \_$991  = $signed(\_$985 ) + $signed({ 1'h0, \_$990  });
+  assign \_$992  = $signed(\_$991 ) + $signed(word[90:83]);
+  assign \_$993  = $signed(\_$992 ) > $signed(word[65:58]);
+  assign \_$994  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$995  = $signed(\_$994 ) >>> param__data[103:96];
+  assign \_$996  = ! param__data[103:96];
+  assign \_$997  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$998  = param__data[103:96] - 1'h1;
+  assign \_$999  = $signed(\_$997 ) >>> \_$998 [7:0];
+  assign \_$1000  = \_$996  ? 1'h0 : \_$999 [0];
+  assign \_$1001  = $signed(\_$995 ) + $signed({ 1'h0, \_$1000  });
+  assign \_$1002  = $signed(\_$1001 ) + $signed(word[90:83]);
+  assign \_$1003  = \_$993  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1002 ;
+  assign \_$1004  = \_$983  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1003 ;
+  assign \_$1005  = ~ \_$1004 [7];
+  assign \_$1007  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1008  = $signed(\_$1007 ) >>> param__data[103:96];
+  assign \_$1009  = ! param__data[103:96];
+  assign \_$1010  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1011  = param__data[103:96] - 1'h1;
+  assign \_$1012  = $signed(\_$1010 ) >>> \_$1011 [7:0];
+  assign \_$1013  = \_$1009  ? 1'h0 : \_$1012 [0];
+  assign \_$1014  = $signed(\_$1008 ) + $signed({ 1'h0, \_$1013  });
+  assign \_$1015  = $signed(\_$1014 ) + $signed(word[90:83]);
+  assign \_$1016  = $signed(\_$1015 ) < $signed(word[57:50]);
+  assign \_$1017  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1018  = $signed(\_$1017 ) >>> param__data[103:96];
+  assign \_$1019  = ! param__data[103:96];
+  assign \_$1020  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1021  = param__data[103:96] - 1'h1;
+  assign \_$1022  = $signed(\_$1020 ) >>> \_$1021 [7:0];
+  assign \_$1023  = \_$1019  ? 1'h0 : \_$1022 [0];
+  assign \_$1024  = $signed(\_$1018 ) + $signed({ 1'h0, \_$1023  });
+  assign \_$1025  = $signed(\_$1024 ) + $signed(word[90:83]);
+  assign \_$1026  = $signed(\_$1025 ) > $signed(word[65:58]);
+  assign \_$1027  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1028  = $signed(\_$1027 ) >>> param__data[103:96];
+  assign \_$1029  = ! param__data[103:96];
+  assign \_$1030  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1031  = param__data[103:96] - 1'h1;
+  assign \_$1032  = $signed(\_$1030 ) >>> \_$1031 [7:0];
+  assign \_$1033  = \_$1029  ? 1'h0 : \_$1032 [0];
+  assign \_$1034  = $signed(\_$1028 ) + $signed({ 1'h0, \_$1033  });
+  assign \_$1035  = $signed(\_$1034 ) + $signed(word[90:83]);
+  assign \_$1036  = \_$1026  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1035 ;
+  assign \_$1037  = \_$1016  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1036 ;
+  assign \_$1038  = word[66] ? \_$1006  : \_$1037 [7:0];
+  assign \_$1039  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1040  = $signed(\_$1039 ) >>> param__data[231:224];
+  assign \_$1041  = ! param__data[231:224];
+  assign \_$1042  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1043  = param__data[231:224] - 1'h1;
+  assign \_$1044  = $signed(\_$1042 ) >>> \_$1043 [7:0];
+  assign \_$1045  = \_$1041  ? 1'h0 : \_$1044 [0];
+  assign \_$1046  = $signed(\_$1040 ) + $signed({ 1'h0, \_$1045  });
+  assign \_$1047  = $signed(\_$1046 ) + $signed(word[90:83]);
+  assign \_$1048  = $signed(\_$1047 ) < $signed(word[57:50]);
+  assign \_$1049  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1050  = $signed(\_$1049 ) >>> param__data[231:224];
+  assign \_$1051  = ! param__data[231:224];
+  assign \_$1052  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1053  = param__data[231:224] - 1'h1;
+  assign \_$1054  = $signed(\_$1052 ) >>> \_$1053 [7:0];
+  assign \_$1055  = \_$1051  ? 1'h0 : \_$1054 [0];
+  assign \_$1056  = $signed(\_$1050 ) + $signed({ 1'h0, \_$1055  });
+  assign \_$1057  = $signed(\_$1056 ) + $signed(word[90:83]);
+  assign \_$1058  = $signed(\_$1057 ) > $signed(word[65:58]);
+  assign \_$1059  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1060  = $signed(\_$1059 ) >>> param__data[231:224];
+  assign \_$1061  = ! param__data[231:224];
+  assign \_$1062  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1063  = param__data[231:224] - 1'h1;
+  assign \_$1064  = $signed(\_$1062 ) >>> \_$1063 [7:0];
+  assign \_$1065  = \_$1061  ? 1'h0 : \_$1064 [0];
+  assign \_$1066  = $signed(\_$1060 ) + $signed({ 1'h0, \_$1065  });
+  assign \_$1067  = $signed(\_$1066 ) + $signed(word[90:83]);
+  assign \_$1068  = \_$1058  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1067 ;
+  assign \_$1069  = \_$1048  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1068 ;
+  assign \_$1070  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1071  = $signed(\_$1070 ) >>> param__data[231:224];
+  assign \_$1072  = ! param__data[231:224];
+  assign \_$1073  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1074  = param__data[231:224] - 1'h1;
+  assign \_$1075  = $signed(\_$1073 ) >>> \_$1074 [7:0];
+  assign \_$1076  = \_$1072  ? 1'h0 : \_$1075 [0];
+  assign \_$1077  = $signed(\_$1071 ) + $signed({ 1'h0, \_$1076  });
+  assign \_$1078  = $signed(\_$1077 ) + $signed(word[90:83]);
+  assign \_$1079  = $signed(\_$1078 ) < $signed(word[57:50]);
+  assign \_$1080  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1081  = $signed(\_$1080 ) >>> param__data[231:224];
+  assign \_$1082  = ! param__data[231:224];
+  assign \_$1083  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1084  = param__data[231:224] - 1'h1;
+  assign \_$1085  = $signed(\_$1083 ) >>> \_$1084 [7:0];
+  assign \_$1086  = \_$1082  ? 1'h0 : \_$1085 [0];
+  assign \_$1087  = $signed(\_$1081 ) + $signed({ 1'h0, \_$1086  });
+  assign \_$1088  = $signed(\_$1087 ) + $signed(word[90:83]);
+  assign \_$1089  = $signed(\_$1088 ) > $signed(word[65:58]);
+  assign \_$1090  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1091  = $signed(\_$1090 ) >>> param__data[231:224];
+  assign \_$1092  = ! param__data[231:224];
+  assign \_$1093  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1094  = param__data[231:224] - 1'h1;
+  assign \_$1095  = $signed(\_$1093 ) >>> \_$1094 [7:0];
+  assign \_$1096  = \_$1092  ? 1'h0 : \_$1095 [0];
+  assign \_$1097  = $signed(\_$1091 ) + $signed({ 1'h0, \_$1096  });
+  assign \_$1098  = $signed(\_$1097 ) + $signed(word[90:83]);
+  assign \_$1099  = \_$1089  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1098 ;
+  assign \_$1100  = \_$1079  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1099 ;
+  assign \_$1101  = ~ \_$1100 [7];
+  assign \_$1103  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1104  = $signed(\_$1103 ) >>> param__data[231:224];
+  assign \_$1105  = ! param__data[231:224];
+  assign \_$1106  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1107  = param__data[231:224] - 1'h1;
+  assign \_$1108  = $signed(\_$1106 ) >>> \_$1107 [7:0];
+  assign \_$1109  = \_$1105  ? 1'h0 : \_$1108 [0];
+  assign \_$1110  = $signed(\_$1104 ) + $signed({ 1'h0, \_$1109  });
+  assign \_$1111  = $signed(\_$1110 ) + $signed(word[90:83]);
+  assign \_$1112  = $signed(\_$1111 ) < $signed(word[57:50]);
+  assign \_$1113  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1114  = $signed(\_$1113 ) >>> param__data[231:224];
+  assign \_$1115  = ! param__data[231:224];
+  assign \_$1116  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1117  = param__data[231:224] - 1'h1;
+  assign \_$1118  = $signed(\_$1116 ) >>> \_$1117 [7:0];
+  assign \_$1119  = \_$1115  ? 1'h0 : \_$1118 [0];
+  assign \_$1120  = $signed(\_$1114 ) + $signed({ 1'h0, \_$1119  });
+  assign \_$1121  = $signed(\_$1120 ) + $signed(word[90:83]);
+  assign \_$1122  = $signed(\_$1121 ) > $signed(word[65:58]);
+  assign \_$1123  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1124  = $signed(\_$1123 ) >>> param__data[231:224];
+  assign \_$1125  = ! param__data[231:224];
+  assign \_$1126  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1127  = param__data[231:224] - 1'h1;
+  assign \_$1128  = $signed(\_$1126 ) >>> \_$1127 [7:0];
+  assign \_$1129  = \_$1125  ? 1'h0 : \_$1128 [0];
+  assign \_$1130  = $signed(\_$1124 ) + $signed({ 1'h0, \_$1129  });
+  assign \_$1131  = $signed(\_$1130 ) + $signed(word[90:83]);
+  assign \_$1132  = \_$1122  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1131 ;
+  assign \_$1133  = \_$1112  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1132 ;
+  assign \_$1134  = word[66] ? \_$1102  : \_$1133 [7:0];
+  assign \_$1135  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1136  = $signed(\_$1135 ) >>> param__data[359:352];
+  assign \_$1137  = ! param__data[359:352];
+  assign \_$1138  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1139  = param__data[359:352] - 1'h1;
+  assign \_$1140  = $signed(\_$1138 ) >>> \_$1139 [7:0];
+  assign \_$1141  = \_$1137  ? 1'h0 : \_$1140 [0];
+  assign \_$1142  = $signed(\_$1136 ) + $signed({ 1'h0, \_$1141  });
+  assign \_$1143  = $signed(\_$1142 ) + $signed(word[90:83]);
+  assign \_$1144  = $signed(\_$1143 ) < $signed(word[57:50]);
+  assign \_$1145  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1146  = $signed(\_$1145 ) >>> param__data[359:352];
+  assign \_$1147  = ! param__data[359:352];
+  assign \_$1148  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1149  = param__data[359:352] - 1'h1;
+  assign \_$1150  = $signed(\_$1148 ) >>> \_$1149 [7:0];
+  assign \_$1151  = \_$1147  ? 1'h0 : \_$1150 [0];
+  assign \_$1152  = $signed(\_$1146 ) + $signed({ 1'h0, \_$1151  });
+  assign \_$1153  = $signed(\_$1152 ) + $signed(word[90:83]);
+  assign \_$1154  = $signed(\_$1153 ) > $signed(word[65:58]);
+  assign \_$1155  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1156  = $signed(\_$1155 ) >>> param__data[359:352];
+  assign \_$1157  = ! param__data[359:352];
+  assign \_$1158  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1159  = param__data[359:352] - 1'h1;
+  assign \_$1160  = $signed(\_$1158 ) >>> \_$1159 [7:0];
+  assign \_$1161  = \_$1157  ? 1'h0 : \_$1160 [0];
+  assign \_$1162  = $signed(\_$1156 ) + $signed({ 1'h0, \_$1161  });
+  assign \_$1163  = $signed(\_$1162 ) + $signed(word[90:83]);
+  assign \_$1164  = \_$1154  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1163 ;
+  assign \_$1165  = \_$1144  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1164 ;
+  assign \_$1166  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1167  = $signed(\_$1166 ) >>> param__data[359:352];
+  assign \_$1168  = ! param__data[359:352];
+  assign \_$1169  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1170  = param__data[359:352] - 1'h1;
+  assign \_$1171  = $signed(\_$1169 ) >>> \_$1170 [7:0];
+  assign \_$1172  = \_$1168  ? 1'h0 : \_$1171 [0];
+  assign \_$1173  = $signed(\_$1167 ) + $signed({ 1'h0, \_$1172  });
+  assign \_$1174  = $signed(\_$1173 ) + $signed(word[90:83]);
+  assign \_$1175  = $signed(\_$1174 ) < $signed(word[57:50]);
+  assign \_$1176  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1177  = $signed(\_$1176 ) >>> param__data[359:352];
+  assign \_$1178  = ! param__data[359:352];
+  assign \_$1179  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1180  = param__data[359:352] - 1'h1;
+  assign \_$1181  = $signed(\_$1179 ) >>> \_$1180 [7:0];
+  assign \_$1182  = \_$1178  ? 1'h0 : \_$1181 [0];
+  assign \_$1183  = $signed(\_$1177 ) + $signed({ 1'h0, \_$1182  });
+  assign \_$1184  = $signed(\_$1183 ) + $signed(word[90:83]);
+  assign \_$1185  = $signed(\_$1184 ) > $signed(word[65:58]);
+  assign \_$1186  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1187  = $signed(\_$1186 ) >>> param__data[359:352];
+  assign \_$1188  = ! param__data[359:352];
+  assign \_$1189  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1190  = param__data[359:352] - 1'h1;
+  assign \_$1191  = $signed(\_$1189 ) >>> \_$1190 [7:0];
+  assign \_$1192  = \_$1188  ? 1'h0 : \_$1191 [0];
+  assign \_$1193  = $signed(\_$1187 ) + $signed({ 1'h0, \_$1192  });
+  assign \_$1194  = $signed(\_$1193 ) + $signed(word[90:83]);
+  assign \_$1195  = \_$1185  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1194 ;
+  assign \_$1196  = \_$1175  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1195 ;
+  assign \_$1197  = ~ \_$1196 [7];
+  assign \_$1199  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1200  = $signed(\_$1199 ) >>> param__data[359:352];
+  assign \_$1201  = ! param__data[359:352];
+  assign \_$1202  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1203  = param__data[359:352] - 1'h1;
+  assign \_$1204  = $signed(\_$1202 ) >>> \_$1203 [7:0];
+  assign \_$1205  = \_$1201  ? 1'h0 : \_$1204 [0];
+  assign \_$1206  = $signed(\_$1200 ) + $signed({ 1'h0, \_$1205  });
+  assign \_$1207  = $signed(\_$1206 ) + $signed(word[90:83]);
+  assign \_$1208  = $signed(\_$1207 ) < $signed(word[57:50]);
+  assign \_$1209  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1210  = $signed(\_$1209 ) >>> param__data[359:352];
+  assign \_$1211  = ! param__data[359:352];
+  assign \_$1212  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1213  = param__data[359:352] - 1'h1;
+  assign \_$1214  = $signed(\_$1212 ) >>> \_$1213 [7:0];
+  assign \_$1215  = \_$1211  ? 1'h0 : \_$1214 [0];
+  assign \_$1216  = $signed(\_$1210 ) + $signed({ 1'h0, \_$1215  });
+  assign \_$1217  = $signed(\_$1216 ) + $signed(word[90:83]);
+  assign \_$1218  = $signed(\_$1217 ) > $signed(word[65:58]);
+  assign \_$1219  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1220  = $signed(\_$1219 ) >>> param__data[359:352];
+  assign \_$1221  = ! param__data[359:352];
+  assign \_$1222  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1223  = param__data[359:352] - 1'h1;
+  assign \_$1224  = $signed(\_$1222 ) >>> \_$1223 [7:0];
+  assign \_$1225  = \_$1221  ? 1'h0 : \_$1224 [0];
+  assign \_$1226  = $signed(\_$1220 ) + $signed({ 1'h0, \_$1225  });
+  assign \_$1227  = $signed(\_$1226 ) + $signed(word[90:83]);
+  assign \_$1228  = \_$1218  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1227 ;
+  assign \_$1229  = \_$1208  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1228 ;
+  assign \_$1230  = word[66] ? \_$1198  : \_$1229 [7:0];
+  assign \_$1231  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1232  = $signed(\_$1231 ) >>> param__data[487:480];
+  assign \_$1233  = ! param__data[487:480];
+  assign \_$1234  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1235  = param__data[487:480] - 1'h1;
+  assign \_$1236  = $signed(\_$1234 ) >>> \_$1235 [7:0];
+  assign \_$1237  = \_$1233  ? 1'h0 : \_$1236 [0];
+  assign \_$1238  = $signed(\_$1232 ) + $signed({ 1'h0, \_$1237  });
+  assign \_$1239  = $signed(\_$1238 ) + $signed(word[90:83]);
+  assign \_$1240  = $signed(\_$1239 ) < $signed(word[57:50]);
+  assign \_$1241  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1242  = $signed(\_$1241 ) >>> param__data[487:480];
+  assign \_$1243  = ! param__data[487:480];
+  assign \_$1244  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1245  = param__data[487:480] - 1'h1;
+  assign \_$1246  = $signed(\_$1244 ) >>> \_$1245 [7:0];
+  assign \_$1247  = \_$1243  ? 1'h0 : \_$1246 [0];
+  assign \_$1248  = $signed(\_$1242 ) + $signed({ 1'h0, \_$1247  });
+  assign \_$1249  = $signed(\_$1248 ) + $signed(word[90:83]);
+  assign \_$1250  = $signed(\_$1249 ) > $signed(word[65:58]);
+  assign \_$1251  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1252  = $signed(\_$1251 ) >>> param__data[487:480];
+  assign \_$1253  = ! param__data[487:480];
+  assign \_$1254  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1255  = param__data[487:480] - 1'h1;
+  assign \_$1256  = $signed(\_$1254 ) >>> \_$1255 [7:0];
+  assign \_$1257  = \_$1253  ? 1'h0 : \_$1256 [0];
+  assign \_$1258  = $signed(\_$1252 ) + $signed({ 1'h0, \_$1257  });
+  assign \_$1259  = $signed(\_$1258 ) + $signed(word[90:83]);
+  assign \_$1260  = \_$1250  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1259 ;
+  assign \_$1261  = \_$1240  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1260 ;
+  assign \_$1262  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1263  = $signed(\_$1262 ) >>> param__data[487:480];
+  assign \_$1264  = ! param__data[487:480];
+  assign \_$1265  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1266  = param__data[487:480] - 1'h1;
+  assign \_$1267  = $signed(\_$1265 ) >>> \_$1266 [7:0];
+  assign \_$1268  = \_$1264  ? 1'h0 : \_$1267 [0];
+  assign \_$1269  = $signed(\_$1263 ) + $signed({ 1'h0, \_$1268  });
+  assign \_$1270  = $signed(\_$1269 ) + $signed(word[90:83]);
+  assign \_$1271  = $signed(\_$1270 ) < $signed(word[57:50]);
+  assign \_$1272  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1273  = $signed(\_$1272 ) >>> param__data[487:480];
+  assign \_$1274  = ! param__data[487:480];
+  assign \_$1275  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1276  = param__data[487:480] - 1'h1;
+  assign \_$1277  = $signed(\_$1275 ) >>> \_$1276 [7:0];
+  assign \_$1278  = \_$1274  ? 1'h0 : \_$1277 [0];
+  assign \_$1279  = $signed(\_$1273 ) + $signed({ 1'h0, \_$1278  });
+  assign \_$1280  = $signed(\_$1279 ) + $signed(word[90:83]);
+  assign \_$1281  = $signed(\_$1280 ) > $signed(word[65:58]);
+  assign \_$1282  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1283  = $signed(\_$1282 ) >>> param__data[487:480];
+  assign \_$1284  = ! param__data[487:480];
+  assign \_$1285  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1286  = param__data[487:480] - 1'h1;
+  assign \_$1287  = $signed(\_$1285 ) >>> \_$1286 [7:0];
+  assign \_$1288  = \_$1284  ? 1'h0 : \_$1287 [0];
+  assign \_$1289  = $signed(\_$1283 ) + $signed({ 1'h0, \_$1288  });
+  assign \_$1290  = $signed(\_$1289 ) + $signed(word[90:83]);
+  assign \_$1291  = \_$1281  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1290 ;
+  assign \_$1292  = \_$1271  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1291 ;
+  assign \_$1293  = ~ \_$1292 [7];
+  assign \_$1295  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1296  = $signed(\_$1295 ) >>> param__data[487:480];
+  assign \_$1297  = ! param__data[487:480];
+  assign \_$1298  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1299  = param__data[487:480] - 1'h1;
+  assign \_$1300  = $signed(\_$1298 ) >>> \_$1299 [7:0];
+  assign \_$1301  = \_$1297  ? 1'h0 : \_$1300 [0];
+  assign \_$1302  = $signed(\_$1296 ) + $signed({ 1'h0, \_$1301  });
+  assign \_$1303  = $signed(\_$1302 ) + $signed(word[90:83]);
+  assign \_$1304  = $signed(\_$1303 ) < $signed(word[57:50]);
+  assign \_$1305  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1306  = $signed(\_$1305 ) >>> param__data[487:480];
+  assign \_$1307  = ! param__data[487:480];
+  assign \_$1308  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1309  = param__data[487:480] - 1'h1;
+  assign \_$1310  = $signed(\_$1308 ) >>> \_$1309 [7:0];
+  assign \_$1311  = \_$1307  ? 1'h0 : \_$1310 [0];
+  assign \_$1312  = $signed(\_$1306 ) + $signed({ 1'h0, \_$1311  });
+  assign \_$1313  = $signed(\_$1312 ) + $signed(word[90:83]);
+  assign \_$1314  = $signed(\_$1313 ) > $signed(word[65:58]);
+  assign \_$1315  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1316  = $signed(\_$1315 ) >>> param__data[487:480];
+  assign \_$1317  = ! param__data[487:480];
+  assign \_$1318  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1319  = param__data[487:480] - 1'h1;
+  assign \_$1320  = $signed(\_$1318 ) >>> \_$1319 [7:0];
+  assign \_$1321  = \_$1317  ? 1'h0 : \_$1320 [0];
+  assign \_$1322  = $signed(\_$1316 ) + $signed({ 1'h0, \_$1321  });
+  assign \_$1323  = $signed(\_$1322 ) + $signed(word[90:83]);
+  assign \_$1324  = \_$1314  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1323 ;
+  assign \_$1325  = \_$1304  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1324 ;
+  assign \_$1326  = word[66] ? \_$1294  : \_$1325 [7:0];
+  assign \_$1327  = b_inside ? { \_$1326 , \_$1230 , \_$1134 , \_$1038  } : 32'd0;
+  assign \_$1328  = row == 2'h3;
+  assign \_$1329  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1330  = $signed(\_$1329 ) >>> param__data[103:96];
+  assign \_$1331  = ! param__data[103:96];
+  assign \_$1332  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1333  = param__data[103:96] - 1'h1;
+  assign \_$1334  = $signed(\_$1332 ) >>> \_$1333 [7:0];
+  assign \_$1335  = \_$1331  ? 1'h0 : \_$1334 [0];
+  assign \_$1336  = $signed(\_$1330 ) + $signed({ 1'h0, \_$1335  });
+  assign \_$1337  = $signed(\_$1336 ) + $signed(word[90:83]);
+  assign \_$1338  = $signed(\_$1337 ) < $signed(word[57:50]);
+  assign \_$1339  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1340  = $signed(\_$1339 ) >>> param__data[103:96];
+  assign \_$1341  = ! param__data[103:96];
+  assign \_$1342  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1343  = param__data[103:96] - 1'h1;
+  assign \_$1344  = $signed(\_$1342 ) >>> \_$1343 [7:0];
+  assign \_$1345  = \_$1341  ? 1'h0 : \_$1344 [0];
+  assign \_$1346  = $signed(\_$1340 ) + $signed({ 1'h0, \_$1345  });
+  assign \_$1347  = $signed(\_$1346 ) + $signed(word[90:83]);
+  assign \_$1348  = $signed(\_$1347 ) > $signed(word[65:58]);
+  assign \_$1349  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1350  = $signed(\_$1349 ) >>> param__data[103:96];
+  assign \_$1351  = ! param__data[103:96];
+  assign \_$1352  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1353  = param__data[103:96] - 1'h1;
+  assign \_$1354  = $signed(\_$1352 ) >>> \_$1353 [7:0];
+  assign \_$1355  = \_$1351  ? 1'h0 : \_$1354 [0];
+  assign \_$1356  = $signed(\_$1350 ) + $signed({ 1'h0, \_$1355  });
+  assign \_$1357  = $signed(\_$1356 ) + $signed(word[90:83]);
+  assign \_$1358  = \_$1348  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1357 ;
+  assign \_$1359  = \_$1338  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1358 ;
+  assign \_$1360  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1361  = $signed(\_$1360 ) >>> param__data[103:96];
+  assign \_$1362  = ! param__data[103:96];
+  assign \_$1363  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1364  = param__data[103:96] - 1'h1;
+  assign \_$1365  = $signed(\_$1363 ) >>> \_$1364 [7:0];
+  assign \_$1366  = \_$1362  ? 1'h0 : \_$1365 [0];
+  assign \_$1367  = $signed(\_$1361 ) + $signed({ 1'h0, \_$1366  });
+  assign \_$1368  = $signed(\_$1367 ) + $signed(word[90:83]);
+  assign \_$1369  = $signed(\_$1368 ) < $signed(word[57:50]);
+  assign \_$1370  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1371  = $signed(\_$1370 ) >>> param__data[103:96];
+  assign \_$1372  = ! param__data[103:96];
+  assign \_$1373  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1374  = param__data[103:96] - 1'h1;
+  assign \_$1375  = $signed(\_$1373 ) >>> \_$1374 [7:0];
+  assign \_$1376  = \_$1372  ? 1'h0 : \_$1375 [0];
+  assign \_$1377  = $signed(\_$1371 ) + $signed({ 1'h0, \_$1376  });
+  assign \_$1378  = $signed(\_$1377 ) + $signed(word[90:83]);
+  assign \_$1379  = $signed(\_$1378 ) > $signed(word[65:58]);
+  assign \_$1380  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1381  = $signed(\_$1380 ) >>> param__data[103:96];
+  assign \_$1382  = ! param__data[103:96];
+  assign \_$1383  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1384  = param__data[103:96] - 1'h1;
+  assign \_$1385  = $signed(\_$1383 ) >>> \_$1384 [7:0];
+  assign \_$1386  = \_$1382  ? 1'h0 : \_$1385 [0];
+  assign \_$1387  = $signed(\_$1381 ) + $signed({ 1'h0, \_$1386  });
+  assign \_$1388  = $signed(\_$1387 ) + $signed(word[90:83]);
+  assign \_$1389  = \_$1379  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1388 ;
+  assign \_$1390  = \_$1369  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1389 ;
+  assign \_$1391  = ~ \_$1390 [7];
+  assign \_$1393  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1394  = $signed(\_$1393 ) >>> param__data[103:96];
+  assign \_$1395  = ! param__data[103:96];
+  assign \_$1396  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1397  = param__data[103:96] - 1'h1;
+  assign \_$1398  = $signed(\_$1396 ) >>> \_$1397 [7:0];
+  assign \_$1399  = \_$1395  ? 1'h0 : \_$1398 [0];
+  assign \_$1400  = $signed(\_$1394 ) + $signed({ 1'h0, \_$1399  });
+  assign \_$1401  = $signed(\_$1400 ) + $signed(word[90:83]);
+  assign \_$1402  = $signed(\_$1401 ) < $signed(word[57:50]);
+  assign \_$1403  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1404  = $signed(\_$1403 ) >>> param__data[103:96];
+  assign \_$1405  = ! param__data[103:96];
+  assign \_$1406  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1407  = param__data[103:96] - 1'h1;
+  assign \_$1408  = $signed(\_$1406 ) >>> \_$1407 [7:0];
+  assign \_$1409  = \_$1405  ? 1'h0 : \_$1408 [0];
+  assign \_$1410  = $signed(\_$1404 ) + $signed({ 1'h0, \_$1409  });
+  assign \_$1411  = $signed(\_$1410 ) + $signed(word[90:83]);
+  assign \_$1412  = $signed(\_$1411 ) > $signed(word[65:58]);
+  assign \_$1413  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1414  = $signed(\_$1413 ) >>> param__data[103:96];
+  assign \_$1415  = ! param__data[103:96];
+  assign \_$1416  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1417  = param__data[103:96] - 1'h1;
+  assign \_$1418  = $signed(\_$1416 ) >>> \_$1417 [7:0];
+  assign \_$1419  = \_$1415  ? 1'h0 : \_$1418 [0];
+  assign \_$1420  = $signed(\_$1414 ) + $signed({ 1'h0, \_$1419  });
+  assign \_$1421  = $signed(\_$1420 ) + $signed(word[90:83]);
+  assign \_$1422  = \_$1412  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1421 ;
+  assign \_$1423  = \_$1402  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1422 ;
+  assign \_$1424  = word[66] ? \_$1392  : \_$1423 [7:0];
+  assign \_$1425  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1426  = $signed(\_$1425 ) >>> param__data[231:224];
+  assign \_$1427  = ! param__data[231:224];
+  assign \_$1428  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1429  = param__data[231:224] - 1'h1;
+  assign \_$1430  = $signed(\_$1428 ) >>> \_$1429 [7:0];
+  assign \_$1431  = \_$1427  ? 1'h0 : \_$1430 [0];
+  assign \_$1432  = $signed(\_$1426 ) + $signed({ 1'h0, \_$1431  });
+  assign \_$1433  = $signed(\_$1432 ) + $signed(word[90:83]);
+  assign \_$1434  = $signed(\_$1433 ) < $signed(word[57:50]);
+  assign \_$1435  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1436  = $signed(\_$1435 ) >>> param__data[231:224];
+  assign \_$1437  = ! param__data[231:224];
+  assign \_$1438  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1439  = param__data[231:224] - 1'h1;
+  assign \_$1440  = $signed(\_$1438 ) >>> \_$1439 [7:0];
+  assign \_$1441  = \_$1437  ? 1'h0 : \_$1440 [0];
+  assign \_$1442  = $signed(\_$1436 ) + $signed({ 1'h0, \_$1441  });
+  assign \_$1443  = $signed(\_$1442 ) + $signed(word[90:83]);
+  assign \_$1444  = $signed(\_$1443 ) > $signed(word[65:58]);
+  assign \_$1445  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1446  = $signed(\_$1445 ) >>> param__data[231:224];
+  assign \_$1447  = ! param__data[231:224];
+  assign \_$1448  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1449  = param__data[231:224] - 1'h1;
+  assign \_$1450  = $signed(\_$1448 ) >>> \_$1449 [7:0];
+  assign \_$1451  = \_$1447  ? 1'h0 : \_$1450 [0];
+  assign \_$1452  = $signed(\_$1446 ) + $signed({ 1'h0, \_$1451  });
+  assign \_$1453  = $signed(\_$1452 ) + $signed(word[90:83]);
+  assign \_$1454  = \_$1444  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1453 ;
+  assign \_$1455  = \_$1434  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1454 ;
+  assign \_$1456  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1457  = $signed(\_$1456 ) >>> param__data[231:224];
+  assign \_$1458  = ! param__data[231:224];
+  assign \_$1459  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1460  = param__data[231:224] - 1'h1;
+  assign \_$1461  = $signed(\_$1459 ) >>> \_$1460 [7:0];
+  assign \_$1462  = \_$1458  ? 1'h0 : \_$1461 [0];
+  assign \_$1463  = $signed(\_$1457 ) + $signed({ 1'h0, \_$1462  });
+  assign \_$1464  = $signed(\_$1463 ) + $signed(word[90:83]);
+  assign \_$1465  = $signed(\_$1464 ) < $signed(word[57:50]);
+  assign \_$1466  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1467  = $signed(\_$1466 ) >>> param__data[231:224];
+  assign \_$1468  = ! param__data[231:224];
+  assign \_$1469  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1470  = param__data[231:224] - 1'h1;
+  assign \_$1471  = $signed(\_$1469 ) >>> \_$1470 [7:0];
+  assign \_$1472  = \_$1468  ? 1'h0 : \_$1471 [0];
+  assign \_$1473  = $signed(\_$1467 ) + $signed({ 1'h0, \_$1472  });
+  assign \_$1474  = $signed(\_$1473 ) + $signed(word[90:83]);
+  assign \_$1475  = $signed(\_$1474 ) > $signed(word[65:58]);
+  assign \_$1476  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1477  = $signed(\_$1476 ) >>> param__data[231:224];
+  assign \_$1478  = ! param__data[231:224];
+  assign \_$1479  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1480  = param__data[231:224] - 1'h1;
+  assign \_$1481  = $signed(\_$1479 ) >>> \_$1480 [7:0];
+  assign \_$1482  = \_$1478  ? 1'h0 : \_$1481 [0];
+  assign \_$1483  = $signed(\_$1477 ) + $signed({ 1'h0, \_$1482  });
+  assign \_$1484  = $signed(\_$1483 ) + $signed(word[90:83]);
+  assign \_$1485  = \_$1475  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1484 ;
+  assign \_$1486  = \_$1465  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1485 ;
+  assign \_$1487  = ~ \_$1486 [7];
+  assign \_$1489  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1490  = $signed(\_$1489 ) >>> param__data[231:224];
+  assign \_$1491  = ! param__data[231:224];
+  assign \_$1492  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1493  = param__data[231:224] - 1'h1;
+  assign \_$1494  = $signed(\_$1492 ) >>> \_$1493 [7:0];
+  assign \_$1495  = \_$1491  ? 1'h0 : \_$1494 [0];
+  assign \_$1496  = $signed(\_$1490 ) + $signed({ 1'h0, \_$1495  });
+  assign \_$1497  = $signed(\_$1496 ) + $signed(word[90:83]);
+  assign \_$1498  = $signed(\_$1497 ) < $signed(word[57:50]);
+  assign \_$1499  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1500  = $signed(\_$1499 ) >>> param__data[231:224];
+  assign \_$1501  = ! param__data[231:224];
+  assign \_$1502  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1503  = param__data[231:224] - 1'h1;
+  assign \_$1504  = $signed(\_$1502 ) >>> \_$1503 [7:0];
+  assign \_$1505  = \_$1501  ? 1'h0 : \_$1504 [0];
+  assign \_$1506  = $signed(\_$1500 ) + $signed({ 1'h0, \_$1505  });
+  assign \_$1507  = $signed(\_$1506 ) + $signed(word[90:83]);
+  assign \_$1508  = $signed(\_$1507 ) > $signed(word[65:58]);
+  assign \_$1509  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1510  = $signed(\_$1509 ) >>> param__data[231:224];
+  assign \_$1511  = ! param__data[231:224];
+  assign \_$1512  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1513  = param__data[231:224] - 1'h1;
+  assign \_$1514  = $signed(\_$1512 ) >>> \_$1513 [7:0];
+  assign \_$1515  = \_$1511  ? 1'h0 : \_$1514 [0];
+  assign \_$1516  = $signed(\_$1510 ) + $signed({ 1'h0, \_$1515  });
+  assign \_$1517  = $signed(\_$1516 ) + $signed(word[90:83]);
+  assign \_$1518  = \_$1508  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1517 ;
+  assign \_$1519  = \_$1498  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1518 ;
+  assign \_$1520  = word[66] ? \_$1488  : \_$1519 [7:0];
+  assign \_$1521  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1522  = $signed(\_$1521 ) >>> param__data[359:352];
+  assign \_$1523  = ! param__data[359:352];
+  assign \_$1524  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1525  = param__data[359:352] - 1'h1;
+  assign \_$1526  = $signed(\_$1524 ) >>> \_$1525 [7:0];
+  assign \_$1527  = \_$1523  ? 1'h0 : \_$1526 [0];
+  assign \_$1528  = $signed(\_$1522 ) + $signed({ 1'h0, \_$1527  });
+  assign \_$1529  = $signed(\_$1528 ) + $signed(word[90:83]);
+  assign \_$1530  = $signed(\_$1529 ) < $signed(word[57:50]);
+  assign \_$1531  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1532  = $signed(\_$1531 ) >>> param__data[359:352];
+  assign \_$1533  = ! param__data[359:352];
+  assign \_$1534  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1535  = param__data[359:352] - 1'h1;
+  assign \_$1536  = $signed(\_$1534 ) >>> \_$1535 [7:0];
+  assign \_$1537  = \_$1533  ? 1'h0 : \_$1536 [0];
+  assign \_$1538  = $signed(\_$1532 ) + $signed({ 1'h0, \_$1537  });
+  assign \_$1539  = $signed(\_$1538 ) + $signed(word[90:83]);
+  assign \_$1540  = $signed(\_$1539 ) > $signed(word[65:58]);
+  assign \_$1541  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1542  = $signed(\_$1541 ) >>> param__data[359:352];
+  assign \_$1543  = ! param__data[359:352];
+  assign \_$1544  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1545  = param__data[359:352] - 1'h1;
+  assign \_$1546  = $signed(\_$1544 ) >>> \_$1545 [7:0];
+  assign \_$1547  = \_$1543  ? 1'h0 : \_$1546 [0];
+  assign \_$1548  = $signed(\_$1542 ) + $signed({ 1'h0, \_$1547  });
+  assign \_$1549  = $signed(\_$1548 ) + $signed(word[90:83]);
+  assign \_$1550  = \_$1540  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1549 ;
+  assign \_$1551  = \_$1530  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1550 ;
+  assign \_$1552  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1553  = $signed(\_$1552 ) >>> param__data[359:352];
+  assign \_$1554  = ! param__data[359:352];
+  assign \_$1555  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1556  = param__data[359:352] - 1'h1;
+  assign \_$1557  = $signed(\_$1555 ) >>> \_$1556 [7:0];
+  assign \_$1558  = \_$1554  ? 1'h0 : \_$1557 [0];
+  assign \_$1559  = $signed(\_$1553 ) + $signed({ 1'h0, \_$1558  });
+  assign \_$1560  = $signed(\_$1559 ) + $signed(word[90:83]);
+  assign \_$1561  = $signed(\_$1560 ) < $signed(word[57:50]);
+  assign \_$1562  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1563  = $signed(\_$1562 ) >>> param__data[359:352];
+  assign \_$1564  = ! param__data[359:352];
+  assign \_$1565  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1566  = param__data[359:352] - 1'h1;
+  assign \_$1567  = $signed(\_$1565 ) >>> \_$1566 [7:0];
+  assign \_$1568  = \_$1564  ? 1'h0 : \_$1567 [0];
+  assign \_$1569  = $signed(\_$1563 ) + $signed({ 1'h0, \_$1568  });
+  assign \_$1570  = $signed(\_$1569 ) + $signed(word[90:83]);
+  assign \_$1571  = $signed(\_$1570 ) > $signed(word[65:58]);
+  assign \_$1572  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1573  = $signed(\_$1572 ) >>> param__data[359:352];
+  assign \_$1574  = ! param__data[359:352];
+  assign \_$1575  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1576  = param__data[359:352] - 1'h1;
+  assign \_$1577  = $signed(\_$1575 ) >>> \_$1576 [7:0];
+  assign \_$1578  = \_$1574  ? 1'h0 : \_$1577 [0];
+  assign \_$1579  = $signed(\_$1573 ) + $signed({ 1'h0, \_$1578  });
+  assign \_$1580  = $signed(\_$1579 ) + $signed(word[90:83]);
+  assign \_$1581  = \_$1571  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1580 ;
+  assign \_$1582  = \_$1561  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1581 ;
+  assign \_$1583  = ~ \_$1582 [7];
+  assign \_$1585  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1586  = $signed(\_$1585 ) >>> param__data[359:352];
+  assign \_$1587  = ! param__data[359:352];
+  assign \_$1588  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1589  = param__data[359:352] - 1'h1;
+  assign \_$1590  = $signed(\_$1588 ) >>> \_$1589 [7:0];
+  assign \_$1591  = \_$1587  ? 1'h0 : \_$1590 [0];
+  assign \_$1592  = $signed(\_$1586 ) + $signed({ 1'h0, \_$1591  });
+  assign \_$1593  = $signed(\_$1592 ) + $signed(word[90:83]);
+  assign \_$1594  = $signed(\_$1593 ) < $signed(word[57:50]);
+  assign \_$1595  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1596  = $signed(\_$1595 ) >>> param__data[359:352];
+  assign \_$1597  = ! param__data[359:352];
+  assign \_$1598  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1599  = param__data[359:352] - 1'h1;
+  assign \_$1600  = $signed(\_$1598 ) >>> \_$1599 [7:0];
+  assign \_$1601  = \_$1597  ? 1'h0 : \_$1600 [0];
+  assign \_$1602  = $signed(\_$1596 ) + $signed({ 1'h0, \_$1601  });
+  assign \_$1603  = $signed(\_$1602 ) + $signed(word[90:83]);
+  assign \_$1604  = $signed(\_$1603 ) > $signed(word[65:58]);
+  assign \_$1605  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1606  = $signed(\_$1605 ) >>> param__data[359:352];
+  assign \_$1607  = ! param__data[359:352];
+  assign \_$1608  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1609  = param__data[359:352] - 1'h1;
+  assign \_$1610  = $signed(\_$1608 ) >>> \_$1609 [7:0];
+  assign \_$1611  = \_$1607  ? 1'h0 : \_$1610 [0];
+  assign \_$1612  = $signed(\_$1606 ) + $signed({ 1'h0, \_$1611  });
+  assign \_$1613  = $signed(\_$1612 ) + $signed(word[90:83]);
+  assign \_$1614  = \_$1604  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1613 ;
+  assign \_$1615  = \_$1594  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1614 ;
+  assign \_$1616  = word[66] ? \_$1584  : \_$1615 [7:0];
+  assign \_$1617  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1618  = $signed(\_$1617 ) >>> param__data[487:480];
+  assign \_$1619  = ! param__data[487:480];
+  assign \_$1620  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1621  = param__data[487:480] - 1'h1;
+  assign \_$1622  = $signed(\_$1620 ) >>> \_$1621 [7:0];
+  assign \_$1623  = \_$1619  ? 1'h0 : \_$1622 [0];
+  assign \_$1624  = $signed(\_$1618 ) + $signed({ 1'h0, \_$1623  });
+  assign \_$1625  = $signed(\_$1624 ) + $signed(word[90:83]);
+  assign \_$1626  = $signed(\_$1625 ) < $signed(word[57:50]);
+  assign \_$1627  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1628  = $signed(\_$1627 ) >>> param__data[487:480];
+  assign \_$1629  = ! param__data[487:480];
+  assign \_$1630  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1631  = param__data[487:480] - 1'h1;
+  assign \_$1632  = $signed(\_$1630 ) >>> \_$1631 [7:0];
+  assign \_$1633  = \_$1629  ? 1'h0 : \_$1632 [0];
+  assign \_$1634  = $signed(\_$1628 ) + $signed({ 1'h0, \_$1633  });
+  assign \_$1635  = $signed(\_$1634 ) + $signed(word[90:83]);
+  assign \_$1636  = $signed(\_$1635 ) > $signed(word[65:58]);
+  assign \_$1637  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1638  = $signed(\_$1637 ) >>> param__data[487:480];
+  assign \_$1639  = ! param__data[487:480];
+  assign \_$1640  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1641  = param__data[487:480] - 1'h1;
+  assign \_$1642  = $signed(\_$1640 ) >>> \_$1641 [7:0];
+  assign \_$1643  = \_$1639  ? 1'h0 : \_$1642 [0];
+  assign \_$1644  = $signed(\_$1638 ) + $signed({ 1'h0, \_$1643  });
+  assign \_$1645  = $signed(\_$1644 ) + $signed(word[90:83]);
+  assign \_$1646  = \_$1636  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1645 ;
+  assign \_$1647  = \_$1626  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1646 ;
+  assign \_$1648  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1649  = $signed(\_$1648 ) >>> param__data[487:480];
+  assign \_$1650  = ! param__data[487:480];
+  assign \_$1651  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1652  = param__data[487:480] - 1'h1;
+  assign \_$1653  = $signed(\_$1651 ) >>> \_$1652 [7:0];
+  assign \_$1654  = \_$1650  ? 1'h0 : \_$1653 [0];
+  assign \_$1655  = $signed(\_$1649 ) + $signed({ 1'h0, \_$1654  });
+  assign \_$1656  = $signed(\_$1655 ) + $signed(word[90:83]);
+  assign \_$1657  = $signed(\_$1656 ) < $signed(word[57:50]);
+  assign \_$1658  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1659  = $signed(\_$1658 ) >>> param__data[487:480];
+  assign \_$1660  = ! param__data[487:480];
+  assign \_$1661  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1662  = param__data[487:480] - 1'h1;
+  assign \_$1663  = $signed(\_$1661 ) >>> \_$1662 [7:0];
+  assign \_$1664  = \_$1660  ? 1'h0 : \_$1663 [0];
+  assign \_$1665  = $signed(\_$1659 ) + $signed({ 1'h0, \_$1664  });
+  assign \_$1666  = $signed(\_$1665 ) + $signed(word[90:83]);
+  assign \_$1667  = $signed(\_$1666 ) > $signed(word[65:58]);
+  assign \_$1668  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1669  = $signed(\_$1668 ) >>> param__data[487:480];
+  assign \_$1670  = ! param__data[487:480];
+  assign \_$1671  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1672  = param__data[487:480] - 1'h1;
+  assign \_$1673  = $signed(\_$1671 ) >>> \_$1672 [7:0];
+  assign \_$1674  = \_$1670  ? 1'h0 : \_$1673 [0];
+  assign \_$1675  = $signed(\_$1669 ) + $signed({ 1'h0, \_$1674  });
+  assign \_$1676  = $signed(\_$1675 ) + $signed(word[90:83]);
+  assign \_$1677  = \_$1667  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1676 ;
+  assign \_$1678  = \_$1657  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1677 ;
+  assign \_$1679  = ~ \_$1678 [7];
+  assign \_$1681  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1682  = $signed(\_$1681 ) >>> param__data[487:480];
+  assign \_$1683  = ! param__data[487:480];
+  assign \_$1684  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1685  = param__data[487:480] - 1'h1;
+  assign \_$1686  = $signed(\_$1684 ) >>> \_$1685 [7:0];
+  assign \_$1687  = \_$1683  ? 1'h0 : \_$1686 [0];
+  assign \_$1688  = $signed(\_$1682 ) + $signed({ 1'h0, \_$1687  });
+  assign \_$1689  = $signed(\_$1688 ) + $signed(word[90:83]);
+  assign \_$1690  = $signed(\_$1689 ) < $signed(word[57:50]);
+  assign \_$1691  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1692  = $signed(\_$1691 ) >>> param__data[487:480];
+  assign \_$1693  = ! param__data[487:480];
+  assign \_$1694  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1695  = param__data[487:480] - 1'h1;
+  assign \_$1696  = $signed(\_$1694 ) >>> \_$1695 [7:0];
+  assign \_$1697  = \_$1693  ? 1'h0 : \_$1696 [0];
+  assign \_$1698  = $signed(\_$1692 ) + $signed({ 1'h0, \_$1697  });
+  assign \_$1699  = $signed(\_$1698 ) + $signed(word[90:83]);
+  assign \_$1700  = $signed(\_$1699 ) > $signed(word[65:58]);
+  assign \_$1701  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1702  = $signed(\_$1701 ) >>> param__data[487:480];
+  assign \_$1703  = ! param__data[487:480];
+  assign \_$1704  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$1705  = param__data[487:480] - 1'h1;
+  assign \_$1706  = $signed(\_$1704 ) >>> \_$1705 [7:0];
+  assign \_$1707  = \_$1703  ? 1'h0 : \_$1706 [0];
+  assign \_$1708  = $signed(\_$1702 ) + $signed({ 1'h0, \_$1707  });
+  assign \_$1709  = $signed(\_$1708 ) + $signed(word[90:83]);
+  assign \_$1710  = \_$1700  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1709 ;
+  assign \_$1711  = \_$1690  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1710 ;
+  assign \_$1712  = word[66] ? \_$1680  : \_$1711 [7:0];
+  assign \_$1713  = b_inside ? { \_$1712 , \_$1616 , \_$1520 , \_$1424  } : 32'd0;
+  assign \_$1714  = row == 2'h3;
+  assign \_$1715  = row + 1'h1;
+  assign \_$1716  = \_$1714  ? 3'h0 : \_$1715 ;
+  assign \_$1717  = row == 2'h3;
+  assign \_$1718  = ~ \_$signal$60 ;
+  assign \_$1720  = ! c_beat;
+  assign \_$1721  = \_$1719  & \_$1720 ;
+  assign \_$1722  = \_$1718  | \_$1721 ;
+  assign \_$1723  = draining & \_$1722 ;
+  assign \_$1724  = ~ draining;
+  assign \_$1725  = ~ \_$signal$60 ;
+  assign \_$1727  = ! c_beat;
+  assign \_$1728  = \_$1726  & \_$1727 ;
+  assign \_$1729  = \_$1725  | \_$1728 ;
+  assign \_$1730  = word[91] ? \_$1724  : \_$1729 ;
+  assign \_$1731  = \_$signal  & \_$1730 ;
+  assign \_$1732  = ~ word[91];
+  assign \_$1733  = \_$1731  & \_$1732 ;
+  assign \_$1735  = ! c_beat;
+  assign \_$1736  = \_$1734  & \_$1735 ;
+  assign \_$1737  = drain_col + 1'h1;
+  assign \_$1742  = drain_col == 2'h3;
+  assign \_$1743  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1744  = $signed(\_$1743 ) >>> param__data[103:96];
+  assign \_$1745  = ! param__data[103:96];
+  assign \_$1746  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1747  = param__data[103:96] - 1'h1;
+  assign \_$1748  = $signed(\_$1746 ) >>> \_$1747 [7:0];
+  assign \_$1749  = \_$1745  ? 1'h0 : \_$1748 [0];
+  assign \_$1750  = $signed(\_$1744 ) + $signed({ 1'h0, \_$1749  });
+  assign \_$1751  = $signed(\_$1750 ) + $signed(word[90:83]);
+  assign \_$1752  = $signed(\_$1751 ) < $signed(word[57:50]);
+  assign \_$1753  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1754  = $signed(\_$1753 ) >>> param__data[103:96];
+  assign \_$1755  = ! param__data[103:96];
+  assign \_$1756  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1757  = param__data[103:96] - 1'h1;
+  assign \_$1758  = $signed(\_$1756 ) >>> \_$1757 [7:0];
+  assign \_$1759  = \_$1755  ? 1'h0 : \_$1758 [0];
+  assign \_$1760  = $signed(\_$1754 ) + $signed({ 1'h0, \_$1759  });
+  assign \_$1761  = $signed(\_$1760 ) + $signed(word[90:83]);
+  assign \_$1762  = $signed(\_$1761 ) > $signed(word[65:58]);
+  assign \_$1763  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1764  = $signed(\_$1763 ) >>> param__data[103:96];
+  assign \_$1765  = ! param__data[103:96];
+  assign \_$1766  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1767  = param__data[103:96] - 1'h1;
+  assign \_$1768  = $signed(\_$1766 ) >>> \_$1767 [7:0];
+  assign \_$1769  = \_$1765  ? 1'h0 : \_$1768 [0];
+  assign \_$1770  = $signed(\_$1764 ) + $signed({ 1'h0, \_$1769  });
+  assign \_$1771  = $signed(\_$1770 ) + $signed(word[90:83]);
+  assign \_$1772  = \_$1762  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1771 ;
+  assign \_$1773  = \_$1752  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1772 ;
+  assign \_$1774  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1775  = $signed(\_$1774 ) >>> param__data[103:96];
+  assign \_$1776  = ! param__data[103:96];
+  assign \_$1777  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1778  = param__data[103:96] - 1'h1;
+  assign \_$1779  = $signed(\_$1777 ) >>> \_$1778 [7:0];
+  assign \_$1780  = \_$1776  ? 1'h0 : \_$1779 [0];
+  assign \_$1781  = $signed(\_$1775 ) + $signed({ 1'h0, \_$1780  });
+  assign \_$1782  = $signed(\_$1781 ) + $signed(word[90:83]);
+  assign \_$1783  = $signed(\_$1782 ) < $signed(word[57:50]);
+  assign \_$1784  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1785  = $signed(\_$1784 ) >>> param__data[103:96];
+  assign \_$1786  = ! param__data[103:96];
+  assign \_$1787  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1788  = param__data[103:96] - 1'h1;
+  assign \_$1789  = $signed(\_$1787 ) >>> \_$1788 [7:0];
+  assign \_$1790  = \_$1786  ? 1'h0 : \_$1789 [0];
+  assign \_$1791  = $signed(\_$1785 ) + $signed({ 1'h0, \_$1790  });
+  assign \_$1792  = $signed(\_$1791 ) + $signed(word[90:83]);
+  assign \_$1793  = $signed(\_$1792 ) > $signed(word[65:58]);
+  assign \_$1794  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1795  = $signed(\_$1794 ) >>> param__data[103:96];
+  assign \_$1796  = ! param__data[103:96];
+  assign \_$1797  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1798  = param__data[103:96] - 1'h1;
+  assign \_$1799  = $signed(\_$1797 ) >>> \_$1798 [7:0];
+  assign \_$1800  = \_$1796  ? 1'h0 : \_$1799 [0];
+  assign \_$1801  = $signed(\_$1795 ) + $signed({ 1'h0, \_$1800  });
+  assign \_$1802  = $signed(\_$1801 ) + $signed(word[90:83]);
+  assign \_$1803  = \_$1793  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1802 ;
+  assign \_$1804  = \_$1783  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1803 ;
+  assign \_$1805  = ~ \_$1804 [7];
+  assign \_$1807  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1808  = $signed(\_$1807 ) >>> param__data[103:96];
+  assign \_$1809  = ! param__data[103:96];
+  assign \_$1810  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1811  = param__data[103:96] - 1'h1;
+  assign \_$1812  = $signed(\_$1810 ) >>> \_$1811 [7:0];
+  assign \_$1813  = \_$1809  ? 1'h0 : \_$1812 [0];
+  assign \_$1814  = $signed(\_$1808 ) + $signed({ 1'h0, \_$1813  });
+  assign \_$1815  = $signed(\_$1814 ) + $signed(word[90:83]);
+  assign \_$1816  = $signed(\_$1815 ) < $signed(word[57:50]);
+  assign \_$1817  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1818  = $signed(\_$1817 ) >>> param__data[103:96];
+  assign \_$1819  = ! param__data[103:96];
+  assign \_$1820  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1821  = param__data[103:96] - 1'h1;
+  assign \_$1822  = $signed(\_$1820 ) >>> \_$1821 [7:0];
+  assign \_$1823  = \_$1819  ? 1'h0 : \_$1822 [0];
+  assign \_$1824  = $signed(\_$1818 ) + $signed({ 1'h0, \_$1823  });
+  assign \_$1825  = $signed(\_$1824 ) + $signed(word[90:83]);
+  assign \_$1826  = $signed(\_$1825 ) > $signed(word[65:58]);
+  assign \_$1827  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1828  = $signed(\_$1827 ) >>> param__data[103:96];
+  assign \_$1829  = ! param__data[103:96];
+  assign \_$1830  = $signed(acc__data[31:0]) * $signed(param__data[63:32]);
+  assign \_$1831  = param__data[103:96] - 1'h1;
+  assign \_$1832  = $signed(\_$1830 ) >>> \_$1831 [7:0];
+  assign \_$1833  = \_$1829  ? 1'h0 : \_$1832 [0];
+  assign \_$1834  = $signed(\_$1828 ) + $signed({ 1'h0, \_$1833  });
+  assign \_$1835  = $signed(\_$1834 ) + $signed(word[90:83]);
+  assign \_$1836  = \_$1826  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1835 ;
+  assign \_$1837  = \_$1816  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1836 ;
+  assign \_$1838  = word[66] ? \_$1806  : \_$1837 [7:0];
+  assign \_$1839  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1840  = $signed(\_$1839 ) >>> param__data[231:224];
+  assign \_$1841  = ! param__data[231:224];
+  assign \_$1842  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1843  = param__data[231:224] - 1'h1;
+  assign \_$1844  = $signed(\_$1842 ) >>> \_$1843 [7:0];
+  assign \_$1845  = \_$1841  ? 1'h0 : \_$1844 [0];
+  assign \_$1846  = $signed(\_$1840 ) + $signed({ 1'h0, \_$1845  });
+  assign \_$1847  = $signed(\_$1846 ) + $signed(word[90:83]);
+  assign \_$1848  = $signed(\_$1847 ) < $signed(word[57:50]);
+  assign \_$1849  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1850  = $signed(\_$1849 ) >>> param__data[231:224];
+  assign \_$1851  = ! param__data[231:224];
+  assign \_$1852  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1853  = param__data[231:224] - 1'h1;
+  assign \_$1854  = $signed(\_$1852 ) >>> \_$1853 [7:0];
+  assign \_$1855  = \_$1851  ? 1'h0 : \_$1854 [0];
+  assign \_$1856  = $signed(\_$1850 ) + $signed({ 1'h0, \_$1855  });
+  assign \_$1857  = $signed(\_$1856 ) + $signed(word[90:83]);
+  assign \_$1858  = $signed(\_$1857 ) > $signed(word[65:58]);
+  assign \_$1859  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1860  = $signed(\_$1859 ) >>> param__data[231:224];
+  assign \_$1861  = ! param__data[231:224];
+  assign \_$1862  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1863  = param__data[231:224] - 1'h1;
+  assign \_$1864  = $signed(\_$1862 ) >>> \_$1863 [7:0];
+  assign \_$1865  = \_$1861  ? 1'h0 : \_$1864 [0];
+  assign \_$1866  = $signed(\_$1860 ) + $signed({ 1'h0, \_$1865  });
+  assign \_$1867  = $signed(\_$1866 ) + $signed(word[90:83]);
+  assign \_$1868  = \_$1858  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1867 ;
+  assign \_$1869  = \_$1848  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1868 ;
+  assign \_$1870  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1871  = $signed(\_$1870 ) >>> param__data[231:224];
+  assign \_$1872  = ! param__data[231:224];
+  assign \_$1873  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1874  = param__data[231:224] - 1'h1;
+  assign \_$1875  = $signed(\_$1873 ) >>> \_$1874 [7:0];
+  assign \_$1876  = \_$1872  ? 1'h0 : \_$1875 [0];
+  assign \_$1877  = $signed(\_$1871 ) + $signed({ 1'h0, \_$1876  });
+  assign \_$1878  = $signed(\_$1877 ) + $signed(word[90:83]);
+  assign \_$1879  = $signed(\_$1878 ) < $signed(word[57:50]);
+  assign \_$1880  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1881  = $signed(\_$1880 ) >>> param__data[231:224];
+  assign \_$1882  = ! param__data[231:224];
+  assign \_$1883  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1884  = param__data[231:224] - 1'h1;
+  assign \_$1885  = $signed(\_$1883 ) >>> \_$1884 [7:0];
+  assign \_$1886  = \_$1882  ? 1'h0 : \_$1885 [0];
+  assign \_$1887  = $signed(\_$1881 ) + $signed({ 1'h0, \_$1886  });
+  assign \_$1888  = $signed(\_$1887 ) + $signed(word[90:83]);
+  assign \_$1889  = $signed(\_$1888 ) > $signed(word[65:58]);
+  assign \_$1890  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1891  = $signed(\_$1890 ) >>> param__data[231:224];
+  assign \_$1892  = ! param__data[231:224];
+  assign \_$1893  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1894  = param__data[231:224] - 1'h1;
+  assign \_$1895  = $signed(\_$1893 ) >>> \_$1894 [7:0];
+  assign \_$1896  = \_$1892  ? 1'h0 : \_$1895 [0];
+  assign \_$1897  = $signed(\_$1891 ) + $signed({ 1'h0, \_$1896  });
+  assign \_$1898  = $signed(\_$1897 ) + $signed(word[90:83]);
+  assign \_$1899  = \_$1889  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1898 ;
+  assign \_$1900  = \_$1879  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1899 ;
+  assign \_$1901  = ~ \_$1900 [7];
+  assign \_$1903  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1904  = $signed(\_$1903 ) >>> param__data[231:224];
+  assign \_$1905  = ! param__data[231:224];
+  assign \_$1906  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1907  = param__data[231:224] - 1'h1;
+  assign \_$1908  = $signed(\_$1906 ) >>> \_$1907 [7:0];
+  assign \_$1909  = \_$1905  ? 1'h0 : \_$1908 [0];
+  assign \_$1910  = $signed(\_$1904 ) + $signed({ 1'h0, \_$1909  });
+  assign \_$1911  = $signed(\_$1910 ) + $signed(word[90:83]);
+  assign \_$1912  = $signed(\_$1911 ) < $signed(word[57:50]);
+  assign \_$1913  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1914  = $signed(\_$1913 ) >>> param__data[231:224];
+  assign \_$1915  = ! param__data[231:224];
+  assign \_$1916  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1917  = param__data[231:224] - 1'h1;
+  assign \_$1918  = $signed(\_$1916 ) >>> \_$1917 [7:0];
+  assign \_$1919  = \_$1915  ? 1'h0 : \_$1918 [0];
+  assign \_$1920  = $signed(\_$1914 ) + $signed({ 1'h0, \_$1919  });
+  assign \_$1921  = $signed(\_$1920 ) + $signed(word[90:83]);
+  assign \_$1922  = $signed(\_$1921 ) > $signed(word[65:58]);
+  assign \_$1923  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1924  = $signed(\_$1923 ) >>> param__data[231:224];
+  assign \_$1925  = ! param__data[231:224];
+  assign \_$1926  = $signed(acc__data[63:32]) * $signed(param__data[191:160]);
+  assign \_$1927  = param__data[231:224] - 1'h1;
+  assign \_$1928  = $signed(\_$1926 ) >>> \_$1927 [7:0];
+  assign \_$1929  = \_$1925  ? 1'h0 : \_$1928 [0];
+  assign \_$1930  = $signed(\_$1924 ) + $signed({ 1'h0, \_$1929  });
+  assign \_$1931  = $signed(\_$1930 ) + $signed(word[90:83]);
+  assign \_$1932  = \_$1922  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1931 ;
+  assign \_$1933  = \_$1912  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1932 ;
+  assign \_$1934  = word[66] ? \_$1902  : \_$1933 [7:0];
+  assign \_$1935  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1936  = $signed(\_$1935 ) >>> param__data[359:352];
+  assign \_$1937  = ! param__data[359:352];
+  assign \_$1938  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1939  = param__data[359:352] - 1'h1;
+  assign \_$1940  = $signed(\_$1938 ) >>> \_$1939 [7:0];
+  assign \_$1941  = \_$1937  ? 1'h0 : \_$1940 [0];
+  assign \_$1942  = $signed(\_$1936 ) + $signed({ 1'h0, \_$1941  });
+  assign \_$1943  = $signed(\_$1942 ) + $signed(word[90:83]);
+  assign \_$1944  = $signed(\_$1943 ) < $signed(word[57:50]);
+  assign \_$1945  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1946  = $signed(\_$1945 ) >>> param__data[359:352];
+  assign \_$1947  = ! param__data[359:352];
+  assign \_$1948  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1949  = param__data[359:352] - 1'h1;
+  assign \_$1950  = $signed(\_$1948 ) >>> \_$1949 [7:0];
+  assign \_$1951  = \_$1947  ? 1'h0 : \_$1950 [0];
+  assign \_$1952  = $signed(\_$1946 ) + $signed({ 1'h0, \_$1951  });
+  assign \_$1953  = $signed(\_$1952 ) + $signed(word[90:83]);
+  assign \_$1954  = $signed(\_$1953 ) > $signed(word[65:58]);
+  assign \_$1955  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1956  = $signed(\_$1955 ) >>> param__data[359:352];
+  assign \_$1957  = ! param__data[359:352];
+  assign \_$1958  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1959  = param__data[359:352] - 1'h1;
+  assign \_$1960  = $signed(\_$1958 ) >>> \_$1959 [7:0];
+  assign \_$1961  = \_$1957  ? 1'h0 : \_$1960 [0];
+  assign \_$1962  = $signed(\_$1956 ) + $signed({ 1'h0, \_$1961  });
+  assign \_$1963  = $signed(\_$1962 ) + $signed(word[90:83]);
+  assign \_$1964  = \_$1954  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1963 ;
+  assign \_$1965  = \_$1944  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1964 ;
+  assign \_$1966  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1967  = $signed(\_$1966 ) >>> param__data[359:352];
+  assign \_$1968  = ! param__data[359:352];
+  assign \_$1969  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1970  = param__data[359:352] - 1'h1;
+  assign \_$1971  = $signed(\_$1969 ) >>> \_$1970 [7:0];
+  assign \_$1972  = \_$1968  ? 1'h0 : \_$1971 [0];
+  assign \_$1973  = $signed(\_$1967 ) + $signed({ 1'h0, \_$1972  });
+  assign \_$1974  = $signed(\_$1973 ) + $signed(word[90:83]);
+  assign \_$1975  = $signed(\_$1974 ) < $signed(word[57:50]);
+  assign \_$1976  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1977  = $signed(\_$1976 ) >>> param__data[359:352];
+  assign \_$1978  = ! param__data[359:352];
+  assign \_$1979  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1980  = param__data[359:352] - 1'h1;
+  assign \_$1981  = $signed(\_$1979 ) >>> \_$1980 [7:0];
+  assign \_$1982  = \_$1978  ? 1'h0 : \_$1981 [0];
+  assign \_$1983  = $signed(\_$1977 ) + $signed({ 1'h0, \_$1982  });
+  assign \_$1984  = $signed(\_$1983 ) + $signed(word[90:83]);
+  assign \_$1985  = $signed(\_$1984 ) > $signed(word[65:58]);
+  assign \_$1986  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1987  = $signed(\_$1986 ) >>> param__data[359:352];
+  assign \_$1988  = ! param__data[359:352];
+  assign \_$1989  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$1990  = param__data[359:352] - 1'h1;
+  assign \_$1991  = $signed(\_$1989 ) >>> \_$1990 [7:0];
+  assign \_$1992  = \_$1988  ? 1'h0 : \_$1991 [0];
+  assign \_$1993  = $signed(\_$1987 ) + $signed({ 1'h0, \_$1992  });
+  assign \_$1994  = $signed(\_$1993 ) + $signed(word[90:83]);
+  assign \_$1995  = \_$1985  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$1994 ;
+  assign \_$1996  = \_$1975  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$1995 ;
+  assign \_$1997  = ~ \_$1996 [7];
+  assign \_$1999  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$2000  = $signed(\_$1999 ) >>> param__data[359:352];
+  assign \_$2001  = ! param__data[359:352];
+  assign \_$2002  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$2003  = param__data[359:352] - 1'h1;
+  assign \_$2004  = $signed(\_$2002 ) >>> \_$2003 [7:0];
+  assign \_$2005  = \_$2001  ? 1'h0 : \_$2004 [0];
+  assign \_$2006  = $signed(\_$2000 ) + $signed({ 1'h0, \_$2005  });
+  assign \_$2007  = $signed(\_$2006 ) + $signed(word[90:83]);
+  assign \_$2008  = $signed(\_$2007 ) < $signed(word[57:50]);
+  assign \_$2009  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$2010  = $signed(\_$2009 ) >>> param__data[359:352];
+  assign \_$2011  = ! param__data[359:352];
+  assign \_$2012  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$2013  = param__data[359:352] - 1'h1;
+  assign \_$2014  = $signed(\_$2012 ) >>> \_$2013 [7:0];
+  assign \_$2015  = \_$2011  ? 1'h0 : \_$2014 [0];
+  assign \_$2016  = $signed(\_$2010 ) + $signed({ 1'h0, \_$2015  });
+  assign \_$2017  = $signed(\_$2016 ) + $signed(word[90:83]);
+  assign \_$2018  = $signed(\_$2017 ) > $signed(word[65:58]);
+  assign \_$2019  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$2020  = $signed(\_$2019 ) >>> param__data[359:352];
+  assign \_$2021  = ! param__data[359:352];
+  assign \_$2022  = $signed(acc__data[95:64]) * $signed(param__data[319:288]);
+  assign \_$2023  = param__data[359:352] - 1'h1;
+  assign \_$2024  = $signed(\_$2022 ) >>> \_$2023 [7:0];
+  assign \_$2025  = \_$2021  ? 1'h0 : \_$2024 [0];
+  assign \_$2026  = $signed(\_$2020 ) + $signed({ 1'h0, \_$2025  });
+  assign \_$2027  = $signed(\_$2026 ) + $signed(word[90:83]);
+  assign \_$2028  = \_$2018  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$2027 ;
+  assign \_$2029  = \_$2008  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$2028 ;
+  assign \_$2030  = word[66] ? \_$1998  : \_$2029 [7:0];
+  assign \_$2031  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2032  = $signed(\_$2031 ) >>> param__data[487:480];
+  assign \_$2033  = ! param__data[487:480];
+  assign \_$2034  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2035  = param__data[487:480] - 1'h1;
+  assign \_$2036  = $signed(\_$2034 ) >>> \_$2035 [7:0];
+  assign \_$2037  = \_$2033  ? 1'h0 : \_$2036 [0];
+  assign \_$2038  = $signed(\_$2032 ) + $signed({ 1'h0, \_$2037  });
+  assign \_$2039  = $signed(\_$2038 ) + $signed(word[90:83]);
+  assign \_$2040  = $signed(\_$2039 ) < $signed(word[57:50]);
+  assign \_$2041  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2042  = $signed(\_$2041 ) >>> param__data[487:480];
+  assign \_$2043  = ! param__data[487:480];
+  assign \_$2044  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2045  = param__data[487:480] - 1'h1;
+  assign \_$2046  = $signed(\_$2044 ) >>> \_$2045 [7:0];
+  assign \_$2047  = \_$2043  ? 1'h0 : \_$2046 [0];
+  assign \_$2048  = $signed(\_$2042 ) + $signed({ 1'h0, \_$2047  });
+  assign \_$2049  = $signed(\_$2048 ) + $signed(word[90:83]);
+  assign \_$2050  = $signed(\_$2049 ) > $signed(word[65:58]);
+  assign \_$2051  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2052  = $signed(\_$2051 ) >>> param__data[487:480];
+  assign \_$2053  = ! param__data[487:480];
+  assign \_$2054  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2055  = param__data[487:480] - 1'h1;
+  assign \_$2056  = $signed(\_$2054 ) >>> \_$2055 [7:0];
+  assign \_$2057  = \_$2053  ? 1'h0 : \_$2056 [0];
+  assign \_$2058  = $signed(\_$2052 ) + $signed({ 1'h0, \_$2057  });
+  assign \_$2059  = $signed(\_$2058 ) + $signed(word[90:83]);
+  assign \_$2060  = \_$2050  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$2059 ;
+  assign \_$2061  = \_$2040  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$2060 ;
+  assign \_$2062  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2063  = $signed(\_$2062 ) >>> param__data[487:480];
+  assign \_$2064  = ! param__data[487:480];
+  assign \_$2065  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2066  = param__data[487:480] - 1'h1;
+  assign \_$2067  = $signed(\_$2065 ) >>> \_$2066 [7:0];
+  assign \_$2068  = \_$2064  ? 1'h0 : \_$2067 [0];
+  assign \_$2069  = $signed(\_$2063 ) + $signed({ 1'h0, \_$2068  });
+  assign \_$2070  = $signed(\_$2069 ) + $signed(word[90:83]);
+  assign \_$2071  = $signed(\_$2070 ) < $signed(word[57:50]);
+  assign \_$2072  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2073  = $signed(\_$2072 ) >>> param__data[487:480];
+  assign \_$2074  = ! param__data[487:480];
+  assign \_$2075  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2076  = param__data[487:480] - 1'h1;
+  assign \_$2077  = $signed(\_$2075 ) >>> \_$2076 [7:0];
+  assign \_$2078  = \_$2074  ? 1'h0 : \_$2077 [0];
+  assign \_$2079  = $signed(\_$2073 ) + $signed({ 1'h0, \_$2078  });
+  assign \_$2080  = $signed(\_$2079 ) + $signed(word[90:83]);
+  assign \_$2081  = $signed(\_$2080 ) > $signed(word[65:58]);
+  assign \_$2082  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2083  = $signed(\_$2082 ) >>> param__data[487:480];
+  assign \_$2084  = ! param__data[487:480];
+  assign \_$2085  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2086  = param__data[487:480] - 1'h1;
+  assign \_$2087  = $signed(\_$2085 ) >>> \_$2086 [7:0];
+  assign \_$2088  = \_$2084  ? 1'h0 : \_$2087 [0];
+  assign \_$2089  = $signed(\_$2083 ) + $signed({ 1'h0, \_$2088  });
+  assign \_$2090  = $signed(\_$2089 ) + $signed(word[90:83]);
+  assign \_$2091  = \_$2081  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$2090 ;
+  assign \_$2092  = \_$2071  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$2091 ;
+  assign \_$2093  = ~ \_$2092 [7];
+  assign \_$2095  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2096  = $signed(\_$2095 ) >>> param__data[487:480];
+  assign \_$2097  = ! param__data[487:480];
+  assign \_$2098  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2099  = param__data[487:480] - 1'h1;
+  assign \_$2100  = $signed(\_$2098 ) >>> \_$2099 [7:0];
+  assign \_$2101  = \_$2097  ? 1'h0 : \_$2100 [0];
+  assign \_$2102  = $signed(\_$2096 ) + $signed({ 1'h0, \_$2101  });
+  assign \_$2103  = $signed(\_$2102 ) + $signed(word[90:83]);
+  assign \_$2104  = $signed(\_$2103 ) < $signed(word[57:50]);
+  assign \_$2105  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2106  = $signed(\_$2105 ) >>> param__data[487:480];
+  assign \_$2107  = ! param__data[487:480];
+  assign \_$2108  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2109  = param__data[487:480] - 1'h1;
+  assign \_$2110  = $signed(\_$2108 ) >>> \_$2109 [7:0];
+  assign \_$2111  = \_$2107  ? 1'h0 : \_$2110 [0];
+  assign \_$2112  = $signed(\_$2106 ) + $signed({ 1'h0, \_$2111  });
+  assign \_$2113  = $signed(\_$2112 ) + $signed(word[90:83]);
+  assign \_$2114  = $signed(\_$2113 ) > $signed(word[65:58]);
+  assign \_$2115  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2116  = $signed(\_$2115 ) >>> param__data[487:480];
+  assign \_$2117  = ! param__data[487:480];
+  assign \_$2118  = $signed(acc__data[127:96]) * $signed(param__data[447:416]);
+  assign \_$2119  = param__data[487:480] - 1'h1;
+  assign \_$2120  = $signed(\_$2118 ) >>> \_$2119 [7:0];
+  assign \_$2121  = \_$2117  ? 1'h0 : \_$2120 [0];
+  assign \_$2122  = $signed(\_$2116 ) + $signed({ 1'h0, \_$2121  });
+  assign \_$2123  = $signed(\_$2122 ) + $signed(word[90:83]);
+  assign \_$2124  = \_$2114  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$2123 ;
+  assign \_$2125  = \_$2104  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$2124 ;
+  assign \_$2126  = word[66] ? \_$2094  : \_$2125 [7:0];
+  assign \_$2129  = ! c_beat;
+  assign \_$2130  = \_$2128  & \_$2129 ;
+  assign \_$2131  = ~ \_$2130 ;
+  assign \_$2132  = \_$2127  & \_$2131 ;
+  assign \_$2133  = c_beat + 1'h1;
+  assign \_$2134  = word[3:0] == 2'h2;
+  assign \_$2135  = word[3:0] == 3'h7;
+  assign \_$2137  = ! \_$2136 ;
+  assign \_$2138  = word[71:40] + 8'h80;
+  assign \_$2139  = \_$2138  <= 27'h4000000;
+  assign \_$2140  = \_$2137  & \_$2139 ;
+  assign \_$2141  = ~ \_$2140 ;
+  assign \_$2142  = ~ \error$89 ;
+  assign \_$2144  = desc[1:0] != 2'h3;
+  assign \_$2145  = $signed(word[57:50]) > $signed(word[65:58]);
+  assign \_$2146  = \_$2144  | \_$2145 ;
+  assign \_$2147  = desc[401:386] != 3'h4;
+  assign \_$2148  = word[91] & \_$2147 ;
+  assign \_$2149  = \_$2146  | \_$2148 ;
+  assign \_$2150  = word[82:67] + 3'h4;
+  assign \_$2151  = \_$2150  > 7'h40;
+  assign \_$2152  = word[66] & \_$2151 ;
+  assign \_$2153  = ~ \error$89 ;
+  assign \_$2155  = ~ \error$89 ;
+  assign \_$2157  = table_step + 1'h1;
+  assign \_$2158  = table_step == 3'h4;
+  assign \_$2159  = ~ walking;
+  assign \_$2160  = ~ \busy$85 ;
+  assign \_$2161  = \_$2159  & \_$2160 ;
+  assign \_$2162  = ~ \_$signal ;
+  assign \_$2163  = \_$2161  & \_$2162 ;
+  assign \_$2164  = ~ draining;
+  assign \_$2165  = \_$2163  & \_$2164 ;
+  assign \_$2166  = ~ \_$signal$60 ;
+  assign \_$2167  = \_$2165  & \_$2166 ;
+  assign \_$2168  = perf_beat + 1'h1;
+  assign \_$2169  = perf_beat == 4'hf;
+  always @(posedge clk)
+    frame_state <= \_$2170 ;
+  always @(posedge clk)
+    word <= \_$2171 ;
+  always @(posedge clk)
+    index <= \_$2172 ;
+  always @(posedge clk)
+    \error$89  <= \_$2173 ;
+  always @(posedge clk)
+    error_code <= \_$2174 ;
+  always @(posedge clk)
+    \_$signal  <= \_$2175 ;
+  always @(posedge clk)
+    b_inside <= \_$2176 ;
+  always @(posedge clk)
+    \_$signal$94  <= \_$2177 ;
+  always @(posedge clk)
+    walking <= \_$2178 ;
+  always @(posedge clk)
+    block_0 <= \_$2179 ;
+  always @(posedge clk)
+    block_dram_0 <= \_$2180 ;
+  always @(posedge clk)
+    block_1 <= \_$2181 ;
+  always @(posedge clk)
+    block_dram_1 <= \_$2182 ;
+  always @(posedge clk)
+    block_2 <= \_$2183 ;
+  always @(posedge clk)
+    block_dram_2 <= \_$2184 ;
+  always @(posedge clk)
+    block_3 <= \_$2185 ;
+  always @(posedge clk)
+    block_dram_3 <= \_$2186 ;
+  always @(posedge clk)
+    row <= \_$2187 ;
+  always @(posedge clk)
+    draining <= \_$2188 ;
+  always @(posedge clk)
+    drain_col <= \_$2189 ;
+  always @(posedge clk)
+    \_$signal$60  <= \_$2190 ;
+  always @(posedge clk)
+    \_$signal$76  <= \_$2191 ;
+  always @(posedge clk)
+    c_line <= \_$2192 ;
+  always @(posedge clk)
+    c_beat <= \_$2193 ;
+  always @(posedge clk)
+    store_state <= \_$2194 ;
+  always @(posedge clk)
+    record <= \_$2195 ;
+  always @(posedge clk)
+    perf_addr <= \_$2196 ;
+  always @(posedge clk)
+    perf_beat <= \_$2197 ;
+  always @(posedge clk)
+    writing_perf <= \_$2198 ;
+  always @(posedge clk)
+    table_step <= \_$2199 ;
+  always @(posedge clk)
+    table_0 <= \_$2200 ;
+  always @(posedge clk)
+    table_1 <= \_$2201 ;
+  always @(posedge clk)
+    table_2 <= \_$2202 ;
+  always @(posedge clk)
+    table_3 <= \_$2203 ;
+  always @(posedge clk)
+    table_4 <= \_$2204 ;
+  always @(posedge clk)
+    table_5 <= \_$2205 ;
+  always @(posedge clk)
+    table_6 <= \_$2206 ;
+  always @(posedge clk)
+    table_7 <= \_$2207 ;
+  always @(posedge clk)
+    table_8 <= \_$2208 ;
+  always @(posedge clk)
+    table_9 <= \_$2209 ;
+  always @(posedge clk)
+    table_10 <= \_$2210 ;
+  always @(posedge clk)
+    table_11 <= \_$2211 ;
+  always @(posedge clk)
+    table_12 <= \_$2212 ;
+  always @(posedge clk)
+    table_13 <= \_$2213 ;
+  always @(posedge clk)
+    table_14 <= \_$2214 ;
+  always @(posedge clk)
+    table_15 <= \_$2215 ;
+  always @(posedge clk)
+    table_16 <= \_$2216 ;
+  always @(posedge clk)
+    table_17 <= \_$2217 ;
+  always @(posedge clk)
+    table_18 <= \_$2218 ;
+  always @(posedge clk)
+    table_19 <= \_$2219 ;
+  always @(posedge clk)
+    table_20 <= \_$2220 ;
+  always @(posedge clk)
+    table_21 <= \_$2221 ;
+  always @(posedge clk)
+    table_22 <= \_$2222 ;
+  always @(posedge clk)
+    table_23 <= \_$2223 ;
+  always @(posedge clk)
+    table_24 <= \_$2224 ;
+  always @(posedge clk)
+    table_25 <= \_$2225 ;
+  always @(posedge clk)
+    table_26 <= \_$2226 ;
+  always @(posedge clk)
+    table_27 <= \_$2227 ;
+  always @(posedge clk)
+    table_28 <= \_$2228 ;
+  always @(posedge clk)
+    table_29 <= \_$2229 ;
+  always @(posedge clk)
+    table_30 <= \_$2230 ;
+  always @(posedge clk)
+    table_31 <= \_$2231 ;
+  always @(posedge clk)
+    table_32 <= \_$2232 ;
+  always @(posedge clk)
+    table_33 <= \_$2233 ;
+  always @(posedge clk)
+    table_34 <= \_$2234 ;
+  always @(posedge clk)
+    table_35 <= \_$2235 ;
+  always @(posedge clk)
+    table_36 <= \_$2236 ;
+  always @(posedge clk)
+    table_37 <= \_$2237 ;
+  always @(posedge clk)
+    table_38 <= \_$2238 ;
+  always @(posedge clk)
+    table_39 <= \_$2239 ;
+  always @(posedge clk)
+    table_40 <= \_$2240 ;
+  always @(posedge clk)
+    table_41 <= \_$2241 ;
+  always @(posedge clk)
+    table_42 <= \_$2242 ;
+  always @(posedge clk)
+    table_43 <= \_$2243 ;
+  always @(posedge clk)
+    table_44 <= \_$2244 ;
+  always @(posedge clk)
+    table_45 <= \_$2245 ;
+  always @(posedge clk)
+    table_46 <= \_$2246 ;
+  always @(posedge clk)
+    table_47 <= \_$2247 ;
+  always @(posedge clk)
+    table_48 <= \_$2248 ;
+  always @(posedge clk)
+    table_49 <= \_$2249 ;
+  always @(posedge clk)
+    table_50 <= \_$2250 ;
+  always @(posedge clk)
+    table_51 <= \_$2251 ;
+  always @(posedge clk)
+    table_52 <= \_$2252 ;
+  always @(posedge clk)
+    table_53 <= \_$2253 ;
+  always @(posedge clk)
+    table_54 <= \_$2254 ;
+  always @(posedge clk)
+    table_55 <= \_$2255 ;
+  always @(posedge clk)
+    table_56 <= \_$2256 ;
+  always @(posedge clk)
+    table_57 <= \_$2257 ;
+  always @(posedge clk)
+    table_58 <= \_$2258 ;
+  always @(posedge clk)
+    table_59 <= \_$2259 ;
+  always @(posedge clk)
+    table_60 <= \_$2260 ;
+  always @(posedge clk)
+    table_61 <= \_$2261 ;
+  always @(posedge clk)
+    table_62 <= \_$2262 ;
+  always @(posedge clk)
+    table_63 <= \_$2263 ;
+  always @(posedge clk)
+    table_64 <= \_$2264 ;
+  always @(posedge clk)
+    table_65 <= \_$2265 ;
+  always @(posedge clk)
+    table_66 <= \_$2266 ;
+  always @(posedge clk)
+    table_67 <= \_$2267 ;
+  always @(posedge clk)
+    table_68 <= \_$2268 ;
+  always @(posedge clk)
+    table_69 <= \_$2269 ;
+  always @(posedge clk)
+    table_70 <= \_$2270 ;
+  always @(posedge clk)
+    table_71 <= \_$2271 ;
+  always @(posedge clk)
+    table_72 <= \_$2272 ;
+  always @(posedge clk)
+    table_73 <= \_$2273 ;
+  always @(posedge clk)
+    table_74 <= \_$2274 ;
+  always @(posedge clk)
+    table_75 <= \_$2275 ;
+  always @(posedge clk)
+    table_76 <= \_$2276 ;
+  always @(posedge clk)
+    table_77 <= \_$2277 ;
+  always @(posedge clk)
+    table_78 <= \_$2278 ;
+  always @(posedge clk)
+    table_79 <= \_$2279 ;
+  always @(posedge clk)
+    table_80 <= \_$2280 ;
+  always @(posedge clk)
+    table_81 <= \_$2281 ;
+  always @(posedge clk)
+    table_82 <= \_$2282 ;
+  always @(posedge clk)
+    table_83 <= \_$2283 ;
+  always @(posedge clk)
+    table_84 <= \_$2284 ;
+  always @(posedge clk)
+    table_85 <= \_$2285 ;
+  always @(posedge clk)
+    table_86 <= \_$2286 ;
+  always @(posedge clk)
+    table_87 <= \_$2287 ;
+  always @(posedge clk)
+    table_88 <= \_$2288 ;
+  always @(posedge clk)
+    table_89 <= \_$2289 ;
+  always @(posedge clk)
+    table_90 <= \_$2290 ;
+  always @(posedge clk)
+    table_91 <= \_$2291 ;
+  always @(posedge clk)
+    table_92 <= \_$2292 ;
+  always @(posedge clk)
+    table_93 <= \_$2293 ;
+  always @(posedge clk)
+    table_94 <= \_$2294 ;
+  always @(posedge clk)
+    table_95 <= \_$2295 ;
+  always @(posedge clk)
+    table_96 <= \_$2296 ;
+  always @(posedge clk)
+    table_97 <= \_$2297 ;
+  always @(posedge clk)
+    table_98 <= \_$2298 ;
+  always @(posedge clk)
+    table_99 <= \_$2299 ;
+  always @(posedge clk)
+    table_100 <= \_$2300 ;
+  always @(posedge clk)
+    table_101 <= \_$2301 ;
+  always @(posedge clk)
+    table_102 <= \_$2302 ;
+  always @(posedge clk)
+    table_103 <= \_$2303 ;
+  always @(posedge clk)
+    table_104 <= \_$2304 ;
+  always @(posedge clk)
+    table_105 <= \_$2305 ;
+  always @(posedge clk)
+    table_106 <= \_$2306 ;
+  always @(posedge clk)
+    table_107 <= \_$2307 ;
+  always @(posedge clk)
+    table_108 <= \_$2308 ;
+  always @(posedge clk)
+    table_109 <= \_$2309 ;
+  always @(posedge clk)
+    table_110 <= \_$2310 ;
+  always @(posedge clk)
+    table_111 <= \_$2311 ;
+  always @(posedge clk)
+    table_112 <= \_$2312 ;
+  always @(posedge clk)
+    table_113 <= \_$2313 ;
+  always @(posedge clk)
+    table_114 <= \_$2314 ;
+  always @(posedge clk)
+    table_115 <= \_$2315 ;
+  always @(posedge clk)
+    table_116 <= \_$2316 ;
+  always @(posedge clk)
+    table_117 <= \_$2317 ;
+  always @(posedge clk)
+    table_118 <= \_$2318 ;
+  always @(posedge clk)
+    table_119 <= \_$2319 ;
+  always @(posedge clk)
+    table_120 <= \_$2320 ;
+  always @(posedge clk)
+    table_121 <= \_$2321 ;
+  always @(posedge clk)
+    table_122 <= \_$2322 ;
+  always @(posedge clk)
+    table_123 <= \_$2323 ;
+  always @(posedge clk)
+    table_124 <= \_$2324 ;
+  always @(posedge clk)
+    table_125 <= \_$2325 ;
+  always @(posedge clk)
+    table_126 <= \_$2326 ;
+  always @(posedge clk)
+    table_127 <= \_$2327 ;
+  always @(posedge clk)
+    table_128 <= \_$2328 ;
+  always @(posedge clk)
+    table_129 <= \_$2329 ;
+  always @(posedge clk)
+    table_130 <= \_$2330 ;
+  always @(posedge clk)
+    table_131 <= \_$2331 ;
+  always @(posedge clk)
+    table_132 <= \_$2332 ;
+  always @(posedge clk)
+    table_133 <= \_$2333 ;
+  always @(posedge clk)
+    table_134 <= \_$2334 ;
+  always @(posedge clk)
+    table_135 <= \_$2335 ;
+  always @(posedge clk)
+    table_136 <= \_$2336 ;
+  always @(posedge clk)
+    table_137 <= \_$2337 ;
+  always @(posedge clk)
+    table_138 <= \_$2338 ;
+  always @(posedge clk)
+    table_139 <= \_$2339 ;
+  always @(posedge clk)
+    table_140 <= \_$2340 ;
+  always @(posedge clk)
+    table_141 <= \_$2341 ;
+  always @(posedge clk)
+    table_142 <= \_$2342 ;
+  always @(posedge clk)
+    table_143 <= \_$2343 ;
+  always @(posedge clk)
+    table_144 <= \_$2344 ;
+  always @(posedge clk)
+    table_145 <= \_$2345 ;
+  always @(posedge clk)
+    table_146 <= \_$2346 ;
+  always @(posedge clk)
+    table_147 <= \_$2347 ;
+  always @(posedge clk)
+    table_148 <= \_$2348 ;
+  always @(posedge clk)
+    table_149 <= \_$2349 ;
+  always @(posedge clk)
+    table_150 <= \_$2350 ;
+  always @(posedge clk)
+    table_151 <= \_$2351 ;
+  always @(posedge clk)
+    table_152 <= \_$2352 ;
+  always @(posedge clk)
+    table_153 <= \_$2353 ;
+  always @(posedge clk)
+    table_154 <= \_$2354 ;
+  always @(posedge clk)
+    table_155 <= \_$2355 ;
+  always @(posedge clk)
+    table_156 <= \_$2356 ;
+  always @(posedge clk)
+    table_157 <= \_$2357 ;
+  always @(posedge clk)
+    table_158 <= \_$2358 ;
+  always @(posedge clk)
+    table_159 <= \_$2359 ;
+  always @(posedge clk)
+    table_160 <= \_$2360 ;
+  always @(posedge clk)
+    table_161 <= \_$2361 ;
+  always @(posedge clk)
+    table_162 <= \_$2362 ;
+  always @(posedge clk)
+    table_163 <= \_$2363 ;
+  always @(posedge clk)
+    table_164 <= \_$2364 ;
+  always @(posedge clk)
+    table_165 <= \_$2365 ;
+  always @(posedge clk)
+    table_166 <= \_$2366 ;
+  always @(posedge clk)
+    table_167 <= \_$2367 ;
+  always @(posedge clk)
+    table_168 <= \_$2368 ;
+  always @(posedge clk)
+    table_169 <= \_$2369 ;
+  always @(posedge clk)
+    table_170 <= \_$2370 ;
+  always @(posedge clk)
+    table_171 <= \_$2371 ;
+  always @(posedge clk)
+    table_172 <= \_$2372 ;
+  always @(posedge clk)
+    table_173 <= \_$2373 ;
+  always @(posedge clk)
+    table_174 <= \_$2374 ;
+  always @(posedge clk)
+    table_175 <= \_$2375 ;
+  always @(posedge clk)
+    table_176 <= \_$2376 ;
+  always @(posedge clk)
+    table_177 <= \_$2377 ;
+  always @(posedge clk)
+    table_178 <= \_$2378 ;
+  always @(posedge clk)
+    table_179 <= \_$2379 ;
+  always @(posedge clk)
+    table_180 <= \_$2380 ;
+  always @(posedge clk)
+    table_181 <= \_$2381 ;
+  always @(posedge clk)
+    table_182 <= \_$2382 ;
+  always @(posedge clk)
+    table_183 <= \_$2383 ;
+  always @(posedge clk)
+    table_184 <= \_$2384 ;
+  always @(posedge clk)
+    table_185 <= \_$2385 ;
+  always @(posedge clk)
+    table_186 <= \_$2386 ;
+  always @(posedge clk)
+    table_187 <= \_$2387 ;
+  always @(posedge clk)
+    table_188 <= \_$2388 ;
+  always @(posedge clk)
+    table_189 <= \_$2389 ;
+  always @(posedge clk)
+    table_190 <= \_$2390 ;
+  always @(posedge clk)
+    table_191 <= \_$2391 ;
+  always @(posedge clk)
+    table_192 <= \_$2392 ;
+  always @(posedge clk)
+    table_193 <= \_$2393 ;
+  always @(posedge clk)
+    table_194 <= \_$2394 ;
+  always @(posedge clk)
+    table_195 <= \_$2395 ;
+  always @(posedge clk)
+    table_196 <= \_$2396 ;
+  always @(posedge clk)
+    table_197 <= \_$2397 ;
+  always @(posedge clk)
+    table_198 <= \_$2398 ;
+  always @(posedge clk)
+    table_199 <= \_$2399 ;
+  always @(posedge clk)
+    table_200 <= \_$2400 ;
+  always @(posedge clk)
+    table_201 <= \_$2401 ;
+  always @(posedge clk)
+    table_202 <= \_$2402 ;
+  always @(posedge clk)
+    table_203 <= \_$2403 ;
+  always @(posedge clk)
+    table_204 <= \_$2404 ;
+  always @(posedge clk)
+    table_205 <= \_$2405 ;
+  always @(posedge clk)
+    table_206 <= \_$2406 ;
+  always @(posedge clk)
+    table_207 <= \_$2407 ;
+  always @(posedge clk)
+    table_208 <= \_$2408 ;
+  always @(posedge clk)
+    table_209 <= \_$2409 ;
+  always @(posedge clk)
+    table_210 <= \_$2410 ;
+  always @(posedge clk)
+    table_211 <= \_$2411 ;
+  always @(posedge clk)
+    table_212 <= \_$2412 ;
+  always @(posedge clk)
+    table_213 <= \_$2413 ;
+  always @(posedge clk)
+    table_214 <= \_$2414 ;
+  always @(posedge clk)
+    table_215 <= \_$2415 ;
+  always @(posedge clk)
+    table_216 <= \_$2416 ;
+  always @(posedge clk)
+    table_217 <= \_$2417 ;
+  always @(posedge clk)
+    table_218 <= \_$2418 ;
+  always @(posedge clk)
+    table_219 <= \_$2419 ;
+  always @(posedge clk)
+    table_220 <= \_$2420 ;
+  always @(posedge clk)
+    table_221 <= \_$2421 ;
+  always @(posedge clk)
+    table_222 <= \_$2422 ;
+  always @(posedge clk)
+    table_223 <= \_$2423 ;
+  always @(posedge clk)
+    table_224 <= \_$2424 ;
+  always @(posedge clk)
+    table_225 <= \_$2425 ;
+  always @(posedge clk)
+    table_226 <= \_$2426 ;
+  always @(posedge clk)
+    table_227 <= \_$2427 ;
+  always @(posedge clk)
+    table_228 <= \_$2428 ;
+  always @(posedge clk)
+    table_229 <= \_$2429 ;
+  always @(posedge clk)
+    table_230 <= \_$2430 ;
+  always @(posedge clk)
+    table_231 <= \_$2431 ;
+  always @(posedge clk)
+    table_232 <= \_$2432 ;
+  always @(posedge clk)
+    table_233 <= \_$2433 ;
+  always @(posedge clk)
+    table_234 <= \_$2434 ;
+  always @(posedge clk)
+    table_235 <= \_$2435 ;
+  always @(posedge clk)
+    table_236 <= \_$2436 ;
+  always @(posedge clk)
+    table_237 <= \_$2437 ;
+  always @(posedge clk)
+    table_238 <= \_$2438 ;
+  always @(posedge clk)
+    table_239 <= \_$2439 ;
+  always @(posedge clk)
+    table_240 <= \_$2440 ;
+  always @(posedge clk)
+    table_241 <= \_$2441 ;
+  always @(posedge clk)
+    table_242 <= \_$2442 ;
+  always @(posedge clk)
+    table_243 <= \_$2443 ;
+  always @(posedge clk)
+    table_244 <= \_$2444 ;
+  always @(posedge clk)
+    table_245 <= \_$2445 ;
+  always @(posedge clk)
+    table_246 <= \_$2446 ;
+  always @(posedge clk)
+    table_247 <= \_$2447 ;
+  always @(posedge clk)
+    table_248 <= \_$2448 ;
+  always @(posedge clk)
+    table_249 <= \_$2449 ;
+  always @(posedge clk)
+    table_250 <= \_$2450 ;
+  always @(posedge clk)
+    table_251 <= \_$2451 ;
+  always @(posedge clk)
+    table_252 <= \_$2452 ;
+  always @(posedge clk)
+    table_253 <= \_$2453 ;
+  always @(posedge clk)
+    table_254 <= \_$2454 ;
+  always @(posedge clk)
+    table_255 <= \_$2455 ;
   \sim_top.accel.store.addrgen  addrgen (
-    .busy(\busy$83 ),
+    .busy(\busy$85 ),
     .clk(clk),
     .desc(desc),
-    .error(\error$89 ),
-    .error_code(\error_code$90 ),
+    .error(\error$91 ),
+    .error_code(\error_code$92 ),
+    .every_line(word[91]),
     .lines__payload(lines__payload),
     .lines__ready(lines__ready),
     .lines__valid(lines__valid),
     .rst(rst),
-    .start(\start$80 )
+    .start(\start$82 )
   );
   \sim_top.accel.store.desc_port  desc_port (
     .addr__ready(addr__ready),
@@ -21212,2082 +24440,10370 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     .desc(desc),
     .desc_base(desc_base),
     .desc_count(desc_count),
-    .done(\done$79 ),
+    .done(\done$81 ),
     .error(error),
     .index(word[31:8]),
     .rst(rst),
-    .start(\start$77 )
+    .start(\start$79 )
   );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$215 , \_$183 [6:0] })
+    casez ({ \_$233 , \_$201 [6:0] })
       8'h00:
-          \_$216  = table_0;
+          \_$234  = table_0;
       8'h01:
-          \_$216  = table_1;
+          \_$234  = table_1;
       8'h02:
-          \_$216  = table_2;
+          \_$234  = table_2;
       8'h03:
-          \_$216  = table_3;
+          \_$234  = table_3;
       8'h04:
-          \_$216  = table_4;
+          \_$234  = table_4;
       8'h05:
-          \_$216  = table_5;
+          \_$234  = table_5;
       8'h06:
-          \_$216  = table_6;
+          \_$234  = table_6;
       8'h07:
-          \_$216  = table_7;
+          \_$234  = table_7;
       8'h08:
-          \_$216  = table_8;
+          \_$234  = table_8;
       8'h09:
-          \_$216  = table_9;
+          \_$234  = table_9;
       8'h0a:
-          \_$216  = table_10;
+          \_$234  = table_10;
       8'h0b:
-          \_$216  = table_11;
+          \_$234  = table_11;
       8'h0c:
-          \_$216  = table_12;
+          \_$234  = table_12;
       8'h0d:
-          \_$216  = table_13;
+          \_$234  = table_13;
       8'h0e:
-          \_$216  = table_14;
+          \_$234  = table_14;
       8'h0f:
-          \_$216  = table_15;
+          \_$234  = table_15;
       8'h10:
-          \_$216  = table_16;
+          \_$234  = table_16;
       8'h11:
-          \_$216  = table_17;
+          \_$234  = table_17;
       8'h12:
-          \_$216  = table_18;
+          \_$234  = table_18;
       8'h13:
-          \_$216  = table_19;
+          \_$234  = table_19;
       8'h14:
-          \_$216  = table_20;
+          \_$234  = table_20;
       8'h15:
-          \_$216  = table_21;
+          \_$234  = table_21;
       8'h16:
-          \_$216  = table_22;
+          \_$234  = table_22;
       8'h17:
-          \_$216  = table_23;
+          \_$234  = table_23;
       8'h18:
-          \_$216  = table_24;
+          \_$234  = table_24;
       8'h19:
-          \_$216  = table_25;
+          \_$234  = table_25;
       8'h1a:
-          \_$216  = table_26;
+          \_$234  = table_26;
       8'h1b:
-          \_$216  = table_27;
+          \_$234  = table_27;
       8'h1c:
-          \_$216  = table_28;
+          \_$234  = table_28;
       8'h1d:
-          \_$216  = table_29;
+          \_$234  = table_29;
       8'h1e:
-          \_$216  = table_30;
+          \_$234  = table_30;
       8'h1f:
-          \_$216  = table_31;
+          \_$234  = table_31;
       8'h20:
-          \_$216  = table_32;
+          \_$234  = table_32;
       8'h21:
-          \_$216  = table_33;
+          \_$234  = table_33;
       8'h22:
-          \_$216  = table_34;
+          \_$234  = table_34;
       8'h23:
-          \_$216  = table_35;
+          \_$234  = table_35;
       8'h24:
-          \_$216  = table_36;
+          \_$234  = table_36;
       8'h25:
-          \_$216  = table_37;
+          \_$234  = table_37;
       8'h26:
-          \_$216  = table_38;
+          \_$234  = table_38;
       8'h27:
-          \_$216  = table_39;
+          \_$234  = table_39;
       8'h28:
-          \_$216  = table_40;
+          \_$234  = table_40;
       8'h29:
-          \_$216  = table_41;
+          \_$234  = table_41;
       8'h2a:
-          \_$216  = table_42;
+          \_$234  = table_42;
       8'h2b:
-          \_$216  = table_43;
+          \_$234  = table_43;
       8'h2c:
-          \_$216  = table_44;
+          \_$234  = table_44;
       8'h2d:
-          \_$216  = table_45;
+          \_$234  = table_45;
       8'h2e:
-          \_$216  = table_46;
+          \_$234  = table_46;
       8'h2f:
-          \_$216  = table_47;
+          \_$234  = table_47;
       8'h30:
-          \_$216  = table_48;
+          \_$234  = table_48;
       8'h31:
-          \_$216  = table_49;
+          \_$234  = table_49;
       8'h32:
-          \_$216  = table_50;
+          \_$234  = table_50;
       8'h33:
-          \_$216  = table_51;
+          \_$234  = table_51;
       8'h34:
-          \_$216  = table_52;
+          \_$234  = table_52;
       8'h35:
-          \_$216  = table_53;
+          \_$234  = table_53;
       8'h36:
-          \_$216  = table_54;
+          \_$234  = table_54;
       8'h37:
-          \_$216  = table_55;
+          \_$234  = table_55;
       8'h38:
-          \_$216  = table_56;
+          \_$234  = table_56;
       8'h39:
-          \_$216  = table_57;
+          \_$234  = table_57;
       8'h3a:
-          \_$216  = table_58;
+          \_$234  = table_58;
       8'h3b:
-          \_$216  = table_59;
+          \_$234  = table_59;
       8'h3c:
-          \_$216  = table_60;
+          \_$234  = table_60;
       8'h3d:
-          \_$216  = table_61;
+          \_$234  = table_61;
       8'h3e:
-          \_$216  = table_62;
+          \_$234  = table_62;
       8'h3f:
-          \_$216  = table_63;
+          \_$234  = table_63;
       8'h40:
-          \_$216  = table_64;
+          \_$234  = table_64;
       8'h41:
-          \_$216  = table_65;
+          \_$234  = table_65;
       8'h42:
-          \_$216  = table_66;
+          \_$234  = table_66;
       8'h43:
-          \_$216  = table_67;
+          \_$234  = table_67;
       8'h44:
-          \_$216  = table_68;
+          \_$234  = table_68;
       8'h45:
-          \_$216  = table_69;
+          \_$234  = table_69;
       8'h46:
-          \_$216  = table_70;
+          \_$234  = table_70;
       8'h47:
-          \_$216  = table_71;
+          \_$234  = table_71;
       8'h48:
-          \_$216  = table_72;
+          \_$234  = table_72;
       8'h49:
-          \_$216  = table_73;
+          \_$234  = table_73;
       8'h4a:
-          \_$216  = table_74;
+          \_$234  = table_74;
       8'h4b:
-          \_$216  = table_75;
+          \_$234  = table_75;
       8'h4c:
-          \_$216  = table_76;
+          \_$234  = table_76;
       8'h4d:
-          \_$216  = table_77;
+          \_$234  = table_77;
       8'h4e:
-          \_$216  = table_78;
+          \_$234  = table_78;
       8'h4f:
-          \_$216  = table_79;
+          \_$234  = table_79;
       8'h50:
-          \_$216  = table_80;
+          \_$234  = table_80;
       8'h51:
-          \_$216  = table_81;
+          \_$234  = table_81;
       8'h52:
-          \_$216  = table_82;
+          \_$234  = table_82;
       8'h53:
-          \_$216  = table_83;
+          \_$234  = table_83;
       8'h54:
-          \_$216  = table_84;
+          \_$234  = table_84;
       8'h55:
-          \_$216  = table_85;
+          \_$234  = table_85;
       8'h56:
-          \_$216  = table_86;
+          \_$234  = table_86;
       8'h57:
-          \_$216  = table_87;
+          \_$234  = table_87;
       8'h58:
-          \_$216  = table_88;
+          \_$234  = table_88;
       8'h59:
-          \_$216  = table_89;
+          \_$234  = table_89;
       8'h5a:
-          \_$216  = table_90;
+          \_$234  = table_90;
       8'h5b:
-          \_$216  = table_91;
+          \_$234  = table_91;
       8'h5c:
-          \_$216  = table_92;
+          \_$234  = table_92;
       8'h5d:
-          \_$216  = table_93;
+          \_$234  = table_93;
       8'h5e:
-          \_$216  = table_94;
+          \_$234  = table_94;
       8'h5f:
-          \_$216  = table_95;
+          \_$234  = table_95;
       8'h60:
-          \_$216  = table_96;
+          \_$234  = table_96;
       8'h61:
-          \_$216  = table_97;
+          \_$234  = table_97;
       8'h62:
-          \_$216  = table_98;
+          \_$234  = table_98;
       8'h63:
-          \_$216  = table_99;
+          \_$234  = table_99;
       8'h64:
-          \_$216  = table_100;
+          \_$234  = table_100;
       8'h65:
-          \_$216  = table_101;
+          \_$234  = table_101;
       8'h66:
-          \_$216  = table_102;
+          \_$234  = table_102;
       8'h67:
-          \_$216  = table_103;
+          \_$234  = table_103;
       8'h68:
-          \_$216  = table_104;
+          \_$234  = table_104;
       8'h69:
-          \_$216  = table_105;
+          \_$234  = table_105;
       8'h6a:
-          \_$216  = table_106;
+          \_$234  = table_106;
       8'h6b:
-          \_$216  = table_107;
+          \_$234  = table_107;
       8'h6c:
-          \_$216  = table_108;
+          \_$234  = table_108;
       8'h6d:
-          \_$216  = table_109;
+          \_$234  = table_109;
       8'h6e:
-          \_$216  = table_110;
+          \_$234  = table_110;
       8'h6f:
-          \_$216  = table_111;
+          \_$234  = table_111;
       8'h70:
-          \_$216  = table_112;
+          \_$234  = table_112;
       8'h71:
-          \_$216  = table_113;
+          \_$234  = table_113;
       8'h72:
-          \_$216  = table_114;
+          \_$234  = table_114;
       8'h73:
-          \_$216  = table_115;
+          \_$234  = table_115;
       8'h74:
-          \_$216  = table_116;
+          \_$234  = table_116;
       8'h75:
-          \_$216  = table_117;
+          \_$234  = table_117;
       8'h76:
-          \_$216  = table_118;
+          \_$234  = table_118;
       8'h77:
-          \_$216  = table_119;
+          \_$234  = table_119;
       8'h78:
-          \_$216  = table_120;
+          \_$234  = table_120;
       8'h79:
-          \_$216  = table_121;
+          \_$234  = table_121;
       8'h7a:
-          \_$216  = table_122;
+          \_$234  = table_122;
       8'h7b:
-          \_$216  = table_123;
+          \_$234  = table_123;
       8'h7c:
-          \_$216  = table_124;
+          \_$234  = table_124;
       8'h7d:
-          \_$216  = table_125;
+          \_$234  = table_125;
       8'h7e:
-          \_$216  = table_126;
+          \_$234  = table_126;
       8'h7f:
-          \_$216  = table_127;
+          \_$234  = table_127;
       8'h80:
-          \_$216  = table_128;
+          \_$234  = table_128;
       8'h81:
-          \_$216  = table_129;
+          \_$234  = table_129;
       8'h82:
-          \_$216  = table_130;
+          \_$234  = table_130;
       8'h83:
-          \_$216  = table_131;
+          \_$234  = table_131;
       8'h84:
-          \_$216  = table_132;
+          \_$234  = table_132;
       8'h85:
-          \_$216  = table_133;
+          \_$234  = table_133;
       8'h86:
-          \_$216  = table_134;
+          \_$234  = table_134;
       8'h87:
-          \_$216  = table_135;
+          \_$234  = table_135;
       8'h88:
-          \_$216  = table_136;
+          \_$234  = table_136;
       8'h89:
-          \_$216  = table_137;
+          \_$234  = table_137;
       8'h8a:
-          \_$216  = table_138;
+          \_$234  = table_138;
       8'h8b:
-          \_$216  = table_139;
+          \_$234  = table_139;
       8'h8c:
-          \_$216  = table_140;
+          \_$234  = table_140;
       8'h8d:
-          \_$216  = table_141;
+          \_$234  = table_141;
       8'h8e:
-          \_$216  = table_142;
+          \_$234  = table_142;
       8'h8f:
-          \_$216  = table_143;
+          \_$234  = table_143;
       8'h90:
-          \_$216  = table_144;
+          \_$234  = table_144;
       8'h91:
-          \_$216  = table_145;
+          \_$234  = table_145;
       8'h92:
-          \_$216  = table_146;
+          \_$234  = table_146;
       8'h93:
-          \_$216  = table_147;
+          \_$234  = table_147;
       8'h94:
-          \_$216  = table_148;
+          \_$234  = table_148;
       8'h95:
-          \_$216  = table_149;
+          \_$234  = table_149;
       8'h96:
-          \_$216  = table_150;
+          \_$234  = table_150;
       8'h97:
-          \_$216  = table_151;
+          \_$234  = table_151;
       8'h98:
-          \_$216  = table_152;
+          \_$234  = table_152;
       8'h99:
-          \_$216  = table_153;
+          \_$234  = table_153;
       8'h9a:
-          \_$216  = table_154;
+          \_$234  = table_154;
       8'h9b:
-          \_$216  = table_155;
+          \_$234  = table_155;
       8'h9c:
-          \_$216  = table_156;
+          \_$234  = table_156;
       8'h9d:
-          \_$216  = table_157;
+          \_$234  = table_157;
       8'h9e:
-          \_$216  = table_158;
+          \_$234  = table_158;
       8'h9f:
-          \_$216  = table_159;
+          \_$234  = table_159;
       8'ha0:
-          \_$216  = table_160;
+          \_$234  = table_160;
       8'ha1:
-          \_$216  = table_161;
+          \_$234  = table_161;
       8'ha2:
-          \_$216  = table_162;
+          \_$234  = table_162;
       8'ha3:
-          \_$216  = table_163;
+          \_$234  = table_163;
       8'ha4:
-          \_$216  = table_164;
+          \_$234  = table_164;
       8'ha5:
-          \_$216  = table_165;
+          \_$234  = table_165;
       8'ha6:
-          \_$216  = table_166;
+          \_$234  = table_166;
       8'ha7:
-          \_$216  = table_167;
+          \_$234  = table_167;
       8'ha8:
-          \_$216  = table_168;
+          \_$234  = table_168;
       8'ha9:
-          \_$216  = table_169;
+          \_$234  = table_169;
       8'haa:
-          \_$216  = table_170;
+          \_$234  = table_170;
       8'hab:
-          \_$216  = table_171;
+          \_$234  = table_171;
       8'hac:
-          \_$216  = table_172;
+          \_$234  = table_172;
       8'had:
-          \_$216  = table_173;
+          \_$234  = table_173;
       8'hae:
-          \_$216  = table_174;
+          \_$234  = table_174;
       8'haf:
-          \_$216  = table_175;
+          \_$234  = table_175;
       8'hb0:
-          \_$216  = table_176;
+          \_$234  = table_176;
       8'hb1:
-          \_$216  = table_177;
+          \_$234  = table_177;
       8'hb2:
-          \_$216  = table_178;
+          \_$234  = table_178;
       8'hb3:
-          \_$216  = table_179;
+          \_$234  = table_179;
       8'hb4:
-          \_$216  = table_180;
+          \_$234  = table_180;
       8'hb5:
-          \_$216  = table_181;
+          \_$234  = table_181;
       8'hb6:
-          \_$216  = table_182;
+          \_$234  = table_182;
       8'hb7:
-          \_$216  = table_183;
+          \_$234  = table_183;
       8'hb8:
-          \_$216  = table_184;
+          \_$234  = table_184;
       8'hb9:
-          \_$216  = table_185;
+          \_$234  = table_185;
       8'hba:
-          \_$216  = table_186;
+          \_$234  = table_186;
       8'hbb:
-          \_$216  = table_187;
+          \_$234  = table_187;
       8'hbc:
-          \_$216  = table_188;
+          \_$234  = table_188;
       8'hbd:
-          \_$216  = table_189;
+          \_$234  = table_189;
       8'hbe:
-          \_$216  = table_190;
+          \_$234  = table_190;
       8'hbf:
-          \_$216  = table_191;
+          \_$234  = table_191;
       8'hc0:
-          \_$216  = table_192;
+          \_$234  = table_192;
       8'hc1:
-          \_$216  = table_193;
+          \_$234  = table_193;
       8'hc2:
-          \_$216  = table_194;
+          \_$234  = table_194;
       8'hc3:
-          \_$216  = table_195;
+          \_$234  = table_195;
       8'hc4:
-          \_$216  = table_196;
+          \_$234  = table_196;
       8'hc5:
-          \_$216  = table_197;
+          \_$234  = table_197;
       8'hc6:
-          \_$216  = table_198;
+          \_$234  = table_198;
       8'hc7:
-          \_$216  = table_199;
+          \_$234  = table_199;
       8'hc8:
-          \_$216  = table_200;
+          \_$234  = table_200;
       8'hc9:
-          \_$216  = table_201;
+          \_$234  = table_201;
       8'hca:
-          \_$216  = table_202;
+          \_$234  = table_202;
       8'hcb:
-          \_$216  = table_203;
+          \_$234  = table_203;
       8'hcc:
-          \_$216  = table_204;
+          \_$234  = table_204;
       8'hcd:
-          \_$216  = table_205;
+          \_$234  = table_205;
       8'hce:
-          \_$216  = table_206;
+          \_$234  = table_206;
       8'hcf:
-          \_$216  = table_207;
+          \_$234  = table_207;
       8'hd0:
-          \_$216  = table_208;
+          \_$234  = table_208;
       8'hd1:
-          \_$216  = table_209;
+          \_$234  = table_209;
       8'hd2:
-          \_$216  = table_210;
+          \_$234  = table_210;
       8'hd3:
-          \_$216  = table_211;
+          \_$234  = table_211;
       8'hd4:
-          \_$216  = table_212;
+          \_$234  = table_212;
       8'hd5:
-          \_$216  = table_213;
+          \_$234  = table_213;
       8'hd6:
-          \_$216  = table_214;
+          \_$234  = table_214;
       8'hd7:
-          \_$216  = table_215;
+          \_$234  = table_215;
       8'hd8:
-          \_$216  = table_216;
+          \_$234  = table_216;
       8'hd9:
-          \_$216  = table_217;
+          \_$234  = table_217;
       8'hda:
-          \_$216  = table_218;
+          \_$234  = table_218;
       8'hdb:
-          \_$216  = table_219;
+          \_$234  = table_219;
       8'hdc:
-          \_$216  = table_220;
+          \_$234  = table_220;
       8'hdd:
-          \_$216  = table_221;
+          \_$234  = table_221;
       8'hde:
-          \_$216  = table_222;
+          \_$234  = table_222;
       8'hdf:
-          \_$216  = table_223;
+          \_$234  = table_223;
       8'he0:
-          \_$216  = table_224;
+          \_$234  = table_224;
       8'he1:
-          \_$216  = table_225;
+          \_$234  = table_225;
       8'he2:
-          \_$216  = table_226;
+          \_$234  = table_226;
       8'he3:
-          \_$216  = table_227;
+          \_$234  = table_227;
       8'he4:
-          \_$216  = table_228;
+          \_$234  = table_228;
       8'he5:
-          \_$216  = table_229;
+          \_$234  = table_229;
       8'he6:
-          \_$216  = table_230;
+          \_$234  = table_230;
       8'he7:
-          \_$216  = table_231;
+          \_$234  = table_231;
       8'he8:
-          \_$216  = table_232;
+          \_$234  = table_232;
       8'he9:
-          \_$216  = table_233;
+          \_$234  = table_233;
       8'hea:
-          \_$216  = table_234;
+          \_$234  = table_234;
       8'heb:
-          \_$216  = table_235;
+          \_$234  = table_235;
       8'hec:
-          \_$216  = table_236;
+          \_$234  = table_236;
       8'hed:
-          \_$216  = table_237;
+          \_$234  = table_237;
       8'hee:
-          \_$216  = table_238;
+          \_$234  = table_238;
       8'hef:
-          \_$216  = table_239;
+          \_$234  = table_239;
       8'hf0:
-          \_$216  = table_240;
+          \_$234  = table_240;
       8'hf1:
-          \_$216  = table_241;
+          \_$234  = table_241;
       8'hf2:
-          \_$216  = table_242;
+          \_$234  = table_242;
       8'hf3:
-          \_$216  = table_243;
+          \_$234  = table_243;
       8'hf4:
-          \_$216  = table_244;
+          \_$234  = table_244;
       8'hf5:
-          \_$216  = table_245;
+          \_$234  = table_245;
       8'hf6:
-          \_$216  = table_246;
+          \_$234  = table_246;
       8'hf7:
-          \_$216  = table_247;
+          \_$234  = table_247;
       8'hf8:
-          \_$216  = table_248;
+          \_$234  = table_248;
       8'hf9:
-          \_$216  = table_249;
+          \_$234  = table_249;
       8'hfa:
-          \_$216  = table_250;
+          \_$234  = table_250;
       8'hfb:
-          \_$216  = table_251;
+          \_$234  = table_251;
       8'hfc:
-          \_$216  = table_252;
+          \_$234  = table_252;
       8'hfd:
-          \_$216  = table_253;
+          \_$234  = table_253;
       8'hfe:
-          \_$216  = table_254;
+          \_$234  = table_254;
       8'hff:
-          \_$216  = table_255;
+          \_$234  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$311 , \_$279 [6:0] })
+    casez ({ \_$329 , \_$297 [6:0] })
       8'h00:
-          \_$312  = table_0;
+          \_$330  = table_0;
       8'h01:
-          \_$312  = table_1;
+          \_$330  = table_1;
       8'h02:
-          \_$312  = table_2;
+          \_$330  = table_2;
       8'h03:
-          \_$312  = table_3;
+          \_$330  = table_3;
       8'h04:
-          \_$312  = table_4;
+          \_$330  = table_4;
       8'h05:
-          \_$312  = table_5;
+          \_$330  = table_5;
       8'h06:
-          \_$312  = table_6;
+          \_$330  = table_6;
       8'h07:
-          \_$312  = table_7;
+          \_$330  = table_7;
       8'h08:
-          \_$312  = table_8;
+          \_$330  = table_8;
       8'h09:
-          \_$312  = table_9;
+          \_$330  = table_9;
       8'h0a:
-          \_$312  = table_10;
+          \_$330  = table_10;
       8'h0b:
-          \_$312  = table_11;
+          \_$330  = table_11;
       8'h0c:
-          \_$312  = table_12;
+          \_$330  = table_12;
       8'h0d:
-          \_$312  = table_13;
+          \_$330  = table_13;
       8'h0e:
-          \_$312  = table_14;
+          \_$330  = table_14;
       8'h0f:
-          \_$312  = table_15;
+          \_$330  = table_15;
       8'h10:
-          \_$312  = table_16;
+          \_$330  = table_16;
       8'h11:
-          \_$312  = table_17;
+          \_$330  = table_17;
       8'h12:
-          \_$312  = table_18;
+          \_$330  = table_18;
       8'h13:
-          \_$312  = table_19;
+          \_$330  = table_19;
       8'h14:
-          \_$312  = table_20;
+          \_$330  = table_20;
       8'h15:
-          \_$312  = table_21;
+          \_$330  = table_21;
       8'h16:
-          \_$312  = table_22;
+          \_$330  = table_22;
       8'h17:
-          \_$312  = table_23;
+          \_$330  = table_23;
       8'h18:
-          \_$312  = table_24;
+          \_$330  = table_24;
       8'h19:
-          \_$312  = table_25;
+          \_$330  = table_25;
       8'h1a:
-          \_$312  = table_26;
+          \_$330  = table_26;
       8'h1b:
-          \_$312  = table_27;
+          \_$330  = table_27;
       8'h1c:
-          \_$312  = table_28;
+          \_$330  = table_28;
       8'h1d:
-          \_$312  = table_29;
+          \_$330  = table_29;
       8'h1e:
-          \_$312  = table_30;
+          \_$330  = table_30;
       8'h1f:
-          \_$312  = table_31;
+          \_$330  = table_31;
       8'h20:
-          \_$312  = table_32;
+          \_$330  = table_32;
       8'h21:
-          \_$312  = table_33;
+          \_$330  = table_33;
       8'h22:
-          \_$312  = table_34;
+          \_$330  = table_34;
       8'h23:
-          \_$312  = table_35;
+          \_$330  = table_35;
       8'h24:
-          \_$312  = table_36;
+          \_$330  = table_36;
       8'h25:
-          \_$312  = table_37;
+          \_$330  = table_37;
       8'h26:
-          \_$312  = table_38;
+          \_$330  = table_38;
       8'h27:
-          \_$312  = table_39;
+          \_$330  = table_39;
       8'h28:
-          \_$312  = table_40;
+          \_$330  = table_40;
       8'h29:
-          \_$312  = table_41;
+          \_$330  = table_41;
       8'h2a:
-          \_$312  = table_42;
+          \_$330  = table_42;
       8'h2b:
-          \_$312  = table_43;
+          \_$330  = table_43;
       8'h2c:
-          \_$312  = table_44;
+          \_$330  = table_44;
       8'h2d:
-          \_$312  = table_45;
+          \_$330  = table_45;
       8'h2e:
-          \_$312  = table_46;
+          \_$330  = table_46;
       8'h2f:
-          \_$312  = table_47;
+          \_$330  = table_47;
       8'h30:
-          \_$312  = table_48;
+          \_$330  = table_48;
       8'h31:
-          \_$312  = table_49;
+          \_$330  = table_49;
       8'h32:
-          \_$312  = table_50;
+          \_$330  = table_50;
       8'h33:
-          \_$312  = table_51;
+          \_$330  = table_51;
       8'h34:
-          \_$312  = table_52;
+          \_$330  = table_52;
       8'h35:
-          \_$312  = table_53;
+          \_$330  = table_53;
       8'h36:
-          \_$312  = table_54;
+          \_$330  = table_54;
       8'h37:
-          \_$312  = table_55;
+          \_$330  = table_55;
       8'h38:
-          \_$312  = table_56;
+          \_$330  = table_56;
       8'h39:
-          \_$312  = table_57;
+          \_$330  = table_57;
       8'h3a:
-          \_$312  = table_58;
+          \_$330  = table_58;
       8'h3b:
-          \_$312  = table_59;
+          \_$330  = table_59;
       8'h3c:
-          \_$312  = table_60;
+          \_$330  = table_60;
       8'h3d:
-          \_$312  = table_61;
+          \_$330  = table_61;
       8'h3e:
-          \_$312  = table_62;
+          \_$330  = table_62;
       8'h3f:
-          \_$312  = table_63;
+          \_$330  = table_63;
       8'h40:
-          \_$312  = table_64;
+          \_$330  = table_64;
       8'h41:
-          \_$312  = table_65;
+          \_$330  = table_65;
       8'h42:
-          \_$312  = table_66;
+          \_$330  = table_66;
       8'h43:
-          \_$312  = table_67;
+          \_$330  = table_67;
       8'h44:
-          \_$312  = table_68;
+          \_$330  = table_68;
       8'h45:
-          \_$312  = table_69;
+          \_$330  = table_69;
       8'h46:
-          \_$312  = table_70;
+          \_$330  = table_70;
       8'h47:
-          \_$312  = table_71;
+          \_$330  = table_71;
       8'h48:
-          \_$312  = table_72;
+          \_$330  = table_72;
       8'h49:
-          \_$312  = table_73;
+          \_$330  = table_73;
       8'h4a:
-          \_$312  = table_74;
+          \_$330  = table_74;
       8'h4b:
-          \_$312  = table_75;
+          \_$330  = table_75;
       8'h4c:
-          \_$312  = table_76;
+          \_$330  = table_76;
       8'h4d:
-          \_$312  = table_77;
+          \_$330  = table_77;
       8'h4e:
-          \_$312  = table_78;
+          \_$330  = table_78;
       8'h4f:
-          \_$312  = table_79;
+          \_$330  = table_79;
       8'h50:
-          \_$312  = table_80;
+          \_$330  = table_80;
       8'h51:
-          \_$312  = table_81;
+          \_$330  = table_81;
       8'h52:
-          \_$312  = table_82;
+          \_$330  = table_82;
       8'h53:
-          \_$312  = table_83;
+          \_$330  = table_83;
       8'h54:
-          \_$312  = table_84;
+          \_$330  = table_84;
       8'h55:
-          \_$312  = table_85;
+          \_$330  = table_85;
       8'h56:
-          \_$312  = table_86;
+          \_$330  = table_86;
       8'h57:
-          \_$312  = table_87;
+          \_$330  = table_87;
       8'h58:
-          \_$312  = table_88;
+          \_$330  = table_88;
       8'h59:
-          \_$312  = table_89;
+          \_$330  = table_89;
       8'h5a:
-          \_$312  = table_90;
+          \_$330  = table_90;
       8'h5b:
-          \_$312  = table_91;
+          \_$330  = table_91;
       8'h5c:
-          \_$312  = table_92;
+          \_$330  = table_92;
       8'h5d:
-          \_$312  = table_93;
+          \_$330  = table_93;
       8'h5e:
-          \_$312  = table_94;
+          \_$330  = table_94;
       8'h5f:
-          \_$312  = table_95;
+          \_$330  = table_95;
       8'h60:
-          \_$312  = table_96;
+          \_$330  = table_96;
       8'h61:
-          \_$312  = table_97;
+          \_$330  = table_97;
       8'h62:
-          \_$312  = table_98;
+          \_$330  = table_98;
       8'h63:
-          \_$312  = table_99;
+          \_$330  = table_99;
       8'h64:
-          \_$312  = table_100;
+          \_$330  = table_100;
       8'h65:
-          \_$312  = table_101;
+          \_$330  = table_101;
       8'h66:
-          \_$312  = table_102;
+          \_$330  = table_102;
       8'h67:
-          \_$312  = table_103;
+          \_$330  = table_103;
       8'h68:
-          \_$312  = table_104;
+          \_$330  = table_104;
       8'h69:
-          \_$312  = table_105;
+          \_$330  = table_105;
       8'h6a:
-          \_$312  = table_106;
+          \_$330  = table_106;
       8'h6b:
-          \_$312  = table_107;
+          \_$330  = table_107;
       8'h6c:
-          \_$312  = table_108;
+          \_$330  = table_108;
       8'h6d:
-          \_$312  = table_109;
+          \_$330  = table_109;
       8'h6e:
-          \_$312  = table_110;
+          \_$330  = table_110;
       8'h6f:
-          \_$312  = table_111;
+          \_$330  = table_111;
       8'h70:
-          \_$312  = table_112;
+          \_$330  = table_112;
       8'h71:
-          \_$312  = table_113;
+          \_$330  = table_113;
       8'h72:
-          \_$312  = table_114;
+          \_$330  = table_114;
       8'h73:
-          \_$312  = table_115;
+          \_$330  = table_115;
       8'h74:
-          \_$312  = table_116;
+          \_$330  = table_116;
       8'h75:
-          \_$312  = table_117;
+          \_$330  = table_117;
       8'h76:
-          \_$312  = table_118;
+          \_$330  = table_118;
       8'h77:
-          \_$312  = table_119;
+          \_$330  = table_119;
       8'h78:
-          \_$312  = table_120;
+          \_$330  = table_120;
       8'h79:
-          \_$312  = table_121;
+          \_$330  = table_121;
       8'h7a:
-          \_$312  = table_122;
+          \_$330  = table_122;
       8'h7b:
-          \_$312  = table_123;
+          \_$330  = table_123;
       8'h7c:
-          \_$312  = table_124;
+          \_$330  = table_124;
       8'h7d:
-          \_$312  = table_125;
+          \_$330  = table_125;
       8'h7e:
-          \_$312  = table_126;
+          \_$330  = table_126;
       8'h7f:
-          \_$312  = table_127;
+          \_$330  = table_127;
       8'h80:
-          \_$312  = table_128;
+          \_$330  = table_128;
       8'h81:
-          \_$312  = table_129;
+          \_$330  = table_129;
       8'h82:
-          \_$312  = table_130;
+          \_$330  = table_130;
       8'h83:
-          \_$312  = table_131;
+          \_$330  = table_131;
       8'h84:
-          \_$312  = table_132;
+          \_$330  = table_132;
       8'h85:
-          \_$312  = table_133;
+          \_$330  = table_133;
       8'h86:
-          \_$312  = table_134;
+          \_$330  = table_134;
       8'h87:
-          \_$312  = table_135;
+          \_$330  = table_135;
       8'h88:
-          \_$312  = table_136;
+          \_$330  = table_136;
       8'h89:
-          \_$312  = table_137;
+          \_$330  = table_137;
       8'h8a:
-          \_$312  = table_138;
+          \_$330  = table_138;
       8'h8b:
-          \_$312  = table_139;
+          \_$330  = table_139;
       8'h8c:
-          \_$312  = table_140;
+          \_$330  = table_140;
       8'h8d:
-          \_$312  = table_141;
+          \_$330  = table_141;
       8'h8e:
-          \_$312  = table_142;
+          \_$330  = table_142;
       8'h8f:
-          \_$312  = table_143;
+          \_$330  = table_143;
       8'h90:
-          \_$312  = table_144;
+          \_$330  = table_144;
       8'h91:
-          \_$312  = table_145;
+          \_$330  = table_145;
       8'h92:
-          \_$312  = table_146;
+          \_$330  = table_146;
       8'h93:
-          \_$312  = table_147;
+          \_$330  = table_147;
       8'h94:
-          \_$312  = table_148;
+          \_$330  = table_148;
       8'h95:
-          \_$312  = table_149;
+          \_$330  = table_149;
       8'h96:
-          \_$312  = table_150;
+          \_$330  = table_150;
       8'h97:
-          \_$312  = table_151;
+          \_$330  = table_151;
       8'h98:
-          \_$312  = table_152;
+          \_$330  = table_152;
       8'h99:
-          \_$312  = table_153;
+          \_$330  = table_153;
       8'h9a:
-          \_$312  = table_154;
+          \_$330  = table_154;
       8'h9b:
-          \_$312  = table_155;
+          \_$330  = table_155;
       8'h9c:
-          \_$312  = table_156;
+          \_$330  = table_156;
       8'h9d:
-          \_$312  = table_157;
+          \_$330  = table_157;
       8'h9e:
-          \_$312  = table_158;
+          \_$330  = table_158;
       8'h9f:
-          \_$312  = table_159;
+          \_$330  = table_159;
       8'ha0:
-          \_$312  = table_160;
+          \_$330  = table_160;
       8'ha1:
-          \_$312  = table_161;
+          \_$330  = table_161;
       8'ha2:
-          \_$312  = table_162;
+          \_$330  = table_162;
       8'ha3:
-          \_$312  = table_163;
+          \_$330  = table_163;
       8'ha4:
-          \_$312  = table_164;
+          \_$330  = table_164;
       8'ha5:
-          \_$312  = table_165;
+          \_$330  = table_165;
       8'ha6:
-          \_$312  = table_166;
+          \_$330  = table_166;
       8'ha7:
-          \_$312  = table_167;
+          \_$330  = table_167;
       8'ha8:
-          \_$312  = table_168;
+          \_$330  = table_168;
       8'ha9:
-          \_$312  = table_169;
+          \_$330  = table_169;
       8'haa:
-          \_$312  = table_170;
+          \_$330  = table_170;
       8'hab:
-          \_$312  = table_171;
+          \_$330  = table_171;
       8'hac:
-          \_$312  = table_172;
+          \_$330  = table_172;
       8'had:
-          \_$312  = table_173;
+          \_$330  = table_173;
       8'hae:
-          \_$312  = table_174;
+          \_$330  = table_174;
       8'haf:
-          \_$312  = table_175;
+          \_$330  = table_175;
       8'hb0:
-          \_$312  = table_176;
+          \_$330  = table_176;
       8'hb1:
-          \_$312  = table_177;
+          \_$330  = table_177;
       8'hb2:
-          \_$312  = table_178;
+          \_$330  = table_178;
       8'hb3:
-          \_$312  = table_179;
+          \_$330  = table_179;
       8'hb4:
-          \_$312  = table_180;
+          \_$330  = table_180;
       8'hb5:
-          \_$312  = table_181;
+          \_$330  = table_181;
       8'hb6:
-          \_$312  = table_182;
+          \_$330  = table_182;
       8'hb7:
-          \_$312  = table_183;
+          \_$330  = table_183;
       8'hb8:
-          \_$312  = table_184;
+          \_$330  = table_184;
       8'hb9:
-          \_$312  = table_185;
+          \_$330  = table_185;
       8'hba:
-          \_$312  = table_186;
+          \_$330  = table_186;
       8'hbb:
-          \_$312  = table_187;
+          \_$330  = table_187;
       8'hbc:
-          \_$312  = table_188;
+          \_$330  = table_188;
       8'hbd:
-          \_$312  = table_189;
+          \_$330  = table_189;
       8'hbe:
-          \_$312  = table_190;
+          \_$330  = table_190;
       8'hbf:
-          \_$312  = table_191;
+          \_$330  = table_191;
       8'hc0:
-          \_$312  = table_192;
+          \_$330  = table_192;
       8'hc1:
-          \_$312  = table_193;
+          \_$330  = table_193;
       8'hc2:
-          \_$312  = table_194;
+          \_$330  = table_194;
       8'hc3:
-          \_$312  = table_195;
+          \_$330  = table_195;
       8'hc4:
-          \_$312  = table_196;
+          \_$330  = table_196;
       8'hc5:
-          \_$312  = table_197;
+          \_$330  = table_197;
       8'hc6:
-          \_$312  = table_198;
+          \_$330  = table_198;
       8'hc7:
-          \_$312  = table_199;
+          \_$330  = table_199;
       8'hc8:
-          \_$312  = table_200;
+          \_$330  = table_200;
       8'hc9:
-          \_$312  = table_201;
+          \_$330  = table_201;
       8'hca:
-          \_$312  = table_202;
+          \_$330  = table_202;
       8'hcb:
-          \_$312  = table_203;
+          \_$330  = table_203;
       8'hcc:
-          \_$312  = table_204;
+          \_$330  = table_204;
       8'hcd:
-          \_$312  = table_205;
+          \_$330  = table_205;
       8'hce:
-          \_$312  = table_206;
+          \_$330  = table_206;
       8'hcf:
-          \_$312  = table_207;
+          \_$330  = table_207;
       8'hd0:
-          \_$312  = table_208;
+          \_$330  = table_208;
       8'hd1:
-          \_$312  = table_209;
+          \_$330  = table_209;
       8'hd2:
-          \_$312  = table_210;
+          \_$330  = table_210;
       8'hd3:
-          \_$312  = table_211;
+          \_$330  = table_211;
       8'hd4:
-          \_$312  = table_212;
+          \_$330  = table_212;
       8'hd5:
-          \_$312  = table_213;
+          \_$330  = table_213;
       8'hd6:
-          \_$312  = table_214;
+          \_$330  = table_214;
       8'hd7:
-          \_$312  = table_215;
+          \_$330  = table_215;
       8'hd8:
-          \_$312  = table_216;
+          \_$330  = table_216;
       8'hd9:
-          \_$312  = table_217;
+          \_$330  = table_217;
       8'hda:
-          \_$312  = table_218;
+          \_$330  = table_218;
       8'hdb:
-          \_$312  = table_219;
+          \_$330  = table_219;
       8'hdc:
-          \_$312  = table_220;
+          \_$330  = table_220;
       8'hdd:
-          \_$312  = table_221;
+          \_$330  = table_221;
       8'hde:
-          \_$312  = table_222;
+          \_$330  = table_222;
       8'hdf:
-          \_$312  = table_223;
+          \_$330  = table_223;
       8'he0:
-          \_$312  = table_224;
+          \_$330  = table_224;
       8'he1:
-          \_$312  = table_225;
+          \_$330  = table_225;
       8'he2:
-          \_$312  = table_226;
+          \_$330  = table_226;
       8'he3:
-          \_$312  = table_227;
+          \_$330  = table_227;
       8'he4:
-          \_$312  = table_228;
+          \_$330  = table_228;
       8'he5:
-          \_$312  = table_229;
+          \_$330  = table_229;
       8'he6:
-          \_$312  = table_230;
+          \_$330  = table_230;
       8'he7:
-          \_$312  = table_231;
+          \_$330  = table_231;
       8'he8:
-          \_$312  = table_232;
+          \_$330  = table_232;
       8'he9:
-          \_$312  = table_233;
+          \_$330  = table_233;
       8'hea:
-          \_$312  = table_234;
+          \_$330  = table_234;
       8'heb:
-          \_$312  = table_235;
+          \_$330  = table_235;
       8'hec:
-          \_$312  = table_236;
+          \_$330  = table_236;
       8'hed:
-          \_$312  = table_237;
+          \_$330  = table_237;
       8'hee:
-          \_$312  = table_238;
+          \_$330  = table_238;
       8'hef:
-          \_$312  = table_239;
+          \_$330  = table_239;
       8'hf0:
-          \_$312  = table_240;
+          \_$330  = table_240;
       8'hf1:
-          \_$312  = table_241;
+          \_$330  = table_241;
       8'hf2:
-          \_$312  = table_242;
+          \_$330  = table_242;
       8'hf3:
-          \_$312  = table_243;
+          \_$330  = table_243;
       8'hf4:
-          \_$312  = table_244;
+          \_$330  = table_244;
       8'hf5:
-          \_$312  = table_245;
+          \_$330  = table_245;
       8'hf6:
-          \_$312  = table_246;
+          \_$330  = table_246;
       8'hf7:
-          \_$312  = table_247;
+          \_$330  = table_247;
       8'hf8:
-          \_$312  = table_248;
+          \_$330  = table_248;
       8'hf9:
-          \_$312  = table_249;
+          \_$330  = table_249;
       8'hfa:
-          \_$312  = table_250;
+          \_$330  = table_250;
       8'hfb:
-          \_$312  = table_251;
+          \_$330  = table_251;
       8'hfc:
-          \_$312  = table_252;
+          \_$330  = table_252;
       8'hfd:
-          \_$312  = table_253;
+          \_$330  = table_253;
       8'hfe:
-          \_$312  = table_254;
+          \_$330  = table_254;
       8'hff:
-          \_$312  = table_255;
+          \_$330  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$407 , \_$375 [6:0] })
+    casez ({ \_$425 , \_$393 [6:0] })
       8'h00:
-          \_$408  = table_0;
+          \_$426  = table_0;
       8'h01:
-          \_$408  = table_1;
+          \_$426  = table_1;
       8'h02:
-          \_$408  = table_2;
+          \_$426  = table_2;
       8'h03:
-          \_$408  = table_3;
+          \_$426  = table_3;
       8'h04:
-          \_$408  = table_4;
+          \_$426  = table_4;
       8'h05:
-          \_$408  = table_5;
+          \_$426  = table_5;
       8'h06:
-          \_$408  = table_6;
+          \_$426  = table_6;
       8'h07:
-          \_$408  = table_7;
+          \_$426  = table_7;
       8'h08:
-          \_$408  = table_8;
+          \_$426  = table_8;
       8'h09:
-          \_$408  = table_9;
+          \_$426  = table_9;
       8'h0a:
-          \_$408  = table_10;
+          \_$426  = table_10;
       8'h0b:
-          \_$408  = table_11;
+          \_$426  = table_11;
       8'h0c:
-          \_$408  = table_12;
+          \_$426  = table_12;
       8'h0d:
-          \_$408  = table_13;
+          \_$426  = table_13;
       8'h0e:
-          \_$408  = table_14;
+          \_$426  = table_14;
       8'h0f:
-          \_$408  = table_15;
+          \_$426  = table_15;
       8'h10:
-          \_$408  = table_16;
+          \_$426  = table_16;
       8'h11:
-          \_$408  = table_17;
+          \_$426  = table_17;
       8'h12:
-          \_$408  = table_18;
+          \_$426  = table_18;
       8'h13:
-          \_$408  = table_19;
+          \_$426  = table_19;
       8'h14:
-          \_$408  = table_20;
+          \_$426  = table_20;
       8'h15:
-          \_$408  = table_21;
+          \_$426  = table_21;
       8'h16:
-          \_$408  = table_22;
+          \_$426  = table_22;
       8'h17:
-          \_$408  = table_23;
+          \_$426  = table_23;
       8'h18:
-          \_$408  = table_24;
+          \_$426  = table_24;
       8'h19:
-          \_$408  = table_25;
+          \_$426  = table_25;
       8'h1a:
-          \_$408  = table_26;
+          \_$426  = table_26;
       8'h1b:
-          \_$408  = table_27;
+          \_$426  = table_27;
       8'h1c:
-          \_$408  = table_28;
+          \_$426  = table_28;
       8'h1d:
-          \_$408  = table_29;
+          \_$426  = table_29;
       8'h1e:
-          \_$408  = table_30;
+          \_$426  = table_30;
       8'h1f:
-          \_$408  = table_31;
+          \_$426  = table_31;
       8'h20:
-          \_$408  = table_32;
+          \_$426  = table_32;
       8'h21:
-          \_$408  = table_33;
+          \_$426  = table_33;
       8'h22:
-          \_$408  = table_34;
+          \_$426  = table_34;
       8'h23:
-          \_$408  = table_35;
+          \_$426  = table_35;
       8'h24:
-          \_$408  = table_36;
+          \_$426  = table_36;
       8'h25:
-          \_$408  = table_37;
+          \_$426  = table_37;
       8'h26:
-          \_$408  = table_38;
+          \_$426  = table_38;
       8'h27:
-          \_$408  = table_39;
+          \_$426  = table_39;
       8'h28:
-          \_$408  = table_40;
+          \_$426  = table_40;
       8'h29:
-          \_$408  = table_41;
+          \_$426  = table_41;
       8'h2a:
-          \_$408  = table_42;
+          \_$426  = table_42;
       8'h2b:
-          \_$408  = table_43;
+          \_$426  = table_43;
       8'h2c:
-          \_$408  = table_44;
+          \_$426  = table_44;
       8'h2d:
-          \_$408  = table_45;
+          \_$426  = table_45;
       8'h2e:
-          \_$408  = table_46;
+          \_$426  = table_46;
       8'h2f:
-          \_$408  = table_47;
+          \_$426  = table_47;
       8'h30:
-          \_$408  = table_48;
+          \_$426  = table_48;
       8'h31:
-          \_$408  = table_49;
+          \_$426  = table_49;
       8'h32:
-          \_$408  = table_50;
+          \_$426  = table_50;
       8'h33:
-          \_$408  = table_51;
+          \_$426  = table_51;
       8'h34:
-          \_$408  = table_52;
+          \_$426  = table_52;
       8'h35:
-          \_$408  = table_53;
+          \_$426  = table_53;
       8'h36:
-          \_$408  = table_54;
+          \_$426  = table_54;
       8'h37:
-          \_$408  = table_55;
+          \_$426  = table_55;
       8'h38:
-          \_$408  = table_56;
+          \_$426  = table_56;
       8'h39:
-          \_$408  = table_57;
+          \_$426  = table_57;
       8'h3a:
-          \_$408  = table_58;
+          \_$426  = table_58;
       8'h3b:
-          \_$408  = table_59;
+          \_$426  = table_59;
       8'h3c:
-          \_$408  = table_60;
+          \_$426  = table_60;
       8'h3d:
-          \_$408  = table_61;
+          \_$426  = table_61;
       8'h3e:
-          \_$408  = table_62;
+          \_$426  = table_62;
       8'h3f:
-          \_$408  = table_63;
+          \_$426  = table_63;
       8'h40:
-          \_$408  = table_64;
+          \_$426  = table_64;
       8'h41:
-          \_$408  = table_65;
+          \_$426  = table_65;
       8'h42:
-          \_$408  = table_66;
+          \_$426  = table_66;
       8'h43:
-          \_$408  = table_67;
+          \_$426  = table_67;
       8'h44:
-          \_$408  = table_68;
+          \_$426  = table_68;
       8'h45:
-          \_$408  = table_69;
+          \_$426  = table_69;
       8'h46:
-          \_$408  = table_70;
+          \_$426  = table_70;
       8'h47:
-          \_$408  = table_71;
+          \_$426  = table_71;
       8'h48:
-          \_$408  = table_72;
+          \_$426  = table_72;
       8'h49:
-          \_$408  = table_73;
+          \_$426  = table_73;
       8'h4a:
-          \_$408  = table_74;
+          \_$426  = table_74;
       8'h4b:
-          \_$408  = table_75;
+          \_$426  = table_75;
       8'h4c:
-          \_$408  = table_76;
+          \_$426  = table_76;
       8'h4d:
-          \_$408  = table_77;
+          \_$426  = table_77;
       8'h4e:
-          \_$408  = table_78;
+          \_$426  = table_78;
       8'h4f:
-          \_$408  = table_79;
+          \_$426  = table_79;
       8'h50:
-          \_$408  = table_80;
+          \_$426  = table_80;
       8'h51:
-          \_$408  = table_81;
+          \_$426  = table_81;
       8'h52:
-          \_$408  = table_82;
+          \_$426  = table_82;
       8'h53:
-          \_$408  = table_83;
+          \_$426  = table_83;
       8'h54:
-          \_$408  = table_84;
+          \_$426  = table_84;
       8'h55:
-          \_$408  = table_85;
+          \_$426  = table_85;
       8'h56:
-          \_$408  = table_86;
+          \_$426  = table_86;
       8'h57:
-          \_$408  = table_87;
+          \_$426  = table_87;
       8'h58:
-          \_$408  = table_88;
+          \_$426  = table_88;
       8'h59:
-          \_$408  = table_89;
+          \_$426  = table_89;
       8'h5a:
-          \_$408  = table_90;
+          \_$426  = table_90;
       8'h5b:
-          \_$408  = table_91;
+          \_$426  = table_91;
       8'h5c:
-          \_$408  = table_92;
+          \_$426  = table_92;
       8'h5d:
-          \_$408  = table_93;
+          \_$426  = table_93;
       8'h5e:
-          \_$408  = table_94;
+          \_$426  = table_94;
       8'h5f:
-          \_$408  = table_95;
+          \_$426  = table_95;
       8'h60:
-          \_$408  = table_96;
+          \_$426  = table_96;
       8'h61:
-          \_$408  = table_97;
+          \_$426  = table_97;
       8'h62:
-          \_$408  = table_98;
+          \_$426  = table_98;
       8'h63:
-          \_$408  = table_99;
+          \_$426  = table_99;
       8'h64:
-          \_$408  = table_100;
+          \_$426  = table_100;
       8'h65:
-          \_$408  = table_101;
+          \_$426  = table_101;
       8'h66:
-          \_$408  = table_102;
+          \_$426  = table_102;
       8'h67:
-          \_$408  = table_103;
+          \_$426  = table_103;
       8'h68:
-          \_$408  = table_104;
+          \_$426  = table_104;
       8'h69:
-          \_$408  = table_105;
+          \_$426  = table_105;
       8'h6a:
-          \_$408  = table_106;
+          \_$426  = table_106;
       8'h6b:
-          \_$408  = table_107;
+          \_$426  = table_107;
       8'h6c:
-          \_$408  = table_108;
+          \_$426  = table_108;
       8'h6d:
-          \_$408  = table_109;
+          \_$426  = table_109;
       8'h6e:
-          \_$408  = table_110;
+          \_$426  = table_110;
       8'h6f:
-          \_$408  = table_111;
+          \_$426  = table_111;
       8'h70:
-          \_$408  = table_112;
+          \_$426  = table_112;
       8'h71:
-          \_$408  = table_113;
+          \_$426  = table_113;
       8'h72:
-          \_$408  = table_114;
+          \_$426  = table_114;
       8'h73:
-          \_$408  = table_115;
+          \_$426  = table_115;
       8'h74:
-          \_$408  = table_116;
+          \_$426  = table_116;
       8'h75:
-          \_$408  = table_117;
+          \_$426  = table_117;
       8'h76:
-          \_$408  = table_118;
+          \_$426  = table_118;
       8'h77:
-          \_$408  = table_119;
+          \_$426  = table_119;
       8'h78:
-          \_$408  = table_120;
+          \_$426  = table_120;
       8'h79:
-          \_$408  = table_121;
+          \_$426  = table_121;
       8'h7a:
-          \_$408  = table_122;
+          \_$426  = table_122;
       8'h7b:
-          \_$408  = table_123;
+          \_$426  = table_123;
       8'h7c:
-          \_$408  = table_124;
+          \_$426  = table_124;
       8'h7d:
-          \_$408  = table_125;
+          \_$426  = table_125;
       8'h7e:
-          \_$408  = table_126;
+          \_$426  = table_126;
       8'h7f:
-          \_$408  = table_127;
+          \_$426  = table_127;
       8'h80:
-          \_$408  = table_128;
+          \_$426  = table_128;
       8'h81:
-          \_$408  = table_129;
+          \_$426  = table_129;
       8'h82:
-          \_$408  = table_130;
+          \_$426  = table_130;
       8'h83:
-          \_$408  = table_131;
+          \_$426  = table_131;
       8'h84:
-          \_$408  = table_132;
+          \_$426  = table_132;
       8'h85:
-          \_$408  = table_133;
+          \_$426  = table_133;
       8'h86:
-          \_$408  = table_134;
+          \_$426  = table_134;
       8'h87:
-          \_$408  = table_135;
+          \_$426  = table_135;
       8'h88:
-          \_$408  = table_136;
+          \_$426  = table_136;
       8'h89:
-          \_$408  = table_137;
+          \_$426  = table_137;
       8'h8a:
-          \_$408  = table_138;
+          \_$426  = table_138;
       8'h8b:
-          \_$408  = table_139;
+          \_$426  = table_139;
       8'h8c:
-          \_$408  = table_140;
+          \_$426  = table_140;
       8'h8d:
-          \_$408  = table_141;
+          \_$426  = table_141;
       8'h8e:
-          \_$408  = table_142;
+          \_$426  = table_142;
       8'h8f:
-          \_$408  = table_143;
+          \_$426  = table_143;
       8'h90:
-          \_$408  = table_144;
+          \_$426  = table_144;
       8'h91:
-          \_$408  = table_145;
+          \_$426  = table_145;
       8'h92:
-          \_$408  = table_146;
+          \_$426  = table_146;
       8'h93:
-          \_$408  = table_147;
+          \_$426  = table_147;
       8'h94:
-          \_$408  = table_148;
+          \_$426  = table_148;
       8'h95:
-          \_$408  = table_149;
+          \_$426  = table_149;
       8'h96:
-          \_$408  = table_150;
+          \_$426  = table_150;
       8'h97:
-          \_$408  = table_151;
+          \_$426  = table_151;
       8'h98:
-          \_$408  = table_152;
+          \_$426  = table_152;
       8'h99:
-          \_$408  = table_153;
+          \_$426  = table_153;
       8'h9a:
-          \_$408  = table_154;
+          \_$426  = table_154;
       8'h9b:
-          \_$408  = table_155;
+          \_$426  = table_155;
       8'h9c:
-          \_$408  = table_156;
+          \_$426  = table_156;
       8'h9d:
-          \_$408  = table_157;
+          \_$426  = table_157;
       8'h9e:
-          \_$408  = table_158;
+          \_$426  = table_158;
       8'h9f:
-          \_$408  = table_159;
+          \_$426  = table_159;
       8'ha0:
-          \_$408  = table_160;
+          \_$426  = table_160;
       8'ha1:
-          \_$408  = table_161;
+          \_$426  = table_161;
       8'ha2:
-          \_$408  = table_162;
+          \_$426  = table_162;
       8'ha3:
-          \_$408  = table_163;
+          \_$426  = table_163;
       8'ha4:
-          \_$408  = table_164;
+          \_$426  = table_164;
       8'ha5:
-          \_$408  = table_165;
+          \_$426  = table_165;
       8'ha6:
-          \_$408  = table_166;
+          \_$426  = table_166;
       8'ha7:
-          \_$408  = table_167;
+          \_$426  = table_167;
       8'ha8:
-          \_$408  = table_168;
+          \_$426  = table_168;
       8'ha9:
-          \_$408  = table_169;
+          \_$426  = table_169;
       8'haa:
-          \_$408  = table_170;
+          \_$426  = table_170;
       8'hab:
-          \_$408  = table_171;
+          \_$426  = table_171;
       8'hac:
-          \_$408  = table_172;
+          \_$426  = table_172;
       8'had:
-          \_$408  = table_173;
+          \_$426  = table_173;
       8'hae:
-          \_$408  = table_174;
+          \_$426  = table_174;
       8'haf:
-          \_$408  = table_175;
+          \_$426  = table_175;
       8'hb0:
-          \_$408  = table_176;
+          \_$426  = table_176;
       8'hb1:
-          \_$408  = table_177;
+          \_$426  = table_177;
       8'hb2:
-          \_$408  = table_178;
+          \_$426  = table_178;
       8'hb3:
-          \_$408  = table_179;
+          \_$426  = table_179;
       8'hb4:
-          \_$408  = table_180;
+          \_$426  = table_180;
       8'hb5:
-          \_$408  = table_181;
+          \_$426  = table_181;
       8'hb6:
-          \_$408  = table_182;
+          \_$426  = table_182;
       8'hb7:
-          \_$408  = table_183;
+          \_$426  = table_183;
       8'hb8:
-          \_$408  = table_184;
+          \_$426  = table_184;
       8'hb9:
-          \_$408  = table_185;
+          \_$426  = table_185;
       8'hba:
-          \_$408  = table_186;
+          \_$426  = table_186;
       8'hbb:
-          \_$408  = table_187;
+          \_$426  = table_187;
       8'hbc:
-          \_$408  = table_188;
+          \_$426  = table_188;
       8'hbd:
-          \_$408  = table_189;
+          \_$426  = table_189;
       8'hbe:
-          \_$408  = table_190;
+          \_$426  = table_190;
       8'hbf:
-          \_$408  = table_191;
+          \_$426  = table_191;
       8'hc0:
-          \_$408  = table_192;
+          \_$426  = table_192;
       8'hc1:
-          \_$408  = table_193;
+          \_$426  = table_193;
       8'hc2:
-          \_$408  = table_194;
+          \_$426  = table_194;
       8'hc3:
-          \_$408  = table_195;
+          \_$426  = table_195;
       8'hc4:
-          \_$408  = table_196;
+          \_$426  = table_196;
       8'hc5:
-          \_$408  = table_197;
+          \_$426  = table_197;
       8'hc6:
-          \_$408  = table_198;
+          \_$426  = table_198;
       8'hc7:
-          \_$408  = table_199;
+          \_$426  = table_199;
       8'hc8:
-          \_$408  = table_200;
+          \_$426  = table_200;
       8'hc9:
-          \_$408  = table_201;
+          \_$426  = table_201;
       8'hca:
-          \_$408  = table_202;
+          \_$426  = table_202;
       8'hcb:
-          \_$408  = table_203;
+          \_$426  = table_203;
       8'hcc:
-          \_$408  = table_204;
+          \_$426  = table_204;
       8'hcd:
-          \_$408  = table_205;
+          \_$426  = table_205;
       8'hce:
-          \_$408  = table_206;
+          \_$426  = table_206;
       8'hcf:
-          \_$408  = table_207;
+          \_$426  = table_207;
       8'hd0:
-          \_$408  = table_208;
+          \_$426  = table_208;
       8'hd1:
-          \_$408  = table_209;
+          \_$426  = table_209;
       8'hd2:
-          \_$408  = table_210;
+          \_$426  = table_210;
       8'hd3:
-          \_$408  = table_211;
+          \_$426  = table_211;
       8'hd4:
-          \_$408  = table_212;
+          \_$426  = table_212;
       8'hd5:
-          \_$408  = table_213;
+          \_$426  = table_213;
       8'hd6:
-          \_$408  = table_214;
+          \_$426  = table_214;
       8'hd7:
-          \_$408  = table_215;
+          \_$426  = table_215;
       8'hd8:
-          \_$408  = table_216;
+          \_$426  = table_216;
       8'hd9:
-          \_$408  = table_217;
+          \_$426  = table_217;
       8'hda:
-          \_$408  = table_218;
+          \_$426  = table_218;
       8'hdb:
-          \_$408  = table_219;
+          \_$426  = table_219;
       8'hdc:
-          \_$408  = table_220;
+          \_$426  = table_220;
       8'hdd:
-          \_$408  = table_221;
+          \_$426  = table_221;
       8'hde:
-          \_$408  = table_222;
+          \_$426  = table_222;
       8'hdf:
-          \_$408  = table_223;
+          \_$426  = table_223;
       8'he0:
-          \_$408  = table_224;
+          \_$426  = table_224;
       8'he1:
-          \_$408  = table_225;
+          \_$426  = table_225;
       8'he2:
-          \_$408  = table_226;
+          \_$426  = table_226;
       8'he3:
-          \_$408  = table_227;
+          \_$426  = table_227;
       8'he4:
-          \_$408  = table_228;
+          \_$426  = table_228;
       8'he5:
-          \_$408  = table_229;
+          \_$426  = table_229;
       8'he6:
-          \_$408  = table_230;
+          \_$426  = table_230;
       8'he7:
-          \_$408  = table_231;
+          \_$426  = table_231;
       8'he8:
-          \_$408  = table_232;
+          \_$426  = table_232;
       8'he9:
-          \_$408  = table_233;
+          \_$426  = table_233;
       8'hea:
-          \_$408  = table_234;
+          \_$426  = table_234;
       8'heb:
-          \_$408  = table_235;
+          \_$426  = table_235;
       8'hec:
-          \_$408  = table_236;
+          \_$426  = table_236;
       8'hed:
-          \_$408  = table_237;
+          \_$426  = table_237;
       8'hee:
-          \_$408  = table_238;
+          \_$426  = table_238;
       8'hef:
-          \_$408  = table_239;
+          \_$426  = table_239;
       8'hf0:
-          \_$408  = table_240;
+          \_$426  = table_240;
       8'hf1:
-          \_$408  = table_241;
+          \_$426  = table_241;
       8'hf2:
-          \_$408  = table_242;
+          \_$426  = table_242;
       8'hf3:
-          \_$408  = table_243;
+          \_$426  = table_243;
       8'hf4:
-          \_$408  = table_244;
+          \_$426  = table_244;
       8'hf5:
-          \_$408  = table_245;
+          \_$426  = table_245;
       8'hf6:
-          \_$408  = table_246;
+          \_$426  = table_246;
       8'hf7:
-          \_$408  = table_247;
+          \_$426  = table_247;
       8'hf8:
-          \_$408  = table_248;
+          \_$426  = table_248;
       8'hf9:
-          \_$408  = table_249;
+          \_$426  = table_249;
       8'hfa:
-          \_$408  = table_250;
+          \_$426  = table_250;
       8'hfb:
-          \_$408  = table_251;
+          \_$426  = table_251;
       8'hfc:
-          \_$408  = table_252;
+          \_$426  = table_252;
       8'hfd:
-          \_$408  = table_253;
+          \_$426  = table_253;
       8'hfe:
-          \_$408  = table_254;
+          \_$426  = table_254;
       8'hff:
-          \_$408  = table_255;
+          \_$426  = table_255;
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     (* full_case = 32'd1 *)
-    casez ({ \_$503 , \_$471 [6:0] })
+    casez ({ \_$521 , \_$489 [6:0] })
       8'h00:
-          \_$504  = table_0;
+          \_$522  = table_0;
       8'h01:
-          \_$504  = table_1;
+          \_$522  = table_1;
       8'h02:
-          \_$504  = table_2;
+          \_$522  = table_2;
       8'h03:
-          \_$504  = table_3;
+          \_$522  = table_3;
       8'h04:
-          \_$504  = table_4;
+          \_$522  = table_4;
       8'h05:
-          \_$504  = table_5;
+          \_$522  = table_5;
       8'h06:
-          \_$504  = table_6;
+          \_$522  = table_6;
       8'h07:
-          \_$504  = table_7;
+          \_$522  = table_7;
       8'h08:
-          \_$504  = table_8;
+          \_$522  = table_8;
       8'h09:
-          \_$504  = table_9;
+          \_$522  = table_9;
       8'h0a:
-          \_$504  = table_10;
+          \_$522  = table_10;
       8'h0b:
-          \_$504  = table_11;
+          \_$522  = table_11;
       8'h0c:
-          \_$504  = table_12;
+          \_$522  = table_12;
       8'h0d:
-          \_$504  = table_13;
+          \_$522  = table_13;
       8'h0e:
-          \_$504  = table_14;
+          \_$522  = table_14;
       8'h0f:
-          \_$504  = table_15;
+          \_$522  = table_15;
       8'h10:
-          \_$504  = table_16;
+          \_$522  = table_16;
       8'h11:
-          \_$504  = table_17;
+          \_$522  = table_17;
       8'h12:
-          \_$504  = table_18;
+          \_$522  = table_18;
       8'h13:
-          \_$504  = table_19;
+          \_$522  = table_19;
       8'h14:
-          \_$504  = table_20;
+          \_$522  = table_20;
       8'h15:
-          \_$504  = table_21;
+          \_$522  = table_21;
       8'h16:
-          \_$504  = table_22;
+          \_$522  = table_22;
       8'h17:
-          \_$504  = table_23;
+          \_$522  = table_23;
       8'h18:
-          \_$504  = table_24;
+          \_$522  = table_24;
       8'h19:
-          \_$504  = table_25;
+          \_$522  = table_25;
       8'h1a:
-          \_$504  = table_26;
+          \_$522  = table_26;
       8'h1b:
-          \_$504  = table_27;
+          \_$522  = table_27;
       8'h1c:
-          \_$504  = table_28;
+          \_$522  = table_28;
       8'h1d:
-          \_$504  = table_29;
+          \_$522  = table_29;
       8'h1e:
-          \_$504  = table_30;
+          \_$522  = table_30;
       8'h1f:
-          \_$504  = table_31;
+          \_$522  = table_31;
       8'h20:
-          \_$504  = table_32;
+          \_$522  = table_32;
       8'h21:
-          \_$504  = table_33;
+          \_$522  = table_33;
       8'h22:
-          \_$504  = table_34;
+          \_$522  = table_34;
       8'h23:
-          \_$504  = table_35;
+          \_$522  = table_35;
       8'h24:
-          \_$504  = table_36;
+          \_$522  = table_36;
       8'h25:
-          \_$504  = table_37;
+          \_$522  = table_37;
       8'h26:
-          \_$504  = table_38;
+          \_$522  = table_38;
       8'h27:
-          \_$504  = table_39;
+          \_$522  = table_39;
       8'h28:
-          \_$504  = table_40;
+          \_$522  = table_40;
       8'h29:
-          \_$504  = table_41;
+          \_$522  = table_41;
       8'h2a:
-          \_$504  = table_42;
+          \_$522  = table_42;
       8'h2b:
-          \_$504  = table_43;
+          \_$522  = table_43;
       8'h2c:
-          \_$504  = table_44;
+          \_$522  = table_44;
       8'h2d:
-          \_$504  = table_45;
+          \_$522  = table_45;
       8'h2e:
-          \_$504  = table_46;
+          \_$522  = table_46;
       8'h2f:
-          \_$504  = table_47;
+          \_$522  = table_47;
       8'h30:
-          \_$504  = table_48;
+          \_$522  = table_48;
       8'h31:
-          \_$504  = table_49;
+          \_$522  = table_49;
       8'h32:
-          \_$504  = table_50;
+          \_$522  = table_50;
       8'h33:
-          \_$504  = table_51;
+          \_$522  = table_51;
       8'h34:
-          \_$504  = table_52;
+          \_$522  = table_52;
       8'h35:
-          \_$504  = table_53;
+          \_$522  = table_53;
       8'h36:
-          \_$504  = table_54;
+          \_$522  = table_54;
       8'h37:
-          \_$504  = table_55;
+          \_$522  = table_55;
       8'h38:
-          \_$504  = table_56;
+          \_$522  = table_56;
       8'h39:
-          \_$504  = table_57;
+          \_$522  = table_57;
       8'h3a:
-          \_$504  = table_58;
+          \_$522  = table_58;
       8'h3b:
-          \_$504  = table_59;
+          \_$522  = table_59;
       8'h3c:
-          \_$504  = table_60;
+          \_$522  = table_60;
       8'h3d:
-          \_$504  = table_61;
+          \_$522  = table_61;
       8'h3e:
-          \_$504  = table_62;
+          \_$522  = table_62;
       8'h3f:
-          \_$504  = table_63;
+          \_$522  = table_63;
       8'h40:
-          \_$504  = table_64;
+          \_$522  = table_64;
       8'h41:
-          \_$504  = table_65;
+          \_$522  = table_65;
       8'h42:
-          \_$504  = table_66;
+          \_$522  = table_66;
       8'h43:
-          \_$504  = table_67;
+          \_$522  = table_67;
       8'h44:
-          \_$504  = table_68;
+          \_$522  = table_68;
       8'h45:
-          \_$504  = table_69;
+          \_$522  = table_69;
       8'h46:
-          \_$504  = table_70;
+          \_$522  = table_70;
       8'h47:
-          \_$504  = table_71;
+          \_$522  = table_71;
       8'h48:
-          \_$504  = table_72;
+          \_$522  = table_72;
       8'h49:
-          \_$504  = table_73;
+          \_$522  = table_73;
       8'h4a:
-          \_$504  = table_74;
+          \_$522  = table_74;
       8'h4b:
-          \_$504  = table_75;
+          \_$522  = table_75;
       8'h4c:
-          \_$504  = table_76;
+          \_$522  = table_76;
       8'h4d:
-          \_$504  = table_77;
+          \_$522  = table_77;
       8'h4e:
-          \_$504  = table_78;
+          \_$522  = table_78;
       8'h4f:
-          \_$504  = table_79;
+          \_$522  = table_79;
       8'h50:
-          \_$504  = table_80;
+          \_$522  = table_80;
       8'h51:
-          \_$504  = table_81;
+          \_$522  = table_81;
       8'h52:
-          \_$504  = table_82;
+          \_$522  = table_82;
       8'h53:
-          \_$504  = table_83;
+          \_$522  = table_83;
       8'h54:
-          \_$504  = table_84;
+          \_$522  = table_84;
       8'h55:
-          \_$504  = table_85;
+          \_$522  = table_85;
       8'h56:
-          \_$504  = table_86;
+          \_$522  = table_86;
       8'h57:
-          \_$504  = table_87;
+          \_$522  = table_87;
       8'h58:
-          \_$504  = table_88;
+          \_$522  = table_88;
       8'h59:
-          \_$504  = table_89;
+          \_$522  = table_89;
       8'h5a:
-          \_$504  = table_90;
+          \_$522  = table_90;
       8'h5b:
-          \_$504  = table_91;
+          \_$522  = table_91;
       8'h5c:
-          \_$504  = table_92;
+          \_$522  = table_92;
       8'h5d:
-          \_$504  = table_93;
+          \_$522  = table_93;
       8'h5e:
-          \_$504  = table_94;
+          \_$522  = table_94;
       8'h5f:
-          \_$504  = table_95;
+          \_$522  = table_95;
       8'h60:
-          \_$504  = table_96;
+          \_$522  = table_96;
       8'h61:
-          \_$504  = table_97;
+          \_$522  = table_97;
       8'h62:
-          \_$504  = table_98;
+          \_$522  = table_98;
       8'h63:
-          \_$504  = table_99;
+          \_$522  = table_99;
       8'h64:
-          \_$504  = table_100;
+          \_$522  = table_100;
       8'h65:
-          \_$504  = table_101;
+          \_$522  = table_101;
       8'h66:
-          \_$504  = table_102;
+          \_$522  = table_102;
       8'h67:
-          \_$504  = table_103;
+          \_$522  = table_103;
       8'h68:
-          \_$504  = table_104;
+          \_$522  = table_104;
       8'h69:
-          \_$504  = table_105;
+          \_$522  = table_105;
       8'h6a:
-          \_$504  = table_106;
+          \_$522  = table_106;
       8'h6b:
-          \_$504  = table_107;
+          \_$522  = table_107;
       8'h6c:
-          \_$504  = table_108;
+          \_$522  = table_108;
       8'h6d:
-          \_$504  = table_109;
+          \_$522  = table_109;
       8'h6e:
-          \_$504  = table_110;
+          \_$522  = table_110;
       8'h6f:
-          \_$504  = table_111;
+          \_$522  = table_111;
       8'h70:
-          \_$504  = table_112;
+          \_$522  = table_112;
       8'h71:
-          \_$504  = table_113;
+          \_$522  = table_113;
       8'h72:
-          \_$504  = table_114;
+          \_$522  = table_114;
       8'h73:
-          \_$504  = table_115;
+          \_$522  = table_115;
       8'h74:
-          \_$504  = table_116;
+          \_$522  = table_116;
       8'h75:
-          \_$504  = table_117;
+          \_$522  = table_117;
       8'h76:
-          \_$504  = table_118;
+          \_$522  = table_118;
       8'h77:
-          \_$504  = table_119;
+          \_$522  = table_119;
       8'h78:
-          \_$504  = table_120;
+          \_$522  = table_120;
       8'h79:
-          \_$504  = table_121;
+          \_$522  = table_121;
       8'h7a:
-          \_$504  = table_122;
+          \_$522  = table_122;
       8'h7b:
-          \_$504  = table_123;
+          \_$522  = table_123;
       8'h7c:
-          \_$504  = table_124;
+          \_$522  = table_124;
       8'h7d:
-          \_$504  = table_125;
+          \_$522  = table_125;
       8'h7e:
-          \_$504  = table_126;
+          \_$522  = table_126;
       8'h7f:
-          \_$504  = table_127;
+          \_$522  = table_127;
       8'h80:
-          \_$504  = table_128;
+          \_$522  = table_128;
       8'h81:
-          \_$504  = table_129;
+          \_$522  = table_129;
       8'h82:
-          \_$504  = table_130;
+          \_$522  = table_130;
       8'h83:
-          \_$504  = table_131;
+          \_$522  = table_131;
       8'h84:
-          \_$504  = table_132;
+          \_$522  = table_132;
       8'h85:
-          \_$504  = table_133;
+          \_$522  = table_133;
       8'h86:
-          \_$504  = table_134;
+          \_$522  = table_134;
       8'h87:
-          \_$504  = table_135;
+          \_$522  = table_135;
       8'h88:
-          \_$504  = table_136;
+          \_$522  = table_136;
       8'h89:
-          \_$504  = table_137;
+          \_$522  = table_137;
       8'h8a:
-          \_$504  = table_138;
+          \_$522  = table_138;
       8'h8b:
-          \_$504  = table_139;
+          \_$522  = table_139;
       8'h8c:
-          \_$504  = table_140;
+          \_$522  = table_140;
       8'h8d:
-          \_$504  = table_141;
+          \_$522  = table_141;
       8'h8e:
-          \_$504  = table_142;
+          \_$522  = table_142;
       8'h8f:
-          \_$504  = table_143;
+          \_$522  = table_143;
       8'h90:
-          \_$504  = table_144;
+          \_$522  = table_144;
       8'h91:
-          \_$504  = table_145;
+          \_$522  = table_145;
       8'h92:
-          \_$504  = table_146;
+          \_$522  = table_146;
       8'h93:
-          \_$504  = table_147;
+          \_$522  = table_147;
       8'h94:
-          \_$504  = table_148;
+          \_$522  = table_148;
       8'h95:
-          \_$504  = table_149;
+          \_$522  = table_149;
       8'h96:
-          \_$504  = table_150;
+          \_$522  = table_150;
       8'h97:
-          \_$504  = table_151;
+          \_$522  = table_151;
       8'h98:
-          \_$504  = table_152;
+          \_$522  = table_152;
       8'h99:
-          \_$504  = table_153;
+          \_$522  = table_153;
       8'h9a:
-          \_$504  = table_154;
+          \_$522  = table_154;
       8'h9b:
-          \_$504  = table_155;
+          \_$522  = table_155;
       8'h9c:
-          \_$504  = table_156;
+          \_$522  = table_156;
       8'h9d:
-          \_$504  = table_157;
+          \_$522  = table_157;
       8'h9e:
-          \_$504  = table_158;
+          \_$522  = table_158;
       8'h9f:
-          \_$504  = table_159;
+          \_$522  = table_159;
       8'ha0:
-          \_$504  = table_160;
+          \_$522  = table_160;
       8'ha1:
-          \_$504  = table_161;
+          \_$522  = table_161;
       8'ha2:
-          \_$504  = table_162;
+          \_$522  = table_162;
       8'ha3:
-          \_$504  = table_163;
+          \_$522  = table_163;
       8'ha4:
-          \_$504  = table_164;
+          \_$522  = table_164;
       8'ha5:
-          \_$504  = table_165;
+          \_$522  = table_165;
       8'ha6:
-          \_$504  = table_166;
+          \_$522  = table_166;
       8'ha7:
-          \_$504  = table_167;
+          \_$522  = table_167;
       8'ha8:
-          \_$504  = table_168;
+          \_$522  = table_168;
       8'ha9:
-          \_$504  = table_169;
+          \_$522  = table_169;
       8'haa:
-          \_$504  = table_170;
+          \_$522  = table_170;
       8'hab:
-          \_$504  = table_171;
+          \_$522  = table_171;
       8'hac:
-          \_$504  = table_172;
+          \_$522  = table_172;
       8'had:
-          \_$504  = table_173;
+          \_$522  = table_173;
       8'hae:
-          \_$504  = table_174;
+          \_$522  = table_174;
       8'haf:
-          \_$504  = table_175;
+          \_$522  = table_175;
       8'hb0:
-          \_$504  = table_176;
+          \_$522  = table_176;
       8'hb1:
-          \_$504  = table_177;
+          \_$522  = table_177;
       8'hb2:
-          \_$504  = table_178;
+          \_$522  = table_178;
       8'hb3:
-          \_$504  = table_179;
+          \_$522  = table_179;
       8'hb4:
-          \_$504  = table_180;
+          \_$522  = table_180;
       8'hb5:
-          \_$504  = table_181;
+          \_$522  = table_181;
       8'hb6:
-          \_$504  = table_182;
+          \_$522  = table_182;
       8'hb7:
-          \_$504  = table_183;
+          \_$522  = table_183;
       8'hb8:
-          \_$504  = table_184;
+          \_$522  = table_184;
       8'hb9:
-          \_$504  = table_185;
+          \_$522  = table_185;
       8'hba:
-          \_$504  = table_186;
+          \_$522  = table_186;
       8'hbb:
-          \_$504  = table_187;
+          \_$522  = table_187;
       8'hbc:
-          \_$504  = table_188;
+          \_$522  = table_188;
       8'hbd:
-          \_$504  = table_189;
+          \_$522  = table_189;
       8'hbe:
-          \_$504  = table_190;
+          \_$522  = table_190;
       8'hbf:
-          \_$504  = table_191;
+          \_$522  = table_191;
       8'hc0:
-          \_$504  = table_192;
+          \_$522  = table_192;
       8'hc1:
-          \_$504  = table_193;
+          \_$522  = table_193;
       8'hc2:
-          \_$504  = table_194;
+          \_$522  = table_194;
       8'hc3:
-          \_$504  = table_195;
+          \_$522  = table_195;
       8'hc4:
-          \_$504  = table_196;
+          \_$522  = table_196;
       8'hc5:
-          \_$504  = table_197;
+          \_$522  = table_197;
       8'hc6:
-          \_$504  = table_198;
+          \_$522  = table_198;
       8'hc7:
-          \_$504  = table_199;
+          \_$522  = table_199;
       8'hc8:
-          \_$504  = table_200;
+          \_$522  = table_200;
       8'hc9:
-          \_$504  = table_201;
+          \_$522  = table_201;
       8'hca:
-          \_$504  = table_202;
+          \_$522  = table_202;
       8'hcb:
-          \_$504  = table_203;
+          \_$522  = table_203;
       8'hcc:
-          \_$504  = table_204;
+          \_$522  = table_204;
       8'hcd:
-          \_$504  = table_205;
+          \_$522  = table_205;
       8'hce:
-          \_$504  = table_206;
+          \_$522  = table_206;
       8'hcf:
-          \_$504  = table_207;
+          \_$522  = table_207;
       8'hd0:
-          \_$504  = table_208;
+          \_$522  = table_208;
       8'hd1:
-          \_$504  = table_209;
+          \_$522  = table_209;
       8'hd2:
-          \_$504  = table_210;
+          \_$522  = table_210;
       8'hd3:
-          \_$504  = table_211;
+          \_$522  = table_211;
       8'hd4:
-          \_$504  = table_212;
+          \_$522  = table_212;
       8'hd5:
-          \_$504  = table_213;
+          \_$522  = table_213;
       8'hd6:
-          \_$504  = table_214;
+          \_$522  = table_214;
       8'hd7:
-          \_$504  = table_215;
+          \_$522  = table_215;
       8'hd8:
-          \_$504  = table_216;
+          \_$522  = table_216;
       8'hd9:
-          \_$504  = table_217;
+          \_$522  = table_217;
       8'hda:
-          \_$504  = table_218;
+          \_$522  = table_218;
       8'hdb:
-          \_$504  = table_219;
+          \_$522  = table_219;
       8'hdc:
-          \_$504  = table_220;
+          \_$522  = table_220;
       8'hdd:
-          \_$504  = table_221;
+          \_$522  = table_221;
       8'hde:
-          \_$504  = table_222;
+          \_$522  = table_222;
       8'hdf:
-          \_$504  = table_223;
+          \_$522  = table_223;
       8'he0:
-          \_$504  = table_224;
+          \_$522  = table_224;
       8'he1:
-          \_$504  = table_225;
+          \_$522  = table_225;
       8'he2:
-          \_$504  = table_226;
+          \_$522  = table_226;
       8'he3:
-          \_$504  = table_227;
+          \_$522  = table_227;
       8'he4:
-          \_$504  = table_228;
+          \_$522  = table_228;
       8'he5:
-          \_$504  = table_229;
+          \_$522  = table_229;
       8'he6:
-          \_$504  = table_230;
+          \_$522  = table_230;
       8'he7:
-          \_$504  = table_231;
+          \_$522  = table_231;
       8'he8:
-          \_$504  = table_232;
+          \_$522  = table_232;
       8'he9:
-          \_$504  = table_233;
+          \_$522  = table_233;
       8'hea:
-          \_$504  = table_234;
+          \_$522  = table_234;
       8'heb:
-          \_$504  = table_235;
+          \_$522  = table_235;
       8'hec:
-          \_$504  = table_236;
+          \_$522  = table_236;
       8'hed:
-          \_$504  = table_237;
+          \_$522  = table_237;
       8'hee:
-          \_$504  = table_238;
+          \_$522  = table_238;
       8'hef:
-          \_$504  = table_239;
+          \_$522  = table_239;
       8'hf0:
-          \_$504  = table_240;
+          \_$522  = table_240;
       8'hf1:
-          \_$504  = table_241;
+          \_$522  = table_241;
       8'hf2:
-          \_$504  = table_242;
+          \_$522  = table_242;
       8'hf3:
-          \_$504  = table_243;
+          \_$522  = table_243;
       8'hf4:
-          \_$504  = table_244;
+          \_$522  = table_244;
       8'hf5:
-          \_$504  = table_245;
+          \_$522  = table_245;
       8'hf6:
-          \_$504  = table_246;
+          \_$522  = table_246;
       8'hf7:
-          \_$504  = table_247;
+          \_$522  = table_247;
       8'hf8:
-          \_$504  = table_248;
+          \_$522  = table_248;
       8'hf9:
-          \_$504  = table_249;
+          \_$522  = table_249;
       8'hfa:
-          \_$504  = table_250;
+          \_$522  = table_250;
       8'hfb:
-          \_$504  = table_251;
+          \_$522  = table_251;
       8'hfc:
-          \_$504  = table_252;
+          \_$522  = table_252;
       8'hfd:
-          \_$504  = table_253;
+          \_$522  = table_253;
       8'hfe:
-          \_$504  = table_254;
+          \_$522  = table_254;
       8'hff:
-          \_$504  = table_255;
+          \_$522  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$619 , \_$587 [6:0] })
+      8'h00:
+          \_$620  = table_0;
+      8'h01:
+          \_$620  = table_1;
+      8'h02:
+          \_$620  = table_2;
+      8'h03:
+          \_$620  = table_3;
+      8'h04:
+          \_$620  = table_4;
+      8'h05:
+          \_$620  = table_5;
+      8'h06:
+          \_$620  = table_6;
+      8'h07:
+          \_$620  = table_7;
+      8'h08:
+          \_$620  = table_8;
+      8'h09:
+          \_$620  = table_9;
+      8'h0a:
+          \_$620  = table_10;
+      8'h0b:
+          \_$620  = table_11;
+      8'h0c:
+          \_$620  = table_12;
+      8'h0d:
+          \_$620  = table_13;
+      8'h0e:
+          \_$620  = table_14;
+      8'h0f:
+          \_$620  = table_15;
+      8'h10:
+          \_$620  = table_16;
+      8'h11:
+          \_$620  = table_17;
+      8'h12:
+          \_$620  = table_18;
+      8'h13:
+          \_$620  = table_19;
+      8'h14:
+          \_$620  = table_20;
+      8'h15:
+          \_$620  = table_21;
+      8'h16:
+          \_$620  = table_22;
+      8'h17:
+          \_$620  = table_23;
+      8'h18:
+          \_$620  = table_24;
+      8'h19:
+          \_$620  = table_25;
+      8'h1a:
+          \_$620  = table_26;
+      8'h1b:
+          \_$620  = table_27;
+      8'h1c:
+          \_$620  = table_28;
+      8'h1d:
+          \_$620  = table_29;
+      8'h1e:
+          \_$620  = table_30;
+      8'h1f:
+          \_$620  = table_31;
+      8'h20:
+          \_$620  = table_32;
+      8'h21:
+          \_$620  = table_33;
+      8'h22:
+          \_$620  = table_34;
+      8'h23:
+          \_$620  = table_35;
+      8'h24:
+          \_$620  = table_36;
+      8'h25:
+          \_$620  = table_37;
+      8'h26:
+          \_$620  = table_38;
+      8'h27:
+          \_$620  = table_39;
+      8'h28:
+          \_$620  = table_40;
+      8'h29:
+          \_$620  = table_41;
+      8'h2a:
+          \_$620  = table_42;
+      8'h2b:
+          \_$620  = table_43;
+      8'h2c:
+          \_$620  = table_44;
+      8'h2d:
+          \_$620  = table_45;
+      8'h2e:
+          \_$620  = table_46;
+      8'h2f:
+          \_$620  = table_47;
+      8'h30:
+          \_$620  = table_48;
+      8'h31:
+          \_$620  = table_49;
+      8'h32:
+          \_$620  = table_50;
+      8'h33:
+          \_$620  = table_51;
+      8'h34:
+          \_$620  = table_52;
+      8'h35:
+          \_$620  = table_53;
+      8'h36:
+          \_$620  = table_54;
+      8'h37:
+          \_$620  = table_55;
+      8'h38:
+          \_$620  = table_56;
+      8'h39:
+          \_$620  = table_57;
+      8'h3a:
+          \_$620  = table_58;
+      8'h3b:
+          \_$620  = table_59;
+      8'h3c:
+          \_$620  = table_60;
+      8'h3d:
+          \_$620  = table_61;
+      8'h3e:
+          \_$620  = table_62;
+      8'h3f:
+          \_$620  = table_63;
+      8'h40:
+          \_$620  = table_64;
+      8'h41:
+          \_$620  = table_65;
+      8'h42:
+          \_$620  = table_66;
+      8'h43:
+          \_$620  = table_67;
+      8'h44:
+          \_$620  = table_68;
+      8'h45:
+          \_$620  = table_69;
+      8'h46:
+          \_$620  = table_70;
+      8'h47:
+          \_$620  = table_71;
+      8'h48:
+          \_$620  = table_72;
+      8'h49:
+          \_$620  = table_73;
+      8'h4a:
+          \_$620  = table_74;
+      8'h4b:
+          \_$620  = table_75;
+      8'h4c:
+          \_$620  = table_76;
+      8'h4d:
+          \_$620  = table_77;
+      8'h4e:
+          \_$620  = table_78;
+      8'h4f:
+          \_$620  = table_79;
+      8'h50:
+          \_$620  = table_80;
+      8'h51:
+          \_$620  = table_81;
+      8'h52:
+          \_$620  = table_82;
+      8'h53:
+          \_$620  = table_83;
+      8'h54:
+          \_$620  = table_84;
+      8'h55:
+          \_$620  = table_85;
+      8'h56:
+          \_$620  = table_86;
+      8'h57:
+          \_$620  = table_87;
+      8'h58:
+          \_$620  = table_88;
+      8'h59:
+          \_$620  = table_89;
+      8'h5a:
+          \_$620  = table_90;
+      8'h5b:
+          \_$620  = table_91;
+      8'h5c:
+          \_$620  = table_92;
+      8'h5d:
+          \_$620  = table_93;
+      8'h5e:
+          \_$620  = table_94;
+      8'h5f:
+          \_$620  = table_95;
+      8'h60:
+          \_$620  = table_96;
+      8'h61:
+          \_$620  = table_97;
+      8'h62:
+          \_$620  = table_98;
+      8'h63:
+          \_$620  = table_99;
+      8'h64:
+          \_$620  = table_100;
+      8'h65:
+          \_$620  = table_101;
+      8'h66:
+          \_$620  = table_102;
+      8'h67:
+          \_$620  = table_103;
+      8'h68:
+          \_$620  = table_104;
+      8'h69:
+          \_$620  = table_105;
+      8'h6a:
+          \_$620  = table_106;
+      8'h6b:
+          \_$620  = table_107;
+      8'h6c:
+          \_$620  = table_108;
+      8'h6d:
+          \_$620  = table_109;
+      8'h6e:
+          \_$620  = table_110;
+      8'h6f:
+          \_$620  = table_111;
+      8'h70:
+          \_$620  = table_112;
+      8'h71:
+          \_$620  = table_113;
+      8'h72:
+          \_$620  = table_114;
+      8'h73:
+          \_$620  = table_115;
+      8'h74:
+          \_$620  = table_116;
+      8'h75:
+          \_$620  = table_117;
+      8'h76:
+          \_$620  = table_118;
+      8'h77:
+          \_$620  = table_119;
+      8'h78:
+          \_$620  = table_120;
+      8'h79:
+          \_$620  = table_121;
+      8'h7a:
+          \_$620  = table_122;
+      8'h7b:
+          \_$620  = table_123;
+      8'h7c:
+          \_$620  = table_124;
+      8'h7d:
+          \_$620  = table_125;
+      8'h7e:
+          \_$620  = table_126;
+      8'h7f:
+          \_$620  = table_127;
+      8'h80:
+          \_$620  = table_128;
+      8'h81:
+          \_$620  = table_129;
+      8'h82:
+          \_$620  = table_130;
+      8'h83:
+          \_$620  = table_131;
+      8'h84:
+          \_$620  = table_132;
+      8'h85:
+          \_$620  = table_133;
+      8'h86:
+          \_$620  = table_134;
+      8'h87:
+          \_$620  = table_135;
+      8'h88:
+          \_$620  = table_136;
+      8'h89:
+          \_$620  = table_137;
+      8'h8a:
+          \_$620  = table_138;
+      8'h8b:
+          \_$620  = table_139;
+      8'h8c:
+          \_$620  = table_140;
+      8'h8d:
+          \_$620  = table_141;
+      8'h8e:
+          \_$620  = table_142;
+      8'h8f:
+          \_$620  = table_143;
+      8'h90:
+          \_$620  = table_144;
+      8'h91:
+          \_$620  = table_145;
+      8'h92:
+          \_$620  = table_146;
+      8'h93:
+          \_$620  = table_147;
+      8'h94:
+          \_$620  = table_148;
+      8'h95:
+          \_$620  = table_149;
+      8'h96:
+          \_$620  = table_150;
+      8'h97:
+          \_$620  = table_151;
+      8'h98:
+          \_$620  = table_152;
+      8'h99:
+          \_$620  = table_153;
+      8'h9a:
+          \_$620  = table_154;
+      8'h9b:
+          \_$620  = table_155;
+      8'h9c:
+          \_$620  = table_156;
+      8'h9d:
+          \_$620  = table_157;
+      8'h9e:
+          \_$620  = table_158;
+      8'h9f:
+          \_$620  = table_159;
+      8'ha0:
+          \_$620  = table_160;
+      8'ha1:
+          \_$620  = table_161;
+      8'ha2:
+          \_$620  = table_162;
+      8'ha3:
+          \_$620  = table_163;
+      8'ha4:
+          \_$620  = table_164;
+      8'ha5:
+          \_$620  = table_165;
+      8'ha6:
+          \_$620  = table_166;
+      8'ha7:
+          \_$620  = table_167;
+      8'ha8:
+          \_$620  = table_168;
+      8'ha9:
+          \_$620  = table_169;
+      8'haa:
+          \_$620  = table_170;
+      8'hab:
+          \_$620  = table_171;
+      8'hac:
+          \_$620  = table_172;
+      8'had:
+          \_$620  = table_173;
+      8'hae:
+          \_$620  = table_174;
+      8'haf:
+          \_$620  = table_175;
+      8'hb0:
+          \_$620  = table_176;
+      8'hb1:
+          \_$620  = table_177;
+      8'hb2:
+          \_$620  = table_178;
+      8'hb3:
+          \_$620  = table_179;
+      8'hb4:
+          \_$620  = table_180;
+      8'hb5:
+          \_$620  = table_181;
+      8'hb6:
+          \_$620  = table_182;
+      8'hb7:
+          \_$620  = table_183;
+      8'hb8:
+          \_$620  = table_184;
+      8'hb9:
+          \_$620  = table_185;
+      8'hba:
+          \_$620  = table_186;
+      8'hbb:
+          \_$620  = table_187;
+      8'hbc:
+          \_$620  = table_188;
+      8'hbd:
+          \_$620  = table_189;
+      8'hbe:
+          \_$620  = table_190;
+      8'hbf:
+          \_$620  = table_191;
+      8'hc0:
+          \_$620  = table_192;
+      8'hc1:
+          \_$620  = table_193;
+      8'hc2:
+          \_$620  = table_194;
+      8'hc3:
+          \_$620  = table_195;
+      8'hc4:
+          \_$620  = table_196;
+      8'hc5:
+          \_$620  = table_197;
+      8'hc6:
+          \_$620  = table_198;
+      8'hc7:
+          \_$620  = table_199;
+      8'hc8:
+          \_$620  = table_200;
+      8'hc9:
+          \_$620  = table_201;
+      8'hca:
+          \_$620  = table_202;
+      8'hcb:
+          \_$620  = table_203;
+      8'hcc:
+          \_$620  = table_204;
+      8'hcd:
+          \_$620  = table_205;
+      8'hce:
+          \_$620  = table_206;
+      8'hcf:
+          \_$620  = table_207;
+      8'hd0:
+          \_$620  = table_208;
+      8'hd1:
+          \_$620  = table_209;
+      8'hd2:
+          \_$620  = table_210;
+      8'hd3:
+          \_$620  = table_211;
+      8'hd4:
+          \_$620  = table_212;
+      8'hd5:
+          \_$620  = table_213;
+      8'hd6:
+          \_$620  = table_214;
+      8'hd7:
+          \_$620  = table_215;
+      8'hd8:
+          \_$620  = table_216;
+      8'hd9:
+          \_$620  = table_217;
+      8'hda:
+          \_$620  = table_218;
+      8'hdb:
+          \_$620  = table_219;
+      8'hdc:
+          \_$620  = table_220;
+      8'hdd:
+          \_$620  = table_221;
+      8'hde:
+          \_$620  = table_222;
+      8'hdf:
+          \_$620  = table_223;
+      8'he0:
+          \_$620  = table_224;
+      8'he1:
+          \_$620  = table_225;
+      8'he2:
+          \_$620  = table_226;
+      8'he3:
+          \_$620  = table_227;
+      8'he4:
+          \_$620  = table_228;
+      8'he5:
+          \_$620  = table_229;
+      8'he6:
+          \_$620  = table_230;
+      8'he7:
+          \_$620  = table_231;
+      8'he8:
+          \_$620  = table_232;
+      8'he9:
+          \_$620  = table_233;
+      8'hea:
+          \_$620  = table_234;
+      8'heb:
+          \_$620  = table_235;
+      8'hec:
+          \_$620  = table_236;
+      8'hed:
+          \_$620  = table_237;
+      8'hee:
+          \_$620  = table_238;
+      8'hef:
+          \_$620  = table_239;
+      8'hf0:
+          \_$620  = table_240;
+      8'hf1:
+          \_$620  = table_241;
+      8'hf2:
+          \_$620  = table_242;
+      8'hf3:
+          \_$620  = table_243;
+      8'hf4:
+          \_$620  = table_244;
+      8'hf5:
+          \_$620  = table_245;
+      8'hf6:
+          \_$620  = table_246;
+      8'hf7:
+          \_$620  = table_247;
+      8'hf8:
+          \_$620  = table_248;
+      8'hf9:
+          \_$620  = table_249;
+      8'hfa:
+          \_$620  = table_250;
+      8'hfb:
+          \_$620  = table_251;
+      8'hfc:
+          \_$620  = table_252;
+      8'hfd:
+          \_$620  = table_253;
+      8'hfe:
+          \_$620  = table_254;
+      8'hff:
+          \_$620  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$715 , \_$683 [6:0] })
+      8'h00:
+          \_$716  = table_0;
+      8'h01:
+          \_$716  = table_1;
+      8'h02:
+          \_$716  = table_2;
+      8'h03:
+          \_$716  = table_3;
+      8'h04:
+          \_$716  = table_4;
+      8'h05:
+          \_$716  = table_5;
+      8'h06:
+          \_$716  = table_6;
+      8'h07:
+          \_$716  = table_7;
+      8'h08:
+          \_$716  = table_8;
+      8'h09:
+          \_$716  = table_9;
+      8'h0a:
+          \_$716  = table_10;
+      8'h0b:
+          \_$716  = table_11;
+      8'h0c:
+          \_$716  = table_12;
+      8'h0d:
+          \_$716  = table_13;
+      8'h0e:
+          \_$716  = table_14;
+      8'h0f:
+          \_$716  = table_15;
+      8'h10:
+          \_$716  = table_16;
+      8'h11:
+          \_$716  = table_17;
+      8'h12:
+          \_$716  = table_18;
+      8'h13:
+          \_$716  = table_19;
+      8'h14:
+          \_$716  = table_20;
+      8'h15:
+          \_$716  = table_21;
+      8'h16:
+          \_$716  = table_22;
+      8'h17:
+          \_$716  = table_23;
+      8'h18:
+          \_$716  = table_24;
+      8'h19:
+          \_$716  = table_25;
+      8'h1a:
+          \_$716  = table_26;
+      8'h1b:
+          \_$716  = table_27;
+      8'h1c:
+          \_$716  = table_28;
+      8'h1d:
+          \_$716  = table_29;
+      8'h1e:
+          \_$716  = table_30;
+      8'h1f:
+          \_$716  = table_31;
+      8'h20:
+          \_$716  = table_32;
+      8'h21:
+          \_$716  = table_33;
+      8'h22:
+          \_$716  = table_34;
+      8'h23:
+          \_$716  = table_35;
+      8'h24:
+          \_$716  = table_36;
+      8'h25:
+          \_$716  = table_37;
+      8'h26:
+          \_$716  = table_38;
+      8'h27:
+          \_$716  = table_39;
+      8'h28:
+          \_$716  = table_40;
+      8'h29:
+          \_$716  = table_41;
+      8'h2a:
+          \_$716  = table_42;
+      8'h2b:
+          \_$716  = table_43;
+      8'h2c:
+          \_$716  = table_44;
+      8'h2d:
+          \_$716  = table_45;
+      8'h2e:
+          \_$716  = table_46;
+      8'h2f:
+          \_$716  = table_47;
+      8'h30:
+          \_$716  = table_48;
+      8'h31:
+          \_$716  = table_49;
+      8'h32:
+          \_$716  = table_50;
+      8'h33:
+          \_$716  = table_51;
+      8'h34:
+          \_$716  = table_52;
+      8'h35:
+          \_$716  = table_53;
+      8'h36:
+          \_$716  = table_54;
+      8'h37:
+          \_$716  = table_55;
+      8'h38:
+          \_$716  = table_56;
+      8'h39:
+          \_$716  = table_57;
+      8'h3a:
+          \_$716  = table_58;
+      8'h3b:
+          \_$716  = table_59;
+      8'h3c:
+          \_$716  = table_60;
+      8'h3d:
+          \_$716  = table_61;
+      8'h3e:
+          \_$716  = table_62;
+      8'h3f:
+          \_$716  = table_63;
+      8'h40:
+          \_$716  = table_64;
+      8'h41:
+          \_$716  = table_65;
+      8'h42:
+          \_$716  = table_66;
+      8'h43:
+          \_$716  = table_67;
+      8'h44:
+          \_$716  = table_68;
+      8'h45:
+          \_$716  = table_69;
+      8'h46:
+          \_$716  = table_70;
+      8'h47:
+          \_$716  = table_71;
+      8'h48:
+          \_$716  = table_72;
+      8'h49:
+          \_$716  = table_73;
+      8'h4a:
+          \_$716  = table_74;
+      8'h4b:
+          \_$716  = table_75;
+      8'h4c:
+          \_$716  = table_76;
+      8'h4d:
+          \_$716  = table_77;
+      8'h4e:
+          \_$716  = table_78;
+      8'h4f:
+          \_$716  = table_79;
+      8'h50:
+          \_$716  = table_80;
+      8'h51:
+          \_$716  = table_81;
+      8'h52:
+          \_$716  = table_82;
+      8'h53:
+          \_$716  = table_83;
+      8'h54:
+          \_$716  = table_84;
+      8'h55:
+          \_$716  = table_85;
+      8'h56:
+          \_$716  = table_86;
+      8'h57:
+          \_$716  = table_87;
+      8'h58:
+          \_$716  = table_88;
+      8'h59:
+          \_$716  = table_89;
+      8'h5a:
+          \_$716  = table_90;
+      8'h5b:
+          \_$716  = table_91;
+      8'h5c:
+          \_$716  = table_92;
+      8'h5d:
+          \_$716  = table_93;
+      8'h5e:
+          \_$716  = table_94;
+      8'h5f:
+          \_$716  = table_95;
+      8'h60:
+          \_$716  = table_96;
+      8'h61:
+          \_$716  = table_97;
+      8'h62:
+          \_$716  = table_98;
+      8'h63:
+          \_$716  = table_99;
+      8'h64:
+          \_$716  = table_100;
+      8'h65:
+          \_$716  = table_101;
+      8'h66:
+          \_$716  = table_102;
+      8'h67:
+          \_$716  = table_103;
+      8'h68:
+          \_$716  = table_104;
+      8'h69:
+          \_$716  = table_105;
+      8'h6a:
+          \_$716  = table_106;
+      8'h6b:
+          \_$716  = table_107;
+      8'h6c:
+          \_$716  = table_108;
+      8'h6d:
+          \_$716  = table_109;
+      8'h6e:
+          \_$716  = table_110;
+      8'h6f:
+          \_$716  = table_111;
+      8'h70:
+          \_$716  = table_112;
+      8'h71:
+          \_$716  = table_113;
+      8'h72:
+          \_$716  = table_114;
+      8'h73:
+          \_$716  = table_115;
+      8'h74:
+          \_$716  = table_116;
+      8'h75:
+          \_$716  = table_117;
+      8'h76:
+          \_$716  = table_118;
+      8'h77:
+          \_$716  = table_119;
+      8'h78:
+          \_$716  = table_120;
+      8'h79:
+          \_$716  = table_121;
+      8'h7a:
+          \_$716  = table_122;
+      8'h7b:
+          \_$716  = table_123;
+      8'h7c:
+          \_$716  = table_124;
+      8'h7d:
+          \_$716  = table_125;
+      8'h7e:
+          \_$716  = table_126;
+      8'h7f:
+          \_$716  = table_127;
+      8'h80:
+          \_$716  = table_128;
+      8'h81:
+          \_$716  = table_129;
+      8'h82:
+          \_$716  = table_130;
+      8'h83:
+          \_$716  = table_131;
+      8'h84:
+          \_$716  = table_132;
+      8'h85:
+          \_$716  = table_133;
+      8'h86:
+          \_$716  = table_134;
+      8'h87:
+          \_$716  = table_135;
+      8'h88:
+          \_$716  = table_136;
+      8'h89:
+          \_$716  = table_137;
+      8'h8a:
+          \_$716  = table_138;
+      8'h8b:
+          \_$716  = table_139;
+      8'h8c:
+          \_$716  = table_140;
+      8'h8d:
+          \_$716  = table_141;
+      8'h8e:
+          \_$716  = table_142;
+      8'h8f:
+          \_$716  = table_143;
+      8'h90:
+          \_$716  = table_144;
+      8'h91:
+          \_$716  = table_145;
+      8'h92:
+          \_$716  = table_146;
+      8'h93:
+          \_$716  = table_147;
+      8'h94:
+          \_$716  = table_148;
+      8'h95:
+          \_$716  = table_149;
+      8'h96:
+          \_$716  = table_150;
+      8'h97:
+          \_$716  = table_151;
+      8'h98:
+          \_$716  = table_152;
+      8'h99:
+          \_$716  = table_153;
+      8'h9a:
+          \_$716  = table_154;
+      8'h9b:
+          \_$716  = table_155;
+      8'h9c:
+          \_$716  = table_156;
+      8'h9d:
+          \_$716  = table_157;
+      8'h9e:
+          \_$716  = table_158;
+      8'h9f:
+          \_$716  = table_159;
+      8'ha0:
+          \_$716  = table_160;
+      8'ha1:
+          \_$716  = table_161;
+      8'ha2:
+          \_$716  = table_162;
+      8'ha3:
+          \_$716  = table_163;
+      8'ha4:
+          \_$716  = table_164;
+      8'ha5:
+          \_$716  = table_165;
+      8'ha6:
+          \_$716  = table_166;
+      8'ha7:
+          \_$716  = table_167;
+      8'ha8:
+          \_$716  = table_168;
+      8'ha9:
+          \_$716  = table_169;
+      8'haa:
+          \_$716  = table_170;
+      8'hab:
+          \_$716  = table_171;
+      8'hac:
+          \_$716  = table_172;
+      8'had:
+          \_$716  = table_173;
+      8'hae:
+          \_$716  = table_174;
+      8'haf:
+          \_$716  = table_175;
+      8'hb0:
+          \_$716  = table_176;
+      8'hb1:
+          \_$716  = table_177;
+      8'hb2:
+          \_$716  = table_178;
+      8'hb3:
+          \_$716  = table_179;
+      8'hb4:
+          \_$716  = table_180;
+      8'hb5:
+          \_$716  = table_181;
+      8'hb6:
+          \_$716  = table_182;
+      8'hb7:
+          \_$716  = table_183;
+      8'hb8:
+          \_$716  = table_184;
+      8'hb9:
+          \_$716  = table_185;
+      8'hba:
+          \_$716  = table_186;
+      8'hbb:
+          \_$716  = table_187;
+      8'hbc:
+          \_$716  = table_188;
+      8'hbd:
+          \_$716  = table_189;
+      8'hbe:
+          \_$716  = table_190;
+      8'hbf:
+          \_$716  = table_191;
+      8'hc0:
+          \_$716  = table_192;
+      8'hc1:
+          \_$716  = table_193;
+      8'hc2:
+          \_$716  = table_194;
+      8'hc3:
+          \_$716  = table_195;
+      8'hc4:
+          \_$716  = table_196;
+      8'hc5:
+          \_$716  = table_197;
+      8'hc6:
+          \_$716  = table_198;
+      8'hc7:
+          \_$716  = table_199;
+      8'hc8:
+          \_$716  = table_200;
+      8'hc9:
+          \_$716  = table_201;
+      8'hca:
+          \_$716  = table_202;
+      8'hcb:
+          \_$716  = table_203;
+      8'hcc:
+          \_$716  = table_204;
+      8'hcd:
+          \_$716  = table_205;
+      8'hce:
+          \_$716  = table_206;
+      8'hcf:
+          \_$716  = table_207;
+      8'hd0:
+          \_$716  = table_208;
+      8'hd1:
+          \_$716  = table_209;
+      8'hd2:
+          \_$716  = table_210;
+      8'hd3:
+          \_$716  = table_211;
+      8'hd4:
+          \_$716  = table_212;
+      8'hd5:
+          \_$716  = table_213;
+      8'hd6:
+          \_$716  = table_214;
+      8'hd7:
+          \_$716  = table_215;
+      8'hd8:
+          \_$716  = table_216;
+      8'hd9:
+          \_$716  = table_217;
+      8'hda:
+          \_$716  = table_218;
+      8'hdb:
+          \_$716  = table_219;
+      8'hdc:
+          \_$716  = table_220;
+      8'hdd:
+          \_$716  = table_221;
+      8'hde:
+          \_$716  = table_222;
+      8'hdf:
+          \_$716  = table_223;
+      8'he0:
+          \_$716  = table_224;
+      8'he1:
+          \_$716  = table_225;
+      8'he2:
+          \_$716  = table_226;
+      8'he3:
+          \_$716  = table_227;
+      8'he4:
+          \_$716  = table_228;
+      8'he5:
+          \_$716  = table_229;
+      8'he6:
+          \_$716  = table_230;
+      8'he7:
+          \_$716  = table_231;
+      8'he8:
+          \_$716  = table_232;
+      8'he9:
+          \_$716  = table_233;
+      8'hea:
+          \_$716  = table_234;
+      8'heb:
+          \_$716  = table_235;
+      8'hec:
+          \_$716  = table_236;
+      8'hed:
+          \_$716  = table_237;
+      8'hee:
+          \_$716  = table_238;
+      8'hef:
+          \_$716  = table_239;
+      8'hf0:
+          \_$716  = table_240;
+      8'hf1:
+          \_$716  = table_241;
+      8'hf2:
+          \_$716  = table_242;
+      8'hf3:
+          \_$716  = table_243;
+      8'hf4:
+          \_$716  = table_244;
+      8'hf5:
+          \_$716  = table_245;
+      8'hf6:
+          \_$716  = table_246;
+      8'hf7:
+          \_$716  = table_247;
+      8'hf8:
+          \_$716  = table_248;
+      8'hf9:
+          \_$716  = table_249;
+      8'hfa:
+          \_$716  = table_250;
+      8'hfb:
+          \_$716  = table_251;
+      8'hfc:
+          \_$716  = table_252;
+      8'hfd:
+          \_$716  = table_253;
+      8'hfe:
+          \_$716  = table_254;
+      8'hff:
+          \_$716  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$811 , \_$779 [6:0] })
+      8'h00:
+          \_$812  = table_0;
+      8'h01:
+          \_$812  = table_1;
+      8'h02:
+          \_$812  = table_2;
+      8'h03:
+          \_$812  = table_3;
+      8'h04:
+          \_$812  = table_4;
+      8'h05:
+          \_$812  = table_5;
+      8'h06:
+          \_$812  = table_6;
+      8'h07:
+          \_$812  = table_7;
+      8'h08:
+          \_$812  = table_8;
+      8'h09:
+          \_$812  = table_9;
+      8'h0a:
+          \_$812  = table_10;
+      8'h0b:
+          \_$812  = table_11;
+      8'h0c:
+          \_$812  = table_12;
+      8'h0d:
+          \_$812  = table_13;
+      8'h0e:
+          \_$812  = table_14;
+      8'h0f:
+          \_$812  = table_15;
+      8'h10:
+          \_$812  = table_16;
+      8'h11:
+          \_$812  = table_17;
+      8'h12:
+          \_$812  = table_18;
+      8'h13:
+          \_$812  = table_19;
+      8'h14:
+          \_$812  = table_20;
+      8'h15:
+          \_$812  = table_21;
+      8'h16:
+          \_$812  = table_22;
+      8'h17:
+          \_$812  = table_23;
+      8'h18:
+          \_$812  = table_24;
+      8'h19:
+          \_$812  = table_25;
+      8'h1a:
+          \_$812  = table_26;
+      8'h1b:
+          \_$812  = table_27;
+      8'h1c:
+          \_$812  = table_28;
+      8'h1d:
+          \_$812  = table_29;
+      8'h1e:
+          \_$812  = table_30;
+      8'h1f:
+          \_$812  = table_31;
+      8'h20:
+          \_$812  = table_32;
+      8'h21:
+          \_$812  = table_33;
+      8'h22:
+          \_$812  = table_34;
+      8'h23:
+          \_$812  = table_35;
+      8'h24:
+          \_$812  = table_36;
+      8'h25:
+          \_$812  = table_37;
+      8'h26:
+          \_$812  = table_38;
+      8'h27:
+          \_$812  = table_39;
+      8'h28:
+          \_$812  = table_40;
+      8'h29:
+          \_$812  = table_41;
+      8'h2a:
+          \_$812  = table_42;
+      8'h2b:
+          \_$812  = table_43;
+      8'h2c:
+          \_$812  = table_44;
+      8'h2d:
+          \_$812  = table_45;
+      8'h2e:
+          \_$812  = table_46;
+      8'h2f:
+          \_$812  = table_47;
+      8'h30:
+          \_$812  = table_48;
+      8'h31:
+          \_$812  = table_49;
+      8'h32:
+          \_$812  = table_50;
+      8'h33:
+          \_$812  = table_51;
+      8'h34:
+          \_$812  = table_52;
+      8'h35:
+          \_$812  = table_53;
+      8'h36:
+          \_$812  = table_54;
+      8'h37:
+          \_$812  = table_55;
+      8'h38:
+          \_$812  = table_56;
+      8'h39:
+          \_$812  = table_57;
+      8'h3a:
+          \_$812  = table_58;
+      8'h3b:
+          \_$812  = table_59;
+      8'h3c:
+          \_$812  = table_60;
+      8'h3d:
+          \_$812  = table_61;
+      8'h3e:
+          \_$812  = table_62;
+      8'h3f:
+          \_$812  = table_63;
+      8'h40:
+          \_$812  = table_64;
+      8'h41:
+          \_$812  = table_65;
+      8'h42:
+          \_$812  = table_66;
+      8'h43:
+          \_$812  = table_67;
+      8'h44:
+          \_$812  = table_68;
+      8'h45:
+          \_$812  = table_69;
+      8'h46:
+          \_$812  = table_70;
+      8'h47:
+          \_$812  = table_71;
+      8'h48:
+          \_$812  = table_72;
+      8'h49:
+          \_$812  = table_73;
+      8'h4a:
+          \_$812  = table_74;
+      8'h4b:
+          \_$812  = table_75;
+      8'h4c:
+          \_$812  = table_76;
+      8'h4d:
+          \_$812  = table_77;
+      8'h4e:
+          \_$812  = table_78;
+      8'h4f:
+          \_$812  = table_79;
+      8'h50:
+          \_$812  = table_80;
+      8'h51:
+          \_$812  = table_81;
+      8'h52:
+          \_$812  = table_82;
+      8'h53:
+          \_$812  = table_83;
+      8'h54:
+          \_$812  = table_84;
+      8'h55:
+          \_$812  = table_85;
+      8'h56:
+          \_$812  = table_86;
+      8'h57:
+          \_$812  = table_87;
+      8'h58:
+          \_$812  = table_88;
+      8'h59:
+          \_$812  = table_89;
+      8'h5a:
+          \_$812  = table_90;
+      8'h5b:
+          \_$812  = table_91;
+      8'h5c:
+          \_$812  = table_92;
+      8'h5d:
+          \_$812  = table_93;
+      8'h5e:
+          \_$812  = table_94;
+      8'h5f:
+          \_$812  = table_95;
+      8'h60:
+          \_$812  = table_96;
+      8'h61:
+          \_$812  = table_97;
+      8'h62:
+          \_$812  = table_98;
+      8'h63:
+          \_$812  = table_99;
+      8'h64:
+          \_$812  = table_100;
+      8'h65:
+          \_$812  = table_101;
+      8'h66:
+          \_$812  = table_102;
+      8'h67:
+          \_$812  = table_103;
+      8'h68:
+          \_$812  = table_104;
+      8'h69:
+          \_$812  = table_105;
+      8'h6a:
+          \_$812  = table_106;
+      8'h6b:
+          \_$812  = table_107;
+      8'h6c:
+          \_$812  = table_108;
+      8'h6d:
+          \_$812  = table_109;
+      8'h6e:
+          \_$812  = table_110;
+      8'h6f:
+          \_$812  = table_111;
+      8'h70:
+          \_$812  = table_112;
+      8'h71:
+          \_$812  = table_113;
+      8'h72:
+          \_$812  = table_114;
+      8'h73:
+          \_$812  = table_115;
+      8'h74:
+          \_$812  = table_116;
+      8'h75:
+          \_$812  = table_117;
+      8'h76:
+          \_$812  = table_118;
+      8'h77:
+          \_$812  = table_119;
+      8'h78:
+          \_$812  = table_120;
+      8'h79:
+          \_$812  = table_121;
+      8'h7a:
+          \_$812  = table_122;
+      8'h7b:
+          \_$812  = table_123;
+      8'h7c:
+          \_$812  = table_124;
+      8'h7d:
+          \_$812  = table_125;
+      8'h7e:
+          \_$812  = table_126;
+      8'h7f:
+          \_$812  = table_127;
+      8'h80:
+          \_$812  = table_128;
+      8'h81:
+          \_$812  = table_129;
+      8'h82:
+          \_$812  = table_130;
+      8'h83:
+          \_$812  = table_131;
+      8'h84:
+          \_$812  = table_132;
+      8'h85:
+          \_$812  = table_133;
+      8'h86:
+          \_$812  = table_134;
+      8'h87:
+          \_$812  = table_135;
+      8'h88:
+          \_$812  = table_136;
+      8'h89:
+          \_$812  = table_137;
+      8'h8a:
+          \_$812  = table_138;
+      8'h8b:
+          \_$812  = table_139;
+      8'h8c:
+          \_$812  = table_140;
+      8'h8d:
+          \_$812  = table_141;
+      8'h8e:
+          \_$812  = table_142;
+      8'h8f:
+          \_$812  = table_143;
+      8'h90:
+          \_$812  = table_144;
+      8'h91:
+          \_$812  = table_145;
+      8'h92:
+          \_$812  = table_146;
+      8'h93:
+          \_$812  = table_147;
+      8'h94:
+          \_$812  = table_148;
+      8'h95:
+          \_$812  = table_149;
+      8'h96:
+          \_$812  = table_150;
+      8'h97:
+          \_$812  = table_151;
+      8'h98:
+          \_$812  = table_152;
+      8'h99:
+          \_$812  = table_153;
+      8'h9a:
+          \_$812  = table_154;
+      8'h9b:
+          \_$812  = table_155;
+      8'h9c:
+          \_$812  = table_156;
+      8'h9d:
+          \_$812  = table_157;
+      8'h9e:
+          \_$812  = table_158;
+      8'h9f:
+          \_$812  = table_159;
+      8'ha0:
+          \_$812  = table_160;
+      8'ha1:
+          \_$812  = table_161;
+      8'ha2:
+          \_$812  = table_162;
+      8'ha3:
+          \_$812  = table_163;
+      8'ha4:
+          \_$812  = table_164;
+      8'ha5:
+          \_$812  = table_165;
+      8'ha6:
+          \_$812  = table_166;
+      8'ha7:
+          \_$812  = table_167;
+      8'ha8:
+          \_$812  = table_168;
+      8'ha9:
+          \_$812  = table_169;
+      8'haa:
+          \_$812  = table_170;
+      8'hab:
+          \_$812  = table_171;
+      8'hac:
+          \_$812  = table_172;
+      8'had:
+          \_$812  = table_173;
+      8'hae:
+          \_$812  = table_174;
+      8'haf:
+          \_$812  = table_175;
+      8'hb0:
+          \_$812  = table_176;
+      8'hb1:
+          \_$812  = table_177;
+      8'hb2:
+          \_$812  = table_178;
+      8'hb3:
+          \_$812  = table_179;
+      8'hb4:
+          \_$812  = table_180;
+      8'hb5:
+          \_$812  = table_181;
+      8'hb6:
+          \_$812  = table_182;
+      8'hb7:
+          \_$812  = table_183;
+      8'hb8:
+          \_$812  = table_184;
+      8'hb9:
+          \_$812  = table_185;
+      8'hba:
+          \_$812  = table_186;
+      8'hbb:
+          \_$812  = table_187;
+      8'hbc:
+          \_$812  = table_188;
+      8'hbd:
+          \_$812  = table_189;
+      8'hbe:
+          \_$812  = table_190;
+      8'hbf:
+          \_$812  = table_191;
+      8'hc0:
+          \_$812  = table_192;
+      8'hc1:
+          \_$812  = table_193;
+      8'hc2:
+          \_$812  = table_194;
+      8'hc3:
+          \_$812  = table_195;
+      8'hc4:
+          \_$812  = table_196;
+      8'hc5:
+          \_$812  = table_197;
+      8'hc6:
+          \_$812  = table_198;
+      8'hc7:
+          \_$812  = table_199;
+      8'hc8:
+          \_$812  = table_200;
+      8'hc9:
+          \_$812  = table_201;
+      8'hca:
+          \_$812  = table_202;
+      8'hcb:
+          \_$812  = table_203;
+      8'hcc:
+          \_$812  = table_204;
+      8'hcd:
+          \_$812  = table_205;
+      8'hce:
+          \_$812  = table_206;
+      8'hcf:
+          \_$812  = table_207;
+      8'hd0:
+          \_$812  = table_208;
+      8'hd1:
+          \_$812  = table_209;
+      8'hd2:
+          \_$812  = table_210;
+      8'hd3:
+          \_$812  = table_211;
+      8'hd4:
+          \_$812  = table_212;
+      8'hd5:
+          \_$812  = table_213;
+      8'hd6:
+          \_$812  = table_214;
+      8'hd7:
+          \_$812  = table_215;
+      8'hd8:
+          \_$812  = table_216;
+      8'hd9:
+          \_$812  = table_217;
+      8'hda:
+          \_$812  = table_218;
+      8'hdb:
+          \_$812  = table_219;
+      8'hdc:
+          \_$812  = table_220;
+      8'hdd:
+          \_$812  = table_221;
+      8'hde:
+          \_$812  = table_222;
+      8'hdf:
+          \_$812  = table_223;
+      8'he0:
+          \_$812  = table_224;
+      8'he1:
+          \_$812  = table_225;
+      8'he2:
+          \_$812  = table_226;
+      8'he3:
+          \_$812  = table_227;
+      8'he4:
+          \_$812  = table_228;
+      8'he5:
+          \_$812  = table_229;
+      8'he6:
+          \_$812  = table_230;
+      8'he7:
+          \_$812  = table_231;
+      8'he8:
+          \_$812  = table_232;
+      8'he9:
+          \_$812  = table_233;
+      8'hea:
+          \_$812  = table_234;
+      8'heb:
+          \_$812  = table_235;
+      8'hec:
+          \_$812  = table_236;
+      8'hed:
+          \_$812  = table_237;
+      8'hee:
+          \_$812  = table_238;
+      8'hef:
+          \_$812  = table_239;
+      8'hf0:
+          \_$812  = table_240;
+      8'hf1:
+          \_$812  = table_241;
+      8'hf2:
+          \_$812  = table_242;
+      8'hf3:
+          \_$812  = table_243;
+      8'hf4:
+          \_$812  = table_244;
+      8'hf5:
+          \_$812  = table_245;
+      8'hf6:
+          \_$812  = table_246;
+      8'hf7:
+          \_$812  = table_247;
+      8'hf8:
+          \_$812  = table_248;
+      8'hf9:
+          \_$812  = table_249;
+      8'hfa:
+          \_$812  = table_250;
+      8'hfb:
+          \_$812  = table_251;
+      8'hfc:
+          \_$812  = table_252;
+      8'hfd:
+          \_$812  = table_253;
+      8'hfe:
+          \_$812  = table_254;
+      8'hff:
+          \_$812  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$907 , \_$875 [6:0] })
+      8'h00:
+          \_$908  = table_0;
+      8'h01:
+          \_$908  = table_1;
+      8'h02:
+          \_$908  = table_2;
+      8'h03:
+          \_$908  = table_3;
+      8'h04:
+          \_$908  = table_4;
+      8'h05:
+          \_$908  = table_5;
+      8'h06:
+          \_$908  = table_6;
+      8'h07:
+          \_$908  = table_7;
+      8'h08:
+          \_$908  = table_8;
+      8'h09:
+          \_$908  = table_9;
+      8'h0a:
+          \_$908  = table_10;
+      8'h0b:
+          \_$908  = table_11;
+      8'h0c:
+          \_$908  = table_12;
+      8'h0d:
+          \_$908  = table_13;
+      8'h0e:
+          \_$908  = table_14;
+      8'h0f:
+          \_$908  = table_15;
+      8'h10:
+          \_$908  = table_16;
+      8'h11:
+          \_$908  = table_17;
+      8'h12:
+          \_$908  = table_18;
+      8'h13:
+          \_$908  = table_19;
+      8'h14:
+          \_$908  = table_20;
+      8'h15:
+          \_$908  = table_21;
+      8'h16:
+          \_$908  = table_22;
+      8'h17:
+          \_$908  = table_23;
+      8'h18:
+          \_$908  = table_24;
+      8'h19:
+          \_$908  = table_25;
+      8'h1a:
+          \_$908  = table_26;
+      8'h1b:
+          \_$908  = table_27;
+      8'h1c:
+          \_$908  = table_28;
+      8'h1d:
+          \_$908  = table_29;
+      8'h1e:
+          \_$908  = table_30;
+      8'h1f:
+          \_$908  = table_31;
+      8'h20:
+          \_$908  = table_32;
+      8'h21:
+          \_$908  = table_33;
+      8'h22:
+          \_$908  = table_34;
+      8'h23:
+          \_$908  = table_35;
+      8'h24:
+          \_$908  = table_36;
+      8'h25:
+          \_$908  = table_37;
+      8'h26:
+          \_$908  = table_38;
+      8'h27:
+          \_$908  = table_39;
+      8'h28:
+          \_$908  = table_40;
+      8'h29:
+          \_$908  = table_41;
+      8'h2a:
+          \_$908  = table_42;
+      8'h2b:
+          \_$908  = table_43;
+      8'h2c:
+          \_$908  = table_44;
+      8'h2d:
+          \_$908  = table_45;
+      8'h2e:
+          \_$908  = table_46;
+      8'h2f:
+          \_$908  = table_47;
+      8'h30:
+          \_$908  = table_48;
+      8'h31:
+          \_$908  = table_49;
+      8'h32:
+          \_$908  = table_50;
+      8'h33:
+          \_$908  = table_51;
+      8'h34:
+          \_$908  = table_52;
+      8'h35:
+          \_$908  = table_53;
+      8'h36:
+          \_$908  = table_54;
+      8'h37:
+          \_$908  = table_55;
+      8'h38:
+          \_$908  = table_56;
+      8'h39:
+          \_$908  = table_57;
+      8'h3a:
+          \_$908  = table_58;
+      8'h3b:
+          \_$908  = table_59;
+      8'h3c:
+          \_$908  = table_60;
+      8'h3d:
+          \_$908  = table_61;
+      8'h3e:
+          \_$908  = table_62;
+      8'h3f:
+          \_$908  = table_63;
+      8'h40:
+          \_$908  = table_64;
+      8'h41:
+          \_$908  = table_65;
+      8'h42:
+          \_$908  = table_66;
+      8'h43:
+          \_$908  = table_67;
+      8'h44:
+          \_$908  = table_68;
+      8'h45:
+          \_$908  = table_69;
+      8'h46:
+          \_$908  = table_70;
+      8'h47:
+          \_$908  = table_71;
+      8'h48:
+          \_$908  = table_72;
+      8'h49:
+          \_$908  = table_73;
+      8'h4a:
+          \_$908  = table_74;
+      8'h4b:
+          \_$908  = table_75;
+      8'h4c:
+          \_$908  = table_76;
+      8'h4d:
+          \_$908  = table_77;
+      8'h4e:
+          \_$908  = table_78;
+      8'h4f:
+          \_$908  = table_79;
+      8'h50:
+          \_$908  = table_80;
+      8'h51:
+          \_$908  = table_81;
+      8'h52:
+          \_$908  = table_82;
+      8'h53:
+          \_$908  = table_83;
+      8'h54:
+          \_$908  = table_84;
+      8'h55:
+          \_$908  = table_85;
+      8'h56:
+          \_$908  = table_86;
+      8'h57:
+          \_$908  = table_87;
+      8'h58:
+          \_$908  = table_88;
+      8'h59:
+          \_$908  = table_89;
+      8'h5a:
+          \_$908  = table_90;
+      8'h5b:
+          \_$908  = table_91;
+      8'h5c:
+          \_$908  = table_92;
+      8'h5d:
+          \_$908  = table_93;
+      8'h5e:
+          \_$908  = table_94;
+      8'h5f:
+          \_$908  = table_95;
+      8'h60:
+          \_$908  = table_96;
+      8'h61:
+          \_$908  = table_97;
+      8'h62:
+          \_$908  = table_98;
+      8'h63:
+          \_$908  = table_99;
+      8'h64:
+          \_$908  = table_100;
+      8'h65:
+          \_$908  = table_101;
+      8'h66:
+          \_$908  = table_102;
+      8'h67:
+          \_$908  = table_103;
+      8'h68:
+          \_$908  = table_104;
+      8'h69:
+          \_$908  = table_105;
+      8'h6a:
+          \_$908  = table_106;
+      8'h6b:
+          \_$908  = table_107;
+      8'h6c:
+          \_$908  = table_108;
+      8'h6d:
+          \_$908  = table_109;
+      8'h6e:
+          \_$908  = table_110;
+      8'h6f:
+          \_$908  = table_111;
+      8'h70:
+          \_$908  = table_112;
+      8'h71:
+          \_$908  = table_113;
+      8'h72:
+          \_$908  = table_114;
+      8'h73:
+          \_$908  = table_115;
+      8'h74:
+          \_$908  = table_116;
+      8'h75:
+          \_$908  = table_117;
+      8'h76:
+          \_$908  = table_118;
+      8'h77:
+          \_$908  = table_119;
+      8'h78:
+          \_$908  = table_120;
+      8'h79:
+          \_$908  = table_121;
+      8'h7a:
+          \_$908  = table_122;
+      8'h7b:
+          \_$908  = table_123;
+      8'h7c:
+          \_$908  = table_124;
+      8'h7d:
+          \_$908  = table_125;
+      8'h7e:
+          \_$908  = table_126;
+      8'h7f:
+          \_$908  = table_127;
+      8'h80:
+          \_$908  = table_128;
+      8'h81:
+          \_$908  = table_129;
+      8'h82:
+          \_$908  = table_130;
+      8'h83:
+          \_$908  = table_131;
+      8'h84:
+          \_$908  = table_132;
+      8'h85:
+          \_$908  = table_133;
+      8'h86:
+          \_$908  = table_134;
+      8'h87:
+          \_$908  = table_135;
+      8'h88:
+          \_$908  = table_136;
+      8'h89:
+          \_$908  = table_137;
+      8'h8a:
+          \_$908  = table_138;
+      8'h8b:
+          \_$908  = table_139;
+      8'h8c:
+          \_$908  = table_140;
+      8'h8d:
+          \_$908  = table_141;
+      8'h8e:
+          \_$908  = table_142;
+      8'h8f:
+          \_$908  = table_143;
+      8'h90:
+          \_$908  = table_144;
+      8'h91:
+          \_$908  = table_145;
+      8'h92:
+          \_$908  = table_146;
+      8'h93:
+          \_$908  = table_147;
+      8'h94:
+          \_$908  = table_148;
+      8'h95:
+          \_$908  = table_149;
+      8'h96:
+          \_$908  = table_150;
+      8'h97:
+          \_$908  = table_151;
+      8'h98:
+          \_$908  = table_152;
+      8'h99:
+          \_$908  = table_153;
+      8'h9a:
+          \_$908  = table_154;
+      8'h9b:
+          \_$908  = table_155;
+      8'h9c:
+          \_$908  = table_156;
+      8'h9d:
+          \_$908  = table_157;
+      8'h9e:
+          \_$908  = table_158;
+      8'h9f:
+          \_$908  = table_159;
+      8'ha0:
+          \_$908  = table_160;
+      8'ha1:
+          \_$908  = table_161;
+      8'ha2:
+          \_$908  = table_162;
+      8'ha3:
+          \_$908  = table_163;
+      8'ha4:
+          \_$908  = table_164;
+      8'ha5:
+          \_$908  = table_165;
+      8'ha6:
+          \_$908  = table_166;
+      8'ha7:
+          \_$908  = table_167;
+      8'ha8:
+          \_$908  = table_168;
+      8'ha9:
+          \_$908  = table_169;
+      8'haa:
+          \_$908  = table_170;
+      8'hab:
+          \_$908  = table_171;
+      8'hac:
+          \_$908  = table_172;
+      8'had:
+          \_$908  = table_173;
+      8'hae:
+          \_$908  = table_174;
+      8'haf:
+          \_$908  = table_175;
+      8'hb0:
+          \_$908  = table_176;
+      8'hb1:
+          \_$908  = table_177;
+      8'hb2:
+          \_$908  = table_178;
+      8'hb3:
+          \_$908  = table_179;
+      8'hb4:
+          \_$908  = table_180;
+      8'hb5:
+          \_$908  = table_181;
+      8'hb6:
+          \_$908  = table_182;
+      8'hb7:
+          \_$908  = table_183;
+      8'hb8:
+          \_$908  = table_184;
+      8'hb9:
+          \_$908  = table_185;
+      8'hba:
+          \_$908  = table_186;
+      8'hbb:
+          \_$908  = table_187;
+      8'hbc:
+          \_$908  = table_188;
+      8'hbd:
+          \_$908  = table_189;
+      8'hbe:
+          \_$908  = table_190;
+      8'hbf:
+          \_$908  = table_191;
+      8'hc0:
+          \_$908  = table_192;
+      8'hc1:
+          \_$908  = table_193;
+      8'hc2:
+          \_$908  = table_194;
+      8'hc3:
+          \_$908  = table_195;
+      8'hc4:
+          \_$908  = table_196;
+      8'hc5:
+          \_$908  = table_197;
+      8'hc6:
+          \_$908  = table_198;
+      8'hc7:
+          \_$908  = table_199;
+      8'hc8:
+          \_$908  = table_200;
+      8'hc9:
+          \_$908  = table_201;
+      8'hca:
+          \_$908  = table_202;
+      8'hcb:
+          \_$908  = table_203;
+      8'hcc:
+          \_$908  = table_204;
+      8'hcd:
+          \_$908  = table_205;
+      8'hce:
+          \_$908  = table_206;
+      8'hcf:
+          \_$908  = table_207;
+      8'hd0:
+          \_$908  = table_208;
+      8'hd1:
+          \_$908  = table_209;
+      8'hd2:
+          \_$908  = table_210;
+      8'hd3:
+          \_$908  = table_211;
+      8'hd4:
+          \_$908  = table_212;
+      8'hd5:
+          \_$908  = table_213;
+      8'hd6:
+          \_$908  = table_214;
+      8'hd7:
+          \_$908  = table_215;
+      8'hd8:
+          \_$908  = table_216;
+      8'hd9:
+          \_$908  = table_217;
+      8'hda:
+          \_$908  = table_218;
+      8'hdb:
+          \_$908  = table_219;
+      8'hdc:
+          \_$908  = table_220;
+      8'hdd:
+          \_$908  = table_221;
+      8'hde:
+          \_$908  = table_222;
+      8'hdf:
+          \_$908  = table_223;
+      8'he0:
+          \_$908  = table_224;
+      8'he1:
+          \_$908  = table_225;
+      8'he2:
+          \_$908  = table_226;
+      8'he3:
+          \_$908  = table_227;
+      8'he4:
+          \_$908  = table_228;
+      8'he5:
+          \_$908  = table_229;
+      8'he6:
+          \_$908  = table_230;
+      8'he7:
+          \_$908  = table_231;
+      8'he8:
+          \_$908  = table_232;
+      8'he9:
+          \_$908  = table_233;
+      8'hea:
+          \_$908  = table_234;
+      8'heb:
+          \_$908  = table_235;
+      8'hec:
+          \_$908  = table_236;
+      8'hed:
+          \_$908  = table_237;
+      8'hee:
+          \_$908  = table_238;
+      8'hef:
+          \_$908  = table_239;
+      8'hf0:
+          \_$908  = table_240;
+      8'hf1:
+          \_$908  = table_241;
+      8'hf2:
+          \_$908  = table_242;
+      8'hf3:
+          \_$908  = table_243;
+      8'hf4:
+          \_$908  = table_244;
+      8'hf5:
+          \_$908  = table_245;
+      8'hf6:
+          \_$908  = table_246;
+      8'hf7:
+          \_$908  = table_247;
+      8'hf8:
+          \_$908  = table_248;
+      8'hf9:
+          \_$908  = table_249;
+      8'hfa:
+          \_$908  = table_250;
+      8'hfb:
+          \_$908  = table_251;
+      8'hfc:
+          \_$908  = table_252;
+      8'hfd:
+          \_$908  = table_253;
+      8'hfe:
+          \_$908  = table_254;
+      8'hff:
+          \_$908  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$1005 , \_$973 [6:0] })
+      8'h00:
+          \_$1006  = table_0;
+      8'h01:
+          \_$1006  = table_1;
+      8'h02:
+          \_$1006  = table_2;
+      8'h03:
+          \_$1006  = table_3;
+      8'h04:
+          \_$1006  = table_4;
+      8'h05:
+          \_$1006  = table_5;
+      8'h06:
+          \_$1006  = table_6;
+      8'h07:
+          \_$1006  = table_7;
+      8'h08:
+          \_$1006  = table_8;
+      8'h09:
+          \_$1006  = table_9;
+      8'h0a:
+          \_$1006  = table_10;
+      8'h0b:
+          \_$1006  = table_11;
+      8'h0c:
+          \_$1006  = table_12;
+      8'h0d:
+          \_$1006  = table_13;
+      8'h0e:
+          \_$1006  = table_14;
+      8'h0f:
+          \_$1006  = table_15;
+      8'h10:
+          \_$1006  = table_16;
+      8'h11:
+          \_$1006  = table_17;
+      8'h12:
+          \_$1006  = table_18;
+      8'h13:
+          \_$1006  = table_19;
+      8'h14:
+          \_$1006  = table_20;
+      8'h15:
+          \_$1006  = table_21;
+      8'h16:
+          \_$1006  = table_22;
+      8'h17:
+          \_$1006  = table_23;
+      8'h18:
+          \_$1006  = table_24;
+      8'h19:
+          \_$1006  = table_25;
+      8'h1a:
+          \_$1006  = table_26;
+      8'h1b:
+          \_$1006  = table_27;
+      8'h1c:
+          \_$1006  = table_28;
+      8'h1d:
+          \_$1006  = table_29;
+      8'h1e:
+          \_$1006  = table_30;
+      8'h1f:
+          \_$1006  = table_31;
+      8'h20:
+          \_$1006  = table_32;
+      8'h21:
+          \_$1006  = table_33;
+      8'h22:
+          \_$1006  = table_34;
+      8'h23:
+          \_$1006  = table_35;
+      8'h24:
+          \_$1006  = table_36;
+      8'h25:
+          \_$1006  = table_37;
+      8'h26:
+          \_$1006  = table_38;
+      8'h27:
+          \_$1006  = table_39;
+      8'h28:
+          \_$1006  = table_40;
+      8'h29:
+          \_$1006  = table_41;
+      8'h2a:
+          \_$1006  = table_42;
+      8'h2b:
+          \_$1006  = table_43;
+      8'h2c:
+          \_$1006  = table_44;
+      8'h2d:
+          \_$1006  = table_45;
+      8'h2e:
+          \_$1006  = table_46;
+      8'h2f:
+          \_$1006  = table_47;
+      8'h30:
+          \_$1006  = table_48;
+      8'h31:
+          \_$1006  = table_49;
+      8'h32:
+          \_$1006  = table_50;
+      8'h33:
+          \_$1006  = table_51;
+      8'h34:
+          \_$1006  = table_52;
+      8'h35:
+          \_$1006  = table_53;
+      8'h36:
+          \_$1006  = table_54;
+      8'h37:
+          \_$1006  = table_55;
+      8'h38:
+          \_$1006  = table_56;
+      8'h39:
+          \_$1006  = table_57;
+      8'h3a:
+          \_$1006  = table_58;
+      8'h3b:
+          \_$1006  = table_59;
+      8'h3c:
+          \_$1006  = table_60;
+      8'h3d:
+          \_$1006  = table_61;
+      8'h3e:
+          \_$1006  = table_62;
+      8'h3f:
+          \_$1006  = table_63;
+      8'h40:
+          \_$1006  = table_64;
+      8'h41:
+          \_$1006  = table_65;
+      8'h42:
+          \_$1006  = table_66;
+      8'h43:
+          \_$1006  = table_67;
+      8'h44:
+          \_$1006  = table_68;
+      8'h45:
+          \_$1006  = table_69;
+      8'h46:
+          \_$1006  = table_70;
+      8'h47:
+          \_$1006  = table_71;
+      8'h48:
+          \_$1006  = table_72;
+      8'h49:
+          \_$1006  = table_73;
+      8'h4a:
+          \_$1006  = table_74;
+      8'h4b:
+          \_$1006  = table_75;
+      8'h4c:
+          \_$1006  = table_76;
+      8'h4d:
+          \_$1006  = table_77;
+      8'h4e:
+          \_$1006  = table_78;
+      8'h4f:
+          \_$1006  = table_79;
+      8'h50:
+          \_$1006  = table_80;
+      8'h51:
+          \_$1006  = table_81;
+      8'h52:
+          \_$1006  = table_82;
+      8'h53:
+          \_$1006  = table_83;
+      8'h54:
+          \_$1006  = table_84;
+      8'h55:
+          \_$1006  = table_85;
+      8'h56:
+          \_$1006  = table_86;
+      8'h57:
+          \_$1006  = table_87;
+      8'h58:
+          \_$1006  = table_88;
+      8'h59:
+          \_$1006  = table_89;
+      8'h5a:
+          \_$1006  = table_90;
+      8'h5b:
+          \_$1006  = table_91;
+      8'h5c:
+          \_$1006  = table_92;
+      8'h5d:
+          \_$1006  = table_93;
+      8'h5e:
+          \_$1006  = table_94;
+      8'h5f:
+          \_$1006  = table_95;
+      8'h60:
+          \_$1006  = table_96;
+      8'h61:
+          \_$1006  = table_97;
+      8'h62:
+          \_$1006  = table_98;
+      8'h63:
+          \_$1006  = table_99;
+      8'h64:
+          \_$1006  = table_100;
+      8'h65:
+          \_$1006  = table_101;
+      8'h66:
+          \_$1006  = table_102;
+      8'h67:
+          \_$1006  = table_103;
+      8'h68:
+          \_$1006  = table_104;
+      8'h69:
+          \_$1006  = table_105;
+      8'h6a:
+          \_$1006  = table_106;
+      8'h6b:
+          \_$1006  = table_107;
+      8'h6c:
+          \_$1006  = table_108;
+      8'h6d:
+          \_$1006  = table_109;
+      8'h6e:
+          \_$1006  = table_110;
+      8'h6f:
+          \_$1006  = table_111;
+      8'h70:
+          \_$1006  = table_112;
+      8'h71:
+          \_$1006  = table_113;
+      8'h72:
+          \_$1006  = table_114;
+      8'h73:
+          \_$1006  = table_115;
+      8'h74:
+          \_$1006  = table_116;
+      8'h75:
+          \_$1006  = table_117;
+      8'h76:
+          \_$1006  = table_118;
+      8'h77:
+          \_$1006  = table_119;
+      8'h78:
+          \_$1006  = table_120;
+      8'h79:
+          \_$1006  = table_121;
+      8'h7a:
+          \_$1006  = table_122;
+      8'h7b:
+          \_$1006  = table_123;
+      8'h7c:
+          \_$1006  = table_124;
+      8'h7d:
+          \_$1006  = table_125;
+      8'h7e:
+          \_$1006  = table_126;
+      8'h7f:
+          \_$1006  = table_127;
+      8'h80:
+          \_$1006  = table_128;
+      8'h81:
+          \_$1006  = table_129;
+      8'h82:
+          \_$1006  = table_130;
+      8'h83:
+          \_$1006  = table_131;
+      8'h84:
+          \_$1006  = table_132;
+      8'h85:
+          \_$1006  = table_133;
+      8'h86:
+          \_$1006  = table_134;
+      8'h87:
+          \_$1006  = table_135;
+      8'h88:
+          \_$1006  = table_136;
+      8'h89:
+          \_$1006  = table_137;
+      8'h8a:
+          \_$1006  = table_138;
+      8'h8b:
+          \_$1006  = table_139;
+      8'h8c:
+          \_$1006  = table_140;
+      8'h8d:
+          \_$1006  = table_141;
+      8'h8e:
+          \_$1006  = table_142;
+      8'h8f:
+          \_$1006  = table_143;
+      8'h90:
+          \_$1006  = table_144;
+      8'h91:
+          \_$1006  = table_145;
+      8'h92:
+          \_$1006  = table_146;
+      8'h93:
+          \_$1006  = table_147;
+      8'h94:
+          \_$1006  = table_148;
+      8'h95:
+          \_$1006  = table_149;
+      8'h96:
+          \_$1006  = table_150;
+      8'h97:
+          \_$1006  = table_151;
+      8'h98:
+          \_$1006  = table_152;
+      8'h99:
+          \_$1006  = table_153;
+      8'h9a:
+          \_$1006  = table_154;
+      8'h9b:
+          \_$1006  = table_155;
+      8'h9c:
+          \_$1006  = table_156;
+      8'h9d:
+          \_$1006  = table_157;
+      8'h9e:
+          \_$1006  = table_158;
+      8'h9f:
+          \_$1006  = table_159;
+      8'ha0:
+          \_$1006  = table_160;
+      8'ha1:
+          \_$1006  = table_161;
+      8'ha2:
+          \_$1006  = table_162;
+      8'ha3:
+          \_$1006  = table_163;
+      8'ha4:
+          \_$1006  = table_164;
+      8'ha5:
+          \_$1006  = table_165;
+      8'ha6:
+          \_$1006  = table_166;
+      8'ha7:
+          \_$1006  = table_167;
+      8'ha8:
+          \_$1006  = table_168;
+      8'ha9:
+          \_$1006  = table_169;
+      8'haa:
+          \_$1006  = table_170;
+      8'hab:
+          \_$1006  = table_171;
+      8'hac:
+          \_$1006  = table_172;
+      8'had:
+          \_$1006  = table_173;
+      8'hae:
+          \_$1006  = table_174;
+      8'haf:
+          \_$1006  = table_175;
+      8'hb0:
+          \_$1006  = table_176;
+      8'hb1:
+          \_$1006  = table_177;
+      8'hb2:
+          \_$1006  = table_178;
+      8'hb3:
+          \_$1006  = table_179;
+      8'hb4:
+          \_$1006  = table_180;
+      8'hb5:
+          \_$1006  = table_181;
+      8'hb6:
+          \_$1006  = table_182;
+      8'hb7:
+          \_$1006  = table_183;
+      8'hb8:
+          \_$1006  = table_184;
+      8'hb9:
+          \_$1006  = table_185;
+      8'hba:
+          \_$1006  = table_186;
+      8'hbb:
+          \_$1006  = table_187;
+      8'hbc:
+          \_$1006  = table_188;
+      8'hbd:
+          \_$1006  = table_189;
+      8'hbe:
+          \_$1006  = table_190;
+      8'hbf:
+          \_$1006  = table_191;
+      8'hc0:
+          \_$1006  = table_192;
+      8'hc1:
+          \_$1006  = table_193;
+      8'hc2:
+          \_$1006  = table_194;
+      8'hc3:
+          \_$1006  = table_195;
+      8'hc4:
+          \_$1006  = table_196;
+      8'hc5:
+          \_$1006  = table_197;
+      8'hc6:
+          \_$1006  = table_198;
+      8'hc7:
+          \_$1006  = table_199;
+      8'hc8:
+          \_$1006  = table_200;
+      8'hc9:
+          \_$1006  = table_201;
+      8'hca:
+          \_$1006  = table_202;
+      8'hcb:
+          \_$1006  = table_203;
+      8'hcc:
+          \_$1006  = table_204;
+      8'hcd:
+          \_$1006  = table_205;
+      8'hce:
+          \_$1006  = table_206;
+      8'hcf:
+          \_$1006  = table_207;
+      8'hd0:
+          \_$1006  = table_208;
+      8'hd1:
+          \_$1006  = table_209;
+      8'hd2:
+          \_$1006  = table_210;
+      8'hd3:
+          \_$1006  = table_211;
+      8'hd4:
+          \_$1006  = table_212;
+      8'hd5:
+          \_$1006  = table_213;
+      8'hd6:
+          \_$1006  = table_214;
+      8'hd7:
+          \_$1006  = table_215;
+      8'hd8:
+          \_$1006  = table_216;
+      8'hd9:
+          \_$1006  = table_217;
+      8'hda:
+          \_$1006  = table_218;
+      8'hdb:
+          \_$1006  = table_219;
+      8'hdc:
+          \_$1006  = table_220;
+      8'hdd:
+          \_$1006  = table_221;
+      8'hde:
+          \_$1006  = table_222;
+      8'hdf:
+          \_$1006  = table_223;
+      8'he0:
+          \_$1006  = table_224;
+      8'he1:
+          \_$1006  = table_225;
+      8'he2:
+          \_$1006  = table_226;
+      8'he3:
+          \_$1006  = table_227;
+      8'he4:
+          \_$1006  = table_228;
+      8'he5:
+          \_$1006  = table_229;
+      8'he6:
+          \_$1006  = table_230;
+      8'he7:
+          \_$1006  = table_231;
+      8'he8:
+          \_$1006  = table_232;
+      8'he9:
+          \_$1006  = table_233;
+      8'hea:
+          \_$1006  = table_234;
+      8'heb:
+          \_$1006  = table_235;
+      8'hec:
+          \_$1006  = table_236;
+      8'hed:
+          \_$1006  = table_237;
+      8'hee:
+          \_$1006  = table_238;
+      8'hef:
+          \_$1006  = table_239;
+      8'hf0:
+          \_$1006  = table_240;
+      8'hf1:
+          \_$1006  = table_241;
+      8'hf2:
+          \_$1006  = table_242;
+      8'hf3:
+          \_$1006  = table_243;
+      8'hf4:
+          \_$1006  = table_244;
+      8'hf5:
+          \_$1006  = table_245;
+      8'hf6:
+          \_$1006  = table_246;
+      8'hf7:
+          \_$1006  = table_247;
+      8'hf8:
+          \_$1006  = table_248;
+      8'hf9:
+          \_$1006  = table_249;
+      8'hfa:
+          \_$1006  = table_250;
+      8'hfb:
+          \_$1006  = table_251;
+      8'hfc:
+          \_$1006  = table_252;
+      8'hfd:
+          \_$1006  = table_253;
+      8'hfe:
+          \_$1006  = table_254;
+      8'hff:
+          \_$1006  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$1101 , \_$1069 [6:0] })
+      8'h00:
+          \_$1102  = table_0;
+      8'h01:
+          \_$1102  = table_1;
+      8'h02:
+          \_$1102  = table_2;
+      8'h03:
+          \_$1102  = table_3;
+      8'h04:
+          \_$1102  = table_4;
+      8'h05:
+          \_$1102  = table_5;
+      8'h06:
+          \_$1102  = table_6;
+      8'h07:
+          \_$1102  = table_7;
+      8'h08:
+          \_$1102  = table_8;
+      8'h09:
+          \_$1102  = table_9;
+      8'h0a:
+          \_$1102  = table_10;
+      8'h0b:
+          \_$1102  = table_11;
+      8'h0c:
+          \_$1102  = table_12;
+      8'h0d:
+          \_$1102  = table_13;
+      8'h0e:
+          \_$1102  = table_14;
+      8'h0f:
+          \_$1102  = table_15;
+      8'h10:
+          \_$1102  = table_16;
+      8'h11:
+          \_$1102  = table_17;
+      8'h12:
+          \_$1102  = table_18;
+      8'h13:
+          \_$1102  = table_19;
+      8'h14:
+          \_$1102  = table_20;
+      8'h15:
+          \_$1102  = table_21;
+      8'h16:
+          \_$1102  = table_22;
+      8'h17:
+          \_$1102  = table_23;
+      8'h18:
+          \_$1102  = table_24;
+      8'h19:
+          \_$1102  = table_25;
+      8'h1a:
+          \_$1102  = table_26;
+      8'h1b:
+          \_$1102  = table_27;
+      8'h1c:
+          \_$1102  = table_28;
+      8'h1d:
+          \_$1102  = table_29;
+      8'h1e:
+          \_$1102  = table_30;
+      8'h1f:
+          \_$1102  = table_31;
+      8'h20:
+          \_$1102  = table_32;
+      8'h21:
+          \_$1102  = table_33;
+      8'h22:
+          \_$1102  = table_34;
+      8'h23:
+          \_$1102  = table_35;
+      8'h24:
+          \_$1102  = table_36;
+      8'h25:
+          \_$1102  = table_37;
+      8'h26:
+          \_$1102  = table_38;
+      8'h27:
+          \_$1102  = table_39;
+      8'h28:
+          \_$1102  = table_40;
+      8'h29:
+          \_$1102  = table_41;
+      8'h2a:
+          \_$1102  = table_42;
+      8'h2b:
+          \_$1102  = table_43;
+      8'h2c:
+          \_$1102  = table_44;
+      8'h2d:
+          \_$1102  = table_45;
+      8'h2e:
+          \_$1102  = table_46;
+      8'h2f:
+          \_$1102  = table_47;
+      8'h30:
+          \_$1102  = table_48;
+      8'h31:
+          \_$1102  = table_49;
+      8'h32:
+          \_$1102  = table_50;
+      8'h33:
+          \_$1102  = table_51;
+      8'h34:
+          \_$1102  = table_52;
+      8'h35:
+          \_$1102  = table_53;
+      8'h36:
+          \_$1102  = table_54;
+      8'h37:
+          \_$1102  = table_55;
+      8'h38:
+          \_$1102  = table_56;
+      8'h39:
+          \_$1102  = table_57;
+      8'h3a:
+          \_$1102  = table_58;
+      8'h3b:
+          \_$1102  = table_59;
+      8'h3c:
+          \_$1102  = table_60;
+      8'h3d:
+          \_$1102  = table_61;
+      8'h3e:
+          \_$1102  = table_62;
+      8'h3f:
+          \_$1102  = table_63;
+      8'h40:
+          \_$1102  = table_64;
+      8'h41:
+          \_$1102  = table_65;
+      8'h42:
+          \_$1102  = table_66;
+      8'h43:
+          \_$1102  = table_67;
+      8'h44:
+          \_$1102  = table_68;
+      8'h45:
+          \_$1102  = table_69;
+      8'h46:
+          \_$1102  = table_70;
+      8'h47:
+          \_$1102  = table_71;
+      8'h48:
+          \_$1102  = table_72;
+      8'h49:
+          \_$1102  = table_73;
+      8'h4a:
+          \_$1102  = table_74;
+      8'h4b:
+          \_$1102  = table_75;
+      8'h4c:
+          \_$1102  = table_76;
+      8'h4d:
+          \_$1102  = table_77;
+      8'h4e:
+          \_$1102  = table_78;
+      8'h4f:
+          \_$1102  = table_79;
+      8'h50:
+          \_$1102  = table_80;
+      8'h51:
+          \_$1102  = table_81;
+      8'h52:
+          \_$1102  = table_82;
+      8'h53:
+          \_$1102  = table_83;
+      8'h54:
+          \_$1102  = table_84;
+      8'h55:
+          \_$1102  = table_85;
+      8'h56:
+          \_$1102  = table_86;
+      8'h57:
+          \_$1102  = table_87;
+      8'h58:
+          \_$1102  = table_88;
+      8'h59:
+          \_$1102  = table_89;
+      8'h5a:
+          \_$1102  = table_90;
+      8'h5b:
+          \_$1102  = table_91;
+      8'h5c:
+          \_$1102  = table_92;
+      8'h5d:
+          \_$1102  = table_93;
+      8'h5e:
+          \_$1102  = table_94;
+      8'h5f:
+          \_$1102  = table_95;
+      8'h60:
+          \_$1102  = table_96;
+      8'h61:
+          \_$1102  = table_97;
+      8'h62:
+          \_$1102  = table_98;
+      8'h63:
+          \_$1102  = table_99;
+      8'h64:
+          \_$1102  = table_100;
+      8'h65:
+          \_$1102  = table_101;
+      8'h66:
+          \_$1102  = table_102;
+      8'h67:
+          \_$1102  = table_103;
+      8'h68:
+          \_$1102  = table_104;
+      8'h69:
+          \_$1102  = table_105;
+      8'h6a:
+          \_$1102  = table_106;
+      8'h6b:
+          \_$1102  = table_107;
+      8'h6c:
+          \_$1102  = table_108;
+      8'h6d:
+          \_$1102  = table_109;
+      8'h6e:
+          \_$1102  = table_110;
+      8'h6f:
+          \_$1102  = table_111;
+      8'h70:
+          \_$1102  = table_112;
+      8'h71:
+          \_$1102  = table_113;
+      8'h72:
+          \_$1102  = table_114;
+      8'h73:
+          \_$1102  = table_115;
+      8'h74:
+          \_$1102  = table_116;
+      8'h75:
+          \_$1102  = table_117;
+      8'h76:
+          \_$1102  = table_118;
+      8'h77:
+          \_$1102  = table_119;
+      8'h78:
+          \_$1102  = table_120;
+      8'h79:
+          \_$1102  = table_121;
+      8'h7a:
+          \_$1102  = table_122;
+      8'h7b:
+          \_$1102  = table_123;
+      8'h7c:
+          \_$1102  = table_124;
+      8'h7d:
+          \_$1102  = table_125;
+      8'h7e:
+          \_$1102  = table_126;
+      8'h7f:
+          \_$1102  = table_127;
+      8'h80:
+          \_$1102  = table_128;
+      8'h81:
+          \_$1102  = table_129;
+      8'h82:
+          \_$1102  = table_130;
+      8'h83:
+          \_$1102  = table_131;
+      8'h84:
+          \_$1102  = table_132;
+      8'h85:
+          \_$1102  = table_133;
+      8'h86:
+          \_$1102  = table_134;
+      8'h87:
+          \_$1102  = table_135;
+      8'h88:
+          \_$1102  = table_136;
+      8'h89:
+          \_$1102  = table_137;
+      8'h8a:
+          \_$1102  = table_138;
+      8'h8b:
+          \_$1102  = table_139;
+      8'h8c:
+          \_$1102  = table_140;
+      8'h8d:
+          \_$1102  = table_141;
+      8'h8e:
+          \_$1102  = table_142;
+      8'h8f:
+          \_$1102  = table_143;
+      8'h90:
+          \_$1102  = table_144;
+      8'h91:
+          \_$1102  = table_145;
+      8'h92:
+          \_$1102  = table_146;
+      8'h93:
+          \_$1102  = table_147;
+      8'h94:
+          \_$1102  = table_148;
+      8'h95:
+          \_$1102  = table_149;
+      8'h96:
+          \_$1102  = table_150;
+      8'h97:
+          \_$1102  = table_151;
+      8'h98:
+          \_$1102  = table_152;
+      8'h99:
+          \_$1102  = table_153;
+      8'h9a:
+          \_$1102  = table_154;
+      8'h9b:
+          \_$1102  = table_155;
+      8'h9c:
+          \_$1102  = table_156;
+      8'h9d:
+          \_$1102  = table_157;
+      8'h9e:
+          \_$1102  = table_158;
+      8'h9f:
+          \_$1102  = table_159;
+      8'ha0:
+          \_$1102  = table_160;
+      8'ha1:
+          \_$1102  = table_161;
+      8'ha2:
+          \_$1102  = table_162;
+      8'ha3:
+          \_$1102  = table_163;
+      8'ha4:
+          \_$1102  = table_164;
+      8'ha5:
+          \_$1102  = table_165;
+      8'ha6:
+          \_$1102  = table_166;
+      8'ha7:
+          \_$1102  = table_167;
+      8'ha8:
+          \_$1102  = table_168;
+      8'ha9:
+          \_$1102  = table_169;
+      8'haa:
+          \_$1102  = table_170;
+      8'hab:
+          \_$1102  = table_171;
+      8'hac:
+          \_$1102  = table_172;
+      8'had:
+          \_$1102  = table_173;
+      8'hae:
+          \_$1102  = table_174;
+      8'haf:
+          \_$1102  = table_175;
+      8'hb0:
+          \_$1102  = table_176;
+      8'hb1:
+          \_$1102  = table_177;
+      8'hb2:
+          \_$1102  = table_178;
+      8'hb3:
+          \_$1102  = table_179;
+      8'hb4:
+          \_$1102  = table_180;
+      8'hb5:
+          \_$1102  = table_181;
+      8'hb6:
+          \_$1102  = table_182;
+      8'hb7:
+          \_$1102  = table_183;
+      8'hb8:
+          \_$1102  = table_184;
+      8'hb9:
+          \_$1102  = table_185;
+      8'hba:
+          \_$1102  = table_186;
+      8'hbb:
+          \_$1102  = table_187;
+      8'hbc:
+          \_$1102  = table_188;
+      8'hbd:
+          \_$1102  = table_189;
+      8'hbe:
+          \_$1102  = table_190;
+      8'hbf:
+          \_$1102  = table_191;
+      8'hc0:
+          \_$1102  = table_192;
+      8'hc1:
+          \_$1102  = table_193;
+      8'hc2:
+          \_$1102  = table_194;
+      8'hc3:
+          \_$1102  = table_195;
+      8'hc4:
+          \_$1102  = table_196;
+      8'hc5:
+          \_$1102  = table_197;
+      8'hc6:
+          \_$1102  = table_198;
+      8'hc7:
+          \_$1102  = table_199;
+      8'hc8:
+          \_$1102  = table_200;
+      8'hc9:
+          \_$1102  = table_201;
+      8'hca:
+          \_$1102  = table_202;
+      8'hcb:
+          \_$1102  = table_203;
+      8'hcc:
+          \_$1102  = table_204;
+      8'hcd:
+          \_$1102  = table_205;
+      8'hce:
+          \_$1102  = table_206;
+      8'hcf:
+          \_$1102  = table_207;
+      8'hd0:
+          \_$1102  = table_208;
+      8'hd1:
+          \_$1102  = table_209;
+      8'hd2:
+          \_$1102  = table_210;
+      8'hd3:
+          \_$1102  = table_211;
+      8'hd4:
+          \_$1102  = table_212;
+      8'hd5:
+          \_$1102  = table_213;
+      8'hd6:
+          \_$1102  = table_214;
+      8'hd7:
+          \_$1102  = table_215;
+      8'hd8:
+          \_$1102  = table_216;
+      8'hd9:
+          \_$1102  = table_217;
+      8'hda:
+          \_$1102  = table_218;
+      8'hdb:
+          \_$1102  = table_219;
+      8'hdc:
+          \_$1102  = table_220;
+      8'hdd:
+          \_$1102  = table_221;
+      8'hde:
+          \_$1102  = table_222;
+      8'hdf:
+          \_$1102  = table_223;
+      8'he0:
+          \_$1102  = table_224;
+      8'he1:
+          \_$1102  = table_225;
+      8'he2:
+          \_$1102  = table_226;
+      8'he3:
+          \_$1102  = table_227;
+      8'he4:
+          \_$1102  = table_228;
+      8'he5:
+          \_$1102  = table_229;
+      8'he6:
+          \_$1102  = table_230;
+      8'he7:
+          \_$1102  = table_231;
+      8'he8:
+          \_$1102  = table_232;
+      8'he9:
+          \_$1102  = table_233;
+      8'hea:
+          \_$1102  = table_234;
+      8'heb:
+          \_$1102  = table_235;
+      8'hec:
+          \_$1102  = table_236;
+      8'hed:
+          \_$1102  = table_237;
+      8'hee:
+          \_$1102  = table_238;
+      8'hef:
+          \_$1102  = table_239;
+      8'hf0:
+          \_$1102  = table_240;
+      8'hf1:
+          \_$1102  = table_241;
+      8'hf2:
+          \_$1102  = table_242;
+      8'hf3:
+          \_$1102  = table_243;
+      8'hf4:
+          \_$1102  = table_244;
+      8'hf5:
+          \_$1102  = table_245;
+      8'hf6:
+          \_$1102  = table_246;
+      8'hf7:
+          \_$1102  = table_247;
+      8'hf8:
+          \_$1102  = table_248;
+      8'hf9:
+          \_$1102  = table_249;
+      8'hfa:
+          \_$1102  = table_250;
+      8'hfb:
+          \_$1102  = table_251;
+      8'hfc:
+          \_$1102  = table_252;
+      8'hfd:
+          \_$1102  = table_253;
+      8'hfe:
+          \_$1102  = table_254;
+      8'hff:
+          \_$1102  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$1197 , \_$1165 [6:0] })
+      8'h00:
+          \_$1198  = table_0;
+      8'h01:
+          \_$1198  = table_1;
+      8'h02:
+          \_$1198  = table_2;
+      8'h03:
+          \_$1198  = table_3;
+      8'h04:
+          \_$1198  = table_4;
+      8'h05:
+          \_$1198  = table_5;
+      8'h06:
+          \_$1198  = table_6;
+      8'h07:
+          \_$1198  = table_7;
+      8'h08:
+          \_$1198  = table_8;
+      8'h09:
+          \_$1198  = table_9;
+      8'h0a:
+          \_$1198  = table_10;
+      8'h0b:
+          \_$1198  = table_11;
+      8'h0c:
+          \_$1198  = table_12;
+      8'h0d:
+          \_$1198  = table_13;
+      8'h0e:
+          \_$1198  = table_14;
+      8'h0f:
+          \_$1198  = table_15;
+      8'h10:
+          \_$1198  = table_16;
+      8'h11:
+          \_$1198  = table_17;
+      8'h12:
+          \_$1198  = table_18;
+      8'h13:
+          \_$1198  = table_19;
+      8'h14:
+          \_$1198  = table_20;
+      8'h15:
+          \_$1198  = table_21;
+      8'h16:
+          \_$1198  = table_22;
+      8'h17:
+          \_$1198  = table_23;
+      8'h18:
+          \_$1198  = table_24;
+      8'h19:
+          \_$1198  = table_25;
+      8'h1a:
+          \_$1198  = table_26;
+      8'h1b:
+          \_$1198  = table_27;
+      8'h1c:
+          \_$1198  = table_28;
+      8'h1d:
+          \_$1198  = table_29;
+      8'h1e:
+          \_$1198  = table_30;
+      8'h1f:
+          \_$1198  = table_31;
+      8'h20:
+          \_$1198  = table_32;
+      8'h21:
+          \_$1198  = table_33;
+      8'h22:
+          \_$1198  = table_34;
+      8'h23:
+          \_$1198  = table_35;
+      8'h24:
+          \_$1198  = table_36;
+      8'h25:
+          \_$1198  = table_37;
+      8'h26:
+          \_$1198  = table_38;
+      8'h27:
+          \_$1198  = table_39;
+      8'h28:
+          \_$1198  = table_40;
+      8'h29:
+          \_$1198  = table_41;
+      8'h2a:
+          \_$1198  = table_42;
+      8'h2b:
+          \_$1198  = table_43;
+      8'h2c:
+          \_$1198  = table_44;
+      8'h2d:
+          \_$1198  = table_45;
+      8'h2e:
+          \_$1198  = table_46;
+      8'h2f:
+          \_$1198  = table_47;
+      8'h30:
+          \_$1198  = table_48;
+      8'h31:
+          \_$1198  = table_49;
+      8'h32:
+          \_$1198  = table_50;
+      8'h33:
+          \_$1198  = table_51;
+      8'h34:
+          \_$1198  = table_52;
+      8'h35:
+          \_$1198  = table_53;
+      8'h36:
+          \_$1198  = table_54;
+      8'h37:
+          \_$1198  = table_55;
+      8'h38:
+          \_$1198  = table_56;
+      8'h39:
+          \_$1198  = table_57;
+      8'h3a:
+          \_$1198  = table_58;
+      8'h3b:
+          \_$1198  = table_59;
+      8'h3c:
+          \_$1198  = table_60;
+      8'h3d:
+          \_$1198  = table_61;
+      8'h3e:
+          \_$1198  = table_62;
+      8'h3f:
+          \_$1198  = table_63;
+      8'h40:
+          \_$1198  = table_64;
+      8'h41:
+          \_$1198  = table_65;
+      8'h42:
+          \_$1198  = table_66;
+      8'h43:
+          \_$1198  = table_67;
+      8'h44:
+          \_$1198  = table_68;
+      8'h45:
+          \_$1198  = table_69;
+      8'h46:
+          \_$1198  = table_70;
+      8'h47:
+          \_$1198  = table_71;
+      8'h48:
+          \_$1198  = table_72;
+      8'h49:
+          \_$1198  = table_73;
+      8'h4a:
+          \_$1198  = table_74;
+      8'h4b:
+          \_$1198  = table_75;
+      8'h4c:
+          \_$1198  = table_76;
+      8'h4d:
+          \_$1198  = table_77;
+      8'h4e:
+          \_$1198  = table_78;
+      8'h4f:
+          \_$1198  = table_79;
+      8'h50:
+          \_$1198  = table_80;
+      8'h51:
+          \_$1198  = table_81;
+      8'h52:
+          \_$1198  = table_82;
+      8'h53:
+          \_$1198  = table_83;
+      8'h54:
+          \_$1198  = table_84;
+      8'h55:
+          \_$1198  = table_85;
+      8'h56:
+          \_$1198  = table_86;
+      8'h57:
+          \_$1198  = table_87;
+      8'h58:
+          \_$1198  = table_88;
+      8'h59:
+          \_$1198  = table_89;
+      8'h5a:
+          \_$1198  = table_90;
+      8'h5b:
+          \_$1198  = table_91;
+      8'h5c:
+          \_$1198  = table_92;
+      8'h5d:
+          \_$1198  = table_93;
+      8'h5e:
+          \_$1198  = table_94;
+      8'h5f:
+          \_$1198  = table_95;
+      8'h60:
+          \_$1198  = table_96;
+      8'h61:
+          \_$1198  = table_97;
+      8'h62:
+          \_$1198  = table_98;
+      8'h63:
+          \_$1198  = table_99;
+      8'h64:
+          \_$1198  = table_100;
+      8'h65:
+          \_$1198  = table_101;
+      8'h66:
+          \_$1198  = table_102;
+      8'h67:
+          \_$1198  = table_103;
+      8'h68:
+          \_$1198  = table_104;
+      8'h69:
+          \_$1198  = table_105;
+      8'h6a:
+          \_$1198  = table_106;
+      8'h6b:
+          \_$1198  = table_107;
+      8'h6c:
+          \_$1198  = table_108;
+      8'h6d:
+          \_$1198  = table_109;
+      8'h6e:
+          \_$1198  = table_110;
+      8'h6f:
+          \_$1198  = table_111;
+      8'h70:
+          \_$1198  = table_112;
+      8'h71:
+          \_$1198  = table_113;
+      8'h72:
+          \_$1198  = table_114;
+      8'h73:
+          \_$1198  = table_115;
+      8'h74:
+          \_$1198  = table_116;
+      8'h75:
+          \_$1198  = table_117;
+      8'h76:
+          \_$1198  = table_118;
+      8'h77:
+          \_$1198  = table_119;
+      8'h78:
+          \_$1198  = table_120;
+      8'h79:
+          \_$1198  = table_121;
+      8'h7a:
+          \_$1198  = table_122;
+      8'h7b:
+          \_$1198  = table_123;
+      8'h7c:
+          \_$1198  = table_124;
+      8'h7d:
+          \_$1198  = table_125;
+      8'h7e:
+          \_$1198  = table_126;
+      8'h7f:
+          \_$1198  = table_127;
+      8'h80:
+          \_$1198  = table_128;
+      8'h81:
+          \_$1198  = table_129;
+      8'h82:
+          \_$1198  = table_130;
+      8'h83:
+          \_$1198  = table_131;
+      8'h84:
+          \_$1198  = table_132;
+      8'h85:
+          \_$1198  = table_133;
+      8'h86:
+          \_$1198  = table_134;
+      8'h87:
+          \_$1198  = table_135;
+      8'h88:
+          \_$1198  = table_136;
+      8'h89:
+          \_$1198  = table_137;
+      8'h8a:
+          \_$1198  = table_138;
+      8'h8b:
+          \_$1198  = table_139;
+      8'h8c:
+          \_$1198  = table_140;
+      8'h8d:
+          \_$1198  = table_141;
+      8'h8e:
+          \_$1198  = table_142;
+      8'h8f:
+          \_$1198  = table_143;
+      8'h90:
+          \_$1198  = table_144;
+      8'h91:
+          \_$1198  = table_145;
+      8'h92:
+          \_$1198  = table_146;
+      8'h93:
+          \_$1198  = table_147;
+      8'h94:
+          \_$1198  = table_148;
+      8'h95:
+          \_$1198  = table_149;
+      8'h96:
+          \_$1198  = table_150;
+      8'h97:
+          \_$1198  = table_151;
+      8'h98:
+          \_$1198  = table_152;
+      8'h99:
+          \_$1198  = table_153;
+      8'h9a:
+          \_$1198  = table_154;
+      8'h9b:
+          \_$1198  = table_155;
+      8'h9c:
+          \_$1198  = table_156;
+      8'h9d:
+          \_$1198  = table_157;
+      8'h9e:
+          \_$1198  = table_158;
+      8'h9f:
+          \_$1198  = table_159;
+      8'ha0:
+          \_$1198  = table_160;
+      8'ha1:
+          \_$1198  = table_161;
+      8'ha2:
+          \_$1198  = table_162;
+      8'ha3:
+          \_$1198  = table_163;
+      8'ha4:
+          \_$1198  = table_164;
+      8'ha5:
+          \_$1198  = table_165;
+      8'ha6:
+          \_$1198  = table_166;
+      8'ha7:
+          \_$1198  = table_167;
+      8'ha8:
+          \_$1198  = table_168;
+      8'ha9:
+          \_$1198  = table_169;
+      8'haa:
+          \_$1198  = table_170;
+      8'hab:
+          \_$1198  = table_171;
+      8'hac:
+          \_$1198  = table_172;
+      8'had:
+          \_$1198  = table_173;
+      8'hae:
+          \_$1198  = table_174;
+      8'haf:
+          \_$1198  = table_175;
+      8'hb0:
+          \_$1198  = table_176;
+      8'hb1:
+          \_$1198  = table_177;
+      8'hb2:
+          \_$1198  = table_178;
+      8'hb3:
+          \_$1198  = table_179;
+      8'hb4:
+          \_$1198  = table_180;
+      8'hb5:
+          \_$1198  = table_181;
+      8'hb6:
+          \_$1198  = table_182;
+      8'hb7:
+          \_$1198  = table_183;
+      8'hb8:
+          \_$1198  = table_184;
+      8'hb9:
+          \_$1198  = table_185;
+      8'hba:
+          \_$1198  = table_186;
+      8'hbb:
+          \_$1198  = table_187;
+      8'hbc:
+          \_$1198  = table_188;
+      8'hbd:
+          \_$1198  = table_189;
+      8'hbe:
+          \_$1198  = table_190;
+      8'hbf:
+          \_$1198  = table_191;
+      8'hc0:
+          \_$1198  = table_192;
+      8'hc1:
+          \_$1198  = table_193;
+      8'hc2:
+          \_$1198  = table_194;
+      8'hc3:
+          \_$1198  = table_195;
+      8'hc4:
+          \_$1198  = table_196;
+      8'hc5:
+          \_$1198  = table_197;
+      8'hc6:
+          \_$1198  = table_198;
+      8'hc7:
+          \_$1198  = table_199;
+      8'hc8:
+          \_$1198  = table_200;
+      8'hc9:
+          \_$1198  = table_201;
+      8'hca:
+          \_$1198  = table_202;
+      8'hcb:
+          \_$1198  = table_203;
+      8'hcc:
+          \_$1198  = table_204;
+      8'hcd:
+          \_$1198  = table_205;
+      8'hce:
+          \_$1198  = table_206;
+      8'hcf:
+          \_$1198  = table_207;
+      8'hd0:
+          \_$1198  = table_208;
+      8'hd1:
+          \_$1198  = table_209;
+      8'hd2:
+          \_$1198  = table_210;
+      8'hd3:
+          \_$1198  = table_211;
+      8'hd4:
+          \_$1198  = table_212;
+      8'hd5:
+          \_$1198  = table_213;
+      8'hd6:
+          \_$1198  = table_214;
+      8'hd7:
+          \_$1198  = table_215;
+      8'hd8:
+          \_$1198  = table_216;
+      8'hd9:
+          \_$1198  = table_217;
+      8'hda:
+          \_$1198  = table_218;
+      8'hdb:
+          \_$1198  = table_219;
+      8'hdc:
+          \_$1198  = table_220;
+      8'hdd:
+          \_$1198  = table_221;
+      8'hde:
+          \_$1198  = table_222;
+      8'hdf:
+          \_$1198  = table_223;
+      8'he0:
+          \_$1198  = table_224;
+      8'he1:
+          \_$1198  = table_225;
+      8'he2:
+          \_$1198  = table_226;
+      8'he3:
+          \_$1198  = table_227;
+      8'he4:
+          \_$1198  = table_228;
+      8'he5:
+          \_$1198  = table_229;
+      8'he6:
+          \_$1198  = table_230;
+      8'he7:
+          \_$1198  = table_231;
+      8'he8:
+          \_$1198  = table_232;
+      8'he9:
+          \_$1198  = table_233;
+      8'hea:
+          \_$1198  = table_234;
+      8'heb:
+          \_$1198  = table_235;
+      8'hec:
+          \_$1198  = table_236;
+      8'hed:
+          \_$1198  = table_237;
+      8'hee:
+          \_$1198  = table_238;
+      8'hef:
+          \_$1198  = table_239;
+      8'hf0:
+          \_$1198  = table_240;
+      8'hf1:
+          \_$1198  = table_241;
+      8'hf2:
+          \_$1198  = table_242;
+      8'hf3:
+          \_$1198  = table_243;
+      8'hf4:
+          \_$1198  = table_244;
+      8'hf5:
+          \_$1198  = table_245;
+      8'hf6:
+          \_$1198  = table_246;
+      8'hf7:
+          \_$1198  = table_247;
+      8'hf8:
+          \_$1198  = table_248;
+      8'hf9:
+          \_$1198  = table_249;
+      8'hfa:
+          \_$1198  = table_250;
+      8'hfb:
+          \_$1198  = table_251;
+      8'hfc:
+          \_$1198  = table_252;
+      8'hfd:
+          \_$1198  = table_253;
+      8'hfe:
+          \_$1198  = table_254;
+      8'hff:
+          \_$1198  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$1293 , \_$1261 [6:0] })
+      8'h00:
+          \_$1294  = table_0;
+      8'h01:
+          \_$1294  = table_1;
+      8'h02:
+          \_$1294  = table_2;
+      8'h03:
+          \_$1294  = table_3;
+      8'h04:
+          \_$1294  = table_4;
+      8'h05:
+          \_$1294  = table_5;
+      8'h06:
+          \_$1294  = table_6;
+      8'h07:
+          \_$1294  = table_7;
+      8'h08:
+          \_$1294  = table_8;
+      8'h09:
+          \_$1294  = table_9;
+      8'h0a:
+          \_$1294  = table_10;
+      8'h0b:
+          \_$1294  = table_11;
+      8'h0c:
+          \_$1294  = table_12;
+      8'h0d:
+          \_$1294  = table_13;
+      8'h0e:
+          \_$1294  = table_14;
+      8'h0f:
+          \_$1294  = table_15;
+      8'h10:
+          \_$1294  = table_16;
+      8'h11:
+          \_$1294  = table_17;
+      8'h12:
+          \_$1294  = table_18;
+      8'h13:
+          \_$1294  = table_19;
+      8'h14:
+          \_$1294  = table_20;
+      8'h15:
+          \_$1294  = table_21;
+      8'h16:
+          \_$1294  = table_22;
+      8'h17:
+          \_$1294  = table_23;
+      8'h18:
+          \_$1294  = table_24;
+      8'h19:
+          \_$1294  = table_25;
+      8'h1a:
+          \_$1294  = table_26;
+      8'h1b:
+          \_$1294  = table_27;
+      8'h1c:
+          \_$1294  = table_28;
+      8'h1d:
+          \_$1294  = table_29;
+      8'h1e:
+          \_$1294  = table_30;
+      8'h1f:
+          \_$1294  = table_31;
+      8'h20:
+          \_$1294  = table_32;
+      8'h21:
+          \_$1294  = table_33;
+      8'h22:
+          \_$1294  = table_34;
+      8'h23:
+          \_$1294  = table_35;
+      8'h24:
+          \_$1294  = table_36;
+      8'h25:
+          \_$1294  = table_37;
+      8'h26:
+          \_$1294  = table_38;
+      8'h27:
+          \_$1294  = table_39;
+      8'h28:
+          \_$1294  = table_40;
+      8'h29:
+          \_$1294  = table_41;
+      8'h2a:
+          \_$1294  = table_42;
+      8'h2b:
+          \_$1294  = table_43;
+      8'h2c:
+          \_$1294  = table_44;
+      8'h2d:
+          \_$1294  = table_45;
+      8'h2e:
+          \_$1294  = table_46;
+      8'h2f:
+          \_$1294  = table_47;
+      8'h30:
+          \_$1294  = table_48;
+      8'h31:
+          \_$1294  = table_49;
+      8'h32:
+          \_$1294  = table_50;
+      8'h33:
+          \_$1294  = table_51;
+      8'h34:
+          \_$1294  = table_52;
+      8'h35:
+          \_$1294  = table_53;
+      8'h36:
+          \_$1294  = table_54;
+      8'h37:
+          \_$1294  = table_55;
+      8'h38:
+          \_$1294  = table_56;
+      8'h39:
+          \_$1294  = table_57;
+      8'h3a:
+          \_$1294  = table_58;
+      8'h3b:
+          \_$1294  = table_59;
+      8'h3c:
+          \_$1294  = table_60;
+      8'h3d:
+          \_$1294  = table_61;
+      8'h3e:
+          \_$1294  = table_62;
+      8'h3f:
+          \_$1294  = table_63;
+      8'h40:
+          \_$1294  = table_64;
+      8'h41:
+          \_$1294  = table_65;
+      8'h42:
+          \_$1294  = table_66;
+      8'h43:
+          \_$1294  = table_67;
+      8'h44:
+          \_$1294  = table_68;
+      8'h45:
+          \_$1294  = table_69;
+      8'h46:
+          \_$1294  = table_70;
+      8'h47:
+          \_$1294  = table_71;
+      8'h48:
+          \_$1294  = table_72;
+      8'h49:
+          \_$1294  = table_73;
+      8'h4a:
+          \_$1294  = table_74;
+      8'h4b:
+          \_$1294  = table_75;
+      8'h4c:
+          \_$1294  = table_76;
+      8'h4d:
+          \_$1294  = table_77;
+      8'h4e:
+          \_$1294  = table_78;
+      8'h4f:
+          \_$1294  = table_79;
+      8'h50:
+          \_$1294  = table_80;
+      8'h51:
+          \_$1294  = table_81;
+      8'h52:
+          \_$1294  = table_82;
+      8'h53:
+          \_$1294  = table_83;
+      8'h54:
+          \_$1294  = table_84;
+      8'h55:
+          \_$1294  = table_85;
+      8'h56:
+          \_$1294  = table_86;
+      8'h57:
+          \_$1294  = table_87;
+      8'h58:
+          \_$1294  = table_88;
+      8'h59:
+          \_$1294  = table_89;
+      8'h5a:
+          \_$1294  = table_90;
+      8'h5b:
+          \_$1294  = table_91;
+      8'h5c:
+          \_$1294  = table_92;
+      8'h5d:
+          \_$1294  = table_93;
+      8'h5e:
+          \_$1294  = table_94;
+      8'h5f:
+          \_$1294  = table_95;
+      8'h60:
+          \_$1294  = table_96;
+      8'h61:
+          \_$1294  = table_97;
+      8'h62:
+          \_$1294  = table_98;
+      8'h63:
+          \_$1294  = table_99;
+      8'h64:
+          \_$1294  = table_100;
+      8'h65:
+          \_$1294  = table_101;
+      8'h66:
+          \_$1294  = table_102;
+      8'h67:
+          \_$1294  = table_103;
+      8'h68:
+          \_$1294  = table_104;
+      8'h69:
+          \_$1294  = table_105;
+      8'h6a:
+          \_$1294  = table_106;
+      8'h6b:
+          \_$1294  = table_107;
+      8'h6c:
+          \_$1294  = table_108;
+      8'h6d:
+          \_$1294  = table_109;
+      8'h6e:
+          \_$1294  = table_110;
+      8'h6f:
+          \_$1294  = table_111;
+      8'h70:
+          \_$1294  = table_112;
+      8'h71:
+          \_$1294  = table_113;
+      8'h72:
+          \_$1294  = table_114;
+      8'h73:
+          \_$1294  = table_115;
+      8'h74:
+          \_$1294  = table_116;
+      8'h75:
+          \_$1294  = table_117;
+      8'h76:
+          \_$1294  = table_118;
+      8'h77:
+          \_$1294  = table_119;
+      8'h78:
+          \_$1294  = table_120;
+      8'h79:
+          \_$1294  = table_121;
+      8'h7a:
+          \_$1294  = table_122;
+      8'h7b:
+          \_$1294  = table_123;
+      8'h7c:
+          \_$1294  = table_124;
+      8'h7d:
+          \_$1294  = table_125;
+      8'h7e:
+          \_$1294  = table_126;
+      8'h7f:
+          \_$1294  = table_127;
+      8'h80:
+          \_$1294  = table_128;
+      8'h81:
+          \_$1294  = table_129;
+      8'h82:
+          \_$1294  = table_130;
+      8'h83:
+          \_$1294  = table_131;
+      8'h84:
+          \_$1294  = table_132;
+      8'h85:
+          \_$1294  = table_133;
+      8'h86:
+          \_$1294  = table_134;
+      8'h87:
+          \_$1294  = table_135;
+      8'h88:
+          \_$1294  = table_136;
+      8'h89:
+          \_$1294  = table_137;
+      8'h8a:
+          \_$1294  = table_138;
+      8'h8b:
+          \_$1294  = table_139;
+      8'h8c:
+          \_$1294  = table_140;
+      8'h8d:
+          \_$1294  = table_141;
+      8'h8e:
+          \_$1294  = table_142;
+      8'h8f:
+          \_$1294  = table_143;
+      8'h90:
+          \_$1294  = table_144;
+      8'h91:
+          \_$1294  = table_145;
+      8'h92:
+          \_$1294  = table_146;
+      8'h93:
+          \_$1294  = table_147;
+      8'h94:
+          \_$1294  = table_148;
+      8'h95:
+          \_$1294  = table_149;
+      8'h96:
+          \_$1294  = table_150;
+      8'h97:
+          \_$1294  = table_151;
+      8'h98:
+          \_$1294  = table_152;
+      8'h99:
+          \_$1294  = table_153;
+      8'h9a:
+          \_$1294  = table_154;
+      8'h9b:
+          \_$1294  = table_155;
+      8'h9c:
+          \_$1294  = table_156;
+      8'h9d:
+          \_$1294  = table_157;
+      8'h9e:
+          \_$1294  = table_158;
+      8'h9f:
+          \_$1294  = table_159;
+      8'ha0:
+          \_$1294  = table_160;
+      8'ha1:
+          \_$1294  = table_161;
+      8'ha2:
+          \_$1294  = table_162;
+      8'ha3:
+          \_$1294  = table_163;
+      8'ha4:
+          \_$1294  = table_164;
+      8'ha5:
+          \_$1294  = table_165;
+      8'ha6:
+          \_$1294  = table_166;
+      8'ha7:
+          \_$1294  = table_167;
+      8'ha8:
+          \_$1294  = table_168;
+      8'ha9:
+          \_$1294  = table_169;
+      8'haa:
+          \_$1294  = table_170;
+      8'hab:
+          \_$1294  = table_171;
+      8'hac:
+          \_$1294  = table_172;
+      8'had:
+          \_$1294  = table_173;
+      8'hae:
+          \_$1294  = table_174;
+      8'haf:
+          \_$1294  = table_175;
+      8'hb0:
+          \_$1294  = table_176;
+      8'hb1:
+          \_$1294  = table_177;
+      8'hb2:
+          \_$1294  = table_178;
+      8'hb3:
+          \_$1294  = table_179;
+      8'hb4:
+          \_$1294  = table_180;
+      8'hb5:
+          \_$1294  = table_181;
+      8'hb6:
+          \_$1294  = table_182;
+      8'hb7:
+          \_$1294  = table_183;
+      8'hb8:
+          \_$1294  = table_184;
+      8'hb9:
+          \_$1294  = table_185;
+      8'hba:
+          \_$1294  = table_186;
+      8'hbb:
+          \_$1294  = table_187;
+      8'hbc:
+          \_$1294  = table_188;
+      8'hbd:
+          \_$1294  = table_189;
+      8'hbe:
+          \_$1294  = table_190;
+      8'hbf:
+          \_$1294  = table_191;
+      8'hc0:
+          \_$1294  = table_192;
+      8'hc1:
+          \_$1294  = table_193;
+      8'hc2:
+          \_$1294  = table_194;
+      8'hc3:
+          \_$1294  = table_195;
+      8'hc4:
+          \_$1294  = table_196;
+      8'hc5:
+          \_$1294  = table_197;
+      8'hc6:
+          \_$1294  = table_198;
+      8'hc7:
+          \_$1294  = table_199;
+      8'hc8:
+          \_$1294  = table_200;
+      8'hc9:
+          \_$1294  = table_201;
+      8'hca:
+          \_$1294  = table_202;
+      8'hcb:
+          \_$1294  = table_203;
+      8'hcc:
+          \_$1294  = table_204;
+      8'hcd:
+          \_$1294  = table_205;
+      8'hce:
+          \_$1294  = table_206;
+      8'hcf:
+          \_$1294  = table_207;
+      8'hd0:
+          \_$1294  = table_208;
+      8'hd1:
+          \_$1294  = table_209;
+      8'hd2:
+          \_$1294  = table_210;
+      8'hd3:
+          \_$1294  = table_211;
+      8'hd4:
+          \_$1294  = table_212;
+      8'hd5:
+          \_$1294  = table_213;
+      8'hd6:
+          \_$1294  = table_214;
+      8'hd7:
+          \_$1294  = table_215;
+      8'hd8:
+          \_$1294  = table_216;
+      8'hd9:
+          \_$1294  = table_217;
+      8'hda:
+          \_$1294  = table_218;
+      8'hdb:
+          \_$1294  = table_219;
+      8'hdc:
+          \_$1294  = table_220;
+      8'hdd:
+          \_$1294  = table_221;
+      8'hde:
+          \_$1294  = table_222;
+      8'hdf:
+          \_$1294  = table_223;
+      8'he0:
+          \_$1294  = table_224;
+      8'he1:
+          \_$1294  = table_225;
+      8'he2:
+          \_$1294  = table_226;
+      8'he3:
+          \_$1294  = table_227;
+      8'he4:
+          \_$1294  = table_228;
+      8'he5:
+          \_$1294  = table_229;
+      8'he6:
+          \_$1294  = table_230;
+      8'he7:
+          \_$1294  = table_231;
+      8'he8:
+          \_$1294  = table_232;
+      8'he9:
+          \_$1294  = table_233;
+      8'hea:
+          \_$1294  = table_234;
+      8'heb:
+          \_$1294  = table_235;
+      8'hec:
+          \_$1294  = table_236;
+      8'hed:
+          \_$1294  = table_237;
+      8'hee:
+          \_$1294  = table_238;
+      8'hef:
+          \_$1294  = table_239;
+      8'hf0:
+          \_$1294  = table_240;
+      8'hf1:
+          \_$1294  = table_241;
+      8'hf2:
+          \_$1294  = table_242;
+      8'hf3:
+          \_$1294  = table_243;
+      8'hf4:
+          \_$1294  = table_244;
+      8'hf5:
+          \_$1294  = table_245;
+      8'hf6:
+          \_$1294  = table_246;
+      8'hf7:
+          \_$1294  = table_247;
+      8'hf8:
+          \_$1294  = table_248;
+      8'hf9:
+          \_$1294  = table_249;
+      8'hfa:
+          \_$1294  = table_250;
+      8'hfb:
+          \_$1294  = table_251;
+      8'hfc:
+          \_$1294  = table_252;
+      8'hfd:
+          \_$1294  = table_253;
+      8'hfe:
+          \_$1294  = table_254;
+      8'hff:
+          \_$1294  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$1391 , \_$1359 [6:0] })
+      8'h00:
+          \_$1392  = table_0;
+      8'h01:
+          \_$1392  = table_1;
+      8'h02:
+          \_$1392  = table_2;
+      8'h03:
+          \_$1392  = table_3;
+      8'h04:
+          \_$1392  = table_4;
+      8'h05:
+          \_$1392  = table_5;
+      8'h06:
+          \_$1392  = table_6;
+      8'h07:
+          \_$1392  = table_7;
+      8'h08:
+          \_$1392  = table_8;
+      8'h09:
+          \_$1392  = table_9;
+      8'h0a:
+          \_$1392  = table_10;
+      8'h0b:
+          \_$1392  = table_11;
+      8'h0c:
+          \_$1392  = table_12;
+      8'h0d:
+          \_$1392  = table_13;
+      8'h0e:
+          \_$1392  = table_14;
+      8'h0f:
+          \_$1392  = table_15;
+      8'h10:
+          \_$1392  = table_16;
+      8'h11:
+          \_$1392  = table_17;
+      8'h12:
+          \_$1392  = table_18;
+      8'h13:
+          \_$1392  = table_19;
+      8'h14:
+          \_$1392  = table_20;
+      8'h15:
+          \_$1392  = table_21;
+      8'h16:
+          \_$1392  = table_22;
+      8'h17:
+          \_$1392  = table_23;
+      8'h18:
+          \_$1392  = table_24;
+      8'h19:
+          \_$1392  = table_25;
+      8'h1a:
+          \_$1392  = table_26;
+      8'h1b:
+          \_$1392  = table_27;
+      8'h1c:
+          \_$1392  = table_28;
+      8'h1d:
+          \_$1392  = table_29;
+      8'h1e:
+          \_$1392  = table_30;
+      8'h1f:
+          \_$1392  = table_31;
+      8'h20:
+          \_$1392  = table_32;
+      8'h21:
+          \_$1392  = table_33;
+      8'h22:
+          \_$1392  = table_34;
+      8'h23:
+          \_$1392  = table_35;
+      8'h24:
+          \_$1392  = table_36;
+      8'h25:
+          \_$1392  = table_37;
+      8'h26:
+          \_$1392  = table_38;
+      8'h27:
+          \_$1392  = table_39;
+      8'h28:
+          \_$1392  = table_40;
+      8'h29:
+          \_$1392  = table_41;
+      8'h2a:
+          \_$1392  = table_42;
+      8'h2b:
+          \_$1392  = table_43;
+      8'h2c:
+          \_$1392  = table_44;
+      8'h2d:
+          \_$1392  = table_45;
+      8'h2e:
+          \_$1392  = table_46;
+      8'h2f:
+          \_$1392  = table_47;
+      8'h30:
+          \_$1392  = table_48;
+      8'h31:
+          \_$1392  = table_49;
+      8'h32:
+          \_$1392  = table_50;
+      8'h33:
+          \_$1392  = table_51;
+      8'h34:
+          \_$1392  = table_52;
+      8'h35:
+          \_$1392  = table_53;
+      8'h36:
+          \_$1392  = table_54;
+      8'h37:
+          \_$1392  = table_55;
+      8'h38:
+          \_$1392  = table_56;
+      8'h39:
+          \_$1392  = table_57;
+      8'h3a:
+          \_$1392  = table_58;
+      8'h3b:
+          \_$1392  = table_59;
+      8'h3c:
+          \_$1392  = table_60;
+      8'h3d:
+          \_$1392  = table_61;
+      8'h3e:
+          \_$1392  = table_62;
+      8'h3f:
+          \_$1392  = table_63;
+      8'h40:
+          \_$1392  = table_64;
+      8'h41:
+          \_$1392  = table_65;
+      8'h42:
+          \_$1392  = table_66;
+      8'h43:
+          \_$1392  = table_67;
+      8'h44:
+          \_$1392  = table_68;
+      8'h45:
+          \_$1392  = table_69;
+      8'h46:
+          \_$1392  = table_70;
+      8'h47:
+          \_$1392  = table_71;
+      8'h48:
+          \_$1392  = table_72;
+      8'h49:
+          \_$1392  = table_73;
+      8'h4a:
+          \_$1392  = table_74;
+      8'h4b:
+          \_$1392  = table_75;
+      8'h4c:
+          \_$1392  = table_76;
+      8'h4d:
+          \_$1392  = table_77;
+      8'h4e:
+          \_$1392  = table_78;
+      8'h4f:
+          \_$1392  = table_79;
+      8'h50:
+          \_$1392  = table_80;
+      8'h51:
+          \_$1392  = table_81;
+      8'h52:
+          \_$1392  = table_82;
+      8'h53:
+          \_$1392  = table_83;
+      8'h54:
+          \_$1392  = table_84;
+      8'h55:
+          \_$1392  = table_85;
+      8'h56:
+          \_$1392  = table_86;
+      8'h57:
+          \_$1392  = table_87;
+      8'h58:
+          \_$1392  = table_88;
+      8'h59:
+          \_$1392  = table_89;
+      8'h5a:
+          \_$1392  = table_90;
+      8'h5b:
+          \_$1392  = table_91;
+      8'h5c:
+          \_$1392  = table_92;
+      8'h5d:
+          \_$1392  = table_93;
+      8'h5e:
+          \_$1392  = table_94;
+      8'h5f:
+          \_$1392  = table_95;
+      8'h60:
+          \_$1392  = table_96;
+      8'h61:
+          \_$1392  = table_97;
+      8'h62:
+          \_$1392  = table_98;
+      8'h63:
+          \_$1392  = table_99;
+      8'h64:
+          \_$1392  = table_100;
+      8'h65:
+          \_$1392  = table_101;
+      8'h66:
+          \_$1392  = table_102;
+      8'h67:
+          \_$1392  = table_103;
+      8'h68:
+          \_$1392  = table_104;
+      8'h69:
+          \_$1392  = table_105;
+      8'h6a:
+          \_$1392  = table_106;
+      8'h6b:
+          \_$1392  = table_107;
+      8'h6c:
+          \_$1392  = table_108;
+      8'h6d:
+          \_$1392  = table_109;
+      8'h6e:
+          \_$1392  = table_110;
+      8'h6f:
+          \_$1392  = table_111;
+      8'h70:
+          \_$1392  = table_112;
+      8'h71:
+          \_$1392  = table_113;
+      8'h72:
+          \_$1392  = table_114;
+      8'h73:
+          \_$1392  = table_115;
+      8'h74:
+          \_$1392  = table_116;
+      8'h75:
+          \_$1392  = table_117;
+      8'h76:
+          \_$1392  = table_118;
+      8'h77:
+          \_$1392  = table_119;
+      8'h78:
+          \_$1392  = table_120;
+      8'h79:
+          \_$1392  = table_121;
+      8'h7a:
+          \_$1392  = table_122;
+      8'h7b:
+          \_$1392  = table_123;
+      8'h7c:
+          \_$1392  = table_124;
+      8'h7d:
+          \_$1392  = table_125;
+      8'h7e:
+          \_$1392  = table_126;
+      8'h7f:
+          \_$1392  = table_127;
+      8'h80:
+          \_$1392  = table_128;
+      8'h81:
+          \_$1392  = table_129;
+      8'h82:
+          \_$1392  = table_130;
+      8'h83:
+          \_$1392  = table_131;
+      8'h84:
+          \_$1392  = table_132;
+      8'h85:
+          \_$1392  = table_133;
+      8'h86:
+          \_$1392  = table_134;
+      8'h87:
+          \_$1392  = table_135;
+      8'h88:
+          \_$1392  = table_136;
+      8'h89:
+          \_$1392  = table_137;
+      8'h8a:
+          \_$1392  = table_138;
+      8'h8b:
+          \_$1392  = table_139;
+      8'h8c:
+          \_$1392  = table_140;
+      8'h8d:
+          \_$1392  = table_141;
+      8'h8e:
+          \_$1392  = table_142;
+      8'h8f:
+          \_$1392  = table_143;
+      8'h90:
+          \_$1392  = table_144;
+      8'h91:
+          \_$1392  = table_145;
+      8'h92:
+          \_$1392  = table_146;
+      8'h93:
+          \_$1392  = table_147;
+      8'h94:
+          \_$1392  = table_148;
+      8'h95:
+          \_$1392  = table_149;
+      8'h96:
+          \_$1392  = table_150;
+      8'h97:
+          \_$1392  = table_151;
+      8'h98:
+          \_$1392  = table_152;
+      8'h99:
+          \_$1392  = table_153;
+      8'h9a:
+          \_$1392  = table_154;
+      8'h9b:
+          \_$1392  = table_155;
+      8'h9c:
+          \_$1392  = table_156;
+      8'h9d:
+          \_$1392  = table_157;
+      8'h9e:
+          \_$1392  = table_158;
+      8'h9f:
+          \_$1392  = table_159;
+      8'ha0:
+          \_$1392  = table_160;
+      8'ha1:
+          \_$1392  = table_161;
+      8'ha2:
+          \_$1392  = table_162;
+      8'ha3:
+          \_$1392  = table_163;
+      8'ha4:
+          \_$1392  = table_164;
+      8'ha5:
+          \_$1392  = table_165;
+      8'ha6:
+          \_$1392  = table_166;
+      8'ha7:
+          \_$1392  = table_167;
+      8'ha8:
+          \_$1392  = table_168;
+      8'ha9:
+          \_$1392  = table_169;
+      8'haa:
+          \_$1392  = table_170;
+      8'hab:
+          \_$1392  = table_171;
+      8'hac:
+          \_$1392  = table_172;
+      8'had:
+          \_$1392  = table_173;
+      8'hae:
+          \_$1392  = table_174;
+      8'haf:
+          \_$1392  = table_175;
+      8'hb0:
+          \_$1392  = table_176;
+      8'hb1:
+          \_$1392  = table_177;
+      8'hb2:
+          \_$1392  = table_178;
+      8'hb3:
+          \_$1392  = table_179;
+      8'hb4:
+          \_$1392  = table_180;
+      8'hb5:
+          \_$1392  = table_181;
+      8'hb6:
+          \_$1392  = table_182;
+      8'hb7:
+          \_$1392  = table_183;
+      8'hb8:
+          \_$1392  = table_184;
+      8'hb9:
+          \_$1392  = table_185;
+      8'hba:
+          \_$1392  = table_186;
+      8'hbb:
+          \_$1392  = table_187;
+      8'hbc:
+          \_$1392  = table_188;
+      8'hbd:
+          \_$1392  = table_189;
+      8'hbe:
+          \_$1392  = table_190;
+      8'hbf:
+          \_$1392  = table_191;
+      8'hc0:
+          \_$1392  = table_192;
+      8'hc1:
+          \_$1392  = table_193;
+      8'hc2:
+          \_$1392  = table_194;
+      8'hc3:
+          \_$1392  = table_195;
+      8'hc4:
+          \_$1392  = table_196;
+      8'hc5:
+          \_$1392  = table_197;
+      8'hc6:
+          \_$1392  = table_198;
+      8'hc7:
+          \_$1392  = table_199;
+      8'hc8:
+          \_$1392  = table_200;
+      8'hc9:
+          \_$1392  = table_201;
+      8'hca:
+          \_$1392  = table_202;
+      8'hcb:
+          \_$1392  = table_203;
+      8'hcc:
+          \_$1392  = table_204;
+      8'hcd:
+          \_$1392  = table_205;
+      8'hce:
+          \_$1392  = table_206;
+      8'hcf:
+          \_$1392  = table_207;
+      8'hd0:
+          \_$1392  = table_208;
+      8'hd1:
+          \_$1392  = table_209;
+      8'hd2:
+          \_$1392  = table_210;
+      8'hd3:
+          \_$1392  = table_211;
+      8'hd4:
+          \_$1392  = table_212;
+      8'hd5:
+          \_$1392  = table_213;
+      8'hd6:
+          \_$1392  = table_214;
+      8'hd7:
+          \_$1392  = table_215;
+      8'hd8:
+          \_$1392  = table_216;
+      8'hd9:
+          \_$1392  = table_217;
+      8'hda:
+          \_$1392  = table_218;
+      8'hdb:
+          \_$1392  = table_219;
+      8'hdc:
+          \_$1392  = table_220;
+      8'hdd:
+          \_$1392  = table_221;
+      8'hde:
+          \_$1392  = table_222;
+      8'hdf:
+          \_$1392  = table_223;
+      8'he0:
+          \_$1392  = table_224;
+      8'he1:
+          \_$1392  = table_225;
+      8'he2:
+          \_$1392  = table_226;
+      8'he3:
+          \_$1392  = table_227;
+      8'he4:
+          \_$1392  = table_228;
+      8'he5:
+          \_$1392  = table_229;
+      8'he6:
+          \_$1392  = table_230;
+      8'he7:
+          \_$1392  = table_231;
+      8'he8:
+          \_$1392  = table_232;
+      8'he9:
+          \_$1392  = table_233;
+      8'hea:
+          \_$1392  = table_234;
+      8'heb:
+          \_$1392  = table_235;
+      8'hec:
+          \_$1392  = table_236;
+      8'hed:
+          \_$1392  = table_237;
+      8'hee:
+          \_$1392  = table_238;
+      8'hef:
+          \_$1392  = table_239;
+      8'hf0:
+          \_$1392  = table_240;
+      8'hf1:
+          \_$1392  = table_241;
+      8'hf2:
+          \_$1392  = table_242;
+      8'hf3:
+          \_$1392  = table_243;
+      8'hf4:
+          \_$1392  = table_244;
+      8'hf5:
+          \_$1392  = table_245;
+      8'hf6:
+          \_$1392  = table_246;
+      8'hf7:
+          \_$1392  = table_247;
+      8'hf8:
+          \_$1392  = table_248;
+      8'hf9:
+          \_$1392  = table_249;
+      8'hfa:
+          \_$1392  = table_250;
+      8'hfb:
+          \_$1392  = table_251;
+      8'hfc:
+          \_$1392  = table_252;
+      8'hfd:
+          \_$1392  = table_253;
+      8'hfe:
+          \_$1392  = table_254;
+      8'hff:
+          \_$1392  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$1487 , \_$1455 [6:0] })
+      8'h00:
+          \_$1488  = table_0;
+      8'h01:
+          \_$1488  = table_1;
+      8'h02:
+          \_$1488  = table_2;
+      8'h03:
+          \_$1488  = table_3;
+      8'h04:
+          \_$1488  = table_4;
+      8'h05:
+          \_$1488  = table_5;
+      8'h06:
+          \_$1488  = table_6;
+      8'h07:
+          \_$1488  = table_7;
+      8'h08:
+          \_$1488  = table_8;
+      8'h09:
+          \_$1488  = table_9;
+      8'h0a:
+          \_$1488  = table_10;
+      8'h0b:
+          \_$1488  = table_11;
+      8'h0c:
+          \_$1488  = table_12;
+      8'h0d:
+          \_$1488  = table_13;
+      8'h0e:
+          \_$1488  = table_14;
+      8'h0f:
+          \_$1488  = table_15;
+      8'h10:
+          \_$1488  = table_16;
+      8'h11:
+          \_$1488  = table_17;
+      8'h12:
+          \_$1488  = table_18;
+      8'h13:
+          \_$1488  = table_19;
+      8'h14:
+          \_$1488  = table_20;
+      8'h15:
+          \_$1488  = table_21;
+      8'h16:
+          \_$1488  = table_22;
+      8'h17:
+          \_$1488  = table_23;
+      8'h18:
+          \_$1488  = table_24;
+      8'h19:
+          \_$1488  = table_25;
+      8'h1a:
+          \_$1488  = table_26;
+      8'h1b:
+          \_$1488  = table_27;
+      8'h1c:
+          \_$1488  = table_28;
+      8'h1d:
+          \_$1488  = table_29;
+      8'h1e:
+          \_$1488  = table_30;
+      8'h1f:
+          \_$1488  = table_31;
+      8'h20:
+          \_$1488  = table_32;
+      8'h21:
+          \_$1488  = table_33;
+      8'h22:
+          \_$1488  = table_34;
+      8'h23:
+          \_$1488  = table_35;
+      8'h24:
+          \_$1488  = table_36;
+      8'h25:
+          \_$1488  = table_37;
+      8'h26:
+          \_$1488  = table_38;
+      8'h27:
+          \_$1488  = table_39;
+      8'h28:
+          \_$1488  = table_40;
+      8'h29:
+          \_$1488  = table_41;
+      8'h2a:
+          \_$1488  = table_42;
+      8'h2b:
+          \_$1488  = table_43;
+      8'h2c:
+          \_$1488  = table_44;
+      8'h2d:
+          \_$1488  = table_45;
+      8'h2e:
+          \_$1488  = table_46;
+      8'h2f:
+          \_$1488  = table_47;
+      8'h30:
+          \_$1488  = table_48;
+      8'h31:
+          \_$1488  = table_49;
+      8'h32:
+          \_$1488  = table_50;
+      8'h33:
+          \_$1488  = table_51;
+      8'h34:
+          \_$1488  = table_52;
+      8'h35:
+          \_$1488  = table_53;
+      8'h36:
+          \_$1488  = table_54;
+      8'h37:
+          \_$1488  = table_55;
+      8'h38:
+          \_$1488  = table_56;
+      8'h39:
+          \_$1488  = table_57;
+      8'h3a:
+          \_$1488  = table_58;
+      8'h3b:
+          \_$1488  = table_59;
+      8'h3c:
+          \_$1488  = table_60;
+      8'h3d:
+          \_$1488  = table_61;
+      8'h3e:
+          \_$1488  = table_62;
+      8'h3f:
+          \_$1488  = table_63;
+      8'h40:
+          \_$1488  = table_64;
+      8'h41:
+          \_$1488  = table_65;
+      8'h42:
+          \_$1488  = table_66;
+      8'h43:
+          \_$1488  = table_67;
+      8'h44:
+          \_$1488  = table_68;
+      8'h45:
+          \_$1488  = table_69;
+      8'h46:
+          \_$1488  = table_70;
+      8'h47:
+          \_$1488  = table_71;
+      8'h48:
+          \_$1488  = table_72;
+      8'h49:
+          \_$1488  = table_73;
+      8'h4a:
+          \_$1488  = table_74;
+      8'h4b:
+          \_$1488  = table_75;
+      8'h4c:
+          \_$1488  = table_76;
+      8'h4d:
+          \_$1488  = table_77;
+      8'h4e:
+          \_$1488  = table_78;
+      8'h4f:
+          \_$1488  = table_79;
+      8'h50:
+          \_$1488  = table_80;
+      8'h51:
+          \_$1488  = table_81;
+      8'h52:
+          \_$1488  = table_82;
+      8'h53:
+          \_$1488  = table_83;
+      8'h54:
+          \_$1488  = table_84;
+      8'h55:
+          \_$1488  = table_85;
+      8'h56:
+          \_$1488  = table_86;
+      8'h57:
+          \_$1488  = table_87;
+      8'h58:
+          \_$1488  = table_88;
+      8'h59:
+          \_$1488  = table_89;
+      8'h5a:
+          \_$1488  = table_90;
+      8'h5b:
+          \_$1488  = table_91;
+      8'h5c:
+          \_$1488  = table_92;
+      8'h5d:
+          \_$1488  = table_93;
+      8'h5e:
+          \_$1488  = table_94;
+      8'h5f:
+          \_$1488  = table_95;
+      8'h60:
+          \_$1488  = table_96;
+      8'h61:
+          \_$1488  = table_97;
+      8'h62:
+          \_$1488  = table_98;
+      8'h63:
+          \_$1488  = table_99;
+      8'h64:
+          \_$1488  = table_100;
+      8'h65:
+          \_$1488  = table_101;
+      8'h66:
+          \_$1488  = table_102;
+      8'h67:
+          \_$1488  = table_103;
+      8'h68:
+          \_$1488  = table_104;
+      8'h69:
+          \_$1488  = table_105;
+      8'h6a:
+          \_$1488  = table_106;
+      8'h6b:
+          \_$1488  = table_107;
+      8'h6c:
+          \_$1488  = table_108;
+      8'h6d:
+          \_$1488  = table_109;
+      8'h6e:
+          \_$1488  = table_110;
+      8'h6f:
+          \_$1488  = table_111;
+      8'h70:
+          \_$1488  = table_112;
+      8'h71:
+          \_$1488  = table_113;
+      8'h72:
+          \_$1488  = table_114;
+      8'h73:
+          \_$1488  = table_115;
+      8'h74:
+          \_$1488  = table_116;
+      8'h75:
+          \_$1488  = table_117;
+      8'h76:
+          \_$1488  = table_118;
+      8'h77:
+          \_$1488  = table_119;
+      8'h78:
+          \_$1488  = table_120;
+      8'h79:
+          \_$1488  = table_121;
+      8'h7a:
+          \_$1488  = table_122;
+      8'h7b:
+          \_$1488  = table_123;
+      8'h7c:
+          \_$1488  = table_124;
+      8'h7d:
+          \_$1488  = table_125;
+      8'h7e:
+          \_$1488  = table_126;
+      8'h7f:
+          \_$1488  = table_127;
+      8'h80:
+          \_$1488  = table_128;
+      8'h81:
+          \_$1488  = table_129;
+      8'h82:
+          \_$1488  = table_130;
+      8'h83:
+          \_$1488  = table_131;
+      8'h84:
+          \_$1488  = table_132;
+      8'h85:
+          \_$1488  = table_133;
+      8'h86:
+          \_$1488  = table_134;
+      8'h87:
+          \_$1488  = table_135;
+      8'h88:
+          \_$1488  = table_136;
+      8'h89:
+          \_$1488  = table_137;
+      8'h8a:
+          \_$1488  = table_138;
+      8'h8b:
+          \_$1488  = table_139;
+      8'h8c:
+          \_$1488  = table_140;
+      8'h8d:
+          \_$1488  = table_141;
+      8'h8e:
+          \_$1488  = table_142;
+      8'h8f:
+          \_$1488  = table_143;
+      8'h90:
+          \_$1488  = table_144;
+      8'h91:
+          \_$1488  = table_145;
+      8'h92:
+          \_$1488  = table_146;
+      8'h93:
+          \_$1488  = table_147;
+      8'h94:
+          \_$1488  = table_148;
+      8'h95:
+          \_$1488  = table_149;
+      8'h96:
+          \_$1488  = table_150;
+      8'h97:
+          \_$1488  = table_151;
+      8'h98:
+          \_$1488  = table_152;
+      8'h99:
+          \_$1488  = table_153;
+      8'h9a:
+          \_$1488  = table_154;
+      8'h9b:
+          \_$1488  = table_155;
+      8'h9c:
+          \_$1488  = table_156;
+      8'h9d:
+          \_$1488  = table_157;
+      8'h9e:
+          \_$1488  = table_158;
+      8'h9f:
+          \_$1488  = table_159;
+      8'ha0:
+          \_$1488  = table_160;
+      8'ha1:
+          \_$1488  = table_161;
+      8'ha2:
+          \_$1488  = table_162;
+      8'ha3:
+          \_$1488  = table_163;
+      8'ha4:
+          \_$1488  = table_164;
+      8'ha5:
+          \_$1488  = table_165;
+      8'ha6:
+          \_$1488  = table_166;
+      8'ha7:
+          \_$1488  = table_167;
+      8'ha8:
+          \_$1488  = table_168;
+      8'ha9:
+          \_$1488  = table_169;
+      8'haa:
+          \_$1488  = table_170;
+      8'hab:
+          \_$1488  = table_171;
+      8'hac:
+          \_$1488  = table_172;
+      8'had:
+          \_$1488  = table_173;
+      8'hae:
+          \_$1488  = table_174;
+      8'haf:
+          \_$1488  = table_175;
+      8'hb0:
+          \_$1488  = table_176;
+      8'hb1:
+          \_$1488  = table_177;
+      8'hb2:
+          \_$1488  = table_178;
+      8'hb3:
+          \_$1488  = table_179;
+      8'hb4:
+          \_$1488  = table_180;
+      8'hb5:
+          \_$1488  = table_181;
+      8'hb6:
+          \_$1488  = table_182;
+      8'hb7:
+          \_$1488  = table_183;
+      8'hb8:
+          \_$1488  = table_184;
+      8'hb9:
+          \_$1488  = table_185;
+      8'hba:
+          \_$1488  = table_186;
+      8'hbb:
+          \_$1488  = table_187;
+      8'hbc:
+          \_$1488  = table_188;
+      8'hbd:
+          \_$1488  = table_189;
+      8'hbe:
+          \_$1488  = table_190;
+      8'hbf:
+          \_$1488  = table_191;
+      8'hc0:
+          \_$1488  = table_192;
+      8'hc1:
+          \_$1488  = table_193;
+      8'hc2:
+          \_$1488  = table_194;
+      8'hc3:
+          \_$1488  = table_195;
+      8'hc4:
+          \_$1488  = table_196;
+      8'hc5:
+          \_$1488  = table_197;
+      8'hc6:
+          \_$1488  = table_198;
+      8'hc7:
+          \_$1488  = table_199;
+      8'hc8:
+          \_$1488  = table_200;
+      8'hc9:
+          \_$1488  = table_201;
+      8'hca:
+          \_$1488  = table_202;
+      8'hcb:
+          \_$1488  = table_203;
+      8'hcc:
+          \_$1488  = table_204;
+      8'hcd:
+          \_$1488  = table_205;
+      8'hce:
+          \_$1488  = table_206;
+      8'hcf:
+          \_$1488  = table_207;
+      8'hd0:
+          \_$1488  = table_208;
+      8'hd1:
+          \_$1488  = table_209;
+      8'hd2:
+          \_$1488  = table_210;
+      8'hd3:
+          \_$1488  = table_211;
+      8'hd4:
+          \_$1488  = table_212;
+      8'hd5:
+          \_$1488  = table_213;
+      8'hd6:
+          \_$1488  = table_214;
+      8'hd7:
+          \_$1488  = table_215;
+      8'hd8:
+          \_$1488  = table_216;
+      8'hd9:
+          \_$1488  = table_217;
+      8'hda:
+          \_$1488  = table_218;
+      8'hdb:
+          \_$1488  = table_219;
+      8'hdc:
+          \_$1488  = table_220;
+      8'hdd:
+          \_$1488  = table_221;
+      8'hde:
+          \_$1488  = table_222;
+      8'hdf:
+          \_$1488  = table_223;
+      8'he0:
+          \_$1488  = table_224;
+      8'he1:
+          \_$1488  = table_225;
+      8'he2:
+          \_$1488  = table_226;
+      8'he3:
+          \_$1488  = table_227;
+      8'he4:
+          \_$1488  = table_228;
+      8'he5:
+          \_$1488  = table_229;
+      8'he6:
+          \_$1488  = table_230;
+      8'he7:
+          \_$1488  = table_231;
+      8'he8:
+          \_$1488  = table_232;
+      8'he9:
+          \_$1488  = table_233;
+      8'hea:
+          \_$1488  = table_234;
+      8'heb:
+          \_$1488  = table_235;
+      8'hec:
+          \_$1488  = table_236;
+      8'hed:
+          \_$1488  = table_237;
+      8'hee:
+          \_$1488  = table_238;
+      8'hef:
+          \_$1488  = table_239;
+      8'hf0:
+          \_$1488  = table_240;
+      8'hf1:
+          \_$1488  = table_241;
+      8'hf2:
+          \_$1488  = table_242;
+      8'hf3:
+          \_$1488  = table_243;
+      8'hf4:
+          \_$1488  = table_244;
+      8'hf5:
+          \_$1488  = table_245;
+      8'hf6:
+          \_$1488  = table_246;
+      8'hf7:
+          \_$1488  = table_247;
+      8'hf8:
+          \_$1488  = table_248;
+      8'hf9:
+          \_$1488  = table_249;
+      8'hfa:
+          \_$1488  = table_250;
+      8'hfb:
+          \_$1488  = table_251;
+      8'hfc:
+          \_$1488  = table_252;
+      8'hfd:
+          \_$1488  = table_253;
+      8'hfe:
+          \_$1488  = table_254;
+      8'hff:
+          \_$1488  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$1583 , \_$1551 [6:0] })
+      8'h00:
+          \_$1584  = table_0;
+      8'h01:
+          \_$1584  = table_1;
+      8'h02:
+          \_$1584  = table_2;
+      8'h03:
+          \_$1584  = table_3;
+      8'h04:
+          \_$1584  = table_4;
+      8'h05:
+          \_$1584  = table_5;
+      8'h06:
+          \_$1584  = table_6;
+      8'h07:
+          \_$1584  = table_7;
+      8'h08:
+          \_$1584  = table_8;
+      8'h09:
+          \_$1584  = table_9;
+      8'h0a:
+          \_$1584  = table_10;
+      8'h0b:
+          \_$1584  = table_11;
+      8'h0c:
+          \_$1584  = table_12;
+      8'h0d:
+          \_$1584  = table_13;
+      8'h0e:
+          \_$1584  = table_14;
+      8'h0f:
+          \_$1584  = table_15;
+      8'h10:
+          \_$1584  = table_16;
+      8'h11:
+          \_$1584  = table_17;
+      8'h12:
+          \_$1584  = table_18;
+      8'h13:
+          \_$1584  = table_19;
+      8'h14:
+          \_$1584  = table_20;
+      8'h15:
+          \_$1584  = table_21;
+      8'h16:
+          \_$1584  = table_22;
+      8'h17:
+          \_$1584  = table_23;
+      8'h18:
+          \_$1584  = table_24;
+      8'h19:
+          \_$1584  = table_25;
+      8'h1a:
+          \_$1584  = table_26;
+      8'h1b:
+          \_$1584  = table_27;
+      8'h1c:
+          \_$1584  = table_28;
+      8'h1d:
+          \_$1584  = table_29;
+      8'h1e:
+          \_$1584  = table_30;
+      8'h1f:
+          \_$1584  = table_31;
+      8'h20:
+          \_$1584  = table_32;
+      8'h21:
+          \_$1584  = table_33;
+      8'h22:
+          \_$1584  = table_34;
+      8'h23:
+          \_$1584  = table_35;
+      8'h24:
+          \_$1584  = table_36;
+      8'h25:
+          \_$1584  = table_37;
+      8'h26:
+          \_$1584  = table_38;
+      8'h27:
+          \_$1584  = table_39;
+      8'h28:
+          \_$1584  = table_40;
+      8'h29:
+          \_$1584  = table_41;
+      8'h2a:
+          \_$1584  = table_42;
+      8'h2b:
+          \_$1584  = table_43;
+      8'h2c:
+          \_$1584  = table_44;
+      8'h2d:
+          \_$1584  = table_45;
+      8'h2e:
+          \_$1584  = table_46;
+      8'h2f:
+          \_$1584  = table_47;
+      8'h30:
+          \_$1584  = table_48;
+      8'h31:
+          \_$1584  = table_49;
+      8'h32:
+          \_$1584  = table_50;
+      8'h33:
+          \_$1584  = table_51;
+      8'h34:
+          \_$1584  = table_52;
+      8'h35:
+          \_$1584  = table_53;
+      8'h36:
+          \_$1584  = table_54;
+      8'h37:
+          \_$1584  = table_55;
+      8'h38:
+          \_$1584  = table_56;
+      8'h39:
+          \_$1584  = table_57;
+      8'h3a:
+          \_$1584  = table_58;
+      8'h3b:
+          \_$1584  = table_59;
+      8'h3c:
+          \_$1584  = table_60;
+      8'h3d:
+          \_$1584  = table_61;
+      8'h3e:
+          \_$1584  = table_62;
+      8'h3f:
+          \_$1584  = table_63;
+      8'h40:
+          \_$1584  = table_64;
+      8'h41:
+          \_$1584  = table_65;
+      8'h42:
+          \_$1584  = table_66;
+      8'h43:
+          \_$1584  = table_67;
+      8'h44:
+          \_$1584  = table_68;
+      8'h45:
+          \_$1584  = table_69;
+      8'h46:
+          \_$1584  = table_70;
+      8'h47:
+          \_$1584  = table_71;
+      8'h48:
+          \_$1584  = table_72;
+      8'h49:
+          \_$1584  = table_73;
+      8'h4a:
+          \_$1584  = table_74;
+      8'h4b:
+          \_$1584  = table_75;
+      8'h4c:
+          \_$1584  = table_76;
+      8'h4d:
+          \_$1584  = table_77;
+      8'h4e:
+          \_$1584  = table_78;
+      8'h4f:
+          \_$1584  = table_79;
+      8'h50:
+          \_$1584  = table_80;
+      8'h51:
+          \_$1584  = table_81;
+      8'h52:
+          \_$1584  = table_82;
+      8'h53:
+          \_$1584  = table_83;
+      8'h54:
+          \_$1584  = table_84;
+      8'h55:
+          \_$1584  = table_85;
+      8'h56:
+          \_$1584  = table_86;
+      8'h57:
+          \_$1584  = table_87;
+      8'h58:
+          \_$1584  = table_88;
+      8'h59:
+          \_$1584  = table_89;
+      8'h5a:
+          \_$1584  = table_90;
+      8'h5b:
+          \_$1584  = table_91;
+      8'h5c:
+          \_$1584  = table_92;
+      8'h5d:
+          \_$1584  = table_93;
+      8'h5e:
+          \_$1584  = table_94;
+      8'h5f:
+          \_$1584  = table_95;
+      8'h60:
+          \_$1584  = table_96;
+      8'h61:
+          \_$1584  = table_97;
+      8'h62:
+          \_$1584  = table_98;
+      8'h63:
+          \_$1584  = table_99;
+      8'h64:
+          \_$1584  = table_100;
+      8'h65:
+          \_$1584  = table_101;
+      8'h66:
+          \_$1584  = table_102;
+      8'h67:
+          \_$1584  = table_103;
+      8'h68:
+          \_$1584  = table_104;
+      8'h69:
+          \_$1584  = table_105;
+      8'h6a:
+          \_$1584  = table_106;
+      8'h6b:
+          \_$1584  = table_107;
+      8'h6c:
+          \_$1584  = table_108;
+      8'h6d:
+          \_$1584  = table_109;
+      8'h6e:
+          \_$1584  = table_110;
+      8'h6f:
+          \_$1584  = table_111;
+      8'h70:
+          \_$1584  = table_112;
+      8'h71:
+          \_$1584  = table_113;
+      8'h72:
+          \_$1584  = table_114;
+      8'h73:
+          \_$1584  = table_115;
+      8'h74:
+          \_$1584  = table_116;
+      8'h75:
+          \_$1584  = table_117;
+      8'h76:
+          \_$1584  = table_118;
+      8'h77:
+          \_$1584  = table_119;
+      8'h78:
+          \_$1584  = table_120;
+      8'h79:
+          \_$1584  = table_121;
+      8'h7a:
+          \_$1584  = table_122;
+      8'h7b:
+          \_$1584  = table_123;
+      8'h7c:
+          \_$1584  = table_124;
+      8'h7d:
+          \_$1584  = table_125;
+      8'h7e:
+          \_$1584  = table_126;
+      8'h7f:
+          \_$1584  = table_127;
+      8'h80:
+          \_$1584  = table_128;
+      8'h81:
+          \_$1584  = table_129;
+      8'h82:
+          \_$1584  = table_130;
+      8'h83:
+          \_$1584  = table_131;
+      8'h84:
+          \_$1584  = table_132;
+      8'h85:
+          \_$1584  = table_133;
+      8'h86:
+          \_$1584  = table_134;
+      8'h87:
+          \_$1584  = table_135;
+      8'h88:
+          \_$1584  = table_136;
+      8'h89:
+          \_$1584  = table_137;
+      8'h8a:
+          \_$1584  = table_138;
+      8'h8b:
+          \_$1584  = table_139;
+      8'h8c:
+          \_$1584  = table_140;
+      8'h8d:
+          \_$1584  = table_141;
+      8'h8e:
+          \_$1584  = table_142;
+      8'h8f:
+          \_$1584  = table_143;
+      8'h90:
+          \_$1584  = table_144;
+      8'h91:
+          \_$1584  = table_145;
+      8'h92:
+          \_$1584  = table_146;
+      8'h93:
+          \_$1584  = table_147;
+      8'h94:
+          \_$1584  = table_148;
+      8'h95:
+          \_$1584  = table_149;
+      8'h96:
+          \_$1584  = table_150;
+      8'h97:
+          \_$1584  = table_151;
+      8'h98:
+          \_$1584  = table_152;
+      8'h99:
+          \_$1584  = table_153;
+      8'h9a:
+          \_$1584  = table_154;
+      8'h9b:
+          \_$1584  = table_155;
+      8'h9c:
+          \_$1584  = table_156;
+      8'h9d:
+          \_$1584  = table_157;
+      8'h9e:
+          \_$1584  = table_158;
+      8'h9f:
+          \_$1584  = table_159;
+      8'ha0:
+          \_$1584  = table_160;
+      8'ha1:
+          \_$1584  = table_161;
+      8'ha2:
+          \_$1584  = table_162;
+      8'ha3:
+          \_$1584  = table_163;
+      8'ha4:
+          \_$1584  = table_164;
+      8'ha5:
+          \_$1584  = table_165;
+      8'ha6:
+          \_$1584  = table_166;
+      8'ha7:
+          \_$1584  = table_167;
+      8'ha8:
+          \_$1584  = table_168;
+      8'ha9:
+          \_$1584  = table_169;
+      8'haa:
+          \_$1584  = table_170;
+      8'hab:
+          \_$1584  = table_171;
+      8'hac:
+          \_$1584  = table_172;
+      8'had:
+          \_$1584  = table_173;
+      8'hae:
+          \_$1584  = table_174;
+      8'haf:
+          \_$1584  = table_175;
+      8'hb0:
+          \_$1584  = table_176;
+      8'hb1:
+          \_$1584  = table_177;
+      8'hb2:
+          \_$1584  = table_178;
+      8'hb3:
+          \_$1584  = table_179;
+      8'hb4:
+          \_$1584  = table_180;
+      8'hb5:
+          \_$1584  = table_181;
+      8'hb6:
+          \_$1584  = table_182;
+      8'hb7:
+          \_$1584  = table_183;
+      8'hb8:
+          \_$1584  = table_184;
+      8'hb9:
+          \_$1584  = table_185;
+      8'hba:
+          \_$1584  = table_186;
+      8'hbb:
+          \_$1584  = table_187;
+      8'hbc:
+          \_$1584  = table_188;
+      8'hbd:
+          \_$1584  = table_189;
+      8'hbe:
+          \_$1584  = table_190;
+      8'hbf:
+          \_$1584  = table_191;
+      8'hc0:
+          \_$1584  = table_192;
+      8'hc1:
+          \_$1584  = table_193;
+      8'hc2:
+          \_$1584  = table_194;
+      8'hc3:
+          \_$1584  = table_195;
+      8'hc4:
+          \_$1584  = table_196;
+      8'hc5:
+          \_$1584  = table_197;
+      8'hc6:
+          \_$1584  = table_198;
+      8'hc7:
+          \_$1584  = table_199;
+      8'hc8:
+          \_$1584  = table_200;
+      8'hc9:
+          \_$1584  = table_201;
+      8'hca:
+          \_$1584  = table_202;
+      8'hcb:
+          \_$1584  = table_203;
+      8'hcc:
+          \_$1584  = table_204;
+      8'hcd:
+          \_$1584  = table_205;
+      8'hce:
+          \_$1584  = table_206;
+      8'hcf:
+          \_$1584  = table_207;
+      8'hd0:
+          \_$1584  = table_208;
+      8'hd1:
+          \_$1584  = table_209;
+      8'hd2:
+          \_$1584  = table_210;
+      8'hd3:
+          \_$1584  = table_211;
+      8'hd4:
+          \_$1584  = table_212;
+      8'hd5:
+          \_$1584  = table_213;
+      8'hd6:
+          \_$1584  = table_214;
+      8'hd7:
+          \_$1584  = table_215;
+      8'hd8:
+          \_$1584  = table_216;
+      8'hd9:
+          \_$1584  = table_217;
+      8'hda:
+          \_$1584  = table_218;
+      8'hdb:
+          \_$1584  = table_219;
+      8'hdc:
+          \_$1584  = table_220;
+      8'hdd:
+          \_$1584  = table_221;
+      8'hde:
+          \_$1584  = table_222;
+      8'hdf:
+          \_$1584  = table_223;
+      8'he0:
+          \_$1584  = table_224;
+      8'he1:
+          \_$1584  = table_225;
+      8'he2:
+          \_$1584  = table_226;
+      8'he3:
+          \_$1584  = table_227;
+      8'he4:
+          \_$1584  = table_228;
+      8'he5:
+          \_$1584  = table_229;
+      8'he6:
+          \_$1584  = table_230;
+      8'he7:
+          \_$1584  = table_231;
+      8'he8:
+          \_$1584  = table_232;
+      8'he9:
+          \_$1584  = table_233;
+      8'hea:
+          \_$1584  = table_234;
+      8'heb:
+          \_$1584  = table_235;
+      8'hec:
+          \_$1584  = table_236;
+      8'hed:
+          \_$1584  = table_237;
+      8'hee:
+          \_$1584  = table_238;
+      8'hef:
+          \_$1584  = table_239;
+      8'hf0:
+          \_$1584  = table_240;
+      8'hf1:
+          \_$1584  = table_241;
+      8'hf2:
+          \_$1584  = table_242;
+      8'hf3:
+          \_$1584  = table_243;
+      8'hf4:
+          \_$1584  = table_244;
+      8'hf5:
+          \_$1584  = table_245;
+      8'hf6:
+          \_$1584  = table_246;
+      8'hf7:
+          \_$1584  = table_247;
+      8'hf8:
+          \_$1584  = table_248;
+      8'hf9:
+          \_$1584  = table_249;
+      8'hfa:
+          \_$1584  = table_250;
+      8'hfb:
+          \_$1584  = table_251;
+      8'hfc:
+          \_$1584  = table_252;
+      8'hfd:
+          \_$1584  = table_253;
+      8'hfe:
+          \_$1584  = table_254;
+      8'hff:
+          \_$1584  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$1679 , \_$1647 [6:0] })
+      8'h00:
+          \_$1680  = table_0;
+      8'h01:
+          \_$1680  = table_1;
+      8'h02:
+          \_$1680  = table_2;
+      8'h03:
+          \_$1680  = table_3;
+      8'h04:
+          \_$1680  = table_4;
+      8'h05:
+          \_$1680  = table_5;
+      8'h06:
+          \_$1680  = table_6;
+      8'h07:
+          \_$1680  = table_7;
+      8'h08:
+          \_$1680  = table_8;
+      8'h09:
+          \_$1680  = table_9;
+      8'h0a:
+          \_$1680  = table_10;
+      8'h0b:
+          \_$1680  = table_11;
+      8'h0c:
+          \_$1680  = table_12;
+      8'h0d:
+          \_$1680  = table_13;
+      8'h0e:
+          \_$1680  = table_14;
+      8'h0f:
+          \_$1680  = table_15;
+      8'h10:
+          \_$1680  = table_16;
+      8'h11:
+          \_$1680  = table_17;
+      8'h12:
+          \_$1680  = table_18;
+      8'h13:
+          \_$1680  = table_19;
+      8'h14:
+          \_$1680  = table_20;
+      8'h15:
+          \_$1680  = table_21;
+      8'h16:
+          \_$1680  = table_22;
+      8'h17:
+          \_$1680  = table_23;
+      8'h18:
+          \_$1680  = table_24;
+      8'h19:
+          \_$1680  = table_25;
+      8'h1a:
+          \_$1680  = table_26;
+      8'h1b:
+          \_$1680  = table_27;
+      8'h1c:
+          \_$1680  = table_28;
+      8'h1d:
+          \_$1680  = table_29;
+      8'h1e:
+          \_$1680  = table_30;
+      8'h1f:
+          \_$1680  = table_31;
+      8'h20:
+          \_$1680  = table_32;
+      8'h21:
+          \_$1680  = table_33;
+      8'h22:
+          \_$1680  = table_34;
+      8'h23:
+          \_$1680  = table_35;
+      8'h24:
+          \_$1680  = table_36;
+      8'h25:
+          \_$1680  = table_37;
+      8'h26:
+          \_$1680  = table_38;
+      8'h27:
+          \_$1680  = table_39;
+      8'h28:
+          \_$1680  = table_40;
+      8'h29:
+          \_$1680  = table_41;
+      8'h2a:
+          \_$1680  = table_42;
+      8'h2b:
+          \_$1680  = table_43;
+      8'h2c:
+          \_$1680  = table_44;
+      8'h2d:
+          \_$1680  = table_45;
+      8'h2e:
+          \_$1680  = table_46;
+      8'h2f:
+          \_$1680  = table_47;
+      8'h30:
+          \_$1680  = table_48;
+      8'h31:
+          \_$1680  = table_49;
+      8'h32:
+          \_$1680  = table_50;
+      8'h33:
+          \_$1680  = table_51;
+      8'h34:
+          \_$1680  = table_52;
+      8'h35:
+          \_$1680  = table_53;
+      8'h36:
+          \_$1680  = table_54;
+      8'h37:
+          \_$1680  = table_55;
+      8'h38:
+          \_$1680  = table_56;
+      8'h39:
+          \_$1680  = table_57;
+      8'h3a:
+          \_$1680  = table_58;
+      8'h3b:
+          \_$1680  = table_59;
+      8'h3c:
+          \_$1680  = table_60;
+      8'h3d:
+          \_$1680  = table_61;
+      8'h3e:
+          \_$1680  = table_62;
+      8'h3f:
+          \_$1680  = table_63;
+      8'h40:
+          \_$1680  = table_64;
+      8'h41:
+          \_$1680  = table_65;
+      8'h42:
+          \_$1680  = table_66;
+      8'h43:
+          \_$1680  = table_67;
+      8'h44:
+          \_$1680  = table_68;
+      8'h45:
+          \_$1680  = table_69;
+      8'h46:
+          \_$1680  = table_70;
+      8'h47:
+          \_$1680  = table_71;
+      8'h48:
+          \_$1680  = table_72;
+      8'h49:
+          \_$1680  = table_73;
+      8'h4a:
+          \_$1680  = table_74;
+      8'h4b:
+          \_$1680  = table_75;
+      8'h4c:
+          \_$1680  = table_76;
+      8'h4d:
+          \_$1680  = table_77;
+      8'h4e:
+          \_$1680  = table_78;
+      8'h4f:
+          \_$1680  = table_79;
+      8'h50:
+          \_$1680  = table_80;
+      8'h51:
+          \_$1680  = table_81;
+      8'h52:
+          \_$1680  = table_82;
+      8'h53:
+          \_$1680  = table_83;
+      8'h54:
+          \_$1680  = table_84;
+      8'h55:
+          \_$1680  = table_85;
+      8'h56:
+          \_$1680  = table_86;
+      8'h57:
+          \_$1680  = table_87;
+      8'h58:
+          \_$1680  = table_88;
+      8'h59:
+          \_$1680  = table_89;
+      8'h5a:
+          \_$1680  = table_90;
+      8'h5b:
+          \_$1680  = table_91;
+      8'h5c:
+          \_$1680  = table_92;
+      8'h5d:
+          \_$1680  = table_93;
+      8'h5e:
+          \_$1680  = table_94;
+      8'h5f:
+          \_$1680  = table_95;
+      8'h60:
+          \_$1680  = table_96;
+      8'h61:
+          \_$1680  = table_97;
+      8'h62:
+          \_$1680  = table_98;
+      8'h63:
+          \_$1680  = table_99;
+      8'h64:
+          \_$1680  = table_100;
+      8'h65:
+          \_$1680  = table_101;
+      8'h66:
+          \_$1680  = table_102;
+      8'h67:
+          \_$1680  = table_103;
+      8'h68:
+          \_$1680  = table_104;
+      8'h69:
+          \_$1680  = table_105;
+      8'h6a:
+          \_$1680  = table_106;
+      8'h6b:
+          \_$1680  = table_107;
+      8'h6c:
+          \_$1680  = table_108;
+      8'h6d:
+          \_$1680  = table_109;
+      8'h6e:
+          \_$1680  = table_110;
+      8'h6f:
+          \_$1680  = table_111;
+      8'h70:
+          \_$1680  = table_112;
+      8'h71:
+          \_$1680  = table_113;
+      8'h72:
+          \_$1680  = table_114;
+      8'h73:
+          \_$1680  = table_115;
+      8'h74:
+          \_$1680  = table_116;
+      8'h75:
+          \_$1680  = table_117;
+      8'h76:
+          \_$1680  = table_118;
+      8'h77:
+          \_$1680  = table_119;
+      8'h78:
+          \_$1680  = table_120;
+      8'h79:
+          \_$1680  = table_121;
+      8'h7a:
+          \_$1680  = table_122;
+      8'h7b:
+          \_$1680  = table_123;
+      8'h7c:
+          \_$1680  = table_124;
+      8'h7d:
+          \_$1680  = table_125;
+      8'h7e:
+          \_$1680  = table_126;
+      8'h7f:
+          \_$1680  = table_127;
+      8'h80:
+          \_$1680  = table_128;
+      8'h81:
+          \_$1680  = table_129;
+      8'h82:
+          \_$1680  = table_130;
+      8'h83:
+          \_$1680  = table_131;
+      8'h84:
+          \_$1680  = table_132;
+      8'h85:
+          \_$1680  = table_133;
+      8'h86:
+          \_$1680  = table_134;
+      8'h87:
+          \_$1680  = table_135;
+      8'h88:
+          \_$1680  = table_136;
+      8'h89:
+          \_$1680  = table_137;
+      8'h8a:
+          \_$1680  = table_138;
+      8'h8b:
+          \_$1680  = table_139;
+      8'h8c:
+          \_$1680  = table_140;
+      8'h8d:
+          \_$1680  = table_141;
+      8'h8e:
+          \_$1680  = table_142;
+      8'h8f:
+          \_$1680  = table_143;
+      8'h90:
+          \_$1680  = table_144;
+      8'h91:
+          \_$1680  = table_145;
+      8'h92:
+          \_$1680  = table_146;
+      8'h93:
+          \_$1680  = table_147;
+      8'h94:
+          \_$1680  = table_148;
+      8'h95:
+          \_$1680  = table_149;
+      8'h96:
+          \_$1680  = table_150;
+      8'h97:
+          \_$1680  = table_151;
+      8'h98:
+          \_$1680  = table_152;
+      8'h99:
+          \_$1680  = table_153;
+      8'h9a:
+          \_$1680  = table_154;
+      8'h9b:
+          \_$1680  = table_155;
+      8'h9c:
+          \_$1680  = table_156;
+      8'h9d:
+          \_$1680  = table_157;
+      8'h9e:
+          \_$1680  = table_158;
+      8'h9f:
+          \_$1680  = table_159;
+      8'ha0:
+          \_$1680  = table_160;
+      8'ha1:
+          \_$1680  = table_161;
+      8'ha2:
+          \_$1680  = table_162;
+      8'ha3:
+          \_$1680  = table_163;
+      8'ha4:
+          \_$1680  = table_164;
+      8'ha5:
+          \_$1680  = table_165;
+      8'ha6:
+          \_$1680  = table_166;
+      8'ha7:
+          \_$1680  = table_167;
+      8'ha8:
+          \_$1680  = table_168;
+      8'ha9:
+          \_$1680  = table_169;
+      8'haa:
+          \_$1680  = table_170;
+      8'hab:
+          \_$1680  = table_171;
+      8'hac:
+          \_$1680  = table_172;
+      8'had:
+          \_$1680  = table_173;
+      8'hae:
+          \_$1680  = table_174;
+      8'haf:
+          \_$1680  = table_175;
+      8'hb0:
+          \_$1680  = table_176;
+      8'hb1:
+          \_$1680  = table_177;
+      8'hb2:
+          \_$1680  = table_178;
+      8'hb3:
+          \_$1680  = table_179;
+      8'hb4:
+          \_$1680  = table_180;
+      8'hb5:
+          \_$1680  = table_181;
+      8'hb6:
+          \_$1680  = table_182;
+      8'hb7:
+          \_$1680  = table_183;
+      8'hb8:
+          \_$1680  = table_184;
+      8'hb9:
+          \_$1680  = table_185;
+      8'hba:
+          \_$1680  = table_186;
+      8'hbb:
+          \_$1680  = table_187;
+      8'hbc:
+          \_$1680  = table_188;
+      8'hbd:
+          \_$1680  = table_189;
+      8'hbe:
+          \_$1680  = table_190;
+      8'hbf:
+          \_$1680  = table_191;
+      8'hc0:
+          \_$1680  = table_192;
+      8'hc1:
+          \_$1680  = table_193;
+      8'hc2:
+          \_$1680  = table_194;
+      8'hc3:
+          \_$1680  = table_195;
+      8'hc4:
+          \_$1680  = table_196;
+      8'hc5:
+          \_$1680  = table_197;
+      8'hc6:
+          \_$1680  = table_198;
+      8'hc7:
+          \_$1680  = table_199;
+      8'hc8:
+          \_$1680  = table_200;
+      8'hc9:
+          \_$1680  = table_201;
+      8'hca:
+          \_$1680  = table_202;
+      8'hcb:
+          \_$1680  = table_203;
+      8'hcc:
+          \_$1680  = table_204;
+      8'hcd:
+          \_$1680  = table_205;
+      8'hce:
+          \_$1680  = table_206;
+      8'hcf:
+          \_$1680  = table_207;
+      8'hd0:
+          \_$1680  = table_208;
+      8'hd1:
+          \_$1680  = table_209;
+      8'hd2:
+          \_$1680  = table_210;
+      8'hd3:
+          \_$1680  = table_211;
+      8'hd4:
+          \_$1680  = table_212;
+      8'hd5:
+          \_$1680  = table_213;
+      8'hd6:
+          \_$1680  = table_214;
+      8'hd7:
+          \_$1680  = table_215;
+      8'hd8:
+          \_$1680  = table_216;
+      8'hd9:
+          \_$1680  = table_217;
+      8'hda:
+          \_$1680  = table_218;
+      8'hdb:
+          \_$1680  = table_219;
+      8'hdc:
+          \_$1680  = table_220;
+      8'hdd:
+          \_$1680  = table_221;
+      8'hde:
+          \_$1680  = table_222;
+      8'hdf:
+          \_$1680  = table_223;
+      8'he0:
+          \_$1680  = table_224;
+      8'he1:
+          \_$1680  = table_225;
+      8'he2:
+          \_$1680  = table_226;
+      8'he3:
+          \_$1680  = table_227;
+      8'he4:
+          \_$1680  = table_228;
+      8'he5:
+          \_$1680  = table_229;
+      8'he6:
+          \_$1680  = table_230;
+      8'he7:
+          \_$1680  = table_231;
+      8'he8:
+          \_$1680  = table_232;
+      8'he9:
+          \_$1680  = table_233;
+      8'hea:
+          \_$1680  = table_234;
+      8'heb:
+          \_$1680  = table_235;
+      8'hec:
+          \_$1680  = table_236;
+      8'hed:
+          \_$1680  = table_237;
+      8'hee:
+          \_$1680  = table_238;
+      8'hef:
+          \_$1680  = table_239;
+      8'hf0:
+          \_$1680  = table_240;
+      8'hf1:
+          \_$1680  = table_241;
+      8'hf2:
+          \_$1680  = table_242;
+      8'hf3:
+          \_$1680  = table_243;
+      8'hf4:
+          \_$1680  = table_244;
+      8'hf5:
+          \_$1680  = table_245;
+      8'hf6:
+          \_$1680  = table_246;
+      8'hf7:
+          \_$1680  = table_247;
+      8'hf8:
+          \_$1680  = table_248;
+      8'hf9:
+          \_$1680  = table_249;
+      8'hfa:
+          \_$1680  = table_250;
+      8'hfb:
+          \_$1680  = table_251;
+      8'hfc:
+          \_$1680  = table_252;
+      8'hfd:
+          \_$1680  = table_253;
+      8'hfe:
+          \_$1680  = table_254;
+      8'hff:
+          \_$1680  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$1805 , \_$1773 [6:0] })
+      8'h00:
+          \_$1806  = table_0;
+      8'h01:
+          \_$1806  = table_1;
+      8'h02:
+          \_$1806  = table_2;
+      8'h03:
+          \_$1806  = table_3;
+      8'h04:
+          \_$1806  = table_4;
+      8'h05:
+          \_$1806  = table_5;
+      8'h06:
+          \_$1806  = table_6;
+      8'h07:
+          \_$1806  = table_7;
+      8'h08:
+          \_$1806  = table_8;
+      8'h09:
+          \_$1806  = table_9;
+      8'h0a:
+          \_$1806  = table_10;
+      8'h0b:
+          \_$1806  = table_11;
+      8'h0c:
+          \_$1806  = table_12;
+      8'h0d:
+          \_$1806  = table_13;
+      8'h0e:
+          \_$1806  = table_14;
+      8'h0f:
+          \_$1806  = table_15;
+      8'h10:
+          \_$1806  = table_16;
+      8'h11:
+          \_$1806  = table_17;
+      8'h12:
+          \_$1806  = table_18;
+      8'h13:
+          \_$1806  = table_19;
+      8'h14:
+          \_$1806  = table_20;
+      8'h15:
+          \_$1806  = table_21;
+      8'h16:
+          \_$1806  = table_22;
+      8'h17:
+          \_$1806  = table_23;
+      8'h18:
+          \_$1806  = table_24;
+      8'h19:
+          \_$1806  = table_25;
+      8'h1a:
+          \_$1806  = table_26;
+      8'h1b:
+          \_$1806  = table_27;
+      8'h1c:
+          \_$1806  = table_28;
+      8'h1d:
+          \_$1806  = table_29;
+      8'h1e:
+          \_$1806  = table_30;
+      8'h1f:
+          \_$1806  = table_31;
+      8'h20:
+          \_$1806  = table_32;
+      8'h21:
+          \_$1806  = table_33;
+      8'h22:
+          \_$1806  = table_34;
+      8'h23:
+          \_$1806  = table_35;
+      8'h24:
+          \_$1806  = table_36;
+      8'h25:
+          \_$1806  = table_37;
+      8'h26:
+          \_$1806  = table_38;
+      8'h27:
+          \_$1806  = table_39;
+      8'h28:
+          \_$1806  = table_40;
+      8'h29:
+          \_$1806  = table_41;
+      8'h2a:
+          \_$1806  = table_42;
+      8'h2b:
+          \_$1806  = table_43;
+      8'h2c:
+          \_$1806  = table_44;
+      8'h2d:
+          \_$1806  = table_45;
+      8'h2e:
+          \_$1806  = table_46;
+      8'h2f:
+          \_$1806  = table_47;
+      8'h30:
+          \_$1806  = table_48;
+      8'h31:
+          \_$1806  = table_49;
+      8'h32:
+          \_$1806  = table_50;
+      8'h33:
+          \_$1806  = table_51;
+      8'h34:
+          \_$1806  = table_52;
+      8'h35:
+          \_$1806  = table_53;
+      8'h36:
+          \_$1806  = table_54;
+      8'h37:
+          \_$1806  = table_55;
+      8'h38:
+          \_$1806  = table_56;
+      8'h39:
+          \_$1806  = table_57;
+      8'h3a:
+          \_$1806  = table_58;
+      8'h3b:
+          \_$1806  = table_59;
+      8'h3c:
+          \_$1806  = table_60;
+      8'h3d:
+          \_$1806  = table_61;
+      8'h3e:
+          \_$1806  = table_62;
+      8'h3f:
+          \_$1806  = table_63;
+      8'h40:
+          \_$1806  = table_64;
+      8'h41:
+          \_$1806  = table_65;
+      8'h42:
+          \_$1806  = table_66;
+      8'h43:
+          \_$1806  = table_67;
+      8'h44:
+          \_$1806  = table_68;
+      8'h45:
+          \_$1806  = table_69;
+      8'h46:
+          \_$1806  = table_70;
+      8'h47:
+          \_$1806  = table_71;
+      8'h48:
+          \_$1806  = table_72;
+      8'h49:
+          \_$1806  = table_73;
+      8'h4a:
+          \_$1806  = table_74;
+      8'h4b:
+          \_$1806  = table_75;
+      8'h4c:
+          \_$1806  = table_76;
+      8'h4d:
+          \_$1806  = table_77;
+      8'h4e:
+          \_$1806  = table_78;
+      8'h4f:
+          \_$1806  = table_79;
+      8'h50:
+          \_$1806  = table_80;
+      8'h51:
+          \_$1806  = table_81;
+      8'h52:
+          \_$1806  = table_82;
+      8'h53:
+          \_$1806  = table_83;
+      8'h54:
+          \_$1806  = table_84;
+      8'h55:
+          \_$1806  = table_85;
+      8'h56:
+          \_$1806  = table_86;
+      8'h57:
+          \_$1806  = table_87;
+      8'h58:
+          \_$1806  = table_88;
+      8'h59:
+          \_$1806  = table_89;
+      8'h5a:
+          \_$1806  = table_90;
+      8'h5b:
+          \_$1806  = table_91;
+      8'h5c:
+          \_$1806  = table_92;
+      8'h5d:
+          \_$1806  = table_93;
+      8'h5e:
+          \_$1806  = table_94;
+      8'h5f:
+          \_$1806  = table_95;
+      8'h60:
+          \_$1806  = table_96;
+      8'h61:
+          \_$1806  = table_97;
+      8'h62:
+          \_$1806  = table_98;
+      8'h63:
+          \_$1806  = table_99;
+      8'h64:
+          \_$1806  = table_100;
+      8'h65:
+          \_$1806  = table_101;
+      8'h66:
+          \_$1806  = table_102;
+      8'h67:
+          \_$1806  = table_103;
+      8'h68:
+          \_$1806  = table_104;
+      8'h69:
+          \_$1806  = table_105;
+      8'h6a:
+          \_$1806  = table_106;
+      8'h6b:
+          \_$1806  = table_107;
+      8'h6c:
+          \_$1806  = table_108;
+      8'h6d:
+          \_$1806  = table_109;
+      8'h6e:
+          \_$1806  = table_110;
+      8'h6f:
+          \_$1806  = table_111;
+      8'h70:
+          \_$1806  = table_112;
+      8'h71:
+          \_$1806  = table_113;
+      8'h72:
+          \_$1806  = table_114;
+      8'h73:
+          \_$1806  = table_115;
+      8'h74:
+          \_$1806  = table_116;
+      8'h75:
+          \_$1806  = table_117;
+      8'h76:
+          \_$1806  = table_118;
+      8'h77:
+          \_$1806  = table_119;
+      8'h78:
+          \_$1806  = table_120;
+      8'h79:
+          \_$1806  = table_121;
+      8'h7a:
+          \_$1806  = table_122;
+      8'h7b:
+          \_$1806  = table_123;
+      8'h7c:
+          \_$1806  = table_124;
+      8'h7d:
+          \_$1806  = table_125;
+      8'h7e:
+          \_$1806  = table_126;
+      8'h7f:
+          \_$1806  = table_127;
+      8'h80:
+          \_$1806  = table_128;
+      8'h81:
+          \_$1806  = table_129;
+      8'h82:
+          \_$1806  = table_130;
+      8'h83:
+          \_$1806  = table_131;
+      8'h84:
+          \_$1806  = table_132;
+      8'h85:
+          \_$1806  = table_133;
+      8'h86:
+          \_$1806  = table_134;
+      8'h87:
+          \_$1806  = table_135;
+      8'h88:
+          \_$1806  = table_136;
+      8'h89:
+          \_$1806  = table_137;
+      8'h8a:
+          \_$1806  = table_138;
+      8'h8b:
+          \_$1806  = table_139;
+      8'h8c:
+          \_$1806  = table_140;
+      8'h8d:
+          \_$1806  = table_141;
+      8'h8e:
+          \_$1806  = table_142;
+      8'h8f:
+          \_$1806  = table_143;
+      8'h90:
+          \_$1806  = table_144;
+      8'h91:
+          \_$1806  = table_145;
+      8'h92:
+          \_$1806  = table_146;
+      8'h93:
+          \_$1806  = table_147;
+      8'h94:
+          \_$1806  = table_148;
+      8'h95:
+          \_$1806  = table_149;
+      8'h96:
+          \_$1806  = table_150;
+      8'h97:
+          \_$1806  = table_151;
+      8'h98:
+          \_$1806  = table_152;
+      8'h99:
+          \_$1806  = table_153;
+      8'h9a:
+          \_$1806  = table_154;
+      8'h9b:
+          \_$1806  = table_155;
+      8'h9c:
+          \_$1806  = table_156;
+      8'h9d:
+          \_$1806  = table_157;
+      8'h9e:
+          \_$1806  = table_158;
+      8'h9f:
+          \_$1806  = table_159;
+      8'ha0:
+          \_$1806  = table_160;
+      8'ha1:
+          \_$1806  = table_161;
+      8'ha2:
+          \_$1806  = table_162;
+      8'ha3:
+          \_$1806  = table_163;
+      8'ha4:
+          \_$1806  = table_164;
+      8'ha5:
+          \_$1806  = table_165;
+      8'ha6:
+          \_$1806  = table_166;
+      8'ha7:
+          \_$1806  = table_167;
+      8'ha8:
+          \_$1806  = table_168;
+      8'ha9:
+          \_$1806  = table_169;
+      8'haa:
+          \_$1806  = table_170;
+      8'hab:
+          \_$1806  = table_171;
+      8'hac:
+          \_$1806  = table_172;
+      8'had:
+          \_$1806  = table_173;
+      8'hae:
+          \_$1806  = table_174;
+      8'haf:
+          \_$1806  = table_175;
+      8'hb0:
+          \_$1806  = table_176;
+      8'hb1:
+          \_$1806  = table_177;
+      8'hb2:
+          \_$1806  = table_178;
+      8'hb3:
+          \_$1806  = table_179;
+      8'hb4:
+          \_$1806  = table_180;
+      8'hb5:
+          \_$1806  = table_181;
+      8'hb6:
+          \_$1806  = table_182;
+      8'hb7:
+          \_$1806  = table_183;
+      8'hb8:
+          \_$1806  = table_184;
+      8'hb9:
+          \_$1806  = table_185;
+      8'hba:
+          \_$1806  = table_186;
+      8'hbb:
+          \_$1806  = table_187;
+      8'hbc:
+          \_$1806  = table_188;
+      8'hbd:
+          \_$1806  = table_189;
+      8'hbe:
+          \_$1806  = table_190;
+      8'hbf:
+          \_$1806  = table_191;
+      8'hc0:
+          \_$1806  = table_192;
+      8'hc1:
+          \_$1806  = table_193;
+      8'hc2:
+          \_$1806  = table_194;
+      8'hc3:
+          \_$1806  = table_195;
+      8'hc4:
+          \_$1806  = table_196;
+      8'hc5:
+          \_$1806  = table_197;
+      8'hc6:
+          \_$1806  = table_198;
+      8'hc7:
+          \_$1806  = table_199;
+      8'hc8:
+          \_$1806  = table_200;
+      8'hc9:
+          \_$1806  = table_201;
+      8'hca:
+          \_$1806  = table_202;
+      8'hcb:
+          \_$1806  = table_203;
+      8'hcc:
+          \_$1806  = table_204;
+      8'hcd:
+          \_$1806  = table_205;
+      8'hce:
+          \_$1806  = table_206;
+      8'hcf:
+          \_$1806  = table_207;
+      8'hd0:
+          \_$1806  = table_208;
+      8'hd1:
+          \_$1806  = table_209;
+      8'hd2:
+          \_$1806  = table_210;
+      8'hd3:
+          \_$1806  = table_211;
+      8'hd4:
+          \_$1806  = table_212;
+      8'hd5:
+          \_$1806  = table_213;
+      8'hd6:
+          \_$1806  = table_214;
+      8'hd7:
+          \_$1806  = table_215;
+      8'hd8:
+          \_$1806  = table_216;
+      8'hd9:
+          \_$1806  = table_217;
+      8'hda:
+          \_$1806  = table_218;
+      8'hdb:
+          \_$1806  = table_219;
+      8'hdc:
+          \_$1806  = table_220;
+      8'hdd:
+          \_$1806  = table_221;
+      8'hde:
+          \_$1806  = table_222;
+      8'hdf:
+          \_$1806  = table_223;
+      8'he0:
+          \_$1806  = table_224;
+      8'he1:
+          \_$1806  = table_225;
+      8'he2:
+          \_$1806  = table_226;
+      8'he3:
+          \_$1806  = table_227;
+      8'he4:
+          \_$1806  = table_228;
+      8'he5:
+          \_$1806  = table_229;
+      8'he6:
+          \_$1806  = table_230;
+      8'he7:
+          \_$1806  = table_231;
+      8'he8:
+          \_$1806  = table_232;
+      8'he9:
+          \_$1806  = table_233;
+      8'hea:
+          \_$1806  = table_234;
+      8'heb:
+          \_$1806  = table_235;
+      8'hec:
+          \_$1806  = table_236;
+      8'hed:
+          \_$1806  = table_237;
+      8'hee:
+          \_$1806  = table_238;
+      8'hef:
+          \_$1806  = table_239;
+      8'hf0:
+          \_$1806  = table_240;
+      8'hf1:
+          \_$1806  = table_241;
+      8'hf2:
+          \_$1806  = table_242;
+      8'hf3:
+          \_$1806  = table_243;
+      8'hf4:
+          \_$1806  = table_244;
+      8'hf5:
+          \_$1806  = table_245;
+      8'hf6:
+          \_$1806  = table_246;
+      8'hf7:
+          \_$1806  = table_247;
+      8'hf8:
+          \_$1806  = table_248;
+      8'hf9:
+          \_$1806  = table_249;
+      8'hfa:
+          \_$1806  = table_250;
+      8'hfb:
+          \_$1806  = table_251;
+      8'hfc:
+          \_$1806  = table_252;
+      8'hfd:
+          \_$1806  = table_253;
+      8'hfe:
+          \_$1806  = table_254;
+      8'hff:
+          \_$1806  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$1901 , \_$1869 [6:0] })
+      8'h00:
+          \_$1902  = table_0;
+      8'h01:
+          \_$1902  = table_1;
+      8'h02:
+          \_$1902  = table_2;
+      8'h03:
+          \_$1902  = table_3;
+      8'h04:
+          \_$1902  = table_4;
+      8'h05:
+          \_$1902  = table_5;
+      8'h06:
+          \_$1902  = table_6;
+      8'h07:
+          \_$1902  = table_7;
+      8'h08:
+          \_$1902  = table_8;
+      8'h09:
+          \_$1902  = table_9;
+      8'h0a:
+          \_$1902  = table_10;
+      8'h0b:
+          \_$1902  = table_11;
+      8'h0c:
+          \_$1902  = table_12;
+      8'h0d:
+          \_$1902  = table_13;
+      8'h0e:
+          \_$1902  = table_14;
+      8'h0f:
+          \_$1902  = table_15;
+      8'h10:
+          \_$1902  = table_16;
+      8'h11:
+          \_$1902  = table_17;
+      8'h12:
+          \_$1902  = table_18;
+      8'h13:
+          \_$1902  = table_19;
+      8'h14:
+          \_$1902  = table_20;
+      8'h15:
+          \_$1902  = table_21;
+      8'h16:
+          \_$1902  = table_22;
+      8'h17:
+          \_$1902  = table_23;
+      8'h18:
+          \_$1902  = table_24;
+      8'h19:
+          \_$1902  = table_25;
+      8'h1a:
+          \_$1902  = table_26;
+      8'h1b:
+          \_$1902  = table_27;
+      8'h1c:
+          \_$1902  = table_28;
+      8'h1d:
+          \_$1902  = table_29;
+      8'h1e:
+          \_$1902  = table_30;
+      8'h1f:
+          \_$1902  = table_31;
+      8'h20:
+          \_$1902  = table_32;
+      8'h21:
+          \_$1902  = table_33;
+      8'h22:
+          \_$1902  = table_34;
+      8'h23:
+          \_$1902  = table_35;
+      8'h24:
+          \_$1902  = table_36;
+      8'h25:
+          \_$1902  = table_37;
+      8'h26:
+          \_$1902  = table_38;
+      8'h27:
+          \_$1902  = table_39;
+      8'h28:
+          \_$1902  = table_40;
+      8'h29:
+          \_$1902  = table_41;
+      8'h2a:
+          \_$1902  = table_42;
+      8'h2b:
+          \_$1902  = table_43;
+      8'h2c:
+          \_$1902  = table_44;
+      8'h2d:
+          \_$1902  = table_45;
+      8'h2e:
+          \_$1902  = table_46;
+      8'h2f:
+          \_$1902  = table_47;
+      8'h30:
+          \_$1902  = table_48;
+      8'h31:
+          \_$1902  = table_49;
+      8'h32:
+          \_$1902  = table_50;
+      8'h33:
+          \_$1902  = table_51;
+      8'h34:
+          \_$1902  = table_52;
+      8'h35:
+          \_$1902  = table_53;
+      8'h36:
+          \_$1902  = table_54;
+      8'h37:
+          \_$1902  = table_55;
+      8'h38:
+          \_$1902  = table_56;
+      8'h39:
+          \_$1902  = table_57;
+      8'h3a:
+          \_$1902  = table_58;
+      8'h3b:
+          \_$1902  = table_59;
+      8'h3c:
+          \_$1902  = table_60;
+      8'h3d:
+          \_$1902  = table_61;
+      8'h3e:
+          \_$1902  = table_62;
+      8'h3f:
+          \_$1902  = table_63;
+      8'h40:
+          \_$1902  = table_64;
+      8'h41:
+          \_$1902  = table_65;
+      8'h42:
+          \_$1902  = table_66;
+      8'h43:
+          \_$1902  = table_67;
+      8'h44:
+          \_$1902  = table_68;
+      8'h45:
+          \_$1902  = table_69;
+      8'h46:
+          \_$1902  = table_70;
+      8'h47:
+          \_$1902  = table_71;
+      8'h48:
+          \_$1902  = table_72;
+      8'h49:
+          \_$1902  = table_73;
+      8'h4a:
+          \_$1902  = table_74;
+      8'h4b:
+          \_$1902  = table_75;
+      8'h4c:
+          \_$1902  = table_76;
+      8'h4d:
+          \_$1902  = table_77;
+      8'h4e:
+          \_$1902  = table_78;
+      8'h4f:
+          \_$1902  = table_79;
+      8'h50:
+          \_$1902  = table_80;
+      8'h51:
+          \_$1902  = table_81;
+      8'h52:
+          \_$1902  = table_82;
+      8'h53:
+          \_$1902  = table_83;
+      8'h54:
+          \_$1902  = table_84;
+      8'h55:
+          \_$1902  = table_85;
+      8'h56:
+          \_$1902  = table_86;
+      8'h57:
+          \_$1902  = table_87;
+      8'h58:
+          \_$1902  = table_88;
+      8'h59:
+          \_$1902  = table_89;
+      8'h5a:
+          \_$1902  = table_90;
+      8'h5b:
+          \_$1902  = table_91;
+      8'h5c:
+          \_$1902  = table_92;
+      8'h5d:
+          \_$1902  = table_93;
+      8'h5e:
+          \_$1902  = table_94;
+      8'h5f:
+          \_$1902  = table_95;
+      8'h60:
+          \_$1902  = table_96;
+      8'h61:
+          \_$1902  = table_97;
+      8'h62:
+          \_$1902  = table_98;
+      8'h63:
+          \_$1902  = table_99;
+      8'h64:
+          \_$1902  = table_100;
+      8'h65:
+          \_$1902  = table_101;
+      8'h66:
+          \_$1902  = table_102;
+      8'h67:
+          \_$1902  = table_103;
+      8'h68:
+          \_$1902  = table_104;
+      8'h69:
+          \_$1902  = table_105;
+      8'h6a:
+          \_$1902  = table_106;
+      8'h6b:
+          \_$1902  = table_107;
+      8'h6c:
+          \_$1902  = table_108;
+      8'h6d:
+          \_$1902  = table_109;
+      8'h6e:
+          \_$1902  = table_110;
+      8'h6f:
+          \_$1902  = table_111;
+      8'h70:
+          \_$1902  = table_112;
+      8'h71:
+          \_$1902  = table_113;
+      8'h72:
+          \_$1902  = table_114;
+      8'h73:
+          \_$1902  = table_115;
+      8'h74:
+          \_$1902  = table_116;
+      8'h75:
+          \_$1902  = table_117;
+      8'h76:
+          \_$1902  = table_118;
+      8'h77:
+          \_$1902  = table_119;
+      8'h78:
+          \_$1902  = table_120;
+      8'h79:
+          \_$1902  = table_121;
+      8'h7a:
+          \_$1902  = table_122;
+      8'h7b:
+          \_$1902  = table_123;
+      8'h7c:
+          \_$1902  = table_124;
+      8'h7d:
+          \_$1902  = table_125;
+      8'h7e:
+          \_$1902  = table_126;
+      8'h7f:
+          \_$1902  = table_127;
+      8'h80:
+          \_$1902  = table_128;
+      8'h81:
+          \_$1902  = table_129;
+      8'h82:
+          \_$1902  = table_130;
+      8'h83:
+          \_$1902  = table_131;
+      8'h84:
+          \_$1902  = table_132;
+      8'h85:
+          \_$1902  = table_133;
+      8'h86:
+          \_$1902  = table_134;
+      8'h87:
+          \_$1902  = table_135;
+      8'h88:
+          \_$1902  = table_136;
+      8'h89:
+          \_$1902  = table_137;
+      8'h8a:
+          \_$1902  = table_138;
+      8'h8b:
+          \_$1902  = table_139;
+      8'h8c:
+          \_$1902  = table_140;
+      8'h8d:
+          \_$1902  = table_141;
+      8'h8e:
+          \_$1902  = table_142;
+      8'h8f:
+          \_$1902  = table_143;
+      8'h90:
+          \_$1902  = table_144;
+      8'h91:
+          \_$1902  = table_145;
+      8'h92:
+          \_$1902  = table_146;
+      8'h93:
+          \_$1902  = table_147;
+      8'h94:
+          \_$1902  = table_148;
+      8'h95:
+          \_$1902  = table_149;
+      8'h96:
+          \_$1902  = table_150;
+      8'h97:
+          \_$1902  = table_151;
+      8'h98:
+          \_$1902  = table_152;
+      8'h99:
+          \_$1902  = table_153;
+      8'h9a:
+          \_$1902  = table_154;
+      8'h9b:
+          \_$1902  = table_155;
+      8'h9c:
+          \_$1902  = table_156;
+      8'h9d:
+          \_$1902  = table_157;
+      8'h9e:
+          \_$1902  = table_158;
+      8'h9f:
+          \_$1902  = table_159;
+      8'ha0:
+          \_$1902  = table_160;
+      8'ha1:
+          \_$1902  = table_161;
+      8'ha2:
+          \_$1902  = table_162;
+      8'ha3:
+          \_$1902  = table_163;
+      8'ha4:
+          \_$1902  = table_164;
+      8'ha5:
+          \_$1902  = table_165;
+      8'ha6:
+          \_$1902  = table_166;
+      8'ha7:
+          \_$1902  = table_167;
+      8'ha8:
+          \_$1902  = table_168;
+      8'ha9:
+          \_$1902  = table_169;
+      8'haa:
+          \_$1902  = table_170;
+      8'hab:
+          \_$1902  = table_171;
+      8'hac:
+          \_$1902  = table_172;
+      8'had:
+          \_$1902  = table_173;
+      8'hae:
+          \_$1902  = table_174;
+      8'haf:
+          \_$1902  = table_175;
+      8'hb0:
+          \_$1902  = table_176;
+      8'hb1:
+          \_$1902  = table_177;
+      8'hb2:
+          \_$1902  = table_178;
+      8'hb3:
+          \_$1902  = table_179;
+      8'hb4:
+          \_$1902  = table_180;
+      8'hb5:
+          \_$1902  = table_181;
+      8'hb6:
+          \_$1902  = table_182;
+      8'hb7:
+          \_$1902  = table_183;
+      8'hb8:
+          \_$1902  = table_184;
+      8'hb9:
+          \_$1902  = table_185;
+      8'hba:
+          \_$1902  = table_186;
+      8'hbb:
+          \_$1902  = table_187;
+      8'hbc:
+          \_$1902  = table_188;
+      8'hbd:
+          \_$1902  = table_189;
+      8'hbe:
+          \_$1902  = table_190;
+      8'hbf:
+          \_$1902  = table_191;
+      8'hc0:
+          \_$1902  = table_192;
+      8'hc1:
+          \_$1902  = table_193;
+      8'hc2:
+          \_$1902  = table_194;
+      8'hc3:
+          \_$1902  = table_195;
+      8'hc4:
+          \_$1902  = table_196;
+      8'hc5:
+          \_$1902  = table_197;
+      8'hc6:
+          \_$1902  = table_198;
+      8'hc7:
+          \_$1902  = table_199;
+      8'hc8:
+          \_$1902  = table_200;
+      8'hc9:
+          \_$1902  = table_201;
+      8'hca:
+          \_$1902  = table_202;
+      8'hcb:
+          \_$1902  = table_203;
+      8'hcc:
+          \_$1902  = table_204;
+      8'hcd:
+          \_$1902  = table_205;
+      8'hce:
+          \_$1902  = table_206;
+      8'hcf:
+          \_$1902  = table_207;
+      8'hd0:
+          \_$1902  = table_208;
+      8'hd1:
+          \_$1902  = table_209;
+      8'hd2:
+          \_$1902  = table_210;
+      8'hd3:
+          \_$1902  = table_211;
+      8'hd4:
+          \_$1902  = table_212;
+      8'hd5:
+          \_$1902  = table_213;
+      8'hd6:
+          \_$1902  = table_214;
+      8'hd7:
+          \_$1902  = table_215;
+      8'hd8:
+          \_$1902  = table_216;
+      8'hd9:
+          \_$1902  = table_217;
+      8'hda:
+          \_$1902  = table_218;
+      8'hdb:
+          \_$1902  = table_219;
+      8'hdc:
+          \_$1902  = table_220;
+      8'hdd:
+          \_$1902  = table_221;
+      8'hde:
+          \_$1902  = table_222;
+      8'hdf:
+          \_$1902  = table_223;
+      8'he0:
+          \_$1902  = table_224;
+      8'he1:
+          \_$1902  = table_225;
+      8'he2:
+          \_$1902  = table_226;
+      8'he3:
+          \_$1902  = table_227;
+      8'he4:
+          \_$1902  = table_228;
+      8'he5:
+          \_$1902  = table_229;
+      8'he6:
+          \_$1902  = table_230;
+      8'he7:
+          \_$1902  = table_231;
+      8'he8:
+          \_$1902  = table_232;
+      8'he9:
+          \_$1902  = table_233;
+      8'hea:
+          \_$1902  = table_234;
+      8'heb:
+          \_$1902  = table_235;
+      8'hec:
+          \_$1902  = table_236;
+      8'hed:
+          \_$1902  = table_237;
+      8'hee:
+          \_$1902  = table_238;
+      8'hef:
+          \_$1902  = table_239;
+      8'hf0:
+          \_$1902  = table_240;
+      8'hf1:
+          \_$1902  = table_241;
+      8'hf2:
+          \_$1902  = table_242;
+      8'hf3:
+          \_$1902  = table_243;
+      8'hf4:
+          \_$1902  = table_244;
+      8'hf5:
+          \_$1902  = table_245;
+      8'hf6:
+          \_$1902  = table_246;
+      8'hf7:
+          \_$1902  = table_247;
+      8'hf8:
+          \_$1902  = table_248;
+      8'hf9:
+          \_$1902  = table_249;
+      8'hfa:
+          \_$1902  = table_250;
+      8'hfb:
+          \_$1902  = table_251;
+      8'hfc:
+          \_$1902  = table_252;
+      8'hfd:
+          \_$1902  = table_253;
+      8'hfe:
+          \_$1902  = table_254;
+      8'hff:
+          \_$1902  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$1997 , \_$1965 [6:0] })
+      8'h00:
+          \_$1998  = table_0;
+      8'h01:
+          \_$1998  = table_1;
+      8'h02:
+          \_$1998  = table_2;
+      8'h03:
+          \_$1998  = table_3;
+      8'h04:
+          \_$1998  = table_4;
+      8'h05:
+          \_$1998  = table_5;
+      8'h06:
+          \_$1998  = table_6;
+      8'h07:
+          \_$1998  = table_7;
+      8'h08:
+          \_$1998  = table_8;
+      8'h09:
+          \_$1998  = table_9;
+      8'h0a:
+          \_$1998  = table_10;
+      8'h0b:
+          \_$1998  = table_11;
+      8'h0c:
+          \_$1998  = table_12;
+      8'h0d:
+          \_$1998  = table_13;
+      8'h0e:
+          \_$1998  = table_14;
+      8'h0f:
+          \_$1998  = table_15;
+      8'h10:
+          \_$1998  = table_16;
+      8'h11:
+          \_$1998  = table_17;
+      8'h12:
+          \_$1998  = table_18;
+      8'h13:
+          \_$1998  = table_19;
+      8'h14:
+          \_$1998  = table_20;
+      8'h15:
+          \_$1998  = table_21;
+      8'h16:
+          \_$1998  = table_22;
+      8'h17:
+          \_$1998  = table_23;
+      8'h18:
+          \_$1998  = table_24;
+      8'h19:
+          \_$1998  = table_25;
+      8'h1a:
+          \_$1998  = table_26;
+      8'h1b:
+          \_$1998  = table_27;
+      8'h1c:
+          \_$1998  = table_28;
+      8'h1d:
+          \_$1998  = table_29;
+      8'h1e:
+          \_$1998  = table_30;
+      8'h1f:
+          \_$1998  = table_31;
+      8'h20:
+          \_$1998  = table_32;
+      8'h21:
+          \_$1998  = table_33;
+      8'h22:
+          \_$1998  = table_34;
+      8'h23:
+          \_$1998  = table_35;
+      8'h24:
+          \_$1998  = table_36;
+      8'h25:
+          \_$1998  = table_37;
+      8'h26:
+          \_$1998  = table_38;
+      8'h27:
+          \_$1998  = table_39;
+      8'h28:
+          \_$1998  = table_40;
+      8'h29:
+          \_$1998  = table_41;
+      8'h2a:
+          \_$1998  = table_42;
+      8'h2b:
+          \_$1998  = table_43;
+      8'h2c:
+          \_$1998  = table_44;
+      8'h2d:
+          \_$1998  = table_45;
+      8'h2e:
+          \_$1998  = table_46;
+      8'h2f:
+          \_$1998  = table_47;
+      8'h30:
+          \_$1998  = table_48;
+      8'h31:
+          \_$1998  = table_49;
+      8'h32:
+          \_$1998  = table_50;
+      8'h33:
+          \_$1998  = table_51;
+      8'h34:
+          \_$1998  = table_52;
+      8'h35:
+          \_$1998  = table_53;
+      8'h36:
+          \_$1998  = table_54;
+      8'h37:
+          \_$1998  = table_55;
+      8'h38:
+          \_$1998  = table_56;
+      8'h39:
+          \_$1998  = table_57;
+      8'h3a:
+          \_$1998  = table_58;
+      8'h3b:
+          \_$1998  = table_59;
+      8'h3c:
+          \_$1998  = table_60;
+      8'h3d:
+          \_$1998  = table_61;
+      8'h3e:
+          \_$1998  = table_62;
+      8'h3f:
+          \_$1998  = table_63;
+      8'h40:
+          \_$1998  = table_64;
+      8'h41:
+          \_$1998  = table_65;
+      8'h42:
+          \_$1998  = table_66;
+      8'h43:
+          \_$1998  = table_67;
+      8'h44:
+          \_$1998  = table_68;
+      8'h45:
+          \_$1998  = table_69;
+      8'h46:
+          \_$1998  = table_70;
+      8'h47:
+          \_$1998  = table_71;
+      8'h48:
+          \_$1998  = table_72;
+      8'h49:
+          \_$1998  = table_73;
+      8'h4a:
+          \_$1998  = table_74;
+      8'h4b:
+          \_$1998  = table_75;
+      8'h4c:
+          \_$1998  = table_76;
+      8'h4d:
+          \_$1998  = table_77;
+      8'h4e:
+          \_$1998  = table_78;
+      8'h4f:
+          \_$1998  = table_79;
+      8'h50:
+          \_$1998  = table_80;
+      8'h51:
+          \_$1998  = table_81;
+      8'h52:
+          \_$1998  = table_82;
+      8'h53:
+          \_$1998  = table_83;
+      8'h54:
+          \_$1998  = table_84;
+      8'h55:
+          \_$1998  = table_85;
+      8'h56:
+          \_$1998  = table_86;
+      8'h57:
+          \_$1998  = table_87;
+      8'h58:
+          \_$1998  = table_88;
+      8'h59:
+          \_$1998  = table_89;
+      8'h5a:
+          \_$1998  = table_90;
+      8'h5b:
+          \_$1998  = table_91;
+      8'h5c:
+          \_$1998  = table_92;
+      8'h5d:
+          \_$1998  = table_93;
+      8'h5e:
+          \_$1998  = table_94;
+      8'h5f:
+          \_$1998  = table_95;
+      8'h60:
+          \_$1998  = table_96;
+      8'h61:
+          \_$1998  = table_97;
+      8'h62:
+          \_$1998  = table_98;
+      8'h63:
+          \_$1998  = table_99;
+      8'h64:
+          \_$1998  = table_100;
+      8'h65:
+          \_$1998  = table_101;
+      8'h66:
+          \_$1998  = table_102;
+      8'h67:
+          \_$1998  = table_103;
+      8'h68:
+          \_$1998  = table_104;
+      8'h69:
+          \_$1998  = table_105;
+      8'h6a:
+          \_$1998  = table_106;
+      8'h6b:
+          \_$1998  = table_107;
+      8'h6c:
+          \_$1998  = table_108;
+      8'h6d:
+          \_$1998  = table_109;
+      8'h6e:
+          \_$1998  = table_110;
+      8'h6f:
+          \_$1998  = table_111;
+      8'h70:
+          \_$1998  = table_112;
+      8'h71:
+          \_$1998  = table_113;
+      8'h72:
+          \_$1998  = table_114;
+      8'h73:
+          \_$1998  = table_115;
+      8'h74:
+          \_$1998  = table_116;
+      8'h75:
+          \_$1998  = table_117;
+      8'h76:
+          \_$1998  = table_118;
+      8'h77:
+          \_$1998  = table_119;
+      8'h78:
+          \_$1998  = table_120;
+      8'h79:
+          \_$1998  = table_121;
+      8'h7a:
+          \_$1998  = table_122;
+      8'h7b:
+          \_$1998  = table_123;
+      8'h7c:
+          \_$1998  = table_124;
+      8'h7d:
+          \_$1998  = table_125;
+      8'h7e:
+          \_$1998  = table_126;
+      8'h7f:
+          \_$1998  = table_127;
+      8'h80:
+          \_$1998  = table_128;
+      8'h81:
+          \_$1998  = table_129;
+      8'h82:
+          \_$1998  = table_130;
+      8'h83:
+          \_$1998  = table_131;
+      8'h84:
+          \_$1998  = table_132;
+      8'h85:
+          \_$1998  = table_133;
+      8'h86:
+          \_$1998  = table_134;
+      8'h87:
+          \_$1998  = table_135;
+      8'h88:
+          \_$1998  = table_136;
+      8'h89:
+          \_$1998  = table_137;
+      8'h8a:
+          \_$1998  = table_138;
+      8'h8b:
+          \_$1998  = table_139;
+      8'h8c:
+          \_$1998  = table_140;
+      8'h8d:
+          \_$1998  = table_141;
+      8'h8e:
+          \_$1998  = table_142;
+      8'h8f:
+          \_$1998  = table_143;
+      8'h90:
+          \_$1998  = table_144;
+      8'h91:
+          \_$1998  = table_145;
+      8'h92:
+          \_$1998  = table_146;
+      8'h93:
+          \_$1998  = table_147;
+      8'h94:
+          \_$1998  = table_148;
+      8'h95:
+          \_$1998  = table_149;
+      8'h96:
+          \_$1998  = table_150;
+      8'h97:
+          \_$1998  = table_151;
+      8'h98:
+          \_$1998  = table_152;
+      8'h99:
+          \_$1998  = table_153;
+      8'h9a:
+          \_$1998  = table_154;
+      8'h9b:
+          \_$1998  = table_155;
+      8'h9c:
+          \_$1998  = table_156;
+      8'h9d:
+          \_$1998  = table_157;
+      8'h9e:
+          \_$1998  = table_158;
+      8'h9f:
+          \_$1998  = table_159;
+      8'ha0:
+          \_$1998  = table_160;
+      8'ha1:
+          \_$1998  = table_161;
+      8'ha2:
+          \_$1998  = table_162;
+      8'ha3:
+          \_$1998  = table_163;
+      8'ha4:
+          \_$1998  = table_164;
+      8'ha5:
+          \_$1998  = table_165;
+      8'ha6:
+          \_$1998  = table_166;
+      8'ha7:
+          \_$1998  = table_167;
+      8'ha8:
+          \_$1998  = table_168;
+      8'ha9:
+          \_$1998  = table_169;
+      8'haa:
+          \_$1998  = table_170;
+      8'hab:
+          \_$1998  = table_171;
+      8'hac:
+          \_$1998  = table_172;
+      8'had:
+          \_$1998  = table_173;
+      8'hae:
+          \_$1998  = table_174;
+      8'haf:
+          \_$1998  = table_175;
+      8'hb0:
+          \_$1998  = table_176;
+      8'hb1:
+          \_$1998  = table_177;
+      8'hb2:
+          \_$1998  = table_178;
+      8'hb3:
+          \_$1998  = table_179;
+      8'hb4:
+          \_$1998  = table_180;
+      8'hb5:
+          \_$1998  = table_181;
+      8'hb6:
+          \_$1998  = table_182;
+      8'hb7:
+          \_$1998  = table_183;
+      8'hb8:
+          \_$1998  = table_184;
+      8'hb9:
+          \_$1998  = table_185;
+      8'hba:
+          \_$1998  = table_186;
+      8'hbb:
+          \_$1998  = table_187;
+      8'hbc:
+          \_$1998  = table_188;
+      8'hbd:
+          \_$1998  = table_189;
+      8'hbe:
+          \_$1998  = table_190;
+      8'hbf:
+          \_$1998  = table_191;
+      8'hc0:
+          \_$1998  = table_192;
+      8'hc1:
+          \_$1998  = table_193;
+      8'hc2:
+          \_$1998  = table_194;
+      8'hc3:
+          \_$1998  = table_195;
+      8'hc4:
+          \_$1998  = table_196;
+      8'hc5:
+          \_$1998  = table_197;
+      8'hc6:
+          \_$1998  = table_198;
+      8'hc7:
+          \_$1998  = table_199;
+      8'hc8:
+          \_$1998  = table_200;
+      8'hc9:
+          \_$1998  = table_201;
+      8'hca:
+          \_$1998  = table_202;
+      8'hcb:
+          \_$1998  = table_203;
+      8'hcc:
+          \_$1998  = table_204;
+      8'hcd:
+          \_$1998  = table_205;
+      8'hce:
+          \_$1998  = table_206;
+      8'hcf:
+          \_$1998  = table_207;
+      8'hd0:
+          \_$1998  = table_208;
+      8'hd1:
+          \_$1998  = table_209;
+      8'hd2:
+          \_$1998  = table_210;
+      8'hd3:
+          \_$1998  = table_211;
+      8'hd4:
+          \_$1998  = table_212;
+      8'hd5:
+          \_$1998  = table_213;
+      8'hd6:
+          \_$1998  = table_214;
+      8'hd7:
+          \_$1998  = table_215;
+      8'hd8:
+          \_$1998  = table_216;
+      8'hd9:
+          \_$1998  = table_217;
+      8'hda:
+          \_$1998  = table_218;
+      8'hdb:
+          \_$1998  = table_219;
+      8'hdc:
+          \_$1998  = table_220;
+      8'hdd:
+          \_$1998  = table_221;
+      8'hde:
+          \_$1998  = table_222;
+      8'hdf:
+          \_$1998  = table_223;
+      8'he0:
+          \_$1998  = table_224;
+      8'he1:
+          \_$1998  = table_225;
+      8'he2:
+          \_$1998  = table_226;
+      8'he3:
+          \_$1998  = table_227;
+      8'he4:
+          \_$1998  = table_228;
+      8'he5:
+          \_$1998  = table_229;
+      8'he6:
+          \_$1998  = table_230;
+      8'he7:
+          \_$1998  = table_231;
+      8'he8:
+          \_$1998  = table_232;
+      8'he9:
+          \_$1998  = table_233;
+      8'hea:
+          \_$1998  = table_234;
+      8'heb:
+          \_$1998  = table_235;
+      8'hec:
+          \_$1998  = table_236;
+      8'hed:
+          \_$1998  = table_237;
+      8'hee:
+          \_$1998  = table_238;
+      8'hef:
+          \_$1998  = table_239;
+      8'hf0:
+          \_$1998  = table_240;
+      8'hf1:
+          \_$1998  = table_241;
+      8'hf2:
+          \_$1998  = table_242;
+      8'hf3:
+          \_$1998  = table_243;
+      8'hf4:
+          \_$1998  = table_244;
+      8'hf5:
+          \_$1998  = table_245;
+      8'hf6:
+          \_$1998  = table_246;
+      8'hf7:
+          \_$1998  = table_247;
+      8'hf8:
+          \_$1998  = table_248;
+      8'hf9:
+          \_$1998  = table_249;
+      8'hfa:
+          \_$1998  = table_250;
+      8'hfb:
+          \_$1998  = table_251;
+      8'hfc:
+          \_$1998  = table_252;
+      8'hfd:
+          \_$1998  = table_253;
+      8'hfe:
+          \_$1998  = table_254;
+      8'hff:
+          \_$1998  = table_255;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$2093 , \_$2061 [6:0] })
+      8'h00:
+          \_$2094  = table_0;
+      8'h01:
+          \_$2094  = table_1;
+      8'h02:
+          \_$2094  = table_2;
+      8'h03:
+          \_$2094  = table_3;
+      8'h04:
+          \_$2094  = table_4;
+      8'h05:
+          \_$2094  = table_5;
+      8'h06:
+          \_$2094  = table_6;
+      8'h07:
+          \_$2094  = table_7;
+      8'h08:
+          \_$2094  = table_8;
+      8'h09:
+          \_$2094  = table_9;
+      8'h0a:
+          \_$2094  = table_10;
+      8'h0b:
+          \_$2094  = table_11;
+      8'h0c:
+          \_$2094  = table_12;
+      8'h0d:
+          \_$2094  = table_13;
+      8'h0e:
+          \_$2094  = table_14;
+      8'h0f:
+          \_$2094  = table_15;
+      8'h10:
+          \_$2094  = table_16;
+      8'h11:
+          \_$2094  = table_17;
+      8'h12:
+          \_$2094  = table_18;
+      8'h13:
+          \_$2094  = table_19;
+      8'h14:
+          \_$2094  = table_20;
+      8'h15:
+          \_$2094  = table_21;
+      8'h16:
+          \_$2094  = table_22;
+      8'h17:
+          \_$2094  = table_23;
+      8'h18:
+          \_$2094  = table_24;
+      8'h19:
+          \_$2094  = table_25;
+      8'h1a:
+          \_$2094  = table_26;
+      8'h1b:
+          \_$2094  = table_27;
+      8'h1c:
+          \_$2094  = table_28;
+      8'h1d:
+          \_$2094  = table_29;
+      8'h1e:
+          \_$2094  = table_30;
+      8'h1f:
+          \_$2094  = table_31;
+      8'h20:
+          \_$2094  = table_32;
+      8'h21:
+          \_$2094  = table_33;
+      8'h22:
+          \_$2094  = table_34;
+      8'h23:
+          \_$2094  = table_35;
+      8'h24:
+          \_$2094  = table_36;
+      8'h25:
+          \_$2094  = table_37;
+      8'h26:
+          \_$2094  = table_38;
+      8'h27:
+          \_$2094  = table_39;
+      8'h28:
+          \_$2094  = table_40;
+      8'h29:
+          \_$2094  = table_41;
+      8'h2a:
+          \_$2094  = table_42;
+      8'h2b:
+          \_$2094  = table_43;
+      8'h2c:
+          \_$2094  = table_44;
+      8'h2d:
+          \_$2094  = table_45;
+      8'h2e:
+          \_$2094  = table_46;
+      8'h2f:
+          \_$2094  = table_47;
+      8'h30:
+          \_$2094  = table_48;
+      8'h31:
+          \_$2094  = table_49;
+      8'h32:
+          \_$2094  = table_50;
+      8'h33:
+          \_$2094  = table_51;
+      8'h34:
+          \_$2094  = table_52;
+      8'h35:
+          \_$2094  = table_53;
+      8'h36:
+          \_$2094  = table_54;
+      8'h37:
+          \_$2094  = table_55;
+      8'h38:
+          \_$2094  = table_56;
+      8'h39:
+          \_$2094  = table_57;
+      8'h3a:
+          \_$2094  = table_58;
+      8'h3b:
+          \_$2094  = table_59;
+      8'h3c:
+          \_$2094  = table_60;
+      8'h3d:
+          \_$2094  = table_61;
+      8'h3e:
+          \_$2094  = table_62;
+      8'h3f:
+          \_$2094  = table_63;
+      8'h40:
+          \_$2094  = table_64;
+      8'h41:
+          \_$2094  = table_65;
+      8'h42:
+          \_$2094  = table_66;
+      8'h43:
+          \_$2094  = table_67;
+      8'h44:
+          \_$2094  = table_68;
+      8'h45:
+          \_$2094  = table_69;
+      8'h46:
+          \_$2094  = table_70;
+      8'h47:
+          \_$2094  = table_71;
+      8'h48:
+          \_$2094  = table_72;
+      8'h49:
+          \_$2094  = table_73;
+      8'h4a:
+          \_$2094  = table_74;
+      8'h4b:
+          \_$2094  = table_75;
+      8'h4c:
+          \_$2094  = table_76;
+      8'h4d:
+          \_$2094  = table_77;
+      8'h4e:
+          \_$2094  = table_78;
+      8'h4f:
+          \_$2094  = table_79;
+      8'h50:
+          \_$2094  = table_80;
+      8'h51:
+          \_$2094  = table_81;
+      8'h52:
+          \_$2094  = table_82;
+      8'h53:
+          \_$2094  = table_83;
+      8'h54:
+          \_$2094  = table_84;
+      8'h55:
+          \_$2094  = table_85;
+      8'h56:
+          \_$2094  = table_86;
+      8'h57:
+          \_$2094  = table_87;
+      8'h58:
+          \_$2094  = table_88;
+      8'h59:
+          \_$2094  = table_89;
+      8'h5a:
+          \_$2094  = table_90;
+      8'h5b:
+          \_$2094  = table_91;
+      8'h5c:
+          \_$2094  = table_92;
+      8'h5d:
+          \_$2094  = table_93;
+      8'h5e:
+          \_$2094  = table_94;
+      8'h5f:
+          \_$2094  = table_95;
+      8'h60:
+          \_$2094  = table_96;
+      8'h61:
+          \_$2094  = table_97;
+      8'h62:
+          \_$2094  = table_98;
+      8'h63:
+          \_$2094  = table_99;
+      8'h64:
+          \_$2094  = table_100;
+      8'h65:
+          \_$2094  = table_101;
+      8'h66:
+          \_$2094  = table_102;
+      8'h67:
+          \_$2094  = table_103;
+      8'h68:
+          \_$2094  = table_104;
+      8'h69:
+          \_$2094  = table_105;
+      8'h6a:
+          \_$2094  = table_106;
+      8'h6b:
+          \_$2094  = table_107;
+      8'h6c:
+          \_$2094  = table_108;
+      8'h6d:
+          \_$2094  = table_109;
+      8'h6e:
+          \_$2094  = table_110;
+      8'h6f:
+          \_$2094  = table_111;
+      8'h70:
+          \_$2094  = table_112;
+      8'h71:
+          \_$2094  = table_113;
+      8'h72:
+          \_$2094  = table_114;
+      8'h73:
+          \_$2094  = table_115;
+      8'h74:
+          \_$2094  = table_116;
+      8'h75:
+          \_$2094  = table_117;
+      8'h76:
+          \_$2094  = table_118;
+      8'h77:
+          \_$2094  = table_119;
+      8'h78:
+          \_$2094  = table_120;
+      8'h79:
+          \_$2094  = table_121;
+      8'h7a:
+          \_$2094  = table_122;
+      8'h7b:
+          \_$2094  = table_123;
+      8'h7c:
+          \_$2094  = table_124;
+      8'h7d:
+          \_$2094  = table_125;
+      8'h7e:
+          \_$2094  = table_126;
+      8'h7f:
+          \_$2094  = table_127;
+      8'h80:
+          \_$2094  = table_128;
+      8'h81:
+          \_$2094  = table_129;
+      8'h82:
+          \_$2094  = table_130;
+      8'h83:
+          \_$2094  = table_131;
+      8'h84:
+          \_$2094  = table_132;
+      8'h85:
+          \_$2094  = table_133;
+      8'h86:
+          \_$2094  = table_134;
+      8'h87:
+          \_$2094  = table_135;
+      8'h88:
+          \_$2094  = table_136;
+      8'h89:
+          \_$2094  = table_137;
+      8'h8a:
+          \_$2094  = table_138;
+      8'h8b:
+          \_$2094  = table_139;
+      8'h8c:
+          \_$2094  = table_140;
+      8'h8d:
+          \_$2094  = table_141;
+      8'h8e:
+          \_$2094  = table_142;
+      8'h8f:
+          \_$2094  = table_143;
+      8'h90:
+          \_$2094  = table_144;
+      8'h91:
+          \_$2094  = table_145;
+      8'h92:
+          \_$2094  = table_146;
+      8'h93:
+          \_$2094  = table_147;
+      8'h94:
+          \_$2094  = table_148;
+      8'h95:
+          \_$2094  = table_149;
+      8'h96:
+          \_$2094  = table_150;
+      8'h97:
+          \_$2094  = table_151;
+      8'h98:
+          \_$2094  = table_152;
+      8'h99:
+          \_$2094  = table_153;
+      8'h9a:
+          \_$2094  = table_154;
+      8'h9b:
+          \_$2094  = table_155;
+      8'h9c:
+          \_$2094  = table_156;
+      8'h9d:
+          \_$2094  = table_157;
+      8'h9e:
+          \_$2094  = table_158;
+      8'h9f:
+          \_$2094  = table_159;
+      8'ha0:
+          \_$2094  = table_160;
+      8'ha1:
+          \_$2094  = table_161;
+      8'ha2:
+          \_$2094  = table_162;
+      8'ha3:
+          \_$2094  = table_163;
+      8'ha4:
+          \_$2094  = table_164;
+      8'ha5:
+          \_$2094  = table_165;
+      8'ha6:
+          \_$2094  = table_166;
+      8'ha7:
+          \_$2094  = table_167;
+      8'ha8:
+          \_$2094  = table_168;
+      8'ha9:
+          \_$2094  = table_169;
+      8'haa:
+          \_$2094  = table_170;
+      8'hab:
+          \_$2094  = table_171;
+      8'hac:
+          \_$2094  = table_172;
+      8'had:
+          \_$2094  = table_173;
+      8'hae:
+          \_$2094  = table_174;
+      8'haf:
+          \_$2094  = table_175;
+      8'hb0:
+          \_$2094  = table_176;
+      8'hb1:
+          \_$2094  = table_177;
+      8'hb2:
+          \_$2094  = table_178;
+      8'hb3:
+          \_$2094  = table_179;
+      8'hb4:
+          \_$2094  = table_180;
+      8'hb5:
+          \_$2094  = table_181;
+      8'hb6:
+          \_$2094  = table_182;
+      8'hb7:
+          \_$2094  = table_183;
+      8'hb8:
+          \_$2094  = table_184;
+      8'hb9:
+          \_$2094  = table_185;
+      8'hba:
+          \_$2094  = table_186;
+      8'hbb:
+          \_$2094  = table_187;
+      8'hbc:
+          \_$2094  = table_188;
+      8'hbd:
+          \_$2094  = table_189;
+      8'hbe:
+          \_$2094  = table_190;
+      8'hbf:
+          \_$2094  = table_191;
+      8'hc0:
+          \_$2094  = table_192;
+      8'hc1:
+          \_$2094  = table_193;
+      8'hc2:
+          \_$2094  = table_194;
+      8'hc3:
+          \_$2094  = table_195;
+      8'hc4:
+          \_$2094  = table_196;
+      8'hc5:
+          \_$2094  = table_197;
+      8'hc6:
+          \_$2094  = table_198;
+      8'hc7:
+          \_$2094  = table_199;
+      8'hc8:
+          \_$2094  = table_200;
+      8'hc9:
+          \_$2094  = table_201;
+      8'hca:
+          \_$2094  = table_202;
+      8'hcb:
+          \_$2094  = table_203;
+      8'hcc:
+          \_$2094  = table_204;
+      8'hcd:
+          \_$2094  = table_205;
+      8'hce:
+          \_$2094  = table_206;
+      8'hcf:
+          \_$2094  = table_207;
+      8'hd0:
+          \_$2094  = table_208;
+      8'hd1:
+          \_$2094  = table_209;
+      8'hd2:
+          \_$2094  = table_210;
+      8'hd3:
+          \_$2094  = table_211;
+      8'hd4:
+          \_$2094  = table_212;
+      8'hd5:
+          \_$2094  = table_213;
+      8'hd6:
+          \_$2094  = table_214;
+      8'hd7:
+          \_$2094  = table_215;
+      8'hd8:
+          \_$2094  = table_216;
+      8'hd9:
+          \_$2094  = table_217;
+      8'hda:
+          \_$2094  = table_218;
+      8'hdb:
+          \_$2094  = table_219;
+      8'hdc:
+          \_$2094  = table_220;
+      8'hdd:
+          \_$2094  = table_221;
+      8'hde:
+          \_$2094  = table_222;
+      8'hdf:
+          \_$2094  = table_223;
+      8'he0:
+          \_$2094  = table_224;
+      8'he1:
+          \_$2094  = table_225;
+      8'he2:
+          \_$2094  = table_226;
+      8'he3:
+          \_$2094  = table_227;
+      8'he4:
+          \_$2094  = table_228;
+      8'he5:
+          \_$2094  = table_229;
+      8'he6:
+          \_$2094  = table_230;
+      8'he7:
+          \_$2094  = table_231;
+      8'he8:
+          \_$2094  = table_232;
+      8'he9:
+          \_$2094  = table_233;
+      8'hea:
+          \_$2094  = table_234;
+      8'heb:
+          \_$2094  = table_235;
+      8'hec:
+          \_$2094  = table_236;
+      8'hed:
+          \_$2094  = table_237;
+      8'hee:
+          \_$2094  = table_238;
+      8'hef:
+          \_$2094  = table_239;
+      8'hf0:
+          \_$2094  = table_240;
+      8'hf1:
+          \_$2094  = table_241;
+      8'hf2:
+          \_$2094  = table_242;
+      8'hf3:
+          \_$2094  = table_243;
+      8'hf4:
+          \_$2094  = table_244;
+      8'hf5:
+          \_$2094  = table_245;
+      8'hf6:
+          \_$2094  = table_246;
+      8'hf7:
+          \_$2094  = table_247;
+      8'hf8:
+          \_$2094  = table_248;
+      8'hf9:
+          \_$2094  = table_249;
+      8'hfa:
+          \_$2094  = table_250;
+      8'hfb:
+          \_$2094  = table_251;
+      8'hfc:
+          \_$2094  = table_252;
+      8'hfd:
+          \_$2094  = table_253;
+      8'hfe:
+          \_$2094  = table_254;
+      8'hff:
+          \_$2094  = table_255;
     endcase
   end
   always @* begin
@@ -23471,18 +34987,18 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     (* full_case = 32'd1 *)
     casez (word[49:48])
       2'h0:
-          \index$62  = lines__payload[64:49];
+          \index$64  = lines__payload[64:49];
       2'h1:
-          \index$62  = lines__payload[80:65];
+          \index$64  = lines__payload[80:65];
       2'h2:
-          \index$62  = lines__payload[96:81];
+          \index$64  = lines__payload[96:81];
       2'h3:
-          \index$62  = lines__payload[112:97];
+          \index$64  = lines__payload[112:97];
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    param__addr = \_$48 [15:0];
+    param__addr = \_$52 [15:0];
     casez (store_state)
       3'h0:
           /* empty */;
@@ -23491,12 +35007,12 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h2:
           /* empty */;
       3'h5:
-          param__addr = \_$74 [15:0];
+          param__addr = \_$83 [15:0];
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    param__en = \_$59 ;
+    param__en = \_$65 ;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -23505,7 +35021,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h2:
           /* empty */;
       3'h5:
-          param__en = \_$75 ;
+          param__en = \_$84 ;
     endcase
   end
   always @* begin
@@ -23513,7 +35029,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     wr__valid = 1'h0;
     if (writing_perf) begin
       wr__valid = 1'h1;
-    end else if (\_$signal$59 ) begin
+    end else if (\_$signal$60 ) begin
       wr__valid = 1'h1;
     end
   end
@@ -23521,24 +35037,24 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     wr__payload = 104'h00000000000000000000000000;
     if (writing_perf) begin
-      wr__payload[31:0] = \_$61 [31:0];
-      wr__payload[95:32] = \_$62 ;
+      wr__payload[31:0] = \_$67 [31:0];
+      wr__payload[95:32] = \_$68 ;
       wr__payload[103:96] = 8'hff;
-    end else if (\_$signal$59 ) begin
-      wr__payload[31:0] = \_$signal$74 ;
-      wr__payload[95:32] = \_$64 [63:0];
-      wr__payload[103:96] = \_$65 [7:0];
+    end else if (\_$signal$60 ) begin
+      wr__payload[31:0] = \_$signal$76 ;
+      wr__payload[95:32] = \_$70 [63:0];
+      wr__payload[103:96] = \_$71 [7:0];
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \start$77  = 1'h0;
+    \start$79  = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$66 ) begin
-            \start$77  = 1'h1;
+          if (\_$72 ) begin
+            \start$79  = 1'h1;
           end
     endcase
   end
@@ -23550,8 +35066,8 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\_$66 ) begin
-          end else if (\_$67 ) begin
+          if (\_$72 ) begin
+          end else if (\_$73 ) begin
           end else begin
             done = 1'h1;
           end
@@ -23560,205 +35076,215 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           /* empty */;
       3'h6:
-          if (\_$83 ) begin
+          if (\_$94 ) begin
             done = 1'h1;
           end
       3'h4:
-          if (\_$84 ) begin
+          if (\_$95 ) begin
             done = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \start$80  = 1'h0;
+    \start$82  = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$79 ) begin
+          if (\done$81 ) begin
             (* full_case = 32'd1 *)
-            if (\_$70 ) begin
-            end else if (\_$73 ) begin
+            if (\_$79 ) begin
+            end else if (\_$82 ) begin
             end else if (word[66]) begin
             end else begin
-              \start$80  = 1'h1;
+              \start$82  = 1'h1;
             end
           end
       3'h5:
-          if (\_$76 ) begin
-            \start$80  = 1'h1;
+          if (\_$85 ) begin
+            \start$82  = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$575  = frame_state;
+    \_$2170  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$97 ) begin
-            \_$575  = 2'h1;
+          if (\_$108 ) begin
+            \_$2170  = 2'h1;
           end
       2'h1:
-          if (\_$104 ) begin
-            \_$575  = 2'h2;
+          if (\_$115 ) begin
+            \_$2170  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$575  = 2'h3;
+            \_$2170  = 2'h3;
           end
       2'h3:
-          if (\_$111 ) begin
-            \_$575  = 2'h0;
+          if (\_$122 ) begin
+            \_$2170  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$575  = 2'h0;
+      \_$2170  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$576  = word;
+    \_$2171  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$104 ) begin
-            \_$576  = queue__payload[127:0];
+          if (\_$115 ) begin
+            \_$2171  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$576  = 128'h00000000000000000000000000000000;
+      \_$2171  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$577  = index;
+    \_$2172  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$104 ) begin
-            \_$577  = queue__payload[159:128];
+          if (\_$115 ) begin
+            \_$2172  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$577  = 32'd0;
+      \_$2172  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$578  = \error$87 ;
-    if (\_$113 ) begin
-      \_$578  = 1'h1;
+    \_$2173  = \error$89 ;
+    if (\_$124 ) begin
+      \_$2173  = 1'h1;
     end
-    if (\_$115 ) begin
-      \_$578  = 1'h1;
+    if (\_$126 ) begin
+      \_$2173  = 1'h1;
     end
-    if (\_$143 ) begin
-      \_$578  = 1'h1;
+    if (\_$160 ) begin
+      \_$2173  = 1'h1;
     end
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$544 ) begin
-          end else if (\_$545 ) begin
-            if (\_$551 ) begin
-              if (\_$553 ) begin
-                \_$578  = 1'h1;
+          if (\_$2134 ) begin
+          end else if (\_$2135 ) begin
+            if (\_$2141 ) begin
+              if (\_$2143 ) begin
+                \_$2173  = 1'h1;
               end
             end
           end
       3'h2:
-          if (\done$79 ) begin
-            if (\_$556 ) begin
-              if (\_$561 ) begin
-                \_$578  = 1'h1;
+          if (\done$81 ) begin
+            if (\_$2149 ) begin
+              if (\_$2154 ) begin
+                \_$2173  = 1'h1;
               end
-            end else if (\_$559 ) begin
-              if (\_$563 ) begin
-                \_$578  = 1'h1;
+            end else if (\_$2152 ) begin
+              if (\_$2156 ) begin
+                \_$2173  = 1'h1;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$578  = 1'h0;
+      \_$2173  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$579  = error_code;
-    if (\_$113 ) begin
-      \_$579  = 4'h2;
+    \_$2174  = error_code;
+    if (\_$124 ) begin
+      \_$2174  = 4'h2;
     end
-    if (\_$115 ) begin
-      \_$579  = \error_code$90 ;
+    if (\_$126 ) begin
+      \_$2174  = \error_code$92 ;
     end
-    if (\_$143 ) begin
-      \_$579  = 4'h7;
+    if (\_$160 ) begin
+      \_$2174  = 4'h7;
     end
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$544 ) begin
-          end else if (\_$545 ) begin
-            if (\_$551 ) begin
-              if (\_$553 ) begin
-                \_$579  = 4'h3;
+          if (\_$2134 ) begin
+          end else if (\_$2135 ) begin
+            if (\_$2141 ) begin
+              if (\_$2143 ) begin
+                \_$2174  = 4'h3;
               end
             end
           end
       3'h2:
-          if (\done$79 ) begin
-            if (\_$556 ) begin
-              if (\_$561 ) begin
-                \_$579  = 4'h7;
+          if (\done$81 ) begin
+            if (\_$2149 ) begin
+              if (\_$2154 ) begin
+                \_$2174  = 4'h7;
               end
-            end else if (\_$559 ) begin
-              if (\_$563 ) begin
-                \_$579  = 4'h4;
+            end else if (\_$2152 ) begin
+              if (\_$2156 ) begin
+                \_$2174  = 4'h4;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$579  = 4'h0;
+      \_$2174  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$580  = \_$signal ;
-    if (\_$126 ) begin
-      \_$580  = lines__payload[48];
-    end else if (\_$132 ) begin
-      \_$580  = 1'h0;
+    \_$2175  = \_$signal ;
+    if (\_$139 ) begin
+      \_$2175  = \_$148 ;
+    end else if (\_$147 ) begin
+      \_$2175  = 1'h0;
     end
     if (rst) begin
-      \_$580  = 1'h0;
+      \_$2175  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$581  = b_dram;
-    if (\_$126 ) begin
-      \_$581  = lines__payload[47:16];
+    \_$2176  = b_inside;
+    if (\_$139 ) begin
+      \_$2176  = lines__payload[48];
     end
     if (rst) begin
-      \_$581  = 32'd0;
+      \_$2176  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$582  = walking;
-    if (\_$126 ) begin
+    \_$2177  = \_$signal$94 ;
+    if (\_$139 ) begin
+      \_$2177  = lines__payload[47:16];
+    end
+    if (rst) begin
+      \_$2177  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$2178  = walking;
+    if (\_$139 ) begin
       if (lines__payload[113]) begin
-        \_$582  = 1'h0;
+        \_$2178  = 1'h0;
       end
     end
     casez (store_state)
@@ -23767,175 +35293,342 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$79 ) begin
+          if (\done$81 ) begin
             (* full_case = 32'd1 *)
-            if (\_$556 ) begin
-            end else if (\_$559 ) begin
+            if (\_$2149 ) begin
+            end else if (\_$2152 ) begin
             end else if (word[66]) begin
             end else begin
-              \_$582  = 1'h1;
+              \_$2178  = 1'h1;
             end
           end
       3'h5:
-          if (\_$565 ) begin
-            \_$582  = 1'h1;
+          if (\_$2158 ) begin
+            \_$2178  = 1'h1;
           end
     endcase
     if (rst) begin
-      \_$582  = 1'h0;
+      \_$2178  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$583  = \_$signal$59 ;
-    if (\_$149 ) begin
-      \_$583  = 1'h1;
-    end else if (\_$152 ) begin
-      \_$583  = 1'h0;
+    \_$2179  = block_0;
+    if (\_$169 ) begin
+      if (\_$170 ) begin
+        \_$2179  = \_$555 ;
+      end
+    end
+    if (\_$1723 ) begin
+      \_$2179  = \_$1738 ;
     end
     if (rst) begin
-      \_$583  = 1'h0;
+      \_$2179  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$584  = \_$signal$74 ;
-    if (\_$149 ) begin
-      \_$584  = b_dram;
+    \_$2180  = block_dram_0;
+    if (\_$169 ) begin
+      if (\_$170 ) begin
+        \_$2180  = \_$signal$94 ;
+      end
+    end
+    if (\_$1723 ) begin
+      \_$2180  = block_dram_1;
     end
     if (rst) begin
-      \_$584  = 32'd0;
+      \_$2180  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$585  = c_line;
-    if (\_$149 ) begin
-      \_$585  = { \_$536 , \_$440 , \_$344 , \_$248  };
+    \_$2181  = block_1;
+    if (\_$169 ) begin
+      if (\_$556 ) begin
+        \_$2181  = \_$941 ;
+      end
+    end
+    if (\_$1723 ) begin
+      \_$2181  = \_$1739 ;
     end
     if (rst) begin
-      \_$585  = 32'd0;
+      \_$2181  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$586  = c_beat;
-    if (\_$149 ) begin
-      \_$586  = 1'h0;
+    \_$2182  = block_dram_1;
+    if (\_$169 ) begin
+      if (\_$556 ) begin
+        \_$2182  = \_$signal$94 ;
+      end
     end
-    if (\_$542 ) begin
-      \_$586  = \_$543 [0];
+    if (\_$1723 ) begin
+      \_$2182  = block_dram_2;
     end
     if (rst) begin
-      \_$586  = 1'h0;
+      \_$2182  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$587  = store_state;
+    \_$2183  = block_2;
+    if (\_$169 ) begin
+      if (\_$942 ) begin
+        \_$2183  = \_$1327 ;
+      end
+    end
+    if (\_$1723 ) begin
+      \_$2183  = \_$1740 ;
+    end
+    if (rst) begin
+      \_$2183  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$2184  = block_dram_2;
+    if (\_$169 ) begin
+      if (\_$942 ) begin
+        \_$2184  = \_$signal$94 ;
+      end
+    end
+    if (\_$1723 ) begin
+      \_$2184  = block_dram_3;
+    end
+    if (rst) begin
+      \_$2184  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$2185  = block_3;
+    if (\_$169 ) begin
+      if (\_$1328 ) begin
+        \_$2185  = \_$1713 ;
+      end
+    end
+    if (\_$1723 ) begin
+      \_$2185  = \_$1741 ;
+    end
+    if (rst) begin
+      \_$2185  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$2186  = block_dram_3;
+    if (\_$169 ) begin
+      if (\_$1328 ) begin
+        \_$2186  = \_$signal$94 ;
+      end
+    end
+    if (rst) begin
+      \_$2186  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$2187  = row;
+    if (\_$169 ) begin
+      \_$2187  = \_$1716 [1:0];
+    end
+    if (rst) begin
+      \_$2187  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$2188  = draining;
+    if (\_$169 ) begin
+      if (\_$1717 ) begin
+        \_$2188  = 1'h1;
+      end
+    end
+    if (\_$1723 ) begin
+      if (\_$1742 ) begin
+        \_$2188  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \_$2188  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$2189  = drain_col;
+    if (\_$169 ) begin
+      if (\_$1717 ) begin
+        \_$2189  = 2'h0;
+      end
+    end
+    if (\_$1723 ) begin
+      \_$2189  = \_$1737 [1:0];
+    end
+    if (rst) begin
+      \_$2189  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$2190  = \_$signal$60 ;
+    if (\_$1723 ) begin
+      \_$2190  = 1'h1;
+    end else if (\_$1733 ) begin
+      \_$2190  = 1'h1;
+    end else if (\_$1736 ) begin
+      \_$2190  = 1'h0;
+    end
+    if (rst) begin
+      \_$2190  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$2191  = \_$signal$76 ;
+    if (\_$1723 ) begin
+      \_$2191  = block_dram_0;
+    end else if (\_$1733 ) begin
+      \_$2191  = \_$signal$94 ;
+    end
+    if (rst) begin
+      \_$2191  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$2192  = c_line;
+    if (\_$1723 ) begin
+      \_$2192  = { block_3[7:0], block_2[7:0], block_1[7:0], block_0[7:0] };
+    end else if (\_$1733 ) begin
+      \_$2192  = { \_$2126 , \_$2030 , \_$1934 , \_$1838  };
+    end
+    if (rst) begin
+      \_$2192  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$2193  = c_beat;
+    if (\_$1723 ) begin
+      \_$2193  = 1'h0;
+    end else if (\_$1733 ) begin
+      \_$2193  = 1'h0;
+    end
+    if (\_$2132 ) begin
+      \_$2193  = \_$2133 [0];
+    end
+    if (rst) begin
+      \_$2193  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    \_$2194  = store_state;
     casez (store_state)
       3'h0:
           if (start) begin
-            \_$587  = 3'h1;
+            \_$2194  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
-          if (\_$544 ) begin
-            \_$587  = 3'h2;
-          end else if (\_$545 ) begin
+          if (\_$2134 ) begin
+            \_$2194  = 3'h2;
+          end else if (\_$2135 ) begin
             (* full_case = 32'd1 *)
-            if (\_$551 ) begin
-              \_$587  = 3'h3;
+            if (\_$2141 ) begin
+              \_$2194  = 3'h3;
             end else begin
-              \_$587  = 3'h4;
+              \_$2194  = 3'h4;
             end
           end else begin
-            \_$587  = 3'h0;
+            \_$2194  = 3'h0;
           end
       3'h2:
-          if (\done$79 ) begin
+          if (\done$81 ) begin
             (* full_case = 32'd1 *)
-            if (\_$556 ) begin
-              \_$587  = 3'h3;
-            end else if (\_$559 ) begin
-              \_$587  = 3'h3;
+            if (\_$2149 ) begin
+              \_$2194  = 3'h3;
+            end else if (\_$2152 ) begin
+              \_$2194  = 3'h3;
             end else if (word[66]) begin
-              \_$587  = 3'h5;
+              \_$2194  = 3'h5;
             end else begin
-              \_$587  = 3'h6;
+              \_$2194  = 3'h6;
             end
           end
       3'h5:
-          if (\_$565 ) begin
-            \_$587  = 3'h6;
+          if (\_$2158 ) begin
+            \_$2194  = 3'h6;
           end
       3'h6:
-          if (\_$572 ) begin
-            \_$587  = 3'h0;
+          if (\_$2167 ) begin
+            \_$2194  = 3'h0;
           end
       3'h4:
-          if (\_$574 ) begin
-            \_$587  = 3'h0;
+          if (\_$2169 ) begin
+            \_$2194  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$587  = 3'h0;
+      \_$2194  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$588  = record;
+    \_$2195  = record;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$544 ) begin
-          end else if (\_$545 ) begin
+          if (\_$2134 ) begin
+          end else if (\_$2135 ) begin
             (* full_case = 32'd1 *)
-            if (\_$551 ) begin
+            if (\_$2141 ) begin
             end else begin
-              \_$588 [1023:32] = perf[1023:32];
-              \_$588 [31:0] = word[39:8];
+              \_$2195 [1023:32] = perf[1023:32];
+              \_$2195 [31:0] = word[39:8];
             end
           end
     endcase
     if (rst) begin
-      \_$588  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$2195  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$589  = perf_addr;
+    \_$2196  = perf_addr;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$544 ) begin
-          end else if (\_$545 ) begin
+          if (\_$2134 ) begin
+          end else if (\_$2135 ) begin
             (* full_case = 32'd1 *)
-            if (\_$551 ) begin
+            if (\_$2141 ) begin
             end else begin
-              \_$589  = word[71:40];
+              \_$2196  = word[71:40];
             end
           end
     endcase
     if (rst) begin
-      \_$589  = 32'd0;
+      \_$2196  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$590  = perf_beat;
+    \_$2197  = perf_beat;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$544 ) begin
-          end else if (\_$545 ) begin
+          if (\_$2134 ) begin
+          end else if (\_$2135 ) begin
             (* full_case = 32'd1 *)
-            if (\_$551 ) begin
+            if (\_$2141 ) begin
             end else begin
-              \_$590  = 5'h00;
+              \_$2197  = 5'h00;
             end
           end
       3'h2:
@@ -23945,25 +35638,25 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h6:
           /* empty */;
       3'h4:
-          \_$590  = \_$573 [4:0];
+          \_$2197  = \_$2168 [4:0];
     endcase
     if (rst) begin
-      \_$590  = 5'h00;
+      \_$2197  = 5'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$591  = writing_perf;
+    \_$2198  = writing_perf;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$544 ) begin
-          end else if (\_$545 ) begin
+          if (\_$2134 ) begin
+          end else if (\_$2135 ) begin
             (* full_case = 32'd1 *)
-            if (\_$551 ) begin
+            if (\_$2141 ) begin
             end else begin
-              \_$591  = 1'h1;
+              \_$2198  = 1'h1;
             end
           end
       3'h2:
@@ -23973,40 +35666,40 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h6:
           /* empty */;
       3'h4:
-          if (\_$574 ) begin
-            \_$591  = 1'h0;
+          if (\_$2169 ) begin
+            \_$2198  = 1'h0;
           end
     endcase
     if (rst) begin
-      \_$591  = 1'h0;
+      \_$2198  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$592  = table_step;
+    \_$2199  = table_step;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$79 ) begin
-            if (\_$556 ) begin
-            end else if (\_$559 ) begin
+          if (\done$81 ) begin
+            if (\_$2149 ) begin
+            end else if (\_$2152 ) begin
             end else if (word[66]) begin
-              \_$592  = 3'h0;
+              \_$2199  = 3'h0;
             end
           end
       3'h5:
-          \_$592  = \_$564 [2:0];
+          \_$2199  = \_$2157 [2:0];
     endcase
     if (rst) begin
-      \_$592  = 3'h0;
+      \_$2199  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$593  = table_0;
+    \_$2200  = table_0;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24017,16 +35710,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$593  = param__data[7:0];
+                \_$2200  = param__data[7:0];
           endcase
     endcase
     if (rst) begin
-      \_$593  = 8'h00;
+      \_$2200  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$594  = table_1;
+    \_$2201  = table_1;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24037,16 +35730,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$594  = param__data[15:8];
+                \_$2201  = param__data[15:8];
           endcase
     endcase
     if (rst) begin
-      \_$594  = 8'h00;
+      \_$2201  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$595  = table_2;
+    \_$2202  = table_2;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24057,16 +35750,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$595  = param__data[23:16];
+                \_$2202  = param__data[23:16];
           endcase
     endcase
     if (rst) begin
-      \_$595  = 8'h00;
+      \_$2202  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$596  = table_3;
+    \_$2203  = table_3;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24077,16 +35770,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$596  = param__data[31:24];
+                \_$2203  = param__data[31:24];
           endcase
     endcase
     if (rst) begin
-      \_$596  = 8'h00;
+      \_$2203  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$597  = table_4;
+    \_$2204  = table_4;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24097,16 +35790,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$597  = param__data[39:32];
+                \_$2204  = param__data[39:32];
           endcase
     endcase
     if (rst) begin
-      \_$597  = 8'h00;
+      \_$2204  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$598  = table_5;
+    \_$2205  = table_5;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24117,16 +35810,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$598  = param__data[47:40];
+                \_$2205  = param__data[47:40];
           endcase
     endcase
     if (rst) begin
-      \_$598  = 8'h00;
+      \_$2205  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$599  = table_6;
+    \_$2206  = table_6;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24137,16 +35830,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$599  = param__data[55:48];
+                \_$2206  = param__data[55:48];
           endcase
     endcase
     if (rst) begin
-      \_$599  = 8'h00;
+      \_$2206  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$600  = table_7;
+    \_$2207  = table_7;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24157,16 +35850,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$600  = param__data[63:56];
+                \_$2207  = param__data[63:56];
           endcase
     endcase
     if (rst) begin
-      \_$600  = 8'h00;
+      \_$2207  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$601  = table_8;
+    \_$2208  = table_8;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24177,16 +35870,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$601  = param__data[71:64];
+                \_$2208  = param__data[71:64];
           endcase
     endcase
     if (rst) begin
-      \_$601  = 8'h00;
+      \_$2208  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$602  = table_9;
+    \_$2209  = table_9;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24197,16 +35890,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$602  = param__data[79:72];
+                \_$2209  = param__data[79:72];
           endcase
     endcase
     if (rst) begin
-      \_$602  = 8'h00;
+      \_$2209  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$603  = table_10;
+    \_$2210  = table_10;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24217,16 +35910,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$603  = param__data[87:80];
+                \_$2210  = param__data[87:80];
           endcase
     endcase
     if (rst) begin
-      \_$603  = 8'h00;
+      \_$2210  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$604  = table_11;
+    \_$2211  = table_11;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24237,16 +35930,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$604  = param__data[95:88];
+                \_$2211  = param__data[95:88];
           endcase
     endcase
     if (rst) begin
-      \_$604  = 8'h00;
+      \_$2211  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$605  = table_12;
+    \_$2212  = table_12;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24257,16 +35950,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$605  = param__data[103:96];
+                \_$2212  = param__data[103:96];
           endcase
     endcase
     if (rst) begin
-      \_$605  = 8'h00;
+      \_$2212  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$606  = table_13;
+    \_$2213  = table_13;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24277,16 +35970,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$606  = param__data[111:104];
+                \_$2213  = param__data[111:104];
           endcase
     endcase
     if (rst) begin
-      \_$606  = 8'h00;
+      \_$2213  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$607  = table_14;
+    \_$2214  = table_14;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24297,16 +35990,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$607  = param__data[119:112];
+                \_$2214  = param__data[119:112];
           endcase
     endcase
     if (rst) begin
-      \_$607  = 8'h00;
+      \_$2214  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$608  = table_15;
+    \_$2215  = table_15;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24317,16 +36010,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$608  = param__data[127:120];
+                \_$2215  = param__data[127:120];
           endcase
     endcase
     if (rst) begin
-      \_$608  = 8'h00;
+      \_$2215  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$609  = table_16;
+    \_$2216  = table_16;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24337,16 +36030,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$609  = param__data[135:128];
+                \_$2216  = param__data[135:128];
           endcase
     endcase
     if (rst) begin
-      \_$609  = 8'h00;
+      \_$2216  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$610  = table_17;
+    \_$2217  = table_17;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24357,16 +36050,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$610  = param__data[143:136];
+                \_$2217  = param__data[143:136];
           endcase
     endcase
     if (rst) begin
-      \_$610  = 8'h00;
+      \_$2217  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$611  = table_18;
+    \_$2218  = table_18;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24377,16 +36070,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$611  = param__data[151:144];
+                \_$2218  = param__data[151:144];
           endcase
     endcase
     if (rst) begin
-      \_$611  = 8'h00;
+      \_$2218  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$612  = table_19;
+    \_$2219  = table_19;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24397,16 +36090,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$612  = param__data[159:152];
+                \_$2219  = param__data[159:152];
           endcase
     endcase
     if (rst) begin
-      \_$612  = 8'h00;
+      \_$2219  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$613  = table_20;
+    \_$2220  = table_20;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24417,16 +36110,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$613  = param__data[167:160];
+                \_$2220  = param__data[167:160];
           endcase
     endcase
     if (rst) begin
-      \_$613  = 8'h00;
+      \_$2220  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$614  = table_21;
+    \_$2221  = table_21;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24437,16 +36130,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$614  = param__data[175:168];
+                \_$2221  = param__data[175:168];
           endcase
     endcase
     if (rst) begin
-      \_$614  = 8'h00;
+      \_$2221  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$615  = table_22;
+    \_$2222  = table_22;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24457,16 +36150,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$615  = param__data[183:176];
+                \_$2222  = param__data[183:176];
           endcase
     endcase
     if (rst) begin
-      \_$615  = 8'h00;
+      \_$2222  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$616  = table_23;
+    \_$2223  = table_23;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24477,16 +36170,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$616  = param__data[191:184];
+                \_$2223  = param__data[191:184];
           endcase
     endcase
     if (rst) begin
-      \_$616  = 8'h00;
+      \_$2223  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$617  = table_24;
+    \_$2224  = table_24;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24497,16 +36190,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$617  = param__data[199:192];
+                \_$2224  = param__data[199:192];
           endcase
     endcase
     if (rst) begin
-      \_$617  = 8'h00;
+      \_$2224  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$618  = table_25;
+    \_$2225  = table_25;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24517,16 +36210,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$618  = param__data[207:200];
+                \_$2225  = param__data[207:200];
           endcase
     endcase
     if (rst) begin
-      \_$618  = 8'h00;
+      \_$2225  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$619  = table_26;
+    \_$2226  = table_26;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24537,16 +36230,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$619  = param__data[215:208];
+                \_$2226  = param__data[215:208];
           endcase
     endcase
     if (rst) begin
-      \_$619  = 8'h00;
+      \_$2226  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$620  = table_27;
+    \_$2227  = table_27;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24557,16 +36250,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$620  = param__data[223:216];
+                \_$2227  = param__data[223:216];
           endcase
     endcase
     if (rst) begin
-      \_$620  = 8'h00;
+      \_$2227  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$621  = table_28;
+    \_$2228  = table_28;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24577,16 +36270,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$621  = param__data[231:224];
+                \_$2228  = param__data[231:224];
           endcase
     endcase
     if (rst) begin
-      \_$621  = 8'h00;
+      \_$2228  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$622  = table_29;
+    \_$2229  = table_29;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24597,16 +36290,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$622  = param__data[239:232];
+                \_$2229  = param__data[239:232];
           endcase
     endcase
     if (rst) begin
-      \_$622  = 8'h00;
+      \_$2229  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$623  = table_30;
+    \_$2230  = table_30;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24617,16 +36310,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$623  = param__data[247:240];
+                \_$2230  = param__data[247:240];
           endcase
     endcase
     if (rst) begin
-      \_$623  = 8'h00;
+      \_$2230  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$624  = table_31;
+    \_$2231  = table_31;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24637,16 +36330,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$624  = param__data[255:248];
+                \_$2231  = param__data[255:248];
           endcase
     endcase
     if (rst) begin
-      \_$624  = 8'h00;
+      \_$2231  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$625  = table_32;
+    \_$2232  = table_32;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24657,16 +36350,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$625  = param__data[263:256];
+                \_$2232  = param__data[263:256];
           endcase
     endcase
     if (rst) begin
-      \_$625  = 8'h00;
+      \_$2232  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$626  = table_33;
+    \_$2233  = table_33;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24677,16 +36370,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$626  = param__data[271:264];
+                \_$2233  = param__data[271:264];
           endcase
     endcase
     if (rst) begin
-      \_$626  = 8'h00;
+      \_$2233  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$627  = table_34;
+    \_$2234  = table_34;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24697,16 +36390,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$627  = param__data[279:272];
+                \_$2234  = param__data[279:272];
           endcase
     endcase
     if (rst) begin
-      \_$627  = 8'h00;
+      \_$2234  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$628  = table_35;
+    \_$2235  = table_35;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24717,16 +36410,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$628  = param__data[287:280];
+                \_$2235  = param__data[287:280];
           endcase
     endcase
     if (rst) begin
-      \_$628  = 8'h00;
+      \_$2235  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$629  = table_36;
+    \_$2236  = table_36;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24737,16 +36430,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$629  = param__data[295:288];
+                \_$2236  = param__data[295:288];
           endcase
     endcase
     if (rst) begin
-      \_$629  = 8'h00;
+      \_$2236  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$630  = table_37;
+    \_$2237  = table_37;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24757,16 +36450,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$630  = param__data[303:296];
+                \_$2237  = param__data[303:296];
           endcase
     endcase
     if (rst) begin
-      \_$630  = 8'h00;
+      \_$2237  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$631  = table_38;
+    \_$2238  = table_38;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24777,16 +36470,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$631  = param__data[311:304];
+                \_$2238  = param__data[311:304];
           endcase
     endcase
     if (rst) begin
-      \_$631  = 8'h00;
+      \_$2238  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$632  = table_39;
+    \_$2239  = table_39;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24797,16 +36490,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$632  = param__data[319:312];
+                \_$2239  = param__data[319:312];
           endcase
     endcase
     if (rst) begin
-      \_$632  = 8'h00;
+      \_$2239  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$633  = table_40;
+    \_$2240  = table_40;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24817,16 +36510,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$633  = param__data[327:320];
+                \_$2240  = param__data[327:320];
           endcase
     endcase
     if (rst) begin
-      \_$633  = 8'h00;
+      \_$2240  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$634  = table_41;
+    \_$2241  = table_41;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24837,16 +36530,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$634  = param__data[335:328];
+                \_$2241  = param__data[335:328];
           endcase
     endcase
     if (rst) begin
-      \_$634  = 8'h00;
+      \_$2241  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$635  = table_42;
+    \_$2242  = table_42;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24857,16 +36550,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$635  = param__data[343:336];
+                \_$2242  = param__data[343:336];
           endcase
     endcase
     if (rst) begin
-      \_$635  = 8'h00;
+      \_$2242  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$636  = table_43;
+    \_$2243  = table_43;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24877,16 +36570,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$636  = param__data[351:344];
+                \_$2243  = param__data[351:344];
           endcase
     endcase
     if (rst) begin
-      \_$636  = 8'h00;
+      \_$2243  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$637  = table_44;
+    \_$2244  = table_44;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24897,16 +36590,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$637  = param__data[359:352];
+                \_$2244  = param__data[359:352];
           endcase
     endcase
     if (rst) begin
-      \_$637  = 8'h00;
+      \_$2244  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$638  = table_45;
+    \_$2245  = table_45;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24917,16 +36610,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$638  = param__data[367:360];
+                \_$2245  = param__data[367:360];
           endcase
     endcase
     if (rst) begin
-      \_$638  = 8'h00;
+      \_$2245  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$639  = table_46;
+    \_$2246  = table_46;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24937,16 +36630,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$639  = param__data[375:368];
+                \_$2246  = param__data[375:368];
           endcase
     endcase
     if (rst) begin
-      \_$639  = 8'h00;
+      \_$2246  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$640  = table_47;
+    \_$2247  = table_47;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24957,16 +36650,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$640  = param__data[383:376];
+                \_$2247  = param__data[383:376];
           endcase
     endcase
     if (rst) begin
-      \_$640  = 8'h00;
+      \_$2247  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$641  = table_48;
+    \_$2248  = table_48;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24977,16 +36670,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$641  = param__data[391:384];
+                \_$2248  = param__data[391:384];
           endcase
     endcase
     if (rst) begin
-      \_$641  = 8'h00;
+      \_$2248  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$642  = table_49;
+    \_$2249  = table_49;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -24997,16 +36690,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$642  = param__data[399:392];
+                \_$2249  = param__data[399:392];
           endcase
     endcase
     if (rst) begin
-      \_$642  = 8'h00;
+      \_$2249  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$643  = table_50;
+    \_$2250  = table_50;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25017,16 +36710,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$643  = param__data[407:400];
+                \_$2250  = param__data[407:400];
           endcase
     endcase
     if (rst) begin
-      \_$643  = 8'h00;
+      \_$2250  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$644  = table_51;
+    \_$2251  = table_51;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25037,16 +36730,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$644  = param__data[415:408];
+                \_$2251  = param__data[415:408];
           endcase
     endcase
     if (rst) begin
-      \_$644  = 8'h00;
+      \_$2251  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$645  = table_52;
+    \_$2252  = table_52;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25057,16 +36750,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$645  = param__data[423:416];
+                \_$2252  = param__data[423:416];
           endcase
     endcase
     if (rst) begin
-      \_$645  = 8'h00;
+      \_$2252  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$646  = table_53;
+    \_$2253  = table_53;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25077,16 +36770,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$646  = param__data[431:424];
+                \_$2253  = param__data[431:424];
           endcase
     endcase
     if (rst) begin
-      \_$646  = 8'h00;
+      \_$2253  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$647  = table_54;
+    \_$2254  = table_54;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25097,16 +36790,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$647  = param__data[439:432];
+                \_$2254  = param__data[439:432];
           endcase
     endcase
     if (rst) begin
-      \_$647  = 8'h00;
+      \_$2254  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$648  = table_55;
+    \_$2255  = table_55;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25117,16 +36810,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$648  = param__data[447:440];
+                \_$2255  = param__data[447:440];
           endcase
     endcase
     if (rst) begin
-      \_$648  = 8'h00;
+      \_$2255  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$649  = table_56;
+    \_$2256  = table_56;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25137,16 +36830,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$649  = param__data[455:448];
+                \_$2256  = param__data[455:448];
           endcase
     endcase
     if (rst) begin
-      \_$649  = 8'h00;
+      \_$2256  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$650  = table_57;
+    \_$2257  = table_57;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25157,16 +36850,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$650  = param__data[463:456];
+                \_$2257  = param__data[463:456];
           endcase
     endcase
     if (rst) begin
-      \_$650  = 8'h00;
+      \_$2257  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$651  = table_58;
+    \_$2258  = table_58;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25177,16 +36870,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$651  = param__data[471:464];
+                \_$2258  = param__data[471:464];
           endcase
     endcase
     if (rst) begin
-      \_$651  = 8'h00;
+      \_$2258  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$652  = table_59;
+    \_$2259  = table_59;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25197,16 +36890,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$652  = param__data[479:472];
+                \_$2259  = param__data[479:472];
           endcase
     endcase
     if (rst) begin
-      \_$652  = 8'h00;
+      \_$2259  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$653  = table_60;
+    \_$2260  = table_60;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25217,16 +36910,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$653  = param__data[487:480];
+                \_$2260  = param__data[487:480];
           endcase
     endcase
     if (rst) begin
-      \_$653  = 8'h00;
+      \_$2260  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$654  = table_61;
+    \_$2261  = table_61;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25237,16 +36930,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$654  = param__data[495:488];
+                \_$2261  = param__data[495:488];
           endcase
     endcase
     if (rst) begin
-      \_$654  = 8'h00;
+      \_$2261  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$655  = table_62;
+    \_$2262  = table_62;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25257,16 +36950,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$655  = param__data[503:496];
+                \_$2262  = param__data[503:496];
           endcase
     endcase
     if (rst) begin
-      \_$655  = 8'h00;
+      \_$2262  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$656  = table_63;
+    \_$2263  = table_63;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25277,16 +36970,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
       3'h5:
           casez (table_step)
             3'h1:
-                \_$656  = param__data[511:504];
+                \_$2263  = param__data[511:504];
           endcase
     endcase
     if (rst) begin
-      \_$656  = 8'h00;
+      \_$2263  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$657  = table_64;
+    \_$2264  = table_64;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25299,16 +36992,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$657  = param__data[7:0];
+                \_$2264  = param__data[7:0];
           endcase
     endcase
     if (rst) begin
-      \_$657  = 8'h00;
+      \_$2264  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$658  = table_65;
+    \_$2265  = table_65;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25321,16 +37014,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$658  = param__data[15:8];
+                \_$2265  = param__data[15:8];
           endcase
     endcase
     if (rst) begin
-      \_$658  = 8'h00;
+      \_$2265  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$659  = table_66;
+    \_$2266  = table_66;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25343,16 +37036,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$659  = param__data[23:16];
+                \_$2266  = param__data[23:16];
           endcase
     endcase
     if (rst) begin
-      \_$659  = 8'h00;
+      \_$2266  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$660  = table_67;
+    \_$2267  = table_67;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25365,16 +37058,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$660  = param__data[31:24];
+                \_$2267  = param__data[31:24];
           endcase
     endcase
     if (rst) begin
-      \_$660  = 8'h00;
+      \_$2267  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$661  = table_68;
+    \_$2268  = table_68;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25387,16 +37080,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$661  = param__data[39:32];
+                \_$2268  = param__data[39:32];
           endcase
     endcase
     if (rst) begin
-      \_$661  = 8'h00;
+      \_$2268  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$662  = table_69;
+    \_$2269  = table_69;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25409,16 +37102,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$662  = param__data[47:40];
+                \_$2269  = param__data[47:40];
           endcase
     endcase
     if (rst) begin
-      \_$662  = 8'h00;
+      \_$2269  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$663  = table_70;
+    \_$2270  = table_70;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25431,16 +37124,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$663  = param__data[55:48];
+                \_$2270  = param__data[55:48];
           endcase
     endcase
     if (rst) begin
-      \_$663  = 8'h00;
+      \_$2270  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$664  = table_71;
+    \_$2271  = table_71;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25453,16 +37146,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$664  = param__data[63:56];
+                \_$2271  = param__data[63:56];
           endcase
     endcase
     if (rst) begin
-      \_$664  = 8'h00;
+      \_$2271  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$665  = table_72;
+    \_$2272  = table_72;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25475,16 +37168,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$665  = param__data[71:64];
+                \_$2272  = param__data[71:64];
           endcase
     endcase
     if (rst) begin
-      \_$665  = 8'h00;
+      \_$2272  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$666  = table_73;
+    \_$2273  = table_73;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25497,16 +37190,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$666  = param__data[79:72];
+                \_$2273  = param__data[79:72];
           endcase
     endcase
     if (rst) begin
-      \_$666  = 8'h00;
+      \_$2273  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$667  = table_74;
+    \_$2274  = table_74;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25519,16 +37212,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$667  = param__data[87:80];
+                \_$2274  = param__data[87:80];
           endcase
     endcase
     if (rst) begin
-      \_$667  = 8'h00;
+      \_$2274  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$668  = table_75;
+    \_$2275  = table_75;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25541,16 +37234,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$668  = param__data[95:88];
+                \_$2275  = param__data[95:88];
           endcase
     endcase
     if (rst) begin
-      \_$668  = 8'h00;
+      \_$2275  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$669  = table_76;
+    \_$2276  = table_76;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25563,16 +37256,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$669  = param__data[103:96];
+                \_$2276  = param__data[103:96];
           endcase
     endcase
     if (rst) begin
-      \_$669  = 8'h00;
+      \_$2276  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$670  = table_77;
+    \_$2277  = table_77;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25585,16 +37278,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$670  = param__data[111:104];
+                \_$2277  = param__data[111:104];
           endcase
     endcase
     if (rst) begin
-      \_$670  = 8'h00;
+      \_$2277  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$671  = table_78;
+    \_$2278  = table_78;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25607,16 +37300,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$671  = param__data[119:112];
+                \_$2278  = param__data[119:112];
           endcase
     endcase
     if (rst) begin
-      \_$671  = 8'h00;
+      \_$2278  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$672  = table_79;
+    \_$2279  = table_79;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25629,16 +37322,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$672  = param__data[127:120];
+                \_$2279  = param__data[127:120];
           endcase
     endcase
     if (rst) begin
-      \_$672  = 8'h00;
+      \_$2279  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$673  = table_80;
+    \_$2280  = table_80;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25651,16 +37344,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$673  = param__data[135:128];
+                \_$2280  = param__data[135:128];
           endcase
     endcase
     if (rst) begin
-      \_$673  = 8'h00;
+      \_$2280  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$674  = table_81;
+    \_$2281  = table_81;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25673,16 +37366,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$674  = param__data[143:136];
+                \_$2281  = param__data[143:136];
           endcase
     endcase
     if (rst) begin
-      \_$674  = 8'h00;
+      \_$2281  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$675  = table_82;
+    \_$2282  = table_82;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25695,16 +37388,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$675  = param__data[151:144];
+                \_$2282  = param__data[151:144];
           endcase
     endcase
     if (rst) begin
-      \_$675  = 8'h00;
+      \_$2282  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$676  = table_83;
+    \_$2283  = table_83;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25717,16 +37410,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$676  = param__data[159:152];
+                \_$2283  = param__data[159:152];
           endcase
     endcase
     if (rst) begin
-      \_$676  = 8'h00;
+      \_$2283  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$677  = table_84;
+    \_$2284  = table_84;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25739,16 +37432,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$677  = param__data[167:160];
+                \_$2284  = param__data[167:160];
           endcase
     endcase
     if (rst) begin
-      \_$677  = 8'h00;
+      \_$2284  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$678  = table_85;
+    \_$2285  = table_85;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25761,16 +37454,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$678  = param__data[175:168];
+                \_$2285  = param__data[175:168];
           endcase
     endcase
     if (rst) begin
-      \_$678  = 8'h00;
+      \_$2285  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$679  = table_86;
+    \_$2286  = table_86;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25783,16 +37476,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$679  = param__data[183:176];
+                \_$2286  = param__data[183:176];
           endcase
     endcase
     if (rst) begin
-      \_$679  = 8'h00;
+      \_$2286  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$680  = table_87;
+    \_$2287  = table_87;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25805,16 +37498,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$680  = param__data[191:184];
+                \_$2287  = param__data[191:184];
           endcase
     endcase
     if (rst) begin
-      \_$680  = 8'h00;
+      \_$2287  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$681  = table_88;
+    \_$2288  = table_88;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25827,16 +37520,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$681  = param__data[199:192];
+                \_$2288  = param__data[199:192];
           endcase
     endcase
     if (rst) begin
-      \_$681  = 8'h00;
+      \_$2288  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$682  = table_89;
+    \_$2289  = table_89;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25849,16 +37542,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$682  = param__data[207:200];
+                \_$2289  = param__data[207:200];
           endcase
     endcase
     if (rst) begin
-      \_$682  = 8'h00;
+      \_$2289  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$683  = table_90;
+    \_$2290  = table_90;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25871,16 +37564,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$683  = param__data[215:208];
+                \_$2290  = param__data[215:208];
           endcase
     endcase
     if (rst) begin
-      \_$683  = 8'h00;
+      \_$2290  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$684  = table_91;
+    \_$2291  = table_91;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25893,16 +37586,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$684  = param__data[223:216];
+                \_$2291  = param__data[223:216];
           endcase
     endcase
     if (rst) begin
-      \_$684  = 8'h00;
+      \_$2291  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$685  = table_92;
+    \_$2292  = table_92;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25915,16 +37608,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$685  = param__data[231:224];
+                \_$2292  = param__data[231:224];
           endcase
     endcase
     if (rst) begin
-      \_$685  = 8'h00;
+      \_$2292  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$686  = table_93;
+    \_$2293  = table_93;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25937,16 +37630,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$686  = param__data[239:232];
+                \_$2293  = param__data[239:232];
           endcase
     endcase
     if (rst) begin
-      \_$686  = 8'h00;
+      \_$2293  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$687  = table_94;
+    \_$2294  = table_94;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25959,16 +37652,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$687  = param__data[247:240];
+                \_$2294  = param__data[247:240];
           endcase
     endcase
     if (rst) begin
-      \_$687  = 8'h00;
+      \_$2294  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$688  = table_95;
+    \_$2295  = table_95;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -25981,16 +37674,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$688  = param__data[255:248];
+                \_$2295  = param__data[255:248];
           endcase
     endcase
     if (rst) begin
-      \_$688  = 8'h00;
+      \_$2295  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$689  = table_96;
+    \_$2296  = table_96;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26003,16 +37696,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$689  = param__data[263:256];
+                \_$2296  = param__data[263:256];
           endcase
     endcase
     if (rst) begin
-      \_$689  = 8'h00;
+      \_$2296  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$690  = table_97;
+    \_$2297  = table_97;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26025,16 +37718,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$690  = param__data[271:264];
+                \_$2297  = param__data[271:264];
           endcase
     endcase
     if (rst) begin
-      \_$690  = 8'h00;
+      \_$2297  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$691  = table_98;
+    \_$2298  = table_98;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26047,16 +37740,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$691  = param__data[279:272];
+                \_$2298  = param__data[279:272];
           endcase
     endcase
     if (rst) begin
-      \_$691  = 8'h00;
+      \_$2298  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$692  = table_99;
+    \_$2299  = table_99;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26069,16 +37762,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$692  = param__data[287:280];
+                \_$2299  = param__data[287:280];
           endcase
     endcase
     if (rst) begin
-      \_$692  = 8'h00;
+      \_$2299  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$693  = table_100;
+    \_$2300  = table_100;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26091,16 +37784,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$693  = param__data[295:288];
+                \_$2300  = param__data[295:288];
           endcase
     endcase
     if (rst) begin
-      \_$693  = 8'h00;
+      \_$2300  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$694  = table_101;
+    \_$2301  = table_101;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26113,16 +37806,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$694  = param__data[303:296];
+                \_$2301  = param__data[303:296];
           endcase
     endcase
     if (rst) begin
-      \_$694  = 8'h00;
+      \_$2301  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$695  = table_102;
+    \_$2302  = table_102;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26135,16 +37828,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$695  = param__data[311:304];
+                \_$2302  = param__data[311:304];
           endcase
     endcase
     if (rst) begin
-      \_$695  = 8'h00;
+      \_$2302  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$696  = table_103;
+    \_$2303  = table_103;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26157,16 +37850,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$696  = param__data[319:312];
+                \_$2303  = param__data[319:312];
           endcase
     endcase
     if (rst) begin
-      \_$696  = 8'h00;
+      \_$2303  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$697  = table_104;
+    \_$2304  = table_104;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26179,16 +37872,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$697  = param__data[327:320];
+                \_$2304  = param__data[327:320];
           endcase
     endcase
     if (rst) begin
-      \_$697  = 8'h00;
+      \_$2304  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$698  = table_105;
+    \_$2305  = table_105;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26201,16 +37894,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$698  = param__data[335:328];
+                \_$2305  = param__data[335:328];
           endcase
     endcase
     if (rst) begin
-      \_$698  = 8'h00;
+      \_$2305  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$699  = table_106;
+    \_$2306  = table_106;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26223,16 +37916,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$699  = param__data[343:336];
+                \_$2306  = param__data[343:336];
           endcase
     endcase
     if (rst) begin
-      \_$699  = 8'h00;
+      \_$2306  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$700  = table_107;
+    \_$2307  = table_107;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26245,16 +37938,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$700  = param__data[351:344];
+                \_$2307  = param__data[351:344];
           endcase
     endcase
     if (rst) begin
-      \_$700  = 8'h00;
+      \_$2307  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$701  = table_108;
+    \_$2308  = table_108;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26267,16 +37960,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$701  = param__data[359:352];
+                \_$2308  = param__data[359:352];
           endcase
     endcase
     if (rst) begin
-      \_$701  = 8'h00;
+      \_$2308  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$702  = table_109;
+    \_$2309  = table_109;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26289,16 +37982,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$702  = param__data[367:360];
+                \_$2309  = param__data[367:360];
           endcase
     endcase
     if (rst) begin
-      \_$702  = 8'h00;
+      \_$2309  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$703  = table_110;
+    \_$2310  = table_110;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26311,16 +38004,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$703  = param__data[375:368];
+                \_$2310  = param__data[375:368];
           endcase
     endcase
     if (rst) begin
-      \_$703  = 8'h00;
+      \_$2310  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$704  = table_111;
+    \_$2311  = table_111;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26333,16 +38026,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$704  = param__data[383:376];
+                \_$2311  = param__data[383:376];
           endcase
     endcase
     if (rst) begin
-      \_$704  = 8'h00;
+      \_$2311  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$705  = table_112;
+    \_$2312  = table_112;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26355,16 +38048,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$705  = param__data[391:384];
+                \_$2312  = param__data[391:384];
           endcase
     endcase
     if (rst) begin
-      \_$705  = 8'h00;
+      \_$2312  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$706  = table_113;
+    \_$2313  = table_113;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26377,16 +38070,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$706  = param__data[399:392];
+                \_$2313  = param__data[399:392];
           endcase
     endcase
     if (rst) begin
-      \_$706  = 8'h00;
+      \_$2313  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$707  = table_114;
+    \_$2314  = table_114;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26399,16 +38092,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$707  = param__data[407:400];
+                \_$2314  = param__data[407:400];
           endcase
     endcase
     if (rst) begin
-      \_$707  = 8'h00;
+      \_$2314  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$708  = table_115;
+    \_$2315  = table_115;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26421,16 +38114,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$708  = param__data[415:408];
+                \_$2315  = param__data[415:408];
           endcase
     endcase
     if (rst) begin
-      \_$708  = 8'h00;
+      \_$2315  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$709  = table_116;
+    \_$2316  = table_116;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26443,16 +38136,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$709  = param__data[423:416];
+                \_$2316  = param__data[423:416];
           endcase
     endcase
     if (rst) begin
-      \_$709  = 8'h00;
+      \_$2316  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$710  = table_117;
+    \_$2317  = table_117;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26465,16 +38158,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$710  = param__data[431:424];
+                \_$2317  = param__data[431:424];
           endcase
     endcase
     if (rst) begin
-      \_$710  = 8'h00;
+      \_$2317  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$711  = table_118;
+    \_$2318  = table_118;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26487,16 +38180,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$711  = param__data[439:432];
+                \_$2318  = param__data[439:432];
           endcase
     endcase
     if (rst) begin
-      \_$711  = 8'h00;
+      \_$2318  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$712  = table_119;
+    \_$2319  = table_119;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26509,16 +38202,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$712  = param__data[447:440];
+                \_$2319  = param__data[447:440];
           endcase
     endcase
     if (rst) begin
-      \_$712  = 8'h00;
+      \_$2319  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$713  = table_120;
+    \_$2320  = table_120;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26531,16 +38224,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$713  = param__data[455:448];
+                \_$2320  = param__data[455:448];
           endcase
     endcase
     if (rst) begin
-      \_$713  = 8'h00;
+      \_$2320  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$714  = table_121;
+    \_$2321  = table_121;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26553,16 +38246,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$714  = param__data[463:456];
+                \_$2321  = param__data[463:456];
           endcase
     endcase
     if (rst) begin
-      \_$714  = 8'h00;
+      \_$2321  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$715  = table_122;
+    \_$2322  = table_122;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26575,16 +38268,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$715  = param__data[471:464];
+                \_$2322  = param__data[471:464];
           endcase
     endcase
     if (rst) begin
-      \_$715  = 8'h00;
+      \_$2322  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$716  = table_123;
+    \_$2323  = table_123;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26597,16 +38290,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$716  = param__data[479:472];
+                \_$2323  = param__data[479:472];
           endcase
     endcase
     if (rst) begin
-      \_$716  = 8'h00;
+      \_$2323  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$717  = table_124;
+    \_$2324  = table_124;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26619,16 +38312,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$717  = param__data[487:480];
+                \_$2324  = param__data[487:480];
           endcase
     endcase
     if (rst) begin
-      \_$717  = 8'h00;
+      \_$2324  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$718  = table_125;
+    \_$2325  = table_125;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26641,16 +38334,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$718  = param__data[495:488];
+                \_$2325  = param__data[495:488];
           endcase
     endcase
     if (rst) begin
-      \_$718  = 8'h00;
+      \_$2325  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$719  = table_126;
+    \_$2326  = table_126;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26663,16 +38356,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$719  = param__data[503:496];
+                \_$2326  = param__data[503:496];
           endcase
     endcase
     if (rst) begin
-      \_$719  = 8'h00;
+      \_$2326  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$720  = table_127;
+    \_$2327  = table_127;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26685,16 +38378,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h1:
                 /* empty */;
             3'h2:
-                \_$720  = param__data[511:504];
+                \_$2327  = param__data[511:504];
           endcase
     endcase
     if (rst) begin
-      \_$720  = 8'h00;
+      \_$2327  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$721  = table_128;
+    \_$2328  = table_128;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26709,16 +38402,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$721  = param__data[7:0];
+                \_$2328  = param__data[7:0];
           endcase
     endcase
     if (rst) begin
-      \_$721  = 8'h00;
+      \_$2328  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$722  = table_129;
+    \_$2329  = table_129;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26733,16 +38426,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$722  = param__data[15:8];
+                \_$2329  = param__data[15:8];
           endcase
     endcase
     if (rst) begin
-      \_$722  = 8'h00;
+      \_$2329  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$723  = table_130;
+    \_$2330  = table_130;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26757,16 +38450,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$723  = param__data[23:16];
+                \_$2330  = param__data[23:16];
           endcase
     endcase
     if (rst) begin
-      \_$723  = 8'h00;
+      \_$2330  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$724  = table_131;
+    \_$2331  = table_131;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26781,16 +38474,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$724  = param__data[31:24];
+                \_$2331  = param__data[31:24];
           endcase
     endcase
     if (rst) begin
-      \_$724  = 8'h00;
+      \_$2331  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$725  = table_132;
+    \_$2332  = table_132;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26805,16 +38498,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$725  = param__data[39:32];
+                \_$2332  = param__data[39:32];
           endcase
     endcase
     if (rst) begin
-      \_$725  = 8'h00;
+      \_$2332  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$726  = table_133;
+    \_$2333  = table_133;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26829,16 +38522,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$726  = param__data[47:40];
+                \_$2333  = param__data[47:40];
           endcase
     endcase
     if (rst) begin
-      \_$726  = 8'h00;
+      \_$2333  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$727  = table_134;
+    \_$2334  = table_134;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26853,16 +38546,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$727  = param__data[55:48];
+                \_$2334  = param__data[55:48];
           endcase
     endcase
     if (rst) begin
-      \_$727  = 8'h00;
+      \_$2334  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$728  = table_135;
+    \_$2335  = table_135;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26877,16 +38570,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$728  = param__data[63:56];
+                \_$2335  = param__data[63:56];
           endcase
     endcase
     if (rst) begin
-      \_$728  = 8'h00;
+      \_$2335  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$729  = table_136;
+    \_$2336  = table_136;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26901,16 +38594,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$729  = param__data[71:64];
+                \_$2336  = param__data[71:64];
           endcase
     endcase
     if (rst) begin
-      \_$729  = 8'h00;
+      \_$2336  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$730  = table_137;
+    \_$2337  = table_137;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26925,16 +38618,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$730  = param__data[79:72];
+                \_$2337  = param__data[79:72];
           endcase
     endcase
     if (rst) begin
-      \_$730  = 8'h00;
+      \_$2337  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$731  = table_138;
+    \_$2338  = table_138;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26949,16 +38642,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$731  = param__data[87:80];
+                \_$2338  = param__data[87:80];
           endcase
     endcase
     if (rst) begin
-      \_$731  = 8'h00;
+      \_$2338  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$732  = table_139;
+    \_$2339  = table_139;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26973,16 +38666,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$732  = param__data[95:88];
+                \_$2339  = param__data[95:88];
           endcase
     endcase
     if (rst) begin
-      \_$732  = 8'h00;
+      \_$2339  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$733  = table_140;
+    \_$2340  = table_140;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -26997,16 +38690,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$733  = param__data[103:96];
+                \_$2340  = param__data[103:96];
           endcase
     endcase
     if (rst) begin
-      \_$733  = 8'h00;
+      \_$2340  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$734  = table_141;
+    \_$2341  = table_141;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27021,16 +38714,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$734  = param__data[111:104];
+                \_$2341  = param__data[111:104];
           endcase
     endcase
     if (rst) begin
-      \_$734  = 8'h00;
+      \_$2341  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$735  = table_142;
+    \_$2342  = table_142;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27045,16 +38738,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$735  = param__data[119:112];
+                \_$2342  = param__data[119:112];
           endcase
     endcase
     if (rst) begin
-      \_$735  = 8'h00;
+      \_$2342  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$736  = table_143;
+    \_$2343  = table_143;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27069,16 +38762,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$736  = param__data[127:120];
+                \_$2343  = param__data[127:120];
           endcase
     endcase
     if (rst) begin
-      \_$736  = 8'h00;
+      \_$2343  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$737  = table_144;
+    \_$2344  = table_144;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27093,16 +38786,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$737  = param__data[135:128];
+                \_$2344  = param__data[135:128];
           endcase
     endcase
     if (rst) begin
-      \_$737  = 8'h00;
+      \_$2344  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$738  = table_145;
+    \_$2345  = table_145;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27117,16 +38810,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$738  = param__data[143:136];
+                \_$2345  = param__data[143:136];
           endcase
     endcase
     if (rst) begin
-      \_$738  = 8'h00;
+      \_$2345  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$739  = table_146;
+    \_$2346  = table_146;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27141,16 +38834,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$739  = param__data[151:144];
+                \_$2346  = param__data[151:144];
           endcase
     endcase
     if (rst) begin
-      \_$739  = 8'h00;
+      \_$2346  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$740  = table_147;
+    \_$2347  = table_147;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27165,16 +38858,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$740  = param__data[159:152];
+                \_$2347  = param__data[159:152];
           endcase
     endcase
     if (rst) begin
-      \_$740  = 8'h00;
+      \_$2347  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$741  = table_148;
+    \_$2348  = table_148;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27189,16 +38882,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$741  = param__data[167:160];
+                \_$2348  = param__data[167:160];
           endcase
     endcase
     if (rst) begin
-      \_$741  = 8'h00;
+      \_$2348  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$742  = table_149;
+    \_$2349  = table_149;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27213,16 +38906,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$742  = param__data[175:168];
+                \_$2349  = param__data[175:168];
           endcase
     endcase
     if (rst) begin
-      \_$742  = 8'h00;
+      \_$2349  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$743  = table_150;
+    \_$2350  = table_150;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27237,16 +38930,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$743  = param__data[183:176];
+                \_$2350  = param__data[183:176];
           endcase
     endcase
     if (rst) begin
-      \_$743  = 8'h00;
+      \_$2350  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$744  = table_151;
+    \_$2351  = table_151;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27261,16 +38954,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$744  = param__data[191:184];
+                \_$2351  = param__data[191:184];
           endcase
     endcase
     if (rst) begin
-      \_$744  = 8'h00;
+      \_$2351  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$745  = table_152;
+    \_$2352  = table_152;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27285,16 +38978,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$745  = param__data[199:192];
+                \_$2352  = param__data[199:192];
           endcase
     endcase
     if (rst) begin
-      \_$745  = 8'h00;
+      \_$2352  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$746  = table_153;
+    \_$2353  = table_153;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27309,16 +39002,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$746  = param__data[207:200];
+                \_$2353  = param__data[207:200];
           endcase
     endcase
     if (rst) begin
-      \_$746  = 8'h00;
+      \_$2353  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$747  = table_154;
+    \_$2354  = table_154;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27333,16 +39026,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$747  = param__data[215:208];
+                \_$2354  = param__data[215:208];
           endcase
     endcase
     if (rst) begin
-      \_$747  = 8'h00;
+      \_$2354  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$748  = table_155;
+    \_$2355  = table_155;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27357,16 +39050,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$748  = param__data[223:216];
+                \_$2355  = param__data[223:216];
           endcase
     endcase
     if (rst) begin
-      \_$748  = 8'h00;
+      \_$2355  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$749  = table_156;
+    \_$2356  = table_156;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27381,16 +39074,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$749  = param__data[231:224];
+                \_$2356  = param__data[231:224];
           endcase
     endcase
     if (rst) begin
-      \_$749  = 8'h00;
+      \_$2356  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$750  = table_157;
+    \_$2357  = table_157;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27405,16 +39098,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$750  = param__data[239:232];
+                \_$2357  = param__data[239:232];
           endcase
     endcase
     if (rst) begin
-      \_$750  = 8'h00;
+      \_$2357  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$751  = table_158;
+    \_$2358  = table_158;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27429,16 +39122,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$751  = param__data[247:240];
+                \_$2358  = param__data[247:240];
           endcase
     endcase
     if (rst) begin
-      \_$751  = 8'h00;
+      \_$2358  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$752  = table_159;
+    \_$2359  = table_159;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27453,16 +39146,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$752  = param__data[255:248];
+                \_$2359  = param__data[255:248];
           endcase
     endcase
     if (rst) begin
-      \_$752  = 8'h00;
+      \_$2359  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$753  = table_160;
+    \_$2360  = table_160;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27477,16 +39170,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$753  = param__data[263:256];
+                \_$2360  = param__data[263:256];
           endcase
     endcase
     if (rst) begin
-      \_$753  = 8'h00;
+      \_$2360  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$754  = table_161;
+    \_$2361  = table_161;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27501,16 +39194,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$754  = param__data[271:264];
+                \_$2361  = param__data[271:264];
           endcase
     endcase
     if (rst) begin
-      \_$754  = 8'h00;
+      \_$2361  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$755  = table_162;
+    \_$2362  = table_162;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27525,16 +39218,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$755  = param__data[279:272];
+                \_$2362  = param__data[279:272];
           endcase
     endcase
     if (rst) begin
-      \_$755  = 8'h00;
+      \_$2362  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$756  = table_163;
+    \_$2363  = table_163;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27549,16 +39242,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$756  = param__data[287:280];
+                \_$2363  = param__data[287:280];
           endcase
     endcase
     if (rst) begin
-      \_$756  = 8'h00;
+      \_$2363  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$757  = table_164;
+    \_$2364  = table_164;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27573,16 +39266,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$757  = param__data[295:288];
+                \_$2364  = param__data[295:288];
           endcase
     endcase
     if (rst) begin
-      \_$757  = 8'h00;
+      \_$2364  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$758  = table_165;
+    \_$2365  = table_165;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27597,16 +39290,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$758  = param__data[303:296];
+                \_$2365  = param__data[303:296];
           endcase
     endcase
     if (rst) begin
-      \_$758  = 8'h00;
+      \_$2365  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$759  = table_166;
+    \_$2366  = table_166;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27621,16 +39314,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$759  = param__data[311:304];
+                \_$2366  = param__data[311:304];
           endcase
     endcase
     if (rst) begin
-      \_$759  = 8'h00;
+      \_$2366  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$760  = table_167;
+    \_$2367  = table_167;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27645,16 +39338,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$760  = param__data[319:312];
+                \_$2367  = param__data[319:312];
           endcase
     endcase
     if (rst) begin
-      \_$760  = 8'h00;
+      \_$2367  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$761  = table_168;
+    \_$2368  = table_168;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27669,16 +39362,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$761  = param__data[327:320];
+                \_$2368  = param__data[327:320];
           endcase
     endcase
     if (rst) begin
-      \_$761  = 8'h00;
+      \_$2368  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$762  = table_169;
+    \_$2369  = table_169;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27693,16 +39386,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$762  = param__data[335:328];
+                \_$2369  = param__data[335:328];
           endcase
     endcase
     if (rst) begin
-      \_$762  = 8'h00;
+      \_$2369  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$763  = table_170;
+    \_$2370  = table_170;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27717,16 +39410,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$763  = param__data[343:336];
+                \_$2370  = param__data[343:336];
           endcase
     endcase
     if (rst) begin
-      \_$763  = 8'h00;
+      \_$2370  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$764  = table_171;
+    \_$2371  = table_171;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27741,16 +39434,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$764  = param__data[351:344];
+                \_$2371  = param__data[351:344];
           endcase
     endcase
     if (rst) begin
-      \_$764  = 8'h00;
+      \_$2371  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$765  = table_172;
+    \_$2372  = table_172;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27765,16 +39458,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$765  = param__data[359:352];
+                \_$2372  = param__data[359:352];
           endcase
     endcase
     if (rst) begin
-      \_$765  = 8'h00;
+      \_$2372  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$766  = table_173;
+    \_$2373  = table_173;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27789,16 +39482,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$766  = param__data[367:360];
+                \_$2373  = param__data[367:360];
           endcase
     endcase
     if (rst) begin
-      \_$766  = 8'h00;
+      \_$2373  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$767  = table_174;
+    \_$2374  = table_174;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27813,16 +39506,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$767  = param__data[375:368];
+                \_$2374  = param__data[375:368];
           endcase
     endcase
     if (rst) begin
-      \_$767  = 8'h00;
+      \_$2374  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$768  = table_175;
+    \_$2375  = table_175;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27837,16 +39530,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$768  = param__data[383:376];
+                \_$2375  = param__data[383:376];
           endcase
     endcase
     if (rst) begin
-      \_$768  = 8'h00;
+      \_$2375  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$769  = table_176;
+    \_$2376  = table_176;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27861,16 +39554,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$769  = param__data[391:384];
+                \_$2376  = param__data[391:384];
           endcase
     endcase
     if (rst) begin
-      \_$769  = 8'h00;
+      \_$2376  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$770  = table_177;
+    \_$2377  = table_177;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27885,16 +39578,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$770  = param__data[399:392];
+                \_$2377  = param__data[399:392];
           endcase
     endcase
     if (rst) begin
-      \_$770  = 8'h00;
+      \_$2377  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$771  = table_178;
+    \_$2378  = table_178;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27909,16 +39602,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$771  = param__data[407:400];
+                \_$2378  = param__data[407:400];
           endcase
     endcase
     if (rst) begin
-      \_$771  = 8'h00;
+      \_$2378  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$772  = table_179;
+    \_$2379  = table_179;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27933,16 +39626,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$772  = param__data[415:408];
+                \_$2379  = param__data[415:408];
           endcase
     endcase
     if (rst) begin
-      \_$772  = 8'h00;
+      \_$2379  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$773  = table_180;
+    \_$2380  = table_180;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27957,16 +39650,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$773  = param__data[423:416];
+                \_$2380  = param__data[423:416];
           endcase
     endcase
     if (rst) begin
-      \_$773  = 8'h00;
+      \_$2380  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$774  = table_181;
+    \_$2381  = table_181;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -27981,16 +39674,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$774  = param__data[431:424];
+                \_$2381  = param__data[431:424];
           endcase
     endcase
     if (rst) begin
-      \_$774  = 8'h00;
+      \_$2381  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$775  = table_182;
+    \_$2382  = table_182;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28005,16 +39698,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$775  = param__data[439:432];
+                \_$2382  = param__data[439:432];
           endcase
     endcase
     if (rst) begin
-      \_$775  = 8'h00;
+      \_$2382  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$776  = table_183;
+    \_$2383  = table_183;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28029,16 +39722,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$776  = param__data[447:440];
+                \_$2383  = param__data[447:440];
           endcase
     endcase
     if (rst) begin
-      \_$776  = 8'h00;
+      \_$2383  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$777  = table_184;
+    \_$2384  = table_184;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28053,16 +39746,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$777  = param__data[455:448];
+                \_$2384  = param__data[455:448];
           endcase
     endcase
     if (rst) begin
-      \_$777  = 8'h00;
+      \_$2384  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$778  = table_185;
+    \_$2385  = table_185;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28077,16 +39770,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$778  = param__data[463:456];
+                \_$2385  = param__data[463:456];
           endcase
     endcase
     if (rst) begin
-      \_$778  = 8'h00;
+      \_$2385  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$779  = table_186;
+    \_$2386  = table_186;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28101,16 +39794,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$779  = param__data[471:464];
+                \_$2386  = param__data[471:464];
           endcase
     endcase
     if (rst) begin
-      \_$779  = 8'h00;
+      \_$2386  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$780  = table_187;
+    \_$2387  = table_187;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28125,16 +39818,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$780  = param__data[479:472];
+                \_$2387  = param__data[479:472];
           endcase
     endcase
     if (rst) begin
-      \_$780  = 8'h00;
+      \_$2387  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$781  = table_188;
+    \_$2388  = table_188;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28149,16 +39842,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$781  = param__data[487:480];
+                \_$2388  = param__data[487:480];
           endcase
     endcase
     if (rst) begin
-      \_$781  = 8'h00;
+      \_$2388  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$782  = table_189;
+    \_$2389  = table_189;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28173,16 +39866,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$782  = param__data[495:488];
+                \_$2389  = param__data[495:488];
           endcase
     endcase
     if (rst) begin
-      \_$782  = 8'h00;
+      \_$2389  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$783  = table_190;
+    \_$2390  = table_190;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28197,16 +39890,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$783  = param__data[503:496];
+                \_$2390  = param__data[503:496];
           endcase
     endcase
     if (rst) begin
-      \_$783  = 8'h00;
+      \_$2390  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$784  = table_191;
+    \_$2391  = table_191;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28221,16 +39914,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h2:
                 /* empty */;
             3'h3:
-                \_$784  = param__data[511:504];
+                \_$2391  = param__data[511:504];
           endcase
     endcase
     if (rst) begin
-      \_$784  = 8'h00;
+      \_$2391  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$785  = table_192;
+    \_$2392  = table_192;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28247,16 +39940,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$785  = param__data[7:0];
+                \_$2392  = param__data[7:0];
           endcase
     endcase
     if (rst) begin
-      \_$785  = 8'h00;
+      \_$2392  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$786  = table_193;
+    \_$2393  = table_193;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28273,16 +39966,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$786  = param__data[15:8];
+                \_$2393  = param__data[15:8];
           endcase
     endcase
     if (rst) begin
-      \_$786  = 8'h00;
+      \_$2393  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$787  = table_194;
+    \_$2394  = table_194;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28299,16 +39992,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$787  = param__data[23:16];
+                \_$2394  = param__data[23:16];
           endcase
     endcase
     if (rst) begin
-      \_$787  = 8'h00;
+      \_$2394  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$788  = table_195;
+    \_$2395  = table_195;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28325,16 +40018,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$788  = param__data[31:24];
+                \_$2395  = param__data[31:24];
           endcase
     endcase
     if (rst) begin
-      \_$788  = 8'h00;
+      \_$2395  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$789  = table_196;
+    \_$2396  = table_196;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28351,16 +40044,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$789  = param__data[39:32];
+                \_$2396  = param__data[39:32];
           endcase
     endcase
     if (rst) begin
-      \_$789  = 8'h00;
+      \_$2396  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$790  = table_197;
+    \_$2397  = table_197;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28377,16 +40070,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$790  = param__data[47:40];
+                \_$2397  = param__data[47:40];
           endcase
     endcase
     if (rst) begin
-      \_$790  = 8'h00;
+      \_$2397  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$791  = table_198;
+    \_$2398  = table_198;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28403,16 +40096,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$791  = param__data[55:48];
+                \_$2398  = param__data[55:48];
           endcase
     endcase
     if (rst) begin
-      \_$791  = 8'h00;
+      \_$2398  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$792  = table_199;
+    \_$2399  = table_199;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28429,16 +40122,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$792  = param__data[63:56];
+                \_$2399  = param__data[63:56];
           endcase
     endcase
     if (rst) begin
-      \_$792  = 8'h00;
+      \_$2399  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$793  = table_200;
+    \_$2400  = table_200;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28455,16 +40148,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$793  = param__data[71:64];
+                \_$2400  = param__data[71:64];
           endcase
     endcase
     if (rst) begin
-      \_$793  = 8'h00;
+      \_$2400  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$794  = table_201;
+    \_$2401  = table_201;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28481,16 +40174,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$794  = param__data[79:72];
+                \_$2401  = param__data[79:72];
           endcase
     endcase
     if (rst) begin
-      \_$794  = 8'h00;
+      \_$2401  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$795  = table_202;
+    \_$2402  = table_202;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28507,16 +40200,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$795  = param__data[87:80];
+                \_$2402  = param__data[87:80];
           endcase
     endcase
     if (rst) begin
-      \_$795  = 8'h00;
+      \_$2402  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$796  = table_203;
+    \_$2403  = table_203;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28533,16 +40226,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$796  = param__data[95:88];
+                \_$2403  = param__data[95:88];
           endcase
     endcase
     if (rst) begin
-      \_$796  = 8'h00;
+      \_$2403  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$797  = table_204;
+    \_$2404  = table_204;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28559,16 +40252,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$797  = param__data[103:96];
+                \_$2404  = param__data[103:96];
           endcase
     endcase
     if (rst) begin
-      \_$797  = 8'h00;
+      \_$2404  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$798  = table_205;
+    \_$2405  = table_205;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28585,16 +40278,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$798  = param__data[111:104];
+                \_$2405  = param__data[111:104];
           endcase
     endcase
     if (rst) begin
-      \_$798  = 8'h00;
+      \_$2405  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$799  = table_206;
+    \_$2406  = table_206;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28611,16 +40304,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$799  = param__data[119:112];
+                \_$2406  = param__data[119:112];
           endcase
     endcase
     if (rst) begin
-      \_$799  = 8'h00;
+      \_$2406  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$800  = table_207;
+    \_$2407  = table_207;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28637,16 +40330,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$800  = param__data[127:120];
+                \_$2407  = param__data[127:120];
           endcase
     endcase
     if (rst) begin
-      \_$800  = 8'h00;
+      \_$2407  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$801  = table_208;
+    \_$2408  = table_208;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28663,16 +40356,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$801  = param__data[135:128];
+                \_$2408  = param__data[135:128];
           endcase
     endcase
     if (rst) begin
-      \_$801  = 8'h00;
+      \_$2408  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$802  = table_209;
+    \_$2409  = table_209;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28689,16 +40382,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$802  = param__data[143:136];
+                \_$2409  = param__data[143:136];
           endcase
     endcase
     if (rst) begin
-      \_$802  = 8'h00;
+      \_$2409  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$803  = table_210;
+    \_$2410  = table_210;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28715,16 +40408,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$803  = param__data[151:144];
+                \_$2410  = param__data[151:144];
           endcase
     endcase
     if (rst) begin
-      \_$803  = 8'h00;
+      \_$2410  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$804  = table_211;
+    \_$2411  = table_211;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28741,16 +40434,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$804  = param__data[159:152];
+                \_$2411  = param__data[159:152];
           endcase
     endcase
     if (rst) begin
-      \_$804  = 8'h00;
+      \_$2411  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$805  = table_212;
+    \_$2412  = table_212;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28767,16 +40460,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$805  = param__data[167:160];
+                \_$2412  = param__data[167:160];
           endcase
     endcase
     if (rst) begin
-      \_$805  = 8'h00;
+      \_$2412  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$806  = table_213;
+    \_$2413  = table_213;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28793,16 +40486,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$806  = param__data[175:168];
+                \_$2413  = param__data[175:168];
           endcase
     endcase
     if (rst) begin
-      \_$806  = 8'h00;
+      \_$2413  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$807  = table_214;
+    \_$2414  = table_214;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28819,16 +40512,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$807  = param__data[183:176];
+                \_$2414  = param__data[183:176];
           endcase
     endcase
     if (rst) begin
-      \_$807  = 8'h00;
+      \_$2414  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$808  = table_215;
+    \_$2415  = table_215;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28845,16 +40538,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$808  = param__data[191:184];
+                \_$2415  = param__data[191:184];
           endcase
     endcase
     if (rst) begin
-      \_$808  = 8'h00;
+      \_$2415  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$809  = table_216;
+    \_$2416  = table_216;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28871,16 +40564,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$809  = param__data[199:192];
+                \_$2416  = param__data[199:192];
           endcase
     endcase
     if (rst) begin
-      \_$809  = 8'h00;
+      \_$2416  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$810  = table_217;
+    \_$2417  = table_217;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28897,16 +40590,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$810  = param__data[207:200];
+                \_$2417  = param__data[207:200];
           endcase
     endcase
     if (rst) begin
-      \_$810  = 8'h00;
+      \_$2417  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$811  = table_218;
+    \_$2418  = table_218;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28923,16 +40616,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$811  = param__data[215:208];
+                \_$2418  = param__data[215:208];
           endcase
     endcase
     if (rst) begin
-      \_$811  = 8'h00;
+      \_$2418  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$812  = table_219;
+    \_$2419  = table_219;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28949,16 +40642,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$812  = param__data[223:216];
+                \_$2419  = param__data[223:216];
           endcase
     endcase
     if (rst) begin
-      \_$812  = 8'h00;
+      \_$2419  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$813  = table_220;
+    \_$2420  = table_220;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -28975,16 +40668,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$813  = param__data[231:224];
+                \_$2420  = param__data[231:224];
           endcase
     endcase
     if (rst) begin
-      \_$813  = 8'h00;
+      \_$2420  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$814  = table_221;
+    \_$2421  = table_221;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29001,16 +40694,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$814  = param__data[239:232];
+                \_$2421  = param__data[239:232];
           endcase
     endcase
     if (rst) begin
-      \_$814  = 8'h00;
+      \_$2421  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$815  = table_222;
+    \_$2422  = table_222;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29027,16 +40720,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$815  = param__data[247:240];
+                \_$2422  = param__data[247:240];
           endcase
     endcase
     if (rst) begin
-      \_$815  = 8'h00;
+      \_$2422  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$816  = table_223;
+    \_$2423  = table_223;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29053,16 +40746,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$816  = param__data[255:248];
+                \_$2423  = param__data[255:248];
           endcase
     endcase
     if (rst) begin
-      \_$816  = 8'h00;
+      \_$2423  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$817  = table_224;
+    \_$2424  = table_224;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29079,16 +40772,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$817  = param__data[263:256];
+                \_$2424  = param__data[263:256];
           endcase
     endcase
     if (rst) begin
-      \_$817  = 8'h00;
+      \_$2424  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$818  = table_225;
+    \_$2425  = table_225;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29105,16 +40798,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$818  = param__data[271:264];
+                \_$2425  = param__data[271:264];
           endcase
     endcase
     if (rst) begin
-      \_$818  = 8'h00;
+      \_$2425  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$819  = table_226;
+    \_$2426  = table_226;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29131,16 +40824,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$819  = param__data[279:272];
+                \_$2426  = param__data[279:272];
           endcase
     endcase
     if (rst) begin
-      \_$819  = 8'h00;
+      \_$2426  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$820  = table_227;
+    \_$2427  = table_227;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29157,16 +40850,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$820  = param__data[287:280];
+                \_$2427  = param__data[287:280];
           endcase
     endcase
     if (rst) begin
-      \_$820  = 8'h00;
+      \_$2427  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$821  = table_228;
+    \_$2428  = table_228;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29183,16 +40876,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$821  = param__data[295:288];
+                \_$2428  = param__data[295:288];
           endcase
     endcase
     if (rst) begin
-      \_$821  = 8'h00;
+      \_$2428  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$822  = table_229;
+    \_$2429  = table_229;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29209,16 +40902,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$822  = param__data[303:296];
+                \_$2429  = param__data[303:296];
           endcase
     endcase
     if (rst) begin
-      \_$822  = 8'h00;
+      \_$2429  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$823  = table_230;
+    \_$2430  = table_230;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29235,16 +40928,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$823  = param__data[311:304];
+                \_$2430  = param__data[311:304];
           endcase
     endcase
     if (rst) begin
-      \_$823  = 8'h00;
+      \_$2430  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$824  = table_231;
+    \_$2431  = table_231;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29261,16 +40954,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$824  = param__data[319:312];
+                \_$2431  = param__data[319:312];
           endcase
     endcase
     if (rst) begin
-      \_$824  = 8'h00;
+      \_$2431  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$825  = table_232;
+    \_$2432  = table_232;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29287,16 +40980,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$825  = param__data[327:320];
+                \_$2432  = param__data[327:320];
           endcase
     endcase
     if (rst) begin
-      \_$825  = 8'h00;
+      \_$2432  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$826  = table_233;
+    \_$2433  = table_233;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29313,16 +41006,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$826  = param__data[335:328];
+                \_$2433  = param__data[335:328];
           endcase
     endcase
     if (rst) begin
-      \_$826  = 8'h00;
+      \_$2433  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$827  = table_234;
+    \_$2434  = table_234;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29339,16 +41032,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$827  = param__data[343:336];
+                \_$2434  = param__data[343:336];
           endcase
     endcase
     if (rst) begin
-      \_$827  = 8'h00;
+      \_$2434  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$828  = table_235;
+    \_$2435  = table_235;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29365,16 +41058,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$828  = param__data[351:344];
+                \_$2435  = param__data[351:344];
           endcase
     endcase
     if (rst) begin
-      \_$828  = 8'h00;
+      \_$2435  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$829  = table_236;
+    \_$2436  = table_236;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29391,16 +41084,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$829  = param__data[359:352];
+                \_$2436  = param__data[359:352];
           endcase
     endcase
     if (rst) begin
-      \_$829  = 8'h00;
+      \_$2436  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$830  = table_237;
+    \_$2437  = table_237;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29417,16 +41110,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$830  = param__data[367:360];
+                \_$2437  = param__data[367:360];
           endcase
     endcase
     if (rst) begin
-      \_$830  = 8'h00;
+      \_$2437  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$831  = table_238;
+    \_$2438  = table_238;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29443,16 +41136,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$831  = param__data[375:368];
+                \_$2438  = param__data[375:368];
           endcase
     endcase
     if (rst) begin
-      \_$831  = 8'h00;
+      \_$2438  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$832  = table_239;
+    \_$2439  = table_239;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29469,16 +41162,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$832  = param__data[383:376];
+                \_$2439  = param__data[383:376];
           endcase
     endcase
     if (rst) begin
-      \_$832  = 8'h00;
+      \_$2439  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$833  = table_240;
+    \_$2440  = table_240;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29495,16 +41188,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$833  = param__data[391:384];
+                \_$2440  = param__data[391:384];
           endcase
     endcase
     if (rst) begin
-      \_$833  = 8'h00;
+      \_$2440  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$834  = table_241;
+    \_$2441  = table_241;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29521,16 +41214,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$834  = param__data[399:392];
+                \_$2441  = param__data[399:392];
           endcase
     endcase
     if (rst) begin
-      \_$834  = 8'h00;
+      \_$2441  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$835  = table_242;
+    \_$2442  = table_242;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29547,16 +41240,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$835  = param__data[407:400];
+                \_$2442  = param__data[407:400];
           endcase
     endcase
     if (rst) begin
-      \_$835  = 8'h00;
+      \_$2442  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$836  = table_243;
+    \_$2443  = table_243;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29573,16 +41266,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$836  = param__data[415:408];
+                \_$2443  = param__data[415:408];
           endcase
     endcase
     if (rst) begin
-      \_$836  = 8'h00;
+      \_$2443  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$837  = table_244;
+    \_$2444  = table_244;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29599,16 +41292,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$837  = param__data[423:416];
+                \_$2444  = param__data[423:416];
           endcase
     endcase
     if (rst) begin
-      \_$837  = 8'h00;
+      \_$2444  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$838  = table_245;
+    \_$2445  = table_245;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29625,16 +41318,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$838  = param__data[431:424];
+                \_$2445  = param__data[431:424];
           endcase
     endcase
     if (rst) begin
-      \_$838  = 8'h00;
+      \_$2445  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$839  = table_246;
+    \_$2446  = table_246;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29651,16 +41344,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$839  = param__data[439:432];
+                \_$2446  = param__data[439:432];
           endcase
     endcase
     if (rst) begin
-      \_$839  = 8'h00;
+      \_$2446  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$840  = table_247;
+    \_$2447  = table_247;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29677,16 +41370,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$840  = param__data[447:440];
+                \_$2447  = param__data[447:440];
           endcase
     endcase
     if (rst) begin
-      \_$840  = 8'h00;
+      \_$2447  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$841  = table_248;
+    \_$2448  = table_248;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29703,16 +41396,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$841  = param__data[455:448];
+                \_$2448  = param__data[455:448];
           endcase
     endcase
     if (rst) begin
-      \_$841  = 8'h00;
+      \_$2448  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$842  = table_249;
+    \_$2449  = table_249;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29729,16 +41422,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$842  = param__data[463:456];
+                \_$2449  = param__data[463:456];
           endcase
     endcase
     if (rst) begin
-      \_$842  = 8'h00;
+      \_$2449  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$843  = table_250;
+    \_$2450  = table_250;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29755,16 +41448,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$843  = param__data[471:464];
+                \_$2450  = param__data[471:464];
           endcase
     endcase
     if (rst) begin
-      \_$843  = 8'h00;
+      \_$2450  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$844  = table_251;
+    \_$2451  = table_251;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29781,16 +41474,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$844  = param__data[479:472];
+                \_$2451  = param__data[479:472];
           endcase
     endcase
     if (rst) begin
-      \_$844  = 8'h00;
+      \_$2451  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$845  = table_252;
+    \_$2452  = table_252;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29807,16 +41500,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$845  = param__data[487:480];
+                \_$2452  = param__data[487:480];
           endcase
     endcase
     if (rst) begin
-      \_$845  = 8'h00;
+      \_$2452  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$846  = table_253;
+    \_$2453  = table_253;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29833,16 +41526,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$846  = param__data[495:488];
+                \_$2453  = param__data[495:488];
           endcase
     endcase
     if (rst) begin
-      \_$846  = 8'h00;
+      \_$2453  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$847  = table_254;
+    \_$2454  = table_254;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29859,16 +41552,16 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$847  = param__data[503:496];
+                \_$2454  = param__data[503:496];
           endcase
     endcase
     if (rst) begin
-      \_$847  = 8'h00;
+      \_$2454  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
-    \_$848  = table_255;
+    \_$2455  = table_255;
     casez (store_state)
       3'h0:
           /* empty */;
@@ -29885,11 +41578,11 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
             3'h3:
                 /* empty */;
             3'h4:
-                \_$848  = param__data[511:504];
+                \_$2455  = param__data[511:504];
           endcase
     endcase
     if (rst) begin
-      \_$848  = 8'h00;
+      \_$2455  = 8'h00;
     end
   end
   assign opcode = word[3:0];
@@ -29914,6 +41607,7 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign line_bytes = 16'h0004;
   assign lines_in_mem = 17'h00400;
   assign align = 16'h0004;
+  assign every_line = word[91];
   assign wr__ready = 1'h1;
   assign bad_shift = 1'h0;
   assign acc__addr = lines__payload[15:0];
@@ -30018,80 +41712,86 @@ module \sim_top.accel.store (desc_count, clk, rst, acc__en, desc_bus__req__valid
   assign \_$11  = \_$10 ;
   assign \_$18  = \_$17 ;
   assign \_$24  = \_$23 ;
-  assign \_$30  = \_$signal$59 ;
-  assign \_$40  = \_$signal$59 ;
-  assign \_$51  = \_$signal$59 ;
-  assign \_$101  = \_$100 ;
-  assign \_$108  = \_$107 ;
-  assign \_$118  = \_$signal$59 ;
-  assign \_$128  = \_$signal$59 ;
-  assign \_$134  = \_$133 ;
-  assign \_$145  = \_$signal$59 ;
-  assign \_$150  = \_$signal$59 ;
-  assign \_$537  = \_$signal$59 ;
-  assign \_$538  = \_$signal$59 ;
-  assign \_$546 [31:7] = 25'h0000000;
-  assign \_$546 [6:0] = word[46:40];
-  assign \_$553  = \_$552 ;
-  assign \_$561  = \_$560 ;
-  assign \_$563  = \_$562 ;
+  assign \_$31  = \_$signal$60 ;
+  assign \_$43  = \_$signal$60 ;
+  assign \_$56  = \_$signal$60 ;
+  assign \_$112  = \_$111 ;
+  assign \_$119  = \_$118 ;
+  assign \_$130  = \_$signal$60 ;
+  assign \_$142  = \_$signal$60 ;
+  assign \_$151  = \_$150 ;
+  assign \_$163  = \_$signal$60 ;
+  assign \_$1719  = \_$signal$60 ;
+  assign \_$1726  = \_$signal$60 ;
+  assign \_$1734  = \_$signal$60 ;
+  assign \_$1738  = { 8'h00, block_0[31:8] };
+  assign \_$1739  = { 8'h00, block_1[31:8] };
+  assign \_$1740  = { 8'h00, block_2[31:8] };
+  assign \_$1741  = { 8'h00, block_3[31:8] };
+  assign \_$2127  = \_$signal$60 ;
+  assign \_$2128  = \_$signal$60 ;
+  assign \_$2136 [31:7] = 25'h0000000;
+  assign \_$2136 [6:0] = word[46:40];
+  assign \_$2143  = \_$2142 ;
+  assign \_$2154  = \_$2153 ;
+  assign \_$2156  = \_$2155 ;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payload, busy, lines__valid, error, error_code, clk);
+module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc, lines__payload, busy, lines__valid, error, error_code, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$38  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
   wire [32:0] \_$100 ;
-  wire [16:0] \_$101 ;
-  wire \_$102 ;
-  wire \_$103 ;
-  wire [16:0] \_$104 ;
+  wire [32:0] \_$101 ;
+  wire [32:0] \_$102 ;
+  wire [16:0] \_$103 ;
+  wire \_$104 ;
   wire \_$105 ;
-  wire \_$106 ;
-  wire [16:0] \_$107 ;
+  wire [16:0] \_$106 ;
+  wire \_$107 ;
   wire \_$108 ;
-  wire \_$109 ;
+  wire [16:0] \_$109 ;
   wire \_$11 ;
-  wire [16:0] \_$110 ;
-  wire [32:0] \_$111 ;
-  wire [32:0] \_$112 ;
+  wire \_$110 ;
+  wire \_$111 ;
+  wire [16:0] \_$112 ;
   wire [32:0] \_$113 ;
-  wire [33:0] \_$114 ;
-  wire [33:0] \_$115 ;
+  wire [32:0] \_$114 ;
+  wire [32:0] \_$115 ;
   wire [33:0] \_$116 ;
-  wire [32:0] \_$117 ;
-  wire [32:0] \_$118 ;
+  wire [33:0] \_$117 ;
+  wire [33:0] \_$118 ;
   wire [32:0] \_$119 ;
   wire \_$12 ;
   wire [32:0] \_$120 ;
   wire [32:0] \_$121 ;
   wire [32:0] \_$122 ;
-  wire [16:0] \_$123 ;
-  wire \_$124 ;
-  wire \_$125 ;
-  wire [16:0] \_$126 ;
+  wire [32:0] \_$123 ;
+  wire [32:0] \_$124 ;
+  wire [16:0] \_$125 ;
+  wire \_$126 ;
   wire \_$127 ;
-  wire \_$128 ;
-  wire [16:0] \_$129 ;
+  wire [16:0] \_$128 ;
+  wire \_$129 ;
   wire \_$13 ;
   wire \_$130 ;
-  wire \_$131 ;
-  wire [16:0] \_$132 ;
+  wire [16:0] \_$131 ;
+  wire \_$132 ;
   wire \_$133 ;
-  wire \_$134 ;
-  wire [16:0] \_$135 ;
-  wire [32:0] \_$136 ;
-  wire [32:0] \_$137 ;
+  wire [16:0] \_$134 ;
+  wire \_$135 ;
+  wire \_$136 ;
+  wire [16:0] \_$137 ;
   wire [32:0] \_$138 ;
   wire [32:0] \_$139 ;
   wire \_$14 ;
-  wire [33:0] \_$140 ;
-  wire [33:0] \_$141 ;
+  wire [32:0] \_$140 ;
+  wire [32:0] \_$141 ;
   wire [33:0] \_$142 ;
   wire [33:0] \_$143 ;
-  wire [32:0] \_$144 ;
-  wire [32:0] \_$145 ;
+  wire [33:0] \_$144 ;
+  wire [33:0] \_$145 ;
   wire [32:0] \_$146 ;
   wire [32:0] \_$147 ;
   wire [32:0] \_$148 ;
@@ -30099,11 +41799,11 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   wire \_$15 ;
   wire [32:0] \_$150 ;
   wire [32:0] \_$151 ;
-  reg \_$152 ;
-  reg [3:0] \_$153 ;
-  reg [1:0] \_$154 ;
-  reg [31:0] \_$155 ;
-  reg [31:0] \_$156 ;
+  wire [32:0] \_$152 ;
+  wire [32:0] \_$153 ;
+  reg \_$154 ;
+  reg [3:0] \_$155 ;
+  reg [1:0] \_$156 ;
   reg [31:0] \_$157 ;
   reg [31:0] \_$158 ;
   reg [31:0] \_$159 ;
@@ -30120,10 +41820,12 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   reg [31:0] \_$169 ;
   wire \_$17 ;
   reg [31:0] \_$170 ;
-  reg [15:0] \_$171 ;
-  reg [15:0] \_$172 ;
+  reg [31:0] \_$171 ;
+  reg [31:0] \_$172 ;
   reg [15:0] \_$173 ;
   reg [15:0] \_$174 ;
+  reg [15:0] \_$175 ;
+  reg [15:0] \_$176 ;
   wire \_$18 ;
   wire \_$19 ;
   wire \_$2 ;
@@ -30145,12 +41847,12 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   wire \_$34 ;
   wire \_$35 ;
   wire \_$36 ;
-  wire [32:0] \_$37 ;
-  wire \_$38 ;
-  wire [16:0] \_$39 ;
+  wire \_$37 ;
+  wire [32:0] \_$38 ;
+  wire \_$39 ;
   wire \_$4 ;
-  wire [32:0] \_$40 ;
-  wire \_$41 ;
+  wire [16:0] \_$40 ;
+  wire [32:0] \_$41 ;
   wire \_$42 ;
   wire \_$43 ;
   wire \_$44 ;
@@ -30182,37 +41884,37 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   wire \_$68 ;
   wire \_$69 ;
   wire \_$7 ;
-  wire [32:0] \_$70 ;
+  wire \_$70 ;
   wire \_$71 ;
-  wire [16:0] \_$72 ;
-  wire [32:0] \_$73 ;
-  wire \_$74 ;
-  wire \_$75 ;
+  wire [32:0] \_$72 ;
+  wire \_$73 ;
+  wire [16:0] \_$74 ;
+  wire [32:0] \_$75 ;
   wire \_$76 ;
   wire \_$77 ;
-  wire [16:0] \_$78 ;
+  wire \_$78 ;
   wire \_$79 ;
   wire \_$8 ;
-  wire \_$80 ;
-  wire [16:0] \_$81 ;
-  wire [32:0] \_$82 ;
-  wire [33:0] \_$83 ;
+  wire [16:0] \_$80 ;
+  wire \_$81 ;
+  wire \_$82 ;
+  wire [16:0] \_$83 ;
   wire [32:0] \_$84 ;
-  wire [32:0] \_$85 ;
-  wire [16:0] \_$86 ;
-  wire \_$87 ;
-  wire \_$88 ;
-  wire [16:0] \_$89 ;
+  wire [33:0] \_$85 ;
+  wire [32:0] \_$86 ;
+  wire [32:0] \_$87 ;
+  wire [16:0] \_$88 ;
+  wire \_$89 ;
   wire [16:0] \_$9 ;
   wire \_$90 ;
-  wire \_$91 ;
-  wire [16:0] \_$92 ;
-  wire [32:0] \_$93 ;
-  wire [32:0] \_$94 ;
-  wire [33:0] \_$95 ;
-  wire [33:0] \_$96 ;
-  wire [32:0] \_$97 ;
-  wire [32:0] \_$98 ;
+  wire [16:0] \_$91 ;
+  wire \_$92 ;
+  wire \_$93 ;
+  wire [16:0] \_$94 ;
+  wire [32:0] \_$95 ;
+  wire [32:0] \_$96 ;
+  wire [33:0] \_$97 ;
+  wire [33:0] \_$98 ;
   wire [32:0] \_$99 ;
   wire [15:0] align;
   output busy;
@@ -30276,6 +41978,8 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   (* enum_value_0111 = "BAD_FIELD" *)
   output [3:0] error_code;
   reg [3:0] error_code = 4'h0;
+  input every_line;
+  wire every_line;
   reg [15:0] i0 = 16'h0000;
   reg [15:0] i1 = 16'h0000;
   reg [15:0] i2 = 16'h0000;
@@ -30352,163 +42056,165 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   assign \_$34  = \_$32  & \_$33 ;
   assign \_$35  = \_$31  | \_$34 ;
   assign \_$36  = \_$30  & \_$35 ;
-  assign \_$37  = dram3 + 3'h4;
-  assign \_$38  = \_$37  <= 27'h4000000;
-  assign \_$41  = ! \_$40 ;
-  assign \_$42  = \_$38  & \_$41 ;
-  assign \_$43  = ~ \_$42 ;
-  assign \_$44  = \_$36  & \_$43 ;
-  assign \_$45  = ! walk_state;
-  assign \_$46  = walk_state == 1'h1;
-  assign \_$47  = walk_state == 2'h2;
-  assign \_$48  = ! desc[137:122];
-  assign \_$49  = ! desc[225:210];
-  assign \_$50  = \_$48  | \_$49 ;
-  assign \_$51  = ! desc[313:298];
-  assign \_$52  = \_$50  | \_$51 ;
-  assign \_$53  = ! desc[401:386];
-  assign \_$54  = \_$52  | \_$53 ;
-  assign \_$55  = $signed(local3) >= $signed(1'h0);
-  assign \_$56  = $signed(local3) < $signed(12'h400);
-  assign \_$57  = \_$55  & \_$56 ;
-  assign \_$58  = ~ \_$57 ;
-  assign \_$59  = ! desc[105:90];
-  assign \_$60  = $signed(y3) >= $signed(1'h0);
-  assign \_$61  = $signed(y3) < $signed({ 1'h0, desc[105:90] });
-  assign \_$62  = \_$60  & \_$61 ;
-  assign \_$63  = \_$59  | \_$62 ;
-  assign \_$64  = ! desc[121:106];
-  assign \_$65  = $signed(x3) >= $signed(1'h0);
-  assign \_$66  = $signed(x3) < $signed({ 1'h0, desc[121:106] });
-  assign \_$67  = \_$65  & \_$66 ;
-  assign \_$68  = \_$64  | \_$67 ;
-  assign \_$69  = \_$63  & \_$68 ;
-  assign \_$70  = dram3 + 3'h4;
-  assign \_$71  = \_$70  <= 27'h4000000;
-  assign \_$74  = ! \_$73 ;
-  assign \_$75  = \_$71  & \_$74 ;
-  assign \_$76  = ~ \_$75 ;
-  assign \_$77  = \_$69  & \_$76 ;
-  assign \_$78  = desc[401:386] - 1'h1;
-  assign \_$79  = i3 == \_$78 ;
-  assign \_$80  = ~ \_$79 ;
-  assign \_$81  = i3 + 1'h1;
-  assign \_$82  = $signed(local3) + $signed(desc[457:434]);
-  assign \_$83  = $signed({ 1'h0, dram3 }) + $signed(desc[433:402]);
-  assign \_$84  = $signed(y3) + $signed(desc[465:458]);
-  assign \_$85  = $signed(x3) + $signed(desc[473:466]);
-  assign \_$86  = desc[313:298] - 1'h1;
-  assign \_$87  = i2 == \_$86 ;
-  assign \_$88  = ~ \_$87 ;
-  assign \_$89  = desc[401:386] - 1'h1;
-  assign \_$90  = i3 == \_$89 ;
-  assign \_$91  = \_$88  & \_$90 ;
-  assign \_$92  = i2 + 1'h1;
-  assign \_$93  = $signed(local2) + $signed(desc[369:346]);
-  assign \_$94  = $signed(local2) + $signed(desc[369:346]);
-  assign \_$95  = $signed({ 1'h0, dram2 }) + $signed(desc[345:314]);
-  assign \_$96  = $signed({ 1'h0, dram2 }) + $signed(desc[345:314]);
-  assign \_$97  = $signed(y2) + $signed(desc[377:370]);
-  assign \_$98  = $signed(y2) + $signed(desc[377:370]);
-  assign \_$99  = $signed(x2) + $signed(desc[385:378]);
-  assign \_$100  = $signed(x2) + $signed(desc[385:378]);
-  assign \_$101  = desc[225:210] - 1'h1;
-  assign \_$102  = i1 == \_$101 ;
-  assign \_$103  = ~ \_$102 ;
-  assign \_$104  = desc[313:298] - 1'h1;
-  assign \_$105  = i2 == \_$104 ;
-  assign \_$106  = \_$103  & \_$105 ;
-  assign \_$107  = desc[401:386] - 1'h1;
-  assign \_$108  = i3 == \_$107 ;
-  assign \_$109  = \_$106  & \_$108 ;
-  assign \_$110  = i1 + 1'h1;
-  assign \_$111  = $signed(local1) + $signed(desc[281:258]);
-  assign \_$112  = $signed(local1) + $signed(desc[281:258]);
+  assign \_$37  = \_$36  | every_line;
+  assign \_$38  = dram3 + 3'h4;
+  assign \_$39  = \_$38  <= 27'h4000000;
+  assign \_$42  = ! \_$41 ;
+  assign \_$43  = \_$39  & \_$42 ;
+  assign \_$44  = ~ \_$43 ;
+  assign \_$45  = \_$37  & \_$44 ;
+  assign \_$46  = ! walk_state;
+  assign \_$47  = walk_state == 1'h1;
+  assign \_$48  = walk_state == 2'h2;
+  assign \_$49  = ! desc[137:122];
+  assign \_$50  = ! desc[225:210];
+  assign \_$51  = \_$49  | \_$50 ;
+  assign \_$52  = ! desc[313:298];
+  assign \_$53  = \_$51  | \_$52 ;
+  assign \_$54  = ! desc[401:386];
+  assign \_$55  = \_$53  | \_$54 ;
+  assign \_$56  = $signed(local3) >= $signed(1'h0);
+  assign \_$57  = $signed(local3) < $signed(12'h400);
+  assign \_$58  = \_$56  & \_$57 ;
+  assign \_$59  = ~ \_$58 ;
+  assign \_$60  = ! desc[105:90];
+  assign \_$61  = $signed(y3) >= $signed(1'h0);
+  assign \_$62  = $signed(y3) < $signed({ 1'h0, desc[105:90] });
+  assign \_$63  = \_$61  & \_$62 ;
+  assign \_$64  = \_$60  | \_$63 ;
+  assign \_$65  = ! desc[121:106];
+  assign \_$66  = $signed(x3) >= $signed(1'h0);
+  assign \_$67  = $signed(x3) < $signed({ 1'h0, desc[121:106] });
+  assign \_$68  = \_$66  & \_$67 ;
+  assign \_$69  = \_$65  | \_$68 ;
+  assign \_$70  = \_$64  & \_$69 ;
+  assign \_$71  = \_$70  | every_line;
+  assign \_$72  = dram3 + 3'h4;
+  assign \_$73  = \_$72  <= 27'h4000000;
+  assign \_$76  = ! \_$75 ;
+  assign \_$77  = \_$73  & \_$76 ;
+  assign \_$78  = ~ \_$77 ;
+  assign \_$79  = \_$71  & \_$78 ;
+  assign \_$80  = desc[401:386] - 1'h1;
+  assign \_$81  = i3 == \_$80 ;
+  assign \_$82  = ~ \_$81 ;
+  assign \_$83  = i3 + 1'h1;
+  assign \_$84  = $signed(local3) + $signed(desc[457:434]);
+  assign \_$85  = $signed({ 1'h0, dram3 }) + $signed(desc[433:402]);
+  assign \_$86  = $signed(y3) + $signed(desc[465:458]);
+  assign \_$87  = $signed(x3) + $signed(desc[473:466]);
+  assign \_$88  = desc[313:298] - 1'h1;
+  assign \_$89  = i2 == \_$88 ;
+  assign \_$90  = ~ \_$89 ;
+  assign \_$91  = desc[401:386] - 1'h1;
+  assign \_$92  = i3 == \_$91 ;
+  assign \_$93  = \_$90  & \_$92 ;
+  assign \_$94  = i2 + 1'h1;
+  assign \_$95  = $signed(local2) + $signed(desc[369:346]);
+  assign \_$96  = $signed(local2) + $signed(desc[369:346]);
+  assign \_$97  = $signed({ 1'h0, dram2 }) + $signed(desc[345:314]);
+  assign \_$98  = $signed({ 1'h0, dram2 }) + $signed(desc[345:314]);
+  assign \_$99  = $signed(y2) + $signed(desc[377:370]);
+  assign \_$100  = $signed(y2) + $signed(desc[377:370]);
+  assign \_$101  = $signed(x2) + $signed(desc[385:378]);
+  assign \_$102  = $signed(x2) + $signed(desc[385:378]);
+  assign \_$103  = desc[225:210] - 1'h1;
+  assign \_$104  = i1 == \_$103 ;
+  assign \_$105  = ~ \_$104 ;
+  assign \_$106  = desc[313:298] - 1'h1;
+  assign \_$107  = i2 == \_$106 ;
+  assign \_$108  = \_$105  & \_$107 ;
+  assign \_$109  = desc[401:386] - 1'h1;
+  assign \_$110  = i3 == \_$109 ;
+  assign \_$111  = \_$108  & \_$110 ;
+  assign \_$112  = i1 + 1'h1;
   assign \_$113  = $signed(local1) + $signed(desc[281:258]);
-  assign \_$114  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
-  assign \_$115  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
+  assign \_$114  = $signed(local1) + $signed(desc[281:258]);
+  assign \_$115  = $signed(local1) + $signed(desc[281:258]);
   assign \_$116  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
-  assign \_$117  = $signed(y1) + $signed(desc[289:282]);
-  assign \_$118  = $signed(y1) + $signed(desc[289:282]);
+  assign \_$117  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
+  assign \_$118  = $signed({ 1'h0, dram1 }) + $signed(desc[257:226]);
   assign \_$119  = $signed(y1) + $signed(desc[289:282]);
-  assign \_$120  = $signed(x1) + $signed(desc[297:290]);
-  assign \_$121  = $signed(x1) + $signed(desc[297:290]);
+  assign \_$120  = $signed(y1) + $signed(desc[289:282]);
+  assign \_$121  = $signed(y1) + $signed(desc[289:282]);
   assign \_$122  = $signed(x1) + $signed(desc[297:290]);
-  assign \_$123  = desc[137:122] - 1'h1;
-  assign \_$124  = i0 == \_$123 ;
-  assign \_$125  = ~ \_$124 ;
-  assign \_$126  = desc[225:210] - 1'h1;
-  assign \_$127  = i1 == \_$126 ;
-  assign \_$128  = \_$125  & \_$127 ;
-  assign \_$129  = desc[313:298] - 1'h1;
-  assign \_$130  = i2 == \_$129 ;
-  assign \_$131  = \_$128  & \_$130 ;
-  assign \_$132  = desc[401:386] - 1'h1;
-  assign \_$133  = i3 == \_$132 ;
-  assign \_$134  = \_$131  & \_$133 ;
-  assign \_$135  = i0 + 1'h1;
-  assign \_$136  = $signed(local0) + $signed(desc[193:170]);
-  assign \_$137  = $signed(local0) + $signed(desc[193:170]);
+  assign \_$123  = $signed(x1) + $signed(desc[297:290]);
+  assign \_$124  = $signed(x1) + $signed(desc[297:290]);
+  assign \_$125  = desc[137:122] - 1'h1;
+  assign \_$126  = i0 == \_$125 ;
+  assign \_$127  = ~ \_$126 ;
+  assign \_$128  = desc[225:210] - 1'h1;
+  assign \_$129  = i1 == \_$128 ;
+  assign \_$130  = \_$127  & \_$129 ;
+  assign \_$131  = desc[313:298] - 1'h1;
+  assign \_$132  = i2 == \_$131 ;
+  assign \_$133  = \_$130  & \_$132 ;
+  assign \_$134  = desc[401:386] - 1'h1;
+  assign \_$135  = i3 == \_$134 ;
+  assign \_$136  = \_$133  & \_$135 ;
+  assign \_$137  = i0 + 1'h1;
   assign \_$138  = $signed(local0) + $signed(desc[193:170]);
   assign \_$139  = $signed(local0) + $signed(desc[193:170]);
-  assign \_$140  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
-  assign \_$141  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
+  assign \_$140  = $signed(local0) + $signed(desc[193:170]);
+  assign \_$141  = $signed(local0) + $signed(desc[193:170]);
   assign \_$142  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
   assign \_$143  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
-  assign \_$144  = $signed(y0) + $signed(desc[201:194]);
-  assign \_$145  = $signed(y0) + $signed(desc[201:194]);
+  assign \_$144  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
+  assign \_$145  = $signed({ 1'h0, dram0 }) + $signed(desc[169:138]);
   assign \_$146  = $signed(y0) + $signed(desc[201:194]);
   assign \_$147  = $signed(y0) + $signed(desc[201:194]);
-  assign \_$148  = $signed(x0) + $signed(desc[209:202]);
-  assign \_$149  = $signed(x0) + $signed(desc[209:202]);
+  assign \_$148  = $signed(y0) + $signed(desc[201:194]);
+  assign \_$149  = $signed(y0) + $signed(desc[201:194]);
   assign \_$150  = $signed(x0) + $signed(desc[209:202]);
   assign \_$151  = $signed(x0) + $signed(desc[209:202]);
+  assign \_$152  = $signed(x0) + $signed(desc[209:202]);
+  assign \_$153  = $signed(x0) + $signed(desc[209:202]);
   always @(posedge clk)
-    error <= \_$152 ;
+    error <= \_$154 ;
   always @(posedge clk)
-    error_code <= \_$153 ;
+    error_code <= \_$155 ;
   always @(posedge clk)
-    walk_state <= \_$154 ;
+    walk_state <= \_$156 ;
   always @(posedge clk)
-    local0 <= \_$155 ;
+    local0 <= \_$157 ;
   always @(posedge clk)
-    local1 <= \_$156 ;
+    local1 <= \_$158 ;
   always @(posedge clk)
-    local2 <= \_$157 ;
+    local2 <= \_$159 ;
   always @(posedge clk)
-    local3 <= \_$158 ;
+    local3 <= \_$160 ;
   always @(posedge clk)
-    dram0 <= \_$159 ;
+    dram0 <= \_$161 ;
   always @(posedge clk)
-    dram1 <= \_$160 ;
+    dram1 <= \_$162 ;
   always @(posedge clk)
-    dram2 <= \_$161 ;
+    dram2 <= \_$163 ;
   always @(posedge clk)
-    dram3 <= \_$162 ;
+    dram3 <= \_$164 ;
   always @(posedge clk)
-    y0 <= \_$163 ;
+    y0 <= \_$165 ;
   always @(posedge clk)
-    y1 <= \_$164 ;
+    y1 <= \_$166 ;
   always @(posedge clk)
-    y2 <= \_$165 ;
+    y2 <= \_$167 ;
   always @(posedge clk)
-    y3 <= \_$166 ;
+    y3 <= \_$168 ;
   always @(posedge clk)
-    x0 <= \_$167 ;
+    x0 <= \_$169 ;
   always @(posedge clk)
-    x1 <= \_$168 ;
+    x1 <= \_$170 ;
   always @(posedge clk)
-    x2 <= \_$169 ;
+    x2 <= \_$171 ;
   always @(posedge clk)
-    x3 <= \_$170 ;
+    x3 <= \_$172 ;
   always @(posedge clk)
-    i0 <= \_$171 ;
+    i0 <= \_$173 ;
   always @(posedge clk)
-    i1 <= \_$172 ;
+    i1 <= \_$174 ;
   always @(posedge clk)
-    i2 <= \_$173 ;
+    i2 <= \_$175 ;
   always @(posedge clk)
-    i3 <= \_$174 ;
+    i3 <= \_$176 ;
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
     busy = 1'h0;
@@ -30530,7 +42236,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
       2'h2:
           (* full_case = 32'd1 *)
           if (\_$25 ) begin
-          end else if (\_$44 ) begin
+          end else if (\_$45 ) begin
           end else begin
             lines__valid = 1'h1;
           end
@@ -30538,161 +42244,96 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$152  = error;
+    \_$154  = error;
     casez (walk_state)
       2'h0:
           if (start) begin
-            if (\_$54 ) begin
-              \_$152  = 1'h1;
+            if (\_$55 ) begin
+              \_$154  = 1'h1;
             end
           end
       2'h2:
-          if (\_$58 ) begin
-            \_$152  = 1'h1;
-          end else if (\_$77 ) begin
-            \_$152  = 1'h1;
+          if (\_$59 ) begin
+            \_$154  = 1'h1;
+          end else if (\_$79 ) begin
+            \_$154  = 1'h1;
           end
     endcase
     if (rst) begin
-      \_$152  = 1'h0;
+      \_$154  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$153  = error_code;
+    \_$155  = error_code;
     casez (walk_state)
       2'h0:
           if (start) begin
-            if (\_$54 ) begin
-              \_$153  = 4'h7;
+            if (\_$55 ) begin
+              \_$155  = 4'h7;
             end
           end
       2'h2:
-          if (\_$58 ) begin
-            \_$153  = 4'h4;
-          end else if (\_$77 ) begin
-            \_$153  = 4'h3;
+          if (\_$59 ) begin
+            \_$155  = 4'h4;
+          end else if (\_$79 ) begin
+            \_$155  = 4'h3;
           end
     endcase
     if (rst) begin
-      \_$153  = 4'h0;
+      \_$155  = 4'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$154  = walk_state;
+    \_$156  = walk_state;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
-              \_$154  = 2'h1;
+            if (\_$55 ) begin
+              \_$156  = 2'h1;
             end else begin
-              \_$154  = 2'h2;
+              \_$156  = 2'h2;
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-            \_$154  = 2'h1;
-          end else if (\_$77 ) begin
-            \_$154  = 2'h1;
+          if (\_$59 ) begin
+            \_$156  = 2'h1;
+          end else if (\_$79 ) begin
+            \_$156  = 2'h1;
           end else begin
             if (lines__ready) begin
               if (last) begin
-                \_$154  = 2'h0;
+                \_$156  = 2'h0;
               end
             end
           end
     endcase
     if (rst) begin
-      \_$154  = 2'h0;
+      \_$156  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$155  = local0;
+    \_$157  = local0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
-            end else begin
-              \_$155  = { 16'h0000, desc[17:2] };
-            end
-          end
-      2'h2:
-          (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
-          end else begin
-            if (lines__ready) begin
-              if (\_$134 ) begin
-                \_$155  = \_$136 [31:0];
-              end
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$155  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$156  = local1;
-    casez (walk_state)
-      2'h0:
-          if (start) begin
-            (* full_case = 32'd1 *)
-            if (\_$54 ) begin
-            end else begin
-              \_$156  = { 16'h0000, desc[17:2] };
-            end
-          end
-      2'h2:
-          (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
-          end else begin
-            if (lines__ready) begin
-              if (\_$109 ) begin
-                \_$156  = \_$111 [31:0];
-              end
-              if (\_$134 ) begin
-                \_$156  = \_$137 [31:0];
-              end
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$156  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$157  = local2;
-    casez (walk_state)
-      2'h0:
-          if (start) begin
-            (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$157  = { 16'h0000, desc[17:2] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$91 ) begin
-                \_$157  = \_$93 [31:0];
-              end
-              if (\_$109 ) begin
-                \_$157  = \_$112 [31:0];
-              end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$157  = \_$138 [31:0];
               end
             end
@@ -30704,32 +42345,26 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$158  = local3;
+    \_$158  = local1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$158  = { 16'h0000, desc[17:2] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$80 ) begin
-                \_$158  = \_$82 [31:0];
-              end
-              if (\_$91 ) begin
-                \_$158  = \_$94 [31:0];
-              end
-              if (\_$109 ) begin
+              if (\_$111 ) begin
                 \_$158  = \_$113 [31:0];
               end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$158  = \_$139 [31:0];
               end
             end
@@ -30741,23 +42376,29 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$159  = dram0;
+    \_$159  = local2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
-              \_$159  = desc[49:18];
+              \_$159  = { 16'h0000, desc[17:2] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$134 ) begin
+              if (\_$93 ) begin
+                \_$159  = \_$95 [31:0];
+              end
+              if (\_$111 ) begin
+                \_$159  = \_$114 [31:0];
+              end
+              if (\_$136 ) begin
                 \_$159  = \_$140 [31:0];
               end
             end
@@ -30769,26 +42410,32 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$160  = dram1;
+    \_$160  = local3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
-              \_$160  = desc[49:18];
+              \_$160  = { 16'h0000, desc[17:2] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$109 ) begin
-                \_$160  = \_$114 [31:0];
+              if (\_$82 ) begin
+                \_$160  = \_$84 [31:0];
               end
-              if (\_$134 ) begin
+              if (\_$93 ) begin
+                \_$160  = \_$96 [31:0];
+              end
+              if (\_$111 ) begin
+                \_$160  = \_$115 [31:0];
+              end
+              if (\_$136 ) begin
                 \_$160  = \_$141 [31:0];
               end
             end
@@ -30800,29 +42447,23 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$161  = dram2;
+    \_$161  = dram0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$161  = desc[49:18];
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$91 ) begin
-                \_$161  = \_$95 [31:0];
-              end
-              if (\_$109 ) begin
-                \_$161  = \_$115 [31:0];
-              end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$161  = \_$142 [31:0];
               end
             end
@@ -30834,32 +42475,26 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$162  = dram3;
+    \_$162  = dram1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$162  = desc[49:18];
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$80 ) begin
-                \_$162  = \_$83 [31:0];
-              end
-              if (\_$91 ) begin
-                \_$162  = \_$96 [31:0];
-              end
-              if (\_$109 ) begin
+              if (\_$111 ) begin
                 \_$162  = \_$116 [31:0];
               end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$162  = \_$143 [31:0];
               end
             end
@@ -30871,23 +42506,29 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$163  = y0;
+    \_$163  = dram2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
-              \_$163  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
+              \_$163  = desc[49:18];
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$134 ) begin
+              if (\_$93 ) begin
+                \_$163  = \_$97 [31:0];
+              end
+              if (\_$111 ) begin
+                \_$163  = \_$117 [31:0];
+              end
+              if (\_$136 ) begin
                 \_$163  = \_$144 [31:0];
               end
             end
@@ -30899,26 +42540,32 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$164  = y1;
+    \_$164  = dram3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
-              \_$164  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
+              \_$164  = desc[49:18];
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$109 ) begin
-                \_$164  = \_$117 [31:0];
+              if (\_$82 ) begin
+                \_$164  = \_$85 [31:0];
               end
-              if (\_$134 ) begin
+              if (\_$93 ) begin
+                \_$164  = \_$98 [31:0];
+              end
+              if (\_$111 ) begin
+                \_$164  = \_$118 [31:0];
+              end
+              if (\_$136 ) begin
                 \_$164  = \_$145 [31:0];
               end
             end
@@ -30930,29 +42577,23 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$165  = y2;
+    \_$165  = y0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$165  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$91 ) begin
-                \_$165  = \_$97 [31:0];
-              end
-              if (\_$109 ) begin
-                \_$165  = \_$118 [31:0];
-              end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$165  = \_$146 [31:0];
               end
             end
@@ -30964,32 +42605,26 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$166  = y3;
+    \_$166  = y1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$166  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$80 ) begin
-                \_$166  = \_$84 [31:0];
-              end
-              if (\_$91 ) begin
-                \_$166  = \_$98 [31:0];
-              end
-              if (\_$109 ) begin
+              if (\_$111 ) begin
                 \_$166  = \_$119 [31:0];
               end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$166  = \_$147 [31:0];
               end
             end
@@ -31001,23 +42636,29 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$167  = x0;
+    \_$167  = y2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
-              \_$167  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
+              \_$167  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$134 ) begin
+              if (\_$93 ) begin
+                \_$167  = \_$99 [31:0];
+              end
+              if (\_$111 ) begin
+                \_$167  = \_$120 [31:0];
+              end
+              if (\_$136 ) begin
                 \_$167  = \_$148 [31:0];
               end
             end
@@ -31029,26 +42670,32 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$168  = x1;
+    \_$168  = y3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
-              \_$168  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
+              \_$168  = { desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73], desc[73:58] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$109 ) begin
-                \_$168  = \_$120 [31:0];
+              if (\_$82 ) begin
+                \_$168  = \_$86 [31:0];
               end
-              if (\_$134 ) begin
+              if (\_$93 ) begin
+                \_$168  = \_$100 [31:0];
+              end
+              if (\_$111 ) begin
+                \_$168  = \_$121 [31:0];
+              end
+              if (\_$136 ) begin
                 \_$168  = \_$149 [31:0];
               end
             end
@@ -31060,29 +42707,23 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$169  = x2;
+    \_$169  = x0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$169  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$91 ) begin
-                \_$169  = \_$99 [31:0];
-              end
-              if (\_$109 ) begin
-                \_$169  = \_$121 [31:0];
-              end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$169  = \_$150 [31:0];
               end
             end
@@ -31094,32 +42735,26 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$170  = x3;
+    \_$170  = x1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$170  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$80 ) begin
-                \_$170  = \_$85 [31:0];
-              end
-              if (\_$91 ) begin
-                \_$170  = \_$100 [31:0];
-              end
-              if (\_$109 ) begin
+              if (\_$111 ) begin
                 \_$170  = \_$122 [31:0];
               end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$170  = \_$151 [31:0];
               end
             end
@@ -31131,89 +42766,95 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$171  = i0;
+    \_$171  = x2;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
-              \_$171  = 16'h0000;
+              \_$171  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$134 ) begin
-                \_$171  = \_$135 [15:0];
+              if (\_$93 ) begin
+                \_$171  = \_$101 [31:0];
+              end
+              if (\_$111 ) begin
+                \_$171  = \_$123 [31:0];
+              end
+              if (\_$136 ) begin
+                \_$171  = \_$152 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \_$171  = 16'h0000;
+      \_$171  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$172  = i1;
+    \_$172  = x3;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
-              \_$172  = 16'h0000;
+              \_$172  = { desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89], desc[89:74] };
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$109 ) begin
-                \_$172  = \_$110 [15:0];
+              if (\_$82 ) begin
+                \_$172  = \_$87 [31:0];
               end
-              if (\_$134 ) begin
-                \_$172  = 16'h0000;
+              if (\_$93 ) begin
+                \_$172  = \_$102 [31:0];
+              end
+              if (\_$111 ) begin
+                \_$172  = \_$124 [31:0];
+              end
+              if (\_$136 ) begin
+                \_$172  = \_$153 [31:0];
               end
             end
           end
     endcase
     if (rst) begin
-      \_$172  = 16'h0000;
+      \_$172  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$173  = i2;
+    \_$173  = i0;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$173  = 16'h0000;
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$91 ) begin
-                \_$173  = \_$92 [15:0];
-              end
-              if (\_$109 ) begin
-                \_$173  = 16'h0000;
-              end
-              if (\_$134 ) begin
-                \_$173  = 16'h0000;
+              if (\_$136 ) begin
+                \_$173  = \_$137 [15:0];
               end
             end
           end
@@ -31224,32 +42865,26 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \_$174  = i3;
+    \_$174  = i1;
     casez (walk_state)
       2'h0:
           if (start) begin
             (* full_case = 32'd1 *)
-            if (\_$54 ) begin
+            if (\_$55 ) begin
             end else begin
               \_$174  = 16'h0000;
             end
           end
       2'h2:
           (* full_case = 32'd1 *)
-          if (\_$58 ) begin
-          end else if (\_$77 ) begin
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
           end else begin
             if (lines__ready) begin
-              if (\_$80 ) begin
-                \_$174  = \_$81 [15:0];
+              if (\_$111 ) begin
+                \_$174  = \_$112 [15:0];
               end
-              if (\_$91 ) begin
-                \_$174  = 16'h0000;
-              end
-              if (\_$109 ) begin
-                \_$174  = 16'h0000;
-              end
-              if (\_$134 ) begin
+              if (\_$136 ) begin
                 \_$174  = 16'h0000;
               end
             end
@@ -31257,6 +42892,77 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
     endcase
     if (rst) begin
       \_$174  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    \_$175  = i2;
+    casez (walk_state)
+      2'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$55 ) begin
+            end else begin
+              \_$175  = 16'h0000;
+            end
+          end
+      2'h2:
+          (* full_case = 32'd1 *)
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
+          end else begin
+            if (lines__ready) begin
+              if (\_$93 ) begin
+                \_$175  = \_$94 [15:0];
+              end
+              if (\_$111 ) begin
+                \_$175  = 16'h0000;
+              end
+              if (\_$136 ) begin
+                \_$175  = 16'h0000;
+              end
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$175  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    \_$176  = i3;
+    casez (walk_state)
+      2'h0:
+          if (start) begin
+            (* full_case = 32'd1 *)
+            if (\_$55 ) begin
+            end else begin
+              \_$176  = 16'h0000;
+            end
+          end
+      2'h2:
+          (* full_case = 32'd1 *)
+          if (\_$59 ) begin
+          end else if (\_$79 ) begin
+          end else begin
+            if (lines__ready) begin
+              if (\_$82 ) begin
+                \_$176  = \_$83 [15:0];
+              end
+              if (\_$93 ) begin
+                \_$176  = 16'h0000;
+              end
+              if (\_$111 ) begin
+                \_$176  = 16'h0000;
+              end
+              if (\_$136 ) begin
+                \_$176  = 16'h0000;
+              end
+            end
+          end
+    endcase
+    if (rst) begin
+      \_$176  = 16'h0000;
     end
   end
   assign lines_in_mem = 17'h00400;
@@ -31312,12 +43018,12 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, desc, lines__payl
   assign lines__payload[48] = \_$21 ;
   assign lines__payload[47:16] = dram3;
   assign lines__payload[15:0] = local3[15:0];
-  assign \_$39  = 17'h00003;
-  assign \_$40 [32:2] = 31'h00000000;
-  assign \_$40 [1:0] = dram3[1:0];
-  assign \_$72  = 17'h00003;
-  assign \_$73 [32:2] = 31'h00000000;
-  assign \_$73 [1:0] = dram3[1:0];
+  assign \_$40  = 17'h00003;
+  assign \_$41 [32:2] = 31'h00000000;
+  assign \_$41 [1:0] = dram3[1:0];
+  assign \_$74  = 17'h00003;
+  assign \_$75 [32:2] = 31'h00000000;
+  assign \_$75 [1:0] = dram3[1:0];
 endmodule
 
 (* generator = "Amaranth" *)
@@ -32286,7 +43992,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5812$0 , rd_resp__valid, clk);
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$11562$0 , rd_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$47  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
@@ -32317,8 +44023,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$5812$0 ;
-  wire [1:0] \port$5812$0 ;
+  output [1:0] \port$11562$0 ;
+  wire [1:0] \port$11562$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -32586,7 +44292,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$5812$0  = \_$4 ;
+  assign \port$11562$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

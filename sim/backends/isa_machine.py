@@ -190,8 +190,16 @@ class Machine:
         desc = isa.decode_record(isa.DESCRIPTOR, int.from_bytes(descs[number], "little"))
         return desc
 
-    def _walk(self, index: int, desc: dict[str, Any], lines_in_mem: int, line_bytes: int) -> _Walk:
-        """Addresses, coordinates and validity of every line of a descriptor, in loop order."""
+    def _walk(
+        self,
+        index: int,
+        desc: dict[str, Any],
+        lines_in_mem: int,
+        line_bytes: int,
+        every_line: bool = False,
+    ) -> _Walk:
+        """Addresses, coordinates and validity of every line of a descriptor, in loop order;
+        the DRAM range is checked for the lines inside the bounds (``every_line``: all)."""
         counts = [desc[f"loops[{lv}].count"] for lv in range(isa.DESC_LOOPS)]
         for lv, count in enumerate(counts):
             if count < 1:
@@ -220,7 +228,7 @@ class Machine:
             )
         align = min(line_bytes, self.config.dram_bytes_per_cycle)
         in_dram = (dram >= 0) & (dram + line_bytes <= self.dram.size) & (dram % align == 0)
-        bad = np.flatnonzero(valid & ~in_dram)
+        bad = np.flatnonzero((valid | every_line) & ~in_dram)
         if bad.size:
             raise IsaSimError(
                 ErrorCode.DRAM_RANGE,
@@ -313,9 +321,19 @@ class Machine:
         lo, hi = insn["clamp_lo"], insn["clamp_hi"]
         if lo > hi:
             raise IsaSimError(ErrorCode.BAD_FIELD, f"store clamp_lo {lo} > clamp_hi {hi}", index)
+        cols = self.config.cols
+        inner = desc[f"loops[{isa.DESC_LOOPS - 1}].count"]
+        transpose = bool(insn["transpose"])
+        if transpose and inner != cols:
+            raise IsaSimError(
+                ErrorCode.BAD_FIELD,
+                f"transposing store: descriptor loops[{isa.DESC_LOOPS - 1}].count is {inner}, "
+                f"must be cols = {cols}",
+                index,
+            )
         table = self._table(index, insn["table_addr"]) if insn["use_table"] else None
         line_bytes = self.config.out_line_bytes
-        walk = self._walk(index, desc, self.config.acc_lines, line_bytes)
+        walk = self._walk(index, desc, self.config.acc_lines, line_bytes, every_line=transpose)
         params = insn["param_addr"] + walk.grids[insn["param_loop"]][walk.valid]
         acc = self.acc[walk.local[walk.valid]]
         scaled = requantize(
@@ -324,12 +342,20 @@ class Machine:
         out = np.clip(scaled + insn["out_zp"], lo, hi).astype(np.int8)
         if table is not None:
             out = table[out.astype(np.int64) + 128]
-        addresses = walk.dram[walk.valid]
+        written = walk.valid
+        if transpose:  # blocks of cols lines (out-of-bounds rows zero), each transposed
+            block = np.zeros((walk.local.size, cols), dtype=np.int8)
+            block[walk.valid] = out
+            out = block.reshape(-1, cols, cols).transpose(0, 2, 1).reshape(-1, cols)
+            written = np.ones(walk.local.size, dtype=bool)
+        addresses = walk.dram[written]
         self.dram[addresses[:, None] + np.arange(line_bytes)] = out.view(np.uint8)
         self.stats.store_bytes += out.size
-        self.stats.alu_ops += out.size
-        table_cycles = 0 if table is None else isa.table_lines(self.config.cols) + 1
-        return self.config.dram_latency + walk.local.size * self._beats(line_bytes) + table_cycles
+        self.stats.alu_ops += int(walk.valid.sum()) * cols
+        table_cycles = 0 if table is None else isa.table_lines(cols) + 1
+        beats = walk.local.size * self._beats(line_bytes)
+        collect = walk.local.size if transpose else 0  # a block is read, then written
+        return self.config.dram_latency + beats + collect + table_cycles
 
     def _check_lines(self, index: int, what: str, start: int, count: int, limit: int) -> None:
         if start < 0 or start + count > limit:

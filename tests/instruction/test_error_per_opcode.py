@@ -86,6 +86,31 @@ def cases(rng: np.random.Generator) -> dict[str, tuple[Case, tuple[str, int]]]:
             ),
             ("DRAM_RANGE", 0),
         ),
+        "store_transpose_short_run": (
+            Case(
+                "store_transpose_short_run",
+                [word("store", **store, transpose=1), END],
+                descs=[isa.descriptor("ACC", 0, DATA_AT, [(TINY.cols + r(1, 4), TINY.cols, 1)])],
+            ),
+            ("BAD_FIELD", 0),
+        ),
+        # A line past the height bound is still written when transposed: its DRAM is checked.
+        "store_transpose_bounded_line_past_dram": (
+            Case(
+                "store_transpose_bounded_line_past_dram",
+                [word("store", **store, transpose=1), END],
+                descs=[
+                    isa.descriptor(
+                        "ACC",
+                        0,
+                        TINY.dram_bytes - TINY.cols * r(1, TINY.cols),
+                        [(TINY.cols, TINY.cols, 1, 1)],
+                        height=1,
+                    )
+                ],
+            ),
+            ("DRAM_RANGE", 0),
+        ),
         "load_into_acc": (
             Case(
                 "load_into_acc",
