@@ -104,6 +104,9 @@ def _define() -> dict[str, Any]:
     @point("store.out_zp", ["zero", "nonzero"])
     def store_zp(value: str) -> None: ...
 
+    @point("store.transpose", ["no", "yes"])
+    def store_transpose(value: str) -> None: ...
+
     @point("accum.mode", ACCUM_MODES)
     def accum_mode(value: str) -> None: ...
 
@@ -222,6 +225,7 @@ def _sample_insn(s: dict[str, Any], insn: isa.Instruction, config: AccelConfig) 
         s["store_clamp"](_clamp(insn["clamp_lo"], insn["clamp_hi"], insn["out_zp"]))
         s["store_table"]("yes" if insn["use_table"] else "no")
         s["store_zp"]("nonzero" if insn["out_zp"] else "zero")
+        s["store_transpose"]("yes" if insn["transpose"] else "no")
     elif op is isa.Opcode.ACCUM:
         mode = (
             f"bias={insn['use_bias']},res={insn['use_res']},gate={insn['use_gate']},"

@@ -224,7 +224,11 @@ def test_gelu_chain_with_another_reader_is_left_alone():
 
 @pytest.mark.parametrize(
     ("layout", "shape", "h", "channels"),
-    [("tokens", (1, 7, 1, 20), 7, 32), ("heads", (1, 3, 5, 6), 5, 3 * 16)],
+    [
+        ("tokens", (1, 7, 1, 20), 7, 32),
+        ("heads", (1, 3, 5, 6), 5, 3 * 16),
+        ("tokens_t", (1, 6, 1, 3 * 5), 5, 3 * 16),  # 3 heads of 5 features, 6 tokens each
+    ],
 )
 def test_tokens_and_heads_layouts_round_trip(layout, shape, h, channels):
     """What the host writes for a layout reads back as the same tensor; padding bytes are 0 and
@@ -239,13 +243,17 @@ def test_tokens_and_heads_layouts_round_trip(layout, shape, h, channels):
     if layout == "heads":
         np.testing.assert_array_equal(rows[:, 16 : 16 + 6], q[0, 1])
         assert not rows[:, 6:16].any()
+    elif layout == "tokens_t":  # pixel d, head 1's channels: feature 5 + d of every token
+        np.testing.assert_array_equal(rows[:, 16 : 16 + 6], q[0, :, 0, 5:10].T)
+        assert not rows[:, 6:16].any()
     else:
         np.testing.assert_array_equal(rows[:, :20], q[0, :, 0])
         assert not rows[:, 20:].any()
 
 
 def test_transformer_executable_saved_and_reloaded_runs_the_same(tmp_path):
-    """tokens and heads layouts, batch_matmul layers and heads views through the file."""
+    """tokens, heads and tokens_t layouts, batch_matmul layers and heads views (k^T's
+    among them) through the file."""
     from arch import executable
 
     model = bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=2)
@@ -276,3 +284,34 @@ def test_shape_of_a_token_tensor_is_its_onnx_shape(tmp_path):
     exe, x_in, result = _run_isa(model, "default", 4, tmp_path)
     assert result.bit_exact, result.first_mismatch
     assert compare_fp32(model, exe.reference, x_in)["cosine_vs_fp32"] > 0.999
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"logical_channels": 5}, "tokens_t 16x1 of 5; graph \\(1, 6, 1, 32\\)"),
+        ({"h": 12}, "tokens_t 12x1 of 6"),
+        ({"channels": 10}, "10 channels hold no 2 heads of 6"),
+    ],
+)
+def test_a_tokens_t_tensor_that_cannot_hold_k_is_refused(change, message, tmp_path):
+    """k stored transposed (tokens_t: 16 feature pixels of 2 heads x 6 tokens, padded): an
+    archive whose geometry does not hold its (1, 6, 1, 32) graph tensor is refused, naming it."""
+    from arch import executable
+    from arch.executable import ExecutableError
+    from tests.unit.test_executable import with_manifest
+
+    model = bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=2)
+    exe, _x, _result = _run_isa(model, "default", 3, tmp_path)
+    saved = executable.save(exe, tmp_path / "bert.cosim")
+
+    def alter(info: dict) -> None:
+        for step in info["steps"]:
+            for tensor in step.get("tensors", {}).values():
+                if tensor["layout"] == "tokens_t":
+                    tensor.update(change)
+                    return
+        raise AssertionError("no tokens_t tensor in the executable")
+
+    with pytest.raises(ExecutableError, match=message):
+        executable.load(with_manifest(saved, tmp_path / "bad.cosim", alter))
