@@ -94,7 +94,7 @@ RTL_MUTANTS: list[Mutant] = [
         "Mux(value < lo, lo,",
         "Mux(value <= lo, lo,",
         "lower clamp compares with <=",
-        equivalent="value == lo gives lo either way",
+        equivalent="value == lo gives lo either way (STORE refuses clamp_lo > clamp_hi first)",
     ),
     Mutant(
         "clamp-bounds-unsigned",
@@ -166,7 +166,8 @@ RTL_MUTANTS: list[Mutant] = [
         "c_free = ~c_valid | c_last_beat",
         "c_free = 1",
         "the write stage takes a new line without waiting for the DRAM write handshake",
-        equivalent="the DRAM model's write port is always ready (wr.ready = 1)",
+        equivalent="wr.ready is always 1 and a tiny STORE line is one beat (4 of 8 bytes): "
+        "c_free = 1 either way (a line wider than the bus would see it)",
     ),
     # --- DMA address generator: loop counters, bounds, strides
     Mutant(
