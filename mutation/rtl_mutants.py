@@ -21,6 +21,7 @@ KILLERS = (
     "tests/instruction/test_error_per_opcode.py",
     "tests/instruction/test_token_meet_rtl.py::test_push_and_pop_in_one_cycle_keep_the_count",
     "tests/instruction/test_stride_edges_rtl.py",
+    "tests/instruction/test_token_flags_rtl.py",
     "tests/instruction/test_requant_ties_rtl.py::test_rtl_rounds_ties_up[tiny]",
     "tests/instruction/test_rtl_vs_isa.py::test_bad_programs_stop_with_the_right_code[tiny]",
     "tests/instruction/test_bad_program_agreement.py::test_directed_cases_stop_alike",
