@@ -345,7 +345,8 @@ def _add(g: Graph, node: Node) -> None:
     for prefix, name in (("a_", node.inputs[0]), ("b_", node.inputs[1])):
         m, s = _rescale(node, np.array([_scale(g, name) / s_acc]), f"input '{name}'")
         params |= {f"{prefix}mult": m, f"{prefix}shift": s}
-    m, s = _rescale(node, np.array([s_acc / s_out]), "output")
+    # 2**-ADD_EXTRA_BITS: always in the fixed-point range (so no error to name)
+    m, s = quantize_multipliers(np.array([s_acc / s_out]))
     clamp = _clamp(node.attrs["act"], s_out, g.tensors[node.output].zero_point)
     node.params = params | {"mult": m, "shift": s, "clamp": clamp}
 

@@ -481,14 +481,16 @@ class Machine:
         oy, ox = np.divmod(np.arange(out_h * out_w), out_w)
         i, j = np.divmod(np.arange(kh * kw), kw)
         lines = insn["act_addr"] + np.add.outer(oy * stride * pitch + ox * stride, i * pitch + j)
-        acts = self.act[lines].astype(np.int64)  # (pixels, taps, lanes)
-        wgts = self.wgt[insn["wgt_addr"] : insn["wgt_addr"] + kh * kw].astype(np.int64)
+        taps = self.wgt[insn["wgt_addr"] : insn["wgt_addr"] + kh * kw]
+        # (pixels, taps, lanes); float64 (astype(None)) would hold these sums exactly too
+        acts = self.act[lines].astype(np.int64)  # pragma: no mutate
+        wgts = taps.astype(np.int64)  # pragma: no mutate
         value = (acts * wgts[None]).sum(axis=1)
         rows = slice(insn["acc_addr"], insn["acc_addr"] + out_h * out_w)
         if insn["accumulate"]:
             value = value + self.acc[rows]
         if insn["use_bias"]:
-            value = value + self._param(index, "bias", np.array([insn["param_addr"]]))
+            value = value + self.param["bias"][insn["param_addr"]]  # line checked above
         self.acc[rows] = wrap32(value)
         self.stats.macs += out_h * out_w * kh * kw * c.cols
         return dwconv_cycles(out_w, out_h, kh, kw, stride)

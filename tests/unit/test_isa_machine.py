@@ -313,3 +313,60 @@ def test_shift_beyond_62_is_bad_field():
     with pytest.raises(IsaSimError, match="shift = 63 exceeds 62") as info:
         b.run_isa()
     assert info.value.code is ErrorCode.BAD_FIELD
+
+
+def _dwconv(config: AccelConfig, **fields) -> Builder:
+    b = Builder(config)
+    good = dict(out_w=2, out_h=2, pitch=6, kh=3, kw=3, stride=2)
+    b.emit("sync", queue="COMPUTE")
+    b.emit("dwconv", **(good | fields))
+    return b
+
+
+def test_dwconv_range_errors_name_the_memory_and_its_lines():
+    """A 2x2 output of a 3x3 window at stride 2 with a pitch of 6 reads input rows 0..4 and, in
+    each, columns 0..4 (one output row streams (2 - 1) * 2 + 3 = 5 columns): its last ACT line
+    is act_addr + 4 * 6 + 4 = act_addr + 28. Each memory's first line past the end stops it,
+    the message naming the memory and the lines; the last line that fits runs."""
+    cfg = CONFIGS["tiny"]
+    a, w, c, p = cfg.act_lines, cfg.wgt_lines, cfg.acc_lines, cfg.param_lines
+    cases = {
+        "ACT": ({"act_addr": a - 28}, f"ACT lines {a - 28}..{a}"),
+        "WGT": ({"wgt_addr": w - 8}, f"WGT lines {w - 8}..{w}"),  # 9 taps
+        "ACC": ({"acc_addr": c - 3}, f"ACC lines {c - 3}..{c}"),  # 4 output pixels
+        "PARAM": ({"use_bias": 1, "param_addr": p}, f"PARAM lines {p}..{p}"),
+    }
+    for memory, (fields, lines) in cases.items():
+        with pytest.raises(IsaSimError) as info:
+            _dwconv(cfg, **fields).run_isa()
+        assert info.value.code is ErrorCode.LOCAL_RANGE and info.value.insn_index == 1
+        limit = {"ACT": a, "WGT": w, "ACC": c, "PARAM": p}[memory]
+        expected = f"LOCAL_RANGE: instruction 1: {lines} are outside the memory ({limit} lines)"
+        assert str(info.value) == expected
+    for fields in ({"act_addr": a - 29}, {"wgt_addr": w - 9}, {"acc_addr": c - 4}):
+        _dwconv(cfg, **fields).run_isa()
+    _dwconv(cfg, use_bias=1, param_addr=p - 1).run_isa()  # the last PARAM line
+
+
+def test_deadlock_messages_name_every_waiting_queue():
+    """A queue that pushes token_depth tokens nobody pops waits for room; the error is raised at
+    the head of the first waiting queue even when dispatch is stuck behind a full queue too."""
+    cfg = CONFIGS["tiny"]
+    depth = cfg.token_depth
+    with pytest.raises(IsaSimError) as info:
+        run_text("sync queue=COMPUTE +push_next\n" * (depth + 1) + "end")
+    assert info.value.code is ErrorCode.DEADLOCK and info.value.insn_index == depth
+    assert str(info.value) == (
+        f"DEADLOCK: instruction {depth}: token deadlock: COMPUTE waits at instruction {depth} "
+        "(sync) for room to push to STORE"
+    )
+    queue = cfg.queue_depth
+    waiting = "sync queue=LOAD +pop_next\n" * (queue + 1)
+    with pytest.raises(IsaSimError) as info:
+        run_text(waiting + "sync queue=COMPUTE +push_prev\nend")
+    assert info.value.insn_index == 0  # LOAD's head, not the instruction dispatch holds
+    assert str(info.value) == (
+        "DEADLOCK: instruction 0: token deadlock: LOAD waits at instruction 0 (sync) for a "
+        f"token from COMPUTE; dispatch waits at instruction {queue} (sync): the LOAD queue is "
+        f"full ({queue})"
+    )
