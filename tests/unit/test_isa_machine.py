@@ -370,3 +370,47 @@ def test_deadlock_messages_name_every_waiting_queue():
         f"token from COMPUTE; dispatch waits at instruction {queue} (sync): the LOAD queue is "
         f"full ({queue})"
     )
+
+
+def test_pool_accumulates_max_and_sum_over_instructions_per_the_isa_doc():
+    """POOL (docs/isa.md): for j < n_iter, i < m, acc[acc_addr + j*acc_n_stride + i] (max|+)=
+    reduce(act[act_addr + j*act_n_stride + i*window + w] for w < window); accumulate=1
+    combines with the ACC line, 0 overwrites. Two POOLs over different ACT windows into the
+    same ACC lines: the result is the reduction over both, per lane; the ideal duration is
+    m * window * n_iter cycles and the ALU does that many line operations per lane."""
+    cfg = CONFIGS["tiny"]
+    rng = np.random.default_rng(23)
+    m, window, n_iter = 3, 5, 2
+    for mode in isa.PoolMode:
+        machine = Machine(cfg)
+        machine.act[:64] = rng.integers(-128, 128, (64, cfg.rows))
+        first = machine.act[0:30].astype(np.int64).reshape(n_iter, m, window, cfg.rows)
+        second = machine.act[32:62].astype(np.int64).reshape(n_iter, m, window, cfg.rows)
+        cycles = []
+        for act, accumulate in ((0, 0), (32, 1)):
+            insn = isa.make(
+                "pool", act_addr=act, acc_addr=4, m=m, window=window, n_iter=n_iter,
+                act_n_stride=m * window, acc_n_stride=8, mode=mode, accumulate=accumulate,
+            )  # fmt: skip
+            cycles.append(machine.execute(7, insn, []))
+        if mode is isa.PoolMode.MAX:
+            want = np.maximum(first.max(axis=2), second.max(axis=2))
+        else:
+            want = first.sum(axis=2) + second.sum(axis=2)
+        got = np.stack([machine.acc[4:7], machine.acc[12:15]])
+        np.testing.assert_array_equal(got, want, err_msg=mode.name)
+        assert cycles == [m * window * n_iter] * 2
+        assert machine.stats.alu_ops == 2 * m * window * n_iter * cfg.rows
+    for name in ("m", "window", "n_iter"):
+        fields = dict(m=1, window=1, n_iter=1, mode=isa.PoolMode.SUM) | {name: 0}
+        with pytest.raises(IsaSimError) as info:
+            Machine(cfg).execute(5, isa.make("pool", **fields), [])
+        assert str(info.value) == f"BAD_FIELD: instruction 5: pool.{name} is 0"
+    last = dict(m=2, window=3, n_iter=1, mode=isa.PoolMode.MAX)
+    Machine(cfg).execute(0, isa.make("pool", act_addr=cfg.act_lines - 6, **last), [])
+    with pytest.raises(IsaSimError) as info:
+        Machine(cfg).execute(0, isa.make("pool", act_addr=cfg.act_lines - 5, **last), [])
+    a = cfg.act_lines
+    assert str(info.value) == (
+        f"LOCAL_RANGE: instruction 0: ACT lines {a - 5}..{a} are outside the memory ({a} lines)"
+    )
