@@ -455,6 +455,46 @@ def test_impossible_tiling_names_the_numbers() -> None:
     check_tiling(passes(compile_front(gap_net(15)), TINY, "tile"))
 
 
+def row_net(kind: str, width: int) -> onnx.ModelProto:
+    """One layer on a (1, 4, 2, width) input: an Add of the input to itself, a 2x2 max pool
+    (stride 2) of a (1, 4, 2, 2 * width) input, or a nearest 2x upsample."""
+    g = Onnx(seed=16)
+    if kind == "add":
+        g.node("Add", ["x", "x"], "layer")
+    elif kind == "pool":
+        g.node("MaxPool", ["x"], "layer", kernel_shape=[2, 2], strides=[2, 2])
+        return g.model([1, 4, 2, 2 * width], "layer.out")
+    else:
+        g.inits["scales"] = np.array([1, 1, 2, 2])
+        g.node("Resize", ["x", "", "scales"], "layer", mode="nearest")
+    return g.model([1, 4, 2, width], "layer.out")
+
+
+@pytest.mark.parametrize(
+    ("kind", "op", "widest"),
+    [("add", "add", 64), ("pool", "maxpool", 32), ("upsample", "upsample", 64)],
+)
+def test_one_row_that_just_fits_is_tiled_one_more_pixel_is_refused(kind, op, widest) -> None:
+    """ACT half 128 lines, ACC half 64 (4-lane lines). An add streams both inputs' rows into ACT
+    (2 x 64 = 128) and sums into ACC (64); a 2x2 pool gathers 4 lines per output pixel into ACT
+    (4 x 32 = 128); an upsample copies an input row into ACC (64). One output row of that
+    width is one tile of one channel block; one pixel more fits nowhere, and the error names
+    the layer."""
+    cramped = AccelConfig(
+        rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=2, param_lines=8,
+        dram_bytes_per_cycle=8, dram_mib=16,
+    )  # fmt: skip
+    assert (cramped.act_lines // 2, cramped.acc_lines // 2) == (128, 64)
+    plan = passes(compile_front(row_net(kind, widest)), cramped, "tile")
+    (layer,) = plan.accel_layers()
+    assert layer.tiling is not None
+    assert (layer.tiling.rows_per_tile, layer.tiling.n_blocks) == (1, 1)
+    with pytest.raises(CompileError) as info:
+        passes(compile_front(row_net(kind, widest + 1)), cramped, "tile")
+    assert (info.value.node, info.value.op) == ("layer", op)
+    assert info.value.reason == "no tiling fits the ACT/ACC memories"
+
+
 @pytest.mark.parametrize("size", [16, 23])
 def test_global_pool_wider_than_the_window_field_runs_in_chunks(size: int) -> None:
     """A global pool of 256 or 529 pixels is reduced by several accumulating POOLs."""
