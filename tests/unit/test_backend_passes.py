@@ -27,6 +27,7 @@ from compiler.export import device_program, to_executable
 from compiler.frontend import compile_front
 from compiler.ir import Graph, Node, Tensor
 from compiler.passes import BACK_PASSES
+from compiler.passes.layout import block_diagonal
 from compiler.plan import Plan, round_up
 from sim.backends.isa_machine import Machine
 from sim.host import device_image
@@ -916,3 +917,16 @@ def test_emitted_plan_is_bit_exact(graphs: dict[str, Graph], key: str, config: s
             z = dequantize(expected[logits], graph.tensors[logits].scale).astype(np.float64)
             p = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
             np.testing.assert_allclose(result.outputs[softmax.output], p, rtol=1e-5, atol=1e-7)
+
+
+def test_block_diagonal_places_each_group_on_its_own_channels() -> None:
+    """Group g's output channels read only input channels g * C/group .. (g+1) * C/group - 1,
+    zero elsewhere, in the weights' own dtype."""
+    w = np.random.default_rng(41).integers(-127, 128, (6, 2, 1, 3)).astype(np.int8)
+    dense = block_diagonal(w, 3)
+    want = np.zeros((6, 6, 1, 3), np.int8)
+    for o in range(6):
+        g = o // 2
+        want[o, 2 * g : 2 * g + 2] = w[o]
+    assert dense.dtype == np.int8
+    np.testing.assert_array_equal(dense, want)

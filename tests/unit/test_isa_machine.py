@@ -414,3 +414,36 @@ def test_pool_accumulates_max_and_sum_over_instructions_per_the_isa_doc():
     assert str(info.value) == (
         f"LOCAL_RANGE: instruction 0: ACT lines {a - 5}..{a} are outside the memory ({a} lines)"
     )
+
+
+def test_deadlock_lists_every_missing_token_and_every_full_channel():
+    cfg = CONFIGS["tiny"]
+    with pytest.raises(IsaSimError) as info:
+        run_text("sync queue=COMPUTE +pop_prev +pop_next\nend")
+    assert str(info.value).endswith(
+        "COMPUTE waits at instruction 0 (sync) for a token from LOAD, a token from STORE"
+    )
+    depth = cfg.token_depth
+    with pytest.raises(IsaSimError) as info:
+        run_text("sync queue=COMPUTE +push_prev +push_next\n" * (depth + 1) + "end")
+    assert str(info.value).endswith(
+        f"COMPUTE waits at instruction {depth} (sync) for room to push to LOAD, room to push "
+        "to STORE"
+    )
+
+
+def test_an_error_without_an_instruction_is_code_and_message():
+    assert str(IsaSimError(ErrorCode.DEADLOCK, "stuck")) == "DEADLOCK: stuck"
+    assert str(IsaSimError(ErrorCode.DEADLOCK, "stuck", 0)) == "DEADLOCK: instruction 0: stuck"
+
+
+def test_run_program_runs_in_the_given_dram():
+    """The program is placed in the caller's DRAM and runs there: what else it holds stays and
+    a STORE's result lands in that array."""
+    cfg = CONFIGS["tiny"]
+    dram = np.zeros(cfg.dram_bytes, np.uint8)
+    tail = np.random.default_rng(3).integers(0, 256, 4096).astype(np.uint8)
+    dram[-4096:] = tail
+    machine = run_text("end", dram=dram)
+    assert machine.dram is dram
+    np.testing.assert_array_equal(machine.dram[-4096:], tail)
