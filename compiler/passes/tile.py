@@ -98,7 +98,7 @@ def _dw_tiling(layer: Layer, budget: Budget) -> Tiling:
     assert shape is not None
     blocks, taps = shape.out_channels // budget.dim, shape.chunks(budget.dim)
     passes = shape.dw_passes()
-    s = shape.stride[0]
+    s = shape.stride[0]  # pragma: no mutate - layout refuses unequal depthwise strides
     if shape.out_w > MAX_DW_OUT:
         raise CompileError(
             layer.name, layer.node.op, f"output width {shape.out_w} exceeds {MAX_DW_OUT}"

@@ -589,6 +589,52 @@ def test_depthwise_layers_fit_and_are_bit_exact(kernel, stride, dilation, residu
         np.testing.assert_array_equal(got, dequantize(want[out], graph.tensors[out].scale))
 
 
+def dw_row_net(height: int, width: int, residual: bool) -> onnx.ModelProto:
+    """A 3x3 depthwise conv (pad 1) of an 8-channel input, optionally added to its input."""
+    b = Onnx(7)
+    b.inits["dw.w"] = b.rng.normal(0, 0.4, (8, 1, 3, 3))
+    b.inits["dw.b"] = b.rng.normal(0, 0.1, 8)
+    y = b.node("Conv", ["x", "dw.w", "dw.b"], "dw", kernel_shape=[3, 3], group=8, pads=[1] * 4)
+    if residual:
+        y = b.node("Add", [y, "x"], "res")
+    return b.model([1, 8, height, width], y)
+
+
+def test_depthwise_tiles_count_the_residual_and_the_halo() -> None:
+    """ACT half 128 lines, ACC half 32: one output row of a 3x3 depthwise conv reads 3 input rows
+    of W + 2 pixels, and its fused residual adds W lines. W = 16: two blocks would need
+    2 x (54 + 16) > 128 lines, so one block per step; W = 30 fits one row of one block exactly
+    (3 x 32 + 30 = 126); W = 31 (3 x 33 + 31 = 130) fits nowhere and the error names the
+    row's input pixels. The window unit's output width field ends at 4095."""
+    cramped = AccelConfig(
+        rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=1, param_lines=8,
+        dram_bytes_per_cycle=8, dram_mib=16,
+    )  # fmt: skip
+    assert (cramped.act_lines // 2, cramped.acc_lines // 2) == (128, 32)
+    for width in (16, 30):
+        graph = compile_front(dw_row_net(6, width, True), seed=2)
+        plan = passes(graph, cramped)
+        assert check_dw_tiling(plan) == 1
+        x = np.random.default_rng(width).standard_normal((1, 8, 6, width)).astype(np.float32)
+        assert run(plan, x).bit_exact
+    (layer,) = passes(compile_front(dw_row_net(6, 30, True), seed=2), cramped, "tile").layers
+    assert layer.tiling is not None
+    assert (layer.tiling.rows_per_tile, layer.tiling.n_blocks) == (1, 1)
+    with pytest.raises(CompileError) as info:
+        passes(compile_front(dw_row_net(6, 31, True), seed=2), cramped, "tile")
+    assert (info.value.node, info.value.op) == ("dw", "conv")
+    assert info.value.reason == (
+        "no tiling fits: one output row reads 33 x 3 input pixels, ACT half holds 128 lines, "
+        "ACC half 32"
+    )
+    roomy = AccelConfig(rows=4, cols=4, act_kib=128, acc_kib=128, dram_mib=16)
+    passes(compile_front(dw_row_net(1, 4095, False), seed=2), roomy, "tile")
+    with pytest.raises(CompileError) as info:
+        passes(compile_front(dw_row_net(1, 4096, False), seed=2), roomy, "tile")
+    assert (info.value.node, info.value.op) == ("dw", "conv")
+    assert info.value.reason == "output width 4096 exceeds 4095"
+
+
 def test_tiling_estimates_are_within_a_factor_of_the_isa_cycles(graphs) -> None:
     """The estimate only ranks one layer's tilings, but it models the same work the ISA
     simulator counts: for every layer of these nets it stays within 1/8x..4x of the simulated
