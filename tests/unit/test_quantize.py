@@ -309,12 +309,19 @@ def test_quantize_does_not_modify_its_input() -> None:
 
 
 @pytest.mark.parametrize(
-    "inputs", [[], [np.zeros((1, 9), np.float32)], [np.zeros((1, 8), np.int64)]]
+    ("inputs", "reason"),
+    [
+        ([], "expected a non-empty list of input arrays"),
+        (np.zeros((2, 1, 8), np.float32), "expected a non-empty list of input arrays"),
+        ([np.zeros((1, 8), np.float32), np.zeros((1, 9), np.float32)], "input 1 is float32 (1, 9)"),
+        ([np.zeros((1, 8), np.int64)], "input 0 is int64 (1, 8)"),
+    ],
 )
-def test_bad_calibration_inputs(inputs: list[np.ndarray]) -> None:
+def test_bad_calibration_inputs(inputs: list[np.ndarray], reason: str) -> None:
     with pytest.raises(CompileError) as info:
         quantize.run(_canonical(), inputs)
-    assert info.value.op == "calibration" and "(1, 8)" in str(info.value)
+    assert (info.value.node, info.value.op, info.value.reason) == (None, "calibration", reason)
+    assert "(1, 8)" in str(info.value.supported)
 
 
 def test_calibration_without_batch_axis_is_accepted() -> None:
