@@ -519,9 +519,6 @@ class Machine:
         )
         self.stats.store_bytes += isa.PERF_RECORD.nbytes
 
-    def _exec_end(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
-        return 0
-
 
 @dataclass
 class _Walk:

@@ -447,3 +447,16 @@ def test_run_program_runs_in_the_given_dram():
     machine = run_text("end", dram=dram)
     assert machine.dram is dram
     np.testing.assert_array_equal(machine.dram[-4096:], tail)
+
+
+def test_fetch_decodes_the_program_up_to_end():
+    from arch import asm
+
+    program = asm.assemble("sync queue=LOAD\nsync queue=STORE +push_prev\nend\nsync queue=LOAD")
+    cfg = CONFIGS["tiny"]
+    dram = np.zeros(cfg.dram_bytes, np.uint8)
+    words = program.insn_bytes()
+    dram[256 : 256 + len(words)] = np.frombuffer(words, np.uint8)
+    insns = Machine(cfg, dram).fetch(Launch(256, 0, 0))
+    assert [i.format.name for i in insns] == ["sync", "sync", "end"]
+    assert insns[1] == isa.make("sync", "push_prev", queue="STORE")
