@@ -456,19 +456,42 @@ def test_impossible_tiling_names_the_numbers() -> None:
     check_tiling(passes(compile_front(gap_net(15)), TINY, "tile"))
 
 
-def row_net(kind: str, width: int) -> onnx.ModelProto:
-    """One layer on a (1, 4, 2, width) input: an Add of the input to itself, a 2x2 max pool
-    (stride 2) of a (1, 4, 2, 2 * width) input, or a nearest 2x upsample."""
+def row_net(kind: str, width: int, channels: int = 4, height: int = 2) -> onnx.ModelProto:
+    """One layer on a (1, channels, height, width) input: an Add of the input to itself, a 2x2
+    max pool (stride 2) of a twice as large input, or a nearest 2x upsample."""
     g = Onnx(seed=16)
     if kind == "add":
         g.node("Add", ["x", "x"], "layer")
     elif kind == "pool":
         g.node("MaxPool", ["x"], "layer", kernel_shape=[2, 2], strides=[2, 2])
-        return g.model([1, 4, 2, 2 * width], "layer.out")
+        return g.model([1, channels, 2 * height, 2 * width], "layer.out")
     else:
         g.inits["scales"] = np.array([1, 1, 2, 2])
         g.node("Resize", ["x", "", "scales"], "layer", mode="nearest")
-    return g.model([1, 4, 2, width], "layer.out")
+    return g.model([1, channels, height, width], "layer.out")
+
+
+@pytest.mark.parametrize("kind", ["add", "pool", "upsample"])
+def test_window_and_copy_tiles_fit_the_memories(kind: str) -> None:
+    """3 channel blocks of 4 on 5 rows of several widths, memories of 128 ACT / 64 ACC lines
+    per half and 2 PARAM lines per slot: an add holds both inputs' tiles in ACT (2 lines per
+    output pixel), a 2x2 pool its 4-line windows, an upsample its input tile; each sums or
+    copies into ACC; a block per PARAM line (an add: two)."""
+    cramped = AccelConfig(
+        rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=2, param_lines=8,
+        dram_bytes_per_cycle=8, dram_mib=16,
+    )  # fmt: skip
+    act, acc, slot = 128, 64, 2
+    lines, params = {"add": (2, 2), "pool": (4, 1), "upsample": (1, 1)}[kind]
+    for width in (3, 8, 13, 21, 32):
+        plan = passes(compile_front(row_net(kind, width, 12, 5)), cramped, "tile")
+        (layer,) = plan.accel_layers()
+        t = layer.tiling
+        assert t is not None
+        assert 1 <= t.rows_per_tile <= 5 and 1 <= t.n_blocks <= 3 and t.k_group == t.n_blocks
+        mt = t.rows_per_tile * width
+        assert lines * mt * t.n_blocks <= act, (width, t)
+        assert mt * t.n_blocks <= acc and params * t.n_blocks <= slot, (width, t)
 
 
 @pytest.mark.parametrize(

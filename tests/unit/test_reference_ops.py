@@ -637,20 +637,20 @@ def test_lookup_bounds_and_errors_name_the_argument():
 
 def test_add_rescale_bounds_axis_and_errors():
     rng = np.random.default_rng(29)
-    a, b = rng.integers(-128, 128, (2, 5, 3))
+    a, b = rng.integers(-128, 128, (2, 3, 5))
     ma, mb = rng.integers(2**29, 2**31, (2, 3))
     sa, sb = rng.integers(28, 34, (2, 3))
-    got = ro.add_rescale(a, ma, sa, b, mb, sb, -7, 7, axis=-1)  # per column of (5, 3)
+    got = ro.add_rescale(a, ma, sa, b, mb, sb, -7, 7, axis=0)  # per row of (3, 5)
     want = [
         [
-            min(7, max(-7, round_half_up(Fraction(int(a[i, j]) * int(ma[j]), 2 ** int(sa[j])))
-                + round_half_up(Fraction(int(b[i, j]) * int(mb[j]), 2 ** int(sb[j])))))
-            for j in range(3)
+            min(7, max(-7, round_half_up(Fraction(int(a[i, j]) * int(ma[i]), 2 ** int(sa[i])))
+                + round_half_up(Fraction(int(b[i, j]) * int(mb[i]), 2 ** int(sb[i])))))
+            for j in range(5)
         ]
-        for i in range(5)
+        for i in range(3)
     ]  # fmt: skip
     np.testing.assert_array_equal(got, want)
-    same = ro.add_rescale(a, ma, sa, b, mb, sb, 3, 3, axis=-1)  # lo == hi is allowed
+    same = ro.add_rescale(a, ma, sa, b, mb, sb, 3, 3, axis=0)  # lo == hi is allowed
     assert (same == 3).all()
     for lo, hi, message in (
         (-129, 127, "lo must be an int in -128..127, got -129"),
@@ -658,7 +658,7 @@ def test_add_rescale_bounds_axis_and_errors():
         (4, 3, "lo must be <= hi, got lo=4, hi=3"),
     ):
         with pytest.raises(ValueError) as info:
-            ro.add_rescale(a, ma, sa, b, mb, sb, lo, hi, axis=-1)
+            ro.add_rescale(a, ma, sa, b, mb, sb, lo, hi, axis=0)
         assert str(info.value) == message
     assert ro.add_rescale([5], 1, 0, [6], 1, 0, -128, 127).tolist() == [11]  # bounds accepted
 
