@@ -151,7 +151,7 @@ def run(deadline: float, jobs: int, sample: bool = False, seed: int | None = Non
     ``seed``) until ``deadline``; one :class:`SetReport` per module."""
     started = time.monotonic()
     sync()
-    reset = retry_survivors()
+    reset = retry_survivors() if time.monotonic() < deadline else 0  # not for --report-only
     if reset:
         print(f"python: test files changed: {reset} surviving mutants measured again")
     paths = modules()
