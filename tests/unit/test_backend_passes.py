@@ -650,6 +650,25 @@ def test_depthwise_tiles_count_the_residual_and_the_halo() -> None:
         "no tiling fits: one output row reads 33 x 3 input pixels, ACT half holds 128 lines, "
         "ACC half 32"
     )
+    # Without a residual: W = 32 fills ACC's half with one row (32 pixels); W = 18 fits ACT
+    # twice (3 x 20 = 60 lines) but ACC once (2 x 18 > 32); with ACC half 64, W = 30 fits two
+    # rows (4 input rows x 32 = 128 ACT lines, 60 ACC lines): the bigger tile, half the steps;
+    # with 4 PARAM lines (1 per slot) each step takes one block.
+    for width, config in ((32, cramped), (18, cramped)):
+        plan = passes(compile_front(dw_row_net(6, width, False), seed=2), config, "tile")
+        assert check_dw_tiling(plan) == 1
+        assert plan.layers[0].tiling is not None and plan.layers[0].tiling.n_blocks == 1
+    wider = AccelConfig(
+        rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=2, param_lines=8,
+        dram_bytes_per_cycle=8, dram_mib=16,
+    )  # fmt: skip
+    plan = passes(compile_front(dw_row_net(6, 30, False), seed=2), wider, "tile")
+    assert check_dw_tiling(plan) == 1 and plan.layers[0].tiling is not None
+    assert plan.layers[0].tiling.rows_per_tile == 2
+    few = AccelConfig(rows=4, cols=4, param_lines=4, dram_mib=16)
+    plan = passes(compile_front(dw_row_net(6, 4, False), seed=2), few, "tile")
+    assert check_dw_tiling(plan) == 1
+    assert plan.layers[0].tiling is not None and plan.layers[0].tiling.n_blocks == 1
     roomy = AccelConfig(rows=4, cols=4, act_kib=128, acc_kib=128, dram_mib=16)
     passes(compile_front(dw_row_net(1, 4095, False), seed=2), roomy, "tile")
     with pytest.raises(CompileError) as info:
@@ -658,14 +677,21 @@ def test_depthwise_tiles_count_the_residual_and_the_halo() -> None:
     assert info.value.reason == "output width 4096 exceeds 4095"
 
 
+#: est / ISA cycles per layer kind: GEMM, depthwise and upsample estimates model their compute
+#: and DMA; pool and add estimates count only the lines moved (measured here: pools 0.14-0.57,
+#: adds 0.34-0.36, the others 0.5-2.0 of the simulated cycles).
+ESTIMATE_BANDS = {"pool": (0.1, 1.25), "add": (0.1, 1.25)}
+
+
 def test_tiling_estimates_are_within_a_factor_of_the_isa_cycles(graphs) -> None:
     """The estimate only ranks one layer's tilings, but it models the same work the ISA
-    simulator counts: for every layer of these nets it stays within 1/8x..4x of the simulated
+    simulator counts: for every layer of these nets it stays within a factor of the simulated
     cycles (a broken cost formula - a division for a product, a lost term - leaves it)."""
     nets = {
         "cnn": graphs["cnn"],
-        "rgb": graphs["rgb"],
+        "rgb": graphs["rgb"],  # its standalone Add
         "dw": compile_front(depthwise_net(5, 1, 1, True), seed=5),
+        "dw3": compile_front(depthwise_net(3, 2, 1, False), seed=5),
         "unet": compile_front(zoo.build("unet", image_size=16, seed=1), seed=1),
     }
     kinds = set()
@@ -679,9 +705,10 @@ def test_tiling_estimates_are_within_a_factor_of_the_isa_cycles(graphs) -> None:
                     continue
                 assert layer.tiling is not None
                 ratio = layer.tiling.estimate / cycles[layer.name]
-                assert 1 / 8 <= ratio <= 4, (key, layer.name, layer.tiling, cycles[layer.name])
+                lo, hi = ESTIMATE_BANDS.get(layer.kind, (0.4, 2.5))
+                assert lo <= ratio <= hi, (key, layer.name, layer.tiling, cycles[layer.name])
                 kinds.add(layer.kind + ("/dw" if layer.gemm and layer.gemm.depthwise else ""))
-    assert kinds >= {"gemm", "gemm/dw", "pool", "upsample"}, kinds
+    assert kinds >= {"gemm", "gemm/dw", "pool", "upsample", "add"}, kinds
 
 
 # --------------------------------------------------------------------------- schedule
