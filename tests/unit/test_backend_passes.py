@@ -6,6 +6,7 @@ program, DRAM footprints from walking the descriptors, and layer outputs against
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -473,25 +474,28 @@ def row_net(kind: str, width: int, channels: int = 4, height: int = 2) -> onnx.M
 
 @pytest.mark.parametrize("kind", ["add", "pool", "upsample"])
 def test_window_and_copy_tiles_fit_the_memories(kind: str) -> None:
-    """3 channel blocks of 4 on 5 rows of several widths, memories of 128 ACT / 64 ACC lines
-    per half and 2 PARAM lines per slot: an add holds both inputs' tiles in ACT (2 lines per
-    output pixel), a 2x2 pool its 4-line windows, an upsample its input tile; each sums or
-    copies into ACC; a block per PARAM line (an add: two)."""
-    cramped = AccelConfig(
-        rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=2, param_lines=8,
-        dram_bytes_per_cycle=8, dram_mib=16,
-    )  # fmt: skip
-    act, acc, slot = 128, 64, 2
+    """1 or 3 channel blocks of 4 on 5 rows of several widths, ACT halves of 128 lines, ACC
+    halves of 64 or 128, 2 PARAM lines per slot: an add holds both inputs' tiles in ACT (2
+    lines per output pixel), a 2x2 pool its 4-line windows, an upsample its input tile; each
+    sums or copies into ACC; a block per PARAM line (an add: two). Whole numbers throughout."""
+    act, slot = 128, 2
     lines, params = {"add": (2, 2), "pool": (4, 1), "upsample": (1, 1)}[kind]
-    for width in (3, 8, 13, 21, 32):
-        plan = passes(compile_front(row_net(kind, width, 12, 5)), cramped, "tile")
-        (layer,) = plan.accel_layers()
-        t = layer.tiling
-        assert t is not None
-        assert 1 <= t.rows_per_tile <= 5 and 1 <= t.n_blocks <= 3 and t.k_group == t.n_blocks
-        mt = t.rows_per_tile * width
-        assert lines * mt * t.n_blocks <= act, (width, t)
-        assert mt * t.n_blocks <= acc and params * t.n_blocks <= slot, (width, t)
+    for acc_kib, acc in ((2, 64), (4, 128)):
+        cramped = AccelConfig(
+            rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=acc_kib, param_lines=8,
+            dram_bytes_per_cycle=8, dram_mib=16,
+        )  # fmt: skip
+        for channels, width in itertools.product((4, 12), (3, 8, 13, 21, 32)):
+            plan = passes(compile_front(row_net(kind, width, channels, 5)), cramped, "tile")
+            (layer,) = plan.accel_layers()
+            t = layer.tiling
+            assert t is not None
+            assert all(isinstance(v, int) for v in (t.rows_per_tile, t.n_blocks, t.k_group))
+            assert 1 <= t.rows_per_tile <= 5 and 1 <= t.n_blocks <= channels // 4
+            assert t.k_group == t.n_blocks
+            mt = t.rows_per_tile * width
+            assert lines * mt * t.n_blocks <= act, (width, t)
+            assert mt * t.n_blocks <= acc and params * t.n_blocks <= slot, (width, t)
 
 
 @pytest.mark.parametrize(
@@ -517,6 +521,14 @@ def test_one_row_that_just_fits_is_tiled_one_more_pixel_is_refused(kind, op, wid
         passes(compile_front(row_net(kind, widest + 1)), cramped, "tile")
     assert (info.value.node, info.value.op) == ("layer", op)
     assert info.value.reason == "no tiling fits the ACT/ACC memories"
+    if kind == "upsample":  # with ACC as large as ACT, ACT's 128 lines are the limit
+        roomy_acc = AccelConfig(
+            rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=4, param_lines=8,
+            dram_bytes_per_cycle=8, dram_mib=16,
+        )  # fmt: skip
+        passes(compile_front(row_net(kind, 128)), roomy_acc, "tile")
+        with pytest.raises(CompileError, match="no tiling fits"):
+            passes(compile_front(row_net(kind, 129)), roomy_acc, "tile")
 
 
 @pytest.mark.parametrize("size", [16, 23])
@@ -536,21 +548,23 @@ def test_global_pool_wider_than_the_window_field_runs_in_chunks(size: int) -> No
     np.testing.assert_array_equal(got, want)
 
 
-def depthwise_net(kernel: int, stride: int, dilation: int, residual: bool) -> onnx.ModelProto:
-    """conv 3 -> 8, a depthwise kxk (stride, dilation, bias) conv, optionally added to its
-    input, then a 1x1 conv 8 -> 4, on a 13x11 image (odd sizes: partial last tiles)."""
+def depthwise_net(
+    kernel: int, stride: int, dilation: int, residual: bool, c: int = 8
+) -> onnx.ModelProto:
+    """conv 3 -> c, a depthwise kxk (stride, dilation, bias) conv, optionally added to its
+    input, then a 1x1 conv c -> 4, on a 13x11 image (odd sizes: partial last tiles)."""
     b = Onnx(kernel * 10 + stride + dilation)
-    x = b.conv("c1", "x", 3, 8, 3)
-    b.inits["dw.w"] = b.rng.normal(0, 0.4, (8, 1, kernel, kernel))
-    b.inits["dw.b"] = b.rng.normal(0, 0.1, 8)
+    x = b.conv("c1", "x", 3, c, 3)
+    b.inits["dw.w"] = b.rng.normal(0, 0.4, (c, 1, kernel, kernel))
+    b.inits["dw.b"] = b.rng.normal(0, 0.1, c)
     half = dilation * (kernel - 1) // 2
     y = b.node(
-        "Conv", [x, "dw.w", "dw.b"], "dw", kernel_shape=[kernel, kernel], group=8,
+        "Conv", [x, "dw.w", "dw.b"], "dw", kernel_shape=[kernel, kernel], group=c,
         strides=[stride, stride], pads=[half] * 4, dilations=[dilation, dilation],
     )  # fmt: skip
     if residual:
         y = b.node("Add", [y, x], "res")
-    return b.model([1, 3, 13, 11], b.conv("pw", y, 8, 4, 1))
+    return b.model([1, 3, 13, 11], b.conv("pw", y, c, 4, 1))
 
 
 def check_dw_tiling(plan: Plan) -> int:
@@ -579,14 +593,22 @@ def check_dw_tiling(plan: Plan) -> int:
 
 
 @pytest.mark.parametrize(
-    ("kernel", "stride", "dilation", "residual"),
-    [(3, 1, 1, True), (3, 2, 1, False), (5, 1, 1, False), (3, 1, 2, False), (5, 3, 1, False)],
+    ("kernel", "stride", "dilation", "residual", "c"),
+    [
+        (3, 1, 1, True, 8),
+        (3, 2, 1, False, 8),
+        (5, 1, 1, False, 8),
+        (3, 1, 2, False, 8),
+        (5, 3, 1, False, 8),
+        (3, 1, 1, False, 6),
+    ],
 )
-def test_depthwise_layers_fit_and_are_bit_exact(kernel, stride, dilation, residual) -> None:
+def test_depthwise_layers_fit_and_are_bit_exact(kernel, stride, dilation, residual, c) -> None:
     """Depthwise convs on the window unit (5x5 in passes, dilated, strided, with a fused
-    residual) on two memory sizes: the tiling fits, the weights are each channel's taps, and
-    the run equals the integer reference."""
-    graph = compile_front(depthwise_net(kernel, stride, dilation, residual), seed=5)
+    residual, 6 channels padded to 8 lanes) on two memory sizes: the tiling fits, the weights
+    are each channel's taps (zero for the padding lanes), and the run equals the integer
+    reference."""
+    graph = compile_front(depthwise_net(kernel, stride, dilation, residual, c), seed=5)
     x = np.random.default_rng(kernel + stride).standard_normal((1, 3, 13, 11)).astype(np.float32)
     for config in (TINY, SMALL):
         plan = passes(graph, config)
@@ -602,7 +624,8 @@ def test_depthwise_layers_fit_and_are_bit_exact(kernel, stride, dilation, residu
             for j in range(j0, min(kernel, j0 + (1 if dilation > 1 else 3)))
         ]
         assert dw.weights is not None and dw.weights.shape == (8, kernel * kernel)
-        expected = np.stack([weight[:, 0, i, j] for i, j in taps], axis=1)
+        expected = np.zeros((8, kernel * kernel), np.int8)
+        expected[:c] = np.stack([weight[:, 0, i, j] for i, j in taps], axis=1)
         np.testing.assert_array_equal(dw.weights, expected)
         result = run(plan, x)
         assert result.bit_exact, (config.act_kib, result.first_mismatch)
