@@ -1038,6 +1038,30 @@ def test_emitted_plan_is_bit_exact(graphs: dict[str, Graph], key: str, config: s
             np.testing.assert_allclose(result.outputs[softmax.output], p, rtol=1e-5, atol=1e-7)
 
 
+def concat_net(first: int, second: int) -> onnx.ModelProto:
+    g = Onnx(seed=21)
+    a, b = g.conv("ca", "x", 3, first, 3), g.conv("cb", "x", 3, second, 3)
+    g.node("Concat", [a, b], "cat", axis=1)
+    return g.model([1, 3, 6, 6], "cat.out")
+
+
+def test_concat_inputs_but_the_last_must_be_whole_lines() -> None:
+    """A concat is a view: each input is written into its channel lines of the concat's
+    buffer, so only the last input may end inside a line (6 channels are 1.5 lines of 4)."""
+    graph = compile_front(concat_net(6, 4))
+    with pytest.raises(CompileError) as info:
+        passes(graph, TINY)
+    assert (info.value.node, info.value.op) == ("cat", "concat")
+    assert info.value.reason == "input 'ca.out' has 6 channels, not whole lines of 4"
+    assert info.value.supported == "inputs of whole lines, but the last"
+    graph = compile_front(concat_net(4, 6))
+    plan = passes(graph, TINY)
+    views = {name: (t.alias_of, t.offset) for name, t in plan.tensors.items() if t.alias_of}
+    assert views == {"ca.out": ("cat.out", 0), "cb.out": ("cat.out", 4)}
+    x = np.random.default_rng(21).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    assert run(plan, x).bit_exact
+
+
 def test_block_diagonal_places_each_group_on_its_own_channels() -> None:
     """Group g's output channels read only input channels g * C/group .. (g+1) * C/group - 1,
     zero elsewhere, in the weights' own dtype."""
