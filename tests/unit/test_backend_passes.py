@@ -1038,10 +1038,10 @@ def test_emitted_plan_is_bit_exact(graphs: dict[str, Graph], key: str, config: s
             np.testing.assert_allclose(result.outputs[softmax.output], p, rtol=1e-5, atol=1e-7)
 
 
-def concat_net(first: int, second: int) -> onnx.ModelProto:
+def concat_net(*channels: int) -> onnx.ModelProto:
     g = Onnx(seed=21)
-    a, b = g.conv("ca", "x", 3, first, 3), g.conv("cb", "x", 3, second, 3)
-    g.node("Concat", [a, b], "cat", axis=1)
+    parts = [g.conv(f"c{i}", "x", 3, c, 3) for i, c in enumerate(channels)]
+    g.node("Concat", parts, "cat", axis=1)
     return g.model([1, 3, 6, 6], "cat.out")
 
 
@@ -1052,12 +1052,12 @@ def test_concat_inputs_but_the_last_must_be_whole_lines() -> None:
     with pytest.raises(CompileError) as info:
         passes(graph, TINY)
     assert (info.value.node, info.value.op) == ("cat", "concat")
-    assert info.value.reason == "input 'ca.out' has 6 channels, not whole lines of 4"
+    assert info.value.reason == "input 'c0.out' has 6 channels, not whole lines of 4"
     assert info.value.supported == "inputs of whole lines, but the last"
-    graph = compile_front(concat_net(4, 6))
+    graph = compile_front(concat_net(4, 8, 6))
     plan = passes(graph, TINY)
     views = {name: (t.alias_of, t.offset) for name, t in plan.tensors.items() if t.alias_of}
-    assert views == {"ca.out": ("cat.out", 0), "cb.out": ("cat.out", 4)}
+    assert views == {"c0.out": ("cat.out", 0), "c1.out": ("cat.out", 4), "c2.out": ("cat.out", 12)}
     x = np.random.default_rng(21).standard_normal((1, 3, 6, 6)).astype(np.float32)
     assert run(plan, x).bit_exact
 
