@@ -1038,6 +1038,51 @@ def test_emitted_plan_is_bit_exact(graphs: dict[str, Graph], key: str, config: s
             np.testing.assert_allclose(result.outputs[softmax.output], p, rtol=1e-5, atol=1e-7)
 
 
+def scale_net(width: int, gated: bool) -> onnx.ModelProto:
+    """A (1, 4, 1, width) input scaled by a squeeze-excitation gate (GAP, two 1x1 convs, a
+    Sigmoid) or, without a gate, a Sigmoid of the input (a table no layer can take: a one-input
+    scale)."""
+    g = Onnx(seed=31)
+    if not gated:
+        g.node("Sigmoid", ["x"], "layer")
+        return g.model([1, 4, 1, width], "layer.out")
+    p = g.node("GlobalAveragePool", ["x"], "gap")
+    a = g.node("Relu", [g.conv("g1", p, 4, 4, 1)], "r")
+    gate = g.node("Sigmoid", [g.conv("g2", a, 4, 4, 1)], "sg")
+    g.node("Mul", ["x", gate], "layer")
+    return g.model([1, 4, 1, width], "layer.out")
+
+
+def test_scale_tiles_hold_the_input_row_and_the_gate_line() -> None:
+    """ACT and ACC halves of 128 lines: a scale streams one input line per pixel into ACT, plus
+    one gate line per channel block when gated. 128 pixels fit ungated, 127 gated; one more is
+    refused by name. The gate's global pool of a 129-pixel row does not fit ACT at all."""
+    cfg = AccelConfig(
+        rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=4, param_lines=8,
+        dram_bytes_per_cycle=8, dram_mib=16,
+    )  # fmt: skip
+    assert (cfg.act_lines // 2, cfg.acc_lines // 2) == (128, 128)
+    for gated, widest in ((False, 128), (True, 127)):
+        plan = passes(compile_front(scale_net(widest, gated)), cfg, "tile")
+        (layer,) = [la for la in plan.accel_layers() if la.kind == "scale"]
+        assert len(layer.inputs) == 1 + gated and layer.tiling is not None
+        assert (layer.tiling.rows_per_tile, layer.tiling.n_blocks) == (1, 1)
+        with pytest.raises(CompileError) as info:
+            passes(compile_front(scale_net(widest + 1, gated)), cfg, "tile")
+        assert (info.value.node, info.value.op, info.value.reason) == (
+            "layer",
+            "scale",
+            "no tiling fits the ACT/ACC memories",
+        )
+    with pytest.raises(CompileError) as info:
+        passes(compile_front(scale_net(129, True)), cfg, "tile")
+    assert (info.value.node, info.value.op, info.value.reason) == (
+        "gap",
+        "global_avgpool",
+        "a window row of 129 pixels exceeds ACT",
+    )
+
+
 def concat_net(*channels: int) -> onnx.ModelProto:
     g = Onnx(seed=21)
     parts = [g.conv(f"c{i}", "x", 3, c, 3) for i, c in enumerate(channels)]
