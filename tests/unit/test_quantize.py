@@ -450,3 +450,42 @@ def test_an_output_rescale_out_of_range_names_the_node(op: str, inputs: list[str
         quantize._QUANTIZERS[op](_graph(node, scales), node)
     assert (info.value.node, info.value.op) == ("n1", op)
     assert re.search(r": output rescale [0-9.e+-]+\.\.[0-9.e+-]+ is out of range", str(info.value))
+
+
+def _concat_model(two_concats: bool) -> onnx.ModelProto:
+    """x -> conv a, conv b; Concat(x, a) or, with ``two_concats``, Concat(a, b) and
+    Concat(a, c)."""
+    rng = np.random.default_rng(43)
+    inits = {f"w{k}": rng.normal(0, 0.5, (4, 4, 1, 1)).astype(np.float32) for k in ("a", "b", "c")}
+    convs = [helper.make_node("Conv", ["x", f"w{k}"], [k], name=f"conv_{k}") for k in "abc"]
+    if two_concats:
+        cats = [
+            helper.make_node("Concat", ["a", "b"], ["y"], name="cat1", axis=1),
+            helper.make_node("Concat", ["a", "c"], ["z"], name="cat2", axis=1),
+        ]
+        return make([*convs, *cats], [1, 4, 3, 3], inits, ("y", "z"))
+    cat = helper.make_node("Concat", ["x", "a"], ["y"], name="cat", axis=1)
+    return make([convs[0], cat], [1, 4, 3, 3], {"wa": inits["wa"]})
+
+
+@pytest.mark.parametrize(
+    ("two_concats", "node", "reason"),
+    [
+        (False, "cat", "input 'x' comes from the graph input and cannot take the concat's scale"),
+        (
+            True,
+            "cat2",
+            "input 'a' shares 'a' with concat 'cat1' and cannot take the concat's scale",
+        ),
+    ],
+)
+def test_a_concat_input_that_cannot_take_its_scale_is_named(two_concats, node, reason) -> None:
+    """An int8 concat copies codes, so each input's producer must requantize to the concat's
+    scale: the graph input cannot, nor can a tensor two concats read."""
+    graph = canonicalize.run(load_onnx(_concat_model(two_concats)))
+    with pytest.raises(CompileError) as info:
+        quantize.run(graph, cal((1, 4, 3, 3)))
+    assert (info.value.node, info.value.op, info.value.reason) == (node, "concat", reason)
+    assert info.value.supported == (
+        "inputs made by conv, FC, add, average pool or host nodes, one concat each"
+    )
