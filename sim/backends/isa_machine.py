@@ -306,9 +306,7 @@ class Machine:
         """The STORE lookup table in PARAM lines ``first``.. (LOCAL_RANGE past PARAM)."""
         count = isa.table_lines(self.config.cols)
         self._check_lines(index, "table PARAM", first, count, self.config.param_lines)
-        return (
-            self.param_bytes[first : first + count].reshape(-1)[: isa.TABLE_ENTRIES].view(np.int8)
-        )
+        return self.param_bytes[first : first + count].ravel()[: isa.TABLE_ENTRIES].view(np.int8)
 
     def _exec_store(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
         desc = self._descriptor(index, insn, descs)

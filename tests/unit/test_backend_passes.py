@@ -601,6 +601,7 @@ def check_dw_tiling(plan: Plan) -> int:
         (3, 1, 2, False, 8),
         (5, 3, 1, False, 8),
         (3, 1, 1, False, 6),
+        (3, 1, 1, False, 4),
     ],
 )
 def test_depthwise_layers_fit_and_are_bit_exact(kernel, stride, dilation, residual, c) -> None:
@@ -623,8 +624,9 @@ def test_depthwise_layers_fit_and_are_bit_exact(kernel, stride, dilation, residu
             for i in range(i0, min(kernel, i0 + (1 if dilation > 1 else 3)))
             for j in range(j0, min(kernel, j0 + (1 if dilation > 1 else 3)))
         ]
-        assert dw.weights is not None and dw.weights.shape == (8, kernel * kernel)
-        expected = np.zeros((8, kernel * kernel), np.int8)
+        lanes = round_up(c, 4)
+        assert dw.weights is not None and dw.weights.shape == (lanes, kernel * kernel)
+        expected = np.zeros((lanes, kernel * kernel), np.int8)
         expected[:c] = np.stack([weight[:, 0, i, j] for i, j in taps], axis=1)
         np.testing.assert_array_equal(dw.weights, expected)
         result = run(plan, x)
@@ -635,15 +637,20 @@ def test_depthwise_layers_fit_and_are_bit_exact(kernel, stride, dilation, residu
         np.testing.assert_array_equal(got, dequantize(want[out], graph.tensors[out].scale))
 
 
-def dw_row_net(height: int, width: int, residual: bool) -> onnx.ModelProto:
-    """A 3x3 depthwise conv (pad 1) of an 8-channel input, optionally added to its input."""
+def dw_row_net(
+    height: int, width: int, residual: bool, kernel: tuple[int, int] = (3, 3), c: int = 8
+) -> onnx.ModelProto:
+    """A kh x kw depthwise conv ('same' padding) of a c-channel input, optionally added to its
+    input."""
     b = Onnx(7)
-    b.inits["dw.w"] = b.rng.normal(0, 0.4, (8, 1, 3, 3))
-    b.inits["dw.b"] = b.rng.normal(0, 0.1, 8)
-    y = b.node("Conv", ["x", "dw.w", "dw.b"], "dw", kernel_shape=[3, 3], group=8, pads=[1] * 4)
+    kh, kw = kernel
+    b.inits["dw.w"] = b.rng.normal(0, 0.4, (c, 1, kh, kw))
+    b.inits["dw.b"] = b.rng.normal(0, 0.1, c)
+    pads = [kh // 2, kw // 2, kh // 2, kw // 2]
+    y = b.node("Conv", ["x", "dw.w", "dw.b"], "dw", kernel_shape=[kh, kw], group=c, pads=pads)
     if residual:
         y = b.node("Add", [y, "x"], "res")
-    return b.model([1, 8, height, width], y)
+    return b.model([1, c, height, width], y)
 
 
 def test_depthwise_tiles_count_the_residual_and_the_halo() -> None:
@@ -692,6 +699,9 @@ def test_depthwise_tiles_count_the_residual_and_the_halo() -> None:
     plan = passes(compile_front(dw_row_net(6, 4, False), seed=2), few, "tile")
     assert check_dw_tiling(plan) == 1
     assert plan.layers[0].tiling is not None and plan.layers[0].tiling.n_blocks == 1
+    # A 3x1 kernel: 3 taps (WGT lines per block).
+    plan = passes(compile_front(dw_row_net(6, 10, False, (3, 1)), seed=2), TINY, "tile")
+    assert check_dw_tiling(plan) == 1
     roomy = AccelConfig(rows=4, cols=4, act_kib=128, acc_kib=128, dram_mib=16)
     passes(compile_front(dw_row_net(1, 4095, False), seed=2), roomy, "tile")
     with pytest.raises(CompileError) as info:

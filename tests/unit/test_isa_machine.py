@@ -460,3 +460,30 @@ def test_fetch_decodes_the_program_up_to_end():
     insns = Machine(cfg, dram).fetch(Launch(256, 0, 0))
     assert [i.format.name for i in insns] == ["sync", "sync", "end"]
     assert insns[1] == isa.make("sync", "push_prev", queue="STORE")
+
+
+def test_a_store_table_past_param_names_its_lines():
+    """A table is 256 bytes in PARAM lines of cols x 16 bytes: 4 lines on the 4x4 array. Its
+    last line may be PARAM's last; one further is LOCAL_RANGE naming the table's lines."""
+    cfg = CONFIGS["tiny"]
+    p = cfg.param_lines
+
+    def program(table_addr: int) -> Builder:
+        b = Builder(cfg)
+        params = b.put_params(mult=np.ones(4, np.int64), shift=np.zeros(4, np.int64))
+        b.load_params(params, 1, deps="push_next")
+        b.emit("sync", "pop_prev,push_next", queue="COMPUTE")
+        store = b.desc("ACC", 0, b.alloc(64), [(1, 4, 1)])
+        b.emit(
+            "store", "pop_prev", desc=store, clamp_lo=-128, clamp_hi=127, use_table=1,
+            table_addr=table_addr,
+        )  # fmt: skip
+        return b
+
+    program(p - 4).run_isa()
+    with pytest.raises(IsaSimError) as info:
+        program(p - 3).run_isa()
+    assert str(info.value) == (
+        f"LOCAL_RANGE: instruction 2: table PARAM lines {p - 3}..{p} are outside the memory "
+        f"({p} lines)"
+    )
