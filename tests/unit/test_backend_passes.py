@@ -463,6 +463,8 @@ def row_net(kind: str, width: int, channels: int = 4, height: int = 2) -> onnx.M
     g = Onnx(seed=16)
     if kind == "add":
         g.node("Add", ["x", "x"], "layer")
+    elif kind == "scale":  # a table no layer can take: a one-input scale
+        g.node("Sigmoid", ["x"], "layer")
     elif kind == "pool":
         g.node("MaxPool", ["x"], "layer", kernel_shape=[2, 2], strides=[2, 2])
         return g.model([1, channels, 2 * height, 2 * width], "layer.out")
@@ -472,17 +474,18 @@ def row_net(kind: str, width: int, channels: int = 4, height: int = 2) -> onnx.M
     return g.model([1, channels, height, width], "layer.out")
 
 
-@pytest.mark.parametrize("kind", ["add", "pool", "upsample"])
+@pytest.mark.parametrize("kind", ["add", "scale", "pool", "upsample"])
 def test_window_and_copy_tiles_fit_the_memories(kind: str) -> None:
     """1 or 3 channel blocks of 4 on 5 rows of several widths, ACT halves of 128 lines, ACC
-    halves of 64 or 128, 2 PARAM lines per slot: an add holds both inputs' tiles in ACT (2
-    lines per output pixel), a 2x2 pool its 4-line windows, an upsample its input tile; each
+    halves of 64 or 128, 2 or 4 PARAM lines per slot: an add holds both inputs' tiles in ACT (2
+    lines per output pixel), a scale its input's, a 2x2 pool its 4-line windows, an upsample
+    its input tile; each
     sums or copies into ACC; a block per PARAM line (an add: two). Whole numbers throughout."""
-    act, slot = 128, 2
-    lines, params = {"add": (2, 2), "pool": (4, 1), "upsample": (1, 1)}[kind]
-    for acc_kib, acc in ((2, 64), (4, 128)):
+    act = 128
+    lines, params = {"add": (2, 2), "scale": (1, 1), "pool": (4, 1), "upsample": (1, 1)}[kind]
+    for (acc_kib, acc), slot in itertools.product(((2, 64), (4, 128)), (2, 4)):
         cramped = AccelConfig(
-            rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=acc_kib, param_lines=8,
+            rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=acc_kib, param_lines=4 * slot,
             dram_bytes_per_cycle=8, dram_mib=16,
         )  # fmt: skip
         for channels, width in itertools.product((4, 12), (3, 8, 13, 21, 32)):
