@@ -450,11 +450,12 @@ class Machine:
             lines = self.act[act_start : act_start + m * window].reshape(m, window, c.rows)
             rows = slice(acc_start, acc_start + m)
             if insn["mode"] is isa.PoolMode.MAX:
-                value = lines.max(axis=1).astype(np.int64)
+                # int8 maxima and sums of <= 255 lines: float64 (astype(None)) holds them too
+                value = lines.max(axis=1).astype(np.int64)  # pragma: no mutate
                 if insn["accumulate"]:
                     value = np.maximum(value, self.acc[rows])
             else:
-                value = lines.astype(np.int64).sum(axis=1)
+                value = lines.astype(np.int64).sum(axis=1)  # pragma: no mutate
                 if insn["accumulate"]:
                     value = value + self.acc[rows]
             self.acc[rows] = wrap32(value)

@@ -169,10 +169,10 @@ def big_window_net() -> onnx.ModelProto:
     return g.model([1, 4, 20, 20], "big_pool.out")
 
 
-def gap_net(size: int) -> onnx.ModelProto:
+def gap_net(size: int, channels: int = 4) -> onnx.ModelProto:
     g = Onnx(seed=14)
     g.node("Flatten", [g.node("GlobalAveragePool", ["x"], "big_gap")], "flatten")
-    return g.model([1, 4, size, size], "flatten.out")
+    return g.model([1, channels, size, size], "flatten.out")
 
 
 @pytest.fixture(scope="module")
@@ -532,6 +532,36 @@ def test_one_row_that_just_fits_is_tiled_one_more_pixel_is_refused(kind, op, wid
         passes(compile_front(row_net(kind, 128)), roomy_acc, "tile")
         with pytest.raises(CompileError, match="no tiling fits"):
             passes(compile_front(row_net(kind, 129)), roomy_acc, "tile")
+
+
+def pool_net(shape: tuple[int, ...], kernel: tuple[int, int], stride: tuple[int, int]):
+    g = Onnx(seed=19)
+    g.node("MaxPool", ["x"], "layer", kernel_shape=list(kernel), strides=list(stride))
+    return g.model(list(shape), "layer.out")
+
+
+def test_pool_windows_against_the_window_field_and_the_memories() -> None:
+    """POOL's window field holds 255 lines: a 15x17 window fits, 16x16 does not unless the
+    pool has one output pixel (reduced in chunks), and 2 pixels are not one. A 1x2 window
+    (stride 1x2) of a 128-wide row fills ACT's 128-line half (2 lines per output) and ACC's
+    64 with one row; a global pool of 3 blocks of 16 pixels takes every block in one step."""
+    with pytest.raises(CompileError) as info:
+        passes(compile_front(pool_net((1, 4, 16, 17), (16, 16), (1, 1))), TINY, "tile")
+    assert (info.value.node, info.value.op) == ("layer", "maxpool")
+    assert info.value.reason == "window of 256 pixels exceeds 255"
+    passes(compile_front(pool_net((1, 4, 15, 18), (15, 17), (1, 1))), TINY, "tile")
+    cramped = AccelConfig(
+        rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=2, param_lines=16,
+        dram_bytes_per_cycle=8, dram_mib=16,
+    )  # fmt: skip
+    plan = passes(compile_front(pool_net((1, 4, 2, 128), (1, 2), (1, 2))), cramped, "tile")
+    (layer,) = plan.accel_layers()
+    assert layer.tiling is not None and layer.tiling.rows_per_tile == 1
+    with pytest.raises(CompileError, match="no tiling fits"):
+        passes(compile_front(pool_net((1, 4, 2, 130), (1, 2), (1, 2))), cramped, "tile")
+    plan = passes(compile_front(gap_net(4, channels=12)), cramped, "tile")
+    (layer,) = plan.accel_layers()
+    assert layer.tiling is not None and layer.tiling.n_blocks == 3
 
 
 @pytest.mark.parametrize("size", [16, 23])
