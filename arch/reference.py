@@ -36,7 +36,9 @@ point: the hardware adds ``rq_res(r)`` and folds ``-rq_res(z_r)`` into the bias)
   (1, H, K, N) activation (attention's ``q @ k^T`` and ``p @ v``), then the STORE as for conv
   (per-tensor ``mult``/``shift``).
 * split_heads: tokens (1, T, 1, F) -> (1, H, T, F/H) (attrs ``heads``): ONNX's Reshape to
-  (1, T, H, F/H) then Transpose (0, 2, 1, 3); merge_heads the inverse. Views: no rescale.
+  (1, T, H, F/H) then Transpose (0, 2, 1, 3); merge_heads the inverse; split_heads_t:
+  tokens (1, T, 1, F) -> (1, H, F/H, T), the Transpose (0, 2, 3, 1) of k for ``q @ k^T``
+  (the producer stores it transposed). Views: no rescale.
 * flatten: a reshape (NCHW order); softmax: fp32 on the host, after :func:`dequantize`.
 * host (nodes the accelerator does not run): their ONNX model (param ``model``) in fp32 on
   onnxruntime (:mod:`arch.host_runtime`), inputs dequantized and fed as ``feeds``, output
@@ -272,6 +274,12 @@ def _split_heads(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.nda
     return xs[0].reshape(1, t, heads, d // heads).transpose(0, 2, 1, 3).copy()
 
 
+def _split_heads_t(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    _, t, _, d = xs[0].shape
+    heads = node.attrs["heads"]
+    return xs[0].reshape(1, t, heads, d // heads).transpose(0, 2, 3, 1).copy()
+
+
 def _merge_heads(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     _, heads, t, d = xs[0].shape
     return xs[0].transpose(0, 2, 1, 3).reshape(1, t, 1, heads * d).copy()
@@ -340,6 +348,7 @@ _EVAL: dict[str, Any] = {
     "depth_to_space": _depth_to_space,
     "batch_matmul": _batch_matmul,
     "split_heads": _split_heads,
+    "split_heads_t": _split_heads_t,
     "merge_heads": _merge_heads,
 }
 
@@ -379,6 +388,7 @@ PARAMS_OF_OP: dict[str, dict[str, str]] = {
     "depth_to_space": {},
     "batch_matmul": {"mult": "int64", "shift": "int64", "clamp": "int64"},
     "split_heads": {},
+    "split_heads_t": {},
     "merge_heads": {},
 }
 #: The params a conv or gemm with a residual (second) input reads besides its own.
@@ -406,6 +416,7 @@ ATTRS_OF_OP: dict[str, frozenset[str]] = {
     "depth_to_space": frozenset({"block"}),
     "batch_matmul": frozenset({"act"}),
     "split_heads": frozenset({"heads"}),
+    "split_heads_t": frozenset({"heads"}),
     "merge_heads": frozenset(),
 }
 #: Inputs of each op (lowest, highest); others take one.
@@ -589,6 +600,8 @@ def _split(c: _Node, xs: list[tuple[int, ...]]) -> tuple[int, ...]:
         c.fail(f"input {x} is not tokens (1, T, 1, F) of {_short(c.node.attrs['heads'])} heads")
     if not _same_quantization(c):
         c.fail("output scale must equal the input scale (heads are a view)")
+    if c.node.op == "split_heads_t":
+        return (1, heads, x[3] // heads, x[1])
     return (1, heads, x[1], x[3] // heads)
 
 
@@ -702,6 +715,7 @@ _OUTPUT_SHAPE: dict[str, Any] = {
     "depth_to_space": _unshuffled,
     "batch_matmul": _multiplied,
     "split_heads": _split,
+    "split_heads_t": _split,
     "merge_heads": _merged,
 }
 

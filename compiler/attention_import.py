@@ -3,11 +3,12 @@
 A mixin of the ONNX importer (:mod:`compiler.onnx_import`), for these node patterns:
 
 - ``Reshape`` of tokens (1, T, F) to (1, T, H, F/H) read only by ``Transpose`` perm (0, 2, 1, 3):
-  one ``split_heads`` view (1, H, T, F/H); ``Transpose`` (0, 2, 1, 3) of (1, H, T, d) read only
-  by ``Reshape`` to (1, T, H*d): one ``merge_heads`` view back to tokens. (The Reshape, or the
-  Transpose, stands for nothing on its own: its value is the view's input, ``pending_views``.)
-  Any other Transpose - ``k`` transposed for ``q @ k^T`` - goes to the host, which moves codes
-  exactly.
+  one ``split_heads`` view (1, H, T, F/H); by ``Transpose`` perm (0, 2, 3, 1) - ``k`` transposed
+  for ``q @ k^T`` - one ``split_heads_t`` view (1, H, F/H, T), whose producer stores k
+  transposed; ``Transpose`` (0, 2, 1, 3) of (1, H, T, d) read only by ``Reshape`` to
+  (1, T, H*d): one ``merge_heads`` view back to tokens. (The Reshape, or the Transpose, stands
+  for nothing on its own: its value is the view's input, ``pending_views``.) Any other
+  Transpose goes to the host, which moves codes exactly.
 - ``MatMul`` of two activations (1, H, M, K) @ (1, H, K, N): ``batch_matmul``.
 - ``Mul`` or ``Div`` of a ``batch_matmul`` output (read only there) by a scalar constant - the
   1/sqrt(d) of attention scores: folded into the product (param ``alpha``).
@@ -26,6 +27,7 @@ from .ir import Node, Tensor
 __all__ = ["AttentionImport"]
 
 _SPLIT_PERM = (0, 2, 1, 3)
+_SPLIT_T_PERM = (0, 2, 3, 1)
 
 
 class AttentionImport:
@@ -107,8 +109,8 @@ class AttentionImport:
         perm = tuple(self._attrs(reader).get("perm", ())) if reader is not None else ()
         if heads * d != shape[3] or reader is None or reader.op_type != "Transpose":
             return False
-        if perm != _SPLIT_PERM:
-            return False  # e.g. k^T: Reshape and Transpose go to the host together
+        if perm not in (_SPLIT_PERM, _SPLIT_T_PERM):
+            return False  # Reshape and Transpose go to the host together
         self.pending_views[node.output[0]] = ("split", heads)
         self.alias[node.output[0]] = x
         return True
@@ -116,11 +118,18 @@ class AttentionImport:
     def _op_Transpose(self, node: onnx.NodeProto, name: str) -> None:
         perm = tuple(int(p) for p in self._attrs(node).get("perm", ()))
         value = node.input[0]
-        if value in self.pending_views and perm == _SPLIT_PERM:
+        if value in self.pending_views and perm in (_SPLIT_PERM, _SPLIT_T_PERM):
             _, heads = self.pending_views[value]
             x = self.alias[value]
             _, t, _, f = self._shape(x)
-            self._emit(node, name, "split_heads", [x], (1, heads, t, f // heads), {"heads": heads})
+            if perm == _SPLIT_PERM:
+                self._emit(
+                    node, name, "split_heads", [x], (1, heads, t, f // heads), {"heads": heads}
+                )
+            else:
+                self._emit(
+                    node, name, "split_heads_t", [x], (1, heads, f // heads, t), {"heads": heads}
+                )
             return
         x = self._act(node, name, 0)
         shape = self._shape(x)
@@ -135,7 +144,8 @@ class AttentionImport:
             name,
             node.op_type,
             f"Transpose {perm} of {shape} is not a view of attention heads",
-            "(0, 2, 1, 3) between a Reshape of tokens and heads (the host moves other data)",
+            "(0, 2, 1, 3) or, for k^T, (0, 2, 3, 1) after a Reshape of tokens to heads, and "
+            "(0, 2, 1, 3) before a Reshape of heads to tokens (the host moves other data)",
         )
 
     # -- products --------------------------------------------------------------------------

@@ -105,8 +105,7 @@ def param_lines(plan: Plan, layer: Layer) -> np.ndarray:
     have a second set for their b input after the first; a layer with a table ends with it,
     padded to whole PARAM lines (at :func:`table_offset`)."""
     node = layer.node
-    out = plan.tensors[layer.output]
-    padded, channels = out.channels, out.logical_channels
+    padded, channels = plan.out_channels(layer)
     p = node.params
     zp_bias = zero_point_bias(plan, layer)
     if layer.kind == "gemm":
@@ -182,7 +181,7 @@ def _entries(values: dict[str, np.ndarray], count: int) -> np.ndarray:
 def table_offset(plan: Plan, layer: Layer) -> int:
     """Byte offset of the layer's table in its PARAM data: after the parameter entries."""
     sets = 2 if layer.kind == "add" else 1
-    return sets * plan.tensors[layer.output].channels * isa.PARAM_ENTRY_BYTES
+    return sets * plan.out_channels(layer)[0] * isa.PARAM_ENTRY_BYTES
 
 
 def param_size(plan: Plan, layer: Layer) -> int:

@@ -29,6 +29,7 @@ depth_to_space  block (sh, sw): channel groups to pixels     none (output scale 
 batch_matmul    act; a (1, H, M, K) @ b (1, H, K, N)          mult, shift (1,), clamp (fp32:
                                                              optional alpha (1,), a scalar Mul)
 split_heads     heads: tokens (1, T, 1, F) -> (1, H, T, F/H)  none (output scale = input scale)
+split_heads_t   heads: tokens (1, T, 1, F) -> (1, H, F/H, T)  none (output scale = input scale)
 merge_heads     - : (1, H, T, d) -> tokens (1, T, 1, H*d)     none (output scale = input scale)
 host            onnx_ops, feeds, fetch, macs                 model (uint8: a serialized ONNX model)
 ==============  ===========================================  =====================================
@@ -95,10 +96,12 @@ OPS: tuple[str, ...] = (
     "depth_to_space",
     "batch_matmul",
     "split_heads",
+    "split_heads_t",
     "merge_heads",
 )
-#: Views between tokens (1, T, 1, F) and attention heads (1, H, T, F/H).
-HEAD_VIEWS: tuple[str, ...] = ("split_heads", "merge_heads")
+#: Views between tokens (1, T, 1, F) and attention heads (1, H, T, F/H), or transposed heads
+#: (1, H, F/H, T): the k^T of ``q @ k^T``, which its producer stores transposed.
+HEAD_VIEWS: tuple[str, ...] = ("split_heads", "split_heads_t", "merge_heads")
 #: ONNX-level ops that only live between import and canonicalize (fp32 stage).
 IMPORT_OPS: tuple[str, ...] = (
     "batchnorm",
@@ -679,6 +682,8 @@ def _split_heads(g: Graph, node: Node, x: Shape) -> Shape:
     if not is_tokens(x) or not isinstance(heads, int) or heads < 1 or x[3] % heads:
         raise VerifyError(node.name, node.op, f"input {x} is not tokens of {heads!r} heads")
     _check_params(node, {})
+    if node.op == "split_heads_t":
+        return (1, heads, x[3] // heads, x[1])
     return (1, heads, x[1], x[3] // heads)
 
 
@@ -813,6 +818,7 @@ _CHECKS = {
     "depth_to_space": _depth_to_space,
     "batch_matmul": _batch_matmul,
     "split_heads": _split_heads,
+    "split_heads_t": _split_heads,
     "merge_heads": _merge_heads,
     "batchnorm": _per_channel,
     "relu": _elementwise,

@@ -203,6 +203,15 @@ class Plan:
             if layer.target == "accel" and layer.kind not in VIEW_KINDS
         ]
 
+    def out_channels(self, layer: Layer) -> tuple[int, int]:
+        """(padded to lines, logical) output channels the layer computes: its output tensor's,
+        or the features F of a (1, T, 1, F) stored transposed (tokens_t)."""
+        out = self.tensors[layer.output]
+        if out.layout == "tokens_t":
+            f = self.graph.tensors[layer.output].shape[3]
+            return round_up(f, self.dim), f
+        return out.channels, out.logical_channels
+
     def tensor(self, name: str) -> DramTensor:
         """Where ``name``'s bytes are: a view resolved to the tensor that owns them (its name
         is the DRAM symbol; ``offset`` and ``pixel_bytes`` say where the view sits in it)."""

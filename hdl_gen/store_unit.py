@@ -273,9 +273,7 @@ class StoreUnit(wiring.Component):
                     m.d.comb += addrgen.start.eq(1)
                     m.d.sync += walking.eq(1)
                     m.next = "MOVE"
-            with m.State("MOVE"), m.If(
-                ~walking & ~addrgen.busy & ~b_valid & ~draining & ~c_valid
-            ):
+            with m.State("MOVE"), m.If(~walking & ~addrgen.busy & ~b_valid & ~draining & ~c_valid):
                 m.d.comb += frame.done.eq(1)
                 m.next = "IDLE"
             with m.State("PERF"), m.If(self.wr.ready):

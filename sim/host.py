@@ -3,6 +3,8 @@ layout its first layer wants, read tensors back as NCHW arrays, and run the host
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from arch.executable import DeviceProgram, DramTensor, HostStep, ReferenceGraph
@@ -31,6 +33,12 @@ def _im2col(q: np.ndarray, tensor: DramTensor) -> np.ndarray:
 def tensor_bytes(tensor: DramTensor, q: np.ndarray) -> np.ndarray:
     """An int8 tensor ((1,C,H,W), (1,F) or tokens (1,T,1,F)) laid out as ``tensor`` says: its
     bytes, one row of ``channels`` per pixel."""
+    if tensor.layout == "tokens_t":  # the bytes of its (1, H, F/H, T) heads
+        _, t, _, f = q.shape
+        heads = f // tensor.h
+        return tensor_bytes(
+            _as_heads(tensor), q.reshape(1, t, heads, tensor.h).transpose(0, 2, 3, 1)
+        )
     if tensor.layout == "heads":  # (1, H, M, N): row m holds each head's N, padded per head
         _, heads, m, n = q.shape
         rows = np.zeros((m, heads, tensor.channels // heads), dtype=np.int8)
@@ -57,6 +65,11 @@ def device_image(program: DeviceProgram, values: dict[str, np.ndarray]) -> np.nd
     return image
 
 
+def _as_heads(tensor: DramTensor) -> DramTensor:
+    """A tokens_t tensor seen as the heads (1, H, F/H, T) whose bytes it has."""
+    return dataclasses.replace(tensor, layout="heads")
+
+
 def _pixels(tensor: DramTensor) -> np.ndarray:
     """DRAM addresses of the tensor's bytes, one row of ``channels`` per pixel."""
     starts = tensor.addr + np.arange(tensor.h * tensor.w) * tensor.pixel_stride
@@ -66,6 +79,11 @@ def _pixels(tensor: DramTensor) -> np.ndarray:
 def tensor_addresses(tensor: DramTensor, shape: tuple[int, ...]) -> np.ndarray:
     """The DRAM byte address of every element, in the graph's logical shape."""
     pixels = _pixels(tensor).reshape(tensor.h, tensor.w, tensor.channels)
+    if tensor.layout == "tokens_t":  # element (t, h*d_h + d) is head h's (d, t)
+        _, t, _, f = shape
+        heads = f // tensor.h
+        by_head = tensor_addresses(_as_heads(tensor), (1, heads, tensor.h, t))
+        return by_head.transpose(0, 3, 1, 2).reshape(shape)
     if tensor.layout == "tokens":
         return pixels[:, :, : tensor.logical_channels].reshape(shape)
     if tensor.layout == "heads":

@@ -55,12 +55,14 @@ from arch.reference import MAX_ELEMENTS, REFERENCE_OPS, ReferenceError, check_gr
 
 FORMAT = "cosim-executable"
 #: Reference ops whose output is a view of their inputs' bytes (no layer writes it).
-VIEW_OPS = ("flatten", "concat", "split_heads", "merge_heads")
-FORMAT_VERSION = 3
+VIEW_OPS = ("flatten", "concat", "split_heads", "split_heads_t", "merge_heads")
+FORMAT_VERSION = 4
 #: Versions this tool reads. 2 added zero points, ACCUM gates, scale layers, DWCONV and channel
 #: slices; 3 the transformer's tokens and heads layouts, batch_matmul layers and the heads
-#: views. An older file has none of them, and their defaults mean what it meant.
-READABLE_VERSIONS = (1, 2, 3)
+#: views; 4 the transposed heads view of k (split_heads_t) over the tokens_t layout its
+#: producer's transposing stores write. An older file has none of them, and their defaults
+#: mean what it meant.
+READABLE_VERSIONS = (1, 2, 3, 4)
 SUFFIX = ".cosim"
 #: dtypes an array may have.
 DTYPES = ("int8", "uint8", "int32", "int64", "float32")
@@ -846,6 +848,20 @@ def _check_dram_tensor(reader: _Reader, what: str, t: DramTensor, spec: TensorSp
             )
         if t.channels < kh * kw * t.logical_channels:
             reader.fail(f"{what}: {t.channels} channels hold no {kh}x{kw}x{shape[1]} rows")
+        return
+    if t.layout == "tokens_t":
+        if (
+            len(shape) != 4
+            or shape[2] != 1
+            or t.w != 1
+            or shape[3] % t.h
+            or t.logical_channels != shape[1]
+        ):
+            reader.fail(f"{what}: tokens_t {t.h}x{t.w} of {t.logical_channels}; graph {shape}")
+        if t.channels % (shape[3] // t.h) or t.channels // (shape[3] // t.h) < shape[1]:
+            reader.fail(
+                f"{what}: {t.channels} channels hold no {shape[3] // t.h} heads of {shape[1]}"
+            )
         return
     if t.layout != "heads" and t.h * t.w * t.logical_channels != math.prod(shape):
         reader.fail(

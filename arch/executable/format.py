@@ -34,8 +34,10 @@ HOST_OPS: tuple[str, ...] = ("softmax", "host")
 #: Layouts of a tensor in DRAM: channels-last lines of an NCHW tensor (channels = axis 1), rows
 #: the host im2col'ed for a first conv, or tokens: a (1, T, 1, F) tensor (a transformer's
 #: (1, T, F)) as T pixels of its last axis F, or heads: a (1, H, M, N) tensor as M pixels of H
-#: blocks of N channels, each padded to whole lines (channels = H x the padded N).
-LAYOUTS: tuple[str, ...] = ("nhwc", "im2col", "tokens", "heads")
+#: blocks of N channels, each padded to whole lines (channels = H x the padded N), or tokens_t:
+#: a (1, T, 1, F) tensor of H = F / h heads stored as the heads of its transpose (1, H, F/H, T)
+#: (k for ``q @ k^T``, written by transposing stores).
+LAYOUTS: tuple[str, ...] = ("nhwc", "im2col", "tokens", "heads", "tokens_t")
 #: Kinds of a device layer.
 LAYER_KINDS: tuple[str, ...] = ("gemm", "pool", "add", "scale", "upsample", "matmul")
 #: Keys of a layer's tiling (the compiler's ``Tiling``: output rows per m tile, output channel

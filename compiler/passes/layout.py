@@ -28,8 +28,14 @@ def _tensor_dims(shape: tuple[int, ...]) -> tuple[int, int, int]:
     raise CompileError(None, None, f"tensor shape {shape} is neither (1,C,H,W) nor (1,F)")
 
 
-def _plain(plan: Plan, name: str, tokens: set[str], heads: set[str]) -> DramTensor:
+def _plain(
+    plan: Plan, name: str, tokens: set[str], heads: set[str], transposed: dict[str, int]
+) -> DramTensor:
     t = plan.graph.tensors[name]
+    if name in transposed:  # tokens (1, T, 1, F) of H heads, stored as their (1, H, F/H, T)
+        h, (_, tl, _, f) = transposed[name], t.shape
+        scale = float(t.scale or 1.0)
+        return DramTensor(name, f // h, 1, h * round_up(tl, plan.dim), tl, scale, "tokens_t")
     if name in heads:  # (1, H, M, N): M pixels of H blocks of N channels, each padded to lines
         _, h, m, n = t.shape
         scale = float(t.scale or 1.0)
@@ -58,11 +64,41 @@ def _head_tensors(plan: Plan) -> set[str]:
     for layer in _on_accel(plan):
         if layer.kind == "matmul":
             heads |= {*layer.inputs, layer.output}
-        elif layer.node.op == "split_heads":
+        elif layer.node.op in ("split_heads", "split_heads_t"):
             heads.add(layer.output)
         elif layer.node.op == "merge_heads":
             heads.add(layer.inputs[0])
     return heads
+
+
+def _transposed_tensors(plan: Plan) -> dict[str, int]:
+    """Tokens stored transposed, as the heads of a split_heads_t (k for ``q @ k^T``) -> their
+    head count: a tokens tensor that view alone reads, written by a gemm over tokens of this
+    program (its stores transpose) or by the host."""
+    transposed: dict[str, int] = {}
+    for layer in _on_accel(plan):
+        node = layer.node
+        if node.op != "split_heads_t":
+            continue
+        src = node.inputs[0]
+        readers = [n.name for n in plan.graph.consumers(src)]
+        producer = plan.graph.producer(src)
+        if readers != [node.name] or src in plan.graph.outputs:
+            raise CompileError(
+                node.name,
+                node.op,
+                f"'{src}' is also read by {[r for r in readers if r != node.name] or 'the host'}",
+                "a k^T whose tokens nothing else reads (they are stored transposed)",
+            )
+        if producer is not None and producer.op != "gemm":
+            raise CompileError(
+                node.name,
+                node.op,
+                f"'{src}' is written by a {producer.op}, which cannot store it transposed",
+                "a k^T of a linear layer's output",
+            )
+        transposed[src] = node.attrs["heads"]
+    return transposed
 
 
 def _token_tensors(plan: Plan) -> set[str]:
@@ -158,6 +194,7 @@ def run(plan: Plan) -> Plan:
     dim = plan.dim
     tokens = _token_tensors(plan)
     heads = _head_tensors(plan)
+    transposed = _transposed_tensors(plan)
     if heads & tokens:
         raise CompileError(None, None, f"tensor '{min(heads & tokens)}' is both tokens and heads")
     for layer in plan.layers:
@@ -175,8 +212,8 @@ def run(plan: Plan) -> Plan:
                         name, oh, ow, round_up(kh * kw * c, dim), c, scale, layout="im2col"
                     )
                 else:
-                    plan.tensors[name] = _plain(plan, name, tokens, heads)
-        out = _plain(plan, layer.output, tokens, heads)
+                    plan.tensors[name] = _plain(plan, name, tokens, heads, transposed)
+        out = _plain(plan, layer.output, tokens, heads, transposed)
         if node.op in HEAD_VIEWS:
             out = _head_view(plan, layer, out)
         elif layer.kind == "alias":
@@ -215,13 +252,16 @@ def run(plan: Plan) -> Plan:
 
 
 def _head_view(plan: Plan, layer: Layer, out: DramTensor) -> DramTensor:
-    """split_heads / merge_heads: the same bytes, when each head is whole lines."""
+    """split_heads / merge_heads: the same bytes, when each head is whole lines;
+    split_heads_t: the bytes its input's transposing stores wrote, when each head's features
+    are whole lines (a store block is one head's)."""
     node, src = layer.node, plan.tensors[layer.inputs[0]]
-    heads, per_head = (
-        (node.attrs["heads"], out.logical_channels)
-        if node.op == "split_heads"
-        else (plan.graph.tensors[layer.inputs[0]].shape[1], src.logical_channels)
-    )
+    if node.op == "split_heads_t":
+        heads, per_head = node.attrs["heads"], src.h
+    elif node.op == "split_heads":
+        heads, per_head = node.attrs["heads"], out.logical_channels
+    else:
+        heads, per_head = plan.graph.tensors[layer.inputs[0]].shape[1], src.logical_channels
     if per_head % plan.dim or src.alias_of is not None:
         raise CompileError(
             node.name,
@@ -239,7 +279,7 @@ def _head_view(plan: Plan, layer: Layer, out: DramTensor) -> DramTensor:
         layout=out.layout,
     )
     view.alias_of = src.name
-    assert view.channels == heads * per_head
+    assert node.op == "split_heads_t" or view.channels == heads * per_head
     return view
 
 
@@ -321,9 +361,10 @@ def _gemm_shape(plan: Plan, layer: Layer) -> None:
         else:
             dense = block_diagonal(weight, group) if group > 1 else weight
             matrix = _conv_matrix(dense, src.channels, im2col, dim)
-    elif src.layout == "tokens":  # a 1x1 convolution over the tokens
+    elif src.layout == "tokens":  # a 1x1 convolution over the tokens (stored as they are, or
+        _, t, _, f = plan.graph.tensors[layer.output].shape  # transposed: tokens_t)
         shape = GemmShape(
-            src.h, 1, src.channels, (1, 1), (1, 1), (0, 0, 0, 0), out.h, 1, out.channels
+            src.h, 1, src.channels, (1, 1), (1, 1), (0, 0, 0, 0), t, 1, round_up(f, dim)
         )
         matrix = _conv_matrix(weight[:, :, None, None], src.channels, False, dim)
     else:

@@ -28,6 +28,7 @@ KINDS = {
     "depth_to_space": "upsample",  # the same copies into ACC and strided stores
     "batch_matmul": "matmul",  # a gemm per head whose weights are the second activation
     "split_heads": "alias",
+    "split_heads_t": "alias",  # its producer's transposing stores wrote the bytes
     "merge_heads": "alias",
 }
 HOST_OPS = {"softmax"}

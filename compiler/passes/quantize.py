@@ -51,6 +51,7 @@ _SAME_SCALE = (
     "depth_to_space",
     "channel_slice",
     "split_heads",
+    "split_heads_t",
     "merge_heads",
 )
 #: ONNX ops that only move, select or take the maximum of values: a host node of these alone
@@ -431,5 +432,6 @@ _QUANTIZERS = {
     "depth_to_space": _no_params,
     "batch_matmul": _batch_matmul,
     "split_heads": _no_params,
+    "split_heads_t": _no_params,
     "merge_heads": _no_params,
 }

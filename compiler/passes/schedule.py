@@ -63,6 +63,16 @@ def _clamp(layer: Layer) -> tuple[int, int]:
     return (int(clamp[0]), int(clamp[1])) if clamp is not None else (-128, 127)
 
 
+def _store_fields(plan: Plan, layer: Layer, slot: int) -> dict[str, int]:
+    lo, hi = _clamp(layer)
+    fields = {"param_addr": slot, "param_loop": isa.DESC_LOOPS - 2, "clamp_lo": lo, "clamp_hi": hi}
+    if layer.node.op != "maxpool" and store_zero_point(plan.graph, layer.node):
+        fields["out_zp"] = store_zero_point(plan.graph, layer.node)
+    if uses_table(layer):
+        fields |= {"use_table": 1, "table_addr": table_line(plan.config)}
+    return fields
+
+
 def _store(
     plan: Plan, layer: Layer, acc_base: int, slot: int, oy0: int, mt: int, nb0: int, nbc: int
 ) -> Op:
@@ -75,13 +85,36 @@ def _store(
         out.offset + oy0 * out.w * out.pixel_stride + nb0 * dim,
         [(nbc, dim, mt), (mt, out.pixel_stride, 1)],
     )
-    lo, hi = _clamp(layer)
-    fields = {"param_addr": slot, "param_loop": isa.DESC_LOOPS - 2, "clamp_lo": lo, "clamp_hi": hi}
-    if layer.node.op != "maxpool" and store_zero_point(plan.graph, layer.node):
-        fields["out_zp"] = store_zero_point(plan.graph, layer.node)
-    if uses_table(layer):
-        fields |= {"use_table": 1, "table_addr": table_line(plan.config)}
-    return Op("store", fields=fields, desc=desc)
+    return Op("store", fields=_store_fields(plan, layer, slot), desc=desc)
+
+
+def _transposed_stores(
+    plan: Plan, layer: Layer, acc_base: int, slot: int, oy0: int, rows: int, nb0: int, nbc: int
+) -> list[Op]:
+    """Store an m tile of token rows ``oy0..`` (ACC: ``rows`` lines per channel block) into a
+    tokens_t tensor - per head, feature d's line holds the head's tokens - with transposing
+    STOREs: one per run of the tile's channel blocks inside one head; each innermost run of
+    ``dim`` token lines becomes ``dim`` feature lines (tokens past the tile: zeros)."""
+    out = plan.tensor(layer.output)
+    dim, ps = plan.dim, out.pixel_stride
+    heads = plan.graph.tensors[layer.output].shape[3] // out.h
+    per_head, t_pad = out.h // dim, out.channels // heads  # blocks of a head, channels of one
+    ops = []
+    for head, run in itertools.groupby(range(nb0, nb0 + nbc), key=lambda b: b // per_head):
+        blocks = list(run)
+        first = blocks[0]
+        desc = DescSpec(
+            "ACC",
+            acc_base + (first - nb0) * rows,
+            out.name,
+            out.offset + (first % per_head) * dim * ps + head * t_pad + oy0,
+            [(-(-rows // dim), dim, dim, dim), (len(blocks), dim * ps, rows), (dim, ps, 1, 1)],
+            y0=oy0,
+            height=oy0 + rows,
+        )
+        fields = _store_fields(plan, layer, slot + first - nb0) | {"transpose": 1}
+        ops.append(Op("store", fields=fields, desc=desc))
+    return ops
 
 
 def _table_load(plan: Plan, layer: Layer) -> Op:
@@ -265,7 +298,9 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                     },
                 )
             )
-            if gi == len(k_groups) - 1:
+            if gi == len(k_groups) - 1 and plan.tensor(layer.output).layout == "tokens_t":
+                step.store += _transposed_stores(plan, layer, acc_base, slot, oy0, mt, nb0, nbc)
+            elif gi == len(k_groups) - 1:
                 step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, out_nb0, nbc))
             steps.append(step)
     return steps

@@ -53,7 +53,10 @@ class Budget:
         self.latency = c.dram_latency
 
 
-def _gemm_tiling(layer: Layer, budget: Budget) -> Tiling:
+def _gemm_tiling(layer: Layer, budget: Budget, transposed: bool = False) -> Tiling:
+    """``transposed``: the output is stored transposed (tokens_t), in runs of ``dim`` token
+    rows that must not straddle m tiles (rows per tile a multiple of ``dim``, or all rows),
+    and the last block's last run reads up to a run past its lines (inside the ACC half)."""
     shape = layer.gemm
     assert shape is not None
     dim = budget.dim
@@ -64,8 +67,11 @@ def _gemm_tiling(layer: Layer, budget: Budget) -> Tiling:
         mt = rows * shape.out_w
         if mt > MAX_M or mt > budget.acc:
             break
+        if transposed and rows % dim and rows < shape.out_h:
+            continue
         m_tiles = ceil_div(shape.out_h, rows)
-        most = min(blocks, budget.param, budget.acc // mt, MAX_ITER)
+        run_tail = -mt % dim if transposed else 0
+        most = min(blocks, budget.param, (budget.acc - run_tail) // mt, MAX_ITER)
         for nb in range(1, most + 1):
             res_lines = nb * mt if residual else 0
             kg = min(chunks, budget.wgt_tiles // nb, (budget.act - res_lines) // mt, MAX_ITER)
@@ -247,7 +253,8 @@ def run(plan: Plan) -> Plan:
         if layer.kind == "gemm" and layer.gemm is not None and layer.gemm.depthwise:
             layer.tiling = _dw_tiling(layer, budget)
         elif layer.kind in ("gemm", "matmul"):
-            layer.tiling = _gemm_tiling(layer, budget)
+            transposed = plan.tensors[layer.output].layout == "tokens_t"
+            layer.tiling = _gemm_tiling(layer, budget, transposed)
         elif layer.kind == "pool":
             layer.tiling = _pool_tiling(layer, plan, budget)
         elif layer.kind == "upsample":

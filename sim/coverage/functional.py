@@ -43,6 +43,19 @@ ACCUM_MODES = [
 PADDING = ["none", "y", "x", "y_and_x"]
 LOOPS = [str(n) for n in range(isa.DESC_LOOPS + 1)]
 UNIT_WAITS = ["load_token_wait", "compute_token_wait", "store_token_wait"]
+_NO_DESCRIPTOR = ("GEMM", "ACCUM", "POOL", "DWCONV", "SYNC", "PERF", "END")
+#: (opcode, error code) pairs no program can produce, and why: ignored by the opcode x error
+#: cross (``ign_bins``) and listed with their reasons in the report. (DRAM_RANGE is possible at
+#: any opcode: a bad launch stops at instruction 0, whatever it is.)
+IMPOSSIBLE_OP_ERRORS: dict[tuple[str, str], str] = {
+    **{
+        (op, "ILLEGAL_OPCODE"): "ILLEGAL_OPCODE names an undecodable word, not a decoded opcode"
+        for op in OPCODES
+    },
+    **{(op, "BAD_DESCRIPTOR"): f"{op} names no descriptor" for op in _NO_DESCRIPTOR},
+    **{(op, "LOCAL_RANGE"): f"{op} addresses no local memory" for op in ("SYNC", "PERF", "END")},
+    ("END", "DEADLOCK"): "END waits for no token and needs no queue room",
+}
 
 
 def size_bin(value: int, dim: int) -> str:
@@ -104,6 +117,9 @@ def _define() -> dict[str, Any]:
     @point("store.out_zp", ["zero", "nonzero"])
     def store_zp(value: str) -> None: ...
 
+    @point("store.transpose", ["no", "yes"])
+    def store_transpose(value: str) -> None: ...
+
     @point("accum.mode", ACCUM_MODES)
     def accum_mode(value: str) -> None: ...
 
@@ -122,7 +138,9 @@ def _define() -> dict[str, Any]:
     @CoverPoint("top.status.error_opcode", xf=lambda op, code: op, bins=[*OPCODES, "ILLEGAL", "-"])
     @CoverPoint("top.status.error_code", xf=lambda op, code: code, bins=ERRORS[1:])
     @CoverCross(
-        "top.status.opcode_x_error", items=["top.status.error_opcode", "top.status.error_code"]
+        "top.status.opcode_x_error",
+        items=["top.status.error_opcode", "top.status.error_code"],
+        ign_bins=list(IMPOSSIBLE_OP_ERRORS),
     )
     def op_error(op: str, code: str) -> None: ...
 
@@ -222,6 +240,7 @@ def _sample_insn(s: dict[str, Any], insn: isa.Instruction, config: AccelConfig) 
         s["store_clamp"](_clamp(insn["clamp_lo"], insn["clamp_hi"], insn["out_zp"]))
         s["store_table"]("yes" if insn["use_table"] else "no")
         s["store_zp"]("nonzero" if insn["out_zp"] else "zero")
+        s["store_transpose"]("yes" if insn["transpose"] else "no")
     elif op is isa.Opcode.ACCUM:
         mode = (
             f"bias={insn['use_bias']},res={insn['use_res']},gate={insn['use_gate']},"
@@ -301,8 +320,20 @@ def summary(points: dict[str, dict[str, int]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def ignored_html() -> str:
+    """The bins left out of the crosses because no program can reach them, with the reasons."""
+    rows = "".join(
+        f"<tr><td>{html.escape(str(pair))}</td><td>{html.escape(why)}</td></tr>"
+        for pair, why in IMPOSSIBLE_OP_ERRORS.items()
+    )
+    return (
+        "<h3>top.status.opcode_x_error: bins ignored as impossible</h3>"
+        f"<table border=1><tr><th>bin</th><th>why</th></tr>{rows}</table>"
+    )
+
+
 def to_html(points: dict[str, dict[str, int]]) -> str:
-    """The coverpoints as HTML tables (holes marked)."""
+    """The coverpoints as HTML tables (holes marked), then the ignored bins."""
     if not points:
         return "<p>No functional coverage recorded.</p>"
     parts = []
@@ -315,4 +346,4 @@ def to_html(points: dict[str, dict[str, int]]) -> str:
             f"<h3>{html.escape(name)}: {info['hit']}/{info['bins']} ({info['percent']:.0f}%)</h3>"
             f"<table border=1><tr><th>bin</th><th>hits</th><th></th></tr>{rows}</table>"
         )
-    return "".join(parts)
+    return "".join(parts) + ignored_html()

@@ -4,6 +4,7 @@ exactly the end codes and failing opcodes those cases expect; the merged export 
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 
 from arch import isa
@@ -65,3 +66,34 @@ def test_directed_bad_programs_hit_their_codes(monkeypatch, tmp_path):
     assert points["top.status.error"]["DEADLOCK"] >= want["DEADLOCK"]
     summary = functional.summary(points)
     assert summary["top.insn.opcode"]["bins"] == len(isa.Opcode) + 1
+    cross_bins = (len(functional.OPCODES) + 2) * (len(functional.ERRORS) - 1)
+    ignored = len(functional.IMPOSSIBLE_OP_ERRORS)
+    assert summary["top.status.opcode_x_error"]["bins"] == cross_bins - ignored
+    assert "bins ignored as impossible" in functional.to_html(points)
+
+
+def test_no_known_program_stops_at_a_pair_called_impossible():
+    """The directed bad programs and each opcode's own error cases (their outcomes on the ISA
+    simulator, which the RTL tests hold the RTL to) never stop at an ignored (opcode, code)."""
+    import numpy as np
+
+    from tests.instruction.bad_programs import isa_outcome
+    from tests.instruction.test_error_per_opcode import SEED, TINY, cases
+
+    programs = [c for c, _ in directed(TINY).values()]
+    programs += [c for c, _ in cases(np.random.default_rng(SEED)).values()]
+    seen = set()
+    for case in programs:
+        code, index = isa_outcome(TINY, case)
+        if (
+            code != "done"
+            and not case.insn_offset
+            and index is not None
+            and index < len(case.words)
+        ):
+            with contextlib.suppress(isa.IsaError):
+                seen.add((isa.decode_insn(case.words[index]).opcode.name, code))
+    assert len(seen) >= 8
+    assert not seen & set(functional.IMPOSSIBLE_OP_ERRORS), seen & set(
+        functional.IMPOSSIBLE_OP_ERRORS
+    )

@@ -45,9 +45,8 @@ def edge_cases(config) -> dict[str, tuple[Case, tuple[str, int | None]]]:
     load = word("load", desc=0)
     push = word("sync", "push_next", queue="LOAD")  # a token nobody pops
     pop = word("sync", "pop_prev", queue="COMPUTE")
-    # The same with 0-2 token-less SYNCs before each push and pop (seeded): their phases
-    # drift, so some push and pop land in one cycle (a counter that counts that as a push
-    # lets the last pop through).
+    # The same with 0-2 token-less SYNCs before each push and pop (seeded). Each pop here
+    # waits for its push, so no push and pop meet in one cycle: test_token_meet_rtl.py does.
     rng = np.random.default_rng(22)
     fillers = [word("sync", queue="LOAD"), word("sync", queue="COMPUTE")]
     staggered = []
@@ -55,7 +54,7 @@ def edge_cases(config) -> dict[str, tuple[Case, tuple[str, int | None]]]:
         staggered += [fillers[0]] * int(rng.integers(0, 3)) + [push]
         staggered += [fillers[1]] * int(rng.integers(0, 3)) + [pop]
     cases = [
-        # Pushes and pops overlap in time (some in the same cycle): one pop too many waits.
+        # Pushes and pops interleaved: one pop too many waits.
         (Case("pops_match_pushes", [push, pop] * 12 + [END]), ("done", None)),
         (Case("one_pop_too_many", [push, pop] * 12 + [pop, END]), ("DEADLOCK", 24)),
         (Case("shifted_pops_too_many", staggered + [pop, END]), ("DEADLOCK", len(staggered))),

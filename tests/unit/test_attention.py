@@ -97,7 +97,8 @@ def test_import_of_the_attention_patterns(tmp_path):
     model = bert(tokens=8, hidden=32, heads=2, layers=1, mlp=64, seed=0)
     graph = load_onnx(model)
     ops = [n.op for n in graph.nodes]
-    assert ops.count("split_heads") == 2  # q and v; k^T is the host's
+    assert ops.count("split_heads") == 2  # q and v
+    assert ops.count("split_heads_t") == 1  # k^T: k's linear layer stores it transposed
     assert ops.count("merge_heads") == 1
     products = [n for n in graph.nodes if n.op == "batch_matmul"]
     assert len(products) == 2
@@ -105,8 +106,7 @@ def test_import_of_the_attention_patterns(tmp_path):
     assert products[0].params["alpha"][0] == pytest.approx(1 / math.sqrt(16))
     assert "alpha" not in products[1].params
     hosts = [n for n in graph.nodes if n.op == "host"]
-    assert any(set(n.attrs["onnx_ops"]) == {"Reshape", "Transpose"} for n in hosts)
-    assert all("MatMul" not in n.attrs["onnx_ops"] for n in hosts)
+    assert all({"MatMul", "Transpose"}.isdisjoint(n.attrs["onnx_ops"]) for n in hosts)
 
 
 def _scores_model(scale_op: str, perm: tuple[int, ...]) -> onnx.ModelProto:
@@ -141,11 +141,55 @@ def test_scaled_scores_bit_exact_and_close(scale_op, tmp_path):
     assert compare_fp32(model, exe.reference, x)["cosine_vs_fp32"] > 0.999
 
 
+def _with_node_before(model: onnx.ModelProto, node: onnx.NodeProto, reader: str) -> None:
+    """Insert ``node`` before the node named ``reader`` (graph order stays topological)."""
+    nodes = list(model.graph.node)
+    nodes.insert(next(i for i, n in enumerate(nodes) if n.name == reader), node)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+
+
+def test_k_transposed_after_its_heads_view_is_one_transposed_view(tmp_path):
+    """``k.view(...).transpose(1, 2)`` then ``.transpose(-2, -1)`` - the legacy exporters' k^T
+    in two Transposes - becomes the one split_heads_t view: no host step, bit-exact."""
+    model = _scores_model("Mul", (0, 2, 1, 3))
+    swap = onnx.helper.make_node(
+        "Transpose", ["k.t.out"], ["k.t.swap"], "k.swap", perm=[0, 1, 3, 2]
+    )
+    next(n for n in model.graph.node if n.name == "qk").input[1] = "k.t.swap"
+    _with_node_before(model, swap, "qk")
+    assert [n.op for n in load_onnx(model).nodes].count("split_heads_t") == 1
+    exe, x, result = _run_isa(model, "default", 4, tmp_path)
+    assert result.bit_exact, result.first_mismatch
+    assert [la.device for la in result.layers] == ["accel"] * len(result.layers)
+    assert compare_fp32(model, exe.reference, x)["cosine_vs_fp32"] > 0.999
+
+
 def test_a_transpose_that_is_no_heads_view_goes_to_the_host():
+    """The scores transposed: a Transpose of heads that is no view of tokens."""
     model = _scores_model("Mul", (0, 2, 3, 1))
+    next(n for n in model.graph.node if n.name == "scale").output[0] = "logits.pre"
+    model.graph.node.append(
+        onnx.helper.make_node("Transpose", ["logits.pre"], ["logits"], "swap", perm=[0, 1, 3, 2])
+    )
     graph = load_onnx(model)
     reasons = " ".join(graph.host_reasons.values())
-    assert "Transpose (0, 2, 3, 1)" in reasons and "not a view of attention heads" in reasons
+    assert "Transpose (0, 1, 3, 2)" in reasons and "not a view of attention heads" in reasons
+
+
+def test_k_read_by_another_layer_is_transposed_on_the_host(tmp_path):
+    """k's tokens also feed a graph output: its linear layer cannot store them transposed
+    alone, so the k^T view goes to the host - the run stays bit-exact, the reason is named."""
+    model = _scores_model("Mul", (0, 2, 3, 1))
+    k = next(n for n in model.graph.node if n.name == "k.mm").output[0]
+    model.graph.output.append(
+        onnx.helper.make_tensor_value_info(k, onnx.TensorProto.FLOAT, [1, 8, 32])
+    )
+    exe, x, result = _run_isa(model, "default", 3, tmp_path)
+    assert result.bit_exact, result.first_mismatch
+    notes = " ".join(la.note for la in result.layers if la.device == "host")
+    assert "also read by" in notes
+    assert [la.device for la in result.layers if la.op == "batch_matmul"] == ["accel"]
 
 
 # -- GELU as torch exports it ------------------------------------------------------------------
@@ -190,7 +234,11 @@ def test_gelu_chain_with_another_reader_is_left_alone():
 
 @pytest.mark.parametrize(
     ("layout", "shape", "h", "channels"),
-    [("tokens", (1, 7, 1, 20), 7, 32), ("heads", (1, 3, 5, 6), 5, 3 * 16)],
+    [
+        ("tokens", (1, 7, 1, 20), 7, 32),
+        ("heads", (1, 3, 5, 6), 5, 3 * 16),
+        ("tokens_t", (1, 6, 1, 3 * 5), 5, 3 * 16),  # 3 heads of 5 features, 6 tokens each
+    ],
 )
 def test_tokens_and_heads_layouts_round_trip(layout, shape, h, channels):
     """What the host writes for a layout reads back as the same tensor; padding bytes are 0 and
@@ -205,13 +253,17 @@ def test_tokens_and_heads_layouts_round_trip(layout, shape, h, channels):
     if layout == "heads":
         np.testing.assert_array_equal(rows[:, 16 : 16 + 6], q[0, 1])
         assert not rows[:, 6:16].any()
+    elif layout == "tokens_t":  # pixel d, head 1's channels: feature 5 + d of every token
+        np.testing.assert_array_equal(rows[:, 16 : 16 + 6], q[0, :, 0, 5:10].T)
+        assert not rows[:, 6:16].any()
     else:
         np.testing.assert_array_equal(rows[:, :20], q[0, :, 0])
         assert not rows[:, 20:].any()
 
 
 def test_transformer_executable_saved_and_reloaded_runs_the_same(tmp_path):
-    """tokens and heads layouts, batch_matmul layers and heads views through the file."""
+    """tokens, heads and tokens_t layouts, batch_matmul layers and heads views (k^T's
+    among them) through the file."""
     from arch import executable
 
     model = bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=2)
@@ -263,9 +315,42 @@ def test_attention_products_are_1x1_gemms_over_the_tokens_of_each_head():
         "encoder.0.attn.av": GemmShape(6, 1, 8, *one, 6, 1, 16),
     }
     qk = next(n for n in graph.nodes if n.name == "encoder.0.attn.qk")
-    graph.tensors[qk.inputs[1]].zero_point = 3
+    # q (the heads view and the tokens it views, which keep one scale and zero point)
+    split = next(n for n in graph.nodes if n.output == qk.inputs[0])
+    graph.tensors[qk.inputs[0]].zero_point = graph.tensors[split.inputs[0]].zero_point = 3
     with pytest.raises(CompileError) as info:
         compile_graph(graph, PRESETS["tiny"])
     assert (info.value.node, info.value.op) == ("encoder.0.attn.qk", "batch_matmul")
-    assert info.value.reason == f"input '{qk.inputs[1]}' has zero point 3"
+    assert info.value.reason == f"input '{qk.inputs[0]}' has zero point 3"
     assert info.value.supported == "symmetric (zero point 0) inputs of a MatMul of two activations"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"logical_channels": 5}, "tokens_t 16x1 of 5; graph \\(1, 6, 1, 32\\)"),
+        ({"h": 12}, "tokens_t 12x1 of 6"),
+        ({"channels": 10}, "10 channels hold no 2 heads of 6"),
+    ],
+)
+def test_a_tokens_t_tensor_that_cannot_hold_k_is_refused(change, message, tmp_path):
+    """k stored transposed (tokens_t: 16 feature pixels of 2 heads x 6 tokens, padded): an
+    archive whose geometry does not hold its (1, 6, 1, 32) graph tensor is refused, naming it."""
+    from arch import executable
+    from arch.executable import ExecutableError
+    from tests.unit.test_executable import with_manifest
+
+    model = bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=2)
+    exe, _x, _result = _run_isa(model, "default", 3, tmp_path)
+    saved = executable.save(exe, tmp_path / "bert.cosim")
+
+    def alter(info: dict) -> None:
+        for step in info["steps"]:
+            for tensor in step.get("tensors", {}).values():
+                if tensor["layout"] == "tokens_t":
+                    tensor.update(change)
+                    return
+        raise AssertionError("no tokens_t tensor in the executable")
+
+    with pytest.raises(ExecutableError, match=message):
+        executable.load(with_manifest(saved, tmp_path / "bad.cosim", alter))

@@ -90,7 +90,7 @@ def test_archive_holds_only_json_and_plain_arrays(exe, saved: Path) -> None:
         for name in names[1:]:  # every array loads without pickle
             np.load(io.BytesIO(archive.read(name)), allow_pickle=False)
     info = manifest_of(saved)
-    assert info["format"] == "cosim-executable" and info["format_version"] == 3
+    assert info["format"] == "cosim-executable" and info["format_version"] == 4
     assert info["model"] == "cnn" and AccelConfig.from_dict(info["config"]) == TINY
     assert [s["kind"] for s in info["steps"]] == ["device"] + ["host"] * (len(exe.steps) - 1)
     assert len(info["reference"]["nodes"]) == len(exe.reference.nodes)
@@ -185,7 +185,7 @@ def test_wrong_format_or_version_is_refused(saved: Path, tmp_path: Path) -> None
     # a version-1 file (no zero points, gates, DWCONV or slices) still loads
     old = with_manifest(saved, tmp_path / "v1.cosim", lambda i: i.update(format_version=1))
     assert executable.load(old).model == executable.load(saved).model
-    for version in (4, 0):
+    for version in (5, 0):
         path = with_manifest(
             saved, tmp_path / f"v{version}.cosim", lambda i, v=version: i.update(format_version=v)
         )

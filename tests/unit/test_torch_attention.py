@@ -68,11 +68,10 @@ def test_torch_encoder_runs_every_mac_on_the_array(name, tmp_path):
     assert sum(la.macs for la in result.layers if la.device == "host") == 0
     products = [la for la in accel if la.op == "batch_matmul"]
     assert [la.macs for la in products] == [t * t * D] * 2  # H heads of t x t x D/H
-    # on the host: LayerNorm, Softmax (after the causal mask's Add), k^T - no MACs
+    # on the host: LayerNorm, Softmax (after the causal mask's Add) - no MACs, no data moves:
+    # the heads split and merge are views, and k's linear layer stores k^T transposed
     host_ops = {op for la in result.layers if la.device == "host" for op in la.op[5:].split("+")}
-    assert host_ops <= {"LayerNormalization", "Softmax", "Add", "Reshape", "Transpose"}
-    # the only transpose on the host is k's: the heads split and merge are views on the array
-    assert sum("Transpose" in la.op for la in result.layers if la.device == "host") == 1
+    assert host_ops <= {"LayerNormalization", "Softmax", "Add"}
     assert compare_fp32(onnx.load(FIXTURES / name), exe.reference, x)["cosine_vs_fp32"] > 0.99
 
 
