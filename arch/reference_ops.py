@@ -353,7 +353,8 @@ def lookup(x: npt.ArrayLike, table: npt.ArrayLike) -> npt.NDArray[np.int8]:
     if t.shape != (TABLE_ENTRIES,):
         raise ValueError(f"table must have shape ({TABLE_ENTRIES},), got {t.shape}")
     _check_range("table", t, -128, 127, "int8 range")
-    return t.astype(np.int8)[x.astype(np.int64) + 128]
+    # x - 128 would index the same entries (numpy wraps negative indices): not mutated
+    return t.astype(np.int8)[x.astype(np.int64) + 128]  # pragma: no mutate
 
 
 def add_rescale(
@@ -400,10 +401,12 @@ def add_rescale(
     except ValueError as exc:
         raise ValueError(f"a and b do not broadcast: shapes {ra.shape} and {rb.shape}") from exc
     # Each term is within +-2**62, so the int64 sum can only overflow at 2**62 + 2**62 = 2**63,
-    # which saturates to hi anyway.
+    # which saturates to hi anyway. (Only then are both terms > 0 and the sum < 0: moving any of
+    # the three bounds by one changes nothing, so the line is not mutated.)
     with np.errstate(over="ignore"):
         total = ra + rb
-    total = np.where((ra > 0) & (rb > 0) & (total < 0), np.iinfo(np.int64).max, total)
+    sat = (ra > 0) & (rb > 0) & (total < 0)  # pragma: no mutate
+    total = np.where(sat, np.iinfo(np.int64).max, total)
     return np.clip(total, lo, hi).astype(np.int8)
 
 
@@ -536,11 +539,11 @@ def sum_pool2d(
     _out_size(xa.shape[2], top, bottom, kh, sh, "kernel height")
     _out_size(xa.shape[3], left, right, kw, sw, "kernel width")
     xp = np.pad(xa.astype(np.int64), ((0, 0), (0, 0), (top, bottom), (left, right)))
-    out = _windows(xp, (kh, kw), (sh, sw), (1, 1)).sum(axis=(-2, -1), dtype=np.int64)
+    out = _windows(xp, (kh, kw), (sh, sw), (1, 1)).sum(axis=(-2, -1))  # int64, as xp
     return out.astype(np.int32)
 
 
 def global_sum_pool(x: npt.ArrayLike) -> npt.NDArray[np.int32]:
     """Sum over H and W: (N, C, H, W) -> (N, C, 1, 1) int32, wrapping modulo 2**32."""
     xa = _nchw("x", x)
-    return xa.astype(np.int64).sum(axis=(2, 3), keepdims=True, dtype=np.int64).astype(np.int32)
+    return xa.astype(np.int64).sum(axis=(2, 3), keepdims=True).astype(np.int32)

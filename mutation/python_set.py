@@ -4,12 +4,15 @@ that call its function). One set per module: ``python:<path>``.
 
 mutmut works in ``build/mutation/python/`` (a synced copy of the checkout, so its ``mutants/``
 tree and its results survive between runs: a budget-cut run goes on where it stopped). A mutant
-whose function no selected test calls ("no tests") counts as a survivor.
+whose function no selected test calls ("no tests") counts as a survivor. mutmut keeps a verdict
+while its function is unchanged, so when the selected test files change (a test added for a
+survivor) the survivors and "no tests" mutants are measured again (:func:`retry_survivors`).
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import random
@@ -34,6 +37,42 @@ SLICE_FUNCTIONS = 2  # functions (all their mutants) a slice samples
 def modules() -> list[str]:
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
     return list(config["tool"]["mutmut"]["only_mutate"])
+
+
+def test_files() -> list[Path]:
+    """The test files of ``[tool.mutmut]``'s selection and the test helpers they import."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    selected = {
+        arg.split("::")[0] for arg in config["tool"]["mutmut"]["pytest_add_cli_args_test_selection"]
+    }
+    helpers = {str(p.relative_to(REPO)) for p in (REPO / "tests").glob("*.py")}
+    return [REPO / name for name in sorted(selected | helpers) if (REPO / name).is_file()]
+
+
+def retry_survivors() -> int:
+    """Reset the survivors' and "no tests" verdicts when the selected test files changed since
+    the verdicts were measured (mutmut itself would keep them); returns how many were reset."""
+    digest = hashlib.sha256()
+    for test in test_files():
+        digest.update(test.relative_to(REPO).as_posix().encode() + b"\0" + test.read_bytes())
+    stamp = WORK / "tests.sha256"
+    now = digest.hexdigest()
+    if stamp.is_file() and stamp.read_text() == now:
+        return 0
+    reset = 0
+    for path in modules():
+        meta_path = WORK / "mutants" / f"{path}.meta"
+        if not meta_path.is_file():
+            continue
+        meta = json.loads(meta_path.read_text())
+        codes = meta["exit_code_by_key"]
+        for key, code in codes.items():
+            if code is not None and code not in KILLED and code not in TIMEOUTS:
+                codes[key] = None
+                reset += 1
+        meta_path.write_text(json.dumps(meta, indent=4))
+    stamp.write_text(now)
+    return reset
 
 
 def sync() -> Path:
@@ -112,6 +151,9 @@ def run(deadline: float, jobs: int, sample: bool = False, seed: int | None = Non
     ``seed``) until ``deadline``; one :class:`SetReport` per module."""
     started = time.monotonic()
     sync()
+    reset = retry_survivors() if time.monotonic() < deadline else 0  # not for --report-only
+    if reset:
+        print(f"python: test files changed: {reset} surviving mutants measured again")
     paths = modules()
     wanted = None
     if sample:

@@ -346,7 +346,8 @@ def _add(g: Graph, node: Node) -> None:
     for prefix, name in (("a_", node.inputs[0]), ("b_", node.inputs[1])):
         m, s = _rescale(node, np.array([_scale(g, name) / s_acc]), f"input '{name}'")
         params |= {f"{prefix}mult": m, f"{prefix}shift": s}
-    m, s = _rescale(node, np.array([s_acc / s_out]), "output")
+    # 2**-ADD_EXTRA_BITS: always in the fixed-point range (so no error to name)
+    m, s = quantize_multipliers(np.array([s_acc / s_out]))
     clamp = _clamp(node.attrs["act"], s_out, g.tensors[node.output].zero_point)
     node.params = params | {"mult": m, "shift": s, "clamp": clamp}
 
@@ -362,7 +363,7 @@ def _scale_q(g: Graph, node: Node) -> None:
 def _batch_matmul(g: Graph, node: Node) -> None:
     """a @ b of two activations (times the folded scalar ``alpha``), requantized from
     ``s_a * s_b * alpha`` to the output scale."""
-    alpha = float(node.params.get("alpha", np.ones(1))[0])
+    alpha = float(node.params["alpha"][0]) if "alpha" in node.params else 1.0
     ratio = _scale(g, node.inputs[0]) * _scale(g, node.inputs[1]) * alpha / _scale(g, node.output)
     mult, shift = _rescale(node, np.array([ratio]), "output")
     clamp = _clamp(node.attrs["act"], _scale(g, node.output), g.tensors[node.output].zero_point)

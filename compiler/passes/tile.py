@@ -102,9 +102,9 @@ def _dw_tiling(layer: Layer, budget: Budget) -> Tiling:
     the step's input rows (halo included) in ACT, one DWCONV per block and pass."""
     shape = layer.gemm
     assert shape is not None
-    blocks, taps = shape.out_channels // budget.dim, shape.chunks(budget.dim)
+    blocks, taps = shape.out_channels // budget.dim, shape.kernel[0] * shape.kernel[1]
     passes = shape.dw_passes()
-    s = shape.stride[0]
+    s = shape.stride[0]  # pragma: no mutate - layout refuses unequal depthwise strides
     if shape.out_w > MAX_DW_OUT:
         raise CompileError(
             layer.name, layer.node.op, f"output width {shape.out_w} exceeds {MAX_DW_OUT}"
@@ -136,12 +136,12 @@ def _dw_tiling(layer: Layer, budget: Budget) -> Tiling:
             if best is None or total < best.estimate:
                 best = Tiling(rows, nb, taps, int(total))
     if best is None:
+        in_rows, in_cols = shape.dw_input(1)
         raise CompileError(
             layer.name,
             layer.node.op,
-            f"no tiling fits: one output row reads {shape.dw_input(1)[1]} x "
-            f"{shape.dw_input(1)[0]} input pixels, ACT half holds {budget.act} lines, "
-            f"ACC half {budget.acc}",
+            f"no tiling fits: one output row reads {in_cols} x {in_rows} input pixels, ACT "
+            f"half holds {budget.act} lines, ACC half {budget.acc}",
         )
     return best
 

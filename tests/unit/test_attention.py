@@ -14,9 +14,12 @@ import pytest
 from arch.config import PRESETS
 from arch.executable import DramTensor
 from compiler.accuracy import compare_fp32
-from compiler.compile import compile_model
+from compiler.compile import compile_graph, compile_model
+from compiler.errors import CompileError
+from compiler.frontend import compile_front
 from compiler.gelu_pattern import MS_DOMAIN, fuse_gelu
 from compiler.onnx_import import load_onnx
+from compiler.plan import GemmShape, Plan
 from compiler.zoo._graph import GraphBuilder
 from compiler.zoo.transformers import bert, vit
 from sim.host import read_tensor, tensor_bytes
@@ -80,6 +83,13 @@ def test_heads_that_are_not_whole_lines_go_to_the_host(tmp_path):
     assert result.bit_exact, result.first_mismatch
     notes = " ".join(la.note for la in result.layers if la.device == "host")
     assert "not whole lines of 16" in notes
+    # 24 channels in 2 heads: 12 per head, not lines of the 16x16 array's 16 channels
+    for name in ("encoder.0.attn.v.transpose", "encoder.0.attn.merge_reshape"):
+        op = "Transpose" if name.endswith("transpose") else "Reshape"
+        assert (
+            f"{name} ({op}): a head of 12 channels is not whole lines of 16 (supported: head "
+            "sizes that are multiples of 16 (the heads are then a view))"
+        ) in notes
     assert compare_fp32(model, exe.reference, x)["cosine_vs_fp32"] > 0.99
 
 
@@ -284,6 +294,35 @@ def test_shape_of_a_token_tensor_is_its_onnx_shape(tmp_path):
     exe, x_in, result = _run_isa(model, "default", 4, tmp_path)
     assert result.bit_exact, result.first_mismatch
     assert compare_fp32(model, exe.reference, x_in)["cosine_vs_fp32"] > 0.999
+
+
+def test_attention_products_are_1x1_gemms_over_the_tokens_of_each_head():
+    """bert with 6 tokens, 2 heads of 16 channels on the 4x4 array: q @ k^T is, per head, a 1x1
+    GEMM over 6 pixels of 16 channels giving 6 scores (padded to 8 lanes); scores @ v is one over
+    6 pixels of 6 (padded to 8) channels giving 16. Inputs with a zero point are refused by
+    name (the DMA cannot subtract a zero point from weight lines)."""
+    graph = compile_front(bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=3), seed=3)
+    shapes = {
+        layer.node.name: layer.gemm
+        for step in compile_graph(graph, PRESETS["tiny"])
+        if isinstance(step, Plan)
+        for layer in step.accel_layers()
+        if layer.kind == "matmul"
+    }
+    one = ((1, 1), (1, 1), (0, 0, 0, 0))
+    assert shapes == {
+        "encoder.0.attn.qk": GemmShape(6, 1, 16, *one, 6, 1, 8),
+        "encoder.0.attn.av": GemmShape(6, 1, 8, *one, 6, 1, 16),
+    }
+    qk = next(n for n in graph.nodes if n.name == "encoder.0.attn.qk")
+    # q (the heads view and the tokens it views, which keep one scale and zero point)
+    split = next(n for n in graph.nodes if n.output == qk.inputs[0])
+    graph.tensors[qk.inputs[0]].zero_point = graph.tensors[split.inputs[0]].zero_point = 3
+    with pytest.raises(CompileError) as info:
+        compile_graph(graph, PRESETS["tiny"])
+    assert (info.value.node, info.value.op) == ("encoder.0.attn.qk", "batch_matmul")
+    assert info.value.reason == f"input '{qk.inputs[0]}' has zero point 3"
+    assert info.value.supported == "symmetric (zero point 0) inputs of a MatMul of two activations"
 
 
 @pytest.mark.parametrize(

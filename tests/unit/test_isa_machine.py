@@ -313,3 +313,177 @@ def test_shift_beyond_62_is_bad_field():
     with pytest.raises(IsaSimError, match="shift = 63 exceeds 62") as info:
         b.run_isa()
     assert info.value.code is ErrorCode.BAD_FIELD
+
+
+def _dwconv(config: AccelConfig, **fields) -> Builder:
+    b = Builder(config)
+    good = dict(out_w=2, out_h=2, pitch=6, kh=3, kw=3, stride=2)
+    b.emit("sync", queue="COMPUTE")
+    b.emit("dwconv", **(good | fields))
+    return b
+
+
+def test_dwconv_range_errors_name_the_memory_and_its_lines():
+    """A 2x2 output of a 3x3 window at stride 2 with a pitch of 6 reads input rows 0..4 and, in
+    each, columns 0..4 (one output row streams (2 - 1) * 2 + 3 = 5 columns): its last ACT line
+    is act_addr + 4 * 6 + 4 = act_addr + 28. Each memory's first line past the end stops it,
+    the message naming the memory and the lines; the last line that fits runs."""
+    cfg = CONFIGS["tiny"]
+    a, w, c, p = cfg.act_lines, cfg.wgt_lines, cfg.acc_lines, cfg.param_lines
+    cases = {
+        "ACT": ({"act_addr": a - 28}, f"ACT lines {a - 28}..{a}"),
+        "WGT": ({"wgt_addr": w - 8}, f"WGT lines {w - 8}..{w}"),  # 9 taps
+        "ACC": ({"acc_addr": c - 3}, f"ACC lines {c - 3}..{c}"),  # 4 output pixels
+        "PARAM": ({"use_bias": 1, "param_addr": p}, f"PARAM lines {p}..{p}"),
+    }
+    for memory, (fields, lines) in cases.items():
+        with pytest.raises(IsaSimError) as info:
+            _dwconv(cfg, **fields).run_isa()
+        assert info.value.code is ErrorCode.LOCAL_RANGE and info.value.insn_index == 1
+        limit = {"ACT": a, "WGT": w, "ACC": c, "PARAM": p}[memory]
+        expected = f"LOCAL_RANGE: instruction 1: {lines} are outside the memory ({limit} lines)"
+        assert str(info.value) == expected
+    for fields in ({"act_addr": a - 29}, {"wgt_addr": w - 9}, {"acc_addr": c - 4}):
+        _dwconv(cfg, **fields).run_isa()
+    _dwconv(cfg, use_bias=1, param_addr=p - 1).run_isa()  # the last PARAM line
+
+
+def test_deadlock_messages_name_every_waiting_queue():
+    """A queue that pushes token_depth tokens nobody pops waits for room; the error is raised at
+    the head of the first waiting queue even when dispatch is stuck behind a full queue too."""
+    cfg = CONFIGS["tiny"]
+    depth = cfg.token_depth
+    with pytest.raises(IsaSimError) as info:
+        run_text("sync queue=COMPUTE +push_next\n" * (depth + 1) + "end")
+    assert info.value.code is ErrorCode.DEADLOCK and info.value.insn_index == depth
+    assert str(info.value) == (
+        f"DEADLOCK: instruction {depth}: token deadlock: COMPUTE waits at instruction {depth} "
+        "(sync) for room to push to STORE"
+    )
+    queue = cfg.queue_depth
+    waiting = "sync queue=LOAD +pop_next\n" * (queue + 1)
+    with pytest.raises(IsaSimError) as info:
+        run_text(waiting + "sync queue=COMPUTE +push_prev\nend")
+    assert info.value.insn_index == 0  # LOAD's head, not the instruction dispatch holds
+    assert str(info.value) == (
+        "DEADLOCK: instruction 0: token deadlock: LOAD waits at instruction 0 (sync) for a "
+        f"token from COMPUTE; dispatch waits at instruction {queue} (sync): the LOAD queue is "
+        f"full ({queue})"
+    )
+
+
+def test_pool_accumulates_max_and_sum_over_instructions_per_the_isa_doc():
+    """POOL (docs/isa.md): for j < n_iter, i < m, acc[acc_addr + j*acc_n_stride + i] (max|+)=
+    reduce(act[act_addr + j*act_n_stride + i*window + w] for w < window); accumulate=1
+    combines with the ACC line, 0 overwrites. Two POOLs over different ACT windows into the
+    same ACC lines: the result is the reduction over both, per lane; the ideal duration is
+    m * window * n_iter cycles and the ALU does that many line operations per lane."""
+    cfg = CONFIGS["tiny"]
+    rng = np.random.default_rng(23)
+    m, window, n_iter = 3, 5, 2
+    for mode in isa.PoolMode:
+        machine = Machine(cfg)
+        machine.act[:64] = rng.integers(-128, 128, (64, cfg.rows))
+        first = machine.act[0:30].astype(np.int64).reshape(n_iter, m, window, cfg.rows)
+        second = machine.act[32:62].astype(np.int64).reshape(n_iter, m, window, cfg.rows)
+        cycles = []
+        for act, accumulate in ((0, 0), (32, 1)):
+            insn = isa.make(
+                "pool", act_addr=act, acc_addr=4, m=m, window=window, n_iter=n_iter,
+                act_n_stride=m * window, acc_n_stride=8, mode=mode, accumulate=accumulate,
+            )  # fmt: skip
+            cycles.append(machine.execute(7, insn, []))
+        if mode is isa.PoolMode.MAX:
+            want = np.maximum(first.max(axis=2), second.max(axis=2))
+        else:
+            want = first.sum(axis=2) + second.sum(axis=2)
+        got = np.stack([machine.acc[4:7], machine.acc[12:15]])
+        np.testing.assert_array_equal(got, want, err_msg=mode.name)
+        assert cycles == [m * window * n_iter] * 2
+        assert machine.stats.alu_ops == 2 * m * window * n_iter * cfg.rows
+    for name in ("m", "window", "n_iter"):
+        fields = dict(m=1, window=1, n_iter=1, mode=isa.PoolMode.SUM) | {name: 0}
+        with pytest.raises(IsaSimError) as info:
+            Machine(cfg).execute(5, isa.make("pool", **fields), [])
+        assert str(info.value) == f"BAD_FIELD: instruction 5: pool.{name} is 0"
+    last = dict(m=2, window=3, n_iter=1, mode=isa.PoolMode.MAX)
+    Machine(cfg).execute(0, isa.make("pool", act_addr=cfg.act_lines - 6, **last), [])
+    with pytest.raises(IsaSimError) as info:
+        Machine(cfg).execute(0, isa.make("pool", act_addr=cfg.act_lines - 5, **last), [])
+    a = cfg.act_lines
+    assert str(info.value) == (
+        f"LOCAL_RANGE: instruction 0: ACT lines {a - 5}..{a} are outside the memory ({a} lines)"
+    )
+
+
+def test_deadlock_lists_every_missing_token_and_every_full_channel():
+    cfg = CONFIGS["tiny"]
+    with pytest.raises(IsaSimError) as info:
+        run_text("sync queue=COMPUTE +pop_prev +pop_next\nend")
+    assert str(info.value).endswith(
+        "COMPUTE waits at instruction 0 (sync) for a token from LOAD, a token from STORE"
+    )
+    depth = cfg.token_depth
+    with pytest.raises(IsaSimError) as info:
+        run_text("sync queue=COMPUTE +push_prev +push_next\n" * (depth + 1) + "end")
+    assert str(info.value).endswith(
+        f"COMPUTE waits at instruction {depth} (sync) for room to push to LOAD, room to push "
+        "to STORE"
+    )
+
+
+def test_an_error_without_an_instruction_is_code_and_message():
+    assert str(IsaSimError(ErrorCode.DEADLOCK, "stuck")) == "DEADLOCK: stuck"
+    assert str(IsaSimError(ErrorCode.DEADLOCK, "stuck", 0)) == "DEADLOCK: instruction 0: stuck"
+
+
+def test_run_program_runs_in_the_given_dram():
+    """The program is placed in the caller's DRAM and runs there: what else it holds stays and
+    a STORE's result lands in that array."""
+    cfg = CONFIGS["tiny"]
+    dram = np.zeros(cfg.dram_bytes, np.uint8)
+    tail = np.random.default_rng(3).integers(0, 256, 4096).astype(np.uint8)
+    dram[-4096:] = tail
+    machine = run_text("end", dram=dram)
+    assert machine.dram is dram
+    np.testing.assert_array_equal(machine.dram[-4096:], tail)
+
+
+def test_fetch_decodes_the_program_up_to_end():
+    from arch import asm
+
+    program = asm.assemble("sync queue=LOAD\nsync queue=STORE +push_prev\nend\nsync queue=LOAD")
+    cfg = CONFIGS["tiny"]
+    dram = np.zeros(cfg.dram_bytes, np.uint8)
+    words = program.insn_bytes()
+    dram[256 : 256 + len(words)] = np.frombuffer(words, np.uint8)
+    insns = Machine(cfg, dram).fetch(Launch(256, 0, 0))
+    assert [i.format.name for i in insns] == ["sync", "sync", "end"]
+    assert insns[1] == isa.make("sync", "push_prev", queue="STORE")
+
+
+def test_a_store_table_past_param_names_its_lines():
+    """A table is 256 bytes in PARAM lines of cols x 16 bytes: 4 lines on the 4x4 array. Its
+    last line may be PARAM's last; one further is LOCAL_RANGE naming the table's lines."""
+    cfg = CONFIGS["tiny"]
+    p = cfg.param_lines
+
+    def program(table_addr: int) -> Builder:
+        b = Builder(cfg)
+        params = b.put_params(mult=np.ones(4, np.int64), shift=np.zeros(4, np.int64))
+        b.load_params(params, 1, deps="push_next")
+        b.emit("sync", "pop_prev,push_next", queue="COMPUTE")
+        store = b.desc("ACC", 0, b.alloc(64), [(1, 4, 1)])
+        b.emit(
+            "store", "pop_prev", desc=store, clamp_lo=-128, clamp_hi=127, use_table=1,
+            table_addr=table_addr,
+        )  # fmt: skip
+        return b
+
+    program(p - 4).run_isa()
+    with pytest.raises(IsaSimError) as info:
+        program(p - 3).run_isa()
+    assert str(info.value) == (
+        f"LOCAL_RANGE: instruction 2: table PARAM lines {p - 3}..{p} are outside the memory "
+        f"({p} lines)"
+    )

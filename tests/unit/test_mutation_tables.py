@@ -107,6 +107,28 @@ def test_python_modules_are_mutmuts_and_their_function_patterns_exist():
     assert "sim.backends.isa_machine.x\u01c1Machine\u01c1run__mutmut_*" in patterns
 
 
+def test_changed_test_files_measure_the_python_survivors_again(tmp_path, monkeypatch):
+    """mutmut keeps a verdict while its function is unchanged; a test added for a survivor
+    must re-measure it (and the "no tests" mutants), never the killed ones."""
+    monkeypatch.setattr(python_set, "WORK", tmp_path)
+    module = python_set.modules()[0]
+    meta = tmp_path / "mutants" / f"{module}.meta"
+    meta.parent.mkdir(parents=True)
+    codes = {"m_1": 1, "m_2": 0, "m_3": 33, "m_4": None, "m_5": 3, "m_6": 5}
+    meta.write_text(json.dumps({"exit_code_by_key": codes, "durations_by_key": {"m_1": 0.5}}))
+    assert python_set.retry_survivors() == 3  # m_2, m_3, m_6
+    kept = json.loads(meta.read_text())
+    assert kept["exit_code_by_key"] == {**codes, "m_2": None, "m_3": None, "m_6": None}
+    assert kept["durations_by_key"] == {"m_1": 0.5}
+    meta.write_text(json.dumps({"exit_code_by_key": {"m_2": 0}}))
+    assert python_set.retry_survivors() == 0  # the same test files: verdicts stand
+    stamp = tmp_path / "tests.sha256"
+    stamp.write_text("another set of tests")
+    assert python_set.retry_survivors() == 1
+    assert all(p.is_file() for p in python_set.test_files())
+    assert ROOT / "tests/unit/test_reference_ops.py" in python_set.test_files()
+
+
 def test_the_slice_warns_on_an_rtl_survivor_and_fails_on_the_rest():
     """``make mutate`` fails on every unjustified survivor; the CI slice only warns about a
     sampled RTL survivor (judged by the full run) but still fails on a harness survivor, on an

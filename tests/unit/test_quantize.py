@@ -20,7 +20,7 @@ from arch.reference import evaluate
 from compiler.calibrate import default_calibration
 from compiler.errors import CompileError
 from compiler.frontend import compile_front, dequantize, quantize_input
-from compiler.ir import Graph
+from compiler.ir import Graph, Node, Tensor
 from compiler.onnx_import import load_onnx
 from compiler.passes import canonicalize, quantize, run_front
 
@@ -309,12 +309,19 @@ def test_quantize_does_not_modify_its_input() -> None:
 
 
 @pytest.mark.parametrize(
-    "inputs", [[], [np.zeros((1, 9), np.float32)], [np.zeros((1, 8), np.int64)]]
+    ("inputs", "reason"),
+    [
+        ([], "expected a non-empty list of input arrays"),
+        (np.zeros((2, 1, 8), np.float32), "expected a non-empty list of input arrays"),
+        ([np.zeros((1, 8), np.float32), np.zeros((1, 9), np.float32)], "input 1 is float32 (1, 9)"),
+        ([np.zeros((1, 8), np.int64)], "input 0 is int64 (1, 8)"),
+    ],
 )
-def test_bad_calibration_inputs(inputs: list[np.ndarray]) -> None:
+def test_bad_calibration_inputs(inputs: list[np.ndarray], reason: str) -> None:
     with pytest.raises(CompileError) as info:
         quantize.run(_canonical(), inputs)
-    assert info.value.op == "calibration" and "(1, 8)" in str(info.value)
+    assert (info.value.node, info.value.op, info.value.reason) == (None, "calibration", reason)
+    assert "(1, 8)" in str(info.value.supported)
 
 
 def test_calibration_without_batch_axis_is_accepted() -> None:
@@ -342,3 +349,143 @@ def test_quantize_input_rounds_half_away_from_zero() -> None:
     np.testing.assert_array_equal(q, [1, -1, 2, -2, 3, -3, 0, 127, -128, 127])
     assert q.dtype == np.int8
     np.testing.assert_array_equal(dequantize(q, 0.25), q.astype(np.float32) * 0.25)
+
+
+# --------------------------------------------------------------------------- per-op rescales
+# Each quantizer on a hand-made int8 graph: the rescale it writes is the real ratio of the
+# scales (worked out here from the op's definition), the clamp is derived by hand from the
+# activation, and a ratio out of the fixed-point range names the node and the operand.
+
+
+def _graph(node: Node, scales: dict[str, float], zero_point: int = 0) -> Graph:
+    tensors = {
+        name: Tensor(name, (1, 8, 4, 4), scale, zero_point if name == node.output else 0)
+        for name, scale in scales.items()
+    }
+    return Graph([node], tensors, [node.inputs[0]], [node.output])
+
+
+def _close(mult: np.ndarray, shift: np.ndarray, ratio: float) -> None:
+    assert mult.shape == shift.shape == (1,)
+    assert abs(real(mult, shift)[0] - ratio) <= ratio * 2.0**-28, (mult, shift, ratio)
+
+
+# relu6 at scale 0.1 with zero point 3: real 0 is code 3, real 6 is 3 + 60 = 63.
+RELU6 = ("relu6", 0.1, 3, [3, 63])
+
+
+def test_add_rescales_each_input_to_the_accumulator_and_back() -> None:
+    rng = np.random.default_rng(71)
+    s_a, s_b = rng.uniform(0.01, 0.2, 2)
+    act, s_out, zp, clamp = RELU6
+    node = Node("sum", "add", ["a", "b"], "y", {"act": act})
+    quantize._add(_graph(node, {"a": s_a, "b": s_b, "y": s_out}, zp), node)
+    s_acc = s_out / 256  # ADD_EXTRA_BITS = 8 extra fraction bits
+    _close(node.params["a_mult"], node.params["a_shift"], s_a / s_acc)
+    _close(node.params["b_mult"], node.params["b_shift"], s_b / s_acc)
+    _close(node.params["mult"], node.params["shift"], 1 / 256)
+    assert node.params["clamp"].tolist() == clamp
+
+
+@pytest.mark.parametrize("which", ["a", "b"])
+def test_add_input_out_of_range_names_the_node_and_the_input(which: str) -> None:
+    node = Node("sum", "add", ["a", "b"], "y", {"act": None})
+    scales = {"a": 0.05, "b": 0.05, "y": 0.1} | {which: 1e-30}
+    with pytest.raises(CompileError) as info:
+        quantize._add(_graph(node, scales), node)
+    assert (info.value.node, info.value.op) == ("sum", "add")
+    # 1e-30 / (0.1 / 2**8) = 2.56e-27, far below 2**-32
+    assert f"input '{which}' rescale 2.56e-27..2.56e-27 is out of range" in str(info.value)
+
+
+@pytest.mark.parametrize("gated", [False, True])
+def test_scale_rescales_the_product_of_its_inputs(gated: bool) -> None:
+    act, s_out, zp, clamp = RELU6
+    inputs = ["x", "g"] if gated else ["x"]
+    node = Node("se", "scale", inputs, "y", {"act": act})
+    scales = {"x": 0.04, "g": 1 / 127, "y": s_out}
+    quantize._scale_q(_graph(node, scales, zp), node)
+    ratio = 0.04 * (1 / 127 if gated else 1) / s_out
+    _close(node.params["mult"], node.params["shift"], ratio)
+    assert node.params["clamp"].tolist() == clamp
+    node.attrs["act"] = "relu"
+    quantize._scale_q(_graph(node, scales, zp), node)
+    assert node.params["clamp"].tolist() == [3, 127]
+
+
+def test_batch_matmul_rescales_by_both_scales_and_alpha() -> None:
+    act, s_out, zp, clamp = RELU6
+    node = Node("qk", "batch_matmul", ["q", "k"], "y", {"act": act})
+    scales = {"q": 0.03, "k": 0.05, "y": s_out}
+    quantize._batch_matmul(_graph(node, scales, zp), node)  # no alpha: 1
+    _close(node.params["mult"], node.params["shift"], 0.03 * 0.05 / s_out)
+    assert node.params["clamp"].tolist() == clamp
+    node.params = {"alpha": np.array([0.125])}
+    quantize._batch_matmul(_graph(node, scales, zp), node)
+    _close(node.params["mult"], node.params["shift"], 0.03 * 0.05 * 0.125 / s_out)
+
+
+def test_pools_rescale_by_the_window_size() -> None:
+    pool = Node("p", "avgpool", ["x"], "y", {"kernel": (2, 3)})
+    quantize._avgpool(_graph(pool, {"x": 0.06, "y": 0.02}), pool)
+    _close(pool.params["mult"], pool.params["shift"], 0.06 / (0.02 * 6))
+    gap = Node("gap", "global_avgpool", ["x"], "y", {})
+    quantize._global_avgpool(_graph(gap, {"x": 0.06, "y": 0.02}), gap)  # 4 x 4 pixels
+    _close(gap.params["mult"], gap.params["shift"], 0.06 / (0.02 * 16))
+
+
+@pytest.mark.parametrize(
+    ("op", "inputs", "attrs"),
+    [
+        ("avgpool", ["x"], {"kernel": (2, 2)}),
+        ("global_avgpool", ["x"], {}),
+        ("scale", ["x"], {"act": None}),
+        ("batch_matmul", ["x", "x2"], {"act": None}),
+    ],
+)
+def test_an_output_rescale_out_of_range_names_the_node(op: str, inputs: list[str], attrs) -> None:
+    node = Node("n1", op, inputs, "y", attrs)
+    scales = {"x": 1e-30, "x2": 1.0, "y": 1.0}
+    with pytest.raises(CompileError) as info:
+        quantize._QUANTIZERS[op](_graph(node, scales), node)
+    assert (info.value.node, info.value.op) == ("n1", op)
+    assert re.search(r": output rescale [0-9.e+-]+\.\.[0-9.e+-]+ is out of range", str(info.value))
+
+
+def _concat_model(two_concats: bool) -> onnx.ModelProto:
+    """x -> conv a, conv b; Concat(x, a) or, with ``two_concats``, Concat(a, b) and
+    Concat(a, c)."""
+    rng = np.random.default_rng(43)
+    inits = {f"w{k}": rng.normal(0, 0.5, (4, 4, 1, 1)).astype(np.float32) for k in ("a", "b", "c")}
+    convs = [helper.make_node("Conv", ["x", f"w{k}"], [k], name=f"conv_{k}") for k in "abc"]
+    if two_concats:
+        cats = [
+            helper.make_node("Concat", ["a", "b"], ["y"], name="cat1", axis=1),
+            helper.make_node("Concat", ["a", "c"], ["z"], name="cat2", axis=1),
+        ]
+        return make([*convs, *cats], [1, 4, 3, 3], inits, ("y", "z"))
+    cat = helper.make_node("Concat", ["x", "a"], ["y"], name="cat", axis=1)
+    return make([convs[0], cat], [1, 4, 3, 3], {"wa": inits["wa"]})
+
+
+@pytest.mark.parametrize(
+    ("two_concats", "node", "reason"),
+    [
+        (False, "cat", "input 'x' comes from the graph input and cannot take the concat's scale"),
+        (
+            True,
+            "cat2",
+            "input 'a' shares 'a' with concat 'cat1' and cannot take the concat's scale",
+        ),
+    ],
+)
+def test_a_concat_input_that_cannot_take_its_scale_is_named(two_concats, node, reason) -> None:
+    """An int8 concat copies codes, so each input's producer must requantize to the concat's
+    scale: the graph input cannot, nor can a tensor two concats read."""
+    graph = canonicalize.run(load_onnx(_concat_model(two_concats)))
+    with pytest.raises(CompileError) as info:
+        quantize.run(graph, cal((1, 4, 3, 3)))
+    assert (info.value.node, info.value.op, info.value.reason) == (node, "concat", reason)
+    assert info.value.supported == (
+        "inputs made by conv, FC, add, average pool or host nodes, one concat each"
+    )

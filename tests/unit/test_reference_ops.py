@@ -604,3 +604,88 @@ W4 = np.zeros((3, 2, 3, 3), dtype=np.int8)
 def test_bad_arguments_raise_value_error_naming_them(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# --------------------------------------------------------------------------- edges and errors
+# Each bad argument is refused with a message naming the argument and the value; the bounds
+# themselves (int8 -128..127, a pad smaller than its kernel) are accepted.
+
+
+def test_lookup_bounds_and_errors_name_the_argument():
+    rng = np.random.default_rng(17)
+    table = rng.integers(-128, 128, 256)
+    x = np.array([-128, -1, 0, 127])
+    np.testing.assert_array_equal(ro.lookup(x, table), table[[0, 127, 128, 255]])
+    for bad, message in (
+        (np.array([128]), "x must be in int8 range, got 128"),
+        (np.array([-129]), "x must be in int8 range, got -129"),
+        (np.array([0.5]), "x must be an integer array, got dtype float64"),
+    ):
+        with pytest.raises(ValueError) as info:
+            ro.lookup(bad, table)
+        assert str(info.value) == message
+    for bad_table, message in (
+        (np.where(np.arange(256) == 9, 128, table), "table must be in int8 range, got 128"),
+        (np.where(np.arange(256) == 9, -129, table), "table must be in int8 range, got -129"),
+        (table[:255], "table must have shape (256,), got (255,)"),
+        (table.astype(np.float32), "table must be an integer array, got dtype float32"),
+    ):
+        with pytest.raises(ValueError) as info:
+            ro.lookup(x, bad_table)
+        assert str(info.value) == message
+
+
+def test_add_rescale_bounds_axis_and_errors():
+    rng = np.random.default_rng(29)
+    a, b = rng.integers(-128, 128, (2, 3, 5))
+    ma, mb = rng.integers(2**29, 2**31, (2, 3))
+    sa, sb = rng.integers(28, 34, (2, 3))
+    got = ro.add_rescale(a, ma, sa, b, mb, sb, -7, 7, axis=0)  # per row of (3, 5)
+    want = [
+        [
+            min(7, max(-7, round_half_up(Fraction(int(a[i, j]) * int(ma[i]), 2 ** int(sa[i])))
+                + round_half_up(Fraction(int(b[i, j]) * int(mb[i]), 2 ** int(sb[i])))))
+            for j in range(5)
+        ]
+        for i in range(3)
+    ]  # fmt: skip
+    np.testing.assert_array_equal(got, want)
+    same = ro.add_rescale(a, ma, sa, b, mb, sb, 3, 3, axis=0)  # lo == hi is allowed
+    assert (same == 3).all()
+    for lo, hi, message in (
+        (-129, 127, "lo must be an int in -128..127, got -129"),
+        (-128, 128, "hi must be an int in -128..127, got 128"),
+        (4, 3, "lo must be <= hi, got lo=4, hi=3"),
+    ):
+        with pytest.raises(ValueError) as info:
+            ro.add_rescale(a, ma, sa, b, mb, sb, lo, hi, axis=0)
+        assert str(info.value) == message
+    assert ro.add_rescale([5], 1, 0, [6], 1, 0, -128, 127).tolist() == [11]  # bounds accepted
+
+
+def test_pool_edges_and_errors_name_the_axis():
+    x = np.random.default_rng(31).integers(-128, 128, (1, 2, 4, 5)).astype(np.int8)
+    with pytest.raises(ValueError, match=r"padding \(2, 0, 0, 0\) must be smaller than kernel"):
+        ro.max_pool2d(x, (2, 2), padding=(2, 0, 0, 0))  # a pad as large as the kernel
+    with pytest.raises(ValueError, match=r"padding \(0, 0, 0, 3\) must be smaller than kernel"):
+        ro.max_pool2d(x, (2, 3), padding=(0, 0, 0, 3))
+    for pool in (ro.max_pool2d, ro.sum_pool2d):
+        with pytest.raises(ValueError) as info:
+            pool(x, (5, 1))
+        assert str(info.value) == "kernel height (5) is larger than the padded input (4)"
+        with pytest.raises(ValueError) as info:
+            pool(x, (1, 6))
+        assert str(info.value) == "kernel width (6) is larger than the padded input (5)"
+        with pytest.raises(ValueError) as info:
+            pool(x[0], 2)
+        assert str(info.value) == "x must be 4-D (NCHW), got shape (2, 4, 5)"
+
+
+def test_window_sums_wrap_exactly_beyond_float_precision():
+    """Sums are exact integers wrapped modulo 2**32, also for int64 inputs that float64 cannot
+    hold: 2**53 + 1 + 1 = 2**53 + 2, which is 2 modulo 2**32."""
+    x = np.array([2**53 + 1, 1], dtype=np.int64).reshape(1, 1, 1, 2)
+    assert ro.sum_pool2d(x, (1, 2)).ravel().tolist() == [2]
+    assert ro.global_sum_pool(x).ravel().tolist() == [2]
+    with pytest.raises(ValueError, match="^real_scale must be finite and > 0, got 0.0$"):
+        ro.quantize_multiplier(0.0)
