@@ -489,3 +489,44 @@ def test_a_concat_input_that_cannot_take_its_scale_is_named(two_concats, node, r
     assert info.value.supported == (
         "inputs made by conv, FC, add, average pool or host nodes, one concat each"
     )
+
+
+def _conv(params: dict[str, np.ndarray]) -> tuple[Graph, Node]:
+    node = Node("c", "conv", ["x"], "y", {"act": None}, params)
+    return _graph(node, {"x": 1.0, "y": 1.0}), node
+
+
+def test_weighted_bias_bounds_zero_channels_and_given_int_biases() -> None:
+    """Weights of max |w| = 127 have scale 1, so at input scale 1 the accumulator scale is 1 and
+    a bias is its own code: int32's ends are accepted, one past is refused by name. An all-zero
+    output channel gets scale 1 (not 0). A given int bias (bias_q) is kept when it is the
+    float bias at the accumulator scale within rtol 1e-5 / atol 1e-3 codes, else recomputed."""
+    w = np.array([127.0, -127.0, 0.0, 0.0]).reshape(4, 1, 1, 1)
+    ends = np.array([2**31 - 1, -(2**31), 5.0, -3.0])
+    g, node = _conv({"weight": w, "bias": ends})
+    quantize._weighted(g, node)
+    assert node.params["bias"].tolist() == [2**31 - 1, -(2**31), 5, -3]
+    assert node.params["weight"][:, 0, 0, 0].tolist() == [127, -127, 0, 0]
+    for past in (2.0**31, -(2.0**31) - 1):
+        g, node = _conv({"weight": w, "bias": np.array([past, 0, 0, 0])})
+        with pytest.raises(CompileError) as info:
+            quantize._weighted(g, node)
+        assert (info.value.node, info.value.op) == ("c", "conv")
+        assert info.value.reason.startswith(f"bias {past:.4g} does not fit int32")
+        assert info.value.supported == "|bias / (s_in * s_w)| < 2**31"
+    rng = np.random.default_rng(47)
+    w = rng.normal(0, 1, (3, 2, 1, 1))
+    wq = rng.integers(-127, 128, (3, 2, 1, 1)).astype(np.int8)
+    sw = np.array([1e-4, 2e-4, 4e-4])
+    acc = 1.0 * sw
+    b = np.array([1_000_000.3, 5.0002, -2.0]) * acc  # in accumulator codes
+    for given, kept in (
+        ([1_000_005, 5, -2], [1_000_005, 5, -2]),  # 5 codes off 1e6: within rtol 1e-5
+        ([2_000_000, 6, -2], [1_000_000, 5, -2]),  # far off
+        ([1_000_005, 6, -2], [1_000_000, 5, -2]),  # one code off 5: beyond atol (all or none)
+    ):
+        params = {"weight": w, "weight_q": wq, "weight_scale": sw, "bias": b}
+        g, node = _conv(params | {"bias_q": np.array(given)})
+        quantize._weighted(g, node)
+        assert node.params["bias"].tolist() == kept
+        np.testing.assert_array_equal(node.params["weight"], wq)
