@@ -530,3 +530,34 @@ def test_weighted_bias_bounds_zero_channels_and_given_int_biases() -> None:
         quantize._weighted(g, node)
         assert node.params["bias"].tolist() == kept
         np.testing.assert_array_equal(node.params["weight"], wq)
+
+
+def test_clamps_of_each_activation() -> None:
+    """Real 0 is the code z_out; relu6's top is z_out + 6 / s_out rounded, at most 127."""
+    assert quantize._clamp(None, 0.1, 3).tolist() == [-128, 127]
+    assert quantize._clamp("table", 0.1, 3).tolist() == [-128, 127]  # the table maps after
+    assert quantize._clamp("relu", 0.1, 3).tolist() == [3, 127]
+    assert quantize._clamp("relu6", 0.1, -5).tolist() == [-5, 55]
+    assert quantize._clamp("relu6", 0.04, 3).tolist() == [3, 127]  # 3 + 150 saturates
+    assert quantize._clamp("relu6", 0.09, 0).tolist() == [0, 67]  # 66.67 -> 67
+
+
+def test_only_single_input_host_nodes_of_moving_ops_keep_codes() -> None:
+    def host(ops: list[str], inputs: list[str]) -> Node:
+        return Node("h", "host", inputs, "y", {"onnx_ops": ops})
+
+    assert quantize._code_exact(host(["Transpose", "Reshape"], ["a"]))
+    assert not quantize._code_exact(host(["Transpose"], ["a", "b"]))
+    assert not quantize._code_exact(host(["Transpose", "Add"], ["a"]))
+    assert not quantize._code_exact(Node("c", "maxpool", ["a"], "y", {"onnx_ops": ["MaxPool"]}))
+
+
+def test_rescale_refusal_says_what_is_supported() -> None:
+    node = Node("n1", "avgpool", ["x"], "y", {"kernel": (2, 2)})
+    with pytest.raises(CompileError) as info:
+        quantize._avgpool(_graph(node, {"x": 1e-30, "y": 1.0}), node)
+    assert info.value.supported == "rescales of about 2**-32 .. 2**31"
+    with pytest.raises(ValueError, match=r"^scales must be finite and > 0, got 0.0$"):
+        quantize.quantize_multipliers(np.array([0.5, 0.0]))
+    with pytest.raises(ValueError, match=r"^scales must be a real-valued array, got dtype bool$"):
+        quantize.quantize_multipliers(np.array([True]))
