@@ -6,6 +6,7 @@ against plain Python integers (``floor(x * m / 2**s + 1/2)``), not against arch.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -561,3 +562,41 @@ def test_rescale_refusal_says_what_is_supported() -> None:
         quantize.quantize_multipliers(np.array([0.5, 0.0]))
     with pytest.raises(ValueError, match=r"^scales must be a real-valued array, got dtype bool$"):
         quantize.quantize_multipliers(np.array([True]))
+
+
+def _sigmoid_table(s_in: float, z_in: int, s_out: float, z_out: int) -> list[int]:
+    """Entry t: sigmoid of input code t - 128, at the output scale, rounded half away from
+    zero and saturated (computed here in Python floats)."""
+    out = []
+    for t in range(256):
+        y = 1 / (1 + math.exp(-s_in * (t - 128 - z_in))) / s_out
+        code = math.floor(abs(y) + 0.5) * (1 if y >= 0 else -1) + z_out
+        out.append(min(127, max(-128, code)))
+    return out
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_table_with_zero_points_fuses_or_stands_alone(fused: bool) -> None:
+    """A sigmoid after a conv (the conv's STORE maps its own output through the table) or after
+    a max pool (a one-input scale of its own): the table is the function from the input's scale
+    and zero point to the output's, and the input zero point travels as table_zp."""
+    first = Node("p", "conv" if fused else "maxpool", ["x"], "a", {"act": None})
+    table = Node("t", "table", ["a"], "y", {"function": "sigmoid", "args": ()})
+    tensors = {
+        "x": Tensor("x", (1, 4, 2, 2), 0.05, 0),
+        "a": Tensor("a", (1, 4, 2, 2), 0.04, -7),
+        "y": Tensor("y", (1, 4, 2, 2), 1 / 255, -128),
+    }
+    g = Graph([first, table], tensors, ["x"], ["y"])
+    quantize._fuse_tables(g)
+    want = _sigmoid_table(0.04, -7, 1 / 255, -128)
+    node = first if fused else table
+    assert [n.name for n in g.nodes] == (["p"] if fused else ["p", "t"])
+    assert node.attrs["act"] == "table" and node.output == "y"
+    assert node.params["table"].tolist() == want
+    assert node.params["table_zp"].tolist() == [-7]
+    if not fused:
+        assert node.op == "scale"
+        assert [node.params[k].tolist() for k in ("mult", "shift", "clamp")] == [
+            [1], [0], [-128, 127]
+        ]  # fmt: skip
