@@ -221,7 +221,8 @@ def matmul(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.int32]:
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"a and b must be at least 1-D, got shapes {a.shape} and {b.shape}")
     ka = a.shape[-1]
-    kb = b.shape[-2] if b.ndim >= 2 else b.shape[0]
+    # not mutated: for a 2-D b, shape[0] is shape[-2], so the bound 2 vs 3 changes nothing
+    kb = b.shape[-2] if b.ndim >= 2 else b.shape[0]  # pragma: no mutate
     if ka != kb:
         raise ValueError(
             f"a has K={ka} (last axis) but b has K={kb}; shapes {a.shape} and {b.shape}"

@@ -288,16 +288,17 @@ def _weighted(g: Graph, node: Node) -> None:
     """conv / gemm: int8 per-channel weights, int32 bias, rescale, clamp, residual rescale."""
     p = node.params
     s_in, s_out = _scale(g, node.inputs[0]), _scale(g, node.output)
-    w = p["weight"].astype(np.float64)
+    w = p["weight"].astype(np.float64)  # pragma: no mutate - astype(None) is float64 too
     if "weight_q" in p:
         wq, sw = p["weight_q"], p["weight_scale"].astype(np.float64)
     else:
         m = np.abs(w).max(axis=tuple(range(1, w.ndim)))
         sw = np.where(m > 0, m / 127.0, 1.0)
-        sw_b = sw.reshape((-1,) + (1,) * (w.ndim - 1))
-        wq = np.clip(np.rint(w / sw_b), -127, 127).astype(np.int8)
+        sw_b = np.expand_dims(sw, tuple(range(1, w.ndim)))
+        # |w| <= m per channel, so |w / (m / 127)| <= 127: the clip never binds (not mutated)
+        wq = np.clip(np.rint(w / sw_b), -127, 127).astype(np.int8)  # pragma: no mutate
     acc = s_in * sw  # the accumulator scale per output channel
-    b = p["bias"].astype(np.float64)
+    b = p["bias"].astype(np.float64)  # pragma: no mutate - astype(None) is float64 too
     given = p.get("bias_q")
     if given is not None and np.allclose(given * acc, b, rtol=1e-5, atol=1e-3 * acc.max()):
         bias = given.astype(np.int64)

@@ -354,3 +354,18 @@ def test_a_tokens_t_tensor_that_cannot_hold_k_is_refused(change, message, tmp_pa
 
     with pytest.raises(ExecutableError, match=message):
         executable.load(with_manifest(saved, tmp_path / "bad.cosim", alter))
+
+
+def test_a_k_whose_tokens_are_also_an_output_is_not_stored_transposed():
+    """k^T is a view of k's tokens stored transposed, so nothing else may read those tokens:
+    k's tokens made a graph output (the host reads them) are refused, naming the tensor."""
+    graph = compile_front(bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=3), seed=3)
+    view = next(n for n in graph.nodes if n.op == "split_heads_t")
+    graph.outputs.append(view.inputs[0])
+    with pytest.raises(CompileError) as info:
+        compile_graph(graph, PRESETS["tiny"])
+    assert (info.value.node, info.value.op) == (view.name, "split_heads_t")
+    assert info.value.reason == f"'{view.inputs[0]}' is also read by the host"
+    assert info.value.supported == (
+        "a k^T whose tokens nothing else reads (they are stored transposed)"
+    )

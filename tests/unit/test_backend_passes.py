@@ -562,6 +562,13 @@ def test_pool_windows_against_the_window_field_and_the_memories() -> None:
     plan = passes(compile_front(gap_net(4, channels=12)), cramped, "tile")
     (layer,) = plan.accel_layers()
     assert layer.tiling is not None and layer.tiling.n_blocks == 3
+    # A 12x12 window (144 lines) is more than ACT's 128: two output pixels cannot be tiled,
+    # one (a global pool) is reduced in parts of its rows, one channel block at a time.
+    with pytest.raises(CompileError, match="no tiling fits the ACT/ACC memories"):
+        passes(compile_front(pool_net((1, 4, 12, 24), (12, 12), (12, 12))), cramped, "tile")
+    plan = passes(compile_front(gap_net(12, channels=8)), cramped, "tile")
+    (layer,) = plan.accel_layers()
+    assert layer.tiling is not None and layer.tiling.n_blocks == 1
 
 
 @pytest.mark.parametrize("size", [16, 23])

@@ -6,6 +6,7 @@ against plain Python integers (``floor(x * m / 2**s + 1/2)``), not against arch.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -489,3 +490,113 @@ def test_a_concat_input_that_cannot_take_its_scale_is_named(two_concats, node, r
     assert info.value.supported == (
         "inputs made by conv, FC, add, average pool or host nodes, one concat each"
     )
+
+
+def _conv(params: dict[str, np.ndarray]) -> tuple[Graph, Node]:
+    node = Node("c", "conv", ["x"], "y", {"act": None}, params)
+    return _graph(node, {"x": 1.0, "y": 1.0}), node
+
+
+def test_weighted_bias_bounds_zero_channels_and_given_int_biases() -> None:
+    """Weights of max |w| = 127 have scale 1, so at input scale 1 the accumulator scale is 1 and
+    a bias is its own code: int32's ends are accepted, one past is refused by name. An all-zero
+    output channel gets scale 1 (not 0). A given int bias (bias_q) is kept when it is the
+    float bias at the accumulator scale within rtol 1e-5 / atol 1e-3 codes, else recomputed."""
+    w = np.array([127.0, -127.0, 0.0, 0.0]).reshape(4, 1, 1, 1)
+    ends = np.array([2**31 - 1, -(2**31), 5.0, -3.0])
+    g, node = _conv({"weight": w, "bias": ends})
+    quantize._weighted(g, node)
+    assert node.params["bias"].tolist() == [2**31 - 1, -(2**31), 5, -3]
+    assert node.params["weight"][:, 0, 0, 0].tolist() == [127, -127, 0, 0]
+    for past in (2.0**31, -(2.0**31) - 1):
+        g, node = _conv({"weight": w, "bias": np.array([past, 0, 0, 0])})
+        with pytest.raises(CompileError) as info:
+            quantize._weighted(g, node)
+        assert (info.value.node, info.value.op) == ("c", "conv")
+        assert info.value.reason.startswith(f"bias {past:.4g} does not fit int32")
+        assert info.value.supported == "|bias / (s_in * s_w)| < 2**31"
+    rng = np.random.default_rng(47)
+    w = rng.normal(0, 1, (3, 2, 1, 1))
+    wq = rng.integers(-127, 128, (3, 2, 1, 1)).astype(np.int8)
+    sw = np.array([1e-4, 2e-4, 4e-4])
+    acc = 1.0 * sw
+    b = np.array([1_000_000.3, 5.0002, -2.0]) * acc  # in accumulator codes
+    for given, kept in (
+        ([1_000_005, 5, -2], [1_000_005, 5, -2]),  # 5 codes off 1e6: within rtol 1e-5
+        ([2_000_000, 6, -2], [1_000_000, 5, -2]),  # far off
+        ([1_000_005, 6, -2], [1_000_000, 5, -2]),  # one code off 5: beyond atol (all or none)
+    ):
+        params = {"weight": w, "weight_q": wq, "weight_scale": sw, "bias": b}
+        g, node = _conv(params | {"bias_q": np.array(given)})
+        quantize._weighted(g, node)
+        assert node.params["bias"].tolist() == kept
+        np.testing.assert_array_equal(node.params["weight"], wq)
+
+
+def test_clamps_of_each_activation() -> None:
+    """Real 0 is the code z_out; relu6's top is z_out + 6 / s_out rounded, at most 127."""
+    assert quantize._clamp(None, 0.1, 3).tolist() == [-128, 127]
+    assert quantize._clamp("table", 0.1, 3).tolist() == [-128, 127]  # the table maps after
+    assert quantize._clamp("relu", 0.1, 3).tolist() == [3, 127]
+    assert quantize._clamp("relu6", 0.1, -5).tolist() == [-5, 55]
+    assert quantize._clamp("relu6", 0.04, 3).tolist() == [3, 127]  # 3 + 150 saturates
+    assert quantize._clamp("relu6", 0.09, 0).tolist() == [0, 67]  # 66.67 -> 67
+
+
+def test_only_single_input_host_nodes_of_moving_ops_keep_codes() -> None:
+    def host(ops: list[str], inputs: list[str]) -> Node:
+        return Node("h", "host", inputs, "y", {"onnx_ops": ops})
+
+    assert quantize._code_exact(host(["Transpose", "Reshape"], ["a"]))
+    assert not quantize._code_exact(host(["Transpose"], ["a", "b"]))
+    assert not quantize._code_exact(host(["Transpose", "Add"], ["a"]))
+    assert not quantize._code_exact(Node("c", "maxpool", ["a"], "y", {"onnx_ops": ["MaxPool"]}))
+
+
+def test_rescale_refusal_says_what_is_supported() -> None:
+    node = Node("n1", "avgpool", ["x"], "y", {"kernel": (2, 2)})
+    with pytest.raises(CompileError) as info:
+        quantize._avgpool(_graph(node, {"x": 1e-30, "y": 1.0}), node)
+    assert info.value.supported == "rescales of about 2**-32 .. 2**31"
+    with pytest.raises(ValueError, match=r"^scales must be finite and > 0, got 0.0$"):
+        quantize.quantize_multipliers(np.array([0.5, 0.0]))
+    with pytest.raises(ValueError, match=r"^scales must be a real-valued array, got dtype bool$"):
+        quantize.quantize_multipliers(np.array([True]))
+
+
+def _sigmoid_table(s_in: float, z_in: int, s_out: float, z_out: int) -> list[int]:
+    """Entry t: sigmoid of input code t - 128, at the output scale, rounded half away from
+    zero and saturated (computed here in Python floats)."""
+    out = []
+    for t in range(256):
+        y = 1 / (1 + math.exp(-s_in * (t - 128 - z_in))) / s_out
+        code = math.floor(abs(y) + 0.5) * (1 if y >= 0 else -1) + z_out
+        out.append(min(127, max(-128, code)))
+    return out
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_table_with_zero_points_fuses_or_stands_alone(fused: bool) -> None:
+    """A sigmoid after a conv (the conv's STORE maps its own output through the table) or after
+    a max pool (a one-input scale of its own): the table is the function from the input's scale
+    and zero point to the output's, and the input zero point travels as table_zp."""
+    first = Node("p", "conv" if fused else "maxpool", ["x"], "a", {"act": None})
+    table = Node("t", "table", ["a"], "y", {"function": "sigmoid", "args": ()})
+    tensors = {
+        "x": Tensor("x", (1, 4, 2, 2), 0.05, 0),
+        "a": Tensor("a", (1, 4, 2, 2), 0.04, -7),
+        "y": Tensor("y", (1, 4, 2, 2), 1 / 255, -128),
+    }
+    g = Graph([first, table], tensors, ["x"], ["y"])
+    quantize._fuse_tables(g)
+    want = _sigmoid_table(0.04, -7, 1 / 255, -128)
+    node = first if fused else table
+    assert [n.name for n in g.nodes] == (["p"] if fused else ["p", "t"])
+    assert node.attrs["act"] == "table" and node.output == "y"
+    assert node.params["table"].tolist() == want
+    assert node.params["table_zp"].tolist() == [-7]
+    if not fused:
+        assert node.op == "scale"
+        assert [node.params[k].tolist() for k in ("mult", "shift", "clamp")] == [
+            [1], [0], [-128, 127]
+        ]  # fmt: skip

@@ -689,3 +689,43 @@ def test_window_sums_wrap_exactly_beyond_float_precision():
     assert ro.global_sum_pool(x).ravel().tolist() == [2]
     with pytest.raises(ValueError, match="^real_scale must be finite and > 0, got 0.0$"):
         ro.quantize_multiplier(0.0)
+
+
+def test_matmul_and_conv2d_argument_errors_name_the_argument():
+    rng = np.random.default_rng(37)
+    a = rng.integers(-128, 128, (2, 3))
+    v = rng.integers(-128, 128, 3)
+    want = [sum(int(a[i, k]) * int(v[k]) for k in range(3)) for i in range(2)]
+    assert ro.matmul(a, v).tolist() == want  # a 1-D b is a vector
+    for x, y, message in (
+        (a, v.astype(float), "b must be an integer array, got dtype float64"),
+        (np.int64(3), v, "a and b must be at least 1-D, got shapes () and (3,)"),
+        (v, np.int64(3), "a and b must be at least 1-D, got shapes (3,) and ()"),
+        (
+            np.zeros((2, 3, 4), int),
+            np.zeros((3, 4, 5), int),
+            "a and b batch dimensions do not broadcast: shapes (2, 3, 4) and (3, 4, 5)",
+        ),
+    ):
+        with pytest.raises(ValueError) as info:
+            ro.matmul(x, y)
+        assert str(info.value) == message
+    x = rng.integers(-128, 128, (1, 4, 5, 5))
+    w = rng.integers(-128, 128, (4, 4, 1, 3))
+    for kwargs, message in (
+        ({"w": w.astype(float)}, "w must be an integer array, got dtype float64"),
+        ({"w": w[:, :, :0]}, "w kernel must be at least 1x1, got shape (4, 4, 0, 3)"),
+        ({"w": w[:, :, :, :0]}, "w kernel must be at least 1x1, got shape (4, 4, 1, 0)"),
+        ({"w": w[:, :1], "groups": 3}, "groups (3) must divide the input channels of x (4)"),
+        (
+            {"w": w, "dilation": (1, 3)},  # taps 0, 3, 6: 7 columns of a 5-wide input
+            "dilated kernel width (7) is larger than the padded input (5)",
+        ),
+        (
+            {"w": w, "stride": True},
+            "stride must be a positive int or a pair of positive ints, got True",
+        ),
+    ):
+        with pytest.raises(ValueError) as info:
+            ro.conv2d(x, **kwargs)
+        assert str(info.value) == message
