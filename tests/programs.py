@@ -110,11 +110,21 @@ class Builder:
         line_bytes = self.dim * isa.PARAM_ENTRY_BYTES
         self.load_lines("PARAM", local, addr, lines, line_bytes, deps)
 
-    def accumulate_lines(self, src: int, m: int) -> None:
-        """LOAD ``m`` ACT lines from ``src`` and ACCUM them into ACC lines 0..m-1 as
-        ``bias + requant(line, res_mult, res_shift)`` with PARAM line 0 (loaded before); the
-        ACCUM hands its token to the store queue."""
-        self.load_lines("ACT", 0, src, m, self.dim, deps="push_next")
+    def accumulate_lines(
+        self,
+        src: int,
+        m: int,
+        n_iter: int = 1,
+        strides: tuple[int, int] | None = None,
+        act_lines: int | None = None,
+    ) -> None:
+        """LOAD ``act_lines`` (default ``n_iter * m``) ACT lines from ``src`` to line 0 and
+        ACCUM ``n_iter`` blocks of ``m`` of them as ``bias + requant(line, res_mult,
+        res_shift)`` with PARAM line j for block j (loaded before); ``strides``: the ACC and
+        ACT n strides. The ACCUM hands its token to the store queue."""
+        lines = n_iter * m if act_lines is None else act_lines
+        self.load_lines("ACT", 0, src, lines, self.dim, deps="push_next")
+        acc_stride, act_stride = strides if strides is not None else (0, 0)
         self.emit(
             "accum",
             "pop_prev,push_next",
@@ -122,7 +132,9 @@ class Builder:
             act_addr=0,
             param_addr=0,
             m=m,
-            n_iter=1,
+            n_iter=n_iter,
+            acc_n_stride=acc_stride,
+            act_n_stride=act_stride,
             use_bias=1,
             use_res=1,
         )

@@ -67,20 +67,7 @@ def _emit(b: Builder, columns: dict[str, list[int]], x: np.ndarray) -> dict[tupl
     lines = np.ascontiguousarray(x.reshape(ROWS, blocks, d).transpose(1, 0, 2))  # block-major
     src = b.put(lines)
     b.load_params(params, blocks)
-    b.load_lines("ACT", 0, src, blocks * ROWS, d, deps="push_next")
-    b.emit(
-        "accum",
-        "pop_prev,push_next",
-        acc_addr=0,
-        act_addr=0,
-        param_addr=0,
-        m=ROWS,
-        n_iter=blocks,
-        acc_n_stride=ROWS,
-        act_n_stride=ROWS,
-        use_bias=1,
-        use_res=1,
-    )
+    b.accumulate_lines(src, ROWS, blocks, strides=(ROWS, ROWS))
     addrs = {}
     for n, (lo, hi) in enumerate(CLAMPS):
         out = b.empty(ROWS, 1, channels)

@@ -58,20 +58,7 @@ def _transpose_case(config, rng):
     params = b.put_params(bias=bias, mult=mult, shift=shift, res_mult=res_mult, res_shift=res_shift)
     b.load_params(params, blocks)
     b.load_params(_put_table(b, table), isa.table_lines(d), local=table_addr)
-    b.load_lines("ACT", 0, src, blocks * m, d, deps="push_next")
-    b.emit(
-        "accum",
-        "pop_prev,push_next",
-        acc_addr=0,
-        act_addr=0,
-        param_addr=0,
-        m=m,
-        n_iter=blocks,
-        acc_n_stride=stride,
-        act_n_stride=m,
-        use_bias=1,
-        use_res=1,
-    )
+    b.accumulate_lines(src, m, blocks, strides=(stride, m))
     scaled = np.stack(
         [
             ref.requantize(acc[j], mult[j * d : (j + 1) * d], shift[j * d : (j + 1) * d], axis=1)

@@ -41,20 +41,7 @@ def _accum_strides_case(config, rng):
     b = Builder(config)
     params = b.put_params(bias=bias, mult=mult, shift=shift, res_mult=res_mult, res_shift=res_shift)
     b.load_params(params, n_iter)
-    b.load_lines("ACT", 0, b.put(x), act_lines, d, deps="push_next")
-    b.emit(
-        "accum",
-        "pop_prev,push_next",
-        acc_addr=0,
-        act_addr=0,
-        param_addr=0,
-        m=m,
-        n_iter=n_iter,
-        acc_n_stride=acc_stride,
-        act_n_stride=act_stride,
-        use_bias=1,
-        use_res=1,
-    )
+    b.accumulate_lines(b.put(x), m, n_iter, strides=(acc_stride, act_stride), act_lines=act_lines)
     out = b.alloc(n_iter * m * d)
     desc = b.desc("ACC", 0, out, [(n_iter, m * d, acc_stride), (m, d, 1)])
     b.emit("store", "pop_prev", desc=desc, param_addr=0, param_loop=2, clamp_lo=-128, clamp_hi=127)
