@@ -18,24 +18,31 @@ class ProcessingElement(wiring.Component):
     ----------
     in_bits, w_bits, acc_bits : int
         Signed widths of activations, weights and partial sums (partial sums wrap).
+    top : bool
+        A PE of the first row: nothing is above it, so it has no ``psum_in`` and
+        ``psum_out = a_in * w[bank_in]``.
 
     Attributes
     ----------
     a_in, bank_in, psum_in : In
-        Activation and its bank from the left, partial sum from above.
+        Activation and its bank from the left, partial sum from above (not on the top row).
     a_out, bank_out, psum_out : Out
         Registered, to the right and below.
     w_en, w_bank, w_data : In
         Write ``w_data`` into weight bank ``w_bank``.
     """
 
-    def __init__(self, in_bits: int = 8, w_bits: int = 8, acc_bits: int = 32) -> None:
+    def __init__(
+        self, in_bits: int = 8, w_bits: int = 8, acc_bits: int = 32, top: bool = False
+    ) -> None:
         self.w_bits = w_bits
+        self.top = top
+        above = {} if top else {"psum_in": In(signed(acc_bits))}
         super().__init__(
             {
                 "a_in": In(signed(in_bits)),
                 "bank_in": In(1),
-                "psum_in": In(signed(acc_bits)),
+                **above,
                 "a_out": Out(signed(in_bits)),
                 "bank_out": Out(1),
                 "psum_out": Out(signed(acc_bits)),
@@ -54,9 +61,10 @@ class ProcessingElement(wiring.Component):
             with m.Else():
                 m.d.sync += weights[0].eq(self.w_data)
         weight = Mux(self.bank_in, weights[1], weights[0])
+        product = self.a_in * weight
         m.d.sync += [
             self.a_out.eq(self.a_in),
             self.bank_out.eq(self.bank_in),
-            self.psum_out.eq(self.psum_in + self.a_in * weight),
+            self.psum_out.eq(product if self.top else self.psum_in + product),
         ]
         return m

@@ -61,8 +61,8 @@ class SystolicArray(wiring.Component):
         m = Module()
         c = self.config
         pes = [
-            [ProcessingElement(c.in_bits, c.w_bits, c.acc_bits) for _ in range(c.cols)]
-            for _ in range(c.rows)
+            [ProcessingElement(c.in_bits, c.w_bits, c.acc_bits, top=r == 0) for _ in range(c.cols)]
+            for r in range(c.rows)
         ]
         for r, row in enumerate(pes):
             for col, pe in enumerate(row):

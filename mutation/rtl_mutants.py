@@ -36,6 +36,7 @@ KILLERS = (
     "tests/instruction/test_dma_and_postproc.py::test_dma_sweep_with_guard_bytes[tiny]",
     "tests/instruction/test_sync_token_rtl.py",
     "tests/instruction/test_guard_bands_rtl.py",
+    "tests/instruction/test_perf_counters_rtl.py",
     "tests/instruction/test_bad_program_agreement.py::test_random_programs_stop_alike",
 )
 
@@ -349,6 +350,13 @@ RTL_MUTANTS: list[Mutant] = [
         '"macs": compute.array_active * (c.rows * c.cols) + compute.window_macs,',
         '"macs": compute.array_active * (c.rows * c.cols),',
         "DWCONV multiply-accumulates missing from the macs counter",
+    ),
+    Mutant(
+        "perf-counters-48-bits",
+        _X,
+        "m.d.sync += counter.eq(counter + amount)",
+        "m.d.sync += counter.eq((counter + amount)[:48])",
+        "the PERF counters wrap at 2**48 (no regression run counts past 2**22)",
     ),
     # --- GEMM engine
     Mutant(

@@ -6,10 +6,12 @@ A hook module (comma-separate several) defines::
 
     async def hook(dut, ctx: HookContext) -> None: ...
 
-started in the simulator process after reset, before ``start``, and cancelled when the program
-ends (done, error or timeout). ``dut`` is the testbench top (sim/hdl/tb_top.v): its ports, and in
-a hook build (its own cache key) the accelerator's DRAM streams under ``dut.dut`` (``dram_req__*``,
-``dram_resp__*``, ``dram_wr__*``). What the hook puts in ``ctx.result`` (plain JSON) lands in
+started in the simulator process just before the program's reset sequence (``await
+FallingEdge(dut.rst)`` to act after reset; ``start`` follows one cycle later), and cancelled when
+the program ends (done, error or timeout). ``dut`` is the testbench top (sim/hdl/tb_top.v): its
+ports, and in a hook build (its own cache key) the accelerator's DRAM streams under ``dut.dut``
+(``dram_req__*``, ``dram_resp__*``, ``dram_wr__*``) and its live PERF counters
+``dut.dut.accel.perf``, forceable (cocotb ``Force``/``Release``). What the hook puts in ``ctx.result`` (plain JSON) lands in
 ``report.json`` under ``hooks.<module>``, one entry per device program with the layer name of each
 PERF record. Optionally::
 

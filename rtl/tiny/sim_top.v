@@ -146,14 +146,14 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$232 (insn_frontier),
     .perf(perf),
-    .\port$11562$0 (\_$2 ),
+    .\port$11558$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$203 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$11562$0 (\_$2 ),
+    .\port$11558$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,7 +236,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$232 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$11562$0 , dram_resp__valid, \start$203 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$232 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$11558$0 , dram_resp__valid, \start$203 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
@@ -659,8 +659,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$232 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$11562$0 ;
-  wire [1:0] \port$11562$0 ;
+  input [1:0] \port$11558$0 ;
+  wire [1:0] \port$11558$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -4084,7 +4084,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$232 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$11562$0 (\port$11562$0 ),
+    .\port$11558$0 (\port$11558$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -4569,8 +4569,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$232 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$11562$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$11562$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$11558$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$11558$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -4648,9 +4648,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$232 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$11562$0 ;
+  assign \dram_resp__payload.tag  = \port$11558$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$11562$0 ;
+  assign \dram_resp__payload$115.tag  = \port$11558$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4698,7 +4698,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$232 ,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$11562$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$11558$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -4854,8 +4854,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$11562$0 ;
-  wire [1:0] \port$11562$0 ;
+  input [1:0] \port$11558$0 ;
+  wire [1:0] \port$11558$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4906,13 +4906,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$11562$0 ;
+  assign \_$49  = ! \port$11558$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$11562$0  == 1'h1;
+  assign \_$50  = \port$11558$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$11562$0  == 2'h2;
+  assign \_$51  = \port$11558$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$11562$0  == 2'h3;
+  assign \_$52  = \port$11558$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5277,14 +5277,14 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$11562$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$11558$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$11562$0 ;
+  assign \dram_resp__payload.tag  = \port$11558$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -7659,12 +7659,11 @@ module \sim_top.accel.compute.array.pe_0_0 (rst, w_en, w_data, a_in, bank_in, a_
   reg \_$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
-  wire [32:0] \_$3 ;
+  reg [7:0] \_$3 ;
   reg [7:0] \_$4 ;
   reg [7:0] \_$5 ;
-  reg [7:0] \_$6 ;
-  reg \_$7 ;
-  reg [31:0] \_$8 ;
+  reg \_$6 ;
+  reg [31:0] \_$7 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
@@ -7675,7 +7674,6 @@ module \sim_top.accel.compute.array.pe_0_0 (rst, w_en, w_data, a_in, bank_in, a_
   reg bank_out = 1'h0;
   input clk;
   wire clk;
-  wire [31:0] psum_in;
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   input rst;
@@ -7688,24 +7686,37 @@ module \sim_top.accel.compute.array.pe_0_0 (rst, w_en, w_data, a_in, bank_in, a_
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  assign \_$3  = $signed(1'h0) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \_$4 ;
+    w1 <= \_$3 ;
   always @(posedge clk)
-    w0 <= \_$5 ;
+    w0 <= \_$4 ;
   always @(posedge clk)
-    a_out <= \_$6 ;
+    a_out <= \_$5 ;
   always @(posedge clk)
-    bank_out <= \_$7 ;
+    bank_out <= \_$6 ;
   always @(posedge clk)
-    psum_out <= \_$8 ;
+    psum_out <= \_$7 ;
   assign \_$1  = bank_in ? w1 : w0;
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \_$4  = w1;
+    \_$3  = w1;
     if (w_en) begin
       if (w_bank) begin
+        \_$3  = w_data;
+      end
+    end
+    if (rst) begin
+      \_$3  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
+    \_$4  = w0;
+    if (w_en) begin
+      (* full_case = 32'd1 *)
+      if (w_bank) begin
+      end else begin
         \_$4  = w_data;
       end
     end
@@ -7715,40 +7726,25 @@ module \sim_top.accel.compute.array.pe_0_0 (rst, w_en, w_data, a_in, bank_in, a_
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \_$5  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$5  = w_data;
-      end
-    end
+    \_$5  = a_in;
     if (rst) begin
       \_$5  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \_$6  = a_in;
+    \_$6  = bank_in;
     if (rst) begin
-      \_$6  = 8'h00;
+      \_$6  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \_$7  = bank_in;
+    \_$7  = { \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2  };
     if (rst) begin
-      \_$7  = 1'h0;
+      \_$7  = 32'd0;
     end
   end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \_$8  = \_$3 [31:0];
-    if (rst) begin
-      \_$8  = 32'd0;
-    end
-  end
-  assign psum_in = 32'd0;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -7756,12 +7752,11 @@ module \sim_top.accel.compute.array.pe_0_1 (rst, w_en, w_data, a_in, bank_in, a_
   reg \_$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
-  wire [32:0] \_$3 ;
+  reg [7:0] \_$3 ;
   reg [7:0] \_$4 ;
   reg [7:0] \_$5 ;
-  reg [7:0] \_$6 ;
-  reg \_$7 ;
-  reg [31:0] \_$8 ;
+  reg \_$6 ;
+  reg [31:0] \_$7 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
@@ -7772,7 +7767,6 @@ module \sim_top.accel.compute.array.pe_0_1 (rst, w_en, w_data, a_in, bank_in, a_
   reg bank_out = 1'h0;
   input clk;
   wire clk;
-  wire [31:0] psum_in;
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   input rst;
@@ -7785,24 +7779,37 @@ module \sim_top.accel.compute.array.pe_0_1 (rst, w_en, w_data, a_in, bank_in, a_
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  assign \_$3  = $signed(1'h0) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \_$4 ;
+    w1 <= \_$3 ;
   always @(posedge clk)
-    w0 <= \_$5 ;
+    w0 <= \_$4 ;
   always @(posedge clk)
-    a_out <= \_$6 ;
+    a_out <= \_$5 ;
   always @(posedge clk)
-    bank_out <= \_$7 ;
+    bank_out <= \_$6 ;
   always @(posedge clk)
-    psum_out <= \_$8 ;
+    psum_out <= \_$7 ;
   assign \_$1  = bank_in ? w1 : w0;
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \_$4  = w1;
+    \_$3  = w1;
     if (w_en) begin
       if (w_bank) begin
+        \_$3  = w_data;
+      end
+    end
+    if (rst) begin
+      \_$3  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
+    \_$4  = w0;
+    if (w_en) begin
+      (* full_case = 32'd1 *)
+      if (w_bank) begin
+      end else begin
         \_$4  = w_data;
       end
     end
@@ -7812,40 +7819,25 @@ module \sim_top.accel.compute.array.pe_0_1 (rst, w_en, w_data, a_in, bank_in, a_
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \_$5  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$5  = w_data;
-      end
-    end
+    \_$5  = a_in;
     if (rst) begin
       \_$5  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \_$6  = a_in;
+    \_$6  = bank_in;
     if (rst) begin
-      \_$6  = 8'h00;
+      \_$6  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \_$7  = bank_in;
+    \_$7  = { \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2  };
     if (rst) begin
-      \_$7  = 1'h0;
+      \_$7  = 32'd0;
     end
   end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \_$8  = \_$3 [31:0];
-    if (rst) begin
-      \_$8  = 32'd0;
-    end
-  end
-  assign psum_in = 32'd0;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -7853,12 +7845,11 @@ module \sim_top.accel.compute.array.pe_0_2 (rst, w_en, w_data, a_in, bank_in, a_
   reg \_$auto$verilog_backend.cc:2355:dump_module$7  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
-  wire [32:0] \_$3 ;
+  reg [7:0] \_$3 ;
   reg [7:0] \_$4 ;
   reg [7:0] \_$5 ;
-  reg [7:0] \_$6 ;
-  reg \_$7 ;
-  reg [31:0] \_$8 ;
+  reg \_$6 ;
+  reg [31:0] \_$7 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
@@ -7869,7 +7860,6 @@ module \sim_top.accel.compute.array.pe_0_2 (rst, w_en, w_data, a_in, bank_in, a_
   reg bank_out = 1'h0;
   input clk;
   wire clk;
-  wire [31:0] psum_in;
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   input rst;
@@ -7882,24 +7872,37 @@ module \sim_top.accel.compute.array.pe_0_2 (rst, w_en, w_data, a_in, bank_in, a_
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  assign \_$3  = $signed(1'h0) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \_$4 ;
+    w1 <= \_$3 ;
   always @(posedge clk)
-    w0 <= \_$5 ;
+    w0 <= \_$4 ;
   always @(posedge clk)
-    a_out <= \_$6 ;
+    a_out <= \_$5 ;
   always @(posedge clk)
-    bank_out <= \_$7 ;
+    bank_out <= \_$6 ;
   always @(posedge clk)
-    psum_out <= \_$8 ;
+    psum_out <= \_$7 ;
   assign \_$1  = bank_in ? w1 : w0;
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \_$4  = w1;
+    \_$3  = w1;
     if (w_en) begin
       if (w_bank) begin
+        \_$3  = w_data;
+      end
+    end
+    if (rst) begin
+      \_$3  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
+    \_$4  = w0;
+    if (w_en) begin
+      (* full_case = 32'd1 *)
+      if (w_bank) begin
+      end else begin
         \_$4  = w_data;
       end
     end
@@ -7909,40 +7912,25 @@ module \sim_top.accel.compute.array.pe_0_2 (rst, w_en, w_data, a_in, bank_in, a_
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \_$5  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$5  = w_data;
-      end
-    end
+    \_$5  = a_in;
     if (rst) begin
       \_$5  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \_$6  = a_in;
+    \_$6  = bank_in;
     if (rst) begin
-      \_$6  = 8'h00;
+      \_$6  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \_$7  = bank_in;
+    \_$7  = { \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2  };
     if (rst) begin
-      \_$7  = 1'h0;
+      \_$7  = 32'd0;
     end
   end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \_$8  = \_$3 [31:0];
-    if (rst) begin
-      \_$8  = 32'd0;
-    end
-  end
-  assign psum_in = 32'd0;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -7950,12 +7938,11 @@ module \sim_top.accel.compute.array.pe_0_3 (rst, w_en, w_data, a_in, bank_in, ps
   reg \_$auto$verilog_backend.cc:2355:dump_module$8  = 0;
   wire [7:0] \_$1 ;
   wire [15:0] \_$2 ;
-  wire [32:0] \_$3 ;
+  reg [7:0] \_$3 ;
   reg [7:0] \_$4 ;
   reg [7:0] \_$5 ;
-  reg [7:0] \_$6 ;
-  reg \_$7 ;
-  reg [31:0] \_$8 ;
+  reg \_$6 ;
+  reg [31:0] \_$7 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   reg [7:0] a_out = 8'h00;
@@ -7964,7 +7951,6 @@ module \sim_top.accel.compute.array.pe_0_3 (rst, w_en, w_data, a_in, bank_in, ps
   reg bank_out = 1'h0;
   input clk;
   wire clk;
-  wire [31:0] psum_in;
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   input rst;
@@ -7977,24 +7963,37 @@ module \sim_top.accel.compute.array.pe_0_3 (rst, w_en, w_data, a_in, bank_in, ps
   wire [7:0] w_data;
   input w_en;
   wire w_en;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  assign \_$3  = $signed(1'h0) + $signed(\_$2 );
   always @(posedge clk)
-    w1 <= \_$4 ;
+    w1 <= \_$3 ;
   always @(posedge clk)
-    w0 <= \_$5 ;
+    w0 <= \_$4 ;
   always @(posedge clk)
-    a_out <= \_$6 ;
+    a_out <= \_$5 ;
   always @(posedge clk)
-    bank_out <= \_$7 ;
+    bank_out <= \_$6 ;
   always @(posedge clk)
-    psum_out <= \_$8 ;
+    psum_out <= \_$7 ;
   assign \_$1  = bank_in ? w1 : w0;
+  assign \_$2  = $signed(a_in) * $signed(\_$1 );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \_$4  = w1;
+    \_$3  = w1;
     if (w_en) begin
       if (w_bank) begin
+        \_$3  = w_data;
+      end
+    end
+    if (rst) begin
+      \_$3  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
+    \_$4  = w0;
+    if (w_en) begin
+      (* full_case = 32'd1 *)
+      if (w_bank) begin
+      end else begin
         \_$4  = w_data;
       end
     end
@@ -8004,40 +8003,25 @@ module \sim_top.accel.compute.array.pe_0_3 (rst, w_en, w_data, a_in, bank_in, ps
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \_$5  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$5  = w_data;
-      end
-    end
+    \_$5  = a_in;
     if (rst) begin
       \_$5  = 8'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \_$6  = a_in;
+    \_$6  = bank_in;
     if (rst) begin
-      \_$6  = 8'h00;
+      \_$6  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \_$7  = bank_in;
+    \_$7  = { \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2  };
     if (rst) begin
-      \_$7  = 1'h0;
+      \_$7  = 32'd0;
     end
   end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \_$8  = \_$3 [31:0];
-    if (rst) begin
-      \_$8  = 32'd0;
-    end
-  end
-  assign psum_in = 32'd0;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -15406,8 +15390,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$10241$0 (lines__payload[18:0]),
-    .\port$10241$48 (lines__payload[48]),
+    .\port$10237$0 (lines__payload[18:0]),
+    .\port$10237$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -18358,7 +18342,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10241$0 , \port$10241$48 , r_rdy, clk);
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10237$0 , \port$10237$48 , r_rdy, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$35  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -18400,10 +18384,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [18:0] \port$10241$0 ;
-  wire [18:0] \port$10241$0 ;
-  input \port$10241$48 ;
-  wire \port$10241$48 ;
+  input [18:0] \port$10237$0 ;
+  wire [18:0] \port$10237$0 ;
+  input \port$10237$48 ;
+  wire \port$10237$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [19:0] r_data;
@@ -18430,7 +18414,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10
   reg [19:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$10241$0 [18:16], \port$10241$48 , \port$10241$0 [15:0] };
+      storage[w_port__addr] <= { \port$10237$0 [18:16], \port$10237$48 , \port$10237$0 [15:0] };
   end
   reg [19:0] _0_;
   always @(posedge clk) begin
@@ -18529,8 +18513,8 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$10
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$10241$0 [18:16], \port$10241$48 , \port$10241$0 [15:0] };
-  assign w_data = { \port$10241$0 [18:16], \port$10241$48 , \port$10241$0 [15:0] };
+  assign w_port__data = { \port$10237$0 [18:16], \port$10237$48 , \port$10237$0 [15:0] };
+  assign w_data = { \port$10237$0 [18:16], \port$10237$48 , \port$10237$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -43992,7 +43976,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$11562$0 , rd_resp__valid, clk);
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$11558$0 , rd_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$47  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
@@ -44023,8 +44007,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$11562$0 ;
-  wire [1:0] \port$11562$0 ;
+  output [1:0] \port$11558$0 ;
+  wire [1:0] \port$11558$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -44292,7 +44276,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$11562$0  = \_$4 ;
+  assign \port$11558$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

@@ -38,8 +38,13 @@ JOB_FORMATS: dict[str, Any] = {
     "cycles_field": [CYCLES_FIELD.offset, CYCLES_FIELD.width],
     "error_codes": {str(code.value): code.name for code in isa.ErrorCode},
 }
-# A build with user hooks (sim/hooks.py) lets them read the accelerator's DRAM streams.
-HOOK_PUBLIC = ('public_flat_rd -module "sim_top" -var "dram_*"',)
+# A build with user hooks (sim/hooks.py) lets them read the accelerator's DRAM streams and
+# write its live PERF counters (e.g. preset near 2**64 to test the wrap).
+HOOK_PUBLIC = (
+    'public_flat_rd -module "sim_top" -var "dram_*"',
+    'public_flat_rw -module "sim_top.accel" -var "perf"',
+    'forceable -module "sim_top.accel" -var "perf"',
+)
 
 
 def rtl_source(config: AccelConfig) -> Path:
