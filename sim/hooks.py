@@ -11,9 +11,9 @@ FallingEdge(dut.rst)`` to act after reset; ``start`` follows one cycle later), a
 the program ends (done, error or timeout). ``dut`` is the testbench top (sim/hdl/tb_top.v): its
 ports, and in a hook build (its own cache key) the accelerator's DRAM streams under ``dut.dut``
 (``dram_req__*``, ``dram_resp__*``, ``dram_wr__*``) and its live PERF counters
-``dut.dut.accel.perf``, forceable (cocotb ``Force``/``Release``). What the hook puts in ``ctx.result`` (plain JSON) lands in
-``report.json`` under ``hooks.<module>``, one entry per device program with the layer name of each
-PERF record. Optionally::
+``dut.dut.accel.perf``, forceable (cocotb ``Force``/``Release``). What the hook puts in
+``ctx.result`` (plain JSON) lands in ``report.json`` under ``hooks.<module>``, one entry per
+device program with the layer name of each PERF record. Optionally::
 
     def on_report(report: dict) -> str | None: ...
 

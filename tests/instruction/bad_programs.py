@@ -37,6 +37,7 @@ class Case:
     words: list[int]
     descs: list[dict] = field(default_factory=list)
     insn_offset: int = 0  # added to PROGRAM_AT (a misaligned program)
+    insn_base: int | None = None  # a program outside the image: launched there, not placed
     desc_base: int = DESCS_AT
     desc_count: int | None = None  # default: len(descs)
     seed: int = 0
@@ -50,7 +51,9 @@ class Case:
         table = Program([], self.descs).desc_bytes()
         image[DESCS_AT : DESCS_AT + len(table)] = np.frombuffer(table, np.uint8)
         count = len(self.descs) if self.desc_count is None else self.desc_count
-        return image, Launch(at, self.desc_base, count)
+        return image, Launch(
+            at if self.insn_base is None else self.insn_base, self.desc_base, count
+        )
 
 
 def word(opcode: str, deps: str = "", **fields) -> int:
@@ -106,6 +109,29 @@ def directed(config: AccelConfig) -> dict[str, tuple[Case, tuple[str, int | None
         ),
         (
             Case("misaligned_program", [word("sync", queue="STORE"), END], insn_offset=4),
+            ("DRAM_RANGE", 0),
+        ),
+        # Launch registers at the ends of their 32 bits (the next case sets them back: every
+        # bit of each register and of its copies in the units rises and falls).
+        (
+            Case("descriptor_count_at_its_end", [END], desc_count=(1 << isa.LAUNCH_BITS) - 1),
+            ("DRAM_RANGE", 0),
+        ),
+        (
+            Case(
+                "descriptor_table_at_the_end_of_the_address_space",
+                [END],
+                desc_base=(1 << isa.LAUNCH_BITS) - isa.DESC_BYTES,
+                desc_count=1,
+            ),
+            ("DRAM_RANGE", 0),
+        ),
+        (
+            Case(
+                "program_at_the_end_of_the_address_space",
+                [END],
+                insn_base=(1 << isa.LAUNCH_BITS) - isa.INSN_BYTES,
+            ),
             ("DRAM_RANGE", 0),
         ),
         (
