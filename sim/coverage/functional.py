@@ -55,6 +55,17 @@ IMPOSSIBLE_OP_ERRORS: dict[tuple[str, str], str] = {
     **{(op, "BAD_DESCRIPTOR"): f"{op} names no descriptor" for op in _NO_DESCRIPTOR},
     **{(op, "LOCAL_RANGE"): f"{op} addresses no local memory" for op in ("SYNC", "PERF", "END")},
     ("END", "DEADLOCK"): "END waits for no token and needs no queue room",
+    **{
+        ("ILLEGAL", code): f"{code} names a decoded instruction; fetch stops at the first "
+        "undecodable word"
+        for code in ("BAD_DESCRIPTOR", "LOCAL_RANGE", "DEADLOCK")
+    },
+    ("-", "ILLEGAL_OPCODE"): "an undecodable word at the index is ILLEGAL, not '-'",
+    **{
+        ("-", code): f"{code} names a decoded instruction ('-': none at the index)"
+        for code in ("BAD_DESCRIPTOR", "LOCAL_RANGE", "DEADLOCK", "BAD_FIELD")
+    },
+    ("-", "WATCHDOG"): "WATCHDOG names fetch's pc, which never passes END",
 }
 
 

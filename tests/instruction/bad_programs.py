@@ -170,6 +170,32 @@ def directed(config: AccelConfig) -> dict[str, tuple[Case, tuple[str, int | None
             ),
             ("DEADLOCK", 2),
         ),
+        # A bad launch stops at instruction 0 whatever it is, also a compute word or an
+        # undecodable one: nothing is fetched.
+        *(
+            (
+                Case(
+                    f"bad_launch_before_{name}", [first, END], desc_base=DESCS_AT + 16, desc_count=1
+                ),
+                ("DRAM_RANGE", 0),
+            )
+            for name, first in (
+                ("gemm", word("gemm")),
+                ("accum", word("accum")),
+                ("pool", word("pool")),
+                ("dwconv", word("dwconv")),
+                ("an_illegal_word", illegal),
+            )
+        ),
+        # Each opcode that pops a token can be the one a deadlock names (it waits before it
+        # looks at its other fields).
+        *(
+            (
+                Case(f"{op}_waits_for_a_token_nobody_pushes", [word(op, "pop_prev"), END]),
+                ("DEADLOCK", 0),
+            )
+            for op in ("gemm", "accum", "pool", "dwconv", "store", "perf")
+        ),
     ]
     return {case.name: (case, expected) for case, expected in cases}
 

@@ -5,7 +5,10 @@ Random lines, gates, residual rescales and biases over several n blocks (gates a
 line after the residual, so a gate read from the wrong line or block shows), stored through a
 random requantization; the expected values come from ``arch.reference_ops``, not from the
 simulators, and the RTL's DRAM must equal the ISA simulator's. A second ungated ACCUM in the same
-program checks that the gate does not stick. Bad fields stop both simulators with the same error
+program checks that the gate does not stick. bias + gated residual is built three ways (every
+ACCUM mode): bias, then a gated add; stale lines, a clear (no bias, no residual), then bias and
+gated residual added at once; stale lines overwritten by that one ACCUM. An ACCUM that adds
+nothing leaves its lines as they are. Bad fields stop both simulators with the same error
 at the same instruction.
 """
 
@@ -19,7 +22,7 @@ from tests.instruction.rtl_compare import assert_cases_match, run_both
 from tests.programs import Builder
 
 
-def _gate_case(config, rng):
+def _gate_case(config, rng, variant):
     d = config.rows
     n_iter, m = int(rng.integers(1, 4)), int(rng.integers(1, 24))
     x = rng.integers(-128, 128, (n_iter, m, d), dtype=np.int8)
@@ -37,14 +40,23 @@ def _gate_case(config, rng):
     b.load_params(params, n_iter)
     b.load_lines("ACT", gate_addr, b.put(gates), n_iter, d)
     b.load_lines("ACT", 0, b.put(x), n_iter * m, d, deps="push_next")
-    common = {"acc_addr": 0, "act_addr": 0, "param_addr": 0, "m": m, "n_iter": n_iter}
-    strides = {"acc_n_stride": m, "act_n_stride": m}
-    b.emit("accum", "pop_prev", **common, **strides, use_bias=1)
-    b.emit(
-        "accum", "", **common, **strides, use_res=1, use_gate=1, gate_addr=gate_addr, accumulate=1
-    )
-    # the same lines again without the gate, into the second half of ACC
-    b.emit("accum", "push_next", **common | {"acc_addr": n_iter * m}, **strides, use_res=1)
+    first = {"acc_addr": 0, "act_addr": 0, "param_addr": 0, "m": m, "n_iter": n_iter}
+    first |= {"acc_n_stride": m, "act_n_stride": m}
+    gated = {"use_res": 1, "use_gate": 1, "gate_addr": gate_addr}
+    garbage = first | {"use_res": 1}  # ungated lines the next ACCUM must clear or overwrite
+    # The first half of ACC gets bias + gated residual in one of three ways (ACCUM modes)...
+    accums = [
+        [first | {"use_bias": 1}, first | gated | {"accumulate": 1}],
+        [garbage, first, first | gated | {"use_bias": 1, "accumulate": 1}],  # a clear, then add
+        [garbage, first | gated | {"use_bias": 1}],  # one ACCUM overwrites
+    ][variant]
+    # ... the second half the same lines without the gate, then nothing added to them.
+    second = first | {"acc_addr": n_iter * m}
+    accums += [second | {"use_res": 1}, second | {"accumulate": 1}]
+    for n, fields in enumerate(accums):
+        b.emit(
+            "accum", "pop_prev" if n == 0 else "push_next" if n == len(accums) - 1 else "", **fields
+        )
     outs = []
     for half, deps in enumerate(("pop_prev", "")):
         outs.append(b.alloc(n_iter * m * d))
@@ -67,7 +79,9 @@ def _gate_case(config, rng):
 @pytest.mark.simulator
 @pytest.mark.parametrize("config_name", ["tiny", "default"])
 def test_accum_gate_matches_reference_ops(config_name, tmp_path):
-    assert_cases_match(PRESETS[config_name], _gate_case, 31, tmp_path)
+    variants = iter(range(3))
+    make_case = lambda config, rng: _gate_case(config, rng, next(variants))  # noqa: E731
+    assert_cases_match(PRESETS[config_name], make_case, 31, tmp_path)
 
 
 def _bad_gate(config, **fields):

@@ -90,6 +90,7 @@ def _dw_case(config, rng, *, out_w, out_h, kh, kw, stride, use_bias, accumulate)
 def _cases(config, seed, count):
     rng = np.random.default_rng(seed)
     shapes = [(3, 3, 1), (3, 3, 2), (1, 1, 1), (1, 1, 2), (2, 3, 1), (3, 1, 2), (3, 2, 3)]
+    shapes += [(1, 2, 2), (1, 3, 1), (2, 1, 3)]  # every kernel shape of 1..3 x 1..3
     programs, expected = {}, {}
     for n in range(count):
         kh, kw, stride = shapes[n % len(shapes)]
@@ -128,7 +129,7 @@ def test_dwconv_isa_simulator_matches_reference_ops():
 @pytest.mark.parametrize("config_name", CONFIGS)
 def test_dwconv_rtl_matches_reference_and_isa(config_name, tmp_path):
     config = PRESETS[config_name]
-    programs, expected = _cases(config, seed=17 + len(config_name), count=9)
+    programs, expected = _cases(config, seed=17 + len(config_name), count=10)
     for outcome in run_both(config, programs, tmp_path):
         assert outcome.isa_error is None, f"{outcome.name}: {outcome.isa_error}"
         assert outcome.rtl.done, f"{outcome.name}: RTL ended with {outcome.rtl.error_code}"

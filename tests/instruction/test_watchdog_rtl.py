@@ -51,3 +51,40 @@ def test_watchdog_stops_a_run_where_nothing_moves(tmp_path):
     # a watchdog longer than the DRAM latency: the LOADs run, then the token deadlock is seen
     assert (slow.error_code, slow.error_index) == ("DEADLOCK", 0)
     assert isa_outcome(PATIENT, case) == ("DEADLOCK", 0)
+
+
+# The instruction fetch is stuck at when every queue is full and a LOAD waits for DRAM: the
+# watchdog names it (fetch's pc), whatever its opcode. Each word below goes to a full queue
+# (a compute or store word, or END, which waits for every queue to drain); it never executes.
+STUCK_AT = {
+    "GEMM": word("gemm"),
+    "ACCUM": word("accum"),
+    "POOL": word("pool"),
+    "DWCONV": word("dwconv"),
+    "SYNC": word("sync", queue="COMPUTE"),
+    "STORE": word("store"),
+    "PERF": word("perf"),
+    "END": END,
+}
+
+
+def _stuck_at(opcode: str, loads: int) -> Case:
+    depth = SLOW_DRAM.queue_depth
+    waiting_compute = [word("sync", "pop_prev", queue="COMPUTE")] * depth
+    waiting_store = [word("sync", "pop_prev", queue="STORE")] * depth
+    body = [*waiting_compute, *waiting_store, *[word("load", desc=0)] * loads, STUCK_AT[opcode]]
+    return Case(
+        f"stuck_at_{opcode}", body if opcode == "END" else [*body, END], [act_load(SLOW_DRAM, 2)]
+    )
+
+
+def test_watchdog_names_the_instruction_fetch_is_stuck_at(tmp_path):
+    """Every opcode at the watchdog's index (functional coverage: opcode x WATCHDOG): the load
+    queue holds `depth` LOADs besides the one running, so the word after them finds its own
+    queue full while the first LOAD still waits for DRAM."""
+    loads = SLOW_DRAM.queue_depth + 1
+    cases = [_stuck_at(op, loads) for op in STUCK_AT]
+    results = run_programs(SLOW_DRAM, [device_run(case) for case in cases], tmp_path)
+    got = {op: (r.error_code, r.error_index) for op, r in zip(STUCK_AT, results, strict=True)}
+    stuck = 2 * SLOW_DRAM.queue_depth + loads  # the index of the word after the LOADs
+    assert got == dict.fromkeys(STUCK_AT, ("WATCHDOG", stuck))
