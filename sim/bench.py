@@ -12,7 +12,8 @@ ticking the clock from Python is timed on the program's first cycles. It also ti
 build, a build after an RTL change and a cached build, runs the same program sequentially and
 in 2 layer shards on 2 Dask workers (``sharded_speedup``, :mod:`sim.bench_shards`), and
 (unless ``--no-full`` / ``BENCH_FULL=0``) runs ``python -m sim.cli`` on ResNet-18 and ResNet-50
-at 224x224 end to end and measures their utilization at 16 and 8 bytes per cycle of DRAM
+at 224x224 end to end, ResNet-50 also in 2 layer shards (``--jobs 2``,
+``resnet50_sharded_speedup``), and measures their utilization at 16 and 8 bytes per cycle of DRAM
 bandwidth (:mod:`sim.bench_bandwidth`).
 
 Writes ``build/bench/bench.json`` and prints a table. Rates are measured within one invocation
@@ -63,7 +64,12 @@ from sim.verilate.toolchain import find_toolchain
 
 BENCH_ROOT = WORK_ROOT / "build" / "bench"
 BENCH_MAIN = SIM_ROOT / "csrc" / "bench_main.cpp"
-FULL_MODELS = (("resnet18", "resnet"), ("resnet50", "resnet50"))
+#: (report label, model, extra sim.cli arguments) of the end-to-end runs
+FULL_MODELS = (
+    ("resnet18", "resnet", ()),
+    ("resnet50", "resnet50", ()),
+    ("resnet50_jobs2", "resnet50", ("--jobs", "2")),  # 2 layer shards on 2 Dask workers
+)
 TICK_CYCLES = 100_000  # pyverilator ticked from Python: rate over this many cycles
 
 
@@ -186,10 +192,12 @@ def measure_builds(spec: BuildSpec, cold: bool) -> dict[str, Any]:
     return out
 
 
-def run_full(label: str, model: str, log_dir: Path) -> dict[str, Any]:
-    """``python -m sim.cli --model MODEL --no-ideal`` end to end, timed; numbers from its report."""
+def run_full(label: str, model: str, log_dir: Path, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``python -m sim.cli --model MODEL --no-ideal [extra]`` end to end, timed; numbers from
+    its report."""
     out_dir = log_dir / label
     cmd = [sys.executable, "-m", "sim.cli", "--model", model, "--no-ideal", "--out", str(out_dir)]
+    cmd += extra
     started = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT)
     wall = time.perf_counter() - started
@@ -348,9 +356,13 @@ def main(argv: list[str] | None = None) -> int:
     data["sharded"] = bench_shards.measure(exe, x, out / "shards")
     data["sharded_speedup"] = data["sharded"]["sharded_speedup"]
     if args.full:
-        for label, name in FULL_MODELS:
-            print(f"running {name} 224x224 end to end (python -m sim.cli --model {name})...")
-            data[label] = run_full(label, name, out)
+        for label, name, extra in FULL_MODELS:
+            args = " ".join(("--model", name, *extra))
+            print(f"running {name} 224x224 end to end (python -m sim.cli {args})...")
+            data[label] = run_full(label, name, out, extra)
+        whole, sharded = data["resnet50"], data["resnet50_jobs2"]
+        if not whole["exit_code"] and not sharded["exit_code"]:
+            data["resnet50_sharded_speedup"] = round(whole["wall_s"] / sharded["wall_s"], 3)
         print("utilization at 16 and 8 bytes/cycle of DRAM bandwidth (sim/bench_bandwidth.py)...")
         data["bandwidth"] = bench_bandwidth.measure()
     data["machine"]["loadavg_end"] = list(os.getloadavg())
@@ -415,7 +427,7 @@ def print_table(data: dict[str, Any]) -> None:
         f"{sharded['sequential_wall_s']:.1f} s / {sharded['sharded_wall_s']:.1f} s "
         f"({sharded['sharded_speedup']:.2f}x, layers {same})",
     )
-    for label in ("resnet18", "resnet50"):
+    for label, _model, extra in FULL_MODELS:
         run = data.get(label)
         if run is None:
             continue
@@ -423,10 +435,12 @@ def print_table(data: dict[str, Any]) -> None:
             table.add_row(f"{label} 224", f"FAILED (exit {run['exit_code']}, see {run['log']})")
             continue
         table.add_row(
-            f"{label} 224 end to end (excl. compile)",
+            f"{label} 224 end to end (excl. compile){' ' + ' '.join(extra) if extra else ''}",
             f"{run['wall_s']:.1f} s ({run['wall_excl_compile_s']:.1f} s), "
             f"{run['cycles']:,} cycles, {run['sim_cycles_per_s']:,} cycles/s",
         )
+    if "resnet50_sharded_speedup" in data:
+        table.add_row("resnet50 224: whole / 2 shards", f"{data['resnet50_sharded_speedup']:.2f}x")
     for model, rows in data.get("bandwidth", {}).items():
         table.add_row(
             f"{model} 224 utilization at 16 / 8 B/cycle (ISA)",
