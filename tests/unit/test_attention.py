@@ -93,6 +93,33 @@ def test_heads_that_are_not_whole_lines_go_to_the_host(tmp_path):
     assert compare_fp32(model, exe.reference, x)["cosine_vs_fp32"] > 0.99
 
 
+def test_head_views_are_refused_by_the_layout_when_heads_are_not_whole_lines():
+    """The back end alone (no retry that sends the split to the host): 24 channels in 2 heads
+    of 12 on the 16-lane array are no view, and the layout says which node and why."""
+    graph = compile_front(bert(tokens=10, hidden=24, heads=2, layers=1, mlp=48, seed=4), seed=6)
+    with pytest.raises(CompileError) as info:
+        compile_graph(graph, PRESETS["default"])
+    split = next(n for n in graph.nodes if n.op in ("split_heads", "split_heads_t"))
+    assert (info.value.node, info.value.op) == (split.name, split.op)
+    assert info.value.reason == "a head of 12 channels is not whole lines of 16"
+    assert info.value.supported == "head sizes that are multiples of 16 (the heads are then a view)"
+
+
+def test_head_views_carry_their_name_and_scale():
+    """Every DRAM tensor of a plan with head views (q, k^T, v and the merged heads of bert on
+    the 4x4 array) is named by its key and has its graph tensor's scale."""
+    graph = compile_front(bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=3), seed=3)
+    views = 0
+    for step in compile_graph(graph, PRESETS["tiny"]):
+        if not isinstance(step, Plan):
+            continue
+        for name, tensor in step.tensors.items():
+            assert tensor.name == name
+            assert tensor.scale == graph.tensors[name].scale, name
+            views += tensor.alias_of is not None
+    assert views >= 4
+
+
 def test_import_of_the_attention_patterns(tmp_path):
     model = bert(tokens=8, hidden=32, heads=2, layers=1, mlp=64, seed=0)
     graph = load_onnx(model)

@@ -6,6 +6,7 @@ program, DRAM footprints from walking the descriptors, and layer outputs against
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
@@ -1155,6 +1156,21 @@ def test_concat_inputs_but_the_last_must_be_whole_lines() -> None:
     assert views == {"c0.out": ("cat.out", 0), "c1.out": ("cat.out", 4), "c2.out": ("cat.out", 12)}
     x = np.random.default_rng(21).standard_normal((1, 3, 6, 6)).astype(np.float32)
     assert run(plan, x).bit_exact
+
+
+def test_a_concat_input_that_is_already_a_view_is_refused() -> None:
+    """A concat makes its inputs views of its own lines, so an input that is already a view
+    (here a channel slice of c0's lines) cannot be one: refused, naming the concat and input."""
+    graph = compile_front(concat_net(4, 8, 6))
+    cat = next(n for n in graph.nodes if n.op == "concat")
+    graph.tensors["part"] = dataclasses.replace(graph.tensors["c0.out"], name="part")
+    part = Node("part", "channel_slice", ["c0.out"], "part", {"start": 0, "channels": 4})
+    graph.nodes.insert(graph.nodes.index(cat), part)
+    cat.inputs[0] = "part"
+    with pytest.raises(CompileError) as info:
+        passes(graph, TINY, "layout")
+    assert (info.value.node, info.value.op) == ("cat", "concat")
+    assert info.value.reason == "input 'part' is already a view of another tensor"
 
 
 def test_block_diagonal_places_each_group_on_its_own_channels() -> None:
