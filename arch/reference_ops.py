@@ -403,9 +403,9 @@ def add_rescale(
         raise ValueError(f"a and b do not broadcast: shapes {ra.shape} and {rb.shape}") from exc
     # Each term is within +-2**62, so the int64 sum can only overflow at 2**62 + 2**62 = 2**63,
     # which saturates to hi anyway. (Only then are both terms > 0 and the sum < 0: moving any of
-    # the three bounds by one changes nothing, so the line is not mutated.)
-    with np.errstate(over="ignore"):
-        total = ra + rb
+    # the three bounds by one changes nothing, so the line is not mutated.) numpy wraps int64
+    # arrays silently (0-d ones too: requantize returns arrays), so there is no warning to mute.
+    total = ra + rb
     sat = (ra > 0) & (rb > 0) & (total < 0)  # pragma: no mutate
     total = np.where(sat, np.iinfo(np.int64).max, total)
     return np.clip(total, lo, hi).astype(np.int8)

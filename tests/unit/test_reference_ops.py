@@ -7,6 +7,7 @@ onnxruntime (float32 graphs holding small integers, so the float results are exa
 from __future__ import annotations
 
 import math
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -372,6 +373,9 @@ def test_add_rescale_per_channel_and_int64_overflow_corner():
     assert ro.add_rescale(x, INT32_MIN, 0, x, INT32_MIN, 0)[0] == 127
     assert ro.add_rescale(x, INT32_MIN, 0, x, INT32_MAX, 0)[0] == 127  # 2**31 left over
     assert ro.add_rescale(x, INT32_MAX, 0, x, INT32_MAX, 0)[0] == -128
+    with warnings.catch_warnings():  # the wrapped int64 sum warns of nothing, scalars included
+        warnings.simplefilter("error")
+        assert ro.add_rescale(INT32_MIN, INT32_MIN, 0, INT32_MIN, INT32_MIN, 0) == 127
 
 
 # --------------------------------------------------------------------------- pooling
