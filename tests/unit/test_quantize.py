@@ -600,3 +600,63 @@ def test_a_table_with_zero_points_fuses_or_stands_alone(fused: bool) -> None:
         assert [node.params[k].tolist() for k in ("mult", "shift", "clamp")] == [
             [1], [0], [-128, 127]
         ]  # fmt: skip
+
+
+# --------------------------------------------------------------------------- mutmut survivors
+# Directed cases for what `make mutate` found untested in quantize.py; each expected value is
+# worked out by hand from the pass's stated rules (docstrings), never read off its output.
+
+
+def test_an_already_quantized_graph_is_refused_in_one_line() -> None:
+    """Catches a wrong op or reason in the refusal of a graph quantized twice."""
+    g = _canonical()
+    g.quantized = True
+    with pytest.raises(CompileError) as info:
+        quantize.run(g, cal((1, 8)))
+    assert (info.value.node, info.value.op, info.value.reason, info.value.supported) == (
+        None,
+        "quantize",
+        "the graph is already quantized",
+        None,
+    )
+
+
+def test_clamp_zero_point_defaults_to_zero() -> None:
+    """Without a zero point real 0 is code 0: relu [0, 127], relu6 [0, round(6 / 0.1)]."""
+    assert quantize._clamp("relu", 0.1).tolist() == [0, 127]
+    assert quantize._clamp("relu6", 0.1).tolist() == [0, 60]
+
+
+def _requant_case() -> tuple[Graph, set[str]]:
+    """Three convs of x into Concat(b, a, c) -> y: b given at the concat's scale and zero point,
+    a given at its own, c calibrated (not given); a tensor 'a#requant' already exists."""
+    shape = (1, 4, 3, 3)
+    t = {
+        "x": Tensor("x", shape, 0.02, 0),
+        "a": Tensor("a", shape, 0.05, 3),
+        "b": Tensor("b", shape, 0.1, -2),
+        "c": Tensor("c", shape, 0.07, 0),
+        "y": Tensor("y", (1, 12, 3, 3), 0.1, -2),
+        "a#requant": Tensor("a#requant", (1, 5), 0.5, 1),  # a name already taken
+    }
+    convs = [Node(f"conv_{k}", "conv", ["x"], k, {"act": None}) for k in "abc"]
+    cat = Node("cat", "concat", ["b", "a", "c"], "y", {"axis": 1})
+    return Graph([*convs, cat], t, ["x"], ["y"]), {"x", "a", "b", "y"}
+
+
+def test_a_given_concat_input_at_another_scale_gets_a_requantizing_pool() -> None:
+    """Only a (given, at another scale) is requantized: by a 1x1 stride-1 unpadded average pool
+    into a new tensor at the concat's scale and zero point, named 'a#requant' plus '_' until
+    free, placed just before the concat, which then reads it. b (given, same scale) is skipped
+    before a; c (calibrated) is left alone."""
+    g, given = _requant_case()
+    before = dict(g.tensors)
+    quantize._requantize_concat_inputs(g, given)
+    name = "a#requant_"
+    assert [n.name for n in g.nodes] == ["conv_a", "conv_b", "conv_c", name, "cat"]
+    pool = g.nodes[3]
+    attrs = {"kernel": (1, 1), "stride": (1, 1), "pads": (0, 0, 0, 0), "count_include_pad": 1}
+    assert pool == Node(name, "avgpool", ["a"], name, attrs, {}, [])
+    assert g.node("cat").inputs == ["b", name, "c"]
+    assert g.tensors[name] == Tensor(name, (1, 4, 3, 3), 0.1, -2)
+    assert {k: v for k, v in g.tensors.items() if k != name} == before
