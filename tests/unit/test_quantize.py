@@ -660,3 +660,97 @@ def test_a_given_concat_input_at_another_scale_gets_a_requantizing_pool() -> Non
     assert g.node("cat").inputs == ["b", name, "c"]
     assert g.tensors[name] == Tensor(name, (1, 4, 3, 3), 0.1, -2)
     assert {k: v for k, v in g.tensors.items() if k != name} == before
+
+
+def test_quantize_calibrates_by_the_given_method() -> None:
+    """percentile:50 on one input whose |x| are 0.1 .. 0.7 and 1.0: amax 1.0, 2048 bins of
+    1/2048; half the count (4 of 8) is reached in the bin of 0.4, floor(0.4 * 2048) = 819, so
+    T = 820 / 2048 (min-max would give 1.0)."""
+    mags = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 1.0], np.float32)
+    rng = np.random.default_rng(72)
+    x = (rng.permutation(mags) * rng.choice([-1, 1], 8)).astype(np.float32)[None]
+    g = quantize.run(_canonical(), [x], method="percentile:50")
+    assert g.tensors["x"].scale == pytest.approx(820 / 2048 / 127, rel=1e-12)
+
+
+def _table_codes(f: Any, s_in: float, z_in: int, s_out: float, z_out: int) -> list[int]:
+    """Entry t: f of input code t - 128 at the output scale and zero point, rounded half away
+    from zero and saturated (Python floats)."""
+    out = []
+    for t in range(256):
+        y = f(s_in * (t - 128 - z_in)) / s_out
+        code = math.floor(abs(y) + 0.5) * (1 if y >= 0 else -1) + z_out
+        out.append(min(127, max(-128, code)))
+    return out
+
+
+def _sigmoid(v: float) -> float:
+    return 1 / (1 + math.exp(-v))
+
+
+def _table_graph(nodes: list[Node], outputs: list[str]) -> Graph:
+    scales = {"x": (0.05, 4), "a": (0.04, -7), "s": (1 / 255, -128), "y": (0.008, 5)}
+    scales |= {"z": (0.04, -7), "b": (0.03, 2), "w": (1 / 255, -128)}
+    tensors = {k: Tensor(k, (1, 4, 2, 2), s, z) for k, (s, z) in scales.items()}
+    return Graph(nodes, tensors, ["x"], outputs)
+
+
+def _sig(name: str, x: str, y: str) -> Node:
+    return Node(name, "table", [x], y, {"function": "sigmoid", "args": ()})
+
+
+def _assert_alone(node: Node, table: list[int], z_in: int) -> None:
+    """``node`` became a one-input scale: identity rescale, full int8 clamp, then the table."""
+    assert (node.op, node.attrs) == ("scale", {"act": "table"})
+    assert sorted(node.params) == ["clamp", "mult", "shift", "table", "table_zp"]
+    assert [node.params[k].tolist() for k in ("mult", "shift", "clamp")] == [
+        [1], [0], [-128, 127]
+    ]  # fmt: skip
+    assert node.params["table"].tolist() == table
+    assert node.params["table_zp"].tolist() == [z_in]
+
+
+def test_a_table_after_a_fused_table_stands_alone() -> None:
+    """conv -> sigmoid -> tanh: the sigmoid fuses into the conv (whose output becomes 's'),
+    the tanh cannot (the conv's STORE already applies a table) and becomes a scale."""
+    conv = Node("p", "conv", ["x"], "a", {"act": None})
+    tanh = Node("t2", "table", ["s"], "y", {"function": "tanh", "args": ()})
+    g = _table_graph([conv, _sig("t1", "a", "s"), tanh], ["y"])
+    quantize._fuse_tables(g)
+    assert [n.name for n in g.nodes] == ["p", "t2"] and "a" not in g.tensors
+    assert (conv.attrs["act"], conv.output, conv.params["table_zp"].tolist()) == (
+        "table",
+        "s",
+        [-7],
+    )
+    assert conv.params["table"].tolist() == _table_codes(_sigmoid, 0.04, -7, 1 / 255, -128)
+    _assert_alone(tanh, _table_codes(math.tanh, 1 / 255, -128, 0.008, 5), -128)
+
+
+@pytest.mark.parametrize("case", ["graph output", "two readers", "graph input"])
+def test_a_table_whose_input_is_not_the_producers_alone_stands_alone(case: str) -> None:
+    """A conv's output that is also a graph output or has a second reader, or the graph input,
+    keeps its codes: the sigmoid becomes a scale of its own. A later conv -> sigmoid (b -> w)
+    still fuses."""
+    conv = Node("p", "conv", ["x"], "a", {"act": None})
+    later = [
+        Node("m", "maxpool", ["a"], "z", {}),
+        Node("q", "conv", ["z"], "b", {"act": None}),
+        _sig("t3", "b", "w"),
+    ]
+    if case == "graph output":
+        g = _table_graph([conv, _sig("t", "a", "y")], ["y", "a"])
+    elif case == "two readers":
+        g = _table_graph([conv, _sig("t", "a", "y"), *later], ["y", "w"])
+    else:
+        g = _table_graph([_sig("t", "x", "y")], ["y"])
+    quantize._fuse_tables(g)
+    s_in, z_in = (0.05, 4) if case == "graph input" else (0.04, -7)
+    _assert_alone(g.node("t"), _table_codes(_sigmoid, s_in, z_in, 0.008, 5), z_in)
+    assert conv.attrs == {"act": None} and conv.params == {} and conv.output == "a"
+    assert "a" in g.tensors
+    if case == "two readers":
+        q = g.node("q")
+        assert [n.name for n in g.nodes] == ["p", "t", "m", "q"]
+        assert (q.attrs["act"], q.output, q.params["table_zp"].tolist()) == ("table", "w", [2])
+        assert q.params["table"].tolist() == _table_codes(_sigmoid, 0.03, 2, 1 / 255, -128)
