@@ -754,3 +754,39 @@ def test_a_table_whose_input_is_not_the_producers_alone_stands_alone(case: str) 
         assert [n.name for n in g.nodes] == ["p", "t", "m", "q"]
         assert (q.attrs["act"], q.output, q.params["table_zp"].tolist()) == ("table", "w", [2])
         assert q.params["table"].tolist() == _table_codes(_sigmoid, 0.03, 2, 1 / 255, -128)
+
+
+def test_given_scales_flow_back_through_scale_keeping_ops() -> None:
+    """A given scale on a max pool's output also serves its input, back through two pools
+    (x -> conv -> a -> pool -> a1 -> pool -> b, given), but never through a conv (x stays
+    unscaled) and never over an input that has its own scale (p keeps 0.3)."""
+    shape = (1, 4, 4, 4)
+    given = {"b": (0.05, 3), "y": (0.1, 0), "p": (0.3, 0), "q": (0.07, -1)}
+    tensors = {k: Tensor(k, shape, *given.get(k, (None, 0))) for k in "x a a1 b y p q".split()}
+    nodes = [
+        Node("c", "conv", ["x"], "a", {"act": None}),
+        Node("m1", "maxpool", ["a"], "a1", {}),
+        Node("m2", "maxpool", ["a1"], "b", {}),
+        Node("d", "conv", ["b"], "y", {"act": None}),
+        Node("m3", "maxpool", ["p"], "q", {}),
+    ]
+    g = Graph(nodes, tensors, ["x", "p"], ["y", "q"])
+    quantize._propagate_given_scales(g)
+    got = {k: (t.scale, t.zero_point) for k, t in g.tensors.items()}
+    assert got == given | {"x": (None, 0), "a": (0.05, 3), "a1": (0.05, 3)}
+
+
+def test_calibrate_defaults_to_minmax() -> None:
+    """Called without a method, the scales are max|t| / 127 (min-max) over the inputs."""
+    model = _residual_mlp(np.random.default_rng(36))
+    g = canonicalize.run(load_onnx(model))
+    xs = cal((1, 8), seed=73)
+    quantize._calibrate(g, xs, set())
+    for name, amax in zip(["x", "r1", "y"], ranges(model, ["x", "r1", "y"], xs), strict=True):
+        assert g.tensors[name].scale == pytest.approx(amax / 127, rel=1e-6)
+
+
+def test_a_host_node_of_every_code_exact_op_keeps_codes() -> None:
+    """The subset test includes the whole set (<=, not <)."""
+    ops = sorted(quantize.CODE_EXACT_OPS)
+    assert quantize._code_exact(Node("h", "host", ["a"], "y", {"onnx_ops": ops}))
