@@ -790,3 +790,81 @@ def test_a_host_node_of_every_code_exact_op_keeps_codes() -> None:
     """The subset test includes the whole set (<=, not <)."""
     ops = sorted(quantize.CODE_EXACT_OPS)
     assert quantize._code_exact(Node("h", "host", ["a"], "y", {"onnx_ops": ops}))
+
+
+def _concat_graph(nodes: list[Node], outputs: list[str]) -> Graph:
+    names = {n.output for n in nodes} | {"x"}
+    tensors = {
+        k: Tensor(k, (1, 4, 2, 2), 0.01 * (1 + i), i - 2) for i, k in enumerate(sorted(names))
+    }
+    return Graph(nodes, tensors, ["x"], outputs)
+
+
+def _convs(*names: str) -> list[Node]:
+    return [Node(f"conv_{k}", "conv", ["x"], k, {"act": None}) for k in names]
+
+
+def test_a_concat_scale_reaches_back_through_max_pools() -> None:
+    """Concat(maxpool(maxpool(a)), b): a, both pool outputs and b take the concat's scale and
+    zero point; x (before the conv that rescales) keeps its own."""
+    pools = [Node("m1", "maxpool", ["a"], "a1", {}), Node("m2", "maxpool", ["a1"], "a2", {})]
+    cat = Node("cat", "concat", ["a2", "b"], "y", {"axis": 1})
+    g = _concat_graph([*_convs("a", "b"), *pools, cat], ["y"])
+    x_before = (g.tensors["x"].scale, g.tensors["x"].zero_point)
+    want = (g.tensors["y"].scale, g.tensors["y"].zero_point)
+    quantize._share_concat_scales(g)
+    assert {k: (t.scale, t.zero_point) for k, t in g.tensors.items()} == {
+        "x": x_before,
+        **{k: want for k in ("a", "a1", "a2", "b", "y")},
+    }
+
+
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [
+        ("concat of a concat", "input 'u' comes from concat"),
+        ("pooled twice", "input 'a1' shares 'a' with concat 'cat1'"),
+    ],
+)
+def test_a_concat_input_from_a_concat_or_a_taken_chain_is_named(case: str, reason: str) -> None:
+    """A concat cannot requantize (its codes are its inputs'), and a pool chain back to a
+    tensor another concat already took cannot serve a second scale."""
+    if case == "concat of a concat":
+        cats = [
+            Node("cat1", "concat", ["a", "b"], "u", {"axis": 1}),
+            Node("cat2", "concat", ["u", "c"], "y", {"axis": 1}),
+        ]
+        nodes = [*_convs("a", "b", "c"), *cats]
+    else:
+        nodes = [
+            *_convs("a", "b", "c"),
+            Node("cat1", "concat", ["a", "b"], "u", {"axis": 1}),
+            Node("m", "maxpool", ["a"], "a1", {}),
+            Node("cat2", "concat", ["c", "a1"], "y", {"axis": 1}),
+        ]
+    g = _concat_graph(nodes, ["u", "y"])
+    with pytest.raises(CompileError) as info:
+        quantize._share_concat_scales(g)
+    assert (info.value.node, info.value.op, info.value.reason) == (
+        "cat2",
+        "concat",
+        f"{reason} and cannot take the concat's scale",
+    )
+    assert info.value.supported == (
+        "inputs made by conv, FC, add, average pool or host nodes, one concat each"
+    )
+
+
+def test_calibration_without_a_source_model_is_refused() -> None:
+    """x and the conv's output need measuring, and a hand-built graph has no ONNX model."""
+    shape = (1, 4, 2, 2)
+    tensors = {k: Tensor(k, shape) for k in "xy"}
+    g = Graph([Node("c", "conv", ["x"], "y", {"act": None})], tensors, ["x"], ["y"])
+    with pytest.raises(CompileError) as info:
+        quantize._calibrate(g, cal(shape), set())
+    assert (info.value.node, info.value.op, info.value.reason, info.value.supported) == (
+        None,
+        "quantize",
+        "2 tensors need calibration but the graph has no source ONNX model",
+        None,
+    )
