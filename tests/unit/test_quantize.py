@@ -868,3 +868,21 @@ def test_calibration_without_a_source_model_is_refused() -> None:
         "2 tensors need calibration but the graph has no source ONNX model",
         None,
     )
+
+
+def test_weighted_clamp_uses_the_output_zero_point() -> None:
+    """relu6 at output scale 0.1 and zero point 3: real 0 is code 3, real 6 is 3 + 60 = 63."""
+    node = Node("c", "conv", ["x"], "y", {"act": "relu6"}, {"weight": np.ones((2, 1, 1, 1))})
+    node.params["bias"] = np.zeros(2)
+    quantize._weighted(_graph(node, {"x": 0.05, "y": 0.1}, 3), node)
+    assert node.params["clamp"].tolist() == [3, 63]
+
+
+def test_a_bias_past_int32_is_named_by_its_own_value() -> None:
+    """Weights of max |w| 127 have scale 1, so at input scale 1 a bias is its own code: the
+    second channel's 3e9 is past int32 and is the one the message names."""
+    w = np.array([127.0, -127.0]).reshape(2, 1, 1, 1)
+    g, node = _conv({"weight": w, "bias": np.array([5.0, 3e9])})
+    with pytest.raises(CompileError) as info:
+        quantize._weighted(g, node)
+    assert info.value.reason == "bias 3e+09 does not fit int32 at accumulator scale 1"
