@@ -886,3 +886,19 @@ def test_a_bias_past_int32_is_named_by_its_own_value() -> None:
     with pytest.raises(CompileError) as info:
         quantize._weighted(g, node)
     assert info.value.reason == "bias 3e+09 does not fit int32 at accumulator scale 1"
+
+
+def test_a_tensor_calibration_never_sees_nonzero_gets_scale_one() -> None:
+    """relu(conv(x) - 100) with |conv(x)| far below 100: max |y| = 0, so y's scale is 1.0
+    (not 0, which no rescale could reach)."""
+    rng = np.random.default_rng(74)
+    w = rng.normal(0, 0.1, (2, 3, 1, 1)).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+        helper.make_node("Relu", ["c"], ["y"], name="relu"),
+    ]
+    model = make(nodes, [1, 3, 2, 2], {"w": w, "b": np.array([-100, -100], np.float32)})
+    xs = cal((1, 3, 2, 2), seed=75)
+    assert ranges(model, ["c"], xs)[0] > 90  # the conv's output is all below -90
+    g = quantize.run(canonicalize.run(load_onnx(model)), xs)
+    assert g.tensors["y"].scale == 1.0
