@@ -902,3 +902,25 @@ def test_a_tensor_calibration_never_sees_nonzero_gets_scale_one() -> None:
     assert ranges(model, ["c"], xs)[0] > 90  # the conv's output is all below -90
     g = quantize.run(canonicalize.run(load_onnx(model)), xs)
     assert g.tensors["y"].scale == 1.0
+
+
+def test_a_softmax_output_is_left_unscaled_even_when_given() -> None:
+    """The host's softmax writes fp32: a scale the model gave its output is dropped, and the
+    conv before it keeps its own."""
+    tensors = {
+        "x": Tensor("x", (1, 8), 0.02),
+        "a": Tensor("a", (1, 8), 0.05),
+        "y": Tensor("y", (1, 8), 1 / 255, -128),
+    }
+    nodes = [Node("fc", "gemm", ["x"], "a", {"act": None}), Node("sm", "softmax", ["a"], "y", {})]
+    g = Graph(nodes, tensors, ["x"], ["y"])
+    quantize._calibrate(g, cal((1, 8)), {"x", "a", "y"})
+    assert [g.tensors[k].scale for k in "xay"] == [0.02, 0.05, None]
+
+
+def test_rescale_flattens_its_scales() -> None:
+    """A (1, 2) array of rescales gives one (mult, shift) pair per value: 0.5 = 2**30 / 2**31
+    and 0.75 = 3 * 2**29 / 2**31 (mult normalized to [2**30, 2**31))."""
+    mult, shift = quantize._rescale(Node("n", "scale", ["x"], "y"), np.array([[0.5, 0.75]]), "o")
+    assert mult.dtype == shift.dtype == np.int64
+    assert (mult.tolist(), shift.tolist()) == ([2**30, 3 * 2**29], [31, 31])
