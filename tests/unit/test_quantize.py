@@ -600,3 +600,327 @@ def test_a_table_with_zero_points_fuses_or_stands_alone(fused: bool) -> None:
         assert [node.params[k].tolist() for k in ("mult", "shift", "clamp")] == [
             [1], [0], [-128, 127]
         ]  # fmt: skip
+
+
+# --------------------------------------------------------------------------- mutmut survivors
+# Directed cases for what `make mutate` found untested in quantize.py; each expected value is
+# worked out by hand from the pass's stated rules (docstrings), never read off its output.
+
+
+def test_an_already_quantized_graph_is_refused_in_one_line() -> None:
+    """Catches a wrong op or reason in the refusal of a graph quantized twice."""
+    g = _canonical()
+    g.quantized = True
+    with pytest.raises(CompileError) as info:
+        quantize.run(g, cal((1, 8)))
+    assert (info.value.node, info.value.op, info.value.reason, info.value.supported) == (
+        None,
+        "quantize",
+        "the graph is already quantized",
+        None,
+    )
+
+
+def test_clamp_zero_point_defaults_to_zero() -> None:
+    """Without a zero point real 0 is code 0: relu [0, 127], relu6 [0, round(6 / 0.1)]."""
+    assert quantize._clamp("relu", 0.1).tolist() == [0, 127]
+    assert quantize._clamp("relu6", 0.1).tolist() == [0, 60]
+
+
+def _requant_case() -> tuple[Graph, set[str]]:
+    """Three convs of x into Concat(b, a, c) -> y: b given at the concat's scale and zero point,
+    a given at its own, c calibrated (not given); a tensor 'a#requant' already exists."""
+    shape = (1, 4, 3, 3)
+    t = {
+        "x": Tensor("x", shape, 0.02, 0),
+        "a": Tensor("a", shape, 0.05, 3),
+        "b": Tensor("b", shape, 0.1, -2),
+        "c": Tensor("c", shape, 0.07, 0),
+        "y": Tensor("y", (1, 12, 3, 3), 0.1, -2),
+        "a#requant": Tensor("a#requant", (1, 5), 0.5, 1),  # a name already taken
+    }
+    convs = [Node(f"conv_{k}", "conv", ["x"], k, {"act": None}) for k in "abc"]
+    cat = Node("cat", "concat", ["b", "a", "c"], "y", {"axis": 1})
+    return Graph([*convs, cat], t, ["x"], ["y"]), {"x", "a", "b", "y"}
+
+
+def test_a_given_concat_input_at_another_scale_gets_a_requantizing_pool() -> None:
+    """Only a (given, at another scale) is requantized: by a 1x1 stride-1 unpadded average pool
+    into a new tensor at the concat's scale and zero point, named 'a#requant' plus '_' until
+    free, placed just before the concat, which then reads it. b (given, same scale) is skipped
+    before a; c (calibrated) is left alone."""
+    g, given = _requant_case()
+    before = dict(g.tensors)
+    quantize._requantize_concat_inputs(g, given)
+    name = "a#requant_"
+    assert [n.name for n in g.nodes] == ["conv_a", "conv_b", "conv_c", name, "cat"]
+    pool = g.nodes[3]
+    attrs = {"kernel": (1, 1), "stride": (1, 1), "pads": (0, 0, 0, 0), "count_include_pad": 1}
+    assert pool == Node(name, "avgpool", ["a"], name, attrs, {}, [])
+    assert g.node("cat").inputs == ["b", name, "c"]
+    assert g.tensors[name] == Tensor(name, (1, 4, 3, 3), 0.1, -2)
+    assert {k: v for k, v in g.tensors.items() if k != name} == before
+
+
+def test_quantize_calibrates_by_the_given_method() -> None:
+    """percentile:50 on one input whose |x| are 0.1 .. 0.7 and 1.0: amax 1.0, 2048 bins of
+    1/2048; half the count (4 of 8) is reached in the bin of 0.4, floor(0.4 * 2048) = 819, so
+    T = 820 / 2048 (min-max would give 1.0)."""
+    mags = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 1.0], np.float32)
+    rng = np.random.default_rng(72)
+    x = (rng.permutation(mags) * rng.choice([-1, 1], 8)).astype(np.float32)[None]
+    g = quantize.run(_canonical(), [x], method="percentile:50")
+    assert g.tensors["x"].scale == pytest.approx(820 / 2048 / 127, rel=1e-12)
+
+
+def _table_codes(f: Any, s_in: float, z_in: int, s_out: float, z_out: int) -> list[int]:
+    """Entry t: f of input code t - 128 at the output scale and zero point, rounded half away
+    from zero and saturated (Python floats)."""
+    out = []
+    for t in range(256):
+        y = f(s_in * (t - 128 - z_in)) / s_out
+        code = math.floor(abs(y) + 0.5) * (1 if y >= 0 else -1) + z_out
+        out.append(min(127, max(-128, code)))
+    return out
+
+
+def _sigmoid(v: float) -> float:
+    return 1 / (1 + math.exp(-v))
+
+
+def _table_graph(nodes: list[Node], outputs: list[str]) -> Graph:
+    scales = {"x": (0.05, 4), "a": (0.04, -7), "s": (1 / 255, -128), "y": (0.008, 5)}
+    scales |= {"z": (0.04, -7), "b": (0.03, 2), "w": (1 / 255, -128)}
+    tensors = {k: Tensor(k, (1, 4, 2, 2), s, z) for k, (s, z) in scales.items()}
+    return Graph(nodes, tensors, ["x"], outputs)
+
+
+def _sig(name: str, x: str, y: str) -> Node:
+    return Node(name, "table", [x], y, {"function": "sigmoid", "args": ()})
+
+
+def _assert_alone(node: Node, table: list[int], z_in: int) -> None:
+    """``node`` became a one-input scale: identity rescale, full int8 clamp, then the table."""
+    assert (node.op, node.attrs) == ("scale", {"act": "table"})
+    assert sorted(node.params) == ["clamp", "mult", "shift", "table", "table_zp"]
+    assert [node.params[k].tolist() for k in ("mult", "shift", "clamp")] == [
+        [1], [0], [-128, 127]
+    ]  # fmt: skip
+    assert node.params["table"].tolist() == table
+    assert node.params["table_zp"].tolist() == [z_in]
+
+
+def test_a_table_after_a_fused_table_stands_alone() -> None:
+    """conv -> sigmoid -> tanh: the sigmoid fuses into the conv (whose output becomes 's'),
+    the tanh cannot (the conv's STORE already applies a table) and becomes a scale."""
+    conv = Node("p", "conv", ["x"], "a", {"act": None})
+    tanh = Node("t2", "table", ["s"], "y", {"function": "tanh", "args": ()})
+    g = _table_graph([conv, _sig("t1", "a", "s"), tanh], ["y"])
+    quantize._fuse_tables(g)
+    assert [n.name for n in g.nodes] == ["p", "t2"] and "a" not in g.tensors
+    assert (conv.attrs["act"], conv.output, conv.params["table_zp"].tolist()) == (
+        "table",
+        "s",
+        [-7],
+    )
+    assert conv.params["table"].tolist() == _table_codes(_sigmoid, 0.04, -7, 1 / 255, -128)
+    _assert_alone(tanh, _table_codes(math.tanh, 1 / 255, -128, 0.008, 5), -128)
+
+
+@pytest.mark.parametrize("case", ["graph output", "two readers", "graph input"])
+def test_a_table_whose_input_is_not_the_producers_alone_stands_alone(case: str) -> None:
+    """A conv's output that is also a graph output or has a second reader, or the graph input,
+    keeps its codes: the sigmoid becomes a scale of its own. A later conv -> sigmoid (b -> w)
+    still fuses."""
+    conv = Node("p", "conv", ["x"], "a", {"act": None})
+    later = [
+        Node("m", "maxpool", ["a"], "z", {}),
+        Node("q", "conv", ["z"], "b", {"act": None}),
+        _sig("t3", "b", "w"),
+    ]
+    if case == "graph output":
+        g = _table_graph([conv, _sig("t", "a", "y")], ["y", "a"])
+    elif case == "two readers":
+        g = _table_graph([conv, _sig("t", "a", "y"), *later], ["y", "w"])
+    else:
+        g = _table_graph([_sig("t", "x", "y")], ["y"])
+    quantize._fuse_tables(g)
+    s_in, z_in = (0.05, 4) if case == "graph input" else (0.04, -7)
+    _assert_alone(g.node("t"), _table_codes(_sigmoid, s_in, z_in, 0.008, 5), z_in)
+    assert conv.attrs == {"act": None} and conv.params == {} and conv.output == "a"
+    assert "a" in g.tensors
+    if case == "two readers":
+        q = g.node("q")
+        assert [n.name for n in g.nodes] == ["p", "t", "m", "q"]
+        assert (q.attrs["act"], q.output, q.params["table_zp"].tolist()) == ("table", "w", [2])
+        assert q.params["table"].tolist() == _table_codes(_sigmoid, 0.03, 2, 1 / 255, -128)
+
+
+def test_given_scales_flow_back_through_scale_keeping_ops() -> None:
+    """A given scale on a max pool's output also serves its input, back through two pools
+    (x -> conv -> a -> pool -> a1 -> pool -> b, given), but never through a conv (x stays
+    unscaled) and never over an input that has its own scale (p keeps 0.3)."""
+    shape = (1, 4, 4, 4)
+    given = {"b": (0.05, 3), "y": (0.1, 0), "p": (0.3, 0), "q": (0.07, -1)}
+    tensors = {k: Tensor(k, shape, *given.get(k, (None, 0))) for k in "x a a1 b y p q".split()}
+    nodes = [
+        Node("c", "conv", ["x"], "a", {"act": None}),
+        Node("m1", "maxpool", ["a"], "a1", {}),
+        Node("m2", "maxpool", ["a1"], "b", {}),
+        Node("d", "conv", ["b"], "y", {"act": None}),
+        Node("m3", "maxpool", ["p"], "q", {}),
+    ]
+    g = Graph(nodes, tensors, ["x", "p"], ["y", "q"])
+    quantize._propagate_given_scales(g)
+    got = {k: (t.scale, t.zero_point) for k, t in g.tensors.items()}
+    assert got == given | {"x": (None, 0), "a": (0.05, 3), "a1": (0.05, 3)}
+
+
+def test_calibrate_defaults_to_minmax() -> None:
+    """Called without a method, the scales are max|t| / 127 (min-max) over the inputs."""
+    model = _residual_mlp(np.random.default_rng(36))
+    g = canonicalize.run(load_onnx(model))
+    xs = cal((1, 8), seed=73)
+    quantize._calibrate(g, xs, set())
+    for name, amax in zip(["x", "r1", "y"], ranges(model, ["x", "r1", "y"], xs), strict=True):
+        assert g.tensors[name].scale == pytest.approx(amax / 127, rel=1e-6)
+
+
+def test_a_host_node_of_every_code_exact_op_keeps_codes() -> None:
+    """The subset test includes the whole set (<=, not <)."""
+    ops = sorted(quantize.CODE_EXACT_OPS)
+    assert quantize._code_exact(Node("h", "host", ["a"], "y", {"onnx_ops": ops}))
+
+
+def _concat_graph(nodes: list[Node], outputs: list[str]) -> Graph:
+    names = {n.output for n in nodes} | {"x"}
+    tensors = {
+        k: Tensor(k, (1, 4, 2, 2), 0.01 * (1 + i), i - 2) for i, k in enumerate(sorted(names))
+    }
+    return Graph(nodes, tensors, ["x"], outputs)
+
+
+def _convs(*names: str) -> list[Node]:
+    return [Node(f"conv_{k}", "conv", ["x"], k, {"act": None}) for k in names]
+
+
+def test_a_concat_scale_reaches_back_through_max_pools() -> None:
+    """Concat(maxpool(maxpool(a)), b): a, both pool outputs and b take the concat's scale and
+    zero point; x (before the conv that rescales) keeps its own."""
+    pools = [Node("m1", "maxpool", ["a"], "a1", {}), Node("m2", "maxpool", ["a1"], "a2", {})]
+    cat = Node("cat", "concat", ["a2", "b"], "y", {"axis": 1})
+    g = _concat_graph([*_convs("a", "b"), *pools, cat], ["y"])
+    x_before = (g.tensors["x"].scale, g.tensors["x"].zero_point)
+    want = (g.tensors["y"].scale, g.tensors["y"].zero_point)
+    quantize._share_concat_scales(g)
+    assert {k: (t.scale, t.zero_point) for k, t in g.tensors.items()} == {
+        "x": x_before,
+        **{k: want for k in ("a", "a1", "a2", "b", "y")},
+    }
+
+
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [
+        ("concat of a concat", "input 'u' comes from concat"),
+        ("pooled twice", "input 'a1' shares 'a' with concat 'cat1'"),
+    ],
+)
+def test_a_concat_input_from_a_concat_or_a_taken_chain_is_named(case: str, reason: str) -> None:
+    """A concat cannot requantize (its codes are its inputs'), and a pool chain back to a
+    tensor another concat already took cannot serve a second scale."""
+    if case == "concat of a concat":
+        cats = [
+            Node("cat1", "concat", ["a", "b"], "u", {"axis": 1}),
+            Node("cat2", "concat", ["u", "c"], "y", {"axis": 1}),
+        ]
+        nodes = [*_convs("a", "b", "c"), *cats]
+    else:
+        nodes = [
+            *_convs("a", "b", "c"),
+            Node("cat1", "concat", ["a", "b"], "u", {"axis": 1}),
+            Node("m", "maxpool", ["a"], "a1", {}),
+            Node("cat2", "concat", ["c", "a1"], "y", {"axis": 1}),
+        ]
+    g = _concat_graph(nodes, ["u", "y"])
+    with pytest.raises(CompileError) as info:
+        quantize._share_concat_scales(g)
+    assert (info.value.node, info.value.op, info.value.reason) == (
+        "cat2",
+        "concat",
+        f"{reason} and cannot take the concat's scale",
+    )
+    assert info.value.supported == (
+        "inputs made by conv, FC, add, average pool or host nodes, one concat each"
+    )
+
+
+def test_calibration_without_a_source_model_is_refused() -> None:
+    """x and the conv's output need measuring, and a hand-built graph has no ONNX model."""
+    shape = (1, 4, 2, 2)
+    tensors = {k: Tensor(k, shape) for k in "xy"}
+    g = Graph([Node("c", "conv", ["x"], "y", {"act": None})], tensors, ["x"], ["y"])
+    with pytest.raises(CompileError) as info:
+        quantize._calibrate(g, cal(shape), set())
+    assert (info.value.node, info.value.op, info.value.reason, info.value.supported) == (
+        None,
+        "quantize",
+        "2 tensors need calibration but the graph has no source ONNX model",
+        None,
+    )
+
+
+def test_weighted_clamp_uses_the_output_zero_point() -> None:
+    """relu6 at output scale 0.1 and zero point 3: real 0 is code 3, real 6 is 3 + 60 = 63."""
+    node = Node("c", "conv", ["x"], "y", {"act": "relu6"}, {"weight": np.ones((2, 1, 1, 1))})
+    node.params["bias"] = np.zeros(2)
+    quantize._weighted(_graph(node, {"x": 0.05, "y": 0.1}, 3), node)
+    assert node.params["clamp"].tolist() == [3, 63]
+
+
+def test_a_bias_past_int32_is_named_by_its_own_value() -> None:
+    """Weights of max |w| 127 have scale 1, so at input scale 1 a bias is its own code: the
+    second channel's 3e9 is past int32 and is the one the message names."""
+    w = np.array([127.0, -127.0]).reshape(2, 1, 1, 1)
+    g, node = _conv({"weight": w, "bias": np.array([5.0, 3e9])})
+    with pytest.raises(CompileError) as info:
+        quantize._weighted(g, node)
+    assert info.value.reason == "bias 3e+09 does not fit int32 at accumulator scale 1"
+
+
+def test_a_tensor_calibration_never_sees_nonzero_gets_scale_one() -> None:
+    """relu(conv(x) - 100) with |conv(x)| far below 100: max |y| = 0, so y's scale is 1.0
+    (not 0, which no rescale could reach)."""
+    rng = np.random.default_rng(74)
+    w = rng.normal(0, 0.1, (2, 3, 1, 1)).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+        helper.make_node("Relu", ["c"], ["y"], name="relu"),
+    ]
+    model = make(nodes, [1, 3, 2, 2], {"w": w, "b": np.array([-100, -100], np.float32)})
+    xs = cal((1, 3, 2, 2), seed=75)
+    assert ranges(model, ["c"], xs)[0] > 90  # the conv's output is all below -90
+    g = quantize.run(canonicalize.run(load_onnx(model)), xs)
+    assert g.tensors["y"].scale == 1.0
+
+
+def test_a_softmax_output_is_left_unscaled_even_when_given() -> None:
+    """The host's softmax writes fp32: a scale the model gave its output is dropped, and the
+    conv before it keeps its own."""
+    tensors = {
+        "x": Tensor("x", (1, 8), 0.02),
+        "a": Tensor("a", (1, 8), 0.05),
+        "y": Tensor("y", (1, 8), 1 / 255, -128),
+    }
+    nodes = [Node("fc", "gemm", ["x"], "a", {"act": None}), Node("sm", "softmax", ["a"], "y", {})]
+    g = Graph(nodes, tensors, ["x"], ["y"])
+    quantize._calibrate(g, cal((1, 8)), {"x", "a", "y"})
+    assert [g.tensors[k].scale for k in "xay"] == [0.02, 0.05, None]
+
+
+def test_rescale_flattens_its_scales() -> None:
+    """A (1, 2) array of rescales gives one (mult, shift) pair per value: 0.5 = 2**30 / 2**31
+    and 0.75 = 3 * 2**29 / 2**31 (mult normalized to [2**30, 2**31))."""
+    mult, shift = quantize._rescale(Node("n", "scale", ["x"], "y"), np.array([[0.5, 0.75]]), "o")
+    assert mult.dtype == shift.dtype == np.int64
+    assert (mult.tolist(), shift.tolist()) == ([2**30, 3 * 2**29], [31, 31])
