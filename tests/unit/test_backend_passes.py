@@ -1184,3 +1184,68 @@ def test_block_diagonal_places_each_group_on_its_own_channels() -> None:
         want[o, 2 * g : 2 * g + 2] = w[o]
     assert dense.dtype == np.int8
     np.testing.assert_array_equal(dense, want)
+
+
+# --------------------------------------------------------------------------- tiling field limits
+# From `make mutate`'s mutmut survivors of compiler/passes/tile.py: each limit of the ISA fields
+# reached exactly (and run), one more refused or cut.
+
+
+@pytest.mark.parametrize(
+    ("kind", "op"),
+    [("add", "add"), ("scale", "scale"), ("pool", "maxpool"), ("upsample", "upsample"),
+     ("conv", "conv")],
+)  # fmt: skip
+def test_a_row_of_4095_pixels_fills_the_m_field_4096_are_refused(kind: str, op: str) -> None:
+    """GEMM/ACCUM/POOL's 12-bit ``m`` field counts at most 4095 lines per block. ACT half 16384
+    lines, ACC half 4096 (16-byte lines): a 4096-pixel row would fit both memories (an add 2 x
+    4096 ACT lines, a 2x2 pool 4 x 4096 = 16384, a 3x3 conv one chunk of 4096), so only the
+    field refuses it; a 4095-pixel row is one tile of one block and runs bit-exact."""
+    roomy = AccelConfig(
+        rows=4, cols=4, act_kib=128, wgt_kib=1, acc_kib=128, param_lines=16,
+        dram_bytes_per_cycle=8, dram_mib=16,
+    )  # fmt: skip
+    assert (roomy.act_lines // 2, roomy.acc_lines // 2) == (16384, 4096)
+
+    def net(width: int) -> onnx.ModelProto:
+        return wide_conv_net(width) if kind == "conv" else row_net(kind, width, 4, 1)
+
+    graph = compile_front(net(4095))
+    plan = passes(graph, roomy)
+    (layer,) = plan.accel_layers()
+    assert layer.tiling is not None
+    assert (layer.tiling.rows_per_tile, layer.tiling.n_blocks) == (1, 1)
+    x = np.random.default_rng(4095).standard_normal(in_shape(graph)).astype(np.float32)
+    assert run(plan, x).bit_exact
+    with pytest.raises(CompileError) as info:
+        passes(compile_front(net(4096)), roomy, "tile")
+    layer_name = "wide_conv" if kind == "conv" else "layer"
+    assert (info.value.node, info.value.op) == (layer_name, op)
+    assert info.value.reason == (
+        "no tiling fits: one output row is 4096 pixels, ACC half holds 4096 lines, ACT half 16384"
+        if kind == "conv"
+        else "no tiling fits the ACT/ACC memories"
+    )
+
+
+@pytest.mark.parametrize("kind", ["add", "scale", "pool", "upsample"])
+def test_1025_channel_blocks_are_cut_at_the_1023_of_the_iteration_field(kind: str) -> None:
+    """A 1x1 image of 4100 channels is 1025 blocks of 4; ACT (8192-line half), ACC (2048) and
+    PARAM (2048 lines a slot) would take them all in one step, but a step's blocks are counted
+    by a 10-bit field: 1023 blocks, then 2. The run is bit-exact."""
+    many = AccelConfig(
+        rows=4, cols=4, act_kib=64, wgt_kib=1, acc_kib=64, param_lines=8192,
+        dram_bytes_per_cycle=8, dram_mib=16,
+    )  # fmt: skip
+    assert (many.act_lines // 2, many.acc_lines // 2, many.param_lines // 4) == (8192, 2048, 2048)
+    graph = compile_front(row_net(kind, 1, 4100, 1))
+    plan = passes(graph, many)
+    (layer,) = plan.accel_layers()
+    assert layer.tiling is not None
+    assert (layer.tiling.rows_per_tile, layer.tiling.n_blocks, layer.tiling.k_group) == (
+        1,
+        1023,
+        1023,
+    )
+    x = np.random.default_rng(4100).standard_normal(in_shape(graph)).astype(np.float32)
+    assert run(plan, x).bit_exact
