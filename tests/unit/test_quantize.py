@@ -924,3 +924,29 @@ def test_rescale_flattens_its_scales() -> None:
     mult, shift = quantize._rescale(Node("n", "scale", ["x"], "y"), np.array([[0.5, 0.75]]), "o")
     assert mult.dtype == shift.dtype == np.int64
     assert (mult.tolist(), shift.tolist()) == ([2**30, 3 * 2**29], [31, 31])
+
+
+@pytest.mark.parametrize(
+    ("scales", "reason"),
+    [
+        # acc = s_in * s_w = [1, 0.5]; acc / s_out = [1e-40, 5e-41], far below 2**-32
+        ({"x": 1.0, "r": 0.1, "y": 1e40}, "output rescale 5e-41..1e-40"),
+        # s_r / acc = [1e-30, 2e-30]
+        ({"x": 1.0, "r": 1e-30, "y": 0.5}, "residual rescale 1e-30..2e-30"),
+    ],
+    ids=["output", "residual"],
+)
+def test_a_conv_rescale_out_of_range_names_which(scales: dict[str, float], reason: str) -> None:
+    """Weights of max |w| 127 and 63.5 have scales 1 and 0.5; the refusal names the output or
+    the residual rescale with its range."""
+    w = np.array([127.0, -63.5]).reshape(2, 1, 1, 1)
+    params = {"weight": w, "bias": np.zeros(2)}
+    node = Node("c", "conv", ["x", "r"], "y", {"act": None}, params)
+    with pytest.raises(CompileError) as info:
+        quantize._weighted(_graph(node, scales), node)
+    assert (info.value.node, info.value.op, info.value.reason, info.value.supported) == (
+        "c",
+        "conv",
+        f"{reason} is out of range for a fixed-point multiplier",
+        "rescales of about 2**-32 .. 2**31",
+    )
