@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -762,7 +763,9 @@ def test_given_scales_flow_back_through_scale_keeping_ops() -> None:
     unscaled) and never over an input that has its own scale (p keeps 0.3)."""
     shape = (1, 4, 4, 4)
     given = {"b": (0.05, 3), "y": (0.1, 0), "p": (0.3, 0), "q": (0.07, -1)}
-    tensors = {k: Tensor(k, shape, *given.get(k, (None, 0))) for k in "x a a1 b y p q".split()}
+    tensors = {
+        k: Tensor(k, shape, *given.get(k, (None, 0))) for k in ["x", "a", "a1", "b", "y", "p", "q"]
+    }
     nodes = [
         Node("c", "conv", ["x"], "a", {"act": None}),
         Node("m1", "maxpool", ["a"], "a1", {}),
@@ -924,3 +927,99 @@ def test_rescale_flattens_its_scales() -> None:
     mult, shift = quantize._rescale(Node("n", "scale", ["x"], "y"), np.array([[0.5, 0.75]]), "o")
     assert mult.dtype == shift.dtype == np.int64
     assert (mult.tolist(), shift.tolist()) == ([2**30, 3 * 2**29], [31, 31])
+
+
+@pytest.mark.parametrize(
+    ("scales", "reason"),
+    [
+        # acc = s_in * s_w = [1, 0.5]; acc / s_out = [1e-40, 5e-41], far below 2**-32
+        ({"x": 1.0, "r": 0.1, "y": 1e40}, "output rescale 5e-41..1e-40"),
+        # s_r / acc = [1e-30, 2e-30]
+        ({"x": 1.0, "r": 1e-30, "y": 0.5}, "residual rescale 1e-30..2e-30"),
+    ],
+    ids=["output", "residual"],
+)
+def test_a_conv_rescale_out_of_range_names_which(scales: dict[str, float], reason: str) -> None:
+    """Weights of max |w| 127 and 63.5 have scales 1 and 0.5; the refusal names the output or
+    the residual rescale with its range."""
+    w = np.array([127.0, -63.5]).reshape(2, 1, 1, 1)
+    params = {"weight": w, "bias": np.zeros(2)}
+    node = Node("c", "conv", ["x", "r"], "y", {"act": None}, params)
+    with pytest.raises(CompileError) as info:
+        quantize._weighted(_graph(node, scales), node)
+    assert (info.value.node, info.value.op, info.value.reason, info.value.supported) == (
+        "c",
+        "conv",
+        f"{reason} is out of range for a fixed-point multiplier",
+        "rescales of about 2**-32 .. 2**31",
+    )
+
+
+def _qdq_concat_model() -> onnx.ModelProto:
+    """x -Q/DQ(0.03)-> two 1x1 QDQ convs: a at (0.05, zero point 10), b at the concat's
+    (0.08, -5); Concat(a, b) -Q/DQ(0.08, -5)-> y."""
+    rng = np.random.default_rng(76)
+    inits: dict[str, Any] = {
+        "s_x": np.float32(0.03),
+        "z": np.array(0, np.int8),
+        "s_a": np.float32(0.05),
+        "z_a": np.array(10, np.int8),
+        "s_y": np.float32(0.08),
+        "z_y": np.array(-5, np.int8),
+    }
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s_x", "z"], ["xq"], name="q_x"),
+        helper.make_node("DequantizeLinear", ["xq", "s_x", "z"], ["xd"], name="dq_x"),
+    ]
+    for k, s, z in (("a", "s_a", "z_a"), ("b", "s_y", "z_y")):
+        ws = rng.uniform(0.005, 0.02, 3).astype(np.float32)
+        inits |= {
+            f"wq{k}": rng.integers(-127, 128, (3, 3, 1, 1)).astype(np.int8),
+            f"ws{k}": ws,
+            f"wz{k}": np.zeros(3, np.int8),
+            f"bq{k}": rng.integers(-500, 500, 3).astype(np.int32),
+            f"bs{k}": (np.float32(0.03) * ws).astype(np.float32),
+            f"bz{k}": np.zeros(3, np.int32),
+        }
+        nodes += [
+            helper.make_node(
+                "DequantizeLinear", [f"wq{k}", f"ws{k}", f"wz{k}"], [f"w{k}"], f"dq_w{k}", axis=0
+            ),
+            helper.make_node(
+                "DequantizeLinear", [f"bq{k}", f"bs{k}", f"bz{k}"], [f"b{k}"], f"dq_b{k}", axis=0
+            ),
+            helper.make_node("Conv", ["xd", f"w{k}", f"b{k}"], [f"c{k}"], name=f"conv_{k}"),
+            helper.make_node("QuantizeLinear", [f"c{k}", s, z], [f"{k}q"], name=f"q_{k}"),
+            helper.make_node("DequantizeLinear", [f"{k}q", s, z], [k], name=f"dq_{k}"),
+        ]
+    nodes += [
+        helper.make_node("Concat", ["a", "b"], ["cat"], name="cat", axis=1),
+        helper.make_node("QuantizeLinear", ["cat", "s_y", "z_y"], ["catq"], name="q_cat"),
+        helper.make_node("DequantizeLinear", ["catq", "s_y", "z_y"], ["y"], name="dq_cat"),
+    ]
+    return make(nodes, [1, 3, 4, 4], inits)
+
+
+def test_a_qdq_concat_input_at_its_own_scale_is_requantized_like_onnxruntime() -> None:
+    """conv a keeps its codes at (0.05, 10); the inserted pool requantizes them to the concat's
+    (0.08, -5): floor((q - 10) * 0.05 / 0.08 + 1/2) - 5 (round half up, in fractions), b's
+    codes are copied, and y is within one code of onnxruntime's QDQ run (ties to even)."""
+    model = _qdq_concat_model()
+    g = compile_front(model)
+    assert g.node("cat").inputs == ["ca#requant", "cb"]
+    x = cal((1, 3, 4, 4), 1, seed=77)[0] * 2
+    values = evaluate(g, quantize_input(x, 0.03))
+    ratio = Fraction(5, 8)  # 0.05 / 0.08
+    want_a = [
+        min(127, max(-128, math.floor((int(q) - 10) * ratio + Fraction(1, 2)) - 5))
+        for q in values["ca"].ravel()
+    ]
+    ours = values["cat"].astype(np.int64)
+    np.testing.assert_array_equal(ours[:, :3].ravel(), want_a)
+    np.testing.assert_array_equal(ours[:, 3:], values["cb"])
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    theirs = ort.InferenceSession(model.SerializeToString(), options).run(["y"], {"x": x})[0]
+    theirs_q = np.rint(theirs.astype(np.float64) / np.float32(0.08)) - 5
+    assert np.abs(ours - theirs_q).max() <= 1 and len(set(want_a)) > 8
