@@ -357,8 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     data["sharded_speedup"] = data["sharded"]["sharded_speedup"]
     if args.full:
         for label, name, extra in FULL_MODELS:
-            args = " ".join(("--model", name, *extra))
-            print(f"running {name} 224x224 end to end (python -m sim.cli {args})...")
+            command = " ".join(("python -m sim.cli --model", name, *extra))
+            print(f"running {name} 224x224 end to end ({command})...")
             data[label] = run_full(label, name, out, extra)
         whole, sharded = data["resnet50"], data["resnet50_jobs2"]
         if not whole["exit_code"] and not sharded["exit_code"]:
