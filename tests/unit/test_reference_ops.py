@@ -586,6 +586,20 @@ W4 = np.zeros((3, 2, 3, 3), dtype=np.int8)
         (lambda: ro.requantize(X4, [1, 2], 3, axis=4), r"axis must be in -4\.\.3 .*got 4"),
         (lambda: ro.clamp(X4, 5, 3), r"lo must be <= hi, got lo=5, hi=3"),
         (lambda: ro.clamp(X4, 0.5, 3), r"lo must be an integer"),
+        (lambda: ro.clamp(X4, 0, 3.0), r"^hi must be an integer array, got dtype float64$"),
+        (lambda: ro.clamp(X4.astype(float), 0), r"^x must be an integer array, got dtype float64$"),
+        (
+            lambda: ro.to_int8(X4.astype(np.float32)),
+            r"^x must be an integer array, got dtype float32$",
+        ),
+        (
+            lambda: ro.add_wrap32(X4.astype(float), X4),
+            r"^a must be an integer array, got dtype float64$",
+        ),
+        (
+            lambda: ro.add_wrap32(X4, X4.astype(float)),
+            r"^b must be an integer array, got dtype float64$",
+        ),
         (lambda: ro.to_int8(X4, -129), r"lo must be an int in -128\.\.127, got -129"),
         (lambda: ro.to_int8(X4, 0, 128), r"hi must be an int in -128\.\.127, got 128"),
         (lambda: ro.to_int8(X4, 10, 0), r"lo must be <= hi"),
@@ -608,6 +622,13 @@ W4 = np.zeros((3, 2, 3, 3), dtype=np.int8)
 def test_bad_arguments_raise_value_error_naming_them(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_equal_bounds_are_accepted_and_pin_every_value():
+    """lo == hi is a valid (degenerate) clamp: every value becomes that bound."""
+    x = np.random.default_rng(17).integers(-300, 300, size=(2, 3, 4, 4))
+    assert np.array_equal(ro.clamp(x, 7, 7), np.full(x.shape, 7))
+    assert np.array_equal(ro.to_int8(x, -5, -5), np.full(x.shape, -5, np.int8))
 
 
 # --------------------------------------------------------------------------- edges and errors
