@@ -1233,3 +1233,42 @@ def test_1025_channel_blocks_are_cut_at_the_1023_of_the_iteration_field(kind: st
     )
     x = np.random.default_rng(4100).standard_normal(in_shape(graph)).astype(np.float32)
     assert run(plan, x).bit_exact
+
+
+@pytest.mark.parametrize(
+    ("kind", "width", "channels", "act_kib", "acc_kib", "param_lines"),
+    [
+        ("add", 3, 20, 1, 2, 32),
+        ("upsample", 3, 20, 1, 2, 16),
+        ("upsample", 30, 20, 1, 8, 32),
+        ("pool", 3, 12, 2, 1, 16),
+        ("pool", 3, 16, 2, 1, 16),
+    ],
+)
+def test_window_and_copy_tiles_stay_inside_the_tensor_and_the_memories(
+    kind: str, width: int, channels: int, act_kib: int, acc_kib: int, param_lines: int
+) -> None:
+    """5 rows of 3 or 30 pixels, 3 to 5 channel blocks, memories that cut the blocks unevenly (ACT
+    half 128 or 256 lines, ACC half 32, 64 or 256, 4 or 8 PARAM lines a slot): an m tile is whole rows
+    of the tensor (at most its 5), an add holds 2 lines a pixel in ACT, a 2x2 pool 4, an
+    upsample 1; each block's tile sums or copies into ACC; block counts are whole numbers; the
+    run is bit-exact."""
+    cfg = AccelConfig(
+        rows=4, cols=4, act_kib=act_kib, wgt_kib=1, acc_kib=acc_kib, param_lines=param_lines,
+        dram_bytes_per_cycle=8, dram_mib=16,
+    )  # fmt: skip
+    act, acc, slot = cfg.act_lines // 2, cfg.acc_lines // 2, cfg.param_lines // 4
+    assert (act, acc) == (128 * act_kib, 32 * acc_kib)  # 4-byte ACT, 16-byte ACC lines
+    graph = compile_front(row_net(kind, width, channels, 5))
+    plan = passes(graph, cfg)
+    (layer,) = plan.accel_layers()
+    t = layer.tiling
+    assert t is not None
+    assert all(type(v) is int for v in (t.rows_per_tile, t.n_blocks, t.k_group)), t
+    lines, params = {"add": (2, 2), "pool": (4, 1), "upsample": (1, 1)}[kind]
+    mt = t.rows_per_tile * width
+    assert 1 <= t.rows_per_tile <= 5 and 1 <= t.n_blocks <= channels // 4, t
+    assert lines * mt * t.n_blocks <= act and mt * t.n_blocks <= acc, t
+    assert params * t.n_blocks <= slot, t
+    x = np.random.default_rng(channels).standard_normal(in_shape(graph)).astype(np.float32)
+    assert run(plan, x).bit_exact
