@@ -1248,10 +1248,10 @@ def test_1025_channel_blocks_are_cut_at_the_1023_of_the_iteration_field(kind: st
 def test_window_and_copy_tiles_stay_inside_the_tensor_and_the_memories(
     kind: str, width: int, channels: int, act_kib: int, acc_kib: int, param_lines: int
 ) -> None:
-    """5 rows of 3 or 30 pixels, 3 to 5 channel blocks, memories that cut the blocks unevenly (ACT
-    half 128 or 256 lines, ACC half 32, 64 or 256, 4 or 8 PARAM lines a slot): an m tile is whole rows
-    of the tensor (at most its 5), an add holds 2 lines a pixel in ACT, a 2x2 pool 4, an
-    upsample 1; each block's tile sums or copies into ACC; block counts are whole numbers; the
+    """5 rows of 3 or 30 pixels, 3 to 5 channel blocks, memories that cut the blocks unevenly
+    (ACT half 128 or 256 lines, ACC half 32, 64 or 256, 4 or 8 PARAM lines a slot): an m tile is
+    whole rows of the tensor (at most its 5), an add holds 2 lines a pixel in ACT, a 2x2 pool 4,
+    an upsample 1; each block's tile sums or copies into ACC; block counts are whole numbers; the
     run is bit-exact."""
     cfg = AccelConfig(
         rows=4, cols=4, act_kib=act_kib, wgt_kib=1, acc_kib=acc_kib, param_lines=param_lines,
@@ -1272,3 +1272,29 @@ def test_window_and_copy_tiles_stay_inside_the_tensor_and_the_memories(
     assert params * t.n_blocks <= slot, t
     x = np.random.default_rng(channels).standard_normal(in_shape(graph)).astype(np.float32)
     assert run(plan, x).bit_exact
+
+
+def test_depthwise_steps_are_cut_by_the_weight_and_param_halves() -> None:
+    """A step takes every tap of each of its blocks into WGT and a bias line per block into a
+    PARAM slot. A 5x5 kernel is 25 WGT lines per block: a 128-line half holds 5 of a 1x1
+    image's 6 blocks, so a slow DRAM (latency 256, fewer steps pay) still needs two steps; one
+    PARAM line a slot (param_lines 4) takes one block of a 3-pixel row per step. Both fit and
+    run bit-exact."""
+    slow = AccelConfig(
+        rows=4, cols=4, act_kib=2, wgt_kib=1, acc_kib=1, param_lines=32,
+        dram_bytes_per_cycle=8, dram_latency=256, dram_mib=16,
+    )  # fmt: skip
+    few = AccelConfig(
+        rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=1, param_lines=4,
+        dram_bytes_per_cycle=8, dram_mib=16,
+    )  # fmt: skip
+    assert (slow.wgt_lines // 2, few.param_lines // 4) == (128, 1)
+    for config, (width, kernel, c) in ((slow, (1, (5, 5), 24)), (few, (3, (3, 3), 8))):
+        graph = compile_front(dw_row_net(1, width, False, kernel, c), seed=2)
+        plan = passes(graph, config)
+        assert check_dw_tiling(plan) == 1
+        t = plan.accel_layers()[0].tiling
+        assert t is not None and type(t.n_blocks) is int
+        assert math.ceil(c // 4 / t.n_blocks) == 2, t  # two steps over the blocks
+        x = np.random.default_rng(c).standard_normal((1, c, 1, width)).astype(np.float32)
+        assert run(plan, x).bit_exact
