@@ -29,7 +29,7 @@ from compiler.frontend import compile_front
 from compiler.ir import Graph, Node, Tensor
 from compiler.passes import BACK_PASSES
 from compiler.passes.layout import block_diagonal
-from compiler.plan import Plan, round_up
+from compiler.plan import Plan, Tiling, round_up
 from sim.backends.isa_machine import Machine
 from sim.host import device_image
 from sim.run import run as run_executable
@@ -185,11 +185,16 @@ def graphs() -> dict[str, Graph]:
     }
 
 
-def passes(graph: Graph, config: AccelConfig, upto: str = "emit") -> Plan:
-    """Run the back-end passes up to and including ``upto``, verifying after each."""
+def passes(
+    graph: Graph, config: AccelConfig, upto: str = "emit", tilings: dict[str, Tiling] | None = None
+) -> Plan:
+    """Run the back-end passes up to and including ``upto``, verifying after each; ``tilings``
+    replaces the tile pass's choice for the layers it names."""
     plan = Plan(config, graph.copy())
     for name, pass_ in BACK_PASSES:
         plan = pass_(plan)
+        for layer in plan.accel_layers() if name == "tile" and tilings else ():
+            layer.tiling = tilings.get(layer.name, layer.tiling)
         plan.verify(name)
         if name == upto:
             break
@@ -1298,3 +1303,52 @@ def test_depthwise_steps_are_cut_by_the_weight_and_param_halves() -> None:
         assert math.ceil(c // 4 / t.n_blocks) == 2, t  # two steps over the blocks
         x = np.random.default_rng(c).standard_normal((1, c, 1, width)).astype(np.float32)
         assert run(plan, x).bit_exact
+
+
+def isa_cycles_of_each_tiling(
+    graph: Graph, config: AccelConfig, candidates: Sequence[Tiling], fits
+) -> dict[tuple[int, int, int], int]:
+    """The one accelerator layer of ``graph`` compiled with each candidate tiling that ``fits``
+    (a check of the plan), run on the ISA simulator (bit-exact): its cycles by
+    (rows_per_tile, n_blocks, k_group)."""
+    x = np.random.default_rng(17).standard_normal(in_shape(graph)).astype(np.float32)
+    cycles = {}
+    for tiling in candidates:
+        plan = passes(graph, config, "tile", {graph.nodes[0].name: tiling})
+        try:
+            fits(plan)
+        except AssertionError:
+            continue
+        result = run(passes(graph, config, "emit", {graph.nodes[0].name: tiling}), x)
+        assert result.bit_exact, tiling
+        (layer,) = result.layers
+        cycles[(tiling.rows_per_tile, tiling.n_blocks, tiling.k_group)] = layer.cycles
+    return cycles
+
+
+@pytest.mark.parametrize(
+    ("height", "width", "residual", "channels", "latency"),
+    [(4, 5, True, 12, 256), (3, 6, False, 24, 128)],
+)
+def test_depthwise_tiling_runs_within_10_percent_of_the_fastest_that_fits(
+    height: int, width: int, residual: bool, channels: int, latency: int
+) -> None:
+    """The cost model against the ISA simulator's cycle count: every tiling of a small 3x3
+    depthwise layer that fits the memories (ACT half 128 lines, ACC 64, WGT 128, 4 PARAM lines
+    a slot) is compiled and run; the one the tile pass picks is within 10 % of the fastest
+    (a slow DRAM: fewer, larger steps pay, but not every block at once)."""
+    cfg = AccelConfig(
+        rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=2, param_lines=16,
+        dram_bytes_per_cycle=8, dram_latency=latency, dram_mib=16,
+    )  # fmt: skip
+    graph = compile_front(dw_row_net(height, width, residual, (3, 3), channels), seed=2)
+    candidates = [
+        Tiling(rows, nb, 9) for rows in range(1, height + 1) for nb in range(1, channels // 4 + 1)
+    ]
+    cycles = isa_cycles_of_each_tiling(graph, cfg, candidates, check_dw_tiling)
+    assert len(cycles) >= 6, cycles  # several fit
+    (layer,) = passes(graph, cfg, "tile").accel_layers()
+    t = layer.tiling
+    assert t is not None
+    chosen = cycles[(t.rows_per_tile, t.n_blocks, t.k_group)]
+    assert chosen <= 1.1 * min(cycles.values()), (t, sorted(cycles.items(), key=lambda kv: kv[1]))
