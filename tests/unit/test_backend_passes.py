@@ -30,7 +30,7 @@ from compiler.frontend import compile_front
 from compiler.ir import Graph, Node, Tensor
 from compiler.passes import BACK_PASSES
 from compiler.passes.layout import block_diagonal
-from compiler.plan import Plan, round_up
+from compiler.plan import Plan, Tiling, round_up
 from sim.backends.isa_machine import Machine
 from sim.host import device_image
 from sim.run import run as run_executable
@@ -186,11 +186,16 @@ def graphs() -> dict[str, Graph]:
     }
 
 
-def passes(graph: Graph, config: AccelConfig, upto: str = "emit") -> Plan:
-    """Run the back-end passes up to and including ``upto``, verifying after each."""
+def passes(
+    graph: Graph, config: AccelConfig, upto: str = "emit", tilings: dict[str, Tiling] | None = None
+) -> Plan:
+    """Run the back-end passes up to and including ``upto``, verifying after each; ``tilings``
+    replaces the tile pass's choice for the layers it names."""
     plan = Plan(config, graph.copy())
     for name, pass_ in BACK_PASSES:
         plan = pass_(plan)
+        for layer in plan.accel_layers() if name == "tile" and tilings else ():
+            layer.tiling = tilings.get(layer.name, layer.tiling)
         plan.verify(name)
         if name == upto:
             break
@@ -1249,3 +1254,117 @@ def test_1025_channel_blocks_are_cut_at_the_1023_of_the_iteration_field(kind: st
     )
     x = np.random.default_rng(4100).standard_normal(in_shape(graph)).astype(np.float32)
     assert run(plan, x).bit_exact
+
+
+@pytest.mark.parametrize(
+    ("kind", "width", "channels", "act_kib", "acc_kib", "param_lines"),
+    [
+        ("add", 3, 20, 1, 2, 32),
+        ("upsample", 3, 20, 1, 2, 16),
+        ("upsample", 30, 20, 1, 8, 32),
+        ("pool", 3, 12, 2, 1, 16),
+        ("pool", 3, 16, 2, 1, 16),
+    ],
+)
+def test_window_and_copy_tiles_stay_inside_the_tensor_and_the_memories(
+    kind: str, width: int, channels: int, act_kib: int, acc_kib: int, param_lines: int
+) -> None:
+    """5 rows of 3 or 30 pixels, 3 to 5 channel blocks, memories that cut the blocks unevenly
+    (ACT half 128 or 256 lines, ACC half 32, 64 or 256, 4 or 8 PARAM lines a slot): an m tile is
+    whole rows of the tensor (at most its 5), an add holds 2 lines a pixel in ACT, a 2x2 pool 4,
+    an upsample 1; each block's tile sums or copies into ACC; block counts are whole numbers; the
+    run is bit-exact."""
+    cfg = AccelConfig(
+        rows=4, cols=4, act_kib=act_kib, wgt_kib=1, acc_kib=acc_kib, param_lines=param_lines,
+        dram_bytes_per_cycle=8, dram_mib=16,
+    )  # fmt: skip
+    act, acc, slot = cfg.act_lines // 2, cfg.acc_lines // 2, cfg.param_lines // 4
+    assert (act, acc) == (128 * act_kib, 32 * acc_kib)  # 4-byte ACT, 16-byte ACC lines
+    graph = compile_front(row_net(kind, width, channels, 5))
+    plan = passes(graph, cfg)
+    (layer,) = plan.accel_layers()
+    t = layer.tiling
+    assert t is not None
+    assert all(type(v) is int for v in (t.rows_per_tile, t.n_blocks, t.k_group)), t
+    lines, params = {"add": (2, 2), "pool": (4, 1), "upsample": (1, 1)}[kind]
+    mt = t.rows_per_tile * width
+    assert 1 <= t.rows_per_tile <= 5 and 1 <= t.n_blocks <= channels // 4, t
+    assert lines * mt * t.n_blocks <= act and mt * t.n_blocks <= acc, t
+    assert params * t.n_blocks <= slot, t
+    x = np.random.default_rng(channels).standard_normal(in_shape(graph)).astype(np.float32)
+    assert run(plan, x).bit_exact
+
+
+def test_depthwise_steps_are_cut_by_the_weight_and_param_halves() -> None:
+    """A step takes every tap of each of its blocks into WGT and a bias line per block into a
+    PARAM slot. A 5x5 kernel is 25 WGT lines per block: a 128-line half holds 5 of a 1x1
+    image's 6 blocks, so a slow DRAM (latency 256, fewer steps pay) still needs two steps; one
+    PARAM line a slot (param_lines 4) takes one block of a 3-pixel row per step. Both fit and
+    run bit-exact."""
+    slow = AccelConfig(
+        rows=4, cols=4, act_kib=2, wgt_kib=1, acc_kib=1, param_lines=32,
+        dram_bytes_per_cycle=8, dram_latency=256, dram_mib=16,
+    )  # fmt: skip
+    few = AccelConfig(
+        rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=1, param_lines=4,
+        dram_bytes_per_cycle=8, dram_mib=16,
+    )  # fmt: skip
+    assert (slow.wgt_lines // 2, few.param_lines // 4) == (128, 1)
+    for config, (width, kernel, c) in ((slow, (1, (5, 5), 24)), (few, (3, (3, 3), 8))):
+        graph = compile_front(dw_row_net(1, width, False, kernel, c), seed=2)
+        plan = passes(graph, config)
+        assert check_dw_tiling(plan) == 1
+        t = plan.accel_layers()[0].tiling
+        assert t is not None and type(t.n_blocks) is int
+        assert math.ceil(c // 4 / t.n_blocks) == 2, t  # two steps over the blocks
+        x = np.random.default_rng(c).standard_normal((1, c, 1, width)).astype(np.float32)
+        assert run(plan, x).bit_exact
+
+
+def isa_cycles_of_each_tiling(
+    graph: Graph, config: AccelConfig, candidates: Sequence[Tiling], fits
+) -> dict[tuple[int, int, int], int]:
+    """The one accelerator layer of ``graph`` compiled with each candidate tiling that ``fits``
+    (a check of the plan), run on the ISA simulator (bit-exact): its cycles by
+    (rows_per_tile, n_blocks, k_group)."""
+    x = np.random.default_rng(17).standard_normal(in_shape(graph)).astype(np.float32)
+    cycles = {}
+    for tiling in candidates:
+        plan = passes(graph, config, "tile", {graph.nodes[0].name: tiling})
+        try:
+            fits(plan)
+        except AssertionError:
+            continue
+        result = run(passes(graph, config, "emit", {graph.nodes[0].name: tiling}), x)
+        assert result.bit_exact, tiling
+        (layer,) = result.layers
+        cycles[(tiling.rows_per_tile, tiling.n_blocks, tiling.k_group)] = layer.cycles
+    return cycles
+
+
+@pytest.mark.parametrize(
+    ("height", "width", "residual", "channels", "latency"),
+    [(4, 5, True, 12, 256), (3, 6, False, 24, 128)],
+)
+def test_depthwise_tiling_runs_within_10_percent_of_the_fastest_that_fits(
+    height: int, width: int, residual: bool, channels: int, latency: int
+) -> None:
+    """The cost model against the ISA simulator's cycle count: every tiling of a small 3x3
+    depthwise layer that fits the memories (ACT half 128 lines, ACC 64, WGT 128, 4 PARAM lines
+    a slot) is compiled and run; the one the tile pass picks is within 10 % of the fastest
+    (a slow DRAM: fewer, larger steps pay, but not every block at once)."""
+    cfg = AccelConfig(
+        rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=2, param_lines=16,
+        dram_bytes_per_cycle=8, dram_latency=latency, dram_mib=16,
+    )  # fmt: skip
+    graph = compile_front(dw_row_net(height, width, residual, (3, 3), channels), seed=2)
+    candidates = [
+        Tiling(rows, nb, 9) for rows in range(1, height + 1) for nb in range(1, channels // 4 + 1)
+    ]
+    cycles = isa_cycles_of_each_tiling(graph, cfg, candidates, check_dw_tiling)
+    assert len(cycles) >= 6, cycles  # several fit
+    (layer,) = passes(graph, cfg, "tile").accel_layers()
+    t = layer.tiling
+    assert t is not None
+    chosen = cycles[(t.rows_per_tile, t.n_blocks, t.k_group)]
+    assert chosen <= 1.1 * min(cycles.values()), (t, sorted(cycles.items(), key=lambda kv: kv[1]))
