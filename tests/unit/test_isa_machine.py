@@ -487,3 +487,91 @@ def test_a_store_table_past_param_names_its_lines():
         f"LOCAL_RANGE: instruction 2: table PARAM lines {p - 3}..{p} are outside the memory "
         f"({p} lines)"
     )
+
+
+def _wrap32(v: np.ndarray) -> np.ndarray:
+    """Two's-complement wrap to int32, by modular arithmetic (the ACC's 32-bit registers)."""
+    return ((np.asarray(v, np.int64) + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+
+
+def test_gemm_walks_k_and_n_blocks_per_the_isa_doc():
+    """GEMM (docs/isa.md): for k < k_iter, j < n_iter, i < m: acc[acc_addr + j*acc_n_stride + i]
+    (+)= act[act_addr + k*act_k_stride + i] @ W[wgt_addr + (k*n_iter + j)*rows], the rows x cols
+    tile; accumulate=0 overwrites with the sum over k. Written as the doc's loops in int64 on the
+    8x8 array with random data (a transposed tile shows), odd strides and non-zero bases;
+    ACC lines between the blocks keep their old values, and accumulate=1 adds to ACC wrapping at
+    32 bits. Cost: k_iter*n_iter tiles of max(m, rows) cycles plus rows + cols to fill and drain;
+    each tile is m*rows*cols MACs."""
+    cfg = CONFIGS["8x8"]
+    rng = np.random.default_rng(41)
+    m, k_iter, n_iter, act_addr, act_k = 5, 3, 2, 7, 11
+    wgt_addr, acc_addr, acc_n = 9, 3, 7
+    fields = dict(
+        m=m, k_iter=k_iter, n_iter=n_iter, act_addr=act_addr, act_k_stride=act_k,
+        wgt_addr=wgt_addr, acc_addr=acc_addr, acc_n_stride=acc_n,
+    )  # fmt: skip
+    for accumulate in (0, 1):
+        machine = Machine(cfg)
+        machine.act[:] = rng.integers(-128, 128, machine.act.shape)
+        machine.wgt[:] = rng.integers(-128, 128, machine.wgt.shape)
+        products = np.zeros((n_iter, m, cfg.cols), np.int64)
+        for j in range(n_iter):
+            for i in range(m):
+                for k in range(k_iter):
+                    x = machine.act[act_addr + k * act_k + i].astype(np.int64)
+                    tile = wgt_addr + (k * n_iter + j) * cfg.rows
+                    products[j, i] += x @ machine.wgt[tile : tile + cfg.rows].astype(np.int64)
+        old = rng.integers(-(1 << 31), 1 << 31, machine.acc.shape)
+        # the first lane of the first block leaves int32 when its product is added
+        old[acc_addr, 0] = (1 << 31) - 1 if products[0, 0, 0] > 0 else -(1 << 31)
+        machine.acc[:] = old
+        want = old.copy()
+        for j in range(n_iter):
+            for i in range(m):
+                a = acc_addr + j * acc_n + i
+                want[a] = (want[a] if accumulate else 0) + products[j, i]
+        assert products[0, 0, 0] != 0
+        cycles = machine.execute(3, isa.make("gemm", accumulate=accumulate, **fields), [])
+        np.testing.assert_array_equal(machine.acc, _wrap32(want), err_msg=f"acc={accumulate}")
+        assert cycles == k_iter * n_iter * max(m, cfg.rows) + cfg.rows + cfg.cols  # 6*8+16
+        assert machine.stats.macs == k_iter * n_iter * m * cfg.rows * cfg.cols
+
+
+def test_gemm_refusals_name_the_field_and_the_lines():
+    """GEMM's count fields must be >= 1; n blocks closer than m lines would overlap in ACC. The
+    ACT rows read are act_addr + k*act_k_stride + i (k < k_iter, i < m), the WGT lines
+    wgt_addr .. + k_iter*n_iter*rows - 1 and the ACC lines acc_addr .. + (n_iter-1)*acc_n_stride
+    + m - 1: each memory's last line runs, one further is LOCAL_RANGE naming the lines."""
+    cfg = CONFIGS["tiny"]  # 4x4
+    a, w, c = cfg.act_lines, cfg.wgt_lines, cfg.acc_lines
+
+    def gemm(**fields):
+        good = dict(m=3, k_iter=2, n_iter=2, act_k_stride=5, acc_n_stride=4)
+        return Machine(cfg).execute(6, isa.make("gemm", **(good | fields)), [])
+
+    for name in ("m", "k_iter", "n_iter"):
+        with pytest.raises(IsaSimError) as info:
+            gemm(**{name: 0})
+        assert str(info.value) == f"BAD_FIELD: instruction 6: gemm.{name} is 0"
+    with pytest.raises(IsaSimError) as info:
+        gemm(acc_n_stride=2)
+    assert str(info.value) == (
+        "BAD_FIELD: instruction 6: gemm.acc_n_stride 2 < m 3: accumulator blocks overlap"
+    )
+    gemm(acc_n_stride=3)  # adjacent blocks
+    gemm(n_iter=1, acc_n_stride=0)  # one block: the stride is unused
+    # ACT: the last row read is act_addr + 5 + 2
+    gemm(act_addr=a - 8)
+    cases = [
+        ({"act_addr": a - 7}, f"ACT lines {a}..{a}", a),
+        ({"wgt_addr": w - 15}, f"WGT lines {w - 15}..{w}", w),  # 4 tiles of 4 lines
+        ({"acc_addr": c - 6}, f"ACC lines {c - 6}..{c}", c),  # 4 + 3 lines
+    ]
+    gemm(wgt_addr=w - 16)
+    gemm(acc_addr=c - 7)
+    for fields, lines, limit in cases:
+        with pytest.raises(IsaSimError) as info:
+            gemm(**fields)
+        assert str(info.value) == (
+            f"LOCAL_RANGE: instruction 6: {lines} are outside the memory ({limit} lines)"
+        )
