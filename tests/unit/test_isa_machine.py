@@ -1,5 +1,8 @@
 """ISA simulator against the integer reference ops: hand-written programs, several configs."""
 
+import math
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -575,3 +578,105 @@ def test_gemm_refusals_name_the_field_and_the_lines():
         assert str(info.value) == (
             f"LOCAL_RANGE: instruction 6: {lines} are outside the memory ({limit} lines)"
         )
+
+
+def _requant_exact(x: int, mult: int, shift: int) -> int:
+    """round(x * mult / 2**shift), halves up, in exact rationals."""
+    return math.floor(Fraction(x * mult, 1 << shift) + Fraction(1, 2))
+
+
+def test_accum_per_the_isa_doc_with_bias_residual_and_gate():
+    """ACCUM (docs/isa.md): for j < n_iter, i < m, per column c: acc[a] = (acc[a] if accumulate
+    else 0) + (bias[c] if use_bias) + (requant(act[act_addr + j*act_n_stride + i][c] * g[c],
+    res_mult[c], res_shift[c]) if use_res), a = acc_addr + j*acc_n_stride + i, PARAM line
+    param_addr + j, g = act[gate_addr + j] with use_gate else 1. Every combination of the
+    flags on the 4x4 array with random data and per-lane parameters, against that formula in
+    Python integers; ACC wraps at 32 bits, lines between blocks are untouched. Cost
+    (m + use_gate) * n_iter cycles, m * n_iter * cols ALU operations."""
+    cfg = CONFIGS["tiny"]
+    rng = np.random.default_rng(77)
+    m, n_iter, acc_addr, acc_n, act_addr, act_n, param_addr, gate_addr = 3, 2, 5, 4, 6, 7, 9, 30
+    for accumulate, use_bias, use_res, use_gate in np.ndindex(2, 2, 2, 2):
+        if use_gate and not use_res:
+            continue
+        machine = Machine(cfg)
+        machine.act[:64] = rng.integers(-128, 128, (64, cfg.rows))
+        old = rng.integers(-(1 << 31), 1 << 31, machine.acc.shape)
+        machine.acc[:] = old
+        bias = rng.integers(-(1 << 31), 1 << 31, (n_iter, cfg.cols))
+        res_mult = rng.integers(1 << 29, 1 << 31, (n_iter, cfg.cols))
+        res_shift = rng.integers(28, 40, (n_iter, cfg.cols))
+        for j in range(n_iter):
+            machine.param["bias"][param_addr + j] = bias[j]
+            machine.param["res_mult"][param_addr + j] = res_mult[j]
+            machine.param["res_shift"][param_addr + j] = res_shift[j]
+        want = old.copy()
+        for j in range(n_iter):
+            for i in range(m):
+                a = acc_addr + j * acc_n + i
+                for c in range(cfg.cols):
+                    v = int(old[a, c]) if accumulate else 0
+                    if use_bias:
+                        v += int(bias[j, c])
+                    if use_res:
+                        x = int(machine.act[act_addr + j * act_n + i, c])
+                        g = int(machine.act[gate_addr + j, c]) if use_gate else 1
+                        v += _requant_exact(x * g, int(res_mult[j, c]), int(res_shift[j, c]))
+                    want[a, c] = v
+        insn = isa.make(
+            "accum", m=m, n_iter=n_iter, acc_addr=acc_addr, acc_n_stride=acc_n,
+            act_addr=act_addr, act_n_stride=act_n, param_addr=param_addr, gate_addr=gate_addr,
+            accumulate=accumulate, use_bias=use_bias, use_res=use_res, use_gate=use_gate,
+        )  # fmt: skip
+        cycles = machine.execute(2, insn, [])
+        flags = f"accumulate={accumulate} bias={use_bias} res={use_res} gate={use_gate}"
+        np.testing.assert_array_equal(machine.acc, _wrap32(want), err_msg=flags)
+        assert cycles == (m + use_gate) * n_iter, flags
+        assert machine.stats.alu_ops == m * n_iter * cfg.cols
+
+
+def test_accum_refusals_name_the_field_and_the_lines():
+    """ACCUM's m and n_iter must be >= 1 and use_gate needs use_res. Block j reads ACC lines
+    acc_addr + j*acc_n_stride .. + m - 1, ACT lines act_addr + j*act_n_stride .. + m - 1, the
+    gate line gate_addr + j and PARAM line param_addr + j: the last block's last line may be
+    each memory's last, one further is LOCAL_RANGE naming the lines (4x4 array, m=3, n_iter=2,
+    strides 5)."""
+    cfg = CONFIGS["tiny"]
+    a, c, p = cfg.act_lines, cfg.acc_lines, cfg.param_lines
+
+    def accum(**fields):
+        good = dict(m=3, n_iter=2, acc_n_stride=5, act_n_stride=5, use_bias=1, use_res=1)
+        return Machine(cfg).execute(4, isa.make("accum", **(good | fields)), [])
+
+    for name in ("m", "n_iter"):
+        with pytest.raises(IsaSimError) as info:
+            accum(**{name: 0})
+        assert str(info.value) == f"BAD_FIELD: instruction 4: accum.{name} is 0"
+    with pytest.raises(IsaSimError) as info:
+        accum(use_res=0, use_gate=1)
+    assert str(info.value) == "BAD_FIELD: instruction 4: accum.use_gate needs use_res"
+    for fields in ({"acc_addr": c - 8}, {"act_addr": a - 8}, {"param_addr": p - 2}):
+        accum(**fields)
+    accum(use_gate=1, gate_addr=a - 2)
+    cases = [
+        ({"acc_addr": c - 7}, f"ACC lines {c - 2}..{c}"),
+        ({"act_addr": a - 7}, f"ACT lines {a - 2}..{a}"),
+        ({"use_gate": 1, "gate_addr": a - 1}, f"gate ACT lines {a}..{a}"),
+    ]
+    for fields, lines in cases:
+        with pytest.raises(IsaSimError) as info:
+            accum(**fields)
+        limit = a if "ACT" in lines else c
+        assert str(info.value) == (
+            f"LOCAL_RANGE: instruction 4: {lines} are outside the memory ({limit} lines)"
+        )
+    with pytest.raises(IsaSimError) as info:
+        accum(param_addr=p - 1)
+    assert str(info.value) == (
+        f"LOCAL_RANGE: instruction 4: PARAM line {p} is outside PARAM ({p} lines)"
+    )
+    with pytest.raises(IsaSimError) as info:
+        accum(use_bias=0, use_res=1, param_addr=p - 1)
+    assert str(info.value) == (
+        f"LOCAL_RANGE: instruction 4: PARAM line {p} is outside PARAM ({p} lines)"
+    )
