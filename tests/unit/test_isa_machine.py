@@ -680,3 +680,74 @@ def test_accum_refusals_name_the_field_and_the_lines():
     assert str(info.value) == (
         f"LOCAL_RANGE: instruction 4: PARAM line {p} is outside PARAM ({p} lines)"
     )
+
+
+def _desc_bytes(*args, **kwargs) -> bytes:
+    return isa.encode_record(isa.DESCRIPTOR, isa.descriptor(*args, **kwargs)).to_bytes(
+        isa.DESC_BYTES, "little"
+    )
+
+
+# (config, DRAM beats of one output line): tiny's 4-byte lines on an 8-byte bus take one beat
+# (never zero), 8-byte lines on a 4-byte bus two.
+STORE_CONFIGS = [(CONFIGS["tiny"], 1), (AccelConfig(rows=8, cols=8, dram_bytes_per_cycle=4), 2)]
+
+
+@pytest.mark.parametrize(("cfg", "beats"), STORE_CONFIGS, ids=["tiny", "8x8-bus4"])
+@pytest.mark.parametrize("use_table", [0, 1])
+def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table):
+    """STORE (docs/isa.md): for every descriptor line inside the height/width bounds, out[c] =
+    clamp(requant(acc[line][c], mult[c], shift[c]) + out_zp, clamp_lo, clamp_hi) with the PARAM
+    line param_addr + i[param_loop], then table[out + 128] with use_table (byte t of the table
+    is byte t % (cols*16) of PARAM line table_addr + t // (cols*16)); lines out of bounds are
+    not written. A 3 x 5 walk (outer: ACC stride 6, DRAM stride 64, y step 1; inner: ACC
+    stride 1, DRAM stride 2 lines, x step 1) from y0=-1, x0=1 in a 2 x 4 box, the PARAM line
+    following the outer loop. Cost: dram_latency + one line's beats per line + (table lines
+    + 1 with a table); ALU operations and stored bytes: cols per written line."""
+    rng = np.random.default_rng(91 + use_table)
+    cols, lb = cfg.cols, cfg.out_line_bytes
+    old_dram = rng.integers(0, 256, 1 << 13, dtype=np.uint8)  # an 8 KiB DRAM
+    machine = Machine(cfg, old_dram.copy())
+    machine.acc[:] = rng.integers(-(1 << 31), 1 << 31, machine.acc.shape)
+    machine.acc[10, 0] = 0  # requantizes to 0 on any shift: a lane exactly at out_zp
+    mult = rng.integers(1, 1 << 31, (3, cols))
+    shift = rng.integers(0, 40, (3, cols))
+    param_addr, table_addr, local, base = 6, 20, 7, 4096
+    for r in range(3):
+        machine.param["mult"][param_addr + r] = mult[r]
+        machine.param["shift"][param_addr + r] = shift[r]
+    machine.param_bytes[:] = rng.integers(0, 256, machine.param_bytes.shape, dtype=np.uint8)
+    table = machine.param_bytes[table_addr:].ravel()[:256].view(np.int8).astype(int)
+    out_zp, lo, hi = -7, -100, 90
+    desc = _desc_bytes(
+        "ACC", local, base, [(3, 64, 6, 1, 0), (5, 2 * lb, 1, 0, 1)], y0=-1, x0=1, height=2,
+        width=4,
+    )  # fmt: skip
+    insn = isa.make(
+        "store", desc=1, param_addr=param_addr, param_loop=2, clamp_lo=lo, clamp_hi=hi,
+        out_zp=out_zp, use_table=use_table, table_addr=table_addr,
+    )  # fmt: skip
+    cycles = machine.execute(9, insn, [b"\0" * isa.DESC_BYTES, desc])
+
+    want = old_dram.copy()
+    written = 0
+    for i in range(3):
+        for k in range(5):
+            y, x = -1 + i, 1 + k
+            if not (0 <= y < 2 and 0 <= x < 4):
+                continue
+            written += 1
+            line = local + 6 * i + k
+            for c in range(cols):
+                q = _requant_exact(int(machine.acc[line, c]), int(mult[i, c]), int(shift[i, c]))
+                v = min(max(q + out_zp, lo), hi)
+                if use_table:
+                    v = table[v + 128]
+                want[base + 64 * i + 2 * lb * k + c] = v & 0xFF
+    assert written == 6  # y in {0, 1} x x in {1, 2, 3}
+    np.testing.assert_array_equal(machine.dram, want)
+    table_cycles = isa.table_lines(cols) + 1 if use_table else 0
+    assert cycles == cfg.dram_latency + 15 * beats + table_cycles
+    assert machine.stats.alu_ops == written * cols
+    assert machine.stats.store_bytes == written * cols
+    assert machine.stats.desc_bytes == isa.DESC_BYTES
