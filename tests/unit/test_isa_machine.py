@@ -1,5 +1,8 @@
 """ISA simulator against the integer reference ops: hand-written programs, several configs."""
 
+import math
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -487,3 +490,264 @@ def test_a_store_table_past_param_names_its_lines():
         f"LOCAL_RANGE: instruction 2: table PARAM lines {p - 3}..{p} are outside the memory "
         f"({p} lines)"
     )
+
+
+def _wrap32(v: np.ndarray) -> np.ndarray:
+    """Two's-complement wrap to int32, by modular arithmetic (the ACC's 32-bit registers)."""
+    return ((np.asarray(v, np.int64) + (1 << 31)) % (1 << 32) - (1 << 31)).astype(np.int32)
+
+
+def test_gemm_walks_k_and_n_blocks_per_the_isa_doc():
+    """GEMM (docs/isa.md): for k < k_iter, j < n_iter, i < m: acc[acc_addr + j*acc_n_stride + i]
+    (+)= act[act_addr + k*act_k_stride + i] @ W[wgt_addr + (k*n_iter + j)*rows], the rows x cols
+    tile; accumulate=0 overwrites with the sum over k. Written as the doc's loops in int64 on the
+    8x8 array with random data (a transposed tile shows), odd strides and non-zero bases;
+    ACC lines between the blocks keep their old values, and accumulate=1 adds to ACC wrapping at
+    32 bits. Cost: k_iter*n_iter tiles of max(m, rows) cycles plus rows + cols to fill and drain;
+    each tile is m*rows*cols MACs."""
+    cfg = CONFIGS["8x8"]
+    rng = np.random.default_rng(41)
+    m, k_iter, n_iter, act_addr, act_k = 5, 3, 2, 7, 11
+    wgt_addr, acc_addr, acc_n = 9, 3, 7
+    fields = dict(
+        m=m, k_iter=k_iter, n_iter=n_iter, act_addr=act_addr, act_k_stride=act_k,
+        wgt_addr=wgt_addr, acc_addr=acc_addr, acc_n_stride=acc_n,
+    )  # fmt: skip
+    for accumulate in (0, 1):
+        machine = Machine(cfg)
+        machine.act[:] = rng.integers(-128, 128, machine.act.shape)
+        machine.wgt[:] = rng.integers(-128, 128, machine.wgt.shape)
+        products = np.zeros((n_iter, m, cfg.cols), np.int64)
+        for j in range(n_iter):
+            for i in range(m):
+                for k in range(k_iter):
+                    x = machine.act[act_addr + k * act_k + i].astype(np.int64)
+                    tile = wgt_addr + (k * n_iter + j) * cfg.rows
+                    products[j, i] += x @ machine.wgt[tile : tile + cfg.rows].astype(np.int64)
+        old = rng.integers(-(1 << 31), 1 << 31, machine.acc.shape)
+        # the first lane of the first block leaves int32 when its product is added
+        old[acc_addr, 0] = (1 << 31) - 1 if products[0, 0, 0] > 0 else -(1 << 31)
+        machine.acc[:] = old
+        want = old.copy()
+        for j in range(n_iter):
+            for i in range(m):
+                a = acc_addr + j * acc_n + i
+                want[a] = (want[a] if accumulate else 0) + products[j, i]
+        assert products[0, 0, 0] != 0
+        cycles = machine.execute(3, isa.make("gemm", accumulate=accumulate, **fields), [])
+        np.testing.assert_array_equal(machine.acc, _wrap32(want), err_msg=f"acc={accumulate}")
+        assert cycles == k_iter * n_iter * max(m, cfg.rows) + cfg.rows + cfg.cols  # 6*8+16
+        assert machine.stats.macs == k_iter * n_iter * m * cfg.rows * cfg.cols
+
+
+def test_gemm_refusals_name_the_field_and_the_lines():
+    """GEMM's count fields must be >= 1; n blocks closer than m lines would overlap in ACC. The
+    ACT rows read are act_addr + k*act_k_stride + i (k < k_iter, i < m), the WGT lines
+    wgt_addr .. + k_iter*n_iter*rows - 1 and the ACC lines acc_addr .. + (n_iter-1)*acc_n_stride
+    + m - 1: each memory's last line runs, one further is LOCAL_RANGE naming the lines."""
+    cfg = CONFIGS["tiny"]  # 4x4
+    a, w, c = cfg.act_lines, cfg.wgt_lines, cfg.acc_lines
+
+    def gemm(**fields):
+        good = dict(m=3, k_iter=2, n_iter=2, act_k_stride=5, acc_n_stride=4)
+        return Machine(cfg).execute(6, isa.make("gemm", **(good | fields)), [])
+
+    for name in ("m", "k_iter", "n_iter"):
+        with pytest.raises(IsaSimError) as info:
+            gemm(**{name: 0})
+        assert str(info.value) == f"BAD_FIELD: instruction 6: gemm.{name} is 0"
+    with pytest.raises(IsaSimError) as info:
+        gemm(acc_n_stride=2)
+    assert str(info.value) == (
+        "BAD_FIELD: instruction 6: gemm.acc_n_stride 2 < m 3: accumulator blocks overlap"
+    )
+    gemm(acc_n_stride=3)  # adjacent blocks
+    gemm(n_iter=1, acc_n_stride=0)  # one block: the stride is unused
+    # ACT: the last row read is act_addr + 5 + 2
+    gemm(act_addr=a - 8)
+    cases = [
+        ({"act_addr": a - 7}, f"ACT lines {a}..{a}", a),
+        ({"wgt_addr": w - 15}, f"WGT lines {w - 15}..{w}", w),  # 4 tiles of 4 lines
+        ({"acc_addr": c - 6}, f"ACC lines {c - 6}..{c}", c),  # 4 + 3 lines
+    ]
+    gemm(wgt_addr=w - 16)
+    gemm(acc_addr=c - 7)
+    for fields, lines, limit in cases:
+        with pytest.raises(IsaSimError) as info:
+            gemm(**fields)
+        assert str(info.value) == (
+            f"LOCAL_RANGE: instruction 6: {lines} are outside the memory ({limit} lines)"
+        )
+
+
+def _requant_exact(x: int, mult: int, shift: int) -> int:
+    """round(x * mult / 2**shift), halves up, in exact rationals."""
+    return math.floor(Fraction(x * mult, 1 << shift) + Fraction(1, 2))
+
+
+def test_accum_per_the_isa_doc_with_bias_residual_and_gate():
+    """ACCUM (docs/isa.md): for j < n_iter, i < m, per column c: acc[a] = (acc[a] if accumulate
+    else 0) + (bias[c] if use_bias) + (requant(act[act_addr + j*act_n_stride + i][c] * g[c],
+    res_mult[c], res_shift[c]) if use_res), a = acc_addr + j*acc_n_stride + i, PARAM line
+    param_addr + j, g = act[gate_addr + j] with use_gate else 1. Every combination of the
+    flags on the 4x4 array with random data and per-lane parameters, against that formula in
+    Python integers; ACC wraps at 32 bits, lines between blocks are untouched. Cost
+    (m + use_gate) * n_iter cycles, m * n_iter * cols ALU operations."""
+    cfg = CONFIGS["tiny"]
+    rng = np.random.default_rng(77)
+    m, n_iter, acc_addr, acc_n, act_addr, act_n, param_addr, gate_addr = 3, 2, 5, 4, 6, 7, 9, 30
+    for accumulate, use_bias, use_res, use_gate in np.ndindex(2, 2, 2, 2):
+        if use_gate and not use_res:
+            continue
+        machine = Machine(cfg)
+        machine.act[:64] = rng.integers(-128, 128, (64, cfg.rows))
+        old = rng.integers(-(1 << 31), 1 << 31, machine.acc.shape)
+        machine.acc[:] = old
+        bias = rng.integers(-(1 << 31), 1 << 31, (n_iter, cfg.cols))
+        res_mult = rng.integers(1 << 29, 1 << 31, (n_iter, cfg.cols))
+        res_shift = rng.integers(28, 40, (n_iter, cfg.cols))
+        for j in range(n_iter):
+            machine.param["bias"][param_addr + j] = bias[j]
+            machine.param["res_mult"][param_addr + j] = res_mult[j]
+            machine.param["res_shift"][param_addr + j] = res_shift[j]
+        want = old.copy()
+        for j in range(n_iter):
+            for i in range(m):
+                a = acc_addr + j * acc_n + i
+                for c in range(cfg.cols):
+                    v = int(old[a, c]) if accumulate else 0
+                    if use_bias:
+                        v += int(bias[j, c])
+                    if use_res:
+                        x = int(machine.act[act_addr + j * act_n + i, c])
+                        g = int(machine.act[gate_addr + j, c]) if use_gate else 1
+                        v += _requant_exact(x * g, int(res_mult[j, c]), int(res_shift[j, c]))
+                    want[a, c] = v
+        insn = isa.make(
+            "accum", m=m, n_iter=n_iter, acc_addr=acc_addr, acc_n_stride=acc_n,
+            act_addr=act_addr, act_n_stride=act_n, param_addr=param_addr, gate_addr=gate_addr,
+            accumulate=accumulate, use_bias=use_bias, use_res=use_res, use_gate=use_gate,
+        )  # fmt: skip
+        cycles = machine.execute(2, insn, [])
+        flags = f"accumulate={accumulate} bias={use_bias} res={use_res} gate={use_gate}"
+        np.testing.assert_array_equal(machine.acc, _wrap32(want), err_msg=flags)
+        assert cycles == (m + use_gate) * n_iter, flags
+        assert machine.stats.alu_ops == m * n_iter * cfg.cols
+
+
+def test_accum_refusals_name_the_field_and_the_lines():
+    """ACCUM's m and n_iter must be >= 1 and use_gate needs use_res. Block j reads ACC lines
+    acc_addr + j*acc_n_stride .. + m - 1, ACT lines act_addr + j*act_n_stride .. + m - 1, the
+    gate line gate_addr + j and PARAM line param_addr + j: the last block's last line may be
+    each memory's last, one further is LOCAL_RANGE naming the lines (4x4 array, m=3, n_iter=2,
+    strides 5)."""
+    cfg = CONFIGS["tiny"]
+    a, c, p = cfg.act_lines, cfg.acc_lines, cfg.param_lines
+
+    def accum(**fields):
+        good = dict(m=3, n_iter=2, acc_n_stride=5, act_n_stride=5, use_bias=1, use_res=1)
+        return Machine(cfg).execute(4, isa.make("accum", **(good | fields)), [])
+
+    for name in ("m", "n_iter"):
+        with pytest.raises(IsaSimError) as info:
+            accum(**{name: 0})
+        assert str(info.value) == f"BAD_FIELD: instruction 4: accum.{name} is 0"
+    with pytest.raises(IsaSimError) as info:
+        accum(use_res=0, use_gate=1)
+    assert str(info.value) == "BAD_FIELD: instruction 4: accum.use_gate needs use_res"
+    for fields in ({"acc_addr": c - 8}, {"act_addr": a - 8}, {"param_addr": p - 2}):
+        accum(**fields)
+    accum(use_gate=1, gate_addr=a - 2)
+    cases = [
+        ({"acc_addr": c - 7}, f"ACC lines {c - 2}..{c}"),
+        ({"act_addr": a - 7}, f"ACT lines {a - 2}..{a}"),
+        ({"use_gate": 1, "gate_addr": a - 1}, f"gate ACT lines {a}..{a}"),
+    ]
+    for fields, lines in cases:
+        with pytest.raises(IsaSimError) as info:
+            accum(**fields)
+        limit = a if "ACT" in lines else c
+        assert str(info.value) == (
+            f"LOCAL_RANGE: instruction 4: {lines} are outside the memory ({limit} lines)"
+        )
+    with pytest.raises(IsaSimError) as info:
+        accum(param_addr=p - 1)
+    assert str(info.value) == (
+        f"LOCAL_RANGE: instruction 4: PARAM line {p} is outside PARAM ({p} lines)"
+    )
+    with pytest.raises(IsaSimError) as info:
+        accum(use_bias=0, use_res=1, param_addr=p - 1)
+    assert str(info.value) == (
+        f"LOCAL_RANGE: instruction 4: PARAM line {p} is outside PARAM ({p} lines)"
+    )
+
+
+def _desc_bytes(*args, **kwargs) -> bytes:
+    return isa.encode_record(isa.DESCRIPTOR, isa.descriptor(*args, **kwargs)).to_bytes(
+        isa.DESC_BYTES, "little"
+    )
+
+
+# (config, DRAM beats of one output line): tiny's 4-byte lines on an 8-byte bus take one beat
+# (never zero), 8-byte lines on a 4-byte bus two.
+STORE_CONFIGS = [(CONFIGS["tiny"], 1), (AccelConfig(rows=8, cols=8, dram_bytes_per_cycle=4), 2)]
+
+
+@pytest.mark.parametrize(("cfg", "beats"), STORE_CONFIGS, ids=["tiny", "8x8-bus4"])
+@pytest.mark.parametrize("use_table", [0, 1])
+def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table):
+    """STORE (docs/isa.md): for every descriptor line inside the height/width bounds, out[c] =
+    clamp(requant(acc[line][c], mult[c], shift[c]) + out_zp, clamp_lo, clamp_hi) with the PARAM
+    line param_addr + i[param_loop], then table[out + 128] with use_table (byte t of the table
+    is byte t % (cols*16) of PARAM line table_addr + t // (cols*16)); lines out of bounds are
+    not written. A 3 x 5 walk (outer: ACC stride 6, DRAM stride 64, y step 1; inner: ACC
+    stride 1, DRAM stride 2 lines, x step 1) from y0=-1, x0=1 in a 2 x 4 box, the PARAM line
+    following the outer loop. Cost: dram_latency + one line's beats per line + (table lines
+    + 1 with a table); ALU operations and stored bytes: cols per written line."""
+    rng = np.random.default_rng(91 + use_table)
+    cols, lb = cfg.cols, cfg.out_line_bytes
+    old_dram = rng.integers(0, 256, 1 << 13, dtype=np.uint8)  # an 8 KiB DRAM
+    machine = Machine(cfg, old_dram.copy())
+    machine.acc[:] = rng.integers(-(1 << 31), 1 << 31, machine.acc.shape)
+    machine.acc[10, 0] = 0  # requantizes to 0 on any shift: a lane exactly at out_zp
+    mult = rng.integers(1, 1 << 31, (3, cols))
+    shift = rng.integers(0, 40, (3, cols))
+    param_addr, table_addr, local, base = 6, 20, 7, 4096
+    for r in range(3):
+        machine.param["mult"][param_addr + r] = mult[r]
+        machine.param["shift"][param_addr + r] = shift[r]
+    machine.param_bytes[:] = rng.integers(0, 256, machine.param_bytes.shape, dtype=np.uint8)
+    table = machine.param_bytes[table_addr:].ravel()[:256].view(np.int8).astype(int)
+    out_zp, lo, hi = -7, -100, 90
+    desc = _desc_bytes(
+        "ACC", local, base, [(3, 64, 6, 1, 0), (5, 2 * lb, 1, 0, 1)], y0=-1, x0=1, height=2,
+        width=4,
+    )  # fmt: skip
+    insn = isa.make(
+        "store", desc=1, param_addr=param_addr, param_loop=2, clamp_lo=lo, clamp_hi=hi,
+        out_zp=out_zp, use_table=use_table, table_addr=table_addr,
+    )  # fmt: skip
+    cycles = machine.execute(9, insn, [b"\0" * isa.DESC_BYTES, desc])
+
+    want = old_dram.copy()
+    written = 0
+    for i in range(3):
+        for k in range(5):
+            y, x = -1 + i, 1 + k
+            if not (0 <= y < 2 and 0 <= x < 4):
+                continue
+            written += 1
+            line = local + 6 * i + k
+            for c in range(cols):
+                q = _requant_exact(int(machine.acc[line, c]), int(mult[i, c]), int(shift[i, c]))
+                v = min(max(q + out_zp, lo), hi)
+                if use_table:
+                    v = table[v + 128]
+                want[base + 64 * i + 2 * lb * k + c] = v & 0xFF
+    assert written == 6  # y in {0, 1} x x in {1, 2, 3}
+    np.testing.assert_array_equal(machine.dram, want)
+    table_cycles = isa.table_lines(cols) + 1 if use_table else 0
+    assert cycles == cfg.dram_latency + 15 * beats + table_cycles
+    assert machine.stats.alu_ops == written * cols
+    assert machine.stats.store_bytes == written * cols
+    assert machine.stats.desc_bytes == isa.DESC_BYTES
