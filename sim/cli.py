@@ -15,7 +15,7 @@ import os
 import sys
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from compiler.sqnr import layer_sqnr
 from sim import hooks, provenance, shards, terminal
 from sim import report as reports
 from sim.backends.registry import BACKENDS
+from sim.background import in_background
 from sim.evaluate import evaluate_held_out, evaluate_images
 from sim.inputs import InputError
 from sim.prune import KeepRunsError, hold, keep_runs, prune
@@ -269,6 +270,37 @@ def layer_counters(result: RunResult) -> list[dict[str, int]]:
     return [layer.counters for layer in result.layers]
 
 
+def write_outputs(exe: Executable, exe_path: Path | None, out: Path) -> None:
+    """Save ``exe`` to ``exe_path`` (unless None: a loaded bundle) and its listing to ``out``."""
+    if exe_path is not None:
+        executable.save(exe, exe_path)
+    (out / "listing.txt").write_text(listing.render(exe))
+
+
+def ideal_cycles(
+    ideal_run: Future[RunResult] | None, sharded: RunResult | None
+) -> list[int] | None:
+    """The ISA simulator's cycles of each accelerator layer (of those a sharded run ran)."""
+    if ideal_run is None:
+        return None
+    layers = [layer for layer in ideal_run.result().layers if layer.device == "accel"]
+    if sharded is not None:
+        ran = {layer.name for layer in sharded.layers}
+        layers = [layer for layer in layers if layer.name in ran]
+    return [layer.cycles for layer in layers]
+
+
+def first_failure(
+    ideal_run: Future[RunResult] | None, exc: RunError | SimulationFailed
+) -> RunError | SimulationFailed:
+    """The ISA run's failure if it failed (it ran first when not overlapped), else ``exc``."""
+    if ideal_run is not None:
+        failed = ideal_run.exception()
+        if isinstance(failed, RunError | SimulationFailed):
+            return failed
+    return exc
+
+
 def load_executable(
     args: argparse.Namespace, calib: Calibration | None = None
 ) -> tuple[Executable, AccelConfig, onnx.ModelProto | None, float, int]:
@@ -376,8 +408,9 @@ def _main(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     hold(out)  # not pruned by a run that ends while this one runs
-    exe_path = args.bundle or executable.save(exe, out / f"{exe.model}{executable.SUFFIX}")
-    (out / "listing.txt").write_text(listing.render(exe))
+    exe_path = args.bundle or out / f"{exe.model}{executable.SUFFIX}"
+    # The executable and the listing are written on the other core while the run starts.
+    written = in_background("write", write_outputs, exe, None if args.bundle else exe_path, out)
     insns = sum(program.instructions for program in exe.programs)
     how = "loaded" if args.bundle else f"compiled in {compile_s:.1f} s"
     print(f"{exe.model}: {len(exe.layers)} layers, {insns:,} instructions, {how}")
@@ -394,12 +427,16 @@ def _main(args: argparse.Namespace) -> int:
         pool.submit(agreement_report, source, exe.reference, inputs.xs[:4]) if source else None
     )
     try:
-        ideal = None
+        ideal_run: Future[RunResult] | None = None
         if args.backend in RTL_BACKENDS and not args.no_ideal:
-            isa_layers = run(exe, x, "isa").layers
-            ideal = [layer.cycles for layer in isa_layers if layer.device == "accel"]
-            if waves is not None:  # a large dump is announced with its size
-                check_window(waves, exe.programs, isa_layers, config)
+            if waves is not None or args.backend != "rtl":
+                isa_result = run(exe, x, "isa")
+                if waves is not None:  # a large dump is announced with its size
+                    check_window(waves, exe.programs, isa_result.layers, config)
+                ideal_run = Future()
+                ideal_run.set_result(isa_result)  # (ran first: its failure is the one said)
+            else:  # the ideal cycles are for the report: on the other core, during the run
+                ideal_run = in_background("ideal", run, exe, x, "isa")
         if sharded:
             result = shards.run(
                 exe,
@@ -412,9 +449,6 @@ def _main(args: argparse.Namespace) -> int:
                 waves=waves,
                 name=out.name,
             )
-            ran = {layer.name for layer in result.layers}
-            if ideal is not None:
-                ideal = [c for c, layer in zip(ideal, exe.layers, strict=True) if layer.name in ran]
         else:
             result = run(
                 exe,
@@ -428,6 +462,7 @@ def _main(args: argparse.Namespace) -> int:
             )
         if args.backend in RTL_BACKENDS and not sharded:
             print(file=sys.stderr)
+        ideal = ideal_cycles(ideal_run, result if sharded else None)
     except (ToolchainError, BuildError) as exc:
         print(f"\nerror: cannot build the simulator: {exc}", file=sys.stderr)
         return 3
@@ -435,6 +470,8 @@ def _main(args: argparse.Namespace) -> int:
         print(f"\nerror: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, shards.cluster.ClusterError) else 3
     except (RunError, SimulationFailed) as exc:
+        exc = first_failure(ideal_run, exc)
+        written.result()  # the listing the message names
         print(
             f"\nerror: {exc}\n  listing: {out / 'listing.txt'}"
             + (f"  log: {out / 'sim' / 'sim.log'}" if args.backend == "rtl" else ""),
@@ -445,6 +482,7 @@ def _main(args: argparse.Namespace) -> int:
         return 3
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+        written.result()  # never exit with a half-written executable
 
     accuracy = fp32.result() if fp32 is not None else {}
     accuracy = {k: v for k, v in accuracy.items() if k in ("top1_agree_fp32", "cosine_vs_fp32")}
