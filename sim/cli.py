@@ -41,7 +41,7 @@ from sim.prune import KeepRunsError, hold, keep_runs, prune
 from sim.run import RunError, RunResult, run
 from sim.run_inputs import Calibration, calibration, input_summary, run_inputs
 from sim.rundir import RunDirError, new_run_dir, point_latest, use_run_dir
-from sim.sqnr_plot import plot_sqnr
+from sim.sqnr_plot import sqnr_png
 from sim.verilate.build import WORK_ROOT, BuildError, SimulationFailed
 from sim.verilate.toolchain import ToolchainError
 from sim.waves.size import check_window
@@ -423,6 +423,11 @@ def _main(args: argparse.Namespace) -> int:
     split = zoo.held_out(args.model) if source is not None else None
     sqnr_xs = [split.x[i : i + 1] for i in range(SQNR_IMAGES)] if split else inputs.xs
     sqnr = pool.submit(layer_sqnr, source, exe.reference, sqnr_xs) if source else None
+    sqnr_plot = (  # drawn on the other core during the run: no plot is drawn before it is done
+        in_background("sqnr plot", sqnr_png, sqnr, f"{exe.model} ({calib.method})")
+        if sqnr is not None and calib is not None
+        else None
+    )
     ort_agree = (
         pool.submit(agreement_report, source, exe.reference, inputs.xs[:4]) if source else None
     )
@@ -524,9 +529,10 @@ def _main(args: argparse.Namespace) -> int:
     if args.layers or (sharded and waves is not None and waves.layer):
         # only these layers ran, each range from its checkpoint (sim/shards.py)
         data["layers_run"] = args.layers or (waves.layer if waves else None)
+    png = sqnr_plot.result() if sqnr_plot is not None and accuracy.get("sqnr") else None
     paths = reports.write(data, out)
-    if accuracy.get("sqnr"):
-        plot_sqnr(accuracy["sqnr"], f"{exe.model} ({calib.method})", out / "sqnr.png")
+    if png is not None:
+        (out / "sqnr.png").write_bytes(png)
     terminal.show(reports.summary_table(data))
     if accuracy:
         cosine = accuracy["cosine_vs_fp32"]
