@@ -38,7 +38,7 @@ from sim.background import in_background
 from sim.evaluate import evaluate_held_out, evaluate_images
 from sim.inputs import InputError
 from sim.prune import KeepRunsError, hold, keep_runs, prune
-from sim.run import RunError, RunResult, run
+from sim.run import RunError, RunResult, reference_values, run
 from sim.run_inputs import Calibration, calibration, input_summary, run_inputs
 from sim.rundir import RunDirError, new_run_dir, point_latest, use_run_dir
 from sim.sqnr_plot import sqnr_png
@@ -433,15 +433,17 @@ def _main(args: argparse.Namespace) -> int:
     )
     try:
         ideal_run: Future[RunResult] | None = None
+        # the integer reference of x, once for the ISA and the RTL runs
+        reference = in_background("reference", reference_values, exe, x) if not sharded else None
         if args.backend in RTL_BACKENDS and not args.no_ideal:
             if waves is not None or args.backend != "rtl":
-                isa_result = run(exe, x, "isa")
+                isa_result = run(exe, x, "isa", reference=reference)
                 if waves is not None:  # a large dump is announced with its size
                     check_window(waves, exe.programs, isa_result.layers, config)
                 ideal_run = Future()
                 ideal_run.set_result(isa_result)  # (ran first: its failure is the one said)
             else:  # the ideal cycles are for the report: on the other core, during the run
-                ideal_run = in_background("ideal", run, exe, x, "isa")
+                ideal_run = in_background("ideal", run, exe, x, "isa", reference=reference)
         if sharded:
             result = shards.run(
                 exe,
@@ -464,6 +466,7 @@ def _main(args: argparse.Namespace) -> int:
                 progress=Progress(exe) if args.backend in RTL_BACKENDS else None,
                 waves=waves,
                 name=out.name,
+                reference=reference,
             )
         if args.backend in RTL_BACKENDS and not sharded:
             print(file=sys.stderr)
