@@ -234,6 +234,23 @@ class Format:
     def leaf_by_path(self) -> dict[str, Leaf]:
         return {leaf.path: leaf for leaf in self.leaves}
 
+    @functools.cached_property
+    def packing(self) -> tuple[tuple[Leaf, str, int, int, int, int, dict[int, Any] | None], ...]:
+        """Per leaf, what encoding and decoding need, computed once: the leaf, its path, offset,
+        mask, lo and hi, and its enum's members by value (None for a plain integer)."""
+        return tuple(
+            (
+                leaf,
+                leaf.path,
+                leaf.offset,
+                (1 << leaf.width) - 1,
+                leaf.lo,
+                leaf.hi,
+                {m.value: m for m in leaf.enum} if leaf.enum is not None else None,
+            )
+            for leaf in self.leaves
+        )
+
     @property
     def nbytes(self) -> int:
         return self.bits // 8
@@ -555,8 +572,8 @@ def encode_record(fmt: Format, values: dict[str, Any]) -> int:
     Missing fields are 0. Raises :class:`IsaError` naming the field for unknown names, values out
     of range and non-members of an enum field.
     """
-    unknown = set(values) - set(fmt.leaf_by_path)
-    if unknown:
+    if not fmt.leaf_by_path.keys() >= values.keys():
+        unknown = set(values) - set(fmt.leaf_by_path)
         raise IsaError(
             f"{fmt.name}: unknown field(s) {sorted(unknown)}; fields: {', '.join(fmt.leaf_by_path)}"
         )
@@ -566,29 +583,39 @@ def encode_record(fmt: Format, values: dict[str, Any]) -> int:
             raise IsaError(f"{fmt.name}.opcode = {given!r}, but the format is {fmt.opcode.name}")
         values = {**values, "opcode": fmt.opcode}
     word = 0
-    for leaf in fmt.leaves:
-        value = values.get(leaf.path, 0)
-        if leaf.enum is not None:
-            if isinstance(value, str):
-                try:
-                    value = leaf.enum[value]
-                except KeyError:
-                    raise IsaError(_enum_error(fmt, leaf, value)) from None
-            if not isinstance(value, leaf.enum):
-                try:
-                    value = leaf.enum(value)
-                except ValueError:
-                    raise IsaError(_enum_error(fmt, leaf, value)) from None
-            value = value.value
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise IsaError(f"{fmt.name}.{leaf.path} must be an integer, not {value!r}")
-        if not leaf.lo <= value <= leaf.hi:
+    get = values.get
+    for leaf, path, offset, mask, lo, hi, members in fmt.packing:
+        value = get(path, 0)
+        if members is not None:
+            value = _enum_value(fmt, leaf, value)
+        elif type(value) is not int and (isinstance(value, bool) or not isinstance(value, int)):
+            raise IsaError(f"{fmt.name}.{path} must be an integer, not {value!r}")
+        if not lo <= value <= hi:
             raise IsaError(
-                f"{fmt.name}.{leaf.path} = {value} is out of range {leaf.lo}..{leaf.hi} "
+                f"{fmt.name}.{path} = {value} is out of range {lo}..{hi} "
                 f"({'signed' if leaf.signed else 'unsigned'} {leaf.width} bits)"
             )
-        word |= (value & ((1 << leaf.width) - 1)) << leaf.offset
+        word |= (value & mask) << offset
     return word
+
+
+def _enum_value(fmt: Format, leaf: Leaf, value: Any) -> int:
+    """The integer of ``value`` (a member, its name or its value) for enum field ``leaf``."""
+    assert leaf.enum is not None
+    if isinstance(value, str):
+        try:
+            value = leaf.enum[value]
+        except KeyError:
+            raise IsaError(_enum_error(fmt, leaf, value)) from None
+    if not isinstance(value, leaf.enum):
+        try:
+            value = leaf.enum(value)
+        except ValueError:
+            raise IsaError(_enum_error(fmt, leaf, value)) from None
+    result = value.value
+    if isinstance(result, bool) or not isinstance(result, int):
+        raise IsaError(f"{fmt.name}.{leaf.path} must be an integer, not {result!r}")
+    return result
 
 
 def _enum_error(fmt: Format, leaf: Leaf, value: object) -> str:
@@ -600,17 +627,17 @@ def _enum_error(fmt: Format, leaf: Leaf, value: object) -> str:
 def decode_record(fmt: Format, word: int) -> dict[str, Any]:
     """Unpack an integer into flattened field values (enum fields as members)."""
     values: dict[str, Any] = {}
-    for leaf in fmt.leaves:
-        raw = (word >> leaf.offset) & ((1 << leaf.width) - 1)
+    for leaf, path, offset, mask, _, _, members in fmt.packing:
+        raw = (word >> offset) & mask
         if leaf.signed and raw >> (leaf.width - 1):
             raw -= 1 << leaf.width
-        if leaf.enum is not None:
-            try:
-                values[leaf.path] = leaf.enum(raw)
-            except ValueError:
-                raise IsaError(_enum_error(fmt, leaf, raw)) from None
+        if members is not None:
+            member = members.get(raw)
+            if member is None:
+                raise IsaError(_enum_error(fmt, leaf, raw))
+            values[path] = member
         else:
-            values[leaf.path] = raw
+            values[path] = raw
     return values
 
 

@@ -10,6 +10,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from .shape_inference import infer_shapes
+
 __all__ = ["MOVES", "RewriteGraph", "constants"]
 
 #: ops that only move data (no arithmetic)
@@ -31,7 +33,7 @@ class RewriteGraph:
     def __init__(self, proto: onnx.ModelProto) -> None:
         self.proto = proto
         try:
-            inferred = onnx.shape_inference.infer_shapes(proto)
+            inferred = infer_shapes(proto)
         except Exception:  # noqa: BLE001 - the importer's strict inference names the problem
             inferred = proto
         self.shapes: dict[str, tuple[int, ...]] = {}

@@ -43,6 +43,7 @@ from .errors import CompileError
 from .finite import check_finite_constants
 from .gelu_pattern import FUSED_OPS, MS_DOMAIN, fuse_gelu
 from .ir import Graph, Node, Tensor, conv_output_shape
+from .shape_inference import infer_shapes
 from .token_canon import canonicalize_tokens
 
 __all__ = ["MAX_OPSET", "MIN_OPSET", "SUPPORTED_OPS", "load_onnx"]
@@ -230,13 +231,13 @@ def _prepare(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, CompileError | No
     graph = proto.graph
     del graph.value_info[:]
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=True)
+        inferred = infer_shapes(proto, strict_mode=True)
         return fuse_gelu(inferred), None  # after inference: the fused output keeps its shape
     except Exception as exc:
         first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         error = CompileError(None, "model", f"ONNX shape inference failed: {first}")
     try:
-        return fuse_gelu(onnx.shape_inference.infer_shapes(proto)), error
+        return fuse_gelu(infer_shapes(proto)), error
     except Exception:
         raise error from None
 

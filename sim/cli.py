@@ -15,7 +15,7 @@ import os
 import sys
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +34,14 @@ from compiler.sqnr import layer_sqnr
 from sim import hooks, provenance, shards, terminal
 from sim import report as reports
 from sim.backends.registry import BACKENDS
+from sim.background import in_background
 from sim.evaluate import evaluate_held_out, evaluate_images
 from sim.inputs import InputError
 from sim.prune import KeepRunsError, hold, keep_runs, prune
-from sim.run import RunError, RunResult, run
+from sim.run import RunError, RunResult, reference_values, run
 from sim.run_inputs import Calibration, calibration, input_summary, run_inputs
 from sim.rundir import RunDirError, new_run_dir, point_latest, use_run_dir
-from sim.sqnr_plot import plot_sqnr
+from sim.sqnr_plot import sqnr_png
 from sim.verilate.build import WORK_ROOT, BuildError, SimulationFailed
 from sim.verilate.toolchain import ToolchainError
 from sim.waves.size import check_window
@@ -269,6 +270,37 @@ def layer_counters(result: RunResult) -> list[dict[str, int]]:
     return [layer.counters for layer in result.layers]
 
 
+def write_outputs(exe: Executable, exe_path: Path | None, out: Path) -> None:
+    """Save ``exe`` to ``exe_path`` (unless None: a loaded bundle) and its listing to ``out``."""
+    if exe_path is not None:
+        executable.save(exe, exe_path)
+    (out / "listing.txt").write_text(listing.render(exe))
+
+
+def ideal_cycles(
+    ideal_run: Future[RunResult] | None, sharded: RunResult | None
+) -> list[int] | None:
+    """The ISA simulator's cycles of each accelerator layer (of those a sharded run ran)."""
+    if ideal_run is None:
+        return None
+    layers = [layer for layer in ideal_run.result().layers if layer.device == "accel"]
+    if sharded is not None:
+        ran = {layer.name for layer in sharded.layers}
+        layers = [layer for layer in layers if layer.name in ran]
+    return [layer.cycles for layer in layers]
+
+
+def first_failure(
+    ideal_run: Future[RunResult] | None, exc: RunError | SimulationFailed
+) -> RunError | SimulationFailed:
+    """The ISA run's failure if it failed (it ran first when not overlapped), else ``exc``."""
+    if ideal_run is not None:
+        failed = ideal_run.exception()
+        if isinstance(failed, RunError | SimulationFailed):
+            return failed
+    return exc
+
+
 def load_executable(
     args: argparse.Namespace, calib: Calibration | None = None
 ) -> tuple[Executable, AccelConfig, onnx.ModelProto | None, float, int]:
@@ -376,8 +408,9 @@ def _main(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     hold(out)  # not pruned by a run that ends while this one runs
-    exe_path = args.bundle or executable.save(exe, out / f"{exe.model}{executable.SUFFIX}")
-    (out / "listing.txt").write_text(listing.render(exe))
+    exe_path = args.bundle or out / f"{exe.model}{executable.SUFFIX}"
+    # The executable and the listing are written on the other core while the run starts.
+    written = in_background("write", write_outputs, exe, None if args.bundle else exe_path, out)
     insns = sum(program.instructions for program in exe.programs)
     how = "loaded" if args.bundle else f"compiled in {compile_s:.1f} s"
     print(f"{exe.model}: {len(exe.layers)} layers, {insns:,} instructions, {how}")
@@ -390,16 +423,27 @@ def _main(args: argparse.Namespace) -> int:
     split = zoo.held_out(args.model) if source is not None else None
     sqnr_xs = [split.x[i : i + 1] for i in range(SQNR_IMAGES)] if split else inputs.xs
     sqnr = pool.submit(layer_sqnr, source, exe.reference, sqnr_xs) if source else None
+    sqnr_plot = (  # drawn on the other core during the run: no plot is drawn before it is done
+        in_background("sqnr plot", sqnr_png, sqnr, f"{exe.model} ({calib.method})")
+        if sqnr is not None and calib is not None
+        else None
+    )
     ort_agree = (
         pool.submit(agreement_report, source, exe.reference, inputs.xs[:4]) if source else None
     )
     try:
-        ideal = None
+        ideal_run: Future[RunResult] | None = None
+        # the integer reference of x, once for the ISA and the RTL runs
+        reference = in_background("reference", reference_values, exe, x) if not sharded else None
         if args.backend in RTL_BACKENDS and not args.no_ideal:
-            isa_layers = run(exe, x, "isa").layers
-            ideal = [layer.cycles for layer in isa_layers if layer.device == "accel"]
-            if waves is not None:  # a large dump is announced with its size
-                check_window(waves, exe.programs, isa_layers, config)
+            if waves is not None or args.backend != "rtl":
+                isa_result = run(exe, x, "isa", reference=reference)
+                if waves is not None:  # a large dump is announced with its size
+                    check_window(waves, exe.programs, isa_result.layers, config)
+                ideal_run = Future()
+                ideal_run.set_result(isa_result)  # (ran first: its failure is the one said)
+            else:  # the ideal cycles are for the report: on the other core, during the run
+                ideal_run = in_background("ideal", run, exe, x, "isa", reference=reference)
         if sharded:
             result = shards.run(
                 exe,
@@ -412,9 +456,6 @@ def _main(args: argparse.Namespace) -> int:
                 waves=waves,
                 name=out.name,
             )
-            ran = {layer.name for layer in result.layers}
-            if ideal is not None:
-                ideal = [c for c, layer in zip(ideal, exe.layers, strict=True) if layer.name in ran]
         else:
             result = run(
                 exe,
@@ -425,9 +466,11 @@ def _main(args: argparse.Namespace) -> int:
                 progress=Progress(exe) if args.backend in RTL_BACKENDS else None,
                 waves=waves,
                 name=out.name,
+                reference=reference,
             )
         if args.backend in RTL_BACKENDS and not sharded:
             print(file=sys.stderr)
+        ideal = ideal_cycles(ideal_run, result if sharded else None)
     except (ToolchainError, BuildError) as exc:
         print(f"\nerror: cannot build the simulator: {exc}", file=sys.stderr)
         return 3
@@ -435,6 +478,8 @@ def _main(args: argparse.Namespace) -> int:
         print(f"\nerror: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, shards.cluster.ClusterError) else 3
     except (RunError, SimulationFailed) as exc:
+        exc = first_failure(ideal_run, exc)
+        written.result()  # the listing the message names
         print(
             f"\nerror: {exc}\n  listing: {out / 'listing.txt'}"
             + (f"  log: {out / 'sim' / 'sim.log'}" if args.backend == "rtl" else ""),
@@ -445,6 +490,7 @@ def _main(args: argparse.Namespace) -> int:
         return 3
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+        written.result()  # never exit with a half-written executable
 
     accuracy = fp32.result() if fp32 is not None else {}
     accuracy = {k: v for k, v in accuracy.items() if k in ("top1_agree_fp32", "cosine_vs_fp32")}
@@ -486,9 +532,10 @@ def _main(args: argparse.Namespace) -> int:
     if args.layers or (sharded and waves is not None and waves.layer):
         # only these layers ran, each range from its checkpoint (sim/shards.py)
         data["layers_run"] = args.layers or (waves.layer if waves else None)
+    png = sqnr_plot.result() if sqnr_plot is not None and accuracy.get("sqnr") else None
     paths = reports.write(data, out)
-    if accuracy.get("sqnr"):
-        plot_sqnr(accuracy["sqnr"], f"{exe.model} ({calib.method})", out / "sqnr.png")
+    if png is not None:
+        (out / "sqnr.png").write_bytes(png)
     terminal.show(reports.summary_table(data))
     if accuracy:
         cosine = accuracy["cosine_vs_fp32"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,11 +182,13 @@ def run(
     progress: Callable[[dict[str, Any]], None] | None = None,
     waves: WaveRequest | None = None,
     name: str = "run",
+    reference: Future[dict[str, np.ndarray]] | None = None,
 ) -> RunResult:
     """Run ``exe`` on ``backend`` (one of :data:`BACKENDS`) with fp32 input ``x`` and check
     every layer; ``progress`` receives ``{cycles, layers_done, wall_s}`` during RTL runs.
     ``waves`` traces a window of an rtl run into ``waves/<name>-...`` with a GTKWave save file
-    (:mod:`sim.waves`). An input of another shape, complex or not finite is
+    (:mod:`sim.waves`). ``reference``: :func:`reference_values` of ``x`` being computed
+    elsewhere (runs of one input share it). An input of another shape, complex or not finite is
     :class:`sim.inputs.InputError`; an image larger than the config's DRAM
     :class:`arch.executable.ExecutableError`."""
     x = check_input(x, exe.input.shape)
@@ -209,7 +211,7 @@ def run(
     hook_results: dict[str, list[dict[str, Any]]] = {}
     # The integer reference is computed while the simulator runs (it uses another core).
     with ThreadPoolExecutor(max_workers=1) as pool:
-        expected = pool.submit(reference_values, exe, x)
+        expected = reference if reference is not None else pool.submit(reference_values, exe, x)
         for step in exe.steps:
             if not isinstance(step, DeviceProgram):
                 layers.append(_host_layer(exe, step, values, expected.result(), cycles))

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import math
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-__all__ = ["plot_sqnr"]
+__all__ = ["plot_sqnr", "sqnr_png"]
 
 
-def plot_sqnr(entries: list[dict[str, Any]], title: str, path: Path) -> Path:
-    """Bar chart of ``entries`` (``{"layer", "sqnr_db"}``, in graph order) to ``path``; an exact
-    layer (infinite SQNR) is drawn at the top of the axis and labelled ``exact``."""
+def plot_sqnr(entries: list[dict[str, Any]], title: str, path: Path | BinaryIO) -> Path | BinaryIO:
+    """Bar chart of ``entries`` (``{"layer", "sqnr_db"}``, in graph order) to ``path`` (or a
+    binary file) as PNG; an exact layer (infinite SQNR) is drawn at the top of the axis and
+    labelled ``exact``."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -31,6 +34,17 @@ def plot_sqnr(entries: list[dict[str, Any]], title: str, path: Path) -> Path:
     ax.set_ylabel("SQNR vs fp32 (dB)")
     ax.set_title(f"{title}: per-layer SQNR", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format="png")
     plt.close(fig)
     return path
+
+
+def sqnr_png(entries: Future[list[dict[str, Any]] | None], title: str) -> bytes | None:
+    """The PNG of :func:`plot_sqnr` once ``entries`` are known (None for none), to draw it while
+    the simulator runs; the plot must not be drawn at the same time as another (pyplot)."""
+    values = entries.result()
+    if not values:
+        return None
+    buffer = io.BytesIO()
+    plot_sqnr(values, title, buffer)
+    return buffer.getvalue()
