@@ -1352,3 +1352,23 @@ def test_depthwise_tiling_runs_within_10_percent_of_the_fastest_that_fits(
     assert t is not None
     chosen = cycles[(t.rows_per_tile, t.n_blocks, t.k_group)]
     assert chosen <= 1.1 * min(cycles.values()), (t, sorted(cycles.items(), key=lambda kv: kv[1]))
+
+
+def test_a_reduction_of_1025_chunks_is_cut_at_the_1023_of_the_iteration_field() -> None:
+    """A Gemm of 4100 inputs reduces 1025 chunks of 4; WGT (2048 tiles a half) and ACT (8192
+    lines) would hold them in one GEMM, but its ``k_iter`` field counts at most 1023: two k
+    groups. The run is bit-exact."""
+    many = AccelConfig(
+        rows=4, cols=4, act_kib=64, wgt_kib=64, acc_kib=64, param_lines=8192,
+        dram_bytes_per_cycle=8, dram_mib=64,
+    )  # fmt: skip
+    assert (many.wgt_lines // 2 // 4, many.act_lines // 2) == (2048, 8192)
+    g = Onnx(seed=23)
+    g.gemm("fc", "x", 4100, 4)
+    graph = compile_front(g.model([1, 4100], "fc.out"))
+    plan = passes(graph, many)
+    assert check_tiling(plan) == 1
+    t = plan.accel_layers()[0].tiling
+    assert t is not None and math.ceil(1025 / t.k_group) == 2, t
+    x = np.random.default_rng(4100).standard_normal((1, 4100)).astype(np.float32)
+    assert run(plan, x).bit_exact
