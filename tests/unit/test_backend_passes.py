@@ -1391,3 +1391,37 @@ def test_add_tiling_runs_as_fast_as_the_fastest_that_fits() -> None:
     assert t is not None
     chosen = cycles[(t.rows_per_tile, t.n_blocks, t.k_group)]
     assert chosen <= 1.05 * min(cycles.values()), (t, sorted(cycles.items(), key=lambda kv: kv[1]))
+
+
+def test_a_fused_residual_takes_its_tile_of_act_a_plain_conv_does_not() -> None:
+    """A 1x1 conv 16 -> 16 on a 4x8 map: 4 chunks, 4 blocks. ACT half 128 lines, ACC half 32,
+    one PARAM line a slot (one block a step). Without a residual the whole map is one m tile of
+    32 pixels: 4 chunks x 32 = 128 ACT lines and 32 ACC lines, both exactly full. With a fused
+    residual Add the step also holds the residual's 32 lines (160 > 128), so the tile is
+    smaller. Both fit and run bit-exact."""
+    cramped = AccelConfig(
+        rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=1, param_lines=4,
+        dram_bytes_per_cycle=8, dram_mib=16,
+    )  # fmt: skip
+    assert (cramped.act_lines // 2, cramped.acc_lines // 2, cramped.param_lines // 4) == (
+        128,
+        32,
+        1,
+    )
+    for residual in (False, True):
+        g = Onnx(seed=29)
+        y = g.conv("conv", "x", 16, 16, 1)
+        if residual:
+            y = g.node("Add", [y, "x"], "res")
+        graph = compile_front(g.model([1, 16, 4, 8], g.node("Relu", [y], "relu")))
+        plan = passes(graph, cramped)
+        assert check_tiling(plan) == 1
+        (layer,) = plan.accel_layers()
+        assert len(layer.inputs) == 1 + residual and layer.tiling is not None
+        t = layer.tiling
+        if residual:
+            assert t.rows_per_tile < 4, t
+        else:
+            assert (t.rows_per_tile, t.n_blocks, t.k_group) == (4, 1, 4)
+        x = np.random.default_rng(29).standard_normal((1, 16, 4, 8)).astype(np.float32)
+        assert run(plan, x).bit_exact
