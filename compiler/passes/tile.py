@@ -76,7 +76,7 @@ def _gemm_tiling(layer: Layer, budget: Budget, transposed: bool = False) -> Tili
             res_lines = nb * mt if residual else 0
             kg = min(chunks, budget.wgt_tiles // nb, (budget.act - res_lines) // mt, MAX_ITER)
             if kg < 1:
-                continue
+                continue  # pragma: no mutate - kg never rises with nb: `break` is the same
             groups = ceil_div(chunks, kg)
             kg = ceil_div(chunks, groups)
             n_groups = ceil_div(blocks, nb)
