@@ -76,7 +76,7 @@ def _gemm_tiling(layer: Layer, budget: Budget, transposed: bool = False) -> Tili
             res_lines = nb * mt if residual else 0
             kg = min(chunks, budget.wgt_tiles // nb, (budget.act - res_lines) // mt, MAX_ITER)
             if kg < 1:
-                continue
+                continue  # pragma: no mutate - kg never rises with nb: `break` is the same
             groups = ceil_div(chunks, kg)
             kg = ceil_div(chunks, groups)
             n_groups = ceil_div(blocks, nb)
@@ -115,13 +115,15 @@ def _dw_tiling(layer: Layer, budget: Budget) -> Tiling:
         mt = rows * shape.out_w
         in_rows, in_cols = shape.dw_input(rows)
         lines = in_rows * in_cols
-        if in_cols > MAX_PITCH or mt > budget.acc or lines > budget.act:
+        if in_cols > MAX_PITCH:  # pragma: no mutate - more lines than any ACT half (<= 32768)
+            break
+        if mt > budget.acc or lines > budget.act:  # past these `most` is 0: this only stops early
             break
         per_block = sum(
             dwconv_cycles(shape.out_w, rows, kh, kw, s) for _i0, kh, _j0, kw in passes
         ) + (mt if residual else 0)
         most = min(
-            blocks,
+            blocks,  # pragma: no mutate - more blocks than the layer has would only cost more
             budget.act // (lines + (mt if residual else 0)),
             budget.acc // mt,
             budget.wgt_lines // taps,

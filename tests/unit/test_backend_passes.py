@@ -1368,3 +1368,76 @@ def test_depthwise_tiling_runs_within_10_percent_of_the_fastest_that_fits(
     assert t is not None
     chosen = cycles[(t.rows_per_tile, t.n_blocks, t.k_group)]
     assert chosen <= 1.1 * min(cycles.values()), (t, sorted(cycles.items(), key=lambda kv: kv[1]))
+
+
+def test_a_reduction_of_1025_chunks_is_cut_at_the_1023_of_the_iteration_field() -> None:
+    """A Gemm of 4100 inputs reduces 1025 chunks of 4; WGT (2048 tiles a half) and ACT (8192
+    lines) would hold them in one GEMM, but its ``k_iter`` field counts at most 1023: two k
+    groups. The run is bit-exact."""
+    many = AccelConfig(
+        rows=4, cols=4, act_kib=64, wgt_kib=64, acc_kib=64, param_lines=8192,
+        dram_bytes_per_cycle=8, dram_mib=64,
+    )  # fmt: skip
+    assert (many.wgt_lines // 2 // 4, many.act_lines // 2) == (2048, 8192)
+    g = Onnx(seed=23)
+    g.gemm("fc", "x", 4100, 4)
+    graph = compile_front(g.model([1, 4100], "fc.out"))
+    plan = passes(graph, many)
+    assert check_tiling(plan) == 1
+    t = plan.accel_layers()[0].tiling
+    assert t is not None and math.ceil(1025 / t.k_group) == 2, t
+    x = np.random.default_rng(4100).standard_normal((1, 4100)).astype(np.float32)
+    assert run(plan, x).bit_exact
+
+
+def test_add_tiling_runs_as_fast_as_the_fastest_that_fits() -> None:
+    """The add's cost model against the ISA simulator: every tiling of an add of two 8-channel
+    5x8 maps that fits (ACT half 128 lines, 2 a pixel; ACC half 32; 4 PARAM lines a slot, 2 a
+    block) is compiled and run; the tile pass's pick is within 5 % of the fastest."""
+    cfg = AccelConfig(
+        rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=1, param_lines=16,
+        dram_bytes_per_cycle=8, dram_mib=16,
+    )  # fmt: skip
+    graph = compile_front(row_net("add", 8, 8, 5))
+    candidates = [Tiling(rows, nb, nb) for rows in range(1, 6) for nb in (1, 2)]
+    cycles = isa_cycles_of_each_tiling(graph, cfg, candidates, check_tiling)
+    assert len(cycles) >= 4, cycles  # several fit
+    (layer,) = passes(graph, cfg, "tile").accel_layers()
+    t = layer.tiling
+    assert t is not None
+    chosen = cycles[(t.rows_per_tile, t.n_blocks, t.k_group)]
+    assert chosen <= 1.05 * min(cycles.values()), (t, sorted(cycles.items(), key=lambda kv: kv[1]))
+
+
+def test_a_fused_residual_takes_its_tile_of_act_a_plain_conv_does_not() -> None:
+    """A 1x1 conv 16 -> 16 on a 4x8 map: 4 chunks, 4 blocks. ACT half 128 lines, ACC half 32,
+    one PARAM line a slot (one block a step). Without a residual the whole map is one m tile of
+    32 pixels: 4 chunks x 32 = 128 ACT lines and 32 ACC lines, both exactly full. With a fused
+    residual Add the step also holds the residual's 32 lines (160 > 128), so the tile is
+    smaller. Both fit and run bit-exact."""
+    cramped = AccelConfig(
+        rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=1, param_lines=4,
+        dram_bytes_per_cycle=8, dram_mib=16,
+    )  # fmt: skip
+    assert (cramped.act_lines // 2, cramped.acc_lines // 2, cramped.param_lines // 4) == (
+        128,
+        32,
+        1,
+    )
+    for residual in (False, True):
+        g = Onnx(seed=29)
+        y = g.conv("conv", "x", 16, 16, 1)
+        if residual:
+            y = g.node("Add", [y, "x"], "res")
+        graph = compile_front(g.model([1, 16, 4, 8], g.node("Relu", [y], "relu")))
+        plan = passes(graph, cramped)
+        assert check_tiling(plan) == 1
+        (layer,) = plan.accel_layers()
+        assert len(layer.inputs) == 1 + residual and layer.tiling is not None
+        t = layer.tiling
+        if residual:
+            assert t.rows_per_tile < 4, t
+        else:
+            assert (t.rows_per_tile, t.n_blocks, t.k_group) == (4, 1, 4)
+        x = np.random.default_rng(29).standard_normal((1, 16, 4, 8)).astype(np.float32)
+        assert run(plan, x).bit_exact
