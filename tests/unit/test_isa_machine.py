@@ -751,3 +751,83 @@ def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table):
     assert machine.stats.alu_ops == written * cols
     assert machine.stats.store_bytes == written * cols
     assert machine.stats.desc_bytes == isa.DESC_BYTES
+
+
+def test_transposing_store_writes_each_block_transposed_per_the_isa_doc():
+    """With transpose (docs/isa.md) each innermost run of cols lines is a block B (row r = the
+    outputs of line r, zeros for a line out of bounds) and line r is written with column r of
+    B - every line, in or out of bounds. Two blocks on the 4x4 array (outer: DRAM stride 96,
+    ACC stride 9; inner: 4 lines, DRAM stride 8, x step 1, from x0=-1 in width 4: the first
+    line of each block is out of bounds). Cost: dram_latency + a beat per line + cols cycles
+    per block to collect it; ALU operations cols per line in bounds, stored bytes cols per
+    line written."""
+    cfg = CONFIGS["tiny"]
+    cols = cfg.cols
+    rng = np.random.default_rng(5)
+    old_dram = rng.integers(0, 256, 1 << 12, dtype=np.uint8)
+    machine = Machine(cfg, old_dram.copy())
+    machine.acc[:] = rng.integers(-(1 << 20), 1 << 20, machine.acc.shape)
+    mult = rng.integers(1 << 20, 1 << 31, (2, cols))
+    shift = rng.integers(30, 45, (2, cols))
+    machine.param["mult"][3:5] = mult
+    machine.param["shift"][3:5] = shift
+    desc = _desc_bytes("ACC", 2, 1024, [(2, 96, 9, 0, 0), (4, 8, 1, 0, 1)], x0=-1, width=4)
+    insn = isa.make(
+        "store", desc=0, param_addr=3, param_loop=2, clamp_lo=-128, clamp_hi=127, transpose=1
+    )
+    cycles = machine.execute(1, insn, [desc])
+    want = old_dram.copy()
+    for i in range(2):
+        block = np.zeros((cols, cols), np.int64)
+        for r in range(1, cols):  # line 0 is at x = -1
+            for c in range(cols):
+                q = _requant_exact(
+                    int(machine.acc[2 + 9 * i + r, c]), int(mult[i, c]), int(shift[i, c])
+                )
+                block[r, c] = min(max(q, -128), 127)
+        for r in range(cols):
+            address = 1024 + 96 * i + 8 * r
+            want[address : address + cols] = block[:, r].astype(np.int8).view(np.uint8)
+    np.testing.assert_array_equal(machine.dram, want)
+    assert cycles == cfg.dram_latency + 8 * 1 + 2 * cols
+    assert machine.stats.alu_ops == 6 * cols
+    assert machine.stats.store_bytes == 8 * cols
+
+
+def test_store_refusals_name_the_field():
+    """STORE reads ACC lines through an ACC descriptor only, needs clamp_lo <= clamp_hi, and a
+    transposing store's innermost loop must count cols lines (4 on tiny); its every line must
+    lie in DRAM, in bounds or not."""
+    cfg = CONFIGS["tiny"]
+
+    def store(desc_args, loops, **fields):
+        good = dict(desc=0, clamp_lo=-128, clamp_hi=127)
+        machine = Machine(cfg, np.zeros(1 << 12, np.uint8))
+        return machine.execute(
+            2,
+            isa.make("store", **(good | fields)),
+            [_desc_bytes(*desc_args, loops, x0=-1, width=4)],
+        )
+
+    with pytest.raises(IsaSimError) as info:
+        store(("ACT", 0, 64), [(4, 4, 1)])
+    assert str(info.value) == "BAD_FIELD: instruction 2: store descriptor mem is ACT, must be ACC"
+    store(("ACC", 0, 64), [(4, 4, 1)], clamp_lo=5, clamp_hi=5)
+    with pytest.raises(IsaSimError) as info:
+        store(("ACC", 0, 64), [(4, 4, 1)], clamp_lo=6, clamp_hi=5)
+    assert str(info.value) == "BAD_FIELD: instruction 2: store clamp_lo 6 > clamp_hi 5"
+    for count in (3, 5):
+        with pytest.raises(IsaSimError) as info:
+            store(("ACC", 0, 64), [(count, 4, 1)], transpose=1)
+        assert str(info.value) == (
+            f"BAD_FIELD: instruction 2: transposing store: descriptor loops[3].count is {count}, "
+            "must be cols = 4"
+        )
+    # the out-of-bounds first line at DRAM -4 is written by a transposing store only
+    store(("ACC", 0, -4), [(4, 4, 1)])
+    with pytest.raises(IsaSimError) as info:
+        store(("ACC", 0, -4), [(4, 4, 1)], transpose=1)
+    assert str(info.value) == (
+        "DRAM_RANGE: instruction 2: descriptor line 0 at DRAM 0xfffffffc is outside DRAM "
+        "(4096 bytes) or not 4-byte aligned"
+    )
