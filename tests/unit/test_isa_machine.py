@@ -831,3 +831,50 @@ def test_store_refusals_name_the_field():
         "DRAM_RANGE: instruction 2: descriptor line 0 at DRAM 0xfffffffc is outside DRAM "
         "(4096 bytes) or not 4-byte aligned"
     )
+
+
+@pytest.mark.parametrize(("cfg", "beats"), STORE_CONFIGS, ids=["tiny", "8x8-bus4"])
+@pytest.mark.parametrize("mem", ["ACT", "WGT"])
+def test_load_walks_all_four_loop_levels_per_the_isa_doc(cfg, beats, mem):
+    """A descriptor (docs/isa.md) is a 4-level loop nest: line i0..i3 lives at DRAM dram_base +
+    sum(i_l * dram_stride_l) (modulo 2**32) and local local_base + sum(i_l * local_stride_l),
+    at y = y0 + sum(i_l * ystep_l), x = x0 + sum(i_l * xstep_l); a LOAD writes pad_value to the
+    lines outside [0, height) x [0, width) and reads no DRAM for them. Every level here counts
+    2 or 3 with its own strides and steps, written as the doc's loops. Cost: dram_latency + the
+    line's beats per line read + one cycle per padded line; DRAM bytes and padded lines are
+    counted per memory."""
+    rng = np.random.default_rng(17)
+    lb = cfg.rows  # ACT and WGT lines are rows = cols bytes
+    dram = rng.integers(0, 256, 1 << 14, dtype=np.uint8)
+    machine = Machine(cfg, dram.copy())
+    local = getattr(machine, mem.lower())
+    old = rng.integers(-128, 128, local.shape, dtype=np.int8)
+    local[:] = old
+    counts = (2, 3, 2, 3)
+    dram_strides = (-40 * lb, 7 * lb, 64 * lb, lb)
+    local_strides = (1, 2, 6, 12)  # line (i0..i3) -> 3 + i0 + 2*i1 + 6*i2 + 12*i3: all distinct
+    ysteps, xsteps = (1, 0, -1, 0), (0, 1, 2, -1)
+    base, y0, x0, height, width = 60 * lb, 1, -1, 2, 3
+    loops = [
+        (n, d, s, y, x)
+        for n, d, s, y, x in zip(counts, dram_strides, local_strides, ysteps, xsteps, strict=True)
+    ]
+    desc = _desc_bytes(mem, 3, base, loops, y0=y0, x0=x0, height=height, width=width, pad_value=-77)
+    cycles = machine.execute(0, isa.make("load", desc=0), [desc])
+    want = old.copy()
+    valid = 0
+    for i in np.ndindex(*counts):
+        line = 3 + sum(a * b for a, b in zip(i, local_strides, strict=True))
+        address = (base + sum(a * b for a, b in zip(i, dram_strides, strict=True))) % (1 << 32)
+        y = y0 + sum(a * b for a, b in zip(i, ysteps, strict=True))
+        x = x0 + sum(a * b for a, b in zip(i, xsteps, strict=True))
+        if 0 <= y < height and 0 <= x < width:
+            want[line] = dram[address : address + lb].view(np.int8)
+            valid += 1
+        else:
+            want[line] = -77
+    assert 0 < valid < 36
+    np.testing.assert_array_equal(local, want)
+    assert cycles == cfg.dram_latency + valid * beats + (36 - valid)
+    assert machine.stats.load_bytes == {mem: valid * lb}
+    assert machine.stats.pad_lines == 36 - valid
