@@ -192,6 +192,30 @@ def test_stats_and_ideal_cycles():
     tiles = 9 * 2
     assert stats.ideal_cycles >= tiles * 64  # at least the array's streaming time
     assert stats.insns["gemm"] == 1 and stats.insns["load"] == 2 + 9
+    # the report's view (sim/backends/isa.py: perf): every counter under its own name
+    report = stats.as_dict()
+    assert sorted(report) == [
+        "alu_ops", "busy", "desc_bytes", "dram_read_bytes", "fetch_bytes", "ideal_cycles",
+        "insns", "load_bytes", "macs", "pad_lines", "store_bytes",
+    ]  # fmt: skip
+    assert report["macs"] == 8 * 8 * 32 * 16 * 9
+    assert report["store_bytes"] == 8 * 8 * 32
+    assert report["pad_lines"] == 9 * 64 - valid_taps
+    assert report["load_bytes"] == {
+        "WGT": w.size, "PARAM": 32 * isa.PARAM_ENTRY_BYTES, "ACT": valid_taps * 16
+    }  # fmt: skip
+    assert report["insns"]["gemm"] == 1 and report["insns"]["load"] == 11
+    # 16-byte instruction words up to END (dispatch's own, not counted in insns), 64-byte
+    # descriptors: one per LOAD and STORE
+    assert report["fetch_bytes"] == 16 * (sum(report["insns"].values()) + 1)
+    assert report["desc_bytes"] == 64 * (11 + report["insns"]["store"])
+    assert report["dram_read_bytes"] == (
+        w.size + 32 * isa.PARAM_ENTRY_BYTES + valid_taps * 16 + report["fetch_bytes"]
+        + report["desc_bytes"]
+    )  # fmt: skip
+    assert report["ideal_cycles"] == stats.ideal_cycles >= tiles * 64
+    assert set(report["busy"]) == {"LOAD", "COMPUTE", "STORE"}
+    assert report["alu_ops"] == stats.alu_ops > 0
 
 
 # ---- error paths ------------------------------------------------------------------------------
