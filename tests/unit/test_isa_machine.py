@@ -591,6 +591,7 @@ def test_gemm_refusals_name_the_field_and_the_lines():
     gemm(act_addr=a - 8)
     cases = [
         ({"act_addr": a - 7}, f"ACT lines {a}..{a}", a),
+        ({"act_addr": a}, f"ACT lines {a}..{a}", a),  # the first row already outside
         ({"wgt_addr": w - 15}, f"WGT lines {w - 15}..{w}", w),  # 4 tiles of 4 lines
         ({"acc_addr": c - 6}, f"ACC lines {c - 6}..{c}", c),  # 4 + 3 lines
     ]
