@@ -903,3 +903,59 @@ def test_load_walks_all_four_loop_levels_per_the_isa_doc(cfg, beats, mem):
     assert cycles == cfg.dram_latency + valid * beats + (36 - valid)
     assert machine.stats.load_bytes == {mem: valid * lb}
     assert machine.stats.pad_lines == 36 - valid
+
+
+def test_descriptor_walk_refusals_name_the_line():
+    """A LOAD's descriptor (docs/isa.md): every loop count >= 1 (BAD_FIELD naming the level);
+    every local line inside its memory, below as above (LOCAL_RANGE naming the walk's line
+    number and the local line); every line read inside DRAM and aligned to min(line bytes,
+    bus bytes) (DRAM_RANGE). On tiny (4-byte ACT lines, 8-byte bus, so 4-byte alignment) with
+    a 4 KiB DRAM: the last whole line is at 4092, a padded line is never read."""
+    cfg = CONFIGS["tiny"]
+    a = cfg.act_lines
+
+    def load(local, dram, loops, **kwargs):
+        machine = Machine(cfg, np.zeros(4096, np.uint8))
+        return machine.execute(
+            3, isa.make("load", desc=0), [_desc_bytes("ACT", local, dram, loops, **kwargs)]
+        )
+
+    for level in range(4):
+        loops = [(2, 4, 1)] * 4
+        loops[level] = (0, 4, 1)
+        with pytest.raises(IsaSimError) as info:
+            load(0, 0, loops)
+        assert str(info.value) == f"BAD_FIELD: instruction 3: descriptor loops[{level}].count is 0"
+    load(a - 3, 0, [(3, 4, 1)])  # lines a-3 .. a-1
+    with pytest.raises(IsaSimError) as info:
+        load(a - 2, 0, [(3, 4, 1)])
+    assert str(info.value) == (
+        f"LOCAL_RANGE: instruction 3: descriptor line 2 addresses ACT line {a}, memory has {a} "
+        "lines"
+    )
+    with pytest.raises(IsaSimError) as info:
+        load(2, 0, [(4, 4, -1)])
+    assert str(info.value) == (
+        f"LOCAL_RANGE: instruction 3: descriptor line 3 addresses ACT line -1, memory has {a} lines"
+    )
+    load(0, 4084, [(3, 4, 1)])  # DRAM 4084..4095
+    for base, line, address in ((4088, 2, 4096), (4086, 0, 4086), (-4, 0, (1 << 32) - 4)):
+        with pytest.raises(IsaSimError) as info:
+            load(0, base, [(3, 4, 1)])
+        assert str(info.value) == (
+            f"DRAM_RANGE: instruction 3: descriptor line {line} at DRAM 0x{address:x} is outside "
+            "DRAM (4096 bytes) or not 4-byte aligned"
+        )
+    # a padded line (x = -1 outside width 3) is not read, wherever it points
+    load(0, -4, [(3, 4, 1, 0, 1)], x0=-1, width=3)
+    # 16-byte lines on an 8-byte bus align to the bus: 8 runs, 12 does not
+    wide = AccelConfig(rows=16, cols=16, dram_bytes_per_cycle=8)
+    desc = _desc_bytes("ACT", 0, 8, [(2, 16, 1)])
+    Machine(wide, np.zeros(4096, np.uint8)).execute(0, isa.make("load", desc=0), [desc])
+    with pytest.raises(IsaSimError) as info:
+        desc = _desc_bytes("ACT", 0, 12, [(2, 16, 1)])
+        Machine(wide, np.zeros(4096, np.uint8)).execute(0, isa.make("load", desc=0), [desc])
+    assert str(info.value) == (
+        "DRAM_RANGE: instruction 0: descriptor line 0 at DRAM 0xc is outside DRAM (4096 bytes) "
+        "or not 8-byte aligned"
+    )
