@@ -959,3 +959,41 @@ def test_descriptor_walk_refusals_name_the_line():
         "DRAM_RANGE: instruction 0: descriptor line 0 at DRAM 0xc is outside DRAM (4096 bytes) "
         "or not 8-byte aligned"
     )
+
+
+def test_param_load_decodes_every_entry_field_per_the_isa_doc():
+    """A PARAM line is cols entries of 16 bytes (docs/isa.md param_entry: bias s32 at byte 0,
+    mult s32 at 4, res_mult s32 at 8, shift u8 at 12, res_shift u8 at 13, 2 reserved). Three
+    lines of random entries loaded to PARAM line 5 (a 64-byte line on tiny's 8-byte bus: 8
+    beats each) decode field by field, with the raw bytes kept for tables. A LOAD into ACC is
+    refused, and a descriptor number past the table names both."""
+    cfg = CONFIGS["tiny"]
+    rng = np.random.default_rng(29)
+    n = 3 * cfg.cols
+    raw = rng.integers(0, 256, (n, 16), dtype=np.uint8)
+    dram = np.zeros(4096, np.uint8)
+    dram[256 : 256 + raw.size] = raw.ravel()
+    machine = Machine(cfg, dram)
+    desc = _desc_bytes("PARAM", 5, 256, [(3, 64, 1)])
+    cycles = machine.execute(0, isa.make("load", desc=0), [desc])
+    as_int = [int.from_bytes(e.tobytes(), "little") for e in raw]
+    fields = {"bias": (0, 32, True), "mult": (32, 32, True), "res_mult": (64, 32, True),
+              "shift": (96, 8, False), "res_shift": (104, 8, False)}  # fmt: skip
+    for name, (lo, bits, signed) in fields.items():
+        values = [(v >> lo) & ((1 << bits) - 1) for v in as_int]
+        if signed:
+            values = [v - (1 << bits) if v >> (bits - 1) else v for v in values]
+        want = np.array(values).reshape(3, cfg.cols)
+        np.testing.assert_array_equal(machine.param[name][5:8], want, err_msg=name)
+        assert not machine.param[name][:5].any() and not machine.param[name][8:].any()
+    np.testing.assert_array_equal(machine.param_bytes[5:8], raw.reshape(3, 64))
+    assert cycles == cfg.dram_latency + 3 * 8
+    assert machine.stats.load_bytes == {"PARAM": 3 * 64}
+    with pytest.raises(IsaSimError) as info:
+        machine.execute(4, isa.make("load", desc=0), [_desc_bytes("ACC", 0, 256, [(1, 4, 1)])])
+    assert str(info.value) == "BAD_FIELD: instruction 4: load descriptor targets ACC (stores only)"
+    with pytest.raises(IsaSimError) as info:
+        machine.execute(4, isa.make("load", desc=2), [desc, desc])
+    assert str(info.value) == (
+        "BAD_DESCRIPTOR: instruction 4: load.desc = 2 but the table has 2 descriptors"
+    )
