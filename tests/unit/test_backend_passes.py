@@ -369,6 +369,21 @@ def test_layout_weight_matrices_compute_the_convolutions(
     assert checked == 6 + 2 + 3  # rgb: 5 convs + fc; c16: conv + fc; mlp: 3 FCs
 
 
+def test_layout_keeps_each_tensors_scale_and_takes_one_without() -> None:
+    """A DramTensor carries its graph tensor's scale (the host quantizes the input with it);
+    a tensor without a scale (an unquantized graph) gets 1.0 - the im2col'ed input too."""
+    graph = compile_front(rgb_net(), seed=1)
+    plan = passes(graph, TINY, "layout")
+    assert plan.tensors["x"].layout == "im2col"
+    for name, t in plan.tensors.items():
+        assert t.scale == float(graph.tensors[name].scale), name
+    for t in graph.tensors.values():
+        t.scale = None
+    plan = passes(graph, TINY, "layout")
+    assert plan.tensors["x"].layout == "im2col"
+    assert {t.scale for t in plan.tensors.values()} == {1.0}
+
+
 # --------------------------------------------------------------------------- tile
 
 
