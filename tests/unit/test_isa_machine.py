@@ -1001,3 +1001,46 @@ def test_param_load_decodes_every_entry_field_per_the_isa_doc():
     assert str(info.value) == (
         "BAD_DESCRIPTOR: instruction 4: load.desc = 2 but the table has 2 descriptors"
     )
+
+
+def test_ideal_timeline_and_perf_record_per_the_isa_doc():
+    """The ideal model: a queue runs its instructions in order, each starting when its queue
+    is free and the tokens it pops were pushed (a token carries its producer's finish time);
+    SYNC takes 1 cycle, PERF a 128-byte record's beats (16 on tiny's 8-byte bus). By hand:
+      0 LOAD    sync +push_next           0..1   token L->C at 1
+      1 LOAD    sync +push_next           1..2   token L->C at 2
+      2 COMPUTE sync +pop_prev +push_next 1..2   token C->S at 2
+      3 COMPUTE sync +pop_prev +push_next 2..3   token C->S at 3
+      4 STORE   sync +pop_prev            2..3
+      5 STORE   perf +pop_prev            3..19
+    The record (docs/isa.md perf_record) holds the tag, the PERF's start cycle (3), the 5
+    instructions retired before it, the DRAM bytes read so far (7 instruction words: 112) and
+    written (0); ideal_cycles is the last finish, busy the cycles per queue."""
+    program = (
+        "sync queue=LOAD +push_next\n" * 2
+        + "sync queue=COMPUTE +pop_prev +push_next\n" * 2
+        + "sync queue=STORE +pop_prev\nperf tag=0x1234567 dram_addr=0x2080 +pop_prev\nend"
+    )
+    machine = run_text(program)
+    record = isa.decode_record(
+        isa.PERF_RECORD, int.from_bytes(machine.dram[0x2080 : 0x2080 + 128].tobytes(), "little")
+    )
+    want = dict.fromkeys(record, 0) | {
+        "tag": 0x1234567, "cycles": 3, "insns_retired": 5, "dram_read_bytes": 112,
+    }  # fmt: skip
+    assert record == want
+    assert not machine.dram[0x2000:0x2080].any() and not machine.dram[0x2100:0x2180].any()
+    stats = machine.stats
+    assert stats.ideal_cycles == 19
+    assert stats.busy == {"LOAD": 2, "COMPUTE": 2, "STORE": 17}
+    assert stats.store_bytes == 128 and stats.fetch_bytes == 112
+    assert dict(stats.insns) == {"sync": 5, "perf": 1}
+    end = CONFIGS["tiny"].dram_bytes
+    for address in (0x2040, end):  # misaligned; aligned but past the end
+        with pytest.raises(IsaSimError) as info:
+            run_text(f"perf dram_addr={address}\nend")
+        assert str(info.value) == (
+            f"DRAM_RANGE: instruction 0: perf.dram_addr 0x{address:x} is not 128-byte aligned "
+            "or outside DRAM"
+        )
+    run_text(f"perf dram_addr={end - 128}\nend")  # the last record that fits
