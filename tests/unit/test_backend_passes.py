@@ -1188,6 +1188,36 @@ def test_a_concat_input_that_is_already_a_view_is_refused() -> None:
     assert info.value.reason == "input 'part' is already a view of another tensor"
 
 
+@pytest.mark.parametrize(
+    ("conv_channels", "start", "channels", "refused"),
+    [(8, 2, 4, "2..5"), (8, 0, 6, "0..5"), (8, 4, 2, "4..5"), (8, 4, 4, None), (6, 4, 2, None),
+     (8, 0, 8, None)],
+)  # fmt: skip
+def test_layout_a_channel_slice_is_whole_lines_or_ends_at_the_last_channel(
+    conv_channels: int, start: int, channels: int, refused: str | None
+) -> None:
+    """A channel slice is a view of its input's lines (4 channels each on tiny): it must start
+    on a line and end on one or at the input's last channel; else it is refused naming the
+    channels. An accepted slice feeding a concat is then refused by the concat (it is already
+    a view) - so the slice itself passed."""
+    graph = compile_front(concat_net(conv_channels, 4))
+    cat = next(n for n in graph.nodes if n.op == "concat")
+    graph.tensors["part"] = dataclasses.replace(graph.tensors["c0.out"], name="part")
+    part = Node("part", "channel_slice", ["c0.out"], "part", {"start": start, "channels": channels})
+    graph.nodes.insert(graph.nodes.index(cat), part)
+    cat.inputs[0] = "part"
+    with pytest.raises(CompileError) as info:
+        passes(graph, TINY, "layout")
+    if refused is None:
+        assert (info.value.node, info.value.reason) == (
+            "cat", "input 'part' is already a view of another tensor"
+        )  # fmt: skip
+        return
+    assert (info.value.node, info.value.op) == ("part", "channel_slice")
+    assert info.value.reason == f"channels {refused} of 'c0.out' are not whole lines of 4"
+    assert info.value.supported == "slices of whole lines (or up to the last channel)"
+
+
 def test_block_diagonal_places_each_group_on_its_own_channels() -> None:
     """Group g's output channels read only input channels g * C/group .. (g+1) * C/group - 1,
     zero elsewhere, in the weights' own dtype."""
