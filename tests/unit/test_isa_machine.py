@@ -12,7 +12,7 @@ from arch import isa
 from arch import reference_ops as ref
 from arch.config import PRESETS, AccelConfig
 from arch.isa import ErrorCode, Launch
-from sim.backends.isa_machine import IsaSimError, Machine
+from sim.backends.isa_machine import IsaSimError, Machine, Stats
 from tests.programs import Builder, conv2d, pool2d
 
 CONFIGS = {
@@ -1044,3 +1044,43 @@ def test_ideal_timeline_and_perf_record_per_the_isa_doc():
             "or outside DRAM"
         )
     run_text(f"perf dram_addr={end - 128}\nend")  # the last record that fits
+
+
+def test_launch_checks_and_dram_shape_are_refused_with_the_numbers():
+    """What the RTL checks when started (docs/isa.md): a 16-byte aligned program, a 64-byte
+    aligned descriptor table inside DRAM (its last byte may be DRAM's last); else DRAM_RANGE at
+    instruction 0. The simulator's DRAM is one flat uint8 array."""
+    cfg = CONFIGS["tiny"]
+    dram = np.zeros(4096, np.uint8)
+    dram[:16] = np.frombuffer(isa.make("end").encode().to_bytes(16, "little"), np.uint8)
+    dram[32:48] = dram[:16]
+    Machine(cfg, dram.copy()).run(Launch(32, 4096 - 3 * 64, 3))  # the table ends at DRAM's end
+    cases = [
+        (Launch(8, 0, 0), "insn_base 0x8 is not 16-byte aligned"),
+        (Launch(0, 32, 1), "descriptor table 0x20+1x64 bytes is misaligned or outside DRAM "
+                           "(4096 bytes)"),
+        (Launch(0, 4096 - 2 * 64, 3), "descriptor table 0xf80+3x64 bytes is misaligned or "
+                                      "outside DRAM (4096 bytes)"),
+    ]  # fmt: skip
+    for launch, message in cases:
+        with pytest.raises(IsaSimError) as info:
+            Machine(cfg, dram.copy()).run(launch)
+        assert str(info.value) == f"DRAM_RANGE: instruction 0: {message}"
+    machine = Machine(cfg, dram.copy())
+    stats = machine.run(Launch(0, 64, 2))
+    assert stats.fetch_bytes == 16 and stats.desc_bytes == 0  # END reads no descriptor
+    for bad in (np.zeros(64, np.int8), np.zeros((8, 8), np.uint8)):
+        with pytest.raises(ValueError) as info:
+            Machine(cfg, bad)
+        assert str(info.value) == f"DRAM must be a 1-D uint8 array, not {bad.dtype} {bad.shape}"
+    fresh = Machine(cfg)
+    assert fresh.dram.shape == (cfg.dram_bytes,) and fresh.dram.dtype == np.uint8
+    assert fresh.act.shape == (cfg.act_lines, cfg.rows) and fresh.act.dtype == np.int8
+    assert fresh.wgt.shape == (cfg.wgt_lines, cfg.cols) and fresh.wgt.dtype == np.int8
+    assert fresh.acc.shape == (cfg.acc_lines, cfg.cols) and fresh.acc.dtype == np.int32
+    assert fresh.param_bytes.shape == (cfg.param_lines, cfg.cols * 16)
+    assert sorted(fresh.param) == ["bias", "mult", "res_mult", "res_shift", "reserved", "shift"]
+    for values in fresh.param.values():
+        assert values.shape == (cfg.param_lines, cfg.cols) and values.dtype == np.int64
+    assert not any(a.any() for a in (fresh.act, fresh.wgt, fresh.acc, fresh.param_bytes))
+    assert fresh.counters == {} and fresh.stats == Stats()
