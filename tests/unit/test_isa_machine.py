@@ -1084,3 +1084,28 @@ def test_launch_checks_and_dram_shape_are_refused_with_the_numbers():
         assert values.shape == (cfg.param_lines, cfg.cols) and values.dtype == np.int64
     assert not any(a.any() for a in (fresh.act, fresh.wgt, fresh.acc, fresh.param_bytes))
     assert fresh.counters == {} and fresh.stats == Stats()
+
+
+def test_decode_errors_stop_at_their_instruction_with_the_decoders_words():
+    """Instructions are decoded as dispatch reaches them: an unknown opcode is ILLEGAL_OPCODE,
+    an enum field outside its values (SYNC's 2-bit queue = 3) BAD_FIELD, each at its index with
+    the decoder's own message; an END in DRAM's last 16 bytes still runs."""
+    cfg = CONFIGS["tiny"]
+    sync = isa.make("sync", queue="LOAD").encode()
+    queue = isa.FORMATS[isa.Opcode.SYNC].leaf_by_path["queue"]
+    bad_queue = sync | (3 << queue.offset)
+    for word, code in ((bad_queue, ErrorCode.BAD_FIELD), (0x0C, ErrorCode.ILLEGAL_OPCODE)):
+        dram = np.zeros(4096, np.uint8)
+        words = [sync, sync, word, isa.make("end").encode()]
+        dram[: 16 * 4] = np.frombuffer(b"".join(w.to_bytes(16, "little") for w in words), np.uint8)
+        with pytest.raises(isa.IsaError) as decoded:
+            isa.decode_insn(word)
+        machine = Machine(cfg, dram)
+        with pytest.raises(IsaSimError) as info:
+            machine.run(Launch(0, 0, 0))
+        assert str(info.value) == f"{code.name}: instruction 2: {decoded.value}"
+        assert info.value.code is code and info.value.insn_index == 2
+        assert machine.stats.fetch_bytes == 2 * 16  # the bad word is not counted
+    dram = np.zeros(4096, np.uint8)
+    dram[-16:] = np.frombuffer(isa.make("end").encode().to_bytes(16, "little"), np.uint8)
+    assert Machine(cfg, dram).run(Launch(4096 - 16, 0, 0)).fetch_bytes == 16
