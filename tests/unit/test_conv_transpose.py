@@ -73,14 +73,16 @@ def test_kernel_equal_to_stride_runs_on_the_array(out_ch, config, tmp_path) -> N
     [
         ({"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}, "tiny",
          "kernel (3, 3), strides (2, 2), pads (1, 1, 1, 1), output_padding (1, 1): "
-         "overlapping or padded windows have no array mapping"),
-        ({}, "default", "8 output channels are not whole lines of 16"),
+         "overlapping or padded windows have no array mapping (supported: kernel = strides, no "
+         "pads, dilation 1, no output_padding)"),
+        ({}, "default", "8 output channels are not whole lines of 16 (each channel group is "
+         "loaded from its own lines) (supported: ConvTranspose output channels a multiple of 16)"),
     ],
 )  # fmt: skip
 def test_other_conv_transposes_go_to_the_host_with_the_reason(attrs, config, why, tmp_path) -> None:
     exe, result = _run(up_model(8, seed=3, **attrs), config, tmp_path)
     host = next(s for s in exe.steps if isinstance(s, HostStep))
-    assert host.name == "up" and f"up (ConvTranspose): {why}" in host.reason
+    assert host.name == "up" and host.reason.split("; ")[0] == f"up (ConvTranspose): {why}"
     assert "host" in {la.device for la in result.layers if la.name == "up"}
 
 
