@@ -562,6 +562,8 @@ def test_gemm_walks_k_and_n_blocks_per_the_isa_doc():
         np.testing.assert_array_equal(machine.acc, _wrap32(want), err_msg=f"acc={accumulate}")
         assert cycles == k_iter * n_iter * max(m, cfg.rows) + cfg.rows + cfg.cols  # 6*8+16
         assert machine.stats.macs == k_iter * n_iter * m * cfg.rows * cfg.cols
+        machine.execute(3, isa.make("gemm", accumulate=accumulate, **fields), [])
+        assert machine.stats.macs == 2 * k_iter * n_iter * m * cfg.rows * cfg.cols
 
 
 def test_gemm_refusals_name_the_field_and_the_lines():
@@ -658,6 +660,8 @@ def test_accum_per_the_isa_doc_with_bias_residual_and_gate():
         np.testing.assert_array_equal(machine.acc, _wrap32(want), err_msg=flags)
         assert cycles == (m + use_gate) * n_iter, flags
         assert machine.stats.alu_ops == m * n_iter * cfg.cols
+        machine.execute(2, insn, [])
+        assert machine.stats.alu_ops == 2 * m * n_iter * cfg.cols
 
 
 def test_accum_refusals_name_the_field_and_the_lines():
@@ -780,6 +784,9 @@ def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table):
     assert machine.stats.alu_ops == written * cols
     assert machine.stats.store_bytes == written * cols
     assert machine.stats.desc_bytes == isa.DESC_BYTES
+    machine.execute(9, insn, [b"\0" * isa.DESC_BYTES, desc])  # the counters add up
+    assert machine.stats.alu_ops == machine.stats.store_bytes == 2 * written * cols
+    assert machine.stats.desc_bytes == 2 * isa.DESC_BYTES
 
 
 def test_transposing_store_writes_each_block_transposed_per_the_isa_doc():
@@ -821,6 +828,8 @@ def test_transposing_store_writes_each_block_transposed_per_the_isa_doc():
     assert cycles == cfg.dram_latency + 8 * 1 + 2 * cols
     assert machine.stats.alu_ops == 6 * cols
     assert machine.stats.store_bytes == 8 * cols
+    machine.execute(1, insn, [desc])  # the counters add up
+    assert (machine.stats.alu_ops, machine.stats.store_bytes) == (12 * cols, 16 * cols)
 
 
 def test_store_refusals_name_the_field():
@@ -907,6 +916,9 @@ def test_load_walks_all_four_loop_levels_per_the_isa_doc(cfg, beats, mem):
     assert cycles == cfg.dram_latency + valid * beats + (36 - valid)
     assert machine.stats.load_bytes == {mem: valid * lb}
     assert machine.stats.pad_lines == 36 - valid
+    machine.execute(0, isa.make("load", desc=0), [desc])  # the counters add up
+    assert machine.stats.load_bytes == {mem: 2 * valid * lb}
+    assert machine.stats.pad_lines == 2 * (36 - valid)
 
 
 def test_descriptor_walk_refusals_name_the_line():
