@@ -30,7 +30,7 @@ from compiler.frontend import compile_front
 from compiler.ir import Graph, Node, Tensor
 from compiler.passes import BACK_PASSES
 from compiler.passes.layout import block_diagonal
-from compiler.plan import Plan, round_up
+from compiler.plan import GemmShape, Plan, round_up
 from sim.backends.isa_machine import Machine
 from sim.host import device_image
 from sim.run import run as run_executable
@@ -367,6 +367,27 @@ def test_layout_weight_matrices_compute_the_convolutions(
             assert not got[:, o:].any(), f"{layer.name}: padded output channels not zero"
             checked += 1
     assert checked == 6 + 2 + 3  # rgb: 5 convs + fc; c16: conv + fc; mlp: 3 FCs
+
+
+def test_layout_gemm_shapes_of_the_rgb_net_by_hand() -> None:
+    """rgb_net on tiny (lines of 4): conv1 reads the host's im2col rows - a 1x1 GEMM, no pads,
+    no dilation, over 16x16 rows of 3*3*3 = 27 -> 28 values; its 6 outputs pad to 8. The
+    maxpool halves 16 -> 8; conv2 and branch_b are 3x3 pad 1 on 8x8 (6 -> 8 channels),
+    branch_a 1x1; down is 3x3 stride 2 pad 1: 8x8 -> 4x4. The avgpool halves to 2x2 and the
+    GAP to 1x1, so fc is a 1x1 "conv" over 8 channels into 10 -> 12 outputs."""
+    plan = passes(compile_front(rgb_net(), seed=1), TINY, "layout")
+    pad1 = (1, 1, 1, 1)
+    want = {
+        "conv1": GemmShape(16, 16, 28, (1, 1), (1, 1), (0, 0, 0, 0), 16, 16, 8),
+        "conv2": GemmShape(8, 8, 8, (3, 3), (1, 1), pad1, 8, 8, 8),
+        "branch_a": GemmShape(8, 8, 8, (1, 1), (1, 1), (0, 0, 0, 0), 8, 8, 8),
+        "branch_b": GemmShape(8, 8, 8, (3, 3), (1, 1), pad1, 8, 8, 8),
+        "down": GemmShape(8, 8, 8, (3, 3), (2, 2), pad1, 4, 4, 8),
+        "fc": GemmShape(1, 1, 8, (1, 1), (1, 1), (0, 0, 0, 0), 1, 1, 12),
+    }
+    got = {layer.name: layer.gemm for layer in plan.accel_layers() if layer.kind == "gemm"}
+    assert got == want
+    assert all(shape.dilation == (1, 1) and not shape.depthwise for shape in got.values())
 
 
 def test_layout_keeps_each_tensors_scale_and_takes_one_without() -> None:
