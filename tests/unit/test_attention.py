@@ -396,3 +396,34 @@ def test_a_k_whose_tokens_are_also_an_output_is_not_stored_transposed():
     assert info.value.supported == (
         "a k^T whose tokens nothing else reads (they are stored transposed)"
     )
+
+
+def test_tokens_heads_and_tokens_t_tensors_are_laid_out_per_their_shapes():
+    """bert (6 tokens, hidden 32, 2 heads) on the 4x4 array, every DRAM tensor of every plan
+    by its layout: tokens (1, T, 1, F) are T pixels of F channels padded to lines; heads
+    (1, H, M, N) are M pixels of H blocks of N channels, each block padded to lines; k's
+    tokens stored transposed (tokens_t) are F/H pixels of H blocks of T channels; other
+    tensors NHWC."""
+    graph = compile_front(bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=3), seed=3)
+    seen = set()
+    for step in compile_graph(graph, PRESETS["tiny"]):
+        if not isinstance(step, Plan):
+            continue
+        for name, t in step.tensors.items():
+            shape = step.graph.tensors[name].shape
+            got = (t.h, t.w, t.channels, t.logical_channels)
+            if t.layout == "tokens":
+                _, tl, _, f = shape
+                assert got == (tl, 1, -(-f // 4) * 4, f), name
+            elif t.layout == "heads":
+                _, h, m, n = shape
+                assert got == (m, 1, h * -(-n // 4) * 4, n), name
+            elif t.layout == "tokens_t":
+                _, tl, _, f = shape
+                assert got == (f // 2, 1, 2 * -(-tl // 4) * 4, tl), name
+            else:
+                assert t.layout == "nhwc", name
+                c, h, w = shape[1], *(shape[2:] if len(shape) == 4 else (1, 1))
+                assert got == (h, w, -(-c // 4) * 4, c), name
+            seen.add(t.layout)
+    assert seen == {"tokens", "heads", "tokens_t", "nhwc"}
