@@ -644,6 +644,21 @@ def depthwise_net(
     return b.model([1, 3, 13, 11], b.conv("pw", y, c, 4, 1))
 
 
+def test_layout_refuses_a_depthwise_stride_dwconv_cannot_do() -> None:
+    """DWCONV strides both ways by its one `stride` field (1..its maximum): a depthwise conv
+    with unequal strides, or equal ones past the field's maximum, is refused by name."""
+    from compiler.passes.layout import DW_STRIDE_MAX
+
+    for stride in ((1, 2), (2, 1), (DW_STRIDE_MAX + 1,) * 2):
+        graph = compile_front(depthwise_net(3, 1, 1, False), seed=5)
+        next(n for n in graph.nodes if n.name == "dw").attrs["stride"] = stride
+        with pytest.raises(CompileError) as info:
+            passes(graph, TINY, "layout")
+        assert (info.value.node, info.value.op) == ("dw", "conv")
+        assert info.value.reason == f"depthwise stride {stride} is not supported"
+        assert info.value.supported == f"equal strides of 1..{DW_STRIDE_MAX} (DWCONV)"
+
+
 def check_dw_tiling(plan: Plan) -> int:
     """A depthwise layer's step against the double-buffered memories: its input rows (halo
     included, the padded row width as pitch) and the residual tile in ACT, the output tile in
