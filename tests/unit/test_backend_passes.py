@@ -390,6 +390,45 @@ def test_layout_gemm_shapes_of_the_rgb_net_by_hand() -> None:
     assert all(shape.dilation == (1, 1) and not shape.depthwise for shape in got.values())
 
 
+def _first_conv_net(case: str) -> onnx.ModelProto:
+    g = Onnx(seed=31)
+    if case == "two_readers":  # two 3x3 convs read the image, then add
+        a, b = g.conv("c", "x", 3, 4, 3), g.conv("d", "x", 3, 4, 3)
+        return g.model([1, 3, 6, 6], g.node("Add", [a, b], "sum"))
+    if case == "c4":
+        return g.model([1, 4, 6, 6], g.conv("c", "x", 4, 4, 3))
+    if case in ("plain", "k1"):
+        return g.model([1, 3, 6, 6], g.conv("c", "x", 3, 4, 3 if case == "plain" else 1))
+    group, dilation = (3, 1) if case == "group3" else (1, 2)
+    g.inits["c.w"] = g.rng.normal(0, 0.3, (3, 3 // group, 3, 3))
+    out = g.node(
+        "Conv", ["x", "c.w"], "c", kernel_shape=[3, 3], group=group, dilations=[dilation] * 2,
+        pads=[dilation] * 4,
+    )  # fmt: skip
+    return g.model([1, 3, 6, 6], out)
+
+
+@pytest.mark.parametrize(
+    ("case", "layout"),
+    [("plain", "im2col"), ("k1", "nhwc"), ("c4", "nhwc"), ("two_readers", "nhwc"),
+     ("group3", "nhwc"), ("dilated", "nhwc")],
+)  # fmt: skip
+def test_layout_im2col_only_for_a_lone_dense_undilated_first_conv_of_partial_lines(
+    case: str, layout: str
+) -> None:
+    """The host im2cols the image (3 channels: not whole lines of 4) only for its one reader,
+    a dense (group 1), undilated conv with a kernel bigger than 1x1; a 1x1 kernel, 4 channels,
+    two readers, a grouped or a dilated conv keep it NHWC."""
+    plan = passes(compile_front(_first_conv_net(case), seed=7), TINY, "layout")
+    x = plan.tensors["x"]
+    assert x.layout == layout
+    if layout == "im2col":  # one row of 3*3*3 = 27 -> 28 values per output pixel
+        assert (x.h, x.w, x.channels, x.logical_channels) == (6, 6, 28, 3)
+    else:
+        c = 4 if case == "c4" else 3
+        assert (x.h, x.w, x.channels, x.logical_channels) == (6, 6, 4, c)
+
+
 def test_layout_keeps_each_tensors_scale_and_takes_one_without() -> None:
     """A DramTensor carries its graph tensor's scale (the host quantizes the input with it);
     a tensor without a scale (an unquantized graph) gets 1.0 - the im2col'ed input too."""
