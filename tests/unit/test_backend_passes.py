@@ -430,13 +430,16 @@ def test_layout_im2col_only_for_a_lone_dense_undilated_first_conv_of_partial_lin
 
 
 def test_layout_keeps_each_tensors_scale_and_takes_one_without() -> None:
-    """A DramTensor carries its graph tensor's scale (the host quantizes the input with it);
-    a tensor without a scale (an unquantized graph) gets 1.0 - the im2col'ed input too."""
+    """A DramTensor carries its name and its graph tensor's scale (the host quantizes the input
+    with it); a tensor without a scale (an unquantized graph) gets 1.0 - the im2col'ed input
+    too."""
     graph = compile_front(rgb_net(), seed=1)
     plan = passes(graph, TINY, "layout")
     assert plan.tensors["x"].layout == "im2col"
     for name, t in plan.tensors.items():
         assert t.scale == float(graph.tensors[name].scale), name
+        assert t.name == name  # the flatten's alias too
+    assert plan.tensors["flatten.out"].alias_of == "gap.out"
     for t in graph.tensors.values():
         t.scale = None
     plan = passes(graph, TINY, "layout")
