@@ -1121,3 +1121,30 @@ def test_decode_errors_stop_at_their_instruction_with_the_decoders_words():
     dram = np.zeros(4096, np.uint8)
     dram[-16:] = np.frombuffer(isa.make("end").encode().to_bytes(16, "little"), np.uint8)
     assert Machine(cfg, dram).run(Launch(4096 - 16, 0, 0)).fetch_bytes == 16
+
+
+def test_shifts_up_to_62_run_and_larger_ones_name_the_field_and_line():
+    """docs/isa.md: shift and res_shift must be in 0..62; a larger one stops the instruction
+    that reads it with BAD_FIELD naming the field, the largest value and the first PARAM line
+    read. A shift of 62 runs (round half up of x * mult / 2**62)."""
+    cfg = CONFIGS["tiny"]
+    machine = Machine(cfg)
+    machine.act[0] = [1, -1, 100, -100]
+    # 1 * 2**30 / 2**31 = 0.5 -> 1 and -0.5 -> 0 (half up); 100 * (2**31 - 1) / 2**31 -> 100
+    machine.param["res_mult"][7] = [1 << 30, 1 << 30, (1 << 31) - 1, -(1 << 31)]
+    machine.param["res_shift"][7] = [31, 31, 31, 62]
+    accum = isa.make("accum", m=1, n_iter=1, param_addr=7, use_res=1)
+    machine.execute(1, accum, [])
+    want = [_requant_exact(x, mult, sh) for x, mult, sh in zip(
+        [1, -1, 100, -100], [1 << 30, 1 << 30, (1 << 31) - 1, -(1 << 31)], [31, 31, 31, 62],
+        strict=True,
+    )]  # fmt: skip
+    np.testing.assert_array_equal(machine.acc[0], want)
+    assert want == [1, 0, 100, 0]
+    machine.param["res_shift"][7, 2] = 63
+    machine.param["res_shift"][7, 3] = 70
+    with pytest.raises(IsaSimError) as info:
+        machine.execute(1, accum, [])
+    assert str(info.value) == (
+        "BAD_FIELD: instruction 1: PARAM res_shift = 70 exceeds 62 (line 7...)"
+    )
