@@ -427,3 +427,18 @@ def test_tokens_heads_and_tokens_t_tensors_are_laid_out_per_their_shapes():
                 assert got == (h, w, -(-c // 4) * 4, c), name
             seen.add(t.layout)
     assert seen == {"tokens", "heads", "tokens_t", "nhwc"}
+    # a linear layer over tokens is a 1x1 GEMM over the T pixels: F_in -> F_out, padded to lines
+    gemms = 0
+    for step in compile_graph(graph, PRESETS["tiny"]):
+        if not isinstance(step, Plan):
+            continue
+        for layer in step.accel_layers():
+            if layer.kind != "gemm" or step.tensors[layer.inputs[0]].layout != "tokens":
+                continue
+            _, tl, _, f_in = step.graph.tensors[layer.inputs[0]].shape
+            _, to, _, f_out = step.graph.tensors[layer.output].shape
+            pad_in, pad_out = -(-f_in // 4) * 4, -(-f_out // 4) * 4
+            one = ((1, 1), (1, 1), (0, 0, 0, 0))
+            assert layer.gemm == GemmShape(tl, 1, pad_in, *one, to, 1, pad_out), layer.name
+            gemms += 1
+    assert gemms >= 6  # q, k, v, the attention output and the two MLP layers
