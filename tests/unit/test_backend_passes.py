@@ -429,6 +429,20 @@ def test_layout_im2col_only_for_a_lone_dense_undilated_first_conv_of_partial_lin
         assert (x.h, x.w, x.channels, x.logical_channels) == (6, 6, 4, c)
 
 
+def test_layout_refuses_an_fc_whose_input_does_not_flatten_to_its_k() -> None:
+    """c16_net's fc reads the flatten of relu.out, 6 channels x 8 x 8 = 384 values: weights of
+    383 columns are refused, naming the FC and the flattened tensor (the view resolved)."""
+    graph = compile_front(c16_net(), seed=2)
+    fc = next(n for n in graph.nodes if n.op == "gemm")
+    assert fc.params["weight"].shape == (10, 384)
+    fc.params["weight"] = fc.params["weight"][:, :-1]
+    with pytest.raises(CompileError) as info:
+        passes(graph, TINY, "layout")
+    assert (info.value.node, info.value.op) == ("fc", "gemm")
+    assert info.value.reason == "input relu.out does not flatten to K=383"
+    assert info.value.supported is None
+
+
 def test_layout_keeps_each_tensors_scale_and_takes_one_without() -> None:
     """A DramTensor carries its name and its graph tensor's scale (the host quantizes the input
     with it); a tensor without a scale (an unquantized graph) gets 1.0 - the im2col'ed input
