@@ -442,3 +442,25 @@ def test_tokens_heads_and_tokens_t_tensors_are_laid_out_per_their_shapes():
             assert layer.gemm == GemmShape(tl, 1, pad_in, *one, to, 1, pad_out), layer.name
             gemms += 1
     assert gemms >= 6  # q, k, v, the attention output and the two MLP layers
+
+
+def test_a_k_written_by_other_than_a_gemm_cannot_be_stored_transposed():
+    """Only a GEMM's stores transpose: k's tokens written by another kind of layer (here the
+    producer turned into an add) are refused at the split_heads_t, naming the writer."""
+    from compiler.passes.layout import _transposed_tensors
+
+    graph = compile_front(bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=3), seed=3)
+    plan = next(
+        step
+        for step in compile_graph(graph, PRESETS["tiny"])
+        if isinstance(step, Plan) and any(la.node.op == "split_heads_t" for la in step.layers)
+    )
+    node = next(la.node for la in plan.layers if la.node.op == "split_heads_t")
+    src = node.inputs[0]
+    assert _transposed_tensors(plan) == {src: 2}
+    plan.graph.producer(src).op = "add"
+    with pytest.raises(CompileError) as info:
+        _transposed_tensors(plan)
+    assert (info.value.node, info.value.op) == (node.name, "split_heads_t")
+    assert info.value.reason == f"'{src}' is written by a add, which cannot store it transposed"
+    assert info.value.supported == "a k^T of a linear layer's output"
