@@ -464,3 +464,32 @@ def test_a_k_written_by_other_than_a_gemm_cannot_be_stored_transposed():
     assert (info.value.node, info.value.op) == (node.name, "split_heads_t")
     assert info.value.reason == f"'{src}' is written by a add, which cannot store it transposed"
     assert info.value.supported == "a k^T of a linear layer's output"
+
+
+def test_head_tensors_of_bert_and_shapes_the_layout_takes():
+    """The heads-laid-out tensors are exactly the batch_matmuls' inputs and outputs, the
+    split_heads(_t) outputs and the merge_heads inputs. A tensor is (1, C, H, W) or (1, F);
+    any other rank is refused naming the shape."""
+    from compiler.passes.layout import _head_tensors, _tensor_dims
+
+    graph = compile_front(bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=3), seed=3)
+    plan = next(
+        step
+        for step in compile_graph(graph, PRESETS["tiny"])
+        if isinstance(step, Plan) and any(la.kind == "matmul" for la in step.layers)
+    )
+    want = set()
+    for layer in plan.accel_layers():
+        if layer.kind == "matmul":
+            want |= {*layer.inputs, layer.output}
+        elif layer.node.op in ("split_heads", "split_heads_t"):
+            want.add(layer.output)
+        elif layer.node.op == "merge_heads":
+            want.add(layer.inputs[0])
+    assert len(want) >= 3 and _head_tensors(plan) == want  # q, k^T and the scores
+    assert _tensor_dims((1, 8, 5, 3)) == (8, 5, 3) and _tensor_dims((1, 7)) == (7, 1, 1)
+    for shape in ((1, 2, 3), (1, 2, 3, 4, 5), (6,)):
+        with pytest.raises(CompileError) as info:
+            _tensor_dims(shape)
+        assert (info.value.node, info.value.op) == (None, None)
+        assert info.value.reason == f"tensor shape {shape} is neither (1,C,H,W) nor (1,F)"
