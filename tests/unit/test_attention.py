@@ -493,3 +493,23 @@ def test_head_tensors_of_bert_and_shapes_the_layout_takes():
             _tensor_dims(shape)
         assert (info.value.node, info.value.op) == (None, None)
         assert info.value.reason == f"tensor shape {shape} is neither (1,C,H,W) nor (1,F)"
+
+
+def test_token_tensors_of_bert_are_its_token_shaped_tensors():
+    """In every plan of bert (6 tokens of 32 or 64 features) the tensors laid out as tokens are
+    exactly the (1, T, 1, F) tensors its accelerator layers (views included) read or write:
+    those of the gemms over tokens, the split_heads inputs, the merge_heads outputs and what
+    residual adds join to them."""
+    from compiler.passes.layout import _token_tensors
+
+    graph = compile_front(bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=3), seed=3)
+    plans = [step for step in compile_graph(graph, PRESETS["tiny"]) if isinstance(step, Plan)]
+    found = 0
+    for plan in plans:
+        names = {
+            name for la in plan.layers if la.target == "accel" for name in (*la.inputs, la.output)
+        }
+        want = {n for n in names if plan.graph.tensors[n].shape in ((1, 6, 1, 32), (1, 6, 1, 64))}
+        assert _token_tensors(plan) == want
+        found += len(want)
+    assert found >= 10
