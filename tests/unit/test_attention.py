@@ -513,3 +513,28 @@ def test_token_tensors_of_bert_are_its_token_shaped_tensors():
         assert _token_tensors(plan) == want
         found += len(want)
     assert found >= 10
+
+
+def test_tokens_read_by_another_kind_of_layer_are_refused_by_name():
+    """Tokens are read only by gemms over their last axis, elementwise layers and the heads
+    views: bert's q projection turned into a conv (the k and v projections still read the
+    same tokens) is refused naming the layer and the tensor."""
+    from compiler.passes.layout import _token_tensors
+
+    graph = compile_front(bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=3), seed=3)
+    plan = next(
+        step
+        for step in compile_graph(graph, PRESETS["tiny"])
+        if isinstance(step, Plan) and any(la.node.op == "split_heads_t" for la in step.layers)
+    )
+    q = next(la for la in plan.accel_layers() if la.name == "encoder.0.attn.q.matmul")
+    readers = [la for la in plan.accel_layers() if la.inputs[:1] == q.inputs[:1]]
+    assert len(readers) == 3  # q, k, v
+    q.node.op = "conv"
+    with pytest.raises(CompileError) as info:
+        _token_tensors(plan)
+    assert (info.value.node, info.value.op) == (q.name, "conv")
+    assert info.value.reason == (
+        f"tensor '{q.inputs[0]}' is tokens (1, T, 1, F) of a transformer here"
+    )
+    assert info.value.supported == "tokens read by gemms over their last axis and elementwise ops"
