@@ -324,9 +324,12 @@ def test_illegal_opcode_and_missing_end():
     assert "illegal opcode 11" in str(info.value)
 
     dram[:] = np.frombuffer(sync * (4096 // 16), np.uint8)
-    with pytest.raises(IsaSimError, match="runs off the end of DRAM without END") as info:
+    with pytest.raises(IsaSimError) as info:
         Machine(cfg, dram).run(Launch(0, 0, 0))
-    assert info.value.code is ErrorCode.DRAM_RANGE
+    # 256 SYNCs fill the 4 KiB: the 257th instruction would start past the end
+    assert str(info.value) == (
+        "DRAM_RANGE: instruction 256: program runs off the end of DRAM without END"
+    )
 
 
 def test_shift_beyond_62_is_bad_field():
@@ -1068,6 +1071,8 @@ def test_ideal_timeline_and_perf_record_per_the_isa_doc():
             "or outside DRAM"
         )
     run_text(f"perf dram_addr={end - 128}\nend")  # the last record that fits
+    two = run_text("perf dram_addr=0x2000\nperf dram_addr=0x2080\nend")
+    assert two.stats.store_bytes == 2 * 128  # records count as bytes written
 
 
 def test_launch_checks_and_dram_shape_are_refused_with_the_numbers():
@@ -1160,3 +1165,18 @@ def test_shifts_up_to_62_run_and_larger_ones_name_the_field_and_line():
     assert str(info.value) == (
         "BAD_FIELD: instruction 1: PARAM res_shift = 70 exceeds 62 (line 7...)"
     )
+
+
+def test_requantize_and_wrap32_compute_in_64_bits_whatever_the_input_type():
+    """requantize works in int64 whatever its inputs' types: int32 2**30 * 4 + 1 >> 1 is 2**31,
+    beyond int32. wrap32 wraps any integer-valued array (the float64 GEMM products too) modulo
+    2**32: 2**31 + 5 -> -2**31 + 5, -2**31 - 1 -> 2**31 - 1."""
+    from sim.backends.isa_machine import requantize, wrap32
+
+    got = requantize(
+        np.array([1 << 30], np.int32), np.array([4], np.int32), np.array([1], np.int32)
+    )
+    assert got.dtype == np.int64 and got.tolist() == [1 << 31]
+    for values in (np.array([2.0**31 + 5, -(2.0**31) - 1]), [(1 << 31) + 5, -(1 << 31) - 1]):
+        got = wrap32(values)
+        assert got.dtype == np.int32 and got.tolist() == [-(1 << 31) + 5, (1 << 31) - 1]
