@@ -1180,3 +1180,24 @@ def test_requantize_and_wrap32_compute_in_64_bits_whatever_the_input_type():
     for values in (np.array([2.0**31 + 5, -(2.0**31) - 1]), [(1 << 31) + 5, -(1 << 31) - 1]):
         got = wrap32(values)
         assert got.dtype == np.int32 and got.tolist() == [-(1 << 31) + 5, (1 << 31) - 1]
+
+
+def test_every_token_flag_without_a_neighbour_queue_is_bad_field():
+    """LOAD has no previous queue and STORE no next one; END runs in no queue: a token flag
+    there is BAD_FIELD at dispatch, naming the instruction, its queue and the flag."""
+    cases = [
+        ("sync queue=LOAD +push_prev", "sync in the LOAD queue has push_prev set, but that "
+         "queue has no prev queue"),
+        ("sync queue=LOAD +pop_prev", "sync in the LOAD queue has pop_prev set, but that "
+         "queue has no prev queue"),
+        ("sync queue=STORE +push_next", "sync in the STORE queue has push_next set, but that "
+         "queue has no next queue"),
+        ("sync queue=STORE +pop_next", "sync in the STORE queue has pop_next set, but that "
+         "queue has no next queue"),
+        ("end +push_next", "end has push_next set, but it runs in no queue and carries no "
+         "tokens"),
+    ]  # fmt: skip
+    for line, message in cases:
+        with pytest.raises(IsaSimError) as info:
+            run_text(f"sync queue=COMPUTE\n{line}\nend")
+        assert str(info.value) == f"BAD_FIELD: instruction 1: {message}"
