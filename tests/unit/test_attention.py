@@ -396,3 +396,145 @@ def test_a_k_whose_tokens_are_also_an_output_is_not_stored_transposed():
     assert info.value.supported == (
         "a k^T whose tokens nothing else reads (they are stored transposed)"
     )
+
+
+def test_tokens_heads_and_tokens_t_tensors_are_laid_out_per_their_shapes():
+    """bert (6 tokens, hidden 32, 2 heads) on the 4x4 array, every DRAM tensor of every plan
+    by its layout: tokens (1, T, 1, F) are T pixels of F channels padded to lines; heads
+    (1, H, M, N) are M pixels of H blocks of N channels, each block padded to lines; k's
+    tokens stored transposed (tokens_t) are F/H pixels of H blocks of T channels; other
+    tensors NHWC."""
+    graph = compile_front(bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=3), seed=3)
+    seen = set()
+    for step in compile_graph(graph, PRESETS["tiny"]):
+        if not isinstance(step, Plan):
+            continue
+        for name, t in step.tensors.items():
+            shape = step.graph.tensors[name].shape
+            got = (t.h, t.w, t.channels, t.logical_channels)
+            if t.layout == "tokens":
+                _, tl, _, f = shape
+                assert got == (tl, 1, -(-f // 4) * 4, f), name
+            elif t.layout == "heads":
+                _, h, m, n = shape
+                assert got == (m, 1, h * -(-n // 4) * 4, n), name
+            elif t.layout == "tokens_t":
+                _, tl, _, f = shape
+                assert got == (f // 2, 1, 2 * -(-tl // 4) * 4, tl), name
+            else:
+                assert t.layout == "nhwc", name
+                c, h, w = shape[1], *(shape[2:] if len(shape) == 4 else (1, 1))
+                assert got == (h, w, -(-c // 4) * 4, c), name
+            seen.add(t.layout)
+    assert seen == {"tokens", "heads", "tokens_t", "nhwc"}
+    # a linear layer over tokens is a 1x1 GEMM over the T pixels: F_in -> F_out, padded to lines
+    gemms = 0
+    for step in compile_graph(graph, PRESETS["tiny"]):
+        if not isinstance(step, Plan):
+            continue
+        for layer in step.accel_layers():
+            if layer.kind != "gemm" or step.tensors[layer.inputs[0]].layout != "tokens":
+                continue
+            _, tl, _, f_in = step.graph.tensors[layer.inputs[0]].shape
+            _, to, _, f_out = step.graph.tensors[layer.output].shape
+            pad_in, pad_out = -(-f_in // 4) * 4, -(-f_out // 4) * 4
+            one = ((1, 1), (1, 1), (0, 0, 0, 0))
+            assert layer.gemm == GemmShape(tl, 1, pad_in, *one, to, 1, pad_out), layer.name
+            gemms += 1
+    assert gemms >= 6  # q, k, v, the attention output and the two MLP layers
+
+
+def test_a_k_written_by_other_than_a_gemm_cannot_be_stored_transposed():
+    """Only a GEMM's stores transpose: k's tokens written by another kind of layer (here the
+    producer turned into an add) are refused at the split_heads_t, naming the writer."""
+    from compiler.passes.layout import _transposed_tensors
+
+    graph = compile_front(bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=3), seed=3)
+    plan = next(
+        step
+        for step in compile_graph(graph, PRESETS["tiny"])
+        if isinstance(step, Plan) and any(la.node.op == "split_heads_t" for la in step.layers)
+    )
+    node = next(la.node for la in plan.layers if la.node.op == "split_heads_t")
+    src = node.inputs[0]
+    assert _transposed_tensors(plan) == {src: 2}
+    plan.graph.producer(src).op = "add"
+    with pytest.raises(CompileError) as info:
+        _transposed_tensors(plan)
+    assert (info.value.node, info.value.op) == (node.name, "split_heads_t")
+    assert info.value.reason == f"'{src}' is written by a add, which cannot store it transposed"
+    assert info.value.supported == "a k^T of a linear layer's output"
+
+
+def test_head_tensors_of_bert_and_shapes_the_layout_takes():
+    """The heads-laid-out tensors are exactly the batch_matmuls' inputs and outputs, the
+    split_heads(_t) outputs and the merge_heads inputs. A tensor is (1, C, H, W) or (1, F);
+    any other rank is refused naming the shape."""
+    from compiler.passes.layout import _head_tensors, _tensor_dims
+
+    graph = compile_front(bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=3), seed=3)
+    plan = next(
+        step
+        for step in compile_graph(graph, PRESETS["tiny"])
+        if isinstance(step, Plan) and any(la.kind == "matmul" for la in step.layers)
+    )
+    want = set()
+    for layer in (la for la in plan.layers if la.target == "accel"):  # views included
+        if layer.kind == "matmul":
+            want |= {*layer.inputs, layer.output}
+        elif layer.node.op in ("split_heads", "split_heads_t"):
+            want.add(layer.output)
+        elif layer.node.op == "merge_heads":
+            want.add(layer.inputs[0])
+    assert len(want) >= 4 and _head_tensors(plan) == want  # q, k^T, v and the scores
+    assert _tensor_dims((1, 8, 5, 3)) == (8, 5, 3) and _tensor_dims((1, 7)) == (7, 1, 1)
+    for shape in ((1, 2, 3), (1, 2, 3, 4, 5), (6,)):
+        with pytest.raises(CompileError) as info:
+            _tensor_dims(shape)
+        assert (info.value.node, info.value.op) == (None, None)
+        assert info.value.reason == f"tensor shape {shape} is neither (1,C,H,W) nor (1,F)"
+
+
+def test_token_tensors_of_bert_are_its_token_shaped_tensors():
+    """In every plan of bert (6 tokens of 32 or 64 features) the tensors laid out as tokens are
+    exactly the (1, T, 1, F) tensors its accelerator layers (views included) read or write:
+    those of the gemms over tokens, the split_heads inputs, the merge_heads outputs and what
+    residual adds join to them."""
+    from compiler.passes.layout import _token_tensors
+
+    graph = compile_front(bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=3), seed=3)
+    plans = [step for step in compile_graph(graph, PRESETS["tiny"]) if isinstance(step, Plan)]
+    found = 0
+    for plan in plans:
+        names = {
+            name for la in plan.layers if la.target == "accel" for name in (*la.inputs, la.output)
+        }
+        want = {n for n in names if plan.graph.tensors[n].shape in ((1, 6, 1, 32), (1, 6, 1, 64))}
+        assert _token_tensors(plan) == want
+        found += len(want)
+    assert found >= 10
+
+
+def test_tokens_read_by_another_kind_of_layer_are_refused_by_name():
+    """Tokens are read only by gemms over their last axis, elementwise layers and the heads
+    views: bert's q projection turned into a conv (the k and v projections still read the
+    same tokens) is refused naming the layer and the tensor."""
+    from compiler.passes.layout import _token_tensors
+
+    graph = compile_front(bert(tokens=6, hidden=32, heads=2, layers=1, mlp=64, seed=3), seed=3)
+    plan = next(
+        step
+        for step in compile_graph(graph, PRESETS["tiny"])
+        if isinstance(step, Plan) and any(la.node.op == "split_heads_t" for la in step.layers)
+    )
+    q = next(la for la in plan.accel_layers() if la.name == "encoder.0.attn.q.matmul")
+    readers = [la for la in plan.accel_layers() if la.inputs[:1] == q.inputs[:1]]
+    assert len(readers) == 3  # q, k, v
+    q.node.op = "conv"
+    with pytest.raises(CompileError) as info:
+        _token_tensors(plan)
+    assert (info.value.node, info.value.op) == (q.name, "conv")
+    assert info.value.reason == (
+        f"tensor '{q.inputs[0]}' is tokens (1, T, 1, F) of a transformer here"
+    )
+    assert info.value.supported == "tokens read by gemms over their last axis and elementwise ops"

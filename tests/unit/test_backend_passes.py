@@ -30,7 +30,7 @@ from compiler.frontend import compile_front
 from compiler.ir import Graph, Node, Tensor
 from compiler.passes import BACK_PASSES
 from compiler.passes.layout import block_diagonal
-from compiler.plan import Plan, Tiling, round_up
+from compiler.plan import GemmShape, Plan, Tiling, round_up
 from sim.backends.isa_machine import Machine
 from sim.host import device_image
 from sim.run import run as run_executable
@@ -374,6 +374,98 @@ def test_layout_weight_matrices_compute_the_convolutions(
     assert checked == 6 + 2 + 3  # rgb: 5 convs + fc; c16: conv + fc; mlp: 3 FCs
 
 
+def test_layout_gemm_shapes_of_the_rgb_net_by_hand() -> None:
+    """rgb_net on tiny (lines of 4): conv1 reads the host's im2col rows - a 1x1 GEMM, no pads,
+    no dilation, over 16x16 rows of 3*3*3 = 27 -> 28 values; its 6 outputs pad to 8. The
+    maxpool halves 16 -> 8; conv2 and branch_b are 3x3 pad 1 on 8x8 (6 -> 8 channels),
+    branch_a 1x1; down is 3x3 stride 2 pad 1: 8x8 -> 4x4. The avgpool halves to 2x2 and the
+    GAP to 1x1, so fc is a 1x1 "conv" over 8 channels into 10 -> 12 outputs."""
+    plan = passes(compile_front(rgb_net(), seed=1), TINY, "layout")
+    pad1 = (1, 1, 1, 1)
+    want = {
+        "conv1": GemmShape(16, 16, 28, (1, 1), (1, 1), (0, 0, 0, 0), 16, 16, 8),
+        "conv2": GemmShape(8, 8, 8, (3, 3), (1, 1), pad1, 8, 8, 8),
+        "branch_a": GemmShape(8, 8, 8, (1, 1), (1, 1), (0, 0, 0, 0), 8, 8, 8),
+        "branch_b": GemmShape(8, 8, 8, (3, 3), (1, 1), pad1, 8, 8, 8),
+        "down": GemmShape(8, 8, 8, (3, 3), (2, 2), pad1, 4, 4, 8),
+        "fc": GemmShape(1, 1, 8, (1, 1), (1, 1), (0, 0, 0, 0), 1, 1, 12),
+    }
+    got = {layer.name: layer.gemm for layer in plan.accel_layers() if layer.kind == "gemm"}
+    assert got == want
+    assert all(shape.dilation == (1, 1) and not shape.depthwise for shape in got.values())
+
+
+def _first_conv_net(case: str) -> onnx.ModelProto:
+    g = Onnx(seed=31)
+    if case == "two_readers":  # two 3x3 convs read the image, then add
+        a, b = g.conv("c", "x", 3, 4, 3), g.conv("d", "x", 3, 4, 3)
+        return g.model([1, 3, 6, 6], g.node("Add", [a, b], "sum"))
+    if case == "c4":
+        return g.model([1, 4, 6, 6], g.conv("c", "x", 4, 4, 3))
+    if case in ("plain", "k1"):
+        return g.model([1, 3, 6, 6], g.conv("c", "x", 3, 4, 3 if case == "plain" else 1))
+    group, dilation = (3, 1) if case == "group3" else (1, 2)
+    g.inits["c.w"] = g.rng.normal(0, 0.3, (3, 3 // group, 3, 3))
+    out = g.node(
+        "Conv", ["x", "c.w"], "c", kernel_shape=[3, 3], group=group, dilations=[dilation] * 2,
+        pads=[dilation] * 4,
+    )  # fmt: skip
+    return g.model([1, 3, 6, 6], out)
+
+
+@pytest.mark.parametrize(
+    ("case", "layout"),
+    [("plain", "im2col"), ("k1", "nhwc"), ("c4", "nhwc"), ("two_readers", "nhwc"),
+     ("group3", "nhwc"), ("dilated", "nhwc")],
+)  # fmt: skip
+def test_layout_im2col_only_for_a_lone_dense_undilated_first_conv_of_partial_lines(
+    case: str, layout: str
+) -> None:
+    """The host im2cols the image (3 channels: not whole lines of 4) only for its one reader,
+    a dense (group 1), undilated conv with a kernel bigger than 1x1; a 1x1 kernel, 4 channels,
+    two readers, a grouped or a dilated conv keep it NHWC."""
+    plan = passes(compile_front(_first_conv_net(case), seed=7), TINY, "layout")
+    x = plan.tensors["x"]
+    assert x.layout == layout
+    if layout == "im2col":  # one row of 3*3*3 = 27 -> 28 values per output pixel
+        assert (x.h, x.w, x.channels, x.logical_channels) == (6, 6, 28, 3)
+    else:
+        c = 4 if case == "c4" else 3
+        assert (x.h, x.w, x.channels, x.logical_channels) == (6, 6, 4, c)
+
+
+def test_layout_refuses_an_fc_whose_input_does_not_flatten_to_its_k() -> None:
+    """c16_net's fc reads the flatten of relu.out, 6 channels x 8 x 8 = 384 values: weights of
+    383 columns are refused, naming the FC and the flattened tensor (the view resolved)."""
+    graph = compile_front(c16_net(), seed=2)
+    fc = next(n for n in graph.nodes if n.op == "gemm")
+    assert fc.params["weight"].shape == (10, 384)
+    fc.params["weight"] = fc.params["weight"][:, :-1]
+    with pytest.raises(CompileError) as info:
+        passes(graph, TINY, "layout")
+    assert (info.value.node, info.value.op) == ("fc", "gemm")
+    assert info.value.reason == "input relu.out does not flatten to K=383"
+    assert info.value.supported is None
+
+
+def test_layout_keeps_each_tensors_scale_and_takes_one_without() -> None:
+    """A DramTensor carries its name and its graph tensor's scale (the host quantizes the input
+    with it); a tensor without a scale (an unquantized graph) gets 1.0 - the im2col'ed input
+    too."""
+    graph = compile_front(rgb_net(), seed=1)
+    plan = passes(graph, TINY, "layout")
+    assert plan.tensors["x"].layout == "im2col"
+    for name, t in plan.tensors.items():
+        assert t.scale == float(graph.tensors[name].scale), name
+        assert t.name == name  # the flatten's alias too
+    assert plan.tensors["flatten.out"].alias_of == "gap.out"
+    for t in graph.tensors.values():
+        t.scale = None
+    plan = passes(graph, TINY, "layout")
+    assert plan.tensors["x"].layout == "im2col"
+    assert {t.scale for t in plan.tensors.values()} == {1.0}
+
+
 # --------------------------------------------------------------------------- tile
 
 
@@ -611,6 +703,21 @@ def depthwise_net(
     if residual:
         y = b.node("Add", [y, x], "res")
     return b.model([1, 3, 13, 11], b.conv("pw", y, c, 4, 1))
+
+
+def test_layout_refuses_a_depthwise_stride_dwconv_cannot_do() -> None:
+    """DWCONV strides both ways by its one `stride` field (1..its maximum): a depthwise conv
+    with unequal strides, or equal ones past the field's maximum, is refused by name."""
+    from compiler.passes.layout import DW_STRIDE_MAX
+
+    for stride in ((1, 2), (2, 1), (DW_STRIDE_MAX + 1,) * 2):
+        graph = compile_front(depthwise_net(3, 1, 1, False), seed=5)
+        next(n for n in graph.nodes if n.name == "dw").attrs["stride"] = stride
+        with pytest.raises(CompileError) as info:
+            passes(graph, TINY, "layout")
+        assert (info.value.node, info.value.op) == ("dw", "conv")
+        assert info.value.reason == f"depthwise stride {stride} is not supported"
+        assert info.value.supported == f"equal strides of 1..{DW_STRIDE_MAX} (DWCONV)"
 
 
 def check_dw_tiling(plan: Plan) -> int:
@@ -1176,6 +1283,36 @@ def test_a_concat_input_that_is_already_a_view_is_refused() -> None:
         passes(graph, TINY, "layout")
     assert (info.value.node, info.value.op) == ("cat", "concat")
     assert info.value.reason == "input 'part' is already a view of another tensor"
+
+
+@pytest.mark.parametrize(
+    ("conv_channels", "start", "channels", "refused"),
+    [(8, 2, 4, "2..5"), (8, 0, 6, "0..5"), (8, 4, 2, "4..5"), (8, 4, 4, None), (6, 4, 2, None),
+     (8, 0, 8, None)],
+)  # fmt: skip
+def test_layout_a_channel_slice_is_whole_lines_or_ends_at_the_last_channel(
+    conv_channels: int, start: int, channels: int, refused: str | None
+) -> None:
+    """A channel slice is a view of its input's lines (4 channels each on tiny): it must start
+    on a line and end on one or at the input's last channel; else it is refused naming the
+    channels. An accepted slice feeding a concat is then refused by the concat (it is already
+    a view) - so the slice itself passed."""
+    graph = compile_front(concat_net(conv_channels, 4))
+    cat = next(n for n in graph.nodes if n.op == "concat")
+    graph.tensors["part"] = dataclasses.replace(graph.tensors["c0.out"], name="part")
+    part = Node("part", "channel_slice", ["c0.out"], "part", {"start": start, "channels": channels})
+    graph.nodes.insert(graph.nodes.index(cat), part)
+    cat.inputs[0] = "part"
+    with pytest.raises(CompileError) as info:
+        passes(graph, TINY, "layout")
+    if refused is None:
+        assert (info.value.node, info.value.reason) == (
+            "cat", "input 'part' is already a view of another tensor"
+        )  # fmt: skip
+        return
+    assert (info.value.node, info.value.op) == ("part", "channel_slice")
+    assert info.value.reason == f"channels {refused} of 'c0.out' are not whole lines of 4"
+    assert info.value.supported == "slices of whole lines (or up to the last channel)"
 
 
 def test_block_diagonal_places_each_group_on_its_own_channels() -> None:

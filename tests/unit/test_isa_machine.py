@@ -12,7 +12,7 @@ from arch import isa
 from arch import reference_ops as ref
 from arch.config import PRESETS, AccelConfig
 from arch.isa import ErrorCode, Launch
-from sim.backends.isa_machine import IsaSimError, Machine
+from sim.backends.isa_machine import IsaSimError, Machine, Stats
 from tests.programs import Builder, conv2d, pool2d
 
 CONFIGS = {
@@ -192,6 +192,30 @@ def test_stats_and_ideal_cycles():
     tiles = 9 * 2
     assert stats.ideal_cycles >= tiles * 64  # at least the array's streaming time
     assert stats.insns["gemm"] == 1 and stats.insns["load"] == 2 + 9
+    # the report's view (sim/backends/isa.py: perf): every counter under its own name
+    report = stats.as_dict()
+    assert sorted(report) == [
+        "alu_ops", "busy", "desc_bytes", "dram_read_bytes", "fetch_bytes", "ideal_cycles",
+        "insns", "load_bytes", "macs", "pad_lines", "store_bytes",
+    ]  # fmt: skip
+    assert report["macs"] == 8 * 8 * 32 * 16 * 9
+    assert report["store_bytes"] == 8 * 8 * 32
+    assert report["pad_lines"] == 9 * 64 - valid_taps
+    assert report["load_bytes"] == {
+        "WGT": w.size, "PARAM": 32 * isa.PARAM_ENTRY_BYTES, "ACT": valid_taps * 16
+    }  # fmt: skip
+    assert report["insns"]["gemm"] == 1 and report["insns"]["load"] == 11
+    # 16-byte instruction words up to END (dispatch's own, not counted in insns), 64-byte
+    # descriptors: one per LOAD and STORE
+    assert report["fetch_bytes"] == 16 * (sum(report["insns"].values()) + 1)
+    assert report["desc_bytes"] == 64 * (11 + report["insns"]["store"])
+    assert report["dram_read_bytes"] == (
+        w.size + 32 * isa.PARAM_ENTRY_BYTES + valid_taps * 16 + report["fetch_bytes"]
+        + report["desc_bytes"]
+    )  # fmt: skip
+    assert report["ideal_cycles"] == stats.ideal_cycles >= tiles * 64
+    assert set(report["busy"]) == {"LOAD", "COMPUTE", "STORE"}
+    assert report["alu_ops"] == stats.alu_ops > 0
 
 
 # ---- error paths ------------------------------------------------------------------------------
@@ -300,9 +324,12 @@ def test_illegal_opcode_and_missing_end():
     assert "illegal opcode 11" in str(info.value)
 
     dram[:] = np.frombuffer(sync * (4096 // 16), np.uint8)
-    with pytest.raises(IsaSimError, match="runs off the end of DRAM without END") as info:
+    with pytest.raises(IsaSimError) as info:
         Machine(cfg, dram).run(Launch(0, 0, 0))
-    assert info.value.code is ErrorCode.DRAM_RANGE
+    # 256 SYNCs fill the 4 KiB: the 257th instruction would start past the end
+    assert str(info.value) == (
+        "DRAM_RANGE: instruction 256: program runs off the end of DRAM without END"
+    )
 
 
 def test_shift_beyond_62_is_bad_field():
@@ -313,9 +340,9 @@ def test_shift_beyond_62_is_bad_field():
     b.emit("sync", "pop_prev,push_next", queue="COMPUTE")
     store = b.desc("ACC", 0, b.alloc(64), [(1, 4, 1)])
     b.emit("store", "pop_prev", desc=store, clamp_lo=-128, clamp_hi=127)
-    with pytest.raises(IsaSimError, match="shift = 63 exceeds 62") as info:
+    with pytest.raises(IsaSimError) as info:
         b.run_isa()
-    assert info.value.code is ErrorCode.BAD_FIELD
+    assert str(info.value) == "BAD_FIELD: instruction 2: PARAM shift = 63 exceeds 62 (line 0...)"
 
 
 def _dwconv(config: AccelConfig, **fields) -> Builder:
@@ -538,6 +565,8 @@ def test_gemm_walks_k_and_n_blocks_per_the_isa_doc():
         np.testing.assert_array_equal(machine.acc, _wrap32(want), err_msg=f"acc={accumulate}")
         assert cycles == k_iter * n_iter * max(m, cfg.rows) + cfg.rows + cfg.cols  # 6*8+16
         assert machine.stats.macs == k_iter * n_iter * m * cfg.rows * cfg.cols
+        machine.execute(3, isa.make("gemm", accumulate=accumulate, **fields), [])
+        assert machine.stats.macs == 2 * k_iter * n_iter * m * cfg.rows * cfg.cols
 
 
 def test_gemm_refusals_name_the_field_and_the_lines():
@@ -567,6 +596,7 @@ def test_gemm_refusals_name_the_field_and_the_lines():
     gemm(act_addr=a - 8)
     cases = [
         ({"act_addr": a - 7}, f"ACT lines {a}..{a}", a),
+        ({"act_addr": a}, f"ACT lines {a}..{a}", a),  # the first row already outside
         ({"wgt_addr": w - 15}, f"WGT lines {w - 15}..{w}", w),  # 4 tiles of 4 lines
         ({"acc_addr": c - 6}, f"ACC lines {c - 6}..{c}", c),  # 4 + 3 lines
     ]
@@ -633,6 +663,8 @@ def test_accum_per_the_isa_doc_with_bias_residual_and_gate():
         np.testing.assert_array_equal(machine.acc, _wrap32(want), err_msg=flags)
         assert cycles == (m + use_gate) * n_iter, flags
         assert machine.stats.alu_ops == m * n_iter * cfg.cols
+        machine.execute(2, insn, [])
+        assert machine.stats.alu_ops == 2 * m * n_iter * cfg.cols
 
 
 def test_accum_refusals_name_the_field_and_the_lines():
@@ -708,10 +740,12 @@ def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table):
     cols, lb = cfg.cols, cfg.out_line_bytes
     old_dram = rng.integers(0, 256, 1 << 13, dtype=np.uint8)  # an 8 KiB DRAM
     machine = Machine(cfg, old_dram.copy())
-    machine.acc[:] = rng.integers(-(1 << 31), 1 << 31, machine.acc.shape)
+    # |acc * mult / 2**shift| up to 2**(20 + 31 - 42) = 512: most lanes inside the clamp,
+    # some saturated
+    machine.acc[:] = rng.integers(-(1 << 20), 1 << 20, machine.acc.shape)
     machine.acc[10, 0] = 0  # requantizes to 0 on any shift: a lane exactly at out_zp
-    mult = rng.integers(1, 1 << 31, (3, cols))
-    shift = rng.integers(0, 40, (3, cols))
+    mult = rng.integers(1 << 29, 1 << 31, (3, cols))
+    shift = rng.integers(42, 47, (3, cols))
     param_addr, table_addr, local, base = 6, 20, 7, 4096
     for r in range(3):
         machine.param["mult"][param_addr + r] = mult[r]
@@ -730,7 +764,7 @@ def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table):
     cycles = machine.execute(9, insn, [b"\0" * isa.DESC_BYTES, desc])
 
     want = old_dram.copy()
-    written = 0
+    written = inside = 0
     for i in range(3):
         for k in range(5):
             y, x = -1 + i, 1 + k
@@ -741,13 +775,429 @@ def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table):
             for c in range(cols):
                 q = _requant_exact(int(machine.acc[line, c]), int(mult[i, c]), int(shift[i, c]))
                 v = min(max(q + out_zp, lo), hi)
+                inside += lo < q + out_zp < hi
                 if use_table:
                     v = table[v + 128]
                 want[base + 64 * i + 2 * lb * k + c] = v & 0xFF
     assert written == 6  # y in {0, 1} x x in {1, 2, 3}
+    assert inside >= written * cols // 2  # most lanes not saturated
     np.testing.assert_array_equal(machine.dram, want)
     table_cycles = isa.table_lines(cols) + 1 if use_table else 0
     assert cycles == cfg.dram_latency + 15 * beats + table_cycles
     assert machine.stats.alu_ops == written * cols
     assert machine.stats.store_bytes == written * cols
     assert machine.stats.desc_bytes == isa.DESC_BYTES
+    machine.execute(9, insn, [b"\0" * isa.DESC_BYTES, desc])  # the counters add up
+    assert machine.stats.alu_ops == machine.stats.store_bytes == 2 * written * cols
+    assert machine.stats.desc_bytes == 2 * isa.DESC_BYTES
+
+
+def test_transposing_store_writes_each_block_transposed_per_the_isa_doc():
+    """With transpose (docs/isa.md) each innermost run of cols lines is a block B (row r = the
+    outputs of line r, zeros for a line out of bounds) and line r is written with column r of
+    B - every line, in or out of bounds. Two blocks on the 4x4 array (outer: DRAM stride 96,
+    ACC stride 9; inner: 4 lines, DRAM stride 8, x step 1, from x0=-1 in width 4: the first
+    line of each block is out of bounds). Cost: dram_latency + a beat per line + cols cycles
+    per block to collect it; ALU operations cols per line in bounds, stored bytes cols per
+    line written."""
+    cfg = CONFIGS["tiny"]
+    cols = cfg.cols
+    rng = np.random.default_rng(5)
+    old_dram = rng.integers(0, 256, 1 << 12, dtype=np.uint8)
+    machine = Machine(cfg, old_dram.copy())
+    machine.acc[:] = rng.integers(-(1 << 20), 1 << 20, machine.acc.shape)
+    mult = rng.integers(1 << 29, 1 << 31, (2, cols))
+    shift = rng.integers(42, 47, (2, cols))  # |outputs| up to 512: mostly inside int8
+    machine.param["mult"][3:5] = mult
+    machine.param["shift"][3:5] = shift
+    desc = _desc_bytes("ACC", 2, 1024, [(2, 96, 9, 0, 0), (4, 8, 1, 0, 1)], x0=-1, width=4)
+    insn = isa.make(
+        "store", desc=0, param_addr=3, param_loop=2, clamp_lo=-128, clamp_hi=127, transpose=1
+    )
+    cycles = machine.execute(1, insn, [desc])
+    want = old_dram.copy()
+    for i in range(2):
+        block = np.zeros((cols, cols), np.int64)
+        for r in range(1, cols):  # line 0 is at x = -1
+            for c in range(cols):
+                q = _requant_exact(
+                    int(machine.acc[2 + 9 * i + r, c]), int(mult[i, c]), int(shift[i, c])
+                )
+                block[r, c] = min(max(q, -128), 127)
+        for r in range(cols):
+            address = 1024 + 96 * i + 8 * r
+            want[address : address + cols] = block[:, r].astype(np.int8).view(np.uint8)
+    np.testing.assert_array_equal(machine.dram, want)
+    assert cycles == cfg.dram_latency + 8 * 1 + 2 * cols
+    assert machine.stats.alu_ops == 6 * cols
+    assert machine.stats.store_bytes == 8 * cols
+    machine.execute(1, insn, [desc])  # the counters add up
+    assert (machine.stats.alu_ops, machine.stats.store_bytes) == (12 * cols, 16 * cols)
+
+
+def test_store_refusals_name_the_field():
+    """STORE reads ACC lines through an ACC descriptor only, needs clamp_lo <= clamp_hi, and a
+    transposing store's innermost loop must count cols lines (4 on tiny); its every line must
+    lie in DRAM, in bounds or not."""
+    cfg = CONFIGS["tiny"]
+
+    def store(desc_args, loops, **fields):
+        good = dict(desc=0, clamp_lo=-128, clamp_hi=127)
+        machine = Machine(cfg, np.zeros(1 << 12, np.uint8))
+        return machine.execute(
+            2,
+            isa.make("store", **(good | fields)),
+            [_desc_bytes(*desc_args, loops, x0=-1, width=4)],
+        )
+
+    with pytest.raises(IsaSimError) as info:
+        store(("ACT", 0, 64), [(4, 4, 1)])
+    assert str(info.value) == "BAD_FIELD: instruction 2: store descriptor mem is ACT, must be ACC"
+    store(("ACC", 0, 64), [(4, 4, 1)], clamp_lo=5, clamp_hi=5)
+    with pytest.raises(IsaSimError) as info:
+        store(("ACC", 0, 64), [(4, 4, 1)], clamp_lo=6, clamp_hi=5)
+    assert str(info.value) == "BAD_FIELD: instruction 2: store clamp_lo 6 > clamp_hi 5"
+    for count in (3, 5):
+        with pytest.raises(IsaSimError) as info:
+            store(("ACC", 0, 64), [(count, 4, 1)], transpose=1)
+        assert str(info.value) == (
+            f"BAD_FIELD: instruction 2: transposing store: descriptor loops[3].count is {count}, "
+            "must be cols = 4"
+        )
+    with pytest.raises(IsaSimError) as info:
+        store(("ACC", 0, 64), [(4, 4, 1)], desc=1)
+    assert str(info.value) == (
+        "BAD_DESCRIPTOR: instruction 2: store.desc = 1 but the table has 1 descriptors"
+    )
+    p = cfg.param_lines
+    store(("ACC", 0, 64), [(2, 64, 4), (4, 4, 1, 0, 1)], param_addr=p - 2, param_loop=2)
+    with pytest.raises(IsaSimError) as info:  # the second outer step reads PARAM line p
+        store(("ACC", 0, 64), [(2, 64, 4), (4, 4, 1, 0, 1)], param_addr=p - 1, param_loop=2)
+    assert str(info.value) == (
+        f"LOCAL_RANGE: instruction 2: PARAM line {p} is outside PARAM ({p} lines)"
+    )
+    # the out-of-bounds first line at DRAM -4 is written by a transposing store only
+    store(("ACC", 0, -4), [(4, 4, 1)])
+    with pytest.raises(IsaSimError) as info:
+        store(("ACC", 0, -4), [(4, 4, 1)], transpose=1)
+    assert str(info.value) == (
+        "DRAM_RANGE: instruction 2: descriptor line 0 at DRAM 0xfffffffc is outside DRAM "
+        "(4096 bytes) or not 4-byte aligned"
+    )
+
+
+@pytest.mark.parametrize(("cfg", "beats"), STORE_CONFIGS, ids=["tiny", "8x8-bus4"])
+@pytest.mark.parametrize("mem", ["ACT", "WGT"])
+def test_load_walks_all_four_loop_levels_per_the_isa_doc(cfg, beats, mem):
+    """A descriptor (docs/isa.md) is a 4-level loop nest: line i0..i3 lives at DRAM dram_base +
+    sum(i_l * dram_stride_l) (modulo 2**32) and local local_base + sum(i_l * local_stride_l),
+    at y = y0 + sum(i_l * ystep_l), x = x0 + sum(i_l * xstep_l); a LOAD writes pad_value to the
+    lines outside [0, height) x [0, width) and reads no DRAM for them. Every level here counts
+    2 or 3 with its own strides and steps, written as the doc's loops. Cost: dram_latency + the
+    line's beats per line read + one cycle per padded line; DRAM bytes and padded lines are
+    counted per memory."""
+    rng = np.random.default_rng(17)
+    lb = cfg.rows  # ACT and WGT lines are rows = cols bytes
+    dram = rng.integers(0, 256, 1 << 14, dtype=np.uint8)
+    machine = Machine(cfg, dram.copy())
+    local = getattr(machine, mem.lower())
+    old = rng.integers(-128, 128, local.shape, dtype=np.int8)
+    local[:] = old
+    counts = (2, 3, 2, 3)
+    dram_strides = (-40 * lb, 7 * lb, 64 * lb, lb)
+    local_strides = (1, 2, 6, 12)  # line (i0..i3) -> 3 + i0 + 2*i1 + 6*i2 + 12*i3: all distinct
+    ysteps, xsteps = (1, 0, -1, 0), (0, 1, 2, -1)
+    base, y0, x0, height, width = 60 * lb, 1, -1, 2, 3
+    loops = [
+        (n, d, s, y, x)
+        for n, d, s, y, x in zip(counts, dram_strides, local_strides, ysteps, xsteps, strict=True)
+    ]
+    desc = _desc_bytes(mem, 3, base, loops, y0=y0, x0=x0, height=height, width=width, pad_value=-77)
+    cycles = machine.execute(0, isa.make("load", desc=0), [desc])
+    want = old.copy()
+    valid = 0
+    for i in np.ndindex(*counts):
+        line = 3 + sum(a * b for a, b in zip(i, local_strides, strict=True))
+        address = (base + sum(a * b for a, b in zip(i, dram_strides, strict=True))) % (1 << 32)
+        y = y0 + sum(a * b for a, b in zip(i, ysteps, strict=True))
+        x = x0 + sum(a * b for a, b in zip(i, xsteps, strict=True))
+        if 0 <= y < height and 0 <= x < width:
+            want[line] = dram[address : address + lb].view(np.int8)
+            valid += 1
+        else:
+            want[line] = -77
+    assert 0 < valid < 36
+    np.testing.assert_array_equal(local, want)
+    assert cycles == cfg.dram_latency + valid * beats + (36 - valid)
+    assert machine.stats.load_bytes == {mem: valid * lb}
+    assert machine.stats.pad_lines == 36 - valid
+    machine.execute(0, isa.make("load", desc=0), [desc])  # the counters add up
+    assert machine.stats.load_bytes == {mem: 2 * valid * lb}
+    assert machine.stats.pad_lines == 2 * (36 - valid)
+
+
+def test_descriptor_walk_refusals_name_the_line():
+    """A LOAD's descriptor (docs/isa.md): every loop count >= 1 (BAD_FIELD naming the level);
+    every local line inside its memory, below as above (LOCAL_RANGE naming the walk's line
+    number and the local line); every line read inside DRAM and aligned to min(line bytes,
+    bus bytes) (DRAM_RANGE). On tiny (4-byte ACT lines, 8-byte bus, so 4-byte alignment) with
+    a 4 KiB DRAM: the last whole line is at 4092, a padded line is never read."""
+    cfg = CONFIGS["tiny"]
+    a = cfg.act_lines
+
+    def load(local, dram, loops, **kwargs):
+        machine = Machine(cfg, np.zeros(4096, np.uint8))
+        return machine.execute(
+            3, isa.make("load", desc=0), [_desc_bytes("ACT", local, dram, loops, **kwargs)]
+        )
+
+    for level in range(4):
+        loops = [(2, 4, 1)] * 4
+        loops[level] = (0, 4, 1)
+        with pytest.raises(IsaSimError) as info:
+            load(0, 0, loops)
+        assert str(info.value) == f"BAD_FIELD: instruction 3: descriptor loops[{level}].count is 0"
+    load(a - 3, 0, [(3, 4, 1)])  # lines a-3 .. a-1
+    with pytest.raises(IsaSimError) as info:
+        load(a - 2, 0, [(3, 4, 1)])
+    assert str(info.value) == (
+        f"LOCAL_RANGE: instruction 3: descriptor line 2 addresses ACT line {a}, memory has {a} "
+        "lines"
+    )
+    with pytest.raises(IsaSimError) as info:
+        load(2, 0, [(4, 4, -1)])
+    assert str(info.value) == (
+        f"LOCAL_RANGE: instruction 3: descriptor line 3 addresses ACT line -1, memory has {a} lines"
+    )
+    load(0, 4084, [(3, 4, 1)])  # DRAM 4084..4095
+    for base, line, address in ((4088, 2, 4096), (4086, 0, 4086), (-4, 0, (1 << 32) - 4)):
+        with pytest.raises(IsaSimError) as info:
+            load(0, base, [(3, 4, 1)])
+        assert str(info.value) == (
+            f"DRAM_RANGE: instruction 3: descriptor line {line} at DRAM 0x{address:x} is outside "
+            "DRAM (4096 bytes) or not 4-byte aligned"
+        )
+    # a padded line (x = -1 outside width 3) is not read, wherever it points
+    load(0, -4, [(3, 4, 1, 0, 1)], x0=-1, width=3)
+    # 16-byte lines on an 8-byte bus align to the bus: 8 runs, 12 does not
+    wide = AccelConfig(rows=16, cols=16, dram_bytes_per_cycle=8)
+    desc = _desc_bytes("ACT", 0, 8, [(2, 16, 1)])
+    Machine(wide, np.zeros(4096, np.uint8)).execute(0, isa.make("load", desc=0), [desc])
+    with pytest.raises(IsaSimError) as info:
+        desc = _desc_bytes("ACT", 0, 12, [(2, 16, 1)])
+        Machine(wide, np.zeros(4096, np.uint8)).execute(0, isa.make("load", desc=0), [desc])
+    assert str(info.value) == (
+        "DRAM_RANGE: instruction 0: descriptor line 0 at DRAM 0xc is outside DRAM (4096 bytes) "
+        "or not 8-byte aligned"
+    )
+
+
+def test_param_load_decodes_every_entry_field_per_the_isa_doc():
+    """A PARAM line is cols entries of 16 bytes (docs/isa.md param_entry: bias s32 at byte 0,
+    mult s32 at 4, res_mult s32 at 8, shift u8 at 12, res_shift u8 at 13, 2 reserved). Three
+    lines of random entries loaded to PARAM line 5 (a 64-byte line on tiny's 8-byte bus: 8
+    beats each) decode field by field, with the raw bytes kept for tables. A LOAD into ACC is
+    refused, and a descriptor number past the table names both."""
+    cfg = CONFIGS["tiny"]
+    rng = np.random.default_rng(29)
+    n = 3 * cfg.cols
+    raw = rng.integers(0, 256, (n, 16), dtype=np.uint8)
+    dram = np.zeros(4096, np.uint8)
+    dram[256 : 256 + raw.size] = raw.ravel()
+    machine = Machine(cfg, dram)
+    desc = _desc_bytes("PARAM", 5, 256, [(3, 64, 1)])
+    cycles = machine.execute(0, isa.make("load", desc=0), [desc])
+    as_int = [int.from_bytes(e.tobytes(), "little") for e in raw]
+    fields = {"bias": (0, 32, True), "mult": (32, 32, True), "res_mult": (64, 32, True),
+              "shift": (96, 8, False), "res_shift": (104, 8, False)}  # fmt: skip
+    for name, (lo, bits, signed) in fields.items():
+        values = [(v >> lo) & ((1 << bits) - 1) for v in as_int]
+        if signed:
+            values = [v - (1 << bits) if v >> (bits - 1) else v for v in values]
+        want = np.array(values).reshape(3, cfg.cols)
+        np.testing.assert_array_equal(machine.param[name][5:8], want, err_msg=name)
+        assert not machine.param[name][:5].any() and not machine.param[name][8:].any()
+    np.testing.assert_array_equal(machine.param_bytes[5:8], raw.reshape(3, 64))
+    assert cycles == cfg.dram_latency + 3 * 8
+    assert machine.stats.load_bytes == {"PARAM": 3 * 64}
+    with pytest.raises(IsaSimError) as info:
+        machine.execute(4, isa.make("load", desc=0), [_desc_bytes("ACC", 0, 256, [(1, 4, 1)])])
+    assert str(info.value) == "BAD_FIELD: instruction 4: load descriptor targets ACC (stores only)"
+    with pytest.raises(IsaSimError) as info:
+        machine.execute(4, isa.make("load", desc=2), [desc, desc])
+    assert str(info.value) == (
+        "BAD_DESCRIPTOR: instruction 4: load.desc = 2 but the table has 2 descriptors"
+    )
+
+
+def test_ideal_timeline_and_perf_record_per_the_isa_doc():
+    """The ideal model: a queue runs its instructions in order, each starting when its queue
+    is free and the tokens it pops were pushed (a token carries its producer's finish time);
+    SYNC takes 1 cycle, PERF a 128-byte record's beats (16 on tiny's 8-byte bus). By hand:
+      0 LOAD    sync +push_next           0..1   token L->C at 1
+      1 LOAD    sync +push_next           1..2   token L->C at 2
+      2 COMPUTE sync +pop_prev +push_next 1..2   token C->S at 2
+      3 COMPUTE sync +pop_prev +push_next 2..3   token C->S at 3
+      4 STORE   sync +pop_prev            2..3
+      5 STORE   perf +pop_prev            3..19
+    The record (docs/isa.md perf_record) holds the tag, the PERF's start cycle (3), the 5
+    instructions retired before it, the DRAM bytes read so far (7 instruction words: 112) and
+    written (0); ideal_cycles is the last finish, busy the cycles per queue."""
+    program = (
+        "sync queue=LOAD +push_next\n" * 2
+        + "sync queue=COMPUTE +pop_prev +push_next\n" * 2
+        + "sync queue=STORE +pop_prev\nperf tag=0x1234567 dram_addr=0x2080 +pop_prev\nend"
+    )
+    machine = run_text(program)
+    record = isa.decode_record(
+        isa.PERF_RECORD, int.from_bytes(machine.dram[0x2080 : 0x2080 + 128].tobytes(), "little")
+    )
+    want = dict.fromkeys(record, 0) | {
+        "tag": 0x1234567, "cycles": 3, "insns_retired": 5, "dram_read_bytes": 112,
+    }  # fmt: skip
+    assert record == want
+    assert not machine.dram[0x2000:0x2080].any() and not machine.dram[0x2100:0x2180].any()
+    stats = machine.stats
+    assert stats.ideal_cycles == 19
+    assert stats.busy == {"LOAD": 2, "COMPUTE": 2, "STORE": 17}
+    assert stats.store_bytes == 128 and stats.fetch_bytes == 112
+    assert dict(stats.insns) == {"sync": 5, "perf": 1}
+    end = CONFIGS["tiny"].dram_bytes
+    for address in (0x2040, end):  # misaligned; aligned but past the end
+        with pytest.raises(IsaSimError) as info:
+            run_text(f"perf dram_addr={address}\nend")
+        assert str(info.value) == (
+            f"DRAM_RANGE: instruction 0: perf.dram_addr 0x{address:x} is not 128-byte aligned "
+            "or outside DRAM"
+        )
+    run_text(f"perf dram_addr={end - 128}\nend")  # the last record that fits
+    two = run_text("perf dram_addr=0x2000\nperf dram_addr=0x2080\nend")
+    assert two.stats.store_bytes == 2 * 128  # records count as bytes written
+
+
+def test_launch_checks_and_dram_shape_are_refused_with_the_numbers():
+    """What the RTL checks when started (docs/isa.md): a 16-byte aligned program, a 64-byte
+    aligned descriptor table inside DRAM (its last byte may be DRAM's last); else DRAM_RANGE at
+    instruction 0. The simulator's DRAM is one flat uint8 array."""
+    cfg = CONFIGS["tiny"]
+    dram = np.zeros(4096, np.uint8)
+    dram[:16] = np.frombuffer(isa.make("end").encode().to_bytes(16, "little"), np.uint8)
+    dram[32:48] = dram[:16]
+    Machine(cfg, dram.copy()).run(Launch(32, 4096 - 3 * 64, 3))  # the table ends at DRAM's end
+    cases = [
+        (Launch(8, 0, 0), "insn_base 0x8 is not 16-byte aligned"),
+        (Launch(0, 32, 1), "descriptor table 0x20+1x64 bytes is misaligned or outside DRAM "
+                           "(4096 bytes)"),
+        (Launch(0, 4096 - 2 * 64, 3), "descriptor table 0xf80+3x64 bytes is misaligned or "
+                                      "outside DRAM (4096 bytes)"),
+    ]  # fmt: skip
+    for launch, message in cases:
+        with pytest.raises(IsaSimError) as info:
+            Machine(cfg, dram.copy()).run(launch)
+        assert str(info.value) == f"DRAM_RANGE: instruction 0: {message}"
+    machine = Machine(cfg, dram.copy())
+    stats = machine.run(Launch(0, 64, 2))
+    assert stats.fetch_bytes == 16 and stats.desc_bytes == 0  # END reads no descriptor
+    for bad in (np.zeros(64, np.int8), np.zeros((8, 8), np.uint8)):
+        with pytest.raises(ValueError) as info:
+            Machine(cfg, bad)
+        assert str(info.value) == f"DRAM must be a 1-D uint8 array, not {bad.dtype} {bad.shape}"
+    fresh = Machine(cfg)
+    assert fresh.dram.shape == (cfg.dram_bytes,) and fresh.dram.dtype == np.uint8
+    assert fresh.act.shape == (cfg.act_lines, cfg.rows) and fresh.act.dtype == np.int8
+    assert fresh.wgt.shape == (cfg.wgt_lines, cfg.cols) and fresh.wgt.dtype == np.int8
+    assert fresh.acc.shape == (cfg.acc_lines, cfg.cols) and fresh.acc.dtype == np.int32
+    assert fresh.param_bytes.shape == (cfg.param_lines, cfg.cols * 16)
+    assert sorted(fresh.param) == ["bias", "mult", "res_mult", "res_shift", "reserved", "shift"]
+    for values in fresh.param.values():
+        assert values.shape == (cfg.param_lines, cfg.cols) and values.dtype == np.int64
+    assert not any(a.any() for a in (fresh.act, fresh.wgt, fresh.acc, fresh.param_bytes))
+    assert fresh.counters == {} and fresh.stats == Stats()
+
+
+def test_decode_errors_stop_at_their_instruction_with_the_decoders_words():
+    """Instructions are decoded as dispatch reaches them: an unknown opcode is ILLEGAL_OPCODE,
+    an enum field outside its values (SYNC's 2-bit queue = 3) BAD_FIELD, each at its index with
+    the decoder's own message; an END in DRAM's last 16 bytes still runs."""
+    cfg = CONFIGS["tiny"]
+    sync = isa.make("sync", queue="LOAD").encode()
+    queue = isa.FORMATS[isa.Opcode.SYNC].leaf_by_path["queue"]
+    bad_queue = sync | (3 << queue.offset)
+    for word, code in ((bad_queue, ErrorCode.BAD_FIELD), (0x0C, ErrorCode.ILLEGAL_OPCODE)):
+        dram = np.zeros(4096, np.uint8)
+        words = [sync, sync, word, isa.make("end").encode()]
+        dram[: 16 * 4] = np.frombuffer(b"".join(w.to_bytes(16, "little") for w in words), np.uint8)
+        with pytest.raises(isa.IsaError) as decoded:
+            isa.decode_insn(word)
+        machine = Machine(cfg, dram)
+        with pytest.raises(IsaSimError) as info:
+            machine.run(Launch(0, 0, 0))
+        assert str(info.value) == f"{code.name}: instruction 2: {decoded.value}"
+        assert info.value.code is code and info.value.insn_index == 2
+        assert machine.stats.fetch_bytes == 2 * 16  # the bad word is not counted
+    dram = np.zeros(4096, np.uint8)
+    dram[-16:] = np.frombuffer(isa.make("end").encode().to_bytes(16, "little"), np.uint8)
+    assert Machine(cfg, dram).run(Launch(4096 - 16, 0, 0)).fetch_bytes == 16
+
+
+def test_shifts_up_to_62_run_and_larger_ones_name_the_field_and_line():
+    """docs/isa.md: shift and res_shift must be in 0..62; a larger one stops the instruction
+    that reads it with BAD_FIELD naming the field, the largest value and the first PARAM line
+    read. A shift of 62 runs (round half up of x * mult / 2**62)."""
+    cfg = CONFIGS["tiny"]
+    machine = Machine(cfg)
+    machine.act[0] = [1, -1, 100, -100]
+    # 1 * 2**30 / 2**31 = 0.5 -> 1 and -0.5 -> 0 (half up); 100 * (2**31 - 1) / 2**31 -> 100
+    machine.param["res_mult"][7] = [1 << 30, 1 << 30, (1 << 31) - 1, -(1 << 31)]
+    machine.param["res_shift"][7] = [31, 31, 31, 62]
+    accum = isa.make("accum", m=1, n_iter=1, param_addr=7, use_res=1)
+    machine.execute(1, accum, [])
+    want = [_requant_exact(x, mult, sh) for x, mult, sh in zip(
+        [1, -1, 100, -100], [1 << 30, 1 << 30, (1 << 31) - 1, -(1 << 31)], [31, 31, 31, 62],
+        strict=True,
+    )]  # fmt: skip
+    np.testing.assert_array_equal(machine.acc[0], want)
+    assert want == [1, 0, 100, 0]
+    machine.param["res_shift"][7, 2] = 63
+    machine.param["res_shift"][7, 3] = 70
+    with pytest.raises(IsaSimError) as info:
+        machine.execute(1, accum, [])
+    assert str(info.value) == (
+        "BAD_FIELD: instruction 1: PARAM res_shift = 70 exceeds 62 (line 7...)"
+    )
+
+
+def test_requantize_and_wrap32_compute_in_64_bits_whatever_the_input_type():
+    """requantize works in int64 whatever its inputs' types: int32 2**30 * 4 + 1 >> 1 is 2**31,
+    beyond int32. wrap32 wraps any integer-valued array (the float64 GEMM products too) modulo
+    2**32: 2**31 + 5 -> -2**31 + 5, -2**31 - 1 -> 2**31 - 1."""
+    from sim.backends.isa_machine import requantize, wrap32
+
+    got = requantize(
+        np.array([1 << 30], np.int32), np.array([4], np.int32), np.array([1], np.int32)
+    )
+    assert got.dtype == np.int64 and got.tolist() == [1 << 31]
+    for values in (np.array([2.0**31 + 5, -(2.0**31) - 1]), [(1 << 31) + 5, -(1 << 31) - 1]):
+        got = wrap32(values)
+        assert got.dtype == np.int32 and got.tolist() == [-(1 << 31) + 5, (1 << 31) - 1]
+
+
+def test_every_token_flag_without_a_neighbour_queue_is_bad_field():
+    """LOAD has no previous queue and STORE no next one; END runs in no queue: a token flag
+    there is BAD_FIELD at dispatch, naming the instruction, its queue and the flag."""
+    cases = [
+        ("sync queue=LOAD +push_prev", "sync in the LOAD queue has push_prev set, but that "
+         "queue has no prev queue"),
+        ("sync queue=LOAD +pop_prev", "sync in the LOAD queue has pop_prev set, but that "
+         "queue has no prev queue"),
+        ("sync queue=STORE +push_next", "sync in the STORE queue has push_next set, but that "
+         "queue has no next queue"),
+        ("sync queue=STORE +pop_next", "sync in the STORE queue has pop_next set, but that "
+         "queue has no next queue"),
+        ("end +push_next", "end has push_next set, but it runs in no queue and carries no "
+         "tokens"),
+    ]  # fmt: skip
+    for line, message in cases:
+        with pytest.raises(IsaSimError) as info:
+            run_text(f"sync queue=COMPUTE\n{line}\nend")
+        assert str(info.value) == f"BAD_FIELD: instruction 1: {message}"
