@@ -478,15 +478,10 @@ def test_head_tensors_of_bert_and_shapes_the_layout_takes():
         for step in compile_graph(graph, PRESETS["tiny"])
         if isinstance(step, Plan) and any(la.kind == "matmul" for la in step.layers)
     )
-    want = set()
-    for layer in (la for la in plan.layers if la.target == "accel"):  # views included
-        if layer.kind == "matmul":
-            want |= {*layer.inputs, layer.output}
-        elif layer.node.op in ("split_heads", "split_heads_t"):
-            want.add(layer.output)
-        elif layer.node.op == "merge_heads":
-            want.add(layer.inputs[0])
-    assert len(want) >= 4 and _head_tensors(plan) == want  # q, k^T, v and the scores
+    # this plan: the q, k, v projections, their head splits (k^T's transposed) and q @ k^T
+    attn = "encoder.0.attn"
+    want = {f"{attn}.{x}.transpose.out" for x in "qkv"} | {f"{attn}.scale_mul.out"}
+    assert _head_tensors(plan) == want
     assert _tensor_dims((1, 8, 5, 3)) == (8, 5, 3) and _tensor_dims((1, 7)) == (7, 1, 1)
     for shape in ((1, 2, 3), (1, 2, 3, 4, 5), (6,)):
         with pytest.raises(CompileError) as info:
