@@ -7,6 +7,7 @@ tree and its results survive between runs: a budget-cut run goes on where it sto
 whose function no selected test calls ("no tests") counts as a survivor. mutmut keeps a verdict
 while its function is unchanged, so when the selected test files change (a test added for a
 survivor) the survivors and "no tests" mutants are measured again (:func:`retry_survivors`).
+A full run resumes from and keeps its verdicts in the checkout (:mod:`mutation.python_verdicts`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import tomllib
 
+from mutation import python_verdicts
 from mutation.report import Result, SetReport
 from mutation.trees import REPO, source_files
 
@@ -151,10 +153,14 @@ def run(deadline: float, jobs: int, sample: bool = False, seed: int | None = Non
     ``seed``) until ``deadline``; one :class:`SetReport` per module."""
     started = time.monotonic()
     sync()
+    paths = modules()
+    if not sample:  # a slice measures its mutants afresh
+        seeded = python_verdicts.restore(WORK, paths)
+        if seeded:
+            print(f"python: {seeded} verdicts resumed from {python_verdicts.FILE.name}")
     reset = retry_survivors() if time.monotonic() < deadline else 0  # not for --report-only
     if reset:
         print(f"python: test files changed: {reset} surviving mutants measured again")
-    paths = modules()
     wanted = None
     if sample:
         rng = random.Random(seed)
@@ -167,6 +173,9 @@ def run(deadline: float, jobs: int, sample: bool = False, seed: int | None = Non
 
     if stopped:
         print(f"python: mutmut stopped: {stopped}")
+    if not sample:
+        kept = python_verdicts.save(WORK, paths)
+        print(f"python: {kept} verdicts kept in mutation/{python_verdicts.FILE.name} (commit it)")
     seconds = time.monotonic() - started
     reports = []
     for path in paths:

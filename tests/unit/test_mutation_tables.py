@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mutation import python_set
+from mutation import python_set, python_verdicts
 from mutation.harness_mutants import HARNESS_MUTANTS, KILLERS_OF
 from mutation.report import Result, SetReport, failures, write
 from mutation.rtl_mutants import KILLERS, RTL_MUTANTS
@@ -127,6 +127,37 @@ def test_changed_test_files_measure_the_python_survivors_again(tmp_path, monkeyp
     assert python_set.retry_survivors() == 1
     assert all(p.is_file() for p in python_set.test_files())
     assert ROOT / "tests/unit/test_reference_ops.py" in python_set.test_files()
+
+
+def test_python_verdicts_survive_a_fresh_clone(tmp_path, monkeypatch):
+    """A full run's decided verdicts are kept in the checkout and seed a fresh clone's missing
+    mutmut meta files (in mutmut's own format, which it then merges by function hash); verdicts
+    not yet decided are not kept, and an existing meta file is never overwritten."""
+    monkeypatch.setattr(python_verdicts, "FILE", tmp_path / "verdicts.json")
+    module = "sim/backends/isa_machine.py"
+    name = "sim.backends.isa_machine.x\u01c1Machine\u01c1run__mutmut_"
+    codes = {
+        f"{name}1": 1,
+        f"{name}2": 0,
+        f"{name}3": None,
+        "sim.backends.isa_machine.x_f__mutmut_7": 3,
+    }
+    hashes = {"x\u01c1Machine\u01c1run": "a1b2", "x_f": "c3d4", "x_g": "e5f6"}
+    old = tmp_path / "old" / "mutants" / f"{module}.meta"
+    old.parent.mkdir(parents=True)
+    old.write_text(json.dumps({"exit_code_by_key": codes, "hash_by_function_name": hashes}))
+    assert python_verdicts.save(tmp_path / "old", [module, "arch/absent.py"]) == 3
+
+    fresh = tmp_path / "fresh"
+    assert python_verdicts.restore(fresh, [module]) == 3
+    seeded = json.loads((fresh / "mutants" / f"{module}.meta").read_text())
+    assert seeded["exit_code_by_key"] == {k: c for k, c in codes.items() if c is not None}
+    assert seeded["hash_by_function_name"] == {k: h for k, h in hashes.items() if k != "x_g"}
+    assert {"durations_by_key", "estimated_durations_by_key", "type_check_error_by_key"} <= set(
+        seeded
+    )  # mutmut's SourceFileMutationData.load() pops these
+    assert python_verdicts.restore(fresh, [module]) == 0  # there now: left alone
+    assert python_verdicts.restore(tmp_path / "other", ["arch/absent.py"]) == 0
 
 
 def test_the_slice_warns_on_an_rtl_survivor_and_fails_on_the_rest():
