@@ -53,7 +53,9 @@ def test_files() -> list[Path]:
 
 def retry_survivors() -> int:
     """Reset the survivors' and "no tests" verdicts when the selected test files changed since
-    the verdicts were measured (mutmut itself would keep them); returns how many were reset."""
+    the verdicts were measured (mutmut itself would keep them); returns how many were reset.
+    mutmut's map of which test calls which function is dropped too: it maps only new tests, so
+    a changed test that now calls a survivor's function would never be run against it."""
     digest = hashlib.sha256()
     for test in test_files():
         digest.update(test.relative_to(REPO).as_posix().encode() + b"\0" + test.read_bytes())
@@ -61,6 +63,7 @@ def retry_survivors() -> int:
     now = digest.hexdigest()
     if stamp.is_file() and stamp.read_text() == now:
         return 0
+    (WORK / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     reset = 0
     for path in modules():
         meta_path = WORK / "mutants" / f"{path}.meta"

@@ -116,12 +116,17 @@ def test_changed_test_files_measure_the_python_survivors_again(tmp_path, monkeyp
     meta.parent.mkdir(parents=True)
     codes = {"m_1": 1, "m_2": 0, "m_3": 33, "m_4": None, "m_5": 3, "m_6": 5}
     meta.write_text(json.dumps({"exit_code_by_key": codes, "durations_by_key": {"m_1": 0.5}}))
+    stats = tmp_path / "mutants" / "mutmut-stats.json"  # mutmut's test -> function map
+    stats.write_text("{}")
     assert python_set.retry_survivors() == 3  # m_2, m_3, m_6
+    assert not stats.exists()  # collected again: a changed test may call other functions now
+    stats.write_text("{}")
     kept = json.loads(meta.read_text())
     assert kept["exit_code_by_key"] == {**codes, "m_2": None, "m_3": None, "m_6": None}
     assert kept["durations_by_key"] == {"m_1": 0.5}
     meta.write_text(json.dumps({"exit_code_by_key": {"m_2": 0}}))
     assert python_set.retry_survivors() == 0  # the same test files: verdicts stand
+    assert stats.exists()
     stamp = tmp_path / "tests.sha256"
     stamp.write_text("another set of tests")
     assert python_set.retry_survivors() == 1
