@@ -581,6 +581,13 @@ W4 = np.zeros((3, 2, 3, 3), dtype=np.int8)
         (lambda: ro.requantize(5, 2**31, 3), r"mult must be in int32 range, got 2147483648"),
         (lambda: ro.requantize(np.array([0, -(2**31) - 1]), 1, 3), r"x must .* got -2147483649"),
         (lambda: ro.requantize(5, 1.5, 3), r"mult must be an integer .*float64"),
+        (lambda: ro.requantize(X4 + 0.5, 1, 3), r"^x must be an integer array, got dtype float64$"),
+        (lambda: ro.requantize(5, 1, 3.0), r"^shift must be an integer array, got dtype float64$"),
+        (
+            lambda: ro.requantize(np.array([2**31]), 1, 3),
+            r"^x must be in int32 range, got 2147483648$",
+        ),
+        (lambda: ro.requantize(X4, 1, 3, axis=1.0), r"^axis must be an int, got 1\.0$"),
         (lambda: ro.requantize(X4, [1, 2, 3], 3), r"mult has 3 channels .* 2 along axis 1"),
         (lambda: ro.requantize(X4, 1, [[1, 2]]), r"shift must be a scalar or 1-D"),
         (lambda: ro.requantize(X4, [1, 2], 3, axis=4), r"axis must be in -4\.\.3 .*got 4"),
@@ -622,6 +629,14 @@ W4 = np.zeros((3, 2, 3, 3), dtype=np.int8)
 def test_bad_arguments_raise_value_error_naming_them(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_per_channel_axis_may_count_from_the_end_down_to_minus_ndim():
+    """axis -x.ndim is the first axis: per-row multipliers of a (2, 3) matrix, each row times
+    its own multiplier (shift 0: exact)."""
+    x = np.random.default_rng(23).integers(-100, 100, size=(2, 3))
+    got = ro.requantize(x, np.array([3, -2]), 0, axis=-2)
+    assert np.array_equal(got, x * np.array([[3], [-2]]))
 
 
 def test_equal_bounds_are_accepted_and_pin_every_value():
