@@ -350,7 +350,7 @@ PARAM_ENTRY = Format(
     "param_entry",
     "Per-output-channel post-processing parameters; a PARAM line holds `cols` entries.",
     (
-        Field("bias", signed(32), "added by ACCUM when use_bias=1"),
+        Field("bias", signed(32), "added by ACCUM, DWCONV or STORE when use_bias=1"),
         Field("mult", signed(32), "STORE requantization multiplier"),
         Field("res_mult", signed(32), "ACCUM residual requantization multiplier"),
         Field("shift", unsigned(8), f"STORE requantization shift (0..{MAX_SHIFT})"),
@@ -406,7 +406,8 @@ STORE = _insn(
     Opcode.STORE,
     Queue.STORE,
     "Post-process accumulator lines and DMA them to DRAM: per column c of the line, "
-    "`out = clamp(requant(acc, mult[c], shift[c]) + out_zp, clamp_lo, clamp_hi)` as int8, where "
+    "`out = clamp(requant(a, mult[c], shift[c]) + out_zp, clamp_lo, clamp_hi)` as int8 with "
+    "`a = acc + bias[c]` (32-bit wrap) if use_bias, else `a = acc`, where "
     "the parameter line is `param_addr + i[param_loop]` (i = the descriptor's loop index); with "
     "use_table, `out = table[out + 128]` (the table in PARAM lines from table_addr). With "
     "transpose, the descriptor's innermost loop must count `cols` lines (else BAD_FIELD) and "
@@ -427,6 +428,7 @@ STORE = _insn(
     ),
     Field("out_zp", signed(8), "output zero point, added to requant(acc) before the clamp", True),
     Field("transpose", unsigned(1), "write each innermost run of `cols` lines transposed", True),
+    Field("use_bias", unsigned(1), "add the PARAM bias to the accumulator first", True),
 )
 GEMM = _insn(
     Opcode.GEMM,

@@ -20,11 +20,12 @@ from hdl_gen.tokens import ErrorLatch, UnitFrame, unit_signature
 
 class StoreUnit(wiring.Component):
     """Walks a STORE's descriptor; for each in-bounds line reads the accumulator line and its
-    PARAM line, requantizes, adds the output zero point and clamps every column to int8 (then,
-    with use_table, maps it through the lookup table, copied from PARAM into registers before
-    the first line) and writes the line to DRAM (one line per cycle when a line fits a bus
-    beat). A transposing STORE collects each innermost run of ``cols`` processed lines as the
-    rows of a byte block, then writes its columns, one line each, at the run's DRAM addresses.
+    PARAM line, adds the bias (use_bias), requantizes, adds the output zero point and clamps
+    every column to int8 (then, with use_table, maps it through the lookup table, copied from
+    PARAM into registers before the first line) and writes the line to DRAM (one line per
+    cycle when a line fits a bus beat). A transposing STORE collects each innermost run of
+    ``cols`` processed lines as the rows of a byte block, then writes its columns, one line
+    each, at the run's DRAM addresses.
     PERF writes a counter snapshot.
 
     Attributes
@@ -136,7 +137,8 @@ class StoreUnit(wiring.Component):
         bad_shift = Signal()
         for col in range(c.cols):
             entry = params[col]
-            scaled = requantize(accs[col], entry.mult, entry.shift)
+            biased = (accs[col] + entry.bias)[: c.acc_bits].as_signed()  # 32-bit wrap
+            scaled = requantize(Mux(insn.use_bias, biased, accs[col]), entry.mult, entry.shift)
             shifted = (scaled + insn.out_zp.as_signed()).as_signed()  # the output zero point
             code = clamp(shifted, insn.clamp_lo, insn.clamp_hi)[: c.in_bits]  # outputs: int8
             # Entry t of the table is the output for code t - 128: flip the sign bit.

@@ -32,6 +32,7 @@ KILLERS = (
     "tests/instruction/test_store_table.py::test_store_table_matches_reference_ops[tiny]",
     "tests/instruction/test_store_table.py::test_table_past_param_is_local_range",
     "tests/instruction/test_store_zero_point.py::test_store_zero_point_matches_reference_ops[tiny]",
+    "tests/instruction/test_store_bias.py::test_store_bias_matches_reference_ops[tiny]",
     "tests/instruction/test_dma_and_postproc.py::test_postprocessing_matches_reference_ops[tiny]",
     "tests/instruction/test_dma_and_postproc.py::test_dma_sweep_with_guard_bytes[tiny]",
     "tests/instruction/test_sync_token_rtl.py",
@@ -121,6 +122,20 @@ RTL_MUTANTS: list[Mutant] = [
         "shifted = (scaled + insn.out_zp.as_signed()).as_signed()",
         "shifted = (scaled + insn.out_zp.as_unsigned()).as_signed()",
         "output zero point zero-extended (a negative zero point becomes +128..255)",
+    ),
+    Mutant(
+        "store-bias-ignored",
+        _S,
+        "requantize(Mux(insn.use_bias, biased, accs[col]), entry.mult, entry.shift)",
+        "requantize(accs[col], entry.mult, entry.shift)",
+        "STORE drops the bias it was told to add (every conv without a residual loses its bias)",
+    ),
+    Mutant(
+        "store-bias-no-wrap",
+        _S,
+        "biased = (accs[col] + entry.bias)[: c.acc_bits].as_signed()",
+        "biased = (accs[col] + entry.bias).as_signed()",
+        "acc + bias kept at 33 bits: a sum past int32 does not wrap like every accumulator sum",
     ),
     Mutant(
         "store-param-not-indexed",

@@ -181,11 +181,14 @@ def conv2d(
     clamp: tuple[int, int] = (-128, 127),
     residual: Tensor | None = None,
     bias_last: bool = False,
+    bias_in_store: bool = False,
     token_on_load: bool = False,
 ) -> Tensor:
     """Conv (O, C, KH, KW) int8 weights over ``x`` via DMA im2col; bias (+ residual) by ACCUM,
     requantize and clamp by STORE. Everything fits on chip at once (small test shapes).
     ``bias_last``: GEMM overwrites ACC first and ACCUM adds to it (both accumulate modes).
+    ``bias_in_store``: the STORE adds the bias (use_bias), not the ACCUM; without a residual
+    there is no ACCUM and the GEMM overwrites ACC (as the compiler emits).
     ``token_on_load``: the last LOAD hands the token to COMPUTE (as the compiler emits), not a
     SYNC after it (see test_sync_token_rtl.py)."""
     d = b.dim
@@ -234,7 +237,7 @@ def conv2d(
         "n_iter": ob,
         "acc_n_stride": m,
         "act_n_stride": m,
-        "use_bias": 1,
+        "use_bias": int(not bias_in_store),
         "use_res": int(residual is not None),
         "accumulate": int(bias_last),
     }
@@ -249,11 +252,14 @@ def conv2d(
         "acc_n_stride": m,
         "accumulate": int(not bias_last),
     }
-    first, second = (
-        (("gemm", gemm), ("accum", accum)) if bias_last else (("accum", accum), ("gemm", gemm))
-    )
-    b.emit(first[0], "pop_prev", **first[1])
-    b.emit(second[0], "push_next", **second[1])
+    if bias_in_store and residual is None:
+        b.emit("gemm", "pop_prev,push_next", **(gemm | {"accumulate": 0}))
+    else:
+        first, second = (
+            (("gemm", gemm), ("accum", accum)) if bias_last else (("accum", accum), ("gemm", gemm))
+        )
+        b.emit(first[0], "pop_prev", **first[1])
+        b.emit(second[0], "push_next", **second[1])
     store = b.desc("ACC", 0, out.addr, [(ob, d, m), (m, out.c, 1)])
     b.emit(
         "store",
@@ -263,6 +269,7 @@ def conv2d(
         param_loop=2,
         clamp_lo=clamp[0],
         clamp_hi=clamp[1],
+        use_bias=int(bias_in_store),
     )
     return out
 

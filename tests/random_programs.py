@@ -87,6 +87,7 @@ def _conv(b: Builder, rng: np.random.Generator, x: Tensor) -> Tensor:
         columns |= {"res_mult": res_mult, "res_shift": res_shift}
         residual = b.put_nchw(rng.integers(-128, 128, (cout, oh, ow), dtype=np.int8))
     params = b.put_params(**columns)
+    placement = rng.integers(0, 3)  # the bias: ACCUM before the GEMM, after it, or in STORE
     return conv2d(
         b,
         x,
@@ -96,7 +97,8 @@ def _conv(b: Builder, rng: np.random.Generator, x: Tensor) -> Tensor:
         pad=pad,
         clamp=_clamp(rng),
         residual=residual,
-        bias_last=bool(rng.integers(0, 2)),
+        bias_last=bool(placement == 1),
+        bias_in_store=bool(placement == 2),
         token_on_load=True,  # a SYNC after the loads races on the RTL: test_sync_token_rtl.py
     )
 

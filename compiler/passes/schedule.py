@@ -173,7 +173,9 @@ def _activation_weights(
 
 def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     """conv / gemm, and batch_matmul: the same walk once per head, its weights read from the
-    second input's lines (:func:`_activation_weights`) instead of the layer's weight tiles."""
+    second input's lines (:func:`_activation_weights`) instead of the layer's weight tiles.
+    A tile's first GEMM overwrites ACC and its STORE adds the bias; with a residual, an ACCUM
+    puts bias + requantized residual in ACC first (and the GEMMs accumulate onto it)."""
     shape, tiling = layer.gemm, layer.tiling
     assert shape is not None and tiling is not None
     dim = plan.dim
@@ -264,7 +266,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                     [(kc * nbc * dim, dim, 1)],
                 )
                 step.loads.append(Op("load", desc=wdesc))
-            if gi == 0:
+            if gi == 0 and residual is not None:
                 step.compute.append(
                     Op(
                         "accum",
@@ -277,7 +279,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                             "acc_n_stride": mt,
                             "act_n_stride": mt,
                             "use_bias": 1,
-                            "use_res": int(residual is not None),
+                            "use_res": 1,
                             "accumulate": 0,
                         },
                     )
@@ -294,7 +296,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                         "n_iter": nbc,
                         "act_k_stride": mt,
                         "acc_n_stride": mt,
-                        "accumulate": 1,
+                        "accumulate": int(gi > 0 or residual is not None),
                     },
                 )
             )
@@ -302,6 +304,9 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 step.store += _transposed_stores(plan, layer, acc_base, slot, oy0, mt, nb0, nbc)
             elif gi == len(k_groups) - 1:
                 step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, out_nb0, nbc))
+            if residual is None:  # the first GEMM overwrites ACC; the STORE adds the bias
+                for op in step.store:
+                    op.fields["use_bias"] = 1
             steps.append(step)
     return steps
 

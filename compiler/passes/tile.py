@@ -83,7 +83,7 @@ def _gemm_tiling(layer: Layer, budget: Budget, transposed: bool = False) -> Tili
             compute = kg * nb * max(mt, 2 * dim + 1) + GEMM_OVERHEAD
             load = (kg * mt + kg * nb * dim) / budget.lines_per_cycle + budget.latency
             step = max(compute, load)
-            accum = mt * nb
+            accum = mt * nb if residual else 0  # an ACCUM adds the residual (and bias)
             total = n_groups * m_tiles * (groups * step + accum) + load + mt * nb
             if best is None or total < best.estimate:
                 best = Tiling(rows, nb, kg, int(total))

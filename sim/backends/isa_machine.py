@@ -334,6 +334,8 @@ class Machine:
         walk = self._walk(index, desc, self.config.acc_lines, line_bytes, every_line=transpose)
         params = insn["param_addr"] + walk.grids[insn["param_loop"]][walk.valid]
         acc = self.acc[walk.local[walk.valid]]
+        if insn["use_bias"]:
+            acc = wrap32(acc.astype(np.int64) + self._param(index, "bias", params))
         scaled = requantize(
             acc, self._param(index, "mult", params), self._param(index, "shift", params)
         )

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from arch import isa
 from arch import reference_ops as ref
 from arch.config import PRESETS, AccelConfig
-from arch.isa import ErrorCode, Launch
+from arch.isa import INT32_MAX, ErrorCode, Launch
 from sim.backends.isa_machine import IsaSimError, Machine, Stats
 from tests.programs import Builder, conv2d, pool2d
 
@@ -726,17 +726,18 @@ STORE_CONFIGS = [(CONFIGS["tiny"], 1), (AccelConfig(rows=8, cols=8, dram_bytes_p
 
 
 @pytest.mark.parametrize(("cfg", "beats"), STORE_CONFIGS, ids=["tiny", "8x8-bus4"])
-@pytest.mark.parametrize("use_table", [0, 1])
-def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table):
+@pytest.mark.parametrize(("use_table", "use_bias"), [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table, use_bias):
     """STORE (docs/isa.md): for every descriptor line inside the height/width bounds, out[c] =
-    clamp(requant(acc[line][c], mult[c], shift[c]) + out_zp, clamp_lo, clamp_hi) with the PARAM
-    line param_addr + i[param_loop], then table[out + 128] with use_table (byte t of the table
+    clamp(requant(a, mult[c], shift[c]) + out_zp, clamp_lo, clamp_hi) with a = acc[line][c] +
+    bias[c] (wrapped to int32) if use_bias else acc[line][c], the PARAM line
+    param_addr + i[param_loop], then table[out + 128] with use_table (byte t of the table
     is byte t % (cols*16) of PARAM line table_addr + t // (cols*16)); lines out of bounds are
     not written. A 3 x 5 walk (outer: ACC stride 6, DRAM stride 64, y step 1; inner: ACC
     stride 1, DRAM stride 2 lines, x step 1) from y0=-1, x0=1 in a 2 x 4 box, the PARAM line
     following the outer loop. Cost: dram_latency + one line's beats per line + (table lines
     + 1 with a table); ALU operations and stored bytes: cols per written line."""
-    rng = np.random.default_rng(91 + use_table)
+    rng = np.random.default_rng(91 + use_table + 2 * use_bias)
     cols, lb = cfg.cols, cfg.out_line_bytes
     old_dram = rng.integers(0, 256, 1 << 13, dtype=np.uint8)  # an 8 KiB DRAM
     machine = Machine(cfg, old_dram.copy())
@@ -744,12 +745,16 @@ def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table):
     # some saturated
     machine.acc[:] = rng.integers(-(1 << 20), 1 << 20, machine.acc.shape)
     machine.acc[10, 0] = 0  # requantizes to 0 on any shift: a lane exactly at out_zp
+    machine.acc[13, 1] = INT32_MAX - 4  # + its bias 100 wraps to a negative sum
+    bias = rng.integers(-(1 << 19), 1 << 19, (3, cols))
+    bias[1, 1] = 100
     mult = rng.integers(1 << 29, 1 << 31, (3, cols))
     shift = rng.integers(42, 47, (3, cols))
     param_addr, table_addr, local, base = 6, 20, 7, 4096
     for r in range(3):
         machine.param["mult"][param_addr + r] = mult[r]
         machine.param["shift"][param_addr + r] = shift[r]
+        machine.param["bias"][param_addr + r] = bias[r]  # read only with use_bias
     machine.param_bytes[:] = rng.integers(0, 256, machine.param_bytes.shape, dtype=np.uint8)
     table = machine.param_bytes[table_addr:].ravel()[:256].view(np.int8).astype(int)
     out_zp, lo, hi = -7, -100, 90
@@ -759,7 +764,7 @@ def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table):
     )  # fmt: skip
     insn = isa.make(
         "store", desc=1, param_addr=param_addr, param_loop=2, clamp_lo=lo, clamp_hi=hi,
-        out_zp=out_zp, use_table=use_table, table_addr=table_addr,
+        out_zp=out_zp, use_table=use_table, table_addr=table_addr, use_bias=use_bias,
     )  # fmt: skip
     cycles = machine.execute(9, insn, [b"\0" * isa.DESC_BYTES, desc])
 
@@ -773,7 +778,9 @@ def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table):
             written += 1
             line = local + 6 * i + k
             for c in range(cols):
-                q = _requant_exact(int(machine.acc[line, c]), int(mult[i, c]), int(shift[i, c]))
+                a = int(machine.acc[line, c]) + use_bias * int(bias[i, c])
+                a = (a + 2**31) % 2**32 - 2**31  # the int32 wrap
+                q = _requant_exact(a, int(mult[i, c]), int(shift[i, c]))
                 v = min(max(q + out_zp, lo), hi)
                 inside += lo < q + out_zp < hi
                 if use_table:
@@ -781,6 +788,8 @@ def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table):
                 want[base + 64 * i + 2 * lb * k + c] = v & 0xFF
     assert written == 6  # y in {0, 1} x x in {1, 2, 3}
     assert inside >= written * cols // 2  # most lanes not saturated
+    wrapped = lo if use_bias else hi  # line 13 lane 1: INT32_MAX - 4 (+ 100 wraps negative)
+    assert want[base + 64 + 1] == (table[wrapped + 128] if use_table else wrapped) & 0xFF
     np.testing.assert_array_equal(machine.dram, want)
     table_cycles = isa.table_lines(cols) + 1 if use_table else 0
     assert cycles == cfg.dram_latency + 15 * beats + table_cycles

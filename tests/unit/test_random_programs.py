@@ -1,7 +1,8 @@
 """The random program generator (tests/random_programs.py): one variable reruns one seed, a seed
 gives the same program every time, and the seeds the RTL tests use together cover every pooling
-mode, both accumulate modes of POOL / ACCUM / GEMM, residuals, every clamp kind, signed
-multipliers, shifts across 0..62 and the edge sizes - read back from the emitted program."""
+mode, both accumulate modes of POOL / ACCUM / GEMM, residuals, the bias in ACCUM or STORE, every
+clamp kind, signed multipliers, shifts across 0..62 and the edge sizes - read back from the
+emitted program."""
 
 import numpy as np
 import pytest
@@ -66,7 +67,7 @@ def test_the_rtl_tests_seeds_cover_the_isa(config_name, count, base, monkeypatch
                 kind = {(-128, 127): "none", (0, 127): "relu"}.get(
                     (lo, hi), "relu6" if lo == 0 else "other"
                 )
-                seen.add(("clamp", kind))
+                seen |= {("clamp", kind), ("store_bias", insn["use_bias"])}
             elif op == "LOAD":
                 desc = builder.program.descs[insn["desc"]]
                 if desc["height"]:
@@ -87,6 +88,8 @@ def test_the_rtl_tests_seeds_cover_the_isa(config_name, count, base, monkeypatch
         ("clamp", "relu"),
         ("clamp", "relu6"),
         ("clamp", "other"),
+        ("store_bias", 0),
+        ("store_bias", 1),
     }
     assert want <= seen, f"not covered: {sorted(want - seen)}"
     sizes = {v for k, v in seen if k == "size"}
