@@ -143,10 +143,16 @@ class WindowEngine(wiring.Component):
                 column = [acts[i][lane], older[i][0][lane], older[i][1][lane]]
                 terms += [weight[i][a][lane] * column[a] for a in range(K)]
                 taps += [Mux(inside[i][a], column[a], -(1 << (c.in_bits - 1))) for a in range(K)]
-            total, largest = terms[0], taps[0].as_signed()
-            for term, tap in zip(terms[1:], taps[1:], strict=True):
+            total = terms[0]
+            for term in terms[1:]:
                 total = total + term
-                largest = Mux(tap.as_signed() > largest, tap, largest).as_signed()
+            # A signal per step: an expression used twice per step would be copied per level.
+            largest = Signal(signed(c.in_bits), name=f"max{lane}_0")
+            m.d.comb += largest.eq(taps[0])
+            for t, tap in enumerate(taps[1:], 1):
+                bigger = Signal(signed(c.in_bits), name=f"max{lane}_{t}")
+                m.d.comb += bigger.eq(Mux(tap > largest, tap, largest))
+                largest = bigger
             m.d.comb += window_sum[lane].eq(Mux(dw.max, largest, total))
         with m.If(s1_valid):
             for i in range(K):

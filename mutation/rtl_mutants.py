@@ -127,8 +127,8 @@ RTL_MUTANTS: list[Mutant] = [
     Mutant(
         "store-bias-ignored",
         _S,
-        "requantize(Mux(insn.use_bias, biased, accs[col]), entry.mult, entry.shift)",
-        "requantize(accs[col], entry.mult, entry.shift)",
+        "m.d.comb += value.eq(Mux(insn.use_bias, biased, accs[col]))",
+        "m.d.comb += value.eq(accs[col])",
         "STORE drops the bias it was told to add (every conv without a residual loses its bias)",
     ),
     Mutant(
