@@ -504,7 +504,9 @@ DWCONV = _insn(
     "The ACT lines are an input image of `pitch` pixels per row (padding included). The unit "
     "reads one column of up to 3 ACT lines per cycle (the ACT memory has 3 read ports) and "
     "makes an output every `stride` columns: about taps + out_h*((out_w-1)*stride + kw) "
-    "cycles.",
+    "cycles. With max (a max pool): `acc[..][c] = max(acc[..][c] if accumulate, "
+    "max(act[..][c] for i < kh, j < kw))`; the tap WGT lines are read as usual but unused, "
+    "and use_bias must be 0 (else BAD_FIELD).",
     Field("wgt_addr", unsigned(LOCAL_ADDR_BITS), "WGT line of tap (0, 0); kh*kw lines"),
     Field("act_addr", unsigned(LOCAL_ADDR_BITS), "ACT line of input pixel (0, 0)"),
     Field("acc_addr", unsigned(LOCAL_ADDR_BITS), "ACC line of output pixel (0, 0)"),
@@ -517,6 +519,7 @@ DWCONV = _insn(
     Field("stride", unsigned(2), "input pixels between outputs, in x and y (1..3)"),
     Field("use_bias", unsigned(1), "add the PARAM bias"),
     Field("accumulate", unsigned(1), "1: add to ACC; 0: overwrite"),
+    Field("max", unsigned(1), "the window's maximum instead of its weighted sum", True),
 )
 
 

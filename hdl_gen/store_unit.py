@@ -138,7 +138,10 @@ class StoreUnit(wiring.Component):
         for col in range(c.cols):
             entry = params[col]
             biased = (accs[col] + entry.bias)[: c.acc_bits].as_signed()  # 32-bit wrap
-            scaled = requantize(Mux(insn.use_bias, biased, accs[col]), entry.mult, entry.shift)
+            # A signal: requantize reads its input twice, an expression would be copied.
+            value = Signal(signed(c.acc_bits), name=f"value_{col}")
+            m.d.comb += value.eq(Mux(insn.use_bias, biased, accs[col]))
+            scaled = requantize(value, entry.mult, entry.shift)
             shifted = (scaled + insn.out_zp.as_signed()).as_signed()  # the output zero point
             code = clamp(shifted, insn.clamp_lo, insn.clamp_hi)[: c.in_bits]  # outputs: int8
             # Entry t of the table is the output for code t - 128: flip the sign bit.

@@ -27,7 +27,9 @@ class WindowEngine(wiring.Component):
     columns in a window register. Every ``stride`` columns (once ``kw`` are in) each channel
     lane c computes ``sum(act[i][j][c] * wgt[i][j][c])`` over the 3x3 window (9 * cols
     multipliers, taps outside ``kh x kw`` have zero weights) and the next cycle writes
-    ``(acc if accumulate) + (bias if use_bias) + sum`` into its ACC line.
+    ``(acc if accumulate) + (bias if use_bias) + sum`` into its ACC line. With ``max`` (a max
+    pool) a lane takes the largest tap inside ``kh x kw`` instead, and the larger of it and the
+    ACC line with ``accumulate``.
 
     A stride-1 DWCONV produces one output (``cols`` channels) per cycle after a ``kw - 1``
     column warm-up per output row: 9/16 of the MACs of a ``cols x cols`` array.
@@ -90,7 +92,7 @@ class WindowEngine(wiring.Component):
         params = param_view(self.param.data, c)
 
         zero = (dw.out_w == 0) | (dw.out_h == 0) | (dw.kh == 0) | (dw.kw == 0)
-        m.d.comb += self.bad_fields.eq(zero | (dw.stride == 0))
+        m.d.comb += self.bad_fields.eq(zero | (dw.stride == 0) | (dw.max & dw.use_bias))
 
         # Tap registers by window row i and column age a (0: the column read this cycle);
         # tap (i, j) of the instruction sits at age kw-1-j. Unused taps hold 0.
@@ -132,16 +134,26 @@ class WindowEngine(wiring.Component):
         s2_acc = Signal(isa.LOCAL_ADDR_BITS)
         s2_sum = Signal(acc_line)
 
+        # Per lane the weighted sum of the window or (max) its largest tap inside kh x kw.
         window_sum = Signal(acc_line)
+        inside = [[(i < dw.kh) & (a < dw.kw) for a in range(K)] for i in range(K)]
         for lane in range(lanes):
-            terms = []
+            terms, taps = [], []
             for i in range(K):
                 column = [acts[i][lane], older[i][0][lane], older[i][1][lane]]
                 terms += [weight[i][a][lane] * column[a] for a in range(K)]
+                taps += [Mux(inside[i][a], column[a], -(1 << (c.in_bits - 1))) for a in range(K)]
             total = terms[0]
             for term in terms[1:]:
                 total = total + term
-            m.d.comb += window_sum[lane].eq(total)
+            # A signal per step: an expression used twice per step would be copied per level.
+            largest = Signal(signed(c.in_bits), name=f"max{lane}_0")
+            m.d.comb += largest.eq(taps[0])
+            for t, tap in enumerate(taps[1:], 1):
+                bigger = Signal(signed(c.in_bits), name=f"max{lane}_{t}")
+                m.d.comb += bigger.eq(Mux(tap > largest, tap, largest))
+                largest = bigger
+            m.d.comb += window_sum[lane].eq(Mux(dw.max, largest, total))
         with m.If(s1_valid):
             for i in range(K):
                 m.d.sync += [older[i][1].eq(older[i][0]), older[i][0].eq(acts[i])]
@@ -152,11 +164,13 @@ class WindowEngine(wiring.Component):
         ]
         with m.If(s1_valid & s1_out):
             m.d.comb += [self.acc_rd.addr.eq(s1_acc), self.acc_rd.en.eq(dw.accumulate)]
-            m.d.comb += self.macs.eq(dw.kh * dw.kw * lanes)
+            m.d.comb += self.macs.eq(Mux(dw.max, 0, dw.kh * dw.kw * lanes))
         result = Signal(acc_line)
         for lane in range(lanes):
             value = Mux(dw.accumulate, accs[lane], 0) + Mux(dw.use_bias, bias[lane], 0)
-            m.d.comb += result[lane].eq(value + s2_sum[lane])
+            kept = dw.accumulate & (accs[lane] > s2_sum[lane])  # max: the larger of the two
+            combined = Mux(dw.max, Mux(kept, accs[lane], s2_sum[lane]), value + s2_sum[lane])
+            m.d.comb += result[lane].eq(combined)
         with m.If(s2_valid):
             m.d.comb += [
                 self.acc_wr.en.eq(1),

@@ -26,6 +26,7 @@ KILLERS = (
     "tests/instruction/test_rtl_vs_isa.py::test_bad_programs_stop_with_the_right_code[tiny]",
     "tests/instruction/test_bad_program_agreement.py::test_directed_cases_stop_alike",
     "tests/instruction/test_dwconv.py::test_dwconv_rtl_matches_reference_and_isa[tiny]",
+    "tests/instruction/test_dwconv_max.py::test_dwconv_max_rtl_matches_reference_and_isa[tiny]",
     "tests/instruction/test_dwconv.py::test_bad_dwconv_stops_the_rtl_with_the_same_code[tiny]",
     "tests/instruction/test_accum_gate.py::test_accum_gate_matches_reference_ops[tiny]",
     "tests/instruction/test_accum_gate.py::test_bad_gates_stop_both_simulators",
@@ -126,8 +127,8 @@ RTL_MUTANTS: list[Mutant] = [
     Mutant(
         "store-bias-ignored",
         _S,
-        "requantize(Mux(insn.use_bias, biased, accs[col]), entry.mult, entry.shift)",
-        "requantize(accs[col], entry.mult, entry.shift)",
+        "m.d.comb += value.eq(Mux(insn.use_bias, biased, accs[col]))",
+        "m.d.comb += value.eq(accs[col])",
         "STORE drops the bias it was told to add (every conv without a residual loses its bias)",
     ),
     Mutant(
@@ -480,6 +481,20 @@ RTL_MUTANTS: list[Mutant] = [
         "wl_a.eq(dw.kw - 1 - tj),",
         "wl_a.eq(tj),",
         "kernel columns mirrored (correlation vs convolution)",
+    ),
+    Mutant(
+        "dw-max-outside-taps",
+        _W,
+        "inside = [[(i < dw.kh) & (a < dw.kw) for a in range(K)] for i in range(K)]",
+        "inside = [[(i < dw.kh) | (a < dw.kw) for a in range(K)] for i in range(K)]",
+        "a max pool also sees stale window rows or columns outside its kh x kw taps",
+    ),
+    Mutant(
+        "dw-max-accumulate-ignored",
+        _W,
+        "kept = dw.accumulate & (accs[lane] > s2_sum[lane])",
+        "kept = 0",
+        "max with accumulate overwrites ACC instead of keeping the larger value",
     ),
     Mutant(
         "dw-row-step",

@@ -315,7 +315,8 @@ def _dw_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     """A depthwise layer on the window unit: per step, ``rows_per_tile`` output rows x
     ``n_blocks`` channel blocks. Each block's input rows (padding included, filled by the DMA)
     sit in ACT as an image of ``pitch`` = its columns; one DWCONV per block and pass (the
-    first adds the bias, or an ACCUM adds bias and residual first)."""
+    first adds the bias, or an ACCUM adds bias and residual first). A max pool is the same walk
+    in max mode: padding -128, no weights (the DWCONVs read WGT lines they do not use)."""
     shape, tiling = layer.gemm, layer.tiling
     assert shape is not None and tiling is not None
     dim = plan.dim
@@ -325,8 +326,10 @@ def _dw_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     taps = shape.chunks(dim)
     passes = shape.dw_passes()
     residual = layer.inputs[1] if len(layer.inputs) > 1 else None
+    pooling = layer.kind == "pool"  # a max pool (compiler.passes.window_pool)
     n_groups = groups(shape.out_channels // dim, tiling.n_blocks)
-    layer.weight_blocks = [(nb0, nbc, 0, taps, nb0 * taps * dim) for nb0, nbc in n_groups]
+    if not pooling:
+        layer.weight_blocks = [(nb0, nbc, 0, taps, nb0 * taps * dim) for nb0, nbc in n_groups]
     steps: list[Step] = []
     for tile, ((nb0, nbc), (oy0, rows)) in enumerate(
         itertools.product(n_groups, groups(shape.out_h, tiling.rows_per_tile))
@@ -358,21 +361,26 @@ def _dw_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                     x0=-pl,
                     height=src.h,
                     width=src.w,
-                    pad_value=zero_point(plan.graph, layer.inputs[0]),  # real 0
+                    pad_value=-128 if pooling else zero_point(plan.graph, layer.inputs[0]),
                 ),
             )
         )
         res_base = act_base + nbc * block
         if residual is not None:
             step.loads.append(_tile_lines(plan, residual, res_base, oy0, mt, nb0, nbc))
-        step.loads.append(
-            Op(
-                "load",
-                desc=DescSpec(
-                    "WGT", wgt_base, weight_symbol(layer), nb0 * taps * dim, [(nbc * taps, dim, 1)]
-                ),
+        if not pooling:
+            step.loads.append(
+                Op(
+                    "load",
+                    desc=DescSpec(
+                        "WGT",
+                        wgt_base,
+                        weight_symbol(layer),
+                        nb0 * taps * dim,
+                        [(nbc * taps, dim, 1)],
+                    ),
+                )
             )
-        )
         if residual is not None:
             fields = {
                 "acc_addr": acc_base,
@@ -402,8 +410,9 @@ def _dw_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                     "kh": kh,
                     "kw": kw,
                     "stride": s,
-                    "use_bias": int(first),
+                    "use_bias": int(first and not pooling),
                     "accumulate": int(not first),
+                    "max": int(pooling),
                 }
                 step.compute.append(Op("dwconv", fields=fields))
                 first_tap += kh * kw

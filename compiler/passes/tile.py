@@ -13,6 +13,7 @@ from arch import isa
 from arch.config import AccelConfig
 from arch.isa import dwconv_cycles
 from compiler.errors import CompileError
+from compiler.passes.window_pool import window_pool_shape
 from compiler.plan import Layer, Plan, Tiling, ceil_div
 
 MAX_M = (1 << 12) - 1  # GEMM/ACCUM/POOL `m` field
@@ -229,6 +230,19 @@ def _upsample_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
     return best
 
 
+def _window_pool_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling | None:
+    """A max pool the window unit can run (:mod:`compiler.passes.window_pool`) gets its
+    depthwise shape and tiling; None (POOL) for other pools or when no window tile fits."""
+    layer.gemm = window_pool_shape(plan, layer)
+    if layer.gemm is None:
+        return None
+    try:
+        return _dw_tiling(layer, budget)
+    except CompileError:
+        layer.gemm = None
+        return None
+
+
 def _check_param(layer: Layer, config: AccelConfig, budget: Budget) -> None:
     """PARAM must give each of the PARAM_SLOTS slots a line per input stream (two for an
     add), below the layer's lookup table if it has one: say so, naming ``param_lines``."""
@@ -258,7 +272,9 @@ def run(plan: Plan) -> Plan:
             transposed = plan.tensors[layer.output].layout == "tokens_t"
             layer.tiling = _gemm_tiling(layer, budget, transposed)
         elif layer.kind == "pool":
-            layer.tiling = _pool_tiling(layer, plan, budget)
+            layer.tiling = _window_pool_tiling(layer, plan, budget) or _pool_tiling(
+                layer, plan, budget
+            )
         elif layer.kind == "upsample":
             layer.tiling = _upsample_tiling(layer, plan, budget)
         else:

@@ -476,6 +476,8 @@ class Machine:
             index, "ACT", insn["act_addr"], last_act - insn["act_addr"] + 1, c.act_lines
         )
         self._check_lines(index, "ACC", insn["acc_addr"], out_h * out_w, c.acc_lines)
+        if insn["max"] and insn["use_bias"]:
+            raise IsaSimError(ErrorCode.BAD_FIELD, "dwconv.max with use_bias", index)
         if insn["use_bias"]:
             self._check_lines(index, "PARAM", insn["param_addr"], 1, c.param_lines)
         # ACT line of (output pixel, tap): (oy*stride + i)*pitch + ox*stride + j.
@@ -486,14 +488,22 @@ class Machine:
         # (pixels, taps, lanes); float64 (astype(None)) would hold these sums exactly too
         acts = self.act[lines].astype(np.int64)  # pragma: no mutate
         wgts = taps.astype(np.int64)  # pragma: no mutate
-        value = (acts * wgts[None]).sum(axis=1)
         rows = slice(insn["acc_addr"], insn["acc_addr"] + out_h * out_w)
-        if insn["accumulate"]:
-            value = value + self.acc[rows]
+        if insn["max"]:
+            value = acts.max(axis=1)
+            if insn["accumulate"]:
+                value = np.maximum(value, self.acc[rows])
+        else:
+            value = (acts * wgts[None]).sum(axis=1)
+            if insn["accumulate"]:
+                value = value + self.acc[rows]
         if insn["use_bias"]:
             value = value + self.param["bias"][insn["param_addr"]]  # line checked above
         self.acc[rows] = wrap32(value)
-        self.stats.macs += out_h * out_w * kh * kw * c.cols
+        if insn["max"]:
+            self.stats.alu_ops += out_h * out_w * kh * kw * c.cols
+        else:
+            self.stats.macs += out_h * out_w * kh * kw * c.cols
         return dwconv_cycles(out_w, out_h, kh, kw, stride)
 
     def _exec_sync(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:

@@ -146,6 +146,9 @@ def _define() -> dict[str, Any]:
     @point("dwconv.stride", ["1", "2", "3+"])
     def dw_stride(value: str) -> None: ...
 
+    @point("dwconv.mode", ["sum", "max"])
+    def dw_mode(value: str) -> None: ...
+
     @point("status.error", ERRORS)
     def status_error(value: str) -> None: ...
 
@@ -269,6 +272,7 @@ def _sample_insn(s: dict[str, Any], insn: isa.Instruction, config: AccelConfig) 
     elif op is isa.Opcode.DWCONV:
         s["dw_kernel"](f"{insn['kh']}x{insn['kw']}")
         s["dw_stride"](str(insn["stride"]) if insn["stride"] < 3 else "3+")
+        s["dw_mode"]("max" if insn["max"] else "sum")
 
 
 def _sample_desc(s: dict[str, Any], desc: dict[str, Any]) -> None:

@@ -164,6 +164,8 @@ def bad_dwconv_programs(config):
         "zero_kh": (_bad(config, kh=0), "BAD_FIELD"),
         "zero_kw": (_bad(config, kw=0), "BAD_FIELD"),
         "zero_stride": (_bad(config, stride=0), "BAD_FIELD"),
+        "max_with_bias": (_bad(config, use_bias=1, max=1), "BAD_FIELD"),
+        "max_without_bias": (_bad(config, use_bias=0, max=1), None),
     }
 
 

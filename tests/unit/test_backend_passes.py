@@ -557,14 +557,15 @@ def test_impossible_tiling_names_the_numbers() -> None:
 
 def row_net(kind: str, width: int, channels: int = 4, height: int = 2) -> onnx.ModelProto:
     """One layer on a (1, channels, height, width) input: an Add of the input to itself, a 2x2
-    max pool (stride 2) of a twice as large input, or a nearest 2x upsample."""
+    average pool (stride 2: POOL; a max pool runs on the window unit) of a twice as large
+    input, or a nearest 2x upsample."""
     g = Onnx(seed=16)
     if kind == "add":
         g.node("Add", ["x", "x"], "layer")
     elif kind == "scale":  # a table no layer can take: a one-input scale
         g.node("Sigmoid", ["x"], "layer")
     elif kind == "pool":
-        g.node("MaxPool", ["x"], "layer", kernel_shape=[2, 2], strides=[2, 2])
+        g.node("AveragePool", ["x"], "layer", kernel_shape=[2, 2], strides=[2, 2])
         return g.model([1, channels, 2 * height, 2 * width], "layer.out")
     else:
         g.inits["scales"] = np.array([1, 1, 2, 2])
@@ -601,7 +602,7 @@ def test_window_and_copy_tiles_fit_the_memories(kind: str) -> None:
 
 @pytest.mark.parametrize(
     ("kind", "op", "widest"),
-    [("add", "add", 64), ("pool", "maxpool", 32), ("upsample", "upsample", 64)],
+    [("add", "add", 64), ("pool", "avgpool", 32), ("upsample", "upsample", 64)],
 )
 def test_one_row_that_just_fits_is_tiled_one_more_pixel_is_refused(kind, op, widest) -> None:
     """ACT half 128 lines, ACC half 64 (4-lane lines). An add streams both inputs' rows into ACT
@@ -667,6 +668,41 @@ def test_pool_windows_against_the_window_field_and_the_memories() -> None:
     plan = passes(compile_front(gap_net(12, channels=8)), cramped, "tile")
     (layer,) = plan.accel_layers()
     assert layer.tiling is not None and layer.tiling.n_blocks == 1
+
+
+def padded_pool_net(shape, kernel, stride, pads) -> onnx.ModelProto:
+    g = Onnx(seed=29)
+    g.node("MaxPool", ["x"], "layer", kernel_shape=list(kernel), strides=list(stride), pads=pads)
+    return g.model(list(shape), "layer.out")
+
+
+@pytest.mark.parametrize(
+    ("shape", "kernel", "stride", "pads", "window"),
+    [
+        ((1, 8, 11, 13), (3, 3), (2, 2), [1, 1, 1, 1], True),  # ResNet's stem pool, odd sizes
+        ((1, 12, 8, 6), (2, 2), (2, 2), [0, 0, 0, 0], True),
+        ((1, 4, 7, 9), (3, 2), (1, 1), [1, 0, 1, 1], True),
+        ((1, 4, 8, 8), (4, 4), (4, 4), [0, 0, 0, 0], False),  # 4 x 4 taps: over the unit's 3 x 3
+        ((1, 4, 8, 8), (2, 2), (1, 2), [0, 0, 0, 0], False),  # unequal strides
+    ],
+)
+def test_max_pools_run_on_the_window_unit_when_it_can(shape, kernel, stride, pads, window):
+    """A max pool of at most 3x3 taps with equal strides runs as DWCONVs in max mode (no POOL,
+    no weights loaded, padding -128); others as POOLs. Both bit-exact on the ISA simulator
+    against the integer reference (arch.reference_ops.max_pool2d)."""
+    graph = compile_front(padded_pool_net(shape, kernel, stride, pads))
+    plan = passes(graph, TINY)
+    opcodes = {insn.opcode for insn in plan.program.insns}
+    assert (Opcode.DWCONV in opcodes, Opcode.POOL in opcodes) == (window, not window)
+    dwconvs = [insn for insn in plan.program.insns if insn.opcode is Opcode.DWCONV]
+    assert all(insn["max"] == 1 and insn["use_bias"] == 0 for insn in dwconvs)
+    mems = {
+        plan.program.descs[i["desc"]]["mem"] for i in plan.program.insns if i.opcode is Opcode.LOAD
+    }
+    assert Mem.WGT not in mems
+    x = np.random.default_rng(31).standard_normal(in_shape(graph)).astype(np.float32)
+    result = run(plan, x)
+    assert result.bit_exact
 
 
 @pytest.mark.parametrize("size", [16, 23])
@@ -914,6 +950,7 @@ QUEUE_OF = {
     Opcode.GEMM: Queue.COMPUTE,
     Opcode.ACCUM: Queue.COMPUTE,
     Opcode.POOL: Queue.COMPUTE,
+    Opcode.DWCONV: Queue.COMPUTE,
     Opcode.STORE: Queue.STORE,
     Opcode.PERF: Queue.STORE,
 }
@@ -972,7 +1009,7 @@ def test_schedule_tokens_balance_and_layers_end_with_a_barrier(
         ops = {insn.opcode for insn in body[:-4]}
         assert Opcode.SYNC not in ops and Opcode.PERF not in ops
         assert {Opcode.LOAD, Opcode.STORE} <= ops
-        assert ops & {Opcode.GEMM, Opcode.POOL, Opcode.ACCUM}
+        assert ops & {Opcode.GEMM, Opcode.POOL, Opcode.ACCUM, Opcode.DWCONV}
     # and the ISA simulator (queue depths, token depths, local ranges) runs it to the end
     x = np.random.default_rng(7).standard_normal(in_shape(plan.graph)).astype(np.float32)
     machine = Machine(plan.config, _dram(plan, x))
@@ -1335,7 +1372,7 @@ def test_block_diagonal_places_each_group_on_its_own_channels() -> None:
 
 @pytest.mark.parametrize(
     ("kind", "op"),
-    [("add", "add"), ("scale", "scale"), ("pool", "maxpool"), ("upsample", "upsample"),
+    [("add", "add"), ("scale", "scale"), ("pool", "avgpool"), ("upsample", "upsample"),
      ("conv", "conv")],
 )  # fmt: skip
 def test_a_row_of_4095_pixels_fills_the_m_field_4096_are_refused(kind: str, op: str) -> None:
