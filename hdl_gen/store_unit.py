@@ -137,10 +137,10 @@ class StoreUnit(wiring.Component):
         bad_shift = Signal()
         for col in range(c.cols):
             entry = params[col]
-            biased = (accs[col] + entry.bias)[: c.acc_bits].as_signed()  # 32-bit wrap
-            # A signal: requantize reads its input twice, an expression would be copied.
+            # A signal (requantize reads its input twice: an expression would be copied) of the
+            # accumulator's width: acc + bias wraps like every accumulator sum.
             value = Signal(signed(c.acc_bits), name=f"value_{col}")
-            m.d.comb += value.eq(Mux(insn.use_bias, biased, accs[col]))
+            m.d.comb += value.eq(Mux(insn.use_bias, accs[col] + entry.bias, accs[col]))
             scaled = requantize(value, entry.mult, entry.shift)
             shifted = (scaled + insn.out_zp.as_signed()).as_signed()  # the output zero point
             code = clamp(shifted, insn.clamp_lo, insn.clamp_hi)[: c.in_bits]  # outputs: int8

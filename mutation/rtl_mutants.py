@@ -127,15 +127,15 @@ RTL_MUTANTS: list[Mutant] = [
     Mutant(
         "store-bias-ignored",
         _S,
-        "m.d.comb += value.eq(Mux(insn.use_bias, biased, accs[col]))",
+        "m.d.comb += value.eq(Mux(insn.use_bias, accs[col] + entry.bias, accs[col]))",
         "m.d.comb += value.eq(accs[col])",
         "STORE drops the bias it was told to add (every conv without a residual loses its bias)",
     ),
     Mutant(
         "store-bias-no-wrap",
         _S,
-        "biased = (accs[col] + entry.bias)[: c.acc_bits].as_signed()",
-        "biased = (accs[col] + entry.bias).as_signed()",
+        'value = Signal(signed(c.acc_bits), name=f"value_{col}")',
+        'value = Signal(signed(c.acc_bits + 1), name=f"value_{col}")',
         "acc + bias kept at 33 bits: a sum past int32 does not wrap like every accumulator sum",
     ),
     Mutant(
