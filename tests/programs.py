@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from arch import asm, isa
+from arch import reference_ops as ref
 from arch.config import AccelConfig
 from arch.isa import Launch
 from sim.backends.isa_machine import Machine
@@ -21,6 +22,32 @@ from sim.backends.isa_machine import Machine
 PROGRAM_BASE = 0x1000
 PROGRAM_SPACE = 0xF000  # program + descriptors live below 0x10000
 GAP = 64  # free bytes before every allocation: guard bands for the runs (sim/guard.py)
+
+
+@dataclass
+class Accumulators:
+    """Random ACCUM inputs for ``m`` lines of one channel block - int8 lines ``x``, per-channel
+    ``res_mult``, ``res_shift`` and ``bias`` - and the accumulators an ACCUM of them leaves,
+    ``bias + requant(x, res_mult, res_shift)`` (from ``arch.reference_ops``)."""
+
+    m: int
+    x: np.ndarray
+    res_mult: np.ndarray
+    res_shift: np.ndarray
+    bias: np.ndarray
+    acc: np.ndarray
+
+
+def random_accumulators(d: int, rng: np.random.Generator, bias_bound: int) -> Accumulators:
+    """1..29 lines of ``d`` channels, biases in [-bias_bound, bias_bound)."""
+    m = int(rng.integers(1, 30))
+    x = rng.integers(-128, 128, (m, d), dtype=np.int8)
+    res_mult = rng.integers(1 << 20, 1 << 24, d)
+    res_shift = rng.integers(0, 6, d)
+    bias = rng.integers(-bias_bound, bias_bound, d)
+    residual = ref.requantize(x, res_mult, res_shift, axis=1)
+    acc = ref.add_wrap32(np.broadcast_to(bias, (m, d)), residual)
+    return Accumulators(m, x, res_mult, res_shift, bias, acc)
 
 
 @dataclass

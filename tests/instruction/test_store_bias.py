@@ -15,7 +15,7 @@ import pytest
 from arch import reference_ops as ref
 from arch.config import PRESETS
 from tests.instruction.rtl_compare import assert_cases_match
-from tests.programs import Builder
+from tests.programs import Builder, random_accumulators
 
 
 def _shifts(values: np.ndarray, mult: np.ndarray) -> np.ndarray:
@@ -26,15 +26,9 @@ def _shifts(values: np.ndarray, mult: np.ndarray) -> np.ndarray:
 
 def _bias_case(config, rng):
     d = config.rows
-    m = int(rng.integers(1, 30))
-    x = rng.integers(-128, 128, (m, d), dtype=np.int8)
-    res_mult = rng.integers(1 << 20, 1 << 24, d)
-    res_shift = rng.integers(0, 6, d)
-    bias = rng.integers(-(1 << 31), 1 << 31, d)
+    a = random_accumulators(d, rng, 1 << 31)
+    m, x, res_mult, res_shift, bias, acc = a.m, a.x, a.res_mult, a.res_shift, a.bias, a.acc
     mult = rng.integers(-(1 << 15), 1 << 15, d)
-    acc = ref.add_wrap32(
-        np.broadcast_to(bias, (m, d)), ref.requantize(x, res_mult, res_shift, axis=1)
-    )
     biased = ref.add_wrap32(acc, np.broadcast_to(bias, (m, d)))
     shift = _shifts(np.concatenate([acc, biased]), mult)
     lo = int(rng.integers(-128, 0))

@@ -16,7 +16,7 @@ from arch import isa
 from arch import reference_ops as ref
 from arch.config import PRESETS
 from tests.instruction.rtl_compare import assert_cases_match, run_both
-from tests.programs import Builder
+from tests.programs import Builder, random_accumulators
 
 
 def _put_table(b: Builder, table: np.ndarray) -> int:
@@ -30,11 +30,8 @@ def _put_table(b: Builder, table: np.ndarray) -> int:
 
 def _table_case(config, rng):
     d = config.rows
-    m = int(rng.integers(1, 30))
-    x = rng.integers(-128, 128, (m, d), dtype=np.int8)
-    res_mult = rng.integers(1 << 20, 1 << 24, d)
-    res_shift = rng.integers(0, 6, d)
-    bias = rng.integers(-(1 << 24), 1 << 24, d)
+    a = random_accumulators(d, rng, 1 << 24)
+    m, x, res_mult, res_shift, bias, acc = a.m, a.x, a.res_mult, a.res_shift, a.bias, a.acc
     mult = rng.integers(-(1 << 31), 1 << 31, d)
     shift = rng.integers(30, 40, d)  # outputs spread over the whole int8 range
     lo, hi = int(rng.integers(-128, -60)), int(rng.integers(60, 128))
@@ -52,9 +49,6 @@ def _table_case(config, rng):
     for table, addr in zip(tables, table_addrs, strict=True):
         b.load_params(_put_table(b, table), n_lines, local=addr)
     b.accumulate_lines(src, m)
-    acc = ref.add_wrap32(
-        np.broadcast_to(bias, (m, d)), ref.requantize(x, res_mult, res_shift, axis=1)
-    )
     codes = ref.to_int8(ref.clamp(ref.requantize(acc, mult, shift, axis=1), lo, hi))
     expected = []
     for i, (table, addr) in enumerate(zip(tables, table_addrs, strict=True)):

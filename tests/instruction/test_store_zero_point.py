@@ -15,20 +15,14 @@ from arch import reference_ops as ref
 from arch.config import PRESETS
 from tests.instruction.rtl_compare import assert_cases_match
 from tests.instruction.test_store_table import _put_table
-from tests.programs import Builder
+from tests.programs import Builder, random_accumulators
 
 
 def _zp_case(config, rng):
     d = config.rows
-    m = int(rng.integers(1, 30))
-    x = rng.integers(-128, 128, (m, d), dtype=np.int8)
-    res_mult = rng.integers(1 << 20, 1 << 24, d)
-    res_shift = rng.integers(0, 6, d)
-    bias = rng.integers(-(1 << 24), 1 << 24, d)
+    a = random_accumulators(d, rng, 1 << 24)
+    m, x, res_mult, res_shift, bias, acc = a.m, a.x, a.res_mult, a.res_shift, a.bias, a.acc
     mult = rng.integers(-(1 << 31), 1 << 31, d)
-    acc = ref.add_wrap32(
-        np.broadcast_to(bias, (m, d)), ref.requantize(x, res_mult, res_shift, axis=1)
-    )
     # Per column the shift that brings the largest product to about +-256: most outputs land
     # inside int8 with or without the zero point, so its value and sign matter (shifts 30..40
     # saturated every output, and a zero point read as unsigned went unnoticed).
