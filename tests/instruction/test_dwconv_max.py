@@ -7,7 +7,8 @@ instruction reads (they must not count), and a second DWCONV over another image 
 onto the first (the larger of the two wins). Expected values are
 ``arch.reference_ops.max_pool2d``, stored through a STORE with random per-channel rescales; the
 RTL's whole DRAM must also equal the ISA simulator's, and the window unit counts no MACs (max
-with use_bias: a BAD_FIELD case of test_dwconv.py).
+with use_bias: a BAD_FIELD case of test_dwconv.py; the ISA simulator alone over more cases:
+tests/unit/test_isa_machine.py).
 """
 
 import numpy as np
@@ -80,7 +81,7 @@ def _max_case(config, rng, *, out_w, out_h, kh, kw, stride, accumulate):
     return b, (out, ref.to_int8(ref.clamp(scaled, -128, 127)))
 
 
-def _cases(config, seed, count):
+def max_pool_cases(config, seed, count):
     rng = np.random.default_rng(seed)
     programs, expected = {}, {}
     for n in range(count):
@@ -94,23 +95,11 @@ def _cases(config, seed, count):
     return programs, expected
 
 
-def test_dwconv_max_isa_simulator_matches_reference_ops():
-    """The ISA simulator alone (no RTL), over more shapes than the RTL test runs."""
-    for name in CONFIGS:
-        programs, expected = _cases(PRESETS[name], seed=7, count=17)
-        for case, builder in programs.items():
-            machine = builder.run_isa()
-            out, want = expected[case]
-            assert machine.stats.macs == 0, f"{name} {case}"
-            got = machine.dram[out : out + want.size].view(np.int8).reshape(want.shape)
-            np.testing.assert_array_equal(got, want, err_msg=f"{name} {case}")
-
-
 @pytest.mark.simulator
 @pytest.mark.parametrize("config_name", CONFIGS)
 def test_dwconv_max_rtl_matches_reference_and_isa(config_name, tmp_path):
     config = PRESETS[config_name]
-    programs, expected = _cases(config, seed=23 + len(config_name), count=8)
+    programs, expected = max_pool_cases(config, seed=23 + len(config_name), count=8)
     for outcome in run_both(config, programs, tmp_path):
         assert outcome.isa_error is None, f"{outcome.name}: {outcome.isa_error}"
         assert outcome.rtl.done, f"{outcome.name}: RTL ended with {outcome.rtl.error_code}"

@@ -13,6 +13,7 @@ from arch import reference_ops as ref
 from arch.config import PRESETS, AccelConfig
 from arch.isa import INT32_MAX, ErrorCode, Launch
 from sim.backends.isa_machine import IsaSimError, Machine, Stats
+from tests.instruction.test_dwconv_max import max_pool_cases
 from tests.programs import Builder, conv2d, pool2d
 
 CONFIGS = {
@@ -376,6 +377,30 @@ def test_dwconv_range_errors_name_the_memory_and_its_lines():
     for fields in ({"act_addr": a - 29}, {"wgt_addr": w - 9}, {"acc_addr": c - 4}):
         _dwconv(cfg, **fields).run_isa()
     _dwconv(cfg, use_bias=1, param_addr=p - 1).run_isa()  # the last PARAM line
+
+
+def test_dwconv_max_mode_matches_reference_ops():
+    """DWCONV with max (docs/isa.md) on the ISA simulator alone, the cases of
+    tests/instruction/test_dwconv_max.py (one or two images, the second accumulating: the
+    larger value wins) over more shapes than the RTL runs, vs ``reference_ops.max_pool2d``:
+    no MACs; ALU operations kh*kw*cols per output; max with use_bias is BAD_FIELD."""
+    for name in ("tiny", "default"):
+        programs, expected = max_pool_cases(PRESETS[name], seed=7, count=17)
+        for case, builder in programs.items():
+            machine = builder.run_isa()
+            out, want = expected[case]
+            assert machine.stats.macs == 0, f"{name} {case}"
+            got = machine.dram[out : out + want.size].view(np.int8).reshape(want.shape)
+            np.testing.assert_array_equal(got, want, err_msg=f"{name} {case}")
+    machine = Machine(CONFIGS["tiny"])
+    fields = dict(out_w=3, out_h=2, pitch=9, kh=3, kw=2, stride=2, max=1)
+    machine.execute(0, isa.make("dwconv", **fields), [])
+    assert (machine.stats.macs, machine.stats.alu_ops) == (0, 2 * 3 * 3 * 2 * 4)
+    machine.execute(0, isa.make("dwconv", **fields), [])
+    assert machine.stats.alu_ops == 2 * 2 * 3 * 3 * 2 * 4
+    with pytest.raises(IsaSimError) as info:
+        machine.execute(4, isa.make("dwconv", **fields, use_bias=1), [])
+    assert str(info.value) == "BAD_FIELD: instruction 4: dwconv.max with use_bias"
 
 
 def test_deadlock_messages_name_every_waiting_queue():
@@ -885,6 +910,10 @@ def test_store_refusals_name_the_field():
     assert str(info.value) == (
         f"LOCAL_RANGE: instruction 2: PARAM line {p} is outside PARAM ({p} lines)"
     )
+    with pytest.raises(IsaSimError) as info:  # the bias is read first, named the same
+        store(("ACC", 0, 64), [(2, 64, 4), (4, 4, 1, 0, 1)], param_addr=p - 1, param_loop=2,
+              use_bias=1)  # fmt: skip
+    assert info.value.insn_index == 2 and info.value.code is ErrorCode.LOCAL_RANGE
     # the out-of-bounds first line at DRAM -4 is written by a transposing store only
     store(("ACC", 0, -4), [(4, 4, 1)])
     with pytest.raises(IsaSimError) as info:
