@@ -1617,3 +1617,47 @@ def test_a_fused_residual_takes_its_tile_of_act_a_plain_conv_does_not() -> None:
             assert (t.rows_per_tile, t.n_blocks, t.k_group) == (4, 1, 4)
         x = np.random.default_rng(29).standard_normal((1, 16, 4, 8)).astype(np.float32)
         assert run(plan, x).bit_exact
+
+
+def test_param_refusals_name_the_layer_its_lines_and_the_size_that_suffices() -> None:
+    """PARAM gives each of the 4 slots a line per input stream: an add (two streams) on 4 lines
+    needs 8; a conv (one stream) on 1 line needs 4 - each message in full, with the layer, its
+    op and singular / plural as the numbers want."""
+    add_net = compile_front(row_net("add", 8))
+    with pytest.raises(CompileError) as info:
+        passes(add_net, dataclasses.replace(TINY, param_lines=4), "tile")
+    assert (info.value.node, info.value.op) == ("layer", "add")
+    assert info.value.reason == (
+        "PARAM has 4 lines (config param_lines=4); this layer needs 8: 4 slots of 2 lines "
+        "(use param_lines >= 8)"
+    )
+    passes(add_net, dataclasses.replace(TINY, param_lines=8), "tile")
+    conv_net = compile_front(wide_conv_net(8))
+    with pytest.raises(CompileError) as info:
+        passes(conv_net, dataclasses.replace(TINY, param_lines=1), "tile")
+    assert (info.value.node, info.value.op) == ("wide_conv", "conv")
+    assert info.value.reason == (
+        "PARAM has 1 line (config param_lines=1); this layer needs 4: 4 slots of 1 line "
+        "(use param_lines >= 4)"
+    )
+
+
+def test_a_max_pool_whose_window_tile_does_not_fit_runs_as_pool() -> None:
+    """A 1x1 max pool at stride 3 streams (out_w - 1) * 3 + 1 input columns per output row
+    through the window unit but gathers only out_w lines for POOL: 50 outputs wide, the
+    window tile (148 lines) exceeds the ACT half (128), POOL's (50) fits - the pool falls
+    back to POOL and runs bit-exact."""
+    cramped = AccelConfig(
+        rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=2, param_lines=8,
+        dram_bytes_per_cycle=8, dram_mib=16,
+    )  # fmt: skip
+    graph = compile_front(padded_pool_net((1, 4, 4, 148), (1, 1), (3, 3), [0, 0, 0, 0]))
+    plan = passes(graph, cramped)
+    (layer,) = plan.accel_layers()
+    assert layer.gemm is None
+    opcodes = {insn.opcode for insn in plan.program.insns}
+    assert Opcode.POOL in opcodes and Opcode.DWCONV not in opcodes
+    x = np.random.default_rng(37).standard_normal(in_shape(graph)).astype(np.float32)
+    assert run(plan, x).bit_exact
+    narrow = compile_front(padded_pool_net((1, 4, 4, 100), (1, 1), (3, 3), [0, 0, 0, 0]))
+    assert Opcode.DWCONV in {i.opcode for i in passes(narrow, cramped).program.insns}
