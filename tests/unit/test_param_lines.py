@@ -57,3 +57,16 @@ def test_a_table_layer_counts_its_table(tmp_path):
     assert not [s for s in enough.steps if isinstance(s, HostStep)]
     x = np.random.default_rng(2).standard_normal((1, 3, 10, 10)).astype(np.float32)
     assert run(enough, x, "isa").bit_exact
+
+
+def test_the_size_named_is_the_next_power_of_two(tmp_path):
+    """On the 16-column default config a lookup table takes 1 PARAM line: a table layer needs
+    4 slots + 1 = 5 lines, and the size named is the next power of two, 8 (not 5, not 4)."""
+    model = _saved(act_model("Sigmoid", {}, 17, seed=5), tmp_path)
+    small = dataclasses.replace(PRESETS["default"], param_lines=4)
+    with pytest.raises(CompileError) as info:
+        compile_model(model, small)
+    assert (
+        "c1 (Conv): PARAM has 4 lines (config param_lines=4); this layer needs 5: 4 slots of 1 "
+        "line plus 1 for its lookup table (use param_lines >= 8);" in str(info.value)
+    )
