@@ -1619,27 +1619,31 @@ def test_a_fused_residual_takes_its_tile_of_act_a_plain_conv_does_not() -> None:
         assert run(plan, x).bit_exact
 
 
-def test_param_refusals_name_the_layer_its_lines_and_the_size_that_suffices() -> None:
+@pytest.mark.parametrize(
+    ("net", "layer", "lines", "reason"),
+    [
+        (lambda: row_net("add", 8), ("layer", "add"), 4,
+         "PARAM has 4 lines (config param_lines=4); this layer needs 8: 4 slots of 2 lines "
+         "(use param_lines >= 8)"),
+        (lambda: wide_conv_net(8), ("wide_conv", "conv"), 1,
+         "PARAM has 1 line (config param_lines=1); this layer needs 4: 4 slots of 1 line "
+         "(use param_lines >= 4)"),
+    ],
+    ids=["add", "conv"],
+)  # fmt: skip
+def test_param_refusals_name_the_layer_its_lines_and_the_size_that_suffices(
+    net, layer, lines, reason
+) -> None:
     """PARAM gives each of the 4 slots a line per input stream: an add (two streams) on 4 lines
     needs 8; a conv (one stream) on 1 line needs 4 - each message in full, with the layer, its
-    op and singular / plural as the numbers want."""
-    add_net = compile_front(row_net("add", 8))
+    op and singular / plural as the numbers want; the size named suffices."""
+    graph = compile_front(net())
     with pytest.raises(CompileError) as info:
-        passes(add_net, dataclasses.replace(TINY, param_lines=4), "tile")
-    assert (info.value.node, info.value.op) == ("layer", "add")
-    assert info.value.reason == (
-        "PARAM has 4 lines (config param_lines=4); this layer needs 8: 4 slots of 2 lines "
-        "(use param_lines >= 8)"
-    )
-    passes(add_net, dataclasses.replace(TINY, param_lines=8), "tile")
-    conv_net = compile_front(wide_conv_net(8))
-    with pytest.raises(CompileError) as info:
-        passes(conv_net, dataclasses.replace(TINY, param_lines=1), "tile")
-    assert (info.value.node, info.value.op) == ("wide_conv", "conv")
-    assert info.value.reason == (
-        "PARAM has 1 line (config param_lines=1); this layer needs 4: 4 slots of 1 line "
-        "(use param_lines >= 4)"
-    )
+        passes(graph, dataclasses.replace(TINY, param_lines=lines), "tile")
+    assert (info.value.node, info.value.op) == layer
+    assert info.value.reason == reason
+    enough = int(reason.rsplit(">= ", 1)[1].rstrip(")"))
+    passes(graph, dataclasses.replace(TINY, param_lines=enough), "tile")
 
 
 def test_a_max_pool_whose_window_tile_does_not_fit_runs_as_pool() -> None:
