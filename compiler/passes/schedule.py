@@ -11,6 +11,10 @@ compute instructions, and the last step of an m tile is followed by its store. B
   tile t+4 can only start once tile t's store has finished (via the ACC tokens of tile t+2),
   so a slot is never overwritten while a store still reads it.
 
+A layer's first GEMM step is loaded and computed in parts of 1, 2, 4, ... k chunks, each part's
+loads pushing its own token to its GEMM (:mod:`compiler.passes.ramp`), so the layer's first GEMM
+starts after one chunk's loads rather than the whole step's.
+
 Token pushes and pops balance within a layer; a barrier (store -> compute -> load) and a PERF
 record end each layer, so the next layer reads what this one stored.
 """
@@ -24,6 +28,7 @@ from arch import isa
 from arch.reference import store_zero_point, zero_point
 from compiler.constants import table_offset, zero_point_bias
 from compiler.errors import CompileError
+from compiler.passes import ramp
 from compiler.passes.tile import MAX_WINDOW, PARAM_SLOTS, param_slot_lines, table_line, uses_table
 from compiler.plan import DescSpec, Layer, Op, Plan
 
@@ -35,6 +40,8 @@ class Step:
     tile: int = 0
     first_of_tile: bool = False
     store: list[Op] = field(default_factory=list)
+    # (load, compute) indices where each further part of a split step starts (compiler.passes.ramp)
+    parts: list[tuple[int, int]] = field(default_factory=list)
 
 
 def weight_symbol(layer: Layer) -> str:
@@ -171,6 +178,25 @@ def _activation_weights(
     return Op("load", desc=desc)
 
 
+def _residual_accum(
+    acc_base: int, res_base: int, slot: int, mt: int, nbc: int, accumulate: int
+) -> Op:
+    """ACCUM of bias + the requantized residual tile (``nbc`` blocks of ``mt`` lines) into ACC."""
+    fields = {
+        "acc_addr": acc_base,
+        "act_addr": res_base,
+        "param_addr": slot,
+        "m": mt,
+        "n_iter": nbc,
+        "acc_n_stride": mt,
+        "act_n_stride": mt,
+        "use_bias": 1,
+        "use_res": 1,
+        "accumulate": accumulate,
+    }
+    return Op("accum", fields=fields)
+
+
 def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     """conv / gemm, and batch_matmul: the same walk once per head, its weights read from the
     second input's lines (:func:`_activation_weights`) instead of the layer's weight tiles.
@@ -217,89 +243,85 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
         for gi, (k0, kc) in enumerate(k_groups):
             half = len(steps) % 2
             act_base, wgt_base = half * halves.act, half * halves.wgt
+            res_base = act_base + kc * mt
             step = Step(tile=tile, first_of_tile=gi == 0)
+            # The layer's first step in ramp parts (each its own LOAD -> COMPUTE token); its
+            # residual, if any, is added by an ACCUM after the last part's GEMM.
+            sizes = ramp.parts(kc, plan.config) if not steps and not matmul else [kc]
+            split = len(sizes) > 1
             if gi == 0:
                 step.loads.append(_param_load(plan, layer, slot, out_nb0, nbc))
-                if residual is not None:
-                    step.loads.append(
-                        _tile_lines(plan, residual, act_base + kc * mt, oy0, mt, nb0, nbc)
+                if residual is not None and not split:
+                    step.loads.append(_tile_lines(plan, residual, res_base, oy0, mt, nb0, nbc))
+                    step.compute.append(_residual_accum(acc_base, res_base, slot, mt, nbc, 0))
+            for part, pk0 in enumerate(itertools.accumulate([0, *sizes[:-1]])):
+                pkc = sizes[part]
+                if part:
+                    step.parts.append((len(step.loads), len(step.compute)))
+                # Activations: one descriptor per run of chunks sharing a kernel tap (ky, kx).
+                chunks_of_part = range(k0 + pk0, k0 + pk0 + pkc)
+                for tap, run in itertools.groupby(chunks_of_part, key=tap_of):
+                    chunk_list = list(run)
+                    first, count = chunk_list[0], len(chunk_list)
+                    ky, kx = tap // kw, tap % kw
+                    cb = first % cb_total
+                    dy, dx = shape.dilation
+                    y0, x0 = oy0 * sh + ky * dy - pt, kx * dx - pl
+                    desc = DescSpec(
+                        "ACT",
+                        act_base + (first - k0) * mt,
+                        src.name,
+                        src.offset
+                        + (y0 * src.w + x0) * src.pixel_stride
+                        + cb * dim
+                        + head * shape.in_channels,
+                        [
+                            (count, dim, mt, 0, 0),
+                            (rows, sh * src.w * src.pixel_stride, shape.out_w, sh, 0),
+                            (shape.out_w, sw * src.pixel_stride, 1, 0, sw),
+                        ],
+                        y0=y0,
+                        x0=x0,
+                        height=src.h,
+                        width=src.w,
+                        pad_value=zero_point(plan.graph, layer.inputs[0]),  # real 0
                     )
-
-            # Activations: one descriptor per run of chunks sharing a kernel tap (ky, kx).
-            for tap, run in itertools.groupby(range(k0, k0 + kc), key=tap_of):
-                chunk_list = list(run)
-                first, count = chunk_list[0], len(chunk_list)
-                ky, kx = tap // kw, tap % kw
-                cb = first % cb_total
-                dy, dx = shape.dilation
-                y0, x0 = oy0 * sh + ky * dy - pt, kx * dx - pl
-                desc = DescSpec(
-                    "ACT",
-                    act_base + (first - k0) * mt,
-                    src.name,
-                    src.offset
-                    + (y0 * src.w + x0) * src.pixel_stride
-                    + cb * dim
-                    + head * shape.in_channels,
-                    [
-                        (count, dim, mt, 0, 0),
-                        (rows, sh * src.w * src.pixel_stride, shape.out_w, sh, 0),
-                        (shape.out_w, sw * src.pixel_stride, 1, 0, sw),
-                    ],
-                    y0=y0,
-                    x0=x0,
-                    height=src.h,
-                    width=src.w,
-                    pad_value=zero_point(plan.graph, layer.inputs[0]),  # real 0
-                )
-                step.loads.append(Op("load", desc=desc))
-            if matmul:
-                step.loads.append(
-                    _activation_weights(plan, layer, wgt_base, head, nb0, nbc, k0, kc)
-                )
-            else:
-                wdesc = DescSpec(
-                    "WGT",
-                    wgt_base,
-                    weight_symbol(layer),
-                    blocks_at[(nb0, k0)],
-                    [(kc * nbc * dim, dim, 1)],
-                )
-                step.loads.append(Op("load", desc=wdesc))
-            if gi == 0 and residual is not None:
+                    step.loads.append(Op("load", desc=desc))
+                if matmul:
+                    step.loads.append(
+                        _activation_weights(plan, layer, wgt_base, head, nb0, nbc, k0, kc)
+                    )
+                else:
+                    tile_lines = nbc * dim  # WGT lines of one k chunk's nbc tiles
+                    wdesc = DescSpec(
+                        "WGT",
+                        wgt_base + pk0 * tile_lines,
+                        weight_symbol(layer),
+                        blocks_at[(nb0, k0)] + pk0 * tile_lines * dim,
+                        [(pkc * tile_lines, dim, 1)],
+                    )
+                    step.loads.append(Op("load", desc=wdesc))
                 step.compute.append(
                     Op(
-                        "accum",
+                        "gemm",
                         fields={
+                            "wgt_addr": wgt_base + pk0 * nbc * dim,
+                            "act_addr": act_base + pk0 * mt,
                             "acc_addr": acc_base,
-                            "act_addr": act_base + kc * mt,
-                            "param_addr": slot,
                             "m": mt,
+                            "k_iter": pkc,
                             "n_iter": nbc,
+                            "act_k_stride": mt,
                             "acc_n_stride": mt,
-                            "act_n_stride": mt,
-                            "use_bias": 1,
-                            "use_res": 1,
-                            "accumulate": 0,
+                            "accumulate": int(
+                                gi > 0 or part > 0 or (residual is not None and not split)
+                            ),
                         },
                     )
                 )
-            step.compute.append(
-                Op(
-                    "gemm",
-                    fields={
-                        "wgt_addr": wgt_base,
-                        "act_addr": act_base,
-                        "acc_addr": acc_base,
-                        "m": mt,
-                        "k_iter": kc,
-                        "n_iter": nbc,
-                        "act_k_stride": mt,
-                        "acc_n_stride": mt,
-                        "accumulate": int(gi > 0 or residual is not None),
-                    },
-                )
-            )
+            if split and residual is not None:
+                step.loads.append(_tile_lines(plan, residual, res_base, oy0, mt, nb0, nbc))
+                step.compute.append(_residual_accum(acc_base, res_base, slot, mt, nbc, 1))
             if gi == len(k_groups) - 1 and plan.tensor(layer.output).layout == "tokens_t":
                 step.store += _transposed_stores(plan, layer, acc_base, slot, oy0, mt, nb0, nbc)
             elif gi == len(k_groups) - 1:
@@ -382,19 +404,7 @@ def _dw_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 )
             )
         if residual is not None:
-            fields = {
-                "acc_addr": acc_base,
-                "act_addr": res_base,
-                "param_addr": slot,
-                "m": mt,
-                "n_iter": nbc,
-                "acc_n_stride": mt,
-                "act_n_stride": mt,
-                "use_bias": 1,
-                "use_res": 1,
-                "accumulate": 0,
-            }
-            step.compute.append(Op("accum", fields=fields))
+            step.compute.append(_residual_accum(acc_base, res_base, slot, mt, nbc, 0))
         for j in range(nbc):
             first_tap = 0
             for p, (i0, kh, j0, kw) in enumerate(passes):
@@ -663,6 +673,9 @@ def _with_tokens(steps: list[Step]) -> list[Op]:
             raise CompileError(None, None, f"schedule step {s} has no loads or no compute")
         if s >= 2:
             add(step.loads[0], "pop_next")
+        for loads_at, compute_at in step.parts:  # each part of a split step: its own token
+            add(step.loads[loads_at - 1], "push_next")
+            add(step.compute[compute_at], "pop_prev")
         add(step.loads[-1], "push_next")
         add(step.compute[0], "pop_prev")
         if step.first_of_tile and step.tile >= 2:

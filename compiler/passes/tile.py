@@ -13,6 +13,7 @@ from arch import isa
 from arch.config import AccelConfig
 from arch.isa import dwconv_cycles
 from compiler.errors import CompileError
+from compiler.passes import ramp
 from compiler.passes.window_pool import window_pool_shape
 from compiler.plan import Layer, Plan, Tiling, ceil_div
 
@@ -52,6 +53,7 @@ class Budget:
         self.param = param_slot_lines(c, layer)
         self.lines_per_cycle = c.dram_bytes_per_cycle / c.act_line_bytes
         self.latency = c.dram_latency
+        self.config = c
 
 
 def _gemm_tiling(layer: Layer, budget: Budget, transposed: bool = False) -> Tiling:
@@ -85,7 +87,14 @@ def _gemm_tiling(layer: Layer, budget: Budget, transposed: bool = False) -> Tili
             load = (kg * mt + kg * nb * dim) / budget.lines_per_cycle + budget.latency
             step = max(compute, load)
             accum = mt * nb if residual else 0  # an ACCUM adds the residual (and bias)
-            total = n_groups * m_tiles * (groups * step + accum) + load + mt * nb
+            # The layer's first step waits for its loads, in ramp parts (compiler.passes.ramp).
+            sizes = ramp.parts(kg, budget.config) if layer.kind != "matmul" else [kg]
+            chunk_load = (mt + nb * dim) / budget.lines_per_cycle
+            chunk_compute = nb * max(mt, 2 * dim + 1)
+            first = ramp.first_step_cycles(
+                sizes, chunk_load, chunk_compute, budget.latency, GEMM_OVERHEAD
+            )
+            total = n_groups * m_tiles * (groups * step + accum) + first - step + mt * nb
             if best is None or total < best.estimate:
                 best = Tiling(rows, nb, kg, int(total))
     if best is None:

@@ -28,7 +28,7 @@ from compiler.errors import CompileError
 from compiler.export import device_program, to_executable
 from compiler.frontend import compile_front
 from compiler.ir import Graph, Node, Tensor
-from compiler.passes import BACK_PASSES
+from compiler.passes import BACK_PASSES, ramp
 from compiler.passes.layout import block_diagonal
 from compiler.plan import GemmShape, Plan, Tiling, round_up
 from sim.backends.isa_machine import Machine
@@ -1018,6 +1018,68 @@ def test_schedule_tokens_balance_and_layers_end_with_a_barrier(
     assert stats.macs >= sum(layer.macs for layer in plan.accel_layers())
 
 
+@pytest.mark.parametrize("token_depth", [2, 3, 4, 8, 1024])
+@pytest.mark.parametrize("chunks", [1, 2, 3, 7, 16, 1023])
+def test_ramp_parts_cover_the_chunks_first_one_alone_within_the_token_depth(chunks, token_depth):
+    """The first step's parts: they add up to its chunks; the first is one chunk and each next
+    at most twice the one before (but the last, the rest); as many as the token queue can hold
+    beside the next step's token, and never more than MAX_PARTS."""
+    config = dataclasses.replace(PRESETS["default"], token_depth=token_depth)
+    sizes = ramp.parts(chunks, config)
+    assert sum(sizes) == chunks and min(sizes) >= 1
+    most = max(1, min(ramp.MAX_PARTS, token_depth - 2))
+    assert len(sizes) <= most, sizes
+    assert sizes[:-1] == [2**i for i in range(len(sizes) - 1)], sizes
+    if len(sizes) < most:  # split as far as doubling goes: the last part is no larger
+        assert sizes[-1] <= 2 ** (len(sizes) - 1), sizes
+
+
+def _ramp_net(residual: bool) -> Graph:
+    g = Onnx(seed=31)
+    y = g.node("Relu", [g.conv("c1", "x", 32, 32, 3)], "r1")
+    y = g.conv("c2", y, 32, 32, 3)
+    if residual:
+        y = g.node("Add", [y, "x"], "res")
+    return compile_front(g.model([1, 32, 12, 12], g.node("Relu", [y], "relu")))
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_a_layers_first_gemm_waits_for_one_chunk_not_the_whole_step(monkeypatch, residual):
+    """Each conv layer's first step is split: its first GEMM reads one k chunk, its loads up to
+    its token carry one chunk's ACT and WGT lines (and PARAM), the residual's ACCUM follows the
+    last part. The network is bit-exact and faster on the ISA simulator than unsplit."""
+    config = dataclasses.replace(PRESETS["default"], act_kib=32, wgt_kib=16)
+    graph = _ramp_net(residual)
+    x = np.random.default_rng(31).standard_normal((1, 32, 12, 12)).astype(np.float32)
+    plan = passes(graph, config)
+    for layer in plan.accel_layers():
+        assert layer.tiling is not None and layer.tiling.k_group > 1, layer.tiling
+        ops = layer.ops
+        first_gemm = next(i for i, op in enumerate(ops) if op.opcode == "gemm")
+        assert ops[first_gemm].fields["k_iter"] == 1
+        pushed = next(i for i, op in enumerate(ops) if "push_next" in op.deps)
+        assert ops[pushed].opcode == "load" and pushed < first_gemm
+        lines = {m: 0 for m in ("ACT", "WGT", "PARAM")}
+        for op in ops[: pushed + 1]:
+            lines[op.desc.mem] += math.prod(loop[0] for loop in op.desc.loops)
+        mt = layer.tiling.rows_per_tile * layer.gemm.out_w
+        nbc = min(layer.tiling.n_blocks, layer.gemm.out_channels // 16)
+        assert (lines["ACT"], lines["WGT"]) == (mt, nbc * 16), lines
+        accums = [i for i, op in enumerate(ops) if op.opcode == "accum"]
+        if len(layer.inputs) > 1:  # the first step's ACCUM comes after its parts' GEMMs
+            assert accums and accums[0] > first_gemm
+            assert ops[accums[0]].fields["accumulate"] == 1
+        else:
+            assert not accums
+    split = run(plan, x)
+    monkeypatch.setattr(ramp, "MAX_PARTS", 1)
+    whole = run(passes(graph, config), x)
+    assert split.bit_exact and whole.bit_exact
+    for a, b in zip(split.layers, whole.layers, strict=True):
+        if a.device == "accel":
+            assert a.cycles < b.cycles, (a.name, a.cycles, b.cycles)
+
+
 def test_token_check_catches_a_missing_push(graphs: dict[str, Graph]) -> None:
     plan = passes(graphs["mlp"], TINY)
     index = next(i for i, insn in enumerate(plan.program.insns) if insn["deps.push_next"])
@@ -1589,8 +1651,8 @@ def test_a_fused_residual_takes_its_tile_of_act_a_plain_conv_does_not() -> None:
     """A 1x1 conv 16 -> 16 on a 4x8 map: 4 chunks, 4 blocks. ACT half 128 lines, ACC half 32,
     one PARAM line a slot (one block a step). Without a residual the whole map is one m tile of
     32 pixels: 4 chunks x 32 = 128 ACT lines and 32 ACC lines, both exactly full. With a fused
-    residual Add the step also holds the residual's 32 lines (160 > 128), so the tile is
-    smaller. Both fit and run bit-exact."""
+    residual Add the step also holds the residual's 32 lines (160 > 128), so the tile has
+    fewer rows or fewer chunks a step. Both fit and run bit-exact."""
     cramped = AccelConfig(
         rows=4, cols=4, act_kib=1, wgt_kib=1, acc_kib=1, param_lines=4,
         dram_bytes_per_cycle=8, dram_mib=16,
@@ -1611,8 +1673,9 @@ def test_a_fused_residual_takes_its_tile_of_act_a_plain_conv_does_not() -> None:
         (layer,) = plan.accel_layers()
         assert len(layer.inputs) == 1 + residual and layer.tiling is not None
         t = layer.tiling
-        if residual:
-            assert t.rows_per_tile < 4, t
+        if residual:  # the step holds its chunks and the residual's lines: fewer of either
+            assert (t.k_group + t.n_blocks) * t.rows_per_tile * 8 <= 128, t
+            assert t.rows_per_tile < 4 or t.k_group < 4, t
         else:
             assert (t.rows_per_tile, t.n_blocks, t.k_group) == (4, 1, 4)
         x = np.random.default_rng(29).standard_normal((1, 16, 4, 8)).astype(np.float32)
