@@ -9,8 +9,9 @@ image size) on both, alternating, several times, together with (c) the pyverilat
 that all leave the same DRAM and counters, and reports the median simulated cycles per second of
 each and their ratios to raw (the median of the ratios of back-to-back run pairs); pyverilator
 ticking the clock from Python is timed on the program's first cycles. It also times a cold
-build, a build after an RTL change and a cached build, runs the same program sequentially and
-in 2 layer shards on 2 Dask workers (``sharded_speedup``, :mod:`sim.bench_shards`), and
+build, a build after an RTL change and a cached build, runs a network sequentially and in 2
+layer shards on 2 Dask workers (``sharded_speedup``, :mod:`sim.bench_shards`: ResNet-18 at
+224x224, or the small program with ``--no-full``), and
 (unless ``--no-full`` / ``BENCH_FULL=0``) runs ``python -m sim.cli`` on ResNet-18 and ResNet-50
 at 224x224 end to end, ResNet-50 also in 2 layer shards (``--jobs 2``,
 ``resnet50_sharded_speedup``), and measures their utilization at 16 and 8 bytes per cycle of DRAM
@@ -352,8 +353,16 @@ def main(argv: list[str] | None = None) -> int:
         "make_flags": [*MAKE_FLAGS],
         "machine": info,
     }
-    print("running it sequentially and in 2 shards on 2 Dask workers (sim/bench_shards.py)...")
-    data["sharded"] = bench_shards.measure(exe, x, out / "shards")
+    shard_exe, shard_x = exe, x
+    if args.full:  # ResNet-18 at 224x224: shards of seconds each, not of start-up costs
+        shard_exe = compile_model("resnet18", config, seed=0).executable
+        shard_x = np.random.default_rng(0).standard_normal(shard_exe.input.shape)
+        shard_x = shard_x.astype(np.float32)
+    print(
+        f"running {shard_exe.model} {shard_exe.input.shape} sequentially and in 2 shards on 2 "
+        "Dask workers (sim/bench_shards.py)..."
+    )
+    data["sharded"] = bench_shards.measure(shard_exe, shard_x, out / "shards")
     data["sharded_speedup"] = data["sharded"]["sharded_speedup"]
     if args.full:
         for label, name, extra in FULL_MODELS:
@@ -423,7 +432,8 @@ def print_table(data: dict[str, Any]) -> None:
     sharded = data["sharded"]
     same = "equal" if sharded["same_layers"] else "DIFFER"
     table.add_row(
-        "sequential / 2 shards on 2 Dask workers (speedup)",
+        f"{sharded['network']} ({sharded['cycles']:,} cycles): sequential / 2 shards on 2 Dask "
+        "workers (speedup)",
         f"{sharded['sequential_wall_s']:.1f} s / {sharded['sharded_wall_s']:.1f} s "
         f"({sharded['sharded_speedup']:.2f}x, layers {same})",
     )
