@@ -178,20 +178,21 @@ def _activation_weights(
     return Op("load", desc=desc)
 
 
-def _residual_accum(
-    acc_base: int, res_base: int, slot: int, mt: int, nbc: int, accumulate: int
+def _tile_accum(
+    acc_base: int, act_base: int, slot: int, mt: int, nbc: int, use_res: int, accumulate: int
 ) -> Op:
-    """ACCUM of bias + the requantized residual tile (``nbc`` blocks of ``mt`` lines) into ACC."""
+    """ACCUM over a tile of ``nbc`` blocks of ``mt`` lines: the bias, plus the requantized ACT
+    lines from ``act_base`` (a residual) if ``use_res``, into ACC (or onto it)."""
     fields = {
         "acc_addr": acc_base,
-        "act_addr": res_base,
+        "act_addr": act_base,
         "param_addr": slot,
         "m": mt,
         "n_iter": nbc,
         "acc_n_stride": mt,
         "act_n_stride": mt,
         "use_bias": 1,
-        "use_res": 1,
+        "use_res": use_res,
         "accumulate": accumulate,
     }
     return Op("accum", fields=fields)
@@ -253,7 +254,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 step.loads.append(_param_load(plan, layer, slot, out_nb0, nbc))
                 if residual is not None and not split:
                     step.loads.append(_tile_lines(plan, residual, res_base, oy0, mt, nb0, nbc))
-                    step.compute.append(_residual_accum(acc_base, res_base, slot, mt, nbc, 0))
+                    step.compute.append(_tile_accum(acc_base, res_base, slot, mt, nbc, 1, 0))
             for part, pk0 in enumerate(itertools.accumulate([0, *sizes[:-1]])):
                 pkc = sizes[part]
                 if part:
@@ -321,7 +322,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 )
             if split and residual is not None:
                 step.loads.append(_tile_lines(plan, residual, res_base, oy0, mt, nb0, nbc))
-                step.compute.append(_residual_accum(acc_base, res_base, slot, mt, nbc, 1))
+                step.compute.append(_tile_accum(acc_base, res_base, slot, mt, nbc, 1, 1))
             if gi == len(k_groups) - 1 and plan.tensor(layer.output).layout == "tokens_t":
                 step.store += _transposed_stores(plan, layer, acc_base, slot, oy0, mt, nb0, nbc)
             elif gi == len(k_groups) - 1:
@@ -404,7 +405,7 @@ def _dw_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 )
             )
         if residual is not None:
-            step.compute.append(_residual_accum(acc_base, res_base, slot, mt, nbc, 0))
+            step.compute.append(_tile_accum(acc_base, res_base, slot, mt, nbc, 1, 0))
         for j in range(nbc):
             first_tap = 0
             for p, (i0, kh, j0, kw) in enumerate(passes):
@@ -456,19 +457,7 @@ def _pool_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 step.loads.append(_param_load(plan, layer, slot, nb0, nbc))
             act_base = (len(steps) % 2) * halves.act
             if part == 0 and zp_bias is not None:  # ACC starts at -window * z_in
-                init = {
-                    "acc_addr": acc_base,
-                    "act_addr": act_base,
-                    "param_addr": slot,
-                    "m": mt,
-                    "n_iter": nbc,
-                    "acc_n_stride": mt,
-                    "act_n_stride": mt,
-                    "use_bias": 1,
-                    "use_res": 0,
-                    "accumulate": 0,
-                }
-                step.compute.append(Op("accum", fields=init))
+                step.compute.append(_tile_accum(acc_base, act_base, slot, mt, nbc, 0, 0))
             _pool_part(
                 plan, layer, step, (act_base, acc_base), (oy0, rows), (nb0, nbc), kernel_rows
             )
