@@ -356,8 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     shard_exe, shard_x = exe, x
     if args.full:  # ResNet-18 at 224x224: shards of seconds each, not of start-up costs
         shard_exe = compile_model("resnet18", config, seed=0).executable
-        shard_x = np.random.default_rng(0).standard_normal(shard_exe.input.shape)
-        shard_x = shard_x.astype(np.float32)
+        rng = np.random.default_rng(0)
+        shard_x = rng.standard_normal(shard_exe.input.shape).astype(np.float32)
     print(
         f"running {shard_exe.model} {shard_exe.input.shape} sequentially and in 2 shards on 2 "
         "Dask workers (sim/bench_shards.py)..."
