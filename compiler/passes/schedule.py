@@ -335,6 +335,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
             for op in step.store:  # the first GEMM overwrites ACC; the STORE adds the bias
                 op.fields["use_bias"] = 1
                 if residual is not None:  # and the requantized residual, laid out as ACC is
+                    assert op.desc is not None
                     res_addr = res_base + op.desc.local_base - acc_base
                     op.fields |= {"use_res": 1, "res_addr": res_addr}
             steps.append(step)
