@@ -352,9 +352,11 @@ PARAM_ENTRY = Format(
     (
         Field("bias", signed(32), "added by ACCUM, DWCONV or STORE when use_bias=1"),
         Field("mult", signed(32), "STORE requantization multiplier"),
-        Field("res_mult", signed(32), "ACCUM residual requantization multiplier"),
+        Field("res_mult", signed(32), "ACCUM/STORE residual requantization multiplier"),
         Field("shift", unsigned(8), f"STORE requantization shift (0..{MAX_SHIFT})"),
-        Field("res_shift", unsigned(8), f"ACCUM residual requantization shift (0..{MAX_SHIFT})"),
+        Field(
+            "res_shift", unsigned(8), f"ACCUM/STORE residual requantization shift (0..{MAX_SHIFT})"
+        ),
         Field("reserved", unsigned(16), "zero"),
     ),
     bits=PARAM_ENTRY_BYTES * 8,
@@ -407,8 +409,10 @@ STORE = _insn(
     Queue.STORE,
     "Post-process accumulator lines and DMA them to DRAM: per column c of the line, "
     "`out = clamp(requant(a, mult[c], shift[c]) + out_zp, clamp_lo, clamp_hi)` as int8 with "
-    "`a = acc + bias[c]` (32-bit wrap) if use_bias, else `a = acc`, where "
-    "the parameter line is `param_addr + i[param_loop]` (i = the descriptor's loop index); with "
+    "`a = acc + (bias[c] if use_bias) + (requant(act[r][c], res_mult[c], res_shift[c]) if "
+    "use_res)` (32-bit wrap), where the parameter line is `param_addr + i[param_loop]` (i = the "
+    "descriptor's loop index) and the residual's ACT line `r = res_addr + l - local_base` for "
+    "the line's ACC line l (a residual tile laid out like the accumulator tile); with "
     "use_table, `out = table[out + 128]` (the table in PARAM lines from table_addr). With "
     "transpose, the descriptor's innermost loop must count `cols` lines (else BAD_FIELD) and "
     "each innermost run is one block: its lines' outputs form a `cols` x `cols` byte block B "
@@ -429,6 +433,13 @@ STORE = _insn(
     Field("out_zp", signed(8), "output zero point, added to requant(acc) before the clamp", True),
     Field("transpose", unsigned(1), "write each innermost run of `cols` lines transposed", True),
     Field("use_bias", unsigned(1), "add the PARAM bias to the accumulator first", True),
+    Field("use_res", unsigned(1), "add the requantized residual ACT line first", True),
+    Field(
+        "res_addr",
+        unsigned(LOCAL_ADDR_BITS),
+        "ACT line of the residual of the descriptor's first ACC line (use_res)",
+        True,
+    ),
 )
 GEMM = _insn(
     Opcode.GEMM,

@@ -189,6 +189,7 @@ class Accelerator(wiring.Component):
         connect_write(param_mem, load.param)
         connect_read(param_mem, compute.param)
         connect_read(param_mem, store.param)
+        connect_read(act_mem, store.act)  # a STORE's residual (use_res)
         acc_write = connect_write(acc_mem, compute.acc_wr)
         connect_read(acc_mem, compute.acc_rd, transparent_for=(acc_write,))
         connect_read(acc_mem, store.acc)

@@ -12,7 +12,7 @@ from arch.isa import MAX_SHIFT
 from hdl_gen.addrgen import LOOP_COUNT_BITS, AddressGenerator
 from hdl_gen.desc_fetch import DescriptorFetcher
 from hdl_gen.dram_bus import read_signature, write_signature
-from hdl_gen.local_ports import param_line_bits, param_view, read_port
+from hdl_gen.local_ports import POINTER_BITS, param_line_bits, param_view, read_port
 from hdl_gen.read_port import ReadPort
 from hdl_gen.requant import clamp, requantize
 from hdl_gen.tokens import ErrorLatch, UnitFrame, unit_signature
@@ -20,7 +20,8 @@ from hdl_gen.tokens import ErrorLatch, UnitFrame, unit_signature
 
 class StoreUnit(wiring.Component):
     """Walks a STORE's descriptor; for each in-bounds line reads the accumulator line and its
-    PARAM line, adds the bias (use_bias), requantizes, adds the output zero point and clamps
+    PARAM line (and, with use_res, the residual's ACT line), adds the bias (use_bias) and the
+    requantized residual (use_res), requantizes, adds the output zero point and clamps
     every column to int8 (then, with use_table, maps it through the lookup table, copied from
     PARAM into registers before the first line) and writes the line to DRAM (one line per
     cycle when a line fits a bus beat). A transposing STORE collects each innermost run of
@@ -30,7 +31,7 @@ class StoreUnit(wiring.Component):
 
     Attributes
     ----------
-    acc, param : Out(read port)
+    acc, param, act : Out(read port)
     wr : Out(stream of DRAM writes)
     perf : In(perf_record layout)
         Live counter values (the tag field is ignored).
@@ -47,6 +48,7 @@ class StoreUnit(wiring.Component):
                     "desc_bus": Out(read_signature(bus)),
                     "acc": Out(read_port(c.acc_line_bytes * 8)),
                     "param": Out(read_port(param_line_bits(c))),
+                    "act": Out(read_port(c.act_line_bytes * 8)),
                     "wr": Out(write_signature(bus)),
                     "perf": In(isa.PERF_RECORD.layout),
                 }
@@ -81,7 +83,7 @@ class StoreUnit(wiring.Component):
         errors.raise_(fetcher.error, isa.ErrorCode.BAD_DESCRIPTOR)
         errors.raise_(addrgen.error, addrgen.error_code)
 
-        # Pipeline: A accepts a line and reads ACC/PARAM; B requantizes; C writes DRAM beats.
+        # Pipeline: A accepts a line and reads ACC/PARAM/ACT; B requantizes; C writes DRAM beats.
         b_valid, b_dram, b_inside = Signal(), Signal(isa.DRAM_ADDR_BITS), Signal()
         c_valid, c_dram, c_line = Signal(), Signal(isa.DRAM_ADDR_BITS), Signal(out_bytes * 8)
         c_beat = Signal(range(beats + 1))
@@ -108,12 +110,19 @@ class StoreUnit(wiring.Component):
             for level in range(isa.DESC_LOOPS):
                 with m.Case(level):
                     m.d.comb += index.eq(line.index[level])
+        # The residual's ACT line: res_addr + the ACC line's offset from the descriptor's base.
+        res_line = Signal(signed(POINTER_BITS + 1))
+        m.d.comb += res_line.eq(insn.res_addr + line.local - fetcher.desc.local_base)
+        res_outside = (res_line < 0) | (res_line >= c.act_lines)
         m.d.comb += [
             self.acc.addr.eq(line.local),
             self.acc.en.eq(a_moves),
             self.param.addr.eq(insn.param_addr + index),
             self.param.en.eq(a_moves),
+            self.act.addr.eq(res_line[: isa.LOCAL_ADDR_BITS]),
+            self.act.en.eq(a_moves & insn.use_res),
         ]
+        errors.raise_(a_moves & line.valid & insn.use_res & res_outside, isa.ErrorCode.LOCAL_RANGE)
         with m.If(a_moves):
             m.d.sync += [
                 b_valid.eq(line.valid | insn.transpose),
@@ -132,6 +141,7 @@ class StoreUnit(wiring.Component):
         line_bytes = param_line_bits(c) // 8
 
         accs = data.View(data.ArrayLayout(signed(c.acc_bits), c.cols), self.acc.data)
+        residuals = data.View(data.ArrayLayout(signed(c.in_bits), c.cols), self.act.data)
         params = param_view(self.param.data, c)
         lanes = []
         bad_shift = Signal()
@@ -140,7 +150,10 @@ class StoreUnit(wiring.Component):
             # A signal (requantize reads its input twice: an expression would be copied) of the
             # accumulator's width: acc + bias wraps like every accumulator sum.
             value = Signal(signed(c.acc_bits), name=f"value_{col}")
-            m.d.comb += value.eq(Mux(insn.use_bias, accs[col] + entry.bias, accs[col]))
+            residual = requantize(residuals[col], entry.res_mult, entry.res_shift)
+            m.d.comb += value.eq(
+                accs[col] + Mux(insn.use_bias, entry.bias, 0) + Mux(insn.use_res, residual, 0)
+            )
             scaled = requantize(value, entry.mult, entry.shift)
             shifted = (scaled + insn.out_zp.as_signed()).as_signed()  # the output zero point
             code = clamp(shifted, insn.clamp_lo, insn.clamp_hi)[: c.in_bits]  # outputs: int8
@@ -148,6 +161,7 @@ class StoreUnit(wiring.Component):
             looked_up = table[Cat(code[:7], ~code[7])]
             lanes.append(Mux(insn.use_table, looked_up, code))
             bad_shift = bad_shift | (entry.shift > MAX_SHIFT)
+            bad_shift = bad_shift | (insn.use_res & (entry.res_shift > MAX_SHIFT))
         errors.raise_(b_valid & b_inside & bad_shift, isa.ErrorCode.BAD_FIELD)
         with m.If(b_moves & insn.transpose):
             for r in range(cols):

@@ -214,8 +214,8 @@ def conv2d(
     """Conv (O, C, KH, KW) int8 weights over ``x`` via DMA im2col; bias (+ residual) by ACCUM,
     requantize and clamp by STORE. Everything fits on chip at once (small test shapes).
     ``bias_last``: GEMM overwrites ACC first and ACCUM adds to it (both accumulate modes).
-    ``bias_in_store``: the STORE adds the bias (use_bias), not the ACCUM; without a residual
-    there is no ACCUM and the GEMM overwrites ACC (as the compiler emits).
+    ``bias_in_store``: the STORE adds the bias (use_bias) and the residual (use_res), there is
+    no ACCUM and the GEMM overwrites ACC (as the compiler emits).
     ``token_on_load``: the last LOAD hands the token to COMPUTE (as the compiler emits), not a
     SYNC after it (see test_sync_token_rtl.py)."""
     d = b.dim
@@ -264,7 +264,7 @@ def conv2d(
         "n_iter": ob,
         "acc_n_stride": m,
         "act_n_stride": m,
-        "use_bias": int(not bias_in_store),
+        "use_bias": 1,
         "use_res": int(residual is not None),
         "accumulate": int(bias_last),
     }
@@ -279,7 +279,7 @@ def conv2d(
         "acc_n_stride": m,
         "accumulate": int(not bias_last),
     }
-    if bias_in_store and residual is None:
+    if bias_in_store:
         b.emit("gemm", "pop_prev,push_next", **(gemm | {"accumulate": 0}))
     else:
         first, second = (
@@ -297,6 +297,8 @@ def conv2d(
         clamp_lo=clamp[0],
         clamp_hi=clamp[1],
         use_bias=int(bias_in_store),
+        use_res=int(bias_in_store and residual is not None),
+        res_addr=res_base,
     )
     return out
 

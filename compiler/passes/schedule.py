@@ -10,6 +10,8 @@ compute instructions, and the last step of an m tile is followed by its store. B
 - PARAM: four slots, by tile. A tile's parameters are loaded in its first step; the load for
   tile t+4 can only start once tile t's store has finished (via the ACC tokens of tile t+2),
   so a slot is never overwritten while a store still reads it.
+- A GEMM layer's residual: four slots of ACT above the two halves, by tile, for the same
+  reason: the tile's STORE adds it (``use_res``), so it must outlive the tile's GEMMs.
 
 A layer's first GEMM step is loaded and computed in parts of 1, 2, 4, ... k chunks, each part's
 loads pushing its own token to its GEMM (:mod:`compiler.passes.ramp`), so the layer's first GEMM
@@ -29,7 +31,14 @@ from arch.reference import store_zero_point, zero_point
 from compiler.constants import table_offset, zero_point_bias
 from compiler.errors import CompileError
 from compiler.passes import ramp
-from compiler.passes.tile import MAX_WINDOW, PARAM_SLOTS, param_slot_lines, table_line, uses_table
+from compiler.passes.tile import (
+    MAX_WINDOW,
+    PARAM_SLOTS,
+    RESIDUAL_SLOTS,
+    param_slot_lines,
+    table_line,
+    uses_table,
+)
 from compiler.plan import DescSpec, Layer, Op, Plan
 
 
@@ -201,8 +210,8 @@ def _tile_accum(
 def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     """conv / gemm, and batch_matmul: the same walk once per head, its weights read from the
     second input's lines (:func:`_activation_weights`) instead of the layer's weight tiles.
-    A tile's first GEMM overwrites ACC and its STORE adds the bias; with a residual, an ACCUM
-    puts bias + requantized residual in ACC first (and the GEMMs accumulate onto it)."""
+    A tile's first GEMM overwrites ACC and its STORE adds the bias, and the requantized residual
+    (loaded into a residual slot of ACT with the tile's first step) if the layer has one."""
     shape, tiling = layer.gemm, layer.tiling
     assert shape is not None and tiling is not None
     dim = plan.dim
@@ -218,6 +227,10 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     n_groups = groups(blocks, tiling.n_blocks)
     k_groups = groups(chunks, tiling.k_group)
     m_tiles = groups(shape.out_h, tiling.rows_per_tile)
+    # A residual tile stays in ACT until its tile's STORE adds it: RESIDUAL_SLOTS slots above
+    # the two step halves, which shrink by two slots each.
+    res_slot = tiling.n_blocks * tiling.rows_per_tile * shape.out_w if residual else 0
+    act_half = halves.act - RESIDUAL_SLOTS // 2 * res_slot
 
     def tap_of(k: int) -> int:
         return k // cb_total
@@ -243,18 +256,13 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
         slot = (tile % PARAM_SLOTS) * halves.param
         for gi, (k0, kc) in enumerate(k_groups):
             half = len(steps) % 2
-            act_base, wgt_base = half * halves.act, half * halves.wgt
-            res_base = act_base + kc * mt
+            act_base, wgt_base = half * act_half, half * halves.wgt
+            res_base = 2 * act_half + (tile % RESIDUAL_SLOTS) * res_slot
             step = Step(tile=tile, first_of_tile=gi == 0)
-            # The layer's first step in ramp parts (each its own LOAD -> COMPUTE token); its
-            # residual, if any, is added by an ACCUM after the last part's GEMM.
+            # The layer's first step in ramp parts (each its own LOAD -> COMPUTE token).
             sizes = ramp.parts(kc, plan.config) if not steps and not matmul else [kc]
-            split = len(sizes) > 1
             if gi == 0:
                 step.loads.append(_param_load(plan, layer, slot, out_nb0, nbc))
-                if residual is not None and not split:
-                    step.loads.append(_tile_lines(plan, residual, res_base, oy0, mt, nb0, nbc))
-                    step.compute.append(_tile_accum(acc_base, res_base, slot, mt, nbc, 1, 0))
             for part, pk0 in enumerate(itertools.accumulate([0, *sizes[:-1]])):
                 pkc = sizes[part]
                 if part:
@@ -314,22 +322,22 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                             "n_iter": nbc,
                             "act_k_stride": mt,
                             "acc_n_stride": mt,
-                            "accumulate": int(
-                                gi > 0 or part > 0 or (residual is not None and not split)
-                            ),
+                            "accumulate": int(gi > 0 or part > 0),
                         },
                     )
                 )
-            if split and residual is not None:
+            if gi == 0 and residual is not None:  # after the step's chunks: read at the STORE
                 step.loads.append(_tile_lines(plan, residual, res_base, oy0, mt, nb0, nbc))
-                step.compute.append(_tile_accum(acc_base, res_base, slot, mt, nbc, 1, 1))
             if gi == len(k_groups) - 1 and plan.tensor(layer.output).layout == "tokens_t":
                 step.store += _transposed_stores(plan, layer, acc_base, slot, oy0, mt, nb0, nbc)
             elif gi == len(k_groups) - 1:
                 step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, out_nb0, nbc))
-            if residual is None:  # the first GEMM overwrites ACC; the STORE adds the bias
-                for op in step.store:
-                    op.fields["use_bias"] = 1
+            for op in step.store:  # the first GEMM overwrites ACC; the STORE adds the bias
+                op.fields["use_bias"] = 1
+                if residual is not None:  # and the requantized residual, laid out as ACC is
+                    assert op.desc is not None
+                    res_addr = res_base + op.desc.local_base - acc_base
+                    op.fields |= {"use_res": 1, "res_addr": res_addr}
             steps.append(step)
     return steps
 

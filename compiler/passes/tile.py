@@ -22,6 +22,7 @@ MAX_ITER = (1 << 10) - 1  # k_iter / n_iter fields
 MAX_WINDOW = (1 << 8) - 1  # POOL `window` field
 GEMM_OVERHEAD = 40  # cycles to start and drain one GEMM instruction
 PARAM_SLOTS = 4
+RESIDUAL_SLOTS = 4  # a residual tile lives until its STORE: ACT slots by tile, as PARAM's
 MAX_DW_OUT = isa.DWCONV.leaf_by_path["out_w"].hi  # DWCONV out_w / out_h fields
 MAX_PITCH = isa.DWCONV.leaf_by_path["pitch"].hi
 
@@ -76,8 +77,9 @@ def _gemm_tiling(layer: Layer, budget: Budget, transposed: bool = False) -> Tili
         run_tail = -mt % dim if transposed else 0
         most = min(blocks, budget.param, (budget.acc - run_tail) // mt, MAX_ITER)
         for nb in range(1, most + 1):
-            res_lines = nb * mt if residual else 0
-            kg = min(chunks, budget.wgt_tiles // nb, (budget.act - res_lines) // mt, MAX_ITER)
+            res_lines = nb * mt if residual else 0  # each step half gives up two residual slots
+            act_half = budget.act - RESIDUAL_SLOTS // 2 * res_lines
+            kg = min(chunks, budget.wgt_tiles // nb, act_half // mt, MAX_ITER)
             if kg < 1:
                 continue  # pragma: no mutate - kg never rises with nb: `break` is the same
             groups = ceil_div(chunks, kg)
@@ -86,7 +88,6 @@ def _gemm_tiling(layer: Layer, budget: Budget, transposed: bool = False) -> Tili
             compute = kg * nb * max(mt, 2 * dim + 1) + GEMM_OVERHEAD
             load = (kg * mt + kg * nb * dim) / budget.lines_per_cycle + budget.latency
             step = max(compute, load)
-            accum = mt * nb if residual else 0  # an ACCUM adds the residual (and bias)
             # The layer's first step waits for its loads, in ramp parts (compiler.passes.ramp).
             sizes = ramp.parts(kg, budget.config) if layer.kind != "matmul" else [kg]
             chunk_load = (mt + nb * dim) / budget.lines_per_cycle
@@ -94,7 +95,7 @@ def _gemm_tiling(layer: Layer, budget: Budget, transposed: bool = False) -> Tili
             first = ramp.first_step_cycles(
                 sizes, chunk_load, chunk_compute, budget.latency, GEMM_OVERHEAD
             )
-            total = n_groups * m_tiles * (groups * step + accum) + first - step + mt * nb
+            total = n_groups * m_tiles * groups * step + first - step + mt * nb
             if best is None or total < best.estimate:
                 best = Tiling(rows, nb, kg, int(total))
     if best is None:

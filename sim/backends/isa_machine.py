@@ -336,6 +336,10 @@ class Machine:
         acc = self.acc[walk.local[walk.valid]]
         if insn["use_bias"]:
             acc = wrap32(acc.astype(np.int64) + self._param(index, "bias", params))
+        if insn["use_res"]:
+            acc = wrap32(
+                acc.astype(np.int64) + self._store_residual(index, insn, desc, walk, params)
+            )
         scaled = requantize(
             acc, self._param(index, "mult", params), self._param(index, "shift", params)
         )
@@ -356,6 +360,29 @@ class Machine:
         beats = walk.local.size * self._beats(line_bytes)
         collect = walk.local.size if transpose else 0  # a block is read, then written
         return self.config.dram_latency + beats + collect + table_cycles
+
+    def _store_residual(
+        self,
+        index: int,
+        insn: isa.Instruction,
+        desc: dict[str, Any],
+        walk: _Walk,
+        params: np.ndarray,
+    ) -> np.ndarray:
+        """STORE use_res: each stored line's residual ACT line (``res_addr`` + its ACC line's
+        offset from the descriptor's ``local_base``), requantized by its PARAM line."""
+        lines = insn["res_addr"] + walk.local[walk.valid].astype(np.int64) - desc["local_base"]
+        outside = np.flatnonzero((lines < 0) | (lines >= self.config.act_lines))
+        if outside.size:
+            raise IsaSimError(
+                ErrorCode.LOCAL_RANGE,
+                f"store residual ACT line {lines[outside[0]]} is outside ACT "
+                f"({self.config.act_lines} lines)",
+                index,
+            )
+        mult = self._param(index, "res_mult", params)
+        shift = self._param(index, "res_shift", params)
+        return requantize(self.act[lines].astype(np.int64), mult, shift)
 
     def _check_lines(self, index: int, what: str, start: int, count: int, limit: int) -> None:
         if start < 0 or start + count > limit:

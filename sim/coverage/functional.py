@@ -134,6 +134,9 @@ def _define() -> dict[str, Any]:
     @point("store.bias", ["no", "yes"])
     def store_bias(value: str) -> None: ...
 
+    @point("store.res", ["no", "yes"])
+    def store_res(value: str) -> None: ...
+
     @point("accum.mode", ACCUM_MODES)
     def accum_mode(value: str) -> None: ...
 
@@ -259,6 +262,7 @@ def _sample_insn(s: dict[str, Any], insn: isa.Instruction, config: AccelConfig) 
         s["store_zp"]("nonzero" if insn["out_zp"] else "zero")
         s["store_transpose"]("yes" if insn["transpose"] else "no")
         s["store_bias"]("yes" if insn["use_bias"] else "no")
+        s["store_res"]("yes" if insn["use_res"] else "no")
     elif op is isa.Opcode.ACCUM:
         mode = (
             f"bias={insn['use_bias']},res={insn['use_res']},gate={insn['use_gate']},"

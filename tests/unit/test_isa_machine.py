@@ -751,18 +751,22 @@ STORE_CONFIGS = [(CONFIGS["tiny"], 1), (AccelConfig(rows=8, cols=8, dram_bytes_p
 
 
 @pytest.mark.parametrize(("cfg", "beats"), STORE_CONFIGS, ids=["tiny", "8x8-bus4"])
-@pytest.mark.parametrize(("use_table", "use_bias"), [(0, 0), (1, 0), (0, 1), (1, 1)])
-def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table, use_bias):
+@pytest.mark.parametrize(
+    ("use_table", "use_bias", "use_res"),
+    [(0, 0, 0), (1, 0, 0), (0, 1, 0), (1, 1, 0), (0, 0, 1), (1, 1, 1)],
+)
+def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table, use_bias, use_res):
     """STORE (docs/isa.md): for every descriptor line inside the height/width bounds, out[c] =
     clamp(requant(a, mult[c], shift[c]) + out_zp, clamp_lo, clamp_hi) with a = acc[line][c] +
-    bias[c] (wrapped to int32) if use_bias else acc[line][c], the PARAM line
+    bias[c] if use_bias + requant(act[res_addr + line - local_base][c], res_mult[c],
+    res_shift[c]) if use_res (wrapped to int32), the PARAM line
     param_addr + i[param_loop], then table[out + 128] with use_table (byte t of the table
     is byte t % (cols*16) of PARAM line table_addr + t // (cols*16)); lines out of bounds are
     not written. A 3 x 5 walk (outer: ACC stride 6, DRAM stride 64, y step 1; inner: ACC
     stride 1, DRAM stride 2 lines, x step 1) from y0=-1, x0=1 in a 2 x 4 box, the PARAM line
     following the outer loop. Cost: dram_latency + one line's beats per line + (table lines
     + 1 with a table); ALU operations and stored bytes: cols per written line."""
-    rng = np.random.default_rng(91 + use_table + 2 * use_bias)
+    rng = np.random.default_rng(91 + use_table + 2 * use_bias + 4 * use_res)
     cols, lb = cfg.cols, cfg.out_line_bytes
     old_dram = rng.integers(0, 256, 1 << 13, dtype=np.uint8)  # an 8 KiB DRAM
     machine = Machine(cfg, old_dram.copy())
@@ -775,11 +779,18 @@ def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table, use_b
     bias[1, 1] = 100
     mult = rng.integers(1 << 29, 1 << 31, (3, cols))
     shift = rng.integers(42, 47, (3, cols))
-    param_addr, table_addr, local, base = 6, 20, 7, 4096
+    param_addr, table_addr, local, base, res_addr = 6, 20, 7, 4096, 300
+    # residuals requantized to up to about 2**20, like the accumulators
+    res_mult = rng.integers(1 << 14, 1 << 18, (3, cols))
+    res_shift = rng.integers(3, 8, (3, cols))
+    machine.act[:] = rng.integers(-128, 128, machine.act.shape)
+    machine.act[res_addr + 13 - local, 1] = 0  # the wrapping lane below: its residual adds 0
     for r in range(3):
         machine.param["mult"][param_addr + r] = mult[r]
         machine.param["shift"][param_addr + r] = shift[r]
         machine.param["bias"][param_addr + r] = bias[r]  # read only with use_bias
+        machine.param["res_mult"][param_addr + r] = res_mult[r]  # and these with use_res
+        machine.param["res_shift"][param_addr + r] = res_shift[r]
     machine.param_bytes[:] = rng.integers(0, 256, machine.param_bytes.shape, dtype=np.uint8)
     table = machine.param_bytes[table_addr:].ravel()[:256].view(np.int8).astype(int)
     out_zp, lo, hi = -7, -100, 90
@@ -790,6 +801,7 @@ def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table, use_b
     insn = isa.make(
         "store", desc=1, param_addr=param_addr, param_loop=2, clamp_lo=lo, clamp_hi=hi,
         out_zp=out_zp, use_table=use_table, table_addr=table_addr, use_bias=use_bias,
+        use_res=use_res, res_addr=res_addr,
     )  # fmt: skip
     cycles = machine.execute(9, insn, [b"\0" * isa.DESC_BYTES, desc])
 
@@ -804,6 +816,8 @@ def test_store_walks_its_descriptor_per_the_isa_doc(cfg, beats, use_table, use_b
             line = local + 6 * i + k
             for c in range(cols):
                 a = int(machine.acc[line, c]) + use_bias * int(bias[i, c])
+                residual = int(machine.act[res_addr + line - local, c])
+                a += use_res * _requant_exact(residual, int(res_mult[i, c]), int(res_shift[i, c]))
                 a = (a + 2**31) % 2**32 - 2**31  # the int32 wrap
                 q = _requant_exact(a, int(mult[i, c]), int(shift[i, c]))
                 v = min(max(q + out_zp, lo), hi)
@@ -903,6 +917,19 @@ def test_store_refusals_name_the_field():
     assert str(info.value) == (
         "BAD_DESCRIPTOR: instruction 2: store.desc = 1 but the table has 1 descriptors"
     )
+    # use_res: the residual's ACT line res_addr + line - local_base of each line in bounds
+    # (x = 0, 1, 2: lines 1..3 of the walk) must lie in ACT
+    last = cfg.act_lines - 1
+    store(("ACC", 3, 64), [(4, 4, -1, 0, 1)], use_res=1, res_addr=3)  # lines 2..0 -> ACT 2..0
+    store(("ACC", 0, 64), [(4, 4, 1, 0, 1)], use_res=1, res_addr=last - 3)  # up to the last
+    for local, stride, res_addr, line in ((3, -1, 2, -1), (0, 1, last - 2, last + 1)):
+        with pytest.raises(IsaSimError) as info:
+            store(("ACC", local, 64), [(4, 4, stride, 0, 1)], use_res=1, res_addr=res_addr)
+        assert str(info.value) == (
+            f"LOCAL_RANGE: instruction 2: store residual ACT line {line} is outside ACT "
+            f"({cfg.act_lines} lines)"
+        )
+    store(("ACC", 0, 64), [(4, 4, 1, 0, 1)], res_addr=last)  # without use_res: never read
     p = cfg.param_lines
     store(("ACC", 0, 64), [(2, 64, 4), (4, 4, 1, 0, 1)], param_addr=p - 2, param_loop=2)
     with pytest.raises(IsaSimError) as info:  # the second outer step reads PARAM line p

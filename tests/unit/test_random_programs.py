@@ -68,6 +68,7 @@ def test_the_rtl_tests_seeds_cover_the_isa(config_name, count, base, monkeypatch
                     (lo, hi), "relu6" if lo == 0 else "other"
                 )
                 seen |= {("clamp", kind), ("store_bias", insn["use_bias"])}
+                seen.add(("store_res", insn["use_res"]))
             elif op == "LOAD":
                 desc = builder.program.descs[insn["desc"]]
                 if desc["height"]:
@@ -90,6 +91,8 @@ def test_the_rtl_tests_seeds_cover_the_isa(config_name, count, base, monkeypatch
         ("clamp", "other"),
         ("store_bias", 0),
         ("store_bias", 1),
+        ("store_res", 0),
+        ("store_res", 1),
     }
     assert want <= seen, f"not covered: {sorted(want - seen)}"
     sizes = {v for k, v in seen if k == "size"}
