@@ -148,7 +148,7 @@ class StoreUnit(wiring.Component):
         for col in range(c.cols):
             entry = params[col]
             # A signal (requantize reads its input twice: an expression would be copied) of the
-            # accumulator's width: acc + bias wraps like every accumulator sum.
+            # accumulator's width: acc + bias + residual wraps like every accumulator sum.
             value = Signal(signed(c.acc_bits), name=f"value_{col}")
             residual = requantize(residuals[col], entry.res_mult, entry.res_shift)
             m.d.comb += value.eq(
