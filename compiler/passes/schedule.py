@@ -247,6 +247,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     ]
 
     steps: list[Step] = []
+    in_half: dict[int, tuple[int, int, int]] = {}  # the weights each WGT half holds
     for tile, (head, (nb0, nbc), (oy0, rows)) in enumerate(
         itertools.product(range(heads), n_groups, m_tiles)
     ):
@@ -261,6 +262,10 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
             step = Step(tile=tile, first_of_tile=gi == 0)
             # The layer's first step in ramp parts (each its own LOAD -> COMPUTE token).
             sizes = ramp.parts(kc, plan.config) if not steps and not matmul else [kc]
+            # Weights this half already holds (two steps back, same n and k group) stay.
+            weights = (head, nb0, k0)
+            keep = in_half.get(half) == weights
+            in_half[half] = weights
             if gi == 0:
                 step.loads.append(_param_load(plan, layer, slot, out_nb0, nbc))
             for part, pk0 in enumerate(itertools.accumulate([0, *sizes[:-1]])):
@@ -296,7 +301,9 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                         pad_value=zero_point(plan.graph, layer.inputs[0]),  # real 0
                     )
                     step.loads.append(Op("load", desc=desc))
-                if matmul:
+                if keep:
+                    pass
+                elif matmul:
                     step.loads.append(
                         _activation_weights(plan, layer, wgt_base, head, nb0, nbc, k0, kc)
                     )

@@ -86,8 +86,13 @@ def _gemm_tiling(layer: Layer, budget: Budget, transposed: bool = False) -> Tili
             kg = ceil_div(chunks, groups)
             n_groups = ceil_div(blocks, nb)
             compute = kg * nb * max(mt, 2 * dim + 1) + GEMM_OVERHEAD
-            load = (kg * mt + kg * nb * dim) / budget.lines_per_cycle + budget.latency
-            step = max(compute, load)
+            # A step's loads: its activations, the tile's residual spread over its steps, and
+            # its weights - unless the WGT half still holds them from two steps back (one or
+            # two k groups: all but an n group's first two steps).
+            lpc = budget.lines_per_cycle
+            act_load = (kg * mt + res_lines / groups) / lpc + budget.latency
+            step = max(compute, act_load + kg * nb * dim / lpc)
+            kept = max(compute, act_load) if groups <= 2 else step
             # The layer's first step waits for its loads, in ramp parts (compiler.passes.ramp).
             sizes = ramp.parts(kg, budget.config) if layer.kind != "matmul" else [kg]
             chunk_load = (mt + nb * dim) / budget.lines_per_cycle
@@ -95,7 +100,9 @@ def _gemm_tiling(layer: Layer, budget: Budget, transposed: bool = False) -> Tili
             first = ramp.first_step_cycles(
                 sizes, chunk_load, chunk_compute, budget.latency, GEMM_OVERHEAD
             )
-            total = n_groups * m_tiles * groups * step + first - step + mt * nb
+            loading = min(m_tiles * groups, 2 if groups <= 2 else m_tiles * groups)
+            per_n_group = loading * step + (m_tiles * groups - loading) * kept
+            total = n_groups * per_n_group + first - step + mt * nb
             if best is None or total < best.estimate:
                 best = Tiling(rows, nb, kg, int(total))
     if best is None:

@@ -1071,11 +1071,34 @@ def test_a_layers_first_gemm_waits_for_one_chunk_not_the_whole_step(monkeypatch,
         assert all(op.fields.get("use_res", 0) == (len(layer.inputs) > 1) for op in stores)
     split = run(plan, x)
     monkeypatch.setattr(ramp, "MAX_PARTS", 1)
-    whole = run(passes(graph, config), x)
+    tilings = {layer.name: layer.tiling for layer in plan.accel_layers()}  # the same tiles
+    whole = run(passes(graph, config, tilings=tilings), x)
     assert split.bit_exact and whole.bit_exact
     for a, b in zip(split.layers, whole.layers, strict=True):
         if a.device == "accel":
             assert a.cycles < b.cycles, (a.name, a.cycles, b.cycles)
+
+
+@pytest.mark.parametrize(("k_group", "loads_per_block"), [(18, 2), (9, 1), (6, 6)])
+def test_weights_a_wgt_half_still_holds_are_not_loaded_again(k_group, loads_per_block):
+    """A 3x3 conv 32 -> 32 (18 chunks, 2 blocks) in 6 m tiles of one n group: with one or two k
+    groups, step s + 2 uses the WGT half of step s with the same weights, so every weight line
+    is loaded once per half it is used from (one k group: both halves, twice; two: once); with
+    three, the halves alternate between k groups and each m tile loads its weights again.
+    Bit-exact either way."""
+    config = PRESETS["default"]
+    graph = _ramp_net(False)
+    x = np.random.default_rng(37).standard_normal((1, 32, 12, 12)).astype(np.float32)
+    tiling = Tiling(rows_per_tile=2, n_blocks=2, k_group=k_group, estimate=0)
+    plan = passes(graph, config, tilings={"c1": tiling, "c2": tiling})
+    for layer in plan.accel_layers():
+        loaded = sum(
+            math.prod(loop[0] for loop in op.desc.loops)
+            for op in layer.ops
+            if op.desc is not None and op.desc.mem == "WGT"
+        )
+        assert loaded == loads_per_block * 18 * 2 * 16, (layer.name, loaded)
+    assert run(plan, x).bit_exact
 
 
 def test_token_check_catches_a_missing_push(graphs: dict[str, Graph]) -> None:
