@@ -1,8 +1,8 @@
 """Layer shards and layer ranges: run a network's layers from their checkpoints, in parallel.
 
 ``JOBS=N`` (:func:`plan`) cuts the device layers into ``N`` contiguous shards of balanced
-estimated cycles (the compiler's per-layer estimate, plus the warm-up layer a shard that starts
-inside a program runs first; :mod:`sim.checkpoint`). ``LAYERS=name`` or ``a:b``
+estimated cycles (the compiler's per-layer estimate, plus the loads of the warm-up layer a shard
+that starts inside a program runs first; :mod:`sim.checkpoint`). ``LAYERS=name`` or ``a:b``
 (:func:`select`) runs only those layers. :func:`run_pieces` runs the shards - on Dask
 (:mod:`sim.cluster`) when there is more than one, else in this process - and merges them into one
 :class:`sim.run.RunResult`, the layers in program order with the cycle windows the sequential run
@@ -77,10 +77,11 @@ def _pieces(exe: Executable, lo: int, hi: int) -> tuple[Piece, ...]:
     return tuple(pieces)
 
 
-def _cost(exe: Executable, costs: list[int], lo: int, hi: int) -> int:
-    pieces = _pieces(exe, lo, hi)
-    warm = pieces[0].first - pieces[0].start
-    return sum(costs[lo - warm : hi])
+def _cost(exe: Executable, costs: list[int], warm: list[int], lo: int, hi: int) -> int:
+    """Layers ``[lo, hi)``'s costs, plus their warm-up layer's (``warm``: each layer's loads,
+    all of a warm-up layer that runs)."""
+    first = _pieces(exe, lo, hi)[0]
+    return sum(costs[lo:hi]) + (warm[lo - 1] if first.start < first.first else 0)
 
 
 def plan(
@@ -96,6 +97,7 @@ def plan(
     positions = _positions(exe)
     hi = len(positions) if hi is None else hi
     costs = costs or [layer_estimate(exe, p, n) for p, n in positions]
+    warm = [checkpoint.load_cycles(exe, p, n) for p, n in positions]
     count = hi - lo
     jobs = min(jobs, count)
     # best[k][i]: the smallest largest cost of layers [lo, lo + i) in k shards; cut[k][i]: the
@@ -107,7 +109,7 @@ def plan(
     for k in range(1, jobs + 1):
         for i in range(k, count + 1):
             for j in range(k - 1, i):
-                value = max(best[k - 1][j], _cost(exe, costs, lo + j, lo + i))
+                value = max(best[k - 1][j], _cost(exe, costs, warm, lo + j, lo + i))
                 if value < best[k][i]:
                     best[k][i], cut[k][i] = value, j
     bounds, i = [], count
@@ -115,7 +117,7 @@ def plan(
         bounds.append((cut[k][i], i))
         i = cut[k][i]
     return [
-        Shard(_pieces(exe, lo + a, lo + b), _cost(exe, costs, lo + a, lo + b))
+        Shard(_pieces(exe, lo + a, lo + b), _cost(exe, costs, warm, lo + a, lo + b))
         for a, b in reversed(bounds)
     ]
 

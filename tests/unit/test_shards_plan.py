@@ -9,13 +9,15 @@ import sys
 from pathlib import Path
 
 import dask.config
+import numpy as np
 import pytest
 import yaml
 
 from arch.config import PRESETS
 from compiler.compile import compile_model
 from sim import cluster, shards
-from sim.checkpoint import hollow
+from sim.backends.isa_machine import Machine
+from sim.checkpoint import hollow, load_cycles
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,13 +29,14 @@ def exe():
 
 def brute_force(exe, jobs):
     """The smallest largest shard cost over every way to cut the layers into ``jobs`` shards,
-    a shard that starts inside its program paying for its warm-up layer."""
+    a shard that starts inside its program paying for its warm-up layer's loads."""
     costs = [shards.layer_estimate(exe, 0, n) for n in range(len(exe.layers))]
+    warm = [load_cycles(exe, 0, n) for n in range(len(exe.layers))]
     best = None
     for cuts in itertools.combinations(range(1, len(costs)), jobs - 1):
         bounds = [0, *cuts, len(costs)]
         largest = max(
-            sum(costs[a:b]) + (costs[a - 1] if a else 0) for a, b in itertools.pairwise(bounds)
+            sum(costs[a:b]) + (warm[a - 1] if a else 0) for a, b in itertools.pairwise(bounds)
         )
         best = largest if best is None else min(best, largest)
     return best
@@ -69,20 +72,22 @@ def test_select(exe):
         shards.select(exe, "conv_1")
 
 
-def test_hollow_keeps_queues_and_flags(exe):
+@pytest.mark.parametrize("keep_loads", [False, True])
+def test_hollow_keeps_queues_and_flags(exe, keep_loads):
     """Every hollowed instruction is a SYNC of the original's queue with its dependency
-    flags; END stays."""
+    flags; END stays, and with keep_loads (a warm-up layer) LOADs and PERFs too."""
     from arch import isa
 
     program = exe.programs[0]
     base = program.launch.insn_base
     words = program.image[base : base + program.instructions * isa.INSN_BYTES]
-    out = hollow(words)
+    out = hollow(words, keep_loads=keep_loads)
+    kept = (isa.Opcode.END, isa.Opcode.LOAD, isa.Opcode.PERF) if keep_loads else (isa.Opcode.END,)
     for n in range(program.instructions):
         row = slice(n * isa.INSN_BYTES, (n + 1) * isa.INSN_BYTES)
         old = isa.decode_insn(int.from_bytes(words[row].tobytes(), "little"))
         new = isa.decode_insn(int.from_bytes(out[row].tobytes(), "little"))
-        if old.opcode is isa.Opcode.END:
+        if old.opcode in kept:
             assert new == old
             continue
         assert new.opcode is isa.Opcode.SYNC and new.queue == old.queue
@@ -134,3 +139,36 @@ def test_jobqueue_example_config(kind, directive):
     assert "cd /path/to/systolic-cosim" in script
     assert "/path/to/systolic-cosim/.venv/bin/python -m distributed.cli.dask_worker" in script
     assert "--nthreads 1" in script and "--memory-limit 4.00GiB" in script
+
+
+def test_load_cycles_are_the_bytes_the_isa_simulator_loads(exe):
+    """A layer's warm-up cost: the bytes its LOADs move (lines the ISA simulator reads from DRAM
+    or fills with padding), at the config's bandwidth, rounded up."""
+    from arch import isa
+
+    program = exe.programs[0]
+    c = exe.config
+    descs = [
+        program.image[at : at + isa.DESC_BYTES].tobytes()
+        for at in range(
+            program.launch.desc_base,
+            program.launch.desc_base + program.launch.desc_count * isa.DESC_BYTES,
+            isa.DESC_BYTES,
+        )
+    ]
+    dram = np.zeros(c.dram_bytes, np.uint8)  # the image, and the tensors it leaves out
+    dram[: program.image.size] = program.image
+    for n, layer in enumerate(program.layers):
+        machine = Machine(c, dram.copy())
+        lo, hi = layer.insn_range
+        for index in range(lo, hi):
+            at = program.launch.insn_base + index * isa.INSN_BYTES
+            insn = isa.decode_insn(
+                int.from_bytes(program.image[at : at + isa.INSN_BYTES], "little")
+            )
+            if insn.opcode is isa.Opcode.LOAD:
+                machine.execute(index, insn, descs)
+        stats = machine.stats
+        assert stats.load_bytes, layer.name  # every layer loads something
+        loaded = sum(stats.load_bytes.values()) + stats.pad_lines * c.act_line_bytes
+        assert load_cycles(exe, 0, n) == -(-loaded // c.dram_bytes_per_cycle), layer.name
