@@ -49,8 +49,10 @@ class Step:
     tile: int = 0
     first_of_tile: bool = False
     store: list[Op] = field(default_factory=list)
-    # (load, compute) indices where each further part of a split step starts (compiler.passes.ramp)
-    parts: list[tuple[int, int]] = field(default_factory=list)
+    # Each further part of a split step (compiler.passes.ramp): the last load before it (which
+    # pushes a token) and its first compute (which pops it). Ops, not indices: a table load is
+    # inserted at the front of a layer's first step later.
+    parts: list[tuple[Op, Op]] = field(default_factory=list)
 
 
 def weight_symbol(layer: Layer) -> str:
@@ -270,8 +272,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 step.loads.append(_param_load(plan, layer, slot, out_nb0, nbc))
             for part, pk0 in enumerate(itertools.accumulate([0, *sizes[:-1]])):
                 pkc = sizes[part]
-                if part:
-                    step.parts.append((len(step.loads), len(step.compute)))
+                before = step.loads[-1] if part else None
                 # Activations: one descriptor per run of chunks sharing a kernel tap (ky, kx).
                 chunks_of_part = range(k0 + pk0, k0 + pk0 + pkc)
                 for tap, run in itertools.groupby(chunks_of_part, key=tap_of):
@@ -333,6 +334,8 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                         },
                     )
                 )
+                if before is not None:
+                    step.parts.append((before, step.compute[-1]))
             if gi == 0 and residual is not None:  # after the step's chunks: read at the STORE
                 step.loads.append(_tile_lines(plan, residual, res_base, oy0, mt, nb0, nbc))
             if gi == len(k_groups) - 1 and plan.tensor(layer.output).layout == "tokens_t":
@@ -677,9 +680,9 @@ def _with_tokens(steps: list[Step]) -> list[Op]:
             raise CompileError(None, None, f"schedule step {s} has no loads or no compute")
         if s >= 2:
             add(step.loads[0], "pop_next")
-        for loads_at, compute_at in step.parts:  # each part of a split step: its own token
-            add(step.loads[loads_at - 1], "push_next")
-            add(step.compute[compute_at], "pop_prev")
+        for last_load, first_compute in step.parts:  # each part of a split step: its own token
+            add(last_load, "push_next")
+            add(first_compute, "pop_prev")
         add(step.loads[-1], "push_next")
         add(step.compute[0], "pop_prev")
         if step.first_of_tile and step.tile >= 2:

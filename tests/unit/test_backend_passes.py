@@ -1034,22 +1034,23 @@ def test_ramp_parts_cover_the_chunks_first_one_alone_within_the_token_depth(chun
         assert sizes[-1] <= 2 ** (len(sizes) - 1), sizes
 
 
-def _ramp_net(residual: bool) -> Graph:
+def _ramp_net(residual: bool, act: str = "Relu") -> Graph:
     g = Onnx(seed=31)
-    y = g.node("Relu", [g.conv("c1", "x", 32, 32, 3)], "r1")
+    y = g.node(act, [g.conv("c1", "x", 32, 32, 3)], "r1")
     y = g.conv("c2", y, 32, 32, 3)
     if residual:
         y = g.node("Add", [y, "x"], "res")
     return compile_front(g.model([1, 32, 12, 12], g.node("Relu", [y], "relu")))
 
 
-@pytest.mark.parametrize("residual", [False, True])
-def test_a_layers_first_gemm_waits_for_one_chunk_not_the_whole_step(monkeypatch, residual):
+@pytest.mark.parametrize(("residual", "act"), [(False, "Relu"), (True, "Relu"), (False, "Sigmoid")])
+def test_a_layers_first_gemm_waits_for_one_chunk_not_the_whole_step(monkeypatch, residual, act):
     """Each conv layer's first step is split: its first GEMM reads one k chunk, its loads up to
-    its token carry one chunk's ACT and WGT lines (and PARAM); no ACCUM (the STOREs add the bias
-    and the residual). The network is bit-exact and faster on the ISA simulator than unsplit."""
+    its token carry one chunk's ACT and WGT lines (and PARAM, and a Sigmoid's table, loaded
+    first); no ACCUM (the STOREs add the bias and the residual). The network is bit-exact and
+    faster on the ISA simulator than unsplit."""
     config = dataclasses.replace(PRESETS["default"], act_kib=32, wgt_kib=16)
-    graph = _ramp_net(residual)
+    graph = _ramp_net(residual, act)
     x = np.random.default_rng(31).standard_normal((1, 32, 12, 12)).astype(np.float32)
     plan = passes(graph, config)
     for layer in plan.accel_layers():
