@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from arch.executable import DeviceProgram, Executable
-from arch.reference import dequantize, quantize_input
+from arch.reference import dequantize, evaluate_node, quantize_input
 from sim import checkpoint, cluster
 from sim.backends.base import DeviceResult, RunOptions
 from sim.checkpoint import Piece
@@ -224,17 +224,25 @@ def run_pieces(
         prepared[index] = [checkpoint.prepare(exe, p, values, max_cycles) for p in shard.pieces]
         futures[index] = submit(index, prepared[index])
 
-    # A shard that needs only the input starts before the reference is computed.
-    waiting = []
-    for index, shard in enumerate(shards):
-        if all(name in values for p in shard.pieces for name in checkpoint.needs(exe, p)):
-            send(index, shard)
-        else:
-            waiting.append(index)
-    reference = reference or reference_values(exe, x)
-    values = reference
-    for index in waiting:
-        send(index, shards[index])
+    # Each shard starts as soon as the reference has computed the tensors it starts from: one
+    # that needs only the input at once, the others while the reference goes on.
+    waiting = list(range(len(shards)))
+
+    def send_ready() -> None:
+        for index in list(waiting):
+            pieces = shards[index].pieces
+            if all(name in values for p in pieces for name in checkpoint.needs(exe, p)):
+                send(index, shards[index])
+                waiting.remove(index)
+
+    send_ready()
+    if reference is None:
+        graph = exe.reference
+        for node in graph.nodes:
+            values[node.output] = evaluate_node(graph, node, [values[i] for i in node.inputs])
+            send_ready()
+        reference = values
+    assert not waiting, f"shards {waiting} start from tensors the reference does not have"
 
     done: dict[Piece, _Done] = {}
     for index, shard in enumerate(shards):
