@@ -190,10 +190,17 @@ def _activation_weights(
 
 
 def _tile_accum(
-    acc_base: int, act_base: int, slot: int, mt: int, nbc: int, use_res: int, accumulate: int
+    acc_base: int,
+    act_base: int,
+    slot: int,
+    mt: int,
+    nbc: int,
+    use_res: int,
+    accumulate: int,
+    use_bias: int = 1,
 ) -> Op:
-    """ACCUM over a tile of ``nbc`` blocks of ``mt`` lines: the bias, plus the requantized ACT
-    lines from ``act_base`` (a residual) if ``use_res``, into ACC (or onto it)."""
+    """ACCUM over a tile of ``nbc`` blocks of ``mt`` lines: the bias if ``use_bias``, plus the
+    requantized ACT lines from ``act_base`` if ``use_res``, into ACC (or onto it)."""
     fields = {
         "acc_addr": acc_base,
         "act_addr": act_base,
@@ -202,7 +209,7 @@ def _tile_accum(
         "n_iter": nbc,
         "acc_n_stride": mt,
         "act_n_stride": mt,
-        "use_bias": 1,
+        "use_bias": use_bias,
         "use_res": use_res,
         "accumulate": accumulate,
     }
@@ -633,19 +640,7 @@ def _upsample_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
         step = Step(tile=tile, first_of_tile=True)
         step.loads.append(_param_load(plan, layer, slot, nb0, nbc))
         step.loads.append(_tile_lines(plan, layer.inputs[0], act_base, iy0, mt, first, nbc))
-        fields = {
-            "acc_addr": acc_base,
-            "act_addr": act_base,
-            "param_addr": slot,
-            "m": mt,
-            "n_iter": nbc,
-            "acc_n_stride": mt,
-            "act_n_stride": mt,
-            "use_bias": 0,
-            "use_res": 1,
-            "accumulate": 0,
-        }
-        step.compute.append(Op("accum", fields=fields))
+        step.compute.append(_tile_accum(acc_base, act_base, slot, mt, nbc, 1, 0, use_bias=0))
         pixel = out.pixel_stride
         for dy, dx in stored:
             start = out.offset + ((iy0 * sh + dy) * out.w + dx) * pixel + nb0 * dim
