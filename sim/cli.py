@@ -418,7 +418,7 @@ def _main(args: argparse.Namespace) -> int:
     print(f"run directory: {out}")
 
     # The fp32 comparison needs no simulator result: it runs on another core during the run.
-    pool = ThreadPoolExecutor(max_workers=3)  # (shut down after the run: each must start)
+    pool = ThreadPoolExecutor(max_workers=3)  # (shut down after the run; see its `finally`)
     fp32 = pool.submit(compare_fp32, source, exe.reference, x) if source is not None else None
     split = zoo.held_out(args.model) if source is not None else None
     sqnr_xs = [split.x[i : i + 1] for i in range(SQNR_IMAGES)] if split else inputs.xs
@@ -431,6 +431,7 @@ def _main(args: argparse.Namespace) -> int:
     ort_agree = (
         pool.submit(agreement_report, source, exe.reference, inputs.xs[:4]) if source else None
     )
+    ran = False
     try:
         ideal_run: Future[RunResult] | None = None
         # the integer reference of x, once for the ISA and the RTL runs
@@ -471,6 +472,7 @@ def _main(args: argparse.Namespace) -> int:
         if args.backend in RTL_BACKENDS and not sharded:
             print(file=sys.stderr)
         ideal = ideal_cycles(ideal_run, result if sharded else None)
+        ran = True
     except (ToolchainError, BuildError) as exc:
         print(f"\nerror: cannot build the simulator: {exc}", file=sys.stderr)
         return 3
@@ -489,7 +491,10 @@ def _main(args: argparse.Namespace) -> int:
             failure_dump(args, exe, x, out, WaveRequest(cycles=failure_cycles(exc.cycle)))
         return 3
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        # Comparisons not started yet are dropped only when the run failed: a run can end before
+        # a pool thread has taken its task (a tiny model on a loaded machine), and the report
+        # still needs that result.
+        pool.shutdown(wait=False, cancel_futures=not ran)
         written.result()  # never exit with a half-written executable
 
     accuracy = fp32.result() if fp32 is not None else {}

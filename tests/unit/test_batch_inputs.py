@@ -124,3 +124,45 @@ def test_image_folder_of_real_digits(tmp_path, capsys) -> None:
         assert row["bit_exact"] and row["top1_agree_fp32"]
         assert row["top1_int8"] == label, row
     assert "4 images: top-1 agrees with fp32 on 4" in done.stdout
+
+
+def test_comparisons_a_pool_thread_has_not_taken_yet_still_reach_the_report(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    """A run can end before a pool thread has taken the fp32 / SQNR / agreement tasks (a tiny
+    model on a loaded machine): they must still run and reach the report, not be cancelled
+    with the pool. Here the pool has one thread, held until the pool is shut down, so two of
+    the three tasks are still queued when the run ends."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sim import cli
+
+    class LatePool(ThreadPoolExecutor):
+        def __init__(self, max_workers: int) -> None:
+            super().__init__(max_workers=1)
+            self.gate = threading.Event()
+            self.submitted = 0
+
+        def submit(self, fn, /, *args, **kwargs):
+            self.submitted += 1
+            if self.submitted == 1:  # the first task holds the only thread until shutdown
+
+                def held(*a, **k):
+                    self.gate.wait()
+                    return fn(*a, **k)
+
+                return super().submit(held, *args, **kwargs)
+            return super().submit(fn, *args, **kwargs)
+
+        def shutdown(self, wait=True, *, cancel_futures=False):
+            super().shutdown(wait=False, cancel_futures=cancel_futures)
+            self.gate.set()
+
+    monkeypatch.setattr(cli, "ThreadPoolExecutor", LatePool)
+    path = batched_model(tmp_path / "b.onnx")
+    out = tmp_path / "run"
+    done = in_process(capsys, "--model", str(path), "--config", "tiny", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    accuracy = json.loads((out / "report.json").read_text())["accuracy"]
+    assert accuracy["sqnr"] and "cosine_vs_fp32" in accuracy, accuracy.keys()
