@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -26,3 +28,15 @@ def in_background(name: str, fn: Callable[..., T], *args: Any, **kwargs: Any) ->
 
     threading.Thread(target=work, name=name, daemon=True).start()
     return future
+
+
+#: Nice value of the run's side work while shards hold every core (see :func:`lower_priority`).
+SIDE_WORK_NICE = 19
+
+
+def lower_priority() -> None:
+    """Run the calling thread at a lower priority (Linux: its own nice value), so side work -
+    accuracy comparisons during a sharded run - takes what the shards' simulators leave of the
+    cores instead of slowing them. Elsewhere a no-op."""
+    if sys.platform.startswith("linux"):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), SIDE_WORK_NICE)

@@ -34,7 +34,7 @@ from compiler.sqnr import layer_sqnr
 from sim import hooks, provenance, shards, terminal
 from sim import report as reports
 from sim.backends.registry import BACKENDS
-from sim.background import in_background
+from sim.background import in_background, lower_priority
 from sim.evaluate import evaluate_held_out, evaluate_images
 from sim.inputs import InputError
 from sim.prune import KeepRunsError, hold, keep_runs, prune
@@ -418,7 +418,10 @@ def _main(args: argparse.Namespace) -> int:
     print(f"run directory: {out}")
 
     # The fp32 comparison needs no simulator result: it runs on another core during the run.
-    pool = ThreadPoolExecutor(max_workers=3)  # (shut down after the run; see its `finally`)
+    # Shards use every core: then the comparisons take only what the simulators leave.
+    pool = ThreadPoolExecutor(  # (shut down after the run; see its `finally`)
+        max_workers=3, initializer=lower_priority if sharded else None
+    )
     fp32 = pool.submit(compare_fp32, source, exe.reference, x) if source is not None else None
     split = zoo.held_out(args.model) if source is not None else None
     sqnr_xs = [split.x[i : i + 1] for i in range(SQNR_IMAGES)] if split else inputs.xs

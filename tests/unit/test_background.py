@@ -3,12 +3,14 @@ come back as if it had run in line, and the ISA run's failure is the one reporte
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from concurrent.futures import Future
 
 import pytest
 
-from sim.background import in_background
+from sim.background import SIDE_WORK_NICE, in_background, lower_priority
 from sim.cli import first_failure
 from sim.run import RunError
 
@@ -35,3 +37,19 @@ def test_the_isa_runs_failure_is_said_first() -> None:
     fine.set_result(None)
     assert first_failure(fine, rtl) is rtl
     assert first_failure(None, rtl) is rtl
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own nice value")
+def test_side_work_of_a_sharded_run_lowers_only_its_own_thread() -> None:
+    """The pool thread that compares accuracy during a sharded run yields the cores to the
+    shards' simulators: its nice value rises, the calling thread's does not."""
+
+    def lowered() -> tuple[int, int]:
+        before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        lower_priority()
+        return before, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    before, after = in_background("side", lowered).result(timeout=60)
+    assert before == mine and after == SIDE_WORK_NICE
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
