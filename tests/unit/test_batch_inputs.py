@@ -139,8 +139,8 @@ def test_comparisons_a_pool_thread_has_not_taken_yet_still_reach_the_report(
     from sim import cli
 
     class LatePool(ThreadPoolExecutor):
-        def __init__(self, max_workers: int) -> None:
-            super().__init__(max_workers=1)
+        def __init__(self, max_workers: int, initializer=None) -> None:
+            super().__init__(max_workers=1, initializer=initializer)
             self.gate = threading.Event()
             self.submitted = 0
 
