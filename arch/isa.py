@@ -31,10 +31,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from amaranth import Shape, signed, unsigned
 from amaranth.lib import data, enum
+
+if TYPE_CHECKING:
+    from arch.config import AccelConfig
 
 INSN_BITS = 128
 INSN_BYTES = INSN_BITS // 8
@@ -361,6 +364,16 @@ PARAM_ENTRY = Format(
     ),
     bits=PARAM_ENTRY_BYTES * 8,
 )
+
+
+def line_bytes(config: AccelConfig, mem: Mem) -> int:
+    """Bytes of one line of a local memory as a descriptor moves it (ACC: a stored output line)."""
+    return {
+        Mem.ACT: config.act_line_bytes,
+        Mem.WGT: config.wgt_line_bytes,
+        Mem.PARAM: config.cols * PARAM_ENTRY_BYTES,
+        Mem.ACC: config.out_line_bytes,
+    }[mem]
 
 
 def table_lines(cols: int) -> int:

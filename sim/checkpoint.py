@@ -155,11 +155,6 @@ def load_cycles(exe: Executable, program: int, layer: int) -> int:
     """DRAM cycles of a layer's LOADs at the config's bandwidth: what it costs as a warm-up
     layer, where nothing else of it runs."""
     entry, c = exe.programs[program], exe.config
-    line_bytes = {
-        isa.Mem.ACT: c.act_line_bytes,
-        isa.Mem.WGT: c.wgt_line_bytes,
-        isa.Mem.PARAM: c.cols * isa.PARAM_ENTRY_BYTES,
-    }
     lo, hi = entry.layers[layer].insn_range
     total = 0
     for index in range(lo, hi):
@@ -171,7 +166,7 @@ def load_cycles(exe: Executable, program: int, layer: int) -> int:
         word = int.from_bytes(entry.image[at : at + isa.DESC_BYTES], "little")
         desc = isa.decode_record(isa.DESCRIPTOR, word)
         lines = np.prod([desc[f"loops[{lv}].count"] for lv in range(isa.DESC_LOOPS)])
-        total += int(lines) * line_bytes[desc["mem"]]
+        total += int(lines) * isa.line_bytes(c, desc["mem"])
     return -(-total // c.dram_bytes_per_cycle)
 
 

@@ -309,14 +309,14 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                         pad_value=zero_point(plan.graph, layer.inputs[0]),  # real 0
                     )
                     step.loads.append(Op("load", desc=desc))
-                if keep:
+                tile_lines = nbc * dim  # WGT lines of one k chunk's nbc tiles
+                if keep:  # the half still holds these weights
                     pass
                 elif matmul:
                     step.loads.append(
                         _activation_weights(plan, layer, wgt_base, head, nb0, nbc, k0, kc)
                     )
                 else:
-                    tile_lines = nbc * dim  # WGT lines of one k chunk's nbc tiles
                     wdesc = DescSpec(
                         "WGT",
                         wgt_base + pk0 * tile_lines,
@@ -329,7 +329,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                     Op(
                         "gemm",
                         fields={
-                            "wgt_addr": wgt_base + pk0 * nbc * dim,
+                            "wgt_addr": wgt_base + pk0 * tile_lines,
                             "act_addr": act_base + pk0 * mt,
                             "acc_addr": acc_base,
                             "m": mt,

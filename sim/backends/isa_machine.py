@@ -238,15 +238,6 @@ class Machine:
             )
         return _Walk(grids, local, dram, valid)
 
-    def _line_bytes(self, mem: Mem) -> int:
-        c = self.config
-        return {
-            Mem.ACT: c.act_line_bytes,
-            Mem.WGT: c.wgt_line_bytes,
-            Mem.PARAM: c.cols * isa.PARAM_ENTRY_BYTES,
-            Mem.ACC: c.out_line_bytes,
-        }[mem]
-
     def _beats(self, nbytes: int) -> int:
         return max(1, math.ceil(nbytes / self.config.dram_bytes_per_cycle))
 
@@ -257,7 +248,7 @@ class Machine:
             raise IsaSimError(
                 ErrorCode.BAD_FIELD, "load descriptor targets ACC (stores only)", index
             )
-        line_bytes = self._line_bytes(mem)
+        line_bytes = isa.line_bytes(self.config, mem)
         lines = {Mem.ACT: self.config.act_lines, Mem.WGT: self.config.wgt_lines}.get(
             mem, self.config.param_lines
         )
