@@ -100,7 +100,7 @@ class LineEngine(wiring.Component):
             value = Mux(accum.accumulate, accs[col], 0)
             value = value + Mux(accum.use_bias, entry.bias, 0)
             gated = acts[col] * Mux(accum.use_gate, gate[col], 1)
-            residual = requantize(gated, entry.res_mult, entry.res_shift)
+            residual = requantize(m, gated, entry.res_mult, entry.res_shift, f"res_{col}")
             value = value + Mux(accum.use_res, residual, 0)
             m.d.comb += accum_value[col].eq(value)
         for col in range(c.cols):

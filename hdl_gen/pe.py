@@ -62,9 +62,15 @@ class ProcessingElement(wiring.Component):
                 m.d.sync += weights[0].eq(self.w_data)
         weight = Mux(self.bank_in, weights[1], weights[0])
         product = self.a_in * weight
+        # The datapath registers have no reset (nothing reads them before valid data has
+        # flowed through: see SystolicArray), which saves a reset mux per register per cycle.
+        a_out = Signal.like(self.a_out, reset_less=True)
+        bank_out = Signal.like(self.bank_out, reset_less=True)
+        psum_out = Signal.like(self.psum_out, reset_less=True)
         m.d.sync += [
-            self.a_out.eq(self.a_in),
-            self.bank_out.eq(self.bank_in),
-            self.psum_out.eq(product if self.top else self.psum_in + product),
+            a_out.eq(self.a_in),
+            bank_out.eq(self.bank_in),
+            psum_out.eq(product if self.top else self.psum_in + product),
         ]
+        m.d.comb += [self.a_out.eq(a_out), self.bank_out.eq(bank_out), self.psum_out.eq(psum_out)]
         return m

@@ -143,23 +143,25 @@ class StoreUnit(wiring.Component):
         accs = data.View(data.ArrayLayout(signed(c.acc_bits), c.cols), self.acc.data)
         residuals = data.View(data.ArrayLayout(signed(c.in_bits), c.cols), self.act.data)
         params = param_view(self.param.data, c)
-        lanes = []
+        lanes = Signal(out_bytes * 8)  # the B stage's output line, once for both uses below
         bad_shift = Signal()
         for col in range(c.cols):
             entry = params[col]
-            # A signal (requantize reads its input twice: an expression would be copied) of the
-            # accumulator's width: acc + bias + residual wraps like every accumulator sum.
+            residual = requantize(m, residuals[col], entry.res_mult, entry.res_shift, f"res_{col}")
+            # acc + bias + residual wraps to the accumulator's width, like every sum in ACC.
             value = Signal(signed(c.acc_bits), name=f"value_{col}")
-            residual = requantize(residuals[col], entry.res_mult, entry.res_shift)
             m.d.comb += value.eq(
                 accs[col] + Mux(insn.use_bias, entry.bias, 0) + Mux(insn.use_res, residual, 0)
             )
-            scaled = requantize(value, entry.mult, entry.shift)
-            shifted = (scaled + insn.out_zp.as_signed()).as_signed()  # the output zero point
-            code = clamp(shifted, insn.clamp_lo, insn.clamp_hi)[: c.in_bits]  # outputs: int8
+            scaled = requantize(m, value, entry.mult, entry.shift, f"scaled_{col}")
+            shifted = Signal.like(scaled, name=f"shifted_{col}")  # exact: |scaled| <= 2**62
+            m.d.comb += shifted.eq(scaled + insn.out_zp.as_signed())  # the output zero point
+            clamped = clamp(m, shifted, insn.clamp_lo, insn.clamp_hi, f"clamped_{col}")
+            code = clamped[: c.in_bits]
             # Entry t of the table is the output for code t - 128: flip the sign bit.
             looked_up = table[Cat(code[:7], ~code[7])]
-            lanes.append(Mux(insn.use_table, looked_up, code))
+            m.d.comb += lanes.word_select(col, 8).eq(Mux(insn.use_table, looked_up, code))
+        for entry in params:
             bad_shift = bad_shift | (entry.shift > MAX_SHIFT)
             bad_shift = bad_shift | (insn.use_res & (entry.res_shift > MAX_SHIFT))
         errors.raise_(b_valid & b_inside & bad_shift, isa.ErrorCode.BAD_FIELD)
@@ -167,7 +169,7 @@ class StoreUnit(wiring.Component):
             for r in range(cols):
                 with m.If(row == r):
                     m.d.sync += [
-                        rows[r].eq(Mux(b_inside, Cat(*lanes), 0)),
+                        rows[r].eq(Mux(b_inside, lanes, 0)),
                         row_dram[r].eq(b_dram),
                     ]
             m.d.sync += row.eq(Mux(row == cols - 1, 0, row + 1))
@@ -188,7 +190,7 @@ class StoreUnit(wiring.Component):
             with m.If(drain_col == cols - 1):
                 m.d.sync += draining.eq(0)
         with m.Elif(b_moves & ~insn.transpose):
-            m.d.sync += [c_valid.eq(1), c_dram.eq(b_dram), c_line.eq(Cat(*lanes)), c_beat.eq(0)]
+            m.d.sync += [c_valid.eq(1), c_dram.eq(b_dram), c_line.eq(lanes), c_beat.eq(0)]
         with m.Elif(c_last_beat):
             m.d.sync += c_valid.eq(0)
         with m.If(c_valid & self.wr.ready & ~c_last_beat):
@@ -200,12 +202,14 @@ class StoreUnit(wiring.Component):
         perf_beat = Signal(range(perf_beats + 1))
         perf_addr = Signal(isa.DRAM_ADDR_BITS)
         writing_perf = Signal()
+        # A select among the record's beats (a variable part-select would shift all 1024 bits).
+        record_beats = Array(record.word_select(b, bus * 8) for b in range(perf_beats))
         offset = c_dram[: (bus - 1).bit_length()]  # a narrow shift amount keeps widths small
         with m.If(writing_perf):
             m.d.comb += [
                 self.wr.valid.eq(1),
                 self.wr.payload.addr.eq(perf_addr + perf_beat * bus),
-                self.wr.payload.data.eq(record.word_select(perf_beat, bus * 8)),
+                self.wr.payload.data.eq(record_beats[perf_beat]),
                 self.wr.payload.strb.eq((1 << bus) - 1),
             ]
         with m.Elif(c_valid):

@@ -40,7 +40,7 @@ class SystolicArray(wiring.Component):
     delayed ``cols - 1 - c`` cycles after leaving PE(rows - 1, c), so whole vectors go in and whole
     lines come out. The array has no valid signal: a caller tracks which outputs matter with a
     delay line of :attr:`latency` (idle inputs should be zero, but any value only affects
-    outputs nobody reads).
+    outputs nobody reads). So the skew, deskew and PE datapath registers have no reset.
 
     Attributes
     ----------
@@ -84,8 +84,8 @@ class SystolicArray(wiring.Component):
         for r in range(c.rows):
             a, bank = self.a[r], self.bank
             for stage in range(r + 1):
-                a_next = Signal(signed(c.in_bits), name=f"skew_{r}_{stage}")
-                bank_next = Signal(name=f"skew_bank_{r}_{stage}")
+                a_next = Signal(signed(c.in_bits), name=f"skew_{r}_{stage}", reset_less=True)
+                bank_next = Signal(name=f"skew_bank_{r}_{stage}", reset_less=True)
                 m.d.sync += [a_next.eq(a), bank_next.eq(bank)]
                 a, bank = a_next, bank_next
             m.d.comb += [pes[r][0].a_in.eq(a), pes[r][0].bank_in.eq(bank)]
@@ -94,7 +94,7 @@ class SystolicArray(wiring.Component):
         for col in range(c.cols):
             value = pes[c.rows - 1][col].psum_out
             for stage in range(c.cols - 1 - col):
-                delayed = Signal(signed(c.acc_bits), name=f"deskew_{col}_{stage}")
+                delayed = Signal(signed(c.acc_bits), name=f"deskew_{col}_{stage}", reset_less=True)
                 m.d.sync += delayed.eq(value)
                 value = delayed
             m.d.comb += self.out[col].eq(value)

@@ -61,11 +61,11 @@ RTL_MUTANTS: list[Mutant] = [
     Mutant(
         "requant-neg-tie-away",
         _Q,
-        "return (truncated + Mux(shift == 0, 0, half)).as_signed()",
+        "m.d.comb += rounded.eq(truncated + Mux(shift == 0, 0, half))",
         "low_zero = ((product >> (shift - 1).as_unsigned()[: len(shift)])"
         " << (shift - 1).as_unsigned()[: len(shift)]) == product\n"
         "    half = half & ~(product[-1] & low_zero)\n"
-        "    return (truncated + Mux(shift == 0, 0, half)).as_signed()",
+        "    m.d.comb += rounded.eq(truncated + Mux(shift == 0, 0, half))",
         "negative exact ties round away from zero (-2.5 -> -3) instead of half up (issue #22)",
     ),
     Mutant(
@@ -122,8 +122,8 @@ RTL_MUTANTS: list[Mutant] = [
     Mutant(
         "store-zp-unsigned",
         _S,
-        "shifted = (scaled + insn.out_zp.as_signed()).as_signed()",
-        "shifted = (scaled + insn.out_zp.as_unsigned()).as_signed()",
+        "m.d.comb += shifted.eq(scaled + insn.out_zp.as_signed())",
+        "m.d.comb += shifted.eq(scaled + insn.out_zp.as_unsigned())",
         "output zero point zero-extended (a negative zero point becomes +128..255)",
     ),
     Mutant(
@@ -558,8 +558,8 @@ RTL_MUTANTS: list[Mutant] = [
     Mutant(
         "store-transpose-bounds-kept",
         _S,
-        "rows[r].eq(Mux(b_inside, Cat(*lanes), 0)),",
-        "rows[r].eq(Cat(*lanes)),",
+        "rows[r].eq(Mux(b_inside, lanes, 0)),",
+        "rows[r].eq(lanes),",
         "a transposed line past the height bound keeps its stale accumulator, not zeros",
     ),
     Mutant(
