@@ -1230,6 +1230,17 @@ def test_shifts_up_to_62_run_and_larger_ones_name_the_field_and_line():
     assert str(info.value) == (
         "BAD_FIELD: instruction 1: PARAM res_shift = 70 exceeds 62 (line 7...)"
     )
+    # STORE's residual (use_res) reads res_shift too, and names the STORE.
+    store = isa.make("store", desc=0, clamp_lo=-128, clamp_hi=127, param_addr=7, use_res=1)
+    descs = [_desc_bytes("ACC", 0, 64, [(2, 4, 1)])]
+    machine = Machine(cfg, np.zeros(1 << 12, np.uint8))
+    machine.execute(3, store, descs)  # res_shift 0 runs
+    machine.param["res_shift"][7, 1] = 63
+    with pytest.raises(IsaSimError) as info:
+        machine.execute(3, store, descs)
+    assert str(info.value) == (
+        "BAD_FIELD: instruction 3: PARAM res_shift = 63 exceeds 62 (line 7...)"
+    )
 
 
 def test_requantize_and_wrap32_compute_in_64_bits_whatever_the_input_type():
