@@ -39,7 +39,10 @@ def test_the_isa_runs_failure_is_said_first() -> None:
     assert first_failure(None, rtl) is rtl
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own nice value")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"),
+    reason="only Linux gives a thread its own nice value; elsewhere lower_priority is a no-op",
+)
 def test_side_work_of_a_sharded_run_lowers_only_its_own_thread() -> None:
     """The pool thread that compares accuracy during a sharded run yields the cores to the
     shards' simulators: its nice value rises, the calling thread's does not."""
