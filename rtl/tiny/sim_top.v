@@ -146,14 +146,14 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$238 (insn_frontier),
     .perf(perf),
-    .\port$5971$0 (\_$2 ),
+    .\port$5843$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$209 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$5971$0 (\_$2 ),
+    .\port$5843$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,7 +236,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5971$0 , dram_resp__valid, \start$209 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5843$0 , dram_resp__valid, \start$209 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
@@ -662,8 +662,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$5971$0 ;
-  wire [1:0] \port$5971$0 ;
+  input [1:0] \port$5843$0 ;
+  wire [1:0] \port$5843$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -4095,7 +4095,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$5971$0 (\port$5971$0 ),
+    .\port$5843$0 (\port$5843$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -4583,8 +4583,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$5971$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$5971$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$5843$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$5843$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -4665,9 +4665,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5971$0 ;
+  assign \dram_resp__payload.tag  = \port$5843$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$5971$0 ;
+  assign \dram_resp__payload$115.tag  = \port$5843$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4715,7 +4715,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5971$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5843$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -4871,8 +4871,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$5971$0 ;
-  wire [1:0] \port$5971$0 ;
+  input [1:0] \port$5843$0 ;
+  wire [1:0] \port$5843$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4923,13 +4923,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$5971$0 ;
+  assign \_$49  = ! \port$5843$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$5971$0  == 1'h1;
+  assign \_$50  = \port$5843$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$5971$0  == 2'h2;
+  assign \_$51  = \port$5843$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$5971$0  == 2'h3;
+  assign \_$52  = \port$5843$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5294,14 +5294,14 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$5971$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$5843$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5971$0 ;
+  assign \dram_resp__payload.tag  = \port$5843$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -7185,198 +7185,198 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , out, bank, \w_en$1 , w_
   \sim_top.accel.compute.array.pe_0_0  pe_0_0 (
     .a_in(\a_in$124 ),
     .a_out(a_in),
-    .bank_in(\bank_in$126 ),
     .bank_out(bank_in),
     .clk(clk),
     .psum_out(psum_in),
+    .read__addr(\bank_in$126 ),
     .rst(rst),
-    .w_bank(w_bank),
-    .w_data(\w_data$6 [7:0]),
-    .w_en(w_en)
+    .write__addr(w_bank),
+    .write__data(\w_data$6 [7:0]),
+    .write__en(w_en)
   );
   \sim_top.accel.compute.array.pe_0_1  pe_0_1 (
     .a_in(a_in),
     .a_out(\a_in$17 ),
-    .bank_in(bank_in),
     .bank_out(\bank_in$19 ),
     .clk(clk),
     .psum_out(\psum_in$40 ),
+    .read__addr(bank_in),
     .rst(rst),
-    .w_bank(w_bank),
-    .w_data(\w_data$6 [15:8]),
-    .w_en(\w_en$7 )
+    .write__addr(w_bank),
+    .write__data(\w_data$6 [15:8]),
+    .write__en(\w_en$7 )
   );
   \sim_top.accel.compute.array.pe_0_2  pe_0_2 (
     .a_in(\a_in$17 ),
     .a_out(\a_in$24 ),
-    .bank_in(\bank_in$19 ),
     .bank_out(\bank_in$26 ),
     .clk(clk),
     .psum_out(\psum_in$49 ),
+    .read__addr(\bank_in$19 ),
     .rst(rst),
-    .w_bank(w_bank),
-    .w_data(\w_data$6 [23:16]),
-    .w_en(\w_en$14 )
+    .write__addr(w_bank),
+    .write__data(\w_data$6 [23:16]),
+    .write__en(\w_en$14 )
   );
   \sim_top.accel.compute.array.pe_0_3  pe_0_3 (
     .a_in(\a_in$24 ),
-    .bank_in(\bank_in$26 ),
     .clk(clk),
     .psum_out(\psum_in$58 ),
+    .read__addr(\bank_in$26 ),
     .rst(rst),
-    .w_bank(w_bank),
-    .w_data(\w_data$6 [31:24]),
-    .w_en(\w_en$21 )
+    .write__addr(w_bank),
+    .write__data(\w_data$6 [31:24]),
+    .write__en(\w_en$21 )
   );
   \sim_top.accel.compute.array.pe_1_0  pe_1_0 (
     .a_in(\a_in$128 ),
     .a_out(\a_in$36 ),
-    .bank_in(\bank_in$130 ),
     .bank_out(\bank_in$38 ),
     .clk(clk),
     .psum_in(psum_in),
     .psum_out(\psum_in$63 ),
+    .read__addr(\bank_in$130 ),
     .rst(rst),
-    .w_bank(w_bank),
-    .w_data(\w_data$6 [7:0]),
-    .w_en(\w_en$28 )
+    .write__addr(w_bank),
+    .write__data(\w_data$6 [7:0]),
+    .write__en(\w_en$28 )
   );
   \sim_top.accel.compute.array.pe_1_1  pe_1_1 (
     .a_in(\a_in$36 ),
     .a_out(\a_in$45 ),
-    .bank_in(\bank_in$38 ),
     .bank_out(\bank_in$47 ),
     .clk(clk),
     .psum_in(\psum_in$40 ),
     .psum_out(\psum_in$72 ),
+    .read__addr(\bank_in$38 ),
     .rst(rst),
-    .w_bank(w_bank),
-    .w_data(\w_data$6 [15:8]),
-    .w_en(\w_en$33 )
+    .write__addr(w_bank),
+    .write__data(\w_data$6 [15:8]),
+    .write__en(\w_en$33 )
   );
   \sim_top.accel.compute.array.pe_1_2  pe_1_2 (
     .a_in(\a_in$45 ),
     .a_out(\a_in$54 ),
-    .bank_in(\bank_in$47 ),
     .bank_out(\bank_in$56 ),
     .clk(clk),
     .psum_in(\psum_in$49 ),
     .psum_out(\psum_in$81 ),
+    .read__addr(\bank_in$47 ),
     .rst(rst),
-    .w_bank(w_bank),
-    .w_data(\w_data$6 [23:16]),
-    .w_en(\w_en$42 )
+    .write__addr(w_bank),
+    .write__data(\w_data$6 [23:16]),
+    .write__en(\w_en$42 )
   );
   \sim_top.accel.compute.array.pe_1_3  pe_1_3 (
     .a_in(\a_in$54 ),
-    .bank_in(\bank_in$56 ),
     .clk(clk),
     .psum_in(\psum_in$58 ),
     .psum_out(\psum_in$90 ),
+    .read__addr(\bank_in$56 ),
     .rst(rst),
-    .w_bank(w_bank),
-    .w_data(\w_data$6 [31:24]),
-    .w_en(\w_en$51 )
+    .write__addr(w_bank),
+    .write__data(\w_data$6 [31:24]),
+    .write__en(\w_en$51 )
   );
   \sim_top.accel.compute.array.pe_2_0  pe_2_0 (
     .a_in(\a_in$132 ),
     .a_out(\a_in$68 ),
-    .bank_in(\bank_in$134 ),
     .bank_out(\bank_in$70 ),
     .clk(clk),
     .psum_in(\psum_in$63 ),
     .psum_out(\psum_in$95 ),
+    .read__addr(\bank_in$134 ),
     .rst(rst),
-    .w_bank(w_bank),
-    .w_data(\w_data$6 [7:0]),
-    .w_en(\w_en$60 )
+    .write__addr(w_bank),
+    .write__data(\w_data$6 [7:0]),
+    .write__en(\w_en$60 )
   );
   \sim_top.accel.compute.array.pe_2_1  pe_2_1 (
     .a_in(\a_in$68 ),
     .a_out(\a_in$77 ),
-    .bank_in(\bank_in$70 ),
     .bank_out(\bank_in$79 ),
     .clk(clk),
     .psum_in(\psum_in$72 ),
     .psum_out(\psum_in$104 ),
+    .read__addr(\bank_in$70 ),
     .rst(rst),
-    .w_bank(w_bank),
-    .w_data(\w_data$6 [15:8]),
-    .w_en(\w_en$65 )
+    .write__addr(w_bank),
+    .write__data(\w_data$6 [15:8]),
+    .write__en(\w_en$65 )
   );
   \sim_top.accel.compute.array.pe_2_2  pe_2_2 (
     .a_in(\a_in$77 ),
     .a_out(\a_in$86 ),
-    .bank_in(\bank_in$79 ),
     .bank_out(\bank_in$88 ),
     .clk(clk),
     .psum_in(\psum_in$81 ),
     .psum_out(\psum_in$113 ),
+    .read__addr(\bank_in$79 ),
     .rst(rst),
-    .w_bank(w_bank),
-    .w_data(\w_data$6 [23:16]),
-    .w_en(\w_en$74 )
+    .write__addr(w_bank),
+    .write__data(\w_data$6 [23:16]),
+    .write__en(\w_en$74 )
   );
   \sim_top.accel.compute.array.pe_2_3  pe_2_3 (
     .a_in(\a_in$86 ),
-    .bank_in(\bank_in$88 ),
     .clk(clk),
     .psum_in(\psum_in$90 ),
     .psum_out(\psum_in$122 ),
+    .read__addr(\bank_in$88 ),
     .rst(rst),
-    .w_bank(w_bank),
-    .w_data(\w_data$6 [31:24]),
-    .w_en(\w_en$83 )
+    .write__addr(w_bank),
+    .write__data(\w_data$6 [31:24]),
+    .write__en(\w_en$83 )
   );
   \sim_top.accel.compute.array.pe_3_0  pe_3_0 (
     .a_in(\a_in$136 ),
     .a_out(\a_in$100 ),
-    .bank_in(\bank_in$138 ),
     .bank_out(\bank_in$102 ),
     .clk(clk),
     .psum_in(\psum_in$95 ),
     .psum_out(\psum_out$162 ),
+    .read__addr(\bank_in$138 ),
     .rst(rst),
-    .w_bank(w_bank),
-    .w_data(\w_data$6 [7:0]),
-    .w_en(\w_en$92 )
+    .write__addr(w_bank),
+    .write__data(\w_data$6 [7:0]),
+    .write__en(\w_en$92 )
   );
   \sim_top.accel.compute.array.pe_3_1  pe_3_1 (
     .a_in(\a_in$100 ),
     .a_out(\a_in$109 ),
-    .bank_in(\bank_in$102 ),
     .bank_out(\bank_in$111 ),
     .clk(clk),
     .psum_in(\psum_in$104 ),
     .psum_out(\psum_out$165 ),
+    .read__addr(\bank_in$102 ),
     .rst(rst),
-    .w_bank(w_bank),
-    .w_data(\w_data$6 [15:8]),
-    .w_en(\w_en$97 )
+    .write__addr(w_bank),
+    .write__data(\w_data$6 [15:8]),
+    .write__en(\w_en$97 )
   );
   \sim_top.accel.compute.array.pe_3_2  pe_3_2 (
     .a_in(\a_in$109 ),
     .a_out(\a_in$118 ),
-    .bank_in(\bank_in$111 ),
     .bank_out(\bank_in$120 ),
     .clk(clk),
     .psum_in(\psum_in$113 ),
     .psum_out(\psum_out$166 ),
+    .read__addr(\bank_in$111 ),
     .rst(rst),
-    .w_bank(w_bank),
-    .w_data(\w_data$6 [23:16]),
-    .w_en(\w_en$106 )
+    .write__addr(w_bank),
+    .write__data(\w_data$6 [23:16]),
+    .write__en(\w_en$106 )
   );
   \sim_top.accel.compute.array.pe_3_3  pe_3_3 (
     .a_in(\a_in$118 ),
-    .bank_in(\bank_in$120 ),
     .clk(clk),
     .psum_in(\psum_in$122 ),
     .psum_out(\psum_out$144 ),
+    .read__addr(\bank_in$120 ),
     .rst(rst),
-    .w_bank(w_bank),
-    .w_data(\w_data$6 [31:24]),
-    .w_en(\w_en$115 )
+    .write__addr(w_bank),
+    .write__data(\w_data$6 [31:24]),
+    .write__en(\w_en$115 )
   );
   assign \w_bank$4  = w_bank;
   assign w_data = \w_data$6 [7:0];
@@ -7473,335 +7473,242 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , out, bank, \w_en$1 , w_
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_0 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$4  = 0;
-  wire [7:0] \_$1 ;
-  wire [15:0] \_$2 ;
-  reg [7:0] \_$3 ;
-  reg [7:0] \_$4 ;
+module \sim_top.accel.compute.array.pe_0_0 (rst, write__en, write__data, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+  wire [31:0] \_$1 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
   reg [7:0] a_out = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \a_out$12 ;
-  input bank_in;
+  wire [7:0] \a_out$9 ;
   wire bank_in;
   output bank_out;
   reg bank_out = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_out$13 ;
+  wire \bank_out$11 ;
   input clk;
   wire clk;
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$14 ;
+  wire [31:0] \psum_out$13 ;
+  input read__addr;
+  wire read__addr;
+  wire [7:0] read__data;
   input rst;
   wire rst;
-  reg [7:0] w0 = 8'h00;
-  reg [7:0] w1 = 8'h00;
-  input w_bank;
   wire w_bank;
-  input [7:0] w_data;
   wire [7:0] w_data;
-  input w_en;
   wire w_en;
-  always @(posedge clk)
-    w0 <= \_$4 ;
+  input write__addr;
+  wire write__addr;
+  input [7:0] write__data;
+  wire [7:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [7:0] weights [1:0];
+  always @(posedge clk) begin
+    if (write__en)
+      weights[write__addr] <= write__data;
+  end
+  assign read__data = weights[read__addr];
+  assign \_$1  = $signed(a_in) * $signed(read__data);
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= bank_in;
+    bank_out <= read__addr;
   always @(posedge clk)
-    psum_out <= { \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2  };
-  assign \_$1  = bank_in ? w1 : w0;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  always @(posedge clk)
-    w1 <= \_$3 ;
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$3  = w1;
-    if (w_en) begin
-      if (w_bank) begin
-        \_$3  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$3  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$4  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$4  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$4  = 8'h00;
-    end
-  end
-  assign \a_out$12  = a_out;
-  assign \bank_out$13  = bank_out;
-  assign \psum_out$14  = psum_out;
+    psum_out <= \_$1 ;
+  assign w_en = write__en;
+  assign w_bank = write__addr;
+  assign w_data = write__data;
+  assign bank_in = read__addr;
+  assign \a_out$9  = a_out;
+  assign \bank_out$11  = bank_out;
+  assign \psum_out$13  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_1 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$5  = 0;
-  wire [7:0] \_$1 ;
-  wire [15:0] \_$2 ;
-  reg [7:0] \_$3 ;
-  reg [7:0] \_$4 ;
+module \sim_top.accel.compute.array.pe_0_1 (rst, write__en, write__data, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+  wire [31:0] \_$1 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
   reg [7:0] a_out = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \a_out$12 ;
-  input bank_in;
+  wire [7:0] \a_out$9 ;
   wire bank_in;
   output bank_out;
   reg bank_out = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_out$13 ;
+  wire \bank_out$11 ;
   input clk;
   wire clk;
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$14 ;
+  wire [31:0] \psum_out$13 ;
+  input read__addr;
+  wire read__addr;
+  wire [7:0] read__data;
   input rst;
   wire rst;
-  reg [7:0] w0 = 8'h00;
-  reg [7:0] w1 = 8'h00;
-  input w_bank;
   wire w_bank;
-  input [7:0] w_data;
   wire [7:0] w_data;
-  input w_en;
   wire w_en;
-  always @(posedge clk)
-    w0 <= \_$4 ;
+  input write__addr;
+  wire write__addr;
+  input [7:0] write__data;
+  wire [7:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [7:0] weights [1:0];
+  always @(posedge clk) begin
+    if (write__en)
+      weights[write__addr] <= write__data;
+  end
+  assign read__data = weights[read__addr];
+  assign \_$1  = $signed(a_in) * $signed(read__data);
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= bank_in;
+    bank_out <= read__addr;
   always @(posedge clk)
-    psum_out <= { \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2  };
-  assign \_$1  = bank_in ? w1 : w0;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  always @(posedge clk)
-    w1 <= \_$3 ;
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \_$3  = w1;
-    if (w_en) begin
-      if (w_bank) begin
-        \_$3  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$3  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \_$4  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$4  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$4  = 8'h00;
-    end
-  end
-  assign \a_out$12  = a_out;
-  assign \bank_out$13  = bank_out;
-  assign \psum_out$14  = psum_out;
+    psum_out <= \_$1 ;
+  assign w_en = write__en;
+  assign w_bank = write__addr;
+  assign w_data = write__data;
+  assign bank_in = read__addr;
+  assign \a_out$9  = a_out;
+  assign \bank_out$11  = bank_out;
+  assign \psum_out$13  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_2 (rst, w_en, w_data, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$6  = 0;
-  wire [7:0] \_$1 ;
-  wire [15:0] \_$2 ;
-  reg [7:0] \_$3 ;
-  reg [7:0] \_$4 ;
+module \sim_top.accel.compute.array.pe_0_2 (rst, write__en, write__data, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+  wire [31:0] \_$1 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
   reg [7:0] a_out = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \a_out$12 ;
-  input bank_in;
+  wire [7:0] \a_out$9 ;
   wire bank_in;
   output bank_out;
   reg bank_out = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_out$13 ;
+  wire \bank_out$11 ;
   input clk;
   wire clk;
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$14 ;
+  wire [31:0] \psum_out$13 ;
+  input read__addr;
+  wire read__addr;
+  wire [7:0] read__data;
   input rst;
   wire rst;
-  reg [7:0] w0 = 8'h00;
-  reg [7:0] w1 = 8'h00;
-  input w_bank;
   wire w_bank;
-  input [7:0] w_data;
   wire [7:0] w_data;
-  input w_en;
   wire w_en;
-  always @(posedge clk)
-    w0 <= \_$4 ;
+  input write__addr;
+  wire write__addr;
+  input [7:0] write__data;
+  wire [7:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [7:0] weights [1:0];
+  always @(posedge clk) begin
+    if (write__en)
+      weights[write__addr] <= write__data;
+  end
+  assign read__data = weights[read__addr];
+  assign \_$1  = $signed(a_in) * $signed(read__data);
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= bank_in;
+    bank_out <= read__addr;
   always @(posedge clk)
-    psum_out <= { \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2  };
-  assign \_$1  = bank_in ? w1 : w0;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  always @(posedge clk)
-    w1 <= \_$3 ;
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \_$3  = w1;
-    if (w_en) begin
-      if (w_bank) begin
-        \_$3  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$3  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
-    \_$4  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$4  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$4  = 8'h00;
-    end
-  end
-  assign \a_out$12  = a_out;
-  assign \bank_out$13  = bank_out;
-  assign \psum_out$14  = psum_out;
+    psum_out <= \_$1 ;
+  assign w_en = write__en;
+  assign w_bank = write__addr;
+  assign w_data = write__data;
+  assign bank_in = read__addr;
+  assign \a_out$9  = a_out;
+  assign \bank_out$11  = bank_out;
+  assign \psum_out$13  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_3 (rst, w_en, w_data, a_in, bank_in, psum_out, w_bank, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$7  = 0;
-  wire [7:0] \_$1 ;
-  wire [15:0] \_$2 ;
-  reg [7:0] \_$3 ;
-  reg [7:0] \_$4 ;
+module \sim_top.accel.compute.array.pe_0_3 (rst, write__en, write__data, a_in, read__addr, psum_out, write__addr, clk);
+  wire [31:0] \_$1 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   reg [7:0] a_out = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \a_out$12 ;
-  input bank_in;
+  wire [7:0] \a_out$9 ;
   wire bank_in;
   reg bank_out = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_out$13 ;
+  wire \bank_out$11 ;
   input clk;
   wire clk;
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$14 ;
+  wire [31:0] \psum_out$13 ;
+  input read__addr;
+  wire read__addr;
+  wire [7:0] read__data;
   input rst;
   wire rst;
-  reg [7:0] w0 = 8'h00;
-  reg [7:0] w1 = 8'h00;
-  input w_bank;
   wire w_bank;
-  input [7:0] w_data;
   wire [7:0] w_data;
-  input w_en;
   wire w_en;
-  always @(posedge clk)
-    w0 <= \_$4 ;
+  input write__addr;
+  wire write__addr;
+  input [7:0] write__data;
+  wire [7:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [7:0] weights [1:0];
+  always @(posedge clk) begin
+    if (write__en)
+      weights[write__addr] <= write__data;
+  end
+  assign read__data = weights[read__addr];
+  assign \_$1  = $signed(a_in) * $signed(read__data);
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= bank_in;
+    bank_out <= read__addr;
   always @(posedge clk)
-    psum_out <= { \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2 [15], \_$2  };
-  assign \_$1  = bank_in ? w1 : w0;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  always @(posedge clk)
-    w1 <= \_$3 ;
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \_$3  = w1;
-    if (w_en) begin
-      if (w_bank) begin
-        \_$3  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$3  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
-    \_$4  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$4  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$4  = 8'h00;
-    end
-  end
-  assign \a_out$12  = a_out;
-  assign \bank_out$13  = bank_out;
-  assign \psum_out$14  = psum_out;
+    psum_out <= \_$1 ;
+  assign w_en = write__en;
+  assign w_bank = write__addr;
+  assign w_data = write__data;
+  assign bank_in = read__addr;
+  assign \a_out$9  = a_out;
+  assign \bank_out$11  = bank_out;
+  assign \psum_out$13  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$8  = 0;
-  wire [7:0] \_$1 ;
-  wire [15:0] \_$2 ;
-  wire [32:0] \_$3 ;
-  reg [7:0] \_$4 ;
-  reg [7:0] \_$5 ;
+module \sim_top.accel.compute.array.pe_1_0 (rst, write__en, write__data, a_in, read__addr, psum_in, a_out, bank_out, psum_out, write__addr, clk);
+  wire [31:0] \_$1 ;
+  wire [32:0] \_$2 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
   reg [7:0] a_out = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \a_out$13 ;
-  input bank_in;
+  wire [7:0] \a_out$9 ;
   wire bank_in;
   output bank_out;
   reg bank_out = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_out$14 ;
+  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -7809,81 +7716,59 @@ module \sim_top.accel.compute.array.pe_1_0 (rst, w_en, w_data, a_in, bank_in, ps
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$15 ;
+  wire [31:0] \psum_out$13 ;
+  input read__addr;
+  wire read__addr;
+  wire [7:0] read__data;
   input rst;
   wire rst;
-  reg [7:0] w0 = 8'h00;
-  reg [7:0] w1 = 8'h00;
-  input w_bank;
   wire w_bank;
-  input [7:0] w_data;
   wire [7:0] w_data;
-  input w_en;
   wire w_en;
+  input write__addr;
+  wire write__addr;
+  input [7:0] write__data;
+  wire [7:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [7:0] weights [1:0];
+  always @(posedge clk) begin
+    if (write__en)
+      weights[write__addr] <= write__data;
+  end
+  assign read__data = weights[read__addr];
   always @(posedge clk)
-    w1 <= \_$4 ;
-  always @(posedge clk)
-    w0 <= \_$5 ;
+    psum_out <= \_$2 [31:0];
+  assign \_$1  = $signed(a_in) * $signed(read__data);
+  assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= bank_in;
-  always @(posedge clk)
-    psum_out <= \_$3 [31:0];
-  assign \_$1  = bank_in ? w1 : w0;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \_$5  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$5  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$5  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \_$4  = w1;
-    if (w_en) begin
-      if (w_bank) begin
-        \_$4  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$4  = 8'h00;
-    end
-  end
-  assign \a_out$13  = a_out;
-  assign \bank_out$14  = bank_out;
-  assign \psum_out$15  = psum_out;
+    bank_out <= read__addr;
+  assign w_en = write__en;
+  assign w_bank = write__addr;
+  assign w_data = write__data;
+  assign bank_in = read__addr;
+  assign \a_out$9  = a_out;
+  assign \bank_out$11  = bank_out;
+  assign \psum_out$13  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$9  = 0;
-  wire [7:0] \_$1 ;
-  wire [15:0] \_$2 ;
-  wire [32:0] \_$3 ;
-  reg [7:0] \_$4 ;
-  reg [7:0] \_$5 ;
+module \sim_top.accel.compute.array.pe_1_1 (rst, write__en, write__data, psum_in, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+  wire [31:0] \_$1 ;
+  wire [32:0] \_$2 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
   reg [7:0] a_out = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \a_out$13 ;
-  input bank_in;
+  wire [7:0] \a_out$9 ;
   wire bank_in;
   output bank_out;
   reg bank_out = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_out$14 ;
+  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -7891,81 +7776,59 @@ module \sim_top.accel.compute.array.pe_1_1 (rst, w_en, w_data, psum_in, a_in, ba
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$15 ;
+  wire [31:0] \psum_out$13 ;
+  input read__addr;
+  wire read__addr;
+  wire [7:0] read__data;
   input rst;
   wire rst;
-  reg [7:0] w0 = 8'h00;
-  reg [7:0] w1 = 8'h00;
-  input w_bank;
   wire w_bank;
-  input [7:0] w_data;
   wire [7:0] w_data;
-  input w_en;
   wire w_en;
+  input write__addr;
+  wire write__addr;
+  input [7:0] write__data;
+  wire [7:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [7:0] weights [1:0];
+  always @(posedge clk) begin
+    if (write__en)
+      weights[write__addr] <= write__data;
+  end
+  assign read__data = weights[read__addr];
   always @(posedge clk)
-    w1 <= \_$4 ;
-  always @(posedge clk)
-    w0 <= \_$5 ;
+    psum_out <= \_$2 [31:0];
+  assign \_$1  = $signed(a_in) * $signed(read__data);
+  assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= bank_in;
-  always @(posedge clk)
-    psum_out <= \_$3 [31:0];
-  assign \_$1  = bank_in ? w1 : w0;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \_$5  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$5  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$5  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
-    \_$4  = w1;
-    if (w_en) begin
-      if (w_bank) begin
-        \_$4  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$4  = 8'h00;
-    end
-  end
-  assign \a_out$13  = a_out;
-  assign \bank_out$14  = bank_out;
-  assign \psum_out$15  = psum_out;
+    bank_out <= read__addr;
+  assign w_en = write__en;
+  assign w_bank = write__addr;
+  assign w_data = write__data;
+  assign bank_in = read__addr;
+  assign \a_out$9  = a_out;
+  assign \bank_out$11  = bank_out;
+  assign \psum_out$13  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$10  = 0;
-  wire [7:0] \_$1 ;
-  wire [15:0] \_$2 ;
-  wire [32:0] \_$3 ;
-  reg [7:0] \_$4 ;
-  reg [7:0] \_$5 ;
+module \sim_top.accel.compute.array.pe_1_2 (rst, write__en, write__data, psum_in, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+  wire [31:0] \_$1 ;
+  wire [32:0] \_$2 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
   reg [7:0] a_out = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \a_out$13 ;
-  input bank_in;
+  wire [7:0] \a_out$9 ;
   wire bank_in;
   output bank_out;
   reg bank_out = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_out$14 ;
+  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -7973,79 +7836,57 @@ module \sim_top.accel.compute.array.pe_1_2 (rst, w_en, w_data, psum_in, a_in, ba
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$15 ;
+  wire [31:0] \psum_out$13 ;
+  input read__addr;
+  wire read__addr;
+  wire [7:0] read__data;
   input rst;
   wire rst;
-  reg [7:0] w0 = 8'h00;
-  reg [7:0] w1 = 8'h00;
-  input w_bank;
   wire w_bank;
-  input [7:0] w_data;
   wire [7:0] w_data;
-  input w_en;
   wire w_en;
+  input write__addr;
+  wire write__addr;
+  input [7:0] write__data;
+  wire [7:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [7:0] weights [1:0];
+  always @(posedge clk) begin
+    if (write__en)
+      weights[write__addr] <= write__data;
+  end
+  assign read__data = weights[read__addr];
   always @(posedge clk)
-    w1 <= \_$4 ;
-  always @(posedge clk)
-    w0 <= \_$5 ;
+    psum_out <= \_$2 [31:0];
+  assign \_$1  = $signed(a_in) * $signed(read__data);
+  assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= bank_in;
-  always @(posedge clk)
-    psum_out <= \_$3 [31:0];
-  assign \_$1  = bank_in ? w1 : w0;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \_$5  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$5  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$5  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
-    \_$4  = w1;
-    if (w_en) begin
-      if (w_bank) begin
-        \_$4  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$4  = 8'h00;
-    end
-  end
-  assign \a_out$13  = a_out;
-  assign \bank_out$14  = bank_out;
-  assign \psum_out$15  = psum_out;
+    bank_out <= read__addr;
+  assign w_en = write__en;
+  assign w_bank = write__addr;
+  assign w_data = write__data;
+  assign bank_in = read__addr;
+  assign \a_out$9  = a_out;
+  assign \bank_out$11  = bank_out;
+  assign \psum_out$13  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_3 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$11  = 0;
-  wire [7:0] \_$1 ;
-  wire [15:0] \_$2 ;
-  wire [32:0] \_$3 ;
-  reg [7:0] \_$4 ;
-  reg [7:0] \_$5 ;
+module \sim_top.accel.compute.array.pe_1_3 (rst, write__en, write__data, psum_in, a_in, read__addr, psum_out, write__addr, clk);
+  wire [31:0] \_$1 ;
+  wire [32:0] \_$2 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   reg [7:0] a_out = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \a_out$13 ;
-  input bank_in;
+  wire [7:0] \a_out$9 ;
   wire bank_in;
   reg bank_out = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_out$14 ;
+  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -8053,81 +7894,59 @@ module \sim_top.accel.compute.array.pe_1_3 (rst, w_en, w_data, psum_in, a_in, ba
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$15 ;
+  wire [31:0] \psum_out$13 ;
+  input read__addr;
+  wire read__addr;
+  wire [7:0] read__data;
   input rst;
   wire rst;
-  reg [7:0] w0 = 8'h00;
-  reg [7:0] w1 = 8'h00;
-  input w_bank;
   wire w_bank;
-  input [7:0] w_data;
   wire [7:0] w_data;
-  input w_en;
   wire w_en;
+  input write__addr;
+  wire write__addr;
+  input [7:0] write__data;
+  wire [7:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [7:0] weights [1:0];
+  always @(posedge clk) begin
+    if (write__en)
+      weights[write__addr] <= write__data;
+  end
+  assign read__data = weights[read__addr];
   always @(posedge clk)
-    w1 <= \_$4 ;
-  always @(posedge clk)
-    w0 <= \_$5 ;
+    psum_out <= \_$2 [31:0];
+  assign \_$1  = $signed(a_in) * $signed(read__data);
+  assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= bank_in;
-  always @(posedge clk)
-    psum_out <= \_$3 [31:0];
-  assign \_$1  = bank_in ? w1 : w0;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$5  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$5  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$5  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \_$4  = w1;
-    if (w_en) begin
-      if (w_bank) begin
-        \_$4  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$4  = 8'h00;
-    end
-  end
-  assign \a_out$13  = a_out;
-  assign \bank_out$14  = bank_out;
-  assign \psum_out$15  = psum_out;
+    bank_out <= read__addr;
+  assign w_en = write__en;
+  assign w_bank = write__addr;
+  assign w_data = write__data;
+  assign bank_in = read__addr;
+  assign \a_out$9  = a_out;
+  assign \bank_out$11  = bank_out;
+  assign \psum_out$13  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$12  = 0;
-  wire [7:0] \_$1 ;
-  wire [15:0] \_$2 ;
-  wire [32:0] \_$3 ;
-  reg [7:0] \_$4 ;
-  reg [7:0] \_$5 ;
+module \sim_top.accel.compute.array.pe_2_0 (rst, write__en, write__data, a_in, read__addr, psum_in, a_out, bank_out, psum_out, write__addr, clk);
+  wire [31:0] \_$1 ;
+  wire [32:0] \_$2 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
   reg [7:0] a_out = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \a_out$13 ;
-  input bank_in;
+  wire [7:0] \a_out$9 ;
   wire bank_in;
   output bank_out;
   reg bank_out = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_out$14 ;
+  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -8135,81 +7954,59 @@ module \sim_top.accel.compute.array.pe_2_0 (rst, w_en, w_data, a_in, bank_in, ps
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$15 ;
+  wire [31:0] \psum_out$13 ;
+  input read__addr;
+  wire read__addr;
+  wire [7:0] read__data;
   input rst;
   wire rst;
-  reg [7:0] w0 = 8'h00;
-  reg [7:0] w1 = 8'h00;
-  input w_bank;
   wire w_bank;
-  input [7:0] w_data;
   wire [7:0] w_data;
-  input w_en;
   wire w_en;
+  input write__addr;
+  wire write__addr;
+  input [7:0] write__data;
+  wire [7:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [7:0] weights [1:0];
+  always @(posedge clk) begin
+    if (write__en)
+      weights[write__addr] <= write__data;
+  end
+  assign read__data = weights[read__addr];
   always @(posedge clk)
-    w1 <= \_$4 ;
-  always @(posedge clk)
-    w0 <= \_$5 ;
+    psum_out <= \_$2 [31:0];
+  assign \_$1  = $signed(a_in) * $signed(read__data);
+  assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= bank_in;
-  always @(posedge clk)
-    psum_out <= \_$3 [31:0];
-  assign \_$1  = bank_in ? w1 : w0;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \_$5  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$5  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$5  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
-    \_$4  = w1;
-    if (w_en) begin
-      if (w_bank) begin
-        \_$4  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$4  = 8'h00;
-    end
-  end
-  assign \a_out$13  = a_out;
-  assign \bank_out$14  = bank_out;
-  assign \psum_out$15  = psum_out;
+    bank_out <= read__addr;
+  assign w_en = write__en;
+  assign w_bank = write__addr;
+  assign w_data = write__data;
+  assign bank_in = read__addr;
+  assign \a_out$9  = a_out;
+  assign \bank_out$11  = bank_out;
+  assign \psum_out$13  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$13  = 0;
-  wire [7:0] \_$1 ;
-  wire [15:0] \_$2 ;
-  wire [32:0] \_$3 ;
-  reg [7:0] \_$4 ;
-  reg [7:0] \_$5 ;
+module \sim_top.accel.compute.array.pe_2_1 (rst, write__en, write__data, psum_in, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+  wire [31:0] \_$1 ;
+  wire [32:0] \_$2 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
   reg [7:0] a_out = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \a_out$13 ;
-  input bank_in;
+  wire [7:0] \a_out$9 ;
   wire bank_in;
   output bank_out;
   reg bank_out = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_out$14 ;
+  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -8217,81 +8014,59 @@ module \sim_top.accel.compute.array.pe_2_1 (rst, w_en, w_data, psum_in, a_in, ba
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$15 ;
+  wire [31:0] \psum_out$13 ;
+  input read__addr;
+  wire read__addr;
+  wire [7:0] read__data;
   input rst;
   wire rst;
-  reg [7:0] w0 = 8'h00;
-  reg [7:0] w1 = 8'h00;
-  input w_bank;
   wire w_bank;
-  input [7:0] w_data;
   wire [7:0] w_data;
-  input w_en;
   wire w_en;
+  input write__addr;
+  wire write__addr;
+  input [7:0] write__data;
+  wire [7:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [7:0] weights [1:0];
+  always @(posedge clk) begin
+    if (write__en)
+      weights[write__addr] <= write__data;
+  end
+  assign read__data = weights[read__addr];
   always @(posedge clk)
-    w1 <= \_$4 ;
-  always @(posedge clk)
-    w0 <= \_$5 ;
+    psum_out <= \_$2 [31:0];
+  assign \_$1  = $signed(a_in) * $signed(read__data);
+  assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= bank_in;
-  always @(posedge clk)
-    psum_out <= \_$3 [31:0];
-  assign \_$1  = bank_in ? w1 : w0;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \_$5  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$5  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$5  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
-    \_$4  = w1;
-    if (w_en) begin
-      if (w_bank) begin
-        \_$4  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$4  = 8'h00;
-    end
-  end
-  assign \a_out$13  = a_out;
-  assign \bank_out$14  = bank_out;
-  assign \psum_out$15  = psum_out;
+    bank_out <= read__addr;
+  assign w_en = write__en;
+  assign w_bank = write__addr;
+  assign w_data = write__data;
+  assign bank_in = read__addr;
+  assign \a_out$9  = a_out;
+  assign \bank_out$11  = bank_out;
+  assign \psum_out$13  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$14  = 0;
-  wire [7:0] \_$1 ;
-  wire [15:0] \_$2 ;
-  wire [32:0] \_$3 ;
-  reg [7:0] \_$4 ;
-  reg [7:0] \_$5 ;
+module \sim_top.accel.compute.array.pe_2_2 (rst, write__en, write__data, psum_in, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+  wire [31:0] \_$1 ;
+  wire [32:0] \_$2 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
   reg [7:0] a_out = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \a_out$13 ;
-  input bank_in;
+  wire [7:0] \a_out$9 ;
   wire bank_in;
   output bank_out;
   reg bank_out = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_out$14 ;
+  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -8299,79 +8074,57 @@ module \sim_top.accel.compute.array.pe_2_2 (rst, w_en, w_data, psum_in, a_in, ba
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$15 ;
+  wire [31:0] \psum_out$13 ;
+  input read__addr;
+  wire read__addr;
+  wire [7:0] read__data;
   input rst;
   wire rst;
-  reg [7:0] w0 = 8'h00;
-  reg [7:0] w1 = 8'h00;
-  input w_bank;
   wire w_bank;
-  input [7:0] w_data;
   wire [7:0] w_data;
-  input w_en;
   wire w_en;
+  input write__addr;
+  wire write__addr;
+  input [7:0] write__data;
+  wire [7:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [7:0] weights [1:0];
+  always @(posedge clk) begin
+    if (write__en)
+      weights[write__addr] <= write__data;
+  end
+  assign read__data = weights[read__addr];
   always @(posedge clk)
-    w1 <= \_$4 ;
-  always @(posedge clk)
-    w0 <= \_$5 ;
+    psum_out <= \_$2 [31:0];
+  assign \_$1  = $signed(a_in) * $signed(read__data);
+  assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= bank_in;
-  always @(posedge clk)
-    psum_out <= \_$3 [31:0];
-  assign \_$1  = bank_in ? w1 : w0;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \_$5  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$5  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$5  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \_$4  = w1;
-    if (w_en) begin
-      if (w_bank) begin
-        \_$4  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$4  = 8'h00;
-    end
-  end
-  assign \a_out$13  = a_out;
-  assign \bank_out$14  = bank_out;
-  assign \psum_out$15  = psum_out;
+    bank_out <= read__addr;
+  assign w_en = write__en;
+  assign w_bank = write__addr;
+  assign w_data = write__data;
+  assign bank_in = read__addr;
+  assign \a_out$9  = a_out;
+  assign \bank_out$11  = bank_out;
+  assign \psum_out$13  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_3 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$15  = 0;
-  wire [7:0] \_$1 ;
-  wire [15:0] \_$2 ;
-  wire [32:0] \_$3 ;
-  reg [7:0] \_$4 ;
-  reg [7:0] \_$5 ;
+module \sim_top.accel.compute.array.pe_2_3 (rst, write__en, write__data, psum_in, a_in, read__addr, psum_out, write__addr, clk);
+  wire [31:0] \_$1 ;
+  wire [32:0] \_$2 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   reg [7:0] a_out = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \a_out$13 ;
-  input bank_in;
+  wire [7:0] \a_out$9 ;
   wire bank_in;
   reg bank_out = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_out$14 ;
+  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -8379,81 +8132,59 @@ module \sim_top.accel.compute.array.pe_2_3 (rst, w_en, w_data, psum_in, a_in, ba
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$15 ;
+  wire [31:0] \psum_out$13 ;
+  input read__addr;
+  wire read__addr;
+  wire [7:0] read__data;
   input rst;
   wire rst;
-  reg [7:0] w0 = 8'h00;
-  reg [7:0] w1 = 8'h00;
-  input w_bank;
   wire w_bank;
-  input [7:0] w_data;
   wire [7:0] w_data;
-  input w_en;
   wire w_en;
+  input write__addr;
+  wire write__addr;
+  input [7:0] write__data;
+  wire [7:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [7:0] weights [1:0];
+  always @(posedge clk) begin
+    if (write__en)
+      weights[write__addr] <= write__data;
+  end
+  assign read__data = weights[read__addr];
   always @(posedge clk)
-    w1 <= \_$4 ;
-  always @(posedge clk)
-    w0 <= \_$5 ;
+    psum_out <= \_$2 [31:0];
+  assign \_$1  = $signed(a_in) * $signed(read__data);
+  assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= bank_in;
-  always @(posedge clk)
-    psum_out <= \_$3 [31:0];
-  assign \_$1  = bank_in ? w1 : w0;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \_$5  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$5  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$5  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
-    \_$4  = w1;
-    if (w_en) begin
-      if (w_bank) begin
-        \_$4  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$4  = 8'h00;
-    end
-  end
-  assign \a_out$13  = a_out;
-  assign \bank_out$14  = bank_out;
-  assign \psum_out$15  = psum_out;
+    bank_out <= read__addr;
+  assign w_en = write__en;
+  assign w_bank = write__addr;
+  assign w_data = write__data;
+  assign bank_in = read__addr;
+  assign \a_out$9  = a_out;
+  assign \bank_out$11  = bank_out;
+  assign \psum_out$13  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_0 (rst, w_en, w_data, a_in, bank_in, psum_in, a_out, bank_out, psum_out, w_bank, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$16  = 0;
-  wire [7:0] \_$1 ;
-  wire [15:0] \_$2 ;
-  wire [32:0] \_$3 ;
-  reg [7:0] \_$4 ;
-  reg [7:0] \_$5 ;
+module \sim_top.accel.compute.array.pe_3_0 (rst, write__en, write__data, a_in, read__addr, psum_in, a_out, bank_out, psum_out, write__addr, clk);
+  wire [31:0] \_$1 ;
+  wire [32:0] \_$2 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
   reg [7:0] a_out = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \a_out$13 ;
-  input bank_in;
+  wire [7:0] \a_out$9 ;
   wire bank_in;
   output bank_out;
   reg bank_out = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_out$14 ;
+  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -8461,81 +8192,59 @@ module \sim_top.accel.compute.array.pe_3_0 (rst, w_en, w_data, a_in, bank_in, ps
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$15 ;
+  wire [31:0] \psum_out$13 ;
+  input read__addr;
+  wire read__addr;
+  wire [7:0] read__data;
   input rst;
   wire rst;
-  reg [7:0] w0 = 8'h00;
-  reg [7:0] w1 = 8'h00;
-  input w_bank;
   wire w_bank;
-  input [7:0] w_data;
   wire [7:0] w_data;
-  input w_en;
   wire w_en;
+  input write__addr;
+  wire write__addr;
+  input [7:0] write__data;
+  wire [7:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [7:0] weights [1:0];
+  always @(posedge clk) begin
+    if (write__en)
+      weights[write__addr] <= write__data;
+  end
+  assign read__data = weights[read__addr];
   always @(posedge clk)
-    w1 <= \_$4 ;
-  always @(posedge clk)
-    w0 <= \_$5 ;
+    psum_out <= \_$2 [31:0];
+  assign \_$1  = $signed(a_in) * $signed(read__data);
+  assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= bank_in;
-  always @(posedge clk)
-    psum_out <= \_$3 [31:0];
-  assign \_$1  = bank_in ? w1 : w0;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \_$5  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$5  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$5  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
-    \_$4  = w1;
-    if (w_en) begin
-      if (w_bank) begin
-        \_$4  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$4  = 8'h00;
-    end
-  end
-  assign \a_out$13  = a_out;
-  assign \bank_out$14  = bank_out;
-  assign \psum_out$15  = psum_out;
+    bank_out <= read__addr;
+  assign w_en = write__en;
+  assign w_bank = write__addr;
+  assign w_data = write__data;
+  assign bank_in = read__addr;
+  assign \a_out$9  = a_out;
+  assign \bank_out$11  = bank_out;
+  assign \psum_out$13  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_1 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$17  = 0;
-  wire [7:0] \_$1 ;
-  wire [15:0] \_$2 ;
-  wire [32:0] \_$3 ;
-  reg [7:0] \_$4 ;
-  reg [7:0] \_$5 ;
+module \sim_top.accel.compute.array.pe_3_1 (rst, write__en, write__data, psum_in, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+  wire [31:0] \_$1 ;
+  wire [32:0] \_$2 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
   reg [7:0] a_out = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \a_out$13 ;
-  input bank_in;
+  wire [7:0] \a_out$9 ;
   wire bank_in;
   output bank_out;
   reg bank_out = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_out$14 ;
+  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -8543,81 +8252,59 @@ module \sim_top.accel.compute.array.pe_3_1 (rst, w_en, w_data, psum_in, a_in, ba
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$15 ;
+  wire [31:0] \psum_out$13 ;
+  input read__addr;
+  wire read__addr;
+  wire [7:0] read__data;
   input rst;
   wire rst;
-  reg [7:0] w0 = 8'h00;
-  reg [7:0] w1 = 8'h00;
-  input w_bank;
   wire w_bank;
-  input [7:0] w_data;
   wire [7:0] w_data;
-  input w_en;
   wire w_en;
+  input write__addr;
+  wire write__addr;
+  input [7:0] write__data;
+  wire [7:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [7:0] weights [1:0];
+  always @(posedge clk) begin
+    if (write__en)
+      weights[write__addr] <= write__data;
+  end
+  assign read__data = weights[read__addr];
   always @(posedge clk)
-    w1 <= \_$4 ;
-  always @(posedge clk)
-    w0 <= \_$5 ;
+    psum_out <= \_$2 [31:0];
+  assign \_$1  = $signed(a_in) * $signed(read__data);
+  assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= bank_in;
-  always @(posedge clk)
-    psum_out <= \_$3 [31:0];
-  assign \_$1  = bank_in ? w1 : w0;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \_$5  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$5  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$5  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \_$4  = w1;
-    if (w_en) begin
-      if (w_bank) begin
-        \_$4  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$4  = 8'h00;
-    end
-  end
-  assign \a_out$13  = a_out;
-  assign \bank_out$14  = bank_out;
-  assign \psum_out$15  = psum_out;
+    bank_out <= read__addr;
+  assign w_en = write__en;
+  assign w_bank = write__addr;
+  assign w_data = write__data;
+  assign bank_in = read__addr;
+  assign \a_out$9  = a_out;
+  assign \bank_out$11  = bank_out;
+  assign \psum_out$13  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_2 (rst, w_en, w_data, psum_in, a_in, bank_in, a_out, bank_out, psum_out, w_bank, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$18  = 0;
-  wire [7:0] \_$1 ;
-  wire [15:0] \_$2 ;
-  wire [32:0] \_$3 ;
-  reg [7:0] \_$4 ;
-  reg [7:0] \_$5 ;
+module \sim_top.accel.compute.array.pe_3_2 (rst, write__en, write__data, psum_in, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+  wire [31:0] \_$1 ;
+  wire [32:0] \_$2 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   output [7:0] a_out;
   reg [7:0] a_out = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \a_out$13 ;
-  input bank_in;
+  wire [7:0] \a_out$9 ;
   wire bank_in;
   output bank_out;
   reg bank_out = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_out$14 ;
+  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -8625,79 +8312,57 @@ module \sim_top.accel.compute.array.pe_3_2 (rst, w_en, w_data, psum_in, a_in, ba
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$15 ;
+  wire [31:0] \psum_out$13 ;
+  input read__addr;
+  wire read__addr;
+  wire [7:0] read__data;
   input rst;
   wire rst;
-  reg [7:0] w0 = 8'h00;
-  reg [7:0] w1 = 8'h00;
-  input w_bank;
   wire w_bank;
-  input [7:0] w_data;
   wire [7:0] w_data;
-  input w_en;
   wire w_en;
+  input write__addr;
+  wire write__addr;
+  input [7:0] write__data;
+  wire [7:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [7:0] weights [1:0];
+  always @(posedge clk) begin
+    if (write__en)
+      weights[write__addr] <= write__data;
+  end
+  assign read__data = weights[read__addr];
   always @(posedge clk)
-    w1 <= \_$4 ;
-  always @(posedge clk)
-    w0 <= \_$5 ;
+    psum_out <= \_$2 [31:0];
+  assign \_$1  = $signed(a_in) * $signed(read__data);
+  assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= bank_in;
-  always @(posedge clk)
-    psum_out <= \_$3 [31:0];
-  assign \_$1  = bank_in ? w1 : w0;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \_$5  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$5  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$5  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
-    \_$4  = w1;
-    if (w_en) begin
-      if (w_bank) begin
-        \_$4  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$4  = 8'h00;
-    end
-  end
-  assign \a_out$13  = a_out;
-  assign \bank_out$14  = bank_out;
-  assign \psum_out$15  = psum_out;
+    bank_out <= read__addr;
+  assign w_en = write__en;
+  assign w_bank = write__addr;
+  assign w_data = write__data;
+  assign bank_in = read__addr;
+  assign \a_out$9  = a_out;
+  assign \bank_out$11  = bank_out;
+  assign \psum_out$13  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_3 (rst, w_en, w_data, psum_in, a_in, bank_in, psum_out, w_bank, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$19  = 0;
-  wire [7:0] \_$1 ;
-  wire [15:0] \_$2 ;
-  wire [32:0] \_$3 ;
-  reg [7:0] \_$4 ;
-  reg [7:0] \_$5 ;
+module \sim_top.accel.compute.array.pe_3_3 (rst, write__en, write__data, psum_in, a_in, read__addr, psum_out, write__addr, clk);
+  wire [31:0] \_$1 ;
+  wire [32:0] \_$2 ;
   input [7:0] a_in;
   wire [7:0] a_in;
   reg [7:0] a_out = 8'h00;
   (* init = 8'h00 *)
-  wire [7:0] \a_out$13 ;
-  input bank_in;
+  wire [7:0] \a_out$9 ;
   wire bank_in;
   reg bank_out = 1'h0;
   (* init = 1'h0 *)
-  wire \bank_out$14 ;
+  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -8705,65 +8370,48 @@ module \sim_top.accel.compute.array.pe_3_3 (rst, w_en, w_data, psum_in, a_in, ba
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$15 ;
+  wire [31:0] \psum_out$13 ;
+  input read__addr;
+  wire read__addr;
+  wire [7:0] read__data;
   input rst;
   wire rst;
-  reg [7:0] w0 = 8'h00;
-  reg [7:0] w1 = 8'h00;
-  input w_bank;
   wire w_bank;
-  input [7:0] w_data;
   wire [7:0] w_data;
-  input w_en;
   wire w_en;
+  input write__addr;
+  wire write__addr;
+  input [7:0] write__data;
+  wire [7:0] write__data;
+  input write__en;
+  wire write__en;
+  reg [7:0] weights [1:0];
+  always @(posedge clk) begin
+    if (write__en)
+      weights[write__addr] <= write__data;
+  end
+  assign read__data = weights[read__addr];
   always @(posedge clk)
-    w1 <= \_$4 ;
-  always @(posedge clk)
-    w0 <= \_$5 ;
+    psum_out <= \_$2 [31:0];
+  assign \_$1  = $signed(a_in) * $signed(read__data);
+  assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= bank_in;
-  always @(posedge clk)
-    psum_out <= \_$3 [31:0];
-  assign \_$1  = bank_in ? w1 : w0;
-  assign \_$2  = $signed(a_in) * $signed(\_$1 );
-  assign \_$3  = $signed(psum_in) + $signed(\_$2 );
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \_$5  = w0;
-    if (w_en) begin
-      (* full_case = 32'd1 *)
-      if (w_bank) begin
-      end else begin
-        \_$5  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$5  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
-    \_$4  = w1;
-    if (w_en) begin
-      if (w_bank) begin
-        \_$4  = w_data;
-      end
-    end
-    if (rst) begin
-      \_$4  = 8'h00;
-    end
-  end
-  assign \a_out$13  = a_out;
-  assign \bank_out$14  = bank_out;
-  assign \psum_out$15  = psum_out;
+    bank_out <= read__addr;
+  assign w_en = write__en;
+  assign w_bank = write__addr;
+  assign w_data = write__data;
+  assign bank_in = read__addr;
+  assign \a_out$9  = a_out;
+  assign \bank_out$11  = bank_out;
+  assign \psum_out$13  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act__data, array__w_data, acc_rd__data, halt, start, insn, array__out, acc_wr__en, acc_wr__addr, acc_wr__data, wgt__addr, wgt__en, array_active, act__addr, act__en, acc_rd__addr
 , acc_rd__en, array__bank, array__w_en, array__w_row, array__w_bank, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$20  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
   wire \_$100 ;
@@ -9396,175 +9044,175 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
   always @(posedge clk)
     in_flight <= \_$209 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     acc_wr__en = 1'h0;
     if (\_$signal$22 ) begin
       acc_wr__en = 1'h1;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     acc_wr__addr = 16'h0000;
     if (\_$signal$22 ) begin
       acc_wr__addr = \_$signal$25 ;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     acc_wr__data = 128'h00000000000000000000000000000000;
     if (\_$signal$22 ) begin
       acc_wr__data = gemm_sum;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     wgt__addr = 16'h0000;
     if (\_$36 ) begin
       wgt__addr = wl_addr[15:0];
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     wgt__en = 1'h0;
     if (\_$36 ) begin
       wgt__en = 1'h1;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     act__addr = 16'h0000;
     if (\_$74 ) begin
       act__addr = \_$75 [15:0];
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     act__en = 1'h0;
     if (\_$74 ) begin
       act__en = 1'h1;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     acc_rd__addr = 16'h0000;
     if (meta8[0]) begin
       acc_rd__addr = meta8[16:1];
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     acc_rd__en = 1'h0;
     if (meta8[0]) begin
       acc_rd__en = 1'h1;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$173  = issue;
     if (rst) begin
       \_$173  = 18'h00000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$174  = meta0;
     if (rst) begin
       \_$174  = 18'h00000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$175  = meta1;
     if (rst) begin
       \_$175  = 18'h00000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$176  = meta2;
     if (rst) begin
       \_$176  = 18'h00000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$177  = meta3;
     if (rst) begin
       \_$177  = 18'h00000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$178  = meta4;
     if (rst) begin
       \_$178  = 18'h00000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$179  = meta5;
     if (rst) begin
       \_$179  = 18'h00000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$180  = meta6;
     if (rst) begin
       \_$180  = 18'h00000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$181  = meta7;
     if (rst) begin
       \_$181  = 18'h00000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$182  = issue[0];
     if (rst) begin
       \_$182  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$183  = \_$signal$41 ;
     if (rst) begin
       \_$183  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$184  = meta8[0];
     if (rst) begin
       \_$184  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$185  = meta8[16:1];
     if (rst) begin
       \_$185  = 16'h0000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$186  = meta8[17];
     if (rst) begin
       \_$186  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$187  = array__out;
     if (rst) begin
       \_$187  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$188  = total_tiles;
     if (start) begin
       \_$188  = \_$76 ;
@@ -9574,7 +9222,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$189  = \_$signal$29 ;
     if (start) begin
       \_$189  = 1'h1;
@@ -9591,7 +9239,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$190  = \_$signal$32 ;
     if (start) begin
       \_$190  = 1'h0;
@@ -9606,7 +9254,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$191  = wl_row;
     if (start) begin
       \_$191  = 2'h0;
@@ -9624,7 +9272,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$192  = \_$signal$65 ;
     if (start) begin
       \_$192  = 20'h00000;
@@ -9639,7 +9287,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$193  = wl_addr;
     if (start) begin
       \_$193  = { 1'h0, insn[23:8] };
@@ -9652,7 +9300,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$194  = \_$signal$30 ;
     if (start) begin
       \_$194  = 1'h1;
@@ -9669,7 +9317,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$195  = \_$signal$41 ;
     if (start) begin
       \_$195  = 1'h0;
@@ -9684,7 +9332,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$196  = st_i;
     if (start) begin
       \_$196  = 12'h000;
@@ -9702,7 +9350,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$197  = \_$signal$45 ;
     if (start) begin
       \_$197  = 10'h000;
@@ -9719,7 +9367,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$198  = \_$signal$66 ;
     if (start) begin
       \_$198  = 10'h000;
@@ -9739,7 +9387,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$199  = st_tiles;
     if (start) begin
       \_$199  = 20'h00000;
@@ -9754,7 +9402,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$200  = \_$signal$42 ;
     if (start) begin
       \_$200  = { 1'h0, insn[39:24] };
@@ -9771,7 +9419,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$201  = st_acc_base;
     if (start) begin
       \_$201  = { 1'h0, insn[55:40] };
@@ -9791,7 +9439,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$202  = running;
     if (start) begin
       \_$202  = 1'h1;
@@ -9804,7 +9452,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$203  = 1'h0;
     if (\_$89 ) begin
       \_$203  = 1'h1;
@@ -9814,7 +9462,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$204  = array__w_row;
     if (\_$89 ) begin
       \_$204  = wl_row;
@@ -9824,7 +9472,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$205  = array__w_bank;
     if (\_$89 ) begin
       \_$205  = \_$signal$32 ;
@@ -9834,7 +9482,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$206  = loaded;
     if (\_$100 ) begin
       \_$206 [0] = 1'h1;
@@ -9857,7 +9505,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$207  = drain0;
     if (\_$115 ) begin
       if (\_$117 ) begin
@@ -9874,7 +9522,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$208  = drain1;
     if (\_$115 ) begin
       if (\_$117 ) begin
@@ -9891,7 +9539,7 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     \_$209  = \_$172 [3:0];
     if (rst) begin
       \_$209  = 4'h0;
@@ -9984,7 +9632,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, halt, start, insn, bad_fields, error, error_code, acc_wr__en, acc_wr__addr, acc_wr__data, act__addr, act__en, acc_rd__addr, acc_rd__en, param__addr, param__en, done, clk
 );
-  reg \_$auto$verilog_backend.cc:2355:dump_module$21  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$5  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [32:0] \_$100 ;
@@ -10743,7 +10391,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   always @(posedge clk)
     \_$signal$22  <= \_$213 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     (* full_case = 32'd1 *)
     if (\_$1 ) begin
       bad_fields = \_$7 ;
@@ -10752,7 +10400,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     error = 1'h0;
     if (\_$76 ) begin
       error = 1'h1;
@@ -10775,7 +10423,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     error_code = 4'h0;
     if (\_$76 ) begin
       error_code = 4'h7;
@@ -10798,7 +10446,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     acc_wr__en = 1'h0;
     if (\_$126 ) begin
       acc_wr__en = 1'h1;
@@ -10807,7 +10455,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     acc_wr__addr = 16'h0000;
     if (\_$126 ) begin
       acc_wr__addr = ln_acc;
@@ -10816,7 +10464,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     acc_wr__data = 128'h00000000000000000000000000000000;
     if (\_$126 ) begin
       acc_wr__data = accum_value;
@@ -10825,7 +10473,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     act__addr = 16'h0000;
     casez (line_state)
       3'h0:
@@ -10848,7 +10496,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     act__en = 1'h0;
     casez (line_state)
       3'h0:
@@ -10871,7 +10519,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     acc_rd__addr = 16'h0000;
     casez (line_state)
       3'h0:
@@ -10891,7 +10539,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     acc_rd__en = 1'h0;
     casez (line_state)
       3'h0:
@@ -10911,7 +10559,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     param__addr = 16'h0000;
     casez (line_state)
       3'h0:
@@ -10926,7 +10574,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     param__en = 1'h0;
     casez (line_state)
       3'h0:
@@ -10941,7 +10589,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     done = 1'h0;
     casez (line_state)
       3'h0:
@@ -10957,7 +10605,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \_$199  = 1'h0;
     casez (line_state)
       3'h0:
@@ -10973,7 +10621,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \_$200  = \_$signal ;
     if (gate_arriving) begin
       \_$200  = act__data;
@@ -10983,7 +10631,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \_$201  = running;
     if (\_$signal$15 ) begin
       \_$201  = pool_value;
@@ -10993,7 +10641,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \_$202  = \_$signal$28 ;
     casez (line_state)
       3'h0:
@@ -11028,7 +10676,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \_$203  = \_$signal$44 ;
     casez (line_state)
       3'h0:
@@ -11069,7 +10717,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \_$204  = \_$signal$33 ;
     casez (line_state)
       3'h0:
@@ -11108,7 +10756,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \_$205  = acc_ptr;
     casez (line_state)
       3'h0:
@@ -11149,7 +10797,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \_$206  = \_$signal$45 ;
     casez (line_state)
       3'h0:
@@ -11184,7 +10832,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \_$207  = acc_base;
     casez (line_state)
       3'h0:
@@ -11219,7 +10867,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \_$208  = line_state;
     casez (line_state)
       3'h0:
@@ -11273,7 +10921,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \_$209  = w;
     casez (line_state)
       3'h0:
@@ -11306,7 +10954,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \_$210  = \_$signal$15 ;
     casez (line_state)
       3'h0:
@@ -11337,7 +10985,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \_$211  = ln_acc;
     casez (line_state)
       3'h0:
@@ -11360,7 +11008,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \_$212  = ln_first;
     casez (line_state)
       3'h0:
@@ -11380,7 +11028,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
     \_$213  = \_$signal$22 ;
     casez (line_state)
       3'h0:
@@ -11559,7 +11207,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, act2__data, wgt__data, param__data, acc_rd__data, halt, start, insn, acc_rd__addr, acc_rd__en, macs, acc_wr__en, acc_wr__addr, acc_wr__data, error, wgt__addr, wgt__en, param__addr
 , param__en, act__addr, act__en, act1__addr, act1__en, act2__addr, act2__en, done, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$22  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$6  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [22:0] \_$100 ;
@@ -13077,49 +12725,49 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
   assign \_$361  = insn[113:112] > 2'h2;
   assign \_$362  = insn[115:114] > 2'h2;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     acc_rd__addr = 16'h0000;
     if (\_$383 ) begin
       acc_rd__addr = s1_acc;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     acc_rd__en = 1'h0;
     if (\_$383 ) begin
       acc_rd__en = insn[119];
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     macs = 6'h00;
     if (\_$383 ) begin
       macs = \_$386 [5:0];
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     acc_wr__en = 1'h0;
     if (s2_valid) begin
       acc_wr__en = 1'h1;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     acc_wr__addr = 16'h0000;
     if (s2_valid) begin
       acc_wr__addr = s2_acc;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     acc_wr__data = 128'h00000000000000000000000000000000;
     if (s2_valid) begin
       acc_wr__data = result;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     error = 1'h0;
     casez (window_state)
       3'h0:
@@ -13135,7 +12783,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     wgt__addr = 16'h0000;
     casez (window_state)
       3'h0:
@@ -13148,7 +12796,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     wgt__en = 1'h0;
     casez (window_state)
       3'h0:
@@ -13161,7 +12809,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     param__addr = 16'h0000;
     casez (window_state)
       3'h0:
@@ -13176,7 +12824,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     param__en = 1'h0;
     casez (window_state)
       3'h0:
@@ -13191,7 +12839,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     act__addr = 16'h0000;
     casez (window_state)
       3'h0:
@@ -13206,7 +12854,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     act__en = 1'h0;
     casez (window_state)
       3'h0:
@@ -13221,7 +12869,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     act1__addr = 16'h0000;
     casez (window_state)
       3'h0:
@@ -13236,7 +12884,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     act1__en = 1'h0;
     casez (window_state)
       3'h0:
@@ -13251,7 +12899,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     act2__addr = 16'h0000;
     casez (window_state)
       3'h0:
@@ -13266,7 +12914,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     act2__en = 1'h0;
     casez (window_state)
       3'h0:
@@ -13281,7 +12929,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     done = 1'h0;
     casez (window_state)
       3'h0:
@@ -13297,7 +12945,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$564  = 1'h0;
     casez (window_state)
       3'h0:
@@ -13313,7 +12961,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$565  = 1'h0;
     casez (window_state)
       3'h0:
@@ -13331,7 +12979,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$566  = w0_0;
     if (\_$signal$94 ) begin
       if (\_$472 ) begin
@@ -13349,7 +12997,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$567  = w0_1;
     if (\_$signal$94 ) begin
       if (\_$475 ) begin
@@ -13367,7 +13015,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$568  = w0_2;
     if (\_$signal$94 ) begin
       if (\_$478 ) begin
@@ -13385,7 +13033,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$569  = w1_0;
     if (\_$signal$94 ) begin
       if (\_$481 ) begin
@@ -13403,7 +13051,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$570  = w1_1;
     if (\_$signal$94 ) begin
       if (\_$484 ) begin
@@ -13421,7 +13069,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$571  = w1_2;
     if (\_$signal$94 ) begin
       if (\_$487 ) begin
@@ -13439,7 +13087,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$572  = w2_0;
     if (\_$signal$94 ) begin
       if (\_$490 ) begin
@@ -13457,7 +13105,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$573  = w2_1;
     if (\_$signal$94 ) begin
       if (\_$493 ) begin
@@ -13475,7 +13123,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$574  = w2_2;
     if (\_$signal$94 ) begin
       if (\_$496 ) begin
@@ -13493,7 +13141,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$575  = bias;
     if (bias_valid) begin
       \_$575 [31:0] = param__data[31:0];
@@ -13506,7 +13154,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$576  = col0_2;
     if (\_$signal ) begin
       \_$576  = col0_1;
@@ -13516,7 +13164,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$577  = col0_1;
     if (\_$signal ) begin
       \_$577  = act__data;
@@ -13526,7 +13174,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$578  = col1_2;
     if (\_$signal ) begin
       \_$578  = col1_1;
@@ -13536,7 +13184,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$579  = col1_1;
     if (\_$signal ) begin
       \_$579  = act1__data;
@@ -13546,7 +13194,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$580  = col2_2;
     if (\_$signal ) begin
       \_$580  = col2_1;
@@ -13556,7 +13204,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$581  = col2_1;
     if (\_$signal ) begin
       \_$581  = act2__data;
@@ -13566,28 +13214,28 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$582  = \_$497 ;
     if (rst) begin
       \_$582  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$583  = s1_acc;
     if (rst) begin
       \_$583  = 16'h0000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$584  = window_sum;
     if (rst) begin
       \_$584  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$585  = \_$signal$74 ;
     casez (window_state)
       3'h0:
@@ -13607,7 +13255,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$586  = tj;
     casez (window_state)
       3'h0:
@@ -13630,7 +13278,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$587  = wgt_ptr;
     casez (window_state)
       3'h0:
@@ -13648,7 +13296,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$588  = \_$signal$101 ;
     casez (window_state)
       3'h0:
@@ -13670,7 +13318,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$589  = x;
     casez (window_state)
       3'h0:
@@ -13695,7 +13343,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$590  = \wait ;
     casez (window_state)
       3'h0:
@@ -13723,7 +13371,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$591  = cols_per_row;
     casez (window_state)
       3'h0:
@@ -13736,7 +13384,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$592  = \_$signal$104 ;
     casez (window_state)
       3'h0:
@@ -13758,7 +13406,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$593  = \_$signal$82 ;
     casez (window_state)
       3'h0:
@@ -13783,7 +13431,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$594  = row_step;
     casez (window_state)
       3'h0:
@@ -13796,7 +13444,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$595  = acc_ptr;
     casez (window_state)
       3'h0:
@@ -13818,7 +13466,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$596  = window_state;
     casez (window_state)
       3'h0:
@@ -13855,7 +13503,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$597  = \_$signal$96 ;
     casez (window_state)
       3'h0:
@@ -13871,7 +13519,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$598  = wl_a;
     casez (window_state)
       3'h0:
@@ -13887,7 +13535,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$599  = \_$signal ;
     casez (window_state)
       3'h0:
@@ -13910,7 +13558,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$600  = s1_out;
     casez (window_state)
       3'h0:
@@ -13928,7 +13576,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$6 ) begin end
     \_$601  = s1_acc;
     casez (window_state)
       3'h0:
@@ -14054,7 +13702,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$23  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$7  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -14174,7 +13822,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -14184,7 +13832,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -14194,7 +13842,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -14207,7 +13855,7 @@ module \sim_top.accel.compute_queue (rst, w_rdy, r_data, w_port__data, w_en, r_e
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -14229,7 +13877,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, compute_q__ready, store_q__ready, bus__resp__valid, bus__resp__payload, halt, load_q__payload, compute_q__payload, store_q__payload, load_q__valid, compute_q__valid, store_q__valid, stalled, bus__req__payload, error, error_code, ended
 , pc, bus__req__ready, insn_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$24  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$8  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$11 ;
@@ -14526,7 +14174,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     .w_en(bus__resp__valid)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \_$signal  = 1'h0;
     casez (word[3:0])
       4'h1:
@@ -14550,7 +14198,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     target = 2'h0;
     casez (word[3:0])
       4'h1:
@@ -14574,7 +14222,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \_$signal$22  = 1'h0;
     casez (word[3:0])
       4'h1:
@@ -14592,7 +14240,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     is_end = 1'h0;
     casez (word[3:0])
       4'h1:
@@ -14614,7 +14262,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     room = 1'h0;
     casez (target)
       2'h0:
@@ -14626,7 +14274,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     load_q__valid = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -14639,7 +14287,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     compute_q__valid = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -14652,7 +14300,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     store_q__valid = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -14665,7 +14313,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     stalled = 1'h0;
     if (\_$20 ) begin
       (* full_case = 32'd1 *)
@@ -14678,7 +14326,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \_$83  = running;
     if (start) begin
       \_$83  = 1'h1;
@@ -14688,7 +14336,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \_$84  = next_addr;
     if (start) begin
       \_$84  = { 1'h0, insn_base };
@@ -14701,7 +14349,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \_$85  = insn_addr;
     if (start) begin
       \_$85  = insn_base;
@@ -14722,7 +14370,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \_$86  = have;
     if (start) begin
       \_$86  = 2'h0;
@@ -14746,7 +14394,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \_$87  = word;
     if (\_$42 ) begin
       \_$87  = \_$45 [127:0];
@@ -14756,7 +14404,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \_$88  = error;
     if (\_$54 ) begin
       if (\_$55 ) begin
@@ -14773,7 +14421,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \_$89  = error_code;
     if (\_$54 ) begin
       if (\_$55 ) begin
@@ -14790,7 +14438,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \_$90  = ended;
     if (\_$54 ) begin
       if (\_$55 ) begin
@@ -14804,7 +14452,7 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
     \_$91  = pc;
     if (\_$54 ) begin
       (* full_case = 32'd1 *)
@@ -14846,7 +14494,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch.port (rst, addr__valid, r_en, bus__req__valid, addr__ready, empty, data__payload, w_en, w_data, bus__req__payload, data__valid, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$25  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$9  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -14912,7 +14560,7 @@ module \sim_top.accel.fetch.port (rst, addr__valid, r_en, bus__req__valid, addr_
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$9 ) begin end
     \_$9  = \_$8 [4:0];
     if (rst) begin
       \_$9  = 5'h00;
@@ -14928,7 +14576,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$26  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$10  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [4:0] \_$11 ;
@@ -15047,7 +14695,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [3:0];
@@ -15057,7 +14705,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [3:0];
@@ -15067,7 +14715,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [3:0];
@@ -15080,7 +14728,7 @@ module \sim_top.accel.fetch.port.buffer (rst, r_en, r_data, w_en, w_port__data, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -15102,7 +14750,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, desc_bus__req__valid, data_bus__req__valid, act__addr, queue__payload, deps__room_next, deps__has_next, bus__resp__valid, \bus__resp__valid$42 , bus__resp__payload, halt, pending, pending_index, idle, token_wait, deps__pop_next
 , queue__ready, busy, deps__push_next, retired, data_bus__req__payload, line_data, dram_wait, index, \error$111 , error_code, desc_bus__req__payload, queue__valid, bus__req__ready, \bus__req__ready$36 , desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$27  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$11  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
@@ -15680,8 +15328,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$4725$0 (lines__payload[18:0]),
-    .\port$4725$48 (lines__payload[48]),
+    .\port$4693$0 (lines__payload[18:0]),
+    .\port$4693$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -15690,7 +15338,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     .w_rdy(w_rdy)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     pending = queue__valid;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -15705,7 +15353,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     pending_index = queue__payload[159:128];
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -15720,7 +15368,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     idle = 1'h0;
     casez (frame_state)
       2'h0:
@@ -15728,7 +15376,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     token_wait = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -15743,7 +15391,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     deps__pop_prev = 1'h0;
     casez (frame_state)
       2'h0:
@@ -15755,7 +15403,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     deps__pop_next = 1'h0;
     casez (frame_state)
       2'h0:
@@ -15767,7 +15415,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     queue__ready = 1'h0;
     casez (frame_state)
       2'h0:
@@ -15779,7 +15427,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     start = 1'h0;
     casez (frame_state)
       2'h0:
@@ -15791,7 +15439,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     busy = 1'h0;
     casez (frame_state)
       2'h0:
@@ -15803,7 +15451,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     running = 1'h0;
     casez (frame_state)
       2'h0:
@@ -15815,7 +15463,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     deps__push_prev = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -15832,7 +15480,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     deps__push_next = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -15849,7 +15497,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     retired = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -15866,7 +15514,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \_$signal  = 16'h0000;
     casez (desc[1:0])
       2'h0:
@@ -15878,7 +15526,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \_$signal$64  = 17'h00000;
     casez (desc[1:0])
       2'h0:
@@ -15890,7 +15538,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     beats = 16'h0000;
     casez (desc[1:0])
       2'h0:
@@ -15902,7 +15550,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     done = 1'h0;
     casez (load_state)
       3'h0:
@@ -15920,7 +15568,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \start$71  = 1'h0;
     casez (load_state)
       3'h0:
@@ -15934,7 +15582,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \start$73  = 1'h0;
     casez (load_state)
       3'h0:
@@ -15952,7 +15600,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \addr__valid$80  = 1'h0;
     if (\_$38 ) begin
       if (lines__payload[48]) begin
@@ -15961,7 +15609,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     data_bus__req__payload = 32'd0;
     if (\_$38 ) begin
       if (lines__payload[48]) begin
@@ -15970,7 +15618,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     lines__ready = 1'h0;
     if (\_$38 ) begin
       (* full_case = 32'd1 *)
@@ -15986,7 +15634,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     w_en = 1'h0;
     if (\_$38 ) begin
       (* full_case = 32'd1 *)
@@ -16002,7 +15650,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     line_data = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -16020,7 +15668,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     write = 1'h0;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -16038,7 +15686,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     r_en = 1'h0;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -16056,7 +15704,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \data__ready$92  = 1'h0;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -16067,7 +15715,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     dram_wait = 1'h0;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -16078,7 +15726,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     whole = 512'h00000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     if (\_$45 ) begin
       (* full_case = 32'd1 *)
@@ -16112,7 +15760,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \_$111  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -16138,7 +15786,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \_$112  = word;
     casez (frame_state)
       2'h0:
@@ -16153,7 +15801,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \_$113  = index;
     casez (frame_state)
       2'h0:
@@ -16168,7 +15816,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \_$114  = \error$111 ;
     if (\_$82 ) begin
       \_$114  = 1'h1;
@@ -16195,7 +15843,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \_$115  = error_code;
     if (\_$82 ) begin
       \_$115  = 4'h2;
@@ -16222,14 +15870,14 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \_$116  = \_$86 [6:0];
     if (rst) begin
       \_$116  = 7'h00;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \_$117  = load_state;
     casez (load_state)
       3'h0:
@@ -16262,7 +15910,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \_$118  = walking;
     casez (load_state)
       3'h0:
@@ -16286,7 +15934,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \_$119  = issued;
     if (\_$98 ) begin
       if (lines__payload[48]) begin
@@ -16305,7 +15953,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \_$120  = received;
     if (\_$105 ) begin
       (* full_case = 32'd1 *)
@@ -16327,7 +15975,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
     \_$121  = assembled;
     if (\_$105 ) begin
       (* full_case = 32'd1 *)
@@ -16489,7 +16137,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start, lines__ready, desc, lines__payload, busy, lines__valid, error, error_code, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$28  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$12  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
   wire [32:0] \_$100 ;
@@ -16970,7 +16618,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
   always @(posedge clk)
     i3 <= \_$176 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     busy = 1'h0;
     casez (walk_state)
       2'h0:
@@ -16982,7 +16630,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     lines__valid = 1'h0;
     casez (walk_state)
       2'h0:
@@ -16997,7 +16645,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$154  = error;
     casez (walk_state)
       2'h0:
@@ -17018,7 +16666,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$155  = error_code;
     casez (walk_state)
       2'h0:
@@ -17039,7 +16687,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$156  = walk_state;
     casez (walk_state)
       2'h0:
@@ -17070,7 +16718,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$157  = local0;
     casez (walk_state)
       2'h0:
@@ -17098,7 +16746,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$158  = local1;
     casez (walk_state)
       2'h0:
@@ -17129,7 +16777,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$159  = local2;
     casez (walk_state)
       2'h0:
@@ -17163,7 +16811,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$160  = local3;
     casez (walk_state)
       2'h0:
@@ -17200,7 +16848,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$161  = dram0;
     casez (walk_state)
       2'h0:
@@ -17228,7 +16876,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$162  = dram1;
     casez (walk_state)
       2'h0:
@@ -17259,7 +16907,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$163  = dram2;
     casez (walk_state)
       2'h0:
@@ -17293,7 +16941,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$164  = dram3;
     casez (walk_state)
       2'h0:
@@ -17330,7 +16978,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$165  = y0;
     casez (walk_state)
       2'h0:
@@ -17358,7 +17006,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$166  = y1;
     casez (walk_state)
       2'h0:
@@ -17389,7 +17037,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$167  = y2;
     casez (walk_state)
       2'h0:
@@ -17423,7 +17071,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$168  = y3;
     casez (walk_state)
       2'h0:
@@ -17460,7 +17108,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$169  = x0;
     casez (walk_state)
       2'h0:
@@ -17488,7 +17136,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$170  = x1;
     casez (walk_state)
       2'h0:
@@ -17519,7 +17167,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$171  = x2;
     casez (walk_state)
       2'h0:
@@ -17553,7 +17201,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$172  = x3;
     casez (walk_state)
       2'h0:
@@ -17590,7 +17238,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$173  = i0;
     casez (walk_state)
       2'h0:
@@ -17618,7 +17266,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$174  = i1;
     casez (walk_state)
       2'h0:
@@ -17649,7 +17297,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$175  = i2;
     casez (walk_state)
       2'h0:
@@ -17683,7 +17331,7 @@ module \sim_top.accel.load.addrgen (rst, align, line_bytes, lines_in_mem, start,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$12 ) begin end
     \_$176  = i3;
     casez (walk_state)
       2'h0:
@@ -17776,7 +17424,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.data_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, addr__valid, bus__req__payload, r_en, data__valid, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$29  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$13  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -17841,7 +17489,7 @@ module \sim_top.accel.load.data_port (rst, bus__req__valid, addr__ready, data__p
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     \_$9  = \_$8 [6:0];
     if (rst) begin
       \_$9  = 7'h00;
@@ -17857,7 +17505,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$30  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$14  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [6:0] \_$11 ;
@@ -17976,7 +17624,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [5:0];
@@ -17986,7 +17634,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [5:0];
@@ -17996,7 +17644,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [5:0];
@@ -18009,7 +17657,7 @@ module \sim_top.accel.load.data_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -18030,7 +17678,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.desc_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, data__valid, addr__valid, bus__req__payload, r_en, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$31  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$15  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -18095,7 +17743,7 @@ module \sim_top.accel.load.desc_port (rst, bus__req__valid, addr__ready, data__p
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$15 ) begin end
     \_$9  = \_$8 [3:0];
     if (rst) begin
       \_$9  = 4'h0;
@@ -18111,7 +17759,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$32  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$16  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -18230,7 +17878,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -18240,7 +17888,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -18250,7 +17898,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -18263,7 +17911,7 @@ module \sim_top.accel.load.desc_port.buffer (rst, r_data, w_en, w_port__data, r_
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -18284,7 +17932,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__payload, start, index, data__valid, addr__valid, addr__payload, data__ready, done, error, desc, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$33  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$17  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
   wire \_$11 ;
@@ -18422,7 +18070,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
   always @(posedge clk)
     word <= \_$24 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     addr__valid = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -18432,7 +18080,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     addr__payload = 32'd0;
     casez (fetch_state)
       2'h0:
@@ -18442,7 +18090,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     data__ready = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -18452,7 +18100,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     done = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -18464,7 +18112,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \_$18  = error;
     casez (fetch_state)
       2'h0:
@@ -18479,7 +18127,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \_$19  = error_code;
     casez (fetch_state)
       2'h0:
@@ -18494,7 +18142,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \_$20  = fetch_state;
     casez (fetch_state)
       2'h0:
@@ -18520,7 +18168,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \_$21  = address;
     casez (fetch_state)
       2'h0:
@@ -18537,7 +18185,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \_$22  = requested;
     casez (fetch_state)
       2'h0:
@@ -18558,7 +18206,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \_$23  = received;
     casez (fetch_state)
       2'h0:
@@ -18579,7 +18227,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$33 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
     \_$24  = word;
     casez (fetch_state)
       2'h0:
@@ -18632,8 +18280,8 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4725$0 , \port$4725$48 , r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$34  = 0;
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4693$0 , \port$4693$48 , r_rdy, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$18  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [6:0] \_$11 ;
@@ -18674,10 +18322,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$47
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [18:0] \port$4725$0 ;
-  wire [18:0] \port$4725$0 ;
-  input \port$4725$48 ;
-  wire \port$4725$48 ;
+  input [18:0] \port$4693$0 ;
+  wire [18:0] \port$4693$0 ;
+  input \port$4693$48 ;
+  wire \port$4693$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [19:0] r_data;
@@ -18704,7 +18352,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$47
   reg [19:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$4725$0 [18:16], \port$4725$48 , \port$4725$0 [15:0] };
+      storage[w_port__addr] <= { \port$4693$0 [18:16], \port$4693$48 , \port$4693$0 [15:0] };
   end
   reg [19:0] _0_;
   always @(posedge clk) begin
@@ -18756,7 +18404,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$47
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [5:0];
@@ -18766,7 +18414,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$47
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [5:0];
@@ -18776,7 +18424,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$47
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [5:0];
@@ -18789,7 +18437,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$47
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$18 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -18803,15 +18451,15 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$47
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4725$0 [18:16], \port$4725$48 , \port$4725$0 [15:0] };
-  assign w_data = { \port$4725$0 [18:16], \port$4725$48 , \port$4725$0 [15:0] };
+  assign w_port__data = { \port$4693$0 [18:16], \port$4693$48 , \port$4693$0 [15:0] };
+  assign w_data = { \port$4693$0 [18:16], \port$4693$48 , \port$4693$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$35  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$19  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -18931,7 +18579,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -18941,7 +18589,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -18951,7 +18599,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -18964,7 +18612,7 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -18986,7 +18634,7 @@ endmodule
 (* generator = "Amaranth" *)
 module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, act__data, param__data, acc__data, bus__resp__payload, halt, perf, pending, pending_index, idle, token_wait
 , deps__pop_prev, queue__ready, busy, deps__push_prev, retired, param__addr, param__en, wr__valid, wr__payload, index, \error$380 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$36  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$20  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire \_$100 ;
@@ -21220,7 +20868,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     .start(\start$370 )
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     pending = queue__valid;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -21235,7 +20883,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     pending_index = queue__payload[159:128];
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -21250,7 +20898,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     idle = 1'h0;
     casez (frame_state)
       2'h0:
@@ -21258,7 +20906,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     token_wait = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -21273,7 +20921,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     deps__pop_prev = 1'h0;
     casez (frame_state)
       2'h0:
@@ -21285,7 +20933,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     deps__pop_next = 1'h0;
     casez (frame_state)
       2'h0:
@@ -21297,7 +20945,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     queue__ready = 1'h0;
     casez (frame_state)
       2'h0:
@@ -21309,7 +20957,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     start = 1'h0;
     casez (frame_state)
       2'h0:
@@ -21321,7 +20969,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     busy = 1'h0;
     casez (frame_state)
       2'h0:
@@ -21333,7 +20981,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     running = 1'h0;
     casez (frame_state)
       2'h0:
@@ -21345,7 +20993,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     deps__push_prev = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -21362,7 +21010,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     deps__push_next = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -21379,7 +21027,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     retired = 1'h0;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -21396,7 +21044,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     (* full_case = 32'd1 *)
     casez (word[49:48])
       2'h0:
@@ -21410,7 +21058,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     param__addr = \_$53 [15:0];
     casez (store_state)
       3'h0:
@@ -21424,7 +21072,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     param__en = \_$66 ;
     casez (store_state)
       3'h0:
@@ -21438,7 +21086,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     wr__valid = 1'h0;
     if (writing_perf) begin
       wr__valid = 1'h1;
@@ -21447,7 +21095,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     wr__payload = 104'h00000000000000000000000000;
     if (writing_perf) begin
       wr__payload[31:0] = \_$173 [31:0];
@@ -21460,7 +21108,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \start$370  = 1'h0;
     casez (store_state)
       3'h0:
@@ -21472,7 +21120,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     done = 1'h0;
     casez (store_state)
       3'h0:
@@ -21499,7 +21147,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \start$373  = 1'h0;
     casez (store_state)
       3'h0:
@@ -21523,7 +21171,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$389  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
@@ -21549,7 +21197,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$390  = word;
     casez (frame_state)
       2'h0:
@@ -21564,7 +21212,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$391  = index;
     casez (frame_state)
       2'h0:
@@ -21579,7 +21227,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$392  = \error$380 ;
     if (\_$230 ) begin
       \_$392  = 1'h1;
@@ -21623,7 +21271,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$393  = error_code;
     if (\_$230 ) begin
       \_$393  = 4'h2;
@@ -21667,7 +21315,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$394  = \_$signal ;
     if (\_$266 ) begin
       \_$394  = \_$275 ;
@@ -21679,7 +21327,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$395  = b_inside;
     if (\_$266 ) begin
       \_$395  = lines__payload[48];
@@ -21689,7 +21337,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$396  = \_$signal$385 ;
     if (\_$266 ) begin
       \_$396  = lines__payload[47:16];
@@ -21699,7 +21347,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$397  = walking;
     if (\_$266 ) begin
       if (lines__payload[113]) begin
@@ -21731,7 +21379,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$398  = block_0;
     if (\_$308 ) begin
       if (\_$309 ) begin
@@ -21746,7 +21394,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$399  = block_dram_0;
     if (\_$308 ) begin
       if (\_$309 ) begin
@@ -21761,7 +21409,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$400  = block_1;
     if (\_$308 ) begin
       if (\_$311 ) begin
@@ -21776,7 +21424,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$401  = block_dram_1;
     if (\_$308 ) begin
       if (\_$311 ) begin
@@ -21791,7 +21439,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$402  = block_2;
     if (\_$308 ) begin
       if (\_$313 ) begin
@@ -21806,7 +21454,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$403  = block_dram_2;
     if (\_$308 ) begin
       if (\_$313 ) begin
@@ -21821,7 +21469,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$404  = block_3;
     if (\_$308 ) begin
       if (\_$315 ) begin
@@ -21836,7 +21484,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$405  = block_dram_3;
     if (\_$308 ) begin
       if (\_$315 ) begin
@@ -21848,7 +21496,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$406  = row;
     if (\_$308 ) begin
       \_$406  = \_$319 [1:0];
@@ -21858,7 +21506,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$407  = draining;
     if (\_$308 ) begin
       if (\_$320 ) begin
@@ -21875,7 +21523,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$408  = drain_col;
     if (\_$308 ) begin
       if (\_$320 ) begin
@@ -21890,7 +21538,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$409  = \_$signal$60 ;
     if (\_$326 ) begin
       \_$409  = 1'h1;
@@ -21904,7 +21552,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$410  = \_$signal$367 ;
     if (\_$326 ) begin
       \_$410  = block_dram_0;
@@ -21916,7 +21564,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$411  = c_line;
     if (\_$326 ) begin
       \_$411  = { block_3[7:0], block_2[7:0], block_1[7:0], block_0[7:0] };
@@ -21928,7 +21576,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$412  = c_beat;
     if (\_$326 ) begin
       \_$412  = 1'h0;
@@ -21943,7 +21591,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$413  = store_state;
     casez (store_state)
       3'h0:
@@ -21995,7 +21643,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$414  = record;
     casez (store_state)
       3'h0:
@@ -22016,7 +21664,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$415  = perf_addr;
     casez (store_state)
       3'h0:
@@ -22036,7 +21684,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$416  = perf_beat;
     casez (store_state)
       3'h0:
@@ -22064,7 +21712,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$417  = writing_perf;
     casez (store_state)
       3'h0:
@@ -22094,7 +21742,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$418  = table_step;
     casez (store_state)
       3'h0:
@@ -22117,7 +21765,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$419  = table_0;
     casez (store_state)
       3'h0:
@@ -22137,7 +21785,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$420  = table_1;
     casez (store_state)
       3'h0:
@@ -22157,7 +21805,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$421  = table_2;
     casez (store_state)
       3'h0:
@@ -22177,7 +21825,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$422  = table_3;
     casez (store_state)
       3'h0:
@@ -22197,7 +21845,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$423  = table_4;
     casez (store_state)
       3'h0:
@@ -22217,7 +21865,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$424  = table_5;
     casez (store_state)
       3'h0:
@@ -22237,7 +21885,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$425  = table_6;
     casez (store_state)
       3'h0:
@@ -22257,7 +21905,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$426  = table_7;
     casez (store_state)
       3'h0:
@@ -22277,7 +21925,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$427  = table_8;
     casez (store_state)
       3'h0:
@@ -22297,7 +21945,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$428  = table_9;
     casez (store_state)
       3'h0:
@@ -22317,7 +21965,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$429  = table_10;
     casez (store_state)
       3'h0:
@@ -22337,7 +21985,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$430  = table_11;
     casez (store_state)
       3'h0:
@@ -22357,7 +22005,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$431  = table_12;
     casez (store_state)
       3'h0:
@@ -22377,7 +22025,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$432  = table_13;
     casez (store_state)
       3'h0:
@@ -22397,7 +22045,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$433  = table_14;
     casez (store_state)
       3'h0:
@@ -22417,7 +22065,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$434  = table_15;
     casez (store_state)
       3'h0:
@@ -22437,7 +22085,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$435  = table_16;
     casez (store_state)
       3'h0:
@@ -22457,7 +22105,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$436  = table_17;
     casez (store_state)
       3'h0:
@@ -22477,7 +22125,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$437  = table_18;
     casez (store_state)
       3'h0:
@@ -22497,7 +22145,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$438  = table_19;
     casez (store_state)
       3'h0:
@@ -22517,7 +22165,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$439  = table_20;
     casez (store_state)
       3'h0:
@@ -22537,7 +22185,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$440  = table_21;
     casez (store_state)
       3'h0:
@@ -22557,7 +22205,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$441  = table_22;
     casez (store_state)
       3'h0:
@@ -22577,7 +22225,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$442  = table_23;
     casez (store_state)
       3'h0:
@@ -22597,7 +22245,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$443  = table_24;
     casez (store_state)
       3'h0:
@@ -22617,7 +22265,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$444  = table_25;
     casez (store_state)
       3'h0:
@@ -22637,7 +22285,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$445  = table_26;
     casez (store_state)
       3'h0:
@@ -22657,7 +22305,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$446  = table_27;
     casez (store_state)
       3'h0:
@@ -22677,7 +22325,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$447  = table_28;
     casez (store_state)
       3'h0:
@@ -22697,7 +22345,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$448  = table_29;
     casez (store_state)
       3'h0:
@@ -22717,7 +22365,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$449  = table_30;
     casez (store_state)
       3'h0:
@@ -22737,7 +22385,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$450  = table_31;
     casez (store_state)
       3'h0:
@@ -22757,7 +22405,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$451  = table_32;
     casez (store_state)
       3'h0:
@@ -22777,7 +22425,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$452  = table_33;
     casez (store_state)
       3'h0:
@@ -22797,7 +22445,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$453  = table_34;
     casez (store_state)
       3'h0:
@@ -22817,7 +22465,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$454  = table_35;
     casez (store_state)
       3'h0:
@@ -22837,7 +22485,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$455  = table_36;
     casez (store_state)
       3'h0:
@@ -22857,7 +22505,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$456  = table_37;
     casez (store_state)
       3'h0:
@@ -22877,7 +22525,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$457  = table_38;
     casez (store_state)
       3'h0:
@@ -22897,7 +22545,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$458  = table_39;
     casez (store_state)
       3'h0:
@@ -22917,7 +22565,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$459  = table_40;
     casez (store_state)
       3'h0:
@@ -22937,7 +22585,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$460  = table_41;
     casez (store_state)
       3'h0:
@@ -22957,7 +22605,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$461  = table_42;
     casez (store_state)
       3'h0:
@@ -22977,7 +22625,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$462  = table_43;
     casez (store_state)
       3'h0:
@@ -22997,7 +22645,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$463  = table_44;
     casez (store_state)
       3'h0:
@@ -23017,7 +22665,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$464  = table_45;
     casez (store_state)
       3'h0:
@@ -23037,7 +22685,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$465  = table_46;
     casez (store_state)
       3'h0:
@@ -23057,7 +22705,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$466  = table_47;
     casez (store_state)
       3'h0:
@@ -23077,7 +22725,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$467  = table_48;
     casez (store_state)
       3'h0:
@@ -23097,7 +22745,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$468  = table_49;
     casez (store_state)
       3'h0:
@@ -23117,7 +22765,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$469  = table_50;
     casez (store_state)
       3'h0:
@@ -23137,7 +22785,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$470  = table_51;
     casez (store_state)
       3'h0:
@@ -23157,7 +22805,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$471  = table_52;
     casez (store_state)
       3'h0:
@@ -23177,7 +22825,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$472  = table_53;
     casez (store_state)
       3'h0:
@@ -23197,7 +22845,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$473  = table_54;
     casez (store_state)
       3'h0:
@@ -23217,7 +22865,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$474  = table_55;
     casez (store_state)
       3'h0:
@@ -23237,7 +22885,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$475  = table_56;
     casez (store_state)
       3'h0:
@@ -23257,7 +22905,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$476  = table_57;
     casez (store_state)
       3'h0:
@@ -23277,7 +22925,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$477  = table_58;
     casez (store_state)
       3'h0:
@@ -23297,7 +22945,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$478  = table_59;
     casez (store_state)
       3'h0:
@@ -23317,7 +22965,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$479  = table_60;
     casez (store_state)
       3'h0:
@@ -23337,7 +22985,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$480  = table_61;
     casez (store_state)
       3'h0:
@@ -23357,7 +23005,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$481  = table_62;
     casez (store_state)
       3'h0:
@@ -23377,7 +23025,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$482  = table_63;
     casez (store_state)
       3'h0:
@@ -23397,7 +23045,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$483  = table_64;
     casez (store_state)
       3'h0:
@@ -23419,7 +23067,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$484  = table_65;
     casez (store_state)
       3'h0:
@@ -23441,7 +23089,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$485  = table_66;
     casez (store_state)
       3'h0:
@@ -23463,7 +23111,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$486  = table_67;
     casez (store_state)
       3'h0:
@@ -23485,7 +23133,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$487  = table_68;
     casez (store_state)
       3'h0:
@@ -23507,7 +23155,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$488  = table_69;
     casez (store_state)
       3'h0:
@@ -23529,7 +23177,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$489  = table_70;
     casez (store_state)
       3'h0:
@@ -23551,7 +23199,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$490  = table_71;
     casez (store_state)
       3'h0:
@@ -23573,7 +23221,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$491  = table_72;
     casez (store_state)
       3'h0:
@@ -23595,7 +23243,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$492  = table_73;
     casez (store_state)
       3'h0:
@@ -23617,7 +23265,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$493  = table_74;
     casez (store_state)
       3'h0:
@@ -23639,7 +23287,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$494  = table_75;
     casez (store_state)
       3'h0:
@@ -23661,7 +23309,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$495  = table_76;
     casez (store_state)
       3'h0:
@@ -23683,7 +23331,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$496  = table_77;
     casez (store_state)
       3'h0:
@@ -23705,7 +23353,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$497  = table_78;
     casez (store_state)
       3'h0:
@@ -23727,7 +23375,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$498  = table_79;
     casez (store_state)
       3'h0:
@@ -23749,7 +23397,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$499  = table_80;
     casez (store_state)
       3'h0:
@@ -23771,7 +23419,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$500  = table_81;
     casez (store_state)
       3'h0:
@@ -23793,7 +23441,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$501  = table_82;
     casez (store_state)
       3'h0:
@@ -23815,7 +23463,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$502  = table_83;
     casez (store_state)
       3'h0:
@@ -23837,7 +23485,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$503  = table_84;
     casez (store_state)
       3'h0:
@@ -23859,7 +23507,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$504  = table_85;
     casez (store_state)
       3'h0:
@@ -23881,7 +23529,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$505  = table_86;
     casez (store_state)
       3'h0:
@@ -23903,7 +23551,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$506  = table_87;
     casez (store_state)
       3'h0:
@@ -23925,7 +23573,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$507  = table_88;
     casez (store_state)
       3'h0:
@@ -23947,7 +23595,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$508  = table_89;
     casez (store_state)
       3'h0:
@@ -23969,7 +23617,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$509  = table_90;
     casez (store_state)
       3'h0:
@@ -23991,7 +23639,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$510  = table_91;
     casez (store_state)
       3'h0:
@@ -24013,7 +23661,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$511  = table_92;
     casez (store_state)
       3'h0:
@@ -24035,7 +23683,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$512  = table_93;
     casez (store_state)
       3'h0:
@@ -24057,7 +23705,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$513  = table_94;
     casez (store_state)
       3'h0:
@@ -24079,7 +23727,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$514  = table_95;
     casez (store_state)
       3'h0:
@@ -24101,7 +23749,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$515  = table_96;
     casez (store_state)
       3'h0:
@@ -24123,7 +23771,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$516  = table_97;
     casez (store_state)
       3'h0:
@@ -24145,7 +23793,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$517  = table_98;
     casez (store_state)
       3'h0:
@@ -24167,7 +23815,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$518  = table_99;
     casez (store_state)
       3'h0:
@@ -24189,7 +23837,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$519  = table_100;
     casez (store_state)
       3'h0:
@@ -24211,7 +23859,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$520  = table_101;
     casez (store_state)
       3'h0:
@@ -24233,7 +23881,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$521  = table_102;
     casez (store_state)
       3'h0:
@@ -24255,7 +23903,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$522  = table_103;
     casez (store_state)
       3'h0:
@@ -24277,7 +23925,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$523  = table_104;
     casez (store_state)
       3'h0:
@@ -24299,7 +23947,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$524  = table_105;
     casez (store_state)
       3'h0:
@@ -24321,7 +23969,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$525  = table_106;
     casez (store_state)
       3'h0:
@@ -24343,7 +23991,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$526  = table_107;
     casez (store_state)
       3'h0:
@@ -24365,7 +24013,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$527  = table_108;
     casez (store_state)
       3'h0:
@@ -24387,7 +24035,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$528  = table_109;
     casez (store_state)
       3'h0:
@@ -24409,7 +24057,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$529  = table_110;
     casez (store_state)
       3'h0:
@@ -24431,7 +24079,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$530  = table_111;
     casez (store_state)
       3'h0:
@@ -24453,7 +24101,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$531  = table_112;
     casez (store_state)
       3'h0:
@@ -24475,7 +24123,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$532  = table_113;
     casez (store_state)
       3'h0:
@@ -24497,7 +24145,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$533  = table_114;
     casez (store_state)
       3'h0:
@@ -24519,7 +24167,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$534  = table_115;
     casez (store_state)
       3'h0:
@@ -24541,7 +24189,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$535  = table_116;
     casez (store_state)
       3'h0:
@@ -24563,7 +24211,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$536  = table_117;
     casez (store_state)
       3'h0:
@@ -24585,7 +24233,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$537  = table_118;
     casez (store_state)
       3'h0:
@@ -24607,7 +24255,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$538  = table_119;
     casez (store_state)
       3'h0:
@@ -24629,7 +24277,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$539  = table_120;
     casez (store_state)
       3'h0:
@@ -24651,7 +24299,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$540  = table_121;
     casez (store_state)
       3'h0:
@@ -24673,7 +24321,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$541  = table_122;
     casez (store_state)
       3'h0:
@@ -24695,7 +24343,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$542  = table_123;
     casez (store_state)
       3'h0:
@@ -24717,7 +24365,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$543  = table_124;
     casez (store_state)
       3'h0:
@@ -24739,7 +24387,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$544  = table_125;
     casez (store_state)
       3'h0:
@@ -24761,7 +24409,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$545  = table_126;
     casez (store_state)
       3'h0:
@@ -24783,7 +24431,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$546  = table_127;
     casez (store_state)
       3'h0:
@@ -24805,7 +24453,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$547  = table_128;
     casez (store_state)
       3'h0:
@@ -24829,7 +24477,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$548  = table_129;
     casez (store_state)
       3'h0:
@@ -24853,7 +24501,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$549  = table_130;
     casez (store_state)
       3'h0:
@@ -24877,7 +24525,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$550  = table_131;
     casez (store_state)
       3'h0:
@@ -24901,7 +24549,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$551  = table_132;
     casez (store_state)
       3'h0:
@@ -24925,7 +24573,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$552  = table_133;
     casez (store_state)
       3'h0:
@@ -24949,7 +24597,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$553  = table_134;
     casez (store_state)
       3'h0:
@@ -24973,7 +24621,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$554  = table_135;
     casez (store_state)
       3'h0:
@@ -24997,7 +24645,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$555  = table_136;
     casez (store_state)
       3'h0:
@@ -25021,7 +24669,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$556  = table_137;
     casez (store_state)
       3'h0:
@@ -25045,7 +24693,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$557  = table_138;
     casez (store_state)
       3'h0:
@@ -25069,7 +24717,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$558  = table_139;
     casez (store_state)
       3'h0:
@@ -25093,7 +24741,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$559  = table_140;
     casez (store_state)
       3'h0:
@@ -25117,7 +24765,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$560  = table_141;
     casez (store_state)
       3'h0:
@@ -25141,7 +24789,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$561  = table_142;
     casez (store_state)
       3'h0:
@@ -25165,7 +24813,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$562  = table_143;
     casez (store_state)
       3'h0:
@@ -25189,7 +24837,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$563  = table_144;
     casez (store_state)
       3'h0:
@@ -25213,7 +24861,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$564  = table_145;
     casez (store_state)
       3'h0:
@@ -25237,7 +24885,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$565  = table_146;
     casez (store_state)
       3'h0:
@@ -25261,7 +24909,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$566  = table_147;
     casez (store_state)
       3'h0:
@@ -25285,7 +24933,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$567  = table_148;
     casez (store_state)
       3'h0:
@@ -25309,7 +24957,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$568  = table_149;
     casez (store_state)
       3'h0:
@@ -25333,7 +24981,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$569  = table_150;
     casez (store_state)
       3'h0:
@@ -25357,7 +25005,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$570  = table_151;
     casez (store_state)
       3'h0:
@@ -25381,7 +25029,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$571  = table_152;
     casez (store_state)
       3'h0:
@@ -25405,7 +25053,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$572  = table_153;
     casez (store_state)
       3'h0:
@@ -25429,7 +25077,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$573  = table_154;
     casez (store_state)
       3'h0:
@@ -25453,7 +25101,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$574  = table_155;
     casez (store_state)
       3'h0:
@@ -25477,7 +25125,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$575  = table_156;
     casez (store_state)
       3'h0:
@@ -25501,7 +25149,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$576  = table_157;
     casez (store_state)
       3'h0:
@@ -25525,7 +25173,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$577  = table_158;
     casez (store_state)
       3'h0:
@@ -25549,7 +25197,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$578  = table_159;
     casez (store_state)
       3'h0:
@@ -25573,7 +25221,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$579  = table_160;
     casez (store_state)
       3'h0:
@@ -25597,7 +25245,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$580  = table_161;
     casez (store_state)
       3'h0:
@@ -25621,7 +25269,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$581  = table_162;
     casez (store_state)
       3'h0:
@@ -25645,7 +25293,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$582  = table_163;
     casez (store_state)
       3'h0:
@@ -25669,7 +25317,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$583  = table_164;
     casez (store_state)
       3'h0:
@@ -25693,7 +25341,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$584  = table_165;
     casez (store_state)
       3'h0:
@@ -25717,7 +25365,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$585  = table_166;
     casez (store_state)
       3'h0:
@@ -25741,7 +25389,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$586  = table_167;
     casez (store_state)
       3'h0:
@@ -25765,7 +25413,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$587  = table_168;
     casez (store_state)
       3'h0:
@@ -25789,7 +25437,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$588  = table_169;
     casez (store_state)
       3'h0:
@@ -25813,7 +25461,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$589  = table_170;
     casez (store_state)
       3'h0:
@@ -25837,7 +25485,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$590  = table_171;
     casez (store_state)
       3'h0:
@@ -25861,7 +25509,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$591  = table_172;
     casez (store_state)
       3'h0:
@@ -25885,7 +25533,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$592  = table_173;
     casez (store_state)
       3'h0:
@@ -25909,7 +25557,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$593  = table_174;
     casez (store_state)
       3'h0:
@@ -25933,7 +25581,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$594  = table_175;
     casez (store_state)
       3'h0:
@@ -25957,7 +25605,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$595  = table_176;
     casez (store_state)
       3'h0:
@@ -25981,7 +25629,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$596  = table_177;
     casez (store_state)
       3'h0:
@@ -26005,7 +25653,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$597  = table_178;
     casez (store_state)
       3'h0:
@@ -26029,7 +25677,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$598  = table_179;
     casez (store_state)
       3'h0:
@@ -26053,7 +25701,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$599  = table_180;
     casez (store_state)
       3'h0:
@@ -26077,7 +25725,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$600  = table_181;
     casez (store_state)
       3'h0:
@@ -26101,7 +25749,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$601  = table_182;
     casez (store_state)
       3'h0:
@@ -26125,7 +25773,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$602  = table_183;
     casez (store_state)
       3'h0:
@@ -26149,7 +25797,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$603  = table_184;
     casez (store_state)
       3'h0:
@@ -26173,7 +25821,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$604  = table_185;
     casez (store_state)
       3'h0:
@@ -26197,7 +25845,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$605  = table_186;
     casez (store_state)
       3'h0:
@@ -26221,7 +25869,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$606  = table_187;
     casez (store_state)
       3'h0:
@@ -26245,7 +25893,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$607  = table_188;
     casez (store_state)
       3'h0:
@@ -26269,7 +25917,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$608  = table_189;
     casez (store_state)
       3'h0:
@@ -26293,7 +25941,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$609  = table_190;
     casez (store_state)
       3'h0:
@@ -26317,7 +25965,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$610  = table_191;
     casez (store_state)
       3'h0:
@@ -26341,7 +25989,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$611  = table_192;
     casez (store_state)
       3'h0:
@@ -26367,7 +26015,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$612  = table_193;
     casez (store_state)
       3'h0:
@@ -26393,7 +26041,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$613  = table_194;
     casez (store_state)
       3'h0:
@@ -26419,7 +26067,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$614  = table_195;
     casez (store_state)
       3'h0:
@@ -26445,7 +26093,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$615  = table_196;
     casez (store_state)
       3'h0:
@@ -26471,7 +26119,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$616  = table_197;
     casez (store_state)
       3'h0:
@@ -26497,7 +26145,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$617  = table_198;
     casez (store_state)
       3'h0:
@@ -26523,7 +26171,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$618  = table_199;
     casez (store_state)
       3'h0:
@@ -26549,7 +26197,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$619  = table_200;
     casez (store_state)
       3'h0:
@@ -26575,7 +26223,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$620  = table_201;
     casez (store_state)
       3'h0:
@@ -26601,7 +26249,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$621  = table_202;
     casez (store_state)
       3'h0:
@@ -26627,7 +26275,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$622  = table_203;
     casez (store_state)
       3'h0:
@@ -26653,7 +26301,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$623  = table_204;
     casez (store_state)
       3'h0:
@@ -26679,7 +26327,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$624  = table_205;
     casez (store_state)
       3'h0:
@@ -26705,7 +26353,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$625  = table_206;
     casez (store_state)
       3'h0:
@@ -26731,7 +26379,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$626  = table_207;
     casez (store_state)
       3'h0:
@@ -26757,7 +26405,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$627  = table_208;
     casez (store_state)
       3'h0:
@@ -26783,7 +26431,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$628  = table_209;
     casez (store_state)
       3'h0:
@@ -26809,7 +26457,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$629  = table_210;
     casez (store_state)
       3'h0:
@@ -26835,7 +26483,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$630  = table_211;
     casez (store_state)
       3'h0:
@@ -26861,7 +26509,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$631  = table_212;
     casez (store_state)
       3'h0:
@@ -26887,7 +26535,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$632  = table_213;
     casez (store_state)
       3'h0:
@@ -26913,7 +26561,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$633  = table_214;
     casez (store_state)
       3'h0:
@@ -26939,7 +26587,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$634  = table_215;
     casez (store_state)
       3'h0:
@@ -26965,7 +26613,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$635  = table_216;
     casez (store_state)
       3'h0:
@@ -26991,7 +26639,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$636  = table_217;
     casez (store_state)
       3'h0:
@@ -27017,7 +26665,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$637  = table_218;
     casez (store_state)
       3'h0:
@@ -27043,7 +26691,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$638  = table_219;
     casez (store_state)
       3'h0:
@@ -27069,7 +26717,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$639  = table_220;
     casez (store_state)
       3'h0:
@@ -27095,7 +26743,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$640  = table_221;
     casez (store_state)
       3'h0:
@@ -27121,7 +26769,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$641  = table_222;
     casez (store_state)
       3'h0:
@@ -27147,7 +26795,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$642  = table_223;
     casez (store_state)
       3'h0:
@@ -27173,7 +26821,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$643  = table_224;
     casez (store_state)
       3'h0:
@@ -27199,7 +26847,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$644  = table_225;
     casez (store_state)
       3'h0:
@@ -27225,7 +26873,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$645  = table_226;
     casez (store_state)
       3'h0:
@@ -27251,7 +26899,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$646  = table_227;
     casez (store_state)
       3'h0:
@@ -27277,7 +26925,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$647  = table_228;
     casez (store_state)
       3'h0:
@@ -27303,7 +26951,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$648  = table_229;
     casez (store_state)
       3'h0:
@@ -27329,7 +26977,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$649  = table_230;
     casez (store_state)
       3'h0:
@@ -27355,7 +27003,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$650  = table_231;
     casez (store_state)
       3'h0:
@@ -27381,7 +27029,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$651  = table_232;
     casez (store_state)
       3'h0:
@@ -27407,7 +27055,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$652  = table_233;
     casez (store_state)
       3'h0:
@@ -27433,7 +27081,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$653  = table_234;
     casez (store_state)
       3'h0:
@@ -27459,7 +27107,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$654  = table_235;
     casez (store_state)
       3'h0:
@@ -27485,7 +27133,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$655  = table_236;
     casez (store_state)
       3'h0:
@@ -27511,7 +27159,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$656  = table_237;
     casez (store_state)
       3'h0:
@@ -27537,7 +27185,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$657  = table_238;
     casez (store_state)
       3'h0:
@@ -27563,7 +27211,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$658  = table_239;
     casez (store_state)
       3'h0:
@@ -27589,7 +27237,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$659  = table_240;
     casez (store_state)
       3'h0:
@@ -27615,7 +27263,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$660  = table_241;
     casez (store_state)
       3'h0:
@@ -27641,7 +27289,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$661  = table_242;
     casez (store_state)
       3'h0:
@@ -27667,7 +27315,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$662  = table_243;
     casez (store_state)
       3'h0:
@@ -27693,7 +27341,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$663  = table_244;
     casez (store_state)
       3'h0:
@@ -27719,7 +27367,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$664  = table_245;
     casez (store_state)
       3'h0:
@@ -27745,7 +27393,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$665  = table_246;
     casez (store_state)
       3'h0:
@@ -27771,7 +27419,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$666  = table_247;
     casez (store_state)
       3'h0:
@@ -27797,7 +27445,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$667  = table_248;
     casez (store_state)
       3'h0:
@@ -27823,7 +27471,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$668  = table_249;
     casez (store_state)
       3'h0:
@@ -27849,7 +27497,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$669  = table_250;
     casez (store_state)
       3'h0:
@@ -27875,7 +27523,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$670  = table_251;
     casez (store_state)
       3'h0:
@@ -27901,7 +27549,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$671  = table_252;
     casez (store_state)
       3'h0:
@@ -27927,7 +27575,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$672  = table_253;
     casez (store_state)
       3'h0:
@@ -27953,7 +27601,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$673  = table_254;
     casez (store_state)
       3'h0:
@@ -27979,7 +27627,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$674  = table_255;
     casez (store_state)
       3'h0:
@@ -28005,7 +27653,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$100 , clamped_0[6:0] })
       8'h00:
@@ -28523,7 +28171,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$123 , clamped_1[6:0] })
       8'h00:
@@ -29041,7 +28689,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$146 , clamped_2[6:0] })
       8'h00:
@@ -29559,7 +29207,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     (* full_case = 32'd1 *)
     casez ({ \_$169 , clamped_3[6:0] })
       8'h00:
@@ -30077,7 +29725,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$36 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     \_$174  = 64'h0000000000000000;
     casez (perf_beat)
       5'h00:
@@ -30291,7 +29939,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc, lines__payload, busy, lines__valid, error, error_code, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$37  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$21  = 0;
   wire [16:0] \_$1 ;
   wire \_$10 ;
   wire [32:0] \_$100 ;
@@ -30768,7 +30416,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
   always @(posedge clk)
     i3 <= \_$176 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     busy = 1'h0;
     casez (walk_state)
       2'h0:
@@ -30780,7 +30428,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     lines__valid = 1'h0;
     casez (walk_state)
       2'h0:
@@ -30795,7 +30443,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$154  = error;
     casez (walk_state)
       2'h0:
@@ -30816,7 +30464,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$155  = error_code;
     casez (walk_state)
       2'h0:
@@ -30837,7 +30485,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$156  = walk_state;
     casez (walk_state)
       2'h0:
@@ -30868,7 +30516,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$157  = local0;
     casez (walk_state)
       2'h0:
@@ -30896,7 +30544,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$158  = local1;
     casez (walk_state)
       2'h0:
@@ -30927,7 +30575,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$159  = local2;
     casez (walk_state)
       2'h0:
@@ -30961,7 +30609,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$160  = local3;
     casez (walk_state)
       2'h0:
@@ -30998,7 +30646,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$161  = dram0;
     casez (walk_state)
       2'h0:
@@ -31026,7 +30674,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$162  = dram1;
     casez (walk_state)
       2'h0:
@@ -31057,7 +30705,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$163  = dram2;
     casez (walk_state)
       2'h0:
@@ -31091,7 +30739,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$164  = dram3;
     casez (walk_state)
       2'h0:
@@ -31128,7 +30776,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$165  = y0;
     casez (walk_state)
       2'h0:
@@ -31156,7 +30804,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$166  = y1;
     casez (walk_state)
       2'h0:
@@ -31187,7 +30835,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$167  = y2;
     casez (walk_state)
       2'h0:
@@ -31221,7 +30869,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$168  = y3;
     casez (walk_state)
       2'h0:
@@ -31258,7 +30906,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$169  = x0;
     casez (walk_state)
       2'h0:
@@ -31286,7 +30934,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$170  = x1;
     casez (walk_state)
       2'h0:
@@ -31317,7 +30965,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$171  = x2;
     casez (walk_state)
       2'h0:
@@ -31351,7 +30999,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$172  = x3;
     casez (walk_state)
       2'h0:
@@ -31388,7 +31036,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$173  = i0;
     casez (walk_state)
       2'h0:
@@ -31416,7 +31064,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$174  = i1;
     casez (walk_state)
       2'h0:
@@ -31447,7 +31095,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$175  = i2;
     casez (walk_state)
       2'h0:
@@ -31481,7 +31129,7 @@ module \sim_top.accel.store.addrgen (rst, lines__ready, start, every_line, desc,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$21 ) begin end
     \_$176  = i3;
     casez (walk_state)
       2'h0:
@@ -31580,7 +31228,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.desc_port (rst, bus__req__valid, addr__ready, data__payload, w_en, w_data, data__valid, addr__valid, bus__req__payload, r_en, bus__req__ready, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$38  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$22  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -31645,7 +31293,7 @@ module \sim_top.accel.store.desc_port (rst, bus__req__valid, addr__ready, data__
     .w_port__data(w_data)
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     \_$9  = \_$8 [3:0];
     if (rst) begin
       \_$9  = 4'h0;
@@ -31661,7 +31309,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r_rdy, r_en, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$39  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$23  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -31780,7 +31428,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -31790,7 +31438,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -31800,7 +31448,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -31813,7 +31461,7 @@ module \sim_top.accel.store.desc_port.buffer (rst, r_data, w_en, w_port__data, r
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$39 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -31834,7 +31482,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__payload, start, index, data__valid, addr__valid, addr__payload, data__ready, done, error, desc, desc_base);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$40  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$24  = 0;
   wire \_$1 ;
   wire [32:0] \_$10 ;
   wire \_$11 ;
@@ -31972,7 +31620,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
   always @(posedge clk)
     word <= \_$24 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     addr__valid = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -31982,7 +31630,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     addr__payload = 32'd0;
     casez (fetch_state)
       2'h0:
@@ -31992,7 +31640,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     data__ready = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -32002,7 +31650,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     done = 1'h0;
     casez (fetch_state)
       2'h0:
@@ -32014,7 +31662,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     endcase
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$18  = error;
     casez (fetch_state)
       2'h0:
@@ -32029,7 +31677,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$19  = error_code;
     casez (fetch_state)
       2'h0:
@@ -32044,7 +31692,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$20  = fetch_state;
     casez (fetch_state)
       2'h0:
@@ -32070,7 +31718,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$21  = address;
     casez (fetch_state)
       2'h0:
@@ -32087,7 +31735,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$22  = requested;
     casez (fetch_state)
       2'h0:
@@ -32108,7 +31756,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$23  = received;
     casez (fetch_state)
       2'h0:
@@ -32129,7 +31777,7 @@ module \sim_top.accel.store.fetcher (desc_count, clk, rst, addr__ready, data__pa
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$24 ) begin end
     \_$24  = word;
     casez (fetch_state)
       2'h0:
@@ -32183,7 +31831,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, r_rdy, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$41  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$25  = 0;
   wire \_$1 ;
   wire \_$10 ;
   wire [3:0] \_$11 ;
@@ -32303,7 +31951,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
   always @(posedge clk)
     r_rdy <= \_$33 ;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$30  = w_port__addr;
     if (\_$3 ) begin
       \_$30  = \_$6 [2:0];
@@ -32313,7 +31961,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$31  = r_port__addr;
     if (\_$9 ) begin
       \_$31  = \_$12 [2:0];
@@ -32323,7 +31971,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$32  = inner_level;
     if (\_$18 ) begin
       \_$32  = \_$19 [2:0];
@@ -32336,7 +31984,7 @@ module \sim_top.accel.store_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en,
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     \_$33  = r_rdy;
     if (\_$29 ) begin
       \_$33  = 1'h1;
@@ -32357,7 +32005,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.tokens_c2l (rst, has, room, pop, push, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$42  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$26  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -32389,7 +32037,7 @@ module \sim_top.accel.tokens_c2l (rst, has, room, pop, push, clk);
   assign has = count > 1'h0;
   assign room = count < 3'h4;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$42 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
     \_$7  = count;
     if (\_$2 ) begin
       \_$7  = \_$5 [2:0];
@@ -32404,7 +32052,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$43  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$27  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -32436,7 +32084,7 @@ module \sim_top.accel.tokens_c2s (rst, has, room, push, pop, clk);
   assign has = count > 1'h0;
   assign room = count < 3'h4;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$27 ) begin end
     \_$7  = count;
     if (\_$2 ) begin
       \_$7  = \_$5 [2:0];
@@ -32451,7 +32099,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$44  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$28  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -32483,7 +32131,7 @@ module \sim_top.accel.tokens_l2c (rst, has, room, push, pop, clk);
   assign has = count > 1'h0;
   assign room = count < 3'h4;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     \_$7  = count;
     if (\_$2 ) begin
       \_$7  = \_$5 [2:0];
@@ -32498,7 +32146,7 @@ endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$45  = 0;
+  reg \_$auto$verilog_backend.cc:2355:dump_module$29  = 0;
   wire \_$1 ;
   wire \_$2 ;
   wire \_$3 ;
@@ -32530,7 +32178,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
   assign has = count > 1'h0;
   assign room = count < 3'h4;
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$45 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
     \_$7  = count;
     if (\_$2 ) begin
       \_$7  = \_$5 [2:0];
@@ -32544,8 +32192,8 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5971$0 , rd_resp__valid, clk);
-  reg \_$auto$verilog_backend.cc:2355:dump_module$46  = 0;
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5843$0 , rd_resp__valid, clk);
+  reg \_$auto$verilog_backend.cc:2355:dump_module$30  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
   reg \_$11 ;
@@ -32575,8 +32223,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$5971$0 ;
-  wire [1:0] \port$5971$0 ;
+  output [1:0] \port$5843$0 ;
+  wire [1:0] \port$5843$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -32681,161 +32329,161 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
     .wr_strb(wr__payload[103:96])
   );
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$3  = stage6_tag;
     if (rst) begin
       \_$3  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$5  = rd_req__valid;
     if (rst) begin
       \_$5  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$6  = rd_req__payload[31:0];
     if (rst) begin
       \_$6  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$7  = rd_req__payload[33:32];
     if (rst) begin
       \_$7  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$8  = stage0_valid;
     if (rst) begin
       \_$8  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$9  = stage0_addr;
     if (rst) begin
       \_$9  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$10  = stage0_tag;
     if (rst) begin
       \_$10  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$11  = stage1_valid;
     if (rst) begin
       \_$11  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$12  = stage1_addr;
     if (rst) begin
       \_$12  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$13  = stage1_tag;
     if (rst) begin
       \_$13  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$14  = stage2_valid;
     if (rst) begin
       \_$14  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$15  = stage2_addr;
     if (rst) begin
       \_$15  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$16  = stage2_tag;
     if (rst) begin
       \_$16  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$17  = stage3_valid;
     if (rst) begin
       \_$17  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$18  = stage3_addr;
     if (rst) begin
       \_$18  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$19  = stage3_tag;
     if (rst) begin
       \_$19  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$20  = stage4_valid;
     if (rst) begin
       \_$20  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$21  = stage4_addr;
     if (rst) begin
       \_$21  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$22  = stage4_tag;
     if (rst) begin
       \_$22  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$23  = stage5_valid;
     if (rst) begin
       \_$23  = 1'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$24  = stage5_addr;
     if (rst) begin
       \_$24  = 32'd0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$25  = stage5_tag;
     if (rst) begin
       \_$25  = 2'h0;
     end
   end
   always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
+    if (\_$auto$verilog_backend.cc:2355:dump_module$30 ) begin end
     \_$26  = stage6_valid;
     if (rst) begin
       \_$26  = 1'h0;
@@ -32844,7 +32492,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$5971$0  = \_$4 ;
+  assign \port$5843$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];
