@@ -18,6 +18,9 @@ _ZERO_MEMORY_INIT = re.compile(r"  initial begin\n(?:    \S+\[\d+\] = \d+'h0+;\n
 # Temporaries the backend names `\$123` / `\$auto$...` get a leading underscore: Verilator leaves
 # `_`-names out of waveforms, which would otherwise carry every wide intermediate value.
 _TEMPORARY = re.compile(r"\\\$")
+# A one-word memory's address has no bits; the backend declares it `wire [-1:0] name;` (two bits
+# in Verilog, and Verilator's ASCRANGE warning). Such a wire is never read or driven: dropped.
+_ZERO_WIDTH_WIRE = re.compile(r"^  wire \[-1:0\] (\S+?) ?;\n", re.M)
 
 
 def convert(component: wiring.Component, name: str) -> tuple[str, dict[str, dict[int, str]]]:
@@ -44,8 +47,22 @@ def convert(component: wiring.Component, name: str) -> tuple[str, dict[str, dict
             except (KeyError, IndexError):
                 continue
         states[".".join(hierarchy[1:])] = decoded
-    text = _TEMPORARY.sub(r"\\_$", _ZERO_MEMORY_INIT.sub("", text))
+    text = _drop_zero_width_wires(_ZERO_MEMORY_INIT.sub("", text))
+    text = _TEMPORARY.sub(r"\\_$", text)
     return text, dict(sorted(states.items()))
+
+
+def _drop_zero_width_wires(text: str) -> str:
+    """``text`` without the declarations of zero-width wires that nothing else in their module
+    names (any other use keeps the declaration)."""
+    modules = re.split(r"(?=^module )", text, flags=re.M)
+    for i, module in enumerate(modules):
+        for found in reversed(list(_ZERO_WIDTH_WIRE.finditer(module))):
+            rest = module[: found.start()] + module[found.end() :]
+            if not re.search(re.escape(found.group(1)) + r"(?![\w$])", rest):
+                module = rest
+        modules[i] = module
+    return "".join(modules)
 
 
 def write_by_content(component: wiring.Component, name: str, directory: Path) -> tuple[Path, str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal, signed
-from amaranth.lib import data, wiring
+from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from arch import isa
@@ -134,11 +134,28 @@ class StoreUnit(wiring.Component):
         with m.Elif(b_moves):
             m.d.sync += b_valid.eq(0)
 
-        # The lookup table: TABLE_ENTRIES int8 registers, filled from PARAM lines (TABLE state).
-        table = Array(Signal(8, name=f"table_{t}") for t in range(isa.TABLE_ENTRIES))
+        # The lookup table: TABLE_ENTRIES int8 registers, filled a PARAM line per cycle (TABLE
+        # state). They are a register file of table_lines words of a line's first entries each,
+        # every word read without a clock: Verilator then updates the table only when a line is
+        # written, not every cycle (the same flip-flops: area.md counts them as FF bits). No
+        # reset: a STORE with use_table loads the whole table before its first line.
         table_lines = isa.table_lines(c.cols)
         table_step = Signal(range(table_lines + 1))
-        line_bytes = param_line_bits(c) // 8
+        line_entries = min(param_line_bits(c) // 8, isa.TABLE_ENTRIES)
+        m.submodules.lut = table_words = memory.Memory(
+            shape=line_entries * 8, depth=table_lines, init=[]
+        )
+        table_write = table_words.write_port()
+        m.d.comb += [
+            table_write.addr.eq(table_step - 1),
+            table_write.data.eq(self.param.data[: line_entries * 8]),
+        ]
+        words = []
+        for line in range(table_lines):
+            port = table_words.read_port(domain="comb")
+            m.d.comb += port.addr.eq(line)
+            words.append(port.data)
+        table = Array(Cat(*words).word_select(t, 8) for t in range(isa.TABLE_ENTRIES))
 
         accs = data.View(data.ArrayLayout(signed(c.acc_bits), c.cols), self.acc.data)
         residuals = data.View(data.ArrayLayout(signed(c.in_bits), c.cols), self.act.data)
@@ -285,13 +302,7 @@ class StoreUnit(wiring.Component):
                     self.param.en.eq(table_step < table_lines),
                 ]
                 m.d.sync += table_step.eq(table_step + 1)
-                with m.Switch(table_step):
-                    for step in range(1, table_lines + 1):
-                        with m.Case(step):
-                            for b in range(line_bytes):
-                                t = (step - 1) * line_bytes + b
-                                if t < isa.TABLE_ENTRIES:
-                                    m.d.sync += table[t].eq(self.param.data[b * 8 : b * 8 + 8])
+                m.d.comb += table_write.en.eq(table_step != 0)  # line table_step - 1
                 with m.If(table_step == table_lines):
                     m.d.comb += addrgen.start.eq(1)
                     m.d.sync += walking.eq(1)

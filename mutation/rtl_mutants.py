@@ -183,6 +183,13 @@ RTL_MUTANTS: list[Mutant] = [
         "lookup table indexed by the code, not code + 128",
     ),
     Mutant(
+        "store-table-first-line-only",
+        _S,
+        "m.d.comb += table_write.en.eq(table_step != 0)",
+        "m.d.comb += table_write.en.eq(table_step == 1)",
+        "only the table's first PARAM line is loaded (tiny: 4 lines)",
+    ),
+    Mutant(
         "store-shift-62-bad",
         _S,
         "bad_shift = bad_shift | (entry.shift > MAX_SHIFT)",

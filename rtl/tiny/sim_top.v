@@ -146,14 +146,14 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$238 (insn_frontier),
     .perf(perf),
-    .\port$5843$0 (\_$2 ),
+    .\port$5335$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$209 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$5843$0 (\_$2 ),
+    .\port$5335$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,7 +236,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5843$0 , dram_resp__valid, \start$209 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5335$0 , dram_resp__valid, \start$209 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
@@ -662,8 +662,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$5843$0 ;
-  wire [1:0] \port$5843$0 ;
+  input [1:0] \port$5335$0 ;
+  wire [1:0] \port$5335$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -4095,7 +4095,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$5843$0 (\port$5843$0 ),
+    .\port$5335$0 (\port$5335$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -4251,13 +4251,12 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .desc_bus__req__payload(client3__req__payload),
     .desc_bus__req__valid(client3__req__valid),
     .desc_count(desc_count),
-    .\error$380 (\error$259 ),
+    .\error$135 (\error$259 ),
     .error_code(\error_code$260 ),
     .halt(halt),
     .idle(\idle$249 ),
     .index(index),
     .param__addr(\param__addr$173 ),
-    .param__data(\param__data$176 ),
     .param__en(\r__en$174 ),
     .pending(\pending$239 ),
     .pending_index(pending_index),
@@ -4267,6 +4266,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .queue__valid(\queue__valid$30 ),
     .retired(\retired$252 ),
     .rst(rst),
+    .table_write__data(\param__data$176 ),
     .token_wait(token_wait),
     .wr__payload(dram_wr__payload),
     .wr__valid(dram_wr__valid)
@@ -4583,8 +4583,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$5843$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$5843$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$5335$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$5335$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -4665,9 +4665,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5843$0 ;
+  assign \dram_resp__payload.tag  = \port$5335$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$5843$0 ;
+  assign \dram_resp__payload$115.tag  = \port$5335$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4715,7 +4715,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5843$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5335$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -4871,8 +4871,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$5843$0 ;
-  wire [1:0] \port$5843$0 ;
+  input [1:0] \port$5335$0 ;
+  wire [1:0] \port$5335$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4923,13 +4923,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$5843$0 ;
+  assign \_$49  = ! \port$5335$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$5843$0  == 1'h1;
+  assign \_$50  = \port$5335$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$5843$0  == 2'h2;
+  assign \_$51  = \port$5335$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$5843$0  == 2'h3;
+  assign \_$52  = \port$5335$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5294,14 +5294,14 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$5843$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$5335$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5843$0 ;
+  assign \dram_resp__payload.tag  = \port$5335$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -15328,8 +15328,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$4693$0 (lines__payload[18:0]),
-    .\port$4693$48 (lines__payload[48]),
+    .\port$4696$0 (lines__payload[18:0]),
+    .\port$4696$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -18280,7 +18280,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4693$0 , \port$4693$48 , r_rdy, clk);
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4696$0 , \port$4696$48 , r_rdy, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$18  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -18322,10 +18322,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$46
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [18:0] \port$4693$0 ;
-  wire [18:0] \port$4693$0 ;
-  input \port$4693$48 ;
-  wire \port$4693$48 ;
+  input [18:0] \port$4696$0 ;
+  wire [18:0] \port$4696$0 ;
+  input \port$4696$48 ;
+  wire \port$4696$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [19:0] r_data;
@@ -18352,7 +18352,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$46
   reg [19:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$4693$0 [18:16], \port$4693$48 , \port$4693$0 [15:0] };
+      storage[w_port__addr] <= { \port$4696$0 [18:16], \port$4696$48 , \port$4696$0 [15:0] };
   end
   reg [19:0] _0_;
   always @(posedge clk) begin
@@ -18451,8 +18451,8 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$46
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4693$0 [18:16], \port$4693$48 , \port$4693$0 [15:0] };
-  assign w_data = { \port$4693$0 [18:16], \port$4693$48 , \port$4693$0 [15:0] };
+  assign w_port__data = { \port$4696$0 [18:16], \port$4696$48 , \port$4696$0 [15:0] };
+  assign w_data = { \port$4696$0 [18:16], \port$4696$48 , \port$4696$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -18632,97 +18632,97 @@ module \sim_top.accel.load_queue (rst, w_rdy, r_data, w_port__data, w_en, r_en, 
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, act__data, param__data, acc__data, bus__resp__payload, halt, perf, pending, pending_index, idle, token_wait
-, deps__pop_prev, queue__ready, busy, deps__push_prev, retired, param__addr, param__en, wr__valid, wr__payload, index, \error$380 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
+module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, desc_bus__req__valid, queue__payload, deps__has_prev, deps__room_prev, bus__resp__valid, act__data, table_write__data, acc__data, bus__resp__payload, halt, perf, pending, pending_index, idle, token_wait
+, deps__pop_prev, queue__ready, busy, deps__push_prev, retired, param__addr, param__en, wr__valid, wr__payload, index, \error$135 , error_code, desc_bus__req__payload, acc__addr, queue__valid, bus__req__ready, desc_base);
   reg \_$auto$verilog_backend.cc:2355:dump_module$20  = 0;
   wire \_$1 ;
   wire \_$10 ;
-  wire \_$100 ;
-  reg [7:0] \_$101 ;
-  wire [7:0] \_$102 ;
-  wire [39:0] \_$103 ;
-  wire \_$104 ;
-  wire [8:0] \_$105 ;
-  wire [39:0] \_$106 ;
-  wire \_$107 ;
-  wire [40:0] \_$108 ;
-  wire [31:0] \_$109 ;
+  wire [63:0] \_$100 ;
+  wire \_$101 ;
+  reg [7:0] \_$102 ;
+  wire [7:0] \_$103 ;
+  wire [39:0] \_$104 ;
+  wire \_$105 ;
+  wire [8:0] \_$106 ;
+  wire [39:0] \_$107 ;
+  wire \_$108 ;
+  wire [40:0] \_$109 ;
   wire \_$11 ;
-  wire [32:0] \_$110 ;
-  wire [39:0] \_$111 ;
-  wire [40:0] \_$112 ;
-  wire [63:0] \_$113 ;
-  wire \_$114 ;
-  wire [8:0] \_$115 ;
-  wire [63:0] \_$116 ;
-  wire \_$117 ;
-  wire [64:0] \_$118 ;
+  wire [31:0] \_$110 ;
+  wire [32:0] \_$111 ;
+  wire [39:0] \_$112 ;
+  wire [40:0] \_$113 ;
+  wire [63:0] \_$114 ;
+  wire \_$115 ;
+  wire [8:0] \_$116 ;
+  wire [63:0] \_$117 ;
+  wire \_$118 ;
   wire [64:0] \_$119 ;
   wire \_$12 ;
-  wire \_$120 ;
+  wire [64:0] \_$120 ;
   wire \_$121 ;
-  wire [63:0] \_$122 ;
-  wire \_$123 ;
-  reg [7:0] \_$124 ;
-  wire [7:0] \_$125 ;
-  wire [39:0] \_$126 ;
-  wire \_$127 ;
-  wire [8:0] \_$128 ;
-  wire [39:0] \_$129 ;
+  wire \_$122 ;
+  wire [63:0] \_$123 ;
+  wire \_$124 ;
+  reg [7:0] \_$125 ;
+  wire [7:0] \_$126 ;
+  wire [39:0] \_$127 ;
+  wire \_$128 ;
+  wire [8:0] \_$129 ;
   wire \_$13 ;
-  wire \_$130 ;
-  wire [40:0] \_$131 ;
-  wire [31:0] \_$132 ;
-  wire [32:0] \_$133 ;
-  wire [39:0] \_$134 ;
-  wire [40:0] \_$135 ;
-  wire [63:0] \_$136 ;
-  wire \_$137 ;
-  wire [8:0] \_$138 ;
-  wire [63:0] \_$139 ;
+  wire [39:0] \_$130 ;
+  wire \_$131 ;
+  wire [40:0] \_$132 ;
+  wire [31:0] \_$133 ;
+  wire [32:0] \_$134 ;
+  wire [39:0] \_$135 ;
+  wire [40:0] \_$136 ;
+  wire [63:0] \_$137 ;
+  wire \_$138 ;
+  wire [8:0] \_$139 ;
   wire \_$14 ;
-  wire \_$140 ;
-  wire [64:0] \_$141 ;
+  wire [63:0] \_$140 ;
+  wire \_$141 ;
   wire [64:0] \_$142 ;
-  wire \_$143 ;
+  wire [64:0] \_$143 ;
   wire \_$144 ;
-  wire [63:0] \_$145 ;
-  wire \_$146 ;
-  reg [7:0] \_$147 ;
-  wire [7:0] \_$148 ;
-  wire [39:0] \_$149 ;
+  wire \_$145 ;
+  wire [63:0] \_$146 ;
+  wire \_$147 ;
+  reg [7:0] \_$148 ;
+  wire [7:0] \_$149 ;
   wire \_$15 ;
-  wire \_$150 ;
-  wire [8:0] \_$151 ;
-  wire [39:0] \_$152 ;
-  wire \_$153 ;
-  wire [40:0] \_$154 ;
-  wire [31:0] \_$155 ;
-  wire [32:0] \_$156 ;
-  wire [39:0] \_$157 ;
-  wire [40:0] \_$158 ;
-  wire [63:0] \_$159 ;
+  wire [39:0] \_$150 ;
+  wire \_$151 ;
+  wire [8:0] \_$152 ;
+  wire [39:0] \_$153 ;
+  wire \_$154 ;
+  wire [40:0] \_$155 ;
+  wire [31:0] \_$156 ;
+  wire [32:0] \_$157 ;
+  wire [39:0] \_$158 ;
+  wire [40:0] \_$159 ;
   wire \_$16 ;
-  wire \_$160 ;
-  wire [8:0] \_$161 ;
-  wire [63:0] \_$162 ;
-  wire \_$163 ;
-  wire [64:0] \_$164 ;
+  wire [63:0] \_$160 ;
+  wire \_$161 ;
+  wire [8:0] \_$162 ;
+  wire [63:0] \_$163 ;
+  wire \_$164 ;
   wire [64:0] \_$165 ;
-  wire \_$166 ;
+  wire [64:0] \_$166 ;
   wire \_$167 ;
-  wire [63:0] \_$168 ;
-  wire \_$169 ;
+  wire \_$168 ;
+  wire [63:0] \_$169 ;
   wire \_$17 ;
-  reg [7:0] \_$170 ;
-  wire [7:0] \_$171 ;
-  wire [8:0] \_$172 ;
-  wire [32:0] \_$173 ;
-  reg [63:0] \_$174 ;
-  wire [6:0] \_$175 ;
-  wire [158:0] \_$176 ;
-  wire [14:0] \_$177 ;
-  wire \_$178 ;
+  wire \_$170 ;
+  reg [7:0] \_$171 ;
+  wire [7:0] \_$172 ;
+  wire [8:0] \_$173 ;
+  wire [32:0] \_$174 ;
+  reg [63:0] \_$175 ;
+  wire [6:0] \_$176 ;
+  wire [158:0] \_$177 ;
+  wire [14:0] \_$178 ;
   wire \_$179 ;
   wire \_$18 ;
   wire \_$180 ;
@@ -18731,12 +18731,12 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$183 ;
   wire \_$184 ;
   wire \_$185 ;
-  wire [16:0] \_$186 ;
-  wire \_$187 ;
+  wire \_$186 ;
+  wire [16:0] \_$187 ;
   wire \_$188 ;
-  wire [16:0] \_$189 ;
+  wire \_$189 ;
   wire \_$19 ;
-  wire \_$190 ;
+  wire [16:0] \_$190 ;
   wire \_$191 ;
   wire \_$192 ;
   wire \_$193 ;
@@ -18870,7 +18870,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$308 ;
   wire \_$309 ;
   wire \_$31 ;
-  wire [31:0] \_$310 ;
+  wire \_$310 ;
   wire \_$311 ;
   wire [31:0] \_$312 ;
   wire \_$313 ;
@@ -18878,11 +18878,11 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$315 ;
   wire [31:0] \_$316 ;
   wire \_$317 ;
-  wire [2:0] \_$318 ;
-  wire [2:0] \_$319 ;
+  wire [31:0] \_$318 ;
+  wire \_$319 ;
   wire \_$32 ;
-  wire \_$320 ;
-  wire \_$321 ;
+  wire [2:0] \_$320 ;
+  wire [2:0] \_$321 ;
   wire \_$322 ;
   wire \_$323 ;
   wire \_$324 ;
@@ -18903,27 +18903,27 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$338 ;
   wire \_$339 ;
   wire \_$34 ;
-  wire [2:0] \_$340 ;
-  wire [31:0] \_$341 ;
-  wire [31:0] \_$342 ;
+  wire \_$340 ;
+  wire \_$341 ;
+  wire [2:0] \_$342 ;
   wire [31:0] \_$343 ;
   wire [31:0] \_$344 ;
-  wire \_$345 ;
-  wire \_$346 ;
+  wire [31:0] \_$345 ;
+  wire [31:0] \_$346 ;
   wire \_$347 ;
   wire \_$348 ;
   wire \_$349 ;
   wire \_$35 ;
   wire \_$350 ;
   wire \_$351 ;
-  wire [1:0] \_$352 ;
+  wire \_$352 ;
   wire \_$353 ;
-  wire \_$354 ;
-  wire [31:0] \_$355 ;
+  wire [1:0] \_$354 ;
+  wire \_$355 ;
   wire \_$356 ;
-  wire [32:0] \_$357 ;
+  wire [31:0] \_$357 ;
   wire \_$358 ;
-  wire \_$359 ;
+  wire [32:0] \_$359 ;
   wire \_$36 ;
   wire \_$360 ;
   wire \_$361 ;
@@ -18934,17 +18934,17 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$366 ;
   wire \_$367 ;
   wire \_$368 ;
-  wire [16:0] \_$369 ;
+  wire \_$369 ;
   wire \_$37 ;
   wire \_$370 ;
-  wire \_$371 ;
+  wire [16:0] \_$371 ;
   wire \_$372 ;
   wire \_$373 ;
   wire \_$374 ;
   wire \_$375 ;
-  wire [3:0] \_$376 ;
+  wire \_$376 ;
   wire \_$377 ;
-  wire \_$378 ;
+  wire [3:0] \_$378 ;
   wire \_$379 ;
   wire \_$38 ;
   wire \_$380 ;
@@ -18954,20 +18954,20 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$384 ;
   wire \_$385 ;
   wire \_$386 ;
-  wire [5:0] \_$387 ;
+  wire \_$387 ;
   wire \_$388 ;
-  reg [1:0] \_$389 ;
+  wire [5:0] \_$389 ;
   wire \_$39 ;
-  reg [127:0] \_$390 ;
-  reg [31:0] \_$391 ;
-  reg \_$392 ;
-  reg [3:0] \_$393 ;
+  wire \_$390 ;
+  reg [1:0] \_$391 ;
+  reg [127:0] \_$392 ;
+  reg [31:0] \_$393 ;
   reg \_$394 ;
-  reg \_$395 ;
-  reg [31:0] \_$396 ;
+  reg [3:0] \_$395 ;
+  reg \_$396 ;
   reg \_$397 ;
   reg [31:0] \_$398 ;
-  reg [31:0] \_$399 ;
+  reg \_$399 ;
   wire \_$4 ;
   wire [16:0] \_$40 ;
   reg [31:0] \_$400 ;
@@ -18976,304 +18976,50 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   reg [31:0] \_$403 ;
   reg [31:0] \_$404 ;
   reg [31:0] \_$405 ;
-  reg [1:0] \_$406 ;
-  reg \_$407 ;
+  reg [31:0] \_$406 ;
+  reg [31:0] \_$407 ;
   reg [1:0] \_$408 ;
   reg \_$409 ;
   wire \_$41 ;
-  reg [31:0] \_$410 ;
-  reg [31:0] \_$411 ;
-  reg \_$412 ;
-  reg [2:0] \_$413 ;
-  reg [1023:0] \_$414 ;
-  reg [31:0] \_$415 ;
-  reg [4:0] \_$416 ;
-  reg \_$417 ;
-  reg [2:0] \_$418 ;
-  reg [7:0] \_$419 ;
+  reg [1:0] \_$410 ;
+  reg \_$411 ;
+  reg [31:0] \_$412 ;
+  reg [31:0] \_$413 ;
+  reg \_$414 ;
+  reg [2:0] \_$415 ;
+  reg [1023:0] \_$416 ;
+  reg [31:0] \_$417 ;
+  reg [4:0] \_$418 ;
+  reg \_$419 ;
   wire \_$42 ;
-  reg [7:0] \_$420 ;
-  reg [7:0] \_$421 ;
-  reg [7:0] \_$422 ;
-  reg [7:0] \_$423 ;
-  reg [7:0] \_$424 ;
-  reg [7:0] \_$425 ;
-  reg [7:0] \_$426 ;
-  reg [7:0] \_$427 ;
-  reg [7:0] \_$428 ;
-  reg [7:0] \_$429 ;
+  reg [2:0] \_$420 ;
   wire \_$43 ;
-  reg [7:0] \_$430 ;
-  reg [7:0] \_$431 ;
-  reg [7:0] \_$432 ;
-  reg [7:0] \_$433 ;
-  reg [7:0] \_$434 ;
-  reg [7:0] \_$435 ;
-  reg [7:0] \_$436 ;
-  reg [7:0] \_$437 ;
-  reg [7:0] \_$438 ;
-  reg [7:0] \_$439 ;
   wire \_$44 ;
-  reg [7:0] \_$440 ;
-  reg [7:0] \_$441 ;
-  reg [7:0] \_$442 ;
-  reg [7:0] \_$443 ;
-  reg [7:0] \_$444 ;
-  reg [7:0] \_$445 ;
-  reg [7:0] \_$446 ;
-  reg [7:0] \_$447 ;
-  reg [7:0] \_$448 ;
-  reg [7:0] \_$449 ;
   wire \_$45 ;
-  reg [7:0] \_$450 ;
-  reg [7:0] \_$451 ;
-  reg [7:0] \_$452 ;
-  reg [7:0] \_$453 ;
-  reg [7:0] \_$454 ;
-  reg [7:0] \_$455 ;
-  reg [7:0] \_$456 ;
-  reg [7:0] \_$457 ;
-  reg [7:0] \_$458 ;
-  reg [7:0] \_$459 ;
   wire \_$46 ;
-  reg [7:0] \_$460 ;
-  reg [7:0] \_$461 ;
-  reg [7:0] \_$462 ;
-  reg [7:0] \_$463 ;
-  reg [7:0] \_$464 ;
-  reg [7:0] \_$465 ;
-  reg [7:0] \_$466 ;
-  reg [7:0] \_$467 ;
-  reg [7:0] \_$468 ;
-  reg [7:0] \_$469 ;
   wire \_$47 ;
-  reg [7:0] \_$470 ;
-  reg [7:0] \_$471 ;
-  reg [7:0] \_$472 ;
-  reg [7:0] \_$473 ;
-  reg [7:0] \_$474 ;
-  reg [7:0] \_$475 ;
-  reg [7:0] \_$476 ;
-  reg [7:0] \_$477 ;
-  reg [7:0] \_$478 ;
-  reg [7:0] \_$479 ;
   wire \_$48 ;
-  reg [7:0] \_$480 ;
-  reg [7:0] \_$481 ;
-  reg [7:0] \_$482 ;
-  reg [7:0] \_$483 ;
-  reg [7:0] \_$484 ;
-  reg [7:0] \_$485 ;
-  reg [7:0] \_$486 ;
-  reg [7:0] \_$487 ;
-  reg [7:0] \_$488 ;
-  reg [7:0] \_$489 ;
   wire \_$49 ;
-  reg [7:0] \_$490 ;
-  reg [7:0] \_$491 ;
-  reg [7:0] \_$492 ;
-  reg [7:0] \_$493 ;
-  reg [7:0] \_$494 ;
-  reg [7:0] \_$495 ;
-  reg [7:0] \_$496 ;
-  reg [7:0] \_$497 ;
-  reg [7:0] \_$498 ;
-  reg [7:0] \_$499 ;
   wire \_$5 ;
   wire \_$50 ;
-  reg [7:0] \_$500 ;
-  reg [7:0] \_$501 ;
-  reg [7:0] \_$502 ;
-  reg [7:0] \_$503 ;
-  reg [7:0] \_$504 ;
-  reg [7:0] \_$505 ;
-  reg [7:0] \_$506 ;
-  reg [7:0] \_$507 ;
-  reg [7:0] \_$508 ;
-  reg [7:0] \_$509 ;
   wire \_$51 ;
-  reg [7:0] \_$510 ;
-  reg [7:0] \_$511 ;
-  reg [7:0] \_$512 ;
-  reg [7:0] \_$513 ;
-  reg [7:0] \_$514 ;
-  reg [7:0] \_$515 ;
-  reg [7:0] \_$516 ;
-  reg [7:0] \_$517 ;
-  reg [7:0] \_$518 ;
-  reg [7:0] \_$519 ;
   wire \_$52 ;
-  reg [7:0] \_$520 ;
-  reg [7:0] \_$521 ;
-  reg [7:0] \_$522 ;
-  reg [7:0] \_$523 ;
-  reg [7:0] \_$524 ;
-  reg [7:0] \_$525 ;
-  reg [7:0] \_$526 ;
-  reg [7:0] \_$527 ;
-  reg [7:0] \_$528 ;
-  reg [7:0] \_$529 ;
   wire [16:0] \_$53 ;
-  reg [7:0] \_$530 ;
-  reg [7:0] \_$531 ;
-  reg [7:0] \_$532 ;
-  reg [7:0] \_$533 ;
-  reg [7:0] \_$534 ;
-  reg [7:0] \_$535 ;
-  reg [7:0] \_$536 ;
-  reg [7:0] \_$537 ;
-  reg [7:0] \_$538 ;
-  reg [7:0] \_$539 ;
   wire \_$54 ;
-  reg [7:0] \_$540 ;
-  reg [7:0] \_$541 ;
-  reg [7:0] \_$542 ;
-  reg [7:0] \_$543 ;
-  reg [7:0] \_$544 ;
-  reg [7:0] \_$545 ;
-  reg [7:0] \_$546 ;
-  reg [7:0] \_$547 ;
-  reg [7:0] \_$548 ;
-  reg [7:0] \_$549 ;
   wire \_$55 ;
-  reg [7:0] \_$550 ;
-  reg [7:0] \_$551 ;
-  reg [7:0] \_$552 ;
-  reg [7:0] \_$553 ;
-  reg [7:0] \_$554 ;
-  reg [7:0] \_$555 ;
-  reg [7:0] \_$556 ;
-  reg [7:0] \_$557 ;
-  reg [7:0] \_$558 ;
-  reg [7:0] \_$559 ;
   wire \_$56 ;
-  reg [7:0] \_$560 ;
-  reg [7:0] \_$561 ;
-  reg [7:0] \_$562 ;
-  reg [7:0] \_$563 ;
-  reg [7:0] \_$564 ;
-  reg [7:0] \_$565 ;
-  reg [7:0] \_$566 ;
-  reg [7:0] \_$567 ;
-  reg [7:0] \_$568 ;
-  reg [7:0] \_$569 ;
   wire \_$57 ;
-  reg [7:0] \_$570 ;
-  reg [7:0] \_$571 ;
-  reg [7:0] \_$572 ;
-  reg [7:0] \_$573 ;
-  reg [7:0] \_$574 ;
-  reg [7:0] \_$575 ;
-  reg [7:0] \_$576 ;
-  reg [7:0] \_$577 ;
-  reg [7:0] \_$578 ;
-  reg [7:0] \_$579 ;
   wire \_$58 ;
-  reg [7:0] \_$580 ;
-  reg [7:0] \_$581 ;
-  reg [7:0] \_$582 ;
-  reg [7:0] \_$583 ;
-  reg [7:0] \_$584 ;
-  reg [7:0] \_$585 ;
-  reg [7:0] \_$586 ;
-  reg [7:0] \_$587 ;
-  reg [7:0] \_$588 ;
-  reg [7:0] \_$589 ;
   wire \_$59 ;
-  reg [7:0] \_$590 ;
-  reg [7:0] \_$591 ;
-  reg [7:0] \_$592 ;
-  reg [7:0] \_$593 ;
-  reg [7:0] \_$594 ;
-  reg [7:0] \_$595 ;
-  reg [7:0] \_$596 ;
-  reg [7:0] \_$597 ;
-  reg [7:0] \_$598 ;
-  reg [7:0] \_$599 ;
   wire \_$6 ;
   wire \_$60 ;
-  reg [7:0] \_$600 ;
-  reg [7:0] \_$601 ;
-  reg [7:0] \_$602 ;
-  reg [7:0] \_$603 ;
-  reg [7:0] \_$604 ;
-  reg [7:0] \_$605 ;
-  reg [7:0] \_$606 ;
-  reg [7:0] \_$607 ;
-  reg [7:0] \_$608 ;
-  reg [7:0] \_$609 ;
   wire \_$61 ;
-  reg [7:0] \_$610 ;
-  reg [7:0] \_$611 ;
-  reg [7:0] \_$612 ;
-  reg [7:0] \_$613 ;
-  reg [7:0] \_$614 ;
-  reg [7:0] \_$615 ;
-  reg [7:0] \_$616 ;
-  reg [7:0] \_$617 ;
-  reg [7:0] \_$618 ;
-  reg [7:0] \_$619 ;
   wire \_$62 ;
-  reg [7:0] \_$620 ;
-  reg [7:0] \_$621 ;
-  reg [7:0] \_$622 ;
-  reg [7:0] \_$623 ;
-  reg [7:0] \_$624 ;
-  reg [7:0] \_$625 ;
-  reg [7:0] \_$626 ;
-  reg [7:0] \_$627 ;
-  reg [7:0] \_$628 ;
-  reg [7:0] \_$629 ;
   wire \_$63 ;
-  reg [7:0] \_$630 ;
-  reg [7:0] \_$631 ;
-  reg [7:0] \_$632 ;
-  reg [7:0] \_$633 ;
-  reg [7:0] \_$634 ;
-  reg [7:0] \_$635 ;
-  reg [7:0] \_$636 ;
-  reg [7:0] \_$637 ;
-  reg [7:0] \_$638 ;
-  reg [7:0] \_$639 ;
   wire \_$64 ;
-  reg [7:0] \_$640 ;
-  reg [7:0] \_$641 ;
-  reg [7:0] \_$642 ;
-  reg [7:0] \_$643 ;
-  reg [7:0] \_$644 ;
-  reg [7:0] \_$645 ;
-  reg [7:0] \_$646 ;
-  reg [7:0] \_$647 ;
-  reg [7:0] \_$648 ;
-  reg [7:0] \_$649 ;
   wire \_$65 ;
-  reg [7:0] \_$650 ;
-  reg [7:0] \_$651 ;
-  reg [7:0] \_$652 ;
-  reg [7:0] \_$653 ;
-  reg [7:0] \_$654 ;
-  reg [7:0] \_$655 ;
-  reg [7:0] \_$656 ;
-  reg [7:0] \_$657 ;
-  reg [7:0] \_$658 ;
-  reg [7:0] \_$659 ;
   wire \_$66 ;
-  reg [7:0] \_$660 ;
-  reg [7:0] \_$661 ;
-  reg [7:0] \_$662 ;
-  reg [7:0] \_$663 ;
-  reg [7:0] \_$664 ;
-  reg [7:0] \_$665 ;
-  reg [7:0] \_$666 ;
-  reg [7:0] \_$667 ;
-  reg [7:0] \_$668 ;
-  reg [7:0] \_$669 ;
   wire \_$67 ;
-  reg [7:0] \_$670 ;
-  reg [7:0] \_$671 ;
-  reg [7:0] \_$672 ;
-  reg [7:0] \_$673 ;
-  reg [7:0] \_$674 ;
   wire \_$68 ;
   wire \_$69 ;
   wire \_$7 ;
@@ -19288,30 +19034,30 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire \_$78 ;
   wire \_$79 ;
   wire \_$8 ;
-  wire [39:0] \_$80 ;
-  wire \_$81 ;
-  wire [8:0] \_$82 ;
-  wire [39:0] \_$83 ;
-  wire \_$84 ;
-  wire [40:0] \_$85 ;
-  wire [31:0] \_$86 ;
-  wire [32:0] \_$87 ;
-  wire [39:0] \_$88 ;
-  wire [40:0] \_$89 ;
+  wire [3:0] \_$80 ;
+  wire [39:0] \_$81 ;
+  wire \_$82 ;
+  wire [8:0] \_$83 ;
+  wire [39:0] \_$84 ;
+  wire \_$85 ;
+  wire [40:0] \_$86 ;
+  wire [31:0] \_$87 ;
+  wire [32:0] \_$88 ;
+  wire [39:0] \_$89 ;
   wire \_$9 ;
-  wire [63:0] \_$90 ;
-  wire \_$91 ;
-  wire [8:0] \_$92 ;
-  wire [63:0] \_$93 ;
-  wire \_$94 ;
-  wire [64:0] \_$95 ;
+  wire [40:0] \_$90 ;
+  wire [63:0] \_$91 ;
+  wire \_$92 ;
+  wire [8:0] \_$93 ;
+  wire [63:0] \_$94 ;
+  wire \_$95 ;
   wire [64:0] \_$96 ;
-  wire \_$97 ;
+  wire [64:0] \_$97 ;
   wire \_$98 ;
-  wire [63:0] \_$99 ;
+  wire \_$99 ;
   reg \_$signal  = 1'h0;
-  reg [31:0] \_$signal$367  = 32'd0;
-  reg [31:0] \_$signal$385  = 32'd0;
+  reg [31:0] \_$signal$122  = 32'd0;
+  reg [31:0] \_$signal$140  = 32'd0;
   reg \_$signal$60  = 1'h0;
   output [15:0] acc__addr;
   wire [15:0] acc__addr;
@@ -19352,7 +19098,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire bus__resp__valid;
   output busy;
   reg busy;
-  wire \busy$376 ;
+  wire \busy$131 ;
   reg c_beat = 1'h0;
   reg [31:0] c_line = 32'd0;
   wire [63:0] clamped_0;
@@ -19471,13 +19217,13 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire [31:0] desc_count;
   wire [31:0] \desc_count$50 ;
   reg done;
-  wire \done$372 ;
+  wire \done$127 ;
   reg [1:0] drain_col = 2'h0;
   reg draining = 1'h0;
   wire error;
-  output \error$380 ;
-  reg \error$380  = 1'h0;
-  wire \error$382 ;
+  output \error$135 ;
+  reg \error$135  = 1'h0;
+  wire \error$137 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -19498,7 +19244,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$383 ;
+  wire [3:0] \error_code$138 ;
   wire every_line;
   reg [1:0] frame_state = 2'h0;
   input halt;
@@ -19537,7 +19283,6 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire [3:0] opcode;
   output [15:0] param__addr;
   reg [15:0] param__addr;
-  input [511:0] param__data;
   wire [511:0] param__data;
   output param__en;
   reg param__en;
@@ -19566,6 +19311,14 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire [63:0] \perf.weight_load ;
   reg [31:0] perf_addr = 32'd0;
   reg [4:0] perf_beat = 5'h00;
+  wire [1:0] port__addr;
+  wire [1:0] \port__addr$78 ;
+  wire [1:0] \port__addr$79 ;
+  wire [1:0] \port__addr$80 ;
+  wire [511:0] port__data;
+  wire [511:0] \port__data$92 ;
+  wire [511:0] \port__data$93 ;
+  wire [511:0] \port__data$94 ;
   input [159:0] queue__payload;
   wire [159:0] queue__payload;
   wire [31:0] \queue__payload.index ;
@@ -19603,266 +19356,14 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   wire [63:0] shifted_2;
   wire [63:0] shifted_3;
   reg start;
-  reg \start$370 ;
-  reg \start$373 ;
+  reg \start$125 ;
+  reg \start$128 ;
   reg [2:0] store_state = 3'h0;
-  reg [7:0] table_0 = 8'h00;
-  reg [7:0] table_1 = 8'h00;
-  reg [7:0] table_10 = 8'h00;
-  reg [7:0] table_100 = 8'h00;
-  reg [7:0] table_101 = 8'h00;
-  reg [7:0] table_102 = 8'h00;
-  reg [7:0] table_103 = 8'h00;
-  reg [7:0] table_104 = 8'h00;
-  reg [7:0] table_105 = 8'h00;
-  reg [7:0] table_106 = 8'h00;
-  reg [7:0] table_107 = 8'h00;
-  reg [7:0] table_108 = 8'h00;
-  reg [7:0] table_109 = 8'h00;
-  reg [7:0] table_11 = 8'h00;
-  reg [7:0] table_110 = 8'h00;
-  reg [7:0] table_111 = 8'h00;
-  reg [7:0] table_112 = 8'h00;
-  reg [7:0] table_113 = 8'h00;
-  reg [7:0] table_114 = 8'h00;
-  reg [7:0] table_115 = 8'h00;
-  reg [7:0] table_116 = 8'h00;
-  reg [7:0] table_117 = 8'h00;
-  reg [7:0] table_118 = 8'h00;
-  reg [7:0] table_119 = 8'h00;
-  reg [7:0] table_12 = 8'h00;
-  reg [7:0] table_120 = 8'h00;
-  reg [7:0] table_121 = 8'h00;
-  reg [7:0] table_122 = 8'h00;
-  reg [7:0] table_123 = 8'h00;
-  reg [7:0] table_124 = 8'h00;
-  reg [7:0] table_125 = 8'h00;
-  reg [7:0] table_126 = 8'h00;
-  reg [7:0] table_127 = 8'h00;
-  reg [7:0] table_128 = 8'h00;
-  reg [7:0] table_129 = 8'h00;
-  reg [7:0] table_13 = 8'h00;
-  reg [7:0] table_130 = 8'h00;
-  reg [7:0] table_131 = 8'h00;
-  reg [7:0] table_132 = 8'h00;
-  reg [7:0] table_133 = 8'h00;
-  reg [7:0] table_134 = 8'h00;
-  reg [7:0] table_135 = 8'h00;
-  reg [7:0] table_136 = 8'h00;
-  reg [7:0] table_137 = 8'h00;
-  reg [7:0] table_138 = 8'h00;
-  reg [7:0] table_139 = 8'h00;
-  reg [7:0] table_14 = 8'h00;
-  reg [7:0] table_140 = 8'h00;
-  reg [7:0] table_141 = 8'h00;
-  reg [7:0] table_142 = 8'h00;
-  reg [7:0] table_143 = 8'h00;
-  reg [7:0] table_144 = 8'h00;
-  reg [7:0] table_145 = 8'h00;
-  reg [7:0] table_146 = 8'h00;
-  reg [7:0] table_147 = 8'h00;
-  reg [7:0] table_148 = 8'h00;
-  reg [7:0] table_149 = 8'h00;
-  reg [7:0] table_15 = 8'h00;
-  reg [7:0] table_150 = 8'h00;
-  reg [7:0] table_151 = 8'h00;
-  reg [7:0] table_152 = 8'h00;
-  reg [7:0] table_153 = 8'h00;
-  reg [7:0] table_154 = 8'h00;
-  reg [7:0] table_155 = 8'h00;
-  reg [7:0] table_156 = 8'h00;
-  reg [7:0] table_157 = 8'h00;
-  reg [7:0] table_158 = 8'h00;
-  reg [7:0] table_159 = 8'h00;
-  reg [7:0] table_16 = 8'h00;
-  reg [7:0] table_160 = 8'h00;
-  reg [7:0] table_161 = 8'h00;
-  reg [7:0] table_162 = 8'h00;
-  reg [7:0] table_163 = 8'h00;
-  reg [7:0] table_164 = 8'h00;
-  reg [7:0] table_165 = 8'h00;
-  reg [7:0] table_166 = 8'h00;
-  reg [7:0] table_167 = 8'h00;
-  reg [7:0] table_168 = 8'h00;
-  reg [7:0] table_169 = 8'h00;
-  reg [7:0] table_17 = 8'h00;
-  reg [7:0] table_170 = 8'h00;
-  reg [7:0] table_171 = 8'h00;
-  reg [7:0] table_172 = 8'h00;
-  reg [7:0] table_173 = 8'h00;
-  reg [7:0] table_174 = 8'h00;
-  reg [7:0] table_175 = 8'h00;
-  reg [7:0] table_176 = 8'h00;
-  reg [7:0] table_177 = 8'h00;
-  reg [7:0] table_178 = 8'h00;
-  reg [7:0] table_179 = 8'h00;
-  reg [7:0] table_18 = 8'h00;
-  reg [7:0] table_180 = 8'h00;
-  reg [7:0] table_181 = 8'h00;
-  reg [7:0] table_182 = 8'h00;
-  reg [7:0] table_183 = 8'h00;
-  reg [7:0] table_184 = 8'h00;
-  reg [7:0] table_185 = 8'h00;
-  reg [7:0] table_186 = 8'h00;
-  reg [7:0] table_187 = 8'h00;
-  reg [7:0] table_188 = 8'h00;
-  reg [7:0] table_189 = 8'h00;
-  reg [7:0] table_19 = 8'h00;
-  reg [7:0] table_190 = 8'h00;
-  reg [7:0] table_191 = 8'h00;
-  reg [7:0] table_192 = 8'h00;
-  reg [7:0] table_193 = 8'h00;
-  reg [7:0] table_194 = 8'h00;
-  reg [7:0] table_195 = 8'h00;
-  reg [7:0] table_196 = 8'h00;
-  reg [7:0] table_197 = 8'h00;
-  reg [7:0] table_198 = 8'h00;
-  reg [7:0] table_199 = 8'h00;
-  reg [7:0] table_2 = 8'h00;
-  reg [7:0] table_20 = 8'h00;
-  reg [7:0] table_200 = 8'h00;
-  reg [7:0] table_201 = 8'h00;
-  reg [7:0] table_202 = 8'h00;
-  reg [7:0] table_203 = 8'h00;
-  reg [7:0] table_204 = 8'h00;
-  reg [7:0] table_205 = 8'h00;
-  reg [7:0] table_206 = 8'h00;
-  reg [7:0] table_207 = 8'h00;
-  reg [7:0] table_208 = 8'h00;
-  reg [7:0] table_209 = 8'h00;
-  reg [7:0] table_21 = 8'h00;
-  reg [7:0] table_210 = 8'h00;
-  reg [7:0] table_211 = 8'h00;
-  reg [7:0] table_212 = 8'h00;
-  reg [7:0] table_213 = 8'h00;
-  reg [7:0] table_214 = 8'h00;
-  reg [7:0] table_215 = 8'h00;
-  reg [7:0] table_216 = 8'h00;
-  reg [7:0] table_217 = 8'h00;
-  reg [7:0] table_218 = 8'h00;
-  reg [7:0] table_219 = 8'h00;
-  reg [7:0] table_22 = 8'h00;
-  reg [7:0] table_220 = 8'h00;
-  reg [7:0] table_221 = 8'h00;
-  reg [7:0] table_222 = 8'h00;
-  reg [7:0] table_223 = 8'h00;
-  reg [7:0] table_224 = 8'h00;
-  reg [7:0] table_225 = 8'h00;
-  reg [7:0] table_226 = 8'h00;
-  reg [7:0] table_227 = 8'h00;
-  reg [7:0] table_228 = 8'h00;
-  reg [7:0] table_229 = 8'h00;
-  reg [7:0] table_23 = 8'h00;
-  reg [7:0] table_230 = 8'h00;
-  reg [7:0] table_231 = 8'h00;
-  reg [7:0] table_232 = 8'h00;
-  reg [7:0] table_233 = 8'h00;
-  reg [7:0] table_234 = 8'h00;
-  reg [7:0] table_235 = 8'h00;
-  reg [7:0] table_236 = 8'h00;
-  reg [7:0] table_237 = 8'h00;
-  reg [7:0] table_238 = 8'h00;
-  reg [7:0] table_239 = 8'h00;
-  reg [7:0] table_24 = 8'h00;
-  reg [7:0] table_240 = 8'h00;
-  reg [7:0] table_241 = 8'h00;
-  reg [7:0] table_242 = 8'h00;
-  reg [7:0] table_243 = 8'h00;
-  reg [7:0] table_244 = 8'h00;
-  reg [7:0] table_245 = 8'h00;
-  reg [7:0] table_246 = 8'h00;
-  reg [7:0] table_247 = 8'h00;
-  reg [7:0] table_248 = 8'h00;
-  reg [7:0] table_249 = 8'h00;
-  reg [7:0] table_25 = 8'h00;
-  reg [7:0] table_250 = 8'h00;
-  reg [7:0] table_251 = 8'h00;
-  reg [7:0] table_252 = 8'h00;
-  reg [7:0] table_253 = 8'h00;
-  reg [7:0] table_254 = 8'h00;
-  reg [7:0] table_255 = 8'h00;
-  reg [7:0] table_26 = 8'h00;
-  reg [7:0] table_27 = 8'h00;
-  reg [7:0] table_28 = 8'h00;
-  reg [7:0] table_29 = 8'h00;
-  reg [7:0] table_3 = 8'h00;
-  reg [7:0] table_30 = 8'h00;
-  reg [7:0] table_31 = 8'h00;
-  reg [7:0] table_32 = 8'h00;
-  reg [7:0] table_33 = 8'h00;
-  reg [7:0] table_34 = 8'h00;
-  reg [7:0] table_35 = 8'h00;
-  reg [7:0] table_36 = 8'h00;
-  reg [7:0] table_37 = 8'h00;
-  reg [7:0] table_38 = 8'h00;
-  reg [7:0] table_39 = 8'h00;
-  reg [7:0] table_4 = 8'h00;
-  reg [7:0] table_40 = 8'h00;
-  reg [7:0] table_41 = 8'h00;
-  reg [7:0] table_42 = 8'h00;
-  reg [7:0] table_43 = 8'h00;
-  reg [7:0] table_44 = 8'h00;
-  reg [7:0] table_45 = 8'h00;
-  reg [7:0] table_46 = 8'h00;
-  reg [7:0] table_47 = 8'h00;
-  reg [7:0] table_48 = 8'h00;
-  reg [7:0] table_49 = 8'h00;
-  reg [7:0] table_5 = 8'h00;
-  reg [7:0] table_50 = 8'h00;
-  reg [7:0] table_51 = 8'h00;
-  reg [7:0] table_52 = 8'h00;
-  reg [7:0] table_53 = 8'h00;
-  reg [7:0] table_54 = 8'h00;
-  reg [7:0] table_55 = 8'h00;
-  reg [7:0] table_56 = 8'h00;
-  reg [7:0] table_57 = 8'h00;
-  reg [7:0] table_58 = 8'h00;
-  reg [7:0] table_59 = 8'h00;
-  reg [7:0] table_6 = 8'h00;
-  reg [7:0] table_60 = 8'h00;
-  reg [7:0] table_61 = 8'h00;
-  reg [7:0] table_62 = 8'h00;
-  reg [7:0] table_63 = 8'h00;
-  reg [7:0] table_64 = 8'h00;
-  reg [7:0] table_65 = 8'h00;
-  reg [7:0] table_66 = 8'h00;
-  reg [7:0] table_67 = 8'h00;
-  reg [7:0] table_68 = 8'h00;
-  reg [7:0] table_69 = 8'h00;
-  reg [7:0] table_7 = 8'h00;
-  reg [7:0] table_70 = 8'h00;
-  reg [7:0] table_71 = 8'h00;
-  reg [7:0] table_72 = 8'h00;
-  reg [7:0] table_73 = 8'h00;
-  reg [7:0] table_74 = 8'h00;
-  reg [7:0] table_75 = 8'h00;
-  reg [7:0] table_76 = 8'h00;
-  reg [7:0] table_77 = 8'h00;
-  reg [7:0] table_78 = 8'h00;
-  reg [7:0] table_79 = 8'h00;
-  reg [7:0] table_8 = 8'h00;
-  reg [7:0] table_80 = 8'h00;
-  reg [7:0] table_81 = 8'h00;
-  reg [7:0] table_82 = 8'h00;
-  reg [7:0] table_83 = 8'h00;
-  reg [7:0] table_84 = 8'h00;
-  reg [7:0] table_85 = 8'h00;
-  reg [7:0] table_86 = 8'h00;
-  reg [7:0] table_87 = 8'h00;
-  reg [7:0] table_88 = 8'h00;
-  reg [7:0] table_89 = 8'h00;
-  reg [7:0] table_9 = 8'h00;
-  reg [7:0] table_90 = 8'h00;
-  reg [7:0] table_91 = 8'h00;
-  reg [7:0] table_92 = 8'h00;
-  reg [7:0] table_93 = 8'h00;
-  reg [7:0] table_94 = 8'h00;
-  reg [7:0] table_95 = 8'h00;
-  reg [7:0] table_96 = 8'h00;
-  reg [7:0] table_97 = 8'h00;
-  reg [7:0] table_98 = 8'h00;
-  reg [7:0] table_99 = 8'h00;
   reg [2:0] table_step = 3'h0;
+  wire [1:0] table_write__addr;
+  input [511:0] table_write__data;
+  wire [511:0] table_write__data;
+  reg table_write__en;
   output token_wait;
   reg token_wait;
   wire [31:0] value_0;
@@ -19880,644 +19381,15 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   output wr__valid;
   reg wr__valid;
   reg writing_perf = 1'h0;
-  assign \_$310  = b_inside ? lanes : 32'd0;
-  assign \_$311  = row == 1'h1;
-  assign \_$312  = b_inside ? lanes : 32'd0;
-  assign \_$313  = row == 2'h2;
-  assign \_$314  = b_inside ? lanes : 32'd0;
-  assign \_$315  = row == 2'h3;
-  assign \_$316  = b_inside ? lanes : 32'd0;
-  assign \_$317  = row == 2'h3;
-  assign \_$318  = row + 1'h1;
-  assign \_$319  = \_$317  ? 3'h0 : \_$318 ;
-  assign \_$320  = row == 2'h3;
-  assign \_$321  = ~ \_$signal$60 ;
-  assign \_$323  = ! c_beat;
-  assign \_$324  = \_$322  & \_$323 ;
-  assign \_$325  = \_$321  | \_$324 ;
-  assign \_$326  = draining & \_$325 ;
-  assign \_$327  = ~ draining;
-  assign \_$328  = ~ \_$signal$60 ;
-  assign \_$330  = ! c_beat;
-  assign \_$331  = \_$329  & \_$330 ;
-  assign \_$332  = \_$328  | \_$331 ;
-  assign \_$333  = word[91] ? \_$327  : \_$332 ;
-  assign \_$334  = \_$signal  & \_$333 ;
-  assign \_$335  = ~ word[91];
-  assign \_$336  = \_$334  & \_$335 ;
-  assign \_$338  = ! c_beat;
-  assign \_$339  = \_$337  & \_$338 ;
-  assign \_$340  = drain_col + 1'h1;
-  assign \_$345  = drain_col == 2'h3;
-  assign \_$348  = ! c_beat;
-  assign \_$349  = \_$347  & \_$348 ;
-  assign \_$350  = ~ \_$349 ;
-  assign \_$351  = \_$346  & \_$350 ;
-  assign \_$352  = c_beat + 1'h1;
-  assign \_$353  = word[3:0] == 2'h2;
-  assign \_$354  = word[3:0] == 3'h7;
-  assign \_$356  = ! \_$355 ;
-  assign \_$357  = word[71:40] + 8'h80;
-  assign \_$358  = \_$357  <= 27'h4000000;
-  assign \_$359  = \_$356  & \_$358 ;
-  assign \_$360  = ~ \_$359 ;
-  assign \_$361  = ~ \error$380 ;
-  assign \_$363  = desc[1:0] != 2'h3;
-  assign \_$364  = $signed(word[57:50]) > $signed(word[65:58]);
-  assign \_$365  = \_$363  | \_$364 ;
-  assign \_$366  = desc[401:386] != 3'h4;
-  assign \_$367  = word[91] & \_$366 ;
-  assign \_$368  = \_$365  | \_$367 ;
-  assign \_$369  = word[82:67] + 3'h4;
-  assign \_$370  = \_$369  > 7'h40;
-  assign \_$371  = word[66] & \_$370 ;
-  assign \_$372  = ~ \error$380 ;
-  assign \_$374  = ~ \error$380 ;
-  assign \_$376  = table_step + 1'h1;
-  assign \_$377  = table_step == 3'h4;
-  assign \_$378  = ~ walking;
-  assign \_$379  = ~ \busy$376 ;
-  assign \_$380  = \_$378  & \_$379 ;
-  assign \_$381  = ~ \_$signal ;
-  assign \_$382  = \_$380  & \_$381 ;
-  assign \_$383  = ~ draining;
-  assign \_$384  = \_$382  & \_$383 ;
-  assign \_$385  = ~ \_$signal$60 ;
-  assign \_$386  = \_$384  & \_$385 ;
-  assign \_$387  = perf_beat + 1'h1;
-  assign \_$388  = perf_beat == 4'hf;
-  always @(posedge clk)
-    frame_state <= \_$389 ;
-  always @(posedge clk)
-    word <= \_$390 ;
-  always @(posedge clk)
-    index <= \_$391 ;
-  always @(posedge clk)
-    \error$380  <= \_$392 ;
-  always @(posedge clk)
-    error_code <= \_$393 ;
-  always @(posedge clk)
-    \_$signal  <= \_$394 ;
-  always @(posedge clk)
-    b_inside <= \_$395 ;
-  always @(posedge clk)
-    \_$signal$385  <= \_$396 ;
-  always @(posedge clk)
-    walking <= \_$397 ;
-  always @(posedge clk)
-    block_0 <= \_$398 ;
-  always @(posedge clk)
-    block_dram_0 <= \_$399 ;
-  always @(posedge clk)
-    block_1 <= \_$400 ;
-  always @(posedge clk)
-    block_dram_1 <= \_$401 ;
-  always @(posedge clk)
-    block_2 <= \_$402 ;
-  always @(posedge clk)
-    block_dram_2 <= \_$403 ;
-  always @(posedge clk)
-    block_3 <= \_$404 ;
-  always @(posedge clk)
-    block_dram_3 <= \_$405 ;
-  always @(posedge clk)
-    row <= \_$406 ;
-  always @(posedge clk)
-    draining <= \_$407 ;
-  always @(posedge clk)
-    drain_col <= \_$408 ;
-  always @(posedge clk)
-    \_$signal$60  <= \_$409 ;
-  always @(posedge clk)
-    \_$signal$367  <= \_$410 ;
-  always @(posedge clk)
-    c_line <= \_$411 ;
-  always @(posedge clk)
-    c_beat <= \_$412 ;
-  always @(posedge clk)
-    store_state <= \_$413 ;
-  always @(posedge clk)
-    record <= \_$414 ;
-  always @(posedge clk)
-    perf_addr <= \_$415 ;
-  always @(posedge clk)
-    perf_beat <= \_$416 ;
-  always @(posedge clk)
-    writing_perf <= \_$417 ;
-  always @(posedge clk)
-    table_step <= \_$418 ;
-  always @(posedge clk)
-    table_0 <= \_$419 ;
-  always @(posedge clk)
-    table_1 <= \_$420 ;
-  always @(posedge clk)
-    table_2 <= \_$421 ;
-  always @(posedge clk)
-    table_3 <= \_$422 ;
-  always @(posedge clk)
-    table_4 <= \_$423 ;
-  always @(posedge clk)
-    table_5 <= \_$424 ;
-  always @(posedge clk)
-    table_6 <= \_$425 ;
-  always @(posedge clk)
-    table_7 <= \_$426 ;
-  always @(posedge clk)
-    table_8 <= \_$427 ;
-  always @(posedge clk)
-    table_9 <= \_$428 ;
-  always @(posedge clk)
-    table_10 <= \_$429 ;
-  always @(posedge clk)
-    table_11 <= \_$430 ;
-  always @(posedge clk)
-    table_12 <= \_$431 ;
-  always @(posedge clk)
-    table_13 <= \_$432 ;
-  always @(posedge clk)
-    table_14 <= \_$433 ;
-  always @(posedge clk)
-    table_15 <= \_$434 ;
-  always @(posedge clk)
-    table_16 <= \_$435 ;
-  always @(posedge clk)
-    table_17 <= \_$436 ;
-  always @(posedge clk)
-    table_18 <= \_$437 ;
-  always @(posedge clk)
-    table_19 <= \_$438 ;
-  always @(posedge clk)
-    table_20 <= \_$439 ;
-  always @(posedge clk)
-    table_21 <= \_$440 ;
-  always @(posedge clk)
-    table_22 <= \_$441 ;
-  always @(posedge clk)
-    table_23 <= \_$442 ;
-  always @(posedge clk)
-    table_24 <= \_$443 ;
-  always @(posedge clk)
-    table_25 <= \_$444 ;
-  always @(posedge clk)
-    table_26 <= \_$445 ;
-  always @(posedge clk)
-    table_27 <= \_$446 ;
-  always @(posedge clk)
-    table_28 <= \_$447 ;
-  always @(posedge clk)
-    table_29 <= \_$448 ;
-  always @(posedge clk)
-    table_30 <= \_$449 ;
-  always @(posedge clk)
-    table_31 <= \_$450 ;
-  always @(posedge clk)
-    table_32 <= \_$451 ;
-  always @(posedge clk)
-    table_33 <= \_$452 ;
-  always @(posedge clk)
-    table_34 <= \_$453 ;
-  always @(posedge clk)
-    table_35 <= \_$454 ;
-  always @(posedge clk)
-    table_36 <= \_$455 ;
-  always @(posedge clk)
-    table_37 <= \_$456 ;
-  always @(posedge clk)
-    table_38 <= \_$457 ;
-  always @(posedge clk)
-    table_39 <= \_$458 ;
-  always @(posedge clk)
-    table_40 <= \_$459 ;
-  always @(posedge clk)
-    table_41 <= \_$460 ;
-  always @(posedge clk)
-    table_42 <= \_$461 ;
-  always @(posedge clk)
-    table_43 <= \_$462 ;
-  always @(posedge clk)
-    table_44 <= \_$463 ;
-  always @(posedge clk)
-    table_45 <= \_$464 ;
-  always @(posedge clk)
-    table_46 <= \_$465 ;
-  always @(posedge clk)
-    table_47 <= \_$466 ;
-  always @(posedge clk)
-    table_48 <= \_$467 ;
-  always @(posedge clk)
-    table_49 <= \_$468 ;
-  always @(posedge clk)
-    table_50 <= \_$469 ;
-  always @(posedge clk)
-    table_51 <= \_$470 ;
-  always @(posedge clk)
-    table_52 <= \_$471 ;
-  always @(posedge clk)
-    table_53 <= \_$472 ;
-  always @(posedge clk)
-    table_54 <= \_$473 ;
-  always @(posedge clk)
-    table_55 <= \_$474 ;
-  always @(posedge clk)
-    table_56 <= \_$475 ;
-  always @(posedge clk)
-    table_57 <= \_$476 ;
-  always @(posedge clk)
-    table_58 <= \_$477 ;
-  always @(posedge clk)
-    table_59 <= \_$478 ;
-  always @(posedge clk)
-    table_60 <= \_$479 ;
-  always @(posedge clk)
-    table_61 <= \_$480 ;
-  always @(posedge clk)
-    table_62 <= \_$481 ;
-  always @(posedge clk)
-    table_63 <= \_$482 ;
-  always @(posedge clk)
-    table_64 <= \_$483 ;
-  always @(posedge clk)
-    table_65 <= \_$484 ;
-  always @(posedge clk)
-    table_66 <= \_$485 ;
-  always @(posedge clk)
-    table_67 <= \_$486 ;
-  always @(posedge clk)
-    table_68 <= \_$487 ;
-  always @(posedge clk)
-    table_69 <= \_$488 ;
-  always @(posedge clk)
-    table_70 <= \_$489 ;
-  always @(posedge clk)
-    table_71 <= \_$490 ;
-  always @(posedge clk)
-    table_72 <= \_$491 ;
-  always @(posedge clk)
-    table_73 <= \_$492 ;
-  always @(posedge clk)
-    table_74 <= \_$493 ;
-  always @(posedge clk)
-    table_75 <= \_$494 ;
-  always @(posedge clk)
-    table_76 <= \_$495 ;
-  always @(posedge clk)
-    table_77 <= \_$496 ;
-  always @(posedge clk)
-    table_78 <= \_$497 ;
-  always @(posedge clk)
-    table_79 <= \_$498 ;
-  always @(posedge clk)
-    table_80 <= \_$499 ;
-  always @(posedge clk)
-    table_81 <= \_$500 ;
-  always @(posedge clk)
-    table_82 <= \_$501 ;
-  always @(posedge clk)
-    table_83 <= \_$502 ;
-  always @(posedge clk)
-    table_84 <= \_$503 ;
-  always @(posedge clk)
-    table_85 <= \_$504 ;
-  always @(posedge clk)
-    table_86 <= \_$505 ;
-  always @(posedge clk)
-    table_87 <= \_$506 ;
-  always @(posedge clk)
-    table_88 <= \_$507 ;
-  always @(posedge clk)
-    table_89 <= \_$508 ;
-  always @(posedge clk)
-    table_90 <= \_$509 ;
-  always @(posedge clk)
-    table_91 <= \_$510 ;
-  always @(posedge clk)
-    table_92 <= \_$511 ;
-  always @(posedge clk)
-    table_93 <= \_$512 ;
-  always @(posedge clk)
-    table_94 <= \_$513 ;
-  always @(posedge clk)
-    table_95 <= \_$514 ;
-  always @(posedge clk)
-    table_96 <= \_$515 ;
-  always @(posedge clk)
-    table_97 <= \_$516 ;
-  always @(posedge clk)
-    table_98 <= \_$517 ;
-  always @(posedge clk)
-    table_99 <= \_$518 ;
-  always @(posedge clk)
-    table_100 <= \_$519 ;
-  always @(posedge clk)
-    table_101 <= \_$520 ;
-  always @(posedge clk)
-    table_102 <= \_$521 ;
-  always @(posedge clk)
-    table_103 <= \_$522 ;
-  always @(posedge clk)
-    table_104 <= \_$523 ;
-  always @(posedge clk)
-    table_105 <= \_$524 ;
-  always @(posedge clk)
-    table_106 <= \_$525 ;
-  always @(posedge clk)
-    table_107 <= \_$526 ;
-  always @(posedge clk)
-    table_108 <= \_$527 ;
-  always @(posedge clk)
-    table_109 <= \_$528 ;
-  always @(posedge clk)
-    table_110 <= \_$529 ;
-  always @(posedge clk)
-    table_111 <= \_$530 ;
-  always @(posedge clk)
-    table_112 <= \_$531 ;
-  always @(posedge clk)
-    table_113 <= \_$532 ;
-  always @(posedge clk)
-    table_114 <= \_$533 ;
-  always @(posedge clk)
-    table_115 <= \_$534 ;
-  always @(posedge clk)
-    table_116 <= \_$535 ;
-  always @(posedge clk)
-    table_117 <= \_$536 ;
-  always @(posedge clk)
-    table_118 <= \_$537 ;
-  always @(posedge clk)
-    table_119 <= \_$538 ;
-  always @(posedge clk)
-    table_120 <= \_$539 ;
-  always @(posedge clk)
-    table_121 <= \_$540 ;
-  always @(posedge clk)
-    table_122 <= \_$541 ;
-  always @(posedge clk)
-    table_123 <= \_$542 ;
-  always @(posedge clk)
-    table_124 <= \_$543 ;
-  always @(posedge clk)
-    table_125 <= \_$544 ;
-  always @(posedge clk)
-    table_126 <= \_$545 ;
-  always @(posedge clk)
-    table_127 <= \_$546 ;
-  always @(posedge clk)
-    table_128 <= \_$547 ;
-  always @(posedge clk)
-    table_129 <= \_$548 ;
-  always @(posedge clk)
-    table_130 <= \_$549 ;
-  always @(posedge clk)
-    table_131 <= \_$550 ;
-  always @(posedge clk)
-    table_132 <= \_$551 ;
-  always @(posedge clk)
-    table_133 <= \_$552 ;
-  always @(posedge clk)
-    table_134 <= \_$553 ;
-  always @(posedge clk)
-    table_135 <= \_$554 ;
-  always @(posedge clk)
-    table_136 <= \_$555 ;
-  always @(posedge clk)
-    table_137 <= \_$556 ;
-  always @(posedge clk)
-    table_138 <= \_$557 ;
-  always @(posedge clk)
-    table_139 <= \_$558 ;
-  always @(posedge clk)
-    table_140 <= \_$559 ;
-  always @(posedge clk)
-    table_141 <= \_$560 ;
-  always @(posedge clk)
-    table_142 <= \_$561 ;
-  always @(posedge clk)
-    table_143 <= \_$562 ;
-  always @(posedge clk)
-    table_144 <= \_$563 ;
-  always @(posedge clk)
-    table_145 <= \_$564 ;
-  always @(posedge clk)
-    table_146 <= \_$565 ;
-  always @(posedge clk)
-    table_147 <= \_$566 ;
-  always @(posedge clk)
-    table_148 <= \_$567 ;
-  always @(posedge clk)
-    table_149 <= \_$568 ;
-  always @(posedge clk)
-    table_150 <= \_$569 ;
-  always @(posedge clk)
-    table_151 <= \_$570 ;
-  always @(posedge clk)
-    table_152 <= \_$571 ;
-  always @(posedge clk)
-    table_153 <= \_$572 ;
-  always @(posedge clk)
-    table_154 <= \_$573 ;
-  always @(posedge clk)
-    table_155 <= \_$574 ;
-  always @(posedge clk)
-    table_156 <= \_$575 ;
-  always @(posedge clk)
-    table_157 <= \_$576 ;
-  always @(posedge clk)
-    table_158 <= \_$577 ;
-  always @(posedge clk)
-    table_159 <= \_$578 ;
-  always @(posedge clk)
-    table_160 <= \_$579 ;
-  always @(posedge clk)
-    table_161 <= \_$580 ;
-  always @(posedge clk)
-    table_162 <= \_$581 ;
-  always @(posedge clk)
-    table_163 <= \_$582 ;
-  always @(posedge clk)
-    table_164 <= \_$583 ;
-  always @(posedge clk)
-    table_165 <= \_$584 ;
-  always @(posedge clk)
-    table_166 <= \_$585 ;
-  always @(posedge clk)
-    table_167 <= \_$586 ;
-  always @(posedge clk)
-    table_168 <= \_$587 ;
-  always @(posedge clk)
-    table_169 <= \_$588 ;
-  always @(posedge clk)
-    table_170 <= \_$589 ;
-  always @(posedge clk)
-    table_171 <= \_$590 ;
-  always @(posedge clk)
-    table_172 <= \_$591 ;
-  always @(posedge clk)
-    table_173 <= \_$592 ;
-  always @(posedge clk)
-    table_174 <= \_$593 ;
-  always @(posedge clk)
-    table_175 <= \_$594 ;
-  always @(posedge clk)
-    table_176 <= \_$595 ;
-  always @(posedge clk)
-    table_177 <= \_$596 ;
-  always @(posedge clk)
-    table_178 <= \_$597 ;
-  always @(posedge clk)
-    table_179 <= \_$598 ;
-  always @(posedge clk)
-    table_180 <= \_$599 ;
-  always @(posedge clk)
-    table_181 <= \_$600 ;
-  always @(posedge clk)
-    table_182 <= \_$601 ;
-  always @(posedge clk)
-    table_183 <= \_$602 ;
-  always @(posedge clk)
-    table_184 <= \_$603 ;
-  always @(posedge clk)
-    table_185 <= \_$604 ;
-  always @(posedge clk)
-    table_186 <= \_$605 ;
-  always @(posedge clk)
-    table_187 <= \_$606 ;
-  always @(posedge clk)
-    table_188 <= \_$607 ;
-  always @(posedge clk)
-    table_189 <= \_$608 ;
-  always @(posedge clk)
-    table_190 <= \_$609 ;
-  always @(posedge clk)
-    table_191 <= \_$610 ;
-  always @(posedge clk)
-    table_192 <= \_$611 ;
-  always @(posedge clk)
-    table_193 <= \_$612 ;
-  always @(posedge clk)
-    table_194 <= \_$613 ;
-  always @(posedge clk)
-    table_195 <= \_$614 ;
-  always @(posedge clk)
-    table_196 <= \_$615 ;
-  always @(posedge clk)
-    table_197 <= \_$616 ;
-  always @(posedge clk)
-    table_198 <= \_$617 ;
-  always @(posedge clk)
-    table_199 <= \_$618 ;
-  always @(posedge clk)
-    table_200 <= \_$619 ;
-  always @(posedge clk)
-    table_201 <= \_$620 ;
-  always @(posedge clk)
-    table_202 <= \_$621 ;
-  always @(posedge clk)
-    table_203 <= \_$622 ;
-  always @(posedge clk)
-    table_204 <= \_$623 ;
-  always @(posedge clk)
-    table_205 <= \_$624 ;
-  always @(posedge clk)
-    table_206 <= \_$625 ;
-  always @(posedge clk)
-    table_207 <= \_$626 ;
-  always @(posedge clk)
-    table_208 <= \_$627 ;
-  always @(posedge clk)
-    table_209 <= \_$628 ;
-  always @(posedge clk)
-    table_210 <= \_$629 ;
-  always @(posedge clk)
-    table_211 <= \_$630 ;
-  always @(posedge clk)
-    table_212 <= \_$631 ;
-  always @(posedge clk)
-    table_213 <= \_$632 ;
-  always @(posedge clk)
-    table_214 <= \_$633 ;
-  always @(posedge clk)
-    table_215 <= \_$634 ;
-  always @(posedge clk)
-    table_216 <= \_$635 ;
-  always @(posedge clk)
-    table_217 <= \_$636 ;
-  always @(posedge clk)
-    table_218 <= \_$637 ;
-  always @(posedge clk)
-    table_219 <= \_$638 ;
-  always @(posedge clk)
-    table_220 <= \_$639 ;
-  always @(posedge clk)
-    table_221 <= \_$640 ;
-  always @(posedge clk)
-    table_222 <= \_$641 ;
-  always @(posedge clk)
-    table_223 <= \_$642 ;
-  always @(posedge clk)
-    table_224 <= \_$643 ;
-  always @(posedge clk)
-    table_225 <= \_$644 ;
-  always @(posedge clk)
-    table_226 <= \_$645 ;
-  always @(posedge clk)
-    table_227 <= \_$646 ;
-  always @(posedge clk)
-    table_228 <= \_$647 ;
-  always @(posedge clk)
-    table_229 <= \_$648 ;
-  always @(posedge clk)
-    table_230 <= \_$649 ;
-  always @(posedge clk)
-    table_231 <= \_$650 ;
-  always @(posedge clk)
-    table_232 <= \_$651 ;
-  always @(posedge clk)
-    table_233 <= \_$652 ;
-  always @(posedge clk)
-    table_234 <= \_$653 ;
-  always @(posedge clk)
-    table_235 <= \_$654 ;
-  always @(posedge clk)
-    table_236 <= \_$655 ;
-  always @(posedge clk)
-    table_237 <= \_$656 ;
-  always @(posedge clk)
-    table_238 <= \_$657 ;
-  always @(posedge clk)
-    table_239 <= \_$658 ;
-  always @(posedge clk)
-    table_240 <= \_$659 ;
-  always @(posedge clk)
-    table_241 <= \_$660 ;
-  always @(posedge clk)
-    table_242 <= \_$661 ;
-  always @(posedge clk)
-    table_243 <= \_$662 ;
-  always @(posedge clk)
-    table_244 <= \_$663 ;
-  always @(posedge clk)
-    table_245 <= \_$664 ;
-  always @(posedge clk)
-    table_246 <= \_$665 ;
-  always @(posedge clk)
-    table_247 <= \_$666 ;
-  always @(posedge clk)
-    table_248 <= \_$667 ;
-  always @(posedge clk)
-    table_249 <= \_$668 ;
-  always @(posedge clk)
-    table_250 <= \_$669 ;
-  always @(posedge clk)
-    table_251 <= \_$670 ;
-  always @(posedge clk)
-    table_252 <= \_$671 ;
-  always @(posedge clk)
-    table_253 <= \_$672 ;
-  always @(posedge clk)
-    table_254 <= \_$673 ;
-  always @(posedge clk)
-    table_255 <= \_$674 ;
+  reg [511:0] lut [3:0];
+  always @(posedge clk) begin
+    if (table_write__en)
+      lut[\_$80 [1:0]] <= table_write__data;
+  end
+  assign \port__data$94  = lut[2'h3];
+  assign \port__data$93  = lut[2'h2];
+  assign \port__data$92  = lut[2'h1];
+  assign port__data = lut[2'h0];
   assign \_$1  = ~ queue__valid;
   assign \_$2  = ~ queue__payload[4];
   assign \_$3  = \_$2  | deps__has_prev;
@@ -20593,248 +19465,376 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \_$78  = ~ halt;
   assign \_$79  = \_$77  & \_$78 ;
   assign act__en = \_$79  & word[93];
-  assign res_0_product = $signed(act__data[7:0]) * $signed(param__data[95:64]);
-  assign \_$80  = $signed(res_0_product) >>> param__data[111:104];
-  assign \_$81  = ! param__data[111:104];
-  assign \_$82  = param__data[111:104] - 1'h1;
-  assign \_$83  = $signed(res_0_product) >>> \_$82 [7:0];
-  assign \_$84  = \_$81  ? 1'h0 : \_$83 [0];
-  assign \_$85  = $signed(\_$80 ) + $signed({ 1'h0, \_$84  });
-  assign \_$86  = word[92] ? param__data[31:0] : 32'd0;
-  assign \_$87  = $signed(acc__data[31:0]) + $signed(\_$86 );
-  assign \_$88  = word[93] ? \_$85 [39:0] : 40'h0000000000;
-  assign \_$89  = $signed(\_$87 ) + $signed(\_$88 );
-  assign scaled_0_product = $signed(\_$89 [31:0]) * $signed(param__data[63:32]);
-  assign \_$90  = $signed(scaled_0_product) >>> param__data[103:96];
-  assign \_$91  = ! param__data[103:96];
-  assign \_$92  = param__data[103:96] - 1'h1;
-  assign \_$93  = $signed(scaled_0_product) >>> \_$92 [7:0];
-  assign \_$94  = \_$91  ? 1'h0 : \_$93 [0];
-  assign \_$95  = $signed(\_$90 ) + $signed({ 1'h0, \_$94  });
-  assign \_$96  = $signed(\_$95 [63:0]) + $signed(word[90:83]);
-  assign \_$97  = $signed(\_$96 [63:0]) < $signed(word[57:50]);
-  assign \_$98  = $signed(\_$96 [63:0]) > $signed(word[65:58]);
-  assign \_$99  = \_$98  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$96 [63:0];
-  assign clamped_0 = \_$97  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$99 ;
-  assign \_$100  = ~ clamped_0[7];
-  assign \_$102  = word[66] ? \_$101  : clamped_0[7:0];
-  assign res_1_product = $signed(act__data[15:8]) * $signed(param__data[223:192]);
-  assign \_$103  = $signed(res_1_product) >>> param__data[239:232];
-  assign \_$104  = ! param__data[239:232];
-  assign \_$105  = param__data[239:232] - 1'h1;
-  assign \_$106  = $signed(res_1_product) >>> \_$105 [7:0];
-  assign \_$107  = \_$104  ? 1'h0 : \_$106 [0];
-  assign \_$108  = $signed(\_$103 ) + $signed({ 1'h0, \_$107  });
-  assign \_$109  = word[92] ? param__data[159:128] : 32'd0;
-  assign \_$110  = $signed(acc__data[63:32]) + $signed(\_$109 );
-  assign \_$111  = word[93] ? \_$108 [39:0] : 40'h0000000000;
-  assign \_$112  = $signed(\_$110 ) + $signed(\_$111 );
-  assign scaled_1_product = $signed(\_$112 [31:0]) * $signed(param__data[191:160]);
-  assign \_$113  = $signed(scaled_1_product) >>> param__data[231:224];
-  assign \_$114  = ! param__data[231:224];
-  assign \_$115  = param__data[231:224] - 1'h1;
-  assign \_$116  = $signed(scaled_1_product) >>> \_$115 [7:0];
-  assign \_$117  = \_$114  ? 1'h0 : \_$116 [0];
-  assign \_$118  = $signed(\_$113 ) + $signed({ 1'h0, \_$117  });
-  assign \_$119  = $signed(\_$118 [63:0]) + $signed(word[90:83]);
-  assign \_$120  = $signed(\_$119 [63:0]) < $signed(word[57:50]);
-  assign \_$121  = $signed(\_$119 [63:0]) > $signed(word[65:58]);
-  assign \_$122  = \_$121  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$119 [63:0];
-  assign clamped_1 = \_$120  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$122 ;
-  assign \_$123  = ~ clamped_1[7];
-  assign \_$125  = word[66] ? \_$124  : clamped_1[7:0];
-  assign res_2_product = $signed(act__data[23:16]) * $signed(param__data[351:320]);
-  assign \_$126  = $signed(res_2_product) >>> param__data[367:360];
-  assign \_$127  = ! param__data[367:360];
-  assign \_$128  = param__data[367:360] - 1'h1;
-  assign \_$129  = $signed(res_2_product) >>> \_$128 [7:0];
-  assign \_$130  = \_$127  ? 1'h0 : \_$129 [0];
-  assign \_$131  = $signed(\_$126 ) + $signed({ 1'h0, \_$130  });
-  assign \_$132  = word[92] ? param__data[287:256] : 32'd0;
-  assign \_$133  = $signed(acc__data[95:64]) + $signed(\_$132 );
-  assign \_$134  = word[93] ? \_$131 [39:0] : 40'h0000000000;
-  assign \_$135  = $signed(\_$133 ) + $signed(\_$134 );
-  assign scaled_2_product = $signed(\_$135 [31:0]) * $signed(param__data[319:288]);
-  assign \_$136  = $signed(scaled_2_product) >>> param__data[359:352];
-  assign \_$137  = ! param__data[359:352];
-  assign \_$138  = param__data[359:352] - 1'h1;
-  assign \_$139  = $signed(scaled_2_product) >>> \_$138 [7:0];
-  assign \_$140  = \_$137  ? 1'h0 : \_$139 [0];
-  assign \_$141  = $signed(\_$136 ) + $signed({ 1'h0, \_$140  });
-  assign \_$142  = $signed(\_$141 [63:0]) + $signed(word[90:83]);
-  assign \_$143  = $signed(\_$142 [63:0]) < $signed(word[57:50]);
-  assign \_$144  = $signed(\_$142 [63:0]) > $signed(word[65:58]);
-  assign \_$145  = \_$144  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$142 [63:0];
-  assign clamped_2 = \_$143  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$145 ;
-  assign \_$146  = ~ clamped_2[7];
-  assign \_$148  = word[66] ? \_$147  : clamped_2[7:0];
-  assign res_3_product = $signed(act__data[31:24]) * $signed(param__data[479:448]);
-  assign \_$149  = $signed(res_3_product) >>> param__data[495:488];
-  assign \_$150  = ! param__data[495:488];
-  assign \_$151  = param__data[495:488] - 1'h1;
-  assign \_$152  = $signed(res_3_product) >>> \_$151 [7:0];
-  assign \_$153  = \_$150  ? 1'h0 : \_$152 [0];
-  assign \_$154  = $signed(\_$149 ) + $signed({ 1'h0, \_$153  });
-  assign \_$155  = word[92] ? param__data[415:384] : 32'd0;
-  assign \_$156  = $signed(acc__data[127:96]) + $signed(\_$155 );
-  assign \_$157  = word[93] ? \_$154 [39:0] : 40'h0000000000;
-  assign \_$158  = $signed(\_$156 ) + $signed(\_$157 );
-  assign scaled_3_product = $signed(\_$158 [31:0]) * $signed(param__data[447:416]);
-  assign \_$159  = $signed(scaled_3_product) >>> param__data[487:480];
-  assign \_$160  = ! param__data[487:480];
-  assign \_$161  = param__data[487:480] - 1'h1;
-  assign \_$162  = $signed(scaled_3_product) >>> \_$161 [7:0];
-  assign \_$163  = \_$160  ? 1'h0 : \_$162 [0];
-  assign \_$164  = $signed(\_$159 ) + $signed({ 1'h0, \_$163  });
-  assign \_$165  = $signed(\_$164 [63:0]) + $signed(word[90:83]);
-  assign \_$166  = $signed(\_$165 [63:0]) < $signed(word[57:50]);
-  assign \_$167  = $signed(\_$165 [63:0]) > $signed(word[65:58]);
-  assign \_$168  = \_$167  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$165 [63:0];
-  assign clamped_3 = \_$166  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$168 ;
-  assign \_$169  = ~ clamped_3[7];
-  assign \_$171  = word[66] ? \_$170  : clamped_3[7:0];
-  assign \_$172  = perf_beat * 4'h8;
-  assign \_$173  = perf_addr + \_$172 ;
-  assign \_$175  = \_$signal$367 [2:0] * 4'h8;
-  assign \_$176  = c_line << \_$175 ;
-  assign \_$177  = 4'hf << \_$signal$367 [2:0];
-  assign \_$178  = word[3:0] == 2'h2;
-  assign \_$179  = word[3:0] == 3'h7;
-  assign \_$180  = desc[1:0] != 2'h3;
-  assign \_$181  = $signed(word[57:50]) > $signed(word[65:58]);
-  assign \_$182  = \_$180  | \_$181 ;
-  assign \_$183  = desc[401:386] != 3'h4;
-  assign \_$184  = word[91] & \_$183 ;
-  assign \_$185  = \_$182  | \_$184 ;
-  assign \_$186  = word[82:67] + 3'h4;
-  assign \_$187  = \_$186  > 7'h40;
-  assign \_$188  = word[66] & \_$187 ;
-  assign \_$189  = word[82:67] + table_step;
-  assign \_$190  = table_step < 3'h4;
-  assign \_$191  = table_step == 3'h4;
-  assign \_$192  = ~ walking;
-  assign \_$193  = ~ \busy$376 ;
-  assign \_$194  = \_$192  & \_$193 ;
-  assign \_$195  = ~ \_$signal ;
+  assign \_$80  = table_step - 1'h1;
+  assign res_0_product = $signed(act__data[7:0]) * $signed(table_write__data[95:64]);
+  assign \_$81  = $signed(res_0_product) >>> table_write__data[111:104];
+  assign \_$82  = ! table_write__data[111:104];
+  assign \_$83  = table_write__data[111:104] - 1'h1;
+  assign \_$84  = $signed(res_0_product) >>> \_$83 [7:0];
+  assign \_$85  = \_$82  ? 1'h0 : \_$84 [0];
+  assign \_$86  = $signed(\_$81 ) + $signed({ 1'h0, \_$85  });
+  assign \_$87  = word[92] ? table_write__data[31:0] : 32'd0;
+  assign \_$88  = $signed(acc__data[31:0]) + $signed(\_$87 );
+  assign \_$89  = word[93] ? \_$86 [39:0] : 40'h0000000000;
+  assign \_$90  = $signed(\_$88 ) + $signed(\_$89 );
+  assign scaled_0_product = $signed(\_$90 [31:0]) * $signed(table_write__data[63:32]);
+  assign \_$91  = $signed(scaled_0_product) >>> table_write__data[103:96];
+  assign \_$92  = ! table_write__data[103:96];
+  assign \_$93  = table_write__data[103:96] - 1'h1;
+  assign \_$94  = $signed(scaled_0_product) >>> \_$93 [7:0];
+  assign \_$95  = \_$92  ? 1'h0 : \_$94 [0];
+  assign \_$96  = $signed(\_$91 ) + $signed({ 1'h0, \_$95  });
+  assign \_$97  = $signed(\_$96 [63:0]) + $signed(word[90:83]);
+  assign \_$98  = $signed(\_$97 [63:0]) < $signed(word[57:50]);
+  assign \_$99  = $signed(\_$97 [63:0]) > $signed(word[65:58]);
+  assign \_$100  = \_$99  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$97 [63:0];
+  assign clamped_0 = \_$98  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$100 ;
+  assign \_$101  = ~ clamped_0[7];
+  assign \_$103  = word[66] ? \_$102  : clamped_0[7:0];
+  assign res_1_product = $signed(act__data[15:8]) * $signed(table_write__data[223:192]);
+  assign \_$104  = $signed(res_1_product) >>> table_write__data[239:232];
+  assign \_$105  = ! table_write__data[239:232];
+  assign \_$106  = table_write__data[239:232] - 1'h1;
+  assign \_$107  = $signed(res_1_product) >>> \_$106 [7:0];
+  assign \_$108  = \_$105  ? 1'h0 : \_$107 [0];
+  assign \_$109  = $signed(\_$104 ) + $signed({ 1'h0, \_$108  });
+  assign \_$110  = word[92] ? table_write__data[159:128] : 32'd0;
+  assign \_$111  = $signed(acc__data[63:32]) + $signed(\_$110 );
+  assign \_$112  = word[93] ? \_$109 [39:0] : 40'h0000000000;
+  assign \_$113  = $signed(\_$111 ) + $signed(\_$112 );
+  assign scaled_1_product = $signed(\_$113 [31:0]) * $signed(table_write__data[191:160]);
+  assign \_$114  = $signed(scaled_1_product) >>> table_write__data[231:224];
+  assign \_$115  = ! table_write__data[231:224];
+  assign \_$116  = table_write__data[231:224] - 1'h1;
+  assign \_$117  = $signed(scaled_1_product) >>> \_$116 [7:0];
+  assign \_$118  = \_$115  ? 1'h0 : \_$117 [0];
+  assign \_$119  = $signed(\_$114 ) + $signed({ 1'h0, \_$118  });
+  assign \_$120  = $signed(\_$119 [63:0]) + $signed(word[90:83]);
+  assign \_$121  = $signed(\_$120 [63:0]) < $signed(word[57:50]);
+  assign \_$122  = $signed(\_$120 [63:0]) > $signed(word[65:58]);
+  assign \_$123  = \_$122  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$120 [63:0];
+  assign clamped_1 = \_$121  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$123 ;
+  assign \_$124  = ~ clamped_1[7];
+  assign \_$126  = word[66] ? \_$125  : clamped_1[7:0];
+  assign res_2_product = $signed(act__data[23:16]) * $signed(table_write__data[351:320]);
+  assign \_$127  = $signed(res_2_product) >>> table_write__data[367:360];
+  assign \_$128  = ! table_write__data[367:360];
+  assign \_$129  = table_write__data[367:360] - 1'h1;
+  assign \_$130  = $signed(res_2_product) >>> \_$129 [7:0];
+  assign \_$131  = \_$128  ? 1'h0 : \_$130 [0];
+  assign \_$132  = $signed(\_$127 ) + $signed({ 1'h0, \_$131  });
+  assign \_$133  = word[92] ? table_write__data[287:256] : 32'd0;
+  assign \_$134  = $signed(acc__data[95:64]) + $signed(\_$133 );
+  assign \_$135  = word[93] ? \_$132 [39:0] : 40'h0000000000;
+  assign \_$136  = $signed(\_$134 ) + $signed(\_$135 );
+  assign scaled_2_product = $signed(\_$136 [31:0]) * $signed(table_write__data[319:288]);
+  assign \_$137  = $signed(scaled_2_product) >>> table_write__data[359:352];
+  assign \_$138  = ! table_write__data[359:352];
+  assign \_$139  = table_write__data[359:352] - 1'h1;
+  assign \_$140  = $signed(scaled_2_product) >>> \_$139 [7:0];
+  assign \_$141  = \_$138  ? 1'h0 : \_$140 [0];
+  assign \_$142  = $signed(\_$137 ) + $signed({ 1'h0, \_$141  });
+  assign \_$143  = $signed(\_$142 [63:0]) + $signed(word[90:83]);
+  assign \_$144  = $signed(\_$143 [63:0]) < $signed(word[57:50]);
+  assign \_$145  = $signed(\_$143 [63:0]) > $signed(word[65:58]);
+  assign \_$146  = \_$145  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$143 [63:0];
+  assign clamped_2 = \_$144  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$146 ;
+  assign \_$147  = ~ clamped_2[7];
+  assign \_$149  = word[66] ? \_$148  : clamped_2[7:0];
+  assign res_3_product = $signed(act__data[31:24]) * $signed(table_write__data[479:448]);
+  assign \_$150  = $signed(res_3_product) >>> table_write__data[495:488];
+  assign \_$151  = ! table_write__data[495:488];
+  assign \_$152  = table_write__data[495:488] - 1'h1;
+  assign \_$153  = $signed(res_3_product) >>> \_$152 [7:0];
+  assign \_$154  = \_$151  ? 1'h0 : \_$153 [0];
+  assign \_$155  = $signed(\_$150 ) + $signed({ 1'h0, \_$154  });
+  assign \_$156  = word[92] ? table_write__data[415:384] : 32'd0;
+  assign \_$157  = $signed(acc__data[127:96]) + $signed(\_$156 );
+  assign \_$158  = word[93] ? \_$155 [39:0] : 40'h0000000000;
+  assign \_$159  = $signed(\_$157 ) + $signed(\_$158 );
+  assign scaled_3_product = $signed(\_$159 [31:0]) * $signed(table_write__data[447:416]);
+  assign \_$160  = $signed(scaled_3_product) >>> table_write__data[487:480];
+  assign \_$161  = ! table_write__data[487:480];
+  assign \_$162  = table_write__data[487:480] - 1'h1;
+  assign \_$163  = $signed(scaled_3_product) >>> \_$162 [7:0];
+  assign \_$164  = \_$161  ? 1'h0 : \_$163 [0];
+  assign \_$165  = $signed(\_$160 ) + $signed({ 1'h0, \_$164  });
+  assign \_$166  = $signed(\_$165 [63:0]) + $signed(word[90:83]);
+  assign \_$167  = $signed(\_$166 [63:0]) < $signed(word[57:50]);
+  assign \_$168  = $signed(\_$166 [63:0]) > $signed(word[65:58]);
+  assign \_$169  = \_$168  ? { word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65], word[65:58] } : \_$166 [63:0];
+  assign clamped_3 = \_$167  ? { word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57], word[57:50] } : \_$169 ;
+  assign \_$170  = ~ clamped_3[7];
+  assign \_$172  = word[66] ? \_$171  : clamped_3[7:0];
+  assign \_$173  = perf_beat * 4'h8;
+  assign \_$174  = perf_addr + \_$173 ;
+  assign \_$176  = \_$signal$122 [2:0] * 4'h8;
+  assign \_$177  = c_line << \_$176 ;
+  assign \_$178  = 4'hf << \_$signal$122 [2:0];
+  assign \_$179  = word[3:0] == 2'h2;
+  assign \_$180  = word[3:0] == 3'h7;
+  assign \_$181  = desc[1:0] != 2'h3;
+  assign \_$182  = $signed(word[57:50]) > $signed(word[65:58]);
+  assign \_$183  = \_$181  | \_$182 ;
+  assign \_$184  = desc[401:386] != 3'h4;
+  assign \_$185  = word[91] & \_$184 ;
+  assign \_$186  = \_$183  | \_$185 ;
+  assign \_$187  = word[82:67] + 3'h4;
+  assign \_$188  = \_$187  > 7'h40;
+  assign \_$189  = word[66] & \_$188 ;
+  assign \_$190  = word[82:67] + table_step;
+  assign \_$191  = table_step < 3'h4;
+  assign \_$192  = | table_step;
+  assign \_$193  = table_step == 3'h4;
+  assign \_$194  = ~ walking;
+  assign \_$195  = ~ \busy$131 ;
   assign \_$196  = \_$194  & \_$195 ;
-  assign \_$197  = ~ draining;
+  assign \_$197  = ~ \_$signal ;
   assign \_$198  = \_$196  & \_$197 ;
-  assign \_$199  = ~ \_$signal$60 ;
+  assign \_$199  = ~ draining;
   assign \_$200  = \_$198  & \_$199 ;
-  assign \_$201  = perf_beat == 4'hf;
-  assign \_$202  = ! frame_state;
-  assign \_$203  = frame_state == 1'h1;
-  assign \_$204  = frame_state == 2'h2;
-  assign \_$205  = frame_state == 2'h3;
-  assign \_$206  = ! store_state;
-  assign \_$207  = store_state == 1'h1;
-  assign \_$208  = store_state == 2'h2;
-  assign \_$209  = store_state == 2'h3;
-  assign \_$210  = store_state == 3'h4;
-  assign \_$211  = store_state == 3'h5;
-  assign \_$212  = store_state == 3'h6;
-  assign \_$213  = ~ halt;
-  assign \_$214  = queue__valid & \_$213 ;
-  assign \_$215  = ~ queue__payload[4];
-  assign \_$216  = \_$215  | deps__has_prev;
-  assign \_$217  = ~ queue__payload[5];
-  assign \_$219  = \_$216  & \_$218 ;
-  assign \_$220  = ~ halt;
-  assign \_$221  = \_$219  & \_$220 ;
-  assign \_$222  = ~ word[6];
-  assign \_$223  = \_$222  | deps__room_prev;
-  assign \_$224  = ~ word[7];
-  assign \_$226  = \_$223  & \_$225 ;
-  assign \_$227  = ~ halt;
-  assign \_$228  = \_$226  & \_$227 ;
-  assign \_$229  = ~ \error$380 ;
-  assign \_$230  = error & \_$229 ;
-  assign \_$231  = ~ \error$380 ;
-  assign \_$232  = \error$382  & \_$231 ;
-  assign \_$233  = ~ \_$signal ;
-  assign \_$234  = ~ draining;
-  assign \_$235  = ~ \_$signal$60 ;
-  assign \_$237  = ! c_beat;
-  assign \_$238  = \_$236  & \_$237 ;
-  assign \_$239  = \_$235  | \_$238 ;
-  assign \_$240  = word[91] ? \_$234  : \_$239 ;
-  assign \_$241  = \_$signal  & \_$240 ;
-  assign \_$242  = \_$233  | \_$241 ;
-  assign \_$243  = lines__valid & \_$242 ;
-  assign \_$244  = ~ halt;
-  assign \_$245  = \_$243  & \_$244 ;
-  assign \_$246  = \_$245  & lines__payload[48];
-  assign \_$247  = \_$246  & word[93];
-  assign \_$248  = $signed(res_line) < $signed(1'h0);
-  assign \_$249  = $signed(res_line) >= $signed(13'h0800);
-  assign \_$250  = \_$248  | \_$249 ;
-  assign \_$251  = \_$247  & \_$250 ;
-  assign \_$252  = ~ \error$380 ;
-  assign \_$253  = \_$251  & \_$252 ;
-  assign \_$254  = ~ \_$signal ;
-  assign \_$255  = ~ draining;
-  assign \_$256  = ~ \_$signal$60 ;
-  assign \_$258  = ! c_beat;
-  assign \_$259  = \_$257  & \_$258 ;
-  assign \_$260  = \_$256  | \_$259 ;
-  assign \_$261  = word[91] ? \_$255  : \_$260 ;
-  assign \_$262  = \_$signal  & \_$261 ;
-  assign \_$263  = \_$254  | \_$262 ;
-  assign \_$264  = lines__valid & \_$263 ;
-  assign \_$265  = ~ halt;
-  assign \_$266  = \_$264  & \_$265 ;
-  assign \_$267  = ~ draining;
-  assign \_$268  = ~ \_$signal$60 ;
-  assign \_$270  = ! c_beat;
-  assign \_$271  = \_$269  & \_$270 ;
-  assign \_$272  = \_$268  | \_$271 ;
-  assign \_$273  = word[91] ? \_$267  : \_$272 ;
-  assign \_$274  = \_$signal  & \_$273 ;
-  assign \_$275  = lines__payload[48] | word[91];
-  assign \_$276  = \_$signal  & b_inside;
-  assign \_$277  = param__data[103:96] > 6'h3e;
-  assign \_$279  = param__data[111:104] > 6'h3e;
-  assign \_$280  = word[93] & \_$279 ;
-  assign \_$281  = \_$278  | \_$280 ;
-  assign \_$282  = param__data[231:224] > 6'h3e;
-  assign \_$283  = \_$281  | \_$282 ;
-  assign \_$284  = param__data[239:232] > 6'h3e;
-  assign \_$285  = word[93] & \_$284 ;
-  assign \_$286  = \_$283  | \_$285 ;
-  assign \_$287  = param__data[359:352] > 6'h3e;
-  assign \_$288  = \_$286  | \_$287 ;
-  assign \_$289  = param__data[367:360] > 6'h3e;
-  assign \_$290  = word[93] & \_$289 ;
-  assign \_$291  = \_$288  | \_$290 ;
-  assign \_$292  = param__data[487:480] > 6'h3e;
-  assign \_$293  = \_$291  | \_$292 ;
-  assign \_$294  = param__data[495:488] > 6'h3e;
-  assign \_$295  = word[93] & \_$294 ;
-  assign \_$296  = \_$293  | \_$295 ;
-  assign \_$297  = \_$276  & \_$296 ;
-  assign \_$298  = ~ \error$380 ;
-  assign \_$299  = \_$297  & \_$298 ;
-  assign \_$300  = ~ draining;
-  assign \_$301  = ~ \_$signal$60 ;
-  assign \_$303  = ! c_beat;
-  assign \_$304  = \_$302  & \_$303 ;
-  assign \_$305  = \_$301  | \_$304 ;
-  assign \_$306  = word[91] ? \_$300  : \_$305 ;
-  assign \_$307  = \_$signal  & \_$306 ;
-  assign \_$308  = \_$307  & word[91];
-  assign \_$309  = ! row;
+  assign \_$201  = ~ \_$signal$60 ;
+  assign \_$202  = \_$200  & \_$201 ;
+  assign \_$203  = perf_beat == 4'hf;
+  assign \_$204  = ! frame_state;
+  assign \_$205  = frame_state == 1'h1;
+  assign \_$206  = frame_state == 2'h2;
+  assign \_$207  = frame_state == 2'h3;
+  assign \_$208  = ! store_state;
+  assign \_$209  = store_state == 1'h1;
+  assign \_$210  = store_state == 2'h2;
+  assign \_$211  = store_state == 2'h3;
+  assign \_$212  = store_state == 3'h4;
+  assign \_$213  = store_state == 3'h5;
+  assign \_$214  = store_state == 3'h6;
+  assign \_$215  = ~ halt;
+  assign \_$216  = queue__valid & \_$215 ;
+  assign \_$217  = ~ queue__payload[4];
+  assign \_$218  = \_$217  | deps__has_prev;
+  assign \_$219  = ~ queue__payload[5];
+  assign \_$221  = \_$218  & \_$220 ;
+  assign \_$222  = ~ halt;
+  assign \_$223  = \_$221  & \_$222 ;
+  assign \_$224  = ~ word[6];
+  assign \_$225  = \_$224  | deps__room_prev;
+  assign \_$226  = ~ word[7];
+  assign \_$228  = \_$225  & \_$227 ;
+  assign \_$229  = ~ halt;
+  assign \_$230  = \_$228  & \_$229 ;
+  assign \_$231  = ~ \error$135 ;
+  assign \_$232  = error & \_$231 ;
+  assign \_$233  = ~ \error$135 ;
+  assign \_$234  = \error$137  & \_$233 ;
+  assign \_$235  = ~ \_$signal ;
+  assign \_$236  = ~ draining;
+  assign \_$237  = ~ \_$signal$60 ;
+  assign \_$239  = ! c_beat;
+  assign \_$240  = \_$238  & \_$239 ;
+  assign \_$241  = \_$237  | \_$240 ;
+  assign \_$242  = word[91] ? \_$236  : \_$241 ;
+  assign \_$243  = \_$signal  & \_$242 ;
+  assign \_$244  = \_$235  | \_$243 ;
+  assign \_$245  = lines__valid & \_$244 ;
+  assign \_$246  = ~ halt;
+  assign \_$247  = \_$245  & \_$246 ;
+  assign \_$248  = \_$247  & lines__payload[48];
+  assign \_$249  = \_$248  & word[93];
+  assign \_$250  = $signed(res_line) < $signed(1'h0);
+  assign \_$251  = $signed(res_line) >= $signed(13'h0800);
+  assign \_$252  = \_$250  | \_$251 ;
+  assign \_$253  = \_$249  & \_$252 ;
+  assign \_$254  = ~ \error$135 ;
+  assign \_$255  = \_$253  & \_$254 ;
+  assign \_$256  = ~ \_$signal ;
+  assign \_$257  = ~ draining;
+  assign \_$258  = ~ \_$signal$60 ;
+  assign \_$260  = ! c_beat;
+  assign \_$261  = \_$259  & \_$260 ;
+  assign \_$262  = \_$258  | \_$261 ;
+  assign \_$263  = word[91] ? \_$257  : \_$262 ;
+  assign \_$264  = \_$signal  & \_$263 ;
+  assign \_$265  = \_$256  | \_$264 ;
+  assign \_$266  = lines__valid & \_$265 ;
+  assign \_$267  = ~ halt;
+  assign \_$268  = \_$266  & \_$267 ;
+  assign \_$269  = ~ draining;
+  assign \_$270  = ~ \_$signal$60 ;
+  assign \_$272  = ! c_beat;
+  assign \_$273  = \_$271  & \_$272 ;
+  assign \_$274  = \_$270  | \_$273 ;
+  assign \_$275  = word[91] ? \_$269  : \_$274 ;
+  assign \_$276  = \_$signal  & \_$275 ;
+  assign \_$277  = lines__payload[48] | word[91];
+  assign \_$278  = \_$signal  & b_inside;
+  assign \_$279  = table_write__data[103:96] > 6'h3e;
+  assign \_$281  = table_write__data[111:104] > 6'h3e;
+  assign \_$282  = word[93] & \_$281 ;
+  assign \_$283  = \_$280  | \_$282 ;
+  assign \_$284  = table_write__data[231:224] > 6'h3e;
+  assign \_$285  = \_$283  | \_$284 ;
+  assign \_$286  = table_write__data[239:232] > 6'h3e;
+  assign \_$287  = word[93] & \_$286 ;
+  assign \_$288  = \_$285  | \_$287 ;
+  assign \_$289  = table_write__data[359:352] > 6'h3e;
+  assign \_$290  = \_$288  | \_$289 ;
+  assign \_$291  = table_write__data[367:360] > 6'h3e;
+  assign \_$292  = word[93] & \_$291 ;
+  assign \_$293  = \_$290  | \_$292 ;
+  assign \_$294  = table_write__data[487:480] > 6'h3e;
+  assign \_$295  = \_$293  | \_$294 ;
+  assign \_$296  = table_write__data[495:488] > 6'h3e;
+  assign \_$297  = word[93] & \_$296 ;
+  assign \_$298  = \_$295  | \_$297 ;
+  assign \_$299  = \_$278  & \_$298 ;
+  assign \_$300  = ~ \error$135 ;
+  assign \_$301  = \_$299  & \_$300 ;
+  assign \_$302  = ~ draining;
+  assign \_$303  = ~ \_$signal$60 ;
+  assign \_$305  = ! c_beat;
+  assign \_$306  = \_$304  & \_$305 ;
+  assign \_$307  = \_$303  | \_$306 ;
+  assign \_$308  = word[91] ? \_$302  : \_$307 ;
+  assign \_$309  = \_$signal  & \_$308 ;
+  assign \_$310  = \_$309  & word[91];
+  assign \_$311  = ! row;
+  assign \_$312  = b_inside ? lanes : 32'd0;
+  assign \_$313  = row == 1'h1;
+  assign \_$314  = b_inside ? lanes : 32'd0;
+  assign \_$315  = row == 2'h2;
+  assign \_$316  = b_inside ? lanes : 32'd0;
+  assign \_$317  = row == 2'h3;
+  assign \_$318  = b_inside ? lanes : 32'd0;
+  assign \_$319  = row == 2'h3;
+  assign \_$320  = row + 1'h1;
+  assign \_$321  = \_$319  ? 3'h0 : \_$320 ;
+  assign \_$322  = row == 2'h3;
+  assign \_$323  = ~ \_$signal$60 ;
+  assign \_$325  = ! c_beat;
+  assign \_$326  = \_$324  & \_$325 ;
+  assign \_$327  = \_$323  | \_$326 ;
+  assign \_$328  = draining & \_$327 ;
+  assign \_$329  = ~ draining;
+  assign \_$330  = ~ \_$signal$60 ;
+  assign \_$332  = ! c_beat;
+  assign \_$333  = \_$331  & \_$332 ;
+  assign \_$334  = \_$330  | \_$333 ;
+  assign \_$335  = word[91] ? \_$329  : \_$334 ;
+  assign \_$336  = \_$signal  & \_$335 ;
+  assign \_$337  = ~ word[91];
+  assign \_$338  = \_$336  & \_$337 ;
+  assign \_$340  = ! c_beat;
+  assign \_$341  = \_$339  & \_$340 ;
+  assign \_$342  = drain_col + 1'h1;
+  assign \_$347  = drain_col == 2'h3;
+  assign \_$350  = ! c_beat;
+  assign \_$351  = \_$349  & \_$350 ;
+  assign \_$352  = ~ \_$351 ;
+  assign \_$353  = \_$348  & \_$352 ;
+  assign \_$354  = c_beat + 1'h1;
+  assign \_$355  = word[3:0] == 2'h2;
+  assign \_$356  = word[3:0] == 3'h7;
+  assign \_$358  = ! \_$357 ;
+  assign \_$359  = word[71:40] + 8'h80;
+  assign \_$360  = \_$359  <= 27'h4000000;
+  assign \_$361  = \_$358  & \_$360 ;
+  assign \_$362  = ~ \_$361 ;
+  assign \_$363  = ~ \error$135 ;
+  assign \_$365  = desc[1:0] != 2'h3;
+  assign \_$366  = $signed(word[57:50]) > $signed(word[65:58]);
+  assign \_$367  = \_$365  | \_$366 ;
+  assign \_$368  = desc[401:386] != 3'h4;
+  assign \_$369  = word[91] & \_$368 ;
+  assign \_$370  = \_$367  | \_$369 ;
+  assign \_$371  = word[82:67] + 3'h4;
+  assign \_$372  = \_$371  > 7'h40;
+  assign \_$373  = word[66] & \_$372 ;
+  assign \_$374  = ~ \error$135 ;
+  assign \_$376  = ~ \error$135 ;
+  assign \_$378  = table_step + 1'h1;
+  assign \_$379  = table_step == 3'h4;
+  assign \_$380  = ~ walking;
+  assign \_$381  = ~ \busy$131 ;
+  assign \_$382  = \_$380  & \_$381 ;
+  assign \_$383  = ~ \_$signal ;
+  assign \_$384  = \_$382  & \_$383 ;
+  assign \_$385  = ~ draining;
+  assign \_$386  = \_$384  & \_$385 ;
+  assign \_$387  = ~ \_$signal$60 ;
+  assign \_$388  = \_$386  & \_$387 ;
+  assign \_$389  = perf_beat + 1'h1;
+  assign \_$390  = perf_beat == 4'hf;
+  always @(posedge clk)
+    frame_state <= \_$391 ;
+  always @(posedge clk)
+    word <= \_$392 ;
+  always @(posedge clk)
+    index <= \_$393 ;
+  always @(posedge clk)
+    \error$135  <= \_$394 ;
+  always @(posedge clk)
+    error_code <= \_$395 ;
+  always @(posedge clk)
+    \_$signal  <= \_$396 ;
+  always @(posedge clk)
+    b_inside <= \_$397 ;
+  always @(posedge clk)
+    \_$signal$140  <= \_$398 ;
+  always @(posedge clk)
+    walking <= \_$399 ;
+  always @(posedge clk)
+    block_0 <= \_$400 ;
+  always @(posedge clk)
+    block_dram_0 <= \_$401 ;
+  always @(posedge clk)
+    block_1 <= \_$402 ;
+  always @(posedge clk)
+    block_dram_1 <= \_$403 ;
+  always @(posedge clk)
+    block_2 <= \_$404 ;
+  always @(posedge clk)
+    block_dram_2 <= \_$405 ;
+  always @(posedge clk)
+    block_3 <= \_$406 ;
+  always @(posedge clk)
+    block_dram_3 <= \_$407 ;
+  always @(posedge clk)
+    row <= \_$408 ;
+  always @(posedge clk)
+    draining <= \_$409 ;
+  always @(posedge clk)
+    drain_col <= \_$410 ;
+  always @(posedge clk)
+    \_$signal$60  <= \_$411 ;
+  always @(posedge clk)
+    \_$signal$122  <= \_$412 ;
+  always @(posedge clk)
+    c_line <= \_$413 ;
+  always @(posedge clk)
+    c_beat <= \_$414 ;
+  always @(posedge clk)
+    store_state <= \_$415 ;
+  always @(posedge clk)
+    record <= \_$416 ;
+  always @(posedge clk)
+    perf_addr <= \_$417 ;
+  always @(posedge clk)
+    perf_beat <= \_$418 ;
+  always @(posedge clk)
+    writing_perf <= \_$419 ;
+  always @(posedge clk)
+    table_step <= \_$420 ;
   \sim_top.accel.store.addrgen  addrgen (
-    .busy(\busy$376 ),
+    .busy(\busy$131 ),
     .clk(clk),
     .desc(desc),
-    .error(\error$382 ),
-    .error_code(\error_code$383 ),
+    .error(\error$137 ),
+    .error_code(\error_code$138 ),
     .every_line(word[91]),
     .lines__payload(lines__payload),
     .lines__ready(lines__ready),
     .lines__valid(lines__valid),
     .rst(rst),
-    .start(\start$373 )
+    .start(\start$128 )
   );
   \sim_top.accel.store.desc_port  desc_port (
     .addr__ready(addr__ready),
@@ -20861,12 +19861,2122 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     .desc(desc),
     .desc_base(desc_base),
     .desc_count(desc_count),
-    .done(\done$372 ),
+    .done(\done$127 ),
     .error(error),
     .index(word[31:8]),
     .rst(rst),
-    .start(\start$370 )
+    .start(\start$125 )
   );
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$101 , clamped_0[6:0] })
+      8'h00:
+          \_$102  = port__data[7:0];
+      8'h01:
+          \_$102  = port__data[15:8];
+      8'h02:
+          \_$102  = port__data[23:16];
+      8'h03:
+          \_$102  = port__data[31:24];
+      8'h04:
+          \_$102  = port__data[39:32];
+      8'h05:
+          \_$102  = port__data[47:40];
+      8'h06:
+          \_$102  = port__data[55:48];
+      8'h07:
+          \_$102  = port__data[63:56];
+      8'h08:
+          \_$102  = port__data[71:64];
+      8'h09:
+          \_$102  = port__data[79:72];
+      8'h0a:
+          \_$102  = port__data[87:80];
+      8'h0b:
+          \_$102  = port__data[95:88];
+      8'h0c:
+          \_$102  = port__data[103:96];
+      8'h0d:
+          \_$102  = port__data[111:104];
+      8'h0e:
+          \_$102  = port__data[119:112];
+      8'h0f:
+          \_$102  = port__data[127:120];
+      8'h10:
+          \_$102  = port__data[135:128];
+      8'h11:
+          \_$102  = port__data[143:136];
+      8'h12:
+          \_$102  = port__data[151:144];
+      8'h13:
+          \_$102  = port__data[159:152];
+      8'h14:
+          \_$102  = port__data[167:160];
+      8'h15:
+          \_$102  = port__data[175:168];
+      8'h16:
+          \_$102  = port__data[183:176];
+      8'h17:
+          \_$102  = port__data[191:184];
+      8'h18:
+          \_$102  = port__data[199:192];
+      8'h19:
+          \_$102  = port__data[207:200];
+      8'h1a:
+          \_$102  = port__data[215:208];
+      8'h1b:
+          \_$102  = port__data[223:216];
+      8'h1c:
+          \_$102  = port__data[231:224];
+      8'h1d:
+          \_$102  = port__data[239:232];
+      8'h1e:
+          \_$102  = port__data[247:240];
+      8'h1f:
+          \_$102  = port__data[255:248];
+      8'h20:
+          \_$102  = port__data[263:256];
+      8'h21:
+          \_$102  = port__data[271:264];
+      8'h22:
+          \_$102  = port__data[279:272];
+      8'h23:
+          \_$102  = port__data[287:280];
+      8'h24:
+          \_$102  = port__data[295:288];
+      8'h25:
+          \_$102  = port__data[303:296];
+      8'h26:
+          \_$102  = port__data[311:304];
+      8'h27:
+          \_$102  = port__data[319:312];
+      8'h28:
+          \_$102  = port__data[327:320];
+      8'h29:
+          \_$102  = port__data[335:328];
+      8'h2a:
+          \_$102  = port__data[343:336];
+      8'h2b:
+          \_$102  = port__data[351:344];
+      8'h2c:
+          \_$102  = port__data[359:352];
+      8'h2d:
+          \_$102  = port__data[367:360];
+      8'h2e:
+          \_$102  = port__data[375:368];
+      8'h2f:
+          \_$102  = port__data[383:376];
+      8'h30:
+          \_$102  = port__data[391:384];
+      8'h31:
+          \_$102  = port__data[399:392];
+      8'h32:
+          \_$102  = port__data[407:400];
+      8'h33:
+          \_$102  = port__data[415:408];
+      8'h34:
+          \_$102  = port__data[423:416];
+      8'h35:
+          \_$102  = port__data[431:424];
+      8'h36:
+          \_$102  = port__data[439:432];
+      8'h37:
+          \_$102  = port__data[447:440];
+      8'h38:
+          \_$102  = port__data[455:448];
+      8'h39:
+          \_$102  = port__data[463:456];
+      8'h3a:
+          \_$102  = port__data[471:464];
+      8'h3b:
+          \_$102  = port__data[479:472];
+      8'h3c:
+          \_$102  = port__data[487:480];
+      8'h3d:
+          \_$102  = port__data[495:488];
+      8'h3e:
+          \_$102  = port__data[503:496];
+      8'h3f:
+          \_$102  = port__data[511:504];
+      8'h40:
+          \_$102  = \port__data$92 [7:0];
+      8'h41:
+          \_$102  = \port__data$92 [15:8];
+      8'h42:
+          \_$102  = \port__data$92 [23:16];
+      8'h43:
+          \_$102  = \port__data$92 [31:24];
+      8'h44:
+          \_$102  = \port__data$92 [39:32];
+      8'h45:
+          \_$102  = \port__data$92 [47:40];
+      8'h46:
+          \_$102  = \port__data$92 [55:48];
+      8'h47:
+          \_$102  = \port__data$92 [63:56];
+      8'h48:
+          \_$102  = \port__data$92 [71:64];
+      8'h49:
+          \_$102  = \port__data$92 [79:72];
+      8'h4a:
+          \_$102  = \port__data$92 [87:80];
+      8'h4b:
+          \_$102  = \port__data$92 [95:88];
+      8'h4c:
+          \_$102  = \port__data$92 [103:96];
+      8'h4d:
+          \_$102  = \port__data$92 [111:104];
+      8'h4e:
+          \_$102  = \port__data$92 [119:112];
+      8'h4f:
+          \_$102  = \port__data$92 [127:120];
+      8'h50:
+          \_$102  = \port__data$92 [135:128];
+      8'h51:
+          \_$102  = \port__data$92 [143:136];
+      8'h52:
+          \_$102  = \port__data$92 [151:144];
+      8'h53:
+          \_$102  = \port__data$92 [159:152];
+      8'h54:
+          \_$102  = \port__data$92 [167:160];
+      8'h55:
+          \_$102  = \port__data$92 [175:168];
+      8'h56:
+          \_$102  = \port__data$92 [183:176];
+      8'h57:
+          \_$102  = \port__data$92 [191:184];
+      8'h58:
+          \_$102  = \port__data$92 [199:192];
+      8'h59:
+          \_$102  = \port__data$92 [207:200];
+      8'h5a:
+          \_$102  = \port__data$92 [215:208];
+      8'h5b:
+          \_$102  = \port__data$92 [223:216];
+      8'h5c:
+          \_$102  = \port__data$92 [231:224];
+      8'h5d:
+          \_$102  = \port__data$92 [239:232];
+      8'h5e:
+          \_$102  = \port__data$92 [247:240];
+      8'h5f:
+          \_$102  = \port__data$92 [255:248];
+      8'h60:
+          \_$102  = \port__data$92 [263:256];
+      8'h61:
+          \_$102  = \port__data$92 [271:264];
+      8'h62:
+          \_$102  = \port__data$92 [279:272];
+      8'h63:
+          \_$102  = \port__data$92 [287:280];
+      8'h64:
+          \_$102  = \port__data$92 [295:288];
+      8'h65:
+          \_$102  = \port__data$92 [303:296];
+      8'h66:
+          \_$102  = \port__data$92 [311:304];
+      8'h67:
+          \_$102  = \port__data$92 [319:312];
+      8'h68:
+          \_$102  = \port__data$92 [327:320];
+      8'h69:
+          \_$102  = \port__data$92 [335:328];
+      8'h6a:
+          \_$102  = \port__data$92 [343:336];
+      8'h6b:
+          \_$102  = \port__data$92 [351:344];
+      8'h6c:
+          \_$102  = \port__data$92 [359:352];
+      8'h6d:
+          \_$102  = \port__data$92 [367:360];
+      8'h6e:
+          \_$102  = \port__data$92 [375:368];
+      8'h6f:
+          \_$102  = \port__data$92 [383:376];
+      8'h70:
+          \_$102  = \port__data$92 [391:384];
+      8'h71:
+          \_$102  = \port__data$92 [399:392];
+      8'h72:
+          \_$102  = \port__data$92 [407:400];
+      8'h73:
+          \_$102  = \port__data$92 [415:408];
+      8'h74:
+          \_$102  = \port__data$92 [423:416];
+      8'h75:
+          \_$102  = \port__data$92 [431:424];
+      8'h76:
+          \_$102  = \port__data$92 [439:432];
+      8'h77:
+          \_$102  = \port__data$92 [447:440];
+      8'h78:
+          \_$102  = \port__data$92 [455:448];
+      8'h79:
+          \_$102  = \port__data$92 [463:456];
+      8'h7a:
+          \_$102  = \port__data$92 [471:464];
+      8'h7b:
+          \_$102  = \port__data$92 [479:472];
+      8'h7c:
+          \_$102  = \port__data$92 [487:480];
+      8'h7d:
+          \_$102  = \port__data$92 [495:488];
+      8'h7e:
+          \_$102  = \port__data$92 [503:496];
+      8'h7f:
+          \_$102  = \port__data$92 [511:504];
+      8'h80:
+          \_$102  = \port__data$93 [7:0];
+      8'h81:
+          \_$102  = \port__data$93 [15:8];
+      8'h82:
+          \_$102  = \port__data$93 [23:16];
+      8'h83:
+          \_$102  = \port__data$93 [31:24];
+      8'h84:
+          \_$102  = \port__data$93 [39:32];
+      8'h85:
+          \_$102  = \port__data$93 [47:40];
+      8'h86:
+          \_$102  = \port__data$93 [55:48];
+      8'h87:
+          \_$102  = \port__data$93 [63:56];
+      8'h88:
+          \_$102  = \port__data$93 [71:64];
+      8'h89:
+          \_$102  = \port__data$93 [79:72];
+      8'h8a:
+          \_$102  = \port__data$93 [87:80];
+      8'h8b:
+          \_$102  = \port__data$93 [95:88];
+      8'h8c:
+          \_$102  = \port__data$93 [103:96];
+      8'h8d:
+          \_$102  = \port__data$93 [111:104];
+      8'h8e:
+          \_$102  = \port__data$93 [119:112];
+      8'h8f:
+          \_$102  = \port__data$93 [127:120];
+      8'h90:
+          \_$102  = \port__data$93 [135:128];
+      8'h91:
+          \_$102  = \port__data$93 [143:136];
+      8'h92:
+          \_$102  = \port__data$93 [151:144];
+      8'h93:
+          \_$102  = \port__data$93 [159:152];
+      8'h94:
+          \_$102  = \port__data$93 [167:160];
+      8'h95:
+          \_$102  = \port__data$93 [175:168];
+      8'h96:
+          \_$102  = \port__data$93 [183:176];
+      8'h97:
+          \_$102  = \port__data$93 [191:184];
+      8'h98:
+          \_$102  = \port__data$93 [199:192];
+      8'h99:
+          \_$102  = \port__data$93 [207:200];
+      8'h9a:
+          \_$102  = \port__data$93 [215:208];
+      8'h9b:
+          \_$102  = \port__data$93 [223:216];
+      8'h9c:
+          \_$102  = \port__data$93 [231:224];
+      8'h9d:
+          \_$102  = \port__data$93 [239:232];
+      8'h9e:
+          \_$102  = \port__data$93 [247:240];
+      8'h9f:
+          \_$102  = \port__data$93 [255:248];
+      8'ha0:
+          \_$102  = \port__data$93 [263:256];
+      8'ha1:
+          \_$102  = \port__data$93 [271:264];
+      8'ha2:
+          \_$102  = \port__data$93 [279:272];
+      8'ha3:
+          \_$102  = \port__data$93 [287:280];
+      8'ha4:
+          \_$102  = \port__data$93 [295:288];
+      8'ha5:
+          \_$102  = \port__data$93 [303:296];
+      8'ha6:
+          \_$102  = \port__data$93 [311:304];
+      8'ha7:
+          \_$102  = \port__data$93 [319:312];
+      8'ha8:
+          \_$102  = \port__data$93 [327:320];
+      8'ha9:
+          \_$102  = \port__data$93 [335:328];
+      8'haa:
+          \_$102  = \port__data$93 [343:336];
+      8'hab:
+          \_$102  = \port__data$93 [351:344];
+      8'hac:
+          \_$102  = \port__data$93 [359:352];
+      8'had:
+          \_$102  = \port__data$93 [367:360];
+      8'hae:
+          \_$102  = \port__data$93 [375:368];
+      8'haf:
+          \_$102  = \port__data$93 [383:376];
+      8'hb0:
+          \_$102  = \port__data$93 [391:384];
+      8'hb1:
+          \_$102  = \port__data$93 [399:392];
+      8'hb2:
+          \_$102  = \port__data$93 [407:400];
+      8'hb3:
+          \_$102  = \port__data$93 [415:408];
+      8'hb4:
+          \_$102  = \port__data$93 [423:416];
+      8'hb5:
+          \_$102  = \port__data$93 [431:424];
+      8'hb6:
+          \_$102  = \port__data$93 [439:432];
+      8'hb7:
+          \_$102  = \port__data$93 [447:440];
+      8'hb8:
+          \_$102  = \port__data$93 [455:448];
+      8'hb9:
+          \_$102  = \port__data$93 [463:456];
+      8'hba:
+          \_$102  = \port__data$93 [471:464];
+      8'hbb:
+          \_$102  = \port__data$93 [479:472];
+      8'hbc:
+          \_$102  = \port__data$93 [487:480];
+      8'hbd:
+          \_$102  = \port__data$93 [495:488];
+      8'hbe:
+          \_$102  = \port__data$93 [503:496];
+      8'hbf:
+          \_$102  = \port__data$93 [511:504];
+      8'hc0:
+          \_$102  = \port__data$94 [7:0];
+      8'hc1:
+          \_$102  = \port__data$94 [15:8];
+      8'hc2:
+          \_$102  = \port__data$94 [23:16];
+      8'hc3:
+          \_$102  = \port__data$94 [31:24];
+      8'hc4:
+          \_$102  = \port__data$94 [39:32];
+      8'hc5:
+          \_$102  = \port__data$94 [47:40];
+      8'hc6:
+          \_$102  = \port__data$94 [55:48];
+      8'hc7:
+          \_$102  = \port__data$94 [63:56];
+      8'hc8:
+          \_$102  = \port__data$94 [71:64];
+      8'hc9:
+          \_$102  = \port__data$94 [79:72];
+      8'hca:
+          \_$102  = \port__data$94 [87:80];
+      8'hcb:
+          \_$102  = \port__data$94 [95:88];
+      8'hcc:
+          \_$102  = \port__data$94 [103:96];
+      8'hcd:
+          \_$102  = \port__data$94 [111:104];
+      8'hce:
+          \_$102  = \port__data$94 [119:112];
+      8'hcf:
+          \_$102  = \port__data$94 [127:120];
+      8'hd0:
+          \_$102  = \port__data$94 [135:128];
+      8'hd1:
+          \_$102  = \port__data$94 [143:136];
+      8'hd2:
+          \_$102  = \port__data$94 [151:144];
+      8'hd3:
+          \_$102  = \port__data$94 [159:152];
+      8'hd4:
+          \_$102  = \port__data$94 [167:160];
+      8'hd5:
+          \_$102  = \port__data$94 [175:168];
+      8'hd6:
+          \_$102  = \port__data$94 [183:176];
+      8'hd7:
+          \_$102  = \port__data$94 [191:184];
+      8'hd8:
+          \_$102  = \port__data$94 [199:192];
+      8'hd9:
+          \_$102  = \port__data$94 [207:200];
+      8'hda:
+          \_$102  = \port__data$94 [215:208];
+      8'hdb:
+          \_$102  = \port__data$94 [223:216];
+      8'hdc:
+          \_$102  = \port__data$94 [231:224];
+      8'hdd:
+          \_$102  = \port__data$94 [239:232];
+      8'hde:
+          \_$102  = \port__data$94 [247:240];
+      8'hdf:
+          \_$102  = \port__data$94 [255:248];
+      8'he0:
+          \_$102  = \port__data$94 [263:256];
+      8'he1:
+          \_$102  = \port__data$94 [271:264];
+      8'he2:
+          \_$102  = \port__data$94 [279:272];
+      8'he3:
+          \_$102  = \port__data$94 [287:280];
+      8'he4:
+          \_$102  = \port__data$94 [295:288];
+      8'he5:
+          \_$102  = \port__data$94 [303:296];
+      8'he6:
+          \_$102  = \port__data$94 [311:304];
+      8'he7:
+          \_$102  = \port__data$94 [319:312];
+      8'he8:
+          \_$102  = \port__data$94 [327:320];
+      8'he9:
+          \_$102  = \port__data$94 [335:328];
+      8'hea:
+          \_$102  = \port__data$94 [343:336];
+      8'heb:
+          \_$102  = \port__data$94 [351:344];
+      8'hec:
+          \_$102  = \port__data$94 [359:352];
+      8'hed:
+          \_$102  = \port__data$94 [367:360];
+      8'hee:
+          \_$102  = \port__data$94 [375:368];
+      8'hef:
+          \_$102  = \port__data$94 [383:376];
+      8'hf0:
+          \_$102  = \port__data$94 [391:384];
+      8'hf1:
+          \_$102  = \port__data$94 [399:392];
+      8'hf2:
+          \_$102  = \port__data$94 [407:400];
+      8'hf3:
+          \_$102  = \port__data$94 [415:408];
+      8'hf4:
+          \_$102  = \port__data$94 [423:416];
+      8'hf5:
+          \_$102  = \port__data$94 [431:424];
+      8'hf6:
+          \_$102  = \port__data$94 [439:432];
+      8'hf7:
+          \_$102  = \port__data$94 [447:440];
+      8'hf8:
+          \_$102  = \port__data$94 [455:448];
+      8'hf9:
+          \_$102  = \port__data$94 [463:456];
+      8'hfa:
+          \_$102  = \port__data$94 [471:464];
+      8'hfb:
+          \_$102  = \port__data$94 [479:472];
+      8'hfc:
+          \_$102  = \port__data$94 [487:480];
+      8'hfd:
+          \_$102  = \port__data$94 [495:488];
+      8'hfe:
+          \_$102  = \port__data$94 [503:496];
+      8'hff:
+          \_$102  = \port__data$94 [511:504];
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$124 , clamped_1[6:0] })
+      8'h00:
+          \_$125  = port__data[7:0];
+      8'h01:
+          \_$125  = port__data[15:8];
+      8'h02:
+          \_$125  = port__data[23:16];
+      8'h03:
+          \_$125  = port__data[31:24];
+      8'h04:
+          \_$125  = port__data[39:32];
+      8'h05:
+          \_$125  = port__data[47:40];
+      8'h06:
+          \_$125  = port__data[55:48];
+      8'h07:
+          \_$125  = port__data[63:56];
+      8'h08:
+          \_$125  = port__data[71:64];
+      8'h09:
+          \_$125  = port__data[79:72];
+      8'h0a:
+          \_$125  = port__data[87:80];
+      8'h0b:
+          \_$125  = port__data[95:88];
+      8'h0c:
+          \_$125  = port__data[103:96];
+      8'h0d:
+          \_$125  = port__data[111:104];
+      8'h0e:
+          \_$125  = port__data[119:112];
+      8'h0f:
+          \_$125  = port__data[127:120];
+      8'h10:
+          \_$125  = port__data[135:128];
+      8'h11:
+          \_$125  = port__data[143:136];
+      8'h12:
+          \_$125  = port__data[151:144];
+      8'h13:
+          \_$125  = port__data[159:152];
+      8'h14:
+          \_$125  = port__data[167:160];
+      8'h15:
+          \_$125  = port__data[175:168];
+      8'h16:
+          \_$125  = port__data[183:176];
+      8'h17:
+          \_$125  = port__data[191:184];
+      8'h18:
+          \_$125  = port__data[199:192];
+      8'h19:
+          \_$125  = port__data[207:200];
+      8'h1a:
+          \_$125  = port__data[215:208];
+      8'h1b:
+          \_$125  = port__data[223:216];
+      8'h1c:
+          \_$125  = port__data[231:224];
+      8'h1d:
+          \_$125  = port__data[239:232];
+      8'h1e:
+          \_$125  = port__data[247:240];
+      8'h1f:
+          \_$125  = port__data[255:248];
+      8'h20:
+          \_$125  = port__data[263:256];
+      8'h21:
+          \_$125  = port__data[271:264];
+      8'h22:
+          \_$125  = port__data[279:272];
+      8'h23:
+          \_$125  = port__data[287:280];
+      8'h24:
+          \_$125  = port__data[295:288];
+      8'h25:
+          \_$125  = port__data[303:296];
+      8'h26:
+          \_$125  = port__data[311:304];
+      8'h27:
+          \_$125  = port__data[319:312];
+      8'h28:
+          \_$125  = port__data[327:320];
+      8'h29:
+          \_$125  = port__data[335:328];
+      8'h2a:
+          \_$125  = port__data[343:336];
+      8'h2b:
+          \_$125  = port__data[351:344];
+      8'h2c:
+          \_$125  = port__data[359:352];
+      8'h2d:
+          \_$125  = port__data[367:360];
+      8'h2e:
+          \_$125  = port__data[375:368];
+      8'h2f:
+          \_$125  = port__data[383:376];
+      8'h30:
+          \_$125  = port__data[391:384];
+      8'h31:
+          \_$125  = port__data[399:392];
+      8'h32:
+          \_$125  = port__data[407:400];
+      8'h33:
+          \_$125  = port__data[415:408];
+      8'h34:
+          \_$125  = port__data[423:416];
+      8'h35:
+          \_$125  = port__data[431:424];
+      8'h36:
+          \_$125  = port__data[439:432];
+      8'h37:
+          \_$125  = port__data[447:440];
+      8'h38:
+          \_$125  = port__data[455:448];
+      8'h39:
+          \_$125  = port__data[463:456];
+      8'h3a:
+          \_$125  = port__data[471:464];
+      8'h3b:
+          \_$125  = port__data[479:472];
+      8'h3c:
+          \_$125  = port__data[487:480];
+      8'h3d:
+          \_$125  = port__data[495:488];
+      8'h3e:
+          \_$125  = port__data[503:496];
+      8'h3f:
+          \_$125  = port__data[511:504];
+      8'h40:
+          \_$125  = \port__data$92 [7:0];
+      8'h41:
+          \_$125  = \port__data$92 [15:8];
+      8'h42:
+          \_$125  = \port__data$92 [23:16];
+      8'h43:
+          \_$125  = \port__data$92 [31:24];
+      8'h44:
+          \_$125  = \port__data$92 [39:32];
+      8'h45:
+          \_$125  = \port__data$92 [47:40];
+      8'h46:
+          \_$125  = \port__data$92 [55:48];
+      8'h47:
+          \_$125  = \port__data$92 [63:56];
+      8'h48:
+          \_$125  = \port__data$92 [71:64];
+      8'h49:
+          \_$125  = \port__data$92 [79:72];
+      8'h4a:
+          \_$125  = \port__data$92 [87:80];
+      8'h4b:
+          \_$125  = \port__data$92 [95:88];
+      8'h4c:
+          \_$125  = \port__data$92 [103:96];
+      8'h4d:
+          \_$125  = \port__data$92 [111:104];
+      8'h4e:
+          \_$125  = \port__data$92 [119:112];
+      8'h4f:
+          \_$125  = \port__data$92 [127:120];
+      8'h50:
+          \_$125  = \port__data$92 [135:128];
+      8'h51:
+          \_$125  = \port__data$92 [143:136];
+      8'h52:
+          \_$125  = \port__data$92 [151:144];
+      8'h53:
+          \_$125  = \port__data$92 [159:152];
+      8'h54:
+          \_$125  = \port__data$92 [167:160];
+      8'h55:
+          \_$125  = \port__data$92 [175:168];
+      8'h56:
+          \_$125  = \port__data$92 [183:176];
+      8'h57:
+          \_$125  = \port__data$92 [191:184];
+      8'h58:
+          \_$125  = \port__data$92 [199:192];
+      8'h59:
+          \_$125  = \port__data$92 [207:200];
+      8'h5a:
+          \_$125  = \port__data$92 [215:208];
+      8'h5b:
+          \_$125  = \port__data$92 [223:216];
+      8'h5c:
+          \_$125  = \port__data$92 [231:224];
+      8'h5d:
+          \_$125  = \port__data$92 [239:232];
+      8'h5e:
+          \_$125  = \port__data$92 [247:240];
+      8'h5f:
+          \_$125  = \port__data$92 [255:248];
+      8'h60:
+          \_$125  = \port__data$92 [263:256];
+      8'h61:
+          \_$125  = \port__data$92 [271:264];
+      8'h62:
+          \_$125  = \port__data$92 [279:272];
+      8'h63:
+          \_$125  = \port__data$92 [287:280];
+      8'h64:
+          \_$125  = \port__data$92 [295:288];
+      8'h65:
+          \_$125  = \port__data$92 [303:296];
+      8'h66:
+          \_$125  = \port__data$92 [311:304];
+      8'h67:
+          \_$125  = \port__data$92 [319:312];
+      8'h68:
+          \_$125  = \port__data$92 [327:320];
+      8'h69:
+          \_$125  = \port__data$92 [335:328];
+      8'h6a:
+          \_$125  = \port__data$92 [343:336];
+      8'h6b:
+          \_$125  = \port__data$92 [351:344];
+      8'h6c:
+          \_$125  = \port__data$92 [359:352];
+      8'h6d:
+          \_$125  = \port__data$92 [367:360];
+      8'h6e:
+          \_$125  = \port__data$92 [375:368];
+      8'h6f:
+          \_$125  = \port__data$92 [383:376];
+      8'h70:
+          \_$125  = \port__data$92 [391:384];
+      8'h71:
+          \_$125  = \port__data$92 [399:392];
+      8'h72:
+          \_$125  = \port__data$92 [407:400];
+      8'h73:
+          \_$125  = \port__data$92 [415:408];
+      8'h74:
+          \_$125  = \port__data$92 [423:416];
+      8'h75:
+          \_$125  = \port__data$92 [431:424];
+      8'h76:
+          \_$125  = \port__data$92 [439:432];
+      8'h77:
+          \_$125  = \port__data$92 [447:440];
+      8'h78:
+          \_$125  = \port__data$92 [455:448];
+      8'h79:
+          \_$125  = \port__data$92 [463:456];
+      8'h7a:
+          \_$125  = \port__data$92 [471:464];
+      8'h7b:
+          \_$125  = \port__data$92 [479:472];
+      8'h7c:
+          \_$125  = \port__data$92 [487:480];
+      8'h7d:
+          \_$125  = \port__data$92 [495:488];
+      8'h7e:
+          \_$125  = \port__data$92 [503:496];
+      8'h7f:
+          \_$125  = \port__data$92 [511:504];
+      8'h80:
+          \_$125  = \port__data$93 [7:0];
+      8'h81:
+          \_$125  = \port__data$93 [15:8];
+      8'h82:
+          \_$125  = \port__data$93 [23:16];
+      8'h83:
+          \_$125  = \port__data$93 [31:24];
+      8'h84:
+          \_$125  = \port__data$93 [39:32];
+      8'h85:
+          \_$125  = \port__data$93 [47:40];
+      8'h86:
+          \_$125  = \port__data$93 [55:48];
+      8'h87:
+          \_$125  = \port__data$93 [63:56];
+      8'h88:
+          \_$125  = \port__data$93 [71:64];
+      8'h89:
+          \_$125  = \port__data$93 [79:72];
+      8'h8a:
+          \_$125  = \port__data$93 [87:80];
+      8'h8b:
+          \_$125  = \port__data$93 [95:88];
+      8'h8c:
+          \_$125  = \port__data$93 [103:96];
+      8'h8d:
+          \_$125  = \port__data$93 [111:104];
+      8'h8e:
+          \_$125  = \port__data$93 [119:112];
+      8'h8f:
+          \_$125  = \port__data$93 [127:120];
+      8'h90:
+          \_$125  = \port__data$93 [135:128];
+      8'h91:
+          \_$125  = \port__data$93 [143:136];
+      8'h92:
+          \_$125  = \port__data$93 [151:144];
+      8'h93:
+          \_$125  = \port__data$93 [159:152];
+      8'h94:
+          \_$125  = \port__data$93 [167:160];
+      8'h95:
+          \_$125  = \port__data$93 [175:168];
+      8'h96:
+          \_$125  = \port__data$93 [183:176];
+      8'h97:
+          \_$125  = \port__data$93 [191:184];
+      8'h98:
+          \_$125  = \port__data$93 [199:192];
+      8'h99:
+          \_$125  = \port__data$93 [207:200];
+      8'h9a:
+          \_$125  = \port__data$93 [215:208];
+      8'h9b:
+          \_$125  = \port__data$93 [223:216];
+      8'h9c:
+          \_$125  = \port__data$93 [231:224];
+      8'h9d:
+          \_$125  = \port__data$93 [239:232];
+      8'h9e:
+          \_$125  = \port__data$93 [247:240];
+      8'h9f:
+          \_$125  = \port__data$93 [255:248];
+      8'ha0:
+          \_$125  = \port__data$93 [263:256];
+      8'ha1:
+          \_$125  = \port__data$93 [271:264];
+      8'ha2:
+          \_$125  = \port__data$93 [279:272];
+      8'ha3:
+          \_$125  = \port__data$93 [287:280];
+      8'ha4:
+          \_$125  = \port__data$93 [295:288];
+      8'ha5:
+          \_$125  = \port__data$93 [303:296];
+      8'ha6:
+          \_$125  = \port__data$93 [311:304];
+      8'ha7:
+          \_$125  = \port__data$93 [319:312];
+      8'ha8:
+          \_$125  = \port__data$93 [327:320];
+      8'ha9:
+          \_$125  = \port__data$93 [335:328];
+      8'haa:
+          \_$125  = \port__data$93 [343:336];
+      8'hab:
+          \_$125  = \port__data$93 [351:344];
+      8'hac:
+          \_$125  = \port__data$93 [359:352];
+      8'had:
+          \_$125  = \port__data$93 [367:360];
+      8'hae:
+          \_$125  = \port__data$93 [375:368];
+      8'haf:
+          \_$125  = \port__data$93 [383:376];
+      8'hb0:
+          \_$125  = \port__data$93 [391:384];
+      8'hb1:
+          \_$125  = \port__data$93 [399:392];
+      8'hb2:
+          \_$125  = \port__data$93 [407:400];
+      8'hb3:
+          \_$125  = \port__data$93 [415:408];
+      8'hb4:
+          \_$125  = \port__data$93 [423:416];
+      8'hb5:
+          \_$125  = \port__data$93 [431:424];
+      8'hb6:
+          \_$125  = \port__data$93 [439:432];
+      8'hb7:
+          \_$125  = \port__data$93 [447:440];
+      8'hb8:
+          \_$125  = \port__data$93 [455:448];
+      8'hb9:
+          \_$125  = \port__data$93 [463:456];
+      8'hba:
+          \_$125  = \port__data$93 [471:464];
+      8'hbb:
+          \_$125  = \port__data$93 [479:472];
+      8'hbc:
+          \_$125  = \port__data$93 [487:480];
+      8'hbd:
+          \_$125  = \port__data$93 [495:488];
+      8'hbe:
+          \_$125  = \port__data$93 [503:496];
+      8'hbf:
+          \_$125  = \port__data$93 [511:504];
+      8'hc0:
+          \_$125  = \port__data$94 [7:0];
+      8'hc1:
+          \_$125  = \port__data$94 [15:8];
+      8'hc2:
+          \_$125  = \port__data$94 [23:16];
+      8'hc3:
+          \_$125  = \port__data$94 [31:24];
+      8'hc4:
+          \_$125  = \port__data$94 [39:32];
+      8'hc5:
+          \_$125  = \port__data$94 [47:40];
+      8'hc6:
+          \_$125  = \port__data$94 [55:48];
+      8'hc7:
+          \_$125  = \port__data$94 [63:56];
+      8'hc8:
+          \_$125  = \port__data$94 [71:64];
+      8'hc9:
+          \_$125  = \port__data$94 [79:72];
+      8'hca:
+          \_$125  = \port__data$94 [87:80];
+      8'hcb:
+          \_$125  = \port__data$94 [95:88];
+      8'hcc:
+          \_$125  = \port__data$94 [103:96];
+      8'hcd:
+          \_$125  = \port__data$94 [111:104];
+      8'hce:
+          \_$125  = \port__data$94 [119:112];
+      8'hcf:
+          \_$125  = \port__data$94 [127:120];
+      8'hd0:
+          \_$125  = \port__data$94 [135:128];
+      8'hd1:
+          \_$125  = \port__data$94 [143:136];
+      8'hd2:
+          \_$125  = \port__data$94 [151:144];
+      8'hd3:
+          \_$125  = \port__data$94 [159:152];
+      8'hd4:
+          \_$125  = \port__data$94 [167:160];
+      8'hd5:
+          \_$125  = \port__data$94 [175:168];
+      8'hd6:
+          \_$125  = \port__data$94 [183:176];
+      8'hd7:
+          \_$125  = \port__data$94 [191:184];
+      8'hd8:
+          \_$125  = \port__data$94 [199:192];
+      8'hd9:
+          \_$125  = \port__data$94 [207:200];
+      8'hda:
+          \_$125  = \port__data$94 [215:208];
+      8'hdb:
+          \_$125  = \port__data$94 [223:216];
+      8'hdc:
+          \_$125  = \port__data$94 [231:224];
+      8'hdd:
+          \_$125  = \port__data$94 [239:232];
+      8'hde:
+          \_$125  = \port__data$94 [247:240];
+      8'hdf:
+          \_$125  = \port__data$94 [255:248];
+      8'he0:
+          \_$125  = \port__data$94 [263:256];
+      8'he1:
+          \_$125  = \port__data$94 [271:264];
+      8'he2:
+          \_$125  = \port__data$94 [279:272];
+      8'he3:
+          \_$125  = \port__data$94 [287:280];
+      8'he4:
+          \_$125  = \port__data$94 [295:288];
+      8'he5:
+          \_$125  = \port__data$94 [303:296];
+      8'he6:
+          \_$125  = \port__data$94 [311:304];
+      8'he7:
+          \_$125  = \port__data$94 [319:312];
+      8'he8:
+          \_$125  = \port__data$94 [327:320];
+      8'he9:
+          \_$125  = \port__data$94 [335:328];
+      8'hea:
+          \_$125  = \port__data$94 [343:336];
+      8'heb:
+          \_$125  = \port__data$94 [351:344];
+      8'hec:
+          \_$125  = \port__data$94 [359:352];
+      8'hed:
+          \_$125  = \port__data$94 [367:360];
+      8'hee:
+          \_$125  = \port__data$94 [375:368];
+      8'hef:
+          \_$125  = \port__data$94 [383:376];
+      8'hf0:
+          \_$125  = \port__data$94 [391:384];
+      8'hf1:
+          \_$125  = \port__data$94 [399:392];
+      8'hf2:
+          \_$125  = \port__data$94 [407:400];
+      8'hf3:
+          \_$125  = \port__data$94 [415:408];
+      8'hf4:
+          \_$125  = \port__data$94 [423:416];
+      8'hf5:
+          \_$125  = \port__data$94 [431:424];
+      8'hf6:
+          \_$125  = \port__data$94 [439:432];
+      8'hf7:
+          \_$125  = \port__data$94 [447:440];
+      8'hf8:
+          \_$125  = \port__data$94 [455:448];
+      8'hf9:
+          \_$125  = \port__data$94 [463:456];
+      8'hfa:
+          \_$125  = \port__data$94 [471:464];
+      8'hfb:
+          \_$125  = \port__data$94 [479:472];
+      8'hfc:
+          \_$125  = \port__data$94 [487:480];
+      8'hfd:
+          \_$125  = \port__data$94 [495:488];
+      8'hfe:
+          \_$125  = \port__data$94 [503:496];
+      8'hff:
+          \_$125  = \port__data$94 [511:504];
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$147 , clamped_2[6:0] })
+      8'h00:
+          \_$148  = port__data[7:0];
+      8'h01:
+          \_$148  = port__data[15:8];
+      8'h02:
+          \_$148  = port__data[23:16];
+      8'h03:
+          \_$148  = port__data[31:24];
+      8'h04:
+          \_$148  = port__data[39:32];
+      8'h05:
+          \_$148  = port__data[47:40];
+      8'h06:
+          \_$148  = port__data[55:48];
+      8'h07:
+          \_$148  = port__data[63:56];
+      8'h08:
+          \_$148  = port__data[71:64];
+      8'h09:
+          \_$148  = port__data[79:72];
+      8'h0a:
+          \_$148  = port__data[87:80];
+      8'h0b:
+          \_$148  = port__data[95:88];
+      8'h0c:
+          \_$148  = port__data[103:96];
+      8'h0d:
+          \_$148  = port__data[111:104];
+      8'h0e:
+          \_$148  = port__data[119:112];
+      8'h0f:
+          \_$148  = port__data[127:120];
+      8'h10:
+          \_$148  = port__data[135:128];
+      8'h11:
+          \_$148  = port__data[143:136];
+      8'h12:
+          \_$148  = port__data[151:144];
+      8'h13:
+          \_$148  = port__data[159:152];
+      8'h14:
+          \_$148  = port__data[167:160];
+      8'h15:
+          \_$148  = port__data[175:168];
+      8'h16:
+          \_$148  = port__data[183:176];
+      8'h17:
+          \_$148  = port__data[191:184];
+      8'h18:
+          \_$148  = port__data[199:192];
+      8'h19:
+          \_$148  = port__data[207:200];
+      8'h1a:
+          \_$148  = port__data[215:208];
+      8'h1b:
+          \_$148  = port__data[223:216];
+      8'h1c:
+          \_$148  = port__data[231:224];
+      8'h1d:
+          \_$148  = port__data[239:232];
+      8'h1e:
+          \_$148  = port__data[247:240];
+      8'h1f:
+          \_$148  = port__data[255:248];
+      8'h20:
+          \_$148  = port__data[263:256];
+      8'h21:
+          \_$148  = port__data[271:264];
+      8'h22:
+          \_$148  = port__data[279:272];
+      8'h23:
+          \_$148  = port__data[287:280];
+      8'h24:
+          \_$148  = port__data[295:288];
+      8'h25:
+          \_$148  = port__data[303:296];
+      8'h26:
+          \_$148  = port__data[311:304];
+      8'h27:
+          \_$148  = port__data[319:312];
+      8'h28:
+          \_$148  = port__data[327:320];
+      8'h29:
+          \_$148  = port__data[335:328];
+      8'h2a:
+          \_$148  = port__data[343:336];
+      8'h2b:
+          \_$148  = port__data[351:344];
+      8'h2c:
+          \_$148  = port__data[359:352];
+      8'h2d:
+          \_$148  = port__data[367:360];
+      8'h2e:
+          \_$148  = port__data[375:368];
+      8'h2f:
+          \_$148  = port__data[383:376];
+      8'h30:
+          \_$148  = port__data[391:384];
+      8'h31:
+          \_$148  = port__data[399:392];
+      8'h32:
+          \_$148  = port__data[407:400];
+      8'h33:
+          \_$148  = port__data[415:408];
+      8'h34:
+          \_$148  = port__data[423:416];
+      8'h35:
+          \_$148  = port__data[431:424];
+      8'h36:
+          \_$148  = port__data[439:432];
+      8'h37:
+          \_$148  = port__data[447:440];
+      8'h38:
+          \_$148  = port__data[455:448];
+      8'h39:
+          \_$148  = port__data[463:456];
+      8'h3a:
+          \_$148  = port__data[471:464];
+      8'h3b:
+          \_$148  = port__data[479:472];
+      8'h3c:
+          \_$148  = port__data[487:480];
+      8'h3d:
+          \_$148  = port__data[495:488];
+      8'h3e:
+          \_$148  = port__data[503:496];
+      8'h3f:
+          \_$148  = port__data[511:504];
+      8'h40:
+          \_$148  = \port__data$92 [7:0];
+      8'h41:
+          \_$148  = \port__data$92 [15:8];
+      8'h42:
+          \_$148  = \port__data$92 [23:16];
+      8'h43:
+          \_$148  = \port__data$92 [31:24];
+      8'h44:
+          \_$148  = \port__data$92 [39:32];
+      8'h45:
+          \_$148  = \port__data$92 [47:40];
+      8'h46:
+          \_$148  = \port__data$92 [55:48];
+      8'h47:
+          \_$148  = \port__data$92 [63:56];
+      8'h48:
+          \_$148  = \port__data$92 [71:64];
+      8'h49:
+          \_$148  = \port__data$92 [79:72];
+      8'h4a:
+          \_$148  = \port__data$92 [87:80];
+      8'h4b:
+          \_$148  = \port__data$92 [95:88];
+      8'h4c:
+          \_$148  = \port__data$92 [103:96];
+      8'h4d:
+          \_$148  = \port__data$92 [111:104];
+      8'h4e:
+          \_$148  = \port__data$92 [119:112];
+      8'h4f:
+          \_$148  = \port__data$92 [127:120];
+      8'h50:
+          \_$148  = \port__data$92 [135:128];
+      8'h51:
+          \_$148  = \port__data$92 [143:136];
+      8'h52:
+          \_$148  = \port__data$92 [151:144];
+      8'h53:
+          \_$148  = \port__data$92 [159:152];
+      8'h54:
+          \_$148  = \port__data$92 [167:160];
+      8'h55:
+          \_$148  = \port__data$92 [175:168];
+      8'h56:
+          \_$148  = \port__data$92 [183:176];
+      8'h57:
+          \_$148  = \port__data$92 [191:184];
+      8'h58:
+          \_$148  = \port__data$92 [199:192];
+      8'h59:
+          \_$148  = \port__data$92 [207:200];
+      8'h5a:
+          \_$148  = \port__data$92 [215:208];
+      8'h5b:
+          \_$148  = \port__data$92 [223:216];
+      8'h5c:
+          \_$148  = \port__data$92 [231:224];
+      8'h5d:
+          \_$148  = \port__data$92 [239:232];
+      8'h5e:
+          \_$148  = \port__data$92 [247:240];
+      8'h5f:
+          \_$148  = \port__data$92 [255:248];
+      8'h60:
+          \_$148  = \port__data$92 [263:256];
+      8'h61:
+          \_$148  = \port__data$92 [271:264];
+      8'h62:
+          \_$148  = \port__data$92 [279:272];
+      8'h63:
+          \_$148  = \port__data$92 [287:280];
+      8'h64:
+          \_$148  = \port__data$92 [295:288];
+      8'h65:
+          \_$148  = \port__data$92 [303:296];
+      8'h66:
+          \_$148  = \port__data$92 [311:304];
+      8'h67:
+          \_$148  = \port__data$92 [319:312];
+      8'h68:
+          \_$148  = \port__data$92 [327:320];
+      8'h69:
+          \_$148  = \port__data$92 [335:328];
+      8'h6a:
+          \_$148  = \port__data$92 [343:336];
+      8'h6b:
+          \_$148  = \port__data$92 [351:344];
+      8'h6c:
+          \_$148  = \port__data$92 [359:352];
+      8'h6d:
+          \_$148  = \port__data$92 [367:360];
+      8'h6e:
+          \_$148  = \port__data$92 [375:368];
+      8'h6f:
+          \_$148  = \port__data$92 [383:376];
+      8'h70:
+          \_$148  = \port__data$92 [391:384];
+      8'h71:
+          \_$148  = \port__data$92 [399:392];
+      8'h72:
+          \_$148  = \port__data$92 [407:400];
+      8'h73:
+          \_$148  = \port__data$92 [415:408];
+      8'h74:
+          \_$148  = \port__data$92 [423:416];
+      8'h75:
+          \_$148  = \port__data$92 [431:424];
+      8'h76:
+          \_$148  = \port__data$92 [439:432];
+      8'h77:
+          \_$148  = \port__data$92 [447:440];
+      8'h78:
+          \_$148  = \port__data$92 [455:448];
+      8'h79:
+          \_$148  = \port__data$92 [463:456];
+      8'h7a:
+          \_$148  = \port__data$92 [471:464];
+      8'h7b:
+          \_$148  = \port__data$92 [479:472];
+      8'h7c:
+          \_$148  = \port__data$92 [487:480];
+      8'h7d:
+          \_$148  = \port__data$92 [495:488];
+      8'h7e:
+          \_$148  = \port__data$92 [503:496];
+      8'h7f:
+          \_$148  = \port__data$92 [511:504];
+      8'h80:
+          \_$148  = \port__data$93 [7:0];
+      8'h81:
+          \_$148  = \port__data$93 [15:8];
+      8'h82:
+          \_$148  = \port__data$93 [23:16];
+      8'h83:
+          \_$148  = \port__data$93 [31:24];
+      8'h84:
+          \_$148  = \port__data$93 [39:32];
+      8'h85:
+          \_$148  = \port__data$93 [47:40];
+      8'h86:
+          \_$148  = \port__data$93 [55:48];
+      8'h87:
+          \_$148  = \port__data$93 [63:56];
+      8'h88:
+          \_$148  = \port__data$93 [71:64];
+      8'h89:
+          \_$148  = \port__data$93 [79:72];
+      8'h8a:
+          \_$148  = \port__data$93 [87:80];
+      8'h8b:
+          \_$148  = \port__data$93 [95:88];
+      8'h8c:
+          \_$148  = \port__data$93 [103:96];
+      8'h8d:
+          \_$148  = \port__data$93 [111:104];
+      8'h8e:
+          \_$148  = \port__data$93 [119:112];
+      8'h8f:
+          \_$148  = \port__data$93 [127:120];
+      8'h90:
+          \_$148  = \port__data$93 [135:128];
+      8'h91:
+          \_$148  = \port__data$93 [143:136];
+      8'h92:
+          \_$148  = \port__data$93 [151:144];
+      8'h93:
+          \_$148  = \port__data$93 [159:152];
+      8'h94:
+          \_$148  = \port__data$93 [167:160];
+      8'h95:
+          \_$148  = \port__data$93 [175:168];
+      8'h96:
+          \_$148  = \port__data$93 [183:176];
+      8'h97:
+          \_$148  = \port__data$93 [191:184];
+      8'h98:
+          \_$148  = \port__data$93 [199:192];
+      8'h99:
+          \_$148  = \port__data$93 [207:200];
+      8'h9a:
+          \_$148  = \port__data$93 [215:208];
+      8'h9b:
+          \_$148  = \port__data$93 [223:216];
+      8'h9c:
+          \_$148  = \port__data$93 [231:224];
+      8'h9d:
+          \_$148  = \port__data$93 [239:232];
+      8'h9e:
+          \_$148  = \port__data$93 [247:240];
+      8'h9f:
+          \_$148  = \port__data$93 [255:248];
+      8'ha0:
+          \_$148  = \port__data$93 [263:256];
+      8'ha1:
+          \_$148  = \port__data$93 [271:264];
+      8'ha2:
+          \_$148  = \port__data$93 [279:272];
+      8'ha3:
+          \_$148  = \port__data$93 [287:280];
+      8'ha4:
+          \_$148  = \port__data$93 [295:288];
+      8'ha5:
+          \_$148  = \port__data$93 [303:296];
+      8'ha6:
+          \_$148  = \port__data$93 [311:304];
+      8'ha7:
+          \_$148  = \port__data$93 [319:312];
+      8'ha8:
+          \_$148  = \port__data$93 [327:320];
+      8'ha9:
+          \_$148  = \port__data$93 [335:328];
+      8'haa:
+          \_$148  = \port__data$93 [343:336];
+      8'hab:
+          \_$148  = \port__data$93 [351:344];
+      8'hac:
+          \_$148  = \port__data$93 [359:352];
+      8'had:
+          \_$148  = \port__data$93 [367:360];
+      8'hae:
+          \_$148  = \port__data$93 [375:368];
+      8'haf:
+          \_$148  = \port__data$93 [383:376];
+      8'hb0:
+          \_$148  = \port__data$93 [391:384];
+      8'hb1:
+          \_$148  = \port__data$93 [399:392];
+      8'hb2:
+          \_$148  = \port__data$93 [407:400];
+      8'hb3:
+          \_$148  = \port__data$93 [415:408];
+      8'hb4:
+          \_$148  = \port__data$93 [423:416];
+      8'hb5:
+          \_$148  = \port__data$93 [431:424];
+      8'hb6:
+          \_$148  = \port__data$93 [439:432];
+      8'hb7:
+          \_$148  = \port__data$93 [447:440];
+      8'hb8:
+          \_$148  = \port__data$93 [455:448];
+      8'hb9:
+          \_$148  = \port__data$93 [463:456];
+      8'hba:
+          \_$148  = \port__data$93 [471:464];
+      8'hbb:
+          \_$148  = \port__data$93 [479:472];
+      8'hbc:
+          \_$148  = \port__data$93 [487:480];
+      8'hbd:
+          \_$148  = \port__data$93 [495:488];
+      8'hbe:
+          \_$148  = \port__data$93 [503:496];
+      8'hbf:
+          \_$148  = \port__data$93 [511:504];
+      8'hc0:
+          \_$148  = \port__data$94 [7:0];
+      8'hc1:
+          \_$148  = \port__data$94 [15:8];
+      8'hc2:
+          \_$148  = \port__data$94 [23:16];
+      8'hc3:
+          \_$148  = \port__data$94 [31:24];
+      8'hc4:
+          \_$148  = \port__data$94 [39:32];
+      8'hc5:
+          \_$148  = \port__data$94 [47:40];
+      8'hc6:
+          \_$148  = \port__data$94 [55:48];
+      8'hc7:
+          \_$148  = \port__data$94 [63:56];
+      8'hc8:
+          \_$148  = \port__data$94 [71:64];
+      8'hc9:
+          \_$148  = \port__data$94 [79:72];
+      8'hca:
+          \_$148  = \port__data$94 [87:80];
+      8'hcb:
+          \_$148  = \port__data$94 [95:88];
+      8'hcc:
+          \_$148  = \port__data$94 [103:96];
+      8'hcd:
+          \_$148  = \port__data$94 [111:104];
+      8'hce:
+          \_$148  = \port__data$94 [119:112];
+      8'hcf:
+          \_$148  = \port__data$94 [127:120];
+      8'hd0:
+          \_$148  = \port__data$94 [135:128];
+      8'hd1:
+          \_$148  = \port__data$94 [143:136];
+      8'hd2:
+          \_$148  = \port__data$94 [151:144];
+      8'hd3:
+          \_$148  = \port__data$94 [159:152];
+      8'hd4:
+          \_$148  = \port__data$94 [167:160];
+      8'hd5:
+          \_$148  = \port__data$94 [175:168];
+      8'hd6:
+          \_$148  = \port__data$94 [183:176];
+      8'hd7:
+          \_$148  = \port__data$94 [191:184];
+      8'hd8:
+          \_$148  = \port__data$94 [199:192];
+      8'hd9:
+          \_$148  = \port__data$94 [207:200];
+      8'hda:
+          \_$148  = \port__data$94 [215:208];
+      8'hdb:
+          \_$148  = \port__data$94 [223:216];
+      8'hdc:
+          \_$148  = \port__data$94 [231:224];
+      8'hdd:
+          \_$148  = \port__data$94 [239:232];
+      8'hde:
+          \_$148  = \port__data$94 [247:240];
+      8'hdf:
+          \_$148  = \port__data$94 [255:248];
+      8'he0:
+          \_$148  = \port__data$94 [263:256];
+      8'he1:
+          \_$148  = \port__data$94 [271:264];
+      8'he2:
+          \_$148  = \port__data$94 [279:272];
+      8'he3:
+          \_$148  = \port__data$94 [287:280];
+      8'he4:
+          \_$148  = \port__data$94 [295:288];
+      8'he5:
+          \_$148  = \port__data$94 [303:296];
+      8'he6:
+          \_$148  = \port__data$94 [311:304];
+      8'he7:
+          \_$148  = \port__data$94 [319:312];
+      8'he8:
+          \_$148  = \port__data$94 [327:320];
+      8'he9:
+          \_$148  = \port__data$94 [335:328];
+      8'hea:
+          \_$148  = \port__data$94 [343:336];
+      8'heb:
+          \_$148  = \port__data$94 [351:344];
+      8'hec:
+          \_$148  = \port__data$94 [359:352];
+      8'hed:
+          \_$148  = \port__data$94 [367:360];
+      8'hee:
+          \_$148  = \port__data$94 [375:368];
+      8'hef:
+          \_$148  = \port__data$94 [383:376];
+      8'hf0:
+          \_$148  = \port__data$94 [391:384];
+      8'hf1:
+          \_$148  = \port__data$94 [399:392];
+      8'hf2:
+          \_$148  = \port__data$94 [407:400];
+      8'hf3:
+          \_$148  = \port__data$94 [415:408];
+      8'hf4:
+          \_$148  = \port__data$94 [423:416];
+      8'hf5:
+          \_$148  = \port__data$94 [431:424];
+      8'hf6:
+          \_$148  = \port__data$94 [439:432];
+      8'hf7:
+          \_$148  = \port__data$94 [447:440];
+      8'hf8:
+          \_$148  = \port__data$94 [455:448];
+      8'hf9:
+          \_$148  = \port__data$94 [463:456];
+      8'hfa:
+          \_$148  = \port__data$94 [471:464];
+      8'hfb:
+          \_$148  = \port__data$94 [479:472];
+      8'hfc:
+          \_$148  = \port__data$94 [487:480];
+      8'hfd:
+          \_$148  = \port__data$94 [495:488];
+      8'hfe:
+          \_$148  = \port__data$94 [503:496];
+      8'hff:
+          \_$148  = \port__data$94 [511:504];
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    (* full_case = 32'd1 *)
+    casez ({ \_$170 , clamped_3[6:0] })
+      8'h00:
+          \_$171  = port__data[7:0];
+      8'h01:
+          \_$171  = port__data[15:8];
+      8'h02:
+          \_$171  = port__data[23:16];
+      8'h03:
+          \_$171  = port__data[31:24];
+      8'h04:
+          \_$171  = port__data[39:32];
+      8'h05:
+          \_$171  = port__data[47:40];
+      8'h06:
+          \_$171  = port__data[55:48];
+      8'h07:
+          \_$171  = port__data[63:56];
+      8'h08:
+          \_$171  = port__data[71:64];
+      8'h09:
+          \_$171  = port__data[79:72];
+      8'h0a:
+          \_$171  = port__data[87:80];
+      8'h0b:
+          \_$171  = port__data[95:88];
+      8'h0c:
+          \_$171  = port__data[103:96];
+      8'h0d:
+          \_$171  = port__data[111:104];
+      8'h0e:
+          \_$171  = port__data[119:112];
+      8'h0f:
+          \_$171  = port__data[127:120];
+      8'h10:
+          \_$171  = port__data[135:128];
+      8'h11:
+          \_$171  = port__data[143:136];
+      8'h12:
+          \_$171  = port__data[151:144];
+      8'h13:
+          \_$171  = port__data[159:152];
+      8'h14:
+          \_$171  = port__data[167:160];
+      8'h15:
+          \_$171  = port__data[175:168];
+      8'h16:
+          \_$171  = port__data[183:176];
+      8'h17:
+          \_$171  = port__data[191:184];
+      8'h18:
+          \_$171  = port__data[199:192];
+      8'h19:
+          \_$171  = port__data[207:200];
+      8'h1a:
+          \_$171  = port__data[215:208];
+      8'h1b:
+          \_$171  = port__data[223:216];
+      8'h1c:
+          \_$171  = port__data[231:224];
+      8'h1d:
+          \_$171  = port__data[239:232];
+      8'h1e:
+          \_$171  = port__data[247:240];
+      8'h1f:
+          \_$171  = port__data[255:248];
+      8'h20:
+          \_$171  = port__data[263:256];
+      8'h21:
+          \_$171  = port__data[271:264];
+      8'h22:
+          \_$171  = port__data[279:272];
+      8'h23:
+          \_$171  = port__data[287:280];
+      8'h24:
+          \_$171  = port__data[295:288];
+      8'h25:
+          \_$171  = port__data[303:296];
+      8'h26:
+          \_$171  = port__data[311:304];
+      8'h27:
+          \_$171  = port__data[319:312];
+      8'h28:
+          \_$171  = port__data[327:320];
+      8'h29:
+          \_$171  = port__data[335:328];
+      8'h2a:
+          \_$171  = port__data[343:336];
+      8'h2b:
+          \_$171  = port__data[351:344];
+      8'h2c:
+          \_$171  = port__data[359:352];
+      8'h2d:
+          \_$171  = port__data[367:360];
+      8'h2e:
+          \_$171  = port__data[375:368];
+      8'h2f:
+          \_$171  = port__data[383:376];
+      8'h30:
+          \_$171  = port__data[391:384];
+      8'h31:
+          \_$171  = port__data[399:392];
+      8'h32:
+          \_$171  = port__data[407:400];
+      8'h33:
+          \_$171  = port__data[415:408];
+      8'h34:
+          \_$171  = port__data[423:416];
+      8'h35:
+          \_$171  = port__data[431:424];
+      8'h36:
+          \_$171  = port__data[439:432];
+      8'h37:
+          \_$171  = port__data[447:440];
+      8'h38:
+          \_$171  = port__data[455:448];
+      8'h39:
+          \_$171  = port__data[463:456];
+      8'h3a:
+          \_$171  = port__data[471:464];
+      8'h3b:
+          \_$171  = port__data[479:472];
+      8'h3c:
+          \_$171  = port__data[487:480];
+      8'h3d:
+          \_$171  = port__data[495:488];
+      8'h3e:
+          \_$171  = port__data[503:496];
+      8'h3f:
+          \_$171  = port__data[511:504];
+      8'h40:
+          \_$171  = \port__data$92 [7:0];
+      8'h41:
+          \_$171  = \port__data$92 [15:8];
+      8'h42:
+          \_$171  = \port__data$92 [23:16];
+      8'h43:
+          \_$171  = \port__data$92 [31:24];
+      8'h44:
+          \_$171  = \port__data$92 [39:32];
+      8'h45:
+          \_$171  = \port__data$92 [47:40];
+      8'h46:
+          \_$171  = \port__data$92 [55:48];
+      8'h47:
+          \_$171  = \port__data$92 [63:56];
+      8'h48:
+          \_$171  = \port__data$92 [71:64];
+      8'h49:
+          \_$171  = \port__data$92 [79:72];
+      8'h4a:
+          \_$171  = \port__data$92 [87:80];
+      8'h4b:
+          \_$171  = \port__data$92 [95:88];
+      8'h4c:
+          \_$171  = \port__data$92 [103:96];
+      8'h4d:
+          \_$171  = \port__data$92 [111:104];
+      8'h4e:
+          \_$171  = \port__data$92 [119:112];
+      8'h4f:
+          \_$171  = \port__data$92 [127:120];
+      8'h50:
+          \_$171  = \port__data$92 [135:128];
+      8'h51:
+          \_$171  = \port__data$92 [143:136];
+      8'h52:
+          \_$171  = \port__data$92 [151:144];
+      8'h53:
+          \_$171  = \port__data$92 [159:152];
+      8'h54:
+          \_$171  = \port__data$92 [167:160];
+      8'h55:
+          \_$171  = \port__data$92 [175:168];
+      8'h56:
+          \_$171  = \port__data$92 [183:176];
+      8'h57:
+          \_$171  = \port__data$92 [191:184];
+      8'h58:
+          \_$171  = \port__data$92 [199:192];
+      8'h59:
+          \_$171  = \port__data$92 [207:200];
+      8'h5a:
+          \_$171  = \port__data$92 [215:208];
+      8'h5b:
+          \_$171  = \port__data$92 [223:216];
+      8'h5c:
+          \_$171  = \port__data$92 [231:224];
+      8'h5d:
+          \_$171  = \port__data$92 [239:232];
+      8'h5e:
+          \_$171  = \port__data$92 [247:240];
+      8'h5f:
+          \_$171  = \port__data$92 [255:248];
+      8'h60:
+          \_$171  = \port__data$92 [263:256];
+      8'h61:
+          \_$171  = \port__data$92 [271:264];
+      8'h62:
+          \_$171  = \port__data$92 [279:272];
+      8'h63:
+          \_$171  = \port__data$92 [287:280];
+      8'h64:
+          \_$171  = \port__data$92 [295:288];
+      8'h65:
+          \_$171  = \port__data$92 [303:296];
+      8'h66:
+          \_$171  = \port__data$92 [311:304];
+      8'h67:
+          \_$171  = \port__data$92 [319:312];
+      8'h68:
+          \_$171  = \port__data$92 [327:320];
+      8'h69:
+          \_$171  = \port__data$92 [335:328];
+      8'h6a:
+          \_$171  = \port__data$92 [343:336];
+      8'h6b:
+          \_$171  = \port__data$92 [351:344];
+      8'h6c:
+          \_$171  = \port__data$92 [359:352];
+      8'h6d:
+          \_$171  = \port__data$92 [367:360];
+      8'h6e:
+          \_$171  = \port__data$92 [375:368];
+      8'h6f:
+          \_$171  = \port__data$92 [383:376];
+      8'h70:
+          \_$171  = \port__data$92 [391:384];
+      8'h71:
+          \_$171  = \port__data$92 [399:392];
+      8'h72:
+          \_$171  = \port__data$92 [407:400];
+      8'h73:
+          \_$171  = \port__data$92 [415:408];
+      8'h74:
+          \_$171  = \port__data$92 [423:416];
+      8'h75:
+          \_$171  = \port__data$92 [431:424];
+      8'h76:
+          \_$171  = \port__data$92 [439:432];
+      8'h77:
+          \_$171  = \port__data$92 [447:440];
+      8'h78:
+          \_$171  = \port__data$92 [455:448];
+      8'h79:
+          \_$171  = \port__data$92 [463:456];
+      8'h7a:
+          \_$171  = \port__data$92 [471:464];
+      8'h7b:
+          \_$171  = \port__data$92 [479:472];
+      8'h7c:
+          \_$171  = \port__data$92 [487:480];
+      8'h7d:
+          \_$171  = \port__data$92 [495:488];
+      8'h7e:
+          \_$171  = \port__data$92 [503:496];
+      8'h7f:
+          \_$171  = \port__data$92 [511:504];
+      8'h80:
+          \_$171  = \port__data$93 [7:0];
+      8'h81:
+          \_$171  = \port__data$93 [15:8];
+      8'h82:
+          \_$171  = \port__data$93 [23:16];
+      8'h83:
+          \_$171  = \port__data$93 [31:24];
+      8'h84:
+          \_$171  = \port__data$93 [39:32];
+      8'h85:
+          \_$171  = \port__data$93 [47:40];
+      8'h86:
+          \_$171  = \port__data$93 [55:48];
+      8'h87:
+          \_$171  = \port__data$93 [63:56];
+      8'h88:
+          \_$171  = \port__data$93 [71:64];
+      8'h89:
+          \_$171  = \port__data$93 [79:72];
+      8'h8a:
+          \_$171  = \port__data$93 [87:80];
+      8'h8b:
+          \_$171  = \port__data$93 [95:88];
+      8'h8c:
+          \_$171  = \port__data$93 [103:96];
+      8'h8d:
+          \_$171  = \port__data$93 [111:104];
+      8'h8e:
+          \_$171  = \port__data$93 [119:112];
+      8'h8f:
+          \_$171  = \port__data$93 [127:120];
+      8'h90:
+          \_$171  = \port__data$93 [135:128];
+      8'h91:
+          \_$171  = \port__data$93 [143:136];
+      8'h92:
+          \_$171  = \port__data$93 [151:144];
+      8'h93:
+          \_$171  = \port__data$93 [159:152];
+      8'h94:
+          \_$171  = \port__data$93 [167:160];
+      8'h95:
+          \_$171  = \port__data$93 [175:168];
+      8'h96:
+          \_$171  = \port__data$93 [183:176];
+      8'h97:
+          \_$171  = \port__data$93 [191:184];
+      8'h98:
+          \_$171  = \port__data$93 [199:192];
+      8'h99:
+          \_$171  = \port__data$93 [207:200];
+      8'h9a:
+          \_$171  = \port__data$93 [215:208];
+      8'h9b:
+          \_$171  = \port__data$93 [223:216];
+      8'h9c:
+          \_$171  = \port__data$93 [231:224];
+      8'h9d:
+          \_$171  = \port__data$93 [239:232];
+      8'h9e:
+          \_$171  = \port__data$93 [247:240];
+      8'h9f:
+          \_$171  = \port__data$93 [255:248];
+      8'ha0:
+          \_$171  = \port__data$93 [263:256];
+      8'ha1:
+          \_$171  = \port__data$93 [271:264];
+      8'ha2:
+          \_$171  = \port__data$93 [279:272];
+      8'ha3:
+          \_$171  = \port__data$93 [287:280];
+      8'ha4:
+          \_$171  = \port__data$93 [295:288];
+      8'ha5:
+          \_$171  = \port__data$93 [303:296];
+      8'ha6:
+          \_$171  = \port__data$93 [311:304];
+      8'ha7:
+          \_$171  = \port__data$93 [319:312];
+      8'ha8:
+          \_$171  = \port__data$93 [327:320];
+      8'ha9:
+          \_$171  = \port__data$93 [335:328];
+      8'haa:
+          \_$171  = \port__data$93 [343:336];
+      8'hab:
+          \_$171  = \port__data$93 [351:344];
+      8'hac:
+          \_$171  = \port__data$93 [359:352];
+      8'had:
+          \_$171  = \port__data$93 [367:360];
+      8'hae:
+          \_$171  = \port__data$93 [375:368];
+      8'haf:
+          \_$171  = \port__data$93 [383:376];
+      8'hb0:
+          \_$171  = \port__data$93 [391:384];
+      8'hb1:
+          \_$171  = \port__data$93 [399:392];
+      8'hb2:
+          \_$171  = \port__data$93 [407:400];
+      8'hb3:
+          \_$171  = \port__data$93 [415:408];
+      8'hb4:
+          \_$171  = \port__data$93 [423:416];
+      8'hb5:
+          \_$171  = \port__data$93 [431:424];
+      8'hb6:
+          \_$171  = \port__data$93 [439:432];
+      8'hb7:
+          \_$171  = \port__data$93 [447:440];
+      8'hb8:
+          \_$171  = \port__data$93 [455:448];
+      8'hb9:
+          \_$171  = \port__data$93 [463:456];
+      8'hba:
+          \_$171  = \port__data$93 [471:464];
+      8'hbb:
+          \_$171  = \port__data$93 [479:472];
+      8'hbc:
+          \_$171  = \port__data$93 [487:480];
+      8'hbd:
+          \_$171  = \port__data$93 [495:488];
+      8'hbe:
+          \_$171  = \port__data$93 [503:496];
+      8'hbf:
+          \_$171  = \port__data$93 [511:504];
+      8'hc0:
+          \_$171  = \port__data$94 [7:0];
+      8'hc1:
+          \_$171  = \port__data$94 [15:8];
+      8'hc2:
+          \_$171  = \port__data$94 [23:16];
+      8'hc3:
+          \_$171  = \port__data$94 [31:24];
+      8'hc4:
+          \_$171  = \port__data$94 [39:32];
+      8'hc5:
+          \_$171  = \port__data$94 [47:40];
+      8'hc6:
+          \_$171  = \port__data$94 [55:48];
+      8'hc7:
+          \_$171  = \port__data$94 [63:56];
+      8'hc8:
+          \_$171  = \port__data$94 [71:64];
+      8'hc9:
+          \_$171  = \port__data$94 [79:72];
+      8'hca:
+          \_$171  = \port__data$94 [87:80];
+      8'hcb:
+          \_$171  = \port__data$94 [95:88];
+      8'hcc:
+          \_$171  = \port__data$94 [103:96];
+      8'hcd:
+          \_$171  = \port__data$94 [111:104];
+      8'hce:
+          \_$171  = \port__data$94 [119:112];
+      8'hcf:
+          \_$171  = \port__data$94 [127:120];
+      8'hd0:
+          \_$171  = \port__data$94 [135:128];
+      8'hd1:
+          \_$171  = \port__data$94 [143:136];
+      8'hd2:
+          \_$171  = \port__data$94 [151:144];
+      8'hd3:
+          \_$171  = \port__data$94 [159:152];
+      8'hd4:
+          \_$171  = \port__data$94 [167:160];
+      8'hd5:
+          \_$171  = \port__data$94 [175:168];
+      8'hd6:
+          \_$171  = \port__data$94 [183:176];
+      8'hd7:
+          \_$171  = \port__data$94 [191:184];
+      8'hd8:
+          \_$171  = \port__data$94 [199:192];
+      8'hd9:
+          \_$171  = \port__data$94 [207:200];
+      8'hda:
+          \_$171  = \port__data$94 [215:208];
+      8'hdb:
+          \_$171  = \port__data$94 [223:216];
+      8'hdc:
+          \_$171  = \port__data$94 [231:224];
+      8'hdd:
+          \_$171  = \port__data$94 [239:232];
+      8'hde:
+          \_$171  = \port__data$94 [247:240];
+      8'hdf:
+          \_$171  = \port__data$94 [255:248];
+      8'he0:
+          \_$171  = \port__data$94 [263:256];
+      8'he1:
+          \_$171  = \port__data$94 [271:264];
+      8'he2:
+          \_$171  = \port__data$94 [279:272];
+      8'he3:
+          \_$171  = \port__data$94 [287:280];
+      8'he4:
+          \_$171  = \port__data$94 [295:288];
+      8'he5:
+          \_$171  = \port__data$94 [303:296];
+      8'he6:
+          \_$171  = \port__data$94 [311:304];
+      8'he7:
+          \_$171  = \port__data$94 [319:312];
+      8'he8:
+          \_$171  = \port__data$94 [327:320];
+      8'he9:
+          \_$171  = \port__data$94 [335:328];
+      8'hea:
+          \_$171  = \port__data$94 [343:336];
+      8'heb:
+          \_$171  = \port__data$94 [351:344];
+      8'hec:
+          \_$171  = \port__data$94 [359:352];
+      8'hed:
+          \_$171  = \port__data$94 [367:360];
+      8'hee:
+          \_$171  = \port__data$94 [375:368];
+      8'hef:
+          \_$171  = \port__data$94 [383:376];
+      8'hf0:
+          \_$171  = \port__data$94 [391:384];
+      8'hf1:
+          \_$171  = \port__data$94 [399:392];
+      8'hf2:
+          \_$171  = \port__data$94 [407:400];
+      8'hf3:
+          \_$171  = \port__data$94 [415:408];
+      8'hf4:
+          \_$171  = \port__data$94 [423:416];
+      8'hf5:
+          \_$171  = \port__data$94 [431:424];
+      8'hf6:
+          \_$171  = \port__data$94 [439:432];
+      8'hf7:
+          \_$171  = \port__data$94 [447:440];
+      8'hf8:
+          \_$171  = \port__data$94 [455:448];
+      8'hf9:
+          \_$171  = \port__data$94 [463:456];
+      8'hfa:
+          \_$171  = \port__data$94 [471:464];
+      8'hfb:
+          \_$171  = \port__data$94 [479:472];
+      8'hfc:
+          \_$171  = \port__data$94 [487:480];
+      8'hfd:
+          \_$171  = \port__data$94 [495:488];
+      8'hfe:
+          \_$171  = \port__data$94 [503:496];
+      8'hff:
+          \_$171  = \port__data$94 [511:504];
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    \_$175  = 64'h0000000000000000;
+    casez (perf_beat)
+      5'h00:
+          \_$175  = record[63:0];
+      5'h01:
+          \_$175  = record[127:64];
+      5'h02:
+          \_$175  = record[191:128];
+      5'h03:
+          \_$175  = record[255:192];
+      5'h04:
+          \_$175  = record[319:256];
+      5'h05:
+          \_$175  = record[383:320];
+      5'h06:
+          \_$175  = record[447:384];
+      5'h07:
+          \_$175  = record[511:448];
+      5'h08:
+          \_$175  = record[575:512];
+      5'h09:
+          \_$175  = record[639:576];
+      5'h0a:
+          \_$175  = record[703:640];
+      5'h0b:
+          \_$175  = record[767:704];
+      5'h0c:
+          \_$175  = record[831:768];
+      5'h0d:
+          \_$175  = record[895:832];
+      5'h0e:
+          \_$175  = record[959:896];
+      5'h0f:
+          \_$175  = record[1023:960];
+    endcase
+  end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     pending = queue__valid;
@@ -21068,7 +22178,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h2:
           /* empty */;
       3'h5:
-          param__addr = \_$189 [15:0];
+          param__addr = \_$190 [15:0];
     endcase
   end
   always @* begin
@@ -21082,7 +22192,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h2:
           /* empty */;
       3'h5:
-          param__en = \_$190 ;
+          param__en = \_$191 ;
     endcase
   end
   always @* begin
@@ -21098,24 +22208,24 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
     wr__payload = 104'h00000000000000000000000000;
     if (writing_perf) begin
-      wr__payload[31:0] = \_$173 [31:0];
-      wr__payload[95:32] = \_$174 ;
+      wr__payload[31:0] = \_$174 [31:0];
+      wr__payload[95:32] = \_$175 ;
       wr__payload[103:96] = 8'hff;
     end else if (\_$signal$60 ) begin
-      wr__payload[31:0] = \_$signal$367 ;
-      wr__payload[95:32] = \_$176 [63:0];
-      wr__payload[103:96] = \_$177 [7:0];
+      wr__payload[31:0] = \_$signal$122 ;
+      wr__payload[95:32] = \_$177 [63:0];
+      wr__payload[103:96] = \_$178 [7:0];
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \start$370  = 1'h0;
+    \start$125  = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$178 ) begin
-            \start$370  = 1'h1;
+          if (\_$179 ) begin
+            \start$125  = 1'h1;
           end
     endcase
   end
@@ -21127,8 +22237,8 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
           /* empty */;
       3'h1:
           (* full_case = 32'd1 *)
-          if (\_$178 ) begin
-          end else if (\_$179 ) begin
+          if (\_$179 ) begin
+          end else if (\_$180 ) begin
           end else begin
             done = 1'h1;
           end
@@ -21137,257 +22247,224 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h5:
           /* empty */;
       3'h6:
-          if (\_$200 ) begin
+          if (\_$202 ) begin
             done = 1'h1;
           end
       3'h4:
-          if (\_$201 ) begin
+          if (\_$203 ) begin
             done = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \start$373  = 1'h0;
+    \start$128  = 1'h0;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$372 ) begin
+          if (\done$127 ) begin
             (* full_case = 32'd1 *)
-            if (\_$185 ) begin
-            end else if (\_$188 ) begin
+            if (\_$186 ) begin
+            end else if (\_$189 ) begin
             end else if (word[66]) begin
             end else begin
-              \start$373  = 1'h1;
+              \start$128  = 1'h1;
             end
           end
       3'h5:
-          if (\_$191 ) begin
-            \start$373  = 1'h1;
+          if (\_$193 ) begin
+            \start$128  = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$389  = frame_state;
+    table_write__en = 1'h0;
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          /* empty */;
+      3'h5:
+          table_write__en = \_$192 ;
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    \_$391  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
-          if (\_$214 ) begin
-            \_$389  = 2'h1;
+          if (\_$216 ) begin
+            \_$391  = 2'h1;
           end
       2'h1:
-          if (\_$221 ) begin
-            \_$389  = 2'h2;
+          if (\_$223 ) begin
+            \_$391  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$389  = 2'h3;
+            \_$391  = 2'h3;
           end
       2'h3:
-          if (\_$228 ) begin
-            \_$389  = 2'h0;
+          if (\_$230 ) begin
+            \_$391  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$389  = 2'h0;
+      \_$391  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$390  = word;
+    \_$392  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$221 ) begin
-            \_$390  = queue__payload[127:0];
+          if (\_$223 ) begin
+            \_$392  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$390  = 128'h00000000000000000000000000000000;
+      \_$392  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$391  = index;
+    \_$393  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
-          if (\_$221 ) begin
-            \_$391  = queue__payload[159:128];
+          if (\_$223 ) begin
+            \_$393  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$391  = 32'd0;
+      \_$393  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$392  = \error$380 ;
-    if (\_$230 ) begin
-      \_$392  = 1'h1;
-    end
+    \_$394  = \error$135 ;
     if (\_$232 ) begin
-      \_$392  = 1'h1;
+      \_$394  = 1'h1;
     end
-    if (\_$253 ) begin
-      \_$392  = 1'h1;
+    if (\_$234 ) begin
+      \_$394  = 1'h1;
     end
-    if (\_$299 ) begin
-      \_$392  = 1'h1;
+    if (\_$255 ) begin
+      \_$394  = 1'h1;
+    end
+    if (\_$301 ) begin
+      \_$394  = 1'h1;
     end
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$353 ) begin
-          end else if (\_$354 ) begin
-            if (\_$360 ) begin
-              if (\_$362 ) begin
-                \_$392  = 1'h1;
+          if (\_$355 ) begin
+          end else if (\_$356 ) begin
+            if (\_$362 ) begin
+              if (\_$364 ) begin
+                \_$394  = 1'h1;
               end
             end
           end
       3'h2:
-          if (\done$372 ) begin
-            if (\_$368 ) begin
-              if (\_$373 ) begin
-                \_$392  = 1'h1;
-              end
-            end else if (\_$371 ) begin
+          if (\done$127 ) begin
+            if (\_$370 ) begin
               if (\_$375 ) begin
-                \_$392  = 1'h1;
+                \_$394  = 1'h1;
+              end
+            end else if (\_$373 ) begin
+              if (\_$377 ) begin
+                \_$394  = 1'h1;
               end
             end
           end
     endcase
-    if (rst) begin
-      \_$392  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$393  = error_code;
-    if (\_$230 ) begin
-      \_$393  = 4'h2;
-    end
-    if (\_$232 ) begin
-      \_$393  = \error_code$383 ;
-    end
-    if (\_$253 ) begin
-      \_$393  = 4'h4;
-    end
-    if (\_$299 ) begin
-      \_$393  = 4'h7;
-    end
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          if (\_$353 ) begin
-          end else if (\_$354 ) begin
-            if (\_$360 ) begin
-              if (\_$362 ) begin
-                \_$393  = 4'h3;
-              end
-            end
-          end
-      3'h2:
-          if (\done$372 ) begin
-            if (\_$368 ) begin
-              if (\_$373 ) begin
-                \_$393  = 4'h7;
-              end
-            end else if (\_$371 ) begin
-              if (\_$375 ) begin
-                \_$393  = 4'h4;
-              end
-            end
-          end
-    endcase
-    if (rst) begin
-      \_$393  = 4'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$394  = \_$signal ;
-    if (\_$266 ) begin
-      \_$394  = \_$275 ;
-    end else if (\_$274 ) begin
-      \_$394  = 1'h0;
-    end
     if (rst) begin
       \_$394  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$395  = b_inside;
-    if (\_$266 ) begin
-      \_$395  = lines__payload[48];
+    \_$395  = error_code;
+    if (\_$232 ) begin
+      \_$395  = 4'h2;
     end
-    if (rst) begin
-      \_$395  = 1'h0;
+    if (\_$234 ) begin
+      \_$395  = \error_code$138 ;
     end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$396  = \_$signal$385 ;
-    if (\_$266 ) begin
-      \_$396  = lines__payload[47:16];
+    if (\_$255 ) begin
+      \_$395  = 4'h4;
     end
-    if (rst) begin
-      \_$396  = 32'd0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$397  = walking;
-    if (\_$266 ) begin
-      if (lines__payload[113]) begin
-        \_$397  = 1'h0;
-      end
+    if (\_$301 ) begin
+      \_$395  = 4'h7;
     end
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          /* empty */;
-      3'h2:
-          if (\done$372 ) begin
-            (* full_case = 32'd1 *)
-            if (\_$368 ) begin
-            end else if (\_$371 ) begin
-            end else if (word[66]) begin
-            end else begin
-              \_$397  = 1'h1;
+          if (\_$355 ) begin
+          end else if (\_$356 ) begin
+            if (\_$362 ) begin
+              if (\_$364 ) begin
+                \_$395  = 4'h3;
+              end
             end
           end
-      3'h5:
-          if (\_$377 ) begin
-            \_$397  = 1'h1;
+      3'h2:
+          if (\done$127 ) begin
+            if (\_$370 ) begin
+              if (\_$375 ) begin
+                \_$395  = 4'h7;
+              end
+            end else if (\_$373 ) begin
+              if (\_$377 ) begin
+                \_$395  = 4'h4;
+              end
+            end
           end
     endcase
+    if (rst) begin
+      \_$395  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    \_$396  = \_$signal ;
+    if (\_$268 ) begin
+      \_$396  = \_$277 ;
+    end else if (\_$276 ) begin
+      \_$396  = 1'h0;
+    end
+    if (rst) begin
+      \_$396  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    \_$397  = b_inside;
+    if (\_$268 ) begin
+      \_$397  = lines__payload[48];
+    end
     if (rst) begin
       \_$397  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$398  = block_0;
-    if (\_$308 ) begin
-      if (\_$309 ) begin
-        \_$398  = \_$310 ;
-      end
-    end
-    if (\_$326 ) begin
-      \_$398  = \_$341 ;
+    \_$398  = \_$signal$140 ;
+    if (\_$268 ) begin
+      \_$398  = lines__payload[47:16];
     end
     if (rst) begin
       \_$398  = 32'd0;
@@ -21395,29 +22472,46 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$399  = block_dram_0;
-    if (\_$308 ) begin
-      if (\_$309 ) begin
-        \_$399  = \_$signal$385 ;
+    \_$399  = walking;
+    if (\_$268 ) begin
+      if (lines__payload[113]) begin
+        \_$399  = 1'h0;
       end
     end
-    if (\_$326 ) begin
-      \_$399  = block_dram_1;
-    end
+    casez (store_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          /* empty */;
+      3'h2:
+          if (\done$127 ) begin
+            (* full_case = 32'd1 *)
+            if (\_$370 ) begin
+            end else if (\_$373 ) begin
+            end else if (word[66]) begin
+            end else begin
+              \_$399  = 1'h1;
+            end
+          end
+      3'h5:
+          if (\_$379 ) begin
+            \_$399  = 1'h1;
+          end
+    endcase
     if (rst) begin
-      \_$399  = 32'd0;
+      \_$399  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$400  = block_1;
-    if (\_$308 ) begin
+    \_$400  = block_0;
+    if (\_$310 ) begin
       if (\_$311 ) begin
         \_$400  = \_$312 ;
       end
     end
-    if (\_$326 ) begin
-      \_$400  = \_$342 ;
+    if (\_$328 ) begin
+      \_$400  = \_$343 ;
     end
     if (rst) begin
       \_$400  = 32'd0;
@@ -21425,14 +22519,14 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$401  = block_dram_1;
-    if (\_$308 ) begin
+    \_$401  = block_dram_0;
+    if (\_$310 ) begin
       if (\_$311 ) begin
-        \_$401  = \_$signal$385 ;
+        \_$401  = \_$signal$140 ;
       end
     end
-    if (\_$326 ) begin
-      \_$401  = block_dram_2;
+    if (\_$328 ) begin
+      \_$401  = block_dram_1;
     end
     if (rst) begin
       \_$401  = 32'd0;
@@ -21440,14 +22534,14 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$402  = block_2;
-    if (\_$308 ) begin
+    \_$402  = block_1;
+    if (\_$310 ) begin
       if (\_$313 ) begin
         \_$402  = \_$314 ;
       end
     end
-    if (\_$326 ) begin
-      \_$402  = \_$343 ;
+    if (\_$328 ) begin
+      \_$402  = \_$344 ;
     end
     if (rst) begin
       \_$402  = 32'd0;
@@ -21455,14 +22549,14 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$403  = block_dram_2;
-    if (\_$308 ) begin
+    \_$403  = block_dram_1;
+    if (\_$310 ) begin
       if (\_$313 ) begin
-        \_$403  = \_$signal$385 ;
+        \_$403  = \_$signal$140 ;
       end
     end
-    if (\_$326 ) begin
-      \_$403  = block_dram_3;
+    if (\_$328 ) begin
+      \_$403  = block_dram_2;
     end
     if (rst) begin
       \_$403  = 32'd0;
@@ -21470,14 +22564,14 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$404  = block_3;
-    if (\_$308 ) begin
+    \_$404  = block_2;
+    if (\_$310 ) begin
       if (\_$315 ) begin
         \_$404  = \_$316 ;
       end
     end
-    if (\_$326 ) begin
-      \_$404  = \_$344 ;
+    if (\_$328 ) begin
+      \_$404  = \_$345 ;
     end
     if (rst) begin
       \_$404  = 32'd0;
@@ -21485,11 +22579,14 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$405  = block_dram_3;
-    if (\_$308 ) begin
+    \_$405  = block_dram_2;
+    if (\_$310 ) begin
       if (\_$315 ) begin
-        \_$405  = \_$signal$385 ;
+        \_$405  = \_$signal$140 ;
       end
+    end
+    if (\_$328 ) begin
+      \_$405  = block_dram_3;
     end
     if (rst) begin
       \_$405  = 32'd0;
@@ -21497,41 +22594,36 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$406  = row;
-    if (\_$308 ) begin
-      \_$406  = \_$319 [1:0];
+    \_$406  = block_3;
+    if (\_$310 ) begin
+      if (\_$317 ) begin
+        \_$406  = \_$318 ;
+      end
+    end
+    if (\_$328 ) begin
+      \_$406  = \_$346 ;
     end
     if (rst) begin
-      \_$406  = 2'h0;
+      \_$406  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$407  = draining;
-    if (\_$308 ) begin
-      if (\_$320 ) begin
-        \_$407  = 1'h1;
-      end
-    end
-    if (\_$326 ) begin
-      if (\_$345 ) begin
-        \_$407  = 1'h0;
+    \_$407  = block_dram_3;
+    if (\_$310 ) begin
+      if (\_$317 ) begin
+        \_$407  = \_$signal$140 ;
       end
     end
     if (rst) begin
-      \_$407  = 1'h0;
+      \_$407  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$408  = drain_col;
-    if (\_$308 ) begin
-      if (\_$320 ) begin
-        \_$408  = 2'h0;
-      end
-    end
-    if (\_$326 ) begin
-      \_$408  = \_$340 [1:0];
+    \_$408  = row;
+    if (\_$310 ) begin
+      \_$408  = \_$321 [1:0];
     end
     if (rst) begin
       \_$408  = 2'h0;
@@ -21539,13 +22631,16 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$409  = \_$signal$60 ;
-    if (\_$326 ) begin
-      \_$409  = 1'h1;
-    end else if (\_$336 ) begin
-      \_$409  = 1'h1;
-    end else if (\_$339 ) begin
-      \_$409  = 1'h0;
+    \_$409  = draining;
+    if (\_$310 ) begin
+      if (\_$322 ) begin
+        \_$409  = 1'h1;
+      end
+    end
+    if (\_$328 ) begin
+      if (\_$347 ) begin
+        \_$409  = 1'h0;
+      end
     end
     if (rst) begin
       \_$409  = 1'h0;
@@ -21553,149 +22648,178 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$410  = \_$signal$367 ;
-    if (\_$326 ) begin
-      \_$410  = block_dram_0;
-    end else if (\_$336 ) begin
-      \_$410  = \_$signal$385 ;
+    \_$410  = drain_col;
+    if (\_$310 ) begin
+      if (\_$322 ) begin
+        \_$410  = 2'h0;
+      end
+    end
+    if (\_$328 ) begin
+      \_$410  = \_$342 [1:0];
     end
     if (rst) begin
-      \_$410  = 32'd0;
+      \_$410  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$411  = c_line;
-    if (\_$326 ) begin
-      \_$411  = { block_3[7:0], block_2[7:0], block_1[7:0], block_0[7:0] };
-    end else if (\_$336 ) begin
-      \_$411  = lanes;
+    \_$411  = \_$signal$60 ;
+    if (\_$328 ) begin
+      \_$411  = 1'h1;
+    end else if (\_$338 ) begin
+      \_$411  = 1'h1;
+    end else if (\_$341 ) begin
+      \_$411  = 1'h0;
     end
     if (rst) begin
-      \_$411  = 32'd0;
+      \_$411  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$412  = c_beat;
-    if (\_$326 ) begin
-      \_$412  = 1'h0;
-    end else if (\_$336 ) begin
-      \_$412  = 1'h0;
-    end
-    if (\_$351 ) begin
-      \_$412  = \_$352 [0];
+    \_$412  = \_$signal$122 ;
+    if (\_$328 ) begin
+      \_$412  = block_dram_0;
+    end else if (\_$338 ) begin
+      \_$412  = \_$signal$140 ;
     end
     if (rst) begin
-      \_$412  = 1'h0;
+      \_$412  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$413  = store_state;
+    \_$413  = c_line;
+    if (\_$328 ) begin
+      \_$413  = { block_3[7:0], block_2[7:0], block_1[7:0], block_0[7:0] };
+    end else if (\_$338 ) begin
+      \_$413  = lanes;
+    end
+    if (rst) begin
+      \_$413  = 32'd0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    \_$414  = c_beat;
+    if (\_$328 ) begin
+      \_$414  = 1'h0;
+    end else if (\_$338 ) begin
+      \_$414  = 1'h0;
+    end
+    if (\_$353 ) begin
+      \_$414  = \_$354 [0];
+    end
+    if (rst) begin
+      \_$414  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
+    \_$415  = store_state;
     casez (store_state)
       3'h0:
           if (start) begin
-            \_$413  = 3'h1;
+            \_$415  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
-          if (\_$353 ) begin
-            \_$413  = 3'h2;
-          end else if (\_$354 ) begin
+          if (\_$355 ) begin
+            \_$415  = 3'h2;
+          end else if (\_$356 ) begin
             (* full_case = 32'd1 *)
-            if (\_$360 ) begin
-              \_$413  = 3'h3;
+            if (\_$362 ) begin
+              \_$415  = 3'h3;
             end else begin
-              \_$413  = 3'h4;
+              \_$415  = 3'h4;
             end
           end else begin
-            \_$413  = 3'h0;
+            \_$415  = 3'h0;
           end
       3'h2:
-          if (\done$372 ) begin
+          if (\done$127 ) begin
             (* full_case = 32'd1 *)
-            if (\_$368 ) begin
-              \_$413  = 3'h3;
-            end else if (\_$371 ) begin
-              \_$413  = 3'h3;
+            if (\_$370 ) begin
+              \_$415  = 3'h3;
+            end else if (\_$373 ) begin
+              \_$415  = 3'h3;
             end else if (word[66]) begin
-              \_$413  = 3'h5;
+              \_$415  = 3'h5;
             end else begin
-              \_$413  = 3'h6;
+              \_$415  = 3'h6;
             end
           end
       3'h5:
-          if (\_$377 ) begin
-            \_$413  = 3'h6;
+          if (\_$379 ) begin
+            \_$415  = 3'h6;
           end
       3'h6:
-          if (\_$386 ) begin
-            \_$413  = 3'h0;
-          end
-      3'h4:
           if (\_$388 ) begin
-            \_$413  = 3'h0;
+            \_$415  = 3'h0;
+          end
+      3'h4:
+          if (\_$390 ) begin
+            \_$415  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$413  = 3'h0;
+      \_$415  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$414  = record;
+    \_$416  = record;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$353 ) begin
-          end else if (\_$354 ) begin
+          if (\_$355 ) begin
+          end else if (\_$356 ) begin
             (* full_case = 32'd1 *)
-            if (\_$360 ) begin
+            if (\_$362 ) begin
             end else begin
-              \_$414 [1023:32] = perf[1023:32];
-              \_$414 [31:0] = word[39:8];
+              \_$416 [1023:32] = perf[1023:32];
+              \_$416 [31:0] = word[39:8];
             end
           end
     endcase
     if (rst) begin
-      \_$414  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
+      \_$416  = 1024'h0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$415  = perf_addr;
+    \_$417  = perf_addr;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$353 ) begin
-          end else if (\_$354 ) begin
+          if (\_$355 ) begin
+          end else if (\_$356 ) begin
             (* full_case = 32'd1 *)
-            if (\_$360 ) begin
+            if (\_$362 ) begin
             end else begin
-              \_$415  = word[71:40];
+              \_$417  = word[71:40];
             end
           end
     endcase
     if (rst) begin
-      \_$415  = 32'd0;
+      \_$417  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$416  = perf_beat;
+    \_$418  = perf_beat;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$353 ) begin
-          end else if (\_$354 ) begin
+          if (\_$355 ) begin
+          end else if (\_$356 ) begin
             (* full_case = 32'd1 *)
-            if (\_$360 ) begin
+            if (\_$362 ) begin
             end else begin
-              \_$416  = 5'h00;
+              \_$418  = 5'h00;
             end
           end
       3'h2:
@@ -21705,25 +22829,25 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h6:
           /* empty */;
       3'h4:
-          \_$416  = \_$387 [4:0];
+          \_$418  = \_$389 [4:0];
     endcase
     if (rst) begin
-      \_$416  = 5'h00;
+      \_$418  = 5'h00;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$417  = writing_perf;
+    \_$419  = writing_perf;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
-          if (\_$353 ) begin
-          end else if (\_$354 ) begin
+          if (\_$355 ) begin
+          end else if (\_$356 ) begin
             (* full_case = 32'd1 *)
-            if (\_$360 ) begin
+            if (\_$362 ) begin
             end else begin
-              \_$417  = 1'h1;
+              \_$419  = 1'h1;
             end
           end
       3'h2:
@@ -21733,8034 +22857,36 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
       3'h6:
           /* empty */;
       3'h4:
-          if (\_$388 ) begin
-            \_$417  = 1'h0;
+          if (\_$390 ) begin
+            \_$419  = 1'h0;
           end
     endcase
     if (rst) begin
-      \_$417  = 1'h0;
+      \_$419  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$418  = table_step;
+    \_$420  = table_step;
     casez (store_state)
       3'h0:
           /* empty */;
       3'h1:
           /* empty */;
       3'h2:
-          if (\done$372 ) begin
-            if (\_$368 ) begin
-            end else if (\_$371 ) begin
+          if (\done$127 ) begin
+            if (\_$370 ) begin
+            end else if (\_$373 ) begin
             end else if (word[66]) begin
-              \_$418  = 3'h0;
+              \_$420  = 3'h0;
             end
           end
       3'h5:
-          \_$418  = \_$376 [2:0];
+          \_$420  = \_$378 [2:0];
     endcase
     if (rst) begin
-      \_$418  = 3'h0;
+      \_$420  = 3'h0;
     end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$419  = table_0;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$419  = param__data[7:0];
-          endcase
-    endcase
-    if (rst) begin
-      \_$419  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$420  = table_1;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$420  = param__data[15:8];
-          endcase
-    endcase
-    if (rst) begin
-      \_$420  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$421  = table_2;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$421  = param__data[23:16];
-          endcase
-    endcase
-    if (rst) begin
-      \_$421  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$422  = table_3;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$422  = param__data[31:24];
-          endcase
-    endcase
-    if (rst) begin
-      \_$422  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$423  = table_4;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$423  = param__data[39:32];
-          endcase
-    endcase
-    if (rst) begin
-      \_$423  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$424  = table_5;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$424  = param__data[47:40];
-          endcase
-    endcase
-    if (rst) begin
-      \_$424  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$425  = table_6;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$425  = param__data[55:48];
-          endcase
-    endcase
-    if (rst) begin
-      \_$425  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$426  = table_7;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$426  = param__data[63:56];
-          endcase
-    endcase
-    if (rst) begin
-      \_$426  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$427  = table_8;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$427  = param__data[71:64];
-          endcase
-    endcase
-    if (rst) begin
-      \_$427  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$428  = table_9;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$428  = param__data[79:72];
-          endcase
-    endcase
-    if (rst) begin
-      \_$428  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$429  = table_10;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$429  = param__data[87:80];
-          endcase
-    endcase
-    if (rst) begin
-      \_$429  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$430  = table_11;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$430  = param__data[95:88];
-          endcase
-    endcase
-    if (rst) begin
-      \_$430  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$431  = table_12;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$431  = param__data[103:96];
-          endcase
-    endcase
-    if (rst) begin
-      \_$431  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$432  = table_13;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$432  = param__data[111:104];
-          endcase
-    endcase
-    if (rst) begin
-      \_$432  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$433  = table_14;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$433  = param__data[119:112];
-          endcase
-    endcase
-    if (rst) begin
-      \_$433  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$434  = table_15;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$434  = param__data[127:120];
-          endcase
-    endcase
-    if (rst) begin
-      \_$434  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$435  = table_16;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$435  = param__data[135:128];
-          endcase
-    endcase
-    if (rst) begin
-      \_$435  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$436  = table_17;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$436  = param__data[143:136];
-          endcase
-    endcase
-    if (rst) begin
-      \_$436  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$437  = table_18;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$437  = param__data[151:144];
-          endcase
-    endcase
-    if (rst) begin
-      \_$437  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$438  = table_19;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$438  = param__data[159:152];
-          endcase
-    endcase
-    if (rst) begin
-      \_$438  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$439  = table_20;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$439  = param__data[167:160];
-          endcase
-    endcase
-    if (rst) begin
-      \_$439  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$440  = table_21;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$440  = param__data[175:168];
-          endcase
-    endcase
-    if (rst) begin
-      \_$440  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$441  = table_22;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$441  = param__data[183:176];
-          endcase
-    endcase
-    if (rst) begin
-      \_$441  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$442  = table_23;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$442  = param__data[191:184];
-          endcase
-    endcase
-    if (rst) begin
-      \_$442  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$443  = table_24;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$443  = param__data[199:192];
-          endcase
-    endcase
-    if (rst) begin
-      \_$443  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$444  = table_25;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$444  = param__data[207:200];
-          endcase
-    endcase
-    if (rst) begin
-      \_$444  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$445  = table_26;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$445  = param__data[215:208];
-          endcase
-    endcase
-    if (rst) begin
-      \_$445  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$446  = table_27;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$446  = param__data[223:216];
-          endcase
-    endcase
-    if (rst) begin
-      \_$446  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$447  = table_28;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$447  = param__data[231:224];
-          endcase
-    endcase
-    if (rst) begin
-      \_$447  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$448  = table_29;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$448  = param__data[239:232];
-          endcase
-    endcase
-    if (rst) begin
-      \_$448  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$449  = table_30;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$449  = param__data[247:240];
-          endcase
-    endcase
-    if (rst) begin
-      \_$449  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$450  = table_31;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$450  = param__data[255:248];
-          endcase
-    endcase
-    if (rst) begin
-      \_$450  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$451  = table_32;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$451  = param__data[263:256];
-          endcase
-    endcase
-    if (rst) begin
-      \_$451  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$452  = table_33;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$452  = param__data[271:264];
-          endcase
-    endcase
-    if (rst) begin
-      \_$452  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$453  = table_34;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$453  = param__data[279:272];
-          endcase
-    endcase
-    if (rst) begin
-      \_$453  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$454  = table_35;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$454  = param__data[287:280];
-          endcase
-    endcase
-    if (rst) begin
-      \_$454  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$455  = table_36;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$455  = param__data[295:288];
-          endcase
-    endcase
-    if (rst) begin
-      \_$455  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$456  = table_37;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$456  = param__data[303:296];
-          endcase
-    endcase
-    if (rst) begin
-      \_$456  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$457  = table_38;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$457  = param__data[311:304];
-          endcase
-    endcase
-    if (rst) begin
-      \_$457  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$458  = table_39;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$458  = param__data[319:312];
-          endcase
-    endcase
-    if (rst) begin
-      \_$458  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$459  = table_40;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$459  = param__data[327:320];
-          endcase
-    endcase
-    if (rst) begin
-      \_$459  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$460  = table_41;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$460  = param__data[335:328];
-          endcase
-    endcase
-    if (rst) begin
-      \_$460  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$461  = table_42;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$461  = param__data[343:336];
-          endcase
-    endcase
-    if (rst) begin
-      \_$461  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$462  = table_43;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$462  = param__data[351:344];
-          endcase
-    endcase
-    if (rst) begin
-      \_$462  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$463  = table_44;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$463  = param__data[359:352];
-          endcase
-    endcase
-    if (rst) begin
-      \_$463  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$464  = table_45;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$464  = param__data[367:360];
-          endcase
-    endcase
-    if (rst) begin
-      \_$464  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$465  = table_46;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$465  = param__data[375:368];
-          endcase
-    endcase
-    if (rst) begin
-      \_$465  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$466  = table_47;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$466  = param__data[383:376];
-          endcase
-    endcase
-    if (rst) begin
-      \_$466  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$467  = table_48;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$467  = param__data[391:384];
-          endcase
-    endcase
-    if (rst) begin
-      \_$467  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$468  = table_49;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$468  = param__data[399:392];
-          endcase
-    endcase
-    if (rst) begin
-      \_$468  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$469  = table_50;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$469  = param__data[407:400];
-          endcase
-    endcase
-    if (rst) begin
-      \_$469  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$470  = table_51;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$470  = param__data[415:408];
-          endcase
-    endcase
-    if (rst) begin
-      \_$470  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$471  = table_52;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$471  = param__data[423:416];
-          endcase
-    endcase
-    if (rst) begin
-      \_$471  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$472  = table_53;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$472  = param__data[431:424];
-          endcase
-    endcase
-    if (rst) begin
-      \_$472  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$473  = table_54;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$473  = param__data[439:432];
-          endcase
-    endcase
-    if (rst) begin
-      \_$473  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$474  = table_55;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$474  = param__data[447:440];
-          endcase
-    endcase
-    if (rst) begin
-      \_$474  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$475  = table_56;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$475  = param__data[455:448];
-          endcase
-    endcase
-    if (rst) begin
-      \_$475  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$476  = table_57;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$476  = param__data[463:456];
-          endcase
-    endcase
-    if (rst) begin
-      \_$476  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$477  = table_58;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$477  = param__data[471:464];
-          endcase
-    endcase
-    if (rst) begin
-      \_$477  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$478  = table_59;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$478  = param__data[479:472];
-          endcase
-    endcase
-    if (rst) begin
-      \_$478  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$479  = table_60;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$479  = param__data[487:480];
-          endcase
-    endcase
-    if (rst) begin
-      \_$479  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$480  = table_61;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$480  = param__data[495:488];
-          endcase
-    endcase
-    if (rst) begin
-      \_$480  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$481  = table_62;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$481  = param__data[503:496];
-          endcase
-    endcase
-    if (rst) begin
-      \_$481  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$482  = table_63;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                \_$482  = param__data[511:504];
-          endcase
-    endcase
-    if (rst) begin
-      \_$482  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$483  = table_64;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$483  = param__data[7:0];
-          endcase
-    endcase
-    if (rst) begin
-      \_$483  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$484  = table_65;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$484  = param__data[15:8];
-          endcase
-    endcase
-    if (rst) begin
-      \_$484  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$485  = table_66;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$485  = param__data[23:16];
-          endcase
-    endcase
-    if (rst) begin
-      \_$485  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$486  = table_67;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$486  = param__data[31:24];
-          endcase
-    endcase
-    if (rst) begin
-      \_$486  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$487  = table_68;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$487  = param__data[39:32];
-          endcase
-    endcase
-    if (rst) begin
-      \_$487  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$488  = table_69;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$488  = param__data[47:40];
-          endcase
-    endcase
-    if (rst) begin
-      \_$488  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$489  = table_70;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$489  = param__data[55:48];
-          endcase
-    endcase
-    if (rst) begin
-      \_$489  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$490  = table_71;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$490  = param__data[63:56];
-          endcase
-    endcase
-    if (rst) begin
-      \_$490  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$491  = table_72;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$491  = param__data[71:64];
-          endcase
-    endcase
-    if (rst) begin
-      \_$491  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$492  = table_73;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$492  = param__data[79:72];
-          endcase
-    endcase
-    if (rst) begin
-      \_$492  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$493  = table_74;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$493  = param__data[87:80];
-          endcase
-    endcase
-    if (rst) begin
-      \_$493  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$494  = table_75;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$494  = param__data[95:88];
-          endcase
-    endcase
-    if (rst) begin
-      \_$494  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$495  = table_76;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$495  = param__data[103:96];
-          endcase
-    endcase
-    if (rst) begin
-      \_$495  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$496  = table_77;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$496  = param__data[111:104];
-          endcase
-    endcase
-    if (rst) begin
-      \_$496  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$497  = table_78;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$497  = param__data[119:112];
-          endcase
-    endcase
-    if (rst) begin
-      \_$497  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$498  = table_79;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$498  = param__data[127:120];
-          endcase
-    endcase
-    if (rst) begin
-      \_$498  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$499  = table_80;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$499  = param__data[135:128];
-          endcase
-    endcase
-    if (rst) begin
-      \_$499  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$500  = table_81;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$500  = param__data[143:136];
-          endcase
-    endcase
-    if (rst) begin
-      \_$500  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$501  = table_82;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$501  = param__data[151:144];
-          endcase
-    endcase
-    if (rst) begin
-      \_$501  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$502  = table_83;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$502  = param__data[159:152];
-          endcase
-    endcase
-    if (rst) begin
-      \_$502  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$503  = table_84;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$503  = param__data[167:160];
-          endcase
-    endcase
-    if (rst) begin
-      \_$503  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$504  = table_85;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$504  = param__data[175:168];
-          endcase
-    endcase
-    if (rst) begin
-      \_$504  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$505  = table_86;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$505  = param__data[183:176];
-          endcase
-    endcase
-    if (rst) begin
-      \_$505  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$506  = table_87;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$506  = param__data[191:184];
-          endcase
-    endcase
-    if (rst) begin
-      \_$506  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$507  = table_88;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$507  = param__data[199:192];
-          endcase
-    endcase
-    if (rst) begin
-      \_$507  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$508  = table_89;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$508  = param__data[207:200];
-          endcase
-    endcase
-    if (rst) begin
-      \_$508  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$509  = table_90;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$509  = param__data[215:208];
-          endcase
-    endcase
-    if (rst) begin
-      \_$509  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$510  = table_91;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$510  = param__data[223:216];
-          endcase
-    endcase
-    if (rst) begin
-      \_$510  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$511  = table_92;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$511  = param__data[231:224];
-          endcase
-    endcase
-    if (rst) begin
-      \_$511  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$512  = table_93;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$512  = param__data[239:232];
-          endcase
-    endcase
-    if (rst) begin
-      \_$512  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$513  = table_94;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$513  = param__data[247:240];
-          endcase
-    endcase
-    if (rst) begin
-      \_$513  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$514  = table_95;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$514  = param__data[255:248];
-          endcase
-    endcase
-    if (rst) begin
-      \_$514  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$515  = table_96;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$515  = param__data[263:256];
-          endcase
-    endcase
-    if (rst) begin
-      \_$515  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$516  = table_97;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$516  = param__data[271:264];
-          endcase
-    endcase
-    if (rst) begin
-      \_$516  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$517  = table_98;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$517  = param__data[279:272];
-          endcase
-    endcase
-    if (rst) begin
-      \_$517  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$518  = table_99;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$518  = param__data[287:280];
-          endcase
-    endcase
-    if (rst) begin
-      \_$518  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$519  = table_100;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$519  = param__data[295:288];
-          endcase
-    endcase
-    if (rst) begin
-      \_$519  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$520  = table_101;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$520  = param__data[303:296];
-          endcase
-    endcase
-    if (rst) begin
-      \_$520  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$521  = table_102;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$521  = param__data[311:304];
-          endcase
-    endcase
-    if (rst) begin
-      \_$521  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$522  = table_103;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$522  = param__data[319:312];
-          endcase
-    endcase
-    if (rst) begin
-      \_$522  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$523  = table_104;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$523  = param__data[327:320];
-          endcase
-    endcase
-    if (rst) begin
-      \_$523  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$524  = table_105;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$524  = param__data[335:328];
-          endcase
-    endcase
-    if (rst) begin
-      \_$524  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$525  = table_106;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$525  = param__data[343:336];
-          endcase
-    endcase
-    if (rst) begin
-      \_$525  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$526  = table_107;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$526  = param__data[351:344];
-          endcase
-    endcase
-    if (rst) begin
-      \_$526  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$527  = table_108;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$527  = param__data[359:352];
-          endcase
-    endcase
-    if (rst) begin
-      \_$527  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$528  = table_109;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$528  = param__data[367:360];
-          endcase
-    endcase
-    if (rst) begin
-      \_$528  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$529  = table_110;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$529  = param__data[375:368];
-          endcase
-    endcase
-    if (rst) begin
-      \_$529  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$530  = table_111;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$530  = param__data[383:376];
-          endcase
-    endcase
-    if (rst) begin
-      \_$530  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$531  = table_112;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$531  = param__data[391:384];
-          endcase
-    endcase
-    if (rst) begin
-      \_$531  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$532  = table_113;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$532  = param__data[399:392];
-          endcase
-    endcase
-    if (rst) begin
-      \_$532  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$533  = table_114;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$533  = param__data[407:400];
-          endcase
-    endcase
-    if (rst) begin
-      \_$533  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$534  = table_115;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$534  = param__data[415:408];
-          endcase
-    endcase
-    if (rst) begin
-      \_$534  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$535  = table_116;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$535  = param__data[423:416];
-          endcase
-    endcase
-    if (rst) begin
-      \_$535  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$536  = table_117;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$536  = param__data[431:424];
-          endcase
-    endcase
-    if (rst) begin
-      \_$536  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$537  = table_118;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$537  = param__data[439:432];
-          endcase
-    endcase
-    if (rst) begin
-      \_$537  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$538  = table_119;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$538  = param__data[447:440];
-          endcase
-    endcase
-    if (rst) begin
-      \_$538  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$539  = table_120;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$539  = param__data[455:448];
-          endcase
-    endcase
-    if (rst) begin
-      \_$539  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$540  = table_121;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$540  = param__data[463:456];
-          endcase
-    endcase
-    if (rst) begin
-      \_$540  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$541  = table_122;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$541  = param__data[471:464];
-          endcase
-    endcase
-    if (rst) begin
-      \_$541  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$542  = table_123;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$542  = param__data[479:472];
-          endcase
-    endcase
-    if (rst) begin
-      \_$542  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$543  = table_124;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$543  = param__data[487:480];
-          endcase
-    endcase
-    if (rst) begin
-      \_$543  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$544  = table_125;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$544  = param__data[495:488];
-          endcase
-    endcase
-    if (rst) begin
-      \_$544  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$545  = table_126;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$545  = param__data[503:496];
-          endcase
-    endcase
-    if (rst) begin
-      \_$545  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$546  = table_127;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                \_$546  = param__data[511:504];
-          endcase
-    endcase
-    if (rst) begin
-      \_$546  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$547  = table_128;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$547  = param__data[7:0];
-          endcase
-    endcase
-    if (rst) begin
-      \_$547  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$548  = table_129;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$548  = param__data[15:8];
-          endcase
-    endcase
-    if (rst) begin
-      \_$548  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$549  = table_130;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$549  = param__data[23:16];
-          endcase
-    endcase
-    if (rst) begin
-      \_$549  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$550  = table_131;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$550  = param__data[31:24];
-          endcase
-    endcase
-    if (rst) begin
-      \_$550  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$551  = table_132;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$551  = param__data[39:32];
-          endcase
-    endcase
-    if (rst) begin
-      \_$551  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$552  = table_133;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$552  = param__data[47:40];
-          endcase
-    endcase
-    if (rst) begin
-      \_$552  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$553  = table_134;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$553  = param__data[55:48];
-          endcase
-    endcase
-    if (rst) begin
-      \_$553  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$554  = table_135;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$554  = param__data[63:56];
-          endcase
-    endcase
-    if (rst) begin
-      \_$554  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$555  = table_136;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$555  = param__data[71:64];
-          endcase
-    endcase
-    if (rst) begin
-      \_$555  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$556  = table_137;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$556  = param__data[79:72];
-          endcase
-    endcase
-    if (rst) begin
-      \_$556  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$557  = table_138;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$557  = param__data[87:80];
-          endcase
-    endcase
-    if (rst) begin
-      \_$557  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$558  = table_139;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$558  = param__data[95:88];
-          endcase
-    endcase
-    if (rst) begin
-      \_$558  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$559  = table_140;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$559  = param__data[103:96];
-          endcase
-    endcase
-    if (rst) begin
-      \_$559  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$560  = table_141;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$560  = param__data[111:104];
-          endcase
-    endcase
-    if (rst) begin
-      \_$560  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$561  = table_142;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$561  = param__data[119:112];
-          endcase
-    endcase
-    if (rst) begin
-      \_$561  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$562  = table_143;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$562  = param__data[127:120];
-          endcase
-    endcase
-    if (rst) begin
-      \_$562  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$563  = table_144;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$563  = param__data[135:128];
-          endcase
-    endcase
-    if (rst) begin
-      \_$563  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$564  = table_145;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$564  = param__data[143:136];
-          endcase
-    endcase
-    if (rst) begin
-      \_$564  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$565  = table_146;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$565  = param__data[151:144];
-          endcase
-    endcase
-    if (rst) begin
-      \_$565  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$566  = table_147;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$566  = param__data[159:152];
-          endcase
-    endcase
-    if (rst) begin
-      \_$566  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$567  = table_148;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$567  = param__data[167:160];
-          endcase
-    endcase
-    if (rst) begin
-      \_$567  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$568  = table_149;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$568  = param__data[175:168];
-          endcase
-    endcase
-    if (rst) begin
-      \_$568  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$569  = table_150;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$569  = param__data[183:176];
-          endcase
-    endcase
-    if (rst) begin
-      \_$569  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$570  = table_151;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$570  = param__data[191:184];
-          endcase
-    endcase
-    if (rst) begin
-      \_$570  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$571  = table_152;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$571  = param__data[199:192];
-          endcase
-    endcase
-    if (rst) begin
-      \_$571  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$572  = table_153;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$572  = param__data[207:200];
-          endcase
-    endcase
-    if (rst) begin
-      \_$572  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$573  = table_154;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$573  = param__data[215:208];
-          endcase
-    endcase
-    if (rst) begin
-      \_$573  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$574  = table_155;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$574  = param__data[223:216];
-          endcase
-    endcase
-    if (rst) begin
-      \_$574  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$575  = table_156;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$575  = param__data[231:224];
-          endcase
-    endcase
-    if (rst) begin
-      \_$575  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$576  = table_157;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$576  = param__data[239:232];
-          endcase
-    endcase
-    if (rst) begin
-      \_$576  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$577  = table_158;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$577  = param__data[247:240];
-          endcase
-    endcase
-    if (rst) begin
-      \_$577  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$578  = table_159;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$578  = param__data[255:248];
-          endcase
-    endcase
-    if (rst) begin
-      \_$578  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$579  = table_160;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$579  = param__data[263:256];
-          endcase
-    endcase
-    if (rst) begin
-      \_$579  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$580  = table_161;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$580  = param__data[271:264];
-          endcase
-    endcase
-    if (rst) begin
-      \_$580  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$581  = table_162;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$581  = param__data[279:272];
-          endcase
-    endcase
-    if (rst) begin
-      \_$581  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$582  = table_163;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$582  = param__data[287:280];
-          endcase
-    endcase
-    if (rst) begin
-      \_$582  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$583  = table_164;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$583  = param__data[295:288];
-          endcase
-    endcase
-    if (rst) begin
-      \_$583  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$584  = table_165;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$584  = param__data[303:296];
-          endcase
-    endcase
-    if (rst) begin
-      \_$584  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$585  = table_166;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$585  = param__data[311:304];
-          endcase
-    endcase
-    if (rst) begin
-      \_$585  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$586  = table_167;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$586  = param__data[319:312];
-          endcase
-    endcase
-    if (rst) begin
-      \_$586  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$587  = table_168;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$587  = param__data[327:320];
-          endcase
-    endcase
-    if (rst) begin
-      \_$587  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$588  = table_169;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$588  = param__data[335:328];
-          endcase
-    endcase
-    if (rst) begin
-      \_$588  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$589  = table_170;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$589  = param__data[343:336];
-          endcase
-    endcase
-    if (rst) begin
-      \_$589  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$590  = table_171;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$590  = param__data[351:344];
-          endcase
-    endcase
-    if (rst) begin
-      \_$590  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$591  = table_172;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$591  = param__data[359:352];
-          endcase
-    endcase
-    if (rst) begin
-      \_$591  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$592  = table_173;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$592  = param__data[367:360];
-          endcase
-    endcase
-    if (rst) begin
-      \_$592  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$593  = table_174;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$593  = param__data[375:368];
-          endcase
-    endcase
-    if (rst) begin
-      \_$593  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$594  = table_175;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$594  = param__data[383:376];
-          endcase
-    endcase
-    if (rst) begin
-      \_$594  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$595  = table_176;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$595  = param__data[391:384];
-          endcase
-    endcase
-    if (rst) begin
-      \_$595  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$596  = table_177;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$596  = param__data[399:392];
-          endcase
-    endcase
-    if (rst) begin
-      \_$596  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$597  = table_178;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$597  = param__data[407:400];
-          endcase
-    endcase
-    if (rst) begin
-      \_$597  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$598  = table_179;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$598  = param__data[415:408];
-          endcase
-    endcase
-    if (rst) begin
-      \_$598  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$599  = table_180;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$599  = param__data[423:416];
-          endcase
-    endcase
-    if (rst) begin
-      \_$599  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$600  = table_181;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$600  = param__data[431:424];
-          endcase
-    endcase
-    if (rst) begin
-      \_$600  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$601  = table_182;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$601  = param__data[439:432];
-          endcase
-    endcase
-    if (rst) begin
-      \_$601  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$602  = table_183;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$602  = param__data[447:440];
-          endcase
-    endcase
-    if (rst) begin
-      \_$602  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$603  = table_184;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$603  = param__data[455:448];
-          endcase
-    endcase
-    if (rst) begin
-      \_$603  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$604  = table_185;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$604  = param__data[463:456];
-          endcase
-    endcase
-    if (rst) begin
-      \_$604  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$605  = table_186;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$605  = param__data[471:464];
-          endcase
-    endcase
-    if (rst) begin
-      \_$605  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$606  = table_187;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$606  = param__data[479:472];
-          endcase
-    endcase
-    if (rst) begin
-      \_$606  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$607  = table_188;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$607  = param__data[487:480];
-          endcase
-    endcase
-    if (rst) begin
-      \_$607  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$608  = table_189;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$608  = param__data[495:488];
-          endcase
-    endcase
-    if (rst) begin
-      \_$608  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$609  = table_190;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$609  = param__data[503:496];
-          endcase
-    endcase
-    if (rst) begin
-      \_$609  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$610  = table_191;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                \_$610  = param__data[511:504];
-          endcase
-    endcase
-    if (rst) begin
-      \_$610  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$611  = table_192;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$611  = param__data[7:0];
-          endcase
-    endcase
-    if (rst) begin
-      \_$611  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$612  = table_193;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$612  = param__data[15:8];
-          endcase
-    endcase
-    if (rst) begin
-      \_$612  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$613  = table_194;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$613  = param__data[23:16];
-          endcase
-    endcase
-    if (rst) begin
-      \_$613  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$614  = table_195;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$614  = param__data[31:24];
-          endcase
-    endcase
-    if (rst) begin
-      \_$614  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$615  = table_196;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$615  = param__data[39:32];
-          endcase
-    endcase
-    if (rst) begin
-      \_$615  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$616  = table_197;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$616  = param__data[47:40];
-          endcase
-    endcase
-    if (rst) begin
-      \_$616  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$617  = table_198;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$617  = param__data[55:48];
-          endcase
-    endcase
-    if (rst) begin
-      \_$617  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$618  = table_199;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$618  = param__data[63:56];
-          endcase
-    endcase
-    if (rst) begin
-      \_$618  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$619  = table_200;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$619  = param__data[71:64];
-          endcase
-    endcase
-    if (rst) begin
-      \_$619  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$620  = table_201;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$620  = param__data[79:72];
-          endcase
-    endcase
-    if (rst) begin
-      \_$620  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$621  = table_202;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$621  = param__data[87:80];
-          endcase
-    endcase
-    if (rst) begin
-      \_$621  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$622  = table_203;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$622  = param__data[95:88];
-          endcase
-    endcase
-    if (rst) begin
-      \_$622  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$623  = table_204;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$623  = param__data[103:96];
-          endcase
-    endcase
-    if (rst) begin
-      \_$623  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$624  = table_205;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$624  = param__data[111:104];
-          endcase
-    endcase
-    if (rst) begin
-      \_$624  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$625  = table_206;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$625  = param__data[119:112];
-          endcase
-    endcase
-    if (rst) begin
-      \_$625  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$626  = table_207;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$626  = param__data[127:120];
-          endcase
-    endcase
-    if (rst) begin
-      \_$626  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$627  = table_208;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$627  = param__data[135:128];
-          endcase
-    endcase
-    if (rst) begin
-      \_$627  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$628  = table_209;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$628  = param__data[143:136];
-          endcase
-    endcase
-    if (rst) begin
-      \_$628  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$629  = table_210;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$629  = param__data[151:144];
-          endcase
-    endcase
-    if (rst) begin
-      \_$629  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$630  = table_211;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$630  = param__data[159:152];
-          endcase
-    endcase
-    if (rst) begin
-      \_$630  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$631  = table_212;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$631  = param__data[167:160];
-          endcase
-    endcase
-    if (rst) begin
-      \_$631  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$632  = table_213;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$632  = param__data[175:168];
-          endcase
-    endcase
-    if (rst) begin
-      \_$632  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$633  = table_214;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$633  = param__data[183:176];
-          endcase
-    endcase
-    if (rst) begin
-      \_$633  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$634  = table_215;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$634  = param__data[191:184];
-          endcase
-    endcase
-    if (rst) begin
-      \_$634  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$635  = table_216;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$635  = param__data[199:192];
-          endcase
-    endcase
-    if (rst) begin
-      \_$635  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$636  = table_217;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$636  = param__data[207:200];
-          endcase
-    endcase
-    if (rst) begin
-      \_$636  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$637  = table_218;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$637  = param__data[215:208];
-          endcase
-    endcase
-    if (rst) begin
-      \_$637  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$638  = table_219;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$638  = param__data[223:216];
-          endcase
-    endcase
-    if (rst) begin
-      \_$638  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$639  = table_220;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$639  = param__data[231:224];
-          endcase
-    endcase
-    if (rst) begin
-      \_$639  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$640  = table_221;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$640  = param__data[239:232];
-          endcase
-    endcase
-    if (rst) begin
-      \_$640  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$641  = table_222;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$641  = param__data[247:240];
-          endcase
-    endcase
-    if (rst) begin
-      \_$641  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$642  = table_223;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$642  = param__data[255:248];
-          endcase
-    endcase
-    if (rst) begin
-      \_$642  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$643  = table_224;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$643  = param__data[263:256];
-          endcase
-    endcase
-    if (rst) begin
-      \_$643  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$644  = table_225;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$644  = param__data[271:264];
-          endcase
-    endcase
-    if (rst) begin
-      \_$644  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$645  = table_226;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$645  = param__data[279:272];
-          endcase
-    endcase
-    if (rst) begin
-      \_$645  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$646  = table_227;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$646  = param__data[287:280];
-          endcase
-    endcase
-    if (rst) begin
-      \_$646  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$647  = table_228;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$647  = param__data[295:288];
-          endcase
-    endcase
-    if (rst) begin
-      \_$647  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$648  = table_229;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$648  = param__data[303:296];
-          endcase
-    endcase
-    if (rst) begin
-      \_$648  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$649  = table_230;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$649  = param__data[311:304];
-          endcase
-    endcase
-    if (rst) begin
-      \_$649  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$650  = table_231;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$650  = param__data[319:312];
-          endcase
-    endcase
-    if (rst) begin
-      \_$650  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$651  = table_232;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$651  = param__data[327:320];
-          endcase
-    endcase
-    if (rst) begin
-      \_$651  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$652  = table_233;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$652  = param__data[335:328];
-          endcase
-    endcase
-    if (rst) begin
-      \_$652  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$653  = table_234;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$653  = param__data[343:336];
-          endcase
-    endcase
-    if (rst) begin
-      \_$653  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$654  = table_235;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$654  = param__data[351:344];
-          endcase
-    endcase
-    if (rst) begin
-      \_$654  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$655  = table_236;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$655  = param__data[359:352];
-          endcase
-    endcase
-    if (rst) begin
-      \_$655  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$656  = table_237;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$656  = param__data[367:360];
-          endcase
-    endcase
-    if (rst) begin
-      \_$656  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$657  = table_238;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$657  = param__data[375:368];
-          endcase
-    endcase
-    if (rst) begin
-      \_$657  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$658  = table_239;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$658  = param__data[383:376];
-          endcase
-    endcase
-    if (rst) begin
-      \_$658  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$659  = table_240;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$659  = param__data[391:384];
-          endcase
-    endcase
-    if (rst) begin
-      \_$659  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$660  = table_241;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$660  = param__data[399:392];
-          endcase
-    endcase
-    if (rst) begin
-      \_$660  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$661  = table_242;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$661  = param__data[407:400];
-          endcase
-    endcase
-    if (rst) begin
-      \_$661  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$662  = table_243;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$662  = param__data[415:408];
-          endcase
-    endcase
-    if (rst) begin
-      \_$662  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$663  = table_244;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$663  = param__data[423:416];
-          endcase
-    endcase
-    if (rst) begin
-      \_$663  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$664  = table_245;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$664  = param__data[431:424];
-          endcase
-    endcase
-    if (rst) begin
-      \_$664  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$665  = table_246;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$665  = param__data[439:432];
-          endcase
-    endcase
-    if (rst) begin
-      \_$665  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$666  = table_247;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$666  = param__data[447:440];
-          endcase
-    endcase
-    if (rst) begin
-      \_$666  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$667  = table_248;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$667  = param__data[455:448];
-          endcase
-    endcase
-    if (rst) begin
-      \_$667  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$668  = table_249;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$668  = param__data[463:456];
-          endcase
-    endcase
-    if (rst) begin
-      \_$668  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$669  = table_250;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$669  = param__data[471:464];
-          endcase
-    endcase
-    if (rst) begin
-      \_$669  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$670  = table_251;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$670  = param__data[479:472];
-          endcase
-    endcase
-    if (rst) begin
-      \_$670  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$671  = table_252;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$671  = param__data[487:480];
-          endcase
-    endcase
-    if (rst) begin
-      \_$671  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$672  = table_253;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$672  = param__data[495:488];
-          endcase
-    endcase
-    if (rst) begin
-      \_$672  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$673  = table_254;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$673  = param__data[503:496];
-          endcase
-    endcase
-    if (rst) begin
-      \_$673  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$674  = table_255;
-    casez (store_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          /* empty */;
-      3'h2:
-          /* empty */;
-      3'h5:
-          casez (table_step)
-            3'h1:
-                /* empty */;
-            3'h2:
-                /* empty */;
-            3'h3:
-                /* empty */;
-            3'h4:
-                \_$674  = param__data[511:504];
-          endcase
-    endcase
-    if (rst) begin
-      \_$674  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    (* full_case = 32'd1 *)
-    casez ({ \_$100 , clamped_0[6:0] })
-      8'h00:
-          \_$101  = table_0;
-      8'h01:
-          \_$101  = table_1;
-      8'h02:
-          \_$101  = table_2;
-      8'h03:
-          \_$101  = table_3;
-      8'h04:
-          \_$101  = table_4;
-      8'h05:
-          \_$101  = table_5;
-      8'h06:
-          \_$101  = table_6;
-      8'h07:
-          \_$101  = table_7;
-      8'h08:
-          \_$101  = table_8;
-      8'h09:
-          \_$101  = table_9;
-      8'h0a:
-          \_$101  = table_10;
-      8'h0b:
-          \_$101  = table_11;
-      8'h0c:
-          \_$101  = table_12;
-      8'h0d:
-          \_$101  = table_13;
-      8'h0e:
-          \_$101  = table_14;
-      8'h0f:
-          \_$101  = table_15;
-      8'h10:
-          \_$101  = table_16;
-      8'h11:
-          \_$101  = table_17;
-      8'h12:
-          \_$101  = table_18;
-      8'h13:
-          \_$101  = table_19;
-      8'h14:
-          \_$101  = table_20;
-      8'h15:
-          \_$101  = table_21;
-      8'h16:
-          \_$101  = table_22;
-      8'h17:
-          \_$101  = table_23;
-      8'h18:
-          \_$101  = table_24;
-      8'h19:
-          \_$101  = table_25;
-      8'h1a:
-          \_$101  = table_26;
-      8'h1b:
-          \_$101  = table_27;
-      8'h1c:
-          \_$101  = table_28;
-      8'h1d:
-          \_$101  = table_29;
-      8'h1e:
-          \_$101  = table_30;
-      8'h1f:
-          \_$101  = table_31;
-      8'h20:
-          \_$101  = table_32;
-      8'h21:
-          \_$101  = table_33;
-      8'h22:
-          \_$101  = table_34;
-      8'h23:
-          \_$101  = table_35;
-      8'h24:
-          \_$101  = table_36;
-      8'h25:
-          \_$101  = table_37;
-      8'h26:
-          \_$101  = table_38;
-      8'h27:
-          \_$101  = table_39;
-      8'h28:
-          \_$101  = table_40;
-      8'h29:
-          \_$101  = table_41;
-      8'h2a:
-          \_$101  = table_42;
-      8'h2b:
-          \_$101  = table_43;
-      8'h2c:
-          \_$101  = table_44;
-      8'h2d:
-          \_$101  = table_45;
-      8'h2e:
-          \_$101  = table_46;
-      8'h2f:
-          \_$101  = table_47;
-      8'h30:
-          \_$101  = table_48;
-      8'h31:
-          \_$101  = table_49;
-      8'h32:
-          \_$101  = table_50;
-      8'h33:
-          \_$101  = table_51;
-      8'h34:
-          \_$101  = table_52;
-      8'h35:
-          \_$101  = table_53;
-      8'h36:
-          \_$101  = table_54;
-      8'h37:
-          \_$101  = table_55;
-      8'h38:
-          \_$101  = table_56;
-      8'h39:
-          \_$101  = table_57;
-      8'h3a:
-          \_$101  = table_58;
-      8'h3b:
-          \_$101  = table_59;
-      8'h3c:
-          \_$101  = table_60;
-      8'h3d:
-          \_$101  = table_61;
-      8'h3e:
-          \_$101  = table_62;
-      8'h3f:
-          \_$101  = table_63;
-      8'h40:
-          \_$101  = table_64;
-      8'h41:
-          \_$101  = table_65;
-      8'h42:
-          \_$101  = table_66;
-      8'h43:
-          \_$101  = table_67;
-      8'h44:
-          \_$101  = table_68;
-      8'h45:
-          \_$101  = table_69;
-      8'h46:
-          \_$101  = table_70;
-      8'h47:
-          \_$101  = table_71;
-      8'h48:
-          \_$101  = table_72;
-      8'h49:
-          \_$101  = table_73;
-      8'h4a:
-          \_$101  = table_74;
-      8'h4b:
-          \_$101  = table_75;
-      8'h4c:
-          \_$101  = table_76;
-      8'h4d:
-          \_$101  = table_77;
-      8'h4e:
-          \_$101  = table_78;
-      8'h4f:
-          \_$101  = table_79;
-      8'h50:
-          \_$101  = table_80;
-      8'h51:
-          \_$101  = table_81;
-      8'h52:
-          \_$101  = table_82;
-      8'h53:
-          \_$101  = table_83;
-      8'h54:
-          \_$101  = table_84;
-      8'h55:
-          \_$101  = table_85;
-      8'h56:
-          \_$101  = table_86;
-      8'h57:
-          \_$101  = table_87;
-      8'h58:
-          \_$101  = table_88;
-      8'h59:
-          \_$101  = table_89;
-      8'h5a:
-          \_$101  = table_90;
-      8'h5b:
-          \_$101  = table_91;
-      8'h5c:
-          \_$101  = table_92;
-      8'h5d:
-          \_$101  = table_93;
-      8'h5e:
-          \_$101  = table_94;
-      8'h5f:
-          \_$101  = table_95;
-      8'h60:
-          \_$101  = table_96;
-      8'h61:
-          \_$101  = table_97;
-      8'h62:
-          \_$101  = table_98;
-      8'h63:
-          \_$101  = table_99;
-      8'h64:
-          \_$101  = table_100;
-      8'h65:
-          \_$101  = table_101;
-      8'h66:
-          \_$101  = table_102;
-      8'h67:
-          \_$101  = table_103;
-      8'h68:
-          \_$101  = table_104;
-      8'h69:
-          \_$101  = table_105;
-      8'h6a:
-          \_$101  = table_106;
-      8'h6b:
-          \_$101  = table_107;
-      8'h6c:
-          \_$101  = table_108;
-      8'h6d:
-          \_$101  = table_109;
-      8'h6e:
-          \_$101  = table_110;
-      8'h6f:
-          \_$101  = table_111;
-      8'h70:
-          \_$101  = table_112;
-      8'h71:
-          \_$101  = table_113;
-      8'h72:
-          \_$101  = table_114;
-      8'h73:
-          \_$101  = table_115;
-      8'h74:
-          \_$101  = table_116;
-      8'h75:
-          \_$101  = table_117;
-      8'h76:
-          \_$101  = table_118;
-      8'h77:
-          \_$101  = table_119;
-      8'h78:
-          \_$101  = table_120;
-      8'h79:
-          \_$101  = table_121;
-      8'h7a:
-          \_$101  = table_122;
-      8'h7b:
-          \_$101  = table_123;
-      8'h7c:
-          \_$101  = table_124;
-      8'h7d:
-          \_$101  = table_125;
-      8'h7e:
-          \_$101  = table_126;
-      8'h7f:
-          \_$101  = table_127;
-      8'h80:
-          \_$101  = table_128;
-      8'h81:
-          \_$101  = table_129;
-      8'h82:
-          \_$101  = table_130;
-      8'h83:
-          \_$101  = table_131;
-      8'h84:
-          \_$101  = table_132;
-      8'h85:
-          \_$101  = table_133;
-      8'h86:
-          \_$101  = table_134;
-      8'h87:
-          \_$101  = table_135;
-      8'h88:
-          \_$101  = table_136;
-      8'h89:
-          \_$101  = table_137;
-      8'h8a:
-          \_$101  = table_138;
-      8'h8b:
-          \_$101  = table_139;
-      8'h8c:
-          \_$101  = table_140;
-      8'h8d:
-          \_$101  = table_141;
-      8'h8e:
-          \_$101  = table_142;
-      8'h8f:
-          \_$101  = table_143;
-      8'h90:
-          \_$101  = table_144;
-      8'h91:
-          \_$101  = table_145;
-      8'h92:
-          \_$101  = table_146;
-      8'h93:
-          \_$101  = table_147;
-      8'h94:
-          \_$101  = table_148;
-      8'h95:
-          \_$101  = table_149;
-      8'h96:
-          \_$101  = table_150;
-      8'h97:
-          \_$101  = table_151;
-      8'h98:
-          \_$101  = table_152;
-      8'h99:
-          \_$101  = table_153;
-      8'h9a:
-          \_$101  = table_154;
-      8'h9b:
-          \_$101  = table_155;
-      8'h9c:
-          \_$101  = table_156;
-      8'h9d:
-          \_$101  = table_157;
-      8'h9e:
-          \_$101  = table_158;
-      8'h9f:
-          \_$101  = table_159;
-      8'ha0:
-          \_$101  = table_160;
-      8'ha1:
-          \_$101  = table_161;
-      8'ha2:
-          \_$101  = table_162;
-      8'ha3:
-          \_$101  = table_163;
-      8'ha4:
-          \_$101  = table_164;
-      8'ha5:
-          \_$101  = table_165;
-      8'ha6:
-          \_$101  = table_166;
-      8'ha7:
-          \_$101  = table_167;
-      8'ha8:
-          \_$101  = table_168;
-      8'ha9:
-          \_$101  = table_169;
-      8'haa:
-          \_$101  = table_170;
-      8'hab:
-          \_$101  = table_171;
-      8'hac:
-          \_$101  = table_172;
-      8'had:
-          \_$101  = table_173;
-      8'hae:
-          \_$101  = table_174;
-      8'haf:
-          \_$101  = table_175;
-      8'hb0:
-          \_$101  = table_176;
-      8'hb1:
-          \_$101  = table_177;
-      8'hb2:
-          \_$101  = table_178;
-      8'hb3:
-          \_$101  = table_179;
-      8'hb4:
-          \_$101  = table_180;
-      8'hb5:
-          \_$101  = table_181;
-      8'hb6:
-          \_$101  = table_182;
-      8'hb7:
-          \_$101  = table_183;
-      8'hb8:
-          \_$101  = table_184;
-      8'hb9:
-          \_$101  = table_185;
-      8'hba:
-          \_$101  = table_186;
-      8'hbb:
-          \_$101  = table_187;
-      8'hbc:
-          \_$101  = table_188;
-      8'hbd:
-          \_$101  = table_189;
-      8'hbe:
-          \_$101  = table_190;
-      8'hbf:
-          \_$101  = table_191;
-      8'hc0:
-          \_$101  = table_192;
-      8'hc1:
-          \_$101  = table_193;
-      8'hc2:
-          \_$101  = table_194;
-      8'hc3:
-          \_$101  = table_195;
-      8'hc4:
-          \_$101  = table_196;
-      8'hc5:
-          \_$101  = table_197;
-      8'hc6:
-          \_$101  = table_198;
-      8'hc7:
-          \_$101  = table_199;
-      8'hc8:
-          \_$101  = table_200;
-      8'hc9:
-          \_$101  = table_201;
-      8'hca:
-          \_$101  = table_202;
-      8'hcb:
-          \_$101  = table_203;
-      8'hcc:
-          \_$101  = table_204;
-      8'hcd:
-          \_$101  = table_205;
-      8'hce:
-          \_$101  = table_206;
-      8'hcf:
-          \_$101  = table_207;
-      8'hd0:
-          \_$101  = table_208;
-      8'hd1:
-          \_$101  = table_209;
-      8'hd2:
-          \_$101  = table_210;
-      8'hd3:
-          \_$101  = table_211;
-      8'hd4:
-          \_$101  = table_212;
-      8'hd5:
-          \_$101  = table_213;
-      8'hd6:
-          \_$101  = table_214;
-      8'hd7:
-          \_$101  = table_215;
-      8'hd8:
-          \_$101  = table_216;
-      8'hd9:
-          \_$101  = table_217;
-      8'hda:
-          \_$101  = table_218;
-      8'hdb:
-          \_$101  = table_219;
-      8'hdc:
-          \_$101  = table_220;
-      8'hdd:
-          \_$101  = table_221;
-      8'hde:
-          \_$101  = table_222;
-      8'hdf:
-          \_$101  = table_223;
-      8'he0:
-          \_$101  = table_224;
-      8'he1:
-          \_$101  = table_225;
-      8'he2:
-          \_$101  = table_226;
-      8'he3:
-          \_$101  = table_227;
-      8'he4:
-          \_$101  = table_228;
-      8'he5:
-          \_$101  = table_229;
-      8'he6:
-          \_$101  = table_230;
-      8'he7:
-          \_$101  = table_231;
-      8'he8:
-          \_$101  = table_232;
-      8'he9:
-          \_$101  = table_233;
-      8'hea:
-          \_$101  = table_234;
-      8'heb:
-          \_$101  = table_235;
-      8'hec:
-          \_$101  = table_236;
-      8'hed:
-          \_$101  = table_237;
-      8'hee:
-          \_$101  = table_238;
-      8'hef:
-          \_$101  = table_239;
-      8'hf0:
-          \_$101  = table_240;
-      8'hf1:
-          \_$101  = table_241;
-      8'hf2:
-          \_$101  = table_242;
-      8'hf3:
-          \_$101  = table_243;
-      8'hf4:
-          \_$101  = table_244;
-      8'hf5:
-          \_$101  = table_245;
-      8'hf6:
-          \_$101  = table_246;
-      8'hf7:
-          \_$101  = table_247;
-      8'hf8:
-          \_$101  = table_248;
-      8'hf9:
-          \_$101  = table_249;
-      8'hfa:
-          \_$101  = table_250;
-      8'hfb:
-          \_$101  = table_251;
-      8'hfc:
-          \_$101  = table_252;
-      8'hfd:
-          \_$101  = table_253;
-      8'hfe:
-          \_$101  = table_254;
-      8'hff:
-          \_$101  = table_255;
-    endcase
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    (* full_case = 32'd1 *)
-    casez ({ \_$123 , clamped_1[6:0] })
-      8'h00:
-          \_$124  = table_0;
-      8'h01:
-          \_$124  = table_1;
-      8'h02:
-          \_$124  = table_2;
-      8'h03:
-          \_$124  = table_3;
-      8'h04:
-          \_$124  = table_4;
-      8'h05:
-          \_$124  = table_5;
-      8'h06:
-          \_$124  = table_6;
-      8'h07:
-          \_$124  = table_7;
-      8'h08:
-          \_$124  = table_8;
-      8'h09:
-          \_$124  = table_9;
-      8'h0a:
-          \_$124  = table_10;
-      8'h0b:
-          \_$124  = table_11;
-      8'h0c:
-          \_$124  = table_12;
-      8'h0d:
-          \_$124  = table_13;
-      8'h0e:
-          \_$124  = table_14;
-      8'h0f:
-          \_$124  = table_15;
-      8'h10:
-          \_$124  = table_16;
-      8'h11:
-          \_$124  = table_17;
-      8'h12:
-          \_$124  = table_18;
-      8'h13:
-          \_$124  = table_19;
-      8'h14:
-          \_$124  = table_20;
-      8'h15:
-          \_$124  = table_21;
-      8'h16:
-          \_$124  = table_22;
-      8'h17:
-          \_$124  = table_23;
-      8'h18:
-          \_$124  = table_24;
-      8'h19:
-          \_$124  = table_25;
-      8'h1a:
-          \_$124  = table_26;
-      8'h1b:
-          \_$124  = table_27;
-      8'h1c:
-          \_$124  = table_28;
-      8'h1d:
-          \_$124  = table_29;
-      8'h1e:
-          \_$124  = table_30;
-      8'h1f:
-          \_$124  = table_31;
-      8'h20:
-          \_$124  = table_32;
-      8'h21:
-          \_$124  = table_33;
-      8'h22:
-          \_$124  = table_34;
-      8'h23:
-          \_$124  = table_35;
-      8'h24:
-          \_$124  = table_36;
-      8'h25:
-          \_$124  = table_37;
-      8'h26:
-          \_$124  = table_38;
-      8'h27:
-          \_$124  = table_39;
-      8'h28:
-          \_$124  = table_40;
-      8'h29:
-          \_$124  = table_41;
-      8'h2a:
-          \_$124  = table_42;
-      8'h2b:
-          \_$124  = table_43;
-      8'h2c:
-          \_$124  = table_44;
-      8'h2d:
-          \_$124  = table_45;
-      8'h2e:
-          \_$124  = table_46;
-      8'h2f:
-          \_$124  = table_47;
-      8'h30:
-          \_$124  = table_48;
-      8'h31:
-          \_$124  = table_49;
-      8'h32:
-          \_$124  = table_50;
-      8'h33:
-          \_$124  = table_51;
-      8'h34:
-          \_$124  = table_52;
-      8'h35:
-          \_$124  = table_53;
-      8'h36:
-          \_$124  = table_54;
-      8'h37:
-          \_$124  = table_55;
-      8'h38:
-          \_$124  = table_56;
-      8'h39:
-          \_$124  = table_57;
-      8'h3a:
-          \_$124  = table_58;
-      8'h3b:
-          \_$124  = table_59;
-      8'h3c:
-          \_$124  = table_60;
-      8'h3d:
-          \_$124  = table_61;
-      8'h3e:
-          \_$124  = table_62;
-      8'h3f:
-          \_$124  = table_63;
-      8'h40:
-          \_$124  = table_64;
-      8'h41:
-          \_$124  = table_65;
-      8'h42:
-          \_$124  = table_66;
-      8'h43:
-          \_$124  = table_67;
-      8'h44:
-          \_$124  = table_68;
-      8'h45:
-          \_$124  = table_69;
-      8'h46:
-          \_$124  = table_70;
-      8'h47:
-          \_$124  = table_71;
-      8'h48:
-          \_$124  = table_72;
-      8'h49:
-          \_$124  = table_73;
-      8'h4a:
-          \_$124  = table_74;
-      8'h4b:
-          \_$124  = table_75;
-      8'h4c:
-          \_$124  = table_76;
-      8'h4d:
-          \_$124  = table_77;
-      8'h4e:
-          \_$124  = table_78;
-      8'h4f:
-          \_$124  = table_79;
-      8'h50:
-          \_$124  = table_80;
-      8'h51:
-          \_$124  = table_81;
-      8'h52:
-          \_$124  = table_82;
-      8'h53:
-          \_$124  = table_83;
-      8'h54:
-          \_$124  = table_84;
-      8'h55:
-          \_$124  = table_85;
-      8'h56:
-          \_$124  = table_86;
-      8'h57:
-          \_$124  = table_87;
-      8'h58:
-          \_$124  = table_88;
-      8'h59:
-          \_$124  = table_89;
-      8'h5a:
-          \_$124  = table_90;
-      8'h5b:
-          \_$124  = table_91;
-      8'h5c:
-          \_$124  = table_92;
-      8'h5d:
-          \_$124  = table_93;
-      8'h5e:
-          \_$124  = table_94;
-      8'h5f:
-          \_$124  = table_95;
-      8'h60:
-          \_$124  = table_96;
-      8'h61:
-          \_$124  = table_97;
-      8'h62:
-          \_$124  = table_98;
-      8'h63:
-          \_$124  = table_99;
-      8'h64:
-          \_$124  = table_100;
-      8'h65:
-          \_$124  = table_101;
-      8'h66:
-          \_$124  = table_102;
-      8'h67:
-          \_$124  = table_103;
-      8'h68:
-          \_$124  = table_104;
-      8'h69:
-          \_$124  = table_105;
-      8'h6a:
-          \_$124  = table_106;
-      8'h6b:
-          \_$124  = table_107;
-      8'h6c:
-          \_$124  = table_108;
-      8'h6d:
-          \_$124  = table_109;
-      8'h6e:
-          \_$124  = table_110;
-      8'h6f:
-          \_$124  = table_111;
-      8'h70:
-          \_$124  = table_112;
-      8'h71:
-          \_$124  = table_113;
-      8'h72:
-          \_$124  = table_114;
-      8'h73:
-          \_$124  = table_115;
-      8'h74:
-          \_$124  = table_116;
-      8'h75:
-          \_$124  = table_117;
-      8'h76:
-          \_$124  = table_118;
-      8'h77:
-          \_$124  = table_119;
-      8'h78:
-          \_$124  = table_120;
-      8'h79:
-          \_$124  = table_121;
-      8'h7a:
-          \_$124  = table_122;
-      8'h7b:
-          \_$124  = table_123;
-      8'h7c:
-          \_$124  = table_124;
-      8'h7d:
-          \_$124  = table_125;
-      8'h7e:
-          \_$124  = table_126;
-      8'h7f:
-          \_$124  = table_127;
-      8'h80:
-          \_$124  = table_128;
-      8'h81:
-          \_$124  = table_129;
-      8'h82:
-          \_$124  = table_130;
-      8'h83:
-          \_$124  = table_131;
-      8'h84:
-          \_$124  = table_132;
-      8'h85:
-          \_$124  = table_133;
-      8'h86:
-          \_$124  = table_134;
-      8'h87:
-          \_$124  = table_135;
-      8'h88:
-          \_$124  = table_136;
-      8'h89:
-          \_$124  = table_137;
-      8'h8a:
-          \_$124  = table_138;
-      8'h8b:
-          \_$124  = table_139;
-      8'h8c:
-          \_$124  = table_140;
-      8'h8d:
-          \_$124  = table_141;
-      8'h8e:
-          \_$124  = table_142;
-      8'h8f:
-          \_$124  = table_143;
-      8'h90:
-          \_$124  = table_144;
-      8'h91:
-          \_$124  = table_145;
-      8'h92:
-          \_$124  = table_146;
-      8'h93:
-          \_$124  = table_147;
-      8'h94:
-          \_$124  = table_148;
-      8'h95:
-          \_$124  = table_149;
-      8'h96:
-          \_$124  = table_150;
-      8'h97:
-          \_$124  = table_151;
-      8'h98:
-          \_$124  = table_152;
-      8'h99:
-          \_$124  = table_153;
-      8'h9a:
-          \_$124  = table_154;
-      8'h9b:
-          \_$124  = table_155;
-      8'h9c:
-          \_$124  = table_156;
-      8'h9d:
-          \_$124  = table_157;
-      8'h9e:
-          \_$124  = table_158;
-      8'h9f:
-          \_$124  = table_159;
-      8'ha0:
-          \_$124  = table_160;
-      8'ha1:
-          \_$124  = table_161;
-      8'ha2:
-          \_$124  = table_162;
-      8'ha3:
-          \_$124  = table_163;
-      8'ha4:
-          \_$124  = table_164;
-      8'ha5:
-          \_$124  = table_165;
-      8'ha6:
-          \_$124  = table_166;
-      8'ha7:
-          \_$124  = table_167;
-      8'ha8:
-          \_$124  = table_168;
-      8'ha9:
-          \_$124  = table_169;
-      8'haa:
-          \_$124  = table_170;
-      8'hab:
-          \_$124  = table_171;
-      8'hac:
-          \_$124  = table_172;
-      8'had:
-          \_$124  = table_173;
-      8'hae:
-          \_$124  = table_174;
-      8'haf:
-          \_$124  = table_175;
-      8'hb0:
-          \_$124  = table_176;
-      8'hb1:
-          \_$124  = table_177;
-      8'hb2:
-          \_$124  = table_178;
-      8'hb3:
-          \_$124  = table_179;
-      8'hb4:
-          \_$124  = table_180;
-      8'hb5:
-          \_$124  = table_181;
-      8'hb6:
-          \_$124  = table_182;
-      8'hb7:
-          \_$124  = table_183;
-      8'hb8:
-          \_$124  = table_184;
-      8'hb9:
-          \_$124  = table_185;
-      8'hba:
-          \_$124  = table_186;
-      8'hbb:
-          \_$124  = table_187;
-      8'hbc:
-          \_$124  = table_188;
-      8'hbd:
-          \_$124  = table_189;
-      8'hbe:
-          \_$124  = table_190;
-      8'hbf:
-          \_$124  = table_191;
-      8'hc0:
-          \_$124  = table_192;
-      8'hc1:
-          \_$124  = table_193;
-      8'hc2:
-          \_$124  = table_194;
-      8'hc3:
-          \_$124  = table_195;
-      8'hc4:
-          \_$124  = table_196;
-      8'hc5:
-          \_$124  = table_197;
-      8'hc6:
-          \_$124  = table_198;
-      8'hc7:
-          \_$124  = table_199;
-      8'hc8:
-          \_$124  = table_200;
-      8'hc9:
-          \_$124  = table_201;
-      8'hca:
-          \_$124  = table_202;
-      8'hcb:
-          \_$124  = table_203;
-      8'hcc:
-          \_$124  = table_204;
-      8'hcd:
-          \_$124  = table_205;
-      8'hce:
-          \_$124  = table_206;
-      8'hcf:
-          \_$124  = table_207;
-      8'hd0:
-          \_$124  = table_208;
-      8'hd1:
-          \_$124  = table_209;
-      8'hd2:
-          \_$124  = table_210;
-      8'hd3:
-          \_$124  = table_211;
-      8'hd4:
-          \_$124  = table_212;
-      8'hd5:
-          \_$124  = table_213;
-      8'hd6:
-          \_$124  = table_214;
-      8'hd7:
-          \_$124  = table_215;
-      8'hd8:
-          \_$124  = table_216;
-      8'hd9:
-          \_$124  = table_217;
-      8'hda:
-          \_$124  = table_218;
-      8'hdb:
-          \_$124  = table_219;
-      8'hdc:
-          \_$124  = table_220;
-      8'hdd:
-          \_$124  = table_221;
-      8'hde:
-          \_$124  = table_222;
-      8'hdf:
-          \_$124  = table_223;
-      8'he0:
-          \_$124  = table_224;
-      8'he1:
-          \_$124  = table_225;
-      8'he2:
-          \_$124  = table_226;
-      8'he3:
-          \_$124  = table_227;
-      8'he4:
-          \_$124  = table_228;
-      8'he5:
-          \_$124  = table_229;
-      8'he6:
-          \_$124  = table_230;
-      8'he7:
-          \_$124  = table_231;
-      8'he8:
-          \_$124  = table_232;
-      8'he9:
-          \_$124  = table_233;
-      8'hea:
-          \_$124  = table_234;
-      8'heb:
-          \_$124  = table_235;
-      8'hec:
-          \_$124  = table_236;
-      8'hed:
-          \_$124  = table_237;
-      8'hee:
-          \_$124  = table_238;
-      8'hef:
-          \_$124  = table_239;
-      8'hf0:
-          \_$124  = table_240;
-      8'hf1:
-          \_$124  = table_241;
-      8'hf2:
-          \_$124  = table_242;
-      8'hf3:
-          \_$124  = table_243;
-      8'hf4:
-          \_$124  = table_244;
-      8'hf5:
-          \_$124  = table_245;
-      8'hf6:
-          \_$124  = table_246;
-      8'hf7:
-          \_$124  = table_247;
-      8'hf8:
-          \_$124  = table_248;
-      8'hf9:
-          \_$124  = table_249;
-      8'hfa:
-          \_$124  = table_250;
-      8'hfb:
-          \_$124  = table_251;
-      8'hfc:
-          \_$124  = table_252;
-      8'hfd:
-          \_$124  = table_253;
-      8'hfe:
-          \_$124  = table_254;
-      8'hff:
-          \_$124  = table_255;
-    endcase
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    (* full_case = 32'd1 *)
-    casez ({ \_$146 , clamped_2[6:0] })
-      8'h00:
-          \_$147  = table_0;
-      8'h01:
-          \_$147  = table_1;
-      8'h02:
-          \_$147  = table_2;
-      8'h03:
-          \_$147  = table_3;
-      8'h04:
-          \_$147  = table_4;
-      8'h05:
-          \_$147  = table_5;
-      8'h06:
-          \_$147  = table_6;
-      8'h07:
-          \_$147  = table_7;
-      8'h08:
-          \_$147  = table_8;
-      8'h09:
-          \_$147  = table_9;
-      8'h0a:
-          \_$147  = table_10;
-      8'h0b:
-          \_$147  = table_11;
-      8'h0c:
-          \_$147  = table_12;
-      8'h0d:
-          \_$147  = table_13;
-      8'h0e:
-          \_$147  = table_14;
-      8'h0f:
-          \_$147  = table_15;
-      8'h10:
-          \_$147  = table_16;
-      8'h11:
-          \_$147  = table_17;
-      8'h12:
-          \_$147  = table_18;
-      8'h13:
-          \_$147  = table_19;
-      8'h14:
-          \_$147  = table_20;
-      8'h15:
-          \_$147  = table_21;
-      8'h16:
-          \_$147  = table_22;
-      8'h17:
-          \_$147  = table_23;
-      8'h18:
-          \_$147  = table_24;
-      8'h19:
-          \_$147  = table_25;
-      8'h1a:
-          \_$147  = table_26;
-      8'h1b:
-          \_$147  = table_27;
-      8'h1c:
-          \_$147  = table_28;
-      8'h1d:
-          \_$147  = table_29;
-      8'h1e:
-          \_$147  = table_30;
-      8'h1f:
-          \_$147  = table_31;
-      8'h20:
-          \_$147  = table_32;
-      8'h21:
-          \_$147  = table_33;
-      8'h22:
-          \_$147  = table_34;
-      8'h23:
-          \_$147  = table_35;
-      8'h24:
-          \_$147  = table_36;
-      8'h25:
-          \_$147  = table_37;
-      8'h26:
-          \_$147  = table_38;
-      8'h27:
-          \_$147  = table_39;
-      8'h28:
-          \_$147  = table_40;
-      8'h29:
-          \_$147  = table_41;
-      8'h2a:
-          \_$147  = table_42;
-      8'h2b:
-          \_$147  = table_43;
-      8'h2c:
-          \_$147  = table_44;
-      8'h2d:
-          \_$147  = table_45;
-      8'h2e:
-          \_$147  = table_46;
-      8'h2f:
-          \_$147  = table_47;
-      8'h30:
-          \_$147  = table_48;
-      8'h31:
-          \_$147  = table_49;
-      8'h32:
-          \_$147  = table_50;
-      8'h33:
-          \_$147  = table_51;
-      8'h34:
-          \_$147  = table_52;
-      8'h35:
-          \_$147  = table_53;
-      8'h36:
-          \_$147  = table_54;
-      8'h37:
-          \_$147  = table_55;
-      8'h38:
-          \_$147  = table_56;
-      8'h39:
-          \_$147  = table_57;
-      8'h3a:
-          \_$147  = table_58;
-      8'h3b:
-          \_$147  = table_59;
-      8'h3c:
-          \_$147  = table_60;
-      8'h3d:
-          \_$147  = table_61;
-      8'h3e:
-          \_$147  = table_62;
-      8'h3f:
-          \_$147  = table_63;
-      8'h40:
-          \_$147  = table_64;
-      8'h41:
-          \_$147  = table_65;
-      8'h42:
-          \_$147  = table_66;
-      8'h43:
-          \_$147  = table_67;
-      8'h44:
-          \_$147  = table_68;
-      8'h45:
-          \_$147  = table_69;
-      8'h46:
-          \_$147  = table_70;
-      8'h47:
-          \_$147  = table_71;
-      8'h48:
-          \_$147  = table_72;
-      8'h49:
-          \_$147  = table_73;
-      8'h4a:
-          \_$147  = table_74;
-      8'h4b:
-          \_$147  = table_75;
-      8'h4c:
-          \_$147  = table_76;
-      8'h4d:
-          \_$147  = table_77;
-      8'h4e:
-          \_$147  = table_78;
-      8'h4f:
-          \_$147  = table_79;
-      8'h50:
-          \_$147  = table_80;
-      8'h51:
-          \_$147  = table_81;
-      8'h52:
-          \_$147  = table_82;
-      8'h53:
-          \_$147  = table_83;
-      8'h54:
-          \_$147  = table_84;
-      8'h55:
-          \_$147  = table_85;
-      8'h56:
-          \_$147  = table_86;
-      8'h57:
-          \_$147  = table_87;
-      8'h58:
-          \_$147  = table_88;
-      8'h59:
-          \_$147  = table_89;
-      8'h5a:
-          \_$147  = table_90;
-      8'h5b:
-          \_$147  = table_91;
-      8'h5c:
-          \_$147  = table_92;
-      8'h5d:
-          \_$147  = table_93;
-      8'h5e:
-          \_$147  = table_94;
-      8'h5f:
-          \_$147  = table_95;
-      8'h60:
-          \_$147  = table_96;
-      8'h61:
-          \_$147  = table_97;
-      8'h62:
-          \_$147  = table_98;
-      8'h63:
-          \_$147  = table_99;
-      8'h64:
-          \_$147  = table_100;
-      8'h65:
-          \_$147  = table_101;
-      8'h66:
-          \_$147  = table_102;
-      8'h67:
-          \_$147  = table_103;
-      8'h68:
-          \_$147  = table_104;
-      8'h69:
-          \_$147  = table_105;
-      8'h6a:
-          \_$147  = table_106;
-      8'h6b:
-          \_$147  = table_107;
-      8'h6c:
-          \_$147  = table_108;
-      8'h6d:
-          \_$147  = table_109;
-      8'h6e:
-          \_$147  = table_110;
-      8'h6f:
-          \_$147  = table_111;
-      8'h70:
-          \_$147  = table_112;
-      8'h71:
-          \_$147  = table_113;
-      8'h72:
-          \_$147  = table_114;
-      8'h73:
-          \_$147  = table_115;
-      8'h74:
-          \_$147  = table_116;
-      8'h75:
-          \_$147  = table_117;
-      8'h76:
-          \_$147  = table_118;
-      8'h77:
-          \_$147  = table_119;
-      8'h78:
-          \_$147  = table_120;
-      8'h79:
-          \_$147  = table_121;
-      8'h7a:
-          \_$147  = table_122;
-      8'h7b:
-          \_$147  = table_123;
-      8'h7c:
-          \_$147  = table_124;
-      8'h7d:
-          \_$147  = table_125;
-      8'h7e:
-          \_$147  = table_126;
-      8'h7f:
-          \_$147  = table_127;
-      8'h80:
-          \_$147  = table_128;
-      8'h81:
-          \_$147  = table_129;
-      8'h82:
-          \_$147  = table_130;
-      8'h83:
-          \_$147  = table_131;
-      8'h84:
-          \_$147  = table_132;
-      8'h85:
-          \_$147  = table_133;
-      8'h86:
-          \_$147  = table_134;
-      8'h87:
-          \_$147  = table_135;
-      8'h88:
-          \_$147  = table_136;
-      8'h89:
-          \_$147  = table_137;
-      8'h8a:
-          \_$147  = table_138;
-      8'h8b:
-          \_$147  = table_139;
-      8'h8c:
-          \_$147  = table_140;
-      8'h8d:
-          \_$147  = table_141;
-      8'h8e:
-          \_$147  = table_142;
-      8'h8f:
-          \_$147  = table_143;
-      8'h90:
-          \_$147  = table_144;
-      8'h91:
-          \_$147  = table_145;
-      8'h92:
-          \_$147  = table_146;
-      8'h93:
-          \_$147  = table_147;
-      8'h94:
-          \_$147  = table_148;
-      8'h95:
-          \_$147  = table_149;
-      8'h96:
-          \_$147  = table_150;
-      8'h97:
-          \_$147  = table_151;
-      8'h98:
-          \_$147  = table_152;
-      8'h99:
-          \_$147  = table_153;
-      8'h9a:
-          \_$147  = table_154;
-      8'h9b:
-          \_$147  = table_155;
-      8'h9c:
-          \_$147  = table_156;
-      8'h9d:
-          \_$147  = table_157;
-      8'h9e:
-          \_$147  = table_158;
-      8'h9f:
-          \_$147  = table_159;
-      8'ha0:
-          \_$147  = table_160;
-      8'ha1:
-          \_$147  = table_161;
-      8'ha2:
-          \_$147  = table_162;
-      8'ha3:
-          \_$147  = table_163;
-      8'ha4:
-          \_$147  = table_164;
-      8'ha5:
-          \_$147  = table_165;
-      8'ha6:
-          \_$147  = table_166;
-      8'ha7:
-          \_$147  = table_167;
-      8'ha8:
-          \_$147  = table_168;
-      8'ha9:
-          \_$147  = table_169;
-      8'haa:
-          \_$147  = table_170;
-      8'hab:
-          \_$147  = table_171;
-      8'hac:
-          \_$147  = table_172;
-      8'had:
-          \_$147  = table_173;
-      8'hae:
-          \_$147  = table_174;
-      8'haf:
-          \_$147  = table_175;
-      8'hb0:
-          \_$147  = table_176;
-      8'hb1:
-          \_$147  = table_177;
-      8'hb2:
-          \_$147  = table_178;
-      8'hb3:
-          \_$147  = table_179;
-      8'hb4:
-          \_$147  = table_180;
-      8'hb5:
-          \_$147  = table_181;
-      8'hb6:
-          \_$147  = table_182;
-      8'hb7:
-          \_$147  = table_183;
-      8'hb8:
-          \_$147  = table_184;
-      8'hb9:
-          \_$147  = table_185;
-      8'hba:
-          \_$147  = table_186;
-      8'hbb:
-          \_$147  = table_187;
-      8'hbc:
-          \_$147  = table_188;
-      8'hbd:
-          \_$147  = table_189;
-      8'hbe:
-          \_$147  = table_190;
-      8'hbf:
-          \_$147  = table_191;
-      8'hc0:
-          \_$147  = table_192;
-      8'hc1:
-          \_$147  = table_193;
-      8'hc2:
-          \_$147  = table_194;
-      8'hc3:
-          \_$147  = table_195;
-      8'hc4:
-          \_$147  = table_196;
-      8'hc5:
-          \_$147  = table_197;
-      8'hc6:
-          \_$147  = table_198;
-      8'hc7:
-          \_$147  = table_199;
-      8'hc8:
-          \_$147  = table_200;
-      8'hc9:
-          \_$147  = table_201;
-      8'hca:
-          \_$147  = table_202;
-      8'hcb:
-          \_$147  = table_203;
-      8'hcc:
-          \_$147  = table_204;
-      8'hcd:
-          \_$147  = table_205;
-      8'hce:
-          \_$147  = table_206;
-      8'hcf:
-          \_$147  = table_207;
-      8'hd0:
-          \_$147  = table_208;
-      8'hd1:
-          \_$147  = table_209;
-      8'hd2:
-          \_$147  = table_210;
-      8'hd3:
-          \_$147  = table_211;
-      8'hd4:
-          \_$147  = table_212;
-      8'hd5:
-          \_$147  = table_213;
-      8'hd6:
-          \_$147  = table_214;
-      8'hd7:
-          \_$147  = table_215;
-      8'hd8:
-          \_$147  = table_216;
-      8'hd9:
-          \_$147  = table_217;
-      8'hda:
-          \_$147  = table_218;
-      8'hdb:
-          \_$147  = table_219;
-      8'hdc:
-          \_$147  = table_220;
-      8'hdd:
-          \_$147  = table_221;
-      8'hde:
-          \_$147  = table_222;
-      8'hdf:
-          \_$147  = table_223;
-      8'he0:
-          \_$147  = table_224;
-      8'he1:
-          \_$147  = table_225;
-      8'he2:
-          \_$147  = table_226;
-      8'he3:
-          \_$147  = table_227;
-      8'he4:
-          \_$147  = table_228;
-      8'he5:
-          \_$147  = table_229;
-      8'he6:
-          \_$147  = table_230;
-      8'he7:
-          \_$147  = table_231;
-      8'he8:
-          \_$147  = table_232;
-      8'he9:
-          \_$147  = table_233;
-      8'hea:
-          \_$147  = table_234;
-      8'heb:
-          \_$147  = table_235;
-      8'hec:
-          \_$147  = table_236;
-      8'hed:
-          \_$147  = table_237;
-      8'hee:
-          \_$147  = table_238;
-      8'hef:
-          \_$147  = table_239;
-      8'hf0:
-          \_$147  = table_240;
-      8'hf1:
-          \_$147  = table_241;
-      8'hf2:
-          \_$147  = table_242;
-      8'hf3:
-          \_$147  = table_243;
-      8'hf4:
-          \_$147  = table_244;
-      8'hf5:
-          \_$147  = table_245;
-      8'hf6:
-          \_$147  = table_246;
-      8'hf7:
-          \_$147  = table_247;
-      8'hf8:
-          \_$147  = table_248;
-      8'hf9:
-          \_$147  = table_249;
-      8'hfa:
-          \_$147  = table_250;
-      8'hfb:
-          \_$147  = table_251;
-      8'hfc:
-          \_$147  = table_252;
-      8'hfd:
-          \_$147  = table_253;
-      8'hfe:
-          \_$147  = table_254;
-      8'hff:
-          \_$147  = table_255;
-    endcase
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    (* full_case = 32'd1 *)
-    casez ({ \_$169 , clamped_3[6:0] })
-      8'h00:
-          \_$170  = table_0;
-      8'h01:
-          \_$170  = table_1;
-      8'h02:
-          \_$170  = table_2;
-      8'h03:
-          \_$170  = table_3;
-      8'h04:
-          \_$170  = table_4;
-      8'h05:
-          \_$170  = table_5;
-      8'h06:
-          \_$170  = table_6;
-      8'h07:
-          \_$170  = table_7;
-      8'h08:
-          \_$170  = table_8;
-      8'h09:
-          \_$170  = table_9;
-      8'h0a:
-          \_$170  = table_10;
-      8'h0b:
-          \_$170  = table_11;
-      8'h0c:
-          \_$170  = table_12;
-      8'h0d:
-          \_$170  = table_13;
-      8'h0e:
-          \_$170  = table_14;
-      8'h0f:
-          \_$170  = table_15;
-      8'h10:
-          \_$170  = table_16;
-      8'h11:
-          \_$170  = table_17;
-      8'h12:
-          \_$170  = table_18;
-      8'h13:
-          \_$170  = table_19;
-      8'h14:
-          \_$170  = table_20;
-      8'h15:
-          \_$170  = table_21;
-      8'h16:
-          \_$170  = table_22;
-      8'h17:
-          \_$170  = table_23;
-      8'h18:
-          \_$170  = table_24;
-      8'h19:
-          \_$170  = table_25;
-      8'h1a:
-          \_$170  = table_26;
-      8'h1b:
-          \_$170  = table_27;
-      8'h1c:
-          \_$170  = table_28;
-      8'h1d:
-          \_$170  = table_29;
-      8'h1e:
-          \_$170  = table_30;
-      8'h1f:
-          \_$170  = table_31;
-      8'h20:
-          \_$170  = table_32;
-      8'h21:
-          \_$170  = table_33;
-      8'h22:
-          \_$170  = table_34;
-      8'h23:
-          \_$170  = table_35;
-      8'h24:
-          \_$170  = table_36;
-      8'h25:
-          \_$170  = table_37;
-      8'h26:
-          \_$170  = table_38;
-      8'h27:
-          \_$170  = table_39;
-      8'h28:
-          \_$170  = table_40;
-      8'h29:
-          \_$170  = table_41;
-      8'h2a:
-          \_$170  = table_42;
-      8'h2b:
-          \_$170  = table_43;
-      8'h2c:
-          \_$170  = table_44;
-      8'h2d:
-          \_$170  = table_45;
-      8'h2e:
-          \_$170  = table_46;
-      8'h2f:
-          \_$170  = table_47;
-      8'h30:
-          \_$170  = table_48;
-      8'h31:
-          \_$170  = table_49;
-      8'h32:
-          \_$170  = table_50;
-      8'h33:
-          \_$170  = table_51;
-      8'h34:
-          \_$170  = table_52;
-      8'h35:
-          \_$170  = table_53;
-      8'h36:
-          \_$170  = table_54;
-      8'h37:
-          \_$170  = table_55;
-      8'h38:
-          \_$170  = table_56;
-      8'h39:
-          \_$170  = table_57;
-      8'h3a:
-          \_$170  = table_58;
-      8'h3b:
-          \_$170  = table_59;
-      8'h3c:
-          \_$170  = table_60;
-      8'h3d:
-          \_$170  = table_61;
-      8'h3e:
-          \_$170  = table_62;
-      8'h3f:
-          \_$170  = table_63;
-      8'h40:
-          \_$170  = table_64;
-      8'h41:
-          \_$170  = table_65;
-      8'h42:
-          \_$170  = table_66;
-      8'h43:
-          \_$170  = table_67;
-      8'h44:
-          \_$170  = table_68;
-      8'h45:
-          \_$170  = table_69;
-      8'h46:
-          \_$170  = table_70;
-      8'h47:
-          \_$170  = table_71;
-      8'h48:
-          \_$170  = table_72;
-      8'h49:
-          \_$170  = table_73;
-      8'h4a:
-          \_$170  = table_74;
-      8'h4b:
-          \_$170  = table_75;
-      8'h4c:
-          \_$170  = table_76;
-      8'h4d:
-          \_$170  = table_77;
-      8'h4e:
-          \_$170  = table_78;
-      8'h4f:
-          \_$170  = table_79;
-      8'h50:
-          \_$170  = table_80;
-      8'h51:
-          \_$170  = table_81;
-      8'h52:
-          \_$170  = table_82;
-      8'h53:
-          \_$170  = table_83;
-      8'h54:
-          \_$170  = table_84;
-      8'h55:
-          \_$170  = table_85;
-      8'h56:
-          \_$170  = table_86;
-      8'h57:
-          \_$170  = table_87;
-      8'h58:
-          \_$170  = table_88;
-      8'h59:
-          \_$170  = table_89;
-      8'h5a:
-          \_$170  = table_90;
-      8'h5b:
-          \_$170  = table_91;
-      8'h5c:
-          \_$170  = table_92;
-      8'h5d:
-          \_$170  = table_93;
-      8'h5e:
-          \_$170  = table_94;
-      8'h5f:
-          \_$170  = table_95;
-      8'h60:
-          \_$170  = table_96;
-      8'h61:
-          \_$170  = table_97;
-      8'h62:
-          \_$170  = table_98;
-      8'h63:
-          \_$170  = table_99;
-      8'h64:
-          \_$170  = table_100;
-      8'h65:
-          \_$170  = table_101;
-      8'h66:
-          \_$170  = table_102;
-      8'h67:
-          \_$170  = table_103;
-      8'h68:
-          \_$170  = table_104;
-      8'h69:
-          \_$170  = table_105;
-      8'h6a:
-          \_$170  = table_106;
-      8'h6b:
-          \_$170  = table_107;
-      8'h6c:
-          \_$170  = table_108;
-      8'h6d:
-          \_$170  = table_109;
-      8'h6e:
-          \_$170  = table_110;
-      8'h6f:
-          \_$170  = table_111;
-      8'h70:
-          \_$170  = table_112;
-      8'h71:
-          \_$170  = table_113;
-      8'h72:
-          \_$170  = table_114;
-      8'h73:
-          \_$170  = table_115;
-      8'h74:
-          \_$170  = table_116;
-      8'h75:
-          \_$170  = table_117;
-      8'h76:
-          \_$170  = table_118;
-      8'h77:
-          \_$170  = table_119;
-      8'h78:
-          \_$170  = table_120;
-      8'h79:
-          \_$170  = table_121;
-      8'h7a:
-          \_$170  = table_122;
-      8'h7b:
-          \_$170  = table_123;
-      8'h7c:
-          \_$170  = table_124;
-      8'h7d:
-          \_$170  = table_125;
-      8'h7e:
-          \_$170  = table_126;
-      8'h7f:
-          \_$170  = table_127;
-      8'h80:
-          \_$170  = table_128;
-      8'h81:
-          \_$170  = table_129;
-      8'h82:
-          \_$170  = table_130;
-      8'h83:
-          \_$170  = table_131;
-      8'h84:
-          \_$170  = table_132;
-      8'h85:
-          \_$170  = table_133;
-      8'h86:
-          \_$170  = table_134;
-      8'h87:
-          \_$170  = table_135;
-      8'h88:
-          \_$170  = table_136;
-      8'h89:
-          \_$170  = table_137;
-      8'h8a:
-          \_$170  = table_138;
-      8'h8b:
-          \_$170  = table_139;
-      8'h8c:
-          \_$170  = table_140;
-      8'h8d:
-          \_$170  = table_141;
-      8'h8e:
-          \_$170  = table_142;
-      8'h8f:
-          \_$170  = table_143;
-      8'h90:
-          \_$170  = table_144;
-      8'h91:
-          \_$170  = table_145;
-      8'h92:
-          \_$170  = table_146;
-      8'h93:
-          \_$170  = table_147;
-      8'h94:
-          \_$170  = table_148;
-      8'h95:
-          \_$170  = table_149;
-      8'h96:
-          \_$170  = table_150;
-      8'h97:
-          \_$170  = table_151;
-      8'h98:
-          \_$170  = table_152;
-      8'h99:
-          \_$170  = table_153;
-      8'h9a:
-          \_$170  = table_154;
-      8'h9b:
-          \_$170  = table_155;
-      8'h9c:
-          \_$170  = table_156;
-      8'h9d:
-          \_$170  = table_157;
-      8'h9e:
-          \_$170  = table_158;
-      8'h9f:
-          \_$170  = table_159;
-      8'ha0:
-          \_$170  = table_160;
-      8'ha1:
-          \_$170  = table_161;
-      8'ha2:
-          \_$170  = table_162;
-      8'ha3:
-          \_$170  = table_163;
-      8'ha4:
-          \_$170  = table_164;
-      8'ha5:
-          \_$170  = table_165;
-      8'ha6:
-          \_$170  = table_166;
-      8'ha7:
-          \_$170  = table_167;
-      8'ha8:
-          \_$170  = table_168;
-      8'ha9:
-          \_$170  = table_169;
-      8'haa:
-          \_$170  = table_170;
-      8'hab:
-          \_$170  = table_171;
-      8'hac:
-          \_$170  = table_172;
-      8'had:
-          \_$170  = table_173;
-      8'hae:
-          \_$170  = table_174;
-      8'haf:
-          \_$170  = table_175;
-      8'hb0:
-          \_$170  = table_176;
-      8'hb1:
-          \_$170  = table_177;
-      8'hb2:
-          \_$170  = table_178;
-      8'hb3:
-          \_$170  = table_179;
-      8'hb4:
-          \_$170  = table_180;
-      8'hb5:
-          \_$170  = table_181;
-      8'hb6:
-          \_$170  = table_182;
-      8'hb7:
-          \_$170  = table_183;
-      8'hb8:
-          \_$170  = table_184;
-      8'hb9:
-          \_$170  = table_185;
-      8'hba:
-          \_$170  = table_186;
-      8'hbb:
-          \_$170  = table_187;
-      8'hbc:
-          \_$170  = table_188;
-      8'hbd:
-          \_$170  = table_189;
-      8'hbe:
-          \_$170  = table_190;
-      8'hbf:
-          \_$170  = table_191;
-      8'hc0:
-          \_$170  = table_192;
-      8'hc1:
-          \_$170  = table_193;
-      8'hc2:
-          \_$170  = table_194;
-      8'hc3:
-          \_$170  = table_195;
-      8'hc4:
-          \_$170  = table_196;
-      8'hc5:
-          \_$170  = table_197;
-      8'hc6:
-          \_$170  = table_198;
-      8'hc7:
-          \_$170  = table_199;
-      8'hc8:
-          \_$170  = table_200;
-      8'hc9:
-          \_$170  = table_201;
-      8'hca:
-          \_$170  = table_202;
-      8'hcb:
-          \_$170  = table_203;
-      8'hcc:
-          \_$170  = table_204;
-      8'hcd:
-          \_$170  = table_205;
-      8'hce:
-          \_$170  = table_206;
-      8'hcf:
-          \_$170  = table_207;
-      8'hd0:
-          \_$170  = table_208;
-      8'hd1:
-          \_$170  = table_209;
-      8'hd2:
-          \_$170  = table_210;
-      8'hd3:
-          \_$170  = table_211;
-      8'hd4:
-          \_$170  = table_212;
-      8'hd5:
-          \_$170  = table_213;
-      8'hd6:
-          \_$170  = table_214;
-      8'hd7:
-          \_$170  = table_215;
-      8'hd8:
-          \_$170  = table_216;
-      8'hd9:
-          \_$170  = table_217;
-      8'hda:
-          \_$170  = table_218;
-      8'hdb:
-          \_$170  = table_219;
-      8'hdc:
-          \_$170  = table_220;
-      8'hdd:
-          \_$170  = table_221;
-      8'hde:
-          \_$170  = table_222;
-      8'hdf:
-          \_$170  = table_223;
-      8'he0:
-          \_$170  = table_224;
-      8'he1:
-          \_$170  = table_225;
-      8'he2:
-          \_$170  = table_226;
-      8'he3:
-          \_$170  = table_227;
-      8'he4:
-          \_$170  = table_228;
-      8'he5:
-          \_$170  = table_229;
-      8'he6:
-          \_$170  = table_230;
-      8'he7:
-          \_$170  = table_231;
-      8'he8:
-          \_$170  = table_232;
-      8'he9:
-          \_$170  = table_233;
-      8'hea:
-          \_$170  = table_234;
-      8'heb:
-          \_$170  = table_235;
-      8'hec:
-          \_$170  = table_236;
-      8'hed:
-          \_$170  = table_237;
-      8'hee:
-          \_$170  = table_238;
-      8'hef:
-          \_$170  = table_239;
-      8'hf0:
-          \_$170  = table_240;
-      8'hf1:
-          \_$170  = table_241;
-      8'hf2:
-          \_$170  = table_242;
-      8'hf3:
-          \_$170  = table_243;
-      8'hf4:
-          \_$170  = table_244;
-      8'hf5:
-          \_$170  = table_245;
-      8'hf6:
-          \_$170  = table_246;
-      8'hf7:
-          \_$170  = table_247;
-      8'hf8:
-          \_$170  = table_248;
-      8'hf9:
-          \_$170  = table_249;
-      8'hfa:
-          \_$170  = table_250;
-      8'hfb:
-          \_$170  = table_251;
-      8'hfc:
-          \_$170  = table_252;
-      8'hfd:
-          \_$170  = table_253;
-      8'hfe:
-          \_$170  = table_254;
-      8'hff:
-          \_$170  = table_255;
-    endcase
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \_$174  = 64'h0000000000000000;
-    casez (perf_beat)
-      5'h00:
-          \_$174  = record[63:0];
-      5'h01:
-          \_$174  = record[127:64];
-      5'h02:
-          \_$174  = record[191:128];
-      5'h03:
-          \_$174  = record[255:192];
-      5'h04:
-          \_$174  = record[319:256];
-      5'h05:
-          \_$174  = record[383:320];
-      5'h06:
-          \_$174  = record[447:384];
-      5'h07:
-          \_$174  = record[511:448];
-      5'h08:
-          \_$174  = record[575:512];
-      5'h09:
-          \_$174  = record[639:576];
-      5'h0a:
-          \_$174  = record[703:640];
-      5'h0b:
-          \_$174  = record[767:704];
-      5'h0c:
-          \_$174  = record[831:768];
-      5'h0d:
-          \_$174  = record[895:832];
-      5'h0e:
-          \_$174  = record[959:896];
-      5'h0f:
-          \_$174  = record[1023:960];
-    endcase
   end
   assign opcode = word[3:0];
   assign deps__has_next = 1'h0;
@@ -29786,22 +22912,28 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign align = 16'h0004;
   assign every_line = word[91];
   assign wr__ready = 1'h1;
-  assign res_0 = \_$85 [39:0];
-  assign value_0 = \_$89 [31:0];
-  assign scaled_0 = \_$95 [63:0];
-  assign shifted_0 = \_$96 [63:0];
-  assign res_1 = \_$108 [39:0];
-  assign value_1 = \_$112 [31:0];
-  assign scaled_1 = \_$118 [63:0];
-  assign shifted_1 = \_$119 [63:0];
-  assign res_2 = \_$131 [39:0];
-  assign value_2 = \_$135 [31:0];
-  assign scaled_2 = \_$141 [63:0];
-  assign shifted_2 = \_$142 [63:0];
-  assign res_3 = \_$154 [39:0];
-  assign value_3 = \_$158 [31:0];
-  assign scaled_3 = \_$164 [63:0];
-  assign shifted_3 = \_$165 [63:0];
+  assign table_write__addr = \_$80 [1:0];
+  assign param__data = table_write__data;
+  assign port__addr = 2'h0;
+  assign \port__addr$78  = 2'h1;
+  assign \port__addr$79  = 2'h2;
+  assign \port__addr$80  = 2'h3;
+  assign res_0 = \_$86 [39:0];
+  assign value_0 = \_$90 [31:0];
+  assign scaled_0 = \_$96 [63:0];
+  assign shifted_0 = \_$97 [63:0];
+  assign res_1 = \_$109 [39:0];
+  assign value_1 = \_$113 [31:0];
+  assign scaled_1 = \_$119 [63:0];
+  assign shifted_1 = \_$120 [63:0];
+  assign res_2 = \_$132 [39:0];
+  assign value_2 = \_$136 [31:0];
+  assign scaled_2 = \_$142 [63:0];
+  assign shifted_2 = \_$143 [63:0];
+  assign res_3 = \_$155 [39:0];
+  assign value_3 = \_$159 [31:0];
+  assign scaled_3 = \_$165 [63:0];
+  assign shifted_3 = \_$166 [63:0];
   assign bad_shift = 1'h0;
   assign act__addr = res_line[15:0];
   assign acc__addr = lines__payload[15:0];
@@ -29902,10 +23034,10 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \perf.dram_stall  = perf[895:832];
   assign \perf.macs  = perf[959:896];
   assign \perf.fetch_stall  = perf[1023:960];
-  assign lanes[31:24] = \_$171 ;
-  assign lanes[23:16] = \_$148 ;
-  assign lanes[15:8] = \_$125 ;
-  assign lanes[7:0] = \_$102 ;
+  assign lanes[31:24] = \_$172 ;
+  assign lanes[23:16] = \_$149 ;
+  assign lanes[15:8] = \_$126 ;
+  assign lanes[7:0] = \_$103 ;
   assign \_$5  = \_$4 ;
   assign \_$11  = \_$10 ;
   assign \_$18  = \_$17 ;
@@ -29914,27 +23046,27 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   assign \_$44  = \_$signal$60 ;
   assign \_$57  = \_$signal$60 ;
   assign \_$70  = \_$signal$60 ;
-  assign \_$218  = \_$217 ;
-  assign \_$225  = \_$224 ;
-  assign \_$236  = \_$signal$60 ;
-  assign \_$257  = \_$signal$60 ;
-  assign \_$269  = \_$signal$60 ;
-  assign \_$278  = \_$277 ;
-  assign \_$302  = \_$signal$60 ;
-  assign \_$322  = \_$signal$60 ;
-  assign \_$329  = \_$signal$60 ;
-  assign \_$337  = \_$signal$60 ;
-  assign \_$341  = { 8'h00, block_0[31:8] };
-  assign \_$342  = { 8'h00, block_1[31:8] };
-  assign \_$343  = { 8'h00, block_2[31:8] };
-  assign \_$344  = { 8'h00, block_3[31:8] };
-  assign \_$346  = \_$signal$60 ;
-  assign \_$347  = \_$signal$60 ;
-  assign \_$355 [31:7] = 25'h0000000;
-  assign \_$355 [6:0] = word[46:40];
-  assign \_$362  = \_$361 ;
-  assign \_$373  = \_$372 ;
+  assign \_$220  = \_$219 ;
+  assign \_$227  = \_$226 ;
+  assign \_$238  = \_$signal$60 ;
+  assign \_$259  = \_$signal$60 ;
+  assign \_$271  = \_$signal$60 ;
+  assign \_$280  = \_$279 ;
+  assign \_$304  = \_$signal$60 ;
+  assign \_$324  = \_$signal$60 ;
+  assign \_$331  = \_$signal$60 ;
+  assign \_$339  = \_$signal$60 ;
+  assign \_$343  = { 8'h00, block_0[31:8] };
+  assign \_$344  = { 8'h00, block_1[31:8] };
+  assign \_$345  = { 8'h00, block_2[31:8] };
+  assign \_$346  = { 8'h00, block_3[31:8] };
+  assign \_$348  = \_$signal$60 ;
+  assign \_$349  = \_$signal$60 ;
+  assign \_$357 [31:7] = 25'h0000000;
+  assign \_$357 [6:0] = word[46:40];
+  assign \_$364  = \_$363 ;
   assign \_$375  = \_$374 ;
+  assign \_$377  = \_$376 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -32192,7 +25324,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5843$0 , rd_resp__valid, clk);
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5335$0 , rd_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$30  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
@@ -32223,8 +25355,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$5843$0 ;
-  wire [1:0] \port$5843$0 ;
+  output [1:0] \port$5335$0 ;
+  wire [1:0] \port$5335$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -32492,7 +25624,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$5843$0  = \_$4 ;
+  assign \port$5335$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];
