@@ -180,6 +180,18 @@ def evaluate(graph: RefGraph, input_q: npt.ArrayLike) -> dict[str, np.ndarray]:
     return values
 
 
+def reuse_or_evaluate(
+    graph: RefGraph, input_q: np.ndarray, known: Mapping[str, np.ndarray] | None
+) -> Mapping[str, np.ndarray]:
+    """``known`` (an earlier :func:`evaluate` of ``graph``) if it was of ``input_q``, else
+    :func:`evaluate` of ``input_q``."""
+    given = known.get(graph.inputs[0]) if known is not None else None
+    if given is not None and given.dtype == input_q.dtype and np.array_equal(given, input_q):
+        assert known is not None
+        return known
+    return evaluate(graph, input_q)
+
+
 def evaluate_node(graph: RefGraph, node: RefNode, inputs: list[np.ndarray]) -> np.ndarray:
     """One node of ``graph`` on its input values (int8, or fp32 after a softmax)."""
     return _EVAL[node.op](graph, node, inputs)

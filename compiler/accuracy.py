@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 
-from arch.reference import RefGraph, dequantize, evaluate, quantize_input, zero_point
+from arch.reference import RefGraph, dequantize, quantize_input, reuse_or_evaluate, zero_point
 
 from .calibrate import as_shape, run_onnx
 from .errors import CompileError
@@ -17,10 +18,14 @@ __all__ = ["compare_fp32"]
 
 
 def compare_fp32(
-    onnx_model: onnx.ModelProto | str | Path, graph: RefGraph, x_fp32: np.ndarray
+    onnx_model: onnx.ModelProto | str | Path,
+    graph: RefGraph,
+    x_fp32: np.ndarray,
+    known: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Compare the quantized ``graph`` (the compiler's IR or an executable's reference graph)
-    with fp32 onnxruntime on ``onnx_model`` for input ``x``.
+    with fp32 onnxruntime on ``onnx_model`` for input ``x``. ``known``: every tensor of
+    ``graph`` already evaluated (a run's reference), used if its input is ``x`` quantized.
 
     The first graph output is compared; if a host softmax produces it, its input (the logits)
     is compared instead. Tensors are matched by name; if ``onnx_model`` has no tensor of that
@@ -47,7 +52,7 @@ def compare_fp32(
         _scale(graph, graph.inputs[0]),
         zero_point(graph, graph.inputs[0]),
     )
-    values = evaluate(graph, q)
+    values = reuse_or_evaluate(graph, q, known)
     if name in {o for n in proto.graph.node for o in n.output}:
         reference = run_onnx(proto, x, [name])[name]
     else:  # another model (e.g. the fp32 original of a QDQ model): its first output

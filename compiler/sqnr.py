@@ -10,14 +10,14 @@ compared with onnxruntime's own QDQ execution instead (:mod:`compiler.qdq_agreem
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 
-from arch.reference import RefGraph, dequantize, evaluate, quantize_input, zero_point
+from arch.reference import RefGraph, dequantize, quantize_input, reuse_or_evaluate, zero_point
 
 from .calibrate import _run, _session, as_shape
 
@@ -25,9 +25,14 @@ __all__ = ["layer_sqnr"]
 
 
 def layer_sqnr(
-    onnx_model: onnx.ModelProto | str | Path, graph: RefGraph, inputs: Sequence[np.ndarray]
+    onnx_model: onnx.ModelProto | str | Path,
+    graph: RefGraph,
+    inputs: Sequence[np.ndarray],
+    known: Mapping[str, np.ndarray] | None = None,
 ) -> list[dict[str, Any]]:
-    """``[{"layer", "op", "tensor", "sqnr_db"}]`` in graph order over fp32 ``inputs``."""
+    """``[{"layer", "op", "tensor", "sqnr_db"}]`` in graph order over fp32 ``inputs``.
+    ``known``: every tensor of ``graph`` already evaluated (a run's reference), used for the
+    input it was evaluated on."""
     proto = onnx.load(str(onnx_model)) if isinstance(onnx_model, str | Path) else onnx_model
     if any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in proto.graph.node):
         return []
@@ -51,7 +56,7 @@ def layer_sqnr(
         q = quantize_input(
             as_shape(x, graph.tensors[x_name].shape), x_scale, zero_point(graph, x_name)
         )
-        ours = evaluate(graph, q)
+        ours = reuse_or_evaluate(graph, q, known)
         ref = _run(session, names, x)
         for name in names:
             want = ref[name].astype(np.float64).reshape(-1)

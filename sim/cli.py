@@ -38,7 +38,8 @@ from sim.background import in_background, lower_priority
 from sim.evaluate import evaluate_held_out, evaluate_images
 from sim.inputs import InputError
 from sim.prune import KeepRunsError, hold, keep_runs, prune
-from sim.run import RunError, RunResult, reference_values, run
+from sim.reference_stream import ReferenceStream
+from sim.run import RunError, RunResult, run
 from sim.run_inputs import Calibration, calibration, input_summary, run_inputs
 from sim.rundir import RunDirError, new_run_dir, point_latest, use_run_dir
 from sim.sqnr_plot import sqnr_png
@@ -422,10 +423,23 @@ def _main(args: argparse.Namespace) -> int:
     pool = ThreadPoolExecutor(  # (shut down after the run; see its `finally`)
         max_workers=3, initializer=lower_priority if sharded else None
     )
-    fp32 = pool.submit(compare_fp32, source, exe.reference, x) if source is not None else None
+    # The integer reference of x, computed once (on the other core) for the run, its checks
+    # and the comparisons below.
+    reference = ReferenceStream(exe, x) if waves is None or not sharded else None
+
+    def known() -> dict[str, np.ndarray] | None:
+        return reference.result() if reference is not None else None
+
+    fp32 = (
+        pool.submit(lambda: compare_fp32(source, exe.reference, x, known()))
+        if source is not None
+        else None
+    )
     split = zoo.held_out(args.model) if source is not None else None
     sqnr_xs = [split.x[i : i + 1] for i in range(SQNR_IMAGES)] if split else inputs.xs
-    sqnr = pool.submit(layer_sqnr, source, exe.reference, sqnr_xs) if source else None
+    sqnr = (
+        pool.submit(lambda: layer_sqnr(source, exe.reference, sqnr_xs, known())) if source else None
+    )
     sqnr_plot = (  # drawn on the other core during the run: no plot is drawn before it is done
         in_background("sqnr plot", sqnr_png, sqnr, f"{exe.model} ({calib.method})")
         if sqnr is not None and calib is not None
@@ -437,17 +451,16 @@ def _main(args: argparse.Namespace) -> int:
     ran = False
     try:
         ideal_run: Future[RunResult] | None = None
-        # the integer reference of x, once for the ISA and the RTL runs
-        reference = in_background("reference", reference_values, exe, x) if not sharded else None
+        computed = reference.future if reference is not None else None
         if args.backend in RTL_BACKENDS and not args.no_ideal:
             if waves is not None or args.backend != "rtl":
-                isa_result = run(exe, x, "isa", reference=reference)
+                isa_result = run(exe, x, "isa", reference=computed)
                 if waves is not None:  # a large dump is announced with its size
                     check_window(waves, exe.programs, isa_result.layers, config)
                 ideal_run = Future()
                 ideal_run.set_result(isa_result)  # (ran first: its failure is the one said)
             else:  # the ideal cycles are for the report: on the other core, during the run
-                ideal_run = in_background("ideal", run, exe, x, "isa", reference=reference)
+                ideal_run = in_background("ideal", run, exe, x, "isa", reference=computed)
         if sharded:
             result = shards.run(
                 exe,
@@ -459,6 +472,7 @@ def _main(args: argparse.Namespace) -> int:
                 max_cycles=args.max_cycles,
                 waves=waves,
                 name=out.name,
+                reference=reference,
             )
         else:
             result = run(
@@ -470,7 +484,7 @@ def _main(args: argparse.Namespace) -> int:
                 progress=Progress(exe) if args.backend in RTL_BACKENDS else None,
                 waves=waves,
                 name=out.name,
-                reference=reference,
+                reference=computed,
             )
         if args.backend in RTL_BACKENDS and not sharded:
             print(file=sys.stderr)

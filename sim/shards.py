@@ -31,11 +31,12 @@ from typing import Any
 import numpy as np
 
 from arch.executable import DeviceProgram, Executable
-from arch.reference import dequantize, evaluate_node, quantize_input
+from arch.reference import dequantize
 from sim import checkpoint, cluster
 from sim.backends.base import DeviceResult, RunOptions
 from sim.checkpoint import Piece
 from sim.guard import Guard
+from sim.reference_stream import ReferenceStream
 from sim.run import LayerResult, RunError, RunResult, _accumulate, _host_layer, reference_values
 from sim.waves.capture import start as start_capture
 from sim.waves.window import WaveRequest
@@ -208,41 +209,28 @@ def run_pieces(
     *,
     max_cycles: int = 400_000_000,
     log: Callable[[str], None] | None = None,
-    reference: dict[str, np.ndarray] | None = None,
+    reference: dict[str, np.ndarray] | ReferenceStream | None = None,
 ) -> RunResult:
     """Run ``shards`` (from :func:`plan`, or one :func:`select` range) through ``submit`` and
     merge them; host steps whose output lies inside the run are checked here. ``reference``:
-    the reference's tensors, if already computed."""
+    the reference's tensors (all of them, or a stream computing them), else computed here."""
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
     started = time.perf_counter()
-    quantized = quantize_input(x, exe.input.scale or 1.0, exe.input.zero_point)
-    values: dict[str, np.ndarray] = reference or {exe.reference.inputs[0]: quantized}
+    stream = reference if isinstance(reference, ReferenceStream) else None
+    if reference is None:
+        stream = ReferenceStream(exe, x)
     futures: dict[int, Any] = {}
     prepared: dict[int, list[checkpoint.Prepared]] = {}
-
-    def send(index: int, shard: Shard) -> None:
-        prepared[index] = [checkpoint.prepare(exe, p, values, max_cycles) for p in shard.pieces]
-        futures[index] = submit(index, prepared[index])
-
     # Each shard starts as soon as the reference has computed the tensors it starts from: one
     # that needs only the input at once, the others while the reference goes on.
-    waiting = list(range(len(shards)))
-
-    def send_ready() -> None:
-        for index in list(waiting):
-            pieces = shards[index].pieces
-            if all(name in values for p in pieces for name in checkpoint.needs(exe, p)):
-                send(index, shards[index])
-                waiting.remove(index)
-
-    send_ready()
-    if reference is None:
-        graph = exe.reference
-        for node in graph.nodes:
-            values[node.output] = evaluate_node(graph, node, [values[i] for i in node.inputs])
-            send_ready()
-        reference = values
-    assert not waiting, f"shards {waiting} start from tensors the reference does not have"
+    for index, shard in enumerate(shards):
+        needs = [name for p in shard.pieces for name in checkpoint.needs(exe, p)]
+        values = stream.wait(needs) if stream is not None else reference
+        assert isinstance(values, dict)
+        prepared[index] = [checkpoint.prepare(exe, p, values, max_cycles) for p in shard.pieces]
+        futures[index] = submit(index, prepared[index])
+    reference = stream.result() if stream is not None else reference
+    assert isinstance(reference, dict)
 
     done: dict[Piece, _Done] = {}
     for index, shard in enumerate(shards):
@@ -357,10 +345,12 @@ def run(
     waves: WaveRequest | None = None,
     name: str = "run",
     log: Callable[[str], None] | None = None,
+    reference: ReferenceStream | None = None,
 ) -> RunResult:
     """Run ``exe`` in ``jobs`` shards (on Dask when more than one, or when ``DASK_SCHEDULER``
     is set), or only the ``layers`` range from its checkpoint, and check every layer. ``waves``
-    with a ``layer`` traces that layer of a one-layer run (rtl)."""
+    with a ``layer`` traces that layer of a one-layer run (rtl). ``reference``: the integer
+    reference of ``x`` being computed (else computed here)."""
     check_jobs(jobs)
     if waves is not None and waves.layer is not None and layers is None:
         layers = waves.layer
@@ -378,7 +368,9 @@ def run(
                 runs = [p.run for p in prepared]
                 return pool.submit(cluster.run_device, backend, config_json, runs, None, str(root))
 
-            return run_pieces(exe, x, backend, shards, local, max_cycles=max_cycles, log=log)
+            return run_pieces(
+                exe, x, backend, shards, local, max_cycles=max_cycles, log=log, reference=reference
+            )
     with cluster.open_client(len(shards)) as client:
 
         def remote(index: int, prepared: list[checkpoint.Prepared]) -> Any:
@@ -399,7 +391,9 @@ def run(
                     ),
                 )
 
-        return run_pieces(exe, x, backend, shards, remote, max_cycles=max_cycles, log=log)
+        return run_pieces(
+            exe, x, backend, shards, remote, max_cycles=max_cycles, log=log, reference=reference
+        )
 
 
 def _traced(
