@@ -31,7 +31,7 @@ from compiler.compile import compile_model
 from compiler.errors import CompileError
 from compiler.qdq_agreement import agreement_report
 from compiler.sqnr import layer_sqnr
-from sim import hooks, provenance, shards, terminal
+from sim import cluster, hooks, provenance, shards, terminal
 from sim import report as reports
 from sim.backends.registry import BACKENDS
 from sim.background import in_background, lower_priority
@@ -342,8 +342,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m sim.cli") -> int:
     and exit code 130."""
     args = parse(argv, prog)
     terminal.log_to_stderr()  # the build says what it builds and how long it took
+    # Shards: the Dask cluster starts on the other core while the model compiles.
+    early = cluster.EarlyClient(args.jobs) if args.jobs > 1 else None
     try:
-        return _main(args)
+        return _main(args, early)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return INTERRUPTED
@@ -357,9 +359,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m sim.cli") -> int:
         if os.environ.get("COSIM_DEBUG") == "1":
             traceback.print_exc()
         return INTERNAL_ERROR
+    finally:
+        if early is not None:
+            early.close()
 
 
-def _main(args: argparse.Namespace) -> int:
+def _main(args: argparse.Namespace, early: cluster.EarlyClient | None = None) -> int:
     started = provenance.now()
     try:
         keep = keep_runs()
@@ -473,6 +478,7 @@ def _main(args: argparse.Namespace) -> int:
                 waves=waves,
                 name=out.name,
                 reference=reference,
+                client=early,
             )
         else:
             result = run(

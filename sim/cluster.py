@@ -26,8 +26,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +157,36 @@ def open_client(workers: int) -> Iterator[Any]:
             where = f"{SCHEDULER_ENV}={address}" if address else kind or "a LocalCluster"
             raise ClusterError(f"cannot start or reach the Dask cluster ({where}): {exc}") from None
         yield client
+
+
+class EarlyClient:
+    """:func:`open_client` on a thread of its own, started before the caller needs it (a run
+    starts the cluster while it compiles); :meth:`client` waits for it, :meth:`close` shuts it
+    down. The thread that opened the client also closes it (Dask's client context is bound
+    to its thread)."""
+
+    def __init__(self, workers: int) -> None:
+        self._client: Future[Any] = Future()
+        self._closing = threading.Event()
+        self._thread = threading.Thread(
+            target=self._hold, args=(workers,), name="dask start", daemon=True
+        )
+        self._thread.start()
+
+    def _hold(self, workers: int) -> None:
+        try:
+            with open_client(workers) as client:
+                self._client.set_result(client)
+                self._closing.wait()
+        except BaseException as exc:  # noqa: BLE001 - raised to whoever asks for the client
+            if not self._client.done():
+                self._client.set_exception(exc)
+
+    def client(self) -> Any:
+        """The open client (raises :class:`ClusterError` if the cluster did not start)."""
+        return self._client.result()
+
+    def close(self) -> None:
+        """Shut the cluster down (after its start, if it is still starting)."""
+        self._closing.set()
+        self._thread.join()

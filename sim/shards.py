@@ -14,6 +14,7 @@ mismatch names its own layer, never a consequence of an earlier one.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import os
@@ -346,11 +347,13 @@ def run(
     name: str = "run",
     log: Callable[[str], None] | None = None,
     reference: ReferenceStream | None = None,
+    client: cluster.EarlyClient | None = None,
 ) -> RunResult:
     """Run ``exe`` in ``jobs`` shards (on Dask when more than one, or when ``DASK_SCHEDULER``
     is set), or only the ``layers`` range from its checkpoint, and check every layer. ``waves``
     with a ``layer`` traces that layer of a one-layer run (rtl). ``reference``: the integer
-    reference of ``x`` being computed (else computed here)."""
+    reference of ``x`` being computed (else computed here); ``client``: a Dask client started
+    earlier (else one is opened here)."""
     check_jobs(jobs)
     if waves is not None and waves.layer is not None and layers is None:
         layers = waves.layer
@@ -371,7 +374,8 @@ def run(
             return run_pieces(
                 exe, x, backend, shards, local, max_cycles=max_cycles, log=log, reference=reference
             )
-    with cluster.open_client(len(shards)) as client:
+    opened = contextlib.nullcontext(client.client()) if client else cluster.open_client(len(shards))
+    with opened as dask_client:
 
         def remote(index: int, prepared: list[checkpoint.Prepared]) -> Any:
             runs = [p.run for p in prepared]
@@ -379,7 +383,7 @@ def run(
                 warnings.simplefilter("ignore", UserWarning)
                 return cluster.Task(
                     f"shard {index + 1}/{len(shards)}",
-                    client.submit(
+                    dask_client.submit(
                         cluster.run_device,
                         backend,
                         config_json,
