@@ -4,6 +4,7 @@ dask-jobqueue example configuration (no simulator)."""
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -172,3 +173,36 @@ def test_load_cycles_are_the_bytes_the_isa_simulator_loads(exe):
         assert stats.load_bytes, layer.name  # every layer loads something
         loaded = sum(stats.load_bytes.values()) + stats.pad_lines * c.act_line_bytes
         assert load_cycles(exe, 0, n) == -(-loaded // c.dram_bytes_per_cycle), layer.name
+
+
+def test_cli_jobs_runs_shards_on_the_cluster_started_during_compile(tmp_path):
+    # --jobs 2 starts the Dask cluster before compiling (sim.cluster.EarlyClient); the run's
+    # report has both shards, every layer bit-exact, and the process ends (the cluster closed).
+    out = tmp_path / "run"
+    base = [sys.executable, "-m", "sim.cli", "--model", "cnn", "--config", "tiny"]
+    done = subprocess.run(
+        [*base, "--backend", "isa", "--jobs", "2", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["total"]["shards"] == 2
+    assert report["total"]["bit_exact"] is True
+    assert all(layer["bit_exact"] for layer in report["layers"])
+
+
+def test_cli_jobs_with_a_cluster_that_cannot_start(monkeypatch, tmp_path):
+    monkeypatch.setenv(cluster.CLUSTER_ENV, "kubernetes")
+    base = [sys.executable, "-m", "sim.cli", "--model", "cnn", "--config", "tiny"]
+    done = subprocess.run(
+        [*base, "--backend", "isa", "--jobs", "2", "--out", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert done.returncode == 2
+    assert "DASK_CLUSTER='kubernetes' is not a dask-jobqueue cluster" in done.stderr
+    assert "Traceback" not in done.stderr
