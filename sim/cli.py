@@ -426,7 +426,7 @@ def _main(args: argparse.Namespace, early: cluster.EarlyClient | None = None) ->
     # The fp32 comparison needs no simulator result: it runs on another core during the run.
     # Shards use every core: then the comparisons take only what the simulators leave.
     pool = ThreadPoolExecutor(  # (shut down after the run; see its `finally`)
-        max_workers=3, initializer=lower_priority if sharded else None
+        max_workers=4, initializer=lower_priority if sharded else None
     )
     # The integer reference of x, computed once (on the other core) for the run, its checks
     # and the comparisons below.
@@ -446,7 +446,7 @@ def _main(args: argparse.Namespace, early: cluster.EarlyClient | None = None) ->
         pool.submit(lambda: layer_sqnr(source, exe.reference, sqnr_xs, known())) if source else None
     )
     sqnr_plot = (  # drawn on the other core during the run: no plot is drawn before it is done
-        in_background("sqnr plot", sqnr_png, sqnr, f"{exe.model} ({calib.method})")
+        pool.submit(sqnr_png, sqnr, f"{exe.model} ({calib.method})")
         if sqnr is not None and calib is not None
         else None
     )
@@ -519,6 +519,8 @@ def _main(args: argparse.Namespace, early: cluster.EarlyClient | None = None) ->
         # still needs that result.
         pool.shutdown(wait=False, cancel_futures=not ran)
         written.result()  # never exit with a half-written executable
+        if not ran and reference is not None:
+            reference.stop()  # (pool threads are joined at exit; this one is a daemon)
 
     accuracy = fp32.result() if fp32 is not None else {}
     accuracy = {k: v for k, v in accuracy.items() if k in ("top1_agree_fp32", "cosine_vs_fp32")}

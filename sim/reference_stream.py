@@ -31,12 +31,18 @@ class ReferenceStream:
         #: Done with :attr:`values` when every node is computed, or with the error that stopped it.
         self.future: Future[dict[str, np.ndarray]] = Future()
         self._changed = threading.Condition()
-        threading.Thread(target=self._evaluate, args=(exe,), name="reference", daemon=True).start()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(
+            target=self._evaluate, args=(exe,), name="reference", daemon=True
+        )
+        self._thread.start()
 
     def _evaluate(self, exe: Executable) -> None:
         graph = exe.reference
         try:
             for node in graph.nodes:
+                if self._stopping.is_set():
+                    raise StoppedError("the reference was stopped")
                 value = evaluate_node(graph, node, [self.values[i] for i in node.inputs])
                 with self._changed:
                     self.values[node.output] = value
@@ -63,3 +69,13 @@ class ReferenceStream:
     def result(self) -> dict[str, np.ndarray]:
         """Every tensor (waits for the last node)."""
         return self.future.result()
+
+    def stop(self) -> None:
+        """Stop after the node being computed and wait for it: a run that fails ends without
+        a thread left inside a library's native code (onnxruntime host ops) at exit."""
+        self._stopping.set()
+        self._thread.join()
+
+
+class StoppedError(RuntimeError):
+    """The stream was stopped before its last node."""

@@ -4,15 +4,17 @@ reference of another input."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
 from arch.config import PRESETS
-from arch.reference import evaluate, quantize_input, reuse_or_evaluate
+from arch.reference import evaluate, evaluate_node, quantize_input, reuse_or_evaluate
 from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
 from compiler.sqnr import layer_sqnr
-from sim.reference_stream import ReferenceStream
+from sim.reference_stream import ReferenceStream, StoppedError
 
 
 @pytest.fixture(scope="module")
@@ -81,3 +83,24 @@ def test_comparisons_with_the_runs_reference_equal_their_own(compiled):
     # A reference of another input is ignored, not compared.
     stale = ReferenceStream(exe, other).result()
     assert compare_fp32(source, exe.reference, x, stale) == compare_fp32(source, exe.reference, x)
+
+
+def test_stop_ends_the_evaluation_after_the_node_being_computed(compiled, monkeypatch):
+    exe = compiled.executable
+    import sim.reference_stream as module
+
+    release, computed = threading.Event(), []
+
+    def slow_node(graph, node, values):
+        release.wait()
+        computed.append(node.output)
+        return evaluate_node(graph, node, values)
+
+    monkeypatch.setattr(module, "evaluate_node", slow_node)
+    stream = ReferenceStream(exe, inputs(exe, [17])[0])
+    threading.Timer(0.2, release.set).start()
+    stream.stop()  # waits for the first node, then the thread ends
+    assert computed == [exe.reference.nodes[0].output]
+    with pytest.raises(StoppedError):
+        stream.result()
+    assert len(exe.reference.nodes) > 1
