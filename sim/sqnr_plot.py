@@ -39,7 +39,7 @@ def plot_sqnr(entries: list[dict[str, Any]], title: str, path: Path | BinaryIO) 
     return path
 
 
-def sqnr_png(entries: Future[list[dict[str, Any]] | None], title: str) -> bytes | None:
+def sqnr_png(entries: Future[list[dict[str, Any]]], title: str) -> bytes | None:
     """The PNG of :func:`plot_sqnr` once ``entries`` are known (None for none), to draw it while
     the simulator runs; the plot must not be drawn at the same time as another (pyplot)."""
     values = entries.result()
