@@ -198,8 +198,30 @@ def conv2d(
     cols = win.reshape(n, groups, cg, oh, ow, kh, kw).transpose(0, 1, 3, 4, 2, 5, 6)
     cols = cols.reshape(n, groups, oh * ow, k)
     wm = w.astype(np.int64).reshape(groups, og, k).transpose(0, 2, 1)
-    acc = np.matmul(cols, wm)
+    acc = _int_matmul(cols, wm)
     return acc.transpose(0, 1, 3, 2).reshape(n, o, oh, ow).astype(np.int32)
+
+
+#: float64 represents every integer of magnitude up to 2**53 exactly.
+EXACT_FLOAT_INT = 2**53
+
+
+def _magnitude(x: np.ndarray) -> int:
+    return max(abs(int(x.max())), abs(int(x.min()))) if x.size else 0
+
+
+def _int_matmul(a: np.ndarray, b: np.ndarray) -> npt.NDArray[np.int64]:
+    """Exact ``a @ b`` of integer arrays, as int64 (no wrap-around yet).
+
+    When no partial sum can reach 2**53 (K * max|a| * max|b| below it, as for int8 operands)
+    the product goes through float64 BLAS, exact in any summation order and many times faster
+    than numpy's integer matmul (ResNet-50's whole reference: 3.4 s -> 0.5-0.8 s); other
+    operands take the int64 path.
+    """
+    k = a.shape[-1]
+    if k * _magnitude(a) * _magnitude(b) < EXACT_FLOAT_INT:
+        return np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64)
+    return np.matmul(a.astype(np.int64), b.astype(np.int64))
 
 
 def matmul(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.int32]:
@@ -228,7 +250,7 @@ def matmul(a: npt.ArrayLike, b: npt.ArrayLike) -> npt.NDArray[np.int32]:
             f"a has K={ka} (last axis) but b has K={kb}; shapes {a.shape} and {b.shape}"
         )
     try:
-        acc = np.matmul(a.astype(np.int64), b.astype(np.int64))
+        acc = _int_matmul(a, b)
     except ValueError as exc:
         raise ValueError(
             f"a and b batch dimensions do not broadcast: shapes {a.shape} and {b.shape}"

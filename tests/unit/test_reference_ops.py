@@ -208,6 +208,21 @@ def test_matmul_wraps_on_int32_overflow():
     np.testing.assert_array_equal(ro.matmul(a, b), want)
 
 
+def test_matmul_is_exact_at_the_float64_bound():
+    # int8 operands go through float64 (exact below 2**53); sums that could reach 2**53 must
+    # not: 3 * (2**26 + 1)**2 is odd and above 2**53, where float64 holds only even integers.
+    big = 2**26 + 1
+    for k, path in ((3, "int64"), (1, "float64")):
+        a = np.full((1, k), big, dtype=np.int64)
+        b = np.full((k, 1), big, dtype=np.int64)
+        exact = k * big * big
+        assert (k * big * big < ro.EXACT_FLOAT_INT) == (path == "float64")
+        assert ro.matmul(a, b)[0, 0] == wrap32(exact), path
+    x = np.full((1, 3, 1, 1), big, dtype=np.int64)
+    w = np.full((1, 3, 1, 1), big, dtype=np.int64)
+    assert ro.conv2d(x, w)[0, 0, 0, 0] == wrap32(3 * big * big)
+
+
 def test_add_wrap32_matches_python_ints():
     rng = np.random.default_rng(5)
     a = rng.integers(INT32_MIN, INT32_MAX, size=200, endpoint=True, dtype=np.int32)
