@@ -10,9 +10,10 @@ from amaranth.lib.wiring import In, Out
 class ProcessingElement(wiring.Component):
     """Holds two weights (banks 0 and 1) and computes ``psum_out = psum_in + a_in * w[bank_in]``.
 
-    The activation and its bank bit move one PE to the right per cycle, the partial sum one PE
-    down. Two weight banks let the next tile's weights load while the current tile streams; the
-    bank bit travels with each activation so every PE switches exactly when the new tile reaches it.
+    The activation moves one PE to the right per cycle, the partial sum one PE down. Two weight
+    banks let the next tile's weights load while the current tile streams; ``bank_in`` is the
+    bank of the vector whose activation is at ``a_in`` (the array delays it along its
+    anti-diagonals), so every PE switches exactly when the new tile reaches it.
 
     Parameters
     ----------
@@ -25,8 +26,8 @@ class ProcessingElement(wiring.Component):
     Attributes
     ----------
     a_in, bank_in, psum_in : In
-        Activation and its bank from the left, partial sum from above (not on the top row).
-    a_out, bank_out, psum_out : Out
+        Activation from the left, its bank, partial sum from above (not on the top row).
+    a_out, psum_out : Out
         Registered, to the right and below.
     w_en, w_bank, w_data : In
         Write ``w_data`` into weight bank ``w_bank``.
@@ -44,7 +45,6 @@ class ProcessingElement(wiring.Component):
                 "bank_in": In(1),
                 **above,
                 "a_out": Out(signed(in_bits)),
-                "bank_out": Out(1),
                 "psum_out": Out(signed(acc_bits)),
                 "w_en": In(1),
                 "w_bank": In(1),
@@ -80,12 +80,10 @@ class ProcessingElement(wiring.Component):
         # The datapath registers have no reset (nothing reads them before valid data has
         # flowed through: see SystolicArray), which saves a reset mux per register per cycle.
         a_out = Signal.like(self.a_out, reset_less=True)
-        bank_out = Signal.like(self.bank_out, reset_less=True)
         psum_out = Signal.like(self.psum_out, reset_less=True)
         m.d.sync += [
             a_out.eq(self.a_in),
-            bank_out.eq(self.bank_in),
             psum_out.eq(product if self.top else self.psum_in.as_unsigned() + product),
         ]
-        m.d.comb += [self.a_out.eq(a_out), self.bank_out.eq(bank_out), self.psum_out.eq(psum_out)]
+        m.d.comb += [self.a_out.eq(a_out), self.psum_out.eq(psum_out)]
         return m

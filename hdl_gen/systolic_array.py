@@ -73,22 +73,32 @@ class SystolicArray(wiring.Component):
                     pe.w_data.eq(self.w_data[col]),
                 ]
                 if col > 0:
-                    m.d.comb += [
-                        pe.a_in.eq(row[col - 1].a_out),
-                        pe.bank_in.eq(row[col - 1].bank_out),
-                    ]
+                    m.d.comb += pe.a_in.eq(row[col - 1].a_out)
                 if r > 0:
                     m.d.comb += pe.psum_in.eq(pes[r - 1][col].psum_out)
 
         # Input skew: row r waits 1 + r cycles (the first register is the input register).
         for r in range(c.rows):
-            a, bank = self.a[r], self.bank
+            a = self.a[r]
             for stage in range(r + 1):
                 a_next = Signal(signed(c.in_bits), name=f"skew_{r}_{stage}", reset_less=True)
-                bank_next = Signal(name=f"skew_bank_{r}_{stage}", reset_less=True)
-                m.d.sync += [a_next.eq(a), bank_next.eq(bank)]
-                a, bank = a_next, bank_next
-            m.d.comb += [pes[r][0].a_in.eq(a), pes[r][0].bank_in.eq(bank)]
+                m.d.sync += a_next.eq(a)
+                a = a_next
+            m.d.comb += pes[r][0].a_in.eq(a)
+
+        # The bank of a vector reaches PE(r, c) with its activation, 1 + r + c cycles after
+        # `bank`: one delay line whose stage r + c + 1 feeds the whole anti-diagonal r + c (a
+        # bank bit registered in every PE beside its activation would hold the same values).
+        bank = self.bank
+        delayed = [bank]
+        for stage in range(1, c.rows + c.cols):
+            bank_next = Signal(name=f"bank_delay_{stage}", reset_less=True)
+            m.d.sync += bank_next.eq(bank)
+            bank = bank_next
+            delayed.append(bank)
+        for r, row in enumerate(pes):
+            for col, pe in enumerate(row):
+                m.d.comb += pe.bank_in.eq(delayed[1 + r + col])
 
         # Output deskew: column c waits cols - 1 - c cycles.
         for col in range(c.cols):

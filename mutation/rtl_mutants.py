@@ -455,6 +455,13 @@ RTL_MUTANTS: list[Mutant] = [
         "the PE multiplies with the bank being written, not the one travelling with a",
     ),
     Mutant(
+        "array-bank-one-cycle-early",
+        "hdl_gen/systolic_array.py",
+        "m.d.comb += pe.bank_in.eq(delayed[1 + r + col])",
+        "m.d.comb += pe.bank_in.eq(delayed[r + col])",
+        "a PE switches weight banks one cycle before the new tile's first activation",
+    ),
+    Mutant(
         "pe-activation-zero-extended",
         "hdl_gen/pe.py",
         "a_wide = Cat(self.a_in, self.a_in[-1].replicate(spare)).as_signed()",

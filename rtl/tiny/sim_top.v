@@ -146,14 +146,14 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$238 (insn_frontier),
     .perf(perf),
-    .\port$5335$0 (\_$2 ),
+    .\port$5316$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$209 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$5335$0 (\_$2 ),
+    .\port$5316$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,7 +236,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5335$0 , dram_resp__valid, \start$209 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5316$0 , dram_resp__valid, \start$209 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
@@ -662,8 +662,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$5335$0 ;
-  wire [1:0] \port$5335$0 ;
+  input [1:0] \port$5316$0 ;
+  wire [1:0] \port$5316$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -4095,7 +4095,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$5335$0 (\port$5335$0 ),
+    .\port$5316$0 (\port$5316$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
@@ -4583,8 +4583,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$5335$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$5335$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$5316$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$5316$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -4665,9 +4665,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5335$0 ;
+  assign \dram_resp__payload.tag  = \port$5316$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$5335$0 ;
+  assign \dram_resp__payload$115.tag  = \port$5316$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4715,7 +4715,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5335$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5316$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -4871,8 +4871,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$5335$0 ;
-  wire [1:0] \port$5335$0 ;
+  input [1:0] \port$5316$0 ;
+  wire [1:0] \port$5316$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4923,13 +4923,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$5335$0 ;
+  assign \_$49  = ! \port$5316$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$5335$0  == 1'h1;
+  assign \_$50  = \port$5316$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$5335$0  == 2'h2;
+  assign \_$51  = \port$5316$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$5335$0  == 2'h3;
+  assign \_$52  = \port$5316$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5294,14 +5294,14 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$5335$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$5316$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5335$0 ;
+  assign \dram_resp__payload.tag  = \port$5316$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -6909,63 +6909,74 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , out, bank, \w_en$1 , w_
   wire [7:0] \a[2] ;
   wire [7:0] \a[3] ;
   wire [7:0] a_in;
-  wire [7:0] \a_in$100 ;
-  wire [7:0] \a_in$109 ;
-  wire [7:0] \a_in$118 ;
-  reg [7:0] \a_in$124  = 8'h00;
-  reg [7:0] \a_in$128  = 8'h00;
-  reg [7:0] \a_in$132  = 8'h00;
-  reg [7:0] \a_in$136  = 8'h00;
-  wire [7:0] \a_in$17 ;
-  wire [7:0] \a_in$24 ;
-  wire [7:0] \a_in$36 ;
-  wire [7:0] \a_in$45 ;
-  wire [7:0] \a_in$54 ;
-  wire [7:0] \a_in$68 ;
-  wire [7:0] \a_in$77 ;
-  wire [7:0] \a_in$86 ;
+  reg [7:0] \a_in$100  = 8'h00;
+  reg [7:0] \a_in$102  = 8'h00;
+  reg [7:0] \a_in$104  = 8'h00;
+  reg [7:0] \a_in$106  = 8'h00;
+  wire [7:0] \a_in$15 ;
+  wire [7:0] \a_in$20 ;
+  wire [7:0] \a_in$30 ;
+  wire [7:0] \a_in$37 ;
+  wire [7:0] \a_in$44 ;
+  wire [7:0] \a_in$56 ;
+  wire [7:0] \a_in$63 ;
+  wire [7:0] \a_in$70 ;
+  wire [7:0] \a_in$82 ;
+  wire [7:0] \a_in$89 ;
+  wire [7:0] \a_in$96 ;
   wire [7:0] a_out;
-  wire [7:0] \a_out$101 ;
-  wire [7:0] \a_out$110 ;
-  wire [7:0] \a_out$119 ;
-  wire [7:0] \a_out$18 ;
-  wire [7:0] \a_out$25 ;
-  wire [7:0] \a_out$37 ;
-  wire [7:0] \a_out$46 ;
-  wire [7:0] \a_out$55 ;
-  wire [7:0] \a_out$69 ;
-  wire [7:0] \a_out$78 ;
-  wire [7:0] \a_out$87 ;
+  wire [7:0] \a_out$16 ;
+  wire [7:0] \a_out$21 ;
+  wire [7:0] \a_out$31 ;
+  wire [7:0] \a_out$38 ;
+  wire [7:0] \a_out$45 ;
+  wire [7:0] \a_out$57 ;
+  wire [7:0] \a_out$64 ;
+  wire [7:0] \a_out$71 ;
+  wire [7:0] \a_out$83 ;
+  wire [7:0] \a_out$90 ;
+  wire [7:0] \a_out$97 ;
   input bank;
   wire bank;
-  wire bank_in;
-  wire \bank_in$102 ;
-  wire \bank_in$111 ;
-  wire \bank_in$120 ;
-  reg \bank_in$126  = 1'h0;
-  reg \bank_in$130  = 1'h0;
-  reg \bank_in$134  = 1'h0;
-  reg \bank_in$138  = 1'h0;
-  wire \bank_in$19 ;
-  wire \bank_in$26 ;
-  wire \bank_in$38 ;
-  wire \bank_in$47 ;
-  wire \bank_in$56 ;
-  wire \bank_in$70 ;
-  wire \bank_in$79 ;
-  wire \bank_in$88 ;
-  wire bank_out;
-  wire \bank_out$103 ;
-  wire \bank_out$112 ;
-  wire \bank_out$121 ;
-  wire \bank_out$20 ;
-  wire \bank_out$27 ;
-  wire \bank_out$39 ;
-  wire \bank_out$48 ;
-  wire \bank_out$57 ;
-  wire \bank_out$71 ;
-  wire \bank_out$80 ;
-  wire \bank_out$89 ;
+  (* init = 1'h0 *)
+  wire bank_delay_1;
+  (* init = 1'h0 *)
+  wire bank_delay_2;
+  (* init = 1'h0 *)
+  wire bank_delay_3;
+  (* init = 1'h0 *)
+  wire bank_delay_4;
+  (* init = 1'h0 *)
+  wire bank_delay_5;
+  (* init = 1'h0 *)
+  wire bank_delay_6;
+  (* init = 1'h0 *)
+  wire bank_delay_7;
+  reg bank_in = 1'h0;
+  reg \bank_in$110  = 1'h0;
+  reg \bank_in$112  = 1'h0;
+  reg \bank_in$114  = 1'h0;
+  (* init = 1'h0 *)
+  wire \bank_in$116 ;
+  (* init = 1'h0 *)
+  wire \bank_in$117 ;
+  (* init = 1'h0 *)
+  wire \bank_in$118 ;
+  reg \bank_in$119  = 1'h0;
+  (* init = 1'h0 *)
+  wire \bank_in$121 ;
+  (* init = 1'h0 *)
+  wire \bank_in$122 ;
+  (* init = 1'h0 *)
+  wire \bank_in$123 ;
+  reg \bank_in$124  = 1'h0;
+  (* init = 1'h0 *)
+  wire \bank_in$126 ;
+  (* init = 1'h0 *)
+  wire \bank_in$127 ;
+  (* init = 1'h0 *)
+  wire \bank_in$128 ;
+  reg \bank_in$129  = 1'h0;
   input clk;
   wire clk;
   reg [31:0] deskew_0_0 = 32'd0;
@@ -6981,33 +6992,33 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , out, bank, \w_en$1 , w_
   wire [31:0] \out[2] ;
   wire [31:0] \out[3] ;
   wire [31:0] psum_in;
-  wire [31:0] \psum_in$104 ;
-  wire [31:0] \psum_in$113 ;
-  wire [31:0] \psum_in$122 ;
-  wire [31:0] \psum_in$40 ;
-  wire [31:0] \psum_in$49 ;
+  wire [31:0] \psum_in$32 ;
+  wire [31:0] \psum_in$39 ;
+  wire [31:0] \psum_in$46 ;
+  wire [31:0] \psum_in$51 ;
   wire [31:0] \psum_in$58 ;
-  wire [31:0] \psum_in$63 ;
+  wire [31:0] \psum_in$65 ;
   wire [31:0] \psum_in$72 ;
-  wire [31:0] \psum_in$81 ;
-  wire [31:0] \psum_in$90 ;
-  wire [31:0] \psum_in$95 ;
+  wire [31:0] \psum_in$77 ;
+  wire [31:0] \psum_in$84 ;
+  wire [31:0] \psum_in$91 ;
+  wire [31:0] \psum_in$98 ;
   wire [31:0] psum_out;
-  wire [31:0] \psum_out$105 ;
-  wire [31:0] \psum_out$114 ;
-  wire [31:0] \psum_out$123 ;
-  wire [31:0] \psum_out$144 ;
-  wire [31:0] \psum_out$162 ;
-  wire [31:0] \psum_out$165 ;
-  wire [31:0] \psum_out$166 ;
-  wire [31:0] \psum_out$41 ;
-  wire [31:0] \psum_out$50 ;
+  wire [31:0] \psum_out$135 ;
+  wire [31:0] \psum_out$147 ;
+  wire [31:0] \psum_out$150 ;
+  wire [31:0] \psum_out$151 ;
+  wire [31:0] \psum_out$33 ;
+  wire [31:0] \psum_out$40 ;
+  wire [31:0] \psum_out$47 ;
+  wire [31:0] \psum_out$52 ;
   wire [31:0] \psum_out$59 ;
-  wire [31:0] \psum_out$64 ;
+  wire [31:0] \psum_out$66 ;
   wire [31:0] \psum_out$73 ;
-  wire [31:0] \psum_out$82 ;
-  wire [31:0] \psum_out$91 ;
-  wire [31:0] \psum_out$96 ;
+  wire [31:0] \psum_out$78 ;
+  wire [31:0] \psum_out$85 ;
+  wire [31:0] \psum_out$92 ;
+  wire [31:0] \psum_out$99 ;
   input rst;
   wire rst;
   (* init = 8'h00 *)
@@ -7024,78 +7035,64 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , out, bank, \w_en$1 , w_
   reg [7:0] skew_3_2 = 8'h00;
   (* init = 8'h00 *)
   wire [7:0] skew_3_3;
-  (* init = 1'h0 *)
-  wire skew_bank_0_0;
-  reg skew_bank_1_0 = 1'h0;
-  (* init = 1'h0 *)
-  wire skew_bank_1_1;
-  reg skew_bank_2_0 = 1'h0;
-  reg skew_bank_2_1 = 1'h0;
-  (* init = 1'h0 *)
-  wire skew_bank_2_2;
-  reg skew_bank_3_0 = 1'h0;
-  reg skew_bank_3_1 = 1'h0;
-  reg skew_bank_3_2 = 1'h0;
-  (* init = 1'h0 *)
-  wire skew_bank_3_3;
   input w_bank;
   wire w_bank;
-  wire \w_bank$107 ;
-  wire \w_bank$116 ;
-  wire \w_bank$15 ;
-  wire \w_bank$22 ;
-  wire \w_bank$29 ;
-  wire \w_bank$34 ;
+  wire \w_bank$13 ;
+  wire \w_bank$18 ;
+  wire \w_bank$23 ;
+  wire \w_bank$28 ;
+  wire \w_bank$35 ;
   wire \w_bank$4 ;
-  wire \w_bank$43 ;
-  wire \w_bank$52 ;
+  wire \w_bank$42 ;
+  wire \w_bank$49 ;
+  wire \w_bank$54 ;
   wire \w_bank$61 ;
-  wire \w_bank$66 ;
+  wire \w_bank$68 ;
   wire \w_bank$75 ;
   wire \w_bank$8 ;
-  wire \w_bank$84 ;
-  wire \w_bank$93 ;
-  wire \w_bank$98 ;
+  wire \w_bank$80 ;
+  wire \w_bank$87 ;
+  wire \w_bank$94 ;
   wire [7:0] w_data;
-  wire [7:0] \w_data$108 ;
-  wire [7:0] \w_data$117 ;
-  wire [7:0] \w_data$16 ;
-  wire [7:0] \w_data$23 ;
-  wire [7:0] \w_data$30 ;
-  wire [7:0] \w_data$35 ;
-  wire [7:0] \w_data$44 ;
-  wire [7:0] \w_data$53 ;
+  wire [7:0] \w_data$14 ;
+  wire [7:0] \w_data$19 ;
+  wire [7:0] \w_data$24 ;
+  wire [7:0] \w_data$29 ;
+  wire [7:0] \w_data$36 ;
+  wire [7:0] \w_data$43 ;
+  wire [7:0] \w_data$50 ;
+  wire [7:0] \w_data$55 ;
   input [31:0] \w_data$6 ;
   wire [31:0] \w_data$6 ;
   wire [7:0] \w_data$62 ;
-  wire [7:0] \w_data$67 ;
+  wire [7:0] \w_data$69 ;
   wire [7:0] \w_data$6[0] ;
   wire [7:0] \w_data$6[1] ;
   wire [7:0] \w_data$6[2] ;
   wire [7:0] \w_data$6[3] ;
   wire [7:0] \w_data$76 ;
-  wire [7:0] \w_data$85 ;
+  wire [7:0] \w_data$81 ;
+  wire [7:0] \w_data$88 ;
   wire [7:0] \w_data$9 ;
-  wire [7:0] \w_data$94 ;
-  wire [7:0] \w_data$99 ;
+  wire [7:0] \w_data$95 ;
   wire w_en;
   input \w_en$1 ;
   wire \w_en$1 ;
-  wire \w_en$106 ;
-  wire \w_en$115 ;
-  wire \w_en$14 ;
-  wire \w_en$21 ;
-  wire \w_en$28 ;
-  wire \w_en$33 ;
-  wire \w_en$42 ;
-  wire \w_en$51 ;
+  wire \w_en$12 ;
+  wire \w_en$17 ;
+  wire \w_en$22 ;
+  wire \w_en$27 ;
+  wire \w_en$34 ;
+  wire \w_en$41 ;
+  wire \w_en$48 ;
+  wire \w_en$53 ;
   wire \w_en$60 ;
-  wire \w_en$65 ;
+  wire \w_en$67 ;
   wire \w_en$7 ;
   wire \w_en$74 ;
-  wire \w_en$83 ;
-  wire \w_en$92 ;
-  wire \w_en$97 ;
+  wire \w_en$79 ;
+  wire \w_en$86 ;
+  wire \w_en$93 ;
   input [1:0] w_row;
   wire [1:0] w_row;
   assign \_$1  = ! w_row;
@@ -7103,92 +7100,85 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , out, bank, \w_en$1 , w_
   assign \_$2  = ! w_row;
   assign \w_en$7  = \w_en$1  & \_$2 ;
   assign \_$3  = ! w_row;
-  assign \w_en$14  = \w_en$1  & \_$3 ;
+  assign \w_en$12  = \w_en$1  & \_$3 ;
   assign \_$4  = ! w_row;
-  assign \w_en$21  = \w_en$1  & \_$4 ;
+  assign \w_en$17  = \w_en$1  & \_$4 ;
   assign \_$5  = w_row == 1'h1;
-  assign \w_en$28  = \w_en$1  & \_$5 ;
+  assign \w_en$22  = \w_en$1  & \_$5 ;
   assign \_$6  = w_row == 1'h1;
-  assign \w_en$33  = \w_en$1  & \_$6 ;
+  assign \w_en$27  = \w_en$1  & \_$6 ;
   assign \_$7  = w_row == 1'h1;
-  assign \w_en$42  = \w_en$1  & \_$7 ;
+  assign \w_en$34  = \w_en$1  & \_$7 ;
   assign \_$8  = w_row == 1'h1;
-  assign \w_en$51  = \w_en$1  & \_$8 ;
+  assign \w_en$41  = \w_en$1  & \_$8 ;
   assign \_$9  = w_row == 2'h2;
-  assign \w_en$60  = \w_en$1  & \_$9 ;
+  assign \w_en$48  = \w_en$1  & \_$9 ;
   assign \_$10  = w_row == 2'h2;
-  assign \w_en$65  = \w_en$1  & \_$10 ;
+  assign \w_en$53  = \w_en$1  & \_$10 ;
   assign \_$11  = w_row == 2'h2;
-  assign \w_en$74  = \w_en$1  & \_$11 ;
+  assign \w_en$60  = \w_en$1  & \_$11 ;
   assign \_$12  = w_row == 2'h2;
-  assign \w_en$83  = \w_en$1  & \_$12 ;
+  assign \w_en$67  = \w_en$1  & \_$12 ;
   assign \_$13  = w_row == 2'h3;
-  assign \w_en$92  = \w_en$1  & \_$13 ;
+  assign \w_en$74  = \w_en$1  & \_$13 ;
   assign \_$14  = w_row == 2'h3;
-  assign \w_en$97  = \w_en$1  & \_$14 ;
+  assign \w_en$79  = \w_en$1  & \_$14 ;
   assign \_$15  = w_row == 2'h3;
-  assign \w_en$106  = \w_en$1  & \_$15 ;
+  assign \w_en$86  = \w_en$1  & \_$15 ;
   assign \_$16  = w_row == 2'h3;
-  assign \w_en$115  = \w_en$1  & \_$16 ;
+  assign \w_en$93  = \w_en$1  & \_$16 ;
   always @(posedge clk)
-    \a_in$124  <= a[7:0];
-  always @(posedge clk)
-    \bank_in$126  <= bank;
+    \a_in$100  <= a[7:0];
   always @(posedge clk)
     skew_1_0 <= a[15:8];
   always @(posedge clk)
-    skew_bank_1_0 <= bank;
-  always @(posedge clk)
-    \a_in$128  <= skew_1_0;
-  always @(posedge clk)
-    \bank_in$130  <= skew_bank_1_0;
+    \a_in$102  <= skew_1_0;
   always @(posedge clk)
     skew_2_0 <= a[23:16];
   always @(posedge clk)
-    skew_bank_2_0 <= bank;
-  always @(posedge clk)
     skew_2_1 <= skew_2_0;
   always @(posedge clk)
-    skew_bank_2_1 <= skew_bank_2_0;
-  always @(posedge clk)
-    \a_in$132  <= skew_2_1;
-  always @(posedge clk)
-    \bank_in$134  <= skew_bank_2_1;
+    \a_in$104  <= skew_2_1;
   always @(posedge clk)
     skew_3_0 <= a[31:24];
   always @(posedge clk)
-    skew_bank_3_0 <= bank;
-  always @(posedge clk)
     skew_3_1 <= skew_3_0;
-  always @(posedge clk)
-    skew_bank_3_1 <= skew_bank_3_0;
   always @(posedge clk)
     skew_3_2 <= skew_3_1;
   always @(posedge clk)
-    skew_bank_3_2 <= skew_bank_3_1;
+    \a_in$106  <= skew_3_2;
   always @(posedge clk)
-    \a_in$136  <= skew_3_2;
+    bank_in <= bank;
   always @(posedge clk)
-    \bank_in$138  <= skew_bank_3_2;
+    \bank_in$110  <= bank_in;
   always @(posedge clk)
-    deskew_0_0 <= \psum_out$162 ;
+    \bank_in$112  <= \bank_in$110 ;
+  always @(posedge clk)
+    \bank_in$114  <= \bank_in$112 ;
+  always @(posedge clk)
+    \bank_in$119  <= \bank_in$114 ;
+  always @(posedge clk)
+    \bank_in$124  <= \bank_in$119 ;
+  always @(posedge clk)
+    \bank_in$129  <= \bank_in$124 ;
+  always @(posedge clk)
+    deskew_0_0 <= \psum_out$147 ;
   always @(posedge clk)
     deskew_0_1 <= deskew_0_0;
   always @(posedge clk)
     deskew_0_2 <= deskew_0_1;
   always @(posedge clk)
-    deskew_1_0 <= \psum_out$165 ;
+    deskew_1_0 <= \psum_out$150 ;
   always @(posedge clk)
     deskew_1_1 <= deskew_1_0;
   always @(posedge clk)
-    deskew_2_0 <= \psum_out$166 ;
+    deskew_2_0 <= \psum_out$151 ;
   \sim_top.accel.compute.array.pe_0_0  pe_0_0 (
-    .a_in(\a_in$124 ),
+    .a_in(\a_in$100 ),
     .a_out(a_in),
-    .bank_out(bank_in),
     .clk(clk),
     .psum_out(psum_in),
-    .read__addr(\bank_in$126 ),
+    .read__addr(bank_in),
     .rst(rst),
     .write__addr(w_bank),
     .write__data(\w_data$6 [7:0]),
@@ -7196,264 +7186,253 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , out, bank, \w_en$1 , w_
   );
   \sim_top.accel.compute.array.pe_0_1  pe_0_1 (
     .a_in(a_in),
-    .a_out(\a_in$17 ),
-    .bank_out(\bank_in$19 ),
+    .a_out(\a_in$15 ),
     .clk(clk),
-    .psum_out(\psum_in$40 ),
-    .read__addr(bank_in),
+    .psum_out(\psum_in$32 ),
+    .read__addr(\bank_in$110 ),
     .rst(rst),
     .write__addr(w_bank),
     .write__data(\w_data$6 [15:8]),
     .write__en(\w_en$7 )
   );
   \sim_top.accel.compute.array.pe_0_2  pe_0_2 (
-    .a_in(\a_in$17 ),
-    .a_out(\a_in$24 ),
-    .bank_out(\bank_in$26 ),
+    .a_in(\a_in$15 ),
+    .a_out(\a_in$20 ),
     .clk(clk),
-    .psum_out(\psum_in$49 ),
-    .read__addr(\bank_in$19 ),
+    .psum_out(\psum_in$39 ),
+    .read__addr(\bank_in$112 ),
     .rst(rst),
     .write__addr(w_bank),
     .write__data(\w_data$6 [23:16]),
-    .write__en(\w_en$14 )
+    .write__en(\w_en$12 )
   );
   \sim_top.accel.compute.array.pe_0_3  pe_0_3 (
-    .a_in(\a_in$24 ),
+    .a_in(\a_in$20 ),
     .clk(clk),
-    .psum_out(\psum_in$58 ),
-    .read__addr(\bank_in$26 ),
+    .psum_out(\psum_in$46 ),
+    .read__addr(\bank_in$114 ),
     .rst(rst),
     .write__addr(w_bank),
     .write__data(\w_data$6 [31:24]),
-    .write__en(\w_en$21 )
+    .write__en(\w_en$17 )
   );
   \sim_top.accel.compute.array.pe_1_0  pe_1_0 (
-    .a_in(\a_in$128 ),
-    .a_out(\a_in$36 ),
-    .bank_out(\bank_in$38 ),
+    .a_in(\a_in$102 ),
+    .a_out(\a_in$30 ),
     .clk(clk),
     .psum_in(psum_in),
-    .psum_out(\psum_in$63 ),
-    .read__addr(\bank_in$130 ),
+    .psum_out(\psum_in$51 ),
+    .read__addr(\bank_in$110 ),
     .rst(rst),
     .write__addr(w_bank),
     .write__data(\w_data$6 [7:0]),
-    .write__en(\w_en$28 )
+    .write__en(\w_en$22 )
   );
   \sim_top.accel.compute.array.pe_1_1  pe_1_1 (
-    .a_in(\a_in$36 ),
-    .a_out(\a_in$45 ),
-    .bank_out(\bank_in$47 ),
+    .a_in(\a_in$30 ),
+    .a_out(\a_in$37 ),
     .clk(clk),
-    .psum_in(\psum_in$40 ),
-    .psum_out(\psum_in$72 ),
-    .read__addr(\bank_in$38 ),
+    .psum_in(\psum_in$32 ),
+    .psum_out(\psum_in$58 ),
+    .read__addr(\bank_in$112 ),
     .rst(rst),
     .write__addr(w_bank),
     .write__data(\w_data$6 [15:8]),
-    .write__en(\w_en$33 )
+    .write__en(\w_en$27 )
   );
   \sim_top.accel.compute.array.pe_1_2  pe_1_2 (
-    .a_in(\a_in$45 ),
-    .a_out(\a_in$54 ),
-    .bank_out(\bank_in$56 ),
+    .a_in(\a_in$37 ),
+    .a_out(\a_in$44 ),
     .clk(clk),
-    .psum_in(\psum_in$49 ),
-    .psum_out(\psum_in$81 ),
-    .read__addr(\bank_in$47 ),
+    .psum_in(\psum_in$39 ),
+    .psum_out(\psum_in$65 ),
+    .read__addr(\bank_in$114 ),
     .rst(rst),
     .write__addr(w_bank),
     .write__data(\w_data$6 [23:16]),
-    .write__en(\w_en$42 )
+    .write__en(\w_en$34 )
   );
   \sim_top.accel.compute.array.pe_1_3  pe_1_3 (
-    .a_in(\a_in$54 ),
+    .a_in(\a_in$44 ),
     .clk(clk),
-    .psum_in(\psum_in$58 ),
-    .psum_out(\psum_in$90 ),
-    .read__addr(\bank_in$56 ),
+    .psum_in(\psum_in$46 ),
+    .psum_out(\psum_in$72 ),
+    .read__addr(\bank_in$119 ),
     .rst(rst),
     .write__addr(w_bank),
     .write__data(\w_data$6 [31:24]),
-    .write__en(\w_en$51 )
+    .write__en(\w_en$41 )
   );
   \sim_top.accel.compute.array.pe_2_0  pe_2_0 (
-    .a_in(\a_in$132 ),
-    .a_out(\a_in$68 ),
-    .bank_out(\bank_in$70 ),
+    .a_in(\a_in$104 ),
+    .a_out(\a_in$56 ),
     .clk(clk),
-    .psum_in(\psum_in$63 ),
-    .psum_out(\psum_in$95 ),
-    .read__addr(\bank_in$134 ),
+    .psum_in(\psum_in$51 ),
+    .psum_out(\psum_in$77 ),
+    .read__addr(\bank_in$112 ),
     .rst(rst),
     .write__addr(w_bank),
     .write__data(\w_data$6 [7:0]),
-    .write__en(\w_en$60 )
+    .write__en(\w_en$48 )
   );
   \sim_top.accel.compute.array.pe_2_1  pe_2_1 (
-    .a_in(\a_in$68 ),
-    .a_out(\a_in$77 ),
-    .bank_out(\bank_in$79 ),
+    .a_in(\a_in$56 ),
+    .a_out(\a_in$63 ),
     .clk(clk),
-    .psum_in(\psum_in$72 ),
-    .psum_out(\psum_in$104 ),
-    .read__addr(\bank_in$70 ),
+    .psum_in(\psum_in$58 ),
+    .psum_out(\psum_in$84 ),
+    .read__addr(\bank_in$114 ),
     .rst(rst),
     .write__addr(w_bank),
     .write__data(\w_data$6 [15:8]),
-    .write__en(\w_en$65 )
+    .write__en(\w_en$53 )
   );
   \sim_top.accel.compute.array.pe_2_2  pe_2_2 (
-    .a_in(\a_in$77 ),
-    .a_out(\a_in$86 ),
-    .bank_out(\bank_in$88 ),
+    .a_in(\a_in$63 ),
+    .a_out(\a_in$70 ),
     .clk(clk),
-    .psum_in(\psum_in$81 ),
-    .psum_out(\psum_in$113 ),
-    .read__addr(\bank_in$79 ),
+    .psum_in(\psum_in$65 ),
+    .psum_out(\psum_in$91 ),
+    .read__addr(\bank_in$119 ),
     .rst(rst),
     .write__addr(w_bank),
     .write__data(\w_data$6 [23:16]),
-    .write__en(\w_en$74 )
+    .write__en(\w_en$60 )
   );
   \sim_top.accel.compute.array.pe_2_3  pe_2_3 (
-    .a_in(\a_in$86 ),
+    .a_in(\a_in$70 ),
     .clk(clk),
-    .psum_in(\psum_in$90 ),
-    .psum_out(\psum_in$122 ),
-    .read__addr(\bank_in$88 ),
+    .psum_in(\psum_in$72 ),
+    .psum_out(\psum_in$98 ),
+    .read__addr(\bank_in$124 ),
     .rst(rst),
     .write__addr(w_bank),
     .write__data(\w_data$6 [31:24]),
-    .write__en(\w_en$83 )
+    .write__en(\w_en$67 )
   );
   \sim_top.accel.compute.array.pe_3_0  pe_3_0 (
-    .a_in(\a_in$136 ),
-    .a_out(\a_in$100 ),
-    .bank_out(\bank_in$102 ),
+    .a_in(\a_in$106 ),
+    .a_out(\a_in$82 ),
     .clk(clk),
-    .psum_in(\psum_in$95 ),
-    .psum_out(\psum_out$162 ),
-    .read__addr(\bank_in$138 ),
+    .psum_in(\psum_in$77 ),
+    .psum_out(\psum_out$147 ),
+    .read__addr(\bank_in$114 ),
     .rst(rst),
     .write__addr(w_bank),
     .write__data(\w_data$6 [7:0]),
-    .write__en(\w_en$92 )
+    .write__en(\w_en$74 )
   );
   \sim_top.accel.compute.array.pe_3_1  pe_3_1 (
-    .a_in(\a_in$100 ),
-    .a_out(\a_in$109 ),
-    .bank_out(\bank_in$111 ),
+    .a_in(\a_in$82 ),
+    .a_out(\a_in$89 ),
     .clk(clk),
-    .psum_in(\psum_in$104 ),
-    .psum_out(\psum_out$165 ),
-    .read__addr(\bank_in$102 ),
+    .psum_in(\psum_in$84 ),
+    .psum_out(\psum_out$150 ),
+    .read__addr(\bank_in$119 ),
     .rst(rst),
     .write__addr(w_bank),
     .write__data(\w_data$6 [15:8]),
-    .write__en(\w_en$97 )
+    .write__en(\w_en$79 )
   );
   \sim_top.accel.compute.array.pe_3_2  pe_3_2 (
-    .a_in(\a_in$109 ),
-    .a_out(\a_in$118 ),
-    .bank_out(\bank_in$120 ),
+    .a_in(\a_in$89 ),
+    .a_out(\a_in$96 ),
     .clk(clk),
-    .psum_in(\psum_in$113 ),
-    .psum_out(\psum_out$166 ),
-    .read__addr(\bank_in$111 ),
+    .psum_in(\psum_in$91 ),
+    .psum_out(\psum_out$151 ),
+    .read__addr(\bank_in$124 ),
     .rst(rst),
     .write__addr(w_bank),
     .write__data(\w_data$6 [23:16]),
-    .write__en(\w_en$106 )
+    .write__en(\w_en$86 )
   );
   \sim_top.accel.compute.array.pe_3_3  pe_3_3 (
-    .a_in(\a_in$118 ),
+    .a_in(\a_in$96 ),
     .clk(clk),
-    .psum_in(\psum_in$122 ),
-    .psum_out(\psum_out$144 ),
-    .read__addr(\bank_in$120 ),
+    .psum_in(\psum_in$98 ),
+    .psum_out(\psum_out$135 ),
+    .read__addr(\bank_in$129 ),
     .rst(rst),
     .write__addr(w_bank),
     .write__data(\w_data$6 [31:24]),
-    .write__en(\w_en$115 )
+    .write__en(\w_en$93 )
   );
   assign \w_bank$4  = w_bank;
   assign w_data = \w_data$6 [7:0];
   assign \w_bank$8  = w_bank;
   assign \w_data$9  = \w_data$6 [15:8];
   assign a_out = a_in;
-  assign bank_out = bank_in;
-  assign \w_bank$15  = w_bank;
-  assign \w_data$16  = \w_data$6 [23:16];
-  assign \a_out$18  = \a_in$17 ;
-  assign \bank_out$20  = \bank_in$19 ;
-  assign \w_bank$22  = w_bank;
-  assign \w_data$23  = \w_data$6 [31:24];
-  assign \a_out$25  = \a_in$24 ;
-  assign \bank_out$27  = \bank_in$26 ;
-  assign \w_bank$29  = w_bank;
-  assign \w_data$30  = \w_data$6 [7:0];
+  assign \w_bank$13  = w_bank;
+  assign \w_data$14  = \w_data$6 [23:16];
+  assign \a_out$16  = \a_in$15 ;
+  assign \w_bank$18  = w_bank;
+  assign \w_data$19  = \w_data$6 [31:24];
+  assign \a_out$21  = \a_in$20 ;
+  assign \w_bank$23  = w_bank;
+  assign \w_data$24  = \w_data$6 [7:0];
   assign psum_out = psum_in;
-  assign \w_bank$34  = w_bank;
-  assign \w_data$35  = \w_data$6 [15:8];
-  assign \a_out$37  = \a_in$36 ;
-  assign \bank_out$39  = \bank_in$38 ;
-  assign \psum_out$41  = \psum_in$40 ;
-  assign \w_bank$43  = w_bank;
-  assign \w_data$44  = \w_data$6 [23:16];
-  assign \a_out$46  = \a_in$45 ;
-  assign \bank_out$48  = \bank_in$47 ;
-  assign \psum_out$50  = \psum_in$49 ;
-  assign \w_bank$52  = w_bank;
-  assign \w_data$53  = \w_data$6 [31:24];
-  assign \a_out$55  = \a_in$54 ;
-  assign \bank_out$57  = \bank_in$56 ;
+  assign \w_bank$28  = w_bank;
+  assign \w_data$29  = \w_data$6 [15:8];
+  assign \a_out$31  = \a_in$30 ;
+  assign \psum_out$33  = \psum_in$32 ;
+  assign \w_bank$35  = w_bank;
+  assign \w_data$36  = \w_data$6 [23:16];
+  assign \a_out$38  = \a_in$37 ;
+  assign \psum_out$40  = \psum_in$39 ;
+  assign \w_bank$42  = w_bank;
+  assign \w_data$43  = \w_data$6 [31:24];
+  assign \a_out$45  = \a_in$44 ;
+  assign \psum_out$47  = \psum_in$46 ;
+  assign \w_bank$49  = w_bank;
+  assign \w_data$50  = \w_data$6 [7:0];
+  assign \psum_out$52  = \psum_in$51 ;
+  assign \w_bank$54  = w_bank;
+  assign \w_data$55  = \w_data$6 [15:8];
+  assign \a_out$57  = \a_in$56 ;
   assign \psum_out$59  = \psum_in$58 ;
   assign \w_bank$61  = w_bank;
-  assign \w_data$62  = \w_data$6 [7:0];
-  assign \psum_out$64  = \psum_in$63 ;
-  assign \w_bank$66  = w_bank;
-  assign \w_data$67  = \w_data$6 [15:8];
-  assign \a_out$69  = \a_in$68 ;
-  assign \bank_out$71  = \bank_in$70 ;
+  assign \w_data$62  = \w_data$6 [23:16];
+  assign \a_out$64  = \a_in$63 ;
+  assign \psum_out$66  = \psum_in$65 ;
+  assign \w_bank$68  = w_bank;
+  assign \w_data$69  = \w_data$6 [31:24];
+  assign \a_out$71  = \a_in$70 ;
   assign \psum_out$73  = \psum_in$72 ;
   assign \w_bank$75  = w_bank;
-  assign \w_data$76  = \w_data$6 [23:16];
-  assign \a_out$78  = \a_in$77 ;
-  assign \bank_out$80  = \bank_in$79 ;
-  assign \psum_out$82  = \psum_in$81 ;
-  assign \w_bank$84  = w_bank;
-  assign \w_data$85  = \w_data$6 [31:24];
-  assign \a_out$87  = \a_in$86 ;
-  assign \bank_out$89  = \bank_in$88 ;
-  assign \psum_out$91  = \psum_in$90 ;
-  assign \w_bank$93  = w_bank;
-  assign \w_data$94  = \w_data$6 [7:0];
-  assign \psum_out$96  = \psum_in$95 ;
-  assign \w_bank$98  = w_bank;
-  assign \w_data$99  = \w_data$6 [15:8];
-  assign \a_out$101  = \a_in$100 ;
-  assign \bank_out$103  = \bank_in$102 ;
-  assign \psum_out$105  = \psum_in$104 ;
-  assign \w_bank$107  = w_bank;
-  assign \w_data$108  = \w_data$6 [23:16];
-  assign \a_out$110  = \a_in$109 ;
-  assign \bank_out$112  = \bank_in$111 ;
-  assign \psum_out$114  = \psum_in$113 ;
-  assign \w_bank$116  = w_bank;
-  assign \w_data$117  = \w_data$6 [31:24];
-  assign \a_out$119  = \a_in$118 ;
-  assign \bank_out$121  = \bank_in$120 ;
-  assign \psum_out$123  = \psum_in$122 ;
-  assign skew_0_0 = \a_in$124 ;
-  assign skew_bank_0_0 = \bank_in$126 ;
-  assign skew_1_1 = \a_in$128 ;
-  assign skew_bank_1_1 = \bank_in$130 ;
-  assign skew_2_2 = \a_in$132 ;
-  assign skew_bank_2_2 = \bank_in$134 ;
-  assign skew_3_3 = \a_in$136 ;
-  assign skew_bank_3_3 = \bank_in$138 ;
+  assign \w_data$76  = \w_data$6 [7:0];
+  assign \psum_out$78  = \psum_in$77 ;
+  assign \w_bank$80  = w_bank;
+  assign \w_data$81  = \w_data$6 [15:8];
+  assign \a_out$83  = \a_in$82 ;
+  assign \psum_out$85  = \psum_in$84 ;
+  assign \w_bank$87  = w_bank;
+  assign \w_data$88  = \w_data$6 [23:16];
+  assign \a_out$90  = \a_in$89 ;
+  assign \psum_out$92  = \psum_in$91 ;
+  assign \w_bank$94  = w_bank;
+  assign \w_data$95  = \w_data$6 [31:24];
+  assign \a_out$97  = \a_in$96 ;
+  assign \psum_out$99  = \psum_in$98 ;
+  assign skew_0_0 = \a_in$100 ;
+  assign skew_1_1 = \a_in$102 ;
+  assign skew_2_2 = \a_in$104 ;
+  assign skew_3_3 = \a_in$106 ;
+  assign bank_delay_1 = bank_in;
+  assign bank_delay_2 = \bank_in$110 ;
+  assign bank_delay_3 = \bank_in$112 ;
+  assign bank_delay_4 = \bank_in$114 ;
+  assign \bank_in$116  = \bank_in$110 ;
+  assign \bank_in$117  = \bank_in$112 ;
+  assign \bank_in$118  = \bank_in$114 ;
+  assign bank_delay_5 = \bank_in$119 ;
+  assign \bank_in$121  = \bank_in$112 ;
+  assign \bank_in$122  = \bank_in$114 ;
+  assign \bank_in$123  = \bank_in$119 ;
+  assign bank_delay_6 = \bank_in$124 ;
+  assign \bank_in$126  = \bank_in$114 ;
+  assign \bank_in$127  = \bank_in$119 ;
+  assign \bank_in$128  = \bank_in$124 ;
+  assign bank_delay_7 = \bank_in$129 ;
   assign \w_data$6[0]  = \w_data$6 [7:0];
   assign \w_data$6[1]  = \w_data$6 [15:8];
   assign \w_data$6[2]  = \w_data$6 [23:16];
@@ -7466,14 +7445,14 @@ module \sim_top.accel.compute.array (rst, a, \w_data$6 , out, bank, \w_en$1 , w_
   assign \a[1]  = a[15:8];
   assign \a[2]  = a[23:16];
   assign \a[3]  = a[31:24];
-  assign out[127:96] = \psum_out$144 ;
+  assign out[127:96] = \psum_out$135 ;
   assign out[95:64] = deskew_2_0;
   assign out[63:32] = deskew_1_1;
   assign out[31:0] = deskew_0_2;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_0 (rst, write__en, write__data, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+module \sim_top.accel.compute.array.pe_0_0 (rst, write__en, write__data, a_in, read__addr, a_out, psum_out, write__addr, clk);
   wire [31:0] \_$1 ;
   input [7:0] a_in;
   wire [7:0] a_in;
@@ -7482,16 +7461,12 @@ module \sim_top.accel.compute.array.pe_0_0 (rst, write__en, write__data, a_in, r
   (* init = 8'h00 *)
   wire [7:0] \a_out$9 ;
   wire bank_in;
-  output bank_out;
-  reg bank_out = 1'h0;
-  (* init = 1'h0 *)
-  wire \bank_out$11 ;
   input clk;
   wire clk;
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$13 ;
+  wire [31:0] \psum_out$11 ;
   input read__addr;
   wire read__addr;
   wire [7:0] read__data;
@@ -7515,8 +7490,6 @@ module \sim_top.accel.compute.array.pe_0_0 (rst, write__en, write__data, a_in, r
   assign \_$1  = $signed(a_in) * $signed(read__data);
   always @(posedge clk)
     a_out <= a_in;
-  always @(posedge clk)
-    bank_out <= read__addr;
   always @(posedge clk)
     psum_out <= \_$1 ;
   assign w_en = write__en;
@@ -7524,12 +7497,11 @@ module \sim_top.accel.compute.array.pe_0_0 (rst, write__en, write__data, a_in, r
   assign w_data = write__data;
   assign bank_in = read__addr;
   assign \a_out$9  = a_out;
-  assign \bank_out$11  = bank_out;
-  assign \psum_out$13  = psum_out;
+  assign \psum_out$11  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_1 (rst, write__en, write__data, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+module \sim_top.accel.compute.array.pe_0_1 (rst, write__en, write__data, read__addr, a_in, a_out, psum_out, write__addr, clk);
   wire [31:0] \_$1 ;
   input [7:0] a_in;
   wire [7:0] a_in;
@@ -7538,16 +7510,12 @@ module \sim_top.accel.compute.array.pe_0_1 (rst, write__en, write__data, a_in, r
   (* init = 8'h00 *)
   wire [7:0] \a_out$9 ;
   wire bank_in;
-  output bank_out;
-  reg bank_out = 1'h0;
-  (* init = 1'h0 *)
-  wire \bank_out$11 ;
   input clk;
   wire clk;
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$13 ;
+  wire [31:0] \psum_out$11 ;
   input read__addr;
   wire read__addr;
   wire [7:0] read__data;
@@ -7571,8 +7539,6 @@ module \sim_top.accel.compute.array.pe_0_1 (rst, write__en, write__data, a_in, r
   assign \_$1  = $signed(a_in) * $signed(read__data);
   always @(posedge clk)
     a_out <= a_in;
-  always @(posedge clk)
-    bank_out <= read__addr;
   always @(posedge clk)
     psum_out <= \_$1 ;
   assign w_en = write__en;
@@ -7580,12 +7546,11 @@ module \sim_top.accel.compute.array.pe_0_1 (rst, write__en, write__data, a_in, r
   assign w_data = write__data;
   assign bank_in = read__addr;
   assign \a_out$9  = a_out;
-  assign \bank_out$11  = bank_out;
-  assign \psum_out$13  = psum_out;
+  assign \psum_out$11  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_2 (rst, write__en, write__data, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+module \sim_top.accel.compute.array.pe_0_2 (rst, write__en, write__data, read__addr, a_in, a_out, psum_out, write__addr, clk);
   wire [31:0] \_$1 ;
   input [7:0] a_in;
   wire [7:0] a_in;
@@ -7594,16 +7559,12 @@ module \sim_top.accel.compute.array.pe_0_2 (rst, write__en, write__data, a_in, r
   (* init = 8'h00 *)
   wire [7:0] \a_out$9 ;
   wire bank_in;
-  output bank_out;
-  reg bank_out = 1'h0;
-  (* init = 1'h0 *)
-  wire \bank_out$11 ;
   input clk;
   wire clk;
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$13 ;
+  wire [31:0] \psum_out$11 ;
   input read__addr;
   wire read__addr;
   wire [7:0] read__data;
@@ -7627,8 +7588,6 @@ module \sim_top.accel.compute.array.pe_0_2 (rst, write__en, write__data, a_in, r
   assign \_$1  = $signed(a_in) * $signed(read__data);
   always @(posedge clk)
     a_out <= a_in;
-  always @(posedge clk)
-    bank_out <= read__addr;
   always @(posedge clk)
     psum_out <= \_$1 ;
   assign w_en = write__en;
@@ -7636,12 +7595,11 @@ module \sim_top.accel.compute.array.pe_0_2 (rst, write__en, write__data, a_in, r
   assign w_data = write__data;
   assign bank_in = read__addr;
   assign \a_out$9  = a_out;
-  assign \bank_out$11  = bank_out;
-  assign \psum_out$13  = psum_out;
+  assign \psum_out$11  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_0_3 (rst, write__en, write__data, a_in, read__addr, psum_out, write__addr, clk);
+module \sim_top.accel.compute.array.pe_0_3 (rst, write__en, write__data, read__addr, a_in, psum_out, write__addr, clk);
   wire [31:0] \_$1 ;
   input [7:0] a_in;
   wire [7:0] a_in;
@@ -7649,15 +7607,12 @@ module \sim_top.accel.compute.array.pe_0_3 (rst, write__en, write__data, a_in, r
   (* init = 8'h00 *)
   wire [7:0] \a_out$9 ;
   wire bank_in;
-  reg bank_out = 1'h0;
-  (* init = 1'h0 *)
-  wire \bank_out$11 ;
   input clk;
   wire clk;
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$13 ;
+  wire [31:0] \psum_out$11 ;
   input read__addr;
   wire read__addr;
   wire [7:0] read__data;
@@ -7681,8 +7636,6 @@ module \sim_top.accel.compute.array.pe_0_3 (rst, write__en, write__data, a_in, r
   assign \_$1  = $signed(a_in) * $signed(read__data);
   always @(posedge clk)
     a_out <= a_in;
-  always @(posedge clk)
-    bank_out <= read__addr;
   always @(posedge clk)
     psum_out <= \_$1 ;
   assign w_en = write__en;
@@ -7690,12 +7643,11 @@ module \sim_top.accel.compute.array.pe_0_3 (rst, write__en, write__data, a_in, r
   assign w_data = write__data;
   assign bank_in = read__addr;
   assign \a_out$9  = a_out;
-  assign \bank_out$11  = bank_out;
-  assign \psum_out$13  = psum_out;
+  assign \psum_out$11  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_0 (rst, write__en, write__data, a_in, read__addr, psum_in, a_out, bank_out, psum_out, write__addr, clk);
+module \sim_top.accel.compute.array.pe_1_0 (rst, write__en, write__data, a_in, read__addr, psum_in, a_out, psum_out, write__addr, clk);
   wire [31:0] \_$1 ;
   wire [32:0] \_$2 ;
   input [7:0] a_in;
@@ -7705,10 +7657,6 @@ module \sim_top.accel.compute.array.pe_1_0 (rst, write__en, write__data, a_in, r
   (* init = 8'h00 *)
   wire [7:0] \a_out$9 ;
   wire bank_in;
-  output bank_out;
-  reg bank_out = 1'h0;
-  (* init = 1'h0 *)
-  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -7716,7 +7664,7 @@ module \sim_top.accel.compute.array.pe_1_0 (rst, write__en, write__data, a_in, r
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$13 ;
+  wire [31:0] \psum_out$11 ;
   input read__addr;
   wire read__addr;
   wire [7:0] read__data;
@@ -7737,25 +7685,22 @@ module \sim_top.accel.compute.array.pe_1_0 (rst, write__en, write__data, a_in, r
       weights[write__addr] <= write__data;
   end
   assign read__data = weights[read__addr];
-  always @(posedge clk)
-    psum_out <= \_$2 [31:0];
   assign \_$1  = $signed(a_in) * $signed(read__data);
   assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= read__addr;
+    psum_out <= \_$2 [31:0];
   assign w_en = write__en;
   assign w_bank = write__addr;
   assign w_data = write__data;
   assign bank_in = read__addr;
   assign \a_out$9  = a_out;
-  assign \bank_out$11  = bank_out;
-  assign \psum_out$13  = psum_out;
+  assign \psum_out$11  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_1 (rst, write__en, write__data, psum_in, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+module \sim_top.accel.compute.array.pe_1_1 (rst, write__en, write__data, read__addr, psum_in, a_in, a_out, psum_out, write__addr, clk);
   wire [31:0] \_$1 ;
   wire [32:0] \_$2 ;
   input [7:0] a_in;
@@ -7765,10 +7710,6 @@ module \sim_top.accel.compute.array.pe_1_1 (rst, write__en, write__data, psum_in
   (* init = 8'h00 *)
   wire [7:0] \a_out$9 ;
   wire bank_in;
-  output bank_out;
-  reg bank_out = 1'h0;
-  (* init = 1'h0 *)
-  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -7776,7 +7717,7 @@ module \sim_top.accel.compute.array.pe_1_1 (rst, write__en, write__data, psum_in
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$13 ;
+  wire [31:0] \psum_out$11 ;
   input read__addr;
   wire read__addr;
   wire [7:0] read__data;
@@ -7797,25 +7738,22 @@ module \sim_top.accel.compute.array.pe_1_1 (rst, write__en, write__data, psum_in
       weights[write__addr] <= write__data;
   end
   assign read__data = weights[read__addr];
-  always @(posedge clk)
-    psum_out <= \_$2 [31:0];
   assign \_$1  = $signed(a_in) * $signed(read__data);
   assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= read__addr;
+    psum_out <= \_$2 [31:0];
   assign w_en = write__en;
   assign w_bank = write__addr;
   assign w_data = write__data;
   assign bank_in = read__addr;
   assign \a_out$9  = a_out;
-  assign \bank_out$11  = bank_out;
-  assign \psum_out$13  = psum_out;
+  assign \psum_out$11  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_2 (rst, write__en, write__data, psum_in, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+module \sim_top.accel.compute.array.pe_1_2 (rst, write__en, write__data, read__addr, psum_in, a_in, a_out, psum_out, write__addr, clk);
   wire [31:0] \_$1 ;
   wire [32:0] \_$2 ;
   input [7:0] a_in;
@@ -7825,10 +7763,6 @@ module \sim_top.accel.compute.array.pe_1_2 (rst, write__en, write__data, psum_in
   (* init = 8'h00 *)
   wire [7:0] \a_out$9 ;
   wire bank_in;
-  output bank_out;
-  reg bank_out = 1'h0;
-  (* init = 1'h0 *)
-  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -7836,7 +7770,7 @@ module \sim_top.accel.compute.array.pe_1_2 (rst, write__en, write__data, psum_in
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$13 ;
+  wire [31:0] \psum_out$11 ;
   input read__addr;
   wire read__addr;
   wire [7:0] read__data;
@@ -7857,25 +7791,22 @@ module \sim_top.accel.compute.array.pe_1_2 (rst, write__en, write__data, psum_in
       weights[write__addr] <= write__data;
   end
   assign read__data = weights[read__addr];
-  always @(posedge clk)
-    psum_out <= \_$2 [31:0];
   assign \_$1  = $signed(a_in) * $signed(read__data);
   assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= read__addr;
+    psum_out <= \_$2 [31:0];
   assign w_en = write__en;
   assign w_bank = write__addr;
   assign w_data = write__data;
   assign bank_in = read__addr;
   assign \a_out$9  = a_out;
-  assign \bank_out$11  = bank_out;
-  assign \psum_out$13  = psum_out;
+  assign \psum_out$11  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_1_3 (rst, write__en, write__data, psum_in, a_in, read__addr, psum_out, write__addr, clk);
+module \sim_top.accel.compute.array.pe_1_3 (rst, write__en, write__data, read__addr, psum_in, a_in, psum_out, write__addr, clk);
   wire [31:0] \_$1 ;
   wire [32:0] \_$2 ;
   input [7:0] a_in;
@@ -7884,9 +7815,6 @@ module \sim_top.accel.compute.array.pe_1_3 (rst, write__en, write__data, psum_in
   (* init = 8'h00 *)
   wire [7:0] \a_out$9 ;
   wire bank_in;
-  reg bank_out = 1'h0;
-  (* init = 1'h0 *)
-  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -7894,7 +7822,7 @@ module \sim_top.accel.compute.array.pe_1_3 (rst, write__en, write__data, psum_in
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$13 ;
+  wire [31:0] \psum_out$11 ;
   input read__addr;
   wire read__addr;
   wire [7:0] read__data;
@@ -7915,25 +7843,22 @@ module \sim_top.accel.compute.array.pe_1_3 (rst, write__en, write__data, psum_in
       weights[write__addr] <= write__data;
   end
   assign read__data = weights[read__addr];
-  always @(posedge clk)
-    psum_out <= \_$2 [31:0];
   assign \_$1  = $signed(a_in) * $signed(read__data);
   assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= read__addr;
+    psum_out <= \_$2 [31:0];
   assign w_en = write__en;
   assign w_bank = write__addr;
   assign w_data = write__data;
   assign bank_in = read__addr;
   assign \a_out$9  = a_out;
-  assign \bank_out$11  = bank_out;
-  assign \psum_out$13  = psum_out;
+  assign \psum_out$11  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_0 (rst, write__en, write__data, a_in, read__addr, psum_in, a_out, bank_out, psum_out, write__addr, clk);
+module \sim_top.accel.compute.array.pe_2_0 (rst, write__en, write__data, a_in, read__addr, psum_in, a_out, psum_out, write__addr, clk);
   wire [31:0] \_$1 ;
   wire [32:0] \_$2 ;
   input [7:0] a_in;
@@ -7943,10 +7868,6 @@ module \sim_top.accel.compute.array.pe_2_0 (rst, write__en, write__data, a_in, r
   (* init = 8'h00 *)
   wire [7:0] \a_out$9 ;
   wire bank_in;
-  output bank_out;
-  reg bank_out = 1'h0;
-  (* init = 1'h0 *)
-  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -7954,7 +7875,7 @@ module \sim_top.accel.compute.array.pe_2_0 (rst, write__en, write__data, a_in, r
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$13 ;
+  wire [31:0] \psum_out$11 ;
   input read__addr;
   wire read__addr;
   wire [7:0] read__data;
@@ -7975,25 +7896,22 @@ module \sim_top.accel.compute.array.pe_2_0 (rst, write__en, write__data, a_in, r
       weights[write__addr] <= write__data;
   end
   assign read__data = weights[read__addr];
-  always @(posedge clk)
-    psum_out <= \_$2 [31:0];
   assign \_$1  = $signed(a_in) * $signed(read__data);
   assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= read__addr;
+    psum_out <= \_$2 [31:0];
   assign w_en = write__en;
   assign w_bank = write__addr;
   assign w_data = write__data;
   assign bank_in = read__addr;
   assign \a_out$9  = a_out;
-  assign \bank_out$11  = bank_out;
-  assign \psum_out$13  = psum_out;
+  assign \psum_out$11  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_1 (rst, write__en, write__data, psum_in, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+module \sim_top.accel.compute.array.pe_2_1 (rst, write__en, write__data, read__addr, psum_in, a_in, a_out, psum_out, write__addr, clk);
   wire [31:0] \_$1 ;
   wire [32:0] \_$2 ;
   input [7:0] a_in;
@@ -8003,10 +7921,6 @@ module \sim_top.accel.compute.array.pe_2_1 (rst, write__en, write__data, psum_in
   (* init = 8'h00 *)
   wire [7:0] \a_out$9 ;
   wire bank_in;
-  output bank_out;
-  reg bank_out = 1'h0;
-  (* init = 1'h0 *)
-  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -8014,7 +7928,7 @@ module \sim_top.accel.compute.array.pe_2_1 (rst, write__en, write__data, psum_in
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$13 ;
+  wire [31:0] \psum_out$11 ;
   input read__addr;
   wire read__addr;
   wire [7:0] read__data;
@@ -8035,25 +7949,22 @@ module \sim_top.accel.compute.array.pe_2_1 (rst, write__en, write__data, psum_in
       weights[write__addr] <= write__data;
   end
   assign read__data = weights[read__addr];
-  always @(posedge clk)
-    psum_out <= \_$2 [31:0];
   assign \_$1  = $signed(a_in) * $signed(read__data);
   assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= read__addr;
+    psum_out <= \_$2 [31:0];
   assign w_en = write__en;
   assign w_bank = write__addr;
   assign w_data = write__data;
   assign bank_in = read__addr;
   assign \a_out$9  = a_out;
-  assign \bank_out$11  = bank_out;
-  assign \psum_out$13  = psum_out;
+  assign \psum_out$11  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_2 (rst, write__en, write__data, psum_in, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+module \sim_top.accel.compute.array.pe_2_2 (rst, write__en, write__data, read__addr, psum_in, a_in, a_out, psum_out, write__addr, clk);
   wire [31:0] \_$1 ;
   wire [32:0] \_$2 ;
   input [7:0] a_in;
@@ -8063,10 +7974,6 @@ module \sim_top.accel.compute.array.pe_2_2 (rst, write__en, write__data, psum_in
   (* init = 8'h00 *)
   wire [7:0] \a_out$9 ;
   wire bank_in;
-  output bank_out;
-  reg bank_out = 1'h0;
-  (* init = 1'h0 *)
-  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -8074,7 +7981,7 @@ module \sim_top.accel.compute.array.pe_2_2 (rst, write__en, write__data, psum_in
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$13 ;
+  wire [31:0] \psum_out$11 ;
   input read__addr;
   wire read__addr;
   wire [7:0] read__data;
@@ -8095,25 +8002,22 @@ module \sim_top.accel.compute.array.pe_2_2 (rst, write__en, write__data, psum_in
       weights[write__addr] <= write__data;
   end
   assign read__data = weights[read__addr];
-  always @(posedge clk)
-    psum_out <= \_$2 [31:0];
   assign \_$1  = $signed(a_in) * $signed(read__data);
   assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= read__addr;
+    psum_out <= \_$2 [31:0];
   assign w_en = write__en;
   assign w_bank = write__addr;
   assign w_data = write__data;
   assign bank_in = read__addr;
   assign \a_out$9  = a_out;
-  assign \bank_out$11  = bank_out;
-  assign \psum_out$13  = psum_out;
+  assign \psum_out$11  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_2_3 (rst, write__en, write__data, psum_in, a_in, read__addr, psum_out, write__addr, clk);
+module \sim_top.accel.compute.array.pe_2_3 (rst, write__en, write__data, read__addr, psum_in, a_in, psum_out, write__addr, clk);
   wire [31:0] \_$1 ;
   wire [32:0] \_$2 ;
   input [7:0] a_in;
@@ -8122,9 +8026,6 @@ module \sim_top.accel.compute.array.pe_2_3 (rst, write__en, write__data, psum_in
   (* init = 8'h00 *)
   wire [7:0] \a_out$9 ;
   wire bank_in;
-  reg bank_out = 1'h0;
-  (* init = 1'h0 *)
-  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -8132,7 +8033,7 @@ module \sim_top.accel.compute.array.pe_2_3 (rst, write__en, write__data, psum_in
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$13 ;
+  wire [31:0] \psum_out$11 ;
   input read__addr;
   wire read__addr;
   wire [7:0] read__data;
@@ -8153,25 +8054,22 @@ module \sim_top.accel.compute.array.pe_2_3 (rst, write__en, write__data, psum_in
       weights[write__addr] <= write__data;
   end
   assign read__data = weights[read__addr];
-  always @(posedge clk)
-    psum_out <= \_$2 [31:0];
   assign \_$1  = $signed(a_in) * $signed(read__data);
   assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= read__addr;
+    psum_out <= \_$2 [31:0];
   assign w_en = write__en;
   assign w_bank = write__addr;
   assign w_data = write__data;
   assign bank_in = read__addr;
   assign \a_out$9  = a_out;
-  assign \bank_out$11  = bank_out;
-  assign \psum_out$13  = psum_out;
+  assign \psum_out$11  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_0 (rst, write__en, write__data, a_in, read__addr, psum_in, a_out, bank_out, psum_out, write__addr, clk);
+module \sim_top.accel.compute.array.pe_3_0 (rst, write__en, write__data, a_in, read__addr, psum_in, a_out, psum_out, write__addr, clk);
   wire [31:0] \_$1 ;
   wire [32:0] \_$2 ;
   input [7:0] a_in;
@@ -8181,10 +8079,6 @@ module \sim_top.accel.compute.array.pe_3_0 (rst, write__en, write__data, a_in, r
   (* init = 8'h00 *)
   wire [7:0] \a_out$9 ;
   wire bank_in;
-  output bank_out;
-  reg bank_out = 1'h0;
-  (* init = 1'h0 *)
-  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -8192,7 +8086,7 @@ module \sim_top.accel.compute.array.pe_3_0 (rst, write__en, write__data, a_in, r
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$13 ;
+  wire [31:0] \psum_out$11 ;
   input read__addr;
   wire read__addr;
   wire [7:0] read__data;
@@ -8213,25 +8107,22 @@ module \sim_top.accel.compute.array.pe_3_0 (rst, write__en, write__data, a_in, r
       weights[write__addr] <= write__data;
   end
   assign read__data = weights[read__addr];
-  always @(posedge clk)
-    psum_out <= \_$2 [31:0];
   assign \_$1  = $signed(a_in) * $signed(read__data);
   assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= read__addr;
+    psum_out <= \_$2 [31:0];
   assign w_en = write__en;
   assign w_bank = write__addr;
   assign w_data = write__data;
   assign bank_in = read__addr;
   assign \a_out$9  = a_out;
-  assign \bank_out$11  = bank_out;
-  assign \psum_out$13  = psum_out;
+  assign \psum_out$11  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_1 (rst, write__en, write__data, psum_in, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+module \sim_top.accel.compute.array.pe_3_1 (rst, write__en, write__data, read__addr, psum_in, a_in, a_out, psum_out, write__addr, clk);
   wire [31:0] \_$1 ;
   wire [32:0] \_$2 ;
   input [7:0] a_in;
@@ -8241,10 +8132,6 @@ module \sim_top.accel.compute.array.pe_3_1 (rst, write__en, write__data, psum_in
   (* init = 8'h00 *)
   wire [7:0] \a_out$9 ;
   wire bank_in;
-  output bank_out;
-  reg bank_out = 1'h0;
-  (* init = 1'h0 *)
-  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -8252,7 +8139,7 @@ module \sim_top.accel.compute.array.pe_3_1 (rst, write__en, write__data, psum_in
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$13 ;
+  wire [31:0] \psum_out$11 ;
   input read__addr;
   wire read__addr;
   wire [7:0] read__data;
@@ -8273,25 +8160,22 @@ module \sim_top.accel.compute.array.pe_3_1 (rst, write__en, write__data, psum_in
       weights[write__addr] <= write__data;
   end
   assign read__data = weights[read__addr];
-  always @(posedge clk)
-    psum_out <= \_$2 [31:0];
   assign \_$1  = $signed(a_in) * $signed(read__data);
   assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= read__addr;
+    psum_out <= \_$2 [31:0];
   assign w_en = write__en;
   assign w_bank = write__addr;
   assign w_data = write__data;
   assign bank_in = read__addr;
   assign \a_out$9  = a_out;
-  assign \bank_out$11  = bank_out;
-  assign \psum_out$13  = psum_out;
+  assign \psum_out$11  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_2 (rst, write__en, write__data, psum_in, a_in, read__addr, a_out, bank_out, psum_out, write__addr, clk);
+module \sim_top.accel.compute.array.pe_3_2 (rst, write__en, write__data, read__addr, psum_in, a_in, a_out, psum_out, write__addr, clk);
   wire [31:0] \_$1 ;
   wire [32:0] \_$2 ;
   input [7:0] a_in;
@@ -8301,10 +8185,6 @@ module \sim_top.accel.compute.array.pe_3_2 (rst, write__en, write__data, psum_in
   (* init = 8'h00 *)
   wire [7:0] \a_out$9 ;
   wire bank_in;
-  output bank_out;
-  reg bank_out = 1'h0;
-  (* init = 1'h0 *)
-  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -8312,7 +8192,7 @@ module \sim_top.accel.compute.array.pe_3_2 (rst, write__en, write__data, psum_in
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$13 ;
+  wire [31:0] \psum_out$11 ;
   input read__addr;
   wire read__addr;
   wire [7:0] read__data;
@@ -8333,25 +8213,22 @@ module \sim_top.accel.compute.array.pe_3_2 (rst, write__en, write__data, psum_in
       weights[write__addr] <= write__data;
   end
   assign read__data = weights[read__addr];
-  always @(posedge clk)
-    psum_out <= \_$2 [31:0];
   assign \_$1  = $signed(a_in) * $signed(read__data);
   assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= read__addr;
+    psum_out <= \_$2 [31:0];
   assign w_en = write__en;
   assign w_bank = write__addr;
   assign w_data = write__data;
   assign bank_in = read__addr;
   assign \a_out$9  = a_out;
-  assign \bank_out$11  = bank_out;
-  assign \psum_out$13  = psum_out;
+  assign \psum_out$11  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.array.pe_3_3 (rst, write__en, write__data, psum_in, a_in, read__addr, psum_out, write__addr, clk);
+module \sim_top.accel.compute.array.pe_3_3 (rst, write__en, write__data, read__addr, psum_in, a_in, psum_out, write__addr, clk);
   wire [31:0] \_$1 ;
   wire [32:0] \_$2 ;
   input [7:0] a_in;
@@ -8360,9 +8237,6 @@ module \sim_top.accel.compute.array.pe_3_3 (rst, write__en, write__data, psum_in
   (* init = 8'h00 *)
   wire [7:0] \a_out$9 ;
   wire bank_in;
-  reg bank_out = 1'h0;
-  (* init = 1'h0 *)
-  wire \bank_out$11 ;
   input clk;
   wire clk;
   input [31:0] psum_in;
@@ -8370,7 +8244,7 @@ module \sim_top.accel.compute.array.pe_3_3 (rst, write__en, write__data, psum_in
   output [31:0] psum_out;
   reg [31:0] psum_out = 32'd0;
   (* init = 32'd0 *)
-  wire [31:0] \psum_out$13 ;
+  wire [31:0] \psum_out$11 ;
   input read__addr;
   wire read__addr;
   wire [7:0] read__data;
@@ -8391,21 +8265,18 @@ module \sim_top.accel.compute.array.pe_3_3 (rst, write__en, write__data, psum_in
       weights[write__addr] <= write__data;
   end
   assign read__data = weights[read__addr];
-  always @(posedge clk)
-    psum_out <= \_$2 [31:0];
   assign \_$1  = $signed(a_in) * $signed(read__data);
   assign \_$2  = psum_in + \_$1 ;
   always @(posedge clk)
     a_out <= a_in;
   always @(posedge clk)
-    bank_out <= read__addr;
+    psum_out <= \_$2 [31:0];
   assign w_en = write__en;
   assign w_bank = write__addr;
   assign w_data = write__data;
   assign bank_in = read__addr;
   assign \a_out$9  = a_out;
-  assign \bank_out$11  = bank_out;
-  assign \psum_out$13  = psum_out;
+  assign \psum_out$11  = psum_out;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -25324,7 +25195,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5335$0 , rd_resp__valid, clk);
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5316$0 , rd_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$30  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
@@ -25355,8 +25226,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$5335$0 ;
-  wire [1:0] \port$5335$0 ;
+  output [1:0] \port$5316$0 ;
+  wire [1:0] \port$5316$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -25624,7 +25495,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$5335$0  = \_$4 ;
+  assign \port$5316$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

@@ -61,10 +61,11 @@ def test_committed_default_pe_is_current():
 
 
 def test_pe_registers_and_one_multiplier():
-    # Two weight banks, the activation and its bank bit passed right, the partial sum passed down.
+    # Two weight banks, the activation passed right, the partial sum passed down (the bank bit
+    # comes from the array's anti-diagonal delay line).
     c = PRESETS["default"]
     pe = standalone(ProcessingElement(c.in_bits, c.w_bits, c.acc_bits), "pe")
-    assert pe.ff_bits == 2 * c.w_bits + c.in_bits + 1 + c.acc_bits
+    assert pe.ff_bits == 2 * c.w_bits + c.in_bits + c.acc_bits
     assert dict(pe.multipliers) == {f"{c.in_bits}x{c.w_bits}->{c.in_bits + c.w_bits}": 1}
 
 
@@ -86,17 +87,17 @@ def test_array_flip_flops_scale_with_the_pe_count(arrays):
     assert 16 / 2 < ratio < 16 * 2, ratio
     for name, area in arrays.items():
         c = PRESETS[name]
-        pe_bits = 2 * c.w_bits + c.in_bits + 1 + c.acc_bits
-        skew = sum(r + 1 for r in range(c.rows)) * (c.in_bits + 1)
+        pe_bits = 2 * c.w_bits + c.in_bits + c.acc_bits
+        skew = sum(r + 1 for r in range(c.rows)) * c.in_bits
+        bank_line = c.rows + c.cols - 1  # one bank bit per anti-diagonal
         deskew = sum(c.cols - 1 - col for col in range(c.cols)) * c.acc_bits
-        upper = c.rows * c.cols * pe_bits + skew + deskew
+        upper = c.rows * c.cols * pe_bits + skew + bank_line + deskew
         # At most every register written in the source; at least that minus the unused ones (the
-        # last column's activation and bank outputs), the duplicates opt merges (the skew's
-        # bank-bit delay lines: one per delay suffices, not one per row) and the top row's
-        # partial-sum bits above the product's width (copies of its sign bit: the top row's
-        # registers have no reset, so opt merges them).
+        # last column's activation outputs) and the top row's partial-sum bits above the
+        # product's width (copies of its sign bit: the top row's registers have no reset, so opt
+        # merges them).
         top_row_sign_copies = c.cols * (c.acc_bits - c.in_bits - c.w_bits)
-        lower = upper - c.rows * (c.in_bits + 1) - c.rows * (c.rows - 1) // 2 - top_row_sign_copies
+        lower = upper - c.rows * c.in_bits - top_row_sign_copies
         assert lower <= area.ff_bits <= upper, (name, area.ff_bits, lower, upper)
 
 
