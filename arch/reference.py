@@ -165,6 +165,15 @@ def evaluate(graph: RefGraph, input_q: npt.ArrayLike) -> dict[str, np.ndarray]:
 
     The result also holds the input under its tensor name.
     """
+    x = checked_input(graph, input_q)
+    values: dict[str, np.ndarray] = {graph.inputs[0]: x}
+    for node in graph.nodes:
+        values[node.output] = evaluate_node(graph, node, [values[i] for i in node.inputs])
+    return values
+
+
+def checked_input(graph: RefGraph, input_q: npt.ArrayLike) -> np.ndarray:
+    """``input_q`` as an array, if ``graph`` is quantized and it is the graph's int8 input."""
     if not graph.quantized:
         raise ReferenceError("the reference evaluates quantized graphs only")
     name = graph.inputs[0]
@@ -174,10 +183,7 @@ def evaluate(graph: RefGraph, input_q: npt.ArrayLike) -> dict[str, np.ndarray]:
             f"graph input {name!r} is {x.dtype} {x.shape}; "
             f"expected int8 {graph.tensors[name].shape} (see quantize_input)"
         )
-    values: dict[str, np.ndarray] = {name: x}
-    for node in graph.nodes:
-        values[node.output] = evaluate_node(graph, node, [values[i] for i in node.inputs])
-    return values
+    return x
 
 
 def reuse_or_evaluate(
@@ -185,10 +191,10 @@ def reuse_or_evaluate(
 ) -> Mapping[str, np.ndarray]:
     """``known`` (an earlier :func:`evaluate` of ``graph``) if it was of ``input_q``, else
     :func:`evaluate` of ``input_q``."""
-    given = known.get(graph.inputs[0]) if known is not None else None
-    if given is not None and given.dtype == input_q.dtype and np.array_equal(given, input_q):
-        assert known is not None
-        return known
+    if known is not None:
+        given = known.get(graph.inputs[0])
+        if given is not None and given.dtype == input_q.dtype and np.array_equal(given, input_q):
+            return known
     return evaluate(graph, input_q)
 
 

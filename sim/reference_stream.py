@@ -17,29 +17,30 @@ from concurrent.futures import Future
 import numpy as np
 
 from arch.executable import Executable
-from arch.reference import evaluate_node, quantize_input
+from arch.reference import checked_input, evaluate_node, quantize_input
 
 
 class ReferenceStream:
     """Every tensor of ``exe``'s reference graph for fp32 input ``x``, computed in order."""
 
     def __init__(self, exe: Executable, x: np.ndarray) -> None:
-        graph = exe.reference
-        quantized = quantize_input(x, exe.input.scale or 1.0, exe.input.zero_point)
         #: The tensors computed so far (complete once :attr:`future` is done).
-        self.values: dict[str, np.ndarray] = {graph.inputs[0]: quantized}
+        self.values: dict[str, np.ndarray] = {}
         #: Done with :attr:`values` when every node is computed, or with the error that stopped it.
         self.future: Future[dict[str, np.ndarray]] = Future()
         self._changed = threading.Condition()
         self._stopping = threading.Event()
         self._thread = threading.Thread(
-            target=self._evaluate, args=(exe,), name="reference", daemon=True
+            target=self._evaluate, args=(exe, x), name="reference", daemon=True
         )
         self._thread.start()
 
-    def _evaluate(self, exe: Executable) -> None:
+    def _evaluate(self, exe: Executable, x: np.ndarray) -> None:
         graph = exe.reference
         try:
+            quantized = quantize_input(x, exe.input.scale or 1.0, exe.input.zero_point)
+            with self._changed:
+                self.values[graph.inputs[0]] = checked_input(graph, quantized)
             for node in graph.nodes:
                 if self._stopping.is_set():
                     raise StoppedError("the reference was stopped")
