@@ -38,7 +38,7 @@ from sim.backends.base import DeviceResult, RunOptions
 from sim.checkpoint import Piece
 from sim.guard import Guard
 from sim.reference_stream import ReferenceStream
-from sim.run import LayerResult, RunError, RunResult, _accumulate, _host_layer, reference_values
+from sim.run import LayerResult, RunError, RunResult, _accumulate, _host_layer
 from sim.waves.capture import start as start_capture
 from sim.waves.window import WaveRequest
 
@@ -210,34 +210,29 @@ def run_pieces(
     *,
     max_cycles: int = 400_000_000,
     log: Callable[[str], None] | None = None,
-    reference: dict[str, np.ndarray] | ReferenceStream | None = None,
+    reference: ReferenceStream | None = None,
 ) -> RunResult:
     """Run ``shards`` (from :func:`plan`, or one :func:`select` range) through ``submit`` and
     merge them; host steps whose output lies inside the run are checked here. ``reference``:
-    the reference's tensors (all of them, or a stream computing them), else computed here."""
+    the stream computing the reference's tensors, else started here."""
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
     started = time.perf_counter()
-    stream = reference if isinstance(reference, ReferenceStream) else None
-    if reference is None:
-        stream = ReferenceStream(exe, x)
+    stream = reference or ReferenceStream(exe, x)
     futures: dict[int, Any] = {}
     prepared: dict[int, list[checkpoint.Prepared]] = {}
     # Each shard starts as soon as the reference has computed the tensors it starts from: one
     # that needs only the input at once, the others while the reference goes on.
     for index, shard in enumerate(shards):
-        needs = [name for p in shard.pieces for name in checkpoint.needs(exe, p)]
-        values = stream.wait(needs) if stream is not None else reference
-        assert isinstance(values, dict)
+        values = stream.wait(name for p in shard.pieces for name in checkpoint.needs(exe, p))
         prepared[index] = [checkpoint.prepare(exe, p, values, max_cycles) for p in shard.pieces]
         futures[index] = submit(index, prepared[index])
-    reference = stream.result() if stream is not None else reference
-    assert isinstance(reference, dict)
+    expected = stream.result()
 
     done: dict[Piece, _Done] = {}
     for index, shard in enumerate(shards):
         results: list[DeviceResult] = futures[index].result()
         for item, device in zip(prepared[index], results, strict=True):
-            done[item.piece] = _finish(exe, item.piece, item.guard, device, reference, backend)
+            done[item.piece] = _finish(exe, item.piece, item.guard, device, expected, backend)
         cycles = sum(layer.cycles for p in shard.pieces for layer in done[p].layers)
         seconds = sum(done[p].seconds for p in shard.pieces)
         log(
@@ -248,7 +243,7 @@ def run_pieces(
     whole = sum(len(p.layers) for p in exe.programs) == sum(
         p.stop - p.first for shard in shards for p in shard.pieces
     )
-    result = _merge(exe, shards, done, reference, backend, whole)
+    result = _merge(exe, shards, done, expected, backend, whole)
     result.sim_wall_s = time.perf_counter() - started
     return result
 
@@ -435,13 +430,13 @@ def _traced(
         future: Future = Future()
         results = engine.run(exe.config, [p.run for p in prepared], options)
         future.set_result(results)
-        local, _counters, _outputs = checkpoint.check(exe, piece, results[0], reference)
+        local, _counters, _outputs = checkpoint.check(exe, piece, results[0], reference.result())
         rtl_dir = engine.rtl_dir(exe.config)
         assert rtl_dir is not None
         entry.update(capture.finish(results[0], local, rtl_dir))
         return future
 
-    reference = reference_values(exe, x)
+    reference = ReferenceStream(exe, x)
     result = run_pieces(
         exe, x, backend, shards, traced, max_cycles=max_cycles, log=log, reference=reference
     )
