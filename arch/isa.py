@@ -129,7 +129,7 @@ class Launch:
 
 
 class Opcode(enum.Enum, shape=4):
-    """Instruction opcodes. 0 and 10..15 are illegal (an all-zero word is never a program)."""
+    """Instruction opcodes. 0 and 11..15 are illegal (an all-zero word is never a program)."""
 
     LOAD = 1
     STORE = 2
@@ -140,6 +140,7 @@ class Opcode(enum.Enum, shape=4):
     PERF = 7
     END = 8
     DWCONV = 9
+    CONV = 10
 
 
 class Queue(enum.Enum, shape=2):
@@ -472,6 +473,51 @@ GEMM = _insn(
     Field("acc_n_stride", unsigned(LOCAL_ADDR_BITS), "ACC lines between n blocks"),
     Field("accumulate", unsigned(1), "1: add to ACC; 0: the first k tile overwrites"),
 )
+CONV_KERNEL_MAX = 7  # CONV kh, kw (3-bit fields)
+CONV_STRIDE_MAX = 3  # CONV stride (2-bit field)
+CONV = _insn(
+    Opcode.CONV,
+    Queue.COMPUTE,
+    "A GEMM over kernel taps read from an input tile held once in ACT (no im2col copy): "
+    "for ky < kh, kx < kw, c < k_iter (k block `k = (ky*kw + kx)*k_iter + c`), for j, for i < m: "
+    "`acc[acc_addr + j*m + i] (+)= act[act_addr + c*act_k_stride + (y*stride + ky)*pitch + "
+    "x*stride + kx] @ W[wgt_addr + (k*n_iter + j)*rows]` with output pixel `y = i // out_w`, "
+    "`x = i % out_w` and the tile's row pitch `pitch = (out_w - 1)*stride + kw` (padding "
+    "included). Each channel block's input tile is `act_k_stride` lines apart. Timed as a GEMM "
+    "of kh*kw*k_iter k blocks. With accumulate=0 the first k tile overwrites.",
+    Field(
+        "wgt_addr",
+        unsigned(LOCAL_ADDR_BITS),
+        "WGT line of the first tile (tiles are `rows` lines, in k-block order)",
+    ),
+    Field("act_addr", unsigned(LOCAL_ADDR_BITS), "ACT line of input pixel (0, 0), channel block 0"),
+    Field("acc_addr", unsigned(LOCAL_ADDR_BITS), "ACC line of output pixel 0 of n block 0"),
+    Field("m", unsigned(M_BITS), "output pixels per n block (>= 1); n blocks are m lines apart"),
+    Field("k_iter", unsigned(ITER_BITS), "channel blocks per tap (>= 1)"),
+    Field("n_iter", unsigned(ITER_BITS), "n blocks (>= 1)"),
+    Field("act_k_stride", unsigned(LOCAL_ADDR_BITS), "ACT lines between channel blocks' tiles"),
+    Field("out_w", unsigned(M_BITS), "output pixels per row (>= 1)"),
+    Field("kh", unsigned(3), f"kernel rows (1..{CONV_KERNEL_MAX})"),
+    Field("kw", unsigned(3), f"kernel columns (1..{CONV_KERNEL_MAX})"),
+    Field(
+        "stride", unsigned(2), f"input pixels between outputs, in x and y (1..{CONV_STRIDE_MAX})"
+    ),
+    Field("accumulate", unsigned(1), "1: add to ACC; 0: the first k tile overwrites"),
+)
+
+
+def conv_pitch(out_w: int, kw: int, stride: int) -> int:
+    """ACT lines per input row of a CONV's tile: the columns its output row reads."""
+    return (out_w - 1) * stride + kw
+
+
+def gemm_cycles(tiles: int, m: int, rows: int, cols: int) -> int:
+    """GEMM or CONV on the array: each weight tile streams ``m`` rows while the next tile's
+    ``rows`` weight lines load into the other bank (a tile costs max(m, rows)), plus one fill
+    and drain."""
+    return tiles * max(m, rows) + rows + cols
+
+
 ACCUM = _insn(
     Opcode.ACCUM,
     Queue.COMPUTE,
@@ -577,7 +623,7 @@ END = _insn(
 )
 
 FORMATS: dict[Opcode, Format] = {
-    f.opcode: f for f in (LOAD, STORE, GEMM, ACCUM, POOL, SYNC, PERF, END, DWCONV) if f.opcode
+    f.opcode: f for f in (LOAD, STORE, GEMM, ACCUM, POOL, SYNC, PERF, END, DWCONV, CONV) if f.opcode
 }
 RECORDS: tuple[Format, ...] = (DESCRIPTOR, LOOP, PARAM_ENTRY, PERF_RECORD)
 INSTRUCTION = data.UnionLayout(

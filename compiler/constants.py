@@ -21,6 +21,9 @@ def weight_bytes(layer: Layer, dim: int) -> np.ndarray:
         # (C_pad, taps) -> per channel block, one line of dim channels per tap
         lines = matrix.reshape(-1, dim, matrix.shape[1]).transpose(0, 2, 1)
         return np.ascontiguousarray(lines).reshape(-1).view(np.uint8)
+    if layer.chunk_order is not None:  # K chunks in the schedule's order
+        rows = matrix.shape[0]
+        matrix = matrix.reshape(rows, -1, dim)[:, layer.chunk_order].reshape(rows, -1)
     parts = []
     for n0, nbc, k0, kc, _offset in layer.weight_blocks:
         block = matrix[n0 * dim : (n0 + nbc) * dim, k0 * dim : (k0 + kc) * dim]

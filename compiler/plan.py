@@ -123,6 +123,9 @@ class Tiling:
     n_blocks: int  # output channel blocks per n group
     k_group: int  # K chunks per GEMM instruction (pool: channel blocks per step)
     estimate: int = 0  # estimated cycles
+    #: 1: each step loads its channel blocks' input tiles once and runs CONVs on them (a
+    #: k group is whole channel blocks x all kernel taps); 0: GEMMs on im2col lines
+    input_reuse: int = 0
 
 
 @dataclass
@@ -170,6 +173,8 @@ class Layer:
     weights: np.ndarray | None = None
     weight_blocks: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     # schedule: (first n block, n blocks, first k chunk, k chunks, byte offset) per weight block
+    #: the weight matrix's K chunk of each chunk in weight_blocks' order (None: the same order)
+    chunk_order: list[int] | None = None
     ops: list[Op] = field(default_factory=list)
     insn_range: tuple[int, int] = (0, 0)
     perf_index: int = -1

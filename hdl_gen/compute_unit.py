@@ -1,4 +1,4 @@
-"""Compute unit: dispatches GEMM to the GEMM engine, ACCUM / POOL to the line engine and
+"""Compute unit: dispatches GEMM and CONV to the GEMM engine, ACCUM / POOL to the line engine and
 DWCONV to the window engine."""
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from hdl_gen.window_engine import WindowEngine
 
 
 class ComputeUnit(wiring.Component):
-    """Runs the compute queue: starts each GEMM on the :class:`~hdl_gen.gemm_engine.GemmEngine`
-    (which drives the :class:`~hdl_gen.systolic_array.SystolicArray`, a submodule here) and each
-    ACCUM or POOL on the :class:`~hdl_gen.line_engine.LineEngine` and each DWCONV on the
+    """Runs the compute queue: starts each GEMM and CONV on the
+    :class:`~hdl_gen.gemm_engine.GemmEngine` (which drives the
+    :class:`~hdl_gen.systolic_array.SystolicArray`, a submodule here), each ACCUM or POOL on the
+    :class:`~hdl_gen.line_engine.LineEngine` and each DWCONV on the
     :class:`~hdl_gen.window_engine.WindowEngine`, latches the first error, and shares the ACT,
     WGT, PARAM and ACC ports between the engines (only one runs at a time).
 
@@ -71,6 +72,8 @@ class ComputeUnit(wiring.Component):
         wiring.connect(m, wiring.flipped(self.act2), window.act2)
         m.d.comb += [
             gemm.insn.eq(frame.insn.gemm),
+            gemm.conv.eq(frame.insn.conv),
+            gemm.is_conv.eq(frame.insn.load.opcode == isa.Opcode.CONV),
             line.insn.eq(frame.insn),
             window.insn.eq(frame.insn.dwconv),
             gemm.halt.eq(self.halt),
@@ -108,6 +111,7 @@ class ComputeUnit(wiring.Component):
             with m.State("BEGIN"), m.Switch(frame.insn.load.opcode):
                 for opcode, engine, state in (
                     (isa.Opcode.GEMM, gemm, "GEMM"),
+                    (isa.Opcode.CONV, gemm, "GEMM"),
                     (isa.Opcode.ACCUM, line, "LINES"),
                     (isa.Opcode.POOL, line, "LINES"),
                     (isa.Opcode.DWCONV, window, "WINDOW"),

@@ -1,4 +1,5 @@
-"""GEMM engine: feeds the systolic array and read-modify-writes its results into ACC."""
+"""GEMM engine: feeds the systolic array (GEMM and CONV) and read-modify-writes its results into
+ACC."""
 
 from __future__ import annotations
 
@@ -12,16 +13,27 @@ from hdl_gen.local_ports import POINTER_BITS, read_port, write_port
 from hdl_gen.systolic_array import array_latency, array_signature
 
 # Counters as wide as the GEMM fields they count to: rows (m), k blocks, n blocks, and tiles
-# (k_iter * n_iter: k_iter width + n_iter width).
-_FIELD = isa.GEMM.leaf_by_path
+# (kernel taps * k_iter * n_iter: the widths of kh, kw, k_iter and n_iter).
+_FIELD, _CONV = isa.GEMM.leaf_by_path, isa.CONV.leaf_by_path
 I_BITS, K_BITS, J_BITS = (_FIELD[name].width for name in ("m", "k_iter", "n_iter"))
-TILE_BITS = K_BITS + J_BITS
+TAP_BITS = _CONV["kh"].width
+TILE_BITS = 2 * TAP_BITS + K_BITS + J_BITS
+# A CONV's ACT address is a sum of walked offsets (channel block, tap, output row and pixel),
+# each checked in range before it grows further: a few carry bits keep the sum from wrapping.
+ACT_POINTER_BITS = isa.LOCAL_ADDR_BITS + 4
+# The fields GEMM and CONV share sit at the same bits: the engine reads them from either view.
+_SHARED = ("wgt_addr", "act_addr", "acc_addr", "m", "k_iter", "n_iter", "act_k_stride")
+assert all(isa.GEMM.layout[n].offset == isa.CONV.layout[n].offset for n in _SHARED)
 
 
 class GemmEngine(wiring.Component):
-    """Runs one GEMM: streams ``m`` activation rows per weight tile through the array while the
-    next tile's weights load into the other bank (a tile costs max(m, rows + cols) cycles at
-    worst, ``m`` when m is large), and read-modify-writes the results into ACC.
+    """Runs one GEMM or CONV: streams ``m`` activation rows per weight tile through the array
+    while the next tile's weights load into the other bank (a tile costs max(m, rows + cols)
+    cycles at worst, ``m`` when m is large), and read-modify-writes the results into ACC.
+
+    A CONV is a GEMM whose k blocks walk kernel taps and channel blocks of an input tile and
+    whose rows walk output pixels (``out_w`` a row, ``stride`` apart); a GEMM is the walk with
+    one tap, ``m`` pixels a row and stride 1.
 
     Four parts run concurrently: the weight loader (``wl_*``) reads a tile's WGT rows into a free
     bank; the row streamer (``st_*``) sends one ACT row per cycle from a loaded bank; a metadata
@@ -32,8 +44,12 @@ class GemmEngine(wiring.Component):
     ----------
     insn : In(GEMM layout)
         The instruction, stable from ``start`` until ``done``.
+    conv : In(CONV layout)
+        The same instruction word seen as a CONV.
+    is_conv : In(1)
+        The instruction is a CONV.
     bad_fields : Out(1)
-        ``insn`` cannot run (a zero count, or n blocks overlapping in ACC): BAD_FIELD.
+        The instruction cannot run (a zero count, or n blocks overlapping in ACC): BAD_FIELD.
     start : In(1)
         Begin ``insn`` (only when ``bad_fields`` is low).
     done : Out(1)
@@ -55,6 +71,8 @@ class GemmEngine(wiring.Component):
         super().__init__(
             {
                 "insn": In(isa.GEMM.layout),
+                "conv": In(isa.CONV.layout),
+                "is_conv": In(1),
                 "bad_fields": Out(1),
                 "start": In(1),
                 "done": Out(1),
@@ -78,9 +96,17 @@ class GemmEngine(wiring.Component):
         acc_line = data.ArrayLayout(signed(c.acc_bits), c.cols)
         accs = data.View(acc_line, self.acc_rd.data)
 
+        conv, is_conv = self.conv, self.is_conv
         zero = (gemm.m == 0) | (gemm.k_iter == 0) | (gemm.n_iter == 0)
+        conv_zero = (conv.out_w == 0) | (conv.kh == 0) | (conv.kw == 0) | (conv.stride == 0)
         overlap = (gemm.n_iter > 1) & (gemm.acc_n_stride < gemm.m)
-        m.d.comb += self.bad_fields.eq(zero | overlap)
+        m.d.comb += self.bad_fields.eq(zero | Mux(is_conv, conv_zero, overlap))
+        # The walk, GEMM or CONV: a GEMM is one tap, m pixels a row, stride 1.
+        acc_n_stride = Mux(is_conv, gemm.m, gemm.acc_n_stride)
+        accumulate = Mux(is_conv, conv.accumulate, gemm.accumulate)
+        out_w = Mux(is_conv, conv.out_w, gemm.m)
+        kh, kw = Mux(is_conv, conv.kh, 1), Mux(is_conv, conv.kw, 1)
+        stride = Mux(is_conv, conv.stride, 1)
 
         # Weight loader (wl_*) and row streamer (st_*) walk the same tile order (k outer, j
         # inner); bank b holds tile t when t % 2 == b.
@@ -90,9 +116,16 @@ class GemmEngine(wiring.Component):
         wl_active, wl_bank, wl_row = Signal(), Signal(), Signal(range(c.rows))
         wl_tiles, wl_addr = Signal(TILE_BITS), Signal(POINTER_BITS)
         st_active, st_bank, st_i = Signal(), Signal(), Signal(I_BITS)
-        st_k, st_j, st_tiles = Signal(K_BITS), Signal(J_BITS), Signal(TILE_BITS)
-        st_act_base, st_acc_base = Signal(POINTER_BITS), Signal(POINTER_BITS)
+        st_j, st_tiles = Signal(J_BITS), Signal(TILE_BITS)
+        st_act_base, st_acc_base = Signal(ACT_POINTER_BITS), Signal(POINTER_BITS)
         total_tiles = Signal(TILE_BITS)
+        # The CONV walk: channel block and tap column of the k block; the ACT lines of tap
+        # (ky, kx) and of tap (ky, 0); the output pixel's column and its offset in the tile.
+        st_block, st_kx, st_first_k = Signal(K_BITS), Signal(TAP_BITS), Signal()
+        st_tap_base, st_row_base = Signal(ACT_POINTER_BITS), Signal(ACT_POINTER_BITS)
+        st_x, st_pixel, st_line = Signal(I_BITS), Signal(ACT_POINTER_BITS), Signal(ACT_POINTER_BITS)
+        pitch = Signal(ACT_POINTER_BITS)  # ACT lines per input row
+        row_step = Signal(ACT_POINTER_BITS)  # ACT lines from one output row's pixel 0 to the next
         w_write, w_row, w_bank = Signal(), Signal(range(c.rows)), Signal()
 
         # Metadata of each row in flight through the array: does it count, where it goes.
@@ -140,8 +173,11 @@ class GemmEngine(wiring.Component):
             ]
 
         with m.If(self.start):
+            tile_pitch = (out_w - 1) * stride + kw
             m.d.sync += [
-                total_tiles.eq(gemm.k_iter * gemm.n_iter),
+                total_tiles.eq(kh * kw * gemm.k_iter * gemm.n_iter),
+                pitch.eq(tile_pitch),
+                row_step.eq(tile_pitch * stride),
                 wl_active.eq(1),
                 wl_bank.eq(0),
                 wl_row.eq(0),
@@ -150,10 +186,17 @@ class GemmEngine(wiring.Component):
                 st_active.eq(1),
                 st_bank.eq(0),
                 st_i.eq(0),
-                st_k.eq(0),
+                st_first_k.eq(1),
+                st_block.eq(0),
+                st_kx.eq(0),
                 st_j.eq(0),
                 st_tiles.eq(0),
+                st_x.eq(0),
+                st_pixel.eq(0),
+                st_line.eq(0),
                 st_act_base.eq(gemm.act_addr),
+                st_tap_base.eq(gemm.act_addr),
+                st_row_base.eq(gemm.act_addr),
                 st_acc_base.eq(gemm.acc_addr),
                 running.eq(1),
             ]
@@ -187,7 +230,7 @@ class GemmEngine(wiring.Component):
 
         # Streamer: one activation row per cycle from a loaded bank.
         ready_bank = Mux(st_bank, loaded[1], loaded[0])
-        act_address = st_act_base + st_i
+        act_address = st_act_base + st_pixel
         acc_address = st_acc_base + st_i
         st_bad = (act_address >= c.act_lines) | (acc_address >= c.acc_lines)
         m.d.comb += self.error.eq(
@@ -197,29 +240,34 @@ class GemmEngine(wiring.Component):
         m.d.comb += [
             issue.valid.eq(st_go),
             issue.acc.eq(acc_address),
-            issue.overwrite.eq(~gemm.accumulate & (st_k == 0)),
+            issue.overwrite.eq(~accumulate & st_first_k),
         ]
         with m.If(st_go):
             m.d.comb += [self.act.addr.eq(act_address), self.act.en.eq(1)]
             with m.If(st_i == gemm.m - 1):
-                m.d.sync += st_i.eq(0)
+                m.d.sync += [st_i.eq(0), st_x.eq(0), st_pixel.eq(0), st_line.eq(0)]
                 for b in range(2):
                     with m.If(st_bank == b):
                         m.d.sync += [loaded[b].eq(0), drain[b].eq(c.cols + 1)]
                 m.d.sync += [st_bank.eq(~st_bank), st_tiles.eq(st_tiles + 1)]
                 with m.If(st_j == gemm.n_iter - 1):
-                    m.d.sync += [
-                        st_j.eq(0),
-                        st_k.eq(st_k + 1),
-                        st_act_base.eq(st_act_base + gemm.act_k_stride),
-                        st_acc_base.eq(gemm.acc_addr),
-                    ]
+                    m.d.sync += [st_j.eq(0), st_first_k.eq(0), st_acc_base.eq(gemm.acc_addr)]
+                    self._next_k_block(
+                        m, gemm, st_block, st_kx, kw, pitch, st_act_base, st_tap_base, st_row_base
+                    )
                 with m.Else():
-                    m.d.sync += [st_j.eq(st_j + 1), st_acc_base.eq(st_acc_base + gemm.acc_n_stride)]
+                    m.d.sync += [st_j.eq(st_j + 1), st_acc_base.eq(st_acc_base + acc_n_stride)]
                 with m.If(st_tiles == total_tiles - 1):
                     m.d.sync += st_active.eq(0)
+            with m.Elif(st_x == out_w - 1):  # the next output row
+                m.d.sync += [
+                    st_i.eq(st_i + 1),
+                    st_x.eq(0),
+                    st_line.eq(st_line + row_step),
+                    st_pixel.eq(st_line + row_step),
+                ]
             with m.Else():
-                m.d.sync += st_i.eq(st_i + 1)
+                m.d.sync += [st_i.eq(st_i + 1), st_x.eq(st_x + 1), st_pixel.eq(st_pixel + stride)]
         for b in range(2):
             with m.If((drain[b] != 0) & ~(st_go & (st_i == gemm.m - 1) & (st_bank == b))):
                 m.d.sync += drain[b].eq(drain[b] - 1)
@@ -230,3 +278,18 @@ class GemmEngine(wiring.Component):
         with m.If(out_meta.valid):
             m.d.comb += [self.acc_rd.addr.eq(out_meta.acc), self.acc_rd.en.eq(1)]
         return m
+
+    @staticmethod
+    def _next_k_block(m, insn, block, kx, kw, pitch, act_base, tap_base, row_base) -> None:
+        """Advance the k walk (taps outer, channel blocks inner) to the next k block: the next
+        channel block of this tap, else channel block 0 of the next tap in the row, else of the
+        next kernel row. A GEMM has one tap: only channel blocks (its k blocks) advance."""
+        with m.If(block != insn.k_iter - 1):
+            m.d.sync += [block.eq(block + 1), act_base.eq(act_base + insn.act_k_stride)]
+        with m.Elif(kx != kw - 1):
+            m.d.sync += [block.eq(0), kx.eq(kx + 1), tap_base.eq(tap_base + 1)]
+            m.d.sync += act_base.eq(tap_base + 1)
+        with m.Else():
+            m.d.sync += [block.eq(0), kx.eq(0)]
+            m.d.sync += [row_base.eq(row_base + pitch), tap_base.eq(row_base + pitch)]
+            m.d.sync += act_base.eq(row_base + pitch)

@@ -41,8 +41,8 @@ LAYOUTS: tuple[str, ...] = ("nhwc", "im2col", "tokens", "heads", "tokens_t")
 #: Kinds of a device layer.
 LAYER_KINDS: tuple[str, ...] = ("gemm", "pool", "add", "scale", "upsample", "matmul")
 #: Keys of a layer's tiling (the compiler's ``Tiling``: output rows per m tile, output channel
-#: blocks per n group, K chunks per GEMM instruction, estimated cycles).
-TILING_KEYS: tuple[str, ...] = ("rows_per_tile", "n_blocks", "k_group", "estimate")
+#: blocks per n group, K chunks per step, estimated cycles, input tiles loaded once: 0 or 1).
+TILING_KEYS: tuple[str, ...] = ("rows_per_tile", "n_blocks", "k_group", "estimate", "input_reuse")
 #: Names that become parts of file paths (the model's, a device program's): letters, digits and
 #: ``_.#:+-``, not starting with a dot, at most :data:`NAME_MAX` characters.
 NAME_PATTERN = re.compile(r"(?!\.)[A-Za-z0-9_.#:+-]+")

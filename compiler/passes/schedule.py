@@ -35,6 +35,7 @@ from compiler.passes.tile import (
     MAX_WINDOW,
     PARAM_SLOTS,
     RESIDUAL_SLOTS,
+    input_tile_lines,
     param_slot_lines,
     table_line,
     uses_table,
@@ -216,6 +217,109 @@ def _tile_accum(
     return Op("accum", fields=fields)
 
 
+class _InputReuse:
+    """A convolution on input tiles loaded once (``Tiling.input_reuse``): a k group is whole
+    channel blocks, each step loads their input tiles (halo included) and runs one CONV on
+    them. The layer's first step runs one CONV per ramp part (:mod:`compiler.passes.ramp`),
+    on its own copy of its weights in part order (from chunk ``ramp_chunk``). A CONV's weight
+    tiles are in its order: taps outer, channel blocks inner (``layer.chunk_order``)."""
+
+    def __init__(self, plan: Plan, layer: Layer) -> None:
+        shape, tiling = layer.gemm, layer.tiling
+        assert shape is not None and tiling is not None
+        self.plan, self.layer, self.shape = plan, layer, shape
+        self.taps = shape.kernel[0] * shape.kernel[1]
+        blocks = shape.in_channels // plan.dim
+        self.unit_groups = groups(blocks, tiling.k_group // self.taps)
+        self.k_groups = [(c0 * self.taps, cc * self.taps) for c0, cc in self.unit_groups]
+        self.ramp_runs = self.runs(self.unit_groups[0][1], ramped=True)
+        self.ramp_chunk = shape.chunks(plan.dim)  # the ramp copy's chunks follow the layer's
+        walks = [(c0, self.runs(cc, ramped=False)) for c0, cc in self.unit_groups]
+        layer.chunk_order = [
+            tap * blocks + c0 + r0 + cb
+            for c0, runs in [*walks, (self.unit_groups[0][0], self.ramp_runs)]
+            for r0, rc in runs
+            for tap in range(self.taps)
+            for cb in range(rc)
+        ]
+
+    def runs(self, blocks: int, ramped: bool) -> list[tuple[int, int]]:
+        """(first channel block, blocks) of each CONV of a k group of ``blocks`` blocks."""
+        sizes = ramp.parts(blocks, self.plan.config) if ramped else [blocks]
+        return list(zip(itertools.accumulate([0, *sizes[:-1]]), sizes, strict=True))
+
+    def step(
+        self,
+        step: Step,
+        gi: int,
+        keep: bool,
+        bases: tuple[int, int, int],
+        oy0: int,
+        rows: int,
+        nbc: int,
+        weight_offset: int,
+        ramped: bool,
+    ) -> None:
+        """Add k group ``gi``'s loads and CONVs for output rows oy0.. (``rows``) and ``nbc``
+        output blocks to ``step``; ``ramped`` (the layer's first step): a CONV per ramp part,
+        each with its own token, on the ramp copy of the weights at ``weight_offset``."""
+        plan, shape, dim = self.plan, self.shape, self.plan.dim
+        act_base, wgt_base, acc_base = bases
+        src = plan.tensor(self.layer.inputs[0])
+        (kh, kw), stride = shape.kernel, shape.stride[0]
+        pitch = isa.conv_pitch(shape.out_w, kw, stride)
+        tile_lines = input_tile_lines(self.layer, rows)
+        y0, x0 = oy0 * stride - shape.pads[0], -shape.pads[1]
+        c0 = self.unit_groups[gi][0]
+        runs = self.ramp_runs if ramped else self.runs(self.unit_groups[gi][1], ramped=False)
+        for part, (r0, rc) in enumerate(runs):
+            before = step.loads[-1] if part else None
+            desc = DescSpec(
+                "ACT",
+                act_base + r0 * tile_lines,
+                src.name,
+                src.offset + (y0 * src.w + x0) * src.pixel_stride + (c0 + r0) * dim,
+                [
+                    (rc, dim, tile_lines, 0, 0),
+                    ((rows - 1) * stride + kh, src.w * src.pixel_stride, pitch, 1, 0),
+                    (pitch, src.pixel_stride, 1, 0, 1),
+                ],
+                y0=y0,
+                x0=x0,
+                height=src.h,
+                width=src.w,
+                pad_value=zero_point(plan.graph, self.layer.inputs[0]),  # real 0
+            )
+            step.loads.append(Op("load", desc=desc))
+            run_wgt = r0 * self.taps * nbc * dim  # WGT lines of the runs before this one
+            if not keep:
+                wdesc = DescSpec(
+                    "WGT",
+                    wgt_base + run_wgt,
+                    weight_symbol(self.layer),
+                    weight_offset + run_wgt * dim,
+                    [(rc * self.taps * nbc * dim, dim, 1)],
+                )
+                step.loads.append(Op("load", desc=wdesc))
+            fields = {
+                "wgt_addr": wgt_base + run_wgt,
+                "act_addr": act_base + r0 * tile_lines,
+                "acc_addr": acc_base,
+                "m": rows * shape.out_w,
+                "k_iter": rc,
+                "n_iter": nbc,
+                "act_k_stride": tile_lines,
+                "out_w": shape.out_w,
+                "kh": kh,
+                "kw": kw,
+                "stride": stride,
+                "accumulate": int(gi > 0 or part > 0),
+            }
+            step.compute.append(Op("conv", fields=fields))
+            if before is not None:
+                step.parts.append((before, step.compute[-1]))
+
+
 def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     """conv / gemm, and batch_matmul: the same walk once per head, its weights read from the
     second input's lines (:func:`_activation_weights`) instead of the layer's weight tiles.
@@ -236,6 +340,9 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     n_groups = groups(blocks, tiling.n_blocks)
     k_groups = groups(chunks, tiling.k_group)
     m_tiles = groups(shape.out_h, tiling.rows_per_tile)
+    reuse = _InputReuse(plan, layer) if tiling.input_reuse else None
+    if reuse is not None:
+        k_groups = reuse.k_groups
     # A residual tile stays in ACT until its tile's STORE adds it: RESIDUAL_SLOTS slots above
     # the two step halves, which shrink by two slots each.
     res_slot = tiling.n_blocks * tiling.rows_per_tile * shape.out_w if residual else 0
@@ -254,6 +361,10 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
         for (nb0, nbc), (k0, kc) in itertools.product(n_groups, k_groups)
         if not matmul
     ]
+    if reuse is not None:  # the first step's weights again, in ramp-part order
+        (nb0, nbc), kc = n_groups[0], k_groups[0][1]
+        blocks_at[(nb0, reuse.ramp_chunk)] = offset
+        layer.weight_blocks.append((nb0, nbc, reuse.ramp_chunk, kc, offset))
 
     steps: list[Step] = []
     in_half: dict[int, tuple[int, int, int]] = {}  # the weights each WGT half holds
@@ -272,77 +383,91 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
             # The layer's first step in ramp parts (each its own LOAD -> COMPUTE token).
             sizes = ramp.parts(kc, plan.config) if not steps and not matmul else [kc]
             # Weights this half already holds (two steps back, same n and k group) stay.
-            weights = (head, nb0, k0)
+            ramped = reuse is not None and not steps
+            weights = (head, nb0, reuse.ramp_chunk if reuse is not None and ramped else k0)
             keep = in_half.get(half) == weights
             in_half[half] = weights
             if gi == 0:
                 step.loads.append(_param_load(plan, layer, slot, out_nb0, nbc))
-            for part, pk0 in enumerate(itertools.accumulate([0, *sizes[:-1]])):
-                pkc = sizes[part]
-                before = step.loads[-1] if part else None
-                # Activations: one descriptor per run of chunks sharing a kernel tap (ky, kx).
-                chunks_of_part = range(k0 + pk0, k0 + pk0 + pkc)
-                for tap, run in itertools.groupby(chunks_of_part, key=tap_of):
-                    chunk_list = list(run)
-                    first, count = chunk_list[0], len(chunk_list)
-                    ky, kx = tap // kw, tap % kw
-                    cb = first % cb_total
-                    dy, dx = shape.dilation
-                    y0, x0 = oy0 * sh + ky * dy - pt, kx * dx - pl
-                    desc = DescSpec(
-                        "ACT",
-                        act_base + (first - k0) * mt,
-                        src.name,
-                        src.offset
-                        + (y0 * src.w + x0) * src.pixel_stride
-                        + cb * dim
-                        + head * shape.in_channels,
-                        [
-                            (count, dim, mt, 0, 0),
-                            (rows, sh * src.w * src.pixel_stride, shape.out_w, sh, 0),
-                            (shape.out_w, sw * src.pixel_stride, 1, 0, sw),
-                        ],
-                        y0=y0,
-                        x0=x0,
-                        height=src.h,
-                        width=src.w,
-                        pad_value=zero_point(plan.graph, layer.inputs[0]),  # real 0
-                    )
-                    step.loads.append(Op("load", desc=desc))
-                tile_lines = nbc * dim  # WGT lines of one k chunk's nbc tiles
-                if keep:  # the half still holds these weights
-                    pass
-                elif matmul:
-                    step.loads.append(
-                        _activation_weights(plan, layer, wgt_base, head, nb0, nbc, k0, kc)
-                    )
-                else:
-                    wdesc = DescSpec(
-                        "WGT",
-                        wgt_base + pk0 * tile_lines,
-                        weight_symbol(layer),
-                        blocks_at[(nb0, k0)] + pk0 * tile_lines * dim,
-                        [(pkc * tile_lines, dim, 1)],
-                    )
-                    step.loads.append(Op("load", desc=wdesc))
-                step.compute.append(
-                    Op(
-                        "gemm",
-                        fields={
-                            "wgt_addr": wgt_base + pk0 * tile_lines,
-                            "act_addr": act_base + pk0 * mt,
-                            "acc_addr": acc_base,
-                            "m": mt,
-                            "k_iter": pkc,
-                            "n_iter": nbc,
-                            "act_k_stride": mt,
-                            "acc_n_stride": mt,
-                            "accumulate": int(gi > 0 or part > 0),
-                        },
-                    )
+            if reuse is not None:
+                reuse.step(
+                    step,
+                    gi,
+                    keep,
+                    (act_base, wgt_base, acc_base),
+                    oy0,
+                    rows,
+                    nbc,
+                    blocks_at[weights[1:]],
+                    ramped,
                 )
-                if before is not None:
-                    step.parts.append((before, step.compute[-1]))
+            else:
+                for part, pk0 in enumerate(itertools.accumulate([0, *sizes[:-1]])):
+                    pkc = sizes[part]
+                    before = step.loads[-1] if part else None
+                    # Activations: one descriptor per run of chunks sharing a kernel tap (ky, kx).
+                    chunks_of_part = range(k0 + pk0, k0 + pk0 + pkc)
+                    for tap, run in itertools.groupby(chunks_of_part, key=tap_of):
+                        chunk_list = list(run)
+                        first, count = chunk_list[0], len(chunk_list)
+                        ky, kx = tap // kw, tap % kw
+                        cb = first % cb_total
+                        dy, dx = shape.dilation
+                        y0, x0 = oy0 * sh + ky * dy - pt, kx * dx - pl
+                        desc = DescSpec(
+                            "ACT",
+                            act_base + (first - k0) * mt,
+                            src.name,
+                            src.offset
+                            + (y0 * src.w + x0) * src.pixel_stride
+                            + cb * dim
+                            + head * shape.in_channels,
+                            [
+                                (count, dim, mt, 0, 0),
+                                (rows, sh * src.w * src.pixel_stride, shape.out_w, sh, 0),
+                                (shape.out_w, sw * src.pixel_stride, 1, 0, sw),
+                            ],
+                            y0=y0,
+                            x0=x0,
+                            height=src.h,
+                            width=src.w,
+                            pad_value=zero_point(plan.graph, layer.inputs[0]),  # real 0
+                        )
+                        step.loads.append(Op("load", desc=desc))
+                    tile_lines = nbc * dim  # WGT lines of one k chunk's nbc tiles
+                    if keep:  # the half still holds these weights
+                        pass
+                    elif matmul:
+                        step.loads.append(
+                            _activation_weights(plan, layer, wgt_base, head, nb0, nbc, k0, kc)
+                        )
+                    else:
+                        wdesc = DescSpec(
+                            "WGT",
+                            wgt_base + pk0 * tile_lines,
+                            weight_symbol(layer),
+                            blocks_at[(nb0, k0)] + pk0 * tile_lines * dim,
+                            [(pkc * tile_lines, dim, 1)],
+                        )
+                        step.loads.append(Op("load", desc=wdesc))
+                    step.compute.append(
+                        Op(
+                            "gemm",
+                            fields={
+                                "wgt_addr": wgt_base + pk0 * tile_lines,
+                                "act_addr": act_base + pk0 * mt,
+                                "acc_addr": acc_base,
+                                "m": mt,
+                                "k_iter": pkc,
+                                "n_iter": nbc,
+                                "act_k_stride": mt,
+                                "acc_n_stride": mt,
+                                "accumulate": int(gi > 0 or part > 0),
+                            },
+                        )
+                    )
+                    if before is not None:
+                        step.parts.append((before, step.compute[-1]))
             if gi == 0 and residual is not None:  # after the step's chunks: read at the STORE
                 step.loads.append(_tile_lines(plan, residual, res_base, oy0, mt, nb0, nbc))
             if gi == len(k_groups) - 1 and plan.tensor(layer.output).layout == "tokens_t":

@@ -9,6 +9,8 @@ current GEMM. Among the tilings that fit, the one with the smallest estimated cy
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from arch import isa
 from arch.config import AccelConfig
 from arch.isa import dwconv_cycles
@@ -21,6 +23,9 @@ MAX_M = (1 << 12) - 1  # GEMM/ACCUM/POOL `m` field
 MAX_ITER = (1 << 10) - 1  # k_iter / n_iter fields
 MAX_WINDOW = (1 << 8) - 1  # POOL `window` field
 GEMM_OVERHEAD = 40  # cycles to start and drain one GEMM instruction
+# A GEMM layer takes the tiling with the least DRAM traffic among those estimated within this
+# fraction of the fewest cycles: at equal speed, the one that leaves DRAM bandwidth spare.
+TRAFFIC_SLACK = 0.005
 PARAM_SLOTS = 4
 RESIDUAL_SLOTS = 4  # a residual tile lives until its STORE: ACT slots by tile, as PARAM's
 MAX_DW_OUT = isa.DWCONV.leaf_by_path["out_w"].hi  # DWCONV out_w / out_h fields
@@ -57,62 +62,111 @@ class Budget:
         self.config = c
 
 
-def _gemm_tiling(layer: Layer, budget: Budget, transposed: bool = False) -> Tiling:
-    """``transposed``: the output is stored transposed (tokens_t), in runs of ``dim`` token
-    rows that must not straddle m tiles (rows per tile a multiple of ``dim``, or all rows),
-    and the last block's last run reads up to a run past its lines (inside the ACC half)."""
+def input_reuse_fits(layer: Layer) -> bool:
+    """A convolution the CONV instruction can walk on its input tile: a dense (not depthwise)
+    kernel of more than one tap, no dilation, the same stride in y and x, within CONV's
+    fields."""
+    shape = layer.gemm
+    if layer.kind != "gemm" or shape is None or shape.depthwise:
+        return False
+    (kh, kw), (sh, sw) = shape.kernel, shape.stride
+    return (
+        kh * kw > 1
+        and shape.dilation == (1, 1)
+        and sh == sw <= isa.CONV_STRIDE_MAX
+        and max(kh, kw) <= isa.CONV_KERNEL_MAX
+    )
+
+
+def input_tile_lines(layer: Layer, rows: int) -> int:
+    """ACT lines of one channel block's input tile for ``rows`` output rows (halo included)."""
     shape = layer.gemm
     assert shape is not None
-    dim = budget.dim
-    chunks, blocks = shape.chunks(dim), shape.out_channels // dim
-    residual = layer.kind == "gemm" and len(layer.inputs) > 1
-    best: Tiling | None = None
-    for rows in range(1, shape.out_h + 1):
-        mt = rows * shape.out_w
-        if mt > MAX_M or mt > budget.acc:
-            break
-        if transposed and rows % dim and rows < shape.out_h:
-            continue
-        m_tiles = ceil_div(shape.out_h, rows)
-        run_tail = -mt % dim if transposed else 0
-        most = min(blocks, budget.param, (budget.acc - run_tail) // mt, MAX_ITER)
-        for nb in range(1, most + 1):
-            res_lines = nb * mt if residual else 0  # each step half gives up two residual slots
-            act_half = budget.act - RESIDUAL_SLOTS // 2 * res_lines
-            kg = min(chunks, budget.wgt_tiles // nb, act_half // mt, MAX_ITER)
-            if kg < 1:
-                continue  # pragma: no mutate - kg never rises with nb: `break` is the same
-            groups = ceil_div(chunks, kg)
-            kg = ceil_div(chunks, groups)
-            n_groups = ceil_div(blocks, nb)
-            compute = kg * nb * max(mt, 2 * dim + 1) + GEMM_OVERHEAD
-            # A step's loads: its activations, the tile's residual spread over its steps, and
-            # its weights - unless the WGT half still holds them from two steps back (one or
-            # two k groups: all but an n group's first two steps).
-            lpc = budget.lines_per_cycle
-            act_load = (kg * mt + res_lines / groups) / lpc + budget.latency
-            step = max(compute, act_load + kg * nb * dim / lpc)
-            kept = max(compute, act_load) if groups <= 2 else step
-            # The layer's first step waits for its loads, in ramp parts (compiler.passes.ramp).
-            sizes = ramp.parts(kg, budget.config) if layer.kind != "matmul" else [kg]
-            chunk_load = (mt + nb * dim) / budget.lines_per_cycle
-            chunk_compute = nb * max(mt, 2 * dim + 1)
-            first = ramp.first_step_cycles(
-                sizes, chunk_load, chunk_compute, budget.latency, GEMM_OVERHEAD
-            )
-            loading = min(m_tiles * groups, 2 if groups <= 2 else m_tiles * groups)
-            per_n_group = loading * step + (m_tiles * groups - loading) * kept
-            total = n_groups * per_n_group + first - step + mt * nb
-            if best is None or total < best.estimate:
-                best = Tiling(rows, nb, kg, int(total))
-    if best is None:
+    (kh, kw), stride = shape.kernel, shape.stride[0]
+    return ((rows - 1) * stride + kh) * isa.conv_pitch(shape.out_w, kw, stride)
+
+
+def _gemm_tiling(layer: Layer, budget: Budget, transposed: bool = False) -> Tiling:
+    """The tiling with the least DRAM traffic among those within TRAFFIC_SLACK of the fewest
+    estimated cycles, on im2col lines or (where CONV fits, :func:`input_reuse_fits`) on input
+    tiles loaded once."""
+    fitting = list(_walk_tilings(layer, budget, transposed, reuse=False))
+    if input_reuse_fits(layer) and not transposed:
+        fitting += _walk_tilings(layer, budget, transposed, reuse=True)
+    if not fitting:
+        shape = layer.gemm
+        assert shape is not None
         raise CompileError(
             layer.name,
             layer.node.op,
             f"no tiling fits: one output row is {shape.out_w} pixels, ACC half holds {budget.acc} "
             f"lines, ACT half {budget.act}",
         )
-    return best
+    fewest = min(t.estimate for t, _traffic in fitting)
+    near = [(traffic, t.estimate, i) for i, (t, traffic) in enumerate(fitting)]
+    near = [key for key in near if key[1] <= fewest * (1 + TRAFFIC_SLACK)]
+    return fitting[min(near)[2]][0]
+
+
+def _walk_tilings(
+    layer: Layer, budget: Budget, transposed: bool, reuse: bool
+) -> Iterator[tuple[Tiling, float]]:
+    """Each tiling of one walk that fits, with its DRAM traffic in lines. A step's k group is
+    a number of k units: a chunk of ``mt`` im2col lines, or (``reuse``) a channel block: its
+    input tile and all kernel taps.
+
+    ``transposed``: the output is stored transposed (tokens_t), in runs of ``dim`` token
+    rows that must not straddle m tiles (rows per tile a multiple of ``dim``, or all rows),
+    and the last block's last run reads up to a run past its lines (inside the ACC half)."""
+    shape = layer.gemm
+    assert shape is not None
+    dim = budget.dim
+    chunks, blocks = shape.chunks(dim), shape.out_channels // dim
+    taps = shape.kernel[0] * shape.kernel[1] if reuse else 1  # chunks per k unit
+    units = chunks // taps
+    residual = layer.kind == "gemm" and len(layer.inputs) > 1
+    for rows in range(1, shape.out_h + 1):
+        mt = rows * shape.out_w
+        if mt > MAX_M or mt > budget.acc:
+            break
+        if transposed and rows % dim and rows < shape.out_h:
+            continue
+        unit_lines = input_tile_lines(layer, rows) if reuse else mt  # ACT lines of a k unit
+        m_tiles = ceil_div(shape.out_h, rows)
+        run_tail = -mt % dim if transposed else 0
+        most = min(blocks, budget.param, (budget.acc - run_tail) // mt, MAX_ITER)
+        for nb in range(1, most + 1):
+            res_lines = nb * mt if residual else 0  # each step half gives up two residual slots
+            act_half = budget.act - RESIDUAL_SLOTS // 2 * res_lines
+            ku = min(units, budget.wgt_tiles // (nb * taps), act_half // unit_lines, MAX_ITER)
+            if ku < 1:
+                continue  # pragma: no mutate - ku never rises with nb: `break` is the same
+            groups = ceil_div(units, ku)
+            ku = ceil_div(units, groups)
+            kg = ku * taps
+            n_groups = ceil_div(blocks, nb)
+            compute = kg * nb * max(mt, 2 * dim + 1) + GEMM_OVERHEAD
+            # A step's loads: its activations, the tile's residual spread over its steps, and
+            # its weights - unless the WGT half still holds them from two steps back (one or
+            # two k groups: all but an n group's first two steps).
+            lpc = budget.lines_per_cycle
+            act_load = (ku * unit_lines + res_lines / groups) / lpc + budget.latency
+            step = max(compute, act_load + kg * nb * dim / lpc)
+            kept = max(compute, act_load) if groups <= 2 else step
+            # The layer's first step waits for its loads, in ramp parts (compiler.passes.ramp).
+            sizes = ramp.parts(ku, budget.config) if layer.kind != "matmul" else [ku]
+            unit_load = (unit_lines + taps * nb * dim) / budget.lines_per_cycle
+            unit_compute = taps * nb * max(mt, 2 * dim + 1)
+            first = ramp.first_step_cycles(
+                sizes, unit_load, unit_compute, budget.latency, GEMM_OVERHEAD
+            )
+            loading = min(m_tiles * groups, 2 if groups <= 2 else m_tiles * groups)
+            per_n_group = loading * step + (m_tiles * groups - loading) * kept
+            total = n_groups * per_n_group + first - step + mt * nb
+            traffic = n_groups * (
+                m_tiles * (groups * ku * unit_lines + res_lines) + loading * kg * nb * dim
+            )
+            yield Tiling(rows, nb, kg, int(total), int(reuse)), traffic
 
 
 def _dw_tiling(layer: Layer, budget: Budget) -> Tiling:

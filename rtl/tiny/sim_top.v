@@ -146,14 +146,14 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
     .insn_started(insn_started),
     .\oldest$238 (insn_frontier),
     .perf(perf),
-    .\port$5316$0 (\_$2 ),
+    .\port$5393$0 (\_$2 ),
     .rst(rst),
     .running(running),
     .\start$209 (start)
   );
   \sim_top.dram  dram (
     .clk(clk),
-    .\port$5316$0 (\_$2 ),
+    .\port$5393$0 (\_$2 ),
     .rd_req__payload(rd_req__payload),
     .rd_req__valid(rd_req__valid),
     .rd_resp__valid(dram_resp__valid),
@@ -236,7 +236,7 @@ module sim_top(insn_base, desc_base, desc_count, clk, rst, running, done, error,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5316$0 , dram_resp__valid, \start$209 
+module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 , bus__resp__payload, running, done, halt, error_code, error_index, insn_started, perf, dram_wr__valid, dram_wr__payload, dram_req__valid, dram_req__payload, \port$5393$0 , dram_resp__valid, \start$209 
 );
   reg \_$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire \_$1 ;
@@ -662,8 +662,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   wire \pop$46 ;
   wire \pop$54 ;
   wire \pop$62 ;
-  input [1:0] \port$5316$0 ;
-  wire [1:0] \port$5316$0 ;
+  input [1:0] \port$5393$0 ;
+  wire [1:0] \port$5393$0 ;
   wire push;
   wire \push$44 ;
   wire \push$52 ;
@@ -4095,16 +4095,16 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .dram_req__payload(dram_req__payload),
     .dram_req__valid(dram_req__valid),
     .dram_resp__valid(dram_resp__valid),
-    .\port$5316$0 (\port$5316$0 ),
+    .\port$5393$0 (\port$5393$0 ),
     .rst(rst)
   );
   \sim_top.accel.compute  compute (
     .acc_rd__addr(acc_rd__addr),
     .acc_rd__data(acc_rd__data),
-    .\acc_rd__en$96 (\r__en$192 ),
+    .\acc_rd__en$98 (\r__en$192 ),
     .acc_wr__addr(acc_wr__addr),
     .acc_wr__data(\w__data$186 ),
-    .\acc_wr__en$110 (\w__en$188 ),
+    .\acc_wr__en$112 (\w__en$188 ),
     .act1__addr(act1__addr),
     .act1__data(act1__data),
     .act1__en(\r__en$138 ),
@@ -4113,7 +4113,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .act2__en(\r__en$144 ),
     .act__addr(\act__addr$131 ),
     .act__data(\act__data$134 ),
-    .\act__en$66 (r__en),
+    .\act__en$68 (r__en),
     .array_active(array_active),
     .busy(\busy$272 ),
     .clk(clk),
@@ -4132,7 +4132,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .index(\index$264 ),
     .param__addr(\param__addr$167 ),
     .param__data(\param__data$170 ),
-    .\param__en$86 (\r__en$168 ),
+    .\param__en$88 (\r__en$168 ),
     .pending(\pending$237 ),
     .pending_index(\pending_index$224 ),
     .queue__payload(\queue__payload$20 ),
@@ -4144,7 +4144,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
     .w_data(\wgt__data$158 ),
     .w_en(weight_load),
     .wgt__addr(\wgt__addr$155 ),
-    .\wgt__en$77 (\r__en$156 ),
+    .\wgt__en$79 (\r__en$156 ),
     .window_macs(window_macs)
   );
   \sim_top.accel.compute_queue  compute_queue (
@@ -4583,8 +4583,8 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign dram_req__ready = 1'h1;
   assign \dram_req__ready$111  = 1'h1;
   assign \dram_req__valid$113  = dram_req__valid;
-  assign dram_resp__payload = { \port$5316$0 , bus__resp__payload };
-  assign \dram_resp__payload$115  = { \port$5316$0 , bus__resp__payload };
+  assign dram_resp__payload = { \port$5393$0 , bus__resp__payload };
+  assign \dram_resp__payload$115  = { \port$5393$0 , bus__resp__payload };
   assign \dram_resp__valid$117  = dram_resp__valid;
   assign wr__payload = dram_wr__payload;
   assign wr__ready = 1'h1;
@@ -4665,9 +4665,9 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
   assign \dram_req__payload$109.addr  = dram_req__payload[31:0];
   assign \dram_req__payload$109.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = bus__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5316$0 ;
+  assign \dram_resp__payload.tag  = \port$5393$0 ;
   assign \dram_resp__payload$115.data  = bus__resp__payload;
-  assign \dram_resp__payload$115.tag  = \port$5316$0 ;
+  assign \dram_resp__payload$115.tag  = \port$5393$0 ;
   assign \dram_wr__payload.addr  = dram_wr__payload[31:0];
   assign \dram_wr__payload.data  = dram_wr__payload[95:32];
   assign \dram_wr__payload.strb  = dram_wr__payload[103:96];
@@ -4715,7 +4715,7 @@ module \sim_top.accel (insn_base, desc_base, desc_count, clk, rst, \oldest$238 ,
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5316$0 
+module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, client2__req__valid, client3__req__valid, client0__resp__valid, client1__resp__valid, client2__resp__valid, client3__resp__valid, client0__resp__payload, client0__req__payload, client2__req__payload, client1__req__payload, client3__req__payload, dram_req__valid, dram_req__payload, client1__req__ready, client2__req__ready, client3__req__ready, client0__req__ready, \port$5393$0 
 , dram_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$2  = 0;
   wire \_$1 ;
@@ -4871,8 +4871,8 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   input dram_resp__valid;
   wire dram_resp__valid;
   reg [1:0] last = 2'h3;
-  input [1:0] \port$5316$0 ;
-  wire [1:0] \port$5316$0 ;
+  input [1:0] \port$5393$0 ;
+  wire [1:0] \port$5393$0 ;
   input rst;
   wire rst;
   assign \_$1  = ~ client1__req__valid;
@@ -4923,13 +4923,13 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
   assign \_$46  = \_$44  & \_$45 ;
   assign \_$47  = ~ client2__req__valid;
   assign \_$48  = \_$46  & \_$47 ;
-  assign \_$49  = ! \port$5316$0 ;
+  assign \_$49  = ! \port$5393$0 ;
   assign client0__resp__valid = dram_resp__valid & \_$49 ;
-  assign \_$50  = \port$5316$0  == 1'h1;
+  assign \_$50  = \port$5393$0  == 1'h1;
   assign client1__resp__valid = dram_resp__valid & \_$50 ;
-  assign \_$51  = \port$5316$0  == 2'h2;
+  assign \_$51  = \port$5393$0  == 2'h2;
   assign client2__resp__valid = dram_resp__valid & \_$51 ;
-  assign \_$52  = \port$5316$0  == 2'h3;
+  assign \_$52  = \port$5393$0  == 2'h3;
   assign client3__resp__valid = dram_resp__valid & \_$52 ;
   assign \_$53  = ~ client1__req__valid;
   assign \_$54  = client2__req__valid & \_$53 ;
@@ -5294,19 +5294,19 @@ module \sim_top.accel.arbiter (rst, client0__req__valid, client1__req__valid, cl
     end
   end
   assign dram_req__ready = 1'h1;
-  assign dram_resp__payload = { \port$5316$0 , client0__resp__payload };
+  assign dram_resp__payload = { \port$5393$0 , client0__resp__payload };
   assign client1__resp__payload = client0__resp__payload;
   assign client2__resp__payload = client0__resp__payload;
   assign client3__resp__payload = client0__resp__payload;
   assign \dram_req__payload.addr  = dram_req__payload[31:0];
   assign \dram_req__payload.tag  = dram_req__payload[33:32];
   assign \dram_resp__payload.data  = client0__resp__payload;
-  assign \dram_resp__payload.tag  = \port$5316$0 ;
+  assign \dram_resp__payload.tag  = \port$5393$0 ;
 endmodule
 
 (* generator = "Amaranth" *)
 module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_prev, deps__room_next, deps__has_next, act__data, act1__data, act2__data, w_data, param__data, acc_rd__data, halt, pending, pending_index, idle, token_wait, deps__pop_prev, deps__pop_next, queue__ready, busy
-, deps__push_prev, deps__push_next, retired, act__addr, \act__en$66 , wgt__addr, \wgt__en$77 , param__addr, \param__en$86 , acc_rd__addr, \acc_rd__en$96 , acc_wr__addr, acc_wr__data, \acc_wr__en$110 , index, error, error_code, array_active, w_en, window_macs, act1__addr
+, deps__push_prev, deps__push_next, retired, act__addr, \act__en$68 , wgt__addr, \wgt__en$79 , param__addr, \param__en$88 , acc_rd__addr, \acc_rd__en$98 , acc_wr__addr, acc_wr__data, \acc_wr__en$112 , index, error, error_code, array_active, w_en, window_macs, act1__addr
 , act1__en, act2__addr, act2__en, queue__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   wire \_$1 ;
@@ -5373,13 +5373,15 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire \_$65 ;
   wire \_$66 ;
   wire \_$67 ;
-  reg [1:0] \_$68 ;
-  reg [127:0] \_$69 ;
+  wire \_$68 ;
+  wire \_$69 ;
   wire \_$7 ;
-  reg [31:0] \_$70 ;
-  reg [2:0] \_$71 ;
-  reg \_$72 ;
-  reg [3:0] \_$73 ;
+  reg [1:0] \_$70 ;
+  reg [127:0] \_$71 ;
+  reg [31:0] \_$72 ;
+  reg [2:0] \_$73 ;
+  reg \_$74 ;
+  reg [3:0] \_$75 ;
   wire \_$8 ;
   wire \_$9 ;
   wire [31:0] a;
@@ -5389,34 +5391,34 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [7:0] \a[3] ;
   output [15:0] acc_rd__addr;
   reg [15:0] acc_rd__addr;
-  wire [15:0] \acc_rd__addr$95 ;
+  wire [15:0] \acc_rd__addr$100 ;
   wire [15:0] \acc_rd__addr$97 ;
-  wire [15:0] \acc_rd__addr$98 ;
+  wire [15:0] \acc_rd__addr$99 ;
   input [127:0] acc_rd__data;
   wire [127:0] acc_rd__data;
-  wire [127:0] \acc_rd__data$101 ;
-  wire [127:0] \acc_rd__data$102 ;
   wire [127:0] \acc_rd__data$103 ;
+  wire [127:0] \acc_rd__data$104 ;
+  wire [127:0] \acc_rd__data$105 ;
   wire acc_rd__en;
-  wire \acc_rd__en$93 ;
-  output \acc_rd__en$96 ;
-  reg \acc_rd__en$96 ;
-  wire \acc_rd__en$99 ;
+  wire \acc_rd__en$101 ;
+  wire \acc_rd__en$95 ;
+  output \acc_rd__en$98 ;
+  reg \acc_rd__en$98 ;
   output [15:0] acc_wr__addr;
   reg [15:0] acc_wr__addr;
-  wire [15:0] \acc_wr__addr$107 ;
-  wire [15:0] \acc_wr__addr$111 ;
+  wire [15:0] \acc_wr__addr$109 ;
   wire [15:0] \acc_wr__addr$113 ;
+  wire [15:0] \acc_wr__addr$115 ;
   output [127:0] acc_wr__data;
   reg [127:0] acc_wr__data;
-  wire [127:0] \acc_wr__data$109 ;
-  wire [127:0] \acc_wr__data$112 ;
+  wire [127:0] \acc_wr__data$111 ;
   wire [127:0] \acc_wr__data$114 ;
+  wire [127:0] \acc_wr__data$116 ;
   wire acc_wr__en;
-  wire \acc_wr__en$105 ;
-  output \acc_wr__en$110 ;
-  reg \acc_wr__en$110 ;
-  wire \acc_wr__en$115 ;
+  wire \acc_wr__en$107 ;
+  output \acc_wr__en$112 ;
+  reg \acc_wr__en$112 ;
+  wire \acc_wr__en$117 ;
   output [15:0] act1__addr;
   wire [15:0] act1__addr;
   wire [15:0] \act1__addr$39 ;
@@ -5437,19 +5439,19 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire \act2__en$49 ;
   output [15:0] act__addr;
   reg [15:0] act__addr;
-  wire [15:0] \act__addr$65 ;
   wire [15:0] \act__addr$67 ;
-  wire [15:0] \act__addr$68 ;
+  wire [15:0] \act__addr$69 ;
+  wire [15:0] \act__addr$70 ;
   input [31:0] act__data;
   wire [31:0] act__data;
-  wire [31:0] \act__data$71 ;
-  wire [31:0] \act__data$72 ;
   wire [31:0] \act__data$73 ;
+  wire [31:0] \act__data$74 ;
+  wire [31:0] \act__data$75 ;
   wire act__en;
-  wire \act__en$63 ;
-  output \act__en$66 ;
-  reg \act__en$66 ;
-  wire \act__en$69 ;
+  wire \act__en$65 ;
+  output \act__en$68 ;
+  reg \act__en$68 ;
+  wire \act__en$71 ;
   wire [31:0] array__a;
   wire [7:0] \array__a[0] ;
   wire [7:0] \array__a[1] ;
@@ -5471,16 +5473,46 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [1:0] array__w_row;
   output array_active;
   wire array_active;
-  wire \array_active$57 ;
+  wire \array_active$59 ;
   wire bad_fields;
-  wire \bad_fields$119 ;
   wire \bad_fields$121 ;
+  wire \bad_fields$123 ;
   wire bank;
   output busy;
   reg busy;
   input clk;
   wire clk;
   reg [2:0] compute_state = 3'h0;
+  wire [124:0] conv;
+  wire [15:0] \conv.acc_addr ;
+  wire \conv.accumulate ;
+  wire [15:0] \conv.act_addr ;
+  wire [15:0] \conv.act_k_stride ;
+  wire [3:0] \conv.deps ;
+  wire \conv.deps.pop_next ;
+  wire \conv.deps.pop_prev ;
+  wire \conv.deps.push_next ;
+  wire \conv.deps.push_prev ;
+  wire [9:0] \conv.k_iter ;
+  wire [2:0] \conv.kh ;
+  wire [2:0] \conv.kw ;
+  wire [11:0] \conv.m ;
+  wire [9:0] \conv.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
+  wire [3:0] \conv.opcode ;
+  wire [11:0] \conv.out_w ;
+  wire [1:0] \conv.stride ;
+  wire [15:0] \conv.wgt_addr ;
   input deps__has_next;
   wire deps__has_next;
   input deps__has_prev;
@@ -5498,14 +5530,14 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   input deps__room_prev;
   wire deps__room_prev;
   reg done;
-  wire \done$124 ;
-  wire \done$125 ;
   wire \done$126 ;
+  wire \done$127 ;
+  wire \done$128 ;
   output error;
   reg error = 1'h0;
-  wire \error$131 ;
   wire \error$133 ;
-  wire \error$134 ;
+  wire \error$135 ;
+  wire \error$136 ;
   (* enum_base_type = "ErrorCode" *)
   (* enum_value_0000 = "NONE" *)
   (* enum_value_0001 = "ILLEGAL_OPCODE" *)
@@ -5526,34 +5558,34 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0101 = "DEADLOCK" *)
   (* enum_value_0110 = "WATCHDOG" *)
   (* enum_value_0111 = "BAD_FIELD" *)
-  wire [3:0] \error_code$132 ;
+  wire [3:0] \error_code$134 ;
   reg [1:0] frame_state = 2'h0;
   input halt;
   wire halt;
-  wire \halt$53 ;
-  wire \halt$54 ;
   wire \halt$55 ;
+  wire \halt$56 ;
+  wire \halt$57 ;
   output idle;
   reg idle;
   output [31:0] index;
   reg [31:0] index = 32'd0;
   wire [120:0] insn;
   (* init = 128'h00000000000000000000000000000000 *)
-  wire [127:0] \insn$51 ;
-  wire [127:0] \insn$51.accum ;
-  wire [15:0] \insn$51.accum.acc_addr ;
-  wire [15:0] \insn$51.accum.acc_n_stride ;
-  wire \insn$51.accum.accumulate ;
-  wire [15:0] \insn$51.accum.act_addr ;
-  wire [15:0] \insn$51.accum.act_n_stride ;
-  wire [3:0] \insn$51.accum.deps ;
-  wire \insn$51.accum.deps.pop_next ;
-  wire \insn$51.accum.deps.pop_prev ;
-  wire \insn$51.accum.deps.push_next ;
-  wire \insn$51.accum.deps.push_prev ;
-  wire [13:0] \insn$51.accum.gate_addr ;
-  wire [11:0] \insn$51.accum.m ;
-  wire [9:0] \insn$51.accum.n_iter ;
+  wire [127:0] \insn$53 ;
+  wire [127:0] \insn$53.accum ;
+  wire [15:0] \insn$53.accum.acc_addr ;
+  wire [15:0] \insn$53.accum.acc_n_stride ;
+  wire \insn$53.accum.accumulate ;
+  wire [15:0] \insn$53.accum.act_addr ;
+  wire [15:0] \insn$53.accum.act_n_stride ;
+  wire [3:0] \insn$53.accum.deps ;
+  wire \insn$53.accum.deps.pop_next ;
+  wire \insn$53.accum.deps.pop_prev ;
+  wire \insn$53.accum.deps.push_next ;
+  wire \insn$53.accum.deps.push_prev ;
+  wire [13:0] \insn$53.accum.gate_addr ;
+  wire [11:0] \insn$53.accum.m ;
+  wire [9:0] \insn$53.accum.n_iter ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5564,23 +5596,27 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
-  wire [3:0] \insn$51.accum.opcode ;
-  wire [15:0] \insn$51.accum.param_addr ;
-  wire \insn$51.accum.use_bias ;
-  wire \insn$51.accum.use_gate ;
-  wire \insn$51.accum.use_res ;
-  wire [120:0] \insn$51.dwconv ;
-  wire [15:0] \insn$51.dwconv.acc_addr ;
-  wire \insn$51.dwconv.accumulate ;
-  wire [15:0] \insn$51.dwconv.act_addr ;
-  wire [3:0] \insn$51.dwconv.deps ;
-  wire \insn$51.dwconv.deps.pop_next ;
-  wire \insn$51.dwconv.deps.pop_prev ;
-  wire \insn$51.dwconv.deps.push_next ;
-  wire \insn$51.dwconv.deps.push_prev ;
-  wire [1:0] \insn$51.dwconv.kh ;
-  wire [1:0] \insn$51.dwconv.kw ;
-  wire \insn$51.dwconv.max ;
+  (* enum_value_1010 = "CONV" *)
+  wire [3:0] \insn$53.accum.opcode ;
+  wire [15:0] \insn$53.accum.param_addr ;
+  wire \insn$53.accum.use_bias ;
+  wire \insn$53.accum.use_gate ;
+  wire \insn$53.accum.use_res ;
+  wire [124:0] \insn$53.conv ;
+  wire [15:0] \insn$53.conv.acc_addr ;
+  wire \insn$53.conv.accumulate ;
+  wire [15:0] \insn$53.conv.act_addr ;
+  wire [15:0] \insn$53.conv.act_k_stride ;
+  wire [3:0] \insn$53.conv.deps ;
+  wire \insn$53.conv.deps.pop_next ;
+  wire \insn$53.conv.deps.pop_prev ;
+  wire \insn$53.conv.deps.push_next ;
+  wire \insn$53.conv.deps.push_prev ;
+  wire [9:0] \insn$53.conv.k_iter ;
+  wire [2:0] \insn$53.conv.kh ;
+  wire [2:0] \insn$53.conv.kw ;
+  wire [11:0] \insn$53.conv.m ;
+  wire [9:0] \insn$53.conv.n_iter ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5591,20 +5627,23 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
-  wire [3:0] \insn$51.dwconv.opcode ;
-  wire [11:0] \insn$51.dwconv.out_h ;
-  wire [11:0] \insn$51.dwconv.out_w ;
-  wire [15:0] \insn$51.dwconv.param_addr ;
-  wire [15:0] \insn$51.dwconv.pitch ;
-  wire [1:0] \insn$51.dwconv.stride ;
-  wire \insn$51.dwconv.use_bias ;
-  wire [15:0] \insn$51.dwconv.wgt_addr ;
-  wire [7:0] \insn$51.end ;
-  wire [3:0] \insn$51.end.deps ;
-  wire \insn$51.end.deps.pop_next ;
-  wire \insn$51.end.deps.pop_prev ;
-  wire \insn$51.end.deps.push_next ;
-  wire \insn$51.end.deps.push_prev ;
+  (* enum_value_1010 = "CONV" *)
+  wire [3:0] \insn$53.conv.opcode ;
+  wire [11:0] \insn$53.conv.out_w ;
+  wire [1:0] \insn$53.conv.stride ;
+  wire [15:0] \insn$53.conv.wgt_addr ;
+  wire [120:0] \insn$53.dwconv ;
+  wire [15:0] \insn$53.dwconv.acc_addr ;
+  wire \insn$53.dwconv.accumulate ;
+  wire [15:0] \insn$53.dwconv.act_addr ;
+  wire [3:0] \insn$53.dwconv.deps ;
+  wire \insn$53.dwconv.deps.pop_next ;
+  wire \insn$53.dwconv.deps.pop_prev ;
+  wire \insn$53.dwconv.deps.push_next ;
+  wire \insn$53.dwconv.deps.push_prev ;
+  wire [1:0] \insn$53.dwconv.kh ;
+  wire [1:0] \insn$53.dwconv.kw ;
+  wire \insn$53.dwconv.max ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5615,21 +5654,21 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
-  wire [3:0] \insn$51.end.opcode ;
-  wire [120:0] \insn$51.gemm ;
-  wire [15:0] \insn$51.gemm.acc_addr ;
-  wire [15:0] \insn$51.gemm.acc_n_stride ;
-  wire \insn$51.gemm.accumulate ;
-  wire [15:0] \insn$51.gemm.act_addr ;
-  wire [15:0] \insn$51.gemm.act_k_stride ;
-  wire [3:0] \insn$51.gemm.deps ;
-  wire \insn$51.gemm.deps.pop_next ;
-  wire \insn$51.gemm.deps.pop_prev ;
-  wire \insn$51.gemm.deps.push_next ;
-  wire \insn$51.gemm.deps.push_prev ;
-  wire [9:0] \insn$51.gemm.k_iter ;
-  wire [11:0] \insn$51.gemm.m ;
-  wire [9:0] \insn$51.gemm.n_iter ;
+  (* enum_value_1010 = "CONV" *)
+  wire [3:0] \insn$53.dwconv.opcode ;
+  wire [11:0] \insn$53.dwconv.out_h ;
+  wire [11:0] \insn$53.dwconv.out_w ;
+  wire [15:0] \insn$53.dwconv.param_addr ;
+  wire [15:0] \insn$53.dwconv.pitch ;
+  wire [1:0] \insn$53.dwconv.stride ;
+  wire \insn$53.dwconv.use_bias ;
+  wire [15:0] \insn$53.dwconv.wgt_addr ;
+  wire [7:0] \insn$53.end ;
+  wire [3:0] \insn$53.end.deps ;
+  wire \insn$53.end.deps.pop_next ;
+  wire \insn$53.end.deps.pop_prev ;
+  wire \insn$53.end.deps.push_next ;
+  wire \insn$53.end.deps.push_prev ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5640,15 +5679,22 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
-  wire [3:0] \insn$51.gemm.opcode ;
-  wire [15:0] \insn$51.gemm.wgt_addr ;
-  wire [31:0] \insn$51.load ;
-  wire [3:0] \insn$51.load.deps ;
-  wire \insn$51.load.deps.pop_next ;
-  wire \insn$51.load.deps.pop_prev ;
-  wire \insn$51.load.deps.push_next ;
-  wire \insn$51.load.deps.push_prev ;
-  wire [23:0] \insn$51.load.desc ;
+  (* enum_value_1010 = "CONV" *)
+  wire [3:0] \insn$53.end.opcode ;
+  wire [120:0] \insn$53.gemm ;
+  wire [15:0] \insn$53.gemm.acc_addr ;
+  wire [15:0] \insn$53.gemm.acc_n_stride ;
+  wire \insn$53.gemm.accumulate ;
+  wire [15:0] \insn$53.gemm.act_addr ;
+  wire [15:0] \insn$53.gemm.act_k_stride ;
+  wire [3:0] \insn$53.gemm.deps ;
+  wire \insn$53.gemm.deps.pop_next ;
+  wire \insn$53.gemm.deps.pop_prev ;
+  wire \insn$53.gemm.deps.push_next ;
+  wire \insn$53.gemm.deps.push_prev ;
+  wire [9:0] \insn$53.gemm.k_iter ;
+  wire [11:0] \insn$53.gemm.m ;
+  wire [9:0] \insn$53.gemm.n_iter ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5659,14 +5705,16 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
-  wire [3:0] \insn$51.load.opcode ;
-  wire [71:0] \insn$51.perf ;
-  wire [3:0] \insn$51.perf.deps ;
-  wire \insn$51.perf.deps.pop_next ;
-  wire \insn$51.perf.deps.pop_prev ;
-  wire \insn$51.perf.deps.push_next ;
-  wire \insn$51.perf.deps.push_prev ;
-  wire [31:0] \insn$51.perf.dram_addr ;
+  (* enum_value_1010 = "CONV" *)
+  wire [3:0] \insn$53.gemm.opcode ;
+  wire [15:0] \insn$53.gemm.wgt_addr ;
+  wire [31:0] \insn$53.load ;
+  wire [3:0] \insn$53.load.deps ;
+  wire \insn$53.load.deps.pop_next ;
+  wire \insn$53.load.deps.pop_prev ;
+  wire \insn$53.load.deps.push_next ;
+  wire \insn$53.load.deps.push_prev ;
+  wire [23:0] \insn$53.load.desc ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5677,25 +5725,45 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
-  wire [3:0] \insn$51.perf.opcode ;
-  wire [31:0] \insn$51.perf.tag ;
-  wire [103:0] \insn$51.pool ;
-  wire [15:0] \insn$51.pool.acc_addr ;
-  wire [15:0] \insn$51.pool.acc_n_stride ;
-  wire \insn$51.pool.accumulate ;
-  wire [15:0] \insn$51.pool.act_addr ;
-  wire [15:0] \insn$51.pool.act_n_stride ;
-  wire [3:0] \insn$51.pool.deps ;
-  wire \insn$51.pool.deps.pop_next ;
-  wire \insn$51.pool.deps.pop_prev ;
-  wire \insn$51.pool.deps.push_next ;
-  wire \insn$51.pool.deps.push_prev ;
-  wire [11:0] \insn$51.pool.m ;
+  (* enum_value_1010 = "CONV" *)
+  wire [3:0] \insn$53.load.opcode ;
+  wire [71:0] \insn$53.perf ;
+  wire [3:0] \insn$53.perf.deps ;
+  wire \insn$53.perf.deps.pop_next ;
+  wire \insn$53.perf.deps.pop_prev ;
+  wire \insn$53.perf.deps.push_next ;
+  wire \insn$53.perf.deps.push_prev ;
+  wire [31:0] \insn$53.perf.dram_addr ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
+  wire [3:0] \insn$53.perf.opcode ;
+  wire [31:0] \insn$53.perf.tag ;
+  wire [103:0] \insn$53.pool ;
+  wire [15:0] \insn$53.pool.acc_addr ;
+  wire [15:0] \insn$53.pool.acc_n_stride ;
+  wire \insn$53.pool.accumulate ;
+  wire [15:0] \insn$53.pool.act_addr ;
+  wire [15:0] \insn$53.pool.act_n_stride ;
+  wire [3:0] \insn$53.pool.deps ;
+  wire \insn$53.pool.deps.pop_next ;
+  wire \insn$53.pool.deps.pop_prev ;
+  wire \insn$53.pool.deps.push_next ;
+  wire \insn$53.pool.deps.push_prev ;
+  wire [11:0] \insn$53.pool.m ;
   (* enum_base_type = "PoolMode" *)
   (* enum_value_0 = "MAX" *)
   (* enum_value_1 = "SUM" *)
-  wire \insn$51.pool.mode ;
-  wire [9:0] \insn$51.pool.n_iter ;
+  wire \insn$53.pool.mode ;
+  wire [9:0] \insn$53.pool.n_iter ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5706,18 +5774,19 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
-  wire [3:0] \insn$51.pool.opcode ;
-  wire [7:0] \insn$51.pool.window ;
-  wire [127:0] \insn$51.raw ;
-  wire [109:0] \insn$51.store ;
-  wire [7:0] \insn$51.store.clamp_hi ;
-  wire [7:0] \insn$51.store.clamp_lo ;
-  wire [3:0] \insn$51.store.deps ;
-  wire \insn$51.store.deps.pop_next ;
-  wire \insn$51.store.deps.pop_prev ;
-  wire \insn$51.store.deps.push_next ;
-  wire \insn$51.store.deps.push_prev ;
-  wire [23:0] \insn$51.store.desc ;
+  (* enum_value_1010 = "CONV" *)
+  wire [3:0] \insn$53.pool.opcode ;
+  wire [7:0] \insn$53.pool.window ;
+  wire [127:0] \insn$53.raw ;
+  wire [109:0] \insn$53.store ;
+  wire [7:0] \insn$53.store.clamp_hi ;
+  wire [7:0] \insn$53.store.clamp_lo ;
+  wire [3:0] \insn$53.store.deps ;
+  wire \insn$53.store.deps.pop_next ;
+  wire \insn$53.store.deps.pop_prev ;
+  wire \insn$53.store.deps.push_next ;
+  wire \insn$53.store.deps.push_prev ;
+  wire [23:0] \insn$53.store.desc ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5728,22 +5797,23 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
-  wire [3:0] \insn$51.store.opcode ;
-  wire [7:0] \insn$51.store.out_zp ;
-  wire [15:0] \insn$51.store.param_addr ;
-  wire [1:0] \insn$51.store.param_loop ;
-  wire [15:0] \insn$51.store.res_addr ;
-  wire [15:0] \insn$51.store.table_addr ;
-  wire \insn$51.store.transpose ;
-  wire \insn$51.store.use_bias ;
-  wire \insn$51.store.use_res ;
-  wire \insn$51.store.use_table ;
-  wire [9:0] \insn$51.sync ;
-  wire [3:0] \insn$51.sync.deps ;
-  wire \insn$51.sync.deps.pop_next ;
-  wire \insn$51.sync.deps.pop_prev ;
-  wire \insn$51.sync.deps.push_next ;
-  wire \insn$51.sync.deps.push_prev ;
+  (* enum_value_1010 = "CONV" *)
+  wire [3:0] \insn$53.store.opcode ;
+  wire [7:0] \insn$53.store.out_zp ;
+  wire [15:0] \insn$53.store.param_addr ;
+  wire [1:0] \insn$53.store.param_loop ;
+  wire [15:0] \insn$53.store.res_addr ;
+  wire [15:0] \insn$53.store.table_addr ;
+  wire \insn$53.store.transpose ;
+  wire \insn$53.store.use_bias ;
+  wire \insn$53.store.use_res ;
+  wire \insn$53.store.use_table ;
+  wire [9:0] \insn$53.sync ;
+  wire [3:0] \insn$53.sync.deps ;
+  wire \insn$53.sync.deps.pop_next ;
+  wire \insn$53.sync.deps.pop_prev ;
+  wire \insn$53.sync.deps.push_next ;
+  wire \insn$53.sync.deps.push_prev ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5754,24 +5824,25 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
-  wire [3:0] \insn$51.sync.opcode ;
+  (* enum_value_1010 = "CONV" *)
+  wire [3:0] \insn$53.sync.opcode ;
   (* enum_base_type = "Queue" *)
   (* enum_value_00 = "LOAD" *)
   (* enum_value_01 = "COMPUTE" *)
   (* enum_value_10 = "STORE" *)
-  wire [1:0] \insn$51.sync.queue ;
-  wire [120:0] \insn$52 ;
-  wire [15:0] \insn$52.acc_addr ;
-  wire \insn$52.accumulate ;
-  wire [15:0] \insn$52.act_addr ;
-  wire [3:0] \insn$52.deps ;
-  wire \insn$52.deps.pop_next ;
-  wire \insn$52.deps.pop_prev ;
-  wire \insn$52.deps.push_next ;
-  wire \insn$52.deps.push_prev ;
-  wire [1:0] \insn$52.kh ;
-  wire [1:0] \insn$52.kw ;
-  wire \insn$52.max ;
+  wire [1:0] \insn$53.sync.queue ;
+  wire [120:0] \insn$54 ;
+  wire [15:0] \insn$54.acc_addr ;
+  wire \insn$54.accumulate ;
+  wire [15:0] \insn$54.act_addr ;
+  wire [3:0] \insn$54.deps ;
+  wire \insn$54.deps.pop_next ;
+  wire \insn$54.deps.pop_prev ;
+  wire \insn$54.deps.push_next ;
+  wire \insn$54.deps.push_prev ;
+  wire [1:0] \insn$54.kh ;
+  wire [1:0] \insn$54.kw ;
+  wire \insn$54.max ;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
   (* enum_value_0010 = "STORE" *)
@@ -5782,14 +5853,15 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
-  wire [3:0] \insn$52.opcode ;
-  wire [11:0] \insn$52.out_h ;
-  wire [11:0] \insn$52.out_w ;
-  wire [15:0] \insn$52.param_addr ;
-  wire [15:0] \insn$52.pitch ;
-  wire [1:0] \insn$52.stride ;
-  wire \insn$52.use_bias ;
-  wire [15:0] \insn$52.wgt_addr ;
+  (* enum_value_1010 = "CONV" *)
+  wire [3:0] \insn$54.opcode ;
+  wire [11:0] \insn$54.out_h ;
+  wire [11:0] \insn$54.out_w ;
+  wire [15:0] \insn$54.param_addr ;
+  wire [15:0] \insn$54.pitch ;
+  wire [1:0] \insn$54.stride ;
+  wire \insn$54.use_bias ;
+  wire [15:0] \insn$54.wgt_addr ;
   wire [15:0] \insn.acc_addr ;
   wire [15:0] \insn.acc_n_stride ;
   wire \insn.accumulate ;
@@ -5813,8 +5885,10 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
   wire [3:0] \insn.opcode ;
   wire [15:0] \insn.wgt_addr ;
+  wire is_conv;
   wire [5:0] macs;
   (* enum_base_type = "Opcode" *)
   (* enum_value_0001 = "LOAD" *)
@@ -5826,6 +5900,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
   wire [3:0] opcode;
   wire [127:0] out;
   wire [31:0] \out[0] ;
@@ -5834,16 +5909,16 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire [31:0] \out[3] ;
   output [15:0] param__addr;
   reg [15:0] param__addr;
-  wire [15:0] \param__addr$85 ;
   wire [15:0] \param__addr$87 ;
+  wire [15:0] \param__addr$89 ;
   input [511:0] param__data;
   wire [511:0] param__data;
-  wire [511:0] \param__data$90 ;
-  wire [511:0] \param__data$91 ;
+  wire [511:0] \param__data$92 ;
+  wire [511:0] \param__data$93 ;
   wire param__en;
-  output \param__en$86 ;
-  reg \param__en$86 ;
-  wire \param__en$88 ;
+  output \param__en$88 ;
+  reg \param__en$88 ;
+  wire \param__en$90 ;
   output pending;
   reg pending;
   output [31:0] pending_index;
@@ -5862,9 +5937,9 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire rst;
   reg running;
   reg start;
-  reg \start$118 ;
   reg \start$120 ;
   reg \start$122 ;
+  reg \start$124 ;
   output token_wait;
   reg token_wait;
   wire w_bank;
@@ -5878,22 +5953,25 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   wire w_en;
   wire [1:0] w_row;
   wire weight_load;
-  wire \weight_load$59 ;
+  wire \weight_load$61 ;
   output [15:0] wgt__addr;
   reg [15:0] wgt__addr;
-  wire [15:0] \wgt__addr$76 ;
   wire [15:0] \wgt__addr$78 ;
+  wire [15:0] \wgt__addr$80 ;
   wire [31:0] wgt__data;
-  wire [31:0] \wgt__data$81 ;
-  wire [31:0] \wgt__data$82 ;
+  wire [31:0] \wgt__data$83 ;
+  wire [31:0] \wgt__data$84 ;
   wire wgt__en;
-  output \wgt__en$77 ;
-  reg \wgt__en$77 ;
-  wire \wgt__en$79 ;
+  output \wgt__en$79 ;
+  reg \wgt__en$79 ;
+  wire \wgt__en$81 ;
   output [5:0] window_macs;
   wire [5:0] window_macs;
   reg [127:0] word = 128'h00000000000000000000000000000000;
+  assign \_$25  = \_$22  & \_$24 ;
+  assign \_$26  = ~ halt;
   assign \_$27  = \_$25  & \_$26 ;
+  assign is_conv = word[3:0] == 4'ha;
   assign \_$28  = ! frame_state;
   assign \_$29  = frame_state == 1'h1;
   assign \_$30  = frame_state == 2'h2;
@@ -5925,23 +6003,24 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \_$58  = ~ error;
   assign \_$60  = ~ error;
   assign \_$62  = ~ error;
-  assign \_$63  = \error$131  & \_$62 ;
   assign \_$64  = ~ error;
   assign \_$65  = \error$133  & \_$64 ;
   assign \_$66  = ~ error;
-  assign \_$67  = \error$134  & \_$66 ;
+  assign \_$67  = \error$135  & \_$66 ;
+  assign \_$68  = ~ error;
+  assign \_$69  = \error$136  & \_$68 ;
   always @(posedge clk)
-    frame_state <= \_$68 ;
+    frame_state <= \_$70 ;
   always @(posedge clk)
-    word <= \_$69 ;
+    word <= \_$71 ;
   always @(posedge clk)
-    index <= \_$70 ;
+    index <= \_$72 ;
   always @(posedge clk)
-    compute_state <= \_$71 ;
+    compute_state <= \_$73 ;
   always @(posedge clk)
-    error <= \_$72 ;
+    error <= \_$74 ;
   always @(posedge clk)
-    error_code <= \_$73 ;
+    error_code <= \_$75 ;
   assign \_$1  = ~ queue__valid;
   assign \_$2  = ~ queue__payload[4];
   assign \_$3  = \_$2  | deps__has_prev;
@@ -5966,8 +6045,6 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \_$22  = \_$21  | deps__room_prev;
   assign \_$23  = ~ word[7];
   assign \_$24  = \_$23  | deps__room_next;
-  assign \_$25  = \_$22  & \_$24 ;
-  assign \_$26  = ~ halt;
   \sim_top.accel.compute.array  array (
     .a(a),
     .bank(bank),
@@ -5980,13 +6057,13 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     .w_row(w_row)
   );
   \sim_top.accel.compute.gemm  gemm (
-    .acc_rd__addr(\acc_rd__addr$95 ),
+    .acc_rd__addr(\acc_rd__addr$97 ),
     .acc_rd__data(acc_rd__data),
     .acc_rd__en(acc_rd__en),
-    .acc_wr__addr(\acc_wr__addr$107 ),
-    .acc_wr__data(\acc_wr__data$109 ),
+    .acc_wr__addr(\acc_wr__addr$109 ),
+    .acc_wr__data(\acc_wr__data$111 ),
     .acc_wr__en(acc_wr__en),
-    .act__addr(\act__addr$65 ),
+    .act__addr(\act__addr$67 ),
     .act__data(act__data),
     .act__en(act__en),
     .array__a(a),
@@ -5999,69 +6076,70 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     .array_active(array_active),
     .bad_fields(bad_fields),
     .clk(clk),
-    .done(\done$124 ),
-    .error(\error$133 ),
+    .conv(word[124:0]),
+    .done(\done$126 ),
+    .error(\error$135 ),
     .halt(halt),
-    .insn(word[120:0]),
+    .is_conv(is_conv),
     .rst(rst),
-    .start(\start$118 ),
-    .wgt__addr(\wgt__addr$76 ),
+    .start(\start$120 ),
+    .wgt__addr(\wgt__addr$78 ),
     .wgt__en(wgt__en)
   );
   \sim_top.accel.compute.line  line (
-    .acc_rd__addr(\acc_rd__addr$98 ),
+    .acc_rd__addr(\acc_rd__addr$100 ),
     .acc_rd__data(acc_rd__data),
-    .acc_rd__en(\acc_rd__en$99 ),
-    .acc_wr__addr(\acc_wr__addr$113 ),
-    .acc_wr__data(\acc_wr__data$114 ),
-    .acc_wr__en(\acc_wr__en$115 ),
-    .act__addr(\act__addr$68 ),
+    .acc_rd__en(\acc_rd__en$101 ),
+    .acc_wr__addr(\acc_wr__addr$115 ),
+    .acc_wr__data(\acc_wr__data$116 ),
+    .acc_wr__en(\acc_wr__en$117 ),
+    .act__addr(\act__addr$70 ),
     .act__data(act__data),
-    .act__en(\act__en$69 ),
-    .bad_fields(\bad_fields$119 ),
+    .act__en(\act__en$71 ),
+    .bad_fields(\bad_fields$121 ),
     .clk(clk),
-    .done(\done$125 ),
-    .error(\error$131 ),
-    .error_code(\error_code$132 ),
+    .done(\done$127 ),
+    .error(\error$133 ),
+    .error_code(\error_code$134 ),
     .halt(halt),
     .insn(word),
-    .param__addr(\param__addr$87 ),
+    .param__addr(\param__addr$89 ),
     .param__data(param__data),
-    .param__en(\param__en$88 ),
+    .param__en(\param__en$90 ),
     .rst(rst),
-    .start(\start$120 )
+    .start(\start$122 )
   );
   \sim_top.accel.compute.window  window (
-    .acc_rd__addr(\acc_rd__addr$97 ),
+    .acc_rd__addr(\acc_rd__addr$99 ),
     .acc_rd__data(acc_rd__data),
-    .acc_rd__en(\acc_rd__en$93 ),
-    .acc_wr__addr(\acc_wr__addr$111 ),
-    .acc_wr__data(\acc_wr__data$112 ),
-    .acc_wr__en(\acc_wr__en$105 ),
+    .acc_rd__en(\acc_rd__en$95 ),
+    .acc_wr__addr(\acc_wr__addr$113 ),
+    .acc_wr__data(\acc_wr__data$114 ),
+    .acc_wr__en(\acc_wr__en$107 ),
     .act1__addr(act1__addr),
     .act1__data(act1__data),
     .act1__en(act1__en),
     .act2__addr(act2__addr),
     .act2__data(act2__data),
     .act2__en(act2__en),
-    .act__addr(\act__addr$67 ),
+    .act__addr(\act__addr$69 ),
     .act__data(act__data),
-    .act__en(\act__en$63 ),
-    .bad_fields(\bad_fields$121 ),
+    .act__en(\act__en$65 ),
+    .bad_fields(\bad_fields$123 ),
     .clk(clk),
-    .done(\done$126 ),
-    .error(\error$134 ),
+    .done(\done$128 ),
+    .error(\error$136 ),
     .halt(halt),
     .insn(word[120:0]),
     .macs(window_macs),
-    .param__addr(\param__addr$85 ),
+    .param__addr(\param__addr$87 ),
     .param__data(param__data),
     .param__en(param__en),
     .rst(rst),
-    .start(\start$122 ),
-    .wgt__addr(\wgt__addr$78 ),
+    .start(\start$124 ),
+    .wgt__addr(\wgt__addr$80 ),
     .wgt__data(w_data),
-    .wgt__en(\wgt__en$79 )
+    .wgt__en(\wgt__en$81 )
   );
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
@@ -6243,131 +6321,114 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (act__en) begin
-      act__addr = \act__addr$65 ;
-    end else if (\act__en$63 ) begin
       act__addr = \act__addr$67 ;
+    end else if (\act__en$65 ) begin
+      act__addr = \act__addr$69 ;
     end else begin
-      act__addr = \act__addr$68 ;
+      act__addr = \act__addr$70 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (act__en) begin
-      \act__en$66  = act__en;
-    end else if (\act__en$63 ) begin
-      \act__en$66  = \act__en$63 ;
+      \act__en$68  = act__en;
+    end else if (\act__en$65 ) begin
+      \act__en$68  = \act__en$65 ;
     end else begin
-      \act__en$66  = \act__en$69 ;
+      \act__en$68  = \act__en$71 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (wgt__en) begin
-      wgt__addr = \wgt__addr$76 ;
-    end else begin
       wgt__addr = \wgt__addr$78 ;
+    end else begin
+      wgt__addr = \wgt__addr$80 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (wgt__en) begin
-      \wgt__en$77  = wgt__en;
+      \wgt__en$79  = wgt__en;
     end else begin
-      \wgt__en$77  = \wgt__en$79 ;
+      \wgt__en$79  = \wgt__en$81 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (param__en) begin
-      param__addr = \param__addr$85 ;
-    end else begin
       param__addr = \param__addr$87 ;
+    end else begin
+      param__addr = \param__addr$89 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (param__en) begin
-      \param__en$86  = param__en;
+      \param__en$88  = param__en;
     end else begin
-      \param__en$86  = \param__en$88 ;
+      \param__en$88  = \param__en$90 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_rd__en) begin
-      acc_rd__addr = \acc_rd__addr$95 ;
-    end else if (\acc_rd__en$93 ) begin
       acc_rd__addr = \acc_rd__addr$97 ;
+    end else if (\acc_rd__en$95 ) begin
+      acc_rd__addr = \acc_rd__addr$99 ;
     end else begin
-      acc_rd__addr = \acc_rd__addr$98 ;
+      acc_rd__addr = \acc_rd__addr$100 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_rd__en) begin
-      \acc_rd__en$96  = acc_rd__en;
-    end else if (\acc_rd__en$93 ) begin
-      \acc_rd__en$96  = \acc_rd__en$93 ;
+      \acc_rd__en$98  = acc_rd__en;
+    end else if (\acc_rd__en$95 ) begin
+      \acc_rd__en$98  = \acc_rd__en$95 ;
     end else begin
-      \acc_rd__en$96  = \acc_rd__en$99 ;
+      \acc_rd__en$98  = \acc_rd__en$101 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      acc_wr__addr = \acc_wr__addr$107 ;
-    end else if (\acc_wr__en$105 ) begin
-      acc_wr__addr = \acc_wr__addr$111 ;
-    end else begin
+      acc_wr__addr = \acc_wr__addr$109 ;
+    end else if (\acc_wr__en$107 ) begin
       acc_wr__addr = \acc_wr__addr$113 ;
+    end else begin
+      acc_wr__addr = \acc_wr__addr$115 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      acc_wr__data = \acc_wr__data$109 ;
-    end else if (\acc_wr__en$105 ) begin
-      acc_wr__data = \acc_wr__data$112 ;
-    end else begin
+      acc_wr__data = \acc_wr__data$111 ;
+    end else if (\acc_wr__en$107 ) begin
       acc_wr__data = \acc_wr__data$114 ;
+    end else begin
+      acc_wr__data = \acc_wr__data$116 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
     (* full_case = 32'd1 *)
     if (acc_wr__en) begin
-      \acc_wr__en$110  = acc_wr__en;
-    end else if (\acc_wr__en$105 ) begin
-      \acc_wr__en$110  = \acc_wr__en$105 ;
+      \acc_wr__en$112  = acc_wr__en;
+    end else if (\acc_wr__en$107 ) begin
+      \acc_wr__en$112  = \acc_wr__en$107 ;
     end else begin
-      \acc_wr__en$110  = \acc_wr__en$115 ;
+      \acc_wr__en$112  = \acc_wr__en$117 ;
     end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \start$118  = 1'h0;
-    casez (compute_state)
-      3'h0:
-          /* empty */;
-      3'h1:
-          casez (word[3:0])
-            4'h3:
-                (* full_case = 32'd1 *)
-                if (bad_fields) begin
-                end else begin
-                  \start$118  = 1'h1;
-                end
-          endcase
-    endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
@@ -6378,16 +6439,14 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
       3'h1:
           casez (word[3:0])
             4'h3:
-                /* empty */;
-            4'h4:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$119 ) begin
+                if (bad_fields) begin
                 end else begin
                   \start$120  = 1'h1;
                 end
-            4'h5:
+            4'ha:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$119 ) begin
+                if (bad_fields) begin
                 end else begin
                   \start$120  = 1'h1;
                 end
@@ -6404,15 +6463,44 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 /* empty */;
+            4'ha:
+                /* empty */;
+            4'h4:
+                (* full_case = 32'd1 *)
+                if (\bad_fields$121 ) begin
+                end else begin
+                  \start$122  = 1'h1;
+                end
+            4'h5:
+                (* full_case = 32'd1 *)
+                if (\bad_fields$121 ) begin
+                end else begin
+                  \start$122  = 1'h1;
+                end
+          endcase
+    endcase
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
+    \start$124  = 1'h0;
+    casez (compute_state)
+      3'h0:
+          /* empty */;
+      3'h1:
+          casez (word[3:0])
+            4'h3:
+                /* empty */;
+            4'ha:
+                /* empty */;
             4'h4:
                 /* empty */;
             4'h5:
                 /* empty */;
             4'h9:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$121 ) begin
+                if (\bad_fields$123 ) begin
                 end else begin
-                  \start$122  = 1'h1;
+                  \start$124  = 1'h1;
                 end
           endcase
     endcase
@@ -6428,6 +6516,8 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
           casez (word[3:0])
             4'h3:
                 /* empty */;
+            4'ha:
+                /* empty */;
             4'h4:
                 /* empty */;
             4'h5:
@@ -6438,82 +6528,82 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
                 done = 1'h1;
           endcase
       3'h3:
-          if (\done$124 ) begin
+          if (\done$126 ) begin
             done = 1'h1;
           end
       3'h4:
-          if (\done$125 ) begin
+          if (\done$127 ) begin
             done = 1'h1;
           end
       3'h5:
-          if (\done$126 ) begin
+          if (\done$128 ) begin
             done = 1'h1;
           end
     endcase
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$68  = frame_state;
+    \_$70  = frame_state;
     (* full_case = 32'd1 *)
     casez (frame_state)
       2'h0:
           if (\_$39 ) begin
-            \_$68  = 2'h1;
+            \_$70  = 2'h1;
           end
       2'h1:
           if (\_$46 ) begin
-            \_$68  = 2'h2;
+            \_$70  = 2'h2;
           end
       2'h2:
           if (done) begin
-            \_$68  = 2'h3;
+            \_$70  = 2'h3;
           end
       2'h3:
           if (\_$53 ) begin
-            \_$68  = 2'h0;
+            \_$70  = 2'h0;
           end
     endcase
     if (rst) begin
-      \_$68  = 2'h0;
+      \_$70  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$69  = word;
+    \_$71  = word;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
           if (\_$46 ) begin
-            \_$69  = queue__payload[127:0];
+            \_$71  = queue__payload[127:0];
           end
     endcase
     if (rst) begin
-      \_$69  = 128'h00000000000000000000000000000000;
+      \_$71  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$70  = index;
+    \_$72  = index;
     casez (frame_state)
       2'h0:
           /* empty */;
       2'h1:
           if (\_$46 ) begin
-            \_$70  = queue__payload[159:128];
+            \_$72  = queue__payload[159:128];
           end
     endcase
     if (rst) begin
-      \_$70  = 32'd0;
+      \_$72  = 32'd0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$71  = compute_state;
+    \_$73  = compute_state;
     casez (compute_state)
       3'h0:
           if (start) begin
-            \_$71  = 3'h1;
+            \_$73  = 3'h1;
           end
       3'h1:
           (* full_case = 32'd1 *)
@@ -6521,54 +6611,61 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
             4'h3:
                 (* full_case = 32'd1 *)
                 if (bad_fields) begin
-                  \_$71  = 3'h2;
+                  \_$73  = 3'h2;
                 end else begin
-                  \_$71  = 3'h3;
+                  \_$73  = 3'h3;
+                end
+            4'ha:
+                (* full_case = 32'd1 *)
+                if (bad_fields) begin
+                  \_$73  = 3'h2;
+                end else begin
+                  \_$73  = 3'h3;
                 end
             4'h4:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$119 ) begin
-                  \_$71  = 3'h2;
+                if (\bad_fields$121 ) begin
+                  \_$73  = 3'h2;
                 end else begin
-                  \_$71  = 3'h4;
+                  \_$73  = 3'h4;
                 end
             4'h5:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$119 ) begin
-                  \_$71  = 3'h2;
+                if (\bad_fields$121 ) begin
+                  \_$73  = 3'h2;
                 end else begin
-                  \_$71  = 3'h4;
+                  \_$73  = 3'h4;
                 end
             4'h9:
                 (* full_case = 32'd1 *)
-                if (\bad_fields$121 ) begin
-                  \_$71  = 3'h2;
+                if (\bad_fields$123 ) begin
+                  \_$73  = 3'h2;
                 end else begin
-                  \_$71  = 3'h5;
+                  \_$73  = 3'h5;
                 end
             default:
-                \_$71  = 3'h0;
+                \_$73  = 3'h0;
           endcase
       3'h3:
-          if (\done$124 ) begin
-            \_$71  = 3'h0;
+          if (\done$126 ) begin
+            \_$73  = 3'h0;
           end
       3'h4:
-          if (\done$125 ) begin
-            \_$71  = 3'h0;
+          if (\done$127 ) begin
+            \_$73  = 3'h0;
           end
       3'h5:
-          if (\done$126 ) begin
-            \_$71  = 3'h0;
+          if (\done$128 ) begin
+            \_$73  = 3'h0;
           end
     endcase
     if (rst) begin
-      \_$71  = 3'h0;
+      \_$73  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$72  = error;
+    \_$74  = error;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6577,45 +6674,51 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
             4'h3:
                 if (bad_fields) begin
                   if (\_$55 ) begin
-                    \_$72  = 1'h1;
+                    \_$74  = 1'h1;
+                  end
+                end
+            4'ha:
+                if (bad_fields) begin
+                  if (\_$57 ) begin
+                    \_$74  = 1'h1;
                   end
                 end
             4'h4:
-                if (\bad_fields$119 ) begin
-                  if (\_$57 ) begin
-                    \_$72  = 1'h1;
+                if (\bad_fields$121 ) begin
+                  if (\_$59 ) begin
+                    \_$74  = 1'h1;
                   end
                 end
             4'h5:
-                if (\bad_fields$119 ) begin
-                  if (\_$59 ) begin
-                    \_$72  = 1'h1;
+                if (\bad_fields$121 ) begin
+                  if (\_$61 ) begin
+                    \_$74  = 1'h1;
                   end
                 end
             4'h9:
-                if (\bad_fields$121 ) begin
-                  if (\_$61 ) begin
-                    \_$72  = 1'h1;
+                if (\bad_fields$123 ) begin
+                  if (\_$63 ) begin
+                    \_$74  = 1'h1;
                   end
                 end
           endcase
     endcase
-    if (\_$63 ) begin
-      \_$72  = 1'h1;
-    end
     if (\_$65 ) begin
-      \_$72  = 1'h1;
+      \_$74  = 1'h1;
     end
     if (\_$67 ) begin
-      \_$72  = 1'h1;
+      \_$74  = 1'h1;
+    end
+    if (\_$69 ) begin
+      \_$74  = 1'h1;
     end
     if (rst) begin
-      \_$72  = 1'h0;
+      \_$74  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$3 ) begin end
-    \_$73  = error_code;
+    \_$75  = error_code;
     casez (compute_state)
       3'h0:
           /* empty */;
@@ -6624,40 +6727,46 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
             4'h3:
                 if (bad_fields) begin
                   if (\_$55 ) begin
-                    \_$73  = 4'h7;
+                    \_$75  = 4'h7;
+                  end
+                end
+            4'ha:
+                if (bad_fields) begin
+                  if (\_$57 ) begin
+                    \_$75  = 4'h7;
                   end
                 end
             4'h4:
-                if (\bad_fields$119 ) begin
-                  if (\_$57 ) begin
-                    \_$73  = 4'h7;
+                if (\bad_fields$121 ) begin
+                  if (\_$59 ) begin
+                    \_$75  = 4'h7;
                   end
                 end
             4'h5:
-                if (\bad_fields$119 ) begin
-                  if (\_$59 ) begin
-                    \_$73  = 4'h7;
+                if (\bad_fields$121 ) begin
+                  if (\_$61 ) begin
+                    \_$75  = 4'h7;
                   end
                 end
             4'h9:
-                if (\bad_fields$121 ) begin
-                  if (\_$61 ) begin
-                    \_$73  = 4'h7;
+                if (\bad_fields$123 ) begin
+                  if (\_$63 ) begin
+                    \_$75  = 4'h7;
                   end
                 end
           endcase
     endcase
-    if (\_$63 ) begin
-      \_$73  = \error_code$132 ;
-    end
     if (\_$65 ) begin
-      \_$73  = 4'h4;
+      \_$75  = \error_code$134 ;
     end
     if (\_$67 ) begin
-      \_$73  = 4'h4;
+      \_$75  = 4'h4;
+    end
+    if (\_$69 ) begin
+      \_$75  = 4'h4;
     end
     if (rst) begin
-      \_$73  = 4'h0;
+      \_$75  = 4'h0;
     end
   end
   assign opcode = word[3:0];
@@ -6675,26 +6784,27 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \act2__data$47  = act2__data;
   assign \act2__en$49  = act2__en;
   assign insn = word[120:0];
-  assign \insn$51  = word;
-  assign \insn$52  = word[120:0];
-  assign \halt$53  = halt;
-  assign \halt$54  = halt;
+  assign conv = word[124:0];
+  assign \insn$53  = word;
+  assign \insn$54  = word[120:0];
   assign \halt$55  = halt;
-  assign \array_active$57  = array_active;
+  assign \halt$56  = halt;
+  assign \halt$57  = halt;
+  assign \array_active$59  = array_active;
   assign weight_load = w_en;
-  assign \weight_load$59  = w_en;
+  assign \weight_load$61  = w_en;
   assign macs = window_macs;
-  assign \act__data$71  = act__data;
-  assign \act__data$72  = act__data;
   assign \act__data$73  = act__data;
+  assign \act__data$74  = act__data;
+  assign \act__data$75  = act__data;
   assign wgt__data = w_data;
-  assign \wgt__data$81  = w_data;
-  assign \wgt__data$82  = w_data;
-  assign \param__data$90  = param__data;
-  assign \param__data$91  = param__data;
-  assign \acc_rd__data$101  = acc_rd__data;
-  assign \acc_rd__data$102  = acc_rd__data;
+  assign \wgt__data$83  = w_data;
+  assign \wgt__data$84  = w_data;
+  assign \param__data$92  = param__data;
+  assign \param__data$93  = param__data;
   assign \acc_rd__data$103  = acc_rd__data;
+  assign \acc_rd__data$104  = acc_rd__data;
+  assign \acc_rd__data$105  = acc_rd__data;
   assign \queue__payload.insn  = queue__payload[127:0];
   assign \queue__payload.index  = queue__payload[159:128];
   assign \a[0]  = a[7:0];
@@ -6736,152 +6846,190 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \insn.act_k_stride  = word[103:88];
   assign \insn.acc_n_stride  = word[119:104];
   assign \insn.accumulate  = word[120];
-  assign \insn$51.raw  = word;
-  assign \insn$51.load  = word[31:0];
-  assign \insn$51.load.opcode  = word[3:0];
-  assign \insn$51.load.deps  = word[7:4];
-  assign \insn$51.load.deps.pop_prev  = word[4];
-  assign \insn$51.load.deps.pop_next  = word[5];
-  assign \insn$51.load.deps.push_prev  = word[6];
-  assign \insn$51.load.deps.push_next  = word[7];
-  assign \insn$51.load.desc  = word[31:8];
-  assign \insn$51.store  = word[109:0];
-  assign \insn$51.store.opcode  = word[3:0];
-  assign \insn$51.store.deps  = word[7:4];
-  assign \insn$51.store.deps.pop_prev  = word[4];
-  assign \insn$51.store.deps.pop_next  = word[5];
-  assign \insn$51.store.deps.push_prev  = word[6];
-  assign \insn$51.store.deps.push_next  = word[7];
-  assign \insn$51.store.desc  = word[31:8];
-  assign \insn$51.store.param_addr  = word[47:32];
-  assign \insn$51.store.param_loop  = word[49:48];
-  assign \insn$51.store.clamp_lo  = word[57:50];
-  assign \insn$51.store.clamp_hi  = word[65:58];
-  assign \insn$51.store.use_table  = word[66];
-  assign \insn$51.store.table_addr  = word[82:67];
-  assign \insn$51.store.out_zp  = word[90:83];
-  assign \insn$51.store.transpose  = word[91];
-  assign \insn$51.store.use_bias  = word[92];
-  assign \insn$51.store.use_res  = word[93];
-  assign \insn$51.store.res_addr  = word[109:94];
-  assign \insn$51.gemm  = word[120:0];
-  assign \insn$51.gemm.opcode  = word[3:0];
-  assign \insn$51.gemm.deps  = word[7:4];
-  assign \insn$51.gemm.deps.pop_prev  = word[4];
-  assign \insn$51.gemm.deps.pop_next  = word[5];
-  assign \insn$51.gemm.deps.push_prev  = word[6];
-  assign \insn$51.gemm.deps.push_next  = word[7];
-  assign \insn$51.gemm.wgt_addr  = word[23:8];
-  assign \insn$51.gemm.act_addr  = word[39:24];
-  assign \insn$51.gemm.acc_addr  = word[55:40];
-  assign \insn$51.gemm.m  = word[67:56];
-  assign \insn$51.gemm.k_iter  = word[77:68];
-  assign \insn$51.gemm.n_iter  = word[87:78];
-  assign \insn$51.gemm.act_k_stride  = word[103:88];
-  assign \insn$51.gemm.acc_n_stride  = word[119:104];
-  assign \insn$51.gemm.accumulate  = word[120];
-  assign \insn$51.accum  = word;
-  assign \insn$51.accum.opcode  = word[3:0];
-  assign \insn$51.accum.deps  = word[7:4];
-  assign \insn$51.accum.deps.pop_prev  = word[4];
-  assign \insn$51.accum.deps.pop_next  = word[5];
-  assign \insn$51.accum.deps.push_prev  = word[6];
-  assign \insn$51.accum.deps.push_next  = word[7];
-  assign \insn$51.accum.acc_addr  = word[23:8];
-  assign \insn$51.accum.act_addr  = word[39:24];
-  assign \insn$51.accum.param_addr  = word[55:40];
-  assign \insn$51.accum.m  = word[67:56];
-  assign \insn$51.accum.n_iter  = word[77:68];
-  assign \insn$51.accum.acc_n_stride  = word[93:78];
-  assign \insn$51.accum.act_n_stride  = word[109:94];
-  assign \insn$51.accum.use_bias  = word[110];
-  assign \insn$51.accum.use_res  = word[111];
-  assign \insn$51.accum.accumulate  = word[112];
-  assign \insn$51.accum.use_gate  = word[113];
-  assign \insn$51.accum.gate_addr  = word[127:114];
-  assign \insn$51.pool  = word[103:0];
-  assign \insn$51.pool.opcode  = word[3:0];
-  assign \insn$51.pool.deps  = word[7:4];
-  assign \insn$51.pool.deps.pop_prev  = word[4];
-  assign \insn$51.pool.deps.pop_next  = word[5];
-  assign \insn$51.pool.deps.push_prev  = word[6];
-  assign \insn$51.pool.deps.push_next  = word[7];
-  assign \insn$51.pool.act_addr  = word[23:8];
-  assign \insn$51.pool.acc_addr  = word[39:24];
-  assign \insn$51.pool.m  = word[51:40];
-  assign \insn$51.pool.window  = word[59:52];
-  assign \insn$51.pool.n_iter  = word[69:60];
-  assign \insn$51.pool.act_n_stride  = word[85:70];
-  assign \insn$51.pool.acc_n_stride  = word[101:86];
-  assign \insn$51.pool.mode  = word[102];
-  assign \insn$51.pool.accumulate  = word[103];
-  assign \insn$51.sync  = word[9:0];
-  assign \insn$51.sync.opcode  = word[3:0];
-  assign \insn$51.sync.deps  = word[7:4];
-  assign \insn$51.sync.deps.pop_prev  = word[4];
-  assign \insn$51.sync.deps.pop_next  = word[5];
-  assign \insn$51.sync.deps.push_prev  = word[6];
-  assign \insn$51.sync.deps.push_next  = word[7];
-  assign \insn$51.sync.queue  = word[9:8];
-  assign \insn$51.perf  = word[71:0];
-  assign \insn$51.perf.opcode  = word[3:0];
-  assign \insn$51.perf.deps  = word[7:4];
-  assign \insn$51.perf.deps.pop_prev  = word[4];
-  assign \insn$51.perf.deps.pop_next  = word[5];
-  assign \insn$51.perf.deps.push_prev  = word[6];
-  assign \insn$51.perf.deps.push_next  = word[7];
-  assign \insn$51.perf.tag  = word[39:8];
-  assign \insn$51.perf.dram_addr  = word[71:40];
-  assign \insn$51.end  = word[7:0];
-  assign \insn$51.end.opcode  = word[3:0];
-  assign \insn$51.end.deps  = word[7:4];
-  assign \insn$51.end.deps.pop_prev  = word[4];
-  assign \insn$51.end.deps.pop_next  = word[5];
-  assign \insn$51.end.deps.push_prev  = word[6];
-  assign \insn$51.end.deps.push_next  = word[7];
-  assign \insn$51.dwconv  = word[120:0];
-  assign \insn$51.dwconv.opcode  = word[3:0];
-  assign \insn$51.dwconv.deps  = word[7:4];
-  assign \insn$51.dwconv.deps.pop_prev  = word[4];
-  assign \insn$51.dwconv.deps.pop_next  = word[5];
-  assign \insn$51.dwconv.deps.push_prev  = word[6];
-  assign \insn$51.dwconv.deps.push_next  = word[7];
-  assign \insn$51.dwconv.wgt_addr  = word[23:8];
-  assign \insn$51.dwconv.act_addr  = word[39:24];
-  assign \insn$51.dwconv.acc_addr  = word[55:40];
-  assign \insn$51.dwconv.param_addr  = word[71:56];
-  assign \insn$51.dwconv.out_w  = word[83:72];
-  assign \insn$51.dwconv.out_h  = word[95:84];
-  assign \insn$51.dwconv.pitch  = word[111:96];
-  assign \insn$51.dwconv.kh  = word[113:112];
-  assign \insn$51.dwconv.kw  = word[115:114];
-  assign \insn$51.dwconv.stride  = word[117:116];
-  assign \insn$51.dwconv.use_bias  = word[118];
-  assign \insn$51.dwconv.accumulate  = word[119];
-  assign \insn$51.dwconv.max  = word[120];
-  assign \insn$52.opcode  = word[3:0];
-  assign \insn$52.deps  = word[7:4];
-  assign \insn$52.deps.pop_prev  = word[4];
-  assign \insn$52.deps.pop_next  = word[5];
-  assign \insn$52.deps.push_prev  = word[6];
-  assign \insn$52.deps.push_next  = word[7];
-  assign \insn$52.wgt_addr  = word[23:8];
-  assign \insn$52.act_addr  = word[39:24];
-  assign \insn$52.acc_addr  = word[55:40];
-  assign \insn$52.param_addr  = word[71:56];
-  assign \insn$52.out_w  = word[83:72];
-  assign \insn$52.out_h  = word[95:84];
-  assign \insn$52.pitch  = word[111:96];
-  assign \insn$52.kh  = word[113:112];
-  assign \insn$52.kw  = word[115:114];
-  assign \insn$52.stride  = word[117:116];
-  assign \insn$52.use_bias  = word[118];
-  assign \insn$52.accumulate  = word[119];
-  assign \insn$52.max  = word[120];
+  assign \conv.opcode  = word[3:0];
+  assign \conv.deps  = word[7:4];
+  assign \conv.deps.pop_prev  = word[4];
+  assign \conv.deps.pop_next  = word[5];
+  assign \conv.deps.push_prev  = word[6];
+  assign \conv.deps.push_next  = word[7];
+  assign \conv.wgt_addr  = word[23:8];
+  assign \conv.act_addr  = word[39:24];
+  assign \conv.acc_addr  = word[55:40];
+  assign \conv.m  = word[67:56];
+  assign \conv.k_iter  = word[77:68];
+  assign \conv.n_iter  = word[87:78];
+  assign \conv.act_k_stride  = word[103:88];
+  assign \conv.out_w  = word[115:104];
+  assign \conv.kh  = word[118:116];
+  assign \conv.kw  = word[121:119];
+  assign \conv.stride  = word[123:122];
+  assign \conv.accumulate  = word[124];
+  assign \insn$53.raw  = word;
+  assign \insn$53.load  = word[31:0];
+  assign \insn$53.load.opcode  = word[3:0];
+  assign \insn$53.load.deps  = word[7:4];
+  assign \insn$53.load.deps.pop_prev  = word[4];
+  assign \insn$53.load.deps.pop_next  = word[5];
+  assign \insn$53.load.deps.push_prev  = word[6];
+  assign \insn$53.load.deps.push_next  = word[7];
+  assign \insn$53.load.desc  = word[31:8];
+  assign \insn$53.store  = word[109:0];
+  assign \insn$53.store.opcode  = word[3:0];
+  assign \insn$53.store.deps  = word[7:4];
+  assign \insn$53.store.deps.pop_prev  = word[4];
+  assign \insn$53.store.deps.pop_next  = word[5];
+  assign \insn$53.store.deps.push_prev  = word[6];
+  assign \insn$53.store.deps.push_next  = word[7];
+  assign \insn$53.store.desc  = word[31:8];
+  assign \insn$53.store.param_addr  = word[47:32];
+  assign \insn$53.store.param_loop  = word[49:48];
+  assign \insn$53.store.clamp_lo  = word[57:50];
+  assign \insn$53.store.clamp_hi  = word[65:58];
+  assign \insn$53.store.use_table  = word[66];
+  assign \insn$53.store.table_addr  = word[82:67];
+  assign \insn$53.store.out_zp  = word[90:83];
+  assign \insn$53.store.transpose  = word[91];
+  assign \insn$53.store.use_bias  = word[92];
+  assign \insn$53.store.use_res  = word[93];
+  assign \insn$53.store.res_addr  = word[109:94];
+  assign \insn$53.gemm  = word[120:0];
+  assign \insn$53.gemm.opcode  = word[3:0];
+  assign \insn$53.gemm.deps  = word[7:4];
+  assign \insn$53.gemm.deps.pop_prev  = word[4];
+  assign \insn$53.gemm.deps.pop_next  = word[5];
+  assign \insn$53.gemm.deps.push_prev  = word[6];
+  assign \insn$53.gemm.deps.push_next  = word[7];
+  assign \insn$53.gemm.wgt_addr  = word[23:8];
+  assign \insn$53.gemm.act_addr  = word[39:24];
+  assign \insn$53.gemm.acc_addr  = word[55:40];
+  assign \insn$53.gemm.m  = word[67:56];
+  assign \insn$53.gemm.k_iter  = word[77:68];
+  assign \insn$53.gemm.n_iter  = word[87:78];
+  assign \insn$53.gemm.act_k_stride  = word[103:88];
+  assign \insn$53.gemm.acc_n_stride  = word[119:104];
+  assign \insn$53.gemm.accumulate  = word[120];
+  assign \insn$53.accum  = word;
+  assign \insn$53.accum.opcode  = word[3:0];
+  assign \insn$53.accum.deps  = word[7:4];
+  assign \insn$53.accum.deps.pop_prev  = word[4];
+  assign \insn$53.accum.deps.pop_next  = word[5];
+  assign \insn$53.accum.deps.push_prev  = word[6];
+  assign \insn$53.accum.deps.push_next  = word[7];
+  assign \insn$53.accum.acc_addr  = word[23:8];
+  assign \insn$53.accum.act_addr  = word[39:24];
+  assign \insn$53.accum.param_addr  = word[55:40];
+  assign \insn$53.accum.m  = word[67:56];
+  assign \insn$53.accum.n_iter  = word[77:68];
+  assign \insn$53.accum.acc_n_stride  = word[93:78];
+  assign \insn$53.accum.act_n_stride  = word[109:94];
+  assign \insn$53.accum.use_bias  = word[110];
+  assign \insn$53.accum.use_res  = word[111];
+  assign \insn$53.accum.accumulate  = word[112];
+  assign \insn$53.accum.use_gate  = word[113];
+  assign \insn$53.accum.gate_addr  = word[127:114];
+  assign \insn$53.pool  = word[103:0];
+  assign \insn$53.pool.opcode  = word[3:0];
+  assign \insn$53.pool.deps  = word[7:4];
+  assign \insn$53.pool.deps.pop_prev  = word[4];
+  assign \insn$53.pool.deps.pop_next  = word[5];
+  assign \insn$53.pool.deps.push_prev  = word[6];
+  assign \insn$53.pool.deps.push_next  = word[7];
+  assign \insn$53.pool.act_addr  = word[23:8];
+  assign \insn$53.pool.acc_addr  = word[39:24];
+  assign \insn$53.pool.m  = word[51:40];
+  assign \insn$53.pool.window  = word[59:52];
+  assign \insn$53.pool.n_iter  = word[69:60];
+  assign \insn$53.pool.act_n_stride  = word[85:70];
+  assign \insn$53.pool.acc_n_stride  = word[101:86];
+  assign \insn$53.pool.mode  = word[102];
+  assign \insn$53.pool.accumulate  = word[103];
+  assign \insn$53.sync  = word[9:0];
+  assign \insn$53.sync.opcode  = word[3:0];
+  assign \insn$53.sync.deps  = word[7:4];
+  assign \insn$53.sync.deps.pop_prev  = word[4];
+  assign \insn$53.sync.deps.pop_next  = word[5];
+  assign \insn$53.sync.deps.push_prev  = word[6];
+  assign \insn$53.sync.deps.push_next  = word[7];
+  assign \insn$53.sync.queue  = word[9:8];
+  assign \insn$53.perf  = word[71:0];
+  assign \insn$53.perf.opcode  = word[3:0];
+  assign \insn$53.perf.deps  = word[7:4];
+  assign \insn$53.perf.deps.pop_prev  = word[4];
+  assign \insn$53.perf.deps.pop_next  = word[5];
+  assign \insn$53.perf.deps.push_prev  = word[6];
+  assign \insn$53.perf.deps.push_next  = word[7];
+  assign \insn$53.perf.tag  = word[39:8];
+  assign \insn$53.perf.dram_addr  = word[71:40];
+  assign \insn$53.end  = word[7:0];
+  assign \insn$53.end.opcode  = word[3:0];
+  assign \insn$53.end.deps  = word[7:4];
+  assign \insn$53.end.deps.pop_prev  = word[4];
+  assign \insn$53.end.deps.pop_next  = word[5];
+  assign \insn$53.end.deps.push_prev  = word[6];
+  assign \insn$53.end.deps.push_next  = word[7];
+  assign \insn$53.dwconv  = word[120:0];
+  assign \insn$53.dwconv.opcode  = word[3:0];
+  assign \insn$53.dwconv.deps  = word[7:4];
+  assign \insn$53.dwconv.deps.pop_prev  = word[4];
+  assign \insn$53.dwconv.deps.pop_next  = word[5];
+  assign \insn$53.dwconv.deps.push_prev  = word[6];
+  assign \insn$53.dwconv.deps.push_next  = word[7];
+  assign \insn$53.dwconv.wgt_addr  = word[23:8];
+  assign \insn$53.dwconv.act_addr  = word[39:24];
+  assign \insn$53.dwconv.acc_addr  = word[55:40];
+  assign \insn$53.dwconv.param_addr  = word[71:56];
+  assign \insn$53.dwconv.out_w  = word[83:72];
+  assign \insn$53.dwconv.out_h  = word[95:84];
+  assign \insn$53.dwconv.pitch  = word[111:96];
+  assign \insn$53.dwconv.kh  = word[113:112];
+  assign \insn$53.dwconv.kw  = word[115:114];
+  assign \insn$53.dwconv.stride  = word[117:116];
+  assign \insn$53.dwconv.use_bias  = word[118];
+  assign \insn$53.dwconv.accumulate  = word[119];
+  assign \insn$53.dwconv.max  = word[120];
+  assign \insn$53.conv  = word[124:0];
+  assign \insn$53.conv.opcode  = word[3:0];
+  assign \insn$53.conv.deps  = word[7:4];
+  assign \insn$53.conv.deps.pop_prev  = word[4];
+  assign \insn$53.conv.deps.pop_next  = word[5];
+  assign \insn$53.conv.deps.push_prev  = word[6];
+  assign \insn$53.conv.deps.push_next  = word[7];
+  assign \insn$53.conv.wgt_addr  = word[23:8];
+  assign \insn$53.conv.act_addr  = word[39:24];
+  assign \insn$53.conv.acc_addr  = word[55:40];
+  assign \insn$53.conv.m  = word[67:56];
+  assign \insn$53.conv.k_iter  = word[77:68];
+  assign \insn$53.conv.n_iter  = word[87:78];
+  assign \insn$53.conv.act_k_stride  = word[103:88];
+  assign \insn$53.conv.out_w  = word[115:104];
+  assign \insn$53.conv.kh  = word[118:116];
+  assign \insn$53.conv.kw  = word[121:119];
+  assign \insn$53.conv.stride  = word[123:122];
+  assign \insn$53.conv.accumulate  = word[124];
+  assign \insn$54.opcode  = word[3:0];
+  assign \insn$54.deps  = word[7:4];
+  assign \insn$54.deps.pop_prev  = word[4];
+  assign \insn$54.deps.pop_next  = word[5];
+  assign \insn$54.deps.push_prev  = word[6];
+  assign \insn$54.deps.push_next  = word[7];
+  assign \insn$54.wgt_addr  = word[23:8];
+  assign \insn$54.act_addr  = word[39:24];
+  assign \insn$54.acc_addr  = word[55:40];
+  assign \insn$54.param_addr  = word[71:56];
+  assign \insn$54.out_w  = word[83:72];
+  assign \insn$54.out_h  = word[95:84];
+  assign \insn$54.pitch  = word[111:96];
+  assign \insn$54.kh  = word[113:112];
+  assign \insn$54.kw  = word[115:114];
+  assign \insn$54.stride  = word[117:116];
+  assign \insn$54.use_bias  = word[118];
+  assign \insn$54.accumulate  = word[119];
+  assign \insn$54.max  = word[120];
   assign \_$55  = \_$54 ;
   assign \_$57  = \_$56 ;
   assign \_$59  = \_$58 ;
   assign \_$61  = \_$60 ;
+  assign \_$63  = \_$62 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -8280,138 +8428,194 @@ module \sim_top.accel.compute.array.pe_3_3 (rst, write__en, write__data, read__a
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act__data, array__w_data, acc_rd__data, halt, start, insn, array__out, acc_wr__en, acc_wr__addr, acc_wr__data, wgt__addr, wgt__en, array_active, act__addr, act__en, acc_rd__addr
-, acc_rd__en, array__bank, array__w_en, array__w_row, array__w_bank, clk);
+module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, error, act__data, array__w_data, acc_rd__data, halt, start, conv, array__out, acc_wr__en, acc_wr__addr, acc_wr__data, wgt__addr, wgt__en, array_active, act__addr, act__en
+, acc_rd__addr, acc_rd__en, array__bank, array__w_en, array__w_row, array__w_bank, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire \_$1 ;
-  wire [32:0] \_$10 ;
-  wire \_$100 ;
-  wire \_$101 ;
-  wire \_$102 ;
+  wire \_$10 ;
+  wire [15:0] \_$100 ;
+  wire [1:0] \_$101 ;
+  wire [17:0] \_$102 ;
   wire \_$103 ;
   wire \_$104 ;
   wire \_$105 ;
   wire \_$106 ;
-  wire [17:0] \_$107 ;
+  wire \_$107 ;
   wire \_$108 ;
-  wire [17:0] \_$109 ;
-  wire [31:0] \_$11 ;
+  wire \_$109 ;
+  wire \_$11 ;
   wire \_$110 ;
   wire \_$111 ;
   wire \_$112 ;
   wire \_$113 ;
   wire \_$114 ;
   wire \_$115 ;
-  wire [12:0] \_$116 ;
+  wire [17:0] \_$116 ;
   wire \_$117 ;
   wire \_$118 ;
-  wire \_$119 ;
-  wire [32:0] \_$12 ;
-  wire \_$120 ;
-  wire [20:0] \_$121 ;
-  wire [10:0] \_$122 ;
+  wire [26:0] \_$119 ;
+  wire \_$12 ;
+  wire [26:0] \_$120 ;
+  wire \_$121 ;
+  wire [2:0] \_$122 ;
   wire \_$123 ;
-  wire [10:0] \_$124 ;
-  wire [17:0] \_$125 ;
-  wire [10:0] \_$126 ;
-  wire [17:0] \_$127 ;
-  wire [20:0] \_$128 ;
+  wire \_$124 ;
+  wire \_$125 ;
+  wire \_$126 ;
+  wire \_$127 ;
+  wire \_$128 ;
   wire \_$129 ;
-  wire [31:0] \_$13 ;
-  wire [12:0] \_$130 ;
+  wire \_$13 ;
+  wire \_$130 ;
   wire \_$131 ;
   wire \_$132 ;
-  wire \_$133 ;
-  wire [17:0] \_$134 ;
-  wire \_$135 ;
-  wire [17:0] \_$136 ;
+  wire [20:0] \_$133 ;
+  wire \_$134 ;
+  wire [17:0] \_$135 ;
+  wire \_$136 ;
   wire \_$137 ;
   wire \_$138 ;
   wire \_$139 ;
-  wire [32:0] \_$14 ;
+  wire \_$14 ;
   wire \_$140 ;
   wire \_$141 ;
-  wire \_$142 ;
-  wire [12:0] \_$143 ;
-  wire \_$144 ;
-  wire \_$145 ;
+  wire [12:0] \_$142 ;
+  wire \_$143 ;
+  wire [11:0] \_$144 ;
+  wire [12:0] \_$145 ;
   wire \_$146 ;
   wire \_$147 ;
   wire \_$148 ;
   wire \_$149 ;
-  wire [31:0] \_$15 ;
-  wire [3:0] \_$150 ;
-  wire \_$151 ;
+  wire \_$15 ;
+  wire [26:0] \_$150 ;
+  wire [10:0] \_$151 ;
   wire \_$152 ;
-  wire \_$153 ;
-  wire [17:0] \_$154 ;
-  wire \_$155 ;
-  wire [17:0] \_$156 ;
+  wire [10:0] \_$153 ;
+  wire \_$154 ;
+  wire [2:0] \_$155 ;
+  wire [3:0] \_$156 ;
   wire \_$157 ;
-  wire \_$158 ;
-  wire \_$159 ;
-  wire [32:0] \_$16 ;
-  wire \_$160 ;
-  wire \_$161 ;
-  wire \_$162 ;
-  wire [12:0] \_$163 ;
-  wire \_$164 ;
-  wire \_$165 ;
-  wire \_$166 ;
-  wire \_$167 ;
-  wire \_$168 ;
-  wire \_$169 ;
-  wire \_$17 ;
-  wire [3:0] \_$170 ;
-  wire [4:0] \_$171 ;
-  wire [5:0] \_$172 ;
-  reg [17:0] \_$173 ;
-  reg [17:0] \_$174 ;
-  reg [17:0] \_$175 ;
-  reg [17:0] \_$176 ;
-  reg [17:0] \_$177 ;
-  reg [17:0] \_$178 ;
-  reg [17:0] \_$179 ;
-  wire \_$18 ;
-  reg [17:0] \_$180 ;
-  reg [17:0] \_$181 ;
-  reg \_$182 ;
-  reg \_$183 ;
-  reg \_$184 ;
-  reg [15:0] \_$185 ;
-  reg \_$186 ;
-  reg [127:0] \_$187 ;
-  reg [19:0] \_$188 ;
-  reg \_$189 ;
-  wire \_$19 ;
-  reg \_$190 ;
-  reg [1:0] \_$191 ;
-  reg [19:0] \_$192 ;
-  reg [16:0] \_$193 ;
-  reg \_$194 ;
-  reg \_$195 ;
-  reg [11:0] \_$196 ;
-  reg [9:0] \_$197 ;
-  reg [9:0] \_$198 ;
-  reg [19:0] \_$199 ;
+  wire [10:0] \_$158 ;
+  wire [20:0] \_$159 ;
+  wire \_$16 ;
+  wire [3:0] \_$160 ;
+  wire [20:0] \_$161 ;
+  wire [20:0] \_$162 ;
+  wire [20:0] \_$163 ;
+  wire [20:0] \_$164 ;
+  wire [20:0] \_$165 ;
+  wire [10:0] \_$166 ;
+  wire [15:0] \_$167 ;
+  wire [17:0] \_$168 ;
+  wire [26:0] \_$169 ;
+  wire [31:0] \_$17 ;
+  wire \_$170 ;
+  wire [12:0] \_$171 ;
+  wire [20:0] \_$172 ;
+  wire [20:0] \_$173 ;
+  wire [12:0] \_$174 ;
+  wire [12:0] \_$175 ;
+  wire [1:0] \_$176 ;
+  wire [20:0] \_$177 ;
+  wire \_$178 ;
+  wire \_$179 ;
+  wire [32:0] \_$18 ;
+  wire \_$180 ;
+  wire [20:0] \_$181 ;
+  wire \_$182 ;
+  wire [17:0] \_$183 ;
+  wire \_$184 ;
+  wire \_$185 ;
+  wire \_$186 ;
+  wire \_$187 ;
+  wire \_$188 ;
+  wire \_$189 ;
+  wire [31:0] \_$19 ;
+  wire [12:0] \_$190 ;
+  wire \_$191 ;
+  wire \_$192 ;
+  wire \_$193 ;
+  wire \_$194 ;
+  wire \_$195 ;
+  wire \_$196 ;
+  wire [3:0] \_$197 ;
+  wire \_$198 ;
+  wire \_$199 ;
   wire \_$2 ;
-  wire \_$20 ;
-  reg [16:0] \_$200 ;
-  reg [16:0] \_$201 ;
-  reg \_$202 ;
-  reg \_$203 ;
-  reg [1:0] \_$204 ;
-  reg \_$205 ;
-  reg [1:0] \_$206 ;
-  reg [2:0] \_$207 ;
-  reg [2:0] \_$208 ;
-  reg [3:0] \_$209 ;
-  wire \_$21 ;
-  wire \_$22 ;
-  wire \_$23 ;
-  wire \_$24 ;
+  wire [32:0] \_$20 ;
+  wire \_$200 ;
+  wire [20:0] \_$201 ;
+  wire \_$202 ;
+  wire [17:0] \_$203 ;
+  wire \_$204 ;
+  wire \_$205 ;
+  wire \_$206 ;
+  wire \_$207 ;
+  wire \_$208 ;
+  wire \_$209 ;
+  wire [31:0] \_$21 ;
+  wire [12:0] \_$210 ;
+  wire \_$211 ;
+  wire \_$212 ;
+  wire \_$213 ;
+  wire \_$214 ;
+  wire \_$215 ;
+  wire \_$216 ;
+  wire [3:0] \_$217 ;
+  wire [4:0] \_$218 ;
+  wire [5:0] \_$219 ;
+  wire [32:0] \_$22 ;
+  reg [17:0] \_$220 ;
+  reg [17:0] \_$221 ;
+  reg [17:0] \_$222 ;
+  reg [17:0] \_$223 ;
+  reg [17:0] \_$224 ;
+  reg [17:0] \_$225 ;
+  reg [17:0] \_$226 ;
+  reg [17:0] \_$227 ;
+  reg [17:0] \_$228 ;
+  reg \_$229 ;
+  wire [31:0] \_$23 ;
+  reg \_$230 ;
+  reg \_$231 ;
+  reg [15:0] \_$232 ;
+  reg \_$233 ;
+  reg [127:0] \_$234 ;
+  reg [25:0] \_$235 ;
+  reg [19:0] \_$236 ;
+  reg [19:0] \_$237 ;
+  reg \_$238 ;
+  reg \_$239 ;
+  wire [32:0] \_$24 ;
+  reg [1:0] \_$240 ;
+  reg [25:0] \_$241 ;
+  reg [16:0] \_$242 ;
+  reg \_$243 ;
+  reg \_$244 ;
+  reg [11:0] \_$245 ;
+  reg \_$246 ;
+  reg [9:0] \_$247 ;
+  reg [2:0] \_$248 ;
+  reg [9:0] \_$249 ;
   wire \_$25 ;
+  reg [25:0] \_$250 ;
+  reg [11:0] \_$251 ;
+  reg [19:0] \_$252 ;
+  reg [19:0] \_$253 ;
+  reg [19:0] \_$254 ;
+  reg [19:0] \_$255 ;
+  reg [19:0] \_$256 ;
+  reg [16:0] \_$257 ;
+  reg \_$258 ;
+  reg \_$259 ;
   wire \_$26 ;
+  reg [1:0] \_$260 ;
+  reg \_$261 ;
+  reg [1:0] \_$262 ;
+  reg [2:0] \_$263 ;
+  reg [2:0] \_$264 ;
+  reg [3:0] \_$265 ;
   wire \_$27 ;
   wire \_$28 ;
   wire \_$29 ;
@@ -8430,16 +8634,16 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
   wire \_$40 ;
   wire \_$41 ;
   wire \_$42 ;
-  wire [17:0] \_$43 ;
+  wire \_$43 ;
   wire \_$44 ;
-  wire [17:0] \_$45 ;
+  wire \_$45 ;
   wire \_$46 ;
   wire \_$47 ;
   wire \_$48 ;
   wire \_$49 ;
   wire \_$5 ;
   wire \_$50 ;
-  wire [17:0] \_$51 ;
+  wire [20:0] \_$51 ;
   wire \_$52 ;
   wire [17:0] \_$53 ;
   wire \_$54 ;
@@ -8447,15 +8651,15 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
   wire \_$56 ;
   wire \_$57 ;
   wire \_$58 ;
-  wire \_$59 ;
+  wire [20:0] \_$59 ;
   wire \_$6 ;
-  wire [17:0] \_$60 ;
-  wire \_$61 ;
+  wire \_$60 ;
+  wire [17:0] \_$61 ;
   wire \_$62 ;
   wire \_$63 ;
   wire \_$64 ;
   wire \_$65 ;
-  wire [17:0] \_$66 ;
+  wire \_$66 ;
   wire \_$67 ;
   wire [17:0] \_$68 ;
   wire \_$69 ;
@@ -8464,9 +8668,9 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
   wire \_$71 ;
   wire \_$72 ;
   wire \_$73 ;
-  wire \_$74 ;
-  wire [17:0] \_$75 ;
-  wire [19:0] \_$76 ;
+  wire [20:0] \_$74 ;
+  wire \_$75 ;
+  wire [17:0] \_$76 ;
   wire \_$77 ;
   wire \_$78 ;
   wire \_$79 ;
@@ -8474,39 +8678,43 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
   wire \_$80 ;
   wire \_$81 ;
   wire \_$82 ;
-  wire \_$83 ;
-  wire \_$84 ;
-  wire \_$85 ;
-  wire \_$86 ;
-  wire \_$87 ;
-  wire \_$88 ;
-  wire \_$89 ;
-  wire [31:0] \_$9 ;
-  wire [17:0] \_$90 ;
-  wire \_$91 ;
-  wire \_$92 ;
-  wire [20:0] \_$93 ;
-  wire [20:0] \_$94 ;
-  wire \_$95 ;
-  wire [2:0] \_$96 ;
-  wire \_$97 ;
-  wire \_$98 ;
-  wire \_$99 ;
+  wire [20:0] \_$83 ;
+  wire [2:0] \_$84 ;
+  wire [2:0] \_$85 ;
+  wire [5:0] \_$86 ;
+  wire [15:0] \_$87 ;
+  wire [25:0] \_$88 ;
+  wire [11:0] \_$89 ;
+  wire \_$9 ;
+  wire [12:0] \_$90 ;
+  wire [1:0] \_$91 ;
+  wire [14:0] \_$92 ;
+  wire [2:0] \_$93 ;
+  wire [15:0] \_$94 ;
+  wire [11:0] \_$95 ;
+  wire [12:0] \_$96 ;
+  wire [1:0] \_$97 ;
+  wire [14:0] \_$98 ;
+  wire [2:0] \_$99 ;
   reg \_$signal  = 1'h0;
-  (* init = 2'h0 *)
-  wire [1:0] \_$signal$10 ;
-  reg \_$signal$22  = 1'h0;
-  reg [15:0] \_$signal$25  = 16'h0000;
-  reg \_$signal$29  = 1'h0;
-  reg \_$signal$30  = 1'h0;
-  reg \_$signal$32  = 1'h0;
-  reg \_$signal$41  = 1'h0;
-  reg [16:0] \_$signal$42  = 17'h00000;
-  reg [9:0] \_$signal$45  = 10'h000;
-  reg [19:0] \_$signal$65  = 20'h00000;
-  reg [9:0] \_$signal$66  = 10'h000;
   (* init = 1'h0 *)
-  wire \_$signal$8 ;
+  wire \_$signal$10 ;
+  (* init = 2'h0 *)
+  wire [1:0] \_$signal$12 ;
+  reg \_$signal$24  = 1'h0;
+  reg [15:0] \_$signal$27  = 16'h0000;
+  reg \_$signal$31  = 1'h0;
+  reg \_$signal$32  = 1'h0;
+  reg \_$signal$34  = 1'h0;
+  reg \_$signal$43  = 1'h0;
+  reg [19:0] \_$signal$44  = 20'h00000;
+  reg [19:0] \_$signal$45  = 20'h00000;
+  reg [25:0] \_$signal$70  = 26'h0000000;
+  reg [9:0] \_$signal$71  = 10'h000;
+  reg [2:0] \_$signal$72  = 3'h0;
+  reg [9:0] \_$signal$73  = 10'h000;
+  reg [11:0] \_$signal$75  = 12'h000;
+  reg [19:0] \_$signal$77  = 20'h00000;
   output [15:0] acc_rd__addr;
   reg [15:0] acc_rd__addr;
   input [127:0] acc_rd__data;
@@ -8557,6 +8765,37 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
   wire bad_fields;
   input clk;
   wire clk;
+  input [124:0] conv;
+  wire [124:0] conv;
+  wire [15:0] \conv.acc_addr ;
+  wire \conv.accumulate ;
+  wire [15:0] \conv.act_addr ;
+  wire [15:0] \conv.act_k_stride ;
+  wire [3:0] \conv.deps ;
+  wire \conv.deps.pop_next ;
+  wire \conv.deps.pop_prev ;
+  wire \conv.deps.push_next ;
+  wire \conv.deps.push_prev ;
+  wire [9:0] \conv.k_iter ;
+  wire [2:0] \conv.kh ;
+  wire [2:0] \conv.kw ;
+  wire [11:0] \conv.m ;
+  wire [9:0] \conv.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
+  wire [3:0] \conv.opcode ;
+  wire [11:0] \conv.out_w ;
+  wire [1:0] \conv.stride ;
+  wire [15:0] \conv.wgt_addr ;
   output done;
   wire done;
   reg [2:0] drain0 = 3'h0;
@@ -8573,7 +8812,6 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
   input halt;
   wire halt;
   reg [3:0] in_flight = 4'h0;
-  input [120:0] insn;
   wire [120:0] insn;
   wire [15:0] \insn.acc_addr ;
   wire [15:0] \insn.acc_n_stride ;
@@ -8598,8 +8836,11 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
   wire [3:0] \insn.opcode ;
   wire [15:0] \insn.wgt_addr ;
+  input is_conv;
+  wire is_conv;
   wire [17:0] issue;
   wire [15:0] \issue.acc ;
   wire \issue.overwrite ;
@@ -8641,21 +8882,26 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
   wire [15:0] \meta8.acc ;
   wire \meta8.overwrite ;
   wire \meta8.valid ;
+  reg [19:0] pitch = 20'h00000;
   reg [127:0] rmw_out = 128'h00000000000000000000000000000000;
   wire [31:0] \rmw_out[0] ;
   wire [31:0] \rmw_out[1] ;
   wire [31:0] \rmw_out[2] ;
   wire [31:0] \rmw_out[3] ;
   reg rmw_overwrite = 1'h0;
+  reg [19:0] row_step = 20'h00000;
   input rst;
   wire rst;
   reg running = 1'h0;
   reg [16:0] st_acc_base = 17'h00000;
+  reg st_first_k = 1'h0;
   reg [11:0] st_i = 12'h000;
-  reg [19:0] st_tiles = 20'h00000;
+  reg [19:0] st_line = 20'h00000;
+  reg [19:0] st_row_base = 20'h00000;
+  reg [25:0] st_tiles = 26'h0000000;
   input start;
   wire start;
-  reg [19:0] total_tiles = 20'h00000;
+  reg [25:0] total_tiles = 26'h0000000;
   (* init = 1'h0 *)
   wire w_bank;
   (* init = 1'h0 *)
@@ -8667,299 +8913,364 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
   reg wgt__en;
   reg [16:0] wl_addr = 17'h00000;
   reg [1:0] wl_row = 2'h0;
-  assign \_$1  = ! insn[67:56];
-  assign \_$2  = ! insn[77:68];
+  assign \_$1  = ! conv[67:56];
+  assign \_$2  = ! conv[77:68];
   assign \_$3  = \_$1  | \_$2 ;
-  assign \_$4  = ! insn[87:78];
+  assign \_$4  = ! conv[87:78];
   assign \_$5  = \_$3  | \_$4 ;
-  assign \_$6  = insn[87:78] > 1'h1;
-  assign \_$7  = insn[119:104] < insn[67:56];
-  assign \_$8  = \_$6  & \_$7 ;
-  assign bad_fields = \_$5  | \_$8 ;
+  assign \_$6  = ! conv[115:104];
+  assign \_$7  = ! conv[118:116];
+  assign \_$8  = \_$6  | \_$7 ;
+  assign \_$9  = ! conv[121:119];
+  assign \_$10  = \_$8  | \_$9 ;
+  assign \_$11  = ! conv[123:122];
+  assign \_$12  = \_$10  | \_$11 ;
+  assign \_$13  = conv[87:78] > 1'h1;
+  assign \_$14  = conv[119:104] < conv[67:56];
+  assign \_$15  = \_$13  & \_$14 ;
+  assign \_$16  = is_conv ? \_$12  : \_$15 ;
+  assign bad_fields = \_$5  | \_$16 ;
   assign array__a = \_$signal  ? act__data : 32'd0;
-  assign \_$9  = rmw_overwrite ? 32'd0 : acc_rd__data[31:0];
-  assign \_$10  = $signed(\_$9 ) + $signed(rmw_out[31:0]);
-  assign \_$11  = rmw_overwrite ? 32'd0 : acc_rd__data[63:32];
-  assign \_$12  = $signed(\_$11 ) + $signed(rmw_out[63:32]);
-  assign \_$13  = rmw_overwrite ? 32'd0 : acc_rd__data[95:64];
-  assign \_$14  = $signed(\_$13 ) + $signed(rmw_out[95:64]);
-  assign \_$15  = rmw_overwrite ? 32'd0 : acc_rd__data[127:96];
-  assign \_$16  = $signed(\_$15 ) + $signed(rmw_out[127:96]);
-  assign \_$17  = ~ \_$signal$29 ;
-  assign \_$18  = ~ \_$signal$30 ;
-  assign \_$19  = \_$17  & \_$18 ;
-  assign \_$20  = ! in_flight;
-  assign \_$21  = \_$19  & \_$20 ;
-  assign \_$22  = ~ \_$signal$22 ;
-  assign \_$23  = \_$21  & \_$22 ;
-  assign done = running & \_$23 ;
-  assign \_$24  = ~ loaded[1];
-  assign \_$25  = ! drain1;
-  assign \_$26  = \_$24  & \_$25 ;
-  assign \_$27  = ~ loaded[0];
-  assign \_$28  = ! drain0;
+  assign \_$17  = rmw_overwrite ? 32'd0 : acc_rd__data[31:0];
+  assign \_$18  = $signed(\_$17 ) + $signed(rmw_out[31:0]);
+  assign \_$19  = rmw_overwrite ? 32'd0 : acc_rd__data[63:32];
+  assign \_$20  = $signed(\_$19 ) + $signed(rmw_out[63:32]);
+  assign \_$21  = rmw_overwrite ? 32'd0 : acc_rd__data[95:64];
+  assign \_$22  = $signed(\_$21 ) + $signed(rmw_out[95:64]);
+  assign \_$23  = rmw_overwrite ? 32'd0 : acc_rd__data[127:96];
+  assign \_$24  = $signed(\_$23 ) + $signed(rmw_out[127:96]);
+  assign \_$25  = ~ \_$signal$31 ;
+  assign \_$26  = ~ \_$signal$32 ;
+  assign \_$27  = \_$25  & \_$26 ;
+  assign \_$28  = ! in_flight;
   assign \_$29  = \_$27  & \_$28 ;
-  assign \_$30  = \_$signal$32  ? \_$26  : \_$29 ;
-  assign \_$31  = \_$signal$29  & \_$30 ;
-  assign \_$32  = ~ halt;
-  assign \_$33  = \_$31  & \_$32 ;
-  assign \_$34  = wl_addr >= 11'h400;
-  assign \_$35  = ~ \_$34 ;
-  assign \_$36  = \_$33  & \_$35 ;
-  assign \_$37  = running & \_$signal$29 ;
-  assign \_$38  = wl_addr >= 11'h400;
-  assign \_$39  = \_$37  & \_$38 ;
-  assign \_$40  = running & \_$signal$30 ;
-  assign \_$41  = \_$signal$41  ? loaded[1] : loaded[0];
-  assign \_$42  = \_$40  & \_$41 ;
-  assign \_$43  = \_$signal$42  + st_i;
-  assign \_$44  = \_$43  >= 12'h800;
-  assign \_$45  = st_acc_base + st_i;
-  assign \_$46  = \_$45  >= 11'h400;
-  assign \_$47  = \_$44  | \_$46 ;
-  assign \_$48  = \_$42  & \_$47 ;
-  assign error = \_$39  | \_$48 ;
-  assign \_$49  = \_$signal$41  ? loaded[1] : loaded[0];
-  assign \_$50  = \_$signal$30  & \_$49 ;
-  assign \_$51  = \_$signal$42  + st_i;
+  assign \_$30  = ~ \_$signal$24 ;
+  assign \_$31  = \_$29  & \_$30 ;
+  assign done = running & \_$31 ;
+  assign \_$32  = ~ loaded[1];
+  assign \_$33  = ! drain1;
+  assign \_$34  = \_$32  & \_$33 ;
+  assign \_$35  = ~ loaded[0];
+  assign \_$36  = ! drain0;
+  assign \_$37  = \_$35  & \_$36 ;
+  assign \_$38  = \_$signal$34  ? \_$34  : \_$37 ;
+  assign \_$39  = \_$signal$31  & \_$38 ;
+  assign \_$40  = ~ halt;
+  assign \_$41  = \_$39  & \_$40 ;
+  assign \_$42  = wl_addr >= 11'h400;
+  assign \_$43  = ~ \_$42 ;
+  assign \_$44  = \_$41  & \_$43 ;
+  assign \_$45  = running & \_$signal$31 ;
+  assign \_$46  = wl_addr >= 11'h400;
+  assign \_$47  = \_$45  & \_$46 ;
+  assign \_$48  = running & \_$signal$32 ;
+  assign \_$49  = \_$signal$43  ? loaded[1] : loaded[0];
+  assign \_$50  = \_$48  & \_$49 ;
+  assign \_$51  = \_$signal$44  + \_$signal$45 ;
   assign \_$52  = \_$51  >= 12'h800;
   assign \_$53  = st_acc_base + st_i;
   assign \_$54  = \_$53  >= 11'h400;
   assign \_$55  = \_$52  | \_$54 ;
-  assign \_$56  = ~ \_$55 ;
-  assign \_$57  = \_$50  & \_$56 ;
-  assign \_$58  = ~ halt;
-  assign \_$59  = \_$57  & \_$58 ;
-  assign \_$60  = st_acc_base + st_i;
-  assign \_$61  = ~ insn[120];
-  assign \_$62  = ! \_$signal$45 ;
-  assign \_$63  = \_$61  & \_$62 ;
-  assign \_$64  = \_$signal$41  ? loaded[1] : loaded[0];
-  assign \_$65  = \_$signal$30  & \_$64 ;
-  assign \_$66  = \_$signal$42  + st_i;
-  assign \_$67  = \_$66  >= 12'h800;
+  assign \_$56  = \_$50  & \_$55 ;
+  assign error = \_$47  | \_$56 ;
+  assign \_$57  = \_$signal$43  ? loaded[1] : loaded[0];
+  assign \_$58  = \_$signal$32  & \_$57 ;
+  assign \_$59  = \_$signal$44  + \_$signal$45 ;
+  assign \_$60  = \_$59  >= 12'h800;
+  assign \_$61  = st_acc_base + st_i;
+  assign \_$62  = \_$61  >= 11'h400;
+  assign \_$63  = \_$60  | \_$62 ;
+  assign \_$64  = ~ \_$63 ;
+  assign \_$65  = \_$58  & \_$64 ;
+  assign \_$66  = ~ halt;
+  assign \_$67  = \_$65  & \_$66 ;
   assign \_$68  = st_acc_base + st_i;
-  assign \_$69  = \_$68  >= 11'h400;
-  assign \_$70  = \_$67  | \_$69 ;
-  assign \_$71  = ~ \_$70 ;
-  assign \_$72  = \_$65  & \_$71 ;
-  assign \_$73  = ~ halt;
-  assign \_$74  = \_$72  & \_$73 ;
-  assign \_$75  = \_$signal$42  + st_i;
-  assign \_$76  = insn[77:68] * insn[87:78];
-  assign \_$77  = ~ loaded[1];
-  assign \_$78  = ! drain1;
-  assign \_$79  = \_$77  & \_$78 ;
-  assign \_$80  = ~ loaded[0];
-  assign \_$81  = ! drain0;
+  assign \_$69  = is_conv ? conv[124] : conv[120];
+  assign \_$70  = ~ \_$69 ;
+  assign \_$71  = \_$70  & st_first_k;
+  assign \_$72  = \_$signal$43  ? loaded[1] : loaded[0];
+  assign \_$73  = \_$signal$32  & \_$72 ;
+  assign \_$74  = \_$signal$44  + \_$signal$45 ;
+  assign \_$75  = \_$74  >= 12'h800;
+  assign \_$76  = st_acc_base + st_i;
+  assign \_$77  = \_$76  >= 11'h400;
+  assign \_$78  = \_$75  | \_$77 ;
+  assign \_$79  = ~ \_$78 ;
+  assign \_$80  = \_$73  & \_$79 ;
+  assign \_$81  = ~ halt;
   assign \_$82  = \_$80  & \_$81 ;
-  assign \_$83  = \_$signal$32  ? \_$79  : \_$82 ;
-  assign \_$84  = \_$signal$29  & \_$83 ;
-  assign \_$85  = ~ halt;
-  assign \_$86  = \_$84  & \_$85 ;
-  assign \_$87  = wl_addr >= 11'h400;
-  assign \_$88  = ~ \_$87 ;
-  assign \_$89  = \_$86  & \_$88 ;
-  assign \_$90  = wl_addr + 1'h1;
-  assign \_$91  = wl_row == 2'h3;
-  assign \_$92  = ~ \_$signal$32 ;
-  assign \_$93  = \_$signal$65  + 1'h1;
-  assign \_$94  = total_tiles - 1'h1;
-  assign \_$95  = \_$signal$65  == \_$94 ;
-  assign \_$96  = wl_row + 1'h1;
-  assign \_$97  = ! array__w_bank;
-  assign \_$98  = array__w_en & \_$97 ;
-  assign \_$99  = array__w_row == 2'h3;
-  assign \_$100  = \_$98  & \_$99 ;
-  assign \_$102  = array__w_en & \_$101 ;
-  assign \_$103  = array__w_row == 2'h3;
-  assign \_$104  = \_$102  & \_$103 ;
-  assign \_$105  = \_$signal$41  ? loaded[1] : loaded[0];
-  assign \_$106  = \_$signal$30  & \_$105 ;
-  assign \_$107  = \_$signal$42  + st_i;
-  assign \_$108  = \_$107  >= 12'h800;
-  assign \_$109  = st_acc_base + st_i;
-  assign \_$110  = \_$109  >= 11'h400;
-  assign \_$111  = \_$108  | \_$110 ;
-  assign \_$112  = ~ \_$111 ;
-  assign \_$113  = \_$106  & \_$112 ;
-  assign \_$114  = ~ halt;
-  assign \_$115  = \_$113  & \_$114 ;
-  assign \_$116  = insn[67:56] - 1'h1;
-  assign \_$117  = st_i == \_$116 ;
-  assign \_$118  = ! \_$signal$41 ;
-  assign \_$120  = ~ \_$signal$41 ;
-  assign \_$121  = st_tiles + 1'h1;
-  assign \_$122  = insn[87:78] - 1'h1;
-  assign \_$123  = \_$signal$66  == \_$122 ;
-  assign \_$124  = \_$signal$45  + 1'h1;
-  assign \_$125  = \_$signal$42  + insn[103:88];
-  assign \_$126  = \_$signal$66  + 1'h1;
-  assign \_$127  = st_acc_base + insn[119:104];
-  assign \_$128  = total_tiles - 1'h1;
-  assign \_$129  = st_tiles == \_$128 ;
-  assign \_$130  = st_i + 1'h1;
-  assign \_$131  = | drain0;
-  assign \_$132  = \_$signal$41  ? loaded[1] : loaded[0];
-  assign \_$133  = \_$signal$30  & \_$132 ;
-  assign \_$134  = \_$signal$42  + st_i;
-  assign \_$135  = \_$134  >= 12'h800;
-  assign \_$136  = st_acc_base + st_i;
-  assign \_$137  = \_$136  >= 11'h400;
-  assign \_$138  = \_$135  | \_$137 ;
-  assign \_$139  = ~ \_$138 ;
-  assign \_$140  = \_$133  & \_$139 ;
-  assign \_$141  = ~ halt;
-  assign \_$142  = \_$140  & \_$141 ;
-  assign \_$143  = insn[67:56] - 1'h1;
-  assign \_$144  = st_i == \_$143 ;
-  assign \_$145  = \_$142  & \_$144 ;
-  assign \_$146  = ! \_$signal$41 ;
-  assign \_$147  = \_$145  & \_$146 ;
-  assign \_$148  = ~ \_$147 ;
-  assign \_$149  = \_$131  & \_$148 ;
-  assign \_$150  = drain0 - 1'h1;
-  assign \_$151  = | drain1;
-  assign \_$152  = \_$signal$41  ? loaded[1] : loaded[0];
-  assign \_$153  = \_$signal$30  & \_$152 ;
-  assign \_$154  = \_$signal$42  + st_i;
-  assign \_$155  = \_$154  >= 12'h800;
-  assign \_$156  = st_acc_base + st_i;
-  assign \_$157  = \_$156  >= 11'h400;
-  assign \_$158  = \_$155  | \_$157 ;
-  assign \_$159  = ~ \_$158 ;
-  assign \_$160  = \_$153  & \_$159 ;
-  assign \_$161  = ~ halt;
-  assign \_$162  = \_$160  & \_$161 ;
-  assign \_$163  = insn[67:56] - 1'h1;
-  assign \_$164  = st_i == \_$163 ;
-  assign \_$165  = \_$162  & \_$164 ;
-  assign \_$167  = \_$165  & \_$166 ;
-  assign \_$168  = ~ \_$167 ;
-  assign \_$169  = \_$151  & \_$168 ;
-  assign \_$170  = drain1 - 1'h1;
-  assign \_$171  = in_flight + issue[0];
-  assign \_$172  = \_$171  - \_$signal$22 ;
+  assign \_$83  = \_$signal$44  + \_$signal$45 ;
+  assign \_$84  = is_conv ? conv[118:116] : 3'h1;
+  assign \_$85  = is_conv ? conv[121:119] : 3'h1;
+  assign \_$86  = \_$84  * \_$85 ;
+  assign \_$87  = \_$86  * conv[77:68];
+  assign \_$88  = \_$87  * conv[87:78];
+  assign \_$89  = is_conv ? conv[115:104] : conv[67:56];
+  assign \_$90  = \_$89  - 1'h1;
+  assign \_$91  = is_conv ? conv[123:122] : 2'h1;
+  assign \_$92  = $signed(\_$90 ) * $signed({ 1'h0, \_$91  });
+  assign \_$93  = is_conv ? conv[121:119] : 3'h1;
+  assign \_$94  = $signed(\_$92 ) + $signed({ 1'h0, \_$93  });
+  assign \_$95  = is_conv ? conv[115:104] : conv[67:56];
+  assign \_$96  = \_$95  - 1'h1;
+  assign \_$97  = is_conv ? conv[123:122] : 2'h1;
+  assign \_$98  = $signed(\_$96 ) * $signed({ 1'h0, \_$97  });
+  assign \_$99  = is_conv ? conv[121:119] : 3'h1;
+  assign \_$100  = $signed(\_$98 ) + $signed({ 1'h0, \_$99  });
+  assign \_$101  = is_conv ? conv[123:122] : 2'h1;
+  assign \_$102  = $signed(\_$100 ) * $signed({ 1'h0, \_$101  });
+  assign \_$103  = ~ loaded[1];
+  assign \_$104  = ! drain1;
+  assign \_$105  = \_$103  & \_$104 ;
+  assign \_$106  = ~ loaded[0];
+  assign \_$107  = ! drain0;
+  assign \_$108  = \_$106  & \_$107 ;
+  assign \_$109  = \_$signal$34  ? \_$105  : \_$108 ;
+  assign \_$110  = \_$signal$31  & \_$109 ;
+  assign \_$111  = ~ halt;
+  assign \_$112  = \_$110  & \_$111 ;
+  assign \_$113  = wl_addr >= 11'h400;
+  assign \_$114  = ~ \_$113 ;
+  assign \_$115  = \_$112  & \_$114 ;
+  assign \_$116  = wl_addr + 1'h1;
+  assign \_$117  = wl_row == 2'h3;
+  assign \_$118  = ~ \_$signal$34 ;
+  assign \_$119  = \_$signal$70  + 1'h1;
+  assign \_$120  = total_tiles - 1'h1;
+  assign \_$121  = \_$signal$70  == \_$120 ;
+  assign \_$122  = wl_row + 1'h1;
+  assign \_$123  = ! array__w_bank;
+  assign \_$124  = array__w_en & \_$123 ;
+  assign \_$125  = array__w_row == 2'h3;
+  assign \_$126  = \_$124  & \_$125 ;
+  assign \_$128  = array__w_en & \_$127 ;
+  assign \_$129  = array__w_row == 2'h3;
+  assign \_$130  = \_$128  & \_$129 ;
+  assign \_$131  = \_$signal$43  ? loaded[1] : loaded[0];
+  assign \_$132  = \_$signal$32  & \_$131 ;
+  assign \_$133  = \_$signal$44  + \_$signal$45 ;
+  assign \_$134  = \_$133  >= 12'h800;
+  assign \_$135  = st_acc_base + st_i;
+  assign \_$136  = \_$135  >= 11'h400;
+  assign \_$137  = \_$134  | \_$136 ;
+  assign \_$138  = ~ \_$137 ;
+  assign \_$139  = \_$132  & \_$138 ;
+  assign \_$140  = ~ halt;
+  assign \_$141  = \_$139  & \_$140 ;
+  assign \_$142  = conv[67:56] - 1'h1;
+  assign \_$143  = st_i == \_$142 ;
+  assign \_$144  = is_conv ? conv[115:104] : conv[67:56];
+  assign \_$145  = \_$144  - 1'h1;
+  assign \_$146  = \_$signal$75  == \_$145 ;
+  assign \_$147  = ! \_$signal$43 ;
+  assign \_$149  = ~ \_$signal$43 ;
+  assign \_$150  = st_tiles + 1'h1;
+  assign \_$151  = conv[87:78] - 1'h1;
+  assign \_$152  = \_$signal$73  == \_$151 ;
+  assign \_$153  = conv[77:68] - 1'h1;
+  assign \_$154  = \_$signal$71  != \_$153 ;
+  assign \_$155  = is_conv ? conv[121:119] : 3'h1;
+  assign \_$156  = \_$155  - 1'h1;
+  assign \_$157  = \_$signal$72  != \_$156 ;
+  assign \_$158  = \_$signal$71  + 1'h1;
+  assign \_$159  = \_$signal$44  + conv[103:88];
+  assign \_$160  = \_$signal$72  + 1'h1;
+  assign \_$161  = \_$signal$77  + 1'h1;
+  assign \_$162  = \_$signal$77  + 1'h1;
+  assign \_$163  = st_row_base + pitch;
+  assign \_$164  = st_row_base + pitch;
+  assign \_$165  = st_row_base + pitch;
+  assign \_$166  = \_$signal$73  + 1'h1;
+  assign \_$167  = is_conv ? { 4'h0, conv[67:56] } : conv[119:104];
+  assign \_$168  = st_acc_base + \_$167 ;
+  assign \_$169  = total_tiles - 1'h1;
+  assign \_$170  = st_tiles == \_$169 ;
+  assign \_$171  = st_i + 1'h1;
+  assign \_$172  = st_line + row_step;
+  assign \_$173  = st_line + row_step;
+  assign \_$174  = st_i + 1'h1;
+  assign \_$175  = \_$signal$75  + 1'h1;
+  assign \_$176  = is_conv ? conv[123:122] : 2'h1;
+  assign \_$177  = \_$signal$45  + \_$176 ;
+  assign \_$178  = | drain0;
+  assign \_$179  = \_$signal$43  ? loaded[1] : loaded[0];
+  assign \_$180  = \_$signal$32  & \_$179 ;
+  assign \_$181  = \_$signal$44  + \_$signal$45 ;
+  assign \_$182  = \_$181  >= 12'h800;
+  assign \_$183  = st_acc_base + st_i;
+  assign \_$184  = \_$183  >= 11'h400;
+  assign \_$185  = \_$182  | \_$184 ;
+  assign \_$186  = ~ \_$185 ;
+  assign \_$187  = \_$180  & \_$186 ;
+  assign \_$188  = ~ halt;
+  assign \_$189  = \_$187  & \_$188 ;
+  assign \_$190  = conv[67:56] - 1'h1;
+  assign \_$191  = st_i == \_$190 ;
+  assign \_$192  = \_$189  & \_$191 ;
+  assign \_$193  = ! \_$signal$43 ;
+  assign \_$194  = \_$192  & \_$193 ;
+  assign \_$195  = ~ \_$194 ;
+  assign \_$196  = \_$178  & \_$195 ;
+  assign \_$197  = drain0 - 1'h1;
+  assign \_$198  = | drain1;
+  assign \_$199  = \_$signal$43  ? loaded[1] : loaded[0];
+  assign \_$200  = \_$signal$32  & \_$199 ;
+  assign \_$201  = \_$signal$44  + \_$signal$45 ;
+  assign \_$202  = \_$201  >= 12'h800;
+  assign \_$203  = st_acc_base + st_i;
+  assign \_$204  = \_$203  >= 11'h400;
+  assign \_$205  = \_$202  | \_$204 ;
+  assign \_$206  = ~ \_$205 ;
+  assign \_$207  = \_$200  & \_$206 ;
+  assign \_$208  = ~ halt;
+  assign \_$209  = \_$207  & \_$208 ;
+  assign \_$210  = conv[67:56] - 1'h1;
+  assign \_$211  = st_i == \_$210 ;
+  assign \_$212  = \_$209  & \_$211 ;
+  assign \_$214  = \_$212  & \_$213 ;
+  assign \_$215  = ~ \_$214 ;
+  assign \_$216  = \_$198  & \_$215 ;
+  assign \_$217  = drain1 - 1'h1;
+  assign \_$218  = in_flight + issue[0];
+  assign \_$219  = \_$218  - \_$signal$24 ;
   always @(posedge clk)
-    meta0 <= \_$173 ;
+    meta0 <= \_$220 ;
   always @(posedge clk)
-    meta1 <= \_$174 ;
+    meta1 <= \_$221 ;
   always @(posedge clk)
-    meta2 <= \_$175 ;
+    meta2 <= \_$222 ;
   always @(posedge clk)
-    meta3 <= \_$176 ;
+    meta3 <= \_$223 ;
   always @(posedge clk)
-    meta4 <= \_$177 ;
+    meta4 <= \_$224 ;
   always @(posedge clk)
-    meta5 <= \_$178 ;
+    meta5 <= \_$225 ;
   always @(posedge clk)
-    meta6 <= \_$179 ;
+    meta6 <= \_$226 ;
   always @(posedge clk)
-    meta7 <= \_$180 ;
+    meta7 <= \_$227 ;
   always @(posedge clk)
-    meta8 <= \_$181 ;
+    meta8 <= \_$228 ;
   always @(posedge clk)
-    \_$signal  <= \_$182 ;
+    \_$signal  <= \_$229 ;
   always @(posedge clk)
-    array__bank <= \_$183 ;
+    array__bank <= \_$230 ;
   always @(posedge clk)
-    \_$signal$22  <= \_$184 ;
+    \_$signal$24  <= \_$231 ;
   always @(posedge clk)
-    \_$signal$25  <= \_$185 ;
+    \_$signal$27  <= \_$232 ;
   always @(posedge clk)
-    rmw_overwrite <= \_$186 ;
+    rmw_overwrite <= \_$233 ;
   always @(posedge clk)
-    rmw_out <= \_$187 ;
+    rmw_out <= \_$234 ;
   always @(posedge clk)
-    total_tiles <= \_$188 ;
+    total_tiles <= \_$235 ;
   always @(posedge clk)
-    \_$signal$29  <= \_$189 ;
+    pitch <= \_$236 ;
   always @(posedge clk)
-    \_$signal$32  <= \_$190 ;
+    row_step <= \_$237 ;
   always @(posedge clk)
-    wl_row <= \_$191 ;
+    \_$signal$31  <= \_$238 ;
   always @(posedge clk)
-    \_$signal$65  <= \_$192 ;
+    \_$signal$34  <= \_$239 ;
   always @(posedge clk)
-    wl_addr <= \_$193 ;
+    wl_row <= \_$240 ;
   always @(posedge clk)
-    \_$signal$30  <= \_$194 ;
+    \_$signal$70  <= \_$241 ;
   always @(posedge clk)
-    \_$signal$41  <= \_$195 ;
+    wl_addr <= \_$242 ;
   always @(posedge clk)
-    st_i <= \_$196 ;
+    \_$signal$32  <= \_$243 ;
   always @(posedge clk)
-    \_$signal$45  <= \_$197 ;
+    \_$signal$43  <= \_$244 ;
   always @(posedge clk)
-    \_$signal$66  <= \_$198 ;
+    st_i <= \_$245 ;
   always @(posedge clk)
-    st_tiles <= \_$199 ;
+    st_first_k <= \_$246 ;
   always @(posedge clk)
-    \_$signal$42  <= \_$200 ;
+    \_$signal$71  <= \_$247 ;
   always @(posedge clk)
-    st_acc_base <= \_$201 ;
+    \_$signal$72  <= \_$248 ;
   always @(posedge clk)
-    running <= \_$202 ;
+    \_$signal$73  <= \_$249 ;
   always @(posedge clk)
-    array__w_en <= \_$203 ;
+    st_tiles <= \_$250 ;
   always @(posedge clk)
-    array__w_row <= \_$204 ;
+    \_$signal$75  <= \_$251 ;
   always @(posedge clk)
-    array__w_bank <= \_$205 ;
+    \_$signal$45  <= \_$252 ;
   always @(posedge clk)
-    loaded <= \_$206 ;
+    st_line <= \_$253 ;
   always @(posedge clk)
-    drain0 <= \_$207 ;
+    \_$signal$44  <= \_$254 ;
   always @(posedge clk)
-    drain1 <= \_$208 ;
+    \_$signal$77  <= \_$255 ;
   always @(posedge clk)
-    in_flight <= \_$209 ;
+    st_row_base <= \_$256 ;
+  always @(posedge clk)
+    st_acc_base <= \_$257 ;
+  always @(posedge clk)
+    running <= \_$258 ;
+  always @(posedge clk)
+    array__w_en <= \_$259 ;
+  always @(posedge clk)
+    array__w_row <= \_$260 ;
+  always @(posedge clk)
+    array__w_bank <= \_$261 ;
+  always @(posedge clk)
+    loaded <= \_$262 ;
+  always @(posedge clk)
+    drain0 <= \_$263 ;
+  always @(posedge clk)
+    drain1 <= \_$264 ;
+  always @(posedge clk)
+    in_flight <= \_$265 ;
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     acc_wr__en = 1'h0;
-    if (\_$signal$22 ) begin
+    if (\_$signal$24 ) begin
       acc_wr__en = 1'h1;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     acc_wr__addr = 16'h0000;
-    if (\_$signal$22 ) begin
-      acc_wr__addr = \_$signal$25 ;
+    if (\_$signal$24 ) begin
+      acc_wr__addr = \_$signal$27 ;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     acc_wr__data = 128'h00000000000000000000000000000000;
-    if (\_$signal$22 ) begin
+    if (\_$signal$24 ) begin
       acc_wr__data = gemm_sum;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     wgt__addr = 16'h0000;
-    if (\_$36 ) begin
+    if (\_$44 ) begin
       wgt__addr = wl_addr[15:0];
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     wgt__en = 1'h0;
-    if (\_$36 ) begin
+    if (\_$44 ) begin
       wgt__en = 1'h1;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     act__addr = 16'h0000;
-    if (\_$74 ) begin
-      act__addr = \_$75 [15:0];
+    if (\_$82 ) begin
+      act__addr = \_$83 [15:0];
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     act__en = 1'h0;
-    if (\_$74 ) begin
+    if (\_$82 ) begin
       act__en = 1'h1;
     end
   end
@@ -8979,465 +9290,662 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$173  = issue;
+    \_$220  = issue;
     if (rst) begin
-      \_$173  = 18'h00000;
+      \_$220  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$174  = meta0;
+    \_$221  = meta0;
     if (rst) begin
-      \_$174  = 18'h00000;
+      \_$221  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$175  = meta1;
+    \_$222  = meta1;
     if (rst) begin
-      \_$175  = 18'h00000;
+      \_$222  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$176  = meta2;
+    \_$223  = meta2;
     if (rst) begin
-      \_$176  = 18'h00000;
+      \_$223  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$177  = meta3;
+    \_$224  = meta3;
     if (rst) begin
-      \_$177  = 18'h00000;
+      \_$224  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$178  = meta4;
+    \_$225  = meta4;
     if (rst) begin
-      \_$178  = 18'h00000;
+      \_$225  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$179  = meta5;
+    \_$226  = meta5;
     if (rst) begin
-      \_$179  = 18'h00000;
+      \_$226  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$180  = meta6;
+    \_$227  = meta6;
     if (rst) begin
-      \_$180  = 18'h00000;
+      \_$227  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$181  = meta7;
+    \_$228  = meta7;
     if (rst) begin
-      \_$181  = 18'h00000;
+      \_$228  = 18'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$182  = issue[0];
+    \_$229  = issue[0];
     if (rst) begin
-      \_$182  = 1'h0;
+      \_$229  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$183  = \_$signal$41 ;
+    \_$230  = \_$signal$43 ;
     if (rst) begin
-      \_$183  = 1'h0;
+      \_$230  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$184  = meta8[0];
+    \_$231  = meta8[0];
     if (rst) begin
-      \_$184  = 1'h0;
+      \_$231  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$185  = meta8[16:1];
+    \_$232  = meta8[16:1];
     if (rst) begin
-      \_$185  = 16'h0000;
+      \_$232  = 16'h0000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$186  = meta8[17];
+    \_$233  = meta8[17];
     if (rst) begin
-      \_$186  = 1'h0;
+      \_$233  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$187  = array__out;
+    \_$234  = array__out;
     if (rst) begin
-      \_$187  = 128'h00000000000000000000000000000000;
+      \_$234  = 128'h00000000000000000000000000000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$188  = total_tiles;
+    \_$235  = total_tiles;
     if (start) begin
-      \_$188  = \_$76 ;
+      \_$235  = \_$88 ;
     end
     if (rst) begin
-      \_$188  = 20'h00000;
+      \_$235  = 26'h0000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$189  = \_$signal$29 ;
+    \_$236  = pitch;
     if (start) begin
-      \_$189  = 1'h1;
+      \_$236  = { \_$94 [15], \_$94 [15], \_$94 [15], \_$94 [15], \_$94  };
     end
-    if (\_$89 ) begin
-      if (\_$91 ) begin
-        if (\_$95 ) begin
-          \_$189  = 1'h0;
+    if (rst) begin
+      \_$236  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$237  = row_step;
+    if (start) begin
+      \_$237  = { \_$102 [17], \_$102 [17], \_$102  };
+    end
+    if (rst) begin
+      \_$237  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$238  = \_$signal$31 ;
+    if (start) begin
+      \_$238  = 1'h1;
+    end
+    if (\_$115 ) begin
+      if (\_$117 ) begin
+        if (\_$121 ) begin
+          \_$238  = 1'h0;
         end
       end
     end
     if (rst) begin
-      \_$189  = 1'h0;
+      \_$238  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$190  = \_$signal$32 ;
+    \_$239  = \_$signal$34 ;
     if (start) begin
-      \_$190  = 1'h0;
-    end
-    if (\_$89 ) begin
-      if (\_$91 ) begin
-        \_$190  = \_$92 ;
-      end
-    end
-    if (rst) begin
-      \_$190  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$191  = wl_row;
-    if (start) begin
-      \_$191  = 2'h0;
-    end
-    if (\_$89 ) begin
-      (* full_case = 32'd1 *)
-      if (\_$91 ) begin
-        \_$191  = 2'h0;
-      end else begin
-        \_$191  = \_$96 [1:0];
-      end
-    end
-    if (rst) begin
-      \_$191  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$192  = \_$signal$65 ;
-    if (start) begin
-      \_$192  = 20'h00000;
-    end
-    if (\_$89 ) begin
-      if (\_$91 ) begin
-        \_$192  = \_$93 [19:0];
-      end
-    end
-    if (rst) begin
-      \_$192  = 20'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$193  = wl_addr;
-    if (start) begin
-      \_$193  = { 1'h0, insn[23:8] };
-    end
-    if (\_$89 ) begin
-      \_$193  = \_$90 [16:0];
-    end
-    if (rst) begin
-      \_$193  = 17'h00000;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$194  = \_$signal$30 ;
-    if (start) begin
-      \_$194  = 1'h1;
+      \_$239  = 1'h0;
     end
     if (\_$115 ) begin
       if (\_$117 ) begin
-        if (\_$129 ) begin
-          \_$194  = 1'h0;
-        end
+        \_$239  = \_$118 ;
       end
     end
     if (rst) begin
-      \_$194  = 1'h0;
+      \_$239  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$195  = \_$signal$41 ;
+    \_$240  = wl_row;
     if (start) begin
-      \_$195  = 1'h0;
-    end
-    if (\_$115 ) begin
-      if (\_$117 ) begin
-        \_$195  = \_$120 ;
-      end
-    end
-    if (rst) begin
-      \_$195  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$196  = st_i;
-    if (start) begin
-      \_$196  = 12'h000;
+      \_$240  = 2'h0;
     end
     if (\_$115 ) begin
       (* full_case = 32'd1 *)
       if (\_$117 ) begin
-        \_$196  = 12'h000;
+        \_$240  = 2'h0;
       end else begin
-        \_$196  = \_$130 [11:0];
+        \_$240  = \_$122 [1:0];
       end
     end
     if (rst) begin
-      \_$196  = 12'h000;
+      \_$240  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$197  = \_$signal$45 ;
+    \_$241  = \_$signal$70 ;
     if (start) begin
-      \_$197  = 10'h000;
+      \_$241  = 26'h0000000;
     end
     if (\_$115 ) begin
       if (\_$117 ) begin
-        if (\_$123 ) begin
-          \_$197  = \_$124 [9:0];
+        \_$241  = \_$119 [25:0];
+      end
+    end
+    if (rst) begin
+      \_$241  = 26'h0000000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$242  = wl_addr;
+    if (start) begin
+      \_$242  = { 1'h0, conv[23:8] };
+    end
+    if (\_$115 ) begin
+      \_$242  = \_$116 [16:0];
+    end
+    if (rst) begin
+      \_$242  = 17'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$243  = \_$signal$32 ;
+    if (start) begin
+      \_$243  = 1'h1;
+    end
+    if (\_$141 ) begin
+      if (\_$143 ) begin
+        if (\_$170 ) begin
+          \_$243  = 1'h0;
         end
       end
     end
     if (rst) begin
-      \_$197  = 10'h000;
+      \_$243  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$198  = \_$signal$66 ;
+    \_$244  = \_$signal$43 ;
     if (start) begin
-      \_$198  = 10'h000;
+      \_$244  = 1'h0;
     end
-    if (\_$115 ) begin
-      if (\_$117 ) begin
+    if (\_$141 ) begin
+      if (\_$143 ) begin
+        \_$244  = \_$149 ;
+      end
+    end
+    if (rst) begin
+      \_$244  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$245  = st_i;
+    if (start) begin
+      \_$245  = 12'h000;
+    end
+    if (\_$141 ) begin
+      (* full_case = 32'd1 *)
+      if (\_$143 ) begin
+        \_$245  = 12'h000;
+      end else if (\_$146 ) begin
+        \_$245  = \_$171 [11:0];
+      end else begin
+        \_$245  = \_$174 [11:0];
+      end
+    end
+    if (rst) begin
+      \_$245  = 12'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$246  = st_first_k;
+    if (start) begin
+      \_$246  = 1'h1;
+    end
+    if (\_$141 ) begin
+      if (\_$143 ) begin
+        if (\_$152 ) begin
+          \_$246  = 1'h0;
+        end
+      end
+    end
+    if (rst) begin
+      \_$246  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$247  = \_$signal$71 ;
+    if (start) begin
+      \_$247  = 10'h000;
+    end
+    if (\_$141 ) begin
+      if (\_$143 ) begin
+        if (\_$152 ) begin
+          (* full_case = 32'd1 *)
+          if (\_$154 ) begin
+            \_$247  = \_$158 [9:0];
+          end else if (\_$157 ) begin
+            \_$247  = 10'h000;
+          end else begin
+            \_$247  = 10'h000;
+          end
+        end
+      end
+    end
+    if (rst) begin
+      \_$247  = 10'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$248  = \_$signal$72 ;
+    if (start) begin
+      \_$248  = 3'h0;
+    end
+    if (\_$141 ) begin
+      if (\_$143 ) begin
+        if (\_$152 ) begin
+          (* full_case = 32'd1 *)
+          if (\_$154 ) begin
+          end else if (\_$157 ) begin
+            \_$248  = \_$160 [2:0];
+          end else begin
+            \_$248  = 3'h0;
+          end
+        end
+      end
+    end
+    if (rst) begin
+      \_$248  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$249  = \_$signal$73 ;
+    if (start) begin
+      \_$249  = 10'h000;
+    end
+    if (\_$141 ) begin
+      if (\_$143 ) begin
         (* full_case = 32'd1 *)
-        if (\_$123 ) begin
-          \_$198  = 10'h000;
+        if (\_$152 ) begin
+          \_$249  = 10'h000;
         end else begin
-          \_$198  = \_$126 [9:0];
+          \_$249  = \_$166 [9:0];
         end
       end
     end
     if (rst) begin
-      \_$198  = 10'h000;
+      \_$249  = 10'h000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$199  = st_tiles;
+    \_$250  = st_tiles;
     if (start) begin
-      \_$199  = 20'h00000;
+      \_$250  = 26'h0000000;
     end
-    if (\_$115 ) begin
-      if (\_$117 ) begin
-        \_$199  = \_$121 [19:0];
+    if (\_$141 ) begin
+      if (\_$143 ) begin
+        \_$250  = \_$150 [25:0];
       end
     end
     if (rst) begin
-      \_$199  = 20'h00000;
+      \_$250  = 26'h0000000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$200  = \_$signal$42 ;
+    \_$251  = \_$signal$75 ;
     if (start) begin
-      \_$200  = { 1'h0, insn[39:24] };
+      \_$251  = 12'h000;
     end
-    if (\_$115 ) begin
-      if (\_$117 ) begin
-        if (\_$123 ) begin
-          \_$200  = \_$125 [16:0];
+    if (\_$141 ) begin
+      (* full_case = 32'd1 *)
+      if (\_$143 ) begin
+        \_$251  = 12'h000;
+      end else if (\_$146 ) begin
+        \_$251  = 12'h000;
+      end else begin
+        \_$251  = \_$175 [11:0];
+      end
+    end
+    if (rst) begin
+      \_$251  = 12'h000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$252  = \_$signal$45 ;
+    if (start) begin
+      \_$252  = 20'h00000;
+    end
+    if (\_$141 ) begin
+      (* full_case = 32'd1 *)
+      if (\_$143 ) begin
+        \_$252  = 20'h00000;
+      end else if (\_$146 ) begin
+        \_$252  = \_$173 [19:0];
+      end else begin
+        \_$252  = \_$177 [19:0];
+      end
+    end
+    if (rst) begin
+      \_$252  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$253  = st_line;
+    if (start) begin
+      \_$253  = 20'h00000;
+    end
+    if (\_$141 ) begin
+      if (\_$143 ) begin
+        \_$253  = 20'h00000;
+      end else if (\_$146 ) begin
+        \_$253  = \_$172 [19:0];
+      end
+    end
+    if (rst) begin
+      \_$253  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$254  = \_$signal$44 ;
+    if (start) begin
+      \_$254  = { 4'h0, conv[39:24] };
+    end
+    if (\_$141 ) begin
+      if (\_$143 ) begin
+        if (\_$152 ) begin
+          (* full_case = 32'd1 *)
+          if (\_$154 ) begin
+            \_$254  = \_$159 [19:0];
+          end else if (\_$157 ) begin
+            \_$254  = \_$162 [19:0];
+          end else begin
+            \_$254  = \_$165 [19:0];
+          end
         end
       end
     end
     if (rst) begin
-      \_$200  = 17'h00000;
+      \_$254  = 20'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$201  = st_acc_base;
+    \_$255  = \_$signal$77 ;
     if (start) begin
-      \_$201  = { 1'h0, insn[55:40] };
+      \_$255  = { 4'h0, conv[39:24] };
     end
-    if (\_$115 ) begin
-      if (\_$117 ) begin
+    if (\_$141 ) begin
+      if (\_$143 ) begin
+        if (\_$152 ) begin
+          (* full_case = 32'd1 *)
+          if (\_$154 ) begin
+          end else if (\_$157 ) begin
+            \_$255  = \_$161 [19:0];
+          end else begin
+            \_$255  = \_$164 [19:0];
+          end
+        end
+      end
+    end
+    if (rst) begin
+      \_$255  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$256  = st_row_base;
+    if (start) begin
+      \_$256  = { 4'h0, conv[39:24] };
+    end
+    if (\_$141 ) begin
+      if (\_$143 ) begin
+        if (\_$152 ) begin
+          (* full_case = 32'd1 *)
+          if (\_$154 ) begin
+          end else if (\_$157 ) begin
+          end else begin
+            \_$256  = \_$163 [19:0];
+          end
+        end
+      end
+    end
+    if (rst) begin
+      \_$256  = 20'h00000;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$257  = st_acc_base;
+    if (start) begin
+      \_$257  = { 1'h0, conv[55:40] };
+    end
+    if (\_$141 ) begin
+      if (\_$143 ) begin
         (* full_case = 32'd1 *)
-        if (\_$123 ) begin
-          \_$201  = { 1'h0, insn[55:40] };
+        if (\_$152 ) begin
+          \_$257  = { 1'h0, conv[55:40] };
         end else begin
-          \_$201  = \_$127 [16:0];
+          \_$257  = \_$168 [16:0];
         end
       end
     end
     if (rst) begin
-      \_$201  = 17'h00000;
+      \_$257  = 17'h00000;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$202  = running;
+    \_$258  = running;
     if (start) begin
-      \_$202  = 1'h1;
+      \_$258  = 1'h1;
     end
     if (done) begin
-      \_$202  = 1'h0;
+      \_$258  = 1'h0;
     end
     if (rst) begin
-      \_$202  = 1'h0;
+      \_$258  = 1'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$203  = 1'h0;
-    if (\_$89 ) begin
-      \_$203  = 1'h1;
-    end
-    if (rst) begin
-      \_$203  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$204  = array__w_row;
-    if (\_$89 ) begin
-      \_$204  = wl_row;
-    end
-    if (rst) begin
-      \_$204  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$205  = array__w_bank;
-    if (\_$89 ) begin
-      \_$205  = \_$signal$32 ;
-    end
-    if (rst) begin
-      \_$205  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$206  = loaded;
-    if (\_$100 ) begin
-      \_$206 [0] = 1'h1;
-    end
-    if (\_$104 ) begin
-      \_$206 [1] = 1'h1;
-    end
+    \_$259  = 1'h0;
     if (\_$115 ) begin
-      if (\_$117 ) begin
-        if (\_$118 ) begin
-          \_$206 [0] = 1'h0;
+      \_$259  = 1'h1;
+    end
+    if (rst) begin
+      \_$259  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$260  = array__w_row;
+    if (\_$115 ) begin
+      \_$260  = wl_row;
+    end
+    if (rst) begin
+      \_$260  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$261  = array__w_bank;
+    if (\_$115 ) begin
+      \_$261  = \_$signal$34 ;
+    end
+    if (rst) begin
+      \_$261  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
+    \_$262  = loaded;
+    if (\_$126 ) begin
+      \_$262 [0] = 1'h1;
+    end
+    if (\_$130 ) begin
+      \_$262 [1] = 1'h1;
+    end
+    if (\_$141 ) begin
+      if (\_$143 ) begin
+        if (\_$147 ) begin
+          \_$262 [0] = 1'h0;
         end
-        if (\_$119 ) begin
-          \_$206 [1] = 1'h0;
+        if (\_$148 ) begin
+          \_$262 [1] = 1'h0;
         end
       end
     end
     if (rst) begin
-      \_$206  = 2'h0;
+      \_$262  = 2'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$207  = drain0;
-    if (\_$115 ) begin
-      if (\_$117 ) begin
-        if (\_$118 ) begin
-          \_$207  = 3'h5;
+    \_$263  = drain0;
+    if (\_$141 ) begin
+      if (\_$143 ) begin
+        if (\_$147 ) begin
+          \_$263  = 3'h5;
         end
       end
     end
-    if (\_$149 ) begin
-      \_$207  = \_$150 [2:0];
+    if (\_$196 ) begin
+      \_$263  = \_$197 [2:0];
     end
     if (rst) begin
-      \_$207  = 3'h0;
+      \_$263  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$208  = drain1;
-    if (\_$115 ) begin
-      if (\_$117 ) begin
-        if (\_$119 ) begin
-          \_$208  = 3'h5;
+    \_$264  = drain1;
+    if (\_$141 ) begin
+      if (\_$143 ) begin
+        if (\_$148 ) begin
+          \_$264  = 3'h5;
         end
       end
     end
-    if (\_$169 ) begin
-      \_$208  = \_$170 [2:0];
+    if (\_$216 ) begin
+      \_$264  = \_$217 [2:0];
     end
     if (rst) begin
-      \_$208  = 3'h0;
+      \_$264  = 3'h0;
     end
   end
   always @* begin
     if (\_$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
-    \_$209  = \_$172 [3:0];
+    \_$265  = \_$219 [3:0];
     if (rst) begin
-      \_$209  = 4'h0;
+      \_$265  = 4'h0;
     end
   end
+  assign insn = conv[120:0];
   assign feed_bank = array__bank;
-  assign \_$signal$8  = array__w_en;
-  assign \_$signal$10  = array__w_row;
+  assign \_$signal$10  = array__w_en;
+  assign \_$signal$12  = array__w_row;
   assign w_bank = array__w_bank;
   assign wgt__data = array__w_data;
   assign weight_load = array__w_en;
   assign array_active = issue[0];
-  assign \insn.opcode  = insn[3:0];
-  assign \insn.deps  = insn[7:4];
-  assign \insn.deps.pop_prev  = insn[4];
-  assign \insn.deps.pop_next  = insn[5];
-  assign \insn.deps.push_prev  = insn[6];
-  assign \insn.deps.push_next  = insn[7];
-  assign \insn.wgt_addr  = insn[23:8];
-  assign \insn.act_addr  = insn[39:24];
-  assign \insn.acc_addr  = insn[55:40];
-  assign \insn.m  = insn[67:56];
-  assign \insn.k_iter  = insn[77:68];
-  assign \insn.n_iter  = insn[87:78];
-  assign \insn.act_k_stride  = insn[103:88];
-  assign \insn.acc_n_stride  = insn[119:104];
-  assign \insn.accumulate  = insn[120];
+  assign \insn.opcode  = conv[3:0];
+  assign \insn.deps  = conv[7:4];
+  assign \insn.deps.pop_prev  = conv[4];
+  assign \insn.deps.pop_next  = conv[5];
+  assign \insn.deps.push_prev  = conv[6];
+  assign \insn.deps.push_next  = conv[7];
+  assign \insn.wgt_addr  = conv[23:8];
+  assign \insn.act_addr  = conv[39:24];
+  assign \insn.acc_addr  = conv[55:40];
+  assign \insn.m  = conv[67:56];
+  assign \insn.k_iter  = conv[77:68];
+  assign \insn.n_iter  = conv[87:78];
+  assign \insn.act_k_stride  = conv[103:88];
+  assign \insn.acc_n_stride  = conv[119:104];
+  assign \insn.accumulate  = conv[120];
+  assign \conv.opcode  = conv[3:0];
+  assign \conv.deps  = conv[7:4];
+  assign \conv.deps.pop_prev  = conv[4];
+  assign \conv.deps.pop_next  = conv[5];
+  assign \conv.deps.push_prev  = conv[6];
+  assign \conv.deps.push_next  = conv[7];
+  assign \conv.wgt_addr  = conv[23:8];
+  assign \conv.act_addr  = conv[39:24];
+  assign \conv.acc_addr  = conv[55:40];
+  assign \conv.m  = conv[67:56];
+  assign \conv.k_iter  = conv[77:68];
+  assign \conv.n_iter  = conv[87:78];
+  assign \conv.act_k_stride  = conv[103:88];
+  assign \conv.out_w  = conv[115:104];
+  assign \conv.kh  = conv[118:116];
+  assign \conv.kw  = conv[121:119];
+  assign \conv.stride  = conv[123:122];
+  assign \conv.accumulate  = conv[124];
   assign \array__a[0]  = array__a[7:0];
   assign \array__a[1]  = array__a[15:8];
   assign \array__a[2]  = array__a[23:16];
@@ -9488,16 +9996,16 @@ module \sim_top.accel.compute.gemm (rst, bad_fields, array__a, done, error, act_
   assign \array__out[1]  = array__out[63:32];
   assign \array__out[2]  = array__out[95:64];
   assign \array__out[3]  = array__out[127:96];
-  assign issue[17] = \_$63 ;
-  assign issue[16:1] = \_$60 [15:0];
-  assign issue[0] = \_$59 ;
-  assign gemm_sum[127:96] = \_$16 [31:0];
-  assign gemm_sum[95:64] = \_$14 [31:0];
-  assign gemm_sum[63:32] = \_$12 [31:0];
-  assign gemm_sum[31:0] = \_$10 [31:0];
-  assign \_$101  = array__w_bank;
-  assign \_$119  = \_$signal$41 ;
-  assign \_$166  = \_$signal$41 ;
+  assign issue[17] = \_$71 ;
+  assign issue[16:1] = \_$68 [15:0];
+  assign issue[0] = \_$67 ;
+  assign gemm_sum[127:96] = \_$24 [31:0];
+  assign gemm_sum[95:64] = \_$22 [31:0];
+  assign gemm_sum[63:32] = \_$20 [31:0];
+  assign gemm_sum[31:0] = \_$18 [31:0];
+  assign \_$127  = array__w_bank;
+  assign \_$148  = \_$signal$43 ;
+  assign \_$213  = \_$signal$43 ;
 endmodule
 
 (* generator = "Amaranth" *)
@@ -9802,11 +10310,42 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
   wire [3:0] \insn.accum.opcode ;
   wire [15:0] \insn.accum.param_addr ;
   wire \insn.accum.use_bias ;
   wire \insn.accum.use_gate ;
   wire \insn.accum.use_res ;
+  wire [124:0] \insn.conv ;
+  wire [15:0] \insn.conv.acc_addr ;
+  wire \insn.conv.accumulate ;
+  wire [15:0] \insn.conv.act_addr ;
+  wire [15:0] \insn.conv.act_k_stride ;
+  wire [3:0] \insn.conv.deps ;
+  wire \insn.conv.deps.pop_next ;
+  wire \insn.conv.deps.pop_prev ;
+  wire \insn.conv.deps.push_next ;
+  wire \insn.conv.deps.push_prev ;
+  wire [9:0] \insn.conv.k_iter ;
+  wire [2:0] \insn.conv.kh ;
+  wire [2:0] \insn.conv.kw ;
+  wire [11:0] \insn.conv.m ;
+  wire [9:0] \insn.conv.n_iter ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
+  wire [3:0] \insn.conv.opcode ;
+  wire [11:0] \insn.conv.out_w ;
+  wire [1:0] \insn.conv.stride ;
+  wire [15:0] \insn.conv.wgt_addr ;
   wire [120:0] \insn.dwconv ;
   wire [15:0] \insn.dwconv.acc_addr ;
   wire \insn.dwconv.accumulate ;
@@ -9829,6 +10368,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
   wire [3:0] \insn.dwconv.opcode ;
   wire [11:0] \insn.dwconv.out_h ;
   wire [11:0] \insn.dwconv.out_w ;
@@ -9853,6 +10393,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
   wire [3:0] \insn.end.opcode ;
   wire [120:0] \insn.gemm ;
   wire [15:0] \insn.gemm.acc_addr ;
@@ -9878,6 +10419,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
   wire [3:0] \insn.gemm.opcode ;
   wire [15:0] \insn.gemm.wgt_addr ;
   wire [31:0] \insn.load ;
@@ -9897,6 +10439,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
   wire [3:0] \insn.load.opcode ;
   wire [71:0] \insn.perf ;
   wire [3:0] \insn.perf.deps ;
@@ -9915,6 +10458,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
   wire [3:0] \insn.perf.opcode ;
   wire [31:0] \insn.perf.tag ;
   wire [103:0] \insn.pool ;
@@ -9944,6 +10488,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
   wire [3:0] \insn.pool.opcode ;
   wire [7:0] \insn.pool.window ;
   wire [127:0] \insn.raw ;
@@ -9966,6 +10511,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
   wire [3:0] \insn.store.opcode ;
   wire [7:0] \insn.store.out_zp ;
   wire [15:0] \insn.store.param_addr ;
@@ -9992,6 +10538,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
   wire [3:0] \insn.sync.opcode ;
   (* enum_base_type = "Queue" *)
   (* enum_value_00 = "LOAD" *)
@@ -11048,6 +11595,25 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.dwconv.use_bias  = insn[118];
   assign \insn.dwconv.accumulate  = insn[119];
   assign \insn.dwconv.max  = insn[120];
+  assign \insn.conv  = insn[124:0];
+  assign \insn.conv.opcode  = insn[3:0];
+  assign \insn.conv.deps  = insn[7:4];
+  assign \insn.conv.deps.pop_prev  = insn[4];
+  assign \insn.conv.deps.pop_next  = insn[5];
+  assign \insn.conv.deps.push_prev  = insn[6];
+  assign \insn.conv.deps.push_next  = insn[7];
+  assign \insn.conv.wgt_addr  = insn[23:8];
+  assign \insn.conv.act_addr  = insn[39:24];
+  assign \insn.conv.acc_addr  = insn[55:40];
+  assign \insn.conv.m  = insn[67:56];
+  assign \insn.conv.k_iter  = insn[77:68];
+  assign \insn.conv.n_iter  = insn[87:78];
+  assign \insn.conv.act_k_stride  = insn[103:88];
+  assign \insn.conv.out_w  = insn[115:104];
+  assign \insn.conv.kh  = insn[118:116];
+  assign \insn.conv.kw  = insn[121:119];
+  assign \insn.conv.stride  = insn[123:122];
+  assign \insn.conv.accumulate  = insn[124];
   assign \_$signal[0]  = \_$signal [7:0];
   assign \_$signal[1]  = \_$signal [15:8];
   assign \_$signal[2]  = \_$signal [23:16];
@@ -11788,6 +12354,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
   wire [3:0] \insn.opcode ;
   wire [11:0] \insn.out_h ;
   wire [11:0] \insn.out_w ;
@@ -14066,6 +14633,8 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
           \_$signal  = 1'h1;
       4'h9:
           \_$signal  = 1'h1;
+      4'ha:
+          \_$signal  = 1'h1;
     endcase
   end
   always @* begin
@@ -14089,6 +14658,8 @@ module \sim_top.accel.fetch (clk, rst, start, bus__req__valid, load_q__ready, co
       4'h8:
           /* empty */;
       4'h9:
+          target = 2'h1;
+      4'ha:
           target = 2'h1;
     endcase
   end
@@ -14967,6 +15538,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
   wire [3:0] opcode;
   wire [15:0] param__addr;
   wire [511:0] param__data;
@@ -15199,8 +15771,8 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   );
   \sim_top.accel.load.pending$119  \pending$119  (
     .clk(clk),
-    .\port$4696$0 (lines__payload[18:0]),
-    .\port$4696$48 (lines__payload[48]),
+    .\port$4755$0 (lines__payload[18:0]),
+    .\port$4755$48 (lines__payload[48]),
     .r_data(r_data),
     .r_en(r_en),
     .r_rdy(r_rdy),
@@ -18151,7 +18723,7 @@ module \sim_top.accel.load.fetcher (desc_count, clk, rst, addr__ready, data__pay
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4696$0 , \port$4696$48 , r_rdy, clk);
+module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$4755$0 , \port$4755$48 , r_rdy, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$18  = 0;
   wire \_$1 ;
   wire \_$10 ;
@@ -18193,10 +18765,10 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$46
   reg [5:0] inner_level = 6'h00;
   wire inner_r_rdy;
   wire [6:0] level;
-  input [18:0] \port$4696$0 ;
-  wire [18:0] \port$4696$0 ;
-  input \port$4696$48 ;
-  wire \port$4696$48 ;
+  input [18:0] \port$4755$0 ;
+  wire [18:0] \port$4755$0 ;
+  input \port$4755$48 ;
+  wire \port$4755$48 ;
   (* init = 6'h00 *)
   wire [5:0] produce;
   output [19:0] r_data;
@@ -18223,7 +18795,7 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$46
   reg [19:0] storage [62:0];
   always @(posedge clk) begin
     if (w_port__en)
-      storage[w_port__addr] <= { \port$4696$0 [18:16], \port$4696$48 , \port$4696$0 [15:0] };
+      storage[w_port__addr] <= { \port$4755$0 [18:16], \port$4755$48 , \port$4755$0 [15:0] };
   end
   reg [19:0] _0_;
   always @(posedge clk) begin
@@ -18322,8 +18894,8 @@ module \sim_top.accel.load.pending$119 (rst, w_rdy, r_data, w_en, r_en, \port$46
   assign level = w_level;
   assign r_level = w_level;
   assign produce = w_port__addr;
-  assign w_port__data = { \port$4696$0 [18:16], \port$4696$48 , \port$4696$0 [15:0] };
-  assign w_data = { \port$4696$0 [18:16], \port$4696$48 , \port$4696$0 [15:0] };
+  assign w_port__data = { \port$4755$0 [18:16], \port$4755$48 , \port$4755$0 [15:0] };
+  assign w_data = { \port$4755$0 [18:16], \port$4755$48 , \port$4755$0 [15:0] };
   assign consume = r_port__addr;
   assign r_port__data = r_data;
 endmodule
@@ -19151,6 +19723,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   (* enum_value_0111 = "PERF" *)
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
   wire [3:0] opcode;
   output [15:0] param__addr;
   reg [15:0] param__addr;
@@ -25195,7 +25768,7 @@ module \sim_top.accel.tokens_s2c (rst, has, room, pop, push, clk);
 endmodule
 
 (* generator = "Amaranth" *)
-module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5316$0 , rd_resp__valid, clk);
+module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_req__payload, \port$5393$0 , rd_resp__valid, clk);
   reg \_$auto$verilog_backend.cc:2355:dump_module$30  = 0;
   wire [31:0] \_$1 ;
   reg [1:0] \_$10 ;
@@ -25226,8 +25799,8 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   input clk;
   wire clk;
   (* init = 2'h0 *)
-  output [1:0] \port$5316$0 ;
-  wire [1:0] \port$5316$0 ;
+  output [1:0] \port$5393$0 ;
+  wire [1:0] \port$5393$0 ;
   input [33:0] rd_req__payload;
   wire [33:0] rd_req__payload;
   wire [31:0] \rd_req__payload.addr ;
@@ -25495,7 +26068,7 @@ module \sim_top.dram (rst, read_data, wr__valid, wr__payload, rd_req__valid, rd_
   assign rd_req__ready = 1'h1;
   assign wr__ready = 1'h1;
   assign rd_resp__payload = { \_$4 , read_data };
-  assign \port$5316$0  = \_$4 ;
+  assign \port$5393$0  = \_$4 ;
   assign \rd_resp__payload.data  = read_data;
   assign \rd_resp__payload.tag  = \_$4 ;
   assign \rd_req__payload.addr  = rd_req__payload[31:0];

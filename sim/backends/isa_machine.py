@@ -389,7 +389,6 @@ class Machine:
                 raise IsaSimError(ErrorCode.BAD_FIELD, f"{insn.format.name}.{name} is 0", index)
 
     def _exec_gemm(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
-        c = self.config
         self._require_positive(index, insn, "m", "k_iter", "n_iter")
         m, k_iter, n_iter = insn["m"], insn["k_iter"], insn["n_iter"]
         if n_iter > 1 and insn["acc_n_stride"] < m:
@@ -401,11 +400,34 @@ class Machine:
         act_rows = np.add.outer(
             insn["act_addr"] + insn["act_k_stride"] * np.arange(k_iter), np.arange(m)
         )
+        return self._array_pass(index, insn, act_rows, insn["acc_n_stride"])
+
+    def _exec_conv(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
+        self._require_positive(index, insn, "m", "k_iter", "n_iter", "out_w", "kh", "kw", "stride")
+        m, out_w, kw, stride = insn["m"], insn["out_w"], insn["kw"], insn["stride"]
+        pitch = isa.conv_pitch(out_w, kw, stride)
+        i = np.arange(m)
+        pixel = (i // out_w) * stride * pitch + (i % out_w) * stride
+        ky, kx, block = np.meshgrid(
+            np.arange(insn["kh"]), np.arange(kw), np.arange(insn["k_iter"]), indexing="ij"
+        )
+        k_offset = (ky * pitch + kx + block * insn["act_k_stride"]).reshape(-1)
+        act_rows = np.add.outer(insn["act_addr"] + k_offset, pixel)
+        return self._array_pass(index, insn, act_rows, m)
+
+    def _array_pass(
+        self, index: int, insn: isa.Instruction, act_rows: np.ndarray, acc_n_stride: int
+    ) -> int:
+        """A GEMM or CONV on the array: k block k reads ACT lines ``act_rows[k]`` (one per
+        output row i) against weight tiles (k, j); n block j goes to ACC lines from
+        ``acc_addr + j*acc_n_stride``."""
+        c = self.config
+        (k_iter, m), n_iter = act_rows.shape, insn["n_iter"]
         self._check_lines(index, "ACT", int(act_rows.min()), 1, c.act_lines)
         self._check_lines(index, "ACT", int(act_rows.max()), 1, c.act_lines)
         tiles = k_iter * n_iter
         self._check_lines(index, "WGT", insn["wgt_addr"], tiles * c.rows, c.wgt_lines)
-        acc_last = insn["acc_addr"] + (n_iter - 1) * insn["acc_n_stride"] + m
+        acc_last = insn["acc_addr"] + (n_iter - 1) * acc_n_stride + m
         self._check_lines(index, "ACC", insn["acc_addr"], acc_last - insn["acc_addr"], c.acc_lines)
         # A: (m, k_iter*rows) - the k blocks side by side; W: (k_iter*rows, n_iter*cols).
         a = self.act[act_rows].transpose(1, 0, 2).reshape(m, k_iter * c.rows)
@@ -415,15 +437,13 @@ class Machine:
         # float64 products of int8 are exact while |sum| < 2**53, far beyond any k_iter here.
         product = (a.astype(np.float64) @ w.astype(np.float64)).astype(np.int64)
         for j in range(n_iter):
-            rows = slice(insn["acc_addr"] + j * insn["acc_n_stride"], None)
+            rows = slice(insn["acc_addr"] + j * acc_n_stride, None)
             rows = slice(rows.start, rows.start + m)
             block = product[:, j * c.cols : (j + 1) * c.cols]
             base = self.acc[rows].astype(np.int64) if insn["accumulate"] else 0
             self.acc[rows] = wrap32(base + block)
         self.stats.macs += tiles * m * c.rows * c.cols
-        # Each tile streams m rows; loading the next tile's weights takes `rows` cycles and
-        # overlaps the current tile, so a tile costs max(m, rows); plus one fill/drain.
-        return tiles * max(m, c.rows) + c.rows + c.cols
+        return isa.gemm_cycles(tiles, m, c.rows, c.cols)
 
     def _exec_accum(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
         c = self.config

@@ -28,7 +28,7 @@ from compiler.errors import CompileError
 from compiler.export import device_program, to_executable
 from compiler.frontend import compile_front
 from compiler.ir import Graph, Node, Tensor
-from compiler.passes import BACK_PASSES, ramp
+from compiler.passes import BACK_PASSES, ramp, tile
 from compiler.passes.layout import block_diagonal
 from compiler.plan import GemmShape, Plan, Tiling, round_up
 from sim.backends.isa_machine import Machine
@@ -490,7 +490,14 @@ def check_tiling(plan: Plan) -> int:
             assert 1 <= t.k_group <= min(g.chunks(dim), 1023)
             assert t.n_blocks * mt <= acc, f"{layer.name}: ACC half"
             assert t.k_group * t.n_blocks <= wgt_tiles, f"{layer.name}: WGT half"
-            assert t.k_group * mt + (t.n_blocks * mt if residual else 0) <= act, layer.name
+            lines = t.k_group * mt  # a step's im2col lines: mt per chunk
+            if t.input_reuse:  # or its channel blocks' input tiles, halo included
+                (kh, kw), (s, _sx) = g.kernel, g.stride
+                taps = kh * kw
+                assert t.k_group % taps == 0 and g.stride[0] == g.stride[1], layer.name
+                tile_lines = ((t.rows_per_tile - 1) * s + kh) * ((out.w - 1) * s + kw)
+                lines = t.k_group // taps * tile_lines
+            assert lines + (t.n_blocks * mt if residual else 0) <= act, layer.name
         elif layer.kind == "pool":
             src = plan.tensor(layer.inputs[0])
             kh, kw = layer.node.attrs.get("kernel", (src.h, src.w))
@@ -951,6 +958,7 @@ QUEUE_OF = {
     Opcode.ACCUM: Queue.COMPUTE,
     Opcode.POOL: Queue.COMPUTE,
     Opcode.DWCONV: Queue.COMPUTE,
+    Opcode.CONV: Queue.COMPUTE,
     Opcode.STORE: Queue.STORE,
     Opcode.PERF: Queue.STORE,
 }
@@ -1009,7 +1017,7 @@ def test_schedule_tokens_balance_and_layers_end_with_a_barrier(
         ops = {insn.opcode for insn in body[:-4]}
         assert Opcode.SYNC not in ops and Opcode.PERF not in ops
         assert {Opcode.LOAD, Opcode.STORE} <= ops
-        assert ops & {Opcode.GEMM, Opcode.POOL, Opcode.ACCUM, Opcode.DWCONV}
+        assert ops & {Opcode.GEMM, Opcode.CONV, Opcode.POOL, Opcode.ACCUM, Opcode.DWCONV}
     # and the ISA simulator (queue depths, token depths, local ranges) runs it to the end
     x = np.random.default_rng(7).standard_normal(in_shape(plan.graph)).astype(np.float32)
     machine = Machine(plan.config, _dram(plan, x))
@@ -1043,29 +1051,40 @@ def _ramp_net(residual: bool, act: str = "Relu") -> Graph:
     return compile_front(g.model([1, 32, 12, 12], g.node("Relu", [y], "relu")))
 
 
+@pytest.mark.parametrize("reuse", [False, True])
 @pytest.mark.parametrize(("residual", "act"), [(False, "Relu"), (True, "Relu"), (False, "Sigmoid")])
-def test_a_layers_first_gemm_waits_for_one_chunk_not_the_whole_step(monkeypatch, residual, act):
-    """Each conv layer's first step is split: its first GEMM reads one k chunk, its loads up to
-    its token carry one chunk's ACT and WGT lines (and PARAM, and a Sigmoid's table, loaded
+def test_a_layers_first_gemm_waits_for_one_chunk_not_the_whole_step(
+    monkeypatch, residual, act, reuse
+):
+    """Each conv layer's first step is split: its first GEMM reads one k chunk (with input
+    reuse, its first CONV one channel block: its input tile and all taps), its loads up to its
+    token carry that chunk's ACT and WGT lines (and PARAM, and a Sigmoid's table, loaded
     first); no ACCUM (the STOREs add the bias and the residual). The network is bit-exact and
     faster on the ISA simulator than unsplit."""
+    if not reuse:
+        monkeypatch.setattr(tile, "input_reuse_fits", lambda layer: False)
     config = dataclasses.replace(PRESETS["default"], act_kib=32, wgt_kib=16)
     graph = _ramp_net(residual, act)
     x = np.random.default_rng(31).standard_normal((1, 32, 12, 12)).astype(np.float32)
     plan = passes(graph, config)
     for layer in plan.accel_layers():
         assert layer.tiling is not None and layer.tiling.k_group > 1, layer.tiling
+        assert layer.tiling.input_reuse == reuse
         ops = layer.ops
-        first_gemm = next(i for i, op in enumerate(ops) if op.opcode == "gemm")
+        first_gemm = next(i for i, op in enumerate(ops) if op.opcode in ("gemm", "conv"))
+        assert ops[first_gemm].opcode == ("conv" if reuse else "gemm")
         assert ops[first_gemm].fields["k_iter"] == 1
         pushed = next(i for i, op in enumerate(ops) if "push_next" in op.deps)
         assert ops[pushed].opcode == "load" and pushed < first_gemm
         lines = {m: 0 for m in ("ACT", "WGT", "PARAM")}
         for op in ops[: pushed + 1]:
             lines[op.desc.mem] += math.prod(loop[0] for loop in op.desc.loops)
-        mt = layer.tiling.rows_per_tile * layer.gemm.out_w
+        rows, out_w = layer.tiling.rows_per_tile, layer.gemm.out_w
         nbc = min(layer.tiling.n_blocks, layer.gemm.out_channels // 16)
-        assert (lines["ACT"], lines["WGT"]) == (mt, nbc * 16), lines
+        if reuse:  # 3x3, stride 1: rows + 2 input rows of out_w + 2 pixels, 9 taps' weights
+            assert (lines["ACT"], lines["WGT"]) == ((rows + 2) * (out_w + 2), 9 * nbc * 16), lines
+        else:
+            assert (lines["ACT"], lines["WGT"]) == (rows * out_w, nbc * 16), lines
         assert not any(op.opcode == "accum" for op in ops)  # bias and residual: the STOREs'
         stores = [op for op in ops if op.opcode == "store"]
         assert all(op.fields["use_bias"] for op in stores)
@@ -1263,13 +1282,26 @@ def test_emit_image_decodes_to_the_program(graphs: dict[str, Graph], key: str) -
     ranges = [layer.insn_range for layer in plan.accel_layers()]
     assert ranges[0][0] == 0 and ranges[-1][1] == n - 1
     assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
-    # the weight region holds exactly the layer's int8 weights, rearranged (same multiset)
+    # the weight region holds exactly the layer's int8 weights, rearranged (same multiset),
+    # then (input reuse) a copy of its first block for the layer's first step
     for layer in plan.accel_layers():
         if layer.kind == "gemm":
             addr, size = next((a, s) for nm, a, s in plan.regions if nm == f"{layer.name}#weights")
             blob = image[addr : addr + size].view(np.int8)
-            assert size == layer.weights.size
-            np.testing.assert_array_equal(np.sort(blob), np.sort(layer.weights.reshape(-1)))
+            weights = layer.weights.size
+            np.testing.assert_array_equal(
+                np.sort(blob[:weights]), np.sort(layer.weights.reshape(-1))
+            )
+            if layer.tiling.input_reuse:
+                n0, nbc, _k0, kc, offset = layer.weight_blocks[-1]
+                assert (n0, offset, size) == (0, weights, weights + kc * nbc * plan.dim**2)
+                first = layer.weight_blocks[0]
+                assert first[:2] == (n0, nbc) and first[3] == kc and first[4] == 0
+                np.testing.assert_array_equal(
+                    np.sort(blob[weights:]), np.sort(blob[: kc * nbc * plan.dim**2])
+                )
+            else:
+                assert size == weights
 
 
 def write_input(plan: Plan, x: np.ndarray, dram: np.ndarray) -> None:
