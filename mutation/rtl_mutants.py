@@ -16,6 +16,7 @@ CONFIG = "tiny"  # the preset whose RTL each mutant regenerates; every killer ru
 KILLERS = (
     "tests/instruction/test_rtl_vs_isa.py::test_kernels_match_isa_simulator[tiny]",
     "tests/instruction/test_rtl_vs_isa.py::test_random_programs_match_isa_simulator[tiny]",
+    "tests/instruction/test_conv.py::test_conv_rtl_matches_reference_and_isa[tiny]",
     "tests/instruction/test_edges_rtl.py",
     "tests/instruction/test_store_transpose.py::test_transposing_store_matches_reference_ops[tiny]",
     "tests/instruction/test_error_per_opcode.py",
@@ -28,6 +29,8 @@ KILLERS = (
     "tests/instruction/test_dwconv.py::test_dwconv_rtl_matches_reference_and_isa[tiny]",
     "tests/instruction/test_dwconv_max.py::test_dwconv_max_rtl_matches_reference_and_isa[tiny]",
     "tests/instruction/test_dwconv.py::test_bad_dwconv_stops_the_rtl_with_the_same_code[tiny]",
+    "tests/instruction/test_conv.py::test_bad_conv_stops_the_rtl_with_the_same_code[tiny]",
+    "tests/instruction/test_conv.py::test_conv_runs_as_fast_as_the_gemm_over_its_im2col_copy[tiny]",
     "tests/instruction/test_accum_gate.py::test_accum_gate_matches_reference_ops[tiny]",
     "tests/instruction/test_accum_gate.py::test_bad_gates_stop_both_simulators",
     "tests/instruction/test_store_table.py::test_store_table_matches_reference_ops[tiny]",
@@ -415,8 +418,8 @@ RTL_MUTANTS: list[Mutant] = [
     Mutant(
         "gemm-overwrite-every-k",
         _G,
-        "issue.overwrite.eq(~gemm.accumulate & (st_k == 0))",
-        "issue.overwrite.eq(~gemm.accumulate)",
+        "issue.overwrite.eq(~accumulate & st_first_k)",
+        "issue.overwrite.eq(~accumulate)",
         "every k block overwrites ACC instead of the first",
     ),
     Mutant(
@@ -429,9 +432,37 @@ RTL_MUTANTS: list[Mutant] = [
     Mutant(
         "gemm-act-k-stride",
         _G,
-        "st_act_base.eq(st_act_base + gemm.act_k_stride),",
-        "st_act_base.eq(st_act_base + gemm.act_k_stride + 1),",
-        "the next k block's activations start one line late",
+        "m.d.sync += [block.eq(block + 1), act_base.eq(act_base + insn.act_k_stride)]",
+        "m.d.sync += [block.eq(block + 1), act_base.eq(act_base + insn.act_k_stride + 1)]",
+        "the next k block's (a CONV's channel block's) activations start one line late",
+    ),
+    Mutant(
+        "conv-row-step-no-stride",
+        _G,
+        "row_step.eq(tile_pitch * stride),",
+        "row_step.eq(tile_pitch),",
+        "a CONV's next output row starts one input row down, not `stride` rows",
+    ),
+    Mutant(
+        "conv-tap-column-next-row",
+        _G,
+        "m.d.sync += act_base.eq(tap_base + 1)",
+        "m.d.sync += act_base.eq(tap_base + pitch)",
+        "a CONV's next tap column reads channel block 0 one input row down, not one pixel right",
+    ),
+    Mutant(
+        "conv-pitch-out-w-times-stride",
+        _G,
+        "tile_pitch = (out_w - 1) * stride + kw",
+        "tile_pitch = out_w * stride",
+        "a CONV's row pitch is out_w*stride, not (out_w - 1)*stride + kw (same for a GEMM)",
+    ),
+    Mutant(
+        "conv-accumulate-from-gemm-bit",
+        _G,
+        "accumulate = Mux(is_conv, conv.accumulate, gemm.accumulate)",
+        "accumulate = gemm.accumulate",
+        "a CONV's accumulate read at GEMM's bit (bit 1 of CONV's kw) instead of its own",
     ),
     Mutant(
         "gemm-act-end",

@@ -43,7 +43,7 @@ ACCUM_MODES = [
 PADDING = ["none", "y", "x", "y_and_x"]
 LOOPS = [str(n) for n in range(isa.DESC_LOOPS + 1)]
 UNIT_WAITS = ["load_token_wait", "compute_token_wait", "store_token_wait"]
-_NO_DESCRIPTOR = ("GEMM", "ACCUM", "POOL", "DWCONV", "SYNC", "PERF", "END")
+_NO_DESCRIPTOR = ("GEMM", "ACCUM", "POOL", "DWCONV", "CONV", "SYNC", "PERF", "END")
 #: (opcode, error code) pairs no program can produce, and why: ignored by the opcode x error
 #: cross (``ign_bins``) and listed with their reasons in the report. (DRAM_RANGE is possible at
 #: any opcode: a bad launch stops at instruction 0, whatever it is.)

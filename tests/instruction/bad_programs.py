@@ -184,6 +184,7 @@ def directed(config: AccelConfig) -> dict[str, tuple[Case, tuple[str, int | None
                 ("accum", word("accum")),
                 ("pool", word("pool")),
                 ("dwconv", word("dwconv")),
+                ("conv", word("conv")),
                 ("an_illegal_word", illegal),
             )
         ),
@@ -194,7 +195,7 @@ def directed(config: AccelConfig) -> dict[str, tuple[Case, tuple[str, int | None
                 Case(f"{op}_waits_for_a_token_nobody_pushes", [word(op, "pop_prev"), END]),
                 ("DEADLOCK", 0),
             )
-            for op in ("gemm", "accum", "pool", "dwconv", "store", "perf")
+            for op in ("gemm", "accum", "pool", "dwconv", "conv", "store", "perf")
         ),
     ]
     return {case.name: (case, expected) for case, expected in cases}
@@ -243,7 +244,7 @@ def programs(draw: st.DrawFn, config: AccelConfig) -> Case:
     case = Case(f"random-{defect}", body + [END], descs, seed=draw(st.integers(0, 2**16)))
     at = draw(st.integers(0, len(body)))  # the defect replaces or precedes instruction `at`
     if defect == "illegal_opcode":
-        case.words.insert(at, draw(st.sampled_from([0, 10, 11, 12, 13, 14, 15])))
+        case.words.insert(at, draw(st.sampled_from([0, 11, 12, 13, 14, 15])))
     elif defect == "sync_queue_3":
         case.words.insert(at, word("sync", queue="LOAD") | 3 << 8)
     elif defect == "flag_without_neighbour":

@@ -1,7 +1,8 @@
 """Error codes raised by the instructions functional coverage found never failing in the
 regression (docs/coverage.md: POOL, PERF and STORE had no error of their own, GEMM no
-LOCAL_RANGE, LOAD no BAD_FIELD): each case puts a seeded random out-of-range value in one field
-and must stop the RTL and the ISA simulator alike, at that instruction with the intended code."""
+LOCAL_RANGE, LOAD no BAD_FIELD), and CONV's (added later): each case puts a seeded random
+out-of-range value in one field and must stop the RTL and the ISA simulator alike, at that
+instruction with the intended code."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def cases(rng: np.random.Generator) -> dict[str, tuple[Case, tuple[str, int]]]:
     r = lambda lo, hi: int(rng.integers(lo, hi))  # noqa: E731
     pool = dict(act_addr=0, acc_addr=0, m=1, window=1, n_iter=1, mode="MAX")
     store = dict(desc=0, param_addr=0, param_loop=0, clamp_lo=-128, clamp_hi=127)
+    conv = dict(m=1, k_iter=1, n_iter=1, out_w=1, kh=1, kw=1, stride=1)
     return {
         "pool_m_0": (Case("pool_m_0", [word("pool", **{**pool, "m": 0}), END]), ("BAD_FIELD", 0)),
         "pool_window_0": (
@@ -118,6 +120,31 @@ def cases(rng: np.random.Generator) -> dict[str, tuple[Case, tuple[str, int]]]:
                 descs=[acc_desc()],
             ),
             ("BAD_FIELD", 1),
+        ),
+        # CONV (added after the rest: their draws come last, the others' values stay)
+        "conv_kw_0": (
+            Case("conv_kw_0", [word("conv", **{**conv, "kw": 0}), END]),
+            ("BAD_FIELD", 0),
+        ),
+        # channel block 1's tile starts past ACT (block 0's is in range)
+        "conv_channel_block_past": (
+            Case(
+                "conv_channel_block_past",
+                [
+                    word(
+                        "conv", **{**conv, "k_iter": 2, "act_k_stride": TINY.act_lines + r(0, 64)}
+                    ),
+                    END,
+                ],
+            ),
+            ("LOCAL_RANGE", 0),
+        ),
+        "conv_wgt_past": (
+            Case(
+                "conv_wgt_past",
+                [word("conv", **{**conv, "wgt_addr": TINY.wgt_lines - TINY.rows + r(1, 64)}), END],
+            ),
+            ("LOCAL_RANGE", 0),
         ),
     }
 

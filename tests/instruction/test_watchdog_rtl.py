@@ -61,6 +61,7 @@ STUCK_AT = {
     "ACCUM": word("accum"),
     "POOL": word("pool"),
     "DWCONV": word("dwconv"),
+    "CONV": word("conv"),
     "SYNC": word("sync", queue="COMPUTE"),
     "STORE": word("store"),
     "PERF": word("perf"),
