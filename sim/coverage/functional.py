@@ -152,6 +152,15 @@ def _define() -> dict[str, Any]:
     @point("dwconv.mode", ["sum", "max"])
     def dw_mode(value: str) -> None: ...
 
+    @point("conv.kernel", ["1x1", "3x3", "5x5", "7x7", "other"])
+    def conv_kernel(value: str) -> None: ...
+
+    @point("conv.stride", ["1", "2", "3"])
+    def conv_stride(value: str) -> None: ...
+
+    @point("conv.last_row", ["whole", "partial"])
+    def conv_last_row(value: str) -> None: ...
+
     @point("status.error", ERRORS)
     def status_error(value: str) -> None: ...
 
@@ -273,6 +282,11 @@ def _sample_insn(s: dict[str, Any], insn: isa.Instruction, config: AccelConfig) 
     elif op is isa.Opcode.POOL:
         w = insn["window"]
         s["pool_mode"](f"{insn['mode'].name}:{'1' if w <= 1 else '2-4' if w <= 4 else '5+'}")
+    elif op is isa.Opcode.CONV:
+        kernel = f"{insn['kh']}x{insn['kw']}"
+        s["conv_kernel"](kernel if kernel in ("1x1", "3x3", "5x5", "7x7") else "other")
+        s["conv_stride"](str(insn["stride"]))
+        s["conv_last_row"]("partial" if insn["out_w"] and insn["m"] % insn["out_w"] else "whole")
     elif op is isa.Opcode.DWCONV:
         s["dw_kernel"](f"{insn['kh']}x{insn['kw']}")
         s["dw_stride"](str(insn["stride"]) if insn["stride"] < 3 else "3+")
