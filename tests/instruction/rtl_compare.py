@@ -100,3 +100,37 @@ def assert_cases_match(config: AccelConfig, make_case, seed: int, tmp_path, case
             got = outcome.rtl.dram[out : out + want.size].view(np.int8).reshape(want.shape)
             np.testing.assert_array_equal(got, want, err_msg=outcome.name)
         assert_same_dram(outcome)
+
+
+def assert_isa_stops(cases: dict[str, tuple[Builder, str | None]], label: str) -> None:
+    """Each ``(program, code)`` stops the ISA simulator with ``code`` at instruction 1, or runs
+    to the end when ``code`` is None."""
+    for case, (builder, code) in cases.items():
+        try:
+            builder.run_isa()
+        except IsaSimError as exc:
+            assert code is not None, f"{label} {case}: {exc}"
+            assert exc.code.name == code and exc.insn_index == 1, f"{label} {case}: {exc}"
+        else:
+            assert code is None, f"{label} {case}: ran, expected {code}"
+
+
+def assert_rtl_stops_alike(
+    config: AccelConfig, cases: dict[str, tuple[Builder, str | None]], tmp_path
+) -> None:
+    """The RTL stops each program as :func:`assert_isa_stops` expects of the ISA simulator:
+    the same code at the same instruction, DRAM outside the guard bands untouched alike; a
+    program expected to run leaves the same DRAM."""
+    outcomes = run_both(config, {k: b for k, (b, _) in cases.items()}, tmp_path, 200_000)
+    for outcome in outcomes:
+        code = cases[outcome.name][1]
+        if code is None:
+            assert outcome.isa_error is None and outcome.rtl.done, outcome.name
+            assert_same_dram(outcome)
+            continue
+        assert outcome.isa_error is not None and outcome.isa_error.code.name == code
+        assert outcome.rtl.error and outcome.rtl.error_code == code, (
+            f"{outcome.name}: RTL says {outcome.rtl.error_code}"
+        )
+        assert outcome.rtl.error_index == outcome.isa_error.insn_index == 1, outcome.name
+        assert_guards(outcome.name, outcome.guard, rtl=outcome.rtl.dram, isa=outcome.isa.dram)

@@ -14,7 +14,12 @@ import pytest
 from arch import isa
 from arch import reference_ops as ref
 from arch.config import PRESETS
-from tests.instruction.rtl_compare import assert_guards, assert_same_dram, run_both
+from tests.instruction.rtl_compare import (
+    assert_isa_stops,
+    assert_rtl_stops_alike,
+    assert_same_dram,
+    run_both,
+)
 from tests.programs import Builder
 
 CONFIGS = ["tiny", "default"]
@@ -171,34 +176,14 @@ def bad_dwconv_programs(config):
 
 def test_bad_dwconv_on_the_isa_simulator():
     for name in CONFIGS:
-        for case, (builder, code) in bad_dwconv_programs(PRESETS[name]).items():
-            try:
-                builder.run_isa()
-            except Exception as exc:  # noqa: BLE001 - the code is what is checked
-                assert code is not None, f"{name} {case}: {exc}"
-                assert exc.code.name == code and exc.insn_index == 1, f"{name} {case}: {exc}"
-            else:
-                assert code is None, f"{name} {case}: ran, expected {code}"
+        assert_isa_stops(bad_dwconv_programs(PRESETS[name]), name)
 
 
 @pytest.mark.simulator
 @pytest.mark.parametrize("config_name", CONFIGS)
 def test_bad_dwconv_stops_the_rtl_with_the_same_code(config_name, tmp_path):
     config = PRESETS[config_name]
-    cases = bad_dwconv_programs(config)
-    outcomes = run_both(config, {k: b for k, (b, _) in cases.items()}, tmp_path, 200_000)
-    for outcome in outcomes:
-        code = cases[outcome.name][1]
-        if code is None:
-            assert outcome.isa_error is None and outcome.rtl.done, outcome.name
-            assert_same_dram(outcome)
-            continue
-        assert outcome.isa_error is not None and outcome.isa_error.code.name == code
-        assert outcome.rtl.error and outcome.rtl.error_code == code, (
-            f"{outcome.name}: RTL says {outcome.rtl.error_code}"
-        )
-        assert outcome.rtl.error_index == outcome.isa_error.insn_index == 1, outcome.name
-        assert_guards(outcome.name, outcome.guard, rtl=outcome.rtl.dram, isa=outcome.isa.dram)
+    assert_rtl_stops_alike(config, bad_dwconv_programs(config), tmp_path)
 
 
 def test_dwconv_fields_round_trip():
