@@ -13,6 +13,8 @@ from arch import reference_ops as ref
 from arch.config import PRESETS, AccelConfig
 from arch.isa import INT32_MAX, ErrorCode, Launch
 from sim.backends.isa_machine import IsaSimError, Machine, Stats
+from tests.instruction.conv_cases import bad_conv_programs, conv_cases
+from tests.instruction.rtl_compare import assert_isa_stops
 from tests.instruction.test_dwconv_max import max_pool_cases
 from tests.programs import Builder, conv2d, pool2d
 
@@ -1277,3 +1279,29 @@ def test_every_token_flag_without_a_neighbour_queue_is_bad_field():
         with pytest.raises(IsaSimError) as info:
             run_text(f"sync queue=COMPUTE\n{line}\nend")
         assert str(info.value) == f"BAD_FIELD: instruction 1: {message}"
+
+
+# --------------------------------------------------------------------------- CONV
+
+
+def test_conv_isa_simulator_matches_reference_ops():
+    """The ISA simulator alone (no RTL), over more cases than the RTL test runs."""
+    outputs = []
+    for name, config in CONFIGS.items():
+        programs, expected = conv_cases(config, seed=3, count=36)
+        for case, builder in programs.items():
+            machine = builder.run_isa()
+            e = expected[case]
+            assert machine.stats.macs == e.macs, f"{name} {case}"
+            got = machine.dram[e.out : e.out + e.want.size].view(np.int8).reshape(e.want.shape)
+            np.testing.assert_array_equal(got, e.want, err_msg=f"{name} {case}")
+            outputs.append(e.want.ravel())
+    # The cases test something: outputs spread over int8, few saturated.
+    every = np.concatenate(outputs)
+    assert np.mean((every == -128) | (every == 127)) < 0.05
+    assert every.std() > 20
+
+
+def test_bad_conv_on_the_isa_simulator():
+    for name, config in CONFIGS.items():
+        assert_isa_stops(bad_conv_programs(config), name)
