@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from arch import isa
 from compiler.constants import param_size, weight_size
-from compiler.passes.schedule import param_symbol, weight_symbol
+from compiler.passes.steps import param_symbol, weight_symbol
 from compiler.plan import Plan, round_up
 
 PROGRAM_BASE = 0x1000

@@ -8,7 +8,7 @@ from arch import isa
 from arch.asm import Program
 from compiler.constants import param_lines, weight_bytes
 from compiler.errors import CompileError
-from compiler.passes.schedule import param_symbol, weight_symbol
+from compiler.passes.steps import param_symbol, weight_symbol
 from compiler.plan import Op, Plan
 
 
