@@ -36,7 +36,7 @@ def _render_program(program: DeviceProgram) -> list[str]:
         tiling = layer.tiling
         detail = (
             f"rows/tile={tiling['rows_per_tile']} n_blocks={tiling['n_blocks']} "
-            f"k_group={tiling['k_group']}"
+            f"k_group={tiling['k_group']}" + (" input_reuse" if tiling.get("input_reuse") else "")
             if tiling
             else ""
         )

@@ -112,7 +112,8 @@ def _compare(name: str, got: np.ndarray, expected: np.ndarray) -> str | None:
 def _tiling(tiling: dict[str, int] | None) -> str:
     if not tiling:
         return ""
-    return f"rows={tiling['rows_per_tile']} n={tiling['n_blocks']} k={tiling['k_group']}"
+    walk = " conv" if tiling.get("input_reuse") else ""  # CONV on input tiles loaded once
+    return f"rows={tiling['rows_per_tile']} n={tiling['n_blocks']} k={tiling['k_group']}{walk}"
 
 
 def check_layers(

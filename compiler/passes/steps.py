@@ -9,6 +9,9 @@ from compiler.plan import Layer, Op
 
 @dataclass
 class Step:
+    """The loads one compute phase needs, its compute instructions and, on the last step of an
+    m tile, the tile's store (see :mod:`compiler.passes.schedule`)."""
+
     loads: list[Op] = field(default_factory=list)
     compute: list[Op] = field(default_factory=list)
     tile: int = 0
@@ -21,10 +24,12 @@ class Step:
 
 
 def weight_symbol(layer: Layer) -> str:
+    """The DRAM region of a layer's weight tiles (placed by the allocate pass)."""
     return f"{layer.name}#weights"
 
 
 def param_symbol(layer: Layer) -> str:
+    """The DRAM region of a layer's PARAM lines."""
     return f"{layer.name}#params"
 
 
