@@ -512,10 +512,18 @@ def conv_pitch(out_w: int, kw: int, stride: int) -> int:
 
 
 def gemm_cycles(tiles: int, m: int, rows: int, cols: int) -> int:
-    """GEMM or CONV on the array: each weight tile streams ``m`` rows while the next tile's
-    ``rows`` weight lines load into the other bank (a tile costs max(m, rows)), plus one fill
-    and drain."""
-    return tiles * max(m, rows) + rows + cols
+    """GEMM or CONV on the array (hdl_gen/gemm_engine.py), cycle for cycle: the first tile's
+    ``rows`` weight lines load, then each tile streams ``m`` rows from its weight bank while the
+    next tile's weights load into the other; a bank takes new weights only once its last row
+    has left the array's columns (``cols + 1`` cycles) and they have loaded, so a bank serves a
+    tile every ``m + rows + cols + 2`` cycles at best and small tiles stream in pairs. The
+    last row then fills and drains through the array into ACC."""
+    if tiles == 1 or m >= rows + cols + 2:  # back to back: the banks keep up
+        last_start = (tiles - 1) * m
+    else:  # pairs: tile 2j starts a bank period after tile 2j - 2; its pair max(m, rows) later
+        pairs, odd = divmod(tiles - 1, 2)
+        last_start = pairs * (m + rows + cols + 2) + (max(m, rows) if odd else 0)
+    return last_start + m + 2 * rows + cols + 5
 
 
 ACCUM = _insn(

@@ -133,4 +133,4 @@ def assert_rtl_stops_alike(
             f"{outcome.name}: RTL says {outcome.rtl.error_code}"
         )
         assert outcome.rtl.error_index == outcome.isa_error.insn_index == 1, outcome.name
-        assert_guards(outcome.name, outcome.guard, rtl=outcome.rtl.dram, isa=outcome.isa.dram)
+        assert_guards(outcome.name, outcome.guard, isa=outcome.isa.dram, rtl=outcome.rtl.dram)
