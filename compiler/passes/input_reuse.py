@@ -47,7 +47,7 @@ class InputReuse:
         self,
         step: Step,
         gi: int,
-        keep: bool,
+        kept: tuple[bool, bool],
         bases: tuple[int, int, int],
         oy0: int,
         rows: int,
@@ -56,10 +56,12 @@ class InputReuse:
         ramped: bool,
     ) -> None:
         """Add k group ``gi``'s loads and CONVs for output rows oy0.. (``rows``) and ``nbc``
-        output blocks to ``step``; ``ramped`` (the layer's first step): a CONV per ramp part,
-        each with its own token, on the ramp copy of the weights at ``weight_offset``."""
+        output blocks to ``step``, but the activations and the weights the step's halves still
+        hold (``kept``); ``ramped`` (the layer's first step): a CONV per ramp part, each with
+        its own token, on the ramp copy of the weights at ``weight_offset``."""
         plan, shape, dim = self.plan, self.shape, self.plan.dim
         act_base, wgt_base, acc_base = bases
+        keep_act, keep = kept
         src = plan.tensor(self.layer.inputs[0])
         (kh, kw), stride = shape.kernel, shape.stride[0]
         pitch = isa.conv_pitch(shape.out_w, kw, stride)
@@ -85,7 +87,8 @@ class InputReuse:
                 width=src.w,
                 pad_value=zero_point(plan.graph, self.layer.inputs[0]),  # real 0
             )
-            step.loads.append(Op("load", desc=desc))
+            if not keep_act:
+                step.loads.append(Op("load", desc=desc))
             run_wgt = r0 * self.taps * nbc * dim  # WGT lines of the runs before this one
             if not keep:
                 wdesc = DescSpec(

@@ -239,6 +239,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
 
     steps: list[Step] = []
     in_half: dict[int, tuple[int, int, int]] = {}  # the weights each WGT half holds
+    in_act_half: dict[int, tuple[int, int, int]] = {}  # the activations each ACT half holds
     for tile, (head, (nb0, nbc), (oy0, rows)) in enumerate(
         itertools.product(range(heads), n_groups, m_tiles)
     ):
@@ -258,13 +259,18 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
             weights = (head, nb0, reuse.ramp_chunk if reuse is not None and ramped else k0)
             keep = in_half.get(half) == weights
             in_half[half] = weights
+            # Activations this half already holds (two steps back, same m tile and k group: an
+            # m tile of one k group over n groups) stay too.
+            acts = (head, oy0, k0)
+            keep_act = in_act_half.get(half) == acts
+            in_act_half[half] = acts
             if gi == 0:
                 step.loads.append(_param_load(plan, layer, slot, out_nb0, nbc))
             if reuse is not None:
                 reuse.step(
                     step,
                     gi,
-                    keep,
+                    (keep_act, keep),
                     (act_base, wgt_base, acc_base),
                     oy0,
                     rows,
@@ -276,9 +282,11 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 for part, pk0 in enumerate(itertools.accumulate([0, *sizes[:-1]])):
                     pkc = sizes[part]
                     before = step.loads[-1] if part else None
-                    # Activations: one descriptor per run of chunks sharing a kernel tap (ky, kx).
+                    # Activations: one descriptor per run of chunks sharing a kernel tap (ky, kx),
+                    # unless the half still holds them.
                     chunks_of_part = range(k0 + pk0, k0 + pk0 + pkc)
-                    for tap, run in itertools.groupby(chunks_of_part, key=tap_of):
+                    tap_runs = () if keep_act else itertools.groupby(chunks_of_part, key=tap_of)
+                    for tap, run in tap_runs:
                         chunk_list = list(run)
                         first, count = chunk_list[0], len(chunk_list)
                         ky, kx = tap // kw, tap % kw

@@ -166,12 +166,18 @@ def _walk_tilings(
             first = ramp.first_step_cycles(
                 sizes, unit_load, unit_compute, budget.latency, GEMM_OVERHEAD
             )
-            loading = min(m_tiles * groups, 2 if groups <= 2 else m_tiles * groups)
-            per_n_group = loading * step + (m_tiles * groups - loading) * kept
-            total = n_groups * per_n_group + first - step + mt * nb
-            traffic = n_groups * (
-                m_tiles * (units * unit_lines + res_lines) + loading * mean * nb * dim
-            )
+            per_group = m_tiles * groups  # steps of an n group
+            loading = min(per_group, 2 if groups <= 2 else per_group)
+            body = n_groups * (loading * step + (per_group - loading) * kept)
+            act_lines = n_groups * m_tiles * units * unit_lines
+            if per_group <= 2 and n_groups * per_group > 2:
+                # Every n group walks the same one or two steps' activations: the ACT halves
+                # keep them, and the steps after the layer's first two load only weights.
+                weights_only = (res_lines / groups + mean * nb * dim) / lpc + budget.latency
+                body = 2 * step + (n_groups * per_group - 2) * max(compute, weights_only)
+                act_lines = 2 * units / groups * unit_lines
+            total = body + first - step + mt * nb
+            traffic = act_lines + n_groups * (m_tiles * res_lines + loading * mean * nb * dim)
             yield Tiling(rows, nb, kg, int(total), int(reuse)), traffic
 
 

@@ -1121,6 +1121,32 @@ def test_weights_a_wgt_half_still_holds_are_not_loaded_again(k_group, loads_per_
     assert run(plan, x).bit_exact
 
 
+@pytest.mark.parametrize("reuse", [0, 1])
+@pytest.mark.parametrize(("rows", "k_group", "loads"), [(12, 18, 2), (6, 18, 2), (4, 18, 18)])
+def test_activations_an_act_half_still_holds_are_not_loaded_again(reuse, rows, k_group, loads):
+    """A 3x3 conv 32 -> 96 on 12x12 (2 channel blocks, 6 n groups of 1 output block): when an n
+    group is one or two steps (one or two m tiles of one k group), step s + 2 uses the ACT half
+    of step s with the same activations, so only the layer's first two steps load them; with
+    three m tiles the halves alternate between tiles and every step loads its own. On im2col
+    lines (18 chunks of rows x 12 pixels) and on input tiles ((rows + 2) x 14 lines a channel
+    block). Bit-exact either way."""
+    g = Onnx(seed=43)
+    y = g.node("Relu", [g.conv("c", "x", 32, 96, 3)], "r")
+    graph = compile_front(g.model([1, 32, 12, 12], y))
+    x = np.random.default_rng(43).standard_normal((1, 32, 12, 12)).astype(np.float32)
+    tiling = Tiling(rows_per_tile=rows, n_blocks=1, k_group=k_group, input_reuse=reuse)
+    plan = passes(graph, PRESETS["default"], tilings={"c": tiling})
+    (layer,) = plan.accel_layers()
+    loaded = sum(
+        math.prod(loop[0] for loop in op.desc.loops)
+        for op in layer.ops
+        if op.desc is not None and op.desc.mem == "ACT"
+    )
+    per_step = 2 * (rows + 2) * 14 if reuse else 18 * rows * 12
+    assert loaded == loads * per_step, (loaded, per_step)
+    assert run(plan, x).bit_exact
+
+
 def test_token_check_catches_a_missing_push(graphs: dict[str, Graph]) -> None:
     plan = passes(graphs["mlp"], TINY)
     index = next(i for i, insn in enumerate(plan.program.insns) if insn["deps.push_next"])
