@@ -169,7 +169,7 @@ def _walk_tilings(
             per_group = m_tiles * groups  # steps of an n group
             loading = min(per_group, 2 if groups <= 2 else per_group)
             body = n_groups * (loading * step + (per_group - loading) * kept)
-            act_lines = n_groups * m_tiles * units * unit_lines
+            act_lines: float = n_groups * m_tiles * units * unit_lines
             if per_group <= 2 and n_groups * per_group > 2:
                 # Every n group walks the same one or two steps' activations: the ACT halves
                 # keep them, and the steps after the layer's first two load only weights.
