@@ -1,14 +1,7 @@
 """CONV (a GEMM over kernel taps of an input tile held once in ACT) on the ISA simulator and the
 RTL, against the integer reference ops.
 
-Random input images of ``k_iter`` channel blocks, already padded, loaded into ACT as ``k_iter``
-tiles of ``in_h * pitch`` lines ``act_k_stride`` apart (sometimes with a gap of random lines
-between tiles that must not leak in); weights laid out in WGT in the CONV's k-block order;
-kernels 1x1 to 7x7, strides 1..3, ``m`` sometimes not a multiple of ``out_w`` (a partial last
-output row), random ACT/WGT/ACC/PARAM addresses (sometimes the last lines of each memory). An
-ACCUM first fills the accumulators with random biases: a CONV with accumulate=0 must overwrite
-them, one with accumulate=1 adds to them, and a second CONV with other weights accumulates onto
-the first. A STORE requantizes the accumulators to int8. The expected values are
+The cases are ``tests/instruction/conv_cases.py``'s. The expected values are
 ``arch.reference_ops.conv2d`` (dense, groups=1) over the image, then the reference requantize
 and clamp; the RTL's whole DRAM must also equal the ISA simulator's. Zero sizes stop both with
 BAD_FIELD, out-of-range lines with LOCAL_RANGE, at the same instruction.
