@@ -506,9 +506,11 @@ CONV = _insn(
 )
 
 
-def conv_pitch(out_w: int, kw: int, stride: int) -> int:
-    """ACT lines per input row of a CONV's tile: the columns its output row reads."""
-    return (out_w - 1) * stride + kw
+def window_span(outputs: Any, kernel: Any, stride: Any) -> Any:
+    """Input pixels that ``outputs`` window positions ``stride`` apart read, a window being
+    ``kernel`` pixels: a CONV tile's row pitch and rows, DWCONV's columns per output row. Also
+    takes Amaranth values (the RTL's form of the same sum)."""
+    return (outputs - 1) * stride + kernel
 
 
 def gemm_cycles(tiles: int, m: int, rows: int, cols: int) -> int:
@@ -605,7 +607,7 @@ def dwconv_cycles(out_w: int, out_h: int, kh: int, kw: int, stride: int) -> int:
     """DWCONV on the window unit (hdl_gen/window_engine.py): one WGT line per tap, then one
     column of input per cycle, ``(out_w - 1)*stride + kw`` columns per output row, back to
     back, and a 3-cycle tail (ACT read, products, ACC write)."""
-    return kh * kw + out_h * ((out_w - 1) * stride + kw) + 3
+    return kh * kw + out_h * window_span(out_w, kw, stride) + 3
 
 
 SYNC = _insn(

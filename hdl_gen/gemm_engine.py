@@ -173,7 +173,7 @@ class GemmEngine(wiring.Component):
             ]
 
         with m.If(self.start):
-            tile_pitch = (out_w - 1) * stride + kw
+            tile_pitch = isa.window_span(out_w, kw, stride)
             m.d.sync += [
                 total_tiles.eq(kh * kw * gemm.k_iter * gemm.n_iter),
                 pitch.eq(tile_pitch),

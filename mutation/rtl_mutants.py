@@ -453,7 +453,7 @@ RTL_MUTANTS: list[Mutant] = [
     Mutant(
         "conv-pitch-out-w-times-stride",
         _G,
-        "tile_pitch = (out_w - 1) * stride + kw",
+        "tile_pitch = isa.window_span(out_w, kw, stride)",
         "tile_pitch = out_w * stride",
         "a CONV's row pitch is out_w*stride, not (out_w - 1)*stride + kw (same for a GEMM)",
     ),

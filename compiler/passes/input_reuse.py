@@ -64,7 +64,7 @@ class InputReuse:
         keep_act, keep = kept
         src = plan.tensor(self.layer.inputs[0])
         (kh, kw), stride = shape.kernel, shape.stride[0]
-        pitch = isa.conv_pitch(shape.out_w, kw, stride)
+        pitch = isa.window_span(shape.out_w, kw, stride)
         tile_lines = input_tile_lines(self.layer, rows)
         y0, x0 = oy0 * stride - shape.pads[0], -shape.pads[1]
         c0 = self.unit_groups[gi][0]
@@ -78,7 +78,7 @@ class InputReuse:
                 src.offset + (y0 * src.w + x0) * src.pixel_stride + (c0 + r0) * dim,
                 [
                     (rc, dim, tile_lines, 0, 0),
-                    ((rows - 1) * stride + kh, src.w * src.pixel_stride, pitch, 1, 0),
+                    (isa.window_span(rows, kh, stride), src.w * src.pixel_stride, pitch, 1, 0),
                     (pitch, src.pixel_stride, 1, 0, 1),
                 ],
                 y0=y0,

@@ -252,9 +252,8 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
             act_base, wgt_base = half * act_half, half * halves.wgt
             res_base = 2 * act_half + (tile % RESIDUAL_SLOTS) * res_slot
             step = Step(tile=tile, first_of_tile=gi == 0)
-            # The layer's first step in ramp parts (each its own LOAD -> COMPUTE token).
-            sizes = ramp.parts(kc, plan.config) if not steps and not matmul else [kc]
-            # Weights this half already holds (two steps back, same n and k group) stay.
+            # Weights this half already holds (two steps back, same n and k group) stay. The
+            # layer's first step on input tiles has its own copy of its weights (ramp order).
             ramped = reuse is not None and not steps
             weights = (head, nb0, reuse.ramp_chunk if reuse is not None and ramped else k0)
             keep = in_half.get(half) == weights
@@ -279,6 +278,8 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                     ramped,
                 )
             else:
+                # The layer's first step in ramp parts (each its own LOAD -> COMPUTE token).
+                sizes = ramp.parts(kc, plan.config) if not steps and not matmul else [kc]
                 for part, pk0 in enumerate(itertools.accumulate([0, *sizes[:-1]])):
                     pkc = sizes[part]
                     before = step.loads[-1] if part else None

@@ -88,7 +88,7 @@ def input_tile_lines(layer: Layer, rows: int) -> int:
     shape = layer.gemm
     assert shape is not None
     (kh, kw), stride = shape.kernel, shape.stride[0]
-    return ((rows - 1) * stride + kh) * isa.conv_pitch(shape.out_w, kw, stride)
+    return isa.window_span(rows, kh, stride) * isa.window_span(shape.out_w, kw, stride)
 
 
 def _gemm_tiling(layer: Layer, budget: Budget, transposed: bool = False) -> Tiling:

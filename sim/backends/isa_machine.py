@@ -405,7 +405,7 @@ class Machine:
     def _exec_conv(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
         self._require_positive(index, insn, "m", "k_iter", "n_iter", "out_w", "kh", "kw", "stride")
         m, out_w, kw, stride = insn["m"], insn["out_w"], insn["kw"], insn["stride"]
-        pitch = isa.conv_pitch(out_w, kw, stride)
+        pitch = isa.window_span(out_w, kw, stride)
         i = np.arange(m)
         pixel = (i // out_w) * stride * pitch + (i % out_w) * stride
         ky, kx, block = np.meshgrid(
@@ -507,7 +507,7 @@ class Machine:
         self._require_positive(index, insn, "out_w", "out_h", "kh", "kw", "stride")
         out_w, out_h, kh, kw = insn["out_w"], insn["out_h"], insn["kh"], insn["kw"]
         stride, pitch = insn["stride"], insn["pitch"]
-        in_cols = (out_w - 1) * stride + kw  # input columns streamed per output row
+        in_cols = isa.window_span(out_w, kw, stride)  # input columns streamed per output row
         self._check_lines(index, "WGT", insn["wgt_addr"], kh * kw, c.wgt_lines)
         last_act = insn["act_addr"] + ((out_h - 1) * stride + kh - 1) * pitch + in_cols - 1
         self._check_lines(

@@ -56,7 +56,7 @@ def _weight_lines(w: np.ndarray, rows: int, cols: int) -> np.ndarray:
 
 def _last_act_offset(m, out_w, kh, kw, stride, k_iter, act_k_stride):
     """The largest ACT line offset (from act_addr) the CONV reads, by walking every read."""
-    pitch = isa.conv_pitch(out_w, kw, stride)
+    pitch = isa.window_span(out_w, kw, stride)
     return max(
         c * act_k_stride + ((i // out_w) * stride + ky) * pitch + (i % out_w) * stride + kx
         for c in range(k_iter)
@@ -119,7 +119,7 @@ def _conv_case(
     other weights), STORE; return the builder and what the output must be. ``as_gemm``: the
     same products as GEMMs over an im2col copy of the image (same data, weights and tiles)."""
     rows, cols = config.rows, config.cols
-    pitch = isa.conv_pitch(out_w, kw, stride)
+    pitch = isa.window_span(out_w, kw, stride)
     out_h = -(-m // out_w)
     in_h = (out_h - 1) * stride + kh
     tile = in_h * pitch

@@ -32,7 +32,7 @@ def test_the_reference_layout_matches_a_dense_matmul():
     equals ``conv2d`` for one case (so a wrong ``conv2d`` call cannot make both sides agree)."""
     rng = np.random.default_rng(9)
     kh, kw, stride, c, o, out_w, out_h = 3, 2, 2, 8, 4, 3, 2
-    pitch = isa.conv_pitch(out_w, kw, stride)
+    pitch = isa.window_span(out_w, kw, stride)
     image = rng.integers(-128, 128, (c, (out_h - 1) * stride + kh, pitch), dtype=np.int8)
     w = rng.integers(-128, 128, (o, c, kh, kw), dtype=np.int8)
     cols = np.array(
@@ -108,4 +108,4 @@ def test_conv_fields_round_trip():
     fields = dict(m=4095, k_iter=1023, n_iter=5, act_k_stride=65535, out_w=4095, kh=7, kw=6)
     insn = isa.make("conv", **fields, stride=3, accumulate=1)
     assert isa.decode_insn(insn.encode()) == insn
-    assert isa.conv_pitch(out_w=4, kw=3, stride=2) == 9
+    assert isa.window_span(outputs=4, kernel=3, stride=2) == 9
