@@ -19,6 +19,14 @@ starts after one chunk's loads rather than the whole step's.
 
 Token pushes and pops balance within a layer; a barrier (store -> compute -> load) and a PERF
 record end each layer, so the next layer reads what this one stored.
+
+A GEMM layer's first weights do not wait for that barrier: they are constants, so the layer
+before loads them at its end (:func:`_layer_end`), into the half its last step does not use
+(the GEMM layer's step halves start there, ``_Halves.first``), as soon as its last step but
+one releases that half - while its last step computes and stores. Its PERF record waits for
+them, so each layer's counters still cover exactly its own instructions (these loads are
+among them, ``Layer.prefetched`` names them) and the machine is as drained at every barrier
+as before: a shard started at any layer runs it cycle for cycle as the whole network does.
 """
 
 from __future__ import annotations
@@ -44,9 +52,10 @@ from compiler.plan import DescSpec, Layer, Op, Plan
 
 
 class _Halves:
-    def __init__(self, plan: Plan, layer: Layer) -> None:
+    def __init__(self, plan: Plan, layer: Layer, first: int = 0) -> None:
         c = plan.config
         self.act, self.wgt, self.acc = c.act_lines // 2, c.wgt_lines // 2, c.acc_lines // 2
+        self.first = first  # the ACT/WGT half of the layer's first step
         self.param = param_slot_lines(c, layer)
         self.param_line_bytes = c.cols * isa.PARAM_ENTRY_BYTES
 
@@ -248,7 +257,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
         acc_base = (tile % 2) * halves.acc
         slot = (tile % PARAM_SLOTS) * halves.param
         for gi, (k0, kc) in enumerate(k_groups):
-            half = len(steps) % 2
+            half = (len(steps) + halves.first) % 2
             act_base, wgt_base = half * act_half, half * halves.wgt
             res_base = 2 * act_half + (tile % RESIDUAL_SLOTS) * res_slot
             step = Step(tile=tile, first_of_tile=gi == 0)
@@ -666,8 +675,10 @@ def _upsample_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     return steps
 
 
-def _with_tokens(steps: list[Step]) -> list[Op]:
-    """Set the dependency flags (see the module docstring) and flatten in program order."""
+def _with_tokens(steps: list[Step], release_last: bool = False) -> list[Op]:
+    """Set the dependency flags (see the module docstring) and flatten in program order;
+    ``release_last``: the compute of the last step but one also releases its halves, to the
+    next layer's weight prefetch (:func:`_layer_end`)."""
     total_steps = len(steps)
     total_tiles = 1 + max(step.tile for step in steps)
     ops: list[Op] = []
@@ -687,7 +698,7 @@ def _with_tokens(steps: list[Step]) -> list[Op]:
         add(step.compute[0], "pop_prev")
         if step.first_of_tile and step.tile >= 2:
             add(step.compute[0], "pop_next")
-        if s + 2 < total_steps:
+        if s + 2 < total_steps or (release_last and s + 2 == total_steps):
             add(step.compute[-1], "push_prev")
         if step.store:
             add(step.compute[-1], "push_next")
@@ -696,6 +707,57 @@ def _with_tokens(steps: list[Step]) -> list[Op]:
                 add(step.store[-1], "push_prev")
         ops += step.loads + step.compute + step.store
     return ops
+
+
+def _prefetches(layer: Layer) -> bool:
+    """Whether the layer's first weights can load before the barrier that opens it: a GEMM
+    layer's weights are constants (a MatMul's come from activations)."""
+    return layer.kind == "gemm" and layer.gemm is not None and not layer.gemm.depthwise
+
+
+def _hoist_first_weights(step: Step) -> list[Op]:
+    """Take the WGT loads of the first ramp part out of a layer's first step and return them
+    (none if that would leave the part without a load of its own to push its token). The
+    later parts' weights still load while the parts before them compute."""
+    first_part = step.loads[: _index(step.loads, step.parts[0][0]) + 1] if step.parts else []
+    hoisted = [op for op in first_part or step.loads if op.desc and op.desc.mem == "WGT"]
+    kept = [op for op in first_part or step.loads if all(op is not h for h in hoisted)]
+    if not hoisted or not kept:
+        return []
+    if step.parts:  # the first part's token: its last load that stays
+        step.parts[0] = (kept[-1], step.parts[0][1])
+    step.loads = [op for op in step.loads if all(op is not h for h in hoisted)]
+    return hoisted
+
+
+def _index(ops: list[Op], op: Op) -> int:
+    return next(i for i, o in enumerate(ops) if o is op)
+
+
+def _layer_end(number: int, layer: Layer, prefetch: list[Op], pop: bool) -> list[Op]:
+    """A layer's end: the next layer's first weights (``prefetch``, popping the release of this
+    layer's last step but one if ``pop``), then a counter snapshot once this layer's stores
+    and the prefetch are done, then a barrier so the next layer sees this one's output."""
+    ops: list[Op] = []
+    perf_deps: tuple[str, ...] = ()
+    if prefetch:
+        if pop:
+            prefetch[0].deps = (*prefetch[0].deps, "pop_next")
+        prefetch[-1].deps = (*prefetch[-1].deps, "push_next")
+        ops += [*prefetch, Op("sync", ("pop_prev", "push_next"), {"queue": "COMPUTE"})]
+        perf_deps = ("pop_prev",)
+    return [
+        *ops,
+        Op(
+            "perf",
+            perf_deps,
+            fields={"tag": layer.index},
+            dram=("perf", number * isa.PERF_RECORD.nbytes),
+        ),
+        Op("sync", ("push_prev",), {"queue": "STORE"}),
+        Op("sync", ("pop_next", "push_prev"), {"queue": "COMPUTE"}),
+        Op("sync", ("pop_next",), {"queue": "LOAD"}),
+    ]
 
 
 def run(plan: Plan) -> Plan:
@@ -708,22 +770,25 @@ def run(plan: Plan) -> Plan:
         "upsample": _upsample_steps,
     }
     accel = plan.accel_layers()
-    for number, layer in enumerate(accel):
+    built: list[list[Step]] = []
+    free_half = 0  # the half the previous layer's last step did not use
+    for layer in accel:
         build = builders[layer.kind]
         if layer.gemm is not None and layer.gemm.depthwise:
             build = _dw_steps
-        steps = build(plan, layer, _Halves(plan, layer))
+        hoist = bool(built) and _prefetches(layer)
+        first = free_half if hoist else 0
+        steps = build(plan, layer, _Halves(plan, layer, first))
+        free_half = (first + len(steps)) % 2
+        layer.prefetched = _hoist_first_weights(steps[0]) if hoist else []
         if uses_table(layer):  # the previous layer's barrier keeps its stores from this load
             steps[0].loads.insert(0, _table_load(plan, layer))
-        ops = _with_tokens(steps)
-        # Layer end: a counter snapshot, then a barrier so the next layer sees this one's output.
+        built.append(steps)
+    for number, (layer, steps) in enumerate(zip(accel, built, strict=True)):
+        after = accel[number + 1].prefetched if number + 1 < len(accel) else []
+        ops = _with_tokens(steps, release_last=bool(after))
+        ops += _layer_end(number, layer, after, pop=len(steps) >= 2)
         layer.perf_index = number
-        ops += [
-            Op("perf", fields={"tag": layer.index}, dram=("perf", number * isa.PERF_RECORD.nbytes)),
-            Op("sync", ("push_prev",), {"queue": "STORE"}),
-            Op("sync", ("pop_next", "push_prev"), {"queue": "COMPUTE"}),
-            Op("sync", ("pop_next",), {"queue": "LOAD"}),
-        ]
         for op in ops:
             op.layer = layer.index
         layer.ops = ops
