@@ -20,13 +20,14 @@ starts after one chunk's loads rather than the whole step's.
 Token pushes and pops balance within a layer; a barrier (store -> compute -> load) and a PERF
 record end each layer, so the next layer reads what this one stored.
 
-A GEMM layer's first weights do not wait for that barrier: they are constants, so the layer
-before loads them at its end (:func:`_layer_end`), into the half its last step does not use
-(the GEMM layer's step halves start there, ``_Halves.first``), as soon as its last step but
-one releases that half - while its last step computes and stores. Its PERF record waits for
-them, so each layer's counters still cover exactly its own instructions (these loads are
-among them, ``Layer.prefetched`` names them) and the machine is as drained at every barrier
-as before: a shard started at any layer runs it cycle for cycle as the whole network does.
+A GEMM layer's first loads need not all wait for that barrier. Its step halves start in the
+half the layer before does not use in its last step (``_Halves.first``), which that layer's
+last step but one releases; the layer before then issues, at its end, the first ramp part's
+weights (constants) and, where no store it may still run writes them, its activations
+(:mod:`compiler.passes.prefetch`, ``Layer.prefetched``) - while its last step computes and
+stores. Its PERF record waits for them, so each layer's counters still cover exactly its own
+instructions (these loads among them) and the machine is as drained at every barrier as
+before: a shard started at any layer runs it cycle for cycle as the whole network does.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from arch import isa
 from arch.reference import store_zero_point, zero_point
 from compiler.constants import table_offset, zero_point_bias
 from compiler.errors import CompileError
-from compiler.passes import ramp
+from compiler.passes import prefetch, ramp
 from compiler.passes.input_reuse import InputReuse
 from compiler.passes.steps import Step, groups, param_symbol, weight_symbol
 from compiler.passes.tile import (
@@ -56,6 +57,7 @@ class _Halves:
         c = plan.config
         self.act, self.wgt, self.acc = c.act_lines // 2, c.wgt_lines // 2, c.acc_lines // 2
         self.first = first  # the ACT/WGT half of the layer's first step
+        self.act_step = self.act  # the ACT lines a step half uses (a GEMM's residual slots aside)
         self.param = param_slot_lines(c, layer)
         self.param_line_bytes = c.cols * isa.PARAM_ENTRY_BYTES
 
@@ -226,7 +228,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
     # A residual tile stays in ACT until its tile's STORE adds it: RESIDUAL_SLOTS slots above
     # the two step halves, which shrink by two slots each.
     res_slot = tiling.n_blocks * tiling.rows_per_tile * shape.out_w if residual else 0
-    act_half = halves.act - RESIDUAL_SLOTS // 2 * res_slot
+    act_half = halves.act_step = halves.act - RESIDUAL_SLOTS // 2 * res_slot
 
     def tap_of(k: int) -> int:
         return k // cb_total
@@ -709,31 +711,6 @@ def _with_tokens(steps: list[Step], release_last: bool = False) -> list[Op]:
     return ops
 
 
-def _prefetches(layer: Layer) -> bool:
-    """Whether the layer's first weights can load before the barrier that opens it: a GEMM
-    layer's weights are constants (a MatMul's come from activations)."""
-    return layer.kind == "gemm" and layer.gemm is not None and not layer.gemm.depthwise
-
-
-def _hoist_first_weights(step: Step) -> list[Op]:
-    """Take the WGT loads of the first ramp part out of a layer's first step and return them
-    (none if that would leave the part without a load of its own to push its token). The
-    later parts' weights still load while the parts before them compute."""
-    first_part = step.loads[: _index(step.loads, step.parts[0][0]) + 1] if step.parts else []
-    hoisted = [op for op in first_part or step.loads if op.desc and op.desc.mem == "WGT"]
-    kept = [op for op in first_part or step.loads if all(op is not h for h in hoisted)]
-    if not hoisted or not kept:
-        return []
-    if step.parts:  # the first part's token: its last load that stays
-        step.parts[0] = (kept[-1], step.parts[0][1])
-    step.loads = [op for op in step.loads if all(op is not h for h in hoisted)]
-    return hoisted
-
-
-def _index(ops: list[Op], op: Op) -> int:
-    return next(i for i, o in enumerate(ops) if o is op)
-
-
 def _layer_end(number: int, layer: Layer, prefetch: list[Op], pop: bool) -> list[Op]:
     """A layer's end: the next layer's first weights (``prefetch``, popping the release of this
     layer's last step but one if ``pop``), then a counter snapshot once this layer's stores
@@ -771,16 +748,23 @@ def run(plan: Plan) -> Plan:
     }
     accel = plan.accel_layers()
     built: list[list[Step]] = []
-    free_half = 0  # the half the previous layer's last step did not use
-    for layer in accel:
+    halves: list[_Halves] = []
+    for number, layer in enumerate(accel):
         build = builders[layer.kind]
         if layer.gemm is not None and layer.gemm.depthwise:
             build = _dw_steps
-        hoist = bool(built) and _prefetches(layer)
-        first = free_half if hoist else 0
-        steps = build(plan, layer, _Halves(plan, layer, first))
-        free_half = (first + len(steps)) % 2
-        layer.prefetched = _hoist_first_weights(steps[0]) if hoist else []
+        hoist = number > 0 and prefetch.eligible(layer)
+        # the half the layer before does not use in its last step
+        first = (halves[-1].first + len(built[-1])) % 2 if hoist else 0
+        halves.append(_Halves(plan, layer, first))
+        steps = build(plan, layer, halves[-1])
+        layer.prefetched = []
+        if hoist:
+            size = halves[-2].act_step
+            released = range(first * size, (first + 1) * size)
+            layer.prefetched = prefetch.hoist(
+                steps[0], accel[number - 1], built[-1], released, plan.dim
+            )
         if uses_table(layer):  # the previous layer's barrier keeps its stores from this load
             steps[0].loads.insert(0, _table_load(plan, layer))
         built.append(steps)

@@ -1015,7 +1015,8 @@ def test_schedule_tokens_balance_and_layers_end_with_a_barrier(
             (Opcode.SYNC, Queue.COMPUTE, ("pop_next", "push_prev")),
             (Opcode.SYNC, Queue.LOAD, ("pop_next",)),
         ]
-        # The next GEMM layer's first weights load before the record, which waits for them.
+        # The next GEMM layer's first loads run before the record, which waits for them:
+        # its first weights, and its first activations if this layer does not write them.
         after = accel[number + 1] if number + 1 < len(accel) else None
         prefetched = len(after.prefetched) if after is not None else 0
         if after is not None and after.kind == "gemm" and not after.gemm.depthwise:
@@ -1028,12 +1029,19 @@ def test_schedule_tokens_balance_and_layers_end_with_a_barrier(
                 1,
             )
             assert relay["deps.pop_prev"] and relay["deps.push_next"]
-            lo, size = next(r[1:] for r in plan.regions if r[0] == f"{after.name}#weights")
+            regions = {r[0]: r[1:] for r in plan.regions}
+            source = {
+                Mem.WGT: regions[f"{after.name}#weights"],
+                Mem.ACT: regions[plan.tensor(after.inputs[0]).name],
+            }
             for index in range(end - 5 - prefetched, end - 5):
                 insn = program.insns[index]
                 desc = program.descs[insn["desc"]]
-                assert insn.opcode is Opcode.LOAD and desc["mem"] is Mem.WGT, index
-                assert lo <= desc["dram_base"] < lo + size, index
+                assert insn.opcode is Opcode.LOAD and desc["mem"] in source, index
+                lo, size = source[desc["mem"]]
+                line = plan.config.rows if desc["mem"] is Mem.ACT else plan.config.cols
+                addrs = walk(desc, line, plan.config.dram_bytes_per_cycle)  # (padding skipped)
+                assert ((addrs >= lo) & (addrs + line <= lo + size)).all(), index
             body = body[: -5 - prefetched] + body[-4:]
         else:
             assert not perf["deps.pop_prev"]
