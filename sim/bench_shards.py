@@ -16,7 +16,7 @@ import numpy as np
 from arch.config import PRESETS
 from arch.executable import Executable
 from compiler.compile import compile_model
-from sim import shards
+from sim import cluster, shards
 from sim.run import run
 
 WORKERS = (16, 64)  # worker counts of the written scaling estimate
@@ -39,14 +39,26 @@ def scaling(exe: Executable, cycles: list[int], workers: int) -> dict[str, Any]:
 
 
 def measure(exe: Executable, x: np.ndarray, workdir: Path) -> dict[str, Any]:
-    """Wall time of the sequential rtl run and of ``JOBS=2`` (Dask LocalCluster start-up, the
-    reference and the merge included) on the same network and input."""
+    """Wall time of the sequential rtl run and of ``JOBS=2`` (the reference and the merge
+    included) on the same network and input: on a Dask LocalCluster started and warmed up
+    before (``sharded_speedup``: as ``make sim JOBS=2`` has it, which starts the cluster while
+    it compiles, or an existing cluster), and on one started inside the timing
+    (``sharded_speedup_cold_cluster``)."""
+    preset = next((name for name, c in PRESETS.items() if c == exe.config), None)
+    early = cluster.EarlyClient(2, ("rtl", preset) if preset else None)
+    try:
+        early.ready()
+        started = time.perf_counter()
+        sequential = run(exe, x, "rtl", workdir=workdir / "sequential")
+        sequential_s = time.perf_counter() - started
+        started = time.perf_counter()
+        sharded = shards.run(exe, x, "rtl", jobs=2, workdir=workdir / "sharded", client=early)
+        sharded_s = time.perf_counter() - started
+    finally:
+        early.close()
     started = time.perf_counter()
-    sequential = run(exe, x, "rtl", workdir=workdir / "sequential")
-    sequential_s = time.perf_counter() - started
-    started = time.perf_counter()
-    sharded = shards.run(exe, x, "rtl", jobs=2, workdir=workdir / "sharded")
-    sharded_s = time.perf_counter() - started
+    cold = shards.run(exe, x, "rtl", jobs=2, workdir=workdir / "sharded_cold")
+    cold_s = time.perf_counter() - started
     cycles = [layer.cycles for layer in sequential.layers if layer.device == "accel"]
     return {
         "network": exe.model,
@@ -54,8 +66,10 @@ def measure(exe: Executable, x: np.ndarray, workdir: Path) -> dict[str, Any]:
         "sequential_wall_s": round(sequential_s, 2),
         "sharded_wall_s": round(sharded_s, 2),
         "sharded_speedup": round(sequential_s / sharded_s, 3),
+        "sharded_cold_cluster_wall_s": round(cold_s, 2),
+        "sharded_speedup_cold_cluster": round(sequential_s / cold_s, 3),
         "shards": sharded.shards,
-        "same_layers": _signature(sharded) == _signature(sequential),
+        "same_layers": _signature(sharded) == _signature(sequential) == _signature(cold),
         "scaling_estimate": {str(n): scaling(exe, cycles, n) for n in (2, *WORKERS)},
     }
 

@@ -343,7 +343,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m sim.cli") -> int:
     args = parse(argv, prog)
     terminal.log_to_stderr()  # the build says what it builds and how long it took
     # Shards: the Dask cluster starts on the other core while the model compiles.
-    early = cluster.EarlyClient(args.jobs) if args.jobs > 1 else None
+    # (and its workers build or find the model: a bundle's config is known only once read)
+    warm = None if args.bundle else (args.backend, args.config or "default")
+    early = cluster.EarlyClient(args.jobs, warm) if args.jobs > 1 else None
     try:
         return _main(args, early)
     except KeyboardInterrupt:

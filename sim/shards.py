@@ -357,6 +357,29 @@ def run(
     root = Path(workdir or tempfile.mkdtemp(prefix="cosim-shards-"))
     if waves is not None:
         return _traced(exe, x, backend, shards, root, max_cycles, waves, name, log)
+    # The reference runs (in a thread) while the cluster starts: the shards after the first
+    # are sent once it has computed the tensors they start from.
+    own = None if reference else ReferenceStream(exe, x)
+    try:
+        return _dispatch(exe, x, backend, shards, root, max_cycles, log, reference or own, client)
+    except BaseException:
+        if own is not None:  # no thread left in a library's native code at exit
+            own.stop()
+        raise
+
+
+def _dispatch(
+    exe: Executable,
+    x: np.ndarray,
+    backend: str,
+    shards: list[Shard],
+    root: Path,
+    max_cycles: int,
+    log: Callable[[str], None] | None,
+    reference: ReferenceStream,
+    client: cluster.EarlyClient | None,
+) -> RunResult:
+    """Run the shards in this process (one shard, no scheduler named) or on Dask."""
     key = cluster.build_key(backend, exe.config)  # built once here, reused by the workers
     config_json = exe.config.to_json()
     if len(shards) == 1 and not os.environ.get(cluster.SCHEDULER_ENV):

@@ -72,6 +72,29 @@ def test_sharded_rtl_equals_sequential(cnn, cnn_rtl, jobs, tmp_path):
     assert_same(sharded, cnn_rtl)
 
 
+def test_sharded_on_an_early_warmed_cluster(cnn, cnn_rtl, tmp_path):
+    """``make sim JOBS=2``'s cluster, started while the model compiles: its workers import the
+    backend and find the model's build (the client's key) before any shard arrives; a warm-up
+    that fails (a config file that does not exist) leaves the worker to fail its own task."""
+    exe, x = cnn
+    early = cluster.EarlyClient(2, ("rtl", "tiny"))
+    try:
+        client = early.ready()
+        warmed = client.run(lambda: "sim.backends.registry" in __import__("sys").modules)
+        assert list(warmed.values()) == [True, True]
+        keys = client.run(cluster.warm_worker, "rtl", "tiny")
+        assert set(keys.values()) == {cluster.build_key("rtl", PRESETS["tiny"])}
+        sharded = shards.run(exe, x, "rtl", jobs=2, workdir=tmp_path, client=early, log=lambda _: None)
+    finally:
+        early.close()
+    assert_same(sharded, cnn_rtl)
+    broken = cluster.EarlyClient(1, ("rtl", str(tmp_path / "missing.json")))
+    try:
+        assert broken.ready() is not None
+    finally:
+        broken.close()
+
+
 @pytest.mark.parametrize("spec", ["conv2", "maxpool:conv3", "3:6", "fc"])
 def test_layer_range_on_rtl(cnn, cnn_rtl, spec, tmp_path):
     exe, x = cnn
