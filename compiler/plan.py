@@ -176,7 +176,8 @@ class Layer:
     #: the weight matrix's K chunk of each chunk in weight_blocks' order (None: the same order)
     chunk_order: list[int] | None = None
     ops: list[Op] = field(default_factory=list)
-    #: this layer's first weights, loaded at the end of the layer before it (among its ops)
+    #: this layer's first loads issued at the end of the layer before it (among its ops):
+    #: compiler.passes.prefetch
     prefetched: list[Op] = field(default_factory=list)
     insn_range: tuple[int, int] = (0, 0)
     perf_index: int = -1

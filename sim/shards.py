@@ -359,12 +359,12 @@ def run(
         return _traced(exe, x, backend, shards, root, max_cycles, waves, name, log)
     # The reference runs (in a thread) while the cluster starts: the shards after the first
     # are sent once it has computed the tensors they start from.
-    own = None if reference else ReferenceStream(exe, x)
+    stream = reference or ReferenceStream(exe, x)
     try:
-        return _dispatch(exe, x, backend, shards, root, max_cycles, log, reference or own, client)
+        return _dispatch(exe, x, backend, shards, root, max_cycles, log, stream, client)
     except BaseException:
-        if own is not None:  # no thread left in a library's native code at exit
-            own.stop()
+        if stream is not reference:  # ours: no thread left in a library's native code at exit
+            stream.stop()
         raise
 
 

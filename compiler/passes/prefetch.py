@@ -33,11 +33,12 @@ def hoist(
     before: Layer,
     before_steps: list[Step],
     released: range,
-    dim: int,
+    line: int,
 ) -> list[Op]:
     """Take the first ramp part's loads that may run before the barrier out of a layer's first
     ``step`` and return them. ``before``/``before_steps``: the layer before and its steps;
-    ``released``: the ACT lines of that layer's half its last step does not use."""
+    ``released``: the ACT lines of that layer's half its last step does not use; ``line``: the
+    longest DRAM line (bytes) of a load or a store."""
     part = step.loads[: _index(step.loads, step.parts[0][0]) + 1] if step.parts else step.loads
     pending = _pending_stores(before_steps)
     hoisted = [
@@ -49,7 +50,7 @@ def hoist(
             or op.desc.mem == "ACT"
             and before.kind == "gemm"
             and _inside(_local_lines(op.desc), released)
-            and not any(_overlap(op.desc, store.desc, dim) for store in pending)
+            and not any(_overlap(op.desc, store.desc, line) for store in pending)
         )
     ]
     kept = [op for op in part if all(op is not h for h in hoisted)]
@@ -98,12 +99,16 @@ def _inside(lines: np.ndarray, allowed: range) -> bool:
     return bool(((lines >= allowed.start) & (lines < allowed.stop)).all())
 
 
-def _overlap(load: DescSpec, store: DescSpec | None, dim: int) -> bool:
-    """Whether a load reads a DRAM byte a store writes (lines of ``dim`` bytes)."""
-    if store is None or store.symbol != load.symbol:  # regions are never shared
-        return store is None
+def _overlap(load: DescSpec, store: DescSpec | None, line: int) -> bool:
+    """Whether a load reads a DRAM byte a store writes (lines of at most ``line`` bytes)."""
+    if store is None:  # (every store has a descriptor; without one, assume the worst)
+        return True
+    if store.symbol != load.symbol:  # the allocator never shares a region
+        return False
     _, read, valid = _grid(load)
     _, written, kept = _grid(store)
     read, written = read[valid], np.sort(written[kept])
-    at = np.searchsorted(written, read - dim + 1)
-    return bool((written[np.minimum(at, written.size - 1)] < read + dim)[at < written.size].any())
+    if not written.size:
+        return False
+    at = np.searchsorted(written, read - line + 1)  # the first line that may end past a read
+    return bool((written[np.minimum(at, written.size - 1)] < read + line)[at < written.size].any())

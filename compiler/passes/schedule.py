@@ -680,7 +680,7 @@ def _upsample_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
 def _with_tokens(steps: list[Step], release_last: bool = False) -> list[Op]:
     """Set the dependency flags (see the module docstring) and flatten in program order;
     ``release_last``: the compute of the last step but one also releases its halves, to the
-    next layer's weight prefetch (:func:`_layer_end`)."""
+    next layer's first loads (:func:`_layer_end`)."""
     total_steps = len(steps)
     total_tiles = 1 + max(step.tile for step in steps)
     ops: list[Op] = []
@@ -712,9 +712,10 @@ def _with_tokens(steps: list[Step], release_last: bool = False) -> list[Op]:
 
 
 def _layer_end(number: int, layer: Layer, prefetch: list[Op], pop: bool) -> list[Op]:
-    """A layer's end: the next layer's first weights (``prefetch``, popping the release of this
-    layer's last step but one if ``pop``), then a counter snapshot once this layer's stores
-    and the prefetch are done, then a barrier so the next layer sees this one's output."""
+    """A layer's end: the next layer's first loads that may run early (``prefetch``, popping
+    the release of this layer's last step but one if ``pop``), then a counter snapshot once
+    this layer's stores and those loads are done, then a barrier so the next layer sees this
+    one's output."""
     ops: list[Op] = []
     perf_deps: tuple[str, ...] = ()
     if prefetch:
@@ -762,8 +763,9 @@ def run(plan: Plan) -> Plan:
         if hoist:
             size = halves[-2].act_step
             released = range(first * size, (first + 1) * size)
+            line = max(plan.config.rows, plan.config.cols)  # ACT / ACC line bytes
             layer.prefetched = prefetch.hoist(
-                steps[0], accel[number - 1], built[-1], released, plan.dim
+                steps[0], accel[number - 1], built[-1], released, line
             )
         if uses_table(layer):  # the previous layer's barrier keeps its stores from this load
             steps[0].loads.insert(0, _table_load(plan, layer))

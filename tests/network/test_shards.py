@@ -84,7 +84,8 @@ def test_sharded_on_an_early_warmed_cluster(cnn, cnn_rtl, tmp_path):
         assert list(warmed.values()) == [True, True]
         keys = client.run(cluster.warm_worker, "rtl", "tiny")
         assert set(keys.values()) == {cluster.build_key("rtl", PRESETS["tiny"])}
-        sharded = shards.run(exe, x, "rtl", jobs=2, workdir=tmp_path, client=early, log=lambda _: None)
+        quiet = lambda _: None  # noqa: E731
+        sharded = shards.run(exe, x, "rtl", jobs=2, workdir=tmp_path, client=early, log=quiet)
     finally:
         early.close()
     assert_same(sharded, cnn_rtl)

@@ -18,6 +18,7 @@ check is switched off (the ISA simulator then shows the wrong output it would gi
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -27,7 +28,7 @@ from arch import isa
 from arch.config import PRESETS
 from compiler.frontend import compile_front
 from compiler.passes import prefetch
-from compiler.plan import Layer, Op, Tiling
+from compiler.plan import DescSpec, Layer, Op, Tiling
 from tests.unit.test_backend_passes import Onnx, passes, run
 
 STEPS = {1: 12, 2: 6, 3: 4}  # steps of a layer -> its output rows per m tile (12x12 output)
@@ -175,7 +176,63 @@ def test_activations_load_early_only_when_no_pending_store_writes_them(
     assert run(plan, x).bit_exact
     # (c1 in 3 tiles: its tile 0 store runs long before in any order; no token orders it)
     if not hoisted and c1_rows == 4:
-        monkeypatch.setattr(prefetch, "_overlap", lambda load, store, dim: False)
+        monkeypatch.setattr(prefetch, "_overlap", lambda load, store, line: False)
         unchecked = passes(graph, PRESETS["default"], tilings=tilings)
         assert "ACT" in [op.desc.mem for op in unchecked.accel_layers()[1].prefetched]
         assert not run(unchecked, x).bit_exact
+
+
+def _bytes(desc: DescSpec, line: int) -> set[int]:
+    """Every DRAM byte a descriptor's lines cover (lines inside its checks), loop by loop."""
+    loops = [(*loop, 0, 0)[:5] for loop in desc.loops]
+    out = set()
+    for idx in itertools.product(*(range(loop[0]) for loop in loops)):
+        y = desc.y0 + sum(i * loop[3] for i, loop in zip(idx, loops, strict=True))
+        x = desc.x0 + sum(i * loop[4] for i, loop in zip(idx, loops, strict=True))
+        if (desc.height and not 0 <= y < desc.height) or (desc.width and not 0 <= x < desc.width):
+            continue
+        start = desc.offset + sum(i * loop[1] for i, loop in zip(idx, loops, strict=True))
+        out |= set(range(start, start + line))
+    return out
+
+
+def _random_desc(rng: np.random.Generator, symbol: str, line: int) -> DescSpec:
+    """1-3 loops of 1-3 lines, DRAM strides of 1-4 lines (some half a line more), y/x steps
+    of 0 or 1, and padding checks that may cut some lines."""
+    loops = [
+        (
+            int(rng.integers(1, 4)),
+            int(rng.integers(1, 5)) * line + int(rng.choice([0, 0, line // 2])),
+            1,
+            int(rng.integers(0, 2)),
+            int(rng.integers(0, 2)),
+        )
+        for _ in range(int(rng.integers(1, 4)))
+    ]
+    return DescSpec(
+        "ACT",
+        0,
+        symbol,
+        int(rng.integers(0, 12)) * line // 2,
+        loops,
+        y0=int(rng.integers(-1, 2)),
+        x0=int(rng.integers(-1, 2)),
+        height=int(rng.integers(0, 4)),
+        width=int(rng.integers(0, 4)),
+    )
+
+
+def test_overlap_is_a_shared_byte_of_two_descriptors():
+    """``prefetch._overlap`` against the byte sets walked loop by loop: seeded random loop
+    nests, padding checks in y and x, two symbols; lines that touch do not overlap, a shared
+    byte does."""
+    rng = np.random.default_rng(61)
+    seen = {True: 0, False: 0}
+    for _ in range(300):
+        line = int(rng.choice([4, 16]))
+        load = _random_desc(rng, "t", line)
+        store = _random_desc(rng, str(rng.choice(["t", "t", "u"])), line)
+        want = store.symbol == load.symbol and bool(_bytes(load, line) & _bytes(store, line))
+        assert prefetch._overlap(load, store, line) == want, (load, store, line)
+        seen[want] += 1
+    assert min(seen.values()) > 30, seen

@@ -94,15 +94,17 @@ def test_comparisons_with_the_runs_reference_equal_their_own(compiled):
 
 def test_stop_ends_the_evaluation_after_the_node_being_computed(compiled, monkeypatch):
     exe = compiled.executable
-    release, computed = threading.Event(), []
+    entered, release, computed = threading.Event(), threading.Event(), []
 
     def slow_node(graph, node, values):
+        entered.set()
         release.wait()
         computed.append(node.output)
         return evaluate_node(graph, node, values)
 
     monkeypatch.setattr(reference_stream, "evaluate_node", slow_node)
     stream = ReferenceStream(exe, inputs(exe, [17])[0])
+    assert entered.wait(10)  # the thread is inside the first node (else stop() may come first)
     threading.Timer(0.2, release.set).start()
     stream.stop()  # waits for the first node, then the thread ends
     assert computed == [exe.reference.nodes[0].output]
