@@ -179,7 +179,7 @@ class EarlyClient:
 
     def __init__(self, workers: int, warm: tuple[str, str] | None = None) -> None:
         self._client: Future[Any] = Future()
-        self._warmed = threading.Event()
+        self._warming: list[Any] = []  # one warm-up task per worker (Dask futures)
         self._closing = threading.Event()
         self._thread = threading.Thread(
             target=self._hold, args=(workers, warm), name="dask start", daemon=True
@@ -189,11 +189,16 @@ class EarlyClient:
     def _hold(self, workers: int, warm: tuple[str, str] | None) -> None:
         try:
             with open_client(workers) as client:
-                self._client.set_result(client)
                 if warm is not None:
-                    # A worker that cannot warm up fails its task later, with its own message.
-                    client.run(warm_worker, *warm, on_error="return")
-                self._warmed.set()
+                    # Tasks, not ``client.run``: a build in the event loop would stop the
+                    # worker's heartbeats, and close() would wait for it.
+                    self._warming = [
+                        client.submit(
+                            warm_worker, *warm, workers=[address], pure=False, key=f"warm-{n}"
+                        )
+                        for n, address in enumerate(client.scheduler_info()["workers"])
+                    ]
+                self._client.set_result(client)
                 self._closing.wait()
         except BaseException as exc:  # noqa: BLE001 - raised to whoever asks for the client
             if not self._client.done():
@@ -204,9 +209,12 @@ class EarlyClient:
         return self._client.result()
 
     def ready(self) -> Any:
-        """:meth:`client`, once the workers are warmed up too."""
+        """:meth:`client`, once the workers' warm-up tasks have ended (a worker that could not
+        warm up fails its own task later, with its own message)."""
+        from distributed import wait
+
         client = self.client()
-        self._warmed.wait()
+        wait(self._warming)
         return client
 
     def close(self) -> None:

@@ -50,7 +50,7 @@ def hoist(
             or op.desc.mem == "ACT"
             and before.kind == "gemm"
             and _inside(_local_lines(op.desc), released)
-            and not any(_overlap(op.desc, store.desc, line) for store in pending)
+            and not any(_overlap(op.desc, store, line) for store in pending)
         )
     ]
     kept = [op for op in part if all(op is not h for h in hoisted)]
@@ -99,14 +99,17 @@ def _inside(lines: np.ndarray, allowed: range) -> bool:
     return bool(((lines >= allowed.start) & (lines < allowed.stop)).all())
 
 
-def _overlap(load: DescSpec, store: DescSpec | None, line: int) -> bool:
-    """Whether a load reads a DRAM byte a store writes (lines of at most ``line`` bytes)."""
-    if store is None:  # (every store has a descriptor; without one, assume the worst)
+def _overlap(load: DescSpec, store: Op, line: int) -> bool:
+    """Whether a load reads a DRAM byte a store writes (lines of at most ``line`` bytes; a
+    transposing STORE writes every line of its runs, its checks aside)."""
+    if store.desc is None:  # (every store has a descriptor; without one, assume the worst)
         return True
-    if store.symbol != load.symbol:  # the allocator never shares a region
+    if store.desc.symbol != load.symbol:  # the allocator never shares a region
         return False
     _, read, valid = _grid(load)
-    _, written, kept = _grid(store)
+    _, written, kept = _grid(store.desc)
+    if store.fields.get("transpose"):
+        kept[:] = True
     read, written = read[valid], np.sort(written[kept])
     if not written.size:
         return False

@@ -182,14 +182,18 @@ def test_activations_load_early_only_when_no_pending_store_writes_them(
         assert not run(unchecked, x).bit_exact
 
 
-def _bytes(desc: DescSpec, line: int) -> set[int]:
-    """Every DRAM byte a descriptor's lines cover (lines inside its checks), loop by loop."""
+def _bytes(desc: DescSpec, line: int, checked: bool = True) -> set[int]:
+    """Every DRAM byte a descriptor's lines cover (``checked``: only lines inside its checks),
+    loop by loop."""
     loops = [(*loop, 0, 0)[:5] for loop in desc.loops]
     out = set()
     for idx in itertools.product(*(range(loop[0]) for loop in loops)):
         y = desc.y0 + sum(i * loop[3] for i, loop in zip(idx, loops, strict=True))
         x = desc.x0 + sum(i * loop[4] for i, loop in zip(idx, loops, strict=True))
-        if (desc.height and not 0 <= y < desc.height) or (desc.width and not 0 <= x < desc.width):
+        outside = (desc.height and not 0 <= y < desc.height) or (
+            desc.width and not 0 <= x < desc.width
+        )
+        if checked and outside:
             continue
         start = desc.offset + sum(i * loop[1] for i, loop in zip(idx, loops, strict=True))
         out |= set(range(start, start + line))
@@ -224,15 +228,18 @@ def _random_desc(rng: np.random.Generator, symbol: str, line: int) -> DescSpec:
 
 def test_overlap_is_a_shared_byte_of_two_descriptors():
     """``prefetch._overlap`` against the byte sets walked loop by loop: seeded random loop
-    nests, padding checks in y and x, two symbols; lines that touch do not overlap, a shared
-    byte does."""
+    nests, padding checks in y and x (which a transposing STORE does not skip), two symbols;
+    lines that touch do not overlap, a shared byte does."""
     rng = np.random.default_rng(61)
     seen = {True: 0, False: 0}
     for _ in range(300):
         line = int(rng.choice([4, 16]))
         load = _random_desc(rng, "t", line)
         store = _random_desc(rng, str(rng.choice(["t", "t", "u"])), line)
-        want = store.symbol == load.symbol and bool(_bytes(load, line) & _bytes(store, line))
-        assert prefetch._overlap(load, store, line) == want, (load, store, line)
+        transpose = bool(rng.integers(0, 2))
+        written = _bytes(store, line, checked=not transpose)
+        want = store.symbol == load.symbol and bool(_bytes(load, line) & written)
+        op = Op("store", fields={"transpose": int(transpose)}, desc=store)
+        assert prefetch._overlap(load, op, line) == want, (load, store, line, transpose)
         seen[want] += 1
     assert min(seen.values()) > 30, seen
