@@ -23,7 +23,7 @@ import tempfile
 import time
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -360,62 +360,59 @@ def run(
     # The reference runs (in a thread) while the cluster starts: the shards after the first
     # are sent once it has computed the tensors they start from.
     stream = reference or ReferenceStream(exe, x)
-    try:
-        return _dispatch(exe, x, backend, shards, root, max_cycles, log, stream, client)
-    except BaseException:
-        if stream is not reference:  # ours: no thread left in a library's native code at exit
-            stream.stop()
-        raise
+    with _stopped_on_error(stream, owned=stream is not reference):
+        key = cluster.build_key(backend, exe.config)  # built once here, reused by the workers
+        config_json = exe.config.to_json()
+        if len(shards) == 1 and not os.environ.get(cluster.SCHEDULER_ENV):
+            with ThreadPoolExecutor(max_workers=1) as pool:
 
+                def local(index: int, prepared: list[checkpoint.Prepared]) -> Any:
+                    runs = [p.run for p in prepared]
+                    return pool.submit(
+                        cluster.run_device, backend, config_json, runs, None, str(root)
+                    )
 
-def _dispatch(
-    exe: Executable,
-    x: np.ndarray,
-    backend: str,
-    shards: list[Shard],
-    root: Path,
-    max_cycles: int,
-    log: Callable[[str], None] | None,
-    reference: ReferenceStream,
-    client: cluster.EarlyClient | None,
-) -> RunResult:
-    """Run the shards in this process (one shard, no scheduler named) or on Dask."""
-    key = cluster.build_key(backend, exe.config)  # built once here, reused by the workers
-    config_json = exe.config.to_json()
-    if len(shards) == 1 and not os.environ.get(cluster.SCHEDULER_ENV):
-        with ThreadPoolExecutor(max_workers=1) as pool:
+                return run_pieces(
+                    exe, x, backend, shards, local, max_cycles=max_cycles, log=log, reference=stream
+                )
+        opened = (
+            contextlib.nullcontext(client.client()) if client else cluster.open_client(len(shards))
+        )
+        with opened as dask_client:
 
-            def local(index: int, prepared: list[checkpoint.Prepared]) -> Any:
+            def remote(index: int, prepared: list[checkpoint.Prepared]) -> Any:
                 runs = [p.run for p in prepared]
-                return pool.submit(cluster.run_device, backend, config_json, runs, None, str(root))
+                with warnings.catch_warnings():  # DRAM images are large task arguments on purpose
+                    warnings.simplefilter("ignore", UserWarning)
+                    return cluster.Task(
+                        f"shard {index + 1}/{len(shards)}",
+                        dask_client.submit(
+                            cluster.run_device,
+                            backend,
+                            config_json,
+                            runs,
+                            key,
+                            str(root / f"shard{index}"),
+                            pure=False,
+                            key=f"shard{index}-{uuid.uuid4().hex[:8]}",
+                        ),
+                    )
 
             return run_pieces(
-                exe, x, backend, shards, local, max_cycles=max_cycles, log=log, reference=reference
+                exe, x, backend, shards, remote, max_cycles=max_cycles, log=log, reference=stream
             )
-    opened = contextlib.nullcontext(client.client()) if client else cluster.open_client(len(shards))
-    with opened as dask_client:
 
-        def remote(index: int, prepared: list[checkpoint.Prepared]) -> Any:
-            runs = [p.run for p in prepared]
-            with warnings.catch_warnings():  # DRAM images are large task arguments on purpose
-                warnings.simplefilter("ignore", UserWarning)
-                return cluster.Task(
-                    f"shard {index + 1}/{len(shards)}",
-                    dask_client.submit(
-                        cluster.run_device,
-                        backend,
-                        config_json,
-                        runs,
-                        key,
-                        str(root / f"shard{index}"),
-                        pure=False,
-                        key=f"shard{index}-{uuid.uuid4().hex[:8]}",
-                    ),
-                )
 
-        return run_pieces(
-            exe, x, backend, shards, remote, max_cycles=max_cycles, log=log, reference=reference
-        )
+@contextlib.contextmanager
+def _stopped_on_error(stream: ReferenceStream, owned: bool) -> Iterator[None]:
+    """Stop ``stream`` if the block fails and it is ours: no thread is left in a library's
+    native code (onnxruntime host ops) at exit."""
+    try:
+        yield
+    except BaseException:
+        if owned:
+            stream.stop()
+        raise
 
 
 def _traced(
