@@ -192,11 +192,12 @@ class EarlyClient:
                 if warm is not None:
                     # Tasks, not ``client.run``: a build in the event loop would stop the
                     # worker's heartbeats, and close() would wait for it.
+                    run = uuid.uuid4().hex[:8]  # (a shared cluster serves other clients too)
                     self._warming = [
                         client.submit(
-                            warm_worker, *warm, workers=[address], pure=False, key=f"warm-{n}"
+                            warm_worker, *warm, workers=[at], pure=False, key=f"warm{n}-{run}"
                         )
-                        for n, address in enumerate(client.scheduler_info()["workers"])
+                        for n, at in enumerate(client.scheduler_info()["workers"])
                     ]
                 self._client.set_result(client)
                 self._closing.wait()
