@@ -132,7 +132,8 @@ rtl: $(STAMP) ## Regenerate rtl/<config>/sim_top.v for the named configs (CONFIG
 synth: $(STAMP) ## Area estimate per component (Yosys cells, FF/memory bits) -> rtl/<config>/area.md
 	$(PY) -m hdl_gen.synth $(CONFIGS)
 
-lint: $(STAMP) ## ruff, ruff format --check, mypy (compiler/ and sim/)
+lint: $(STAMP) ## ruff, ruff format --check, mypy, the import layering contract (lint-imports)
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
