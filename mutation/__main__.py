@@ -12,7 +12,6 @@ that ``MUTATE_SEED=<seed> make mutate-slice`` reruns the same sample.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import time
@@ -23,6 +22,7 @@ from mutation.report import Result, SetReport, failures, write
 from mutation.sets import CURATED
 from mutation.table import MutantError, select
 from mutation.trees import REPO
+from sim import knobs
 
 OUT = REPO / "build" / "mutation"
 SETS = (*CURATED, "python")
@@ -52,7 +52,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--sets", default=",".join(SETS), help=f"comma-separated, of {', '.join(SETS)}")
     p.add_argument("--only", default="", help="comma-separated mutant ids of the curated sets")
     p.add_argument("--slice", action="store_true", help="a seeded sample (the CI slice)")
-    p.add_argument("--seed", default=os.environ.get("MUTATE_SEED"), help="the slice's seed")
+    p.add_argument("--seed", default=knobs.MUTATE_SEED.get() or None, help="the slice's seed")
     p.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
     p.add_argument("--budget", type=float, default=None, help="seconds for the whole run")
     p.add_argument("--list", action="store_true", help="list the curated mutants and exit")

@@ -46,7 +46,7 @@ from arch.config import PRESETS
 from arch.isa import Launch
 from arch.reference import quantize_input
 from compiler.compile import compile_model
-from sim import bench_bandwidth, bench_shards
+from sim import bench_bandwidth, bench_shards, knobs
 from sim.backends import pyverilator as pyverilator_backend
 from sim.backends.accelerator import accelerator_spec, build_accelerator
 from sim.backends.base import DeviceResult, DeviceRun
@@ -227,7 +227,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m sim.bench", description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="runs of each harness (median)")
     parser.add_argument("--image-size", type=int, default=64, help="ResNet-18 input size")
-    full = os.environ.get("BENCH_FULL", "1") not in ("0", "", "no", "false")
+    full = knobs.BENCH_FULL.get() not in ("0", "", "no", "false")
     parser.add_argument(
         "--full",
         action=argparse.BooleanOptionalAction,

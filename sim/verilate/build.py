@@ -35,6 +35,7 @@ from xml.etree import ElementTree
 import cocotb_tools.config
 from cocotb_tools.runner import Verilator as _CocotbVerilator
 
+from sim import knobs
 from sim.verilate import assertions
 from sim.verilate.build_progress import watch
 from sim.verilate.instrument import (
@@ -55,8 +56,8 @@ SIM_ROOT = REPO_ROOT / "sim"  # its testbench and C++ harness sources (sim/hdl, 
 def _work_root() -> Path:
     """Where outputs go (build/, waves/): ``$COSIM_HOME``; else the checkout when running from
     one; else, for an installed package, the current directory."""
-    if os.environ.get("COSIM_HOME"):
-        return Path(os.environ["COSIM_HOME"]).resolve()
+    if knobs.HOME.is_set():
+        return Path(knobs.HOME.get()).resolve()
     if (REPO_ROOT / "pyproject.toml").is_file():
         return REPO_ROOT
     return Path.cwd()
@@ -511,10 +512,10 @@ def run_cocotb(
     results = test_dir / "results.xml"
     runner = _CosimVerilator(model.spec, model.build_dir / "public.vlt")
     test_args = ["--trace", "--trace-file", str(trace_file)] if trace_file else []
-    env = {"PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", "default"), **(extra_env or {})}
+    env = {knobs.PYTHONWARNINGS.name: knobs.PYTHONWARNINGS.get(), **(extra_env or {})}
     if model.spec.clock is not None:
-        env["COSIM_HARNESS_CLOCK"] = model.spec.clock
-        env["COSIM_CLOCK_PERIOD_NS"] = str(model.spec.clock_period_ns)
+        env[knobs.HARNESS_CLOCK.name] = model.spec.clock
+        env[knobs.CLOCK_PERIOD_NS.name] = str(model.spec.clock_period_ns)
     saved = os.environ.pop("PYTEST_CURRENT_TEST", None)  # we check the results ourselves
     try:
         with cocotb_environ():

@@ -5,13 +5,14 @@ linking. Reported on the ``cosim.build`` logger (the CLI prints it on stderr).""
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from sim import knobs
 
 log = logging.getLogger("cosim.build")
 
@@ -43,7 +44,7 @@ def units(build_dir: Path) -> dict[str, int]:
         match = _RULE.match(text)
         if match:
             rules[match.group(1)] = Path(match.group(2))
-    include = Path(os.environ.get("VERILATOR_ROOT", "/nonexistent")) / "include"
+    include = Path(knobs.VERILATOR_ROOT.get() or "/nonexistent") / "include"
     sizes = {}
     for name in names:
         for source in (build_dir / f"{name}.cpp", rules.get(name), include / f"{name}.cpp"):

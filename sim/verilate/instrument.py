@@ -9,12 +9,13 @@ are the plain, uninstrumented ones.
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 
-COVERAGE_ENV = "COSIM_COVERAGE"
-ASSERT_ENV = "COSIM_ASSERT"
+from sim import knobs
+
+COVERAGE_ENV = knobs.COVERAGE.name
+ASSERT_ENV = knobs.ASSERT.name
 
 # Line and toggle coverage of the RTL (not --coverage-user: the design has no cover points).
 COVERAGE_ARGS = ("--coverage-line", "--coverage-toggle")
@@ -23,12 +24,12 @@ ASSERT_ARGS = ("--assert",)
 
 def coverage_dir() -> Path | None:
     """Where instrumented runs write their counts, or ``None`` (coverage off)."""
-    value = os.environ.get(COVERAGE_ENV, "").strip()
+    value = knobs.COVERAGE.get().strip()
     return Path(value).resolve() if value else None
 
 
 def assertions_on() -> bool:
-    return os.environ.get(ASSERT_ENV, "").strip() not in ("", "0")
+    return knobs.ASSERT.get().strip() not in ("", "0")
 
 
 def coverage_plusargs(enabled: bool) -> list[str]:

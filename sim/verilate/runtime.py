@@ -27,6 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from sim import knobs
+
 PREFIX = "Vtop"
 
 
@@ -53,9 +55,9 @@ def runtime_key(build_dir: Path, make_args: list[str]) -> str:
         if any(f"-o {obj}" in line for obj in objects) or line.startswith(("c++", "g++"))
     ]
     h = hashlib.sha256("\n".join(sorted(set(commands))).encode())
-    cxx = os.environ.get("CXX", "c++")
+    cxx = knobs.CXX.get()
     h.update(subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.encode())
-    root = os.environ.get("VERILATOR_ROOT")
+    root = knobs.VERILATOR_ROOT.get()
     if root:
         include = Path(root) / "include"
         for path in sorted(include.rglob("*")):

