@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+import zoo
 from arch.config import AccelConfig
 from arch.executable import Executable
 from arch.executable.format import path_name
-from compiler import zoo
 from compiler.errors import CompileError
 from compiler.export import assemble
 from compiler.frontend import compile_front

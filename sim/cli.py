@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import onnx
 
+import zoo
 from arch import executable, listing
 from arch.config import PRESETS, AccelConfig, ConfigError, load_config
 from arch.executable import Executable, ExecutableError
-from compiler import zoo
 from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
 from compiler.errors import CompileError

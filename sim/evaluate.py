@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import onnx
 
+import zoo
 from arch.executable import Executable
-from compiler import zoo
 from compiler.dataset_accuracy import dataset_accuracy, fp32_outputs
 from sim.batch import run_batch
 from sim.run_inputs import RunInputs

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler import zoo
+import zoo
 from compiler.calib_methods import CalibMethodError, parse_method
 from sim.calib_data import calibration_loader
 from sim.images import IMAGE_SUFFIXES, PREPROCESS, Preprocess, image_files, load_image

@@ -143,7 +143,7 @@ def sweep(
     log: Any = print,
 ) -> dict[str, Any]:
     """Run the grid (cached cells skipped) on Dask and write sweep.json and pareto.png."""
-    from compiler import zoo
+    import zoo
 
     parsed = {item: parse_config(item) for item in configs}
     for model in models:

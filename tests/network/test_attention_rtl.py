@@ -11,8 +11,8 @@ from pathlib import Path
 import onnx
 import pytest
 
-from compiler.zoo.transformers import bert
 from tests.network.test_partitioned_rtl import rtl_and_isa
+from zoo.transformers import bert
 
 pytestmark = pytest.mark.simulator
 

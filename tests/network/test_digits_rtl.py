@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
+import zoo
 from arch.config import PRESETS
-from compiler import zoo
 from compiler.compile import compile_model
 from compiler.dataset_accuracy import dataset_accuracy, fp32_outputs
 from sim.batch import run_batch

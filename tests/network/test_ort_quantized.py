@@ -20,7 +20,6 @@ from arch import executable
 from arch.config import PRESETS
 from arch.executable import HostStep
 from compiler.compile import compile_model, resolve_model
-from compiler.zoo.small import small_cnn
 from sim.run import run
 from tests.ort_quantized import (
     VARIANTS,
@@ -30,6 +29,7 @@ from tests.ort_quantized import (
     pooled_activation_net,
     quantize,
 )
+from zoo.small import small_cnn
 
 MODELS = {
     "branchy": lambda: (branchy_net(seed=0), False),

@@ -20,10 +20,10 @@ from compiler.frontend import compile_front
 from compiler.gelu_pattern import MS_DOMAIN, fuse_gelu
 from compiler.onnx_import import load_onnx
 from compiler.plan import GemmShape, Plan
-from compiler.zoo._graph import GraphBuilder
-from compiler.zoo.transformers import bert, vit
 from sim.host import read_tensor, tensor_bytes
 from sim.run import run
+from zoo._graph import GraphBuilder
+from zoo.transformers import bert, vit
 
 
 def _run_isa(model: onnx.ModelProto, config: str, seed: int, tmp_path):

@@ -17,13 +17,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import zoo
 from arch import isa
 from arch import reference_ops as ro
 from arch.asm import Program
 from arch.config import PRESETS, AccelConfig
 from arch.isa import Launch, Mem, Opcode, Queue
 from arch.reference import dequantize, evaluate, quantize_input
-from compiler import zoo
 from compiler.errors import CompileError
 from compiler.export import device_program, to_executable
 from compiler.frontend import compile_front

@@ -13,8 +13,8 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 from PIL import Image
 
+import zoo
 from arch.config import PRESETS
-from compiler import zoo
 from compiler.compile import compile_model
 from sim.batch import run_batch
 from tests.unit.test_cli_errors import assert_usage_error, in_process

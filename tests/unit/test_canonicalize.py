@@ -12,7 +12,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler import zoo
+import zoo
 from compiler.errors import CompileError
 from compiler.ir import Graph
 from compiler.onnx_import import load_onnx

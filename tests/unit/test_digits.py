@@ -8,16 +8,16 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+import zoo
 from arch.config import PRESETS
-from compiler import zoo
 from compiler.compile import compile_model
 from compiler.dataset_accuracy import dataset_accuracy
-from compiler.zoo import digits_train
-from compiler.zoo.digits import calibration_set, digits
-from compiler.zoo.digits_data import HELD_OUT, load
 from sim.batch import run_batch
 from sim.evaluate import evaluate_held_out
 from sim.run import run
+from zoo import digits_train
+from zoo.digits import calibration_set, digits
+from zoo.digits_data import HELD_OUT, load
 
 
 def test_split_is_fixed_disjoint_and_complete() -> None:

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import zoo
 from arch import executable, listing
 from arch.config import PRESETS, AccelConfig
 from arch.executable import ExecutableError, HostStep
-from compiler import zoo
 from compiler.errors import CompileError
 from compiler.export import device_program, to_executable
 from compiler.frontend import compile_front

@@ -15,8 +15,8 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+import zoo
 from arch.reference import evaluate
-from compiler import zoo
 from compiler.accuracy import compare_fp32
 from compiler.errors import CompileError
 from compiler.frontend import compile_front, dequantize, quantize_input

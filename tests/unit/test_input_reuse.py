@@ -19,8 +19,8 @@ from compiler.compile import compile_graph
 from compiler.export import to_executable
 from compiler.frontend import compile_front
 from compiler.passes import tile
-from compiler.zoo._graph import GraphBuilder
 from sim.run import run
+from zoo._graph import GraphBuilder
 
 CASES = [  # (kernel (kh, kw), stride, pads (t, l, b, r), in channels, out channels, image)
     ((3, 3), 1, (1, 1, 1, 1), 48, 32, 12),

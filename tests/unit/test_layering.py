@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("arch", "compiler", "hdl_gen", "sim", "mutation")
+PACKAGES = ("arch", "compiler", "hdl_gen", "sim", "mutation", "zoo")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -52,6 +52,7 @@ def test_the_tree_keeps_the_floors(tree: Path) -> None:
         ("arch/listing.py", "compiler.ir"),
         ("compiler/ir.py", "sim.report"),
         ("hdl_gen/pe.py", "compiler.ir"),
+        ("zoo/small.py", "arch.config"),
     ],
 )
 def test_an_import_running_back_up_breaks_the_contract(

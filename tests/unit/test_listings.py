@@ -20,9 +20,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import zoo
 from arch import listing
 from arch.config import PRESETS
-from compiler import zoo
 from compiler.export import to_executable
 from compiler.frontend import compile_front
 from compiler.passes import run_back

@@ -13,11 +13,11 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import zoo
 from arch import executable, isa
 from arch.config import PRESETS
 from arch.executable import DeviceProgram, HostStep
 from arch.reference import evaluate, quantize_input
-from compiler import zoo
 from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
 from compiler.errors import CompileError

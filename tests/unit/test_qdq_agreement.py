@@ -7,8 +7,8 @@ import numpy as np
 import onnx
 import pytest
 
+import zoo
 from arch.config import PRESETS
-from compiler import zoo
 from compiler.compile import compile_model
 from compiler.qdq_agreement import agreement_report, layer_agreement
 from compiler.sqnr import layer_sqnr

@@ -20,8 +20,8 @@ import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
-from compiler import zoo
-from compiler.zoo.cli import main
+import zoo
+from zoo.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -404,7 +404,7 @@ def test_cli_bad_image_size_is_one_line(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "compiler.zoo", *args]
+    command = [sys.executable, "-m", "zoo", *args]
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
 
 

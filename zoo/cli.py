@@ -1,4 +1,4 @@
-"""Command line of the model zoo: ``python -m compiler.zoo NAME -o model.onnx``."""
+"""Command line of the model zoo: ``python -m zoo NAME -o model.onnx``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ __all__ = ["main"]
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m compiler.zoo",
+        prog="python -m zoo",
         description="Write a zoo model (random seeded weights, built by code) as an ONNX file.",
         epilog="Unknown model names and bad sizes are reported in one line, exit status 2.",
     )

@@ -190,6 +190,6 @@ class GraphBuilder:
             graph,
             opset_imports=[helper.make_opsetid("", OPSET)],
             ir_version=IR_VERSION,
-            producer_name="systolic-cosim.compiler.zoo",
+            producer_name="systolic-cosim.zoo",
             doc_string=doc,
         )

@@ -3,7 +3,7 @@
 The network (:data:`SHAPES`): ``conv1`` 3x3 1->16 pad 1, Relu, MaxPool 2; ``conv2`` 3x3 16->32
 pad 1, Relu, MaxPool 2; Flatten (32*2*2); ``fc`` 128->10. Adam on softmax cross-entropy,
 mini-batches in a seeded order, float64 arithmetic on one BLAS thread (so the sums are done
-in the same order every time). ``python -m compiler.zoo.digits_train`` trains and prints the
+in the same order every time). ``python -m zoo.digits_train`` trains and prints the
 accuracies.
 """
 

@@ -1,4 +1,4 @@
-"""``digits``: the CNN of :mod:`compiler.zoo.digits_train`, trained on scikit-learn's handwritten
+"""``digits``: the CNN of :mod:`zoo.digits_train`, trained on scikit-learn's handwritten
 digits, as an ONNX model - the zoo's one network with trained weights and a real held-out set."""
 
 from __future__ import annotations

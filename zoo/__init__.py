@@ -2,7 +2,7 @@
 and ``digits``, trained at build time on scikit-learn's bundled handwritten digits.
 
 Nothing is downloaded. :func:`build` resolves the names in :data:`MODELS`;
-``python -m compiler.zoo NAME -o model.onnx`` writes one to disk. Every model is float32,
+``python -m zoo NAME -o model.onnx`` writes one to disk. Every model is float32,
 opset 17, IR version 9, has one input ``"input"`` (batch 1) and one output ``"logits"``, and is
 byte-identical for the same arguments.
 """
