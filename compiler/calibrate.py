@@ -16,7 +16,15 @@ from . import calib_methods
 from .errors import CompileError
 from .ir import Graph
 
-__all__ = ["as_shape", "default_calibration", "max_abs", "ranges", "run_onnx"]
+__all__ = [
+    "as_shape",
+    "default_calibration",
+    "max_abs",
+    "open_session",
+    "ranges",
+    "run_onnx",
+    "run_session",
+]
 
 
 def default_calibration(
@@ -44,7 +52,9 @@ def _input_shape(model: onnx.ModelProto) -> tuple[int, ...]:
     return shape
 
 
-def _session(model: onnx.ModelProto | str | Path, extra: Sequence[str]) -> ort.InferenceSession:
+def open_session(model: onnx.ModelProto | str | Path, extra: Sequence[str]) -> ort.InferenceSession:
+    """An onnxruntime CPU session of ``model`` (basic optimizations only) that also outputs the
+    tensors ``extra``; a model onnxruntime cannot load is a :class:`CompileError`."""
     proto = onnx.load(str(model)) if isinstance(model, str | Path) else model
     copy = onnx.ModelProto()
     copy.CopyFrom(proto)
@@ -70,9 +80,10 @@ def _session(model: onnx.ModelProto | str | Path, extra: Sequence[str]) -> ort.I
         raise CompileError(None, "onnxruntime", f"cannot load the model: {first}") from None
 
 
-def _run(
+def run_session(
     session: ort.InferenceSession, names: Sequence[str], x: np.ndarray
 ) -> dict[str, np.ndarray]:
+    """The tensors ``names`` of one run of ``session`` on input ``x`` (fp32), by name."""
     feed = session.get_inputs()[0]
     feed_name = feed.name
     x = as_shape(x, feed.shape)
@@ -106,19 +117,19 @@ def run_onnx(
 ) -> dict[str, np.ndarray]:
     """Run ``model`` on onnxruntime's CPU with input ``x``: its graph outputs plus the tensors
     ``names`` (exposed as extra outputs), by name."""
-    session = _session(model, names)
+    session = open_session(model, names)
     wanted = [o.name for o in session.get_outputs()]
-    return _run(session, list(dict.fromkeys([*wanted, *names])), x)
+    return run_session(session, list(dict.fromkeys([*wanted, *names])), x)
 
 
 def max_abs(
     model: onnx.ModelProto, names: Sequence[str], inputs: Sequence[np.ndarray]
 ) -> dict[str, float]:
     """Max |value| of each tensor ``names`` of ``model`` over all ``inputs`` (fp32 run)."""
-    session = _session(model, names)
+    session = open_session(model, names)
     ranges = dict.fromkeys(names, 0.0)
     for x in inputs:
-        for name, value in _run(session, names, x).items():
+        for name, value in run_session(session, names, x).items():
             if value.dtype.kind != "f":
                 raise CompileError(
                     name, "calibration", f"tensor is {value.dtype} in the ONNX model, not float"
@@ -146,10 +157,10 @@ def ranges(
     amax = max_abs(model, names, inputs)
     if name_ == "minmax":
         return amax
-    session = _session(model, names)
+    session = open_session(model, names)
     hists = {name: np.zeros(bins, np.int64) for name in names}
     for x in inputs:
-        for name, value in _run(session, names, x).items():
+        for name, value in run_session(session, names, x).items():
             if amax[name] > 0:
                 hists[name] += np.histogram(np.abs(value), bins, (0.0, amax[name]))[0]
     out = {}

@@ -74,14 +74,14 @@ def _rows_agree(model: onnx.ModelProto, single: onnx.ModelProto, batch: int) -> 
     whole batch (onnxruntime, fp32)."""
     import numpy as np
 
-    from .calibrate import _run, _session
+    from .calibrate import open_session, run_session
 
-    whole, one = _session(model, ()), _session(single, ())
+    whole, one = open_session(model, ()), open_session(single, ())
     shape = [int(d.dim_value) for d in model.graph.input[0].type.tensor_type.shape.dim]
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     outputs = [o.name for o in model.graph.output]
-    want = _run(whole, outputs, x)
-    rows = [_run(one, outputs, x[i : i + 1]) for i in range(batch)]
+    want = run_session(whole, outputs, x)
+    rows = [run_session(one, outputs, x[i : i + 1]) for i in range(batch)]
     for name in outputs:
         got = np.concatenate([r[name] for r in rows])
         if got.shape != want[name].shape or not np.allclose(got, want[name], rtol=1e-4, atol=1e-5):

@@ -19,10 +19,10 @@ import onnx
 from arch import executable
 from arch.config import AccelConfig
 from arch.executable import Executable
-from compiler.accuracy import compare_fp32
 from sim import hooks
 from sim import report as reports
 from sim.inputs import check_input
+from sim.quality.accuracy import compare_fp32
 from sim.run import run as run_executable
 
 

@@ -26,11 +26,8 @@ import zoo
 from arch import executable, listing
 from arch.config import PRESETS, AccelConfig, ConfigError, load_config
 from arch.executable import Executable, ExecutableError
-from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
 from compiler.errors import CompileError
-from compiler.qdq_agreement import agreement_report
-from compiler.sqnr import layer_sqnr
 from sim import cluster, hooks, provenance, shards, terminal
 from sim import report as reports
 from sim.backends.registry import BACKENDS
@@ -38,6 +35,9 @@ from sim.background import in_background, lower_priority
 from sim.evaluate import evaluate_held_out, evaluate_images
 from sim.inputs import InputError
 from sim.prune import KeepRunsError, hold, keep_runs, prune
+from sim.quality.accuracy import compare_fp32
+from sim.quality.qdq_agreement import agreement_report
+from sim.quality.sqnr import layer_sqnr
 from sim.reference_stream import ReferenceStream
 from sim.run import RunError, RunResult, run
 from sim.run_inputs import Calibration, calibration, input_summary, run_inputs

@@ -12,8 +12,8 @@ import onnx
 
 import zoo
 from arch.executable import Executable
-from compiler.dataset_accuracy import dataset_accuracy, fp32_outputs
 from sim.batch import run_batch
+from sim.quality.dataset_accuracy import dataset_accuracy, fp32_outputs
 from sim.run_inputs import RunInputs
 
 __all__ = ["evaluate_held_out", "evaluate_images"]

@@ -6,8 +6,8 @@ import pytest
 
 from arch.config import PRESETS
 from arch.executable import HostStep
-from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
+from sim.quality.accuracy import compare_fp32
 from sim.run import run
 
 CASES = [

@@ -13,7 +13,6 @@ import pytest
 
 from arch.config import PRESETS
 from arch.executable import DramTensor
-from compiler.accuracy import compare_fp32
 from compiler.compile import compile_graph, compile_model
 from compiler.errors import CompileError
 from compiler.frontend import compile_front
@@ -21,6 +20,7 @@ from compiler.gelu_pattern import MS_DOMAIN, fuse_gelu
 from compiler.onnx_import import load_onnx
 from compiler.plan import GemmShape, Plan
 from sim.host import read_tensor, tensor_bytes
+from sim.quality.accuracy import compare_fp32
 from sim.run import run
 from zoo._graph import GraphBuilder
 from zoo.transformers import bert, vit

@@ -13,15 +13,16 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+import zoo
 from arch.config import PRESETS
 from compiler import calib_methods as cm
-from compiler import calibrate, zoo
+from compiler import calibrate
 from compiler.calibrate import default_calibration, run_onnx
 from compiler.compile import compile_model
 from compiler.errors import CompileError
 from compiler.frontend import compile_front
-from compiler.sqnr import layer_sqnr
 from sim.inputs import noise_input
+from sim.quality.sqnr import layer_sqnr
 from sim.run import run
 from tests.unit.test_cli_errors import assert_usage_error, in_process
 

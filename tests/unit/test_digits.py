@@ -11,9 +11,9 @@ import pytest
 import zoo
 from arch.config import PRESETS
 from compiler.compile import compile_model
-from compiler.dataset_accuracy import dataset_accuracy
 from sim.batch import run_batch
 from sim.evaluate import evaluate_held_out
+from sim.quality.dataset_accuracy import dataset_accuracy
 from sim.run import run
 from zoo import digits_train
 from zoo.digits import calibration_set, digits

@@ -17,12 +17,12 @@ import pytest
 
 import zoo
 from arch.reference import evaluate
-from compiler.accuracy import compare_fp32
 from compiler.errors import CompileError
 from compiler.frontend import compile_front, dequantize, quantize_input
 from compiler.ir import Graph
 from compiler.onnx_import import load_onnx
 from compiler.passes import canonicalize
+from sim.quality.accuracy import compare_fp32
 
 #: torchvision ResNets: block type, blocks per stage.
 ARCH: dict[str, tuple[str, tuple[int, int, int, int]]] = {

@@ -18,11 +18,11 @@ from arch import executable, isa
 from arch.config import PRESETS
 from arch.executable import DeviceProgram, HostStep
 from arch.reference import evaluate, quantize_input
-from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
 from compiler.errors import CompileError
 from compiler.onnx_import import load_onnx
 from sim.host import run_host_step
+from sim.quality.accuracy import compare_fp32
 from sim.run import run
 
 TINY = PRESETS["tiny"]

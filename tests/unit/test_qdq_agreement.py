@@ -10,8 +10,8 @@ import pytest
 import zoo
 from arch.config import PRESETS
 from compiler.compile import compile_model
-from compiler.qdq_agreement import agreement_report, layer_agreement
-from compiler.sqnr import layer_sqnr
+from sim.quality.qdq_agreement import agreement_report, layer_agreement
+from sim.quality.sqnr import layer_sqnr
 from tests.ort_quantized import branchy_net, quantize
 
 

@@ -17,10 +17,10 @@ from arch.reference import (
     quantize_input,
     reuse_or_evaluate,
 )
-from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
-from compiler.sqnr import layer_sqnr
 from sim import reference_stream
+from sim.quality.accuracy import compare_fp32
+from sim.quality.sqnr import layer_sqnr
 from sim.reference_stream import ReferenceStream, StoppedError
 
 

@@ -15,10 +15,10 @@ from onnx import TensorProto, helper
 from arch.config import PRESETS
 from arch.executable import HostStep
 from arch.reference import dequantize, quantize_input
-from compiler.accuracy import compare_fp32
 from compiler.activations import make_table
 from compiler.compile import compile_model
 from compiler.onnx_import import load_onnx
+from sim.quality.accuracy import compare_fp32
 from sim.run import run
 from tests.unit.test_partition import _saved, conv, model_of
 

@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from arch.config import PRESETS
-from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
 from compiler.gelu_pattern import MS_DOMAIN, fuse_gelu
 from compiler.host_regions import HOST_IR_VERSION
 from compiler.token_canon import canonicalize_tokens
+from sim.quality.accuracy import compare_fp32
 from sim.run import run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "torch"

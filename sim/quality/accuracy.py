@@ -10,9 +10,8 @@ import numpy as np
 import onnx
 
 from arch.reference import RefGraph, dequantize, quantize_input, reuse_or_evaluate, zero_point
-
-from .calibrate import as_shape, run_onnx
-from .errors import CompileError
+from compiler.calibrate import as_shape, run_onnx
+from compiler.errors import CompileError
 
 __all__ = ["compare_fp32"]
 

@@ -5,7 +5,7 @@ layer loses accuracy. Layers whose output the ONNX model does not have (by name 
 left out; an exact layer has SQNR infinity (``null`` in report.json). An already-quantized
 (QDQ) model has no fp32 tensors to compare with (its float tensors are the values before a
 QuantizeLinear that may clamp them, as a fused Relu): none are given; its int8 layers are
-compared with onnxruntime's own QDQ execution instead (:mod:`compiler.qdq_agreement`)."""
+compared with onnxruntime's own QDQ execution instead (:mod:`sim.quality.qdq_agreement`)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ import numpy as np
 import onnx
 
 from arch.reference import RefGraph, dequantize, quantize_input, reuse_or_evaluate, zero_point
-
-from .calibrate import _run, _session, as_shape
+from compiler.calibrate import as_shape, open_session, run_session
 
 __all__ = ["layer_sqnr"]
 
@@ -45,7 +44,7 @@ def layer_sqnr(
     if not nodes:
         return []
     names = [n.output for n in nodes]
-    session = _session(proto, names)
+    session = open_session(proto, names)
     signal = dict.fromkeys(names, 0.0)
     noise = dict.fromkeys(names, 0.0)
     sized = dict.fromkeys(names, True)
@@ -57,7 +56,7 @@ def layer_sqnr(
             as_shape(x, graph.tensors[x_name].shape), x_scale, zero_point(graph, x_name)
         )
         ours = reuse_or_evaluate(graph, q, known)
-        ref = _run(session, names, x)
+        ref = run_session(session, names, x)
         for name in names:
             want = ref[name].astype(np.float64).reshape(-1)
             scale = graph.tensors[name].scale

@@ -10,16 +10,16 @@ from typing import Any
 import numpy as np
 import onnx
 
-from .calibrate import _run, _session
+from compiler.calibrate import open_session, run_session
 
 __all__ = ["dataset_accuracy", "fp32_outputs"]
 
 
 def fp32_outputs(model: onnx.ModelProto | str | Path, inputs: Sequence[np.ndarray]) -> np.ndarray:
     """The first output of ``model`` on onnxruntime (fp32) for each input, flattened: (N, K)."""
-    session = _session(model, ())
+    session = open_session(model, ())
     name = session.get_outputs()[0].name
-    return np.stack([_run(session, [name], x)[name].reshape(-1) for x in inputs])
+    return np.stack([run_session(session, [name], x)[name].reshape(-1) for x in inputs])
 
 
 def dataset_accuracy(
