@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from arch import isa
-from arch.config import PRESETS
+from arch.config import PRESETS, AccelConfig
 from arch.isa import Launch
 from arch.reference import quantize_input
 from compiler.compile import compile_model
@@ -179,6 +179,7 @@ def measure_builds(spec: BuildSpec, cold: bool) -> dict[str, Any]:
     ``build_cached_s``: a cache hit in the normal build root."""
     out: dict[str, Any] = {}
     if cold:
+        BENCH_ROOT.mkdir(parents=True, exist_ok=True)  # also when --out is elsewhere
         root = Path(tempfile.mkdtemp(prefix="cold-", dir=BENCH_ROOT))
         try:
             first = build(spec, root=root)
@@ -253,8 +254,32 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     config = PRESETS["default"]
     info = machine_info()
-    spec = accelerator_spec(config)
+    exe = compile_model("resnet18", config, image_size=args.image_size, seed=0).executable
+    x = np.random.default_rng(0).standard_normal(exe.input.shape).astype(np.float32)
+    data = _speed(args, config, exe, x, info)
+    _scale_out(args, config, exe, x, data)
+    data["machine"]["loadavg_end"] = list(os.getloadavg())
+    (out / "bench.json").write_text(json.dumps(data, indent=2) + "\n")
+    print_table(data)
+    print(f"written: {out / 'bench.json'}")
+    if not data["sharded"]["same_layers"]:
+        print("error: the sharded run's layers differ from the sequential run's", file=sys.stderr)
+        return 1
+    if not data["same_dram_and_cycles"]:
+        print(
+            "error: the raw, cocotb and pyverilator runs disagree (DRAM or cycles)", file=sys.stderr
+        )
+        return 1
+    return 0
 
+
+def _speed(
+    args: argparse.Namespace, config: AccelConfig, exe: Any, x: np.ndarray, info: dict[str, Any]
+) -> dict[str, Any]:
+    """Build the three harnesses and run ``exe``'s program on each ``args.runs`` times (and
+    the pyverilator one ticked from Python): the speed part of bench.json."""
+    out: Path = args.out
+    spec = accelerator_spec(config)
     print("building (cold build timed in a fresh directory)..." if args.cold else "building...")
     builds = measure_builds(spec, args.cold)
     model = build_accelerator(config)
@@ -262,10 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     builds["raw_build_s"] = round(raw_model.seconds, 2)
     pyv_model = build_pyverilator(spec)
 
-    exe = compile_model("resnet18", config, image_size=args.image_size, seed=0).executable
     [program] = exe.programs
     launch = program.launch
-    x = np.random.default_rng(0).standard_normal(exe.input.shape).astype(np.float32)
     image = device_image(
         program, {exe.input.name: quantize_input(x, exe.input.scale or 1.0, exe.input.zero_point)}
     )
@@ -304,7 +327,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  pyverilator ticked from Python {n + 1}: {tick['cycles_per_s']:,.0f} cycles/s")
     for path in (image_path, raw_dump):
         path.unlink(missing_ok=True)
+    runs = {"raw": raw_runs, "cocotb": cocotb_runs, "pyverilator": pyv_runs, "tick": tick_runs}
+    return {
+        "config": config.to_dict(),
+        "config_name": config.name,
+        "program": f"resnet18 {args.image_size}x{args.image_size}, seed 0",
+        "cycles": raw_runs[0]["cycles"],
+        "runs": args.runs,
+        **_speed_summary(runs),
+        "same_dram_and_cycles": same_dram,
+        "pyverilator_build_s": round(pyv_model.seconds, 2),
+        "raw_runs": raw_runs,
+        "cocotb_runs": cocotb_runs,
+        "pyverilator_runs": pyv_runs,
+        "pyverilator_tick_runs": tick_runs,
+        **builds,
+        "verilator_flags": [*VERILATOR_FLAGS],
+        "make_flags": [*MAKE_FLAGS],
+        "machine": info,
+    }
 
+
+def _speed_summary(runs: dict[str, list[dict]]) -> dict[str, Any]:
+    """Medians and paired ratios of the raw, cocotb and pyverilator runs."""
+    raw_runs, cocotb_runs, pyv_runs = runs["raw"], runs["cocotb"], runs["pyverilator"]
     raw_rate = _median(raw_runs, "cycles_per_s")
     cocotb_rate = _median(cocotb_runs, "cycles_per_s")
     cycles = raw_runs[0]["cycles"]
@@ -321,12 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         for r, c in zip(raw_runs, cocotb_runs, strict=True)
         if r.get("cpu_s") and c.get("cpu_s")
     ]
-    data: dict[str, Any] = {
-        "config": config.to_dict(),
-        "config_name": config.name,
-        "program": f"resnet18 {args.image_size}x{args.image_size}, seed 0",
-        "cycles": cycles,
-        "runs": args.runs,
+    return {
         "raw_verilator_cycles_per_s": round(raw_rate),
         "cocotb_cycles_per_s": round(cocotb_rate),
         "ratio": round(statistics.median(pairs), 3),
@@ -337,23 +378,21 @@ def main(argv: list[str] | None = None) -> int:
         "cocotb_end_to_end_cycles_per_s": round(cycles / _median(cocotb_runs, "process_s")),
         "raw_process_s": round(_median(raw_runs, "process_s"), 2),
         "cocotb_process_s": round(_median(cocotb_runs, "process_s"), 2),
-        "same_dram_and_cycles": same_dram,
         "pyverilator_cycles_per_s": round(_median(pyv_runs, "cycles_per_s")),
         "pyverilator_ratio": round(statistics.median(pyv_pairs), 3),
         "pyverilator_paired_ratios": [round(p, 3) for p in pyv_pairs],
         "pyverilator_process_s": round(_median(pyv_runs, "process_s"), 2),
-        "pyverilator_tick_cycles_per_s": round(_median(tick_runs, "cycles_per_s")),
+        "pyverilator_tick_cycles_per_s": round(_median(runs["tick"], "cycles_per_s")),
         "pyverilator_tick_cycles": TICK_CYCLES,
-        "pyverilator_build_s": round(pyv_model.seconds, 2),
-        "raw_runs": raw_runs,
-        "cocotb_runs": cocotb_runs,
-        "pyverilator_runs": pyv_runs,
-        "pyverilator_tick_runs": tick_runs,
-        **builds,
-        "verilator_flags": [*VERILATOR_FLAGS],
-        "make_flags": [*MAKE_FLAGS],
-        "machine": info,
     }
+
+
+def _scale_out(
+    args: argparse.Namespace, config: AccelConfig, exe: Any, x: np.ndarray, data: dict[str, Any]
+) -> None:
+    """The shards measurement and, with ``--full``, the 224x224 end-to-end runs and the
+    bandwidth sweep, added to ``data``."""
+    out: Path = args.out
     shard_exe, shard_x = exe, x
     if args.full:  # ResNet-18 at 224x224: shards of seconds each, not of start-up costs
         shard_exe = compile_model("resnet18", config, seed=0).executable
@@ -365,29 +404,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     data["sharded"] = bench_shards.measure(shard_exe, shard_x, out / "shards")
     data["sharded_speedup"] = data["sharded"]["sharded_speedup"]
-    if args.full:
-        for label, name, extra in FULL_MODELS:
-            command = " ".join(("python -m sim.cli --model", name, *extra))
-            print(f"running {name} 224x224 end to end ({command})...")
-            data[label] = run_full(label, name, out, extra)
-        whole, sharded = data["resnet50"], data["resnet50_jobs2"]
-        if not whole["exit_code"] and not sharded["exit_code"]:
-            data["resnet50_sharded_speedup"] = round(whole["wall_s"] / sharded["wall_s"], 3)
-        print("utilization at 16 and 8 bytes/cycle of DRAM bandwidth (sim/bench_bandwidth.py)...")
-        data["bandwidth"] = bench_bandwidth.measure()
-    data["machine"]["loadavg_end"] = list(os.getloadavg())
-    (out / "bench.json").write_text(json.dumps(data, indent=2) + "\n")
-    print_table(data)
-    print(f"written: {out / 'bench.json'}")
-    if not data["sharded"]["same_layers"]:
-        print("error: the sharded run's layers differ from the sequential run's", file=sys.stderr)
-        return 1
-    if not same_dram:
-        print(
-            "error: the raw, cocotb and pyverilator runs disagree (DRAM or cycles)", file=sys.stderr
-        )
-        return 1
-    return 0
+    if not args.full:
+        return
+    for label, name, extra in FULL_MODELS:
+        command = " ".join(("python -m sim.cli --model", name, *extra))
+        print(f"running {name} 224x224 end to end ({command})...")
+        data[label] = run_full(label, name, out, extra)
+    whole, sharded = data["resnet50"], data["resnet50_jobs2"]
+    if not whole["exit_code"] and not sharded["exit_code"]:
+        data["resnet50_sharded_speedup"] = round(whole["wall_s"] / sharded["wall_s"], 3)
+    print("utilization at 16 and 8 bytes/cycle of DRAM bandwidth (sim/bench_bandwidth.py)...")
+    data["bandwidth"] = bench_bandwidth.measure()
 
 
 def print_table(data: dict[str, Any]) -> None:

@@ -75,18 +75,60 @@ def size_bin(value: int, dim: int) -> str:
     return "below_dim" if value < dim else "dim" if value == dim else "above_dim"
 
 
+WINDOWS = ("1", "2-4", "5+")  # pool window sizes
+
+
+def _point_bins() -> dict[str, tuple[str, list[Any]]]:
+    """The single coverpoints: sampler name -> (coverpoint name under ``top.``, its bins)."""
+    points: dict[str, tuple[str, Sequence[Any]]] = {
+        "opcode": ("insn.opcode", [*OPCODES, "ILLEGAL"]),
+        "tokens": ("insn.tokens", FLAGS),
+        "desc_mem": ("desc.mem", [m.name for m in isa.Mem]),
+        "desc_loops": ("desc.loops_used", LOOPS),
+        "desc_padding": ("desc.padding", PADDING),
+        "desc_negative": ("desc.negative_stride", ["no", "yes"]),
+        "gemm_m": ("gemm.m", SIZES),
+        "gemm_k": ("gemm.k_iter", ["1", "2-3", "4+"]),
+        "gemm_n": ("gemm.n_iter", ["1", "2-3", "4+"]),
+        "gemm_acc": ("gemm.accumulate", ["0", "1"]),
+        "store_clamp": ("store.clamp", CLAMPS),
+        "store_table": ("store.table", ["no", "yes"]),
+        "store_zp": ("store.out_zp", ["zero", "nonzero"]),
+        "store_transpose": ("store.transpose", ["no", "yes"]),
+        "store_bias": ("store.bias", ["no", "yes"]),
+        "store_res": ("store.res", ["no", "yes"]),
+        "accum_mode": ("accum.mode", ACCUM_MODES),
+        "pool_mode": (
+            "pool.mode_window",
+            [f"{m.name}:{w}" for m in isa.PoolMode for w in WINDOWS],
+        ),
+        "dw_kernel": ("dwconv.kernel", [f"{h}x{w}" for h in (1, 2, 3) for w in (1, 2, 3)]),
+        "dw_stride": ("dwconv.stride", ["1", "2", "3+"]),
+        "dw_mode": ("dwconv.mode", ["sum", "max"]),
+        "conv_kernel": ("conv.kernel", ["1x1", "3x3", "5x5", "7x7", "other"]),
+        "conv_stride": ("conv.stride", ["1", "2", "3"]),
+        "conv_last_row": ("conv.last_row", ["whole", "partial"]),
+        "status_error": ("status.error", ERRORS),
+        "dram_stall": ("perf.dram_stall", ["none", "some"]),
+        "queue_full": ("perf.queue_full", ["never", "sometimes"]),
+        "token_wait": (
+            "perf.token_wait",
+            [f"{unit}:{w}" for unit in UNIT_WAITS for w in ("none", "some")],
+        ),
+    }
+    return {fn: (name, list(bins)) for fn, (name, bins) in points.items()}
+
+
 def _define() -> dict[str, Any]:
     """The coverpoints (defined once per process) as sampling functions."""
     from cocotb_coverage.coverage import CoverCross, CoverPoint
 
-    def point(name: str, bins: Sequence[Any]) -> Any:
-        return CoverPoint(f"top.{name}", xf=lambda value: value, bins=list(bins))
+    def point(name: str, bins: list[Any]) -> Any:
+        def sample(value: str) -> None: ...
 
-    @point("insn.opcode", [*OPCODES, "ILLEGAL"])
-    def opcode(value: str) -> None: ...
+        return CoverPoint(f"top.{name}", xf=lambda value: value, bins=bins)(sample)
 
-    @point("insn.tokens", FLAGS)
-    def tokens(value: str) -> None: ...
+    samplers = {fn: point(name, bins) for fn, (name, bins) in _point_bins().items()}
 
     @CoverPoint("top.insn.op_for_tokens", xf=lambda op, flags: op, bins=OPCODES)
     @CoverPoint("top.insn.flags_for_op", xf=lambda op, flags: flags, bins=FLAGS)
@@ -94,75 +136,6 @@ def _define() -> dict[str, Any]:
         "top.insn.opcode_x_tokens", items=["top.insn.op_for_tokens", "top.insn.flags_for_op"]
     )
     def op_tokens(op: str, flags: str) -> None: ...
-
-    @point("desc.mem", [m.name for m in isa.Mem])
-    def desc_mem(value: str) -> None: ...
-
-    @point("desc.loops_used", LOOPS)
-    def desc_loops(value: str) -> None: ...
-
-    @point("desc.padding", PADDING)
-    def desc_padding(value: str) -> None: ...
-
-    @point("desc.negative_stride", ["no", "yes"])
-    def desc_negative(value: str) -> None: ...
-
-    @point("gemm.m", SIZES)
-    def gemm_m(value: str) -> None: ...
-
-    @point("gemm.k_iter", ["1", "2-3", "4+"])
-    def gemm_k(value: str) -> None: ...
-
-    @point("gemm.n_iter", ["1", "2-3", "4+"])
-    def gemm_n(value: str) -> None: ...
-
-    @point("gemm.accumulate", ["0", "1"])
-    def gemm_acc(value: str) -> None: ...
-
-    @point("store.clamp", CLAMPS)
-    def store_clamp(value: str) -> None: ...
-
-    @point("store.table", ["no", "yes"])
-    def store_table(value: str) -> None: ...
-
-    @point("store.out_zp", ["zero", "nonzero"])
-    def store_zp(value: str) -> None: ...
-
-    @point("store.transpose", ["no", "yes"])
-    def store_transpose(value: str) -> None: ...
-
-    @point("store.bias", ["no", "yes"])
-    def store_bias(value: str) -> None: ...
-
-    @point("store.res", ["no", "yes"])
-    def store_res(value: str) -> None: ...
-
-    @point("accum.mode", ACCUM_MODES)
-    def accum_mode(value: str) -> None: ...
-
-    @point("pool.mode_window", [f"{m.name}:{w}" for m in isa.PoolMode for w in ("1", "2-4", "5+")])
-    def pool_mode(value: str) -> None: ...
-
-    @point("dwconv.kernel", [f"{h}x{w}" for h in (1, 2, 3) for w in (1, 2, 3)])
-    def dw_kernel(value: str) -> None: ...
-
-    @point("dwconv.stride", ["1", "2", "3+"])
-    def dw_stride(value: str) -> None: ...
-
-    @point("dwconv.mode", ["sum", "max"])
-    def dw_mode(value: str) -> None: ...
-
-    @point("conv.kernel", ["1x1", "3x3", "5x5", "7x7", "other"])
-    def conv_kernel(value: str) -> None: ...
-
-    @point("conv.stride", ["1", "2", "3"])
-    def conv_stride(value: str) -> None: ...
-
-    @point("conv.last_row", ["whole", "partial"])
-    def conv_last_row(value: str) -> None: ...
-
-    @point("status.error", ERRORS)
-    def status_error(value: str) -> None: ...
 
     @CoverPoint("top.status.error_opcode", xf=lambda op, code: op, bins=[*OPCODES, "ILLEGAL", "-"])
     @CoverPoint("top.status.error_code", xf=lambda op, code: code, bins=ERRORS[1:])
@@ -173,16 +146,7 @@ def _define() -> dict[str, Any]:
     )
     def op_error(op: str, code: str) -> None: ...
 
-    @point("perf.dram_stall", ["none", "some"])
-    def dram_stall(value: str) -> None: ...
-
-    @point("perf.queue_full", ["never", "sometimes"])
-    def queue_full(value: str) -> None: ...
-
-    @point("perf.token_wait", [f"{unit}:{w}" for unit in UNIT_WAITS for w in ("none", "some")])
-    def token_wait(value: str) -> None: ...
-
-    return dict(locals())
+    return {**samplers, "op_tokens": op_tokens, "op_error": op_error}
 
 
 _SAMPLERS: dict[str, Any] | None = None
