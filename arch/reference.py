@@ -31,10 +31,10 @@ from arch.ops.spec import (
     ACTS,
     RESIDUAL_PARAMS,
     TABLE_PARAMS,
+    ReferenceError,
     RefGraph,
     RefNode,
     RefTensor,
-    ReferenceError,
 )
 
 __all__ = [

@@ -7,7 +7,7 @@ from typing import Any, NoReturn
 
 from arch.isa import INT32_MAX, INT32_MIN, MAX_SHIFT, TABLE_ENTRIES
 from arch.ops.quant import zero_point
-from arch.ops.spec import RefGraph, RefNode, ReferenceError
+from arch.ops.spec import ReferenceError, RefGraph, RefNode
 
 __all__ = ["MAX_ELEMENTS", "NodeCheck", "short"]
 

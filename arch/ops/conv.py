@@ -47,7 +47,9 @@ def _gemm(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
     x = centred(graph, node.inputs[0], xs[0])
     acc = ro.add_wrap32(ro.matmul(x, p["weight"].T), p["bias"])
     if len(xs) == 2:
-        res = rescaled_residual(graph, node.inputs[1], xs[1], p["res_mult"], p["res_shift"], axis=-1)
+        res = rescaled_residual(
+            graph, node.inputs[1], xs[1], p["res_mult"], p["res_shift"], axis=-1
+        )
         acc = ro.add_wrap32(acc, res)
     return store(graph, node, acc, axis=-1)
 
