@@ -16,7 +16,7 @@ from arch.executable.format import HOST_OPS, LAYER_KINDS
 from arch.ops import OP_SPECS
 from arch.ops.spec import registry
 from arch.ops.views import HEAD_VIEWS
-from compiler import ir, op_rules
+from compiler import constants, ir, op_rules
 from compiler.passes import partition, schedule, tile
 
 
@@ -59,9 +59,10 @@ def test_every_import_only_op_has_its_rule() -> None:
     assert op_rules.RULES["table"].quantize is not None
 
 
-def test_every_layer_kind_has_a_schedule_builder_and_a_tile_rule() -> None:
-    assert set(schedule.BUILDERS) == set(LAYER_KINDS)
-    assert set(tile.TILERS) == set(LAYER_KINDS)
+def test_every_layer_kind_has_a_schedule_builder_a_tile_rule_and_param_sets() -> None:
+    assert sorted(set(LAYER_KINDS) ^ set(schedule.BUILDERS)) == []
+    assert sorted(set(LAYER_KINDS) ^ set(tile.TILERS)) == []
+    assert sorted(set(LAYER_KINDS) ^ set(constants.PARAM_SETS)) == []
 
 
 def test_the_ir_docstring_lists_every_op() -> None:
