@@ -6,7 +6,8 @@ stages share it. *fp32* (``quantized=False``, after import and canonicalize): fl
 ``mult``/``shift`` rescales and int8 ``clamp`` bounds, every tensor with a scale
 (``real = scale * (q - zero_point)``), computed as :mod:`arch.reference` defines.
 
-Ops (:data:`OPS`) and their attrs; ``act`` is None, ``"relu"``, ``"relu6"`` or ``"table"``:
+Ops (:data:`OPS`: each defined once in :mod:`arch.ops`, with the compiler's side in
+:mod:`compiler.op_rules`) and their attrs; ``act`` is None, ``"relu"``, ``"relu6"`` or ``"table"``:
 
 ==============  ===========================================  =====================================
 op              attrs                                        params (quantized stage)
@@ -57,7 +58,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from arch.ops.spec import ACTS
-from arch.ops.views import HEAD_VIEWS
 
 from .errors import VerifyError
 from .ir_checks import (
@@ -67,15 +67,13 @@ from .ir_checks import (
     is_tokens,
     pool_output_shape,
 )
-from .op_rules import ARITY, ATTRS, FUSED_BY_QUANTIZE, IMPORT_OPS, KEEPS_SCALE, OPS, RULES
+from .op_rules import ARITY, ATTRS, IMPORT_OPS, KEEPS_SCALE, OPS, RULES
 
 if TYPE_CHECKING:
     import onnx
 
 __all__ = [
     "ACTS",
-    "FUSED_BY_QUANTIZE",
-    "HEAD_VIEWS",
     "IMPORT_OPS",
     "OPS",
     "Graph",

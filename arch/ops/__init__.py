@@ -4,9 +4,13 @@
 compiler (:mod:`compiler.op_rules`) derive their tables from it.
 
 Adding an op: write its evaluator and its output-shape rule in its family's module (or a new
-family module listed below), add its :class:`~arch.ops.spec.OpSpec` to that module's ``SPECS``,
-then give it a compiler rule (``compiler/op_rules.py``); ``tests/unit/test_op_specs.py`` fails
-until every table has it.
+family module, listed below) and add its :class:`~arch.ops.spec.OpSpec` to that module's
+``SPECS``; then give it one entry in ``compiler/op_rules.py``: its IR check
+(``compiler/ir_checks.py``), its quantizer (``compiler/quantizers.py``) and the layer kind the
+accelerator runs it as (a new kind also needs ``LAYER_KINDS`` in ``arch/executable/format.py``
+and an entry in ``schedule.BUILDERS``, ``tile.TILERS`` and ``constants.PARAM_SETS``). Importing
+fails naming the op while its compiler rule is missing; ``tests/unit/test_op_specs.py`` fails
+while a kind table misses a kind.
 """
 
 from __future__ import annotations
