@@ -36,6 +36,7 @@ __all__ = [
     "KINDS",
     "OPS",
     "RULES",
+    "TABLE_PRODUCERS",
     "TAKES_INPUT_SCALE",
     "VIEW_KINDS",
     "OpRule",
@@ -62,19 +63,22 @@ class OpRule:
     #: the accelerator layer kind (one of ``LAYER_KINDS`` or :data:`VIEW_KINDS`); None: the
     #: host runs it
     kind: str | None = None
+    #: its STORE can apply the int8 table of an activation after it (quantize fuses the
+    #: ``table`` node into it)
+    takes_table: bool = False
     #: an import-only op's attrs and (fewest, most) inputs; a canonical op's are its spec's
     attrs: frozenset[str] | None = None
     arity: tuple[int, int] | None = None
 
 
 _CANONICAL: dict[str, OpRule] = {
-    "conv": OpRule(check.conv, q.weighted, "gemm"),
-    "gemm": OpRule(check.gemm, q.weighted, "gemm"),
+    "conv": OpRule(check.conv, q.weighted, "gemm", takes_table=True),
+    "gemm": OpRule(check.gemm, q.weighted, "gemm", takes_table=True),
     "maxpool": OpRule(check.pool, q.no_params, "pool"),
     "avgpool": OpRule(check.pool, q.avgpool, "pool"),
     "global_avgpool": OpRule(check.global_avgpool, q.global_avgpool, "pool"),
-    "add": OpRule(check.add, q.add, "add"),
-    "scale": OpRule(check.scale, q.scale, "scale"),
+    "add": OpRule(check.add, q.add, "add", takes_table=True),
+    "scale": OpRule(check.scale, q.scale, "scale", takes_table=True),
     "flatten": OpRule(check.flatten, q.no_params, "alias"),
     "concat": OpRule(check.concat, q.no_params, "concat"),
     "channel_slice": OpRule(check.channel_slice, q.no_params, "slice"),
@@ -118,6 +122,8 @@ def _checked(canonical: dict[str, OpRule], import_only: dict[str, OpRule]) -> di
             raise TypeError(f"op {op!r}: its compiler rule has no quantizer")
         if rule.kind is not None and rule.kind not in kinds:
             raise TypeError(f"op {op!r}: layer kind {rule.kind!r} is not one of {kinds}")
+        if rule.takes_table and "act" not in OP_SPECS[op].attrs:
+            raise TypeError(f"op {op!r}: takes a table but its OpSpec has no 'act' attr")
         if rule.attrs is not None or rule.arity is not None:
             raise TypeError(f"op {op!r}: its attrs and arity are its OpSpec's, not the rule's")
     for op, rule in import_only.items():
@@ -151,5 +157,7 @@ KEEPS_SCALE: frozenset[str] = frozenset(op for op, s in OP_SPECS.items() if s.ke
 TAKES_INPUT_SCALE: frozenset[str] = frozenset(
     op for op in KEEPS_SCALE if OP_SPECS[op].arity == (1, 1)
 )
+#: Ops whose STORE can apply a table (the table nodes fuse into them).
+TABLE_PRODUCERS: frozenset[str] = frozenset(op for op, r in RULES.items() if r.takes_table)
 #: The accelerator layer kind of each op the accelerator runs.
 KINDS: dict[str, str] = {op: r.kind for op, r in RULES.items() if r.kind is not None}

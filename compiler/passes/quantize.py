@@ -20,7 +20,7 @@ from .. import calibrate
 from ..activations import make_table
 from ..errors import CompileError
 from ..ir import Graph, Node, Tensor
-from ..op_rules import KEEPS_SCALE, RULES, TAKES_INPUT_SCALE
+from ..op_rules import KEEPS_SCALE, RULES, TABLE_PRODUCERS, TAKES_INPUT_SCALE
 from ..quantizers import ADD_EXTRA_BITS, scale_of, store_clamp
 
 __all__ = ["ADD_EXTRA_BITS", "run"]
@@ -34,8 +34,6 @@ _CALIBRATED = tuple(
 )
 #: Producers that can requantize their output to any scale (so, to a concat's).
 _RESCALING = tuple(op for op in _CALIBRATED if op not in KEEPS_SCALE)
-#: Producers whose STORE can apply a table (the table nodes fuse into them).
-_TABLE_PRODUCERS = ("conv", "gemm", "add", "scale")
 #: ONNX ops that only move, select or take the maximum of values: a host node of these alone
 #: gives its output its input's scale, so its int8 codes pass through exactly.
 CODE_EXACT_OPS = frozenset(
@@ -250,7 +248,7 @@ def _fuse_tables(g: Graph) -> None:
         table = make_table(node.attrs["function"], node.attrs["args"], s_in, s_out, z_in, z_out)
         if (
             prod is None
-            or prod.op not in _TABLE_PRODUCERS
+            or prod.op not in TABLE_PRODUCERS
             or prod.attrs["act"] == "table"
             or users != [node]
             or node.inputs[0] in g.outputs

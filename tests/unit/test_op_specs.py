@@ -82,6 +82,9 @@ def test_a_missing_rule_fails_at_import_naming_the_op() -> None:
     bad_kind = op_rules._CANONICAL | {"add": replace(op_rules.RULES["add"], kind="adder")}
     with pytest.raises(TypeError, match="op 'add': layer kind 'adder' is not one of"):
         op_rules._checked(bad_kind, op_rules._IMPORT_ONLY)
+    no_act = op_rules._CANONICAL | {"avgpool": replace(op_rules.RULES["avgpool"], takes_table=True)}
+    with pytest.raises(TypeError, match="op 'avgpool': takes a table but its OpSpec has no 'act'"):
+        op_rules._checked(no_act, op_rules._IMPORT_ONLY)
     bare = op_rules._IMPORT_ONLY | {"relu": replace(op_rules.RULES["relu"], attrs=None)}
     with pytest.raises(TypeError, match="import-only op 'relu': its rule needs attrs"):
         op_rules._checked(op_rules._CANONICAL, bare)
