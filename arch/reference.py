@@ -175,8 +175,9 @@ def _check_node(graph: RefGraph, node: RefNode) -> None:
 
 def _wanted_params(node: RefNode) -> dict[str, str]:
     """The params ``node`` must have: its op's, a residual's, a table act's."""
-    wanted = dict(OP_SPECS[node.op].params)
-    if node.op in ("conv", "gemm") and len(node.inputs) == 2:
+    spec = OP_SPECS[node.op]
+    wanted = dict(spec.params)
+    if spec.residual and len(node.inputs) == 2:
         wanted |= RESIDUAL_PARAMS
     if node.attrs.get("act") == "table":
         wanted |= TABLE_PARAMS

@@ -112,6 +112,7 @@ CONV = OpSpec(
     output_shape=_conv_shape,
     evaluate=_conv,
     macs=_weighted_macs,
+    residual=True,
 )
 GEMM = OpSpec(
     name="gemm",
@@ -122,5 +123,6 @@ GEMM = OpSpec(
     output_shape=_gemm_shape,
     evaluate=_gemm,
     macs=_weighted_macs,
+    residual=True,
 )
 SPECS = (CONV, GEMM)

@@ -106,6 +106,8 @@ class OpSpec:
     output_shape: ShapeRule  # checks a node and gives its output shape
     evaluate: Evaluator  # the node's output, bit for bit what the accelerator must give
     macs: MacCount = field(default=_no_macs)  # multiply-accumulates of one node
+    #: a second input is a residual added before the STORE (it reads :data:`RESIDUAL_PARAMS`)
+    residual: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -122,8 +124,11 @@ class OpSpec:
         lo, hi = self.arity if isinstance(self.arity, tuple) and len(self.arity) == 2 else (0, -1)
         if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi):
             self._fail("arity", f"must be (lo, hi) with 1 <= lo <= hi, not {self.arity!r}")
-        if not isinstance(self.keeps_scale, bool):
-            self._fail("keeps_scale", f"must be a bool, not {self.keeps_scale!r}")
+        for flag in ("keeps_scale", "residual"):
+            if not isinstance(getattr(self, flag), bool):
+                self._fail(flag, f"must be a bool, not {getattr(self, flag)!r}")
+        if self.residual and self.arity[1] < 2:
+            self._fail("residual", "needs a second input (arity)")
         for name in ("output_shape", "evaluate", "macs"):
             if not callable(getattr(self, name)):
                 self._fail(name, f"must be a function, not {getattr(self, name)!r}")

@@ -100,6 +100,8 @@ def test_a_malformed_spec_fails_naming_the_op_and_the_field() -> None:
         replace(good, params={"w": "int7"})
     with pytest.raises(TypeError, match="op 'maxpool': field 'attrs'"):
         replace(good, attrs={"kernel"})
+    with pytest.raises(TypeError, match="op 'maxpool': field 'residual' needs a second input"):
+        replace(good, residual=True)
     with pytest.raises(TypeError, match="op 'maxpool' is defined twice"):
         registry([good], [replace(good, keeps_scale=False)])
 
