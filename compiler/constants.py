@@ -3,12 +3,16 @@ schedule loads them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from arch import isa
 from arch import reference_ops as ro
 from arch.reference import zero_point
 from compiler.errors import CompileError
+from compiler.ir import Node
 from compiler.plan import Layer, Plan
 
 
@@ -103,57 +107,91 @@ def zero_point_bias(plan: Plan, layer: Layer) -> np.ndarray | None:
     return None
 
 
+#: A layer's PARAM sets: per set, the PARAM entry fields (name -> per-channel values, None:
+#: absent) from its node and its zero-point bias (:func:`zero_point_bias`).
+ParamSets = Callable[[Node, np.ndarray | None], list[dict[str, Any]]]
+
+
+def _gemm_sets(node: Node, zp_bias: np.ndarray | None) -> list[dict[str, Any]]:
+    p = node.params
+    return [
+        {
+            "bias": p["bias"] if zp_bias is None else zp_bias,
+            "mult": p["mult"],
+            "shift": p["shift"],
+            "res_mult": p.get("res_mult"),
+            "res_shift": p.get("res_shift"),
+        }
+    ]
+
+
+def _matmul_sets(node: Node, zp_bias: np.ndarray | None) -> list[dict[str, Any]]:
+    """One rescale for every head's columns."""
+    return [{"mult": node.params["mult"], "shift": node.params["shift"]}]
+
+
+def _upsample_sets(node: Node, zp_bias: np.ndarray | None) -> list[dict[str, Any]]:
+    """ACCUM copies the line in, STORE copies it out."""
+    one, zero = np.array([1]), np.array([0])
+    return [{"res_mult": one, "res_shift": zero, "mult": one, "shift": zero}]
+
+
+def _pool_sets(node: Node, zp_bias: np.ndarray | None) -> list[dict[str, Any]]:
+    if node.op == "maxpool":
+        return [{"mult": np.array([1]), "shift": np.array([0])}]
+    return [{"mult": node.params["mult"], "shift": node.params["shift"], "bias": zp_bias}]
+
+
+def _scale_sets(node: Node, zp_bias: np.ndarray | None) -> list[dict[str, Any]]:
+    """ACCUM copies x (times the gate), STORE rescales."""
+    one, zero = np.array([1]), np.array([0])
+    p = node.params
+    return [
+        {
+            "bias": zp_bias,
+            "res_mult": one,
+            "res_shift": zero,
+            "mult": p["mult"],
+            "shift": p["shift"],
+        }
+    ]
+
+
+def _add_sets(node: Node, zp_bias: np.ndarray | None) -> list[dict[str, Any]]:
+    """The a-set carries the output rescale (and a zero-point bias), the b-set only b's."""
+    p = node.params
+    return [
+        {
+            "bias": zp_bias,
+            "res_mult": p["a_mult"],
+            "res_shift": p["a_shift"],
+            "mult": p["mult"],
+            "shift": p["shift"],
+        },
+        {"res_mult": p["b_mult"], "res_shift": p["b_shift"]},
+    ]
+
+
+#: The PARAM sets of each device layer kind (``arch.executable.format.LAYER_KINDS``).
+PARAM_SETS: dict[str, ParamSets] = {
+    "gemm": _gemm_sets,
+    "matmul": _matmul_sets,
+    "upsample": _upsample_sets,
+    "pool": _pool_sets,
+    "scale": _scale_sets,
+    "add": _add_sets,
+}
+
+
 def param_lines(plan: Plan, layer: Layer) -> np.ndarray:
     """PARAM lines of a layer as bytes: one entry per (padded) output channel; ``add`` layers
     have a second set for their b input after the first; a layer with a table ends with it,
     padded to whole PARAM lines (at :func:`table_offset`)."""
-    node = layer.node
+    p = layer.node.params
     padded, channels = plan.out_channels(layer)
-    p = node.params
-    zp_bias = zero_point_bias(plan, layer)
-    if layer.kind == "gemm":
-        sets = [
-            {
-                "bias": p["bias"] if zp_bias is None else zp_bias,
-                "mult": p["mult"],
-                "shift": p["shift"],
-                "res_mult": p.get("res_mult"),
-                "res_shift": p.get("res_shift"),
-            }
-        ]
-    elif layer.kind == "matmul":  # one rescale for every head's columns
+    if layer.kind == "matmul":  # one rescale for every head's columns
         channels = padded
-        sets = [{"mult": p["mult"], "shift": p["shift"]}]
-    elif layer.kind == "upsample":  # ACCUM copies the line in, STORE copies it out
-        one, zero = np.array([1]), np.array([0])
-        sets = [{"res_mult": one, "res_shift": zero, "mult": one, "shift": zero}]
-    elif layer.kind == "pool":
-        if node.op == "maxpool":
-            sets = [{"mult": np.array([1]), "shift": np.array([0])}]
-        else:
-            sets = [{"mult": p["mult"], "shift": p["shift"], "bias": zp_bias}]
-    elif layer.kind == "scale":  # ACCUM copies x (times the gate), STORE rescales
-        one, zero = np.array([1]), np.array([0])
-        sets = [
-            {
-                "bias": zp_bias,
-                "res_mult": one,
-                "res_shift": zero,
-                "mult": p["mult"],
-                "shift": p["shift"],
-            }
-        ]
-    else:  # add: a-set carries the output rescale (and a zero-point bias), b-set only b's
-        sets = [
-            {
-                "bias": zp_bias,
-                "res_mult": p["a_mult"],
-                "res_shift": p["a_shift"],
-                "mult": p["mult"],
-                "shift": p["shift"],
-            },
-            {"res_mult": p["b_mult"], "res_shift": p["b_shift"]},
-        ]
+    sets = PARAM_SETS[layer.kind](layer.node, zero_point_bias(plan, layer))
     entries = []
     for columns in sets:
         values = {

@@ -32,10 +32,7 @@ from arch.config import AccelConfig
 from arch.isa import DW_KERNEL_MAX
 from compiler.errors import CompileError
 from compiler.ir import Graph, Node
-
-#: Layer kinds that run no instructions: their output is a view of bytes other layers write
-#: (flatten: its input's; concat: its inputs write into slices of it).
-VIEW_KINDS = ("alias", "concat", "slice")
+from compiler.op_rules import VIEW_KINDS
 
 
 def ceil_div(a: int, b: int) -> int:

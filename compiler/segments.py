@@ -9,7 +9,7 @@ region, a Softmax) is a host step between them.
 from __future__ import annotations
 
 from compiler.ir import Graph, Node
-from compiler.passes.partition import KINDS
+from compiler.op_rules import KINDS
 
 
 def on_accelerator(node: Node) -> bool:

@@ -15,7 +15,8 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import CompileError
-from ..ir import FUSED_BY_QUANTIZE, IMPORT_OPS, Graph, Node, Tensor, is_depthwise
+from ..ir import Graph, Node, Tensor, is_depthwise
+from ..op_rules import FUSED_BY_QUANTIZE, IMPORT_OPS
 
 __all__ = ["run"]
 

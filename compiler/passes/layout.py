@@ -13,8 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from arch.isa import DWCONV
+from arch.ops.views import HEAD_VIEWS
 from compiler.errors import CompileError
-from compiler.ir import HEAD_VIEWS, is_depthwise, is_tokens
+from compiler.ir import is_depthwise, is_tokens
 from compiler.plan import DramTensor, GemmShape, Layer, Plan, round_up
 
 DW_STRIDE_MAX = DWCONV.leaf_by_path["stride"].hi

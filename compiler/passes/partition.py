@@ -7,31 +7,15 @@ dequantization, outside the graph).
 
 from __future__ import annotations
 
-import math
-
+from arch.ops import OP_SPECS
 from compiler.errors import CompileError
 from compiler.ir import Graph
+from compiler.op_rules import KINDS
 from compiler.plan import Layer, Plan
 
-KINDS = {
-    "conv": "gemm",
-    "gemm": "gemm",
-    "maxpool": "pool",
-    "avgpool": "pool",
-    "global_avgpool": "pool",
-    "add": "add",
-    "scale": "scale",
-    "flatten": "alias",
-    "concat": "concat",
-    "channel_slice": "slice",
-    "upsample": "upsample",
-    "depth_to_space": "upsample",  # the same copies into ACC and strided stores
-    "batch_matmul": "matmul",  # a gemm per head whose weights are the second activation
-    "split_heads": "alias",
-    "split_heads_t": "alias",  # its producer's transposing stores wrote the bytes
-    "merge_heads": "alias",
-}
-HOST_OPS = {"softmax"}
+#: The ops a device program may leave to a host step of its own: a final Softmax. (Host
+#: regions are host steps between device programs, :mod:`compiler.segments`.)
+HOST_OPS = frozenset({"softmax"})
 
 
 def run(plan: Plan) -> Plan:
@@ -48,13 +32,7 @@ def run(plan: Plan) -> Plan:
             layer = Layer(index, node, "host", "host", list(node.inputs), node.output)
         elif node.op in KINDS:
             layer = Layer(index, node, "accel", KINDS[node.op], list(node.inputs), node.output)
-            if node.op in ("conv", "gemm"):
-                out = graph.tensors[node.output].shape
-                weight = node.params["weight"]
-                layer.macs = int(math.prod(out)) * int(math.prod(weight.shape[1:]))
-            elif node.op == "batch_matmul":
-                out = graph.tensors[node.output].shape
-                layer.macs = int(math.prod(out)) * graph.tensors[node.inputs[0]].shape[3]
+            layer.macs = int(OP_SPECS[node.op].macs(graph, node))
         else:
             raise CompileError(
                 node.name, node.op, "has no accelerator mapping", supported=", ".join(sorted(KINDS))

@@ -6,8 +6,8 @@ entropy or MSE, :mod:`compiler.calib_methods`); scales and zero points given by 
 model are kept, as are its int8 weights (``weight_q``/``weight_scale``) and int32 biases
 (``bias_q``, when their scale is ``s_in * s_w``). A concat input the model quantizes otherwise
 than the concat is requantized by an inserted 1x1 average pool (the model's rounding point).
-Fixed-point rescales come from :func:`arch.reference_ops.quantize_multipliers`;
-:mod:`arch.reference` defines the integer semantics they feed.
+Each op's int8 params come from its quantizer (:mod:`compiler.quantizers`, named by
+:mod:`compiler.op_rules`).
 """
 
 from __future__ import annotations
@@ -16,44 +16,24 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from arch.isa import INT32_MAX, INT32_MIN
-from arch.reference_ops import quantize_multipliers
-
 from .. import calibrate
 from ..activations import make_table
 from ..errors import CompileError
 from ..ir import Graph, Node, Tensor
+from ..op_rules import KEEPS_SCALE, RULES, TABLE_PRODUCERS, TAKES_INPUT_SCALE
+from ..quantizers import ADD_EXTRA_BITS, scale_of, store_clamp
 
 __all__ = ["ADD_EXTRA_BITS", "run"]
 
-#: add: the accumulator scale is ``s_out / 2**ADD_EXTRA_BITS`` (extra fraction bits).
-ADD_EXTRA_BITS = 8
-_CALIBRATED = (
-    "conv",
-    "gemm",
-    "avgpool",
-    "global_avgpool",
-    "add",
-    "scale",
-    "host",
-    "concat",
-    "table",
-    "batch_matmul",
+#: Ops whose output scale is calibrated (measured on the source model): every op with int8
+#: params but those that take their input's scale and the fp32 softmax.
+_CALIBRATED = tuple(
+    op
+    for op, rule in RULES.items()
+    if rule.quantize is not None and op not in TAKES_INPUT_SCALE and op != "softmax"
 )
 #: Producers that can requantize their output to any scale (so, to a concat's).
-_RESCALING = tuple(op for op in _CALIBRATED if op != "concat")
-#: Producers whose STORE can apply a table (the table nodes fuse into them).
-_TABLE_PRODUCERS = ("conv", "gemm", "add", "scale")
-_SAME_SCALE = (
-    "maxpool",
-    "flatten",
-    "upsample",
-    "depth_to_space",
-    "channel_slice",
-    "split_heads",
-    "split_heads_t",
-    "merge_heads",
-)
+_RESCALING = tuple(op for op in _CALIBRATED if op not in KEEPS_SCALE)
 #: ONNX ops that only move, select or take the maximum of values: a host node of these alone
 #: gives its output its input's scale, so its int8 codes pass through exactly.
 CODE_EXACT_OPS = frozenset(
@@ -93,7 +73,9 @@ def run(graph: Graph, calibration_inputs: Sequence[np.ndarray], method: str = "m
     given = {name for name, t in g.tensors.items() if t.scale is not None}
     _calibrate(g, calibration_inputs, given, method)
     for node in g.nodes:
-        _QUANTIZERS[node.op](g, node)
+        quantize = RULES[node.op].quantize
+        assert quantize is not None, node.op  # verified canonical: no import-only op but table
+        quantize(g, node)
     _fuse_tables(g)
     g.quantized = True
     return g
@@ -105,7 +87,7 @@ def run(graph: Graph, calibration_inputs: Sequence[np.ndarray], method: str = "m
 def _propagate_given_scales(g: Graph) -> None:
     """Scale-preserving ops (maxpool, flatten): a given output scale also serves the input."""
     for node in reversed(g.nodes):
-        if node.op in _SAME_SCALE:
+        if node.op in TAKES_INPUT_SCALE:
             x, y = g.tensors[node.inputs[0]], g.tensors[node.output]
             if x.scale is None and y.scale is not None:
                 x.scale, x.zero_point = y.scale, y.zero_point
@@ -162,7 +144,7 @@ def _calibrate(
     _share_concat_scales(g)
     for node in g.nodes:
         out = g.tensors[node.output]
-        if node.op in _SAME_SCALE or (_code_exact(node) and out.scale is None):
+        if node.op in TAKES_INPUT_SCALE or (_code_exact(node) and out.scale is None):
             out.scale = g.tensors[node.inputs[0]].scale
             out.zero_point = g.tensors[node.inputs[0]].zero_point
         elif node.op == "softmax":
@@ -205,7 +187,7 @@ def _share_concat_scales(g: Graph) -> None:
         scale, zp = g.tensors[node.output].scale, g.tensors[node.output].zero_point
         for name in node.inputs:
             chain, producer = [name], g.producer(name)
-            while producer is not None and producer.op in _SAME_SCALE:
+            while producer is not None and producer.op in TAKES_INPUT_SCALE:
                 chain.append(producer.inputs[0])
                 producer = g.producer(producer.inputs[0])
             shared = next((t for t in chain if t in taken), None)
@@ -249,126 +231,7 @@ def _check_inputs(g: Graph, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     return checked
 
 
-def _rescale(node: Node, scales: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
-    """int64 ``(mult, shift)`` for real rescales ``scales``; CompileError naming the node."""
-    try:
-        mult, shift = quantize_multipliers(np.asarray(scales, np.float64).reshape(-1))
-    except ValueError:
-        arr = np.asarray(scales, np.float64).reshape(-1)
-        raise CompileError(
-            node.name,
-            node.op,
-            f"{what} rescale {arr.min():.3g}..{arr.max():.3g} is out of "
-            "range for a fixed-point multiplier",
-            "rescales of about 2**-32 .. 2**31",
-        ) from None
-    return mult.astype(np.int64), shift.astype(np.int64)
-
-
-def _clamp(act: str | None, s_out: float, z_out: int = 0) -> np.ndarray:
-    """Saturation bounds of a STORE whose output has scale ``s_out`` and zero point ``z_out``
-    (real 0 is the code ``z_out``)."""
-    if act is None or act == "table":
-        return np.array([-128, 127], np.int64)
-    if act == "relu":
-        return np.array([z_out, 127], np.int64)
-    return np.array([z_out, min(127, z_out + int(np.floor(6.0 / s_out + 0.5)))], np.int64)
-
-
-def _scale(g: Graph, name: str) -> float:
-    s = g.tensors[name].scale
-    assert s is not None, name  # _calibrate scaled every tensor
-    return s
-
-
 # --------------------------------------------------------------------------- per op
-
-
-def _weighted(g: Graph, node: Node) -> None:
-    """conv / gemm: int8 per-channel weights, int32 bias, rescale, clamp, residual rescale."""
-    p = node.params
-    s_in, s_out = _scale(g, node.inputs[0]), _scale(g, node.output)
-    w = p["weight"].astype(np.float64)  # pragma: no mutate - astype(None) is float64 too
-    if "weight_q" in p:
-        wq, sw = p["weight_q"], p["weight_scale"].astype(np.float64)
-    else:
-        m = np.abs(w).max(axis=tuple(range(1, w.ndim)))
-        sw = np.where(m > 0, m / 127.0, 1.0)
-        sw_b = np.expand_dims(sw, tuple(range(1, w.ndim)))
-        # |w| <= m per channel, so |w / (m / 127)| <= 127: the clip never binds (not mutated)
-        wq = np.clip(np.rint(w / sw_b), -127, 127).astype(np.int8)  # pragma: no mutate
-    acc = s_in * sw  # the accumulator scale per output channel
-    b = p["bias"].astype(np.float64)  # pragma: no mutate - astype(None) is float64 too
-    given = p.get("bias_q")
-    if given is not None and np.allclose(given * acc, b, rtol=1e-5, atol=1e-3 * acc.max()):
-        bias = given.astype(np.int64)
-    else:
-        bias = np.rint(b / acc)
-    if bias.size and (bias.min() < INT32_MIN or bias.max() > INT32_MAX):
-        raise CompileError(
-            node.name,
-            node.op,
-            f"bias {b[np.argmax(np.abs(bias))]:.4g} does not fit int32 at "
-            f"accumulator scale {acc.min():.3g}",
-            "|bias / (s_in * s_w)| < 2**31",
-        )
-    mult, shift = _rescale(node, acc / s_out, "output")
-    params: dict[str, np.ndarray] = {
-        "weight": wq.astype(np.int8),
-        "bias": bias.astype(np.int32),
-        "mult": mult,
-        "shift": shift,
-        "clamp": _clamp(node.attrs["act"], s_out, g.tensors[node.output].zero_point),
-    }
-    if len(node.inputs) == 2:
-        res_mult, res_shift = _rescale(node, _scale(g, node.inputs[1]) / acc, "residual")
-        params |= {"res_mult": res_mult, "res_shift": res_shift}
-    node.params = params
-
-
-def _avgpool(g: Graph, node: Node) -> None:
-    kh, kw = node.attrs["kernel"]
-    ratio = _scale(g, node.inputs[0]) / (_scale(g, node.output) * kh * kw)
-    mult, shift = _rescale(node, np.array([ratio]), "output")
-    node.params = {"mult": mult, "shift": shift}
-
-
-def _global_avgpool(g: Graph, node: Node) -> None:
-    _, _, h, w = g.tensors[node.inputs[0]].shape
-    ratio = _scale(g, node.inputs[0]) / (_scale(g, node.output) * h * w)
-    mult, shift = _rescale(node, np.array([ratio]), "output")
-    node.params = {"mult": mult, "shift": shift}
-
-
-def _add(g: Graph, node: Node) -> None:
-    s_out = _scale(g, node.output)
-    s_acc = s_out / 2.0**ADD_EXTRA_BITS
-    params: dict[str, np.ndarray] = {}
-    for prefix, name in (("a_", node.inputs[0]), ("b_", node.inputs[1])):
-        m, s = _rescale(node, np.array([_scale(g, name) / s_acc]), f"input '{name}'")
-        params |= {f"{prefix}mult": m, f"{prefix}shift": s}
-    # 2**-ADD_EXTRA_BITS: always in the fixed-point range (so no error to name)
-    m, s = quantize_multipliers(np.array([s_acc / s_out]))
-    clamp = _clamp(node.attrs["act"], s_out, g.tensors[node.output].zero_point)
-    node.params = params | {"mult": m, "shift": s, "clamp": clamp}
-
-
-def _scale_q(g: Graph, node: Node) -> None:
-    """scale: ``x [* gate]`` requantized from ``s_x [* s_gate]`` to the output scale."""
-    ratio = np.prod([_scale(g, name) for name in node.inputs]) / _scale(g, node.output)
-    mult, shift = _rescale(node, np.array([ratio]), "output")
-    clamp = _clamp(node.attrs["act"], _scale(g, node.output), g.tensors[node.output].zero_point)
-    node.params = {"mult": mult, "shift": shift, "clamp": clamp}
-
-
-def _batch_matmul(g: Graph, node: Node) -> None:
-    """a @ b of two activations (times the folded scalar ``alpha``), requantized from
-    ``s_a * s_b * alpha`` to the output scale."""
-    alpha = float(node.params["alpha"][0]) if "alpha" in node.params else 1.0
-    ratio = _scale(g, node.inputs[0]) * _scale(g, node.inputs[1]) * alpha / _scale(g, node.output)
-    mult, shift = _rescale(node, np.array([ratio]), "output")
-    clamp = _clamp(node.attrs["act"], _scale(g, node.output), g.tensors[node.output].zero_point)
-    node.params = {"mult": mult, "shift": shift, "clamp": clamp}
 
 
 def _fuse_tables(g: Graph) -> None:
@@ -380,19 +243,19 @@ def _fuse_tables(g: Graph) -> None:
     for node in [n for n in g.nodes if n.op == "table"]:
         prod = g.producer(node.inputs[0])
         users = g.consumers(node.inputs[0])
-        s_in, s_out = _scale(g, node.inputs[0]), _scale(g, node.output)
+        s_in, s_out = scale_of(g, node.inputs[0]), scale_of(g, node.output)
         z_in, z_out = g.tensors[node.inputs[0]].zero_point, g.tensors[node.output].zero_point
         table = make_table(node.attrs["function"], node.attrs["args"], s_in, s_out, z_in, z_out)
         if (
             prod is None
-            or prod.op not in _TABLE_PRODUCERS
+            or prod.op not in TABLE_PRODUCERS
             or prod.attrs["act"] == "table"
             or users != [node]
             or node.inputs[0] in g.outputs
         ):
             one, zero = np.array([1], np.int64), np.array([0], np.int64)
             node.op, node.attrs = "scale", {"act": "table"}
-            node.params = {"mult": one, "shift": zero, "clamp": _clamp(None, s_out)}
+            node.params = {"mult": one, "shift": zero, "clamp": store_clamp(None, s_out)}
             node.params["table"] = table
             if z_in:  # the scale centres its input; the STORE adds the zero point back
                 node.params["table_zp"] = np.array([z_in], np.int64)
@@ -405,34 +268,3 @@ def _fuse_tables(g: Graph) -> None:
         prod.output = node.output
         prod.onnx_nodes.extend(node.onnx_nodes)
         g.nodes.remove(node)
-
-
-def _no_params(g: Graph, node: Node) -> None:
-    node.params = {}
-
-
-def _keep_params(g: Graph, node: Node) -> None:
-    """Host nodes keep their ONNX model; their inputs and output are simply scaled."""
-
-
-_QUANTIZERS = {
-    "conv": _weighted,
-    "gemm": _weighted,
-    "maxpool": _no_params,
-    "avgpool": _avgpool,
-    "global_avgpool": _global_avgpool,
-    "add": _add,
-    "scale": _scale_q,
-    "flatten": _no_params,
-    "softmax": _no_params,
-    "host": _keep_params,
-    "concat": _no_params,
-    "channel_slice": _no_params,
-    "upsample": _no_params,
-    "table": _no_params,  # fused afterwards (_fuse_tables)
-    "depth_to_space": _no_params,
-    "batch_matmul": _batch_matmul,
-    "split_heads": _no_params,
-    "split_heads_t": _no_params,
-    "merge_heads": _no_params,
-}

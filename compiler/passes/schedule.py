@@ -33,6 +33,7 @@ before: a shard started at any layer runs it cycle for cycle as the whole networ
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 from arch import isa
 from arch.reference import store_zero_point, zero_point
@@ -738,20 +739,24 @@ def _layer_end(number: int, layer: Layer, prefetch: list[Op], pop: bool) -> list
     ]
 
 
+#: The step builder of each device layer kind (``arch.executable.format.LAYER_KINDS``); a
+#: depthwise conv (kind ``gemm``) is built by :func:`_dw_steps` instead.
+BUILDERS: dict[str, Callable[[Plan, Layer, _Halves], list[Step]]] = {
+    "gemm": _gemm_steps,
+    "matmul": _gemm_steps,
+    "pool": _pool_steps,
+    "add": _eltwise_steps,
+    "scale": _eltwise_steps,
+    "upsample": _upsample_steps,
+}
+
+
 def run(plan: Plan) -> Plan:
-    builders = {
-        "gemm": _gemm_steps,
-        "matmul": _gemm_steps,
-        "pool": _pool_steps,
-        "add": _eltwise_steps,
-        "scale": _eltwise_steps,
-        "upsample": _upsample_steps,
-    }
     accel = plan.accel_layers()
     built: list[list[Step]] = []
     halves: list[_Halves] = []
     for number, layer in enumerate(accel):
-        build = builders[layer.kind]
+        build = BUILDERS[layer.kind]
         if layer.gemm is not None and layer.gemm.depthwise:
             build = _dw_steps
         hoist = number > 0 and prefetch.eligible(layer)

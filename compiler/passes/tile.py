@@ -13,7 +13,7 @@ traffic: the least wins.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from arch import isa
 from arch.config import AccelConfig
@@ -345,21 +345,33 @@ def _check_param(layer: Layer, config: AccelConfig, budget: Budget) -> None:
     )
 
 
+def _gemm_or_dw_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
+    """conv / gemm, and batch_matmul (a gemm per head); a depthwise conv on the window unit."""
+    if layer.kind == "gemm" and layer.gemm is not None and layer.gemm.depthwise:
+        return _dw_tiling(layer, budget)
+    transposed = plan.tensors[layer.output].layout == "tokens_t"
+    return _gemm_tiling(layer, budget, transposed)
+
+
+def _any_pool_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
+    """A max pool by window (:mod:`compiler.passes.window_pool`) where it can, else by lines."""
+    return _window_pool_tiling(layer, plan, budget) or _pool_tiling(layer, plan, budget)
+
+
+#: The tiling rule of each device layer kind (``arch.executable.format.LAYER_KINDS``).
+TILERS: dict[str, Callable[[Layer, Plan, Budget], Tiling]] = {
+    "gemm": _gemm_or_dw_tiling,
+    "matmul": _gemm_or_dw_tiling,
+    "pool": _any_pool_tiling,
+    "upsample": _upsample_tiling,
+    "add": _eltwise_tiling,
+    "scale": _eltwise_tiling,
+}
+
+
 def run(plan: Plan) -> Plan:
     for layer in plan.accel_layers():
         budget = Budget(plan, layer)
         _check_param(layer, plan.config, budget)
-        if layer.kind == "gemm" and layer.gemm is not None and layer.gemm.depthwise:
-            layer.tiling = _dw_tiling(layer, budget)
-        elif layer.kind in ("gemm", "matmul"):
-            transposed = plan.tensors[layer.output].layout == "tokens_t"
-            layer.tiling = _gemm_tiling(layer, budget, transposed)
-        elif layer.kind == "pool":
-            layer.tiling = _window_pool_tiling(layer, plan, budget) or _pool_tiling(
-                layer, plan, budget
-            )
-        elif layer.kind == "upsample":
-            layer.tiling = _upsample_tiling(layer, plan, budget)
-        else:
-            layer.tiling = _eltwise_tiling(layer, plan, budget)
+        layer.tiling = TILERS[layer.kind](layer, plan, budget)
     return plan

@@ -411,12 +411,12 @@ def test_op_table_is_what_the_compiler_verifies_and_writes(exe) -> None:
         REFERENCE_OPS,
         RESIDUAL_PARAMS,
     )
-    from compiler import ir
+    from compiler import ir, op_rules
 
     assert set(PARAMS_OF_OP) == set(ATTRS_OF_OP) == set(REFERENCE_OPS) == set(ir.OPS)
     for op in REFERENCE_OPS:
-        assert ATTRS_OF_OP[op] == ir._ATTRS[op], op
-        assert ARITY_OF_OP.get(op, (1, 1)) == ir._ARITY.get(op, (1, 1)), op
+        assert ATTRS_OF_OP[op] == op_rules.ATTRS[op], op
+        assert ARITY_OF_OP[op] == op_rules.ARITY[op], op
     for node in exe.reference.nodes:
         wanted = {**PARAMS_OF_OP[node.op]}
         if node.op in ("conv", "gemm") and len(node.inputs) == 2:

@@ -19,11 +19,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from arch.reference import evaluate
+from compiler import quantizers
 from compiler.calibrate import default_calibration
 from compiler.errors import CompileError
 from compiler.frontend import compile_front, dequantize, quantize_input
 from compiler.ir import Graph, Node, Tensor
 from compiler.onnx_import import load_onnx
+from compiler.op_rules import RULES
 from compiler.passes import canonicalize, quantize, run_front
 
 F = TensorProto.FLOAT
@@ -381,7 +383,7 @@ def test_add_rescales_each_input_to_the_accumulator_and_back() -> None:
     s_a, s_b = rng.uniform(0.01, 0.2, 2)
     act, s_out, zp, clamp = RELU6
     node = Node("sum", "add", ["a", "b"], "y", {"act": act})
-    quantize._add(_graph(node, {"a": s_a, "b": s_b, "y": s_out}, zp), node)
+    quantizers.add(_graph(node, {"a": s_a, "b": s_b, "y": s_out}, zp), node)
     s_acc = s_out / 256  # ADD_EXTRA_BITS = 8 extra fraction bits
     _close(node.params["a_mult"], node.params["a_shift"], s_a / s_acc)
     _close(node.params["b_mult"], node.params["b_shift"], s_b / s_acc)
@@ -394,7 +396,7 @@ def test_add_input_out_of_range_names_the_node_and_the_input(which: str) -> None
     node = Node("sum", "add", ["a", "b"], "y", {"act": None})
     scales = {"a": 0.05, "b": 0.05, "y": 0.1} | {which: 1e-30}
     with pytest.raises(CompileError) as info:
-        quantize._add(_graph(node, scales), node)
+        quantizers.add(_graph(node, scales), node)
     assert (info.value.node, info.value.op) == ("sum", "add")
     # 1e-30 / (0.1 / 2**8) = 2.56e-27, far below 2**-32
     assert f"input '{which}' rescale 2.56e-27..2.56e-27 is out of range" in str(info.value)
@@ -406,12 +408,12 @@ def test_scale_rescales_the_product_of_its_inputs(gated: bool) -> None:
     inputs = ["x", "g"] if gated else ["x"]
     node = Node("se", "scale", inputs, "y", {"act": act})
     scales = {"x": 0.04, "g": 1 / 127, "y": s_out}
-    quantize._scale_q(_graph(node, scales, zp), node)
+    quantizers.scale(_graph(node, scales, zp), node)
     ratio = 0.04 * (1 / 127 if gated else 1) / s_out
     _close(node.params["mult"], node.params["shift"], ratio)
     assert node.params["clamp"].tolist() == clamp
     node.attrs["act"] = "relu"
-    quantize._scale_q(_graph(node, scales, zp), node)
+    quantizers.scale(_graph(node, scales, zp), node)
     assert node.params["clamp"].tolist() == [3, 127]
 
 
@@ -419,20 +421,20 @@ def test_batch_matmul_rescales_by_both_scales_and_alpha() -> None:
     act, s_out, zp, clamp = RELU6
     node = Node("qk", "batch_matmul", ["q", "k"], "y", {"act": act})
     scales = {"q": 0.03, "k": 0.05, "y": s_out}
-    quantize._batch_matmul(_graph(node, scales, zp), node)  # no alpha: 1
+    quantizers.batch_matmul(_graph(node, scales, zp), node)  # no alpha: 1
     _close(node.params["mult"], node.params["shift"], 0.03 * 0.05 / s_out)
     assert node.params["clamp"].tolist() == clamp
     node.params = {"alpha": np.array([0.125])}
-    quantize._batch_matmul(_graph(node, scales, zp), node)
+    quantizers.batch_matmul(_graph(node, scales, zp), node)
     _close(node.params["mult"], node.params["shift"], 0.03 * 0.05 * 0.125 / s_out)
 
 
 def test_pools_rescale_by_the_window_size() -> None:
     pool = Node("p", "avgpool", ["x"], "y", {"kernel": (2, 3)})
-    quantize._avgpool(_graph(pool, {"x": 0.06, "y": 0.02}), pool)
+    quantizers.avgpool(_graph(pool, {"x": 0.06, "y": 0.02}), pool)
     _close(pool.params["mult"], pool.params["shift"], 0.06 / (0.02 * 6))
     gap = Node("gap", "global_avgpool", ["x"], "y", {})
-    quantize._global_avgpool(_graph(gap, {"x": 0.06, "y": 0.02}), gap)  # 4 x 4 pixels
+    quantizers.global_avgpool(_graph(gap, {"x": 0.06, "y": 0.02}), gap)  # 4 x 4 pixels
     _close(gap.params["mult"], gap.params["shift"], 0.06 / (0.02 * 16))
 
 
@@ -449,7 +451,9 @@ def test_an_output_rescale_out_of_range_names_the_node(op: str, inputs: list[str
     node = Node("n1", op, inputs, "y", attrs)
     scales = {"x": 1e-30, "x2": 1.0, "y": 1.0}
     with pytest.raises(CompileError) as info:
-        quantize._QUANTIZERS[op](_graph(node, scales), node)
+        quantizer = RULES[op].quantize
+        assert quantizer is not None
+        quantizer(_graph(node, scales), node)
     assert (info.value.node, info.value.op) == ("n1", op)
     assert re.search(r": output rescale [0-9.e+-]+\.\.[0-9.e+-]+ is out of range", str(info.value))
 
@@ -506,13 +510,13 @@ def test_weighted_bias_bounds_zero_channels_and_given_int_biases() -> None:
     w = np.array([127.0, -127.0, 0.0, 0.0]).reshape(4, 1, 1, 1)
     ends = np.array([2**31 - 1, -(2**31), 5.0, -3.0])
     g, node = _conv({"weight": w, "bias": ends})
-    quantize._weighted(g, node)
+    quantizers.weighted(g, node)
     assert node.params["bias"].tolist() == [2**31 - 1, -(2**31), 5, -3]
     assert node.params["weight"][:, 0, 0, 0].tolist() == [127, -127, 0, 0]
     for past in (2.0**31, -(2.0**31) - 1):
         g, node = _conv({"weight": w, "bias": np.array([past, 0, 0, 0])})
         with pytest.raises(CompileError) as info:
-            quantize._weighted(g, node)
+            quantizers.weighted(g, node)
         assert (info.value.node, info.value.op) == ("c", "conv")
         assert info.value.reason.startswith(f"bias {past:.4g} does not fit int32")
         assert info.value.supported == "|bias / (s_in * s_w)| < 2**31"
@@ -529,19 +533,19 @@ def test_weighted_bias_bounds_zero_channels_and_given_int_biases() -> None:
     ):
         params = {"weight": w, "weight_q": wq, "weight_scale": sw, "bias": b}
         g, node = _conv(params | {"bias_q": np.array(given)})
-        quantize._weighted(g, node)
+        quantizers.weighted(g, node)
         assert node.params["bias"].tolist() == kept
         np.testing.assert_array_equal(node.params["weight"], wq)
 
 
 def test_clamps_of_each_activation() -> None:
     """Real 0 is the code z_out; relu6's top is z_out + 6 / s_out rounded, at most 127."""
-    assert quantize._clamp(None, 0.1, 3).tolist() == [-128, 127]
-    assert quantize._clamp("table", 0.1, 3).tolist() == [-128, 127]  # the table maps after
-    assert quantize._clamp("relu", 0.1, 3).tolist() == [3, 127]
-    assert quantize._clamp("relu6", 0.1, -5).tolist() == [-5, 55]
-    assert quantize._clamp("relu6", 0.04, 3).tolist() == [3, 127]  # 3 + 150 saturates
-    assert quantize._clamp("relu6", 0.09, 0).tolist() == [0, 67]  # 66.67 -> 67
+    assert quantizers.store_clamp(None, 0.1, 3).tolist() == [-128, 127]
+    assert quantizers.store_clamp("table", 0.1, 3).tolist() == [-128, 127]  # the table maps after
+    assert quantizers.store_clamp("relu", 0.1, 3).tolist() == [3, 127]
+    assert quantizers.store_clamp("relu6", 0.1, -5).tolist() == [-5, 55]
+    assert quantizers.store_clamp("relu6", 0.04, 3).tolist() == [3, 127]  # 3 + 150 saturates
+    assert quantizers.store_clamp("relu6", 0.09, 0).tolist() == [0, 67]  # 66.67 -> 67
 
 
 def test_only_single_input_host_nodes_of_moving_ops_keep_codes() -> None:
@@ -557,12 +561,12 @@ def test_only_single_input_host_nodes_of_moving_ops_keep_codes() -> None:
 def test_rescale_refusal_says_what_is_supported() -> None:
     node = Node("n1", "avgpool", ["x"], "y", {"kernel": (2, 2)})
     with pytest.raises(CompileError) as info:
-        quantize._avgpool(_graph(node, {"x": 1e-30, "y": 1.0}), node)
+        quantizers.avgpool(_graph(node, {"x": 1e-30, "y": 1.0}), node)
     assert info.value.supported == "rescales of about 2**-32 .. 2**31"
     with pytest.raises(ValueError, match=r"^scales must be finite and > 0, got 0.0$"):
-        quantize.quantize_multipliers(np.array([0.5, 0.0]))
+        quantizers.quantize_multipliers(np.array([0.5, 0.0]))
     with pytest.raises(ValueError, match=r"^scales must be a real-valued array, got dtype bool$"):
-        quantize.quantize_multipliers(np.array([True]))
+        quantizers.quantize_multipliers(np.array([True]))
 
 
 def _sigmoid_table(s_in: float, z_in: int, s_out: float, z_out: int) -> list[int]:
@@ -624,8 +628,8 @@ def test_an_already_quantized_graph_is_refused_in_one_line() -> None:
 
 def test_clamp_zero_point_defaults_to_zero() -> None:
     """Without a zero point real 0 is code 0: relu [0, 127], relu6 [0, round(6 / 0.1)]."""
-    assert quantize._clamp("relu", 0.1).tolist() == [0, 127]
-    assert quantize._clamp("relu6", 0.1).tolist() == [0, 60]
+    assert quantizers.store_clamp("relu", 0.1).tolist() == [0, 127]
+    assert quantizers.store_clamp("relu6", 0.1).tolist() == [0, 60]
 
 
 def _requant_case() -> tuple[Graph, set[str]]:
@@ -877,7 +881,7 @@ def test_weighted_clamp_uses_the_output_zero_point() -> None:
     """relu6 at output scale 0.1 and zero point 3: real 0 is code 3, real 6 is 3 + 60 = 63."""
     node = Node("c", "conv", ["x"], "y", {"act": "relu6"}, {"weight": np.ones((2, 1, 1, 1))})
     node.params["bias"] = np.zeros(2)
-    quantize._weighted(_graph(node, {"x": 0.05, "y": 0.1}, 3), node)
+    quantizers.weighted(_graph(node, {"x": 0.05, "y": 0.1}, 3), node)
     assert node.params["clamp"].tolist() == [3, 63]
 
 
@@ -887,7 +891,7 @@ def test_a_bias_past_int32_is_named_by_its_own_value() -> None:
     w = np.array([127.0, -127.0]).reshape(2, 1, 1, 1)
     g, node = _conv({"weight": w, "bias": np.array([5.0, 3e9])})
     with pytest.raises(CompileError) as info:
-        quantize._weighted(g, node)
+        quantizers.weighted(g, node)
     assert info.value.reason == "bias 3e+09 does not fit int32 at accumulator scale 1"
 
 
@@ -924,7 +928,7 @@ def test_a_softmax_output_is_left_unscaled_even_when_given() -> None:
 def test_rescale_flattens_its_scales() -> None:
     """A (1, 2) array of rescales gives one (mult, shift) pair per value: 0.5 = 2**30 / 2**31
     and 0.75 = 3 * 2**29 / 2**31 (mult normalized to [2**30, 2**31))."""
-    mult, shift = quantize._rescale(Node("n", "scale", ["x"], "y"), np.array([[0.5, 0.75]]), "o")
+    mult, shift = quantizers.rescale(Node("n", "scale", ["x"], "y"), np.array([[0.5, 0.75]]), "o")
     assert mult.dtype == shift.dtype == np.int64
     assert (mult.tolist(), shift.tolist()) == ([2**30, 3 * 2**29], [31, 31])
 
@@ -946,7 +950,7 @@ def test_a_conv_rescale_out_of_range_names_which(scales: dict[str, float], reaso
     params = {"weight": w, "bias": np.zeros(2)}
     node = Node("c", "conv", ["x", "r"], "y", {"act": None}, params)
     with pytest.raises(CompileError) as info:
-        quantize._weighted(_graph(node, scales), node)
+        quantizers.weighted(_graph(node, scales), node)
     assert (info.value.node, info.value.op, info.value.reason, info.value.supported) == (
         "c",
         "conv",

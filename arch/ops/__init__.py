@@ -1,0 +1,31 @@
+"""The IR's ops, one :class:`~arch.ops.spec.OpSpec` each, beside its evaluator, by family.
+
+:data:`OP_SPECS` is the registry, in the families' order; :mod:`arch.reference` and the
+compiler (:mod:`compiler.op_rules`) derive their tables from it.
+
+Adding an op: write its evaluator and its output-shape rule in its family's module (or a new
+family module, listed below) and add its :class:`~arch.ops.spec.OpSpec` to that module's
+``SPECS``; then give it one entry in ``compiler/op_rules.py``: its IR check
+(``compiler/ir_checks.py``), its quantizer (``compiler/quantizers.py``) and the layer kind the
+accelerator runs it as (a new kind also needs ``LAYER_KINDS`` in ``arch/executable/format.py``
+and an entry in ``schedule.BUILDERS``, ``tile.TILERS`` and ``constants.PARAM_SETS``). Importing
+fails naming the op while its compiler rule is missing; ``tests/unit/test_op_specs.py`` fails
+while a kind table misses a kind.
+"""
+
+from __future__ import annotations
+
+from arch.ops import attention, conv, elementwise, host, pool, views
+from arch.ops.spec import OpSpec, registry
+
+__all__ = ["OP_SPECS", "OpSpec"]
+
+#: Every op of a quantized graph, by name.
+OP_SPECS: dict[str, OpSpec] = registry(
+    conv.SPECS,  # conv, gemm
+    pool.SPECS,  # maxpool, avgpool, global_avgpool
+    elementwise.SPECS,  # add, scale
+    views.SPECS,  # flatten, concat, channel_slice, upsample, depth_to_space, head views
+    attention.SPECS,  # batch_matmul, softmax
+    host.SPECS,  # host
+)

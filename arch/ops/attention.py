@@ -1,0 +1,74 @@
+"""Attention's own ops: batch_matmul on the array, softmax on the host.
+
+* batch_matmul: per head, ``acc = matmul(a - z_a, b - z_b)`` of a (1, H, M, K) and a
+  (1, H, K, N) activation (attention's ``q @ k^T`` and ``p @ v``), then the STORE as for conv
+  (per-tensor ``mult``/``shift``).
+* softmax: fp32 on the host, after :func:`~arch.ops.quant.dequantize` (its output has no scale).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from arch import reference_ops as ro
+from arch.ops.check import NodeCheck
+from arch.ops.quant import centred, dequantize, store, zero_point
+from arch.ops.spec import OpSpec, RefGraph, RefNode, Shape
+
+__all__ = ["BATCH_MATMUL", "SOFTMAX", "SPECS"]
+
+
+def _batch_matmul(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    a = centred(graph, node.inputs[0], xs[0])
+    b = centred(graph, node.inputs[1], xs[1])
+    return store(graph, node, ro.matmul(a, b), axis=-1)
+
+
+def _multiplied(c: NodeCheck, xs: list[Shape]) -> Shape:
+    a, b = (c.shape(name, 4, "input") for name in c.node.inputs)
+    if a[:2] != b[:2] or a[3] != b[2]:
+        c.fail(f"inputs {a} and {b} are not (1, H, M, K) and (1, H, K, N)")
+    c.rescaled()
+    return (*a[:3], b[3])
+
+
+def _matmul_macs(graph: RefGraph, node: RefNode) -> int:
+    """Output elements x K."""
+    k = graph.tensors[node.inputs[0]].shape[-1]
+    return math.prod(graph.tensors[node.output].shape) * k
+
+
+def _softmax(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    scale = graph.tensors[node.inputs[0]].scale
+    assert scale is not None  # verified
+    x = dequantize(xs[0], scale, zero_point(graph, node.inputs[0]))
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
+
+
+def _softmaxed(c: NodeCheck, xs: list[Shape]) -> Shape:
+    return c.shape(c.node.inputs[0], 2, "input")
+
+
+BATCH_MATMUL = OpSpec(
+    name="batch_matmul",
+    attrs=frozenset({"act"}),
+    params={"mult": "int64", "shift": "int64", "clamp": "int64"},
+    arity=(2, 2),
+    keeps_scale=False,
+    output_shape=_multiplied,
+    evaluate=_batch_matmul,
+    macs=_matmul_macs,
+)
+SOFTMAX = OpSpec(
+    name="softmax",
+    attrs=frozenset(),
+    params={},
+    arity=(1, 1),
+    keeps_scale=False,
+    output_shape=_softmaxed,
+    evaluate=_softmax,
+)
+SPECS = (BATCH_MATMUL, SOFTMAX)
