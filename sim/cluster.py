@@ -47,8 +47,6 @@ JOBQUEUE_CLUSTERS = {
     "oar": "OARCluster",
     "moab": "MoabCluster",
 }
-#: Backends whose tasks carry a Verilator build key.
-BUILT_BACKENDS = ("rtl", "pyverilator")
 
 
 class ClusterError(RuntimeError):
@@ -83,16 +81,11 @@ class Task:
 
 
 def build_key(backend: str, config: AccelConfig) -> str | None:
-    """Build (or reuse) the backend's Verilator model here and return its cache key."""
-    if backend == "rtl":
-        from sim.backends.accelerator import build_accelerator
+    """Build (or reuse) the backend's Verilator model here and return its cache key (None for
+    a backend that builds nothing)."""
+    from sim.backends.registry import get_backend
 
-        return build_accelerator(config).key
-    if backend == "pyverilator":
-        from sim.backends import pyverilator
-
-        return pyverilator.build_accelerator(config).key
-    return None
+    return get_backend(backend).build(config)
 
 
 def run_device(
@@ -164,9 +157,7 @@ def warm_worker(backend: str, config: str) -> str | None:
     preset name or JSON file), so that a worker's first task starts at once (it takes ~0.5 s
     in a fresh worker process); returns the cache key."""
     from arch.config import load_config
-    from sim.backends.registry import get_backend
 
-    get_backend(backend)
     return build_key(backend, load_config(config))
 
 

@@ -27,8 +27,11 @@ class RtlBackend:
     """Verilator + cocotb (the regression's backend); see :func:`run_programs`."""
 
     name = "rtl"
-    cycles_are = "rtl"
+    runs_rtl = True
+    own_process = True
     traces = True
+    hooks = True
+    writes_log = True
 
     def run(
         self, config: AccelConfig, runs: Sequence[DeviceRun], options: RunOptions
@@ -39,6 +42,9 @@ class RtlBackend:
 
     def rtl_dir(self, config: AccelConfig) -> Path:
         return rtl_source(config).parent
+
+    def build(self, config: AccelConfig) -> str:
+        return build_accelerator(config).key
 
 
 def run_programs(
