@@ -36,12 +36,15 @@ __all__ = [
     "Finished",
     "Lane",
     "ProgramRun",
+    "accumulate",
+    "check_layers",
     "check_range",
     "finish",
     "graph_outputs",
     "host_layer",
     "prepare",
     "run_steps",
+    "whole",
 ]
 
 

@@ -245,6 +245,7 @@ class Session:
         self.early = early
         self.started = provenance.now()
         self.backend = backend_of(request.backend)
+        self._written: Future[None] = Future()  # the executable and listing (see open)
 
     def prepare(self) -> Prepared:
         """Check the request, compile the model or load the executable, read the inputs.
