@@ -36,6 +36,7 @@ __all__ = [
     "Finished",
     "Lane",
     "ProgramRun",
+    "Reference",
     "accumulate",
     "check_layers",
     "check_range",
@@ -46,6 +47,13 @@ __all__ = [
     "run_steps",
     "whole",
 ]
+
+
+class Reference(Protocol):
+    """The integer reference's tensors, maybe still being computed (a future, or
+    :class:`sim.reference_stream.ReferenceStream`): ``result()`` waits for them."""
+
+    def result(self) -> dict[str, np.ndarray]: ...
 
 
 @dataclass
@@ -112,7 +120,7 @@ def finish(
     exe: Executable,
     prepared: ProgramRun,
     result: DeviceResult,
-    reference: dict[str, np.ndarray],
+    reference: Reference,
     backend: Backend,
     *,
     context: str | None = None,
@@ -120,7 +128,7 @@ def finish(
 ) -> Finished:
     """Check how the run ended (a stop or a write outside the memory map is a
     :class:`RunError`; ``context`` starts its message, ``waveform`` is named if it was
-    written) and its layers against ``reference``."""
+    written), then its layers against ``reference`` (waited for only then)."""
     if result.error or result.timeout:
         raise _stopped(exe, prepared, result, backend, context, waveform)
     outside = prepared.guard.check(result.dram)
@@ -130,7 +138,8 @@ def finish(
             f"{context or backend.name}: {where} wrote outside its memory map: {outside}"
         )
     piece, every = prepared.piece, not prepared.sharded
-    layers, counters, outputs = check_range(exe, piece, result, reference, all_outputs=every)
+    expected = reference.result()
+    layers, counters, outputs = check_range(exe, piece, result, expected, all_outputs=every)
     return Finished(layers, counters, outputs, result)
 
 
@@ -319,10 +328,6 @@ def accumulate(total: dict[str, Any], counters: dict[str, Any]) -> None:
             total[key] = total.get(key, 0) + value
 
 
-class _Reference(Protocol):
-    def result(self) -> dict[str, np.ndarray]: ...
-
-
 @dataclass
 class Lane:
     """One input on its way through the steps: its tensors so far (the quantized input at
@@ -330,7 +335,7 @@ class Lane:
     with (``input 3`` in a batch), and what its steps gave."""
 
     values: dict[str, np.ndarray]
-    reference: _Reference
+    reference: Reference
     context: str | None = None
     layers: list[LayerResult] = field(default_factory=list)
     cycles: int = 0
@@ -390,10 +395,8 @@ def run_steps(
         results = backend.run(exe.config, [r.run for r in runs], options)
         dump = capture.dump if traced and capture is not None else None
         for lane, prepared, result in zip(lanes, runs, results, strict=True):
-            expected = lane.reference.result()
-            done = finish(
-                exe, prepared, result, expected, backend, context=lane.context, waveform=dump
-            )
+            reference, context = lane.reference, lane.context
+            done = finish(exe, prepared, result, reference, backend, context=context, waveform=dump)
             if traced and capture is not None:
                 entry = _traced(exe, capture, backend, done)
             lane.add(step, done)

@@ -230,7 +230,7 @@ def run_pieces(
     for index, shard in enumerate(shards):
         results: list[DeviceResult] = futures[index].result()
         for item, device in zip(prepared[index], results, strict=True):
-            done[item.piece] = finish(exe, item, device, expected, engine)
+            done[item.piece] = finish(exe, item, device, stream, engine)
         cycles = sum(layer.cycles for p in shard.pieces for layer in done[p].layers)
         seconds = sum(done[p].device.sim_seconds for p in shard.pieces)
         log(
