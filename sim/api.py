@@ -19,11 +19,8 @@ import onnx
 from arch import executable
 from arch.config import AccelConfig
 from arch.executable import Executable
-from sim import hooks
-from sim import report as reports
 from sim.inputs import check_input
-from sim.quality.accuracy import compare_fp32
-from sim.run import run as run_executable
+from sim.session import Request, Session
 
 
 def run(
@@ -49,12 +46,6 @@ def run(
         exe = executable.load(path, config)
     executable.check_config(exe, config, path)
     x = check_input(inputs, exe.input.shape)
-    result = run_executable(exe, x, backend, workdir=workdir)
-    accuracy: dict[str, Any] = {}
-    if fp32_model is not None:
-        measured = compare_fp32(fp32_model, exe.reference, x)
-        accuracy = {k: measured[k] for k in ("top1_agree_fp32", "cosine_vs_fp32")}
-    counters = [layer.counters for layer in result.layers]
-    report = reports.build(exe.model, exe.config, result, accuracy, counters, executable=path)
-    hooks.check_report(report)  # user hooks' checks (sim/hooks.py): HookCheckFailed
+    session = Session(Request(backend=backend, bundle=path))
+    result, report = session.check(exe, x, workdir=workdir, fp32_model=fp32_model, path=path)
     return result.outputs, report

@@ -5,19 +5,18 @@ per input), every layer of every input checked bit for bit against the integer r
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from arch.executable import DeviceProgram, Executable, check_images
-from arch.reference import dequantize, quantize_input
-from sim.backends.base import DeviceRun, RunOptions
-from sim.backends.registry import UnknownBackend, get_backend
-from sim.guard import guard_image
-from sim.host import device_image, read_tensor
+from arch.executable import Executable, check_images
+from arch.reference import quantize_input
+from sim.execute import Lane, graph_outputs, run_steps
 from sim.inputs import check_input
-from sim.run import RunError, _host_layer, _stopped, check_layers, reference_values
+from sim.results import LayerResult
+from sim.run import backend_of, reference_values
 
 __all__ = ["BatchResult", "run_batch"]
 
@@ -38,6 +37,14 @@ class BatchResult:
         return all(m is None for m in self.mismatches)
 
 
+def _first_mismatch(layers: list[LayerResult]) -> str | None:
+    """The first layer's mismatch (a device layer's named after the layer)."""
+    for layer in layers:
+        if layer.mismatch:
+            return layer.mismatch if layer.device == "host" else f"{layer.name}: {layer.mismatch}"
+    return None
+
+
 def run_batch(
     exe: Executable,
     inputs: Sequence[np.ndarray],
@@ -48,58 +55,22 @@ def run_batch(
 ) -> BatchResult:
     """Run ``exe`` on ``backend`` once for each fp32 input of ``inputs`` (each of the
     executable's input shape); see the module docstring. An input of another shape, complex or
-    not finite is :class:`sim.inputs.InputError`, an accelerator error :class:`RunError`."""
+    not finite is :class:`sim.inputs.InputError`, an accelerator error
+    :class:`sim.results.RunError`."""
     xs = [check_input(x, exe.input.shape, f"input {i}") for i, x in enumerate(inputs)]
     check_images(exe)
-    try:
-        engine = get_backend(backend)
-    except UnknownBackend as exc:
-        raise RunError(str(exc)) from None
-    ref = exe.reference
-    values = [
-        {ref.inputs[0]: quantize_input(x, exe.input.scale or 1.0, exe.input.zero_point)} for x in xs
-    ]
-    expected = [reference_values(exe, x) for x in xs]
-    mismatches: list[str | None] = [None] * len(xs)
-    cycles, wall = [0] * len(xs), 0.0
-    for step in exe.steps:
-        if not isinstance(step, DeviceProgram):
-            for i, (vals, want) in enumerate(zip(values, expected, strict=True)):
-                layer = _host_layer(exe, step, vals, want, cycles[i])
-                mismatches[i] = mismatches[i] or layer.mismatch
-            continue
-        regions = [(r.name, r.addr, r.nbytes) for r in step.regions]
-        guarded = [guard_image(device_image(step, vals), regions) for vals in values]
-        runs = [
-            DeviceRun(image, step.launch, max_cycles=max_cycles, dump_size=guard.size)
-            for image, guard in guarded
-        ]
-        where = workdir / step.name if workdir and len(exe.programs) > 1 else workdir
-        results = engine.run(exe.config, runs, RunOptions(workdir=where))
-        for i, result in enumerate(results):
-            if result.error or result.timeout:
-                error = _stopped(step, result, backend, "")
-                raise RunError(f"input {i}: {error}", error.cycle)
-            outside = guarded[i][1].check(result.dram)
-            if outside is not None:
-                raise RunError(f"input {i}: {step.name} wrote outside its memory map: {outside}")
-            for layer in check_layers(exe, step, result.dram, expected[i]):
-                mismatches[i] = mismatches[i] or (
-                    layer.mismatch and f"{layer.name}: {layer.mismatch}"
-                )
-            for name in step.outputs:
-                shape = ref.tensors[name].shape
-                values[i][name] = read_tensor(step.tensors[name], result.dram, shape)
-            cycles[i] += result.cycles
-            wall += result.sim_seconds
-    outputs = []
-    for vals in values:
-        out = {}
-        for name in ref.outputs:
-            t = ref.tensors[name]
-            value = vals[name]
-            out[name] = (
-                dequantize(value, t.scale or 1.0, t.zero_point) if value.dtype == np.int8 else value
-            )
-        outputs.append(out)
-    return BatchResult(backend, outputs, mismatches, cycles, wall)
+    engine = backend_of(backend)
+    lanes = []
+    for i, x in enumerate(xs):
+        expected: Future[dict[str, np.ndarray]] = Future()
+        expected.set_result(reference_values(exe, x))
+        quantized = quantize_input(x, exe.input.scale or 1.0, exe.input.zero_point)
+        lanes.append(Lane({exe.reference.inputs[0]: quantized}, expected, f"input {i}"))
+    run_steps(exe, lanes, engine, max_cycles=max_cycles, workdir=workdir, records=False)
+    return BatchResult(
+        backend,
+        [graph_outputs(exe, lane.values) for lane in lanes],
+        [_first_mismatch(lane.layers) for lane in lanes],
+        [lane.cycles for lane in lanes],
+        sum(lane.sim_seconds for lane in lanes),
+    )

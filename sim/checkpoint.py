@@ -48,10 +48,7 @@ import numpy as np
 
 from arch import isa
 from arch.executable import DeviceProgram, Executable
-from sim.backends.base import DeviceResult, DeviceRun
-from sim.guard import Guard, guard_image
-from sim.host import _pixels, device_image, read_tensor, tensor_bytes
-from sim.run import LayerResult, _perf_records, check_layers
+from sim.host import device_image, pixel_addresses, tensor_bytes
 
 #: Layers run (unreported) before a range that starts inside its program; see the docstring.
 WARMUP_LAYERS = 1
@@ -78,18 +75,9 @@ class Piece:
         return first if self.stop - self.first == 1 else f"{first}..{last}"
 
 
-@dataclass
-class Prepared:
-    """A piece's device run and its guard bands."""
-
-    piece: Piece
-    run: DeviceRun
-    guard: Guard
-
-
-def prepare(
-    exe: Executable, piece: Piece, values: dict[str, np.ndarray], max_cycles: int
-) -> Prepared:
+def image(
+    exe: Executable, piece: Piece, values: dict[str, np.ndarray]
+) -> tuple[np.ndarray, isa.Launch]:
     """The DRAM image and launch registers that run ``piece`` from its checkpoint; ``values``
     holds the reference tensors (at least the program's inputs and the outputs of its layers
     before ``piece.first``)."""
@@ -97,7 +85,7 @@ def prepare(
     image = device_image(program, values)
     for layer in program.layers[: piece.first]:
         tensor = program.tensors[layer.output]
-        image[_pixels(tensor)] = tensor_bytes(tensor, values[layer.output])
+        image[pixel_addresses(tensor)] = tensor_bytes(tensor, values[layer.output])
     base = program.launch.insn_base
     if piece.first > piece.start:  # the warm-up layer: its loads only (its output is seeded)
         lo = base + program.layers[piece.start].insn_range[0] * isa.INSN_BYTES
@@ -107,18 +95,9 @@ def prepare(
         at = base + program.layers[piece.stop].insn_range[0] * isa.INSN_BYTES
         end = base + (program.instructions - 1) * isa.INSN_BYTES  # the program's END
         image[at:end] = _hollow_program(program)[at - base : end - base]
-    regions = [(r.name, r.addr, r.nbytes) for r in program.regions]
-    image, guard = guard_image(image, regions)
     start = program.layers[piece.start].insn_range[0]
     launch = dataclasses.replace(program.launch, insn_base=base + start * isa.INSN_BYTES)
-    run = DeviceRun(
-        image,
-        launch,
-        max_cycles=max_cycles,
-        dump_size=guard.size,
-        perf_records=(program.perf_base, len(program.layers)),
-    )
-    return Prepared(piece, run, guard)
+    return image, launch
 
 
 def hollow(words: np.ndarray, keep_loads: bool = False) -> np.ndarray:
@@ -171,7 +150,7 @@ def load_cycles(exe: Executable, program: int, layer: int) -> int:
 
 
 def needs(exe: Executable, piece: Piece) -> list[str]:
-    """The tensors :func:`prepare` writes: the program's inputs and earlier layers' outputs."""
+    """The tensors :func:`image` writes: the program's inputs and earlier layers' outputs."""
     program = exe.programs[piece.program]
     return [*program.inputs, *(layer.output for layer in program.layers[: piece.first])]
 
@@ -179,35 +158,6 @@ def needs(exe: Executable, piece: Piece) -> list[str]:
 def first_insn(exe: Executable, piece: Piece) -> int:
     """The program's instruction index where the run starts (its ``pc`` 0)."""
     return exe.programs[piece.program].layers[piece.start].insn_range[0]
-
-
-def check(
-    exe: Executable,
-    piece: Piece,
-    result: DeviceResult,
-    reference: dict[str, np.ndarray],
-) -> tuple[list[LayerResult], dict[str, int], dict[str, np.ndarray]]:
-    """The piece's layers checked against the reference (cycles and counters from its PERF
-    records, the warm-up layer's record as the first window's start); the counters the piece
-    adds to its program's total (up to END if it ends the program, else up to its last PERF
-    record); and the program outputs it produced."""
-    program = exe.programs[piece.program]
-    ran = dataclasses.replace(program, layers=program.layers[piece.start : piece.stop])
-    layers = check_layers(exe, ran, result.dram, reference)[piece.first - piece.start :]
-    records = _perf_records(ran, result.dram)
-    keys = [k for k in records[-1] if k not in ("tag", "reserved")]
-    end = records[-1]
-    if piece.stop == len(program.layers):  # up to END: the counters the backend read at the end
-        end = {k: result.perf.get(k, end[k]) for k in keys}
-    begin = records[0] if piece.first > piece.start else dict.fromkeys(keys, 0)
-    counters = {k: int(end[k]) - int(begin[k]) for k in keys}
-    produced = {layer.output for layer in program.layers[piece.first : piece.stop]}
-    outputs = {
-        name: read_tensor(program.tensors[name], result.dram, exe.reference.tensors[name].shape)
-        for name in program.outputs
-        if name in produced
-    }
-    return layers, counters, outputs
 
 
 def stopped_layer(exe: Executable, piece: Piece, error_index: int) -> str:

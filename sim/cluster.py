@@ -34,10 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from arch.config import AccelConfig
+from sim import knobs
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
 
-SCHEDULER_ENV = "DASK_SCHEDULER"
-CLUSTER_ENV = "DASK_CLUSTER"
+SCHEDULER_ENV = knobs.SCHEDULER.name
+CLUSTER_ENV = knobs.CLUSTER.name
 JOBQUEUE_CLUSTERS = {
     "slurm": "SLURMCluster",
     "pbs": "PBSCluster",
@@ -47,8 +48,6 @@ JOBQUEUE_CLUSTERS = {
     "oar": "OARCluster",
     "moab": "MoabCluster",
 }
-#: Backends whose tasks carry a Verilator build key.
-BUILT_BACKENDS = ("rtl", "pyverilator")
 
 
 class ClusterError(RuntimeError):
@@ -83,16 +82,11 @@ class Task:
 
 
 def build_key(backend: str, config: AccelConfig) -> str | None:
-    """Build (or reuse) the backend's Verilator model here and return its cache key."""
-    if backend == "rtl":
-        from sim.backends.accelerator import build_accelerator
+    """Build (or reuse) the backend's Verilator model here and return its cache key (None for
+    a backend that builds nothing)."""
+    from sim.backends.registry import get_backend
 
-        return build_accelerator(config).key
-    if backend == "pyverilator":
-        from sim.backends import pyverilator
-
-        return pyverilator.build_accelerator(config).key
-    return None
+    return get_backend(backend).build(config)
 
 
 def run_device(
@@ -133,8 +127,8 @@ def open_client(workers: int) -> Iterator[Any]:
     """A ``distributed.Client`` for ``workers`` parallel jobs (see the module docstring)."""
     from distributed import Client, LocalCluster
 
-    address = os.environ.get(SCHEDULER_ENV)
-    kind = os.environ.get(CLUSTER_ENV)
+    address = knobs.SCHEDULER.get() or None
+    kind = knobs.CLUSTER.get() or None
     with contextlib.ExitStack() as stack:
         try:
             if address:
@@ -164,9 +158,7 @@ def warm_worker(backend: str, config: str) -> str | None:
     preset name or JSON file), so that a worker's first task starts at once (it takes ~0.5 s
     in a fresh worker process); returns the cache key."""
     from arch.config import load_config
-    from sim.backends.registry import get_backend
 
-    get_backend(backend)
     return build_key(backend, load_config(config))
 
 

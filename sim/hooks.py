@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import os
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-ENV = "COSIM_HOOKS"
+from sim import knobs
+
+ENV = knobs.HOOKS.name
 
 
 class HookError(ValueError):
@@ -72,7 +73,7 @@ class HookContext:
 
 def names(value: str | None = None) -> list[str]:
     """Module names from ``value`` (default: ``$COSIM_HOOKS``), comma-separated."""
-    value = os.environ.get(ENV, "") if value is None else value
+    value = knobs.HOOKS.get() if value is None else value
     return [name.strip() for name in value.split(",") if name.strip()]
 
 

@@ -61,7 +61,7 @@ def device_image(program: DeviceProgram, values: dict[str, np.ndarray]) -> np.nd
     image[: program.image.size] = program.image
     for name in program.inputs:
         tensor = program.tensors[name]
-        image[_pixels(tensor)] = tensor_bytes(tensor, values[name])
+        image[pixel_addresses(tensor)] = tensor_bytes(tensor, values[name])
     return image
 
 
@@ -70,7 +70,7 @@ def _as_heads(tensor: DramTensor) -> DramTensor:
     return dataclasses.replace(tensor, layout="heads")
 
 
-def _pixels(tensor: DramTensor) -> np.ndarray:
+def pixel_addresses(tensor: DramTensor) -> np.ndarray:
     """DRAM addresses of the tensor's bytes, one row of ``channels`` per pixel."""
     starts = tensor.addr + np.arange(tensor.h * tensor.w) * tensor.pixel_stride
     return starts[:, None] + np.arange(tensor.channels)[None, :]
@@ -78,7 +78,7 @@ def _pixels(tensor: DramTensor) -> np.ndarray:
 
 def tensor_addresses(tensor: DramTensor, shape: tuple[int, ...]) -> np.ndarray:
     """The DRAM byte address of every element, in the graph's logical shape."""
-    pixels = _pixels(tensor).reshape(tensor.h, tensor.w, tensor.channels)
+    pixels = pixel_addresses(tensor).reshape(tensor.h, tensor.w, tensor.channels)
     if tensor.layout == "tokens_t":  # element (t, h*d_h + d) is head h's (d, t)
         _, t, _, f = shape
         heads = f // tensor.h

@@ -6,16 +6,17 @@ made (``<name>-YYYYMMDD-HHMMSS[-n]``) are removed, never one a running process h
 from __future__ import annotations
 
 import fcntl
-import os
 import re
 import shutil
 from pathlib import Path
 from typing import IO
 
+from sim import knobs
+
 __all__ = ["DEFAULT_KEEP", "KeepRunsError", "hold", "keep_runs", "prune"]
 
 DEFAULT_KEEP = 10
-ENV = "COSIM_KEEP_RUNS"
+ENV = knobs.KEEP_RUNS.name
 HELD = ".running"
 _RUN_NAME = re.compile(r"-(\d{8}-\d{6})(?:-(\d+))?$")
 _held: list[IO[str]] = []  # open lock files of this process's runs
@@ -27,7 +28,7 @@ class KeepRunsError(ValueError):
 
 def keep_runs() -> int:
     """How many runs to keep, from ``COSIM_KEEP_RUNS`` (0: all)."""
-    text = os.environ.get(ENV, "").strip()
+    text = knobs.KEEP_RUNS.get().strip()
     if not text:
         return DEFAULT_KEEP
     if not text.isdigit():

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
-import os
 import sys
 import tempfile
 import time
@@ -32,13 +31,22 @@ from typing import Any
 import numpy as np
 
 from arch.executable import DeviceProgram, Executable
-from arch.reference import dequantize
-from sim import checkpoint, cluster
+from sim import checkpoint, cluster, knobs
 from sim.backends.base import DeviceResult, RunOptions
+from sim.backends.registry import get_backend
 from sim.checkpoint import Piece
-from sim.guard import Guard
+from sim.execute import (
+    Finished,
+    ProgramRun,
+    accumulate,
+    check_range,
+    finish,
+    graph_outputs,
+    host_layer,
+    prepare,
+)
 from sim.reference_stream import ReferenceStream
-from sim.run import LayerResult, RunError, RunResult, _accumulate, _host_layer
+from sim.results import LayerResult, RunResult
 from sim.waves.capture import start as start_capture
 from sim.waves.window import WaveRequest
 
@@ -177,7 +185,7 @@ def check_request(
             )
         if layers is not None:
             raise ShardError("WAVE_* and LAYERS together: use WAVE_LAYER=<name> alone")
-        return waves.layer is not None and backend == "rtl"
+        return waves.layer is not None and get_backend(backend).traces
     return jobs > 1 or layers is not None
 
 
@@ -185,20 +193,8 @@ def check_request(
 CLUSTER_ERRORS = (cluster.ClusterError, cluster.BuildMismatch, cluster.WorkerFailed)
 
 
-@dataclass
-class _Done:
-    """A finished piece: its checked layers, counters and outputs, and its cycles after its
-    last PERF record (the program's tail, when the piece ends the program)."""
-
-    layers: list[LayerResult]
-    counters: dict[str, int]
-    outputs: dict[str, np.ndarray]
-    tail: int
-    seconds: float
-
-
 #: Runs a shard's device runs on a worker: (shard index, prepared runs) -> a future of results.
-Submit = Callable[[int, list[checkpoint.Prepared]], Any]
+Submit = Callable[[int, list[ProgramRun]], Any]
 
 
 def run_pieces(
@@ -218,23 +214,24 @@ def run_pieces(
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
     started = time.perf_counter()
     stream = reference or ReferenceStream(exe, x)
+    engine = get_backend(backend)
     futures: dict[int, Any] = {}
-    prepared: dict[int, list[checkpoint.Prepared]] = {}
+    prepared: dict[int, list[ProgramRun]] = {}
     # Each shard starts as soon as the reference has computed the tensors it starts from: one
     # that needs only the input at once, the others while the reference goes on.
     for index, shard in enumerate(shards):
         values = stream.wait(name for p in shard.pieces for name in checkpoint.needs(exe, p))
-        prepared[index] = [checkpoint.prepare(exe, p, values, max_cycles) for p in shard.pieces]
+        prepared[index] = [prepare(exe, p, values, max_cycles, sharded=True) for p in shard.pieces]
         futures[index] = submit(index, prepared[index])
     expected = stream.result()
 
-    done: dict[Piece, _Done] = {}
+    done: dict[Piece, Finished] = {}
     for index, shard in enumerate(shards):
         results: list[DeviceResult] = futures[index].result()
         for item, device in zip(prepared[index], results, strict=True):
-            done[item.piece] = _finish(exe, item.piece, item.guard, device, expected, backend)
+            done[item.piece] = finish(exe, item, device, stream, engine)
         cycles = sum(layer.cycles for p in shard.pieces for layer in done[p].layers)
-        seconds = sum(done[p].seconds for p in shard.pieces)
+        seconds = sum(done[p].device.sim_seconds for p in shard.pieces)
         log(
             f"  shard {index + 1}/{len(shards)} done: "
             + ", ".join(p.label(exe) for p in shard.pieces)
@@ -248,32 +245,10 @@ def run_pieces(
     return result
 
 
-def _finish(
-    exe: Executable,
-    piece: Piece,
-    guard: Guard,
-    result: DeviceResult,
-    reference: dict[str, np.ndarray],
-    backend: str,
-) -> _Done:
-    if result.error or result.timeout:
-        where = checkpoint.stopped_layer(exe, piece, result.error_index)
-        what = "timed out" if result.timeout else f"stopped with {result.error_code}"
-        raise RunError(f"{backend}: shard {piece.label(exe)} {what} ({where})")
-    outside = guard.check(result.dram)
-    if outside is not None:
-        raise RunError(
-            f"{backend}: shard {piece.label(exe)} wrote outside its memory map: {outside}"
-        )
-    layers, counters, outputs = checkpoint.check(exe, piece, result, reference)
-    tail = counters["cycles"] - sum(layer.cycles for layer in layers)
-    return _Done(layers, counters, outputs, tail, result.sim_seconds)
-
-
 def _merge(
     exe: Executable,
     shards: list[Shard],
-    done: dict[Piece, _Done],
+    done: dict[Piece, Finished],
     reference: dict[str, np.ndarray],
     backend: str,
     whole: bool,
@@ -292,7 +267,7 @@ def _merge(
     for step in exe.steps:
         if not isinstance(step, DeviceProgram):
             if whole or first.program < index <= last.program:
-                layers.append(_host_layer(exe, step, values, reference, cycles))
+                layers.append(host_layer(exe, step, values, reference, cycles))
                 outputs.update({name: values[name] for name in step.outputs})
             continue
         index += 1
@@ -303,22 +278,15 @@ def _merge(
                 layers.append(layer)
             if piece.stop == len(step.layers):
                 cycles += done[piece].tail
-            _accumulate(counters, done[piece].counters)
+            accumulate(counters, done[piece].counters)
             outputs.update(done[piece].outputs)
-    graph_outputs = {}
-    for name in exe.reference.outputs:
-        if name in outputs:
-            value, t = outputs[name], exe.reference.tensors[name]
-            graph_outputs[name] = (
-                dequantize(value, t.scale or 1.0, t.zero_point) if value.dtype == np.int8 else value
-            )
-    result = RunResult(backend, layers, cycles, 0.0, graph_outputs, counters)
+    result = RunResult(backend, layers, cycles, 0.0, graph_outputs(exe, outputs), counters)
     result.shards = [
         {
             "layers": [p.label(exe) for p in shard.pieces],
             "estimate": shard.estimate,
             "cycles": sum(layer.cycles for p in shard.pieces for layer in done[p].layers),
-            "sim_s": round(sum(done[p].seconds for p in shard.pieces), 3),
+            "sim_s": round(sum(done[p].device.sim_seconds for p in shard.pieces), 3),
         }
         for shard in shards
     ]
@@ -363,10 +331,10 @@ def run(
     with _stopped_on_error(stream, owned=stream is not reference):
         key = cluster.build_key(backend, exe.config)  # built once here, reused by the workers
         config_json = exe.config.to_json()
-        if len(shards) == 1 and not os.environ.get(cluster.SCHEDULER_ENV):
+        if len(shards) == 1 and not knobs.SCHEDULER.is_set():
             with ThreadPoolExecutor(max_workers=1) as pool:
 
-                def local(index: int, prepared: list[checkpoint.Prepared]) -> Any:
+                def local(index: int, prepared: list[ProgramRun]) -> Any:
                     runs = [p.run for p in prepared]
                     return pool.submit(
                         cluster.run_device, backend, config_json, runs, None, str(root)
@@ -380,7 +348,7 @@ def run(
         )
         with opened as dask_client:
 
-            def remote(index: int, prepared: list[checkpoint.Prepared]) -> Any:
+            def remote(index: int, prepared: list[ProgramRun]) -> Any:
                 runs = [p.run for p in prepared]
                 with warnings.catch_warnings():  # DRAM images are large task arguments on purpose
                     warnings.simplefilter("ignore", UserWarning)
@@ -428,8 +396,6 @@ def _traced(
 ) -> RunResult:
     """A one-piece run with a waveform of its layer (the window's instruction indices are
     counted from the piece's first instruction, as the fetch unit's are)."""
-    from sim.backends.registry import get_backend
-
     pieces = [p for shard in shards for p in shard.pieces]
     if len(pieces) != 1 or pieces[0].stop - pieces[0].first != 1 or request.layer is None:
         raise ShardError("a waveform of a layer run traces one layer (WAVE_LAYER), without JOBS")
@@ -445,12 +411,12 @@ def _traced(
         raise ShardError(f"waveforms need the rtl backend, not {backend!r}")
     entry: dict[str, Any] = {}
 
-    def traced(index: int, prepared: list[checkpoint.Prepared]) -> Any:
+    def traced(index: int, prepared: list[ProgramRun]) -> Any:
         options = RunOptions(workdir=root, trace=capture.trace)
         future: Future = Future()
         results = engine.run(exe.config, [p.run for p in prepared], options)
         future.set_result(results)
-        local, _counters, _outputs = checkpoint.check(exe, piece, results[0], reference.result())
+        local, _counters, _outputs = check_range(exe, piece, results[0], reference.result())
         rtl_dir = engine.rtl_dir(exe.config)
         assert rtl_dir is not None
         entry.update(capture.finish(results[0], local, rtl_dir))

@@ -3,7 +3,9 @@ what it returns (:class:`DeviceResult`) for each device program of an executable
 
 A backend runs a batch of device programs on one accelerator config - DRAM image in, DRAM image,
 status and performance counters out - and knows nothing of models, layers or references; the
-checking is :mod:`sim.run`'s.
+checking is :mod:`sim.execute`'s. What tells backends apart is a trait of the interface
+(:class:`Backend`), set by each backend; names map to classes only in
+:mod:`sim.backends.registry`.
 """
 
 from __future__ import annotations
@@ -74,10 +76,17 @@ class Backend(Protocol):
     """Runs device programs on one config; see the module docstring."""
 
     name: str
-    #: What the cycle counts are: "rtl" (counted by the RTL) or "ideal" (a model's estimate).
-    cycles_are: str
+    #: Whether it runs the RTL: its cycles are the RTL's (else a model's ideal estimate), it
+    #: reports progress, and the run records the Verilator version.
+    runs_rtl: bool
+    #: Whether the simulator runs in a process of its own (work of this process overlaps it).
+    own_process: bool
     #: Whether ``RunOptions.trace`` is honoured (waveforms).
     traces: bool
+    #: Whether user cocotb hooks (:mod:`sim.hooks`) run with it.
+    hooks: bool
+    #: Whether it writes the simulator's log to ``sim.log`` in its ``workdir``.
+    writes_log: bool
 
     def run(
         self, config: AccelConfig, runs: Sequence[DeviceRun], options: RunOptions
@@ -85,4 +94,9 @@ class Backend(Protocol):
 
     def rtl_dir(self, config: AccelConfig) -> Path | None:
         """Where the RTL of ``config`` is (fsm_states.json for waveform save files), if any."""
+        ...
+
+    def build(self, config: AccelConfig) -> str | None:
+        """Build (or find) what a run on ``config`` needs - a shard worker's warm-up - and
+        return its cache key (a worker must run the client's build), None if nothing is built."""
         ...

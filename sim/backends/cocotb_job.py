@@ -15,7 +15,6 @@ neither numpy nor hdl_gen (amaranth): the simulator process starts in a fraction
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -24,11 +23,12 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, First, ReadOnly, RisingEdge, Timer
 from cocotb.utils import get_sim_steps, get_sim_time
 
+from sim import knobs
 from sim.backends.dram import DpiDram
 from sim.backends.harness import LAUNCH_PORTS, START_SEQUENCE, layers_done
 from sim.hooks import HookContext, load, names
 
-CLOCK_NS = int(os.environ.get("COSIM_CLOCK_PERIOD_NS", "10"))
+CLOCK_NS = int(knobs.CLOCK_PERIOD_NS.get())
 PROGRESS_CYCLES = 500_000  # how often a long run reports its progress
 
 
@@ -72,9 +72,9 @@ async def start(dut, run: dict) -> None:
 
 @cocotb.test()
 async def run_job(dut):
-    job = json.loads(Path(os.environ["COSIM_JOB"]).read_text())
+    job = json.loads(Path(knobs.JOB.get()).read_text())
     dram = DpiDram(job["dram_bytes"])
-    if os.environ.get("COSIM_HARNESS_CLOCK") != "clk":
+    if knobs.HARNESS_CLOCK.get() != "clk":
         Clock(dut.clk, CLOCK_NS, unit="ns").start()
     user_hooks = load(names())  # sim/hooks.py: the user's cocotb coroutines
     for index, run in enumerate(job["runs"]):

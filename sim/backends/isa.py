@@ -22,8 +22,11 @@ class IsaBackend:
     """One :class:`Machine` per program, DRAM the size of the config's."""
 
     name = "isa"
-    cycles_are = "ideal"
+    runs_rtl = False
+    own_process = False
     traces = False
+    hooks = False
+    writes_log = False
 
     def run(
         self, config: AccelConfig, runs: Sequence[DeviceRun], options: RunOptions
@@ -35,6 +38,9 @@ class IsaBackend:
             return [self._run(config, run) for run in runs]
 
     def rtl_dir(self, config: AccelConfig) -> Path | None:
+        return None
+
+    def build(self, config: AccelConfig) -> str | None:
         return None
 
     def _run(self, config: AccelConfig, run: DeviceRun) -> DeviceResult:

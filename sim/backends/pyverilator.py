@@ -36,8 +36,11 @@ class PyverilatorBackend:
     """The RTL driven in this process; see :func:`run_programs`."""
 
     name = "pyverilator"
-    cycles_are = "rtl"
+    runs_rtl = True
+    own_process = False
     traces = False
+    hooks = False
+    writes_log = False
 
     def run(
         self, config: AccelConfig, runs: Sequence[DeviceRun], options: RunOptions
@@ -46,6 +49,9 @@ class PyverilatorBackend:
 
     def rtl_dir(self, config: AccelConfig) -> Path:
         return rtl_source(config).parent
+
+    def build(self, config: AccelConfig) -> str:
+        return build_accelerator(config).key
 
 
 def build_accelerator(config: AccelConfig, waves: str | None = None) -> BuiltModel:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from arch.config import AccelConfig
-from sim import hooks
+from sim import hooks, knobs
 from sim.backends.accelerator import JOB_FORMATS, build_accelerator, rtl_source
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
 from sim.coverage import functional
@@ -27,8 +27,11 @@ class RtlBackend:
     """Verilator + cocotb (the regression's backend); see :func:`run_programs`."""
 
     name = "rtl"
-    cycles_are = "rtl"
+    runs_rtl = True
+    own_process = True
     traces = True
+    hooks = True
+    writes_log = True
 
     def run(
         self, config: AccelConfig, runs: Sequence[DeviceRun], options: RunOptions
@@ -39,6 +42,9 @@ class RtlBackend:
 
     def rtl_dir(self, config: AccelConfig) -> Path:
         return rtl_source(config).parent
+
+    def build(self, config: AccelConfig) -> str:
+        return build_accelerator(config).key
 
 
 def run_programs(
@@ -96,7 +102,7 @@ def run_programs(
             model,
             "sim.backends.cocotb_job",
             workdir,
-            extra_env={"COSIM_JOB": str(job)},
+            extra_env={knobs.JOB.name: str(job)},
             trace_file=trace[0] if trace else None,
             plusargs=trace[1] if trace else (),
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -195,7 +196,7 @@ def test_accelerator_error_leaves_a_dump_up_to_the_error(tmp_path):
 def test_cli_failure_dump_traces_the_cycles_before_the_error(tmp_path, capsys, monkeypatch):
     from types import SimpleNamespace
 
-    from sim import cli
+    from sim import retrace
 
     exe = compile_model("mlp", PRESETS["tiny"], seed=1).executable
     [program] = exe.programs
@@ -206,10 +207,11 @@ def test_cli_failure_dump_traces_the_cycles_before_the_error(tmp_path, capsys, m
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     with pytest.raises(RunError) as info:
         run(exe, x, "rtl", workdir=tmp_path / "plain")
-    window = cli.failure_cycles(info.value.cycle)
+    window = retrace.failure_cycles(info.value.cycle)
     monkeypatch.setattr("sim.waves.window.WAVES_DIR", tmp_path)
     args = SimpleNamespace(backend="rtl", no_failure_waves=False, max_cycles=10**6)
-    cli.failure_dump(args, exe, x, tmp_path, WaveRequest(cycles=window, directory=tmp_path))
+    failing = retrace.Retrace(exe, x, tmp_path, WaveRequest(cycles=window, directory=tmp_path))
+    retrace.failure_dump(args, failing, lambda text: print(text, file=sys.stderr))
     err = capsys.readouterr().err
     assert "re-running with tracing" in err and "ILLEGAL_OPCODE" in err
     [dump] = [*tmp_path.glob("*.fst"), *tmp_path.glob("*.vcd")]  # VCD where FST cannot link
@@ -282,7 +284,7 @@ def test_mismatch_dump_marks_the_store_of_the_first_wrong_value(tmp_path):
 def test_size_estimate_before_a_dump_is_near_the_dump(tmp_path, capsys, monkeypatch):
     """The CLI's warning before a whole-run dump, once a dump of the config measured its rate:
     the estimate (ISA simulator cycles x bytes per cycle) is within 2x of the real file."""
-    from sim import cli
+    from sim import cli, session
 
     monkeypatch.setattr("sim.waves.window.WAVES_DIR", tmp_path)
     monkeypatch.setenv("COSIM_WAVES_WARN_MB", "0.001")
@@ -290,7 +292,7 @@ def test_size_estimate_before_a_dump_is_near_the_dump(tmp_path, capsys, monkeypa
     sizes = []
     for n in range(2):
         request = WaveRequest(fmt="vcd", directory=tmp_path)
-        monkeypatch.setattr(cli, "wave_request", lambda _args, r=request: r)
+        monkeypatch.setattr(session, "wave_request", lambda _request, r=request: r)
         assert cli.main([*args, "--out", str(tmp_path / f"run{n}")]) == 0
         err = capsys.readouterr().err
         [line] = [x for x in err.splitlines() if x.startswith("waveform: warning:")]

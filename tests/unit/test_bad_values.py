@@ -149,12 +149,12 @@ def test_image_size_has_an_upper_bound(tmp_path, capsys) -> None:
 
 
 def test_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch) -> None:
-    import sim.cli
+    import sim.session
 
     def exhausted(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(sim.cli, "load_executable", exhausted)
+    monkeypatch.setattr(sim.session, "load_executable", exhausted)
     assert_usage_error(in_process(capsys, "--model", "cnn", "--out", str(tmp_path / "o")), "memory")
 
 

@@ -136,7 +136,7 @@ def test_comparisons_a_pool_thread_has_not_taken_yet_still_reach_the_report(
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from sim import cli
+    from sim import session
 
     class LatePool(ThreadPoolExecutor):
         def __init__(self, max_workers: int, initializer=None) -> None:
@@ -159,7 +159,7 @@ def test_comparisons_a_pool_thread_has_not_taken_yet_still_reach_the_report(
             super().shutdown(wait=False, cancel_futures=cancel_futures)
             self.gate.set()
 
-    monkeypatch.setattr(cli, "ThreadPoolExecutor", LatePool)
+    monkeypatch.setattr(session, "ThreadPoolExecutor", LatePool)
     path = batched_model(tmp_path / "b.onnx")
     out = tmp_path / "run"
     done = in_process(capsys, "--model", str(path), "--config", "tiny", "--out", str(out))

@@ -384,7 +384,7 @@ def test_internal_errors_exit_4_in_one_line(
 ) -> None:
     """An exception nothing expects is a bug: exit 4 (never 1, a mismatch), one line naming it;
     COSIM_DEBUG=1 adds the traceback."""
-    import sim.cli
+    import sim.session
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("boom\nsecond line")
@@ -393,7 +393,7 @@ def test_internal_errors_exit_4_in_one_line(
     monkeypatch.delenv("COSIM_DEBUG", raising=False)
     for target in ("load_executable", "run"):  # before the run, and during it
         with monkeypatch.context() as patch:
-            patch.setattr(sim.cli, target, broken)
+            patch.setattr(sim.session, target, broken)
             result = in_process(capsys, "--model", "mlp", "--config", "tiny", "--out", out)
         assert result.returncode == 4, (target, result.stderr)
         assert "Traceback" not in result.stderr
@@ -402,7 +402,7 @@ def test_internal_errors_exit_4_in_one_line(
             "error: internal error: ZeroDivisionError: boom second line (please report)"
         ], result.stderr
     monkeypatch.setenv("COSIM_DEBUG", "1")
-    monkeypatch.setattr(sim.cli, "load_executable", broken)
+    monkeypatch.setattr(sim.session, "load_executable", broken)
     result = in_process(capsys, "--model", "mlp", "--out", out)
     assert result.returncode == 4 and "Traceback" in result.stderr
     assert "ZeroDivisionError: boom" in result.stderr

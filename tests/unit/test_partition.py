@@ -123,7 +123,7 @@ def test_host_step_output_is_checked(tmp_path, monkeypatch) -> None:
         [out] = step.outputs
         values[out] = np.clip(values[out].astype(np.int16) + 1, -128, 127).astype(np.int8)
 
-    monkeypatch.setattr("sim.run.run_host_step", off_by_one)
+    monkeypatch.setattr("sim.execute.run_host_step", off_by_one)
     result = run(exe, x, "isa")
     assert not result.bit_exact
     assert (result.first_mismatch.name, result.first_mismatch.device) == ("lrn", "host")

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import sim.cli
+import sim.session
 from sim import prune
 from tests.unit.test_cli_errors import assert_usage_error, in_process
 
@@ -128,7 +129,7 @@ def test_a_run_in_progress_is_never_removed(tmp_path):
 
 
 def test_cli_prunes_build_runs_and_says_so(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(sim.cli, "RUNS_ROOT", tmp_path)
+    monkeypatch.setattr(sim.session, "RUNS_ROOT", tmp_path)
     monkeypatch.setenv("COSIM_KEEP_RUNS", "2")
     _runs(tmp_path, ["20240101-000000", "20240102-000000"])
     result = in_process(capsys, "--model", "mlp", "--config", "tiny")
