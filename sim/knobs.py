@@ -85,6 +85,9 @@ MUTATE_SEED = Knob("MUTATE_SEED", "", "`make mutate-slice`: the sample's seed (d
 RANDOM_PROGRAMS_SEED = Knob(
     "RANDOM_PROGRAMS_SEED", "", "the instruction tests' random programs: rerun this printed seed"
 )
+UPDATE_LISTINGS = Knob(
+    "UPDATE_LISTINGS", "", "`1`: `tests/unit/test_listings.py` rewrites the committed listings"
+)
 CXX = Knob("CXX", "c++", "the C++ compiler for the Verilator builds")
 PYTHONWARNINGS = Knob(
     "PYTHONWARNINGS", "default", "Python's own: passed on to the simulator process (tests: `error`)"

@@ -13,21 +13,21 @@ that one (``RANDOM_PROGRAMS_SEED=random`` draws fresh ones).
 
 from __future__ import annotations
 
-import os
 import secrets
 
 import numpy as np
 
 from arch import reference_ops as ref
 from arch.config import AccelConfig
+from sim import knobs
 from tests.programs import Builder, Tensor, conv2d, pool2d
 
-SEED_VARIABLE = "RANDOM_PROGRAMS_SEED"
+SEED_VARIABLE = knobs.RANDOM_PROGRAMS_SEED.name
 
 
 def program_seeds(count: int, base: int) -> list[int]:
     """``count`` seeds derived from ``base``, or the one in ``$RANDOM_PROGRAMS_SEED``; printed."""
-    chosen = os.environ.get(SEED_VARIABLE, "")
+    chosen = knobs.RANDOM_PROGRAMS_SEED.get()
     if chosen == "random":
         base = secrets.randbits(32)
     if chosen and chosen != "random":

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,9 +25,10 @@ from arch.config import PRESETS
 from compiler.export import to_executable
 from compiler.frontend import compile_front
 from compiler.passes import run_back
+from sim import knobs
 
 LISTINGS = Path(__file__).resolve().parent.parent / "listings"
-UPDATE = os.environ.get("UPDATE_LISTINGS") == "1"
+UPDATE = knobs.UPDATE_LISTINGS.get() == "1"
 
 
 def _model(
