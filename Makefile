@@ -106,7 +106,7 @@ mutate-slice: $(STAMP) ## A seeded sample of the mutation sets in a few minutes 
 	$(PY) -m mutation --slice
 
 sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact check and report
-	@$(PY) -m sim.cli $(if $(BUNDLE),--bundle $(call q,$(BUNDLE)) $(SIM_CONFIG),--model $(call q,$(MODEL)) --config $(call q,$(CONFIG))) \
+	@$(PY) -m sim.app.cli $(if $(BUNDLE),--bundle $(call q,$(BUNDLE)) $(SIM_CONFIG),--model $(call q,$(MODEL)) --config $(call q,$(CONFIG))) \
 		--backend $(call q,$(BACKEND)) --seed $(call q,$(SEED)) \
 		$(if $(IMAGE),--image $(call q,$(IMAGE))) $(if $(IMAGE_SIZE),--image-size $(call q,$(IMAGE_SIZE))) \
 		$(if $(PREPROCESS),--preprocess $(call q,$(PREPROCESS))) $(if $(CALIB),--calib $(call q,$(CALIB))) \
@@ -117,7 +117,7 @@ sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact c
 		$(SIM_JOBS) $(if $(LAYERS),--layers $(call q,$(LAYERS))) $(if $(HOOKS),--hooks $(call q,$(HOOKS)))
 
 sweep: $(STAMP) ## Run MODELS x CONFIGS on Dask (cached per cell) -> build/sweep/sweep.json, pareto.png
-	@$(PY) -m sim.sweep --models $(call q,$(or $(MODELS),cnn,mlp)) --configs $(call q,$(or $(CONFIGS),tiny,default)) \
+	@$(PY) -m sim.scaleout.sweep --models $(call q,$(or $(MODELS),cnn,mlp)) --configs $(call q,$(or $(CONFIGS),tiny,default)) \
 		--backend $(call q,$(if $(filter-out file,$(origin BACKEND)),$(BACKEND),isa)) --seed $(call q,$(SEED))
 
 waves: $(STAMP) ## Open the newest dump in waves/ in GTKWave with its save file (.gtkw)
@@ -144,7 +144,7 @@ format: $(STAMP) ## Apply ruff's fixes and formatting
 
 lock: $(STAMP) ## Regenerate requirements.lock from the current .venv
 	@{ echo '# Transitive pins (pip constraints) for a reproducible .venv; regenerate with `make lock`.'; \
-	   echo '# dask, distributed, dask-jobqueue and their dependencies (click, cloudpickle, msgpack, tornado, ...): the scale-out engine of sim/cluster.py (layer shards, sweeps).'; \
+	   echo '# dask, distributed, dask-jobqueue and their dependencies (click, cloudpickle, msgpack, tornado, ...): the scale-out engine of sim/scaleout/cluster.py (layer shards, sweeps).'; \
 	   echo '# pyucis (with mcp, pydantic, starlette, httpx, lxml, jsonschema, ...), lcov-cobertura, pycobertura (jinja2, tabulate, ruamel.yaml), cocotb-coverage (python-constraint): make coverage (sim/coverage/).'; \
 	   echo '# mutmut and its dependencies (libcst, textual, setproctitle, coverage, ...): `make mutate`, mutation testing of the Python numeric code (mutation/python_set.py).'; \
 	   $(PY) -m pip freeze --exclude-editable | grep -v '^systolic-cosim'; } > requirements.lock

@@ -1,5 +1,5 @@
 """A model with a fixed batch N > 1 as the same model at batch 1: the accelerator runs one
-image per program, so a batch is N programs (run as one batch by :mod:`sim.batch`, one
+image per program, so a batch is N programs (run as one batch by :mod:`sim.runtime.batch`, one
 simulator process on the RTL) whose outputs stack back to the model's (N, ...).
 
 Dimension 0 is not always a batch (an LSTM's is the sequence): the batch-1 model is accepted

@@ -32,7 +32,7 @@ HARNESS_MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "guard-check-off",
-        "sim/guard.py",
+        "sim/runtime/guard.py",
         "        if not bad.size:\n            return None",
         "        if True:\n            return None",
         "guard bands never report a changed canary",

@@ -21,7 +21,7 @@ from sim.backends.isa_machine import Machine
 
 PROGRAM_BASE = 0x1000
 PROGRAM_SPACE = 0xF000  # program + descriptors live below 0x10000
-GAP = 64  # free bytes before every allocation: guard bands for the runs (sim/guard.py)
+GAP = 64  # free bytes before every allocation: guard bands for the runs (sim/runtime/guard.py)
 
 
 @dataclass

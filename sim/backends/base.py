@@ -3,7 +3,7 @@ what it returns (:class:`DeviceResult`) for each device program of an executable
 
 A backend runs a batch of device programs on one accelerator config - DRAM image in, DRAM image,
 status and performance counters out - and knows nothing of models, layers or references; the
-checking is :mod:`sim.execute`'s. What tells backends apart is a trait of the interface
+checking is :mod:`sim.runtime.execute`'s. What tells backends apart is a trait of the interface
 (:class:`Backend`), set by each backend; names map to classes only in
 :mod:`sim.backends.registry`.
 """
@@ -49,7 +49,9 @@ class DeviceResult:
     cycle0_step: int = 0  # simulation time (steps) where the cycle counter reads 0
     cycle_steps: int = 0  # simulation time steps per clock cycle
     message: str = ""  # the backend's own words on an error (ISA simulator)
-    hooks: dict[str, Any] = field(default_factory=dict)  # each user hook's result (sim/hooks.py)
+    hooks: dict[str, Any] = field(
+        default_factory=dict
+    )  # each user hook's result (sim/backends/hooks.py)
 
     def cycle_time(self, cycle: int) -> int:
         """The simulation time (in the dump's time steps) at which the cycle counter reads
@@ -83,7 +85,7 @@ class Backend(Protocol):
     own_process: bool
     #: Whether ``RunOptions.trace`` is honoured (waveforms).
     traces: bool
-    #: Whether user cocotb hooks (:mod:`sim.hooks`) run with it.
+    #: Whether user cocotb hooks (:mod:`sim.backends.hooks`) run with it.
     hooks: bool
     #: Whether it writes the simulator's log to ``sim.log`` in its ``workdir``.
     writes_log: bool

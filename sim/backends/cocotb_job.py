@@ -26,7 +26,7 @@ from cocotb.utils import get_sim_steps, get_sim_time
 from sim import knobs
 from sim.backends.dram import DpiDram
 from sim.backends.harness import LAUNCH_PORTS, START_SEQUENCE, layers_done
-from sim.hooks import HookContext, load, names
+from sim.backends.hooks import HookContext, load, names
 
 CLOCK_NS = int(knobs.CLOCK_PERIOD_NS.get())
 PROGRESS_CYCLES = 500_000  # how often a long run reports its progress
@@ -76,7 +76,7 @@ async def run_job(dut):
     dram = DpiDram(job["dram_bytes"])
     if knobs.HARNESS_CLOCK.get() != "clk":
         Clock(dut.clk, CLOCK_NS, unit="ns").start()
-    user_hooks = load(names())  # sim/hooks.py: the user's cocotb coroutines
+    user_hooks = load(names())  # sim/backends/hooks.py: the user's cocotb coroutines
     for index, run in enumerate(job["runs"]):
         dram.load_file(run["image"])
         contexts = [

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from arch.config import AccelConfig
-from sim import hooks, knobs
+from sim import knobs
+from sim.backends import hooks
 from sim.backends.accelerator import JOB_FORMATS, build_accelerator, rtl_source
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
 from sim.coverage import functional

@@ -1,1 +1,2 @@
-"""Example user hooks for RTL runs (sim/hooks.py): ``HOOKS=sim.hook_examples.dram_bursts``."""
+"""Example user hooks for RTL runs (sim/backends/hooks.py):
+``HOOKS=sim.hook_examples.dram_bursts``."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from sim.hooks import HookCheckFailed, HookContext
+from sim.backends.hooks import HookCheckFailed, HookContext
 
 
 def _popcount(value: int) -> int:

@@ -1,4 +1,5 @@
-"""A hook (sim/hooks.py) for tests: preset the accelerator's live PERF counters after reset.
+"""A hook (sim/backends/hooks.py) for tests: preset the accelerator's live PERF counters after
+reset.
 
 ``PERF_PRESET`` in the environment is the hex value of the 1024-bit counter record to load (the
 test encodes it with ``arch.isa``). A plain VPI deposit does not stick - the counter register

@@ -1,5 +1,5 @@
 """Run programs on the RTL and on the ISA simulator and compare DRAM bit for bit, with guard
-bands (sim/guard.py) between the builder's regions and after the image checked on both."""
+bands (sim/runtime/guard.py) between the builder's regions and after the image checked on both."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from arch.config import AccelConfig
 from sim.backends.base import DeviceResult, DeviceRun
 from sim.backends.isa_machine import IsaSimError, Machine
 from sim.backends.rtl import run_programs
-from sim.guard import Guard, guard_image
+from sim.runtime.guard import Guard, guard_image
 from tests.programs import Builder
 
 

@@ -12,7 +12,7 @@ import pytest
 from arch.config import PRESETS
 from sim.backends.accelerator import accelerator_spec, build_accelerator
 from sim.backends.rtl import run_programs
-from sim.bench import raw_spec, run_raw
+from sim.bench.speed import raw_spec, run_raw
 from sim.verilate.build import build
 from tests.instruction.rtl_compare import assert_guards, prepare
 from tests.instruction.test_rtl_vs_isa import kernel_programs

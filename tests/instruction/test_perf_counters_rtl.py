@@ -14,7 +14,7 @@ import pytest
 
 from arch import isa
 from arch.config import PRESETS
-from sim import hooks
+from sim.backends import hooks
 from tests.instruction import perf_preset
 from tests.instruction.rtl_compare import assert_guards, run_both
 from tests.programs import Builder, conv2d

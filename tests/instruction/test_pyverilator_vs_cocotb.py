@@ -22,7 +22,7 @@ STATUS = ("done", "error", "timeout", "error_code", "error_index", "perf")
 
 def programs():
     """(name, DeviceRun, guard, expected DRAM or None) for kernels, random, bad and timed-out
-    programs; every image has guard bands (sim/guard.py)."""
+    programs; every image has guard bands (sim/runtime/guard.py)."""
     random = random_programs(CONFIG, program_seeds(3, base=5))
     valid = {**kernel_programs(CONFIG, seed=29), **random}
     out = []

@@ -15,7 +15,7 @@ import pytest
 from arch import isa
 from arch.config import PRESETS
 from compiler.compile import compile_model
-from sim.run import RunError, run
+from sim.runtime.run import RunError, run
 from sim.waves.dump import UNITS, Dump
 from sim.waves.window import WaveRequest
 
@@ -196,7 +196,7 @@ def test_accelerator_error_leaves_a_dump_up_to_the_error(tmp_path):
 def test_cli_failure_dump_traces_the_cycles_before_the_error(tmp_path, capsys, monkeypatch):
     from types import SimpleNamespace
 
-    from sim import retrace
+    from sim.app import retrace
 
     exe = compile_model("mlp", PRESETS["tiny"], seed=1).executable
     [program] = exe.programs
@@ -284,7 +284,7 @@ def test_mismatch_dump_marks_the_store_of_the_first_wrong_value(tmp_path):
 def test_size_estimate_before_a_dump_is_near_the_dump(tmp_path, capsys, monkeypatch):
     """The CLI's warning before a whole-run dump, once a dump of the config measured its rate:
     the estimate (ISA simulator cycles x bytes per cycle) is within 2x of the real file."""
-    from sim import cli, session
+    from sim.app import cli, session
 
     monkeypatch.setattr("sim.waves.window.WAVES_DIR", tmp_path)
     monkeypatch.setenv("COSIM_WAVES_WARN_MB", "0.001")

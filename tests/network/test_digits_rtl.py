@@ -12,8 +12,8 @@ import pytest
 import zoo
 from arch.config import PRESETS
 from compiler.compile import compile_model
-from sim.batch import run_batch
 from sim.quality.dataset_accuracy import dataset_accuracy, fp32_outputs
+from sim.runtime.batch import run_batch
 
 SUBSET = 48  # of the 360 held-out images (`make sim MODEL=digits BACKEND=rtl` runs them all)
 

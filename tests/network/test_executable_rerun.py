@@ -10,7 +10,7 @@ import pytest
 from arch import executable
 from arch.config import PRESETS
 from compiler.compile import compile_model
-from sim.run import run
+from sim.runtime.run import run
 from tests.network.test_models_rtl import seeded_input
 
 pytestmark = pytest.mark.simulator

@@ -1,4 +1,4 @@
-"""A user hook on a network run (sim/hooks.py): the example DRAM-burst monitor counts every
+"""A user hook on a network run (sim/backends/hooks.py): the example DRAM-burst monitor counts every
 layer's DRAM bytes on the accelerator's bus and agrees with the report's PERF-counter bytes;
 its check fails on a report that is off by one beat; a hook that raises fails the run."""
 
@@ -12,7 +12,8 @@ import pytest
 
 from arch.config import PRESETS
 from compiler.compile import compile_model
-from sim import api, hooks
+from sim.app import api
+from sim.backends import hooks
 from sim.hook_examples import dram_bursts
 from sim.verilate.build import SimulationFailed
 

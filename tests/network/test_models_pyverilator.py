@@ -8,8 +8,8 @@ import pytest
 from arch.config import PRESETS
 from arch.reference import dequantize, evaluate, quantize_input
 from compiler.compile import compile_model
-from sim import api
-from sim.run import run
+from sim.app import api
+from sim.runtime.run import run
 from tests.network.test_models_rtl import seeded_input
 
 pytestmark = pytest.mark.simulator

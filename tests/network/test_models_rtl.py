@@ -9,7 +9,7 @@ import pytest
 from arch import isa
 from arch.config import PRESETS
 from compiler.compile import compile_model
-from sim.run import RunError, run
+from sim.runtime.run import RunError, run
 
 
 def seeded_input(exe, seed=11):

@@ -20,7 +20,7 @@ from arch import executable
 from arch.config import PRESETS
 from arch.executable import HostStep
 from compiler.compile import compile_model, resolve_model
-from sim.run import run
+from sim.runtime.run import run
 from tests.ort_quantized import (
     VARIANTS,
     branchy_net,

@@ -14,7 +14,7 @@ import pytest
 from arch.config import PRESETS
 from arch.executable import DeviceProgram
 from compiler.compile import compile_model
-from sim.run import run
+from sim.runtime.run import run
 from tests.unit.test_partition import partitioned_model
 
 pytestmark = pytest.mark.simulator

@@ -1,4 +1,5 @@
-"""Layer shards and layer ranges (sim/shards.py, sim/checkpoint.py) against the sequential run.
+"""Layer shards and layer ranges (sim/scaleout/shards.py, sim/runtime/checkpoint.py) against the
+sequential run.
 
 Each range starts from the reference's DRAM state at its first layer, so the sequential run is an
 independent reference: every layer must come out bit-exact with the sequential run's cycles,
@@ -20,8 +21,8 @@ from distributed import Client, LocalCluster
 
 from arch.config import PRESETS
 from compiler.compile import compile_model
-from sim import cluster, shards
-from sim.run import run
+from sim.runtime.run import run
+from sim.scaleout import cluster, shards
 from tests.network.test_models_rtl import seeded_input
 
 pytestmark = pytest.mark.simulator

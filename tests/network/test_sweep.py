@@ -1,5 +1,6 @@
 """``make sweep``: 2 models x 2 configs on the ISA simulator, on a Dask LocalCluster; every row
-against a direct run of its cell, the cache by content, the plot, bad grids (sim/sweep.py)."""
+against a direct run of its cell, the cache by content, the plot, bad grids
+(sim/scaleout/sweep.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 
 from arch.config import PRESETS, ConfigError
 from compiler.compile import compile_model
-from sim import sweep
-from sim.run import run
+from sim.runtime.run import run
+from sim.scaleout import sweep
 
 
 def direct(model, config, seed):

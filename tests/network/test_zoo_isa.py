@@ -8,7 +8,7 @@ from arch.config import PRESETS
 from arch.executable import HostStep
 from compiler.compile import compile_model
 from sim.quality.accuracy import compare_fp32
-from sim.run import run
+from sim.runtime.run import run
 
 CASES = [
     ("mlp", None, "tiny"),

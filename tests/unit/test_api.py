@@ -7,8 +7,8 @@ from arch import executable
 from arch.config import PRESETS
 from arch.reference import dequantize, evaluate, quantize_input
 from compiler.compile import compile_model
-from sim import api
-from sim.run import RunError
+from sim.app import api
+from sim.runtime.run import RunError
 
 
 def test_run_executable_file_returns_outputs_and_report(tmp_path):

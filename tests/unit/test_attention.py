@@ -19,9 +19,9 @@ from compiler.frontend import compile_front
 from compiler.gelu_pattern import MS_DOMAIN, fuse_gelu
 from compiler.onnx_import import load_onnx
 from compiler.plan import GemmShape, Plan
-from sim.host import read_tensor, tensor_bytes
 from sim.quality.accuracy import compare_fp32
-from sim.run import run
+from sim.runtime.host import read_tensor, tensor_bytes
+from sim.runtime.run import run
 from zoo._graph import GraphBuilder
 from zoo.transformers import bert, vit
 

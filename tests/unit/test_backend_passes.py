@@ -32,8 +32,8 @@ from compiler.passes import BACK_PASSES, ramp, tile
 from compiler.passes.layout import block_diagonal
 from compiler.plan import GemmShape, Plan, Tiling, round_up
 from sim.backends.isa_machine import Machine
-from sim.host import device_image
-from sim.run import run as run_executable
+from sim.runtime.host import device_image
+from sim.runtime.run import run as run_executable
 
 F = TensorProto.FLOAT
 TINY = PRESETS["tiny"]

@@ -1,5 +1,5 @@
 """Backends are told apart by the traits of their interface (sim/backends/base.py), never by
-name outside sim/backends; the step loop is one module (sim/execute.py) that nobody reaches
+name outside sim/backends; the step loop is one module (sim/runtime/execute.py) that nobody reaches
 into through private names."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Work overlapped with the simulator (sim/background.py, sim/session.py): results and failures
+"""Work overlapped with the simulator (sim/runtime/background.py, sim/app/session.py): results and
+failures
 come back as if it had run in line, and the ISA run's failure is the one reported."""
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from concurrent.futures import Future
 
 import pytest
 
-from sim.background import SIDE_WORK_NICE, in_background, lower_priority
-from sim.run import RunError
-from sim.session import first_failure
+from sim.app.session import first_failure
+from sim.runtime.background import SIDE_WORK_NICE, in_background, lower_priority
+from sim.runtime.run import RunError
 
 
 def test_result_and_exception_come_back() -> None:

@@ -16,9 +16,9 @@ from onnx import TensorProto, helper, numpy_helper
 from arch.config import PRESETS
 from compiler.compile import compile_model
 from compiler.errors import CompileError
-from sim import api
-from sim import report as reports
-from sim.inputs import InputError, check_input
+from sim.app import api
+from sim.app import report as reports
+from sim.runtime.inputs import InputError, check_input
 from tests.unit.test_cli_errors import assert_usage_error, in_process
 
 
@@ -149,19 +149,19 @@ def test_image_size_has_an_upper_bound(tmp_path, capsys) -> None:
 
 
 def test_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch) -> None:
-    import sim.session
+    import sim.app.session
 
     def exhausted(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(sim.session, "load_executable", exhausted)
+    monkeypatch.setattr(sim.app.session, "load_executable", exhausted)
     assert_usage_error(in_process(capsys, "--model", "cnn", "--out", str(tmp_path / "o")), "memory")
 
 
 def test_oversized_dram_image_is_a_format_error(tmp_path) -> None:
     from arch import executable
     from arch.executable import ExecutableError
-    from sim.run import run
+    from sim.runtime.run import run
 
     exe = compile_model("mlp", PRESETS["tiny"], seed=1).executable
     [program] = exe.programs
@@ -187,7 +187,7 @@ def test_messages_that_once_misled(tmp_path, capsys) -> None:
     out = ("--out", str(tmp_path / "o"))
     cnn = ("--model", "cnn", "--config", "tiny", "--image-size", "32")
     # A grayscale PNG was once refused as "3x32"; now it is converted to RGB, and the report
-    # says how it was preprocessed (sim/images.py; tests/unit/test_images.py).
+    # says how it was preprocessed (sim/app/images.py; tests/unit/test_images.py).
     ran = in_process(capsys, *cnn, "--image", str(gray_2d), "--out", str(tmp_path / "gray"))
     assert ran.returncode == 0, ran.stderr
     assert "preprocess: imagenet" in ran.stdout

@@ -16,7 +16,7 @@ from PIL import Image
 import zoo
 from arch.config import PRESETS
 from compiler.compile import compile_model
-from sim.batch import run_batch
+from sim.runtime.batch import run_batch
 from tests.unit.test_cli_errors import assert_usage_error, in_process
 
 BATCH = 3
@@ -136,7 +136,7 @@ def test_comparisons_a_pool_thread_has_not_taken_yet_still_reach_the_report(
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from sim import session
+    from sim.app import session
 
     class LatePool(ThreadPoolExecutor):
         def __init__(self, max_workers: int, initializer=None) -> None:

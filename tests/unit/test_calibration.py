@@ -21,9 +21,9 @@ from compiler.calibrate import default_calibration, run_onnx
 from compiler.compile import compile_model
 from compiler.errors import CompileError
 from compiler.frontend import compile_front
-from sim.inputs import noise_input
 from sim.quality.sqnr import layer_sqnr
-from sim.run import run
+from sim.runtime.inputs import noise_input
+from sim.runtime.run import run
 from tests.unit.test_cli_errors import assert_usage_error, in_process
 
 

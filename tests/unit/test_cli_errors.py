@@ -1,4 +1,5 @@
-"""``python -m sim.cli`` as a user runs it: every bad input ends with exit code 2 and exactly one
+"""``python -m sim.app.cli`` as a user runs it: every bad input ends with exit code 2 and exactly
+one
 ``error:`` line naming what is wrong (never a traceback), and a good run writes the report the
 design brief promises."""
 
@@ -16,14 +17,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from sim.cli import RUNS_ROOT, main
+from sim.app.cli import RUNS_ROOT, main
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str, out: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "sim.cli", "--backend", "isa", "--out", str(out), *args],
+        [sys.executable, "-m", "sim.app.cli", "--backend", "isa", "--out", str(out), *args],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -135,7 +136,7 @@ def test_wrong_shape_image(tmp_path: Path) -> None:
 
 
 def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess:
-    """``sim.cli.main`` in this process (no interpreter start-up): the same contract."""
+    """``sim.app.cli.main`` in this process (no interpreter start-up): the same contract."""
     code = main(["--backend", "isa", *args])
     captured = capsys.readouterr()
     return subprocess.CompletedProcess(args, code, captured.out, captured.err)
@@ -364,7 +365,7 @@ def test_markup_in_names_is_shown_as_is(
 def test_summary_table_escapes_markup() -> None:
     from rich.console import Console
 
-    from sim.report import summary_table
+    from sim.app.report import summary_table
 
     layer = {"name": "[/x]", "op": "[red]op", "macs": 1, "cycles": 2, "utilization": 0.5,
              "bit_exact": True, "limiter": "[i]l"}  # fmt: skip
@@ -384,7 +385,7 @@ def test_internal_errors_exit_4_in_one_line(
 ) -> None:
     """An exception nothing expects is a bug: exit 4 (never 1, a mismatch), one line naming it;
     COSIM_DEBUG=1 adds the traceback."""
-    import sim.session
+    import sim.app.session
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("boom\nsecond line")
@@ -393,7 +394,7 @@ def test_internal_errors_exit_4_in_one_line(
     monkeypatch.delenv("COSIM_DEBUG", raising=False)
     for target in ("load_executable", "run"):  # before the run, and during it
         with monkeypatch.context() as patch:
-            patch.setattr(sim.session, target, broken)
+            patch.setattr(sim.app.session, target, broken)
             result = in_process(capsys, "--model", "mlp", "--config", "tiny", "--out", out)
         assert result.returncode == 4, (target, result.stderr)
         assert "Traceback" not in result.stderr
@@ -402,14 +403,14 @@ def test_internal_errors_exit_4_in_one_line(
             "error: internal error: ZeroDivisionError: boom second line (please report)"
         ], result.stderr
     monkeypatch.setenv("COSIM_DEBUG", "1")
-    monkeypatch.setattr(sim.session, "load_executable", broken)
+    monkeypatch.setattr(sim.app.session, "load_executable", broken)
     result = in_process(capsys, "--model", "mlp", "--out", out)
     assert result.returncode == 4 and "Traceback" in result.stderr
     assert "ZeroDivisionError: boom" in result.stderr
 
 
 def test_exit_codes_are_documented(capsys: pytest.CaptureFixture[str]) -> None:
-    from sim.cli import parse
+    from sim.app.cli import parse
 
     with pytest.raises(SystemExit):
         parse(["--help"])

@@ -11,10 +11,10 @@ import pytest
 import zoo
 from arch.config import PRESETS
 from compiler.compile import compile_model
-from sim.batch import run_batch
-from sim.evaluate import evaluate_held_out
+from sim.app.evaluate import evaluate_held_out
 from sim.quality.dataset_accuracy import dataset_accuracy
-from sim.run import run
+from sim.runtime.batch import run_batch
+from sim.runtime.run import run
 from zoo import digits_train
 from zoo.digits import calibration_set, digits
 from zoo.digits_data import HELD_OUT, load
@@ -117,7 +117,7 @@ def test_cli_reports_the_held_out_split(tmp_path, capsys) -> None:
     one error line, exit code 2."""
     import json
 
-    from sim.cli import main
+    from sim.app.cli import main
     from tests.unit.test_cli_errors import assert_usage_error, in_process
 
     out = tmp_path / "run"

@@ -23,7 +23,7 @@ from compiler.export import device_program, to_executable
 from compiler.frontend import compile_front
 from compiler.passes import run_back
 from compiler.plan import Plan
-from sim.run import run
+from sim.runtime.run import run
 
 TINY = PRESETS["tiny"]
 

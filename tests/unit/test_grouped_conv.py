@@ -15,7 +15,7 @@ from compiler.compile import compile_model
 from compiler.onnx_import import load_onnx
 from compiler.passes import canonicalize
 from sim.quality.accuracy import compare_fp32
-from sim.run import run
+from sim.runtime.run import run
 from tests.unit.test_partition import _run_and_reload, _saved, conv, model_of
 
 

@@ -1,4 +1,5 @@
-"""Guard bands (sim/guard.py): canaries fill the gaps between regions and a tail after the image;
+"""Guard bands (sim/runtime/guard.py): canaries fill the gaps between regions and a tail after the
+image;
 a write outside every region is reported with its address and the regions around it, and a
 network run whose store lands one line past its tensor fails on the ISA simulator."""
 
@@ -8,8 +9,8 @@ import pytest
 from arch import isa
 from arch.config import PRESETS
 from compiler.compile import compile_model
-from sim.guard import TAIL_BYTES, guard_image
-from sim.run import RunError, run
+from sim.runtime.guard import TAIL_BYTES, guard_image
+from sim.runtime.run import RunError, run
 from tests.network.test_models_rtl import seeded_input
 
 REGIONS = [("a", 0x40, 100), ("b", 0x100, 64)]

@@ -1,4 +1,5 @@
-"""User hooks (sim/hooks.py): a bad HOOKS value is one line naming what is wrong, exit code 2,
+"""User hooks (sim/backends/hooks.py): a bad HOOKS value is one line naming what is wrong, exit
+code 2,
 before anything is built; `make sim HOOKS=` and `make test HOOKS=` hand the modules on."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from arch.config import PRESETS
-from sim import hooks
+from sim.backends import hooks
 from sim.backends.base import DeviceRun
 from sim.backends.rtl import run_programs
 from tests.unit.test_cli_errors import assert_usage_error
@@ -24,7 +25,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 def cli(*args: str, out: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "sim.cli", "--model", "mlp", "--config", "tiny", "--out", str(out)]
+        [
+            sys.executable,
+            "-m",
+            "sim.app.cli",
+            "--model",
+            "mlp",
+            "--config",
+            "tiny",
+            "--out",
+            str(out),
+        ]
         + list(args),
         cwd=REPO,
         capture_output=True,
@@ -39,7 +50,9 @@ def test_missing_hook_module_is_named(tmp_path):
 
 
 def test_module_without_a_hook_coroutine_is_named(tmp_path):
-    line = assert_usage_error(cli("--hooks", "sim.hooks", out=tmp_path / "o"), "'sim.hooks'")
+    line = assert_usage_error(
+        cli("--hooks", "sim.backends.hooks", out=tmp_path / "o"), "'sim.backends.hooks'"
+    )
     assert "async def hook(dut, ctx)" in line
 
 

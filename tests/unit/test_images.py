@@ -1,4 +1,4 @@
-"""Images as users have them (sim/images.py) against Pillow and hand-computed values: every
+"""Images as users have them (sim/app/images.py) against Pillow and hand-computed values: every
 mode to the model's channels, resize + center crop, the preprocessing, and clear errors."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from sim.images import PREPROCESS, load_image
-from sim.inputs import InputError
+from sim.app.images import PREPROCESS, load_image
+from sim.runtime.inputs import InputError
 
 UNIT, NONE, IMAGENET = PREPROCESS["unit"], PREPROCESS["none"], PREPROCESS["imagenet"]
 

@@ -19,7 +19,7 @@ from compiler.compile import compile_graph
 from compiler.export import to_executable
 from compiler.frontend import compile_front
 from compiler.passes import tile
-from sim.run import run
+from sim.runtime.run import run
 from zoo._graph import GraphBuilder
 
 CASES = [  # (kernel (kh, kw), stride, pads (t, l, b, r), in channels, out channels, image)

@@ -14,7 +14,7 @@ from arch import host_runtime
 from arch.config import PRESETS
 from compiler.calibrate import run_onnx
 from compiler.compile import compile_model
-from sim import api
+from sim.app import api
 from sim.quality.accuracy import compare_fp32
 from tests.unit.test_cli_errors import in_process
 from tests.unit.test_partition import partitioned_model

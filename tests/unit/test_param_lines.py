@@ -14,7 +14,7 @@ from arch.config import PRESETS
 from arch.executable import HostStep
 from compiler.compile import compile_model
 from compiler.errors import CompileError
-from sim.run import run
+from sim.runtime.run import run
 from tests.unit.test_cli_errors import assert_usage_error, in_process
 from tests.unit.test_table_ops import _saved, act_model
 

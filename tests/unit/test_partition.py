@@ -21,9 +21,9 @@ from arch.reference import evaluate, quantize_input
 from compiler.compile import compile_model
 from compiler.errors import CompileError
 from compiler.onnx_import import load_onnx
-from sim.host import run_host_step
 from sim.quality.accuracy import compare_fp32
-from sim.run import run
+from sim.runtime.host import run_host_step
+from sim.runtime.run import run
 
 TINY = PRESETS["tiny"]
 
@@ -123,7 +123,7 @@ def test_host_step_output_is_checked(tmp_path, monkeypatch) -> None:
         [out] = step.outputs
         values[out] = np.clip(values[out].astype(np.int16) + 1, -128, 127).astype(np.int8)
 
-    monkeypatch.setattr("sim.execute.run_host_step", off_by_one)
+    monkeypatch.setattr("sim.runtime.execute.run_host_step", off_by_one)
     result = run(exe, x, "isa")
     assert not result.bit_exact
     assert (result.first_mismatch.name, result.first_mismatch.device) == ("lrn", "host")

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import sim.cli
-import sim.session
-from sim import prune
+import sim.app.cli
+import sim.app.session
+from sim.app import prune
 from tests.unit.test_cli_errors import assert_usage_error, in_process
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,7 +68,7 @@ def test_seeded_noise_input_is_identified_by_its_seed_and_hash(tmp_path, capsys)
 
 
 def test_verilator_version_is_the_toolchains():
-    from sim.provenance import verilator_version
+    from sim.app.provenance import verilator_version
     from sim.verilate.toolchain import find_toolchain
 
     tc = find_toolchain()
@@ -129,7 +129,7 @@ def test_a_run_in_progress_is_never_removed(tmp_path):
 
 
 def test_cli_prunes_build_runs_and_says_so(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(sim.session, "RUNS_ROOT", tmp_path)
+    monkeypatch.setattr(sim.app.session, "RUNS_ROOT", tmp_path)
     monkeypatch.setenv("COSIM_KEEP_RUNS", "2")
     _runs(tmp_path, ["20240101-000000", "20240102-000000"])
     result = in_process(capsys, "--model", "mlp", "--config", "tiny")

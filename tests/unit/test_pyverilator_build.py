@@ -8,7 +8,7 @@ import pytest
 
 from arch.config import PRESETS
 from sim.backends.accelerator import accelerator_spec
-from sim.bench import raw_spec
+from sim.bench.speed import raw_spec
 from sim.verilate import build as vb
 from sim.verilate import pyverilator_compat
 from sim.verilate.pyverilator_build import PYVERILATOR_MAIN, pyverilator_spec

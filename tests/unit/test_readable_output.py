@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim import report as reports
-from sim import terminal
+from sim.app import report as reports
+from sim.app import terminal
 from sim.verilate import build_progress
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,7 +67,7 @@ def test_table_is_whole_when_output_is_not_a_terminal():
 
 def test_cli_table_in_a_pipe_is_whole(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "sim.cli", "--model", "mlp", "--config", "tiny"]
+        [sys.executable, "-m", "sim.app.cli", "--model", "mlp", "--config", "tiny"]
         + ["--backend", "isa", "--out", str(tmp_path / "o")],
         cwd=REPO,
         capture_output=True,

@@ -1,4 +1,4 @@
-"""The shared integer reference of a run (sim/reference_stream.py) and its reuse by the fp32
+"""The shared integer reference of a run (sim/runtime/reference_stream.py) and its reuse by the fp32
 and SQNR comparisons (``known=``): the same tensors as an evaluation of their own, and never a
 reference of another input."""
 
@@ -18,10 +18,10 @@ from arch.reference import (
     reuse_or_evaluate,
 )
 from compiler.compile import compile_model
-from sim import reference_stream
 from sim.quality.accuracy import compare_fp32
 from sim.quality.sqnr import layer_sqnr
-from sim.reference_stream import ReferenceStream, StoppedError
+from sim.runtime import reference_stream
+from sim.runtime.reference_stream import ReferenceStream, StoppedError
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import sim.cli
-import sim.session
-from sim import rundir
+import sim.app.cli
+import sim.app.session
+from sim.app import rundir
 from tests.unit.test_cli_errors import assert_usage_error, in_process
 
 
@@ -58,7 +58,7 @@ def test_a_file_where_a_directory_belongs(tmp_path, capsys, monkeypatch):
         str(blocker),
     )
     assert "is a file, not a directory" in line
-    monkeypatch.setattr(sim.session, "RUNS_ROOT", blocker)  # build/runs is a file
+    monkeypatch.setattr(sim.app.session, "RUNS_ROOT", blocker)  # build/runs is a file
     line = assert_usage_error(in_process(capsys, "--model", "mlp", "--config", "tiny"))
     assert f"{blocker} is a file, not a directory" in line
 
@@ -68,8 +68,8 @@ def test_ctrl_c_is_one_line_and_exit_130(target, tmp_path, capsys, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(sim.session, target, interrupted)
-    code = sim.cli.main(["--model", "mlp", "--config", "tiny", "--out", str(tmp_path / "o")])
+    monkeypatch.setattr(sim.app.session, target, interrupted)
+    code = sim.app.cli.main(["--model", "mlp", "--config", "tiny", "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 130 and "Traceback" not in err
     assert err.strip().splitlines()[-1] == "interrupted"

@@ -14,7 +14,7 @@ from arch.executable import HostStep
 from arch.reference import dequantize, evaluate, quantize_input
 from compiler.compile import compile_model
 from sim.quality.accuracy import compare_fp32
-from sim.run import run
+from sim.runtime.run import run
 from tests.unit.test_partition import _saved, conv, model_of
 
 

@@ -16,9 +16,9 @@ import yaml
 
 from arch.config import PRESETS
 from compiler.compile import compile_model
-from sim import cluster, shards
 from sim.backends.isa_machine import Machine
-from sim.checkpoint import hollow, load_cycles
+from sim.runtime.checkpoint import hollow, load_cycles
+from sim.scaleout import cluster, shards
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -105,7 +105,7 @@ def test_hollow_keeps_queues_and_flags(exe, keep_loads):
     ],
 )
 def test_cli_refuses_bad_jobs_and_layers(args, message):
-    base = [sys.executable, "-m", "sim.cli", "--model", "cnn", "--config", "tiny"]
+    base = [sys.executable, "-m", "sim.app.cli", "--model", "cnn", "--config", "tiny"]
     done = subprocess.run(
         [*base, "--backend", "rtl", *args], capture_output=True, text=True, cwd=REPO
     )
@@ -176,10 +176,11 @@ def test_load_cycles_are_the_bytes_the_isa_simulator_loads(exe):
 
 
 def test_cli_jobs_runs_shards_on_the_cluster_started_during_compile(tmp_path):
-    # --jobs 2 starts the Dask cluster before compiling (sim.cluster.EarlyClient); the run's
+    # --jobs 2 starts the Dask cluster before compiling (sim.scaleout.cluster.EarlyClient); the
+    # run's
     # report has both shards, every layer bit-exact, and the process ends (the cluster closed).
     out = tmp_path / "run"
-    base = [sys.executable, "-m", "sim.cli", "--model", "cnn", "--config", "tiny"]
+    base = [sys.executable, "-m", "sim.app.cli", "--model", "cnn", "--config", "tiny"]
     done = subprocess.run(
         [*base, "--backend", "isa", "--jobs", "2", "--out", str(out)],
         capture_output=True,
@@ -196,7 +197,7 @@ def test_cli_jobs_runs_shards_on_the_cluster_started_during_compile(tmp_path):
 
 def test_cli_jobs_with_a_cluster_that_cannot_start(monkeypatch, tmp_path):
     monkeypatch.setenv(cluster.CLUSTER_ENV, "kubernetes")
-    base = [sys.executable, "-m", "sim.cli", "--model", "cnn", "--config", "tiny"]
+    base = [sys.executable, "-m", "sim.app.cli", "--model", "cnn", "--config", "tiny"]
     done = subprocess.run(
         [*base, "--backend", "isa", "--jobs", "2", "--out", str(tmp_path / "run")],
         capture_output=True,

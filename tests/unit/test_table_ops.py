@@ -19,7 +19,7 @@ from compiler.activations import make_table
 from compiler.compile import compile_model
 from compiler.onnx_import import load_onnx
 from sim.quality.accuracy import compare_fp32
-from sim.run import run
+from sim.runtime.run import run
 from tests.unit.test_partition import _saved, conv, model_of
 
 TINY = PRESETS["tiny"]

@@ -22,7 +22,7 @@ from compiler.gelu_pattern import MS_DOMAIN, fuse_gelu
 from compiler.host_regions import HOST_IR_VERSION
 from compiler.token_canon import canonicalize_tokens
 from sim.quality.accuracy import compare_fp32
-from sim.run import run
+from sim.runtime.run import run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "torch"
 D, FF = 64, 128  # as tests/fixtures/torch/export_encoder.py exports them

@@ -11,7 +11,7 @@ from arch import isa
 from arch.config import PRESETS
 from compiler.compile import compile_model
 from hdl_gen.generate import rtl_dir
-from sim import cli
+from sim.app import cli
 from sim.waves.savefile import write_filters, write_savefile
 from sim.waves.signals import all_traces, full_name
 from sim.waves.window import WaveError, WaveRequest, parse_range, resolve

@@ -51,8 +51,10 @@ class RunResult:
     counters: dict[str, Any] = field(default_factory=dict)
     ideal_cycles: int | None = None
     waves: dict[str, Any] | None = None  # the traced window and its files (sim/waves/)
-    shards: list[dict[str, Any]] = field(default_factory=list)  # sharded runs (sim/shards.py)
-    hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sim/hooks.py
+    shards: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # sharded runs (sim/scaleout/shards.py)
+    hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sim/backends/hooks.py
 
     @property
     def bit_exact(self) -> bool:

@@ -4,7 +4,7 @@
 the chosen backend (:mod:`sim.backends.registry`), each host step on the host - reads every
 layer's output back from DRAM and compares it bit for bit with the integer reference evaluated
 on the executable's reference graph, and reads the per-layer PERF records the program wrote
-(the step loop is :mod:`sim.execute`'s).
+(the step loop is :mod:`sim.runtime.execute`'s).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from arch.executable import Executable, check_images
 from arch.reference import evaluate, quantize_input
 from sim.backends.base import Backend
 from sim.backends.registry import NAMES, UnknownBackend, get_backend
-from sim.execute import Lane, graph_outputs, run_steps
-from sim.inputs import check_input
-from sim.results import LayerResult, RunError, RunResult
+from sim.runtime.execute import Lane, graph_outputs, run_steps
+from sim.runtime.inputs import check_input
+from sim.runtime.results import LayerResult, RunError, RunResult
 from sim.waves.capture import start as start_capture
 from sim.waves.window import WaveRequest
 
@@ -61,7 +61,7 @@ def run(
     ``waves`` traces a window of an rtl run into ``waves/<name>-...`` with a GTKWave save file
     (:mod:`sim.waves`). ``reference``: :func:`reference_values` of ``x`` being computed
     elsewhere (runs of one input share it). An input of another shape, complex or not finite is
-    :class:`sim.inputs.InputError`; an image larger than the config's DRAM
+    :class:`sim.runtime.inputs.InputError`; an image larger than the config's DRAM
     :class:`arch.executable.ExecutableError`."""
     x = check_input(x, exe.input.shape)
     check_images(exe)

@@ -13,10 +13,10 @@ import numpy as np
 
 from arch.executable import Executable, check_images
 from arch.reference import quantize_input
-from sim.execute import Lane, graph_outputs, run_steps
-from sim.inputs import check_input
-from sim.results import LayerResult
-from sim.run import backend_of, reference_values
+from sim.runtime.execute import Lane, graph_outputs, run_steps
+from sim.runtime.inputs import check_input
+from sim.runtime.results import LayerResult
+from sim.runtime.run import backend_of, reference_values
 
 __all__ = ["BatchResult", "run_batch"]
 
@@ -55,8 +55,8 @@ def run_batch(
 ) -> BatchResult:
     """Run ``exe`` on ``backend`` once for each fp32 input of ``inputs`` (each of the
     executable's input shape); see the module docstring. An input of another shape, complex or
-    not finite is :class:`sim.inputs.InputError`, an accelerator error
-    :class:`sim.results.RunError`."""
+    not finite is :class:`sim.runtime.inputs.InputError`, an accelerator error
+    :class:`sim.runtime.results.RunError`."""
     xs = [check_input(x, exe.input.shape, f"input {i}") for i, x in enumerate(inputs)]
     check_images(exe)
     engine = backend_of(backend)

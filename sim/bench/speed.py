@@ -11,12 +11,12 @@ each and their ratios to raw (the median of the ratios of back-to-back run pairs
 ticking the clock from Python is timed on the program's first cycles. It also times a cold
 build, a build after an RTL change and a cached build, runs a network sequentially and in 2
 layer shards on 2 Dask workers (``sharded_speedup``, on a cluster started and warmed before,
-as ``make sim JOBS=2`` has it, and ``sharded_speedup_cold_cluster``; :mod:`sim.bench_shards`:
+as ``make sim JOBS=2`` has it, and ``sharded_speedup_cold_cluster``; :mod:`sim.bench.shards`:
 ResNet-18 at 224x224, or the small program with ``--no-full``), and
-(unless ``--no-full`` / ``BENCH_FULL=0``) runs ``python -m sim.cli`` on ResNet-18 and ResNet-50
+(unless ``--no-full`` / ``BENCH_FULL=0``) runs ``python -m sim.app.cli`` on ResNet-18 and ResNet-50
 at 224x224 end to end, ResNet-50 also in 2 layer shards (``--jobs 2``,
 ``resnet50_sharded_speedup``), and measures their utilization at 16 and 8 bytes per cycle of DRAM
-bandwidth (:mod:`sim.bench_bandwidth`).
+bandwidth (:mod:`sim.bench.bandwidth`).
 
 Writes ``build/bench/bench.json`` and prints a table. Rates are measured within one invocation
 (the raw, cocotb and pyverilator runs interleaved) because this kind of machine is often shared.
@@ -46,12 +46,14 @@ from arch.config import PRESETS, AccelConfig
 from arch.isa import Launch
 from arch.reference import quantize_input
 from compiler.compile import compile_model
-from sim import bench_bandwidth, bench_shards, knobs
+from sim import knobs
 from sim.backends import pyverilator as pyverilator_backend
 from sim.backends.accelerator import accelerator_spec, build_accelerator
 from sim.backends.base import DeviceResult, DeviceRun
 from sim.backends.rtl import run_programs
-from sim.host import device_image
+from sim.bench import bandwidth as bench_bandwidth
+from sim.bench import shards as bench_shards
+from sim.runtime.host import device_image
 from sim.verilate.build import (
     MAKE_FLAGS,
     REPO_ROOT,
@@ -66,7 +68,7 @@ from sim.verilate.toolchain import find_toolchain
 
 BENCH_ROOT = WORK_ROOT / "build" / "bench"
 BENCH_MAIN = SIM_ROOT / "csrc" / "bench_main.cpp"
-#: (report label, model, extra sim.cli arguments) of the end-to-end runs
+#: (report label, model, extra sim.app.cli arguments) of the end-to-end runs
 FULL_MODELS = (
     ("resnet18", "resnet", ()),
     ("resnet50", "resnet50", ()),
@@ -196,10 +198,19 @@ def measure_builds(spec: BuildSpec, cold: bool) -> dict[str, Any]:
 
 
 def run_full(label: str, model: str, log_dir: Path, extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    """``python -m sim.cli --model MODEL --no-ideal [extra]`` end to end, timed; numbers from
+    """``python -m sim.app.cli --model MODEL --no-ideal [extra]`` end to end, timed; numbers from
     its report."""
     out_dir = log_dir / label
-    cmd = [sys.executable, "-m", "sim.cli", "--model", model, "--no-ideal", "--out", str(out_dir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sim.app.cli",
+        "--model",
+        model,
+        "--no-ideal",
+        "--out",
+        str(out_dir),
+    ]
     cmd += extra
     started = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT)
@@ -400,20 +411,20 @@ def _scale_out(
         shard_x = rng.standard_normal(shard_exe.input.shape).astype(np.float32)
     print(
         f"running {shard_exe.model} {shard_exe.input.shape} sequentially and in 2 shards on 2 "
-        "Dask workers (sim/bench_shards.py)..."
+        "Dask workers (sim/bench/shards.py)..."
     )
     data["sharded"] = bench_shards.measure(shard_exe, shard_x, out / "shards")
     data["sharded_speedup"] = data["sharded"]["sharded_speedup"]
     if not args.full:
         return
     for label, name, extra in FULL_MODELS:
-        command = " ".join(("python -m sim.cli --model", name, *extra))
+        command = " ".join(("python -m sim.app.cli --model", name, *extra))
         print(f"running {name} 224x224 end to end ({command})...")
         data[label] = run_full(label, name, out, extra)
     whole, sharded = data["resnet50"], data["resnet50_jobs2"]
     if not whole["exit_code"] and not sharded["exit_code"]:
         data["resnet50_sharded_speedup"] = round(whole["wall_s"] / sharded["wall_s"], 3)
-    print("utilization at 16 and 8 bytes/cycle of DRAM bandwidth (sim/bench_bandwidth.py)...")
+    print("utilization at 16 and 8 bytes/cycle of DRAM bandwidth (sim/bench/bandwidth.py)...")
     data["bandwidth"] = bench_bandwidth.measure()
 
 

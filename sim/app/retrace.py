@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from arch.executable import Executable
-from sim.run import RunError, backend_of, run
+from sim.runtime.run import RunError, backend_of, run
 from sim.verilate.build import BuildError, SimulationFailed
 from sim.verilate.toolchain import ToolchainError
 from sim.waves.size import check_window

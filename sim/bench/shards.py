@@ -1,6 +1,6 @@
 """The shard part of ``make bench``: one network on the RTL, sequential and in 2 shards on 2 Dask
 workers, in one run; per-layer equality of the two; and a scaling estimate from the measured
-per-layer cycles (``python -m sim.bench_shards`` runs it alone)."""
+per-layer cycles (``python -m sim.bench.shards`` runs it alone)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import numpy as np
 from arch.config import PRESETS
 from arch.executable import Executable
 from compiler.compile import compile_model
-from sim import cluster, shards
-from sim.run import run
+from sim.runtime.run import run
+from sim.scaleout import cluster, shards
 
 WORKERS = (16, 64)  # worker counts of the written scaling estimate
 
@@ -75,7 +75,7 @@ def measure(exe: Executable, x: np.ndarray, workdir: Path) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m sim.bench_shards", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m sim.bench.shards", description=__doc__)
     parser.add_argument("--model", default="resnet18")
     parser.add_argument("--config", default="default", choices=sorted(PRESETS))
     parser.add_argument("--image-size", type=int)

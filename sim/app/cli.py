@@ -1,5 +1,6 @@
-"""``python -m sim.cli`` (what ``make sim`` runs; installed as ``cosim sim``): compile a model - or
-load a saved executable - run it on a backend, check every layer bit for bit, and write a report.
+"""``python -m sim.app.cli`` (what ``make sim`` runs; installed as ``cosim sim``): compile a
+model - or load a saved executable - run it on a backend, check every layer bit for bit, and
+write a report.
 
 Exit codes: 0 bit-exact; 1 a layer mismatched; 2 bad arguments or the model cannot be compiled;
 3 the simulator could not be built or the accelerator stopped with an error; 4 an internal error
@@ -21,15 +22,14 @@ from arch import executable
 from arch.config import ConfigError
 from arch.executable import Executable, ExecutableError
 from compiler.errors import CompileError
-from sim import cluster, hooks, knobs, shards, terminal
-from sim import report as reports
-from sim.backends.registry import BACKENDS
-from sim.inputs import InputError
-from sim.prune import KeepRunsError
-from sim.retrace import failure_dump, waves_summary
-from sim.run_inputs import input_summary
-from sim.rundir import RunDirError
-from sim.session import (
+from sim import knobs
+from sim.app import report as reports
+from sim.app import terminal
+from sim.app.prune import KeepRunsError
+from sim.app.retrace import failure_dump, waves_summary
+from sim.app.run_inputs import input_summary
+from sim.app.rundir import RunDirError
+from sim.app.session import (
     RUNS_ROOT,
     Outcome,
     OutOfMemory,
@@ -39,6 +39,10 @@ from sim.session import (
     Session,
     UsageError,
 )
+from sim.backends import hooks
+from sim.backends.registry import BACKENDS
+from sim.runtime.inputs import InputError
+from sim.scaleout import cluster, shards
 from sim.verilate.build import BuildError
 from sim.verilate.toolchain import ToolchainError
 from sim.waves.window import FORMATS, WaveError
@@ -46,7 +50,7 @@ from sim.waves.window import FORMATS, WaveError
 __all__ = ["EXIT_CODES", "RUNS_ROOT", "main", "parse"]
 
 
-def parse(argv: list[str] | None, prog: str = "python -m sim.cli") -> argparse.Namespace:
+def parse(argv: list[str] | None, prog: str = "python -m sim.app.cli") -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Compile a model for the accelerator, run it on the ISA simulator or the RTL "
@@ -158,7 +162,7 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         "--hooks",
         metavar="MODULE[,MODULE]",
         help="rtl backend: attach these modules' cocotb coroutines `hook(dut, ctx)` to the run; "
-        "their `on_report(report)` checks the report (sim/hooks.py)",
+        "their `on_report(report)` checks the report (sim/backends/hooks.py)",
     )
 
 
@@ -197,7 +201,7 @@ class Progress:
 
 
 class Printed:
-    """A session's notes on the terminal (:class:`sim.session.Notes`)."""
+    """A session's notes on the terminal (:class:`sim.app.session.Notes`)."""
 
     def say(self, text: str) -> None:
         print(text)
@@ -240,7 +244,7 @@ def exit_code(exc: BaseException) -> tuple[int, str]:
     return code, form.format(exc=exc)
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m sim.cli") -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m sim.app.cli") -> int:
     """The command line (see :func:`parse`); returns the exit code. An exception none of the
     steps expects is a bug: one ``error: internal error: ...`` line and exit code 4 (with
     ``COSIM_DEBUG=1`` in the environment, the traceback after it). Ctrl-C: ``interrupted``
@@ -272,7 +276,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m sim.cli") -> int:
 
 
 def _main(request: Request, early: cluster.EarlyClient | None = None) -> int:
-    """One session (:mod:`sim.session`), printed; an expected failure is said in the form
+    """One session (:mod:`sim.app.session`), printed; an expected failure is said in the form
     :data:`EXIT_CODES` gives, then a failing window is traced again."""
     notes = Printed()
     session = Session(request, notes, early)

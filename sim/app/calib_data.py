@@ -1,6 +1,6 @@
 """``CALIB=path``: the user's calibration inputs - a .npy batch (N, *input shape without its
 batch of 1, or N inputs of the input shape) or a folder of images (each loaded like ``IMAGE=``,
-:mod:`sim.images`) - as a function of the model's input shape (what compile_model takes)."""
+:mod:`sim.app.images`) - as a function of the model's input shape (what compile_model takes)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.images import IMAGE_SUFFIXES, Preprocess, image_files, load_image
-from sim.inputs import InputError, check_input
+from sim.app.images import IMAGE_SUFFIXES, Preprocess, image_files, load_image
+from sim.runtime.inputs import InputError, check_input
 
 __all__ = ["calibration_loader"]
 

@@ -19,8 +19,8 @@ import onnx
 from arch import executable
 from arch.config import AccelConfig
 from arch.executable import Executable
-from sim.inputs import check_input
-from sim.session import Request, Session
+from sim.app.session import Request, Session
+from sim.runtime.inputs import check_input
 
 
 def run(
@@ -37,7 +37,7 @@ def run(
     Returns the graph outputs (fp32) and the report (the ``report.json`` contract); every layer
     is checked bit for bit against the integer reference. With ``config``, an executable
     compiled for another config is refused (:class:`arch.executable.ExecutableError`), an input
-    of another shape, complex or not finite too (:class:`sim.inputs.InputError`). With
+    of another shape, complex or not finite too (:class:`sim.runtime.inputs.InputError`). With
     ``fp32_model`` (the ONNX model it was compiled from), the report has the accuracy vs fp32.
     """
     path = None

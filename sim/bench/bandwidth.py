@@ -2,7 +2,7 @@
 16 and 8 bytes per cycle of DRAM bandwidth (the default config, ``dram_bytes_per_cycle``
 changed), on the ISA simulator, whose cycles are the RTL's within 0.15 % on these networks
 (its GEMM timing is the RTL's); cycles are deterministic, so one run each (``python -m
-sim.bench_bandwidth`` runs it alone)."""
+sim.bench.bandwidth`` runs it alone)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 
 from arch.config import PRESETS
 from compiler.compile import compile_model
-from sim.run import run
+from sim.runtime.run import run
 
 MODELS = ("resnet18", "resnet50")
 BANDWIDTHS = (16, 8)  # bytes per cycle
@@ -44,7 +44,7 @@ def measure(models: tuple[str, ...] = MODELS) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m sim.bench_bandwidth", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m sim.bench.bandwidth", description=__doc__)
     parser.add_argument("--model", action="append", choices=MODELS)
     args = parser.parse_args()
     print(json.dumps(measure(tuple(args.model or MODELS)), indent=1))

@@ -13,11 +13,11 @@ import onnx
 
 import zoo
 from arch.executable import Executable
+from sim.app.sqnr_plot import sqnr_png
 from sim.quality.accuracy import compare_fp32
 from sim.quality.qdq_agreement import agreement_report
 from sim.quality.sqnr import layer_sqnr
-from sim.reference_stream import ReferenceStream
-from sim.sqnr_plot import sqnr_png
+from sim.runtime.reference_stream import ReferenceStream
 
 SQNR_IMAGES = 100  # held-out images of a trained model the per-layer SQNR is measured on
 #: The fp32 comparison's entries a report's ``accuracy`` holds.

@@ -1,4 +1,5 @@
-"""``make sweep`` (``python -m sim.sweep``): a models x configs grid on Dask, one cell per task.
+"""``make sweep`` (``python -m sim.scaleout.sweep``): a models x configs grid on Dask, one cell per
+task.
 
 Each cell compiles a model for a config, runs it on a backend (the sequential run, checked layer
 by layer) and gives a row of ``build/sweep/sweep.json``: model, config, cycles, utilization,
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from arch.config import PRESETS, AccelConfig, ConfigError, load_config
-from sim import cluster
+from sim.scaleout import cluster
 from sim.verilate.build import REPO_ROOT, WORK_ROOT
 
 SWEEP_ROOT = WORK_ROOT / "build" / "sweep"
@@ -108,7 +109,7 @@ def run_cell(model: str, config_json: str, label: str, backend: str, seed: int) 
     import numpy as np
 
     from compiler.compile import compile_model
-    from sim.run import run
+    from sim.runtime.run import run
 
     started = time.perf_counter()
     config = AccelConfig.from_json(config_json)
@@ -242,7 +243,7 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m sim.sweep",
+        prog="python -m sim.scaleout.sweep",
         description="Run a models x configs grid on Dask (LocalCluster, DASK_SCHEDULER or "
         "DASK_CLUSTER); write build/sweep/sweep.json and pareto.png. Exit codes: 0 every cell "
         "bit-exact, 1 a cell was not, 2 bad arguments, 3 a cell failed.",

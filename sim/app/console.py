@@ -1,7 +1,7 @@
 """``cosim``: the installed command-line tool.
 
 ``cosim sim ...`` compiles and runs a model, or runs a saved executable (what ``make sim`` runs:
-:mod:`sim.cli`); ``cosim toolchain`` checks g++/make/perl and Verilator. Exit codes are the
+:mod:`sim.app.cli`); ``cosim toolchain`` checks g++/make/perl and Verilator. Exit codes are the
 commands' own (``cosim sim``: 0 bit-exact, 1 mismatch, 2 bad input, 3 simulator/accelerator
 error, 4 internal error).
 """
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 
 def _sim(argv: list[str]) -> int:
-    from sim import cli
+    from sim.app import cli
 
     return cli.main(argv, prog="cosim sim")
 

@@ -2,12 +2,12 @@
 for both, so neither is ever silent.
 
 - ``IMAGE=``: a .npy array (taken as it is), an image file or a folder of images (each loaded
-  by :mod:`sim.images` with ``PREPROCESS``); default: a trained zoo model's first held-out
+  by :mod:`sim.app.images` with ``PREPROCESS``); default: a trained zoo model's first held-out
   image, else seeded noise that is no calibration input.
-- ``CALIB=``: a .npy batch or a folder of images (:mod:`sim.calib_data`); default: a trained
+- ``CALIB=``: a .npy batch or a folder of images (:mod:`sim.app.calib_data`); default: a trained
   zoo model's training images, else 4 seeded noise inputs. ``CALIB_METHOD=``: minmax,
   percentile[:P], entropy or mse (:mod:`compiler.calib_methods`).
-- ``PREPROCESS=``: imagenet, unit or none (:data:`sim.images.PREPROCESS`); default unit for
+- ``PREPROCESS=``: imagenet, unit or none (:data:`sim.app.images.PREPROCESS`); default unit for
   ``digits`` and 1-channel models, else imagenet.
 """
 
@@ -22,9 +22,9 @@ import numpy as np
 
 import zoo
 from compiler.calib_methods import CalibMethodError, parse_method
-from sim.calib_data import calibration_loader
-from sim.images import IMAGE_SUFFIXES, PREPROCESS, Preprocess, image_files, load_image
-from sim.inputs import InputError, check_input, noise_input
+from sim.app.calib_data import calibration_loader
+from sim.app.images import IMAGE_SUFFIXES, PREPROCESS, Preprocess, image_files, load_image
+from sim.runtime.inputs import InputError, check_input, noise_input
 
 __all__ = ["Calibration", "RunInputs", "calibration", "preprocess_for", "run_inputs"]
 

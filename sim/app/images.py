@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from sim.inputs import InputError
+from sim.runtime.inputs import InputError
 
 __all__ = ["IMAGE_SUFFIXES", "PREPROCESS", "Preprocess", "image_files", "load_image"]
 

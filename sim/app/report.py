@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from arch.config import AccelConfig
-from sim.run import LayerResult, RunResult
+from sim.runtime.run import LayerResult, RunResult
 
 
 def limiter(layer: LayerResult, deltas: dict[str, int], macs_per_cycle: int) -> str:
@@ -83,7 +83,9 @@ def build(
         "cycles": result.cycles,
         "utilization": round(macs / (per_cycle * result.cycles), 4) if result.cycles else 0.0,
         "bit_exact": result.bit_exact,
-        "shards": max(1, len(result.shards)),  # layer shards run in parallel (sim/shards.py)
+        "shards": max(
+            1, len(result.shards)
+        ),  # layer shards run in parallel (sim/scaleout/shards.py)
         "sim_wall_s": round(result.sim_wall_s, 3),
         "sim_cycles_per_s": round(result.cycles / result.sim_wall_s) if result.sim_wall_s else 0,
     }
@@ -101,7 +103,7 @@ def build(
         "waves": result.waves["file"] if result.waves else None,
         "wave_window": result.waves,
         **({"shard_runs": result.shards} if result.shards else {}),
-        **({"hooks": result.hooks} if result.hooks else {}),  # user hooks (sim/hooks.py)
+        **({"hooks": result.hooks} if result.hooks else {}),  # user hooks (sim/backends/hooks.py)
     }
 
 

@@ -48,7 +48,7 @@ import numpy as np
 
 from arch import isa
 from arch.executable import DeviceProgram, Executable
-from sim.host import device_image, pixel_addresses, tensor_bytes
+from sim.runtime.host import device_image, pixel_addresses, tensor_bytes
 
 #: Layers run (unreported) before a range that starts inside its program; see the docstring.
 WARMUP_LAYERS = 1

@@ -2,10 +2,12 @@
 
 ``JOBS=N`` (:func:`plan`) cuts the device layers into ``N`` contiguous shards of balanced
 estimated cycles (the compiler's per-layer estimate, plus the loads of the warm-up layer a shard
-that starts inside a program runs first; :mod:`sim.checkpoint`). ``LAYERS=name`` or ``a:b``
+that starts inside a program runs first; :mod:`sim.runtime.checkpoint`). ``LAYERS=name`` or ``a:b``
 (:func:`select`) runs only those layers. :func:`run_pieces` runs the shards - on Dask
-(:mod:`sim.cluster`) when there is more than one, else in this process - and merges them into one
-:class:`sim.run.RunResult`, the layers in program order with the cycle windows the sequential run
+(:mod:`sim.scaleout.cluster`) when there is more than one, else in this process - and merges them
+into one
+:class:`sim.runtime.run.RunResult`, the layers in program order with the cycle windows the
+sequential run
 has; host steps between device programs run here, on the reference's tensors.
 
 Every piece starts from the reference's DRAM state, so each layer is checked in isolation: a
@@ -31,11 +33,12 @@ from typing import Any
 import numpy as np
 
 from arch.executable import DeviceProgram, Executable
-from sim import checkpoint, cluster, knobs
+from sim import knobs
 from sim.backends.base import DeviceResult, RunOptions
 from sim.backends.registry import get_backend
-from sim.checkpoint import Piece
-from sim.execute import (
+from sim.runtime import checkpoint
+from sim.runtime.checkpoint import Piece
+from sim.runtime.execute import (
     Finished,
     ProgramRun,
     accumulate,
@@ -45,8 +48,9 @@ from sim.execute import (
     host_layer,
     prepare,
 )
-from sim.reference_stream import ReferenceStream
-from sim.results import LayerResult, RunResult
+from sim.runtime.reference_stream import ReferenceStream
+from sim.runtime.results import LayerResult, RunResult
+from sim.scaleout import cluster
 from sim.waves.capture import start as start_capture
 from sim.waves.window import WaveRequest
 

@@ -1,11 +1,11 @@
 """One run of the application, for the command line and the API: a :class:`Request` in, an
 :class:`Outcome` out, printing apart.
 
-The command line (:mod:`sim.cli`) goes through the phases in order and prints between them:
+The command line (:mod:`sim.app.cli`) goes through the phases in order and prints between them:
 :meth:`Session.prepare` (check the request, compile the model or load the executable, read the
 inputs), :meth:`Session.open` (the run directory), :meth:`Session.run` (the side measurements,
 the simulation, the held-out evaluation, the report) and :meth:`Session.conclude` (the hooks'
-checks, the ``latest`` link, pruning). The API (:mod:`sim.api`) calls :meth:`Session.check`.
+checks, the ``latest`` link, pruning). The API (:mod:`sim.app.api`) calls :meth:`Session.check`.
 Failures are exceptions (the command line maps them to exit codes with one table); what the
 session has to say on the way goes to a :class:`Notes`.
 """
@@ -26,19 +26,21 @@ from arch import executable, listing
 from arch.config import PRESETS, AccelConfig, load_config
 from arch.executable import Executable
 from compiler.compile import compile_model
-from sim import cluster, hooks, provenance, shards
-from sim import report as reports
+from sim.app import provenance
+from sim.app import report as reports
+from sim.app.evaluate import evaluate_held_out, evaluate_images
+from sim.app.prune import hold, keep_runs, prune
+from sim.app.retrace import Retrace, failure_cycles
+from sim.app.run_inputs import Calibration, RunInputs, calibration, run_inputs
+from sim.app.rundir import new_run_dir, point_latest, use_run_dir
+from sim.app.side_work import SideWork, fp32_accuracy
+from sim.backends import hooks
 from sim.backends.base import Backend
-from sim.background import in_background, lower_priority
-from sim.evaluate import evaluate_held_out, evaluate_images
-from sim.prune import hold, keep_runs, prune
 from sim.quality.accuracy import compare_fp32
-from sim.reference_stream import ReferenceStream
-from sim.retrace import Retrace, failure_cycles
-from sim.run import RunError, RunResult, backend_of, run
-from sim.run_inputs import Calibration, RunInputs, calibration, run_inputs
-from sim.rundir import new_run_dir, point_latest, use_run_dir
-from sim.side_work import SideWork, fp32_accuracy
+from sim.runtime.background import in_background, lower_priority
+from sim.runtime.reference_stream import ReferenceStream
+from sim.runtime.run import RunError, RunResult, backend_of, run
+from sim.scaleout import cluster, shards
 from sim.verilate.build import WORK_ROOT, SimulationFailed
 from sim.waves.size import check_window
 from sim.waves.window import WaveRequest, resolve
@@ -102,7 +104,7 @@ class Prepared:
     calib: Calibration | None
     inputs: RunInputs
     waves: WaveRequest | None
-    sharded: bool  # shards, a layer range or a one-layer waveform run (sim/shards.py)
+    sharded: bool  # shards, a layer range or a one-layer waveform run (sim/scaleout/shards.py)
     keep: int  # run directories kept
 
     @property
@@ -164,7 +166,7 @@ def wave_request(request: Request) -> WaveRequest | None:
 
 
 def attach_hooks(value: str, backend: Backend) -> None:
-    """Check the user's hook modules (sim/hooks.py) and hand them to the rtl backend."""
+    """Check the user's hook modules (sim/backends/hooks.py) and hand them to the rtl backend."""
     if not backend.hooks:
         raise UsageError(f"--hooks needs --backend rtl (cocotb), not {backend.name}")
     hooks.load(hooks.names(value))
@@ -467,7 +469,7 @@ class Session:
         if prepared.source is not None and prepared.calib is not None:
             data["calibration"] = prepared.calib.report
         if r.layers or (prepared.sharded and waves is not None and waves.layer):
-            # only these layers ran, each range from its checkpoint (sim/shards.py)
+            # only these layers ran, each range from its checkpoint (sim/scaleout/shards.py)
             data["layers_run"] = r.layers or (waves.layer if waves else None)
         return data
 
@@ -498,7 +500,8 @@ class Session:
 
     def conclude(self, outcome: Outcome) -> list[str]:
         """The hooks' checks of the report (their lines; a failed one is
-        :class:`sim.hooks.HookCheckFailed`), then the ``latest`` link and pruning of a run in
+        :class:`sim.backends.hooks.HookCheckFailed`), then the ``latest`` link and pruning of a run
+        in
         ``build/runs`` (``outcome.removed``)."""
         lines = hooks.check_report(outcome.report)
         if self.request.out is None:
@@ -517,13 +520,13 @@ class Session:
         path: Path | None = None,
     ) -> tuple[RunResult, dict[str, Any]]:
         """The API's run: ``exe`` on ``x``, the accuracy vs ``fp32_model`` if given, the report
-        and the hooks' checks of it (:class:`sim.hooks.HookCheckFailed`)."""
+        and the hooks' checks of it (:class:`sim.backends.hooks.HookCheckFailed`)."""
         result = run(exe, x, self.request.backend, workdir=workdir)
         accuracy: dict[str, Any] = {}
         if fp32_model is not None:
             accuracy = fp32_accuracy(compare_fp32(fp32_model, exe.reference, x))
         report = build_report(exe, result, accuracy, None, path, exe.config)
-        hooks.check_report(report)  # user hooks' checks (sim/hooks.py): HookCheckFailed
+        hooks.check_report(report)  # user hooks' checks (sim/backends/hooks.py): HookCheckFailed
         return result, report
 
 
@@ -535,6 +538,6 @@ def build_report(
     path: Path | None,
     config: AccelConfig,
 ) -> dict[str, Any]:
-    """The report of ``result`` (:mod:`sim.report`), with each layer's counters."""
+    """The report of ``result`` (:mod:`sim.app.report`), with each layer's counters."""
     counters = [layer.counters for layer in result.layers]
     return reports.build(exe.model, config, result, accuracy, counters, ideal, executable=path)

@@ -2,11 +2,12 @@
 step here, every layer checked bit for bit against the integer reference.
 
 A device program runs in two halves: :func:`prepare` builds its DRAM image (the whole program,
-or a layer range from its checkpoint, :mod:`sim.checkpoint`) with guard bands around the
+or a layer range from its checkpoint, :mod:`sim.runtime.checkpoint`) with guard bands around the
 memory map, and :func:`finish` turns the backend's result into the range's checked layers, its
 counters and the program outputs it produced. :func:`run_steps` walks the steps for one input
-(:func:`sim.run.run`) or for many in one batch (:func:`sim.batch.run_batch`); the shards
-(:mod:`sim.shards`) prepare and finish their pieces with the same two functions.
+(:func:`sim.runtime.run.run`) or for many in one batch (:func:`sim.runtime.batch.run_batch`); the
+shards
+(:mod:`sim.scaleout.shards`) prepare and finish their pieces with the same two functions.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ import numpy as np
 from arch import isa
 from arch.executable import DeviceProgram, Executable, HostStep
 from arch.reference import dequantize
-from sim import checkpoint
 from sim.backends.base import Backend, DeviceResult, DeviceRun, RunOptions
-from sim.checkpoint import Piece
-from sim.guard import Guard, guard_image
-from sim.host import read_tensor, run_host_step, tensor_addresses
-from sim.results import LayerResult, RunError
+from sim.runtime import checkpoint
+from sim.runtime.checkpoint import Piece
+from sim.runtime.guard import Guard, guard_image
+from sim.runtime.host import read_tensor, run_host_step, tensor_addresses
+from sim.runtime.results import LayerResult, RunError
 from sim.waves.capture import Capture
 from sim.waves.size import record as record_rate
 
@@ -51,7 +52,7 @@ __all__ = [
 
 class Reference(Protocol):
     """The integer reference's tensors, maybe still being computed (a future, or
-    :class:`sim.reference_stream.ReferenceStream`): ``result()`` waits for them."""
+    :class:`sim.runtime.reference_stream.ReferenceStream`): ``result()`` waits for them."""
 
     def result(self) -> dict[str, np.ndarray]: ...
 
@@ -100,7 +101,8 @@ def prepare(
 ) -> ProgramRun:
     """The device run of ``piece`` from ``values`` (the program's inputs, and the reference's
     outputs of the layers before the range), canaries between the regions of the memory map
-    and after it (:mod:`sim.guard`). ``records``: tell the backend where the PERF records are
+    and after it (:mod:`sim.runtime.guard`). ``records``: tell the backend where the PERF records
+    are
     (its progress reports)."""
     program = exe.programs[piece.program]
     image, launch = checkpoint.image(exe, piece, values)
@@ -341,11 +343,11 @@ class Lane:
     cycles: int = 0
     sim_seconds: float = 0.0
     counters: dict[str, Any] = field(default_factory=dict)
-    hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sim/hooks.py
+    hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sim/backends/hooks.py
 
     def add(self, program: DeviceProgram, done: Finished) -> None:
         """A finished program: its layers after the earlier ones, its outputs, counters and
-        hook results (:mod:`sim.hooks`)."""
+        hook results (:mod:`sim.backends.hooks`)."""
         result = done.device
         self.values.update(done.outputs)
         for layer in done.layers:  # a later program continues the run's cycle count

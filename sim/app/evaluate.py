@@ -12,9 +12,9 @@ import onnx
 
 import zoo
 from arch.executable import Executable
-from sim.batch import run_batch
+from sim.app.run_inputs import RunInputs
 from sim.quality.dataset_accuracy import dataset_accuracy, fp32_outputs
-from sim.run_inputs import RunInputs
+from sim.runtime.batch import run_batch
 
 __all__ = ["evaluate_held_out", "evaluate_images"]
 
