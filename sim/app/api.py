@@ -2,7 +2,7 @@
 
 >>> from compiler.compile import compile_model
 >>> from arch.config import PRESETS
->>> from sim import api
+>>> from sim.app import api
 >>> compiled = compile_model("mlp", PRESETS["tiny"])
 >>> outputs, report = api.run(compiled.executable, x, backend="isa")
 >>> outputs, report = api.run("build/runs/latest/mlp.cosim", x, backend="pyverilator")

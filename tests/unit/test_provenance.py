@@ -112,7 +112,7 @@ def test_a_run_in_progress_is_never_removed(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys; from pathlib import Path; from sim import prune; "
+            "import sys; from pathlib import Path; from sim.app import prune; "
             f"prune.hold(Path({str(old)!r})); print('held', flush=True); sys.stdin.read()",
         ],
         cwd=REPO,
