@@ -84,13 +84,13 @@ def _store(
     out = plan.tensor(layer.output)
     dim = plan.dim
     desc = DescSpec(
-        "ACC",
+        isa.Mem.ACC,
         acc_base,
         out.name,
         out.offset + oy0 * out.w * out.pixel_stride + nb0 * dim,
         [(nbc, dim, mt), (mt, out.pixel_stride, 1)],
     )
-    return Op("store", fields=_store_fields(plan, layer, slot), desc=desc)
+    return Op(isa.Opcode.STORE, fields=_store_fields(plan, layer, slot), desc=desc)
 
 
 def _transposed_stores(
@@ -109,7 +109,7 @@ def _transposed_stores(
         blocks = list(run)
         first = blocks[0]
         desc = DescSpec(
-            "ACC",
+            isa.Mem.ACC,
             acc_base + (first - nb0) * rows,
             out.name,
             out.offset + (first % per_head) * dim * ps + head * t_pad + oy0,
@@ -118,7 +118,7 @@ def _transposed_stores(
             height=oy0 + rows,
         )
         fields = _store_fields(plan, layer, slot + first - nb0) | {"transpose": 1}
-        ops.append(Op("store", fields=fields, desc=desc))
+        ops.append(Op(isa.Opcode.STORE, fields=fields, desc=desc))
     return ops
 
 
@@ -128,30 +128,34 @@ def _table_load(plan: Plan, layer: Layer) -> Op:
     lines = isa.table_lines(plan.dim)
     offset = table_offset(plan, layer)
     desc = DescSpec(
-        "PARAM", table_line(plan.config), param_symbol(layer), offset, [(lines, line_bytes, 1)]
+        isa.Mem.PARAM,
+        table_line(plan.config),
+        param_symbol(layer),
+        offset,
+        [(lines, line_bytes, 1)],
     )
-    return Op("load", desc=desc)
+    return Op(isa.Opcode.LOAD, desc=desc)
 
 
 def _param_load(plan: Plan, layer: Layer, slot: int, first_line: int, lines: int) -> Op:
     line_bytes = plan.dim * isa.PARAM_ENTRY_BYTES
     desc = DescSpec(
-        "PARAM", slot, param_symbol(layer), first_line * line_bytes, [(lines, line_bytes, 1)]
+        isa.Mem.PARAM, slot, param_symbol(layer), first_line * line_bytes, [(lines, line_bytes, 1)]
     )
-    return Op("load", desc=desc)
+    return Op(isa.Opcode.LOAD, desc=desc)
 
 
 def _tile_lines(plan: Plan, name: str, local: int, oy0: int, mt: int, nb0: int, nbc: int) -> Op:
     """Load an (mt pixels x nbc channel blocks) tile of an activation tensor, block-major."""
     t = plan.tensor(name)
     desc = DescSpec(
-        "ACT",
+        isa.Mem.ACT,
         local,
         t.name,
         t.offset + oy0 * t.w * t.pixel_stride + nb0 * plan.dim,
         [(nbc, plan.dim, mt), (mt, t.pixel_stride, 1)],
     )
-    return Op("load", desc=desc)
+    return Op(isa.Opcode.LOAD, desc=desc)
 
 
 def _activation_weights(
@@ -164,7 +168,7 @@ def _activation_weights(
     heads = plan.graph.tensors[layer.inputs[1]].shape[1]
     ps = b.pixel_stride
     desc = DescSpec(
-        "WGT",
+        isa.Mem.WGT,
         wgt_base,
         b.name,
         b.offset + k0 * dim * ps + head * (b.channels // heads) + nb0 * dim,
@@ -173,7 +177,7 @@ def _activation_weights(
         height=b.h,
         pad_value=0,
     )
-    return Op("load", desc=desc)
+    return Op(isa.Opcode.LOAD, desc=desc)
 
 
 def _tile_accum(
@@ -200,7 +204,7 @@ def _tile_accum(
         "use_res": use_res,
         "accumulate": accumulate,
     }
-    return Op("accum", fields=fields)
+    return Op(isa.Opcode.ACCUM, fields=fields)
 
 
 def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
@@ -307,7 +311,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                         dy, dx = shape.dilation
                         y0, x0 = oy0 * sh + ky * dy - pt, kx * dx - pl
                         desc = DescSpec(
-                            "ACT",
+                            isa.Mem.ACT,
                             act_base + (first - k0) * mt,
                             src.name,
                             src.offset
@@ -325,7 +329,7 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                             width=src.w,
                             pad_value=zero_point(plan.graph, layer.inputs[0]),  # real 0
                         )
-                        step.loads.append(Op("load", desc=desc))
+                        step.loads.append(Op(isa.Opcode.LOAD, desc=desc))
                     tile_lines = nbc * dim  # WGT lines of one k chunk's nbc tiles
                     if keep:  # the half still holds these weights
                         pass
@@ -335,16 +339,16 @@ def _gemm_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                         )
                     else:
                         wdesc = DescSpec(
-                            "WGT",
+                            isa.Mem.WGT,
                             wgt_base + pk0 * tile_lines,
                             weight_symbol(layer),
                             blocks_at[(nb0, k0)] + pk0 * tile_lines * dim,
                             [(pkc * tile_lines, dim, 1)],
                         )
-                        step.loads.append(Op("load", desc=wdesc))
+                        step.loads.append(Op(isa.Opcode.LOAD, desc=wdesc))
                     step.compute.append(
                         Op(
-                            "gemm",
+                            isa.Opcode.GEMM,
                             fields={
                                 "wgt_addr": wgt_base + pk0 * tile_lines,
                                 "act_addr": act_base + pk0 * mt,
@@ -411,9 +415,9 @@ def _dw_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
         y0 = oy0 * s - pt
         step.loads.append(
             Op(
-                "load",
+                isa.Opcode.LOAD,
                 desc=DescSpec(
-                    "ACT",
+                    isa.Mem.ACT,
                     act_base,
                     src.name,
                     src.offset + (y0 * src.w - pl) * src.pixel_stride + nb0 * dim,
@@ -436,9 +440,9 @@ def _dw_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
         if not pooling:
             step.loads.append(
                 Op(
-                    "load",
+                    isa.Opcode.LOAD,
                     desc=DescSpec(
-                        "WGT",
+                        isa.Mem.WGT,
                         wgt_base,
                         weight_symbol(layer),
                         nb0 * taps * dim,
@@ -467,7 +471,7 @@ def _dw_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                     "accumulate": int(not first),
                     "max": int(pooling),
                 }
-                step.compute.append(Op("dwconv", fields=fields))
+                step.compute.append(Op(isa.Opcode.DWCONV, fields=fields))
                 first_tap += kh * kw
         step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, nb0, nbc))
         steps.append(step)
@@ -527,13 +531,13 @@ def _pool_part(
     sh, sw = node.attrs.get("stride", (1, 1))
     pt, pl = node.attrs.get("pads", (0, 0, 0, 0))[:2]
     mt, window = rows * out.w, kh * kw
-    mode = "MAX" if node.op == "maxpool" else "SUM"
+    mode = isa.PoolMode.MAX if node.op == "maxpool" else isa.PoolMode.SUM
     z_in = zero_point(plan.graph, layer.inputs[0])  # a sum pads with real 0: the zero point
-    after_init = mode == "SUM" and z_in != 0  # an ACCUM put -window * z_in in ACC first
+    after_init = mode is isa.PoolMode.SUM and z_in != 0  # an ACCUM put -window * z_in in ACC first
     y0 = oy0 * sh - pt + ky0
     for j in range(nbc):
         desc = DescSpec(
-            "ACT",
+            isa.Mem.ACT,
             act_base + j * mt * window,
             src.name,
             src.offset + (y0 * src.w - pl) * src.pixel_stride + (nb0 + j) * dim,
@@ -547,9 +551,9 @@ def _pool_part(
             x0=-pl,
             height=src.h,
             width=src.w,
-            pad_value=-128 if mode == "MAX" else z_in,
+            pad_value=-128 if mode is isa.PoolMode.MAX else z_in,
         )
-        step.loads.append(Op("load", desc=desc))
+        step.loads.append(Op(isa.Opcode.LOAD, desc=desc))
     # One POOL per output row tile; a window wider than the 8-bit field (a global pool of a
     # large map, so mt == 1) is reduced in chunks that accumulate into ACC.
     chunks = [(0, window)] if mt > 1 else groups(window, MAX_WINDOW)
@@ -565,7 +569,7 @@ def _pool_part(
             "mode": mode,
             "accumulate": int(ky0 > 0 or first > 0 or after_init),
         }
-        step.compute.append(Op("pool", fields=fields))
+        step.compute.append(Op(isa.Opcode.POOL, fields=fields))
 
 
 def _eltwise_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
@@ -622,7 +626,7 @@ def _eltwise_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 "use_res": 1,
                 "accumulate": which,
             }
-            step.compute.append(Op("accum", fields=fields | gating))
+            step.compute.append(Op(isa.Opcode.ACCUM, fields=fields | gating))
         step.store.append(_store(plan, layer, acc_base, slot, oy0, mt, nb0, nbc))
         steps.append(step)
     return steps
@@ -666,14 +670,14 @@ def _upsample_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
                 (rows, sh * out.w * pixel, src.w),
                 (src.w, sw * pixel, 1),
             ]
-            desc = DescSpec("ACC", acc_base, out.name, start, loops)
+            desc = DescSpec(isa.Mem.ACC, acc_base, out.name, start, loops)
             store = {
                 "param_addr": slot,
                 "param_loop": isa.DESC_LOOPS - len(loops),
                 "clamp_lo": -128,
                 "clamp_hi": 127,
             }
-            step.store.append(Op("store", fields=store, desc=desc))
+            step.store.append(Op(isa.Opcode.STORE, fields=store, desc=desc))
         steps.append(step)
     return steps
 
@@ -686,28 +690,28 @@ def _with_tokens(steps: list[Step], release_last: bool = False) -> list[Op]:
     total_tiles = 1 + max(step.tile for step in steps)
     ops: list[Op] = []
 
-    def add(op: Op, *flags: str) -> None:
+    def add(op: Op, *flags: isa.Token) -> None:
         op.deps = tuple(dict.fromkeys((*op.deps, *flags)))
 
     for s, step in enumerate(steps):
         if not step.loads or not step.compute:
             raise CompileError(None, None, f"schedule step {s} has no loads or no compute")
         if s >= 2:
-            add(step.loads[0], "pop_next")
+            add(step.loads[0], isa.Token.POP_NEXT)
         for last_load, first_compute in step.parts:  # each part of a split step: its own token
-            add(last_load, "push_next")
-            add(first_compute, "pop_prev")
-        add(step.loads[-1], "push_next")
-        add(step.compute[0], "pop_prev")
+            add(last_load, isa.Token.PUSH_NEXT)
+            add(first_compute, isa.Token.POP_PREV)
+        add(step.loads[-1], isa.Token.PUSH_NEXT)
+        add(step.compute[0], isa.Token.POP_PREV)
         if step.first_of_tile and step.tile >= 2:
-            add(step.compute[0], "pop_next")
+            add(step.compute[0], isa.Token.POP_NEXT)
         if s + 2 < total_steps or (release_last and s + 2 == total_steps):
-            add(step.compute[-1], "push_prev")
+            add(step.compute[-1], isa.Token.PUSH_PREV)
         if step.store:
-            add(step.compute[-1], "push_next")
-            add(step.store[0], "pop_prev")
+            add(step.compute[-1], isa.Token.PUSH_NEXT)
+            add(step.store[0], isa.Token.POP_PREV)
             if step.tile + 2 < total_tiles:
-                add(step.store[-1], "push_prev")
+                add(step.store[-1], isa.Token.PUSH_PREV)
         ops += step.loads + step.compute + step.store
     return ops
 
@@ -718,24 +722,33 @@ def _layer_end(number: int, layer: Layer, prefetch: list[Op], pop: bool) -> list
     this layer's stores and those loads are done, then a barrier so the next layer sees this
     one's output."""
     ops: list[Op] = []
-    perf_deps: tuple[str, ...] = ()
+    perf_deps: tuple[isa.Token, ...] = ()
     if prefetch:
         if pop:
-            prefetch[0].deps = (*prefetch[0].deps, "pop_next")
-        prefetch[-1].deps = (*prefetch[-1].deps, "push_next")
-        ops += [*prefetch, Op("sync", ("pop_prev", "push_next"), {"queue": "COMPUTE"})]
-        perf_deps = ("pop_prev",)
+            prefetch[0].deps = (*prefetch[0].deps, isa.Token.POP_NEXT)
+        prefetch[-1].deps = (*prefetch[-1].deps, isa.Token.PUSH_NEXT)
+        ops += [
+            *prefetch,
+            Op(
+                isa.Opcode.SYNC,
+                (isa.Token.POP_PREV, isa.Token.PUSH_NEXT),
+                {"queue": isa.Queue.COMPUTE},
+            ),
+        ]
+        perf_deps = (isa.Token.POP_PREV,)
     return [
         *ops,
         Op(
-            "perf",
+            isa.Opcode.PERF,
             perf_deps,
             fields={"tag": layer.index},
             dram=("perf", number * isa.PERF_RECORD.nbytes),
         ),
-        Op("sync", ("push_prev",), {"queue": "STORE"}),
-        Op("sync", ("pop_next", "push_prev"), {"queue": "COMPUTE"}),
-        Op("sync", ("pop_next",), {"queue": "LOAD"}),
+        Op(isa.Opcode.SYNC, (isa.Token.PUSH_PREV,), {"queue": isa.Queue.STORE}),
+        Op(
+            isa.Opcode.SYNC, (isa.Token.POP_NEXT, isa.Token.PUSH_PREV), {"queue": isa.Queue.COMPUTE}
+        ),
+        Op(isa.Opcode.SYNC, (isa.Token.POP_NEXT,), {"queue": isa.Queue.LOAD}),
     ]
 
 
