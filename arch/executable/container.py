@@ -18,7 +18,8 @@ READABLE_VERSIONS = (1, 2, 3, 4)
 SUFFIX = ".cosim"
 #: dtypes an array may have.
 DTYPES = ("int8", "uint8", "int32", "int64", "float32")
-_MEMBER = re.compile(r"arrays/[0-9]+\.npy")
+#: The name of an array member.
+MEMBER_NAME = re.compile(r"arrays/[0-9]+\.npy")
 #: The most bytes manifest.json may hold.
 MANIFEST_MAX_BYTES = 64 << 20
 #: The most bytes an array other than a device image may hold (an image: the config's DRAM).

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from arch.executable.container import _MEMBER, ARRAY_MAX_BYTES, DTYPES, ExecutableError
+from arch.executable.container import ARRAY_MAX_BYTES, DTYPES, MEMBER_NAME, ExecutableError
 from arch.executable.format import (
     NAME_MAX,
     is_path_name,
@@ -64,7 +64,7 @@ class _Reader:
     ) -> np.ndarray:
         """The array ``member`` as the manifest declares it: its .npy header is read first and
         must agree; then exactly the declared bytes are read (never more), and their digest."""
-        if not isinstance(member, str) or not _MEMBER.fullmatch(member):
+        if not isinstance(member, str) or not MEMBER_NAME.fullmatch(member):
             self.fail(
                 f"{what} names {_short(member)}, not an array member of the archive (arrays/N.npy)"
             )
