@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from amaranth import Shape
 
@@ -11,12 +11,6 @@ from arch.isa.constants import DESC_LOOPS, IsaError
 from arch.isa.enums import Mem, Opcode, Queue
 from arch.isa.formats import DESCRIPTOR, FORMATS, queue_of
 from arch.isa.record import Format, Leaf
-
-if TYPE_CHECKING:
-    pass
-
-
-# --- encode / decode -----------------------------------------------------------------------------
 
 
 def encode_record(fmt: Format, values: dict[str, Any]) -> int:

@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
-
-
 INSN_BITS = 128
 INSN_BYTES = INSN_BITS // 8
 DESC_BITS = 512

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from amaranth.lib import enum
-
-if TYPE_CHECKING:
-    pass
 
 
 class Opcode(enum.Enum, shape=4):

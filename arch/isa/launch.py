@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from arch.isa.constants import LAUNCH_BITS, IsaError
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)

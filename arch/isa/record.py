@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from amaranth import Shape
 from amaranth.lib import data, enum
 
 from arch.isa.enums import Opcode, Queue
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)
