@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
-from arch.executable.format import LAYER_KINDS
+from arch.executable.format import LAYER_KINDS, LayerKind
 from arch.ops import OP_SPECS
 
 from . import ir_checks as check
@@ -44,7 +44,8 @@ __all__ = [
 
 #: Layer kinds that run no instructions: their output is a view of bytes other layers write
 #: (flatten: its input's; concat: its inputs write into slices of it).
-VIEW_KINDS: tuple[str, ...] = ("alias", "concat", "slice")
+ViewKind = Literal["alias", "concat", "slice"]
+VIEW_KINDS: tuple[ViewKind, ...] = get_args(ViewKind)
 
 Check = Callable[["Graph", "Node", tuple[int, ...]], tuple[int, ...]]
 Quantizer = Callable[["Graph", "Node"], None]
@@ -62,7 +63,7 @@ class OpRule:
     quantize: Quantizer | None
     #: the accelerator layer kind (one of ``LAYER_KINDS`` or :data:`VIEW_KINDS`); None: the
     #: host runs it
-    kind: str | None = None
+    kind: LayerKind | ViewKind | None = None
     #: its STORE can apply the int8 table of an activation after it (quantize fuses the
     #: ``table`` node into it)
     takes_table: bool = False
@@ -160,4 +161,6 @@ TAKES_INPUT_SCALE: frozenset[str] = frozenset(
 #: Ops whose STORE can apply a table (the table nodes fuse into them).
 TABLE_PRODUCERS: frozenset[str] = frozenset(op for op, r in RULES.items() if r.takes_table)
 #: The accelerator layer kind of each op the accelerator runs.
-KINDS: dict[str, str] = {op: r.kind for op, r in RULES.items() if r.kind is not None}
+KINDS: dict[str, LayerKind | ViewKind] = {
+    op: r.kind for op, r in RULES.items() if r.kind is not None
+}

@@ -23,16 +23,18 @@ writes already im2col'ed (one row of ``kh*kw*C`` values, padded, per output pixe
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
+from arch import isa
 from arch.asm import Program
 from arch.config import AccelConfig
+from arch.executable.format import LayerKind
 from arch.isa import DW_KERNEL_MAX
 from compiler.errors import CompileError
 from compiler.ir import Graph, Node
-from compiler.op_rules import VIEW_KINDS
+from compiler.op_rules import VIEW_KINDS, ViewKind
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -44,8 +46,10 @@ def round_up(a: int, b: int) -> int:
 
 
 @dataclass
-class DramTensor:
-    """An int8 activation tensor in DRAM: ``h`` x ``w`` pixels of ``channels`` (padded) values."""
+class TensorPlacement:
+    """Where and how an int8 activation tensor sits in DRAM: ``h`` x ``w`` pixels of ``channels``
+    (padded) values, its layout, and (a view) the tensor whose bytes it shares. The executable
+    records it as :class:`arch.executable.DramTensor` (:mod:`compiler.export`)."""
 
     name: str
     h: int
@@ -129,7 +133,7 @@ class Tiling:
 class DescSpec:
     """A descriptor whose DRAM base is symbolic until allocate: ``(symbol, offset)``."""
 
-    mem: str
+    mem: isa.Mem
     local_base: int
     symbol: str
     offset: int
@@ -145,12 +149,16 @@ class DescSpec:
 class Op:
     """One instruction of the schedule; ``desc`` and ``dram`` are resolved by emit."""
 
-    opcode: str
-    deps: tuple[str, ...] = ()
+    opcode: isa.Opcode
+    deps: tuple[isa.Token, ...] = ()
     fields: dict[str, Any] = field(default_factory=dict)
     desc: DescSpec | None = None
     dram: tuple[str, int] | None = None  # PERF record address
     layer: int = -1
+
+
+#: What a layer is: a device layer kind, a view (no instructions) or a host layer.
+PlanKind = LayerKind | ViewKind | Literal["host"]
 
 
 @dataclass
@@ -160,7 +168,7 @@ class Layer:
     index: int
     node: Node
     target: str  # "accel" or "host"
-    kind: str  # gemm | pool | add | alias | host
+    kind: PlanKind
     inputs: list[str]
     output: str
     macs: int = 0
@@ -189,7 +197,7 @@ class Plan:
     config: AccelConfig
     graph: Graph
     layers: list[Layer] = field(default_factory=list)
-    tensors: dict[str, DramTensor] = field(default_factory=dict)
+    tensors: dict[str, TensorPlacement] = field(default_factory=dict)
     symbols: dict[str, int] = field(default_factory=dict)  # allocate: symbol -> DRAM address
     regions: list[tuple[str, int, int]] = field(default_factory=list)  # (name, addr, bytes)
     program: Program | None = None
@@ -217,7 +225,7 @@ class Plan:
             return round_up(f, self.dim), f
         return out.channels, out.logical_channels
 
-    def tensor(self, name: str) -> DramTensor:
+    def tensor(self, name: str) -> TensorPlacement:
         """Where ``name``'s bytes are: a view resolved to the tensor that owns them (its name
         is the DRAM symbol; ``offset`` and ``pixel_bytes`` say where the view sits in it)."""
         tensor = self.tensors[name]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -38,8 +38,9 @@ HOST_OPS: tuple[str, ...] = ("softmax", "host")
 #: a (1, T, 1, F) tensor of H = F / h heads stored as the heads of its transpose (1, H, F/H, T)
 #: (k for ``q @ k^T``, written by transposing stores).
 LAYOUTS: tuple[str, ...] = ("nhwc", "im2col", "tokens", "heads", "tokens_t")
-#: Kinds of a device layer.
-LAYER_KINDS: tuple[str, ...] = ("gemm", "pool", "add", "scale", "upsample", "matmul")
+#: Kinds of a device layer (the compiler's schedule has one step builder per kind).
+LayerKind = Literal["gemm", "pool", "add", "scale", "upsample", "matmul"]
+LAYER_KINDS: tuple[LayerKind, ...] = get_args(LayerKind)
 #: Keys of a layer's tiling (the compiler's ``Tiling``: output rows per m tile, output channel
 #: blocks per n group, K chunks per step, estimated cycles, input tiles loaded once: 0 or 1).
 TILING_KEYS: tuple[str, ...] = ("rows_per_tile", "n_blocks", "k_group", "estimate", "input_reuse")

@@ -44,7 +44,7 @@ def run(plan: Plan) -> Plan:
                 program.insns.append(isa.make(op.opcode, op.deps, **fields))
             except isa.IsaError as exc:
                 raise CompileError(
-                    layer.name, layer.node.op, f"cannot encode {op.opcode}: {exc}"
+                    layer.name, layer.node.op, f"cannot encode {op.opcode.name.lower()}: {exc}"
                 ) from None
         layer.insn_range = (start, len(program.insns))
         plan.notes[start] = layer.name

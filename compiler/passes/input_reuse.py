@@ -72,7 +72,7 @@ class InputReuse:
         for part, (r0, rc) in enumerate(runs):
             before = step.loads[-1] if part else None
             desc = DescSpec(
-                "ACT",
+                isa.Mem.ACT,
                 act_base + r0 * tile_lines,
                 src.name,
                 src.offset + (y0 * src.w + x0) * src.pixel_stride + (c0 + r0) * dim,
@@ -88,17 +88,17 @@ class InputReuse:
                 pad_value=zero_point(plan.graph, self.layer.inputs[0]),  # real 0
             )
             if not keep_act:
-                step.loads.append(Op("load", desc=desc))
+                step.loads.append(Op(isa.Opcode.LOAD, desc=desc))
             run_wgt = r0 * self.taps * nbc * dim  # WGT lines of the runs before this one
             if not keep:
                 wdesc = DescSpec(
-                    "WGT",
+                    isa.Mem.WGT,
                     wgt_base + run_wgt,
                     weight_symbol(self.layer),
                     weight_offset + run_wgt * dim,
                     [(rc * self.taps * nbc * dim, dim, 1)],
                 )
-                step.loads.append(Op("load", desc=wdesc))
+                step.loads.append(Op(isa.Opcode.LOAD, desc=wdesc))
             fields = {
                 "wgt_addr": wgt_base + run_wgt,
                 "act_addr": act_base + r0 * tile_lines,
@@ -113,6 +113,6 @@ class InputReuse:
                 "stride": stride,
                 "accumulate": int(gi > 0 or part > 0),
             }
-            step.compute.append(Op("conv", fields=fields))
+            step.compute.append(Op(isa.Opcode.CONV, fields=fields))
             if before is not None:
                 step.parts.append((before, step.compute[-1]))

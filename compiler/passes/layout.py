@@ -16,7 +16,7 @@ from arch.isa import DWCONV
 from arch.ops.views import HEAD_VIEWS
 from compiler.errors import CompileError
 from compiler.ir import is_depthwise, is_tokens
-from compiler.plan import DramTensor, GemmShape, Layer, Plan, round_up
+from compiler.plan import GemmShape, Layer, Plan, TensorPlacement, round_up
 
 DW_STRIDE_MAX = DWCONV.leaf_by_path["stride"].hi
 
@@ -31,22 +31,24 @@ def _tensor_dims(shape: tuple[int, ...]) -> tuple[int, int, int]:
 
 def _plain(
     plan: Plan, name: str, tokens: set[str], heads: set[str], transposed: dict[str, int]
-) -> DramTensor:
+) -> TensorPlacement:
     t = plan.graph.tensors[name]
     if name in transposed:  # tokens (1, T, 1, F) of H heads, stored as their (1, H, F/H, T)
         h, (_, tl, _, f) = transposed[name], t.shape
         scale = float(t.scale or 1.0)
-        return DramTensor(name, f // h, 1, h * round_up(tl, plan.dim), tl, scale, "tokens_t")
+        return TensorPlacement(name, f // h, 1, h * round_up(tl, plan.dim), tl, scale, "tokens_t")
     if name in heads:  # (1, H, M, N): M pixels of H blocks of N channels, each padded to lines
         _, h, m, n = t.shape
         scale = float(t.scale or 1.0)
-        return DramTensor(name, m, 1, h * round_up(n, plan.dim), n, scale, layout="heads")
+        return TensorPlacement(name, m, 1, h * round_up(n, plan.dim), n, scale, layout="heads")
     if name in tokens:  # (1, T, 1, F): T pixels of F channels
         f = t.shape[3]
         scale = float(t.scale or 1.0)
-        return DramTensor(name, t.shape[1], 1, round_up(f, plan.dim), f, scale, layout="tokens")
+        return TensorPlacement(
+            name, t.shape[1], 1, round_up(f, plan.dim), f, scale, layout="tokens"
+        )
     c, h, w = _tensor_dims(t.shape)
-    return DramTensor(name, h, w, round_up(c, plan.dim), c, float(t.scale or 1.0))
+    return TensorPlacement(name, h, w, round_up(c, plan.dim), c, float(t.scale or 1.0))
 
 
 #: Layer kinds whose inputs and output share one layout (element by element).
@@ -209,7 +211,7 @@ def run(plan: Plan) -> Plan:
                     oc, oh, ow = _tensor_dims(plan.graph.tensors[node.output].shape)
                     c, _, _ = _tensor_dims(plan.graph.tensors[name].shape)
                     scale = float(plan.graph.tensors[name].scale or 1.0)
-                    plan.tensors[name] = DramTensor(
+                    plan.tensors[name] = TensorPlacement(
                         name, oh, ow, round_up(kh * kw * c, dim), c, scale, layout="im2col"
                     )
                 else:
@@ -219,7 +221,7 @@ def run(plan: Plan) -> Plan:
             out = _head_view(plan, layer, out)
         elif layer.kind == "alias":
             src = plan.tensors[layer.inputs[0]]
-            out = DramTensor(
+            out = TensorPlacement(
                 layer.output, src.h, src.w, src.channels, src.logical_channels, src.scale
             )
             out.alias_of = src.name
@@ -252,7 +254,7 @@ def run(plan: Plan) -> Plan:
     return plan
 
 
-def _head_view(plan: Plan, layer: Layer, out: DramTensor) -> DramTensor:
+def _head_view(plan: Plan, layer: Layer, out: TensorPlacement) -> TensorPlacement:
     """split_heads / merge_heads: the same bytes, when each head is whole lines;
     split_heads_t: the bytes its input's transposing stores wrote, when each head's features
     are whole lines (a store block is one head's)."""
@@ -270,7 +272,7 @@ def _head_view(plan: Plan, layer: Layer, out: DramTensor) -> DramTensor:
             f"a head of {per_head} channels is not whole lines of {plan.dim}",
             f"head sizes that are multiples of {plan.dim} (the heads are then a view)",
         )
-    view = DramTensor(
+    view = TensorPlacement(
         layer.output,
         src.h,
         1,
@@ -302,7 +304,7 @@ def _matmul_shape(plan: Plan, layer: Layer) -> None:
     layer.gemm = GemmShape(m, 1, k_pad, (1, 1), (1, 1), (0, 0, 0, 0), m, 1, n_pad)
 
 
-def _slice_inputs(plan: Plan, layer: Layer, out: DramTensor) -> None:
+def _slice_inputs(plan: Plan, layer: Layer, out: TensorPlacement) -> None:
     """Make each input of a concat a view of its channel lines in the concat's buffer, so the
     producers write there directly. Every input but the last must fill whole lines (else its
     padding would sit between the concat's channels)."""

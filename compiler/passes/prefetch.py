@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from arch import isa
 from compiler.passes.steps import Step
 from compiler.plan import DescSpec, Layer, Op
 
@@ -46,8 +47,8 @@ def hoist(
         for op in part
         if op.desc is not None
         and (
-            op.desc.mem == "WGT"
-            or op.desc.mem == "ACT"
+            op.desc.mem is isa.Mem.WGT
+            or op.desc.mem is isa.Mem.ACT
             and before.kind == "gemm"
             and _inside(_local_lines(op.desc), released)
             and not any(_overlap(op.desc, store, line) for store in pending)

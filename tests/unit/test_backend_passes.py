@@ -449,7 +449,7 @@ def test_layout_refuses_an_fc_whose_input_does_not_flatten_to_its_k() -> None:
 
 
 def test_layout_keeps_each_tensors_scale_and_takes_one_without() -> None:
-    """A DramTensor carries its name and its graph tensor's scale (the host quantizes the input
+    """A TensorPlacement carries its name and its graph tensor's scale (the host quantizes the input
     with it); a tensor without a scale (an unquantized graph) gets 1.0 - the im2col'ed input
     too."""
     graph = compile_front(rgb_net(), seed=1)
@@ -717,7 +717,7 @@ def test_global_pool_wider_than_the_window_field_runs_in_chunks(size: int) -> No
     """A global pool of 256 or 529 pixels is reduced by several accumulating POOLs."""
     graph = compile_front(gap_net(size))
     plan = passes(graph, TINY)
-    pools = [op for layer in plan.accel_layers() for op in layer.ops if op.opcode == "pool"]
+    pools = [op for layer in plan.accel_layers() for op in layer.ops if op.opcode is Opcode.POOL]
     assert sum(op.fields["window"] for op in pools) == size * size
     assert all(op.fields["window"] <= 255 for op in pools)
     x = np.random.default_rng(size).standard_normal((1, 4, size, size)).astype(np.float32)
@@ -1104,22 +1104,25 @@ def test_a_layers_first_gemm_waits_for_one_chunk_not_the_whole_step(
         assert layer.tiling is not None and layer.tiling.k_group > 1, layer.tiling
         assert layer.tiling.input_reuse == reuse
         ops = layer.ops
-        first_gemm = next(i for i, op in enumerate(ops) if op.opcode in ("gemm", "conv"))
-        assert ops[first_gemm].opcode == ("conv" if reuse else "gemm")
+        first_gemm = next(i for i, op in enumerate(ops) if op.opcode in (Opcode.GEMM, Opcode.CONV))
+        assert ops[first_gemm].opcode is (Opcode.CONV if reuse else Opcode.GEMM)
         assert ops[first_gemm].fields["k_iter"] == 1
         pushed = next(i for i, op in enumerate(ops) if "push_next" in op.deps)
-        assert ops[pushed].opcode == "load" and pushed < first_gemm
-        lines = {m: 0 for m in ("ACT", "WGT", "PARAM")}
+        assert ops[pushed].opcode is Opcode.LOAD and pushed < first_gemm
+        lines = {m: 0 for m in (isa.Mem.ACT, isa.Mem.WGT, isa.Mem.PARAM)}
         for op in [*layer.prefetched, *ops[: pushed + 1]]:  # (the layer before loads the WGT)
             lines[op.desc.mem] += math.prod(loop[0] for loop in op.desc.loops)
         rows, out_w = layer.tiling.rows_per_tile, layer.gemm.out_w
         nbc = min(layer.tiling.n_blocks, layer.gemm.out_channels // 16)
         if reuse:  # 3x3, stride 1: rows + 2 input rows of out_w + 2 pixels, 9 taps' weights
-            assert (lines["ACT"], lines["WGT"]) == ((rows + 2) * (out_w + 2), 9 * nbc * 16), lines
+            assert (lines[isa.Mem.ACT], lines[isa.Mem.WGT]) == (
+                (rows + 2) * (out_w + 2),
+                9 * nbc * 16,
+            ), lines
         else:
-            assert (lines["ACT"], lines["WGT"]) == (rows * out_w, nbc * 16), lines
-        assert not any(op.opcode == "accum" for op in ops)  # bias and residual: the STOREs'
-        stores = [op for op in ops if op.opcode == "store"]
+            assert (lines[isa.Mem.ACT], lines[isa.Mem.WGT]) == (rows * out_w, nbc * 16), lines
+        assert not any(op.opcode is Opcode.ACCUM for op in ops)  # bias and residual: the STOREs'
+        stores = [op for op in ops if op.opcode is Opcode.STORE]
         assert all(op.fields["use_bias"] for op in stores)
         assert all(op.fields.get("use_res", 0) == (len(layer.inputs) > 1) for op in stores)
     split = run(plan, x)
@@ -1176,7 +1179,7 @@ def test_activations_an_act_half_still_holds_are_not_loaded_again(reuse, rows, k
     loaded = sum(
         math.prod(loop[0] for loop in op.desc.loops)
         for op in layer.ops
-        if op.desc is not None and op.desc.mem == "ACT"
+        if op.desc is not None and op.desc.mem is isa.Mem.ACT
     )
     per_step = 2 * (rows + 2) * 14 if reuse else 18 * rows * 12
     assert loaded == loads * per_step, (loaded, per_step)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from arch import isa
 from arch.config import PRESETS
 from compiler.compile import compile_graph
 from compiler.export import to_executable
@@ -68,8 +69,8 @@ def test_conv_reads_its_input_once_per_n_group_and_is_bit_exact(
 
     assert reuse_exact and im2col_exact
     assert reuse_plan.tiling.input_reuse == 1 and im2col_plan.tiling.input_reuse == 0
-    assert any(op.opcode == "conv" for op in reuse_plan.ops)
-    assert not any(op.opcode == "conv" for op in im2col_plan.ops)
+    assert any(op.opcode is isa.Opcode.CONV for op in reuse_plan.ops)
+    assert not any(op.opcode is isa.Opcode.CONV for op in im2col_plan.ops)
     # DRAM reads beside the activations: weights (the first step's again, in ramp order),
     # parameters, instructions and descriptors
     weights = cin * cout * kernel[0] * kernel[1]

@@ -109,5 +109,17 @@ def test_make_sets_dependency_flags():
     assert isa.make("end").queue is None
 
 
+@pytest.mark.parametrize("flag", ["pop_prev", "pop_next", "push_prev", "push_next"])
+def test_each_token_sets_its_own_deps_bit(flag):
+    """A Token is the DEPS field of its name: given to make, it sets that bit and no other (the
+    bit positions decoded from the raw word, not through the Token)."""
+    token = isa.Token[flag.upper()]
+    word = isa.make("sync", (token,), queue=isa.Queue.LOAD).encode()
+    deps = isa.FORMATS[isa.Opcode.SYNC].leaf_by_path
+    set_bits = {name for name in deps if name.startswith("deps.") and word >> deps[name].offset & 1}
+    assert set_bits == {f"deps.{flag}"}
+    assert [t.value for t in isa.Token] == [f.name for f in isa.DEPS.fields]
+
+
 def test_docs_are_current():
     assert isa_doc.DOC_PATH.read_text() == isa_doc.render(), "run `python -m arch.isa_doc`"

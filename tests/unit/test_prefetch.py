@@ -43,19 +43,21 @@ def _chain():
     return compile_front(g.model([1, 32, 12, 12], g.node("Relu", [y], "relu")))
 
 
-def _reads(op: Op) -> dict[str, set[int]]:
+def _reads(op: Op) -> dict[isa.Mem, set[int]]:
     """The WGT and ACT lines a GEMM, CONV or STORE reads (a bound: an ACT k block's lines are
     ``act_k_stride`` apart; a residual STORE reads a line per ACC line it stores)."""
     f = op.fields
-    if op.opcode == "store":
+    if op.opcode is isa.Opcode.STORE:
         lines = math.prod(loop[0] for loop in op.desc.loops)
         return {
-            "ACT": set(range(f["res_addr"], f["res_addr"] + lines)) if f.get("use_res") else set()
+            isa.Mem.ACT: set(range(f["res_addr"], f["res_addr"] + lines))
+            if f.get("use_res")
+            else set()
         }
-    taps = f.get("kh", 1) * f.get("kw", 1) if op.opcode == "conv" else 1
+    taps = f.get("kh", 1) * f.get("kw", 1) if op.opcode is isa.Opcode.CONV else 1
     wgt = range(f["wgt_addr"], f["wgt_addr"] + taps * f["k_iter"] * f["n_iter"] * 16)
     act = range(f["act_addr"], f["act_addr"] + f["k_iter"] * f["act_k_stride"])
-    return {"WGT": set(wgt), "ACT": set(act)}
+    return {isa.Mem.WGT: set(wgt), isa.Mem.ACT: set(act)}
 
 
 def _read_bytes(ops: list[Op]) -> int:
@@ -74,7 +76,7 @@ def _assert_nothing_pending_reads_what_it_writes(before: Layer, layer: Layer) ->
     releases = [
         i
         for i, op in enumerate(before.ops[:start])
-        if "push_prev" in op.deps and op.opcode in ("gemm", "conv")
+        if "push_prev" in op.deps and op.opcode in (isa.Opcode.GEMM, isa.Opcode.CONV)
     ]
     waits = "pop_next" in layer.prefetched[0].deps
     assert waits == (len(releases) > 0)
@@ -83,7 +85,7 @@ def _assert_nothing_pending_reads_what_it_writes(before: Layer, layer: Layer) ->
         mem, base = load.desc.mem, load.desc.local_base
         written = set(range(base, base + math.prod(lp[0] for lp in load.desc.loops)))
         for op in after:
-            if op.opcode in ("gemm", "conv", "store"):
+            if op.opcode in (isa.Opcode.GEMM, isa.Opcode.CONV, isa.Opcode.STORE):
                 assert not written & _reads(op).get(mem, set()), (before.name, op.fields)
 
 
@@ -108,7 +110,7 @@ def test_the_next_layers_first_weights_load_during_the_last_step(monkeypatch, st
     assert [layer.name for layer in accel] == ["c1", "c2", "c3", "c4"]
     assert not accel[0].prefetched
     for before, layer in zip(accel, accel[1:], strict=False):
-        assert [op.desc.mem for op in layer.prefetched] == ["WGT"]  # (c1's stores pending)
+        assert [op.desc.mem for op in layer.prefetched] == [isa.Mem.WGT]  # (c1's stores pending)
         _assert_nothing_pending_reads_what_it_writes(before, layer)
     prefetched = run(plan, x)
 
@@ -170,15 +172,15 @@ def test_activations_load_early_only_when_no_pending_store_writes_them(
     x = np.random.default_rng(59).standard_normal((1, 32, 24, 24)).astype(np.float32)
     plan = passes(graph, PRESETS["default"], tilings=tilings)
     c1, c2 = plan.accel_layers()
-    assert ("ACT" in [op.desc.mem for op in c2.prefetched]) == hoisted
-    assert "WGT" in [op.desc.mem for op in c2.prefetched]
+    assert (isa.Mem.ACT in [op.desc.mem for op in c2.prefetched]) == hoisted
+    assert isa.Mem.WGT in [op.desc.mem for op in c2.prefetched]
     _assert_nothing_pending_reads_what_it_writes(c1, c2)
     assert run(plan, x).bit_exact
     # (c1 in 3 tiles: its tile 0 store runs long before in any order; no token orders it)
     if not hoisted and c1_rows == 4:
         monkeypatch.setattr(prefetch, "_overlap", lambda load, store, line: False)
         unchecked = passes(graph, PRESETS["default"], tilings=tilings)
-        assert "ACT" in [op.desc.mem for op in unchecked.accel_layers()[1].prefetched]
+        assert isa.Mem.ACT in [op.desc.mem for op in unchecked.accel_layers()[1].prefetched]
         assert not run(unchecked, x).bit_exact
 
 
@@ -214,7 +216,7 @@ def _random_desc(rng: np.random.Generator, symbol: str, line: int) -> DescSpec:
         for _ in range(int(rng.integers(1, 4)))
     ]
     return DescSpec(
-        "ACT",
+        isa.Mem.ACT,
         0,
         symbol,
         int(rng.integers(0, 12)) * line // 2,
@@ -239,7 +241,7 @@ def test_overlap_is_a_shared_byte_of_two_descriptors():
         transpose = bool(rng.integers(0, 2))
         written = _bytes(store, line, checked=not transpose)
         want = store.symbol == load.symbol and bool(_bytes(load, line) & written)
-        op = Op("store", fields={"transpose": int(transpose)}, desc=store)
+        op = Op(isa.Opcode.STORE, fields={"transpose": int(transpose)}, desc=store)
         assert prefetch._overlap(load, op, line) == want, (load, store, line, transpose)
         seen[want] += 1
     assert min(seen.values()) > 30, seen

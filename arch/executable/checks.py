@@ -1,0 +1,178 @@
+"""Consistency checks of a parsed executable: its steps against the reference graph, each
+DRAM tensor against its graph tensor, and each host node's ONNX model."""
+
+from __future__ import annotations
+
+import math
+
+from arch import host_runtime
+from arch.executable.format import (
+    DeviceProgram,
+    DramTensor,
+    Executable,
+    HostStep,
+    ReferenceGraph,
+    TensorSpec,
+)
+from arch.executable.reader import _Reader, _short
+from arch.host_runtime import HostModelError
+
+#: Reference ops whose output is a view of their inputs' bytes (no layer writes it).
+VIEW_OPS = ("flatten", "concat", "split_heads", "split_heads_t", "merge_heads")
+
+
+def _check_steps(reader: _Reader, exe: Executable) -> None:
+    """The steps against the reference graph: every tensor a step reads or writes is in it and
+    produced before; each DRAM tensor holds its graph tensor; each device layer writes the
+    output of a node of its op; each host step is the node of its output."""
+    ref = exe.reference
+    if not exe.programs:
+        reader.fail("the executable has no device program")
+    available = set(ref.inputs)
+    for index, step in enumerate(exe.steps):
+        where = f"step {index} ({_short(step.name)})"
+        names = [*step.inputs, *step.outputs]
+        if isinstance(step, DeviceProgram):
+            names += [*step.tensors, *(layer.output for layer in step.layers)]
+        for tensor in names:
+            if tensor not in ref.tensors:
+                reader.fail(f"{where}: tensor {_short(tensor)} is not in the graph")
+        for tensor in step.inputs:
+            if tensor not in available:
+                reader.fail(f"{where}: input {_short(tensor)} is produced by no step before it")
+        for tensor in step.outputs:
+            if tensor in available:
+                reader.fail(f"{where}: output {_short(tensor)} is already produced before it")
+        if isinstance(step, HostStep):
+            node = ref.producer(step.outputs[0]) if len(step.outputs) == 1 else None
+            if node is None or node.op != step.op or node.inputs != step.inputs:
+                reader.fail(
+                    f"{where}: a host step must be the reference node of its one output, with "
+                    "the same op and inputs"
+                )
+        else:
+            _check_program(reader, where, step, ref)
+        available.update(step.outputs)
+    for tensor in ref.outputs:
+        if tensor not in available:
+            reader.fail(f"graph output {_short(tensor)} is produced by no step")
+
+
+def _check_host_models(reader: _Reader, ref: ReferenceGraph) -> None:
+    """onnxruntime loads every host node's model, whose inputs are the node's feeds and whose
+    outputs include its fetch."""
+    for node in ref.nodes:
+        if node.op != "host":
+            continue
+        where = f"reference node {_short(node.name)} (host)"
+        try:
+            session = host_runtime.session(node.params["model"].tobytes())
+        except HostModelError as exc:
+            reader.fail(f"{where}: its ONNX model: {exc}")
+        inputs = sorted(i.name for i in session.get_inputs())
+        outputs = [o.name for o in session.get_outputs()]
+        if inputs != sorted(node.attrs["feeds"]) or node.attrs["fetch"] not in outputs:
+            reader.fail(
+                f"{where}: its ONNX model takes {_short(inputs)} and gives {_short(outputs)}; "
+                f"the node feeds {_short(list(node.attrs['feeds']))} and fetches "
+                f"{_short(node.attrs['fetch'])}"
+            )
+
+
+def _check_program(
+    reader: _Reader, where: str, program: DeviceProgram, ref: ReferenceGraph
+) -> None:
+    written = [layer.output for layer in program.layers]
+    for i, layer in enumerate(program.layers):
+        node = ref.producer(layer.output)
+        if node is None or node.op != layer.op:
+            reader.fail(
+                f"{where} layer {i}: op {_short(layer.op)} writing {_short(layer.output)}; the "
+                f"reference node writing it is {'none' if node is None else repr(node.op)}"
+            )
+        if layer.output in written[:i]:
+            reader.fail(f"{where} layer {i}: output {_short(layer.output)} is written twice")
+
+    def written_here(tensor: str) -> bool:
+        """Written by a layer, or a view (flatten, concat) of tensors that are."""
+        if tensor in written or tensor in program.inputs:
+            return True
+        node = ref.producer(tensor)
+        return node is not None and node.op in VIEW_OPS and all(map(written_here, node.inputs))
+
+    for tensor in program.outputs:
+        if not written_here(tensor):
+            reader.fail(f"{where}: output {_short(tensor)} is written by none of its layers")
+    for name, t in program.tensors.items():
+        _check_dram_tensor(reader, f"{where} tensor {_short(name)}", t, ref.tensors[name])
+        if t.layout == "im2col" and (name not in program.inputs or name in written):
+            reader.fail(f"{where} tensor {_short(name)}: only an input the host writes is im2col")
+
+
+def _check_dram_tensor(reader: _Reader, what: str, t: DramTensor, spec: TensorSpec) -> None:
+    """``t`` holds the graph's ``spec``: as (1, C, H, W) pixels of C channels, (1, F) as
+    h x w pixels of F / (h w) channels, im2col rows of the conv over (1, C, H, W), or tokens
+    (1, T, 1, F) as T pixels of F."""
+    shape = spec.shape
+    if spec.scale is None:
+        reader.fail(f"{what}: its graph tensor has no scale; a tensor in DRAM is int8")
+    if t.logical_channels > t.channels:
+        reader.fail(f"{what}: logical_channels {t.logical_channels} > channels {t.channels}")
+    if t.layout == "im2col":
+        assert t.kernel is not None and t.stride is not None and t.pads is not None
+        (kh, kw), (sy, sx), (top, left, bottom, right) = t.kernel, t.stride, t.pads
+        if len(shape) != 4:
+            reader.fail(f"{what}: an im2col tensor holds a (1, C, H, W) tensor, not {shape}")
+        out = ((shape[2] + top + bottom - kh) // sy + 1, (shape[3] + left + right - kw) // sx + 1)
+        if (t.h, t.w) != out or t.logical_channels != shape[1]:
+            reader.fail(
+                f"{what}: im2col of {shape} by a {kh}x{kw} kernel, stride {t.stride}, pads "
+                f"{t.pads} is {out[0]}x{out[1]} rows of {shape[1]} channels, not {t.h}x{t.w} of "
+                f"{t.logical_channels}"
+            )
+        if t.channels < kh * kw * t.logical_channels:
+            reader.fail(f"{what}: {t.channels} channels hold no {kh}x{kw}x{shape[1]} rows")
+        return
+    if t.layout == "tokens_t":
+        if (
+            len(shape) != 4
+            or shape[2] != 1
+            or t.w != 1
+            or shape[3] % t.h
+            or t.logical_channels != shape[1]
+        ):
+            reader.fail(f"{what}: tokens_t {t.h}x{t.w} of {t.logical_channels}; graph {shape}")
+        if t.channels % (shape[3] // t.h) or t.channels // (shape[3] // t.h) < shape[1]:
+            reader.fail(
+                f"{what}: {t.channels} channels hold no {shape[3] // t.h} heads of {shape[1]}"
+            )
+        return
+    if t.layout != "heads" and t.h * t.w * t.logical_channels != math.prod(shape):
+        reader.fail(
+            f"{what}: {t.h}x{t.w} pixels of {t.logical_channels} channels do not hold its graph "
+            f"tensor {shape}"
+        )
+    if t.layout == "heads":
+        if len(shape) != 4 or (t.h, t.w, t.logical_channels) != (shape[2], 1, shape[3]):
+            reader.fail(f"{what}: heads {t.h}x{t.w} of {t.logical_channels}; graph {shape}")
+        if t.channels % shape[1] or t.channels // shape[1] < shape[3]:
+            reader.fail(f"{what}: {t.channels} channels hold no {shape[1]} heads of {shape[3]}")
+        return
+    if t.layout == "tokens":
+        if (
+            len(shape) != 4
+            or shape[2] != 1
+            or (t.h, t.w, t.logical_channels)
+            != (
+                shape[1],
+                1,
+                shape[3],
+            )
+        ):
+            reader.fail(f"{what}: tokens {t.h}x{t.w} of {t.logical_channels}; graph {shape}")
+        return
+    if len(shape) == 4 and (t.logical_channels, t.h, t.w) != shape[1:]:
+        reader.fail(
+            f"{what}: {t.h}x{t.w} pixels of {t.logical_channels} channels; its graph tensor is "
+            f"{shape}"
+        )
