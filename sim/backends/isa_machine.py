@@ -16,64 +16,19 @@ RTL's counters.
 from __future__ import annotations
 
 import math
-from collections import Counter, deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from arch import isa
 from arch.config import AccelConfig
-from arch.isa import MAX_SHIFT, ErrorCode, Launch, Mem, Opcode, Queue, dwconv_cycles
+from arch.isa import MAX_SHIFT, ErrorCode, Launch, Mem, Opcode, dwconv_cycles
+from sim.backends.isa_queues import QueueScheduler
+from sim.backends.isa_results import IsaSimError, Stats
 
-_PREV = {Queue.COMPUTE: Queue.LOAD, Queue.STORE: Queue.COMPUTE}
-_NEXT = {Queue.LOAD: Queue.COMPUTE, Queue.COMPUTE: Queue.STORE}
-
-
-class IsaSimError(RuntimeError):
-    """The program cannot run; ``code`` is what the RTL's status register would say."""
-
-    def __init__(self, code: ErrorCode, message: str, insn_index: int | None = None) -> None:
-        where = f"instruction {insn_index}: " if insn_index is not None else ""
-        super().__init__(f"{code.name}: {where}{message}")
-        self.code = code
-        self.insn_index = insn_index
-
-
-@dataclass
-class Stats:
-    """What ran: instruction counts, DRAM traffic per memory, operation counts, ideal cycles."""
-
-    insns: Counter = field(default_factory=Counter)  # mnemonic -> count
-    load_bytes: Counter = field(default_factory=Counter)  # Mem name -> DRAM bytes read
-    pad_lines: int = 0  # lines a load filled with padding instead of DRAM data
-    store_bytes: int = 0
-    fetch_bytes: int = 0  # instruction words read
-    desc_bytes: int = 0  # descriptors read
-    macs: int = 0  # multiply-accumulates (GEMM)
-    alu_ops: int = 0  # element operations of ACCUM, POOL and STORE post-processing
-    busy: Counter = field(default_factory=Counter)  # Queue name -> ideal busy cycles
-    ideal_cycles: int = 0
-
-    @property
-    def dram_read_bytes(self) -> int:
-        return sum(self.load_bytes.values()) + self.fetch_bytes + self.desc_bytes
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "insns": dict(self.insns),
-            "load_bytes": dict(self.load_bytes),
-            "pad_lines": self.pad_lines,
-            "store_bytes": self.store_bytes,
-            "fetch_bytes": self.fetch_bytes,
-            "desc_bytes": self.desc_bytes,
-            "dram_read_bytes": self.dram_read_bytes,
-            "macs": self.macs,
-            "alu_ops": self.alu_ops,
-            "busy": dict(self.busy),
-            "ideal_cycles": self.ideal_cycles,
-        }
+__all__ = ["IsaSimError", "Machine", "Stats", "requantize", "run_program", "wrap32"]
 
 
 def requantize(x: np.ndarray, mult: np.ndarray, shift: np.ndarray) -> np.ndarray:
@@ -115,7 +70,7 @@ class Machine:
         statistics."""
         self._check_launch(launch)
         descs = self._descriptors(launch)
-        _Scheduler(self, self._instructions(launch), descs).run()
+        QueueScheduler(self, self._instructions(launch), descs).run()
         return self.stats
 
     def fetch(self, launch: Launch) -> list[isa.Instruction]:
@@ -575,154 +530,6 @@ class _Walk:
     local: np.ndarray
     dram: np.ndarray
     valid: np.ndarray
-
-
-class _Scheduler:
-    """Runs the three queues in dataflow order with dependency tokens and ideal timing."""
-
-    def __init__(
-        self, machine: Machine, program: Iterator[isa.Instruction], descs: list[bytes]
-    ) -> None:
-        self.machine = machine
-        self.descs = descs
-        self.source = program
-        self.pending: isa.Instruction | None = None  # fetched, waiting for room in its queue
-        self.ended = False  # END was dispatched
-        self.fetched = 0  # instructions dispatched so far (in program order)
-        self.queues: dict[Queue, deque[tuple[int, isa.Instruction]]] = {q: deque() for q in Queue}
-        # tokens[(src, dst)]: completion times of pushed, not yet popped tokens
-        self.tokens: dict[tuple[Queue, Queue], deque[int]] = {
-            pair: deque() for q, n in _NEXT.items() for pair in ((q, n), (n, q))
-        }
-        self.clock = dict.fromkeys(Queue, 0)
-        self.retired = 0
-
-    def _dispatch(self) -> bool:
-        """Move instructions into their queues in program order while the target queue has room
-        (config.queue_depth instructions not yet started, as in the RTL). Each instruction is
-        decoded and checked when dispatch reaches it, before it waits for room."""
-        moved = False
-        while not self.ended:
-            if self.pending is None:
-                insn = next(self.source)  # decode errors of this instruction are raised here
-                self._check_deps(self.fetched, insn, insn.queue)
-                if insn.opcode is Opcode.END:
-                    self.ended, self.fetched, moved = True, self.fetched + 1, True
-                    break
-                self.pending = insn
-            queue = self.pending.queue
-            assert queue is not None
-            if len(self.queues[queue]) >= self.machine.config.queue_depth:
-                break
-            self.queues[queue].append((self.fetched, self.pending))
-            self.pending = None
-            self.fetched += 1
-            moved = True
-        return moved
-
-    @staticmethod
-    def _check_deps(index: int, insn: isa.Instruction, queue: Queue | None) -> None:
-        for flag, table in (("prev", _PREV), ("next", _NEXT)):
-            for action in ("pop", "push"):
-                if not insn[f"deps.{action}_{flag}"]:
-                    continue
-                if queue is None:
-                    raise IsaSimError(
-                        ErrorCode.BAD_FIELD,
-                        f"{insn.format.name} has {action}_{flag} set, but it runs in no queue "
-                        "and carries no tokens",
-                        index,
-                    )
-                if queue not in table:
-                    raise IsaSimError(
-                        ErrorCode.BAD_FIELD,
-                        f"{insn.format.name} in the {queue.name} queue has {action}_{flag} set, "
-                        f"but that queue has no {flag} queue",
-                        index,
-                    )
-
-    def _channels(self, insn: isa.Instruction, queue: Queue) -> tuple[list, list]:
-        pops, pushes = [], []
-        for flag, table in (("prev", _PREV), ("next", _NEXT)):
-            if insn[f"deps.pop_{flag}"]:
-                pops.append((table[queue], queue))
-            if insn[f"deps.push_{flag}"]:
-                pushes.append((queue, table[queue]))
-        return pops, pushes
-
-    def _ready(self, queue: Queue) -> bool:
-        _, insn = self.queues[queue][0]
-        pops, pushes = self._channels(insn, queue)
-        depth = self.machine.config.token_depth
-        return all(self.tokens[p] for p in pops) and all(
-            len(self.tokens[p]) < depth for p in pushes
-        )
-
-    def run(self) -> None:
-        while True:
-            moved = self._dispatch()
-            progressed = False
-            for queue in Queue:
-                while self.queues[queue] and self._ready(queue):
-                    self._step(queue)
-                    progressed = True
-            if self.ended and not any(self.queues.values()):
-                break
-            if not moved and not progressed:
-                raise self._deadlock()
-        stats = self.machine.stats
-        stats.ideal_cycles = max(self.clock.values())
-
-    def _step(self, queue: Queue) -> None:
-        index, insn = self.queues[queue].popleft()
-        pops, pushes = self._channels(insn, queue)
-        start = max([self.clock[queue], *(self.tokens[p].popleft() for p in pops)])
-        self.machine.counters = {
-            "cycles": start,
-            "insns_retired": self.retired,
-            "dram_read_bytes": self.machine.stats.dram_read_bytes,
-            "dram_write_bytes": self.machine.stats.store_bytes,
-            "macs": self.machine.stats.macs,
-        }
-        duration = self.machine.execute(index, insn, self.descs)
-        self.clock[queue] = start + duration
-        self.machine.stats.busy[queue.name] += duration
-        self.retired += 1
-        for p in pushes:
-            self.tokens[p].append(self.clock[queue])
-
-    def _deadlock(self) -> IsaSimError:
-        """DEADLOCK at the instruction the RTL names: the head of the first of LOAD, COMPUTE,
-        STORE that waits for a token, else the instruction dispatch waits to place."""
-        waits = []
-        first = None
-        for queue, pending in self.queues.items():
-            if not pending:
-                continue
-            index, insn = pending[0]
-            first = index if first is None else first
-            pops, pushes = self._channels(insn, queue)
-            need = [f"a token from {src.name}" for src, _ in pops if not self.tokens[(src, queue)]]
-            depth = self.machine.config.token_depth
-            full = [
-                f"room to push to {dst.name}"
-                for p, dst in ((p, p[1]) for p in pushes)
-                if len(self.tokens[p]) >= depth
-            ]
-            reason = ", ".join(need) or ", ".join(full)
-            waits.append(
-                f"{queue.name} waits at instruction {index} ({insn.format.name}) for {reason}"
-            )
-        if self.pending is not None:
-            blocked = self.pending
-            assert blocked.queue is not None
-            waits.append(
-                f"dispatch waits at instruction {self.fetched} ({blocked.format.name}): "
-                f"the {blocked.queue.name} queue is full ({self.machine.config.queue_depth})"
-            )
-            # never None here: the full queue dispatch waits for has a waiting head (first)
-            first = self.fetched if first is None else first  # pragma: no mutate
-        return IsaSimError(ErrorCode.DEADLOCK, "token deadlock: " + "; ".join(waits), first)
 
 
 def run_program(

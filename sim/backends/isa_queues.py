@@ -1,0 +1,168 @@
+"""The ISA simulator's dispatch: the LOAD, COMPUTE and STORE queues in dataflow order, each in
+program order, an instruction running when the tokens it pops are there; an ideal timing model
+alongside (each queue busy for its instructions' ideal durations, tokens carrying completion
+times)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from arch import isa
+from arch.isa import ErrorCode, Opcode, Queue
+from sim.backends.isa_results import IsaSimError
+
+if TYPE_CHECKING:
+    from sim.backends.isa_machine import Machine
+
+_PREV = {Queue.COMPUTE: Queue.LOAD, Queue.STORE: Queue.COMPUTE}
+_NEXT = {Queue.LOAD: Queue.COMPUTE, Queue.COMPUTE: Queue.STORE}
+
+
+class QueueScheduler:
+    """Runs the three queues in dataflow order with dependency tokens and ideal timing."""
+
+    def __init__(
+        self, machine: Machine, program: Iterator[isa.Instruction], descs: list[bytes]
+    ) -> None:
+        self.machine = machine
+        self.descs = descs
+        self.source = program
+        self.pending: isa.Instruction | None = None  # fetched, waiting for room in its queue
+        self.ended = False  # END was dispatched
+        self.fetched = 0  # instructions dispatched so far (in program order)
+        self.queues: dict[Queue, deque[tuple[int, isa.Instruction]]] = {q: deque() for q in Queue}
+        # tokens[(src, dst)]: completion times of pushed, not yet popped tokens
+        self.tokens: dict[tuple[Queue, Queue], deque[int]] = {
+            pair: deque() for q, n in _NEXT.items() for pair in ((q, n), (n, q))
+        }
+        self.clock = dict.fromkeys(Queue, 0)
+        self.retired = 0
+
+    def _dispatch(self) -> bool:
+        """Move instructions into their queues in program order while the target queue has room
+        (config.queue_depth instructions not yet started, as in the RTL). Each instruction is
+        decoded and checked when dispatch reaches it, before it waits for room."""
+        moved = False
+        while not self.ended:
+            if self.pending is None:
+                insn = next(self.source)  # decode errors of this instruction are raised here
+                self._check_deps(self.fetched, insn, insn.queue)
+                if insn.opcode is Opcode.END:
+                    self.ended, self.fetched, moved = True, self.fetched + 1, True
+                    break
+                self.pending = insn
+            queue = self.pending.queue
+            assert queue is not None
+            if len(self.queues[queue]) >= self.machine.config.queue_depth:
+                break
+            self.queues[queue].append((self.fetched, self.pending))
+            self.pending = None
+            self.fetched += 1
+            moved = True
+        return moved
+
+    @staticmethod
+    def _check_deps(index: int, insn: isa.Instruction, queue: Queue | None) -> None:
+        for flag, table in (("prev", _PREV), ("next", _NEXT)):
+            for action in ("pop", "push"):
+                if not insn[f"deps.{action}_{flag}"]:
+                    continue
+                if queue is None:
+                    raise IsaSimError(
+                        ErrorCode.BAD_FIELD,
+                        f"{insn.format.name} has {action}_{flag} set, but it runs in no queue "
+                        "and carries no tokens",
+                        index,
+                    )
+                if queue not in table:
+                    raise IsaSimError(
+                        ErrorCode.BAD_FIELD,
+                        f"{insn.format.name} in the {queue.name} queue has {action}_{flag} set, "
+                        f"but that queue has no {flag} queue",
+                        index,
+                    )
+
+    def _channels(self, insn: isa.Instruction, queue: Queue) -> tuple[list, list]:
+        pops, pushes = [], []
+        for flag, table in (("prev", _PREV), ("next", _NEXT)):
+            if insn[f"deps.pop_{flag}"]:
+                pops.append((table[queue], queue))
+            if insn[f"deps.push_{flag}"]:
+                pushes.append((queue, table[queue]))
+        return pops, pushes
+
+    def _ready(self, queue: Queue) -> bool:
+        _, insn = self.queues[queue][0]
+        pops, pushes = self._channels(insn, queue)
+        depth = self.machine.config.token_depth
+        return all(self.tokens[p] for p in pops) and all(
+            len(self.tokens[p]) < depth for p in pushes
+        )
+
+    def run(self) -> None:
+        while True:
+            moved = self._dispatch()
+            progressed = False
+            for queue in Queue:
+                while self.queues[queue] and self._ready(queue):
+                    self._step(queue)
+                    progressed = True
+            if self.ended and not any(self.queues.values()):
+                break
+            if not moved and not progressed:
+                raise self._deadlock()
+        stats = self.machine.stats
+        stats.ideal_cycles = max(self.clock.values())
+
+    def _step(self, queue: Queue) -> None:
+        index, insn = self.queues[queue].popleft()
+        pops, pushes = self._channels(insn, queue)
+        start = max([self.clock[queue], *(self.tokens[p].popleft() for p in pops)])
+        self.machine.counters = {
+            "cycles": start,
+            "insns_retired": self.retired,
+            "dram_read_bytes": self.machine.stats.dram_read_bytes,
+            "dram_write_bytes": self.machine.stats.store_bytes,
+            "macs": self.machine.stats.macs,
+        }
+        duration = self.machine.execute(index, insn, self.descs)
+        self.clock[queue] = start + duration
+        self.machine.stats.busy[queue.name] += duration
+        self.retired += 1
+        for p in pushes:
+            self.tokens[p].append(self.clock[queue])
+
+    def _deadlock(self) -> IsaSimError:
+        """DEADLOCK at the instruction the RTL names: the head of the first of LOAD, COMPUTE,
+        STORE that waits for a token, else the instruction dispatch waits to place."""
+        waits = []
+        first = None
+        for queue, pending in self.queues.items():
+            if not pending:
+                continue
+            index, insn = pending[0]
+            first = index if first is None else first
+            pops, pushes = self._channels(insn, queue)
+            need = [f"a token from {src.name}" for src, _ in pops if not self.tokens[(src, queue)]]
+            depth = self.machine.config.token_depth
+            full = [
+                f"room to push to {dst.name}"
+                for p, dst in ((p, p[1]) for p in pushes)
+                if len(self.tokens[p]) >= depth
+            ]
+            reason = ", ".join(need) or ", ".join(full)
+            waits.append(
+                f"{queue.name} waits at instruction {index} ({insn.format.name}) for {reason}"
+            )
+        if self.pending is not None:
+            blocked = self.pending
+            assert blocked.queue is not None
+            waits.append(
+                f"dispatch waits at instruction {self.fetched} ({blocked.format.name}): "
+                f"the {blocked.queue.name} queue is full ({self.machine.config.queue_depth})"
+            )
+            # never None here: the full queue dispatch waits for has a waiting head (first)
+            first = self.fetched if first is None else first  # pragma: no mutate
+        return IsaSimError(ErrorCode.DEADLOCK, "token deadlock: " + "; ".join(waits), first)
