@@ -17,10 +17,10 @@ from compiler.errors import CompileError
 from compiler.export import assemble
 from compiler.frontend import compile_front
 from compiler.ir import Graph, Node
+from compiler.onnx.unbatch import model_batch, unbatch
 from compiler.passes import run_back
 from compiler.plan import Plan
 from compiler.segments import split
-from compiler.unbatch import model_batch, unbatch
 
 
 @dataclass
@@ -121,7 +121,7 @@ def compile_model(
         batch = model_batch(loaded)
     except Exception:  # an unreadable file: the import says what is wrong with it
         batch = 1
-    if batch > 1:  # N programs of batch 1 (compiler/unbatch.py)
+    if batch > 1:  # N programs of batch 1 (compiler/onnx/unbatch.py)
         proto = unbatch(loaded, batch)
     if calibration is None and str(model) in zoo.MODELS:
         calibration = zoo.calibration(str(model))

@@ -13,7 +13,7 @@ from arch.reference import dequantize, quantize_input
 from .calibrate import default_calibration
 from .errors import CompileError
 from .ir import Graph
-from .onnx_import import load_onnx
+from .onnx import load_onnx
 from .passes import run_front
 
 __all__ = ["compile_front", "dequantize", "quantize_input"]

@@ -21,7 +21,7 @@ from compiler.accuracy import compare_fp32
 from compiler.errors import CompileError
 from compiler.frontend import compile_front, dequantize, quantize_input
 from compiler.ir import Graph
-from compiler.onnx_import import load_onnx
+from compiler.onnx import load_onnx
 from compiler.passes import canonicalize
 
 #: torchvision ResNets: block type, blocks per stage.

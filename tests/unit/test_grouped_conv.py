@@ -13,7 +13,7 @@ from arch.config import PRESETS
 from arch.executable import HostStep
 from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
-from compiler.onnx_import import load_onnx
+from compiler.onnx import load_onnx
 from compiler.passes import canonicalize
 from sim.run import run
 from tests.unit.test_partition import _run_and_reload, _saved, conv, model_of

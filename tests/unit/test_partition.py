@@ -21,7 +21,7 @@ from compiler import zoo
 from compiler.accuracy import compare_fp32
 from compiler.compile import compile_model
 from compiler.errors import CompileError
-from compiler.onnx_import import load_onnx
+from compiler.onnx import load_onnx
 from sim.host import run_host_step
 from sim.run import run
 

@@ -18,7 +18,7 @@ from arch.reference import dequantize, quantize_input
 from compiler.accuracy import compare_fp32
 from compiler.activations import make_table
 from compiler.compile import compile_model
-from compiler.onnx_import import load_onnx
+from compiler.onnx import load_onnx
 from sim.run import run
 from tests.unit.test_partition import _saved, conv, model_of
 

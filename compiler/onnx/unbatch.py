@@ -11,7 +11,7 @@ from __future__ import annotations
 import onnx
 from onnx import numpy_helper
 
-from .errors import CompileError
+from ..errors import CompileError
 
 __all__ = ["model_batch", "unbatch"]
 
