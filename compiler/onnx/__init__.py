@@ -34,11 +34,18 @@ from __future__ import annotations
 
 # The handler modules register their ops on import.
 from . import attention, conv, elementwise, layout, matmul, pools, quantized  # noqa: F401
-from .importer import load_onnx
+from .importer import import_prepared, load_onnx, prepare_model
 from .prepare import MAX_OPSET, MIN_OPSET
 from .registry import HANDLERS
 
-__all__ = ["MAX_OPSET", "MIN_OPSET", "SUPPORTED_OPS", "load_onnx"]
+__all__ = [
+    "MAX_OPSET",
+    "MIN_OPSET",
+    "SUPPORTED_OPS",
+    "import_prepared",
+    "load_onnx",
+    "prepare_model",
+]
 
 #: The ONNX ops the front end accepts: the handlers' keys.
 SUPPORTED_OPS: tuple[str, ...] = tuple(sorted(HANDLERS))

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 
 from arch.host_runtime import HostModelError
 
-from ..errors import CompileError
+from ..errors import CompileError, Unplaceable
 from ..ir import Node, Tensor
 from . import host_models
 from .read import (
@@ -24,15 +24,7 @@ from .read import (
 )
 from .state import HostMark, ImportState, ir_shape
 
-__all__ = ["Retry", "form_regions", "mark_host"]
-
-
-class Retry(Exception):
-    """Import again with these ONNX node indices forced to the host."""
-
-    def __init__(self, indices: set[int]) -> None:
-        super().__init__(sorted(indices))
-        self.indices = indices
+__all__ = ["form_regions", "mark_host"]
 
 
 def mark_host(st: ImportState, index: int, node: onnx.NodeProto, name: str, reason: str) -> None:
@@ -160,7 +152,8 @@ def _feeds_ok(st: ImportState, marks: list[HostMark], feeds: list[str]) -> bool:
 
 
 def _retry_bad_rank(st: ImportState, fetches: list[str]) -> None:
-    """Accelerator nodes reading a host value of a rank the IR lacks go to the host too."""
+    """Accelerator nodes reading a host value of a rank the IR lacks go to the host too
+    (:func:`compiler.placement.place` imports again)."""
     bad_rank = [o for o in fetches if len(st.inferred.get(o, ())) not in (2, 3, 4)]
     consumers = {
         st.origins[ir.name]
@@ -170,7 +163,12 @@ def _retry_bad_rank(st: ImportState, fetches: list[str]) -> None:
         and any(o in ir.inputs for o in bad_rank)
     }
     if consumers - set(st.forced):
-        raise Retry(consumers)
+        raise Unplaceable(
+            None,
+            None,
+            "reads a host value of a shape the accelerator lacks",
+            indices=frozenset(consumers),
+        )
 
 
 def _host_nodes(

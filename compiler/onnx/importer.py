@@ -18,15 +18,16 @@ from arch.host_runtime import HostModelError
 
 from ..errors import CompileError
 from ..ir import Graph, Tensor
+from ..placement import place
 from . import host_models
 from .gelu_pattern import FUSED_OPS, MS_DOMAIN
-from .host_regions import Retry, form_regions, mark_host
-from .prepare import prepare, read_model
+from .host_regions import form_regions, mark_host
+from .prepare import OnnxModel, prepare, read_model
 from .read import attrs_of, shape_of
 from .registry import HANDLERS
 from .state import ImportState, ir_shape
 
-__all__ = ["load_onnx"]
+__all__ = ["import_prepared", "load_onnx", "prepare_model"]
 
 #: IR ops that exist only to be folded into the node before them (canonicalize): after a host
 #: node there is nothing to fold them into, so they join it on the host.
@@ -43,17 +44,21 @@ def load_onnx(model: str | Path | onnx.ModelProto, host: Mapping[int, str] | Non
         For a missing or unreadable file, a graph input that is not a static fp32 tensor, or
         nodes that neither the accelerator nor onnxruntime can run (all named at once).
     """
-    proto, inference_error = prepare(read_model(model))
-    forced = dict(host or {})
-    while True:
-        try:
-            graph = import_graph(ImportState.of(proto, forced))
-            break
-        except Retry as retry:
-            for index in retry.indices:
-                forced.setdefault(index, "reads a host value of a shape the accelerator lacks")
-    if inference_error is not None:  # the handlers found nothing more specific to complain about
-        raise inference_error
+    prepared = prepare_model(model)
+    return place(lambda placement: import_prepared(prepared, placement.forced), host)
+
+
+def prepare_model(model: str | Path | onnx.ModelProto) -> OnnxModel:
+    """``model`` read and through the ONNX-level passes, ready to import (again and again)."""
+    return prepare(read_model(model))
+
+
+def import_prepared(prepared: OnnxModel, forced: Mapping[int, str]) -> Graph:
+    """The verified IR graph of a prepared model, the ONNX nodes ``forced`` on the host; an
+    :class:`~compiler.errors.Unplaceable` names accelerator nodes to force there too."""
+    graph = import_graph(ImportState.of(prepared.proto, forced))
+    if prepared.inference_error is not None:  # the handlers found nothing more specific
+        raise prepared.inference_error
     graph.verify()
     return graph
 

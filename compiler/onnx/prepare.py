@@ -61,12 +61,12 @@ def read_model(model: str | Path | onnx.ModelProto) -> onnx.ModelProto:
     return proto
 
 
-def prepare(proto: onnx.ModelProto) -> tuple[onnx.ModelProto, CompileError | None]:
-    """``proto`` through :data:`ONNX_PASSES`, and the strict shape inference's failure."""
+def prepare(proto: onnx.ModelProto) -> OnnxModel:
+    """``proto`` through :data:`ONNX_PASSES`."""
     model = OnnxModel(proto)
     for _name, run in ONNX_PASSES:
         run(model)
-    return model.proto, model.inference_error
+    return model
 
 
 # --------------------------------------------------------------------------- the passes

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from compiler.errors import CompileError
+from compiler.errors import Unplaceable
 from compiler.ir import Graph
 from compiler.plan import Layer, Plan
 
@@ -39,7 +39,7 @@ def run(plan: Plan) -> Plan:
     for index, node in enumerate(graph.nodes):
         if node.op in HOST_OPS:
             if graph.consumers(node.output):
-                raise CompileError(
+                raise Unplaceable(
                     node.name,
                     node.op,
                     "runs on the host but feeds other layers; only a final "
@@ -56,7 +56,7 @@ def run(plan: Plan) -> Plan:
                 out = graph.tensors[node.output].shape
                 layer.macs = int(math.prod(out)) * graph.tensors[node.inputs[0]].shape[3]
         else:
-            raise CompileError(
+            raise Unplaceable(
                 node.name, node.op, "has no accelerator mapping", supported=", ".join(sorted(KINDS))
             )
         plan.layers.append(layer)

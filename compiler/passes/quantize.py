@@ -21,7 +21,7 @@ from arch.reference_ops import quantize_multipliers
 
 from .. import calibrate
 from ..activations import make_table
-from ..errors import CompileError
+from ..errors import CompileError, Unplaceable
 from ..ir import Graph, Node, Tensor
 
 __all__ = ["ADD_EXTRA_BITS", "run"]
@@ -76,22 +76,30 @@ CODE_EXACT_OPS = frozenset(
 )
 
 
-def run(graph: Graph, calibration_inputs: Sequence[np.ndarray], method: str = "minmax") -> Graph:
+def run(
+    graph: Graph,
+    calibration_inputs: Sequence[np.ndarray],
+    method: str = "minmax",
+    ranges: calibrate.Ranges | None = None,
+) -> Graph:
     """Return the quantized form of a canonical fp32 ``graph`` (which is not modified),
-    calibrated by ``method`` (:mod:`compiler.calib_methods`).
+    calibrated by ``method`` (:mod:`compiler.calib_methods`); ``ranges``: thresholds measured
+    before on the same model, inputs and method (the host placement's earlier attempts).
 
     Raises
     ------
     CompileError
-        On an already-quantized or non-canonical graph, bad calibration inputs, a rescale out of
-        the fixed-point range or a bias that does not fit int32 (naming the node).
+        On an already-quantized or non-canonical graph or bad calibration inputs;
+        :class:`~compiler.errors.Unplaceable` for a rescale out of the fixed-point range, a bias
+        that does not fit int32, a concat input that cannot take its scale, or a lookup table
+        on a vector with nothing to fuse it into (naming the node).
     """
     if graph.quantized:
         raise CompileError(None, "quantize", "the graph is already quantized")
     g = graph.copy()
     _propagate_given_scales(g)
     given = {name for name, t in g.tensors.items() if t.scale is not None}
-    _calibrate(g, calibration_inputs, given, method)
+    _calibrate(g, calibration_inputs, given, method, ranges)
     for node in g.nodes:
         _QUANTIZERS[node.op](g, node)
     _fuse_tables(g)
@@ -128,7 +136,11 @@ def _only_concatenated(g: Graph, name: str) -> bool:
 
 
 def _calibrate(
-    g: Graph, inputs: Sequence[np.ndarray], given: set[str], method: str = "minmax"
+    g: Graph,
+    inputs: Sequence[np.ndarray],
+    given: set[str],
+    method: str = "minmax",
+    known: calibrate.Ranges | None = None,
 ) -> None:
     """Give every tensor its scale: measured, given, or its input's (maxpool, flatten, and
     host nodes that only move codes)."""
@@ -151,7 +163,8 @@ def _calibrate(
                 "quantize",
                 f"{len(need)} tensors need calibration but the graph has no source ONNX model",
             )
-        ranges = calibrate.ranges(g.source, need, _check_inputs(g, inputs), method)
+        known = known or calibrate.Ranges()
+        ranges = known.of(g.source, need, _check_inputs(g, inputs), method)
         for name, m in ranges.items():
             g.tensors[name].scale = m / 127.0 if m > 0 else 1.0
     for groups, shuffle_out in shuffled.items():
@@ -215,7 +228,7 @@ def _share_concat_scales(g: Graph) -> None:
                     if shared is not None
                     else f"comes from {'the graph input' if producer is None else producer.op}"
                 )
-                raise CompileError(
+                raise Unplaceable(
                     node.name,
                     "concat",
                     f"input '{name}' {why} and cannot take the concat's scale",
@@ -255,7 +268,7 @@ def _rescale(node: Node, scales: np.ndarray, what: str) -> tuple[np.ndarray, np.
         mult, shift = quantize_multipliers(np.asarray(scales, np.float64).reshape(-1))
     except ValueError:
         arr = np.asarray(scales, np.float64).reshape(-1)
-        raise CompileError(
+        raise Unplaceable(
             node.name,
             node.op,
             f"{what} rescale {arr.min():.3g}..{arr.max():.3g} is out of "
@@ -305,7 +318,7 @@ def _weighted(g: Graph, node: Node) -> None:
     else:
         bias = np.rint(b / acc)
     if bias.size and (bias.min() < INT32_MIN or bias.max() > INT32_MAX):
-        raise CompileError(
+        raise Unplaceable(
             node.name,
             node.op,
             f"bias {b[np.argmax(np.abs(bias))]:.4g} does not fit int32 at "
@@ -390,6 +403,15 @@ def _fuse_tables(g: Graph) -> None:
             or users != [node]
             or node.inputs[0] in g.outputs
         ):
+            shape = g.tensors[node.inputs[0]].shape
+            if len(shape) != 4:  # a scale layer of its own runs on (1, C, H, W) only
+                raise Unplaceable(
+                    node.name,
+                    node.op,
+                    f"a lookup table on a {shape} tensor with no conv, gemm or add before it "
+                    "to fuse into is not supported",
+                    "tables on (1, C, H, W) tensors, or right after a Conv, Gemm, MatMul or Add",
+                )
             one, zero = np.array([1], np.int64), np.array([0], np.int64)
             node.op, node.attrs = "scale", {"act": "table"}
             node.params = {"mult": one, "shift": zero, "clamp": _clamp(None, s_out)}

@@ -37,7 +37,7 @@ import itertools
 from arch import isa
 from arch.reference import store_zero_point, zero_point
 from compiler.constants import table_offset, zero_point_bias
-from compiler.errors import CompileError
+from compiler.errors import CompileError, Unplaceable
 from compiler.passes import prefetch, ramp
 from compiler.passes.input_reuse import InputReuse
 from compiler.passes.steps import Step, groups, param_symbol, weight_symbol
@@ -599,7 +599,7 @@ def _eltwise_steps(plan: Plan, layer: Layer, halves: _Halves) -> list[Step]:
         if gate is not None:
             gate_addr = act_base + nbc * mt
             if gate_addr + nbc > 1 << isa.GATE_ADDR_BITS:
-                raise CompileError(
+                raise Unplaceable(
                     layer.name,
                     layer.node.op,
                     f"gate lines {gate_addr}..{gate_addr + nbc - 1} are past the ACT lines a "

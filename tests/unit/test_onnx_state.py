@@ -58,7 +58,7 @@ def _conv_integer_model() -> onnx.ModelProto:
 
 def _state_before_last_node(model: onnx.ModelProto) -> tuple[ImportState, int, onnx.NodeProto]:
     """The state after importing every node but the last (a Relu), which is returned."""
-    proto, _ = prepare(read_model(model))
+    proto = prepare(read_model(model)).proto
     st = ImportState.of(proto, {})
     (x,) = proto.graph.input
     st.tensors["x"], st.alias["x"] = Tensor("x", (1, 3, 4, 4)), "x"
