@@ -74,7 +74,7 @@ def _rows_agree(model: onnx.ModelProto, single: onnx.ModelProto, batch: int) -> 
     whole batch (onnxruntime, fp32)."""
     import numpy as np
 
-    from .calibrate import _run, _session
+    from ..calibrate import _run, _session
 
     whole, one = _session(model, ()), _session(single, ())
     shape = [int(d.dim_value) for d in model.graph.input[0].type.tensor_type.shape.dim]
