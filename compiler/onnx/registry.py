@@ -5,8 +5,9 @@ in the IR) into ``state`` (:class:`compiler.onnx.state.ImportState`) or raises
 :class:`compiler.errors.CompileError` to refuse it (the node then goes to the host, and the
 state is rolled back). The ops the front end supports are the registry's keys.
 
-Adding an op: write its handler in the module of its family and decorate it with
-``@handles("OpType")``; nothing else lists it.
+Adding an op: write its handler in the module of its family (a new family module goes in the
+import line of ``compiler/onnx/__init__.py``) and decorate it with ``@handles("OpType")``;
+nothing else lists it.
 """
 
 from __future__ import annotations
