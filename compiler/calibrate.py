@@ -17,6 +17,7 @@ from .errors import CompileError
 from .ir import Graph
 
 __all__ = [
+    "Ranges",
     "as_shape",
     "default_calibration",
     "max_abs",
@@ -176,3 +177,27 @@ def ranges(
         else:
             out[name] = calib_methods.mse_threshold(hist, m)
     return out
+
+
+class Ranges:
+    """Clip thresholds of one model's tensors over one set of calibration inputs by one method,
+    each measured once (:func:`ranges`) and kept across the host placement's attempts, which
+    need the same tensors again (and a few more or fewer)."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, float] = {}
+        self.runs = 0  #: the onnxruntime calibrations made
+
+    def of(
+        self,
+        model: onnx.ModelProto,
+        names: Sequence[str],
+        inputs: Sequence[np.ndarray],
+        method: str = "minmax",
+    ) -> dict[str, float]:
+        """The thresholds of ``names``, measuring only those not measured before."""
+        missing = [n for n in names if n not in self.known]
+        if missing:
+            self.known.update(ranges(model, missing, inputs, method))
+            self.runs += 1
+        return {n: self.known[n] for n in names}

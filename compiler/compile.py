@@ -13,14 +13,14 @@ import zoo
 from arch.config import AccelConfig
 from arch.executable import Executable
 from arch.executable.format import path_name
-from compiler.errors import CompileError
+from compiler.errors import CompileError, Unplaceable
 from compiler.export import assemble
-from compiler.frontend import compile_front
+from compiler.frontend import compile_placed
 from compiler.ir import Graph, Node
+from compiler.onnx.unbatch import model_batch, unbatch
 from compiler.passes import run_back
 from compiler.plan import Plan
 from compiler.segments import split
-from compiler.unbatch import model_batch, unbatch
 
 
 @dataclass
@@ -93,8 +93,8 @@ def compile_graph(graph: Graph, config: AccelConfig) -> list[Plan | Node]:
     steps = split(graph)
     for step in steps:
         if isinstance(step, Graph) and all(n.op in ("flatten", "concat") for n in step.nodes):
-            first = step.nodes[0]  # (a compile_model retry sends it to the host)
-            raise CompileError(first.name, first.op, "would be a device program of no instruction")
+            first = step.nodes[0]  # (placement sends it to the host)
+            raise Unplaceable(first.name, first.op, "would be a device program of no instruction")
     if all(isinstance(step, Node) for step in steps):
         why = "; ".join(graph.host_reasons.values()) or "no accelerator op"
         raise CompileError(None, "model", f"no node runs on the accelerator ({why})")
@@ -121,25 +121,18 @@ def compile_model(
         batch = model_batch(loaded)
     except Exception:  # an unreadable file: the import says what is wrong with it
         batch = 1
-    if batch > 1:  # N programs of batch 1 (compiler/unbatch.py)
+    if batch > 1:  # N programs of batch 1 (compiler/onnx/unbatch.py)
         proto = unbatch(loaded, batch)
     if calibration is None and str(model) in zoo.MODELS:
         calibration = zoo.calibration(str(model))
     if callable(calibration):
         calibration = calibration(input_shape(proto))
-    forced: dict[int, str] = {}
-    while True:
-        graph = compile_front(
-            proto, calibration=calibration, seed=seed, host=forced, calib_method=calib_method
-        )
-        try:
-            steps = compile_graph(graph, config)
-            break
-        except CompileError as exc:
-            # A node the back end cannot place (no tiling fits the memories, a concat input
-            # that is not whole lines, ...) goes to the host, and the model is compiled again.
-            index = graph.origins.get(exc.node) if exc.node is not None else None
-            if index is None or index in forced:
-                raise
-            forced[index] = exc.reason + (f" (supported: {exc.supported})" if exc.supported else "")
+    graph, steps = compile_placed(
+        proto,
+        calibration=calibration,
+        seed=seed,
+        calib_method=calib_method,
+        back=lambda quantized: compile_graph(quantized, config),
+    )
+    assert steps is not None
     return Compiled(name, assemble(name, graph, steps, config), graph.source, batch)

@@ -11,7 +11,7 @@ import numpy as np
 from arch import isa
 from arch import reference_ops as ro
 from arch.reference import zero_point
-from compiler.errors import CompileError
+from compiler.errors import Unplaceable
 from compiler.ir import Node
 from compiler.plan import Layer, Plan
 
@@ -96,7 +96,7 @@ def zero_point_bias(plan: Plan, layer: Layer) -> np.ndarray | None:
         return _wrap32(np.array([-kh * kw * z_in]))
     if layer.kind == "scale":
         if len(node.inputs) == 2 and (z_in or zero_point(g, node.inputs[1])):
-            raise CompileError(
+            raise Unplaceable(
                 node.name,
                 node.op,
                 "a channel-wise product of tensors with zero points "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["CompileError", "VerifyError"]
+__all__ = ["CompileError", "Unplaceable", "VerifyError"]
 
 
 class CompileError(Exception):
@@ -49,3 +49,31 @@ class CompileError(Exception):
 class VerifyError(CompileError):
     """An IR invariant does not hold (:meth:`compiler.ir.Graph.verify`): a compiler bug or a
     hand-built graph that breaks the contract, rather than an unsupported model."""
+
+
+class Unplaceable(CompileError):
+    """The accelerator cannot run this node, though the host can (a shape, a quantization or a
+    memory budget it lacks): :func:`compiler.placement.place` sends the ONNX node(s) it came
+    from to the host and compiles again. Raised only with that meaning; every other error
+    reaches the user.
+
+    ``indices``: those ONNX node indices, when the raiser knows them (the importer); else the
+    refused IR node's origin in the graph is used.
+    """
+
+    def __init__(
+        self,
+        node: str | None,
+        op: str | None,
+        reason: str,
+        supported: str | None = None,
+        *,
+        indices: frozenset[int] | None = None,
+    ) -> None:
+        super().__init__(node, op, reason, supported)
+        self.indices = indices
+
+    @property
+    def why(self) -> str:
+        """The reason, as the host placement records it."""
+        return self.reason + (f" (supported: {self.supported})" if self.supported else "")

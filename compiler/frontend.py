@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import numpy as np
 import onnx
 
 from arch.reference import dequantize, quantize_input
 
-from .calibrate import default_calibration
-from .errors import CompileError
+from .calibrate import Ranges, default_calibration
 from .ir import Graph
-from .onnx_import import load_onnx
+from .onnx import import_prepared, prepare_model
+from .onnx.prepare import OnnxModel
 from .passes import run_front
+from .placement import Placement, place
 
-__all__ = ["compile_front", "dequantize", "quantize_input"]
+__all__ = ["compile_front", "compile_placed", "dequantize", "quantize_input"]
+
+T = TypeVar("T")
 
 
 def compile_front(
@@ -47,19 +52,47 @@ def compile_front(
     Raises
     ------
     CompileError
-        Anything unsupported or malformed, in one line naming the node, op and reason.
+        Anything unsupported or malformed, in one line naming the node, op and reason (a node
+        the accelerator cannot run goes to the host instead: :mod:`compiler.placement`).
     """
-    forced: dict[int, str] = dict(host or {})
-    while True:
-        graph = load_onnx(model, host=forced)
-        if calibration is None:
-            calibration = default_calibration(graph, seed=seed)
-        try:
-            return run_front(graph, calibration, calib_method)
-        except CompileError as exc:
-            # A node the front end cannot fold into an accelerator layer (a Relu after a host
-            # node, say) goes to the host too, and the model is imported again.
-            index = graph.origins.get(exc.node) if exc.node is not None else None
-            if index is None or index in forced:
-                raise
-            forced[index] = exc.reason + (f" (supported: {exc.supported})" if exc.supported else "")
+    graph, _ = compile_placed(
+        model, calibration=calibration, seed=seed, host=host, calib_method=calib_method
+    )
+    return graph
+
+
+@dataclass
+class _Attempts(Generic[T]):
+    """One model's compile attempts (:func:`compiler.placement.place`) and what they share:
+    the prepared model, the calibration inputs and the ranges measured on them."""
+
+    prepared: OnnxModel
+    back: Callable[[Graph], T] | None
+    calibration: Sequence[np.ndarray] | None
+    seed: int
+    calib_method: str
+    ranges: Ranges = field(default_factory=Ranges)
+
+    def run(self, placement: Placement) -> tuple[Graph, T | None]:
+        graph = placement.graph = import_prepared(self.prepared, placement.forced)
+        if self.calibration is None:
+            self.calibration = default_calibration(graph, seed=self.seed)
+        graph = placement.graph = run_front(graph, self.calibration, self.calib_method, self.ranges)
+        return graph, (self.back(graph) if self.back is not None else None)
+
+
+def compile_placed(
+    model: str | Path | onnx.ModelProto,
+    *,
+    calibration: Sequence[np.ndarray] | None = None,
+    seed: int = 0,
+    host: Mapping[int, str] | None = None,
+    calib_method: str = "minmax",
+    back: Callable[[Graph], T] | None = None,
+) -> tuple[Graph, T | None]:
+    """:func:`compile_front`, then ``back`` (if given) of the quantized graph - with the ONNX
+    nodes ``host`` and every node refused on the way (by the import, the front-end passes or
+    ``back``: :class:`~compiler.errors.Unplaceable`) on the host. The model is prepared once
+    and each tensor calibrated once, however many nodes go to the host one by one."""
+    attempts = _Attempts(prepare_model(model), back, calibration, seed, calib_method)
+    return place(attempts.run, host)

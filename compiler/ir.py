@@ -35,11 +35,11 @@ merge_heads     - : (1, H, T, d) -> tokens (1, T, 1, H*d)     none (output scale
 host            onnx_ops, feeds, fetch, macs                 model (uint8: a serialized ONNX model)
 ==============  ===========================================  =====================================
 
-``host`` is what the accelerator does not run (partitioning, :mod:`compiler.host_regions`): a run
-of ONNX nodes kept as their own ONNX model, executed in fp32 by onnxruntime on the dequantized
-inputs (fed as ``feeds``, one per input) with output ``fetch`` quantized back; ``onnx_ops`` names
-its ONNX ops and ``macs`` counts the multiply-accumulates it does on the host. Its output shape is
-ONNX shape inference's.
+``host`` is what the accelerator does not run (partitioning,
+:mod:`compiler.onnx.host_regions`): a run of ONNX nodes kept as their own ONNX model, executed in
+fp32 by onnxruntime on the dequantized inputs (fed as ``feeds``, one per input) with output
+``fetch`` quantized back; ``onnx_ops`` names its ONNX ops and ``macs`` counts the
+multiply-accumulates it does on the host. Its output shape is ONNX shape inference's.
 
 Between import and canonicalize the fp32 graph may also hold the ONNX-level :data:`IMPORT_OPS`
 (``batchnorm``, ``relu``, ...), which canonicalize folds away - except ``table`` (attrs

@@ -32,7 +32,7 @@ from arch.asm import Program
 from arch.config import AccelConfig
 from arch.executable.format import LayerKind
 from arch.isa import DW_KERNEL_MAX
-from compiler.errors import CompileError
+from compiler.errors import VerifyError
 from compiler.ir import Graph, Node
 from compiler.op_rules import VIEW_KINDS, ViewKind
 
@@ -242,26 +242,27 @@ class Plan:
         )
 
     def verify(self, stage: str) -> None:
-        """Check the invariants every pass up to ``stage`` promises."""
+        """Check the invariants every pass up to ``stage`` promises (a :class:`VerifyError`, a
+        compiler bug, if one does not hold)."""
         stages = ["partition", "layout", "tile", "schedule", "allocate", "emit"]
         reached = stages.index(stage)
         for layer in self.layers:
             if layer.target not in ("accel", "host"):
-                raise CompileError(layer.name, layer.node.op, f"bad target {layer.target!r}")
+                raise VerifyError(layer.name, layer.node.op, f"bad target {layer.target!r}")
             if reached >= 1 and layer.target == "accel":
                 for name in (*layer.inputs, layer.output):
                     if name not in self.tensors:
-                        raise CompileError(
+                        raise VerifyError(
                             layer.name, layer.node.op, f"tensor {name!r} has no layout"
                         )
                     if self.tensor(name).channels % self.dim:
-                        raise CompileError(
+                        raise VerifyError(
                             layer.name, layer.node.op, f"tensor {name!r} not padded to lines"
                         )
             if reached >= 2 and layer in self.accel_layers() and layer.tiling is None:
-                raise CompileError(layer.name, layer.node.op, "no tiling chosen")
+                raise VerifyError(layer.name, layer.node.op, "no tiling chosen")
             if reached >= 3 and layer in self.accel_layers() and not layer.ops:
-                raise CompileError(layer.name, layer.node.op, "no instructions scheduled")
+                raise VerifyError(layer.name, layer.node.op, "no instructions scheduled")
         if reached >= 4:
             for layer in self.accel_layers():
                 for op in layer.ops:
@@ -269,19 +270,19 @@ class Plan:
                         [op.dram[0]] if op.dram else []
                     ):
                         if symbol not in self.symbols:
-                            raise CompileError(
+                            raise VerifyError(
                                 layer.name, layer.node.op, f"symbol {symbol!r} unallocated"
                             )
             spans = sorted((addr, addr + size, name) for name, addr, size in self.regions)
             for (_a0, a1, n0), (b0, _b1, n1) in zip(spans, spans[1:], strict=False):
                 if b0 < a1:
-                    raise CompileError(None, None, f"DRAM regions {n0!r} and {n1!r} overlap")
+                    raise VerifyError(None, None, f"DRAM regions {n0!r} and {n1!r} overlap")
             if spans and spans[-1][1] > self.config.dram_bytes:
-                raise CompileError(
+                raise VerifyError(
                     None,
                     None,
                     f"the model needs {spans[-1][1] >> 20} MiB of DRAM, config has "
                     f"{self.config.dram_mib} MiB",
                 )
         if reached >= 5 and (self.program is None or self.image is None):
-            raise CompileError(None, None, "emit produced no program")
+            raise VerifyError(None, None, "emit produced no program")

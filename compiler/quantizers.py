@@ -14,7 +14,7 @@ import numpy as np
 from arch.isa import INT32_MAX, INT32_MIN
 from arch.reference_ops import quantize_multipliers
 
-from .errors import CompileError
+from .errors import Unplaceable
 
 if TYPE_CHECKING:
     from .ir import Graph, Node
@@ -26,12 +26,12 @@ ADD_EXTRA_BITS = 8
 
 
 def rescale(node: Node, scales: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
-    """int64 ``(mult, shift)`` for real rescales ``scales``; CompileError naming the node."""
+    """int64 ``(mult, shift)`` for real rescales ``scales``; Unplaceable naming the node."""
     try:
         mult, shift = quantize_multipliers(np.asarray(scales, np.float64).reshape(-1))
     except ValueError:
         arr = np.asarray(scales, np.float64).reshape(-1)
-        raise CompileError(
+        raise Unplaceable(
             node.name,
             node.op,
             f"{what} rescale {arr.min():.3g}..{arr.max():.3g} is out of "
@@ -81,7 +81,7 @@ def weighted(g: Graph, node: Node) -> None:
     else:
         bias = np.rint(b / acc)
     if bias.size and (bias.min() < INT32_MIN or bias.max() > INT32_MAX):
-        raise CompileError(
+        raise Unplaceable(
             node.name,
             node.op,
             f"bias {b[np.argmax(np.abs(bias))]:.4g} does not fit int32 at "

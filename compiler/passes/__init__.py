@@ -9,6 +9,7 @@ import numpy as np
 
 from arch.config import AccelConfig
 
+from ..calibrate import Ranges
 from ..ir import Graph
 from ..plan import Plan
 from . import allocate, canonicalize, emit, layout, partition, quantize, schedule, tile
@@ -24,10 +25,14 @@ FRONT_PASSES: list[tuple[str, Callable[..., Graph]]] = [
 
 
 def run_front(
-    graph: Graph, calibration: Sequence[np.ndarray], calib_method: str = "minmax"
+    graph: Graph,
+    calibration: Sequence[np.ndarray],
+    calib_method: str = "minmax",
+    ranges: Ranges | None = None,
 ) -> Graph:
-    """Run :data:`FRONT_PASSES` on an imported fp32 graph; ``graph.verify()`` after each pass."""
-    extra: dict[str, tuple[Any, ...]] = {"quantize": (calibration, calib_method)}
+    """Run :data:`FRONT_PASSES` on an imported fp32 graph; ``graph.verify()`` after each pass.
+    ``ranges``: calibration thresholds measured before (see :class:`compiler.calibrate.Ranges`)."""
+    extra: dict[str, tuple[Any, ...]] = {"quantize": (calibration, calib_method, ranges)}
     graph.verify()
     for name, pass_ in FRONT_PASSES:
         graph = pass_(graph, *extra.get(name, ()))

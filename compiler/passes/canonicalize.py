@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..errors import CompileError
+from ..errors import CompileError, Unplaceable
 from ..ir import Graph, Node, Tensor, is_depthwise
 from ..op_rules import FUSED_BY_QUANTIZE, IMPORT_OPS
 
@@ -121,7 +121,7 @@ def _fold_into_weighted(g: Graph) -> None:
     for node in [n for n in g.nodes if n.op in ("bias_add", "batchnorm")]:
         prod = _foldable(g, node)
         if prod is None:
-            raise CompileError(
+            raise Unplaceable(
                 node.name,
                 _ONNX_OP[node.op],
                 f"follows {_where(g, node.inputs[0])} and cannot be folded into it",
@@ -162,7 +162,7 @@ def _fuse_activations(g: Graph) -> None:
                 node.op, node.attrs = "scale", {"act": node.op}
                 continue
             onnx_op = _ONNX_OP[node.op]
-            raise CompileError(
+            raise Unplaceable(
                 node.name,
                 onnx_op,
                 f"standalone {onnx_op} after {_where(g, node.inputs[0])} on a "

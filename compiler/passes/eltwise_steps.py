@@ -7,7 +7,7 @@ import itertools
 
 from arch import isa
 from compiler.constants import zero_point_bias
-from compiler.errors import CompileError
+from compiler.errors import Unplaceable
 from compiler.passes.step_ops import Halves, accum_tile, load_params, load_tile, store_tile
 from compiler.passes.steps import Step, groups
 from compiler.passes.tile import PARAM_SLOTS
@@ -44,7 +44,7 @@ def eltwise_steps(plan: Plan, layer: Layer, halves: Halves) -> list[Step]:
         if gate is not None:
             gate_addr = act_base + nbc * mt
             if gate_addr + nbc > 1 << isa.GATE_ADDR_BITS:
-                raise CompileError(
+                raise Unplaceable(
                     layer.name,
                     layer.node.op,
                     f"gate lines {gate_addr}..{gate_addr + nbc - 1} are past the ACT lines a "

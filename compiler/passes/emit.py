@@ -7,7 +7,7 @@ import numpy as np
 from arch import isa
 from arch.asm import Program
 from compiler.constants import param_lines, weight_bytes
-from compiler.errors import CompileError
+from compiler.errors import Unplaceable
 from compiler.passes.steps import param_symbol, weight_symbol
 from compiler.plan import Op, Plan
 
@@ -43,7 +43,7 @@ def run(plan: Plan) -> Plan:
             try:
                 program.insns.append(isa.make(op.opcode, op.deps, **fields))
             except isa.IsaError as exc:
-                raise CompileError(
+                raise Unplaceable(
                     layer.name, layer.node.op, f"cannot encode {op.opcode.name.lower()}: {exc}"
                 ) from None
         layer.insn_range = (start, len(program.insns))

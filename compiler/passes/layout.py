@@ -14,7 +14,7 @@ import numpy as np
 
 from arch.isa import DWCONV
 from arch.ops.views import HEAD_VIEWS
-from compiler.errors import CompileError
+from compiler.errors import CompileError, Unplaceable
 from compiler.ir import is_depthwise, is_tokens
 from compiler.plan import GemmShape, Layer, Plan, TensorPlacement, round_up
 
@@ -87,14 +87,14 @@ def _transposed_tensors(plan: Plan) -> dict[str, int]:
         readers = [n.name for n in plan.graph.consumers(src)]
         producer = plan.graph.producer(src)
         if readers != [node.name] or src in plan.graph.outputs:
-            raise CompileError(
+            raise Unplaceable(
                 node.name,
                 node.op,
                 f"'{src}' is also read by {[r for r in readers if r != node.name] or 'the host'}",
                 "a k^T whose tokens nothing else reads (they are stored transposed)",
             )
         if producer is not None and producer.op != "gemm":
-            raise CompileError(
+            raise Unplaceable(
                 node.name,
                 node.op,
                 f"'{src}' is written by a {producer.op}, which cannot store it transposed",
@@ -132,7 +132,7 @@ def _token_tensors(plan: Plan) -> set[str]:
         ):
             for name in (*layer.inputs, layer.output):
                 if name in tokens:
-                    raise CompileError(
+                    raise Unplaceable(
                         layer.name,
                         layer.node.op,
                         f"tensor '{name}' is tokens (1, T, 1, F) of a transformer here",
@@ -231,7 +231,7 @@ def run(plan: Plan) -> Plan:
             src, start = plan.tensors[layer.inputs[0]], node.attrs["start"]
             end = start + node.attrs["channels"]
             if src.layout != "nhwc" or start % dim or (end % dim and end != src.logical_channels):
-                raise CompileError(
+                raise Unplaceable(
                     node.name,
                     node.op,
                     f"channels {start}..{end - 1} of '{src.name}' are not whole lines of {dim}",
@@ -239,7 +239,7 @@ def run(plan: Plan) -> Plan:
                 )
             out.alias_of, out.offset = src.name, start
         elif node.op == "depth_to_space" and out.logical_channels % dim:
-            raise CompileError(
+            raise Unplaceable(
                 node.name,
                 node.op,
                 f"{out.logical_channels} output channels are not whole lines of {dim} (each "
@@ -266,7 +266,7 @@ def _head_view(plan: Plan, layer: Layer, out: TensorPlacement) -> TensorPlacemen
     else:
         heads, per_head = plan.graph.tensors[layer.inputs[0]].shape[1], src.logical_channels
     if per_head % plan.dim or src.alias_of is not None:
-        raise CompileError(
+        raise Unplaceable(
             node.name,
             node.op,
             f"a head of {per_head} channels is not whole lines of {plan.dim}",
@@ -292,7 +292,7 @@ def _matmul_shape(plan: Plan, layer: Layer) -> None:
     node, dim = layer.node, plan.dim
     for name in node.inputs:
         if plan.graph.tensors[name].zero_point:
-            raise CompileError(
+            raise Unplaceable(
                 node.name,
                 node.op,
                 f"input '{name}' has zero point {plan.graph.tensors[name].zero_point}",
@@ -312,11 +312,11 @@ def _slice_inputs(plan: Plan, layer: Layer, out: TensorPlacement) -> None:
     for index, name in enumerate(layer.inputs):
         t = plan.tensors[name]
         if t.alias_of is not None or t.layout != "nhwc":
-            raise CompileError(
+            raise Unplaceable(
                 node.name, node.op, f"input '{name}' is already a view of another tensor"
             )
         if index < len(layer.inputs) - 1 and t.logical_channels % plan.dim:
-            raise CompileError(
+            raise Unplaceable(
                 node.name,
                 node.op,
                 f"input '{name}' has {t.logical_channels} channels, not whole lines of {plan.dim}",
@@ -354,7 +354,7 @@ def _gemm_shape(plan: Plan, layer: Layer) -> None:
         )
         if depthwise:
             if stride[0] != stride[1] or not 1 <= stride[0] <= DW_STRIDE_MAX:
-                raise CompileError(
+                raise Unplaceable(
                     node.name,
                     node.op,
                     f"depthwise stride {stride} is not supported",

@@ -8,7 +8,7 @@ dequantization, outside the graph).
 from __future__ import annotations
 
 from arch.ops import OP_SPECS
-from compiler.errors import CompileError
+from compiler.errors import Unplaceable
 from compiler.ir import Graph
 from compiler.op_rules import KINDS
 from compiler.plan import Layer, Plan
@@ -23,7 +23,7 @@ def run(plan: Plan) -> Plan:
     for index, node in enumerate(graph.nodes):
         if node.op in HOST_OPS:
             if graph.consumers(node.output):
-                raise CompileError(
+                raise Unplaceable(
                     node.name,
                     node.op,
                     "runs on the host but feeds other layers; only a final "
@@ -34,7 +34,7 @@ def run(plan: Plan) -> Plan:
             layer = Layer(index, node, "accel", KINDS[node.op], list(node.inputs), node.output)
             layer.macs = int(OP_SPECS[node.op].macs(graph, node))
         else:
-            raise CompileError(
+            raise Unplaceable(
                 node.name, node.op, "has no accelerator mapping", supported=", ".join(sorted(KINDS))
             )
         plan.layers.append(layer)

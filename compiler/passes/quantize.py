@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import calibrate
 from ..activations import make_table
-from ..errors import CompileError
+from ..errors import CompileError, Unplaceable
 from ..ir import Graph, Node, Tensor
 from ..op_rules import KEEPS_SCALE, RULES, TABLE_PRODUCERS, TAKES_INPUT_SCALE
 from ..quantizers import ADD_EXTRA_BITS, scale_of, store_clamp
@@ -56,22 +56,30 @@ CODE_EXACT_OPS = frozenset(
 )
 
 
-def run(graph: Graph, calibration_inputs: Sequence[np.ndarray], method: str = "minmax") -> Graph:
+def run(
+    graph: Graph,
+    calibration_inputs: Sequence[np.ndarray],
+    method: str = "minmax",
+    ranges: calibrate.Ranges | None = None,
+) -> Graph:
     """Return the quantized form of a canonical fp32 ``graph`` (which is not modified),
-    calibrated by ``method`` (:mod:`compiler.calib_methods`).
+    calibrated by ``method`` (:mod:`compiler.calib_methods`); ``ranges``: thresholds measured
+    before on the same model, inputs and method (the host placement's earlier attempts).
 
     Raises
     ------
     CompileError
-        On an already-quantized or non-canonical graph, bad calibration inputs, a rescale out of
-        the fixed-point range or a bias that does not fit int32 (naming the node).
+        On an already-quantized or non-canonical graph or bad calibration inputs;
+        :class:`~compiler.errors.Unplaceable` for a rescale out of the fixed-point range, a bias
+        that does not fit int32, a concat input that cannot take its scale, or a lookup table
+        on a vector with nothing to fuse it into (naming the node).
     """
     if graph.quantized:
         raise CompileError(None, "quantize", "the graph is already quantized")
     g = graph.copy()
     _propagate_given_scales(g)
     given = {name for name, t in g.tensors.items() if t.scale is not None}
-    _calibrate(g, calibration_inputs, given, method)
+    _calibrate(g, calibration_inputs, given, method, ranges)
     for node in g.nodes:
         quantize = RULES[node.op].quantize
         assert quantize is not None, node.op  # verified canonical: no import-only op but table
@@ -110,7 +118,11 @@ def _only_concatenated(g: Graph, name: str) -> bool:
 
 
 def _calibrate(
-    g: Graph, inputs: Sequence[np.ndarray], given: set[str], method: str = "minmax"
+    g: Graph,
+    inputs: Sequence[np.ndarray],
+    given: set[str],
+    method: str = "minmax",
+    known: calibrate.Ranges | None = None,
 ) -> None:
     """Give every tensor its scale: measured, given, or its input's (maxpool, flatten, and
     host nodes that only move codes)."""
@@ -133,7 +145,8 @@ def _calibrate(
                 "quantize",
                 f"{len(need)} tensors need calibration but the graph has no source ONNX model",
             )
-        ranges = calibrate.ranges(g.source, need, _check_inputs(g, inputs), method)
+        known = known or calibrate.Ranges()
+        ranges = known.of(g.source, need, _check_inputs(g, inputs), method)
         for name, m in ranges.items():
             g.tensors[name].scale = m / 127.0 if m > 0 else 1.0
     for groups, shuffle_out in shuffled.items():
@@ -197,7 +210,7 @@ def _share_concat_scales(g: Graph) -> None:
                     if shared is not None
                     else f"comes from {'the graph input' if producer is None else producer.op}"
                 )
-                raise CompileError(
+                raise Unplaceable(
                     node.name,
                     "concat",
                     f"input '{name}' {why} and cannot take the concat's scale",
@@ -253,6 +266,15 @@ def _fuse_tables(g: Graph) -> None:
             or users != [node]
             or node.inputs[0] in g.outputs
         ):
+            shape = g.tensors[node.inputs[0]].shape
+            if len(shape) != 4:  # a scale layer of its own runs on (1, C, H, W) only
+                raise Unplaceable(
+                    node.name,
+                    node.op,
+                    f"a lookup table on a {shape} tensor with no conv, gemm or add before it "
+                    "to fuse into is not supported",
+                    "tables on (1, C, H, W) tensors, or right after a Conv, Gemm, MatMul or Add",
+                )
             one, zero = np.array([1], np.int64), np.array([0], np.int64)
             node.op, node.attrs = "scale", {"act": "table"}
             node.params = {"mult": one, "shift": zero, "clamp": store_clamp(None, s_out)}

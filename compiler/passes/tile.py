@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from arch import isa
 from arch.config import AccelConfig
 from arch.isa import dwconv_cycles
-from compiler.errors import CompileError
+from compiler.errors import CompileError, Unplaceable
 from compiler.passes import ramp
 from compiler.passes.window_pool import window_pool_shape
 from compiler.plan import Layer, Plan, Tiling, ceil_div
@@ -101,7 +101,7 @@ def _gemm_tiling(layer: Layer, budget: Budget, transposed: bool = False) -> Tili
     if not fitting:
         shape = layer.gemm
         assert shape is not None
-        raise CompileError(
+        raise Unplaceable(
             layer.name,
             layer.node.op,
             f"no tiling fits: one output row is {shape.out_w} pixels, ACC half holds {budget.acc} "
@@ -190,7 +190,7 @@ def _dw_tiling(layer: Layer, budget: Budget) -> Tiling:
     passes = shape.dw_passes()
     s = shape.stride[0]  # pragma: no mutate - layout refuses unequal depthwise strides
     if shape.out_w > MAX_DW_OUT:
-        raise CompileError(
+        raise Unplaceable(
             layer.name, layer.node.op, f"output width {shape.out_w} exceeds {MAX_DW_OUT}"
         )
     residual = len(layer.inputs) > 1
@@ -223,7 +223,7 @@ def _dw_tiling(layer: Layer, budget: Budget) -> Tiling:
                 best = Tiling(rows, nb, taps, int(total))
     if best is None:
         in_rows, in_cols = shape.dw_input(1)
-        raise CompileError(
+        raise Unplaceable(
             layer.name,
             layer.node.op,
             f"no tiling fits: one output row reads {in_cols} x {in_rows} input pixels, ACT "
@@ -239,14 +239,14 @@ def _pool_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
     window = kernel[0] * kernel[1]
     if window > MAX_WINDOW and out.h * out.w > 1:
         # A global pool (one output pixel) is reduced in chunks; other pools must fit the field.
-        raise CompileError(node.name, node.op, f"window of {window} pixels exceeds {MAX_WINDOW}")
+        raise Unplaceable(node.name, node.op, f"window of {window} pixels exceeds {MAX_WINDOW}")
     blocks = out.channels // budget.dim
     best: Tiling | None = None
     # A global pool (one output pixel) whose window is larger than an ACT half is reduced in
     # parts of its kernel rows (schedule), one channel block at a time.
     whole = out.h * out.w > 1 or window <= budget.act
     if kernel[1] > budget.act:
-        raise CompileError(node.name, node.op, f"a window row of {kernel[1]} pixels exceeds ACT")
+        raise Unplaceable(node.name, node.op, f"a window row of {kernel[1]} pixels exceeds ACT")
     for rows in range(1, out.h + 1):
         mt = rows * out.w
         if mt > MAX_M or (whole and mt * window > budget.act) or mt > budget.acc:
@@ -260,7 +260,7 @@ def _pool_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
         if best is None or total < best.estimate:
             best = Tiling(rows, kg, kg, int(total))
     if best is None:
-        raise CompileError(node.name, node.op, "no tiling fits the ACT/ACC memories")
+        raise Unplaceable(node.name, node.op, "no tiling fits the ACT/ACC memories")
     return best
 
 
@@ -285,7 +285,7 @@ def _eltwise_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
         if best is None or total < best.estimate:
             best = Tiling(rows, kg, kg, int(total))
     if best is None:
-        raise CompileError(layer.name, layer.node.op, "no tiling fits the ACT/ACC memories")
+        raise Unplaceable(layer.name, layer.node.op, "no tiling fits the ACT/ACC memories")
     return best
 
 
@@ -309,7 +309,7 @@ def _upsample_tiling(layer: Layer, plan: Plan, budget: Budget) -> Tiling:
         if best is None or total < best.estimate:
             best = Tiling(rows, kg, kg, int(total))
     if best is None:
-        raise CompileError(layer.name, layer.node.op, "no tiling fits the ACT/ACC memories")
+        raise Unplaceable(layer.name, layer.node.op, "no tiling fits the ACT/ACC memories")
     return best
 
 
@@ -335,7 +335,7 @@ def _check_param(layer: Layer, config: AccelConfig, budget: Budget) -> None:
     table = isa.table_lines(config.cols) if uses_table(layer) else 0
     need = PARAM_SLOTS * streams + table
     lines = config.param_lines
-    raise CompileError(
+    raise Unplaceable(
         layer.name,
         layer.node.op,
         f"PARAM has {lines} line{'s' * (lines != 1)} (config param_lines={lines}); this layer "

@@ -16,8 +16,8 @@ from arch.executable import DramTensor
 from compiler.compile import compile_graph, compile_model
 from compiler.errors import CompileError
 from compiler.frontend import compile_front
-from compiler.gelu_pattern import MS_DOMAIN, fuse_gelu
-from compiler.onnx_import import load_onnx
+from compiler.onnx import load_onnx
+from compiler.onnx.gelu_pattern import MS_DOMAIN, fuse_gelu
 from compiler.plan import GemmShape, Plan
 from sim.quality.accuracy import compare_fp32
 from sim.runtime.host import read_tensor, tensor_bytes

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 import zoo
 from compiler.errors import CompileError
 from compiler.ir import Graph
-from compiler.onnx_import import load_onnx
+from compiler.onnx import load_onnx
 from compiler.passes import canonicalize
 
 F = TensorProto.FLOAT

@@ -20,7 +20,7 @@ from arch.reference import evaluate
 from compiler.errors import CompileError
 from compiler.frontend import compile_front, dequantize, quantize_input
 from compiler.ir import Graph
-from compiler.onnx_import import load_onnx
+from compiler.onnx import load_onnx
 from compiler.passes import canonicalize
 from sim.quality.accuracy import compare_fp32
 

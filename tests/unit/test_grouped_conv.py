@@ -12,7 +12,7 @@ from onnx import helper
 from arch.config import PRESETS
 from arch.executable import HostStep
 from compiler.compile import compile_model
-from compiler.onnx_import import load_onnx
+from compiler.onnx import load_onnx
 from compiler.passes import canonicalize
 from sim.quality.accuracy import compare_fp32
 from sim.runtime.run import run

@@ -18,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from arch import host_runtime
 from compiler.errors import CompileError
-from compiler.onnx_import import load_onnx
+from compiler.onnx import load_onnx
 
 F = TensorProto.FLOAT
 OPSETS = [9, 11, 13, 17, 21]

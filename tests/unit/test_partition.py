@@ -20,7 +20,7 @@ from arch.executable import DeviceProgram, HostStep
 from arch.reference import evaluate, quantize_input
 from compiler.compile import compile_model
 from compiler.errors import CompileError
-from compiler.onnx_import import load_onnx
+from compiler.onnx import load_onnx
 from sim.quality.accuracy import compare_fp32
 from sim.runtime.host import run_host_step
 from sim.runtime.run import run

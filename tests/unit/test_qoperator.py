@@ -1,4 +1,4 @@
-"""compiler.qoperator: onnxruntime's com.microsoft QLinear ops rewritten as QDQ. The rewritten
+"""compiler.onnx.qoperator: onnxruntime's com.microsoft QLinear ops rewritten as QDQ. The rewritten
 model must compute what the original computes (onnxruntime runs both: the integer kernel and
 DequantizeLinear -> float op -> QuantizeLinear agree within one code), keep node and output
 names, and refuse what it cannot express in one line naming node, op and field."""
@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.errors import CompileError
-from compiler.qoperator import rewrite
+from compiler.onnx.qoperator import rewrite
 
 MS = "com.microsoft"
 

@@ -24,7 +24,7 @@ from compiler.calibrate import default_calibration
 from compiler.errors import CompileError
 from compiler.frontend import compile_front, dequantize, quantize_input
 from compiler.ir import Graph, Node, Tensor
-from compiler.onnx_import import load_onnx
+from compiler.onnx import load_onnx
 from compiler.op_rules import RULES
 from compiler.passes import canonicalize, quantize, run_front
 

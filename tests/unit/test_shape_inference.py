@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.shape_inference import LARGE_BYTES, infer_shapes
+from compiler.onnx.shape_inference import LARGE_BYTES, infer_shapes
 
 
 def model() -> onnx.ModelProto:

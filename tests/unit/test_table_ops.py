@@ -17,7 +17,7 @@ from arch.executable import HostStep
 from arch.reference import dequantize, quantize_input
 from compiler.activations import make_table
 from compiler.compile import compile_model
-from compiler.onnx_import import load_onnx
+from compiler.onnx import load_onnx
 from sim.quality.accuracy import compare_fp32
 from sim.runtime.run import run
 from tests.unit.test_partition import _saved, conv, model_of

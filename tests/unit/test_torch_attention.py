@@ -1,5 +1,5 @@
 """torch's own exports of ``nn.TransformerEncoderLayer`` (tests/fixtures/torch/encoder_*.onnx)
-and the rewrite that puts their attention on the array (:mod:`compiler.token_canon`): the
+and the rewrite that puts their attention on the array (:mod:`compiler.onnx.token_canon`): the
 rewritten graph computes what the export computes (onnxruntime on both), every MAC runs on the
 accelerator bit-exact, and random chains of data movement on tokens are rewritten exactly."""
 
@@ -18,9 +18,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from arch.config import PRESETS
 from compiler.compile import compile_model
-from compiler.gelu_pattern import MS_DOMAIN, fuse_gelu
-from compiler.host_regions import HOST_IR_VERSION
-from compiler.token_canon import canonicalize_tokens
+from compiler.onnx.gelu_pattern import MS_DOMAIN, fuse_gelu
+from compiler.onnx.host_models import HOST_IR_VERSION
+from compiler.onnx.token_canon import canonicalize_tokens
 from sim.quality.accuracy import compare_fp32
 from sim.runtime.run import run
 

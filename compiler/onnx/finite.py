@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .errors import CompileError
+from ..errors import CompileError
 
 __all__ = ["check_finite_constants"]
 

@@ -1,11 +1,11 @@
 """Chains of data movement on tokens, replaced by what they are (step 3 of
-:mod:`compiler.token_canon`).
+:mod:`compiler.onnx.token_canon`).
 
 A chain of Reshape/Transpose/Squeeze/Unsqueeze/Gather/Identity/Flatten from tokens (any shape
 whose axes but the last hold T > 1 tokens, the others 1) or from heads (1, H, T, d) is
 evaluated on element indices (``arange`` pushed through the chain). A chain that moves nothing
 disappears; one that takes a channel slice, splits heads (also transposed: k^T) or merges them
-becomes that Slice/Reshape/Transpose, the pattern :mod:`compiler.attention_import` maps. A chain
+becomes that Slice/Reshape/Transpose, the pattern :mod:`compiler.onnx.attention` maps. A chain
 already in that form keeps its nodes (and the exporter's names).
 """
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import onnx
 from onnx import numpy_helper
 
-from .errors import CompileError
+from ..errors import CompileError
 
 __all__ = ["model_batch", "unbatch"]
 
@@ -74,7 +74,7 @@ def _rows_agree(model: onnx.ModelProto, single: onnx.ModelProto, batch: int) -> 
     whole batch (onnxruntime, fp32)."""
     import numpy as np
 
-    from .calibrate import open_session, run_session
+    from ..calibrate import open_session, run_session
 
     whole, one = open_session(model, ()), open_session(single, ())
     shape = [int(d.dim_value) for d in model.graph.input[0].type.tensor_type.shape.dim]

@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .errors import CompileError
+from ..errors import CompileError
 
 __all__ = ["REWRITTEN", "rewrite"]
 

@@ -6,7 +6,7 @@ projects q, k and v with one packed weight and picks them apart with
 Reshape/Unsqueeze/Transpose/Squeeze/Gather, splits the 1/sqrt(d) scale over q and k, and runs
 the output projection as a 2-D Gemm. Few of those steps move a byte. Each rewrite below
 computes exactly what it replaces; together they leave the batch-first pattern that
-:mod:`compiler.attention_import` takes:
+:mod:`compiler.onnx.attention` takes:
 
 1. *Shape arithmetic folded*: ``Shape`` of a static shape, and small nodes of constants only,
    become constants, so the TorchScript exporter's computed Reshape targets are known.
@@ -35,7 +35,7 @@ from onnx import helper, numpy_helper
 
 from arch.host_runtime import HostModelError
 
-from . import host_regions
+from . import host_models
 from .onnx_graph import RewriteGraph
 from .token_moves import collapse_moves, token_shape
 
@@ -107,7 +107,7 @@ def _fold_shapes(g: RewriteGraph) -> bool:
             if not all(i in g.consts and g.consts[i].size <= _SMALL for i in inputs):
                 continue
             try:
-                values = host_regions.fold_constants(g.proto, node, g.consts)
+                values = host_models.fold_constants(g.proto, node, g.consts)
             except HostModelError:
                 continue
         g.consts.update(values)
@@ -225,7 +225,7 @@ def _canonical_add(g: RewriteGraph, node: onnx.NodeProto) -> None:
             return
 
 
-# -- 3. movement chains: compiler/token_moves.py; 4. packed projections ---------------------
+# -- 3. movement chains: compiler/onnx/token_moves.py; 4. packed projections ---------------------
 
 
 def _split_packed(g: RewriteGraph) -> None:

@@ -1,0 +1,164 @@
+"""Import of attention as exporters write it: the heads views and the MatMul of two activations.
+
+Handlers (and the helpers MatMul, Mul and Reshape call) for these node patterns:
+
+- ``Reshape`` of tokens (1, T, F) to (1, T, H, F/H) read only by ``Transpose`` perm (0, 2, 1, 3):
+  one ``split_heads`` view (1, H, T, F/H); by ``Transpose`` perm (0, 2, 3, 1) - ``k`` transposed
+  for ``q @ k^T`` - one ``split_heads_t`` view (1, H, F/H, T), whose producer stores k
+  transposed; ``Transpose`` (0, 2, 1, 3) of (1, H, T, d) read only by ``Reshape`` to
+  (1, T, H*d): one ``merge_heads`` view back to tokens. (The Reshape, or the Transpose, stands
+  for nothing on its own: its value is the view's input, ``pending_views``.) Any other
+  Transpose goes to the host, which moves codes exactly.
+- ``MatMul`` of two activations (1, H, M, K) @ (1, H, K, N): ``batch_matmul``.
+- ``Mul`` or ``Div`` of a ``batch_matmul`` output (read only there) by a scalar constant - the
+  1/sqrt(d) of attention scores: folded into the product (param ``alpha``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from ..errors import CompileError
+from .read import (
+    act,
+    attrs_of,
+    emit,
+    shape_of,
+    take_over,
+)
+from .registry import handles
+from .state import ImportState
+
+__all__ = ["batch_matmul", "heads_reshape", "scaled_product"]
+
+_SPLIT_PERM = (0, 2, 1, 3)
+_SPLIT_T_PERM = (0, 2, 3, 1)
+
+
+def only_reader(st: ImportState, value: str) -> onnx.NodeProto | None:
+    """The one node reading ``value`` (not a graph output), unless it is forced to the
+    host: then this half of a view goes there too."""
+    readers = [(i, n) for i, n in enumerate(st.proto.graph.node) if value in n.input]
+    outputs = {o.name for o in st.proto.graph.output}
+    if len(readers) != 1 or value in outputs or readers[0][0] in st.forced:
+        return None
+    return readers[0][1]
+
+
+def target_shape(st: ImportState, node: onnx.NodeProto) -> tuple[int, ...] | None:
+    """A Reshape's target, its 0s and one -1 resolved; None if not a constant."""
+    shape = st.consts.get(node.input[1]) if len(node.input) > 1 else None
+    if shape is None:
+        return None
+    source = shape_of(st, st.alias[node.input[0]]) if node.input[0] in st.alias else ()
+    dims = [int(v) for v in shape.reshape(-1)]
+    size = int(np.prod(source)) if source else 0
+    dims = [source[i] if v == 0 and i < len(source) else v for i, v in enumerate(dims)]
+    if dims.count(-1) == 1 and size:
+        rest = int(np.prod([v for v in dims if v != -1]))
+        dims[dims.index(-1)] = size // rest if rest else -1
+    return tuple(dims)
+
+
+def heads_reshape(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
+    """A Reshape that is half of a heads view: True if handled (see the module doc)."""
+    value = node.input[0]
+    target = target_shape(st, node)
+    if value in st.pending_views:  # Transpose (0, 2, 1, 3) then this: merge
+        kind, heads = st.pending_views[value]
+        x = st.alias[value]
+        _, h, t, d = shape_of(st, x)
+        if kind != "merge" or target != (1, t, h * d):
+            raise CompileError(name, node.op_type, f"Reshape to {target} after a head merge")
+        emit(st, node, name, "merge_heads", [x], (1, t, 1, h * d))
+        return True
+    if value not in st.alias or target is None or len(target) != 4:
+        return False
+    x = st.alias[value]
+    shape = shape_of(st, x)
+    reader = only_reader(st, node.output[0])
+    if not (len(shape) == 4 and shape[2] == 1 and target[:2] == (1, shape[1])):
+        return False
+    heads, d = target[2], target[3]
+    perm = tuple(attrs_of(reader).get("perm", ())) if reader is not None else ()
+    if heads * d != shape[3] or reader is None or reader.op_type != "Transpose":
+        return False
+    if perm not in (_SPLIT_PERM, _SPLIT_T_PERM):
+        return False  # Reshape and Transpose go to the host together
+    st.pending_views[node.output[0]] = ("split", heads)
+    st.alias[node.output[0]] = x
+    return True
+
+
+@handles("Transpose")
+def op_transpose(st: ImportState, node: onnx.NodeProto, name: str) -> None:
+    perm = tuple(int(p) for p in attrs_of(node).get("perm", ()))
+    value = node.input[0]
+    if value in st.pending_views and perm in (_SPLIT_PERM, _SPLIT_T_PERM):
+        _, heads = st.pending_views[value]
+        x = st.alias[value]
+        _, t, _, f = shape_of(st, x)
+        if perm == _SPLIT_PERM:
+            emit(st, node, name, "split_heads", [x], (1, heads, t, f // heads), {"heads": heads})
+        else:
+            emit(st, node, name, "split_heads_t", [x], (1, heads, f // heads, t), {"heads": heads})
+        return
+    x = act(st, node, name, 0)
+    shape = shape_of(st, x)
+    reader = only_reader(st, node.output[0])
+    if perm == _SPLIT_PERM and len(shape) == 4 and reader is not None:
+        target = target_shape(st, reader) if reader.op_type == "Reshape" else None
+        if target == (1, shape[2], shape[1] * shape[3]):
+            st.pending_views[node.output[0]] = ("merge", shape[1])
+            st.alias[node.output[0]] = x
+            return
+    raise CompileError(
+        name,
+        node.op_type,
+        f"Transpose {perm} of {shape} is not a view of attention heads",
+        "(0, 2, 1, 3) or, for k^T, (0, 2, 3, 1) after a Reshape of tokens to heads, and "
+        "(0, 2, 1, 3) before a Reshape of heads to tokens (the host moves other data)",
+    )
+
+
+def batch_matmul(st: ImportState, node: onnx.NodeProto, name: str) -> None:
+    a, b = act(st, node, name, 0), act(st, node, name, 1)
+    sa, sb = shape_of(st, a), shape_of(st, b)
+    if len(sa) != 4 or len(sb) != 4 or sa[:2] != sb[:2] or sa[0] != 1 or sa[3] != sb[2]:
+        raise CompileError(
+            name,
+            node.op_type,
+            f"MatMul of activations {sa} and {sb} is not supported",
+            "(1, H, M, K) @ (1, H, K, N)",
+        )
+    emit(st, node, name, "batch_matmul", [a, b], (*sa[:3], sb[3]), {"act": None})
+
+
+def scaled_product(st: ImportState, node: onnx.NodeProto, name: str) -> bool:
+    """Mul/Div of a batch_matmul output by a scalar constant: folded; False if not that."""
+    for i in (0, 1) if node.op_type == "Mul" else (0,):
+        value, other = node.input[i], node.input[1 - i]
+        c = st.consts.get(other)
+        ir = next((n for n in st.nodes if n.output == st.alias.get(value)), None)
+        if c is None or c.size != 1 or ir is None or ir.op != "batch_matmul":
+            continue
+        if st.uses[value] != 1 or not np.isfinite(c).all() or float(c.reshape(())) <= 0:
+            continue
+        factor = float(c.reshape(()))
+        factor = 1.0 / factor if node.op_type == "Div" else factor
+        alpha = float(ir.params.get("alpha", np.ones(1, np.float32))[0]) * factor
+        take_over(st, ir, node, name, params={**ir.params, "alpha": np.array([alpha], np.float32)})
+        return True
+    return False
+
+
+@handles("Div")
+def op_div(st: ImportState, node: onnx.NodeProto, name: str) -> None:
+    if not scaled_product(st, node, name):
+        raise CompileError(
+            name,
+            node.op_type,
+            "Div is supported as the scale of a MatMul of two activations",
+            "MatMul(q, k^T) / constant",
+        )
