@@ -6,7 +6,7 @@ from __future__ import annotations
 from mutation.table import Mutant
 
 _RUNNER_COUNTS = "tests/block/test_runner_counts.py"
-_TIES = "tests/unit/test_requant_ties.py"
+_TIES = "tests/unit/arch/test_requant_ties.py"
 
 HARNESS_MUTANTS: list[Mutant] = [
     Mutant(
@@ -69,7 +69,7 @@ KILLERS_OF: dict[str, tuple[str, ...]] = {
     "cocotb-zero-tests-pass": (_RUNNER_COUNTS,),
     "cocotb-no-results-pass": (_RUNNER_COUNTS,),
     "make-test-passes-no-tests": (_RUNNER_COUNTS,),
-    "guard-check-off": ("tests/unit/test_guard.py",),
+    "guard-check-off": ("tests/unit/run/test_guard.py",),
     "rtl-compare-no-guards": ("tests/instruction/test_guard_bands_rtl.py",),
     "isa-neg-tie-away": (_TIES,),
     "reference-neg-tie-away": (_TIES,),

@@ -2,7 +2,7 @@
 generated from :data:`KNOBS`: ``python -m sim.knobs > docs/env_vars.md``).
 
 Code reads a variable only through its :class:`Knob` (``KEEP_RUNS.get()``), so a name is written
-once and the table cannot miss one (``tests/unit/test_knobs.py`` checks both). Command-line
+once and the table cannot miss one (``tests/unit/project/test_knobs.py`` checks both). Command-line
 options and ``make`` variables are the user's first way in; these are for what a flag cannot
 reach (a ``make test`` run, the simulator process, a Dask worker) or for the framework's own
 hand-over to a child process (``who="internal"``).
@@ -86,7 +86,7 @@ RANDOM_PROGRAMS_SEED = Knob(
     "RANDOM_PROGRAMS_SEED", "", "the instruction tests' random programs: rerun this printed seed"
 )
 UPDATE_LISTINGS = Knob(
-    "UPDATE_LISTINGS", "", "`1`: `tests/unit/test_listings.py` rewrites the committed listings"
+    "UPDATE_LISTINGS", "", "`1`: `tests/unit/back/test_listings.py` rewrites the committed listings"
 )
 CXX = Knob("CXX", "c++", "the C++ compiler for the Verilator builds")
 PYTHONWARNINGS = Knob(

@@ -9,7 +9,7 @@ family module, listed below) and add its :class:`~arch.ops.spec.OpSpec` to that 
 (``compiler/ir_checks.py``), its quantizer (``compiler/quantizers.py``) and the layer kind the
 accelerator runs it as (a new kind also needs ``LAYER_KINDS`` in ``arch/executable/format.py``
 and an entry in ``schedule.BUILDERS``, ``tile.TILERS`` and ``constants.PARAM_SETS``). Importing
-fails naming the op while its compiler rule is missing; ``tests/unit/test_op_specs.py`` fails
+fails naming the op while its compiler rule is missing; ``tests/unit/arch/test_op_specs.py`` fails
 while a kind table misses a kind.
 """
 

@@ -50,7 +50,7 @@ def test_make_test_fails_when_no_test_is_selected():
         "test",
         f"VENV={venv}",
         "JOBS=0",
-        "PYTEST_ARGS=-p no:cacheprovider tests/unit/test_config.py -k no_such_test",
+        "PYTEST_ARGS=-p no:cacheprovider tests/unit/arch/test_config.py -k no_such_test",
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)

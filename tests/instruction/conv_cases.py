@@ -1,5 +1,5 @@
 """CONV cases for the ISA simulator and RTL tests (``tests/instruction/test_conv.py``,
-``tests/unit/test_isa_machine.py``): programs with their expected outputs from
+``tests/unit/isa_sim/test_isa_machine.py``): programs with their expected outputs from
 ``arch.reference_ops.conv2d``, and bad programs with the error each must stop with.
 
 Random input images of ``k_iter`` channel blocks, already padded, loaded into ACT as ``k_iter``

@@ -8,7 +8,7 @@ onto the first (the larger of the two wins). Expected values are
 ``arch.reference_ops.max_pool2d``, stored through a STORE with random per-channel rescales; the
 RTL's whole DRAM must also equal the ISA simulator's, and the window unit counts no MACs (max
 with use_bias: a BAD_FIELD case of test_dwconv.py; the ISA simulator alone over more cases:
-tests/unit/test_isa_machine.py).
+tests/unit/isa_sim/test_isa_machine.py).
 """
 
 import numpy as np

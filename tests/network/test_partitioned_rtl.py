@@ -15,7 +15,7 @@ from arch.config import PRESETS
 from arch.executable import DeviceProgram
 from compiler.compile import compile_model
 from sim.runtime.run import run
-from tests.unit.test_partition import partitioned_model
+from tests.unit.front.test_partition import partitioned_model
 
 pytestmark = pytest.mark.simulator
 
@@ -60,7 +60,7 @@ def test_device_host_device_on_rtl(tmp_path):
 def test_depthwise_conv_on_rtl(channels, stride, kernel, dilation, tmp_path):
     """Depthwise convolution on the window unit (DWCONV; a 5x5 kernel as four accumulating
     passes, a dilated one as a pass per tap)."""
-    from tests.unit.test_partition import depthwise_model
+    from tests.unit.front.test_partition import depthwise_model
 
     model = depthwise_model(channels, stride, seed=stride, kernel=kernel, dilation=dilation)
     _, rtl, _ = rtl_and_isa(model, channels, tmp_path)
@@ -68,14 +68,14 @@ def test_depthwise_conv_on_rtl(channels, stride, kernel, dilation, tmp_path):
 
 
 def test_depthwise_with_residual_on_rtl(tmp_path):
-    from tests.unit.test_partition import depthwise_residual_model
+    from tests.unit.front.test_partition import depthwise_residual_model
 
     _, rtl, _ = rtl_and_isa(depthwise_residual_model(2), 4, tmp_path)
     assert all_on_accel(rtl)
 
 
 def test_dilated_conv_on_rtl(tmp_path):
-    from tests.unit.test_partition import dilated_model
+    from tests.unit.front.test_partition import dilated_model
 
     rtl_and_isa(dilated_model(2, 1, seed=4), 5, tmp_path)
 
@@ -83,7 +83,7 @@ def test_dilated_conv_on_rtl(tmp_path):
 def test_concat_without_copies_on_rtl(tmp_path):
     """The expand convs of a fire module store into channel slices of the concat buffer (a
     DMA with a wider pixel stride); the consumers read it whole."""
-    from tests.unit.test_partition import fire_model
+    from tests.unit.front.test_partition import fire_model
 
     rtl_and_isa(fire_model(5), 6, tmp_path)
 
@@ -91,7 +91,7 @@ def test_concat_without_copies_on_rtl(tmp_path):
 def test_upsample_and_skip_concat_on_rtl(tmp_path):
     """U-Net's decoder step: nearest 2x upsample (strided stores from ACC) concatenated with
     an encoder map (a view), then a conv."""
-    from tests.unit.test_partition import upsample_model
+    from tests.unit.front.test_partition import upsample_model
 
     _, rtl, _ = rtl_and_isa(upsample_model("skip", seed=7), 8, tmp_path)
     assert "up" in [la.name for la in rtl.layers]
@@ -100,7 +100,7 @@ def test_upsample_and_skip_concat_on_rtl(tmp_path):
 @pytest.mark.parametrize("op", ["SiLU", "HardSwish"])
 def test_activation_tables_on_rtl(op, tmp_path):
     """Activations as STORE lookup tables (two convs and an FC, each with its own table)."""
-    from tests.unit.test_table_ops import act_model
+    from tests.unit.back.test_table_ops import act_model
 
     exe, rtl, _ = rtl_and_isa(act_model(op, {}, 17, seed=11), 12, tmp_path)
     assert [n.attrs.get("act") for n in exe.reference.nodes].count("table") == 3
@@ -112,7 +112,7 @@ def test_scale_layers_on_rtl(model, tmp_path):
     """A squeeze-excitation block (the gate's Mul as ACCUM use_gate, SiLU tables) and
     activations after a Concat and on the graph input (table-only and clamp-only scale
     layers)."""
-    from tests.unit.test_scale_layers import se_model, unfused_acts_model
+    from tests.unit.back.test_scale_layers import se_model, unfused_acts_model
 
     onnx_model = se_model(20, 2, swish=True) if model[0] == "s" else unfused_acts_model()
     exe, rtl, _ = rtl_and_isa(onnx_model, 14, tmp_path)
@@ -124,7 +124,7 @@ def test_scale_layers_on_rtl(model, tmp_path):
 def test_grouped_conv_on_rtl(case, tmp_path):
     """A grouped conv cut into line pieces (channel-slice views, block-diagonal convs - one
     partial -, a concat they store into; a fused residual sliced too)."""
-    from tests.unit.test_grouped_conv import CASES, grouped_model
+    from tests.unit.back.test_grouped_conv import CASES, grouped_model
 
     cin, cout, group, residual, _ = CASES[case]
     exe, rtl, _ = rtl_and_isa(grouped_model(cin, cout, group, 5, residual), 15, tmp_path)

@@ -114,7 +114,7 @@ def test_sharded_isa_multi_program_with_host_steps(tmp_path):
     """A device -> host -> device -> host -> device graph: shards across programs, host steps
     checked on the reference's tensors, on the ISA simulator (its counters are ideal-model
     statistics, compared through the cycles and DRAM bytes)."""
-    from tests.unit.test_partition import partitioned_model
+    from tests.unit.front.test_partition import partitioned_model
 
     path = tmp_path / "partitioned.onnx"
     import onnx

@@ -1,0 +1,2 @@
+"""Unit tests of config, ISA encoding and assembler, op specs, integer reference ops, the
+executable file."""

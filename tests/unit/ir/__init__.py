@@ -1,0 +1,1 @@
+"""Unit tests of the compiler's IR and its verifier."""

@@ -1,0 +1,1 @@
+"""Unit tests of the ISA simulator: every instruction and error, random programs."""

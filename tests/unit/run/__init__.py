@@ -1,0 +1,2 @@
+"""Unit tests of running executables: the step loop, backends' traits, the CLI and API, inputs,
+reports, shards' plans."""
