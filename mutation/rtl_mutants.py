@@ -638,7 +638,7 @@ RTL_MUTANTS: list[Mutant] = [
     Mutant(
         "store-transpose-any-run",
         _S,
-        "| (insn.transpose & (inner != cols))",
+        "| (insn.transpose & (inner != c.cols))",
         "| (insn.transpose & (inner == 0))",
         "a transposing store whose innermost loop is not cols lines is not refused",
     ),
