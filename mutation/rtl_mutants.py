@@ -396,8 +396,8 @@ RTL_MUTANTS: list[Mutant] = [
     Mutant(
         "deadlock-code",
         _X,
-        "fail(blocked_for == DEADLOCK_CYCLES, isa.ErrorCode.DEADLOCK, waiting_index)",
-        "fail(blocked_for == DEADLOCK_CYCLES, isa.ErrorCode.WATCHDOG, waiting_index)",
+        "self._fail(m, blocked_for == DEADLOCK_CYCLES, isa.ErrorCode.DEADLOCK, waiting_index)",
+        "self._fail(m, blocked_for == DEADLOCK_CYCLES, isa.ErrorCode.WATCHDOG, waiting_index)",
         "a deadlock reports WATCHDOG",
     ),
     Mutant(
