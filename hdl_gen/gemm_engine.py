@@ -354,35 +354,39 @@ class _Walk:
     t % 2 == b. ``w_*``: the WGT row read last cycle, written into the array now."""
 
     def __init__(self, c: AccelConfig) -> None:
-        # (Of the registers made in one statement only the last is named: the generated
-        # Verilog keeps the names it has had.)
-        loaded = Signal(2)  # bank holds a tile not yet fully streamed
-        drain = [Signal(range(c.cols + 2), name=f"drain{b}") for b in range(2)]
-        wl_active, wl_bank, wl_row = Signal(), Signal(), Signal(range(c.rows))
-        wl_tiles, wl_addr = Signal(TILE_BITS), Signal(POINTER_BITS)
-        st_active, st_bank, st_i = Signal(), Signal(), Signal(I_BITS)
-        st_j, st_tiles = Signal(J_BITS), Signal(TILE_BITS)
-        st_act_base, st_acc_base = Signal(ACT_POINTER_BITS), Signal(POINTER_BITS)
-        total_tiles = Signal(TILE_BITS)
+        # A signal is named after the variable it is assigned to; those assigned in a row (to
+        # attributes) are not, and the names given below keep the generated Verilog unchanged.
+        self.loaded = loaded = Signal(2)  # bank holds a tile not yet fully streamed
+        self.drain = drain = [Signal(range(c.cols + 2), name=f"drain{b}") for b in range(2)]
+        self.free = [~loaded[b] & (drain[b] == 0) for b in range(2)]
+        rows = range(c.rows)
+        self.wl_active, self.wl_bank, self.wl_row = Signal(), Signal(), Signal(rows, name="wl_row")
+        self.wl_tiles, self.wl_addr = Signal(TILE_BITS), Signal(POINTER_BITS, name="wl_addr")
+        self.st_active, self.st_bank, self.st_i = Signal(), Signal(), Signal(I_BITS, name="st_i")
+        self.st_j, self.st_tiles = Signal(J_BITS), Signal(TILE_BITS, name="st_tiles")
+        self.st_act_base, self.st_acc_base = (
+            Signal(ACT_POINTER_BITS),
+            Signal(POINTER_BITS, name="st_acc_base"),
+        )
+        self.total_tiles = Signal(TILE_BITS)
         # The CONV walk: channel block and tap column of the k block; the ACT lines of tap
         # (ky, kx) and of tap (ky, 0); the output pixel's column and its offset in the tile.
-        st_block, st_kx, st_first_k = Signal(K_BITS), Signal(TAP_BITS), Signal()
-        st_tap_base, st_row_base = Signal(ACT_POINTER_BITS), Signal(ACT_POINTER_BITS)
-        st_x, st_pixel, st_line = Signal(I_BITS), Signal(ACT_POINTER_BITS), Signal(ACT_POINTER_BITS)
-        pitch = Signal(ACT_POINTER_BITS)  # ACT lines per input row
-        row_step = Signal(ACT_POINTER_BITS)  # ACT lines from one output row's pixel 0 to the next
-        w_write, w_row, w_bank = Signal(), Signal(range(c.rows)), Signal()
-
-        self.loaded, self.drain = loaded, drain
-        self.free = [~loaded[b] & (drain[b] == 0) for b in range(2)]
-        self.wl_active, self.wl_bank, self.wl_row = wl_active, wl_bank, wl_row
-        self.wl_tiles, self.wl_addr = wl_tiles, wl_addr
-        self.st_active, self.st_bank, self.st_i = st_active, st_bank, st_i
-        self.st_j, self.st_tiles = st_j, st_tiles
-        self.st_act_base, self.st_acc_base = st_act_base, st_acc_base
-        self.total_tiles = total_tiles
-        self.st_block, self.st_kx, self.st_first_k = st_block, st_kx, st_first_k
-        self.st_tap_base, self.st_row_base = st_tap_base, st_row_base
-        self.st_x, self.st_pixel, self.st_line = st_x, st_pixel, st_line
-        self.pitch, self.row_step = pitch, row_step
-        self.w_write, self.w_row, self.w_bank = w_write, w_row, w_bank
+        self.st_block, self.st_kx, self.st_first_k = (
+            Signal(K_BITS),
+            Signal(TAP_BITS),
+            Signal(name="st_first_k"),
+        )
+        self.st_tap_base, self.st_row_base = (
+            Signal(ACT_POINTER_BITS),
+            Signal(ACT_POINTER_BITS, name="st_row_base"),
+        )
+        self.st_x, self.st_pixel, self.st_line = (
+            Signal(I_BITS),
+            Signal(ACT_POINTER_BITS),
+            Signal(ACT_POINTER_BITS, name="st_line"),
+        )
+        self.pitch = Signal(ACT_POINTER_BITS)  # ACT lines per input row
+        self.row_step = Signal(
+            ACT_POINTER_BITS
+        )  # ACT lines from an output row's pixel 0 to the next
+        self.w_write, self.w_row, self.w_bank = Signal(), Signal(rows), Signal(name="w_bank")

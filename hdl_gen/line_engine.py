@@ -290,18 +290,16 @@ class _Walk:
     whose results are computed and written now."""
 
     def __init__(self) -> None:
-        # (Of the registers made in one statement only the last is named: the generated
-        # Verilog keeps the names it has had.)
-        ln_valid, ln_acc = Signal(), Signal(isa.LOCAL_ADDR_BITS)
-        ln_last, ln_first = Signal(), Signal()  # POOL: the window's last / first line
-        j, i, w = Signal(_width("n_iter")), Signal(_width("m")), Signal(_width("window"))
-        act_ptr, acc_ptr = Signal(POINTER_BITS), Signal(POINTER_BITS)
-        act_base, acc_base = Signal(POINTER_BITS), Signal(POINTER_BITS)
-        self.ln_valid, self.ln_acc, self.ln_last, self.ln_first = (
-            ln_valid,
-            ln_acc,
-            ln_last,
-            ln_first,
+        # A signal is named after the variable it is assigned to; those assigned in a row (to
+        # attributes) are not, and the names given below keep the generated Verilog unchanged.
+        self.ln_valid, self.ln_acc = Signal(), Signal(isa.LOCAL_ADDR_BITS, name="ln_acc")
+        # POOL: the window's last / first line
+        self.ln_last, self.ln_first = Signal(), Signal(name="ln_first")
+        self.j, self.i, self.w = (
+            Signal(_width("n_iter")),
+            Signal(_width("m")),
+            Signal(_width("window"), name="w"),
         )
-        self.j, self.i, self.w = j, i, w
+        act_ptr, acc_ptr = Signal(POINTER_BITS), Signal(POINTER_BITS, name="acc_ptr")
+        act_base, acc_base = Signal(POINTER_BITS), Signal(POINTER_BITS, name="acc_base")
         self.pointers = act_ptr, acc_ptr, act_base, acc_base
