@@ -37,10 +37,11 @@ class GemmEngine(wiring.Component):
     whose rows walk output pixels (``out_w`` a row, ``stride`` apart); a GEMM is the walk with
     one tap, ``m`` pixels a row and stride 1.
 
-    Four parts run concurrently: the weight loader (``wl_*``) reads a tile's WGT rows into a free
-    bank; the row streamer (``st_*``) sends one ACT row per cycle from a loaded bank; a metadata
-    pipeline as long as the array carries each row's ACC address alongside it; and the
-    read-modify-write reads ACC as a row leaves the array and writes the sum a cycle later.
+    Four parts run concurrently, one method each: the weight loader (``wl_*``) reads a tile's WGT
+    rows into a free bank; the row streamer (``st_*``) sends one ACT row per cycle from a loaded
+    bank; a metadata pipeline as long as the array carries each row's ACC address alongside it;
+    and the read-modify-write reads ACC as a row leaves the array and writes the sum a cycle
+    later.
 
     Attributes
     ----------
