@@ -3,7 +3,7 @@ DRAM arbitration, status and performance counters."""
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Module, Mux, Signal, Value
 from amaranth.lib import fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -18,6 +18,7 @@ from hdl_gen.load_unit import LoadUnit
 from hdl_gen.local_ports import param_line_bits
 from hdl_gen.store_unit import StoreUnit
 from hdl_gen.tokens import QUEUE_ENTRY, TokenCounter
+from hdl_gen.top_ports import TOP_PORTS
 
 DEADLOCK_CYCLES = 8  # every queue blocked on tokens this long = deadlock
 
@@ -55,18 +56,7 @@ class Accelerator(wiring.Component):
         self.tag_bits = max(1, (self.read_clients - 1).bit_length())
         super().__init__(
             {
-                "start": In(1),
-                "insn_base": In(isa.LAUNCH_BITS),
-                "desc_base": In(isa.LAUNCH_BITS),
-                "desc_count": In(isa.LAUNCH_BITS),
-                "running": Out(1),
-                "done": Out(1),
-                "error": Out(1),
-                "error_code": Out(isa.ErrorCode),
-                "error_index": Out(isa.INSN_INDEX_BITS),
-                "perf": Out(isa.PERF_RECORD.layout),
-                "insn_started": Out(isa.INSN_INDEX_BITS),
-                "insn_frontier": Out(isa.INSN_INDEX_BITS),
+                **TOP_PORTS,
                 "dram_req": Out(read_request(self.tag_bits)),
                 "dram_resp": In(read_response(bus, self.tag_bits)),
                 "dram_wr": Out(write_signature(bus)),
@@ -76,15 +66,49 @@ class Accelerator(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         c = self.config
-        bus = c.dram_bytes_per_cycle
         m.submodules.fetch = fetch = Fetch(c)
         m.submodules.load = load = LoadUnit(c)
         m.submodules.compute = compute = ComputeUnit(c)
         m.submodules.store = store = StoreUnit(c)
         units = (load, compute, store)
         halt = Signal()
+        self._queues(m, fetch, load, compute, store)
+        counters = self._tokens(m, load, compute, store)
+        self._dram(m, fetch, load, store)
+        self._memories(m, load, compute, store)
+        for unit in (load, store):
+            m.d.comb += [unit.desc_base.eq(self.desc_base), unit.desc_count.eq(self.desc_count)]
+        m.d.comb += [fetch.start.eq(self.start & ~self.running), fetch.insn_base.eq(self.insn_base)]
 
-        # Instruction queues between fetch and the units.
+        # Status: running -> done, or the first error (which halts everything).
+        with m.If(self.start & ~self.running & ~self.done):
+            m.d.sync += self.running.eq(1)
+        drained = fetch.ended & load.idle & compute.idle & store.idle
+        with m.If(self.running & drained & ~self.error):
+            m.d.sync += [self.done.eq(1), self.running.eq(0)]
+        m.d.comb += halt.eq(self.error)
+        m.d.comb += fetch.halt.eq(halt)
+        for unit in units:
+            m.d.comb += unit.halt.eq(halt)
+
+        # Later calls of _fail win in Amaranth, so the first source listed has priority.
+        self._watchdog(m, fetch, load, compute, store)
+        self._deadlock(m, fetch, units)
+        for unit in reversed(units):
+            self._fail(m, unit.error, unit.error_code, unit.index)
+        self._fail(m, fetch.error, fetch.error_code, fetch.pc)
+        self._launch_check(m)
+        self._progress(m, fetch, units)
+        self._counters(m, fetch, load, compute, store)
+        if self.checks:
+            self._checks(m, fetch, counters, halt)
+        return m
+
+    def _queues(
+        self, m: Module, fetch: Fetch, load: LoadUnit, compute: ComputeUnit, store: StoreUnit
+    ) -> None:
+        """The instruction queues between fetch and the units."""
+        c = self.config
         for name, source, unit in (
             ("load", fetch.load_q, load),
             ("compute", fetch.compute_q, compute),
@@ -101,53 +125,36 @@ class Accelerator(wiring.Component):
                 queue.r_en.eq(unit.queue.ready),
             ]
 
-        # Dependency tokens: load->compute, compute->load, compute->store, store->compute.
+    def _tokens(
+        self, m: Module, load: LoadUnit, compute: ComputeUnit, store: StoreUnit
+    ) -> dict[str, TokenCounter]:
+        """The dependency token counters: load->compute, compute->load, compute->store,
+        store->compute. Each unit pushes into the counter towards a neighbour and pops from the
+        one back from it."""
+        c = self.config
         counters = {}
         for name in ("l2c", "c2l", "c2s", "s2c"):
             counters[name] = m.submodules[f"tokens_{name}"] = TokenCounter(c.token_depth)
+        # (a unit, its side towards the neighbour, the counter it pushes to, the one it pops)
         links = [
-            (
-                load.deps.push_next,
-                load.deps.pop_next,
-                counters["l2c"],
-                counters["c2l"],
-                "next",
-                load,
-            ),
-            (
-                compute.deps.push_prev,
-                compute.deps.pop_prev,
-                counters["c2l"],
-                counters["l2c"],
-                "prev",
-                compute,
-            ),
-            (
-                compute.deps.push_next,
-                compute.deps.pop_next,
-                counters["c2s"],
-                counters["s2c"],
-                "next",
-                compute,
-            ),
-            (
-                store.deps.push_prev,
-                store.deps.pop_prev,
-                counters["s2c"],
-                counters["c2s"],
-                "prev",
-                store,
-            ),
+            (load, "next", counters["l2c"], counters["c2l"]),
+            (compute, "prev", counters["c2l"], counters["l2c"]),
+            (compute, "next", counters["c2s"], counters["s2c"]),
+            (store, "prev", counters["s2c"], counters["c2s"]),
         ]
-        for push, pop, outgoing, incoming, side, unit in links:
+        for unit, side, outgoing, incoming in links:
             m.d.comb += [
-                outgoing.push.eq(push),
-                incoming.pop.eq(pop),
+                outgoing.push.eq(getattr(unit.deps, f"push_{side}")),
+                incoming.pop.eq(getattr(unit.deps, f"pop_{side}")),
                 getattr(unit.deps, f"has_{side}").eq(incoming.has),
                 getattr(unit.deps, f"room_{side}").eq(outgoing.room),
             ]
+        return counters
 
-        # DRAM: reads arbitrated among fetch, load (descriptors, data) and store (descriptors).
+    def _dram(self, m: Module, fetch: Fetch, load: LoadUnit, store: StoreUnit) -> None:
+        """DRAM: reads arbitrated among fetch, load (descriptors, data) and store (descriptors);
+        the store unit alone writes."""
+        bus = self.config.dram_bytes_per_cycle
         m.submodules.arbiter = arbiter = ReadArbiter(self.read_clients, bus)
         for index, link in enumerate((fetch.bus, load.desc_bus, load.data_bus, store.desc_bus)):
             wiring.connect(m, link, arbiter.client(index))
@@ -155,7 +162,9 @@ class Accelerator(wiring.Component):
         wiring.connect(m, wiring.flipped(self.dram_resp), arbiter.dram_resp)
         wiring.connect(m, wiring.flipped(self.dram_wr), store.wr)
 
-        # Local memories.
+    def _memories(self, m: Module, load: LoadUnit, compute: ComputeUnit, store: StoreUnit) -> None:
+        """The local memories (ACT, WGT, PARAM, ACC) and the units' ports on them."""
+        c = self.config
         m.submodules.act_mem = act_mem = memory.Memory(
             shape=c.act_line_bytes * 8, depth=c.act_lines, init=[]
         )
@@ -168,59 +177,38 @@ class Accelerator(wiring.Component):
         m.submodules.acc_mem = acc_mem = memory.Memory(
             shape=c.acc_line_bytes * 8, depth=c.acc_lines, init=[]
         )
-
-        def connect_write(mem, port):
-            w = mem.write_port()
-            m.d.comb += [w.addr.eq(port.addr), w.data.eq(port.data), w.en.eq(port.en)]
-            return w
-
-        def connect_read(mem, port, transparent_for=()):
-            r = mem.read_port(transparent_for=transparent_for)
-            m.d.comb += [r.addr.eq(port.addr), r.en.eq(port.en), port.data.eq(r.data)]
-
-        connect_write(act_mem, load.act)
+        _connect_write(m, act_mem, load.act)
         # ACT has three read ports for the compute unit: the window engine reads a column of
         # up to three input rows per cycle (DWCONV); the other engines use the first.
-        connect_read(act_mem, compute.act)
-        connect_read(act_mem, compute.act1)
-        connect_read(act_mem, compute.act2)
-        connect_write(wgt_mem, load.wgt)
-        connect_read(wgt_mem, compute.wgt)
-        connect_write(param_mem, load.param)
-        connect_read(param_mem, compute.param)
-        connect_read(param_mem, store.param)
-        connect_read(act_mem, store.act)  # a STORE's residual (use_res)
-        acc_write = connect_write(acc_mem, compute.acc_wr)
-        connect_read(acc_mem, compute.acc_rd, transparent_for=(acc_write,))
-        connect_read(acc_mem, store.acc)
+        _connect_read(m, act_mem, compute.act)
+        _connect_read(m, act_mem, compute.act1)
+        _connect_read(m, act_mem, compute.act2)
+        _connect_write(m, wgt_mem, load.wgt)
+        _connect_read(m, wgt_mem, compute.wgt)
+        _connect_write(m, param_mem, load.param)
+        _connect_read(m, param_mem, compute.param)
+        _connect_read(m, param_mem, store.param)
+        _connect_read(m, act_mem, store.act)  # a STORE's residual (use_res)
+        acc_write = _connect_write(m, acc_mem, compute.acc_wr)
+        _connect_read(m, acc_mem, compute.acc_rd, transparent_for=(acc_write,))
+        _connect_read(m, acc_mem, store.acc)
 
-        for unit in (load, store):
-            m.d.comb += [unit.desc_base.eq(self.desc_base), unit.desc_count.eq(self.desc_count)]
-        m.d.comb += [fetch.start.eq(self.start & ~self.running), fetch.insn_base.eq(self.insn_base)]
+    def _fail(self, m: Module, condition: Value, code: Value, index: Value) -> None:
+        """Stop with the first error: its code and the index of the instruction that raised it."""
+        with m.If(condition & ~self.error):
+            m.d.sync += [
+                self.error.eq(1),
+                self.error_code.eq(code),
+                self.error_index.eq(index),
+                self.running.eq(0),
+            ]
 
-        # Status: running -> done, or the first error (which halts everything).
-        with m.If(self.start & ~self.running & ~self.done):
-            m.d.sync += self.running.eq(1)
-        drained = fetch.ended & load.idle & compute.idle & store.idle
-        with m.If(self.running & drained & ~self.error):
-            m.d.sync += [self.done.eq(1), self.running.eq(0)]
-        m.d.comb += halt.eq(self.error)
-        m.d.comb += fetch.halt.eq(halt)
-        for unit in units:
-            m.d.comb += unit.halt.eq(halt)
-
-        def fail(condition, code, index):
-            with m.If(condition & ~self.error):
-                m.d.sync += [
-                    self.error.eq(1),
-                    self.error_code.eq(code),
-                    self.error_index.eq(index),
-                    self.running.eq(0),
-                ]
-
-        # Later calls win in Amaranth, so the first source listed has priority.
+    def _watchdog(
+        self, m: Module, fetch: Fetch, load: LoadUnit, compute: ComputeUnit, store: StoreUnit
+    ) -> None:
+        """WATCHDOG: ``watchdog_cycles`` cycles in a row without any progress."""
+        c = self.config
         watchdog = Signal(range(c.watchdog_cycles + 1))
-        blocked_for = Signal(range(DEADLOCK_CYCLES + 1))
         progress = (
             load.retired
             | compute.retired
@@ -238,8 +226,13 @@ class Accelerator(wiring.Component):
             m.d.sync += watchdog.eq(0)
         with m.Elif(watchdog < c.watchdog_cycles):
             m.d.sync += watchdog.eq(watchdog + 1)
-        fail(watchdog == c.watchdog_cycles, isa.ErrorCode.WATCHDOG, fetch.pc)
-        # Deadlock: fetch cannot move and every unit is idle or waiting for a token.
+        self._fail(m, watchdog == c.watchdog_cycles, isa.ErrorCode.WATCHDOG, fetch.pc)
+
+    def _deadlock(self, m: Module, fetch: Fetch, units: tuple) -> None:
+        """DEADLOCK: fetch cannot move and every unit is idle or waiting for a token, for
+        DEADLOCK_CYCLES cycles; the error names the waiting instruction."""
+        load, compute, store = units
+        blocked_for = Signal(range(DEADLOCK_CYCLES + 1))
         fetch_blocked = fetch.ended | fetch.stalled
         units_blocked = (
             (load.idle | load.token_wait)
@@ -259,12 +252,12 @@ class Accelerator(wiring.Component):
                 # The waiting instruction: the queue head while it waits to pop (`index` still
                 # names the unit's previous one), the current one while it waits to push.
                 m.d.comb += waiting_index.eq(unit.pending_index)
-        fail(blocked_for == DEADLOCK_CYCLES, isa.ErrorCode.DEADLOCK, waiting_index)
-        for unit in reversed(units):
-            fail(unit.error, unit.error_code, unit.index)
-        fail(fetch.error, fetch.error_code, fetch.pc)
-        # Launch registers (checked first, at instruction 0, as the ISA simulator does): a
-        # 16-byte aligned program and a 64-byte aligned descriptor table inside DRAM.
+        self._fail(m, blocked_for == DEADLOCK_CYCLES, isa.ErrorCode.DEADLOCK, waiting_index)
+
+    def _launch_check(self, m: Module) -> None:
+        """The launch registers (checked first, at instruction 0, as the ISA simulator does): a
+        16-byte aligned program and a 64-byte aligned descriptor table inside DRAM."""
+        c = self.config
         bad_launch = Signal()
         with m.If(self.start & ~self.running & ~self.done):
             table_end = self.desc_base + self.desc_count * isa.DESC_BYTES
@@ -273,11 +266,14 @@ class Accelerator(wiring.Component):
                 | (self.desc_base % isa.DESC_BYTES != 0)
                 | (table_end > c.dram_bytes)
             )
-        fail(self.running & bad_launch, isa.ErrorCode.DRAM_RANGE, 0)
+        self._fail(m, self.running & bad_launch, isa.ErrorCode.DRAM_RANGE, 0)
 
-        self._progress(m, fetch, units)
-
-        # Performance counters (the PERF instruction snapshots them).
+    def _counters(
+        self, m: Module, fetch: Fetch, load: LoadUnit, compute: ComputeUnit, store: StoreUnit
+    ) -> None:
+        """The performance counters (the PERF instruction snapshots them)."""
+        c = self.config
+        bus = c.dram_bytes_per_cycle
         perf = self.perf
         events = {
             "cycles": self.running,
@@ -302,9 +298,6 @@ class Accelerator(wiring.Component):
             with m.If(self.running):
                 m.d.sync += counter.eq(counter + amount)
         m.d.comb += store.perf.eq(perf)
-        if self.checks:
-            self._checks(m, fetch, counters, halt)
-        return m
 
     def _checks(
         self, m: Module, fetch: Fetch, counters: dict[str, TokenCounter], halt: Signal
@@ -350,3 +343,18 @@ class Accelerator(wiring.Component):
             )
             frontier = oldest
         m.d.comb += self.insn_frontier.eq(frontier)
+
+
+def _connect_write(m: Module, mem: memory.Memory, port: wiring.PureInterface) -> memory.WritePort:
+    """A write port of ``mem`` driven by a unit's write port."""
+    w = mem.write_port()
+    m.d.comb += [w.addr.eq(port.addr), w.data.eq(port.data), w.en.eq(port.en)]
+    return w
+
+
+def _connect_read(
+    m: Module, mem: memory.Memory, port: wiring.PureInterface, transparent_for: tuple = ()
+) -> None:
+    """A read port of ``mem`` serving a unit's read port."""
+    r = mem.read_port(transparent_for=transparent_for)
+    m.d.comb += [r.addr.eq(port.addr), r.en.eq(port.en), port.data.eq(r.data)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Signal, signed, unsigned
+from amaranth import Module, Signal, Value, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -140,20 +140,32 @@ class AddressGenerator(wiring.Component):
                     with m.If(self.lines.ready):
                         with m.If(last):
                             m.next = "IDLE"
-                        # Advance the innermost level that is not at its end; reset the ones inside.
-                        for lv in reversed(range(levels)):
-                            outer_done = at_end[lv + 1 :]
-                            cond = ~at_end[lv]
-                            for done in outer_done:
-                                cond = cond & done
-                            with m.If(cond):
-                                m.d.sync += count[lv].eq(count[lv] + 1)
-                                for q in quantities:
-                                    stepped = acc[q][lv] + stride[q][lv]
-                                    for k in range(lv, levels):
-                                        m.d.sync += acc[q][k].eq(stepped)
-                                for k in range(lv + 1, levels):
-                                    m.d.sync += count[k].eq(0)
+                        _advance(m, count, acc, stride, at_end)
             with m.State("STOPPED"):
                 m.d.comb += self.busy.eq(1)
         return m
+
+
+def _advance(
+    m: Module,
+    count: list[Signal],
+    acc: dict[str, list[Signal]],
+    stride: dict[str, list[Value]],
+    at_end: list[Value],
+) -> None:
+    """Advance the innermost loop level that is not at its end (its index and, from it inwards,
+    every quantity by its stride); restart the levels inside it."""
+    levels = len(count)
+    for lv in reversed(range(levels)):
+        outer_done = at_end[lv + 1 :]
+        cond = ~at_end[lv]
+        for done in outer_done:
+            cond = cond & done
+        with m.If(cond):
+            m.d.sync += count[lv].eq(count[lv] + 1)
+            for q in acc:
+                stepped = acc[q][lv] + stride[q][lv]
+                for k in range(lv, levels):
+                    m.d.sync += acc[q][k].eq(stepped)
+            for k in range(lv + 1, levels):
+                m.d.sync += count[k].eq(0)

@@ -3,7 +3,7 @@ the load, compute or store queue, in program order."""
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Shape, Signal
+from amaranth import Module, Mux, Shape, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -99,33 +99,12 @@ class Fetch(wiring.Component):
                 m.d.sync += [word.eq(shifted), have.eq(have + 1)]
 
         # Dispatch.
-        insn = data.View(isa.INSTRUCTION, word)
-        opcode_raw = word[: Shape.cast(isa.Opcode).width]
-        deps = insn.load.deps
         queues = {
             isa.Queue.LOAD: self.load_q,
             isa.Queue.COMPUTE: self.compute_q,
             isa.Queue.STORE: self.store_q,
         }
-        target = Signal(isa.Queue)
-        legal, bad_field, is_end = Signal(), Signal(), Signal()
-        with m.Switch(opcode_raw):
-            for opcode, fmt in isa.FORMATS.items():
-                with m.Case(opcode.value):
-                    m.d.comb += legal.eq(1)
-                    if opcode is isa.Opcode.END:
-                        m.d.comb += is_end.eq(1)
-                    elif opcode is isa.Opcode.SYNC:
-                        m.d.comb += [
-                            target.eq(insn.sync.queue),
-                            bad_field.eq(insn.sync.queue.as_value() == 3),
-                        ]
-                    else:
-                        m.d.comb += target.eq(fmt.queue)
-        no_prev = (target == isa.Queue.LOAD) & (deps.pop_prev | deps.push_prev)
-        no_next = (target == isa.Queue.STORE) & (deps.pop_next | deps.push_next)
-        any_dep = deps.pop_prev | deps.pop_next | deps.push_prev | deps.push_next
-        bad = bad_field | Mux(is_end, any_dep, no_prev | no_next)  # END carries no tokens
+        target, legal, bad, is_end = self._decode(m, word)
 
         for port_q in queues.values():
             m.d.comb += [port_q.payload.insn.eq(word), port_q.payload.index.eq(self.pc)]
@@ -158,3 +137,30 @@ class Fetch(wiring.Component):
         with m.If(starved & ~self.error):
             m.d.sync += [self.error.eq(1), self.error_code.eq(isa.ErrorCode.DRAM_RANGE)]
         return m
+
+    def _decode(self, m: Module, word: Signal) -> tuple[Signal, Signal, Value, Signal]:
+        """The instruction's queue, and whether its opcode is legal, its fields are bad (a SYNC
+        queue or a token flag to a missing neighbour, any on END) and it is END."""
+        insn = data.View(isa.INSTRUCTION, word)
+        opcode_raw = word[: Shape.cast(isa.Opcode).width]
+        deps = insn.load.deps
+        target = Signal(isa.Queue)
+        legal, bad_field, is_end = Signal(), Signal(), Signal()
+        with m.Switch(opcode_raw):
+            for opcode, fmt in isa.FORMATS.items():
+                with m.Case(opcode.value):
+                    m.d.comb += legal.eq(1)
+                    if opcode is isa.Opcode.END:
+                        m.d.comb += is_end.eq(1)
+                    elif opcode is isa.Opcode.SYNC:
+                        m.d.comb += [
+                            target.eq(insn.sync.queue),
+                            bad_field.eq(insn.sync.queue.as_value() == 3),
+                        ]
+                    else:
+                        m.d.comb += target.eq(fmt.queue)
+        no_prev = (target == isa.Queue.LOAD) & (deps.pop_prev | deps.push_prev)
+        no_next = (target == isa.Queue.STORE) & (deps.pop_next | deps.push_next)
+        any_dep = deps.pop_prev | deps.pop_next | deps.push_prev | deps.push_next
+        bad = bad_field | Mux(is_end, any_dep, no_prev | no_next)  # END carries no tokens
+        return target, legal, bad, is_end

@@ -50,49 +50,12 @@ class LoadUnit(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        c = self.config
-        bus = c.dram_bytes_per_cycle
+        bus = self.config.dram_bytes_per_cycle
         frame = UnitFrame(self, m)
         errors = ErrorLatch(self, m)
-        m.submodules.desc_port = desc_port = ReadPort(bus, max(4, isa.DESC_BYTES // bus))
-        m.submodules.data_port = data_port = ReadPort(bus, self.inflight)
-        m.submodules.fetcher = fetcher = DescriptorFetcher(bus)
-        m.submodules.addrgen = addrgen = AddressGenerator(c.dram_bytes)
-        wiring.connect(m, wiring.flipped(self.desc_bus), desc_port.bus)
-        wiring.connect(m, wiring.flipped(self.data_bus), data_port.bus)
-        wiring.connect(m, fetcher.addr, desc_port.addr)
-        wiring.connect(m, desc_port.data, fetcher.data)
-        m.d.comb += [
-            fetcher.index.eq(frame.insn.load.desc),
-            fetcher.desc_base.eq(self.desc_base),
-            fetcher.desc_count.eq(self.desc_count),
-            addrgen.desc.eq(fetcher.desc),
-        ]
+        fetcher, addrgen, data_port = self._walker(m, frame, errors)
         desc = fetcher.desc
-        errors.raise_(fetcher.error, isa.ErrorCode.BAD_DESCRIPTOR)
-        errors.raise_(addrgen.error, addrgen.error_code)
-
-        # Per-memory line geometry, selected by the descriptor's `mem`.
-        geometry = {
-            isa.Mem.ACT: (c.act_line_bytes, c.act_lines),
-            isa.Mem.WGT: (c.wgt_line_bytes, c.wgt_lines),
-            isa.Mem.PARAM: (c.cols * isa.PARAM_ENTRY_BYTES, c.param_lines),
-        }
-        # (Bytes and bus beats of a line are config sizes, far below 2**16.)
-        line_bytes, lines_in_mem, beats = Signal(16), Signal(POINTER_BITS), Signal(16)
-        with m.Switch(desc.mem):
-            for mem, (nbytes, nlines) in geometry.items():
-                with m.Case(mem):
-                    m.d.comb += [
-                        line_bytes.eq(nbytes),
-                        lines_in_mem.eq(nlines),
-                        beats.eq(max(1, nbytes // bus)),
-                    ]
-        m.d.comb += [
-            addrgen.line_bytes.eq(line_bytes),
-            addrgen.lines_in_mem.eq(lines_in_mem),
-            addrgen.align.eq(Mux(line_bytes < bus, line_bytes, bus)),
-        ]
+        beats = self._line_geometry(m, desc, addrgen)
 
         # Lines whose data is on the way, in order: local address, padding flag, byte offset.
         entry = data.StructLayout({"local": isa.LOCAL_ADDR_BITS, "valid": 1, "offset": range(bus)})
@@ -129,7 +92,76 @@ class LoadUnit(wiring.Component):
             with m.State("STOPPED"):
                 pass
 
-        # Issue: one request per beat of each in-bounds line, then queue the line.
+        self._issue(m, addrgen, data_port, pending, beats, walking)
+        self._write(m, desc, data_port, data.View(entry, pending.r_data), pending, beats)
+        return m
+
+    def _walker(
+        self, m: Module, frame: UnitFrame, errors: ErrorLatch
+    ) -> tuple[DescriptorFetcher, AddressGenerator, ReadPort]:
+        """The descriptor fetcher and the address generator that walks the descriptor's lines,
+        and the read port for the lines' data (each on its own DRAM read link)."""
+        bus = self.config.dram_bytes_per_cycle
+        m.submodules.desc_port = desc_port = ReadPort(bus, max(4, isa.DESC_BYTES // bus))
+        m.submodules.data_port = data_port = ReadPort(bus, self.inflight)
+        m.submodules.fetcher = fetcher = DescriptorFetcher(bus)
+        m.submodules.addrgen = addrgen = AddressGenerator(self.config.dram_bytes)
+        wiring.connect(m, wiring.flipped(self.desc_bus), desc_port.bus)
+        wiring.connect(m, wiring.flipped(self.data_bus), data_port.bus)
+        wiring.connect(m, fetcher.addr, desc_port.addr)
+        wiring.connect(m, desc_port.data, fetcher.data)
+        m.d.comb += [
+            fetcher.index.eq(frame.insn.load.desc),
+            fetcher.desc_base.eq(self.desc_base),
+            fetcher.desc_count.eq(self.desc_count),
+            addrgen.desc.eq(fetcher.desc),
+        ]
+        errors.raise_(fetcher.error, isa.ErrorCode.BAD_DESCRIPTOR)
+        errors.raise_(addrgen.error, addrgen.error_code)
+        return fetcher, addrgen, data_port
+
+    def _geometry(self) -> dict[isa.Mem, tuple[int, int]]:
+        """Bytes and lines of a line of each memory a LOAD can fill."""
+        c = self.config
+        return {
+            isa.Mem.ACT: (c.act_line_bytes, c.act_lines),
+            isa.Mem.WGT: (c.wgt_line_bytes, c.wgt_lines),
+            isa.Mem.PARAM: (c.cols * isa.PARAM_ENTRY_BYTES, c.param_lines),
+        }
+
+    def _line_geometry(self, m: Module, desc: data.View, addrgen: AddressGenerator) -> Signal:
+        """The walked memory's line geometry, selected by the descriptor's ``mem``, for the
+        address generator; returns the bus beats of a line."""
+        bus = self.config.dram_bytes_per_cycle
+        # (Bytes and bus beats of a line are config sizes, far below 2**16.)
+        line_bytes, lines_in_mem, beats = Signal(16), Signal(POINTER_BITS), Signal(16)
+        with m.Switch(desc.mem):
+            for mem, (nbytes, nlines) in self._geometry().items():
+                with m.Case(mem):
+                    m.d.comb += [
+                        line_bytes.eq(nbytes),
+                        lines_in_mem.eq(nlines),
+                        beats.eq(max(1, nbytes // bus)),
+                    ]
+        m.d.comb += [
+            addrgen.line_bytes.eq(line_bytes),
+            addrgen.lines_in_mem.eq(lines_in_mem),
+            addrgen.align.eq(Mux(line_bytes < bus, line_bytes, bus)),
+        ]
+        return beats
+
+    def _issue(
+        self,
+        m: Module,
+        addrgen: AddressGenerator,
+        data_port: ReadPort,
+        pending: fifo.SyncFIFOBuffered,
+        beats: Signal,
+        walking: Signal,
+    ) -> None:
+        """Issue: one DRAM request per beat of each in-bounds line, then queue the line
+        (padding lines are queued at once)."""
+        bus = self.config.dram_bytes_per_cycle
         issued = Signal(16)
         line = addrgen.lines.payload
         aligned = line.dram & ~(bus - 1)
@@ -153,9 +185,19 @@ class LoadUnit(wiring.Component):
         with m.If(addrgen.lines.valid & addrgen.lines.ready & line.last):
             m.d.sync += walking.eq(0)
 
-        # Write: padding lines at once, data lines when their beats are in.
-        head = data.View(entry, pending.r_data)
-        widest = max(nbytes for nbytes, _ in geometry.values()) * 8
+    def _write(
+        self,
+        m: Module,
+        desc: data.View,
+        data_port: ReadPort,
+        head: data.View,
+        pending: fifo.SyncFIFOBuffered,
+        beats: Signal,
+    ) -> None:
+        """Write the line at the queue's ``head``: a padding line at once, a data line when its
+        beats are in."""
+        bus = self.config.dram_bytes_per_cycle
+        widest = max(nbytes for nbytes, _ in self._geometry().values()) * 8
         assembled = Signal(max(widest, bus * 8))
         received = Signal(16)
         line_data = Signal(widest)
@@ -199,4 +241,3 @@ class LoadUnit(wiring.Component):
                 port.data.eq(line_data),
                 port.en.eq(write & (desc.mem == mem)),
             ]
-        return m

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from amaranth import Module
 from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib.wiring import In
 
-from arch import isa
 from arch.config import AccelConfig
 from hdl_gen.accelerator import Accelerator
 from hdl_gen.dram_model import DramModel
+from hdl_gen.top_ports import TOP_PORTS
 
 TOP_NAME = "sim_top"
 
@@ -22,22 +22,7 @@ class SimTop(wiring.Component):
     def __init__(self, config: AccelConfig, checks: bool = False) -> None:
         self.config = config
         self.checks = checks  # the accelerator's assertions (hdl_gen/checks.py)
-        super().__init__(
-            {
-                "start": In(1),
-                "insn_base": In(isa.LAUNCH_BITS),
-                "desc_base": In(isa.LAUNCH_BITS),
-                "desc_count": In(isa.LAUNCH_BITS),
-                "running": Out(1),
-                "done": Out(1),
-                "error": Out(1),
-                "error_code": Out(isa.ErrorCode),
-                "error_index": Out(isa.INSN_INDEX_BITS),
-                "perf": Out(isa.PERF_RECORD.layout),
-                "insn_started": Out(isa.INSN_INDEX_BITS),
-                "insn_frontier": Out(isa.INSN_INDEX_BITS),
-            }
-        )
+        super().__init__(dict(TOP_PORTS))
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -46,9 +31,9 @@ class SimTop(wiring.Component):
         wiring.connect(m, accel.dram_req, dram.rd_req)
         wiring.connect(m, dram.rd_resp, accel.dram_resp)
         wiring.connect(m, accel.dram_wr, dram.wr)
-        for name in ("start", "insn_base", "desc_base", "desc_count"):
-            m.d.comb += getattr(accel, name).eq(getattr(self, name))
-        outputs = ("running", "done", "error", "error_code", "error_index", "perf")
-        for name in (*outputs, "insn_started", "insn_frontier"):
-            m.d.comb += getattr(self, name).eq(getattr(accel, name))
+        for name, member in TOP_PORTS.items():
+            if member.flow == In:
+                m.d.comb += getattr(accel, name).eq(getattr(self, name))
+            else:
+                m.d.comb += getattr(self, name).eq(getattr(accel, name))
         return m

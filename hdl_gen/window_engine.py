@@ -79,65 +79,54 @@ class WindowEngine(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        c = self.config
         dw = self.insn
-        lanes = c.cols
-        act_line = data.ArrayLayout(signed(c.in_bits), lanes)
-        wgt_line = data.ArrayLayout(signed(c.w_bits), lanes)
-        acc_line = data.ArrayLayout(signed(c.acc_bits), lanes)
-        ports = [self.act, self.act1, self.act2]
-        acts = [data.View(act_line, port.data) for port in ports]
-        wgts = data.View(wgt_line, self.wgt.data)
-        accs = data.View(acc_line, self.acc_rd.data)
-        params = param_view(self.param.data, c)
-
         zero = (dw.out_w == 0) | (dw.out_h == 0) | (dw.kh == 0) | (dw.kw == 0)
         m.d.comb += self.bad_fields.eq(zero | (dw.stride == 0) | (dw.max & dw.use_bias))
+        regs = _Registers(self.config)
+        self._load_taps(m, regs)
+        window_sum = self._window(m, regs)
+        self._write_back(m, regs, window_sum)
+        with m.FSM(name="window"):
+            with m.State("IDLE"), m.If(self.start):
+                self._begin(m, regs)
+                m.next = "WEIGHTS"
+            with m.State("WEIGHTS"):
+                self._read_tap(m, regs)
+            with m.State("STREAM"):
+                self._stream_column(m, regs)
+            with m.State("DRAIN"):  # the last column's products (s1), then its write (s2)
+                m.d.sync += regs.s1_valid.eq(0)
+                with m.If(~regs.s1_valid):
+                    m.d.comb += self.done.eq(1)
+                    m.next = "IDLE"
+            with m.State("STOPPED"):
+                pass
+        return m
 
-        # Tap registers by window row i and column age a (0: the column read this cycle);
-        # tap (i, j) of the instruction sits at age kw-1-j. Unused taps hold 0.
-        weight = [[Signal(wgt_line, name=f"w{i}_{a}") for a in range(K)] for i in range(K)]
-        bias = Signal(acc_line)
-        # The two previous columns of the window, per row.
-        older = [[Signal(act_line, name=f"col{i}_{a}") for a in (1, 2)] for i in range(K)]
-
-        # Weight loader: tap t = (ti, tj) read now, written into its register next cycle.
-        ti, tj = Signal(2), Signal(2)
-        wgt_ptr = Signal(POINTER_BITS)
-        wl_valid, wl_i, wl_a = Signal(), Signal(2), Signal(2)
-        bias_valid = Signal()
-        m.d.sync += [wl_valid.eq(0), bias_valid.eq(0)]
-        with m.If(wl_valid):
+    def _load_taps(self, m: Module, regs: _Registers) -> None:
+        """Write the tap (and bias) read in the previous cycle into its register."""
+        c = self.config
+        wgts = data.View(data.ArrayLayout(signed(c.w_bits), c.cols), self.wgt.data)
+        params = param_view(self.param.data, c)
+        m.d.sync += [regs.wl_valid.eq(0), regs.bias_valid.eq(0)]
+        with m.If(regs.wl_valid):
             for i in range(K):
                 for a in range(K):
-                    with m.If((wl_i == i) & (wl_a == a)):
-                        m.d.sync += weight[i][a].eq(wgts)
-        with m.If(bias_valid):
-            for lane in range(lanes):
-                m.d.sync += bias[lane].eq(params[lane].bias)
+                    with m.If((regs.wl_i == i) & (regs.wl_a == a)):
+                        m.d.sync += regs.weight[i][a].eq(wgts)
+        with m.If(regs.bias_valid):
+            for lane in range(c.cols):
+                m.d.sync += regs.bias[lane].eq(params[lane].bias)
 
-        # Streamer: column x of output row oy; rows are `pitch` ACT lines apart.
-        oy, x = Signal(ROW_BITS), Signal(COL_BITS)
-        cols_per_row = Signal(COL_BITS)
-        wait = Signal(2)  # columns until the next output (an output when 0)
-        row_base, col_ptr = Signal(WIDE_BITS), Signal(WIDE_BITS)
-        row_step = Signal(WIDE_BITS)  # stride * pitch
-        acc_ptr = Signal(WIDE_BITS)
-        addresses = [col_ptr + i * dw.pitch for i in range(K)]
-        producing = wait == 0
-
-        # Pipeline: s1 = the column's ACT data arrives and the products are summed; s2 = the
-        # ACC line (read in s1) is combined and written.
-        s1_valid, s1_out = Signal(), Signal()
-        s1_acc = Signal(isa.LOCAL_ADDR_BITS)
-        s2_valid = Signal()
-        s2_acc = Signal(isa.LOCAL_ADDR_BITS)
-        s2_sum = Signal(acc_line)
-
-        # Per lane the weighted sum of the window or (max) its largest tap inside kh x kw.
-        window_sum = Signal(acc_line)
+    def _window(self, m: Module, regs: _Registers) -> Signal:
+        """Per lane the weighted sum of the window or (max) its largest tap inside kh x kw."""
+        c, dw = self.config, self.insn
+        act_line = data.ArrayLayout(signed(c.in_bits), c.cols)
+        acts = [data.View(act_line, port.data) for port in (self.act, self.act1, self.act2)]
+        weight, older = regs.weight, regs.older
+        window_sum = Signal(data.ArrayLayout(signed(c.acc_bits), c.cols))
         inside = [[(i < dw.kh) & (a < dw.kw) for a in range(K)] for i in range(K)]
-        for lane in range(lanes):
+        for lane in range(c.cols):
             terms, taps = [], []
             for i in range(K):
                 column = [acts[i][lane], older[i][0][lane], older[i][1][lane]]
@@ -154,9 +143,20 @@ class WindowEngine(wiring.Component):
                 m.d.comb += bigger.eq(Mux(tap > largest, tap, largest))
                 largest = bigger
             m.d.comb += window_sum[lane].eq(Mux(dw.max, largest, total))
+        return window_sum
+
+    def _write_back(self, m: Module, regs: _Registers, window_sum: Signal) -> None:
+        """The pipeline after the window: s1 shifts the window's columns and reads the ACC line,
+        s2 combines the sum with it (and the bias) and writes it."""
+        c, dw = self.config, self.insn
+        act_line = data.ArrayLayout(signed(c.in_bits), c.cols)
+        acts = [data.View(act_line, port.data) for port in (self.act, self.act1, self.act2)]
+        accs = data.View(data.ArrayLayout(signed(c.acc_bits), c.cols), self.acc_rd.data)
+        s1_valid, s1_out, s1_acc = regs.s1_valid, regs.s1_out, regs.s1_acc
+        s2_valid, s2_acc, s2_sum, bias = regs.s2_valid, regs.s2_acc, regs.s2_sum, regs.bias
         with m.If(s1_valid):
             for i in range(K):
-                m.d.sync += [older[i][1].eq(older[i][0]), older[i][0].eq(acts[i])]
+                m.d.sync += [regs.older[i][1].eq(regs.older[i][0]), regs.older[i][0].eq(acts[i])]
         m.d.sync += [
             s2_valid.eq(s1_valid & s1_out),
             s2_acc.eq(s1_acc),
@@ -164,9 +164,9 @@ class WindowEngine(wiring.Component):
         ]
         with m.If(s1_valid & s1_out):
             m.d.comb += [self.acc_rd.addr.eq(s1_acc), self.acc_rd.en.eq(dw.accumulate)]
-            m.d.comb += self.macs.eq(Mux(dw.max, 0, dw.kh * dw.kw * lanes))
-        result = Signal(acc_line)
-        for lane in range(lanes):
+            m.d.comb += self.macs.eq(Mux(dw.max, 0, dw.kh * dw.kw * c.cols))
+        result = Signal(accs.shape())
+        for lane in range(c.cols):
             value = Mux(dw.accumulate, accs[lane], 0) + Mux(dw.use_bias, bias[lane], 0)
             kept = dw.accumulate & (accs[lane] > s2_sum[lane])  # max: the larger of the two
             combined = Mux(dw.max, Mux(kept, accs[lane], s2_sum[lane]), value + s2_sum[lane])
@@ -178,87 +178,122 @@ class WindowEngine(wiring.Component):
                 self.acc_wr.data.eq(result),
             ]
 
-        def range_error():
-            m.d.comb += self.error.eq(1)
-            m.next = "STOPPED"
+    def _range_error(self, m: Module) -> None:
+        m.d.comb += self.error.eq(1)
+        m.next = "STOPPED"
 
-        with m.FSM(name="window"):
-            with m.State("IDLE"), m.If(self.start):
-                m.d.sync += [weight[i][a].eq(0) for i in range(K) for a in range(K)]
+    def _begin(self, m: Module, regs: _Registers) -> None:
+        """IDLE, on ``start``: clear the taps, both walks at their start."""
+        dw = self.insn
+        m.d.sync += [regs.weight[i][a].eq(0) for i in range(K) for a in range(K)]
+        m.d.sync += [
+            regs.ti.eq(0),
+            regs.tj.eq(0),
+            regs.wgt_ptr.eq(dw.wgt_addr),
+            regs.oy.eq(0),
+            regs.x.eq(0),
+            regs.wait.eq(dw.kw - 1),
+            regs.cols_per_row.eq((dw.out_w - 1) * dw.stride + dw.kw),
+            regs.row_base.eq(dw.act_addr),
+            regs.col_ptr.eq(dw.act_addr),
+            regs.row_step.eq(dw.stride * dw.pitch),
+            regs.acc_ptr.eq(dw.acc_addr),
+        ]
+
+    def _read_tap(self, m: Module, regs: _Registers) -> None:
+        """WEIGHTS: read tap (ti, tj)'s WGT line (and with the first, the bias), for its
+        register next cycle; after the last tap, stream."""
+        c, dw = self.config, self.insn
+        ti, tj, wgt_ptr = regs.ti, regs.tj, regs.wgt_ptr
+        first = (ti == 0) & (tj == 0)
+        bad = (wgt_ptr >= c.wgt_lines) | (first & dw.use_bias & (dw.param_addr >= c.param_lines))
+        with m.If(bad):
+            self._range_error(m)
+        with m.Elif(~self.halt):
+            m.d.comb += [self.wgt.addr.eq(wgt_ptr), self.wgt.en.eq(1)]
+            with m.If(first & dw.use_bias):
+                m.d.comb += [self.param.addr.eq(dw.param_addr), self.param.en.eq(1)]
+                m.d.sync += regs.bias_valid.eq(1)
+            m.d.sync += [
+                regs.wl_valid.eq(1),
+                regs.wl_i.eq(ti),
+                regs.wl_a.eq(dw.kw - 1 - tj),
+                wgt_ptr.eq(wgt_ptr + 1),
+            ]
+            with m.If(tj == dw.kw - 1):
+                m.d.sync += [tj.eq(0), ti.eq(ti + 1)]
+                with m.If(ti == dw.kh - 1):
+                    m.next = "STREAM"
+            with m.Else():
+                m.d.sync += tj.eq(tj + 1)
+
+    def _stream_column(self, m: Module, regs: _Registers) -> None:
+        """STREAM: read column x of output row oy's input rows (``pitch`` ACT lines apart)
+        into s1; every ``stride`` columns (once ``kw`` are in) it produces an output."""
+        c, dw = self.config, self.insn
+        ports = [self.act, self.act1, self.act2]
+        x, wait, acc_ptr, row_base = regs.x, regs.wait, regs.acc_ptr, regs.row_base
+        addresses = [regs.col_ptr + i * dw.pitch for i in range(K)]
+        producing = wait == 0
+        m.d.sync += regs.s1_valid.eq(0)
+        bad_act = 0
+        for i in range(K):
+            bad_act = bad_act | ((i < dw.kh) & (addresses[i] >= c.act_lines))
+        bad_acc = producing & (acc_ptr >= c.acc_lines)
+        with m.If(bad_act | bad_acc):
+            self._range_error(m)
+        with m.Elif(~self.halt):
+            for i, port in enumerate(ports):
+                m.d.comb += [port.addr.eq(addresses[i]), port.en.eq(i < dw.kh)]
+            m.d.sync += [regs.s1_valid.eq(1), regs.s1_out.eq(producing), regs.s1_acc.eq(acc_ptr)]
+            with m.If(producing):
+                m.d.sync += [wait.eq(dw.stride - 1), acc_ptr.eq(acc_ptr + 1)]
+            with m.Else():
+                m.d.sync += wait.eq(wait - 1)
+            with m.If(x == regs.cols_per_row - 1):
                 m.d.sync += [
-                    ti.eq(0),
-                    tj.eq(0),
-                    wgt_ptr.eq(dw.wgt_addr),
-                    oy.eq(0),
                     x.eq(0),
                     wait.eq(dw.kw - 1),
-                    cols_per_row.eq((dw.out_w - 1) * dw.stride + dw.kw),
-                    row_base.eq(dw.act_addr),
-                    col_ptr.eq(dw.act_addr),
-                    row_step.eq(dw.stride * dw.pitch),
-                    acc_ptr.eq(dw.acc_addr),
+                    regs.oy.eq(regs.oy + 1),
+                    row_base.eq(row_base + regs.row_step),
+                    regs.col_ptr.eq(row_base + regs.row_step),
                 ]
-                m.next = "WEIGHTS"
+                with m.If(regs.oy == dw.out_h - 1):
+                    m.next = "DRAIN"
+            with m.Else():
+                m.d.sync += [x.eq(x + 1), regs.col_ptr.eq(regs.col_ptr + 1)]
 
-            with m.State("WEIGHTS"):
-                first = (ti == 0) & (tj == 0)
-                bad = (wgt_ptr >= c.wgt_lines) | (
-                    first & dw.use_bias & (dw.param_addr >= c.param_lines)
-                )
-                with m.If(bad):
-                    range_error()
-                with m.Elif(~self.halt):
-                    m.d.comb += [self.wgt.addr.eq(wgt_ptr), self.wgt.en.eq(1)]
-                    with m.If(first & dw.use_bias):
-                        m.d.comb += [self.param.addr.eq(dw.param_addr), self.param.en.eq(1)]
-                        m.d.sync += bias_valid.eq(1)
-                    m.d.sync += [
-                        wl_valid.eq(1),
-                        wl_i.eq(ti),
-                        wl_a.eq(dw.kw - 1 - tj),
-                        wgt_ptr.eq(wgt_ptr + 1),
-                    ]
-                    with m.If(tj == dw.kw - 1):
-                        m.d.sync += [tj.eq(0), ti.eq(ti + 1)]
-                        with m.If(ti == dw.kh - 1):
-                            m.next = "STREAM"
-                    with m.Else():
-                        m.d.sync += tj.eq(tj + 1)
 
-            with m.State("STREAM"):
-                m.d.sync += s1_valid.eq(0)
-                bad_act = 0
-                for i in range(K):
-                    bad_act = bad_act | ((i < dw.kh) & (addresses[i] >= c.act_lines))
-                bad_acc = producing & (acc_ptr >= c.acc_lines)
-                with m.If(bad_act | bad_acc):
-                    range_error()
-                with m.Elif(~self.halt):
-                    for i, port in enumerate(ports):
-                        m.d.comb += [port.addr.eq(addresses[i]), port.en.eq(i < dw.kh)]
-                    m.d.sync += [s1_valid.eq(1), s1_out.eq(producing), s1_acc.eq(acc_ptr)]
-                    with m.If(producing):
-                        m.d.sync += [wait.eq(dw.stride - 1), acc_ptr.eq(acc_ptr + 1)]
-                    with m.Else():
-                        m.d.sync += wait.eq(wait - 1)
-                    with m.If(x == cols_per_row - 1):
-                        m.d.sync += [
-                            x.eq(0),
-                            wait.eq(dw.kw - 1),
-                            oy.eq(oy + 1),
-                            row_base.eq(row_base + row_step),
-                            col_ptr.eq(row_base + row_step),
-                        ]
-                        with m.If(oy == dw.out_h - 1):
-                            m.next = "DRAIN"
-                    with m.Else():
-                        m.d.sync += [x.eq(x + 1), col_ptr.eq(col_ptr + 1)]
+class _Registers:
+    """The engine's registers. Taps by window row i and column age a (0: the column read this
+    cycle): tap (i, j) of the instruction sits at age kw-1-j, unused taps hold 0; the bias; the
+    two previous columns of the window, per row. The weight loader's walk (tap (ti, tj) read
+    now, written into (wl_i, wl_a) next cycle); the streamer's (column x of output row oy, rows
+    ``pitch`` ACT lines apart). The pipeline: s1 = the column's ACT data arrives and the
+    products are summed; s2 = the ACC line (read in s1) is combined and written."""
 
-            with m.State("DRAIN"):  # the last column's products (s1), then its write (s2)
-                m.d.sync += s1_valid.eq(0)
-                with m.If(~s1_valid):
-                    m.d.comb += self.done.eq(1)
-                    m.next = "IDLE"
-            with m.State("STOPPED"):
-                pass
-        return m
+    def __init__(self, c: AccelConfig) -> None:
+        lanes = c.cols
+        act_line = data.ArrayLayout(signed(c.in_bits), lanes)
+        wgt_line = data.ArrayLayout(signed(c.w_bits), lanes)
+        acc_line = data.ArrayLayout(signed(c.acc_bits), lanes)
+        self.weight = [[Signal(wgt_line, name=f"w{i}_{a}") for a in range(K)] for i in range(K)]
+        self.bias = Signal(acc_line)
+        self.older = [[Signal(act_line, name=f"col{i}_{a}") for a in (1, 2)] for i in range(K)]
+        # A signal is named after the variable it is assigned to; those assigned in a row (to
+        # attributes) are not, and the names given below keep the generated Verilog unchanged.
+        self.ti, self.tj = Signal(2), Signal(2, name="tj")
+        self.wgt_ptr = Signal(POINTER_BITS)
+        self.wl_valid, self.wl_i, self.wl_a = Signal(), Signal(2), Signal(2, name="wl_a")
+        self.bias_valid = Signal()
+        self.oy, self.x = Signal(ROW_BITS), Signal(COL_BITS, name="x")
+        self.cols_per_row = Signal(COL_BITS)
+        self.wait = Signal(2)  # columns until the next output (an output when 0)
+        self.row_base, self.col_ptr = Signal(WIDE_BITS), Signal(WIDE_BITS)
+        self.row_step = Signal(WIDE_BITS)  # stride * pitch
+        self.acc_ptr = Signal(WIDE_BITS)
+        self.s1_valid, self.s1_out = Signal(), Signal(name="s1_out")
+        self.s1_acc = Signal(isa.LOCAL_ADDR_BITS)
+        self.s2_valid = Signal()
+        self.s2_acc = Signal(isa.LOCAL_ADDR_BITS)
+        self.s2_sum = Signal(acc_line)

@@ -396,8 +396,8 @@ RTL_MUTANTS: list[Mutant] = [
     Mutant(
         "deadlock-code",
         _X,
-        "fail(blocked_for == DEADLOCK_CYCLES, isa.ErrorCode.DEADLOCK, waiting_index)",
-        "fail(blocked_for == DEADLOCK_CYCLES, isa.ErrorCode.WATCHDOG, waiting_index)",
+        "self._fail(m, blocked_for == DEADLOCK_CYCLES, isa.ErrorCode.DEADLOCK, waiting_index)",
+        "self._fail(m, blocked_for == DEADLOCK_CYCLES, isa.ErrorCode.WATCHDOG, waiting_index)",
         "a deadlock reports WATCHDOG",
     ),
     Mutant(
@@ -638,7 +638,7 @@ RTL_MUTANTS: list[Mutant] = [
     Mutant(
         "store-transpose-any-run",
         _S,
-        "| (insn.transpose & (inner != cols))",
+        "| (insn.transpose & (inner != c.cols))",
         "| (insn.transpose & (inner == 0))",
         "a transposing store whose innermost loop is not cols lines is not refused",
     ),

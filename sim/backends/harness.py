@@ -5,7 +5,8 @@ records in DRAM. Pure Python with no imports, so the cocotb simulator process st
 
 from __future__ import annotations
 
-# Top ports the testbench touches: inputs writable, outputs read-only. (Making an output
+# Top ports the testbench touches (copies of hdl_gen/top_ports.py, which
+# tests/unit/test_top_ports.py checks): inputs writable, outputs read-only. (Making an output
 # public_flat_rw tells Verilator it may change outside eval(), so all logic reading it, e.g. the
 # `error` that halts every unit, would be re-evaluated on every eval - a large slowdown.)
 LAUNCH_PORTS = ("insn_base", "desc_base", "desc_count")  # arch.isa.Launch.FIELDS (a test checks)
