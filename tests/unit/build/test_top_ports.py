@@ -16,7 +16,7 @@ from hdl_gen.top_ports import INSIDE_TESTBENCH, TOP_PORTS
 from sim.backends import harness
 from sim.backends.accelerator import TB_TOP_V, accelerator_spec
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BENCH_MAIN = ROOT / "sim" / "csrc" / "bench_main.cpp"
 # Each driver's way of naming a port of the testbench top (cocotb handles, pyverilator's block).
 DRIVERS = {
