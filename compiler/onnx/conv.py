@@ -16,7 +16,7 @@ from .qdq_params import (
     codes_type,
     float_weight,
     int_bias,
-    same_zero_point,
+    integer_op_inputs,
     scale_const,
     set_scale,
     start_pending,
@@ -187,17 +187,8 @@ def op_qlinear_conv(st: ImportState, node: onnx.NodeProto, name: str) -> None:
 
 @handles("ConvInteger")
 def op_conv_integer(st: ImportState, node: onnx.NodeProto, name: str) -> None:
-    x = act(st, node, name, 0, int8=True)
-    same_zero_point(st, node, name, x, 2, "x_zero_point")
-    check_zero_point(st, node, name, 3, "w_zero_point")
-    wq = const(st, node, name, 1, "weight")
-    if wq.dtype != np.int8 or wq.ndim != 4:
-        raise CompileError(
-            name,
-            node.op_type,
-            f"weight of type {wq.dtype}, shape {wq.shape} is not supported",
-            "int8 4-D weight",
-        )
+    zero_points = ("x_zero_point", "w_zero_point")
+    x, wq = integer_op_inputs(st, node, name, zero_points, 4, "int8 4-D weight")
     o = int(wq.shape[0])
     params = {
         "weight": wq.astype(np.float32),

@@ -16,7 +16,7 @@ from .qdq_params import (
     check_zero_point,
     codes_type,
     float_weight,
-    same_zero_point,
+    integer_op_inputs,
     scale_const,
     set_scale,
     start_pending,
@@ -135,17 +135,8 @@ def op_qlinear_matmul(st: ImportState, node: onnx.NodeProto, name: str) -> None:
 
 @handles("MatMulInteger")
 def op_matmul_integer(st: ImportState, node: onnx.NodeProto, name: str) -> None:
-    x = act(st, node, name, 0, int8=True)
-    same_zero_point(st, node, name, x, 2, "a_zero_point")
-    check_zero_point(st, node, name, 3, "b_zero_point")
-    bq = const(st, node, name, 1, "weight")
-    if bq.dtype != np.int8 or bq.ndim != 2:
-        raise CompileError(
-            name,
-            node.op_type,
-            f"weight of type {bq.dtype}, shape {bq.shape} is not supported",
-            "int8 2-D weight (K, N)",
-        )
+    zero_points = ("a_zero_point", "b_zero_point")
+    x, bq = integer_op_inputs(st, node, name, zero_points, 2, "int8 2-D weight (K, N)")
     n = int(bq.shape[1])
     params = {
         "weight": np.ascontiguousarray(bq.T).astype(np.float32),

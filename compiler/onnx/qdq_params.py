@@ -13,6 +13,7 @@ from onnx import TensorProto
 from ..errors import CompileError
 from ..ir import Node
 from .read import (
+    act,
     attrs_of,
     const,
     has_input,
@@ -256,6 +257,30 @@ def same_zero_point(
             f"{what} {zp} (as int8) differs from the input's {st.tensors[x].zero_point}",
             "the zero point of the QuantizeLinear that made the input",
         )
+
+
+def integer_op_inputs(
+    st: ImportState,
+    node: onnx.NodeProto,
+    name: str,
+    zero_points: tuple[str, str],
+    ndim: int,
+    supported: str,
+) -> tuple[str, np.ndarray]:
+    """ConvInteger / MatMulInteger: the int8 activation (input 0, its zero point the one it was
+    quantized with) and the int8 weight (input 1, of rank ``ndim``, zero point 0)."""
+    x = act(st, node, name, 0, int8=True)
+    same_zero_point(st, node, name, x, 2, zero_points[0])
+    check_zero_point(st, node, name, 3, zero_points[1])
+    wq = const(st, node, name, 1, "weight")
+    if wq.dtype != np.int8 or wq.ndim != ndim:
+        raise CompileError(
+            name,
+            node.op_type,
+            f"weight of type {wq.dtype}, shape {wq.shape} is not supported",
+            supported,
+        )
+    return x, wq
 
 
 def start_pending(st: ImportState, node: onnx.NodeProto, name: str, ir: Node, x: str) -> None:

@@ -167,7 +167,7 @@ def meetings(chosen: list[Case], max_cycles: int = 400) -> list[dict[str, list[t
                 )
 
     sim.add_testbench(bench)
-    sim.runtime.run()
+    sim.run()
     return seen
 
 
