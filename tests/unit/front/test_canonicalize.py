@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import onnx
@@ -17,24 +15,10 @@ from compiler.errors import CompileError
 from compiler.ir import Graph
 from compiler.onnx import load_onnx
 from compiler.passes import canonicalize
+from tests.onnx_graphs import make_model
 
 F = TensorProto.FLOAT
-
-
-def make(
-    nodes: Sequence[onnx.NodeProto],
-    x_shape: Sequence[int],
-    inits: dict[str, Any],
-    outputs: Sequence[str] = ("y",),
-) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        list(nodes),
-        "g",
-        [helper.make_tensor_value_info("x", F, list(x_shape))],
-        [helper.make_tensor_value_info(o, F, None) for o in outputs],
-        initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+make = make_model
 
 
 def run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:

@@ -19,28 +19,11 @@ from onnx import TensorProto, helper, numpy_helper
 from arch import host_runtime
 from compiler.errors import CompileError
 from compiler.onnx import load_onnx
+from tests.onnx_graphs import make_model
 
 F = TensorProto.FLOAT
+make = make_model
 OPSETS = [9, 11, 13, 17, 21]
-
-
-def make(
-    nodes: Sequence[onnx.NodeProto],
-    x_shape: Sequence[int | str],
-    inits: dict[str, Any] | None = None,
-    outputs: Sequence[str] = ("y",),
-    opset: int = 17,
-    x_type: int = F,
-) -> onnx.ModelProto:
-    """A model with input ``x`` and untyped-shape float outputs."""
-    graph = helper.make_graph(
-        list(nodes),
-        "g",
-        [helper.make_tensor_value_info("x", x_type, list(x_shape))],
-        [helper.make_tensor_value_info(o, F, None) for o in outputs],
-        initializer=[numpy_helper.from_array(v, k) for k, v in (inits or {}).items()],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
 
 
 def run(model: onnx.ModelProto, x: np.ndarray, names: Sequence[str] = ()) -> dict[str, np.ndarray]:

@@ -6,6 +6,7 @@ against plain Python integers (``floor(x * m / 2**s + 1/2)``), not against arch.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -27,24 +28,10 @@ from compiler.ir import Graph, Node, Tensor
 from compiler.onnx import load_onnx
 from compiler.op_rules import RULES
 from compiler.passes import canonicalize, quantize, run_front
+from tests.onnx_graphs import make_model
 
 F = TensorProto.FLOAT
-
-
-def make(
-    nodes: Sequence[onnx.NodeProto],
-    x_shape: Sequence[int],
-    inits: dict[str, Any],
-    outputs: Sequence[str] = ("y",),
-) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        list(nodes),
-        "g",
-        [helper.make_tensor_value_info("x", F, list(x_shape))],
-        [helper.make_tensor_value_info(o, F, None) for o in outputs],
-        initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=10)
+make = functools.partial(make_model, opset=13)
 
 
 def ranges(model: onnx.ModelProto, names: Sequence[str], xs: Sequence[np.ndarray]) -> list[float]:
