@@ -15,6 +15,7 @@ from .qdq_params import (
     check_zero_point,
     codes_type,
     float_weight,
+    int8_weight,
     int_bias,
     integer_op_inputs,
     scale_const,
@@ -24,7 +25,6 @@ from .qdq_params import (
 from .read import (
     act,
     attrs_of,
-    const,
     emit,
     lift_1d,
     need_4d,
@@ -162,14 +162,7 @@ def op_qlinear_conv(st: ImportState, node: onnx.NodeProto, name: str) -> None:
     x = act(st, node, name, 0, int8=True)
     x_zp = act_zero_point(st, node, name, 2, "x_zero_point", node.input[0])
     set_scale(st, node, name, x, scale_const(st, node, name, 1, "x_scale"), x_zp)
-    wq = const(st, node, name, 3, "weight")
-    if wq.dtype != np.int8 or wq.ndim != 4:
-        raise CompileError(
-            name,
-            node.op_type,
-            f"weight of type {wq.dtype}, shape {wq.shape} is not supported",
-            "int8 4-D weight",
-        )
+    wq = int8_weight(st, node, name, 3, 4, "int8 4-D weight")
     o = int(wq.shape[0])
     ws = scale_const(st, node, name, 4, "w_scale")
     check_zero_point(st, node, name, 5, "w_zero_point")

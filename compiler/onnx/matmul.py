@@ -16,6 +16,7 @@ from .qdq_params import (
     check_zero_point,
     codes_type,
     float_weight,
+    int8_weight,
     integer_op_inputs,
     scale_const,
     set_scale,
@@ -24,7 +25,6 @@ from .qdq_params import (
 from .read import (
     act,
     attrs_of,
-    const,
     emit,
     has_input,
     need_2d,
@@ -108,14 +108,7 @@ def op_qlinear_matmul(st: ImportState, node: onnx.NodeProto, name: str) -> None:
     x = act(st, node, name, 0, int8=True)
     a_zp = act_zero_point(st, node, name, 2, "a_zero_point", node.input[0])
     set_scale(st, node, name, x, scale_const(st, node, name, 1, "a_scale"), a_zp)
-    bq = const(st, node, name, 3, "weight")
-    if bq.dtype != np.int8 or bq.ndim != 2:
-        raise CompileError(
-            name,
-            node.op_type,
-            f"weight of type {bq.dtype}, shape {bq.shape} is not supported",
-            "int8 2-D weight (K, N)",
-        )
+    bq = int8_weight(st, node, name, 3, 2, "int8 2-D weight (K, N)")
     bs = scale_const(st, node, name, 4, "b_scale")
     check_zero_point(st, node, name, 5, "b_zero_point")
     ys = scale_const(st, node, name, 6, "y_scale")

@@ -272,7 +272,14 @@ def integer_op_inputs(
     x = act(st, node, name, 0, int8=True)
     same_zero_point(st, node, name, x, 2, zero_points[0])
     check_zero_point(st, node, name, 3, zero_points[1])
-    wq = const(st, node, name, 1, "weight")
+    return x, int8_weight(st, node, name, 1, ndim, supported)
+
+
+def int8_weight(
+    st: ImportState, node: onnx.NodeProto, name: str, i: int, ndim: int, supported: str
+) -> np.ndarray:
+    """Input ``i``: a constant int8 weight of rank ``ndim``, else refused naming ``supported``."""
+    wq = const(st, node, name, i, "weight")
     if wq.dtype != np.int8 or wq.ndim != ndim:
         raise CompileError(
             name,
@@ -280,7 +287,7 @@ def integer_op_inputs(
             f"weight of type {wq.dtype}, shape {wq.shape} is not supported",
             supported,
         )
-    return x, wq
+    return wq
 
 
 def start_pending(st: ImportState, node: onnx.NodeProto, name: str, ir: Node, x: str) -> None:
