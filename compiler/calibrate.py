@@ -38,12 +38,12 @@ def default_calibration(
     if isinstance(graph_or_model, Graph):
         shape = graph_or_model.tensors[graph_or_model.inputs[0]].shape
     else:
-        shape = _input_shape(graph_or_model)
+        shape = model_input_shape(graph_or_model)
     rng = np.random.default_rng(seed)
     return [rng.standard_normal(shape).astype(np.float32) for _ in range(count)]
 
 
-def _input_shape(model: onnx.ModelProto) -> tuple[int, ...]:
+def model_input_shape(model: onnx.ModelProto) -> tuple[int, ...]:
     inits = {t.name for t in model.graph.initializer}
     (x,) = [i for i in model.graph.input if i.name not in inits]
     dims = x.type.tensor_type.shape.dim

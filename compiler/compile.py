@@ -41,9 +41,9 @@ Calibration = Sequence[np.ndarray] | Callable[[tuple[int, ...]], Sequence[np.nda
 
 def input_shape(model: onnx.ModelProto | Path) -> tuple[int, ...]:
     """The static shape of the (single) graph input of ``model`` (a symbolic batch: 1)."""
-    from compiler.calibrate import _input_shape
+    from compiler.calibrate import model_input_shape
 
-    return _input_shape(onnx.load(str(model)) if isinstance(model, Path) else model)
+    return model_input_shape(onnx.load(str(model)) if isinstance(model, Path) else model)
 
 
 #: The largest input height/width of a zoo CNN: memory grows with its square (IMAGE_SIZE=100000

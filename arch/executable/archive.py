@@ -28,7 +28,7 @@ import zipfile
 from pathlib import Path
 
 from arch.config import AccelConfig, ConfigError
-from arch.executable.checks import VIEW_OPS, _check_host_models, _check_steps
+from arch.executable.checks import VIEW_OPS, check_host_models, check_steps
 from arch.executable.container import (
     ARRAY_MAX_BYTES,
     DTYPES,
@@ -41,8 +41,8 @@ from arch.executable.container import (
     ExecutableError,
 )
 from arch.executable.format import Executable, Step
-from arch.executable.parse import _device, _host, _reference
-from arch.executable.reader import _clip, _get, _is_int, _path_name, _Reader, _short
+from arch.executable.parse import parse_device, parse_host, parse_reference
+from arch.executable.reader import Reader, clip, get_field, is_int, read_path_name, short
 from arch.executable.writer import check_images, manifest, save
 
 __all__ = [
@@ -89,7 +89,7 @@ def load(path: str | Path, config: AccelConfig | None = None) -> Executable:
         raise ExecutableError(f"{path} is not an executable (not a zip archive: {exc})") from None
     except (OSError, EOFError, RuntimeError, MemoryError) as exc:  # truncated, unreadable
         raise ExecutableError(
-            f"{path} cannot be read: {type(exc).__name__}: {_clip(str(exc))}"
+            f"{path} cannot be read: {type(exc).__name__}: {clip(str(exc))}"
         ) from None
 
 
@@ -105,21 +105,21 @@ def _load(path: Path, archive: zipfile.ZipFile, config: AccelConfig | None) -> E
         with archive.open(info) as stream:  # no more than the zip says (it may lie), capped
             text = stream.read(info.file_size + 1)
     except zipfile.BadZipFile as exc:
-        raise ExecutableError(f"{path}: manifest.json is damaged: {_clip(str(exc))}") from None
+        raise ExecutableError(f"{path}: manifest.json is damaged: {clip(str(exc))}") from None
     if len(text) > MANIFEST_MAX_BYTES:
         raise ExecutableError(too_big)
     try:
         data = json.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ExecutableError(
-            f"{path}: manifest.json is not valid JSON: {_clip(str(exc))}"
+            f"{path}: manifest.json is not valid JSON: {clip(str(exc))}"
         ) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ExecutableError(f"{path} is not a {FORMAT} file (no 'format': {FORMAT!r})")
     version = data.get("format_version")
-    if not _is_int(version):
+    if not is_int(version):
         raise ExecutableError(
-            f"{path}: 'format_version' is {type(version).__name__} {_short(version)}, not an "
+            f"{path}: 'format_version' is {type(version).__name__} {short(version)}, not an "
             f"integer; this tool reads versions {READABLE_VERSIONS}"
         )
     if version not in READABLE_VERSIONS:
@@ -127,24 +127,24 @@ def _load(path: Path, archive: zipfile.ZipFile, config: AccelConfig | None) -> E
             f"{path}: executable format version {version}; this tool reads versions "
             f"{READABLE_VERSIONS} - recompile the model"
         )
-    reader = _Reader(path, archive, data.get("arrays"))
+    reader = Reader(path, archive, data.get("arrays"))
     try:
-        built_for = AccelConfig.from_dict(_get(reader, data, "config", dict, "manifest"))
+        built_for = AccelConfig.from_dict(get_field(reader, data, "config", dict, "manifest"))
     except (ConfigError, TypeError) as exc:
         reader.fail(f"the config it was compiled for is invalid: {exc}")
-    model = _path_name(reader, data, "model", "manifest")
+    model = read_path_name(reader, data, "model", "manifest")
     steps: list[Step] = []
-    for index, step in enumerate(_get(reader, data, "steps", list, "manifest")):
-        kind = _get(reader, step, "kind", str, f"step {index}")
+    for index, step in enumerate(get_field(reader, data, "steps", list, "manifest")):
+        kind = get_field(reader, step, "kind", str, f"step {index}")
         if kind == "device":
-            steps.append(_device(reader, step, index, built_for))
+            steps.append(parse_device(reader, step, index, built_for))
         elif kind == "host":
-            steps.append(_host(reader, step, index))
+            steps.append(parse_host(reader, step, index))
         else:
-            reader.fail(f"step {index}: kind {_short(kind)} is not 'device' or 'host'")
-    reference = _reference(reader, _get(reader, data, "reference", dict, "manifest"))
+            reader.fail(f"step {index}: kind {short(kind)} is not 'device' or 'host'")
+    reference = parse_reference(reader, get_field(reader, data, "reference", dict, "manifest"))
     exe = Executable(model, built_for, steps, reference)
-    _check_steps(reader, exe)
-    _check_host_models(reader, reference)
+    check_steps(reader, exe)
+    check_host_models(reader, reference)
     check_config(exe, config, path)
     return exe

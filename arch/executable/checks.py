@@ -14,14 +14,14 @@ from arch.executable.format import (
     ReferenceGraph,
     TensorSpec,
 )
-from arch.executable.reader import _Reader, _short
+from arch.executable.reader import Reader, short
 from arch.host_runtime import HostModelError
 
 #: Reference ops whose output is a view of their inputs' bytes (no layer writes it).
 VIEW_OPS = ("flatten", "concat", "split_heads", "split_heads_t", "merge_heads")
 
 
-def _check_steps(reader: _Reader, exe: Executable) -> None:
+def check_steps(reader: Reader, exe: Executable) -> None:
     """The steps against the reference graph: every tensor a step reads or writes is in it and
     produced before; each DRAM tensor holds its graph tensor; each device layer writes the
     output of a node of its op; each host step is the node of its output."""
@@ -30,19 +30,19 @@ def _check_steps(reader: _Reader, exe: Executable) -> None:
         reader.fail("the executable has no device program")
     available = set(ref.inputs)
     for index, step in enumerate(exe.steps):
-        where = f"step {index} ({_short(step.name)})"
+        where = f"step {index} ({short(step.name)})"
         names = [*step.inputs, *step.outputs]
         if isinstance(step, DeviceProgram):
             names += [*step.tensors, *(layer.output for layer in step.layers)]
         for tensor in names:
             if tensor not in ref.tensors:
-                reader.fail(f"{where}: tensor {_short(tensor)} is not in the graph")
+                reader.fail(f"{where}: tensor {short(tensor)} is not in the graph")
         for tensor in step.inputs:
             if tensor not in available:
-                reader.fail(f"{where}: input {_short(tensor)} is produced by no step before it")
+                reader.fail(f"{where}: input {short(tensor)} is produced by no step before it")
         for tensor in step.outputs:
             if tensor in available:
-                reader.fail(f"{where}: output {_short(tensor)} is already produced before it")
+                reader.fail(f"{where}: output {short(tensor)} is already produced before it")
         if isinstance(step, HostStep):
             node = ref.producer(step.outputs[0]) if len(step.outputs) == 1 else None
             if node is None or node.op != step.op or node.inputs != step.inputs:
@@ -55,16 +55,16 @@ def _check_steps(reader: _Reader, exe: Executable) -> None:
         available.update(step.outputs)
     for tensor in ref.outputs:
         if tensor not in available:
-            reader.fail(f"graph output {_short(tensor)} is produced by no step")
+            reader.fail(f"graph output {short(tensor)} is produced by no step")
 
 
-def _check_host_models(reader: _Reader, ref: ReferenceGraph) -> None:
+def check_host_models(reader: Reader, ref: ReferenceGraph) -> None:
     """onnxruntime loads every host node's model, whose inputs are the node's feeds and whose
     outputs include its fetch."""
     for node in ref.nodes:
         if node.op != "host":
             continue
-        where = f"reference node {_short(node.name)} (host)"
+        where = f"reference node {short(node.name)} (host)"
         try:
             session = host_runtime.session(node.params["model"].tobytes())
         except HostModelError as exc:
@@ -73,25 +73,23 @@ def _check_host_models(reader: _Reader, ref: ReferenceGraph) -> None:
         outputs = [o.name for o in session.get_outputs()]
         if inputs != sorted(node.attrs["feeds"]) or node.attrs["fetch"] not in outputs:
             reader.fail(
-                f"{where}: its ONNX model takes {_short(inputs)} and gives {_short(outputs)}; "
-                f"the node feeds {_short(list(node.attrs['feeds']))} and fetches "
-                f"{_short(node.attrs['fetch'])}"
+                f"{where}: its ONNX model takes {short(inputs)} and gives {short(outputs)}; "
+                f"the node feeds {short(list(node.attrs['feeds']))} and fetches "
+                f"{short(node.attrs['fetch'])}"
             )
 
 
-def _check_program(
-    reader: _Reader, where: str, program: DeviceProgram, ref: ReferenceGraph
-) -> None:
+def _check_program(reader: Reader, where: str, program: DeviceProgram, ref: ReferenceGraph) -> None:
     written = [layer.output for layer in program.layers]
     for i, layer in enumerate(program.layers):
         node = ref.producer(layer.output)
         if node is None or node.op != layer.op:
             reader.fail(
-                f"{where} layer {i}: op {_short(layer.op)} writing {_short(layer.output)}; the "
+                f"{where} layer {i}: op {short(layer.op)} writing {short(layer.output)}; the "
                 f"reference node writing it is {'none' if node is None else repr(node.op)}"
             )
         if layer.output in written[:i]:
-            reader.fail(f"{where} layer {i}: output {_short(layer.output)} is written twice")
+            reader.fail(f"{where} layer {i}: output {short(layer.output)} is written twice")
 
     def written_here(tensor: str) -> bool:
         """Written by a layer, or a view (flatten, concat) of tensors that are."""
@@ -102,14 +100,14 @@ def _check_program(
 
     for tensor in program.outputs:
         if not written_here(tensor):
-            reader.fail(f"{where}: output {_short(tensor)} is written by none of its layers")
+            reader.fail(f"{where}: output {short(tensor)} is written by none of its layers")
     for name, t in program.tensors.items():
-        _check_dram_tensor(reader, f"{where} tensor {_short(name)}", t, ref.tensors[name])
+        _check_dram_tensor(reader, f"{where} tensor {short(name)}", t, ref.tensors[name])
         if t.layout == "im2col" and (name not in program.inputs or name in written):
-            reader.fail(f"{where} tensor {_short(name)}: only an input the host writes is im2col")
+            reader.fail(f"{where} tensor {short(name)}: only an input the host writes is im2col")
 
 
-def _check_dram_tensor(reader: _Reader, what: str, t: DramTensor, spec: TensorSpec) -> None:
+def _check_dram_tensor(reader: Reader, what: str, t: DramTensor, spec: TensorSpec) -> None:
     """``t`` holds the graph's ``spec``: as (1, C, H, W) pixels of C channels, (1, F) as
     h x w pixels of F / (h w) channels, im2col rows of the conv over (1, C, H, W), or tokens
     (1, T, 1, F) as T pixels of F."""

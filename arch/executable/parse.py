@@ -24,44 +24,44 @@ from arch.executable.format import (
     TensorSpec,
 )
 from arch.executable.reader import (
-    _get,
+    Reader,
     _int,
     _ints,
-    _is_int,
     _names,
-    _path_name,
-    _Reader,
-    _short,
     _text,
+    get_field,
+    is_int,
+    read_path_name,
+    short,
 )
 from arch.isa import IsaError, Launch
 from arch.reference import REFERENCE_OPS, ReferenceError, check_graph
 
 
-def _reference(reader: _Reader, data: Any) -> ReferenceGraph:
+def parse_reference(reader: Reader, data: Any) -> ReferenceGraph:
     what = "reference"
     tensors = {
         name: _ref_tensor(reader, name, entry)
-        for name, entry in _get(reader, data, "tensors", dict, what).items()
+        for name, entry in get_field(reader, data, "tensors", dict, what).items()
     }
-    inputs = _names(reader, _get(reader, data, "inputs", list, what), "reference inputs")
+    inputs = _names(reader, get_field(reader, data, "inputs", list, what), "reference inputs")
     for tensor in inputs:
         if tensor not in tensors:
-            reader.fail(f"reference input {_short(tensor)} is not in the tensor table")
+            reader.fail(f"reference input {short(tensor)} is not in the tensor table")
     known = set(inputs)
     nodes = [
         _ref_node(reader, i, entry, tensors, known)
-        for i, entry in enumerate(_get(reader, data, "nodes", list, what))
+        for i, entry in enumerate(get_field(reader, data, "nodes", list, what))
     ]
-    outputs = _names(reader, _get(reader, data, "outputs", list, what), "reference outputs")
+    outputs = _names(reader, get_field(reader, data, "outputs", list, what), "reference outputs")
     for tensor in outputs:
         if tensor not in known:
-            reader.fail(f"reference output {_short(tensor)} is produced by no node")
+            reader.fail(f"reference output {short(tensor)} is produced by no node")
     graph = ReferenceGraph(nodes, tensors, inputs, outputs)
     if len(inputs) != 1:
-        reader.fail(f"the reference graph must have one input, not {_short(inputs)}")
+        reader.fail(f"the reference graph must have one input, not {short(inputs)}")
     if tensors[inputs[0]].scale is None:
-        reader.fail(f"reference input {_short(inputs[0])} has no scale (the host quantizes it)")
+        reader.fail(f"reference input {short(inputs[0])} has no scale (the host quantizes it)")
     try:
         check_graph(graph)
     except ReferenceError as exc:
@@ -69,12 +69,12 @@ def _reference(reader: _Reader, data: Any) -> ReferenceGraph:
     return graph
 
 
-def _ref_tensor(reader: _Reader, name: str, entry: Any) -> TensorSpec:
+def _ref_tensor(reader: Reader, name: str, entry: Any) -> TensorSpec:
     """A tensor of the reference graph: its shape, scale (None: fp32) and zero point."""
-    where = f"reference tensor {_short(name)}"
-    shape = _get(reader, entry, "shape", list, where)
+    where = f"reference tensor {short(name)}"
+    shape = get_field(reader, entry, "shape", list, where)
     if not 1 <= len(shape) <= 8:  # device tensors are (1, C, H, W) or (1, F); host ones any
-        reader.fail(f"{where}: shape {_short(shape)} must have 1 to 8 dimensions")
+        reader.fail(f"{where}: shape {short(shape)} must have 1 to 8 dimensions")
     dims = _ints(reader, shape, len(shape), f"{where} shape", 1, TENSOR_MAX_ELEMENTS)
     if (len(dims) in (2, 4) and dims[0] != 1) or math.prod(dims) > TENSOR_MAX_ELEMENTS:
         reader.fail(
@@ -89,57 +89,55 @@ def _ref_tensor(reader: _Reader, name: str, entry: Any) -> TensorSpec:
         or not math.isfinite(scale)
         or not scale > 0
     ):
-        reader.fail(f"{where}: scale must be a positive number or null, not {_short(scale)}")
+        reader.fail(f"{where}: scale must be a positive number or null, not {short(scale)}")
     zero_point = entry.get("zero_point", 0)  # absent: symmetric
     if (
         not isinstance(zero_point, int)
         or isinstance(zero_point, bool)
         or not -128 <= zero_point <= 127
     ):
-        reader.fail(
-            f"{where}: zero_point must be an integer in -128..127, not {_short(zero_point)}"
-        )
+        reader.fail(f"{where}: zero_point must be an integer in -128..127, not {short(zero_point)}")
     return TensorSpec(name, dims, scale, zero_point)
 
 
 def _ref_node(
-    reader: _Reader, i: int, entry: Any, tensors: dict[str, TensorSpec], known: set[str]
+    reader: Reader, i: int, entry: Any, tensors: dict[str, TensorSpec], known: set[str]
 ) -> RefNode:
     """Node ``i`` of the reference graph, its inputs among the tensors ``known`` (produced
     before it); adds its output to ``known``."""
     where = f"reference node {i}"
     name = _text(reader, entry, "name", where)
-    where = f"reference node {i} ({_short(name)})"
-    op = _get(reader, entry, "op", str, where)
+    where = f"reference node {i} ({short(name)})"
+    op = get_field(reader, entry, "op", str, where)
     if op not in REFERENCE_OPS:
-        reader.fail(f"{where}: op {_short(op)} is not one of {', '.join(REFERENCE_OPS)}")
-    node_inputs = _names(reader, _get(reader, entry, "inputs", list, where), f"{where} inputs")
-    output = _get(reader, entry, "output", str, where)
+        reader.fail(f"{where}: op {short(op)} is not one of {', '.join(REFERENCE_OPS)}")
+    node_inputs = _names(reader, get_field(reader, entry, "inputs", list, where), f"{where} inputs")
+    output = get_field(reader, entry, "output", str, where)
     for tensor in (*node_inputs, output):
         if tensor not in tensors:
-            reader.fail(f"{where}: tensor {_short(tensor)} is not in the tensor table")
+            reader.fail(f"{where}: tensor {short(tensor)} is not in the tensor table")
     missing = [t for t in node_inputs if t not in known]
     if missing:
-        reader.fail(f"{where}: input {_short(missing[0])} is not produced before it")
+        reader.fail(f"{where}: input {short(missing[0])} is not produced before it")
     if output in known:
-        reader.fail(f"{where}: output {_short(output)} is already an input or node output")
+        reader.fail(f"{where}: output {short(output)} is already an input or node output")
     known.add(output)
     attrs = {
         key: tuple(value) if isinstance(value, list) else value
-        for key, value in _get(reader, entry, "attrs", dict, where).items()
+        for key, value in get_field(reader, entry, "attrs", dict, where).items()
     }
     params = {
-        key: reader.array(member, f"{where} param {_short(key)}")
-        for key, member in _get(reader, entry, "params", dict, where).items()
+        key: reader.array(member, f"{where} param {short(key)}")
+        for key, member in get_field(reader, entry, "params", dict, where).items()
     }
     return RefNode(name, op, node_inputs, output, attrs, params)
 
 
-def _device(reader: _Reader, data: dict, index: int, config: AccelConfig) -> DeviceProgram:
+def parse_device(reader: Reader, data: dict, index: int, config: AccelConfig) -> DeviceProgram:
     where = f"step {index}"
-    name = _path_name(reader, data, "name", where)
+    name = read_path_name(reader, data, "name", where)
     image = reader.array(
-        _get(reader, data, "image", str, where),
+        get_field(reader, data, "image", str, where),
         f"{where} image",
         ("uint8",),
         config.dram_bytes,
@@ -148,7 +146,7 @@ def _device(reader: _Reader, data: dict, index: int, config: AccelConfig) -> Dev
     if image.ndim != 1:
         reader.fail(f"{where} image is {image.shape} bytes; it must be 1-D")
     try:
-        launch = Launch.from_dict(_get(reader, data, "launch", dict, where))
+        launch = Launch.from_dict(get_field(reader, data, "launch", dict, where))
     except IsaError as exc:
         reader.fail(f"{where}: {exc}")
     instructions = _int(reader, data, "instructions", where, 1, 1 << 32)
@@ -162,18 +160,18 @@ def _device(reader: _Reader, data: dict, index: int, config: AccelConfig) -> Dev
     regions = _regions(reader, data, where, config)
     memory = _Memory(reader, where, max([image.size, *(r.addr + r.nbytes for r in regions)]))
     tensors = {}
-    for tname, t in _get(reader, data, "tensors", dict, where).items():
-        tensors[tname] = _dram_tensor(reader, f"{where} tensor {_short(tname)}", tname, t, config)
-        memory.inside(tensors[tname].addr, tensors[tname].nbytes, f"tensor {_short(tname)}")
+    for tname, t in get_field(reader, data, "tensors", dict, where).items():
+        tensors[tname] = _dram_tensor(reader, f"{where} tensor {short(tname)}", tname, t, config)
+        memory.inside(tensors[tname].addr, tensors[tname].nbytes, f"tensor {short(tname)}")
     layers = [
         _layer(reader, f"{where} layer {i}", i, entry, (instructions, perf_base), tensors, memory)
-        for i, entry in enumerate(_get(reader, data, "layers", list, where))
+        for i, entry in enumerate(get_field(reader, data, "layers", list, where))
     ]
-    inputs = _names(reader, _get(reader, data, "inputs", list, where), f"{where} inputs")
-    outputs = _names(reader, _get(reader, data, "outputs", list, where), f"{where} outputs")
+    inputs = _names(reader, get_field(reader, data, "inputs", list, where), f"{where} inputs")
+    outputs = _names(reader, get_field(reader, data, "outputs", list, where), f"{where} outputs")
     for tname in (*inputs, *outputs):
         if tname not in tensors:
-            reader.fail(f"{where}: tensor {_short(tname)} has no place in DRAM")
+            reader.fail(f"{where}: tensor {short(tname)} has no place in DRAM")
     return DeviceProgram(
         name, image, launch, regions, perf_base, layers, tensors, inputs, outputs, instructions
     )
@@ -182,7 +180,7 @@ def _device(reader: _Reader, data: dict, index: int, config: AccelConfig) -> Dev
 class _Memory:
     """A device program's memory: its image and regions, ``[0, end)``."""
 
-    def __init__(self, reader: _Reader, where: str, end: int) -> None:
+    def __init__(self, reader: Reader, where: str, end: int) -> None:
         self.reader, self.where, self.end = reader, where, end
 
     def inside(self, addr: int, nbytes: int, what: str) -> None:
@@ -193,25 +191,25 @@ class _Memory:
             )
 
 
-def _regions(reader: _Reader, data: dict, where: str, config: AccelConfig) -> list[Region]:
+def _regions(reader: Reader, data: dict, where: str, config: AccelConfig) -> list[Region]:
     regions = []
-    for entry in _get(reader, data, "regions", list, where):
+    for entry in get_field(reader, data, "regions", list, where):
         if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)):
-            reader.fail(f"{where}: a region must be [name, addr, bytes], not {_short(entry)}")
-        addr, nbytes = _ints(reader, entry[1:], 2, f"{where} region {_short(entry[0])}", None)
+            reader.fail(f"{where}: a region must be [name, addr, bytes], not {short(entry)}")
+        addr, nbytes = _ints(reader, entry[1:], 2, f"{where} region {short(entry[0])}", None)
         if addr < 0 or nbytes < 0 or addr + nbytes > config.dram_bytes:
             reader.fail(
-                f"{where}: region {_short(entry[0])} spans [{addr}, {addr + nbytes}), outside the "
+                f"{where}: region {short(entry[0])} spans [{addr}, {addr + nbytes}), outside the "
                 f"config's DRAM (0..{config.dram_bytes})"
             )
         regions.append(Region(entry[0], addr, nbytes))
     return regions
 
 
-def _dram_tensor(reader: _Reader, what: str, tname: str, t: Any, config: AccelConfig) -> DramTensor:
-    layout = _get(reader, t, "layout", str, what)
+def _dram_tensor(reader: Reader, what: str, tname: str, t: Any, config: AccelConfig) -> DramTensor:
+    layout = get_field(reader, t, "layout", str, what)
     if layout not in LAYOUTS:
-        reader.fail(f"{what}: layout {_short(layout)} is not one of {', '.join(LAYOUTS)}")
+        reader.fail(f"{what}: layout {short(layout)} is not one of {', '.join(LAYOUTS)}")
     addr = _int(reader, t, "addr", what, None)
     h, w, channels, logical = (
         _int(reader, t, k, what, 1, config.dram_bytes)
@@ -243,7 +241,7 @@ def _dram_tensor(reader: _Reader, what: str, tname: str, t: Any, config: AccelCo
 
 
 def _layer(
-    reader: _Reader,
+    reader: Reader,
     what: str,
     i: int,
     entry: Any,
@@ -253,7 +251,7 @@ def _layer(
 ) -> LayerEntry:
     """Layer ``i`` of a device program of ``program`` = (instructions, perf_base)."""
     instructions, perf_base = program
-    insn_range = _get(reader, entry, "insn_range", list, what)
+    insn_range = get_field(reader, entry, "insn_range", list, what)
     start, end = _ints(reader, insn_range, 2, f"{what} insn_range", None)
     if not 0 <= start <= end <= instructions:
         reader.fail(f"{what}: instructions [{start}, {end}) outside 0..{instructions}")
@@ -262,37 +260,37 @@ def _layer(
     memory.inside(perf_base + perf_index * record, record, f"PERF record of layer {i}")
     if perf_index != i:
         reader.fail(f"{what}: PERF record {perf_index}; layer i writes record i")
-    output = _get(reader, entry, "output", str, what)
+    output = get_field(reader, entry, "output", str, what)
     if output not in tensors:
-        reader.fail(f"{what}: output {_short(output)} has no place in DRAM")
-    kind = _get(reader, entry, "kind", str, what)
+        reader.fail(f"{what}: output {short(output)} has no place in DRAM")
+    kind = get_field(reader, entry, "kind", str, what)
     if kind not in LAYER_KINDS:
-        reader.fail(f"{what}: kind {_short(kind)} is not one of {', '.join(LAYER_KINDS)}")
+        reader.fail(f"{what}: kind {short(kind)} is not one of {', '.join(LAYER_KINDS)}")
     tiling = entry.get("tiling")
     if tiling is not None and not (
         isinstance(tiling, dict)
         and sorted(tiling) == sorted(TILING_KEYS)
-        and all(_is_int(v) and 0 <= v < 1 << 62 for v in tiling.values())
+        and all(is_int(v) and 0 <= v < 1 << 62 for v in tiling.values())
     ):
         reader.fail(
             f"{what}: tiling must be null or an object of exactly {', '.join(TILING_KEYS)} "
-            f"(integers >= 0), not {_short(tiling)}"
+            f"(integers >= 0), not {short(tiling)}"
         )
     name = _text(reader, entry, "name", what)
-    op = _get(reader, entry, "op", str, what)
+    op = get_field(reader, entry, "op", str, what)
     macs = _int(reader, entry, "macs", what)
     return LayerEntry(name, op, kind, macs, output, (start, end), perf_index, tiling)
 
 
-def _host(reader: _Reader, data: dict, index: int) -> HostStep:
+def parse_host(reader: Reader, data: dict, index: int) -> HostStep:
     where = f"step {index}"
-    op = _get(reader, data, "op", str, where)
+    op = get_field(reader, data, "op", str, where)
     if op not in HOST_OPS:
-        reader.fail(f"{where}: host op {_short(op)} is not one of {', '.join(HOST_OPS)}")
+        reader.fail(f"{where}: host op {short(op)} is not one of {', '.join(HOST_OPS)}")
     return HostStep(
         _text(reader, data, "name", where),
         op,
-        _names(reader, _get(reader, data, "inputs", list, where), f"{where} inputs"),
-        _names(reader, _get(reader, data, "outputs", list, where), f"{where} outputs"),
+        _names(reader, get_field(reader, data, "inputs", list, where), f"{where} inputs"),
+        _names(reader, get_field(reader, data, "outputs", list, where), f"{where} outputs"),
         _text(reader, data, "reason", where) if data.get("reason") else "",
     )

@@ -1,4 +1,4 @@
-"""The reader's primitives: validated access to the archive's arrays (:class:`_Reader`) and to
+"""The reader's primitives: validated access to the archive's arrays (:class:`Reader`) and to
 the manifest's fields - each failure one bounded line naming the file and the field. The
 names are private to :mod:`arch.executable`'s reading modules."""
 
@@ -25,23 +25,23 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _TEXT_MAX = 1000  # characters of a displayed name (layer, node, host step)
 
 
-def _short(value: Any, limit: int = 80) -> str:
+def short(value: Any, limit: int = 80) -> str:
     """``repr(value)``, cut to ``limit`` characters: a file's values in one bounded line."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _clip(text: str, limit: int = 200) -> str:
+def clip(text: str, limit: int = 200) -> str:
     """``text`` (an exception's message) on one line, cut to ``limit`` characters."""
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-class _Reader:
+class Reader:
     """Validated access to one archive; every error names the file and what is wrong."""
 
     def __init__(self, path: Path, archive: zipfile.ZipFile, table: Any) -> None:
@@ -52,7 +52,7 @@ class _Reader:
         self.members = {info.filename: info for info in archive.infolist()}
 
     def fail(self, message: str) -> NoReturn:
-        raise ExecutableError(f"{self.path}: {_clip(message, 600)}")
+        raise ExecutableError(f"{self.path}: {clip(message, 600)}")
 
     def array(
         self,
@@ -66,7 +66,7 @@ class _Reader:
         must agree; then exactly the declared bytes are read (never more), and their digest."""
         if not isinstance(member, str) or not MEMBER_NAME.fullmatch(member):
             self.fail(
-                f"{what} names {_short(member)}, not an array member of the archive (arrays/N.npy)"
+                f"{what} names {short(member)}, not an array member of the archive (arrays/N.npy)"
             )
         if member not in self.table:
             self.fail(f"{what} names {member}, which the manifest's array table does not declare")
@@ -77,18 +77,18 @@ class _Reader:
         if not isinstance(declared, dict):
             self.fail(
                 f"the array table's entry of {member} must be an object with dtype, shape and "
-                f"sha256, not {_short(declared)}"
+                f"sha256, not {short(declared)}"
             )
         dtype, shape, digest = (declared.get(k) for k in ("dtype", "shape", "sha256"))
         if not isinstance(dtype, str) or dtype not in dtypes:
-            self.fail(f"{where} has dtype {_short(dtype)}; expected one of {', '.join(dtypes)}")
+            self.fail(f"{where} has dtype {short(dtype)}; expected one of {', '.join(dtypes)}")
         if (
             not isinstance(shape, list)
             or len(shape) > _NDIM_MAX
-            or not all(_is_int(n) and n >= 0 for n in shape)
+            or not all(is_int(n) and n >= 0 for n in shape)
         ):
             self.fail(
-                f"{where} has a bad shape {_short(shape)}; expected a list of at most "
+                f"{where} has a bad shape {short(shape)}; expected a list of at most "
                 f"{_NDIM_MAX} integers >= 0"
             )
         # dims capped first: math.prod of huge ints is exact but needlessly slow
@@ -97,11 +97,10 @@ class _Reader:
             nbytes = math.prod(shape) * np.dtype(dtype).itemsize
         if nbytes > max_bytes:
             self.fail(
-                f"{where} is declared {dtype} {_short(shape)}: more bytes than {limit} "
-                f"({max_bytes})"
+                f"{where} is declared {dtype} {short(shape)}: more bytes than {limit} ({max_bytes})"
             )
         if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
-            self.fail(f"{where} has sha256 {_short(digest)}; expected 64 lowercase hex digits")
+            self.fail(f"{where} has sha256 {short(digest)}; expected 64 lowercase hex digits")
         info = self.members[member]
         try:
             with self.archive.open(info) as stream:
@@ -113,7 +112,7 @@ class _Reader:
                     )
                 data = stream.read(nbytes + 1)  # the zip's size may lie: never more than this
         except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, MemoryError) as exc:
-            self.fail(f"{where} cannot be read: {type(exc).__name__}: {_clip(str(exc))}")
+            self.fail(f"{where} cannot be read: {type(exc).__name__}: {clip(str(exc))}")
         if len(data) != nbytes:
             self.fail(f"{where} holds {len(data)} bytes of data; its header says {nbytes}")
         if hashlib.sha256(data).hexdigest() != digest:
@@ -134,26 +133,26 @@ class _Reader:
         except ValueError as exc:
             if isinstance(exc, ExecutableError):
                 raise
-            self.fail(f"{where} is not a readable .npy array: {_clip(str(exc))}")
+            self.fail(f"{where} is not a readable .npy array: {clip(str(exc))}")
         got_shape, fortran, got_dtype = header
         if got_dtype != np.dtype(dtype) or list(got_shape) != shape or fortran:
             order = " in Fortran order" if fortran else ""
             self.fail(
-                f"{where} is {_clip(str(got_dtype), 40)} {_short(got_shape)}{order}; the "
+                f"{where} is {clip(str(got_dtype), 40)} {short(got_shape)}{order}; the "
                 f"manifest declares {dtype} {tuple(shape)}"
             )
         return int(stream.tell())
 
 
-def _get(reader: _Reader, obj: Any, key: str, kind: type | tuple[type, ...], what: str) -> Any:
+def get_field(reader: Reader, obj: Any, key: str, kind: type | tuple[type, ...], what: str) -> Any:
     if not isinstance(obj, dict):
-        reader.fail(f"{what} must be an object, not {_short(obj)}")
+        reader.fail(f"{what} must be an object, not {short(obj)}")
     if key not in obj:
         reader.fail(f"{what}: field {key!r} is missing")
     value = obj[key]
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        reader.fail(f"{what}: field {key!r} must be {names}, not {_short(value)}")
+        reader.fail(f"{what}: field {key!r} must be {names}, not {short(value)}")
     return value
 
 
@@ -168,16 +167,16 @@ def _in(value: int, lo: int | None, hi: int | None) -> bool:
 
 
 def _int(
-    reader: _Reader, obj: Any, key: str, what: str, lo: int | None = 0, hi: int | None = None
+    reader: Reader, obj: Any, key: str, what: str, lo: int | None = 0, hi: int | None = None
 ) -> int:
-    value = _get(reader, obj, key, int, what)
+    value = get_field(reader, obj, key, int, what)
     if not _in(value, lo, hi):
-        reader.fail(f"{what}: field {key!r} must be an integer{_span(lo, hi)}, not {_short(value)}")
+        reader.fail(f"{what}: field {key!r} must be an integer{_span(lo, hi)}, not {short(value)}")
     return int(value)
 
 
 def _ints(
-    reader: _Reader,
+    reader: Reader,
     value: Any,
     count: int,
     what: str,
@@ -187,37 +186,34 @@ def _ints(
     if (
         not isinstance(value, list)
         or len(value) != count
-        or not all(_is_int(v) and _in(v, lo, hi) for v in value)
+        or not all(is_int(v) and _in(v, lo, hi) for v in value)
     ):
-        reader.fail(
-            f"{what} must be a list of {count} integers{_span(lo, hi)}, not {_short(value)}"
-        )
+        reader.fail(f"{what} must be a list of {count} integers{_span(lo, hi)}, not {short(value)}")
     return tuple(value)
 
 
-def _names(reader: _Reader, value: Any, what: str) -> list[str]:
+def _names(reader: Reader, value: Any, what: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        reader.fail(f"{what} must be a list of tensor names, not {_short(value)}")
+        reader.fail(f"{what} must be a list of tensor names, not {short(value)}")
     return list(value)
 
 
-def _text(reader: _Reader, obj: Any, key: str, what: str) -> str:
+def _text(reader: Reader, obj: Any, key: str, what: str) -> str:
     """A displayed name: printable, at most :data:`_TEXT_MAX` characters."""
-    value = _get(reader, obj, key, str, what)
+    value = get_field(reader, obj, key, str, what)
     if not value or len(value) > _TEXT_MAX or not value.isprintable():
         reader.fail(
-            f"{what}: field {key!r} must be 1..{_TEXT_MAX} printable characters, not "
-            f"{_short(value)}"
+            f"{what}: field {key!r} must be 1..{_TEXT_MAX} printable characters, not {short(value)}"
         )
     return str(value)
 
 
-def _path_name(reader: _Reader, obj: Any, key: str, what: str) -> str:
+def read_path_name(reader: Reader, obj: Any, key: str, what: str) -> str:
     """A name that becomes part of a file path (:func:`is_path_name`)."""
-    value = _get(reader, obj, key, str, what)
+    value = get_field(reader, obj, key, str, what)
     if not is_path_name(value):
         reader.fail(
-            f"{what}: field {key!r} is {_short(value)}; it names files, so it must be 1.."
+            f"{what}: field {key!r} is {short(value)}; it names files, so it must be 1.."
             f"{NAME_MAX} of A-Z a-z 0-9 _ . # : + - and not start with a dot"
         )
     return str(value)
