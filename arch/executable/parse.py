@@ -25,13 +25,13 @@ from arch.executable.format import (
 )
 from arch.executable.reader import (
     Reader,
-    _int,
-    _ints,
-    _names,
-    _text,
     get_field,
     is_int,
+    read_int,
+    read_ints,
+    read_names,
     read_path_name,
+    read_text,
     short,
 )
 from arch.isa import IsaError, Launch
@@ -44,7 +44,7 @@ def parse_reference(reader: Reader, data: Any) -> ReferenceGraph:
         name: _ref_tensor(reader, name, entry)
         for name, entry in get_field(reader, data, "tensors", dict, what).items()
     }
-    inputs = _names(reader, get_field(reader, data, "inputs", list, what), "reference inputs")
+    inputs = read_names(reader, get_field(reader, data, "inputs", list, what), "reference inputs")
     for tensor in inputs:
         if tensor not in tensors:
             reader.fail(f"reference input {short(tensor)} is not in the tensor table")
@@ -53,7 +53,9 @@ def parse_reference(reader: Reader, data: Any) -> ReferenceGraph:
         _ref_node(reader, i, entry, tensors, known)
         for i, entry in enumerate(get_field(reader, data, "nodes", list, what))
     ]
-    outputs = _names(reader, get_field(reader, data, "outputs", list, what), "reference outputs")
+    outputs = read_names(
+        reader, get_field(reader, data, "outputs", list, what), "reference outputs"
+    )
     for tensor in outputs:
         if tensor not in known:
             reader.fail(f"reference output {short(tensor)} is produced by no node")
@@ -75,7 +77,7 @@ def _ref_tensor(reader: Reader, name: str, entry: Any) -> TensorSpec:
     shape = get_field(reader, entry, "shape", list, where)
     if not 1 <= len(shape) <= 8:  # device tensors are (1, C, H, W) or (1, F); host ones any
         reader.fail(f"{where}: shape {short(shape)} must have 1 to 8 dimensions")
-    dims = _ints(reader, shape, len(shape), f"{where} shape", 1, TENSOR_MAX_ELEMENTS)
+    dims = read_ints(reader, shape, len(shape), f"{where} shape", 1, TENSOR_MAX_ELEMENTS)
     if (len(dims) in (2, 4) and dims[0] != 1) or math.prod(dims) > TENSOR_MAX_ELEMENTS:
         reader.fail(
             f"{where}: shape {dims} must have batch 1 and at most {TENSOR_MAX_ELEMENTS} elements"
@@ -106,12 +108,14 @@ def _ref_node(
     """Node ``i`` of the reference graph, its inputs among the tensors ``known`` (produced
     before it); adds its output to ``known``."""
     where = f"reference node {i}"
-    name = _text(reader, entry, "name", where)
+    name = read_text(reader, entry, "name", where)
     where = f"reference node {i} ({short(name)})"
     op = get_field(reader, entry, "op", str, where)
     if op not in REFERENCE_OPS:
         reader.fail(f"{where}: op {short(op)} is not one of {', '.join(REFERENCE_OPS)}")
-    node_inputs = _names(reader, get_field(reader, entry, "inputs", list, where), f"{where} inputs")
+    node_inputs = read_names(
+        reader, get_field(reader, entry, "inputs", list, where), f"{where} inputs"
+    )
     output = get_field(reader, entry, "output", str, where)
     for tensor in (*node_inputs, output):
         if tensor not in tensors:
@@ -149,8 +153,8 @@ def parse_device(reader: Reader, data: dict, index: int, config: AccelConfig) ->
         launch = Launch.from_dict(get_field(reader, data, "launch", dict, where))
     except IsaError as exc:
         reader.fail(f"{where}: {exc}")
-    instructions = _int(reader, data, "instructions", where, 1, 1 << 32)
-    perf_base = _int(reader, data, "perf_base", where, 0, config.dram_bytes)
+    instructions = read_int(reader, data, "instructions", where, 1, 1 << 32)
+    perf_base = read_int(reader, data, "perf_base", where, 0, config.dram_bytes)
     if launch.insn_base + instructions * isa.INSN_BYTES > image.size:
         reader.fail(f"{where}: {instructions} instructions at {launch.insn_base} overrun the image")
     if launch.desc_base + launch.desc_count * isa.DESC_BYTES > image.size:
@@ -167,8 +171,10 @@ def parse_device(reader: Reader, data: dict, index: int, config: AccelConfig) ->
         _layer(reader, f"{where} layer {i}", i, entry, (instructions, perf_base), tensors, memory)
         for i, entry in enumerate(get_field(reader, data, "layers", list, where))
     ]
-    inputs = _names(reader, get_field(reader, data, "inputs", list, where), f"{where} inputs")
-    outputs = _names(reader, get_field(reader, data, "outputs", list, where), f"{where} outputs")
+    inputs = read_names(reader, get_field(reader, data, "inputs", list, where), f"{where} inputs")
+    outputs = read_names(
+        reader, get_field(reader, data, "outputs", list, where), f"{where} outputs"
+    )
     for tname in (*inputs, *outputs):
         if tname not in tensors:
             reader.fail(f"{where}: tensor {short(tname)} has no place in DRAM")
@@ -196,7 +202,7 @@ def _regions(reader: Reader, data: dict, where: str, config: AccelConfig) -> lis
     for entry in get_field(reader, data, "regions", list, where):
         if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)):
             reader.fail(f"{where}: a region must be [name, addr, bytes], not {short(entry)}")
-        addr, nbytes = _ints(reader, entry[1:], 2, f"{where} region {short(entry[0])}", None)
+        addr, nbytes = read_ints(reader, entry[1:], 2, f"{where} region {short(entry[0])}", None)
         if addr < 0 or nbytes < 0 or addr + nbytes > config.dram_bytes:
             reader.fail(
                 f"{where}: region {short(entry[0])} spans [{addr}, {addr + nbytes}), outside the "
@@ -210,9 +216,9 @@ def _dram_tensor(reader: Reader, what: str, tname: str, t: Any, config: AccelCon
     layout = get_field(reader, t, "layout", str, what)
     if layout not in LAYOUTS:
         reader.fail(f"{what}: layout {short(layout)} is not one of {', '.join(LAYOUTS)}")
-    addr = _int(reader, t, "addr", what, None)
+    addr = read_int(reader, t, "addr", what, None)
     h, w, channels, logical = (
-        _int(reader, t, k, what, 1, config.dram_bytes)
+        read_int(reader, t, k, what, 1, config.dram_bytes)
         for k in ("h", "w", "channels", "logical_channels")
     )
     im2col = layout == "im2col"
@@ -224,13 +230,13 @@ def _dram_tensor(reader: Reader, what: str, tname: str, t: Any, config: AccelCon
         channels,
         logical_channels=logical,
         layout=layout,
-        kernel=_ints(reader, t.get("kernel"), 2, f"{what} kernel", 1) if im2col else None,
-        stride=_ints(reader, t.get("stride"), 2, f"{what} stride", 1) if im2col else None,
-        pads=_ints(reader, t.get("pads"), 4, f"{what} pads") if im2col else None,
-        pixel_bytes=_int(reader, t, "pixel_bytes", what, 0, config.dram_bytes)
+        kernel=read_ints(reader, t.get("kernel"), 2, f"{what} kernel", 1) if im2col else None,
+        stride=read_ints(reader, t.get("stride"), 2, f"{what} stride", 1) if im2col else None,
+        pads=read_ints(reader, t.get("pads"), 4, f"{what} pads") if im2col else None,
+        pixel_bytes=read_int(reader, t, "pixel_bytes", what, 0, config.dram_bytes)
         if "pixel_bytes" in t
         else 0,
-        pad_value=_int(reader, t, "pad_value", what, -128, 127) if "pad_value" in t else 0,
+        pad_value=read_int(reader, t, "pad_value", what, -128, 127) if "pad_value" in t else 0,
     )
     if tensor.pixel_bytes and (im2col or tensor.pixel_bytes < channels):
         reader.fail(
@@ -252,10 +258,10 @@ def _layer(
     """Layer ``i`` of a device program of ``program`` = (instructions, perf_base)."""
     instructions, perf_base = program
     insn_range = get_field(reader, entry, "insn_range", list, what)
-    start, end = _ints(reader, insn_range, 2, f"{what} insn_range", None)
+    start, end = read_ints(reader, insn_range, 2, f"{what} insn_range", None)
     if not 0 <= start <= end <= instructions:
         reader.fail(f"{what}: instructions [{start}, {end}) outside 0..{instructions}")
-    perf_index = _int(reader, entry, "perf_index", what, None)
+    perf_index = read_int(reader, entry, "perf_index", what, None)
     record = isa.PERF_RECORD.nbytes
     memory.inside(perf_base + perf_index * record, record, f"PERF record of layer {i}")
     if perf_index != i:
@@ -276,9 +282,9 @@ def _layer(
             f"{what}: tiling must be null or an object of exactly {', '.join(TILING_KEYS)} "
             f"(integers >= 0), not {short(tiling)}"
         )
-    name = _text(reader, entry, "name", what)
+    name = read_text(reader, entry, "name", what)
     op = get_field(reader, entry, "op", str, what)
-    macs = _int(reader, entry, "macs", what)
+    macs = read_int(reader, entry, "macs", what)
     return LayerEntry(name, op, kind, macs, output, (start, end), perf_index, tiling)
 
 
@@ -288,9 +294,9 @@ def parse_host(reader: Reader, data: dict, index: int) -> HostStep:
     if op not in HOST_OPS:
         reader.fail(f"{where}: host op {short(op)} is not one of {', '.join(HOST_OPS)}")
     return HostStep(
-        _text(reader, data, "name", where),
+        read_text(reader, data, "name", where),
         op,
-        _names(reader, get_field(reader, data, "inputs", list, where), f"{where} inputs"),
-        _names(reader, get_field(reader, data, "outputs", list, where), f"{where} outputs"),
-        _text(reader, data, "reason", where) if data.get("reason") else "",
+        read_names(reader, get_field(reader, data, "inputs", list, where), f"{where} inputs"),
+        read_names(reader, get_field(reader, data, "outputs", list, where), f"{where} outputs"),
+        read_text(reader, data, "reason", where) if data.get("reason") else "",
     )

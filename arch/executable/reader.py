@@ -166,7 +166,7 @@ def _in(value: int, lo: int | None, hi: int | None) -> bool:
     return (lo is None or value >= lo) and (hi is None or value <= hi)
 
 
-def _int(
+def read_int(
     reader: Reader, obj: Any, key: str, what: str, lo: int | None = 0, hi: int | None = None
 ) -> int:
     value = get_field(reader, obj, key, int, what)
@@ -175,7 +175,7 @@ def _int(
     return int(value)
 
 
-def _ints(
+def read_ints(
     reader: Reader,
     value: Any,
     count: int,
@@ -192,13 +192,13 @@ def _ints(
     return tuple(value)
 
 
-def _names(reader: Reader, value: Any, what: str) -> list[str]:
+def read_names(reader: Reader, value: Any, what: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         reader.fail(f"{what} must be a list of tensor names, not {short(value)}")
     return list(value)
 
 
-def _text(reader: Reader, obj: Any, key: str, what: str) -> str:
+def read_text(reader: Reader, obj: Any, key: str, what: str) -> str:
     """A displayed name: printable, at most :data:`_TEXT_MAX` characters."""
     value = get_field(reader, obj, key, str, what)
     if not value or len(value) > _TEXT_MAX or not value.isprintable():

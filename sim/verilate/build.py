@@ -249,7 +249,7 @@ def cache_key(spec: BuildSpec) -> str:
     return h.hexdigest()[:12]
 
 
-class _CosimVerilator(_CocotbVerilator):
+class CosimVerilator(_CocotbVerilator):
     """cocotb's Verilator runner without ``--public-flat-rw``, with our flags and make fixes."""
 
     def __init__(self, spec: BuildSpec, vlt: Path) -> None:
@@ -356,7 +356,7 @@ def _locked(path: Path) -> Iterator[int]:
     """Serialise builds of one directory across processes (pytest-xdist workers, two runs).
 
     Yields the lock's file descriptor: the build's commands inherit it
-    (:meth:`_CosimVerilator._execute_cmds`), so the lock outlives this process while any of its
+    (:meth:`CosimVerilator._execute_cmds`), so the lock outlives this process while any of its
     make or compiler processes still writes (a killed run's orphans): the next build waits."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as fh:
@@ -404,7 +404,7 @@ def instrumented(spec: BuildSpec) -> BuildSpec:
 def build(
     spec: BuildSpec,
     root: Path = BUILD_ROOT,
-    runner_class: type[_CosimVerilator] = _CosimVerilator,
+    runner_class: type[CosimVerilator] = CosimVerilator,
 ) -> BuiltModel:
     """Build ``spec`` with Verilator, or reuse the cached build with the same content key.
 
@@ -510,7 +510,7 @@ def run_cocotb(
     find_toolchain().apply_to_environ()
     test_dir.mkdir(parents=True, exist_ok=True)
     results = test_dir / "results.xml"
-    runner = _CosimVerilator(model.spec, model.build_dir / "public.vlt")
+    runner = CosimVerilator(model.spec, model.build_dir / "public.vlt")
     test_args = ["--trace", "--trace-file", str(trace_file)] if trace_file else []
     env = {knobs.PYTHONWARNINGS.name: knobs.PYTHONWARNINGS.get(), **(extra_env or {})}
     if model.spec.clock is not None:

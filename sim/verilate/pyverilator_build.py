@@ -22,7 +22,7 @@ from sim.verilate.build import (
     SIM_ROOT,
     BuildSpec,
     BuiltModel,
-    _CosimVerilator,
+    CosimVerilator,
     build,
 )
 
@@ -57,7 +57,7 @@ def pyverilator_spec(spec: BuildSpec, clock: str = "clk") -> BuildSpec:
     )
 
 
-class _PyverilatorRunner(_CosimVerilator):
+class _PyverilatorRunner(CosimVerilator):
     """The cocotb-path build commands with one more step: write the wrapper after Verilator."""
 
     def _build_command(self) -> list[list[str]]:
