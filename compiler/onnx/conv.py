@@ -13,11 +13,11 @@ from .qdq_params import (
     bias_params,
     channel_scale,
     check_zero_point,
-    codes_type,
     float_weight,
     int8_weight,
     int_bias,
     integer_op_inputs,
+    qlinear_output,
     scale_const,
     set_scale,
     start_pending,
@@ -173,9 +173,7 @@ def op_qlinear_conv(st: ImportState, node: onnx.NodeProto, name: str) -> None:
     params = {"weight": w, "weight_q": wq, "weight_scale": wscale}
     params |= int_bias(st, node, name, 8, o, wscale * np.float32(st.tensors[x].scale or 1))
     ir = conv_node(st, node, name, x, w, params)
-    set_scale(st, node, name, ir.output, ys, y_zp)
-    st.qview.add(ir.output)
-    st.qdtype[node.output[0]] = codes_type(st, node, 7)
+    qlinear_output(st, node, name, ir.output, ys, y_zp)
 
 
 @handles("ConvInteger")

@@ -14,10 +14,10 @@ from .qdq_params import (
     bias_params,
     channel_scale,
     check_zero_point,
-    codes_type,
     float_weight,
     int8_weight,
     integer_op_inputs,
+    qlinear_output,
     scale_const,
     set_scale,
     start_pending,
@@ -121,9 +121,7 @@ def op_qlinear_matmul(st: ImportState, node: onnx.NodeProto, name: str) -> None:
         "weight_scale": wscale,
     }
     ir = matmul_node(st, node, name, x, bq, params)
-    set_scale(st, node, name, ir.output, ys, y_zp)
-    st.qview.add(ir.output)
-    st.qdtype[node.output[0]] = codes_type(st, node, 7)
+    qlinear_output(st, node, name, ir.output, ys, y_zp)
 
 
 @handles("MatMulInteger")

@@ -290,6 +290,16 @@ def int8_weight(
     return wq
 
 
+def qlinear_output(
+    st: ImportState, node: onnx.NodeProto, name: str, output: str, scale: np.ndarray, zp: int
+) -> None:
+    """QLinearConv / QLinearMatMul: their IR output holds int8 codes of ``scale`` and ``zp``
+    (inputs 6 and 7), typed as the node's output codes."""
+    set_scale(st, node, name, output, scale, zp)
+    st.qview.add(output)
+    st.qdtype[node.output[0]] = codes_type(st, node, 7)
+
+
 def start_pending(st: ImportState, node: onnx.NodeProto, name: str, ir: Node, x: str) -> None:
     scale = st.tensors[x].scale
     if scale is None:
