@@ -88,17 +88,18 @@ def test_ort_quantized_model_is_bit_exact_and_agrees_with_onnxruntime(
     codes = np.abs(ours.reshape(-1) - theirs.reshape(-1)) / out.scale
     assert _cosine(ours, theirs) >= 0.999
     assert codes.max() <= 1.01, codes.max()
-    if variant == "qop-uint8" and not u8s8_kernels_exact():
-        pytest.skip(
-            "per-tensor codes against onnxruntime's own QOperator uint8 kernels: they saturate "
-            "on this CPU (no VNNI); the output was checked against the QDQ form above"
-        )
     agreement = code_agreement(path, exe.reference, compiled.source, x)
+    counts = [m["count"] for m in agreement.values()]
+    equal = sum(m["equal"] * m["count"] for m in agreement.values()) / sum(counts)
+    worst = max(m["max_code_diff"] for m in agreement.values())
+    if (worst > 2 or equal < 0.98) and variant == "qop-uint8" and not u8s8_kernels_exact():
+        pytest.skip(
+            f"per-tensor codes up to {worst} off onnxruntime's own QOperator uint8 kernels, which "
+            "saturate on this CPU (no VNNI); the output was checked against the QDQ form above"
+        )
     assert len(agreement) >= 3, agreement  # input, inner tensors, output: the model's
     for name, measured in agreement.items():
         assert measured["max_code_diff"] <= 2, (name, measured)
-    counts = [m["count"] for m in agreement.values()]
-    equal = sum(m["equal"] * m["count"] for m in agreement.values()) / sum(counts)
     assert equal >= 0.98, agreement
 
 
