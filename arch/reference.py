@@ -31,6 +31,7 @@ from arch.ops.spec import (
     ACTS,
     RESIDUAL_PARAMS,
     TABLE_PARAMS,
+    OpSpec,
     ReferenceError,
     RefGraph,
     RefNode,
@@ -52,6 +53,7 @@ __all__ = [
     "RefTensor",
     "ReferenceError",
     "check_graph",
+    "check_node",
     "checked_input",
     "dequantize",
     "evaluate",
@@ -132,7 +134,7 @@ def check_graph(graph: RefGraph) -> None:
     ``(1, C, H, W)`` or ``(1, F)`` - is the caller's to check first."""
     macs = 0
     for node in graph.nodes:
-        _check_node(graph, node)
+        check_node(graph, node)
         macs += OP_SPECS[node.op].macs(graph, node)
     if macs > MAX_MACS:
         raise ReferenceError(
@@ -141,8 +143,10 @@ def check_graph(graph: RefGraph) -> None:
         )
 
 
-def _check_node(graph: RefGraph, node: RefNode) -> None:
-    c = NodeCheck(graph, node)
+def check_node(graph: RefGraph, node: RefNode, c: NodeCheck | None = None) -> None:
+    """Raise (naming the node; ``c`` says with which error) unless :func:`evaluate_node` can
+    run ``node`` of a quantized graph: see :func:`check_graph`."""
+    c = c or NodeCheck(graph, node)
     spec = OP_SPECS.get(node.op)
     if spec is None:
         c.fail(f"op is not one of {', '.join(REFERENCE_OPS)}")
@@ -161,6 +165,14 @@ def _check_node(graph: RefGraph, node: RefNode) -> None:
             f"output {short(node.output)} has shape {tuple(graph.tensors[node.output].shape)}; "
             f"the op gives {out}"
         )
+    _check_scales(c, spec)
+    spec.check_quantized(c, xs)
+
+
+def _check_scales(c: NodeCheck, spec: OpSpec) -> None:
+    """Every int8 tensor of the node has a scale (a softmax output, fp32, none); an op that
+    keeps its input's scale has the scale and zero point of every input."""
+    graph, node = c.graph, c.node
     for name in node.inputs:
         if graph.tensors[name].scale is None:
             c.fail(f"input {short(name)} has no scale (an int8 tensor needs one)")
@@ -170,6 +182,14 @@ def _check_node(graph: RefGraph, node: RefNode) -> None:
             "a softmax output is fp32 and has no scale"
             if node.op == "softmax"
             else f"output {short(node.output)} has no scale (an int8 tensor needs one)"
+        )
+    codes = (scale, zero_point(graph, node.output))
+    if spec.keeps_scale and any(
+        (graph.tensors[name].scale, zero_point(graph, name)) != codes for name in node.inputs
+    ):
+        c.fail(
+            f"output scale and zero point must equal every input's (a {node.op} moves int8 "
+            "codes and never rescales)"
         )
 
 

@@ -57,17 +57,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from arch.ops.spec import ACTS
+from arch.ops import OP_SPECS
+from arch.ops.check import NodeCheck
+from arch.ops.spec import ACTS, RefNode
+from arch.reference import check_node
 
 from .errors import VerifyError
-from .ir_checks import (
-    conv_output_shape,
-    expect_shape,
-    is_depthwise,
-    is_tokens,
-    pool_output_shape,
-)
-from .op_rules import ARITY, ATTRS, IMPORT_OPS, KEEPS_SCALE, OPS, RULES
+from .ir_checks import is_depthwise, is_tokens
+from .op_rules import ARITY, ATTRS, IMPORT_OPS, OPS, RULES
 
 if TYPE_CHECKING:
     import onnx
@@ -79,10 +76,8 @@ __all__ = [
     "Graph",
     "Node",
     "Tensor",
-    "conv_output_shape",
     "is_depthwise",
     "is_tokens",
-    "pool_output_shape",
 ]
 
 Shape = tuple[int, ...]
@@ -197,10 +192,11 @@ class Graph:
         """Check every invariant of the stage; raise :class:`VerifyError` naming the node.
 
         Unique node names and tensor producers; each input produced before use or a graph
-        input; known ops with exactly their attrs; output shapes recomputed from input shapes,
-        attrs and weights; params present with the stage's dtype and shape, no others;
-        quantized graphs: canonical ops only, every tensor scaled (> 0, softmax outputs None),
-        clamps within int8, shifts 0..62, mults in int32 range.
+        input; known ops with exactly their attrs; output shapes recomputed by the op's shape
+        rule (its :class:`~arch.ops.spec.OpSpec`'s); fp32 graphs: float params with their
+        shapes, no others; quantized graphs: canonical ops only, each node exactly as the
+        integer reference can run it (:func:`arch.reference.check_node`: int8 params, scales,
+        clamps within int8, shifts 0..62, mults in int32 range).
         """
         if not self.inputs:
             raise VerifyError(None, "graph", "has no inputs")
@@ -278,44 +274,36 @@ def _check_tensor(key: str, t: Tensor) -> None:
         raise VerifyError(None, "graph", f"tensor '{key}' has a bad zero point {zp!r}")
 
 
+def _verify_error(node: RefNode, message: str) -> VerifyError:
+    return VerifyError(node.name, node.op, message)
+
+
 def _check_node(g: Graph, node: Node) -> None:
+    """A quantized node is checked by the integer reference's own definition; an fp32 node by
+    its OpSpec's shape rule and its float params (an import-only op: its rule's check)."""
     op = node.op
     allowed = OPS if g.quantized else OPS + IMPORT_OPS
     if op not in allowed:
         stage = "quantized" if g.quantized else "fp32"
         raise VerifyError(node.name, op, f"unknown op in a {stage} graph", ", ".join(allowed))
+    c = NodeCheck(g, node, _verify_error)
+    if g.quantized:
+        check_node(g, node, c)
+        return
     if set(node.attrs) != ATTRS[op]:
-        raise VerifyError(
-            node.name, op, f"attrs {sorted(node.attrs)} must be exactly {sorted(ATTRS[op])}"
-        )
+        c.fail(f"attrs {sorted(node.attrs)} must be exactly {sorted(ATTRS[op])}")
     lo, hi = ARITY[op]
     if not lo <= len(node.inputs) <= hi:
-        raise VerifyError(node.name, op, f"has {len(node.inputs)} inputs, expected {lo}..{hi}")
+        c.fail(f"has {len(node.inputs)} inputs, expected {lo}..{hi}")
     if "act" in node.attrs and node.attrs["act"] not in ACTS:
-        raise VerifyError(node.name, op, f"act {node.attrs['act']!r} is not one of {ACTS}")
-    x = g.tensors[node.inputs[0]].shape
-    out = RULES[op].check(g, node, x)
-    expect_shape(g, node, node.output, out, "output")
-    if g.quantized:
-        _check_scales(g, node)
-
-
-def _check_scales(g: Graph, node: Node) -> None:
-    """A quantized node's tensors have scales (a softmax output none), and an op that keeps
-    its input's scale has it."""
-    op, t = node.op, g.tensors[node.output]
-    if op == "softmax":
-        if t.scale is not None:
-            raise VerifyError(node.name, op, "softmax output is fp32; its scale must be None")
-    elif t.scale is None:
-        raise VerifyError(node.name, op, f"output '{node.output}' has no scale")
-    for name in node.inputs:
-        if g.tensors[name].scale is None:
-            raise VerifyError(node.name, op, f"input '{name}' has no scale")
-    if op in KEEPS_SCALE and any(
-        (g.tensors[name].scale, g.tensors[name].zero_point) != (t.scale, t.zero_point)
-        for name in node.inputs
-    ):
-        raise VerifyError(
-            node.name, op, "output scale must equal the input scales (zero points too)"
-        )
+        c.fail(f"act {node.attrs['act']!r} is not one of {ACTS}")
+    xs = [g.tensors[name].shape for name in node.inputs]
+    rule = RULES[op]
+    if rule.check is not None:  # an import-only op
+        out = rule.check(c, xs)
+    else:
+        out = OP_SPECS[op].output_shape(c, xs)
+        assert rule.fp32_params is not None  # op_rules checks every canonical op has one
+        rule.fp32_params(c, xs)
+    if g.tensors[node.output].shape != out:
+        c.fail(f"output '{node.output}' has shape {g.tensors[node.output].shape}, expected {out}")

@@ -2,7 +2,7 @@
 
 An op's attrs, params, arity, output shape, scale rule and integer semantics are its
 :class:`~arch.ops.spec.OpSpec`'s (:mod:`arch.ops`). What only the compiler needs is here, one
-:class:`OpRule` per op: the IR verifier's check (:mod:`compiler.ir_checks`, both stages), the
+:class:`OpRule` per op: the IR verifier's check (:mod:`compiler.ir_checks`, fp32 stage), the
 quantizer that gives it int8 params (:mod:`compiler.quantizers`) and the accelerator layer
 kind it is placed as (or the host). The ONNX-level ops that live only between import and
 canonicalize (:data:`IMPORT_OPS`) have a rule too, with their attrs and arity.
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 from arch.executable.format import LAYER_KINDS, LayerKind
 from arch.ops import OP_SPECS
+from arch.ops.check import NodeCheck
 
 from . import ir_checks as check
 from . import quantizers as q
@@ -42,12 +43,17 @@ __all__ = [
     "OpRule",
 ]
 
+Shape = tuple[int, ...]
+
 #: Layer kinds that run no instructions: their output is a view of bytes other layers write
 #: (flatten: its input's; concat: its inputs write into slices of it).
 ViewKind = Literal["alias", "concat", "slice"]
 VIEW_KINDS: tuple[ViewKind, ...] = get_args(ViewKind)
 
-Check = Callable[["Graph", "Node", tuple[int, ...]], tuple[int, ...]]
+#: Checks an fp32 node of a canonical op beyond its OpSpec's shape rule: its float params.
+ParamCheck = Callable[[NodeCheck, list[Shape]], None]
+#: Checks an fp32 node of an import-only op (attrs, params) and gives its output shape.
+ImportCheck = Callable[[NodeCheck, list[Shape]], Shape]
 Quantizer = Callable[["Graph", "Node"], None]
 
 
@@ -55,9 +61,9 @@ Quantizer = Callable[["Graph", "Node"], None]
 class OpRule:
     """What the compiler does with one op."""
 
-    #: verify: the output shape from the first input's shape, after checking the node's attrs
-    #: and its params for the graph's stage (fp32 or quantized)
-    check: Check
+    #: verify, fp32 stage: a canonical op's float params (its OpSpec checks its attrs and
+    #: gives its shape; a quantized node is :func:`arch.reference.check_node`'s to check)
+    fp32_params: ParamCheck | None
     #: sets the node's int8 params once its tensors have scales; None: canonicalize folds the
     #: op away before quantize
     quantize: Quantizer | None
@@ -67,46 +73,56 @@ class OpRule:
     #: its STORE can apply the int8 table of an activation after it (quantize fuses the
     #: ``table`` node into it)
     takes_table: bool = False
-    #: an import-only op's attrs and (fewest, most) inputs; a canonical op's are its spec's
+    #: an import-only op's attrs, (fewest, most) inputs and check; a canonical op's are its
+    #: OpSpec's
     attrs: frozenset[str] | None = None
     arity: tuple[int, int] | None = None
+    check: ImportCheck | None = None
 
 
 _CANONICAL: dict[str, OpRule] = {
-    "conv": OpRule(check.conv, q.weighted, "gemm", takes_table=True),
-    "gemm": OpRule(check.gemm, q.weighted, "gemm", takes_table=True),
-    "maxpool": OpRule(check.pool, q.no_params, "pool"),
-    "avgpool": OpRule(check.pool, q.avgpool, "pool"),
-    "global_avgpool": OpRule(check.global_avgpool, q.global_avgpool, "pool"),
-    "add": OpRule(check.add, q.add, "add", takes_table=True),
-    "scale": OpRule(check.scale, q.scale, "scale", takes_table=True),
-    "flatten": OpRule(check.flatten, q.no_params, "alias"),
-    "concat": OpRule(check.concat, q.no_params, "concat"),
-    "channel_slice": OpRule(check.channel_slice, q.no_params, "slice"),
-    "upsample": OpRule(check.upsample, q.no_params, "upsample"),
+    "conv": OpRule(check.weighted, q.weighted, "gemm", takes_table=True),
+    "gemm": OpRule(check.weighted, q.weighted, "gemm", takes_table=True),
+    "maxpool": OpRule(check.no_params, q.no_params, "pool"),
+    "avgpool": OpRule(check.no_params, q.avgpool, "pool"),
+    "global_avgpool": OpRule(check.no_params, q.global_avgpool, "pool"),
+    "add": OpRule(check.no_params, q.add, "add", takes_table=True),
+    "scale": OpRule(check.no_params, q.scale, "scale", takes_table=True),
+    "flatten": OpRule(check.no_params, q.no_params, "alias"),
+    "concat": OpRule(check.no_params, q.no_params, "concat"),
+    "channel_slice": OpRule(check.no_params, q.no_params, "slice"),
+    "upsample": OpRule(check.no_params, q.no_params, "upsample"),
     # the same copies into ACC and strided stores
-    "depth_to_space": OpRule(check.depth_to_space, q.no_params, "upsample"),
-    "split_heads": OpRule(check.split_heads, q.no_params, "alias"),
+    "depth_to_space": OpRule(check.no_params, q.no_params, "upsample"),
+    "split_heads": OpRule(check.no_params, q.no_params, "alias"),
     # its producer's transposing stores wrote the bytes
-    "split_heads_t": OpRule(check.split_heads, q.no_params, "alias"),
-    "merge_heads": OpRule(check.merge_heads, q.no_params, "alias"),
+    "split_heads_t": OpRule(check.no_params, q.no_params, "alias"),
+    "merge_heads": OpRule(check.no_params, q.no_params, "alias"),
     # a gemm per head whose weights are the second activation
     "batch_matmul": OpRule(check.batch_matmul, q.batch_matmul, "matmul"),
-    "softmax": OpRule(check.softmax, q.no_params),  # fp32, a final one only
+    "softmax": OpRule(check.no_params, q.no_params),  # fp32, a final one only
     "host": OpRule(check.host, q.keep_params),  # its ONNX model keeps its params
 }
+
+
+def _import_only(
+    check: ImportCheck, attrs: set[str], arity: tuple[int, int], quantize: Quantizer | None = None
+) -> OpRule:
+    return OpRule(None, quantize, attrs=frozenset(attrs), arity=arity, check=check)
+
+
 #: The ONNX-level ops that only live between import and canonicalize (fp32 stage).
 _IMPORT_ONLY: dict[str, OpRule] = {
-    "batchnorm": OpRule(check.per_channel, None, attrs=frozenset({"epsilon"}), arity=(1, 1)),
-    "relu": OpRule(check.elementwise, None, attrs=frozenset(), arity=(1, 1)),
-    "relu6": OpRule(check.elementwise, None, attrs=frozenset(), arity=(1, 1)),
-    "matmul": OpRule(check.matmul, None, attrs=frozenset(), arity=(1, 1)),
-    "bias_add": OpRule(check.per_channel, None, attrs=frozenset(), arity=(1, 1)),
-    "sum": OpRule(check.add, None, attrs=frozenset(), arity=(2, 2)),
-    "identity": OpRule(check.elementwise, None, attrs=frozenset(), arity=(1, 1)),
-    "reshape": OpRule(check.flatten, None, attrs=frozenset({"shape"}), arity=(1, 1)),
+    "batchnorm": _import_only(check.per_channel, {"epsilon"}, (1, 1)),
+    "relu": _import_only(check.same_shape, set(), (1, 1)),
+    "relu6": _import_only(check.same_shape, set(), (1, 1)),
+    "matmul": _import_only(check.matmul, set(), (1, 1)),
+    "bias_add": _import_only(check.per_channel, set(), (1, 1)),
+    "sum": _import_only(check.summed, set(), (2, 2)),
+    "identity": _import_only(check.same_shape, set(), (1, 1)),
+    "reshape": _import_only(check.reshape, {"shape"}, (1, 1)),
     # canonicalize keeps it; quantize fuses it into its producer (no params of its own)
-    "table": OpRule(check.table, q.no_params, attrs=frozenset({"function", "args"}), arity=(1, 1)),
+    "table": _import_only(check.table, {"function", "args"}, (1, 1), q.no_params),
 }
 
 
@@ -125,13 +141,17 @@ def _checked(canonical: dict[str, OpRule], import_only: dict[str, OpRule]) -> di
             raise TypeError(f"op {op!r}: layer kind {rule.kind!r} is not one of {kinds}")
         if rule.takes_table and "act" not in OP_SPECS[op].attrs:
             raise TypeError(f"op {op!r}: takes a table but its OpSpec has no 'act' attr")
-        if rule.attrs is not None or rule.arity is not None:
-            raise TypeError(f"op {op!r}: its attrs and arity are its OpSpec's, not the rule's")
+        if rule.attrs is not None or rule.arity is not None or rule.check is not None:
+            raise TypeError(
+                f"op {op!r}: its attrs, arity and shape are its OpSpec's, not the rule's"
+            )
+        if rule.fp32_params is None:
+            raise TypeError(f"op {op!r}: its compiler rule has no fp32 param check")
     for op, rule in import_only.items():
         if op in OP_SPECS:
             raise TypeError(f"import-only op {op!r} is also a canonical op")
-        if rule.attrs is None or rule.arity is None or rule.kind is not None:
-            raise TypeError(f"import-only op {op!r}: its rule needs attrs and arity, no kind")
+        if rule.attrs is None or rule.arity is None or rule.check is None or rule.kind is not None:
+            raise TypeError(f"import-only op {op!r}: its rule needs attrs, arity, check, no kind")
     return {**canonical, **import_only}
 
 

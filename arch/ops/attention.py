@@ -30,7 +30,6 @@ def _multiplied(c: NodeCheck, xs: list[Shape]) -> Shape:
     a, b = (c.shape(name, 4, "input") for name in c.node.inputs)
     if a[:2] != b[:2] or a[3] != b[2]:
         c.fail(f"inputs {a} and {b} are not (1, H, M, K) and (1, H, K, N)")
-    c.rescaled()
     return (*a[:3], b[3])
 
 
@@ -60,6 +59,7 @@ BATCH_MATMUL = OpSpec(
     keeps_scale=False,
     output_shape=_multiplied,
     evaluate=_batch_matmul,
+    check_quantized=NodeCheck.rescaled,
     macs=_matmul_macs,
 )
 SOFTMAX = OpSpec(

@@ -74,7 +74,7 @@ def _gemm_shape(c: NodeCheck, xs: list[Shape]) -> Shape:
     node = c.node
     weight = node.params["weight"]
     x = tuple(c.graph.tensors[node.inputs[0]].shape)
-    if not (len(x) == 2 or (len(x) == 4 and x[2] == 1)):
+    if not (len(x) == 2 or (len(x) == 4 and x[2] == 1)) or x[0] != 1:
         c.fail(f"input {short(node.inputs[0])} must be (1, F) or tokens (1, T, 1, F), not {x}")
     if weight.ndim != 2 or weight.shape[1] != x[-1]:
         c.fail(f"param 'weight' has shape {weight.shape}; expected (N, {x[-1]})")
@@ -82,19 +82,23 @@ def _gemm_shape(c: NodeCheck, xs: list[Shape]) -> Shape:
 
 
 def _weighted(c: NodeCheck, xs: list[Shape], out: Shape) -> Shape:
-    """The per-channel params and the residual of a conv or gemm whose output is ``out``."""
+    """``out``, the output of a conv or gemm, after checking its residual input's shape."""
+    if len(c.node.inputs) == 2 and xs[1] != out:
+        c.fail(f"residual {short(c.node.inputs[1])} has shape {xs[1]}; expected {out}")
+    return out
+
+
+def _weighted_quantized(c: NodeCheck, xs: list[Shape]) -> None:
+    """The per-channel int8 params of a conv or gemm (and of its residual), the clamp."""
     node = c.node
-    o = node.params["weight"].shape[0]
     per_channel = ["bias", "mult", "shift"]
     if len(node.inputs) == 2:
         per_channel += list(RESIDUAL_PARAMS)
-        if xs[1] != out:
-            c.fail(f"residual {short(node.inputs[1])} has shape {xs[1]}; expected {out}")
         c.rescale("res_mult", "res_shift")
-    c.param_shapes({key: (o,) for key in per_channel} | {"clamp": (2,)})
+    c.param_shapes({key: (node.params["weight"].shape[0],) for key in per_channel})
+    c.param_shapes({"clamp": (2,)})
     c.rescale("mult", "shift")
     c.clamp()
-    return out
 
 
 def _weighted_macs(graph: RefGraph, node: RefNode) -> int:
@@ -111,6 +115,7 @@ CONV = OpSpec(
     keeps_scale=False,
     output_shape=_conv_shape,
     evaluate=_conv,
+    check_quantized=_weighted_quantized,
     macs=_weighted_macs,
     residual=True,
 )
@@ -122,6 +127,7 @@ GEMM = OpSpec(
     keeps_scale=False,
     output_shape=_gemm_shape,
     evaluate=_gemm,
+    check_quantized=_weighted_quantized,
     macs=_weighted_macs,
     residual=True,
 )

@@ -42,18 +42,20 @@ def _scale(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
 def _added(c: NodeCheck, xs: list[Shape]) -> Shape:
     if xs[1] != xs[0]:
         c.fail(f"inputs have shapes {xs[0]} and {xs[1]}; they must be equal")
+    return xs[0]
+
+
+def _added_quantized(c: NodeCheck, xs: list[Shape]) -> None:
     c.param_shapes({key: (1,) for key in ADD.params if key != "clamp"} | {"clamp": (2,)})
     for prefix in ("a_", "b_", ""):
         c.rescale(f"{prefix}mult", f"{prefix}shift")
     c.clamp()
-    return xs[0]
 
 
 def _scaled(c: NodeCheck, xs: list[Shape]) -> Shape:
     x = c.shape(c.node.inputs[0], 4, "input")
     if len(xs) == 2 and xs[1] != (1, x[1], 1, 1):
         c.fail(f"gate {short(c.node.inputs[1])} has shape {xs[1]}; expected {(1, x[1], 1, 1)}")
-    c.rescaled()
     return x
 
 
@@ -73,6 +75,7 @@ ADD = OpSpec(
     keeps_scale=False,
     output_shape=_added,
     evaluate=_add,
+    check_quantized=_added_quantized,
 )
 SCALE = OpSpec(
     name="scale",
@@ -82,5 +85,6 @@ SCALE = OpSpec(
     keeps_scale=False,
     output_shape=_scaled,
     evaluate=_scale,
+    check_quantized=NodeCheck.rescaled,
 )
 SPECS = (ADD, SCALE)

@@ -42,15 +42,21 @@ def _global_avgpool(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.
 def _pooled(c: NodeCheck, xs: list[Shape]) -> Shape:
     x = c.shape(c.node.inputs[0], 4, "input")
     if c.node.op == "global_avgpool":
-        out: Shape = (1, x[1], 1, 1)
-    else:
-        out = (1, x[1], *c.window(x, c.ints("kernel", 2, 1), (1, 1)))
-    if c.node.op != "maxpool":
-        c.param_shapes({"mult": (1,), "shift": (1,)})
-        c.rescale("mult", "shift")
-    elif not c.same_quantization():
-        c.fail("output scale and zero point must equal the input ones (max pooling keeps codes)")
+        return (1, x[1], 1, 1)
+    kernel = c.ints("kernel", 2, 1)
+    out = (1, x[1], *c.window(x, kernel, (1, 1)))
+    pads = c.node.attrs["pads"]
+    if c.node.op == "maxpool":
+        if max(pads[0], pads[2]) >= kernel[0] or max(pads[1], pads[3]) >= kernel[1]:
+            c.fail(f"pads {pads} must be smaller than the kernel {kernel}")
+    elif any(pads) and c.node.attrs["count_include_pad"] != 1:
+        c.fail("padding needs count_include_pad=1 (the padded zeros are counted)")
     return out
+
+
+def _rescaled_pool(c: NodeCheck, xs: list[Shape]) -> None:
+    c.param_shapes({"mult": (1,), "shift": (1,)})
+    c.rescale("mult", "shift")
 
 
 MAXPOOL = OpSpec(
@@ -70,6 +76,7 @@ AVGPOOL = OpSpec(
     keeps_scale=False,
     output_shape=_pooled,
     evaluate=_avgpool,
+    check_quantized=_rescaled_pool,
 )
 GLOBAL_AVGPOOL = OpSpec(
     name="global_avgpool",
@@ -79,5 +86,6 @@ GLOBAL_AVGPOOL = OpSpec(
     keeps_scale=False,
     output_shape=_pooled,
     evaluate=_global_avgpool,
+    check_quantized=_rescaled_pool,
 )
 SPECS = (MAXPOOL, AVGPOOL, GLOBAL_AVGPOOL)

@@ -21,6 +21,7 @@ __all__ = [
     "RESIDUAL_PARAMS",
     "TABLE_PARAMS",
     "OpSpec",
+    "QuantizedRule",
     "RefGraph",
     "RefNode",
     "RefTensor",
@@ -66,9 +67,13 @@ class RefGraph(Protocol):
 
 #: One node on its input values -> its output value (int8; a softmax's fp32).
 Evaluator = Callable[[RefGraph, RefNode, list[np.ndarray]], np.ndarray]
-#: The output shape of a node from its input shapes, after checking its attrs and params (the
-#: :class:`~arch.ops.check.NodeCheck` fails naming the node).
+#: The output shape of a node from its input shapes, after checking its attrs and the shape of
+#: its weight (the :class:`~arch.ops.check.NodeCheck` fails naming the node). It reads nothing
+#: that quantization sets, so the compiler checks fp32 graphs with it too.
 ShapeRule = Callable[["NodeCheck", list[Shape]], Shape]
+#: The checks of a quantized node beyond its params' dtypes: the shapes and ranges of its int8
+#: params (per-channel lengths, multipliers, shifts, clamps) and the scales it must share.
+QuantizedRule = Callable[["NodeCheck", list[Shape]], None]
 #: The multiply-accumulates one node does (the reference's budget, the compiler's reports).
 MacCount = Callable[[RefGraph, RefNode], int]
 
@@ -83,6 +88,10 @@ TABLE_PARAMS: dict[str, str] = {"table": "int8"}
 
 def _no_macs(graph: RefGraph, node: RefNode) -> int:
     return 0
+
+
+def _nothing_quantized(check: NodeCheck, xs: list[Shape]) -> None:
+    """An op with no int8 params and no scale rule of its own."""
 
 
 @dataclass(frozen=True)
@@ -103,8 +112,10 @@ class OpSpec:
     #: the output has the scale and zero point of every input: the op moves or selects int8
     #: codes and never rescales (the compiler gives it no scale of its own)
     keeps_scale: bool
-    output_shape: ShapeRule  # checks a node and gives its output shape
+    output_shape: ShapeRule  # checks a node's attrs and shapes and gives its output shape
     evaluate: Evaluator  # the node's output, bit for bit what the accelerator must give
+    #: checks a quantized node's int8 params and scales (after ``output_shape``)
+    check_quantized: QuantizedRule = field(default=_nothing_quantized)
     macs: MacCount = field(default=_no_macs)  # multiply-accumulates of one node
     #: a second input is a residual added before the STORE (it reads :data:`RESIDUAL_PARAMS`)
     residual: bool = False
@@ -129,7 +140,7 @@ class OpSpec:
                 self._fail(flag, f"must be a bool, not {getattr(self, flag)!r}")
         if self.residual and self.arity[1] < 2:
             self._fail("residual", "needs a second input (arity)")
-        for name in ("output_shape", "evaluate", "macs"):
+        for name in ("output_shape", "evaluate", "check_quantized", "macs"):
             if not callable(getattr(self, name)):
                 self._fail(name, f"must be a function, not {getattr(self, name)!r}")
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import numpy as np
 
 from arch.ops.check import NodeCheck, short
-from arch.ops.quant import zero_point
 from arch.ops.spec import Evaluator, OpSpec, RefGraph, RefNode, Shape, ShapeRule
 
 __all__ = ["HEAD_VIEWS", "SPECS"]
@@ -41,15 +40,6 @@ def _concatenated(c: NodeCheck, xs: list[Shape]) -> Shape:
     shapes = [c.shape(name, 4, "input") for name in c.node.inputs]
     if len({s[2:] for s in shapes}) != 1:
         c.fail(f"inputs {shapes} differ in height or width")
-    scales = {
-        (c.graph.tensors[name].scale, zero_point(c.graph, name))
-        for name in (*c.node.inputs, c.node.output)
-    }
-    if len(scales) != 1:
-        c.fail(
-            "inputs and output must share one scale and zero point (an int8 concat does not "
-            "rescale)"
-        )
     return (1, sum(s[1] for s in shapes), shapes[0][2], shapes[0][3])
 
 
@@ -65,8 +55,6 @@ def _sliced(c: NodeCheck, xs: list[Shape]) -> Shape:
         0 <= start < start + channels <= x[1]
     ):
         c.fail(f"channels {short(start)} + {short(channels)} do not fit input {x}")
-    if c.graph.tensors[c.node.output].scale != c.graph.tensors[c.node.inputs[0]].scale:
-        c.fail("output and input must share one scale (a slice does not rescale)")
     return (1, channels, x[2], x[3])
 
 
@@ -84,8 +72,6 @@ def _upsampled(c: NodeCheck, xs: list[Shape]) -> Shape:
         and all(isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 64 for v in scale)
     ):
         c.fail(f"attr 'scale' must be 2 integers in 1..64, not {short(scale)}")
-    if not c.same_quantization():
-        c.fail("output scale must equal the input scale (nearest upsampling copies codes)")
     return (1, x[1], x[2] * scale[0], x[3] * scale[1])
 
 
@@ -101,8 +87,6 @@ def _unshuffled(c: NodeCheck, xs: list[Shape]) -> Shape:
     sh, sw = c.ints("block", 2, 1)
     if x[1] % (sh * sw):
         c.fail(f"input channels {x[1]} are not a multiple of the block {sh}x{sw}")
-    if not c.same_quantization():
-        c.fail("output scale must equal the input scale (depth_to_space copies codes)")
     return (1, x[1] // (sh * sw), x[2] * sh, x[3] * sw)
 
 
@@ -123,8 +107,6 @@ def _split(c: NodeCheck, xs: list[Shape]) -> Shape:
     heads = c.positive("heads")
     if x[2] != 1 or x[3] % heads:
         c.fail(f"input {x} is not tokens (1, T, 1, F) of {short(c.node.attrs['heads'])} heads")
-    if not c.same_quantization():
-        c.fail("output scale must equal the input scale (heads are a view)")
     if c.node.op == "split_heads_t":
         return (1, heads, x[3] // heads, x[1])
     return (1, heads, x[1], x[3] // heads)
@@ -137,8 +119,6 @@ def _merge_heads(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.nda
 
 def _merged(c: NodeCheck, xs: list[Shape]) -> Shape:
     x = c.shape(c.node.inputs[0], 4, "input")
-    if not c.same_quantization():
-        c.fail("output scale must equal the input scale (heads are a view)")
     return (1, x[2], 1, x[1] * x[3])
 
 

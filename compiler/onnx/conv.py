@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from arch.ops.check import window_output
+
 from ..errors import CompileError
-from ..ir import Node, Tensor, conv_output_shape
+from ..ir import Node, Tensor
 from .qdq_params import (
     act_zero_point,
     bias_params,
@@ -58,7 +60,7 @@ def conv_node(
         )
     k, s, pads, dilation = conv_window(st, node, name, xs, w.shape[2:])
     try:
-        out = conv_output_shape(xs, int(w.shape[0]), k, s, pads, dilation)
+        out = (xs[0], int(w.shape[0]), *window_output(xs[2:], k, s, pads, dilation))
     except ValueError as exc:
         raise CompileError(name, node.op_type, str(exc)) from None
     attrs = {

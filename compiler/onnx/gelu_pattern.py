@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .onnx_graph import constants
+from .onnx_graph import RewriteGraph
 
 __all__ = ["FUSED_OPS", "MS_DOMAIN", "fuse_gelu"]
 
@@ -58,143 +58,125 @@ def _is(value: float | None, target: float) -> bool:
     return value is not None and math.isclose(value, target, rel_tol=_RTOL)
 
 
-class _Graph:
-    def __init__(self, proto: onnx.ModelProto) -> None:
-        graph = proto.graph
-        self.nodes = list(graph.node)
-        self.consts = constants(proto)
-        self.readers: dict[str, list[onnx.NodeProto]] = {}
-        for node in graph.node:
-            for name in node.input:
-                self.readers.setdefault(name, []).append(node)
-        self.outputs = {o.name for o in graph.output}
-
-    def only_reader(self, name: str, op: str) -> onnx.NodeProto | None:
-        """The single node reading ``name`` if it is an ``op`` (and ``name`` is no graph output)."""
-        readers = self.readers.get(name, [])
-        if len(readers) != 1 or name in self.outputs or readers[0].op_type != op:
-            return None
-        return readers[0]
-
-    def match(self, erf: onnx.NodeProto) -> tuple[str, list[onnx.NodeProto]] | None:
-        """(x, the chain's nodes in order) if ``erf`` is the Erf of an exact GELU, else None."""
-        scaled = next(
-            (n for n in self._producers(erf.input[0]) if n.op_type in ("Div", "Mul")), None
-        )
-        if scaled is None or len(self.readers.get(erf.input[0], [])) != 1:
-            return None
-        x = scaled.input[0]
-        c = _scalar(self.consts, scaled.input[1])
-        if scaled.op_type == "Mul" and c is None:
-            x, c = scaled.input[1], _scalar(self.consts, scaled.input[0])
-        wanted = math.sqrt(2.0) if scaled.op_type == "Div" else 1.0 / math.sqrt(2.0)
-        if not _is(c, wanted) or x in self.consts:
-            return None
-        add = self.only_reader(erf.output[0], "Add")
-        if add is None or not _is(_scalar(self.consts, _other(add, erf.output[0]) or ""), 1.0):
-            return None
-        times = self.only_reader(add.output[0], "Mul")
-        if times is None:
-            return None
-        factor = _other(times, add.output[0])
-        half = _scalar(self.consts, factor or "")
-        if factor == x:  # x * (1 + erf), then * 0.5
-            last = self.only_reader(times.output[0], "Mul")
-            other = _other(last, times.output[0]) if last is not None else None
-            if last is None or not _is(_scalar(self.consts, other or ""), 0.5):
-                return None
-            return x, [scaled, erf, add, times, last]
-        # (x * 0.5) * (1 + erf): the factor is a Mul of x by 0.5 read only here
-        pre = next((n for n in self._producers(factor or "") if n.op_type == "Mul"), None)
-        if half is not None or pre is None or len(self.readers.get(factor or "", [])) != 1:
-            return None
-        if x not in pre.input or not _is(_scalar(self.consts, _other(pre, x) or ""), 0.5):
-            return None
-        return x, [scaled, erf, add, pre, times]
-
-    def match_tanh(self, tanh: onnx.NodeProto) -> tuple[str, list[onnx.NodeProto]] | None:
-        """(x, the chain's nodes in graph order) if ``tanh`` is inside a tanh-approximated
-        GELU of x, else None."""
-        for x in self._upstream(tanh.input[0]):
-            values = {x: _PROBE}
-            made: dict[str, onnx.NodeProto] = {}
-            for node in self.nodes:
-                value = self._evaluate(node, values)
-                if value is not None:
-                    values[node.output[0]] = value
-                    made[node.output[0]] = node
-            for out in made:
-                chain = self._ancestors(out, x, made)
-                if tanh in chain and np.allclose(
-                    values[out], _gelu_tanh(_PROBE), rtol=0, atol=1e-5
-                ):
-                    inner = {n.output[0] for n in chain} - {out}
-                    if all(self._read_within(v, chain) for v in inner):
-                        return x, chain
+def _match(g: RewriteGraph, erf: onnx.NodeProto) -> tuple[str, list[onnx.NodeProto]] | None:
+    """(x, the chain's nodes in order) if ``erf`` is the Erf of an exact GELU, else None."""
+    scaled = g.producer(erf.input[0])
+    if scaled is None or scaled.op_type not in ("Div", "Mul") or len(g.readers(erf.input[0])) != 1:
         return None
-
-    def _upstream(self, name: str) -> list[str]:
-        """``name`` and the values it is computed from through elementwise nodes, nearest first."""
-        found: list[str] = []
-        todo = [name]
-        while todo and len(found) < 8:
-            value = todo.pop(0)
-            found.append(value)
-            for node in self._producers(value):
-                if node.op_type in _ELEMENTWISE or node.op_type == "Tanh":
-                    todo += [i for i in node.input if i not in self.consts and i not in found]
-        return found
-
-    def _evaluate(self, node: onnx.NodeProto, values: dict[str, np.ndarray]) -> np.ndarray | None:
-        if node.op_type not in _ELEMENTWISE and node.op_type != "Tanh":
+    x = scaled.input[0]
+    c = _scalar(g.consts, scaled.input[1])
+    if scaled.op_type == "Mul" and c is None:
+        x, c = scaled.input[1], _scalar(g.consts, scaled.input[0])
+    wanted = math.sqrt(2.0) if scaled.op_type == "Div" else 1.0 / math.sqrt(2.0)
+    if not _is(c, wanted) or x in g.consts:
+        return None
+    add = g.only_reader(erf.output[0], "Add")
+    if add is None or not _is(_scalar(g.consts, _other(add, erf.output[0]) or ""), 1.0):
+        return None
+    times = g.only_reader(add.output[0], "Mul")
+    if times is None:
+        return None
+    factor = _other(times, add.output[0])
+    half = _scalar(g.consts, factor or "")
+    if factor == x:  # x * (1 + erf), then * 0.5
+        last = g.only_reader(times.output[0], "Mul")
+        other = _other(last, times.output[0]) if last is not None else None
+        if last is None or not _is(_scalar(g.consts, other or ""), 0.5):
             return None
-        if not any(i in values for i in node.input) or node.output[0] in values:
-            return None
-        args: list[np.ndarray] = []
-        for name in node.input:
-            if name in values:
-                args.append(values[name])
-            elif name in self.consts and self.consts[name].size == 1:
-                args.append(np.float64(self.consts[name].reshape(())))  # type: ignore[arg-type]
-            else:
-                return None  # an activation from outside, or a constant that is no scalar
-        if node.op_type == "Tanh":
-            return np.tanh(np.asarray(args[0]))
-        return np.asarray(_ELEMENTWISE[node.op_type](*args))
+        return x, [scaled, erf, add, times, last]
+    # (x * 0.5) * (1 + erf): the factor is a Mul of x by 0.5 read only here
+    pre = g.producer(factor or "")
+    if half is not None or pre is None or pre.op_type != "Mul" or len(g.readers(factor or "")) != 1:
+        return None
+    if x not in pre.input or not _is(_scalar(g.consts, _other(pre, x) or ""), 0.5):
+        return None
+    return x, [scaled, erf, add, pre, times]
 
-    def _ancestors(self, out: str, x: str, made: dict[str, onnx.NodeProto]) -> list[onnx.NodeProto]:
-        """The evaluated nodes ``out`` is computed from, back to ``x``, in graph order."""
-        seen: set[str] = set()
-        todo = [out]
-        while todo:
-            value = todo.pop()
-            if value in seen or value not in made:
-                continue
-            seen.add(value)
-            todo += list(made[value].input)
-        return [n for n in self.nodes if n.output[0] in seen]
 
-    def _read_within(self, value: str, chain: list[onnx.NodeProto]) -> bool:
-        return value not in self.outputs and all(
-            any(r is n for n in chain) for r in self.readers.get(value, [])
-        )
+def _match_tanh(g: RewriteGraph, tanh: onnx.NodeProto) -> tuple[str, list[onnx.NodeProto]] | None:
+    """(x, the chain's nodes in graph order) if ``tanh`` is inside a tanh-approximated
+    GELU of x, else None."""
+    for x in _upstream(g, tanh.input[0]):
+        values = {x: _PROBE}
+        made: dict[str, onnx.NodeProto] = {}
+        for node in g.nodes:
+            value = _evaluate(g, node, values)
+            if value is not None:
+                values[node.output[0]] = value
+                made[node.output[0]] = node
+        for out in made:
+            chain = _ancestors(g, out, x, made)
+            if tanh in chain and np.allclose(values[out], _gelu_tanh(_PROBE), rtol=0, atol=1e-5):
+                inner = {n.output[0] for n in chain} - {out}
+                if all(_read_within(g, v, chain) for v in inner):
+                    return x, chain
+    return None
 
-    def _producers(self, name: str) -> list[onnx.NodeProto]:
-        return [n for n in self.nodes if name in n.output]
+
+def _upstream(g: RewriteGraph, name: str) -> list[str]:
+    """``name`` and the values it is computed from through elementwise nodes, nearest first."""
+    found: list[str] = []
+    todo = [name]
+    while todo and len(found) < 8:
+        value = todo.pop(0)
+        found.append(value)
+        node = g.producer(value)
+        if node is not None and (node.op_type in _ELEMENTWISE or node.op_type == "Tanh"):
+            todo += [i for i in node.input if i not in g.consts and i not in found]
+    return found
+
+
+def _evaluate(
+    g: RewriteGraph, node: onnx.NodeProto, values: dict[str, np.ndarray]
+) -> np.ndarray | None:
+    if node.op_type not in _ELEMENTWISE and node.op_type != "Tanh":
+        return None
+    if not any(i in values for i in node.input) or node.output[0] in values:
+        return None
+    args: list[np.ndarray] = []
+    for name in node.input:
+        if name in values:
+            args.append(values[name])
+        elif name in g.consts and g.consts[name].size == 1:
+            args.append(np.float64(g.consts[name].reshape(())))  # type: ignore[arg-type]
+        else:
+            return None  # an activation from outside, or a constant that is no scalar
+    if node.op_type == "Tanh":
+        return np.tanh(np.asarray(args[0]))
+    return np.asarray(_ELEMENTWISE[node.op_type](*args))
+
+
+def _ancestors(
+    g: RewriteGraph, out: str, x: str, made: dict[str, onnx.NodeProto]
+) -> list[onnx.NodeProto]:
+    """The evaluated nodes ``out`` is computed from, back to ``x``, in graph order."""
+    seen: set[str] = set()
+    todo = [out]
+    while todo:
+        value = todo.pop()
+        if value in seen or value not in made:
+            continue
+        seen.add(value)
+        todo += list(made[value].input)
+    return [n for n in g.nodes if n.output[0] in seen]
+
+
+def _read_within(g: RewriteGraph, value: str, chain: list[onnx.NodeProto]) -> bool:
+    return value not in g.outputs and all(any(r is n for n in chain) for r in g.readers(value))
 
 
 def fuse_gelu(proto: onnx.ModelProto) -> onnx.ModelProto:
     """``proto`` with every GELU chain replaced by one ``com.microsoft`` Gelu (exact) or FastGelu
     (tanh) node, named after the chain's Erf or Tanh and writing the chain's output; unchanged
     if there is none."""
-    view = _Graph(proto)
+    view = RewriteGraph(proto)
     fused: dict[int, onnx.NodeProto] = {}  # index of the chain's last node -> its Gelu
     dropped: set[int] = set()
     index = {id(n): i for i, n in enumerate(view.nodes)}
     for core in (n for n in view.nodes if n.op_type in ("Erf", "Tanh")):
         if index[id(core)] in dropped:
             continue
-        found = view.match(core) if core.op_type == "Erf" else view.match_tanh(core)
+        found = _match(view, core) if core.op_type == "Erf" else _match_tanh(view, core)
         if found is None:
             continue
         x, chain = found
@@ -213,8 +195,8 @@ def fuse_gelu(proto: onnx.ModelProto) -> onnx.ModelProto:
             nodes.append(fused[i])
         elif i not in dropped:
             nodes.append(node)
-    del proto.graph.node[:]
-    proto.graph.node.extend(nodes)
+    view.nodes = nodes
+    proto = view.commit(keep_shapes=True)
     if not any(o.domain == MS_DOMAIN for o in proto.opset_import):
         proto.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
     return proto

@@ -1,8 +1,11 @@
-"""A mutable view of an ONNX graph for rewrites before import: constants, static shapes,
-readers and producers, fresh names, and a commit that drops what nothing reads any more."""
+"""The one mutable view of an ONNX graph that the rewrites before import work on (token
+canonicalization, GELU fusion, QOperator models as QDQ): constants, static shapes (inferred on
+first use), readers and producers, new names, new constants, and a commit that writes the node
+list back and drops what nothing reads any more."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any
 
@@ -28,26 +31,33 @@ def constants(proto: onnx.ModelProto) -> dict[str, np.ndarray]:
 
 
 class RewriteGraph:
-    """The node list being rewritten, with shapes, constants and fresh names."""
+    """The node list being rewritten, with shapes, constants and new names."""
 
     def __init__(self, proto: onnx.ModelProto) -> None:
         self.proto = proto
+        self.consts = constants(proto)
+        self.nodes = list(proto.graph.node)
+        self.outputs = {o.name for o in proto.graph.output}
+        self._names = itertools.count()
+        self._used = {v for n in self.nodes for v in (*n.input, *n.output)} | set(self.consts)
+        self._used |= {i.name for i in proto.graph.input}
+
+    @functools.cached_property
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Static shapes by name: ONNX shape inference's (lenient), and the constants'."""
         try:
-            inferred = infer_shapes(proto)
+            inferred = infer_shapes(self.proto)
         except Exception:  # noqa: BLE001 - the importer's strict inference names the problem
-            inferred = proto
-        self.shapes: dict[str, tuple[int, ...]] = {}
+            inferred = self.proto
+        shapes: dict[str, tuple[int, ...]] = {}
         graph = inferred.graph
         for value in itertools.chain(graph.input, graph.value_info, graph.output):
             dims = value.type.tensor_type.shape.dim
             if value.type.tensor_type.HasField("shape") and all(d.dim_value > 0 for d in dims):
-                self.shapes[value.name] = tuple(d.dim_value for d in dims)
-        self.consts = constants(proto)
+                shapes[value.name] = tuple(d.dim_value for d in dims)
         for name, value in self.consts.items():
-            self.shapes.setdefault(name, tuple(value.shape))
-        self.nodes = list(proto.graph.node)
-        self.outputs = {o.name for o in proto.graph.output}
-        self._names = itertools.count()
+            shapes.setdefault(name, tuple(value.shape))
+        return shapes
 
     def readers(self, name: str) -> list[onnx.NodeProto]:
         return [n for n in self.nodes if name in n.input]
@@ -55,14 +65,31 @@ class RewriteGraph:
     def producer(self, name: str) -> onnx.NodeProto | None:
         return next((n for n in self.nodes if name in n.output), None)
 
-    def const(self, array: np.ndarray, hint: str) -> str:
-        name = self.fresh(hint)
+    def only_reader(self, name: str, op: str) -> onnx.NodeProto | None:
+        """The single node reading ``name`` if it is an ``op`` (and ``name`` is no graph output)."""
+        readers = self.readers(name)
+        if len(readers) != 1 or name in self.outputs or readers[0].op_type != op:
+            return None
+        return readers[0]
+
+    def const(self, array: np.ndarray, hint: str, *, numbered: bool = True) -> str:
+        """A new initializer holding ``array``, named :meth:`fresh` (or :meth:`unique`)."""
+        name = self.fresh(hint) if numbered else self.unique(hint)
         self.consts[name] = np.asarray(array)
         self.proto.graph.initializer.append(numpy_helper.from_array(np.asarray(array), name))
         return name
 
     def fresh(self, hint: str) -> str:
+        """``hint`` with the next number of this view (``x/canon3``)."""
         return f"{hint}/canon{next(self._names)}"
+
+    def unique(self, base: str) -> str:
+        """``base``, or ``base_1``, ``base_2``, ...: the first name the graph does not use yet."""
+        name, k = base, 1
+        while name in self._used:
+            name, k = f"{base}_{k}", k + 1
+        self._used.add(name)
+        return name
 
     def node(
         self, op: str, inputs: list[str], output: str, name: str, **attrs: Any
@@ -77,7 +104,10 @@ class RewriteGraph:
         at = next(i for i, n in enumerate(self.nodes) if n is old)
         self.nodes[at : at + 1] = new
 
-    def commit(self) -> onnx.ModelProto:
+    def commit(self, *, keep_shapes: bool = False) -> onnx.ModelProto:
+        """The proto with the node list written back, dead movement and constant nodes and
+        unread initializers dropped, and the inferred shapes dropped (``keep_shapes``: those of
+        the values still produced, for a rewrite that keeps every value's shape)."""
         keep = self.outputs | {i.name for i in self.proto.graph.input}
         used = {i for n in self.nodes for i in n.input} | keep
         while True:  # drop movement and constant nodes nothing reads any more
@@ -92,5 +122,8 @@ class RewriteGraph:
         kept = [t for t in self.proto.graph.initializer if t.name in used]
         del self.proto.graph.initializer[:]
         self.proto.graph.initializer.extend(kept)
+        produced = {o for n in self.nodes for o in n.output}
+        shapes = [v for v in self.proto.graph.value_info if keep_shapes and v.name in produced]
         del self.proto.graph.value_info[:]
+        self.proto.graph.value_info.extend(shapes)
         return self.proto

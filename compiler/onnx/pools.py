@@ -8,8 +8,10 @@ from typing import Any
 import numpy as np
 import onnx
 
+from arch.ops.check import window_output
+
 from ..errors import CompileError
-from ..ir import Node, Tensor, conv_output_shape
+from ..ir import Node, Tensor
 from .read import (
     act,
     attrs_of,
@@ -65,7 +67,7 @@ def pool(st: ImportState, node: onnx.NodeProto, name: str, op: str) -> None:
             )
         ir_attrs["count_include_pad"] = include
     try:
-        out = conv_output_shape(xs, xs[1], k, s, pads)
+        out = (xs[0], xs[1], *window_output(xs[2:], k, s, pads))
     except ValueError as exc:
         raise CompileError(name, node.op_type, str(exc)) from None
     emit(st, node, name, op, [x], out, ir_attrs)

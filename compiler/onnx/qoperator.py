@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from ..errors import CompileError
+from .onnx_graph import RewriteGraph
 
 __all__ = ["REWRITTEN", "rewrite"]
 
@@ -40,18 +41,13 @@ REWRITTEN: tuple[str, ...] = (*_UNARY, *_BINARY, "QLinearConcat", "QGemm")
 
 
 class _Rewriter:
-    def __init__(self, proto: onnx.ModelProto) -> None:
-        self.proto = proto
-        self.inits = {t.name: t for t in proto.graph.initializer}
-        self.used = {v for n in proto.graph.node for v in (*n.input, *n.output)} | set(self.inits)
-        self.new_inits: list[onnx.TensorProto] = []
+    """Writes the DQ -> float op -> Q nodes of one quantized op into the graph being rewritten."""
+
+    def __init__(self, g: RewriteGraph) -> None:
+        self.g = g
 
     def fresh(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.used:
-            name, k = f"{base}_{k}", k + 1
-        self.used.add(name)
-        return name
+        return self.g.unique(base)
 
     def dq(self, node: onnx.NodeProto, x: str, s: str, z: str, out: list[onnx.NodeProto]) -> str:
         y = self.fresh(f"{x}_dequantized")
@@ -97,14 +93,12 @@ class _Rewriter:
         return {a.name: helper.get_attribute_value(a) for a in node.attribute if a.name not in drop}
 
     def const(self, node: onnx.NodeProto, value: str, what: str) -> np.ndarray:
-        if value not in self.inits:
-            raise CompileError(node.name, node.op_type, f"{what} '{value}' must be an initializer")
-        return numpy_helper.to_array(self.inits[value])
+        if value not in self.g.consts:
+            raise CompileError(node.name, node.op_type, f"{what} '{value}' must be a constant")
+        return self.g.consts[value]
 
     def add_init(self, base: str, array: np.ndarray) -> str:
-        name = self.fresh(base)
-        self.new_inits.append(numpy_helper.from_array(array, name))
-        return name
+        return self.g.const(array, base, numbered=False)
 
     def node(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
         op, ins = node.op_type, list(node.input) + [""] * 9
@@ -164,21 +158,21 @@ class _Rewriter:
         return [*out, float_node, quantize]
 
 
-def _native_weight(inits: dict[str, onnx.TensorProto], node: onnx.NodeProto) -> bool:
-    """A QLinearConv/QLinearMatMul the importer reads directly: an int8 weight initializer of
+def _native_weight(consts: dict[str, np.ndarray], node: onnx.NodeProto) -> bool:
+    """A QLinearConv/QLinearMatMul the importer reads directly: an int8 weight constant of
     zero point 0 (others are rewritten, so their weights take the DequantizeLinear path)."""
-    w = inits.get(node.input[3]) if len(node.input) > 3 else None
-    zp = inits.get(node.input[5]) if len(node.input) > 5 and node.input[5] else None
-    if w is None or w.data_type != onnx.TensorProto.INT8:
+    w = consts.get(node.input[3]) if len(node.input) > 3 else None
+    zp = consts.get(node.input[5]) if len(node.input) > 5 and node.input[5] else None
+    if w is None or w.dtype != np.int8:
         return False
-    return zp is None or not np.any(numpy_helper.to_array(zp))
+    return zp is None or not np.any(zp)
 
 
-def _rewritten(inits: dict[str, onnx.TensorProto], node: onnx.NodeProto) -> bool:
+def _rewritten(consts: dict[str, np.ndarray], node: onnx.NodeProto) -> bool:
     if node.domain == _MS:
         return node.op_type in REWRITTEN
     if node.domain in ("", "ai.onnx") and node.op_type in ("QLinearConv", "QLinearMatMul"):
-        return not _native_weight(inits, node)
+        return not _native_weight(consts, node)
     return False
 
 
@@ -187,19 +181,15 @@ def rewrite(proto: onnx.ModelProto) -> onnx.ModelProto:
     :data:`REWRITTEN` - and every QLinearConv/QLinearMatMul whose weight is not int8 with zero
     point 0 - as DequantizeLinear -> float op -> QuantizeLinear; other nodes as they are. A
     model with none of them is returned unchanged."""
-    inits = {t.name: t for t in proto.graph.initializer}
-    if not any(_rewritten(inits, n) for n in proto.graph.node):
+    g = RewriteGraph(proto)
+    if not any(_rewritten(g.consts, n) for n in g.nodes):
         return proto
-    r = _Rewriter(proto)
+    r = _Rewriter(g)
     nodes: list[onnx.NodeProto] = []
-    for node in proto.graph.node:
-        if _rewritten(inits, node):
-            nodes += r.node(node)
-        else:
-            nodes.append(node)
-    del proto.graph.node[:]
-    proto.graph.node.extend(nodes)
-    proto.graph.initializer.extend(r.new_inits)
+    for node in g.nodes:
+        nodes += r.node(node) if _rewritten(g.consts, node) else [node]
+    g.nodes = nodes
+    proto = g.commit()
     if not any(n.domain == _MS for n in proto.graph.node):
         kept = [o for o in proto.opset_import if o.domain != _MS]
         del proto.opset_import[:]

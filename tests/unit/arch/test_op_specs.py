@@ -40,7 +40,8 @@ def test_every_canonical_op_has_a_check_a_quantizer_and_a_placement() -> None:
     kinds = set(LAYER_KINDS) | set(op_rules.VIEW_KINDS)
     for op in OP_SPECS:
         rule = op_rules.RULES[op]
-        assert callable(rule.check) and callable(rule.quantize), op
+        assert callable(rule.fp32_params) and callable(rule.quantize), op
+        assert rule.check is None, op  # its shape is its OpSpec's
         # on the accelerator as a layer kind, or a host step (a final Softmax, a host region)
         assert rule.kind in kinds or (rule.kind is None and op in HOST_OPS), op
     # every device layer kind is some op's placement

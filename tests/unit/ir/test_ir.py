@@ -245,8 +245,8 @@ FP32_BREAKS: dict[str, tuple[Breaker, str]] = {
     "extra attr": (_set("fc", "kernel", (1, 1), "attrs"), "must be exactly ['act']"),
     "missing attr": (lambda g: g.node("c1").attrs.pop("group"), "must be exactly"),
     "bad act": (_set("c1", "act", "gelu", "attrs"), "act 'gelu'"),
-    "bad pads": (_set("c1", "pads", (1, 1), "attrs"), "attr pads must be a tuple of 4 ints"),
-    "weight kernel": (_weight_kernel, "weight kernel 2x2"),
+    "bad pads": (_set("c1", "pads", (1, 1), "attrs"), "attr 'pads' must be 4 integers >= 0"),
+    "weight kernel": (_weight_kernel, "expected (O, C/group, 3, 3)"),
     "group mismatch": (_set("c1", "group", 3, "attrs"), "does not fit input"),
     "unknown op": (_unknown_op, "unknown op"),
     "residual shape": (_residual_shape, "residual 'c1.out' has shape"),
@@ -254,11 +254,11 @@ FP32_BREAKS: dict[str, tuple[Breaker, str]] = {
     "output never produced": (_missing_output, "'never' is never produced"),
     "softmax feeds a node": (_softmax_feeds, "fp32 output of a host softmax"),
     "no nodes": (_no_nodes, "has no nodes"),
-    "batch 2": (_bad_batch, "supported: (1, C, H, W), (1, F)"),
+    "batch 2": (_bad_batch, "must be (1, C, H, W), not (2, 3, 8, 8)"),
     "maxpool pad >= kernel": (_set("mp", "pads", (2, 2, 2, 2), "attrs"), "smaller than the kernel"),
     "gemm K mismatch": (
         _set("fc", "weight", np.zeros((5, 3), np.float32)),
-        "does not fit input (1, 4)",
+        "expected (N, 4)",
     ),
 }
 
@@ -316,31 +316,40 @@ def _not_quantized_weight(g: Graph) -> None:
 
 
 Q_BREAKS: dict[str, tuple[Breaker, str]] = {
-    "float weight": (_not_quantized_weight, "must be int8 (4, 3, 3, 3), got float32"),
-    "int64 bias": (_set("c1", "bias", np.zeros(4, np.int64)), "must be int32 (4,)"),
+    "float weight": (_not_quantized_weight, "param 'weight' must be int8, not float32"),
+    "int64 bias": (
+        _set("c1", "bias", np.zeros(4, np.int64)),
+        "param 'bias' must be int32, not int64",
+    ),
     "missing res_mult": (
         lambda g: g.node("c2").params.pop("res_mult"),
-        "param 'res_mult' is missing",
+        "must be exactly ['bias', 'clamp', 'mult', 'res_mult'",
     ),
     "clamp below int8": (_set("c1", "clamp", np.array([-129, 127], np.int64)), "clamp [-129, 127]"),
     "clamp lo > hi": (_set("fc", "clamp", np.array([5, 4], np.int64)), "lo <= hi"),
-    "shift 63": (_set("c1", "shift", np.full(4, 63, np.int64)), "outside 0..62"),
+    "shift 63": (_set("c1", "shift", np.full(4, 63, np.int64)), "must be in 0..62"),
     "negative res_shift": (
         _set("c2", "res_shift", np.full(4, -1, np.int64)),
-        "'res_shift' is outside 0..62",
+        "'res_shift' must be in 0..62",
     ),
     "mult beyond int32": (
         _set("fc", "mult", np.full(5, 2**31, np.int64)),
-        "'mult' is outside the int32 range",
+        "'mult' must be in the int32 range",
     ),
-    "mult int32 dtype": (_set("fc", "mult", np.ones(5, np.int32)), "must be int64 (5,)"),
+    "mult int32 dtype": (
+        _set("fc", "mult", np.ones(5, np.int32)),
+        "param 'mult' must be int64, not int32",
+    ),
     "tensor without scale": (_no_scale, "has no scale"),
     "input without scale": (_input_no_scale, "has no scale"),
     "zero scale": (_zero_scale, "bad scale 0.0"),
-    "maxpool rescales": (_maxpool_scale, "output scale must equal the input scale"),
-    "softmax output scaled": (_softmax_scale, "scale must be None"),
+    "maxpool rescales": (_maxpool_scale, "output scale and zero point must equal every input's"),
+    "softmax output scaled": (_softmax_scale, "a softmax output is fp32 and has no scale"),
     "import op": (_import_op, "unknown op in a quantized graph"),
-    "gap params": (lambda g: g.node("gap").params.pop("shift"), "param 'shift' is missing"),
+    "gap params": (
+        lambda g: g.node("gap").params.pop("shift"),
+        "must be exactly ['mult', 'shift']",
+    ),
     "avgpool padding without count_include_pad": (_avgpool, "count_include_pad=1"),
 }
 
@@ -358,7 +367,9 @@ def test_quantized_invariants(case: str) -> None:
 def test_quantized_add_params() -> None:
     g = add_graph(True)
     g.nodes[1].params.pop("b_shift")
-    with pytest.raises(VerifyError, match="param 'b_shift' is missing"):
+    with pytest.raises(
+        VerifyError, match=r"params .* must be exactly \['a_mult', 'a_shift', 'b_mult', 'b_shift'"
+    ):
         g.verify()
     g = add_graph(True)
     g.tensors["add.out"].shape = (1, 3, 4, 4)
