@@ -45,6 +45,7 @@ from sim.verilate.instrument import (
     coverage_dir,
     coverage_plusargs,
 )
+from sim.verilate.lz4 import fst_args
 from sim.verilate.toolchain import ToolchainError, find_toolchain, fst_missing_message
 
 log = logging.getLogger("cosim.build")
@@ -209,7 +210,7 @@ def _verilator_args(spec: BuildSpec) -> list[str]:
     if spec.waves == "fst":
         if not tc.fst_ok:
             raise ToolchainError(fst_missing_message())
-        args += ["--trace-fst", "--trace-structs"]
+        args += ["--trace-fst", "--trace-structs", *fst_args(WORK_ROOT / "build" / "lz4")]
     elif spec.waves == "vcd":
         args += ["--trace", "--trace-structs"]
     if spec.coverage:

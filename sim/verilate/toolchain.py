@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sim import knobs
+from sim.verilate.lz4 import LZ4_SOURCE
 
 MIN_VERILATOR = (5, 36)  # cocotb 2.x: VLT_MIN := 5.036 in cocotb_tools' Makefile.verilator
 
@@ -45,8 +46,8 @@ class Toolchain:
     make_args : tuple[str, ...]
         Extra make variables for the verilated makefile.
     fst_ok : bool
-        Whether FST tracing can be linked (needs the lz4 and zlib headers and libraries);
-        without, waveforms are written as VCD (:func:`sim.waves.capture.start`).
+        Whether FST tracing can be linked (needs zlib's header and library; lz4 is the
+        project's own copy); without, waveforms are VCD (:func:`sim.waves.capture.start`).
     """
 
     verilator: Path
@@ -107,15 +108,18 @@ int main() { return LZ4_compressBound(1) > 0 && zlibVersion() ? 0 : 1; }
 
 
 def _fst_links() -> bool:
-    """Whether a program using lz4 and zlib compiles and links here (what FST tracing needs):
-    asks the C++ compiler, so headers and libraries are found wherever it looks for them."""
+    """Whether a program using lz4 (the vendored copy, :mod:`sim.verilate.lz4`) and zlib compiles
+    and links here (what FST tracing needs): asks the C++ compiler, so zlib's header and library
+    are found wherever it looks for them."""
     cxx = knobs.CXX.get()
     with tempfile.TemporaryDirectory(prefix="cosim-fst-") as tmp:
         source = Path(tmp, "probe.cpp")
         source.write_text(_FST_PROBE)
+        lz4_c = str(LZ4_SOURCE / "lz4.c")
         try:
             done = subprocess.run(
-                [cxx, str(source), "-o", str(Path(tmp, "probe")), "-llz4", "-lz"],
+                [cxx, f"-I{LZ4_SOURCE}", str(source), "-x", "c", lz4_c, "-x", "none"]
+                + ["-o", str(Path(tmp, "probe")), "-lz"],
                 capture_output=True,
                 timeout=120,
             )
@@ -194,7 +198,7 @@ def find_toolchain() -> Toolchain:
 def fst_missing_message() -> str:
     """Why FST tracing is off and what turns it on."""
     return (
-        "FST tracing needs the lz4 and zlib headers: apt-get install -y liblz4-dev zlib1g-dev "
+        "FST tracing needs the zlib headers: apt-get install -y zlib1g-dev "
         "(or ask for VCD: WAVES=vcd with make, waves='vcd' in Python)"
     )
 

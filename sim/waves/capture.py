@@ -112,7 +112,7 @@ def first_wrong_store(
 def start(request: WaveRequest, programs: list[DeviceProgram], name: str) -> Capture:
     """Resolve ``request`` for an executable's device ``programs``; the dump is named after
     ``name`` and the window. An older dump of the same name is removed, so a run that never
-    opens the window leaves none behind. Where FST cannot be linked (no lz4 headers), the dump
+    opens the window leaves none behind. Where FST cannot be linked (no zlib headers), the dump
     is VCD, said in one line on stderr."""
     window = resolve(request, programs)
     request = fst_or_vcd(request)
@@ -129,8 +129,8 @@ def fst_or_vcd(request: WaveRequest) -> WaveRequest:
     if request.fmt != "fst" or find_toolchain().fst_ok:
         return request
     print(
-        "waveform: writing VCD, not FST: FST tracing needs the lz4 and zlib headers "
-        "(apt-get install -y liblz4-dev zlib1g-dev)",
+        "waveform: writing VCD, not FST: FST tracing needs the zlib headers "
+        "(apt-get install -y zlib1g-dev)",
         file=sys.stderr,
     )
     return dataclasses.replace(request, fmt="vcd")
