@@ -25,6 +25,7 @@ from compiler.errors import CompileError
 from sim import knobs
 from sim.app import report as reports
 from sim.app import terminal
+from sim.app.progress import Progress
 from sim.app.prune import KeepRunsError
 from sim.app.retrace import failure_dump, waves_summary
 from sim.app.run_inputs import input_summary
@@ -181,36 +182,29 @@ def _wave_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-class Progress:
-    """One status line: layer i/N with its name, cycles so far, simulated cycles per second."""
-
-    def __init__(self, exe: Executable) -> None:
-        self.names = [layer.name for layer in exe.layers]
-
-    def __call__(self, state: dict[str, Any]) -> None:
-        done = state["layers_done"]
-        current = self.names[min(done, len(self.names) - 1)]
-        rate = state["cycles"] / state["wall_s"] if state["wall_s"] else 0
-        print(
-            f"\r  layer {min(done + 1, len(self.names))}/{len(self.names)} {current:<28} "
-            f"{state['cycles']:>12,} cycles  {rate:>10,.0f} cycles/s",
-            end="",
-            file=sys.stderr,
-            flush=True,
-        )
-
-
 class Printed:
-    """A session's notes on the terminal (:class:`sim.app.session.Notes`)."""
+    """A session's notes on the terminal (:class:`sim.app.session.Notes`); a progress line
+    still drawn is ended before the next note."""
+
+    def __init__(self) -> None:
+        self._progress: Progress | None = None
 
     def say(self, text: str) -> None:
+        self._end_progress()
         print(text)
 
     def warn(self, text: str) -> None:
+        self._end_progress()
         print(text, file=sys.stderr)
 
     def progress(self, exe: Executable) -> Progress:
-        return Progress(exe)
+        self._end_progress()
+        self._progress = Progress(exe)
+        return self._progress
+
+    def _end_progress(self) -> None:
+        if self._progress is not None:
+            self._progress.close()
 
 
 #: Exit code of an unexpected exception: a bug, never to be read as a mismatch (1).

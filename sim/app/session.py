@@ -343,8 +343,6 @@ class Session:
         try:
             ideal_run = self._ideal(prepared, reference)
             result = self._main_run(prepared, out, reference)
-            if self.backend.runs_rtl and not prepared.sharded:
-                self.notes.warn("")  # the end of the progress line
             ideal = ideal_cycles(ideal_run, result if prepared.sharded else None)
             ran = True
         except (RunError, SimulationFailed) as exc:

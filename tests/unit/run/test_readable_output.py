@@ -120,3 +120,60 @@ def test_cli_shows_the_build_log_on_stderr(capsys):
     terminal.log_to_stderr()  # once, however often called
     logging.getLogger("cosim.build").info("verilator build cached: x (0.01 s)")
     assert capsys.readouterr().err == "verilator build cached: x (0.01 s)\n"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _progress_exe(rng: np.random.Generator):
+    from types import SimpleNamespace
+
+    macs = [int(m) for m in rng.integers(10**5, 10**7, size=5)]
+    macs[2] = 0  # a pool: no MACs
+    layers = [SimpleNamespace(name=f"block{i}.conv", macs=m) for i, m in enumerate(macs)]
+    return SimpleNamespace(layers=layers), macs
+
+
+def test_progress_in_a_log_is_one_whole_line_per_layer_with_an_eta():
+    from sim.app.progress import Progress
+
+    exe, macs = _progress_exe(np.random.default_rng(5))
+    log = io.StringIO()
+    progress = Progress(exe, every_s=30.0)
+    states = [(0, 1000, 0.5), (0, 2000, 1.0), (1, 5000, 2.0), (1, 6000, 2.5), (3, 9000, 40.0)]
+    for done, cycles, wall in states:
+        progress({"layers_done": done, "cycles": cycles, "wall_s": wall}, file=log)
+    progress({"layers_done": 3, "cycles": 9500, "wall_s": 71.0}, file=log)  # 31 s: a line again
+    lines = log.getvalue().splitlines()
+    assert "\r" not in log.getvalue()
+    # the first state, each new layer count, and a quiet stretch of 30 s: 4 lines, not 6
+    assert [line.split()[1] for line in lines] == ["1/5", "2/5", "4/5", "4/5"]
+    assert lines[0].endswith("ETA --")  # nothing done yet: no ETA
+    # after 3 layers at 40 s: the MACs still to run at the MAC rate so far
+    remaining = 40.0 * (sum(macs) - sum(macs[:3])) / sum(macs[:3])
+    minutes, seconds = divmod(int(np.ceil(remaining)), 60)
+    assert lines[2].endswith(f"ETA {minutes}m{seconds:02d}s"), lines[2]
+    assert "9,000 cycles" in lines[2] and "225 cycles/s" in lines[2]
+    progress.close(file=log)
+    assert log.getvalue().splitlines() == lines  # nothing to end in a log
+
+
+def test_progress_on_a_terminal_redraws_one_line_and_the_next_note_starts_fresh(monkeypatch):
+    from sim.app import cli
+
+    exe, _ = _progress_exe(np.random.default_rng(6))
+    err, out = _Terminal(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setattr(sys, "stdout", out)
+    notes = cli.Printed()
+    progress = notes.progress(exe)
+    for done in range(3):
+        progress({"layers_done": done, "cycles": 100 * (done + 1), "wall_s": 1.0 + done})
+    assert err.getvalue().count("\r") == 3 and "\n" not in err.getvalue()
+    notes.warn("a warning")
+    drawn, warned = err.getvalue().rsplit("\r", 1)[1].split("\n")[:2]
+    assert drawn.startswith("  layer 3/5") and "ETA --" not in drawn and warned == "a warning"
+    notes.say("done")  # the line was ended once, not twice
+    assert err.getvalue().count("\n") == 2 and out.getvalue() == "done\n"
