@@ -332,7 +332,10 @@ def show_outcome(outcome: Outcome, request: Request) -> None:
         )
     show_evaluations(data, request)
     paths = outcome.paths
-    print(f"report: {paths['json']}  plot: {paths['png']}  listing: {out / 'listing.txt'}")
+    timeline = f"  timeline: {paths['timeline']}" if "timeline" in paths else ""
+    print(
+        f"report: {paths['json']}  plot: {paths['png']}  listing: {out / 'listing.txt'}{timeline}"
+    )
 
 
 def show_evaluations(data: dict[str, Any], request: Request) -> None:

@@ -37,6 +37,7 @@ from sim.app.side_work import SideWork, fp32_accuracy
 from sim.backends import hooks
 from sim.backends.base import Backend
 from sim.quality.accuracy import compare_fp32
+from sim.runtime import timeline as timelines
 from sim.runtime.background import in_background, lower_priority
 from sim.runtime.reference_stream import ReferenceStream
 from sim.runtime.run import RunError, RunResult, backend_of, run
@@ -328,6 +329,9 @@ class Session:
         data = self._report(prepared, result, accuracy, ideal, images, exe_path)
         png = side.plot(accuracy)
         paths = reports.write(data, out)
+        timeline = timelines.write(result.timeline, out / "timeline.json")
+        if timeline is not None:
+            paths["timeline"] = timeline
         if png is not None:
             (out / "sqnr.png").write_bytes(png)
         outcome = Outcome(result, data, paths, out, keep=prepared.keep)

@@ -19,6 +19,7 @@ import numpy as np
 
 from arch.config import AccelConfig
 from arch.isa import Launch
+from sim.backends.isa_results import Span, TokenMove
 
 
 @dataclass
@@ -52,6 +53,9 @@ class DeviceResult:
     hooks: dict[str, Any] = field(
         default_factory=dict
     )  # each user hook's result (sim/backends/hooks.py)
+    #: every instruction's span and every token's move (a backend that records them: isa)
+    spans: list[Span] = field(default_factory=list, repr=False)
+    tokens: list[TokenMove] = field(default_factory=list, repr=False)
 
     def cycle_time(self, cycle: int) -> int:
         """The simulation time (in the dump's time steps) at which the cycle counter reads

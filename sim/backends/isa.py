@@ -67,4 +67,6 @@ class IsaBackend:
             dram=machine.dram[: run.dump_size or config.dram_bytes],
             sim_cpu_seconds=wall,
             message=message,
+            spans=stats.spans,
+            tokens=stats.tokens,
         )

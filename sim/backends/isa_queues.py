@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from arch import isa
 from arch.isa import ErrorCode, Opcode, Queue
-from sim.backends.isa_results import IsaSimError
+from sim.backends.isa_results import IsaSimError, Span, TokenMove
 
 if TYPE_CHECKING:
     from sim.backends.isa_machine import Machine
@@ -127,12 +127,19 @@ class QueueScheduler:
             "dram_write_bytes": self.machine.stats.store_bytes,
             "macs": self.machine.stats.macs,
         }
+        stats = self.machine.stats
+        moved = stats.dram_read_bytes + stats.store_bytes
         duration = self.machine.execute(index, insn, self.descs)
+        moved = stats.dram_read_bytes + stats.store_bytes - moved
         self.clock[queue] = start + duration
-        self.machine.stats.busy[queue.name] += duration
+        stats.busy[queue.name] += duration
         self.retired += 1
         for p in pushes:
             self.tokens[p].append(self.clock[queue])
+        unit = queue.name.lower()
+        stats.spans.append(Span(index, unit, insn.opcode, start, duration, moved))
+        stats.tokens += [TokenMove(start, src.name, dst.name, -1) for src, dst in pops]
+        stats.tokens += [TokenMove(self.clock[queue], src.name, dst.name, 1) for src, dst in pushes]
 
     def _deadlock(self) -> IsaSimError:
         """DEADLOCK at the instruction the RTL names: the head of the first of LOAD, COMPUTE,

@@ -1,4 +1,5 @@
-"""What the ISA simulator returns: its statistics (:class:`Stats`) and the error that stops a
+"""What the ISA simulator returns: its statistics (:class:`Stats`, with each instruction's
+:class:`Span` and each token's :class:`TokenMove` for a timeline) and the error that stops a
 program (:class:`IsaSimError`, with the code the RTL's status register would hold)."""
 
 from __future__ import annotations
@@ -7,7 +8,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from arch.isa import ErrorCode
+from arch.isa import ErrorCode, Opcode
+
+#: The compute unit's engine of each compute opcode (its track in a timeline).
+ENGINE_OF: dict[Opcode, str] = {
+    Opcode.GEMM: "compute: array",
+    Opcode.CONV: "compute: array",
+    Opcode.ACCUM: "compute: line engine",
+    Opcode.POOL: "compute: line engine",
+    Opcode.DWCONV: "compute: window engine",
+}
 
 
 class IsaSimError(RuntimeError):
@@ -18,6 +28,36 @@ class IsaSimError(RuntimeError):
         super().__init__(f"{code.name}: {where}{message}")
         self.code = code
         self.insn_index = insn_index
+
+
+@dataclass(frozen=True)
+class Span:
+    """One instruction: ``cycles`` from cycle ``start`` on ``unit`` (load, compute or store),
+    moving ``dram_bytes`` to or from DRAM."""
+
+    index: int
+    unit: str
+    opcode: Opcode
+    start: int
+    cycles: int
+    dram_bytes: int = 0
+
+    @property
+    def track(self) -> str:
+        if self.unit != "compute":
+            return self.unit
+        return ENGINE_OF.get(self.opcode, "compute: other")
+
+
+@dataclass(frozen=True)
+class TokenMove:
+    """A dependency token pushed (+1) or popped (-1) at ``time`` on the channel ``source ->
+    target`` (queue names)."""
+
+    time: int
+    source: str
+    target: str
+    delta: int
 
 
 @dataclass
@@ -34,6 +74,8 @@ class Stats:
     alu_ops: int = 0  # element operations of ACCUM, POOL and STORE post-processing
     busy: Counter = field(default_factory=Counter)  # Queue name -> ideal busy cycles
     ideal_cycles: int = 0
+    spans: list[Span] = field(default_factory=list, repr=False)  # every instruction's, in order
+    tokens: list[TokenMove] = field(default_factory=list, repr=False)
 
     @property
     def dram_read_bytes(self) -> int:

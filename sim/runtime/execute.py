@@ -30,6 +30,7 @@ from sim.runtime.checkpoint import Piece
 from sim.runtime.guard import Guard, guard_image
 from sim.runtime.host import read_tensor, run_host_step, tensor_addresses
 from sim.runtime.results import LayerResult, RunError
+from sim.runtime.timeline import ProgramTimeline
 from sim.waves.capture import Capture
 from sim.waves.size import record as record_rate
 
@@ -344,6 +345,7 @@ class Lane:
     sim_seconds: float = 0.0
     counters: dict[str, Any] = field(default_factory=dict)
     hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sim/backends/hooks.py
+    timeline: list[ProgramTimeline] = field(default_factory=list)  # backends that record spans
 
     def add(self, program: DeviceProgram, done: Finished) -> None:
         """A finished program: its layers after the earlier ones, its outputs, counters and
@@ -360,6 +362,8 @@ class Lane:
             entry |= {"layer_of_record": layer_of_record, "result": value}
             self.hooks.setdefault(module, []).append(entry)
         self.layers += done.layers
+        if result.spans:
+            self.timeline.append(ProgramTimeline(program, result.spans, result.tokens, self.cycles))
         self.cycles += result.cycles
         self.sim_seconds += result.sim_seconds
         accumulate(self.counters, result.perf)

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from sim.runtime.timeline import ProgramTimeline
+
 
 class RunError(RuntimeError):
     """The accelerator stopped with an error, timed out, or a backend is unknown.
@@ -55,6 +57,8 @@ class RunResult:
         default_factory=list
     )  # sharded runs (sim/scaleout/shards.py)
     hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sim/backends/hooks.py
+    #: each device program's instruction spans (backends that record them: isa) for timeline.json
+    timeline: list[ProgramTimeline] = field(default_factory=list, repr=False)
 
     @property
     def bit_exact(self) -> bool:
