@@ -2,7 +2,10 @@
 
 ``manifest.json`` holds the format name and version, the model name, the config, the steps
 (device programs and host steps) and the reference graph, all as plain JSON; every array is a
-member ``arrays/<n>.npy`` that the manifest names, with its dtype, shape and SHA-256.
+member ``arrays/<n>.npy`` that the manifest names, with its dtype, shape and SHA-256; the member
+``digest.sha256`` seals the file: one SHA-256 over the manifest and all arrays
+(:mod:`arch.executable.digest`). The reader checks it, and every array's, before it uses
+anything: a damaged or edited file is refused as such, never run.
 
 Reading trusts nothing in the file (:func:`load`): the manifest must name only listed members
 inside the archive; no member is inflated beyond what it is expected to hold (manifest.json:
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+import zlib
 from pathlib import Path
 
 from arch.config import AccelConfig, ConfigError
@@ -87,7 +91,7 @@ def load(path: str | Path, config: AccelConfig | None = None) -> Executable:
             return _load(path, archive, config)
     except zipfile.BadZipFile as exc:
         raise ExecutableError(f"{path} is not an executable (not a zip archive: {exc})") from None
-    except (OSError, EOFError, RuntimeError, MemoryError) as exc:  # truncated, unreadable
+    except (OSError, EOFError, RuntimeError, MemoryError, zlib.error) as exc:  # truncated
         raise ExecutableError(
             f"{path} cannot be read: {type(exc).__name__}: {clip(str(exc))}"
         ) from None
@@ -104,7 +108,7 @@ def _load(path: Path, archive: zipfile.ZipFile, config: AccelConfig | None) -> E
     try:
         with archive.open(info) as stream:  # no more than the zip says (it may lie), capped
             text = stream.read(info.file_size + 1)
-    except zipfile.BadZipFile as exc:
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
         raise ExecutableError(f"{path}: manifest.json is damaged: {clip(str(exc))}") from None
     if len(text) > MANIFEST_MAX_BYTES:
         raise ExecutableError(too_big)
@@ -128,6 +132,7 @@ def _load(path: Path, archive: zipfile.ZipFile, config: AccelConfig | None) -> E
             f"{READABLE_VERSIONS} - recompile the model"
         )
     reader = Reader(path, archive, data.get("arrays"))
+    reader.verify(text)  # the digest, before anything of the file is used
     try:
         built_for = AccelConfig.from_dict(get_field(reader, data, "config", dict, "manifest"))
     except (ConfigError, TypeError) as exc:
