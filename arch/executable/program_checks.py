@@ -60,7 +60,9 @@ def _check_perf(reader: Reader, where: str, program: DeviceProgram, perf: dict[i
         start, end = layer.insn_range
         wrote = [addr for index, addr in perf.items() if start <= index < end]
         if at not in wrote:
-            said = f"its PERF writes 0x{wrote[0]:x}" if wrote else "none of its instructions is a PERF"
+            said = (
+                f"its PERF writes 0x{wrote[0]:x}" if wrote else "none of its instructions is a PERF"
+            )
             reader.fail(
                 f"{where}: perf_base 0x{program.perf_base:x} puts layer "
                 f"{layer.perf_index}'s PERF record at 0x{at:x}, but {said}"

@@ -72,7 +72,9 @@ class Reader:
         total = 0
         for member in sorted(self.table, key=str):
             if not isinstance(member, str) or not MEMBER_NAME.fullmatch(member):
-                self.fail(f"the array table names {short(member)}, not an array member (arrays/N.npy)")
+                self.fail(
+                    f"the array table names {short(member)}, not an array member (arrays/N.npy)"
+                )
             nbytes = self._declared(member, member)[2]
             digest = self.table[member].get("sha256")
             if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
