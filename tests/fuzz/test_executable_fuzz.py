@@ -22,7 +22,7 @@ from arch.config import PRESETS
 from arch.executable import DeviceProgram, Executable, ExecutableError
 from sim.app.cli import main
 from sim.app.session import Request, load_executable
-from tests.fuzz.executable_mutations import Mutation, members_of, mutate
+from tests.fuzz.executable_mutations import members_of, mutate
 
 CASES = int(os.environ.get("COSIM_FUZZ_CASES", "50"))
 SEED = int(os.environ.get("COSIM_FUZZ_SEED", "44"))
