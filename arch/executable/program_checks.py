@@ -16,12 +16,13 @@ from arch.isa import IsaError, Opcode
 def check_program_image(reader: Reader, where: str, program: DeviceProgram) -> None:
     """Refuse ``program`` (step ``where``) if its image and fields disagree (module docstring)."""
     launch = program.launch
-    if launch.insn_base % isa.INSN_BYTES or launch.desc_base % isa.DESC_BYTES:
-        reader.fail(
-            f"{where}: launch insn_base 0x{launch.insn_base:x} / desc_base "
-            f"0x{launch.desc_base:x} must be multiples of {isa.INSN_BYTES} / {isa.DESC_BYTES} "
-            "bytes (an instruction / a descriptor)"
-        )
+    for field, unit, what in (("insn_base", isa.INSN_BYTES, "an instruction"),
+                              ("desc_base", isa.DESC_BYTES, "a descriptor")):  # fmt: skip
+        if getattr(launch, field) % unit:
+            reader.fail(
+                f"{where}: launch {field} 0x{getattr(launch, field):x} must be a multiple of "
+                f"{unit} bytes ({what})"
+            )
     _check_regions_cover_image(reader, where, program.image, program.regions)
     perf = _check_instructions(reader, where, program)
     _check_perf(reader, where, program, perf)

@@ -24,7 +24,8 @@ from sim.app.cli import main
 from tests.executable_files import DIGEST, manifest_of, rewrite, with_manifest
 
 TINY = PRESETS["tiny"]
-INSN_BYTES, PERF_BYTES = 16, 128  # the ISA's instruction and PERF record sizes (docs/isa.md)
+# the ISA's instruction, descriptor and PERF record sizes (docs/isa.md)
+INSN_BYTES, DESC_BYTES, PERF_BYTES = 16, 64, 128
 
 
 @pytest.fixture(scope="module")
@@ -154,12 +155,20 @@ def test_a_region_whose_size_was_edited_is_refused(saved: Path, tmp_path: Path) 
     refused(path, "step 0", f"the image has data at 0x{first:x}, outside every region")
 
 
-@pytest.mark.parametrize("moved", [4, 8])
-def test_a_misaligned_program_base_is_refused(saved: Path, tmp_path: Path, moved: int) -> None:
+@pytest.mark.parametrize(
+    ("field", "moved", "unit"), [("insn_base", 4, INSN_BYTES), ("insn_base", 8, INSN_BYTES),
+                                 ("desc_base", 16, DESC_BYTES)]
+)  # fmt: skip
+def test_a_misaligned_program_or_descriptor_base_is_refused(
+    saved: Path, tmp_path: Path, field: str, moved: int, unit: int
+) -> None:
     """Once ``IsaError: instruction 0: illegal opcode 0`` (exit 4)."""
-    change = lambda i: step0(i)["launch"].update(insn_base=step0(i)["launch"]["insn_base"] + moved)  # noqa: E731
-    path = with_manifest(saved, tmp_path / "base.cosim", change)
-    refused(path, "step 0", "insn_base", f"multiples of {INSN_BYTES}")
+
+    def move(info: dict) -> None:
+        step0(info)["launch"][field] += moved
+
+    path = with_manifest(saved, tmp_path / "base.cosim", move)
+    refused(path, "step 0", f"launch {field}", f"must be a multiple of {unit} bytes")
 
 
 def test_an_all_zero_image_or_an_illegal_opcode_is_refused(saved: Path, tmp_path: Path) -> None:
