@@ -11,7 +11,10 @@ traceback. ``COSIM_FUZZ_CASES`` mutations (default 50: ``make test``'s sample; `
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +25,13 @@ from arch.config import PRESETS
 from arch.executable import DeviceProgram, Executable, ExecutableError
 from sim.app.cli import main
 from sim.app.session import Request, load_executable
-from tests.fuzz.executable_mutations import members_of, mutate
+from tests.executable_files import reseal
+from tests.fuzz.executable_mutations import members_of, mutate, zip_of
 
 CASES = int(os.environ.get("COSIM_FUZZ_CASES", "50"))
 SEED = int(os.environ.get("COSIM_FUZZ_SEED", "44"))
 CHUNK = 50
+REPO = Path(__file__).resolve().parents[2]
 #: Deliberately edited files that load are run by the CLI (about 1.5 s each): at most this many
 #: per chunk, so the sample stays a few seconds.
 RUNS_PER_CHUNK = int(os.environ.get("COSIM_FUZZ_RUNS", "2"))
@@ -97,3 +102,31 @@ def assert_cli_ends_cleanly(
     code = main(["--backend", "isa", "--bundle", str(bundle), "--out", str(out)])
     err = capsys.readouterr().err
     assert code != 4 and "Traceback" not in err, f"{what}: exit {code}\n{err}"
+
+
+if CASES > CHUNK:  # the campaign (make fuzz) only: a process start costs seconds
+
+    def test_the_cli_process_exits_2_on_damaged_files(original, tmp_path: Path) -> None:
+        """End to end, as a user runs it: ``python -m sim.app.cli --bundle`` on a damaged and
+        on an edited file: exit 2, one ``error:`` line naming the file, no traceback."""
+        path, _exe = original
+        data = bytearray(path.read_bytes())
+        data[len(data) // 3] ^= 0x5A
+        damaged = tmp_path / "damaged.cosim"
+        damaged.write_bytes(bytes(data))
+        members = members_of(path.read_bytes())
+        info = json.loads(members["manifest.json"])
+        info["config"]["dram_latency"] += 1
+        edited = tmp_path / "edited.cosim"
+        members["manifest.json"] = json.dumps(info).encode()
+        edited.write_bytes(zip_of(reseal(members, root=False)))
+        for bundle in (damaged, edited):
+            result = subprocess.run(
+                [sys.executable, "-m", "sim.app.cli", "--backend", "isa", "--bundle",
+                 str(bundle), "--out", str(tmp_path / "o")],
+                capture_output=True, text=True, timeout=300, cwd=REPO,
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+            )  # fmt: skip
+            errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+            assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+            assert len(errors) == 1 and str(bundle) in errors[0], result.stderr
