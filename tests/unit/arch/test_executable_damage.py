@@ -225,3 +225,40 @@ def test_the_cli_refuses_damaged_and_edited_files_with_exit_2(
         assert code == 2 and "Traceback" not in err and len(errors) == 1, err
         assert str(path) in errors[0] and message in errors[0], errors[0]
         assert not (tmp_path / "o").exists()
+
+
+def test_an_early_end_is_refused(saved: Path, tmp_path: Path) -> None:
+    info = manifest_of(saved)
+    member, base = step0(info)["image"], step0(info)["launch"]["insn_base"]
+    image = array_of(saved, member).copy()
+    image[base + 5 * INSN_BYTES] = (image[base + 5 * INSN_BYTES] & 0xF0) | 8  # END's opcode: 8
+    path = rewrite(saved, tmp_path / "end.cosim", {member: npy(image)})
+    refused(path, "step 0", "must end with their one END; instruction 5 is END")
+
+
+def test_bad_array_digests_and_oversized_archives_are_refused(
+    saved: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    image = step0(manifest_of(saved))["image"]
+
+    def digest(info: dict) -> None:
+        info["arrays"][image]["sha256"] = "ABC"
+
+    path = with_manifest(saved, tmp_path / "sha.cosim", digest, sealed=False)
+    refused(path, f"{image} has sha256 'ABC'; expected 64 lowercase hex digits")
+    from arch.executable import reader
+
+    image_bytes = array_of(saved, image).size
+    monkeypatch.setattr(reader, "ARCHIVE_MAX_BYTES", image_bytes - 1)
+    refused(saved, f"its arrays hold more than {image_bytes - 1} bytes together")
+
+
+def test_a_member_longer_in_the_zip_than_in_fact_is_refused(saved: Path, tmp_path: Path) -> None:
+    """The zip's central directory says the digest member inflates to more than it holds."""
+    data = bytearray(saved.read_bytes())
+    at = data.rfind(DIGEST.encode()) - 46  # the name follows the 46-byte central header
+    assert data[at : at + 4] == b"PK\x01\x02"
+    data[at + 24 : at + 28] = (100).to_bytes(4, "little")
+    path = tmp_path / "longer.cosim"
+    path.write_bytes(bytes(data))
+    refused(path, f"member {DIGEST}")
