@@ -18,6 +18,11 @@ WAVE_CYCLES ?=
 CALIB_METHOD ?= minmax
 HOOKS   ?=
 COVERAGE_DIR ?= build/coverage
+# `make fuzz`: the fuzz modules (add yours here), their cases each and the seed; `make test` runs
+# the same modules on their small default sample.
+FUZZ_MODULES ?= tests/fuzz/test_executable_fuzz.py
+FUZZ_CASES ?= 1000
+FUZZ_SEED ?= 44
 # The RTL tests `make coverage` runs on instrumented builds: instruction and network tests on the
 # tiny config through cocotb (the 16x16 ones, the waveform, pyverilator, hook and Dask-shard variants
 # run the same RTL paths on other builds and would double its time; docs: tests/README.md).
@@ -28,6 +33,7 @@ COVERAGE_TESTS ?= tests/instruction tests/network -m simulator \
 unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BUNDLE IMAGE
 unexport IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES CALIB CALIB_METHOD PREPROCESS EVAL
 unexport LAYERS MODELS HOOKS COVERAGE_DIR COVERAGE_TESTS MUTANTS MUTATE_SETS
+unexport FUZZ_MODULES FUZZ_CASES FUZZ_SEED
 
 PY    := $(VENV)/bin/python
 # A value as one shell word, whatever quotes it holds: q = '...' with each ' written '\''
@@ -39,7 +45,7 @@ SIM_JOBS = $(if $(filter-out file,$(origin JOBS)),--jobs $(call q,$(JOBS)))
 STAMP := $(VENV)/.cosim-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-fast coverage mutate mutate-slice sim sweep bench waves rtl synth lint format lock clean distclean
+.PHONY: help venv toolchain test test-fast fuzz coverage mutate mutate-slice sim sweep bench waves rtl synth lint format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -68,6 +74,7 @@ help: ## List targets and variables
 	@echo "  WAVE_CYCLES=a:b  'sim': trace only accelerator cycles a..b-1 (the report's cycle windows)"
 	@echo "  HOOKS=...        'sim' (rtl) and 'test': cocotb hook modules attached to every RTL program, e.g. sim.hook_examples.dram_bursts"
 	@echo "  COVERAGE_DIR=$(COVERAGE_DIR) 'coverage': where counts and the report go"
+	@echo "  FUZZ_CASES=$(FUZZ_CASES) FUZZ_SEED=$(FUZZ_SEED) 'fuzz': cases per fuzz module and their seed (FUZZ_MODULES: the modules)"
 	@echo "  MUTANTS=a,b      'mutate': only these curated mutant ids (python -m mutation --list); MUTATE_SETS=rtl,harness,python"
 	@echo "  MUTATE_SEED=...  'mutate-slice': the sample's seed (printed by every slice; default: a fresh one)"
 	@echo "  PYTHON=$(PYTHON)   interpreter used to create $(VENV) (Python >= 3.10)"
@@ -87,6 +94,9 @@ toolchain: $(STAMP) ## Check g++/make/perl and Verilator; print what will be use
 test: $(STAMP) ## Run the whole regression (unit, block, instruction, network) - what CI runs
 	@$(PY) -m sim.verilate.toolchain --quiet
 	$(if $(HOOKS),COSIM_HOOKS=$(call q,$(HOOKS)) )$(PY) -m pytest -n $(JOBS) $(PYTEST_ARGS)
+
+fuzz: $(STAMP) ## Fuzz campaigns: FUZZ_CASES random damaged/edited inputs per module (executables: 1,000)
+	COSIM_FUZZ_CASES=$(call q,$(FUZZ_CASES)) COSIM_FUZZ_SEED=$(call q,$(FUZZ_SEED)) $(PY) -m pytest -n $(JOBS) $(FUZZ_MODULES) $(PYTEST_ARGS)
 
 coverage: $(STAMP) ## RTL tests on instrumented builds -> per-module line/toggle + functional coverage, build/coverage/
 	@$(PY) -m sim.verilate.toolchain --quiet

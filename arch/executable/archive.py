@@ -2,34 +2,44 @@
 
 ``manifest.json`` holds the format name and version, the model name, the config, the steps
 (device programs and host steps) and the reference graph, all as plain JSON; every array is a
-member ``arrays/<n>.npy`` that the manifest names, with its dtype, shape and SHA-256.
+member ``arrays/<n>.npy`` that the manifest names, with its dtype, shape and SHA-256; the member
+``digest.sha256`` seals the file: one SHA-256 over the manifest and all arrays
+(:mod:`arch.executable.digest`). The reader checks it, and every array's, before it uses
+anything: a damaged or edited file is refused as such, never run.
 
-Reading trusts nothing in the file (:func:`load`): the manifest must name only listed members
-inside the archive; no member is inflated beyond what it is expected to hold (manifest.json:
-:data:`MANIFEST_MAX_BYTES`; an array: exactly its .npy header and data), whatever the zip says;
+Reading trusts nothing in the file (:func:`load`): the archive must hold only the manifest,
+the digest and the arrays the manifest's table declares; no member is inflated beyond what it
+may hold (manifest.json: :data:`MANIFEST_MAX_BYTES`; an array: its declared data and a 4 KiB
+.npy header at most), whatever the zip says, and a damaged one (inflate or CRC error) is named;
 every array must have a dtype of :data:`DTYPES`, a bounded size (an image: the config's DRAM;
-others :data:`ARRAY_MAX_BYTES`), a .npy header that agrees with the manifest - read before any
-data - and the declared digest; every field must have its type (``true`` is no integer), every
-address and size must lie inside the program's memory, every name that becomes a path must be
-:func:`~arch.executable.format.is_path_name`, and the steps must agree with the reference graph,
-which must be one :func:`arch.reference.check_graph` accepts - so what loads also runs. What is
-wrong is said in one bounded line (:class:`ExecutableError`), never by a traceback.
+others :data:`ARRAY_MAX_BYTES`; all: :data:`ARCHIVE_MAX_BYTES`), a .npy header that agrees with
+the manifest and the declared digest; every field must have its type (``true`` is no integer),
+every address and size must lie inside the program's memory, every name that becomes a path
+must be :func:`~arch.executable.format.is_path_name`, each device program's image must agree
+with its fields (``program_checks``: aligned launch registers, a program that decodes up to its
+one END, PERF records where ``perf_base`` says, no data outside the regions), and the steps must
+agree with the reference graph, which must be one :func:`arch.reference.check_graph` accepts -
+so what loads also runs, even when an editor recomputed the digests. What is wrong is said in
+one bounded line (:class:`ExecutableError`), never by a traceback.
 
 This module reads the manifest and is where :func:`load`, :func:`save` and the file's constants
 are imported from; the work is done in ``container`` (format, limits, the error), ``reader``
-(checked access to arrays and fields), ``parse`` (steps and reference graph), ``checks`` (the
-parts against each other) and ``writer``.
+(the digests; checked access to arrays and fields), ``digest`` (the file's digest), ``parse``
+(steps and reference graph), ``program_checks`` (a program's image against its fields),
+``checks`` (the parts against each other) and ``writer``.
 """
 
 from __future__ import annotations
 
 import json
 import zipfile
+import zlib
 from pathlib import Path
 
 from arch.config import AccelConfig, ConfigError
 from arch.executable.checks import VIEW_OPS, check_host_models, check_steps
 from arch.executable.container import (
+    ARCHIVE_MAX_BYTES,
     ARRAY_MAX_BYTES,
     DTYPES,
     FORMAT,
@@ -46,6 +56,7 @@ from arch.executable.reader import Reader, clip, get_field, is_int, read_path_na
 from arch.executable.writer import check_images, manifest, save
 
 __all__ = [
+    "ARCHIVE_MAX_BYTES",
     "ARRAY_MAX_BYTES",
     "DTYPES",
     "FORMAT",
@@ -87,7 +98,7 @@ def load(path: str | Path, config: AccelConfig | None = None) -> Executable:
             return _load(path, archive, config)
     except zipfile.BadZipFile as exc:
         raise ExecutableError(f"{path} is not an executable (not a zip archive: {exc})") from None
-    except (OSError, EOFError, RuntimeError, MemoryError) as exc:  # truncated, unreadable
+    except (OSError, EOFError, RuntimeError, MemoryError, zlib.error) as exc:  # truncated
         raise ExecutableError(
             f"{path} cannot be read: {type(exc).__name__}: {clip(str(exc))}"
         ) from None
@@ -104,7 +115,7 @@ def _load(path: Path, archive: zipfile.ZipFile, config: AccelConfig | None) -> E
     try:
         with archive.open(info) as stream:  # no more than the zip says (it may lie), capped
             text = stream.read(info.file_size + 1)
-    except zipfile.BadZipFile as exc:
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
         raise ExecutableError(f"{path}: manifest.json is damaged: {clip(str(exc))}") from None
     if len(text) > MANIFEST_MAX_BYTES:
         raise ExecutableError(too_big)
@@ -128,6 +139,7 @@ def _load(path: Path, archive: zipfile.ZipFile, config: AccelConfig | None) -> E
             f"{READABLE_VERSIONS} - recompile the model"
         )
     reader = Reader(path, archive, data.get("arrays"))
+    reader.verify(text)  # the digest, before anything of the file is used
     try:
         built_for = AccelConfig.from_dict(get_field(reader, data, "config", dict, "manifest"))
     except (ConfigError, TypeError) as exc:

@@ -8,22 +8,26 @@ import re
 from arch.reference import MAX_ELEMENTS
 
 FORMAT = "cosim-executable"
-FORMAT_VERSION = 4
-#: Versions this tool reads. 2 added zero points, ACCUM gates, scale layers, DWCONV and channel
-#: slices; 3 the transformer's tokens and heads layouts, batch_matmul layers and the heads
-#: views; 4 the transposed heads view of k (split_heads_t) over the tokens_t layout its
-#: producer's transposing stores write. An older file has none of them, and their defaults
-#: mean what it meant.
-READABLE_VERSIONS = (1, 2, 3, 4)
+FORMAT_VERSION = 5
+#: Versions this tool reads. 5 seals the file: one digest over the manifest and every array
+#: (:data:`DIGEST_MEMBER`), each array's SHA-256 over its whole member. Earlier versions
+#: (1-4: zero points, ACCUM gates, the transformer's layouts, split_heads_t) carry no digest,
+#: so a damaged or edited one cannot be told from a good one: they are refused (recompile).
+READABLE_VERSIONS = (5,)
 SUFFIX = ".cosim"
 #: dtypes an array may have.
 DTYPES = ("int8", "uint8", "int32", "int64", "float32")
+#: The member holding the file's digest: 64 lowercase hex digits of SHA-256 over every other
+#: member (:func:`arch.executable.digest.content_digest`).
+DIGEST_MEMBER = "digest.sha256"
 #: The name of an array member.
 MEMBER_NAME = re.compile(r"arrays/[0-9]+\.npy")
 #: The most bytes manifest.json may hold.
 MANIFEST_MAX_BYTES = 64 << 20
 #: The most bytes an array other than a device image may hold (an image: the config's DRAM).
 ARRAY_MAX_BYTES = 1 << 30
+#: The most bytes all arrays together may hold (every one is read, and checked, before use).
+ARCHIVE_MAX_BYTES = 2 * ARRAY_MAX_BYTES
 #: The most elements a tensor of the reference graph may have.
 TENSOR_MAX_ELEMENTS = MAX_ELEMENTS
 

@@ -23,6 +23,7 @@ from arch.executable.format import (
     Region,
     TensorSpec,
 )
+from arch.executable.program_checks import check_program_image
 from arch.executable.reader import (
     Reader,
     get_field,
@@ -178,9 +179,11 @@ def parse_device(reader: Reader, data: dict, index: int, config: AccelConfig) ->
     for tname in (*inputs, *outputs):
         if tname not in tensors:
             reader.fail(f"{where}: tensor {short(tname)} has no place in DRAM")
-    return DeviceProgram(
+    program = DeviceProgram(
         name, image, launch, regions, perf_base, layers, tensors, inputs, outputs, instructions
     )
+    check_program_image(reader, where, program)
+    return program
 
 
 class _Memory:

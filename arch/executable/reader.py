@@ -5,15 +5,25 @@ names are private to :mod:`arch.executable`'s reading modules."""
 from __future__ import annotations
 
 import hashlib
+import io
 import math
 import re
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, NoReturn
 
 import numpy as np
 
-from arch.executable.container import ARRAY_MAX_BYTES, DTYPES, MEMBER_NAME, ExecutableError
+from arch.executable.container import (
+    ARCHIVE_MAX_BYTES,
+    ARRAY_MAX_BYTES,
+    DIGEST_MEMBER,
+    DTYPES,
+    MEMBER_NAME,
+    ExecutableError,
+)
+from arch.executable.digest import content_digest
 from arch.executable.format import (
     NAME_MAX,
     is_path_name,
@@ -50,36 +60,57 @@ class Reader:
             self.fail("'arrays' must be an object of members")
         self.table: dict[str, Any] = table
         self.members = {info.filename: info for info in archive.infolist()}
+        self.blobs: dict[str, bytes] = {}
 
-    def fail(self, message: str) -> NoReturn:
-        raise ExecutableError(f"{self.path}: {clip(message, 600)}")
+    def verify(self, manifest_bytes: bytes) -> None:
+        """Before anything of the file is used: read every array the table declares (bounded),
+        check each against its SHA-256, then the file's digest over the manifest and them all;
+        a member the table does not declare is refused."""
+        for name in self.members:
+            if name not in ("manifest.json", DIGEST_MEMBER) and name not in self.table:
+                self.fail(f"member {short(name)} is not part of an executable: the file was edited")
+        total = 0
+        for member in sorted(self.table, key=str):
+            if not isinstance(member, str) or not MEMBER_NAME.fullmatch(member):
+                self.fail(
+                    f"the array table names {short(member)}, not an array member (arrays/N.npy)"
+                )
+            nbytes = self._declared(member, member)[2]
+            digest = self.table[member].get("sha256")
+            if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+                self.fail(f"{member} has sha256 {short(digest)}; expected 64 lowercase hex digits")
+            total += nbytes
+            if total > ARCHIVE_MAX_BYTES:
+                self.fail(f"its arrays hold more than {ARCHIVE_MAX_BYTES} bytes together")
+            blob = self._member(member, nbytes + _NPY_HEADER_MAX)
+            if hashlib.sha256(blob).hexdigest() != digest:
+                self.fail(f"{member} does not match its SHA-256: the file was damaged or altered")
+            self.blobs[member] = blob
+        sealed = self._member(DIGEST_MEMBER, 128).decode("ascii", "replace").strip()
+        if not _SHA256.fullmatch(sealed):
+            self.fail(f"{DIGEST_MEMBER} holds {short(sealed)}, not 64 lowercase hex digits")
+        if content_digest({"manifest.json": manifest_bytes, **self.blobs}) != sealed:
+            self.fail(
+                f"its manifest and arrays do not match its digest ({DIGEST_MEMBER}): the file "
+                "was damaged or edited after it was written; recompile the model"
+            )
 
-    def array(
+    def _declared(
         self,
-        member: Any,
-        what: str,
+        member: str,
+        where: str,
         dtypes: tuple[str, ...] = DTYPES,
         max_bytes: int = ARRAY_MAX_BYTES,
         limit: str = "the limit for an array",
-    ) -> np.ndarray:
-        """The array ``member`` as the manifest declares it: its .npy header is read first and
-        must agree; then exactly the declared bytes are read (never more), and their digest."""
-        if not isinstance(member, str) or not MEMBER_NAME.fullmatch(member):
-            self.fail(
-                f"{what} names {short(member)}, not an array member of the archive (arrays/N.npy)"
-            )
-        if member not in self.table:
-            self.fail(f"{what} names {member}, which the manifest's array table does not declare")
-        if member not in self.members:
-            self.fail(f"{what}: member {member} is missing from the archive")
-        where = f"{what} ({member})"
+    ) -> tuple[str, list[int], int]:
+        """The dtype, shape and data bytes the table declares for ``member``, checked."""
         declared = self.table[member]
         if not isinstance(declared, dict):
             self.fail(
                 f"the array table's entry of {member} must be an object with dtype, shape and "
                 f"sha256, not {short(declared)}"
             )
-        dtype, shape, digest = (declared.get(k) for k in ("dtype", "shape", "sha256"))
+        dtype, shape = declared.get("dtype"), declared.get("shape")
         if not isinstance(dtype, str) or dtype not in dtypes:
             self.fail(f"{where} has dtype {short(dtype)}; expected one of {', '.join(dtypes)}")
         if (
@@ -99,24 +130,57 @@ class Reader:
             self.fail(
                 f"{where} is declared {dtype} {short(shape)}: more bytes than {limit} ({max_bytes})"
             )
-        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
-            self.fail(f"{where} has sha256 {short(digest)}; expected 64 lowercase hex digits")
-        info = self.members[member]
+        return dtype, shape, nbytes
+
+    def _member(self, name: str, max_bytes: int) -> bytes:
+        """The bytes of member ``name``: at most ``max_bytes``, exactly what the zip says."""
+        info = self.members.get(name)
+        if info is None:
+            self.fail(f"member {name} is missing from the archive")
+        if info.file_size > max_bytes:
+            self.fail(f"member {name} is {info.file_size} bytes, over its limit of {max_bytes}")
         try:
             with self.archive.open(info) as stream:
-                header_bytes = self._npy_header(stream, where, dtype, shape)
-                if info.file_size != header_bytes + nbytes:
-                    self.fail(
-                        f"{where} is {info.file_size} bytes; its {header_bytes}-byte header and "
-                        f"its declared {dtype} {tuple(shape)} make {header_bytes + nbytes}"
-                    )
-                data = stream.read(nbytes + 1)  # the zip's size may lie: never more than this
-        except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, MemoryError) as exc:
-            self.fail(f"{where} cannot be read: {type(exc).__name__}: {clip(str(exc))}")
-        if len(data) != nbytes:
-            self.fail(f"{where} holds {len(data)} bytes of data; its header says {nbytes}")
-        if hashlib.sha256(data).hexdigest() != digest:
-            self.fail(f"{where} does not match its SHA-256: the file was altered")
+                blob = stream.read(info.file_size + 1)  # the zip's size may lie: never more
+        except (zipfile.BadZipFile, zlib.error, OSError, EOFError, RuntimeError) as exc:
+            self.fail(f"member {name} is damaged: {type(exc).__name__}: {clip(str(exc))}")
+        if len(blob) != info.file_size:
+            self.fail(f"member {name} holds {len(blob)} bytes; the archive says {info.file_size}")
+        return bytes(blob)
+
+    def fail(self, message: str) -> NoReturn:
+        raise ExecutableError(f"{self.path}: {clip(message, 600)}")
+
+    def array(
+        self,
+        member: Any,
+        what: str,
+        dtypes: tuple[str, ...] = DTYPES,
+        max_bytes: int = ARRAY_MAX_BYTES,
+        limit: str = "the limit for an array",
+    ) -> np.ndarray:
+        """The array ``member`` as the manifest declares it (of ``dtypes``, at most
+        ``max_bytes``): its .npy header must agree, and its data be exactly the declared bytes;
+        its bytes were read and checked against their digest by :meth:`verify`."""
+        if not isinstance(member, str) or not MEMBER_NAME.fullmatch(member):
+            self.fail(
+                f"{what} names {short(member)}, not an array member of the archive (arrays/N.npy)"
+            )
+        if member not in self.table:
+            self.fail(f"{what} names {member}, which the manifest's array table does not declare")
+        if member not in self.members:
+            self.fail(f"{what}: member {member} is missing from the archive")
+        where = f"{what} ({member})"
+        dtype, shape, nbytes = self._declared(member, where, dtypes, max_bytes, limit)
+        blob = self.blobs[member]  # read and checked against its digest by verify()
+        stream = io.BytesIO(blob)
+        header_bytes = self._npy_header(stream, where, dtype, shape)
+        if len(blob) != header_bytes + nbytes:
+            self.fail(
+                f"{where} is {len(blob)} bytes; its {header_bytes}-byte header and "
+                f"its declared {dtype} {tuple(shape)} make {header_bytes + nbytes}"
+            )
+        data = blob[header_bytes:]
         return np.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
 
     def _npy_header(self, stream: Any, where: str, dtype: str, shape: list[int]) -> int:

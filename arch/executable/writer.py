@@ -1,5 +1,5 @@
-"""Writing an executable: the manifest as plain JSON, every array a numbered ``.npy`` member
-(:func:`save`)."""
+"""Writing an executable: the manifest as plain JSON, every array a numbered ``.npy`` member,
+and the digest over them all (:func:`save`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from arch.executable.container import DTYPES, FORMAT, FORMAT_VERSION, ExecutableError
+from arch.executable.container import (
+    DIGEST_MEMBER,
+    DTYPES,
+    FORMAT,
+    FORMAT_VERSION,
+    ExecutableError,
+)
+from arch.executable.digest import content_digest
 from arch.executable.format import (
     DeviceProgram,
     DramTensor,
@@ -40,7 +47,7 @@ class _Arrays:
         self.table[member] = {
             "dtype": array.dtype.name,
             "shape": list(array.shape),
-            "sha256": hashlib.sha256(array.tobytes()).hexdigest(),
+            "sha256": hashlib.sha256(self.blobs[member]).hexdigest(),  # the whole member
         }
         return member
 
@@ -145,15 +152,16 @@ def check_images(exe: Executable) -> None:
 
 
 def save(exe: Executable, path: str | Path) -> Path:
-    """Write ``exe`` to ``path`` (a zip; compressed); an image that does not fit the config's
-    DRAM is refused (:func:`check_images`)."""
+    """Write ``exe`` to ``path`` (a zip; compressed), sealed by the digest of its members; an
+    image that does not fit the config's DRAM is refused (:func:`check_images`)."""
     check_images(exe)
     path = Path(path)
     arrays = _Arrays()
     text = json.dumps({**manifest(exe, arrays), "arrays": arrays.table}, indent=1)
+    members = {"manifest.json": text.encode(), **arrays.blobs}
     path.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as archive:
-        archive.writestr("manifest.json", text)
-        for member, blob in arrays.blobs.items():
+        for member, blob in members.items():
             archive.writestr(member, blob)
+        archive.writestr(DIGEST_MEMBER, content_digest(members) + "\n")
     return path

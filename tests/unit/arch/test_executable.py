@@ -24,6 +24,7 @@ from compiler.frontend import compile_front
 from compiler.passes import run_back
 from compiler.plan import Plan
 from sim.runtime.run import run
+from tests.executable_files import DIGEST, manifest_of, reseal, rewrite, with_manifest
 
 TINY = PRESETS["tiny"]
 
@@ -44,33 +45,6 @@ def saved(exe: executable.Executable, tmp_path: Path) -> Path:
     return executable.save(exe, tmp_path / "sub" / "cnn.cosim")
 
 
-def manifest_of(path: Path) -> dict:
-    with zipfile.ZipFile(path) as archive:
-        return json.loads(archive.read("manifest.json"))
-
-
-def rewrite(
-    src: Path, dst: Path, members: dict[str, bytes | None], compression: int = zipfile.ZIP_STORED
-) -> Path:
-    """A copy of the archive with some members replaced or added (bytes) or left out (None)."""
-    with zipfile.ZipFile(src) as old, zipfile.ZipFile(dst, "w", compression) as new:
-        names = old.namelist()
-        for name in names:
-            data = members.get(name, old.read(name))
-            if data is not None:
-                new.writestr(name, data)
-        for name, data in members.items():
-            if name not in names and data is not None:
-                new.writestr(name, data)
-    return dst
-
-
-def with_manifest(src: Path, dst: Path, change) -> Path:
-    info = manifest_of(src)
-    change(info)
-    return rewrite(src, dst, {"manifest.json": json.dumps(info).encode()})
-
-
 def npy(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=True)
@@ -84,17 +58,19 @@ def image_member(path: Path) -> str:
 def test_archive_holds_only_json_and_plain_arrays(exe, saved: Path) -> None:
     with zipfile.ZipFile(saved) as archive:
         names = archive.namelist()
-        assert names[0] == "manifest.json"
-        assert all(n.startswith("arrays/") and n.endswith(".npy") for n in names[1:])
+        assert names[0] == "manifest.json" and names[-1] == DIGEST
+        assert all(n.startswith("arrays/") and n.endswith(".npy") for n in names[1:-1])
         assert all(i.compress_type == zipfile.ZIP_DEFLATED for i in archive.infolist())
-        for name in names[1:]:  # every array loads without pickle
+        for name in names[1:-1]:  # every array loads without pickle
             np.load(io.BytesIO(archive.read(name)), allow_pickle=False)
+        content = {name: archive.read(name) for name in names}
+    assert reseal(content) == content  # every digest is the format's, computed independently
     info = manifest_of(saved)
-    assert info["format"] == "cosim-executable" and info["format_version"] == 4
+    assert info["format"] == "cosim-executable" and info["format_version"] == 5
     assert info["model"] == "cnn" and AccelConfig.from_dict(info["config"]) == TINY
     assert [s["kind"] for s in info["steps"]] == ["device"] + ["host"] * (len(exe.steps) - 1)
     assert len(info["reference"]["nodes"]) == len(exe.reference.nodes)
-    assert set(info["arrays"]) == set(names[1:])
+    assert set(info["arrays"]) == set(names[1:-1])
 
 
 def test_round_trip_keeps_everything(exe, saved: Path) -> None:
@@ -182,14 +158,15 @@ def test_a_different_config_is_refused_naming_both(saved: Path) -> None:
 
 
 def test_wrong_format_or_version_is_refused(saved: Path, tmp_path: Path) -> None:
-    # a version-1 file (no zero points, gates, DWCONV or slices) still loads
-    old = with_manifest(saved, tmp_path / "v1.cosim", lambda i: i.update(format_version=1))
-    assert executable.load(old).model == executable.load(saved).model
-    for version in (5, 0):
+    # versions 1-4 carry no digest: refused, asking for a recompile; so are unknown ones
+    for version in (1, 4, 6, 0):
         path = with_manifest(
             saved, tmp_path / f"v{version}.cosim", lambda i, v=version: i.update(format_version=v)
         )
-        with pytest.raises(ExecutableError, match=f"format version {version}; this tool reads"):
+        with pytest.raises(
+            ExecutableError,
+            match=rf"format version {version}; this tool reads versions \(5,\) - recompile",
+        ):
             executable.load(path)
     # Not "format 1, this tool reads 1": the type is named; true (== 1 in Python) is no integer.
     for version, said in ((None, "NoneType None"), ("1", "str '1'"), (True, "bool True")):
@@ -257,14 +234,14 @@ def test_manifest_pointing_outside_the_archive_is_refused(saved, tmp_path, membe
         info["arrays"][member] = {"dtype": "uint8", "shape": [4], "sha256": "0"}
 
     path = with_manifest(saved, tmp_path / "outside.cosim", change)
-    with pytest.raises(ExecutableError, match="not an array member of the archive"):
+    with pytest.raises(ExecutableError, match="not an array member"):
         executable.load(path)
 
 
 def test_undeclared_member_is_refused(saved: Path, tmp_path: Path) -> None:
     image = image_member(saved)
     path = with_manifest(saved, tmp_path / "undeclared.cosim", lambda i: i["arrays"].pop(image))
-    with pytest.raises(ExecutableError, match="does not declare"):
+    with pytest.raises(ExecutableError, match=f"member '{image}' is not part of an executable"):
         executable.load(path)
 
 
@@ -273,7 +250,7 @@ def test_oversized_arrays_are_refused(saved: Path, tmp_path: Path) -> None:
     # a member whose .npy header says more than the manifest declares is not read
     bomb = np.zeros(64 << 20, np.uint8)
     path = rewrite(saved, tmp_path / "bomb.cosim", {image: npy(bomb)})
-    with pytest.raises(ExecutableError, match=r"is uint8 \(67108864,\); the manifest declares"):
+    with pytest.raises(ExecutableError, match=rf"member {image} is 67108992 bytes, over its limit"):
         executable.load(path)
     # a declared and stored image larger than the config's DRAM
     big = np.zeros(TINY.dram_bytes + 1, np.uint8)
@@ -318,8 +295,8 @@ def test_altered_array_is_refused(saved: Path, tmp_path: Path) -> None:
     with zipfile.ZipFile(saved) as archive:
         data = np.load(io.BytesIO(archive.read(image))).copy()
     data[len(data) // 2] ^= 1
-    path = rewrite(saved, tmp_path / "altered.cosim", {image: npy(data)})
-    with pytest.raises(ExecutableError, match="SHA-256: the file was altered"):
+    path = rewrite(saved, tmp_path / "altered.cosim", {image: npy(data)}, sealed=False)
+    with pytest.raises(ExecutableError, match="SHA-256: the file was damaged or altered"):
         executable.load(path)
 
 
@@ -625,9 +602,11 @@ def image_of(info: dict) -> str:
 @pytest.mark.parametrize(
     ("shape", "dtype", "message"),
     [
-        ([10**30], "uint8", "more bytes than the config's DRAM"),  # was OverflowError
-        ([2**62, 4], "uint8", "more bytes than the config's DRAM"),  # np.prod wrapped to 0
-        ([2**31, 2**31, 4], "uint8", "more bytes than the config's DRAM"),
+        # refused before any member is read: over the limit for any array (1 GiB)
+        ([10**30], "uint8", "more bytes than the limit for an array"),  # was OverflowError
+        ([2**62, 4], "uint8", "more bytes than the limit"),  # np.prod wrapped to 0
+        ([2**31, 2**31, 4], "uint8", "more bytes than the limit"),
+        ([TINY.dram_bytes + 1], "uint8", "image .* more bytes than the config's DRAM"),
         ([-1], "uint8", "bad shape"),
     ],
 )
@@ -648,7 +627,9 @@ def test_huge_declared_params_are_refused(saved, tmp_path, shape) -> None:
         info["arrays"][member].update(shape=shape)
 
     path = with_manifest(saved, tmp_path / "huge.cosim", change)
-    with pytest.raises(ExecutableError, match="param 'bias' .* more bytes than the limit"):
+    with pytest.raises(
+        ExecutableError, match=r"arrays/\d+\.npy is declared .* more bytes than the"
+    ):
         executable.load(path)
 
 

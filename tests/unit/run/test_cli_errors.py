@@ -296,17 +296,11 @@ def mlp_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def changed_bundle(src: Path, dst: Path, change) -> Path:
-    """A copy of the executable ``src`` with its manifest changed by ``change``."""
-    import zipfile
+    """A copy of the executable ``src`` with its manifest changed by ``change`` and its
+    digests recomputed (the edit a user who knows the format can make)."""
+    from tests.executable_files import with_manifest
 
-    with zipfile.ZipFile(src) as old:
-        info = json.loads(old.read("manifest.json"))
-        change(info)
-        with zipfile.ZipFile(dst, "w") as new:
-            for name in old.namelist():
-                data = json.dumps(info).encode() if name == "manifest.json" else old.read(name)
-                new.writestr(name, data)
-    return dst
+    return with_manifest(src, dst, change)
 
 
 def _ref_tensor(info: dict, name: str) -> dict:
