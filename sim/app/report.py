@@ -37,6 +37,25 @@ def limiter(layer: LayerResult, deltas: dict[str, int], macs_per_cycle: int) -> 
     return "compute-bound"
 
 
+def roofline(layer: LayerResult, config: AccelConfig) -> dict[str, Any] | None:
+    """A device layer's two lower bounds and how close it came: the compute bound (its MACs at
+    ``rows x cols`` per cycle), the DRAM bound (the bytes it read and wrote at the bus's bytes per
+    cycle), which one is higher (``limited_by``), and ``of_bound`` = that bound / the cycles
+    achieved (1.0: at the bound). None for a host layer."""
+    if layer.device != "accel":
+        return None
+    compute = -(-layer.macs // (config.rows * config.cols))
+    moved = layer.dram_read_bytes + layer.dram_write_bytes
+    dram = -(-moved // config.dram_bytes_per_cycle)
+    bound = max(compute, dram)
+    return {
+        "compute_bound_cycles": compute,
+        "dram_bound_cycles": dram,
+        "limited_by": "compute" if compute >= dram else "dram",
+        "of_bound": round(bound / layer.cycles, 4) if layer.cycles else None,
+    }
+
+
 def build(
     model: str,
     config: AccelConfig,
@@ -67,6 +86,9 @@ def build(
             "limiter": limiter(layer, deltas, per_cycle),
             "counters": deltas,
         }
+        bounds = roofline(layer, config)
+        if bounds is not None:
+            entry["roofline"] = bounds
         if ideal is not None and layer.device == "accel":
             entry["ideal_cycles"] = next(ideal_of_accel)
         if layer.mismatch:
@@ -168,6 +190,15 @@ def _plot(report: dict[str, Any], path: Path) -> None:
             markersize=12,
             label="ideal (ISA simulator)",
         )
+    for kind, marker, color in (("compute", "v", "#2ca02c"), ("dram", "v", "#d62728")):
+        at = [
+            i
+            for i, layer in enumerate(layers)
+            if layer.get("roofline", {}).get("limited_by") == kind
+        ]
+        if at:
+            bound = [layers[i]["roofline"][f"{kind}_bound_cycles"] for i in at]
+            ax.plot(at, bound, marker, color=color, label=f"{kind} bound (roofline)")
     ax.set_ylabel("cycles")
     ax.set_xticks(range(len(layers)))
     ax.set_xticklabels(names, rotation=90, fontsize=7)
