@@ -69,6 +69,9 @@ def region(st: ImportState, marks: list[HostMark]) -> list[Node]:
     cannot run (its nodes are then named in ``st.blockers``)."""
     nodes = [m.node for m in marks]
     feeds, fetches = _feeds_and_fetches(st, marks)
+    if not feeds:
+        st.blockers.append(_unfoldable(st, marks[0]))
+        return []
     if not _feeds_ok(st, marks, feeds):
         return []
     _retry_bad_rank(st, fetches)
@@ -131,6 +134,18 @@ def _feeds_and_fetches(st: ImportState, marks: list[HostMark]) -> tuple[list[str
     resolved = {st.alias.get(v, v) for v in outside}
     fetches = [o for n in nodes for o in n.output if o and (o in read_later or o in resolved)]
     return feeds, fetches
+
+
+def _unfoldable(st: ImportState, mark: HostMark) -> str:
+    """Why a region that reads only constants (a host step of no input) cannot be: its first
+    node could not be folded at compile time."""
+    why = "it cannot be computed at compile time"
+    if all(i in st.consts for i in mark.node.input if i):
+        try:
+            host_models.fold_constants(st.proto, mark.node, st.consts)
+        except HostModelError as exc:
+            why = str(exc)
+    return f"'{mark.name}' ({mark.node.op_type}): its inputs are all constants, and {why}"
 
 
 def _feeds_ok(st: ImportState, marks: list[HostMark], feeds: list[str]) -> bool:
