@@ -26,7 +26,7 @@ COVERAGE_TESTS ?= tests/instruction tests/network -m simulator \
 
 # They reach Python only as command-line options: exported, `WAVES` is a yes/no flag to cocotb.
 unexport PYTHON VENV MODEL CONFIG BACKEND SEED JOBS PYTEST_ARGS CONFIGS BENCH_FULL BUNDLE IMAGE
-unexport IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES CALIB CALIB_METHOD PREPROCESS EVAL
+unexport TOKENS IMAGE_SIZE WAVES WAVE_LAYER WAVE_INSN WAVE_CYCLES CALIB CALIB_METHOD PREPROCESS EVAL
 unexport LAYERS MODELS HOOKS COVERAGE_DIR COVERAGE_TESTS MUTANTS MUTATE_SETS
 
 PY    := $(VENV)/bin/python
@@ -51,6 +51,7 @@ help: ## List targets and variables
 	@echo "  BACKEND=$(BACKEND)      'sim' backend: rtl (Verilator + cocotb), pyverilator (same RTL, in-process) or isa (numpy ISA simulator)"
 	@echo "  SEED=$(SEED)          seed for generated inputs and weights"
 	@echo "  IMAGE=...        input for 'sim': .npy (input-shaped), an image (png/jpg/...; any mode; resized, center-cropped) or a folder of images"
+	@echo "  TOKENS=...       token ids for 'sim' of a text model: .npy (T,) or (1, T), or .npz by input name (default: seeded ids, a mask with a padded tail)"
 	@echo "  PREPROCESS=...   images of IMAGE/CALIB: imagenet|unit|none (default unit for digits and 1-channel models, else imagenet)"
 	@echo "  CALIB=...        calibration inputs for 'sim': a .npy batch (N, *input shape) or a folder of images"
 	@echo "  CALIB_METHOD=$(CALIB_METHOD) activation ranges: minmax|percentile[:P]|entropy|mse"
@@ -108,7 +109,7 @@ mutate-slice: $(STAMP) ## A seeded sample of the mutation sets in a few minutes 
 sim: $(STAMP) ## Compile MODEL and run it on BACKEND, layer-by-layer bit-exact check and report
 	@$(PY) -m sim.app.cli $(if $(BUNDLE),--bundle $(call q,$(BUNDLE)) $(SIM_CONFIG),--model $(call q,$(MODEL)) --config $(call q,$(CONFIG))) \
 		--backend $(call q,$(BACKEND)) --seed $(call q,$(SEED)) \
-		$(if $(IMAGE),--image $(call q,$(IMAGE))) $(if $(IMAGE_SIZE),--image-size $(call q,$(IMAGE_SIZE))) \
+		$(if $(IMAGE),--image $(call q,$(IMAGE))) $(if $(TOKENS),--tokens $(call q,$(TOKENS))) $(if $(IMAGE_SIZE),--image-size $(call q,$(IMAGE_SIZE))) \
 		$(if $(PREPROCESS),--preprocess $(call q,$(PREPROCESS))) $(if $(CALIB),--calib $(call q,$(CALIB))) \
 		$(if $(BUNDLE),,--calib-method $(call q,$(CALIB_METHOD))) $(if $(EVAL),--eval $(call q,$(EVAL))) \
 		$(if $(WAVES),--waves $(call q,$(if $(filter 1 yes,$(WAVES)),fst,$(WAVES)))) \

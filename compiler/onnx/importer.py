@@ -26,6 +26,7 @@ from .prepare import OnnxModel, prepare, read_model
 from .read import attrs_of, shape_of
 from .registry import HANDLERS
 from .state import ImportState, ir_shape
+from .token_inputs import token_inputs_of
 
 __all__ = ["import_prepared", "load_onnx", "prepare_model"]
 
@@ -70,7 +71,9 @@ def import_graph(st: ImportState) -> Graph:
     shape = tuple(int(d.dim_value) for d in x.type.tensor_type.shape.dim)
     # Ranks other than 2, 3 and 4 are left to the op handlers (which name the node) and to
     # Graph.verify.
-    st.tensors[x.name] = Tensor(x.name, ir_shape(shape))
+    # packed token ids are base-128 digits: int8 codes of scale 1 hold them exactly
+    tokens = token_inputs_of(st.proto) is not None
+    st.tensors[x.name] = Tensor(x.name, ir_shape(shape), 1.0 if tokens else None, 0)
     st.alias[x.name] = x.name
     for index, node in enumerate(graph.node):
         name = st.unique(node.name or f"{node.op_type}_{index}")

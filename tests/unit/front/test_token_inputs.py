@@ -1,0 +1,142 @@
+"""Integer graph inputs (compiler/onnx/token_inputs.py): token ids and attention masks packed as
+base-128 digits into the one int8 input, the embedding lookup and the mask as the host step at
+the graph input; checked against onnxruntime running the exported model on the integers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from arch.config import PRESETS
+from arch.executable import DeviceProgram
+from compiler.compile import compile_model
+from compiler.errors import CompileError
+from compiler.onnx.token_inputs import TokenInput, TokenInputs, pack_token_inputs, token_inputs_of
+from sim.runtime.run import run
+from tests.unit.run.test_cli_errors import assert_usage_error, in_process
+
+HF = Path(__file__).resolve().parents[2] / "fixtures" / "hf"
+TINY = PRESETS["tiny"]
+SPEC = TokenInputs(
+    (
+        TokenInput("input_ids", "int64", "ids", 30522),
+        TokenInput("attention_mask", "int64", "mask", 2),
+    ),
+    12,
+)
+
+
+def test_pack_round_trip_is_exact() -> None:
+    """Ids of a BERT-sized vocabulary as 3 base-128 digits, each an int8 code (0..127)."""
+    rng = np.random.default_rng(51)
+    ids, mask = rng.integers(0, 30522, 12), rng.integers(0, 2, 12)
+    packed = SPEC.pack({"input_ids": ids, "attention_mask": mask[None]}, "t")
+    assert packed.shape == (1, 6, 12) and SPEC.digits == 3
+    assert packed.min() >= 0 and packed.max() <= 127 and np.array_equal(packed, np.rint(packed))
+    back = SPEC.unpack(packed)
+    np.testing.assert_array_equal(back["input_ids"], ids)
+    np.testing.assert_array_equal(back["attention_mask"], mask)
+    np.testing.assert_array_equal(
+        SPEC.unpack(SPEC.pack({"input_ids": ids}, "t"))["attention_mask"], 1
+    )
+
+
+def test_default_inputs_are_seeded_in_vocab_with_a_padded_tail() -> None:
+    packed, words = SPEC.default(7)
+    again, _ = SPEC.default(7)
+    np.testing.assert_array_equal(packed, again)
+    values = SPEC.unpack(packed)
+    assert values["input_ids"].min() >= 0 and values["input_ids"].max() < 30522
+    assert len(set(values["input_ids"].tolist())) > 6  # not a constant
+    mask = values["attention_mask"]
+    pad = int((mask == 0).sum())
+    assert 1 <= pad <= 3 and np.all(mask[: 12 - pad] == 1) and np.all(mask[12 - pad :] == 0)
+    assert f"last {pad} of 12 padded" in words and "seed 7" in words
+
+
+@pytest.mark.parametrize(
+    ("arrays", "message"),
+    [
+        ({"input_ids": np.zeros(12)}, "input_ids has dtype float64; use integers"),
+        (
+            {"input_ids": np.full(12, 30522)},
+            "input_ids holds 30522; the model takes ids in [0, 30522)",
+        ),
+        ({"input_ids": np.zeros((2, 12), np.int64)}, "has shape (2, 12); the model takes (12,)"),
+        ({"input_ids": np.zeros(12, np.int64), "attention_mask": np.full(12, 2)}, "takes 0 or 1"),
+        ({"token_type_ids": np.zeros(12, np.int64)}, "no input named 'token_type_ids'"),
+    ],
+)
+def test_bad_token_inputs_are_named(arrays: dict[str, np.ndarray], message: str) -> None:
+    with pytest.raises(ValueError, match="^t: ") as err:
+        SPEC.pack(arrays, "t")
+    assert message in str(err.value)
+
+
+def test_integer_input_that_is_neither_ids_nor_mask_is_refused() -> None:
+    model = onnx.load(HF / "hf_gpt2_dy.onnx")
+    model.graph.input[0].name = "counts"
+    for node in model.graph.node:  # nothing reads 'counts': no table to index
+        node.input[:] = ["other" if i == "input_ids" else i for i in node.input]
+    with pytest.raises(CompileError, match="'counts'.*indexes no embedding table"):
+        pack_token_inputs(model)
+
+
+def _ort_original(path: Path, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = {i.name for i in session.get_inputs()}
+    return session.run(None, {k: v[None].astype(np.int64) for k, v in feeds.items() if k in names})[
+        0
+    ]
+
+
+def test_bert_ids_and_mask_run_bit_exact_close_to_the_exported_model() -> None:
+    """hf_bert_ts (input_ids + attention_mask): the host steps before the first device program
+    read the packed input only (the embedding lookup and the mask), the ISA simulator is
+    bit-exact against the reference, the logits close to onnxruntime running the exported file
+    on the integers themselves."""
+    path = HF / "hf_bert_ts.onnx"
+    compiled = compile_model(path, TINY)
+    spec = token_inputs_of(compiled.source)
+    assert spec is not None and [t.kind for t in spec.inputs] == ["ids", "mask"]
+    exe = compiled.executable
+    first_device = next(k for k, s in enumerate(exe.steps) if isinstance(s, DeviceProgram))
+    assert first_device >= 1
+    assert all(s.inputs == ["tokens"] for s in exe.steps[:first_device])  # the input stage
+    packed, _ = spec.default(3)
+    result = run(exe, packed[:, :, None, :], "isa")
+    assert result.bit_exact, result.first_mismatch
+    (ours,) = result.outputs.values()
+    theirs = _ort_original(path, spec.unpack(packed))
+    cosine = float(np.dot(ours.ravel(), theirs.ravel()))
+    cosine /= float(np.linalg.norm(ours) * np.linalg.norm(theirs))
+    assert cosine > 0.99, cosine
+
+
+def test_tokens_option_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """TOKENS= of the wrong dtype, outside the vocabulary or of the wrong shape; --image for
+    a text model and --tokens for an image model: exit 2, one line."""
+    model = str(HF / "hf_gpt2_dy.onnx")
+    floats, outside, shape = tmp_path / "f.npy", tmp_path / "o.npy", tmp_path / "s.npy"
+    np.save(floats, np.random.default_rng(52).standard_normal(16))
+    np.save(outside, np.random.default_rng(53).integers(96, 200, 16))
+    np.save(shape, np.random.default_rng(54).integers(0, 96, (16, 2)))
+    out = str(tmp_path / "o")
+    cases = [
+        ((str(floats),), ("f.npy", "input_ids has dtype float64")),
+        ((str(outside),), ("o.npy", "ids in [0, 96)")),
+        ((str(shape),), ("s.npy", "shape (16, 2)", "(16,)")),
+    ]
+    for (tokens,), names in cases:
+        result = in_process(capsys, "--model", model, "--config", "tiny", "--tokens", tokens,
+                            "--out", out)  # fmt: skip
+        assert_usage_error(result, *names)
+    result = in_process(capsys, "--model", model, "--config", "tiny", "--image", str(floats),
+                        "--out", out)  # fmt: skip
+    assert_usage_error(result, "--image", "input_ids (ids, vocab 96)", "--tokens")
+    result = in_process(capsys, "--model", "mlp", "--tokens", str(outside), "--out", out)
+    assert_usage_error(result, "--tokens", "--image")
