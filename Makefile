@@ -39,7 +39,7 @@ SIM_JOBS = $(if $(filter-out file,$(origin JOBS)),--jobs $(call q,$(JOBS)))
 STAMP := $(VENV)/.cosim-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-fast coverage mutate mutate-slice sim sweep bench waves rtl synth lint format lock clean distclean
+.PHONY: help venv toolchain test test-fast coverage mutate mutate-slice sim sweep fixtures bench waves rtl synth lint format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
@@ -123,6 +123,9 @@ sweep: $(STAMP) ## Run MODELS x CONFIGS on Dask (cached per cell) -> build/sweep
 
 waves: $(STAMP) ## Open the newest dump in waves/ in GTKWave with its save file (.gtkw)
 	@$(PY) -m sim.waves.open
+
+fixtures: $(STAMP) ## Every model of tests/fixtures/hf/ on the ISA simulator: bit-exact, cosine vs fp32, host steps, on CONFIG
+	$(PY) tests/fixtures/hf/survey.py --config $(call q,$(CONFIG))
 
 bench: $(STAMP) ## Simulation speed: raw Verilator vs cocotb on the same RTL, builds, ResNet-18/50 -> build/bench/bench.json
 	BENCH_FULL=$(BENCH_FULL) $(PY) -m sim.bench

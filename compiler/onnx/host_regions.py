@@ -26,11 +26,10 @@ from .state import HostMark, ImportState, ir_shape
 
 __all__ = ["CARRIED", "CARRY", "form_regions", "mark_host"]
 
-#: Types of host values that cross to another host region as float (exact: masks, ids and
-#: positions, all below 2**24), under the name ``<value>#float``, and are cast back there.
-CARRIED = frozenset(
-    {TensorProto.BOOL, TensorProto.INT8, TensorProto.UINT8, TensorProto.INT32, TensorProto.INT64}
-)
+#: Types of host values that cross to another host region as float, under the name
+#: ``<value>#float``, and are cast back there: bool masks, as int8 codes 0 and 1 of scale 1
+#: (exact). An integer value (an index) would be rounded by its int8 codes: refused.
+CARRIED = frozenset({TensorProto.BOOL})
 CARRY = "#float"
 
 
@@ -85,12 +84,13 @@ def region(st: ImportState, marks: list[HostMark]) -> list[Node]:
     model_feeds, reshapes, consts = region_feeds(st, feeds)
     not_float = [f for f in fetches if elem_type(st, f) != TensorProto.FLOAT]
     first = marks[0]
-    if any(elem_type(st, f) not in CARRIED for f in not_float):
-        kind = TensorProto.DataType.Name(elem_type(st, not_float[0]))
+    refused = [f for f in not_float if elem_type(st, f) not in CARRIED]
+    if refused:
+        kind = TensorProto.DataType.Name(elem_type(st, refused[0]))
         st.blockers.append(
-            f"'{first.name}' ({first.node.op_type}): its {kind} output '{not_float[0]}' is "
+            f"'{first.name}' ({first.node.op_type}): its {kind} output '{refused[0]}' is "
             "read by nodes after an accelerator node (host regions pass float values, and "
-            "bool or integer values carried as float)"
+            "bool masks as codes 0 and 1)"
         )
         return []
     carry = [
@@ -117,6 +117,8 @@ def region(st: ImportState, marks: list[HostMark]) -> list[Node]:
                 f"'{first.name}' ({first.node.op_type}): output '{unshaped[0]}' has no static shape"
             )
         return []
+    for f in not_float:  # 0 and 1 as codes of scale 1: exact (the quantize pass keeps it)
+        st.tensors[f] = Tensor(f, st.tensors[f].shape, 1.0, 0)
     out_nodes = _host_nodes(st, marks, feeds, outputs, [f for f, _ in model_feeds], model)
     for n in nodes:  # values only the region reads stay out of the IR
         for o in n.output:

@@ -9,7 +9,7 @@ input codes (scale 1, zero point 0, set by the importer) hold them exactly. Gath
 sum of the digits and a Cast per input give each its value, name and type back. The embedding
 lookups and the mask arithmetic that follow run on the host at the graph input (the input
 stage: steps that read only ``tokens``); the mask they make reaches each attention as a host
-value (bool and integer host values cross host steps as float: host_regions.CARRIED). Position and
+value (a bool mask crosses host steps as int8 codes 0 and 1: host_regions.CARRIED). Position and
 token-type ids that the exporter computed from constants are folded at compile time.
 
 What each row is (:class:`TokenInput`) is kept in the model's ``metadata_props`` under
@@ -235,6 +235,24 @@ def _table_rows(model: onnx.ModelProto, name: str) -> int | None:
     return None
 
 
+def _constants(graph: onnx.GraphProto) -> set[str]:
+    return {t.name for t in graph.initializer}
+
+
+def _stage_first(nodes: list[onnx.NodeProto], known: set[str]) -> list[onnx.NodeProto]:
+    """``nodes`` with the input stage first - every node computed from the token inputs and
+    constants alone, in order - so that it forms one host region at the graph input however
+    the exporter ordered the nodes (GPT-2's position ids after its first layer's nodes)."""
+    stage, rest = [], []
+    for node in nodes:
+        if all(i in known for i in node.input if i):
+            stage.append(node)
+            known.update(o for o in node.output if o)
+        else:
+            rest.append(node)
+    return stage + rest
+
+
 def _rewrite(model: onnx.ModelProto, spec: TokenInputs) -> None:
     graph = model.graph
     names = {t.name for t in spec.inputs}
@@ -262,7 +280,7 @@ def _rewrite(model: onnx.ModelProto, spec: TokenInputs) -> None:
     packed = helper.make_tensor_value_info(TOKENS_INPUT, TensorProto.FLOAT, list(spec.shape))
     del graph.input[:]
     graph.input.extend([packed, *kept])
-    nodes = [*unpack, *graph.node]
+    nodes = _stage_first([*unpack, *graph.node], {TOKENS_INPUT} | _constants(graph))
     del graph.node[:]
     graph.node.extend(nodes)
     data = {"inputs": [t.__dict__ for t in spec.inputs], "length": spec.length}
