@@ -260,22 +260,25 @@ def _rewrite(model: onnx.ModelProto, spec: TokenInputs) -> None:
     unpack = []
     for row, t in enumerate(spec.inputs):
         terms: list[str] = []
-        for j in range(spec.digits):
-            index, term = f"{TOKENS_INPUT}.row{row}.{j}", f"{t.name}#digit{j}"
+        for j in range(spec.digits):  # in int64 from the first Cast: host nodes, exact
+            index, digit = f"{TOKENS_INPUT}.row{row}.{j}", f"{t.name}#digit{j}"
             at = row * spec.digits + j
             graph.initializer.append(numpy_helper.from_array(np.asarray(at, np.int64), index))
-            unpack.append(helper.make_node("Gather", [TOKENS_INPUT, index], [term], axis=1))
+            unpack += [
+                helper.make_node("Gather", [TOKENS_INPUT, index], [f"{digit}#f"], axis=1),
+                helper.make_node("Cast", [f"{digit}#f"], [digit], to=TensorProto.INT64),
+            ]
             if j:
                 weight = f"{TOKENS_INPUT}.weight{j}"
                 if weight not in {i.name for i in graph.initializer}:
-                    value = np.asarray(float(_BASE**j), np.float32)
+                    value = np.asarray(_BASE**j, np.int64)
                     graph.initializer.append(numpy_helper.from_array(value, weight))
-                unpack.append(helper.make_node("Mul", [term, weight], [f"{term}#w"]))
-                term = f"{term}#w"
+                unpack.append(helper.make_node("Mul", [digit, weight], [f"{digit}#w"]))
+                digit = f"{digit}#w"
             if terms:
-                unpack.append(helper.make_node("Add", [terms[-1], term], [f"{term}#sum"]))
-                term = f"{term}#sum"
-            terms.append(term)
+                unpack.append(helper.make_node("Add", [terms[-1], digit], [f"{digit}#sum"]))
+                digit = f"{digit}#sum"
+            terms.append(digit)
         unpack.append(helper.make_node("Cast", [terms[-1]], [t.name], to=_TYPES[t.dtype]))
     packed = helper.make_tensor_value_info(TOKENS_INPUT, TensorProto.FLOAT, list(spec.shape))
     del graph.input[:]

@@ -1,6 +1,7 @@
 """Integer graph inputs (compiler/onnx/token_inputs.py): token ids and attention masks packed as
-base-128 digits into the one int8 input, the embedding lookup and the mask as the host step at
-the graph input; checked against onnxruntime running the exported model on the integers."""
+base-128 digits into the one int8 input, the embedding lookup and the mask on the host at the
+graph input; checked against onnxruntime running the model on the integers. (The Hugging Face
+fixtures run in tests/network/test_hf_fixtures.py.)"""
 
 from __future__ import annotations
 
@@ -8,11 +9,16 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from arch.config import PRESETS
+from compiler.compile import compile_model
 from compiler.errors import CompileError
-from compiler.onnx.token_inputs import TokenInput, TokenInputs, pack_token_inputs
+from compiler.onnx.token_inputs import TokenInput, TokenInputs, pack_token_inputs, token_inputs_of
+from sim.runtime.inputs import check_input
+from sim.runtime.run import run
 from tests.unit.run.test_cli_errors import assert_usage_error, in_process
 
 HF = Path(__file__).resolve().parents[2] / "fixtures" / "hf"
@@ -105,3 +111,57 @@ def test_tokens_option_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert_usage_error(result, "--image", "input_ids (ids, vocab 96)", "--tokens")
     result = in_process(capsys, "--model", "mlp", "--tokens", str(outside), "--out", out)
     assert_usage_error(result, "--tokens", "--image")
+
+
+def _ids_and_positions_model(path: Path) -> Path:
+    """input_ids and position_ids (int64, (1, 8)) looked up in tables of 300 and 16 rows (ids
+    of 2 digits), summed, a linear layer and a Tanh: position ids as an integer input."""
+    rng = np.random.default_rng(55)
+    nodes = [
+        helper.make_node("Gather", ["words", "input_ids"], ["w"], name="word_embeddings"),
+        helper.make_node("Gather", ["positions", "position_ids"], ["p"], name="pos_embeddings"),
+        helper.make_node("Add", ["w", "p"], ["e"], name="embed_add"),
+        helper.make_node("MatMul", ["e", "fc"], ["m"], name="fc"),
+        helper.make_node("Tanh", ["m"], ["y"], name="tanh"),
+    ]
+    inits = {
+        "words": rng.normal(0, 1, (300, 16)).astype(np.float32),
+        "positions": rng.normal(0, 0.5, (16, 16)).astype(np.float32),
+        "fc": rng.normal(0, 0.25, (16, 16)).astype(np.float32),
+    }
+    ints = [
+        helper.make_tensor_value_info(n, TensorProto.INT64, [1, 8])
+        for n in ("input_ids", "position_ids")
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        ints,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    onnx.save(model, str(path))
+    return path
+
+
+def test_position_ids_input_runs_bit_exact_against_onnxruntime(tmp_path: Path) -> None:
+    path = _ids_and_positions_model(tmp_path / "m.onnx")
+    compiled = compile_model(path, TINY)
+    assert compiled.source is not None
+    spec = token_inputs_of(compiled.source)
+    assert spec is not None and spec.digits == 2
+    assert [(t.name, t.kind, t.vocab) for t in spec.inputs] == [
+        ("input_ids", "ids", 300),
+        ("position_ids", "ids", 16),
+    ]
+    rng = np.random.default_rng(56)
+    ids, positions = rng.integers(0, 300, 8), rng.permutation(8)
+    packed = spec.pack({"input_ids": ids, "position_ids": positions}, "t")
+    result = run(compiled.executable, check_input(packed, compiled.executable.input.shape), "isa")
+    assert result.bit_exact, result.first_mismatch
+    (ours,) = result.outputs.values()
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (theirs,) = session.run(None, {"input_ids": ids[None], "position_ids": positions[None]})
+    np.testing.assert_allclose(ours.reshape(theirs.shape), theirs, atol=0.08)
+    assert np.corrcoef(ours.ravel(), theirs.ravel())[0, 1] > 0.99
