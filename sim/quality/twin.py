@@ -1,0 +1,295 @@
+"""The fake-quantized twin: an oracle for the integer reference that the compiler cannot fool.
+
+It is built from the *original* ONNX model, not from the compiler's IR: every tensor the device
+produces (an int8 tensor of the reference graph, matched to the ONNX tensor of the same name -
+the IR names each node's output after the last ONNX node it folds in, a fused activation or a
+scale) gets a QuantizeLinear with the compiler's scale and zero point, and the float ONNX ops
+between them run on onnxruntime. Each tensor's DequantizeLinear reads the *device's* codes
+(``isolated``, the default), so every layer is checked on the inputs it really got and one
+layer's rounding does not spread to the next; ``isolated=False`` chains the twin's own codes.
+Host steps (ONNX regions the accelerator does not run) are checked the same way: the original
+model's nodes of the region, not the host model the executable carries.
+
+**The one rule where the twin and the device differ by design** (:data:`TIE_BAND`,
+:func:`check_rule`): a code may be 1 off the twin where the twin's unrounded code
+``real / scale + zero_point`` lies within ``TIE_BAND`` of a rounding tie (x.5) - onnxruntime's
+QuantizeLinear rounds half to even, the device's requantize half up (``arch/reference_ops.py``),
+the host's input quantization half away from zero, and the integer multiplier and the float
+sum order move a value that close to a tie to either side. A layer whose device output goes
+through a second rounding the ONNX graph does not have (a ``table`` activation, applied to
+int8 codes of the pre-activation; a softmax's fp32 output rounded on the way into the next
+product) may be 1 off anywhere. Never more than 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+from arch import host_runtime
+from arch.reference import RefGraph, quantize_input, reuse_or_evaluate, zero_point
+from compiler.calibrate import as_shape
+
+__all__ = ["TIE_BAND", "Twin", "build_twin", "check_rule", "twin_agreement"]
+
+#: How close to a rounding tie (in codes) the twin's unrounded code may be for the device to
+#: round the other way (measured: see the README's twin agreement table).
+TIE_BAND = 0.05
+
+_CODES = "#twin_codes"  # graph input: the device's codes of a tensor (isolated twin)
+_TWIN = "#twin_q"  # graph output: the twin's codes of a tensor
+_DQ = "#twin_dq"  # the dequantized codes the original consumers read
+
+
+@dataclass(frozen=True)
+class Twin:
+    """The twin model and which reference-graph tensors it checks."""
+
+    model: onnx.ModelProto
+    tensors: list[str]  # reference-graph tensors the twin quantizes, in graph order
+    onnx_of: dict[str, str]  # each one's ONNX tensor (itself, or the tensor it is a view of)
+    isolated: bool
+    input_name: str  # the original model's float input
+
+
+def _compared(source: onnx.ModelProto, graph: RefGraph) -> dict[str, str]:
+    """The int8 tensors of ``graph`` that the original model has (its input and the outputs of
+    its nodes), each with its ONNX name: its own, or for a tensor the compiler named
+    ``<onnx name>#<what>`` (a view it made, as ``mean#flat``) the ONNX tensor's when no other
+    tensor of ``graph`` has that name."""
+    onnx_names = {o for n in source.graph.node for o in n.output}
+    onnx_names.add(source.graph.input[0].name)
+    names = [graph.inputs[0], *(n.output for n in graph.nodes)]
+    taken = set(names)
+    out = {}
+    for name in names:
+        base = name if name in onnx_names else name.split("#")[0]
+        if graph.tensors[name].scale is None or base not in onnx_names:
+            continue
+        if base != name and (base in taken or base in out.values()):
+            continue
+        out[name] = base
+    return out
+
+
+def build_twin(source: onnx.ModelProto, graph: RefGraph, *, isolated: bool = True) -> Twin:
+    """The fake-quantized twin of ``source`` (the fp32 model the executable was compiled from)
+    with the scales and zero points of ``graph`` (the executable's reference graph)."""
+    model = onnx.ModelProto()
+    model.CopyFrom(source)
+    g = model.graph
+    onnx_of = _compared(source, graph)
+    names = [onnx_of[n] for n in onnx_of]
+    _fake_quantize_weights(g)
+    x_name = g.input[0].name
+    added: list[onnx.NodeProto] = []
+    for ir_name, name in onnx_of.items():
+        t = graph.tensors[ir_name]
+        tag = name.replace("/", "_")
+        scale, zp = f"{tag}#twin_scale", f"{tag}#twin_zp"
+        g.initializer.append(helper.make_tensor(scale, TensorProto.FLOAT, [], [float(t.scale)]))
+        g.initializer.append(
+            helper.make_tensor(zp, TensorProto.INT8, [], [zero_point(graph, ir_name)])
+        )
+        for node in g.node:
+            for i, arg in enumerate(node.input):
+                if arg == name:
+                    node.input[i] = name + _DQ
+        added.append(helper.make_node("QuantizeLinear", [name, scale, zp], [name + _TWIN]))
+        codes = name + _CODES if isolated else name + _TWIN
+        added.append(helper.make_node("DequantizeLinear", [codes, scale, zp], [name + _DQ]))
+        if isolated:
+            g.input.append(helper.make_tensor_value_info(codes, TensorProto.INT8, None))
+        g.output.append(helper.make_tensor_value_info(name + _TWIN, TensorProto.INT8, None))
+    # original outputs read what the device gives; keep each exactly once
+    for out in list(g.output):
+        if out.name in names and out.name != x_name:
+            g.output.remove(out)
+    for name in names:
+        if name != x_name:
+            g.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+    g.node.extend(added)
+    _topological(g)
+    host_runtime.readable(model)
+    return Twin(model, list(onnx_of), onnx_of, isolated, x_name)
+
+
+def _weight_axis(node: onnx.NodeProto, w: np.ndarray) -> int | None:
+    """The output-channel axis of ``node``'s constant weight ``w`` (its input 1), or None if
+    the node has no int8 weight on the device."""
+    if node.op_type == "Conv" and w.ndim >= 3:
+        return 0
+    if node.op_type == "Gemm" and w.ndim == 2:
+        trans = next((a.i for a in node.attribute if a.name == "transB"), 0)
+        return 0 if trans else 1
+    if node.op_type == "MatMul" and w.ndim == 2:
+        return 1
+    return None
+
+
+def _fake_quantize_weights(g: onnx.GraphProto) -> None:
+    """Each Conv, Gemm and MatMul weight of ``g`` as the device holds it: symmetric int8 per
+    output channel, scale ``max|w| / 127``, rounded half to even (the compiler's rule; a
+    folded BatchNorm or scale multiplies a channel, which leaves its codes as they are)."""
+    inits = {t.name: i for i, t in enumerate(g.initializer)}
+    done: set[str] = set()
+    for node in g.node:
+        if len(node.input) < 2 or node.input[1] not in inits or node.input[1] in done:
+            continue
+        init = g.initializer[inits[node.input[1]]]
+        w = numpy_helper.to_array(init).astype(np.float64)
+        axis = _weight_axis(node, w)
+        if axis is None:
+            continue
+        others = tuple(d for d in range(w.ndim) if d != axis)
+        m = np.abs(w).max(axis=others, keepdims=True)
+        s = np.where(m > 0, m / 127.0, 1.0)
+        fake = (np.clip(np.rint(w / s), -127, 127) * s).astype(np.float32)
+        init.CopyFrom(numpy_helper.from_array(fake, init.name))
+        done.add(node.input[1])
+
+
+def _topological(g: onnx.GraphProto) -> None:
+    """Order ``g``'s nodes so each comes after the producers of its inputs."""
+    ready = {i.name for i in g.input} | {t.name for t in g.initializer} | {""}
+    nodes, ordered = list(g.node), []
+    while nodes:
+        rest = []
+        for node in nodes:
+            if all(i in ready for i in node.input):
+                ordered.append(node)
+                ready.update(node.output)
+            else:
+                rest.append(node)
+        if len(rest) == len(nodes):
+            raise ValueError(f"twin graph has a cycle at node {rest[0].name!r}")
+        nodes = rest
+    del g.node[:]
+    g.node.extend(ordered)
+
+
+def _session(model: onnx.ModelProto) -> ort.InferenceSession:
+    """An onnxruntime session with no graph optimization: its QDQ fusions would run the twin's
+    products as integer kernels (QLinearConv and the like), not the float ops."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    return ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+
+def run_twin(
+    twin: Twin,
+    graph: RefGraph,
+    x: np.ndarray,
+    device: Mapping[str, np.ndarray],
+    session: ort.InferenceSession | None = None,
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Tensor -> (the twin's codes, the twin's unrounded codes) for fp32 input ``x`` and the
+    ``device``'s codes of every tensor (``session``: of ``twin.model``, made if not given)."""
+    session = session or _session(twin.model)
+    ir_of = {name: ir_name for ir_name, name in twin.onnx_of.items()}
+    feeds: dict[str, np.ndarray] = {}
+    for arg in session.get_inputs():
+        if arg.name == twin.input_name:
+            feeds[arg.name] = np.asarray(x, np.float32).reshape(_static(arg.shape, x.shape))
+        elif arg.name.endswith(_CODES):
+            codes = device[ir_of[arg.name[: -len(_CODES)]]]
+            feeds[arg.name] = codes.reshape(_static(arg.shape, codes.shape)).astype(np.int8)
+    names = [twin.onnx_of[n] for n in twin.tensors]
+    fetch = [n + _TWIN for n in names] + [n for n in names if n != twin.input_name]
+    values = dict(zip(fetch, session.run(fetch, feeds), strict=True))
+    out = {}
+    for ir_name, name in twin.onnx_of.items():
+        real = x if name == twin.input_name else values[name]
+        unrounded = np.asarray(real, np.float64) / float(graph.tensors[ir_name].scale or 1.0)
+        out[ir_name] = (values[name + _TWIN], unrounded + zero_point(graph, ir_name))
+    return out
+
+
+def _static(dims: Sequence[Any], have: tuple[int, ...]) -> tuple[int, ...]:
+    """The ONNX input's shape where it is static and holds as many elements, else ``have``."""
+    wanted = tuple(d if isinstance(d, int) else -1 for d in dims)
+    if not wanted or -1 in wanted or int(np.prod(wanted)) != int(np.prod(have)):
+        return have
+    return wanted
+
+
+def _second_rounding(graph: RefGraph, name: str) -> bool:
+    """Whether the device rounds on the way to ``name`` where the ONNX graph does not: a table
+    activation, or a product of a softmax's fp32 output."""
+    node = next((n for n in graph.nodes if n.output == name), None)
+    if node is None:
+        return False
+    if node.attrs.get("act") == "table":
+        return True
+    producers = {n.output: n.op for n in graph.nodes}
+    return any(producers.get(i) == "softmax" for i in node.inputs)
+
+
+def check_rule(
+    device: np.ndarray, twin: np.ndarray, unrounded: np.ndarray, anywhere: bool
+) -> np.ndarray:
+    """Mask of the codes that break the module's rule: more than 1 off, or 1 off away from a
+    tie (farther than :data:`TIE_BAND` from x.5 in the twin's unrounded code) unless
+    ``anywhere`` (a second rounding on the device)."""
+    diff = np.abs(device.astype(np.int64).reshape(-1) - twin.astype(np.int64).reshape(-1))
+    u = np.clip(unrounded.reshape(-1), -128.5, 127.5)
+    near_tie = np.abs(np.abs(u - np.floor(u)) - 0.5) <= TIE_BAND
+    return (diff > 1) | ((diff == 1) & ~near_tie & (not anywhere))
+
+
+def twin_agreement(
+    source: onnx.ModelProto,
+    graph: RefGraph,
+    inputs: Sequence[np.ndarray],
+    known: Mapping[str, np.ndarray] | None = None,
+    *,
+    isolated: bool = True,
+) -> list[dict[str, Any]]:
+    """Per compared tensor, over fp32 ``inputs``: ``{"layer", "op", "tensor", "equal" (share of
+    codes equal to the twin's), "max_code_diff", "outside_rule" (codes breaking the rule of the
+    module docstring), "second_rounding" (the rule lets it be 1 off anywhere), "count"}``.
+    ``known``: every tensor of ``graph`` already evaluated (a run's reference or the device's
+    tensors) for the first input."""
+    twin = build_twin(source, graph, isolated=isolated)
+    session = _session(twin.model)
+    x_name = graph.inputs[0]
+    t_in = graph.tensors[x_name]
+    totals = {name: [0, 0, 0, 0] for name in twin.tensors}
+    second = {name for name in twin.tensors if _second_rounding(graph, name)}
+    for k, x in enumerate(inputs):
+        x = as_shape(np.asarray(x, np.float32), t_in.shape)
+        q = quantize_input(x, t_in.scale or 1.0, zero_point(graph, x_name))
+        device = reuse_or_evaluate(graph, q, known if k == 0 else None)
+        for name, (codes, unrounded) in run_twin(twin, graph, x, device, session).items():
+            ours = device[name]
+            diff = np.abs(ours.astype(np.int64).reshape(-1) - codes.astype(np.int64).reshape(-1))
+            broken = check_rule(ours, codes, unrounded, name in second)
+            total = totals[name]
+            total[0] += int(np.sum(diff == 0))
+            total[1] += int(diff.size)
+            total[2] = max(total[2], int(diff.max()) if diff.size else 0)
+            total[3] += int(np.sum(broken))
+    ops = {n.output: (n.name, n.op) for n in graph.nodes}
+    return [
+        {
+            "layer": ops.get(name, (name, "input"))[0],
+            "op": ops.get(name, (name, "input"))[1],
+            "tensor": name,
+            "equal": totals[name][0] / max(totals[name][1], 1),
+            "max_code_diff": totals[name][2],
+            "outside_rule": totals[name][3],
+            "second_rounding": name in second,
+            "count": totals[name][1],
+        }
+        for name in twin.tensors
+    ]
