@@ -67,7 +67,7 @@ def _compared(source: onnx.ModelProto, graph: RefGraph) -> dict[str, str]:
     onnx_names.add(source.graph.input[0].name)
     names = [graph.inputs[0], *(n.output for n in graph.nodes)]
     taken = set(names)
-    out = {}
+    out: dict[str, str] = {}
     for name in names:
         base = name if name in onnx_names else name.split("#")[0]
         if graph.tensors[name].scale is None or base not in onnx_names:
@@ -93,7 +93,9 @@ def build_twin(source: onnx.ModelProto, graph: RefGraph, *, isolated: bool = Tru
         t = graph.tensors[ir_name]
         tag = name.replace("/", "_")
         scale, zp = f"{tag}#twin_scale", f"{tag}#twin_zp"
-        g.initializer.append(helper.make_tensor(scale, TensorProto.FLOAT, [], [float(t.scale)]))
+        g.initializer.append(
+            helper.make_tensor(scale, TensorProto.FLOAT, [], [float(t.scale or 1.0)])
+        )
         g.initializer.append(
             helper.make_tensor(zp, TensorProto.INT8, [], [zero_point(graph, ir_name)])
         )
@@ -207,7 +209,7 @@ def run_twin(
     names = [twin.onnx_of[n] for n in twin.tensors]
     fetch = [n + _TWIN for n in names] + [n for n in names if n != twin.input_name]
     values = dict(zip(fetch, session.run(fetch, feeds), strict=True))
-    out = {}
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for ir_name, name in twin.onnx_of.items():
         real = x if name == twin.input_name else values[name]
         unrounded = np.asarray(real, np.float64) / float(graph.tensors[ir_name].scale or 1.0)
