@@ -87,6 +87,8 @@ def build_twin(source: onnx.ModelProto, graph: RefGraph, *, isolated: bool = Tru
     onnx_of = _compared(source, graph)
     names = [onnx_of[n] for n in onnx_of]
     _fake_quantize_weights(g)
+    shapes = _static_shapes(source)
+    regions = _host_regions(graph)
     x_name = g.input[0].name
     added: list[onnx.NodeProto] = []
     for ir_name, name in onnx_of.items():
@@ -99,15 +101,12 @@ def build_twin(source: onnx.ModelProto, graph: RefGraph, *, isolated: bool = Tru
         g.initializer.append(
             helper.make_tensor(zp, TensorProto.INT8, [], [zero_point(graph, ir_name)])
         )
-        for node in g.node:
-            for i, arg in enumerate(node.input):
-                if arg == name:
-                    node.input[i] = name + _DQ
+        _read_codes(g, name, regions)
         added.append(helper.make_node("QuantizeLinear", [name, scale, zp], [name + _TWIN]))
         codes = name + _CODES if isolated else name + _TWIN
         added.append(helper.make_node("DequantizeLinear", [codes, scale, zp], [name + _DQ]))
         if isolated:
-            g.input.append(helper.make_tensor_value_info(codes, TensorProto.INT8, None))
+            g.input.append(helper.make_tensor_value_info(codes, TensorProto.INT8, shapes.get(name)))
         g.output.append(helper.make_tensor_value_info(name + _TWIN, TensorProto.INT8, None))
     # original outputs read what the device gives; keep each exactly once
     for out in list(g.output):
@@ -122,9 +121,46 @@ def build_twin(source: onnx.ModelProto, graph: RefGraph, *, isolated: bool = Tru
     return Twin(model, list(onnx_of), onnx_of, isolated, x_name)
 
 
+def _static_shapes(source: onnx.ModelProto) -> dict[str, list[int]]:
+    """The static shapes ONNX shape inference gives ``source``'s tensors (the device holds
+    tokens (1, T, C) as (1, T, 1, C): its codes are fed in the ONNX shape)."""
+    inferred = onnx.shape_inference.infer_shapes(source).graph
+    out = {}
+    for info in [*inferred.input, *inferred.value_info, *inferred.output]:
+        dims = [
+            d.dim_value if d.HasField("dim_value") else -1 for d in info.type.tensor_type.shape.dim
+        ]
+        if dims and all(d > 0 for d in dims):
+            out[info.name] = dims
+    return out
+
+
+def _host_regions(graph: RefGraph) -> list[set[str]]:
+    """The ONNX tensors each host step computes (its model's node outputs): inside a region
+    the host keeps them in fp32, whatever the device reads of them."""
+    regions = []
+    for node in graph.nodes:
+        if node.op == "host":
+            model = onnx.ModelProto.FromString(node.params["model"].tobytes())
+            computed = {o for n in model.graph.node for o in n.output}
+            regions.append(computed - set(node.inputs))  # not its inputs, reshaped in it
+    return regions
+
+
+def _read_codes(g: onnx.GraphProto, name: str, regions: list[set[str]]) -> None:
+    """Every reader of ``name`` reads its dequantized codes, but a node of a host region that
+    computes ``name`` itself (it reads the fp32 value, as the host step does)."""
+    for node in g.node:
+        inside = any(set(node.output) <= r and name in r for r in regions)
+        for i, arg in enumerate(node.input):
+            if arg == name and not inside:
+                node.input[i] = name + _DQ
+
+
 def _weight_axis(node: onnx.NodeProto, w: np.ndarray) -> int | None:
-    """The output-channel axis of ``node``'s constant weight ``w`` (its input 1), or None if
-    the node has no int8 weight on the device."""
+    """The output-channel axis of ``node``'s constant weight ``w`` (its input 1), -1 for every
+    axis but the first (a ConvTranspose's), or None if the node has no int8 weight on the
+    device."""
     if node.op_type == "Conv" and w.ndim >= 3:
         return 0
     if node.op_type == "Gemm" and w.ndim == 2:
@@ -132,6 +168,8 @@ def _weight_axis(node: onnx.NodeProto, w: np.ndarray) -> int | None:
         return 0 if trans else 1
     if node.op_type == "MatMul" and w.ndim == 2:
         return 1
+    if node.op_type == "ConvTranspose" and w.ndim >= 3:  # a 1x1 conv of C_out x k x k channels
+        return -1
     return None
 
 
@@ -149,7 +187,7 @@ def _fake_quantize_weights(g: onnx.GraphProto) -> None:
         axis = _weight_axis(node, w)
         if axis is None:
             continue
-        others = tuple(d for d in range(w.ndim) if d != axis)
+        others = (0,) if axis == -1 else tuple(d for d in range(w.ndim) if d != axis)
         m = np.abs(w).max(axis=others, keepdims=True)
         s = np.where(m > 0, m / 127.0, 1.0)
         fake = (np.clip(np.rint(w / s), -127, 127) * s).astype(np.float32)
