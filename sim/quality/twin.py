@@ -86,9 +86,9 @@ def build_twin(source: onnx.ModelProto, graph: RefGraph, *, isolated: bool = Tru
     g = model.graph
     onnx_of = _compared(source, graph)
     names = [onnx_of[n] for n in onnx_of]
-    _fake_quantize_weights(g)
-    shapes = _static_shapes(source)
     regions = _host_regions(graph)
+    _fake_quantize_weights(g, set().union(*regions))
+    shapes = _static_shapes(source)
     x_name = g.input[0].name
     added: list[onnx.NodeProto] = []
     for ir_name, name in onnx_of.items():
@@ -173,14 +173,17 @@ def _weight_axis(node: onnx.NodeProto, w: np.ndarray) -> int | None:
     return None
 
 
-def _fake_quantize_weights(g: onnx.GraphProto) -> None:
+def _fake_quantize_weights(g: onnx.GraphProto, on_host: set[str]) -> None:
     """Each Conv, Gemm and MatMul weight of ``g`` as the device holds it: symmetric int8 per
     output channel, scale ``max|w| / 127``, rounded half to even (the compiler's rule; a
-    folded BatchNorm or scale multiplies a channel, which leaves its codes as they are)."""
+    folded BatchNorm or scale multiplies a channel, which leaves its codes as they are). Nodes
+    that compute ``on_host`` tensors keep their fp32 weights, as the host step does."""
     inits = {t.name: i for i, t in enumerate(g.initializer)}
     done: set[str] = set()
     for node in g.node:
         if len(node.input) < 2 or node.input[1] not in inits or node.input[1] in done:
+            continue
+        if set(node.output) & on_host:
             continue
         init = g.initializer[inits[node.input[1]]]
         w = numpy_helper.to_array(init).astype(np.float64)
