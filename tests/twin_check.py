@@ -12,8 +12,8 @@ import onnx
 from arch.reference import RefGraph
 from sim.quality.twin import twin_agreement
 
-#: Equal codes of the layers without a second rounding (measured: 0.9997 ... 1.0 on the zoo
-#: and the torch fixtures, per model) and of a table act's layer (measured: 0.72 ... 0.96).
+#: Equal codes of the layers without a second rounding (measured: 0.9996 ... 1.0 on the zoo
+#: and the torch fixtures, per model) and of a table act's layer (measured: 0.72 ... 1.0).
 LEAST_EQUAL = 0.999
 LEAST_EQUAL_TABLE = 0.7
 
@@ -23,10 +23,11 @@ def assert_within_rule(rows: list[dict[str, Any]], least_equal: float = LEAST_EQ
     second rounding equal, and :data:`LEAST_EQUAL_TABLE` of each table act layer's."""
     assert rows, "no tensor compared"
     for row in rows:
-        assert row["max_code_diff"] <= 1 and row["outside_rule"] == 0, row
-        if row["second_rounding"]:
+        assert row["max_code_diff"] <= max(1, row["second_step"]), row
+        assert row["outside_rule"] == 0, row
+        if row["second_step"]:
             assert row["equal"] >= LEAST_EQUAL_TABLE, row
-    plain = [r for r in rows if not r["second_rounding"]]
+    plain = [r for r in rows if not r["second_step"]]
     count = sum(r["count"] for r in plain)
     assert sum(r["equal"] * r["count"] for r in plain) / count >= least_equal, rows
 
