@@ -33,10 +33,9 @@ from sim.app.prune import hold, keep_runs, prune
 from sim.app.retrace import Retrace, failure_cycles
 from sim.app.run_inputs import Calibration, RunInputs, calibration, run_inputs
 from sim.app.rundir import new_run_dir, point_latest, use_run_dir
-from sim.app.side_work import SideWork, fp32_accuracy
+from sim.app.side_work import SideWork, api_accuracy
 from sim.backends import hooks
 from sim.backends.base import Backend
-from sim.quality.accuracy import compare_fp32
 from sim.runtime.background import in_background, lower_priority
 from sim.runtime.reference_stream import ReferenceStream
 from sim.runtime.run import RunError, RunResult, backend_of, run
@@ -524,7 +523,7 @@ class Session:
         result = run(exe, x, self.request.backend, workdir=workdir)
         accuracy: dict[str, Any] = {}
         if fp32_model is not None:
-            accuracy = fp32_accuracy(compare_fp32(fp32_model, exe.reference, x))
+            accuracy = api_accuracy(fp32_model, exe.reference, x)
         report = build_report(exe, result, accuracy, None, path, exe.config)
         hooks.check_report(report)  # user hooks' checks (sim/backends/hooks.py): HookCheckFailed
         return result, report

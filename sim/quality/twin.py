@@ -37,7 +37,15 @@ from arch import host_runtime
 from arch.reference import RefGraph, quantize_input, reuse_or_evaluate, zero_point
 from compiler.calibrate import as_shape
 
-__all__ = ["TIE_BAND", "Twin", "build_twin", "check_rule", "second_step", "twin_agreement"]
+__all__ = [
+    "TIE_BAND",
+    "Twin",
+    "build_twin",
+    "check_rule",
+    "second_step",
+    "twin_agreement",
+    "twin_report",
+]
 
 #: How close to a rounding tie (in codes) the twin's unrounded code may be for the device to
 #: round the other way (measured: see the README's twin agreement table).
@@ -342,3 +350,30 @@ def twin_agreement(
         }
         for name in twin.tensors
     ]
+
+
+def twin_report(
+    source: onnx.ModelProto,
+    graph: RefGraph,
+    inputs: Sequence[np.ndarray],
+    known: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, Any] | None:
+    """``report.json``'s ``accuracy.twin_agreement`` for a float model (None for a QDQ one,
+    whose own QDQ graph is its oracle, or if no tensor matches): the share of equal codes
+    over all compared tensors, the worst layer, the largest difference, the codes outside the
+    rule, and every layer (:func:`twin_agreement`)."""
+    if any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in source.graph.node):
+        return None
+    layers = twin_agreement(source, graph, inputs, known)
+    if not layers:
+        return None
+    count = sum(e["count"] for e in layers)
+    worst = min(layers, key=lambda e: e["equal"])
+    return {
+        "equal": sum(e["equal"] * e["count"] for e in layers) / count,
+        "worst_layer": worst["layer"],
+        "worst_equal": worst["equal"],
+        "max_code_diff": max(e["max_code_diff"] for e in layers),
+        "outside_rule": sum(e["outside_rule"] for e in layers),
+        "layers": layers,
+    }
