@@ -14,12 +14,15 @@ model's nodes of the region, not the host model the executable carries.
 :func:`check_rule`): a code may be 1 off the twin where the twin's unrounded code
 ``real / scale + zero_point`` lies within ``TIE_BAND`` of a rounding tie (x.5) - onnxruntime's
 QuantizeLinear rounds half to even, the device's requantize half up (``arch/reference_ops.py``),
-the host's input quantization half away from zero, and the integer multiplier and the float
-sum order move a value that close to a tie to either side. A layer whose device output goes
+the host's input quantization half away from zero, and the integer multiplier, the float sum
+order and a weight at a tie that a folded BatchNorm rounds the other way move a value that
+close to a tie to either side. A layer whose device output goes
 through a second rounding the ONNX graph does not have (a ``table`` activation, applied to
 int8 codes of the pre-activation; a softmax's fp32 output rounded on the way into the next
 product) may be off anywhere, by what one code of that rounding moves it (:func:`second_step`:
-1, or a steep table's largest step). Nothing else may differ.
+1, or a steep table's largest step); a table's codes are compared with the twin's clipped to
+the table's range (its int8 pre-activation saturates where the float one goes on). Nothing else
+may differ.
 """
 
 from __future__ import annotations
@@ -48,8 +51,10 @@ __all__ = [
 ]
 
 #: How close to a rounding tie (in codes) the twin's unrounded code may be for the device to
-#: round the other way (measured: see the README's twin agreement table).
-TIE_BAND = 0.05
+#: round the other way. Measured: at most 0.065 - ResNet-18 at 64x64, where one of 73,728
+#: weights of a conv with a folded BatchNorm lies at a tie and the compiler's float fold rounds
+#: it the other way; else below 0.05.
+TIE_BAND = 0.1
 
 _CODES = "#twin_codes"  # graph input: the device's codes of a tensor (isolated twin)
 _TWIN = "#twin_q"  # graph output: the twin's codes of a tensor
@@ -323,11 +328,14 @@ def twin_agreement(
     t_in = graph.tensors[x_name]
     totals = {name: [0, 0, 0, 0] for name in twin.tensors}
     steps = {name: second_step(graph, name) for name in twin.tensors}
+    tables = {n.output: n.params["table"] for n in graph.nodes if n.attrs.get("act") == "table"}
     for k, x in enumerate(inputs):
         x = as_shape(np.asarray(x, np.float32), t_in.shape)
         q = quantize_input(x, t_in.scale or 1.0, zero_point(graph, x_name))
         device = reuse_or_evaluate(graph, q, known if k == 0 else None)
         for name, (codes, unrounded) in run_twin(twin, graph, x, device, session).items():
+            if name in tables:  # a table gives only its own codes: its pre-activation saturates
+                codes = np.clip(codes, tables[name].min(), tables[name].max())
             ours = device[name]
             diff = np.abs(ours.astype(np.int64).reshape(-1) - codes.astype(np.int64).reshape(-1))
             broken = check_rule(ours, codes, unrounded, steps[name])
