@@ -1,5 +1,6 @@
 """Mutants of the checking machinery itself - the test runner's verdicts, guard bands, the
-reference rounding rule - and the tests that must kill each (issue #22's three named gaps)."""
+reference rounding rule, the fake-quantized twin - and the tests that must kill each (issue #22's
+three named gaps, issue #41's softmax temperature)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,14 @@ HARNESS_MUTANTS: list[Mutant] = [
         "    return np.asarray(((p + half) >> s) - tie, dtype=np.int64)",
         "the reference ops round negative exact ties away from zero",
     ),
+    Mutant(
+        "softmax-temperature-1-over-d",
+        "compiler/onnx/attention.py",
+        "[0]) * factor\n        take_over(",
+        "[0]) * factor * factor\n        take_over(",
+        "attention scores scaled by 1/d instead of 1/sqrt(d): the compiler and its reference "
+        "agree, only an oracle of the original model sees it (issue #41)",
+    ),
 ]
 
 KILLERS_OF: dict[str, tuple[str, ...]] = {
@@ -73,4 +82,5 @@ KILLERS_OF: dict[str, tuple[str, ...]] = {
     "rtl-compare-no-guards": ("tests/instruction/test_guard_bands_rtl.py",),
     "isa-neg-tie-away": (_TIES,),
     "reference-neg-tie-away": (_TIES,),
+    "softmax-temperature-1-over-d": ("tests/unit/run/test_twin.py",),
 }

@@ -336,6 +336,14 @@ def show_outcome(outcome: Outcome, request: Request) -> None:
             f"{agreement['equal']:.5f} of codes equal, worst {agreement['worst_layer']} "
             f"{agreement['worst_equal']:.5f}, max difference {agreement['max_code_diff']} code(s)"
         )
+    if accuracy.get("twin_agreement"):
+        twin = accuracy["twin_agreement"]
+        print(
+            f"per-layer agreement with the fake-quantized twin (onnxruntime, same int8 inputs): "
+            f"{twin['equal']:.5f} of codes equal, worst {twin['worst_layer']} "
+            f"{twin['worst_equal']:.5f}, max difference {twin['max_code_diff']} code(s), "
+            f"{twin['outside_rule']} outside the rule"
+        )
     show_evaluations(data, request)
     paths = outcome.paths
     timeline = f"  timeline: {paths['timeline']}" if "timeline" in paths else ""

@@ -34,11 +34,10 @@ from sim.app.prune import hold, keep_runs, prune
 from sim.app.retrace import Retrace, failure_cycles
 from sim.app.run_inputs import Calibration, RunInputs, calibration, run_inputs
 from sim.app.rundir import new_run_dir, point_latest, use_run_dir
-from sim.app.side_work import SideWork, fp32_accuracy
+from sim.app.side_work import SideWork, api_accuracy
 from sim.app.token_run_inputs import token_run_inputs
 from sim.backends import hooks
 from sim.backends.base import Backend
-from sim.quality.accuracy import compare_fp32
 from sim.runtime import timeline as timelines
 from sim.runtime.background import in_background, lower_priority
 from sim.runtime.inputs import InputError, check_input
@@ -557,7 +556,7 @@ class Session:
         result = run(exe, x, self.request.backend, workdir=workdir)
         accuracy: dict[str, Any] = {}
         if fp32_model is not None:
-            accuracy = fp32_accuracy(compare_fp32(fp32_model, exe.reference, x))
+            accuracy = api_accuracy(fp32_model, exe.reference, x)
         report = build_report(exe, result, accuracy, None, path, exe.config)
         hooks.check_report(report)  # user hooks' checks (sim/backends/hooks.py): HookCheckFailed
         return result, report

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,10 +14,12 @@ import onnx
 
 import zoo
 from arch.executable import Executable
+from arch.reference import RefGraph
 from sim.app.sqnr_plot import sqnr_png
 from sim.quality.accuracy import compare_fp32
 from sim.quality.qdq_agreement import agreement_report
 from sim.quality.sqnr import layer_sqnr
+from sim.quality.twin import twin_report
 from sim.runtime.reference_stream import ReferenceStream
 
 SQNR_IMAGES = 100  # held-out images of a trained model the per-layer SQNR is measured on
@@ -29,6 +32,18 @@ def fp32_accuracy(measured: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in measured.items() if k in FP32_KEYS}
 
 
+def api_accuracy(
+    fp32_model: onnx.ModelProto | str | Path, graph: RefGraph, x: np.ndarray
+) -> dict[str, Any]:
+    """An API run's ``accuracy`` on input ``x``: the fp32 comparison and the twin agreement."""
+    proto = onnx.load(str(fp32_model)) if isinstance(fp32_model, str | Path) else fp32_model
+    accuracy = fp32_accuracy(compare_fp32(proto, graph, x))
+    twin = twin_report(proto, graph, [x])
+    if twin is not None:
+        accuracy["twin_agreement"] = twin
+    return accuracy
+
+
 @dataclass
 class SideWork:
     """The measurements' futures (None: not measured, as for an executable without its fp32
@@ -38,6 +53,7 @@ class SideWork:
     sqnr: Future[list[dict[str, Any]]] | None = None
     sqnr_plot: Future[bytes | None] | None = None
     agreement: Future[dict[str, Any] | None] | None = None
+    twin: Future[dict[str, Any] | None] | None = None
 
     @classmethod
     def start(
@@ -65,7 +81,8 @@ class SideWork:
         # drawn on the other core during the run: no plot is drawn before it is done
         plot = pool.submit(sqnr_png, sqnr, plot_title) if plot_title is not None else None
         agreement = pool.submit(agreement_report, source, exe.reference, xs[:4])
-        return cls(fp32, sqnr, plot, agreement)
+        twin = pool.submit(lambda: twin_report(source, exe.reference, xs[:1], known()))
+        return cls(fp32, sqnr, plot, agreement, twin)
 
     def accuracy(self, dataset: dict[str, Any] | None = None) -> dict[str, Any]:
         """The report's ``accuracy``: the entries measured here (waits for them) and the
@@ -77,6 +94,8 @@ class SideWork:
             accuracy["sqnr"] = self.sqnr.result()
         if self.agreement is not None and self.agreement.result() is not None:
             accuracy["ort_agreement"] = self.agreement.result()
+        if self.twin is not None and self.twin.result() is not None:
+            accuracy["twin_agreement"] = self.twin.result()
         return accuracy
 
     def plot(self, accuracy: dict[str, Any]) -> bytes | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,25 +27,22 @@ def compare_fp32(
     with fp32 onnxruntime on ``onnx_model`` for input ``x``. ``known``: every tensor of
     ``graph`` already evaluated (a run's reference), used if its input is ``x`` quantized.
 
-    The first graph output is compared; if a host softmax produces it, its input (the logits)
-    is compared instead. Tensors are matched by name; if ``onnx_model`` has no tensor of that
-    name (say, the fp32 original of a QDQ model), its first output is compared with the
-    graph's first output.
+    Every graph output is compared; one a host softmax produces is compared at its input (the
+    logits). Tensors are matched by name; if ``onnx_model`` has no tensor of that name (say,
+    the fp32 original of a QDQ model), the model's outputs are compared in order.
 
     Returns
     -------
     dict
-        ``cosine_vs_fp32`` (float: cosine of the dequantized int8 output and the fp32 output),
-        ``top1_agree_fp32`` (bool: same argmax), ``max_abs_err`` (float), and ``tensor`` (the
-        compared tensor's name).
+        ``outputs``: per graph output ``cosine_vs_fp32`` (float: cosine of the dequantized int8
+        output and the fp32 output), ``top1_agree_fp32`` (bool: same argmax), ``max_abs_err``
+        (float) and ``tensor`` (the compared tensor's name); and the same keys over all of
+        them: the lowest cosine, whether every top-1 agrees, the largest error, and the tensor
+        of the lowest cosine.
     """
     if not graph.quantized:
         raise CompileError(None, "accuracy", "the graph is not quantized", "quantized graphs")
     proto = onnx.load(str(onnx_model)) if isinstance(onnx_model, str | Path) else onnx_model
-    name = graph.outputs[0]
-    producer = next((node for node in graph.nodes if node.output == name), None)
-    if producer is not None and producer.op == "softmax":
-        name = producer.inputs[0]
     x = np.asarray(x_fp32, np.float32)
     q = quantize_input(
         as_shape(x, graph.tensors[graph.inputs[0]].shape),
@@ -52,15 +50,46 @@ def compare_fp32(
         zero_point(graph, graph.inputs[0]),
     )
     values = reuse_or_evaluate(graph, q, known)
-    if name in {o for n in proto.graph.node for o in n.output}:
-        reference = run_onnx(proto, x, [name])[name]
-    else:  # another model (e.g. the fp32 original of a QDQ model): its first output
-        name = graph.outputs[0]
-        reference = run_onnx(proto, x)[proto.graph.output[0].name]
-    ours = values[name].astype(np.float64)
+    onnx_names = {o for n in proto.graph.node for o in n.output}
+    names = [_compared_name(graph, out) for out in graph.outputs]
+    if all(name in onnx_names for name in names):
+        fp32 = run_onnx(proto, x, names)
+        pairs = [(name, fp32[name]) for name in names]
+    else:  # another model (e.g. the fp32 original of a QDQ model): its outputs in order
+        fp32 = run_onnx(proto, x)
+        pairs = [
+            (name, fp32[out.name])
+            for name, out in zip(graph.outputs, proto.graph.output, strict=False)
+        ]
+    outputs = [_measure(graph, name, values[name], ref) for name, ref in pairs]
+    worst = min(
+        outputs,
+        key=lambda o: -2.0 if math.isnan(o["cosine_vs_fp32"]) else o["cosine_vs_fp32"],
+    )
+    return {
+        "cosine_vs_fp32": worst["cosine_vs_fp32"],
+        "top1_agree_fp32": all(o["top1_agree_fp32"] for o in outputs),
+        "max_abs_err": max(o["max_abs_err"] for o in outputs),
+        "tensor": worst["tensor"],
+        "outputs": outputs,
+    }
+
+
+def _compared_name(graph: RefGraph, output: str) -> str:
+    """``output``, or a host softmax's input (the logits) if one produces it."""
+    producer = next((node for node in graph.nodes if node.output == output), None)
+    if producer is not None and producer.op == "softmax":
+        return producer.inputs[0]
+    return output
+
+
+def _measure(
+    graph: RefGraph, name: str, codes: np.ndarray, reference: np.ndarray
+) -> dict[str, Any]:
+    """Cosine, top-1 agreement and largest error of tensor ``name`` against fp32."""
+    ours = codes.astype(np.float64)
     if graph.tensors[name].scale is not None:
-        real = dequantize(values[name], _scale(graph, name), zero_point(graph, name))
-        ours = real.astype(np.float64)
+        ours = dequantize(codes, _scale(graph, name), zero_point(graph, name)).astype(np.float64)
     ref = reference.astype(np.float64).reshape(-1)
     ours = ours.reshape(-1)
     denom = float(np.linalg.norm(ours) * np.linalg.norm(ref))

@@ -19,9 +19,9 @@ from compiler.frontend import compile_front
 from compiler.onnx import load_onnx
 from compiler.onnx.gelu_pattern import MS_DOMAIN, fuse_gelu
 from compiler.plan import GemmShape, Plan
-from sim.quality.accuracy import compare_fp32
 from sim.runtime.host import read_tensor, tensor_bytes
 from sim.runtime.run import run
+from tests.twin_check import assert_twin_agrees
 from zoo._graph import GraphBuilder
 from zoo.transformers import bert, vit
 
@@ -60,8 +60,7 @@ def test_encoder_block_on_the_array(config, tokens, hidden, heads, tmp_path):
     assert all(la.cycles > 0 and la.bit_exact for la in products)
     host_macs = sum(la.macs for la in result.layers if la.device == "host")
     assert host_macs == 0
-    measured = compare_fp32(model, exe.reference, x)
-    assert measured["cosine_vs_fp32"] > 0.99
+    assert_twin_agrees(model, exe.reference, [x])
 
 
 def test_vit_on_the_array(tmp_path):
@@ -72,7 +71,7 @@ def test_vit_on_the_array(tmp_path):
     accel = sum(la.macs for la in result.layers if la.device == "accel")
     total = sum(la.macs for la in result.layers)
     assert accel == total > 0
-    assert compare_fp32(model, exe.reference, x)["cosine_vs_fp32"] > 0.99
+    assert_twin_agrees(model, exe.reference, [x])
 
 
 def test_heads_that_are_not_whole_lines_go_to_the_host(tmp_path):
@@ -90,7 +89,7 @@ def test_heads_that_are_not_whole_lines_go_to_the_host(tmp_path):
             f"{name} ({op}): a head of 12 channels is not whole lines of 16 (supported: head "
             "sizes that are multiples of 16 (the heads are then a view))"
         ) in notes
-    assert compare_fp32(model, exe.reference, x)["cosine_vs_fp32"] > 0.99
+    assert_twin_agrees(model, exe.reference, [x])
 
 
 def test_head_views_are_refused_by_the_layout_when_heads_are_not_whole_lines():
@@ -165,7 +164,7 @@ def test_scaled_scores_bit_exact_and_close(scale_op, tmp_path):
     assert result.bit_exact, result.first_mismatch
     [product] = [n for n in load_onnx(model).nodes if n.op == "batch_matmul"]
     assert product.params["alpha"][0] == pytest.approx(0.25)
-    assert compare_fp32(model, exe.reference, x)["cosine_vs_fp32"] > 0.999
+    assert_twin_agrees(model, exe.reference, [x])
 
 
 def _with_node_before(model: onnx.ModelProto, node: onnx.NodeProto, reader: str) -> None:
@@ -189,7 +188,7 @@ def test_k_transposed_after_its_heads_view_is_one_transposed_view(tmp_path):
     exe, x, result = _run_isa(model, "default", 4, tmp_path)
     assert result.bit_exact, result.first_mismatch
     assert [la.device for la in result.layers] == ["accel"] * len(result.layers)
-    assert compare_fp32(model, exe.reference, x)["cosine_vs_fp32"] > 0.999
+    assert_twin_agrees(model, exe.reference, [x])
 
 
 def test_a_transpose_that_is_no_heads_view_goes_to_the_host():
@@ -320,7 +319,7 @@ def test_shape_of_a_token_tensor_is_its_onnx_shape(tmp_path):
     model = g.model("shaped", {"input": [1, 8, 32]}, {"logits": [1, 8, 16]}, "shaped")
     exe, x_in, result = _run_isa(model, "default", 4, tmp_path)
     assert result.bit_exact, result.first_mismatch
-    assert compare_fp32(model, exe.reference, x_in)["cosine_vs_fp32"] > 0.999
+    assert_twin_agrees(model, exe.reference, [x_in])
 
 
 def test_attention_products_are_1x1_gemms_over_the_tokens_of_each_head():

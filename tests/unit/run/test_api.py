@@ -28,6 +28,9 @@ def test_run_executable_file_returns_outputs_and_report(tmp_path):
     assert report["executable"] == str(path)
     assert report["total"]["bit_exact"] and len(report["layers"]) == len(exe.layers)
     assert report["accuracy"]["cosine_vs_fp32"] > 0.99
+    twin = report["accuracy"]["twin_agreement"]  # the fake-quantized twin, every layer
+    assert {e["tensor"] for e in twin["layers"]} >= {n.output for n in graph.nodes}
+    assert twin["outside_rule"] == 0 and twin["max_code_diff"] <= 1 and twin["equal"] >= 0.999
 
 
 def test_executable_for_another_config_is_refused(tmp_path):

@@ -239,6 +239,12 @@ def test_mlp_run_writes_the_report(tmp_path: Path) -> None:
     assert isinstance(accuracy["top1_agree_fp32"], bool)
     assert isinstance(accuracy["cosine_vs_fp32"], float)
     assert 0.99 < accuracy["cosine_vs_fp32"] <= 1.0 + 1e-9
+    twin = accuracy["twin_agreement"]  # every layer against the fake-quantized twin
+    assert twin["outside_rule"] == 0 and twin["max_code_diff"] <= 1 and twin["layers"]
+    assert twin["equal"] == pytest.approx(
+        sum(e["equal"] * e["count"] for e in twin["layers"])
+        / sum(e["count"] for e in twin["layers"])
+    )
 
     with open(out / "report.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
