@@ -105,25 +105,28 @@ def run_bounded(
     options.log_severity_level = 4  # (its "terminate flag" error is ours to report)
     outcome: dict[str, object] = {}
 
+    finished = threading.Event()  # (not Thread.join: on 3.11 an interrupted join forgets it)
+
     def work() -> None:
         try:
             outcome["values"] = sess.run(fetches, inputs, options)
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
             outcome["error"] = exc
+        finally:
+            finished.set()
 
-    thread = threading.Thread(target=work, name="host run", daemon=True)
     _RUNNING.add(options)
-    thread.start()
+    threading.Thread(target=work, name="host run", daemon=True).start()
     try:
-        thread.join(seconds)
+        finished.wait(seconds)
     except KeyboardInterrupt:  # Ctrl-C: every run under way stops (the reference's too)
         for running in list(_RUNNING):
             running.terminate = True
         raise
     finally:  # the bound passed, or Ctrl-C: stop onnxruntime before going on
-        if thread.is_alive():
+        if not finished.is_set():
             options.terminate = True
-            thread.join()
+            finished.wait()
         _RUNNING.discard(options)
     if "values" in outcome:
         return outcome["values"]  # type: ignore[return-value]

@@ -35,8 +35,9 @@ class Knob:
         return os.environ.get(self.name, self.default)
 
     def seconds(self) -> float:
-        """The value as a positive number of seconds (:class:`KnobError` if it is not one)."""
-        text = self.get()
+        """The value as a positive number of seconds (:class:`KnobError` if it is not one;
+        empty: the default)."""
+        text = self.get().strip() or self.default
         try:
             value = float(text)
         except ValueError:

@@ -44,7 +44,7 @@ from sim.verilate.instrument import (
     coverage_dir,
     coverage_plusargs,
 )
-from sim.verilate.lifeline import run_child
+from sim.verilate.lifeline import ChildStuck, run_child
 from sim.verilate.toolchain import ToolchainError, find_toolchain, fst_missing_message
 
 log = logging.getLogger("cosim.build")
@@ -533,6 +533,8 @@ def run_cocotb(
                 seed=seed,
                 log_file=test_dir / "sim.log",
             )
+    except ChildStuck as exc:  # (the simulator hung after a fatal error and was killed)
+        raise SimulationFailed(_describe_failure(test_dir, [str(exc)], 0)) from None
     except (SystemExit, RuntimeError) as exc:
         # SystemExit: cocotb's runner saw failing tests; RuntimeError: the simulator itself
         # stopped (e.g. Verilator's $stop on a failed assertion).
