@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -37,6 +36,7 @@ from typing import Any
 from arch.config import AccelConfig
 from sim import knobs
 from sim.backends.base import DeviceResult, DeviceRun, RunOptions
+from sim.scaleout import worker_setup
 from sim.verilate.lifeline import die_with_parent
 
 SCHEDULER_ENV = knobs.SCHEDULER.name
@@ -147,6 +147,7 @@ def open_client(workers: int) -> Iterator[Any]:
                             processes=True,
                             dashboard_address=None,
                             silence_logs=logging.ERROR,
+                            preload=[worker_setup.__name__],  # Ctrl-C is the CLI's
                         )
                     )
                 client = stack.enter_context(Client(cluster))
@@ -186,10 +187,6 @@ class EarlyClient:
         self._thread.start()
 
     def _hold(self, workers: int, warm: tuple[str, str] | None) -> None:
-        # Ctrl-C is the main thread's: the threads and worker processes started from here
-        # inherit the mask, so a Ctrl-C (sent to the terminal's whole process group) prints no
-        # KeyboardInterrupt from a worker; the main thread closes the cluster.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             with open_client(workers) as client:
                 if warm is not None:

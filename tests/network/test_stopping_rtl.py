@@ -50,6 +50,7 @@ def wait_for(path: Path, proc: subprocess.Popen, within_s: float = 600) -> int:
     raise AssertionError(f"the simulator never started (CLI exit {proc.poll()})")
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
     ("how", "code", "line"),
     [
