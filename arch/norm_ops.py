@@ -60,9 +60,11 @@ __all__ = [
     "NormParams",
     "norm_params",
     "norm_rows",
+    "norm_rows_q8",
     "row_rsqrt",
     "softmax_params",
     "softmax_rows",
+    "softmax_rows_q8",
 ]
 
 MAX_ROW = 65535  # channels per row: keeps every sum and product below 2**62
@@ -148,6 +150,11 @@ def norm_params(
 
 def norm_rows(x: npt.ArrayLike, p: NormParams) -> npt.NDArray[np.int8]:
     """LayerNorm (``p.rms`` False) or RMSNorm of each row of int8 codes ``x``; see the module."""
+    return np.clip((norm_rows_q8(x, p) + 128) >> 8, -128, 127).astype(np.int8)
+
+
+def norm_rows_q8(x: npt.ArrayLike, p: NormParams) -> npt.NDArray[np.int64]:
+    """``a_i + bias_i`` of step 4 (Q8 output codes): what NORM leaves for STORE to round."""
     xs = _codes("x", x)
     c = xs.shape[-1]
     if p.mult.shape != (c,):
@@ -162,8 +169,7 @@ def norm_rows(x: npt.ArrayLike, p: NormParams) -> npt.NDArray[np.int8]:
         d, v = c * xs - s1, c * s2 - s1 * s1 + p.eps_codes
     r, t = row_rsqrt(v)
     h = (d * r + (np.int64(1) << (t - 1))) >> t
-    q8 = (h * p.mult) >> (p.shift - 8)
-    return np.clip((q8 + p.bias + 128) >> 8, -128, 127).astype(np.int8)
+    return ((h * p.mult) >> (p.shift - 8)) + p.bias
 
 
 def softmax_params(s_in: float) -> int:
@@ -192,6 +198,20 @@ def softmax_rows(
 
     ``mask`` (int, input codes) and ``masked`` (bool) broadcast against ``x``.
     """
+    q8 = softmax_rows_q8(x, k, mask, masked)
+    return (np.clip((q8 + 128) >> 8, 0, 255) + SOFTMAX_ZERO_POINT).astype(np.int8)
+
+
+def softmax_rows_q8(
+    x: npt.ArrayLike,
+    k: int,
+    mask: npt.ArrayLike | None = None,
+    masked: npt.ArrayLike | None = None,
+) -> npt.NDArray[np.int64]:
+    """``floor(256 * 256 * e_i / S)`` (Q8 probabilities in 1/256): what NORM leaves for STORE.
+
+    ``(q8 + 128) >> 8`` equals step 3's rounding exactly (nested floors).
+    """
     xs = _codes("x", x)
     z = xs if mask is None else xs + np.clip(_codes("mask", mask), -(2**24), 2**24)
     off = np.zeros(z.shape, dtype=bool)
@@ -204,5 +224,4 @@ def softmax_rows(
     safe = np.maximum(s, 1)
     bl = _bitlen(safe)
     r = ((np.int64(1) << (bl + 15)) + safe // 2) // safe
-    y = (e * r * 256 + (np.int64(1) << (bl + 14))) >> (bl + 15)
-    return (np.clip(y, 0, 255) + SOFTMAX_ZERO_POINT).astype(np.int8)
+    return (e * r * 256) >> (bl + 7)
