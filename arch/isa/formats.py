@@ -427,7 +427,8 @@ END = _insn(
 )
 
 FORMATS: dict[Opcode, Format] = {
-    f.opcode: f for f in (LOAD, STORE, GEMM, ACCUM, POOL, SYNC, PERF, END, DWCONV, CONV, NORM)
+    f.opcode: f
+    for f in (LOAD, STORE, GEMM, ACCUM, POOL, SYNC, PERF, END, DWCONV, CONV, NORM)
     if f.opcode
 }
 RECORDS: tuple[Format, ...] = (DESCRIPTOR, LOOP, PARAM_ENTRY, PERF_RECORD)

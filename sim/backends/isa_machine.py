@@ -113,6 +113,12 @@ class Machine:
                 raise IsaSimError(
                     code, str(exc).removeprefix(f"instruction {index}: "), index
                 ) from None
+            if insn.opcode is Opcode.NORM and not self.config.norm_unit:
+                raise IsaSimError(
+                    ErrorCode.ILLEGAL_OPCODE,
+                    f"illegal opcode {Opcode.NORM.value}: NORM needs a config with norm_unit",
+                    index,
+                )
             self.stats.fetch_bytes += isa.INSN_BYTES
             yield insn
             if insn.opcode is Opcode.END:

@@ -154,6 +154,7 @@ def test_softmax_large_mask_offsets_do_not_overflow() -> None:
         (lambda: no.row_rsqrt(np.array([0])), "variance term must be in 1..2**62-1"),
         (lambda: no.norm_params([1.0], [0.0], eps=1e-5, s_in=0.1, s_out=0.0), "need s_in, s_out"),
         (lambda: no.norm_params([1.0, 2.0], [0.0], eps=0, s_in=1, s_out=1), "gamma and beta"),
+        (lambda: no.norm_params([1.0], None, eps=1.0, s_in=1e-5, s_out=1), "above 2**31-1"),
     ],
 )
 def test_bad_arguments_name_what_was_wrong(call: object, message: str) -> None:

@@ -138,7 +138,8 @@ def test_softmax_rows_bit_exact(config: str, c: int, masking: str) -> None:
 
 def test_norm_without_the_unit_is_an_illegal_opcode() -> None:
     machine = Machine(PRESETS["tiny"])
-    with pytest.raises(IsaSimError, match="NORM needs a config with norm_unit") as exc:
+    message = "illegal opcode 11: NORM needs a config with norm_unit"
+    with pytest.raises(IsaSimError, match=message) as exc:
         run_norm(machine, **norm_fields(8, 8, 1, NormMode.SOFTMAX))
     assert exc.value.code is ErrorCode.ILLEGAL_OPCODE
 
