@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from arch.config import AccelConfig, ConfigError
+from arch.config import PRESETS, AccelConfig, ConfigError
 from hdl_gen.accelerator import Accelerator
+from sim.app.cli import main
 
 
 def test_default_config_keeps_its_name_and_json() -> None:
@@ -27,3 +31,18 @@ def test_norm_unit_must_be_a_bool() -> None:
 def test_rtl_generation_refuses_the_norm_unit_until_stage_2() -> None:
     with pytest.raises(ConfigError, match="the norm unit's RTL is not generated yet"):
         Accelerator(AccelConfig(norm_unit=True))
+
+
+def test_make_sim_on_the_rtl_with_the_norm_unit_exits_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "norm.json"
+    config.write_text(json.dumps({**PRESETS["tiny"].to_dict(), "norm_unit": True}))
+    args = ["--model", "mlp", "--config", str(config), "--backend", "rtl"]
+    code = main([*args, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1] == (
+        "error: the norm unit's RTL is not generated yet: norm_unit=true runs on the ISA "
+        "backend only (issue 39, stage 2 builds it)"
+    )
