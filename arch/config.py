@@ -59,6 +59,7 @@ class AccelConfig:
     token_depth: int = 8  # dependency tokens a queue pair can hold before a push stalls
     watchdog_cycles: int = 1 << 20  # cycles without progress before the RTL stops with WATCHDOG
     dataflow: str = "weight_stationary"
+    norm_unit: bool = False  # the row unit beside the array: LayerNorm, RMSNorm, Softmax
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -77,6 +78,8 @@ class AccelConfig:
                 "supported widths are in_bits=8, w_bits=8, acc_bits=32, not "
                 f"in_bits={self.in_bits}, w_bits={self.w_bits}, acc_bits={self.acc_bits}"
             )
+        if not isinstance(self.norm_unit, bool):
+            raise ConfigError(f"norm_unit must be true or false, not {self.norm_unit!r}")
         if self.dataflow not in DATAFLOWS:
             raise ConfigError(f"dataflow must be one of {DATAFLOWS}, not {self.dataflow!r}")
         if not _is_pow2(self.dram_bytes_per_cycle) or not 4 <= self.dram_bytes_per_cycle <= 128:
@@ -176,7 +179,11 @@ class AccelConfig:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field; ``norm_unit`` only when set, so configs without it keep their names."""
+        values = dataclasses.asdict(self)
+        if not self.norm_unit:
+            del values["norm_unit"]
+        return values
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)

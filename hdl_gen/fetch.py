@@ -148,6 +148,8 @@ class Fetch(wiring.Component):
         legal, bad_field, is_end = Signal(), Signal(), Signal()
         with m.Switch(opcode_raw):
             for opcode, fmt in isa.FORMATS.items():
+                if opcode is isa.Opcode.NORM and not self.config.norm_unit:
+                    continue  # no norm unit: NORM stays ILLEGAL_OPCODE
                 with m.Case(opcode.value):
                     m.d.comb += legal.eq(1)
                     if opcode is isa.Opcode.END:

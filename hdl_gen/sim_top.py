@@ -25,8 +25,9 @@ class SimTop(wiring.Component):
         super().__init__(dict(TOP_PORTS))
 
     def elaborate(self, platform: object) -> Module:
+        accel = Accelerator(self.config, self.checks)  # first: it may refuse the config
         m = Module()
-        m.submodules.accel = accel = Accelerator(self.config, self.checks)
+        m.submodules.accel = accel
         m.submodules.dram = dram = DramModel(self.config, accel.tag_bits)
         wiring.connect(m, accel.dram_req, dram.rd_req)
         wiring.connect(m, dram.rd_resp, accel.dram_resp)

@@ -62,7 +62,7 @@ from arch.isa.constants import (
     TABLE_ENTRIES,
     IsaError,
 )
-from arch.isa.enums import ENUMS, ErrorCode, Mem, Opcode, PoolMode, Queue
+from arch.isa.enums import ENUMS, ErrorCode, Mem, NormMode, Opcode, PoolMode, Queue
 from arch.isa.formats import (
     ACCUM,
     CONV,
@@ -80,6 +80,7 @@ from arch.isa.formats import (
     INSTRUCTION,
     LOAD,
     LOOP,
+    NORM,
     PARAM_ENTRY,
     PERF,
     PERF_COUNTERS,
@@ -92,6 +93,7 @@ from arch.isa.formats import (
     dwconv_cycles,
     gemm_cycles,
     line_bytes,
+    norm_cycles,
     queue_of,
     table_lines,
     window_span,

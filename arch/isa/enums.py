@@ -6,7 +6,8 @@ from amaranth.lib import enum
 
 
 class Opcode(enum.Enum, shape=4):
-    """Instruction opcodes. 0 and 11..15 are illegal (an all-zero word is never a program)."""
+    """Instruction opcodes. 0 and 12..15 are illegal (an all-zero word is never a program);
+    NORM (11) is illegal on a config without the norm unit."""
 
     LOAD = 1
     STORE = 2
@@ -18,6 +19,7 @@ class Opcode(enum.Enum, shape=4):
     END = 8
     DWCONV = 9
     CONV = 10
+    NORM = 11
 
 
 class Queue(enum.Enum, shape=2):
@@ -42,6 +44,14 @@ class PoolMode(enum.Enum, shape=1):
     SUM = 1
 
 
+class NormMode(enum.Enum, shape=2):
+    """What the norm unit computes per row (see arch/norm_ops.py)."""
+
+    LAYERNORM = 0
+    RMSNORM = 1
+    SOFTMAX = 2
+
+
 class ErrorCode(enum.Enum, shape=4):
     """Values of the status register's error field (also raised by the ISA simulator)."""
 
@@ -55,4 +65,4 @@ class ErrorCode(enum.Enum, shape=4):
     BAD_FIELD = 7  # a field value the hardware cannot execute (e.g. zero count, bad memory)
 
 
-ENUMS: tuple[type[enum.Enum], ...] = (Opcode, Queue, Mem, PoolMode, ErrorCode)
+ENUMS: tuple[type[enum.Enum], ...] = (Opcode, Queue, Mem, PoolMode, NormMode, ErrorCode)

@@ -23,7 +23,7 @@ from arch.isa.constants import (
     PARAM_ENTRY_BYTES,
     TABLE_ENTRIES,
 )
-from arch.isa.enums import Mem, Opcode, PoolMode, Queue
+from arch.isa.enums import Mem, NormMode, Opcode, PoolMode, Queue
 from arch.isa.record import Field, Format
 
 if TYPE_CHECKING:
@@ -356,6 +356,54 @@ def dwconv_cycles(out_w: int, out_h: int, kh: int, kw: int, stride: int) -> int:
     return kh * kw + out_h * window_span(out_w, kw, stride) + 3
 
 
+NORM_RSQRT_CYCLES = 48  # digit-by-digit isqrt (31 steps) + restoring reciprocal (17 steps)
+NORM_RECIP_CYCLES = 17  # the softmax row's reciprocal of its sum
+NORM_FILL_CYCLES = 4  # ACT/PARAM read, multiply, add, ACC write
+NORM = _insn(
+    Opcode.NORM,
+    Queue.COMPUTE,
+    "Row ops on the norm unit beside the array (configs with norm_unit; else ILLEGAL_OPCODE), "
+    "bit-exact with arch/norm_ops.py. Row i (i < m) has C = (k_iter - 1)*rows + lanes channels "
+    "(lanes = last_lanes, or rows when 0) in ACT lines `act_addr + k*m + i` (k < k_iter), int8; "
+    "its result goes to ACC lines `acc_addr + k*m + i` (lanes past C are 0) as Q8 output codes "
+    "for a STORE with mult=1, shift=8 to round and saturate (LAYERNORM/RMSNORM: "
+    "`norm_rows_q8`, per-channel mult, shift, bias from PARAM line `param_addr + k`; SOFTMAX: "
+    "`softmax_rows_q8`, STORE out_zp=-128). The row scalar - eps_codes (LAYERNORM/RMSNORM) or "
+    "K (SOFTMAX) - is res_mult of entry 0 of PARAM line `param_addr`. SOFTMAX masks: with "
+    "mask_lines, mask line k of row i is ACT `mask_addr + k*m + i` (mask_per_row) or "
+    "`mask_addr + k` (one row for all), an int8 code added to x, -128 masking the position; "
+    "with causal, position j of row i is masked when j > row0 + i. The unit streams a row line "
+    "by line: a statistics pass (sum and sum of squares, or the maximum), the row scalar "
+    f"({NORM_RSQRT_CYCLES}-cycle reciprocal square root, or for SOFTMAX a pass summing the "
+    f"exponentials and a {NORM_RECIP_CYCLES}-cycle reciprocal), then a pass writing one ACC "
+    "line per cycle: `norm_cycles`.",
+    Field("act_addr", unsigned(LOCAL_ADDR_BITS), "ACT line of row 0, channel block 0"),
+    Field("acc_addr", unsigned(LOCAL_ADDR_BITS), "ACC line of row 0, channel block 0"),
+    Field("param_addr", unsigned(LOCAL_ADDR_BITS), "PARAM line of channel block 0"),
+    Field("m", unsigned(M_BITS), "rows (tokens) (>= 1); channel blocks are m lines apart"),
+    Field("k_iter", unsigned(ITER_BITS), "lines per row (>= 1)"),
+    Field("last_lanes", unsigned(6), "channels in the row's last line (0: all `rows`)"),
+    Field("mode", NormMode, "LAYERNORM, RMSNORM or SOFTMAX"),
+    Field("zp_in", signed(8), "input zero point, subtracted first (RMSNORM)"),
+    Field("mask_lines", unsigned(1), "SOFTMAX: add the int8 mask lines (-128 masks)", True),
+    Field("mask_addr", unsigned(LOCAL_ADDR_BITS), "ACT line of the mask (mask_lines)", True),
+    Field("mask_per_row", unsigned(1), "each row has its own mask lines (mask_lines)", True),
+    Field("causal", unsigned(1), "SOFTMAX: mask positions j > row0 + i", True),
+    Field("row0", unsigned(M_BITS), "causal: the position of row 0", True),
+)
+
+
+def norm_cycles(mode: NormMode, m: int, k_iter: int) -> int:
+    """NORM on the norm unit (stage 1: a row at a time, no overlap between rows): per row, one
+    ACT line per cycle in each pass (two for the norms, three for SOFTMAX) plus the row scalar's
+    serial unit, and a pipeline fill."""
+    if mode is NormMode.SOFTMAX:
+        per_row = 3 * k_iter + NORM_RECIP_CYCLES
+    else:
+        per_row = 2 * k_iter + NORM_RSQRT_CYCLES
+    return m * per_row + NORM_FILL_CYCLES
+
+
 SYNC = _insn(
     Opcode.SYNC,
     None,
@@ -379,7 +427,9 @@ END = _insn(
 )
 
 FORMATS: dict[Opcode, Format] = {
-    f.opcode: f for f in (LOAD, STORE, GEMM, ACCUM, POOL, SYNC, PERF, END, DWCONV, CONV) if f.opcode
+    f.opcode: f
+    for f in (LOAD, STORE, GEMM, ACCUM, POOL, SYNC, PERF, END, DWCONV, CONV, NORM)
+    if f.opcode
 }
 RECORDS: tuple[Format, ...] = (DESCRIPTOR, LOOP, PARAM_ENTRY, PERF_RECORD)
 INSTRUCTION = data.UnionLayout(

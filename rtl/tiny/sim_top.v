@@ -5509,6 +5509,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \conv.opcode ;
   wire [11:0] \conv.out_w ;
   wire [1:0] \conv.stride ;
@@ -5597,6 +5598,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn$53.accum.opcode ;
   wire [15:0] \insn$53.accum.param_addr ;
   wire \insn$53.accum.use_bias ;
@@ -5628,6 +5630,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn$53.conv.opcode ;
   wire [11:0] \insn$53.conv.out_w ;
   wire [1:0] \insn$53.conv.stride ;
@@ -5655,6 +5658,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn$53.dwconv.opcode ;
   wire [11:0] \insn$53.dwconv.out_h ;
   wire [11:0] \insn$53.dwconv.out_w ;
@@ -5680,6 +5684,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn$53.end.opcode ;
   wire [120:0] \insn$53.gemm ;
   wire [15:0] \insn$53.gemm.acc_addr ;
@@ -5706,6 +5711,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn$53.gemm.opcode ;
   wire [15:0] \insn$53.gemm.wgt_addr ;
   wire [31:0] \insn$53.load ;
@@ -5726,7 +5732,44 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn$53.load.opcode ;
+  wire [124:0] \insn$53.norm ;
+  wire [15:0] \insn$53.norm.acc_addr ;
+  wire [15:0] \insn$53.norm.act_addr ;
+  wire \insn$53.norm.causal ;
+  wire [3:0] \insn$53.norm.deps ;
+  wire \insn$53.norm.deps.pop_next ;
+  wire \insn$53.norm.deps.pop_prev ;
+  wire \insn$53.norm.deps.push_next ;
+  wire \insn$53.norm.deps.push_prev ;
+  wire [9:0] \insn$53.norm.k_iter ;
+  wire [5:0] \insn$53.norm.last_lanes ;
+  wire [11:0] \insn$53.norm.m ;
+  wire [15:0] \insn$53.norm.mask_addr ;
+  wire \insn$53.norm.mask_lines ;
+  wire \insn$53.norm.mask_per_row ;
+  (* enum_base_type = "NormMode" *)
+  (* enum_value_00 = "LAYERNORM" *)
+  (* enum_value_01 = "RMSNORM" *)
+  (* enum_value_10 = "SOFTMAX" *)
+  wire [1:0] \insn$53.norm.mode ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
+  wire [3:0] \insn$53.norm.opcode ;
+  wire [15:0] \insn$53.norm.param_addr ;
+  wire [11:0] \insn$53.norm.row0 ;
+  wire [7:0] \insn$53.norm.zp_in ;
   wire [71:0] \insn$53.perf ;
   wire [3:0] \insn$53.perf.deps ;
   wire \insn$53.perf.deps.pop_next ;
@@ -5745,6 +5788,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn$53.perf.opcode ;
   wire [31:0] \insn$53.perf.tag ;
   wire [103:0] \insn$53.pool ;
@@ -5775,6 +5819,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn$53.pool.opcode ;
   wire [7:0] \insn$53.pool.window ;
   wire [127:0] \insn$53.raw ;
@@ -5798,6 +5843,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn$53.store.opcode ;
   wire [7:0] \insn$53.store.out_zp ;
   wire [15:0] \insn$53.store.param_addr ;
@@ -5825,6 +5871,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn$53.sync.opcode ;
   (* enum_base_type = "Queue" *)
   (* enum_value_00 = "LOAD" *)
@@ -5854,6 +5901,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn$54.opcode ;
   wire [11:0] \insn$54.out_h ;
   wire [11:0] \insn$54.out_w ;
@@ -5886,6 +5934,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn.opcode ;
   wire [15:0] \insn.wgt_addr ;
   wire is_conv;
@@ -5901,6 +5950,7 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] opcode;
   wire [127:0] out;
   wire [31:0] \out[0] ;
@@ -7006,6 +7056,26 @@ module \sim_top.accel.compute (rst, queue__payload, deps__has_prev, deps__room_p
   assign \insn$53.conv.kw  = word[121:119];
   assign \insn$53.conv.stride  = word[123:122];
   assign \insn$53.conv.accumulate  = word[124];
+  assign \insn$53.norm  = word[124:0];
+  assign \insn$53.norm.opcode  = word[3:0];
+  assign \insn$53.norm.deps  = word[7:4];
+  assign \insn$53.norm.deps.pop_prev  = word[4];
+  assign \insn$53.norm.deps.pop_next  = word[5];
+  assign \insn$53.norm.deps.push_prev  = word[6];
+  assign \insn$53.norm.deps.push_next  = word[7];
+  assign \insn$53.norm.act_addr  = word[23:8];
+  assign \insn$53.norm.acc_addr  = word[39:24];
+  assign \insn$53.norm.param_addr  = word[55:40];
+  assign \insn$53.norm.m  = word[67:56];
+  assign \insn$53.norm.k_iter  = word[77:68];
+  assign \insn$53.norm.last_lanes  = word[83:78];
+  assign \insn$53.norm.mode  = word[85:84];
+  assign \insn$53.norm.zp_in  = word[93:86];
+  assign \insn$53.norm.mask_lines  = word[94];
+  assign \insn$53.norm.mask_addr  = word[110:95];
+  assign \insn$53.norm.mask_per_row  = word[111];
+  assign \insn$53.norm.causal  = word[112];
+  assign \insn$53.norm.row0  = word[124:113];
   assign \insn$54.opcode  = word[3:0];
   assign \insn$54.deps  = word[7:4];
   assign \insn$54.deps.pop_prev  = word[4];
@@ -8792,6 +8862,7 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \conv.opcode ;
   wire [11:0] \conv.out_w ;
   wire [1:0] \conv.stride ;
@@ -8837,6 +8908,7 @@ module \sim_top.accel.compute.gemm (rst, is_conv, bad_fields, array__a, done, er
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn.opcode ;
   wire [15:0] \insn.wgt_addr ;
   input is_conv;
@@ -10311,6 +10383,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn.accum.opcode ;
   wire [15:0] \insn.accum.param_addr ;
   wire \insn.accum.use_bias ;
@@ -10342,6 +10415,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn.conv.opcode ;
   wire [11:0] \insn.conv.out_w ;
   wire [1:0] \insn.conv.stride ;
@@ -10369,6 +10443,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn.dwconv.opcode ;
   wire [11:0] \insn.dwconv.out_h ;
   wire [11:0] \insn.dwconv.out_w ;
@@ -10394,6 +10469,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn.end.opcode ;
   wire [120:0] \insn.gemm ;
   wire [15:0] \insn.gemm.acc_addr ;
@@ -10420,6 +10496,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn.gemm.opcode ;
   wire [15:0] \insn.gemm.wgt_addr ;
   wire [31:0] \insn.load ;
@@ -10440,7 +10517,44 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn.load.opcode ;
+  wire [124:0] \insn.norm ;
+  wire [15:0] \insn.norm.acc_addr ;
+  wire [15:0] \insn.norm.act_addr ;
+  wire \insn.norm.causal ;
+  wire [3:0] \insn.norm.deps ;
+  wire \insn.norm.deps.pop_next ;
+  wire \insn.norm.deps.pop_prev ;
+  wire \insn.norm.deps.push_next ;
+  wire \insn.norm.deps.push_prev ;
+  wire [9:0] \insn.norm.k_iter ;
+  wire [5:0] \insn.norm.last_lanes ;
+  wire [11:0] \insn.norm.m ;
+  wire [15:0] \insn.norm.mask_addr ;
+  wire \insn.norm.mask_lines ;
+  wire \insn.norm.mask_per_row ;
+  (* enum_base_type = "NormMode" *)
+  (* enum_value_00 = "LAYERNORM" *)
+  (* enum_value_01 = "RMSNORM" *)
+  (* enum_value_10 = "SOFTMAX" *)
+  wire [1:0] \insn.norm.mode ;
+  (* enum_base_type = "Opcode" *)
+  (* enum_value_0001 = "LOAD" *)
+  (* enum_value_0010 = "STORE" *)
+  (* enum_value_0011 = "GEMM" *)
+  (* enum_value_0100 = "ACCUM" *)
+  (* enum_value_0101 = "POOL" *)
+  (* enum_value_0110 = "SYNC" *)
+  (* enum_value_0111 = "PERF" *)
+  (* enum_value_1000 = "END" *)
+  (* enum_value_1001 = "DWCONV" *)
+  (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
+  wire [3:0] \insn.norm.opcode ;
+  wire [15:0] \insn.norm.param_addr ;
+  wire [11:0] \insn.norm.row0 ;
+  wire [7:0] \insn.norm.zp_in ;
   wire [71:0] \insn.perf ;
   wire [3:0] \insn.perf.deps ;
   wire \insn.perf.deps.pop_next ;
@@ -10459,6 +10573,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn.perf.opcode ;
   wire [31:0] \insn.perf.tag ;
   wire [103:0] \insn.pool ;
@@ -10489,6 +10604,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn.pool.opcode ;
   wire [7:0] \insn.pool.window ;
   wire [127:0] \insn.raw ;
@@ -10512,6 +10628,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn.store.opcode ;
   wire [7:0] \insn.store.out_zp ;
   wire [15:0] \insn.store.param_addr ;
@@ -10539,6 +10656,7 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn.sync.opcode ;
   (* enum_base_type = "Queue" *)
   (* enum_value_00 = "LOAD" *)
@@ -11614,6 +11732,26 @@ module \sim_top.accel.compute.line (rst, act__data, param__data, acc_rd__data, h
   assign \insn.conv.kw  = insn[121:119];
   assign \insn.conv.stride  = insn[123:122];
   assign \insn.conv.accumulate  = insn[124];
+  assign \insn.norm  = insn[124:0];
+  assign \insn.norm.opcode  = insn[3:0];
+  assign \insn.norm.deps  = insn[7:4];
+  assign \insn.norm.deps.pop_prev  = insn[4];
+  assign \insn.norm.deps.pop_next  = insn[5];
+  assign \insn.norm.deps.push_prev  = insn[6];
+  assign \insn.norm.deps.push_next  = insn[7];
+  assign \insn.norm.act_addr  = insn[23:8];
+  assign \insn.norm.acc_addr  = insn[39:24];
+  assign \insn.norm.param_addr  = insn[55:40];
+  assign \insn.norm.m  = insn[67:56];
+  assign \insn.norm.k_iter  = insn[77:68];
+  assign \insn.norm.last_lanes  = insn[83:78];
+  assign \insn.norm.mode  = insn[85:84];
+  assign \insn.norm.zp_in  = insn[93:86];
+  assign \insn.norm.mask_lines  = insn[94];
+  assign \insn.norm.mask_addr  = insn[110:95];
+  assign \insn.norm.mask_per_row  = insn[111];
+  assign \insn.norm.causal  = insn[112];
+  assign \insn.norm.row0  = insn[124:113];
   assign \_$signal[0]  = \_$signal [7:0];
   assign \_$signal[1]  = \_$signal [15:8];
   assign \_$signal[2]  = \_$signal [23:16];
@@ -12355,6 +12493,7 @@ module \sim_top.accel.compute.window (rst, bad_fields, act__data, act1__data, ac
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] \insn.opcode ;
   wire [11:0] \insn.out_h ;
   wire [11:0] \insn.out_w ;
@@ -15539,6 +15678,7 @@ module \sim_top.accel.load (desc_count, clk, rst, act__en, wgt__en, param__en, d
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] opcode;
   wire [15:0] param__addr;
   wire [511:0] param__data;
@@ -19724,6 +19864,7 @@ module \sim_top.accel.store (desc_count, clk, rst, act__addr, acc__en, act__en, 
   (* enum_value_1000 = "END" *)
   (* enum_value_1001 = "DWCONV" *)
   (* enum_value_1010 = "CONV" *)
+  (* enum_value_1011 = "NORM" *)
   wire [3:0] opcode;
   output [15:0] param__addr;
   reg [15:0] param__addr;

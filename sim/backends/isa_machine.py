@@ -25,6 +25,7 @@ import numpy as np
 from arch import isa
 from arch.config import AccelConfig
 from arch.isa import MAX_SHIFT, ErrorCode, Launch, Mem, Opcode, dwconv_cycles
+from sim.backends.isa_norm import exec_norm
 from sim.backends.isa_queues import QueueScheduler
 from sim.backends.isa_results import IsaSimError, Stats
 
@@ -112,6 +113,12 @@ class Machine:
                 raise IsaSimError(
                     code, str(exc).removeprefix(f"instruction {index}: "), index
                 ) from None
+            if insn.opcode is Opcode.NORM and not self.config.norm_unit:
+                raise IsaSimError(
+                    ErrorCode.ILLEGAL_OPCODE,
+                    f"illegal opcode {Opcode.NORM.value}: NORM needs a config with norm_unit",
+                    index,
+                )
             self.stats.fetch_bytes += isa.INSN_BYTES
             yield insn
             if insn.opcode is Opcode.END:
@@ -498,6 +505,9 @@ class Machine:
         else:
             self.stats.macs += out_h * out_w * kh * kw * c.cols
         return dwconv_cycles(out_w, out_h, kh, kw, stride)
+
+    def _exec_norm(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
+        return exec_norm(self, index, insn)
 
     def _exec_sync(self, index: int, insn: isa.Instruction, descs: list[bytes]) -> int:
         return 1
