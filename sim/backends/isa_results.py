@@ -17,6 +17,7 @@ ENGINE_OF: dict[Opcode, str] = {
     Opcode.ACCUM: "compute: line engine",
     Opcode.POOL: "compute: line engine",
     Opcode.DWCONV: "compute: window engine",
+    Opcode.NORM: "compute: norm unit",
 }
 
 
