@@ -166,12 +166,12 @@ class AccelConfig:
     # --- naming and serialisation --------------------------------------------------------------
     @property
     def name(self) -> str:
-        """Short canonical name, e.g. ``16x16_i8w8a32_s128k_w64k_c128k_b16_3f2a``.
+        """Short canonical name, e.g. ``16x16_i8w8a32_s128k_w64k_c128k_b16_3f2a91c0``.
 
-        The readable part names the main sizes; the 4-hex suffix hashes every field, so two
+        The readable part names the main sizes; the 8-hex suffix hashes every field, so two
         configs that differ anywhere never share a build or artifact folder.
         """
-        digest = hashlib.sha256(self.to_json().encode()).hexdigest()[:4]
+        digest = hashlib.sha256(self.to_json().encode()).hexdigest()[:8]
         return (
             f"{self.rows}x{self.cols}_i{self.in_bits}w{self.w_bits}a{self.acc_bits}"
             f"_s{self.act_kib}k_w{self.wgt_kib}k_c{self.acc_kib}k_b{self.dram_bytes_per_cycle}"

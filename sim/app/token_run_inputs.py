@@ -30,7 +30,7 @@ def token_run_inputs(tokens: str | None, spec: TokenInputs, seed: int) -> RunInp
     if not path.is_file():
         raise InputError(f"tokens {path} does not exist")
     try:
-        loaded = np.load(path, allow_pickle=False)
+        loaded = np.load(path)  # numpy refuses object arrays by default
         arrays = dict(loaded) if path.suffix == ".npz" else {spec.inputs[0].name: loaded}
     except (OSError, ValueError, TypeError, EOFError) as exc:
         raise InputError(f"tokens {path} is not a readable {path.suffix} file: {exc}") from None
