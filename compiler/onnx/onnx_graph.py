@@ -15,7 +15,7 @@ from onnx import helper, numpy_helper
 
 from .shape_inference import infer_shapes
 
-__all__ = ["MOVES", "RewriteGraph", "constants"]
+__all__ = ["MOVES", "RewriteGraph", "constants", "first_free"]
 
 #: ops that only move data (no arithmetic)
 MOVES = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Gather", "Identity", "Flatten"})
@@ -28,6 +28,15 @@ def constants(proto: onnx.ModelProto) -> dict[str, np.ndarray]:
         if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
             consts[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
     return consts
+
+
+def first_free(base: str, used: set[str]) -> str:
+    """``base``, or ``base_k`` with the first k not in ``used``; added to ``used``."""
+    name, k = base, 1
+    while name in used:
+        name, k = f"{base}_{k}", k + 1
+    used.add(name)
+    return name
 
 
 class RewriteGraph:
@@ -85,11 +94,7 @@ class RewriteGraph:
 
     def unique(self, base: str) -> str:
         """``base``, or ``base_1``, ``base_2``, ...: the first name the graph does not use yet."""
-        name, k = base, 1
-        while name in self._used:
-            name, k = f"{base}_{k}", k + 1
-        self._used.add(name)
-        return name
+        return first_free(base, self._used)
 
     def node(
         self, op: str, inputs: list[str], output: str, name: str, **attrs: Any

@@ -21,6 +21,7 @@ from onnx import numpy_helper
 
 from ..errors import CompileError
 from ..ir import Node, Tensor
+from .onnx_graph import first_free
 
 __all__ = ["HostMark", "ImportState", "Pending", "QConst", "ir_shape", "opset_of"]
 
@@ -116,11 +117,7 @@ class ImportState:
 
     def unique(self, name: str) -> str:
         """``name``, or ``name_k`` with the first k that no earlier IR node has; reserved."""
-        base, k = name, 1
-        while name in self.names:
-            name, k = f"{base}_{k}", k + 1
-        self.names.add(name)
-        return name
+        return first_free(name, self.names)
 
 
 def _copy(value: Any) -> Any:

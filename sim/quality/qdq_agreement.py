@@ -115,6 +115,12 @@ def agreement_report(
     layers = layer_agreement(qdq_model, graph, inputs)
     if not layers:
         return None
+    return summary(layers)
+
+
+def summary(layers: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-layer agreements (``count``, ``equal``, ``max_code_diff``) as one: the
+    element-weighted share of equal codes, the worst layer, the largest difference, the layers."""
     count = sum(e["count"] for e in layers)
     worst = min(layers, key=lambda e: e["equal"])
     return {

@@ -41,6 +41,7 @@ from onnx import TensorProto, helper, numpy_helper
 from arch import host_runtime
 from arch.reference import RefGraph, quantize_input, reuse_or_evaluate, zero_point
 from compiler.calibrate import as_shape
+from sim.quality.qdq_agreement import summary
 
 __all__ = [
     "TIE_BAND",
@@ -377,13 +378,4 @@ def twin_report(
     layers = twin_agreement(source, graph, inputs, known)
     if not layers:
         return None
-    count = sum(e["count"] for e in layers)
-    worst = min(layers, key=lambda e: e["equal"])
-    return {
-        "equal": sum(e["equal"] * e["count"] for e in layers) / count,
-        "worst_layer": worst["layer"],
-        "worst_equal": worst["equal"],
-        "max_code_diff": max(e["max_code_diff"] for e in layers),
-        "outside_rule": sum(e["outside_rule"] for e in layers),
-        "layers": layers,
-    }
+    return summary(layers) | {"outside_rule": sum(e["outside_rule"] for e in layers)}
