@@ -22,9 +22,9 @@ from .test_docs import ARCHIVE, PAGES, code_of
 
 ROOT = Path(__file__).resolve().parents[3]
 # `make sim` and the VAR=value settings after it, on one line (a comment or && ends it).
+_SETTING = r"[A-Z][A-Z0-9_]*=\S*"
 _SIM = re.compile(
-    r"(?:^|`|&&|;)[ \t]*(?:[A-Z][A-Z0-9_]*=\S*[ \t]+)*make[ \t]+sim(?![^\s])((?:[ \t]+[A-Z][A-Z0-9_]*=\S*)*)",
-    re.M,
+    rf"(?:^|&&|;)[ \t]*(?:{_SETTING}[ \t]+)*make[ \t]+sim(?![^\s])((?:[ \t]+{_SETTING})*)", re.M
 )
 
 
