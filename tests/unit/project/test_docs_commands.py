@@ -103,3 +103,9 @@ def test_the_check_refuses_what_the_cli_refuses() -> None:
     assert refusal("MODEL=cnn CONFIG=huge") == "no config 'huge'"
     assert refusal("MODEL=cnn CALIB_METHOD=kl") is not None
     assert refusal("MODEL=cnn WAVES=png") == "the CLI's parser refuses it"
+
+
+def test_the_zoo_table_names_every_zoo_model() -> None:
+    text = (ROOT / "docs" / "models-and-inputs.md").read_text()
+    table = text.split("## The model zoo", 1)[1].split("\n## ", 1)[0]
+    assert sorted(set(re.findall(r"`([a-z0-9]+)`", table)) & set(zoo.MODELS)) == sorted(zoo.MODELS)
