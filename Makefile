@@ -43,15 +43,16 @@ SIM_CONFIG = $(if $(filter-out file,$(origin CONFIG)),--config $(call q,$(CONFIG
 # JOBS is pytest-xdist's for 'test' (default auto); 'sim' gets it only when the user set it.
 SIM_JOBS = $(if $(filter-out file,$(origin JOBS)),--jobs $(call q,$(JOBS)))
 STAMP := $(VENV)/.cosim-installed
+DOCS_STAMP := $(VENV)/.docs-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv toolchain test test-fast fuzz coverage mutate mutate-slice sim sweep bench waves rtl synth lint format lock clean distclean
+.PHONY: help venv toolchain test test-fast fuzz coverage mutate mutate-slice sim sweep bench waves rtl synth lint docs format lock clean distclean
 
 help: ## List targets and variables
 	@echo "Targets:"
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | awk -F'\t' '{printf "  %-12s %s\n", $$1, $$2}'
 	@echo "Variables (current value):"
-	@echo "  MODEL=$(MODEL)      model for 'sim': resnet|resnet18|resnet34|resnet50|mobilenetv2|efficientnet|squeezenet|googlenet|unet|cnn|mlp|digits|path/to/model.onnx"
+	@echo "  MODEL=$(MODEL)      model for 'sim': resnet|resnet18|resnet34|resnet50|mobilenetv2|efficientnet|squeezenet|googlenet|unet|vit|bert|cnn|mlp|digits|path/to/model.onnx"
 	@echo "  BUNDLE=...       'sim': run a saved executable (build/runs/<run>/<model>.cosim) instead of MODEL"
 	@echo "  CONFIG=$(CONFIG)    accelerator config: preset name (tiny, default) or a .json file (BUNDLE: its own)"
 	@echo "  BACKEND=$(BACKEND)      'sim' backend: rtl (Verilator + cocotb), pyverilator (same RTL, in-process) or isa (numpy ISA simulator)"
@@ -148,6 +149,16 @@ lint: $(STAMP) ## ruff, ruff format --check, mypy, the import layering contract 
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
+# pyproject's docs extra, at requirements.lock's pins (the project itself is installed already;
+# reinstalling it for the extra would take a minute).
+$(DOCS_STAMP): $(STAMP)
+	@echo "installing the pinned docs packages into $(VENV) (first run only)..."
+	@$(PY) -m pip install -q --disable-pip-version-check -c requirements.lock mkdocs
+	@touch $@
+
+docs: $(DOCS_STAMP) ## Build the docs site (mkdocs.yml, docs/) with warnings as errors -> build/docs/index.html
+	$(VENV)/bin/mkdocs build --strict --quiet
+
 format: $(STAMP) ## Apply ruff's fixes and formatting
 	$(PY) -m ruff check --fix .
 	$(PY) -m ruff format .
@@ -157,6 +168,7 @@ lock: $(STAMP) ## Regenerate requirements.lock from the current .venv
 	   echo '# dask, distributed, dask-jobqueue and their dependencies (click, cloudpickle, msgpack, tornado, ...): the scale-out engine of sim/scaleout/cluster.py (layer shards, sweeps).'; \
 	   echo '# pyucis (with mcp, pydantic, starlette, httpx, lxml, jsonschema, ...), lcov-cobertura, pycobertura (jinja2, tabulate, ruamel.yaml), cocotb-coverage (python-constraint): make coverage (sim/coverage/).'; \
 	   echo '# mutmut and its dependencies (libcst, textual, setproctitle, coverage, ...): `make mutate`, mutation testing of the Python numeric code (mutation/python_set.py).'; \
+	   echo '# mkdocs and its dependencies (ghp-import, mergedeep, mkdocs-get-deps, pyyaml_env_tag, watchdog): `make docs` only (pyproject'"'"'s docs extra).'; \
 	   $(PY) -m pip freeze --exclude-editable | grep -v '^systolic-cosim'; } > requirements.lock
 
 clean: ## Remove build outputs (Verilator builds, runs, dumps)

@@ -417,5 +417,5 @@ def test_exit_codes_are_documented(capsys: pytest.CaptureFixture[str]) -> None:
     text = " ".join(capsys.readouterr().out.split())
     assert "3 simulator build failure or accelerator error, 4 internal error" in text
     assert "COSIM_DEBUG=1" in text
-    readme = " ".join((REPO / "README.md").read_text().split())
-    assert "accelerator error (error code and instruction), 4 an internal error" in readme
+    guide = " ".join((REPO / "docs" / "running.md").read_text().split())
+    assert "accelerator error (error code and instruction), 4 an internal error" in guide
