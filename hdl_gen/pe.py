@@ -73,7 +73,7 @@ class ProcessingElement(wiring.Component):
         # extended to acc_bits, and the sum is a plain add modulo 2**acc_bits. The hardware is
         # the same 8x8 multiplier and 32-bit adder (synthesis trims the extension: area.md is
         # unchanged); Verilator computes one 32-bit multiply and add instead of sign-extending
-        # a 16-bit product and a 33-bit sum (docs/performance.md, section 7).
+        # a 16-bit product and a 33-bit sum (docs/performance-history.md, section 7).
         spare = max(self.acc_bits - self.w_bits - self.in_bits, 0)
         a_wide = Cat(self.a_in, self.a_in[-1].replicate(spare)).as_signed()
         product = (a_wide * weight).as_unsigned()[: self.acc_bits]

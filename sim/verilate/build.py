@@ -11,8 +11,8 @@ public, through a generated ``.vlt`` control file (:attr:`BuildSpec.public`).
 A build with :attr:`BuildSpec.clock` uses our harness (sim/csrc/cocotb_main.cpp) instead of
 cocotb's: it toggles the clock in C++ and, while no cocotb trigger is due, clocks the model without
 going through VPI at all, so a cocotb test that awaits ``done`` runs at raw Verilator speed
-(``make bench``, docs/performance.md). The compiled Verilator runtime objects are shared between
-builds (sim/verilate/runtime.py).
+(``make bench``, docs/performance-history.md). The compiled Verilator runtime objects are shared
+between builds (sim/verilate/runtime.py).
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ _STAMP = "cosim-build.json"
 
 # Flags every build gets: optimised verilated code, fast X handling, C++ split into files of
 # ~3000 statements (both cores compile the model in parallel: cold default build 60-66 s ->
-# 51-52 s, simulation speed unchanged; docs/performance.md); lint warnings are fatal except the
-# waivers in sim/hdl/waivers.vlt.
+# 51-52 s, simulation speed unchanged; docs/performance-history.md); lint warnings are fatal
+# except the waivers in sim/hdl/waivers.vlt.
 VERILATOR_FLAGS = ("-O3", "--x-assign", "fast", "--x-initial", "fast", "--output-split", "3000")
 MAKE_FLAGS = ("OPT_FAST=-O2", "OPT_SLOW=-O1", "OPT_GLOBAL=-O2")
 WAIVERS = SIM_ROOT / "hdl" / "waivers.vlt"
