@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import TensorProto
 
 from arch.host_runtime import HostModelError
 
@@ -23,15 +24,18 @@ from . import host_models
 from .gelu_pattern import FUSED_OPS, MS_DOMAIN
 from .host_regions import form_regions, mark_host
 from .prepare import OnnxModel, prepare, read_model
-from .read import attrs_of, shape_of
+from .read import attrs_of, elem_type, shape_of
 from .registry import HANDLERS
 from .state import ImportState, ir_shape
+from .token_inputs import token_inputs_of
 
 __all__ = ["import_prepared", "load_onnx", "prepare_model"]
 
 #: IR ops that exist only to be folded into the node before them (canonicalize): after a host
 #: node there is nothing to fold them into, so they join it on the host.
 _FOLDED_INTO_PRODUCER = ("batchnorm", "relu", "relu6", "bias_add", "table")
+#: Element types of values no accelerator op reads (int8 and uint8 codes are QDQ's)
+_NOT_ACTIVATIONS = frozenset({TensorProto.INT64, TensorProto.INT32, TensorProto.BOOL})
 
 
 def load_onnx(model: str | Path | onnx.ModelProto, host: Mapping[int, str] | None = None) -> Graph:
@@ -70,7 +74,9 @@ def import_graph(st: ImportState) -> Graph:
     shape = tuple(int(d.dim_value) for d in x.type.tensor_type.shape.dim)
     # Ranks other than 2, 3 and 4 are left to the op handlers (which name the node) and to
     # Graph.verify.
-    st.tensors[x.name] = Tensor(x.name, ir_shape(shape))
+    # packed token ids are base-128 digits: int8 codes of scale 1 hold them exactly
+    tokens = token_inputs_of(st.proto) is not None
+    st.tensors[x.name] = Tensor(x.name, ir_shape(shape), 1.0 if tokens else None, 0)
     st.alias[x.name] = x.name
     for index, node in enumerate(graph.node):
         name = st.unique(node.name or f"{node.op_type}_{index}")
@@ -132,6 +138,14 @@ def try_handler(st: ImportState, index: int, node: onnx.NodeProto, name: str) ->
         return f"op {op or node.op_type} has no accelerator mapping"
     if index in st.forced:
         return st.forced[index]
+    wide = [
+        i
+        for i in node.input
+        if i in st.alias and i not in st.pending and elem_type(st, i) in _NOT_ACTIVATIONS
+    ]
+    if wide:  # token ids, positions, masks: the input stage's, on the host
+        kind = TensorProto.DataType.Name(elem_type(st, wide[0]))
+        return f"reads the {kind} value '{wide[0]}' (the accelerator takes float activations)"
     start, saved = len(st.nodes), st.snapshot()
     try:
         HANDLERS[node.op_type](st, node, name)
