@@ -5,8 +5,8 @@ token-type ids (ConstantOfShape, Where, Expand of a buffer) - and ONNX shape inf
 through a shape that a node computes, so every value after it would have no static shape. Every
 node of the default domain whose inputs are all constants is computed here
 (:func:`compiler.onnx.host_models.fold_constants`) and becomes an initializer. Not folded:
-random ops, Quantize/DequantizeLinear, whose integer weights the importer reads as such, and
-Constant nodes themselves (the importer reads them).
+:data:`~compiler.onnx.host_models.NEVER_FOLDED` (Quantize/DequantizeLinear, whose integer weights
+the importer reads as such, and random ops) and Constant nodes themselves (the importer reads them).
 """
 
 from __future__ import annotations
@@ -21,17 +21,6 @@ from . import host_models
 
 __all__ = ["fold_constant_nodes"]
 
-_KEEP = {
-    "QuantizeLinear",
-    "DequantizeLinear",
-    "RandomNormal",
-    "RandomNormalLike",
-    "RandomUniform",
-    "RandomUniformLike",
-    "Multinomial",
-    "Bernoulli",
-}
-
 
 def fold_constant_nodes(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` with each node whose inputs are all constants replaced by initializers of its
@@ -43,7 +32,7 @@ def fold_constant_nodes(model: onnx.ModelProto) -> onnx.ModelProto:
         inputs = [i for i in node.input if i]
         foldable = (
             node.domain in ("", "ai.onnx")
-            and node.op_type not in _KEEP
+            and node.op_type not in host_models.NEVER_FOLDED
             and node.op_type != "Constant"
             and inputs
             and all(i in consts for i in inputs)

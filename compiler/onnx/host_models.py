@@ -24,6 +24,22 @@ from arch.host_runtime import HostModelError
 #: The IR version of host models: what the pinned onnxruntime reads, whatever the source used.
 HOST_IR_VERSION = host_runtime.IR_VERSION
 _MAC_OPS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "ConvInteger", "MatMulInteger"}
+#: Ops never computed at compile time, whatever their inputs. Quantize/DequantizeLinear: the
+#: importer reads their integer codes as a quantized weight, and one its handler refuses (uint8
+#: codes beyond int8 after the zero point) goes to the host with its reason - folded to float, the
+#: weight would be quantized again as int8 and run on the array. Random ops: new values per run.
+NEVER_FOLDED = frozenset(
+    {
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "RandomNormal",
+        "RandomNormalLike",
+        "RandomUniform",
+        "RandomUniformLike",
+        "Multinomial",
+        "Bernoulli",
+    }
+)
 
 
 def _value_info(name: str, elem: int, shape: Sequence[int] | None) -> onnx.ValueInfoProto:
@@ -64,7 +80,10 @@ def fold_constants(
 ) -> dict[str, np.ndarray]:
     """The outputs of a node whose inputs are all constants, computed now: by ONNX's own
     reference evaluator (shape arithmetic: Gather, Unsqueeze, Concat of shapes, ...), else by
-    onnxruntime (the evaluator refuses some valid nodes, e.g. GatherElements on axis -1)."""
+    onnxruntime (the evaluator refuses some valid nodes, e.g. GatherElements on axis -1).
+    :class:`HostModelError` for an op of :data:`NEVER_FOLDED`."""
+    if node.op_type in NEVER_FOLDED:
+        raise HostModelError(f"{node.op_type} is never folded (its values are not constants)")
     outputs = [o for o in node.output if o]
     graph = helper.make_graph(
         [node],
