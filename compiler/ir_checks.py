@@ -347,6 +347,26 @@ def merge_heads(g: Graph, node: Node, x: Shape) -> Shape:
     return (1, x[2], 1, x[1] * x[3])
 
 
+def map_to_tokens(g: Graph, node: Node, x: Shape) -> Shape:
+    _need_4d(node, x)
+    _check_params(node, {})
+    return (1, x[2] * x[3], 1, x[1])
+
+
+def tokens_to_map(g: Graph, node: Node, x: Shape) -> Shape:
+    size = node.attrs["size"]
+    if (
+        not is_tokens(x)
+        or not isinstance(size, tuple)
+        or len(size) != 2
+        or not all(isinstance(v, int) and v >= 1 for v in size)
+        or size[0] * size[1] != x[1]
+    ):
+        raise VerifyError(node.name, node.op, f"input {x} is not tokens of a map of size {size!r}")
+    _check_params(node, {})
+    return (1, x[3], *size)
+
+
 def flatten(g: Graph, node: Node, x: Shape) -> Shape:
     _need_4d(node, x)
     _check_params(node, {})
@@ -437,11 +457,19 @@ def table(g: Graph, node: Node, x: Shape) -> Shape:
     return x
 
 
+#: Import ops of one value per channel (a bias, a batchnorm, a layer scale).
+_PER_CHANNEL = ("bias_add", "batchnorm", "channel_mul")
+
+
 def per_channel(g: Graph, node: Node, x: Shape) -> Shape:
     producer = g.producer(node.inputs[0])
+    while producer is not None and producer.op in _PER_CHANNEL:
+        producer = g.producer(producer.inputs[0])
     last = is_tokens(x) and producer is not None and producer.op in ("matmul", "gemm")
     c = (np.float32, (x[-1] if last else x[1],))  # a token gemm's channels are last
-    if node.op == "batchnorm":
+    if node.op == "channel_mul":
+        _check_params(node, {"scale": c})
+    elif node.op == "batchnorm":
         eps = node.attrs["epsilon"]
         if not isinstance(eps, float) or not eps >= 0:
             raise VerifyError(node.name, node.op, f"epsilon must be a float >= 0, got {eps!r}")

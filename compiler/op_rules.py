@@ -90,6 +90,9 @@ _CANONICAL: dict[str, OpRule] = {
     # its producer's transposing stores wrote the bytes
     "split_heads_t": OpRule(check.split_heads, q.no_params, "alias"),
     "merge_heads": OpRule(check.merge_heads, q.no_params, "alias"),
+    # a map's NHWC pixels are its tokens' bytes
+    "map_to_tokens": OpRule(check.map_to_tokens, q.no_params, "alias"),
+    "tokens_to_map": OpRule(check.tokens_to_map, q.no_params, "alias"),
     # a gemm per head whose weights are the second activation
     "batch_matmul": OpRule(check.batch_matmul, q.batch_matmul, "matmul"),
     "softmax": OpRule(check.softmax, q.no_params),  # fp32, a final one only
@@ -102,6 +105,8 @@ _IMPORT_ONLY: dict[str, OpRule] = {
     "relu6": OpRule(check.elementwise, None, attrs=frozenset(), arity=(1, 1)),
     "matmul": OpRule(check.matmul, None, attrs=frozenset(), arity=(1, 1)),
     "bias_add": OpRule(check.per_channel, None, attrs=frozenset(), arity=(1, 1)),
+    # a Mul by one constant per channel (a layer scale): folded into the weights before it
+    "channel_mul": OpRule(check.per_channel, None, attrs=frozenset(), arity=(1, 1)),
     "sum": OpRule(check.add, None, attrs=frozenset(), arity=(2, 2)),
     "identity": OpRule(check.elementwise, None, attrs=frozenset(), arity=(1, 1)),
     "reshape": OpRule(check.flatten, None, attrs=frozenset({"shape"}), arity=(1, 1)),

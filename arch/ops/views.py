@@ -11,6 +11,9 @@
   (1, T, H, F/H) then Transpose (0, 2, 1, 3); merge_heads the inverse; split_heads_t:
   tokens (1, T, 1, F) -> (1, H, F/H, T), the Transpose (0, 2, 3, 1) of k for ``q @ k^T``
   (the producer stores it transposed).
+* map_to_tokens: a map (1, C, H, W) -> tokens (1, H*W, 1, C), token ``y*W + x`` is pixel (y, x)
+  (timm's ``x.flatten(2).transpose(1, 2)``); tokens_to_map (attr ``size`` = (H, W)) the
+  inverse. NHWC pixels and tokens are the same bytes: both are views.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from arch.ops.check import NodeCheck, short
 from arch.ops.quant import zero_point
 from arch.ops.spec import Evaluator, OpSpec, RefGraph, RefNode, Shape, ShapeRule
 
-__all__ = ["HEAD_VIEWS", "SPECS"]
+__all__ = ["HEAD_VIEWS", "SPECS", "TOKEN_MAP_VIEWS"]
 
 
 def _flatten(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
@@ -142,6 +145,34 @@ def _merged(c: NodeCheck, xs: list[Shape]) -> Shape:
     return (1, x[2], 1, x[1] * x[3])
 
 
+def _map_to_tokens(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    _, c, h, w = xs[0].shape
+    return xs[0].reshape(1, c, h * w).transpose(0, 2, 1).reshape(1, h * w, 1, c).copy()
+
+
+def _tokens_to_map(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    _, t, _, c = xs[0].shape
+    h, w = node.attrs["size"]
+    return xs[0].reshape(1, t, c).transpose(0, 2, 1).reshape(1, c, h, w).copy()
+
+
+def _to_tokens(c: NodeCheck, xs: list[Shape]) -> Shape:
+    x = c.shape(c.node.inputs[0], 4, "input")
+    if not c.same_quantization():
+        c.fail("output scale must equal the input scale (tokens are a view of the map)")
+    return (1, x[2] * x[3], 1, x[1])
+
+
+def _to_map(c: NodeCheck, xs: list[Shape]) -> Shape:
+    x = c.shape(c.node.inputs[0], 4, "input")
+    h, w = c.ints("size", 2, 1)
+    if x[2] != 1 or h * w != x[1]:
+        c.fail(f"input {x} is not tokens (1, T, 1, F) of a {h}x{w} map")
+    if not c.same_quantization():
+        c.fail("output scale must equal the input scale (the map is a view of the tokens)")
+    return (1, x[3], h, w)
+
+
 def _view(
     name: str,
     attrs: set[str],
@@ -172,6 +203,10 @@ SPLIT_HEADS = _view("split_heads", {"heads"}, _split, _split_heads)
 SPLIT_HEADS_T = _view("split_heads_t", {"heads"}, _split, _split_heads_t)
 MERGE_HEADS = _view("merge_heads", set(), _merged, _merge_heads)
 HEAD_VIEWS: tuple[str, ...] = tuple(s.name for s in (SPLIT_HEADS, SPLIT_HEADS_T, MERGE_HEADS))
+#: Views between a map (1, C, H, W) and its pixels as tokens (1, H*W, 1, C).
+MAP_TO_TOKENS = _view("map_to_tokens", set(), _to_tokens, _map_to_tokens)
+TOKENS_TO_MAP = _view("tokens_to_map", {"size"}, _to_map, _tokens_to_map)
+TOKEN_MAP_VIEWS: tuple[str, ...] = (MAP_TO_TOKENS.name, TOKENS_TO_MAP.name)
 
 SPECS = (
     FLATTEN,
@@ -182,4 +217,6 @@ SPECS = (
     SPLIT_HEADS,
     SPLIT_HEADS_T,
     MERGE_HEADS,
+    MAP_TO_TOKENS,
+    TOKENS_TO_MAP,
 )
