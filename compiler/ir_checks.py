@@ -367,6 +367,14 @@ def tokens_to_map(g: Graph, node: Node, x: Shape) -> Shape:
     return (1, x[3], *size)
 
 
+def select_token(g: Graph, node: Node, x: Shape) -> Shape:
+    index = node.attrs["index"]
+    if not is_tokens(x) or not isinstance(index, int) or not 0 <= index < x[1]:
+        raise VerifyError(node.name, node.op, f"input {x} is not tokens with a token {index!r}")
+    _check_params(node, {})
+    return (1, x[3])
+
+
 def flatten(g: Graph, node: Node, x: Shape) -> Shape:
     _need_4d(node, x)
     _check_params(node, {})

@@ -93,6 +93,7 @@ _CANONICAL: dict[str, OpRule] = {
     # a map's NHWC pixels are its tokens' bytes
     "map_to_tokens": OpRule(check.map_to_tokens, q.no_params, "alias"),
     "tokens_to_map": OpRule(check.tokens_to_map, q.no_params, "alias"),
+    "select_token": OpRule(check.select_token, q.no_params, "alias"),  # one token's pixel
     # a gemm per head whose weights are the second activation
     "batch_matmul": OpRule(check.batch_matmul, q.batch_matmul, "matmul"),
     "softmax": OpRule(check.softmax, q.no_params),  # fp32, a final one only

@@ -26,6 +26,7 @@ VIEW_OPS = (
     "merge_heads",
     "map_to_tokens",
     "tokens_to_map",
+    "select_token",
 )
 
 

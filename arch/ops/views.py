@@ -14,6 +14,8 @@
 * map_to_tokens: a map (1, C, H, W) -> tokens (1, H*W, 1, C), token ``y*W + x`` is pixel (y, x)
   (timm's ``x.flatten(2).transpose(1, 2)``); tokens_to_map (attr ``size`` = (H, W)) the
   inverse. NHWC pixels and tokens are the same bytes: both are views.
+* select_token: token ``index`` of tokens (1, T, 1, C) as a vector (1, C) (ONNX Gather of one
+  index along the tokens: a ViT's class token), a view of that token's pixel.
 """
 
 from __future__ import annotations
@@ -173,6 +175,20 @@ def _to_map(c: NodeCheck, xs: list[Shape]) -> Shape:
     return (1, x[3], h, w)
 
 
+def _select_token(graph: RefGraph, node: RefNode, xs: list[np.ndarray]) -> np.ndarray:
+    return xs[0][:, node.attrs["index"], 0, :].copy()
+
+
+def _selected(c: NodeCheck, xs: list[Shape]) -> Shape:
+    x = c.shape(c.node.inputs[0], 4, "input")
+    index = c.node.attrs["index"]
+    if x[2] != 1 or not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < x[1]:
+        c.fail(f"input {x} is not tokens (1, T, 1, C) with a token {short(index)}")
+    if not c.same_quantization():
+        c.fail("output scale must equal the input scale (a token is a view)")
+    return (1, x[3])
+
+
 def _view(
     name: str,
     attrs: set[str],
@@ -206,7 +222,8 @@ HEAD_VIEWS: tuple[str, ...] = tuple(s.name for s in (SPLIT_HEADS, SPLIT_HEADS_T,
 #: Views between a map (1, C, H, W) and its pixels as tokens (1, H*W, 1, C).
 MAP_TO_TOKENS = _view("map_to_tokens", set(), _to_tokens, _map_to_tokens)
 TOKENS_TO_MAP = _view("tokens_to_map", {"size"}, _to_map, _tokens_to_map)
-TOKEN_MAP_VIEWS: tuple[str, ...] = (MAP_TO_TOKENS.name, TOKENS_TO_MAP.name)
+SELECT_TOKEN = _view("select_token", {"index"}, _selected, _select_token)
+TOKEN_MAP_VIEWS: tuple[str, ...] = (MAP_TO_TOKENS.name, TOKENS_TO_MAP.name, SELECT_TOKEN.name)
 
 SPECS = (
     FLATTEN,
@@ -219,4 +236,5 @@ SPECS = (
     MERGE_HEADS,
     MAP_TO_TOKENS,
     TOKENS_TO_MAP,
+    SELECT_TOKEN,
 )

@@ -11,16 +11,21 @@ tokens' bytes, :mod:`arch.ops.views`):
 
 The first node of a pair, read only by its partner, stands for nothing on its own: its value
 is the view's input (``pending_views``), and the partner emits the view.
+
+``Gather`` of one constant index along the tokens of (1, T, C) (a ViT's class token,
+``x[:, 0]``) is the ``select_token`` view of that token's pixel.
 """
 
 from __future__ import annotations
 
 import onnx
 
-from .read import attrs_of, emit, only_reader, rank_of, shape_of
+from ..errors import CompileError
+from .read import act, attrs_of, emit, only_reader, rank_of, shape_of
+from .registry import handles
 from .state import ImportState
 
-__all__ = ["map_tokens_reshape", "map_tokens_transpose"]
+__all__ = ["map_tokens_reshape", "map_tokens_transpose", "op_gather"]
 
 _TO_TOKENS, _TO_MAP = "map_to_tokens", "tokens_to_map"
 
@@ -113,3 +118,25 @@ def map_tokens_transpose(st: ImportState, node: onnx.NodeProto, name: str) -> bo
         ok = _map_of(target, t, c) and reader.output[0] in st.inferred
         return ok and _first_half(st, node, _TO_MAP)
     return False
+
+
+@handles("Gather")
+def op_gather(st: ImportState, node: onnx.NodeProto, name: str) -> None:
+    """One token of (1, T, C): a ``select_token`` view (the host runs any other Gather)."""
+    index = st.consts.get(node.input[1]) if len(node.input) > 1 else None
+    axis = int(attrs_of(node).get("axis", 0))
+    x = act(st, node, name, 0)
+    shape = shape_of(st, x)
+    rank = rank_of(st, node.input[0])
+    if rank != 3 or axis % 3 != 1 or index is None or index.ndim != 0 or shape[2] != 1:
+        by = "a computed index" if index is None else f"indices of shape {index.shape}"
+        raise CompileError(
+            name,
+            node.op_type,
+            f"Gather along axis {axis} of {shape} by {by} is not supported",
+            "one constant index (a scalar) along the tokens of (1, T, C)",
+        )
+    i = int(index)
+    if not -shape[1] <= i < shape[1]:
+        raise CompileError(name, node.op_type, f"index {i} is outside {shape[1]} tokens")
+    emit(st, node, name, "select_token", [x], (1, shape[3]), {"index": i % shape[1]})

@@ -115,7 +115,7 @@ def _token_tensors(plan: Plan) -> set[str]:
             tokens.add(layer.inputs[0])
         elif layer.node.op in ("merge_heads", "map_to_tokens"):
             tokens.add(layer.output)
-        elif layer.node.op == "tokens_to_map":
+        elif layer.node.op in ("tokens_to_map", "select_token"):
             tokens.add(layer.inputs[0])
     grew = True
     while grew:
@@ -293,9 +293,15 @@ def _head_view(plan: Plan, layer: Layer, out: TensorPlacement) -> TensorPlacemen
 
 def _token_map_view(plan: Plan, layer: Layer, out: TensorPlacement) -> TensorPlacement:
     """map_to_tokens / tokens_to_map: the same bytes (a map's NHWC pixels are its tokens), as
-    ``out``'s pixels, when the input owns whole pixels in the layout the view reads."""
+    ``out``'s pixels, when the input owns whole pixels in the layout the view reads;
+    select_token: one pixel of the tokens' bytes."""
     node, src = layer.node, plan.tensors[layer.inputs[0]]
     expected = "nhwc" if node.op == "map_to_tokens" else "tokens"
+    if node.op == "select_token" and src.layout == expected:  # a pixel of its (viewed) bytes
+        view = TensorPlacement(layer.output, 1, 1, src.channels, src.logical_channels, src.scale)
+        view.alias_of = src.name
+        view.offset = node.attrs["index"] * plan.tensor(src.name).pixel_stride
+        return view
     if src.layout != expected or src.alias_of is not None:
         how = f"a view of '{src.alias_of}'" if src.alias_of is not None else src.layout
         raise Unplaceable(

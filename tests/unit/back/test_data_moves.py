@@ -19,6 +19,7 @@ from compiler.compile import compile_model
 from compiler.onnx import load_onnx
 from compiler.onnx.token_canon import canonicalize_tokens
 from compiler.passes import canonicalize
+from sim.app.cli import main
 from sim.quality.accuracy import compare_fp32
 from sim.runtime.run import run
 from tests import token_graphs
@@ -158,3 +159,71 @@ def test_batchnorm1d_rewrite_computes_what_onnxruntime_computes():
         for m in (model, rewritten)
     ]
     np.testing.assert_allclose(runs[1], runs[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("index", "config"), [(0, "default"), (-2, "tiny")])
+def test_one_token_by_gather_is_a_view(index, config, tmp_path):
+    """Gather of one token (the class token, x[:, 0]; here also x[:, -2]) after the residual
+    stream feeds the head: a view of that token's pixel, no host step."""
+    rng = np.random.default_rng(14)
+    node = helper.make_node
+    nodes = [
+        node("MatMul", ["x", "w"], ["h"], name="fc"),
+        node("Relu", ["h"], ["r"], name="act"),
+        node("Add", ["x", "r"], ["s"], name="residual"),
+        node("Gather", ["s", "i"], ["c"], name="cls_select", axis=1),
+        node("Gemm", ["c", "hw", "hb"], ["y"], name="head", transB=1),
+    ]
+    inits = {
+        "w": rng.normal(0, 0.3, (24, 24)).astype(np.float32),
+        "i": np.array(index, np.int64),
+        "hw": rng.normal(0, 0.3, (10, 24)).astype(np.float32),
+        "hb": rng.normal(0, 0.1, 10).astype(np.float32),
+    }
+    exe = _run_isa(make_model(nodes, [1, 7, 24], inits), config, 7, tmp_path)
+    assert not [s for s in exe.steps if isinstance(s, HostStep)]
+    (select,) = [n for n in exe.reference.nodes if n.op == "select_token"]
+    assert select.attrs["index"] == index % 7
+
+
+def test_a_gather_of_many_tokens_goes_to_the_host(tmp_path):
+    """Gather of a vector of indices is no single token: the host runs it, naming why."""
+    rng = np.random.default_rng(15)
+    node = helper.make_node
+    nodes = [
+        node("MatMul", ["x", "w"], ["h"], name="fc"),
+        node("Gather", ["h", "i"], ["g"], name="pick", axis=1),
+        node("MatMul", ["g", "w2"], ["y"], name="fc2"),
+    ]
+    inits = {
+        "w": rng.normal(0, 0.3, (16, 16)).astype(np.float32),
+        "i": np.array([0, 2], np.int64),
+        "w2": rng.normal(0, 0.3, (16, 16)).astype(np.float32),
+    }
+    graph = load_onnx(make_model(nodes, [1, 5, 16], inits))
+    (host,) = [n for n in graph.nodes if n.op == "host" and "pick" in n.onnx_nodes]
+    assert (
+        "Gather along axis 1 of (1, 5, 1, 16) by indices of shape (2,)"
+        in (graph.host_reasons[host.name])
+    )
+
+
+def test_a_token_index_out_of_range_is_one_error_line(tmp_path, capsys):
+    """Gather of token 7 of 5: the importer sends it to the host naming the index, and the run
+    ends with exit 2 and one error line from onnxruntime naming the node and the range."""
+    rng = np.random.default_rng(16)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="fc"),
+        helper.make_node("Gather", ["h", "i"], ["y"], name="pick", axis=1),
+    ]
+    inits = {"w": rng.normal(0, 0.3, (16, 16)).astype(np.float32), "i": np.array(7, np.int64)}
+    model = make_model(nodes, [1, 5, 16], inits)
+    graph = load_onnx(model)
+    assert graph.host_reasons["pick"] == "pick (Gather): index 7 is outside 5 tokens"
+    path = tmp_path / "oob.onnx"
+    onnx.save(model, path)
+    code = main(["--backend", "isa", "--out", str(tmp_path / "run"), "--model", str(path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("error: onnxruntime"), err
+    assert "'pick'" in err[0] and "[-5,4]" in err[0]
