@@ -106,11 +106,12 @@ def gated_mlp(tokens: int = 16, dim: int = 32, seed: int = 0) -> onnx.ModelProto
 
 
 def map_token_round_trip(
-    size: int = 4, dim: int = 32, timm_form: bool = True, seed: int = 0
+    size: int = 4, dim: int = 32, timm_form: bool = True, seed: int = 0, head: bool = False
 ) -> onnx.ModelProto:
     """Conv -> tokens -> linear layer -> map -> Conv -> tokens -> linear layer, a hybrid
     model's moves: timm's Reshape + Transpose (0, 2, 1) pairs (``timm_form``), or the NHWC
-    pairs Transpose (0, 2, 3, 1) + Reshape and Reshape + Transpose (0, 3, 1, 2)."""
+    pairs Transpose (0, 2, 3, 1) + Reshape and Reshape + Transpose (0, 3, 1, 2). With
+    ``head``: a layer scale on the first linear layer, and the last token (Gather) into a Gemm."""
     rng = np.random.default_rng(seed)
     t = size * size
     inits: dict[str, np.ndarray] = {
@@ -136,6 +137,10 @@ def map_token_round_trip(
 
     to_tokens("m1", "t1")
     h = _linear(nodes, inits, rng, "fc1", "t1", dim, dim)
+    if head:
+        inits["gamma"] = rng.uniform(0.1, 1.0, dim).astype(np.float32)
+        nodes.append(node("Mul", [h, "gamma"], ["fc1.ls"], name="fc1.layer_scale"))
+        h = "fc1.ls"
     if timm_form:
         nodes.append(node("Transpose", [h], ["back.t"], name="back.t", perm=[0, 2, 1]))
         nodes.append(node("Reshape", ["back.t", "map"], ["m2"], name="back"))
@@ -148,5 +153,12 @@ def map_token_round_trip(
     nodes.append(node("Relu", ["m3"], ["m4"], name="c2.relu"))
     to_tokens("m4", "t2")
     _linear(nodes, inits, rng, "fc2", "t2", dim, dim)
-    nodes.append(node("Identity", ["fc2.y"], ["y"], name="y"))
+    if not head:
+        nodes.append(node("Identity", ["fc2.y"], ["y"], name="y"))
+        return make_model(nodes, [1, 3, size, size], inits)
+    inits["last"] = np.array(t - 1, np.int64)
+    inits["head.w"] = rng.normal(0, 1 / np.sqrt(dim), (10, dim)).astype(np.float32)
+    inits["head.b"] = rng.normal(0, 0.1, 10).astype(np.float32)
+    nodes.append(node("Gather", ["fc2.y", "last"], ["c"], name="select", axis=1))
+    nodes.append(node("Gemm", ["c", "head.w", "head.b"], ["y"], name="head", transB=1))
     return make_model(nodes, [1, 3, size, size], inits)
