@@ -27,7 +27,7 @@ from .prepare import OnnxModel, prepare, read_model
 from .read import attrs_of, elem_type, shape_of
 from .registry import HANDLERS
 from .state import ImportState, ir_shape
-from .token_inputs import token_inputs_of
+from .token_inputs import TOKENS_INPUT, token_inputs_of
 
 __all__ = ["import_prepared", "load_onnx", "prepare_model"]
 
@@ -138,14 +138,9 @@ def try_handler(st: ImportState, index: int, node: onnx.NodeProto, name: str) ->
         return f"op {op or node.op_type} has no accelerator mapping"
     if index in st.forced:
         return st.forced[index]
-    wide = [
-        i
-        for i in node.input
-        if i in st.alias and i not in st.pending and elem_type(st, i) in _NOT_ACTIVATIONS
-    ]
-    if wide:  # token ids, positions, masks: the input stage's, on the host
-        kind = TensorProto.DataType.Name(elem_type(st, wide[0]))
-        return f"reads the {kind} value '{wide[0]}' (the accelerator takes float activations)"
+    not_activation = _reads_no_activation(st, node)
+    if not_activation is not None:
+        return not_activation
     start, saved = len(st.nodes), st.snapshot()
     try:
         HANDLERS[node.op_type](st, node, name)
@@ -156,6 +151,22 @@ def try_handler(st: ImportState, index: int, node: onnx.NodeProto, name: str) ->
     except CompileError as exc:
         st.restore(saved)
         return exc.reason + (f" (supported: {exc.supported})" if exc.supported else "")
+    return None
+
+
+def _reads_no_activation(st: ImportState, node: onnx.NodeProto) -> str | None:
+    """Why ``node`` goes to the host if it reads a value that is no activation - token ids,
+    positions, masks, or the packed token input itself (the input stage's: it unpacks the ids
+    on the host, however much its Gather of one row looks like a token view); else None."""
+    for i in node.input:
+        if i not in st.alias or i in st.pending:
+            continue
+        kind = elem_type(st, i)
+        if kind in _NOT_ACTIVATIONS:
+            name = TensorProto.DataType.Name(kind)
+            return f"reads the {name} value '{i}' (the accelerator takes float activations)"
+        if st.alias[i] == TOKENS_INPUT and token_inputs_of(st.proto) is not None:
+            return f"reads the packed token input '{i}' (ids as digits, unpacked on the host)"
     return None
 
 

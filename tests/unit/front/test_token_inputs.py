@@ -14,6 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from arch.config import PRESETS
+from arch.executable import HostStep
 from compiler.compile import compile_model
 from compiler.errors import CompileError
 from compiler.onnx.token_inputs import TokenInput, TokenInputs, pack_token_inputs, token_inputs_of
@@ -155,6 +156,10 @@ def test_position_ids_input_runs_bit_exact_against_onnxruntime(tmp_path: Path) -
         ("input_ids", "ids", 300),
         ("position_ids", "ids", 16),
     ]
+    # the input stage on the host: the packed input's one-row Gathers are no selected token
+    (first, *_) = [s for s in compiled.executable.steps if isinstance(s, HostStep)]
+    assert "reads the packed token input 'tokens' (ids as digits" in first.reason, first.reason
+    assert not [n for n in compiled.executable.reference.nodes if n.op == "select_token"]
     rng = np.random.default_rng(56)
     ids, positions = rng.integers(0, 300, 8), rng.permutation(8)
     packed = spec.pack({"input_ids": ids, "position_ids": positions}, "t")
